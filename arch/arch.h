@@ -1,0 +1,165 @@
+/* Copyright 2026 the qpt authors
+ * SPDX-License-Identifier: MIT */
+#ifndef QP_ARCH_H
+#define QP_ARCH_H
+/*
+ * PURPOSE: the architecture-neutral view of one machine instruction that cfg/, driver/,
+ * editor/ and dynamic/ work with. The ISA is chosen at link time: arch/x86_64/ implements
+ * these functions for x86-64 (on Zydis); a second ISA implements the same header.
+ * Code is always named by a (local buffer, runtime address) pair. arch/ uses libc only and
+ * never knows about ELF, files or processes. Nothing here allocates: the caller owns every
+ * struct.
+ */
+#include <stddef.h>
+#include <stdint.h>
+
+#include "arch/qp_err.h"
+
+/* The longest instruction of any supported ISA, in bytes. */
+#define ARCH_MAX_INSN 15
+
+/* What an instruction does to control flow. */
+typedef enum arch_kind {
+    ARCH_KIND_SEQ = 0,  /* falls through to the next instruction */
+    ARCH_KIND_JMP,      /* direct unconditional jump (target valid) */
+    ARCH_KIND_JCC,      /* direct conditional jump incl. loop/jrcxz (target valid) */
+    ARCH_KIND_CALL,     /* direct call (target valid) */
+    ARCH_KIND_JMP_IND,  /* indirect jump through a register or memory */
+    ARCH_KIND_CALL_IND, /* indirect call through a register or memory */
+    ARCH_KIND_RET,      /* return (incl. ret imm16) */
+    ARCH_KIND_SYSCALL,  /* syscall/sysenter/int N: falls through */
+    ARCH_KIND_HALT,     /* hlt, ud2, int3, ud0/ud1: never falls through */
+    ARCH_KIND_ENDBR,    /* endbr64/endbr32: a landing pad, falls through */
+    ARCH_KIND_NOP,      /* nop of any form (padding candidate): falls through */
+} arch_kind_t;
+
+/* Instruction flags (arch_insn_t.flags). */
+enum {
+    ARCH_F_RIPREL = 1u << 0,  /* has a pc-relative memory operand (rel_* names the disp) */
+    ARCH_F_BRANCH_REL = 1u << 1, /* has a pc-relative branch offset (rel_* names it) */
+    ARCH_F_MEM_IND = 1u << 2, /* JMP_IND/CALL_IND reads its target from memory */
+    ARCH_F_LOCK = 1u << 3,    /* lock prefix */
+    ARCH_F_PRIV = 1u << 4,    /* privileged instruction (invalid in user code) */
+    ARCH_F_READS_SP = 1u << 5, /* reads or writes the stack pointer (push/pop/call/ret/rsp op) */
+};
+
+/* Status flags, as a bit set (arch_insn_t.flags_read / flags_written). */
+enum {
+    ARCH_FLAG_CF = 1u << 0,
+    ARCH_FLAG_PF = 1u << 1,
+    ARCH_FLAG_AF = 1u << 2,
+    ARCH_FLAG_ZF = 1u << 3,
+    ARCH_FLAG_SF = 1u << 4,
+    ARCH_FLAG_OF = 1u << 5,
+    ARCH_FLAG_DF = 1u << 6,
+    ARCH_FLAGS_STATUS = 0x3f, /* CF PF AF ZF SF OF */
+};
+
+/* One decoded instruction: a small value type, caller-allocated. */
+typedef struct arch_insn {
+    uint64_t addr;          /* runtime address the instruction was decoded at */
+    uint64_t target;        /* JMP/JCC/CALL: branch target; RIPREL: address of the memory operand */
+    uint8_t len;            /* length in bytes, 1..ARCH_MAX_INSN */
+    uint8_t kind;           /* arch_kind_t */
+    uint8_t rel_off;        /* offset of the pc-relative field (branch offset or disp), or 0 */
+    uint8_t rel_size;       /* size in bytes of that field (1, 2 or 4), or 0 if none */
+    uint16_t flags;         /* ARCH_F_* */
+    uint8_t flags_read;     /* ARCH_FLAG_* the instruction reads (conservative) */
+    uint8_t flags_written;  /* ARCH_FLAG_* it always writes (only must-writes count) */
+} arch_insn_t;
+
+/*
+ * Decode the instruction at BUF (at most LEN readable bytes) that runs at address ADDR.
+ * Fills *OUT. Returns 0, or QP_EDECODE when the bytes are not a valid user-mode
+ * instruction (including a truncated one), QP_EINVAL on NULL arguments.
+ * Fast path: no operand details are computed (see arch_decode_ops).
+ */
+int arch_decode(const uint8_t *buf, size_t len, uint64_t addr, arch_insn_t *out /*OUT*/);
+
+/*
+ * Operand-level semantics for the few data-flow shapes that jump-table and address-taken
+ * analysis in cfg/ need. Registers are numbered ISA-neutrally: ARCH_REG_NONE, ARCH_REG_PC
+ * (rip), ARCH_REG_SP, and 1..ARCH_NREGS-1 for the general-purpose registers, always the full
+ * (64-bit) register; the access width is in `size`.
+ */
+#define ARCH_REG_NONE 0
+#define ARCH_REG_PC 0xfe
+#define ARCH_NREGS 17 /* x86-64: 1..16 = rax rcx rdx rbx rsp rbp rsi rdi r8..r15 */
+
+typedef enum arch_op {
+    ARCH_OP_OTHER = 0, /* anything not listed: its dst is clobbered if dst.kind != NONE */
+    ARCH_OP_MOV,       /* dst = src (zero-extends a 32-bit register write, as x86 does) */
+    ARCH_OP_MOVSX,     /* dst = sign-extend(src), src size in src.size (movsxd, cdqe, movsx) */
+    ARCH_OP_MOVZX,     /* dst = zero-extend(src) */
+    ARCH_OP_LEA,       /* dst = effective address of src (a MEM operand) */
+    ARCH_OP_ADD,       /* dst = dst + src */
+    ARCH_OP_SUB,       /* dst = dst - src */
+    ARCH_OP_AND,       /* dst = dst & src */
+    ARCH_OP_SHL,       /* dst = dst << src (src is IMM) */
+    ARCH_OP_CMP,       /* flags = dst - src */
+    ARCH_OP_TEST,      /* flags = dst & src */
+    ARCH_OP_XOR,       /* dst = dst ^ src (xor r,r is zero) */
+    ARCH_OP_JMP,       /* jmp: src is the target operand (REG, MEM or IMM for direct) */
+    ARCH_OP_JCC,       /* conditional jump: cond holds the condition */
+    ARCH_OP_CALL,      /* call: src is the target operand */
+} arch_op_t;
+
+typedef enum arch_opnd_kind {
+    ARCH_OPND_NONE = 0,
+    ARCH_OPND_REG,
+    ARCH_OPND_MEM,
+    ARCH_OPND_IMM,
+} arch_opnd_kind_t;
+
+/* Condition codes for ARCH_OP_JCC, named after x86 but meaningful for any flags ISA. */
+typedef enum arch_cond {
+    ARCH_COND_NONE = 0,
+    ARCH_COND_A,  /* unsigned > */
+    ARCH_COND_AE, /* unsigned >= */
+    ARCH_COND_B,  /* unsigned < */
+    ARCH_COND_BE, /* unsigned <= */
+    ARCH_COND_E,
+    ARCH_COND_NE,
+    ARCH_COND_G,
+    ARCH_COND_GE,
+    ARCH_COND_L,
+    ARCH_COND_LE,
+    ARCH_COND_OTHER,
+} arch_cond_t;
+
+typedef struct arch_opnd {
+    uint8_t kind;   /* arch_opnd_kind_t */
+    uint8_t size;   /* access width in bytes (1, 2, 4, 8); for MEM the width of the load */
+    uint8_t reg;    /* REG: the register */
+    uint8_t base;   /* MEM: base register (ARCH_REG_PC for rip-relative; the disp is then final) */
+    uint8_t index;  /* MEM: index register or ARCH_REG_NONE */
+    uint8_t scale;  /* MEM: 1, 2, 4 or 8 */
+    uint8_t seg;    /* MEM: nonzero when a segment override (fs/gs) applies */
+    int64_t disp;   /* MEM: displacement; rip-relative: the absolute address instead */
+    int64_t imm;    /* IMM: the value, sign-extended; direct branches: the target */
+} arch_opnd_t;
+
+typedef struct arch_ops {
+    uint8_t op;          /* arch_op_t */
+    uint8_t cond;        /* arch_cond_t, for ARCH_OP_JCC */
+    arch_opnd_t dst;     /* destination (first) operand, or NONE */
+    arch_opnd_t src;     /* source (second) operand, or NONE */
+} arch_ops_t;
+
+/*
+ * Decode the operand semantics of the instruction at BUF/ADDR into *OUT.
+ * Slower than arch_decode; meant for the few instructions an analysis looks at.
+ * Returns 0, QP_EDECODE or QP_EINVAL.
+ */
+int arch_decode_ops(const uint8_t *buf, size_t len, uint64_t addr, arch_ops_t *out /*OUT*/);
+
+/*
+ * True when the LEN bytes at BUF are padding an assembler or linker may put between
+ * procedures (nops of any length, int3, zero bytes). Never fails.
+ */
+int arch_is_padding(const uint8_t *buf, size_t len);
+
+/* A short printable name for a register number ("rax"), for messages and tests. */
+const char *arch_reg_name(int reg);
+
+#endif

@@ -1,0 +1,307 @@
+/* Copyright 2026 the qpt authors
+ * SPDX-License-Identifier: MIT */
+#ifndef QP_CFG_H
+#define QP_CFG_H
+/*
+ * PURPOSE: the program model. A neutral image (sections, segments, symbols, dynamic
+ * relocations, entry point, build-id) read from an executable through BFD (cfg_bfd.c is
+ * the only BFD user) or built from bytes by tests; procedures discovered in it; one control
+ * flow graph per procedure with jump tables, dominators and natural loops.
+ * cfg/ depends on arch/ only. It never sees libelf or ptrace and never writes files.
+ * Lifetimes: an image owns every string and byte it hands out until cfg_image_destroy();
+ * a program (cfg_prog_t) points into its image and must be destroyed first.
+ */
+#include <stddef.h>
+#include <stdint.h>
+
+#include "arch/arch.h"
+
+#define CFG_NONE UINT32_MAX
+
+/*****************************************************************************
+ * The image
+ */
+
+enum {
+    CFG_SEC_ALLOC = 1u << 0, /* occupies memory at run time */
+    CFG_SEC_LOAD = 1u << 1,  /* has contents in the file (not .bss) */
+    CFG_SEC_CODE = 1u << 2,  /* executable */
+    CFG_SEC_WRITE = 1u << 3, /* writable */
+};
+
+typedef struct cfg_section {
+    const char *name;     /* ".text" */
+    uint64_t vma;         /* link-time address */
+    uint64_t size;        /* size in bytes */
+    uint64_t file_off;    /* offset in the file (0 for NOBITS) */
+    const uint8_t *bytes; /* contents, NULL when not CFG_SEC_LOAD */
+    uint32_t flags;       /* CFG_SEC_* */
+} cfg_section_t;
+
+enum {
+    CFG_SEG_X = 1u << 0,
+    CFG_SEG_W = 1u << 1,
+    CFG_SEG_R = 1u << 2,
+};
+
+typedef struct cfg_segment {
+    uint32_t type;        /* p_type (PT_LOAD = 1, ...) as in the file */
+    uint32_t flags;       /* CFG_SEG_* */
+    uint64_t vaddr;       /* p_vaddr */
+    uint64_t memsz;       /* p_memsz */
+    uint64_t offset;      /* p_offset */
+    uint64_t filesz;      /* p_filesz */
+    uint64_t align;       /* p_align */
+} cfg_segment_t;
+
+typedef enum cfg_sym_kind {
+    CFG_SYM_FUNC = 0,  /* STT_FUNC */
+    CFG_SYM_IFUNC,     /* STT_GNU_IFUNC: the address is the resolver */
+    CFG_SYM_OBJECT,    /* STT_OBJECT */
+    CFG_SYM_NOTYPE,    /* STT_NOTYPE (labels in hand-written assembly) */
+    CFG_SYM_OTHER,
+} cfg_sym_kind_t;
+
+typedef enum cfg_sym_src {
+    CFG_SYMSRC_SYMTAB = 0, /* .symtab */
+    CFG_SYMSRC_DYNSYM,     /* .dynsym */
+    CFG_SYMSRC_PLT,        /* synthetic foo@plt */
+} cfg_sym_src_t;
+
+typedef struct cfg_symbol {
+    const char *name;    /* as in the file ("foo@plt" for PLT entries) */
+    uint64_t addr;       /* value */
+    uint64_t size;       /* st_size, 0 if unknown */
+    uint8_t kind;        /* cfg_sym_kind_t */
+    uint8_t src;         /* cfg_sym_src_t */
+    uint8_t global;      /* nonzero for global or weak binding */
+} cfg_symbol_t;
+
+typedef enum cfg_reloc_kind {
+    CFG_RELOC_RELATIVE = 0, /* word at `where` = load base + value */
+    CFG_RELOC_IRELATIVE,    /* word = resolver(value)(): value is an IFUNC resolver */
+    CFG_RELOC_ABS64,        /* word = symbol + addend (value = symbol value + addend, if defined) */
+    CFG_RELOC_GLOB_DAT,
+    CFG_RELOC_JUMP_SLOT,
+    CFG_RELOC_OTHER,
+} cfg_reloc_kind_t;
+
+typedef struct cfg_reloc {
+    uint64_t where;      /* address of the relocated word */
+    uint64_t value;      /* addend, or symbol value + addend for ABS64 to a defined symbol */
+    const char *sym;     /* symbol name or NULL */
+    uint8_t kind;        /* cfg_reloc_kind_t */
+} cfg_reloc_t;
+
+enum {
+    CFG_IMG_PIE = 1u << 0,      /* ET_DYN executable (PIE or static-pie) */
+    CFG_IMG_DYNAMIC = 1u << 1,  /* has PT_INTERP: linked against shared libraries */
+    CFG_IMG_SYMTAB = 1u << 2,   /* has a .symtab (not stripped) */
+    CFG_IMG_IBT = 1u << 3,      /* GNU property: IBT */
+    CFG_IMG_SHSTK = 1u << 4,    /* GNU property: SHSTK */
+};
+
+typedef struct cfg_image {
+    const char *path;          /* as given to the reader */
+    uint32_t flags;            /* CFG_IMG_* */
+    uint64_t entry;            /* e_entry */
+    cfg_section_t *sections;   /* in file order */
+    size_t nsections;
+    cfg_segment_t *segments;   /* program headers in file order */
+    size_t nsegments;
+    cfg_symbol_t *symbols;     /* sorted by address, then by preference (symtab func first) */
+    size_t nsymbols;
+    cfg_reloc_t *relocs;       /* dynamic relocations, sorted by `where` */
+    size_t nrelocs;
+    uint64_t *init_funcs;      /* code addresses from .init_array/.preinit_array/.fini_array */
+    size_t ninit_funcs;
+    uint8_t build_id[64];      /* NT_GNU_BUILD_ID descriptor */
+    size_t build_id_len;       /* 0 when there is none */
+    uint64_t file_size;        /* size of the file in bytes */
+    void *priv;                /* the reader's own state */
+} cfg_image_t;
+
+/*
+ * Read the executable at PATH. Fails with QP_EIO (cannot open; errno is kept), QP_EDIR,
+ * QP_ENOTELF, QP_EARCH (not x86-64 ELF64), QP_ESHARED (a shared library), QP_EFORMAT,
+ * QP_ENOMEM. On success *OUT is owned by the caller (cfg_image_destroy).
+ */
+int cfg_image_open_bfd(const char *path, cfg_image_t **out /*OUT*/);
+
+/*
+ * A one-section image of raw code: N bytes at VMA, entry at VMA. For tests and for
+ * analysing code that has no file. The bytes are copied.
+ */
+int cfg_image_from_bytes(const uint8_t *b, size_t n, uint64_t vma, cfg_image_t **out /*OUT*/);
+
+/* Free an image and everything it owns. NULL is fine. */
+void cfg_image_destroy(cfg_image_t *img);
+
+/* The section holding ADDR (loaded contents only), or NULL. */
+const cfg_section_t *cfg_image_section_at(const cfg_image_t *img, uint64_t addr);
+
+/*
+ * A pointer to the loaded bytes at ADDR and how many follow in the same section
+ * (*AVAIL), or NULL when ADDR is not in a section with contents.
+ */
+const uint8_t *cfg_image_ptr(const cfg_image_t *img, uint64_t addr, size_t *avail /*OUT*/);
+
+/* True when ADDR lies in an executable section. */
+int cfg_image_is_code(const cfg_image_t *img, uint64_t addr);
+
+/*****************************************************************************
+ * The program: procedures, blocks, edges
+ */
+
+/* How a procedure was found (cfg_proc_t.sources, a bit set). */
+enum {
+    CFG_SRC_SYMBOL = 1u << 0,   /* a function symbol */
+    CFG_SRC_EH_FRAME = 1u << 1, /* an .eh_frame FDE starts there */
+    CFG_SRC_CALL = 1u << 2,     /* the target of a direct call */
+    CFG_SRC_ENTRY = 1u << 3,    /* the ELF entry point */
+    CFG_SRC_INIT = 1u << 4,     /* named by .init_array/.fini_array/.preinit_array, DT_INIT/FINI */
+    CFG_SRC_PLT = 1u << 5,      /* a PLT entry */
+    CFG_SRC_GAP = 1u << 6,      /* valid code in a gap no other procedure reaches (seed 3.6) */
+    CFG_SRC_TAILCALL = 1u << 7, /* the target of a jump from another procedure */
+    CFG_SRC_ADDR = 1u << 8,     /* a code address held in data or relocations */
+    CFG_SRC_SECTION = 1u << 9,  /* the start of a code section (.init, .fini) */
+    CFG_NSRC = 10,
+};
+
+/* Names for the CFG_SRC_* bits, index = bit number. */
+extern const char *const cfg_src_names[CFG_NSRC];
+
+typedef enum cfg_edge_kind {
+    CFG_EDGE_FALL = 0,  /* falls through into the next block */
+    CFG_EDGE_TAKEN,     /* a conditional branch taken */
+    CFG_EDGE_JUMP,      /* a direct unconditional jump inside the procedure */
+    CFG_EDGE_TABLE,     /* one target of a jump table */
+    CFG_EDGE_INDIRECT,  /* possible target of an indirect jump (an address-taken label) */
+    CFG_EDGE_CALLRET,   /* from a call to its return site (the callee returns) */
+    CFG_EDGE_RETURN,    /* leaves: return */
+    CFG_EDGE_TAILCALL,  /* leaves: jump to another procedure (direct or through memory) */
+    CFG_EDGE_NORETURN,  /* leaves: call to a procedure that never returns, hlt, ud2 */
+    CFG_EDGE_UNRESOLVED,/* leaves: indirect jump whose targets are unknown */
+    CFG_NEDGE_KINDS,
+} cfg_edge_kind_t;
+
+/* Names for edge kinds ("fall", "taken", ...). */
+extern const char *const cfg_edge_kind_names[CFG_NEDGE_KINDS];
+
+typedef struct cfg_edge {
+    uint32_t from;     /* source block */
+    uint32_t to;       /* destination block, CFG_NONE when the edge leaves the procedure */
+    uint64_t target;   /* target address where one exists (tail call, table entry), else 0 */
+    uint8_t kind;      /* cfg_edge_kind_t */
+} cfg_edge_t;
+
+typedef struct cfg_block {
+    uint64_t start;       /* address of the first instruction */
+    uint64_t end;         /* address after the last instruction */
+    uint32_t proc;        /* owning procedure */
+    uint32_t ninsns;      /* instructions in the block */
+    uint32_t succ;        /* first outgoing edge in prog->edges */
+    uint32_t nsucc;       /* number of outgoing edges */
+    uint32_t pred;        /* first entry in prog->preds (edge indices of incoming edges) */
+    uint32_t npred;       /* number of incoming edges */
+    uint64_t call_target; /* the callee when the block ends in a direct call, else 0 */
+    uint32_t idom;        /* immediate dominator, CFG_NONE for the entry or unreachable */
+    uint16_t loop_depth;  /* number of natural loops containing the block */
+    uint8_t last_kind;    /* arch_kind_t of the last instruction */
+    uint8_t is_loop_head; /* target of a back edge */
+} cfg_block_t;
+
+/* A recovered jump table. */
+typedef struct cfg_table {
+    uint64_t jump;        /* address of the indirect jump that uses it */
+    uint64_t addr;        /* address of the first entry */
+    uint64_t base;        /* relative tables: the value entries are added to; else 0 */
+    uint32_t nentries;    /* number of entries */
+    uint8_t entry_size;   /* 4 or 8 */
+    uint8_t relative;     /* entries are signed offsets from base */
+    uint8_t bounded;      /* bound proven by a guarding compare (else found by scanning) */
+} cfg_table_t;
+
+enum {
+    CFG_PROC_NORETURN = 1u << 0,   /* never returns (known name or proven) */
+    CFG_PROC_PLT = 1u << 1,        /* a PLT stub */
+    CFG_PROC_MULTI_ENTRY = 1u << 2,/* other procedures jump into its interior */
+    CFG_PROC_FRAGMENT = 1u << 3,   /* a cold fragment: its blocks belong to `parent` */
+    CFG_PROC_IRREDUCIBLE = 1u << 4,/* has a retreating edge that is not a back edge */
+};
+
+typedef struct cfg_proc {
+    const char *name;         /* symbol name, or "sub_<hex>" for unnamed code */
+    uint64_t entry;           /* entry address */
+    uint64_t start;           /* extent of the procedure's main part: [start, end) */
+    uint64_t end;
+    uint32_t block;           /* first block (prog->blocks[block] is the entry block) */
+    uint32_t nblocks;         /* blocks [block, block + nblocks), entry first then by address */
+    uint32_t sources;         /* CFG_SRC_* */
+    uint32_t flags;           /* CFG_PROC_* */
+    uint32_t parent;          /* for a fragment: the procedure owning it, else CFG_NONE */
+    const char *unsafe;       /* NULL when safe to relocate, else the reason */
+    uint32_t ntables;         /* jump tables resolved */
+    uint32_t nind_unresolved; /* indirect jumps (not tail calls) with unknown targets */
+    uint32_t nloops;          /* natural loops (back edges) */
+} cfg_proc_t;
+
+typedef struct cfg_stats {
+    uint64_t text_bytes;     /* bytes in executable sections */
+    uint64_t block_bytes;    /* bytes inside CFG blocks */
+    uint64_t padding_bytes;  /* alignment padding between procedures */
+    uint64_t data_bytes;     /* bytes in code sections that are data or unreached */
+    uint64_t ninsns;         /* instructions in blocks */
+    uint32_t nind_jumps;     /* indirect jumps that are not tail calls */
+    uint32_t nind_resolved;  /* ... of which resolved (tables or address-taken sets) */
+    uint32_t nind_tailcalls; /* indirect jumps through memory or to other procedures */
+    uint32_t nunsafe;        /* procedures not safe to relocate */
+    uint32_t nprocs_by_src[CFG_NSRC]; /* procedures per source bit */
+} cfg_stats_t;
+
+typedef struct cfg_prog {
+    const cfg_image_t *img;  /* the image (not owned) */
+    cfg_proc_t *procs;       /* sorted by entry address */
+    uint32_t nprocs;
+    cfg_block_t *blocks;     /* grouped by procedure */
+    uint32_t nblocks;
+    cfg_edge_t *edges;       /* grouped by source block */
+    uint32_t nedges;
+    uint32_t *preds;         /* edge indices grouped by destination block */
+    cfg_table_t *tables;     /* sorted by jump address */
+    uint32_t ntables;
+    cfg_stats_t stats;       /* summary figures */
+    void *priv;              /* builder state (names, maps) */
+} cfg_prog_t;
+
+/* Options for cfg_prog_build; zero-initialise for the defaults. */
+typedef struct cfg_opts {
+    int no_gap_procs;        /* do not turn unreached valid code into procedures */
+} cfg_opts_t;
+
+/*
+ * Discover the procedures of IMG and build a CFG for each, with jump tables,
+ * dominators and loops. OPTS may be NULL. Never fails on odd code: what cannot be analysed
+ * is marked unsafe. Returns QP_ENOMEM or QP_EINVAL on failure. Free with cfg_prog_destroy.
+ */
+int cfg_prog_build(const cfg_image_t *img, const cfg_opts_t *opts, cfg_prog_t **out /*OUT*/);
+
+void cfg_prog_destroy(cfg_prog_t *prog);
+
+/* The procedure named NAME (first match), or NULL. */
+const cfg_proc_t *cfg_proc_by_name(const cfg_prog_t *prog, const char *name);
+
+/* The procedure whose blocks contain ADDR (cold fragments map to the parent), or NULL. */
+const cfg_proc_t *cfg_proc_at(const cfg_prog_t *prog, uint64_t addr);
+
+/* The index of the block containing ADDR, or CFG_NONE. */
+uint32_t cfg_block_at(const cfg_prog_t *prog, uint64_t addr);
+
+/* Outgoing edges of block B: prog->edges[b->succ .. b->succ + b->nsucc). */
+static inline const cfg_edge_t *
+cfg_block_succ(const cfg_prog_t *prog, const cfg_block_t *b, uint32_t i)
+{
+    return &prog->edges[b->succ + i];
+}
+
+#endif
