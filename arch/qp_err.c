@@ -19,6 +19,7 @@ qp_strerror(int err)
     case QP_ENOTFOUND: return "not found";
     case QP_EUNSUPP: return "not supported";
     case QP_EDIR: return "is a directory";
+    case QP_ENOTEXEC: return "not an executable (relocatable object or core file)";
     default: return "unknown error";
     }
 }

@@ -23,6 +23,7 @@ enum qp_err {
     QP_ENOTFOUND = -10, /* a named object (procedure, section) does not exist */
     QP_EUNSUPP = -11,   /* a valid input this version does not handle */
     QP_EDIR = -12,      /* the path names a directory */
+    QP_ENOTEXEC = -13,  /* an ELF file that is not an executable (object, core) */
 };
 
 /* The text for an error code; never NULL, never to be freed. */

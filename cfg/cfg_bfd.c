@@ -1,0 +1,624 @@
+/* Copyright 2026 the qpt authors
+ * SPDX-License-Identifier: MIT */
+
+/*
+ * The image reader: the only file that includes bfd.h. BFD recognises the file and gives
+ * sections, symbols (.symtab, .dynsym) and synthetic PLT symbols. BFD keeps the ELF-only
+ * facts we need (e_type, program headers, symbol sizes, dynamic tags, notes, RELA
+ * entries) behind its private elf-bfd.h, which Debian does not ship, so those are read
+ * from the mapped file with glibc's <elf.h> structures, every offset bounds-checked
+ * first: BFD is only handed files whose headers are sane.
+ */
+#include "config.h"
+
+#include <bfd.h>
+#include <elf.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cfg/cfg_priv.h"
+
+typedef struct bfd_reader {
+    bfd *abfd;             /* BFD handle */
+    const uint8_t *map;    /* the whole file, read-only */
+    size_t size;           /* its size */
+} bfd_reader_t;
+
+static void
+reader_close(cfg_image_priv_t *priv)
+{
+    bfd_reader_t *r = priv->reader;
+    if (r == NULL)
+        return;
+    if (r->abfd != NULL)
+        bfd_close(r->abfd);
+    if (r->map != NULL)
+        munmap((void *)r->map, r->size);
+    free(r);
+    priv->reader = NULL;
+}
+
+static void
+quiet_bfd_errors(const char *fmt, va_list ap)
+{
+    (void)fmt;
+    (void)ap; /* the library never prints: malformed input is reported by return code */
+}
+
+/* True when [off, off + len) lies inside the file. */
+static int
+in_file(const bfd_reader_t *r, uint64_t off, uint64_t len)
+{
+    return off <= r->size && len <= r->size - off;
+}
+
+/*****************************************************************************
+ * Raw ELF facts, bounds-checked
+ */
+
+static const Elf64_Shdr *
+raw_shdrs(const bfd_reader_t *r, size_t *n)
+{
+    const Elf64_Ehdr *eh = (const Elf64_Ehdr *)r->map;
+    *n = eh->e_shnum;
+    return *n ? (const Elf64_Shdr *)(r->map + eh->e_shoff) : NULL;
+}
+
+static int
+check_headers(const bfd_reader_t *r)
+{
+    if (r->size < EI_NIDENT || memcmp(r->map, ELFMAG, SELFMAG) != 0)
+        return QP_ENOTELF;
+    if (r->map[EI_CLASS] != ELFCLASS64 || r->map[EI_DATA] != ELFDATA2LSB)
+        return QP_EARCH;
+    if (r->size < sizeof(Elf64_Ehdr))
+        return QP_EFORMAT;
+    const Elf64_Ehdr *eh = (const Elf64_Ehdr *)r->map;
+    if (eh->e_machine != EM_X86_64)
+        return QP_EARCH;
+    if (eh->e_type == ET_REL || eh->e_type == ET_CORE)
+        return QP_ENOTEXEC;
+    if (eh->e_type != ET_EXEC && eh->e_type != ET_DYN)
+        return QP_EFORMAT;
+    if (eh->e_phnum == 0 || eh->e_phentsize != sizeof(Elf64_Phdr)
+        || !in_file(r, eh->e_phoff, (uint64_t)eh->e_phnum * sizeof(Elf64_Phdr))
+        || eh->e_phoff % 8 != 0)
+        return QP_EFORMAT;
+    if (eh->e_shnum != 0) {
+        if (eh->e_shentsize != sizeof(Elf64_Shdr) || eh->e_shoff % 8 != 0
+            || !in_file(r, eh->e_shoff, (uint64_t)eh->e_shnum * sizeof(Elf64_Shdr))
+            || eh->e_shstrndx >= eh->e_shnum)
+            return QP_EFORMAT;
+        size_t n;
+        const Elf64_Shdr *sh = raw_shdrs(r, &n);
+        for (size_t i = 0; i < n; i++) {
+            if (sh[i].sh_type != SHT_NOBITS && sh[i].sh_type != SHT_NULL
+                && !in_file(r, sh[i].sh_offset, sh[i].sh_size))
+                return QP_EFORMAT;
+            if (sh[i].sh_link >= n && sh[i].sh_type != SHT_NULL)
+                return QP_EFORMAT;
+        }
+    }
+    const Elf64_Phdr *ph = (const Elf64_Phdr *)(r->map + eh->e_phoff);
+    for (size_t i = 0; i < eh->e_phnum; i++)
+        if (ph[i].p_type != PT_NULL && !in_file(r, ph[i].p_offset, ph[i].p_filesz))
+            return QP_EFORMAT;
+    return 0;
+}
+
+/* The dynamic section's tags of interest, from PT_DYNAMIC. */
+typedef struct dyn_info {
+    int has_soname;        /* DT_SONAME present */
+    int pie_flag;          /* DT_FLAGS_1 has DF_1_PIE */
+    uint64_t init, fini;   /* DT_INIT, DT_FINI or 0 */
+} dyn_info_t;
+
+static void
+read_dynamic(const bfd_reader_t *r, const Elf64_Phdr *ph, size_t nph, dyn_info_t *d)
+{
+    memset(d, 0, sizeof(*d));
+    for (size_t i = 0; i < nph; i++) {
+        if (ph[i].p_type != PT_DYNAMIC)
+            continue;
+        const Elf64_Dyn *dyn = (const Elf64_Dyn *)(r->map + ph[i].p_offset);
+        size_t n = ph[i].p_filesz / sizeof(Elf64_Dyn);
+        if (ph[i].p_offset % 8)
+            return;
+        for (size_t k = 0; k < n && dyn[k].d_tag != DT_NULL; k++) {
+            switch (dyn[k].d_tag) {
+            case DT_SONAME: d->has_soname = 1; break;
+            case DT_FLAGS_1: d->pie_flag = (dyn[k].d_un.d_val & DF_1_PIE) != 0; break;
+            case DT_INIT: d->init = dyn[k].d_un.d_ptr; break;
+            case DT_FINI: d->fini = dyn[k].d_un.d_ptr; break;
+            default: break;
+            }
+        }
+    }
+}
+
+/* Walk ELF notes in [p, p + len) for the build-id and the x86 feature property. */
+static void
+read_notes(cfg_image_t *img, const uint8_t *p, size_t len)
+{
+    size_t off = 0;
+    while (off + 12 <= len) {
+        uint32_t namesz, descsz, type;
+        memcpy(&namesz, p + off, 4);
+        memcpy(&descsz, p + off + 4, 4);
+        memcpy(&type, p + off + 8, 4);
+        size_t name_off = off + 12;
+        size_t desc_off = name_off + ((namesz + 3) & ~3u);
+        if (namesz > len || descsz > len || desc_off > len || descsz > len - desc_off)
+            return;
+        int gnu = namesz == 4 && memcmp(p + name_off, "GNU", 4) == 0;
+        if (gnu && type == NT_GNU_BUILD_ID && descsz <= sizeof(img->build_id)) {
+            memcpy(img->build_id, p + desc_off, descsz);
+            img->build_id_len = descsz;
+        }
+        if (gnu && type == NT_GNU_PROPERTY_TYPE_0) {
+            /* Properties are 8-byte aligned on ELF64: type, datasz, data. */
+            size_t q = desc_off, qend = desc_off + descsz;
+            while (q + 8 <= qend) {
+                uint32_t ptype, psz;
+                memcpy(&ptype, p + q, 4);
+                memcpy(&psz, p + q + 4, 4);
+                if (psz > qend - q - 8)
+                    break;
+                if (ptype == GNU_PROPERTY_X86_FEATURE_1_AND && psz >= 4) {
+                    uint32_t bits;
+                    memcpy(&bits, p + q + 8, 4);
+                    if (bits & GNU_PROPERTY_X86_FEATURE_1_IBT)
+                        img->flags |= CFG_IMG_IBT;
+                    if (bits & GNU_PROPERTY_X86_FEATURE_1_SHSTK)
+                        img->flags |= CFG_IMG_SHSTK;
+                }
+                q += 8 + ((psz + 7) & ~7u);
+            }
+        }
+        off = desc_off + ((descsz + 3) & ~3u);
+    }
+}
+
+/*****************************************************************************
+ * Symbol sizes and relocations from the raw tables
+ */
+
+typedef struct sym_size {
+    uint64_t addr, size;
+} sym_size_t;
+
+typedef CFG_VEC(sym_size_t) sym_size_vec_t;
+
+static int
+cmp_sym_size(const void *a, const void *b)
+{
+    const sym_size_t *x = a, *y = b;
+    if (x->addr != y->addr)
+        return x->addr < y->addr ? -1 : 1;
+    return x->size < y->size ? -1 : x->size > y->size;
+}
+
+/* Sizes of every function symbol in .symtab and .dynsym, sorted by address. */
+static int
+collect_sizes(const bfd_reader_t *r, sym_size_vec_t *out)
+{
+    size_t n;
+    const Elf64_Shdr *sh = raw_shdrs(r, &n);
+    for (size_t i = 0; i < n; i++) {
+        if ((sh[i].sh_type != SHT_SYMTAB && sh[i].sh_type != SHT_DYNSYM)
+            || sh[i].sh_offset % 8)
+            continue;
+        const Elf64_Sym *s = (const Elf64_Sym *)(r->map + sh[i].sh_offset);
+        size_t cnt = sh[i].sh_size / sizeof(Elf64_Sym);
+        for (size_t k = 0; k < cnt; k++) {
+            int t = ELF64_ST_TYPE(s[k].st_info);
+            if ((t == STT_FUNC || t == STT_GNU_IFUNC) && s[k].st_size && s[k].st_shndx)
+                QP_CHECK(CFG_VEC_PUSH(*out, ((sym_size_t) { s[k].st_value, s[k].st_size })));
+        }
+    }
+    if (out->n)
+        qsort(out->v, out->n, sizeof(sym_size_t), cmp_sym_size);
+    return 0;
+}
+
+static uint64_t
+lookup_size(const sym_size_t *v, size_t n, uint64_t addr)
+{
+    size_t lo = 0, hi = n;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (v[mid].addr < addr)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    uint64_t best = 0;
+    for (; lo < n && v[lo].addr == addr; lo++)
+        if (v[lo].size > best)
+            best = v[lo].size; /* the largest alias wins */
+    return best;
+}
+
+static int
+read_relocs(cfg_image_t *img, const bfd_reader_t *r)
+{
+    size_t n, total = 0;
+    const Elf64_Shdr *sh = raw_shdrs(r, &n);
+    for (size_t i = 0; i < n; i++)
+        if (sh[i].sh_type == SHT_RELA && (sh[i].sh_flags & SHF_ALLOC))
+            total += sh[i].sh_size / sizeof(Elf64_Rela);
+    if (total == 0)
+        return 0;
+    img->relocs = calloc(total, sizeof(cfg_reloc_t));
+    if (img->relocs == NULL)
+        return QP_ENOMEM;
+    for (size_t i = 0; i < n; i++) {
+        if (sh[i].sh_type != SHT_RELA || !(sh[i].sh_flags & SHF_ALLOC) || sh[i].sh_offset % 8)
+            continue;
+        const Elf64_Rela *ra = (const Elf64_Rela *)(r->map + sh[i].sh_offset);
+        size_t cnt = sh[i].sh_size / sizeof(Elf64_Rela);
+        const Elf64_Shdr *symsh = sh[i].sh_link ? &sh[sh[i].sh_link] : NULL;
+        const Elf64_Sym *syms = NULL;
+        size_t nsyms = 0;
+        const char *strs = NULL;
+        size_t strsz = 0;
+        if (symsh && (symsh->sh_type == SHT_DYNSYM || symsh->sh_type == SHT_SYMTAB)
+            && symsh->sh_offset % 8 == 0 && symsh->sh_link < n) {
+            syms = (const Elf64_Sym *)(r->map + symsh->sh_offset);
+            nsyms = symsh->sh_size / sizeof(Elf64_Sym);
+            strs = (const char *)r->map + sh[symsh->sh_link].sh_offset;
+            strsz = sh[symsh->sh_link].sh_size;
+        }
+        for (size_t k = 0; k < cnt; k++) {
+            cfg_reloc_t *o = &img->relocs[img->nrelocs];
+            uint32_t type = ELF64_R_TYPE(ra[k].r_info), si = ELF64_R_SYM(ra[k].r_info);
+            o->where = ra[k].r_offset;
+            o->value = (uint64_t)ra[k].r_addend;
+            switch (type) {
+            case R_X86_64_RELATIVE: o->kind = CFG_RELOC_RELATIVE; break;
+            case R_X86_64_IRELATIVE: o->kind = CFG_RELOC_IRELATIVE; break;
+            case R_X86_64_64: o->kind = CFG_RELOC_ABS64; break;
+            case R_X86_64_GLOB_DAT: o->kind = CFG_RELOC_GLOB_DAT; break;
+            case R_X86_64_JUMP_SLOT: o->kind = CFG_RELOC_JUMP_SLOT; break;
+            case R_X86_64_NONE: continue;
+            default: o->kind = CFG_RELOC_OTHER; break;
+            }
+            if (si != 0 && si < nsyms) {
+                const Elf64_Sym *s = &syms[si];
+                if (s->st_name < strsz && memchr(strs + s->st_name, 0, strsz - s->st_name))
+                    o->sym = cfg_image_intern(img, strs + s->st_name);
+                if (s->st_shndx != SHN_UNDEF)
+                    o->value += s->st_value;
+            }
+            img->nrelocs++;
+        }
+    }
+    return 0;
+}
+
+/* The word at ADDR in the file image, or (when relocated at load time) its relocation. */
+static uint64_t
+init_word(const cfg_image_t *img, uint64_t addr, const uint8_t *p)
+{
+    size_t lo = 0, hi = img->nrelocs;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (img->relocs[mid].where < addr)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (lo < img->nrelocs && img->relocs[lo].where == addr
+        && (img->relocs[lo].kind == CFG_RELOC_RELATIVE || img->relocs[lo].kind == CFG_RELOC_ABS64))
+        return img->relocs[lo].value;
+    uint64_t w;
+    memcpy(&w, p, 8);
+    return w;
+}
+
+/*****************************************************************************
+ * Symbols through BFD
+ */
+
+static int
+add_bfd_symbols(cfg_image_t *img, asymbol **syms, long n, int src, const sym_size_t *sizes,
+                size_t nsizes)
+{
+    for (long i = 0; i < n; i++) {
+        asymbol *s = syms[i];
+        flagword f = s->flags;
+        if (f & (BSF_SECTION_SYM | BSF_FILE | BSF_DEBUGGING | BSF_WARNING | BSF_INDIRECT))
+            continue;
+        if (s->section == NULL || bfd_is_und_section(s->section) || bfd_is_abs_section(s->section)
+            || bfd_is_com_section(s->section))
+            continue;
+        const char *name = bfd_asymbol_name(s);
+        if (name == NULL || name[0] == '\0')
+            continue;
+        int code = (s->section->flags & SEC_CODE) != 0;
+        cfg_symbol_t sym = { 0 };
+        if (f & BSF_GNU_INDIRECT_FUNCTION)
+            sym.kind = CFG_SYM_IFUNC;
+        else if (f & BSF_FUNCTION)
+            sym.kind = CFG_SYM_FUNC;
+        else if (f & BSF_OBJECT)
+            sym.kind = CFG_SYM_OBJECT;
+        else
+            sym.kind = CFG_SYM_NOTYPE;
+        sym.global = (f & (BSF_GLOBAL | BSF_WEAK)) != 0;
+        if (src == CFG_SYMSRC_PLT)
+            sym.kind = CFG_SYM_FUNC;
+        /* Keep what can name code: functions, and global labels or objects in code. */
+        if (!code || (sym.kind == CFG_SYM_NOTYPE && !sym.global))
+            continue;
+        sym.addr = bfd_asymbol_value(s);
+        sym.src = (uint8_t)src;
+        if (sym.kind == CFG_SYM_FUNC || sym.kind == CFG_SYM_IFUNC)
+            sym.size = lookup_size(sizes, nsizes, sym.addr);
+        sym.name = cfg_image_intern(img, name);
+        if (sym.name == NULL)
+            return QP_ENOMEM;
+        img->symbols[img->nsymbols++] = sym;
+    }
+    return 0;
+}
+
+static int
+read_symbols(cfg_image_t *img, bfd_reader_t *r)
+{
+    bfd *abfd = r->abfd;
+    sym_size_vec_t sizes = { 0 };
+    asymbol **st = NULL, **dyn = NULL, *synth = NULL;
+    long nst = 0, ndyn = 0, nsynth = 0;
+    int rc = collect_sizes(r, &sizes);
+    if (rc < 0)
+        goto out;
+    long ub = bfd_get_symtab_upper_bound(abfd);
+    if (ub > 0 && (st = malloc(ub)) != NULL)
+        nst = bfd_canonicalize_symtab(abfd, st);
+    if (nst < 0)
+        nst = 0;
+    if (nst > 0)
+        img->flags |= CFG_IMG_SYMTAB;
+    ub = bfd_get_dynamic_symtab_upper_bound(abfd);
+    if (ub > 0 && (dyn = malloc(ub)) != NULL)
+        ndyn = bfd_canonicalize_dynamic_symtab(abfd, dyn);
+    if (ndyn < 0)
+        ndyn = 0;
+    nsynth = bfd_get_synthetic_symtab(abfd, nst, st, ndyn, dyn, &synth);
+    if (nsynth < 0)
+        nsynth = 0;
+    size_t cap = (size_t)nst + (size_t)ndyn + (size_t)nsynth;
+    img->symbols = calloc(cap ? cap : 1, sizeof(cfg_symbol_t));
+    if (img->symbols == NULL) {
+        rc = QP_ENOMEM;
+        goto out;
+    }
+    rc = add_bfd_symbols(img, st, nst, CFG_SYMSRC_SYMTAB, sizes.v, sizes.n);
+    if (rc == 0)
+        rc = add_bfd_symbols(img, dyn, ndyn, CFG_SYMSRC_DYNSYM, sizes.v, sizes.n);
+    if (rc == 0 && nsynth > 0) {
+        asymbol **sp = malloc(nsynth * sizeof(*sp));
+        if (sp == NULL) {
+            rc = QP_ENOMEM;
+            goto out;
+        }
+        for (long i = 0; i < nsynth; i++)
+            sp[i] = &synth[i];
+        rc = add_bfd_symbols(img, sp, nsynth, CFG_SYMSRC_PLT, NULL, 0);
+        free(sp);
+    }
+out:
+    free(st);
+    free(dyn);
+    free(synth);
+    CFG_VEC_FREE(sizes);
+    return rc;
+}
+
+/*****************************************************************************
+ * Sections, segments, init arrays
+ */
+
+static int
+read_sections(cfg_image_t *img, bfd_reader_t *r)
+{
+    bfd *abfd = r->abfd;
+    size_t n = 0;
+    for (asection *s = abfd->sections; s != NULL; s = s->next)
+        n++;
+    img->sections = calloc(n ? n : 1, sizeof(cfg_section_t));
+    if (img->sections == NULL)
+        return QP_ENOMEM;
+    for (asection *s = abfd->sections; s != NULL; s = s->next) {
+        cfg_section_t *o = &img->sections[img->nsections++];
+        flagword f = bfd_section_flags(s);
+        o->name = cfg_image_intern(img, bfd_section_name(s));
+        if (o->name == NULL)
+            return QP_ENOMEM;
+        o->vma = bfd_section_vma(s);
+        o->size = bfd_section_size(s);
+        if (f & SEC_ALLOC)
+            o->flags |= CFG_SEC_ALLOC;
+        if (f & SEC_CODE)
+            o->flags |= CFG_SEC_CODE;
+        if (!(f & SEC_READONLY))
+            o->flags |= CFG_SEC_WRITE;
+        if ((f & SEC_LOAD) && (f & SEC_HAS_CONTENTS) && in_file(r, s->filepos, o->size)) {
+            o->flags |= CFG_SEC_LOAD;
+            o->file_off = s->filepos;
+            o->bytes = r->map + s->filepos;
+        }
+        if (o->vma + o->size < o->vma)
+            return QP_EFORMAT;
+    }
+    return 0;
+}
+
+static int
+read_segments(cfg_image_t *img, const bfd_reader_t *r, const Elf64_Phdr *ph, size_t nph)
+{
+    img->segments = calloc(nph, sizeof(cfg_segment_t));
+    if (img->segments == NULL)
+        return QP_ENOMEM;
+    img->nsegments = nph;
+    for (size_t i = 0; i < nph; i++) {
+        cfg_segment_t *o = &img->segments[i];
+        o->type = ph[i].p_type;
+        o->flags = ((ph[i].p_flags & PF_X) ? CFG_SEG_X : 0) | ((ph[i].p_flags & PF_W) ? CFG_SEG_W : 0)
+            | ((ph[i].p_flags & PF_R) ? CFG_SEG_R : 0);
+        o->vaddr = ph[i].p_vaddr;
+        o->memsz = ph[i].p_memsz;
+        o->offset = ph[i].p_offset;
+        o->filesz = ph[i].p_filesz;
+        o->align = ph[i].p_align;
+        if (ph[i].p_type == PT_INTERP)
+            img->flags |= CFG_IMG_DYNAMIC;
+        if (ph[i].p_type == PT_NOTE)
+            read_notes(img, r->map + ph[i].p_offset, ph[i].p_filesz);
+    }
+    return 0;
+}
+
+static int
+read_init_funcs(cfg_image_t *img, const dyn_info_t *d)
+{
+    CFG_VEC(uint64_t) v = { 0 };
+    static const char *const arrays[] = { ".init_array", ".fini_array", ".preinit_array" };
+    for (size_t i = 0; i < img->nsections; i++) {
+        const cfg_section_t *s = &img->sections[i];
+        int match = 0;
+        for (size_t k = 0; k < 3; k++)
+            match |= strcmp(s->name, arrays[k]) == 0;
+        if (!match || s->bytes == NULL)
+            continue;
+        for (uint64_t off = 0; off + 8 <= s->size; off += 8) {
+            uint64_t w = init_word(img, s->vma + off, s->bytes + off);
+            if (w != 0 && w != UINT64_MAX && CFG_VEC_PUSH(v, w) < 0)
+                return QP_ENOMEM;
+        }
+    }
+    if ((d->init && CFG_VEC_PUSH(v, d->init) < 0) || (d->fini && CFG_VEC_PUSH(v, d->fini) < 0))
+        return QP_ENOMEM;
+    img->init_funcs = v.v;
+    img->ninit_funcs = v.n;
+    return 0;
+}
+
+/*****************************************************************************
+ * The reader
+ */
+
+static int
+open_mapped(const char *path, bfd_reader_t *r)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return errno == EISDIR ? QP_EDIR : QP_EIO;
+    struct stat st;
+    if (fstat(fd, &st) < 0) {
+        close(fd);
+        return QP_EIO;
+    }
+    if (S_ISDIR(st.st_mode)) {
+        close(fd);
+        return QP_EDIR;
+    }
+    if (!S_ISREG(st.st_mode) || st.st_size < (off_t)EI_NIDENT) {
+        close(fd);
+        return QP_ENOTELF;
+    }
+    r->size = (size_t)st.st_size;
+    void *m = mmap(NULL, r->size, PROT_READ, MAP_PRIVATE, fd, 0);
+    close(fd);
+    if (m == MAP_FAILED) {
+        r->size = 0;
+        return QP_EIO;
+    }
+    r->map = m;
+    return 0;
+}
+
+int
+cfg_image_open_bfd(const char *path, cfg_image_t **out)
+{
+    static int bfd_ready;
+    if (path == NULL || out == NULL)
+        return QP_EINVAL;
+    if (!bfd_ready) {
+        bfd_init();
+        bfd_set_error_handler(quiet_bfd_errors);
+        bfd_ready = 1;
+    }
+    cfg_image_t *img = cfg_image_alloc();
+    bfd_reader_t *r = calloc(1, sizeof(*r));
+    if (img == NULL || r == NULL) {
+        free(r);
+        cfg_image_destroy(img);
+        return QP_ENOMEM;
+    }
+    cfg_image_priv_t *priv = img->priv;
+    priv->reader = r;
+    priv->close = reader_close;
+    int rc = open_mapped(path, r);
+    if (rc == 0)
+        rc = check_headers(r);
+    if (rc < 0)
+        goto fail;
+
+    const Elf64_Ehdr *eh = (const Elf64_Ehdr *)r->map;
+    const Elf64_Phdr *ph = (const Elf64_Phdr *)(r->map + eh->e_phoff);
+    dyn_info_t dyn;
+    read_dynamic(r, ph, eh->e_phnum, &dyn);
+    img->path = cfg_image_intern(img, path);
+    img->entry = eh->e_entry;
+    img->file_size = r->size;
+    rc = read_segments(img, r, ph, eh->e_phnum);
+    if (rc < 0)
+        goto fail;
+    if (eh->e_type == ET_DYN) {
+        /* An ET_DYN file is an executable when marked PIE, or when it has an interpreter
+         * and no soname (PIEs from linkers older than DF_1_PIE). */
+        int interp = (img->flags & CFG_IMG_DYNAMIC) != 0;
+        if (!dyn.pie_flag && !(interp && !dyn.has_soname)) {
+            rc = QP_ESHARED;
+            goto fail;
+        }
+        img->flags |= CFG_IMG_PIE;
+    }
+
+    r->abfd = bfd_openr(path, NULL);
+    if (r->abfd == NULL) {
+        rc = QP_EIO;
+        goto fail;
+    }
+    if (!bfd_check_format(r->abfd, bfd_object)
+        || bfd_get_flavour(r->abfd) != bfd_target_elf_flavour) {
+        rc = QP_EFORMAT;
+        goto fail;
+    }
+    if (bfd_get_arch(r->abfd) != bfd_arch_i386 || bfd_get_arch_size(r->abfd) != 64) {
+        rc = QP_EARCH;
+        goto fail;
+    }
+    if ((rc = read_sections(img, r)) < 0 || (rc = read_relocs(img, r)) < 0
+        || (rc = read_symbols(img, r)) < 0 || (rc = read_init_funcs(img, &dyn)) < 0)
+        goto fail;
+    if (img->build_id_len == 0 || !(img->flags & (CFG_IMG_IBT | CFG_IMG_SHSTK)))
+        for (size_t i = 0; i < img->nsections; i++)
+            if (strncmp(img->sections[i].name, ".note", 5) == 0 && img->sections[i].bytes
+                && (img->sections[i].flags & CFG_SEC_ALLOC) == 0)
+                read_notes(img, img->sections[i].bytes, img->sections[i].size);
+    rc = cfg_image_finish(img);
+    if (rc < 0)
+        goto fail;
+    *out = img;
+    return 0;
+fail:
+    cfg_image_destroy(img);
+    return rc;
+}

@@ -1,0 +1,1418 @@
+/* Copyright 2026 the qpt authors
+ * SPDX-License-Identifier: MIT */
+
+/*
+ * CFG construction. Each procedure is traversed from its entry (recursive descent, never
+ * a linear sweep: bytes no path reaches are data or padding, seed 3.4); jump tables are
+ * resolved as they are met; blocks end at branches, calls and branch targets. Then a
+ * fixpoint finds procedures that never return, their call sites lose the fall-through
+ * edge, and unreached code between procedures becomes new procedures (seed 3.6).
+ */
+#include <stdarg.h>
+#include <stdio.h>
+
+#include "cfg/cfg_priv.h"
+
+/* Traversal marks, one byte per byte of a procedure's extent. */
+enum {
+    M_START = 1,   /* an instruction starts here */
+    M_INSIDE = 2,  /* inside an instruction, not its first byte */
+    M_LEADER = 4,  /* a block starts here */
+};
+
+/* The longest backward window handed to the jump-table recogniser. */
+#define JT_WINDOW 24
+
+typedef struct trav {
+    cfg_builder_t *b;
+    cfg_bproc_t *bp;
+    uint32_t self;            /* index of bp in b->procs */
+    cfg_u64_vec_t pending;    /* indirect jumps not yet looked at */
+    CFG_VEC(arch_insn_t) last;/* per local block: its last instruction */
+} trav_t;
+
+/*****************************************************************************
+ * Small helpers
+ */
+
+static int
+set_unsafe(cfg_builder_t *b, cfg_bproc_t *bp, const char *fmt, ...)
+{
+    if (bp->p.unsafe != NULL)
+        return 0; /* the first reason is the one reported */
+    char buf[160];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof(buf), fmt, ap);
+    va_end(ap);
+    char *d = cfg_strdup(buf);
+    if (d == NULL || CFG_VEC_PUSH(b->strings, d) < 0) {
+        free(d);
+        return QP_ENOMEM;
+    }
+    bp->p.unsafe = d;
+    return 0;
+}
+
+/* Offset of ADDR in the traversal map, or -1 when outside the procedure's ranges. */
+static int64_t
+slot(const cfg_bproc_t *bp, uint64_t addr)
+{
+    uint64_t base = 0;
+    for (size_t i = 0; i < bp->ranges.n; i++) {
+        const cfg_range_t *r = &bp->ranges.v[i];
+        if (addr >= r->start && addr < r->end)
+            return (int64_t)(base + (addr - r->start));
+        base += r->end - r->start;
+    }
+    return -1;
+}
+
+/* End of the range holding ADDR (which must be inside one). */
+static uint64_t
+range_end(const cfg_bproc_t *bp, uint64_t addr)
+{
+    for (size_t i = 0; i < bp->ranges.n; i++)
+        if (addr >= bp->ranges.v[i].start && addr < bp->ranges.v[i].end)
+            return bp->ranges.v[i].end;
+    return addr;
+}
+
+static int
+decode_at(const cfg_image_t *img, uint64_t addr, uint64_t limit, arch_insn_t *in)
+{
+    size_t avail;
+    const uint8_t *p = cfg_image_ptr(img, addr, &avail);
+    if (p == NULL)
+        return QP_EDECODE;
+    if (limit > addr && avail > limit - addr)
+        avail = (size_t)(limit - addr);
+    return arch_decode(p, avail, addr, in);
+}
+
+/* The procedure (index) whose entry is ADDR, or CFG_NONE. */
+static uint32_t
+proc_by_entry(const cfg_builder_t *b, uint64_t addr)
+{
+    uint32_t i = cfg_discover_find(b, addr);
+    return i != CFG_NONE && b->procs.v[i].p.entry == addr ? i : CFG_NONE;
+}
+
+static int
+callee_noreturn(const cfg_builder_t *b, uint64_t target)
+{
+    uint32_t i = proc_by_entry(b, target);
+    return i != CFG_NONE && (b->procs.v[i].p.flags & CFG_PROC_NORETURN);
+}
+
+/* Remember TARGET (outside this procedure) as a possible new procedure entry. */
+static int
+note_external(trav_t *t, uint64_t target, uint32_t src)
+{
+    cfg_builder_t *b = t->b;
+    if (!cfg_image_is_code(b->img, target))
+        return 0;
+    uint32_t i = cfg_discover_find(b, target);
+    if (i != CFG_NONE && (b->procs.v[i].p.entry == target || src != CFG_SRC_CALL))
+        return 0; /* known entry, or a jump into another procedure's interior */
+    QP_CHECK(CFG_VEC_PUSH(b->new_entries, target));
+    return CFG_VEC_PUSH(b->new_srcs, src);
+}
+
+/*****************************************************************************
+ * Traversal
+ */
+
+static int
+push_work(trav_t *t, uint64_t addr)
+{
+    int64_t s = slot(t->bp, addr);
+    if (s < 0)
+        return 0;
+    t->b->map[s] |= M_LEADER;
+    if (t->b->map[s] & M_START)
+        return 0;
+    return CFG_VEC_PUSH(t->b->work, addr);
+}
+
+/* Branch to TARGET: inside, a new leader; outside, a possible new procedure. */
+static int
+branch_to(trav_t *t, uint64_t target)
+{
+    if (slot(t->bp, target) >= 0)
+        return push_work(t, target);
+    if (!cfg_image_is_code(t->b->img, target))
+        return set_unsafe(t->b, t->bp, "branch to non-code address 0x%llx",
+                          (unsigned long long)target);
+    return note_external(t, target, CFG_SRC_TAILCALL);
+}
+
+/* Decode linearly from ADDR until control leaves the straight line. */
+static int
+trace_from(trav_t *t, uint64_t addr)
+{
+    cfg_builder_t *b = t->b;
+    cfg_bproc_t *bp = t->bp;
+    uint8_t *map = b->map;
+    for (;;) {
+        int64_t s = slot(bp, addr);
+        if (s < 0)
+            return 0; /* fell off: block formation reports it */
+        if (map[s] & M_START)
+            return 0;
+        if (map[s] & M_INSIDE)
+            return set_unsafe(b, bp, "jump into the middle of an instruction at 0x%llx",
+                              (unsigned long long)addr);
+        uint64_t lim = range_end(bp, addr);
+        arch_insn_t in;
+        if (decode_at(b->img, addr, lim, &in) < 0)
+            return set_unsafe(b, bp, "invalid instruction at 0x%llx", (unsigned long long)addr);
+        for (uint8_t k = 1; k < in.len; k++)
+            if (map[s + k] & (M_START | M_INSIDE))
+                return set_unsafe(b, bp, "overlapping instructions at 0x%llx",
+                                  (unsigned long long)addr);
+        map[s] |= M_START;
+        for (uint8_t k = 1; k < in.len; k++)
+            map[s + k] |= M_INSIDE;
+        if (in.flags & ARCH_F_PRIV)
+            QP_CHECK(set_unsafe(b, bp, "privileged instruction at 0x%llx",
+                                (unsigned long long)addr));
+        uint64_t next = addr + in.len;
+        /* lea main(%rip),%rdi: a code address taken by code names a procedure. */
+        if ((in.flags & ARCH_F_RIPREL) && in.kind != ARCH_KIND_JMP_IND
+            && in.kind != ARCH_KIND_CALL_IND && slot(bp, in.target) < 0
+            && cfg_image_is_code(b->img, in.target))
+            QP_CHECK(note_external(t, in.target, CFG_SRC_ADDR));
+        switch (in.kind) {
+        case ARCH_KIND_JCC:
+            QP_CHECK(branch_to(t, in.target));
+            QP_CHECK(push_work(t, next));
+            return 0;
+        case ARCH_KIND_JMP:
+            return branch_to(t, in.target);
+        case ARCH_KIND_CALL:
+            if (in.target == next) /* call next; pop: reads the pc, not a call */
+                break;
+            if (!cfg_image_is_code(b->img, in.target))
+                QP_CHECK(set_unsafe(b, bp, "call to non-code address 0x%llx",
+                                    (unsigned long long)in.target));
+            else
+                QP_CHECK(note_external(t, in.target, CFG_SRC_CALL));
+            if (callee_noreturn(b, in.target))
+                return 0;
+            return push_work(t, next);
+        case ARCH_KIND_CALL_IND:
+            return push_work(t, next);
+        case ARCH_KIND_JMP_IND:
+            return CFG_VEC_PUSH(t->pending, addr);
+        case ARCH_KIND_RET:
+        case ARCH_KIND_HALT:
+            return 0;
+        default:
+            break;
+        }
+        addr = next;
+    }
+}
+
+/* The instructions linearly before the jump at J (J last), for the table recogniser. */
+static size_t
+jump_window(trav_t *t, uint64_t j, arch_insn_t *w)
+{
+    cfg_builder_t *b = t->b;
+    arch_insn_t tmp[JT_WINDOW];
+    size_t n = 0;
+    uint64_t cur = j;
+    uint64_t lim = range_end(t->bp, j);
+    if (decode_at(b->img, cur, lim, &tmp[n]) < 0)
+        return 0;
+    n++;
+    while (n < JT_WINDOW) {
+        int found = 0;
+        for (uint64_t back = 1; back <= ARCH_MAX_INSN && back <= cur; back++) {
+            int64_t s = slot(t->bp, cur - back);
+            if (s < 0)
+                break;
+            if (!(b->map[s] & M_START))
+                continue;
+            arch_insn_t in;
+            if (decode_at(b->img, cur - back, lim, &in) == 0 && in.len == back) {
+                tmp[n++] = in;
+                cur -= back;
+                found = 1;
+            }
+            break;
+        }
+        if (!found)
+            break;
+    }
+    for (size_t i = 0; i < n; i++)
+        w[i] = tmp[n - 1 - i];
+    return n;
+}
+
+/* Internal code addresses held as data: possible targets of computed jumps. */
+static int
+push_addr_taken_labels(trav_t *t)
+{
+    const cfg_builder_t *b = t->b;
+    for (size_t r = 0; r < t->bp->ranges.n; r++) {
+        const cfg_range_t *rg = &t->bp->ranges.v[r];
+        size_t lo = 0, hi = b->addr_taken.n;
+        while (lo < hi) {
+            size_t mid = (lo + hi) / 2;
+            if (b->addr_taken.v[mid] < rg->start)
+                lo = mid + 1;
+            else
+                hi = mid;
+        }
+        for (; lo < b->addr_taken.n && b->addr_taken.v[lo] < rg->end; lo++)
+            if (b->addr_taken.v[lo] != t->bp->p.entry)
+                QP_CHECK(push_work(t, b->addr_taken.v[lo]));
+    }
+    return 0;
+}
+
+static int
+has_addr_taken_labels(const cfg_builder_t *b, const cfg_bproc_t *bp)
+{
+    for (size_t r = 0; r < bp->ranges.n; r++) {
+        size_t lo = 0, hi = b->addr_taken.n;
+        while (lo < hi) {
+            size_t mid = (lo + hi) / 2;
+            if (b->addr_taken.v[mid] < bp->ranges.v[r].start)
+                lo = mid + 1;
+            else
+                hi = mid;
+        }
+        for (; lo < b->addr_taken.n && b->addr_taken.v[lo] < bp->ranges.v[r].end; lo++)
+            if (b->addr_taken.v[lo] != bp->p.entry)
+                return 1;
+    }
+    return 0;
+}
+
+static int
+resolve_pending(trav_t *t)
+{
+    cfg_builder_t *b = t->b;
+    cfg_bproc_t *bp = t->bp;
+    int labels_pushed = 0;
+    while (t->pending.n > 0) {
+        uint64_t j = t->pending.v[--t->pending.n];
+        arch_insn_t w[JT_WINDOW];
+        size_t n = jump_window(t, j, w);
+        if (n == 0)
+            continue;
+        const arch_insn_t *jmp = &w[n - 1];
+        if ((jmp->flags & ARCH_F_MEM_IND) && (jmp->flags & ARCH_F_RIPREL))
+            continue; /* through one memory slot (GOT, PLT): a tail call */
+        cfg_insn_window_t win = { w, n };
+        cfg_table_t tab;
+        uint64_t lo = bp->ranges.v[0].start, hi = bp->ranges.v[0].end;
+        if (bp->ranges.n == 1 && cfg_jtab_match(b->img, &win, lo, hi, &tab)) {
+            QP_CHECK(CFG_VEC_PUSH(bp->tables, tab));
+            for (uint32_t i = 0; i < tab.nentries; i++)
+                QP_CHECK(push_work(t, cfg_jtab_entry(b->img, &tab, i)));
+        } else if (!labels_pushed && has_addr_taken_labels(b, bp)) {
+            QP_CHECK(push_addr_taken_labels(t));
+            labels_pushed = 1;
+        }
+    }
+    return 0;
+}
+
+static int
+traverse(trav_t *t)
+{
+    cfg_builder_t *b = t->b;
+    QP_CHECK(push_work(t, t->bp->p.entry));
+    for (;;) {
+        while (b->work.n > 0) {
+            uint64_t a = b->work.v[--b->work.n];
+            QP_CHECK(trace_from(t, a));
+        }
+        if (t->pending.n == 0)
+            return 0;
+        QP_CHECK(resolve_pending(t));
+    }
+}
+
+/*****************************************************************************
+ * Blocks and edges
+ */
+
+static uint32_t
+local_block_at(const cfg_bproc_t *bp, uint64_t addr)
+{
+    size_t lo = 0, hi = bp->blocks.n;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        const cfg_block_t *bl = &bp->blocks.v[mid];
+        if (addr < bl->start)
+            hi = mid;
+        else if (addr >= bl->end)
+            lo = mid + 1;
+        else
+            return (uint32_t)mid;
+    }
+    return CFG_NONE;
+}
+
+static int
+form_blocks(trav_t *t)
+{
+    cfg_builder_t *b = t->b;
+    cfg_bproc_t *bp = t->bp;
+    const uint8_t *map = b->map;
+    uint64_t base = 0;
+    for (size_t r = 0; r < bp->ranges.n; r++) {
+        const cfg_range_t *rg = &bp->ranges.v[r];
+        uint64_t len = rg->end - rg->start;
+        int open = 0;
+        for (uint64_t off = 0; off < len;) {
+            uint8_t m = map[base + off];
+            if (!(m & M_START)) {
+                open = 0;
+                off++;
+                continue;
+            }
+            uint64_t a = rg->start + off;
+            arch_insn_t in;
+            if (decode_at(b->img, a, rg->end, &in) < 0)
+                return QP_EDECODE; /* decoded fine during traversal: cannot happen */
+            if (!open || (m & M_LEADER)) {
+                cfg_block_t bl;
+                memset(&bl, 0, sizeof(bl));
+                bl.start = a;
+                bl.proc = t->self;
+                bl.idom = CFG_NONE;
+                QP_CHECK(CFG_VEC_PUSH(bp->blocks, bl));
+                QP_CHECK(CFG_VEC_PUSH(t->last, in));
+                open = 1;
+            }
+            cfg_block_t *cur = &bp->blocks.v[bp->blocks.n - 1];
+            cur->end = a + in.len;
+            cur->ninsns++;
+            cur->last_kind = in.kind;
+            t->last.v[bp->blocks.n - 1] = in;
+            switch (in.kind) {
+            case ARCH_KIND_CALL:
+                if (in.target == a + in.len)
+                    break;
+                /* fall through */
+            case ARCH_KIND_JMP:
+            case ARCH_KIND_JCC:
+            case ARCH_KIND_CALL_IND:
+            case ARCH_KIND_JMP_IND:
+            case ARCH_KIND_RET:
+            case ARCH_KIND_HALT: open = 0; break;
+            default: break;
+            }
+            off += in.len;
+        }
+        base += len;
+    }
+    /* Fragments may lie below the main part: keep blocks in address order. */
+    if (bp->ranges.n > 1 && bp->blocks.n > 1) {
+        size_t n = bp->blocks.n;
+        cfg_block_t *bl = bp->blocks.v;
+        arch_insn_t *ls = t->last.v;
+        for (size_t i = 1; i < n; i++) { /* insertion sort: ranges are few, runs sorted */
+            cfg_block_t kb = bl[i];
+            arch_insn_t ki = ls[i];
+            size_t k = i;
+            for (; k > 0 && bl[k - 1].start > kb.start; k--) {
+                bl[k] = bl[k - 1];
+                ls[k] = ls[k - 1];
+            }
+            bl[k] = kb;
+            ls[k] = ki;
+        }
+    }
+    return 0;
+}
+
+static int
+add_edge(cfg_bproc_t *bp, uint32_t from, uint32_t to, uint64_t target, uint8_t kind)
+{
+    cfg_edge_t e = { from, to, target, kind };
+    QP_CHECK(CFG_VEC_PUSH(bp->edges, e));
+    bp->blocks.v[from].nsucc++;
+    return 0;
+}
+
+/* Control continues at NEXT after block I (fall-through or return site). */
+static int
+edge_to_next(trav_t *t, uint32_t i, uint64_t next, uint8_t kind)
+{
+    cfg_bproc_t *bp = t->bp;
+    int64_t s = slot(bp, next);
+    if (s >= 0 && (t->b->map[s] & M_START)) {
+        uint32_t to = local_block_at(bp, next);
+        return add_edge(bp, i, to, 0, kind);
+    }
+    if (kind == CFG_EDGE_CALLRET) /* nothing after the call: it cannot return */
+        return add_edge(bp, i, CFG_NONE, bp->blocks.v[i].call_target, CFG_EDGE_NORETURN);
+    if (proc_by_entry(t->b, next) != CFG_NONE)
+        return add_edge(bp, i, CFG_NONE, next, CFG_EDGE_TAILCALL);
+    QP_CHECK(set_unsafe(t->b, bp, "runs past the end of its code at 0x%llx",
+                        (unsigned long long)next));
+    return add_edge(bp, i, CFG_NONE, next, CFG_EDGE_UNRESOLVED);
+}
+
+static int
+edge_to_target(trav_t *t, uint32_t i, uint64_t target, uint8_t kind)
+{
+    cfg_bproc_t *bp = t->bp;
+    if (slot(bp, target) >= 0) {
+        uint32_t to = local_block_at(bp, target);
+        if (to != CFG_NONE && bp->blocks.v[to].start == target)
+            return add_edge(bp, i, to, 0, kind);
+        /* Only when traversal stopped early (unsafe procedure). */
+        return add_edge(bp, i, CFG_NONE, target, CFG_EDGE_UNRESOLVED);
+    }
+    return add_edge(bp, i, CFG_NONE, target, CFG_EDGE_TAILCALL);
+}
+
+static const cfg_table_t *
+table_for(const cfg_bproc_t *bp, uint64_t jump)
+{
+    for (size_t i = 0; i < bp->tables.n; i++)
+        if (bp->tables.v[i].jump == jump)
+            return &bp->tables.v[i];
+    return NULL;
+}
+
+static int
+form_edges(trav_t *t)
+{
+    cfg_builder_t *b = t->b;
+    cfg_bproc_t *bp = t->bp;
+    int labels = -1;
+    for (uint32_t i = 0; i < bp->blocks.n; i++) {
+        cfg_block_t *bl = &bp->blocks.v[i];
+        const arch_insn_t *in = &t->last.v[i];
+        bl->succ = (uint32_t)bp->edges.n;
+        bl->nsucc = 0;
+        switch (in->kind) {
+        case ARCH_KIND_JCC:
+            QP_CHECK(edge_to_target(t, i, in->target, CFG_EDGE_TAKEN));
+            QP_CHECK(edge_to_next(t, i, bl->end, CFG_EDGE_FALL));
+            break;
+        case ARCH_KIND_JMP: QP_CHECK(edge_to_target(t, i, in->target, CFG_EDGE_JUMP)); break;
+        case ARCH_KIND_CALL:
+            if (in->target == bl->end) {
+                QP_CHECK(edge_to_next(t, i, bl->end, CFG_EDGE_FALL));
+                break;
+            }
+            bl->call_target = in->target;
+            if (callee_noreturn(b, in->target))
+                QP_CHECK(add_edge(bp, i, CFG_NONE, in->target, CFG_EDGE_NORETURN));
+            else
+                QP_CHECK(edge_to_next(t, i, bl->end, CFG_EDGE_CALLRET));
+            break;
+        case ARCH_KIND_CALL_IND: QP_CHECK(edge_to_next(t, i, bl->end, CFG_EDGE_CALLRET)); break;
+        case ARCH_KIND_RET: QP_CHECK(add_edge(bp, i, CFG_NONE, 0, CFG_EDGE_RETURN)); break;
+        case ARCH_KIND_HALT: QP_CHECK(add_edge(bp, i, CFG_NONE, 0, CFG_EDGE_NORETURN)); break;
+        case ARCH_KIND_JMP_IND: {
+            const cfg_table_t *tab = table_for(bp, in->addr);
+            if (tab != NULL) {
+                /* One edge per distinct target, in table order. */
+                uint32_t first = (uint32_t)bp->edges.n;
+                for (uint32_t k = 0; k < tab->nentries; k++) {
+                    uint64_t tg = cfg_jtab_entry(b->img, tab, k);
+                    int dup = 0;
+                    for (uint32_t e = first; e < bp->edges.n && !dup; e++)
+                        dup = bp->edges.v[e].target == tg;
+                    if (dup)
+                        continue;
+                    uint32_t to = local_block_at(bp, tg);
+                    QP_CHECK(add_edge(bp, i, to, tg, CFG_EDGE_TABLE));
+                }
+                break;
+            }
+            if ((in->flags & ARCH_F_MEM_IND) && (in->flags & ARCH_F_RIPREL)) {
+                QP_CHECK(add_edge(bp, i, CFG_NONE, 0, CFG_EDGE_TAILCALL));
+                break;
+            }
+            if (labels < 0)
+                labels = has_addr_taken_labels(b, bp);
+            if (labels) {
+                /* A computed goto: every address-taken label inside may be the target. */
+                for (uint32_t k = 0; k < bp->blocks.n; k++) {
+                    uint64_t st = bp->blocks.v[k].start;
+                    size_t lo = 0, hi = b->addr_taken.n;
+                    while (lo < hi) {
+                        size_t mid = (lo + hi) / 2;
+                        if (b->addr_taken.v[mid] < st)
+                            lo = mid + 1;
+                        else
+                            hi = mid;
+                    }
+                    if (lo < b->addr_taken.n && b->addr_taken.v[lo] == st && st != bp->p.entry)
+                        QP_CHECK(add_edge(bp, i, k, st, CFG_EDGE_INDIRECT));
+                }
+                if (bl->nsucc)
+                    break;
+            }
+            bp->p.nind_unresolved++;
+            QP_CHECK(add_edge(bp, i, CFG_NONE, 0, CFG_EDGE_UNRESOLVED));
+            break;
+        }
+        default: QP_CHECK(edge_to_next(t, i, bl->end, CFG_EDGE_FALL)); break;
+        }
+    }
+    return 0;
+}
+
+/* (Re)build the CFG of procedure I. */
+static int
+build_proc(cfg_builder_t *b, uint32_t i)
+{
+    cfg_bproc_t *bp = &b->procs.v[i];
+    bp->blocks.n = bp->edges.n = bp->tables.n = 0;
+    bp->p.unsafe = NULL;
+    bp->p.nind_unresolved = 0;
+    uint64_t total = 0;
+    for (size_t r = 0; r < bp->ranges.n; r++)
+        total += bp->ranges.v[r].end - bp->ranges.v[r].start;
+    if (total > b->mapcap) {
+        free(b->map);
+        b->map = malloc(total);
+        if (b->map == NULL) {
+            b->mapcap = 0;
+            return QP_ENOMEM;
+        }
+        b->mapcap = total;
+    }
+    memset(b->map, 0, total);
+    trav_t t = { b, bp, i, { 0 }, { 0 } };
+    b->work.n = 0;
+    int rc = traverse(&t);
+    if (rc == 0)
+        rc = form_blocks(&t);
+    if (rc == 0) {
+        bp = &b->procs.v[i]; /* b->procs does not move here, but be explicit */
+        rc = form_edges(&t);
+    }
+    bp->entry_block = local_block_at(bp, bp->p.entry);
+    bp->built = 1;
+    CFG_VEC_FREE(t.pending);
+    CFG_VEC_FREE(t.last);
+    return rc == QP_EDECODE ? 0 : rc;
+}
+
+/*****************************************************************************
+ * Ranges of procedures with cold fragments
+ */
+
+static int
+assign_ranges(cfg_builder_t *b)
+{
+    for (size_t i = 0; i < b->procs.n; i++) {
+        cfg_bproc_t *bp = &b->procs.v[i];
+        cfg_range_t main = { bp->p.start, bp->p.end };
+        if (bp->ranges.n == 0 || bp->ranges.v[0].start != main.start
+            || bp->ranges.v[0].end != main.end)
+            bp->built = 0;
+        bp->ranges.n = 0;
+        QP_CHECK(CFG_VEC_PUSH(bp->ranges, main));
+    }
+    for (size_t i = 0; i < b->procs.n; i++) {
+        cfg_bproc_t *f = &b->procs.v[i];
+        if (!(f->p.flags & CFG_PROC_FRAGMENT))
+            continue;
+        uint32_t pi = proc_by_entry(b, f->parent_entry);
+        if (pi == CFG_NONE) {
+            f->p.flags &= ~(uint32_t)CFG_PROC_FRAGMENT;
+            continue;
+        }
+        cfg_bproc_t *par = &b->procs.v[pi];
+        cfg_range_t fr = { f->p.start, f->p.end };
+        QP_CHECK(CFG_VEC_PUSH(par->ranges, fr));
+        f->built = 1; /* a fragment has no blocks of its own */
+        f->blocks.n = f->edges.n = 0;
+    }
+    return 0;
+}
+
+/*****************************************************************************
+ * Procedures that never return
+ */
+
+static int
+proc_may_return(const cfg_builder_t *b, const cfg_bproc_t *bp, uint8_t *seen, uint32_t *stack)
+{
+    if (bp->blocks.n == 0 || bp->entry_block == CFG_NONE || bp->p.unsafe != NULL)
+        return 1; /* not analysable: assume it returns */
+    memset(seen, 0, bp->blocks.n);
+    size_t sp = 0;
+    stack[sp++] = bp->entry_block;
+    seen[bp->entry_block] = 1;
+    while (sp > 0) {
+        const cfg_block_t *bl = &bp->blocks.v[stack[--sp]];
+        for (uint32_t k = 0; k < bl->nsucc; k++) {
+            const cfg_edge_t *e = &bp->edges.v[bl->succ + k];
+            switch (e->kind) {
+            case CFG_EDGE_RETURN:
+            case CFG_EDGE_UNRESOLVED: return 1;
+            case CFG_EDGE_NORETURN: continue;
+            case CFG_EDGE_TAILCALL: {
+                uint32_t ti = e->target ? cfg_discover_find(b, e->target) : CFG_NONE;
+                if (ti == CFG_NONE || b->procs.v[ti].may_return)
+                    return 1;
+                continue;
+            }
+            case CFG_EDGE_CALLRET:
+                if (bl->call_target) {
+                    uint32_t ci = proc_by_entry(b, bl->call_target);
+                    if (ci != CFG_NONE && !b->procs.v[ci].may_return)
+                        continue;
+                }
+                break;
+            default: break;
+            }
+            if (e->to != CFG_NONE && !seen[e->to]) {
+                seen[e->to] = 1;
+                stack[sp++] = e->to;
+            }
+        }
+    }
+    return 0;
+}
+
+/* Least fixpoint of "may return"; then cut the return edges of calls that cannot return
+ * and drop the blocks only those edges reached. */
+static int
+find_noreturn(cfg_builder_t *b)
+{
+    size_t maxb = 1;
+    for (size_t i = 0; i < b->procs.n; i++) {
+        b->procs.v[i].may_return = 0;
+        if (b->procs.v[i].blocks.n > maxb)
+            maxb = b->procs.v[i].blocks.n;
+    }
+    uint8_t *seen = malloc(maxb);
+    uint32_t *stack = malloc(maxb * sizeof(uint32_t));
+    if (seen == NULL || stack == NULL) {
+        free(seen);
+        free(stack);
+        return QP_ENOMEM;
+    }
+    for (int changed = 1; changed;) {
+        changed = 0;
+        for (size_t i = 0; i < b->procs.n; i++) {
+            cfg_bproc_t *bp = &b->procs.v[i];
+            if (bp->may_return || (bp->p.flags & (CFG_PROC_FRAGMENT)))
+                continue;
+            if (cfg_name_is_noreturn(bp->p.name))
+                continue;
+            if (proc_may_return(b, bp, seen, stack)) {
+                bp->may_return = 1;
+                changed = 1;
+            }
+        }
+    }
+    free(seen);
+    free(stack);
+    for (size_t i = 0; i < b->procs.n; i++) {
+        cfg_bproc_t *bp = &b->procs.v[i];
+        if (!bp->may_return && !(bp->p.flags & CFG_PROC_FRAGMENT))
+            bp->p.flags |= CFG_PROC_NORETURN;
+    }
+    return 0;
+}
+
+/* Remove blocks not reachable from the entry, after cutting return edges of noreturn
+ * calls. Returns 1 when something changed. */
+static int
+prune_proc(cfg_builder_t *b, cfg_bproc_t *bp)
+{
+    int cut = 0;
+    for (size_t e = 0; e < bp->edges.n; e++) {
+        cfg_edge_t *ed = &bp->edges.v[e];
+        const cfg_block_t *bl = &bp->blocks.v[ed->from];
+        if (ed->kind == CFG_EDGE_CALLRET && bl->call_target && callee_noreturn(b, bl->call_target)) {
+            ed->kind = CFG_EDGE_NORETURN;
+            ed->to = CFG_NONE;
+            ed->target = bl->call_target;
+            cut = 1;
+        }
+    }
+    if (!cut || bp->entry_block == CFG_NONE)
+        return 0;
+    size_t n = bp->blocks.n;
+    uint32_t *newidx = malloc(n * sizeof(uint32_t));
+    uint32_t *stack = malloc(n * sizeof(uint32_t));
+    if (newidx == NULL || stack == NULL) {
+        free(newidx);
+        free(stack);
+        return QP_ENOMEM;
+    }
+    for (size_t i = 0; i < n; i++)
+        newidx[i] = CFG_NONE;
+    size_t sp = 0;
+    stack[sp++] = bp->entry_block;
+    newidx[bp->entry_block] = 0;
+    while (sp > 0) {
+        const cfg_block_t *bl = &bp->blocks.v[stack[--sp]];
+        for (uint32_t k = 0; k < bl->nsucc; k++) {
+            uint32_t to = bp->edges.v[bl->succ + k].to;
+            if (to != CFG_NONE && newidx[to] == CFG_NONE) {
+                newidx[to] = 0;
+                stack[sp++] = to;
+            }
+        }
+    }
+    uint32_t nb = 0;
+    for (size_t i = 0; i < n; i++)
+        if (newidx[i] != CFG_NONE)
+            newidx[i] = nb++;
+    if (nb == n) {
+        free(newidx);
+        free(stack);
+        return 0;
+    }
+    /* Compact blocks and edges in place (both are in block order). */
+    size_t ne = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (newidx[i] == CFG_NONE)
+            continue;
+        cfg_block_t bl = bp->blocks.v[i];
+        uint32_t first = (uint32_t)ne;
+        for (uint32_t k = 0; k < bl.nsucc; k++) {
+            cfg_edge_t e = bp->edges.v[bl.succ + k];
+            e.from = newidx[i];
+            if (e.to != CFG_NONE)
+                e.to = newidx[e.to];
+            bp->edges.v[ne++] = e;
+        }
+        bl.succ = first;
+        bp->blocks.v[newidx[i]] = bl;
+    }
+    bp->entry_block = newidx[bp->entry_block];
+    bp->blocks.n = nb;
+    bp->edges.n = ne;
+    free(newidx);
+    free(stack);
+    return 1;
+}
+
+/*****************************************************************************
+ * Gaps: code no procedure reaches
+ */
+
+typedef struct span {
+    uint64_t start, end;
+} span_t;
+
+static int
+cmp_span(const void *a, const void *b)
+{
+    const span_t *x = a, *y = b;
+    return x->start < y->start ? -1 : x->start > y->start;
+}
+
+/* Length of the padding at P (at most N bytes). */
+static size_t
+padding_len(const uint8_t *p, size_t n, uint64_t addr)
+{
+    size_t off = 0;
+    while (off < n) {
+        if (p[off] == 0x00 || p[off] == 0xcc) {
+            off++;
+            continue;
+        }
+        arch_insn_t in;
+        if (arch_decode(p + off, n - off, addr + off, &in) < 0 || in.kind != ARCH_KIND_NOP)
+            break;
+        off += in.len;
+    }
+    return off;
+}
+
+typedef CFG_VEC(span_t) span_vec_t;
+
+static int
+collect_spans(const cfg_builder_t *b, span_vec_t *v)
+{
+    v->n = 0;
+    for (size_t i = 0; i < b->procs.n; i++) {
+        const cfg_bproc_t *bp = &b->procs.v[i];
+        for (size_t k = 0; k < bp->blocks.n; k++)
+            QP_CHECK(CFG_VEC_PUSH(*v, ((span_t) { bp->blocks.v[k].start, bp->blocks.v[k].end })));
+    }
+    if (v->n)
+        qsort(v->v, v->n, sizeof(span_t), cmp_span);
+    return 0;
+}
+
+/* Walk the uncovered parts of code sections; FN gets each gap. */
+static int
+for_each_gap(cfg_builder_t *b, const span_vec_t *v,
+             int (*fn)(cfg_builder_t *b, uint64_t start, uint64_t end, void *arg), void *arg)
+{
+    const cfg_image_t *img = b->img;
+    size_t k = 0;
+    for (size_t i = 0; i < img->nsections; i++) {
+        const cfg_section_t *s = &img->sections[i];
+        if (!(s->flags & CFG_SEC_CODE) || s->bytes == NULL || !(s->flags & CFG_SEC_ALLOC))
+            continue;
+        uint64_t cur = s->vma, end = s->vma + s->size;
+        while (k < v->n && v->v[k].end <= cur)
+            k++;
+        for (; k < v->n && v->v[k].start < end; k++) {
+            if (v->v[k].start > cur)
+                QP_CHECK(fn(b, cur, v->v[k].start, arg));
+            if (v->v[k].end > cur)
+                cur = v->v[k].end;
+        }
+        if (cur < end)
+            QP_CHECK(fn(b, cur, end, arg));
+    }
+    return 0;
+}
+
+typedef struct gap_ctx {
+    cfg_u64_vec_t *rejected;  /* gap starts that proved not to be code */
+} gap_ctx_t;
+
+static int
+on_gap_new_proc(cfg_builder_t *b, uint64_t start, uint64_t end, void *arg)
+{
+    gap_ctx_t *g = arg;
+    size_t avail;
+    const uint8_t *p = cfg_image_ptr(b->img, start, &avail);
+    if (p == NULL)
+        return 0;
+    size_t n = (size_t)(end - start) < avail ? (size_t)(end - start) : avail;
+    size_t pad = padding_len(p, n, start);
+    if (pad >= n)
+        return 0;
+    uint64_t a = start + pad;
+    for (size_t i = 0; i < g->rejected->n; i++)
+        if (g->rejected->v[i] == a)
+            return 0;
+    if (proc_by_entry(b, a) != CFG_NONE)
+        return 0;
+    QP_CHECK(CFG_VEC_PUSH(b->new_entries, a));
+    return CFG_VEC_PUSH(b->new_srcs, (uint32_t)CFG_SRC_GAP);
+}
+
+typedef struct stat_ctx {
+    cfg_stats_t *st;
+} stat_ctx_t;
+
+static int
+on_gap_stats(cfg_builder_t *b, uint64_t start, uint64_t end, void *arg)
+{
+    stat_ctx_t *c = arg;
+    size_t avail;
+    const uint8_t *p = cfg_image_ptr(b->img, start, &avail);
+    size_t n = (size_t)(end - start);
+    size_t pad = 0;
+    /* Padding may sit anywhere in the gap; count every padding run. */
+    while (p != NULL && pad < n) {
+        size_t run = padding_len(p + pad, n - pad, start + pad);
+        if (run == 0)
+            break;
+        pad += run;
+    }
+    if (p != NULL && pad == n) {
+        c->st->padding_bytes += n;
+        return 0;
+    }
+    /* Trailing padding before the next procedure. */
+    size_t tail = 0;
+    while (p != NULL && tail < n && (p[n - 1 - tail] == 0xcc || p[n - 1 - tail] == 0x00
+                                     || p[n - 1 - tail] == 0x90))
+        tail++;
+    c->st->padding_bytes += pad + tail;
+    c->st->data_bytes += n - pad - tail;
+    return 0;
+}
+
+/* Drop procedures found in gaps that turned out not to be code. */
+static int
+reject_bad_gap_procs(cfg_builder_t *b, cfg_u64_vec_t *rejected)
+{
+    size_t k = 0;
+    int dropped = 0;
+    for (size_t i = 0; i < b->procs.n; i++) {
+        cfg_bproc_t *bp = &b->procs.v[i];
+        if (bp->p.sources == CFG_SRC_GAP && bp->p.unsafe != NULL) {
+            QP_CHECK(CFG_VEC_PUSH(*rejected, bp->p.entry));
+            CFG_VEC_FREE(bp->ranges);
+            CFG_VEC_FREE(bp->blocks);
+            CFG_VEC_FREE(bp->edges);
+            CFG_VEC_FREE(bp->tables);
+            dropped = 1;
+            continue;
+        }
+        b->procs.v[k++] = *bp;
+    }
+    b->procs.n = k;
+    if (dropped)
+        cfg_discover_extents(b);
+    return dropped;
+}
+
+/*****************************************************************************
+ * Flattening into the program
+ */
+
+typedef struct prog_priv {
+    CFG_VEC(char *) strings; /* names and reasons made up by the builder */
+    uint32_t *by_addr;       /* block indices sorted by start address */
+} prog_priv_t;
+
+static const cfg_prog_t *sort_prog;
+
+static int
+cmp_block_idx(const void *a, const void *b)
+{
+    const cfg_block_t *x = &sort_prog->blocks[*(const uint32_t *)a];
+    const cfg_block_t *y = &sort_prog->blocks[*(const uint32_t *)b];
+    return x->start < y->start ? -1 : x->start > y->start;
+}
+
+static int
+flatten(cfg_builder_t *b, cfg_prog_t *prog)
+{
+    size_t nb = 0, ne = 0, nt = 0;
+    for (size_t i = 0; i < b->procs.n; i++) {
+        nb += b->procs.v[i].blocks.n;
+        ne += b->procs.v[i].edges.n;
+        nt += b->procs.v[i].tables.n;
+    }
+    prog->procs = calloc(b->procs.n + 1, sizeof(cfg_proc_t));
+    prog->blocks = calloc(nb + 1, sizeof(cfg_block_t));
+    prog->edges = calloc(ne + 1, sizeof(cfg_edge_t));
+    prog->preds = calloc(ne + 1, sizeof(uint32_t));
+    prog->tables = calloc(nt + 1, sizeof(cfg_table_t));
+    if (!prog->procs || !prog->blocks || !prog->edges || !prog->preds || !prog->tables)
+        return QP_ENOMEM;
+    uint32_t *local_to_global = malloc((nb + 1) * sizeof(uint32_t));
+    if (local_to_global == NULL)
+        return QP_ENOMEM;
+    for (size_t i = 0; i < b->procs.n; i++) {
+        cfg_bproc_t *bp = &b->procs.v[i];
+        cfg_proc_t *p = &prog->procs[prog->nprocs++];
+        *p = bp->p;
+        p->block = prog->nblocks;
+        p->nblocks = (uint32_t)bp->blocks.n;
+        p->ntables = (uint32_t)bp->tables.n;
+        if (p->flags & CFG_PROC_FRAGMENT)
+            p->parent = proc_by_entry(b, bp->parent_entry);
+        /* Entry block first, the rest in address order. */
+        uint32_t g = prog->nblocks;
+        if (bp->entry_block != CFG_NONE)
+            local_to_global[bp->entry_block] = g++;
+        for (uint32_t k = 0; k < bp->blocks.n; k++)
+            if (k != bp->entry_block)
+                local_to_global[k] = g++;
+        for (uint32_t k = 0; k < bp->blocks.n; k++) {
+            cfg_block_t bl = bp->blocks.v[k];
+            bl.proc = (uint32_t)i;
+            uint32_t first = prog->nedges;
+            for (uint32_t e = 0; e < bl.nsucc; e++) {
+                cfg_edge_t ed = bp->edges.v[bl.succ + e];
+                ed.from = local_to_global[k];
+                ed.to = ed.to == CFG_NONE ? CFG_NONE : local_to_global[ed.to];
+                prog->edges[prog->nedges++] = ed;
+            }
+            bl.succ = first;
+            prog->blocks[local_to_global[k]] = bl;
+        }
+        prog->nblocks = g;
+        for (size_t k = 0; k < bp->tables.n; k++)
+            prog->tables[prog->ntables++] = bp->tables.v[k];
+    }
+    free(local_to_global);
+    /* Edges were appended in local block order: regroup them by global source block. */
+    cfg_edge_t *sorted = malloc((prog->nedges + 1) * sizeof(cfg_edge_t));
+    if (sorted == NULL)
+        return QP_ENOMEM;
+    uint32_t pos = 0;
+    for (uint32_t k = 0; k < prog->nblocks; k++) {
+        cfg_block_t *bl = &prog->blocks[k];
+        memcpy(&sorted[pos], &prog->edges[bl->succ], bl->nsucc * sizeof(cfg_edge_t));
+        bl->succ = pos;
+        pos += bl->nsucc;
+    }
+    free(prog->edges);
+    prog->edges = sorted;
+    /* Predecessors: counting sort of edge indices by destination. */
+    for (uint32_t e = 0; e < prog->nedges; e++)
+        if (prog->edges[e].to != CFG_NONE)
+            prog->blocks[prog->edges[e].to].npred++;
+    uint32_t acc = 0;
+    for (uint32_t k = 0; k < prog->nblocks; k++) {
+        prog->blocks[k].pred = acc;
+        acc += prog->blocks[k].npred;
+        prog->blocks[k].npred = 0;
+    }
+    for (uint32_t e = 0; e < prog->nedges; e++) {
+        uint32_t to = prog->edges[e].to;
+        if (to != CFG_NONE)
+            prog->preds[prog->blocks[to].pred + prog->blocks[to].npred++] = e;
+    }
+    /* Block lookup by address. */
+    prog_priv_t *pp = prog->priv;
+    pp->by_addr = malloc((prog->nblocks + 1) * sizeof(uint32_t));
+    if (pp->by_addr == NULL)
+        return QP_ENOMEM;
+    for (uint32_t k = 0; k < prog->nblocks; k++)
+        pp->by_addr[k] = k;
+    sort_prog = prog;
+    qsort(pp->by_addr, prog->nblocks, sizeof(uint32_t), cmp_block_idx);
+    return 0;
+}
+
+/*****************************************************************************
+ * Statistics and final marks
+ */
+
+static void
+mark_multi_entry(cfg_builder_t *b)
+{
+    for (size_t i = 0; i < b->procs.n; i++) {
+        const cfg_bproc_t *bp = &b->procs.v[i];
+        for (size_t e = 0; e < bp->edges.n; e++) {
+            const cfg_edge_t *ed = &bp->edges.v[e];
+            if (ed->kind != CFG_EDGE_TAILCALL || ed->target == 0)
+                continue;
+            uint32_t ti = cfg_discover_find(b, ed->target);
+            if (ti == CFG_NONE || b->procs.v[ti].p.entry == ed->target)
+                continue;
+            cfg_bproc_t *tp = &b->procs.v[ti];
+            if (tp->p.flags & CFG_PROC_FRAGMENT)
+                continue;
+            tp->p.flags |= CFG_PROC_MULTI_ENTRY;
+            set_unsafe(b, tp, "entered in the middle at 0x%llx from %s",
+                       (unsigned long long)ed->target, bp->p.name);
+        }
+    }
+}
+
+static int
+compute_stats(cfg_builder_t *b, cfg_prog_t *prog)
+{
+    cfg_stats_t *st = &prog->stats;
+    const cfg_image_t *img = b->img;
+    for (size_t i = 0; i < img->nsections; i++)
+        if ((img->sections[i].flags & CFG_SEC_CODE) && img->sections[i].bytes
+            && (img->sections[i].flags & CFG_SEC_ALLOC))
+            st->text_bytes += img->sections[i].size;
+    for (uint32_t k = 0; k < prog->nblocks; k++) {
+        st->block_bytes += prog->blocks[k].end - prog->blocks[k].start;
+        st->ninsns += prog->blocks[k].ninsns;
+        if (prog->blocks[k].last_kind == ARCH_KIND_JMP_IND) {
+            const cfg_edge_t *e = &prog->edges[prog->blocks[k].succ];
+            if (prog->blocks[k].nsucc == 0)
+                continue;
+            if (e->kind == CFG_EDGE_TAILCALL)
+                st->nind_tailcalls++;
+            else {
+                st->nind_jumps++;
+                if (e->kind != CFG_EDGE_UNRESOLVED)
+                    st->nind_resolved++;
+            }
+        }
+    }
+    for (uint32_t i = 0; i < prog->nprocs; i++) {
+        const cfg_proc_t *p = &prog->procs[i];
+        if (p->unsafe != NULL)
+            st->nunsafe++;
+        for (int s = 0; s < CFG_NSRC; s++)
+            if (p->sources & (1u << s))
+                st->nprocs_by_src[s]++;
+    }
+    span_vec_t v = { 0 };
+    int rc = collect_spans(b, &v);
+    stat_ctx_t c = { st };
+    if (rc == 0)
+        rc = for_each_gap(b, &v, on_gap_stats, &c);
+    CFG_VEC_FREE(v);
+    return rc;
+}
+
+/*****************************************************************************
+ * The driver loop
+ */
+
+static void
+builder_free(cfg_builder_t *b)
+{
+    for (size_t i = 0; i < b->procs.n; i++) {
+        CFG_VEC_FREE(b->procs.v[i].ranges);
+        CFG_VEC_FREE(b->procs.v[i].blocks);
+        CFG_VEC_FREE(b->procs.v[i].edges);
+        CFG_VEC_FREE(b->procs.v[i].tables);
+    }
+    CFG_VEC_FREE(b->procs);
+    CFG_VEC_FREE(b->addr_taken);
+    CFG_VEC_FREE(b->new_entries);
+    CFG_VEC_FREE(b->new_srcs);
+    CFG_VEC_FREE(b->work);
+    for (size_t i = 0; i < b->strings.n; i++)
+        free(b->strings.v[i]);
+    CFG_VEC_FREE(b->strings);
+    free(b->map);
+}
+
+/*
+ * Stripped binaries have no "foo.cold" names: a nameless procedure that is never called
+ * nor address-taken, that is entered only by jumps from one procedure P, and that
+ * jumps back into P or never returns, is P's cold fragment. Returns the number tied.
+ */
+static int
+tie_nameless_fragments(cfg_builder_t *b)
+{
+    const uint32_t not_fragment = CFG_SRC_SYMBOL | CFG_SRC_CALL | CFG_SRC_ENTRY | CFG_SRC_INIT
+        | CFG_SRC_PLT | CFG_SRC_ADDR | CFG_SRC_SECTION;
+    size_t n = b->procs.n;
+    uint32_t *from = malloc((n + 1) * sizeof(uint32_t)); /* sole jumping proc, or NONE */
+    uint8_t *many = calloc(n + 1, 1);                    /* jumped to from several */
+    if (from == NULL || many == NULL) {
+        free(from);
+        free(many);
+        return QP_ENOMEM;
+    }
+    for (size_t i = 0; i < n; i++)
+        from[i] = CFG_NONE;
+    for (size_t i = 0; i < n; i++) {
+        const cfg_bproc_t *bp = &b->procs.v[i];
+        for (size_t e = 0; e < bp->edges.n; e++) {
+            const cfg_edge_t *ed = &bp->edges.v[e];
+            if (ed->kind != CFG_EDGE_TAILCALL || ed->target == 0)
+                continue;
+            uint32_t ti = cfg_discover_find(b, ed->target);
+            if (ti == CFG_NONE || ti == i)
+                continue;
+            /* Jumps between pieces of one FDE range do not count. */
+            const cfg_bproc_t *tp = &b->procs.v[ti];
+            uint32_t head = ti;
+            while (head > 0 && (tp->p.sources & CFG_SRC_GAP) && !(tp->p.sources & CFG_SRC_EH_FRAME))
+                tp = &b->procs.v[--head];
+            uint64_t hend = tp->hint_end ? tp->hint_end : tp->p.end;
+            if (ed->target >= hend) {
+                head = ti;
+                tp = &b->procs.v[ti];
+                hend = tp->hint_end ? tp->hint_end : tp->p.end;
+            }
+            if (bp->p.entry >= tp->p.entry && bp->p.entry < hend)
+                continue;
+            if (from[head] == CFG_NONE)
+                from[head] = (uint32_t)i;
+            else if (from[head] != i)
+                many[head] = 1;
+        }
+    }
+    int tied = 0;
+    for (size_t f = 0; f < n; f++) {
+        cfg_bproc_t *fp = &b->procs.v[f];
+        if (from[f] == CFG_NONE || many[f] || (fp->p.sources & not_fragment)
+            || (fp->p.flags & CFG_PROC_FRAGMENT) || !(fp->p.sources & CFG_SRC_EH_FRAME))
+            continue;
+        const cfg_bproc_t *pp = &b->procs.v[from[f]];
+        if (pp->p.flags & CFG_PROC_FRAGMENT)
+            continue;
+        /* Does the fragment jump back into P, or never return? */
+        int back = 0, returns = 0;
+        uint64_t fend = fp->hint_end ? fp->hint_end : fp->p.end;
+        for (size_t k = f; k < n && b->procs.v[k].p.entry < fend; k++)
+            for (size_t e = 0; e < b->procs.v[k].edges.n; e++) {
+                const cfg_edge_t *ed = &b->procs.v[k].edges.v[e];
+                returns |= ed->kind == CFG_EDGE_RETURN;
+                back |= ed->kind == CFG_EDGE_TAILCALL && ed->target >= pp->p.start
+                    && ed->target < pp->p.end;
+            }
+        if (!back && returns)
+            continue;
+        fp->p.flags |= CFG_PROC_FRAGMENT;
+        fp->parent_entry = pp->p.entry;
+        tied++;
+    }
+    free(from);
+    free(many);
+    if (!tied)
+        return 0;
+    /* Gap procedures inside a tied fragment's FDE range are part of it. */
+    size_t k = 0;
+    uint64_t cut_end = 0;
+    for (size_t i = 0; i < b->procs.n; i++) {
+        cfg_bproc_t *bp = &b->procs.v[i];
+        if (bp->p.flags & CFG_PROC_FRAGMENT)
+            cut_end = bp->hint_end ? bp->hint_end : bp->p.end;
+        else if (bp->p.sources == CFG_SRC_GAP && bp->p.entry < cut_end) {
+            CFG_VEC_FREE(bp->ranges);
+            CFG_VEC_FREE(bp->blocks);
+            CFG_VEC_FREE(bp->edges);
+            CFG_VEC_FREE(bp->tables);
+            continue;
+        }
+        b->procs.v[k++] = *bp;
+    }
+    b->procs.n = k;
+    cfg_discover_extents(b);
+    return tied;
+}
+
+static int
+build_all(cfg_builder_t *b)
+{
+    cfg_u64_vec_t rejected = { 0 };
+    span_vec_t spans = { 0 };
+    int rc = 0;
+    for (int round = 0; round < 64; round++) {
+        if ((rc = assign_ranges(b)) < 0)
+            break;
+        for (size_t i = 0; i < b->procs.n && rc == 0; i++)
+            if (!b->procs.v[i].built)
+                rc = build_proc(b, (uint32_t)i);
+        if (rc < 0)
+            break;
+        if ((rc = cfg_discover_add_new(b)) < 0)
+            break;
+        if (rc > 0)
+            continue; /* new call targets: extents changed */
+        if ((rc = reject_bad_gap_procs(b, &rejected)) < 0)
+            break;
+        if (rc > 0)
+            continue;
+        if ((rc = find_noreturn(b)) < 0)
+            break;
+        for (size_t i = 0; i < b->procs.n && rc >= 0; i++)
+            rc = prune_proc(b, &b->procs.v[i]);
+        if (rc < 0)
+            break;
+        rc = 0;
+        if (b->opts.no_gap_procs)
+            break;
+        gap_ctx_t g = { &rejected };
+        if ((rc = collect_spans(b, &spans)) < 0
+            || (rc = for_each_gap(b, &spans, on_gap_new_proc, &g)) < 0)
+            break;
+        if ((rc = cfg_discover_add_new(b)) <= 0)
+            break;
+    }
+    CFG_VEC_FREE(rejected);
+    CFG_VEC_FREE(spans);
+    return rc < 0 ? rc : 0;
+}
+
+int
+cfg_prog_build(const cfg_image_t *img, const cfg_opts_t *opts, cfg_prog_t **out)
+{
+    if (img == NULL || out == NULL)
+        return QP_EINVAL;
+    cfg_builder_t b;
+    memset(&b, 0, sizeof(b));
+    b.img = img;
+    if (opts != NULL)
+        b.opts = *opts;
+    cfg_prog_t *prog = calloc(1, sizeof(*prog));
+    prog_priv_t *pp = calloc(1, sizeof(*pp));
+    if (prog == NULL || pp == NULL) {
+        free(prog);
+        free(pp);
+        return QP_ENOMEM;
+    }
+    prog->img = img;
+    prog->priv = pp;
+    int rc = cfg_discover(&b);
+    if (rc == 0)
+        rc = build_all(&b);
+    for (int round = 0; rc == 0 && round < 4; round++) {
+        rc = tie_nameless_fragments(&b);
+        if (rc <= 0)
+            break;
+        rc = build_all(&b);
+    }
+    if (rc == 0) {
+        mark_multi_entry(&b);
+        rc = flatten(&b, prog);
+    }
+    for (uint32_t i = 0; rc == 0 && i < prog->nprocs; i++)
+        rc = cfg_loops_proc(prog, &prog->procs[i]);
+    if (rc == 0)
+        rc = compute_stats(&b, prog);
+    /* The program keeps the builder's strings (names and reasons). */
+    pp->strings.v = b.strings.v;
+    pp->strings.n = b.strings.n;
+    pp->strings.cap = b.strings.cap;
+    b.strings.v = NULL;
+    b.strings.n = b.strings.cap = 0;
+    builder_free(&b);
+    if (rc < 0) {
+        cfg_prog_destroy(prog);
+        return rc;
+    }
+    *out = prog;
+    return 0;
+}
+
+void
+cfg_prog_destroy(cfg_prog_t *prog)
+{
+    if (prog == NULL)
+        return;
+    prog_priv_t *pp = prog->priv;
+    if (pp != NULL) {
+        for (size_t i = 0; i < pp->strings.n; i++)
+            free(pp->strings.v[i]);
+        CFG_VEC_FREE(pp->strings);
+        free(pp->by_addr);
+        free(pp);
+    }
+    free(prog->procs);
+    free(prog->blocks);
+    free(prog->edges);
+    free(prog->preds);
+    free(prog->tables);
+    free(prog);
+}
+
+/*****************************************************************************
+ * Lookups
+ */
+
+uint32_t
+cfg_block_at(const cfg_prog_t *prog, uint64_t addr)
+{
+    if (prog == NULL)
+        return CFG_NONE;
+    const prog_priv_t *pp = prog->priv;
+    size_t lo = 0, hi = prog->nblocks;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        const cfg_block_t *bl = &prog->blocks[pp->by_addr[mid]];
+        if (addr < bl->start)
+            hi = mid;
+        else if (addr >= bl->end)
+            lo = mid + 1;
+        else
+            return pp->by_addr[mid];
+    }
+    return CFG_NONE;
+}
+
+const cfg_proc_t *
+cfg_proc_at(const cfg_prog_t *prog, uint64_t addr)
+{
+    uint32_t k = cfg_block_at(prog, addr);
+    return k == CFG_NONE ? NULL : &prog->procs[prog->blocks[k].proc];
+}
+
+const cfg_proc_t *
+cfg_proc_by_name(const cfg_prog_t *prog, const char *name)
+{
+    if (prog == NULL || name == NULL)
+        return NULL;
+    for (uint32_t i = 0; i < prog->nprocs; i++)
+        if (strcmp(prog->procs[i].name, name) == 0)
+            return &prog->procs[i];
+    return NULL;
+}

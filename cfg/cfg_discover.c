@@ -1,0 +1,411 @@
+/* Copyright 2026 the qpt authors
+ * SPDX-License-Identifier: MIT */
+
+/*
+ * Procedure discovery: where procedures start, what they are called, and how far each
+ * may extend. Sources, strongest first: function symbols, PLT entries, .eh_frame FDEs,
+ * the entry point, init/fini arrays, IFUNC resolvers, code addresses held in relocated
+ * data. Call targets and gap code are added later by cfg_build.c (seed 3.6).
+ */
+#include <stdio.h>
+
+#include "cfg/cfg_priv.h"
+
+/*****************************************************************************
+ * Procedures that never return, by name
+ */
+
+static const char *const noreturn_names[] = {
+    "exit", "_exit", "_Exit", "abort", "quick_exit", "__stack_chk_fail",
+    "__stack_chk_fail_local", "__assert_fail", "__assert_perror_fail", "__assert_rtn",
+    "longjmp", "_longjmp", "siglongjmp", "__longjmp_chk", "__libc_longjmp",
+    "__libc_siglongjmp", "__cxa_throw", "__cxa_rethrow", "__cxa_bad_cast",
+    "__cxa_bad_typeid", "__cxa_throw_bad_array_new_length", "__cxa_call_unexpected",
+    "__cxa_pure_virtual", "__cxa_deleted_virtual", "_Unwind_Resume", "_ZSt9terminatev",
+    "__fortify_fail", "__chk_fail", "err", "errx", "verr", "verrx", "pthread_exit",
+    "__pthread_exit", "__libc_fatal", "__libc_start_main", "__libc_start_call_main",
+    "__libc_message", "__malloc_assert", "_dl_signal_error", "_dl_fatal_printf",
+    "_gfortran_stop_string", "_gfortran_error_stop_string", "_gfortran_error_stop_numeric",
+    "_gfortran_runtime_error", "_gfortran_runtime_error_at", "_gfortran_os_error",
+    "_gfortran_os_error_at", "_gfortran_generate_error", "__ubsan_handle_builtin_unreachable",
+    "__ubsan_handle_missing_return", "_ZSt17rethrow_exceptionNSt15__exception_ptr13exception_ptrE",
+    "__cxa_end_cleanup", "_exit_group", "exit_group", "__gnat_raise_exception",
+    "__gnat_rcheck_CE_Explicit_Raise", "g_assertion_message_expr", "g_error",
+};
+
+int
+cfg_name_is_noreturn(const char *name)
+{
+    char buf[256];
+    if (name == NULL)
+        return 0;
+    size_t n = strcspn(name, "@");
+    if (n >= sizeof(buf))
+        return 0;
+    memcpy(buf, name, n);
+    buf[n] = '\0';
+    /* libstdc++'s std::__throw_* helpers: _ZSt<len>__throw_... */
+    if (strncmp(buf, "_ZSt", 4) == 0 && strstr(buf, "__throw_") != NULL)
+        return 1;
+    for (size_t i = 0; i < sizeof(noreturn_names) / sizeof(noreturn_names[0]); i++)
+        if (strcmp(buf, noreturn_names[i]) == 0)
+            return 1;
+    return 0;
+}
+
+/*****************************************************************************
+ * Candidates
+ */
+
+typedef struct cand {
+    uint64_t addr;      /* entry */
+    uint64_t hint_end;  /* end from symbol size or FDE */
+    uint32_t sources;   /* CFG_SRC_* */
+} cand_t;
+
+typedef CFG_VEC(cand_t) cand_vec_t;
+
+static int
+add_cand(cand_vec_t *v, const cfg_image_t *img, uint64_t addr, uint64_t hint_end, uint32_t src)
+{
+    if (!cfg_image_is_code(img, addr))
+        return 0;
+    return CFG_VEC_PUSH(*v, ((cand_t) { addr, hint_end > addr ? hint_end : 0, src }));
+}
+
+static int
+cmp_cand(const void *a, const void *b)
+{
+    const cand_t *x = a, *y = b;
+    return x->addr < y->addr ? -1 : x->addr > y->addr;
+}
+
+typedef struct fde_ctx {
+    cand_vec_t *v;
+    const cfg_image_t *img;
+} fde_ctx_t;
+
+static int
+on_fde(void *arg, const cfg_fde_t *fde)
+{
+    fde_ctx_t *c = arg;
+    return add_cand(c->v, c->img, fde->start, fde->end, CFG_SRC_EH_FRAME);
+}
+
+static int
+cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Is NAME "<parent>.cold" or "<parent>.cold.N"? Returns the parent's length or 0. */
+static size_t
+cold_parent_len(const char *name)
+{
+    const char *c = strstr(name, ".cold");
+    if (c == NULL || c == name)
+        return 0;
+    const char *t = c + 5;
+    if (*t == '.')
+        for (t++; *t >= '0' && *t <= '9'; t++)
+            ;
+    return *t == '\0' ? (size_t)(c - name) : 0;
+}
+
+/* The best symbol naming code at ADDR, or NULL. Symbols are sorted by preference. */
+static const cfg_symbol_t *
+symbol_at(const cfg_image_t *img, uint64_t addr)
+{
+    size_t lo = 0, hi = img->nsymbols;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (img->symbols[mid].addr < addr)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < img->nsymbols && img->symbols[lo].addr == addr ? &img->symbols[lo] : NULL;
+}
+
+static const char *
+make_name(cfg_builder_t *b, uint64_t addr)
+{
+    const cfg_symbol_t *s = symbol_at(b->img, addr);
+    if (s != NULL)
+        return s->name;
+    char buf[32];
+    snprintf(buf, sizeof(buf), "sub_%llx", (unsigned long long)addr);
+    char *d = cfg_strdup(buf);
+    if (d == NULL || CFG_VEC_PUSH(b->strings, d) < 0) {
+        free(d);
+        return NULL;
+    }
+    return d;
+}
+
+static int
+new_proc(cfg_builder_t *b, uint64_t addr, uint64_t hint_end, uint32_t sources)
+{
+    cfg_bproc_t bp;
+    memset(&bp, 0, sizeof(bp));
+    bp.p.entry = bp.p.start = addr;
+    bp.p.sources = sources;
+    bp.p.parent = CFG_NONE;
+    bp.hint_end = hint_end;
+    bp.p.name = make_name(b, addr);
+    if (bp.p.name == NULL)
+        return QP_ENOMEM;
+    if (sources & CFG_SRC_PLT)
+        bp.p.flags |= CFG_PROC_PLT;
+    if (cfg_name_is_noreturn(bp.p.name))
+        bp.p.flags |= CFG_PROC_NORETURN;
+    return CFG_VEC_PUSH(b->procs, bp);
+}
+
+static int
+cmp_bproc(const void *a, const void *b)
+{
+    const cfg_bproc_t *x = a, *y = b;
+    return x->p.entry < y->p.entry ? -1 : x->p.entry > y->p.entry;
+}
+
+uint32_t
+cfg_discover_find(const cfg_builder_t *b, uint64_t addr)
+{
+    size_t lo = 0, hi = b->procs.n;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (b->procs.v[mid].p.entry <= addr)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (lo == 0)
+        return CFG_NONE;
+    const cfg_bproc_t *p = &b->procs.v[lo - 1];
+    return addr < p->p.end ? (uint32_t)(lo - 1) : CFG_NONE;
+}
+
+void
+cfg_discover_extents(cfg_builder_t *b)
+{
+    for (size_t i = 0; i < b->procs.n; i++) {
+        cfg_bproc_t *bp = &b->procs.v[i];
+        const cfg_section_t *s = cfg_image_section_at(b->img, bp->p.entry);
+        uint64_t end = s ? s->vma + s->size : bp->p.entry + 1;
+        if (i + 1 < b->procs.n && b->procs.v[i + 1].p.entry < end)
+            end = b->procs.v[i + 1].p.entry;
+        if (bp->hint_end > bp->p.entry && bp->hint_end < end)
+            end = bp->hint_end;
+        if (end != bp->p.end)
+            bp->built = 0;
+        bp->p.start = bp->p.entry;
+        bp->p.end = end;
+    }
+}
+
+int
+cfg_discover_add_new(cfg_builder_t *b)
+{
+    int added = 0;
+    size_t n0 = b->procs.n;
+    for (size_t i = 0; i < b->new_entries.n; i++) {
+        uint64_t a = b->new_entries.v[i];
+        /* Skip entries that already exist (binary search over the sorted old part). */
+        size_t lo = 0, hi = n0;
+        while (lo < hi) {
+            size_t mid = (lo + hi) / 2;
+            if (b->procs.v[mid].p.entry < a)
+                lo = mid + 1;
+            else
+                hi = mid;
+        }
+        if (lo < n0 && b->procs.v[lo].p.entry == a) {
+            b->procs.v[lo].p.sources |= b->new_srcs.v[i];
+            continue;
+        }
+        int dup = 0;
+        for (size_t k = n0; k < b->procs.n && !dup; k++)
+            if (b->procs.v[k].p.entry == a) {
+                b->procs.v[k].p.sources |= b->new_srcs.v[i];
+                dup = 1;
+            }
+        if (dup)
+            continue;
+        QP_CHECK(new_proc(b, a, 0, b->new_srcs.v[i]));
+        added++;
+    }
+    b->new_entries.n = 0;
+    b->new_srcs.n = 0;
+    if (added) {
+        qsort(b->procs.v, b->procs.n, sizeof(cfg_bproc_t), cmp_bproc);
+        cfg_discover_extents(b);
+    }
+    return added;
+}
+
+/*****************************************************************************
+ * Discovery
+ */
+
+static int
+collect_candidates(cfg_builder_t *b, cand_vec_t *v)
+{
+    const cfg_image_t *img = b->img;
+    for (size_t i = 0; i < img->nsymbols; i++) {
+        const cfg_symbol_t *s = &img->symbols[i];
+        if (s->kind != CFG_SYM_FUNC && s->kind != CFG_SYM_IFUNC)
+            continue;
+        uint32_t src = s->src == CFG_SYMSRC_PLT ? CFG_SRC_PLT : CFG_SRC_SYMBOL;
+        QP_CHECK(add_cand(v, img, s->addr, s->size ? s->addr + s->size : 0, src));
+    }
+    for (size_t i = 0; i < img->nsections; i++) {
+        const cfg_section_t *s = &img->sections[i];
+        if (strcmp(s->name, ".eh_frame") == 0 && s->bytes != NULL) {
+            fde_ctx_t c = { v, img };
+            int rc = cfg_ehframe_walk(s->bytes, s->size, s->vma, on_fde, &c);
+            if (rc == QP_ENOMEM)
+                return rc;
+        }
+        /* .init and .fini are procedures without symbols in stripped files. */
+        if ((s->flags & CFG_SEC_CODE) && s->bytes != NULL
+            && (strcmp(s->name, ".init") == 0 || strcmp(s->name, ".fini") == 0))
+            QP_CHECK(add_cand(v, img, s->vma, s->vma + s->size, CFG_SRC_SECTION));
+    }
+    QP_CHECK(add_cand(v, img, img->entry, 0, CFG_SRC_ENTRY));
+    for (size_t i = 0; i < img->ninit_funcs; i++)
+        QP_CHECK(add_cand(v, img, img->init_funcs[i], 0, CFG_SRC_INIT));
+    for (size_t i = 0; i < img->nrelocs; i++)
+        if (img->relocs[i].kind == CFG_RELOC_IRELATIVE)
+            QP_CHECK(add_cand(v, img, img->relocs[i].value, 0, CFG_SRC_ADDR));
+    return 0;
+}
+
+/* Code addresses that the program holds as data: relocated words, and in non-PIE
+ * files aligned words of data sections whose value lies in code. */
+static int
+collect_addr_taken(cfg_builder_t *b)
+{
+    const cfg_image_t *img = b->img;
+    for (size_t i = 0; i < img->nrelocs; i++) {
+        const cfg_reloc_t *r = &img->relocs[i];
+        if ((r->kind == CFG_RELOC_RELATIVE || r->kind == CFG_RELOC_ABS64)
+            && cfg_image_is_code(img, r->value))
+            QP_CHECK(CFG_VEC_PUSH(b->addr_taken, r->value));
+    }
+    if (!(img->flags & CFG_IMG_PIE)) {
+        for (size_t i = 0; i < img->nsections; i++) {
+            const cfg_section_t *s = &img->sections[i];
+            if ((s->flags & CFG_SEC_CODE) || s->bytes == NULL || !(s->flags & CFG_SEC_ALLOC)
+                || strncmp(s->name, ".eh_frame", 9) == 0 || strcmp(s->name, ".gcc_except_table") == 0)
+                continue;
+            uint64_t first = (s->vma + 7) & ~(uint64_t)7;
+            for (uint64_t a = first; a + 8 <= s->vma + s->size; a += 8) {
+                uint64_t w;
+                memcpy(&w, s->bytes + (a - s->vma), 8);
+                if (w >= 0x1000 && cfg_image_is_code(img, w))
+                    QP_CHECK(CFG_VEC_PUSH(b->addr_taken, w));
+            }
+        }
+    }
+    if (b->addr_taken.n) {
+        qsort(b->addr_taken.v, b->addr_taken.n, sizeof(uint64_t), cmp_u64);
+        size_t k = 0;
+        for (size_t i = 0; i < b->addr_taken.n; i++)
+            if (k == 0 || b->addr_taken.v[k - 1] != b->addr_taken.v[i])
+                b->addr_taken.v[k++] = b->addr_taken.v[i];
+        b->addr_taken.n = k;
+    }
+    return 0;
+}
+
+static const cfg_builder_t *sort_builder; /* qsort has no context argument */
+
+static int
+cmp_by_name(const void *a, const void *b)
+{
+    const cfg_bproc_t *x = &sort_builder->procs.v[*(const uint32_t *)a];
+    const cfg_bproc_t *y = &sort_builder->procs.v[*(const uint32_t *)b];
+    int c = strcmp(x->p.name, y->p.name);
+    return c ? c : (x->p.entry < y->p.entry ? -1 : x->p.entry > y->p.entry);
+}
+
+/* Tie "foo.cold" fragments to "foo": the fragment's blocks become part of foo's CFG. */
+static int
+tie_fragments(cfg_builder_t *b)
+{
+    uint32_t *byname = malloc((b->procs.n + 1) * sizeof(uint32_t));
+    if (byname == NULL)
+        return QP_ENOMEM;
+    for (size_t i = 0; i < b->procs.n; i++)
+        byname[i] = (uint32_t)i;
+    sort_builder = b;
+    qsort(byname, b->procs.n, sizeof(uint32_t), cmp_by_name);
+    char name[256];
+    for (size_t i = 0; i < b->procs.n; i++) {
+        cfg_bproc_t *f = &b->procs.v[i];
+        size_t plen = cold_parent_len(f->p.name);
+        if (plen == 0 || plen >= sizeof(name)
+            || (f->p.sources & (CFG_SRC_CALL | CFG_SRC_ENTRY | CFG_SRC_INIT)))
+            continue;
+        memcpy(name, f->p.name, plen);
+        name[plen] = '\0';
+        size_t lo = 0, hi = b->procs.n;
+        while (lo < hi) {
+            size_t mid = (lo + hi) / 2;
+            if (strcmp(b->procs.v[byname[mid]].p.name, name) < 0)
+                lo = mid + 1;
+            else
+                hi = mid;
+        }
+        if (lo < b->procs.n && strcmp(b->procs.v[byname[lo]].p.name, name) == 0) {
+            const cfg_bproc_t *parent = &b->procs.v[byname[lo]];
+            if (!(parent->p.flags & CFG_PROC_FRAGMENT)) {
+                f->p.flags |= CFG_PROC_FRAGMENT;
+                f->parent_entry = parent->p.entry;
+            }
+        }
+    }
+    free(byname);
+    return 0;
+}
+
+int
+cfg_discover(cfg_builder_t *b)
+{
+    cand_vec_t v = { 0 };
+    int rc = collect_candidates(b, &v);
+    if (rc == 0)
+        rc = collect_addr_taken(b);
+    if (rc < 0)
+        goto out;
+    if (v.n)
+        qsort(v.v, v.n, sizeof(cand_t), cmp_cand);
+    for (size_t i = 0; i < v.n;) {
+        cand_t c = v.v[i++];
+        for (; i < v.n && v.v[i].addr == c.addr; i++) {
+            c.sources |= v.v[i].sources;
+            if (v.v[i].hint_end > c.hint_end)
+                c.hint_end = v.v[i].hint_end;
+        }
+        if ((rc = new_proc(b, c.addr, c.hint_end, c.sources)) < 0)
+            goto out;
+    }
+    cfg_discover_extents(b);
+    /* Code addresses held as data that fall in no procedure start new ones. */
+    for (size_t i = 0; i < b->addr_taken.n; i++) {
+        uint64_t a = b->addr_taken.v[i];
+        if (cfg_discover_find(b, a) == CFG_NONE && (b->img->flags & CFG_IMG_PIE)) {
+            if ((rc = CFG_VEC_PUSH(b->new_entries, a)) < 0
+                || (rc = CFG_VEC_PUSH(b->new_srcs, (uint32_t)CFG_SRC_ADDR)) < 0)
+                goto out;
+        }
+    }
+    rc = cfg_discover_add_new(b);
+    if (rc >= 0)
+        rc = tie_fragments(b);
+out:
+    CFG_VEC_FREE(v);
+    return rc;
+}

@@ -1,0 +1,217 @@
+/* Copyright 2026 the qpt authors
+ * SPDX-License-Identifier: MIT */
+
+/*
+ * A minimal .eh_frame reader: only the address ranges of FDEs, which name procedures in
+ * stripped binaries. Follows the LSB "Exception Frames" format: CIEs give the pointer
+ * encoding of their FDEs in the 'R' augmentation.
+ */
+#include "cfg/cfg_priv.h"
+
+enum {
+    DW_EH_PE_absptr = 0x00,
+    DW_EH_PE_uleb128 = 0x01,
+    DW_EH_PE_udata2 = 0x02,
+    DW_EH_PE_udata4 = 0x03,
+    DW_EH_PE_udata8 = 0x04,
+    DW_EH_PE_sleb128 = 0x09,
+    DW_EH_PE_sdata2 = 0x0a,
+    DW_EH_PE_sdata4 = 0x0b,
+    DW_EH_PE_sdata8 = 0x0c,
+    DW_EH_PE_pcrel = 0x10,
+    DW_EH_PE_datarel = 0x30,
+    DW_EH_PE_indirect = 0x80,
+    DW_EH_PE_omit = 0xff,
+};
+
+typedef struct cursor {
+    const uint8_t *p, *end; /* unread bytes */
+    int bad;                /* set once a read ran past the end */
+} cursor_t;
+
+static uint64_t
+rd_uleb(cursor_t *c)
+{
+    uint64_t v = 0;
+    for (unsigned shift = 0; c->p < c->end; shift += 7) {
+        uint8_t b = *c->p++;
+        if (shift < 64)
+            v |= (uint64_t)(b & 0x7f) << shift;
+        if (!(b & 0x80))
+            return v;
+    }
+    c->bad = 1;
+    return 0;
+}
+
+static int64_t
+rd_sleb(cursor_t *c)
+{
+    int64_t v = 0;
+    unsigned shift = 0;
+    uint8_t b = 0;
+    do {
+        if (c->p >= c->end) {
+            c->bad = 1;
+            return 0;
+        }
+        b = *c->p++;
+        if (shift < 64)
+            v |= (int64_t)((uint64_t)(b & 0x7f) << shift);
+        shift += 7;
+    } while (b & 0x80);
+    if (shift < 64 && (b & 0x40))
+        v |= -((int64_t)1 << shift);
+    return v;
+}
+
+static uint64_t
+rd_fixed(cursor_t *c, size_t n)
+{
+    if ((size_t)(c->end - c->p) < n) {
+        c->bad = 1;
+        c->p = c->end;
+        return 0;
+    }
+    uint64_t v = 0;
+    for (size_t i = 0; i < n; i++)
+        v |= (uint64_t)c->p[i] << (8 * i);
+    c->p += n;
+    return v;
+}
+
+/* Read a pointer in encoding ENC; FIELD_VMA is the address of the field (for pcrel). */
+static uint64_t
+rd_encoded(cursor_t *c, uint8_t enc, uint64_t field_vma)
+{
+    uint64_t v;
+    switch (enc & 0x0f) {
+    case DW_EH_PE_absptr: v = rd_fixed(c, 8); break;
+    case DW_EH_PE_uleb128: v = rd_uleb(c); break;
+    case DW_EH_PE_udata2: v = rd_fixed(c, 2); break;
+    case DW_EH_PE_udata4: v = rd_fixed(c, 4); break;
+    case DW_EH_PE_udata8: v = rd_fixed(c, 8); break;
+    case DW_EH_PE_sleb128: v = (uint64_t)rd_sleb(c); break;
+    case DW_EH_PE_sdata2: v = (uint64_t)(int64_t)(int16_t)rd_fixed(c, 2); break;
+    case DW_EH_PE_sdata4: v = (uint64_t)(int64_t)(int32_t)rd_fixed(c, 4); break;
+    case DW_EH_PE_sdata8: v = rd_fixed(c, 8); break;
+    default: c->bad = 1; return 0;
+    }
+    if ((enc & 0x70) == DW_EH_PE_pcrel)
+        v += field_vma;
+    return v;
+}
+
+typedef struct cie_info {
+    uint64_t off;     /* offset of the CIE in the section */
+    uint8_t fde_enc;  /* pointer encoding of FDE pc_begin */
+} cie_info_t;
+
+/* Parse the CIE at OFF (its length field) and return its FDE pointer encoding. */
+static int
+parse_cie(const uint8_t *buf, size_t len, uint64_t off, uint8_t *enc)
+{
+    cursor_t c = { buf + off, buf + len, 0 };
+    uint64_t l = rd_fixed(&c, 4);
+    if (l == 0xffffffff)
+        l = rd_fixed(&c, 8);
+    if (c.bad || l > (uint64_t)(c.end - c.p))
+        return -1;
+    c.end = c.p + l;
+    if (rd_fixed(&c, 4) != 0) /* CIE id */
+        return -1;
+    uint8_t version = (uint8_t)rd_fixed(&c, 1);
+    const char *aug = (const char *)c.p;
+    const uint8_t *nul = memchr(c.p, 0, c.end - c.p);
+    if (nul == NULL)
+        return -1;
+    c.p = nul + 1;
+    if (strstr(aug, "eh") != NULL)
+        rd_fixed(&c, 8);
+    if (version >= 4) {
+        rd_fixed(&c, 1); /* address size */
+        rd_fixed(&c, 1); /* segment size */
+    }
+    rd_uleb(&c);                          /* code alignment */
+    rd_sleb(&c);                          /* data alignment */
+    if (version == 1)
+        rd_fixed(&c, 1);
+    else
+        rd_uleb(&c);                      /* return address register */
+    *enc = DW_EH_PE_absptr;
+    if (aug[0] != 'z')
+        return c.bad ? -1 : 0;
+    rd_uleb(&c); /* augmentation data length */
+    for (const char *a = aug + 1; *a && !c.bad; a++) {
+        switch (*a) {
+        case 'L': rd_fixed(&c, 1); break;
+        case 'R': *enc = (uint8_t)rd_fixed(&c, 1); break;
+        case 'P': {
+            uint8_t penc = (uint8_t)rd_fixed(&c, 1);
+            rd_encoded(&c, penc & 0x7f, 0);
+            break;
+        }
+        case 'S':
+        case 'B':
+        case 'G': break;
+        default: return 0; /* unknown augmentation: the rest cannot be parsed, enc may be right */
+        }
+    }
+    return c.bad ? -1 : 0;
+}
+
+int
+cfg_ehframe_walk(const uint8_t *buf, size_t len, uint64_t vma,
+                 int (*fn)(void *arg, const cfg_fde_t *fde), void *arg)
+{
+    if (buf == NULL || fn == NULL)
+        return QP_EINVAL;
+    int nfde = 0;
+    /* A one-entry cache: consecutive FDEs almost always share their CIE. */
+    cie_info_t cache = { UINT64_MAX, 0 };
+    uint64_t off = 0;
+    while (off + 4 <= len) {
+        cursor_t c = { buf + off, buf + len, 0 };
+        uint64_t l = rd_fixed(&c, 4);
+        if (l == 0) /* terminator */
+            break;
+        if (l == 0xffffffff)
+            l = rd_fixed(&c, 8);
+        if (c.bad || l > (uint64_t)(c.end - c.p) || l < 4)
+            return nfde ? nfde : QP_EFORMAT;
+        const uint8_t *next = c.p + l;
+        c.end = next;
+        uint64_t id_pos = (uint64_t)(c.p - buf);
+        uint32_t id = (uint32_t)rd_fixed(&c, 4);
+        if (id != 0) {
+            /* An FDE: id is the distance back to its CIE from the id field. */
+            if (id > id_pos)
+                return nfde ? nfde : QP_EFORMAT;
+            uint64_t cie_off = id_pos - id;
+            if (cache.off != cie_off) {
+                uint8_t enc;
+                if (parse_cie(buf, len, cie_off, &enc) < 0)
+                    return nfde ? nfde : QP_EFORMAT;
+                cache.off = cie_off;
+                cache.fde_enc = enc;
+            }
+            if (cache.fde_enc == DW_EH_PE_omit || (cache.fde_enc & DW_EH_PE_indirect)
+                || (cache.fde_enc & 0x70) == DW_EH_PE_datarel)
+                goto next;
+            uint64_t field = vma + (uint64_t)(c.p - buf);
+            cfg_fde_t fde;
+            fde.start = rd_encoded(&c, cache.fde_enc, field);
+            uint64_t range = rd_encoded(&c, cache.fde_enc & 0x0f, 0);
+            fde.end = fde.start + range;
+            if (!c.bad && range > 0 && fde.end > fde.start && fde.start != 0) {
+                nfde++;
+                int rc = fn(arg, &fde);
+                if (rc < 0)
+                    return rc;
+            }
+        }
+    next:
+        off = (uint64_t)(next - buf);
+    }
+    return nfde;
+}

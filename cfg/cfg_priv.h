@@ -1,0 +1,162 @@
+/* Copyright 2026 the qpt authors
+ * SPDX-License-Identifier: MIT */
+#ifndef QP_CFG_PRIV_H
+#define QP_CFG_PRIV_H
+/*
+ * PURPOSE: helpers shared by the cfg/ files and by tests/check_cfg.c only: growable arrays,
+ * the FDE reader, the jump-table recogniser and the loop analysis. No other folder may
+ * include this header.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "cfg/cfg.h"
+
+/*****************************************************************************
+ * Growable arrays: struct { T *v; size_t n, cap; }
+ */
+#define CFG_VEC(T)                                                                       \
+    struct {                                                                             \
+        T *v;                                                                            \
+        size_t n, cap;                                                                   \
+    }
+
+/* Make room for one more element; evaluates to 0 or QP_ENOMEM. */
+#define CFG_VEC_GROW(vec) cfg_vec_grow((void **)&(vec).v, &(vec).cap, (vec).n + 1, sizeof(*(vec).v))
+/* Append X; evaluates to 0 or QP_ENOMEM. */
+#define CFG_VEC_PUSH(vec, x)                                                             \
+    (CFG_VEC_GROW(vec) < 0 ? QP_ENOMEM : ((vec).v[(vec).n++] = (x), 0))
+#define CFG_VEC_FREE(vec) (free((vec).v), (vec).v = NULL, (vec).n = (vec).cap = 0)
+
+int cfg_vec_grow(void **v, size_t *cap, size_t need, size_t elem);
+
+typedef CFG_VEC(uint64_t) cfg_u64_vec_t;
+
+/* A copy of S owned by the caller, or NULL. */
+char *cfg_strdup(const char *s);
+
+/*****************************************************************************
+ * Image internals (cfg_image.c)
+ */
+
+/* Sort the image's symbols and relocations and build its lookup tables. */
+int cfg_image_finish(cfg_image_t *img);
+
+/*****************************************************************************
+ * .eh_frame (cfg_ehframe.c)
+ */
+typedef struct cfg_fde {
+    uint64_t start;  /* pc_begin */
+    uint64_t end;    /* pc_begin + pc_range */
+} cfg_fde_t;
+
+/*
+ * Parse the .eh_frame bytes BUF (LEN bytes at VMA) and call FN for every FDE whose
+ * range is well formed. Malformed input stops the walk; returns the number of FDEs
+ * seen or QP_EFORMAT when nothing could be parsed.
+ */
+int cfg_ehframe_walk(const uint8_t *buf, size_t len, uint64_t vma,
+                     int (*fn)(void *arg, const cfg_fde_t *fde), void *arg);
+
+/*****************************************************************************
+ * Jump tables (cfg_jtab.c)
+ */
+
+/* Decoded instructions of one block, oldest first, for backward slicing. */
+typedef struct cfg_insn_window {
+    const arch_insn_t *insns; /* instructions, in address order */
+    size_t n;                 /* how many */
+} cfg_insn_window_t;
+
+/*
+ * Given the instructions leading to an indirect jump (the jump last), possibly spanning a
+ * few predecessor blocks, recognise a jump table. LO..HI bounds the procedure's code:
+ * every entry must land in [LO, HI) on code. Fills *T on success and returns 1, returns 0
+ * when no table is recognised.
+ */
+int cfg_jtab_match(const cfg_image_t *img, const cfg_insn_window_t *w, uint64_t lo,
+                   uint64_t hi, cfg_table_t *t /*OUT*/);
+
+/* The target of entry I of table T, or 0 when it cannot be read. */
+uint64_t cfg_jtab_entry(const cfg_image_t *img, const cfg_table_t *t, uint32_t i);
+
+/*****************************************************************************
+ * Dominators and loops (cfg_loops.c)
+ */
+
+/* Compute idom, loop_depth, is_loop_head for the blocks of P; set P's nloops/flags. */
+int cfg_loops_proc(cfg_prog_t *prog, cfg_proc_t *p);
+
+
+
+/*
+ * What an image owns besides its arrays: a reader-specific close hook (cfg_bfd.c closes
+ * BFD and unmaps the file), copied strings, and bytes.
+ */
+typedef struct cfg_image_priv {
+    void (*close)(struct cfg_image_priv *priv); /* reader's cleanup, or NULL */
+    void *reader;                               /* reader state for `close` */
+    CFG_VEC(char *) strings;                    /* strings to free */
+    uint8_t *bytes;                             /* copied bytes (cfg_image_from_bytes) */
+    uint64_t *sec_order;                        /* loaded sections sorted by vma (indices) */
+    size_t nsec_order;
+} cfg_image_priv_t;
+
+/* Keep a copy of S in the image; returns the copy or NULL on ENOMEM. */
+const char *cfg_image_intern(cfg_image_t *img, const char *s);
+
+/* Allocate an empty image with its priv part. */
+cfg_image_t *cfg_image_alloc(void);
+
+/*****************************************************************************
+ * The builder (cfg_discover.c, cfg_build.c)
+ */
+
+typedef struct cfg_range {
+    uint64_t start, end; /* [start, end) */
+} cfg_range_t;
+
+/* A procedure under construction; block and edge indices are local to it. */
+typedef struct cfg_bproc {
+    cfg_proc_t p;                     /* name, entry, extent, sources, flags, unsafe */
+    CFG_VEC(cfg_range_t) ranges;      /* main extent first, then tied cold fragments */
+    CFG_VEC(cfg_block_t) blocks;      /* local blocks in address order */
+    CFG_VEC(cfg_edge_t) edges;        /* local edges, grouped by block */
+    CFG_VEC(cfg_table_t) tables;      /* jump tables found */
+    uint32_t entry_block;             /* local index of the entry block */
+    uint64_t hint_end;                /* end from symbol size or FDE, 0 if unknown */
+    uint64_t parent_entry;            /* fragments: entry of the owning procedure */
+    uint8_t may_return;               /* noreturn analysis: proven to return */
+    uint8_t built;                    /* blocks are current */
+} cfg_bproc_t;
+
+typedef struct cfg_builder {
+    const cfg_image_t *img;           /* the image */
+    cfg_opts_t opts;                  /* options (copied) */
+    CFG_VEC(cfg_bproc_t) procs;       /* sorted by entry address */
+    cfg_u64_vec_t addr_taken;         /* code addresses held as data, sorted */
+    cfg_u64_vec_t new_entries;        /* call/jump targets found while building */
+    CFG_VEC(uint32_t) new_srcs;       /* their CFG_SRC_* bits */
+    uint8_t *map;                     /* traversal scratch: a byte per byte of extent */
+    size_t mapcap;
+    cfg_u64_vec_t work;               /* traversal worklist */
+    CFG_VEC(char *) strings;          /* names made up here (handed to the program) */
+} cfg_builder_t;
+
+/* Collect the procedure entries of the image into B->procs with their extents. */
+int cfg_discover(cfg_builder_t *b);
+
+/* Index in B->procs of the procedure whose main extent holds ADDR, or CFG_NONE. */
+uint32_t cfg_discover_find(const cfg_builder_t *b, uint64_t addr);
+
+/* Insert new procedures at B->new_entries (splitting extents), clearing the list.
+ * Returns the number added. */
+int cfg_discover_add_new(cfg_builder_t *b);
+
+/* Recompute every procedure's extent from its neighbours and the image. */
+void cfg_discover_extents(cfg_builder_t *b);
+
+/* True when NAME (possibly "foo@plt" or "foo@@GLIBC_2.2.5") never returns by convention. */
+int cfg_name_is_noreturn(const char *name);
+
+#endif

@@ -1,0 +1,22 @@
+/* Copyright 2026 the qpt authors
+ * SPDX-License-Identifier: MIT */
+#ifndef QP_TOOL_H
+#define QP_TOOL_H
+/*
+ * PURPOSE: what the command-line tools share: printing of CFG dumps. tools/ only parses
+ * options and prints; every analysis lives in the library folders.
+ */
+#include <stdio.h>
+
+#include "cfg/cfg.h"
+
+/* The summary of --dump-cfg (includes the `coverage: NN.NN% of text bytes` line). */
+void tool_dump_summary(FILE *f, const cfg_prog_t *prog, int verbose);
+
+/* Every procedure with its blocks and edges (--dump-cfg=text). */
+void tool_dump_text(FILE *f, const cfg_prog_t *prog);
+
+/* Graphviz DOT of one procedure (--dump-cfg=dot --proc NAME). */
+void tool_dump_dot(FILE *f, const cfg_prog_t *prog, const cfg_proc_t *p);
+
+#endif

@@ -1,0 +1,149 @@
+/* Copyright 2026 the qpt authors
+ * SPDX-License-Identifier: MIT */
+#include <inttypes.h>
+
+#include "tools/tool.h"
+
+static double
+percent(uint64_t part, uint64_t whole)
+{
+    return whole ? 100.0 * (double)part / (double)whole : 100.0;
+}
+
+static void
+print_sources(FILE *f, uint32_t sources)
+{
+    const char *sep = "";
+    for (int s = 0; s < CFG_NSRC; s++)
+        if (sources & (1u << s)) {
+            fprintf(f, "%s%s", sep, cfg_src_names[s]);
+            sep = ",";
+        }
+}
+
+void
+tool_dump_summary(FILE *f, const cfg_prog_t *prog, int verbose)
+{
+    const cfg_image_t *img = prog->img;
+    const cfg_stats_t *st = &prog->stats;
+    fprintf(f, "file: %s\n", img->path);
+    fprintf(f, "type: x86-64 %s executable, %s, %s%s%s\n",
+            (img->flags & CFG_IMG_PIE) ? ((img->flags & CFG_IMG_DYNAMIC) ? "PIE" : "static-pie")
+                                       : "position-dependent",
+            (img->flags & CFG_IMG_DYNAMIC) ? "dynamically linked" : "statically linked",
+            (img->flags & CFG_IMG_SYMTAB) ? "not stripped" : "stripped",
+            (img->flags & CFG_IMG_IBT) ? ", IBT" : "", (img->flags & CFG_IMG_SHSTK) ? ", SHSTK" : "");
+    if (img->build_id_len) {
+        fprintf(f, "build-id: ");
+        for (size_t i = 0; i < img->build_id_len; i++)
+            fprintf(f, "%02x", img->build_id[i]);
+        fprintf(f, "\n");
+    }
+    fprintf(f, "entry: 0x%" PRIx64 "\n", img->entry);
+    uint32_t nfrag = 0, nnoret = 0, nloops = 0, nplt = 0;
+    for (uint32_t i = 0; i < prog->nprocs; i++) {
+        const cfg_proc_t *p = &prog->procs[i];
+        nfrag += (p->flags & CFG_PROC_FRAGMENT) != 0;
+        nnoret += (p->flags & CFG_PROC_NORETURN) != 0;
+        nplt += (p->flags & CFG_PROC_PLT) != 0;
+        nloops += p->nloops;
+    }
+    fprintf(f, "procedures: %" PRIu32 " (%" PRIu32 " cold fragments tied to their parent)\n",
+            prog->nprocs, nfrag);
+    fprintf(f, "procedures by source:");
+    for (int s = 0; s < CFG_NSRC; s++)
+        if (st->nprocs_by_src[s])
+            fprintf(f, " %s %" PRIu32 ",", cfg_src_names[s], st->nprocs_by_src[s]);
+    fprintf(f, "\n");
+    fprintf(f, "blocks: %" PRIu32 ", edges: %" PRIu32 ", instructions: %" PRIu64
+               ", loops: %" PRIu32 ", noreturn procedures: %" PRIu32 "\n",
+            prog->nblocks, prog->nedges, st->ninsns, nloops, nnoret);
+    fprintf(f, "text bytes: %" PRIu64 " (%" PRIu64 " in blocks, %" PRIu64 " padding, %" PRIu64
+               " data or unreached)\n",
+            st->text_bytes, st->block_bytes, st->padding_bytes, st->data_bytes);
+    /* Scripts rely on this exact line: covered = in blocks + alignment padding. */
+    fprintf(f, "coverage: %.2f%% of text bytes\n",
+            percent(st->block_bytes + st->padding_bytes, st->text_bytes));
+    fprintf(f, "indirect jumps: %" PRIu32 " resolved (%" PRIu32 " jump tables), %" PRIu32
+               " unresolved; indirect tail calls: %" PRIu32 "\n",
+            st->nind_resolved, prog->ntables, st->nind_jumps - st->nind_resolved, st->nind_tailcalls);
+    fprintf(f, "unsafe procedures: %" PRIu32 "\n", st->nunsafe);
+    uint32_t shown = 0;
+    for (uint32_t i = 0; i < prog->nprocs; i++) {
+        const cfg_proc_t *p = &prog->procs[i];
+        if (p->unsafe == NULL)
+            continue;
+        if (!verbose && shown == 20) {
+            fprintf(f, "  ... (%" PRIu32 " more; --verbose lists all)\n", st->nunsafe - shown);
+            break;
+        }
+        fprintf(f, "  %s at 0x%" PRIx64 ": %s\n", p->name, p->entry, p->unsafe);
+        shown++;
+    }
+}
+
+static void
+print_edge(FILE *f, const cfg_prog_t *prog, const cfg_edge_t *e)
+{
+    if (e->to != CFG_NONE)
+        fprintf(f, " 0x%" PRIx64 ":%s", prog->blocks[e->to].start, cfg_edge_kind_names[e->kind]);
+    else if (e->target)
+        fprintf(f, " ->0x%" PRIx64 ":%s", e->target, cfg_edge_kind_names[e->kind]);
+    else
+        fprintf(f, " %s", cfg_edge_kind_names[e->kind]);
+}
+
+void
+tool_dump_text(FILE *f, const cfg_prog_t *prog)
+{
+    for (uint32_t i = 0; i < prog->nprocs; i++) {
+        const cfg_proc_t *p = &prog->procs[i];
+        fprintf(f, "proc %s 0x%" PRIx64 "-0x%" PRIx64 " [", p->name, p->start, p->end);
+        print_sources(f, p->sources);
+        fprintf(f, "] blocks=%" PRIu32 " loops=%" PRIu32 " tables=%" PRIu32, p->nblocks, p->nloops,
+                p->ntables);
+        if (p->flags & CFG_PROC_NORETURN)
+            fprintf(f, " noreturn");
+        if (p->flags & CFG_PROC_FRAGMENT)
+            fprintf(f, " fragment-of=%s", p->parent != CFG_NONE ? prog->procs[p->parent].name : "?");
+        if (p->unsafe)
+            fprintf(f, " unsafe=\"%s\"", p->unsafe);
+        fprintf(f, "\n");
+        for (uint32_t k = p->block; k < p->block + p->nblocks; k++) {
+            const cfg_block_t *b = &prog->blocks[k];
+            fprintf(f, "  block 0x%" PRIx64 "-0x%" PRIx64 " insns=%" PRIu32 " depth=%u", b->start,
+                    b->end, b->ninsns, b->loop_depth);
+            if (b->call_target)
+                fprintf(f, " call=0x%" PRIx64, b->call_target);
+            fprintf(f, " ->");
+            for (uint32_t e = 0; e < b->nsucc; e++)
+                print_edge(f, prog, cfg_block_succ(prog, b, e));
+            fprintf(f, "\n");
+        }
+    }
+}
+
+void
+tool_dump_dot(FILE *f, const cfg_prog_t *prog, const cfg_proc_t *p)
+{
+    fprintf(f, "digraph \"%s\" {\n  node [shape=box fontname=monospace];\n", p->name);
+    fprintf(f, "  exit [shape=ellipse label=\"exit\"];\n");
+    for (uint32_t k = p->block; k < p->block + p->nblocks; k++) {
+        const cfg_block_t *b = &prog->blocks[k];
+        fprintf(f, "  b%" PRIx64 " [label=\"0x%" PRIx64 "-0x%" PRIx64 "\\n%" PRIu32 " insns%s\"];\n",
+                b->start, b->start, b->end, b->ninsns, k == p->block ? " (entry)" : "");
+    }
+    for (uint32_t k = p->block; k < p->block + p->nblocks; k++) {
+        const cfg_block_t *b = &prog->blocks[k];
+        for (uint32_t e = 0; e < b->nsucc; e++) {
+            const cfg_edge_t *ed = cfg_block_succ(prog, b, e);
+            if (ed->to != CFG_NONE)
+                fprintf(f, "  b%" PRIx64 " -> b%" PRIx64 " [label=\"%s\"];\n", b->start,
+                        prog->blocks[ed->to].start, cfg_edge_kind_names[ed->kind]);
+            else
+                fprintf(f, "  b%" PRIx64 " -> exit [label=\"%s\" style=dashed];\n", b->start,
+                        cfg_edge_kind_names[ed->kind]);
+        }
+    }
+    fprintf(f, "}\n");
+}
