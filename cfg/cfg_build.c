@@ -105,6 +105,29 @@ callee_noreturn(const cfg_builder_t *b, uint64_t target)
     return i != CFG_NONE && (b->procs.v[i].p.flags & CFG_PROC_NORETURN);
 }
 
+/* Does the memory slot at SLOT (a GOT entry) hold a function that never returns? */
+static int
+slot_noreturn(const cfg_image_t *img, uint64_t slot_addr)
+{
+    size_t lo = 0, hi = img->nrelocs;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (img->relocs[mid].where < slot_addr)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < img->nrelocs && img->relocs[lo].where == slot_addr
+        && cfg_name_is_noreturn(img->relocs[lo].sym);
+}
+
+static int
+indirect_call_noreturn(const cfg_image_t *img, const arch_insn_t *in)
+{
+    return (in->flags & ARCH_F_MEM_IND) && (in->flags & ARCH_F_RIPREL)
+        && slot_noreturn(img, in->target);
+}
+
 /* Remember TARGET (outside this procedure) as a possible new procedure entry. */
 static int
 note_external(trav_t *t, uint64_t target, uint32_t src)
@@ -174,7 +197,7 @@ trace_from(trav_t *t, uint64_t addr)
         map[s] |= M_START;
         for (uint8_t k = 1; k < in.len; k++)
             map[s + k] |= M_INSIDE;
-        if (in.flags & ARCH_F_PRIV)
+        if ((in.flags & ARCH_F_PRIV) && in.kind != ARCH_KIND_HALT)
             QP_CHECK(set_unsafe(b, bp, "privileged instruction at 0x%llx",
                                 (unsigned long long)addr));
         uint64_t next = addr + in.len;
@@ -202,6 +225,8 @@ trace_from(trav_t *t, uint64_t addr)
                 return 0;
             return push_work(t, next);
         case ARCH_KIND_CALL_IND:
+            if (indirect_call_noreturn(b->img, &in))
+                return 0;
             return push_work(t, next);
         case ARCH_KIND_JMP_IND:
             return CFG_VEC_PUSH(t->pending, addr);
@@ -512,7 +537,12 @@ form_edges(trav_t *t)
             else
                 QP_CHECK(edge_to_next(t, i, bl->end, CFG_EDGE_CALLRET));
             break;
-        case ARCH_KIND_CALL_IND: QP_CHECK(edge_to_next(t, i, bl->end, CFG_EDGE_CALLRET)); break;
+        case ARCH_KIND_CALL_IND:
+            if (indirect_call_noreturn(b->img, in))
+                QP_CHECK(add_edge(bp, i, CFG_NONE, 0, CFG_EDGE_NORETURN));
+            else
+                QP_CHECK(edge_to_next(t, i, bl->end, CFG_EDGE_CALLRET));
+            break;
         case ARCH_KIND_RET: QP_CHECK(add_edge(bp, i, CFG_NONE, 0, CFG_EDGE_RETURN)); break;
         case ARCH_KIND_HALT: QP_CHECK(add_edge(bp, i, CFG_NONE, 0, CFG_EDGE_NORETURN)); break;
         case ARCH_KIND_JMP_IND: {
@@ -633,6 +663,7 @@ assign_ranges(cfg_builder_t *b)
         QP_CHECK(CFG_VEC_PUSH(par->ranges, fr));
         f->built = 1; /* a fragment has no blocks of its own */
         f->blocks.n = f->edges.n = 0;
+        f->entry_block = CFG_NONE;
     }
     return 0;
 }
@@ -682,46 +713,96 @@ proc_may_return(const cfg_builder_t *b, const cfg_bproc_t *bp, uint8_t *seen, ui
     return 0;
 }
 
-/* Least fixpoint of "may return"; then cut the return edges of calls that cannot return
- * and drop the blocks only those edges reached. */
+/*
+ * Least fixpoint of "may return", driven by a worklist: a procedure is looked at again
+ * only when one of the procedures it calls or jumps to is found to return.
+ */
 static int
 find_noreturn(cfg_builder_t *b)
 {
-    size_t maxb = 1;
-    for (size_t i = 0; i < b->procs.n; i++) {
-        b->procs.v[i].may_return = 0;
-        if (b->procs.v[i].blocks.n > maxb)
-            maxb = b->procs.v[i].blocks.n;
+    size_t n = b->procs.n, maxb = 1;
+    uint32_t *head = malloc((n + 1) * sizeof(uint32_t)); /* deps list heads per callee */
+    CFG_VEC(uint32_t) next = { 0 }, who = { 0 };          /* linked deps: caller index */
+    uint32_t *queue = malloc((n + 1) * sizeof(uint32_t));
+    uint8_t *queued = calloc(n + 1, 1);
+    int rc = 0;
+    if (head == NULL || queue == NULL || queued == NULL) {
+        rc = QP_ENOMEM;
+        goto out;
+    }
+    for (size_t i = 0; i < n; i++) {
+        cfg_bproc_t *bp = &b->procs.v[i];
+        head[i] = CFG_NONE;
+        bp->may_return = 0;
+        if (bp->blocks.n > maxb)
+            maxb = bp->blocks.n;
+    }
+    for (size_t i = 0; i < n; i++) {
+        const cfg_bproc_t *bp = &b->procs.v[i];
+        for (size_t e = 0; e < bp->edges.n; e++) {
+            const cfg_edge_t *ed = &bp->edges.v[e];
+            uint64_t callee = 0;
+            if (ed->kind == CFG_EDGE_CALLRET)
+                callee = bp->blocks.v[ed->from].call_target;
+            else if (ed->kind == CFG_EDGE_TAILCALL)
+                callee = ed->target;
+            uint32_t ci = callee ? cfg_discover_find(b, callee) : CFG_NONE;
+            if (ci == CFG_NONE || ci == i)
+                continue;
+            if ((rc = CFG_VEC_PUSH(next, head[ci])) < 0 || (rc = CFG_VEC_PUSH(who, (uint32_t)i)) < 0)
+                goto out;
+            head[ci] = (uint32_t)(who.n - 1);
+        }
     }
     uint8_t *seen = malloc(maxb);
     uint32_t *stack = malloc(maxb * sizeof(uint32_t));
     if (seen == NULL || stack == NULL) {
         free(seen);
         free(stack);
-        return QP_ENOMEM;
+        rc = QP_ENOMEM;
+        goto out;
     }
-    for (int changed = 1; changed;) {
-        changed = 0;
-        for (size_t i = 0; i < b->procs.n; i++) {
-            cfg_bproc_t *bp = &b->procs.v[i];
-            if (bp->may_return || (bp->p.flags & (CFG_PROC_FRAGMENT)))
-                continue;
-            if (cfg_name_is_noreturn(bp->p.name))
-                continue;
-            if (proc_may_return(b, bp, seen, stack)) {
-                bp->may_return = 1;
-                changed = 1;
+    size_t qh = 0, qt = 0; /* circular queue of at most n entries */
+    for (size_t i = 0; i < n; i++) {
+        queue[qt++] = (uint32_t)i;
+        queued[i] = 1;
+    }
+    qt %= n + 1;
+    while (qh != qt) {
+        uint32_t i = queue[qh];
+        qh = (qh + 1) % (n + 1);
+        queued[i] = 0;
+        cfg_bproc_t *bp = &b->procs.v[i];
+        if (bp->may_return || (bp->p.flags & CFG_PROC_FRAGMENT) || bp->name_noreturn)
+            continue;
+        if (!proc_may_return(b, bp, seen, stack))
+            continue;
+        bp->may_return = 1;
+        for (uint32_t d = head[i]; d != CFG_NONE; d = next.v[d]) {
+            uint32_t c = who.v[d];
+            if (!queued[c] && !b->procs.v[c].may_return) {
+                queued[c] = 1;
+                queue[qt] = c;
+                qt = (qt + 1) % (n + 1);
             }
         }
     }
     free(seen);
     free(stack);
-    for (size_t i = 0; i < b->procs.n; i++) {
+    for (size_t i = 0; i < n; i++) {
         cfg_bproc_t *bp = &b->procs.v[i];
         if (!bp->may_return && !(bp->p.flags & CFG_PROC_FRAGMENT))
             bp->p.flags |= CFG_PROC_NORETURN;
+        else
+            bp->p.flags &= ~(uint32_t)CFG_PROC_NORETURN;
     }
-    return 0;
+out:
+    free(head);
+    free(queue);
+    free(queued);
+    CFG_VEC_FREE(next);
+    CFG_VEC_FREE(who);
+    return rc;
 }
 
 /* Remove blocks not reachable from the entry, after cutting return edges of noreturn
@@ -896,6 +977,10 @@ on_gap_new_proc(cfg_builder_t *b, uint64_t start, uint64_t end, void *arg)
             return 0;
     if (proc_by_entry(b, a) != CFG_NONE)
         return 0;
+    /* Unreached bytes inside a symbol's or FDE's range belong to that procedure. */
+    uint32_t in = cfg_discover_find(b, a);
+    if (in != CFG_NONE && b->procs.v[in].hint_end > a)
+        return 0;
     QP_CHECK(CFG_VEC_PUSH(b->new_entries, a));
     return CFG_VEC_PUSH(b->new_srcs, (uint32_t)CFG_SRC_GAP);
 }
@@ -1007,6 +1092,8 @@ flatten(cfg_builder_t *b, cfg_prog_t *prog)
             p->parent = proc_by_entry(b, bp->parent_entry);
         /* Entry block first, the rest in address order. */
         uint32_t g = prog->nblocks;
+        if (bp->entry_block >= bp->blocks.n)
+            bp->entry_block = CFG_NONE;
         if (bp->entry_block != CFG_NONE)
             local_to_global[bp->entry_block] = g++;
         for (uint32_t k = 0; k < bp->blocks.n; k++)
@@ -1265,8 +1352,10 @@ build_all(cfg_builder_t *b)
 {
     cfg_u64_vec_t rejected = { 0 };
     span_vec_t spans = { 0 };
-    int rc = 0;
+    int rc = 0, gap_rounds = 0;
     for (int round = 0; round < 64; round++) {
+        if (getenv("QP_DEBUG"))
+            fprintf(stderr, "round %d procs %zu\n", round, b->procs.n);
         if ((rc = assign_ranges(b)) < 0)
             break;
         for (size_t i = 0; i < b->procs.n && rc == 0; i++)
@@ -1289,7 +1378,7 @@ build_all(cfg_builder_t *b)
         if (rc < 0)
             break;
         rc = 0;
-        if (b->opts.no_gap_procs)
+        if (b->opts.no_gap_procs || ++gap_rounds > 6)
             break;
         gap_ctx_t g = { &rejected };
         if ((rc = collect_spans(b, &spans)) < 0

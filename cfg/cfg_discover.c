@@ -158,8 +158,10 @@ new_proc(cfg_builder_t *b, uint64_t addr, uint64_t hint_end, uint32_t sources)
         return QP_ENOMEM;
     if (sources & CFG_SRC_PLT)
         bp.p.flags |= CFG_PROC_PLT;
-    if (cfg_name_is_noreturn(bp.p.name))
+    if (cfg_name_is_noreturn(bp.p.name)) {
         bp.p.flags |= CFG_PROC_NORETURN;
+        bp.name_noreturn = 1;
+    }
     return CFG_VEC_PUSH(b->procs, bp);
 }
 
@@ -208,36 +210,41 @@ cfg_discover_extents(cfg_builder_t *b)
 int
 cfg_discover_add_new(cfg_builder_t *b)
 {
-    int added = 0;
+    size_t m = b->new_entries.n;
+    if (m == 0)
+        return 0;
+    cand_t *c = malloc(m * sizeof(cand_t));
+    if (c == NULL)
+        return QP_ENOMEM;
+    for (size_t i = 0; i < m; i++)
+        c[i] = (cand_t) { b->new_entries.v[i], 0, b->new_srcs.v[i] };
+    qsort(c, m, sizeof(cand_t), cmp_cand);
+    b->new_entries.n = 0;
+    b->new_srcs.n = 0;
+    int added = 0, rc = 0;
     size_t n0 = b->procs.n;
-    for (size_t i = 0; i < b->new_entries.n; i++) {
-        uint64_t a = b->new_entries.v[i];
-        /* Skip entries that already exist (binary search over the sorted old part). */
+    for (size_t i = 0; i < m && rc == 0;) {
+        cand_t x = c[i++];
+        for (; i < m && c[i].addr == x.addr; i++)
+            x.sources |= c[i].sources;
         size_t lo = 0, hi = n0;
         while (lo < hi) {
             size_t mid = (lo + hi) / 2;
-            if (b->procs.v[mid].p.entry < a)
+            if (b->procs.v[mid].p.entry < x.addr)
                 lo = mid + 1;
             else
                 hi = mid;
         }
-        if (lo < n0 && b->procs.v[lo].p.entry == a) {
-            b->procs.v[lo].p.sources |= b->new_srcs.v[i];
+        if (lo < n0 && b->procs.v[lo].p.entry == x.addr) {
+            b->procs.v[lo].p.sources |= x.sources;
             continue;
         }
-        int dup = 0;
-        for (size_t k = n0; k < b->procs.n && !dup; k++)
-            if (b->procs.v[k].p.entry == a) {
-                b->procs.v[k].p.sources |= b->new_srcs.v[i];
-                dup = 1;
-            }
-        if (dup)
-            continue;
-        QP_CHECK(new_proc(b, a, 0, b->new_srcs.v[i]));
+        rc = new_proc(b, x.addr, 0, x.sources);
         added++;
     }
-    b->new_entries.n = 0;
-    b->new_srcs.n = 0;
+    free(c);
+    if (rc < 0)
+        return rc;
     if (added) {
         qsort(b->procs.v, b->procs.n, sizeof(cfg_bproc_t), cmp_bproc);
         cfg_discover_extents(b);

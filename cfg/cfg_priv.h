@@ -128,6 +128,7 @@ typedef struct cfg_bproc {
     uint64_t parent_entry;            /* fragments: entry of the owning procedure */
     uint8_t may_return;               /* noreturn analysis: proven to return */
     uint8_t built;                    /* blocks are current */
+    uint8_t name_noreturn;            /* never returns by its name */
 } cfg_bproc_t;
 
 typedef struct cfg_builder {

@@ -1,0 +1,271 @@
+/* Copyright 2026 the qpt authors
+ * SPDX-License-Identifier: MIT */
+
+/*
+ * cfg/ end to end: CFGs of hand-assembled code, and of tests/known/known.c compiled at
+ * test time by every C compiler present (gcc, clang) at -O0 and -O2, PIE and non-PIE,
+ * whose functions have a known shape.
+ */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cfg/cfg.h"
+
+static const cfg_edge_t *
+find_edge(const cfg_prog_t *prog, const cfg_block_t *b, int kind)
+{
+    for (uint32_t i = 0; i < b->nsucc; i++)
+        if (cfg_block_succ(prog, b, i)->kind == kind)
+            return cfg_block_succ(prog, b, i);
+    return NULL;
+}
+
+static cfg_prog_t *
+build_bytes(const uint8_t *code, size_t n, cfg_image_t **img)
+{
+    ck_assert_int_eq(cfg_image_from_bytes(code, n, 0x1000, img), 0);
+    cfg_prog_t *prog = NULL;
+    ck_assert_int_eq(cfg_prog_build(*img, NULL, &prog), 0);
+    return prog;
+}
+
+/*****************************************************************************
+ * Hand-assembled code
+ */
+
+START_TEST(test_cfg_loop_blocks)
+{
+    /* xor eax,eax; L: inc eax; cmp eax,10; jne L; ret */
+    static const uint8_t code[] = { 0x31, 0xc0, 0xff, 0xc0, 0x83, 0xf8, 0x0a, 0x75, 0xf9, 0xc3 };
+    cfg_image_t *img;
+    cfg_prog_t *prog = build_bytes(code, sizeof(code), &img);
+    ck_assert_uint_eq(prog->nprocs, 1);
+    const cfg_proc_t *p = &prog->procs[0];
+    ck_assert_ptr_null(p->unsafe);
+    ck_assert_uint_eq(p->nblocks, 3);
+    ck_assert_uint_eq(p->nloops, 1);
+    const cfg_block_t *entry = &prog->blocks[p->block];
+    ck_assert_uint_eq(entry->start, 0x1000);
+    ck_assert_ptr_nonnull(find_edge(prog, entry, CFG_EDGE_FALL));
+    uint32_t body = cfg_block_at(prog, 0x1002);
+    ck_assert_uint_ne(body, CFG_NONE);
+    ck_assert_uint_eq(prog->blocks[body].loop_depth, 1);
+    ck_assert(prog->blocks[body].is_loop_head);
+    const cfg_edge_t *back = find_edge(prog, &prog->blocks[body], CFG_EDGE_TAKEN);
+    ck_assert_ptr_nonnull(back);
+    ck_assert_uint_eq(back->to, body);
+    uint32_t tail = cfg_block_at(prog, 0x1009);
+    ck_assert_ptr_nonnull(find_edge(prog, &prog->blocks[tail], CFG_EDGE_RETURN));
+    ck_assert_uint_eq(prog->blocks[tail].loop_depth, 0);
+    ck_assert_uint_eq(prog->stats.block_bytes, sizeof(code));
+    cfg_prog_destroy(prog);
+    cfg_image_destroy(img);
+}
+END_TEST
+
+START_TEST(test_cfg_overlap_is_unsafe)
+{
+    /* je +3 (into the mov); mov eax,0xc3c3c3c3; ret */
+    static const uint8_t code[] = { 0x74, 0x03, 0xb8, 0xc3, 0xc3, 0xc3, 0xc3, 0xc3 };
+    cfg_image_t *img;
+    cfg_prog_t *prog = build_bytes(code, sizeof(code), &img);
+    ck_assert_uint_ge(prog->nprocs, 1);
+    ck_assert_ptr_nonnull(prog->procs[0].unsafe);
+    ck_assert_uint_eq(prog->stats.nunsafe, 1);
+    cfg_prog_destroy(prog);
+    cfg_image_destroy(img);
+}
+END_TEST
+
+START_TEST(test_cfg_invalid_is_unsafe)
+{
+    /* test edi,edi; je +1; ret; then 0x06 (invalid in 64-bit mode) */
+    static const uint8_t code[] = { 0x85, 0xff, 0x74, 0x01, 0xc3, 0x06 };
+    cfg_image_t *img;
+    cfg_prog_t *prog = build_bytes(code, sizeof(code), &img);
+    ck_assert_ptr_nonnull(prog->procs[0].unsafe);
+    ck_assert_ptr_nonnull(strstr(prog->procs[0].unsafe, "invalid instruction"));
+    cfg_prog_destroy(prog);
+    cfg_image_destroy(img);
+}
+END_TEST
+
+START_TEST(test_cfg_padding_not_code)
+{
+    /* ret; 15 bytes of multi-byte nop and int3 padding */
+    static const uint8_t code[] = { 0xc3, 0x66, 0x2e, 0x0f, 0x1f, 0x84, 0x00, 0x00, 0x00,
+                                    0x00, 0x00, 0x0f, 0x1f, 0x00, 0xcc, 0xcc };
+    cfg_image_t *img;
+    cfg_prog_t *prog = build_bytes(code, sizeof(code), &img);
+    ck_assert_uint_eq(prog->nprocs, 1);
+    ck_assert_uint_eq(prog->stats.block_bytes, 1);
+    ck_assert_uint_eq(prog->stats.padding_bytes, sizeof(code) - 1);
+    ck_assert_uint_eq(prog->stats.data_bytes, 0);
+    cfg_prog_destroy(prog);
+    cfg_image_destroy(img);
+}
+END_TEST
+
+/*****************************************************************************
+ * Compiled code of known shape
+ */
+
+static const char *const variants[][2] = {
+    { "gcc", "-O0 -fPIE -pie" }, { "gcc", "-O2 -fPIE -pie" },   { "gcc", "-O2 -fno-pie -no-pie" },
+    { "clang", "-O0 -fPIE -pie" }, { "clang", "-O2 -fPIE -pie" }, { "clang", "-O2 -fno-pie -no-pie" },
+    { "gcc", "-O2 -static" },
+};
+#define NVARIANTS (sizeof(variants) / sizeof(variants[0]))
+
+/* Compile known.c in variant I into a temporary file; NULL when the compiler is missing. */
+static char *
+compile_known(size_t i)
+{
+    const char *srcdir = getenv("top_srcdir");
+    char cmd[1024], *out = malloc(64);
+    snprintf(cmd, sizeof(cmd), "command -v %s >/dev/null 2>&1", variants[i][0]);
+    if (system(cmd) != 0) {
+        free(out);
+        return NULL;
+    }
+    snprintf(out, 64, "/tmp/qpt-known-%d-%zu", (int)getpid(), i);
+    snprintf(cmd, sizeof(cmd), "%s %s -g -o %s %s/tests/known/known.c", variants[i][0],
+             variants[i][1], out, srcdir ? srcdir : ".");
+    ck_assert_msg(system(cmd) == 0, "compile failed: %s", cmd);
+    return out;
+}
+
+static const cfg_proc_t *
+proc(const cfg_prog_t *prog, const char *name, const char *variant)
+{
+    const cfg_proc_t *p = cfg_proc_by_name(prog, name);
+    ck_assert_msg(p != NULL, "%s: no procedure %s", variant, name);
+    ck_assert_msg(p->unsafe == NULL, "%s: %s unsafe: %s", variant, name, p->unsafe);
+    return p;
+}
+
+static uint32_t
+count_kind(const cfg_prog_t *prog, const cfg_proc_t *p, int kind)
+{
+    uint32_t n = 0;
+    for (uint32_t k = p->block; k < p->block + p->nblocks; k++)
+        for (uint32_t e = 0; e < prog->blocks[k].nsucc; e++)
+            n += cfg_block_succ(prog, &prog->blocks[k], e)->kind == kind;
+    return n;
+}
+
+static uint16_t
+max_depth(const cfg_prog_t *prog, const cfg_proc_t *p)
+{
+    uint16_t d = 0;
+    for (uint32_t k = p->block; k < p->block + p->nblocks; k++)
+        if (prog->blocks[k].loop_depth > d)
+            d = prog->blocks[k].loop_depth;
+    return d;
+}
+
+START_TEST(test_cfg_known_shapes)
+{
+    char *path = compile_known((size_t)_i);
+    if (path == NULL)
+        return; /* compiler not installed */
+    char variant[128];
+    snprintf(variant, sizeof(variant), "%s %s", variants[_i][0], variants[_i][1]);
+    cfg_image_t *img = NULL;
+    ck_assert_int_eq(cfg_image_open_bfd(path, &img), 0);
+    cfg_prog_t *prog = NULL;
+    ck_assert_int_eq(cfg_prog_build(img, NULL, &prog), 0);
+
+    const cfg_proc_t *p = proc(prog, "straight", variant);
+    ck_assert_msg(p->nloops == 0 && count_kind(prog, p, CFG_EDGE_RETURN) == 1, "%s: straight",
+                  variant);
+    p = proc(prog, "count_loop", variant);
+    ck_assert_msg(p->nloops == 1 && max_depth(prog, p) == 1, "%s: count_loop loops %u depth %u",
+                  variant, p->nloops, max_depth(prog, p));
+    p = proc(prog, "nested_loops", variant);
+    ck_assert_msg(p->nloops == 2 && max_depth(prog, p) == 2, "%s: nested_loops loops %u depth %u",
+                  variant, p->nloops, max_depth(prog, p));
+    /* Every case label is a jump-table edge. */
+    p = proc(prog, "sw10", variant);
+    ck_assert_msg(p->ntables == 1, "%s: sw10 has %u tables", variant, p->ntables);
+    ck_assert_msg(count_kind(prog, p, CFG_EDGE_TABLE) >= 10, "%s: sw10 has %u table edges",
+                  variant, count_kind(prog, p, CFG_EDGE_TABLE));
+    ck_assert_msg(count_kind(prog, p, CFG_EDGE_UNRESOLVED) == 0, "%s: sw10 unresolved", variant);
+    /* Declared and proven noreturn procedures; the call to die() has no fall-through. */
+    p = proc(prog, "die", variant);
+    ck_assert_msg(p->flags & CFG_PROC_NORETURN, "%s: die returns?", variant);
+    p = proc(prog, "die_quietly", variant);
+    ck_assert_msg(p->flags & CFG_PROC_NORETURN, "%s: die_quietly returns?", variant);
+    p = proc(prog, "check_positive", variant);
+    ck_assert_msg(count_kind(prog, p, CFG_EDGE_NORETURN) + count_kind(prog, p, CFG_EDGE_TAILCALL) >= 1,
+                  "%s: check_positive", variant);
+    p = proc(prog, "main", variant);
+    ck_assert_msg(!(p->flags & CFG_PROC_NORETURN), "%s: main noreturn?", variant);
+    /* Complete coverage of the text, nothing unsafe. */
+    const cfg_stats_t *st = &prog->stats;
+    double cov = 100.0 * (double)(st->block_bytes + st->padding_bytes) / (double)st->text_bytes;
+    ck_assert_msg(cov >= 99.0, "%s: coverage %.2f%%", variant, cov);
+    ck_assert_msg(st->nunsafe == 0, "%s: %u unsafe procedures", variant, st->nunsafe);
+    cfg_prog_destroy(prog);
+    cfg_image_destroy(img);
+    unlink(path);
+    free(path);
+}
+END_TEST
+
+START_TEST(test_cfg_lookups)
+{
+    char *path = compile_known(1);
+    if (path == NULL)
+        return;
+    cfg_image_t *img = NULL;
+    cfg_prog_t *prog = NULL;
+    ck_assert_int_eq(cfg_image_open_bfd(path, &img), 0);
+    ck_assert_int_eq(cfg_prog_build(img, NULL, &prog), 0);
+    const cfg_proc_t *p = cfg_proc_by_name(prog, "sw10");
+    ck_assert_ptr_nonnull(p);
+    ck_assert_ptr_eq(cfg_proc_at(prog, p->entry), p);
+    uint32_t b = cfg_block_at(prog, p->entry);
+    ck_assert_uint_eq(b, p->block);
+    ck_assert_ptr_null(cfg_proc_by_name(prog, "no_such_function"));
+    ck_assert_uint_eq(cfg_block_at(prog, 0), CFG_NONE);
+    ck_assert(img->flags & CFG_IMG_PIE);
+    ck_assert(img->flags & CFG_IMG_SYMTAB);
+    ck_assert_uint_gt(img->build_id_len, 0);
+    cfg_prog_destroy(prog);
+    cfg_image_destroy(img);
+    unlink(path);
+    free(path);
+}
+END_TEST
+
+static Suite *
+cfg_suite(void)
+{
+    Suite *s = suite_create("cfg");
+    TCase *tc = tcase_create("bytes");
+    tcase_add_test(tc, test_cfg_loop_blocks);
+    tcase_add_test(tc, test_cfg_overlap_is_unsafe);
+    tcase_add_test(tc, test_cfg_invalid_is_unsafe);
+    tcase_add_test(tc, test_cfg_padding_not_code);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("compiled");
+    tcase_set_timeout(tc, 120);
+    tcase_add_loop_test(tc, test_cfg_known_shapes, 0, (int)NVARIANTS);
+    tcase_add_test(tc, test_cfg_lookups);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int
+main(void)
+{
+    SRunner *sr = srunner_create(cfg_suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
