@@ -259,6 +259,12 @@ typedef struct cfg_stats {
     uint32_t nprocs_by_src[CFG_NSRC]; /* procedures per source bit */
 } cfg_stats_t;
 
+/* An address range [start, end). */
+typedef struct cfg_span {
+    uint64_t start;
+    uint64_t end;
+} cfg_span_t;
+
 typedef struct cfg_prog {
     const cfg_image_t *img;  /* the image (not owned) */
     cfg_proc_t *procs;       /* sorted by entry address */
@@ -270,6 +276,8 @@ typedef struct cfg_prog {
     uint32_t *preds;         /* edge indices grouped by destination block */
     cfg_table_t *tables;     /* sorted by jump address */
     uint32_t ntables;
+    cfg_span_t *unreached;   /* bytes of code sections in no block and not padding */
+    uint32_t nunreached;
     cfg_stats_t stats;       /* summary figures */
     void *priv;              /* builder state (names, maps) */
 } cfg_prog_t;

@@ -11,7 +11,28 @@
 #include <stdarg.h>
 #include <stdio.h>
 
+#include <time.h>
+
 #include "cfg/cfg_priv.h"
+
+/* QP_DEBUG=1 in the environment prints the time of each phase on stderr (development). */
+static void
+dbg_phase(const char *what)
+{
+    static int on = -1;
+    static struct timespec t0;
+    if (on < 0) {
+        on = getenv("QP_DEBUG") != NULL;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+    }
+    if (!on)
+        return;
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    fprintf(stderr, "qp-debug: %8.3f s %s\n",
+            (double)(t.tv_sec - t0.tv_sec) + (double)(t.tv_nsec - t0.tv_nsec) / 1e9, what);
+}
+#define DBG_PHASE(s) dbg_phase(s)
 
 /* Traversal marks, one byte per byte of a procedure's extent. */
 enum {
@@ -29,7 +50,13 @@ typedef struct trav {
     uint32_t self;            /* index of bp in b->procs */
     cfg_u64_vec_t pending;    /* indirect jumps not yet looked at */
     CFG_VEC(arch_insn_t) last;/* per local block: its last instruction */
+    CFG_VEC(uint32_t) labels; /* computed-goto targets: local blocks (see form_edges) */
+    int labels_done;          /* labels computed */
 } trav_t;
+
+/* More possible targets than this for one computed jump: leave it unresolved (the
+ * editor translates it at run time) rather than bloat the graph. */
+#define CFG_MAX_INDIRECT 1024
 
 /*****************************************************************************
  * Small helpers
@@ -128,6 +155,29 @@ indirect_call_noreturn(const cfg_image_t *img, const arch_insn_t *in)
         && slot_noreturn(img, in->target);
 }
 
+/*
+ * Is the syscall at S preceded (at P) by `mov $N,%eax` or `mov $N,%rax` with N one of
+ * rt_sigreturn (15), exit (60) or exit_group (231)? Such a syscall never returns.
+ */
+static int
+syscall_noreturn(const cfg_image_t *img, const arch_insn_t *prev, const arch_insn_t *sc)
+{
+    if (sc->kind != ARCH_KIND_SYSCALL || prev == NULL || prev->addr + prev->len != sc->addr)
+        return 0;
+    size_t avail;
+    const uint8_t *p = cfg_image_ptr(img, prev->addr, &avail);
+    uint32_t imm;
+    if (p == NULL || avail < prev->len)
+        return 0;
+    if (prev->len == 5 && p[0] == 0xb8)
+        memcpy(&imm, p + 1, 4);
+    else if (prev->len == 7 && p[0] == 0x48 && p[1] == 0xc7 && p[2] == 0xc0)
+        memcpy(&imm, p + 3, 4);
+    else
+        return 0;
+    return imm == 15 || imm == 60 || imm == 231;
+}
+
 /* Remember TARGET (outside this procedure) as a possible new procedure entry. */
 static int
 note_external(trav_t *t, uint64_t target, uint32_t src)
@@ -177,23 +227,35 @@ trace_from(trav_t *t, uint64_t addr)
     cfg_builder_t *b = t->b;
     cfg_bproc_t *bp = t->bp;
     uint8_t *map = b->map;
+    arch_insn_t prev = { 0 };
     for (;;) {
         int64_t s = slot(bp, addr);
         if (s < 0)
             return 0; /* fell off: block formation reports it */
         if (map[s] & M_START)
             return 0;
-        if (map[s] & M_INSIDE)
+        if (map[s] & M_INSIDE) {
+            /* glibc skips the lock prefix when single-threaded: je 1f; lock; 1: op. */
+            const uint8_t *pb = cfg_image_ptr(b->img, addr - 1, NULL);
+            if (s > 0 && (map[s - 1] & M_START) && pb != NULL && *pb == 0xf0)
+                return set_unsafe(b, bp, "jump over a lock prefix at 0x%llx",
+                                  (unsigned long long)addr - 1);
             return set_unsafe(b, bp, "jump into the middle of an instruction at 0x%llx",
                               (unsigned long long)addr);
+        }
         uint64_t lim = range_end(bp, addr);
         arch_insn_t in;
         if (decode_at(b->img, addr, lim, &in) < 0)
             return set_unsafe(b, bp, "invalid instruction at 0x%llx", (unsigned long long)addr);
         for (uint8_t k = 1; k < in.len; k++)
-            if (map[s + k] & (M_START | M_INSIDE))
+            if (map[s + k] & (M_START | M_INSIDE)) {
+                const uint8_t *pb = cfg_image_ptr(b->img, addr, NULL);
+                if (k == 1 && pb != NULL && *pb == 0xf0)
+                    return set_unsafe(b, bp, "jump over a lock prefix at 0x%llx",
+                                      (unsigned long long)addr);
                 return set_unsafe(b, bp, "overlapping instructions at 0x%llx",
                                   (unsigned long long)addr);
+            }
         map[s] |= M_START;
         for (uint8_t k = 1; k < in.len; k++)
             map[s + k] |= M_INSIDE;
@@ -216,10 +278,9 @@ trace_from(trav_t *t, uint64_t addr)
         case ARCH_KIND_CALL:
             if (in.target == next) /* call next; pop: reads the pc, not a call */
                 break;
-            if (!cfg_image_is_code(b->img, in.target))
-                QP_CHECK(set_unsafe(b, bp, "call to non-code address 0x%llx",
-                                    (unsigned long long)in.target));
-            else
+            /* A call to a non-code address is a call to an undefined weak function
+             * (address 0 in static binaries), guarded at run time: it stays a call. */
+            if (cfg_image_is_code(b->img, in.target))
                 QP_CHECK(note_external(t, in.target, CFG_SRC_CALL));
             if (callee_noreturn(b, in.target))
                 return 0;
@@ -233,9 +294,14 @@ trace_from(trav_t *t, uint64_t addr)
         case ARCH_KIND_RET:
         case ARCH_KIND_HALT:
             return 0;
+        case ARCH_KIND_SYSCALL:
+            if (syscall_noreturn(b->img, &prev, &in))
+                return 0;
+            break;
         default:
             break;
         }
+        prev = in;
         addr = next;
     }
 }
@@ -334,8 +400,9 @@ resolve_pending(trav_t *t)
             continue; /* through one memory slot (GOT, PLT): a tail call */
         cfg_insn_window_t win = { w, n };
         cfg_table_t tab;
+        /* Tables index the main part; entries into a cold fragment are not accepted. */
         uint64_t lo = bp->ranges.v[0].start, hi = bp->ranges.v[0].end;
-        if (bp->ranges.n == 1 && cfg_jtab_match(b->img, &win, lo, hi, &tab)) {
+        if (cfg_jtab_match(b->img, &win, lo, hi, &tab)) {
             QP_CHECK(CFG_VEC_PUSH(bp->tables, tab));
             for (uint32_t i = 0; i < tab.nentries; i++)
                 QP_CHECK(push_work(t, cfg_jtab_entry(b->img, &tab, i)));
@@ -352,6 +419,8 @@ traverse(trav_t *t)
 {
     cfg_builder_t *b = t->b;
     QP_CHECK(push_work(t, t->bp->p.entry));
+    for (size_t k = 0; k < t->bp->extra_entries.n; k++)
+        QP_CHECK(push_work(t, t->bp->extra_entries.v[k]));
     for (;;) {
         while (b->work.n > 0) {
             uint64_t a = b->work.v[--b->work.n];
@@ -417,6 +486,8 @@ form_blocks(trav_t *t)
                 open = 1;
             }
             cfg_block_t *cur = &bp->blocks.v[bp->blocks.n - 1];
+            const arch_insn_t *prev = cur->ninsns ? &t->last.v[bp->blocks.n - 1] : NULL;
+            int sys_noreturn = syscall_noreturn(b->img, prev, &in);
             cur->end = a + in.len;
             cur->ninsns++;
             cur->last_kind = in.kind;
@@ -432,6 +503,13 @@ form_blocks(trav_t *t)
             case ARCH_KIND_JMP_IND:
             case ARCH_KIND_RET:
             case ARCH_KIND_HALT: open = 0; break;
+            case ARCH_KIND_SYSCALL:
+                if (sys_noreturn) {
+                    cur->last_kind = ARCH_KIND_HALT; /* ends the block like a trap */
+                    t->last.v[bp->blocks.n - 1].kind = ARCH_KIND_HALT;
+                    open = 0;
+                }
+                break;
             default: break;
             }
             off += in.len;
@@ -467,6 +545,8 @@ add_edge(cfg_bproc_t *bp, uint32_t from, uint32_t to, uint64_t target, uint8_t k
     return 0;
 }
 
+static size_t padding_len(const uint8_t *p, size_t n, uint64_t addr);
+
 /* Control continues at NEXT after block I (fall-through or return site). */
 static int
 edge_to_next(trav_t *t, uint32_t i, uint64_t next, uint8_t kind)
@@ -479,8 +559,12 @@ edge_to_next(trav_t *t, uint32_t i, uint64_t next, uint8_t kind)
     }
     if (kind == CFG_EDGE_CALLRET) /* nothing after the call: it cannot return */
         return add_edge(bp, i, CFG_NONE, bp->blocks.v[i].call_target, CFG_EDGE_NORETURN);
-    if (proc_by_entry(t->b, next) != CFG_NONE)
-        return add_edge(bp, i, CFG_NONE, next, CFG_EDGE_TAILCALL);
+    /* Falling through alignment nops into the next procedure is a tail call to it. */
+    size_t avail;
+    const uint8_t *p = cfg_image_ptr(t->b->img, next, &avail);
+    uint64_t after = next + (p ? padding_len(p, avail < 32 ? avail : 32, next) : 0);
+    if (proc_by_entry(t->b, after) != CFG_NONE)
+        return add_edge(bp, i, CFG_NONE, after, CFG_EDGE_TAILCALL);
     QP_CHECK(set_unsafe(t->b, bp, "runs past the end of its code at 0x%llx",
                         (unsigned long long)next));
     return add_edge(bp, i, CFG_NONE, next, CFG_EDGE_UNRESOLVED);
@@ -510,11 +594,58 @@ table_for(const cfg_bproc_t *bp, uint64_t jump)
 }
 
 static int
+cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+static int
+in_sorted(const uint64_t *v, size_t n, uint64_t x)
+{
+    size_t lo = 0, hi = n;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (v[mid] < x)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < n && v[lo] == x;
+}
+
+/*
+ * Possible targets of a computed jump in this procedure: blocks whose address the program
+ * holds as data, except the entry and the targets of the jump tables already recovered
+ * (in non-PIE files those tables are exactly such words).
+ */
+static int
+computed_goto_labels(trav_t *t)
+{
+    const cfg_builder_t *b = t->b;
+    const cfg_bproc_t *bp = t->bp;
+    cfg_u64_vec_t tabt = { 0 };
+    int rc = 0;
+    for (size_t k = 0; k < bp->tables.n && rc == 0; k++)
+        for (uint32_t e = 0; e < bp->tables.v[k].nentries && rc == 0; e++)
+            rc = CFG_VEC_PUSH(tabt, cfg_jtab_entry(b->img, &bp->tables.v[k], e));
+    if (rc == 0 && tabt.n)
+        qsort(tabt.v, tabt.n, sizeof(uint64_t), cmp_u64);
+    for (uint32_t k = 0; k < bp->blocks.n && rc == 0; k++) {
+        uint64_t st = bp->blocks.v[k].start;
+        if (st != bp->p.entry && in_sorted(b->addr_taken.v, b->addr_taken.n, st)
+            && !in_sorted(tabt.v, tabt.n, st))
+            rc = CFG_VEC_PUSH(t->labels, k);
+    }
+    CFG_VEC_FREE(tabt);
+    return rc;
+}
+
+static int
 form_edges(trav_t *t)
 {
     cfg_builder_t *b = t->b;
     cfg_bproc_t *bp = t->bp;
-    int labels = -1;
     for (uint32_t i = 0; i < bp->blocks.n; i++) {
         cfg_block_t *bl = &bp->blocks.v[i];
         const arch_insn_t *in = &t->last.v[i];
@@ -566,25 +697,16 @@ form_edges(trav_t *t)
                 QP_CHECK(add_edge(bp, i, CFG_NONE, 0, CFG_EDGE_TAILCALL));
                 break;
             }
-            if (labels < 0)
-                labels = has_addr_taken_labels(b, bp);
-            if (labels) {
+            if (!t->labels_done) {
+                QP_CHECK(computed_goto_labels(t));
+                t->labels_done = 1;
+            }
+            if (t->labels.n > 0 && t->labels.n <= CFG_MAX_INDIRECT) {
                 /* A computed goto: every address-taken label inside may be the target. */
-                for (uint32_t k = 0; k < bp->blocks.n; k++) {
-                    uint64_t st = bp->blocks.v[k].start;
-                    size_t lo = 0, hi = b->addr_taken.n;
-                    while (lo < hi) {
-                        size_t mid = (lo + hi) / 2;
-                        if (b->addr_taken.v[mid] < st)
-                            lo = mid + 1;
-                        else
-                            hi = mid;
-                    }
-                    if (lo < b->addr_taken.n && b->addr_taken.v[lo] == st && st != bp->p.entry)
-                        QP_CHECK(add_edge(bp, i, k, st, CFG_EDGE_INDIRECT));
-                }
-                if (bl->nsucc)
-                    break;
+                for (size_t k = 0; k < t->labels.n; k++)
+                    QP_CHECK(add_edge(bp, i, t->labels.v[k], bp->blocks.v[t->labels.v[k]].start,
+                                      CFG_EDGE_INDIRECT));
+                break;
             }
             bp->p.nind_unresolved++;
             QP_CHECK(add_edge(bp, i, CFG_NONE, 0, CFG_EDGE_UNRESOLVED));
@@ -617,7 +739,11 @@ build_proc(cfg_builder_t *b, uint32_t i)
         b->mapcap = total;
     }
     memset(b->map, 0, total);
-    trav_t t = { b, bp, i, { 0 }, { 0 } };
+    trav_t t;
+    memset(&t, 0, sizeof(t));
+    t.b = b;
+    t.bp = bp;
+    t.self = i;
     b->work.n = 0;
     int rc = traverse(&t);
     if (rc == 0)
@@ -630,6 +756,7 @@ build_proc(cfg_builder_t *b, uint32_t i)
     bp->built = 1;
     CFG_VEC_FREE(t.pending);
     CFG_VEC_FREE(t.last);
+    CFG_VEC_FREE(t.labels);
     return rc == QP_EDECODE ? 0 : rc;
 }
 
@@ -895,7 +1022,8 @@ cmp_span(const void *a, const void *b)
     return x->start < y->start ? -1 : x->start > y->start;
 }
 
-/* Length of the padding at P (at most N bytes). */
+/* Length of the padding at P (at most N bytes): nops, zero bytes and traps (hlt, ud2,
+ * int3), which compilers put after calls that never return. */
 static size_t
 padding_len(const uint8_t *p, size_t n, uint64_t addr)
 {
@@ -906,7 +1034,8 @@ padding_len(const uint8_t *p, size_t n, uint64_t addr)
             continue;
         }
         arch_insn_t in;
-        if (arch_decode(p + off, n - off, addr + off, &in) < 0 || in.kind != ARCH_KIND_NOP)
+        if (arch_decode(p + off, n - off, addr + off, &in) < 0
+            || (in.kind != ARCH_KIND_NOP && in.kind != ARCH_KIND_HALT))
             break;
         off += in.len;
     }
@@ -987,6 +1116,7 @@ on_gap_new_proc(cfg_builder_t *b, uint64_t start, uint64_t end, void *arg)
 
 typedef struct stat_ctx {
     cfg_stats_t *st;
+    CFG_VEC(cfg_span_t) unreached;
 } stat_ctx_t;
 
 static int
@@ -1015,7 +1145,7 @@ on_gap_stats(cfg_builder_t *b, uint64_t start, uint64_t end, void *arg)
         tail++;
     c->st->padding_bytes += pad + tail;
     c->st->data_bytes += n - pad - tail;
-    return 0;
+    return CFG_VEC_PUSH(c->unreached, ((cfg_span_t) { start + pad, end - tail }));
 }
 
 /* Drop procedures found in gaps that turned out not to be code. */
@@ -1032,6 +1162,7 @@ reject_bad_gap_procs(cfg_builder_t *b, cfg_u64_vec_t *rejected)
             CFG_VEC_FREE(bp->blocks);
             CFG_VEC_FREE(bp->edges);
             CFG_VEC_FREE(bp->tables);
+            CFG_VEC_FREE(bp->extra_entries);
             dropped = 1;
             continue;
         }
@@ -1161,9 +1292,16 @@ flatten(cfg_builder_t *b, cfg_prog_t *prog)
  * Statistics and final marks
  */
 
-static void
-mark_multi_entry(cfg_builder_t *b)
+/*
+ * Other procedures that jump into a procedure's interior (hand-written assembly such as
+ * glibc's mempcpy jumping into memcpy) give it extra entries: they start blocks, and
+ * traversal starts there too. Direct jumps are retargeted through the global old-to-new
+ * map, so such entries need no redirect in the old text. Returns how many were new.
+ */
+static int
+collect_interior_entries(cfg_builder_t *b)
 {
+    int added = 0;
     for (size_t i = 0; i < b->procs.n; i++) {
         const cfg_bproc_t *bp = &b->procs.v[i];
         for (size_t e = 0; e < bp->edges.n; e++) {
@@ -1173,14 +1311,40 @@ mark_multi_entry(cfg_builder_t *b)
             uint32_t ti = cfg_discover_find(b, ed->target);
             if (ti == CFG_NONE || b->procs.v[ti].p.entry == ed->target)
                 continue;
-            cfg_bproc_t *tp = &b->procs.v[ti];
-            if (tp->p.flags & CFG_PROC_FRAGMENT)
+            if (b->procs.v[ti].p.flags & CFG_PROC_FRAGMENT)
+                ti = proc_by_entry(b, b->procs.v[ti].parent_entry);
+            if (ti == CFG_NONE || ti == i)
                 continue;
+            cfg_bproc_t *tp = &b->procs.v[ti];
+            int known = 0;
+            for (size_t k = 0; k < tp->extra_entries.n && !known; k++)
+                known = tp->extra_entries.v[k] == ed->target;
+            if (known)
+                continue;
+            QP_CHECK(CFG_VEC_PUSH(tp->extra_entries, ed->target));
             tp->p.flags |= CFG_PROC_MULTI_ENTRY;
-            set_unsafe(b, tp, "entered in the middle at 0x%llx from %s",
-                       (unsigned long long)ed->target, bp->p.name);
+            tp->built = 0;
+            added++;
         }
     }
+    return added;
+}
+
+/* An extra entry that does not start a block (it lies inside an instruction) is unsafe. */
+static int
+check_extra_entries(cfg_builder_t *b)
+{
+    for (size_t i = 0; i < b->procs.n; i++) {
+        cfg_bproc_t *bp = &b->procs.v[i];
+        for (size_t k = 0; k < bp->extra_entries.n; k++) {
+            uint64_t a = bp->extra_entries.v[k];
+            uint32_t bl = local_block_at(bp, a);
+            if (bl == CFG_NONE || bp->blocks.v[bl].start != a)
+                QP_CHECK(set_unsafe(b, bp, "entered at 0x%llx, not an instruction boundary",
+                                    (unsigned long long)a));
+        }
+    }
+    return 0;
 }
 
 static int
@@ -1218,10 +1382,12 @@ compute_stats(cfg_builder_t *b, cfg_prog_t *prog)
     }
     span_vec_t v = { 0 };
     int rc = collect_spans(b, &v);
-    stat_ctx_t c = { st };
+    stat_ctx_t c = { st, { 0 } };
     if (rc == 0)
         rc = for_each_gap(b, &v, on_gap_stats, &c);
     CFG_VEC_FREE(v);
+    prog->unreached = c.unreached.v;
+    prog->nunreached = (uint32_t)c.unreached.n;
     return rc;
 }
 
@@ -1237,6 +1403,7 @@ builder_free(cfg_builder_t *b)
         CFG_VEC_FREE(b->procs.v[i].blocks);
         CFG_VEC_FREE(b->procs.v[i].edges);
         CFG_VEC_FREE(b->procs.v[i].tables);
+        CFG_VEC_FREE(b->procs.v[i].extra_entries);
     }
     CFG_VEC_FREE(b->procs);
     CFG_VEC_FREE(b->addr_taken);
@@ -1338,6 +1505,7 @@ tie_nameless_fragments(cfg_builder_t *b)
             CFG_VEC_FREE(bp->blocks);
             CFG_VEC_FREE(bp->edges);
             CFG_VEC_FREE(bp->tables);
+            CFG_VEC_FREE(bp->extra_entries);
             continue;
         }
         b->procs.v[k++] = *bp;
@@ -1354,8 +1522,7 @@ build_all(cfg_builder_t *b)
     span_vec_t spans = { 0 };
     int rc = 0, gap_rounds = 0;
     for (int round = 0; round < 64; round++) {
-        if (getenv("QP_DEBUG"))
-            fprintf(stderr, "round %d procs %zu\n", round, b->procs.n);
+        DBG_PHASE("round");
         if ((rc = assign_ranges(b)) < 0)
             break;
         for (size_t i = 0; i < b->procs.n && rc == 0; i++)
@@ -1371,8 +1538,10 @@ build_all(cfg_builder_t *b)
             break;
         if (rc > 0)
             continue;
+        DBG_PHASE("built");
         if ((rc = find_noreturn(b)) < 0)
             break;
+        DBG_PHASE("noreturn");
         for (size_t i = 0; i < b->procs.n && rc >= 0; i++)
             rc = prune_proc(b, &b->procs.v[i]);
         if (rc < 0)
@@ -1380,6 +1549,7 @@ build_all(cfg_builder_t *b)
         rc = 0;
         if (b->opts.no_gap_procs || ++gap_rounds > 6)
             break;
+        DBG_PHASE("pruned");
         gap_ctx_t g = { &rejected };
         if ((rc = collect_spans(b, &spans)) < 0
             || (rc = for_each_gap(b, &spans, on_gap_new_proc, &g)) < 0)
@@ -1411,23 +1581,32 @@ cfg_prog_build(const cfg_image_t *img, const cfg_opts_t *opts, cfg_prog_t **out)
     }
     prog->img = img;
     prog->priv = pp;
+    DBG_PHASE("start");
     int rc = cfg_discover(&b);
+    DBG_PHASE("discovered");
     if (rc == 0)
         rc = build_all(&b);
-    for (int round = 0; rc == 0 && round < 4; round++) {
-        rc = tie_nameless_fragments(&b);
-        if (rc <= 0)
+    for (int round = 0; rc == 0 && round < 8; round++) {
+        int tied = tie_nameless_fragments(&b);
+        int entries = tied < 0 ? tied : collect_interior_entries(&b);
+        rc = entries < 0 ? entries : 0;
+        if (rc < 0 || tied + entries == 0)
             break;
         rc = build_all(&b);
     }
     if (rc == 0) {
-        mark_multi_entry(&b);
+        rc = check_extra_entries(&b);
+    DBG_PHASE("converged");
+    if (rc == 0)
         rc = flatten(&b, prog);
     }
+    DBG_PHASE("flattened");
     for (uint32_t i = 0; rc == 0 && i < prog->nprocs; i++)
         rc = cfg_loops_proc(prog, &prog->procs[i]);
+    DBG_PHASE("loops");
     if (rc == 0)
         rc = compute_stats(&b, prog);
+    DBG_PHASE("stats");
     /* The program keeps the builder's strings (names and reasons). */
     pp->strings.v = b.strings.v;
     pp->strings.n = b.strings.n;
@@ -1461,6 +1640,7 @@ cfg_prog_destroy(cfg_prog_t *prog)
     free(prog->edges);
     free(prog->preds);
     free(prog->tables);
+    free(prog->unreached);
     free(prog);
 }
 

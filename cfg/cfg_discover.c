@@ -89,7 +89,8 @@ static int
 on_fde(void *arg, const cfg_fde_t *fde)
 {
     fde_ctx_t *c = arg;
-    return add_cand(c->v, c->img, fde->start, fde->end, CFG_SRC_EH_FRAME);
+    uint64_t start = fde->signal ? fde->start + 1 : fde->start;
+    return add_cand(c->v, c->img, start, fde->end, CFG_SRC_EH_FRAME);
 }
 
 static int

@@ -105,11 +105,12 @@ rd_encoded(cursor_t *c, uint8_t enc, uint64_t field_vma)
 typedef struct cie_info {
     uint64_t off;     /* offset of the CIE in the section */
     uint8_t fde_enc;  /* pointer encoding of FDE pc_begin */
+    int signal;       /* 'S' augmentation */
 } cie_info_t;
 
 /* Parse the CIE at OFF (its length field) and return its FDE pointer encoding. */
 static int
-parse_cie(const uint8_t *buf, size_t len, uint64_t off, uint8_t *enc)
+parse_cie(const uint8_t *buf, size_t len, uint64_t off, uint8_t *enc, int *signal)
 {
     cursor_t c = { buf + off, buf + len, 0 };
     uint64_t l = rd_fixed(&c, 4);
@@ -139,6 +140,7 @@ parse_cie(const uint8_t *buf, size_t len, uint64_t off, uint8_t *enc)
     else
         rd_uleb(&c);                      /* return address register */
     *enc = DW_EH_PE_absptr;
+    *signal = 0;
     if (aug[0] != 'z')
         return c.bad ? -1 : 0;
     rd_uleb(&c); /* augmentation data length */
@@ -151,7 +153,7 @@ parse_cie(const uint8_t *buf, size_t len, uint64_t off, uint8_t *enc)
             rd_encoded(&c, penc & 0x7f, 0);
             break;
         }
-        case 'S':
+        case 'S': *signal = 1; break;
         case 'B':
         case 'G': break;
         default: return 0; /* unknown augmentation: the rest cannot be parsed, enc may be right */
@@ -168,7 +170,7 @@ cfg_ehframe_walk(const uint8_t *buf, size_t len, uint64_t vma,
         return QP_EINVAL;
     int nfde = 0;
     /* A one-entry cache: consecutive FDEs almost always share their CIE. */
-    cie_info_t cache = { UINT64_MAX, 0 };
+    cie_info_t cache = { UINT64_MAX, 0, 0 };
     uint64_t off = 0;
     while (off + 4 <= len) {
         cursor_t c = { buf + off, buf + len, 0 };
@@ -190,10 +192,12 @@ cfg_ehframe_walk(const uint8_t *buf, size_t len, uint64_t vma,
             uint64_t cie_off = id_pos - id;
             if (cache.off != cie_off) {
                 uint8_t enc;
-                if (parse_cie(buf, len, cie_off, &enc) < 0)
+                int signal;
+                if (parse_cie(buf, len, cie_off, &enc, &signal) < 0)
                     return nfde ? nfde : QP_EFORMAT;
                 cache.off = cie_off;
                 cache.fde_enc = enc;
+                cache.signal = signal;
             }
             if (cache.fde_enc == DW_EH_PE_omit || (cache.fde_enc & DW_EH_PE_indirect)
                 || (cache.fde_enc & 0x70) == DW_EH_PE_datarel)
@@ -203,6 +207,7 @@ cfg_ehframe_walk(const uint8_t *buf, size_t len, uint64_t vma,
             fde.start = rd_encoded(&c, cache.fde_enc, field);
             uint64_t range = rd_encoded(&c, cache.fde_enc & 0x0f, 0);
             fde.end = fde.start + range;
+            fde.signal = cache.signal;
             if (!c.bad && range > 0 && fde.end > fde.start && fde.start != 0) {
                 nfde++;
                 int rc = fn(arg, &fde);

@@ -48,6 +48,8 @@ int cfg_image_finish(cfg_image_t *img);
 typedef struct cfg_fde {
     uint64_t start;  /* pc_begin */
     uint64_t end;    /* pc_begin + pc_range */
+    int signal;      /* 'S' augmentation: a signal trampoline, whose FDE starts one byte
+                      * before the code so that unwinders can use pc - 1 */
 } cfg_fde_t;
 
 /*
@@ -123,6 +125,7 @@ typedef struct cfg_bproc {
     CFG_VEC(cfg_block_t) blocks;      /* local blocks in address order */
     CFG_VEC(cfg_edge_t) edges;        /* local edges, grouped by block */
     CFG_VEC(cfg_table_t) tables;      /* jump tables found */
+    cfg_u64_vec_t extra_entries;      /* interior addresses other procedures jump to */
     uint32_t entry_block;             /* local index of the entry block */
     uint64_t hint_end;                /* end from symbol size or FDE, 0 if unknown */
     uint64_t parent_entry;            /* fragments: entry of the owning procedure */

@@ -16,6 +16,9 @@ void tool_dump_summary(FILE *f, const cfg_prog_t *prog, int verbose);
 /* Every procedure with its blocks and edges (--dump-cfg=text). */
 void tool_dump_text(FILE *f, const cfg_prog_t *prog);
 
+/* The bytes of code sections no block covers and that are not padding. */
+void tool_dump_unreached(FILE *f, const cfg_prog_t *prog);
+
 /* Graphviz DOT of one procedure (--dump-cfg=dot --proc NAME). */
 void tool_dump_dot(FILE *f, const cfg_prog_t *prog, const cfg_proc_t *p);
 

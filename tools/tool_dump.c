@@ -121,6 +121,22 @@ tool_dump_text(FILE *f, const cfg_prog_t *prog)
             fprintf(f, "\n");
         }
     }
+    tool_dump_unreached(f, prog);
+}
+
+void
+tool_dump_unreached(FILE *f, const cfg_prog_t *prog)
+{
+    for (uint32_t i = 0; i < prog->nunreached; i++) {
+        const cfg_span_t *s = &prog->unreached[i];
+        const cfg_proc_t *p = NULL;
+        /* Name the procedure whose extent holds the bytes, if any. */
+        for (uint32_t k = 0; k < prog->nprocs && p == NULL; k++)
+            if (s->start >= prog->procs[k].start && s->start < prog->procs[k].end)
+                p = &prog->procs[k];
+        fprintf(f, "unreached 0x%" PRIx64 "-0x%" PRIx64 " (%" PRIu64 " bytes)%s%s\n", s->start,
+                s->end, s->end - s->start, p ? " in " : "", p ? p->name : "");
+    }
 }
 
 void

@@ -1,0 +1,77 @@
+#!/bin/sh
+# Copyright 2026 the qpt authors
+# SPDX-License-Identifier: MIT
+#
+# The layering rules of ../shared/STYLE.md, checked on every #include (like Valgrind's
+# tests/check_headers_and_includes): which folder may include which project header and
+# which system header. Prints each violation; fails if there is one.
+set -u
+top=${top_srcdir:-.}
+cd "$top" || exit 99
+bad=0
+violation() {
+    echo "check-includes: $1: $2"
+    bad=1
+}
+# check FILE ALLOWED-PROJECT-PREFIXES FORBIDDEN-SYSTEM-HEADERS
+check() {
+    file=$1 allowed=$2 forbidden=$3
+    grep -n '^[[:space:]]*#[[:space:]]*include' "$file" | while IFS= read -r line; do
+        hdr=$(echo "$line" | sed -n 's/.*#[[:space:]]*include[[:space:]]*[<"]\([^>"]*\)[>"].*/\1/p')
+        case $line in
+        *'"'*)
+            [ "$hdr" = config.h ] && continue
+            ok=0
+            for a in $allowed; do
+                case $hdr in $a) ok=1 ;; esac
+            done
+            [ $ok -eq 1 ] || echo "check-includes: $file: includes \"$hdr\""
+            case $hdr in *_priv.h)
+                d=${file%/*}; [ "${hdr%/*}" = "$d" ] || [ "${file#tests/}" != "$file" ] ||
+                    echo "check-includes: $file: includes another folder's $hdr" ;;
+            esac
+            ;;
+        *)
+            for f in $forbidden; do
+                [ "$hdr" = "$f" ] && echo "check-includes: $file: includes <$hdr>"
+            done
+            ;;
+        esac
+    done
+}
+out=$(
+    for f in arch/*.[ch] arch/*/*.[ch]; do
+        [ -f "$f" ] && check "$f" "arch/*" "bfd.h libelf.h gelf.h sys/ptrace.h dis-asm.h"
+    done
+    for f in cfg/*.[ch]; do
+        [ -f "$f" ] || continue
+        forb="libelf.h gelf.h sys/ptrace.h dis-asm.h"
+        [ "$f" = cfg/cfg_bfd.c ] || forb="$forb bfd.h"
+        check "$f" "arch/arch.h arch/qp_err.h cfg/*" "$forb"
+    done
+    for f in driver/*.[ch]; do
+        [ -f "$f" ] && check "$f" "arch/arch.h arch/qp_err.h cfg/cfg.h driver/* editor/ed.h" \
+            "bfd.h libelf.h gelf.h sys/ptrace.h"
+    done
+    for f in editor/*.[ch]; do
+        [ -f "$f" ] || continue
+        case $f in
+        editor/elfw*) check "$f" "arch/arch.h arch/qp_err.h cfg/cfg.h editor/*" "bfd.h sys/ptrace.h" ;;
+        *) check "$f" "arch/arch.h arch/qp_err.h cfg/cfg.h editor/ed*" "bfd.h libelf.h gelf.h sys/ptrace.h" ;;
+        esac
+    done
+    for f in dynamic/*.[ch]; do
+        [ -f "$f" ] && check "$f" "arch/arch.h arch/qp_err.h cfg/cfg.h editor/ed.h dynamic/* driver/drv.h" \
+            "bfd.h libelf.h gelf.h"
+    done
+    for f in tools/*.[ch]; do
+        [ -f "$f" ] && check "$f" "arch/arch.h arch/qp_err.h cfg/cfg.h editor/ed.h editor/elfw.h driver/drv.h dynamic/dyn.h tools/*" \
+            "bfd.h libelf.h gelf.h sys/ptrace.h"
+    done
+)
+if [ -n "$out" ]; then
+    echo "$out"
+    exit 1
+fi
+echo "check-includes: every #include follows the layering rules"
+exit 0
