@@ -144,6 +144,8 @@ typedef struct arch_ops {
     uint8_t cond;        /* arch_cond_t, for ARCH_OP_JCC */
     arch_opnd_t dst;     /* destination (first) operand, or NONE */
     arch_opnd_t src;     /* source (second) operand, or NONE */
+    uint32_t regs_read;    /* bit 1u << reg per register read, incl. address registers */
+    uint32_t regs_written; /* bit 1u << reg per register written, incl. implicit ones */
 } arch_ops_t;
 
 /*

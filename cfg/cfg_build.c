@@ -51,6 +51,7 @@ typedef struct trav {
     cfg_u64_vec_t pending;    /* indirect jumps not yet looked at */
     CFG_VEC(arch_insn_t) last;/* per local block: its last instruction */
     CFG_VEC(uint32_t) labels; /* computed-goto targets: local blocks (see form_edges) */
+    cfg_u64_vec_t ptr_jumps;  /* jumps through a loaded pointer: tail calls */
     int labels_done;          /* labels computed */
 } trav_t;
 
@@ -186,8 +187,12 @@ note_external(trav_t *t, uint64_t target, uint32_t src)
     if (!cfg_image_is_code(b->img, target))
         return 0;
     uint32_t i = cfg_discover_find(b, target);
-    if (i != CFG_NONE && (b->procs.v[i].p.entry == target || src != CFG_SRC_CALL))
-        return 0; /* known entry, or a jump into another procedure's interior */
+    if (i != CFG_NONE && b->procs.v[i].p.entry == target) {
+        b->procs.v[i].p.sources |= src; /* a known entry: note how it is used */
+        return 0;
+    }
+    if (i != CFG_NONE && src != CFG_SRC_CALL)
+        return 0; /* a jump into another procedure's interior */
     QP_CHECK(CFG_VEC_PUSH(b->new_entries, target));
     return CFG_VEC_PUSH(b->new_srcs, src);
 }
@@ -383,6 +388,39 @@ has_addr_taken_labels(const cfg_builder_t *b, const cfg_bproc_t *bp)
     return 0;
 }
 
+/*
+ * Does the jump at the end of W go through a pointer loaded from memory without an index
+ * (`mov 0x20(%rax),%rax; jmp *%rax`, `jmp *0x18(%rdx)`)? In a procedure without
+ * address-taken labels that is a tail call through a function pointer (a vtable, a
+ * callback), not a jump inside the procedure.
+ */
+static int
+jumps_through_pointer(const cfg_image_t *img, const arch_insn_t *w, size_t n)
+{
+    arch_ops_t ops;
+    size_t avail;
+    const uint8_t *p = cfg_image_ptr(img, w[n - 1].addr, &avail);
+    if (p == NULL || arch_decode_ops(p, avail, w[n - 1].addr, &ops) < 0)
+        return 0;
+    const arch_opnd_t *o = &ops.src;
+    if (o->kind == ARCH_OPND_MEM)
+        return o->index == ARCH_REG_NONE && o->base != ARCH_REG_PC && !o->seg;
+    if (o->kind != ARCH_OPND_REG)
+        return 0;
+    uint8_t reg = o->reg;
+    for (size_t i = n - 1; i-- > 0;) {
+        p = cfg_image_ptr(img, w[i].addr, &avail);
+        if (p == NULL || arch_decode_ops(p, avail, w[i].addr, &ops) < 0)
+            return 0;
+        if (!(ops.regs_written & (1u << reg)))
+            continue;
+        return ops.op == ARCH_OP_MOV && ops.dst.kind == ARCH_OPND_REG && ops.dst.reg == reg
+            && ops.dst.size == 8 && ops.src.kind == ARCH_OPND_MEM && ops.src.index == ARCH_REG_NONE
+            && ops.src.base != ARCH_REG_PC && !ops.src.seg;
+    }
+    return 0;
+}
+
 static int
 resolve_pending(trav_t *t)
 {
@@ -400,15 +438,23 @@ resolve_pending(trav_t *t)
             continue; /* through one memory slot (GOT, PLT): a tail call */
         cfg_insn_window_t win = { w, n };
         cfg_table_t tab;
-        /* Tables index the main part; entries into a cold fragment are not accepted. */
+        /* A table's entries land in the part (main or fragment) holding the jump. */
         uint64_t lo = bp->ranges.v[0].start, hi = bp->ranges.v[0].end;
+        for (size_t r = 1; r < bp->ranges.n; r++)
+            if (j >= bp->ranges.v[r].start && j < bp->ranges.v[r].end) {
+                lo = bp->ranges.v[r].start;
+                hi = bp->ranges.v[r].end;
+            }
         if (cfg_jtab_match(b->img, &win, lo, hi, &tab)) {
             QP_CHECK(CFG_VEC_PUSH(bp->tables, tab));
             for (uint32_t i = 0; i < tab.nentries; i++)
                 QP_CHECK(push_work(t, cfg_jtab_entry(b->img, &tab, i)));
-        } else if (!labels_pushed && has_addr_taken_labels(b, bp)) {
-            QP_CHECK(push_addr_taken_labels(t));
+        } else if (has_addr_taken_labels(b, bp)) {
+            if (!labels_pushed)
+                QP_CHECK(push_addr_taken_labels(t));
             labels_pushed = 1;
+        } else if (jumps_through_pointer(b->img, w, n)) {
+            QP_CHECK(CFG_VEC_PUSH(t->ptr_jumps, j));
         }
     }
     return 0;
@@ -693,7 +739,10 @@ form_edges(trav_t *t)
                 }
                 break;
             }
-            if ((in->flags & ARCH_F_MEM_IND) && (in->flags & ARCH_F_RIPREL)) {
+            int ptr = 0;
+            for (size_t k = 0; k < t->ptr_jumps.n && !ptr; k++)
+                ptr = t->ptr_jumps.v[k] == in->addr;
+            if (((in->flags & ARCH_F_MEM_IND) && (in->flags & ARCH_F_RIPREL)) || ptr) {
                 QP_CHECK(add_edge(bp, i, CFG_NONE, 0, CFG_EDGE_TAILCALL));
                 break;
             }
@@ -757,6 +806,7 @@ build_proc(cfg_builder_t *b, uint32_t i)
     CFG_VEC_FREE(t.pending);
     CFG_VEC_FREE(t.last);
     CFG_VEC_FREE(t.labels);
+    CFG_VEC_FREE(t.ptr_jumps);
     return rc == QP_EDECODE ? 0 : rc;
 }
 
@@ -764,17 +814,30 @@ build_proc(cfg_builder_t *b, uint32_t i)
  * Ranges of procedures with cold fragments
  */
 
+static uint64_t
+ranges_hash(const cfg_bproc_t *bp)
+{
+    uint64_t h = bp->ranges.n;
+    for (size_t r = 0; r < bp->ranges.n; r++)
+        h = (h * 0x100000001b3ull) ^ bp->ranges.v[r].start ^ (bp->ranges.v[r].end << 1);
+    return h;
+}
+
 static int
 assign_ranges(cfg_builder_t *b)
 {
+    uint64_t *old = malloc((b->procs.n + 1) * sizeof(uint64_t));
+    if (old == NULL)
+        return QP_ENOMEM;
     for (size_t i = 0; i < b->procs.n; i++) {
         cfg_bproc_t *bp = &b->procs.v[i];
         cfg_range_t main = { bp->p.start, bp->p.end };
-        if (bp->ranges.n == 0 || bp->ranges.v[0].start != main.start
-            || bp->ranges.v[0].end != main.end)
-            bp->built = 0;
+        old[i] = ranges_hash(bp);
         bp->ranges.n = 0;
-        QP_CHECK(CFG_VEC_PUSH(bp->ranges, main));
+        if (CFG_VEC_PUSH(bp->ranges, main) < 0) {
+            free(old);
+            return QP_ENOMEM;
+        }
     }
     for (size_t i = 0; i < b->procs.n; i++) {
         cfg_bproc_t *f = &b->procs.v[i];
@@ -787,11 +850,21 @@ assign_ranges(cfg_builder_t *b)
         }
         cfg_bproc_t *par = &b->procs.v[pi];
         cfg_range_t fr = { f->p.start, f->p.end };
-        QP_CHECK(CFG_VEC_PUSH(par->ranges, fr));
-        f->built = 1; /* a fragment has no blocks of its own */
-        f->blocks.n = f->edges.n = 0;
+        if (CFG_VEC_PUSH(par->ranges, fr) < 0) {
+            free(old);
+            return QP_ENOMEM;
+        }
+        f->blocks.n = f->edges.n = 0; /* a fragment has no blocks of its own */
         f->entry_block = CFG_NONE;
     }
+    for (size_t i = 0; i < b->procs.n; i++) {
+        cfg_bproc_t *bp = &b->procs.v[i];
+        if (bp->p.flags & CFG_PROC_FRAGMENT)
+            bp->built = 1;
+        else if (ranges_hash(bp) != old[i])
+            bp->built = 0;
+    }
+    free(old);
     return 0;
 }
 
@@ -1427,6 +1500,16 @@ tie_nameless_fragments(cfg_builder_t *b)
     const uint32_t not_fragment = CFG_SRC_SYMBOL | CFG_SRC_CALL | CFG_SRC_ENTRY | CFG_SRC_INIT
         | CFG_SRC_PLT | CFG_SRC_ADDR | CFG_SRC_SECTION;
     size_t n = b->procs.n;
+    int changed = 0;
+    for (size_t i = 0; i < n; i++) {
+        cfg_bproc_t *fp = &b->procs.v[i];
+        if (fp->tied_nameless && (fp->p.sources & not_fragment)) {
+            fp->p.flags &= ~(uint32_t)CFG_PROC_FRAGMENT;
+            fp->tied_nameless = 0;
+            fp->built = 0;
+            changed++;
+        }
+    }
     uint32_t *from = malloc((n + 1) * sizeof(uint32_t)); /* sole jumping proc, or NONE */
     uint8_t *many = calloc(n + 1, 1);                    /* jumped to from several */
     if (from == NULL || many == NULL) {
@@ -1487,12 +1570,13 @@ tie_nameless_fragments(cfg_builder_t *b)
             continue;
         fp->p.flags |= CFG_PROC_FRAGMENT;
         fp->parent_entry = pp->p.entry;
+        fp->tied_nameless = 1;
         tied++;
     }
     free(from);
     free(many);
     if (!tied)
-        return 0;
+        return changed;
     /* Gap procedures inside a tied fragment's FDE range are part of it. */
     size_t k = 0;
     uint64_t cut_end = 0;
@@ -1512,7 +1596,7 @@ tie_nameless_fragments(cfg_builder_t *b)
     }
     b->procs.n = k;
     cfg_discover_extents(b);
-    return tied;
+    return tied + changed;
 }
 
 static int

@@ -64,6 +64,7 @@ typedef struct jt_node {
 
 typedef struct jt_slot {
     uint32_t base; /* node of the frame or stack pointer the slot is addressed from */
+    uint8_t reg;   /* that register */
     int64_t disp;  /* offset from it */
     uint8_t size;  /* width of the value stored */
     uint32_t val;  /* node stored there */
@@ -185,9 +186,9 @@ jt_extend(jt_state_t *st, uint32_t n, uint8_t from, int sign)
             return x->sign == (sign != 0) ? n : jt_load(st, x->a, from, (uint8_t)(sign != 0));
         if (x->kind == JT_ZEXT && x->size == from && !sign)
             return n;
-        if (x->kind == JT_ZEXT && !sign)
-            return jt_zext(st, x->a, from);
-        return from == 4 && sign ? n : jt_leaf(st);
+        if (!sign)
+            return jt_zext(st, x->kind == JT_ZEXT ? x->a : n, from);
+        return from == 4 ? n : jt_leaf(st);
     }
     if (!sign)
         return jt_zext(st, n, from);
@@ -273,15 +274,20 @@ jt_slot_remove(jt_state_t *st, size_t i)
  * A write of unknown content through M. Slots addressed from the same pointer are
  * dropped when they overlap; slots addressed from another pointer (frame vs stack) may
  * alias anything and are dropped too. Writes through other pointers are assumed not to
- * reach the stack slots. Any write starts a new memory epoch: loads before and after it
- * are not known to read the same value.
+ * reach slots addressed from the stack pointer, but may reach those addressed from the
+ * frame pointer, which optimised code uses as an ordinary register. Any write starts a
+ * new memory epoch: loads before and after it are not known to read the same value.
  */
 static void
 jt_slot_kill(jt_state_t *st, const arch_opnd_t *m)
 {
     st->epoch++;
-    if (!jt_is_stack(m))
+    if (!jt_is_stack(m)) {
+        for (size_t i = st->nslots; i-- > 0;)
+            if (st->slots[i].reg != JT_REG_SP)
+                jt_slot_remove(st, i);
         return;
+    }
     if (!jt_is_slot(m)) {
         st->nslots = 0;
         return;
@@ -309,7 +315,7 @@ jt_slot_store(jt_state_t *st, const arch_opnd_t *m, uint32_t val)
         jt_slot_remove(st, old);
     }
     st->slots[st->nslots++] = (jt_slot_t) {
-        .base = st->reg[m->base], .disp = m->disp, .size = m->size ? m->size : 8,
+        .base = st->reg[m->base], .reg = m->base, .disp = m->disp, .size = m->size ? m->size : 8,
         .val = val, .age = st->stamp++,
     };
 }
@@ -653,21 +659,19 @@ jt_shape(const jt_state_t *st, uint32_t target, cfg_table_t *t, uint32_t *index)
 
 /*
  * True when compare CM bounds INDEX: INDEX is the compared value, or a zero-extension of
- * its low bytes no wider than the compare. A compare narrower than 4 bytes must cover
- * every nonzero byte of the value (movzbl (%rdi),%eax; cmp $9,%al). A 4-byte compare of a
- * 64-bit value, or the reverse, is taken to bound it: compilers emit these only when the
- * upper half is known to be clear (cmp $9,%edi; ja; jmp *T(,%rdi,8)).
+ * its low bytes no wider than the compare (cmp $9,%dl; ja; movzbl %dl,%edx). A compare
+ * narrower than the value is taken to bound it too, and so is a 32-bit compare of a value
+ * whose 32-bit zero-extension is the index: a compiler emits `cmp $9,%edi; ja;
+ * jmp *T(,%rdi,8)` or `cmp $9,%ax; ja; jmp *T(,%rax,8)` only when it knows the upper bits
+ * are clear, and every entry is still checked to land on the procedure's code.
  */
 static int
 jt_compares(const jt_state_t *st, const jt_cmp_t *cm, uint32_t index)
 {
     const jt_node_t *x = &st->nodes[cm->val], *i = &st->nodes[index];
 
-    if (jt_same(st, index, cm->val, 0)) {
-        if (cm->size >= 4)
-            return 1;
-        return (x->kind == JT_ZEXT || (x->kind == JT_LOAD && !x->sign)) && x->size <= cm->size;
-    }
+    if (jt_same(st, index, cm->val, 0))
+        return 1;
     if (i->kind == JT_ZEXT && i->size <= cm->size && jt_same(st, i->a, cm->val, 0))
         return 1;
     return x->kind == JT_ZEXT && x->size == 4 && cm->size >= 4 && jt_same(st, x->a, index, 0);

@@ -132,6 +132,7 @@ typedef struct cfg_bproc {
     uint8_t may_return;               /* noreturn analysis: proven to return */
     uint8_t built;                    /* blocks are current */
     uint8_t name_noreturn;            /* never returns by its name */
+    uint8_t tied_nameless;            /* tied as a fragment by tie_nameless_fragments */
 } cfg_bproc_t;
 
 typedef struct cfg_builder {
