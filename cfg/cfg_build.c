@@ -36,10 +36,13 @@ dbg_phase(const char *what)
 
 /* Traversal marks, one byte per byte of a procedure's extent. */
 enum {
-    M_START = 1,   /* an instruction starts here */
-    M_INSIDE = 2,  /* inside an instruction, not its first byte */
-    M_LEADER = 4,  /* a block starts here */
+    M_START = 1,     /* an instruction starts here */
+    M_INSIDE = 2,    /* inside an instruction, not its first byte */
+    M_LEADER = 4,    /* a block starts here */
+    M_LEN_SHIFT = 3, /* bits 3..6 of a start byte: the instruction's length */
+    M_END = 0x80,    /* the instruction ends its block (branch, call, return, trap) */
 };
+#define M_LEN(m) (((m) >> M_LEN_SHIFT) & 15)
 
 /* The longest backward window handed to the jump-table recogniser. */
 #define JT_WINDOW 24
@@ -106,16 +109,21 @@ range_end(const cfg_bproc_t *bp, uint64_t addr)
     return addr;
 }
 
+/* Decode at ADDR, reading no further than LIMIT; the last section used is remembered. */
 static int
-decode_at(const cfg_image_t *img, uint64_t addr, uint64_t limit, arch_insn_t *in)
+decode_at(cfg_builder_t *b, uint64_t addr, uint64_t limit, arch_insn_t *in)
 {
-    size_t avail;
-    const uint8_t *p = cfg_image_ptr(img, addr, &avail);
-    if (p == NULL)
-        return QP_EDECODE;
+    const cfg_section_t *sec = b->sec;
+    if (sec == NULL || addr < sec->vma || addr - sec->vma >= sec->size) {
+        sec = cfg_image_section_at(b->img, addr);
+        if (sec == NULL)
+            return QP_EDECODE;
+        b->sec = sec;
+    }
+    size_t avail = (size_t)(sec->size - (addr - sec->vma));
     if (limit > addr && avail > limit - addr)
         avail = (size_t)(limit - addr);
-    return arch_decode(p, avail, addr, in);
+    return arch_decode(sec->bytes + (addr - sec->vma), avail, addr, in);
 }
 
 /* The procedure (index) whose entry is ADDR, or CFG_NONE. */
@@ -250,7 +258,7 @@ trace_from(trav_t *t, uint64_t addr)
         }
         uint64_t lim = range_end(bp, addr);
         arch_insn_t in;
-        if (decode_at(b->img, addr, lim, &in) < 0)
+        if (decode_at(b, addr, lim, &in) < 0)
             return set_unsafe(b, bp, "invalid instruction at 0x%llx", (unsigned long long)addr);
         for (uint8_t k = 1; k < in.len; k++)
             if (map[s + k] & (M_START | M_INSIDE)) {
@@ -261,9 +269,26 @@ trace_from(trav_t *t, uint64_t addr)
                 return set_unsafe(b, bp, "overlapping instructions at 0x%llx",
                                   (unsigned long long)addr);
             }
-        map[s] |= M_START;
+        map[s] |= M_START | (uint8_t)(in.len << M_LEN_SHIFT);
         for (uint8_t k = 1; k < in.len; k++)
             map[s + k] |= M_INSIDE;
+        switch (in.kind) {
+        case ARCH_KIND_CALL:
+            if (in.target == addr + in.len)
+                break;
+            /* fall through */
+        case ARCH_KIND_JCC:
+        case ARCH_KIND_JMP:
+        case ARCH_KIND_CALL_IND:
+        case ARCH_KIND_JMP_IND:
+        case ARCH_KIND_RET:
+        case ARCH_KIND_HALT: map[s] |= M_END; break;
+        case ARCH_KIND_SYSCALL:
+            if (syscall_noreturn(b->img, &prev, &in))
+                map[s] |= M_END;
+            break;
+        default: break;
+        }
         if ((in.flags & ARCH_F_PRIV) && in.kind != ARCH_KIND_HALT)
             QP_CHECK(set_unsafe(b, bp, "privileged instruction at 0x%llx",
                                 (unsigned long long)addr));
@@ -320,7 +345,7 @@ jump_window(trav_t *t, uint64_t j, arch_insn_t *w)
     size_t n = 0;
     uint64_t cur = j;
     uint64_t lim = range_end(t->bp, j);
-    if (decode_at(b->img, cur, lim, &tmp[n]) < 0)
+    if (decode_at(b, cur, lim, &tmp[n]) < 0)
         return 0;
     n++;
     while (n < JT_WINDOW) {
@@ -332,7 +357,7 @@ jump_window(trav_t *t, uint64_t j, arch_insn_t *w)
             if (!(b->map[s] & M_START))
                 continue;
             arch_insn_t in;
-            if (decode_at(b->img, cur - back, lim, &in) == 0 && in.len == back) {
+            if (decode_at(b, cur - back, lim, &in) == 0 && in.len == back) {
                 tmp[n++] = in;
                 cur -= back;
                 found = 1;
@@ -518,47 +543,33 @@ form_blocks(trav_t *t)
                 continue;
             }
             uint64_t a = rg->start + off;
-            arch_insn_t in;
-            if (decode_at(b->img, a, rg->end, &in) < 0)
-                return QP_EDECODE; /* decoded fine during traversal: cannot happen */
             if (!open || (m & M_LEADER)) {
                 cfg_block_t bl;
                 memset(&bl, 0, sizeof(bl));
                 bl.start = a;
                 bl.proc = t->self;
                 bl.idom = CFG_NONE;
+                bl.last_kind = ARCH_KIND_SEQ;
+                arch_insn_t none;
+                memset(&none, 0, sizeof(none));
                 QP_CHECK(CFG_VEC_PUSH(bp->blocks, bl));
-                QP_CHECK(CFG_VEC_PUSH(t->last, in));
+                QP_CHECK(CFG_VEC_PUSH(t->last, none));
                 open = 1;
             }
             cfg_block_t *cur = &bp->blocks.v[bp->blocks.n - 1];
-            const arch_insn_t *prev = cur->ninsns ? &t->last.v[bp->blocks.n - 1] : NULL;
-            int sys_noreturn = syscall_noreturn(b->img, prev, &in);
-            cur->end = a + in.len;
+            cur->end = a + M_LEN(m);
             cur->ninsns++;
-            cur->last_kind = in.kind;
-            t->last.v[bp->blocks.n - 1] = in;
-            switch (in.kind) {
-            case ARCH_KIND_CALL:
-                if (in.target == a + in.len)
-                    break;
-                /* fall through */
-            case ARCH_KIND_JMP:
-            case ARCH_KIND_JCC:
-            case ARCH_KIND_CALL_IND:
-            case ARCH_KIND_JMP_IND:
-            case ARCH_KIND_RET:
-            case ARCH_KIND_HALT: open = 0; break;
-            case ARCH_KIND_SYSCALL:
-                if (sys_noreturn) {
-                    cur->last_kind = ARCH_KIND_HALT; /* ends the block like a trap */
-                    t->last.v[bp->blocks.n - 1].kind = ARCH_KIND_HALT;
-                    open = 0;
-                }
-                break;
-            default: break;
+            if (m & M_END) {
+                /* Only a block's last instruction is decoded again: its edges. */
+                arch_insn_t *in = &t->last.v[bp->blocks.n - 1];
+                if (decode_at(b, a, rg->end, in) < 0)
+                    return QP_EDECODE; /* decoded fine during traversal: cannot happen */
+                if (in->kind == ARCH_KIND_SYSCALL) /* one that never returns */
+                    in->kind = ARCH_KIND_HALT;
+                cur->last_kind = in->kind;
+                open = 0;
             }
-            off += in.len;
+            off += M_LEN(m);
         }
         base += len;
     }
@@ -1088,13 +1099,6 @@ typedef struct span {
     uint64_t start, end;
 } span_t;
 
-static int
-cmp_span(const void *a, const void *b)
-{
-    const span_t *x = a, *y = b;
-    return x->start < y->start ? -1 : x->start > y->start;
-}
-
 /* Length of the padding at P (at most N bytes): nops, zero bytes and traps (hlt, ud2,
  * int3), which compilers put after calls that never return. */
 static size_t
@@ -1117,17 +1121,38 @@ padding_len(const uint8_t *p, size_t n, uint64_t addr)
 
 typedef CFG_VEC(span_t) span_vec_t;
 
+/* Push the blocks of BP that start in [LO, HI) (blocks are in address order). */
+static int
+push_spans_in(const cfg_bproc_t *bp, uint64_t lo, uint64_t hi, span_vec_t *v)
+{
+    size_t a = 0, z = bp->blocks.n;
+    while (a < z) {
+        size_t mid = (a + z) / 2;
+        if (bp->blocks.v[mid].start < lo)
+            a = mid + 1;
+        else
+            z = mid;
+    }
+    for (; a < bp->blocks.n && bp->blocks.v[a].start < hi; a++)
+        QP_CHECK(CFG_VEC_PUSH(*v, ((span_t) { bp->blocks.v[a].start, bp->blocks.v[a].end })));
+    return 0;
+}
+
+/* Every block as a span, in address order without sorting: procedures are in address
+ * order with disjoint extents; a fragment's blocks are its parent's, within its extent. */
 static int
 collect_spans(const cfg_builder_t *b, span_vec_t *v)
 {
     v->n = 0;
     for (size_t i = 0; i < b->procs.n; i++) {
         const cfg_bproc_t *bp = &b->procs.v[i];
-        for (size_t k = 0; k < bp->blocks.n; k++)
-            QP_CHECK(CFG_VEC_PUSH(*v, ((span_t) { bp->blocks.v[k].start, bp->blocks.v[k].end })));
+        if (bp->p.flags & CFG_PROC_FRAGMENT) {
+            uint32_t pi = proc_by_entry(b, bp->parent_entry);
+            if (pi != CFG_NONE)
+                QP_CHECK(push_spans_in(&b->procs.v[pi], bp->p.start, bp->p.end, v));
+        } else
+            QP_CHECK(push_spans_in(bp, bp->p.start, bp->p.end, v));
     }
-    if (v->n)
-        qsort(v->v, v->n, sizeof(span_t), cmp_span);
     return 0;
 }
 
@@ -1294,7 +1319,7 @@ flatten(cfg_builder_t *b, cfg_prog_t *prog)
         p->ntables = (uint32_t)bp->tables.n;
         if (p->flags & CFG_PROC_FRAGMENT)
             p->parent = proc_by_entry(b, bp->parent_entry);
-        /* Entry block first, the rest in address order. */
+        /* Entry block first, the rest in address order; edges follow their block. */
         uint32_t g = prog->nblocks;
         if (bp->entry_block >= bp->blocks.n)
             bp->entry_block = CFG_NONE;
@@ -1303,7 +1328,10 @@ flatten(cfg_builder_t *b, cfg_prog_t *prog)
         for (uint32_t k = 0; k < bp->blocks.n; k++)
             if (k != bp->entry_block)
                 local_to_global[k] = g++;
-        for (uint32_t k = 0; k < bp->blocks.n; k++) {
+        for (uint32_t n = 0; n < bp->blocks.n; n++) {
+            uint32_t k = n;
+            if (bp->entry_block != CFG_NONE)
+                k = n == 0 ? bp->entry_block : (n <= bp->entry_block ? n - 1 : n);
             cfg_block_t bl = bp->blocks.v[k];
             bl.proc = (uint32_t)i;
             uint32_t first = prog->nedges;
@@ -1319,21 +1347,11 @@ flatten(cfg_builder_t *b, cfg_prog_t *prog)
         prog->nblocks = g;
         for (size_t k = 0; k < bp->tables.n; k++)
             prog->tables[prog->ntables++] = bp->tables.v[k];
+        /* The builder's copy is no longer needed. */
+        CFG_VEC_FREE(bp->blocks);
+        CFG_VEC_FREE(bp->edges);
     }
     free(local_to_global);
-    /* Edges were appended in local block order: regroup them by global source block. */
-    cfg_edge_t *sorted = malloc((prog->nedges + 1) * sizeof(cfg_edge_t));
-    if (sorted == NULL)
-        return QP_ENOMEM;
-    uint32_t pos = 0;
-    for (uint32_t k = 0; k < prog->nblocks; k++) {
-        cfg_block_t *bl = &prog->blocks[k];
-        memcpy(&sorted[pos], &prog->edges[bl->succ], bl->nsucc * sizeof(cfg_edge_t));
-        bl->succ = pos;
-        pos += bl->nsucc;
-    }
-    free(prog->edges);
-    prog->edges = sorted;
     /* Predecessors: counting sort of edge indices by destination. */
     for (uint32_t e = 0; e < prog->nedges; e++)
         if (prog->edges[e].to != CFG_NONE)
@@ -1454,7 +1472,12 @@ compute_stats(cfg_builder_t *b, cfg_prog_t *prog)
                 st->nprocs_by_src[s]++;
     }
     span_vec_t v = { 0 };
-    int rc = collect_spans(b, &v);
+    const prog_priv_t *pp = prog->priv;
+    int rc = 0;
+    for (uint32_t k = 0; k < prog->nblocks && rc == 0; k++) {
+        const cfg_block_t *bl = &prog->blocks[pp->by_addr[k]];
+        rc = CFG_VEC_PUSH(v, ((span_t) { bl->start, bl->end }));
+    }
     stat_ctx_t c = { st, { 0 } };
     if (rc == 0)
         rc = for_each_gap(b, &v, on_gap_stats, &c);
@@ -1483,6 +1506,7 @@ builder_free(cfg_builder_t *b)
     CFG_VEC_FREE(b->new_entries);
     CFG_VEC_FREE(b->new_srcs);
     CFG_VEC_FREE(b->work);
+    CFG_VEC_FREE(b->rejected);
     for (size_t i = 0; i < b->strings.n; i++)
         free(b->strings.v[i]);
     CFG_VEC_FREE(b->strings);
@@ -1599,49 +1623,58 @@ tie_nameless_fragments(cfg_builder_t *b)
     return tied + changed;
 }
 
+/*
+ * Build every procedure that is not current, then find procedures that never return and
+ * code in gaps, until nothing changes. Work is only redone where something changed.
+ */
 static int
 build_all(cfg_builder_t *b)
 {
-    cfg_u64_vec_t rejected = { 0 };
     span_vec_t spans = { 0 };
     int rc = 0, gap_rounds = 0;
+    size_t built = 0;
     for (int round = 0; round < 64; round++) {
         DBG_PHASE("round");
         if ((rc = assign_ranges(b)) < 0)
             break;
         for (size_t i = 0; i < b->procs.n && rc == 0; i++)
-            if (!b->procs.v[i].built)
+            if (!b->procs.v[i].built) {
                 rc = build_proc(b, (uint32_t)i);
+                built++;
+            }
         if (rc < 0)
             break;
         if ((rc = cfg_discover_add_new(b)) < 0)
             break;
         if (rc > 0)
             continue; /* new call targets: extents changed */
-        if ((rc = reject_bad_gap_procs(b, &rejected)) < 0)
+        if ((rc = reject_bad_gap_procs(b, &b->rejected)) < 0)
             break;
         if (rc > 0)
             continue;
+        rc = 0;
+        if (built == 0)
+            break; /* nothing changed since the last fixpoint and gap scan */
         DBG_PHASE("built");
         if ((rc = find_noreturn(b)) < 0)
             break;
-        DBG_PHASE("noreturn");
         for (size_t i = 0; i < b->procs.n && rc >= 0; i++)
             rc = prune_proc(b, &b->procs.v[i]);
         if (rc < 0)
             break;
         rc = 0;
+        built = 0;
+        DBG_PHASE("noreturn");
         if (b->opts.no_gap_procs || ++gap_rounds > 6)
             break;
-        DBG_PHASE("pruned");
-        gap_ctx_t g = { &rejected };
+        gap_ctx_t g = { &b->rejected };
         if ((rc = collect_spans(b, &spans)) < 0
             || (rc = for_each_gap(b, &spans, on_gap_new_proc, &g)) < 0)
             break;
+        DBG_PHASE("gaps");
         if ((rc = cfg_discover_add_new(b)) <= 0)
             break;
     }
-    CFG_VEC_FREE(rejected);
     CFG_VEC_FREE(spans);
     return rc < 0 ? rc : 0;
 }

@@ -166,12 +166,6 @@ new_proc(cfg_builder_t *b, uint64_t addr, uint64_t hint_end, uint32_t sources)
     return CFG_VEC_PUSH(b->procs, bp);
 }
 
-static int
-cmp_bproc(const void *a, const void *b)
-{
-    const cfg_bproc_t *x = a, *y = b;
-    return x->p.entry < y->p.entry ? -1 : x->p.entry > y->p.entry;
-}
 
 uint32_t
 cfg_discover_find(const cfg_builder_t *b, uint64_t addr)
@@ -247,7 +241,21 @@ cfg_discover_add_new(cfg_builder_t *b)
     if (rc < 0)
         return rc;
     if (added) {
-        qsort(b->procs.v, b->procs.n, sizeof(cfg_bproc_t), cmp_bproc);
+        /* The new ones (sorted, at the end) merge into the sorted old ones; procedures
+         * are large structs, so merge rather than sort them all again. */
+        size_t n = b->procs.n, na = n - n0;
+        cfg_bproc_t *tmp = malloc(na * sizeof(cfg_bproc_t));
+        if (tmp == NULL)
+            return QP_ENOMEM;
+        memcpy(tmp, b->procs.v + n0, na * sizeof(cfg_bproc_t));
+        size_t i = n0, k = na, o = n;
+        while (k > 0) {
+            if (i > 0 && b->procs.v[i - 1].p.entry > tmp[k - 1].p.entry)
+                b->procs.v[--o] = b->procs.v[--i];
+            else
+                b->procs.v[--o] = tmp[--k];
+        }
+        free(tmp);
         cfg_discover_extents(b);
     }
     return added;

@@ -145,7 +145,9 @@ typedef struct cfg_builder {
     uint8_t *map;                     /* traversal scratch: a byte per byte of extent */
     size_t mapcap;
     cfg_u64_vec_t work;               /* traversal worklist */
+    cfg_u64_vec_t rejected;           /* gap starts that proved not to be code */
     CFG_VEC(char *) strings;          /* names made up here (handed to the program) */
+    const cfg_section_t *sec;         /* decode cache: the section used last */
 } cfg_builder_t;
 
 /* Collect the procedure entries of the image into B->procs with their extents. */
