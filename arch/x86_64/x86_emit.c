@@ -1,0 +1,438 @@
+/* Copyright 2026 the qpt authors
+ * SPDX-License-Identifier: MIT */
+/*
+ * arch/arch.h for x86-64: relocation of one instruction and the emitters. The few forms
+ * written here are hand-encoded; what is known about the instruction comes from
+ * arch_insn_t (length, kind, target, offset and size of the pc-relative field) plus the
+ * opcode bytes just before a branch offset. No decoder library is used.
+ *
+ * Prefixes of direct branches. Only the prefixes that change what a relocated direct
+ * branch does are kept:
+ *  - f2 (bnd) on jmp, jcc and call is kept: with MPX enabled and BNDPRESERVE clear it
+ *    decides whether the bound registers survive the branch.
+ *  - 67 (address size) on loop/loopcc/jrcxz is kept: it selects %ecx instead of %rcx.
+ *  - everything else is dropped: branch hints (2e/3e), segment overrides, 66 (ignored
+ *    by near branches in 64-bit mode on Intel, as the decoder assumes), f3 and REX.
+ * Indirect branches (including their notrack 3e and bnd f2 prefixes) and ret are copied
+ * verbatim like any other instruction.
+ */
+#include <assert.h>
+#include <string.h>
+
+#include "arch/arch.h"
+
+/*****************************************************************************
+ * Encoding helpers
+ */
+
+/* Write V little-endian in 4 bytes at P. */
+static void
+x86_put32(uint8_t* p, uint32_t v)
+{
+    p[0] = (uint8_t)v;
+    p[1] = (uint8_t)(v >> 8);
+    p[2] = (uint8_t)(v >> 16);
+    p[3] = (uint8_t)(v >> 24);
+}
+
+/* The displacement from the end of an instruction (NEXT) to TARGET, modulo 2^64. */
+static int64_t
+x86_disp(uint64_t next, uint64_t target)
+{
+    return (int64_t)(target - next);
+}
+
+static int
+x86_fits8(int64_t d)
+{
+    return d >= INT8_MIN && d <= INT8_MAX;
+}
+
+static int
+x86_fits32(int64_t d)
+{
+    return d >= INT32_MIN && d <= INT32_MAX;
+}
+
+/*
+ * Write OPC (N bytes) followed by the 32-bit distance from ADDR + N + 4 to TARGET: the
+ * shape of jmp, call, jcc and xbegin rel32 and of incq disp32(%rip). Returns N + 4,
+ * QP_ERANGE or QP_EINVAL.
+ */
+static int
+x86_put_rel32(const uint8_t* opc, size_t n, uint64_t addr, uint64_t target,
+    uint8_t* out /*OUT*/, size_t cap)
+{
+    int64_t d = x86_disp(addr + n + 4, target);
+
+    assert(n <= 4);
+    if (out == NULL || cap < n + 4)
+        return QP_EINVAL;
+    if (!x86_fits32(d))
+        return QP_ERANGE;
+    memcpy(out, opc, n);
+    x86_put32(out + n, (uint32_t)d);
+    return (int)(n + 4);
+}
+
+/* True for the legacy prefix bytes (groups 1 to 4). */
+static int
+x86_is_legacy_prefix(uint8_t b)
+{
+    switch (b) {
+    case 0xf0:
+    case 0xf2:
+    case 0xf3:
+    case 0x26:
+    case 0x2e:
+    case 0x36:
+    case 0x3e:
+    case 0x64:
+    case 0x65:
+    case 0x66:
+    case 0x67: return 1;
+    default: return 0;
+    }
+}
+
+/*****************************************************************************
+ * Relocation of direct branches
+ */
+
+/* The direct-branch forms arch_reloc_insn re-encodes. */
+typedef enum x86_br_form {
+    X86_BR_JMP, /* eb rel8, e9 rel32 */
+    X86_BR_JCC, /* 70+cc rel8, 0f 80+cc rel32 */
+    X86_BR_CALL, /* e8 rel32 */
+    X86_BR_LOOP, /* e0 loopne, e1 loope, e2 loop, e3 jrcxz/jecxz: rel8 only */
+    X86_BR_XBEGIN, /* c7 f8 rel32 */
+} x86_br_form_t;
+
+/* A direct branch taken apart: what to re-encode and the prefixes to keep. */
+typedef struct x86_branch {
+    uint8_t form; /* x86_br_form_t */
+    uint8_t op; /* JCC: the condition code (0..15); LOOP: the opcode (e0..e3) */
+    uint8_t bnd; /* an f2 (bnd) prefix is in effect (JMP, JCC, CALL) */
+    uint8_t addr32; /* a 67 prefix is present (LOOP: count in %ecx) */
+} x86_branch_t;
+
+/*
+ * Take apart the direct branch IN decoded from BUF. The opcode ends where the branch
+ * offset starts (IN->rel_off); the bytes before it are prefixes. Returns 0, QP_EINVAL
+ * when IN does not describe a branch in BUF, QP_EUNSUPP for a form not handled (xbegin
+ * with a 66 prefix, whose abort address is truncated to 16 bits).
+ */
+static int
+x86_branch_parse(const uint8_t* buf, const arch_insn_t* in, x86_branch_t* br /*OUT*/)
+{
+    size_t o, start, i;
+    uint8_t b, rep = 0;
+
+    memset(br, 0, sizeof(*br));
+    if (in->rel_off == 0)
+        return QP_EINVAL;
+    o = (size_t)in->rel_off - 1;
+    b = buf[o];
+    start = o;
+    if (b == 0xeb || b == 0xe9) {
+        br->form = X86_BR_JMP;
+        if (in->kind != ARCH_KIND_JMP || in->rel_size != (b == 0xeb ? 1 : 4))
+            return QP_EINVAL;
+    } else if (b == 0xe8) {
+        br->form = X86_BR_CALL;
+        if (in->kind != ARCH_KIND_CALL || in->rel_size != 4)
+            return QP_EINVAL;
+    } else if (b >= 0x70 && b <= 0x7f) {
+        br->form = X86_BR_JCC;
+        br->op = b & 0xf;
+        if (in->kind != ARCH_KIND_JCC || in->rel_size != 1)
+            return QP_EINVAL;
+    } else if (b >= 0x80 && b <= 0x8f && o >= 1 && buf[o - 1] == 0x0f) {
+        br->form = X86_BR_JCC;
+        br->op = b & 0xf;
+        start = o - 1;
+        if (in->kind != ARCH_KIND_JCC || in->rel_size != 4)
+            return QP_EINVAL;
+    } else if (b >= 0xe0 && b <= 0xe3) {
+        br->form = X86_BR_LOOP;
+        br->op = b;
+        if (in->kind != ARCH_KIND_JCC || in->rel_size != 1)
+            return QP_EINVAL;
+    } else if (b == 0xf8 && o >= 1 && buf[o - 1] == 0xc7) {
+        br->form = X86_BR_XBEGIN;
+        start = o - 1;
+        if (in->kind != ARCH_KIND_JCC)
+            return QP_EINVAL;
+        if (in->rel_size != 4)
+            return QP_EUNSUPP;
+    } else {
+        return QP_EINVAL;
+    }
+
+    for (i = 0; i < start; i++) {
+        b = buf[i];
+        if (b == 0xf2 || b == 0xf3)
+            rep = b; /* the last of group 1 is the one in effect */
+        else if (b == 0x67)
+            br->addr32 = 1;
+        else if (!x86_is_legacy_prefix(b) && (b & 0xf0) != 0x40)
+            return QP_EINVAL;
+    }
+    br->bnd = rep == 0xf2 && br->form != X86_BR_LOOP && br->form != X86_BR_XBEGIN;
+    return 0;
+}
+
+/*
+ * Encode BR at ADDR going to TARGET (see arch_reloc_insn for the forms). Returns the
+ * byte count, QP_ERANGE or QP_EINVAL (CAP too small).
+ */
+static int
+x86_branch_encode(const x86_branch_t* br, uint64_t addr, uint64_t target, int short_ok,
+    uint8_t* out /*OUT*/, size_t cap)
+{
+    uint8_t opc[3];
+    size_t p = 0; /* prefix bytes */
+    int64_t d;
+
+    if (br->bnd)
+        opc[p++] = 0xf2;
+    switch (br->form) {
+    case X86_BR_JMP:
+    case X86_BR_JCC:
+        d = x86_disp(addr + p + 2, target);
+        if (short_ok && x86_fits8(d)) {
+            if (cap < p + 2)
+                return QP_EINVAL;
+            memcpy(out, opc, p);
+            out[p] = br->form == X86_BR_JMP ? 0xeb : (uint8_t)(0x70 | br->op);
+            out[p + 1] = (uint8_t)d;
+            return (int)(p + 2);
+        }
+        if (br->form == X86_BR_JMP) {
+            opc[p++] = 0xe9;
+        } else {
+            opc[p++] = 0x0f;
+            opc[p++] = (uint8_t)(0x80 | br->op);
+        }
+        return x86_put_rel32(opc, p, addr, target, out, cap);
+    case X86_BR_CALL:
+        opc[p++] = 0xe8;
+        return x86_put_rel32(opc, p, addr, target, out, cap);
+    case X86_BR_XBEGIN:
+        opc[0] = 0xc7;
+        opc[1] = 0xf8;
+        return x86_put_rel32(opc, 2, addr, target, out, cap);
+    case X86_BR_LOOP:
+        p = br->addr32;
+        d = x86_disp(addr + p + 2, target);
+        if (short_ok && x86_fits8(d)) {
+            if (cap < p + 2)
+                return QP_EINVAL;
+            if (p)
+                out[0] = 0x67;
+            out[p] = br->op;
+            out[p + 1] = (uint8_t)d;
+            return (int)(p + 2);
+        }
+        /*
+         * `<op> +2; jmp8 +5; jmp32 TARGET`: taken, the loop instruction skips the short
+         * jump and lands on the long one; not taken, the short jump skips the long one.
+         * %rcx and the flags see exactly what the original did.
+         */
+        if (cap < p + 9)
+            return QP_EINVAL;
+        d = x86_disp(addr + p + 9, target);
+        if (!x86_fits32(d))
+            return QP_ERANGE;
+        if (p)
+            out[0] = 0x67;
+        out[p] = br->op;
+        out[p + 1] = 2;
+        out[p + 2] = 0xeb;
+        out[p + 3] = 5;
+        out[p + 4] = 0xe9;
+        x86_put32(out + p + 5, (uint32_t)d);
+        return (int)(p + 9);
+    default: assert(0); return QP_EINVAL;
+    }
+}
+
+/*****************************************************************************
+ * Relocation of rip-relative operands, and the entry point
+ */
+
+/*
+ * Copy IN (from BUF) to OUT with its disp32 recomputed so that, at NEW_ADDR, the operand
+ * still addresses IN->target. With a 67 prefix the address is eip-relative: computed in
+ * 64 bits and truncated to 32, so any target below 4 GiB is reachable.
+ */
+static int
+x86_reloc_riprel(
+    const uint8_t* buf, const arch_insn_t* in, uint64_t new_addr, uint8_t* out /*OUT*/)
+{
+    uint64_t next = new_addr + in->len;
+    int addr32 = 0;
+    int64_t d;
+    size_t i;
+
+    /* Legacy prefixes come first, before REX, VEX or EVEX. */
+    for (i = 0; i < in->rel_off && x86_is_legacy_prefix(buf[i]); i++)
+        addr32 |= buf[i] == 0x67;
+    if (addr32) {
+        if (in->target > UINT32_MAX)
+            return QP_ERANGE;
+        d = (int32_t)(uint32_t)(in->target - next);
+    } else {
+        d = x86_disp(next, in->target);
+        if (!x86_fits32(d))
+            return QP_ERANGE;
+    }
+    memcpy(out, buf, in->len);
+    x86_put32(out + in->rel_off, (uint32_t)d);
+    return in->len;
+}
+
+int
+arch_reloc_insn(const uint8_t* buf, const arch_insn_t* in, uint64_t new_addr,
+    uint64_t new_target, int short_ok, uint8_t* out /*OUT*/, size_t cap)
+{
+    x86_branch_t br;
+
+    if (buf == NULL || in == NULL || out == NULL || in->len == 0
+        || in->len > ARCH_MAX_INSN || (size_t)in->rel_off + in->rel_size > in->len)
+        return QP_EINVAL;
+
+    if (in->flags & ARCH_F_BRANCH_REL) {
+        if (in->kind != ARCH_KIND_JMP && in->kind != ARCH_KIND_JCC
+            && in->kind != ARCH_KIND_CALL)
+            return QP_EUNSUPP; /* a pc-relative operand of some other kind */
+        QP_CHECK(x86_branch_parse(buf, in, &br));
+        return x86_branch_encode(&br, new_addr, new_target, short_ok, out, cap);
+    }
+    if (cap < in->len)
+        return QP_EINVAL;
+    if (in->flags & ARCH_F_RIPREL) {
+        if (in->rel_size != 4 || in->rel_off == 0)
+            return QP_EINVAL;
+        return x86_reloc_riprel(buf, in, new_addr, out);
+    }
+    memcpy(out, buf, in->len);
+    return in->len;
+}
+
+/*****************************************************************************
+ * Emitters
+ */
+
+int
+arch_emit_jmp(uint64_t addr, uint64_t target, uint8_t* out /*OUT*/, size_t cap)
+{
+    static const uint8_t opc[] = { 0xe9 };
+
+    return x86_put_rel32(opc, sizeof(opc), addr, target, out, cap);
+}
+
+int
+arch_emit_call(uint64_t addr, uint64_t target, uint8_t* out /*OUT*/, size_t cap)
+{
+    static const uint8_t opc[] = { 0xe8 };
+
+    return x86_put_rel32(opc, sizeof(opc), addr, target, out, cap);
+}
+
+int
+arch_emit_jcc(uint64_t addr, int cond, uint64_t target, uint8_t* out /*OUT*/, size_t cap)
+{
+    /* The x86 condition code of each arch_cond_t, indexed by the enum value. */
+    static const uint8_t cc[] = {
+        [ARCH_COND_A] = 0x7,
+        [ARCH_COND_AE] = 0x3,
+        [ARCH_COND_B] = 0x2,
+        [ARCH_COND_BE] = 0x6,
+        [ARCH_COND_E] = 0x4,
+        [ARCH_COND_NE] = 0x5,
+        [ARCH_COND_G] = 0xf,
+        [ARCH_COND_GE] = 0xd,
+        [ARCH_COND_L] = 0xc,
+        [ARCH_COND_LE] = 0xe,
+    };
+    uint8_t opc[2];
+
+    if (cond <= ARCH_COND_NONE || cond >= ARCH_COND_OTHER)
+        return QP_EINVAL;
+    opc[0] = 0x0f;
+    opc[1] = (uint8_t)(0x80 | cc[cond]);
+    return x86_put_rel32(opc, sizeof(opc), addr, target, out, cap);
+}
+
+int
+arch_emit_counter_inc(
+    uint64_t addr, uint64_t counter, int atomic, uint8_t* out /*OUT*/, size_t cap)
+{
+    /* [lock] incq disp32(%rip): [f0] REX.W ff /0, ModRM 05. */
+    static const uint8_t opc[] = { 0xf0, 0x48, 0xff, 0x05 };
+    const size_t skip = atomic ? 0 : 1;
+
+    return x86_put_rel32(opc + skip, sizeof(opc) - skip, addr, counter, out, cap);
+}
+
+int
+arch_emit_flags_save(uint8_t* out /*OUT*/, size_t cap)
+{
+    /* lea -0x80(%rsp),%rsp; pushfq. lea leaves the flags alone, unlike sub. */
+    static const uint8_t seq[] = { 0x48, 0x8d, 0x64, 0x24, 0x80, 0x9c };
+
+    if (out == NULL || cap < sizeof(seq))
+        return QP_EINVAL;
+    memcpy(out, seq, sizeof(seq));
+    return (int)sizeof(seq);
+}
+
+int
+arch_emit_flags_restore(uint8_t* out /*OUT*/, size_t cap)
+{
+    /* popfq; lea 0x80(%rsp),%rsp (disp32: +128 does not fit a disp8). */
+    static const uint8_t seq[] = { 0x9d, 0x48, 0x8d, 0xa4, 0x24, 0x80, 0x00, 0x00, 0x00 };
+
+    if (out == NULL || cap < sizeof(seq))
+        return QP_EINVAL;
+    memcpy(out, seq, sizeof(seq));
+    return (int)sizeof(seq);
+}
+
+int
+arch_emit_nops(size_t len, uint8_t* out /*OUT*/, size_t cap)
+{
+    /* Intel's recommended multi-byte nops (SDM vol. 2B, NOP), by length 1..9. */
+    static const uint8_t nops[9][9] = {
+        { 0x90 },
+        { 0x66, 0x90 },
+        { 0x0f, 0x1f, 0x00 },
+        { 0x0f, 0x1f, 0x40, 0x00 },
+        { 0x0f, 0x1f, 0x44, 0x00, 0x00 },
+        { 0x66, 0x0f, 0x1f, 0x44, 0x00, 0x00 },
+        { 0x0f, 0x1f, 0x80, 0x00, 0x00, 0x00, 0x00 },
+        { 0x0f, 0x1f, 0x84, 0x00, 0x00, 0x00, 0x00, 0x00 },
+        { 0x66, 0x0f, 0x1f, 0x84, 0x00, 0x00, 0x00, 0x00, 0x00 },
+    };
+    size_t done = 0, n;
+
+    if ((out == NULL && len != 0) || cap < len || len > INT32_MAX)
+        return QP_EINVAL;
+    while (done < len) {
+        n = len - done < 9 ? len - done : 9;
+        memcpy(out + done, nops[n - 1], n);
+        done += n;
+    }
+    return (int)len;
+}
+
+int
+arch_emit_trap(uint8_t* out /*OUT*/, size_t cap)
+{
+    if (out == NULL || cap < 2)
+        return QP_EINVAL;
+    out[0] = 0x0f; /* ud2 */
+    out[1] = 0x0b;
+    return 2;
+}
