@@ -658,23 +658,24 @@ jt_shape(const jt_state_t *st, uint32_t target, cfg_table_t *t, uint32_t *index)
 }
 
 /*
- * True when compare CM bounds INDEX: INDEX is the compared value, or a zero-extension of
- * its low bytes no wider than the compare (cmp $9,%dl; ja; movzbl %dl,%edx). A compare
- * narrower than the value is taken to bound it too, and so is a 32-bit compare of a value
- * whose 32-bit zero-extension is the index: a compiler emits `cmp $9,%edi; ja;
- * jmp *T(,%rdi,8)` or `cmp $9,%ax; ja; jmp *T(,%rax,8)` only when it knows the upper bits
- * are clear, and every entry is still checked to land on the procedure's code.
+ * True when compare CM bounds INDEX: both are the same value, up to zero-extensions of
+ * either. A zero-extension narrower than the compare (cmp $9,%dl; ja; movzbl %dl,%edx) or
+ * a compare of the full value is exact. The rest trusts the compiler: it emits
+ * `cmp $9,%edi; ja; jmp *T(,%rdi,8)` or `cmp $9,%di; ja; mov %edi,%ecx; jmp *T(,%rcx,8)`
+ * only when it knows the bits above the compare are clear (clang relies on callers
+ * extending narrow arguments). Every entry is still checked to land on the procedure's
+ * code.
  */
 static int
 jt_compares(const jt_state_t *st, const jt_cmp_t *cm, uint32_t index)
 {
-    const jt_node_t *x = &st->nodes[cm->val], *i = &st->nodes[index];
+    uint32_t a = cm->val, b = index;
 
-    if (jt_same(st, index, cm->val, 0))
-        return 1;
-    if (i->kind == JT_ZEXT && i->size <= cm->size && jt_same(st, i->a, cm->val, 0))
-        return 1;
-    return x->kind == JT_ZEXT && x->size == 4 && cm->size >= 4 && jt_same(st, x->a, index, 0);
+    if (st->nodes[a].kind == JT_ZEXT)
+        a = st->nodes[a].a;
+    if (st->nodes[b].kind == JT_ZEXT)
+        b = st->nodes[b].a;
+    return jt_same(st, a, b, 0);
 }
 
 /*

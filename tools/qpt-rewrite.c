@@ -9,11 +9,14 @@
 
 #include <errno.h>
 #include <getopt.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cfg/cfg.h"
+#include "editor/ed.h"
+#include "editor/elfw.h"
 #include "tools/tool.h"
 
 enum { EXIT_INPUT = 1, EXIT_USAGE = 2 };
@@ -53,6 +56,50 @@ fail_input(const char *input, int rc)
         why = strerror(errno);
     fprintf(stderr, "%s: %s: %s\n", prog_name, input, why);
     return EXIT_INPUT;
+}
+
+/* The rewrite proper: plan, relocate, write. Prints the summary line on success. */
+static int
+rewrite(const cfg_prog_t *prog, const char *input, const char *output, const char *driver,
+        int verbose)
+{
+    if (strcmp(driver, "none") != 0) {
+        fprintf(stderr, "%s: %s: --driver=%s is not implemented yet (use --driver=none)\n",
+                prog_name, input, driver);
+        return EXIT_INPUT;
+    }
+    ed_plan_t *plan = NULL;
+    ed_opts_t eo = { 0 };
+    eo.stretch = getenv("QPT_STRETCH") != NULL; /* testing aid, see README */
+    int rc = ed_plan_create(prog, &eo, &plan);
+    if (rc < 0)
+        return fail_input(input, rc);
+    if (verbose)
+        for (uint32_t i = 0; i < prog->nprocs; i++) {
+            const char *why = ed_plan_left_reason(plan, i);
+            if (why != NULL && !(prog->procs[i].flags & CFG_PROC_FRAGMENT))
+                fprintf(stderr, "%s: left in place: %s at 0x%llx: %s\n", prog_name,
+                        prog->procs[i].name, (unsigned long long)prog->procs[i].entry, why);
+        }
+    char err[512] = "";
+    elfw_rewrite_stats_t st;
+    rc = elfw_rewrite(prog, plan, input, output, &st, err, sizeof(err));
+    if (rc < 0) {
+        fprintf(stderr, "%s: %s: %s\n", prog_name, input, err[0] ? err : qp_strerror(rc));
+        ed_plan_destroy(plan);
+        return EXIT_INPUT;
+    }
+    const ed_stats_t *es = ed_plan_stats(plan);
+    fprintf(stderr,
+            "%s: %s: %u procedures relocated, %u left in place; %llu bytes of code relocated "
+            "into %llu; %u redirects (%u for indirect-jump targets); output %llu bytes "
+            "(%.2fx input)\n",
+            prog_name, output, es->nmoved, es->nleft, (unsigned long long)es->bytes_old,
+            (unsigned long long)es->bytes_new, es->npads, es->nind_pads,
+            (unsigned long long)st.output_size,
+            st.input_size ? (double)st.output_size / (double)st.input_size : 0.0);
+    ed_plan_destroy(plan);
+    return 0;
 }
 
 int
@@ -137,11 +184,7 @@ main(int argc, char **argv)
             tool_dump_dot(stdout, prog, p);
         break;
     }
-    default:
-        fprintf(stderr, "%s: %s: rewriting is not implemented yet (only --dump-cfg)\n",
-                prog_name, input);
-        status = EXIT_INPUT;
-        break;
+    default: status = rewrite(prog, input, output, driver, verbose); break;
     }
     cfg_prog_destroy(prog);
     cfg_image_destroy(img);

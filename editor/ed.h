@@ -1,0 +1,182 @@
+/* Copyright 2026 the qpt authors
+ * SPDX-License-Identifier: MIT */
+#ifndef QP_ED_H
+#define QP_ED_H
+/*
+ * PURPOSE: the memory-only half of the editor, shared by the static rewriter and the
+ * live-process mode: which procedures move, where every instruction goes (the global
+ * old-to-new map), the relocated code with the drivers' snippets, the redirects in the old
+ * text, and the unwind tables for the new code. It writes only through qp_space_ops_t and
+ * never knows whether it edits a file image or a live process: no libelf, no BFD, no
+ * ptrace here. Lifetimes: a plan points into its cfg_prog_t, which must outlive it.
+ */
+#include <stddef.h>
+#include <stdint.h>
+
+#include "arch/arch.h"
+#include "cfg/cfg.h"
+
+/*****************************************************************************
+ * Address spaces: the only thing that differs between static and live editing
+ */
+
+typedef struct qp_space_ops {
+    /* Read LEN bytes at ADDR of the target. 0 or QP_E*. */
+    int (*read)(void *self, uint64_t addr, void *buf, size_t len);
+    /* Write LEN bytes at ADDR (existing code or memory from alloc). 0 or QP_E*. */
+    int (*write)(void *self, uint64_t addr, const void *buf, size_t len);
+    /*
+     * Reserve LEN bytes of new memory whose every byte is within rel32 reach (+-2 GiB)
+     * of [LO, HI), with PROT (ED_PROT_* bits); *OUT gets its address. 0 or QP_E*.
+     */
+    int (*alloc_near)(void *self, uint64_t lo, uint64_t hi, size_t len, uint32_t prot,
+                      uint64_t *out /*OUT*/);
+} qp_space_ops_t;
+
+enum {
+    ED_PROT_R = 1u << 0,
+    ED_PROT_W = 1u << 1,
+    ED_PROT_X = 1u << 2,
+};
+
+/*****************************************************************************
+ * Unwind tables for relocated code (ed_unwind.c)
+ */
+
+/*
+ * Where an old code address went: the new address, or 0 when the code at OLD was not
+ * relocated. For an address inside an instruction's "slot" the slot start is returned:
+ * map(old instruction) is where the snippets placed before that instruction begin.
+ */
+typedef uint64_t (*ed_map_fn)(void *arg, uint64_t old);
+
+typedef struct ed_unwind_out {
+    uint8_t *data;          /* the blob: new CIEs/FDEs, new LSDAs, new .eh_frame_hdr */
+    size_t size;            /* its size */
+    uint64_t eh_frame;      /* address of the new FDEs (start of the blob) */
+    size_t eh_frame_size;   /* bytes of CIE/FDE records, terminator included */
+    uint64_t hdr;           /* address of the new .eh_frame_hdr inside the blob */
+    size_t hdr_size;        /* its size */
+    uint32_t nfde_moved;    /* FDEs rewritten for relocated code */
+    uint32_t nlsda_moved;   /* LSDAs rewritten */
+    uint32_t nfde_failed;   /* FDEs that could not be read or rewritten (left out or kept old) */
+} ed_unwind_out_t;
+
+/*
+ * Build unwind information for relocated code, to be placed at address AT: for every FDE
+ * of IMG's .eh_frame whose start MAP relocates, a copy (and its CIE) with every location
+ * (pc_begin, pc_range, DW_CFA_advance_loc*, DW_CFA_set_loc) mapped through MAP, and a copy
+ * of its LSDA (.gcc_except_table: call-site start/length/landing pad mapped; action and
+ * type tables kept); then a new .eh_frame_hdr whose sorted search table covers the old
+ * FDEs of code that did not move and the new ones. Returns 0 and fills *OUT (free
+ * out->data with free()), QP_EFORMAT when the old tables cannot be parsed, QP_ENOMEM.
+ * An image without .eh_frame gives an empty blob (size 0).
+ */
+int ed_unwind_build(const cfg_image_t *img, ed_map_fn map, void *arg, uint64_t at,
+                    ed_unwind_out_t *out /*OUT*/);
+
+/*
+ * As ed_unwind_build, with MAP_END for the ends of ranges (FDE ends, call-site ends):
+ * MAP_END(arg, old) is the new address just past the relocated instruction that ends at
+ * OLD, or 0 when unknown. It says what MAP cannot when OLD is also the start of another
+ * relocated procedure. MAP_END may be NULL (then MAP is used for ends as well).
+ */
+int ed_unwind_build_ex(const cfg_image_t *img, ed_map_fn map, ed_map_fn map_end, void *arg,
+                       uint64_t at, ed_unwind_out_t *out /*OUT*/);
+
+
+/*****************************************************************************
+ * The relocation plan (ed_layout.c)
+ */
+
+typedef struct ed_plan ed_plan_t;
+
+/* Options; zero-initialise for the defaults. */
+typedef struct ed_opts {
+    int stretch;        /* testing: put a nop after every relocated instruction, so layout
+                         * assumptions fail loudly instead of by luck */
+    int long_branches;  /* never use rel8 forms in relocated code */
+} ed_opts_t;
+
+typedef struct ed_stats {
+    uint32_t nmoved;        /* procedures relocated */
+    uint32_t nleft;         /* procedures left in place */
+    uint64_t bytes_old;     /* bytes of the relocated procedures' blocks */
+    uint64_t bytes_new;     /* bytes of relocated code (the new text) */
+    uint32_t npads;         /* redirect jumps written into the old text */
+    uint32_t nind_pads;     /* ... of which for indirect-jump targets (tables, labels) */
+} ed_stats_t;
+
+/*
+ * Decide which procedures of PROG move: those cfg/ classed safe, except PLT stubs, those
+ * whose redirect jumps do not fit in their old bytes (an entry or indirect target closer
+ * than 5 bytes to the next one or the end), and those with indirect jumps of unknown
+ * targets. OPTS may be NULL. Free with ed_plan_destroy.
+ */
+int ed_plan_create(const cfg_prog_t *prog, const ed_opts_t *opts, ed_plan_t **out /*OUT*/);
+
+void ed_plan_destroy(ed_plan_t *plan);
+
+/* Why procedure I of the program stays in place, or NULL when it moves. */
+const char *ed_plan_left_reason(const ed_plan_t *plan, uint32_t proc);
+
+/*
+ * Lay out the moving procedures in new memory from SPACE (one executable region within
+ * rel32 reach of the image), write the relocated code there and a `jmp` to the new code at
+ * every entry and indirect-jump target of each moved procedure's old bytes. Direct
+ * branches go through the global old-to-new map. Returns 0, QP_ERANGE when the new code
+ * cannot reach what it refers to, or an error of SPACE.
+ */
+int ed_plan_apply(ed_plan_t *plan, const qp_space_ops_t *ops, void *space);
+
+/* Address of the new code region and its size (after ed_plan_apply). */
+uint64_t ed_plan_text(const ed_plan_t *plan, uint64_t *size /*OUT*/);
+
+/*
+ * Where the code at OLD went (after ed_plan_apply): the new address of the instruction at
+ * OLD; for an address inside a moved procedure that is not an instruction start (holes,
+ * the end of a range), the new address of the next moved instruction, or the end of the
+ * procedure's new code; 0 when OLD did not move. Usable as an ed_map_fn (ARG = plan).
+ */
+uint64_t ed_plan_map(void *plan, uint64_t old);
+
+/* Figures for the summary line. */
+const ed_stats_t *ed_plan_stats(const ed_plan_t *plan);
+
+
+/*****************************************************************************
+ * The static address space: an executable file's image in memory (ed_image.c)
+ */
+
+typedef struct ed_image ed_image_t;
+
+/* A region allocated in the image (it becomes a new PT_LOAD). */
+typedef struct ed_region {
+    uint64_t vaddr;     /* address */
+    uint64_t size;      /* size */
+    uint32_t prot;      /* ED_PROT_* */
+    uint8_t *bytes;     /* contents, owned by the image */
+} ed_region_t;
+
+/* Bytes written over the input's loaded contents (redirects in the old text). */
+typedef struct ed_patch {
+    uint64_t vaddr;     /* address */
+    uint64_t len;       /* length */
+    uint8_t *bytes;     /* new bytes, owned by the image */
+} ed_patch_t;
+
+/* The ops of an ed_image_t, to pass with it as SPACE. */
+extern const qp_space_ops_t ed_image_ops;
+
+/* An empty editable image over IMG (which must outlive it). */
+int ed_image_create(const cfg_image_t *img, ed_image_t **out /*OUT*/);
+
+void ed_image_destroy(ed_image_t *im);
+
+/* The regions allocated so far, in address order (valid until the next call). */
+const ed_region_t *ed_image_regions(const ed_image_t *im, size_t *n /*OUT*/);
+
+/* The patches written so far, in address order (the editor never writes one byte twice). */
+const ed_patch_t *ed_image_patches(ed_image_t *im, size_t *n /*OUT*/);
+
+#endif

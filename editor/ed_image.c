@@ -1,0 +1,186 @@
+/* Copyright 2026 the qpt authors
+ * SPDX-License-Identifier: MIT */
+
+/*
+ * The static editor's address space: the input's loaded image (read through cfg/), new
+ * regions placed after its last segment, and patches over its existing bytes. elfw.c
+ * turns regions and patches into the output file; dynamic/ implements the same ops over
+ * a live process.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "editor/ed.h"
+
+#define PAGE 4096u
+#define REACH 0x7fff0000ull /* rel32 reach, with a margin */
+
+struct ed_image {
+    const cfg_image_t *img;   /* the input */
+    ed_region_t *regions;     /* allocated regions, in address order */
+    size_t nregions;
+    ed_patch_t *patches;      /* writes over existing bytes */
+    size_t npatches, cappatches;
+    int sorted;               /* patches sorted and merged */
+    uint64_t next;            /* where the next region may start */
+};
+
+static uint64_t
+page_up(uint64_t x)
+{
+    return (x + PAGE - 1) & ~(uint64_t)(PAGE - 1);
+}
+
+int
+ed_image_create(const cfg_image_t *img, ed_image_t **out)
+{
+    if (img == NULL || out == NULL)
+        return QP_EINVAL;
+    ed_image_t *im = calloc(1, sizeof(*im));
+    if (im == NULL)
+        return QP_ENOMEM;
+    im->img = img;
+    uint64_t end = 0;
+    for (size_t i = 0; i < img->nsegments; i++)
+        if (img->segments[i].type == 1 /* PT_LOAD */
+            && img->segments[i].vaddr + img->segments[i].memsz > end)
+            end = img->segments[i].vaddr + img->segments[i].memsz;
+    /* A guard page between the program's last segment (often .bss, which the program may
+     * extend with brk) and the new code. */
+    im->next = page_up(end) + PAGE;
+    *out = im;
+    return 0;
+}
+
+void
+ed_image_destroy(ed_image_t *im)
+{
+    if (im == NULL)
+        return;
+    for (size_t i = 0; i < im->nregions; i++)
+        free(im->regions[i].bytes);
+    for (size_t i = 0; i < im->npatches; i++)
+        free(im->patches[i].bytes);
+    free(im->regions);
+    free(im->patches);
+    free(im);
+}
+
+static ed_region_t *
+region_at(const ed_image_t *im, uint64_t addr, size_t len)
+{
+    for (size_t i = 0; i < im->nregions; i++) {
+        ed_region_t *r = &im->regions[i];
+        if (addr >= r->vaddr && len <= r->size && addr - r->vaddr <= r->size - len)
+            return r;
+    }
+    return NULL;
+}
+
+static int
+image_read(void *self, uint64_t addr, void *buf, size_t len)
+{
+    ed_image_t *im = self;
+    ed_region_t *r = region_at(im, addr, len);
+    if (r != NULL) {
+        memcpy(buf, r->bytes + (addr - r->vaddr), len);
+        return 0;
+    }
+    size_t avail;
+    const uint8_t *p = cfg_image_ptr(im->img, addr, &avail);
+    if (p == NULL || avail < len)
+        return QP_ERANGE;
+    memcpy(buf, p, len);
+    /* Later patches win. */
+    for (size_t i = 0; i < im->npatches; i++) {
+        const ed_patch_t *pt = &im->patches[i];
+        for (uint64_t k = 0; k < pt->len; k++)
+            if (pt->vaddr + k >= addr && pt->vaddr + k < addr + len)
+                ((uint8_t *)buf)[pt->vaddr + k - addr] = pt->bytes[k];
+    }
+    return 0;
+}
+
+static int
+image_write(void *self, uint64_t addr, const void *buf, size_t len)
+{
+    ed_image_t *im = self;
+    ed_region_t *r = region_at(im, addr, len);
+    if (r != NULL) {
+        memcpy(r->bytes + (addr - r->vaddr), buf, len);
+        return 0;
+    }
+    size_t avail;
+    if (cfg_image_ptr(im->img, addr, &avail) == NULL || avail < len)
+        return QP_ERANGE; /* only loaded bytes of the input can be patched */
+    if (im->npatches == im->cappatches) {
+        size_t cap = im->cappatches ? im->cappatches * 2 : 64;
+        ed_patch_t *v = realloc(im->patches, cap * sizeof(ed_patch_t));
+        if (v == NULL)
+            return QP_ENOMEM;
+        im->patches = v;
+        im->cappatches = cap;
+    }
+    uint8_t *copy = malloc(len ? len : 1);
+    if (copy == NULL)
+        return QP_ENOMEM;
+    memcpy(copy, buf, len);
+    im->patches[im->npatches++] = (ed_patch_t) { addr, len, copy };
+    im->sorted = 0;
+    return 0;
+}
+
+static int
+image_alloc_near(void *self, uint64_t lo, uint64_t hi, size_t len, uint32_t prot, uint64_t *out)
+{
+    ed_image_t *im = self;
+    if ((prot & ED_PROT_W) && (prot & ED_PROT_X))
+        return QP_EINVAL; /* never writable and executable at once */
+    uint64_t at = page_up(im->next);
+    if (at + len - lo > REACH || (hi > at && hi - at > REACH))
+        return QP_ERANGE;
+    ed_region_t *v = realloc(im->regions, (im->nregions + 1) * sizeof(ed_region_t));
+    if (v == NULL)
+        return QP_ENOMEM;
+    im->regions = v;
+    uint8_t *bytes = calloc(1, len ? len : 1);
+    if (bytes == NULL)
+        return QP_ENOMEM;
+    im->regions[im->nregions++] = (ed_region_t) { at, len, prot, bytes };
+    im->next = at + len;
+    *out = at;
+    return 0;
+}
+
+const qp_space_ops_t ed_image_ops = {
+    .read = image_read,
+    .write = image_write,
+    .alloc_near = image_alloc_near,
+};
+
+const ed_region_t *
+ed_image_regions(const ed_image_t *im, size_t *n)
+{
+    *n = im->nregions;
+    return im->regions;
+}
+
+static int
+cmp_patch(const void *a, const void *b)
+{
+    const ed_patch_t *x = a, *y = b;
+    return x->vaddr < y->vaddr ? -1 : x->vaddr > y->vaddr;
+}
+
+const ed_patch_t *
+ed_image_patches(ed_image_t *im, size_t *n)
+{
+    if (!im->sorted && im->npatches > 1) {
+        /* Stable order for equal addresses is not needed: overlapping writes are not
+         * produced by the editor (each redirect has its own 5 bytes). */
+        qsort(im->patches, im->npatches, sizeof(ed_patch_t), cmp_patch);
+    }
+    im->sorted = 1;
+    *n = im->npatches;
+    return im->patches;
+}

@@ -1,0 +1,736 @@
+/* Copyright 2026 the qpt authors
+ * SPDX-License-Identifier: MIT */
+
+/*
+ * The relocation plan: which procedures move, where each of their instructions goes,
+ * and the bytes of the new code. Every moved instruction is re-encoded at its new address
+ * by arch_reloc_insn; direct branches go through one global old-to-new map (so tail calls
+ * and jumps between a procedure and its cold fragment stay right); rip-relative operands
+ * keep addressing the same data. The old bytes of a moved procedure become its
+ * translation table (seed 004, section 3.2, adapted to x86-64): a `jmp` to the new code
+ * at its entry and at every indirect-jump target (jump-table cases, address-taken labels,
+ * interior entries), so function pointers, vtables, callbacks, signal handlers and
+ * jump tables - which keep their old values, data never changes - all land in new code.
+ * Each such dispatch costs one extra direct jump; procedures whose redirects do not fit
+ * stay in place.
+ *
+ * Layout is two passes over the moving code: sizes with long (rel32) branches, then rel8
+ * wherever the target is in reach in that layout - shrinking code only brings targets
+ * closer, so the choice stays valid - and the final addresses.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "editor/ed.h"
+
+/* The length of a `jmp rel32`: a redirect in the old text. */
+#define PAD_LEN 5
+
+typedef struct ed_slot {
+    uint64_t old;      /* old address of the instruction */
+    uint64_t new_;     /* new address (layout-relative until applied) */
+    uint64_t fall_to;  /* SLOT_JMP_AFTER: the old address the added jmp goes to */
+    uint8_t len;       /* new length, stretch nop included */
+    uint8_t olen;      /* old length */
+    uint8_t flags;     /* SLOT_* */
+} ed_slot_t;
+
+enum {
+    SLOT_SHORT = 1,    /* branch encoded in its rel8 form */
+    SLOT_JMP_AFTER = 2 /* a `jmp` follows (fall-through to a block not next in layout) */
+};
+
+typedef struct ed_seg {
+    uint64_t start, end; /* an old extent (main part or cold fragment) of a moved proc */
+    uint32_t owner;      /* the moved procedure */
+} ed_seg_t;
+
+struct ed_plan {
+    const cfg_prog_t *prog;   /* the program */
+    ed_opts_t opts;           /* options */
+    const char **reason;      /* per procedure: why it stays, NULL when it moves */
+    char **owned;             /* reasons formatted here */
+    size_t nowned;
+    ed_slot_t *slots;         /* every moved instruction, sorted by old address */
+    ed_slot_t *lay;           /* the same, in layout (new address) order */
+    size_t nslots;
+    ed_seg_t *segs;           /* old extents of moved procedures, sorted */
+    size_t nsegs;
+    uint64_t *seg_new_end;    /* per segment: new address after its last instruction */
+    uint64_t *xt;             /* targets of jumps between procedures, sorted */
+    size_t nxt;
+    uint64_t text;            /* address of the new code */
+    uint64_t text_size;       /* its size */
+    ed_stats_t stats;         /* figures */
+};
+
+/*****************************************************************************
+ * Which procedures move
+ */
+
+static const char *
+owned_reason(ed_plan_t *plan, const char *fmt, uint64_t addr)
+{
+    char buf[128];
+    snprintf(buf, sizeof(buf), fmt, (unsigned long long)addr);
+    char *d = malloc(strlen(buf) + 1);
+    char **v = realloc(plan->owned, (plan->nowned + 1) * sizeof(char *));
+    if (d == NULL || v == NULL) {
+        free(d);
+        if (v != NULL)
+            plan->owned = v;
+        return "out of memory";
+    }
+    strcpy(d, buf);
+    plan->owned = v;
+    plan->owned[plan->nowned++] = d;
+    return d;
+}
+
+static int
+cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* The end of the old extent (main part or fragment) of P that holds ADDR. */
+static uint64_t
+extent_end(const cfg_prog_t *prog, uint32_t pi, uint64_t addr)
+{
+    const cfg_proc_t *p = &prog->procs[pi];
+    if (addr >= p->start && addr < p->end)
+        return p->end;
+    for (uint32_t i = 0; i < prog->nprocs; i++) {
+        const cfg_proc_t *f = &prog->procs[i];
+        if (f->parent == pi && (f->flags & CFG_PROC_FRAGMENT) && addr >= f->start && addr < f->end)
+            return f->end;
+    }
+    return addr; /* not inside: no room */
+}
+
+/* Old addresses of P that need a redirect: entry, indirect targets, interior entries. */
+static int
+in_sorted(const uint64_t *v, size_t n, uint64_t x)
+{
+    size_t lo = 0, hi = n;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (v[mid] < x)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < n && v[lo] == x;
+}
+
+static int
+collect_pads(const cfg_prog_t *prog, const uint64_t *xt, size_t nxt, uint32_t pi, uint64_t **out,
+             size_t *n, uint32_t *nind)
+{
+    const cfg_proc_t *p = &prog->procs[pi];
+    size_t cap = 16, k = 0;
+    uint64_t *v = malloc(cap * sizeof(uint64_t));
+    if (v == NULL)
+        return QP_ENOMEM;
+    v[k++] = p->entry;
+    *nind = 0;
+    for (uint32_t b = p->block; b < p->block + p->nblocks; b++) {
+        const cfg_block_t *bl = &prog->blocks[b];
+        for (uint32_t e = 0; e < bl->nsucc; e++) {
+            const cfg_edge_t *ed = cfg_block_succ(prog, bl, e);
+            if ((ed->kind != CFG_EDGE_TABLE && ed->kind != CFG_EDGE_INDIRECT) || ed->to == CFG_NONE)
+                continue;
+            if (k == cap) {
+                uint64_t *nv = realloc(v, (cap *= 2) * sizeof(uint64_t));
+                if (nv == NULL) {
+                    free(v);
+                    return QP_ENOMEM;
+                }
+                v = nv;
+            }
+            v[k++] = prog->blocks[ed->to].start;
+        }
+    }
+    /* Interior entries: blocks that other procedures jump to directly. A direct jump
+     * from moved code is retargeted through the map, but one from code that stays
+     * needs the redirect. */
+    for (uint32_t b = p->block; b < p->block + p->nblocks; b++) {
+        uint64_t st = prog->blocks[b].start;
+        if (st == p->entry || !in_sorted(xt, nxt, st))
+            continue;
+        if (k == cap) {
+            uint64_t *nv = realloc(v, (cap *= 2) * sizeof(uint64_t));
+            if (nv == NULL) {
+                free(v);
+                return QP_ENOMEM;
+            }
+            v = nv;
+        }
+        v[k++] = st;
+    }
+    qsort(v, k, sizeof(uint64_t), cmp_u64);
+    size_t u = 0;
+    for (size_t i = 0; i < k; i++)
+        if (u == 0 || v[u - 1] != v[i])
+            v[u++] = v[i];
+    *nind = (uint32_t)(u - 1);
+    *out = v;
+    *n = u;
+    return 0;
+}
+
+/* Every target of a tail-call edge (jumps between procedures), sorted. */
+static int
+collect_jump_targets(ed_plan_t *plan)
+{
+    const cfg_prog_t *prog = plan->prog;
+    plan->xt = malloc((prog->nedges + 1) * sizeof(uint64_t));
+    if (plan->xt == NULL)
+        return QP_ENOMEM;
+    for (uint32_t e = 0; e < prog->nedges; e++)
+        if (prog->edges[e].kind == CFG_EDGE_TAILCALL && prog->edges[e].target)
+            plan->xt[plan->nxt++] = prog->edges[e].target;
+    qsort(plan->xt, plan->nxt, sizeof(uint64_t), cmp_u64);
+    return 0;
+}
+
+static int
+decide(ed_plan_t *plan)
+{
+    const cfg_prog_t *prog = plan->prog;
+    QP_CHECK(collect_jump_targets(plan));
+    for (uint32_t i = 0; i < prog->nprocs; i++) {
+        const cfg_proc_t *p = &prog->procs[i];
+        const char **r = &plan->reason[i];
+        if (p->flags & CFG_PROC_FRAGMENT)
+            continue; /* decided with its parent below */
+        if (p->unsafe != NULL) {
+            *r = p->unsafe;
+            continue;
+        }
+        if (p->flags & CFG_PROC_PLT) {
+            *r = "PLT stub";
+            continue;
+        }
+        if (p->nblocks == 0 || prog->blocks[p->block].start != p->entry) {
+            *r = "no code decoded at its entry";
+            continue;
+        }
+        uint64_t unresolved = 0;
+        for (uint32_t b = p->block; b < p->block + p->nblocks && !unresolved; b++)
+            for (uint32_t e = 0; e < prog->blocks[b].nsucc; e++)
+                if (cfg_block_succ(prog, &prog->blocks[b], e)->kind == CFG_EDGE_UNRESOLVED)
+                    unresolved = prog->blocks[b].end;
+        if (unresolved) {
+            *r = owned_reason(plan, "indirect jump with unknown targets before 0x%llx", unresolved);
+            continue;
+        }
+        uint64_t *pads;
+        size_t npads;
+        uint32_t nind;
+        QP_CHECK(collect_pads(prog, plan->xt, plan->nxt, i, &pads, &npads, &nind));
+        for (size_t k = 0; k < npads && *r == NULL; k++) {
+            uint64_t room = k + 1 < npads ? pads[k + 1] : extent_end(prog, i, pads[k]);
+            uint64_t lim = extent_end(prog, i, pads[k]);
+            if (room > lim)
+                room = lim;
+            if (room < pads[k] + PAD_LEN)
+                *r = owned_reason(plan, "no room for a redirect jump at 0x%llx", pads[k]);
+        }
+        free(pads);
+    }
+    for (uint32_t i = 0; i < prog->nprocs; i++) {
+        const cfg_proc_t *p = &prog->procs[i];
+        if ((p->flags & CFG_PROC_FRAGMENT) && p->parent != CFG_NONE)
+            plan->reason[i] = plan->reason[p->parent] ? "its parent stays in place" : NULL;
+        else if (p->flags & CFG_PROC_FRAGMENT)
+            plan->reason[i] = "cold fragment without parent";
+    }
+    return 0;
+}
+
+/*****************************************************************************
+ * Layout
+ */
+
+static int
+cmp_slot(const void *a, const void *b)
+{
+    const ed_slot_t *x = a, *y = b;
+    return x->old < y->old ? -1 : x->old > y->old;
+}
+
+
+/* The slot of the instruction at OLD, or NULL. */
+static ed_slot_t *
+slot_at(const ed_plan_t *plan, uint64_t old)
+{
+    size_t lo = 0, hi = plan->nslots;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (plan->slots[mid].old < old)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < plan->nslots && plan->slots[lo].old == old ? &plan->slots[lo] : NULL;
+}
+
+static const ed_seg_t *
+seg_at(const ed_plan_t *plan, uint64_t old, size_t *idx)
+{
+    size_t lo = 0, hi = plan->nsegs;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (plan->segs[mid].end <= old)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (lo < plan->nsegs && plan->segs[lo].start <= old) {
+        if (idx)
+            *idx = lo;
+        return &plan->segs[lo];
+    }
+    return NULL;
+}
+
+/* Can control fall off the end of block B (into the next address)? */
+static int
+falls_through(const cfg_prog_t *prog, const cfg_block_t *b, uint64_t *to /*OUT*/)
+{
+    for (uint32_t e = 0; e < b->nsucc; e++) {
+        const cfg_edge_t *ed = cfg_block_succ(prog, b, e);
+        if ((ed->kind == CFG_EDGE_FALL || ed->kind == CFG_EDGE_CALLRET) && ed->to != CFG_NONE) {
+            *to = prog->blocks[ed->to].start;
+            return 1;
+        }
+    }
+    switch (b->last_kind) {
+    case ARCH_KIND_JMP:
+    case ARCH_KIND_JMP_IND:
+    case ARCH_KIND_RET:
+    case ARCH_KIND_HALT: return 0;
+    default: break;
+    }
+    /* Falls through padding into the next procedure: a tail-call edge to it. */
+    for (uint32_t e = 0; e < b->nsucc; e++) {
+        const cfg_edge_t *ed = cfg_block_succ(prog, b, e);
+        if (ed->kind == CFG_EDGE_TAILCALL && ed->target >= b->end && ed->target < b->end + 64) {
+            *to = ed->target;
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* Fill plan->lay with every moved instruction in layout order, sizes long. */
+static int
+collect_slots(ed_plan_t *plan)
+{
+    const cfg_prog_t *prog = plan->prog;
+    size_t cap = 1024, n = 0;
+    ed_slot_t *v = malloc(cap * sizeof(ed_slot_t));
+    uint32_t *order = NULL;
+    size_t ordercap = 0;
+    int rc = 0;
+    uint8_t scratch[ARCH_MAX_RELOC];
+    if (v == NULL)
+        return QP_ENOMEM;
+    for (uint32_t pi = 0; pi < prog->nprocs && rc == 0; pi++) {
+        const cfg_proc_t *p = &prog->procs[pi];
+        if (plan->reason[pi] != NULL || (p->flags & CFG_PROC_FRAGMENT))
+            continue;
+        if (p->nblocks > ordercap) {
+            free(order);
+            ordercap = p->nblocks;
+            if ((order = malloc(ordercap * sizeof(uint32_t))) == NULL) {
+                rc = QP_ENOMEM;
+                break;
+            }
+        }
+        /* Blocks in address order: cfg/ puts the entry block first, the rest sorted. */
+        uint32_t k0 = 0;
+        uint64_t entry = prog->blocks[p->block].start;
+        for (uint32_t k = 1; k < p->nblocks; k++) {
+            if (k0 == k - 1 && prog->blocks[p->block + k].start < entry)
+                k0 = k;
+        }
+        uint32_t o = 0;
+        for (uint32_t k = 1; k <= k0; k++)
+            order[o++] = p->block + k;
+        order[o++] = p->block;
+        for (uint32_t k = k0 + 1; k < p->nblocks; k++)
+            order[o++] = p->block + k;
+        plan->stats.nmoved++;
+        for (uint32_t k = 0; k < p->nblocks && rc == 0; k++) {
+            const cfg_block_t *b = &prog->blocks[order[k]];
+            plan->stats.bytes_old += b->end - b->start;
+            for (uint64_t a = b->start; a < b->end;) {
+                size_t avail;
+                const uint8_t *bytes = cfg_image_ptr(prog->img, a, &avail);
+                arch_insn_t in;
+                if (bytes == NULL || arch_decode(bytes, avail, a, &in) < 0) {
+                    rc = QP_EDECODE;
+                    break;
+                }
+                /* The long form at the same address: an upper bound of the size. */
+                int direct = in.kind == ARCH_KIND_JMP || in.kind == ARCH_KIND_JCC
+                    || in.kind == ARCH_KIND_CALL;
+                int len = arch_reloc_insn(bytes, &in, a, direct ? a + 0x10000000 : 0, 0, scratch,
+                                          sizeof(scratch));
+                if (len < 0) {
+                    rc = len;
+                    break;
+                }
+                if (n == cap) {
+                    ed_slot_t *nv = realloc(v, (cap *= 2) * sizeof(ed_slot_t));
+                    if (nv == NULL) {
+                        rc = QP_ENOMEM;
+                        break;
+                    }
+                    v = nv;
+                }
+                v[n++] = (ed_slot_t) { a, 0, 0, (uint8_t)(len + (plan->opts.stretch ? 1 : 0)),
+                                       in.len, 0 };
+                a += in.len;
+            }
+            /* A fall-through to anything but the next block in layout needs a jmp. */
+            uint64_t to;
+            if (rc == 0 && n > 0 && falls_through(prog, b, &to)
+                && !(k + 1 < p->nblocks && prog->blocks[order[k + 1]].start == to)) {
+                v[n - 1].flags |= SLOT_JMP_AFTER;
+                v[n - 1].fall_to = to;
+            }
+        }
+    }
+    free(order);
+    if (rc < 0) {
+        free(v);
+        return rc;
+    }
+    plan->lay = v;
+    plan->nslots = n;
+    return 0;
+}
+
+/* Assign addresses from BASE in layout order; returns the size. */
+static uint64_t
+assign(ed_plan_t *plan, uint64_t base)
+{
+    uint64_t at = base;
+    for (size_t i = 0; i < plan->nslots; i++) {
+        ed_slot_t *s = &plan->lay[i];
+        s->new_ = at;
+        at += s->len + ((s->flags & SLOT_JMP_AFTER) ? PAD_LEN : 0);
+    }
+    return at - base;
+}
+
+/* plan->slots = plan->lay sorted by old address (for lookups). */
+static int
+index_slots(ed_plan_t *plan)
+{
+    free(plan->slots);
+    plan->slots = malloc((plan->nslots + 1) * sizeof(ed_slot_t));
+    if (plan->slots == NULL)
+        return QP_ENOMEM;
+    memcpy(plan->slots, plan->lay, plan->nslots * sizeof(ed_slot_t));
+    qsort(plan->slots, plan->nslots, sizeof(ed_slot_t), cmp_slot);
+    return 0;
+}
+
+/* A branch target: the new address of a moved instruction, else the old address. */
+static uint64_t
+map_target(const ed_plan_t *plan, uint64_t target)
+{
+    const ed_slot_t *s = slot_at(plan, target);
+    return s ? s->new_ : target;
+}
+
+static int
+build_segments(ed_plan_t *plan)
+{
+    const cfg_prog_t *prog = plan->prog;
+    plan->segs = malloc((prog->nprocs + 1) * sizeof(ed_seg_t));
+    plan->seg_new_end = calloc(prog->nprocs + 1, sizeof(uint64_t));
+    if (plan->segs == NULL || plan->seg_new_end == NULL)
+        return QP_ENOMEM;
+    for (uint32_t i = 0; i < prog->nprocs; i++) {
+        const cfg_proc_t *p = &prog->procs[i];
+        uint32_t owner = (p->flags & CFG_PROC_FRAGMENT) ? p->parent : i;
+        if (owner == CFG_NONE || plan->reason[owner] != NULL || plan->reason[i] != NULL)
+            continue;
+        plan->segs[plan->nsegs++] = (ed_seg_t) { p->start, p->end, owner };
+    }
+    return 0;
+}
+
+/* The new end of every segment: after its last instruction (and added jmp). */
+static void
+segment_ends(ed_plan_t *plan)
+{
+    size_t k = 0;
+    for (size_t i = 0; i < plan->nslots; i++) {
+        const ed_slot_t *s = &plan->slots[i];
+        while (k < plan->nsegs && plan->segs[k].end <= s->old)
+            k++;
+        if (k == plan->nsegs || plan->segs[k].start > s->old)
+            continue;
+        uint64_t end = s->new_ + s->len + ((s->flags & SLOT_JMP_AFTER) ? PAD_LEN : 0);
+        if (end > plan->seg_new_end[k])
+            plan->seg_new_end[k] = end;
+    }
+}
+
+static int
+layout(ed_plan_t *plan)
+{
+    QP_CHECK(collect_slots(plan));
+    /* Pass 1: long forms. */
+    assign(plan, 0);
+    QP_CHECK(index_slots(plan));
+    /* Pass 2: rel8 where the target is in reach in the long layout. */
+    for (size_t i = 0; i < plan->nslots && !plan->opts.long_branches; i++) {
+        ed_slot_t *s = &plan->lay[i];
+        size_t avail;
+        const uint8_t *bytes = cfg_image_ptr(plan->prog->img, s->old, &avail);
+        arch_insn_t in;
+        if (bytes == NULL || arch_decode(bytes, avail, s->old, &in) < 0)
+            return QP_EDECODE;
+        if (in.kind != ARCH_KIND_JMP && in.kind != ARCH_KIND_JCC)
+            continue;
+        const ed_slot_t *t = slot_at(plan, in.target);
+        if (t == NULL)
+            continue;
+        int64_t d = (int64_t)t->new_ - (int64_t)(s->new_ + 2);
+        if (d < -128 || d > 127)
+            continue;
+        uint8_t scratch[ARCH_MAX_RELOC];
+        int len = arch_reloc_insn(bytes, &in, s->new_, t->new_, 1, scratch, sizeof(scratch));
+        int stretch = plan->opts.stretch ? 1 : 0;
+        if (len > 0 && len + stretch < s->len) {
+            s->len = (uint8_t)(len + stretch);
+            s->flags |= SLOT_SHORT;
+        }
+    }
+    plan->text_size = assign(plan, 0);
+    QP_CHECK(index_slots(plan));
+    segment_ends(plan);
+    return 0;
+}
+
+/*****************************************************************************
+ * Public
+ */
+
+int
+ed_plan_create(const cfg_prog_t *prog, const ed_opts_t *opts, ed_plan_t **out)
+{
+    if (prog == NULL || out == NULL)
+        return QP_EINVAL;
+    ed_plan_t *plan = calloc(1, sizeof(*plan));
+    if (plan == NULL)
+        return QP_ENOMEM;
+    plan->prog = prog;
+    if (opts)
+        plan->opts = *opts;
+    plan->reason = calloc(prog->nprocs + 1, sizeof(char *));
+    int rc = plan->reason ? decide(plan) : QP_ENOMEM;
+    if (rc == 0)
+        rc = build_segments(plan);
+    if (rc == 0)
+        rc = layout(plan);
+    if (rc < 0) {
+        ed_plan_destroy(plan);
+        return rc;
+    }
+    for (uint32_t i = 0; i < prog->nprocs; i++)
+        if (plan->reason[i] != NULL && !(prog->procs[i].flags & CFG_PROC_FRAGMENT))
+            plan->stats.nleft++;
+    *out = plan;
+    return 0;
+}
+
+void
+ed_plan_destroy(ed_plan_t *plan)
+{
+    if (plan == NULL)
+        return;
+    for (size_t i = 0; i < plan->nowned; i++)
+        free(plan->owned[i]);
+    free(plan->owned);
+    free(plan->reason);
+    free(plan->slots);
+    free(plan->lay);
+    free(plan->xt);
+    free(plan->segs);
+    free(plan->seg_new_end);
+    free(plan);
+}
+
+const char *
+ed_plan_left_reason(const ed_plan_t *plan, uint32_t proc)
+{
+    if (plan == NULL || proc >= plan->prog->nprocs)
+        return NULL;
+    return plan->reason[proc];
+}
+
+const ed_stats_t *
+ed_plan_stats(const ed_plan_t *plan)
+{
+    return &plan->stats;
+}
+
+uint64_t
+ed_plan_text(const ed_plan_t *plan, uint64_t *size)
+{
+    if (size)
+        *size = plan->text_size;
+    return plan->text;
+}
+
+uint64_t
+ed_plan_map(void *arg, uint64_t old)
+{
+    const ed_plan_t *plan = arg;
+    const ed_slot_t *s = slot_at(plan, old);
+    if (s != NULL)
+        return s->new_;
+    size_t si;
+    const ed_seg_t *seg = seg_at(plan, old, &si);
+    if (seg == NULL)
+        return 0;
+    /* Not an instruction start: the next moved instruction of the same extent, or the
+     * end of the extent's new code. */
+    size_t lo = 0, hi = plan->nslots;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (plan->slots[mid].old < old)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (lo < plan->nslots && plan->slots[lo].old < seg->end)
+        return plan->slots[lo].new_;
+    return plan->seg_new_end[si];
+}
+
+/* Rebase every new address by DELTA (layout was computed from 0). */
+static void
+rebase(ed_plan_t *plan, uint64_t delta)
+{
+    for (size_t i = 0; i < plan->nslots; i++) {
+        plan->lay[i].new_ += delta;
+        plan->slots[i].new_ += delta;
+    }
+    for (size_t i = 0; i < plan->nsegs; i++)
+        if (plan->seg_new_end[i])
+            plan->seg_new_end[i] += delta;
+}
+
+/* The moved code in layout order, written through the space in one piece. */
+static int
+emit_code(ed_plan_t *plan, const qp_space_ops_t *ops, void *space)
+{
+    const cfg_prog_t *prog = plan->prog;
+    uint8_t *buf = malloc(plan->text_size + 1);
+    if (buf == NULL)
+        return QP_ENOMEM;
+    int rc = 0;
+    int stretch = plan->opts.stretch ? 1 : 0;
+    for (size_t i = 0; i < plan->nslots && rc == 0; i++) {
+        const ed_slot_t *s = &plan->lay[i];
+        size_t avail;
+        const uint8_t *bytes = cfg_image_ptr(prog->img, s->old, &avail);
+        arch_insn_t in;
+        if (bytes == NULL || arch_decode(bytes, avail, s->old, &in) < 0) {
+            rc = QP_EDECODE;
+            break;
+        }
+        uint64_t target = 0;
+        if (in.kind == ARCH_KIND_JMP || in.kind == ARCH_KIND_JCC || in.kind == ARCH_KIND_CALL)
+            target = in.target == s->old + in.len ? s->new_ + s->len - stretch /* call next */
+                                                  : map_target(plan, in.target);
+        uint8_t *out = buf + (s->new_ - plan->text);
+        int len = arch_reloc_insn(bytes, &in, s->new_, target, (s->flags & SLOT_SHORT) != 0, out,
+                                  ARCH_MAX_RELOC);
+        if (len < 0) {
+            rc = len;
+            break;
+        }
+        if (len + stretch != s->len) {
+            rc = QP_ERANGE; /* the layout assumed another size: never silently wrong */
+            break;
+        }
+        if (stretch)
+            out[len] = 0x90;
+        if (s->flags & SLOT_JMP_AFTER) {
+            uint64_t at = s->new_ + s->len;
+            int j = arch_emit_jmp(at, map_target(plan, s->fall_to), buf + (at - plan->text), PAD_LEN);
+            if (j < 0)
+                rc = j;
+        }
+    }
+    if (rc == 0)
+        rc = ops->write(space, plan->text, buf, plan->text_size);
+    free(buf);
+    return rc;
+}
+
+/* A jmp to the new code at every entry and indirect target in the old bytes. */
+static int
+emit_pads(ed_plan_t *plan, const qp_space_ops_t *ops, void *space)
+{
+    const cfg_prog_t *prog = plan->prog;
+    for (uint32_t pi = 0; pi < prog->nprocs; pi++) {
+        if (plan->reason[pi] != NULL || (prog->procs[pi].flags & CFG_PROC_FRAGMENT))
+            continue;
+        uint64_t *pads;
+        size_t npads;
+        uint32_t nind;
+        QP_CHECK(collect_pads(prog, plan->xt, plan->nxt, pi, &pads, &npads, &nind));
+        int rc = 0;
+        for (size_t k = 0; k < npads && rc == 0; k++) {
+            uint8_t jmp[PAD_LEN];
+            const ed_slot_t *s = slot_at(plan, pads[k]);
+            if (s == NULL)
+                rc = QP_ENOTFOUND;
+            else if ((rc = arch_emit_jmp(pads[k], s->new_, jmp, sizeof(jmp))) > 0)
+                rc = ops->write(space, pads[k], jmp, PAD_LEN);
+        }
+        free(pads);
+        QP_CHECK(rc);
+        plan->stats.npads += (uint32_t)npads;
+        plan->stats.nind_pads += nind;
+    }
+    return 0;
+}
+
+int
+ed_plan_apply(ed_plan_t *plan, const qp_space_ops_t *ops, void *space)
+{
+    if (plan == NULL || ops == NULL)
+        return QP_EINVAL;
+    if (plan->nslots == 0)
+        return 0;
+    /* The new code must reach the whole image (rip-relative data, calls to code that
+     * stays) with rel32. */
+    const cfg_image_t *img = plan->prog->img;
+    uint64_t lo = UINT64_MAX, hi = 0;
+    for (size_t i = 0; i < img->nsections; i++)
+        if (img->sections[i].flags & CFG_SEC_ALLOC) {
+            if (img->sections[i].vma < lo)
+                lo = img->sections[i].vma;
+            if (img->sections[i].vma + img->sections[i].size > hi)
+                hi = img->sections[i].vma + img->sections[i].size;
+        }
+    QP_CHECK(ops->alloc_near(space, lo, hi, plan->text_size, ED_PROT_R | ED_PROT_X, &plan->text));
+    rebase(plan, plan->text);
+    plan->stats.bytes_new = plan->text_size;
+    QP_CHECK(emit_code(plan, ops, space));
+    return emit_pads(plan, ops, space);
+}

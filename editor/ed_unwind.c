@@ -1,0 +1,1592 @@
+/* Copyright 2026 the qpt authors
+ * SPDX-License-Identifier: MIT */
+
+/*
+ * Unwind tables for relocated code. Reads the image's .eh_frame completely (CIEs, FDEs,
+ * CFA programs) and the LSDAs its FDEs name (.gcc_except_table), and writes one blob:
+ *
+ *   [copies of CIEs, new FDEs, 4-byte zero] [new LSDAs, 4-aligned] [new .eh_frame_hdr]
+ *
+ * A new FDE describes the relocated copy of a procedure: every code location of the old
+ * FDE (pc_begin, pc_range, DW_CFA_advance_loc*, DW_CFA_set_loc) and of its LSDA (call-site
+ * start, length, landing pad) goes through the editor's map. Everything else is copied
+ * byte for byte; pointers that are pc-relative are re-encoded for their new field so that
+ * they still reach the same absolute address (personality slots, type_info references).
+ * The new .eh_frame_hdr's search table lists the old FDEs of code that did not move and
+ * the new FDEs, so libgcc finds either through PT_GNU_EH_FRAME.
+ *
+ * Formats: LSB "Exception Frames" (.eh_frame, pointer encodings), DWARF 4 section 6.4
+ * (CFA instructions), and the Itanium C++ ABI LSDA as read by libgcc's
+ * unwind-c.c/eh_personality.cc (landing pads relative to LPStart, call sites relative to
+ * the function start, the type table indexed backwards from TTBase, exception
+ * specification lists after TTBase).
+ */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "arch/qp_err.h"
+#include "editor/ed.h"
+
+enum {
+    DW_EH_PE_absptr = 0x00,
+    DW_EH_PE_uleb128 = 0x01,
+    DW_EH_PE_udata2 = 0x02,
+    DW_EH_PE_udata4 = 0x03,
+    DW_EH_PE_udata8 = 0x04,
+    DW_EH_PE_sleb128 = 0x09,
+    DW_EH_PE_sdata2 = 0x0a,
+    DW_EH_PE_sdata4 = 0x0b,
+    DW_EH_PE_sdata8 = 0x0c,
+    DW_EH_PE_pcrel = 0x10,
+    DW_EH_PE_datarel = 0x30,
+    DW_EH_PE_aligned = 0x50,
+    DW_EH_PE_indirect = 0x80,
+    DW_EH_PE_omit = 0xff,
+};
+
+enum {
+    DW_CFA_nop = 0x00,
+    DW_CFA_set_loc = 0x01,
+    DW_CFA_advance_loc1 = 0x02,
+    DW_CFA_advance_loc2 = 0x03,
+    DW_CFA_advance_loc4 = 0x04,
+    DW_CFA_offset_extended = 0x05,
+    DW_CFA_restore_extended = 0x06,
+    DW_CFA_undefined = 0x07,
+    DW_CFA_same_value = 0x08,
+    DW_CFA_register = 0x09,
+    DW_CFA_remember_state = 0x0a,
+    DW_CFA_restore_state = 0x0b,
+    DW_CFA_def_cfa = 0x0c,
+    DW_CFA_def_cfa_register = 0x0d,
+    DW_CFA_def_cfa_offset = 0x0e,
+    DW_CFA_def_cfa_expression = 0x0f,
+    DW_CFA_expression = 0x10,
+    DW_CFA_offset_extended_sf = 0x11,
+    DW_CFA_def_cfa_sf = 0x12,
+    DW_CFA_def_cfa_offset_sf = 0x13,
+    DW_CFA_val_offset = 0x14,
+    DW_CFA_val_offset_sf = 0x15,
+    DW_CFA_val_expression = 0x16,
+    DW_CFA_MIPS_advance_loc8 = 0x1d,
+    DW_CFA_GNU_window_save = 0x2d,
+    DW_CFA_GNU_args_size = 0x2e,
+    DW_CFA_GNU_negative_offset_extended = 0x2f,
+    DW_CFA_advance_loc = 0x40, /* high two bits; the delta is in the low six */
+    DW_CFA_offset = 0x80,
+    DW_CFA_restore = 0xc0,
+};
+
+/* The .eh_frame_hdr encodings we write (the ones libgcc's binary search requires). */
+#define HDR_PTR_ENC (DW_EH_PE_pcrel | DW_EH_PE_sdata4)
+#define HDR_COUNT_ENC DW_EH_PE_udata4
+#define HDR_TABLE_ENC (DW_EH_PE_datarel | DW_EH_PE_sdata4)
+
+/* Bounds on loops over input that could be cyclic or absurdly long. */
+#define MAX_ACTION_STEPS 4096
+#define MAX_SCAN (1u << 20) /* map() calls per FDE spent looking across holes */
+
+/*****************************************************************************
+ * Byte buffers: a growable output with a sticky out-of-memory flag, and a bounded reader
+ */
+
+typedef struct obuf {
+    uint8_t *p;    /* bytes */
+    size_t n;      /* bytes used */
+    size_t cap;    /* bytes allocated */
+    int oom;       /* an allocation failed: the contents are incomplete */
+} obuf_t;
+
+static void
+ob_put(obuf_t *b, const void *src, size_t n)
+{
+    if (b->oom || n == 0)
+        return;
+    if (n > b->cap - b->n) {
+        size_t cap = b->cap ? b->cap : 256;
+        while (cap - b->n < n) {
+            if (cap > SIZE_MAX / 2) {
+                b->oom = 1;
+                return;
+            }
+            cap *= 2;
+        }
+        uint8_t *p = realloc(b->p, cap);
+        if (p == NULL) {
+            b->oom = 1;
+            return;
+        }
+        b->p = p;
+        b->cap = cap;
+    }
+    if (src != NULL)
+        memcpy(b->p + b->n, src, n);
+    else
+        memset(b->p + b->n, 0, n);
+    b->n += n;
+}
+
+static void
+ob_u8(obuf_t *b, uint8_t v)
+{
+    ob_put(b, &v, 1);
+}
+
+/* Little-endian integer of N bytes. */
+static void
+ob_uint(obuf_t *b, uint64_t v, size_t n)
+{
+    uint8_t t[8];
+    for (size_t i = 0; i < n; i++)
+        t[i] = (uint8_t)(v >> (8 * i));
+    ob_put(b, t, n);
+}
+
+/* ULEB128 of V, padded with continuation bytes to at least WIDTH bytes. */
+static void
+ob_uleb(obuf_t *b, uint64_t v, size_t width)
+{
+    size_t n = 0;
+    do {
+        uint8_t byte = v & 0x7f;
+        v >>= 7;
+        n++;
+        if (v != 0 || n < width)
+            byte |= 0x80;
+        ob_u8(b, byte);
+    } while (v != 0 || n < width);
+}
+
+static void
+ob_sleb(obuf_t *b, int64_t v)
+{
+    for (;;) {
+        uint8_t byte = (uint8_t)((uint64_t)v & 0x7f);
+        v = (int64_t)((uint64_t)v >> 7) | (v < 0 ? (int64_t)(~(UINT64_MAX >> 7)) : 0);
+        if ((v == 0 && !(byte & 0x40)) || (v == -1 && (byte & 0x40))) {
+            ob_u8(b, byte);
+            return;
+        }
+        ob_u8(b, byte | 0x80);
+    }
+}
+
+static size_t
+uleb_size(uint64_t v)
+{
+    size_t n = 1;
+    while (v >>= 7)
+        n++;
+    return n;
+}
+
+/* Zero bytes until the absolute address BASE + b->n is a multiple of ALIGN. */
+static void
+ob_align(obuf_t *b, uint64_t base, unsigned align)
+{
+    while ((base + b->n) % align != 0)
+        ob_u8(b, 0);
+}
+
+typedef struct cursor {
+    const uint8_t *buf; /* the bytes; positions are offsets into it */
+    size_t pos;         /* next byte to read */
+    size_t end;         /* limit */
+    int bad;            /* set once a read ran past the limit */
+} cursor_t;
+
+static uint64_t
+rd_uint(cursor_t *c, size_t n)
+{
+    if (c->bad || c->end - c->pos < n || c->pos > c->end) {
+        c->bad = 1;
+        c->pos = c->end;
+        return 0;
+    }
+    uint64_t v = 0;
+    for (size_t i = 0; i < n; i++)
+        v |= (uint64_t)c->buf[c->pos + i] << (8 * i);
+    c->pos += n;
+    return v;
+}
+
+static uint8_t
+rd_u8(cursor_t *c)
+{
+    return (uint8_t)rd_uint(c, 1);
+}
+
+static uint64_t
+rd_uleb(cursor_t *c)
+{
+    uint64_t v = 0;
+    for (unsigned shift = 0; !c->bad && c->pos < c->end; shift += 7) {
+        uint8_t b = c->buf[c->pos++];
+        if (shift < 64)
+            v |= (uint64_t)(b & 0x7f) << shift;
+        if (!(b & 0x80))
+            return v;
+    }
+    c->bad = 1;
+    return 0;
+}
+
+static int64_t
+rd_sleb(cursor_t *c)
+{
+    uint64_t v = 0;
+    unsigned shift = 0;
+    uint8_t b;
+    do {
+        if (c->bad || c->pos >= c->end) {
+            c->bad = 1;
+            return 0;
+        }
+        b = c->buf[c->pos++];
+        if (shift < 64)
+            v |= (uint64_t)(b & 0x7f) << shift;
+        shift += 7;
+    } while (b & 0x80);
+    if (shift < 64 && (b & 0x40))
+        v |= UINT64_MAX << shift;
+    return (int64_t)v;
+}
+
+/* Skip a block: a ULEB128 length and that many bytes. */
+static void
+rd_block(cursor_t *c)
+{
+    uint64_t n = rd_uleb(c);
+    if (c->bad || n > c->end - c->pos) {
+        c->bad = 1;
+        return;
+    }
+    c->pos += n;
+}
+
+/*****************************************************************************
+ * Pointer encodings (DW_EH_PE_*)
+ */
+
+/* Bytes of the value format of ENC: 2, 4 or 8, 0 for LEB128, -1 when invalid. */
+static int
+pe_size(uint8_t enc)
+{
+    switch (enc & 0x0f) {
+    case DW_EH_PE_absptr:
+    case DW_EH_PE_udata8:
+    case DW_EH_PE_sdata8: return 8;
+    case DW_EH_PE_udata2:
+    case DW_EH_PE_sdata2: return 2;
+    case DW_EH_PE_udata4:
+    case DW_EH_PE_sdata4: return 4;
+    case DW_EH_PE_uleb128:
+    case DW_EH_PE_sleb128: return 0;
+    default: return -1;
+    }
+}
+
+/* A well-formed encoding (omit excluded): a known format and application. */
+static int
+pe_valid(uint8_t enc)
+{
+    return enc != DW_EH_PE_omit && pe_size(enc) >= 0 && (enc & 0x70) <= DW_EH_PE_aligned
+           && (enc & 0x70) != DW_EH_PE_aligned;
+}
+
+/* An encoding whose value we can compute and write: absolute or pc-relative. */
+static int
+pe_addressable(uint8_t enc)
+{
+    return pe_valid(enc) && ((enc & 0x70) == DW_EH_PE_absptr || (enc & 0x70) == DW_EH_PE_pcrel);
+}
+
+/* Read the raw value of format ENC (signed formats sign-extended). */
+static uint64_t
+rd_fmt(cursor_t *c, uint8_t enc)
+{
+    switch (enc & 0x0f) {
+    case DW_EH_PE_absptr:
+    case DW_EH_PE_udata8:
+    case DW_EH_PE_sdata8: return rd_uint(c, 8);
+    case DW_EH_PE_uleb128: return rd_uleb(c);
+    case DW_EH_PE_udata2: return rd_uint(c, 2);
+    case DW_EH_PE_udata4: return rd_uint(c, 4);
+    case DW_EH_PE_sleb128: return (uint64_t)rd_sleb(c);
+    case DW_EH_PE_sdata2: return (uint64_t)(int64_t)(int16_t)rd_uint(c, 2);
+    case DW_EH_PE_sdata4: return (uint64_t)(int64_t)(int32_t)rd_uint(c, 4);
+    default: c->bad = 1; return 0;
+    }
+}
+
+/*
+ * The address a raw pointer RAW of encoding ENC read from a field at FIELD stands for.
+ * As in libgcc, a raw zero is a null pointer whatever the application.
+ */
+static int
+pe_value(uint8_t enc, uint64_t raw, uint64_t field, uint64_t *val /*OUT*/)
+{
+    if (raw == 0) {
+        *val = 0;
+        return 0;
+    }
+    switch (enc & 0x70) {
+    case DW_EH_PE_absptr: *val = raw; return 0;
+    case DW_EH_PE_pcrel: *val = raw + field; return 0;
+    default: return QP_EUNSUPP;
+    }
+}
+
+/* Write RAW in the format of ENC; QP_ERANGE when it does not fit. */
+static int
+wr_fmt(obuf_t *b, uint8_t enc, uint64_t raw)
+{
+    int64_t s = (int64_t)raw;
+    switch (enc & 0x0f) {
+    case DW_EH_PE_absptr:
+    case DW_EH_PE_udata8:
+    case DW_EH_PE_sdata8: ob_uint(b, raw, 8); return 0;
+    case DW_EH_PE_uleb128: ob_uleb(b, raw, 0); return 0;
+    case DW_EH_PE_sleb128: ob_sleb(b, s); return 0;
+    case DW_EH_PE_udata2:
+        if (raw > UINT16_MAX)
+            return QP_ERANGE;
+        ob_uint(b, raw, 2);
+        return 0;
+    case DW_EH_PE_sdata2:
+        if (s < INT16_MIN || s > INT16_MAX)
+            return QP_ERANGE;
+        ob_uint(b, raw, 2);
+        return 0;
+    case DW_EH_PE_udata4:
+        if (raw > UINT32_MAX)
+            return QP_ERANGE;
+        ob_uint(b, raw, 4);
+        return 0;
+    case DW_EH_PE_sdata4:
+        if (s < INT32_MIN || s > INT32_MAX)
+            return QP_ERANGE;
+        ob_uint(b, raw, 4);
+        return 0;
+    default: return QP_EUNSUPP;
+    }
+}
+
+/* Write the address VAL in encoding ENC for a field that will live at FIELD. */
+static int
+wr_ptr(obuf_t *b, uint8_t enc, uint64_t val, uint64_t field)
+{
+    uint64_t raw = val;
+    if (val != 0 && (enc & 0x70) == DW_EH_PE_pcrel) {
+        raw = val - field;
+        if (raw == 0) /* would read back as null */
+            return QP_ERANGE;
+    } else if (val != 0 && (enc & 0x70) != DW_EH_PE_absptr) {
+        return QP_EUNSUPP;
+    }
+    return wr_fmt(b, enc, raw);
+}
+
+/*****************************************************************************
+ * The parsed .eh_frame
+ */
+
+typedef struct rec {
+    size_t off;   /* offset of the record (its length field) in .eh_frame */
+    size_t body;  /* offset of the CIE id / CIE pointer field */
+    size_t end;   /* offset after the record */
+    int is_cie;   /* CIE id 0 */
+    uint32_t idx; /* index into cies[] or fdes[] */
+} rec_t;
+
+typedef struct cie {
+    size_t off;          /* record offset in .eh_frame */
+    size_t size;         /* bytes of the record, length field included */
+    uint64_t code_align; /* code alignment factor */
+    uint8_t fde_enc;     /* encoding of FDE pc_begin (R), pc_range uses its format */
+    uint8_t lsda_enc;    /* encoding of the FDE's LSDA pointer (L), or omit */
+    uint8_t pers_enc;    /* encoding of the personality pointer (P), or omit */
+    uint8_t has_z;       /* 'z': FDEs carry augmentation data */
+    size_t pers_off;     /* offset of the personality field inside the record */
+    uint64_t pers;       /* its absolute value, when it is absolute or pc-relative */
+    int fde_ok;          /* FDE locations can be decoded (enough for the hdr) */
+    int err;             /* 0, or why FDEs of this CIE cannot be rewritten */
+    size_t new_off;      /* offset of the copy in the blob, SIZE_MAX before one is made */
+} cie_t;
+
+typedef struct fde {
+    size_t off;          /* record offset in .eh_frame */
+    uint32_t cie;        /* index into cies[] */
+    uint64_t pc_begin;   /* first code address covered */
+    uint64_t pc_range;   /* bytes covered */
+    size_t aug_pos;      /* augmentation data [aug_pos, aug_end), empty without 'z' */
+    size_t aug_end;
+    size_t insn_pos;     /* the CFA program [insn_pos, insn_end) */
+    size_t insn_end;
+    uint64_t lsda;       /* old LSDA address, 0 for none */
+    size_t lsda_size;    /* bytes of the LSDA pointer field (first in the augmentation) */
+    int err;             /* 0, or why the record cannot be decoded at all */
+    int lsda_err;        /* 0, or why its LSDA pointer cannot be read (it cannot move) */
+} fde_t;
+
+/* One call-site record of an LSDA, as read. */
+typedef struct cs_rec {
+    uint64_t start;  /* relative to the function start */
+    uint64_t len;    /* bytes */
+    uint64_t lp;     /* landing pad relative to LPStart, 0 for none */
+    uint64_t action; /* 1 + offset into the action table, 0 for none */
+} cs_rec_t;
+
+/* A rewritten LSDA before it is placed: everything except what depends on its address. */
+typedef struct lsda {
+    uint64_t old_addr;      /* the old LSDA (cache key with old_fs) */
+    uint64_t old_fs;        /* pc_begin of the FDE it was rewritten for */
+    uint8_t lpstart_enc;    /* LPStart encoding, omit when landing pads are fs-relative */
+    uint8_t ttype_enc;      /* type table encoding, omit without a type table */
+    uint8_t cs_enc;         /* call-site encoding */
+    uint64_t new_lpstart;   /* the new LPStart when lpstart_enc is not omit */
+    obuf_t cs;              /* the new call-site table, encoded */
+    const uint8_t *actions; /* the action table, copied verbatim (points into the image) */
+    size_t actions_len;
+    const uint8_t *types;   /* the old type table (entry 1 is the last one) */
+    uint64_t types_addr;    /* its old address */
+    size_t ntypes;          /* entries */
+    int esize;              /* bytes per entry */
+    const uint8_t *spec;    /* exception specification lists following TTBase, verbatim */
+    size_t spec_len;
+    unsigned tt_align;      /* alignment of the type table, as in the original */
+    uint64_t new_addr;      /* address of the copy, once placed */
+} lsda_t;
+
+/* An LSDA pointer in a new FDE, written once the LSDAs are placed. */
+typedef struct patch {
+    size_t at;     /* offset of the field in the blob */
+    uint8_t enc;   /* its encoding (fixed size) */
+    size_t lsda;   /* index into lsdas */
+} patch_t;
+
+/* An entry of the new .eh_frame_hdr search table. */
+typedef struct hdr_ent {
+    uint64_t loc;  /* initial location */
+    uint64_t fde;  /* address of the FDE */
+} hdr_ent_t;
+
+typedef struct ctx {
+    const cfg_image_t *img;
+    ed_map_fn map;          /* old to new address */
+    ed_map_fn map_end;      /* optional: new end of the instruction ending at an address */
+    void *arg;
+    uint64_t at;            /* address of the blob */
+    const uint8_t *sec;     /* .eh_frame contents */
+    size_t secsize;
+    uint64_t vma;           /* .eh_frame address */
+    unsigned rec_align;     /* every record of the old .eh_frame is a multiple of this */
+    rec_t *recs;
+    size_t nrecs;
+    cie_t *cies;
+    size_t ncies;
+    fde_t *fdes;
+    size_t nfdes;
+    obuf_t blob;            /* the output */
+    lsda_t *lsdas;          /* rewritten LSDAs in creation order */
+    size_t nlsdas, caplsdas;
+    size_t *lsda_hash;      /* open addressing: 1 + index into lsdas, 0 empty */
+    size_t hash_cap;        /* a power of two */
+    patch_t *patches;
+    size_t npatches, cappatches;
+    hdr_ent_t *ents;
+    size_t nents, capents;
+    uint32_t nfde_moved;
+    uint32_t nfde_failed;
+} ctx_t;
+
+/* Grow the array *V of *CAP elements of SIZE bytes to hold N + 1. */
+static int
+grow(void **v, size_t *cap, size_t n, size_t size)
+{
+    if (n < *cap)
+        return 0;
+    size_t c = *cap ? *cap * 2 : 64;
+    if (c > SIZE_MAX / size)
+        return QP_ENOMEM;
+    void *p = realloc(*v, c * size);
+    if (p == NULL)
+        return QP_ENOMEM;
+    *v = p;
+    *cap = c;
+    return 0;
+}
+
+/*****************************************************************************
+ * Mapping code locations of one procedure
+ */
+
+typedef struct fmap {
+    ctx_t *cx;
+    uint64_t old_lo, old_hi;  /* the old FDE range */
+    uint64_t new_lo, new_hi;  /* the new one */
+    uint64_t hole_lo, hole_hi; /* last hole found: [hole_lo, hole_hi) had no mapping ... */
+    uint64_t hole_to;          /* ... and maps to this (the next mapped location) */
+    uint32_t budget;           /* map() calls left for scanning across holes */
+    int err;                   /* QP_ERANGE once the budget ran out */
+} fmap_t;
+
+/* map() for scans across holes: 0 (and an error) once the FDE's budget is spent. */
+static uint64_t
+scan_map(fmap_t *fm, uint64_t x)
+{
+    if (fm->budget == 0) {
+        fm->err = QP_ERANGE;
+        return 0;
+    }
+    fm->budget--;
+    return fm->cx->map(fm->cx->arg, x);
+}
+
+/*
+ * Where the state that holds from old location X on begins in the new code. A location
+ * map() does not know (code of the procedure that was not relocated) takes the mapping of
+ * the next location inside the procedure that has one, or the new end: the rule then takes
+ * effect where the relocated code resumes, and the relocated instructions before the hole
+ * keep the rules they had. Locations outside the range clamp to its ends.
+ */
+static uint64_t
+loc_map(fmap_t *fm, uint64_t x)
+{
+    if (x <= fm->old_lo)
+        return fm->new_lo;
+    if (x >= fm->old_hi)
+        return fm->new_hi;
+    if (x >= fm->hole_lo && x < fm->hole_hi)
+        return fm->hole_to;
+    uint64_t v = fm->cx->map(fm->cx->arg, x);
+    if (v != 0)
+        return v;
+    uint64_t y = x + 1;
+    for (; y < fm->old_hi && !fm->err; y++)
+        if ((v = scan_map(fm, y)) != 0)
+            break;
+    if (v == 0)
+        v = fm->new_hi;
+    fm->hole_lo = x;
+    fm->hole_hi = y;
+    fm->hole_to = v;
+    return v;
+}
+
+/* Where the code ending at old address X ends in the new code (ends of call-site ranges). */
+static uint64_t
+end_map(fmap_t *fm, uint64_t x)
+{
+    if (x >= fm->old_hi)
+        return fm->new_hi;
+    if (fm->cx->map_end != NULL && x > fm->old_lo) {
+        uint64_t v = fm->cx->map_end(fm->cx->arg, x);
+        if (v != 0)
+            return v;
+    }
+    return loc_map(fm, x);
+}
+
+/* Set up FM for F, whose start maps to NEW_LO. */
+static void
+fmap_init(fmap_t *fm, ctx_t *cx, const fde_t *f, uint64_t new_lo)
+{
+    memset(fm, 0, sizeof(*fm));
+    fm->cx = cx;
+    fm->old_lo = f->pc_begin;
+    fm->old_hi = f->pc_begin + f->pc_range;
+    fm->new_lo = new_lo;
+    fm->new_hi = new_lo;
+    fm->budget = MAX_SCAN;
+    if (f->pc_range == 0)
+        return;
+    uint64_t v = 0;
+    if (cx->map_end != NULL)
+        v = cx->map_end(cx->arg, fm->old_hi);
+    if (v == 0)
+        v = cx->map(cx->arg, fm->old_hi);
+    if (v > new_lo) {
+        fm->new_hi = v; /* the editor maps the end of a procedure to its new end */
+        return;
+    }
+    /*
+     * No (usable) mapping of the end: end one byte after the largest mapped location,
+     * which is the slot of the last relocated instruction. That covers the start of
+     * that instruction only; the editor is meant to map every FDE end.
+     */
+    for (uint64_t y = fm->old_hi; y-- > fm->old_lo && !fm->err;) {
+        uint64_t w = scan_map(fm, y);
+        if (w != 0) {
+            fm->new_hi = w >= new_lo ? w + 1 : new_lo + 1;
+            return;
+        }
+    }
+    fm->new_hi = new_lo + 1;
+}
+
+/*****************************************************************************
+ * CFA programs
+ */
+
+/* Append the smallest advance of DELTA bytes (a multiple of CODE_ALIGN) to OUT. */
+static int
+emit_advance(obuf_t *out, uint64_t delta, uint64_t code_align)
+{
+    if (delta % code_align != 0)
+        return QP_ERANGE;
+    uint64_t f = delta / code_align;
+    if (f < 0x40) {
+        ob_u8(out, (uint8_t)(DW_CFA_advance_loc | f));
+    } else if (f <= UINT8_MAX) {
+        ob_u8(out, DW_CFA_advance_loc1);
+        ob_uint(out, f, 1);
+    } else if (f <= UINT16_MAX) {
+        ob_u8(out, DW_CFA_advance_loc2);
+        ob_uint(out, f, 2);
+    } else if (f <= UINT32_MAX) {
+        ob_u8(out, DW_CFA_advance_loc4);
+        ob_uint(out, f, 4);
+    } else {
+        return QP_ERANGE;
+    }
+    return 0;
+}
+
+/*
+ * Copy the CFA program [POS, END) of .eh_frame to OUT with every location mapped through
+ * FM: each advance or set_loc becomes the smallest advance from the previous
+ * new location, zero advances vanish, every other instruction is copied byte for byte.
+ * *KEEP gets the length of OUT without trailing DW_CFA_nop instructions. With FM NULL
+ * (a CIE's initial instructions) the program is only checked and may hold no location.
+ * QP_EFORMAT for an unknown opcode or truncated operands, QP_ERANGE when the mapped
+ * locations go backwards.
+ */
+static int
+cfa_copy(ctx_t *cx, const cie_t *ci, size_t pos, size_t end, fmap_t *fm, obuf_t *out,
+         size_t *keep)
+{
+    cursor_t c = { cx->sec, pos, end, 0 };
+    uint64_t old_loc = fm ? fm->old_lo : 0, new_loc = fm ? fm->new_lo : 0;
+    size_t start_n = out ? out->n : 0;
+    if (keep)
+        *keep = start_n;
+    while (c.pos < c.end) {
+        size_t start = c.pos;
+        uint8_t op = rd_u8(&c);
+        uint64_t delta = 0, target = 0;
+        int loc = 0; /* 1: advance by delta, 2: set to target */
+        switch (op & 0xc0) {
+        case DW_CFA_advance_loc:
+            delta = op & 0x3f;
+            loc = 1;
+            break;
+        case DW_CFA_offset: rd_uleb(&c); break;
+        case DW_CFA_restore: break;
+        default:
+            switch (op) {
+            case DW_CFA_nop:
+            case DW_CFA_remember_state:
+            case DW_CFA_restore_state:
+            case DW_CFA_GNU_window_save: break;
+            case DW_CFA_set_loc: {
+                uint64_t field = cx->vma + c.pos;
+                uint64_t raw = rd_fmt(&c, ci->fde_enc);
+                if (!c.bad && pe_value(ci->fde_enc, raw, field, &target) < 0)
+                    return QP_EUNSUPP;
+                loc = 2;
+                break;
+            }
+            case DW_CFA_advance_loc1: delta = rd_uint(&c, 1); loc = 1; break;
+            case DW_CFA_advance_loc2: delta = rd_uint(&c, 2); loc = 1; break;
+            case DW_CFA_advance_loc4: delta = rd_uint(&c, 4); loc = 1; break;
+            case DW_CFA_MIPS_advance_loc8: delta = rd_uint(&c, 8); loc = 1; break;
+            case DW_CFA_offset_extended:
+            case DW_CFA_register:
+            case DW_CFA_def_cfa:
+            case DW_CFA_val_offset:
+            case DW_CFA_GNU_negative_offset_extended:
+                rd_uleb(&c);
+                rd_uleb(&c);
+                break;
+            case DW_CFA_restore_extended:
+            case DW_CFA_undefined:
+            case DW_CFA_same_value:
+            case DW_CFA_def_cfa_register:
+            case DW_CFA_def_cfa_offset:
+            case DW_CFA_GNU_args_size: rd_uleb(&c); break;
+            case DW_CFA_def_cfa_expression: rd_block(&c); break;
+            case DW_CFA_expression:
+            case DW_CFA_val_expression:
+                rd_uleb(&c);
+                rd_block(&c);
+                break;
+            case DW_CFA_offset_extended_sf:
+            case DW_CFA_def_cfa_sf:
+            case DW_CFA_val_offset_sf:
+                rd_uleb(&c);
+                rd_sleb(&c);
+                break;
+            case DW_CFA_def_cfa_offset_sf: rd_sleb(&c); break;
+            default: return QP_EFORMAT;
+            }
+        }
+        if (c.bad)
+            return QP_EFORMAT;
+        if (!loc) {
+            if (out != NULL) {
+                ob_put(out, cx->sec + start, c.pos - start);
+                if (op != DW_CFA_nop && keep)
+                    *keep = out->n;
+            }
+            continue;
+        }
+        if (fm == NULL)
+            return QP_EUNSUPP; /* a location in a CIE */
+        if (loc == 1) {
+            uint64_t step;
+            if (__builtin_mul_overflow(delta, ci->code_align, &step)
+                || __builtin_add_overflow(old_loc, step, &target))
+                return QP_EFORMAT;
+        } else if (target < old_loc) {
+            return QP_EFORMAT; /* DW_CFA_set_loc may not go backwards */
+        }
+        old_loc = target;
+        uint64_t nl = loc_map(fm, target);
+        if (nl < new_loc)
+            return QP_ERANGE; /* the map reorders code inside the procedure */
+        if (nl > new_loc) {
+            QP_CHECK(emit_advance(out, nl - new_loc, ci->code_align));
+            new_loc = nl;
+            if (keep)
+                *keep = out->n;
+        }
+    }
+    return 0;
+}
+
+/*****************************************************************************
+ * Reading .eh_frame: record framing, CIEs, FDEs
+ */
+
+/* Split the section into records; QP_EFORMAT when a length runs past the end. */
+static int
+split_records(ctx_t *cx)
+{
+    size_t cap = 0, off = 0;
+    int align8 = 1, align4 = 1;
+    while (cx->secsize - off >= 4) {
+        cursor_t c = { cx->sec, off, cx->secsize, 0 };
+        uint64_t len = rd_uint(&c, 4);
+        if (len == 0) /* the terminator */
+            break;
+        if (len == 0xffffffff)
+            len = rd_uint(&c, 8);
+        if (c.bad || len < 4 || len > cx->secsize - c.pos)
+            return QP_EFORMAT;
+        QP_CHECK(grow((void **)&cx->recs, &cap, cx->nrecs, sizeof(*cx->recs)));
+        rec_t *r = &cx->recs[cx->nrecs++];
+        r->off = off;
+        r->body = c.pos;
+        r->end = c.pos + (size_t)len;
+        r->is_cie = rd_uint(&c, 4) == 0;
+        r->idx = 0;
+        align8 &= (r->end - r->off) % 8 == 0;
+        align4 &= (r->end - r->off) % 4 == 0;
+        off = r->end;
+    }
+    cx->rec_align = align8 ? 8 : align4 ? 4 : 1;
+    return 0;
+}
+
+/* Parse the CIE of record R. Problems are recorded in the CIE (err, fde_ok), not returned. */
+static void
+parse_cie(ctx_t *cx, const rec_t *r, cie_t *ci)
+{
+    memset(ci, 0, sizeof(*ci));
+    ci->off = r->off;
+    ci->size = r->end - r->off;
+    ci->fde_enc = DW_EH_PE_absptr;
+    ci->lsda_enc = DW_EH_PE_omit;
+    ci->pers_enc = DW_EH_PE_omit;
+    ci->new_off = SIZE_MAX;
+    cursor_t c = { cx->sec, r->body + 4, r->end, 0 };
+    uint8_t version = rd_u8(&c);
+    if (version != 1 && version != 3 && version != 4) {
+        ci->err = QP_EUNSUPP;
+        return;
+    }
+    const char *aug = (const char *)cx->sec + c.pos;
+    const uint8_t *nul = c.pos < c.end ? memchr(cx->sec + c.pos, 0, c.end - c.pos) : NULL;
+    if (nul == NULL) {
+        ci->err = QP_EFORMAT;
+        return;
+    }
+    c.pos = (size_t)(nul - cx->sec) + 1;
+    if (aug[0] == 'e' && aug[1] == 'h') { /* old GCC: an 8-byte pointer to EH data */
+        rd_uint(&c, 8);
+        aug += 2;
+    }
+    if (version == 4 && (rd_u8(&c) != 8 || rd_u8(&c) != 0)) { /* address, segment size */
+        ci->err = QP_EUNSUPP;
+        return;
+    }
+    ci->code_align = rd_uleb(&c);
+    rd_sleb(&c); /* data alignment */
+    if (version == 1)
+        rd_u8(&c);
+    else
+        rd_uleb(&c); /* return address column */
+    if (c.bad || ci->code_align == 0) {
+        ci->err = QP_EFORMAT;
+        return;
+    }
+    int unknown = 0, seen_r = 0;
+    if (aug[0] == 'z') {
+        ci->has_z = 1;
+        uint64_t alen = rd_uleb(&c);
+        if (c.bad || alen > c.end - c.pos) {
+            ci->err = QP_EFORMAT;
+            return;
+        }
+        size_t aend = c.pos + (size_t)alen;
+        cursor_t a = { cx->sec, c.pos, aend, 0 };
+        for (const char *p = aug + 1; *p && !a.bad && !unknown; p++) {
+            switch (*p) {
+            case 'L': ci->lsda_enc = rd_u8(&a); break;
+            case 'R':
+                ci->fde_enc = rd_u8(&a);
+                seen_r = 1;
+                break;
+            case 'P': {
+                ci->pers_enc = rd_u8(&a);
+                ci->pers_off = a.pos - r->off;
+                if (!pe_valid(ci->pers_enc)) {
+                    unknown = 1; /* the field's size is unknown: what follows is lost */
+                    break;
+                }
+                uint64_t field = cx->vma + a.pos;
+                uint64_t raw = rd_fmt(&a, ci->pers_enc);
+                if (pe_addressable(ci->pers_enc))
+                    pe_value(ci->pers_enc, raw, field, &ci->pers);
+                break;
+            }
+            case 'S':
+            case 'B':
+            case 'G': break; /* signal frame, AArch64 BTI and MTE: no data */
+            default: unknown = 1; break;
+            }
+        }
+        if (a.bad) {
+            ci->err = QP_EFORMAT;
+            return;
+        }
+        c.pos = aend; /* the length is authoritative */
+    } else if (aug[0] != 0) {
+        /* Without 'z' an unknown augmentation hides the layout of the FDEs. */
+        ci->err = QP_EUNSUPP;
+        return;
+    }
+    /*
+     * FDEs start with pc_begin and pc_range whatever the augmentation, so their range
+     * is known once the encoding is: when 'R' was read or there is none.
+     */
+    ci->fde_ok = pe_addressable(ci->fde_enc) && !(ci->fde_enc & DW_EH_PE_indirect)
+                 && (seen_r || strchr(aug, 'R') == NULL);
+    if (unknown) {
+        /* An augmentation we cannot copy faithfully: such FDEs cannot move. */
+        ci->err = QP_EUNSUPP;
+        return;
+    }
+    if (!ci->fde_ok) {
+        ci->err = QP_EUNSUPP;
+        return;
+    }
+    if (ci->lsda_enc != DW_EH_PE_omit
+        && (!pe_addressable(ci->lsda_enc) || pe_size(ci->lsda_enc) <= 0
+            || (ci->lsda_enc & DW_EH_PE_indirect))) {
+        ci->err = QP_EUNSUPP;
+        return;
+    }
+    /* A pc-relative personality is patched in place: its size must not depend on it. */
+    if (ci->pers_enc != DW_EH_PE_omit && (ci->pers_enc & 0x70) == DW_EH_PE_pcrel
+        && pe_size(ci->pers_enc) <= 0) {
+        ci->err = QP_EUNSUPP;
+        return;
+    }
+    /* Initial instructions: copied verbatim, so they must hold no location. */
+    ci->err = cfa_copy(cx, ci, c.pos, r->end, NULL, NULL, NULL);
+}
+
+/* Decode the FDE of record R (its CIE already parsed). */
+static void
+parse_fde(ctx_t *cx, const rec_t *r, fde_t *f)
+{
+    const cie_t *ci = &cx->cies[f->cie];
+    f->off = r->off;
+    if (!ci->fde_ok) {
+        f->err = ci->err ? ci->err : QP_EUNSUPP;
+        return;
+    }
+    cursor_t c = { cx->sec, r->body + 4, r->end, 0 };
+    uint64_t field = cx->vma + c.pos;
+    uint64_t raw = rd_fmt(&c, ci->fde_enc);
+    f->pc_range = rd_fmt(&c, ci->fde_enc & 0x0f);
+    if (c.bad || pe_value(ci->fde_enc, raw, field, &f->pc_begin) < 0
+        || f->pc_begin + f->pc_range < f->pc_begin) {
+        f->err = QP_EFORMAT;
+        return;
+    }
+    f->aug_pos = f->aug_end = c.pos;
+    if (ci->has_z) {
+        uint64_t alen = rd_uleb(&c);
+        if (c.bad || alen > c.end - c.pos) {
+            f->err = QP_EFORMAT;
+            return;
+        }
+        f->aug_pos = c.pos;
+        f->aug_end = c.pos + (size_t)alen;
+        if (ci->err == 0 && ci->lsda_enc != DW_EH_PE_omit) {
+            cursor_t a = { cx->sec, c.pos, f->aug_end, 0 };
+            uint64_t lraw = rd_fmt(&a, ci->lsda_enc);
+            f->lsda_size = a.pos - c.pos;
+            if (a.bad || pe_value(ci->lsda_enc, lraw, cx->vma + c.pos, &f->lsda) < 0)
+                f->lsda_err = QP_EFORMAT;
+        }
+    }
+    f->insn_pos = f->aug_end;
+    f->insn_end = r->end;
+}
+
+/* The record at section offset OFF, or NULL. */
+static const rec_t *
+rec_at(const ctx_t *cx, size_t off)
+{
+    size_t lo = 0, hi = cx->nrecs;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (cx->recs[mid].off < off)
+            lo = mid + 1;
+        else if (cx->recs[mid].off > off)
+            hi = mid;
+        else
+            return &cx->recs[mid];
+    }
+    return NULL;
+}
+
+/* Parse every CIE and FDE. QP_EFORMAT when an FDE's CIE pointer is not a CIE. */
+static int
+parse_all(ctx_t *cx)
+{
+    size_t nc = 0, nf = 0;
+    for (size_t i = 0; i < cx->nrecs; i++) {
+        if (cx->recs[i].is_cie)
+            nc++;
+        else
+            nf++;
+    }
+    cx->cies = calloc(nc ? nc : 1, sizeof(*cx->cies));
+    cx->fdes = calloc(nf ? nf : 1, sizeof(*cx->fdes));
+    if (cx->cies == NULL || cx->fdes == NULL)
+        return QP_ENOMEM;
+    for (size_t i = 0; i < cx->nrecs; i++) {
+        rec_t *r = &cx->recs[i];
+        if (!r->is_cie)
+            continue;
+        r->idx = (uint32_t)cx->ncies;
+        parse_cie(cx, r, &cx->cies[cx->ncies++]);
+    }
+    for (size_t i = 0; i < cx->nrecs; i++) {
+        rec_t *r = &cx->recs[i];
+        if (r->is_cie)
+            continue;
+        cursor_t c = { cx->sec, r->body, r->end, 0 };
+        uint32_t delta = (uint32_t)rd_uint(&c, 4);
+        const rec_t *cr = delta <= r->body ? rec_at(cx, r->body - delta) : NULL;
+        if (cr == NULL || !cr->is_cie)
+            return QP_EFORMAT;
+        r->idx = (uint32_t)cx->nfdes;
+        fde_t *f = &cx->fdes[cx->nfdes++];
+        f->cie = cr->idx;
+        parse_fde(cx, r, f);
+    }
+    return 0;
+}
+
+/*****************************************************************************
+ * LSDAs (.gcc_except_table)
+ */
+
+/* Walk the action chain starting at ACTION; grow *EXT, *NTYPES and *SPEC_EXT. */
+static int
+lsda_walk_actions(const uint8_t *p, size_t avail, size_t act_base, size_t act_limit,
+                  size_t ttbase, int has_tt, uint64_t action, size_t *ext, uint64_t *ntypes,
+                  size_t *spec_ext)
+{
+    uint64_t off = action - 1;
+    for (int steps = 0;; steps++) {
+        if (steps > MAX_ACTION_STEPS || off >= act_limit - act_base)
+            return QP_EFORMAT;
+        cursor_t c = { p, act_base + (size_t)off, act_limit, 0 };
+        int64_t filter = rd_sleb(&c);
+        size_t dpos = c.pos;
+        int64_t disp = rd_sleb(&c);
+        if (c.bad)
+            return QP_EFORMAT;
+        if (c.pos - act_base > *ext)
+            *ext = c.pos - act_base;
+        if (filter != 0 && !has_tt)
+            return QP_EFORMAT;
+        if (filter > 0) {
+            if ((uint64_t)filter > *ntypes)
+                *ntypes = (uint64_t)filter;
+        } else if (filter < 0) {
+            /* An exception specification: type indices from TTBase + (-filter - 1). */
+            if (filter < -(int64_t)avail)
+                return QP_EFORMAT;
+            cursor_t s = { p, ttbase + (size_t)(-filter - 1), avail, 0 };
+            if (s.pos > avail)
+                return QP_EFORMAT;
+            uint64_t idx;
+            while ((idx = rd_uleb(&s)) != 0 && !s.bad)
+                if (idx > *ntypes)
+                    *ntypes = idx;
+            if (s.bad)
+                return QP_EFORMAT;
+            if (s.pos - ttbase > *spec_ext)
+                *spec_ext = s.pos - ttbase;
+        }
+        if (disp == 0)
+            return 0;
+        int64_t next = (int64_t)(dpos - act_base) + disp;
+        if (next < 0)
+            return QP_EFORMAT;
+        off = (uint64_t)next;
+    }
+}
+
+/*
+ * Read the LSDA of F (at f->lsda) and rewrite its call-site table for the new code
+ * described by FM into *L. QP_EFORMAT for a malformed table, QP_EUNSUPP for encodings
+ * this file does not handle, QP_ERANGE when a landing pad was not relocated or a new
+ * offset does not fit the call-site encoding.
+ */
+static int
+lsda_rewrite(ctx_t *cx, const fde_t *f, fmap_t *fm, lsda_t *l)
+{
+    memset(l, 0, sizeof(*l));
+    size_t avail = 0;
+    const uint8_t *p = cfg_image_ptr(cx->img, f->lsda, &avail);
+    if (p == NULL)
+        return QP_EFORMAT;
+    l->old_addr = f->lsda;
+    l->old_fs = f->pc_begin;
+    cursor_t c = { p, 0, avail, 0 };
+    uint64_t lpstart = f->pc_begin;
+    l->lpstart_enc = rd_u8(&c);
+    if (l->lpstart_enc != DW_EH_PE_omit) {
+        if (!pe_addressable(l->lpstart_enc) || (l->lpstart_enc & DW_EH_PE_indirect))
+            return QP_EUNSUPP;
+        uint64_t field = f->lsda + c.pos;
+        uint64_t raw = rd_fmt(&c, l->lpstart_enc);
+        if (c.bad)
+            return QP_EFORMAT;
+        QP_CHECK(pe_value(l->lpstart_enc, raw, field, &lpstart));
+        uint64_t m = lpstart ? cx->map(cx->arg, lpstart) : 0;
+        l->new_lpstart = m ? m : lpstart;
+    }
+    l->ttype_enc = rd_u8(&c);
+    size_t ttbase = avail;
+    if (l->ttype_enc != DW_EH_PE_omit) {
+        if (!pe_valid(l->ttype_enc))
+            return QP_EUNSUPP;
+        l->esize = pe_size(l->ttype_enc);
+        if (l->esize == 0)
+            return QP_EUNSUPP; /* the table must be indexable */
+        uint64_t off = rd_uleb(&c);
+        if (c.bad || off > avail - c.pos)
+            return QP_EFORMAT;
+        ttbase = c.pos + (size_t)off;
+    }
+    l->cs_enc = rd_u8(&c);
+    if (!pe_valid(l->cs_enc) || (l->cs_enc & 0x70) != DW_EH_PE_absptr)
+        return QP_EUNSUPP;
+    uint64_t cs_len = rd_uleb(&c);
+    if (c.bad || cs_len > ttbase - c.pos || c.pos > ttbase)
+        return QP_EFORMAT;
+    size_t act_base = c.pos + (size_t)cs_len;
+    cursor_t cs = { p, c.pos, act_base, 0 };
+    size_t ext = 0, spec_ext = 0;
+    uint64_t ntypes = 0;
+    uint64_t prev_end = fm->new_lo;
+    while (cs.pos < cs.end) {
+        cs_rec_t r;
+        r.start = rd_fmt(&cs, l->cs_enc);
+        r.len = rd_fmt(&cs, l->cs_enc);
+        r.lp = rd_fmt(&cs, l->cs_enc);
+        r.action = rd_uleb(&cs);
+        if (cs.bad || r.start > f->pc_range || r.len > f->pc_range - r.start)
+            return QP_EFORMAT;
+        if (r.action != 0)
+            QP_CHECK(lsda_walk_actions(p, avail, act_base, ttbase, ttbase,
+                                       l->ttype_enc != DW_EH_PE_omit, r.action, &ext, &ntypes,
+                                       &spec_ext));
+        /* The new record. */
+        uint64_t ns = loc_map(fm, f->pc_begin + r.start);
+        uint64_t ne = end_map(fm, f->pc_begin + r.start + r.len);
+        if (ns < prev_end || ne < ns)
+            return QP_ERANGE; /* the table must stay sorted */
+        prev_end = ne;
+        uint64_t nlp = 0;
+        if (r.lp != 0) {
+            uint64_t m = cx->map(cx->arg, lpstart + r.lp);
+            uint64_t base = l->lpstart_enc == DW_EH_PE_omit ? fm->new_lo : l->new_lpstart;
+            if (m == 0 || m == base)
+                return QP_ERANGE; /* the landing pad was not relocated */
+            nlp = m - base;
+        }
+        QP_CHECK(wr_fmt(&l->cs, l->cs_enc, ns - fm->new_lo));
+        QP_CHECK(wr_fmt(&l->cs, l->cs_enc, ne - ns));
+        QP_CHECK(wr_fmt(&l->cs, l->cs_enc, nlp));
+        ob_uleb(&l->cs, r.action, 0);
+    }
+    if (l->cs.oom)
+        return QP_ENOMEM;
+    l->actions = p + act_base;
+    l->actions_len = ext;
+    if (l->ttype_enc != DW_EH_PE_omit) {
+        if (ntypes > (ttbase - act_base - ext) / (size_t)l->esize)
+            return QP_EFORMAT; /* the type table would overlap the actions */
+        l->ntypes = (size_t)ntypes;
+        size_t tstart = ttbase - l->ntypes * (size_t)l->esize;
+        l->types = p + tstart;
+        l->types_addr = f->lsda + tstart;
+        l->spec = p + ttbase;
+        l->spec_len = spec_ext;
+        uint64_t tt = f->lsda + ttbase;
+        l->tt_align = (l->esize == 8 && tt % 8 == 0) ? 8 : tt % 4 == 0 ? 4 : 1;
+    }
+    return 0;
+}
+
+/* Write L at the end of the blob (which lies at address AT); sets l->new_addr. */
+static int
+lsda_write(obuf_t *b, uint64_t at, lsda_t *l)
+{
+    ob_align(b, at, 4);
+    size_t start = b->n;
+    l->new_addr = at + start;
+    ob_u8(b, l->lpstart_enc);
+    if (l->lpstart_enc != DW_EH_PE_omit)
+        QP_CHECK(wr_ptr(b, l->lpstart_enc, l->new_lpstart, at + b->n));
+    ob_u8(b, l->ttype_enc);
+    size_t tail = 1 + uleb_size(l->cs.n) + l->cs.n + l->actions_len; /* cs_enc .. actions */
+    if (l->ttype_enc != DW_EH_PE_omit) {
+        /*
+         * The TType base offset counts from after itself to the end of the type table,
+         * whose start is aligned: its size and the padding depend on each other. The
+         * width only grows (a ULEB128 may be padded), so this ends.
+         */
+        size_t width = 1;
+        uint64_t off;
+        for (;;) {
+            uint64_t after = at + b->n + width;
+            uint64_t tstart = after + tail;
+            uint64_t pad = (l->tt_align - tstart % l->tt_align) % l->tt_align;
+            off = tail + pad + (uint64_t)l->ntypes * (uint64_t)l->esize;
+            if (uleb_size(off) <= width)
+                break;
+            width = uleb_size(off);
+        }
+        ob_uleb(b, off, width);
+    }
+    ob_u8(b, l->cs_enc);
+    ob_uleb(b, l->cs.n, 0);
+    ob_put(b, l->cs.p, l->cs.n);
+    ob_put(b, l->actions, l->actions_len);
+    if (l->ttype_enc != DW_EH_PE_omit) {
+        ob_align(b, at, l->tt_align);
+        for (size_t j = 0; j < l->ntypes; j++) {
+            const uint8_t *e = l->types + j * (size_t)l->esize;
+            uint64_t old_field = l->types_addr + j * (uint64_t)l->esize;
+            if ((l->ttype_enc & 0x70) != DW_EH_PE_pcrel) {
+                ob_put(b, e, (size_t)l->esize); /* absolute or base-relative: unchanged */
+                continue;
+            }
+            cursor_t c = { e, 0, (size_t)l->esize, 0 };
+            uint64_t raw = rd_fmt(&c, l->ttype_enc), target;
+            QP_CHECK(pe_value(l->ttype_enc, raw, old_field, &target));
+            QP_CHECK(wr_ptr(b, l->ttype_enc, target, at + b->n));
+        }
+        ob_put(b, l->spec, l->spec_len);
+    }
+    return b->oom ? QP_ENOMEM : 0;
+}
+
+static size_t
+lsda_hash_slot(const ctx_t *cx, uint64_t addr, uint64_t fs)
+{
+    uint64_t h = (addr * 0x9e3779b97f4a7c15ull) ^ (fs * 0xc2b2ae3d27d4eb4full);
+    return (size_t)(h >> 17) & (cx->hash_cap - 1);
+}
+
+/* The index of the LSDA rewritten for (ADDR, FS), or SIZE_MAX. */
+static size_t
+lsda_find(const ctx_t *cx, uint64_t addr, uint64_t fs)
+{
+    for (size_t s = lsda_hash_slot(cx, addr, fs);; s = (s + 1) & (cx->hash_cap - 1)) {
+        size_t v = cx->lsda_hash[s];
+        if (v == 0)
+            return SIZE_MAX;
+        const lsda_t *l = &cx->lsdas[v - 1];
+        if (l->old_addr == addr && l->old_fs == fs)
+            return v - 1;
+    }
+}
+
+static void
+lsda_hash_set(ctx_t *cx, uint64_t addr, uint64_t fs, size_t v)
+{
+    size_t s = lsda_hash_slot(cx, addr, fs);
+    while (cx->lsda_hash[s] != 0 && cx->lsda_hash[s] != v)
+        s = (s + 1) & (cx->hash_cap - 1);
+    cx->lsda_hash[s] = v;
+}
+
+/* Remove the hash entry pointing at index V (the last LSDA, being rolled back). */
+static void
+lsda_hash_del(ctx_t *cx, uint64_t addr, uint64_t fs)
+{
+    /* Rebuild the probe chain: delete, then re-insert the cluster that follows. */
+    size_t s = lsda_hash_slot(cx, addr, fs);
+    while (cx->lsda_hash[s] != 0) {
+        const lsda_t *l = &cx->lsdas[cx->lsda_hash[s] - 1];
+        if (l->old_addr == addr && l->old_fs == fs)
+            break;
+        s = (s + 1) & (cx->hash_cap - 1);
+    }
+    cx->lsda_hash[s] = 0;
+    for (s = (s + 1) & (cx->hash_cap - 1); cx->lsda_hash[s] != 0;
+         s = (s + 1) & (cx->hash_cap - 1)) {
+        size_t v = cx->lsda_hash[s];
+        cx->lsda_hash[s] = 0;
+        lsda_hash_set(cx, cx->lsdas[v - 1].old_addr, cx->lsdas[v - 1].old_fs, v);
+    }
+}
+
+/*****************************************************************************
+ * New FDEs
+ */
+
+/* Copy CIE CI into the blob unless done, re-encoding a pc-relative personality. */
+static int
+cie_copy(ctx_t *cx, cie_t *ci)
+{
+    if (ci->new_off != SIZE_MAX)
+        return 0;
+    size_t off = cx->blob.n;
+    ob_put(&cx->blob, cx->sec + ci->off, ci->size);
+    if (cx->blob.oom)
+        return QP_ENOMEM;
+    if (ci->pers_enc != DW_EH_PE_omit && (ci->pers_enc & 0x70) == DW_EH_PE_pcrel) {
+        obuf_t t = { 0 };
+        int rc = wr_ptr(&t, ci->pers_enc, ci->pers, cx->at + off + ci->pers_off);
+        if (rc == 0 && t.oom)
+            rc = QP_ENOMEM;
+        if (rc == 0)
+            memcpy(cx->blob.p + off + ci->pers_off, t.p, t.n); /* same fixed size */
+        free(t.p);
+        if (rc < 0) {
+            cx->blob.n = off;
+            return rc;
+        }
+    }
+    ci->new_off = off;
+    return 0;
+}
+
+static int
+add_ent(ctx_t *cx, uint64_t loc, uint64_t fde)
+{
+    QP_CHECK(grow((void **)&cx->ents, &cx->capents, cx->nents, sizeof(*cx->ents)));
+    cx->ents[cx->nents++] = (hdr_ent_t) { loc, fde };
+    return 0;
+}
+
+/*
+ * Write the new FDE for F, whose code starts at NEW_LO now, with its CIE copy and its
+ * LSDA (rewritten now, placed later). On failure nothing is left behind.
+ */
+static int
+fde_rewrite(ctx_t *cx, const fde_t *f, uint64_t new_lo)
+{
+    cie_t *ci = &cx->cies[f->cie];
+    if (ci->err < 0)
+        return ci->err;
+    if (f->err < 0)
+        return f->err;
+    if (f->lsda_err < 0)
+        return f->lsda_err;
+    /* The range must lie in the code section it starts in (when the image has it). */
+    const cfg_section_t *s = cfg_image_section_at(cx->img, f->pc_begin);
+    if (s != NULL && f->pc_range > s->vma + s->size - f->pc_begin)
+        return QP_EFORMAT;
+    fmap_t fm;
+    fmap_init(&fm, cx, f, new_lo);
+
+    /* The parts that do not depend on where the FDE goes: the program and the LSDA. */
+    obuf_t prog = { 0 };
+    size_t keep = 0;
+    int rc = cfa_copy(cx, ci, f->insn_pos, f->insn_end, &fm, &prog, &keep);
+    if (rc == 0 && prog.oom)
+        rc = QP_ENOMEM;
+    prog.n = keep;
+    size_t lsda_idx = SIZE_MAX, nlsdas = cx->nlsdas;
+    if (rc == 0 && f->lsda != 0) {
+        lsda_idx = lsda_find(cx, f->lsda, f->pc_begin);
+        if (lsda_idx == SIZE_MAX) {
+            rc = grow((void **)&cx->lsdas, &cx->caplsdas, cx->nlsdas, sizeof(*cx->lsdas));
+            if (rc == 0) {
+                lsda_t *l = &cx->lsdas[cx->nlsdas];
+                rc = lsda_rewrite(cx, f, &fm, l);
+                if (rc < 0) {
+                    free(l->cs.p);
+                } else {
+                    lsda_idx = cx->nlsdas++;
+                    lsda_hash_set(cx, f->lsda, f->pc_begin, lsda_idx + 1);
+                }
+            }
+        }
+    }
+
+    if (rc == 0 && fm.err < 0)
+        rc = fm.err;
+
+    /* The record: CIE copy (first use), then the FDE. */
+    size_t save = cx->blob.n, npatches = cx->npatches;
+    size_t cie_saved = ci->new_off;
+    if (rc == 0)
+        rc = cie_copy(cx, ci);
+    obuf_t *b = &cx->blob;
+    size_t rec = b->n;
+    if (rc == 0) {
+        ob_uint(b, 0, 4); /* length, patched below */
+        ob_uint(b, rec + 4 - ci->new_off, 4);
+        rc = wr_ptr(b, ci->fde_enc, new_lo, cx->at + b->n);
+    }
+    if (rc == 0)
+        rc = wr_fmt(b, ci->fde_enc & 0x0f, fm.new_hi - new_lo);
+    if (rc == 0 && ci->has_z) {
+        /* The LSDA pointer (if any) first, then the rest of the augmentation verbatim. */
+        size_t alen = f->aug_end - f->aug_pos;
+        ob_uleb(b, alen, 0);
+        if (ci->lsda_enc != DW_EH_PE_omit) {
+            if (lsda_idx != SIZE_MAX) {
+                rc = grow((void **)&cx->patches, &cx->cappatches, cx->npatches,
+                          sizeof(*cx->patches));
+                if (rc == 0)
+                    cx->patches[cx->npatches++] = (patch_t) { b->n, ci->lsda_enc, lsda_idx };
+            }
+            ob_put(b, NULL, f->lsda_size); /* a null pointer, or the placeholder */
+        }
+        ob_put(b, cx->sec + f->aug_pos + f->lsda_size, alen - f->lsda_size);
+    }
+    if (rc == 0) {
+        ob_put(b, prog.p, prog.n);
+        while ((b->n - rec) % cx->rec_align != 0)
+            ob_u8(b, DW_CFA_nop);
+        if (b->n - rec - 4 > UINT32_MAX)
+            rc = QP_ERANGE;
+        else if (!b->oom)
+            for (int i = 0; i < 4; i++)
+                b->p[rec + i] = (uint8_t)((b->n - rec - 4) >> (8 * i));
+    }
+    if (rc == 0 && b->oom)
+        rc = QP_ENOMEM;
+    if (rc == 0)
+        rc = add_ent(cx, new_lo, cx->at + rec);
+    free(prog.p);
+    if (rc < 0) {
+        cx->blob.n = save;
+        ci->new_off = cie_saved;
+        cx->npatches = npatches;
+        if (cx->nlsdas > nlsdas) {
+            lsda_t *l = &cx->lsdas[--cx->nlsdas];
+            lsda_hash_del(cx, l->old_addr, l->old_fs);
+            free(l->cs.p);
+        }
+    }
+    return rc;
+}
+
+/*****************************************************************************
+ * .eh_frame_hdr
+ */
+
+static int
+cmp_ent(const void *a, const void *b)
+{
+    const hdr_ent_t *x = a, *y = b;
+    if (x->loc != y->loc)
+        return x->loc < y->loc ? -1 : 1;
+    return x->fde < y->fde ? -1 : x->fde > y->fde;
+}
+
+/* Append the new .eh_frame_hdr to the blob; *HDR_OFF gets its offset. */
+static int
+hdr_write(ctx_t *cx, size_t *hdr_off)
+{
+    if (cx->nents > 1)
+        qsort(cx->ents, cx->nents, sizeof(*cx->ents), cmp_ent);
+    size_t n = 0;
+    for (size_t i = 0; i < cx->nents; i++) /* one FDE per initial location */
+        if (n == 0 || cx->ents[i].loc != cx->ents[n - 1].loc)
+            cx->ents[n++] = cx->ents[i];
+    if (n > UINT32_MAX)
+        return QP_ERANGE;
+    obuf_t *b = &cx->blob;
+    ob_align(b, cx->at, 4);
+    *hdr_off = b->n;
+    uint64_t hdr = cx->at + b->n;
+    ob_u8(b, 1);
+    ob_u8(b, HDR_PTR_ENC);
+    ob_u8(b, HDR_COUNT_ENC);
+    ob_u8(b, HDR_TABLE_ENC);
+    QP_CHECK(wr_ptr(b, HDR_PTR_ENC, cx->at, cx->at + b->n));
+    ob_uint(b, n, 4);
+    for (size_t i = 0; i < n; i++) {
+        QP_CHECK(wr_fmt(b, HDR_TABLE_ENC, cx->ents[i].loc - hdr));
+        QP_CHECK(wr_fmt(b, HDR_TABLE_ENC, cx->ents[i].fde - hdr));
+    }
+    return b->oom ? QP_ENOMEM : 0;
+}
+
+/*****************************************************************************
+ * The whole build
+ */
+
+static int
+build(ctx_t *cx, ed_unwind_out_t *out)
+{
+    QP_CHECK(split_records(cx));
+    QP_CHECK(parse_all(cx));
+    cx->hash_cap = 64;
+    while (cx->hash_cap < 2 * cx->nfdes + 2)
+        cx->hash_cap *= 2;
+    cx->lsda_hash = calloc(cx->hash_cap, sizeof(*cx->lsda_hash));
+    if (cx->lsda_hash == NULL)
+        return QP_ENOMEM;
+
+    /* New FDEs in the order of the old ones; the rest stay in the search table. */
+    for (size_t i = 0; i < cx->nfdes; i++) {
+        const fde_t *f = &cx->fdes[i];
+        uint64_t old_addr = cx->vma + f->off;
+        if (f->err < 0) {
+            cx->nfde_failed++; /* cannot even say where it is: left out */
+            continue;
+        }
+        if (f->pc_begin == 0)
+            continue; /* discarded by the linker */
+        uint64_t new_lo = cx->map(cx->arg, f->pc_begin);
+        if (new_lo == 0) {
+            QP_CHECK(add_ent(cx, f->pc_begin, old_addr));
+            continue;
+        }
+        int rc = fde_rewrite(cx, f, new_lo);
+        if (rc == QP_ENOMEM)
+            return rc;
+        if (rc < 0) {
+            /* The old FDE still describes the old copy of the code. */
+            cx->nfde_failed++;
+            QP_CHECK(add_ent(cx, f->pc_begin, old_addr));
+            continue;
+        }
+        cx->nfde_moved++;
+    }
+    ob_uint(&cx->blob, 0, 4); /* the terminator */
+    size_t eh_size = cx->blob.n;
+
+    /* LSDAs, then the pointers to them. */
+    for (size_t i = 0; i < cx->nlsdas; i++)
+        QP_CHECK(lsda_write(&cx->blob, cx->at, &cx->lsdas[i]));
+    for (size_t i = 0; i < cx->npatches; i++) {
+        const patch_t *pt = &cx->patches[i];
+        obuf_t t = { 0 };
+        int rc = wr_ptr(&t, pt->enc, cx->lsdas[pt->lsda].new_addr, cx->at + pt->at);
+        if (rc == 0 && t.oom)
+            rc = QP_ENOMEM;
+        if (rc == 0)
+            memcpy(cx->blob.p + pt->at, t.p, t.n); /* fixed size, checked at parse */
+        free(t.p);
+        QP_CHECK(rc);
+    }
+
+    size_t hdr_off = 0;
+    QP_CHECK(hdr_write(cx, &hdr_off));
+    if (cx->blob.oom)
+        return QP_ENOMEM;
+    out->data = cx->blob.p;
+    out->size = cx->blob.n;
+    out->eh_frame = cx->at;
+    out->eh_frame_size = eh_size;
+    out->hdr = cx->at + hdr_off;
+    out->hdr_size = cx->blob.n - hdr_off;
+    out->nfde_moved = cx->nfde_moved;
+    out->nlsda_moved = (uint32_t)cx->nlsdas;
+    out->nfde_failed = cx->nfde_failed;
+    cx->blob.p = NULL;
+    return 0;
+}
+
+int
+ed_unwind_build_ex(const cfg_image_t *img, ed_map_fn map, ed_map_fn map_end, void *arg,
+                   uint64_t at, ed_unwind_out_t *out)
+{
+    if (img == NULL || map == NULL || out == NULL)
+        return QP_EINVAL;
+    memset(out, 0, sizeof(*out));
+    const cfg_section_t *eh = NULL;
+    for (size_t i = 0; i < img->nsections; i++)
+        if (img->sections[i].name != NULL && strcmp(img->sections[i].name, ".eh_frame") == 0
+            && img->sections[i].bytes != NULL) {
+            eh = &img->sections[i];
+            break;
+        }
+    if (eh == NULL || eh->size == 0)
+        return 0;
+    if (eh->size > SIZE_MAX / 2)
+        return QP_EFORMAT;
+    ctx_t cx;
+    memset(&cx, 0, sizeof(cx));
+    cx.img = img;
+    cx.map = map;
+    cx.map_end = map_end;
+    cx.arg = arg;
+    cx.at = at;
+    cx.sec = eh->bytes;
+    cx.secsize = (size_t)eh->size;
+    cx.vma = eh->vma;
+    int rc = build(&cx, out);
+    if (rc < 0)
+        memset(out, 0, sizeof(*out));
+    for (size_t i = 0; i < cx.nlsdas; i++)
+        free(cx.lsdas[i].cs.p);
+    free(cx.lsdas);
+    free(cx.lsda_hash);
+    free(cx.patches);
+    free(cx.ents);
+    free(cx.recs);
+    free(cx.cies);
+    free(cx.fdes);
+    free(cx.blob.p);
+    return rc;
+}
+
+int
+ed_unwind_build(const cfg_image_t *img, ed_map_fn map, void *arg, uint64_t at,
+                ed_unwind_out_t *out)
+{
+    return ed_unwind_build_ex(img, map, NULL, arg, at, out);
+}

@@ -1,0 +1,95 @@
+/* Copyright 2026 the qpt authors
+ * SPDX-License-Identifier: MIT */
+#ifndef QP_ELFW_H
+#define QP_ELFW_H
+/*
+ * PURPOSE: the file half of the static editor: write a new ELF executable that is the
+ * input plus patches to its loaded bytes, new loadable regions (relocated code, tables,
+ * unwind data), updated symbols, a new PT_GNU_EH_FRAME target and, if asked, cleared CET
+ * property bits. elfw.c is the only user of libelf. It knows nothing of CFGs or
+ * instructions: the memory half (ed_*) decides every byte.
+ */
+#include <stddef.h>
+#include <stdint.h>
+
+#include "arch/qp_err.h"
+
+/* A new loadable region (becomes a PT_LOAD and a section). */
+typedef struct elfw_region {
+    const char *name;        /* section name, e.g. ".qpt.text" */
+    uint64_t vaddr;          /* link-time address (PIE: relative like the input's) */
+    const uint8_t *bytes;    /* contents (size bytes); NULL for zero-filled (NOBITS) */
+    uint64_t size;           /* size in bytes */
+    uint32_t prot;           /* ED_PROT_* bits (R, W, X); never W and X together */
+    uint64_t align;          /* section alignment (the segment is page-aligned) */
+} elfw_region_t;
+
+/* New bytes for part of an existing loaded section (old text redirects). */
+typedef struct elfw_patch {
+    uint64_t vaddr;          /* address in the input's loaded image */
+    const uint8_t *bytes;    /* the new bytes */
+    uint64_t len;            /* how many */
+} elfw_patch_t;
+
+/* A function symbol to (re)define in .symtab: a relocated procedure's new address. */
+typedef struct elfw_symbol {
+    const char *name;        /* the name (an existing .symtab name is moved, else added) */
+    uint64_t value;          /* new address */
+    uint64_t size;           /* new size */
+    uint32_t region;         /* index of the region in elfw_request_t.regions holding it */
+} elfw_symbol_t;
+
+typedef struct elfw_request {
+    const char *input;            /* the input executable (never modified) */
+    const char *output;           /* the output path (written to a temp file, renamed) */
+    const elfw_region_t *regions; /* new regions, in increasing address order */
+    size_t nregions;
+    const elfw_patch_t *patches;  /* patches, any order, non-overlapping */
+    size_t npatches;
+    const elfw_symbol_t *symbols; /* symbols to move or add */
+    size_t nsymbols;
+    uint64_t eh_frame_hdr;        /* new PT_GNU_EH_FRAME address (inside a region), or 0 */
+    uint64_t eh_frame_hdr_size;   /* its size */
+    int clear_cet;                /* clear IBT and SHSTK in .note.gnu.property */
+} elfw_request_t;
+
+/*
+ * Write the output described by REQ. Original segments keep their file offsets and
+ * addresses; the new regions come after the last PT_LOAD, each in its own page-aligned
+ * PT_LOAD; when the program header table has no free slot, it is moved into a new
+ * read-only PT_LOAD at the end (and PT_PHDR follows it). The output has the input's mode,
+ * is written to a temporary file in the same directory and renamed over OUTPUT only when
+ * complete; the same request gives byte-identical output. On failure nothing is left
+ * behind and ERR (ERRLEN bytes) holds one line saying why; returns 0, QP_EIO (errno
+ * kept), QP_EFORMAT, QP_EUNSUPP or QP_ENOMEM.
+ */
+int elfw_write(const elfw_request_t *req, char *err, size_t errlen);
+
+
+/*****************************************************************************
+ * The static rewrite (elfw_rewrite.c): plan -> image -> unwind tables -> file
+ */
+
+struct cfg_prog;
+struct ed_plan;
+
+typedef struct elfw_rewrite_stats {
+    uint64_t input_size;    /* bytes of the input file */
+    uint64_t output_size;   /* bytes of the output file */
+    uint64_t text_size;     /* bytes of new code */
+    uint64_t unwind_size;   /* bytes of new unwind tables */
+    uint32_t nfde_moved;    /* FDEs rewritten for moved code */
+} elfw_rewrite_stats_t;
+
+/*
+ * Apply PLAN (its procedures move into a new executable region of the file's image),
+ * build unwind tables for the moved code, and write OUTPUT from INPUT with elfw_write:
+ * new regions, old-text redirects, moved .symtab symbols, the new PT_GNU_EH_FRAME, and the
+ * IBT/SHSTK property bits cleared (new code has no endbr64 landing pads). Returns 0 or a
+ * QP_E* code with one line in ERR.
+ */
+int elfw_rewrite(const struct cfg_prog *prog, struct ed_plan *plan, const char *input,
+                 const char *output, elfw_rewrite_stats_t *stats /*OUT*/, char *err,
+                 size_t errlen);
+
+#endif

@@ -1,0 +1,137 @@
+/* Copyright 2026 the qpt authors
+ * SPDX-License-Identifier: MIT */
+
+/*
+ * The static rewrite, end to end: the plan writes relocated code and redirects into an
+ * in-memory image of the file (ed_image.c), the unwind tables for the moved code go into a
+ * second, read-only region, and elfw_write turns regions and patches into the output.
+ * No libelf here: this file only assembles the request.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "editor/ed.h"
+#include "editor/elfw.h"
+
+static int
+fail(char *err, size_t errlen, int rc, const char *what)
+{
+    snprintf(err, errlen, "%s: %s", what, qp_strerror(rc));
+    return rc;
+}
+
+int
+elfw_rewrite(const cfg_prog_t *prog, ed_plan_t *plan, const char *input, const char *output,
+             elfw_rewrite_stats_t *stats, char *err, size_t errlen)
+{
+    if (prog == NULL || plan == NULL || input == NULL || output == NULL || stats == NULL)
+        return QP_EINVAL;
+    memset(stats, 0, sizeof(*stats));
+    ed_image_t *im = NULL;
+    ed_unwind_out_t unw;
+    memset(&unw, 0, sizeof(unw));
+    elfw_region_t *regs = NULL;
+    elfw_symbol_t *syms = NULL;
+    elfw_patch_t *pats = NULL;
+    int rc = ed_image_create(prog->img, &im);
+    if (rc < 0)
+        return fail(err, errlen, rc, "image");
+    rc = ed_plan_apply(plan, &ed_image_ops, im);
+    if (rc < 0) {
+        fail(err, errlen, rc, "relocating code");
+        goto out;
+    }
+    /* Unwind tables: their size does not depend on where they go; build once to size
+     * them, then again at their address. */
+    rc = ed_unwind_build(prog->img, ed_plan_map, plan, 0, &unw);
+    if (rc < 0) {
+        fail(err, errlen, rc, "unwind tables");
+        goto out;
+    }
+    uint64_t unw_at = 0;
+    if (unw.size > 0) {
+        size_t size = unw.size;
+        free(unw.data);
+        memset(&unw, 0, sizeof(unw));
+        uint64_t lo = UINT64_MAX, hi = 0;
+        for (size_t i = 0; i < prog->img->nsections; i++)
+            if (prog->img->sections[i].flags & CFG_SEC_ALLOC) {
+                const cfg_section_t *s = &prog->img->sections[i];
+                lo = s->vma < lo ? s->vma : lo;
+                hi = s->vma + s->size > hi ? s->vma + s->size : hi;
+            }
+        rc = ed_image_ops.alloc_near(im, lo, hi, size, ED_PROT_R, &unw_at);
+        if (rc == 0)
+            rc = ed_unwind_build(prog->img, ed_plan_map, plan, unw_at, &unw);
+        if (rc == 0 && unw.size != size)
+            rc = QP_EFORMAT; /* the size must not depend on the address */
+        if (rc == 0)
+            rc = ed_image_ops.write(im, unw_at, unw.data, unw.size);
+        if (rc < 0) {
+            fail(err, errlen, rc, "unwind tables");
+            goto out;
+        }
+    }
+    size_t nreg, npat;
+    const ed_region_t *r = ed_image_regions(im, &nreg);
+    const ed_patch_t *p = ed_image_patches(im, &npat);
+    regs = calloc(nreg + 1, sizeof(*regs));
+    pats = calloc(npat + 1, sizeof(*pats));
+    syms = calloc(prog->nprocs + 1, sizeof(*syms));
+    if (regs == NULL || pats == NULL || syms == NULL) {
+        rc = fail(err, errlen, QP_ENOMEM, "request");
+        goto out;
+    }
+    uint64_t text_size = 0;
+    uint64_t text = ed_plan_text(plan, &text_size);
+    uint32_t text_region = 0;
+    for (size_t i = 0; i < nreg; i++) {
+        regs[i] = (elfw_region_t) {
+            .name = (r[i].prot & ED_PROT_X) ? ".qpt.text" : ".qpt.unwind",
+            .vaddr = r[i].vaddr, .bytes = r[i].bytes, .size = r[i].size, .prot = r[i].prot,
+            .align = 16,
+        };
+        if (r[i].vaddr == text)
+            text_region = (uint32_t)i;
+    }
+    for (size_t i = 0; i < npat; i++)
+        pats[i] = (elfw_patch_t) { p[i].vaddr, p[i].bytes, p[i].len };
+    /* Moved procedures keep their names at the new address (gdb `break foo`, perf). */
+    size_t nsym = 0;
+    for (uint32_t i = 0; i < prog->nprocs; i++) {
+        const cfg_proc_t *pr = &prog->procs[i];
+        if (ed_plan_left_reason(plan, i) != NULL || (pr->flags & CFG_PROC_FRAGMENT)
+            || !(pr->sources & CFG_SRC_SYMBOL))
+            continue;
+        uint64_t na = ed_plan_map(plan, pr->entry);
+        uint64_t ne = ed_plan_map(plan, pr->end > pr->entry ? pr->end - 1 : pr->entry);
+        if (na == 0)
+            continue;
+        syms[nsym++] = (elfw_symbol_t) { pr->name, na, ne > na ? ne - na + 1 : 1, text_region };
+    }
+    elfw_request_t req = {
+        .input = input, .output = output, .regions = regs, .nregions = nreg,
+        .patches = pats, .npatches = npat, .symbols = syms, .nsymbols = nsym,
+        .eh_frame_hdr = unw.size ? unw.hdr : 0, .eh_frame_hdr_size = unw.hdr_size,
+        .clear_cet = 1,
+    };
+    rc = elfw_write(&req, err, errlen);
+    if (rc == 0) {
+        struct stat st;
+        stats->input_size = prog->img->file_size;
+        stats->output_size = stat(output, &st) == 0 ? (uint64_t)st.st_size : 0;
+        stats->text_size = text_size;
+        stats->unwind_size = unw.size;
+        stats->nfde_moved = unw.nfde_moved;
+    }
+out:
+    free(unw.data);
+    free(regs);
+    free(pats);
+    free(syms);
+    ed_image_destroy(im);
+    return rc;
+}

@@ -1,0 +1,1163 @@
+/* Copyright 2026 the qpt authors
+ * SPDX-License-Identifier: MIT */
+/*
+ * Unit tests of two cfg/ analyses on hand-made input: jump-table recognition
+ * (cfg_jtab.c) on tiny code images, and dominators and natural loops (cfg_loops.c) on
+ * hand-built graphs, cross-checked against a naive reference on random graphs.
+ * The code bytes were produced by GNU as and ld (-Ttext=0x1000); the source of each
+ * image is in the comment above it, with the addresses of its labels.
+ */
+#include <check.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cfg/cfg_priv.h"
+
+#define VMA 0x1000
+
+/*****************************************************************************
+ * Jump tables: the images
+ */
+
+/*
+ * start:  mov %edi,%eax
+ *         cmp $3,%eax
+ *         ja def
+ *         mov %eax,%eax
+ * jump:   jmp *tab(,%rax,8)
+ * c0:     mov $10,%eax
+ *         ret
+ * c1:     mov $11,%eax
+ *         ret
+ * c2:     mov $12,%eax
+ *         ret
+ * c3:     mov $13,%eax
+ *         ret
+ * def:    xor %eax,%eax
+ *         ret
+ *         .p2align 3
+ * tab:    .quad c0, c1, c2, c3
+ *         .quad 0x12345678
+ *
+ * start=1000 jump=1009 c0=1010 c1=1016 c2=101c c3=1022 def=1028 tab=1030
+ */
+static const uint8_t jt_abs[] = {
+    0x89, 0xf8, 0x83, 0xf8, 0x03, 0x77, 0x21, 0x89, 0xc0, 0xff, 0x24, 0xc5,
+    0x30, 0x10, 0x00, 0x00, 0xb8, 0x0a, 0x00, 0x00, 0x00, 0xc3, 0xb8, 0x0b,
+    0x00, 0x00, 0x00, 0xc3, 0xb8, 0x0c, 0x00, 0x00, 0x00, 0xc3, 0xb8, 0x0d,
+    0x00, 0x00, 0x00, 0xc3, 0x31, 0xc0, 0xc3, 0x0f, 0x1f, 0x44, 0x00, 0x00,
+    0x10, 0x10, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x16, 0x10, 0x00, 0x00,
+    0x00, 0x00, 0x00, 0x00, 0x1c, 0x10, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+    0x22, 0x10, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x78, 0x56, 0x34, 0x12,
+    0x00, 0x00, 0x00, 0x00,
+};
+
+/*
+ * start:  cmp $4,%edi
+ *         ja def
+ *         lea tab(%rip),%rdx
+ *         mov %edi,%edi
+ *         movslq (%rdx,%rdi,4),%rax
+ *         add %rdx,%rax
+ * jump:   jmp *%rax
+ * c0:     mov $10,%eax
+ *         ret
+ * c1:     mov $11,%eax
+ *         ret
+ * c2:     mov $12,%eax
+ *         ret
+ * c3:     mov $13,%eax
+ *         ret
+ * def:    xor %eax,%eax
+ *         ret
+ *         .p2align 2
+ * tab:    .long c0-tab, c1-tab, c2-tab, def-tab, c3-tab
+ *         .long 0x7fff0000
+ *
+ * start=1000 jump=1015 c0=1017 c1=101d c2=1023 c3=1029 def=102f tab=1034
+ */
+static const uint8_t jt_gcc_o2[] = {
+    0x83, 0xff, 0x04, 0x77, 0x2a, 0x48, 0x8d, 0x15, 0x28, 0x00, 0x00, 0x00,
+    0x89, 0xff, 0x48, 0x63, 0x04, 0xba, 0x48, 0x01, 0xd0, 0xff, 0xe0, 0xb8,
+    0x0a, 0x00, 0x00, 0x00, 0xc3, 0xb8, 0x0b, 0x00, 0x00, 0x00, 0xc3, 0xb8,
+    0x0c, 0x00, 0x00, 0x00, 0xc3, 0xb8, 0x0d, 0x00, 0x00, 0x00, 0xc3, 0x31,
+    0xc0, 0xc3, 0x66, 0x90, 0xe3, 0xff, 0xff, 0xff, 0xe9, 0xff, 0xff, 0xff,
+    0xef, 0xff, 0xff, 0xff, 0xfb, 0xff, 0xff, 0xff, 0xf5, 0xff, 0xff, 0xff,
+    0x00, 0x00, 0xff, 0x7f,
+};
+
+/*
+ * start:  push %rbp
+ *         mov %rsp,%rbp
+ *         mov %edi,-0x14(%rbp)
+ *         cmpl $5,-0x14(%rbp)
+ *         ja def
+ *         mov -0x14(%rbp),%eax
+ *         lea 0x0(,%rax,4),%rdx
+ *         lea tab(%rip),%rax
+ *         mov (%rdx,%rax,1),%eax
+ *         cltq
+ *         lea tab(%rip),%rdx
+ *         add %rdx,%rax
+ * jump:   jmp *%rax
+ * c0:     mov $10,%eax
+ *         jmp out
+ * c1:     mov $11,%eax
+ *         jmp out
+ * c2:     mov $12,%eax
+ *         jmp out
+ * c3:     mov $13,%eax
+ *         jmp out
+ * def:    xor %eax,%eax
+ * out:    pop %rbp
+ *         ret
+ *         .p2align 2
+ * tab:    .long c0-tab, c1-tab, c2-tab, def-tab, c3-tab, c0-tab
+ *         .long 0x7fff0000
+ *
+ * start=1000 jump=102e c0=1030 c1=1037 c2=103e c3=1045 def=104c out=104e tab=1050
+ */
+static const uint8_t jt_gcc_o0[] = {
+    0x55, 0x48, 0x89, 0xe5, 0x89, 0x7d, 0xec, 0x83, 0x7d, 0xec, 0x05, 0x77,
+    0x3f, 0x8b, 0x45, 0xec, 0x48, 0x8d, 0x14, 0x85, 0x00, 0x00, 0x00, 0x00,
+    0x48, 0x8d, 0x05, 0x31, 0x00, 0x00, 0x00, 0x8b, 0x04, 0x02, 0x48, 0x98,
+    0x48, 0x8d, 0x15, 0x25, 0x00, 0x00, 0x00, 0x48, 0x01, 0xd0, 0xff, 0xe0,
+    0xb8, 0x0a, 0x00, 0x00, 0x00, 0xeb, 0x17, 0xb8, 0x0b, 0x00, 0x00, 0x00,
+    0xeb, 0x10, 0xb8, 0x0c, 0x00, 0x00, 0x00, 0xeb, 0x09, 0xb8, 0x0d, 0x00,
+    0x00, 0x00, 0xeb, 0x02, 0x31, 0xc0, 0x5d, 0xc3, 0xe0, 0xff, 0xff, 0xff,
+    0xe7, 0xff, 0xff, 0xff, 0xee, 0xff, 0xff, 0xff, 0xfc, 0xff, 0xff, 0xff,
+    0xf5, 0xff, 0xff, 0xff, 0xe0, 0xff, 0xff, 0xff, 0x00, 0x00, 0xff, 0x7f,
+};
+
+/*
+ * start:  push %rbp
+ *         mov %rsp,%rbp
+ *         mov %edi,-0x4(%rbp)
+ *         mov -0x4(%rbp),%eax
+ *         add $0xffffff9f,%eax
+ *         mov %eax,%ecx
+ *         mov %rcx,-0x10(%rbp)
+ *         sub $0x7,%eax
+ *         ja def
+ *         mov -0x10(%rbp),%rax
+ *         lea tab(%rip),%rcx
+ *         movslq (%rcx,%rax,4),%rax
+ *         add %rcx,%rax
+ * jump:   jmp *%rax
+ * c0:     mov $10,%eax
+ *         jmp out
+ * c1:     mov $11,%eax
+ *         jmp out
+ * c2:     mov $12,%eax
+ *         jmp out
+ * def:    xor %eax,%eax
+ * out:    pop %rbp
+ *         ret
+ *         .p2align 2
+ * tab:    .long c0-tab, c1-tab, c2-tab, def-tab, c0-tab, c1-tab, c2-tab, c0-tab
+ *
+ * start=1000 jump=102a c0=102c c1=1033 c2=103a def=1041 out=1043 tab=1048
+ */
+static const uint8_t jt_clang_o0[] = {
+    0x55, 0x48, 0x89, 0xe5, 0x89, 0x7d, 0xfc, 0x8b, 0x45, 0xfc, 0x83, 0xc0,
+    0x9f, 0x89, 0xc1, 0x48, 0x89, 0x4d, 0xf0, 0x83, 0xe8, 0x07, 0x77, 0x29,
+    0x48, 0x8b, 0x45, 0xf0, 0x48, 0x8d, 0x0d, 0x25, 0x00, 0x00, 0x00, 0x48,
+    0x63, 0x04, 0x81, 0x48, 0x01, 0xc8, 0xff, 0xe0, 0xb8, 0x0a, 0x00, 0x00,
+    0x00, 0xeb, 0x10, 0xb8, 0x0b, 0x00, 0x00, 0x00, 0xeb, 0x09, 0xb8, 0x0c,
+    0x00, 0x00, 0x00, 0xeb, 0x02, 0x31, 0xc0, 0x5d, 0xc3, 0x0f, 0x1f, 0x00,
+    0xe4, 0xff, 0xff, 0xff, 0xeb, 0xff, 0xff, 0xff, 0xf2, 0xff, 0xff, 0xff,
+    0xf9, 0xff, 0xff, 0xff, 0xe4, 0xff, 0xff, 0xff, 0xeb, 0xff, 0xff, 0xff,
+    0xf2, 0xff, 0xff, 0xff, 0xe4, 0xff, 0xff, 0xff,
+};
+
+/*
+ * start:  mov %esi,%eax
+ *         cmp $0x3,%edi
+ *         ja def
+ *         mov %edi,%ecx
+ *         lea tab(%rip),%rdx
+ *         movslq (%rdx,%rcx,4),%rcx
+ *         add %rdx,%rcx
+ * jump:   jmp *%rcx
+ * c0:     add $10,%eax
+ *         ret
+ * c1:     add $11,%eax
+ *         ret
+ * c2:     add $12,%eax
+ *         ret
+ * def:    ret
+ *         .p2align 2
+ * tab:    .long c0-tab, c1-tab, c2-tab, c1-tab
+ *         .long c0-tab
+ *
+ * start=1000 jump=1017 c0=1019 c1=101d c2=1021 def=1025 tab=1028
+ */
+static const uint8_t jt_clang_o2[] = {
+    0x89, 0xf0, 0x83, 0xff, 0x03, 0x77, 0x1e, 0x89, 0xf9, 0x48, 0x8d, 0x15,
+    0x18, 0x00, 0x00, 0x00, 0x48, 0x63, 0x0c, 0x8a, 0x48, 0x01, 0xd1, 0xff,
+    0xe1, 0x83, 0xc0, 0x0a, 0xc3, 0x83, 0xc0, 0x0b, 0xc3, 0x83, 0xc0, 0x0c,
+    0xc3, 0xc3, 0x66, 0x90, 0xf1, 0xff, 0xff, 0xff, 0xf5, 0xff, 0xff, 0xff,
+    0xf9, 0xff, 0xff, 0xff, 0xf5, 0xff, 0xff, 0xff, 0xf1, 0xff, 0xff, 0xff,
+};
+
+/*
+ * start:  lea tab(%rip),%rdx
+ *         movslq (%rdx,%rdi,4),%rax
+ *         add %rdx,%rax
+ * jump:   jmp *%rax
+ * c0:     mov $10,%eax
+ *         ret
+ * c1:     mov $11,%eax
+ *         ret
+ * c2:     mov $12,%eax
+ *         ret
+ *         .p2align 2
+ * tab:    .long c0-tab, c1-tab, c2-tab
+ *         .long 0x7fff0000
+ *
+ * start=1000 jump=100e c0=1010 c1=1016 c2=101c tab=1024
+ */
+static const uint8_t jt_scan[] = {
+    0x48, 0x8d, 0x15, 0x1d, 0x00, 0x00, 0x00, 0x48, 0x63, 0x04, 0xba, 0x48,
+    0x01, 0xd0, 0xff, 0xe0, 0xb8, 0x0a, 0x00, 0x00, 0x00, 0xc3, 0xb8, 0x0b,
+    0x00, 0x00, 0x00, 0xc3, 0xb8, 0x0c, 0x00, 0x00, 0x00, 0xc3, 0x66, 0x90,
+    0xec, 0xff, 0xff, 0xff, 0xf2, 0xff, 0xff, 0xff, 0xf8, 0xff, 0xff, 0xff,
+    0x00, 0x00, 0xff, 0x7f,
+};
+
+/*
+ * start:  cmp $2,%edi
+ *         ja def
+ *         mov %edi,%edi
+ * jump:   jmp *tab(,%rdi,8)
+ * c0:     mov $10,%eax
+ *         ret
+ * c1:     mov $11,%eax
+ *         ret
+ * def:    ret
+ *         .p2align 3
+ * tab:    .quad c0, c1, 0x90000
+ *
+ * start=1000 jump=1007 c0=100e c1=1014 def=101a tab=1020
+ */
+static const uint8_t jt_reject[] = {
+    0x83, 0xff, 0x02, 0x77, 0x15, 0x89, 0xff, 0xff, 0x24, 0xfd, 0x20, 0x10,
+    0x00, 0x00, 0xb8, 0x0a, 0x00, 0x00, 0x00, 0xc3, 0xb8, 0x0b, 0x00, 0x00,
+    0x00, 0xc3, 0xc3, 0x0f, 0x1f, 0x44, 0x00, 0x00, 0x0e, 0x10, 0x00, 0x00,
+    0x00, 0x00, 0x00, 0x00, 0x14, 0x10, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+    0x00, 0x00, 0x09, 0x00, 0x00, 0x00, 0x00, 0x00,
+};
+
+/*
+ * start:  cmp $3,%edi
+ *         jbe inr
+ *         jmp def
+ * inr:    mov %edi,%edi
+ *         mov tab(,%rdi,8),%rax
+ * jump:   jmp *%rax
+ * c0:     mov $10,%eax
+ *         ret
+ * c1:     mov $11,%eax
+ *         ret
+ * def:    ret
+ *         .p2align 3
+ * tab:    .quad c0, c1, def, c0
+ *         .quad c1, c0
+ *
+ * start=1000 inr=1007 jump=1011 c0=1013 c1=1019 def=101f tab=1020
+ */
+static const uint8_t jt_jbe[] = {
+    0x83, 0xff, 0x03, 0x76, 0x02, 0xeb, 0x18, 0x89, 0xff, 0x48, 0x8b, 0x04,
+    0xfd, 0x20, 0x10, 0x00, 0x00, 0xff, 0xe0, 0xb8, 0x0a, 0x00, 0x00, 0x00,
+    0xc3, 0xb8, 0x0b, 0x00, 0x00, 0x00, 0xc3, 0xc3, 0x13, 0x10, 0x00, 0x00,
+    0x00, 0x00, 0x00, 0x00, 0x19, 0x10, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+    0x1f, 0x10, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x13, 0x10, 0x00, 0x00,
+    0x00, 0x00, 0x00, 0x00, 0x19, 0x10, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+    0x13, 0x10, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+};
+
+/*
+ * start:  cmp $1,%edi
+ *         jbe def
+ *         mov %edi,%edi
+ * jump:   jmp *tab(,%rdi,8)
+ * c0:     mov $10,%eax
+ *         ret
+ * c1:     mov $11,%eax
+ *         ret
+ * def:    ret
+ *         .p2align 3
+ * tab:    .quad c0, c1, def
+ *         .quad 0
+ *
+ * start=1000 jump=1007 c0=100e c1=1014 def=101a tab=1020
+ */
+static const uint8_t jt_wrongdir[] = {
+    0x83, 0xff, 0x01, 0x76, 0x15, 0x89, 0xff, 0xff, 0x24, 0xfd, 0x20, 0x10,
+    0x00, 0x00, 0xb8, 0x0a, 0x00, 0x00, 0x00, 0xc3, 0xb8, 0x0b, 0x00, 0x00,
+    0x00, 0xc3, 0xc3, 0x0f, 0x1f, 0x44, 0x00, 0x00, 0x0e, 0x10, 0x00, 0x00,
+    0x00, 0x00, 0x00, 0x00, 0x14, 0x10, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+    0x1a, 0x10, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+    0x00, 0x00, 0x00, 0x00,
+};
+
+/*
+ * start:  cmp $3,%edi
+ *         ja def
+ *         lea tab(%rip),%rdx
+ *         mov %edi,%edi
+ *         movslq (%rdx,%rdi,4),%rax
+ *         call def
+ *         add %rdx,%rax
+ * jump:   jmp *%rax
+ * c0:     ret
+ * def:    ret
+ *         .p2align 2
+ * tab:    .long c0-tab, c0-tab, c0-tab, c0-tab
+ *
+ * start=1000 jump=101a c0=101c def=101d tab=1020
+ */
+static const uint8_t jt_clobber[] = {
+    0x83, 0xff, 0x03, 0x77, 0x18, 0x48, 0x8d, 0x15, 0x14, 0x00, 0x00, 0x00,
+    0x89, 0xff, 0x48, 0x63, 0x04, 0xba, 0xe8, 0x06, 0x00, 0x00, 0x00, 0x48,
+    0x01, 0xd0, 0xff, 0xe0, 0xc3, 0xc3, 0x66, 0x90, 0xfc, 0xff, 0xff, 0xff,
+    0xfc, 0xff, 0xff, 0xff, 0xfc, 0xff, 0xff, 0xff, 0xfc, 0xff, 0xff, 0xff,
+};
+
+/*
+ * start:  cmp $2,%edi
+ *         ja def
+ *         lea tab(%rip),%rdx
+ *         mov %edi,%edi
+ * jump:   jmp *(%rdx,%rdi,8)
+ * c0:     mov $10,%eax
+ *         ret
+ * c1:     mov $11,%eax
+ *         ret
+ * def:    ret
+ *         .p2align 3
+ * tab:    .quad 0, c1, 0
+ *
+ * start=1000 jump=100e c0=1011 c1=1017 def=101d tab=1020
+ */
+static const uint8_t jt_pie[] = {
+    0x83, 0xff, 0x02, 0x77, 0x18, 0x48, 0x8d, 0x15, 0x14, 0x00, 0x00, 0x00,
+    0x89, 0xff, 0xff, 0x24, 0xfa, 0xb8, 0x0a, 0x00, 0x00, 0x00, 0xc3, 0xb8,
+    0x0b, 0x00, 0x00, 0x00, 0xc3, 0xc3, 0x66, 0x90, 0x00, 0x00, 0x00, 0x00,
+    0x00, 0x00, 0x00, 0x00, 0x17, 0x10, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+    0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+};
+
+
+/*****************************************************************************
+ * Jump tables: helpers
+ */
+
+/* Decode LEN bytes at VMA up to and including the instruction at JUMP into a window. */
+typedef struct jt_fixture {
+    cfg_image_t *img;
+    arch_insn_t insns[64];
+    cfg_insn_window_t w;
+} jt_fixture_t;
+
+/*
+ * Direct unconditional jumps are left out of the window, as a builder following a chain of
+ * single-predecessor blocks would.
+ */
+static void
+jt_setup(jt_fixture_t *f, const uint8_t *bytes, size_t len, uint64_t jump)
+{
+    uint64_t a = VMA;
+    size_t n = 0;
+
+    ck_assert_int_eq(cfg_image_from_bytes(bytes, len, VMA, &f->img), 0);
+    for (;;) {
+        arch_insn_t in;
+        ck_assert_uint_lt(a, VMA + len);
+        ck_assert_int_eq(arch_decode(bytes + (a - VMA), len - (a - VMA), a, &in), 0);
+        if (in.kind != ARCH_KIND_JMP) {
+            ck_assert_uint_lt(n, 64);
+            f->insns[n++] = in;
+        }
+        if (a == jump)
+            break;
+        ck_assert_uint_lt(a, jump);
+        a += in.len;
+    }
+    ck_assert_int_eq(f->insns[n - 1].kind, ARCH_KIND_JMP_IND);
+    f->w.insns = f->insns;
+    f->w.n = n;
+}
+
+/* Recognise the table of F, code being [VMA, HI); returns cfg_jtab_match's answer. */
+static int
+jt_match(jt_fixture_t *f, uint64_t hi, cfg_table_t *t)
+{
+    memset(t, 0xa5, sizeof(*t));
+    return cfg_jtab_match(f->img, &f->w, VMA, hi, t);
+}
+
+static void
+jt_check(const jt_fixture_t *f, const cfg_table_t *t, uint64_t jump, uint64_t addr,
+    uint64_t base, int size, int relative, int bounded, const uint64_t *targets, uint32_t n)
+{
+    ck_assert_uint_eq(t->jump, jump);
+    ck_assert_uint_eq(t->addr, addr);
+    ck_assert_uint_eq(t->base, base);
+    ck_assert_int_eq(t->entry_size, size);
+    ck_assert_int_eq(t->relative, relative);
+    ck_assert_int_eq(t->bounded, bounded);
+    ck_assert_uint_eq(t->nentries, n);
+    for (uint32_t i = 0; i < n; i++)
+        ck_assert_uint_eq(cfg_jtab_entry(f->img, t, i), targets[i]);
+    ck_assert_uint_eq(cfg_jtab_entry(f->img, t, n), 0);
+}
+
+#define JT_SETUP(f, name, jump) jt_setup(&(f), jt_##name, sizeof(jt_##name), (jump))
+#define NELEM(a) (sizeof(a) / sizeof((a)[0]))
+
+/*****************************************************************************
+ * Jump tables: tests
+ */
+
+START_TEST(test_cfg_jtab_abs_nonpic)
+{
+    static const uint64_t want[] = { 0x1010, 0x1016, 0x101c, 0x1022 };
+    jt_fixture_t f;
+    cfg_table_t t;
+
+    JT_SETUP(f, abs, 0x1009);
+    ck_assert_int_eq(jt_match(&f, 0x1030, &t), 1);
+    jt_check(&f, &t, 0x1009, 0x1030, 0, 8, 0, 1, want, NELEM(want));
+    cfg_image_destroy(f.img);
+}
+END_TEST
+
+START_TEST(test_cfg_jtab_pic_gcc_o2)
+{
+    static const uint64_t want[] = { 0x1017, 0x101d, 0x1023, 0x102f, 0x1029 };
+    jt_fixture_t f;
+    cfg_table_t t;
+
+    JT_SETUP(f, gcc_o2, 0x1015);
+    ck_assert_int_eq(jt_match(&f, 0x1034, &t), 1);
+    jt_check(&f, &t, 0x1015, 0x1034, 0x1034, 4, 1, 1, want, NELEM(want));
+    cfg_image_destroy(f.img);
+}
+END_TEST
+
+START_TEST(test_cfg_jtab_pic_gcc_o0_stack_slot)
+{
+    static const uint64_t want[] = { 0x1030, 0x1037, 0x103e, 0x104c, 0x1045, 0x1030 };
+    jt_fixture_t f;
+    cfg_table_t t;
+
+    JT_SETUP(f, gcc_o0, 0x102e);
+    ck_assert_int_eq(jt_match(&f, 0x1050, &t), 1);
+    jt_check(&f, &t, 0x102e, 0x1050, 0x1050, 4, 1, 1, want, NELEM(want));
+    cfg_image_destroy(f.img);
+}
+END_TEST
+
+START_TEST(test_cfg_jtab_pic_clang_o0_sub_bound)
+{
+    static const uint64_t want[] = { 0x102c, 0x1033, 0x103a, 0x1041,
+                                     0x102c, 0x1033, 0x103a, 0x102c };
+    jt_fixture_t f;
+    cfg_table_t t;
+
+    JT_SETUP(f, clang_o0, 0x102a);
+    ck_assert_int_eq(jt_match(&f, 0x1048, &t), 1);
+    jt_check(&f, &t, 0x102a, 0x1048, 0x1048, 4, 1, 1, want, NELEM(want));
+    cfg_image_destroy(f.img);
+}
+END_TEST
+
+START_TEST(test_cfg_jtab_pic_clang_o2)
+{
+    static const uint64_t want[] = { 0x1019, 0x101d, 0x1021, 0x101d };
+    jt_fixture_t f;
+    cfg_table_t t;
+
+    JT_SETUP(f, clang_o2, 0x1017);
+    ck_assert_int_eq(jt_match(&f, 0x1028, &t), 1);
+    jt_check(&f, &t, 0x1017, 0x1028, 0x1028, 4, 1, 1, want, NELEM(want));
+    cfg_image_destroy(f.img);
+}
+END_TEST
+
+START_TEST(test_cfg_jtab_scan_without_bound)
+{
+    static const uint64_t want[] = { 0x1010, 0x1016, 0x101c };
+    jt_fixture_t f;
+    cfg_table_t t;
+
+    JT_SETUP(f, scan, 0x100e);
+    ck_assert_int_eq(jt_match(&f, 0x1024, &t), 1);
+    jt_check(&f, &t, 0x100e, 0x1024, 0x1024, 4, 1, 0, want, NELEM(want));
+    cfg_image_destroy(f.img);
+}
+END_TEST
+
+START_TEST(test_cfg_jtab_rejects_entry_out_of_range)
+{
+    jt_fixture_t f;
+    cfg_table_t t;
+
+    JT_SETUP(f, reject, 0x1007);
+    ck_assert_int_eq(jt_match(&f, 0x1020, &t), 0);
+    cfg_image_destroy(f.img);
+}
+END_TEST
+
+START_TEST(test_cfg_jtab_rejects_entry_outside_proc)
+{
+    jt_fixture_t f;
+    cfg_table_t t;
+
+    /* Entry 3 (def) lies past the procedure's end: the bounded table is not accepted. */
+    JT_SETUP(f, gcc_o2, 0x1015);
+    ck_assert_int_eq(jt_match(&f, 0x102f, &t), 0);
+    cfg_image_destroy(f.img);
+}
+END_TEST
+
+START_TEST(test_cfg_jtab_jbe_taken_path)
+{
+    static const uint64_t want[] = { 0x1013, 0x1019, 0x101f, 0x1013 };
+    jt_fixture_t f;
+    cfg_table_t t;
+
+    JT_SETUP(f, jbe, 0x1011);
+    ck_assert_uint_eq(f.w.n, 5); /* cmp jbe mov mov jmp: the jmp to def is left out */
+    ck_assert_int_eq(jt_match(&f, 0x1020, &t), 1);
+    jt_check(&f, &t, 0x1011, 0x1020, 0, 8, 0, 1, want, NELEM(want));
+    cfg_image_destroy(f.img);
+}
+END_TEST
+
+START_TEST(test_cfg_jtab_guard_wrong_direction_scans)
+{
+    static const uint64_t want[] = { 0x100e, 0x1014, 0x101a };
+    jt_fixture_t f;
+    cfg_table_t t;
+
+    /* jbe leaves the path to the table for values above the bound: no proof. */
+    JT_SETUP(f, wrongdir, 0x1007);
+    ck_assert_int_eq(jt_match(&f, 0x1020, &t), 1);
+    jt_check(&f, &t, 0x1007, 0x1020, 0, 8, 0, 0, want, NELEM(want));
+    cfg_image_destroy(f.img);
+}
+END_TEST
+
+START_TEST(test_cfg_jtab_call_clobbers)
+{
+    jt_fixture_t f;
+    cfg_table_t t;
+
+    JT_SETUP(f, clobber, 0x101a);
+    ck_assert_int_eq(jt_match(&f, 0x1020, &t), 0);
+    cfg_image_destroy(f.img);
+}
+END_TEST
+
+START_TEST(test_cfg_jtab_pie_relative_relocs)
+{
+    static const uint64_t want[] = { 0x1011, 0x1017, 0x101d };
+    jt_fixture_t f;
+    cfg_table_t t;
+
+    JT_SETUP(f, pie, 0x100e);
+    f.img->relocs = calloc(3, sizeof(cfg_reloc_t));
+    ck_assert_ptr_nonnull(f.img->relocs);
+    /* Entries 0 and 2 hold 0 in the file; an ABS64 at entry 2 must be ignored. */
+    f.img->relocs[0] = (cfg_reloc_t) { .where = 0x1020, .value = 0x1011,
+                                       .kind = CFG_RELOC_RELATIVE };
+    f.img->relocs[1] = (cfg_reloc_t) { .where = 0x1030, .value = 0x1017,
+                                       .kind = CFG_RELOC_ABS64 };
+    f.img->relocs[2] = (cfg_reloc_t) { .where = 0x1030, .value = 0x101d,
+                                       .kind = CFG_RELOC_RELATIVE };
+    f.img->nrelocs = 3;
+    ck_assert_int_eq(jt_match(&f, 0x1020, &t), 1);
+    jt_check(&f, &t, 0x100e, 0x1020, 0, 8, 0, 1, want, NELEM(want));
+    cfg_image_destroy(f.img);
+}
+END_TEST
+
+START_TEST(test_cfg_jtab_not_a_table)
+{
+    jt_fixture_t f;
+    cfg_table_t t;
+    cfg_insn_window_t w;
+
+    JT_SETUP(f, gcc_o2, 0x1015);
+    /* Without the lea and the load the target is just a register. */
+    w.insns = &f.insns[f.w.n - 1];
+    w.n = 1;
+    ck_assert_int_eq(cfg_jtab_match(f.img, &w, VMA, 0x1034, &t), 0);
+    /* A window not ending in an indirect jump, and bad arguments. */
+    w.insns = f.insns;
+    w.n = 2;
+    ck_assert_int_eq(cfg_jtab_match(f.img, &w, VMA, 0x1034, &t), 0);
+    ck_assert_int_eq(cfg_jtab_match(f.img, NULL, VMA, 0x1034, &t), 0);
+    ck_assert_int_eq(cfg_jtab_match(NULL, &f.w, VMA, 0x1034, &t), 0);
+    ck_assert_int_eq(cfg_jtab_match(f.img, &f.w, 0x1034, VMA, &t), 0);
+    w.n = 0;
+    ck_assert_int_eq(cfg_jtab_match(f.img, &w, VMA, 0x1034, &t), 0);
+    cfg_image_destroy(f.img);
+}
+END_TEST
+
+START_TEST(test_cfg_jtab_entry_unreadable)
+{
+    cfg_table_t t = { .addr = 0x1ff8, .entry_size = 8, .nentries = 4 };
+    jt_fixture_t f;
+
+    JT_SETUP(f, abs, 0x1009);
+    ck_assert_uint_eq(cfg_jtab_entry(f.img, &t, 0), 0);
+    t.addr = 0x1030;
+    ck_assert_uint_eq(cfg_jtab_entry(f.img, &t, 0), 0x1010);
+    ck_assert_uint_eq(cfg_jtab_entry(f.img, &t, 4), 0);
+    t.entry_size = 3;
+    ck_assert_uint_eq(cfg_jtab_entry(f.img, &t, 0), 0);
+    ck_assert_uint_eq(cfg_jtab_entry(NULL, &t, 0), 0);
+    cfg_image_destroy(f.img);
+}
+END_TEST
+
+/*****************************************************************************
+ * Loops: building graphs by hand
+ */
+
+/*
+ * A program of two procedures: a one-block dummy first (so that global and local block
+ * numbers differ), then the procedure under test with N blocks and the edges E (pairs of
+ * local numbers; -1 as destination leaves the procedure).
+ */
+typedef struct lp_graph {
+    cfg_prog_t prog;
+    cfg_proc_t procs[2];
+    cfg_block_t *blocks;
+    cfg_edge_t *edges;
+    uint32_t *preds;
+} lp_graph_t;
+
+static void
+lp_build(lp_graph_t *g, uint32_t n, const int (*e)[2], uint32_t ne)
+{
+    uint32_t *cnt = calloc(n + 2, sizeof(uint32_t));
+
+    memset(g, 0, sizeof(*g));
+    g->blocks = calloc(n + 1, sizeof(cfg_block_t));
+    g->edges = calloc(ne + 1, sizeof(cfg_edge_t));
+    g->preds = calloc(ne + 1, sizeof(uint32_t));
+    ck_assert(cnt && g->blocks && g->edges && g->preds);
+    /* Edges grouped by source block (counting sort, stable). */
+    for (uint32_t i = 0; i < ne; i++)
+        cnt[e[i][0] + 1]++;
+    for (uint32_t b = 0; b < n; b++)
+        cnt[b + 1] += cnt[b];
+    for (uint32_t b = 0; b < n; b++) {
+        cfg_block_t *blk = &g->blocks[b + 1];
+        blk->start = 0x1000 + 16 * (uint64_t)b;
+        blk->end = blk->start + 16;
+        blk->proc = 1;
+        blk->succ = cnt[b];
+        blk->nsucc = cnt[b + 1] - cnt[b];
+        /* Garbage that the analysis must overwrite. */
+        blk->idom = 12345;
+        blk->loop_depth = 77;
+        blk->is_loop_head = 9;
+    }
+    for (uint32_t i = 0; i < ne; i++) {
+        cfg_edge_t *x = &g->edges[cnt[e[i][0]]++];
+        x->from = (uint32_t)e[i][0] + 1;
+        x->to = e[i][1] < 0 ? CFG_NONE : (uint32_t)e[i][1] + 1;
+        x->kind = e[i][1] < 0 ? CFG_EDGE_RETURN : CFG_EDGE_JUMP;
+    }
+    /* Predecessors grouped by destination block. */
+    memset(cnt, 0, (n + 2) * sizeof(uint32_t));
+    for (uint32_t i = 0; i < ne; i++)
+        if (g->edges[i].to != CFG_NONE)
+            cnt[g->edges[i].to]++;
+    for (uint32_t b = 1; b <= n; b++) {
+        g->blocks[b].npred = cnt[b];
+        cnt[b] += cnt[b - 1];
+        g->blocks[b].pred = cnt[b - 1];
+    }
+    for (uint32_t i = 0; i < ne; i++)
+        if (g->edges[i].to != CFG_NONE)
+            g->preds[cnt[g->edges[i].to - 1]++] = i;
+    free(cnt);
+    g->blocks[0].start = 0x100;
+    g->blocks[0].end = 0x110;
+    g->blocks[0].succ = ne;
+    g->procs[0] = (cfg_proc_t) { .name = "dummy", .block = 0, .nblocks = 1, .parent = CFG_NONE };
+    g->procs[1] = (cfg_proc_t) { .name = "f", .entry = 0x1000, .block = 1, .nblocks = n,
+                                 .parent = CFG_NONE, .flags = CFG_PROC_IRREDUCIBLE,
+                                 .nloops = 99 };
+    g->prog.procs = g->procs;
+    g->prog.nprocs = 2;
+    g->prog.blocks = g->blocks;
+    g->prog.nblocks = n + 1;
+    g->prog.edges = g->edges;
+    g->prog.nedges = ne;
+    g->prog.preds = g->preds;
+}
+
+static void
+lp_free(lp_graph_t *g)
+{
+    free(g->blocks);
+    free(g->edges);
+    free(g->preds);
+}
+
+/* The local immediate dominator of local block B, or -1. */
+static int
+lp_idom(const lp_graph_t *g, uint32_t b)
+{
+    uint32_t d = g->blocks[b + 1].idom;
+    return d == CFG_NONE ? -1 : (int)d - 1;
+}
+
+/* Check idom, depth and head of every block against the arrays. */
+static void
+lp_expect(const lp_graph_t *g, const int *idom, const int *depth, const int *head, uint32_t n)
+{
+    for (uint32_t b = 0; b < n; b++) {
+        ck_assert_msg(lp_idom(g, b) == idom[b], "idom of %u: %d, want %d", b, lp_idom(g, b),
+            idom[b]);
+        ck_assert_msg(g->blocks[b + 1].loop_depth == depth[b], "depth of %u: %d, want %d", b,
+            g->blocks[b + 1].loop_depth, depth[b]);
+        ck_assert_msg(g->blocks[b + 1].is_loop_head == head[b], "head of %u: %d, want %d", b,
+            g->blocks[b + 1].is_loop_head, head[b]);
+    }
+}
+
+#define LP_RUN(g, edges, n)                                                              \
+    do {                                                                                 \
+        lp_build(&(g), (n), (edges), NELEM(edges));                                      \
+        ck_assert_int_eq(cfg_loops_proc(&(g).prog, &(g).procs[1]), 0);                   \
+    } while (0)
+
+/*****************************************************************************
+ * Loops: tests
+ */
+
+START_TEST(test_cfg_loops_straight_line)
+{
+    static const int e[][2] = { { 0, 1 }, { 1, 2 }, { 2, -1 } };
+    static const int idom[] = { -1, 0, 1 }, depth[] = { 0, 0, 0 }, head[] = { 0, 0, 0 };
+    lp_graph_t g;
+
+    LP_RUN(g, e, 3);
+    lp_expect(&g, idom, depth, head, 3);
+    ck_assert_uint_eq(g.procs[1].nloops, 0);
+    ck_assert_uint_eq(g.procs[1].flags & CFG_PROC_IRREDUCIBLE, 0);
+    lp_free(&g);
+}
+END_TEST
+
+START_TEST(test_cfg_loops_diamond)
+{
+    static const int e[][2] = { { 0, 1 }, { 0, 2 }, { 1, 3 }, { 2, 3 }, { 3, -1 } };
+    static const int idom[] = { -1, 0, 0, 0 }, depth[] = { 0, 0, 0, 0 },
+                     head[] = { 0, 0, 0, 0 };
+    lp_graph_t g;
+
+    LP_RUN(g, e, 4);
+    lp_expect(&g, idom, depth, head, 4);
+    ck_assert_uint_eq(g.procs[1].nloops, 0);
+    lp_free(&g);
+}
+END_TEST
+
+START_TEST(test_cfg_loops_single_loop)
+{
+    static const int e[][2] = { { 0, 1 }, { 1, 2 }, { 2, 1 }, { 2, 3 }, { 3, -1 } };
+    static const int idom[] = { -1, 0, 1, 2 }, depth[] = { 0, 1, 1, 0 },
+                     head[] = { 0, 1, 0, 0 };
+    lp_graph_t g;
+
+    LP_RUN(g, e, 4);
+    lp_expect(&g, idom, depth, head, 4);
+    ck_assert_uint_eq(g.procs[1].nloops, 1);
+    ck_assert_uint_eq(g.procs[1].flags & CFG_PROC_IRREDUCIBLE, 0);
+    lp_free(&g);
+}
+END_TEST
+
+START_TEST(test_cfg_loops_self_loop)
+{
+    static const int e[][2] = { { 0, 1 }, { 1, 1 }, { 1, 2 } };
+    static const int idom[] = { -1, 0, 1 }, depth[] = { 0, 1, 0 }, head[] = { 0, 1, 0 };
+    lp_graph_t g;
+
+    LP_RUN(g, e, 3);
+    lp_expect(&g, idom, depth, head, 3);
+    ck_assert_uint_eq(g.procs[1].nloops, 1);
+    lp_free(&g);
+}
+END_TEST
+
+START_TEST(test_cfg_loops_nested)
+{
+    /* 1..4 is the outer loop, 2..3 the inner one. */
+    static const int e[][2] = { { 0, 1 }, { 1, 2 }, { 2, 3 }, { 3, 2 },
+                                { 3, 4 }, { 4, 1 }, { 4, 5 }, { 5, -1 } };
+    static const int idom[] = { -1, 0, 1, 2, 3, 4 }, depth[] = { 0, 1, 2, 2, 1, 0 },
+                     head[] = { 0, 1, 1, 0, 0, 0 };
+    lp_graph_t g;
+
+    LP_RUN(g, e, 6);
+    lp_expect(&g, idom, depth, head, 6);
+    ck_assert_uint_eq(g.procs[1].nloops, 2);
+    ck_assert_uint_eq(g.procs[1].flags & CFG_PROC_IRREDUCIBLE, 0);
+    lp_free(&g);
+}
+END_TEST
+
+START_TEST(test_cfg_loops_two_back_edges_one_header)
+{
+    /* continue (2 -> 1) and the loop end (3 -> 1): one loop. */
+    static const int e[][2] = { { 0, 1 }, { 1, 2 }, { 1, 4 }, { 2, 1 },
+                                { 2, 3 }, { 3, 1 }, { 4, -1 } };
+    static const int idom[] = { -1, 0, 1, 2, 1 }, depth[] = { 0, 1, 1, 1, 0 },
+                     head[] = { 0, 1, 0, 0, 0 };
+    lp_graph_t g;
+
+    LP_RUN(g, e, 5);
+    lp_expect(&g, idom, depth, head, 5);
+    ck_assert_uint_eq(g.procs[1].nloops, 1);
+    lp_free(&g);
+}
+END_TEST
+
+START_TEST(test_cfg_loops_irreducible)
+{
+    /* 1 and 2 are both entered from 0: the cycle has no header that dominates it. */
+    static const int e[][2] = { { 0, 1 }, { 0, 2 }, { 1, 2 }, { 2, 1 }, { 1, 3 }, { 3, -1 } };
+    static const int idom[] = { -1, 0, 0, 1 }, depth[] = { 0, 0, 0, 0 },
+                     head[] = { 0, 0, 0, 0 };
+    lp_graph_t g;
+
+    LP_RUN(g, e, 4);
+    lp_expect(&g, idom, depth, head, 4);
+    ck_assert_uint_eq(g.procs[1].nloops, 0);
+    ck_assert_uint_ne(g.procs[1].flags & CFG_PROC_IRREDUCIBLE, 0);
+    lp_free(&g);
+}
+END_TEST
+
+START_TEST(test_cfg_loops_irreducible_inside_loop)
+{
+    /* A natural loop 1..4 whose body holds the irreducible cycle 2 <-> 3. */
+    static const int e[][2] = { { 0, 1 }, { 1, 2 }, { 1, 3 }, { 2, 3 }, { 3, 2 },
+                                { 3, 4 }, { 4, 1 }, { 4, 5 } };
+    static const int idom[] = { -1, 0, 1, 1, 3, 4 }, depth[] = { 0, 1, 1, 1, 1, 0 },
+                     head[] = { 0, 1, 0, 0, 0, 0 };
+    lp_graph_t g;
+
+    LP_RUN(g, e, 6);
+    lp_expect(&g, idom, depth, head, 6);
+    ck_assert_uint_eq(g.procs[1].nloops, 1);
+    ck_assert_uint_ne(g.procs[1].flags & CFG_PROC_IRREDUCIBLE, 0);
+    lp_free(&g);
+}
+END_TEST
+
+START_TEST(test_cfg_loops_unreachable_blocks)
+{
+    /* 2 is unreachable and jumps into the loop; 3 is an isolated self loop. */
+    static const int e[][2] = { { 0, 1 }, { 1, 1 }, { 1, 4 }, { 2, 1 }, { 3, 3 } };
+    static const int idom[] = { -1, 0, -1, -1, 1 }, depth[] = { 0, 1, 0, 0, 0 },
+                     head[] = { 0, 1, 0, 0, 0 };
+    lp_graph_t g;
+
+    LP_RUN(g, e, 5);
+    lp_expect(&g, idom, depth, head, 5);
+    ck_assert_uint_eq(g.procs[1].nloops, 1);
+    lp_free(&g);
+}
+END_TEST
+
+START_TEST(test_cfg_loops_entry_is_header)
+{
+    /* The entry block heads a loop; block 1 is earlier in address order elsewhere. */
+    static const int e[][2] = { { 0, 1 }, { 1, 0 }, { 1, -1 } };
+    static const int idom[] = { -1, 0 }, depth[] = { 1, 1 }, head[] = { 1, 0 };
+    lp_graph_t g;
+
+    LP_RUN(g, e, 2);
+    lp_expect(&g, idom, depth, head, 2);
+    ck_assert_uint_eq(g.procs[1].nloops, 1);
+    lp_free(&g);
+}
+END_TEST
+
+START_TEST(test_cfg_loops_bad_args)
+{
+    static const int e[][2] = { { 0, -1 } };
+    lp_graph_t g;
+
+    lp_build(&g, 1, e, 1);
+    ck_assert_int_eq(cfg_loops_proc(NULL, &g.procs[1]), QP_EINVAL);
+    ck_assert_int_eq(cfg_loops_proc(&g.prog, NULL), QP_EINVAL);
+    g.procs[1].nblocks = 5;
+    ck_assert_int_eq(cfg_loops_proc(&g.prog, &g.procs[1]), QP_EINVAL);
+    g.procs[1].nblocks = 0;
+    ck_assert_int_eq(cfg_loops_proc(&g.prog, &g.procs[1]), 0);
+    ck_assert_uint_eq(g.procs[1].nloops, 0);
+    lp_free(&g);
+}
+END_TEST
+
+/*
+ * The reference: dominator sets by the textbook fixpoint, natural loops by a backward
+ * walk per back edge, reducibility as "the graph without its back edges is acyclic".
+ */
+#define RN 40
+
+typedef struct lp_ref {
+    uint64_t dom[RN];   /* bit d set: d dominates b */
+    int reach[RN];
+    int idom[RN];
+    int depth[RN];
+    int head[RN];
+    int nloops;
+    int irreducible;
+} lp_ref_t;
+
+static void
+lp_reference(int n, const int (*e)[2], int ne, lp_ref_t *r)
+{
+    memset(r, 0, sizeof(*r));
+    r->reach[0] = 1;
+    for (int changed = 1; changed;) {
+        changed = 0;
+        for (int i = 0; i < ne; i++)
+            if (e[i][1] >= 0 && r->reach[e[i][0]] && !r->reach[e[i][1]])
+                r->reach[e[i][1]] = changed = 1;
+    }
+    uint64_t all = n == 64 ? ~0ull : (1ull << n) - 1;
+    for (int b = 0; b < n; b++)
+        r->dom[b] = b == 0 ? 1 : all;
+    for (int changed = 1; changed;) {
+        changed = 0;
+        for (int b = 1; b < n; b++) {
+            if (!r->reach[b])
+                continue;
+            uint64_t d = all;
+            for (int i = 0; i < ne; i++)
+                if (e[i][1] == b && r->reach[e[i][0]])
+                    d &= r->dom[e[i][0]];
+            d |= 1ull << b;
+            if (d != r->dom[b]) {
+                r->dom[b] = d;
+                changed = 1;
+            }
+        }
+    }
+    for (int b = 0; b < n; b++) {
+        r->idom[b] = -1;
+        if (b == 0 || !r->reach[b])
+            continue;
+        /* The strict dominator dominated by every other strict dominator. */
+        uint64_t s = r->dom[b] & ~(1ull << b);
+        for (int d = 0; d < n; d++)
+            if ((s >> d & 1) && (r->dom[d] & s) == s)
+                r->idom[b] = d;
+    }
+    /* Natural loops. */
+    uint64_t body[RN] = { 0 };
+    for (int i = 0; i < ne; i++) {
+        int u = e[i][0], v = e[i][1];
+        if (v < 0 || !r->reach[u] || !(r->dom[u] >> v & 1))
+            continue;
+        uint64_t b = (1ull << v) | (1ull << u);
+        int stack[RN], sp = 0;
+        if (u != v)
+            stack[sp++] = u;
+        while (sp > 0) {
+            int y = stack[--sp];
+            for (int k = 0; k < ne; k++)
+                if (e[k][1] == y && r->reach[e[k][0]] && !(b >> e[k][0] & 1)) {
+                    b |= 1ull << e[k][0];
+                    stack[sp++] = e[k][0];
+                }
+        }
+        body[v] |= b;
+        r->head[v] = 1;
+    }
+    for (int h = 0; h < n; h++) {
+        r->nloops += r->head[h];
+        for (int b = 0; b < n; b++)
+            r->depth[b] += r->head[h] && (body[h] >> b & 1);
+    }
+    /* Reducible iff the reachable graph without back edges is acyclic (Kahn). */
+    int indeg[RN] = { 0 }, queue[RN], qh = 0, qt = 0, seen = 0, nreach = 0;
+    for (int i = 0; i < ne; i++) {
+        int u = e[i][0], v = e[i][1];
+        if (v >= 0 && r->reach[u] && !(r->dom[u] >> v & 1))
+            indeg[v]++;
+    }
+    for (int b = 0; b < n; b++) {
+        nreach += r->reach[b];
+        if (r->reach[b] && indeg[b] == 0)
+            queue[qt++] = b;
+    }
+    while (qh < qt) {
+        int u = queue[qh++];
+        seen++;
+        for (int i = 0; i < ne; i++)
+            if (e[i][0] == u && e[i][1] >= 0 && !(r->dom[u] >> e[i][1] & 1)
+                && --indeg[e[i][1]] == 0)
+                queue[qt++] = e[i][1];
+    }
+    r->irreducible = seen != nreach;
+}
+
+START_TEST(test_cfg_loops_random_vs_reference)
+{
+    unsigned seed = 12345u + (unsigned)_i * 7919u;
+    int e[4 * RN][2];
+    lp_graph_t g;
+    lp_ref_t r;
+
+    for (int iter = 0; iter < 200; iter++) {
+        seed = seed * 1103515245u + 12345u;
+        int n = 1 + (int)((seed >> 16) % RN);
+        int ne = 0;
+        for (int b = 0; b < n; b++) {
+            seed = seed * 1103515245u + 12345u;
+            int k = (int)((seed >> 16) % 4);
+            for (int j = 0; j < k && ne < 4 * RN; j++) {
+                seed = seed * 1103515245u + 12345u;
+                int to = (int)((seed >> 16) % (unsigned)(n + 1)) - 1;
+                /* Mostly forward, to get loops and not only chaos. */
+                seed = seed * 1103515245u + 12345u;
+                if (to >= 0 && to < b && (seed >> 16) % 3 != 0)
+                    to = b + 1 < n ? b + 1 : -1;
+                e[ne][0] = b;
+                e[ne++][1] = to;
+            }
+        }
+        lp_reference(n, (const int(*)[2])e, ne, &r);
+        lp_build(&g, (uint32_t)n, (const int(*)[2])e, (uint32_t)ne);
+        ck_assert_int_eq(cfg_loops_proc(&g.prog, &g.procs[1]), 0);
+        lp_expect(&g, r.idom, r.depth, r.head, (uint32_t)n);
+        ck_assert_uint_eq(g.procs[1].nloops, (unsigned)r.nloops);
+        ck_assert_int_eq(!!(g.procs[1].flags & CFG_PROC_IRREDUCIBLE), r.irreducible);
+        lp_free(&g);
+    }
+}
+END_TEST
+
+START_TEST(test_cfg_loops_large_is_fast)
+{
+    /*
+     * 183002 blocks: 3000 nests of 30 loops in a row (30 headers, one body block, 30
+     * latches each). A quadratic algorithm would not finish before the timeout.
+     */
+    enum { NEST = 30, CHAINS = 3000, PER = 2 * NEST + 1 };
+    uint32_t n = 1 + CHAINS * PER + 1;
+    int (*e)[2] = malloc((size_t)n * 3 * sizeof(*e));
+    uint32_t ne = 0;
+    lp_graph_t g;
+
+    ck_assert_ptr_nonnull(e);
+    for (uint32_t c = 0; c < CHAINS; c++) {
+        int base = 1 + (int)(c * PER);
+        int prev = base - 1;
+        /* Headers h_i = base + i, then the innermost body, then latches in reverse. */
+        for (int i = 0; i < NEST; i++) {
+            e[ne][0] = prev;
+            e[ne++][1] = base + i;
+            prev = base + i;
+        }
+        int body = base + NEST;
+        e[ne][0] = prev;
+        e[ne++][1] = body;
+        prev = body;
+        for (int i = NEST - 1; i >= 0; i--) {
+            int latch = base + NEST + 1 + (NEST - 1 - i);
+            e[ne][0] = prev;
+            e[ne++][1] = latch;
+            e[ne][0] = latch;
+            e[ne++][1] = base + i;
+            prev = latch;
+        }
+    }
+    e[ne][0] = (int)(n - 2);
+    e[ne++][1] = (int)(n - 1);
+    lp_build(&g, n, (const int(*)[2])e, ne);
+    ck_assert_int_eq(cfg_loops_proc(&g.prog, &g.procs[1]), 0);
+    ck_assert_uint_eq(g.procs[1].nloops, NEST * CHAINS);
+    ck_assert_uint_eq(g.blocks[1 + 1 + NEST].loop_depth, NEST); /* innermost body */
+    ck_assert_uint_eq(g.blocks[1 + 1].loop_depth, 1);           /* outermost header */
+    ck_assert_uint_eq(g.blocks[1 + 1 + NEST + 1].loop_depth, NEST);
+    ck_assert_uint_eq(g.blocks[n].loop_depth, 0);
+    lp_free(&g);
+    free(e);
+}
+END_TEST
+
+/*****************************************************************************
+ * The suite
+ */
+
+static Suite *
+cfg_units_suite(void)
+{
+    Suite *s = suite_create("cfg_units");
+    TCase *tc;
+
+    tc = tcase_create("jtab");
+    tcase_add_test(tc, test_cfg_jtab_abs_nonpic);
+    tcase_add_test(tc, test_cfg_jtab_pic_gcc_o2);
+    tcase_add_test(tc, test_cfg_jtab_pic_gcc_o0_stack_slot);
+    tcase_add_test(tc, test_cfg_jtab_pic_clang_o0_sub_bound);
+    tcase_add_test(tc, test_cfg_jtab_pic_clang_o2);
+    tcase_add_test(tc, test_cfg_jtab_scan_without_bound);
+    tcase_add_test(tc, test_cfg_jtab_rejects_entry_out_of_range);
+    tcase_add_test(tc, test_cfg_jtab_rejects_entry_outside_proc);
+    tcase_add_test(tc, test_cfg_jtab_jbe_taken_path);
+    tcase_add_test(tc, test_cfg_jtab_guard_wrong_direction_scans);
+    tcase_add_test(tc, test_cfg_jtab_call_clobbers);
+    tcase_add_test(tc, test_cfg_jtab_pie_relative_relocs);
+    tcase_add_test(tc, test_cfg_jtab_not_a_table);
+    tcase_add_test(tc, test_cfg_jtab_entry_unreadable);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("loops");
+    tcase_add_test(tc, test_cfg_loops_straight_line);
+    tcase_add_test(tc, test_cfg_loops_diamond);
+    tcase_add_test(tc, test_cfg_loops_single_loop);
+    tcase_add_test(tc, test_cfg_loops_self_loop);
+    tcase_add_test(tc, test_cfg_loops_nested);
+    tcase_add_test(tc, test_cfg_loops_two_back_edges_one_header);
+    tcase_add_test(tc, test_cfg_loops_irreducible);
+    tcase_add_test(tc, test_cfg_loops_irreducible_inside_loop);
+    tcase_add_test(tc, test_cfg_loops_unreachable_blocks);
+    tcase_add_test(tc, test_cfg_loops_entry_is_header);
+    tcase_add_test(tc, test_cfg_loops_bad_args);
+    tcase_add_loop_test(tc, test_cfg_loops_random_vs_reference, 0, 10);
+    tcase_add_test(tc, test_cfg_loops_large_is_fast);
+    tcase_set_timeout(tc, 30);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int
+main(void)
+{
+    SRunner *sr = srunner_create(cfg_units_suite());
+    int failed;
+
+    srunner_run_all(sr, CK_NORMAL);
+    failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed == 0 ? 0 : 1;
+}
