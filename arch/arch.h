@@ -164,4 +164,59 @@ int arch_is_padding(const uint8_t *buf, size_t len);
 /* A short printable name for a register number ("rax"), for messages and tests. */
 const char *arch_reg_name(int reg);
 
+/*****************************************************************************
+ * Relocation of one instruction, and emitters. Pure functions of (what, where) to bytes:
+ * the static editor and the live-process mode use the same ones.
+ */
+
+/* The longest sequence arch_reloc_insn may produce for one instruction. */
+#define ARCH_MAX_RELOC 32
+
+/*
+ * Re-encode the instruction IN (decoded from BUF with arch_decode, originally at IN->addr)
+ * so that it runs at NEW_ADDR:
+ *  - direct JMP/JCC/CALL go to NEW_TARGET (the caller maps the old target); with
+ *    SHORT_OK the 2-byte rel8 form is used when NEW_TARGET is in reach, else rel32.
+ *    loop/loopcc/jrcxz/jecxz (rel8 only) become `jcc8 +2; jmp8 +5; jmp32 NEW_TARGET` when
+ *    the target is out of rel8 reach.
+ *  - a rip-relative memory operand keeps addressing the same absolute address
+ *    (IN->target): its disp32 is recomputed;
+ *  - everything else is copied unchanged.
+ * Writes the bytes to OUT (CAP bytes available) and returns their number, QP_ERANGE when a
+ * displacement does not fit in 32 bits, QP_EINVAL on bad arguments. Never allocates.
+ */
+int arch_reloc_insn(const uint8_t *buf, const arch_insn_t *in, uint64_t new_addr,
+                    uint64_t new_target, int short_ok, uint8_t *out /*OUT*/, size_t cap);
+
+/* jmp rel32 at ADDR to TARGET (5 bytes). Returns 5 or QP_ERANGE/QP_EINVAL. */
+int arch_emit_jmp(uint64_t addr, uint64_t target, uint8_t *out /*OUT*/, size_t cap);
+
+/* call rel32 at ADDR to TARGET (5 bytes). */
+int arch_emit_call(uint64_t addr, uint64_t target, uint8_t *out /*OUT*/, size_t cap);
+
+/* jcc rel32 with condition COND (arch_cond_t or ARCH_COND_OTHER not allowed) at ADDR. */
+int arch_emit_jcc(uint64_t addr, int cond, uint64_t target, uint8_t *out /*OUT*/, size_t cap);
+
+/*
+ * Add one to the 8-byte counter at absolute address COUNTER, from code at ADDR:
+ * `incq COUNTER(%rip)` (7 bytes) or, with ATOMIC, `lock incq` (8 bytes). Changes the
+ * arithmetic flags: use only where they are dead (see arch_emit_flags_save).
+ */
+int arch_emit_counter_inc(uint64_t addr, uint64_t counter, int atomic, uint8_t *out /*OUT*/,
+                          size_t cap);
+
+/*
+ * Save / restore the arithmetic flags around code that changes them, without touching the
+ * red zone (128 bytes below %rsp): `lea -128(%rsp),%rsp; pushfq` and `popfq;
+ * lea 128(%rsp),%rsp`. Return the byte count.
+ */
+int arch_emit_flags_save(uint8_t *out /*OUT*/, size_t cap);
+int arch_emit_flags_restore(uint8_t *out /*OUT*/, size_t cap);
+
+/* LEN bytes of the recommended multi-byte nops (for padding). */
+int arch_emit_nops(size_t len, uint8_t *out /*OUT*/, size_t cap);
+
+/* A trap (ud2, 2 bytes) for places control must never reach. */
+int arch_emit_trap(uint8_t *out /*OUT*/, size_t cap);
+
 #endif

@@ -1,0 +1,1298 @@
+/* Copyright 2026 the qpt authors
+ * SPDX-License-Identifier: MIT */
+
+/*
+ * editor/ed_unwind.c: unwind tables for relocated code. C++ programs with exceptions are
+ * compiled at test time (g++ and clang++, -O0 and -O2, PIE and not); their .eh_frame is
+ * rewritten for maps that shift the text uniformly, non-uniformly, partly, or with holes.
+ * The new FDEs are checked by binutils' readelf (its CFA interpreter, on a small ELF file
+ * holding the new .eh_frame), the LSDAs and the .eh_frame_hdr by a small decoder written
+ * here independently of ed_unwind.c. Hand-made tables check every CFA opcode and the
+ * exact bytes; mutated tables check that bad input is refused without a crash.
+ */
+#include <check.h>
+#include <elf.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "arch/qp_err.h"
+#include "cfg/cfg.h"
+#include "editor/ed.h"
+
+/*****************************************************************************
+ * Test programs, compiled once before the suite runs
+ */
+
+static const char prog_src[] =
+    "#include <cstdio>\n"
+    "#include <new>\n"
+    "#include <stdexcept>\n"
+    "struct Guard { int t; explicit Guard(int x) : t(x) {} ~Guard() { std::printf(\"~%d\\n\", t); } };\n"
+    "struct E1 { int v; };\n"
+    "struct E2 : std::runtime_error { E2() : std::runtime_error(\"e2\") {} };\n"
+    "__attribute__((noinline)) int leaf(int x) {\n"
+    "  Guard g(x); if (x & 1) throw E1{x}; if (x & 2) throw E2(); return x; }\n"
+    "__attribute__((noinline)) int spec(int x) throw(E1, std::bad_alloc) {\n"
+    "  Guard g(x); return leaf(x); }\n"
+    "__attribute__((noinline)) int mid(int x) {\n"
+    "  Guard a(1); try { return spec(x) + leaf(x + 4); } catch (const E2 &) { return -2; } }\n"
+    "__attribute__((noinline)) int top(int x) {\n"
+    "  try { return mid(x); } catch (E1 &e) { return e.v; } catch (...) { throw; } }\n"
+    "__attribute__((noinline)) int vla(int n) {\n"
+    "  char *p = (char *)__builtin_alloca(n); p[0] = (char)n;\n"
+    "  try { return leaf(p[0]); } catch (...) { return 0; } }\n"
+    "__attribute__((noinline)) int nothrow(int x) noexcept { Guard g(x); return leaf(x); }\n"
+    "int main(int argc, char **argv) {\n"
+    "  (void)argv; int s = 0;\n"
+    "  for (int i = 0; i < 8; i++) { try { s += top(i + argc); } catch (...) { s++; } }\n"
+    "  s += vla(argc + 16); if (argc > 5) s += nothrow(argc);\n"
+    "  std::printf(\"%d\\n\", s); return s & 1; }\n";
+
+#define MAX_PROGS 8
+
+static char tmpdir[64];
+static char progs[MAX_PROGS][128];
+static int nprogs;
+
+/* Compile prog_src with every C++ compiler present in a few variants. */
+static void
+build_progs(void)
+{
+    static const struct {
+        const char *cxx, *name, *flags;
+    } v[] = {
+        { "g++", "gcc-O2-pie", "-O2 -fPIE -pie" },
+        { "g++", "gcc-O0-pie", "-O0 -fPIE -pie" },
+        { "g++", "gcc-O2-nopie", "-O2 -fno-pie -no-pie" },
+        { "g++", "gcc-O0-nopie", "-O0 -fno-pie -no-pie" },
+        { "clang++", "clang-O2-pie", "-O2 -fPIE -pie" },
+        { "clang++", "clang-O0-nopie", "-O0 -fno-pie -no-pie" },
+    };
+    char src[128], cmd[512];
+    snprintf(src, sizeof(src), "%s/prog.cc", tmpdir);
+    FILE *f = fopen(src, "w");
+    if (f == NULL)
+        return;
+    fputs(prog_src, f);
+    fclose(f);
+    for (size_t i = 0; i < sizeof(v) / sizeof(v[0]); i++) {
+        snprintf(progs[nprogs], sizeof(progs[0]), "%s/%s", tmpdir, v[i].name);
+        snprintf(cmd, sizeof(cmd), "command -v %s >/dev/null 2>&1 && %s -std=gnu++14 -w %s -o %s %s",
+                 v[i].cxx, v[i].cxx, v[i].flags, progs[nprogs], src);
+        if (system(cmd) == 0)
+            nprogs++;
+    }
+}
+
+/*****************************************************************************
+ * Maps
+ */
+
+enum { MAP_SHIFT, MAP_SPREAD, MAP_UPPER, MAP_HOLE };
+
+typedef struct tmap {
+    int kind;
+    uint64_t lo, hi;           /* .text: [lo, hi] is mapped (hi: the end of the last FDE) */
+    uint64_t mid;              /* MAP_UPPER: only [mid, hi] moves */
+    uint64_t hole_lo, hole_hi; /* MAP_HOLE: [hole_lo, hole_hi) is not mapped */
+    unsigned ncalls;           /* calls made */
+} tmap_t;
+
+#define SHIFT 0x100000u
+
+static uint64_t
+tmap_fn(void *arg, uint64_t old)
+{
+    tmap_t *m = arg;
+    m->ncalls++;
+    if (old < m->lo || old > m->hi)
+        return 0;
+    switch (m->kind) {
+    case MAP_SPREAD: return old + SHIFT + 3 * ((old - m->lo) / 16);
+    case MAP_UPPER: return old >= m->mid ? old + SHIFT : 0;
+    case MAP_HOLE:
+        if (old >= m->hole_lo && old < m->hole_hi)
+            return 0;
+        return old + SHIFT;
+    default: return old + SHIFT;
+    }
+}
+
+static const cfg_section_t *
+section(const cfg_image_t *img, const char *name)
+{
+    for (size_t i = 0; i < img->nsections; i++)
+        if (strcmp(img->sections[i].name, name) == 0)
+            return &img->sections[i];
+    return NULL;
+}
+
+static cfg_image_t *
+open_prog(int i, tmap_t *m, int kind)
+{
+    cfg_image_t *img = NULL;
+    ck_assert_int_eq(cfg_image_open_bfd(progs[i], &img), 0);
+    const cfg_section_t *t = section(img, ".text");
+    ck_assert_ptr_nonnull(t);
+    memset(m, 0, sizeof(*m));
+    m->kind = kind;
+    m->lo = t->vma;
+    m->hi = t->vma + t->size;
+    m->mid = t->vma + t->size / 2;
+    return img;
+}
+
+/* Where the blob goes: well above the image, within rel32 reach of it. */
+static uint64_t
+blob_addr(const cfg_image_t *img)
+{
+    uint64_t end = 0;
+    for (size_t i = 0; i < img->nsections; i++)
+        if (img->sections[i].vma + img->sections[i].size > end)
+            end = img->sections[i].vma + img->sections[i].size;
+    return ((end + 2 * SHIFT) & ~(uint64_t)0xfff) + 0x1000;
+}
+
+/*****************************************************************************
+ * An independent decoder of .eh_frame records, LSDAs and .eh_frame_hdr
+ */
+
+typedef struct mem {
+    const uint8_t *p; /* bytes */
+    size_t n;         /* size */
+    uint64_t addr;    /* their address */
+} mem_t;
+
+/* Memory the decoder may read: the blob and the image's sections. */
+typedef struct view {
+    mem_t blob;
+    const cfg_image_t *img;
+} view_t;
+
+static const uint8_t *
+view_ptr(const view_t *v, uint64_t addr, size_t *avail)
+{
+    if (addr >= v->blob.addr && addr - v->blob.addr < v->blob.n) {
+        *avail = v->blob.n - (addr - v->blob.addr);
+        return v->blob.p + (addr - v->blob.addr);
+    }
+    const uint8_t *p = cfg_image_ptr(v->img, addr, avail);
+    ck_assert_msg(p != NULL, "address %#" PRIx64 " is in no section", addr);
+    return p;
+}
+
+typedef struct tcur {
+    const uint8_t *p;
+    size_t n, i;
+    uint64_t addr; /* address of p[0] */
+} tcur_t;
+
+static uint64_t
+t_u(tcur_t *c, int n)
+{
+    ck_assert_uint_le(c->i + (size_t)n, c->n);
+    uint64_t v = 0;
+    for (int k = 0; k < n; k++)
+        v |= (uint64_t)c->p[c->i + k] << (8 * k);
+    c->i += (size_t)n;
+    return v;
+}
+
+static uint64_t
+t_uleb(tcur_t *c)
+{
+    uint64_t v = 0;
+    for (int s = 0;; s += 7) {
+        uint8_t b = (uint8_t)t_u(c, 1);
+        if (s < 64)
+            v |= (uint64_t)(b & 0x7f) << s;
+        if (!(b & 0x80))
+            return v;
+    }
+}
+
+static int64_t
+t_sleb(tcur_t *c)
+{
+    uint64_t v = 0;
+    int s = 0;
+    uint8_t b;
+    do {
+        b = (uint8_t)t_u(c, 1);
+        if (s < 64)
+            v |= (uint64_t)(b & 0x7f) << s;
+        s += 7;
+    } while (b & 0x80);
+    if (s < 64 && (b & 0x40))
+        v |= ~(uint64_t)0 << s;
+    return (int64_t)v;
+}
+
+/* A DW_EH_PE_* pointer; pc-relative ones are resolved, a raw 0 is null. */
+static uint64_t
+t_ptr(tcur_t *c, uint8_t enc)
+{
+    uint64_t field = c->addr + c->i, v;
+    switch (enc & 0x0f) {
+    case 0x00: case 0x04: case 0x0c: v = t_u(c, 8); break;
+    case 0x01: v = t_uleb(c); break;
+    case 0x02: v = t_u(c, 2); break;
+    case 0x03: v = t_u(c, 4); break;
+    case 0x09: v = (uint64_t)t_sleb(c); break;
+    case 0x0a: v = (uint64_t)(int64_t)(int16_t)t_u(c, 2); break;
+    case 0x0b: v = (uint64_t)(int64_t)(int32_t)t_u(c, 4); break;
+    default: ck_abort_msg("encoding %#x", enc); return 0;
+    }
+    if ((enc & 0x70) == 0x10)
+        v = v ? v + field : 0;
+    else
+        ck_assert_msg((enc & 0x70) == 0, "application %#x", enc & 0x70);
+    return v;
+}
+
+static int
+t_enc_size(uint8_t enc)
+{
+    switch (enc & 0x0f) {
+    case 0x02: case 0x0a: return 2;
+    case 0x03: case 0x0b: return 4;
+    default: return 8;
+    }
+}
+
+typedef struct tfde {
+    uint64_t addr;           /* of the record */
+    uint64_t begin, end;     /* code range */
+    uint64_t lsda;           /* 0 for none */
+    uint64_t pers;           /* personality pointer of its CIE (0 for none) */
+    uint8_t pers_enc;
+    uint64_t cie_addr;
+} tfde_t;
+
+/* Decode the FDE at ADDR (its CIE included). */
+static tfde_t
+t_fde(const view_t *v, uint64_t addr)
+{
+    tfde_t f = { .addr = addr };
+    size_t avail;
+    const uint8_t *p = view_ptr(v, addr, &avail);
+    tcur_t c = { p, avail, 0, addr };
+    uint64_t len = t_u(&c, 4);
+    ck_assert_uint_ne(len, 0xffffffff);
+    ck_assert_uint_le(len + 4, avail);
+    c.n = (size_t)len + 4;
+    uint64_t id_addr = addr + 4;
+    uint32_t delta = (uint32_t)t_u(&c, 4);
+    ck_assert_uint_ne(delta, 0);
+    f.cie_addr = id_addr - delta;
+    /* The CIE. */
+    size_t cavail;
+    const uint8_t *cp = view_ptr(v, f.cie_addr, &cavail);
+    tcur_t k = { cp, cavail, 0, f.cie_addr };
+    uint64_t clen = t_u(&k, 4);
+    k.n = (size_t)clen + 4;
+    ck_assert_uint_eq(t_u(&k, 4), 0);
+    uint8_t ver = (uint8_t)t_u(&k, 1);
+    const char *aug = (const char *)cp + k.i;
+    k.i += strlen(aug) + 1;
+    t_uleb(&k);
+    t_sleb(&k);
+    if (ver == 1)
+        t_u(&k, 1);
+    else
+        t_uleb(&k);
+    uint8_t fenc = 0, lenc = 0xff;
+    f.pers_enc = 0xff;
+    if (aug[0] == 'z') {
+        t_uleb(&k);
+        for (const char *a = aug + 1; *a; a++) {
+            if (*a == 'R')
+                fenc = (uint8_t)t_u(&k, 1);
+            else if (*a == 'L')
+                lenc = (uint8_t)t_u(&k, 1);
+            else if (*a == 'P') {
+                f.pers_enc = (uint8_t)t_u(&k, 1);
+                f.pers = t_ptr(&k, f.pers_enc & 0x7f);
+            }
+        }
+    }
+    f.begin = t_ptr(&c, fenc);
+    f.end = f.begin + t_ptr(&c, fenc & 0x0f);
+    if (aug[0] == 'z') {
+        t_uleb(&c);
+        if (lenc != 0xff)
+            f.lsda = t_ptr(&c, lenc);
+    }
+    return f;
+}
+
+/* Every FDE of the records in M (up to a terminator). */
+static size_t
+t_fdes(const view_t *v, mem_t m, tfde_t **out)
+{
+    size_t n = 0, cap = 16, off = 0;
+    *out = malloc(cap * sizeof(**out));
+    while (off + 4 <= m.n) {
+        tcur_t c = { m.p, m.n, off, m.addr };
+        uint64_t len = t_u(&c, 4);
+        if (len == 0)
+            break;
+        uint32_t id = (uint32_t)t_u(&c, 4);
+        if (id != 0) {
+            if (n == cap)
+                *out = realloc(*out, (cap *= 2) * sizeof(**out));
+            (*out)[n++] = t_fde(v, m.addr + off);
+        }
+        off += 4 + (size_t)len;
+    }
+    return n;
+}
+
+/* A call site of an LSDA, absolute, with its actions spelled out. */
+typedef struct tcs {
+    uint64_t start, end, lp;
+    char acts[256]; /* "c<type>" catch, "s<types>" specification, "0" cleanup */
+} tcs_t;
+
+static size_t
+t_lsda(const view_t *v, uint64_t addr, uint64_t fs, tcs_t *cs, size_t max)
+{
+    size_t avail;
+    const uint8_t *p = view_ptr(v, addr, &avail);
+    tcur_t c = { p, avail, 0, addr };
+    uint64_t lpstart = fs;
+    uint8_t lpenc = (uint8_t)t_u(&c, 1);
+    if (lpenc != 0xff)
+        lpstart = t_ptr(&c, lpenc);
+    uint8_t ttenc = (uint8_t)t_u(&c, 1);
+    uint64_t ttbase = 0;
+    if (ttenc != 0xff) {
+        uint64_t off = t_uleb(&c);
+        ttbase = addr + c.i + off;
+    }
+    uint8_t csenc = (uint8_t)t_u(&c, 1);
+    uint64_t cslen = t_uleb(&c);
+    size_t csend = c.i + (size_t)cslen, n = 0;
+    uint64_t acts = addr + csend;
+    while (c.i < csend) {
+        ck_assert_uint_lt(n, max);
+        tcs_t *r = &cs[n++];
+        uint64_t s = t_ptr(&c, csenc), l = t_ptr(&c, csenc), lp = t_ptr(&c, csenc);
+        uint64_t a = t_uleb(&c);
+        r->start = fs + s;
+        r->end = fs + s + l;
+        r->lp = lp ? lpstart + lp : 0;
+        r->acts[0] = 0;
+        for (uint64_t at = a ? acts + a - 1 : 0; at != 0;) {
+            size_t av;
+            const uint8_t *ap = view_ptr(v, at, &av);
+            tcur_t ac = { ap, av, 0, at };
+            int64_t filter = t_sleb(&ac);
+            uint64_t dpos = at + ac.i;
+            int64_t disp = t_sleb(&ac);
+            char tmp[64];
+            if (filter > 0) {
+                size_t tav;
+                uint64_t e = ttbase - (uint64_t)filter * (uint64_t)t_enc_size(ttenc);
+                tcur_t tc = { view_ptr(v, e, &tav), 8, 0, e };
+                snprintf(tmp, sizeof(tmp), "c%" PRIx64 ";", t_ptr(&tc, ttenc & 0x7f));
+            } else if (filter < 0) {
+                size_t sav;
+                uint64_t sa = ttbase + (uint64_t)(-filter - 1);
+                tcur_t sc = { view_ptr(v, sa, &sav), 64, 0, sa };
+                strcpy(tmp, "s");
+                for (uint64_t idx; (idx = t_uleb(&sc)) != 0;) {
+                    size_t tav;
+                    uint64_t e = ttbase - idx * (uint64_t)t_enc_size(ttenc);
+                    tcur_t tc = { view_ptr(v, e, &tav), 8, 0, e };
+                    snprintf(tmp + strlen(tmp), sizeof(tmp) - strlen(tmp), "%" PRIx64 ",",
+                             t_ptr(&tc, ttenc & 0x7f));
+                }
+                strcat(tmp, ";");
+            } else {
+                strcpy(tmp, "0;");
+            }
+            ck_assert_uint_lt(strlen(r->acts) + strlen(tmp), sizeof(r->acts));
+            strcat(r->acts, tmp);
+            at = disp ? dpos + (uint64_t)disp : 0;
+        }
+    }
+    return n;
+}
+
+/* Check the .eh_frame_hdr of OUT; returns its number of entries. */
+static uint32_t
+t_hdr(const view_t *v, const ed_unwind_out_t *out)
+{
+    ck_assert_uint_eq(out->hdr % 4, 0);
+    ck_assert_uint_ge(out->hdr, out->eh_frame + out->eh_frame_size);
+    size_t avail;
+    const uint8_t *p = view_ptr(v, out->hdr, &avail);
+    ck_assert_uint_ge(avail, out->hdr_size);
+    tcur_t c = { p, out->hdr_size, 0, out->hdr };
+    ck_assert_uint_eq(t_u(&c, 1), 1);
+    ck_assert_uint_eq(t_u(&c, 1), 0x1b);
+    ck_assert_uint_eq(t_u(&c, 1), 0x03);
+    ck_assert_uint_eq(t_u(&c, 1), 0x3b);
+    ck_assert_uint_eq(t_ptr(&c, 0x1b), out->eh_frame);
+    uint32_t n = (uint32_t)t_u(&c, 4);
+    ck_assert_uint_eq(out->hdr_size, 12 + 8 * (size_t)n);
+    uint64_t prev = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        uint64_t loc = out->hdr + (uint64_t)(int64_t)(int32_t)t_u(&c, 4);
+        uint64_t fde = out->hdr + (uint64_t)(int64_t)(int32_t)t_u(&c, 4);
+        ck_assert_msg(i == 0 || loc > prev, "table not sorted at %u", i);
+        prev = loc;
+        tfde_t f = t_fde(v, fde);
+        ck_assert_uint_eq(f.begin, loc);
+    }
+    return n;
+}
+
+/* The terminator of the new .eh_frame and the layout of the blob. */
+static void
+t_layout(const ed_unwind_out_t *out, uint64_t at)
+{
+    ck_assert_uint_eq(out->eh_frame, at);
+    ck_assert_uint_ge(out->eh_frame_size, 4);
+    ck_assert_uint_le(out->eh_frame_size, out->size);
+    uint32_t z;
+    memcpy(&z, out->data + out->eh_frame_size - 4, 4);
+    ck_assert_uint_eq(z, 0);
+    ck_assert_uint_eq(out->hdr + out->hdr_size, at + out->size);
+}
+
+/*****************************************************************************
+ * readelf's view of the CFA rows
+ */
+
+typedef struct rrow {
+    uint64_t loc;
+    char rules[512];
+} rrow_t;
+
+typedef struct rfde {
+    uint64_t begin, end;
+    char header[512];
+    rrow_t *rows;
+    size_t nrows;
+} rfde_t;
+
+typedef struct rdump {
+    rfde_t *fdes;
+    size_t n;
+} rdump_t;
+
+static void
+rtrim(char *s)
+{
+    size_t n = strlen(s);
+    while (n && (s[n - 1] == ' ' || s[n - 1] == '\n'))
+        s[--n] = 0;
+}
+
+/* Run readelf --debug-dump=frames-interp on PATH. */
+static rdump_t
+readelf_rows(const char *path)
+{
+    rdump_t d = { NULL, 0 };
+    char cmd[256], line[512];
+    snprintf(cmd, sizeof(cmd), "readelf --debug-dump=frames-interp %s 2>&1", path);
+    FILE *f = popen(cmd, "r");
+    ck_assert_ptr_nonnull(f);
+    size_t cap = 0;
+    rfde_t *cur = NULL;
+    int in_cie = 0;
+    while (fgets(line, sizeof(line), f)) {
+        char *pc = strstr(line, " FDE cie=");
+        uint64_t b, e;
+        if (pc && (pc = strstr(line, "pc=")) && sscanf(pc, "pc=%" SCNx64 "..%" SCNx64, &b, &e) == 2) {
+            if (d.n == cap)
+                d.fdes = realloc(d.fdes, (cap = cap ? 2 * cap : 64) * sizeof(*d.fdes));
+            cur = &d.fdes[d.n++];
+            memset(cur, 0, sizeof(*cur));
+            cur->begin = b;
+            cur->end = e;
+            in_cie = 0;
+            continue;
+        }
+        if (strstr(line, " CIE")) {
+            in_cie = 1;
+            continue;
+        }
+        if (in_cie || cur == NULL)
+            continue;
+        rtrim(line);
+        if (strncmp(line, "   LOC", 6) == 0) {
+            snprintf(cur->header, sizeof(cur->header), "%s", line);
+            continue;
+        }
+        uint64_t loc;
+        int used = 0;
+        if (strlen(line) > 17 && sscanf(line, "%16" SCNx64 "%n", &loc, &used) == 1 && used == 16) {
+            cur->rows = realloc(cur->rows, (cur->nrows + 1) * sizeof(*cur->rows));
+            rrow_t *r = &cur->rows[cur->nrows++];
+            r->loc = loc;
+            snprintf(r->rules, sizeof(r->rules), "%s", line + 17);
+        }
+    }
+    ck_assert_int_eq(pclose(f), 0);
+    return d;
+}
+
+static void
+rdump_free(rdump_t *d)
+{
+    for (size_t i = 0; i < d->n; i++)
+        free(d->fdes[i].rows);
+    free(d->fdes);
+}
+
+/* Write a minimal ELF file whose only section is .eh_frame: N bytes of P at ADDR. */
+static void
+write_ehframe_elf(const char *path, const uint8_t *p, size_t n, uint64_t addr)
+{
+    static const char shstr[] = "\0.eh_frame\0.shstrtab";
+    Elf64_Ehdr eh;
+    Elf64_Shdr sh[3];
+    memset(&eh, 0, sizeof(eh));
+    memset(sh, 0, sizeof(sh));
+    memcpy(eh.e_ident, ELFMAG, SELFMAG);
+    eh.e_ident[EI_CLASS] = ELFCLASS64;
+    eh.e_ident[EI_DATA] = ELFDATA2LSB;
+    eh.e_ident[EI_VERSION] = EV_CURRENT;
+    eh.e_type = ET_EXEC;
+    eh.e_machine = EM_X86_64;
+    eh.e_version = EV_CURRENT;
+    eh.e_ehsize = sizeof(eh);
+    eh.e_shentsize = sizeof(Elf64_Shdr);
+    eh.e_shnum = 3;
+    eh.e_shstrndx = 2;
+    size_t stroff = sizeof(eh) + n;
+    eh.e_shoff = (stroff + sizeof(shstr) + 7) & ~(size_t)7;
+    sh[1].sh_name = 1;
+    sh[1].sh_type = SHT_PROGBITS;
+    sh[1].sh_flags = SHF_ALLOC;
+    sh[1].sh_addr = addr;
+    sh[1].sh_offset = sizeof(eh);
+    sh[1].sh_size = n;
+    sh[1].sh_addralign = 8;
+    sh[2].sh_name = 11;
+    sh[2].sh_type = SHT_STRTAB;
+    sh[2].sh_offset = stroff;
+    sh[2].sh_size = sizeof(shstr);
+    sh[2].sh_addralign = 1;
+    FILE *f = fopen(path, "wb");
+    ck_assert_ptr_nonnull(f);
+    fwrite(&eh, sizeof(eh), 1, f);
+    fwrite(p, 1, n, f);
+    fwrite(shstr, 1, sizeof(shstr), f);
+    for (size_t i = stroff + sizeof(shstr); i < eh.e_shoff; i++)
+        fputc(0, f);
+    fwrite(sh, sizeof(sh), 1, f);
+    fclose(f);
+}
+
+static const rfde_t *
+rfind(const rdump_t *d, uint64_t begin)
+{
+    for (size_t i = 0; i < d->n; i++)
+        if (d->fdes[i].begin == begin)
+            return &d->fdes[i];
+    return NULL;
+}
+
+/*
+ * readelf's rows of every new FDE equal those of the old FDE it came from, at mapped
+ * locations. Returns the number of FDEs compared.
+ */
+static size_t
+compare_rows(const char *prog, const ed_unwind_out_t *out, tmap_t *m)
+{
+    char path[160];
+    snprintf(path, sizeof(path), "%s/new-ehframe.%d", tmpdir, (int)getpid());
+    write_ehframe_elf(path, out->data, out->eh_frame_size, out->eh_frame);
+    rdump_t nd = readelf_rows(path);
+    rdump_t od = readelf_rows(prog);
+    unlink(path);
+    size_t compared = 0;
+    for (size_t i = 0; i < od.n; i++) {
+        const rfde_t *o = &od.fdes[i];
+        uint64_t nb = tmap_fn(m, o->begin);
+        if (nb == 0)
+            continue;
+        const rfde_t *n = rfind(&nd, nb);
+        ck_assert_msg(n != NULL, "%s: no new FDE for %#" PRIx64, prog, o->begin);
+        ck_assert_uint_eq(n->end, tmap_fn(m, o->end));
+        ck_assert_str_eq(n->header, o->header);
+        ck_assert_uint_eq(n->nrows, o->nrows);
+        for (size_t r = 0; r < o->nrows; r++) {
+            uint64_t want = tmap_fn(m, o->rows[r].loc);
+            if (m->kind == MAP_HOLE && want == 0) /* the next mapped location */
+                want = m->hole_hi + SHIFT;
+            ck_assert_msg(n->rows[r].loc == want, "%s: FDE %#" PRIx64 " row %zu at %#" PRIx64
+                          ", want %#" PRIx64, prog, o->begin, r, n->rows[r].loc, want);
+            ck_assert_str_eq(n->rows[r].rules, o->rows[r].rules);
+        }
+        compared++;
+    }
+    ck_assert_uint_eq(compared, nd.n);
+    rdump_free(&nd);
+    rdump_free(&od);
+    return compared;
+}
+
+/*
+ * The LSDA of every new FDE says what the old one said, at mapped locations: call-site
+ * ranges, landing pads, and the types of every action chain. Returns LSDAs compared.
+ */
+static size_t
+compare_lsdas(const cfg_image_t *img, const ed_unwind_out_t *out, tmap_t *m)
+{
+    const cfg_section_t *eh = section(img, ".eh_frame");
+    view_t v = { { out->data, out->size, out->eh_frame }, img };
+    tfde_t *olds, *news;
+    size_t no = t_fdes(&v, (mem_t) { eh->bytes, eh->size, eh->vma }, &olds);
+    size_t nn = t_fdes(&v, (mem_t) { out->data, out->eh_frame_size, out->eh_frame }, &news);
+    static tcs_t ocs[256], ncs[256];
+    size_t compared = 0;
+    for (size_t i = 0; i < no; i++) {
+        uint64_t nb = tmap_fn(m, olds[i].begin);
+        if (nb == 0)
+            continue;
+        const tfde_t *nf = NULL;
+        for (size_t j = 0; j < nn; j++)
+            if (news[j].begin == nb)
+                nf = &news[j];
+        ck_assert_ptr_nonnull(nf);
+        /* The personality still reaches the same slot. */
+        ck_assert_uint_eq(nf->pers_enc, olds[i].pers_enc);
+        ck_assert_uint_eq(nf->pers, olds[i].pers);
+        ck_assert_uint_eq(!!nf->lsda, !!olds[i].lsda);
+        if (olds[i].lsda == 0)
+            continue;
+        ck_assert(nf->lsda >= out->eh_frame + out->eh_frame_size && nf->lsda < out->hdr);
+        size_t a = t_lsda(&v, olds[i].lsda, olds[i].begin, ocs, 256);
+        size_t b = t_lsda(&v, nf->lsda, nf->begin, ncs, 256);
+        ck_assert_uint_eq(a, b);
+        for (size_t k = 0; k < a; k++) {
+            ck_assert_uint_eq(ncs[k].start, tmap_fn(m, ocs[k].start));
+            ck_assert_uint_eq(ncs[k].end, tmap_fn(m, ocs[k].end));
+            ck_assert_uint_eq(ncs[k].lp, ocs[k].lp ? tmap_fn(m, ocs[k].lp) : 0);
+            ck_assert_str_eq(ncs[k].acts, ocs[k].acts);
+        }
+        compared++;
+    }
+    free(olds);
+    free(news);
+    return compared;
+}
+
+/*****************************************************************************
+ * Real programs
+ */
+
+static void
+check_prog(int i, int kind)
+{
+    tmap_t m;
+    cfg_image_t *img = open_prog(i, &m, kind);
+    uint64_t at = blob_addr(img);
+    ed_unwind_out_t out;
+    ck_assert_int_eq(ed_unwind_build(img, tmap_fn, &m, at, &out), 0);
+    ck_assert_uint_eq(out.nfde_failed, 0);
+    ck_assert_uint_gt(out.nfde_moved, 3);
+    ck_assert_uint_gt(out.nlsda_moved, 0);
+    t_layout(&out, at);
+    size_t rows = compare_rows(progs[i], &out, &m);
+    ck_assert_uint_eq(rows, out.nfde_moved);
+    size_t lsdas = compare_lsdas(img, &out, &m);
+    ck_assert_uint_gt(lsdas, 0);
+    view_t v = { { out.data, out.size, out.eh_frame }, img };
+    t_hdr(&v, &out);
+    free(out.data);
+    cfg_image_destroy(img);
+}
+
+START_TEST(test_unwind_shift_keeps_rows)
+{
+    ck_assert_int_gt(nprogs, 0);
+    check_prog(_i, MAP_SHIFT);
+}
+END_TEST
+
+START_TEST(test_unwind_spread_maps_every_location)
+{
+    check_prog(_i, MAP_SPREAD);
+}
+END_TEST
+
+START_TEST(test_unwind_hdr_mixes_old_and_new)
+{
+    tmap_t m;
+    cfg_image_t *img = open_prog(_i, &m, MAP_UPPER);
+    const cfg_section_t *eh = section(img, ".eh_frame");
+    uint64_t at = blob_addr(img);
+    ed_unwind_out_t out;
+    ck_assert_int_eq(ed_unwind_build(img, tmap_fn, &m, at, &out), 0);
+    t_layout(&out, at);
+    view_t v = { { out.data, out.size, out.eh_frame }, img };
+    tfde_t *olds;
+    size_t no = t_fdes(&v, (mem_t) { eh->bytes, eh->size, eh->vma }, &olds);
+    uint32_t moved = 0, kept = 0;
+    for (size_t k = 0; k < no; k++) {
+        if (olds[k].begin == 0)
+            continue;
+        if (tmap_fn(&m, olds[k].begin))
+            moved++;
+        else
+            kept++;
+    }
+    ck_assert_uint_gt(moved, 0);
+    ck_assert_uint_gt(kept, 0);
+    ck_assert_uint_eq(out.nfde_moved, moved);
+    ck_assert_uint_eq(t_hdr(&v, &out), moved + kept);
+    /* No old FDE of moved code is listed; every unmoved one is, at its old address. */
+    tcur_t c = { out.data + (out.hdr - at), out.hdr_size, 12, out.hdr };
+    for (uint32_t k = 0; k < moved + kept; k++) {
+        uint64_t loc = out.hdr + (uint64_t)(int64_t)(int32_t)t_u(&c, 4);
+        uint64_t fde = out.hdr + (uint64_t)(int64_t)(int32_t)t_u(&c, 4);
+        int in_blob = fde >= at && fde < at + out.eh_frame_size;
+        int in_old = fde >= eh->vma && fde < eh->vma + eh->size;
+        ck_assert(in_blob != in_old);
+        if (in_old)
+            ck_assert_uint_eq(tmap_fn(&m, loc), 0);
+    }
+    free(olds);
+    free(out.data);
+    cfg_image_destroy(img);
+}
+END_TEST
+
+START_TEST(test_unwind_hole_takes_next_location)
+{
+    /* Unmap three bytes at the second row of a function with several rows. */
+    tmap_t m;
+    cfg_image_t *img = open_prog(0, &m, MAP_SHIFT);
+    rdump_t od = readelf_rows(progs[0]);
+    const rfde_t *pick = NULL;
+    for (size_t k = 0; k < od.n && pick == NULL; k++)
+        if (od.fdes[k].nrows >= 3 && od.fdes[k].rows[2].loc - od.fdes[k].rows[1].loc > 3
+            && od.fdes[k].begin >= m.lo)
+            pick = &od.fdes[k];
+    ck_assert_ptr_nonnull(pick);
+    m.kind = MAP_HOLE;
+    m.hole_lo = pick->rows[1].loc;
+    m.hole_hi = pick->rows[1].loc + 3;
+    uint64_t at = blob_addr(img);
+    ed_unwind_out_t out;
+    ck_assert_int_eq(ed_unwind_build(img, tmap_fn, &m, at, &out), 0);
+    compare_rows(progs[0], &out, &m);
+    rdump_free(&od);
+    free(out.data);
+    cfg_image_destroy(img);
+}
+END_TEST
+
+/*****************************************************************************
+ * Hand-made tables: every CFA opcode, exact bytes, LSDA details
+ */
+
+#define SYN_VMA 0x300000u   /* the synthetic .eh_frame section */
+#define SYN_CODE 0x401000u  /* the code its first FDE covers */
+#define SYN_NEW 0x801000u   /* where that code goes: new = SYN_NEW + 2 * (old - SYN_CODE) */
+#define SYN_SLOT 0x350000u  /* the personality's GOT-like slot */
+#define SYN_TYPE 0x360000u  /* a type_info reference */
+
+typedef struct sbuf {
+    uint8_t b[1024];
+    size_t n;
+} sbuf_t;
+
+static void
+s_put(sbuf_t *s, const uint8_t *p, size_t n)
+{
+    ck_assert_uint_le(s->n + n, sizeof(s->b));
+    memcpy(s->b + s->n, p, n);
+    s->n += n;
+}
+
+#define S_BYTES(s, ...)                                                                  \
+    do {                                                                                 \
+        static const uint8_t b_[] = { __VA_ARGS__ };                                     \
+        s_put((s), b_, sizeof(b_));                                                      \
+    } while (0)
+
+static void
+s_u32(sbuf_t *s, uint32_t v)
+{
+    uint8_t t[4] = { (uint8_t)v, (uint8_t)(v >> 8), (uint8_t)(v >> 16), (uint8_t)(v >> 24) };
+    s_put(s, t, 4);
+}
+
+static void
+s_set32(sbuf_t *s, size_t at, uint32_t v)
+{
+    for (int i = 0; i < 4; i++)
+        s->b[at + i] = (uint8_t)(v >> (8 * i));
+}
+
+/* A pc-relative sdata4 to TARGET, for a section at BASE. */
+static void
+s_pcrel(sbuf_t *s, uint64_t base, uint64_t target)
+{
+    s_u32(s, (uint32_t)(target - (base + s->n)));
+}
+
+static void
+s_pad(sbuf_t *s, size_t rec, size_t align)
+{
+    while ((s->n - rec) % align)
+        S_BYTES(s, 0);
+    s_set32(s, rec, (uint32_t)(s->n - rec - 4));
+}
+
+static uint64_t
+syn_map(void *arg, uint64_t old)
+{
+    (void)arg;
+    if (old >= SYN_CODE && old <= SYN_CODE + 0x200)
+        return SYN_NEW + 2 * (old - SYN_CODE);
+    return 0;
+}
+
+/* syn_map, except the end of the first FDE is unknown. */
+static uint64_t
+syn_map_noend(void *arg, uint64_t old)
+{
+    return old == SYN_CODE + 0x200 ? 0 : syn_map(arg, old);
+}
+
+static uint64_t
+syn_map_end(void *arg, uint64_t old)
+{
+    (void)arg;
+    return old == SYN_CODE + 0x200 ? SYN_NEW + 0x3f0 : 0;
+}
+
+/*
+ * .eh_frame with: a "zR" CIE; FDE 1 over [SYN_CODE, +0x200) using every CFA opcode;
+ * FDE 2 with an unknown opcode (moves, fails); FDE 3 at 0x500000 (does not move); a
+ * "zPLR" CIE with FDE 4 over [SYN_CODE + 0x1c0, SYN_CODE + 0x200) and its LSDA after the
+ * terminator. FDE_OFF[0..3] get the FDEs' section offsets, FDE_OFF[4] the LSDA's.
+ */
+static void
+syn_tables(sbuf_t *s, size_t *fde_off)
+{
+    s->n = 0;
+    /* CIE 0 */
+    size_t cie = s->n;
+    s_u32(s, 0);
+    S_BYTES(s, 0, 0, 0, 0, 1, 'z', 'R', 0, 1, 0x78, 0x10, 1, 0x1b, 0x0c, 0x07, 0x08, 0x90,
+            0x01);
+    s_pad(s, cie, 8);
+    /* FDE 1 */
+    size_t f1 = fde_off[0] = s->n;
+    s_u32(s, 0);
+    s_u32(s, (uint32_t)(s->n - cie));
+    s_pcrel(s, SYN_VMA, SYN_CODE);
+    s_u32(s, 0x200);
+    S_BYTES(s, 0);                                   /* augmentation length */
+    S_BYTES(s, 0x41, 0x0e, 0x10, 0x86, 0x02);        /* adv 1; def_cfa_offset 16; offset r6 */
+    S_BYTES(s, 0x02, 0x40, 0x0d, 0x06);              /* adv1 0x40; def_cfa_register r6 */
+    S_BYTES(s, 0x03, 0x00, 0x01, 0xc6);              /* adv2 0x100; restore r6 */
+    S_BYTES(s, 0x04, 0x10, 0, 0, 0);                 /* adv4 0x10 */
+    S_BYTES(s, 0x05, 3, 2, 0x06, 3, 0x07, 15, 0x08, 14, 0x09, 3, 4, 0x0a, 0x0b);
+    S_BYTES(s, 0x0c, 7, 8, 0x0f, 2, 0x77, 8, 0x10, 3, 2, 0x76, 0x10);
+    S_BYTES(s, 0x11, 3, 0x7e, 0x12, 7, 0x7f, 0x13, 0x7e, 0x14, 3, 1, 0x15, 3, 0x7f);
+    S_BYTES(s, 0x16, 3, 1, 0x30, 0x2e, 0x10, 0x2f, 3, 2, 0x2d);
+    S_BYTES(s, 0x01);                                /* set_loc SYN_CODE + 0x180 */
+    s_pcrel(s, SYN_VMA, SYN_CODE + 0x180);
+    S_BYTES(s, 0x4a, 0x0e, 0x08);                    /* adv 10; def_cfa_offset 8 */
+    s_pad(s, f1, 8);
+    /* FDE 2: unknown opcode 0x3f */
+    size_t f2 = fde_off[1] = s->n;
+    s_u32(s, 0);
+    s_u32(s, (uint32_t)(s->n - cie));
+    s_pcrel(s, SYN_VMA, SYN_CODE + 0x100);
+    s_u32(s, 0x10);
+    S_BYTES(s, 0, 0x41, 0x3f);
+    s_pad(s, f2, 8);
+    /* FDE 3: does not move */
+    size_t f3 = fde_off[2] = s->n;
+    s_u32(s, 0);
+    s_u32(s, (uint32_t)(s->n - cie));
+    s_pcrel(s, SYN_VMA, 0x500000);
+    s_u32(s, 0x20);
+    S_BYTES(s, 0, 0x44, 0x0e, 0x10);
+    s_pad(s, f3, 8);
+    /* CIE 1: zPLR, personality indirect|pcrel|sdata4 */
+    size_t cie1 = s->n;
+    s_u32(s, 0);
+    S_BYTES(s, 0, 0, 0, 0, 1, 'z', 'P', 'L', 'R', 0, 1, 0x78, 0x10, 7, 0x9b);
+    s_pcrel(s, SYN_VMA, SYN_SLOT);
+    S_BYTES(s, 0x1b, 0x1b, 0x0c, 0x07, 0x08, 0x90, 0x01);
+    s_pad(s, cie1, 8);
+    /* FDE 4 over [SYN_CODE + 0x1c0, SYN_CODE + 0x200) with an LSDA */
+    size_t f4 = fde_off[3] = s->n;
+    s_u32(s, 0);
+    s_u32(s, (uint32_t)(s->n - cie1));
+    s_pcrel(s, SYN_VMA, SYN_CODE + 0x1c0);
+    s_u32(s, 0x40);
+    S_BYTES(s, 4);
+    size_t lsda_field = s->n;
+    s_u32(s, 0); /* patched below */
+    S_BYTES(s, 0x48, 0x0e, 0x10);
+    s_pad(s, f4, 8);
+    s_u32(s, 0); /* terminator */
+    /* The LSDA, 4-aligned. */
+    while (s->n % 4)
+        S_BYTES(s, 0);
+    size_t lsda = fde_off[4] = s->n;
+    s_set32(s, lsda_field, (uint32_t)(lsda - lsda_field));
+    S_BYTES(s, 0xff, 0x9b, 0);            /* LPStart omit, TType; TTBase patched below */
+    S_BYTES(s, 0x01, 12);                 /* call sites: uleb128, 12 bytes */
+    S_BYTES(s, 0x04, 0x05, 0x20, 0x01);   /* [fs+4, +5) lp fs+0x20, action 1 */
+    S_BYTES(s, 0x10, 0x08, 0x00, 0x00);   /* [fs+0x10, +8) no lp */
+    S_BYTES(s, 0x18, 0x28, 0x30, 0x03);   /* [fs+0x18, +0x28) lp fs+0x30, action 3 */
+    /* Actions: 0: (filter 2, end); 2: (filter -1, next = 0) */
+    S_BYTES(s, 0x02, 0x00, 0x7f, 0x7d);
+    /* Type table at a 4-aligned address: entry 2 (null: catch all), entry 1. */
+    while ((SYN_VMA + s->n) % 4)
+        S_BYTES(s, 0);
+    s_u32(s, 0);
+    s_pcrel(s, SYN_VMA, SYN_TYPE);
+    size_t ttbase = s->n;
+    S_BYTES(s, 0x01, 0x00); /* specification list: type 1 */
+    /* The TTBase offset (the byte after "0xff 0x9b"). */
+    s->b[lsda + 2] = (uint8_t)(ttbase - (lsda + 3));
+}
+
+static cfg_image_t *
+syn_image(const sbuf_t *s)
+{
+    cfg_image_t *img = NULL;
+    ck_assert_int_eq(cfg_image_from_bytes(s->b, s->n, SYN_VMA, &img), 0);
+    img->sections[0].name = ".eh_frame";
+    img->sections[0].flags = CFG_SEC_ALLOC | CFG_SEC_LOAD;
+    return img;
+}
+
+START_TEST(test_unwind_every_opcode_exact_bytes)
+{
+    sbuf_t s;
+    size_t off[5];
+    syn_tables(&s, off);
+    cfg_image_t *img = syn_image(&s);
+    const uint64_t at = 0x900000;
+    ed_unwind_out_t out;
+    ck_assert_int_eq(ed_unwind_build(img, syn_map, NULL, at, &out), 0);
+    ck_assert_uint_eq(out.nfde_moved, 2);
+    ck_assert_uint_eq(out.nfde_failed, 1);
+    ck_assert_uint_eq(out.nlsda_moved, 1);
+    t_layout(&out, at);
+
+    /* Expected: CIE 0 verbatim, then FDE 1 with the advances scaled by two. */
+    sbuf_t e;
+    e.n = 0;
+    s_put(&e, s.b, 24);
+    size_t f = e.n;
+    s_u32(&e, 0);
+    s_u32(&e, 28);
+    s_pcrel(&e, at, SYN_NEW);
+    s_u32(&e, 0x400);
+    S_BYTES(&e, 0);
+    S_BYTES(&e, 0x42, 0x0e, 0x10, 0x86, 0x02);
+    S_BYTES(&e, 0x02, 0x80, 0x0d, 0x06);
+    S_BYTES(&e, 0x03, 0x00, 0x02, 0xc6);
+    S_BYTES(&e, 0x60);
+    S_BYTES(&e, 0x05, 3, 2, 0x06, 3, 0x07, 15, 0x08, 14, 0x09, 3, 4, 0x0a, 0x0b);
+    S_BYTES(&e, 0x0c, 7, 8, 0x0f, 2, 0x77, 8, 0x10, 3, 2, 0x76, 0x10);
+    S_BYTES(&e, 0x11, 3, 0x7e, 0x12, 7, 0x7f, 0x13, 0x7e, 0x14, 3, 1, 0x15, 3, 0x7f);
+    S_BYTES(&e, 0x16, 3, 1, 0x30, 0x2e, 0x10, 0x2f, 3, 2, 0x2d);
+    S_BYTES(&e, 0x02, 0x5e);                    /* set_loc became adv1 0x5e */
+    S_BYTES(&e, 0x54, 0x0e, 0x08);              /* adv 20 */
+    s_pad(&e, f, 8);
+    ck_assert_uint_ge(out.eh_frame_size, e.n);
+    ck_assert_mem_eq(out.data, e.b, e.n);
+
+    /* CIE 1 copied with the personality re-encoded to reach the same slot. */
+    view_t v = { { out.data, out.size, out.eh_frame }, img };
+    tfde_t *news;
+    size_t nn = t_fdes(&v, (mem_t) { out.data, out.eh_frame_size, at }, &news);
+    ck_assert_uint_eq(nn, 2);
+    ck_assert_uint_eq(news[0].begin, SYN_NEW);
+    ck_assert_uint_eq(news[0].end, SYN_NEW + 0x400);
+    ck_assert_uint_eq(news[1].begin, SYN_NEW + 0x380);
+    ck_assert_uint_eq(news[1].end, SYN_NEW + 0x400);
+    ck_assert_uint_eq(news[1].pers, SYN_SLOT);
+    ck_assert_uint_ge(news[1].cie_addr, at);
+
+    /* The LSDA: call sites mapped, actions and types (null kept) the same. */
+    tcs_t ocs[8], ncs[8];
+    size_t a = t_lsda(&v, SYN_VMA + off[4], SYN_CODE + 0x1c0, ocs, 8);
+    size_t b = t_lsda(&v, news[1].lsda, SYN_NEW + 0x380, ncs, 8);
+    ck_assert_uint_eq(a, 3);
+    ck_assert_uint_eq(b, 3);
+    ck_assert_str_eq(ocs[0].acts, "c0;");
+    ck_assert_str_eq(ocs[2].acts, "s360000,;c0;");
+    for (size_t k = 0; k < 3; k++) {
+        ck_assert_uint_eq(ncs[k].start, syn_map(NULL, ocs[k].start));
+        ck_assert_uint_eq(ncs[k].end, syn_map(NULL, ocs[k].end));
+        ck_assert_uint_eq(ncs[k].lp, ocs[k].lp ? syn_map(NULL, ocs[k].lp) : 0);
+        ck_assert_str_eq(ncs[k].acts, ocs[k].acts);
+    }
+    ck_assert_uint_eq(news[1].lsda % 4, 0);
+
+    /* The hdr: old FDE 2 (failed) and FDE 3 (unmoved) at their old places, two new. */
+    ck_assert_uint_eq(t_hdr(&v, &out), 4);
+    tcur_t c = { out.data + (out.hdr - at), out.hdr_size, 12, out.hdr };
+    uint64_t want[4][2] = {
+        { SYN_CODE + 0x100, SYN_VMA + off[1] },
+        { 0x500000, SYN_VMA + off[2] },
+        { SYN_NEW, at + 24 },
+        { SYN_NEW + 0x380, news[1].addr },
+    };
+    for (int k = 0; k < 4; k++) {
+        ck_assert_uint_eq(out.hdr + (uint64_t)(int64_t)(int32_t)t_u(&c, 4), want[k][0]);
+        ck_assert_uint_eq(out.hdr + (uint64_t)(int64_t)(int32_t)t_u(&c, 4), want[k][1]);
+    }
+    free(news);
+    free(out.data);
+    cfg_image_destroy(img);
+}
+END_TEST
+
+START_TEST(test_unwind_end_without_mapping)
+{
+    sbuf_t s;
+    size_t off[5];
+    syn_tables(&s, off);
+    cfg_image_t *img = syn_image(&s);
+    const uint64_t at = 0x900000;
+    ed_unwind_out_t out;
+    view_t v = { { NULL, 0, at }, img };
+    tfde_t *news;
+
+    /* map() knows no end: one byte past the slot of the last mapped location. */
+    ck_assert_int_eq(ed_unwind_build(img, syn_map_noend, NULL, at, &out), 0);
+    v.blob = (mem_t) { out.data, out.size, at };
+    ck_assert_uint_eq(t_fdes(&v, (mem_t) { out.data, out.eh_frame_size, at }, &news), 2);
+    ck_assert_uint_eq(news[0].end, syn_map(NULL, SYN_CODE + 0x1ff) + 1);
+    free(news);
+    free(out.data);
+
+    /* map_end() gives it. */
+    ck_assert_int_eq(ed_unwind_build_ex(img, syn_map_noend, syn_map_end, NULL, at, &out), 0);
+    v.blob = (mem_t) { out.data, out.size, at };
+    ck_assert_uint_eq(t_fdes(&v, (mem_t) { out.data, out.eh_frame_size, at }, &news), 2);
+    ck_assert_uint_eq(news[0].end, SYN_NEW + 0x3f0);
+    ck_assert_uint_eq(news[1].end, SYN_NEW + 0x3f0);
+    free(news);
+    free(out.data);
+    cfg_image_destroy(img);
+}
+END_TEST
+
+static uint64_t
+syn_map_nolp(void *arg, uint64_t old)
+{
+    return old == SYN_CODE + 0x1c0 + 0x30 ? 0 : syn_map(arg, old);
+}
+
+START_TEST(test_unwind_unrelocated_landing_pad_fails)
+{
+    sbuf_t s;
+    size_t off[5];
+    syn_tables(&s, off);
+    cfg_image_t *img = syn_image(&s);
+    ed_unwind_out_t out;
+    ck_assert_int_eq(ed_unwind_build(img, syn_map_nolp, NULL, 0x900000, &out), 0);
+    ck_assert_uint_eq(out.nfde_moved, 1);
+    ck_assert_uint_eq(out.nfde_failed, 2);
+    ck_assert_uint_eq(out.nlsda_moved, 0);
+    view_t v = { { out.data, out.size, 0x900000 }, img };
+    ck_assert_uint_eq(t_hdr(&v, &out), 4); /* the failed FDE keeps its old entry */
+    free(out.data);
+    cfg_image_destroy(img);
+}
+END_TEST
+
+START_TEST(test_unwind_no_ehframe_is_empty)
+{
+    static const uint8_t code[] = { 0xc3 };
+    cfg_image_t *img = NULL;
+    ck_assert_int_eq(cfg_image_from_bytes(code, sizeof(code), 0x1000, &img), 0);
+    ed_unwind_out_t out;
+    ck_assert_int_eq(ed_unwind_build(img, syn_map, NULL, 0x900000, &out), 0);
+    ck_assert_uint_eq(out.size, 0);
+    ck_assert_ptr_null(out.data);
+    ck_assert_int_eq(ed_unwind_build(NULL, syn_map, NULL, 0, &out), QP_EINVAL);
+    ck_assert_int_eq(ed_unwind_build(img, NULL, NULL, 0, &out), QP_EINVAL);
+    ck_assert_int_eq(ed_unwind_build(img, syn_map, NULL, 0, NULL), QP_EINVAL);
+    cfg_image_destroy(img);
+}
+END_TEST
+
+/*****************************************************************************
+ * Bad input: truncated and mutated tables (run under ASan and UBSan)
+ */
+
+/* Whatever the bytes, the result is an error or a blob whose hdr is consistent. */
+static void
+build_sane(const cfg_image_t *img, tmap_t *m, uint64_t at)
+{
+    ed_unwind_out_t out;
+    int rc = ed_unwind_build(img, tmap_fn, m, at, &out);
+    if (rc < 0) {
+        ck_assert_ptr_null(out.data);
+        return;
+    }
+    if (out.size > 0) {
+        t_layout(&out, at);
+        ck_assert_uint_eq(out.hdr % 4, 0);
+        ck_assert_uint_eq((out.hdr_size - 12) % 8, 0);
+    }
+    free(out.data);
+}
+
+static uint32_t
+lcg(uint64_t *st)
+{
+    *st = *st * 6364136223846793005ull + 1442695040888963407ull;
+    return (uint32_t)(*st >> 33);
+}
+
+START_TEST(test_unwind_truncated_tables)
+{
+    tmap_t m;
+    cfg_image_t *img = open_prog(0, &m, MAP_SHIFT);
+    cfg_section_t *eh = (cfg_section_t *)section(img, ".eh_frame");
+    const uint8_t *orig = eh->bytes;
+    uint64_t size = eh->size, at = blob_addr(img);
+    for (uint64_t n = 1; n < size; n += (n < 64 ? 1 : 7)) {
+        uint8_t *copy = malloc(n); /* exactly n bytes: ASan sees any overread */
+        memcpy(copy, orig, n);
+        eh->bytes = copy;
+        eh->size = n;
+        build_sane(img, &m, at);
+        free(copy);
+    }
+    eh->bytes = orig;
+    eh->size = size;
+    cfg_image_destroy(img);
+}
+END_TEST
+
+START_TEST(test_unwind_mutated_tables)
+{
+    const char *names[] = { ".eh_frame", ".gcc_except_table" };
+    uint64_t st = 0x5eed + (uint64_t)_i;
+    for (int p = 0; p < nprogs; p++) {
+        tmap_t m;
+        cfg_image_t *img = open_prog(p, &m, _i ? MAP_SPREAD : MAP_SHIFT);
+        uint64_t at = blob_addr(img);
+        for (int w = 0; w < 2; w++) {
+            cfg_section_t *sec = (cfg_section_t *)section(img, names[w]);
+            if (sec == NULL)
+                continue;
+            const uint8_t *orig = sec->bytes;
+            size_t n = (size_t)sec->size;
+            uint8_t *copy = malloc(n);
+            for (int it = 0; it < 150; it++) {
+                memcpy(copy, orig, n);
+                int flips = 1 + (int)(lcg(&st) % 4);
+                for (int k = 0; k < flips; k++) {
+                    size_t at_byte = lcg(&st) % n;
+                    uint32_t r = lcg(&st);
+                    copy[at_byte] = (r & 1) ? (uint8_t)(r >> 8) : (uint8_t)(copy[at_byte] ^ (1u << (r >> 8) % 8));
+                }
+                sec->bytes = copy;
+                build_sane(img, &m, at);
+            }
+            sec->bytes = orig;
+            free(copy);
+        }
+        cfg_image_destroy(img);
+    }
+}
+END_TEST
+
+START_TEST(test_unwind_mutated_synthetic)
+{
+    sbuf_t s;
+    size_t off[5];
+    syn_tables(&s, off);
+    uint64_t st = 42;
+    for (int it = 0; it < 3000; it++) {
+        sbuf_t c = s;
+        int flips = 1 + (int)(lcg(&st) % 3);
+        for (int k = 0; k < flips; k++)
+            c.b[lcg(&st) % c.n] = (uint8_t)lcg(&st);
+        cfg_image_t *img = syn_image(&c);
+        ed_unwind_out_t out;
+        int rc = ed_unwind_build(img, syn_map, NULL, 0x900000, &out);
+        if (rc == 0 && out.size) {
+            t_layout(&out, 0x900000);
+            free(out.data);
+        }
+        ck_assert_int_le(rc, 0);
+        cfg_image_destroy(img);
+    }
+}
+END_TEST
+
+/*****************************************************************************
+ * The suite
+ */
+
+static Suite *
+unwind_suite(void)
+{
+    Suite *s = suite_create("unwind");
+    TCase *tc = tcase_create("programs");
+    tcase_set_timeout(tc, 120);
+    tcase_add_loop_test(tc, test_unwind_shift_keeps_rows, 0, nprogs ? nprogs : 1);
+    tcase_add_loop_test(tc, test_unwind_spread_maps_every_location, 0, nprogs);
+    tcase_add_loop_test(tc, test_unwind_hdr_mixes_old_and_new, 0, nprogs);
+    if (nprogs)
+        tcase_add_test(tc, test_unwind_hole_takes_next_location);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("synthetic");
+    tcase_add_test(tc, test_unwind_every_opcode_exact_bytes);
+    tcase_add_test(tc, test_unwind_end_without_mapping);
+    tcase_add_test(tc, test_unwind_unrelocated_landing_pad_fails);
+    tcase_add_test(tc, test_unwind_no_ehframe_is_empty);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("bad_input");
+    tcase_set_timeout(tc, 300);
+    if (nprogs)
+        tcase_add_test(tc, test_unwind_truncated_tables);
+    tcase_add_loop_test(tc, test_unwind_mutated_tables, 0, 2);
+    tcase_add_test(tc, test_unwind_mutated_synthetic);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int
+main(void)
+{
+    snprintf(tmpdir, sizeof(tmpdir), "/tmp/check_unwind.XXXXXX");
+    if (mkdtemp(tmpdir) == NULL)
+        return 99;
+    build_progs();
+    SRunner *sr = srunner_create(unwind_suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    char cmd[128];
+    snprintf(cmd, sizeof(cmd), "rm -rf %s", tmpdir);
+    if (system(cmd) != 0)
+        failed++;
+    return failed ? 1 : 0;
+}

@@ -1,0 +1,174 @@
+# Copyright 2026 the qpt authors
+# SPDX-License-Identifier: MIT
+#
+# Shared functions for the test scripts; source it, do not run it. POSIX sh.
+#   top_srcdir, top_builddir   set by automake's TESTS_ENVIRONMENT; default "."
+#   QPT_REWRITE                the rewriter under test
+#   QP_JOBS                    parallel jobs (default: the number of CPUs)
+#   build_corpus DIR           compile tests/progs/* in every variant into DIR
+#   qp_fail_reason FILE        first line of a failed build's log (for reports)
+
+: "${top_srcdir:=.}"
+: "${top_builddir:=.}"
+QPT_REWRITE=${QPT_REWRITE:-$top_builddir/tools/qpt-rewrite}
+QP_PROGS_DIR=$top_srcdir/tests/progs
+QP_LIBSH=$top_srcdir/tests/lib.sh
+if [ -z "${QP_JOBS:-}" ]; then
+    QP_JOBS=$(nproc 2>/dev/null || echo 2)
+fi
+
+# True when command $1 exists.
+qp_have() {
+    command -v "$1" >/dev/null 2>&1
+}
+
+# The compilers that build a source of language $1 (c, c++, fortran).
+qp_compilers() {
+    case $1 in
+    c) echo "gcc clang" ;;
+    c++) echo "g++ clang++" ;;
+    fortran) echo "gfortran" ;;
+    esac
+}
+
+# The language of source file $1, or nothing when it is not a test program.
+qp_lang() {
+    case $1 in
+    *.c) echo c ;;
+    *.cc | *.cpp) echo c++ ;;
+    *.f90) echo fortran ;;
+    esac
+}
+
+# The link variants for compiler $1 and language $2, as "name:flags" words (the flags
+# are joined with commas). The matrix is trimmed where a variant adds little and costs
+# build time: static-pie is built with gcc only (clang does not support it everywhere).
+qp_links() {
+    case $1 in
+    gcc) echo "pie:-fPIE,-pie nopie:-fno-pie,-no-pie static:-static static-pie:-fPIE,-static-pie" ;;
+    *) echo "pie:-fPIE,-pie nopie:-fno-pie,-no-pie static:-static" ;;
+    esac
+}
+
+QP_OPTS="O0 O2 O3"
+
+# True when a variant is left out to keep the corpus build within about 3 minutes on
+# 2 cores: static binaries are mostly libc (libstdc++, libgfortran), the same at every
+# level, so C builds them at O0 and O2 only and C++/Fortran at O2 only.
+qp_variant_trimmed() { # LANG LINK OPT
+    case $1.$2.$3 in
+    c.static*.O3 | c++.static*.O[03] | fortran.static*.O[03]) return 0 ;;
+    esac
+    return 1
+}
+
+# Extra flags a program asks for with a line "qpt-build-flags: FLAGS" in its source
+# (e.g. -pthread).
+qp_extra_flags() {
+    sed -n 's/.*qpt-build-flags: *\([^*]*\).*/\1/p' "$1" | head -n 1
+}
+
+# Print one build job per line: "OUT SRC COMPILER FLAG...". Variants whose compiler is
+# missing are not printed; their count is printed on stderr as "missing N".
+qp_corpus_jobs() {
+    dir=$1
+    missing=0
+    for src in "$QP_PROGS_DIR"/*; do
+        lang=$(qp_lang "$src")
+        [ -n "$lang" ] || continue
+        base=${src##*/}
+        base=${base%.*}
+        extra=$(qp_extra_flags "$src")
+        for cc in $(qp_compilers "$lang"); do
+            for link in $(qp_links "$cc"); do
+                lname=${link%%:*}
+                lflags=$(echo "${link#*:}" | tr ',' ' ')
+                for opt in $QP_OPTS; do
+                    ! qp_variant_trimmed "$lang" "$lname" "$opt" || continue
+                    if ! qp_have "$cc"; then
+                        missing=$((missing + 1))
+                        continue
+                    fi
+                    # No trailing blank: xargs -L would join the next line to this one.
+                    line="$dir/$base.$cc.$opt.$lname $src $cc -g -$opt $lflags"
+                    [ -z "$extra" ] || line="$line $extra"
+                    echo "$line"
+                done
+            done
+        done
+    done
+    echo "missing $missing" >&2
+}
+
+# Build one variant (run by xargs): prints "built", "failed" or "uptodate" and a name.
+# A failed build leaves OUT.failed (its log) so that it is not retried until the
+# source changes.
+qp_build_one() {
+    out=$1
+    src=$2
+    shift 2
+    # test -nt is not in POSIX but every sh we meet (dash, bash, busybox) has it.
+    # shellcheck disable=SC3013
+    if [ "$out" -nt "$src" ]; then
+        echo "uptodate $out"
+        return 0
+    fi
+    # shellcheck disable=SC3013
+    if [ "$out.failed" -nt "$src" ]; then
+        echo "failed $out"
+        return 0
+    fi
+    rm -f "$out" "$out.failed"
+    # gfortran writes module files into the current directory unless told otherwise.
+    case $1 in
+    gfortran*)
+        mkdir -p "$out.mod"
+        set -- "$@" -J "$out.mod"
+        ;;
+    esac
+    if "$@" -o "$out.tmp" "$src" >"$out.log" 2>&1; then
+        mv "$out.tmp" "$out"
+        rm -f "$out.log"
+        echo "built $out"
+    else
+        rm -f "$out.tmp"
+        mv "$out.log" "$out.failed"
+        echo "failed $out"
+    fi
+    [ ! -d "$out.mod" ] || rm -rf "$out.mod"
+}
+
+# The first line of the log of a failed build of $1.
+qp_fail_reason() {
+    grep -m 1 -i 'error' "$1.failed" 2>/dev/null || head -n 1 "$1.failed"
+}
+
+# build_corpus DIR: compile every program of tests/progs with every applicable
+# compiler, optimisation level and linkage into DIR/NAME.COMPILER.OPT.LINK, in parallel,
+# skipping targets newer than their source. Writes DIR/MANIFEST (the binaries that exist,
+# one per line) and prints a one-line summary. Returns 0 even when variants fail to
+# build (they are counted); returns 1 when nothing could be built.
+build_corpus() {
+    dir=$1
+    mkdir -p "$dir" || return 1
+    jobs=$dir/.jobs
+    results=$dir/.results
+    qp_corpus_jobs "$dir" >"$jobs" 2>"$dir/.missing"
+    missing=$(sed -n 's/^missing //p' "$dir/.missing")
+    start=$(date +%s)
+    # Each line becomes the arguments of one qp_build_one call.
+    # shellcheck disable=SC2016 # expanded by the inner sh
+    xargs -P "$QP_JOBS" -L 1 sh -c '. "$0"; qp_build_one "$@"' "$QP_LIBSH" \
+        <"$jobs" >"$results"
+    end=$(date +%s)
+    built=$(grep -c '^built ' "$results")
+    uptodate=$(grep -c '^uptodate ' "$results")
+    failed=$(grep -c '^failed ' "$results")
+    sed -n 's/^\(built\|uptodate\) //p' "$results" | sort >"$dir/MANIFEST"
+    sed -n 's/^failed //p' "$results" | sort >"$dir/FAILED"
+    total=$(wc -l <"$dir/MANIFEST")
+    echo "corpus: $built built, $uptodate up to date, $((failed + missing)) skipped" \
+        "($failed failed to build, $missing compiler missing); $total binaries in $dir" \
+        "($((end - start)) s)"
+    [ "$total" -gt 0 ]
+}
