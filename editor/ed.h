@@ -71,6 +71,11 @@ typedef struct ed_unwind_out {
  * FDEs of code that did not move and the new ones. Returns 0 and fills *OUT (free
  * out->data with free()), QP_EFORMAT when the old tables cannot be parsed, QP_ENOMEM.
  * An image without .eh_frame gives an empty blob (size 0).
+ * An FDE that cannot be rewritten (unknown CFA opcode, unsupported augmentation, a landing
+ * pad MAP does not know, a location MAP moves backwards) is left out of the new tables and
+ * counted in nfde_failed; its old FDE stays in the search table. AT should be a multiple
+ * of 8: the blob then has the same size for every such AT (unless a pc-relative field
+ * cannot reach, QP_ERANGE), so it can be sized with AT = 0 first.
  */
 int ed_unwind_build(const cfg_image_t *img, ed_map_fn map, void *arg, uint64_t at,
                     ed_unwind_out_t *out /*OUT*/);
@@ -83,6 +88,17 @@ int ed_unwind_build(const cfg_image_t *img, ed_map_fn map, void *arg, uint64_t a
  */
 int ed_unwind_build_ex(const cfg_image_t *img, ed_map_fn map, ed_map_fn map_end, void *arg,
                        uint64_t at, ed_unwind_out_t *out /*OUT*/);
+
+/*
+ * Call FN(ARG, FUNC, PAD) for every landing pad PAD named by the LSDA of an FDE of IMG
+ * whose code starts at FUNC, in .eh_frame order. Only the unwinder jumps to landing pads,
+ * so a CFG does not reach them: the editor must relocate them as instruction starts (map()
+ * must know them) or leave their procedure in place. Returns 0, QP_EFORMAT when some FDE
+ * or LSDA could not be read (the pads of the others were reported), FN's first negative
+ * return, QP_EINVAL or QP_ENOMEM.
+ */
+int ed_unwind_landing_pads(const cfg_image_t *img,
+                           int (*fn)(void *arg, uint64_t func, uint64_t pad), void *arg);
 
 
 /*****************************************************************************

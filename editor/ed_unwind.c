@@ -8,12 +8,12 @@
  *   [copies of CIEs, new FDEs, 4-byte zero] [new LSDAs, 4-aligned] [new .eh_frame_hdr]
  *
  * A new FDE describes the relocated copy of a procedure: every code location of the old
- * FDE (pc_begin, pc_range, DW_CFA_advance_loc*, DW_CFA_set_loc) and of its LSDA (call-site
- * start, length, landing pad) goes through the editor's map. Everything else is copied
- * byte for byte; pointers that are pc-relative are re-encoded for their new field so that
- * they still reach the same absolute address (personality slots, type_info references).
- * The new .eh_frame_hdr's search table lists the old FDEs of code that did not move and
- * the new FDEs, so libgcc finds either through PT_GNU_EH_FRAME.
+ * FDE (pc_begin, pc_range, DW_CFA_advance_loc*, DW_CFA_set_loc) and of its LSDA
+ * (call-site start, length, landing pad) goes through the editor's map. Everything else
+ * is copied byte for byte; pointers that are pc-relative are re-encoded for their new
+ * field so that they still reach the same absolute address (personality slots, type_info
+ * references). The new .eh_frame_hdr's search table lists the old FDEs of code that did
+ * not move and the new FDEs, so libgcc finds either through PT_GNU_EH_FRAME.
  *
  * Formats: LSB "Exception Frames" (.eh_frame, pointer encodings), DWARF 4 section 6.4
  * (CFA instructions), and the Itanium C++ ABI LSDA as read by libgcc's
@@ -299,7 +299,8 @@ pe_valid(uint8_t enc)
 static int
 pe_addressable(uint8_t enc)
 {
-    return pe_valid(enc) && ((enc & 0x70) == DW_EH_PE_absptr || (enc & 0x70) == DW_EH_PE_pcrel);
+    return pe_valid(enc)
+           && ((enc & 0x70) == DW_EH_PE_absptr || (enc & 0x70) == DW_EH_PE_pcrel);
 }
 
 /* Read the raw value of format ENC (signed formats sign-extended). */
@@ -447,7 +448,7 @@ typedef struct lsda {
     uint8_t cs_enc;         /* call-site encoding */
     uint64_t new_lpstart;   /* the new LPStart when lpstart_enc is not omit */
     obuf_t cs;              /* the new call-site table, encoded */
-    const uint8_t *actions; /* the action table, copied verbatim (points into the image) */
+    const uint8_t *actions; /* the action table, verbatim (points into the image) */
     size_t actions_len;
     const uint8_t *types;   /* the old type table (entry 1 is the last one) */
     uint64_t types_addr;    /* its old address */
@@ -475,7 +476,7 @@ typedef struct hdr_ent {
 typedef struct ctx {
     const cfg_image_t *img;
     ed_map_fn map;          /* old to new address */
-    ed_map_fn map_end;      /* optional: new end of the instruction ending at an address */
+    ed_map_fn map_end;      /* optional: new end of the instruction ending at an addr */
     void *arg;
     uint64_t at;            /* address of the blob */
     const uint8_t *sec;     /* .eh_frame contents */
@@ -501,21 +502,22 @@ typedef struct ctx {
     uint32_t nfde_failed;
 } ctx_t;
 
-/* Grow the array *V of *CAP elements of SIZE bytes to hold N + 1. */
-static int
-grow(void **v, size_t *cap, size_t n, size_t size)
+/*
+ * Make room for element N of the array V of *CAP elements of SIZE bytes: V itself, a
+ * larger copy (*CAP updated), or NULL when out of memory (V is then still valid).
+ */
+static void *
+grow(void *v, size_t *cap, size_t n, size_t size)
 {
     if (n < *cap)
-        return 0;
+        return v;
     size_t c = *cap ? *cap * 2 : 64;
     if (c > SIZE_MAX / size)
-        return QP_ENOMEM;
-    void *p = realloc(*v, c * size);
-    if (p == NULL)
-        return QP_ENOMEM;
-    *v = p;
-    *cap = c;
-    return 0;
+        return NULL;
+    void *p = realloc(v, c * size);
+    if (p != NULL)
+        *cap = c;
+    return p;
 }
 
 /*****************************************************************************
@@ -524,10 +526,10 @@ grow(void **v, size_t *cap, size_t n, size_t size)
 
 typedef struct fmap {
     ctx_t *cx;
-    uint64_t old_lo, old_hi;  /* the old FDE range */
-    uint64_t new_lo, new_hi;  /* the new one */
-    uint64_t hole_lo, hole_hi; /* last hole found: [hole_lo, hole_hi) had no mapping ... */
-    uint64_t hole_to;          /* ... and maps to this (the next mapped location) */
+    uint64_t old_lo, old_hi;   /* the old FDE range */
+    uint64_t new_lo, new_hi;   /* the new one */
+    uint64_t hole_lo, hole_hi; /* last hole found: no address in it is mapped ... */
+    uint64_t hole_to;          /* ... and it maps to this (the next mapped location) */
     uint32_t budget;           /* map() calls left for scanning across holes */
     int err;                   /* QP_ERANGE once the budget ran out */
 } fmap_t;
@@ -546,10 +548,10 @@ scan_map(fmap_t *fm, uint64_t x)
 
 /*
  * Where the state that holds from old location X on begins in the new code. A location
- * map() does not know (code of the procedure that was not relocated) takes the mapping of
- * the next location inside the procedure that has one, or the new end: the rule then takes
- * effect where the relocated code resumes, and the relocated instructions before the hole
- * keep the rules they had. Locations outside the range clamp to its ends.
+ * map() does not know (code of the procedure that was not relocated) takes the mapping
+ * of the next location inside the procedure that has one, or the new end: the rule then
+ * takes effect where the relocated code resumes, and the relocated instructions before
+ * the hole keep the rules they had. Locations outside the range clamp to its ends.
  */
 static uint64_t
 loc_map(fmap_t *fm, uint64_t x)
@@ -575,7 +577,7 @@ loc_map(fmap_t *fm, uint64_t x)
     return v;
 }
 
-/* Where the code ending at old address X ends in the new code (ends of call-site ranges). */
+/* Where the code ending at old address X ends in the new code (call-site range ends). */
 static uint64_t
 end_map(fmap_t *fm, uint64_t x)
 {
@@ -785,7 +787,10 @@ split_records(ctx_t *cx)
             len = rd_uint(&c, 8);
         if (c.bad || len < 4 || len > cx->secsize - c.pos)
             return QP_EFORMAT;
-        QP_CHECK(grow((void **)&cx->recs, &cap, cx->nrecs, sizeof(*cx->recs)));
+        rec_t *recs = grow(cx->recs, &cap, cx->nrecs, sizeof(*recs));
+        if (recs == NULL)
+            return QP_ENOMEM;
+        cx->recs = recs;
         rec_t *r = &cx->recs[cx->nrecs++];
         r->off = off;
         r->body = c.pos;
@@ -800,7 +805,7 @@ split_records(ctx_t *cx)
     return 0;
 }
 
-/* Parse the CIE of record R. Problems are recorded in the CIE (err, fde_ok), not returned. */
+/* Parse the CIE of record R. Problems are recorded in it (err, fde_ok), not returned. */
 static void
 parse_cie(ctx_t *cx, const rec_t *r, cie_t *ci)
 {
@@ -947,7 +952,9 @@ parse_fde(ctx_t *cx, const rec_t *r, fde_t *f)
         }
         f->aug_pos = c.pos;
         f->aug_end = c.pos + (size_t)alen;
-        if (ci->err == 0 && ci->lsda_enc != DW_EH_PE_omit) {
+        if (ci->lsda_enc != DW_EH_PE_omit && !pe_addressable(ci->lsda_enc)) {
+            f->lsda_err = QP_EUNSUPP;
+        } else if (ci->lsda_enc != DW_EH_PE_omit) {
             cursor_t a = { cx->sec, c.pos, f->aug_end, 0 };
             uint64_t lraw = rd_fmt(&a, ci->lsda_enc);
             f->lsda_size = a.pos - c.pos;
@@ -1019,52 +1026,128 @@ parse_all(ctx_t *cx)
  * LSDAs (.gcc_except_table)
  */
 
-/* Walk the action chain starting at ACTION; grow *EXT, *NTYPES and *SPEC_EXT. */
+/* What the action chains of one LSDA use. */
+typedef struct lsda_scan {
+    const uint8_t *p;  /* the LSDA */
+    size_t avail;      /* bytes readable from p */
+    size_t act_base;   /* offset of the action table */
+    size_t ttbase;     /* offset of TTBase (avail without a type table) */
+    int has_tt;        /* there is a type table */
+    size_t ext;        /* bytes of the action table used */
+    uint64_t ntypes;   /* entries of the type table used */
+    size_t spec_ext;   /* bytes of exception specification lists used after TTBase */
+} lsda_scan_t;
+
+/* Walk the action chain starting at ACTION (1 + offset); grow what SC records. */
 static int
-lsda_walk_actions(const uint8_t *p, size_t avail, size_t act_base, size_t act_limit,
-                  size_t ttbase, int has_tt, uint64_t action, size_t *ext, uint64_t *ntypes,
-                  size_t *spec_ext)
+lsda_walk_actions(lsda_scan_t *sc, uint64_t action)
 {
     uint64_t off = action - 1;
     for (int steps = 0;; steps++) {
-        if (steps > MAX_ACTION_STEPS || off >= act_limit - act_base)
+        if (steps > MAX_ACTION_STEPS || off >= sc->ttbase - sc->act_base)
             return QP_EFORMAT;
-        cursor_t c = { p, act_base + (size_t)off, act_limit, 0 };
+        cursor_t c = { sc->p, sc->act_base + (size_t)off, sc->ttbase, 0 };
         int64_t filter = rd_sleb(&c);
         size_t dpos = c.pos;
         int64_t disp = rd_sleb(&c);
-        if (c.bad)
+        if (c.bad || (filter != 0 && !sc->has_tt))
             return QP_EFORMAT;
-        if (c.pos - act_base > *ext)
-            *ext = c.pos - act_base;
-        if (filter != 0 && !has_tt)
-            return QP_EFORMAT;
+        if (c.pos - sc->act_base > sc->ext)
+            sc->ext = c.pos - sc->act_base;
         if (filter > 0) {
-            if ((uint64_t)filter > *ntypes)
-                *ntypes = (uint64_t)filter;
+            if ((uint64_t)filter > sc->ntypes)
+                sc->ntypes = (uint64_t)filter;
         } else if (filter < 0) {
             /* An exception specification: type indices from TTBase + (-filter - 1). */
-            if (filter < -(int64_t)avail)
+            if (filter < -(int64_t)(sc->avail - sc->ttbase))
                 return QP_EFORMAT;
-            cursor_t s = { p, ttbase + (size_t)(-filter - 1), avail, 0 };
-            if (s.pos > avail)
-                return QP_EFORMAT;
+            cursor_t sp = { sc->p, sc->ttbase + (size_t)(-filter - 1), sc->avail, 0 };
             uint64_t idx;
-            while ((idx = rd_uleb(&s)) != 0 && !s.bad)
-                if (idx > *ntypes)
-                    *ntypes = idx;
-            if (s.bad)
+            while ((idx = rd_uleb(&sp)) != 0 && !sp.bad)
+                if (idx > sc->ntypes)
+                    sc->ntypes = idx;
+            if (sp.bad)
                 return QP_EFORMAT;
-            if (s.pos - ttbase > *spec_ext)
-                *spec_ext = s.pos - ttbase;
+            if (sp.pos - sc->ttbase > sc->spec_ext)
+                sc->spec_ext = sp.pos - sc->ttbase;
         }
         if (disp == 0)
             return 0;
-        int64_t next = (int64_t)(dpos - act_base) + disp;
+        int64_t next = (int64_t)(dpos - sc->act_base) + disp;
         if (next < 0)
             return QP_EFORMAT;
         off = (uint64_t)next;
     }
+}
+
+/* The header of an LSDA, and where its tables are. */
+typedef struct lsda_hdr {
+    const uint8_t *p;      /* the LSDA */
+    size_t avail;          /* bytes readable from p */
+    uint8_t lpstart_enc;   /* LPStart encoding, omit when landing pads are fs-relative */
+    uint8_t ttype_enc;     /* type table encoding, or omit */
+    uint8_t cs_enc;        /* call-site encoding */
+    uint64_t lpstart;      /* LPStart: as given, else the function start */
+    size_t ttbase;         /* offset of TTBase (avail without a type table) */
+    int esize;             /* bytes per type table entry */
+    size_t cs_pos, cs_end; /* the call-site table; the action table follows */
+} lsda_hdr_t;
+
+/* Read the header of the LSDA at ADDR for the function starting at FS. */
+static int
+lsda_read_header(const cfg_image_t *img, uint64_t addr, uint64_t fs, lsda_hdr_t *h)
+{
+    memset(h, 0, sizeof(*h));
+    h->p = cfg_image_ptr(img, addr, &h->avail);
+    if (h->p == NULL)
+        return QP_EFORMAT;
+    cursor_t c = { h->p, 0, h->avail, 0 };
+    h->lpstart = fs;
+    h->lpstart_enc = rd_u8(&c);
+    if (h->lpstart_enc != DW_EH_PE_omit) {
+        if (!pe_addressable(h->lpstart_enc) || (h->lpstart_enc & DW_EH_PE_indirect))
+            return QP_EUNSUPP;
+        uint64_t field = addr + c.pos;
+        uint64_t raw = rd_fmt(&c, h->lpstart_enc);
+        if (c.bad)
+            return QP_EFORMAT;
+        QP_CHECK(pe_value(h->lpstart_enc, raw, field, &h->lpstart));
+    }
+    h->ttype_enc = rd_u8(&c);
+    h->ttbase = h->avail;
+    if (h->ttype_enc != DW_EH_PE_omit) {
+        if (!pe_valid(h->ttype_enc))
+            return QP_EUNSUPP;
+        h->esize = pe_size(h->ttype_enc);
+        if (h->esize == 0)
+            return QP_EUNSUPP; /* the table must be indexable */
+        uint64_t off = rd_uleb(&c);
+        if (c.bad || off > h->avail - c.pos)
+            return QP_EFORMAT;
+        h->ttbase = c.pos + (size_t)off;
+    }
+    h->cs_enc = rd_u8(&c);
+    if (!pe_valid(h->cs_enc) || (h->cs_enc & 0x70) != DW_EH_PE_absptr)
+        return QP_EUNSUPP;
+    uint64_t cs_len = rd_uleb(&c);
+    if (c.bad || c.pos > h->ttbase || cs_len > h->ttbase - c.pos)
+        return QP_EFORMAT;
+    h->cs_pos = c.pos;
+    h->cs_end = c.pos + (size_t)cs_len;
+    return 0;
+}
+
+/* Read the call-site record at CS of an LSDA whose function has RANGE bytes. */
+static int
+lsda_read_cs(const lsda_hdr_t *h, cursor_t *cs, uint64_t range, cs_rec_t *r)
+{
+    r->start = rd_fmt(cs, h->cs_enc);
+    r->len = rd_fmt(cs, h->cs_enc);
+    r->lp = rd_fmt(cs, h->cs_enc);
+    r->action = rd_uleb(cs);
+    if (cs->bad || r->start > range || r->len > range - r->start)
+        return QP_EFORMAT;
+    return 0;
 }
 
 /*
@@ -1077,62 +1160,29 @@ static int
 lsda_rewrite(ctx_t *cx, const fde_t *f, fmap_t *fm, lsda_t *l)
 {
     memset(l, 0, sizeof(*l));
-    size_t avail = 0;
-    const uint8_t *p = cfg_image_ptr(cx->img, f->lsda, &avail);
-    if (p == NULL)
-        return QP_EFORMAT;
     l->old_addr = f->lsda;
     l->old_fs = f->pc_begin;
-    cursor_t c = { p, 0, avail, 0 };
-    uint64_t lpstart = f->pc_begin;
-    l->lpstart_enc = rd_u8(&c);
-    if (l->lpstart_enc != DW_EH_PE_omit) {
-        if (!pe_addressable(l->lpstart_enc) || (l->lpstart_enc & DW_EH_PE_indirect))
-            return QP_EUNSUPP;
-        uint64_t field = f->lsda + c.pos;
-        uint64_t raw = rd_fmt(&c, l->lpstart_enc);
-        if (c.bad)
-            return QP_EFORMAT;
-        QP_CHECK(pe_value(l->lpstart_enc, raw, field, &lpstart));
-        uint64_t m = lpstart ? cx->map(cx->arg, lpstart) : 0;
-        l->new_lpstart = m ? m : lpstart;
+    lsda_hdr_t h;
+    QP_CHECK(lsda_read_header(cx->img, f->lsda, f->pc_begin, &h));
+    l->lpstart_enc = h.lpstart_enc;
+    l->ttype_enc = h.ttype_enc;
+    l->cs_enc = h.cs_enc;
+    l->esize = h.esize;
+    if (h.lpstart_enc != DW_EH_PE_omit) {
+        uint64_t m = h.lpstart ? cx->map(cx->arg, h.lpstart) : 0;
+        l->new_lpstart = m ? m : h.lpstart;
     }
-    l->ttype_enc = rd_u8(&c);
-    size_t ttbase = avail;
-    if (l->ttype_enc != DW_EH_PE_omit) {
-        if (!pe_valid(l->ttype_enc))
-            return QP_EUNSUPP;
-        l->esize = pe_size(l->ttype_enc);
-        if (l->esize == 0)
-            return QP_EUNSUPP; /* the table must be indexable */
-        uint64_t off = rd_uleb(&c);
-        if (c.bad || off > avail - c.pos)
-            return QP_EFORMAT;
-        ttbase = c.pos + (size_t)off;
-    }
-    l->cs_enc = rd_u8(&c);
-    if (!pe_valid(l->cs_enc) || (l->cs_enc & 0x70) != DW_EH_PE_absptr)
-        return QP_EUNSUPP;
-    uint64_t cs_len = rd_uleb(&c);
-    if (c.bad || cs_len > ttbase - c.pos || c.pos > ttbase)
-        return QP_EFORMAT;
-    size_t act_base = c.pos + (size_t)cs_len;
-    cursor_t cs = { p, c.pos, act_base, 0 };
-    size_t ext = 0, spec_ext = 0;
-    uint64_t ntypes = 0;
+    const uint8_t *p = h.p;
+    size_t ttbase = h.ttbase, act_base = h.cs_end;
+    cursor_t cs = { p, h.cs_pos, h.cs_end, 0 };
+    lsda_scan_t sc = { p, h.avail, act_base, ttbase, 0, 0, 0, 0 };
+    sc.has_tt = h.ttype_enc != DW_EH_PE_omit;
     uint64_t prev_end = fm->new_lo;
     while (cs.pos < cs.end) {
         cs_rec_t r;
-        r.start = rd_fmt(&cs, l->cs_enc);
-        r.len = rd_fmt(&cs, l->cs_enc);
-        r.lp = rd_fmt(&cs, l->cs_enc);
-        r.action = rd_uleb(&cs);
-        if (cs.bad || r.start > f->pc_range || r.len > f->pc_range - r.start)
-            return QP_EFORMAT;
+        QP_CHECK(lsda_read_cs(&h, &cs, f->pc_range, &r));
         if (r.action != 0)
-            QP_CHECK(lsda_walk_actions(p, avail, act_base, ttbase, ttbase,
-                                       l->ttype_enc != DW_EH_PE_omit, r.action, &ext, &ntypes,
-                                       &spec_ext));
+            QP_CHECK(lsda_walk_actions(&sc, r.action));
         /* The new record. */
         uint64_t ns = loc_map(fm, f->pc_begin + r.start);
         uint64_t ne = end_map(fm, f->pc_begin + r.start + r.len);
@@ -1141,7 +1191,7 @@ lsda_rewrite(ctx_t *cx, const fde_t *f, fmap_t *fm, lsda_t *l)
         prev_end = ne;
         uint64_t nlp = 0;
         if (r.lp != 0) {
-            uint64_t m = cx->map(cx->arg, lpstart + r.lp);
+            uint64_t m = cx->map(cx->arg, h.lpstart + r.lp);
             uint64_t base = l->lpstart_enc == DW_EH_PE_omit ? fm->new_lo : l->new_lpstart;
             if (m == 0 || m == base)
                 return QP_ERANGE; /* the landing pad was not relocated */
@@ -1155,16 +1205,16 @@ lsda_rewrite(ctx_t *cx, const fde_t *f, fmap_t *fm, lsda_t *l)
     if (l->cs.oom)
         return QP_ENOMEM;
     l->actions = p + act_base;
-    l->actions_len = ext;
+    l->actions_len = sc.ext;
     if (l->ttype_enc != DW_EH_PE_omit) {
-        if (ntypes > (ttbase - act_base - ext) / (size_t)l->esize)
+        if (sc.ntypes > (ttbase - act_base - sc.ext) / (size_t)l->esize)
             return QP_EFORMAT; /* the type table would overlap the actions */
-        l->ntypes = (size_t)ntypes;
+        l->ntypes = (size_t)sc.ntypes;
         size_t tstart = ttbase - l->ntypes * (size_t)l->esize;
         l->types = p + tstart;
         l->types_addr = f->lsda + tstart;
         l->spec = p + ttbase;
-        l->spec_len = spec_ext;
+        l->spec_len = sc.spec_ext;
         uint64_t tt = f->lsda + ttbase;
         l->tt_align = (l->esize == 8 && tt % 8 == 0) ? 8 : tt % 4 == 0 ? 4 : 1;
     }
@@ -1182,7 +1232,8 @@ lsda_write(obuf_t *b, uint64_t at, lsda_t *l)
     if (l->lpstart_enc != DW_EH_PE_omit)
         QP_CHECK(wr_ptr(b, l->lpstart_enc, l->new_lpstart, at + b->n));
     ob_u8(b, l->ttype_enc);
-    size_t tail = 1 + uleb_size(l->cs.n) + l->cs.n + l->actions_len; /* cs_enc .. actions */
+    /* The bytes from the call-site encoding to the end of the action table. */
+    size_t tail = 1 + uleb_size(l->cs.n) + l->cs.n + l->actions_len;
     if (l->ttype_enc != DW_EH_PE_omit) {
         /*
          * The TType base offset counts from after itself to the end of the type table,
@@ -1276,6 +1327,31 @@ lsda_hash_del(ctx_t *cx, uint64_t addr, uint64_t fs)
     }
 }
 
+/*
+ * The LSDA for F rewritten for FM: the one made before for the same old LSDA and function
+ * start, or a new one. *IDX gets its index in cx->lsdas.
+ */
+static int
+lsda_for(ctx_t *cx, const fde_t *f, fmap_t *fm, size_t *idx)
+{
+    *idx = lsda_find(cx, f->lsda, f->pc_begin);
+    if (*idx != SIZE_MAX)
+        return 0;
+    lsda_t *ls = grow(cx->lsdas, &cx->caplsdas, cx->nlsdas, sizeof(*ls));
+    if (ls == NULL)
+        return QP_ENOMEM;
+    cx->lsdas = ls;
+    lsda_t *l = &cx->lsdas[cx->nlsdas];
+    int rc = lsda_rewrite(cx, f, fm, l);
+    if (rc < 0) {
+        free(l->cs.p);
+        return rc;
+    }
+    *idx = cx->nlsdas++;
+    lsda_hash_set(cx, f->lsda, f->pc_begin, *idx + 1);
+    return 0;
+}
+
 /*****************************************************************************
  * New FDEs
  */
@@ -1310,7 +1386,10 @@ cie_copy(ctx_t *cx, cie_t *ci)
 static int
 add_ent(ctx_t *cx, uint64_t loc, uint64_t fde)
 {
-    QP_CHECK(grow((void **)&cx->ents, &cx->capents, cx->nents, sizeof(*cx->ents)));
+    hdr_ent_t *ents = grow(cx->ents, &cx->capents, cx->nents, sizeof(*ents));
+    if (ents == NULL)
+        return QP_ENOMEM;
+    cx->ents = ents;
     cx->ents[cx->nents++] = (hdr_ent_t) { loc, fde };
     return 0;
 }
@@ -1344,23 +1423,8 @@ fde_rewrite(ctx_t *cx, const fde_t *f, uint64_t new_lo)
         rc = QP_ENOMEM;
     prog.n = keep;
     size_t lsda_idx = SIZE_MAX, nlsdas = cx->nlsdas;
-    if (rc == 0 && f->lsda != 0) {
-        lsda_idx = lsda_find(cx, f->lsda, f->pc_begin);
-        if (lsda_idx == SIZE_MAX) {
-            rc = grow((void **)&cx->lsdas, &cx->caplsdas, cx->nlsdas, sizeof(*cx->lsdas));
-            if (rc == 0) {
-                lsda_t *l = &cx->lsdas[cx->nlsdas];
-                rc = lsda_rewrite(cx, f, &fm, l);
-                if (rc < 0) {
-                    free(l->cs.p);
-                } else {
-                    lsda_idx = cx->nlsdas++;
-                    lsda_hash_set(cx, f->lsda, f->pc_begin, lsda_idx + 1);
-                }
-            }
-        }
-    }
-
+    if (rc == 0 && f->lsda != 0)
+        rc = lsda_for(cx, f, &fm, &lsda_idx);
     if (rc == 0 && fm.err < 0)
         rc = fm.err;
 
@@ -1384,10 +1448,14 @@ fde_rewrite(ctx_t *cx, const fde_t *f, uint64_t new_lo)
         ob_uleb(b, alen, 0);
         if (ci->lsda_enc != DW_EH_PE_omit) {
             if (lsda_idx != SIZE_MAX) {
-                rc = grow((void **)&cx->patches, &cx->cappatches, cx->npatches,
-                          sizeof(*cx->patches));
-                if (rc == 0)
-                    cx->patches[cx->npatches++] = (patch_t) { b->n, ci->lsda_enc, lsda_idx };
+                patch_t *pt = grow(cx->patches, &cx->cappatches, cx->npatches,
+                                   sizeof(*pt));
+                if (pt == NULL) {
+                    rc = QP_ENOMEM;
+                } else {
+                    cx->patches = pt;
+                    pt[cx->npatches++] = (patch_t) { b->n, ci->lsda_enc, lsda_idx };
+                }
             }
             ob_put(b, NULL, f->lsda_size); /* a null pointer, or the placeholder */
         }
@@ -1470,8 +1538,6 @@ hdr_write(ctx_t *cx, size_t *hdr_off)
 static int
 build(ctx_t *cx, ed_unwind_out_t *out)
 {
-    QP_CHECK(split_records(cx));
-    QP_CHECK(parse_all(cx));
     cx->hash_cap = 64;
     while (cx->hash_cap < 2 * cx->nfdes + 2)
         cx->hash_cap *= 2;
@@ -1540,6 +1606,45 @@ build(ctx_t *cx, ed_unwind_out_t *out)
     return 0;
 }
 
+/* Find IMG's .eh_frame and parse it into CX. 1 when there is none. */
+static int
+ctx_open(ctx_t *cx, const cfg_image_t *img)
+{
+    memset(cx, 0, sizeof(*cx));
+    cx->img = img;
+    const cfg_section_t *eh = NULL;
+    for (size_t i = 0; i < img->nsections; i++)
+        if (img->sections[i].name != NULL && img->sections[i].bytes != NULL
+            && strcmp(img->sections[i].name, ".eh_frame") == 0) {
+            eh = &img->sections[i];
+            break;
+        }
+    if (eh == NULL || eh->size == 0)
+        return 1;
+    if (eh->size > SIZE_MAX / 2)
+        return QP_EFORMAT;
+    cx->sec = eh->bytes;
+    cx->secsize = (size_t)eh->size;
+    cx->vma = eh->vma;
+    QP_CHECK(split_records(cx));
+    return parse_all(cx);
+}
+
+static void
+ctx_close(ctx_t *cx)
+{
+    for (size_t i = 0; i < cx->nlsdas; i++)
+        free(cx->lsdas[i].cs.p);
+    free(cx->lsdas);
+    free(cx->lsda_hash);
+    free(cx->patches);
+    free(cx->ents);
+    free(cx->recs);
+    free(cx->cies);
+    free(cx->fdes);
+    free(cx->blob.p);
+}
+
 int
 ed_unwind_build_ex(const cfg_image_t *img, ed_map_fn map, ed_map_fn map_end, void *arg,
                    uint64_t at, ed_unwind_out_t *out)
@@ -1547,41 +1652,19 @@ ed_unwind_build_ex(const cfg_image_t *img, ed_map_fn map, ed_map_fn map_end, voi
     if (img == NULL || map == NULL || out == NULL)
         return QP_EINVAL;
     memset(out, 0, sizeof(*out));
-    const cfg_section_t *eh = NULL;
-    for (size_t i = 0; i < img->nsections; i++)
-        if (img->sections[i].name != NULL && strcmp(img->sections[i].name, ".eh_frame") == 0
-            && img->sections[i].bytes != NULL) {
-            eh = &img->sections[i];
-            break;
-        }
-    if (eh == NULL || eh->size == 0)
-        return 0;
-    if (eh->size > SIZE_MAX / 2)
-        return QP_EFORMAT;
     ctx_t cx;
-    memset(&cx, 0, sizeof(cx));
-    cx.img = img;
-    cx.map = map;
-    cx.map_end = map_end;
-    cx.arg = arg;
-    cx.at = at;
-    cx.sec = eh->bytes;
-    cx.secsize = (size_t)eh->size;
-    cx.vma = eh->vma;
-    int rc = build(&cx, out);
-    if (rc < 0)
-        memset(out, 0, sizeof(*out));
-    for (size_t i = 0; i < cx.nlsdas; i++)
-        free(cx.lsdas[i].cs.p);
-    free(cx.lsdas);
-    free(cx.lsda_hash);
-    free(cx.patches);
-    free(cx.ents);
-    free(cx.recs);
-    free(cx.cies);
-    free(cx.fdes);
-    free(cx.blob.p);
-    return rc;
+    int rc = ctx_open(&cx, img);
+    if (rc == 0) {
+        cx.map = map;
+        cx.map_end = map_end;
+        cx.arg = arg;
+        cx.at = at;
+        rc = build(&cx, out);
+        if (rc < 0)
+            memset(out, 0, sizeof(*out));
+    }
+    ctx_close(&cx);
+    return rc < 0 ? rc : 0;
 }
 
 int
@@ -1589,4 +1672,42 @@ ed_unwind_build(const cfg_image_t *img, ed_map_fn map, void *arg, uint64_t at,
                 ed_unwind_out_t *out)
 {
     return ed_unwind_build_ex(img, map, NULL, arg, at, out);
+}
+
+int
+ed_unwind_landing_pads(const cfg_image_t *img,
+                       int (*fn)(void *arg, uint64_t func, uint64_t pad), void *arg)
+{
+    if (img == NULL || fn == NULL)
+        return QP_EINVAL;
+    ctx_t cx;
+    int rc = ctx_open(&cx, img), bad = 0;
+    for (size_t i = 0; rc == 0 && i < cx.nfdes; i++) {
+        const fde_t *f = &cx.fdes[i];
+        if (f->err < 0 || f->lsda_err < 0) {
+            bad = 1;
+            continue;
+        }
+        if (f->pc_begin == 0 || f->lsda == 0)
+            continue;
+        lsda_hdr_t h;
+        if (lsda_read_header(img, f->lsda, f->pc_begin, &h) < 0) {
+            bad = 1;
+            continue;
+        }
+        cursor_t cs = { h.p, h.cs_pos, h.cs_end, 0 };
+        while (rc == 0 && cs.pos < cs.end) {
+            cs_rec_t r;
+            if (lsda_read_cs(&h, &cs, f->pc_range, &r) < 0) {
+                bad = 1;
+                break;
+            }
+            if (r.lp != 0)
+                rc = fn(arg, f->pc_begin, h.lpstart + r.lp);
+        }
+    }
+    ctx_close(&cx);
+    if (rc < 0)
+        return rc;
+    return bad ? QP_EFORMAT : 0;
 }

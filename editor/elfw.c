@@ -78,55 +78,55 @@
 
 /* A growable byte buffer. */
 typedef struct elfw_buf {
-    uint8_t *p;             /* the bytes (malloc) */
-    size_t len;             /* bytes used */
-    size_t cap;             /* bytes allocated */
+    uint8_t *p; /* the bytes (malloc) */
+    size_t len; /* bytes used */
+    size_t cap; /* bytes allocated */
 } elfw_buf_t;
 
 /* One section of the output. */
 typedef struct elfw_scn {
-    GElf_Shdr sh;           /* the output section header */
-    const uint8_t *bytes;   /* its file bytes (sh_size of them), NULL for none */
-    elfw_buf_t buf;         /* new contents when the section changed (buf.p != NULL) */
-    uint64_t in_size;       /* the input's sh_size; 0 for a new section */
-    int is_new;             /* 1 when this request added the section */
+    GElf_Shdr sh;         /* the output section header */
+    const uint8_t *bytes; /* its file bytes (sh_size of them), NULL for none */
+    elfw_buf_t buf;       /* new contents when the section changed (buf.p != NULL) */
+    uint64_t in_size;     /* the input's sh_size; 0 for a new section */
+    int is_new;           /* 1 when this request added the section */
 } elfw_scn_t;
 
 /* A file range written by libelf, for finding the holes to copy back. */
 typedef struct elfw_range {
-    uint64_t lo;            /* first byte */
-    uint64_t hi;            /* one past the last byte */
+    uint64_t lo; /* first byte */
+    uint64_t hi; /* one past the last byte */
 } elfw_range_t;
 
 typedef struct elfw_ctx {
-    const elfw_request_t *req;  /* the request */
-    char *err;                  /* the caller's message buffer */
-    size_t errlen;              /* its size */
-    struct stat in_st;          /* the input's inode and mode */
-    uint8_t *img;               /* the input's bytes, then patched */
-    size_t insize;              /* their number */
-    Elf *in;                    /* libelf's view of img */
-    GElf_Ehdr eh;               /* the input's ELF header, then the output's */
-    GElf_Phdr *ph;              /* the input's program headers */
-    size_t phnum;               /* their number */
-    size_t in_shnum;            /* the input's section count */
-    size_t shstrndx;            /* index of the section name table (0: none) */
-    elfw_scn_t *scn;            /* the output's sections (index 0 included) */
-    size_t nscn;                /* their number */
-    size_t scn_cap;             /* entries allocated in scn */
-    size_t *region_scn;         /* the section index of each region */
-    uint64_t *region_off;       /* the file offset of each region */
-    uint64_t load_end;          /* end of the highest original PT_LOAD (memory) */
-    GElf_Phdr *oph;             /* the output's program headers */
-    size_t ophnum;              /* their number */
-    size_t oph_new;             /* index in oph of the first new PT_LOAD */
-    size_t oph_eh;              /* index in oph of PT_GNU_EH_FRAME, or SIZE_MAX */
-    int ph_moved;               /* 1 when the table moves to the end of the file */
-    uint64_t ph_off;            /* the output's e_phoff */
-    uint64_t ph_vaddr;          /* the moved table's address */
-    uint64_t sh_off;            /* the output's e_shoff */
-    char *tmp;                  /* the temporary output path (malloc) */
-    int out_fd;                 /* its descriptor, or -1 */
+    const elfw_request_t *req; /* the request */
+    char *err;                 /* the caller's message buffer */
+    size_t errlen;             /* its size */
+    struct stat in_st;         /* the input's inode and mode */
+    uint8_t *img;              /* the input's bytes, then patched */
+    size_t insize;             /* their number */
+    Elf *in;                   /* libelf's view of img */
+    GElf_Ehdr eh;              /* the input's ELF header, then the output's */
+    GElf_Phdr *ph;             /* the input's program headers */
+    size_t phnum;              /* their number */
+    size_t in_shnum;           /* the input's section count */
+    size_t shstrndx;           /* index of the section name table (0: none) */
+    elfw_scn_t *scn;           /* the output's sections (index 0 included) */
+    size_t nscn;               /* their number */
+    size_t scn_cap;            /* entries allocated in scn */
+    size_t *region_scn;        /* the section index of each region */
+    uint64_t *region_off;      /* the file offset of each region */
+    uint64_t load_end;         /* end of the highest original PT_LOAD (memory) */
+    GElf_Phdr *oph;            /* the output's program headers */
+    size_t ophnum;             /* their number */
+    size_t oph_new;            /* index in oph of the first new PT_LOAD */
+    size_t oph_eh;             /* index in oph of PT_GNU_EH_FRAME, or SIZE_MAX */
+    int ph_moved;              /* 1 when the table moves to the end of the file */
+    uint64_t ph_off;           /* the output's e_phoff */
+    uint64_t ph_vaddr;         /* the moved table's address */
+    uint64_t sh_off;           /* the output's e_shoff */
+    char *tmp;                 /* the temporary output path (malloc) */
+    int out_fd;                /* its descriptor, or -1 */
 } elfw_ctx_t;
 
 static int
@@ -269,8 +269,8 @@ elfw_read_input(elfw_ctx_t *c)
             close(fd);
             errno = e;
             if (n == 0)
-                return elfw_fail(c, QP_EIO, "cannot read %s: file shrank while reading",
-                    path);
+                return elfw_fail(
+                    c, QP_EIO, "cannot read %s: file shrank while reading", path);
             return elfw_fail_errno(c, "cannot read", path);
         }
         done += (size_t)n;
@@ -289,9 +289,7 @@ elfw_parse_input(elfw_ctx_t *c)
     if (elf_version(EV_CURRENT) == EV_NONE)
         return elfw_fail(c, QP_EUNSUPP, "libelf: %s", elf_errmsg(-1));
     c->in = elf_memory((char *)c->img, c->insize);
-    if (c->in == NULL)
-        return elfw_fail_elf(c, QP_ENOTELF, path);
-    if (elf_kind(c->in) != ELF_K_ELF)
+    if (c->in == NULL || elf_kind(c->in) != ELF_K_ELF)
         return elfw_fail(c, QP_ENOTELF, "%s: not an ELF file", path);
     if (gelf_getclass(c->in) != ELFCLASS64 || gelf_getehdr(c->in, &c->eh) == NULL)
         return elfw_fail(c, QP_EARCH, "%s: not a 64-bit ELF file", path);
@@ -319,13 +317,21 @@ elfw_parse_input(elfw_ctx_t *c)
             continue;
         if (p->p_offset > c->insize || p->p_filesz > c->insize - p->p_offset
             || p->p_filesz > p->p_memsz || p->p_vaddr + p->p_memsz < p->p_vaddr)
-            return elfw_fail(c, QP_EFORMAT, "%s: PT_LOAD %zu is outside the file", path, i);
+            return elfw_fail(
+                c, QP_EFORMAT, "%s: PT_LOAD %zu is outside the file", path, i);
         if (p->p_vaddr + p->p_memsz > c->load_end)
             c->load_end = p->p_vaddr + p->p_memsz;
     }
     if (c->load_end == 0)
         return elfw_fail(c, QP_EFORMAT, "%s: no PT_LOAD segment", path);
 
+    /* libelf reports no sections when their table lies past the end of the file. */
+    if (c->eh.e_shoff != 0
+        && (c->eh.e_shoff > c->insize
+            || (c->eh.e_shnum ? c->eh.e_shnum : 1) * ELFW_SHENT
+                > c->insize - c->eh.e_shoff))
+        return elfw_fail(
+            c, QP_EFORMAT, "%s: the section header table is outside the file", path);
     if (elf_getshdrnum(c->in, &c->in_shnum) != 0)
         return elfw_fail_elf(c, QP_EFORMAT, path);
     if (c->in_shnum == 0)
@@ -351,13 +357,14 @@ elfw_parse_input(elfw_ctx_t *c)
         if (i == 0 || s->sh.sh_type == SHT_NOBITS || s->sh.sh_size == 0)
             continue;
         if (s->sh.sh_offset > c->insize || s->sh.sh_size > c->insize - s->sh.sh_offset)
-            return elfw_fail(c, QP_EFORMAT, "%s: section %zu is outside the file", path, i);
+            return elfw_fail(
+                c, QP_EFORMAT, "%s: section %zu is outside the file", path, i);
         s->bytes = c->img + s->sh.sh_offset;
     }
     c->nscn = c->in_shnum;
     if (c->shstrndx != 0 && c->scn[c->shstrndx].sh.sh_type != SHT_STRTAB)
-        return elfw_fail(c, QP_EFORMAT, "%s: the section name table is not a string table",
-            path);
+        return elfw_fail(
+            c, QP_EFORMAT, "%s: the section name table is not a string table", path);
     return 0;
 }
 
@@ -381,11 +388,11 @@ elfw_check_request(elfw_ctx_t *c)
         if (g->size == 0 || g->vaddr + g->size < g->vaddr)
             return elfw_fail(c, QP_EINVAL, "region %s has a bad size", g->name);
         if ((g->prot & ~(uint32_t)(ED_PROT_R | ED_PROT_W | ED_PROT_X)) != 0)
-            return elfw_fail(c, QP_EINVAL, "region %s has unknown protection bits",
-                g->name);
+            return elfw_fail(
+                c, QP_EINVAL, "region %s has unknown protection bits", g->name);
         if ((g->prot & ED_PROT_W) && (g->prot & ED_PROT_X))
-            return elfw_fail(c, QP_EINVAL, "region %s is both writable and executable",
-                g->name);
+            return elfw_fail(
+                c, QP_EINVAL, "region %s is both writable and executable", g->name);
         if (!elfw_is_pow2(align) || g->vaddr % align != 0)
             return elfw_fail(c, QP_EINVAL, "region %s: bad alignment %#llx", g->name,
                 (unsigned long long)g->align);
@@ -410,8 +417,8 @@ elfw_check_request(elfw_ctx_t *c)
         if (s->name == NULL || s->name[0] == '\0')
             return elfw_fail(c, QP_EINVAL, "symbol %zu has no name", i);
         if (s->region >= r->nregions)
-            return elfw_fail(c, QP_EINVAL, "symbol %s: no region %u", s->name,
-                (unsigned)s->region);
+            return elfw_fail(
+                c, QP_EINVAL, "symbol %s: no region %u", s->name, (unsigned)s->region);
         g = &r->regions[s->region];
         if (s->value < g->vaddr || s->size > g->size
             || s->value - g->vaddr > g->size - s->size)
@@ -477,7 +484,8 @@ elfw_apply_patches(elfw_ctx_t *c)
             found = 1;
         }
         if (!found)
-            return elfw_fail(c, QP_EINVAL, "patch at %#llx is not inside a PT_LOAD's bytes",
+            return elfw_fail(c, QP_EINVAL,
+                "patch at %#llx is not inside a PT_LOAD's bytes",
                 (unsigned long long)p->vaddr);
         memcpy(c->img + off, p->bytes, p->len);
     }
@@ -509,7 +517,8 @@ elfw_note_clear_cet(uint8_t *p, uint64_t len, uint64_t align)
 
         if (namesz > len || desc > len || descsz > len - desc)
             return;
-        if (type == NT_GNU_PROPERTY_TYPE_0 && namesz == 4 && memcmp(p + name, "GNU", 4) == 0) {
+        if (type == NT_GNU_PROPERTY_TYPE_0 && namesz == 4
+            && memcmp(p + name, "GNU", 4) == 0) {
             q = desc;
             while (desc + descsz - q >= 8) {
                 uint32_t pr_type = elfw_get32(p + q);
@@ -540,15 +549,15 @@ elfw_clear_cet(elfw_ctx_t *c)
         const GElf_Shdr *sh = &c->scn[i].sh;
         if (sh->sh_type == SHT_NOTE && c->scn[i].bytes != NULL
             && strcmp(elfw_scn_name(c, i), ".note.gnu.property") == 0)
-            elfw_note_clear_cet(c->img + sh->sh_offset, sh->sh_size,
-                sh->sh_addralign == 8 ? 8 : 4);
+            elfw_note_clear_cet(
+                c->img + sh->sh_offset, sh->sh_size, sh->sh_addralign == 8 ? 8 : 4);
     }
     for (i = 0; i < c->phnum; i++) {
         const GElf_Phdr *ph = &c->ph[i];
         if (ph->p_type == PT_GNU_PROPERTY && ph->p_offset <= c->insize
             && ph->p_filesz <= c->insize - ph->p_offset)
-            elfw_note_clear_cet(c->img + ph->p_offset, ph->p_filesz,
-                ph->p_align == 8 ? 8 : 4);
+            elfw_note_clear_cet(
+                c->img + ph->p_offset, ph->p_filesz, ph->p_align == 8 ? 8 : 4);
     }
 }
 
@@ -645,8 +654,8 @@ elfw_add_regions(elfw_ctx_t *c)
         c->region_scn[i] = c->nscn++;
     }
     if (c->nscn - 1 >= SHN_LORESERVE && r->nsymbols > 0)
-        return elfw_fail(c, QP_EUNSUPP, "%s: too many sections for symbol indices",
-            c->req->input);
+        return elfw_fail(
+            c, QP_EUNSUPP, "%s: too many sections for symbol indices", c->req->input);
     return 0;
 }
 
@@ -735,14 +744,14 @@ elfw_cmp_req(const void *a, const void *b, void *arg)
 static int
 elfw_rel_renumber(elfw_ctx_t *c, size_t ndx, uint64_t first, uint64_t add)
 {
-    uint64_t ent = c->scn[ndx].sh.sh_type == SHT_RELA ? sizeof(Elf64_Rela)
-                                                      : sizeof(Elf64_Rel);
+    uint64_t ent
+        = c->scn[ndx].sh.sh_type == SHT_RELA ? sizeof(Elf64_Rela) : sizeof(Elf64_Rel);
     elfw_buf_t *b;
     uint64_t i;
 
     if (c->scn[ndx].sh.sh_entsize != ent || c->scn[ndx].bytes == NULL)
-        return elfw_fail(c, QP_EFORMAT, "%s: bad relocation section %zu", c->req->input,
-            ndx);
+        return elfw_fail(
+            c, QP_EFORMAT, "%s: bad relocation section %zu", c->req->input, ndx);
     if (elfw_scn_buf(c, ndx, &b) < 0)
         return elfw_fail(c, QP_ENOMEM, "out of memory");
     for (i = 0; i + ent <= b->len; i += ent) {
@@ -856,7 +865,8 @@ elfw_symbols(elfw_ctx_t *c)
             continue;
         if (sh->sh_type == SHT_SYMTAB_SHNDX || sh->sh_type == SHT_GROUP) {
             rc = elfw_fail(c, QP_EUNSUPP,
-                "%s: cannot add symbols to a .symtab with extended indices or groups", path);
+                "%s: cannot add symbols to a .symtab with extended indices or groups",
+                path);
             goto out;
         }
     }
@@ -868,8 +878,8 @@ elfw_symbols(elfw_ctx_t *c)
         rc = elfw_fail(c, QP_ENOMEM, "out of memory");
         goto out;
     }
-    memmove(sb->p + (first_global + nadd) * ELFW_SYMENT, sb->p + first_global * ELFW_SYMENT,
-        (nsyms - first_global) * ELFW_SYMENT);
+    memmove(sb->p + (first_global + nadd) * ELFW_SYMENT,
+        sb->p + first_global * ELFW_SYMENT, (nsyms - first_global) * ELFW_SYMENT);
     sb->len = (nsyms + nadd) * ELFW_SYMENT;
     for (k = 0, i = first_global; k < r->nsymbols; k++) {
         uint32_t name;
@@ -878,8 +888,8 @@ elfw_symbols(elfw_ctx_t *c)
             continue;
         rc = elfw_str_add(c, strndx, r->symbols[k].name, 0, &name);
         if (rc < 0) {
-            rc = elfw_fail(c, rc, "%s: cannot add symbol name %s", path,
-                r->symbols[k].name);
+            rc = elfw_fail(
+                c, rc, "%s: cannot add symbol name %s", path, r->symbols[k].name);
             goto out;
         }
         s = elfw_sym_new(c, k, name);
@@ -889,7 +899,8 @@ elfw_symbols(elfw_ctx_t *c)
     if (first_global < nsyms) {
         for (i = 1; i < c->in_shnum; i++) {
             const GElf_Shdr *sh = &c->scn[i].sh;
-            if (sh->sh_link == symndx && (sh->sh_type == SHT_REL || sh->sh_type == SHT_RELA)) {
+            if (sh->sh_link == symndx
+                && (sh->sh_type == SHT_REL || sh->sh_type == SHT_RELA)) {
                 rc = elfw_rel_renumber(c, i, first_global, nadd);
                 if (rc < 0)
                     goto out;
@@ -972,8 +983,8 @@ elfw_plan_phdrs(elfw_ctx_t *c)
     }
     if (c->ophnum > ELFW_MAX_PHNUM && c->ophnum != c->phnum) {
         free(drop);
-        return elfw_fail(c, QP_EUNSUPP, "%s: too many program headers (%zu)", r->input,
-            c->ophnum);
+        return elfw_fail(
+            c, QP_EUNSUPP, "%s: too many program headers (%zu)", r->input, c->ophnum);
     }
     c->oph = calloc(c->ophnum, sizeof(*c->oph));
     if (c->oph == NULL) {
@@ -1109,8 +1120,8 @@ elfw_layout(elfw_ctx_t *c)
         if (!s->is_new && s->buf.len == s->in_size)
             continue; /* rewritten in place */
         if (!elfw_is_pow2(align))
-            return elfw_fail(c, QP_EFORMAT, "%s: section %zu has a bad alignment",
-                r->input, i);
+            return elfw_fail(
+                c, QP_EFORMAT, "%s: section %zu has a bad alignment", r->input, i);
         s->sh.sh_offset = elfw_align_up(cur, align);
         cur = s->sh.sh_offset + s->buf.len;
     }
@@ -1180,7 +1191,8 @@ elfw_write_phdrs(elfw_ctx_t *c)
     dst.d_version = EV_CURRENT;
     if (elf64_xlatetof(&dst, &src, ELFDATA2LSB) == NULL) {
         free(buf);
-        return elfw_fail(c, QP_EIO, "cannot write %s: %s", c->req->output, elf_errmsg(-1));
+        return elfw_fail(
+            c, QP_EIO, "cannot write %s: %s", c->req->output, elf_errmsg(-1));
     }
     rc = elfw_pwrite_all(c->out_fd, buf, dst.d_size, c->ph_off);
     free(buf);
@@ -1243,7 +1255,8 @@ elfw_libelf_write(elfw_ctx_t *c)
 
     e = elf_begin(c->out_fd, ELF_C_WRITE, NULL);
     if (e == NULL)
-        return elfw_fail(c, QP_EIO, "cannot write %s: %s", c->req->output, elf_errmsg(-1));
+        return elfw_fail(
+            c, QP_EIO, "cannot write %s: %s", c->req->output, elf_errmsg(-1));
     elf_flagelf(e, ELF_C_SET, ELF_F_LAYOUT | ELF_F_PERMISSIVE);
     if (gelf_newehdr(e, ELFCLASS64) == NULL || gelf_newphdr(e, c->ophnum) == NULL)
         goto libelf_error;
@@ -1255,7 +1268,8 @@ elfw_libelf_write(elfw_ctx_t *c)
         Elf_Scn *scn = elf_newscn(e);
         Elf_Data *d;
 
-        if (scn == NULL || elf_ndxscn(scn) != i || gelf_update_shdr(scn, (GElf_Shdr *)&s->sh) == 0)
+        if (scn == NULL || elf_ndxscn(scn) != i
+            || gelf_update_shdr(scn, (GElf_Shdr *)&s->sh) == 0)
             goto libelf_error;
         if (s->sh.sh_type == SHT_NOBITS || s->sh.sh_size == 0)
             continue;

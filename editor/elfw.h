@@ -61,7 +61,10 @@ typedef struct elfw_request {
  * is written to a temporary file in the same directory and renamed over OUTPUT only when
  * complete; the same request gives byte-identical output. On failure nothing is left
  * behind and ERR (ERRLEN bytes) holds one line saying why; returns 0, QP_EIO (errno
- * kept), QP_EFORMAT, QP_EUNSUPP or QP_ENOMEM.
+ * kept), QP_EFORMAT, QP_EUNSUPP or QP_ENOMEM; also QP_EINVAL for a bad request (OUTPUT
+ * is the input, a W+X region, a region below the last segment's page, a patch outside
+ * the loaded sections' bytes), QP_EDIR (INPUT or OUTPUT is a directory), QP_ENOTELF,
+ * QP_EARCH (not x86-64 ELF64) and QP_ENOTEXEC (not ET_EXEC or ET_DYN).
  */
 int elfw_write(const elfw_request_t *req, char *err, size_t errlen);
 

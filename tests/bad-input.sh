@@ -78,11 +78,10 @@ poke() {
     for b; do
         s+=$(printf '\\%03o' "$((b & 255))")
     done
-    # A file rather than a pipe: one fork less per poke. Fork+exec is the cost here.
+    # A scratch file per worker rather than a pipe: fork+exec is the cost here.
     # shellcheck disable=SC2059 # the format is the bytes, as octal escapes
-    printf "$s" >"$f.poke"
-    dd if="$f.poke" of="$f" bs=1 seek="$off" conv=notrunc status=none
-    rm -f "$f.poke"
+    printf "$s" >"$QP_BAD_DIR/.poke.$$"
+    dd if="$QP_BAD_DIR/.poke.$$" of="$f" bs=1 seek="$off" conv=notrunc status=none
 }
 
 # poke_le FILE OFFSET NBYTES VALUE: a little-endian integer.
@@ -143,6 +142,7 @@ done
 rm -rf "$top_builddir/tests/bad.d"
 mkdir -p "$top_builddir/tests/bad.d" || exit 99
 dir=$(cd "$top_builddir/tests/bad.d" && pwd)
+QP_BAD_DIR=$dir
 mkdir -p "$dir/stderr"
 cases=$dir/CASES
 : >"$cases"
@@ -405,6 +405,7 @@ if [ "$nfail" -gt 0 ]; then
     echo "FAILURES (reproduce with: $QPT_REWRITE --dump-cfg FILE):"
     grep '^fail ' "$results" | sort | sed 's/^fail /  /'
 fi
+rm -f "$dir"/.poke.*
 # Keep only the inputs that failed (and the bases), to save space.
 awk '$1 == "ok" && $3 ~ /^\// { print $3 }' "$results" | grep "^$dir/" |
     grep -v -e "^$dir/base$" -e "^$dir/basexx$" | xargs rm -rf

@@ -20,6 +20,7 @@
  * Jump tables: the images
  */
 
+/* clang-format off */
 /*
  * start:  mov %edi,%eax
  *         cmp $3,%eax
@@ -349,6 +350,83 @@ static const uint8_t jt_pie[] = {
     0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
 };
 
+/*
+ * start:  movzbl (%rdi),%eax
+ *         sub $0x61,%eax
+ *         cmp $0x3,%al
+ *         ja def
+ *         movzbl %al,%eax
+ *         lea tab(%rip),%rdx
+ *         movslq (%rdx,%rax,4),%rax
+ *         add %rdx,%rax
+ * jump:   jmp *%rax
+ * c0:     mov $10,%eax
+ *         ret
+ * c1:     mov $11,%eax
+ *         ret
+ * def:    xor %eax,%eax
+ *         ret
+ *         .p2align 2
+ * tab:    .long c0-tab, c1-tab, def-tab, c1-tab
+ *         .long c0-tab
+ *
+ * start=1000 jump=101b c0=101d c1=1023 def=1029 tab=102c
+ */
+static const uint8_t jt_byte[] = {
+    0x0f, 0xb6, 0x07, 0x83, 0xe8, 0x61, 0x3c, 0x03, 0x77, 0x1f, 0x0f, 0xb6,
+    0xc0, 0x48, 0x8d, 0x15, 0x18, 0x00, 0x00, 0x00, 0x48, 0x63, 0x04, 0x82,
+    0x48, 0x01, 0xd0, 0xff, 0xe0, 0xb8, 0x0a, 0x00, 0x00, 0x00, 0xc3, 0xb8,
+    0x0b, 0x00, 0x00, 0x00, 0xc3, 0x31, 0xc0, 0xc3, 0xf1, 0xff, 0xff, 0xff,
+    0xf7, 0xff, 0xff, 0xff, 0xfd, 0xff, 0xff, 0xff, 0xf7, 0xff, 0xff, 0xff,
+    0xf1, 0xff, 0xff, 0xff,
+};
+
+/*
+ * start:  lea tab(%rip),%r8
+ *         xor %edx,%edx
+ * loop:   mov (%rdi,%rdx,4),%ecx
+ *         cmp $0x2,%ecx
+ *         ja def
+ *         movslq (%r8,%rcx,4),%rcx
+ *         add %r8,%rcx
+ * jump:   jmp *%rcx
+ * c0:     add $1,%rdx
+ *         jmp loop
+ * c1:     add $2,%rdx
+ *         jmp loop
+ * def:    ret
+ *         .p2align 2
+ * tab:    .long c0-tab, c1-tab, def-tab
+ *
+ * start=1000 loop=1009 jump=1018 c0=101a c1=1020 def=1026 tab=1028
+ */
+static const uint8_t jt_hoist[] = {
+    0x4c, 0x8d, 0x05, 0x21, 0x00, 0x00, 0x00, 0x31, 0xd2, 0x8b, 0x0c, 0x97,
+    0x83, 0xf9, 0x02, 0x77, 0x15, 0x49, 0x63, 0x0c, 0x88, 0x4c, 0x01, 0xc1,
+    0xff, 0xe1, 0x48, 0x83, 0xc2, 0x01, 0xeb, 0xe9, 0x48, 0x83, 0xc2, 0x02,
+    0xeb, 0xe3, 0xc3, 0x90, 0xf2, 0xff, 0xff, 0xff, 0xf8, 0xff, 0xff, 0xff,
+    0xfe, 0xff, 0xff, 0xff,
+};
+/*
+ * start:  cmp $0x10000,%edi
+ *         ja def
+ *         mov %edi,%edi
+ * jump:   jmp *tab(,%rdi,8)
+ * c0:     mov $10,%eax
+ *         ret
+ * def:    ret
+ *         .p2align 3
+ * tab:    .quad c0, def, c0
+ *
+ * start=1000 jump=100a c0=1011 def=1017 tab=1018
+ */
+static const uint8_t jt_absurd[] = {
+    0x81, 0xff, 0x00, 0x00, 0x01, 0x00, 0x77, 0x0f, 0x89, 0xff, 0xff, 0x24,
+    0xfd, 0x18, 0x10, 0x00, 0x00, 0xb8, 0x0a, 0x00, 0x00, 0x00, 0xc3, 0xc3,
+    0x11, 0x10, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x17, 0x10, 0x00, 0x00,
+    0x00, 0x00, 0x00, 0x00, 0x11, 0x10, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+};
+/* clang-format on */
 
 /*****************************************************************************
  * Jump tables: helpers
@@ -356,17 +434,17 @@ static const uint8_t jt_pie[] = {
 
 /* Decode LEN bytes at VMA up to and including the instruction at JUMP into a window. */
 typedef struct jt_fixture {
-    cfg_image_t *img;
+    cfg_image_t* img;
     arch_insn_t insns[64];
     cfg_insn_window_t w;
 } jt_fixture_t;
 
 /*
- * Direct unconditional jumps are left out of the window, as a builder following a chain of
- * single-predecessor blocks would.
+ * Direct unconditional jumps are left out of the window, as a builder following a chain
+ * of single-predecessor blocks would.
  */
 static void
-jt_setup(jt_fixture_t *f, const uint8_t *bytes, size_t len, uint64_t jump)
+jt_setup(jt_fixture_t* f, const uint8_t* bytes, size_t len, uint64_t jump)
 {
     uint64_t a = VMA;
     size_t n = 0;
@@ -392,15 +470,16 @@ jt_setup(jt_fixture_t *f, const uint8_t *bytes, size_t len, uint64_t jump)
 
 /* Recognise the table of F, code being [VMA, HI); returns cfg_jtab_match's answer. */
 static int
-jt_match(jt_fixture_t *f, uint64_t hi, cfg_table_t *t)
+jt_match(jt_fixture_t* f, uint64_t hi, cfg_table_t* t)
 {
     memset(t, 0xa5, sizeof(*t));
     return cfg_jtab_match(f->img, &f->w, VMA, hi, t);
 }
 
 static void
-jt_check(const jt_fixture_t *f, const cfg_table_t *t, uint64_t jump, uint64_t addr,
-    uint64_t base, int size, int relative, int bounded, const uint64_t *targets, uint32_t n)
+jt_check(const jt_fixture_t* f, const cfg_table_t* t, uint64_t jump, uint64_t addr,
+    uint64_t base, int size, int relative, int bounded, const uint64_t* targets,
+    uint32_t n)
 {
     ck_assert_uint_eq(t->jump, jump);
     ck_assert_uint_eq(t->addr, addr);
@@ -462,8 +541,8 @@ END_TEST
 
 START_TEST(test_cfg_jtab_pic_clang_o0_sub_bound)
 {
-    static const uint64_t want[] = { 0x102c, 0x1033, 0x103a, 0x1041,
-                                     0x102c, 0x1033, 0x103a, 0x102c };
+    static const uint64_t want[]
+        = { 0x102c, 0x1033, 0x103a, 0x1041, 0x102c, 0x1033, 0x103a, 0x102c };
     jt_fixture_t f;
     cfg_table_t t;
 
@@ -500,6 +579,39 @@ START_TEST(test_cfg_jtab_scan_without_bound)
 }
 END_TEST
 
+START_TEST(test_cfg_jtab_byte_compare)
+{
+    static const uint64_t want[] = { 0x101d, 0x1023, 0x1029, 0x1023 };
+    jt_fixture_t f;
+    cfg_table_t t;
+
+    /* A char switch: the compare looks at %al only, the index is its zero-extension. */
+    JT_SETUP(f, byte, 0x101b);
+    ck_assert_int_eq(jt_match(&f, 0x102c, &t), 1);
+    jt_check(&f, &t, 0x101b, 0x102c, 0x102c, 4, 1, 1, want, NELEM(want));
+    cfg_image_destroy(f.img);
+}
+END_TEST
+
+START_TEST(test_cfg_jtab_hoisted_base_needs_window)
+{
+    static const uint64_t want[] = { 0x101a, 0x1020, 0x1026 };
+    jt_fixture_t f;
+    cfg_table_t t;
+    cfg_insn_window_t w;
+
+    /* The table base is loaded before the loop: found only if the window reaches it. */
+    JT_SETUP(f, hoist, 0x1018);
+    ck_assert_int_eq(jt_match(&f, 0x1028, &t), 1);
+    jt_check(&f, &t, 0x1018, 0x1028, 0x1028, 4, 1, 1, want, NELEM(want));
+    ck_assert_uint_eq(f.insns[2].addr, 0x1009);
+    w.insns = &f.insns[2];
+    w.n = f.w.n - 2;
+    ck_assert_int_eq(cfg_jtab_match(f.img, &w, VMA, 0x1028, &t), 0);
+    cfg_image_destroy(f.img);
+}
+END_TEST
+
 START_TEST(test_cfg_jtab_rejects_entry_out_of_range)
 {
     jt_fixture_t f;
@@ -519,6 +631,18 @@ START_TEST(test_cfg_jtab_rejects_entry_outside_proc)
     /* Entry 3 (def) lies past the procedure's end: the bounded table is not accepted. */
     JT_SETUP(f, gcc_o2, 0x1015);
     ck_assert_int_eq(jt_match(&f, 0x102f, &t), 0);
+    cfg_image_destroy(f.img);
+}
+END_TEST
+
+START_TEST(test_cfg_jtab_rejects_absurd_bound)
+{
+    jt_fixture_t f;
+    cfg_table_t t;
+
+    /* 65537 entries: not a table, even though the first ones look fine. */
+    JT_SETUP(f, absurd, 0x100a);
+    ck_assert_int_eq(jt_match(&f, 0x1018, &t), 0);
     cfg_image_destroy(f.img);
 }
 END_TEST
@@ -572,12 +696,12 @@ START_TEST(test_cfg_jtab_pie_relative_relocs)
     f.img->relocs = calloc(3, sizeof(cfg_reloc_t));
     ck_assert_ptr_nonnull(f.img->relocs);
     /* Entries 0 and 2 hold 0 in the file; an ABS64 at entry 2 must be ignored. */
-    f.img->relocs[0] = (cfg_reloc_t) { .where = 0x1020, .value = 0x1011,
-                                       .kind = CFG_RELOC_RELATIVE };
-    f.img->relocs[1] = (cfg_reloc_t) { .where = 0x1030, .value = 0x1017,
-                                       .kind = CFG_RELOC_ABS64 };
-    f.img->relocs[2] = (cfg_reloc_t) { .where = 0x1030, .value = 0x101d,
-                                       .kind = CFG_RELOC_RELATIVE };
+    f.img->relocs[0]
+        = (cfg_reloc_t) { .where = 0x1020, .value = 0x1011, .kind = CFG_RELOC_RELATIVE };
+    f.img->relocs[1]
+        = (cfg_reloc_t) { .where = 0x1030, .value = 0x1017, .kind = CFG_RELOC_ABS64 };
+    f.img->relocs[2]
+        = (cfg_reloc_t) { .where = 0x1030, .value = 0x101d, .kind = CFG_RELOC_RELATIVE };
     f.img->nrelocs = 3;
     ck_assert_int_eq(jt_match(&f, 0x1020, &t), 1);
     jt_check(&f, &t, 0x100e, 0x1020, 0, 8, 0, 1, want, NELEM(want));
@@ -638,15 +762,15 @@ END_TEST
 typedef struct lp_graph {
     cfg_prog_t prog;
     cfg_proc_t procs[2];
-    cfg_block_t *blocks;
-    cfg_edge_t *edges;
-    uint32_t *preds;
+    cfg_block_t* blocks;
+    cfg_edge_t* edges;
+    uint32_t* preds;
 } lp_graph_t;
 
 static void
-lp_build(lp_graph_t *g, uint32_t n, const int (*e)[2], uint32_t ne)
+lp_build(lp_graph_t* g, uint32_t n, const int (*e)[2], uint32_t ne)
 {
-    uint32_t *cnt = calloc(n + 2, sizeof(uint32_t));
+    uint32_t* cnt = calloc(n + 2, sizeof(uint32_t));
 
     memset(g, 0, sizeof(*g));
     g->blocks = calloc(n + 1, sizeof(cfg_block_t));
@@ -659,7 +783,7 @@ lp_build(lp_graph_t *g, uint32_t n, const int (*e)[2], uint32_t ne)
     for (uint32_t b = 0; b < n; b++)
         cnt[b + 1] += cnt[b];
     for (uint32_t b = 0; b < n; b++) {
-        cfg_block_t *blk = &g->blocks[b + 1];
+        cfg_block_t* blk = &g->blocks[b + 1];
         blk->start = 0x1000 + 16 * (uint64_t)b;
         blk->end = blk->start + 16;
         blk->proc = 1;
@@ -671,7 +795,7 @@ lp_build(lp_graph_t *g, uint32_t n, const int (*e)[2], uint32_t ne)
         blk->is_loop_head = 9;
     }
     for (uint32_t i = 0; i < ne; i++) {
-        cfg_edge_t *x = &g->edges[cnt[e[i][0]]++];
+        cfg_edge_t* x = &g->edges[cnt[e[i][0]]++];
         x->from = (uint32_t)e[i][0] + 1;
         x->to = e[i][1] < 0 ? CFG_NONE : (uint32_t)e[i][1] + 1;
         x->kind = e[i][1] < 0 ? CFG_EDGE_RETURN : CFG_EDGE_JUMP;
@@ -693,10 +817,15 @@ lp_build(lp_graph_t *g, uint32_t n, const int (*e)[2], uint32_t ne)
     g->blocks[0].start = 0x100;
     g->blocks[0].end = 0x110;
     g->blocks[0].succ = ne;
-    g->procs[0] = (cfg_proc_t) { .name = "dummy", .block = 0, .nblocks = 1, .parent = CFG_NONE };
-    g->procs[1] = (cfg_proc_t) { .name = "f", .entry = 0x1000, .block = 1, .nblocks = n,
-                                 .parent = CFG_NONE, .flags = CFG_PROC_IRREDUCIBLE,
-                                 .nloops = 99 };
+    g->procs[0]
+        = (cfg_proc_t) { .name = "dummy", .block = 0, .nblocks = 1, .parent = CFG_NONE };
+    g->procs[1] = (cfg_proc_t) { .name = "f",
+        .entry = 0x1000,
+        .block = 1,
+        .nblocks = n,
+        .parent = CFG_NONE,
+        .flags = CFG_PROC_IRREDUCIBLE,
+        .nloops = 99 };
     g->prog.procs = g->procs;
     g->prog.nprocs = 2;
     g->prog.blocks = g->blocks;
@@ -707,7 +836,7 @@ lp_build(lp_graph_t *g, uint32_t n, const int (*e)[2], uint32_t ne)
 }
 
 static void
-lp_free(lp_graph_t *g)
+lp_free(lp_graph_t* g)
 {
     free(g->blocks);
     free(g->edges);
@@ -716,7 +845,7 @@ lp_free(lp_graph_t *g)
 
 /* The local immediate dominator of local block B, or -1. */
 static int
-lp_idom(const lp_graph_t *g, uint32_t b)
+lp_idom(const lp_graph_t* g, uint32_t b)
 {
     uint32_t d = g->blocks[b + 1].idom;
     return d == CFG_NONE ? -1 : (int)d - 1;
@@ -724,15 +853,16 @@ lp_idom(const lp_graph_t *g, uint32_t b)
 
 /* Check idom, depth and head of every block against the arrays. */
 static void
-lp_expect(const lp_graph_t *g, const int *idom, const int *depth, const int *head, uint32_t n)
+lp_expect(
+    const lp_graph_t* g, const int* idom, const int* depth, const int* head, uint32_t n)
 {
     for (uint32_t b = 0; b < n; b++) {
-        ck_assert_msg(lp_idom(g, b) == idom[b], "idom of %u: %d, want %d", b, lp_idom(g, b),
-            idom[b]);
-        ck_assert_msg(g->blocks[b + 1].loop_depth == depth[b], "depth of %u: %d, want %d", b,
-            g->blocks[b + 1].loop_depth, depth[b]);
-        ck_assert_msg(g->blocks[b + 1].is_loop_head == head[b], "head of %u: %d, want %d", b,
-            g->blocks[b + 1].is_loop_head, head[b]);
+        ck_assert_msg(lp_idom(g, b) == idom[b], "idom of %u: %d, want %d", b,
+            lp_idom(g, b), idom[b]);
+        ck_assert_msg(g->blocks[b + 1].loop_depth == depth[b], "depth of %u: %d, want %d",
+            b, g->blocks[b + 1].loop_depth, depth[b]);
+        ck_assert_msg(g->blocks[b + 1].is_loop_head == head[b], "head of %u: %d, want %d",
+            b, g->blocks[b + 1].is_loop_head, head[b]);
     }
 }
 
@@ -805,8 +935,8 @@ END_TEST
 START_TEST(test_cfg_loops_nested)
 {
     /* 1..4 is the outer loop, 2..3 the inner one. */
-    static const int e[][2] = { { 0, 1 }, { 1, 2 }, { 2, 3 }, { 3, 2 },
-                                { 3, 4 }, { 4, 1 }, { 4, 5 }, { 5, -1 } };
+    static const int e[][2] = { { 0, 1 }, { 1, 2 }, { 2, 3 }, { 3, 2 }, { 3, 4 },
+        { 4, 1 }, { 4, 5 }, { 5, -1 } };
     static const int idom[] = { -1, 0, 1, 2, 3, 4 }, depth[] = { 0, 1, 2, 2, 1, 0 },
                      head[] = { 0, 1, 1, 0, 0, 0 };
     lp_graph_t g;
@@ -822,8 +952,8 @@ END_TEST
 START_TEST(test_cfg_loops_two_back_edges_one_header)
 {
     /* continue (2 -> 1) and the loop end (3 -> 1): one loop. */
-    static const int e[][2] = { { 0, 1 }, { 1, 2 }, { 1, 4 }, { 2, 1 },
-                                { 2, 3 }, { 3, 1 }, { 4, -1 } };
+    static const int e[][2]
+        = { { 0, 1 }, { 1, 2 }, { 1, 4 }, { 2, 1 }, { 2, 3 }, { 3, 1 }, { 4, -1 } };
     static const int idom[] = { -1, 0, 1, 2, 1 }, depth[] = { 0, 1, 1, 1, 0 },
                      head[] = { 0, 1, 0, 0, 0 };
     lp_graph_t g;
@@ -838,7 +968,8 @@ END_TEST
 START_TEST(test_cfg_loops_irreducible)
 {
     /* 1 and 2 are both entered from 0: the cycle has no header that dominates it. */
-    static const int e[][2] = { { 0, 1 }, { 0, 2 }, { 1, 2 }, { 2, 1 }, { 1, 3 }, { 3, -1 } };
+    static const int e[][2]
+        = { { 0, 1 }, { 0, 2 }, { 1, 2 }, { 2, 1 }, { 1, 3 }, { 3, -1 } };
     static const int idom[] = { -1, 0, 0, 1 }, depth[] = { 0, 0, 0, 0 },
                      head[] = { 0, 0, 0, 0 };
     lp_graph_t g;
@@ -855,7 +986,7 @@ START_TEST(test_cfg_loops_irreducible_inside_loop)
 {
     /* A natural loop 1..4 whose body holds the irreducible cycle 2 <-> 3. */
     static const int e[][2] = { { 0, 1 }, { 1, 2 }, { 1, 3 }, { 2, 3 }, { 3, 2 },
-                                { 3, 4 }, { 4, 1 }, { 4, 5 } };
+        { 3, 4 }, { 4, 1 }, { 4, 5 } };
     static const int idom[] = { -1, 0, 1, 1, 3, 4 }, depth[] = { 0, 1, 1, 1, 1, 0 },
                      head[] = { 0, 1, 0, 0, 0, 0 };
     lp_graph_t g;
@@ -921,7 +1052,7 @@ END_TEST
 #define RN 40
 
 typedef struct lp_ref {
-    uint64_t dom[RN];   /* bit d set: d dominates b */
+    uint64_t dom[RN]; /* bit d set: d dominates b */
     int reach[RN];
     int idom[RN];
     int depth[RN];
@@ -931,7 +1062,7 @@ typedef struct lp_ref {
 } lp_ref_t;
 
 static void
-lp_reference(int n, const int (*e)[2], int ne, lp_ref_t *r)
+lp_reference(int n, const int (*e)[2], int ne, lp_ref_t* r)
 {
     memset(r, 0, sizeof(*r));
     r->reach[0] = 1;
@@ -1063,7 +1194,7 @@ START_TEST(test_cfg_loops_large_is_fast)
      */
     enum { NEST = 30, CHAINS = 3000, PER = 2 * NEST + 1 };
     uint32_t n = 1 + CHAINS * PER + 1;
-    int (*e)[2] = malloc((size_t)n * 3 * sizeof(*e));
+    int(*e)[2] = malloc((size_t)n * 3 * sizeof(*e));
     uint32_t ne = 0;
     lp_graph_t g;
 
@@ -1096,7 +1227,7 @@ START_TEST(test_cfg_loops_large_is_fast)
     ck_assert_int_eq(cfg_loops_proc(&g.prog, &g.procs[1]), 0);
     ck_assert_uint_eq(g.procs[1].nloops, NEST * CHAINS);
     ck_assert_uint_eq(g.blocks[1 + 1 + NEST].loop_depth, NEST); /* innermost body */
-    ck_assert_uint_eq(g.blocks[1 + 1].loop_depth, 1);           /* outermost header */
+    ck_assert_uint_eq(g.blocks[1 + 1].loop_depth, 1); /* outermost header */
     ck_assert_uint_eq(g.blocks[1 + 1 + NEST + 1].loop_depth, NEST);
     ck_assert_uint_eq(g.blocks[n].loop_depth, 0);
     lp_free(&g);
@@ -1108,11 +1239,11 @@ END_TEST
  * The suite
  */
 
-static Suite *
+static Suite*
 cfg_units_suite(void)
 {
-    Suite *s = suite_create("cfg_units");
-    TCase *tc;
+    Suite* s = suite_create("cfg_units");
+    TCase* tc;
 
     tc = tcase_create("jtab");
     tcase_add_test(tc, test_cfg_jtab_abs_nonpic);
@@ -1121,8 +1252,11 @@ cfg_units_suite(void)
     tcase_add_test(tc, test_cfg_jtab_pic_clang_o0_sub_bound);
     tcase_add_test(tc, test_cfg_jtab_pic_clang_o2);
     tcase_add_test(tc, test_cfg_jtab_scan_without_bound);
+    tcase_add_test(tc, test_cfg_jtab_byte_compare);
+    tcase_add_test(tc, test_cfg_jtab_hoisted_base_needs_window);
     tcase_add_test(tc, test_cfg_jtab_rejects_entry_out_of_range);
     tcase_add_test(tc, test_cfg_jtab_rejects_entry_outside_proc);
+    tcase_add_test(tc, test_cfg_jtab_rejects_absurd_bound);
     tcase_add_test(tc, test_cfg_jtab_jbe_taken_path);
     tcase_add_test(tc, test_cfg_jtab_guard_wrong_direction_scans);
     tcase_add_test(tc, test_cfg_jtab_call_clobbers);
@@ -1153,7 +1287,7 @@ cfg_units_suite(void)
 int
 main(void)
 {
-    SRunner *sr = srunner_create(cfg_units_suite());
+    SRunner* sr = srunner_create(cfg_units_suite());
     int failed;
 
     srunner_run_all(sr, CK_NORMAL);

@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "arch/qp_err.h"
@@ -51,11 +52,12 @@ static const char prog_src[] =
     "  s += vla(argc + 16); if (argc > 5) s += nothrow(argc);\n"
     "  std::printf(\"%d\\n\", s); return s & 1; }\n";
 
-#define MAX_PROGS 8
+#define MAX_PROGS 16
 
 static char tmpdir[64];
 static char progs[MAX_PROGS][128];
 static int nprogs;
+static int nbuilt; /* progs[0 .. nbuilt) were compiled here, the rest come from outside */
 
 /* Compile prog_src with every C++ compiler present in a few variants. */
 static void
@@ -85,6 +87,14 @@ build_progs(void)
         if (system(cmd) == 0)
             nprogs++;
     }
+    nbuilt = nprogs;
+    /* More executables to check, e.g. QP_UNWIND_EXTRA="/usr/bin/cmake /usr/bin/gdb". */
+    const char *extra = getenv("QP_UNWIND_EXTRA");
+    char list[1024];
+    snprintf(list, sizeof(list), "%s", extra ? extra : "");
+    for (char *save = NULL, *w = strtok_r(list, " ", &save); w && nprogs < MAX_PROGS;
+         w = strtok_r(NULL, " ", &save))
+        snprintf(progs[nprogs++], sizeof(progs[0]), "%s", w);
 }
 
 /*****************************************************************************
@@ -329,6 +339,13 @@ t_fde(const view_t *v, uint64_t addr)
     return f;
 }
 
+static int
+cmp_tfde(const void *a, const void *b)
+{
+    const tfde_t *x = a, *y = b;
+    return x->begin < y->begin ? -1 : x->begin > y->begin;
+}
+
 /* Every FDE of the records in M (up to a terminator). */
 static size_t
 t_fdes(const view_t *v, mem_t m, tfde_t **out)
@@ -354,7 +371,7 @@ t_fdes(const view_t *v, mem_t m, tfde_t **out)
 /* A call site of an LSDA, absolute, with its actions spelled out. */
 typedef struct tcs {
     uint64_t start, end, lp;
-    char acts[256]; /* "c<type>" catch, "s<types>" specification, "0" cleanup */
+    char acts[512]; /* "c<type>" catch, "s<types>" specification, "0" cleanup */
 } tcs_t;
 
 static size_t
@@ -393,7 +410,7 @@ t_lsda(const view_t *v, uint64_t addr, uint64_t fs, tcs_t *cs, size_t max)
             int64_t filter = t_sleb(&ac);
             uint64_t dpos = at + ac.i;
             int64_t disp = t_sleb(&ac);
-            char tmp[64];
+            char tmp[256];
             if (filter > 0) {
                 size_t tav;
                 uint64_t e = ttbase - (uint64_t)filter * (uint64_t)t_enc_size(ttenc);
@@ -596,13 +613,19 @@ write_ehframe_elf(const char *path, const uint8_t *p, size_t n, uint64_t addr)
     fclose(f);
 }
 
+static int
+cmp_rfde(const void *a, const void *b)
+{
+    const rfde_t *x = a, *y = b;
+    return x->begin < y->begin ? -1 : x->begin > y->begin;
+}
+
+/* The FDE starting at BEGIN in D (sorted by cmp_rfde), or NULL. */
 static const rfde_t *
 rfind(const rdump_t *d, uint64_t begin)
 {
-    for (size_t i = 0; i < d->n; i++)
-        if (d->fdes[i].begin == begin)
-            return &d->fdes[i];
-    return NULL;
+    rfde_t key = { .begin = begin };
+    return d->n ? bsearch(&key, d->fdes, d->n, sizeof(*d->fdes), cmp_rfde) : NULL;
 }
 
 /*
@@ -618,6 +641,8 @@ compare_rows(const char *prog, const ed_unwind_out_t *out, tmap_t *m)
     rdump_t nd = readelf_rows(path);
     rdump_t od = readelf_rows(prog);
     unlink(path);
+    if (nd.n)
+        qsort(nd.fdes, nd.n, sizeof(*nd.fdes), cmp_rfde);
     size_t compared = 0;
     for (size_t i = 0; i < od.n; i++) {
         const rfde_t *o = &od.fdes[i];
@@ -657,16 +682,17 @@ compare_lsdas(const cfg_image_t *img, const ed_unwind_out_t *out, tmap_t *m)
     tfde_t *olds, *news;
     size_t no = t_fdes(&v, (mem_t) { eh->bytes, eh->size, eh->vma }, &olds);
     size_t nn = t_fdes(&v, (mem_t) { out->data, out->eh_frame_size, out->eh_frame }, &news);
-    static tcs_t ocs[256], ncs[256];
+    enum { MAXCS = 8192 };
+    tcs_t *ocs = malloc(MAXCS * sizeof(*ocs)), *ncs = malloc(MAXCS * sizeof(*ncs));
+    if (nn)
+        qsort(news, nn, sizeof(*news), cmp_tfde);
     size_t compared = 0;
     for (size_t i = 0; i < no; i++) {
         uint64_t nb = tmap_fn(m, olds[i].begin);
         if (nb == 0)
             continue;
-        const tfde_t *nf = NULL;
-        for (size_t j = 0; j < nn; j++)
-            if (news[j].begin == nb)
-                nf = &news[j];
+        tfde_t key = { .begin = nb };
+        const tfde_t *nf = nn ? bsearch(&key, news, nn, sizeof(*news), cmp_tfde) : NULL;
         ck_assert_ptr_nonnull(nf);
         /* The personality still reaches the same slot. */
         ck_assert_uint_eq(nf->pers_enc, olds[i].pers_enc);
@@ -675,8 +701,8 @@ compare_lsdas(const cfg_image_t *img, const ed_unwind_out_t *out, tmap_t *m)
         if (olds[i].lsda == 0)
             continue;
         ck_assert(nf->lsda >= out->eh_frame + out->eh_frame_size && nf->lsda < out->hdr);
-        size_t a = t_lsda(&v, olds[i].lsda, olds[i].begin, ocs, 256);
-        size_t b = t_lsda(&v, nf->lsda, nf->begin, ncs, 256);
+        size_t a = t_lsda(&v, olds[i].lsda, olds[i].begin, ocs, MAXCS);
+        size_t b = t_lsda(&v, nf->lsda, nf->begin, ncs, MAXCS);
         ck_assert_uint_eq(a, b);
         for (size_t k = 0; k < a; k++) {
             ck_assert_uint_eq(ncs[k].start, tmap_fn(m, ocs[k].start));
@@ -686,6 +712,8 @@ compare_lsdas(const cfg_image_t *img, const ed_unwind_out_t *out, tmap_t *m)
         }
         compared++;
     }
+    free(ocs);
+    free(ncs);
     free(olds);
     free(news);
     return compared;
@@ -768,6 +796,138 @@ START_TEST(test_unwind_hdr_mixes_old_and_new)
     }
     free(olds);
     free(out.data);
+    cfg_image_destroy(img);
+}
+END_TEST
+
+/* libgcc's FDE lookup (unwind-dw2-fde.h, not installed). */
+struct dwarf_eh_bases {
+    void *tbase;
+    void *dbase;
+    void *func;
+};
+extern const void *_Unwind_Find_FDE(void *pc, struct dwarf_eh_bases *bases);
+extern void __register_frame_info(const void *begin, void *ob);
+extern void *__deregister_frame_info(const void *begin);
+
+START_TEST(test_unwind_libgcc_finds_new_fdes)
+{
+    /*
+     * Place the blob at its address in this process and register its .eh_frame with
+     * libgcc, as crtbegin does for static programs: the real unwinder must then find
+     * every new FDE for every new code address it covers.
+     */
+    tmap_t m;
+    cfg_image_t *img = open_prog(_i, &m, MAP_SPREAD);
+    uint64_t at = blob_addr(img);
+    ed_unwind_out_t out;
+    ck_assert_int_eq(ed_unwind_build(img, tmap_fn, &m, at, &out), 0);
+    size_t len = (out.size + 0xfff) & ~(size_t)0xfff;
+    void *p = mmap((void *)(uintptr_t)at, len, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+    ck_assert_msg(p == (void *)(uintptr_t)at, "cannot map %#" PRIx64, at);
+    memcpy(p, out.data, out.size);
+    static uint64_t object[32]; /* libgcc's struct object */
+    __register_frame_info(p, object);
+    view_t v = { { out.data, out.size, at }, img };
+    tfde_t *news;
+    size_t nn = t_fdes(&v, (mem_t) { out.data, out.eh_frame_size, at }, &news);
+    ck_assert_uint_eq(nn, out.nfde_moved);
+    for (size_t k = 0; k < nn; k++) {
+        if (news[k].end == news[k].begin)
+            continue;
+        uint64_t pcs[3] = { news[k].begin, (news[k].begin + news[k].end) / 2, news[k].end - 1 };
+        for (int j = 0; j < 3; j++) {
+            struct dwarf_eh_bases b;
+            const void *f = _Unwind_Find_FDE((void *)(uintptr_t)pcs[j], &b);
+            ck_assert_msg(f == (const void *)(uintptr_t)news[k].addr,
+                          "pc %#" PRIx64 ": FDE %p, want %#" PRIx64, pcs[j], f, news[k].addr);
+            ck_assert_ptr_eq(b.func, (void *)(uintptr_t)news[k].begin);
+        }
+    }
+    ck_assert_ptr_eq(__deregister_frame_info(p), object);
+    munmap(p, len);
+    free(news);
+    free(out.data);
+    cfg_image_destroy(img);
+}
+END_TEST
+
+typedef struct pads {
+    uint64_t *v; /* (function, pad) pairs */
+    size_t n, cap;
+} pads_t;
+
+static int
+pad_add(void *arg, uint64_t func, uint64_t pad)
+{
+    pads_t *p = arg;
+    if (p->n + 2 > p->cap)
+        p->v = realloc(p->v, (p->cap = p->cap ? 2 * p->cap : 64) * sizeof(*p->v));
+    p->v[p->n++] = func;
+    p->v[p->n++] = pad;
+    return 0;
+}
+
+static int
+stop_at_first(void *arg, uint64_t func, uint64_t pad)
+{
+    (void)func;
+    (void)pad;
+    ++*(int *)arg;
+    return QP_ENOTFOUND;
+}
+
+START_TEST(test_unwind_landing_pads_listed)
+{
+    tmap_t m;
+    cfg_image_t *img = open_prog(_i, &m, MAP_SHIFT);
+    const cfg_section_t *eh = section(img, ".eh_frame");
+    pads_t got = { NULL, 0, 0 }, want = { NULL, 0, 0 };
+    ck_assert_int_eq(ed_unwind_landing_pads(img, pad_add, &got), 0);
+    view_t v = { { NULL, 0, 0 }, img };
+    tfde_t *olds;
+    size_t no = t_fdes(&v, (mem_t) { eh->bytes, eh->size, eh->vma }, &olds);
+    tcs_t *cs = malloc(8192 * sizeof(*cs));
+    for (size_t k = 0; k < no; k++) {
+        if (olds[k].lsda == 0 || olds[k].begin == 0)
+            continue;
+        size_t n = t_lsda(&v, olds[k].lsda, olds[k].begin, cs, 8192);
+        for (size_t j = 0; j < n; j++)
+            if (cs[j].lp)
+                pad_add(&want, olds[k].begin, cs[j].lp);
+    }
+    ck_assert_uint_gt(want.n, 0);
+    ck_assert_uint_eq(got.n, want.n);
+    ck_assert_mem_eq(got.v, want.v, want.n * sizeof(uint64_t));
+    int calls = 0;
+    ck_assert_int_eq(ed_unwind_landing_pads(img, stop_at_first, &calls), QP_ENOTFOUND);
+    ck_assert_int_eq(calls, 1);
+    free(cs);
+    free(olds);
+    free(got.v);
+    free(want.v);
+    cfg_image_destroy(img);
+}
+END_TEST
+
+START_TEST(test_unwind_size_independent_of_address)
+{
+    /* The editor sizes the blob at address 0, then builds it where it goes. */
+    tmap_t m;
+    cfg_image_t *img = open_prog(_i, &m, MAP_SPREAD);
+    uint64_t at = blob_addr(img);
+    uint64_t ats[4] = { 0, at, at + 8, at + 0x123458 };
+    ed_unwind_out_t out[4];
+    for (int k = 0; k < 4; k++) {
+        ck_assert_int_eq(ed_unwind_build(img, tmap_fn, &m, ats[k], &out[k]), 0);
+        ck_assert_uint_eq(out[k].size, out[0].size);
+        ck_assert_uint_eq(out[k].eh_frame_size, out[0].eh_frame_size);
+        ck_assert_uint_eq(out[k].hdr - ats[k], out[0].hdr - ats[0]);
+        ck_assert_uint_eq(out[k].nfde_moved, out[0].nfde_moved);
+    }
+    for (int k = 0; k < 4; k++)
+        free(out[k].data);
     cfg_image_destroy(img);
 }
 END_TEST
@@ -1191,7 +1351,7 @@ START_TEST(test_unwind_mutated_tables)
 {
     const char *names[] = { ".eh_frame", ".gcc_except_table" };
     uint64_t st = 0x5eed + (uint64_t)_i;
-    for (int p = 0; p < nprogs; p++) {
+    for (int p = 0; p < nbuilt; p++) {
         tmap_t m;
         cfg_image_t *img = open_prog(p, &m, _i ? MAP_SPREAD : MAP_SHIFT);
         uint64_t at = blob_addr(img);
@@ -1258,6 +1418,9 @@ unwind_suite(void)
     tcase_add_loop_test(tc, test_unwind_shift_keeps_rows, 0, nprogs ? nprogs : 1);
     tcase_add_loop_test(tc, test_unwind_spread_maps_every_location, 0, nprogs);
     tcase_add_loop_test(tc, test_unwind_hdr_mixes_old_and_new, 0, nprogs);
+    tcase_add_loop_test(tc, test_unwind_libgcc_finds_new_fdes, 0, nbuilt);
+    tcase_add_loop_test(tc, test_unwind_landing_pads_listed, 0, nprogs);
+    tcase_add_loop_test(tc, test_unwind_size_independent_of_address, 0, nprogs);
     if (nprogs)
         tcase_add_test(tc, test_unwind_hole_takes_next_location);
     suite_add_tcase(s, tc);
