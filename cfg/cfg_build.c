@@ -413,9 +413,27 @@ has_addr_taken_labels(const cfg_builder_t *b, const cfg_bproc_t *bp)
     return 0;
 }
 
+/* Do all entries of T land in BP's ranges? A scanned (unbounded) table is cut at its
+ * first entry outside; a bounded one is refused. */
+static int
+table_in_ranges(const cfg_builder_t *b, const cfg_bproc_t *bp, cfg_table_t *t)
+{
+    if (bp->ranges.n == 1)
+        return 1; /* the recogniser checked [lo, hi) already */
+    for (uint32_t i = 0; i < t->nentries; i++)
+        if (slot(bp, cfg_jtab_entry(b->img, t, i)) < 0) {
+            if (t->bounded || i < 2)
+                return 0;
+            t->nentries = i;
+            return 1;
+        }
+    return 1;
+}
+
 /*
  * Does the jump at the end of W go through a pointer loaded from memory without an index
- * (`mov 0x20(%rax),%rax; jmp *%rax`, `jmp *0x18(%rdx)`)? In a procedure without
+ * (`mov 0x20(%rax),%rax; jmp *%rax`, `jmp *0x18(%rdx)`, a GOT slot) or a constant? In a
+ * procedure without
  * address-taken labels that is a tail call through a function pointer (a vtable, a
  * callback), not a jump inside the procedure.
  */
@@ -439,9 +457,14 @@ jumps_through_pointer(const cfg_image_t *img, const arch_insn_t *w, size_t n)
             return 0;
         if (!(ops.regs_written & (1u << reg)))
             continue;
-        return ops.op == ARCH_OP_MOV && ops.dst.kind == ARCH_OPND_REG && ops.dst.reg == reg
-            && ops.dst.size == 8 && ops.src.kind == ARCH_OPND_MEM && ops.src.index == ARCH_REG_NONE
-            && ops.src.base != ARCH_REG_PC && !ops.src.seg;
+        if (ops.op != ARCH_OP_MOV || ops.dst.kind != ARCH_OPND_REG || ops.dst.reg != reg)
+            return 0;
+        /* A constant (a weak function's address, 0 if absent) or one memory slot (a
+         * struct field, a GOT entry): not an index into a table of this procedure. */
+        if (ops.src.kind == ARCH_OPND_IMM)
+            return 1;
+        return ops.dst.size == 8 && ops.src.kind == ARCH_OPND_MEM
+            && ops.src.index == ARCH_REG_NONE && !ops.src.seg;
     }
     return 0;
 }
@@ -463,14 +486,14 @@ resolve_pending(trav_t *t)
             continue; /* through one memory slot (GOT, PLT): a tail call */
         cfg_insn_window_t win = { w, n };
         cfg_table_t tab;
-        /* A table's entries land in the part (main or fragment) holding the jump. */
+        /* Entries may land in the main part or in a cold fragment (gcc puts rare
+         * cases in foo.cold): match within the hull of the ranges, then check. */
         uint64_t lo = bp->ranges.v[0].start, hi = bp->ranges.v[0].end;
-        for (size_t r = 1; r < bp->ranges.n; r++)
-            if (j >= bp->ranges.v[r].start && j < bp->ranges.v[r].end) {
-                lo = bp->ranges.v[r].start;
-                hi = bp->ranges.v[r].end;
-            }
-        if (cfg_jtab_match(b->img, &win, lo, hi, &tab)) {
+        for (size_t r = 1; r < bp->ranges.n; r++) {
+            lo = bp->ranges.v[r].start < lo ? bp->ranges.v[r].start : lo;
+            hi = bp->ranges.v[r].end > hi ? bp->ranges.v[r].end : hi;
+        }
+        if (cfg_jtab_match(b->img, &win, lo, hi, &tab) && table_in_ranges(b, bp, &tab)) {
             QP_CHECK(CFG_VEC_PUSH(bp->tables, tab));
             for (uint32_t i = 0; i < tab.nentries; i++)
                 QP_CHECK(push_work(t, cfg_jtab_entry(b->img, &tab, i)));
@@ -492,6 +515,20 @@ traverse(trav_t *t)
     QP_CHECK(push_work(t, t->bp->p.entry));
     for (size_t k = 0; k < t->bp->extra_entries.n; k++)
         QP_CHECK(push_work(t, t->bp->extra_entries.v[k]));
+    /* Exception landing pads in the procedure's ranges: the unwinder jumps there. */
+    const cfg_u64_vec_t *lp = &b->landing_pads;
+    for (size_t r = 0; r < t->bp->ranges.n; r++) {
+        size_t lo = 0, hi = lp->n;
+        while (lo < hi) {
+            size_t mid = (lo + hi) / 2;
+            if (lp->v[mid] < t->bp->ranges.v[r].start)
+                lo = mid + 1;
+            else
+                hi = mid;
+        }
+        for (; lo < lp->n && lp->v[lo] < t->bp->ranges.v[r].end; lo++)
+            QP_CHECK(push_work(t, lp->v[lo]));
+    }
     for (;;) {
         while (b->work.n > 0) {
             uint64_t a = b->work.v[--b->work.n];
@@ -1507,6 +1544,7 @@ builder_free(cfg_builder_t *b)
     CFG_VEC_FREE(b->new_srcs);
     CFG_VEC_FREE(b->work);
     CFG_VEC_FREE(b->rejected);
+    CFG_VEC_FREE(b->landing_pads);
     for (size_t i = 0; i < b->strings.n; i++)
         free(b->strings.v[i]);
     CFG_VEC_FREE(b->strings);

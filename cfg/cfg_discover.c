@@ -83,12 +83,28 @@ cmp_cand(const void *a, const void *b)
 typedef struct fde_ctx {
     cand_vec_t *v;
     const cfg_image_t *img;
+    cfg_builder_t *b;
 } fde_ctx_t;
+
+static int
+on_landing_pad(void *arg, uint64_t lp)
+{
+    cfg_builder_t *b = arg;
+    return CFG_VEC_PUSH(b->landing_pads, lp);
+}
 
 static int
 on_fde(void *arg, const cfg_fde_t *fde)
 {
     fde_ctx_t *c = arg;
+    if (fde->lsda) {
+        /* Landing pads are entered by the unwinder: roots of the CFG traversal. */
+        size_t avail;
+        const uint8_t *p = cfg_image_ptr(c->img, fde->lsda, &avail);
+        if (p != NULL && cfg_lsda_walk(p, avail, fde->lsda, fde->start, on_landing_pad, c->b)
+                == QP_ENOMEM)
+            return QP_ENOMEM;
+    }
     uint64_t start = fde->signal ? fde->start + 1 : fde->start;
     return add_cand(c->v, c->img, start, fde->end, CFG_SRC_EH_FRAME);
 }
@@ -279,7 +295,7 @@ collect_candidates(cfg_builder_t *b, cand_vec_t *v)
     for (size_t i = 0; i < img->nsections; i++) {
         const cfg_section_t *s = &img->sections[i];
         if (strcmp(s->name, ".eh_frame") == 0 && s->bytes != NULL) {
-            fde_ctx_t c = { v, img };
+            fde_ctx_t c = { v, img, b };
             int rc = cfg_ehframe_walk(s->bytes, s->size, s->vma, on_fde, &c);
             if (rc == QP_ENOMEM)
                 return rc;
@@ -398,6 +414,8 @@ cfg_discover(cfg_builder_t *b)
         goto out;
     if (v.n)
         qsort(v.v, v.n, sizeof(cand_t), cmp_cand);
+    if (b->landing_pads.n)
+        qsort(b->landing_pads.v, b->landing_pads.n, sizeof(uint64_t), cmp_u64);
     for (size_t i = 0; i < v.n;) {
         cand_t c = v.v[i++];
         for (; i < v.n && v.v[i].addr == c.addr; i++) {

@@ -106,11 +106,14 @@ typedef struct cie_info {
     uint64_t off;     /* offset of the CIE in the section */
     uint8_t fde_enc;  /* pointer encoding of FDE pc_begin */
     int signal;       /* 'S' augmentation */
+    int zaug;         /* 'z': FDEs carry augmentation data */
+    uint8_t lsda_enc; /* 'L': encoding of the FDE's LSDA pointer, or omit */
 } cie_info_t;
 
 /* Parse the CIE at OFF (its length field) and return its FDE pointer encoding. */
 static int
-parse_cie(const uint8_t *buf, size_t len, uint64_t off, uint8_t *enc, int *signal)
+parse_cie(const uint8_t *buf, size_t len, uint64_t off, uint8_t *enc, int *signal, int *zaug,
+          uint8_t *lsda_enc)
 {
     cursor_t c = { buf + off, buf + len, 0 };
     uint64_t l = rd_fixed(&c, 4);
@@ -141,12 +144,14 @@ parse_cie(const uint8_t *buf, size_t len, uint64_t off, uint8_t *enc, int *signa
         rd_uleb(&c);                      /* return address register */
     *enc = DW_EH_PE_absptr;
     *signal = 0;
+    *zaug = aug[0] == 'z';
+    *lsda_enc = DW_EH_PE_omit;
     if (aug[0] != 'z')
         return c.bad ? -1 : 0;
     rd_uleb(&c); /* augmentation data length */
     for (const char *a = aug + 1; *a && !c.bad; a++) {
         switch (*a) {
-        case 'L': rd_fixed(&c, 1); break;
+        case 'L': *lsda_enc = (uint8_t)rd_fixed(&c, 1); break;
         case 'R': *enc = (uint8_t)rd_fixed(&c, 1); break;
         case 'P': {
             uint8_t penc = (uint8_t)rd_fixed(&c, 1);
@@ -170,7 +175,7 @@ cfg_ehframe_walk(const uint8_t *buf, size_t len, uint64_t vma,
         return QP_EINVAL;
     int nfde = 0;
     /* A one-entry cache: consecutive FDEs almost always share their CIE. */
-    cie_info_t cache = { UINT64_MAX, 0, 0 };
+    cie_info_t cache = { UINT64_MAX, 0, 0, 0, DW_EH_PE_omit };
     uint64_t off = 0;
     while (off + 4 <= len) {
         cursor_t c = { buf + off, buf + len, 0 };
@@ -191,13 +196,15 @@ cfg_ehframe_walk(const uint8_t *buf, size_t len, uint64_t vma,
                 return nfde ? nfde : QP_EFORMAT;
             uint64_t cie_off = id_pos - id;
             if (cache.off != cie_off) {
-                uint8_t enc;
-                int signal;
-                if (parse_cie(buf, len, cie_off, &enc, &signal) < 0)
+                uint8_t enc, lenc;
+                int signal, zaug;
+                if (parse_cie(buf, len, cie_off, &enc, &signal, &zaug, &lenc) < 0)
                     return nfde ? nfde : QP_EFORMAT;
                 cache.off = cie_off;
                 cache.fde_enc = enc;
                 cache.signal = signal;
+                cache.zaug = zaug;
+                cache.lsda_enc = lenc;
             }
             if (cache.fde_enc == DW_EH_PE_omit || (cache.fde_enc & DW_EH_PE_indirect)
                 || (cache.fde_enc & 0x70) == DW_EH_PE_datarel)
@@ -208,6 +215,17 @@ cfg_ehframe_walk(const uint8_t *buf, size_t len, uint64_t vma,
             uint64_t range = rd_encoded(&c, cache.fde_enc & 0x0f, 0);
             fde.end = fde.start + range;
             fde.signal = cache.signal;
+            fde.lsda = 0;
+            if (cache.zaug) {
+                uint64_t alen = rd_uleb(&c);
+                const uint8_t *adata = c.p;
+                if (cache.lsda_enc != DW_EH_PE_omit && !(cache.lsda_enc & DW_EH_PE_indirect)
+                    && (cache.lsda_enc & 0x70) != DW_EH_PE_datarel && alen > 0) {
+                    uint64_t lfield = vma + (uint64_t)(c.p - buf);
+                    fde.lsda = rd_encoded(&c, cache.lsda_enc, lfield);
+                }
+                c.p = adata; /* the rest of the augmentation data is not needed */
+            }
             if (!c.bad && range > 0 && fde.end > fde.start && fde.start != 0) {
                 nfde++;
                 int rc = fn(arg, &fde);
@@ -219,4 +237,43 @@ cfg_ehframe_walk(const uint8_t *buf, size_t len, uint64_t vma,
         off = (uint64_t)(next - buf);
     }
     return nfde;
+}
+
+/*****************************************************************************
+ * LSDA (.gcc_except_table): landing pads
+ */
+
+int
+cfg_lsda_walk(const uint8_t *buf, size_t len, uint64_t vma, uint64_t func_start,
+              int (*fn)(void *arg, uint64_t landing_pad), void *arg)
+{
+    if (buf == NULL || fn == NULL)
+        return QP_EINVAL;
+    cursor_t c = { buf, buf + len, 0 };
+    uint8_t lpstart_enc = (uint8_t)rd_fixed(&c, 1);
+    uint64_t lpstart = func_start;
+    if (lpstart_enc != DW_EH_PE_omit)
+        lpstart = rd_encoded(&c, lpstart_enc, vma + (uint64_t)(c.p - buf));
+    uint8_t ttype_enc = (uint8_t)rd_fixed(&c, 1);
+    if (ttype_enc != DW_EH_PE_omit)
+        rd_uleb(&c);
+    uint8_t cs_enc = (uint8_t)rd_fixed(&c, 1);
+    uint64_t cs_len = rd_uleb(&c);
+    if (c.bad || cs_len > (uint64_t)(c.end - c.p))
+        return QP_EFORMAT;
+    c.end = c.p + cs_len;
+    int n = 0;
+    while (c.p < c.end && !c.bad) {
+        rd_encoded(&c, cs_enc & 0x0f, 0); /* start */
+        rd_encoded(&c, cs_enc & 0x0f, 0); /* length */
+        uint64_t lp = rd_encoded(&c, cs_enc & 0x0f, 0);
+        rd_uleb(&c); /* action */
+        if (c.bad)
+            return QP_EFORMAT;
+        if (lp != 0) {
+            QP_CHECK(fn(arg, lpstart + lp));
+            n++;
+        }
+    }
+    return n;
 }

@@ -50,6 +50,7 @@ typedef struct cfg_fde {
     uint64_t end;    /* pc_begin + pc_range */
     int signal;      /* 'S' augmentation: a signal trampoline, whose FDE starts one byte
                       * before the code so that unwinders can use pc - 1 */
+    uint64_t lsda;   /* address of the LSDA (.gcc_except_table), or 0 */
 } cfg_fde_t;
 
 /*
@@ -59,6 +60,14 @@ typedef struct cfg_fde {
  */
 int cfg_ehframe_walk(const uint8_t *buf, size_t len, uint64_t vma,
                      int (*fn)(void *arg, const cfg_fde_t *fde), void *arg);
+
+/*
+ * Parse the LSDA at BUF (LEN readable bytes, at VMA) of the function starting at
+ * FUNC_START and call FN with every landing pad address. Returns the number of landing
+ * pads, or QP_EFORMAT.
+ */
+int cfg_lsda_walk(const uint8_t *buf, size_t len, uint64_t vma, uint64_t func_start,
+                  int (*fn)(void *arg, uint64_t landing_pad), void *arg);
 
 /*****************************************************************************
  * Jump tables (cfg_jtab.c)
@@ -146,6 +155,7 @@ typedef struct cfg_builder {
     size_t mapcap;
     cfg_u64_vec_t work;               /* traversal worklist */
     cfg_u64_vec_t rejected;           /* gap starts that proved not to be code */
+    cfg_u64_vec_t landing_pads;       /* exception landing pads (from LSDAs), sorted */
     CFG_VEC(char *) strings;          /* names made up here (handed to the program) */
     const cfg_section_t *sec;         /* decode cache: the section used last */
 } cfg_builder_t;
