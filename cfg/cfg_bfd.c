@@ -68,6 +68,44 @@ raw_shdrs(const bfd_reader_t *r, size_t *n)
     return *n ? (const Elf64_Shdr *)(r->map + eh->e_shoff) : NULL;
 }
 
+/* Are the ELF notes in [p, p + len) well formed, GNU properties included? */
+static int
+notes_ok(const uint8_t *p, size_t len)
+{
+    size_t off = 0;
+    while (off + 12 <= len) {
+        uint32_t namesz, descsz, type;
+        memcpy(&namesz, p + off, 4);
+        memcpy(&descsz, p + off + 4, 4);
+        memcpy(&type, p + off + 8, 4);
+        size_t name_off = off + 12;
+        if (namesz > len || descsz > len || name_off + ((namesz + 3) & ~3u) > len)
+            return 0;
+        size_t desc_off = name_off + ((namesz + 3) & ~3u);
+        if (descsz > len - desc_off)
+            return 0;
+        if (namesz == 4 && memcmp(p + name_off, "GNU", 4) == 0 && type == NT_GNU_PROPERTY_TYPE_0) {
+            if (descsz % 8)
+                return 0;
+            size_t q = desc_off, qend = desc_off + descsz;
+            while (q < qend) {
+                uint32_t ptype, psz;
+                if (qend - q < 8)
+                    return 0;
+                memcpy(&ptype, p + q, 4);
+                memcpy(&psz, p + q + 4, 4);
+                if (psz > qend - q - 8)
+                    return 0;
+                if (ptype >= GNU_PROPERTY_LOPROC && ptype <= GNU_PROPERTY_HIPROC && psz != 4)
+                    return 0;
+                q += 8 + ((psz + 7) & ~7u);
+            }
+        }
+        off = desc_off + ((descsz + 3) & ~3u);
+    }
+    return off == len || len - off < 4; /* trailing alignment bytes only */
+}
+
 static int
 check_headers(const bfd_reader_t *r)
 {
@@ -104,9 +142,26 @@ check_headers(const bfd_reader_t *r)
         }
     }
     const Elf64_Phdr *ph = (const Elf64_Phdr *)(r->map + eh->e_phoff);
-    for (size_t i = 0; i < eh->e_phnum; i++)
+    for (size_t i = 0; i < eh->e_phnum; i++) {
         if (ph[i].p_type != PT_NULL && !in_file(r, ph[i].p_offset, ph[i].p_filesz))
             return QP_EFORMAT;
+        /* What BFD would only warn about on stderr is refused here. */
+        uint64_t al = ph[i].p_align;
+        if (ph[i].p_type == PT_LOAD && al > 1
+            && ((al & (al - 1)) != 0 || ph[i].p_offset % al != ph[i].p_vaddr % al))
+            return QP_EFORMAT;
+        if (ph[i].p_type == PT_NOTE && !notes_ok(r->map + ph[i].p_offset, ph[i].p_filesz))
+            return QP_EFORMAT;
+    }
+    if (eh->e_shnum != 0) {
+        size_t n;
+        const Elf64_Shdr *sh = raw_shdrs(r, &n);
+        if (sh[eh->e_shstrndx].sh_type != SHT_STRTAB)
+            return QP_EFORMAT;
+        for (size_t i = 0; i < n; i++)
+            if (sh[i].sh_type == SHT_NOTE && !notes_ok(r->map + sh[i].sh_offset, sh[i].sh_size))
+                return QP_EFORMAT;
+    }
     return 0;
 }
 

@@ -1239,14 +1239,44 @@ on_gap_new_proc(cfg_builder_t *b, uint64_t start, uint64_t end, void *arg)
     for (size_t i = 0; i < g->rejected->n; i++)
         if (g->rejected->v[i] == a)
             return 0;
-    if (proc_by_entry(b, a) != CFG_NONE)
-        return 0;
-    /* Unreached bytes inside a symbol's or FDE's range belong to that procedure. */
-    uint32_t in = cfg_discover_find(b, a);
-    if (in != CFG_NONE && b->procs.v[in].hint_end > a)
-        return 0;
-    QP_CHECK(CFG_VEC_PUSH(b->new_entries, a));
-    return CFG_VEC_PUSH(b->new_srcs, (uint32_t)CFG_SRC_GAP);
+    /* Sweep the gap: a procedure at its first code, then at the first code after what
+     * that procedure reaches, and so on (seed 3.6: hidden procedures). */
+    while (a < end) {
+        if (proc_by_entry(b, a) != CFG_NONE)
+            return 0;
+        for (size_t i = 0; i < g->rejected->n; i++)
+            if (g->rejected->v[i] == a)
+                return 0;
+        /* Unreached bytes inside a symbol's or FDE's range belong to that procedure. */
+        uint32_t in = cfg_discover_find(b, a);
+        if (in != CFG_NONE && b->procs.v[in].hint_end > a)
+            return 0;
+        QP_CHECK(CFG_VEC_PUSH(b->new_entries, a));
+        QP_CHECK(CFG_VEC_PUSH(b->new_srcs, (uint32_t)CFG_SRC_GAP));
+        QP_CHECK(cfg_discover_add_new(b));
+        uint32_t pi = proc_by_entry(b, a);
+        if (pi == CFG_NONE)
+            return 0;
+        cfg_bproc_t *bp = &b->procs.v[pi];
+        bp->ranges.n = 0;
+        QP_CHECK(CFG_VEC_PUSH(bp->ranges, ((cfg_range_t) { bp->p.start, bp->p.end })));
+        QP_CHECK(build_proc(b, pi));
+        bp = &b->procs.v[pi];
+        if (bp->p.unsafe != NULL)
+            return 0; /* not code: reject_bad_gap_procs drops it */
+        uint64_t reach = a;
+        for (size_t k = 0; k < bp->blocks.n; k++)
+            if (bp->blocks.v[k].end > reach && bp->blocks.v[k].start < end)
+                reach = bp->blocks.v[k].end;
+        if (reach <= a || reach >= end)
+            return 0;
+        p = cfg_image_ptr(b->img, reach, &avail);
+        if (p == NULL)
+            return 0;
+        n = (size_t)(end - reach) < avail ? (size_t)(end - reach) : avail;
+        a = reach + padding_len(p, n, reach);
+    }
+    return 0;
 }
 
 typedef struct stat_ctx {
@@ -1706,12 +1736,17 @@ build_all(cfg_builder_t *b)
         if (b->opts.no_gap_procs || ++gap_rounds > 6)
             break;
         gap_ctx_t g = { &b->rejected };
+        size_t before = b->procs.n;
         if ((rc = collect_spans(b, &spans)) < 0
             || (rc = for_each_gap(b, &spans, on_gap_new_proc, &g)) < 0)
             break;
         DBG_PHASE("gaps");
-        if ((rc = cfg_discover_add_new(b)) <= 0)
+        if ((rc = cfg_discover_add_new(b)) < 0)
             break;
+        if (rc == 0 && b->procs.n == before)
+            break;
+        built = 1; /* gap procedures were built: redo the fixpoint */
+        rc = 0;
     }
     CFG_VEC_FREE(spans);
     return rc < 0 ? rc : 0;
