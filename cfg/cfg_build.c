@@ -1084,6 +1084,26 @@ prune_proc(cfg_builder_t *b, cfg_bproc_t *bp)
     size_t sp = 0;
     stack[sp++] = bp->entry_block;
     newidx[bp->entry_block] = 0;
+    /* The other roots: interior entries and exception landing pads. */
+    for (size_t i = 0; i < n; i++) {
+        uint64_t st = bp->blocks.v[i].start;
+        int root = 0;
+        for (size_t k = 0; k < bp->extra_entries.n && !root; k++)
+            root = bp->extra_entries.v[k] == st;
+        size_t lo = 0, hi = b->landing_pads.n;
+        while (lo < hi) {
+            size_t mid = (lo + hi) / 2;
+            if (b->landing_pads.v[mid] < st)
+                lo = mid + 1;
+            else
+                hi = mid;
+        }
+        root |= lo < b->landing_pads.n && b->landing_pads.v[lo] == st;
+        if (root && newidx[i] == CFG_NONE) {
+            newidx[i] = 0;
+            stack[sp++] = (uint32_t)i;
+        }
+    }
     while (sp > 0) {
         const cfg_block_t *bl = &bp->blocks.v[stack[--sp]];
         for (uint32_t k = 0; k < bl->nsucc; k++) {

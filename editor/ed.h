@@ -59,8 +59,19 @@ typedef struct ed_unwind_out {
     size_t hdr_size;        /* its size */
     uint32_t nfde_moved;    /* FDEs rewritten for relocated code */
     uint32_t nlsda_moved;   /* LSDAs rewritten */
-    uint32_t nfde_failed;   /* FDEs that could not be read or rewritten (left out or kept old) */
+    uint32_t nfde_failed;   /* FDEs not read or not rewritten (left out, or kept old) */
+    uint32_t nfde_old;      /* FDEs only in the old .eh_frame (listed there, or unread) */
 } ed_unwind_out_t;
+
+enum {
+    /*
+     * Copy the FDEs of code that did not move (or could not be rewritten) into the blob
+     * too, pointing at their old LSDAs: the blob's CIE/FDE part is then a complete
+     * .eh_frame (nfde_old == 0) that can replace the old section, e.g. for gdb, which
+     * reads the section named .eh_frame and never .eh_frame_hdr.
+     */
+    ED_UNWIND_ALL = 1u << 0,
+};
 
 /*
  * Build unwind information for relocated code, to be placed at address AT: for every FDE
@@ -71,11 +82,11 @@ typedef struct ed_unwind_out {
  * FDEs of code that did not move and the new ones. Returns 0 and fills *OUT (free
  * out->data with free()), QP_EFORMAT when the old tables cannot be parsed, QP_ENOMEM.
  * An image without .eh_frame gives an empty blob (size 0).
- * An FDE that cannot be rewritten (unknown CFA opcode, unsupported augmentation, a landing
- * pad MAP does not know, a location MAP moves backwards) is left out of the new tables and
- * counted in nfde_failed; its old FDE stays in the search table. AT should be a multiple
- * of 8: the blob then has the same size for every such AT (unless a pc-relative field
- * cannot reach, QP_ERANGE), so it can be sized with AT = 0 first.
+ * An FDE that cannot be rewritten (unknown CFA opcode, unsupported augmentation, a
+ * landing pad MAP does not know, a location MAP moves backwards) is left out of the new
+ * tables and counted in nfde_failed; its old FDE stays in the search table. AT should be
+ * a multiple of 8: the blob then has the same size for every such AT (unless a
+ * pc-relative field cannot reach, QP_ERANGE), so it can be sized with AT = 0 first.
  */
 int ed_unwind_build(const cfg_image_t *img, ed_map_fn map, void *arg, uint64_t at,
                     ed_unwind_out_t *out /*OUT*/);
@@ -84,18 +95,20 @@ int ed_unwind_build(const cfg_image_t *img, ed_map_fn map, void *arg, uint64_t a
  * As ed_unwind_build, with MAP_END for the ends of ranges (FDE ends, call-site ends):
  * MAP_END(arg, old) is the new address just past the relocated instruction that ends at
  * OLD, or 0 when unknown. It says what MAP cannot when OLD is also the start of another
- * relocated procedure. MAP_END may be NULL (then MAP is used for ends as well).
+ * relocated procedure. MAP_END may be NULL (then MAP is used for ends as well). FLAGS:
+ * ED_UNWIND_* (QP_EINVAL for others).
  */
-int ed_unwind_build_ex(const cfg_image_t *img, ed_map_fn map, ed_map_fn map_end, void *arg,
-                       uint64_t at, ed_unwind_out_t *out /*OUT*/);
+int ed_unwind_build_ex(const cfg_image_t *img, ed_map_fn map, ed_map_fn map_end,
+                       void *arg, uint64_t at, uint32_t flags,
+                       ed_unwind_out_t *out /*OUT*/);
 
 /*
  * Call FN(ARG, FUNC, PAD) for every landing pad PAD named by the LSDA of an FDE of IMG
- * whose code starts at FUNC, in .eh_frame order. Only the unwinder jumps to landing pads,
- * so a CFG does not reach them: the editor must relocate them as instruction starts (map()
- * must know them) or leave their procedure in place. Returns 0, QP_EFORMAT when some FDE
- * or LSDA could not be read (the pads of the others were reported), FN's first negative
- * return, QP_EINVAL or QP_ENOMEM.
+ * whose code starts at FUNC, in .eh_frame order. Only the unwinder jumps to landing
+ * pads, so a CFG does not reach them: the editor must relocate them as instruction starts
+ * (map() must know them) or leave their procedure in place. Returns 0, QP_EFORMAT when
+ * some FDE or LSDA could not be read (the pads of the others were reported), FN's first
+ * negative return, QP_EINVAL or QP_ENOMEM.
  */
 int ed_unwind_landing_pads(const cfg_image_t *img,
                            int (*fn)(void *arg, uint64_t func, uint64_t pad), void *arg);
@@ -155,6 +168,12 @@ uint64_t ed_plan_text(const ed_plan_t *plan, uint64_t *size /*OUT*/);
  * procedure's new code; 0 when OLD did not move. Usable as an ed_map_fn (ARG = plan).
  */
 uint64_t ed_plan_map(void *plan, uint64_t old);
+
+/*
+ * The new address just past the moved instruction that ends at OLD (for the ends of
+ * unwind ranges), or 0 when no moved instruction ends there. An ed_map_fn.
+ */
+uint64_t ed_plan_map_end(void *plan, uint64_t old);
 
 /* Figures for the summary line. */
 const ed_stats_t *ed_plan_stats(const ed_plan_t *plan);

@@ -181,6 +181,22 @@ collect_pads(const cfg_prog_t *prog, const uint64_t *xt, size_t nxt, uint32_t pi
     return 0;
 }
 
+static int
+check_landing_pad(void *arg, uint64_t func, uint64_t pad)
+{
+    ed_plan_t *plan = arg;
+    const cfg_prog_t *prog = plan->prog;
+    const cfg_proc_t *owner = cfg_proc_at(prog, func);
+    if (owner == NULL)
+        return 0;
+    uint32_t oi = (uint32_t)(owner - prog->procs);
+    uint32_t b = cfg_block_at(prog, pad);
+    if (plan->reason[oi] == NULL
+        && (b == CFG_NONE || prog->blocks[b].start != pad || prog->blocks[b].proc != oi))
+        plan->reason[oi] = owned_reason(plan, "exception landing pad 0x%llx not analysed", pad);
+    return 0;
+}
+
 /* Every target of a tail-call edge (jumps between procedures), sorted. */
 static int
 collect_jump_targets(ed_plan_t *plan)
@@ -241,6 +257,11 @@ decide(ed_plan_t *plan)
         }
         free(pads);
     }
+    /* Landing pads are entered by the unwinder only: each must start a block of its
+     * procedure, or the procedure stays (its new LSDA could not name it). */
+    int rc = ed_unwind_landing_pads(prog->img, check_landing_pad, plan);
+    if (rc == QP_ENOMEM)
+        return rc;
     for (uint32_t i = 0; i < prog->nprocs; i++) {
         const cfg_proc_t *p = &prog->procs[i];
         if ((p->flags & CFG_PROC_FRAGMENT) && p->parent != CFG_NONE)
@@ -617,6 +638,26 @@ ed_plan_map(void *arg, uint64_t old)
     if (lo < plan->nslots && plan->slots[lo].old < seg->end)
         return plan->slots[lo].new_;
     return plan->seg_new_end[si];
+}
+
+uint64_t
+ed_plan_map_end(void *arg, uint64_t old)
+{
+    const ed_plan_t *plan = arg;
+    size_t lo = 0, hi = plan->nslots;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (plan->slots[mid].old < old)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (lo == 0)
+        return 0;
+    const ed_slot_t *s = &plan->slots[lo - 1];
+    if (s->old + s->olen != old)
+        return 0;
+    return s->new_ + s->len + ((s->flags & SLOT_JMP_AFTER) ? PAD_LEN : 0);
 }
 
 /* Rebase every new address by DELTA (layout was computed from 0). */

@@ -291,8 +291,7 @@ pe_size(uint8_t enc)
 static int
 pe_valid(uint8_t enc)
 {
-    return enc != DW_EH_PE_omit && pe_size(enc) >= 0 && (enc & 0x70) <= DW_EH_PE_aligned
-           && (enc & 0x70) != DW_EH_PE_aligned;
+    return enc != DW_EH_PE_omit && pe_size(enc) >= 0 && (enc & 0x70) < DW_EH_PE_aligned;
 }
 
 /* An encoding whose value we can compute and write: absolute or pc-relative. */
@@ -498,8 +497,10 @@ typedef struct ctx {
     size_t npatches, cappatches;
     hdr_ent_t *ents;
     size_t nents, capents;
+    uint32_t flags;         /* ED_UNWIND_* */
     uint32_t nfde_moved;
     uint32_t nfde_failed;
+    uint32_t nfde_old;      /* FDEs only the old .eh_frame has */
 } ctx_t;
 
 /*
@@ -532,6 +533,7 @@ typedef struct fmap {
     uint64_t hole_to;          /* ... and it maps to this (the next mapped location) */
     uint32_t budget;           /* map() calls left for scanning across holes */
     int err;                   /* QP_ERANGE once the budget ran out */
+    int identity;              /* the code stays: every location maps to itself */
 } fmap_t;
 
 /* map() for scans across holes: 0 (and an error) once the FDE's budget is spent. */
@@ -560,6 +562,8 @@ loc_map(fmap_t *fm, uint64_t x)
         return fm->new_lo;
     if (x >= fm->old_hi)
         return fm->new_hi;
+    if (fm->identity)
+        return x;
     if (x >= fm->hole_lo && x < fm->hole_hi)
         return fm->hole_to;
     uint64_t v = fm->cx->map(fm->cx->arg, x);
@@ -583,7 +587,7 @@ end_map(fmap_t *fm, uint64_t x)
 {
     if (x >= fm->old_hi)
         return fm->new_hi;
-    if (fm->cx->map_end != NULL && x > fm->old_lo) {
+    if (fm->cx->map_end != NULL && x > fm->old_lo && !fm->identity) {
         uint64_t v = fm->cx->map_end(fm->cx->arg, x);
         if (v != 0)
             return v;
@@ -1396,10 +1400,12 @@ add_ent(ctx_t *cx, uint64_t loc, uint64_t fde)
 
 /*
  * Write the new FDE for F, whose code starts at NEW_LO now, with its CIE copy and its
- * LSDA (rewritten now, placed later). On failure nothing is left behind.
+ * LSDA (rewritten now, placed later). With IDENTITY the code did not move (NEW_LO is
+ * pc_begin): the copy keeps every location and points at the old LSDA. On failure
+ * nothing is left behind.
  */
 static int
-fde_rewrite(ctx_t *cx, const fde_t *f, uint64_t new_lo)
+fde_rewrite(ctx_t *cx, const fde_t *f, uint64_t new_lo, int identity)
 {
     cie_t *ci = &cx->cies[f->cie];
     if (ci->err < 0)
@@ -1413,7 +1419,15 @@ fde_rewrite(ctx_t *cx, const fde_t *f, uint64_t new_lo)
     if (s != NULL && f->pc_range > s->vma + s->size - f->pc_begin)
         return QP_EFORMAT;
     fmap_t fm;
-    fmap_init(&fm, cx, f, new_lo);
+    if (identity) {
+        memset(&fm, 0, sizeof(fm));
+        fm.cx = cx;
+        fm.identity = 1;
+        fm.old_lo = fm.new_lo = f->pc_begin;
+        fm.old_hi = fm.new_hi = f->pc_begin + f->pc_range;
+    } else {
+        fmap_init(&fm, cx, f, new_lo);
+    }
 
     /* The parts that do not depend on where the FDE goes: the program and the LSDA. */
     obuf_t prog = { 0 };
@@ -1423,7 +1437,7 @@ fde_rewrite(ctx_t *cx, const fde_t *f, uint64_t new_lo)
         rc = QP_ENOMEM;
     prog.n = keep;
     size_t lsda_idx = SIZE_MAX, nlsdas = cx->nlsdas;
-    if (rc == 0 && f->lsda != 0)
+    if (rc == 0 && f->lsda != 0 && !identity)
         rc = lsda_for(cx, f, &fm, &lsda_idx);
     if (rc == 0 && fm.err < 0)
         rc = fm.err;
@@ -1446,7 +1460,12 @@ fde_rewrite(ctx_t *cx, const fde_t *f, uint64_t new_lo)
         /* The LSDA pointer (if any) first, then the rest of the augmentation verbatim. */
         size_t alen = f->aug_end - f->aug_pos;
         ob_uleb(b, alen, 0);
-        if (ci->lsda_enc != DW_EH_PE_omit) {
+        if (ci->lsda_enc != DW_EH_PE_omit && identity) {
+            size_t at = b->n;
+            rc = wr_ptr(b, ci->lsda_enc, f->lsda, cx->at + at); /* the old LSDA */
+            if (rc == 0 && b->n - at != f->lsda_size)
+                rc = QP_ERANGE;
+        } else if (ci->lsda_enc != DW_EH_PE_omit) {
             if (lsda_idx != SIZE_MAX) {
                 patch_t *pt = grow(cx->patches, &cx->cappatches, cx->npatches,
                                    sizeof(*pt));
@@ -1545,31 +1564,37 @@ build(ctx_t *cx, ed_unwind_out_t *out)
     if (cx->lsda_hash == NULL)
         return QP_ENOMEM;
 
-    /* New FDEs in the order of the old ones; the rest stay in the search table. */
+    /*
+     * New FDEs in the order of the old ones. The others stay in the search table where
+     * they are, or with ED_UNWIND_ALL are copied too (the old code is still there).
+     */
     for (size_t i = 0; i < cx->nfdes; i++) {
         const fde_t *f = &cx->fdes[i];
-        uint64_t old_addr = cx->vma + f->off;
         if (f->err < 0) {
             cx->nfde_failed++; /* cannot even say where it is: left out */
+            cx->nfde_old++;
             continue;
         }
         if (f->pc_begin == 0)
             continue; /* discarded by the linker */
         uint64_t new_lo = cx->map(cx->arg, f->pc_begin);
-        if (new_lo == 0) {
-            QP_CHECK(add_ent(cx, f->pc_begin, old_addr));
-            continue;
-        }
-        int rc = fde_rewrite(cx, f, new_lo);
+        int rc = new_lo ? fde_rewrite(cx, f, new_lo, 0) : 1;
         if (rc == QP_ENOMEM)
             return rc;
-        if (rc < 0) {
-            /* The old FDE still describes the old copy of the code. */
-            cx->nfde_failed++;
-            QP_CHECK(add_ent(cx, f->pc_begin, old_addr));
+        if (rc == 0) {
+            cx->nfde_moved++;
             continue;
         }
-        cx->nfde_moved++;
+        if (rc < 0)
+            cx->nfde_failed++;
+        /* The old FDE still describes the old copy of the code. */
+        rc = (cx->flags & ED_UNWIND_ALL) ? fde_rewrite(cx, f, f->pc_begin, 1) : 1;
+        if (rc == QP_ENOMEM)
+            return rc;
+        if (rc != 0) {
+            QP_CHECK(add_ent(cx, f->pc_begin, cx->vma + f->off));
+            cx->nfde_old++;
+        }
     }
     ob_uint(&cx->blob, 0, 4); /* the terminator */
     size_t eh_size = cx->blob.n;
@@ -1602,6 +1627,7 @@ build(ctx_t *cx, ed_unwind_out_t *out)
     out->nfde_moved = cx->nfde_moved;
     out->nlsda_moved = (uint32_t)cx->nlsdas;
     out->nfde_failed = cx->nfde_failed;
+    out->nfde_old = cx->nfde_old;
     cx->blob.p = NULL;
     return 0;
 }
@@ -1647,9 +1673,9 @@ ctx_close(ctx_t *cx)
 
 int
 ed_unwind_build_ex(const cfg_image_t *img, ed_map_fn map, ed_map_fn map_end, void *arg,
-                   uint64_t at, ed_unwind_out_t *out)
+                   uint64_t at, uint32_t flags, ed_unwind_out_t *out)
 {
-    if (img == NULL || map == NULL || out == NULL)
+    if (img == NULL || map == NULL || out == NULL || (flags & ~(uint32_t)ED_UNWIND_ALL))
         return QP_EINVAL;
     memset(out, 0, sizeof(*out));
     ctx_t cx;
@@ -1659,6 +1685,7 @@ ed_unwind_build_ex(const cfg_image_t *img, ed_map_fn map, ed_map_fn map_end, voi
         cx.map_end = map_end;
         cx.arg = arg;
         cx.at = at;
+        cx.flags = flags;
         rc = build(&cx, out);
         if (rc < 0)
             memset(out, 0, sizeof(*out));
@@ -1671,7 +1698,7 @@ int
 ed_unwind_build(const cfg_image_t *img, ed_map_fn map, void *arg, uint64_t at,
                 ed_unwind_out_t *out)
 {
-    return ed_unwind_build_ex(img, map, NULL, arg, at, out);
+    return ed_unwind_build_ex(img, map, NULL, arg, at, 0, out);
 }
 
 int

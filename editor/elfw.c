@@ -621,6 +621,26 @@ elfw_add_section_name(elfw_ctx_t *c, const char *name, uint32_t *off)
     return 0;
 }
 
+/* The input's unwind sections get other names: a new region takes over ".eh_frame". */
+static int
+elfw_rename_old_unwind(elfw_ctx_t *c)
+{
+    size_t i;
+
+    for (i = 1; i < c->in_shnum; i++) {
+        const char *nm = elfw_scn_name(c, i);
+        const char *to = NULL;
+
+        if (strcmp(nm, ".eh_frame") == 0)
+            to = ".qpt.old.eh_frame";
+        else if (strcmp(nm, ".eh_frame_hdr") == 0)
+            to = ".qpt.old.eh_frame_hdr";
+        if (to != NULL)
+            QP_CHECK(elfw_add_section_name(c, to, &c->scn[i].sh.sh_name));
+    }
+    return 0;
+}
+
 static int
 elfw_add_regions(elfw_ctx_t *c)
 {
@@ -1371,6 +1391,8 @@ elfw_run(elfw_ctx_t *c)
     QP_CHECK(elfw_parse_input(c));
     QP_CHECK(elfw_check_request(c));
     QP_CHECK(elfw_add_regions(c));
+    if (c->req->rename_old_unwind)
+        QP_CHECK(elfw_rename_old_unwind(c));
     QP_CHECK(elfw_symbols(c));
     QP_CHECK(elfw_plan_phdrs(c));
     /* The image is modified only after everything libelf reads from it has been read. */

@@ -51,6 +51,9 @@ typedef struct elfw_request {
     uint64_t eh_frame_hdr;        /* new PT_GNU_EH_FRAME address (inside a region), or 0 */
     uint64_t eh_frame_hdr_size;   /* its size */
     int clear_cet;                /* clear IBT and SHSTK in .note.gnu.property */
+    int rename_old_unwind;        /* rename the input's .eh_frame and .eh_frame_hdr to
+                                   * .qpt.old.eh_frame*, because a new region named
+                                   * .eh_frame replaces them (gdb reads that name) */
 } elfw_request_t;
 
 /*

@@ -46,7 +46,9 @@ elfw_rewrite(const cfg_prog_t *prog, ed_plan_t *plan, const char *input, const c
     }
     /* Unwind tables: their size does not depend on where they go; build once to size
      * them, then again at their address. */
-    rc = ed_unwind_build(prog->img, ed_plan_map, plan, 0, &unw);
+    /* All FDEs go into the new table, so that it can be the .eh_frame that gdb reads. */
+    rc = ed_unwind_build_ex(prog->img, ed_plan_map, ed_plan_map_end, plan, 0, ED_UNWIND_ALL,
+                            &unw);
     if (rc < 0) {
         fail(err, errlen, rc, "unwind tables");
         goto out;
@@ -65,7 +67,8 @@ elfw_rewrite(const cfg_prog_t *prog, ed_plan_t *plan, const char *input, const c
             }
         rc = ed_image_ops.alloc_near(im, lo, hi, size, ED_PROT_R, &unw_at);
         if (rc == 0)
-            rc = ed_unwind_build(prog->img, ed_plan_map, plan, unw_at, &unw);
+            rc = ed_unwind_build_ex(prog->img, ed_plan_map, ed_plan_map_end, plan, unw_at,
+                                    ED_UNWIND_ALL, &unw);
         if (rc == 0 && unw.size != size)
             rc = QP_EFORMAT; /* the size must not depend on the address */
         if (rc == 0)
@@ -90,7 +93,7 @@ elfw_rewrite(const cfg_prog_t *prog, ed_plan_t *plan, const char *input, const c
     uint32_t text_region = 0;
     for (size_t i = 0; i < nreg; i++) {
         regs[i] = (elfw_region_t) {
-            .name = (r[i].prot & ED_PROT_X) ? ".qpt.text" : ".qpt.unwind",
+            .name = (r[i].prot & ED_PROT_X) ? ".qpt.text" : ".eh_frame",
             .vaddr = r[i].vaddr, .bytes = r[i].bytes, .size = r[i].size, .prot = r[i].prot,
             .align = 16,
         };
@@ -116,7 +119,7 @@ elfw_rewrite(const cfg_prog_t *prog, ed_plan_t *plan, const char *input, const c
         .input = input, .output = output, .regions = regs, .nregions = nreg,
         .patches = pats, .npatches = npat, .symbols = syms, .nsymbols = nsym,
         .eh_frame_hdr = unw.size ? unw.hdr : 0, .eh_frame_hdr_size = unw.hdr_size,
-        .clear_cet = 1,
+        .clear_cet = 1, .rename_old_unwind = unw.size != 0,
     };
     rc = elfw_write(&req, err, errlen);
     if (rc == 0) {

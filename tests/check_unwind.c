@@ -7,8 +7,10 @@
  * rewritten for maps that shift the text uniformly, non-uniformly, partly, or with holes.
  * The new FDEs are checked by binutils' readelf (its CFA interpreter, on a small ELF file
  * holding the new .eh_frame), the LSDAs and the .eh_frame_hdr by a small decoder written
- * here independently of ed_unwind.c. Hand-made tables check every CFA opcode and the
- * exact bytes; mutated tables check that bad input is refused without a crash.
+ * here independently of ed_unwind.c, and libgcc itself must find every new FDE once the
+ * blob is mapped at its address and registered. Hand-made tables check every CFA opcode
+ * and the exact bytes; mutated tables check that bad input is refused without a crash.
+ * QP_UNWIND_EXTRA="/usr/bin/cmake ..." adds executables to check (slow).
  */
 #include <check.h>
 #include <elf.h>
@@ -31,7 +33,9 @@ static const char prog_src[] =
     "#include <cstdio>\n"
     "#include <new>\n"
     "#include <stdexcept>\n"
-    "struct Guard { int t; explicit Guard(int x) : t(x) {} ~Guard() { std::printf(\"~%d\\n\", t); } };\n"
+    "struct Guard {\n"
+    "  int t; explicit Guard(int x) : t(x) {}\n"
+    "  ~Guard() { std::printf(\"~%d\\n\", t); } };\n"
     "struct E1 { int v; };\n"
     "struct E2 : std::runtime_error { E2() : std::runtime_error(\"e2\") {} };\n"
     "__attribute__((noinline)) int leaf(int x) {\n"
@@ -39,13 +43,15 @@ static const char prog_src[] =
     "__attribute__((noinline)) int spec(int x) throw(E1, std::bad_alloc) {\n"
     "  Guard g(x); return leaf(x); }\n"
     "__attribute__((noinline)) int mid(int x) {\n"
-    "  Guard a(1); try { return spec(x) + leaf(x + 4); } catch (const E2 &) { return -2; } }\n"
+    "  Guard a(1);\n"
+    "  try { return spec(x) + leaf(x + 4); } catch (const E2 &) { return -2; } }\n"
     "__attribute__((noinline)) int top(int x) {\n"
     "  try { return mid(x); } catch (E1 &e) { return e.v; } catch (...) { throw; } }\n"
     "__attribute__((noinline)) int vla(int n) {\n"
     "  char *p = (char *)__builtin_alloca(n); p[0] = (char)n;\n"
     "  try { return leaf(p[0]); } catch (...) { return 0; } }\n"
-    "__attribute__((noinline)) int nothrow(int x) noexcept { Guard g(x); return leaf(x); }\n"
+    "__attribute__((noinline)) int nothrow(int x) noexcept {\n"
+    "  Guard g(x); return leaf(x); }\n"
     "int main(int argc, char **argv) {\n"
     "  (void)argv; int s = 0;\n"
     "  for (int i = 0; i < 8; i++) { try { s += top(i + argc); } catch (...) { s++; } }\n"
@@ -82,7 +88,8 @@ build_progs(void)
     fclose(f);
     for (size_t i = 0; i < sizeof(v) / sizeof(v[0]); i++) {
         snprintf(progs[nprogs], sizeof(progs[0]), "%s/%s", tmpdir, v[i].name);
-        snprintf(cmd, sizeof(cmd), "command -v %s >/dev/null 2>&1 && %s -std=gnu++14 -w %s -o %s %s",
+        snprintf(cmd, sizeof(cmd),
+                 "command -v %s >/dev/null 2>&1 && %s -std=gnu++14 -w %s -o %s %s",
                  v[i].cxx, v[i].cxx, v[i].flags, progs[nprogs], src);
         if (system(cmd) == 0)
             nprogs++;
@@ -105,7 +112,7 @@ enum { MAP_SHIFT, MAP_SPREAD, MAP_UPPER, MAP_HOLE };
 
 typedef struct tmap {
     int kind;
-    uint64_t lo, hi;           /* .text: [lo, hi] is mapped (hi: the end of the last FDE) */
+    uint64_t lo, hi;           /* .text: [lo, hi] is mapped, hi included (an FDE end) */
     uint64_t mid;              /* MAP_UPPER: only [mid, hi] moves */
     uint64_t hole_lo, hole_hi; /* MAP_HOLE: [hole_lo, hole_hi) is not mapped */
     unsigned ncalls;           /* calls made */
@@ -526,7 +533,8 @@ readelf_rows(const char *path)
     while (fgets(line, sizeof(line), f)) {
         char *pc = strstr(line, " FDE cie=");
         uint64_t b, e;
-        if (pc && (pc = strstr(line, "pc=")) && sscanf(pc, "pc=%" SCNx64 "..%" SCNx64, &b, &e) == 2) {
+        if (pc && (pc = strstr(line, "pc="))
+            && sscanf(pc, "pc=%" SCNx64 "..%" SCNx64, &b, &e) == 2) {
             if (d.n == cap)
                 d.fdes = realloc(d.fdes, (cap = cap ? 2 * cap : 64) * sizeof(*d.fdes));
             cur = &d.fdes[d.n++];
@@ -549,7 +557,8 @@ readelf_rows(const char *path)
         }
         uint64_t loc;
         int used = 0;
-        if (strlen(line) > 17 && sscanf(line, "%16" SCNx64 "%n", &loc, &used) == 1 && used == 16) {
+        if (strlen(line) > 17 && sscanf(line, "%16" SCNx64 "%n", &loc, &used) == 1
+            && used == 16) {
             cur->rows = realloc(cur->rows, (cur->nrows + 1) * sizeof(*cur->rows));
             rrow_t *r = &cur->rows[cur->nrows++];
             r->loc = loc;
@@ -633,7 +642,7 @@ rfind(const rdump_t *d, uint64_t begin)
  * locations. Returns the number of FDEs compared.
  */
 static size_t
-compare_rows(const char *prog, const ed_unwind_out_t *out, tmap_t *m)
+compare_rows(const char *prog, const ed_unwind_out_t *out, tmap_t *m, int all)
 {
     char path[160];
     snprintf(path, sizeof(path), "%s/new-ehframe.%d", tmpdir, (int)getpid());
@@ -647,8 +656,21 @@ compare_rows(const char *prog, const ed_unwind_out_t *out, tmap_t *m)
     for (size_t i = 0; i < od.n; i++) {
         const rfde_t *o = &od.fdes[i];
         uint64_t nb = tmap_fn(m, o->begin);
-        if (nb == 0)
+        if (nb == 0 && !all)
             continue;
+        if (nb == 0) { /* ED_UNWIND_ALL: copied where it is */
+            const rfde_t *n = rfind(&nd, o->begin);
+            ck_assert_msg(n != NULL, "%s: no copy of FDE %#" PRIx64, prog, o->begin);
+            ck_assert_uint_eq(n->end, o->end);
+            ck_assert_str_eq(n->header, o->header);
+            ck_assert_uint_eq(n->nrows, o->nrows);
+            for (size_t r = 0; r < o->nrows; r++) {
+                ck_assert_uint_eq(n->rows[r].loc, o->rows[r].loc);
+                ck_assert_str_eq(n->rows[r].rules, o->rows[r].rules);
+            }
+            compared++;
+            continue;
+        }
         const rfde_t *n = rfind(&nd, nb);
         ck_assert_msg(n != NULL, "%s: no new FDE for %#" PRIx64, prog, o->begin);
         ck_assert_uint_eq(n->end, tmap_fn(m, o->end));
@@ -658,8 +680,9 @@ compare_rows(const char *prog, const ed_unwind_out_t *out, tmap_t *m)
             uint64_t want = tmap_fn(m, o->rows[r].loc);
             if (m->kind == MAP_HOLE && want == 0) /* the next mapped location */
                 want = m->hole_hi + SHIFT;
-            ck_assert_msg(n->rows[r].loc == want, "%s: FDE %#" PRIx64 " row %zu at %#" PRIx64
-                          ", want %#" PRIx64, prog, o->begin, r, n->rows[r].loc, want);
+            ck_assert_msg(n->rows[r].loc == want,
+                          "%s: FDE %#" PRIx64 " row %zu at %#" PRIx64 ", want %#" PRIx64,
+                          prog, o->begin, r, n->rows[r].loc, want);
             ck_assert_str_eq(n->rows[r].rules, o->rows[r].rules);
         }
         compared++;
@@ -681,7 +704,8 @@ compare_lsdas(const cfg_image_t *img, const ed_unwind_out_t *out, tmap_t *m)
     view_t v = { { out->data, out->size, out->eh_frame }, img };
     tfde_t *olds, *news;
     size_t no = t_fdes(&v, (mem_t) { eh->bytes, eh->size, eh->vma }, &olds);
-    size_t nn = t_fdes(&v, (mem_t) { out->data, out->eh_frame_size, out->eh_frame }, &news);
+    mem_t blob = { out->data, out->eh_frame_size, out->eh_frame };
+    size_t nn = t_fdes(&v, blob, &news);
     enum { MAXCS = 8192 };
     tcs_t *ocs = malloc(MAXCS * sizeof(*ocs)), *ncs = malloc(MAXCS * sizeof(*ncs));
     if (nn)
@@ -735,7 +759,7 @@ check_prog(int i, int kind)
     ck_assert_uint_gt(out.nfde_moved, 3);
     ck_assert_uint_gt(out.nlsda_moved, 0);
     t_layout(&out, at);
-    size_t rows = compare_rows(progs[i], &out, &m);
+    size_t rows = compare_rows(progs[i], &out, &m, 0);
     ck_assert_uint_eq(rows, out.nfde_moved);
     size_t lsdas = compare_lsdas(img, &out, &m);
     ck_assert_uint_gt(lsdas, 0);
@@ -836,12 +860,14 @@ START_TEST(test_unwind_libgcc_finds_new_fdes)
     for (size_t k = 0; k < nn; k++) {
         if (news[k].end == news[k].begin)
             continue;
-        uint64_t pcs[3] = { news[k].begin, (news[k].begin + news[k].end) / 2, news[k].end - 1 };
+        uint64_t b0 = news[k].begin, e0 = news[k].end;
+        uint64_t pcs[3] = { b0, b0 + (e0 - b0) / 2, e0 - 1 };
         for (int j = 0; j < 3; j++) {
             struct dwarf_eh_bases b;
             const void *f = _Unwind_Find_FDE((void *)(uintptr_t)pcs[j], &b);
             ck_assert_msg(f == (const void *)(uintptr_t)news[k].addr,
-                          "pc %#" PRIx64 ": FDE %p, want %#" PRIx64, pcs[j], f, news[k].addr);
+                          "pc %#" PRIx64 ": FDE %p, want %#" PRIx64, pcs[j], f,
+                          news[k].addr);
             ck_assert_ptr_eq(b.func, (void *)(uintptr_t)news[k].begin);
         }
     }
@@ -932,6 +958,60 @@ START_TEST(test_unwind_size_independent_of_address)
 }
 END_TEST
 
+START_TEST(test_unwind_all_copies_every_fde)
+{
+    /* ED_UNWIND_ALL: the blob's .eh_frame part replaces the old section completely. */
+    tmap_t m;
+    cfg_image_t *img = open_prog(_i, &m, MAP_UPPER);
+    const cfg_section_t *eh = section(img, ".eh_frame");
+    uint64_t at = blob_addr(img);
+    ed_unwind_out_t out, part;
+    ck_assert_int_eq(ed_unwind_build_ex(img, tmap_fn, NULL, &m, at, ED_UNWIND_ALL, &out),
+                     0);
+    ck_assert_int_eq(ed_unwind_build(img, tmap_fn, &m, at, &part), 0);
+    ck_assert_uint_eq(out.nfde_old, 0);
+    ck_assert_uint_gt(part.nfde_old, 0);
+    ck_assert_uint_eq(out.nfde_moved, part.nfde_moved);
+    ck_assert_uint_eq(out.nlsda_moved, part.nlsda_moved);
+    t_layout(&out, at);
+    view_t v = { { out.data, out.size, at }, img };
+    tfde_t *olds, *news;
+    size_t no = t_fdes(&v, (mem_t) { eh->bytes, eh->size, eh->vma }, &olds);
+    size_t nn = t_fdes(&v, (mem_t) { out.data, out.eh_frame_size, at }, &news);
+    size_t live = 0;
+    for (size_t k = 0; k < no; k++)
+        live += olds[k].begin != 0;
+    ck_assert_uint_eq(nn, live);
+    ck_assert_uint_eq(t_hdr(&v, &out), live);
+    /* Every entry of the search table points into the blob; copies keep their LSDAs. */
+    tcur_t c = { out.data + (out.hdr - at), out.hdr_size, 12, out.hdr };
+    for (size_t k = 0; k < live; k++) {
+        t_u(&c, 4);
+        uint64_t fde = out.hdr + (uint64_t)(int64_t)(int32_t)t_u(&c, 4);
+        ck_assert(fde >= at && fde < at + out.eh_frame_size);
+    }
+    for (size_t k = 0, j = 0; k < no; k++) {
+        if (olds[k].begin == 0)
+            continue;
+        const tfde_t *nf = &news[j++]; /* same order */
+        ck_assert_uint_eq(nf->pers, olds[k].pers);
+        if (tmap_fn(&m, olds[k].begin) == 0) {
+            ck_assert_uint_eq(nf->begin, olds[k].begin);
+            ck_assert_uint_eq(nf->end, olds[k].end);
+            ck_assert_uint_eq(nf->lsda, olds[k].lsda);
+        } else {
+            ck_assert_uint_eq(nf->begin, tmap_fn(&m, olds[k].begin));
+        }
+    }
+    compare_rows(progs[_i], &out, &m, 1);
+    free(olds);
+    free(news);
+    free(out.data);
+    free(part.data);
+    cfg_image_destroy(img);
+}
+END_TEST
+
 START_TEST(test_unwind_hole_takes_next_location)
 {
     /* Unmap three bytes at the second row of a function with several rows. */
@@ -950,7 +1030,7 @@ START_TEST(test_unwind_hole_takes_next_location)
     uint64_t at = blob_addr(img);
     ed_unwind_out_t out;
     ck_assert_int_eq(ed_unwind_build(img, tmap_fn, &m, at, &out), 0);
-    compare_rows(progs[0], &out, &m);
+    compare_rows(progs[0], &out, &m, 0);
     rdump_free(&od);
     free(out.data);
     cfg_image_destroy(img);
@@ -963,7 +1043,7 @@ END_TEST
 
 #define SYN_VMA 0x300000u   /* the synthetic .eh_frame section */
 #define SYN_CODE 0x401000u  /* the code its first FDE covers */
-#define SYN_NEW 0x801000u   /* where that code goes: new = SYN_NEW + 2 * (old - SYN_CODE) */
+#define SYN_NEW 0x801000u   /* where it goes: new = SYN_NEW + 2 * (old - SYN_CODE) */
 #define SYN_SLOT 0x350000u  /* the personality's GOT-like slot */
 #define SYN_TYPE 0x360000u  /* a type_info reference */
 
@@ -989,7 +1069,9 @@ s_put(sbuf_t *s, const uint8_t *p, size_t n)
 static void
 s_u32(sbuf_t *s, uint32_t v)
 {
-    uint8_t t[4] = { (uint8_t)v, (uint8_t)(v >> 8), (uint8_t)(v >> 16), (uint8_t)(v >> 24) };
+    uint8_t t[4];
+    for (int i = 0; i < 4; i++)
+        t[i] = (uint8_t)(v >> (8 * i));
     s_put(s, t, 4);
 }
 
@@ -1061,7 +1143,7 @@ syn_tables(sbuf_t *s, size_t *fde_off)
     s_pcrel(s, SYN_VMA, SYN_CODE);
     s_u32(s, 0x200);
     S_BYTES(s, 0);                                   /* augmentation length */
-    S_BYTES(s, 0x41, 0x0e, 0x10, 0x86, 0x02);        /* adv 1; def_cfa_offset 16; offset r6 */
+    S_BYTES(s, 0x41, 0x0e, 0x10, 0x86, 0x02);        /* adv 1; cfa_offset 16; offset r6 */
     S_BYTES(s, 0x02, 0x40, 0x0d, 0x06);              /* adv1 0x40; def_cfa_register r6 */
     S_BYTES(s, 0x03, 0x00, 0x01, 0xc6);              /* adv2 0x100; restore r6 */
     S_BYTES(s, 0x04, 0x10, 0, 0, 0);                 /* adv4 0x10 */
@@ -1246,7 +1328,8 @@ START_TEST(test_unwind_end_without_mapping)
     free(out.data);
 
     /* map_end() gives it. */
-    ck_assert_int_eq(ed_unwind_build_ex(img, syn_map_noend, syn_map_end, NULL, at, &out), 0);
+    int rc = ed_unwind_build_ex(img, syn_map_noend, syn_map_end, NULL, at, 0, &out);
+    ck_assert_int_eq(rc, 0);
     v.blob = (mem_t) { out.data, out.size, at };
     ck_assert_uint_eq(t_fdes(&v, (mem_t) { out.data, out.eh_frame_size, at }, &news), 2);
     ck_assert_uint_eq(news[0].end, SYN_NEW + 0x3f0);
@@ -1368,7 +1451,10 @@ START_TEST(test_unwind_mutated_tables)
                 for (int k = 0; k < flips; k++) {
                     size_t at_byte = lcg(&st) % n;
                     uint32_t r = lcg(&st);
-                    copy[at_byte] = (r & 1) ? (uint8_t)(r >> 8) : (uint8_t)(copy[at_byte] ^ (1u << (r >> 8) % 8));
+                    if (r & 1)
+                        copy[at_byte] = (uint8_t)(r >> 8);
+                    else
+                        copy[at_byte] ^= (uint8_t)(1u << (r >> 8) % 8);
                 }
                 sec->bytes = copy;
                 build_sane(img, &m, at);
@@ -1421,6 +1507,7 @@ unwind_suite(void)
     tcase_add_loop_test(tc, test_unwind_libgcc_finds_new_fdes, 0, nbuilt);
     tcase_add_loop_test(tc, test_unwind_landing_pads_listed, 0, nprogs);
     tcase_add_loop_test(tc, test_unwind_size_independent_of_address, 0, nprogs);
+    tcase_add_loop_test(tc, test_unwind_all_copies_every_fde, 0, nprogs);
     if (nprogs)
         tcase_add_test(tc, test_unwind_hole_takes_next_location);
     suite_add_tcase(s, tc);
