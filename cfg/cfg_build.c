@@ -17,7 +17,7 @@
 
 /* QP_DEBUG=1 in the environment prints the time of each phase on stderr (development). */
 static void
-dbg_phase(const char *what)
+dbg_phase(const char *what, size_t nprocs)
 {
     static int on = -1;
     static struct timespec t0;
@@ -29,10 +29,10 @@ dbg_phase(const char *what)
         return;
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
-    fprintf(stderr, "qp-debug: %8.3f s %s\n",
-            (double)(t.tv_sec - t0.tv_sec) + (double)(t.tv_nsec - t0.tv_nsec) / 1e9, what);
+    fprintf(stderr, "qp-debug: %8.3f s %s (%zu procedures)\n",
+            (double)(t.tv_sec - t0.tv_sec) + (double)(t.tv_nsec - t0.tv_nsec) / 1e9, what, nprocs);
 }
-#define DBG_PHASE(s) dbg_phase(s)
+#define DBG_PHASE(s) dbg_phase(s, b->procs.n)
 
 /* Traversal marks, one byte per byte of a procedure's extent. */
 enum {
@@ -580,6 +580,13 @@ form_blocks(trav_t *t)
                 continue;
             }
             uint64_t a = rg->start + off;
+            if (M_LEN(m) == 0) {
+                if (getenv("QP_DEBUG"))
+                    fprintf(stderr, "qp-debug: zero length at 0x%llx m=%x range %llx-%llx\n",
+                            (unsigned long long)a, m, (unsigned long long)rg->start,
+                            (unsigned long long)rg->end);
+                return QP_EDECODE;
+            }
             if (!open || (m & M_LEADER)) {
                 cfg_block_t bl;
                 memset(&bl, 0, sizeof(bl));
@@ -1278,6 +1285,10 @@ on_gap_new_proc(cfg_builder_t *b, uint64_t start, uint64_t end, void *arg)
         if (pi == CFG_NONE)
             return 0;
         cfg_bproc_t *bp = &b->procs.v[pi];
+        /* Bounded by the gap: what lies beyond is known code already. */
+        bp->limit_end = end;
+        if (bp->p.end > end)
+            bp->p.end = end;
         bp->ranges.n = 0;
         QP_CHECK(CFG_VEC_PUSH(bp->ranges, ((cfg_range_t) { bp->p.start, bp->p.end })));
         QP_CHECK(build_proc(b, pi));
@@ -1791,9 +1802,9 @@ cfg_prog_build(const cfg_image_t *img, const cfg_opts_t *opts, cfg_prog_t **out)
     }
     prog->img = img;
     prog->priv = pp;
-    DBG_PHASE("start");
+    dbg_phase("start", b.procs.n);
     int rc = cfg_discover(&b);
-    DBG_PHASE("discovered");
+    dbg_phase("discovered", b.procs.n);
     if (rc == 0)
         rc = build_all(&b);
     for (int round = 0; rc == 0 && round < 8; round++) {
@@ -1806,17 +1817,17 @@ cfg_prog_build(const cfg_image_t *img, const cfg_opts_t *opts, cfg_prog_t **out)
     }
     if (rc == 0) {
         rc = check_extra_entries(&b);
-    DBG_PHASE("converged");
+    dbg_phase("converged", b.procs.n);
     if (rc == 0)
         rc = flatten(&b, prog);
     }
-    DBG_PHASE("flattened");
+    dbg_phase("flattened", b.procs.n);
     for (uint32_t i = 0; rc == 0 && i < prog->nprocs; i++)
         rc = cfg_loops_proc(prog, &prog->procs[i]);
-    DBG_PHASE("loops");
+    dbg_phase("loops", b.procs.n);
     if (rc == 0)
         rc = compute_stats(&b, prog);
-    DBG_PHASE("stats");
+    dbg_phase("stats", b.procs.n);
     /* The program keeps the builder's strings (names and reasons). */
     pp->strings.v = b.strings.v;
     pp->strings.n = b.strings.n;

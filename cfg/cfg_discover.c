@@ -211,6 +211,8 @@ cfg_discover_extents(cfg_builder_t *b)
             end = b->procs.v[i + 1].p.entry;
         if (bp->hint_end > bp->p.entry && bp->hint_end < end)
             end = bp->hint_end;
+        if (bp->limit_end > bp->p.entry && bp->limit_end < end)
+            end = bp->limit_end;
         if (end != bp->p.end)
             bp->built = 0;
         bp->p.start = bp->p.entry;
