@@ -469,6 +469,64 @@ jumps_through_pointer(const cfg_image_t *img, const arch_insn_t *w, size_t n)
     return 0;
 }
 
+/*
+ * A table whose base register was loaded far from the jump (clang hoists
+ * `lea T(%rip),%rbx` out of an interpreter loop): try each rip-relative `lea` of the
+ * procedure into a register, pointing at read-only data, in front of the window. Only a
+ * table bounded by a compare, with every entry on code of the procedure, is accepted.
+ */
+static int
+match_hoisted_base(trav_t *t, const arch_insn_t *w, size_t n, uint64_t lo, uint64_t hi,
+                   cfg_table_t *tab)
+{
+    cfg_builder_t *b = t->b;
+    const cfg_bproc_t *bp = t->bp;
+    arch_insn_t w2[JT_WINDOW + 1];
+    uint64_t tried[8];
+    size_t ntried = 0;
+    uint64_t base = 0;
+    for (size_t r = 0; r < bp->ranges.n; r++) {
+        const cfg_range_t *rg = &bp->ranges.v[r];
+        for (uint64_t a = rg->start; a < rg->end; a++) {
+            uint8_t m = b->map[base + (a - rg->start)];
+            if (!(m & M_START))
+                continue;
+            arch_insn_t in;
+            if (decode_at(b, a, rg->end, &in) < 0 || !(in.flags & ARCH_F_RIPREL)
+                || in.kind != ARCH_KIND_SEQ)
+                continue;
+            const cfg_section_t *sec = cfg_image_section_at(b->img, in.target);
+            if (sec == NULL || (sec->flags & (CFG_SEC_CODE | CFG_SEC_WRITE)))
+                continue;
+            size_t avail;
+            const uint8_t *p = cfg_image_ptr(b->img, a, &avail);
+            arch_ops_t ops;
+            if (p == NULL || arch_decode_ops(p, avail, a, &ops) < 0 || ops.op != ARCH_OP_LEA
+                || ops.dst.kind != ARCH_OPND_REG)
+                continue;
+            int seen = 0;
+            for (size_t k = 0; k < ntried && !seen; k++)
+                seen = tried[k] == in.target;
+            if (seen || ntried == 8)
+                continue;
+            tried[ntried++] = in.target;
+            /* Calls keep the base (callee-saved) register: start after the last one. */
+            size_t from = 0;
+            for (size_t k = 0; k + 1 < n; k++)
+                if (w[k].kind == ARCH_KIND_CALL || w[k].kind == ARCH_KIND_CALL_IND)
+                    from = k + 1;
+            w2[0] = in;
+            memcpy(w2 + 1, w + from, (n - from) * sizeof(arch_insn_t));
+            cfg_insn_window_t win = { w2, n - from + 1 };
+            if (cfg_jtab_match(b->img, &win, lo, hi, tab) && tab->bounded
+                && table_in_ranges(b, bp, tab))
+                return 1;
+        }
+        base += rg->end - rg->start;
+    }
+    return 0;
+}
+
 static int
 resolve_pending(trav_t *t)
 {
@@ -493,7 +551,8 @@ resolve_pending(trav_t *t)
             lo = bp->ranges.v[r].start < lo ? bp->ranges.v[r].start : lo;
             hi = bp->ranges.v[r].end > hi ? bp->ranges.v[r].end : hi;
         }
-        if (cfg_jtab_match(b->img, &win, lo, hi, &tab) && table_in_ranges(b, bp, &tab)) {
+        if ((cfg_jtab_match(b->img, &win, lo, hi, &tab) && table_in_ranges(b, bp, &tab))
+            || match_hoisted_base(t, w, n, lo, hi, &tab)) {
             QP_CHECK(CFG_VEC_PUSH(bp->tables, tab));
             for (uint32_t i = 0; i < tab.nentries; i++)
                 QP_CHECK(push_work(t, cfg_jtab_entry(b->img, &tab, i)));
@@ -1352,7 +1411,9 @@ reject_bad_gap_procs(cfg_builder_t *b, cfg_u64_vec_t *rejected)
     int dropped = 0;
     for (size_t i = 0; i < b->procs.n; i++) {
         cfg_bproc_t *bp = &b->procs.v[i];
-        if (bp->p.sources == CFG_SRC_GAP && bp->p.unsafe != NULL) {
+        /* Found only in a gap (perhaps jumped to by code that is no better): data. */
+        if ((bp->p.sources & CFG_SRC_GAP) && !(bp->p.sources & ~(CFG_SRC_GAP | CFG_SRC_TAILCALL))
+            && bp->p.unsafe != NULL) {
             QP_CHECK(CFG_VEC_PUSH(*rejected, bp->p.entry));
             CFG_VEC_FREE(bp->ranges);
             CFG_VEC_FREE(bp->blocks);

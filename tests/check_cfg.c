@@ -208,7 +208,14 @@ START_TEST(test_cfg_known_shapes)
     const cfg_stats_t *st = &prog->stats;
     double cov = 100.0 * (double)(st->block_bytes + st->padding_bytes) / (double)st->text_bytes;
     ck_assert_msg(cov >= 99.0, "%s: coverage %.2f%%", variant, cov);
-    ck_assert_msg(st->nunsafe == 0, "%s: %u unsafe procedures", variant, st->nunsafe);
+    /* Static glibc skips lock prefixes when single-threaded (je 1f; lock; 1: cmpxchg):
+     * those few procedures are unsafe, with that reason; nothing else is. */
+    for (uint32_t i = 0; i < prog->nprocs; i++)
+        ck_assert_msg(prog->procs[i].unsafe == NULL
+                          || (strstr(variant, "-static") != NULL
+                              && strstr(prog->procs[i].unsafe, "lock prefix") != NULL),
+                      "%s: %s unsafe: %s", variant, prog->procs[i].name, prog->procs[i].unsafe);
+    ck_assert_msg(st->nunsafe <= 8, "%s: %u unsafe procedures", variant, st->nunsafe);
     cfg_prog_destroy(prog);
     cfg_image_destroy(img);
     unlink(path);
