@@ -13,12 +13,13 @@
  *   relative:  B + SEXT(LOAD4(T + i * 4))
  *
  * The table is bounded by an unsigned compare of i (cmp or sub) followed by ja/jae (the
- * path falls through) or jbe/jb (the path takes the branch), else it is scanned. Every
- * entry must land on code inside the procedure or nothing is accepted.
+ * path falls through) or jbe/jb (the path takes the branch); every entry must then land
+ * on code inside the procedure or nothing is accepted. Without a compare, an index that
+ * is a zero-extended byte or halfword bounds the table when all its entries land; else
+ * the entries are scanned while they land (bounded = 0: a guess, which may stop short or
+ * run into the next table).
  */
 #include "cfg/cfg_priv.h"
-
-#include <assert.h>
 
 /* x86-64 numbering of the registers the stack-slot tracking needs (arch/arch.h). */
 #ifndef ARCH_REG_SP
@@ -32,13 +33,13 @@
 #define JT_REG_FP ARCH_REG_FP
 #endif
 
-#define JT_MAX_INSNS 64     /* instructions evaluated before the jump, at most */
-#define JT_MAX_NODES 1024   /* expression nodes per recognition */
-#define JT_MAX_SLOTS 32     /* stack slots tracked */
-#define JT_MAX_CMPS 16      /* compares remembered */
-#define JT_MAX_TERMS 4      /* terms of a flattened sum */
-#define JT_MAX_BOUND 65536  /* larger tables are absurd */
-#define JT_MAX_SCAN 4096    /* entries read when no bound is known */
+#define JT_MAX_INSNS 64    /* instructions evaluated before the jump, at most */
+#define JT_MAX_NODES 1024  /* expression nodes per recognition */
+#define JT_MAX_SLOTS 32    /* stack slots tracked */
+#define JT_MAX_CMPS 16     /* compares remembered */
+#define JT_MAX_TERMS 4     /* terms of a flattened sum */
+#define JT_MAX_BOUND 65536 /* larger tables are absurd */
+#define JT_MAX_SCAN 4096   /* entries read when no bound is known */
 
 /*****************************************************************************
  * Expressions
@@ -54,17 +55,16 @@ enum {
 };
 
 typedef struct jt_node {
-    uint8_t kind;  /* JT_* */
-    uint8_t size;  /* JT_LOAD, JT_ZEXT: width in bytes */
-    uint8_t sign;  /* JT_LOAD: sign-extended */
-    uint32_t a;    /* JT_LOAD: address; JT_ADD, JT_MUL, JT_ZEXT: operand */
-    uint32_t b;    /* JT_ADD: second operand; JT_LOAD: memory epoch of the read */
-    int64_t v;     /* JT_CONST: value; JT_MUL: factor */
+    uint8_t kind; /* JT_* */
+    uint8_t size; /* JT_LOAD, JT_ZEXT: width in bytes */
+    uint8_t sign; /* JT_LOAD: sign-extended */
+    uint32_t a;   /* JT_LOAD: address; JT_ADD, JT_MUL, JT_ZEXT: operand */
+    uint32_t b;   /* JT_ADD: second operand; JT_LOAD: memory epoch of the read */
+    int64_t v;    /* JT_CONST: value; JT_MUL: factor */
 } jt_node_t;
 
 typedef struct jt_slot {
     uint32_t base; /* node of the frame or stack pointer the slot is addressed from */
-    uint8_t reg;   /* that register */
     int64_t disp;  /* offset from it */
     uint8_t size;  /* width of the value stored */
     uint32_t val;  /* node stored there */
@@ -72,23 +72,23 @@ typedef struct jt_slot {
 } jt_slot_t;
 
 typedef struct jt_cmp {
-    size_t pos;    /* window position of the compare */
-    uint32_t val;  /* node compared */
-    uint8_t size;  /* width of the compare in bytes */
-    uint64_t imm;  /* compared against, as an unsigned value of the compare's width */
+    size_t pos;   /* window position of the compare */
+    uint32_t val; /* node compared */
+    uint8_t size; /* width of the compare in bytes */
+    uint64_t imm; /* compared against, as an unsigned value of the compare's width */
 } jt_cmp_t;
 
 typedef struct jt_state {
     jt_node_t nodes[JT_MAX_NODES]; /* expression pool */
-    uint32_t nnodes;
+    uint32_t nnodes;               /* nodes in use */
     int overflow;                  /* the pool ran out: give up */
     uint32_t reg[ARCH_NREGS];      /* node held by each register */
     jt_slot_t slots[JT_MAX_SLOTS]; /* stack slots with a known content */
-    size_t nslots;
+    size_t nslots;                 /* slots in use */
     uint32_t stamp;                /* slot insertion counter */
     uint32_t epoch;                /* bumped by every write to non-stack memory */
     jt_cmp_t cmps[JT_MAX_CMPS];    /* compares against constants, oldest first */
-    size_t ncmps;
+    size_t ncmps;                  /* compares in use */
 } jt_state_t;
 
 static uint32_t
@@ -124,7 +124,8 @@ static uint32_t
 jt_add(jt_state_t *st, uint32_t a, uint32_t b)
 {
     if (jt_is_const(st, a) && jt_is_const(st, b))
-        return jt_const(st, (int64_t)((uint64_t)st->nodes[a].v + (uint64_t)st->nodes[b].v));
+        return jt_const(
+            st, (int64_t)((uint64_t)st->nodes[a].v + (uint64_t)st->nodes[b].v));
     if (jt_is_const(st, a) && st->nodes[a].v == 0)
         return b;
     if (jt_is_const(st, b) && st->nodes[b].v == 0)
@@ -143,10 +144,20 @@ jt_mul(jt_state_t *st, uint32_t a, int64_t k)
 }
 
 static uint32_t
-jt_load(jt_state_t *st, uint32_t addr, uint8_t size, uint8_t sign)
+jt_load_at(jt_state_t *st, uint32_t addr, uint8_t size, int sign, uint32_t epoch)
 {
     return jt_new(st,
-        (jt_node_t) { .kind = JT_LOAD, .a = addr, .b = st->epoch, .size = size, .sign = sign });
+        (jt_node_t) { .kind = JT_LOAD,
+            .a = addr,
+            .b = epoch,
+            .size = size,
+            .sign = (uint8_t)(sign != 0) });
+}
+
+static uint32_t
+jt_load(jt_state_t *st, uint32_t addr, uint8_t size, int sign)
+{
+    return jt_load_at(st, addr, size, sign, st->epoch);
 }
 
 static uint32_t
@@ -157,10 +168,11 @@ jt_zext(jt_state_t *st, uint32_t a, uint8_t size)
 
 /*
  * The value N after keeping its low FROM bytes and extending them (SIGN or zero) to 64
- * bits. Constants, loads and zero extensions are exact. Sign-extending the low half of
- * an opaque value keeps the value's identity: `cmp $N,%edi; ja; movslq %edi,%rdi` indexes
- * with what was compared, as far as the unsigned bound goes. Anything else becomes a
- * fresh opaque value.
+ * bits. Constants, loads (little-endian: the low bytes are a narrower load from the same
+ * address) and zero-extensions are exact. Sign-extending the low half of an opaque value
+ * keeps the value's identity: `cmp $N,%edi; ja; movslq %edi,%rdi` indexes with what was
+ * compared, as far as the unsigned bound goes. Anything else becomes a fresh opaque
+ * value.
  */
 static uint32_t
 jt_extend(jt_state_t *st, uint32_t n, uint8_t from, int sign)
@@ -169,7 +181,8 @@ jt_extend(jt_state_t *st, uint32_t n, uint8_t from, int sign)
 
     if (from >= 8)
         return n;
-    if (x->kind == JT_CONST) {
+    switch (x->kind) {
+    case JT_CONST: {
         uint64_t v = (uint64_t)x->v;
         unsigned bits = from * 8u;
         uint64_t mask = (1ull << bits) - 1;
@@ -178,21 +191,25 @@ jt_extend(jt_state_t *st, uint32_t n, uint8_t from, int sign)
             v |= ~mask;
         return jt_const(st, (int64_t)v);
     }
-    if (x->kind == JT_LOAD || x->kind == JT_ZEXT) {
-        /* Already narrower and zero-extended: the upper bits are clear either way. */
-        if (x->size < from && (x->kind == JT_ZEXT || !x->sign))
+    case JT_LOAD:
+        if (x->size < from)
+            /* Already extended from fewer bytes: zero stays zero, sign stays sign. */
+            return !x->sign || sign ? n : jt_leaf(st);
+        if (x->size == from && x->sign == (sign != 0))
             return n;
-        if (x->kind == JT_LOAD && x->size == from)
-            return x->sign == (sign != 0) ? n : jt_load(st, x->a, from, (uint8_t)(sign != 0));
-        if (x->kind == JT_ZEXT && x->size == from && !sign)
+        return jt_load_at(st, x->a, from, sign, x->b);
+    case JT_ZEXT:
+        if (x->size < from || (x->size == from && !sign))
             return n;
         if (!sign)
-            return jt_zext(st, x->kind == JT_ZEXT ? x->a : n, from);
+            return jt_zext(st, x->a, from);
         return from == 4 ? n : jt_leaf(st);
+    case JT_LEAF:
+        if (!sign)
+            return jt_zext(st, n, from);
+        return from == 4 ? n : jt_leaf(st);
+    default: return sign ? jt_leaf(st) : jt_zext(st, n, from);
     }
-    if (!sign)
-        return jt_zext(st, n, from);
-    return from == 4 ? n : jt_leaf(st);
 }
 
 /* True when nodes A and B certainly hold the same value. */
@@ -255,7 +272,7 @@ jt_is_slot(const arch_opnd_t *m)
         && (m->base == JT_REG_SP || m->base == JT_REG_FP);
 }
 
-/* True when M may write the stack: addressed from the frame or stack pointer. */
+/* True when M is addressed from the frame or stack pointer. */
 static int
 jt_is_stack(const arch_opnd_t *m)
 {
@@ -271,29 +288,16 @@ jt_slot_remove(jt_state_t *st, size_t i)
 }
 
 /*
- * A write of unknown content through M. Slots addressed from the same pointer are
- * dropped when they overlap; slots addressed from another pointer (frame vs stack) may
- * alias anything and are dropped too. Writes through other pointers are assumed not to
- * reach slots addressed from the stack pointer, but may reach those addressed from the
- * frame pointer, which optimised code uses as an ordinary register. Any write starts a
- * new memory epoch: loads before and after it are not known to read the same value.
+ * Drop what is known about the bytes of stack slot M: slots addressed from the same
+ * pointer when they overlap, and every slot addressed from another pointer (frame vs
+ * stack pointer), which may alias anything.
  */
 static void
-jt_slot_kill(jt_state_t *st, const arch_opnd_t *m)
+jt_slot_forget(jt_state_t *st, const arch_opnd_t *m)
 {
-    st->epoch++;
-    if (!jt_is_stack(m)) {
-        for (size_t i = st->nslots; i-- > 0;)
-            if (st->slots[i].reg != JT_REG_SP)
-                jt_slot_remove(st, i);
-        return;
-    }
-    if (!jt_is_slot(m)) {
-        st->nslots = 0;
-        return;
-    }
     uint32_t base = st->reg[m->base];
     int64_t lo = m->disp, hi = m->disp + (m->size ? m->size : 8);
+
     for (size_t i = st->nslots; i-- > 0;) {
         const jt_slot_t *s = &st->slots[i];
         if (s->base != base || (s->disp < hi && lo < s->disp + s->size))
@@ -301,12 +305,27 @@ jt_slot_kill(jt_state_t *st, const arch_opnd_t *m)
     }
 }
 
+/*
+ * A write of unknown content through M. A write to a stack slot forgets what overlaps it
+ * (see jt_slot_forget); any other write may reach the stack through a copied pointer and
+ * forgets every slot. Any write but a spill to the stack pointer's frame starts a new
+ * memory epoch: loads before and after it are not known to read the same value.
+ */
 static void
-jt_slot_store(jt_state_t *st, const arch_opnd_t *m, uint32_t val)
+jt_slot_kill(jt_state_t *st, const arch_opnd_t *m)
 {
-    jt_slot_kill(st, m);
-    if (!jt_is_slot(m))
-        return;
+    if (!jt_is_slot(m) || m->base != JT_REG_SP)
+        st->epoch++;
+    if (jt_is_slot(m))
+        jt_slot_forget(st, m);
+    else
+        st->nslots = 0;
+}
+
+/* Remember that slot M holds VAL (what overlaps it was forgotten by the caller). */
+static void
+jt_slot_insert(jt_state_t *st, const arch_opnd_t *m, uint32_t val)
+{
     if (st->nslots == JT_MAX_SLOTS) {
         size_t old = 0;
         for (size_t i = 1; i < st->nslots; i++)
@@ -315,9 +334,21 @@ jt_slot_store(jt_state_t *st, const arch_opnd_t *m, uint32_t val)
         jt_slot_remove(st, old);
     }
     st->slots[st->nslots++] = (jt_slot_t) {
-        .base = st->reg[m->base], .reg = m->base, .disp = m->disp, .size = m->size ? m->size : 8,
-        .val = val, .age = st->stamp++,
+        .base = st->reg[m->base],
+        .disp = m->disp,
+        .size = m->size ? m->size : 8,
+        .val = val,
+        .age = st->stamp++,
     };
+}
+
+/* A store of VAL to memory operand M. */
+static void
+jt_store(jt_state_t *st, const arch_opnd_t *m, uint32_t val)
+{
+    jt_slot_kill(st, m);
+    if (jt_is_slot(m))
+        jt_slot_insert(st, m, val);
 }
 
 /* The address M computes, or the constant address of a rip-relative operand. */
@@ -347,22 +378,24 @@ jt_read_mem(jt_state_t *st, const arch_opnd_t *m, uint8_t size, int sign)
         uint32_t base = st->reg[m->base];
         for (size_t i = 0; i < st->nslots; i++) {
             const jt_slot_t *s = &st->slots[i];
-            if (s->base == base && s->disp == m->disp) {
-                if (s->size == size)
-                    return jt_extend(st, s->val, size, sign);
-                break;
-            }
+            /* Little-endian: a narrower read at the same offset reads the low bytes. */
+            if (s->base == base && s->disp == m->disp && size <= s->size)
+                return jt_extend(st, s->val, size, sign);
         }
+        /* Name the unknown content, so that later reads share it. */
+        for (size_t i = st->nslots; i-- > 0;)
+            if (st->slots[i].base == base && st->slots[i].disp == m->disp)
+                jt_slot_remove(st, i);
         uint32_t v = jt_leaf(st);
         arch_opnd_t w = *m;
         w.size = size;
-        jt_slot_store(st, &w, v);
+        jt_slot_insert(st, &w, v);
         return v;
     }
-    return jt_load(st, jt_addr(st, m), size, (uint8_t)(sign != 0));
+    return jt_load(st, jt_addr(st, m), size, sign);
 }
 
-/* The value of a source operand, SIZE bytes wide when it is in memory. */
+/* The value of operand O (memory is read zero-extended). */
 static uint32_t
 jt_value(jt_state_t *st, const arch_opnd_t *o)
 {
@@ -390,7 +423,8 @@ jt_note_cmp(jt_state_t *st, size_t pos, uint32_t val, uint32_t rhs, uint8_t size
         memmove(&st->cmps[0], &st->cmps[1], (JT_MAX_CMPS - 1) * sizeof(st->cmps[0]));
         st->ncmps--;
     }
-    st->cmps[st->ncmps++] = (jt_cmp_t) { .pos = pos, .val = val, .size = size, .imm = imm };
+    st->cmps[st->ncmps++]
+        = (jt_cmp_t) { .pos = pos, .val = val, .size = size, .imm = imm };
 }
 
 /* The new value of a register destination of size SIZE for an arithmetic result N. */
@@ -429,7 +463,7 @@ jt_step(jt_state_t *st, const arch_insn_t *in, const arch_ops_t *o, size_t pos)
                 uint32_t x = jt_value(st, s);
                 if (s->kind == ARCH_OPND_REG && d->size < 8)
                     x = jt_extend(st, x, d->size, 0);
-                jt_slot_store(st, d, x);
+                jt_store(st, d, x);
             } else {
                 jt_slot_kill(st, d);
             }
@@ -503,7 +537,8 @@ jt_step(jt_state_t *st, const arch_insn_t *in, const arch_ops_t *o, size_t pos)
         if (dreg == ARCH_REG_NONE)
             break;
         if (s->kind == ARCH_OPND_IMM && s->imm >= 0 && s->imm < 32)
-            v = jt_result(st, jt_mul(st, jt_reg(st, dreg), (int64_t)1 << s->imm), d->size);
+            v = jt_result(
+                st, jt_mul(st, jt_reg(st, dreg), (int64_t)1 << s->imm), d->size);
         else
             v = jt_leaf(st);
         set = 1;
@@ -516,7 +551,8 @@ jt_step(jt_state_t *st, const arch_insn_t *in, const arch_ops_t *o, size_t pos)
         }
         if (dreg == ARCH_REG_NONE)
             break;
-        if (o->op == ARCH_OP_XOR && s->kind == ARCH_OPND_REG && s->reg == dreg && d->size >= 4)
+        if (o->op == ARCH_OP_XOR && s->kind == ARCH_OPND_REG && s->reg == dreg
+            && d->size >= 4)
             v = jt_const(st, 0);
         else
             v = jt_leaf(st);
@@ -528,14 +564,15 @@ jt_step(jt_state_t *st, const arch_insn_t *in, const arch_ops_t *o, size_t pos)
         break;
     case ARCH_OP_TEST:
     case ARCH_OP_JMP:
-    case ARCH_OP_JCC:
-        break;
+    case ARCH_OP_JCC: break;
     default:
         /* ARCH_OP_OTHER: the destination and every register written are unknown. */
         if (d->kind == ARCH_OPND_MEM)
             jt_slot_kill(st, d);
-        if (in->kind != ARCH_KIND_NOP && in->kind != ARCH_KIND_ENDBR && d->kind == ARCH_OPND_NONE
-            && written == 0)
+        else if (in->flags & ARCH_F_READS_SP)
+            st->nslots = 0; /* push, pop, enter, leave: writes the stack */
+        if (in->kind != ARCH_KIND_NOP && in->kind != ARCH_KIND_ENDBR
+            && d->kind == ARCH_OPND_NONE && written == 0)
             written = ~0u; /* no idea what it writes */
         break;
     }
@@ -556,10 +593,10 @@ jt_step(jt_state_t *st, const arch_insn_t *in, const arch_ops_t *o, size_t pos)
 
 /* A flattened sum: c + sum(coef[k] * node[k]). */
 typedef struct jt_lin {
-    int64_t c;
-    int nt;                        /* number of terms, -1 when too many */
-    uint32_t node[JT_MAX_TERMS];
-    int64_t coef[JT_MAX_TERMS];
+    int64_t c;                   /* the constant part */
+    int nt;                      /* number of terms, -1 when too many */
+    uint32_t node[JT_MAX_TERMS]; /* the terms' nodes */
+    int64_t coef[JT_MAX_TERMS];  /* their factors */
 } jt_lin_t;
 
 static void
@@ -590,9 +627,7 @@ jt_flatten(const jt_state_t *st, uint32_t n, int64_t k, jt_lin_t *l, int depth)
         return;
     }
     switch (x->kind) {
-    case JT_CONST:
-        l->c = (int64_t)((uint64_t)l->c + (uint64_t)x->v * (uint64_t)k);
-        break;
+    case JT_CONST: l->c = (int64_t)((uint64_t)l->c + (uint64_t)x->v * (uint64_t)k); break;
     case JT_ADD:
         jt_flatten(st, x->a, k, l, depth + 1);
         jt_flatten(st, x->b, k, l, depth + 1);
@@ -601,9 +636,7 @@ jt_flatten(const jt_state_t *st, uint32_t n, int64_t k, jt_lin_t *l, int depth)
         /* The index itself stays opaque: the compare refers to it as a whole. */
         jt_lin_term(l, x->a, (int64_t)((uint64_t)x->v * (uint64_t)k));
         break;
-    default:
-        jt_lin_term(l, n, k);
-        break;
+    default: jt_lin_term(l, n, k); break;
     }
 }
 
@@ -678,9 +711,20 @@ jt_compares(const jt_state_t *st, const jt_cmp_t *cm, uint32_t index)
     return jt_same(st, a, b, 0);
 }
 
+/* True when ADDR is a window position after J: the out-of-range path comes back. */
+static int
+jt_rejoins(const cfg_insn_window_t *w, size_t j, uint64_t addr)
+{
+    for (size_t k = j + 1; k < w->n; k++)
+        if (w->insns[k].addr == addr)
+            return 1;
+    return 0;
+}
+
 /*
  * The number of entries proven by a compare of INDEX followed by an unsigned
- * conditional jump that keeps the path to the table only for in-range values, or 0.
+ * conditional jump that keeps the path to the table only for in-range values (the
+ * smallest such bound), or 0.
  */
 static uint64_t
 jt_bound(const jt_state_t *st, const cfg_insn_window_t *w, const arch_ops_t *ops,
@@ -696,16 +740,21 @@ jt_bound(const jt_state_t *st, const cfg_insn_window_t *w, const arch_ops_t *ops
             const arch_insn_t *in = &w->insns[j];
             const arch_ops_t *o = &ops[j - first];
             if (in->kind == ARCH_KIND_JCC) {
+                /* The path must go on with in-range values only, and the other
+                 * (out-of-range) destination must not come back into the window. */
                 uint64_t fall = in->addr + in->len, next = w->insns[j + 1].addr;
-                uint64_t n = 0;
+                uint64_t n = 0, out = 0;
                 if (in->target == fall)
                     break;
-                if ((o->cond == ARCH_COND_A || o->cond == ARCH_COND_AE) && next == fall)
+                if ((o->cond == ARCH_COND_A || o->cond == ARCH_COND_AE) && next == fall) {
                     n = o->cond == ARCH_COND_A ? cm->imm + 1 : cm->imm;
-                else if ((o->cond == ARCH_COND_BE || o->cond == ARCH_COND_B)
-                    && next == in->target)
+                    out = in->target;
+                } else if ((o->cond == ARCH_COND_BE || o->cond == ARCH_COND_B)
+                    && next == in->target) {
                     n = o->cond == ARCH_COND_BE ? cm->imm + 1 : cm->imm;
-                if (n > 0 && n <= JT_MAX_BOUND && (best == 0 || n < best))
+                    out = fall;
+                }
+                if (n > 0 && !jt_rejoins(w, j, out) && (best == 0 || n < best))
                     best = n;
                 break;
             }
@@ -714,12 +763,27 @@ jt_bound(const jt_state_t *st, const cfg_insn_window_t *w, const arch_ops_t *ops
                 continue;
             if ((o->op == ARCH_OP_MOV || o->op == ARCH_OP_MOVSX || o->op == ARCH_OP_MOVZX
                     || o->op == ARCH_OP_LEA)
-                && in->kind == ARCH_KIND_SEQ && (in->flags_written & ARCH_FLAGS_STATUS) == 0)
+                && in->kind == ARCH_KIND_SEQ
+                && (in->flags_written & ARCH_FLAGS_STATUS) == 0)
                 continue;
             break;
         }
     }
     return best;
+}
+
+/*
+ * The number of values INDEX can take when it is a zero-extended byte or halfword
+ * (movzbl (%rsi),%eax; jmp *T(,%rax,8): an interpreter's computed goto), else 0.
+ */
+static uint64_t
+jt_range(const jt_state_t *st, uint32_t index)
+{
+    const jt_node_t *x = &st->nodes[index];
+
+    if ((x->kind == JT_ZEXT || (x->kind == JT_LOAD && !x->sign)) && x->size <= 2)
+        return 1ull << (8 * x->size);
+    return 0;
 }
 
 /*****************************************************************************
@@ -793,93 +857,206 @@ jt_good_target(const cfg_image_t *img, uint64_t a, uint64_t lo, uint64_t hi)
  * Recognition
  */
 
+/* What one window instruction may write, for joins inside the window. */
+typedef struct jt_pos {
+    uint32_t wregs; /* registers it may write */
+    uint8_t wmem;   /* it may write memory */
+    uint8_t bad;    /* its operands could not be decoded */
+} jt_pos_t;
+
+static void
+jt_pos_init(const arch_insn_t *in, const arch_ops_t *o, jt_pos_t *ps)
+{
+    int call = in->kind == ARCH_KIND_CALL || in->kind == ARCH_KIND_CALL_IND
+        || in->kind == ARCH_KIND_SYSCALL || o->op == ARCH_OP_CALL;
+    int unknown = o->op == ARCH_OP_OTHER && o->dst.kind == ARCH_OPND_NONE
+        && o->regs_written == 0 && in->kind != ARCH_KIND_NOP
+        && in->kind != ARCH_KIND_ENDBR;
+
+    if (ps->bad || call || unknown) {
+        ps->wregs = ~0u;
+        ps->wmem = 1;
+        return;
+    }
+    ps->wregs = o->regs_written;
+    if (o->dst.kind == ARCH_OPND_REG && o->dst.reg < 32)
+        ps->wregs |= 1u << o->dst.reg;
+    ps->wmem
+        = (o->dst.kind == ARCH_OPND_MEM && o->op != ARCH_OP_CMP && o->op != ARCH_OP_TEST)
+        || (o->op == ARCH_OP_OTHER && (in->flags & ARCH_F_READS_SP));
+}
+
 /*
- * Evaluate the window up to (not including) the jump into ST, decoding the operands of
- * every instruction into OPS (window positions FIRST.., OPS[0] for FIRST). Returns 0
- * when the jump itself cannot be decoded.
+ * Decode the operands of window positions FIRST.. into OPS (OPS[0] for FIRST) and PS.
+ * Returns the first position worth evaluating: the window is linear, so what precedes
+ * an instruction that does not fall through (ret, jmp) is not on the path to the jump.
+ * Returns SIZE_MAX when the jump itself cannot be decoded.
+ */
+static size_t
+jt_decode(const cfg_image_t *img, const cfg_insn_window_t *w, size_t first,
+    arch_ops_t *ops, jt_pos_t *ps)
+{
+    size_t avail, start = first;
+
+    for (size_t i = first; i < w->n; i++) {
+        const arch_insn_t *in = &w->insns[i];
+        arch_ops_t *o = &ops[i - first];
+        jt_pos_t *q = &ps[i - first];
+        const uint8_t *p = cfg_image_ptr(img, in->addr, &avail);
+        q->bad = p == NULL
+            || arch_decode_ops(
+                   p, avail < ARCH_MAX_INSN ? avail : ARCH_MAX_INSN, in->addr, o)
+                < 0;
+        if (q->bad) {
+            if (i + 1 == w->n)
+                return SIZE_MAX;
+            memset(o, 0, sizeof(*o));
+        }
+        jt_pos_init(in, o, q);
+        if (i + 1 < w->n
+            && (in->kind == ARCH_KIND_JMP || in->kind == ARCH_KIND_JMP_IND
+                || in->kind == ARCH_KIND_RET || in->kind == ARCH_KIND_HALT))
+            start = i + 1;
+    }
+    return start;
+}
+
+/*
+ * Before position K: account for the conditional jumps of the window that reach K other
+ * than by falling through. A jump from J forward to K skips J+1..K-1: what those write is
+ * unknown at K, and their compares do not guard K. A jump from J back to K (a loop inside
+ * the window) makes what K..J write unknown at K; the evaluation then stands for any
+ * iteration.
+ */
+static void
+jt_join(jt_state_t *st, const cfg_insn_window_t *w, size_t first, size_t start,
+    const jt_pos_t *ps, size_t k)
+{
+    for (size_t j = start; j + 1 < w->n; j++) {
+        const arch_insn_t *in = &w->insns[j];
+        if (in->kind != ARCH_KIND_JCC || in->target != w->insns[k].addr || j + 1 == k)
+            continue;
+        size_t lo = j < k ? j + 1 : k, hi = j < k ? k - 1 : j;
+        uint32_t wregs = 0;
+        int wmem = 0;
+        for (size_t i = lo; i <= hi; i++) {
+            wregs |= ps[i - first].wregs;
+            wmem |= ps[i - first].wmem;
+        }
+        for (int r = 1; r < ARCH_NREGS; r++)
+            if (wregs & (1u << r))
+                st->reg[r] = jt_leaf(st);
+        if (wmem) {
+            st->nslots = 0;
+            st->epoch++;
+        }
+        if (j < k) {
+            size_t n = 0;
+            for (size_t c = 0; c < st->ncmps; c++)
+                if (st->cmps[c].pos < lo || st->cmps[c].pos > hi)
+                    st->cmps[n++] = st->cmps[c];
+            st->ncmps = n;
+        }
+    }
+}
+
+/*
+ * Evaluate the window from position START up to (not including) the jump into ST; OPS
+ * and PS hold positions FIRST.. (see jt_decode). Returns 0 when the expression pool ran
+ * out.
  */
 static int
-jt_eval(const cfg_image_t *img, const cfg_insn_window_t *w, size_t first, jt_state_t *st,
-    arch_ops_t *ops)
+jt_eval(const cfg_insn_window_t *w, size_t first, size_t start, const arch_ops_t *ops,
+    const jt_pos_t *ps, jt_state_t *st)
 {
-    size_t avail;
-
     st->nnodes = 0;
     st->overflow = 0;
     st->nslots = 0;
     st->stamp = 0;
+    st->epoch = 0;
     st->ncmps = 0;
     jt_leaf(st); /* node 0: a placeholder */
     for (int r = 0; r < ARCH_NREGS; r++)
         st->reg[r] = jt_leaf(st);
-    for (size_t i = first; i < w->n; i++) {
-        const arch_insn_t *in = &w->insns[i];
-        arch_ops_t *o = &ops[i - first];
-        const uint8_t *p = cfg_image_ptr(img, in->addr, &avail);
-        if (p == NULL
-            || arch_decode_ops(p, avail < ARCH_MAX_INSN ? avail : ARCH_MAX_INSN, in->addr, o)
-                < 0) {
-            if (i + 1 == w->n)
-                return 0;
-            memset(o, 0, sizeof(*o));
+    for (size_t i = start; i < w->n; i++) {
+        jt_join(st, w, first, start, ps, i);
+        if (i + 1 == w->n)
+            break;
+        if (ps[i - first].bad)
             jt_clobber_all(st);
-            continue;
-        }
-        if (i + 1 < w->n)
-            jt_step(st, in, o, i);
+        else
+            jt_step(st, &w->insns[i], &ops[i - first], i);
     }
     return !st->overflow;
 }
 
+/* True when entries [0, N) of R all land on code in [LO, HI). */
+static int
+jt_all_good(
+    const cfg_image_t *img, const cfg_table_t *r, uint64_t n, uint64_t lo, uint64_t hi)
+{
+    for (uint32_t i = 0; i < n; i++)
+        if (!jt_good_target(img, cfg_jtab_entry(img, r, i), lo, hi))
+            return 0;
+    return 1;
+}
+
 /*
  * Count the entries of R (addr, base, entry_size, relative set): NBOUND when a compare
- * proved it, else by scanning. Returns 0 unless every entry lands on code in [LO, HI).
+ * proved it (every entry must land on code in [LO, HI), or the table is rejected), else
+ * NRANGE when the index's width limits it and every entry lands, else by scanning.
+ * Returns 0 when the table is rejected.
  */
 static int
-jt_count(const cfg_image_t *img, uint64_t nbound, uint64_t lo, uint64_t hi, cfg_table_t *r)
+jt_count(const cfg_image_t *img, uint64_t nbound, uint64_t nrange, uint64_t lo,
+    uint64_t hi, cfg_table_t *r)
 {
     size_t avail;
 
-    if (cfg_image_ptr(img, r->addr, &avail) == NULL)
+    if (cfg_image_ptr(img, r->addr, &avail) == NULL || nbound > JT_MAX_BOUND)
         return 0;
     uint64_t max = avail / r->entry_size;
+    /* cfg_jtab_entry reads only below nentries: open the readable extent. */
+    r->nentries = (uint32_t)(max < JT_MAX_BOUND ? max : JT_MAX_BOUND);
+    r->bounded = 1;
     if (nbound > 0) {
-        if (max < nbound)
+        if (max < nbound || !jt_all_good(img, r, nbound, lo, hi))
             return 0;
         r->nentries = (uint32_t)nbound;
-        r->bounded = 1;
-        for (uint32_t i = 0; i < r->nentries; i++)
-            if (!jt_good_target(img, cfg_jtab_entry(img, r, i), lo, hi))
-                return 0;
         return 1;
     }
-    if (max > JT_MAX_SCAN)
-        max = JT_MAX_SCAN;
-    r->nentries = (uint32_t)max;
+    if (nrange > 0 && max >= nrange && jt_all_good(img, r, nrange, lo, hi)) {
+        r->nentries = (uint32_t)nrange;
+        return 1;
+    }
     r->bounded = 0;
     uint32_t i = 0;
-    while (i < max && jt_good_target(img, cfg_jtab_entry(img, r, i), lo, hi))
+    while (i < max && i < JT_MAX_SCAN
+        && jt_good_target(img, cfg_jtab_entry(img, r, i), lo, hi))
         i++;
     r->nentries = i;
     return i >= 2;
 }
 
 int
-cfg_jtab_match(const cfg_image_t *img, const cfg_insn_window_t *w, uint64_t lo, uint64_t hi,
-    cfg_table_t *t)
+cfg_jtab_match(const cfg_image_t *img, const cfg_insn_window_t *w, uint64_t lo,
+    uint64_t hi, cfg_table_t *t)
 {
     jt_state_t st;
     arch_ops_t ops[JT_MAX_INSNS];
+    jt_pos_t ps[JT_MAX_INSNS];
     uint32_t index = 0, target;
     cfg_table_t r = { 0 };
 
-    if (img == NULL || w == NULL || t == NULL || w->insns == NULL || w->n == 0 || lo >= hi)
+    if (img == NULL || w == NULL || t == NULL || w->insns == NULL || w->n == 0
+        || lo >= hi)
         return 0;
     const arch_insn_t *jmp = &w->insns[w->n - 1];
     if (jmp->kind != ARCH_KIND_JMP_IND)
         return 0;
     size_t first = w->n > JT_MAX_INSNS ? w->n - JT_MAX_INSNS : 0;
-    if (!jt_eval(img, w, first, &st, ops))
+    size_t start = jt_decode(img, w, first, ops, ps);
+    if (start == SIZE_MAX || !jt_eval(w, first, start, ops, ps, &st))
         return 0;
 
     /* The jump's target, matched against the two shapes. */
@@ -896,7 +1073,8 @@ cfg_jtab_match(const cfg_image_t *img, const cfg_insn_window_t *w, uint64_t lo, 
         return 0;
 
     r.jump = jmp->addr;
-    if (!jt_count(img, jt_bound(&st, w, ops, first, index), lo, hi, &r))
+    if (!jt_count(
+            img, jt_bound(&st, w, ops, first, index), jt_range(&st, index), lo, hi, &r))
         return 0;
     *t = r;
     return 1;

@@ -20,26 +20,26 @@
 
 /* Scratch arrays of one call, all indexed by reverse-postorder number unless noted. */
 typedef struct lp_scratch {
-    uint32_t *rpo_of;   /* local block -> reverse-postorder number, CFG_NONE if unreachable */
-    uint32_t *order;    /* reverse-postorder number -> local block */
-    uint32_t *stack;    /* DFS stack (local blocks), later the loop walk's worklist */
-    uint32_t *cursor;   /* DFS: next successor to look at, per stack entry */
-    uint8_t *state;     /* local block: 0 unseen, 1 on the DFS stack, 2 finished */
-    uint32_t *pstart;   /* predecessors of block r: plist[pstart[r] .. pstart[r + 1]) */
-    uint32_t *plist;
-    uint32_t *ret_u;    /* retreating edges ret_u[k] -> ret_v[k] (local blocks) */
-    uint32_t *ret_v;
-    uint32_t *idom;     /* immediate dominator, CFG_NONE for the entry */
-    uint32_t *tin;      /* preorder number in the dominator tree */
-    uint32_t *tsize;    /* size of the dominator subtree */
-    uint32_t *lstart;   /* latches of header r: llist[lstart[r] .. lstart[r + 1]) */
-    uint32_t *llist;
-    uint32_t *uf;       /* union-find parent: collapsed loops point to their header */
-    uint32_t *mark;     /* header whose walk reached the block last, or CFG_NONE */
-    uint32_t *inner;    /* innermost loop header containing the block, or CFG_NONE */
-    uint32_t *lparent;  /* header of the loop enclosing header r's loop, or CFG_NONE */
-    uint32_t *depth;    /* loop depth of header r's loop */
-    uint8_t *head;      /* r is a loop header */
+    uint32_t *rpo_of;  /* local block -> reverse-postorder number, or CFG_NONE */
+    uint32_t *order;   /* reverse-postorder number -> local block */
+    uint32_t *stack;   /* DFS stack (local blocks), later the loop walk's worklist */
+    uint32_t *cursor;  /* DFS: next successor to look at, per stack entry */
+    uint8_t *state;    /* local block: 0 unseen, 1 on the DFS stack, 2 finished */
+    uint32_t *pstart;  /* predecessors of block r: plist[pstart[r] .. pstart[r + 1]) */
+    uint32_t *plist;   /* the predecessors, by reverse-postorder number */
+    uint32_t *ret_u;   /* retreating edges ret_u[k] -> ret_v[k] (local blocks) */
+    uint32_t *ret_v;   /* (see ret_u) */
+    uint32_t *idom;    /* immediate dominator, CFG_NONE for the entry */
+    uint32_t *tin;     /* preorder number in the dominator tree */
+    uint32_t *tsize;   /* size of the dominator subtree */
+    uint32_t *lstart;  /* latches of header r: llist[lstart[r] .. lstart[r + 1]) */
+    uint32_t *llist;   /* the latches, by reverse-postorder number */
+    uint32_t *uf;      /* union-find parent: collapsed loops point to their header */
+    uint32_t *mark;    /* header whose walk reached the block last, or CFG_NONE */
+    uint32_t *inner;   /* innermost loop header containing the block, or CFG_NONE */
+    uint32_t *lparent; /* header of the loop enclosing header r's loop, or CFG_NONE */
+    uint32_t *depth;   /* loop depth of header r's loop */
+    uint8_t *head;     /* r is a loop header */
 } lp_scratch_t;
 
 static uint32_t
@@ -268,7 +268,7 @@ lp_loops(lp_scratch_t *s, uint32_t nr, uint32_t nret, int *irreducible)
             nloops++;
         }
     }
-    /* Innermost first: a header precedes, in reverse postorder, the headers it encloses. */
+    /* Innermost first: in reverse postorder, a header precedes those it encloses. */
     for (uint32_t r = nr; r-- > 0;)
         if (s->head[r]) {
             lp_loop_body(s, r);
@@ -298,7 +298,8 @@ cfg_loops_proc(cfg_prog_t *prog, cfg_proc_t *p)
     n = p->nblocks;
     cfg_block_t *blocks = prog->blocks + p->block;
     for (uint32_t i = 0; i < n; i++) {
-        if (blocks[i].succ > prog->nedges || blocks[i].nsucc > prog->nedges - blocks[i].succ)
+        if (blocks[i].succ > prog->nedges
+            || blocks[i].nsucc > prog->nedges - blocks[i].succ)
             return QP_EINVAL;
         m += blocks[i].nsucc;
         blocks[i].idom = CFG_NONE;

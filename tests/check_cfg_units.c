@@ -426,25 +426,95 @@ static const uint8_t jt_absurd[] = {
     0x11, 0x10, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x17, 0x10, 0x00, 0x00,
     0x00, 0x00, 0x00, 0x00, 0x11, 0x10, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
 };
+/*
+ * start:  lea tab(%rip),%rdx
+ *         cmp $2,%edi
+ *         ja def
+ *         ret
+ * blk:    movslq (%rdx,%rdi,4),%rax
+ *         add %rdx,%rax
+ * jump:   jmp *%rax
+ * c0:     ret
+ * def:    ret
+ *         .p2align 2
+ * tab:    .long c0-tab, def-tab, c0-tab
+ *
+ * start=1000 blk=100d jump=1014 c0=1016 def=1017 tab=1018
+ */
+static const uint8_t jt_afterret[] = {
+    0x48, 0x8d, 0x15, 0x11, 0x00, 0x00, 0x00, 0x83, 0xff, 0x02, 0x77, 0x0b,
+    0xc3, 0x48, 0x63, 0x04, 0xba, 0x48, 0x01, 0xd0, 0xff, 0xe0, 0xc3, 0xc3,
+    0xfe, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xfe, 0xff, 0xff, 0xff,
+};
+
+/*
+ * start:  lea tab(%rip),%rdx
+ *         test %esi,%esi
+ *         jne skip
+ *         cmp $1,%edi
+ *         ja def
+ * skip:   mov %edi,%edi
+ *         movslq (%rdx,%rdi,4),%rax
+ *         add %rdx,%rax
+ * jump:   jmp *%rax
+ * c0:     ret
+ * c1:     ret
+ * def:    ret
+ *         .p2align 2
+ * tab:    .long c0-tab, c1-tab, def-tab
+ *         .long 0x7fff0000
+ *
+ * start=1000 skip=1010 jump=1019 c0=101b c1=101c def=101d tab=1020
+ */
+static const uint8_t jt_skipguard[] = {
+    0x48, 0x8d, 0x15, 0x19, 0x00, 0x00, 0x00, 0x85, 0xf6, 0x75, 0x05, 0x83,
+    0xff, 0x01, 0x77, 0x0d, 0x89, 0xff, 0x48, 0x63, 0x04, 0xba, 0x48, 0x01,
+    0xd0, 0xff, 0xe0, 0xc3, 0xc3, 0xc3, 0x66, 0x90, 0xfb, 0xff, 0xff, 0xff,
+    0xfc, 0xff, 0xff, 0xff, 0xfd, 0xff, 0xff, 0xff, 0x00, 0x00, 0xff, 0x7f,
+};
+
+/*
+ * start:  cmp $1,%edi
+ *         ja in
+ *         nop
+ * in:     mov %edi,%edi
+ * jump:   jmp *tab(,%rdi,8)
+ * c0:     ret
+ * c1:     ret
+ * def:    ret
+ *         .p2align 3
+ * tab:    .quad c0, c1, def
+ *         .quad 0
+ *
+ * start=1000 in=1006 jump=1008 c0=100f c1=1010 def=1011 tab=1018
+ */
+static const uint8_t jt_rejoin[] = {
+    0x83, 0xff, 0x01, 0x77, 0x01, 0x90, 0x89, 0xff, 0xff, 0x24, 0xfd, 0x18,
+    0x10, 0x00, 0x00, 0xc3, 0xc3, 0xc3, 0x66, 0x0f, 0x1f, 0x44, 0x00, 0x00,
+    0x0f, 0x10, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x10, 0x10, 0x00, 0x00,
+    0x00, 0x00, 0x00, 0x00, 0x11, 0x10, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+    0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+};
 /* clang-format on */
 
 /*****************************************************************************
  * Jump tables: helpers
  */
 
-/* Decode LEN bytes at VMA up to and including the instruction at JUMP into a window. */
+/* An image of test code and the window of instructions leading to its jump. */
 typedef struct jt_fixture {
-    cfg_image_t* img;
-    arch_insn_t insns[64];
-    cfg_insn_window_t w;
+    cfg_image_t *img;      /* the code image */
+    arch_insn_t insns[64]; /* decoded instructions up to the jump */
+    cfg_insn_window_t w;   /* the window over insns */
 } jt_fixture_t;
 
 /*
- * Direct unconditional jumps are left out of the window, as a builder following a chain
- * of single-predecessor blocks would.
+ * Make an image of the LEN BYTES at VMA and decode them linearly up to and including the
+ * jump at JUMP into F's window. Direct unconditional jumps are left out, as a builder
+ * following a chain of single-predecessor blocks would.
  */
 static void
-jt_setup(jt_fixture_t* f, const uint8_t* bytes, size_t len, uint64_t jump)
+jt_setup(jt_fixture_t *f, const uint8_t *bytes, size_t len, uint64_t jump)
 {
     uint64_t a = VMA;
     size_t n = 0;
@@ -470,15 +540,15 @@ jt_setup(jt_fixture_t* f, const uint8_t* bytes, size_t len, uint64_t jump)
 
 /* Recognise the table of F, code being [VMA, HI); returns cfg_jtab_match's answer. */
 static int
-jt_match(jt_fixture_t* f, uint64_t hi, cfg_table_t* t)
+jt_match(jt_fixture_t *f, uint64_t hi, cfg_table_t *t)
 {
     memset(t, 0xa5, sizeof(*t));
     return cfg_jtab_match(f->img, &f->w, VMA, hi, t);
 }
 
 static void
-jt_check(const jt_fixture_t* f, const cfg_table_t* t, uint64_t jump, uint64_t addr,
-    uint64_t base, int size, int relative, int bounded, const uint64_t* targets,
+jt_check(const jt_fixture_t *f, const cfg_table_t *t, uint64_t jump, uint64_t addr,
+    uint64_t base, int size, int relative, int bounded, const uint64_t *targets,
     uint32_t n)
 {
     ck_assert_uint_eq(t->jump, jump);
@@ -675,6 +745,46 @@ START_TEST(test_cfg_jtab_guard_wrong_direction_scans)
 }
 END_TEST
 
+START_TEST(test_cfg_jtab_path_starts_after_ret)
+{
+    jt_fixture_t f;
+    cfg_table_t t;
+
+    /* The lea before the ret is not on the path: %rdx is unknown at blk. */
+    JT_SETUP(f, afterret, 0x1014);
+    ck_assert_int_eq(jt_match(&f, 0x1018, &t), 0);
+    cfg_image_destroy(f.img);
+}
+END_TEST
+
+START_TEST(test_cfg_jtab_skipped_guard_scans)
+{
+    static const uint64_t want[] = { 0x101b, 0x101c, 0x101d };
+    jt_fixture_t f;
+    cfg_table_t t;
+
+    /* jne skip bypasses the compare: the table is found, but not bounded by it. */
+    JT_SETUP(f, skipguard, 0x1019);
+    ck_assert_int_eq(jt_match(&f, 0x1020, &t), 1);
+    jt_check(&f, &t, 0x1019, 0x1020, 0x1020, 4, 1, 0, want, NELEM(want));
+    cfg_image_destroy(f.img);
+}
+END_TEST
+
+START_TEST(test_cfg_jtab_guard_target_rejoins_scans)
+{
+    static const uint64_t want[] = { 0x100f, 0x1010, 0x1011 };
+    jt_fixture_t f;
+    cfg_table_t t;
+
+    /* ja in: the out-of-range values reach the jump too. */
+    JT_SETUP(f, rejoin, 0x1008);
+    ck_assert_int_eq(jt_match(&f, 0x1018, &t), 1);
+    jt_check(&f, &t, 0x1008, 0x1018, 0, 8, 0, 0, want, NELEM(want));
+    cfg_image_destroy(f.img);
+}
+END_TEST
+
 START_TEST(test_cfg_jtab_call_clobbers)
 {
     jt_fixture_t f;
@@ -760,17 +870,17 @@ END_TEST
  * local numbers; -1 as destination leaves the procedure).
  */
 typedef struct lp_graph {
-    cfg_prog_t prog;
-    cfg_proc_t procs[2];
-    cfg_block_t* blocks;
-    cfg_edge_t* edges;
-    uint32_t* preds;
+    cfg_prog_t prog;     /* the program */
+    cfg_proc_t procs[2]; /* the dummy and the procedure under test */
+    cfg_block_t *blocks; /* prog.blocks */
+    cfg_edge_t *edges;   /* prog.edges */
+    uint32_t *preds;     /* prog.preds */
 } lp_graph_t;
 
 static void
-lp_build(lp_graph_t* g, uint32_t n, const int (*e)[2], uint32_t ne)
+lp_build(lp_graph_t *g, uint32_t n, const int (*e)[2], uint32_t ne)
 {
-    uint32_t* cnt = calloc(n + 2, sizeof(uint32_t));
+    uint32_t *cnt = calloc(n + 2, sizeof(uint32_t));
 
     memset(g, 0, sizeof(*g));
     g->blocks = calloc(n + 1, sizeof(cfg_block_t));
@@ -783,7 +893,7 @@ lp_build(lp_graph_t* g, uint32_t n, const int (*e)[2], uint32_t ne)
     for (uint32_t b = 0; b < n; b++)
         cnt[b + 1] += cnt[b];
     for (uint32_t b = 0; b < n; b++) {
-        cfg_block_t* blk = &g->blocks[b + 1];
+        cfg_block_t *blk = &g->blocks[b + 1];
         blk->start = 0x1000 + 16 * (uint64_t)b;
         blk->end = blk->start + 16;
         blk->proc = 1;
@@ -795,7 +905,7 @@ lp_build(lp_graph_t* g, uint32_t n, const int (*e)[2], uint32_t ne)
         blk->is_loop_head = 9;
     }
     for (uint32_t i = 0; i < ne; i++) {
-        cfg_edge_t* x = &g->edges[cnt[e[i][0]]++];
+        cfg_edge_t *x = &g->edges[cnt[e[i][0]]++];
         x->from = (uint32_t)e[i][0] + 1;
         x->to = e[i][1] < 0 ? CFG_NONE : (uint32_t)e[i][1] + 1;
         x->kind = e[i][1] < 0 ? CFG_EDGE_RETURN : CFG_EDGE_JUMP;
@@ -836,7 +946,7 @@ lp_build(lp_graph_t* g, uint32_t n, const int (*e)[2], uint32_t ne)
 }
 
 static void
-lp_free(lp_graph_t* g)
+lp_free(lp_graph_t *g)
 {
     free(g->blocks);
     free(g->edges);
@@ -845,7 +955,7 @@ lp_free(lp_graph_t* g)
 
 /* The local immediate dominator of local block B, or -1. */
 static int
-lp_idom(const lp_graph_t* g, uint32_t b)
+lp_idom(const lp_graph_t *g, uint32_t b)
 {
     uint32_t d = g->blocks[b + 1].idom;
     return d == CFG_NONE ? -1 : (int)d - 1;
@@ -854,7 +964,7 @@ lp_idom(const lp_graph_t* g, uint32_t b)
 /* Check idom, depth and head of every block against the arrays. */
 static void
 lp_expect(
-    const lp_graph_t* g, const int* idom, const int* depth, const int* head, uint32_t n)
+    const lp_graph_t *g, const int *idom, const int *depth, const int *head, uint32_t n)
 {
     for (uint32_t b = 0; b < n; b++) {
         ck_assert_msg(lp_idom(g, b) == idom[b], "idom of %u: %d, want %d", b,
@@ -1052,17 +1162,17 @@ END_TEST
 #define RN 40
 
 typedef struct lp_ref {
-    uint64_t dom[RN]; /* bit d set: d dominates b */
-    int reach[RN];
-    int idom[RN];
-    int depth[RN];
-    int head[RN];
-    int nloops;
-    int irreducible;
+    uint64_t dom[RN]; /* bit d of dom[b] set: d dominates b */
+    int reach[RN];    /* b is reachable from the entry */
+    int idom[RN];     /* immediate dominator, -1 for the entry or unreachable */
+    int depth[RN];    /* loops containing b */
+    int head[RN];     /* b heads a loop */
+    int nloops;       /* loop headers */
+    int irreducible;  /* not reducible */
 } lp_ref_t;
 
 static void
-lp_reference(int n, const int (*e)[2], int ne, lp_ref_t* r)
+lp_reference(int n, const int (*e)[2], int ne, lp_ref_t *r)
 {
     memset(r, 0, sizeof(*r));
     r->reach[0] = 1;
@@ -1227,7 +1337,7 @@ START_TEST(test_cfg_loops_large_is_fast)
     ck_assert_int_eq(cfg_loops_proc(&g.prog, &g.procs[1]), 0);
     ck_assert_uint_eq(g.procs[1].nloops, NEST * CHAINS);
     ck_assert_uint_eq(g.blocks[1 + 1 + NEST].loop_depth, NEST); /* innermost body */
-    ck_assert_uint_eq(g.blocks[1 + 1].loop_depth, 1); /* outermost header */
+    ck_assert_uint_eq(g.blocks[1 + 1].loop_depth, 1);           /* outermost header */
     ck_assert_uint_eq(g.blocks[1 + 1 + NEST + 1].loop_depth, NEST);
     ck_assert_uint_eq(g.blocks[n].loop_depth, 0);
     lp_free(&g);
@@ -1239,11 +1349,11 @@ END_TEST
  * The suite
  */
 
-static Suite*
+static Suite *
 cfg_units_suite(void)
 {
-    Suite* s = suite_create("cfg_units");
-    TCase* tc;
+    Suite *s = suite_create("cfg_units");
+    TCase *tc;
 
     tc = tcase_create("jtab");
     tcase_add_test(tc, test_cfg_jtab_abs_nonpic);
@@ -1259,6 +1369,9 @@ cfg_units_suite(void)
     tcase_add_test(tc, test_cfg_jtab_rejects_absurd_bound);
     tcase_add_test(tc, test_cfg_jtab_jbe_taken_path);
     tcase_add_test(tc, test_cfg_jtab_guard_wrong_direction_scans);
+    tcase_add_test(tc, test_cfg_jtab_path_starts_after_ret);
+    tcase_add_test(tc, test_cfg_jtab_skipped_guard_scans);
+    tcase_add_test(tc, test_cfg_jtab_guard_target_rejoins_scans);
     tcase_add_test(tc, test_cfg_jtab_call_clobbers);
     tcase_add_test(tc, test_cfg_jtab_pie_relative_relocs);
     tcase_add_test(tc, test_cfg_jtab_not_a_table);
@@ -1287,7 +1400,7 @@ cfg_units_suite(void)
 int
 main(void)
 {
-    SRunner* sr = srunner_create(cfg_units_suite());
+    SRunner *sr = srunner_create(cfg_units_suite());
     int failed;
 
     srunner_run_all(sr, CK_NORMAL);
