@@ -98,6 +98,11 @@ notes_ok(const uint8_t *p, size_t len)
                     return 0;
                 if (ptype >= GNU_PROPERTY_LOPROC && ptype <= GNU_PROPERTY_HIPROC && psz != 4)
                     return 0;
+                /* Property types BFD does not know make it warn on stderr: only the
+                 * generic ones and the x86 AND/OR ranges are accepted. */
+                if (ptype >= GNU_PROPERTY_LOPROC
+                    && !(ptype >= 0xc0000002u && ptype <= 0xc0017fffu))
+                    return 0;
                 q += 8 + ((psz + 7) & ~7u);
             }
         }
