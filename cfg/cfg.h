@@ -250,6 +250,7 @@ typedef struct cfg_stats {
     uint64_t text_bytes;     /* bytes in executable sections */
     uint64_t block_bytes;    /* bytes inside CFG blocks */
     uint64_t padding_bytes;  /* alignment padding between procedures */
+    uint64_t dead_bytes;     /* dead code after calls that never return */
     uint64_t data_bytes;     /* bytes in code sections that are data or unreached */
     uint64_t ninsns;         /* instructions in blocks */
     uint32_t nind_jumps;     /* indirect jumps that are not tail calls */

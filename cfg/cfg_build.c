@@ -1371,6 +1371,7 @@ on_gap_new_proc(cfg_builder_t *b, uint64_t start, uint64_t end, void *arg)
 
 typedef struct stat_ctx {
     cfg_stats_t *st;
+    const cfg_prog_t *prog;   /* for the block before a gap */
     CFG_VEC(cfg_span_t) unreached;
 } stat_ctx_t;
 
@@ -1392,6 +1393,31 @@ on_gap_stats(cfg_builder_t *b, uint64_t start, uint64_t end, void *arg)
     if (p != NULL && pad == n) {
         c->st->padding_bytes += n;
         return 0;
+    }
+    /* Dead code: the rest of a procedure after a call that never returns (an epilogue
+     * the compiler could not remove), decoded linearly up to a return or jump. */
+    if (p != NULL && pad == 0 && c->prog != NULL) {
+        uint32_t bi = cfg_block_at(c->prog, start - 1);
+        const cfg_block_t *bl = bi == CFG_NONE ? NULL : &c->prog->blocks[bi];
+        int after_noreturn = 0;
+        for (uint32_t e = 0; bl != NULL && bl->end == start && e < bl->nsucc; e++)
+            after_noreturn |= cfg_block_succ(c->prog, bl, e)->kind == CFG_EDGE_NORETURN
+                && bl->last_kind == ARCH_KIND_CALL;
+        size_t dead = 0;
+        while (after_noreturn && dead < n) {
+            arch_insn_t in;
+            if (arch_decode(p + dead, n - dead, start + dead, &in) < 0)
+                break;
+            dead += in.len;
+            if (in.kind == ARCH_KIND_RET || in.kind == ARCH_KIND_JMP || in.kind == ARCH_KIND_HALT)
+                break;
+        }
+        if (dead > 0 && dead <= n) {
+            c->st->dead_bytes += dead;
+            if (dead == n)
+                return 0;
+            return on_gap_stats(b, start + dead, end, arg);
+        }
     }
     /* Trailing padding before the next procedure. */
     size_t tail = 0;
@@ -1637,7 +1663,7 @@ compute_stats(cfg_builder_t *b, cfg_prog_t *prog)
         const cfg_block_t *bl = &prog->blocks[pp->by_addr[k]];
         rc = CFG_VEC_PUSH(v, ((span_t) { bl->start, bl->end }));
     }
-    stat_ctx_t c = { st, { 0 } };
+    stat_ctx_t c = { st, prog, { 0 } };
     if (rc == 0)
         rc = for_each_gap(b, &v, on_gap_stats, &c);
     CFG_VEC_FREE(v);

@@ -59,11 +59,11 @@ tool_dump_summary(FILE *f, const cfg_prog_t *prog, int verbose)
                ", loops: %" PRIu32 ", noreturn procedures: %" PRIu32 "\n",
             prog->nblocks, prog->nedges, st->ninsns, nloops, nnoret);
     fprintf(f, "text bytes: %" PRIu64 " (%" PRIu64 " in blocks, %" PRIu64 " padding, %" PRIu64
-               " data or unreached)\n",
-            st->text_bytes, st->block_bytes, st->padding_bytes, st->data_bytes);
-    /* Scripts rely on this exact line: covered = in blocks + alignment padding. */
+               " dead after noreturn calls, %" PRIu64 " data or unreached)\n",
+            st->text_bytes, st->block_bytes, st->padding_bytes, st->dead_bytes, st->data_bytes);
+    /* Scripts rely on this exact line: covered = in blocks + padding + dead code. */
     fprintf(f, "coverage: %.2f%% of text bytes\n",
-            percent(st->block_bytes + st->padding_bytes, st->text_bytes));
+            percent(st->block_bytes + st->padding_bytes + st->dead_bytes, st->text_bytes));
     fprintf(f, "indirect jumps: %" PRIu32 " resolved (%" PRIu32 " jump tables), %" PRIu32
                " unresolved; indirect tail calls: %" PRIu32 "\n",
             st->nind_resolved, prog->ntables, st->nind_jumps - st->nind_resolved, st->nind_tailcalls);
