@@ -139,7 +139,7 @@ check_headers(const bfd_reader_t *r)
         size_t n;
         const Elf64_Shdr *sh = raw_shdrs(r, &n);
         for (size_t i = 0; i < n; i++) {
-            if (sh[i].sh_type != SHT_NOBITS && sh[i].sh_type != SHT_NULL
+            if (sh[i].sh_type != SHT_NOBITS
                 && !in_file(r, sh[i].sh_offset, sh[i].sh_size))
                 return QP_EFORMAT;
             if (sh[i].sh_link >= n && sh[i].sh_type != SHT_NULL)
