@@ -475,19 +475,22 @@ jumps_through_pointer(const cfg_image_t *img, const arch_insn_t *w, size_t n)
  * procedure into a register, pointing at read-only data, in front of the window. Only a
  * table bounded by a compare, with every entry on code of the procedure, is accepted.
  */
-static int
-match_hoisted_base(trav_t *t, const arch_insn_t *w, size_t n, uint64_t lo, uint64_t hi,
-                   cfg_table_t *tab)
+typedef struct lea_cand {
+    arch_insn_t insn;  /* a rip-relative lea into a register, of read-only data */
+} lea_cand_t;
+
+/* Collect up to CAP distinct rip-relative `lea`s of read-only data in the procedure's
+ * decoded code (the candidates for a hoisted table base). */
+static size_t
+collect_leas(trav_t *t, lea_cand_t *out, size_t cap)
 {
     cfg_builder_t *b = t->b;
     const cfg_bproc_t *bp = t->bp;
-    arch_insn_t w2[JT_WINDOW + 1];
-    uint64_t tried[8];
-    size_t ntried = 0;
+    size_t n = 0;
     uint64_t base = 0;
-    for (size_t r = 0; r < bp->ranges.n; r++) {
+    for (size_t r = 0; r < bp->ranges.n && n < cap; r++) {
         const cfg_range_t *rg = &bp->ranges.v[r];
-        for (uint64_t a = rg->start; a < rg->end; a++) {
+        for (uint64_t a = rg->start; a < rg->end && n < cap; a++) {
             uint8_t m = b->map[base + (a - rg->start)];
             if (!(m & M_START))
                 continue;
@@ -505,24 +508,39 @@ match_hoisted_base(trav_t *t, const arch_insn_t *w, size_t n, uint64_t lo, uint6
                 || ops.dst.kind != ARCH_OPND_REG)
                 continue;
             int seen = 0;
-            for (size_t k = 0; k < ntried && !seen; k++)
-                seen = tried[k] == in.target;
-            if (seen || ntried == 8)
-                continue;
-            tried[ntried++] = in.target;
-            /* Calls keep the base (callee-saved) register: start after the last one. */
-            size_t from = 0;
-            for (size_t k = 0; k + 1 < n; k++)
-                if (w[k].kind == ARCH_KIND_CALL || w[k].kind == ARCH_KIND_CALL_IND)
-                    from = k + 1;
-            w2[0] = in;
-            memcpy(w2 + 1, w + from, (n - from) * sizeof(arch_insn_t));
-            cfg_insn_window_t win = { w2, n - from + 1 };
-            if (cfg_jtab_match(b->img, &win, lo, hi, tab) && tab->bounded
-                && table_in_ranges(b, bp, tab))
-                return 1;
+            for (size_t k = 0; k < n && !seen; k++)
+                seen = out[k].insn.target == in.target;
+            if (!seen)
+                out[n++].insn = in;
         }
         base += rg->end - rg->start;
+    }
+    return n;
+}
+
+/*
+ * A table whose base register was loaded far from the jump (clang hoists
+ * `lea T(%rip),%rbx` out of an interpreter loop): try each rip-relative `lea` of the
+ * procedure into a register, pointing at read-only data, in front of the window. Only a
+ * table bounded by a compare, with every entry on code of the procedure, is accepted.
+ */
+static int
+match_hoisted_base(trav_t *t, const lea_cand_t *leas, size_t nleas, const arch_insn_t *w,
+                   size_t n, uint64_t lo, uint64_t hi, cfg_table_t *tab)
+{
+    arch_insn_t w2[JT_WINDOW + 1];
+    /* Calls keep the base (callee-saved) register: start after the last one. */
+    size_t from = 0;
+    for (size_t k = 0; k + 1 < n; k++)
+        if (w[k].kind == ARCH_KIND_CALL || w[k].kind == ARCH_KIND_CALL_IND)
+            from = k + 1;
+    for (size_t c = 0; c < nleas; c++) {
+        w2[0] = leas[c].insn;
+        memcpy(w2 + 1, w + from, (n - from) * sizeof(arch_insn_t));
+        cfg_insn_window_t win = { w2, n - from + 1 };
+        if (cfg_jtab_match(t->b->img, &win, lo, hi, tab) && tab->bounded
+            && table_in_ranges(t->b, t->bp, tab))
+            return 1;
     }
     return 0;
 }
@@ -533,6 +551,8 @@ resolve_pending(trav_t *t)
     cfg_builder_t *b = t->b;
     cfg_bproc_t *bp = t->bp;
     int labels_pushed = 0;
+    lea_cand_t leas[8];
+    long nleas = -1; /* collected at the first jump that needs them */
     while (t->pending.n > 0) {
         uint64_t j = t->pending.v[--t->pending.n];
         arch_insn_t w[JT_WINDOW];
@@ -551,8 +571,12 @@ resolve_pending(trav_t *t)
             lo = bp->ranges.v[r].start < lo ? bp->ranges.v[r].start : lo;
             hi = bp->ranges.v[r].end > hi ? bp->ranges.v[r].end : hi;
         }
-        if ((cfg_jtab_match(b->img, &win, lo, hi, &tab) && table_in_ranges(b, bp, &tab))
-            || match_hoisted_base(t, w, n, lo, hi, &tab)) {
+        int found = cfg_jtab_match(b->img, &win, lo, hi, &tab) && table_in_ranges(b, bp, &tab);
+        if (!found && nleas < 0)
+            nleas = (long)collect_leas(t, leas, sizeof(leas) / sizeof(leas[0]));
+        if (!found)
+            found = match_hoisted_base(t, leas, (size_t)nleas, w, n, lo, hi, &tab);
+        if (found) {
             QP_CHECK(CFG_VEC_PUSH(bp->tables, tab));
             for (uint32_t i = 0; i < tab.nentries; i++)
                 QP_CHECK(push_work(t, cfg_jtab_entry(b->img, &tab, i)));
