@@ -306,6 +306,12 @@ const cfg_proc_t *cfg_proc_at(const cfg_prog_t *prog, uint64_t addr);
 /* The index of the block containing ADDR, or CFG_NONE. */
 uint32_t cfg_block_at(const cfg_prog_t *prog, uint64_t addr);
 
+/* The index of the first element of the sorted array V (N elements) that is >= X. */
+size_t cfg_u64_lower_bound(const uint64_t *v, size_t n, uint64_t x);
+
+/* True when the sorted array V (N elements) holds X. */
+int cfg_u64_contains(const uint64_t *v, size_t n, uint64_t x);
+
 /* Outgoing edges of block B: prog->edges[b->succ .. b->succ + b->nsucc). */
 static inline const cfg_edge_t *
 cfg_block_succ(const cfg_prog_t *prog, const cfg_block_t *b, uint32_t i)

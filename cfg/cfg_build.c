@@ -379,14 +379,7 @@ push_addr_taken_labels(trav_t *t)
     const cfg_builder_t *b = t->b;
     for (size_t r = 0; r < t->bp->ranges.n; r++) {
         const cfg_range_t *rg = &t->bp->ranges.v[r];
-        size_t lo = 0, hi = b->addr_taken.n;
-        while (lo < hi) {
-            size_t mid = (lo + hi) / 2;
-            if (b->addr_taken.v[mid] < rg->start)
-                lo = mid + 1;
-            else
-                hi = mid;
-        }
+        size_t lo = cfg_u64_lower_bound(b->addr_taken.v, b->addr_taken.n, rg->start);
         for (; lo < b->addr_taken.n && b->addr_taken.v[lo] < rg->end; lo++)
             if (b->addr_taken.v[lo] != t->bp->p.entry)
                 QP_CHECK(push_work(t, b->addr_taken.v[lo]));
@@ -398,14 +391,7 @@ static int
 has_addr_taken_labels(const cfg_builder_t *b, const cfg_bproc_t *bp)
 {
     for (size_t r = 0; r < bp->ranges.n; r++) {
-        size_t lo = 0, hi = b->addr_taken.n;
-        while (lo < hi) {
-            size_t mid = (lo + hi) / 2;
-            if (b->addr_taken.v[mid] < bp->ranges.v[r].start)
-                lo = mid + 1;
-            else
-                hi = mid;
-        }
+        size_t lo = cfg_u64_lower_bound(b->addr_taken.v, b->addr_taken.n, bp->ranges.v[r].start);
         for (; lo < b->addr_taken.n && b->addr_taken.v[lo] < bp->ranges.v[r].end; lo++)
             if (b->addr_taken.v[lo] != bp->p.entry)
                 return 1;
@@ -601,14 +587,7 @@ traverse(trav_t *t)
     /* Exception landing pads in the procedure's ranges: the unwinder jumps there. */
     const cfg_u64_vec_t *lp = &b->landing_pads;
     for (size_t r = 0; r < t->bp->ranges.n; r++) {
-        size_t lo = 0, hi = lp->n;
-        while (lo < hi) {
-            size_t mid = (lo + hi) / 2;
-            if (lp->v[mid] < t->bp->ranges.v[r].start)
-                lo = mid + 1;
-            else
-                hi = mid;
-        }
+        size_t lo = cfg_u64_lower_bound(lp->v, lp->n, t->bp->ranges.v[r].start);
         for (; lo < lp->n && lp->v[lo] < t->bp->ranges.v[r].end; lo++)
             QP_CHECK(push_work(t, lp->v[lo]));
     }
@@ -784,20 +763,6 @@ cmp_u64(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-static int
-in_sorted(const uint64_t *v, size_t n, uint64_t x)
-{
-    size_t lo = 0, hi = n;
-    while (lo < hi) {
-        size_t mid = (lo + hi) / 2;
-        if (v[mid] < x)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo < n && v[lo] == x;
-}
-
 /*
  * Possible targets of a computed jump in this procedure: blocks whose address the program
  * holds as data, except the entry and the targets of the jump tables already recovered
@@ -817,8 +782,8 @@ computed_goto_labels(trav_t *t)
         qsort(tabt.v, tabt.n, sizeof(uint64_t), cmp_u64);
     for (uint32_t k = 0; k < bp->blocks.n && rc == 0; k++) {
         uint64_t st = bp->blocks.v[k].start;
-        if (st != bp->p.entry && in_sorted(b->addr_taken.v, b->addr_taken.n, st)
-            && !in_sorted(tabt.v, tabt.n, st))
+        if (st != bp->p.entry && cfg_u64_contains(b->addr_taken.v, b->addr_taken.n, st)
+            && !cfg_u64_contains(tabt.v, tabt.n, st))
             rc = CFG_VEC_PUSH(t->labels, k);
     }
     CFG_VEC_FREE(tabt);
@@ -1180,15 +1145,7 @@ prune_proc(cfg_builder_t *b, cfg_bproc_t *bp)
         int root = 0;
         for (size_t k = 0; k < bp->extra_entries.n && !root; k++)
             root = bp->extra_entries.v[k] == st;
-        size_t lo = 0, hi = b->landing_pads.n;
-        while (lo < hi) {
-            size_t mid = (lo + hi) / 2;
-            if (b->landing_pads.v[mid] < st)
-                lo = mid + 1;
-            else
-                hi = mid;
-        }
-        root |= lo < b->landing_pads.n && b->landing_pads.v[lo] == st;
+        root |= cfg_u64_contains(b->landing_pads.v, b->landing_pads.n, st);
         if (root && newidx[i] == CFG_NONE) {
             newidx[i] = 0;
             stack[sp++] = (uint32_t)i;

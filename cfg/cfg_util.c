@@ -37,3 +37,24 @@ cfg_strdup(const char *s)
         memcpy(d, s, n);
     return d;
 }
+
+size_t
+cfg_u64_lower_bound(const uint64_t *v, size_t n, uint64_t x)
+{
+    size_t lo = 0, hi = n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (v[mid] < x)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+int
+cfg_u64_contains(const uint64_t *v, size_t n, uint64_t x)
+{
+    size_t i = cfg_u64_lower_bound(v, n, x);
+    return i < n && v[i] == x;
+}

@@ -112,20 +112,6 @@ extent_end(const cfg_prog_t *prog, uint32_t pi, uint64_t addr)
 
 /* Old addresses of P that need a redirect: entry, indirect targets, interior entries. */
 static int
-in_sorted(const uint64_t *v, size_t n, uint64_t x)
-{
-    size_t lo = 0, hi = n;
-    while (lo < hi) {
-        size_t mid = (lo + hi) / 2;
-        if (v[mid] < x)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo < n && v[lo] == x;
-}
-
-static int
 collect_pads(const cfg_prog_t *prog, const uint64_t *xt, size_t nxt, uint32_t pi, uint64_t **out,
              size_t *n, uint32_t *nind)
 {
@@ -158,7 +144,7 @@ collect_pads(const cfg_prog_t *prog, const uint64_t *xt, size_t nxt, uint32_t pi
      * needs the redirect. */
     for (uint32_t b = p->block; b < p->block + p->nblocks; b++) {
         uint64_t st = prog->blocks[b].start;
-        if (st == p->entry || !in_sorted(xt, nxt, st))
+        if (st == p->entry || !cfg_u64_contains(xt, nxt, st))
             continue;
         if (k == cap) {
             uint64_t *nv = realloc(v, (cap *= 2) * sizeof(uint64_t));
