@@ -85,6 +85,17 @@ set_unsafe(cfg_builder_t *b, cfg_bproc_t *bp, const char *fmt, ...)
     return 0;
 }
 
+/* Free what a procedure under construction owns. */
+static void
+bproc_free(cfg_bproc_t *bp)
+{
+    CFG_VEC_FREE(bp->ranges);
+    CFG_VEC_FREE(bp->blocks);
+    CFG_VEC_FREE(bp->edges);
+    CFG_VEC_FREE(bp->tables);
+    CFG_VEC_FREE(bp->extra_entries);
+}
+
 /* Offset of ADDR in the traversal map, or -1 when outside the procedure's ranges. */
 static int64_t
 slot(const cfg_bproc_t *bp, uint64_t addr)
@@ -461,14 +472,10 @@ jumps_through_pointer(const cfg_image_t *img, const arch_insn_t *w, size_t n)
  * procedure into a register, pointing at read-only data, in front of the window. Only a
  * table bounded by a compare, with every entry on code of the procedure, is accepted.
  */
-typedef struct lea_cand {
-    arch_insn_t insn;  /* a rip-relative lea into a register, of read-only data */
-} lea_cand_t;
-
 /* Collect up to CAP distinct rip-relative `lea`s of read-only data in the procedure's
  * decoded code (the candidates for a hoisted table base). */
 static size_t
-collect_leas(trav_t *t, lea_cand_t *out, size_t cap)
+collect_leas(trav_t *t, arch_insn_t *out, size_t cap)
 {
     cfg_builder_t *b = t->b;
     const cfg_bproc_t *bp = t->bp;
@@ -495,9 +502,9 @@ collect_leas(trav_t *t, lea_cand_t *out, size_t cap)
                 continue;
             int seen = 0;
             for (size_t k = 0; k < n && !seen; k++)
-                seen = out[k].insn.target == in.target;
+                seen = out[k].target == in.target;
             if (!seen)
-                out[n++].insn = in;
+                out[n++] = in;
         }
         base += rg->end - rg->start;
     }
@@ -511,7 +518,7 @@ collect_leas(trav_t *t, lea_cand_t *out, size_t cap)
  * table bounded by a compare, with every entry on code of the procedure, is accepted.
  */
 static int
-match_hoisted_base(trav_t *t, const lea_cand_t *leas, size_t nleas, const arch_insn_t *w,
+match_hoisted_base(trav_t *t, const arch_insn_t *leas, size_t nleas, const arch_insn_t *w,
                    size_t n, uint64_t lo, uint64_t hi, cfg_table_t *tab)
 {
     arch_insn_t w2[JT_WINDOW + 1];
@@ -521,7 +528,7 @@ match_hoisted_base(trav_t *t, const lea_cand_t *leas, size_t nleas, const arch_i
         if (w[k].kind == ARCH_KIND_CALL || w[k].kind == ARCH_KIND_CALL_IND)
             from = k + 1;
     for (size_t c = 0; c < nleas; c++) {
-        w2[0] = leas[c].insn;
+        w2[0] = leas[c];
         memcpy(w2 + 1, w + from, (n - from) * sizeof(arch_insn_t));
         cfg_insn_window_t win = { w2, n - from + 1 };
         if (cfg_jtab_match(t->b->img, &win, lo, hi, tab) && tab->bounded
@@ -537,7 +544,7 @@ resolve_pending(trav_t *t)
     cfg_builder_t *b = t->b;
     cfg_bproc_t *bp = t->bp;
     int labels_pushed = 0;
-    lea_cand_t leas[8];
+    arch_insn_t leas[8];
     long nleas = -1; /* collected at the first jump that needs them */
     while (t->pending.n > 0) {
         uint64_t j = t->pending.v[--t->pending.n];
@@ -1422,11 +1429,7 @@ reject_bad_gap_procs(cfg_builder_t *b, cfg_u64_vec_t *rejected)
         if ((bp->p.sources & CFG_SRC_GAP) && !(bp->p.sources & ~(CFG_SRC_GAP | CFG_SRC_TAILCALL))
             && bp->p.unsafe != NULL) {
             QP_CHECK(CFG_VEC_PUSH(*rejected, bp->p.entry));
-            CFG_VEC_FREE(bp->ranges);
-            CFG_VEC_FREE(bp->blocks);
-            CFG_VEC_FREE(bp->edges);
-            CFG_VEC_FREE(bp->tables);
-            CFG_VEC_FREE(bp->extra_entries);
+            bproc_free(bp);
             dropped = 1;
             continue;
         }
@@ -1661,11 +1664,7 @@ static void
 builder_free(cfg_builder_t *b)
 {
     for (size_t i = 0; i < b->procs.n; i++) {
-        CFG_VEC_FREE(b->procs.v[i].ranges);
-        CFG_VEC_FREE(b->procs.v[i].blocks);
-        CFG_VEC_FREE(b->procs.v[i].edges);
-        CFG_VEC_FREE(b->procs.v[i].tables);
-        CFG_VEC_FREE(b->procs.v[i].extra_entries);
+        bproc_free(&b->procs.v[i]);
     }
     CFG_VEC_FREE(b->procs);
     CFG_VEC_FREE(b->addr_taken);
@@ -1776,11 +1775,7 @@ tie_nameless_fragments(cfg_builder_t *b)
         if (bp->p.flags & CFG_PROC_FRAGMENT)
             cut_end = bp->hint_end ? bp->hint_end : bp->p.end;
         else if (bp->p.sources == CFG_SRC_GAP && bp->p.entry < cut_end) {
-            CFG_VEC_FREE(bp->ranges);
-            CFG_VEC_FREE(bp->blocks);
-            CFG_VEC_FREE(bp->edges);
-            CFG_VEC_FREE(bp->tables);
-            CFG_VEC_FREE(bp->extra_entries);
+            bproc_free(bp);
             continue;
         }
         b->procs.v[k++] = *bp;

@@ -102,12 +102,36 @@ extent_end(const cfg_prog_t *prog, uint32_t pi, uint64_t addr)
     const cfg_proc_t *p = &prog->procs[pi];
     if (addr >= p->start && addr < p->end)
         return p->end;
-    for (uint32_t i = 0; i < prog->nprocs; i++) {
-        const cfg_proc_t *f = &prog->procs[i];
-        if (f->parent == pi && (f->flags & CFG_PROC_FRAGMENT) && addr >= f->start && addr < f->end)
+    /* A cold fragment of P: procedures are sorted by entry, extents are disjoint. */
+    size_t lo = 0, hi = prog->nprocs;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (prog->procs[mid].entry <= addr)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (lo > 0) {
+        const cfg_proc_t *f = &prog->procs[lo - 1];
+        if (f->parent == pi && (f->flags & CFG_PROC_FRAGMENT) && addr < f->end)
             return f->end;
     }
     return addr; /* not inside: no room */
+}
+
+/* Append X to the growable array *V (*N used, *CAP allocated). */
+static int
+push_u64(uint64_t **v, size_t *n, size_t *cap, uint64_t x)
+{
+    if (*n == *cap) {
+        uint64_t *nv = realloc(*v, (*cap ? *cap * 2 : 16) * sizeof(uint64_t));
+        if (nv == NULL)
+            return QP_ENOMEM;
+        *v = nv;
+        *cap = *cap ? *cap * 2 : 16;
+    }
+    (*v)[(*n)++] = x;
+    return 0;
 }
 
 /* Old addresses of P that need a redirect: entry, indirect targets, interior entries. */
@@ -128,15 +152,10 @@ collect_pads(const cfg_prog_t *prog, const uint64_t *xt, size_t nxt, uint32_t pi
             const cfg_edge_t *ed = cfg_block_succ(prog, bl, e);
             if ((ed->kind != CFG_EDGE_TABLE && ed->kind != CFG_EDGE_INDIRECT) || ed->to == CFG_NONE)
                 continue;
-            if (k == cap) {
-                uint64_t *nv = realloc(v, (cap *= 2) * sizeof(uint64_t));
-                if (nv == NULL) {
-                    free(v);
-                    return QP_ENOMEM;
-                }
-                v = nv;
+            if (push_u64(&v, &k, &cap, prog->blocks[ed->to].start) < 0) {
+                free(v);
+                return QP_ENOMEM;
             }
-            v[k++] = prog->blocks[ed->to].start;
         }
     }
     /* Interior entries: blocks that other procedures jump to directly. A direct jump
@@ -146,15 +165,10 @@ collect_pads(const cfg_prog_t *prog, const uint64_t *xt, size_t nxt, uint32_t pi
         uint64_t st = prog->blocks[b].start;
         if (st == p->entry || !cfg_u64_contains(xt, nxt, st))
             continue;
-        if (k == cap) {
-            uint64_t *nv = realloc(v, (cap *= 2) * sizeof(uint64_t));
-            if (nv == NULL) {
-                free(v);
-                return QP_ENOMEM;
-            }
-            v = nv;
+        if (push_u64(&v, &k, &cap, st) < 0) {
+            free(v);
+            return QP_ENOMEM;
         }
-        v[k++] = st;
     }
     qsort(v, k, sizeof(uint64_t), cmp_u64);
     size_t u = 0;
