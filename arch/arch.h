@@ -206,6 +206,14 @@ int arch_emit_counter_inc(uint64_t addr, uint64_t counter, int atomic, uint8_t *
                           size_t cap);
 
 /*
+ * Call TARGET from ADDR in code whose red zone may be live (a leaf procedure): skip the
+ * 128 bytes below %rsp first and restore %rsp after (`lea` leaves the flags alone).
+ * TARGET must preserve every register and the flags. 18 bytes; the call's return address
+ * is ADDR + 10.
+ */
+int arch_emit_call_protected(uint64_t addr, uint64_t target, uint8_t *out /*OUT*/, size_t cap);
+
+/*
  * Save / restore the arithmetic flags around code that changes them, without touching the
  * red zone (128 bytes below %rsp): `lea -128(%rsp),%rsp; pushfq` and `popfq;
  * lea 128(%rsp),%rsp`. Return the byte count.

@@ -125,6 +125,7 @@ typedef struct ed_opts {
     int stretch;        /* testing: put a nop after every relocated instruction, so layout
                          * assumptions fail loudly instead of by luck */
     int long_branches;  /* never use rel8 forms in relocated code */
+    int atomic;         /* counter increments with a lock prefix (multithreaded programs) */
 } ed_opts_t;
 
 typedef struct ed_stats {
@@ -134,6 +135,10 @@ typedef struct ed_stats {
     uint64_t bytes_new;     /* bytes of relocated code (the new text) */
     uint32_t npads;         /* redirect jumps written into the old text */
     uint32_t nind_pads;     /* ... of which for indirect-jump targets (tables, labels) */
+    uint32_t nprobes;       /* snippets placed */
+    uint32_t nflag_saves;   /* ... of which save and restore the flags */
+    uint32_t nstubs;        /* taken-edge stubs (a conditional branch goes through one) */
+    uint64_t bytes_probes;  /* bytes of snippets and stubs in the new code */
 } ed_stats_t;
 
 /*
@@ -145,6 +150,51 @@ typedef struct ed_stats {
 int ed_plan_create(const cfg_prog_t *prog, const ed_opts_t *opts, ed_plan_t **out /*OUT*/);
 
 void ed_plan_destroy(ed_plan_t *plan);
+
+/*
+ * Probes: the snippets a driver asks for, around instructions of moving procedures.
+ * ED_AT_BEFORE runs on every path to the instruction (branches to it land on the
+ * snippet); ED_AT_AFTER runs on its fall-through path only (a conditional branch not
+ * taken, a call that returned); ED_AT_TAKEN runs when a conditional branch is taken: the
+ * branch goes to a stub (the snippet, then a jump to the old target), the seed's split of
+ * a critical edge.
+ */
+typedef enum ed_at {
+    ED_AT_BEFORE = 0,
+    ED_AT_AFTER,
+    ED_AT_TAKEN,
+} ed_at_t;
+
+typedef enum ed_snip {
+    ED_SNIP_COUNT = 0,  /* add one to a counter */
+    ED_SNIP_EXIT_HOOK,  /* call the runtime's exit hook (it saves every register) */
+} ed_snip_t;
+
+typedef struct ed_probe {
+    uint64_t addr;       /* old address of the instruction */
+    uint8_t at;          /* ed_at_t */
+    uint8_t what;        /* ed_snip_t */
+    uint8_t save_flags;  /* the arithmetic flags are live there: save and restore them */
+    uint8_t pad;
+    uint32_t counter;    /* ED_SNIP_COUNT: the counter's index */
+} ed_probe_t;
+
+/*
+ * Give PLAN the probes (copied; any order) before ed_plan_apply. Every probe must name an
+ * instruction of a moving procedure, and ED_AT_TAKEN a conditional branch; ed_plan_apply
+ * fails with QP_EINVAL otherwise (a probe is never dropped silently).
+ */
+int ed_plan_set_probes(ed_plan_t *plan, const ed_probe_t *probes, size_t n);
+
+/* What the snippets refer to: the address of counter 0 and of the runtime's exit hook. */
+void ed_plan_set_runtime(ed_plan_t *plan, uint64_t counters, uint64_t exit_hook);
+
+/*
+ * After ed_plan_apply: the new address of the relocated instruction at OLD itself (past
+ * the snippets placed before it), and in *AFTER the address just past it (what a call
+ * there pushes as its return address). 0 when OLD is not a moved instruction.
+ */
+uint64_t ed_plan_insn_new(const ed_plan_t *plan, uint64_t old, uint64_t *after /*OUT*/);
 
 /* Why procedure I of the program stays in place, or NULL when it moves. */
 const char *ed_plan_left_reason(const ed_plan_t *plan, uint32_t proc);

@@ -29,12 +29,25 @@
 
 typedef struct ed_slot {
     uint64_t old;      /* old address of the instruction */
-    uint64_t new_;     /* new address (layout-relative until applied) */
+    uint64_t new_;     /* new address of the slot: its BEFORE snippets, then the instruction
+                        * (layout-relative until applied) */
     uint64_t fall_to;  /* SLOT_JMP_AFTER: the old address the added jmp goes to */
+    uint32_t stub;     /* its taken-edge stub in plan->stubs, or NO_STUB */
+    uint16_t pre;      /* bytes of snippets before the instruction */
+    uint16_t post;     /* bytes of snippets after it (fall-through path) */
     uint8_t len;       /* new length, stretch nop included */
     uint8_t olen;      /* old length */
     uint8_t flags;     /* SLOT_* */
 } ed_slot_t;
+
+#define NO_STUB UINT32_MAX
+
+/* A taken-edge stub: the TAKEN snippets of a conditional branch, then a jmp to its target. */
+typedef struct ed_stub {
+    uint64_t jcc;      /* old address of the conditional branch */
+    uint64_t new_;     /* address of the stub */
+    uint32_t len;      /* bytes, jmp included */
+} ed_stub_t;
 
 enum {
     SLOT_SHORT = 1,    /* branch encoded in its rel8 form */
@@ -60,10 +73,25 @@ struct ed_plan {
     uint64_t *seg_new_end;    /* per segment: new address after its last instruction */
     uint64_t *xt;             /* targets of jumps between procedures, sorted */
     size_t nxt;
+    ed_probe_t *probes;       /* the drivers' snippets, sorted by address then place */
+    size_t nprobes;
+    size_t nprobes_placed;    /* probes that found their instruction during layout */
+    ed_stub_t *stubs;         /* taken-edge stubs, after all slots in the new code */
+    size_t nstubs;
+    uint64_t counters;        /* address of counter 0 */
+    uint64_t exit_hook;       /* address of the runtime's exit hook */
+    int laid_out;             /* layout() has run */
     uint64_t text;            /* address of the new code */
     uint64_t text_size;       /* its size */
     ed_stats_t stats;         /* figures */
 };
+
+/* Bytes of a slot in the new code: snippets, instruction, snippets, added jmp. */
+static inline uint64_t
+slot_size(const ed_slot_t *s)
+{
+    return (uint64_t)s->pre + s->len + s->post + ((s->flags & SLOT_JMP_AFTER) ? PAD_LEN : 0);
+}
 
 /*****************************************************************************
  * Which procedures move
@@ -347,6 +375,133 @@ falls_through(const cfg_prog_t *prog, const cfg_block_t *b, uint64_t *to /*OUT*/
     return 0;
 }
 
+/*****************************************************************************
+ * Probes
+ */
+
+/* The longest snippet: flags save + locked increment + flags restore. */
+#define SNIPPET_MAX 32
+
+static int
+cmp_probe(const void *a, const void *b)
+{
+    const ed_probe_t *x = a, *y = b;
+    if (x->addr != y->addr)
+        return x->addr < y->addr ? -1 : 1;
+    if (x->at != y->at)
+        return x->at < y->at ? -1 : 1;
+    if (x->what != y->what)
+        return x->what < y->what ? -1 : 1;
+    return x->counter < y->counter ? -1 : x->counter > y->counter;
+}
+
+/* The snippet of probe P at ADDR into OUT. Its size does not depend on ADDR. */
+static int
+emit_snippet(const ed_plan_t *plan, const ed_probe_t *p, uint64_t addr, uint8_t *out, size_t cap)
+{
+    int n = 0, k;
+    switch (p->what) {
+    case ED_SNIP_COUNT:
+        if (p->save_flags) {
+            if ((k = arch_emit_flags_save(out, cap)) < 0)
+                return k;
+            n += k;
+        }
+        k = arch_emit_counter_inc(addr + (uint64_t)n, plan->counters + 8ull * p->counter,
+                                  plan->opts.atomic, out + n, cap - (size_t)n);
+        if (k < 0)
+            return k;
+        n += k;
+        if (p->save_flags) {
+            if ((k = arch_emit_flags_restore(out + n, cap - (size_t)n)) < 0)
+                return k;
+            n += k;
+        }
+        return n;
+    case ED_SNIP_EXIT_HOOK:
+        return arch_emit_call_protected(addr, plan->exit_hook, out, cap);
+    default:
+        return QP_EINVAL;
+    }
+}
+
+/* Index of the first probe at OLD or above. */
+static size_t
+probes_from(const ed_plan_t *plan, uint64_t old)
+{
+    size_t lo = 0, hi = plan->nprobes;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (plan->probes[mid].addr < old)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+/*
+ * Emit the snippets of the probes at (OLD, AT) from ADDR into OUT (CAP bytes); returns
+ * their total size. With OUT == NULL only sizes them.
+ */
+static int
+emit_probes(const ed_plan_t *plan, uint64_t old, int at, uint64_t addr, uint8_t *out, size_t cap)
+{
+    uint8_t scratch[SNIPPET_MAX];
+    int total = 0;
+    for (size_t k = probes_from(plan, old); k < plan->nprobes && plan->probes[k].addr == old;
+         k++) {
+        const ed_probe_t *p = &plan->probes[k];
+        if (p->at != at)
+            continue;
+        int n = out ? emit_snippet(plan, p, addr + (uint64_t)total, out + total,
+                                   cap - (size_t)total)
+                    : emit_snippet(plan, p, addr, scratch, sizeof(scratch));
+        if (n < 0)
+            return n;
+        total += n;
+    }
+    return total;
+}
+
+/* Size the probes of the instruction IN at A into slot S (and a stub for TAKEN ones). */
+static int
+size_probes(ed_plan_t *plan, const arch_insn_t *in, ed_slot_t *s, ed_stub_t **stubs,
+            size_t *cap)
+{
+    uint64_t a = s->old;
+    size_t k0 = probes_from(plan, a), k = k0;
+    while (k < plan->nprobes && plan->probes[k].addr == a)
+        k++;
+    if (k == k0)
+        return 0;
+    plan->nprobes_placed += k - k0;
+    int pre = emit_probes(plan, a, ED_AT_BEFORE, 0, NULL, 0);
+    int post = emit_probes(plan, a, ED_AT_AFTER, 0, NULL, 0);
+    int taken = emit_probes(plan, a, ED_AT_TAKEN, 0, NULL, 0);
+    if (pre < 0 || post < 0 || taken < 0)
+        return QP_EINVAL;
+    if (pre > UINT16_MAX || post > UINT16_MAX)
+        return QP_ERANGE;
+    s->pre = (uint16_t)pre;
+    s->post = (uint16_t)post;
+    if (taken > 0) {
+        if (in->kind != ARCH_KIND_JCC)
+            return QP_EINVAL; /* only a conditional branch has a taken edge to split */
+        if (plan->nstubs == *cap) {
+            size_t ncap = *cap ? *cap * 2 : 256;
+            ed_stub_t *v = realloc(*stubs, ncap * sizeof(ed_stub_t));
+            if (v == NULL)
+                return QP_ENOMEM;
+            *stubs = v;
+            *cap = ncap;
+        }
+        s->stub = (uint32_t)plan->nstubs;
+        (*stubs)[plan->nstubs++] = (ed_stub_t) { a, 0, (uint32_t)taken + PAD_LEN };
+    }
+    return 0;
+}
+
 /* Fill plan->lay with every moved instruction in layout order, sizes long. */
 static int
 collect_slots(ed_plan_t *plan)
@@ -355,7 +510,7 @@ collect_slots(ed_plan_t *plan)
     size_t cap = 1024, n = 0;
     ed_slot_t *v = malloc(cap * sizeof(ed_slot_t));
     uint32_t *order = NULL;
-    size_t ordercap = 0;
+    size_t ordercap = 0, stubcap = 0;
     int rc = 0;
     uint8_t scratch[ARCH_MAX_RELOC];
     if (v == NULL)
@@ -414,8 +569,13 @@ collect_slots(ed_plan_t *plan)
                     }
                     v = nv;
                 }
-                v[n++] = (ed_slot_t) { a, 0, 0, (uint8_t)(len + (plan->opts.stretch ? 1 : 0)),
-                                       in.len, 0 };
+                v[n] = (ed_slot_t) { .old = a, .stub = NO_STUB,
+                                     .len = (uint8_t)(len + (plan->opts.stretch ? 1 : 0)),
+                                     .olen = in.len };
+                if (plan->nprobes > 0
+                    && (rc = size_probes(plan, &in, &v[n], &plan->stubs, &stubcap)) < 0)
+                    break;
+                n++;
                 a += in.len;
             }
             /* A fall-through to anything but the next block in layout needs a jmp. */
@@ -445,7 +605,11 @@ assign(ed_plan_t *plan, uint64_t base)
     for (size_t i = 0; i < plan->nslots; i++) {
         ed_slot_t *s = &plan->lay[i];
         s->new_ = at;
-        at += s->len + ((s->flags & SLOT_JMP_AFTER) ? PAD_LEN : 0);
+        at += slot_size(s);
+    }
+    for (size_t i = 0; i < plan->nstubs; i++) {
+        plan->stubs[i].new_ = at;
+        at += plan->stubs[i].len;
     }
     return at - base;
 }
@@ -500,7 +664,7 @@ segment_ends(ed_plan_t *plan)
             k++;
         if (k == plan->nsegs || plan->segs[k].start > s->old)
             continue;
-        uint64_t end = s->new_ + s->len + ((s->flags & SLOT_JMP_AFTER) ? PAD_LEN : 0);
+        uint64_t end = s->new_ + slot_size(s);
         if (end > plan->seg_new_end[k])
             plan->seg_new_end[k] = end;
     }
@@ -509,7 +673,10 @@ segment_ends(ed_plan_t *plan)
 static int
 layout(ed_plan_t *plan)
 {
+    plan->laid_out = 1;
     QP_CHECK(collect_slots(plan));
+    if (plan->nprobes_placed != plan->nprobes)
+        return QP_EINVAL; /* a probe on code that does not move: never dropped silently */
     /* Pass 1: long forms. */
     assign(plan, 0);
     QP_CHECK(index_slots(plan));
@@ -521,16 +688,17 @@ layout(ed_plan_t *plan)
         arch_insn_t in;
         if (bytes == NULL || arch_decode(bytes, avail, s->old, &in) < 0)
             return QP_EDECODE;
-        if (in.kind != ARCH_KIND_JMP && in.kind != ARCH_KIND_JCC)
+        if ((in.kind != ARCH_KIND_JMP && in.kind != ARCH_KIND_JCC) || s->stub != NO_STUB)
             continue;
         const ed_slot_t *t = slot_at(plan, in.target);
         if (t == NULL)
             continue;
-        int64_t d = (int64_t)t->new_ - (int64_t)(s->new_ + 2);
+        int64_t d = (int64_t)t->new_ - (int64_t)(s->new_ + s->pre + 2);
         if (d < -128 || d > 127)
             continue;
         uint8_t scratch[ARCH_MAX_RELOC];
-        int len = arch_reloc_insn(bytes, &in, s->new_, t->new_, 1, scratch, sizeof(scratch));
+        int len = arch_reloc_insn(bytes, &in, s->new_ + s->pre, t->new_, 1, scratch,
+                                  sizeof(scratch));
         int stretch = plan->opts.stretch ? 1 : 0;
         if (len > 0 && len + stretch < s->len) {
             s->len = (uint8_t)(len + stretch);
@@ -562,8 +730,6 @@ ed_plan_create(const cfg_prog_t *prog, const ed_opts_t *opts, ed_plan_t **out)
     int rc = plan->reason ? decide(plan) : QP_ENOMEM;
     if (rc == 0)
         rc = build_segments(plan);
-    if (rc == 0)
-        rc = layout(plan);
     if (rc < 0) {
         ed_plan_destroy(plan);
         return rc;
@@ -589,6 +755,8 @@ ed_plan_destroy(ed_plan_t *plan)
     free(plan->xt);
     free(plan->segs);
     free(plan->seg_new_end);
+    free(plan->probes);
+    free(plan->stubs);
     free(plan);
 }
 
@@ -598,6 +766,40 @@ ed_plan_left_reason(const ed_plan_t *plan, uint32_t proc)
     if (plan == NULL || proc >= plan->prog->nprocs)
         return NULL;
     return plan->reason[proc];
+}
+
+int
+ed_plan_set_probes(ed_plan_t *plan, const ed_probe_t *probes, size_t n)
+{
+    if (plan == NULL || (n > 0 && probes == NULL) || plan->laid_out)
+        return QP_EINVAL;
+    ed_probe_t *v = malloc((n + 1) * sizeof(ed_probe_t));
+    if (v == NULL)
+        return QP_ENOMEM;
+    memcpy(v, probes, n * sizeof(ed_probe_t));
+    qsort(v, n, sizeof(ed_probe_t), cmp_probe);
+    free(plan->probes);
+    plan->probes = v;
+    plan->nprobes = n;
+    return 0;
+}
+
+void
+ed_plan_set_runtime(ed_plan_t *plan, uint64_t counters, uint64_t exit_hook)
+{
+    plan->counters = counters;
+    plan->exit_hook = exit_hook;
+}
+
+uint64_t
+ed_plan_insn_new(const ed_plan_t *plan, uint64_t old, uint64_t *after)
+{
+    const ed_slot_t *s = slot_at(plan, old);
+    if (s == NULL)
+        return 0;
+    if (after)
+        *after = s->new_ + s->pre + s->len - (plan->opts.stretch ? 1 : 0);
+    return s->new_ + s->pre;
 }
 
 const ed_stats_t *
@@ -657,7 +859,7 @@ ed_plan_map_end(void *arg, uint64_t old)
     const ed_slot_t *s = &plan->slots[lo - 1];
     if (s->old + s->olen != old)
         return 0;
-    return s->new_ + s->len + ((s->flags & SLOT_JMP_AFTER) ? PAD_LEN : 0);
+    return s->new_ + slot_size(s);
 }
 
 /* Rebase every new address by DELTA (layout was computed from 0). */
@@ -668,6 +870,8 @@ rebase(ed_plan_t *plan, uint64_t delta)
         plan->lay[i].new_ += delta;
         plan->slots[i].new_ += delta;
     }
+    for (size_t i = 0; i < plan->nstubs; i++)
+        plan->stubs[i].new_ += delta;
     for (size_t i = 0; i < plan->nsegs; i++)
         if (plan->seg_new_end[i])
             plan->seg_new_end[i] += delta;
@@ -692,12 +896,20 @@ emit_code(ed_plan_t *plan, const qp_space_ops_t *ops, void *space)
             rc = QP_EDECODE;
             break;
         }
+        uint64_t insn = s->new_ + s->pre;
         uint64_t target = 0;
         if (in.kind == ARCH_KIND_JMP || in.kind == ARCH_KIND_JCC || in.kind == ARCH_KIND_CALL)
-            target = in.target == s->old + in.len ? s->new_ + s->len - stretch /* call next */
+            target = in.target == s->old + in.len ? insn + s->len - stretch /* call next */
                                                   : map_target(plan, in.target);
+        if (s->stub != NO_STUB)
+            target = plan->stubs[s->stub].new_;
         uint8_t *out = buf + (s->new_ - plan->text);
-        int len = arch_reloc_insn(bytes, &in, s->new_, target, (s->flags & SLOT_SHORT) != 0, out,
+        if (s->pre > 0 && emit_probes(plan, s->old, ED_AT_BEFORE, s->new_, out, s->pre) != s->pre) {
+            rc = QP_ERANGE;
+            break;
+        }
+        out += s->pre;
+        int len = arch_reloc_insn(bytes, &in, insn, target, (s->flags & SLOT_SHORT) != 0, out,
                                   ARCH_MAX_RELOC);
         if (len < 0) {
             rc = len;
@@ -709,12 +921,39 @@ emit_code(ed_plan_t *plan, const qp_space_ops_t *ops, void *space)
         }
         if (stretch)
             out[len] = 0x90;
+        if (s->post > 0
+            && emit_probes(plan, s->old, ED_AT_AFTER, insn + s->len, out + s->len, s->post)
+                   != s->post) {
+            rc = QP_ERANGE;
+            break;
+        }
         if (s->flags & SLOT_JMP_AFTER) {
-            uint64_t at = s->new_ + s->len;
+            uint64_t at = insn + s->len + s->post;
             int j = arch_emit_jmp(at, map_target(plan, s->fall_to), buf + (at - plan->text), PAD_LEN);
             if (j < 0)
                 rc = j;
         }
+    }
+    /* Taken-edge stubs: the snippets, then a jmp to where the branch used to go. */
+    for (size_t i = 0; i < plan->nstubs && rc == 0; i++) {
+        const ed_stub_t *st = &plan->stubs[i];
+        size_t avail;
+        const uint8_t *bytes = cfg_image_ptr(prog->img, st->jcc, &avail);
+        arch_insn_t in;
+        if (bytes == NULL || arch_decode(bytes, avail, st->jcc, &in) < 0) {
+            rc = QP_EDECODE;
+            break;
+        }
+        uint8_t *out = buf + (st->new_ - plan->text);
+        int n = emit_probes(plan, st->jcc, ED_AT_TAKEN, st->new_, out, st->len - PAD_LEN);
+        if (n != (int)(st->len - PAD_LEN)) {
+            rc = n < 0 ? n : QP_ERANGE;
+            break;
+        }
+        int j = arch_emit_jmp(st->new_ + (uint64_t)n, map_target(plan, in.target), out + n,
+                              PAD_LEN);
+        if (j < 0)
+            rc = j;
     }
     if (rc == 0)
         rc = ops->write(space, plan->text, buf, plan->text_size);
@@ -756,6 +995,8 @@ ed_plan_apply(ed_plan_t *plan, const qp_space_ops_t *ops, void *space)
 {
     if (plan == NULL || ops == NULL)
         return QP_EINVAL;
+    if (!plan->laid_out)
+        QP_CHECK(layout(plan));
     if (plan->nslots == 0)
         return 0;
     /* The new code must reach the whole image (rip-relative data, calls to code that
@@ -772,6 +1013,14 @@ ed_plan_apply(ed_plan_t *plan, const qp_space_ops_t *ops, void *space)
     QP_CHECK(ops->alloc_near(space, lo, hi, plan->text_size, ED_PROT_R | ED_PROT_X, &plan->text));
     rebase(plan, plan->text);
     plan->stats.bytes_new = plan->text_size;
+    plan->stats.nprobes = (uint32_t)plan->nprobes;
+    plan->stats.nstubs = (uint32_t)plan->nstubs;
+    for (size_t i = 0; i < plan->nprobes; i++)
+        plan->stats.nflag_saves += plan->probes[i].save_flags != 0;
+    for (size_t i = 0; i < plan->nslots; i++)
+        plan->stats.bytes_probes += plan->slots[i].pre + plan->slots[i].post;
+    for (size_t i = 0; i < plan->nstubs; i++)
+        plan->stats.bytes_probes += plan->stubs[i].len;
     QP_CHECK(emit_code(plan, ops, space));
     return emit_pads(plan, ops, space);
 }

@@ -1308,6 +1308,8 @@ elfw_libelf_write(elfw_ctx_t *c)
         if (scn0 == NULL || gelf_update_shdr(scn0, &c->scn[0].sh) == 0)
             goto libelf_error;
     }
+    if (c->req->entry != 0)
+        eh.e_entry = c->req->entry;
     eh.e_phoff = c->ph_off;
     eh.e_phnum = (Elf64_Half)c->ophnum;
     eh.e_shoff = c->sh_off;

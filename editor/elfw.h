@@ -54,6 +54,7 @@ typedef struct elfw_request {
     int rename_old_unwind;        /* rename the input's .eh_frame and .eh_frame_hdr to
                                    * .qpt.old.eh_frame*, because a new region named
                                    * .eh_frame replaces them (gdb reads that name) */
+    uint64_t entry;               /* new e_entry, or 0 to keep the input's */
 } elfw_request_t;
 
 /*
@@ -85,7 +86,22 @@ typedef struct elfw_rewrite_stats {
     uint64_t text_size;     /* bytes of new code */
     uint64_t unwind_size;   /* bytes of new unwind tables */
     uint32_t nfde_moved;    /* FDEs rewritten for moved code */
+    uint64_t desc_size;     /* bytes of the measurement description */
 } elfw_rewrite_stats_t;
+
+/*
+ * Measurement to carry (NULL for the null rewrite): NCOUNTERS counters in a new
+ * zero-filled writable region (after the runtime's state page), the runtime blob
+ * (runtime/qprt.h) as the new entry point, and the description DESCRIBE produces once
+ * the code is placed (it gets the plan and the address of counter 0; it returns the
+ * serialized description, malloc'ed, and its id), in a read-only region `.qpt.desc`.
+ */
+typedef struct elfw_instr {
+    uint32_t ncounters;
+    int (*describe)(void *arg, const struct ed_plan *plan, uint64_t counters,
+                    uint8_t **desc /*OUT*/, size_t *len /*OUT*/, uint64_t *id /*OUT*/);
+    void *arg;
+} elfw_instr_t;
 
 /*
  * Apply PLAN (its procedures move into a new executable region of the file's image),
@@ -94,8 +110,8 @@ typedef struct elfw_rewrite_stats {
  * IBT/SHSTK property bits cleared (new code has no endbr64 landing pads). Returns 0 or a
  * QP_E* code with one line in ERR.
  */
-int elfw_rewrite(const struct cfg_prog *prog, struct ed_plan *plan, const char *input,
-                 const char *output, elfw_rewrite_stats_t *stats /*OUT*/, char *err,
-                 size_t errlen);
+int elfw_rewrite(const struct cfg_prog *prog, struct ed_plan *plan, const elfw_instr_t *instr,
+                 const char *input, const char *output, elfw_rewrite_stats_t *stats /*OUT*/,
+                 char *err, size_t errlen);
 
 #endif

@@ -15,6 +15,104 @@
 
 #include "editor/ed.h"
 #include "editor/elfw.h"
+#include "runtime/qprt.h"
+
+#define PAGE 4096u
+
+/* The regions of a measured rewrite, by address (0 when absent). */
+typedef struct rt_regions {
+    uint64_t state;    /* runtime state page, then the counters (zero-filled, RW) */
+    uint64_t rt;       /* the runtime blob (RX) */
+    uint64_t desc;     /* the description (R) */
+    uint64_t unwind;   /* new unwind tables (R) */
+} rt_regions_t;
+
+/* The image's loaded extent, for rel32 reach. */
+static void
+image_extent(const cfg_image_t *img, uint64_t *lo, uint64_t *hi)
+{
+    *lo = UINT64_MAX;
+    *hi = 0;
+    for (size_t i = 0; i < img->nsections; i++)
+        if (img->sections[i].flags & CFG_SEC_ALLOC) {
+            const cfg_section_t *s = &img->sections[i];
+            *lo = s->vma < *lo ? s->vma : *lo;
+            *hi = s->vma + s->size > *hi ? s->vma + s->size : *hi;
+        }
+}
+
+/* Reserve the counters and the runtime before the code is laid out (snippets refer to
+ * both with rip-relative operands). */
+static int
+reserve_runtime(ed_image_t *im, const cfg_image_t *img, ed_plan_t *plan,
+                const elfw_instr_t *instr, rt_regions_t *r)
+{
+    uint64_t lo, hi;
+    image_extent(img, &lo, &hi);
+    uint64_t cbytes = ((uint64_t)instr->ncounters * 8 + PAGE - 1) / PAGE * PAGE;
+    QP_CHECK(ed_image_ops.alloc_near(im, lo, hi, QPRT_STATE_SIZE + cbytes,
+                                     ED_PROT_R | ED_PROT_W, &r->state));
+    QP_CHECK(ed_image_ops.alloc_near(im, lo, hi, qprt_blob_size, ED_PROT_R | ED_PROT_X, &r->rt));
+    ed_plan_set_runtime(plan, r->state + QPRT_STATE_SIZE, r->rt + QPRT_HOOK_OFF);
+    return 0;
+}
+
+/* After the code is placed: the description and the runtime's parameters. */
+static int
+write_runtime(ed_image_t *im, const cfg_image_t *img, ed_plan_t *plan,
+              const elfw_instr_t *instr, rt_regions_t *r, uint64_t *desc_size)
+{
+    uint64_t lo, hi;
+    image_extent(img, &lo, &hi);
+    uint64_t counters = r->state + QPRT_STATE_SIZE;
+    uint8_t *desc = NULL;
+    size_t len = 0;
+    uint64_t id = 0;
+    QP_CHECK(instr->describe(instr->arg, plan, counters, &desc, &len, &id));
+    int rc = ed_image_ops.alloc_near(im, lo, hi, len, ED_PROT_R, &r->desc);
+    if (rc == 0)
+        rc = ed_image_ops.write(im, r->desc, desc, len);
+    free(desc);
+    QP_CHECK(rc);
+    *desc_size = len;
+    uint8_t *blob = malloc(qprt_blob_size);
+    if (blob == NULL)
+        return QP_ENOMEM;
+    memcpy(blob, qprt_blob, qprt_blob_size);
+    qprt_params_t par;
+    memcpy(&par, blob, sizeof(par));
+    if (memcmp(par.magic, QPRT_MAGIC, 8) != 0) {
+        free(blob);
+        return QP_EFORMAT; /* a blob built from another qprt.h */
+    }
+    uint64_t entry = ed_plan_map(plan, img->entry);
+    par.self = r->rt;
+    par.entry = entry != 0 ? entry : img->entry;
+    par.state = r->state;
+    par.counters = counters;
+    par.counters_size = ((uint64_t)instr->ncounters * 8 + PAGE - 1) / PAGE * PAGE;
+    par.ncounters = instr->ncounters;
+    par.id = id;
+    memcpy(blob, &par, sizeof(par));
+    rc = ed_image_ops.write(im, r->rt, blob, qprt_blob_size);
+    free(blob);
+    return rc;
+}
+
+/* The section name of region R. */
+static const char *
+region_name(const ed_region_t *reg, const rt_regions_t *r, uint64_t text)
+{
+    if (reg->vaddr == text)
+        return ".qpt.text";
+    if (reg->vaddr == r->state)
+        return ".qpt.counters";
+    if (reg->vaddr == r->rt)
+        return ".qpt.rt";
+    if (reg->vaddr == r->desc)
+        return ".qpt.desc";
+    return ".eh_frame";
+}
 
 static int
 fail(char *err, size_t errlen, int rc, const char *what)
@@ -24,8 +122,9 @@ fail(char *err, size_t errlen, int rc, const char *what)
 }
 
 int
-elfw_rewrite(const cfg_prog_t *prog, ed_plan_t *plan, const char *input, const char *output,
-             elfw_rewrite_stats_t *stats, char *err, size_t errlen)
+elfw_rewrite(const cfg_prog_t *prog, ed_plan_t *plan, const elfw_instr_t *instr,
+             const char *input, const char *output, elfw_rewrite_stats_t *stats, char *err,
+             size_t errlen)
 {
     if (prog == NULL || plan == NULL || input == NULL || output == NULL || stats == NULL)
         return QP_EINVAL;
@@ -36,9 +135,14 @@ elfw_rewrite(const cfg_prog_t *prog, ed_plan_t *plan, const char *input, const c
     elfw_region_t *regs = NULL;
     elfw_symbol_t *syms = NULL;
     elfw_patch_t *pats = NULL;
+    rt_regions_t rr = { 0 };
     int rc = ed_image_create(prog->img, &im);
     if (rc < 0)
         return fail(err, errlen, rc, "image");
+    if (instr != NULL && (rc = reserve_runtime(im, prog->img, plan, instr, &rr)) < 0) {
+        fail(err, errlen, rc, "runtime");
+        goto out;
+    }
     rc = ed_plan_apply(plan, &ed_image_ops, im);
     if (rc < 0) {
         fail(err, errlen, rc, "relocating code");
@@ -58,13 +162,8 @@ elfw_rewrite(const cfg_prog_t *prog, ed_plan_t *plan, const char *input, const c
         size_t size = unw.size;
         free(unw.data);
         memset(&unw, 0, sizeof(unw));
-        uint64_t lo = UINT64_MAX, hi = 0;
-        for (size_t i = 0; i < prog->img->nsections; i++)
-            if (prog->img->sections[i].flags & CFG_SEC_ALLOC) {
-                const cfg_section_t *s = &prog->img->sections[i];
-                lo = s->vma < lo ? s->vma : lo;
-                hi = s->vma + s->size > hi ? s->vma + s->size : hi;
-            }
+        uint64_t lo, hi;
+        image_extent(prog->img, &lo, &hi);
         rc = ed_image_ops.alloc_near(im, lo, hi, size, ED_PROT_R, &unw_at);
         if (rc == 0)
             rc = ed_unwind_build_ex(prog->img, ed_plan_map, ed_plan_map_end, plan, unw_at,
@@ -77,6 +176,12 @@ elfw_rewrite(const cfg_prog_t *prog, ed_plan_t *plan, const char *input, const c
             fail(err, errlen, rc, "unwind tables");
             goto out;
         }
+    }
+    rr.unwind = unw_at;
+    if (instr != NULL
+        && (rc = write_runtime(im, prog->img, plan, instr, &rr, &stats->desc_size)) < 0) {
+        fail(err, errlen, rc, "measurement description");
+        goto out;
     }
     size_t nreg, npat;
     const ed_region_t *r = ed_image_regions(im, &nreg);
@@ -93,10 +198,12 @@ elfw_rewrite(const cfg_prog_t *prog, ed_plan_t *plan, const char *input, const c
     uint32_t text_region = 0;
     for (size_t i = 0; i < nreg; i++) {
         regs[i] = (elfw_region_t) {
-            .name = (r[i].prot & ED_PROT_X) ? ".qpt.text" : ".eh_frame",
+            .name = region_name(&r[i], &rr, text),
             .vaddr = r[i].vaddr, .bytes = r[i].bytes, .size = r[i].size, .prot = r[i].prot,
             .align = 16,
         };
+        if (r[i].vaddr == rr.state && instr != NULL)
+            regs[i].bytes = NULL; /* zero-filled: counters cost no file space */
         if (r[i].vaddr == text)
             text_region = (uint32_t)i;
     }
@@ -120,6 +227,7 @@ elfw_rewrite(const cfg_prog_t *prog, ed_plan_t *plan, const char *input, const c
         .patches = pats, .npatches = npat, .symbols = syms, .nsymbols = nsym,
         .eh_frame_hdr = unw.size ? unw.hdr : 0, .eh_frame_hdr_size = unw.hdr_size,
         .clear_cet = 1, .rename_old_unwind = unw.size != 0,
+        .entry = instr != NULL ? rr.rt + QPRT_START_OFF : 0,
     };
     rc = elfw_write(&req, err, errlen);
     if (rc == 0) {

@@ -50,22 +50,30 @@ out=$(
         check "$f" "arch/arch.h arch/qp_err.h cfg/*" "$forb"
     done
     for f in driver/*.[ch]; do
-        [ -f "$f" ] && check "$f" "arch/arch.h arch/qp_err.h cfg/cfg.h driver/* editor/ed.h" \
-            "bfd.h libelf.h gelf.h sys/ptrace.h"
+        [ -f "$f" ] || continue
+        # Exit back-traces need libdw's CFI reader: qp_backtrace.c only.
+        forb="bfd.h libelf.h gelf.h sys/ptrace.h dis-asm.h"
+        [ "$f" = driver/qp_backtrace.c ] || forb="$forb elfutils/libdw.h dwarf.h"
+        check "$f" "arch/arch.h arch/qp_err.h cfg/cfg.h driver/* editor/ed.h" "$forb"
     done
     for f in editor/*.[ch]; do
         [ -f "$f" ] || continue
         case $f in
-        editor/elfw*) check "$f" "arch/arch.h arch/qp_err.h cfg/cfg.h editor/*" "bfd.h sys/ptrace.h" ;;
+        editor/elfw*) check "$f" "arch/arch.h arch/qp_err.h cfg/cfg.h editor/* runtime/qprt.h" "bfd.h sys/ptrace.h" ;;
         *) check "$f" "arch/arch.h arch/qp_err.h cfg/cfg.h editor/ed*" "bfd.h libelf.h gelf.h sys/ptrace.h" ;;
         esac
+    done
+    # runtime/: freestanding, no system headers but the compiler's own.
+    for f in runtime/*.[ch]; do
+        [ -f "$f" ] && check "$f" "runtime/qprt.h driver/qp_format.h" \
+            "stdio.h stdlib.h string.h unistd.h fcntl.h sys/mman.h bfd.h libelf.h"
     done
     for f in dynamic/*.[ch]; do
         [ -f "$f" ] && check "$f" "arch/arch.h arch/qp_err.h cfg/cfg.h editor/ed.h dynamic/* driver/drv.h" \
             "bfd.h libelf.h gelf.h"
     done
     for f in tools/*.[ch]; do
-        [ -f "$f" ] && check "$f" "arch/arch.h arch/qp_err.h cfg/cfg.h editor/ed.h editor/elfw.h driver/drv.h dynamic/dyn.h tools/*" \
+        [ -f "$f" ] && check "$f" "arch/arch.h arch/qp_err.h cfg/cfg.h editor/ed.h editor/elfw.h driver/drv.h driver/driver.h driver/qp_format.h driver/qp_desc.h driver/qp_flow.h driver/qp_backtrace.h driver/qp_report.h dynamic/dyn.h tools/*" \
             "bfd.h libelf.h gelf.h sys/ptrace.h"
     done
 )

@@ -20,16 +20,17 @@ check_one() {
     local bin=$1 mode=$2 inst st line f
     [ "$mode" = . ] && mode=
     inst=$bin.inst$mode
-    if [ "$mode" = .stretch ]; then
-        QPT_STRETCH=1 "$QPT_REWRITE" --driver=none "$bin" -o "$inst" 2>"$inst.log" >/dev/null
-    else
-        "$QPT_REWRITE" --driver=none "$bin" -o "$inst" 2>"$inst.log" >/dev/null
-    fi
+    case $mode in
+    .stretch) QPT_STRETCH=1 "$QPT_REWRITE" --driver=none "$bin" -o "$inst" 2>"$inst.log" >/dev/null ;;
+    .qp|.naive) rm -f "$inst.qp"
+        "$QPT_REWRITE" --driver="${mode#.}" "$bin" -o "$inst" 2>"$inst.log" >/dev/null ;;
+    *) "$QPT_REWRITE" --driver=none "$bin" -o "$inst" 2>"$inst.log" >/dev/null ;;
+    esac
     st=$?
     if [ "$st" -ne 0 ]; then
         if [ "$st" -ge 128 ]; then
             echo "fail $bin qpt-rewrite killed by signal $((st - 128))"
-        elif [ "$(wc -l <"$inst.log")" -ne 1 ]; then
+        elif [ "$(grep -vc ': driver ' "$inst.log")" -ne 1 ]; then
             echo "fail $bin qpt-rewrite exit $st without one clear line"
         else
             read -r line <"$inst.log"
@@ -63,8 +64,11 @@ if [ ! -s "$dir/MANIFEST" ]; then
     exit 77
 fi
 dir=$(cd "$dir" && pwd)
+# Modes: the null rewrite, stretch, and the two measuring drivers (the instrumented
+# programs must behave exactly like the originals too).
 modes=""
 [ "${QP_REWRITE_STRETCH:-1}" = 0 ] || modes=".stretch"
+modes="$modes ${QP_REWRITE_DRIVERS:-.qp .naive}"
 nfail=0
 for mode in "" $modes; do
     results=$dir/.rewrite$mode

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "cfg/cfg.h"
+#include "driver/driver.h"
 #include "editor/ed.h"
 #include "editor/elfw.h"
 #include "tools/tool.h"
@@ -36,6 +37,10 @@ usage(FILE *f)
             "Options:\n"
             "  -o, --output=FILE      write the rewritten executable to FILE\n"
             "      --driver=NAME      measurement: qp (edge profiling, default), naive, none\n"
+            "      --atomic           counters with locked increments (exact counts in\n"
+            "                         multithreaded programs; default: plain increments)\n"
+            "      --weights=PROFILE  qp: place counters by the edge counts of an earlier\n"
+            "                         profile of this program (default: loop depth)\n"
             "      --dump-cfg[=KIND]  print the control-flow analysis instead of rewriting:\n"
             "                         summary (default), text (every block and edge),\n"
             "                         dot (Graphviz, needs --proc)\n"
@@ -58,19 +63,23 @@ fail_input(const char *input, int rc)
     return EXIT_INPUT;
 }
 
-/* The rewrite proper: plan, relocate, write. Prints the summary line on success. */
+/* elfw_instr_t.describe over a driver's result. */
+static int
+describe(void *arg, const ed_plan_t *plan, uint64_t counters, uint8_t **desc, size_t *len,
+         uint64_t *id)
+{
+    return drv_describe(arg, plan, counters, desc, len, id);
+}
+
+/* The rewrite proper: plan, measure, relocate, write. Prints the summary line on success. */
 static int
 rewrite(const cfg_prog_t *prog, const char *input, const char *output, const char *driver,
-        int verbose)
+        int atomic, const char *weights, int verbose)
 {
-    if (strcmp(driver, "none") != 0) {
-        fprintf(stderr, "%s: %s: --driver=%s is not implemented yet (use --driver=none)\n",
-                prog_name, input, driver);
-        return EXIT_INPUT;
-    }
     ed_plan_t *plan = NULL;
     ed_opts_t eo = { 0 };
     eo.stretch = getenv("QPT_STRETCH") != NULL; /* testing aid, see README */
+    eo.atomic = atomic;
     int rc = ed_plan_create(prog, &eo, &plan);
     if (rc < 0)
         return fail_input(input, rc);
@@ -81,12 +90,45 @@ rewrite(const cfg_prog_t *prog, const char *input, const char *output, const cha
                 fprintf(stderr, "%s: left in place: %s at 0x%llx: %s\n", prog_name,
                         prog->procs[i].name, (unsigned long long)prog->procs[i].entry, why);
         }
+    const drv_ops_t *drv = strcmp(driver, "none") == 0 ? NULL : drv_find(driver);
+    drv_result_t res;
+    memset(&res, 0, sizeof(res));
+    elfw_instr_t instr = { 0 };
+    drv_weights_t w = { 0 };
+    if (weights != NULL) {
+        char why[600];
+        if ((rc = drv_weights_load(weights, &w, why, sizeof(why))) < 0) {
+            fprintf(stderr, "%s: --weights: %s\n", prog_name, why);
+            ed_plan_destroy(plan);
+            return EXIT_INPUT;
+        }
+    }
+    if (drv != NULL) {
+        rc = drv_run(drv, prog, plan, weights ? &w : NULL, &res);
+        drv_weights_free(&w);
+        if (rc < 0
+            || (rc = ed_plan_set_probes(plan, res.probes, res.nprobes)) < 0) {
+            ed_plan_destroy(plan);
+            drv_result_free(&res);
+            return fail_input(input, rc);
+        }
+        res.atomic = atomic;
+        res.pie = (prog->img->flags & CFG_IMG_PIE) != 0;
+        instr = (elfw_instr_t) { res.ncounters, describe, &res };
+        if (verbose)
+            for (uint32_t i = 0; i < res.nprocs; i++)
+                if (res.procs[i].reason != 0 && strncmp(res.strtab + res.procs[i].reason,
+                                                        "not measured", 12) == 0)
+                    fprintf(stderr, "%s: %s: %s\n", prog_name, res.strtab + res.procs[i].name,
+                            res.strtab + res.procs[i].reason);
+    }
     char err[512] = "";
     elfw_rewrite_stats_t st;
-    rc = elfw_rewrite(prog, plan, input, output, &st, err, sizeof(err));
+    rc = elfw_rewrite(prog, plan, drv ? &instr : NULL, input, output, &st, err, sizeof(err));
     if (rc < 0) {
         fprintf(stderr, "%s: %s: %s\n", prog_name, input, err[0] ? err : qp_strerror(rc));
         ed_plan_destroy(plan);
+        drv_result_free(&res);
         return EXIT_INPUT;
     }
     const ed_stats_t *es = ed_plan_stats(plan);
@@ -98,7 +140,17 @@ rewrite(const cfg_prog_t *prog, const char *input, const char *output, const cha
             (unsigned long long)es->bytes_new, es->npads, es->nind_pads,
             (unsigned long long)st.output_size,
             st.input_size ? (double)st.output_size / (double)st.input_size : 0.0);
+    if (drv != NULL)
+        fprintf(stderr,
+                "%s: %s: driver %s: %u procedures measured (%u per block), %u not; %u "
+                "counters for %u edges (%.1f%% with the flags saved), %u taken-edge stubs, "
+                "%u exit hooks\n",
+                prog_name, output, drv->name, res.nmeasured, res.nblock_counted,
+                res.nunmeasured, res.ncounters, res.nedges_total,
+                es->nprobes ? 100.0 * es->nflag_saves / (double)es->nprobes : 0.0, es->nstubs,
+                res.nexit_hooks);
     ed_plan_destroy(plan);
+    drv_result_free(&res);
     return 0;
 }
 
@@ -111,18 +163,22 @@ main(int argc, char **argv)
         { "dump-cfg", optional_argument, NULL, 'D' },
         { "proc", required_argument, NULL, 'p' },
         { "verbose", no_argument, NULL, 'v' },
+        { "atomic", no_argument, NULL, 'a' },
+        { "weights", required_argument, NULL, 'w' },
         { "help", no_argument, NULL, 'h' },
         { "version", no_argument, NULL, 'V' },
         { NULL, 0, NULL, 0 },
     };
-    const char *output = NULL, *driver = "qp", *proc = NULL;
-    int dump = DUMP_NONE, verbose = 0, c;
+    const char *output = NULL, *driver = "qp", *proc = NULL, *weights = NULL;
+    int dump = DUMP_NONE, verbose = 0, atomic = 0, c;
     while ((c = getopt_long(argc, argv, "o:vhV", longopts, NULL)) != -1) {
         switch (c) {
         case 'o': output = optarg; break;
         case 'd': driver = optarg; break;
         case 'p': proc = optarg; break;
         case 'v': verbose = 1; break;
+        case 'a': atomic = 1; break;
+        case 'w': weights = optarg; break;
         case 'h': usage(stdout); return 0;
         case 'V': printf("qpt-rewrite (%s) %s\n", PACKAGE_NAME, PACKAGE_VERSION); return 0;
         case 'D':
@@ -184,7 +240,7 @@ main(int argc, char **argv)
             tool_dump_dot(stdout, prog, p);
         break;
     }
-    default: status = rewrite(prog, input, output, driver, verbose); break;
+    default: status = rewrite(prog, input, output, driver, atomic, weights, verbose); break;
     }
     cfg_prog_destroy(prog);
     cfg_image_destroy(img);

@@ -377,6 +377,24 @@ arch_emit_counter_inc(
 }
 
 int
+arch_emit_call_protected(uint64_t addr, uint64_t target, uint8_t* out /*OUT*/, size_t cap)
+{
+    /* lea -0x80(%rsp),%rsp; call rel32; lea 0x80(%rsp),%rsp: 5 + 5 + 8 bytes. */
+    static const uint8_t below[] = { 0x48, 0x8d, 0x64, 0x24, 0x80 };
+    static const uint8_t above[] = { 0x48, 0x8d, 0xa4, 0x24, 0x80, 0x00, 0x00, 0x00 };
+    int n;
+
+    if (out == NULL || cap < sizeof(below) + 5 + sizeof(above))
+        return QP_EINVAL;
+    memcpy(out, below, sizeof(below));
+    n = arch_emit_call(addr + sizeof(below), target, out + sizeof(below), 5);
+    if (n < 0)
+        return n;
+    memcpy(out + sizeof(below) + 5, above, sizeof(above));
+    return (int)(sizeof(below) + 5 + sizeof(above));
+}
+
+int
 arch_emit_flags_save(uint8_t* out /*OUT*/, size_t cap)
 {
     /* lea -0x80(%rsp),%rsp; pushfq. lea leaves the flags alone, unlike sub. */

@@ -1,0 +1,166 @@
+/* Copyright 2026 the qpt authors
+ * SPDX-License-Identifier: MIT */
+#ifndef QP_DRIVER_H
+#define QP_DRIVER_H
+/*
+ * PURPOSE: measurement drivers. Given the program's CFGs and the relocation plan (which
+ * procedures move), a driver decides what to measure where: it returns probes for the
+ * editor (ed_probe_t: a snippet before/after an instruction or on a taken branch) and
+ * the description of what each counter measures (qp_format.h), which the file half
+ * writes into the instrumented program as `.qpt.desc`. A driver is a small table of
+ * functions (drv_ops_t); adding one touches neither the editor nor the other drivers.
+ *
+ * Shared by all drivers (drv_graph.c): the per-procedure graph with the virtual node X
+ * (EXIT and ENTRY), liveness of the arithmetic flags (a counter increment goes where
+ * they are dead, else it saves them), where a counter for an edge or a block can go,
+ * and exit hooks before calls to exit()-like functions.
+ */
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cfg/cfg.h"
+#include "driver/qp_format.h"
+#include "editor/ed.h"
+
+/* A node of a procedure's graph: blocks 0..nblocks-1, then X. */
+typedef struct drv_edge {
+    uint32_t from, to;  /* local nodes; X = nblocks */
+    uint32_t cfg_edge;  /* index in prog->edges, or CFG_NONE for virtual edges */
+    uint32_t counter;   /* counter placed on it, or QP_NOCOUNTER */
+    uint8_t kind;       /* cfg_edge_kind_t or QP_EDGE_ENTRY / QP_EDGE_ROOT */
+    uint8_t place;      /* DRV_PLACE_*: where a counter for it would go */
+    uint8_t save_flags; /* ... and whether the flags must be saved there */
+    uint8_t pad;
+    uint64_t at;        /* ... the instruction the probe names */
+    double weight;      /* estimated frequency x cost (spanning tree: heavier stays uncounted) */
+} drv_edge_t;
+
+enum {
+    DRV_PLACE_NONE = 0, /* no counter can go on this edge (table, indirect, shared root) */
+    DRV_PLACE_BEFORE,   /* ED_AT_BEFORE `at` */
+    DRV_PLACE_AFTER,    /* ED_AT_AFTER `at` */
+    DRV_PLACE_TAKEN,    /* ED_AT_TAKEN `at` (splits a critical edge) */
+};
+
+/* Edge counts of an earlier run, keyed by original block addresses (0 = X). */
+typedef struct drv_wedge {
+    uint64_t from, to;
+    uint64_t count;
+    uint8_t kind;
+} drv_wedge_t;
+
+typedef struct drv_weights {
+    drv_wedge_t *v;          /* sorted by (from, to, kind) */
+    size_t n;
+} drv_weights_t;
+
+/*
+ * Read the profile PATH and the description of the program that wrote it, and
+ * reconstruct every edge count (drv_weights.c). Returns 0 or QP_E* with one line in WHY.
+ */
+int drv_weights_load(const char *path, drv_weights_t *w /*OUT*/, char *why, size_t whylen);
+void drv_weights_free(drv_weights_t *w);
+
+/* The count of the edge FROM -> TO of KIND, or -1 when the profile does not have it. */
+int64_t drv_weights_get(const drv_weights_t *w, uint64_t from, uint64_t to, uint8_t kind);
+
+/* One procedure's graph, built by drv_graph_build. */
+typedef struct drv_graph {
+    const cfg_prog_t *prog;
+    uint32_t proc;           /* index in prog->procs */
+    uint32_t nblocks;        /* its blocks: prog->blocks[first + i] */
+    uint32_t first;
+    drv_edge_t *edges;       /* every edge, virtual ones included */
+    uint32_t nedges;
+    uint64_t *last;          /* per block: address of its last instruction */
+    uint8_t *live_in;        /* per block: flags live on entry (ARCH_FLAG_* bits) */
+    uint8_t *live_out;       /* per block: flags live on exit */
+    uint32_t *indeg, *outdeg;/* per node, X included */
+    uint32_t *block_counter; /* per block: naive counter or QP_NOCOUNTER */
+    uint64_t *block_at;      /* per block: where a block counter goes (ED_AT_BEFORE) */
+    uint8_t *block_save;     /* ... and whether it saves the flags */
+    const char *why;         /* DRV_NOT_MEASURED: the reason */
+    const drv_weights_t *weights; /* an earlier profile's edge counts, or NULL */
+} drv_graph_t;
+
+/* A positive return of drv_graph_build or drv_ops_t.place: the procedure is relocated
+ * but not measured (the graph's or the driver's `why` says why). */
+#define DRV_NOT_MEASURED 1
+
+/* The result of running a driver over a program. */
+typedef struct drv_result {
+    ed_probe_t *probes;      /* for ed_plan_set_probes */
+    size_t nprobes;
+    uint32_t ncounters;      /* counters used */
+    uint32_t driver;         /* enum qp_driver_kind */
+    uint32_t nmeasured;      /* procedures measured */
+    uint32_t nunmeasured;    /* relocated procedures the driver could not measure */
+    uint32_t nedges_total;   /* edges of the measured procedures, virtual ones included */
+    uint32_t nexit_hooks;    /* exit hooks placed */
+    uint32_t nblock_counted; /* qp: procedures counted per block (a cycle of edges that
+                              * cannot carry a counter) */
+    int atomic;              /* counters use locked increments (QP_DESC_ATOMIC) */
+    int pie;                 /* the program is position independent (QP_DESC_PIE) */
+    /* The description, new addresses filled in by drv_result_finish. */
+    qp_desc_proc_t *procs;
+    uint32_t nprocs;
+    qp_desc_block_t *blocks;
+    uint32_t nblocks;
+    qp_desc_edge_t *edges;
+    uint32_t nedges;
+    uint64_t *edge_call;     /* per desc edge: old address of the call (CALLRET), else 0 */
+    char *strtab;
+    uint32_t strtab_size, strtab_cap;
+    size_t probes_cap, procs_cap, blocks_cap, edges_cap, calls_cap;
+} drv_result_t;
+
+/* A driver: places counters in one procedure's graph (its edges' `counter`s or
+ * block_counter[]), using drv_alloc_counter. Returns 0, a positive "not measured"
+ * (then *WHY says why) or QP_E*. */
+typedef struct drv_ops {
+    const char *name;        /* "qp", "naive" */
+    uint32_t kind;           /* enum qp_driver_kind */
+    int (*place)(drv_graph_t *g, drv_result_t *res, const char **why /*OUT*/);
+} drv_ops_t;
+
+extern const drv_ops_t drv_qp_ops;
+extern const drv_ops_t drv_naive_ops;
+
+/* The driver named NAME, or NULL. */
+const drv_ops_t *drv_find(const char *name);
+
+/*
+ * Run DRV over every procedure that PLAN relocates (WEIGHTS: an earlier profile's edge
+ * counts for the spanning tree, or NULL for the loop-depth heuristic): build its graph, let the driver place
+ * counters, turn them into probes, add exit hooks, and describe it. Fills *RES (free with
+ * drv_result_free). Returns 0 or QP_E*.
+ */
+int drv_run(const drv_ops_t *drv, const cfg_prog_t *prog, const ed_plan_t *plan,
+            const drv_weights_t *weights, drv_result_t *res /*OUT*/);
+
+/* After ed_plan_apply: fill in the new addresses of the description (entries, blocks,
+ * return sites of calls). */
+void drv_result_finish(drv_result_t *res, const ed_plan_t *plan, uint64_t counters_vaddr);
+
+void drv_result_free(drv_result_t *res);
+
+/*
+ * drv_result_finish, then the serialized description (qp_format.h) in *BUF (malloc'ed,
+ * *LEN bytes) and its id. COUNTERS: the address of counter 0. Fits elfw_instr_t.describe.
+ */
+int drv_describe(drv_result_t *res, const ed_plan_t *plan, uint64_t counters, uint8_t **buf,
+                 size_t *len, uint64_t *id);
+
+/* The next counter. */
+uint32_t drv_alloc_counter(drv_result_t *res);
+
+/*
+ * Build procedure PROC's graph (drv_graph.c). XT: the sorted targets of jumps from other
+ * procedures (blocks there are entered from outside). Returns 0, DRV_NOT_MEASURED (g->why
+ * says why; nothing else is left allocated) or QP_E*.
+ */
+int drv_graph_build(const cfg_prog_t *prog, uint32_t proc, const uint64_t *xt, size_t nxt,
+                    drv_graph_t *g /*OUT*/);
+void drv_graph_free(drv_graph_t *g);
+
+#endif

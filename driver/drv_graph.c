@@ -1,0 +1,382 @@
+/* Copyright 2026 the qpt authors
+ * SPDX-License-Identifier: MIT */
+
+/*
+ * One procedure's graph for the drivers: its blocks plus the virtual node X, which is
+ * both EXIT (every edge that leaves the procedure goes to X: returns, tail calls, calls
+ * that never return, ud2) and ENTRY (X -> entry block, one traversal per call; X -> each
+ * other block entered from outside, such as exception landing pads). With that, flow is
+ * conserved at every node, and the counts of all edges follow from the counts on the
+ * edges outside a spanning tree (seed 004, section 2).
+ *
+ * For every edge it also decides where a counter for it would go (seed Figure 5):
+ *  - in the source block when the edge is that block's only way out (after the call when
+ *    the edge is a call's return: it then counts returns, not calls - exit() below
+ *    makes the two differ);
+ *  - else in the destination block when the edge is its only way in;
+ *  - else, for a conditional branch, after it (not taken) or in a stub on its taken path:
+ *    the critical edge is split;
+ *  - else nowhere (jump-table and other indirect edges): the spanning tree must keep it.
+ * Inside a block the increment goes where the arithmetic flags it changes are dead
+ * (backward liveness over the procedure), else it saves and restores them.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "driver/driver.h"
+
+/* The flags `inc` changes (it leaves CF alone). */
+#define INC_FLAGS (ARCH_FLAGS_STATUS & ~ARCH_FLAG_CF)
+
+/* The instructions of a procedure's blocks, decoded once: block i has v[off[i]..off[i+1]). */
+typedef struct insns {
+    arch_insn_t *v;
+    uint32_t *off;
+} insns_t;
+
+static int
+decode_proc(const cfg_prog_t *prog, uint32_t first, uint32_t nb, insns_t *l)
+{
+    size_t n = 0, cap = 0;
+    l->v = NULL;
+    if ((l->off = malloc((nb + 1) * sizeof(uint32_t))) == NULL)
+        return QP_ENOMEM;
+    for (uint32_t i = 0; i < nb; i++) {
+        const cfg_block_t *b = &prog->blocks[first + i];
+        l->off[i] = (uint32_t)n;
+        for (uint64_t a = b->start; a < b->end;) {
+            if (n == cap) {
+                size_t nc = cap ? cap * 2 : 64;
+                arch_insn_t *v = realloc(l->v, nc * sizeof(arch_insn_t));
+                if (v == NULL)
+                    return QP_ENOMEM;
+                l->v = v;
+                cap = nc;
+            }
+            size_t avail;
+            const uint8_t *bytes = cfg_image_ptr(prog->img, a, &avail);
+            if (bytes == NULL || arch_decode(bytes, avail, a, &l->v[n]) < 0)
+                return QP_EDECODE;
+            a += l->v[n++].len;
+        }
+        if (n == l->off[i])
+            return QP_EDECODE; /* an empty block */
+    }
+    l->off[nb] = (uint32_t)n;
+    return 0;
+}
+
+/* Block I's instructions as a list view. */
+typedef struct insn_list {
+    const arch_insn_t *v;
+    size_t n;
+} insn_list_t;
+
+static insn_list_t
+block_insns(const insns_t *l, uint32_t i)
+{
+    return (insn_list_t) { l->v + l->off[i], l->off[i + 1] - l->off[i] };
+}
+
+/* Flags live before instruction IN given LIVE after it. */
+static uint8_t
+live_before(const arch_insn_t *in, uint8_t live)
+{
+    switch (in->kind) {
+    case ARCH_KIND_CALL:
+    case ARCH_KIND_CALL_IND:
+        /* The callee may change every flag: nothing after a call reads them unset. */
+        return in->flags_read;
+    case ARCH_KIND_RET: return 0;
+    default: return (uint8_t)((live & ~in->flags_written) | in->flags_read);
+    }
+}
+
+/* Flags live after block B's last instruction, from its successors' live_in. */
+static uint8_t
+block_live_out(const drv_graph_t *g, uint32_t bi)
+{
+    const cfg_prog_t *prog = g->prog;
+    const cfg_block_t *b = &prog->blocks[g->first + bi];
+    uint8_t live = 0;
+    for (uint32_t e = 0; e < b->nsucc; e++) {
+        const cfg_edge_t *ed = cfg_block_succ(prog, b, e);
+        if (ed->to != CFG_NONE && ed->to >= g->first && ed->to < g->first + g->nblocks)
+            live |= g->live_in[ed->to - g->first];
+        else if (ed->kind == CFG_EDGE_UNRESOLVED)
+            live |= ARCH_FLAGS_STATUS; /* unknown targets may read anything */
+    }
+    return live;
+}
+
+static int
+push_edge(drv_graph_t *g, size_t *cap, drv_edge_t e)
+{
+    if (g->nedges == *cap) {
+        size_t nc = *cap ? *cap * 2 : 16;
+        drv_edge_t *v = realloc(g->edges, nc * sizeof(drv_edge_t));
+        if (v == NULL)
+            return QP_ENOMEM;
+        g->edges = v;
+        *cap = nc;
+    }
+    g->edges[g->nedges++] = e;
+    return 0;
+}
+
+/*
+ * The first position in block BI (forward from its start) where the flags are dead, as
+ * the instruction to put the snippet before; with none, the first instruction and
+ * *SAVE = 1. L holds the block's instructions.
+ */
+static uint64_t
+dead_spot_forward(const drv_graph_t *g, uint32_t bi, const insn_list_t *l, uint8_t *save)
+{
+    /* live[i] = flags live before instruction i, computed backwards. */
+    uint8_t live = g->live_out[bi];
+    uint8_t before[256];
+    size_t n = l->n < 256 ? l->n : 256;
+    for (size_t i = l->n; i-- > 0;) {
+        live = live_before(&l->v[i], live);
+        if (i < n)
+            before[i] = live;
+    }
+    for (size_t i = 0; i < n; i++)
+        if ((before[i] & INC_FLAGS) == 0) {
+            *save = 0;
+            return l->v[i].addr;
+        }
+    *save = 1;
+    return l->v[0].addr;
+}
+
+/*
+ * Where a counter for an edge whose source block BI has no other way out goes: after the
+ * last instruction when it falls through (flags as at the block's end), else the last
+ * dead spot scanning backwards from the last instruction.
+ */
+static void
+spot_in_source(const drv_graph_t *g, uint32_t bi, const insn_list_t *l, drv_edge_t *e)
+{
+    const arch_insn_t *last = &l->v[l->n - 1];
+    uint8_t live = g->live_out[bi];
+    if (e->kind == CFG_EDGE_CALLRET) {
+        /* Count returns, after the call: the callee left the flags undefined. */
+        e->place = DRV_PLACE_AFTER;
+        e->at = last->addr;
+        e->save_flags = (live & INC_FLAGS) != 0;
+        return;
+    }
+    /* After the last instruction only when the edge is its fall-through: a system call
+     * that ends the process (exit_group) leaves by a noreturn edge and never gets there. */
+    int falls = e->kind == CFG_EDGE_FALL
+        && (last->kind == ARCH_KIND_SEQ || last->kind == ARCH_KIND_NOP
+            || last->kind == ARCH_KIND_ENDBR || last->kind == ARCH_KIND_SYSCALL);
+    if (falls && (live & INC_FLAGS) == 0) {
+        e->place = DRV_PLACE_AFTER;
+        e->at = last->addr;
+        e->save_flags = 0;
+        return;
+    }
+    for (size_t i = l->n; i-- > 0;) {
+        live = live_before(&l->v[i], live);
+        if ((live & INC_FLAGS) == 0) {
+            e->place = DRV_PLACE_BEFORE;
+            e->at = l->v[i].addr;
+            e->save_flags = 0;
+            return;
+        }
+    }
+    e->place = DRV_PLACE_BEFORE;
+    e->at = last->addr;
+    e->save_flags = 1;
+}
+
+/*
+ * Is the block at START entered from outside the procedure's own edges: a landing pad
+ * or code reached only through the translation table (no predecessors), or the target
+ * of a jump from another procedure (XT: those targets, sorted)?
+ */
+static int
+is_extra_root(const cfg_block_t *b, const uint64_t *xt, size_t nxt)
+{
+    return b->npred == 0 || cfg_u64_contains(xt, nxt, b->start);
+}
+
+#define TRY(e)                                                                           \
+    do {                                                                                 \
+        if ((rc = (e)) < 0)                                                              \
+            goto out;                                                                    \
+    } while (0)
+
+static drv_edge_t
+mk_edge(uint32_t from, uint32_t to, uint32_t cfg_edge, uint8_t kind)
+{
+    return (drv_edge_t) { .from = from, .to = to, .cfg_edge = cfg_edge,
+                          .counter = QP_NOCOUNTER, .kind = kind };
+}
+
+/* Where a counter for edge ED would go (see the top of this file). */
+static void
+place_edge(drv_graph_t *g, const insns_t *l, drv_edge_t *ed)
+{
+    const cfg_prog_t *prog = g->prog;
+    uint32_t X = g->nblocks;
+    if (ed->from != X && g->outdeg[ed->from] == 1) {
+        insn_list_t b = block_insns(l, ed->from);
+        spot_in_source(g, ed->from, &b, ed);
+        return;
+    }
+    if (ed->to != X && g->indeg[ed->to] == 1) {
+        ed->place = DRV_PLACE_BEFORE;
+        ed->at = g->block_at[ed->to];
+        ed->save_flags = g->block_save[ed->to];
+        return;
+    }
+    if (ed->from == X || ed->cfg_edge == CFG_NONE)
+        return; /* DRV_PLACE_NONE */
+    insn_list_t bl = block_insns(l, ed->from);
+    const arch_insn_t *last = &bl.v[bl.n - 1];
+    if (last->kind != ARCH_KIND_JCC)
+        return;
+    const cfg_block_t *b = &prog->blocks[g->first + ed->from];
+    /* Edges that leave (a conditional tail call, a conditional call of a noreturn
+     * function such as __chk_fail) are told apart by their target. */
+    uint64_t target = prog->edges[ed->cfg_edge].target;
+    int leaves = ed->to == X && target != 0;
+    int taken = ed->kind == CFG_EDGE_TAKEN || (leaves && target == last->target);
+    int fall = ed->kind == CFG_EDGE_FALL
+        || (leaves && target != last->target && target >= b->end); /* maybe past padding */
+    if (taken == fall)
+        return; /* cannot tell which way it goes: no counter */
+    uint8_t live = ed->to == X ? 0 : g->live_in[ed->to];
+    ed->place = taken ? DRV_PLACE_TAKEN : DRV_PLACE_AFTER;
+    ed->at = last->addr;
+    ed->save_flags = (live & INC_FLAGS) != 0;
+}
+
+int
+drv_graph_build(const cfg_prog_t *prog, uint32_t proc, const uint64_t *xt, size_t nxt,
+                drv_graph_t *g)
+{
+    memset(g, 0, sizeof(*g));
+    const cfg_proc_t *p = &prog->procs[proc];
+    g->prog = prog;
+    g->proc = proc;
+    g->first = p->block;
+    g->nblocks = p->nblocks;
+    uint32_t nb = p->nblocks, X = nb;
+    size_t ecap = 0;
+    insns_t l = { 0 };
+    int rc = 0;
+    g->last = calloc(nb + 1, sizeof(uint64_t));
+    g->live_in = calloc(nb + 1, 1);
+    g->live_out = calloc(nb + 1, 1);
+    g->indeg = calloc(nb + 1, sizeof(uint32_t));
+    g->outdeg = calloc(nb + 1, sizeof(uint32_t));
+    g->block_counter = malloc((nb + 1) * sizeof(uint32_t));
+    g->block_at = calloc(nb + 1, sizeof(uint64_t));
+    g->block_save = calloc(nb + 1, 1);
+    if (!g->last || !g->live_in || !g->live_out || !g->indeg || !g->outdeg || !g->block_counter
+        || !g->block_at || !g->block_save) {
+        rc = QP_ENOMEM;
+        goto out;
+    }
+    if (nb == 0) {
+        rc = DRV_NOT_MEASURED;
+        g->why = "no blocks";
+        goto out;
+    }
+    for (uint32_t i = 0; i < nb; i++)
+        g->block_counter[i] = QP_NOCOUNTER;
+    TRY(decode_proc(prog, g->first, nb, &l));
+
+    /* Edges: X -> entry, X -> other roots, then each block's own. */
+    TRY(push_edge(g, &ecap, mk_edge(X, 0, CFG_NONE, QP_EDGE_ENTRY)));
+    for (uint32_t i = 1; i < nb; i++)
+        if (is_extra_root(&prog->blocks[g->first + i], xt, nxt))
+            TRY(push_edge(g, &ecap, mk_edge(X, i, CFG_NONE, QP_EDGE_ROOT)));
+    for (uint32_t i = 0; i < nb; i++) {
+        const cfg_block_t *b = &prog->blocks[g->first + i];
+        uint32_t n0 = g->nedges;
+        for (uint32_t k = 0; k < b->nsucc; k++) {
+            const cfg_edge_t *ed = cfg_block_succ(prog, b, k);
+            uint32_t to = X;
+            if (ed->to != CFG_NONE) {
+                if (ed->to < g->first || ed->to >= g->first + nb) {
+                    rc = DRV_NOT_MEASURED;
+                    g->why = "an edge into another procedure's blocks";
+                    goto out;
+                }
+                to = ed->to - g->first;
+            }
+            if (ed->kind == CFG_EDGE_UNRESOLVED) {
+                rc = DRV_NOT_MEASURED;
+                g->why = "an indirect jump with unknown targets";
+                goto out;
+            }
+            /* Table entries to the same block are one edge for counting purposes. */
+            int dup = 0;
+            if (ed->kind == CFG_EDGE_TABLE || ed->kind == CFG_EDGE_INDIRECT)
+                for (uint32_t j = n0; j < g->nedges && !dup; j++)
+                    dup = g->edges[j].to == to && g->edges[j].kind == ed->kind;
+            if (!dup)
+                TRY(push_edge(g, &ecap, mk_edge(i, to, b->succ + k, ed->kind)));
+        }
+        if (g->nedges == n0) /* no successor at all (hlt, ud2): it leaves */
+            TRY(push_edge(g, &ecap, mk_edge(i, X, CFG_NONE, CFG_EDGE_NORETURN)));
+    }
+    for (uint32_t e = 0; e < g->nedges; e++) {
+        g->outdeg[g->edges[e].from]++;
+        g->indeg[g->edges[e].to]++;
+    }
+
+    /* Last instructions, then flags liveness to a fixpoint (blocks in reverse order). */
+    for (uint32_t i = 0; i < nb; i++)
+        g->last[i] = l.v[l.off[i + 1] - 1].addr;
+    for (int changed = 1; changed;) {
+        changed = 0;
+        for (uint32_t i = nb; i-- > 0;) {
+            uint8_t live = block_live_out(g, i);
+            g->live_out[i] = live;
+            for (uint32_t k = l.off[i + 1]; k-- > l.off[i];)
+                live = live_before(&l.v[k], live);
+            if (live != g->live_in[i]) {
+                g->live_in[i] = live;
+                changed = 1;
+            }
+        }
+    }
+
+    /* Where each block's counter (naive) and each edge's counter would go. */
+    for (uint32_t i = 0; i < nb; i++) {
+        insn_list_t b = block_insns(&l, i);
+        g->block_at[i] = dead_spot_forward(g, i, &b, &g->block_save[i]);
+    }
+    for (uint32_t e = 0; e < g->nedges; e++)
+        place_edge(g, &l, &g->edges[e]);
+out:
+    free(l.v);
+    free(l.off);
+    if (rc != 0) {
+        const char *why = g->why;
+        drv_graph_free(g);
+        g->why = why;
+    }
+    return rc;
+}
+
+void
+drv_graph_free(drv_graph_t *g)
+{
+    free(g->edges);
+    free(g->last);
+    free(g->live_in);
+    free(g->live_out);
+    free(g->indeg);
+    free(g->outdeg);
+    free(g->block_counter);
+    free(g->block_at);
+    free(g->block_save);
+    memset(g, 0, sizeof(*g));
+}

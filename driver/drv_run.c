@@ -1,0 +1,372 @@
+/* Copyright 2026 the qpt authors
+ * SPDX-License-Identifier: MIT */
+
+/*
+ * Running a driver over a program: one graph per relocated procedure, the driver's
+ * counters turned into probes, exit hooks, and the description (qp_format.h) of what
+ * each counter measures. Procedures that stay in place, or that a driver cannot
+ * measure, are described too, with the reason, so that the report can say so.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "driver/driver.h"
+#include "driver/qp_desc.h"
+
+const drv_ops_t *
+drv_find(const char *name)
+{
+    static const drv_ops_t *const all[] = { &drv_qp_ops, &drv_naive_ops };
+    for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++)
+        if (strcmp(all[i]->name, name) == 0)
+            return all[i];
+    return NULL;
+}
+
+uint32_t
+drv_alloc_counter(drv_result_t *res)
+{
+    return res->ncounters++;
+}
+
+/* Grow array *V of element size SZ to hold N + 1 (capacity *CAP). */
+static int
+grow(void **v, size_t *cap, size_t n, size_t sz)
+{
+    if (n < *cap)
+        return 0;
+    size_t nc = *cap ? *cap * 2 : 64;
+    void *nv = realloc(*v, nc * sz);
+    if (nv == NULL)
+        return QP_ENOMEM;
+    *v = nv;
+    *cap = nc;
+    return 0;
+}
+
+static int
+add_string(drv_result_t *res, const char *s, uint32_t *off)
+{
+    size_t len = strlen(s) + 1;
+    if ((uint64_t)res->strtab_size + len > UINT32_MAX)
+        return QP_ERANGE;
+    if (res->strtab_size + len > res->strtab_cap) {
+        size_t nc = res->strtab_cap ? res->strtab_cap : 4096;
+        while (nc < res->strtab_size + len)
+            nc *= 2;
+        char *v = realloc(res->strtab, nc);
+        if (v == NULL)
+            return QP_ENOMEM;
+        res->strtab = v;
+        res->strtab_cap = (uint32_t)nc;
+    }
+    memcpy(res->strtab + res->strtab_size, s, len);
+    *off = res->strtab_size;
+    res->strtab_size += (uint32_t)len;
+    return 0;
+}
+
+static int
+add_probe(drv_result_t *res, uint64_t at, int where, int what, int save, uint32_t counter)
+{
+    QP_CHECK(grow((void **)&res->probes, &res->probes_cap, res->nprobes, sizeof(ed_probe_t)));
+    res->probes[res->nprobes++] = (ed_probe_t) { .addr = at, .at = (uint8_t)where,
+                                                 .what = (uint8_t)what,
+                                                 .save_flags = (uint8_t)save,
+                                                 .counter = counter };
+    return 0;
+}
+
+/* NAME without a trailing "@plt" equals one of the NULL-terminated NAMES. */
+static int
+name_in(const char *name, const char *const *names)
+{
+    size_t n = strlen(name);
+    if (n > 4 && strcmp(name + n - 4, "@plt") == 0)
+        n -= 4;
+    for (; *names; names++)
+        if (strlen(*names) == n && strncmp(name, *names, n) == 0)
+            return 1;
+    return 0;
+}
+
+/* Functions that end the process: the frames below them never return. */
+static const char *const exit_names[] = { "exit", "_exit", "_Exit", "quick_exit", NULL };
+/* Functions after which flow may not be conserved (counts flagged approximate). */
+static const char *const jmp_names[] = { "setjmp", "_setjmp", "__sigsetjmp", "sigsetjmp",
+                                         "longjmp", "_longjmp", "siglongjmp",
+                                         "__longjmp_chk", NULL };
+static const char *const eh_names[] = { "__cxa_throw", "__cxa_rethrow", "_Unwind_Resume",
+                                        "_Unwind_RaiseException", NULL };
+
+/* The procedure whose entry is ADDR, or NULL. */
+static const cfg_proc_t *
+proc_at_entry(const cfg_prog_t *prog, uint64_t addr)
+{
+    const cfg_proc_t *p = cfg_proc_at(prog, addr);
+    return p != NULL && p->entry == addr ? p : NULL;
+}
+
+static int
+cmp_u64_asc(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Sorted, unique targets of jumps between procedures. */
+static int
+cross_targets(const cfg_prog_t *prog, uint64_t **out, size_t *n)
+{
+    size_t k = 0;
+    uint64_t *v = malloc((prog->nedges + 1) * sizeof(uint64_t));
+    if (v == NULL)
+        return QP_ENOMEM;
+    for (uint32_t e = 0; e < prog->nedges; e++)
+        if (prog->edges[e].kind == CFG_EDGE_TAILCALL && prog->edges[e].target != 0)
+            v[k++] = prog->edges[e].target;
+    qsort(v, k, sizeof(uint64_t), cmp_u64_asc);
+    size_t u = 0;
+    for (size_t i = 0; i < k; i++)
+        if (u == 0 || v[u - 1] != v[i])
+            v[u++] = v[i];
+    *out = v;
+    *n = u;
+    return 0;
+}
+
+/* Decode the instruction at ADDR. */
+static int
+decode_at(const cfg_prog_t *prog, uint64_t addr, arch_insn_t *in)
+{
+    size_t avail;
+    const uint8_t *bytes = cfg_image_ptr(prog->img, addr, &avail);
+    return bytes != NULL ? arch_decode(bytes, avail, addr, in) : QP_EDECODE;
+}
+
+/* Does procedure P make a system call (ends the process itself, like _exit)? */
+static int
+has_syscall(const cfg_prog_t *prog, const cfg_proc_t *p)
+{
+    for (uint32_t k = 0; k < p->nblocks; k++) {
+        const cfg_block_t *b = &prog->blocks[p->block + k];
+        for (uint64_t a = b->start; a < b->end;) {
+            arch_insn_t in;
+            if (decode_at(prog, a, &in) < 0)
+                return 1;
+            if (in.kind == ARCH_KIND_SYSCALL)
+                return 1;
+            a += in.len;
+        }
+    }
+    return 0;
+}
+
+/* Describe procedure I with no blocks: not measured, for REASON. */
+static int
+describe_unmeasured(drv_result_t *res, const cfg_proc_t *p, const char *prefix, const char *why)
+{
+    QP_CHECK(grow((void **)&res->procs, &res->procs_cap, res->nprocs, sizeof(qp_desc_proc_t)));
+    qp_desc_proc_t *d = &res->procs[res->nprocs];
+    memset(d, 0, sizeof(*d));
+    char buf[512];
+    snprintf(buf, sizeof(buf), "%s%s", prefix, why);
+    QP_CHECK(add_string(res, p->name, &d->name));
+    QP_CHECK(add_string(res, buf, &d->reason));
+    d->entry = p->entry;
+    d->block = res->nblocks;
+    d->edge = res->nedges;
+    res->nprocs++;
+    return 0;
+}
+
+/* The measured procedure of graph G: its probes, exit hooks and description. */
+static int
+describe_measured(drv_result_t *res, const drv_graph_t *g, const uint64_t *exits, size_t nexits)
+{
+    const cfg_prog_t *prog = g->prog;
+    const cfg_proc_t *p = &prog->procs[g->proc];
+    uint32_t X = g->nblocks;
+    QP_CHECK(grow((void **)&res->procs, &res->procs_cap, res->nprocs, sizeof(qp_desc_proc_t)));
+    qp_desc_proc_t *d = &res->procs[res->nprocs];
+    memset(d, 0, sizeof(*d));
+    QP_CHECK(add_string(res, p->name, &d->name));
+    d->flags = QP_PROC_MEASURED;
+    d->entry = p->entry;
+    d->block = res->nblocks;
+    d->nblocks = g->nblocks;
+    d->edge = res->nedges;
+    d->nedges = g->nedges;
+
+    /* Probes: one per counted edge or block, an exit hook before each call to exit(). */
+    for (uint32_t e = 0; e < g->nedges; e++) {
+        const drv_edge_t *ed = &g->edges[e];
+        if (ed->counter == QP_NOCOUNTER)
+            continue;
+        int where = ed->place == DRV_PLACE_BEFORE ? ED_AT_BEFORE
+            : ed->place == DRV_PLACE_AFTER        ? ED_AT_AFTER
+            : ed->place == DRV_PLACE_TAKEN        ? ED_AT_TAKEN
+                                                  : -1;
+        if (where < 0)
+            return QP_EINVAL; /* a driver counted an edge that cannot carry a counter */
+        QP_CHECK(add_probe(res, ed->at, where, ED_SNIP_COUNT, ed->save_flags, ed->counter));
+    }
+    for (uint32_t i = 0; i < g->nblocks; i++) {
+        const cfg_block_t *b = &prog->blocks[g->first + i];
+        if (g->block_counter[i] != QP_NOCOUNTER)
+            QP_CHECK(add_probe(res, g->block_at[i], ED_AT_BEFORE, ED_SNIP_COUNT,
+                               g->block_save[i], g->block_counter[i]));
+        arch_insn_t in;
+        QP_CHECK(decode_at(prog, g->last[i], &in));
+        uint64_t callee = 0;
+        if (in.kind == ARCH_KIND_CALL || in.kind == ARCH_KIND_JMP)
+            callee = in.target;
+        if (callee != 0 && cfg_u64_contains(exits, nexits, callee)) {
+            QP_CHECK(add_probe(res, in.addr, ED_AT_BEFORE, ED_SNIP_EXIT_HOOK, 0, 0));
+            d->flags |= QP_PROC_EXIT_SITE;
+            res->nexit_hooks++;
+        }
+        const cfg_proc_t *cp = callee ? proc_at_entry(prog, callee) : NULL;
+        if (cp != NULL && name_in(cp->name, jmp_names))
+            d->flags |= QP_PROC_APPROX_JMP;
+        if (cp != NULL && name_in(cp->name, eh_names))
+            d->flags |= QP_PROC_APPROX_EH;
+
+        QP_CHECK(grow((void **)&res->blocks, &res->blocks_cap, res->nblocks,
+                      sizeof(qp_desc_block_t)));
+        res->blocks[res->nblocks++] = (qp_desc_block_t) {
+            .start = b->start, .size = (uint32_t)(b->end - b->start), .ninsns = b->ninsns,
+            .counter = g->block_counter[i],
+        };
+    }
+    for (uint32_t e = 0; e < g->nedges; e++) {
+        const drv_edge_t *ed = &g->edges[e];
+        if (ed->kind == QP_EDGE_ROOT && g->prog->blocks[g->first + ed->to].npred == 0)
+            d->flags |= QP_PROC_APPROX_EH; /* a landing pad (or code only reached from
+                                             * outside): a throw may leave flow unbalanced */
+        QP_CHECK(grow((void **)&res->edges, &res->edges_cap, res->nedges, sizeof(qp_desc_edge_t)));
+        QP_CHECK(grow((void **)&res->edge_call, &res->calls_cap, res->nedges, sizeof(uint64_t)));
+        res->edges[res->nedges] = (qp_desc_edge_t) {
+            .from = ed->from == X ? QP_VIRT : d->block + ed->from,
+            .to = ed->to == X ? QP_VIRT : d->block + ed->to,
+            .counter = ed->counter, .kind = ed->kind,
+        };
+        res->edge_call[res->nedges] = ed->kind == CFG_EDGE_CALLRET ? g->last[ed->from] : 0;
+        res->nedges++;
+    }
+    res->nedges_total += g->nedges;
+    res->nprocs++;
+    return 0;
+}
+
+int
+drv_run(const drv_ops_t *drv, const cfg_prog_t *prog, const ed_plan_t *plan,
+        const drv_weights_t *weights, drv_result_t *res)
+{
+    memset(res, 0, sizeof(*res));
+    res->driver = drv->kind;
+    uint32_t off;
+    QP_CHECK(add_string(res, "", &off));
+    uint64_t *xt = NULL, *exits = NULL;
+    size_t nxt = 0, nexits = 0;
+    int rc = cross_targets(prog, &xt, &nxt);
+    if (rc == 0 && (exits = malloc((prog->nprocs + 1) * sizeof(uint64_t))) == NULL)
+        rc = QP_ENOMEM;
+    for (uint32_t i = 0; rc == 0 && i < prog->nprocs; i++)
+        if (name_in(prog->procs[i].name, exit_names))
+            exits[nexits++] = prog->procs[i].entry; /* procs are sorted by entry */
+    for (uint32_t i = 0; rc == 0 && i < prog->nprocs; i++) {
+        const cfg_proc_t *p = &prog->procs[i];
+        if (p->flags & (CFG_PROC_FRAGMENT | CFG_PROC_PLT))
+            continue;
+        const char *left = ed_plan_left_reason(plan, i);
+        if (left != NULL) {
+            rc = describe_unmeasured(res, p, "left in place: ", left);
+            continue;
+        }
+        if (name_in(p->name, exit_names) && has_syscall(prog, p)) {
+            /* It ends the process from inside: its flow never leaves, so neither
+             * counters on its edges nor flow conservation can account for it. */
+            res->nunmeasured++;
+            rc = describe_unmeasured(res, p, "not measured: ", "ends the process from inside");
+            continue;
+        }
+        drv_graph_t g;
+        rc = drv_graph_build(prog, i, xt, nxt, &g);
+        const char *why = g.why;
+        g.weights = weights;
+        if (rc == 0) {
+            uint32_t c0 = res->ncounters;
+            rc = drv->place(&g, res, &why);
+            if (rc == DRV_NOT_MEASURED)
+                res->ncounters = c0; /* nothing of it is used */
+            else if (rc == 0)
+                rc = describe_measured(res, &g, exits, nexits);
+            drv_graph_free(&g);
+        }
+        if (rc == DRV_NOT_MEASURED) {
+            res->nunmeasured++;
+            rc = describe_unmeasured(res, p, "not measured: ", why ? why : "?");
+        } else if (rc == 0)
+            res->nmeasured++;
+    }
+    free(xt);
+    free(exits);
+    if (rc < 0)
+        drv_result_free(res);
+    return rc;
+}
+
+void
+drv_result_finish(drv_result_t *res, const ed_plan_t *plan, uint64_t counters_vaddr)
+{
+    (void)counters_vaddr;
+    for (uint32_t i = 0; i < res->nprocs; i++)
+        if (res->procs[i].flags & QP_PROC_MEASURED)
+            res->procs[i].new_entry = ed_plan_map((void *)plan, res->procs[i].entry);
+    for (uint32_t i = 0; i < res->nblocks; i++)
+        res->blocks[i].new_start = ed_plan_map((void *)plan, res->blocks[i].start);
+    for (uint32_t i = 0; i < res->nedges; i++)
+        if (res->edge_call[i] != 0) {
+            uint64_t after = 0;
+            if (ed_plan_insn_new(plan, res->edge_call[i], &after) != 0)
+                res->edges[i].ret_addr = after;
+        }
+}
+
+void
+drv_result_free(drv_result_t *res)
+{
+    free(res->probes);
+    free(res->procs);
+    free(res->blocks);
+    free(res->edges);
+    free(res->edge_call);
+    free(res->strtab);
+    memset(res, 0, sizeof(*res));
+}
+
+int
+drv_describe(drv_result_t *res, const ed_plan_t *plan, uint64_t counters, uint8_t **buf,
+             size_t *len, uint64_t *id)
+{
+    drv_result_finish(res, plan, counters);
+    qp_desc_t d;
+    memset(&d, 0, sizeof(d));
+    d.hdr.driver = res->driver;
+    d.hdr.counters_vaddr = counters;
+    d.hdr.ncounters = res->ncounters;
+    d.hdr.flags = (res->atomic ? QP_DESC_ATOMIC : 0) | (res->pie ? QP_DESC_PIE : 0);
+    d.hdr.nprocs = res->nprocs;
+    d.hdr.nblocks = res->nblocks;
+    d.hdr.nedges = res->nedges;
+    d.hdr.strtab_size = res->strtab_size;
+    d.procs = res->procs;
+    d.blocks = res->blocks;
+    d.edges = res->edges;
+    d.strtab = res->strtab;
+    QP_CHECK(qp_desc_serialize(&d, buf, len));
+    *id = ((const qp_desc_hdr_t *)*buf)->id;
+    return 0;
+}

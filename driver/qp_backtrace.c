@@ -1,0 +1,472 @@
+/* Copyright 2026 the qpt authors
+ * SPDX-License-Identifier: MIT */
+
+/*
+ * Exit back-traces: unwinding a saved stack with the executable's CFI. libdw finds the
+ * FDE for a pc and gives the CFA and register rules as small DWARF expressions; this
+ * file evaluates them against the dump (registers of the first frame, bytes of the saved
+ * stack) and never touches memory that is not in the dump. The only elfutils user of
+ * driver/.
+ */
+#include <dwarf.h>
+#include <elfutils/libdw.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cfg/cfg.h"
+#include "driver/qp_backtrace.h"
+#include "driver/qp_priv.h"
+
+#define NREGS 17     /* DWARF x86-64 registers 0..16; 16 is the return address column */
+#define REG_SP 7
+#define EXPR_STACK 16
+
+typedef struct exec_range {
+    uint64_t start, end; /* [start, end) of an executable PT_LOAD, link time */
+} exec_range_t;
+
+struct qp_unwinder {
+    int fd;                 /* the open executable */
+    Elf *elf;               /* libelf handle (libdw reads the CFI through it) */
+    Dwarf_CFI *cfi;         /* .eh_frame, through PT_GNU_EH_FRAME when present */
+    exec_range_t *code;     /* executable segments: a pc elsewhere is not ours */
+    size_t ncode;
+};
+
+/* The state of one frame during a walk. */
+typedef struct frame_regs {
+    uint64_t v[NREGS];      /* values */
+    uint32_t known;         /* bit r: v[r] is known */
+} frame_regs_t;
+
+/* What a walk reads memory from. */
+typedef struct saved_stack {
+    uint64_t base;          /* runtime address of bytes[0] (regs[7] at the dump) */
+    const uint8_t *bytes;
+    uint64_t len;
+} saved_stack_t;
+
+/*****************************************************************************
+ * The unwinder
+ */
+
+static int
+collect_code_ranges(qp_unwinder_t *u)
+{
+    size_t n;
+    if (elf_getphdrnum(u->elf, &n) != 0)
+        return QP_EFORMAT;
+    u->code = calloc(n ? n : 1, sizeof(exec_range_t));
+    if (u->code == NULL)
+        return QP_ENOMEM;
+    for (size_t i = 0; i < n; i++) {
+        GElf_Phdr ph;
+        if (gelf_getphdr(u->elf, (int)i, &ph) == NULL)
+            return QP_EFORMAT;
+        if (ph.p_type == PT_LOAD && (ph.p_flags & PF_X))
+            u->code[u->ncode++] = (exec_range_t) { ph.p_vaddr, ph.p_vaddr + ph.p_memsz };
+    }
+    return 0;
+}
+
+static int
+in_code(const qp_unwinder_t *u, uint64_t addr)
+{
+    for (size_t i = 0; i < u->ncode; i++)
+        if (addr >= u->code[i].start && addr < u->code[i].end)
+            return 1;
+    return 0;
+}
+
+void
+qp_unwinder_destroy(qp_unwinder_t *u)
+{
+    if (u == NULL)
+        return;
+    if (u->cfi != NULL)
+        dwarf_cfi_end(u->cfi);
+    if (u->elf != NULL)
+        elf_end(u->elf);
+    if (u->fd >= 0)
+        close(u->fd);
+    free(u->code);
+    free(u);
+}
+
+int
+qp_unwinder_create(const char *path, qp_unwinder_t **out, char *why, size_t whylen)
+{
+    if (path == NULL || out == NULL)
+        return QP_EINVAL;
+    *out = NULL;
+    qp_unwinder_t *u = calloc(1, sizeof(*u));
+    if (u == NULL)
+        return QP_ENOMEM;
+    u->fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (u->fd < 0) {
+        int saved = errno;
+        qp_why(why, whylen, "%s", strerror(saved));
+        qp_unwinder_destroy(u);
+        errno = saved;
+        return QP_EIO;
+    }
+    elf_version(EV_CURRENT);
+    u->elf = elf_begin(u->fd, ELF_C_READ_MMAP, NULL);
+    int rc = 0;
+    if (u->elf == NULL || elf_kind(u->elf) != ELF_K_ELF) {
+        qp_why(why, whylen, "not an ELF file");
+        rc = QP_EFORMAT;
+    } else if ((rc = collect_code_ranges(u)) < 0) {
+        qp_why(why, whylen, "cannot read the program headers");
+    } else if ((u->cfi = dwarf_getcfi_elf(u->elf)) == NULL) {
+        qp_why(why, whylen, "no usable .eh_frame to unwind exit dumps");
+        rc = QP_EFORMAT;
+    }
+    if (rc < 0) {
+        qp_unwinder_destroy(u);
+        return rc;
+    }
+    *out = u;
+    return 0;
+}
+
+/*****************************************************************************
+ * DWARF expressions of CFI rules
+ */
+
+static int
+read_stack(const saved_stack_t *st, uint64_t addr, uint64_t *val)
+{
+    if (addr < st->base || addr - st->base > st->len || st->len - (addr - st->base) < 8)
+        return QP_BT_OUTSIDE;
+    memcpy(val, st->bytes + (addr - st->base), 8);
+    return 0;
+}
+
+/* The value of register R of frame REGS, or QP_BT_BADEXPR when unknown. */
+static int
+reg_value(const frame_regs_t *regs, uint64_t r, uint64_t *val)
+{
+    if (r >= NREGS || !(regs->known & (1u << r)))
+        return QP_BT_BADEXPR;
+    *val = regs->v[r];
+    return 0;
+}
+
+static int
+is_binary_op(uint8_t atom)
+{
+    switch (atom) {
+    case DW_OP_plus: case DW_OP_minus: case DW_OP_mul: case DW_OP_and: case DW_OP_or:
+    case DW_OP_xor: case DW_OP_shl: case DW_OP_shr: case DW_OP_ge: case DW_OP_gt:
+    case DW_OP_le: case DW_OP_lt: case DW_OP_eq: case DW_OP_ne:
+        return 1;
+    default: return 0;
+    }
+}
+
+/* A op B for an operator of is_binary_op (comparisons are signed, as DWARF says). */
+static uint64_t
+binary_op(uint8_t atom, uint64_t a, uint64_t b)
+{
+    switch (atom) {
+    case DW_OP_plus: return a + b;
+    case DW_OP_minus: return a - b;
+    case DW_OP_mul: return a * b;
+    case DW_OP_and: return a & b;
+    case DW_OP_or: return a | b;
+    case DW_OP_xor: return a ^ b;
+    case DW_OP_shl: return b < 64 ? a << b : 0;
+    case DW_OP_shr: return b < 64 ? a >> b : 0;
+    case DW_OP_ge: return (int64_t)a >= (int64_t)b;
+    case DW_OP_gt: return (int64_t)a > (int64_t)b;
+    case DW_OP_le: return (int64_t)a <= (int64_t)b;
+    case DW_OP_lt: return (int64_t)a < (int64_t)b;
+    case DW_OP_eq: return a == b;
+    default: return a != b; /* DW_OP_ne */
+    }
+}
+
+/* Evaluation context: the frame's registers, its CFA (when known), the stack. */
+typedef struct expr_ctx {
+    const frame_regs_t *regs;
+    const saved_stack_t *stack;
+    uint64_t cfa;
+    int cfa_known;
+} expr_ctx_t;
+
+/* One operator that pushes a value, or QP_BT_BADEXPR. */
+static int
+push_op(const expr_ctx_t *c, const Dwarf_Op *op, uint64_t *val)
+{
+    uint8_t a = op->atom;
+    if (a >= DW_OP_lit0 && a <= DW_OP_lit31) {
+        *val = a - DW_OP_lit0;
+        return 0;
+    }
+    if (a >= DW_OP_breg0 && a <= DW_OP_breg31) {
+        if (reg_value(c->regs, a - DW_OP_breg0, val))
+            return QP_BT_BADEXPR;
+        *val += op->number;
+        return 0;
+    }
+    switch (a) {
+    case DW_OP_bregx:
+        if (reg_value(c->regs, op->number, val))
+            return QP_BT_BADEXPR;
+        *val += op->number2;
+        return 0;
+    case DW_OP_const1u: case DW_OP_const2u: case DW_OP_const4u: case DW_OP_const8u:
+    case DW_OP_const1s: case DW_OP_const2s: case DW_OP_const4s: case DW_OP_const8s:
+    case DW_OP_constu: case DW_OP_consts:
+        *val = op->number;
+        return 0;
+    case DW_OP_call_frame_cfa:
+        if (!c->cfa_known)
+            return QP_BT_BADEXPR;
+        *val = c->cfa;
+        return 0;
+    default: return QP_BT_BADEXPR;
+    }
+}
+
+/*
+ * Evaluate OPS (N operators). *IS_VALUE tells whether the result is a value
+ * (DW_OP_stack_value, or a DW_OP_regN location: the register's content) or a memory
+ * address. Returns 0 or a QP_BT_* reason.
+ */
+static int
+eval_expr(const expr_ctx_t *c, const Dwarf_Op *ops, size_t n, uint64_t *result, int *is_value)
+{
+    uint64_t st[EXPR_STACK];
+    size_t sp = 0;
+    *is_value = 0;
+    if (n == 1 && (ops[0].atom == DW_OP_regx
+                   || (ops[0].atom >= DW_OP_reg0 && ops[0].atom <= DW_OP_reg31))) {
+        *is_value = 1;
+        uint64_t r = ops[0].atom == DW_OP_regx ? ops[0].number
+                                               : (uint64_t)(ops[0].atom - DW_OP_reg0);
+        return reg_value(c->regs, r, result) ? QP_BT_BADEXPR : 0;
+    }
+    for (size_t i = 0; i < n; i++) {
+        const Dwarf_Op *op = &ops[i];
+        uint8_t a = op->atom;
+        if (a == DW_OP_stack_value) {
+            if (i != n - 1)
+                return QP_BT_BADEXPR;
+            *is_value = 1;
+        } else if (a == DW_OP_plus_uconst) {
+            if (sp < 1)
+                return QP_BT_BADEXPR;
+            st[sp - 1] += op->number;
+        } else if (a == DW_OP_deref) {
+            if (sp < 1)
+                return QP_BT_BADEXPR;
+            if (read_stack(c->stack, st[sp - 1], &st[sp - 1]))
+                return QP_BT_OUTSIDE;
+        } else if (a == DW_OP_dup) {
+            if (sp < 1 || sp == EXPR_STACK)
+                return QP_BT_BADEXPR;
+            st[sp] = st[sp - 1];
+            sp++;
+        } else if (is_binary_op(a)) {
+            if (sp < 2)
+                return QP_BT_BADEXPR;
+            st[sp - 2] = binary_op(a, st[sp - 2], st[sp - 1]);
+            sp--;
+        } else {
+            if (sp == EXPR_STACK || push_op(c, op, &st[sp]) != 0)
+                return QP_BT_BADEXPR;
+            sp++;
+        }
+    }
+    if (sp < 1)
+        return QP_BT_BADEXPR;
+    *result = st[sp - 1];
+    return 0;
+}
+
+/*****************************************************************************
+ * Walking
+ */
+
+/* The caller's value of register R under frame FR's rules; unknown is not an error. */
+static int
+caller_reg(Dwarf_Frame *fr, const expr_ctx_t *c, int r, frame_regs_t *next)
+{
+    Dwarf_Op mem[3], *ops = NULL;
+    size_t n = 0;
+    if (dwarf_frame_register(fr, r, mem, &ops, &n) != 0)
+        return QP_BT_BADEXPR;
+    if (n == 0) {
+        /* ops == NULL: same value as in this frame; else undefined (call-clobbered). */
+        if (ops == NULL && (c->regs->known & (1u << r))) {
+            next->v[r] = c->regs->v[r];
+            next->known |= 1u << r;
+        }
+        return 0;
+    }
+    uint64_t val;
+    int is_value;
+    int rc = eval_expr(c, ops, n, &val, &is_value);
+    if (rc == QP_BT_OUTSIDE)
+        return rc;
+    if (rc != 0)
+        return r == 16 ? rc : 0; /* only the return address must be known */
+    if (!is_value && (rc = read_stack(c->stack, val, &val)) != 0)
+        return r == 16 ? rc : 0;
+    next->v[r] = val;
+    next->known |= 1u << r;
+    return 0;
+}
+
+/*
+ * One step: the caller's registers from frame REGS at link-time LOOKUP (the pc, or the
+ * return address - 1 after a call). *SIGNAL tells whether this frame is a signal frame.
+ */
+static int
+step(qp_unwinder_t *u, uint64_t lookup, const frame_regs_t *regs, const saved_stack_t *stack,
+     frame_regs_t *next, int *signal)
+{
+    Dwarf_Frame *fr = NULL;
+    if (dwarf_cfi_addrframe(u->cfi, lookup, &fr) != 0)
+        return QP_BT_NOCFI;
+    expr_ctx_t c = { regs, stack, 0, 0 };
+    Dwarf_Op *ops = NULL;
+    size_t n = 0;
+    int is_value, rc = QP_BT_BADEXPR;
+    bool sig = false;
+    int ra_reg = dwarf_frame_info(fr, NULL, NULL, &sig);
+    *signal = sig;
+    if (ra_reg == 16 && dwarf_frame_cfa(fr, &ops, &n) == 0 && n > 0)
+        rc = eval_expr(&c, ops, n, &c.cfa, &is_value);
+    memset(next, 0, sizeof(*next));
+    if (rc == 0) {
+        c.cfa_known = 1;
+        for (int r = 0; r < NREGS && rc == 0; r++)
+            rc = caller_reg(fr, &c, r, next);
+    }
+    free(fr);
+    if (rc != 0)
+        return rc;
+    /* The x86-64 psABI: the caller's stack pointer is the CFA. */
+    next->v[REG_SP] = c.cfa;
+    next->known |= 1u << REG_SP;
+    return 0;
+}
+
+int
+qp_backtrace_walk(qp_unwinder_t *u, const qp_dump_t *dump, int (*fn)(void *arg, uint64_t ra),
+                  void *arg)
+{
+    if (u == NULL || dump == NULL || fn == NULL
+        || (dump->hdr.stack_len && dump->stack == NULL))
+        return QP_EINVAL;
+    const qp_dump_hdr_t *h = &dump->hdr;
+    saved_stack_t stack = { h->regs[REG_SP], dump->stack, h->stack_len };
+    frame_regs_t regs = { { 0 }, (1u << NREGS) - 1 };
+    memcpy(regs.v, h->regs, sizeof(regs.v));
+    uint64_t pc = h->pc;
+    int exact = 1; /* the first pc is where exit is called, not a return address */
+    for (int frame = 0; frame < QP_BT_MAX_FRAMES; frame++) {
+        uint64_t lt = pc - h->bias;
+        if (!in_code(u, lt))
+            return frame == 0 ? QP_BT_OUTSIDE : QP_BT_FOREIGN;
+        frame_regs_t next;
+        int signal;
+        int rc = step(u, exact ? lt : lt - 1, &regs, &stack, &next, &signal);
+        if (rc != 0)
+            return rc;
+        if (!(next.known & (1u << 16)) || next.v[16] == 0)
+            return QP_BT_END;
+        /* Callers' frames lie above: a CFA that does not grow is a corrupt stack. */
+        if (next.v[REG_SP] <= regs.v[REG_SP])
+            return QP_BT_OUTSIDE;
+        pc = next.v[16];
+        /* A signal frame's "return address" is the interrupted pc, not a call site. */
+        if (!signal && (rc = fn(arg, pc - h->bias)) != 0)
+            return rc;
+        exact = signal;
+        regs = next;
+    }
+    return QP_BT_LIMIT;
+}
+
+/*****************************************************************************
+ * Abandoned call blocks
+ */
+
+typedef struct ret_site {
+    uint64_t ret_addr;  /* link-time address a call pushes */
+    uint32_t block;     /* the call block */
+} ret_site_t;
+
+static int
+cmp_ret_site(const void *a, const void *b)
+{
+    const ret_site_t *x = a, *y = b;
+    if (x->ret_addr != y->ret_addr)
+        return x->ret_addr < y->ret_addr ? -1 : 1;
+    return x->block < y->block ? -1 : x->block > y->block;
+}
+
+typedef struct abandon_ctx {
+    const ret_site_t *sites;
+    size_t nsites;
+    uint64_t *abandoned;
+    qp_backtrace_stats_t *st;
+} abandon_ctx_t;
+
+static int
+on_return_address(void *arg, uint64_t ra)
+{
+    abandon_ctx_t *c = arg;
+    c->st->frames++;
+    size_t lo = 0, hi = c->nsites;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (c->sites[mid].ret_addr < ra)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (lo < c->nsites && c->sites[lo].ret_addr == ra) {
+        c->abandoned[c->sites[lo].block]++;
+        c->st->matched++;
+    }
+    return 0;
+}
+
+int
+qp_backtrace_abandoned(qp_unwinder_t *u, const qp_desc_t *d, const qp_profile_t *p,
+                       uint64_t *abandoned, qp_backtrace_stats_t *st)
+{
+    qp_backtrace_stats_t local;
+    if (st == NULL)
+        st = &local;
+    memset(st, 0, sizeof(*st));
+    if (d == NULL || p == NULL || (d->hdr.nblocks && abandoned == NULL)
+        || (p->ndumps && u == NULL))
+        return QP_EINVAL;
+    if (p->ndumps == 0)
+        return 0;
+    ret_site_t *sites = malloc((d->hdr.nedges ? d->hdr.nedges : 1) * sizeof(ret_site_t));
+    if (sites == NULL)
+        return QP_ENOMEM;
+    size_t n = 0;
+    for (uint32_t i = 0; i < d->hdr.nedges; i++)
+        if (d->edges[i].kind == CFG_EDGE_CALLRET && d->edges[i].ret_addr != 0)
+            sites[n++] = (ret_site_t) { d->edges[i].ret_addr, d->edges[i].from };
+    qsort(sites, n, sizeof(*sites), cmp_ret_site);
+    abandon_ctx_t c = { sites, n, abandoned, st };
+    for (size_t i = 0; i < p->ndumps; i++) {
+        int why = qp_backtrace_walk(u, &p->dumps[i], on_return_address, &c);
+        st->dumps++;
+        st->incomplete += why != QP_BT_END && why != QP_BT_FOREIGN;
+    }
+    free(sites);
+    return 0;
+}

@@ -1,0 +1,170 @@
+/* Copyright 2026 the qpt authors
+ * SPDX-License-Identifier: MIT */
+#ifndef QP_DESC_H
+#define QP_DESC_H
+/*
+ * PURPOSE: reading and writing the two on-disk formats of qp_format.h in memory: the
+ * description (.qpt.desc: serialize for the rewriter, parse with full validation for qp)
+ * and the profile (a.inst.qp: read with validation, check against a description, merge,
+ * write). Both inputs are untrusted: every index, size and string is checked before use,
+ * and a failure comes with one line saying why. No printing, no exit, no ELF here: the
+ * caller finds the section bytes (cfg/) and prints (tools/).
+ * Lifetimes: a qp_desc_t or qp_profile_t owns its arrays until qp_desc_free /
+ * qp_profile_free. Integers are little-endian: this code runs on x86-64 hosts only.
+ */
+#include <stddef.h>
+#include <stdint.h>
+
+#include "arch/qp_err.h"
+#include "driver/qp_format.h"
+
+/*****************************************************************************
+ * The description
+ */
+
+/*
+ * A description in memory: the header and the four parts, with the on-disk structs.
+ * The counts are hdr.nprocs, hdr.nblocks, hdr.nedges and hdr.strtab_size. The arrays are
+ * malloc'd and freed by qp_desc_free(); a writer may fill them itself (with malloc) or
+ * grow the string table with qp_desc_add_string().
+ */
+typedef struct qp_desc {
+    qp_desc_hdr_t hdr;        /* counts, driver, flags, counters_vaddr; magic/version/id
+                               * are set by qp_desc_serialize and checked by parse */
+    qp_desc_proc_t *procs;    /* hdr.nprocs */
+    qp_desc_block_t *blocks;  /* hdr.nblocks */
+    qp_desc_edge_t *edges;    /* hdr.nedges */
+    char *strtab;             /* hdr.strtab_size bytes; offset 0 is "" */
+    size_t strtab_cap;        /* bytes allocated for strtab (qp_desc_add_string) */
+} qp_desc_t;
+
+/*
+ * Append the NUL-terminated string S to D's string table (creating the table, with ""
+ * at offset 0, on first use) and store its offset in *OFF. The empty string is always
+ * offset 0. Returns 0, QP_EINVAL (NULL argument), QP_ERANGE (table over 4 GiB) or
+ * QP_ENOMEM. D->strtab may move: earlier pointers into it become invalid.
+ */
+int qp_desc_add_string(qp_desc_t *d, const char *s, uint32_t *off /*OUT*/);
+
+/*
+ * Check every rule of the format on D (magic and version are not looked at): driver
+ * kind, string offsets inside the table and a NUL-terminated table, every procedure's
+ * blocks and edges inside the arrays, edge ends inside their procedure's blocks (or X),
+ * edge kinds, X only at the ends that allow it, exactly one QP_EDGE_ENTRY edge (X ->
+ * entry block) per measured procedure, counters < ncounters or QP_NOCOUNTER, block
+ * address ranges without overflow. Returns 0 or QP_EFORMAT with one line in WHY
+ * (WHYLEN bytes; WHY may be NULL).
+ */
+int qp_desc_validate(const qp_desc_t *d, char *why, size_t whylen);
+
+/*
+ * The on-disk bytes of D: header (magic, version and id filled in here, other header
+ * fields from D->hdr), procedures, blocks, edges, string table. D is validated first
+ * (QP_EINVAL when it breaks a rule: call qp_desc_validate to learn which). On success
+ * *BUF (malloc'd, the caller frees it) holds *LEN bytes and ((qp_desc_hdr_t *)*BUF)->id
+ * is the id the runtime must write into its profiles. QP_ENOMEM on failure.
+ */
+int qp_desc_serialize(const qp_desc_t *d, uint8_t **buf /*OUT*/, size_t *len /*OUT*/);
+
+/*
+ * The id of a serialized description BUF (LEN bytes, at least the header): FNV-1a 64
+ * over the header bytes before `id` (magic, version, driver), then the header bytes
+ * after it, then every byte after the header up to LEN. Deterministic; any single
+ * changed byte changes it. Returns 0 or QP_EINVAL.
+ */
+int qp_desc_id(const uint8_t *buf, size_t len, uint64_t *id /*OUT*/);
+
+/*
+ * Parse the untrusted bytes BUF (LEN bytes, a .qpt.desc section) into *OUT: magic,
+ * version, sizes (overflow-safe; only zero bytes may follow the string table), the id
+ * (a corrupted description does not hash to its id), then qp_desc_validate. *OUT owns
+ * copies of everything (BUF may go away). Returns 0, QP_EINVAL, QP_ENOMEM or
+ * QP_EFORMAT with one line in WHY (WHYLEN bytes; WHY may be NULL). On failure *OUT is
+ * empty (qp_desc_free is still fine).
+ */
+int qp_desc_parse(const uint8_t *buf, size_t len, qp_desc_t *out /*OUT*/, char *why,
+                  size_t whylen);
+
+/* Free D's arrays and zero it. NULL is fine. */
+void qp_desc_free(qp_desc_t *d);
+
+/* The string at offset OFF of D's table ("" when OFF is out of range). */
+const char *qp_desc_str(const qp_desc_t *d, uint32_t off);
+
+/*
+ * The global index of procedure PROC's QP_EDGE_ENTRY edge (its calls), or QP_VIRT when
+ * it has none (procedures not measured).
+ */
+uint32_t qp_desc_entry_edge(const qp_desc_t *d, uint32_t proc);
+
+/* A name for an edge kind: cfg's ("fall", "callret", ...), "entry", "root", or "?". */
+const char *qp_edge_kind_name(uint8_t kind);
+
+/* True when an edge of KIND leaves its procedure (to X): return, tailcall, ... */
+int qp_edge_kind_leaves(uint8_t kind);
+
+/*****************************************************************************
+ * The profile
+ */
+
+/* One complete exit dump (qp_format.h). */
+typedef struct qp_dump {
+    qp_dump_hdr_t hdr;       /* registers, pc, bias, stack_len (<= QP_PROF_DUMP_STACK) */
+    uint8_t *stack;          /* hdr.stack_len bytes saved from hdr.regs[7] upwards */
+} qp_dump_t;
+
+/*
+ * A profile in memory, possibly the sum of several runs' files (qp_profile_merge).
+ * Dumps that are incomplete (valid != 1, cut short by the file's end) or were never
+ * kept (beyond QP_PROF_MAX_DUMPS) are counted in `ndropped`: the back-traces of those
+ * exits are unknown and counts near them may be approximate.
+ */
+typedef struct qp_profile {
+    qp_prof_hdr_t hdr;       /* as read; merged: runs and ndumps summed (saturating) */
+    uint64_t *counters;      /* hdr.ncounters counters */
+    qp_dump_t *dumps;        /* the complete dumps */
+    size_t ndumps;           /* how many */
+    uint64_t ndropped;       /* exits without a usable dump */
+    uint32_t nfiles;         /* profile files summed into this one */
+    int saturated;           /* a merged counter stopped at UINT64_MAX */
+} qp_profile_t;
+
+/*
+ * Read the profile file PATH into *OUT with validation: a regular file, long enough for
+ * the 4096-byte header, QP_PROF_MAGIC, QP_FORMAT_VERSION, the counters inside the file,
+ * dumps_off where the format puts it, exe NUL-terminated. Dumps past the end of the file
+ * or not marked valid are counted as dropped, not refused (a process may die while
+ * writing one). Returns 0, QP_EINVAL, QP_ENOMEM, QP_EIO (errno kept) or QP_EFORMAT, with
+ * one line in WHY (WHYLEN bytes; may be NULL). On failure *OUT is empty.
+ */
+int qp_profile_read(const char *path, qp_profile_t *out /*OUT*/, char *why, size_t whylen);
+
+/*
+ * Refuse a profile P that does not belong to the description D: another id (WHY:
+ * "belongs to another executable or another rewrite ...") or another number of
+ * counters. Returns 0 or QP_EFORMAT with one line in WHY.
+ */
+int qp_profile_check(const qp_profile_t *p, const qp_desc_t *d, char *why, size_t whylen);
+
+/*
+ * Add the profile FROM to INTO: counters summed (saturating at UINT64_MAX, noted in
+ * INTO->saturated), runs and ndumps summed, dumps appended (copied), dropped counts
+ * summed. Both must have the same id and number of counters (QP_EFORMAT with WHY
+ * otherwise). INTO may be an empty (zeroed) profile: it becomes a copy of FROM.
+ * Returns 0, QP_EFORMAT or QP_ENOMEM (INTO is unchanged on failure).
+ */
+int qp_profile_merge(qp_profile_t *into, const qp_profile_t *from, char *why,
+                     size_t whylen);
+
+/*
+ * Write P to PATH in the profile format (through a temporary file in the same directory
+ * renamed over PATH). The first QP_PROF_MAX_DUMPS complete dumps are kept; hdr.ndumps is
+ * set so that a reader counts every other exit as dropped. Returns 0, QP_EINVAL,
+ * QP_ENOMEM or QP_EIO (errno kept) with one line in WHY.
+ */
+int qp_profile_write(const char *path, const qp_profile_t *p, char *why, size_t whylen);
+
+/* Free P's arrays and zero it. NULL is fine. */
+void qp_profile_free(qp_profile_t *p);
+
+#endif

@@ -1,0 +1,159 @@
+/* Copyright 2026 the qpt authors
+ * SPDX-License-Identifier: MIT */
+#ifndef QP_FORMAT_H
+#define QP_FORMAT_H
+/*
+ * PURPOSE: the two on-disk formats of edge profiling, shared by qpt-rewrite (writes the
+ * description), the runtime carried in the instrumented program (writes the profile) and
+ * qp (reads both). doc/qp-format.md explains them in prose.
+ *
+ *  - The description: section `.qpt.desc` of the instrumented executable (a read-only
+ *    loaded region). For every measured procedure: its blocks and edges, with the virtual
+ *    node X that stands for both EXIT and ENTRY, and which counter measures which edge
+ *    (qp) or block (naive). Its 64-bit id is a hash of its contents.
+ *  - The profile: `a.inst.qp` (or $QP_PROFILE), a 4096-byte header, the counters
+ *    (mapped MAP_SHARED by the runtime, so they survive a crash), and a few exit dumps
+ *    (the stack at exit() called below main, so qp can restore flow conservation).
+ *
+ * All integers are little-endian, structs have natural alignment and explicit padding
+ * (x86-64 layout), and every size below is fixed by _Static_assert.
+ */
+#include <stdint.h>
+
+/*****************************************************************************
+ * The description (.qpt.desc)
+ */
+
+#define QP_DESC_MAGIC "QPTDESC1" /* 8 bytes, no NUL */
+#define QP_DESC_SECTION ".qpt.desc"
+#define QP_FORMAT_VERSION 1
+
+/* A block or counter index that does not exist: the virtual node X, or "no counter". */
+#define QP_VIRT UINT32_MAX
+#define QP_NOCOUNTER UINT32_MAX
+
+enum qp_driver_kind {
+    QP_DRIVER_QP = 1,    /* counters on the edges outside a maximum spanning tree */
+    QP_DRIVER_NAIVE = 2, /* a counter in every block */
+};
+
+enum {
+    QP_DESC_ATOMIC = 1u << 0, /* counters are incremented with lock prefixes */
+    QP_DESC_PIE = 1u << 1,    /* the executable is position independent */
+};
+
+typedef struct qp_desc_hdr {
+    char magic[8];           /* QP_DESC_MAGIC */
+    uint32_t version;        /* QP_FORMAT_VERSION */
+    uint32_t driver;         /* enum qp_driver_kind */
+    uint64_t id;             /* qp_desc_id() of the rest: a profile names it */
+    uint64_t counters_vaddr; /* link-time address of counter 0 */
+    uint32_t ncounters;      /* 8-byte counters */
+    uint32_t flags;          /* QP_DESC_* */
+    uint32_t nprocs;         /* then qp_desc_proc_t[nprocs] */
+    uint32_t nblocks;        /* then qp_desc_block_t[nblocks] */
+    uint32_t nedges;         /* then qp_desc_edge_t[nedges] */
+    uint32_t strtab_size;    /* then the string table: NUL-terminated names, offset 0 is "" */
+} qp_desc_hdr_t;
+_Static_assert(sizeof(qp_desc_hdr_t) == 56, "qp_desc_hdr_t layout");
+
+enum {
+    QP_PROC_MEASURED = 1u << 0,   /* counters placed: counts are known */
+    QP_PROC_APPROX_EH = 1u << 1,  /* has exception landing pads: a throw through it leaves
+                                   * flow unbalanced, counts may be approximate */
+    QP_PROC_APPROX_JMP = 1u << 2, /* calls setjmp/longjmp-like functions: likewise */
+    QP_PROC_EXIT_SITE = 1u << 3,  /* calls exit()-like functions (hooked for back-traces) */
+};
+
+typedef struct qp_desc_proc {
+    uint32_t name;       /* string table offset */
+    uint32_t flags;      /* QP_PROC_* */
+    uint64_t entry;      /* original entry address (link time) */
+    uint64_t new_entry;  /* its address in the instrumented program, 0 if left in place */
+    uint32_t block;      /* blocks [block, block + nblocks); `block` is the entry block */
+    uint32_t nblocks;
+    uint32_t edge;       /* edges [edge, edge + nedges), those of this procedure */
+    uint32_t nedges;
+    uint32_t reason;     /* string table offset: why not measured ("" when measured) */
+    uint32_t pad;
+} qp_desc_proc_t;
+_Static_assert(sizeof(qp_desc_proc_t) == 48, "qp_desc_proc_t layout");
+
+typedef struct qp_desc_block {
+    uint64_t start;      /* original address of the first instruction */
+    uint64_t new_start;  /* address of its relocated copy, 0 when not moved */
+    uint32_t size;       /* bytes (original) */
+    uint32_t ninsns;     /* instructions */
+    uint32_t counter;    /* naive: the counter of this block; QP_NOCOUNTER otherwise */
+    uint32_t pad;
+} qp_desc_block_t;
+_Static_assert(sizeof(qp_desc_block_t) == 32, "qp_desc_block_t layout");
+
+/* Edge kinds: cfg_edge_kind_t values (0..9), plus the virtual ones. */
+enum {
+    QP_EDGE_ENTRY = 32, /* X -> entry block: one per call of the procedure */
+    QP_EDGE_ROOT = 33,  /* X -> another block entered from outside (landing pad, interior
+                         * entry from another procedure) */
+};
+
+typedef struct qp_desc_edge {
+    uint32_t from;       /* block index (global), or QP_VIRT */
+    uint32_t to;         /* block index (global), or QP_VIRT for edges that leave */
+    uint32_t counter;    /* the counter measuring it, or QP_NOCOUNTER (reconstructed) */
+    uint8_t kind;        /* cfg_edge_kind_t or QP_EDGE_* */
+    uint8_t pad[3];
+    uint64_t ret_addr;   /* CFG_EDGE_CALLRET: link-time address of the relocated return
+                          * site (what a call here pushes), to match exit back-traces;
+                          * else 0 */
+} qp_desc_edge_t;
+_Static_assert(sizeof(qp_desc_edge_t) == 24, "qp_desc_edge_t layout");
+
+/*****************************************************************************
+ * The profile (a.inst.qp)
+ */
+
+#define QP_PROF_MAGIC "QPTPROF1"
+#define QP_PROF_HDR_SIZE 4096u        /* counters start at this file offset */
+#define QP_PROF_MAX_DUMPS 16u         /* exit dumps kept; later ones are only counted */
+#define QP_PROF_DUMP_STACK 65536u     /* bytes of stack in one dump */
+#define QP_PROF_DUMP_SIZE (4096u + QP_PROF_DUMP_STACK) /* header page + stack */
+
+typedef struct qp_prof_hdr {
+    char magic[8];       /* QP_PROF_MAGIC */
+    uint32_t version;    /* QP_FORMAT_VERSION */
+    uint32_t flags;      /* 0 */
+    uint64_t id;         /* the description id of the instrumented program */
+    uint64_t ncounters;  /* counters at offset QP_PROF_HDR_SIZE */
+    uint64_t dumps_off;  /* file offset of dump 0: QP_PROF_HDR_SIZE + counter bytes rounded
+                          * up to 4096; dump i at dumps_off + i * QP_PROF_DUMP_SIZE */
+    uint64_t runs;       /* processes that started with this profile (atomic add) */
+    uint64_t ndumps;     /* exit dumps taken (atomic add; > QP_PROF_MAX_DUMPS: the extra
+                          * ones were dropped and their back-traces are unknown) */
+    uint64_t reserved[9];
+    char exe[1024];      /* the instrumented executable (/proc/self/exe of the first run) */
+} qp_prof_hdr_t;
+_Static_assert(sizeof(qp_prof_hdr_t) == 1152, "qp_prof_hdr_t layout");
+
+/*
+ * An exit dump: taken before a call (or jump) to exit(), _exit(), _Exit() or
+ * quick_exit(). The frames on the stack then never return, so the call blocks that
+ * called them have one more execution than their return edges; qp unwinds the dump with
+ * the executable's .eh_frame and, for each return address of a relocated call site
+ * (qp_desc_edge_t.ret_addr) found, counts one abandoned execution of that call block
+ * (flow from the block to X).
+ */
+typedef struct qp_dump_hdr {
+    uint64_t valid;      /* 1 when the dump is complete */
+    uint64_t bias;       /* runtime address - link-time address (PIE load bias) */
+    uint64_t pc;         /* runtime address where unwinding starts: in the frame of the
+                          * procedure calling exit, with the CFA rule of that call */
+    uint64_t regs[17];   /* DWARF x86-64 numbering 0..16: rax rdx rcx rbx rsi rdi rbp rsp
+                          * r8..r15, return address column 16 = pc; regs[7] = rsp as the
+                          * call to exit sees it (the address of stack[0]) */
+    uint64_t stack_len;  /* bytes of stack saved (from regs[7] upwards), <= DUMP_STACK */
+    uint64_t tid;        /* thread that called exit */
+} qp_dump_hdr_t;
+_Static_assert(sizeof(qp_dump_hdr_t) == 176, "qp_dump_hdr_t layout");
+/* The stack bytes follow at offset 4096 of the dump. */
+
+#endif

@@ -1,0 +1,412 @@
+/* Copyright 2026 the qpt authors
+ * SPDX-License-Identifier: MIT */
+
+/*
+ * The profile (a.inst.qp): reading with validation, the check against a description,
+ * merging several runs' files, and writing a merged file. The file is written by the
+ * instrumented program's runtime (counters mapped MAP_SHARED, dumps at exit), so it may
+ * be cut short by a crash: a missing counter region is an error, a missing or
+ * incomplete dump is only counted as dropped.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "driver/qp_desc.h"
+#include "driver/qp_priv.h"
+
+void
+qp_profile_free(qp_profile_t *p)
+{
+    if (p == NULL)
+        return;
+    for (size_t i = 0; i < p->ndumps; i++)
+        free(p->dumps[i].stack);
+    free(p->dumps);
+    free(p->counters);
+    memset(p, 0, sizeof(*p));
+}
+
+/* Offset of dump 0 in a file with NCOUNTERS counters (the format's rule). */
+static uint64_t
+dumps_offset(uint64_t ncounters)
+{
+    uint64_t bytes = ncounters * 8;
+    return QP_PROF_HDR_SIZE + ((bytes + 4095) & ~(uint64_t)4095);
+}
+
+/*****************************************************************************
+ * Reading
+ */
+
+/* Read exactly N bytes at OFF; 0, or QP_EIO (errno) / QP_EFORMAT (file too short). */
+static int
+read_at(int fd, void *buf, size_t n, uint64_t off)
+{
+    uint8_t *p = buf;
+    while (n > 0) {
+        ssize_t r = pread(fd, p, n, (off_t)off);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0)
+            return QP_EIO;
+        if (r == 0)
+            return QP_EFORMAT;
+        p += r;
+        n -= (size_t)r;
+        off += (uint64_t)r;
+    }
+    return 0;
+}
+
+static int
+check_prof_header(const qp_prof_hdr_t *h, uint64_t size, char *why, size_t whylen)
+{
+    if (memcmp(h->magic, QP_PROF_MAGIC, sizeof(h->magic)) != 0) {
+        qp_why(why, whylen, "not a qp profile (bad magic)");
+        return QP_EFORMAT;
+    }
+    if (h->version != QP_FORMAT_VERSION) {
+        qp_why(why, whylen, "profile format version %u, this qp reads version %u",
+               h->version, QP_FORMAT_VERSION);
+        return QP_EFORMAT;
+    }
+    /* 2^40 counters is far beyond any program; the bound keeps the sums below exact. */
+    if (h->ncounters > (1ull << 40)
+        || size < QP_PROF_HDR_SIZE + h->ncounters * 8) {
+        qp_why(why, whylen, "profile truncated (%llu bytes, %llu counters need %llu)",
+               (unsigned long long)size, (unsigned long long)h->ncounters,
+               (unsigned long long)(QP_PROF_HDR_SIZE + h->ncounters * 8));
+        return QP_EFORMAT;
+    }
+    if (h->dumps_off != dumps_offset(h->ncounters)) {
+        qp_why(why, whylen, "malformed profile (dumps at %llu, expected %llu)",
+               (unsigned long long)h->dumps_off,
+               (unsigned long long)dumps_offset(h->ncounters));
+        return QP_EFORMAT;
+    }
+    if (memchr(h->exe, 0, sizeof(h->exe)) == NULL) {
+        qp_why(why, whylen, "malformed profile (executable name not terminated)");
+        return QP_EFORMAT;
+    }
+    return 0;
+}
+
+/*
+ * Read dump I if it is complete; *KEPT tells whether it was. Only I/O errors and
+ * memory fail: an incomplete dump is a fact about the run, not a broken file.
+ */
+static int
+read_dump(int fd, uint64_t size, const qp_prof_hdr_t *h, uint64_t i, qp_dump_t *d,
+          int *kept)
+{
+    *kept = 0;
+    uint64_t off = h->dumps_off + i * (uint64_t)QP_PROF_DUMP_SIZE;
+    if (off > size || size - off < 4096)
+        return 0;
+    int rc = read_at(fd, &d->hdr, sizeof(d->hdr), off);
+    if (rc < 0)
+        return rc == QP_EFORMAT ? 0 : rc;
+    if (d->hdr.valid != 1 || d->hdr.stack_len > QP_PROF_DUMP_STACK
+        || size - off - 4096 < d->hdr.stack_len)
+        return 0;
+    d->stack = malloc(d->hdr.stack_len ? d->hdr.stack_len : 1);
+    if (d->stack == NULL)
+        return QP_ENOMEM;
+    rc = read_at(fd, d->stack, d->hdr.stack_len, off + 4096);
+    if (rc < 0) {
+        free(d->stack);
+        d->stack = NULL;
+        return rc == QP_EFORMAT ? 0 : rc;
+    }
+    *kept = 1;
+    return 0;
+}
+
+static int
+read_dumps(int fd, uint64_t size, qp_profile_t *p)
+{
+    uint64_t n = p->hdr.ndumps < QP_PROF_MAX_DUMPS ? p->hdr.ndumps : QP_PROF_MAX_DUMPS;
+    if (n > 0) {
+        p->dumps = calloc(n, sizeof(qp_dump_t));
+        if (p->dumps == NULL)
+            return QP_ENOMEM;
+    }
+    for (uint64_t i = 0; i < n; i++) {
+        int kept;
+        QP_CHECK(read_dump(fd, size, &p->hdr, i, &p->dumps[p->ndumps], &kept));
+        p->ndumps += kept != 0;
+    }
+    p->ndropped = p->hdr.ndumps - p->ndumps;
+    return 0;
+}
+
+static int
+read_profile_fd(int fd, qp_profile_t *out, char *why, size_t whylen)
+{
+    struct stat st;
+    if (fstat(fd, &st) < 0)
+        return QP_EIO;
+    if (S_ISDIR(st.st_mode)) {
+        qp_why(why, whylen, "is a directory");
+        return QP_EDIR;
+    }
+    uint64_t size = (uint64_t)st.st_size;
+    if (!S_ISREG(st.st_mode) || size < QP_PROF_HDR_SIZE) {
+        qp_why(why, whylen, "not a qp profile (%s)",
+               S_ISREG(st.st_mode) ? "shorter than a profile header" : "not a regular file");
+        return QP_EFORMAT;
+    }
+    int rc = read_at(fd, &out->hdr, sizeof(out->hdr), 0);
+    if (rc < 0)
+        return rc;
+    QP_CHECK(check_prof_header(&out->hdr, size, why, whylen));
+    out->counters = malloc(out->hdr.ncounters ? out->hdr.ncounters * 8 : 1);
+    if (out->counters == NULL)
+        return QP_ENOMEM;
+    rc = read_at(fd, out->counters, out->hdr.ncounters * 8, QP_PROF_HDR_SIZE);
+    if (rc == QP_EFORMAT)
+        qp_why(why, whylen, "profile truncated while reading its counters");
+    if (rc < 0)
+        return rc;
+    out->nfiles = 1;
+    return read_dumps(fd, size, out);
+}
+
+int
+qp_profile_read(const char *path, qp_profile_t *out, char *why, size_t whylen)
+{
+    if (path == NULL || out == NULL)
+        return QP_EINVAL;
+    memset(out, 0, sizeof(*out));
+    qp_why(why, whylen, "%s", "");
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        qp_why(why, whylen, "%s", strerror(errno));
+        return errno == EISDIR ? QP_EDIR : QP_EIO;
+    }
+    int rc = read_profile_fd(fd, out, why, whylen);
+    int saved = errno;
+    close(fd);
+    if (rc < 0) {
+        if (rc == QP_EIO || rc == QP_ENOMEM)
+            qp_why(why, whylen, "%s", rc == QP_EIO ? strerror(saved) : qp_strerror(rc));
+        qp_profile_free(out);
+        errno = saved;
+    }
+    return rc;
+}
+
+/*****************************************************************************
+ * Checking and merging
+ */
+
+int
+qp_profile_check(const qp_profile_t *p, const qp_desc_t *d, char *why, size_t whylen)
+{
+    if (p == NULL || d == NULL)
+        return QP_EINVAL;
+    if (p->hdr.id != d->hdr.id) {
+        qp_why(why, whylen,
+               "profile belongs to another executable or another rewrite (profile id "
+               "%016llx, executable's description id %016llx)",
+               (unsigned long long)p->hdr.id, (unsigned long long)d->hdr.id);
+        return QP_EFORMAT;
+    }
+    if (p->hdr.ncounters != d->hdr.ncounters) {
+        qp_why(why, whylen, "profile has %llu counters, the executable's description %u",
+               (unsigned long long)p->hdr.ncounters, d->hdr.ncounters);
+        return QP_EFORMAT;
+    }
+    return 0;
+}
+
+static uint64_t
+sat_add(uint64_t a, uint64_t b, int *saturated)
+{
+    uint64_t s;
+    if (__builtin_add_overflow(a, b, &s)) {
+        *saturated = 1;
+        return UINT64_MAX;
+    }
+    return s;
+}
+
+/* Copies of FROM's dumps appended to the array *DUMPS of *N entries. */
+static int
+append_dumps(qp_dump_t **dumps, size_t *n, const qp_profile_t *from)
+{
+    if (from->ndumps == 0)
+        return 0;
+    qp_dump_t *v = realloc(*dumps, (*n + from->ndumps) * sizeof(qp_dump_t));
+    if (v == NULL)
+        return QP_ENOMEM;
+    *dumps = v;
+    for (size_t i = 0; i < from->ndumps; i++) {
+        qp_dump_t *d = &v[*n];
+        d->hdr = from->dumps[i].hdr;
+        d->stack = malloc(d->hdr.stack_len ? d->hdr.stack_len : 1);
+        if (d->stack == NULL)
+            return QP_ENOMEM;
+        memcpy(d->stack, from->dumps[i].stack, d->hdr.stack_len);
+        (*n)++;
+    }
+    return 0;
+}
+
+int
+qp_profile_merge(qp_profile_t *into, const qp_profile_t *from, char *why, size_t whylen)
+{
+    if (into == NULL || from == NULL)
+        return QP_EINVAL;
+    int empty = into->nfiles == 0;
+    if (!empty && (into->hdr.id != from->hdr.id || into->hdr.ncounters != from->hdr.ncounters)) {
+        qp_why(why, whylen, "profile belongs to another executable or another rewrite "
+               "(id %016llx, the first profile's %016llx)",
+               (unsigned long long)from->hdr.id, (unsigned long long)into->hdr.id);
+        return QP_EFORMAT;
+    }
+    /* Build the result aside so that INTO is unchanged on failure. */
+    qp_profile_t r = *into;
+    size_t nc = from->hdr.ncounters;
+    r.counters = malloc(nc ? nc * 8 : 1);
+    r.dumps = NULL;
+    r.ndumps = 0;
+    int rc = r.counters == NULL ? QP_ENOMEM : append_dumps(&r.dumps, &r.ndumps, into);
+    if (rc == 0)
+        rc = append_dumps(&r.dumps, &r.ndumps, from);
+    if (rc < 0) {
+        for (size_t i = 0; i < r.ndumps; i++)
+            free(r.dumps[i].stack);
+        free(r.dumps);
+        free(r.counters);
+        qp_why(why, whylen, "%s", qp_strerror(rc));
+        return rc;
+    }
+    if (empty) {
+        r.hdr = from->hdr;
+        memcpy(r.counters, from->counters, nc * 8);
+        r.ndropped = from->ndropped;
+        r.saturated = from->saturated;
+    } else {
+        for (size_t i = 0; i < nc; i++)
+            r.counters[i] = sat_add(into->counters[i], from->counters[i], &r.saturated);
+        r.hdr.runs = sat_add(into->hdr.runs, from->hdr.runs, &r.saturated);
+        r.hdr.ndumps = sat_add(into->hdr.ndumps, from->hdr.ndumps, &r.saturated);
+        r.ndropped = sat_add(into->ndropped, from->ndropped, &r.saturated);
+        r.saturated |= from->saturated;
+    }
+    r.nfiles = into->nfiles + (from->nfiles ? from->nfiles : 1);
+    qp_profile_free(into);
+    *into = r;
+    return 0;
+}
+
+/*****************************************************************************
+ * Writing
+ */
+
+static int
+write_all(int fd, const void *buf, size_t n)
+{
+    const uint8_t *p = buf;
+    while (n > 0) {
+        ssize_t w = write(fd, p, n);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w < 0)
+            return QP_EIO;
+        p += w;
+        n -= (size_t)w;
+    }
+    return 0;
+}
+
+/* Write N zero bytes. */
+static int
+write_zeros(int fd, uint64_t n)
+{
+    static const uint8_t zeros[4096];
+    while (n > 0) {
+        size_t k = n < sizeof(zeros) ? (size_t)n : sizeof(zeros);
+        QP_CHECK(write_all(fd, zeros, k));
+        n -= k;
+    }
+    return 0;
+}
+
+static int
+write_profile_fd(int fd, const qp_profile_t *p)
+{
+    qp_prof_hdr_t h = p->hdr;
+    memcpy(h.magic, QP_PROF_MAGIC, sizeof(h.magic));
+    h.version = QP_FORMAT_VERSION;
+    h.dumps_off = dumps_offset(h.ncounters);
+    /* Every exit without a written dump must stay visible as dropped. */
+    if (h.ndumps < p->ndumps + p->ndropped)
+        h.ndumps = p->ndumps + p->ndropped;
+    uint64_t cbytes = h.ncounters * 8;
+    QP_CHECK(write_all(fd, &h, sizeof(h)));
+    QP_CHECK(write_zeros(fd, QP_PROF_HDR_SIZE - sizeof(h)));
+    QP_CHECK(write_all(fd, p->counters, cbytes));
+    QP_CHECK(write_zeros(fd, h.dumps_off - QP_PROF_HDR_SIZE - cbytes));
+    uint64_t nslots = h.ndumps < QP_PROF_MAX_DUMPS ? h.ndumps : QP_PROF_MAX_DUMPS;
+    for (uint64_t i = 0; i < nslots; i++) {
+        if (i >= p->ndumps) {
+            QP_CHECK(write_zeros(fd, QP_PROF_DUMP_SIZE)); /* valid = 0: dropped */
+            continue;
+        }
+        const qp_dump_t *d = &p->dumps[i];
+        QP_CHECK(write_all(fd, &d->hdr, sizeof(d->hdr)));
+        QP_CHECK(write_zeros(fd, 4096 - sizeof(d->hdr)));
+        QP_CHECK(write_all(fd, d->stack, d->hdr.stack_len));
+        QP_CHECK(write_zeros(fd, QP_PROF_DUMP_STACK - d->hdr.stack_len));
+    }
+    return 0;
+}
+
+int
+qp_profile_write(const char *path, const qp_profile_t *p, char *why, size_t whylen)
+{
+    if (path == NULL || p == NULL || (p->hdr.ncounters && p->counters == NULL))
+        return QP_EINVAL;
+    size_t n = strlen(path);
+    char *tmp = malloc(n + 16);
+    if (tmp == NULL)
+        return QP_ENOMEM;
+    snprintf(tmp, n + 16, "%s.tmpXXXXXX", path);
+    int fd = mkstemp(tmp);
+    if (fd < 0) {
+        qp_why(why, whylen, "%s", strerror(errno));
+        free(tmp);
+        return QP_EIO;
+    }
+    /* mkstemp makes the file 0600: give it the mode a new file would have. */
+    mode_t mask = umask(0);
+    umask(mask);
+    int rc = fchmod(fd, 0666 & ~mask) < 0 ? QP_EIO : 0;
+    if (rc == 0)
+        rc = write_profile_fd(fd, p);
+    if (rc == 0 && fsync(fd) < 0)
+        rc = QP_EIO;
+    int saved = errno;
+    if (close(fd) < 0 && rc == 0) {
+        rc = QP_EIO;
+        saved = errno;
+    }
+    if (rc == 0 && rename(tmp, path) < 0) {
+        rc = QP_EIO;
+        saved = errno;
+    }
+    if (rc < 0) {
+        unlink(tmp);
+        qp_why(why, whylen, "%s", strerror(saved));
+        errno = saved;
+    }
+    free(tmp);
+    return rc;
+}

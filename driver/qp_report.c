@@ -1,0 +1,186 @@
+/* Copyright 2026 the qpt authors
+ * SPDX-License-Identifier: MIT */
+
+/*
+ * The report model: back-traces, then flow reconstruction of every measured procedure,
+ * then the flat-profile order. Only the per-procedure summary is kept; per-block and
+ * per-edge counts are solved again on demand (qp_report_flow), which is cheap.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "driver/qp_priv.h"
+#include "driver/qp_report.h"
+
+void
+qp_report_free(qp_report_t *r)
+{
+    if (r == NULL)
+        return;
+    free(r->abandoned);
+    free(r->procs);
+    free(r->unmeasured);
+    memset(r, 0, sizeof(*r));
+}
+
+int
+qp_report_flow(const qp_report_t *r, uint32_t proc, qp_flow_t *out)
+{
+    if (r == NULL || r->desc == NULL || r->prof == NULL)
+        return QP_EINVAL;
+    return qp_flow_solve(r->desc, proc, r->prof->counters, r->prof->hdr.ncounters,
+                         r->abandoned, out);
+}
+
+uint32_t
+qp_desc_find_proc(const qp_desc_t *d, const char *name)
+{
+    if (d == NULL || name == NULL)
+        return QP_VIRT;
+    uint32_t found = QP_VIRT;
+    for (uint32_t i = 0; i < d->hdr.nprocs; i++) {
+        if (strcmp(qp_desc_str(d, d->procs[i].name), name) != 0)
+            continue;
+        if (d->procs[i].flags & QP_PROC_MEASURED)
+            return i;
+        if (found == QP_VIRT)
+            found = i;
+    }
+    return found;
+}
+
+size_t
+qp_csv_field(const char *s, char *out, size_t outlen)
+{
+    int quote = strpbrk(s, ",\"\r\n") != NULL;
+    size_t n = 0;
+/* Emit one byte, counting what does not fit. */
+#define EMIT(ch)                                                                         \
+    do {                                                                                 \
+        if (n + 1 < outlen)                                                              \
+            out[n] = (ch);                                                               \
+        n++;                                                                             \
+    } while (0)
+    if (quote)
+        EMIT('"');
+    for (const char *p = s; *p; p++) {
+        if (*p == '"')
+            EMIT('"');
+        EMIT(*p);
+    }
+    if (quote)
+        EMIT('"');
+#undef EMIT
+    if (outlen > 0)
+        out[n < outlen ? n : outlen - 1] = '\0';
+    return n;
+}
+
+/*****************************************************************************
+ * Building
+ */
+
+static int
+result_of(const qp_report_t *r, uint32_t proc, qp_proc_result_t *res)
+{
+    qp_flow_t f;
+    QP_CHECK(qp_report_flow(r, proc, &f));
+    uint32_t pflags = r->desc->procs[proc].flags;
+    memset(res, 0, sizeof(*res));
+    res->proc = proc;
+    res->calls = f.calls;
+    res->calls_known = (uint8_t)f.calls_known;
+    res->insns = f.insns;
+    res->insns_exact = (uint8_t)f.insns_exact;
+    res->nviolations = (uint32_t)f.nviolations;
+    res->nunknown_edges = f.nunknown_edges;
+    if (pflags & QP_PROC_APPROX_EH)
+        res->flags |= QP_RES_APPROX_EH;
+    if (pflags & QP_PROC_APPROX_JMP)
+        res->flags |= QP_RES_APPROX_JMP;
+    if (f.nviolations)
+        res->flags |= QP_RES_VIOLATION;
+    if (!f.calls_known || !f.insns_exact)
+        res->flags |= QP_RES_UNKNOWN;
+    qp_flow_free(&f);
+    return 0;
+}
+
+/* The flat-profile order; qsort needs the description, hence a file-scope pointer. */
+static const qp_desc_t *order_desc;
+
+static int
+cmp_flat(const void *a, const void *b)
+{
+    const qp_proc_result_t *x = a, *y = b;
+    if (x->insns != y->insns)
+        return x->insns > y->insns ? -1 : 1;
+    if (x->calls != y->calls)
+        return x->calls > y->calls ? -1 : 1;
+    int c = strcmp(qp_desc_str(order_desc, order_desc->procs[x->proc].name),
+                   qp_desc_str(order_desc, order_desc->procs[y->proc].name));
+    if (c != 0)
+        return c;
+    return x->proc < y->proc ? -1 : x->proc > y->proc;
+}
+
+static int
+cmp_unmeasured(const void *a, const void *b)
+{
+    const qp_desc_proc_t *x = &order_desc->procs[*(const uint32_t *)a];
+    const qp_desc_proc_t *y = &order_desc->procs[*(const uint32_t *)b];
+    if (x->entry != y->entry)
+        return x->entry < y->entry ? -1 : 1;
+    return *(const uint32_t *)a < *(const uint32_t *)b ? -1 : 1;
+}
+
+static int
+collect_results(qp_report_t *r)
+{
+    const qp_desc_t *d = r->desc;
+    uint32_t n = d->hdr.nprocs;
+    r->procs = calloc(n ? n : 1, sizeof(qp_proc_result_t));
+    r->unmeasured = calloc(n ? n : 1, sizeof(uint32_t));
+    if (r->procs == NULL || r->unmeasured == NULL)
+        return QP_ENOMEM;
+    for (uint32_t i = 0; i < n; i++) {
+        if (!(d->procs[i].flags & QP_PROC_MEASURED)) {
+            r->unmeasured[r->nunmeasured++] = i;
+            continue;
+        }
+        qp_proc_result_t *res = &r->procs[r->nprocs++];
+        QP_CHECK(result_of(r, i, res));
+        uint64_t t;
+        r->total_insns = __builtin_add_overflow(r->total_insns, res->insns, &t) ? UINT64_MAX : t;
+        r->nviolating += (res->flags & QP_RES_VIOLATION) != 0;
+        r->napprox += (res->flags & (QP_RES_APPROX_EH | QP_RES_APPROX_JMP)) != 0;
+        r->nunknown += (res->flags & QP_RES_UNKNOWN) != 0;
+    }
+    order_desc = d;
+    qsort(r->procs, r->nprocs, sizeof(qp_proc_result_t), cmp_flat);
+    qsort(r->unmeasured, r->nunmeasured, sizeof(uint32_t), cmp_unmeasured);
+    order_desc = NULL;
+    return 0;
+}
+
+int
+qp_report_build(const qp_desc_t *d, const qp_profile_t *p, qp_unwinder_t *u, qp_report_t *out)
+{
+    if (out != NULL)
+        memset(out, 0, sizeof(*out));
+    if (d == NULL || p == NULL || out == NULL || p->hdr.ncounters != d->hdr.ncounters)
+        return QP_EINVAL;
+    out->desc = d;
+    out->prof = p;
+    out->abandoned = calloc(d->hdr.nblocks ? d->hdr.nblocks : 1, sizeof(uint64_t));
+    int rc = out->abandoned == NULL ? QP_ENOMEM : 0;
+    if (rc == 0 && p->ndumps > 0 && u != NULL)
+        rc = qp_backtrace_abandoned(u, d, p, out->abandoned, &out->bt);
+    else if (p->ndumps > 0)
+        out->bt.incomplete = p->ndumps; /* no unwinder: every dump is unused */
+    if (rc == 0)
+        rc = collect_results(out);
+    if (rc < 0)
+        qp_report_free(out);
+    return rc;
+}

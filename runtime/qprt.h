@@ -1,0 +1,39 @@
+/* Copyright 2026 the qpt authors
+ * SPDX-License-Identifier: MIT */
+#ifndef QP_QPRT_H
+#define QP_QPRT_H
+/*
+ * PURPOSE: the contract between the rewriter and the runtime it puts into an instrumented
+ * program. The runtime (qprt.c, qprt_entry.S) is freestanding code linked into one flat,
+ * position-independent blob (qprt.ld) that the rewriter copies into a new executable
+ * region; its first bytes are this parameter block, which the rewriter fills in. The
+ * runtime runs before the program's own entry point (it becomes e_entry), maps the
+ * counters onto the profile file and continues at the original entry.
+ */
+#include <stdint.h>
+
+#define QPRT_MAGIC "QPRTPAR1"
+#define QPRT_START_OFF 256u /* blob offset of the entry code (the new e_entry) */
+#define QPRT_HOOK_OFF 384u  /* blob offset of the exit hook (called by exit snippets) */
+#define QPRT_STATE_SIZE 4096u /* the runtime's writable page, just before counter 0 */
+
+typedef struct qprt_params {
+    char magic[8];          /* QPRT_MAGIC */
+    uint64_t self;          /* link-time address of this block (the blob's start) */
+    uint64_t entry;         /* link-time address to continue at: the original entry */
+    uint64_t state;         /* link-time address of the writable state page */
+    uint64_t counters;      /* link-time address of counter 0 (page aligned) */
+    uint64_t counters_size; /* bytes reserved for the counters (a page multiple) */
+    uint64_t ncounters;     /* counters used */
+    uint64_t id;            /* the description's id (qp_format.h) */
+    uint64_t flags;         /* 0 */
+} qprt_params_t;
+
+#ifndef QPRT_FREESTANDING
+#include <stddef.h>
+/* The runtime, linked into one blob at build time (runtime/qprt_blob.c, generated). */
+extern const unsigned char qprt_blob[];
+extern const size_t qprt_blob_size;
+#endif
+
+#endif

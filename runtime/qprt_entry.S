@@ -1,0 +1,96 @@
+/* Copyright 2026 the qpt authors
+ * SPDX-License-Identifier: MIT */
+/*
+ * The runtime's two ways in. Both keep every register and the flags: the program's entry
+ * code may rely on any register the kernel or the dynamic linker set (rdx holds the
+ * dynamic linker's fini function), and exit snippets run in the middle of a procedure.
+ */
+    .section .qprt.start,"ax"
+    .globl qprt_start
+    .hidden qprt_start
+qprt_start:
+    sub     $8, %rsp            /* slot for the address to continue at */
+    pushfq
+    push    %rax
+    push    %rbx
+    push    %rcx
+    push    %rdx
+    push    %rsi
+    push    %rdi
+    push    %rbp
+    push    %r8
+    push    %r9
+    push    %r10
+    push    %r11
+    push    %r12
+    push    %r13
+    push    %r14
+    push    %r15
+    lea     136(%rsp), %rdi     /* the initial stack: argc, argv, envp, auxv */
+    mov     %rsp, %rbx
+    and     $-16, %rsp
+    call    qprt_init           /* returns the original entry's runtime address */
+    mov     %rbx, %rsp
+    mov     %rax, 128(%rsp)
+    pop     %r15
+    pop     %r14
+    pop     %r13
+    pop     %r12
+    pop     %r11
+    pop     %r10
+    pop     %r9
+    pop     %r8
+    pop     %rbp
+    pop     %rdi
+    pop     %rsi
+    pop     %rdx
+    pop     %rcx
+    pop     %rbx
+    pop     %rax
+    popfq
+    ret                         /* to the original entry, %rsp as the kernel left it */
+
+    .section .qprt.hook,"ax"
+    .globl qprt_exit_hook
+    .hidden qprt_exit_hook
+/* Called by `lea -128(%rsp),%rsp; call qprt_exit_hook; lea 128(%rsp),%rsp`. */
+qprt_exit_hook:
+    pushfq
+    push    %rax
+    push    %rbx
+    push    %rcx
+    push    %rdx
+    push    %rsi
+    push    %rdi
+    push    %rbp
+    push    %r8
+    push    %r9
+    push    %r10
+    push    %r11
+    push    %r12
+    push    %r13
+    push    %r14
+    push    %r15
+    mov     %rsp, %rdi          /* the saved registers, r15 first */
+    mov     %rsp, %rbx
+    and     $-16, %rsp
+    call    qprt_exit_dump
+    mov     %rbx, %rsp
+    pop     %r15
+    pop     %r14
+    pop     %r13
+    pop     %r12
+    pop     %r11
+    pop     %r10
+    pop     %r9
+    pop     %r8
+    pop     %rbp
+    pop     %rdi
+    pop     %rsi
+    pop     %rdx
+    pop     %rcx
+    pop     %rbx
+    pop     %rax
+    popfq
+    ret
+    .section .note.GNU-stack,"",@progbits

@@ -1,0 +1,136 @@
+#!/bin/sh
+# Copyright 2026 the qpt authors
+# SPDX-License-Identifier: MIT
+#
+# Exact counts against ground truth. tests/qp/truth.c fixes the number of calls of every
+# procedure by construction (tests/qp/truth.expect). For -O0 and -O2, PIE, non-PIE,
+# static and static-pie builds, rewritten with --driver=qp and --driver=naive, run
+# normally and through exit() three frames below main:
+#  - the output and exit status equal the original's;
+#  - `qp report --csv` gives exactly the expected calls;
+#  - qp's reconstructed counts equal naive's measured ones: the instructions executed
+#    per procedure (sum of block count x block length) are the same in both reports,
+#    for every procedure of the program (libc included in static builds);
+#  - the report finds no flow-conservation violation.
+# Then a program killed with SIGKILL leaves its counts in the profile.
+set -u
+. "${top_srcdir:-.}/tests/lib.sh"
+# Without address randomisation: static-pie glibc sorts its mappings by address, and the
+# number of steps must be the same in every run compared.
+norand=
+setarch "$(uname -m)" -R true 2>/dev/null && norand="setarch $(uname -m) -R"
+QP=${QP:-$top_builddir/tools/qp}
+qp_have gcc || { echo "qp-truth.sh: SKIP: no gcc"; exit 77; }
+dir=$top_builddir/tests/truth.d
+rm -rf "$dir"
+mkdir -p "$dir" || exit 99
+src=$top_srcdir/tests/qp/truth.c
+fail=0
+
+bad() {
+    echo "FAIL $*"
+    fail=1
+}
+
+# expect_calls CSV OPT RUN: the calls of the listed procedures.
+expect_calls() {
+    csv=$1 opt=$2 run=$3
+    {
+        grep -v '^#' "$top_srcdir/tests/qp/truth.expect"
+        # countdown's tail recursion is a loop at -O2 (5 calls), 5 x 21 calls at -O0.
+        if [ "$opt" = O0 ]; then echo "countdown 105"; else echo "countdown 5"; fi
+        if [ "$run" = exit ]; then printf 'depth1 1\ndepth2 1\ndepth3 1\n'; fi
+    } | while read -r name calls; do
+        [ -n "$name" ] || continue
+        got=$(awk -F, -v n="$name" '$1 == n { print $2 }' "$csv")
+        [ "$got" = "$calls" ] || echo "$name: $got calls, expected $calls"
+    done
+}
+
+for opt in O0 O2; do
+    for link in "pie:-fPIE -pie" "nopie:-fno-pie -no-pie" "static:-static" \
+        "static-pie:-fPIE -static-pie"; do
+        name=${link%%:*} flags=${link#*:}
+        prog=$dir/truth-$opt-$name
+        # shellcheck disable=SC2086
+        gcc -$opt -g $flags -o "$prog" "$src" 2>"$prog.cc.log" || {
+            echo "skip $opt $name: cannot build ($(head -n 1 "$prog.cc.log"))"
+            continue
+        }
+        for run in main exit; do
+            arg=
+            [ "$run" = exit ] && arg=exit
+            $norand "$prog" $arg >"$prog.$run.out" 2>&1
+            echo $? >"$prog.$run.status"
+        done
+        for drv in qp naive; do
+            # Same path length for both: the program reads its own path (static glibc's
+            # _dl_get_origin loops over it), and the counts must not differ by that.
+            sub=$dir/$(echo "$drv" | cut -c1)
+            mkdir -p "$sub"
+            inst=$sub/${prog##*/}
+            "$QPT_REWRITE" --driver=$drv "$prog" -o "$inst" 2>"$inst.log" || {
+                bad "$opt $name $drv: qpt-rewrite: $(head -n 1 "$inst.log")"
+                continue
+            }
+            for run in main exit; do
+                arg=
+                [ "$run" = exit ] && arg=exit
+                rm -f "$inst.$run.qp"
+                QP_PROFILE=$inst.$run.qp $norand "$inst" $arg >"$inst.$run.out" 2>&1
+                echo $? >"$inst.$run.status"
+                cmp -s "$prog.$run.out" "$inst.$run.out" \
+                    && cmp -s "$prog.$run.status" "$inst.$run.status" \
+                    || { bad "$opt $name $drv $run: output or status differs"; continue; }
+                "$QP" report --csv "$inst.$run.qp" >"$inst.$run.csv" 2>"$inst.$run.err" || {
+                    bad "$opt $name $drv $run: qp report: $(head -n 1 "$inst.$run.err")"
+                    continue
+                }
+                "$QP" report "$inst.$run.qp" >"$inst.$run.report" 2>&1
+                if grep -qi 'violation' "$inst.$run.report"; then
+                    bad "$opt $name $drv $run: flow conservation violated:"
+                    grep -i -A3 'violation' "$inst.$run.report" | head -n 8 | sed 's/^/  /'
+                fi
+                wrong=$(expect_calls "$inst.$run.csv" "$opt" "$run")
+                [ -z "$wrong" ] || { bad "$opt $name $drv $run: wrong calls:"; echo "$wrong" | sed 's/^/  /'; }
+            done
+        done
+        for run in main exit; do
+            q=$dir/q/${prog##*/}.$run.csv n=$dir/n/${prog##*/}.$run.csv
+            [ -s "$q" ] && [ -s "$n" ] || continue
+            sort "$q" >"$q.sorted"
+            sort "$n" >"$n.sorted"
+            if cmp -s "$q.sorted" "$n.sorted"; then
+                echo "ok $opt $name $run: qp = naive on $(($(wc -l <"$q") - 1)) procedures, calls as expected"
+            else
+                bad "$opt $name $run: qp and naive counts differ:"
+                diff "$q.sorted" "$n.sorted" | head -n 10 | sed 's/^/  /'
+            fi
+        done
+    done
+done
+
+# SIGKILL: the counters live in the profile's pages, so they survive.
+if [ -x "$dir/q/truth-O2-pie" ]; then
+    cat >"$dir/spin.c" <<'EOF'
+#include <unistd.h>
+volatile unsigned long n;
+__attribute__((noinline)) static void tick(void) { n++; }
+int main(void) { for (;;) { tick(); if ((n & 0xfffff) == 0) usleep(1000); } }
+EOF
+    if gcc -O2 -o "$dir/spin" "$dir/spin.c" && "$QPT_REWRITE" "$dir/spin" -o "$dir/spin.qp" 2>/dev/null; then
+        rm -f "$dir/spin.qp.qp"
+        "$dir/spin.qp" &
+        pid=$!
+        sleep 1
+        kill -9 $pid
+        wait $pid 2>/dev/null
+        calls=$("$QP" report --csv "$dir/spin.qp.qp" 2>/dev/null | awk -F, '$1 == "tick" { print $2 }')
+        if [ -n "$calls" ] && [ "$calls" -gt 0 ]; then
+            echo "ok kill -9: the profile kept $calls calls of tick"
+        else
+            bad "kill -9: no counts in the profile (tick: '$calls')"
+        fi
+    fi
+fi
+exit $fail
