@@ -5,7 +5,7 @@ set -eu
 cd "$(dirname "$0")"
 SUDO=
 [ "$(id -u)" -eq 0 ] || SUDO=sudo
-PKGS="build-essential autoconf automake libtool pkg-config binutils-dev libelf-dev \
+PKGS="build-essential autoconf automake libtool pkg-config binutils-dev libelf-dev libdw-dev \
 libzydis-dev check clang g++ gfortran gdb valgrind file"
 missing=
 for p in $PKGS; do

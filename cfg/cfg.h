@@ -149,6 +149,23 @@ const uint8_t *cfg_image_ptr(const cfg_image_t *img, uint64_t addr, size_t *avai
 /* True when ADDR lies in an executable section. */
 int cfg_image_is_code(const cfg_image_t *img, uint64_t addr);
 
+/*
+ * The source file and line of the instruction at ADDR, from the DWARF line table
+ * (cfg_bfd.c, through BFD's nearest-line lookup with a cache in front). *FILE is owned
+ * by the image, and one file name is always the same pointer. Returns 0, QP_ENOTFOUND
+ * (no line information for ADDR, or an image not read from a file), QP_EINVAL or
+ * QP_ENOMEM. Not thread-safe: the cache lives in the image.
+ */
+int cfg_image_line(const cfg_image_t *img, uint64_t addr, const char **file /*OUT*/,
+                   unsigned *line /*OUT*/);
+
+/*
+ * The declaration line (DW_AT_decl_line) of the function NAME whose code contains ADDR,
+ * where gcov puts a function's entry count. Same results and rules as cfg_image_line.
+ */
+int cfg_image_func_line(const cfg_image_t *img, const char *name, uint64_t addr,
+                        const char **file /*OUT*/, unsigned *line /*OUT*/);
+
 /*****************************************************************************
  * The program: procedures, blocks, edges
  */

@@ -22,11 +22,40 @@
 
 #include "cfg/cfg_priv.h"
 
+/* Source lines (cfg_image_line): BFD's DWARF reader with a cache in front. */
+#define LINE_CACHE_SIZE 4096 /* direct-mapped, by address */
+
+typedef struct line_entry {
+    uint64_t addr;         /* address looked up (+1, so that 0 means empty) */
+    const char *file;      /* interned file name, NULL when there is no line */
+    unsigned line;
+} line_entry_t;
+
+typedef struct line_state {
+    asection *last_sec;    /* the section of the previous lookup */
+    asymbol *func_sym;     /* a symbol reused for cfg_image_func_line lookups */
+    char **names;          /* interned file names: open addressing, power of 2 */
+    size_t nnames, cap;
+    line_entry_t cache[LINE_CACHE_SIZE];
+} line_state_t;
+
 typedef struct bfd_reader {
     bfd *abfd;             /* BFD handle */
     const uint8_t *map;    /* the whole file, read-only */
     size_t size;           /* its size */
+    line_state_t *lines;   /* created by the first cfg_image_line call */
 } bfd_reader_t;
+
+static void
+lines_free(line_state_t *ls)
+{
+    if (ls == NULL)
+        return;
+    for (size_t i = 0; i < ls->cap; i++)
+        free(ls->names[i]);
+    free(ls->names);
+    free(ls);
+}
 
 static void
 reader_close(cfg_image_priv_t *priv)
@@ -34,6 +63,7 @@ reader_close(cfg_image_priv_t *priv)
     bfd_reader_t *r = priv->reader;
     if (r == NULL)
         return;
+    lines_free(r->lines);
     if (r->abfd != NULL)
         bfd_close(r->abfd);
     if (r->map != NULL)
@@ -681,4 +711,140 @@ cfg_image_open_bfd(const char *path, cfg_image_t **out)
 fail:
     cfg_image_destroy(img);
     return rc;
+}
+
+/*****************************************************************************
+ * Source lines
+ */
+
+static size_t
+hash_name(const char *s)
+{
+    size_t h = 14695981039346656037ull;
+    for (; *s; s++)
+        h = (h ^ (unsigned char)*s) * 1099511628211ull;
+    return h;
+}
+
+/* One copy of each file name, so that callers can compare names by pointer. */
+static const char *
+intern_name(line_state_t *ls, const char *s)
+{
+    if (2 * (ls->nnames + 1) > ls->cap) {
+        size_t cap = ls->cap ? 2 * ls->cap : 256;
+        char **v = calloc(cap, sizeof(char *));
+        if (v == NULL)
+            return NULL;
+        for (size_t i = 0; i < ls->cap; i++)
+            if (ls->names[i] != NULL) {
+                size_t k = hash_name(ls->names[i]) & (cap - 1);
+                while (v[k] != NULL)
+                    k = (k + 1) & (cap - 1);
+                v[k] = ls->names[i];
+            }
+        free(ls->names);
+        ls->names = v;
+        ls->cap = cap;
+    }
+    size_t k = hash_name(s) & (ls->cap - 1);
+    while (ls->names[k] != NULL) {
+        if (strcmp(ls->names[k], s) == 0)
+            return ls->names[k];
+        k = (k + 1) & (ls->cap - 1);
+    }
+    ls->names[k] = cfg_strdup(s);
+    if (ls->names[k] != NULL)
+        ls->nnames++;
+    return ls->names[k];
+}
+
+static asection *
+code_section_at(bfd *abfd, line_state_t *ls, uint64_t addr)
+{
+    asection *s = ls->last_sec;
+    if (s != NULL && addr >= bfd_section_vma(s) && addr - bfd_section_vma(s) < bfd_section_size(s))
+        return s;
+    for (s = abfd->sections; s != NULL; s = s->next)
+        if ((bfd_section_flags(s) & SEC_ALLOC) && addr >= bfd_section_vma(s)
+            && addr - bfd_section_vma(s) < bfd_section_size(s)) {
+            ls->last_sec = s;
+            return s;
+        }
+    return NULL;
+}
+
+int
+cfg_image_line(const cfg_image_t *img, uint64_t addr, const char **file, unsigned *line)
+{
+    if (img == NULL || file == NULL || line == NULL)
+        return QP_EINVAL;
+    *file = NULL;
+    *line = 0;
+    cfg_image_priv_t *priv = img->priv;
+    if (priv == NULL || priv->close != reader_close || priv->reader == NULL)
+        return QP_ENOTFOUND; /* not read from a file: no debug information */
+    bfd_reader_t *r = priv->reader;
+    if (r->lines == NULL && (r->lines = calloc(1, sizeof(line_state_t))) == NULL)
+        return QP_ENOMEM;
+    line_state_t *ls = r->lines;
+    line_entry_t *c = &ls->cache[(addr ^ (addr >> 12)) % LINE_CACHE_SIZE];
+    if (c->addr != addr + 1) {
+        asection *sec = code_section_at(r->abfd, ls, addr);
+        const char *f = NULL, *fn = NULL;
+        unsigned l = 0;
+        c->addr = addr + 1;
+        c->file = NULL;
+        c->line = 0;
+        if (sec != NULL
+            && bfd_find_nearest_line(r->abfd, sec, NULL, addr - bfd_section_vma(sec), &f, &fn, &l)
+            && f != NULL && l != 0) {
+            c->file = intern_name(ls, f);
+            if (c->file == NULL) {
+                c->addr = 0;
+                return QP_ENOMEM;
+            }
+            c->line = l;
+        }
+    }
+    if (c->file == NULL)
+        return QP_ENOTFOUND;
+    *file = c->file;
+    *line = c->line;
+    return 0;
+}
+
+int
+cfg_image_func_line(const cfg_image_t *img, const char *name, uint64_t addr, const char **file,
+                    unsigned *line)
+{
+    if (img == NULL || name == NULL || file == NULL || line == NULL)
+        return QP_EINVAL;
+    *file = NULL;
+    *line = 0;
+    cfg_image_priv_t *priv = img->priv;
+    if (priv == NULL || priv->close != reader_close || priv->reader == NULL)
+        return QP_ENOTFOUND;
+    bfd_reader_t *r = priv->reader;
+    if (r->lines == NULL && (r->lines = calloc(1, sizeof(line_state_t))) == NULL)
+        return QP_ENOMEM;
+    line_state_t *ls = r->lines;
+    asection *sec = code_section_at(r->abfd, ls, addr);
+    if (sec == NULL)
+        return QP_ENOTFOUND;
+    /* BFD finds a function's DW_AT_decl_line from a symbol: name and address. */
+    if (ls->func_sym == NULL && (ls->func_sym = bfd_make_empty_symbol(r->abfd)) == NULL)
+        return QP_ENOMEM;
+    asymbol *sym = ls->func_sym;
+    sym->name = name;
+    sym->section = sec;
+    sym->value = addr - bfd_section_vma(sec);
+    sym->flags = BSF_FUNCTION | BSF_GLOBAL;
+    const char *f = NULL;
+    unsigned l = 0;
+    if (!bfd_find_line(r->abfd, NULL, sym, &f, &l) || f == NULL || l == 0)
+        return QP_ENOTFOUND;
+    if ((*file = intern_name(ls, f)) == NULL)
+        return QP_ENOMEM;
+    *line = l;
+    return 0;
 }

@@ -1,0 +1,151 @@
+#!/bin/sh
+# Copyright 2026 the qpt authors
+# SPDX-License-Identifier: MIT
+#
+# The qp command line: usage errors (exit 2, one line), unusable profiles (missing,
+# empty, garbage, truncated, a directory: exit 1, one line "qp: FILE: why"), --help and
+# --version. Then, when gcc and qpt-rewrite can instrument a small program, every report
+# on its profile: the CSV contract (calls of known procedures, qp's reconstructed counts
+# equal naive's measured ones), a profile refused by another executable, merge, blocks,
+# edges, DOT, annotate and lcov.
+# Exit status: 0 pass, 1 fail, 99 hard error.
+set -u
+. "${top_srcdir:-.}/tests/lib.sh"
+QP=${QP:-$top_builddir/tools/qp}
+dir=$top_builddir/tests/qp-cli.d
+rm -rf "$dir"
+mkdir -p "$dir" || exit 99
+fail=0
+
+bad() {
+    echo "FAIL $*"
+    fail=1
+}
+
+# expect STATUS CMD...: the exit status is STATUS and stderr is one line starting with
+# "qp: " (or empty when STATUS is 0).
+expect() {
+    want=$1
+    shift
+    "$@" >"$dir/out" 2>"$dir/err"
+    st=$?
+    n=$(wc -l <"$dir/err")
+    if [ "$st" -ne "$want" ]; then
+        bad "$*: exit $st, expected $want ($(head -n 1 "$dir/err"))"
+    elif [ "$want" -ne 0 ] && { [ "$n" -ne 1 ] || ! grep -q '^qp: ' "$dir/err"; }; then
+        bad "$*: stderr is not one 'qp: ' line: $(cat "$dir/err")"
+    elif [ "$want" -eq 0 ] && [ "$n" -ne 0 ]; then
+        bad "$*: unexpected stderr: $(cat "$dir/err")"
+    fi
+}
+
+# Usage errors.
+expect 2 "$QP"
+expect 2 "$QP" frobnicate
+expect 2 "$QP" report
+expect 2 "$QP" report --nope x.qp
+expect 2 "$QP" report --exe
+expect 2 "$QP" report --csv --lcov x.qp
+expect 2 "$QP" report --original=x x.qp
+expect 2 "$QP" merge x.qp
+expect 2 "$QP" merge -o out.qp --csv x.qp
+expect 0 "$QP" --help
+grep -q '^Usage: qp report' "$dir/out" || bad "--help: no usage"
+expect 0 "$QP" report --version
+grep -q '^qp (qpt) ' "$dir/out" || bad "--version: $(cat "$dir/out")"
+
+# Unusable profiles.
+expect 1 "$QP" report "$dir/missing.qp"
+grep -q 'No such file' "$dir/err" || bad "missing: $(cat "$dir/err")"
+: >"$dir/empty.qp"
+expect 1 "$QP" report "$dir/empty.qp"
+head -c 10000 /dev/urandom >"$dir/garbage.qp" 2>/dev/null || dd if=/dev/zero of="$dir/garbage.qp" bs=1000 count=10 2>/dev/null
+expect 1 "$QP" report "$dir/garbage.qp"
+grep -q 'not a qp profile' "$dir/err" || bad "garbage: $(cat "$dir/err")"
+expect 1 "$QP" report "$dir"
+expect 1 "$QP" merge -o "$dir/m.qp" "$dir/garbage.qp"
+
+# A real profile, when the rewriter can make one.
+QPT_REWRITE=${QPT_REWRITE:-$top_builddir/tools/qpt-rewrite}
+cat >"$dir/p.c" <<'EOF'
+#include <stdio.h>
+#include <stdlib.h>
+__attribute__((noinline)) void maybe(int n) { if (n > 2) exit(n); }
+__attribute__((noinline)) int sq(int x) { return x * x; }
+__attribute__((noinline)) void mid(int n)
+{
+    int s = 0;
+    for (int i = 0; i < n; i++) {
+        maybe(i);
+        s += sq(i);
+    }
+    printf("%d\n", s);
+}
+int main(int argc, char **argv)
+{
+    (void)argv;
+    mid(2);
+    mid(argc + 3);
+    return 0;
+}
+EOF
+if ! qp_have gcc || ! gcc -g -O0 -o "$dir/p" "$dir/p.c" ||
+    ! "$QPT_REWRITE" --driver=qp "$dir/p" -o "$dir/p.qp.inst" 2>"$dir/rw.err" ||
+    ! "$QPT_REWRITE" --driver=naive "$dir/p" -o "$dir/p.naive.inst" 2>>"$dir/rw.err"; then
+    echo "qp-cli: instrumented runs skipped (no gcc, or the rewriter failed: $(head -n 1 "$dir/rw.err" 2>/dev/null))"
+    [ "$fail" -eq 0 ] && echo "qp-cli: PASS" && exit 0
+    exit 1
+fi
+for v in qp naive; do
+    "$dir/p.$v.inst" >/dev/null
+    st=$?
+    [ "$st" -eq 3 ] || bad "p.$v.inst: exit $st, expected 3"
+    expect 0 "$QP" report --csv "$dir/p.$v.inst.qp"
+    cp "$dir/out" "$dir/$v.csv"
+    [ "$(head -n 1 "$dir/$v.csv")" = "name,calls,instructions" ] || bad "$v: CSV header"
+    for want in "mid 2" "maybe 6" "sq 5" "main 1"; do
+        got=$(awk -F, -v n="${want% *}" '$1 == n { print $2 }' "$dir/$v.csv")
+        [ "$got" = "${want#* }" ] || bad "$v: ${want% *}: $got calls, expected ${want#* }"
+    done
+    expect 0 "$QP" report "$dir/p.$v.inst.qp"
+    grep -q '^Flat profile of' "$dir/out" || bad "$v: no flat profile"
+    grep -q ' !' "$dir/out" && bad "$v: flow conservation violated: $(grep ' !' "$dir/out")"
+done
+sort "$dir/qp.csv" >"$dir/qp.sorted"
+sort "$dir/naive.csv" >"$dir/naive.sorted"
+cmp -s "$dir/qp.sorted" "$dir/naive.sorted" ||
+    bad "qp and naive disagree: $(diff "$dir/qp.sorted" "$dir/naive.sorted" | head -n 4)"
+
+prof=$dir/p.qp.inst.qp
+expect 1 "$QP" report --exe="$dir/p.naive.inst" "$prof"
+grep -q 'belongs to another executable or another rewrite' "$dir/err" ||
+    bad "foreign profile: $(cat "$dir/err")"
+expect 1 "$QP" report --exe="$dir/p" "$prof"
+grep -q 'no .qpt.desc section' "$dir/err" || bad "uninstrumented exe: $(cat "$dir/err")"
+expect 1 "$QP" report --annotate=nosuchproc "$prof"
+expect 0 "$QP" merge -o "$dir/m.qp" "$prof" "$prof"
+expect 0 "$QP" report --csv "$dir/m.qp"
+got=$(awk -F, '$1 == "maybe" { print $2 }' "$dir/out")
+[ "$got" = 12 ] || bad "merge: maybe: $got calls, expected 12"
+
+expect 0 "$QP" report --blocks=mid "$prof"
+grep -q 'left at exit' "$dir/out" || bad "--blocks: no abandoned call block at exit"
+expect 0 "$QP" report --blocks mid "$prof"
+grep -q '^mid at ' "$dir/out" || bad "--blocks FUNC: $(head -n 1 "$dir/out")"
+expect 0 "$QP" report --edges "$prof"
+grep -q ' entry ' "$dir/out" || bad "--edges: no entry edge"
+expect 0 "$QP" report --dot=mid "$prof"
+grep -q '^digraph "mid"' "$dir/out" || bad "--dot: $(head -n 1 "$dir/out")"
+expect 0 "$QP" report --annotate=mid "$prof"
+grep -q 'call.*<maybe>' "$dir/out" || bad "--annotate: no call to maybe"
+grep -q 'push *%rbp' "$dir/out" || bad "--annotate: the entry's original code is not shown"
+expect 0 "$QP" report --lcov -o "$dir/p.info" "$prof"
+grep -q '^SF:.*p\.c$' "$dir/p.info" || bad "--lcov: no SF line"
+grep -q '^FNDA:2,mid$' "$dir/p.info" || bad "--lcov: no FNDA:2,mid"
+grep -q '^end_of_record$' "$dir/p.info" || bad "--lcov: no end_of_record"
+
+if [ "$fail" -eq 0 ]; then
+    echo "qp-cli: PASS"
+    exit 0
+fi
+exit 1

@@ -1,0 +1,402 @@
+/* Copyright 2026 the qpt authors
+ * SPDX-License-Identifier: MIT */
+
+/*
+ * qp: the report tool. Reads the profiles an instrumented program wrote and the
+ * description (.qpt.desc) in the instrumented executable, and prints a flat profile,
+ * per-block or per-edge counts, annotated disassembly, DOT graphs or an lcov tracefile;
+ * or merges profiles. Option parsing, loading and messages only: the counts come from
+ * driver/qp_report.h. Errors are one line, `qp: PATH: why`; exit 0 ok, 1 bad input,
+ * 2 usage.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "driver/qp_report.h"
+#include "tools/qp_tool.h"
+
+enum { EXIT_INPUT = 1, EXIT_USAGE = 2 };
+
+/* What `qp report` prints. */
+enum { OUT_FLAT, OUT_CSV, OUT_BLOCKS, OUT_EDGES, OUT_ANNOTATE, OUT_DOT, OUT_LCOV };
+
+typedef struct qp_args {
+    int cmd_merge;          /* qp merge */
+    int out;                /* OUT_* */
+    const char *func;       /* procedure for --blocks/--edges/--annotate/--dot, or NULL */
+    int func_pending;       /* --blocks/--edges given without =FUNC: maybe the next word */
+    const char *exe;        /* --exe */
+    const char *original;   /* --original */
+    const char *output;     /* -o */
+    int verbose;
+    char **files;           /* the profiles */
+    int nfiles;
+} qp_args_t;
+
+static void
+usage(FILE *f)
+{
+    fprintf(f,
+            "Usage: qp report [OPTIONS] PROFILE...\n"
+            "       qp merge -o OUTPUT PROFILE...\n"
+            "\n"
+            "Report the counts that a program rewritten by qpt-rewrite (--driver=qp or naive)\n"
+            "wrote to its profile (a.inst.qp). Several profiles of one executable are summed.\n"
+            "\n"
+            "Report options (default: a flat profile of procedures):\n"
+            "      --exe=FILE         the instrumented executable (default: the one the\n"
+            "                         profile names)\n"
+            "      --csv              name,calls,instructions lines, in flat-profile order\n"
+            "      --blocks[=FUNC]    per-block counts of FUNC (default: every procedure that ran)\n"
+            "      --edges[=FUNC]     per-edge counts, measured or reconstructed, and any\n"
+            "                         violation of flow conservation\n"
+            "      --annotate=FUNC    disassembly of FUNC with the count of every instruction\n"
+            "      --original=FILE    with --annotate: read the code from the original\n"
+            "                         (uninstrumented) executable\n"
+            "      --dot=FUNC         Graphviz DOT of FUNC's control-flow graph with counts\n"
+            "      --lcov             an lcov tracefile from the DWARF line information\n"
+            "  -o, --output=FILE      write to FILE instead of standard output\n"
+            "  -v, --verbose          list procedures not measured, and those that never ran\n"
+            "  -h, --help             print this help and exit\n"
+            "  -V, --version          print the version and exit\n"
+            "\n"
+            "Exit status: 0 success, 1 an input could not be used, 2 usage error.\n");
+}
+
+static int
+usage_error(const char *msg, const char *arg)
+{
+    if (arg != NULL)
+        fprintf(stderr, "qp: %s '%s' (try --help)\n", msg, arg);
+    else
+        fprintf(stderr, "qp: %s (try --help)\n", msg);
+    return EXIT_USAGE;
+}
+
+static int
+fail(const char *path, const char *why)
+{
+    fprintf(stderr, "qp: %s: %s\n", path, why);
+    return EXIT_INPUT;
+}
+
+/*****************************************************************************
+ * Options
+ */
+
+static int
+set_out(qp_args_t *a, int out, const char *func)
+{
+    if (a->out != OUT_FLAT && a->out != out)
+        return usage_error("only one of --csv, --blocks, --edges, --annotate, --dot, --lcov",
+                           NULL);
+    a->out = out;
+    a->func = func;
+    a->func_pending = (out == OUT_BLOCKS || out == OUT_EDGES) && func == NULL;
+    return 0;
+}
+
+static int
+is_file(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0;
+}
+
+static int
+parse_args(int argc, char **argv, qp_args_t *a)
+{
+    static const struct option longopts[] = {
+        { "exe", required_argument, NULL, 'e' },
+        { "csv", no_argument, NULL, 'c' },
+        { "blocks", optional_argument, NULL, 'b' },
+        { "edges", optional_argument, NULL, 'g' },
+        { "annotate", required_argument, NULL, 'a' },
+        { "original", required_argument, NULL, 'O' },
+        { "dot", required_argument, NULL, 'd' },
+        { "lcov", no_argument, NULL, 'l' },
+        { "output", required_argument, NULL, 'o' },
+        { "verbose", no_argument, NULL, 'v' },
+        { "help", no_argument, NULL, 'h' },
+        { "version", no_argument, NULL, 'V' },
+        { NULL, 0, NULL, 0 },
+    };
+    memset(a, 0, sizeof(*a));
+    if (argc >= 2 && strcmp(argv[1], "merge") == 0)
+        a->cmd_merge = 1;
+    else if (argc < 2 || strcmp(argv[1], "report") != 0) {
+        /* Only --help and --version work without a command. */
+        if (argc >= 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
+            usage(stdout);
+            return -1;
+        }
+        if (argc >= 2 && (strcmp(argv[1], "--version") == 0 || strcmp(argv[1], "-V") == 0)) {
+            printf("qp (%s) %s\n", PACKAGE_NAME, PACKAGE_VERSION);
+            return -1;
+        }
+        return argc < 2 ? usage_error("missing command (report or merge)", NULL)
+                        : usage_error("unknown command", argv[1]);
+    }
+    int c, rc = 0;
+    optind = 2;
+    opterr = 0; /* our own one-line messages */
+    while (rc == 0 && (c = getopt_long(argc, argv, ":o:vhV", longopts, NULL)) != -1) {
+        switch (c) {
+        case 'e': a->exe = optarg; break;
+        case 'c': rc = set_out(a, OUT_CSV, NULL); break;
+        case 'b': rc = set_out(a, OUT_BLOCKS, optarg); break;
+        case 'g': rc = set_out(a, OUT_EDGES, optarg); break;
+        case 'a': rc = set_out(a, OUT_ANNOTATE, optarg); break;
+        case 'd': rc = set_out(a, OUT_DOT, optarg); break;
+        case 'l': rc = set_out(a, OUT_LCOV, NULL); break;
+        case 'O': a->original = optarg; break;
+        case 'o': a->output = optarg; break;
+        case 'v': a->verbose = 1; break;
+        case 'h': usage(stdout); return -1;
+        case 'V': printf("qp (%s) %s\n", PACKAGE_NAME, PACKAGE_VERSION); return -1;
+        case ':': return usage_error("missing argument to", argv[optind - 1]);
+        default: return usage_error("unknown option", argv[optind - 1]);
+        }
+    }
+    if (rc != 0)
+        return rc;
+    a->files = argv + optind;
+    a->nfiles = argc - optind;
+    /* `--blocks FUNC PROFILE`: a first word that is no file, followed by profiles. */
+    if (a->func_pending && a->nfiles >= 2 && !is_file(a->files[0])) {
+        a->func = a->files[0];
+        a->files++;
+        a->nfiles--;
+    }
+    if (a->nfiles == 0)
+        return usage_error("missing PROFILE", NULL);
+    if (a->cmd_merge && (a->output == NULL || a->out != OUT_FLAT || a->exe || a->original))
+        return usage_error(a->output == NULL ? "merge needs -o OUTPUT"
+                                             : "merge takes only -o OUTPUT and profiles",
+                           NULL);
+    if (a->original && a->out != OUT_ANNOTATE)
+        return usage_error("--original goes with --annotate", NULL);
+    return 0;
+}
+
+/*****************************************************************************
+ * Loading
+ */
+
+/* Read every profile into PS (A->nfiles entries, zeroed by the caller). */
+static int
+read_profiles(const qp_args_t *a, qp_profile_t *ps)
+{
+    char why[512];
+    for (int i = 0; i < a->nfiles; i++)
+        if (qp_profile_read(a->files[i], &ps[i], why, sizeof(why)) < 0)
+            return fail(a->files[i], why);
+    return 0;
+}
+
+/* Sum PS into *MERGED; with D, every profile must belong to it first. */
+static int
+merge_profiles(const qp_args_t *a, const qp_profile_t *ps, const qp_desc_t *d,
+               qp_profile_t *merged)
+{
+    char why[512];
+    for (int i = 0; i < a->nfiles; i++) {
+        if (d != NULL && qp_profile_check(&ps[i], d, why, sizeof(why)) < 0)
+            return fail(a->files[i], why);
+        if (qp_profile_merge(merged, &ps[i], why, sizeof(why)) < 0)
+            return fail(a->files[i], why);
+    }
+    return 0;
+}
+
+static void
+free_profiles(qp_profile_t *ps, int n)
+{
+    for (int i = 0; ps != NULL && i < n; i++)
+        qp_profile_free(&ps[i]);
+    free(ps);
+}
+
+/* The description in the executable's .qpt.desc section. */
+static int
+load_desc(const char *exe, const cfg_image_t *img, qp_desc_t *d)
+{
+    char why[512];
+    for (size_t i = 0; i < img->nsections; i++) {
+        const cfg_section_t *s = &img->sections[i];
+        if (strcmp(s->name, QP_DESC_SECTION) != 0)
+            continue;
+        if (s->bytes == NULL)
+            return fail(exe, "the .qpt.desc section has no contents");
+        if (qp_desc_parse(s->bytes, s->size, d, why, sizeof(why)) < 0)
+            return fail(exe, why);
+        return 0;
+    }
+    return fail(exe, "no .qpt.desc section: not rewritten by qpt-rewrite --driver=qp or "
+                     "--driver=naive");
+}
+
+static int
+open_image(const char *path, cfg_image_t **img)
+{
+    errno = 0;
+    int rc = cfg_image_open_bfd(path, img);
+    if (rc < 0)
+        return fail(path, rc == QP_EIO && errno ? strerror(errno) : qp_strerror(rc));
+    return 0;
+}
+
+/*****************************************************************************
+ * Commands
+ */
+
+static int
+cmd_merge(const qp_args_t *a)
+{
+    qp_profile_t merged = { 0 };
+    qp_profile_t *ps = calloc((size_t)a->nfiles, sizeof(qp_profile_t));
+    if (ps == NULL)
+        return fail(a->output, qp_strerror(QP_ENOMEM));
+    int st = read_profiles(a, ps);
+    if (st == 0)
+        st = merge_profiles(a, ps, NULL, &merged);
+    char why[512];
+    if (st == 0 && qp_profile_write(a->output, &merged, why, sizeof(why)) < 0)
+        st = fail(a->output, why);
+    free_profiles(ps, a->nfiles);
+    qp_profile_free(&merged);
+    return st;
+}
+
+/* The procedure FUNC names, or an error line. */
+static int
+find_func(const qp_inputs_t *in, const char *func, uint32_t *proc)
+{
+    *proc = QP_VIRT;
+    if (func == NULL)
+        return 0;
+    *proc = qp_desc_find_proc(in->desc, func);
+    char why[600];
+    if (*proc == QP_VIRT) {
+        snprintf(why, sizeof(why), "no procedure named '%s'", func);
+        return fail(in->exe, why);
+    }
+    const qp_desc_proc_t *p = &in->desc->procs[*proc];
+    if (!(p->flags & QP_PROC_MEASURED)) {
+        snprintf(why, sizeof(why), "procedure '%s' was not measured: %s", func,
+                 qp_desc_str(in->desc, p->reason));
+        return fail(in->exe, why);
+    }
+    return 0;
+}
+
+static int
+print_report(FILE *f, const qp_args_t *a, const qp_inputs_t *in)
+{
+    uint32_t proc;
+    int st = find_func(in, a->func, &proc);
+    if (st != 0)
+        return st;
+    switch (a->out) {
+    case OUT_CSV: qp_print_csv(f, in); return 0;
+    case OUT_BLOCKS: return qp_print_blocks(f, in, proc);
+    case OUT_EDGES: return qp_print_edges(f, in, proc);
+    case OUT_ANNOTATE: return qp_print_annotate(f, in, proc);
+    case OUT_DOT: return qp_print_dot(f, in, proc);
+    case OUT_LCOV: return qp_print_lcov(f, in);
+    default: qp_print_flat(f, in); return 0;
+    }
+}
+
+/* Print to -o FILE or standard output; a failed write is an error. */
+static int
+print_to_output(const qp_args_t *a, const qp_inputs_t *in)
+{
+    FILE *f = stdout;
+    const char *name = "standard output";
+    if (a->output != NULL) {
+        name = a->output;
+        f = fopen(a->output, "w");
+        if (f == NULL)
+            return fail(a->output, strerror(errno));
+    }
+    int st = print_report(f, a, in);
+    if (fflush(f) != 0 || ferror(f))
+        st = fail(name, strerror(errno ? errno : EIO));
+    if (f != stdout && fclose(f) != 0 && st == 0)
+        st = fail(name, strerror(errno));
+    return st;
+}
+
+static int
+cmd_report(const qp_args_t *a)
+{
+    qp_profile_t prof = { 0 };
+    qp_desc_t desc = { 0 };
+    qp_report_t rep = { 0 };
+    cfg_image_t *img = NULL, *orig = NULL;
+    qp_unwinder_t *unw = NULL;
+    qp_profile_t *ps = calloc((size_t)a->nfiles, sizeof(qp_profile_t));
+    if (ps == NULL)
+        return fail(a->files[0], qp_strerror(QP_ENOMEM));
+    int st = read_profiles(a, ps);
+    /* The first profile names the executable, unless --exe does. */
+    const char *exe = a->exe ? a->exe : ps[0].hdr.exe;
+    if (st == 0 && exe[0] == '\0')
+        st = fail(a->files[0], "the profile does not name its executable: use --exe");
+    if (st == 0)
+        st = open_image(exe, &img);
+    if (st == 0)
+        st = load_desc(exe, img, &desc);
+    if (st == 0)
+        st = merge_profiles(a, ps, &desc, &prof);
+    if (st == 0 && a->original)
+        st = open_image(a->original, &orig);
+    /* Without unwind tables the dumps stay unused; the report says so. */
+    if (st == 0 && prof.ndumps > 0 && qp_unwinder_create(exe, &unw, NULL, 0) < 0)
+        unw = NULL;
+    if (st == 0 && qp_report_build(&desc, &prof, unw, &rep) < 0)
+        st = fail(exe, qp_strerror(QP_ENOMEM));
+    if (st == 0) {
+        qp_inputs_t in = { exe, (const char *const *)a->files, a->nfiles, img, orig,
+                           &desc, &prof, &rep, a->verbose };
+        st = print_to_output(a, &in);
+    }
+    qp_report_free(&rep);
+    qp_unwinder_destroy(unw);
+    qp_desc_free(&desc);
+    cfg_image_destroy(orig);
+    cfg_image_destroy(img);
+    qp_profile_free(&prof);
+    free_profiles(ps, a->nfiles);
+    return st;
+}
+
+/*
+ * BFD 2.40 does not free the .debug_rnglists it reads for line lookups (fixed in 2.41):
+ * not ours, so LeakSanitizer is told (this hook is unused without sanitizers).
+ */
+const char *__lsan_default_suppressions(void);
+const char *
+__lsan_default_suppressions(void)
+{
+    return "leak:libbfd\n";
+}
+
+int
+main(int argc, char **argv)
+{
+    qp_args_t a;
+    int rc = parse_args(argc, argv, &a);
+    if (rc < 0)
+        return 0; /* --help or --version */
+    if (rc != 0)
+        return rc;
+    return a.cmd_merge ? cmd_merge(&a) : cmd_report(&a);
+}

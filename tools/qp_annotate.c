@@ -1,0 +1,364 @@
+/* Copyright 2026 the qpt authors
+ * SPDX-License-Identifier: MIT */
+
+/*
+ * qp report --annotate: a procedure's blocks disassembled by libopcodes (objdump's AT&T
+ * syntax) at their original addresses, each instruction with the count of its block.
+ * The bytes come from the instrumented executable, whose old text still holds the
+ * original code, except where qpt-rewrite wrote a jump to the relocated code (at a moved
+ * procedure's entry and at indirect-jump targets): such a jump is shown as what it is,
+ * and the listing resumes at the first original instruction boundary after it. With
+ * --original the bytes come from the uninstrumented executable instead.
+ */
+#include "config.h" /* before dis-asm.h, whose bfd.h insists on PACKAGE */
+
+#include <dis-asm.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "arch/arch.h"
+#include "tools/qp_tool.h"
+
+#define REDIRECT_LEN 5 /* jmp rel32 */
+
+typedef struct dis {
+    disassemble_info info;
+    disassembler_ftype print_insn;
+    char text[256];               /* the instruction text being built */
+    size_t len;
+    const qp_desc_t *desc;        /* names addresses */
+    uint32_t *by_entry;           /* procedure indices sorted by entry */
+    uint32_t nprocs;
+} dis_t;
+
+static void
+dis_append(dis_t *d, const char *fmt, va_list ap)
+{
+    if (d->len >= sizeof(d->text) - 1)
+        return;
+    int n = vsnprintf(d->text + d->len, sizeof(d->text) - d->len, fmt, ap);
+    if (n > 0)
+        d->len += (size_t)n;
+    if (d->len > sizeof(d->text) - 1)
+        d->len = sizeof(d->text) - 1;
+}
+
+static int
+dis_fprintf(void *stream, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    dis_append(stream, fmt, ap);
+    va_end(ap);
+    return 0;
+}
+
+static int
+dis_fprintf_styled(void *stream, enum disassembler_style style, const char *fmt, ...)
+{
+    (void)style;
+    va_list ap;
+    va_start(ap, fmt);
+    dis_append(stream, fmt, ap);
+    va_end(ap);
+    return 0;
+}
+
+/* The procedure whose entry is the greatest one <= ADDR, or QP_VIRT. */
+static uint32_t
+proc_before(const dis_t *d, uint64_t addr)
+{
+    size_t lo = 0, hi = d->nprocs;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (d->desc->procs[d->by_entry[mid]].entry <= addr)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo == 0 ? QP_VIRT : d->by_entry[lo - 1];
+}
+
+/* Addresses as objdump prints them: 0x401126 <main+0x10>, named by original entries. */
+static void
+dis_print_address(bfd_vma addr, struct disassemble_info *info)
+{
+    dis_t *d = info->stream;
+    dis_fprintf(d, "%#" PRIx64, (uint64_t)addr);
+    uint32_t p = proc_before(d, addr);
+    if (p == QP_VIRT)
+        return;
+    const qp_desc_proc_t *pr = &d->desc->procs[p];
+    uint64_t off = addr - pr->entry;
+    if (off > (1u << 20))
+        return; /* too far from any entry to be inside that procedure */
+    if (off)
+        dis_fprintf(d, " <%s+%#" PRIx64 ">", qp_desc_str(d->desc, pr->name), off);
+    else
+        dis_fprintf(d, " <%s>", qp_desc_str(d->desc, pr->name));
+}
+
+static void
+dis_memory_error(int status, bfd_vma addr, struct disassemble_info *info)
+{
+    (void)status;
+    (void)addr;
+    (void)info; /* an instruction running off the block is shown as (bad) */
+}
+
+static const qp_desc_t *sort_desc;
+
+static int
+cmp_entry(const void *a, const void *b)
+{
+    uint64_t x = sort_desc->procs[*(const uint32_t *)a].entry;
+    uint64_t y = sort_desc->procs[*(const uint32_t *)b].entry;
+    return x < y ? -1 : x > y;
+}
+
+static int
+dis_init(dis_t *d, const qp_desc_t *desc)
+{
+    memset(d, 0, sizeof(*d));
+    init_disassemble_info(&d->info, d, dis_fprintf, dis_fprintf_styled);
+    d->info.arch = bfd_arch_i386;
+    d->info.mach = bfd_mach_x86_64;
+    d->info.print_address_func = dis_print_address;
+    d->info.memory_error_func = dis_memory_error;
+    d->print_insn = disassembler(bfd_arch_i386, false, bfd_mach_x86_64, NULL);
+    if (d->print_insn == NULL)
+        return -1;
+    disassemble_init_for_target(&d->info);
+    d->desc = desc;
+    d->by_entry = malloc((desc->hdr.nprocs ? desc->hdr.nprocs : 1) * sizeof(uint32_t));
+    if (d->by_entry == NULL)
+        return -1;
+    for (uint32_t i = 0; i < desc->hdr.nprocs; i++)
+        d->by_entry[i] = i;
+    d->nprocs = desc->hdr.nprocs;
+    sort_desc = desc;
+    qsort(d->by_entry, d->nprocs, sizeof(uint32_t), cmp_entry);
+    return 0;
+}
+
+/* Disassemble the instruction at BUF (N bytes) running at VMA; its length (>= 1). */
+static int
+dis_one(dis_t *d, const uint8_t *buf, size_t n, uint64_t vma)
+{
+    d->len = 0;
+    d->text[0] = '\0';
+    d->info.buffer = (bfd_byte *)buf;
+    d->info.buffer_vma = vma;
+    d->info.buffer_length = n;
+    int len = d->print_insn(vma, &d->info);
+    return len < 1 ? 1 : len;
+}
+
+/*****************************************************************************
+ * The listing
+ */
+
+/* True when decoding from offset K of the SIZE bytes at BUF ends exactly at SIZE. */
+static int
+lands_at_end(dis_t *d, const uint8_t *buf, size_t k, size_t size, uint64_t vma)
+{
+    while (k < size)
+        k += (size_t)dis_one(d, buf + k, size - k, vma + k);
+    return k == size;
+}
+
+/*
+ * True when the bytes at BUF (N readable) hold the jump qpt-rewrite writes over the
+ * start of a moved block: a jmp rel32 into a section of its own (.qpt.*).
+ */
+static int
+is_redirect(const cfg_image_t *img, const uint8_t *buf, size_t n, uint64_t vma)
+{
+    if (n < REDIRECT_LEN || buf[0] != 0xe9)
+        return 0;
+    int32_t rel;
+    memcpy(&rel, buf + 1, 4);
+    uint64_t target = vma + REDIRECT_LEN + (uint64_t)(int64_t)rel;
+    const cfg_section_t *s = cfg_image_section_at(img, target);
+    return s != NULL && strncmp(s->name, ".qpt", 4) == 0;
+}
+
+/* How many instructions decoding BUF (SIZE bytes at VMA) finds, or 0 if it overruns. */
+static uint32_t
+count_insns(dis_t *d, const uint8_t *buf, size_t size, uint64_t vma)
+{
+    uint32_t n = 0;
+    size_t k = 0;
+    while (k < size) {
+        k += (size_t)dis_one(d, buf + k, size - k, vma + k);
+        n++;
+    }
+    return k == size ? n : 0;
+}
+
+#define RECOVER_WINDOW 256 /* how far after new_start the block's copy may start */
+
+/*
+ * The original bytes of block B, whose first HEAD bytes (of BUF) were overwritten by a
+ * redirect: its relocated copy, after any counter code at B->new_start, starts with the
+ * same instructions. Every instruction boundary there is tried as the copy's start: its
+ * first HEAD bytes with the block's intact bytes after them must decode into exactly
+ * the block's instructions. Returns 1 with OUT (B->size bytes) filled, or 0.
+ */
+static int
+recover_original(dis_t *d, const cfg_image_t *img, const qp_desc_block_t *b,
+                 const uint8_t *buf, size_t head, uint8_t *out)
+{
+    size_t avail, size = b->size;
+    const uint8_t *copy = b->new_start ? cfg_image_ptr(img, b->new_start, &avail) : NULL;
+    if (copy == NULL)
+        return 0;
+    for (size_t j = 0; j + size <= avail && j < RECOVER_WINDOW;
+         j += (size_t)dis_one(d, copy + j, avail - j, b->new_start + j)) {
+        memcpy(out, buf, size);
+        memcpy(out, copy + j, head);
+        if (count_insns(d, out, size, b->start) == b->ninsns)
+            return 1;
+    }
+    return 0;
+}
+
+static void
+print_insn(FILE *f, dis_t *d, const char *count, const uint8_t *buf, int len, uint64_t vma,
+           const char *note)
+{
+    char hex[3 * 8 + 1] = "";
+    for (int i = 0; i < len && i < 7; i++)
+        snprintf(hex + 3 * i, 4, "%02x ", buf[i]);
+    fprintf(f, "%16s  %8" PRIx64 ":  %-21s  %s%s\n", count, vma, hex, d->text, note);
+}
+
+/*
+ * List BUF[from, size) (the block at VMA). Instructions that start in the first HEAD
+ * bytes were recovered from the relocated copy: a pc-relative one there has the copy's
+ * displacement, so it is not shown as if it were the original.
+ */
+static void
+list_bytes(FILE *f, dis_t *d, const char *count, const uint8_t *buf, size_t from, size_t size,
+           uint64_t vma, size_t head)
+{
+    while (from < size) {
+        int len = dis_one(d, buf + from, size - from, vma + from);
+        arch_insn_t in;
+        if (from < head && arch_decode(buf + from, size - from, vma + from, &in) == 0
+            && (in.flags & (ARCH_F_RIPREL | ARCH_F_BRANCH_REL))) {
+            snprintf(d->text, sizeof(d->text), "(pc-relative instruction overwritten by "
+                                               "qpt-rewrite; --original shows it)");
+            len = in.len;
+            print_insn(f, d, count, buf + from, 0, vma + from, "");
+        } else
+            print_insn(f, d, count, buf + from, len, vma + from, "");
+        from += (size_t)len;
+    }
+}
+
+/*
+ * A block whose first HEAD bytes were overwritten by a redirect: the original
+ * instructions when they can be recovered from the relocated copy, else what is there,
+ * from the first offset after the overwritten bytes that decodes up to the block's end.
+ */
+static void
+list_overwritten(FILE *f, dis_t *d, const cfg_image_t *img, const qp_desc_block_t *b,
+                 const char *count, const uint8_t *buf, size_t head)
+{
+    uint8_t *orig = malloc(b->size);
+    if (orig != NULL && recover_original(d, img, b, buf, head, orig)) {
+        list_bytes(f, d, count, orig, 0, b->size, b->start, head);
+        free(orig);
+        return;
+    }
+    free(orig);
+    fprintf(f, "%16s  %8" PRIx64 ":  (%zu bytes overwritten by qpt-rewrite's jump to the "
+               "relocated code; --original shows them)\n",
+            count, b->start, head);
+    size_t off = head;
+    while (off < b->size && !lands_at_end(d, buf, off, b->size, b->start))
+        off++;
+    list_bytes(f, d, count, buf, off, b->size, b->start, 0);
+}
+
+/*
+ * List block B. *OVER_END is the end of the bytes the previous block's redirect
+ * overwrote (a redirect may cover a short block and the start of the next); it is
+ * updated for the next block.
+ */
+static void
+list_block(FILE *f, dis_t *d, const qp_inputs_t *in, const qp_desc_block_t *b,
+           const char *count, uint64_t *over_end)
+{
+    const cfg_image_t *img = in->original ? in->original : in->img;
+    size_t avail;
+    const uint8_t *buf = cfg_image_ptr(img, b->start, &avail);
+    if (buf == NULL || avail < b->size) {
+        fprintf(f, "%16s  %8" PRIx64 ":  (the code is not in %s)\n", count, b->start,
+                img->path);
+        return;
+    }
+    if (in->original == NULL && is_redirect(img, buf, avail, b->start))
+        *over_end = b->start + REDIRECT_LEN;
+    size_t head = 0;
+    if (in->original == NULL && *over_end > b->start)
+        head = *over_end - b->start < b->size ? *over_end - b->start : b->size;
+    if (head > 0)
+        list_overwritten(f, d, img, b, count, buf, head);
+    else
+        list_bytes(f, d, count, buf, 0, b->size, b->start, 0);
+}
+
+static const qp_desc_t *block_desc;
+
+static int
+cmp_block_start(const void *a, const void *b)
+{
+    uint64_t x = block_desc->blocks[*(const uint32_t *)a].start;
+    uint64_t y = block_desc->blocks[*(const uint32_t *)b].start;
+    return x < y ? -1 : x > y;
+}
+
+int
+qp_print_annotate(FILE *f, const qp_inputs_t *in, uint32_t proc)
+{
+    const qp_desc_t *desc = in->desc;
+    const qp_desc_proc_t *p = &desc->procs[proc];
+    dis_t d;
+    qp_flow_t fl;
+    uint32_t *order = malloc((p->nblocks ? p->nblocks : 1) * sizeof(uint32_t));
+    if (order == NULL || dis_init(&d, desc) < 0 || qp_report_flow(in->rep, proc, &fl) < 0) {
+        fprintf(stderr, "qp: %s: cannot disassemble (out of memory or no x86-64 "
+                        "disassembler in libopcodes)\n", in->exe);
+        free(order);
+        return 1;
+    }
+    for (uint32_t i = 0; i < p->nblocks; i++)
+        order[i] = p->block + i;
+    block_desc = desc;
+    qsort(order, p->nblocks, sizeof(uint32_t), cmp_block_start);
+    char cbuf[24];
+    fprintf(f, "%s at 0x%" PRIx64 ": %s calls, %" PRIu64 " instructions executed\n",
+            qp_desc_str(desc, p->name), p->entry, qp_fmt_count(cbuf, fl.calls, fl.calls_known),
+            fl.insns);
+    fprintf(f, "%16s  %8s   %-21s  %s\n", "count", "address", "bytes", "instruction");
+    uint64_t prev_end = 0, over_end = 0;
+    for (uint32_t i = 0; i < p->nblocks; i++) {
+        const qp_desc_block_t *b = &desc->blocks[order[i]];
+        uint32_t local = order[i] - p->block;
+        if (i > 0 && b->start != prev_end)
+            fprintf(f, "%16s  %8s\n", "", "...");
+        list_block(f, &d, in, b,
+                   qp_fmt_count(cbuf, fl.block_count[local],
+                                fl.block_state[local] != QP_FLOW_UNKNOWN),
+                   &over_end);
+        prev_end = b->start + b->size;
+    }
+    qp_flow_free(&fl);
+    free(d.by_entry);
+    free(order);
+    return 0;
+}

@@ -1,0 +1,401 @@
+/* Copyright 2026 the qpt authors
+ * SPDX-License-Identifier: MIT */
+
+/*
+ * qp's text reports: the flat profile (gprof-like), CSV, per-block and per-edge counts,
+ * and Graphviz DOT. Everything printed comes from the report (driver/qp_report.h).
+ */
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tools/qp_tool.h"
+
+const char *
+qp_fmt_count(char *buf, uint64_t v, int known)
+{
+    if (!known)
+        return "?";
+    snprintf(buf, 24, "%" PRIu64, v);
+    return buf;
+}
+
+static const char *
+proc_name(const qp_inputs_t *in, uint32_t proc)
+{
+    return qp_desc_str(in->desc, in->desc->procs[proc].name);
+}
+
+static const char *
+driver_name(uint32_t driver)
+{
+    return driver == QP_DRIVER_QP ? "qp (edge counters)" : "naive (block counters)";
+}
+
+/*****************************************************************************
+ * Flat profile
+ */
+
+/* The markers after a procedure's name: what may be wrong with its counts. */
+static const char *
+markers(const qp_proc_result_t *r, char *buf)
+{
+    char *p = buf;
+    if (r->flags & QP_RES_VIOLATION)
+        *p++ = '!';
+    if (r->flags & (QP_RES_APPROX_EH | QP_RES_APPROX_JMP))
+        *p++ = '~';
+    if (r->flags & QP_RES_UNKNOWN)
+        *p++ = '?';
+    *p = '\0';
+    return buf;
+}
+
+static int
+ran(const qp_proc_result_t *r)
+{
+    return r->insns > 0 || (r->calls_known && r->calls > 0);
+}
+
+static void
+print_header(FILE *f, const qp_inputs_t *in)
+{
+    const qp_profile_t *p = in->prof;
+    const qp_report_t *r = in->rep;
+    fprintf(f, "Flat profile of %s\n", in->exe);
+    fprintf(f, "profile: ");
+    for (int i = 0; i < in->nprofiles; i++)
+        fprintf(f, "%s%s", i ? ", " : "", in->profiles[i]);
+    fprintf(f, " (%" PRIu64 " run%s); driver %s\n", p->hdr.runs, p->hdr.runs == 1 ? "" : "s",
+            driver_name(in->desc->hdr.driver));
+    fprintf(f, "total: %" PRIu64 " instructions executed in %" PRIu32
+               " measured procedures; %" PRIu32 " procedures not measured\n\n",
+            r->total_insns, r->nprocs, r->nunmeasured);
+}
+
+static void
+print_flat_table(FILE *f, const qp_inputs_t *in, uint32_t *nidle)
+{
+    const qp_report_t *r = in->rep;
+    char cbuf[24], mbuf[4];
+    fprintf(f, "%8s %20s %16s  %s\n", "% insns", "instructions", "calls", "name");
+    *nidle = 0;
+    for (uint32_t i = 0; i < r->nprocs; i++) {
+        const qp_proc_result_t *res = &r->procs[i];
+        if (!ran(res) && !in->verbose && !(res->flags & QP_RES_VIOLATION)) {
+            (*nidle)++;
+            continue;
+        }
+        double pct = r->total_insns ? 100.0 * (double)res->insns / (double)r->total_insns : 0;
+        fprintf(f, "%8.2f %20" PRIu64 " %16s  %s%s%s\n", pct, res->insns,
+                qp_fmt_count(cbuf, res->calls, res->calls_known), proc_name(in, res->proc),
+                markers(res, mbuf)[0] ? " " : "", mbuf);
+    }
+}
+
+static int
+cmp_calls(const void *a, const void *b)
+{
+    const qp_proc_result_t *x = *(const qp_proc_result_t *const *)a;
+    const qp_proc_result_t *y = *(const qp_proc_result_t *const *)b;
+    if (x->calls != y->calls)
+        return x->calls > y->calls ? -1 : 1;
+    return x < y ? -1 : x > y; /* then the flat-profile order */
+}
+
+/* The procedures with a known, non-zero call count, most called first. */
+static void
+print_by_calls(FILE *f, const qp_inputs_t *in)
+{
+    const qp_report_t *r = in->rep;
+    const qp_proc_result_t **v = malloc((r->nprocs ? r->nprocs : 1) * sizeof(*v));
+    if (v == NULL)
+        return;
+    size_t n = 0;
+    for (uint32_t i = 0; i < r->nprocs; i++)
+        if (r->procs[i].calls_known && r->procs[i].calls > 0)
+            v[n++] = &r->procs[i];
+    qsort(v, n, sizeof(*v), cmp_calls);
+    fprintf(f, "\nBy calls:\n%16s %20s  %s\n", "calls", "instructions/call", "name");
+    for (size_t i = 0; i < n; i++)
+        fprintf(f, "%16" PRIu64 " %20.1f  %s\n", v[i]->calls,
+                (double)v[i]->insns / (double)v[i]->calls, proc_name(in, v[i]->proc));
+    free(v);
+}
+
+static void
+print_footnotes(FILE *f, const qp_inputs_t *in)
+{
+    const qp_report_t *r = in->rep;
+    const qp_profile_t *p = in->prof;
+    int any = r->nviolating || r->napprox || r->nunknown || p->ndropped || r->bt.incomplete
+        || p->saturated;
+    if (!any)
+        return;
+    fprintf(f, "\n");
+    if (r->nviolating)
+        fprintf(f, "!  flow conservation (Kirchhoff) fails in %" PRIu32 " procedure(s): their "
+                   "counts are inconsistent (qp report --edges=NAME shows where)\n",
+                r->nviolating);
+    if (r->napprox)
+        fprintf(f, "~  has exception landing pads or calls setjmp/longjmp: if an exception or "
+                   "longjmp left it, its counts may be approximate\n");
+    if (r->nunknown)
+        fprintf(f, "?  some counts are not determined by the measured ones: shown as ?, and "
+                   "instructions count only the known blocks\n");
+    if (p->ndropped)
+        fprintf(f, "note: %" PRIu64 " exit(s) left no usable stack dump (more than %u exits, "
+                   "or a dump cut short): the counts of procedures active at those exits may "
+                   "be approximate\n",
+                p->ndropped, QP_PROF_MAX_DUMPS);
+    if (r->bt.incomplete)
+        fprintf(f, "note: %" PRIu64 " exit back-trace(s) could not be followed to the "
+                   "outermost frame: counts of the procedures above may be approximate\n",
+                r->bt.incomplete);
+    if (p->saturated)
+        fprintf(f, "note: a count reached 2^64-1 while summing profiles and was kept there\n");
+}
+
+static void
+print_unmeasured(FILE *f, const qp_inputs_t *in)
+{
+    const qp_report_t *r = in->rep;
+    if (r->nunmeasured == 0)
+        return;
+    if (!in->verbose) {
+        fprintf(f, "\n%" PRIu32 " procedures not measured (--verbose lists them with the "
+                   "reason)\n",
+                r->nunmeasured);
+        return;
+    }
+    fprintf(f, "\nNot measured:\n");
+    for (uint32_t i = 0; i < r->nunmeasured; i++) {
+        const qp_desc_proc_t *p = &in->desc->procs[r->unmeasured[i]];
+        const char *why = qp_desc_str(in->desc, p->reason);
+        fprintf(f, "  %s at 0x%" PRIx64 ": %s\n", qp_desc_str(in->desc, p->name), p->entry,
+                why[0] ? why : "no reason given");
+    }
+}
+
+void
+qp_print_flat(FILE *f, const qp_inputs_t *in)
+{
+    uint32_t nidle;
+    print_header(f, in);
+    print_flat_table(f, in, &nidle);
+    if (nidle)
+        fprintf(f, "%8s %20s %16s  (%" PRIu32 " measured procedures never ran; --verbose "
+                   "lists them)\n",
+                "", "0", "0", nidle);
+    print_by_calls(f, in);
+    print_footnotes(f, in);
+    print_unmeasured(f, in);
+}
+
+void
+qp_print_csv(FILE *f, const qp_inputs_t *in)
+{
+    const qp_report_t *r = in->rep;
+    fprintf(f, "name,calls,instructions\n");
+    for (uint32_t i = 0; i < r->nprocs; i++) {
+        const qp_proc_result_t *res = &r->procs[i];
+        const char *name = proc_name(in, res->proc);
+        size_t n = qp_csv_field(name, NULL, 0);
+        char *field = malloc(n + 1);
+        if (field == NULL)
+            return;
+        qp_csv_field(name, field, n + 1);
+        /* An undetermined call count is an empty field: never a guess. */
+        if (res->calls_known)
+            fprintf(f, "%s,%" PRIu64 ",%" PRIu64 "\n", field, res->calls, res->insns);
+        else
+            fprintf(f, "%s,,%" PRIu64 "\n", field, res->insns);
+        free(field);
+    }
+}
+
+/*****************************************************************************
+ * Blocks, edges
+ */
+
+static void
+print_proc_title(FILE *f, const qp_inputs_t *in, const qp_flow_t *fl)
+{
+    const qp_desc_proc_t *p = &in->desc->procs[fl->proc];
+    char cbuf[24];
+    fprintf(f, "%s at 0x%" PRIx64 ": %s call%s, %" PRIu64 " instructions%s\n",
+            proc_name(in, fl->proc), p->entry, qp_fmt_count(cbuf, fl->calls, fl->calls_known),
+            fl->calls_known && fl->calls == 1 ? "" : "s", fl->insns,
+            fl->insns_exact ? "" : " (known blocks only)");
+}
+
+static void
+print_blocks_of(FILE *f, const qp_inputs_t *in, const qp_flow_t *fl)
+{
+    const qp_desc_proc_t *p = &in->desc->procs[fl->proc];
+    char cbuf[24], ibuf[24];
+    print_proc_title(f, in, fl);
+    fprintf(f, "  %18s %16s %6s %20s\n", "address", "count", "insns", "instructions");
+    for (uint32_t b = 0; b < fl->nblocks; b++) {
+        const qp_desc_block_t *blk = &in->desc->blocks[p->block + b];
+        int known = fl->block_state[b] != QP_FLOW_UNKNOWN;
+        uint64_t ab = in->rep->abandoned[p->block + b];
+        fprintf(f, "  %#18" PRIx64 " %16s %6" PRIu32 " %20s", blk->start,
+                qp_fmt_count(cbuf, fl->block_count[b], known), blk->ninsns,
+                qp_fmt_count(ibuf, fl->block_count[b] * blk->ninsns, known));
+        if (ab)
+            fprintf(f, "  (%" PRIu64 " left at exit)", ab);
+        fprintf(f, "\n");
+    }
+}
+
+/* A block end of an edge: its address, or X. */
+static const char *
+end_name(const qp_inputs_t *in, uint32_t block, char *buf)
+{
+    if (block == QP_VIRT)
+        return "X";
+    snprintf(buf, 24, "%#" PRIx64, in->desc->blocks[block].start);
+    return buf;
+}
+
+static void
+print_violations(FILE *f, const qp_inputs_t *in, const qp_flow_t *fl)
+{
+    char buf[24];
+    for (size_t i = 0; i < fl->nviolations; i++) {
+        const qp_flow_violation_t *v = &fl->violations[i];
+        const char *at = v->block == QP_VIRT ? "X (entry/exit)" : end_name(in, v->block, buf);
+        if (v->kind == QP_FLOW_V_NEGATIVE)
+            fprintf(f, "  VIOLATION at %s: conservation needs a negative count on edge %" PRIu32
+                       " (count %" PRIu64 ", known in %" PRIu64 ", known out %" PRIu64 ")\n",
+                    at, v->edge - in->desc->procs[fl->proc].edge, v->count, v->in, v->out);
+        else if (v->kind == QP_FLOW_V_OVERFLOW)
+            fprintf(f, "  VIOLATION at %s: a count does not fit in 64 bits\n", at);
+        else
+            fprintf(f, "  VIOLATION at %s: count %" PRIu64 ", flow in %" PRIu64
+                       ", flow out (with abandoned) %" PRIu64 "\n",
+                    at, v->count, v->in, v->out);
+    }
+}
+
+static void
+print_edges_of(FILE *f, const qp_inputs_t *in, const qp_flow_t *fl)
+{
+    const qp_desc_proc_t *p = &in->desc->procs[fl->proc];
+    char a[24], b[24], cbuf[24];
+    print_proc_title(f, in, fl);
+    fprintf(f, "  %5s %18s %18s %-10s %16s  %s\n", "edge", "from", "to", "kind", "count", "how");
+    for (uint32_t e = 0; e < fl->nedges; e++) {
+        const qp_desc_edge_t *ed = &in->desc->edges[p->edge + e];
+        uint8_t st = fl->edge_state[e];
+        fprintf(f, "  %5" PRIu32 " %18s %18s %-10s %16s  %s\n", e, end_name(in, ed->from, a),
+                end_name(in, ed->to, b), qp_edge_kind_name(ed->kind),
+                qp_fmt_count(cbuf, fl->edge_count[e], st != QP_FLOW_UNKNOWN),
+                qp_flow_state_name(st));
+    }
+    for (uint32_t k = 0; k < fl->nblocks; k++)
+        if (in->rep->abandoned[p->block + k])
+            fprintf(f, "  %5s %18s %18s %-10s %16" PRIu64 "  from exit back-traces\n", "",
+                    end_name(in, p->block + k, a), "X", "abandoned",
+                    in->rep->abandoned[p->block + k]);
+    print_violations(f, in, fl);
+}
+
+/* Print one procedure or (PROC == QP_VIRT) every measured one that ran. */
+static int
+for_procs(FILE *f, const qp_inputs_t *in, uint32_t proc,
+          void (*print)(FILE *, const qp_inputs_t *, const qp_flow_t *))
+{
+    int first = 1;
+    for (uint32_t i = 0; i < in->rep->nprocs; i++) {
+        const qp_proc_result_t *res = &in->rep->procs[i];
+        if (proc != QP_VIRT ? res->proc != proc : !(ran(res) || in->verbose))
+            continue;
+        qp_flow_t fl;
+        if (qp_report_flow(in->rep, res->proc, &fl) < 0) {
+            fprintf(stderr, "qp: %s: %s\n", in->exe, qp_strerror(QP_ENOMEM));
+            return 1;
+        }
+        if (!first)
+            fprintf(f, "\n");
+        first = 0;
+        print(f, in, &fl);
+        qp_flow_free(&fl);
+    }
+    return 0;
+}
+
+int
+qp_print_blocks(FILE *f, const qp_inputs_t *in, uint32_t proc)
+{
+    return for_procs(f, in, proc, print_blocks_of);
+}
+
+int
+qp_print_edges(FILE *f, const qp_inputs_t *in, uint32_t proc)
+{
+    return for_procs(f, in, proc, print_edges_of);
+}
+
+/*****************************************************************************
+ * DOT
+ */
+
+/* NAME inside a DOT double-quoted string. */
+static void
+dot_string(FILE *f, const char *name)
+{
+    for (const char *p = name; *p; p++) {
+        if (*p == '"' || *p == '\\')
+            fputc('\\', f);
+        fputc(*p, f);
+    }
+}
+
+int
+qp_print_dot(FILE *f, const qp_inputs_t *in, uint32_t proc)
+{
+    qp_flow_t fl;
+    if (qp_report_flow(in->rep, proc, &fl) < 0) {
+        fprintf(stderr, "qp: %s: %s\n", in->exe, qp_strerror(QP_ENOMEM));
+        return 1;
+    }
+    const qp_desc_proc_t *p = &in->desc->procs[proc];
+    char cbuf[24];
+    fprintf(f, "digraph \"");
+    dot_string(f, proc_name(in, proc));
+    fprintf(f, "\" {\n  node [shape=box, fontname=\"monospace\"];\n");
+    fprintf(f, "  ENTRY [shape=oval];\n  EXIT [shape=oval];\n");
+    for (uint32_t b = 0; b < fl.nblocks; b++)
+        fprintf(f, "  b%" PRIu32 " [label=\"%#" PRIx64 "\\n%s\"];\n", b,
+                in->desc->blocks[p->block + b].start,
+                qp_fmt_count(cbuf, fl.block_count[b], fl.block_state[b] != QP_FLOW_UNKNOWN));
+    /* Measured edges are bold, unknown ones dotted, inconsistent ones red. */
+    for (uint32_t e = 0; e < fl.nedges; e++) {
+        const qp_desc_edge_t *ed = &in->desc->edges[p->edge + e];
+        uint8_t st = fl.edge_state[e];
+        const char *style = st == QP_FLOW_MEASURED ? ", style=bold"
+            : st == QP_FLOW_UNKNOWN                ? ", style=dotted"
+            : st == QP_FLOW_CLAMPED                ? ", color=red"
+                                                   : "";
+        if (ed->from == QP_VIRT)
+            fprintf(f, "  ENTRY");
+        else
+            fprintf(f, "  b%" PRIu32, ed->from - p->block);
+        if (ed->to == QP_VIRT)
+            fprintf(f, " -> EXIT");
+        else
+            fprintf(f, " -> b%" PRIu32, ed->to - p->block);
+        fprintf(f, " [label=\"%s %s\"%s];\n", qp_edge_kind_name(ed->kind),
+                qp_fmt_count(cbuf, fl.edge_count[e], st != QP_FLOW_UNKNOWN), style);
+    }
+    for (uint32_t b = 0; b < fl.nblocks; b++)
+        if (in->rep->abandoned[p->block + b])
+            fprintf(f, "  b%" PRIu32 " -> EXIT [label=\"left at exit %" PRIu64
+                       "\", style=dashed];\n",
+                    b, in->rep->abandoned[p->block + b]);
+    fprintf(f, "}\n");
+    qp_flow_free(&fl);
+    return 0;
+}

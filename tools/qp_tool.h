@@ -1,0 +1,52 @@
+/* Copyright 2026 the qpt authors
+ * SPDX-License-Identifier: MIT */
+#ifndef QP_TOOL_H_
+#define QP_TOOL_H_
+/*
+ * PURPOSE: the printers of the qp report tool (tools/qp.c parses options and loads the
+ * inputs): flat profile, CSV, per-block and per-edge counts, Graphviz DOT, annotated
+ * disassembly, lcov. Each prints what driver/qp_report.h computed; no analysis here.
+ */
+#include <stdio.h>
+
+#include "cfg/cfg.h"
+#include "driver/qp_report.h"
+
+/* What the printers need to know about the inputs. */
+typedef struct qp_inputs {
+    const char *exe;              /* the instrumented executable */
+    const char *const *profiles;  /* the profile files given */
+    int nprofiles;
+    const cfg_image_t *img;       /* the executable's image */
+    const cfg_image_t *original;  /* --original: the uninstrumented executable, or NULL */
+    const qp_desc_t *desc;        /* its description */
+    const qp_profile_t *prof;     /* the merged profile */
+    const qp_report_t *rep;       /* the report */
+    int verbose;                  /* --verbose */
+} qp_inputs_t;
+
+/* The flat profile, the call counts, the footnotes and notes (qp report). */
+void qp_print_flat(FILE *f, const qp_inputs_t *in);
+
+/* name,calls,instructions lines in the flat-profile order (qp report --csv). */
+void qp_print_csv(FILE *f, const qp_inputs_t *in);
+
+/* Per-block counts of PROC, or of every procedure that ran when PROC is QP_VIRT. */
+int qp_print_blocks(FILE *f, const qp_inputs_t *in, uint32_t proc);
+
+/* Per-edge counts and Kirchhoff violations, likewise. */
+int qp_print_edges(FILE *f, const qp_inputs_t *in, uint32_t proc);
+
+/* Graphviz DOT of PROC's CFG with counts. */
+int qp_print_dot(FILE *f, const qp_inputs_t *in, uint32_t proc);
+
+/* A disassembly of PROC's blocks at their original addresses with their counts. */
+int qp_print_annotate(FILE *f, const qp_inputs_t *in, uint32_t proc);
+
+/* An lcov tracefile from the DWARF line information of the executable. */
+int qp_print_lcov(FILE *f, const qp_inputs_t *in);
+
+/* "calls" or "?" when unknown, into BUF (at least 24 bytes). */
+const char *qp_fmt_count(char *buf, uint64_t v, int known);
+
+#endif
