@@ -65,8 +65,8 @@ struct ed_plan {
     const char **reason;      /* per procedure: why it stays, NULL when it moves */
     char **owned;             /* reasons formatted here */
     size_t nowned;
-    ed_slot_t *slots;         /* every moved instruction, sorted by old address */
-    ed_slot_t *lay;           /* the same, in layout (new address) order */
+    ed_slot_t *lay;           /* every moved instruction, in layout (new address) order */
+    uint32_t *idx;            /* indices into lay, sorted by old address (lookups) */
     size_t nslots;
     ed_seg_t *segs;           /* old extents of moved procedures, sorted */
     size_t nsegs;
@@ -85,6 +85,9 @@ struct ed_plan {
     uint64_t text_size;       /* its size */
     ed_stats_t stats;         /* figures */
 };
+
+/* The K-th slot by old address. */
+#define SLOT(plan, k) (&(plan)->lay[(plan)->idx[k]])
 
 /* Bytes of a slot in the new code: snippets, instruction, snippets, added jmp. */
 static inline uint64_t
@@ -304,14 +307,6 @@ decide(ed_plan_t *plan)
  * Layout
  */
 
-static int
-cmp_slot(const void *a, const void *b)
-{
-    const ed_slot_t *x = a, *y = b;
-    return x->old < y->old ? -1 : x->old > y->old;
-}
-
-
 /* The slot of the instruction at OLD, or NULL. */
 static ed_slot_t *
 slot_at(const ed_plan_t *plan, uint64_t old)
@@ -319,12 +314,12 @@ slot_at(const ed_plan_t *plan, uint64_t old)
     size_t lo = 0, hi = plan->nslots;
     while (lo < hi) {
         size_t mid = (lo + hi) / 2;
-        if (plan->slots[mid].old < old)
+        if (SLOT(plan, mid)->old < old)
             lo = mid + 1;
         else
             hi = mid;
     }
-    return lo < plan->nslots && plan->slots[lo].old == old ? &plan->slots[lo] : NULL;
+    return lo < plan->nslots && SLOT(plan, lo)->old == old ? SLOT(plan, lo) : NULL;
 }
 
 static const ed_seg_t *
@@ -614,16 +609,48 @@ assign(ed_plan_t *plan, uint64_t base)
     return at - base;
 }
 
-/* plan->slots = plan->lay sorted by old address (for lookups). */
+/*
+ * plan->idx: the slots by old address. Old addresses never change, so this is built once
+ * (slots are not copied: layout passes update plan->lay in place). An LSD radix sort on
+ * the address (16 bits a pass): the layout order is almost address order, but not quite
+ * (entry blocks first, cold fragments with their procedure).
+ */
 static int
 index_slots(ed_plan_t *plan)
 {
-    free(plan->slots);
-    plan->slots = malloc((plan->nslots + 1) * sizeof(ed_slot_t));
-    if (plan->slots == NULL)
+    if (plan->idx != NULL)
+        return 0;
+    size_t n = plan->nslots;
+    uint32_t *a = malloc((n + 1) * sizeof(uint32_t));
+    uint32_t *b = malloc((n + 1) * sizeof(uint32_t));
+    size_t *count = malloc(65537 * sizeof(size_t));
+    if (a == NULL || b == NULL || count == NULL) {
+        free(a);
+        free(b);
+        free(count);
         return QP_ENOMEM;
-    memcpy(plan->slots, plan->lay, plan->nslots * sizeof(ed_slot_t));
-    qsort(plan->slots, plan->nslots, sizeof(ed_slot_t), cmp_slot);
+    }
+    uint64_t maxold = 0;
+    for (size_t i = 0; i < n; i++) {
+        a[i] = (uint32_t)i;
+        if (plan->lay[i].old > maxold)
+            maxold = plan->lay[i].old;
+    }
+    for (unsigned shift = 0; shift < 64 && (maxold >> shift) != 0; shift += 16) {
+        memset(count, 0, 65537 * sizeof(size_t));
+        for (size_t i = 0; i < n; i++)
+            count[((plan->lay[a[i]].old >> shift) & 0xffff) + 1]++;
+        for (size_t d = 1; d <= 65536; d++)
+            count[d] += count[d - 1];
+        for (size_t i = 0; i < n; i++)
+            b[count[(plan->lay[a[i]].old >> shift) & 0xffff]++] = a[i];
+        uint32_t *t = a;
+        a = b;
+        b = t;
+    }
+    free(b);
+    free(count);
+    plan->idx = a;
     return 0;
 }
 
@@ -659,7 +686,7 @@ segment_ends(ed_plan_t *plan)
 {
     size_t k = 0;
     for (size_t i = 0; i < plan->nslots; i++) {
-        const ed_slot_t *s = &plan->slots[i];
+        const ed_slot_t *s = SLOT(plan, i);
         while (k < plan->nsegs && plan->segs[k].end <= s->old)
             k++;
         if (k == plan->nsegs || plan->segs[k].start > s->old)
@@ -750,7 +777,7 @@ ed_plan_destroy(ed_plan_t *plan)
         free(plan->owned[i]);
     free(plan->owned);
     free(plan->reason);
-    free(plan->slots);
+    free(plan->idx);
     free(plan->lay);
     free(plan->xt);
     free(plan->segs);
@@ -832,13 +859,13 @@ ed_plan_map(void *arg, uint64_t old)
     size_t lo = 0, hi = plan->nslots;
     while (lo < hi) {
         size_t mid = (lo + hi) / 2;
-        if (plan->slots[mid].old < old)
+        if (SLOT(plan, mid)->old < old)
             lo = mid + 1;
         else
             hi = mid;
     }
-    if (lo < plan->nslots && plan->slots[lo].old < seg->end)
-        return plan->slots[lo].new_;
+    if (lo < plan->nslots && SLOT(plan, lo)->old < seg->end)
+        return SLOT(plan, lo)->new_;
     return plan->seg_new_end[si];
 }
 
@@ -849,14 +876,14 @@ ed_plan_map_end(void *arg, uint64_t old)
     size_t lo = 0, hi = plan->nslots;
     while (lo < hi) {
         size_t mid = (lo + hi) / 2;
-        if (plan->slots[mid].old < old)
+        if (SLOT(plan, mid)->old < old)
             lo = mid + 1;
         else
             hi = mid;
     }
     if (lo == 0)
         return 0;
-    const ed_slot_t *s = &plan->slots[lo - 1];
+    const ed_slot_t *s = SLOT(plan, lo - 1);
     if (s->old + s->olen != old)
         return 0;
     return s->new_ + slot_size(s);
@@ -866,10 +893,8 @@ ed_plan_map_end(void *arg, uint64_t old)
 static void
 rebase(ed_plan_t *plan, uint64_t delta)
 {
-    for (size_t i = 0; i < plan->nslots; i++) {
+    for (size_t i = 0; i < plan->nslots; i++)
         plan->lay[i].new_ += delta;
-        plan->slots[i].new_ += delta;
-    }
     for (size_t i = 0; i < plan->nstubs; i++)
         plan->stubs[i].new_ += delta;
     for (size_t i = 0; i < plan->nsegs; i++)
@@ -1018,7 +1043,7 @@ ed_plan_apply(ed_plan_t *plan, const qp_space_ops_t *ops, void *space)
     for (size_t i = 0; i < plan->nprobes; i++)
         plan->stats.nflag_saves += plan->probes[i].save_flags != 0;
     for (size_t i = 0; i < plan->nslots; i++)
-        plan->stats.bytes_probes += plan->slots[i].pre + plan->slots[i].post;
+        plan->stats.bytes_probes += plan->lay[i].pre + plan->lay[i].post;
     for (size_t i = 0; i < plan->nstubs; i++)
         plan->stats.bytes_probes += plan->stubs[i].len;
     QP_CHECK(emit_code(plan, ops, space));
