@@ -61,6 +61,9 @@ typedef struct drv_weights {
 int drv_weights_load(const char *path, drv_weights_t *w /*OUT*/, char *why, size_t whylen);
 void drv_weights_free(drv_weights_t *w);
 
+/* The share of W's edges whose ends are block starts of PROG (1.0: same program). */
+double drv_weights_match(const drv_weights_t *w, const cfg_prog_t *prog);
+
 /* The count of the edge FROM -> TO of KIND, or -1 when the profile does not have it. */
 int64_t drv_weights_get(const drv_weights_t *w, uint64_t from, uint64_t to, uint8_t kind);
 

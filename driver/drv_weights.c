@@ -124,3 +124,21 @@ drv_weights_get(const drv_weights_t *w, uint64_t from, uint64_t to, uint8_t kind
     }
     return lo < w->n && cmp_wedge(&w->v[lo], &key) == 0 ? (int64_t)w->v[lo].count : -1;
 }
+
+double
+drv_weights_match(const drv_weights_t *w, const cfg_prog_t *prog)
+{
+    size_t ok = 0;
+    for (size_t i = 0; i < w->n; i++) {
+        int good = 1;
+        uint64_t ends[2] = { w->v[i].from, w->v[i].to };
+        for (int k = 0; k < 2 && good; k++) {
+            if (ends[k] == 0)
+                continue;
+            uint32_t b = cfg_block_at(prog, ends[k]);
+            good = b != CFG_NONE && prog->blocks[b].start == ends[k];
+        }
+        ok += good;
+    }
+    return w->n ? (double)ok / (double)w->n : 1.0;
+}

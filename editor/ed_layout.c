@@ -51,7 +51,8 @@ typedef struct ed_stub {
 
 enum {
     SLOT_SHORT = 1,    /* branch encoded in its rel8 form */
-    SLOT_JMP_AFTER = 2 /* a `jmp` follows (fall-through to a block not next in layout) */
+    SLOT_JMP_AFTER = 2, /* a `jmp` follows (fall-through to a block not next in layout) */
+    SLOT_BRANCH = 4     /* a direct jmp or jcc: a candidate for the rel8 form */
 };
 
 typedef struct ed_seg {
@@ -566,7 +567,9 @@ collect_slots(ed_plan_t *plan)
                 }
                 v[n] = (ed_slot_t) { .old = a, .stub = NO_STUB,
                                      .len = (uint8_t)(len + (plan->opts.stretch ? 1 : 0)),
-                                     .olen = in.len };
+                                     .olen = in.len,
+                                     .flags = (in.kind == ARCH_KIND_JMP || in.kind == ARCH_KIND_JCC)
+                                         ? SLOT_BRANCH : 0 };
                 if (plan->nprobes > 0
                     && (rc = size_probes(plan, &in, &v[n], &plan->stubs, &stubcap)) < 0)
                     break;
@@ -710,6 +713,8 @@ layout(ed_plan_t *plan)
     /* Pass 2: rel8 where the target is in reach in the long layout. */
     for (size_t i = 0; i < plan->nslots && !plan->opts.long_branches; i++) {
         ed_slot_t *s = &plan->lay[i];
+        if (!(s->flags & SLOT_BRANCH) || s->stub != NO_STUB)
+            continue; /* only direct branches have a short form; decode nothing else */
         size_t avail;
         const uint8_t *bytes = cfg_image_ptr(plan->prog->img, s->old, &avail);
         arch_insn_t in;

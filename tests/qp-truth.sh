@@ -110,6 +110,29 @@ for opt in O0 O2; do
     done
 done
 
+# --weights: counters placed by a first run's counts give the same counts; a profile of
+# another program is refused.
+w=$dir/q/truth-O2-pie
+if [ -s "$w.main.qp" ]; then
+    if "$QPT_REWRITE" --weights "$w.main.qp" "$dir/truth-O2-pie" -o "$w.w" 2>"$w.w.log"; then
+        rm -f "$w.w.qp"
+        "$w.w" >/dev/null 2>&1
+        "$QP" report --csv "$w.w.qp" >"$w.w.csv" 2>/dev/null
+        if cmp -s "$w.main.csv" "$w.w.csv"; then
+            echo "ok --weights: same counts with counters placed by an earlier profile"
+        else
+            bad "--weights: counts differ"
+        fi
+    else
+        bad "--weights: $(head -n 1 "$w.w.log")"
+    fi
+    if "$QPT_REWRITE" --weights "$w.main.qp" "$dir/truth-O0-pie" -o "$w.x" 2>"$w.x.log"; then
+        bad "--weights: a profile of another program was accepted"
+    else
+        echo "ok --weights: $(head -n 1 "$w.x.log")"
+    fi
+fi
+
 # SIGKILL: the counters live in the profile's pages, so they survive.
 if [ -x "$dir/q/truth-O2-pie" ]; then
     cat >"$dir/spin.c" <<'EOF'

@@ -98,7 +98,15 @@ rewrite(const cfg_prog_t *prog, const char *input, const char *output, const cha
     if (weights != NULL) {
         char why[600];
         if ((rc = drv_weights_load(weights, &w, why, sizeof(why))) < 0) {
-            fprintf(stderr, "%s: --weights: %s\n", prog_name, why);
+            fprintf(stderr, "%s: --weights %s: %s\n", prog_name, weights, why);
+            ed_plan_destroy(plan);
+            return EXIT_INPUT;
+        }
+        double match = drv_weights_match(&w, prog);
+        if (match < 0.95) {
+            fprintf(stderr, "%s: --weights %s: a profile of another program (%.0f%% of its "
+                    "edges are edges of %s)\n", prog_name, weights, 100 * match, input);
+            drv_weights_free(&w);
             ed_plan_destroy(plan);
             return EXIT_INPUT;
         }
