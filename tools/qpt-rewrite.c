@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cfg/cfg.h"
 #include "driver/driver.h"
@@ -53,9 +54,25 @@ usage(FILE *f)
             prog_name, prog_name);
 }
 
+/* Progress on a terminal: the phase of a long rewrite, overwritten in place. */
+static int show_progress;
+
+static void
+progress(const char *phase)
+{
+    if (!show_progress)
+        return;
+    if (phase != NULL)
+        fprintf(stderr, "\r%s: %s...\033[K", prog_name, phase);
+    else
+        fprintf(stderr, "\r\033[K");
+    fflush(stderr);
+}
+
 static int
 fail_input(const char *input, int rc)
 {
+    progress(NULL);
     const char *why = qp_strerror(rc);
     if (rc == QP_EIO && errno != 0)
         why = strerror(errno);
@@ -97,7 +114,9 @@ rewrite(const cfg_prog_t *prog, const char *input, const char *output, const cha
     drv_weights_t w = { 0 };
     if (weights != NULL) {
         char why[600];
-        if ((rc = drv_weights_load(weights, &w, why, sizeof(why))) < 0) {
+        rc = drv_weights_load(weights, &w, why, sizeof(why));
+        progress(NULL);
+        if (rc < 0) {
             fprintf(stderr, "%s: --weights %s: %s\n", prog_name, weights, why);
             ed_plan_destroy(plan);
             return EXIT_INPUT;
@@ -112,6 +131,7 @@ rewrite(const cfg_prog_t *prog, const char *input, const char *output, const cha
         }
     }
     if (drv != NULL) {
+        progress("placing counters");
         rc = drv_run(drv, prog, plan, weights ? &w : NULL, &res);
         drv_weights_free(&w);
         if (rc < 0
@@ -132,7 +152,9 @@ rewrite(const cfg_prog_t *prog, const char *input, const char *output, const cha
     }
     char err[512] = "";
     elfw_rewrite_stats_t st;
+    progress("relocating and writing");
     rc = elfw_rewrite(prog, plan, drv ? &instr : NULL, input, output, &st, err, sizeof(err));
+    progress(NULL);
     if (rc < 0) {
         fprintf(stderr, "%s: %s: %s\n", prog_name, input, err[0] ? err : qp_strerror(rc));
         ed_plan_destroy(plan);
@@ -230,7 +252,11 @@ main(int argc, char **argv)
     if (rc < 0)
         return fail_input(input, rc);
     cfg_prog_t *prog = NULL;
+    show_progress = dump == DUMP_NONE && isatty(STDERR_FILENO) && !verbose;
+    progress("analysing");
     rc = cfg_prog_build(img, NULL, &prog);
+    if (dump != DUMP_NONE || rc < 0)
+        progress(NULL);
     if (rc < 0) {
         cfg_image_destroy(img);
         return fail_input(input, rc);
