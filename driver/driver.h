@@ -76,6 +76,8 @@ typedef struct drv_graph {
     drv_edge_t *edges;       /* every edge, virtual ones included */
     uint32_t nedges;
     uint64_t *last;          /* per block: address of its last instruction */
+    uint64_t *last_target;   /* ... its direct target (jmp, jcc, call), else 0 */
+    uint8_t *last_kind;      /* ... its arch_kind_t */
     uint8_t *live_in;        /* per block: flags live on entry (ARCH_FLAG_* bits) */
     uint8_t *live_out;       /* per block: flags live on exit */
     uint32_t *indeg, *outdeg;/* per node, X included */

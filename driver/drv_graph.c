@@ -270,6 +270,8 @@ drv_graph_build(const cfg_prog_t *prog, uint32_t proc, const uint64_t *xt, size_
     insns_t l = { 0 };
     int rc = 0;
     g->last = calloc(nb + 1, sizeof(uint64_t));
+    g->last_target = calloc(nb + 1, sizeof(uint64_t));
+    g->last_kind = calloc(nb + 1, 1);
     g->live_in = calloc(nb + 1, 1);
     g->live_out = calloc(nb + 1, 1);
     g->indeg = calloc(nb + 1, sizeof(uint32_t));
@@ -277,7 +279,7 @@ drv_graph_build(const cfg_prog_t *prog, uint32_t proc, const uint64_t *xt, size_
     g->block_counter = malloc((nb + 1) * sizeof(uint32_t));
     g->block_at = calloc(nb + 1, sizeof(uint64_t));
     g->block_save = calloc(nb + 1, 1);
-    if (!g->last || !g->live_in || !g->live_out || !g->indeg || !g->outdeg || !g->block_counter
+    if (!g->last || !g->last_target || !g->last_kind || !g->live_in || !g->live_out || !g->indeg || !g->outdeg || !g->block_counter
         || !g->block_at || !g->block_save) {
         rc = QP_ENOMEM;
         goto out;
@@ -332,8 +334,14 @@ drv_graph_build(const cfg_prog_t *prog, uint32_t proc, const uint64_t *xt, size_
     }
 
     /* Last instructions, then flags liveness to a fixpoint (blocks in reverse order). */
-    for (uint32_t i = 0; i < nb; i++)
-        g->last[i] = l.v[l.off[i + 1] - 1].addr;
+    for (uint32_t i = 0; i < nb; i++) {
+        const arch_insn_t *last = &l.v[l.off[i + 1] - 1];
+        g->last[i] = last->addr;
+        g->last_kind[i] = last->kind;
+        if (last->kind == ARCH_KIND_JMP || last->kind == ARCH_KIND_JCC
+            || last->kind == ARCH_KIND_CALL)
+            g->last_target[i] = last->target;
+    }
     for (int changed = 1; changed;) {
         changed = 0;
         for (uint32_t i = nb; i-- > 0;) {
@@ -371,6 +379,8 @@ drv_graph_free(drv_graph_t *g)
 {
     free(g->edges);
     free(g->last);
+    free(g->last_target);
+    free(g->last_kind);
     free(g->live_in);
     free(g->live_out);
     free(g->indeg);

@@ -217,13 +217,11 @@ describe_measured(drv_result_t *res, const drv_graph_t *g, const uint64_t *exits
         if (g->block_counter[i] != QP_NOCOUNTER)
             QP_CHECK(add_probe(res, g->block_at[i], ED_AT_BEFORE, ED_SNIP_COUNT,
                                g->block_save[i], g->block_counter[i]));
-        arch_insn_t in;
-        QP_CHECK(decode_at(prog, g->last[i], &in));
         uint64_t callee = 0;
-        if (in.kind == ARCH_KIND_CALL || in.kind == ARCH_KIND_JMP)
-            callee = in.target;
+        if (g->last_kind[i] == ARCH_KIND_CALL || g->last_kind[i] == ARCH_KIND_JMP)
+            callee = g->last_target[i];
         if (callee != 0 && cfg_u64_contains(exits, nexits, callee)) {
-            QP_CHECK(add_probe(res, in.addr, ED_AT_BEFORE, ED_SNIP_EXIT_HOOK, 0, 0));
+            QP_CHECK(add_probe(res, g->last[i], ED_AT_BEFORE, ED_SNIP_EXIT_HOOK, 0, 0));
             d->flags |= QP_PROC_EXIT_SITE;
             res->nexit_hooks++;
         }
