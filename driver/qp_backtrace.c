@@ -312,11 +312,9 @@ caller_reg(Dwarf_Frame *fr, const expr_ctx_t *c, int r, frame_regs_t *next)
     uint64_t val;
     int is_value;
     int rc = eval_expr(c, ops, n, &val, &is_value);
-    if (rc == QP_BT_OUTSIDE)
-        return rc;
-    if (rc != 0)
-        return r == 16 ? rc : 0; /* only the return address must be known */
-    if (!is_value && (rc = read_stack(c->stack, val, &val)) != 0)
+    if (rc == 0 && !is_value)
+        rc = read_stack(c->stack, val, &val);
+    if (rc != 0) /* only the return address must be known: others become unknown */
         return r == 16 ? rc : 0;
     next->v[r] = val;
     next->known |= 1u << r;

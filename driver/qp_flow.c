@@ -18,6 +18,7 @@
  * in 128 bits: a procedure has fewer than 2^32 edges of at most 2^64 - 1 each, so they
  * never overflow, and a negative or too large solution is detected, not wrapped.
  */
+#include <assert.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -257,7 +258,8 @@ find_unknown(const flow_solver_t *s, const uint32_t *list, uint32_t first, uint3
     for (uint32_t i = 0; i < n; i++)
         if (s->f->edge_state[list[first + i]] == QP_FLOW_UNKNOWN)
             return list[first + i];
-    return QP_VIRT; /* cannot happen: the caller counted one */
+    assert(!"the caller counted one unknown edge");
+    return 0;
 }
 
 /* Edge E must carry COUNT - KNOWN; a negative result is a violation, clamped to 0. */

@@ -55,8 +55,8 @@ typedef struct qp_flow {
     uint64_t insns;            /* sum over known blocks of count x ninsns (saturated) */
     int insns_exact;           /* every block count known and no overflow */
     uint32_t nunknown_edges;   /* edges whose count stays unknown */
-    qp_flow_violation_t *violations;
-    size_t nviolations;
+    qp_flow_violation_t *violations; /* where Kirchhoff fails, in the order found */
+    size_t nviolations;        /* how many */
 } qp_flow_t;
 
 /*

@@ -45,9 +45,9 @@ typedef struct qp_report {
     qp_backtrace_stats_t bt;        /* what the back-traces found */
     qp_proc_result_t *procs;        /* measured procedures in flat-profile order:
                                      * instructions, then calls, descending, then name */
-    uint32_t nprocs;
+    uint32_t nprocs;                /* how many */
     uint32_t *unmeasured;           /* indices of procedures not measured, by address */
-    uint32_t nunmeasured;
+    uint32_t nunmeasured;           /* how many */
     uint64_t total_insns;           /* sum of procs[].insns (saturated) */
     uint32_t nviolating;            /* procedures with QP_RES_VIOLATION */
     uint32_t napprox;               /* procedures with QP_RES_APPROX_* */
@@ -100,10 +100,10 @@ typedef struct qp_line_fn {
 
 typedef struct qp_lines {
     qp_line_t *lines;   /* sorted by file name, then line */
-    size_t nlines;
+    size_t nlines;      /* how many */
     qp_line_fn_t *fns;  /* measured procedures with a known calls count and a line,
                          * sorted by file name, then line, then procedure index */
-    size_t nfns;
+    size_t nfns;        /* how many */
     uint64_t nblocks_skipped; /* blocks left out: count not determined */
 } qp_lines_t;
 

@@ -1176,6 +1176,12 @@ START_TEST(test_qp_image_line)
     /* Cached and interned: the same pointer the second time. */
     ck_assert_int_eq(cfg_image_line(img, addr, &file2, &line), 0);
     ck_assert_ptr_eq(file, file2);
+    /* The declaration line, from DW_AT_decl_line: the same line here. */
+    ck_assert_int_eq(cfg_image_func_line(img, "line_marker", addr, &file2, &line), 0);
+    ck_assert_ptr_eq(file, file2);
+    ck_assert_uint_eq(line, (unsigned)line_marker());
+    ck_assert_int_eq(cfg_image_func_line(img, "no_such_function", addr, &file2, &line),
+                     QP_ENOTFOUND);
     ck_assert_int_eq(cfg_image_line(img, 0, &file, &line), QP_ENOTFOUND);
     cfg_image_destroy(img);
     /* An image from bytes has no lines. */
@@ -1310,6 +1316,13 @@ const char *
 __lsan_default_suppressions(void)
 {
     return "leak:libbfd\n";
+}
+
+const char *__lsan_default_options(void);
+const char *
+__lsan_default_options(void)
+{
+    return "print_suppressions=0";
 }
 
 int

@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "driver/qp_report.h"
 #include "tools/qp_tool.h"
@@ -350,6 +351,12 @@ cmd_report(const qp_args_t *a)
     const char *exe = a->exe ? a->exe : ps[0].hdr.exe;
     if (st == 0 && exe[0] == '\0')
         st = fail(a->files[0], "the profile does not name its executable: use --exe");
+    if (st == 0 && a->exe == NULL && access(exe, F_OK) != 0) {
+        /* The profile names where the program ran; it may have moved since. */
+        fprintf(stderr, "qp: %s: %s (the executable %s names; use --exe)\n", exe,
+                strerror(errno), a->files[0]);
+        st = EXIT_INPUT;
+    }
     if (st == 0)
         st = open_image(exe, &img);
     if (st == 0)
@@ -387,6 +394,13 @@ const char *
 __lsan_default_suppressions(void)
 {
     return "leak:libbfd\n";
+}
+
+const char *__lsan_default_options(void);
+const char *
+__lsan_default_options(void)
+{
+    return "print_suppressions=0";
 }
 
 int

@@ -201,25 +201,165 @@ count_insns(dis_t *d, const uint8_t *buf, size_t size, uint64_t vma)
 #define RECOVER_WINDOW 256 /* how far after new_start the block's copy may start */
 
 /*
- * The original bytes of block B, whose first HEAD bytes (of BUF) were overwritten by a
- * redirect: its relocated copy, after any counter code at B->new_start, starts with the
- * same instructions. Every instruction boundary there is tried as the copy's start: its
- * first HEAD bytes with the block's intact bytes after them must decode into exactly
- * the block's instructions. Returns 1 with OUT (B->size bytes) filled, or 0.
+ * The original address of NEW, an address in relocated code that a branch of a
+ * relocated copy targets: the start of a block (where its edge code begins) or a
+ * procedure's entry. 0 when unknown.
+ */
+static uint64_t
+map_back(const qp_desc_t *desc, uint64_t new)
+{
+    for (uint32_t i = 0; i < desc->hdr.nblocks; i++)
+        if (desc->blocks[i].new_start == new)
+            return desc->blocks[i].start;
+    for (uint32_t i = 0; i < desc->hdr.nprocs; i++)
+        if (desc->procs[i].new_entry == new)
+            return desc->procs[i].entry;
+    return 0;
+}
+
+/*
+ * The original bytes of one block whose first `head` bytes a redirect overwrote, as
+ * they are being rebuilt from the block's relocated copy.
+ */
+typedef struct recovery {
+    const qp_desc_t *desc;     /* for branch targets */
+    const qp_desc_block_t *b;  /* the block */
+    const uint8_t *buf;        /* its bytes in the file (the first `head` are the jump's) */
+    size_t head;               /* bytes overwritten */
+    uint8_t *out;              /* b->size bytes being rebuilt */
+    size_t lost;               /* offset of an instruction whose bytes stay unknown, or
+                                * SIZE_MAX */
+    size_t lost_len;           /* its length */
+} recovery_t;
+
+static void
+mark_lost(recovery_t *r, size_t off, size_t len)
+{
+    if (r->lost == SIZE_MAX) {
+        r->lost = off;
+        r->lost_len = len;
+    }
+}
+
+/*
+ * Give the pc-relative field of instruction IN (copied from the relocated code at
+ * COPY_VMA, now at offset OFF of the block) its value at the original address: a
+ * rip-relative operand addresses the same data, a branch goes to the original of its
+ * target. When that is impossible the instruction is marked lost.
+ */
+static void
+fix_pc_relative(recovery_t *r, const arch_insn_t *in, size_t off)
+{
+    if (in->rel_size == 0)
+        return;
+    uint64_t target = (in->flags & ARCH_F_BRANCH_REL) ? map_back(r->desc, in->target)
+                                                      : in->target;
+    int64_t disp = (int64_t)(target - (r->b->start + off + in->len));
+    if (target != 0 && in->rel_size == 4 && disp == (int32_t)disp) {
+        int32_t d32 = (int32_t)disp;
+        memcpy(r->out + off + in->rel_off, &d32, 4);
+    } else if (target != 0 && in->rel_size == 1 && disp == (int8_t)disp) {
+        r->out[off + in->rel_off] = (uint8_t)(int8_t)disp;
+    } else {
+        mark_lost(r, off, in->len);
+    }
+}
+
+/* Bytes of A and B (LEN each) equal outside the pc-relative field of IN. */
+static int
+same_but_rel(const uint8_t *a, const uint8_t *b, const arch_insn_t *in)
+{
+    for (size_t i = 0; i < in->len; i++)
+        if ((i < in->rel_off || i >= (size_t)in->rel_off + in->rel_size) && a[i] != b[i])
+            return 0;
+    return 1;
+}
+
+/*
+ * Try COPY (AVAIL bytes at COPY_VMA) as the block's relocated copy. Its instructions but
+ * the last have the original lengths and bytes (pc-relative fields aside): the
+ * overwritten bytes are taken from it, and the intact ones must agree with it. The last
+ * instruction may differ (a branch re-encoded, counter code before a call that leaves):
+ * its original bytes are used when intact, the copy's when it has the same length.
  */
 static int
-recover_original(dis_t *d, const cfg_image_t *img, const qp_desc_block_t *b,
-                 const uint8_t *buf, size_t head, uint8_t *out)
+try_copy(dis_t *d, recovery_t *r, const uint8_t *copy, size_t avail, uint64_t copy_vma)
 {
-    size_t avail, size = b->size;
-    const uint8_t *copy = b->new_start ? cfg_image_ptr(img, b->new_start, &avail) : NULL;
-    if (copy == NULL)
-        return 0;
-    for (size_t j = 0; j + size <= avail && j < RECOVER_WINDOW;
-         j += (size_t)dis_one(d, copy + j, avail - j, b->new_start + j)) {
-        memcpy(out, buf, size);
-        memcpy(out, copy + j, head);
-        if (count_insns(d, out, size, b->start) == b->ninsns)
+    size_t size = r->b->size, off = 0;
+    memcpy(r->out, r->buf, size);
+    r->lost = SIZE_MAX;
+    for (uint32_t k = 0; k < r->b->ninsns; k++) {
+        arch_insn_t in;
+        if (off >= size || off >= avail
+            || arch_decode(copy + off, avail - off, copy_vma + off, &in) != 0)
+            return 0;
+        int last = k == r->b->ninsns - 1;
+        if (!last || off + in.len == size) {
+            if (off + in.len > size || !same_but_rel(copy + off + 0, r->out + off, &in)) {
+                /* Only overwritten bytes may differ: copy them, then compare. */
+                size_t n = off + in.len <= size ? in.len : size - off;
+                for (size_t i = 0; i < n; i++)
+                    if (off + i < r->head)
+                        r->out[off + i] = copy[off + i];
+                if (off + in.len > size || !same_but_rel(copy + off, r->out + off, &in))
+                    return 0;
+            }
+            if (off < r->head)
+                fix_pc_relative(r, &in, off);
+            off += in.len;
+        } else if (off >= r->head) {
+            off = size; /* a last instruction left intact */
+        } else {
+            mark_lost(r, off, size - off); /* overwritten and re-encoded: unknown */
+            off = size;
+        }
+    }
+    /* The rebuilt bytes must decode into exactly the block's instructions. */
+    return off == size && (r->lost != SIZE_MAX || count_insns(d, r->out, size, r->b->start)
+                                                      == r->b->ninsns);
+}
+
+/* Counter code the rewriter puts before a block's copy (arch_emit_* of arch.h). */
+static int
+is_snippet(const uint8_t *p, size_t n)
+{
+    static const uint8_t inc[] = { 0x48, 0xff, 0x05 }, lock_inc[] = { 0xf0, 0x48, 0xff, 0x05 };
+    static const uint8_t lea_down[] = { 0x48, 0x8d, 0x64, 0x24, 0x80 };
+    static const uint8_t lea_up[] = { 0x48, 0x8d, 0xa4, 0x24, 0x80, 0x00, 0x00, 0x00 };
+    return (n >= 3 && memcmp(p, inc, 3) == 0) || (n >= 4 && memcmp(p, lock_inc, 4) == 0)
+        || (n >= 5 && memcmp(p, lea_down, 5) == 0) || (n >= 8 && memcmp(p, lea_up, 8) == 0)
+        || p[0] == 0x9c || p[0] == 0x9d; /* pushfq, popfq */
+}
+
+/*
+ * Rebuild the original bytes of the block from its relocated copy at new_start: past
+ * the counter code (following its jumps), where the copy should start; else at every
+ * instruction boundary seen on the way, nearest first. Returns 1 when one fits.
+ */
+static int
+recover_original(dis_t *d, const cfg_image_t *img, recovery_t *r)
+{
+    size_t avail;
+    uint64_t at = r->b->new_start;
+    const uint8_t *p = at ? cfg_image_ptr(img, at, &avail) : NULL;
+    uint64_t cand[64];
+    size_t ncand = 0;
+    for (size_t steps = 0; p != NULL && steps < RECOVER_WINDOW && ncand < 64; steps++) {
+        cand[ncand++] = at;
+        arch_insn_t in;
+        if (arch_decode(p, avail, at, &in) != 0)
+            break;
+        if (in.kind == ARCH_KIND_JMP && in.target > at && in.target - at < RECOVER_WINDOW)
+            at = in.target; /* the jump from counter code to the copy */
+        else if (is_snippet(p, avail))
+            at += in.len;
+        else
+            break;
+        p = cfg_image_ptr(img, at, &avail);
+    }
+    while (ncand > 0) {
+        at = cand[--ncand];
+        if ((p = cfg_image_ptr(img, at, &avail)) != NULL && try_copy(d, r, p, avail, at))
             return 1;
     }
     return 0;
@@ -236,25 +376,25 @@ print_insn(FILE *f, dis_t *d, const char *count, const uint8_t *buf, int len, ui
 }
 
 /*
- * List BUF[from, size) (the block at VMA). Instructions that start in the first HEAD
- * bytes were recovered from the relocated copy: a pc-relative one there has the copy's
- * displacement, so it is not shown as if it were the original.
+ * List BUF[from, size) (the block at VMA). The instruction at LOST (LOST_LEN bytes;
+ * SIZE_MAX: none) was overwritten and could not be rebuilt: it is not shown as if it
+ * were the original.
  */
 static void
 list_bytes(FILE *f, dis_t *d, const char *count, const uint8_t *buf, size_t from, size_t size,
-           uint64_t vma, size_t head)
+           uint64_t vma, size_t lost, size_t lost_len)
 {
     while (from < size) {
-        int len = dis_one(d, buf + from, size - from, vma + from);
-        arch_insn_t in;
-        if (from < head && arch_decode(buf + from, size - from, vma + from, &in) == 0
-            && (in.flags & (ARCH_F_RIPREL | ARCH_F_BRANCH_REL))) {
-            snprintf(d->text, sizeof(d->text), "(pc-relative instruction overwritten by "
-                                               "qpt-rewrite; --original shows it)");
-            len = in.len;
+        int len;
+        if (from == lost) {
+            snprintf(d->text, sizeof(d->text),
+                     "(instruction overwritten by qpt-rewrite; --original shows it)");
+            len = (int)lost_len;
             print_insn(f, d, count, buf + from, 0, vma + from, "");
-        } else
+        } else {
+            len = dis_one(d, buf + from, size - from, vma + from);
             print_insn(f, d, count, buf + from, len, vma + from, "");
+        }
         from += (size_t)len;
     }
 }
@@ -268,20 +408,20 @@ static void
 list_overwritten(FILE *f, dis_t *d, const cfg_image_t *img, const qp_desc_block_t *b,
                  const char *count, const uint8_t *buf, size_t head)
 {
-    uint8_t *orig = malloc(b->size);
-    if (orig != NULL && recover_original(d, img, b, buf, head, orig)) {
-        list_bytes(f, d, count, orig, 0, b->size, b->start, head);
-        free(orig);
+    recovery_t r = { d->desc, b, buf, head, malloc(b->size), SIZE_MAX, 0 };
+    if (r.out != NULL && recover_original(d, img, &r)) {
+        list_bytes(f, d, count, r.out, 0, b->size, b->start, r.lost, r.lost_len);
+        free(r.out);
         return;
     }
-    free(orig);
+    free(r.out);
     fprintf(f, "%16s  %8" PRIx64 ":  (%zu bytes overwritten by qpt-rewrite's jump to the "
                "relocated code; --original shows them)\n",
             count, b->start, head);
     size_t off = head;
     while (off < b->size && !lands_at_end(d, buf, off, b->size, b->start))
         off++;
-    list_bytes(f, d, count, buf, off, b->size, b->start, 0);
+    list_bytes(f, d, count, buf, off, b->size, b->start, SIZE_MAX, 0);
 }
 
 /*
@@ -309,16 +449,22 @@ list_block(FILE *f, dis_t *d, const qp_inputs_t *in, const qp_desc_block_t *b,
     if (head > 0)
         list_overwritten(f, d, img, b, count, buf, head);
     else
-        list_bytes(f, d, count, buf, 0, b->size, b->start, 0);
+        list_bytes(f, d, count, buf, 0, b->size, b->start, SIZE_MAX, 0);
 }
 
+/* The listing order: from the entry up by address, then what lies below the entry
+ * (cold fragments placed before their parent). qsort has no context: file scope. */
 static const qp_desc_t *block_desc;
+static uint64_t block_entry;
 
 static int
 cmp_block_start(const void *a, const void *b)
 {
     uint64_t x = block_desc->blocks[*(const uint32_t *)a].start;
     uint64_t y = block_desc->blocks[*(const uint32_t *)b].start;
+    int below_x = x < block_entry, below_y = y < block_entry;
+    if (below_x != below_y)
+        return below_x - below_y;
     return x < y ? -1 : x > y;
 }
 
@@ -339,6 +485,7 @@ qp_print_annotate(FILE *f, const qp_inputs_t *in, uint32_t proc)
     for (uint32_t i = 0; i < p->nblocks; i++)
         order[i] = p->block + i;
     block_desc = desc;
+    block_entry = p->entry;
     qsort(order, p->nblocks, sizeof(uint32_t), cmp_block_start);
     char cbuf[24];
     fprintf(f, "%s at 0x%" PRIx64 ": %s calls, %" PRIu64 " instructions executed\n",

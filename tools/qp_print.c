@@ -184,9 +184,9 @@ qp_print_flat(FILE *f, const qp_inputs_t *in)
     print_header(f, in);
     print_flat_table(f, in, &nidle);
     if (nidle)
-        fprintf(f, "%8s %20s %16s  (%" PRIu32 " measured procedures never ran; --verbose "
-                   "lists them)\n",
-                "", "0", "0", nidle);
+        fprintf(f, "%8s %20s %16s  (%" PRIu32 " more measured procedures never ran; "
+                   "--verbose lists them)\n",
+                "", "", "", nidle);
     print_by_calls(f, in);
     print_footnotes(f, in);
     print_unmeasured(f, in);
@@ -240,9 +240,12 @@ print_blocks_of(FILE *f, const qp_inputs_t *in, const qp_flow_t *fl)
         const qp_desc_block_t *blk = &in->desc->blocks[p->block + b];
         int known = fl->block_state[b] != QP_FLOW_UNKNOWN;
         uint64_t ab = in->rep->abandoned[p->block + b];
+        uint64_t insns;
+        if (__builtin_mul_overflow(fl->block_count[b], (uint64_t)blk->ninsns, &insns))
+            insns = UINT64_MAX;
         fprintf(f, "  %#18" PRIx64 " %16s %6" PRIu32 " %20s", blk->start,
                 qp_fmt_count(cbuf, fl->block_count[b], known), blk->ninsns,
-                qp_fmt_count(ibuf, fl->block_count[b] * blk->ninsns, known));
+                qp_fmt_count(ibuf, insns, known));
         if (ab)
             fprintf(f, "  (%" PRIu64 " left at exit)", ab);
         fprintf(f, "\n");

@@ -1,0 +1,47 @@
+#!/bin/sh
+# Copyright 2026 the qpt authors
+# SPDX-License-Identifier: MIT
+#
+# dyn speed (a benchmark, not a test): the cost per hit of an entry counter (an empty
+# procedure called 100M times, plain vs under `dyn run --count empty`, locked and plain
+# increments, median of 5), and attach/instrument/detach times with --all on python3.11.
+# Usage: bench/dyn-bench.sh BUILDDIR
+set -u
+b=${1:-.}
+DYN=$b/tools/dyn
+E=$b/tests/dyn/empty
+n=100000000
+med() { sort -n | awk '{v[NR]=$1} END {print v[int((NR+1)/2)]}'; }
+run5() {
+    i=0
+    while [ $i -lt 5 ]; do
+        i=$((i + 1))
+        "$@" 2>/dev/null | sed -n 's/ ns\/call$//p' | head -n 1
+    done | med
+}
+plain=$(run5 "$E" $n)
+locked=$(run5 "$DYN" run --count empty -- "$E" $n)
+fast=$(run5 "$DYN" run --no-atomic --count empty -- "$E" $n)
+echo "empty call: $plain ns; with entry counter: lock incq $locked ns (+$(echo "$locked - $plain" | bc) ns), incq $fast ns (+$(echo "$fast - $plain" | bc) ns)"
+
+PY=/usr/bin/python3.11
+[ -x $PY ] || exit 0
+$PY -c 'import time
+t = time.time()
+def f(x): return x + 1
+s = 0
+while time.time() - t < 600:
+    for i in range(10000): s = f(s)' &
+pid=$!
+sleep 1
+i=0
+while [ $i -lt 5 ]; do
+    i=$((i + 1))
+    /usr/bin/time -f '%e' "$DYN" attach $pid --all --duration 0.5 -v -o /dev/null 2>&1 >/dev/null |
+        sed -n -e 's/.*instrumented, \([0-9]*\) refused, stopped \([0-9.]*\) ms.*/install \2 /p' \
+            -e 's/.*removed, stopped \([0-9.]*\) ms/remove \1 /p' -e '/^[0-9.]*$/p' | tr -d '\n'
+    echo
+done | awk '{print $2, $4, $5}' | sort -n > /tmp/dyn-bench.$$
+echo "python3.11 --all (median of 5): stopped for install $(awk '{print $1}' /tmp/dyn-bench.$$ | med) ms, for removal $(awk '{print $2}' /tmp/dyn-bench.$$ | med) ms, whole session incl. analysis and 0.5 s window $(awk '{print $3}' /tmp/dyn-bench.$$ | med) s"
+rm -f /tmp/dyn-bench.$$
+kill $pid

@@ -1,0 +1,248 @@
+/* Copyright 2026 the qpt authors
+ * SPDX-License-Identifier: MIT */
+#ifndef QP_DYN_H
+#define QP_DYN_H
+/*
+ * PURPOSE: live instrumentation of a running process. dyn_proc_* controls the process
+ * (stop and resume every thread, remote memory, system calls run on its behalf) and is
+ * the only ptrace user (dyn_ptrace.c); dyn_space_ops is the editor's qp_space_ops_t over
+ * it; dyn_session_* places entry counters with trampolines built by arch/'s emitters and
+ * instruction relocation (the same ones the static editor uses), samples them while the
+ * process runs, and takes them out again. dynamic/ never sees the ELF writer or libelf.
+ * Errors: 0 or a negative QP_E* code; QP_EIO means a system call failed and errno is kept
+ * (EPERM: not allowed to trace, ESRCH: the process is gone).
+ * Lifetimes: a session points into its dyn_proc_t and cfg_prog_t, which must outlive it.
+ */
+#include <stddef.h>
+#include <stdint.h>
+
+#include "arch/arch.h"
+#include "cfg/cfg.h"
+#include "editor/ed.h"
+
+/*****************************************************************************
+ * Process control (dyn_ptrace.c)
+ */
+
+typedef struct dyn_proc dyn_proc_t;
+
+/*
+ * Attach to process PID and stop every thread: each task of /proc/PID/task is seized and
+ * interrupted, and the task list is read again until it no longer changes. On success the
+ * process is stopped and *OUT is owned by the caller (dyn_proc_destroy). QP_EIO with
+ * errno EPERM (ptrace not permitted) or ESRCH (no such process).
+ */
+int
+dyn_proc_attach(int pid, dyn_proc_t **out /*OUT*/);
+
+/*
+ * Start ARGV[0] (looked up in PATH) with ARGV as a child of the caller, stopped right
+ * after its execve (the executable and the dynamic loader are mapped; no code of the
+ * program has run). QP_EIO when the program cannot be started (errno kept), QP_ENOMEM.
+ */
+int
+dyn_proc_spawn(char *const argv[], dyn_proc_t **out /*OUT*/);
+
+/* Stop every thread again after dyn_proc_resume (re-attaches, new threads included). */
+int
+dyn_proc_stop(dyn_proc_t *p);
+
+/*
+ * Let the process run: detach from every thread (signals that arrived while it was
+ * stopped are delivered). Never leaves a thread stopped that was running before the
+ * attach.
+ */
+int
+dyn_proc_resume(dyn_proc_t *p);
+
+/* Resume the process if it is stopped, then free P. NULL is fine. */
+void
+dyn_proc_destroy(dyn_proc_t *p);
+
+/* The process id. */
+int
+dyn_proc_pid(const dyn_proc_t *p);
+
+/* True while dyn_proc_* holds the threads stopped. */
+int
+dyn_proc_is_stopped(const dyn_proc_t *p);
+
+/*
+ * For a process started by dyn_proc_spawn: 1 and its wait status in *STATUS once it has
+ * ended (reaped), 0 while it runs. For an attached process: 1 once it is gone or a zombie
+ * (*STATUS = 0). Never blocks; must not be called while the process is stopped.
+ */
+int
+dyn_proc_ended(dyn_proc_t *p, int *status /*OUT*/);
+
+/*
+ * Read LEN bytes at ADDR of the process (running or stopped: process_vm_readv, falling
+ * back to /proc/PID/mem and PTRACE_PEEKDATA). QP_EIO (errno kept).
+ */
+int
+dyn_proc_read(dyn_proc_t *p, uint64_t addr, void *buf, size_t len);
+
+/*
+ * Write LEN bytes at ADDR, also into read-only code (/proc/PID/mem, falling back to
+ * PTRACE_POKEDATA). The process must be stopped. QP_EIO (errno kept), QP_EINVAL.
+ */
+int
+dyn_proc_write(dyn_proc_t *p, uint64_t addr, const void *buf, size_t len);
+
+/*
+ * Run system call NR with arguments ARGS[0..5] in the stopped process, on one of its
+ * threads, whose registers are restored afterwards (an interrupted system call of that
+ * thread is still restarted). *RET gets the raw return value (-errno on failure).
+ * Uses a `syscall` instruction at or just before that thread's pc (two bytes written
+ * and restored when there is none). QP_EIO, QP_EINVAL when not stopped.
+ */
+int
+dyn_proc_syscall(dyn_proc_t *p, long nr, const uint64_t args[6], int64_t *ret /*OUT*/);
+
+/* One stopped thread, as dyn_proc_threads reports it. */
+typedef struct dyn_thread_info {
+    int tid;     /* thread id */
+    uint64_t pc; /* program counter */
+    uint64_t sp; /* stack pointer */
+} dyn_thread_info_t;
+
+/*
+ * The stopped threads: up to CAP entries into OUT, their number in *N (which may exceed
+ * CAP). QP_EINVAL when not stopped.
+ */
+int
+dyn_proc_threads(
+    dyn_proc_t *p, dyn_thread_info_t *out /*OUT*/, size_t cap, size_t *n /*OUT*/);
+
+/*
+ * Single-step thread TID until its pc leaves [LO, HI), at most MAX_STEPS instructions.
+ * 0 when it left, QP_ERANGE when it is still inside, QP_EIO.
+ */
+int
+dyn_proc_step_out(dyn_proc_t *p, int tid, uint64_t lo, uint64_t hi, unsigned max_steps);
+
+/*
+ * The load bias of the main executable: AT_ENTRY of /proc/PID/auxv minus LINK_ENTRY (the
+ * ELF entry of the file); 0 for a non-PIE executable. QP_EIO, QP_EFORMAT.
+ */
+int
+dyn_proc_load_bias(dyn_proc_t *p, uint64_t link_entry, uint64_t *bias /*OUT*/);
+
+/* "/proc/PID/exe" into BUF (CAP bytes), for cfg_image_open_bfd. */
+const char *
+dyn_proc_exe_path(const dyn_proc_t *p, char *buf, size_t cap);
+
+/*****************************************************************************
+ * The address space of a live process (dyn_space.c)
+ */
+
+/*
+ * qp_space_ops_t over a dyn_proc_t (pass the dyn_proc_t as SELF): read and write as
+ * dyn_proc_read/write; alloc_near maps anonymous memory in the stopped process with a
+ * remote mmap(MAP_FIXED_NOREPLACE) into a free gap of /proc/PID/maps within rel32 reach
+ * of [LO, HI), nearest first, never right above the heap's break.
+ */
+extern const qp_space_ops_t dyn_space_ops;
+
+/*
+ * As dyn_space_ops.alloc_near, with FD: -1 for anonymous private memory, else a file
+ * descriptor of the process whose file is mapped shared from offset 0.
+ */
+int
+dyn_space_map_near(dyn_proc_t *p, uint64_t lo, uint64_t hi, size_t len, uint32_t prot,
+    int fd, uint64_t *out /*OUT*/);
+
+/* Unmap [ADDR, ADDR + LEN) in the stopped process (remote munmap). */
+int
+dyn_space_free(dyn_proc_t *p, uint64_t addr, size_t len);
+
+/*****************************************************************************
+ * Sessions: entry counters (dyn_patch.c)
+ */
+
+typedef struct dyn_session dyn_session_t;
+
+/*
+ * A new session over process P (which need not be stopped yet) whose main executable is
+ * described by PROG, loaded at bias BIAS (dyn_proc_load_bias). Free with
+ * dyn_session_destroy.
+ */
+int
+dyn_session_create(
+    dyn_proc_t *p, const cfg_prog_t *prog, uint64_t bias, dyn_session_t **out /*OUT*/);
+
+/*
+ * Counter increments with a lock prefix (ATOMIC nonzero, the default: exact when threads
+ * call the same procedure at once) or plain (faster; counts may be lost when they race).
+ * Before dyn_session_install.
+ */
+void
+dyn_session_set_atomic(dyn_session_t *s, int atomic);
+
+/* What dyn_session_select does with a procedure that cannot be patched. */
+enum {
+    DYN_SEL_ALL = 1u << 0, /* PATTERN is ignored: every procedure that can be patched */
+};
+
+/*
+ * Ask for an entry counter in every procedure whose name matches the shell glob PATTERN
+ * (fnmatch). A procedure matched twice is counted once. Procedures that cannot be patched
+ * safely (by what the file says) are recorded with the reason (dyn_session_refusal).
+ * *NMATCH (may be NULL) gets the number of procedures the pattern matched.
+ */
+int
+dyn_session_select(
+    dyn_session_t *s, const char *pattern, uint32_t flags, unsigned *nmatch /*OUT*/);
+
+/*
+ * Patch the selected points of the stopped process: allocate trampoline and counter
+ * memory near the code, write the trampolines (counter increment, relocated original
+ * instructions, jump back) and a 5-byte jump at each entry. A point whose bytes hold a
+ * thread's pc, or a return address found on a thread's stack, or whose bytes differ from
+ * the file, is refused (recorded). Returns 0 (also when every point was refused: see
+ * dyn_session_npoints), QP_E* with nothing patched otherwise.
+ */
+int
+dyn_session_install(dyn_session_t *s);
+
+/* Points patched by dyn_session_install. */
+size_t
+dyn_session_npoints(const dyn_session_t *s);
+
+/* Name and entry address (runtime) of point I. */
+const char *
+dyn_session_point(const dyn_session_t *s, size_t i, uint64_t *addr /*OUT*/);
+
+/*
+ * The counters of every point, into COUNTS (dyn_session_npoints entries), without
+ * stopping the process. After the process ended, the last values (exact when the counters
+ * were shared with the caller, see dyn_session_shared). QP_EIO.
+ */
+int
+dyn_session_sample(dyn_session_t *s, uint64_t *counts /*OUT*/);
+
+/* True when the counters live in memory shared with this process (exact after exit). */
+int
+dyn_session_shared(const dyn_session_t *s);
+
+/*
+ * Take the instrumentation out of the stopped process: restore every original byte
+ * (checking that each entry still holds our jump), step threads out of trampolines, then
+ * unmap the trampoline and counter memory unless a thread may still return into it (a pc,
+ * or an address on a stack: then the mapping is left, *LEAKED = 1). The counters keep
+ * their final values for dyn_session_sample. LEAKED may be NULL.
+ */
+int
+dyn_session_remove(dyn_session_t *s, int *leaked /*OUT*/);
+
+/* Procedures refused so far: their number, and name and reason of refusal I. */
+size_t
+dyn_session_nrefused(const dyn_session_t *s);
+const char *
+dyn_session_refusal(const dyn_session_t *s, size_t i, const char **why /*OUT*/);
+
+/* Free S (does not touch the process). NULL is fine. */
+void
+dyn_session_destroy(dyn_session_t *s);
+
+#endif

@@ -1,0 +1,566 @@
+/* Copyright 2026 the qpt authors
+ * SPDX-License-Identifier: MIT */
+
+/*
+ * dyn: live instrumentation of a running process (dyn attach PID) or of a program started
+ * stopped at its first instruction (dyn run -- COMMAND). Entry counters are patched in,
+ * sampled while the process runs, and taken out again; the process is left running.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cfg/cfg.h"
+#include "dynamic/dyn.h"
+
+enum { EXIT_FAIL = 1, EXIT_USAGE = 2 };
+
+static const char *prog_name = "dyn";
+static volatile sig_atomic_t stop_flag;
+
+static void
+usage(FILE *f)
+{
+    fprintf(f,
+        "Usage: %s attach PID [OPTIONS]\n"
+        "       %s run [OPTIONS] -- COMMAND [ARGS...]\n"
+        "\n"
+        "Count calls of procedures of a live process: patch entry counters in, watch\n"
+        "them, take them out and leave the process running.\n"
+        "\n"
+        "Options:\n"
+        "  -c, --count=PATTERN    count calls of procedures matching the shell glob\n"
+        "                         PATTERN (repeatable)\n"
+        "  -a, --all              every procedure that can be patched safely\n"
+        "  -i, --interval=SEC     print a live table every SEC seconds (rates, totals)\n"
+        "  -d, --duration=SEC     end the session after SEC seconds (fractions allowed;\n"
+        "                         default: until Ctrl-C or the process ends)\n"
+        "  -o, --output=FILE.csv  also write the final counts as CSV\n"
+        "                         (name,calls,wall_ns)\n"
+        "      --no-atomic        plain counter increments: faster, but calls made by\n"
+        "                         threads at the same moment may be lost (default:\n"
+        "                         locked increments, exact)\n"
+        "      --time=PATTERN     wall time inside procedures: not implemented yet\n"
+        "      --calls-from=FUNC  calls made by FUNC: not implemented yet\n"
+        "  -v, --verbose          list every procedure not patched and why\n"
+        "  -h, --help             print this help and exit\n"
+        "  -V, --version          print the version and exit\n"
+        "\n"
+        "Ctrl-C (SIGINT) or SIGTERM ends the session cleanly. Exit status: 0 success\n"
+        "(dyn run: the program's status when it ended during the session), 1 failure,\n"
+        "2 usage error.\n",
+        prog_name, prog_name);
+}
+
+static void
+on_signal(int sig)
+{
+    (void)sig;
+    stop_flag = 1;
+}
+
+static double
+now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static void
+sleep_s(double s)
+{
+    struct timespec ts;
+    if (s <= 0)
+        return;
+    ts.tv_sec = (time_t)s;
+    ts.tv_nsec = (long)((s - (double)ts.tv_sec) * 1e9);
+    nanosleep(&ts, NULL); /* EINTR: the caller looks at stop_flag */
+}
+
+/* The message for a failure to trace PID. */
+static void
+fail_trace(int pid, const char *what, int rc)
+{
+    int err = errno;
+    const char *why = rc == QP_EIO ? strerror(err) : qp_strerror(rc);
+
+    fprintf(stderr, "%s: %d: %s: %s\n", prog_name, pid, what, why);
+    if (rc == QP_EIO && (err == EPERM || err == EACCES)) {
+        FILE *f = fopen("/proc/sys/kernel/yama/ptrace_scope", "r");
+        int scope = -1;
+        if (f != NULL) {
+            if (fscanf(f, "%d", &scope) != 1)
+                scope = -1;
+            fclose(f);
+        }
+        if (scope >= 1)
+            fprintf(stderr,
+                "%s: ptrace is restricted (kernel.yama.ptrace_scope = %d): run as root, "
+                "or `sysctl kernel.yama.ptrace_scope=0`%s\n",
+                prog_name, scope, scope >= 3 ? " (3: not until reboot)" : "");
+        else
+            fprintf(stderr,
+                "%s: not permitted to trace it: it belongs to another user, is not "
+                "dumpable, or is traced already (a debugger)\n",
+                prog_name);
+    }
+}
+
+/*****************************************************************************
+ * Reports
+ */
+
+typedef struct row {
+    const char *name; /* procedure */
+    uint64_t calls;   /* total */
+    uint64_t rate;    /* in the last interval */
+} row_t;
+
+static int
+row_cmp(const void *a, const void *b)
+{
+    const row_t *x = a, *y = b;
+    if (x->rate != y->rate)
+        return x->rate < y->rate ? 1 : -1;
+    if (x->calls != y->calls)
+        return x->calls < y->calls ? 1 : -1;
+    return strcmp(x->name, y->name);
+}
+
+static row_t *
+rows_make(
+    const dyn_session_t *s, const uint64_t *now_c, const uint64_t *prev, int by_rate)
+{
+    size_t n = dyn_session_npoints(s);
+    row_t *r = calloc(n ? n : 1, sizeof(*r));
+    if (r == NULL)
+        return NULL;
+    for (size_t i = 0; i < n; i++) {
+        r[i].name = dyn_session_point(s, i, NULL);
+        r[i].calls = now_c[i];
+        r[i].rate = by_rate && prev ? now_c[i] - prev[i] : 0;
+    }
+    qsort(r, n, sizeof(*r), row_cmp);
+    return r;
+}
+
+static void
+print_live(const dyn_session_t *s, int pid, const uint64_t *c, const uint64_t *prev,
+    double dt, double t)
+{
+    size_t n = dyn_session_npoints(s), shown = 0;
+    row_t *r = rows_make(s, c, prev, 1);
+    if (r == NULL)
+        return;
+    if (isatty(STDOUT_FILENO))
+        fputs("\033[H\033[J", stdout);
+    printf("dyn: pid %d  t=%.1fs  %zu procedures\n", pid, t, n);
+    printf("%14s %16s  %s\n", "calls/s", "calls", "procedure");
+    for (size_t i = 0; i < n && shown < 20; i++, shown++)
+        printf("%14.0f %16llu  %s\n", dt > 0 ? (double)r[i].rate / dt : 0.0,
+            (unsigned long long)r[i].calls, r[i].name);
+    putchar('\n');
+    fflush(stdout);
+    free(r);
+}
+
+static void
+csv_name(FILE *f, const char *s)
+{
+    if (strpbrk(s, ",\"\n") == NULL) {
+        fputs(s, f);
+        return;
+    }
+    fputc('"', f);
+    for (; *s; s++) {
+        if (*s == '"')
+            fputc('"', f);
+        fputc(*s, f);
+    }
+    fputc('"', f);
+}
+
+static int
+report(const dyn_session_t *s, const uint64_t *c, double secs, const char *csv)
+{
+    size_t n = dyn_session_npoints(s);
+    row_t *r = rows_make(s, c, NULL, 0);
+    FILE *f;
+
+    if (r == NULL)
+        return -1;
+    /* The CSV first: scripts rely on it even when stdout is a closed pipe. */
+    if (csv != NULL) {
+        f = fopen(csv, "w");
+        if (f == NULL) {
+            fprintf(stderr, "%s: %s: %s\n", prog_name, csv, strerror(errno));
+            free(r);
+            return -1;
+        }
+        fprintf(f, "name,calls,wall_ns\n");
+        for (size_t i = 0; i < n; i++) {
+            csv_name(f, r[i].name);
+            fprintf(f, ",%llu,\n", (unsigned long long)r[i].calls);
+        }
+        if (fclose(f) != 0) {
+            fprintf(stderr, "%s: %s: %s\n", prog_name, csv, strerror(errno));
+            free(r);
+            return -1;
+        }
+    }
+    printf("dyn: %zu procedures, %.3f s\n", n, secs);
+    printf("%16s  %s\n", "calls", "procedure");
+    for (size_t i = 0; i < n; i++)
+        printf("%16llu  %s\n", (unsigned long long)r[i].calls, r[i].name);
+    fflush(stdout);
+    free(r);
+    return 0;
+}
+
+/*****************************************************************************
+ * The session
+ */
+
+typedef struct opts {
+    const char **count; /* --count patterns */
+    size_t ncount;
+    int all;         /* --all */
+    double interval; /* --interval, 0 = none */
+    double duration; /* --duration, 0 = until the end */
+    const char *csv; /* -o */
+    int verbose;     /* -v */
+    int no_atomic;   /* --no-atomic */
+} opts_t;
+
+static int
+parse_secs(const char *arg, const char *opt, double *out)
+{
+    char *end;
+    double v = strtod(arg, &end);
+    if (end == arg || *end != '\0' || !(v > 0) || v > 1e9) {
+        fprintf(stderr, "%s: %s: not a positive number of seconds: '%s'\n", prog_name,
+            opt, arg);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+/* Choose, patch and let go. Returns 0 or EXIT_FAIL (message printed). */
+static int
+instrument(dyn_proc_t *p, const cfg_prog_t *prog, uint64_t bias, const opts_t *o,
+    dyn_session_t **out)
+{
+    dyn_session_t *s;
+    int pid = dyn_proc_pid(p), rc;
+    double t0;
+    size_t nref;
+
+    if ((rc = dyn_session_create(p, prog, bias, &s)) < 0) {
+        fprintf(stderr, "%s: %s\n", prog_name, qp_strerror(rc));
+        return EXIT_FAIL;
+    }
+    *out = s;
+    dyn_session_set_atomic(s, !o->no_atomic);
+    for (size_t i = 0; i < o->ncount; i++) {
+        unsigned nm = 0;
+        if ((rc = dyn_session_select(s, o->count[i], 0, &nm)) < 0) {
+            fprintf(stderr, "%s: %s\n", prog_name, qp_strerror(rc));
+            return EXIT_FAIL;
+        }
+        if (nm == 0)
+            fprintf(stderr, "%s: no procedure matches '%s'\n", prog_name, o->count[i]);
+    }
+    nref = dyn_session_nrefused(s);
+    if (o->all && (rc = dyn_session_select(s, NULL, DYN_SEL_ALL, NULL)) < 0) {
+        fprintf(stderr, "%s: %s\n", prog_name, qp_strerror(rc));
+        return EXIT_FAIL;
+    }
+    t0 = now();
+    if (!dyn_proc_is_stopped(p) && (rc = dyn_proc_stop(p)) < 0) {
+        fail_trace(pid, "cannot stop it", rc);
+        return EXIT_FAIL;
+    }
+    rc = dyn_session_install(s);
+    if (rc < 0) {
+        int err = errno;
+        dyn_proc_resume(p);
+        errno = err;
+        fail_trace(pid, "cannot instrument it", rc);
+        return EXIT_FAIL;
+    }
+    if (dyn_session_npoints(s) > 0)
+        dyn_proc_resume(p);
+    /* Refusals: those of named patterns always, the rest of --all with -v. */
+    for (size_t i = 0; i < dyn_session_nrefused(s); i++) {
+        const char *why, *name = dyn_session_refusal(s, i, &why);
+        if (i < nref || o->verbose || !o->all)
+            fprintf(stderr, "%s: %s: not instrumented: %s\n", prog_name, name, why);
+    }
+    fprintf(stderr,
+        "%s: %d: %zu procedures instrumented, %zu refused, stopped %.1f ms%s\n",
+        prog_name, pid, dyn_session_npoints(s), dyn_session_nrefused(s),
+        (now() - t0) * 1e3, dyn_session_shared(s) ? "" : " (counters not shared)");
+    if (dyn_session_npoints(s) == 0) {
+        fprintf(stderr, "%s: nothing to measure\n", prog_name);
+        return EXIT_FAIL;
+    }
+    return 0;
+}
+
+/* Watch until the duration, a signal or the end of the process. *ENDED, *STATUS. */
+static void
+watch(
+    dyn_proc_t *p, dyn_session_t *s, const opts_t *o, double t0, int *ended, int *status)
+{
+    size_t n = dyn_session_npoints(s);
+    uint64_t *c = calloc(n, sizeof(*c)), *prev = calloc(n, sizeof(*prev));
+    double next = o->interval > 0 ? t0 + o->interval : 0, last = t0;
+
+    *ended = 0;
+    while (!stop_flag && c != NULL && prev != NULL) {
+        double t = now(), step = 0.05;
+        if ((*ended = dyn_proc_ended(p, status)) != 0)
+            break;
+        if (o->duration > 0 && t >= t0 + o->duration)
+            break;
+        if (next > 0 && t >= next) {
+            dyn_session_sample(s, c);
+            print_live(s, dyn_proc_pid(p), c, prev, t - last, t - t0);
+            memcpy(prev, c, n * sizeof(*c));
+            last = t;
+            next += o->interval;
+        }
+        if (o->duration > 0 && t0 + o->duration - t < step)
+            step = t0 + o->duration - t;
+        if (next > 0 && next - t < step)
+            step = next - t;
+        sleep_s(step);
+    }
+    free(c);
+    free(prev);
+}
+
+static int
+session(dyn_proc_t *p, const opts_t *o, int spawned, int *started /*OUT*/)
+{
+    char exe[64];
+    cfg_image_t *img = NULL;
+    cfg_prog_t *prog = NULL;
+    dyn_session_t *s = NULL;
+    uint64_t bias = 0, *c = NULL;
+    int pid = dyn_proc_pid(p), rc, ret = 0, ended = 0, status = 0, leaked = 0;
+    double t0;
+
+    dyn_proc_exe_path(p, exe, sizeof(exe));
+    if ((rc = cfg_image_open_bfd(exe, &img)) < 0) {
+        fail_trace(pid, "cannot read its executable", rc);
+        ret = EXIT_FAIL;
+        goto out;
+    }
+    if ((rc = cfg_prog_build(img, NULL, &prog)) < 0
+        || (rc = dyn_proc_load_bias(p, img->entry, &bias)) < 0) {
+        fail_trace(pid, "cannot analyse its executable", rc);
+        ret = EXIT_FAIL;
+        goto out;
+    }
+    ret = instrument(p, prog, bias, o, &s);
+    *started = !dyn_proc_is_stopped(p);
+    if (ret != 0)
+        goto out;
+    t0 = now();
+    watch(p, s, o, t0, &ended, &status);
+    if (!ended) {
+        if ((rc = dyn_proc_stop(p)) < 0) {
+            if (dyn_proc_ended(p, &status) == 1) {
+                ended = 1;
+            } else {
+                fail_trace(pid, "cannot stop it to remove the instrumentation", rc);
+                ret = EXIT_FAIL;
+            }
+        } else {
+            double t1 = now();
+            rc = dyn_session_remove(s, &leaked);
+            dyn_proc_resume(p);
+            if (o->verbose)
+                fprintf(stderr, "%s: %d: instrumentation removed, stopped %.1f ms\n",
+                    prog_name, pid, (now() - t1) * 1e3);
+            if (rc < 0)
+                fprintf(stderr, "%s: %d: removing the instrumentation: %s\n", prog_name,
+                    pid, qp_strerror(rc));
+            if (leaked)
+                fprintf(stderr,
+                    "%s: %d: a thread may still be in a trampoline: its memory stays "
+                    "mapped\n",
+                    prog_name, pid);
+        }
+    }
+    c = calloc(dyn_session_npoints(s) + 1, sizeof(*c));
+    if (c == NULL) {
+        ret = EXIT_FAIL;
+        goto out;
+    }
+    dyn_session_sample(s, c);
+    if (ended && !dyn_session_shared(s))
+        fprintf(stderr, "%s: %d: the process ended: counts are from the last sample\n",
+            prog_name, pid);
+    if (report(s, c, now() - t0, o->csv) < 0 && ret == 0)
+        ret = EXIT_FAIL;
+    if (ret == 0 && ended && spawned)
+        ret = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+out:
+    free(c);
+    if (s != NULL && dyn_proc_is_stopped(p)) {
+        dyn_session_remove(s, NULL);
+        dyn_proc_resume(p);
+    }
+    dyn_session_destroy(s);
+    cfg_prog_destroy(prog);
+    cfg_image_destroy(img);
+    return ret;
+}
+
+int
+main(int argc, char **argv)
+{
+    static const struct option lopts[] = {
+        { "count", required_argument, NULL, 'c' },
+        { "all", no_argument, NULL, 'a' },
+        { "interval", required_argument, NULL, 'i' },
+        { "duration", required_argument, NULL, 'd' },
+        { "output", required_argument, NULL, 'o' },
+        { "time", required_argument, NULL, 'T' },
+        { "calls-from", required_argument, NULL, 'F' },
+        { "no-atomic", no_argument, NULL, 'N' },
+        { "verbose", no_argument, NULL, 'v' },
+        { "help", no_argument, NULL, 'h' },
+        { "version", no_argument, NULL, 'V' },
+        { NULL, 0, NULL, 0 },
+    };
+    opts_t o = { 0 };
+    struct sigaction sa;
+    dyn_proc_t *p = NULL;
+    const char *cmd;
+    int opt, ret, pid = 0, run, started = 0;
+
+    if (argc >= 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
+        usage(stdout);
+        return 0;
+    }
+    if (argc >= 2 && (strcmp(argv[1], "--version") == 0 || strcmp(argv[1], "-V") == 0)) {
+        printf("dyn (%s) %s\n", PACKAGE_NAME, PACKAGE_VERSION);
+        return 0;
+    }
+    if (argc < 2 || (strcmp(argv[1], "attach") != 0 && strcmp(argv[1], "run") != 0)) {
+        usage(stderr);
+        return EXIT_USAGE;
+    }
+    cmd = argv[1];
+    run = strcmp(cmd, "run") == 0;
+    o.count = calloc((size_t)argc, sizeof(*o.count));
+    if (o.count == NULL)
+        return EXIT_FAIL;
+    argv++;
+    argc--;
+    if (!run) {
+        char *end;
+        long v;
+        if (argc < 2) {
+            fprintf(stderr, "%s: attach: missing PID\n", prog_name);
+            return EXIT_USAGE;
+        }
+        v = strtol(argv[1], &end, 10);
+        if (end == argv[1] || *end != '\0' || v <= 0 || v > INT32_MAX) {
+            fprintf(stderr, "%s: attach: not a process id: '%s'\n", prog_name, argv[1]);
+            return EXIT_USAGE;
+        }
+        pid = (int)v;
+        argv++;
+        argc--;
+    }
+    while ((opt = getopt_long(argc, argv, "+c:ai:d:o:vhV", lopts, NULL)) != -1) {
+        switch (opt) {
+        case 'c': o.count[o.ncount++] = optarg; break;
+        case 'a': o.all = 1; break;
+        case 'i':
+            if (parse_secs(optarg, "--interval", &o.interval) < 0)
+                return EXIT_USAGE;
+            break;
+        case 'd':
+            if (parse_secs(optarg, "--duration", &o.duration) < 0)
+                return EXIT_USAGE;
+            break;
+        case 'o': o.csv = optarg; break;
+        case 'v': o.verbose = 1; break;
+        case 'N': o.no_atomic = 1; break;
+        case 'T':
+        case 'F':
+            fprintf(stderr, "%s: %s: not implemented yet (only --count and --all are)\n",
+                prog_name, opt == 'T' ? "--time" : "--calls-from");
+            return EXIT_USAGE;
+        case 'h': usage(stdout); return 0;
+        case 'V': printf("dyn (%s) %s\n", PACKAGE_NAME, PACKAGE_VERSION); return 0;
+        default: usage(stderr); return EXIT_USAGE;
+        }
+    }
+    if (o.ncount == 0 && !o.all) {
+        fprintf(stderr, "%s: say what to measure: --count PATTERN or --all\n", prog_name);
+        return EXIT_USAGE;
+    }
+    if (run && optind >= argc) {
+        fprintf(stderr, "%s: run: missing COMMAND (after --)\n", prog_name);
+        return EXIT_USAGE;
+    }
+    if (!run && optind < argc) {
+        fprintf(
+            stderr, "%s: attach: unexpected argument '%s'\n", prog_name, argv[optind]);
+        return EXIT_USAGE;
+    }
+
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = on_signal; /* no SA_RESTART: sleeps end early */
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGHUP, &sa, NULL);
+
+    if (run) {
+        ret = dyn_proc_spawn(argv + optind, &p);
+        if (ret < 0) {
+            fprintf(stderr, "%s: %s: %s\n", prog_name, argv[optind],
+                ret == QP_EIO ? strerror(errno) : qp_strerror(ret));
+            return EXIT_FAIL;
+        }
+        pid = dyn_proc_pid(p);
+    } else {
+        /* Attach only to check permissions early; analysis runs while it runs. */
+        ret = dyn_proc_attach(pid, &p);
+        if (ret < 0) {
+            fail_trace(pid, "cannot attach", ret);
+            return EXIT_FAIL;
+        }
+        dyn_proc_resume(p);
+    }
+    ret = session(p, &o, run, &started);
+    if (run && !started) {
+        /* Nothing could be measured: the program is not run. */
+        kill(pid, SIGKILL);
+        dyn_proc_destroy(p);
+        while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+            ;
+        p = NULL;
+    }
+    dyn_proc_destroy(p);
+    free(o.count);
+    return ret;
+}
