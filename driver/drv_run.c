@@ -240,6 +240,8 @@ describe_measured(drv_result_t *res, const drv_graph_t *g, const uint64_t *exits
     }
     for (uint32_t e = 0; e < g->nedges; e++) {
         const drv_edge_t *ed = &g->edges[e];
+        if (ed->kind == CFG_EDGE_INDIRECT)
+            d->flags |= QP_PROC_APPROX_IND;
         if (ed->kind == QP_EDGE_ROOT && g->prog->blocks[g->first + ed->to].npred == 0)
             d->flags |= QP_PROC_APPROX_EH; /* a landing pad (or code only reached from
                                              * outside): a throw may leave flow unbalanced */

@@ -63,6 +63,9 @@ enum {
                                    * flow unbalanced, counts may be approximate */
     QP_PROC_APPROX_JMP = 1u << 2, /* calls setjmp/longjmp-like functions: likewise */
     QP_PROC_EXIT_SITE = 1u << 3,  /* calls exit()-like functions (hooked for back-traces) */
+    QP_PROC_APPROX_IND = 1u << 4, /* has indirect jumps whose targets are a guess (the
+                                   * address-taken labels): if one goes elsewhere, flow
+                                   * leaves unseen and counts may be approximate */
 };
 
 typedef struct qp_desc_proc {

@@ -98,6 +98,8 @@ result_of(const qp_report_t *r, uint32_t proc, qp_proc_result_t *res)
         res->flags |= QP_RES_APPROX_EH;
     if (pflags & QP_PROC_APPROX_JMP)
         res->flags |= QP_RES_APPROX_JMP;
+    if (pflags & QP_PROC_APPROX_IND)
+        res->flags |= QP_RES_APPROX_IND;
     if (f.nviolations)
         res->flags |= QP_RES_VIOLATION;
     if (!f.calls_known || !f.insns_exact)
@@ -153,7 +155,8 @@ collect_results(qp_report_t *r)
         uint64_t t;
         r->total_insns = __builtin_add_overflow(r->total_insns, res->insns, &t) ? UINT64_MAX : t;
         r->nviolating += (res->flags & QP_RES_VIOLATION) != 0;
-        r->napprox += (res->flags & (QP_RES_APPROX_EH | QP_RES_APPROX_JMP)) != 0;
+        r->napprox += (res->flags & (QP_RES_APPROX_EH | QP_RES_APPROX_JMP | QP_RES_APPROX_IND))
+            != 0;
         r->nunknown += (res->flags & QP_RES_UNKNOWN) != 0;
     }
     order_desc = d;

@@ -23,6 +23,7 @@
 enum {
     QP_RES_APPROX_EH = 1u << 0,  /* QP_PROC_APPROX_EH: exceptions may unbalance its flow */
     QP_RES_APPROX_JMP = 1u << 1, /* QP_PROC_APPROX_JMP: longjmp may unbalance its flow */
+    QP_RES_APPROX_IND = 1u << 7, /* QP_PROC_APPROX_IND: guessed indirect-jump targets */
     QP_RES_VIOLATION = 1u << 2,  /* Kirchhoff fails somewhere in it (counts inconsistent) */
     QP_RES_UNKNOWN = 1u << 3,    /* some counts are not determined by the measured ones */
 };

@@ -43,7 +43,7 @@ markers(const qp_proc_result_t *r, char *buf)
     char *p = buf;
     if (r->flags & QP_RES_VIOLATION)
         *p++ = '!';
-    if (r->flags & (QP_RES_APPROX_EH | QP_RES_APPROX_JMP))
+    if (r->flags & (QP_RES_APPROX_EH | QP_RES_APPROX_JMP | QP_RES_APPROX_IND))
         *p++ = '~';
     if (r->flags & QP_RES_UNKNOWN)
         *p++ = '?';
@@ -138,8 +138,9 @@ print_footnotes(FILE *f, const qp_inputs_t *in)
                    "counts are inconsistent (qp report --edges=NAME shows where)\n",
                 r->nviolating);
     if (r->napprox)
-        fprintf(f, "~  has exception landing pads or calls setjmp/longjmp: if an exception or "
-                   "longjmp left it, its counts may be approximate\n");
+        fprintf(f, "~  has exception landing pads, calls setjmp/longjmp, or has indirect jumps "
+                   "whose targets are a guess: if control left it that way, its counts may be "
+                   "approximate\n");
     if (r->nunknown)
         fprintf(f, "?  some counts are not determined by the measured ones: shown as ?, and "
                    "instructions count only the known blocks\n");
