@@ -126,6 +126,8 @@ typedef struct ed_opts {
                          * assumptions fail loudly instead of by luck */
     int long_branches;  /* never use rel8 forms in relocated code */
     int atomic;         /* counter increments with a lock prefix (multithreaded programs) */
+    int keep_tables;    /* do not retarget proven jump tables: every dispatch then goes
+                         * through the redirect at the old case address */
 } ed_opts_t;
 
 typedef struct ed_stats {
@@ -135,6 +137,8 @@ typedef struct ed_stats {
     uint64_t bytes_new;     /* bytes of relocated code (the new text) */
     uint32_t npads;         /* redirect jumps written into the old text */
     uint32_t nind_pads;     /* ... of which for indirect-jump targets (tables, labels) */
+    uint32_t ntables;       /* jump tables retargeted to the new code */
+    uint32_t ntable_entries;/* ... their entries */
     uint32_t nprobes;       /* snippets placed */
     uint32_t nflag_saves;   /* ... of which save and restore the flags */
     uint32_t nstubs;        /* taken-edge stubs (a conditional branch goes through one) */

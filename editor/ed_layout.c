@@ -18,6 +18,7 @@
  * wherever the target is in reach in that layout - shrinking code only brings targets
  * closer, so the choice stays valid - and the final addresses.
  */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1020,6 +1021,80 @@ emit_pads(ed_plan_t *plan, const qp_space_ops_t *ops, void *space)
     return 0;
 }
 
+/*
+ * Proven jump tables of moved procedures point straight at the new code: one jump per
+ * dispatch less than going through the redirect at the old case address (the
+ * interpreter loops of lua and sqlite dispatch millions of times). Only tables whose
+ * bound a guarding compare proves, whose every user is a moved procedure, and whose
+ * entries can be rewritten without a dynamic relocation: 4-byte entries relative to a
+ * base, or 8-byte absolute entries in a program that is not position independent (in a
+ * PIE those are relocated at load time from addends, which stay as they are). The
+ * redirects stay too, for anything else that reaches the old addresses.
+ */
+static int
+retarget_tables(ed_plan_t *plan, const qp_space_ops_t *ops, void *space)
+{
+    const cfg_prog_t *prog = plan->prog;
+    int pie = (prog->img->flags & CFG_IMG_PIE) != 0;
+    for (uint32_t t = 0; t < prog->ntables; t++) {
+        const cfg_table_t *tb = &prog->tables[t];
+        if (!tb->bounded || tb->nentries == 0 || !(tb->relative ? tb->entry_size == 4
+                                                                 : tb->entry_size == 8 && !pie))
+            continue;
+        /* Every jump that uses these entries must be in moved code. */
+        int ok = 1;
+        for (uint32_t u = 0; u < prog->ntables && ok; u++) {
+            const cfg_table_t *o = &prog->tables[u];
+            uint64_t oend = o->addr + (uint64_t)o->nentries * o->entry_size;
+            uint64_t tend = tb->addr + (uint64_t)tb->nentries * tb->entry_size;
+            if (o->addr < tend && tb->addr < oend && (slot_at(plan, o->jump) == NULL || u < t))
+                ok = 0; /* used by code that stays, or already seen (write bytes once) */
+        }
+        if (!ok)
+            continue;
+        size_t avail;
+        const uint8_t *old = cfg_image_ptr(prog->img, tb->addr, &avail);
+        size_t len = (size_t)tb->nentries * tb->entry_size;
+        if (old == NULL || avail < len)
+            continue;
+        uint8_t *buf = malloc(len);
+        if (buf == NULL)
+            return QP_ENOMEM;
+        memcpy(buf, old, len);
+        uint32_t changed = 0;
+        for (uint32_t i = 0; i < tb->nentries; i++) {
+            uint8_t *e = buf + (size_t)i * tb->entry_size;
+            uint64_t target;
+            if (tb->relative) {
+                int32_t rel;
+                memcpy(&rel, e, 4);
+                target = tb->base + (uint64_t)(int64_t)rel;
+            } else
+                memcpy(&target, e, 8);
+            const ed_slot_t *s = slot_at(plan, target);
+            if (s == NULL)
+                continue; /* not moved: the entry stays */
+            if (tb->relative) {
+                int64_t rel = (int64_t)(s->new_ - tb->base);
+                if (rel < INT32_MIN || rel > INT32_MAX)
+                    continue;
+                int32_t r32 = (int32_t)rel;
+                memcpy(e, &r32, 4);
+            } else
+                memcpy(e, &s->new_, 8);
+            changed++;
+        }
+        int rc = changed ? ops->write(space, tb->addr, buf, len) : 0;
+        free(buf);
+        QP_CHECK(rc);
+        if (changed) {
+            plan->stats.ntables++;
+            plan->stats.ntable_entries += changed;
+        }
+    }
+    return 0;
+}
+
 int
 ed_plan_apply(ed_plan_t *plan, const qp_space_ops_t *ops, void *space)
 {
@@ -1052,5 +1127,6 @@ ed_plan_apply(ed_plan_t *plan, const qp_space_ops_t *ops, void *space)
     for (size_t i = 0; i < plan->nstubs; i++)
         plan->stats.bytes_probes += plan->stubs[i].len;
     QP_CHECK(emit_code(plan, ops, space));
-    return emit_pads(plan, ops, space);
+    QP_CHECK(emit_pads(plan, ops, space));
+    return plan->opts.keep_tables ? 0 : retarget_tables(plan, ops, space);
 }

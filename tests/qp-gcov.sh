@@ -16,6 +16,9 @@ dir=$top_builddir/tests/gcov.d
 rm -rf "$dir"
 mkdir -p "$dir" || exit 99
 dir=$(cd "$dir" && pwd)
+# The work happens in per-program directories: make the tools' paths absolute.
+case $QPT_REWRITE in /*) ;; *) QPT_REWRITE=$(pwd)/$QPT_REWRITE ;; esac
+case $QP in /*) ;; *) QP=$(pwd)/$QP ;; esac
 fail=0
 for src in "$top_srcdir/tests/qp/truth.c" "$top_srcdir/tests/progs/loops.c" \
     "$top_srcdir/tests/progs/switch_dense.c" "$top_srcdir/tests/progs/switch_sparse.c" \

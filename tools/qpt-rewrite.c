@@ -97,6 +97,7 @@ rewrite(const cfg_prog_t *prog, const char *input, const char *output, const cha
     ed_opts_t eo = { 0 };
     eo.stretch = getenv("QPT_STRETCH") != NULL; /* testing aid, see README */
     eo.atomic = atomic;
+    eo.keep_tables = getenv("QPT_KEEP_TABLES") != NULL; /* testing aid, see README */
     int rc = ed_plan_create(prog, &eo, &plan);
     if (rc < 0)
         return fail_input(input, rc);
@@ -164,10 +165,10 @@ rewrite(const cfg_prog_t *prog, const char *input, const char *output, const cha
     const ed_stats_t *es = ed_plan_stats(plan);
     fprintf(stderr,
             "%s: %s: %u procedures relocated, %u left in place; %llu bytes of code relocated "
-            "into %llu; %u redirects (%u for indirect-jump targets); output %llu bytes "
-            "(%.2fx input)\n",
+            "into %llu; %u redirects (%u for indirect-jump targets), %u jump tables "
+            "retargeted; output %llu bytes (%.2fx input)\n",
             prog_name, output, es->nmoved, es->nleft, (unsigned long long)es->bytes_old,
-            (unsigned long long)es->bytes_new, es->npads, es->nind_pads,
+            (unsigned long long)es->bytes_new, es->npads, es->nind_pads, es->ntables,
             (unsigned long long)st.output_size,
             st.input_size ? (double)st.output_size / (double)st.input_size : 0.0);
     if (drv != NULL)
