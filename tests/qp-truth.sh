@@ -133,6 +133,30 @@ if [ -s "$w.main.qp" ]; then
     fi
 fi
 
+# A profile that cannot be written, or is not this program's, leaves the program running
+# unchanged with one line on stderr; %p names a profile per process.
+p=$dir/q/truth-O2-pie
+if [ -x "$p" ]; then
+    echo garbage >"$dir/garbage.qp"
+    for prof in /nonexistent/dir/x.qp "$dir/garbage.qp" "$dir/q/truth-O0-pie.main.qp"; do
+        QP_PROFILE=$prof "$p" >"$dir/rt.out" 2>"$dir/rt.err"
+        st=$?
+        if [ "$st" -ne 0 ] || ! cmp -s "$dir/rt.out" "$dir/truth-O2-pie.main.out" \
+            || [ "$(wc -l <"$dir/rt.err")" -ne 1 ]; then
+            bad "runtime with QP_PROFILE=$prof: status $st, $(wc -l <"$dir/rt.err") lines on stderr"
+        else
+            echo "ok runtime: $(cat "$dir/rt.err")"
+        fi
+    done
+    rm -f "$dir"/pid.*.qp
+    QP_PROFILE=$dir/pid.%p.qp "$p" >/dev/null 2>&1
+    if ls "$dir"/pid.[0-9]*.qp >/dev/null 2>&1; then
+        echo "ok runtime: QP_PROFILE %p expands to the process id"
+    else
+        bad "runtime: QP_PROFILE=pid.%p.qp wrote no pid.<pid>.qp"
+    fi
+fi
+
 # SIGKILL: the counters live in the profile's pages, so they survive.
 if [ -x "$dir/q/truth-O2-pie" ]; then
     cat >"$dir/spin.c" <<'EOF'
