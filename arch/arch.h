@@ -221,6 +221,24 @@ int arch_emit_call_protected(uint64_t addr, uint64_t target, uint8_t *out /*OUT*
 int arch_emit_flags_save(uint8_t *out /*OUT*/, size_t cap);
 int arch_emit_flags_restore(uint8_t *out /*OUT*/, size_t cap);
 
+/*
+ * Interval timers for the live-process mode (wall time inside a procedure, nested and
+ * recursive calls counted once). DEPTH, START and TOTAL are absolute addresses of
+ * 8-byte words within rel32 reach of the code at ADDR.
+ * arch_emit_timer_start: DEPTH += 1 (locked); when it was 0, START = the cycle counter
+ * (rdtsc). 52 bytes.
+ * arch_emit_timer_stop: when DEPTH > 0, DEPTH -= 1 (locked), and when it reaches 0,
+ * TOTAL += cycle counter - START (locked). An exit without a matching start (DEPTH 0:
+ * the call began before the timers went in) is ignored. 63 bytes.
+ * Both keep every register and the red zone (128 bytes below %rsp) but change the
+ * arithmetic flags: use only where they are dead (see arch_emit_flags_save). Return the
+ * byte count, QP_ERANGE when a word is out of rel32 reach, QP_EINVAL.
+ */
+int arch_emit_timer_start(uint64_t addr, uint64_t depth, uint64_t start, uint8_t *out /*OUT*/,
+                          size_t cap);
+int arch_emit_timer_stop(uint64_t addr, uint64_t depth, uint64_t start, uint64_t total,
+                         uint8_t *out /*OUT*/, size_t cap);
+
 /* LEN bytes of the recommended multi-byte nops (for padding). */
 int arch_emit_nops(size_t len, uint8_t *out /*OUT*/, size_t cap);
 

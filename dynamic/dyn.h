@@ -6,7 +6,8 @@
  * PURPOSE: live instrumentation of a running process. dyn_proc_* controls the process
  * (stop and resume every thread, remote memory, system calls run on its behalf) and is
  * the only ptrace user (dyn_ptrace.c); dyn_space_ops is the editor's qp_space_ops_t over
- * it; dyn_session_* places entry counters with trampolines built by arch/'s emitters and
+ * it; dyn_session_* places entry counters (and timers at entries and exits, and counters
+ * at call sites) with trampolines built by arch/'s emitters and
  * instruction relocation (the same ones the static editor uses), samples them while the
  * process runs, and takes them out again. dynamic/ never sees the ELF writer or libelf.
  * Errors: 0 or a negative QP_E* code; QP_EIO means a system call failed and errno is kept
@@ -195,6 +196,32 @@ dyn_session_select(
     dyn_session_t *s, const char *pattern, uint32_t flags, unsigned *nmatch /*OUT*/);
 
 /*
+ * Ask for a timer (and an entry counter) in every procedure matching PATTERN: wall time
+ * from the outermost entry to the matching return, so nested and recursive calls count
+ * once. The entry gets the counter and a timer start; every exit, the tail (>= 5 bytes,
+ * whole instructions of the block ending in ret) gets the timer stop before its ret.
+ * Refused (recorded, and the procedure left to dyn_session_select) when an exit cannot
+ * be patched: a tail call, an indirect jump with unknown targets, a return block shorter
+ * than 5 bytes, code entered in its middle. Call before dyn_session_select: a procedure
+ * already chosen there is only counted. The depth is one per process, not per thread:
+ * with threads, the time is that of the union of the intervals some thread was inside.
+ */
+int
+dyn_session_select_time(dyn_session_t *s, const char *pattern, unsigned *nmatch /*OUT*/);
+
+/*
+ * Ask for a counter at every call instruction of the procedures matching PATTERN (and
+ * their cold fragments): one row per call site, named "FUNC+0xOFF->callee" ("*indirect"
+ * for indirect calls). The call is moved into the trampoline, so the callee returns
+ * into it (then jumps back): unwinding through such a frame (backtrace, C++ exceptions)
+ * finds no unwind information there. Calls shorter than 5 bytes (through a register) and
+ * calls of setjmp-like callees are refused. Call-site trampoline code stays mapped after
+ * dyn_session_remove (*LEAKED = 2).
+ */
+int
+dyn_session_select_calls(dyn_session_t *s, const char *pattern, unsigned *nmatch /*OUT*/);
+
+/*
  * Patch the selected points of the stopped process: allocate trampoline and counter
  * memory near the code, write the trampolines (counter increment, relocated original
  * instructions, jump back) and a 5-byte jump at each entry. A point whose bytes hold a
@@ -205,11 +232,11 @@ dyn_session_select(
 int
 dyn_session_install(dyn_session_t *s);
 
-/* Points patched by dyn_session_install. */
+/* Rows patched by dyn_session_install (procedures and call sites). */
 size_t
 dyn_session_npoints(const dyn_session_t *s);
 
-/* Name and entry address (runtime) of point I. */
+/* Name and address (runtime: entry, or the call) of row I. */
 const char *
 dyn_session_point(const dyn_session_t *s, size_t i, uint64_t *addr /*OUT*/);
 
@@ -221,6 +248,15 @@ dyn_session_point(const dyn_session_t *s, size_t i, uint64_t *addr /*OUT*/);
 int
 dyn_session_sample(dyn_session_t *s, uint64_t *counts /*OUT*/);
 
+/*
+ * The wall time of every row in ns (after dyn_session_sample: of the values it read),
+ * -1 for rows without a timer. The cycle counter is calibrated against CLOCK_MONOTONIC
+ * over the session (waits until 20 ms have passed since the install). A call still
+ * running is not included.
+ */
+int
+dyn_session_wall_ns(dyn_session_t *s, int64_t *ns /*OUT*/);
+
 /* True when the counters live in memory shared with this process (exact after exit). */
 int
 dyn_session_shared(const dyn_session_t *s);
@@ -229,7 +265,8 @@ dyn_session_shared(const dyn_session_t *s);
  * Take the instrumentation out of the stopped process: restore every original byte
  * (checking that each entry still holds our jump), step threads out of trampolines, then
  * unmap the trampoline and counter memory unless a thread may still return into it (a pc,
- * or an address on a stack: then the mapping is left, *LEAKED = 1). The counters keep
+ * or an address on a stack: then the mapping is left, *LEAKED = 1; call-site trampoline
+ * code always stays, *LEAKED = 2). The counters keep
  * their final values for dyn_session_sample. LEAKED may be NULL.
  */
 int

@@ -2,7 +2,9 @@
  * SPDX-License-Identifier: MIT */
 
 /*
- * Entry counters in a live process. Each patched procedure entry gets a 5-byte jump to
+ * Entry counters, timers and call-site counters in a live process (see emit_tramp for
+ * the three kinds of trampoline; a timed procedure is patched at its entry and at every
+ * exit, all or nothing). Each patched procedure entry gets a 5-byte jump to
  * its trampoline: `lock incq counter(%rip)` (flags saved around it only where the ABI
  * does not say they are dead), the original instructions it replaced, relocated with
  * arch_reloc_insn, and a jump back. A point is patched only when the CFG proves that no
@@ -23,30 +25,53 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "dynamic/dyn.h"
 
-/* Bytes of a trampoline at most: flags save, counter, 5 relocated insns, restore, jump.
+/*
+ * Bytes of a trampoline at most: flags save, counter, timer, restore, 5 relocated
+ * instructions (ARCH_MAX_RELOC each), jump.
  */
-#define TRAMP_MAX 192
+#define TRAMP_MAX 320
+/* Words of counter memory per row: calls, timer depth, timer start, timer total. */
+#define ROW_WORDS 4
 /* Bytes of stack scanned above each thread's stack pointer for return addresses. */
 #define STACK_SCAN (32u << 10)
 /* Instructions a thread is single-stepped at most to leave a trampoline. */
 #define STEP_MAX 64
 #define JMP_LEN 5
 
+/* What a point patches. */
+enum {
+    PT_ENTRY = 0, /* a procedure entry: counter (and timer start), then the moved code */
+    PT_CALL,      /* one call instruction of --calls-from: counter, then the call */
+    PT_EXIT,      /* the tail of a block ending in ret: the moved code, timer stop, ret */
+};
+
 typedef struct point {
     uint32_t proc;      /* procedure index in prog->procs */
+    uint32_t row;       /* the row (s->rows) it counts or times for */
+    uint8_t kind;       /* PT_* */
     const char *name;   /* the name the procedure was chosen by (owned by the image) */
-    uint64_t entry;     /* runtime address of the entry */
+    uint64_t entry;     /* runtime address of the first replaced byte */
     uint8_t len;        /* bytes replaced (whole instructions, >= 5) */
     uint8_t ninsns;     /* instructions replaced */
     uint8_t save_flags; /* flags may be live at the entry */
     uint8_t orig[32];   /* the original bytes */
     uint8_t patch[32];  /* the bytes written over them */
     uint64_t tramp;     /* runtime address of the trampoline */
+    uint64_t ret_at;    /* PT_CALL: the return address the moved call pushes */
 } point_t;
+
+/* One line of the report: a procedure (entry counter, maybe timed) or a call site. */
+typedef struct row {
+    const char *name; /* owned by the image, or by s->strs for call sites */
+    uint32_t proc;    /* procedure */
+    uint8_t timed;    /* has a timer (entry and every exit) */
+    uint8_t bad;      /* refused at install: none of its points goes in */
+} row_t;
 
 typedef struct refusal {
     const char *name; /* procedure name (owned by the image) */
@@ -71,10 +96,22 @@ struct dyn_session {
     uint64_t *last;           /* last sampled values (not shared) */
     int installed;            /* patches are in */
     int atomic;               /* lock prefix on increments */
+    row_t *rows;              /* rows selected; counters at ctr + 8 * ROW_WORDS * row */
+    size_t nrows, caprows;
+    uint32_t *good; /* installed rows, in report order */
+    size_t ngood;
+    uint64_t *ticks; /* last sampled timer totals per good row */
+    char **strs;     /* names made here (call sites) */
+    size_t nstrs, capstrs;
+    int has_calls; /* call-site trampolines are in */
+    uint64_t tsc0; /* cycle counter and CLOCK_MONOTONIC ns at install */
+    uint64_t mono0;
+    uint32_t *frags; /* cold fragments, by parent (lazily) */
+    size_t nfrags;
 };
 
 static int
-refuse(dyn_session_t *s, uint32_t proc, const char *why)
+refuse_name(dyn_session_t *s, const char *name, const char *why)
 {
     if (s->nref == s->capref) {
         size_t cap = s->capref ? 2 * s->capref : 16;
@@ -84,9 +121,75 @@ refuse(dyn_session_t *s, uint32_t proc, const char *why)
         s->ref = n;
         s->capref = cap;
     }
-    s->ref[s->nref].name = s->prog->procs[proc].name;
+    s->ref[s->nref].name = name;
     s->ref[s->nref++].why = why;
     return 0;
+}
+
+/* A new row; its index in *ROW. */
+static int
+add_row(dyn_session_t *s, const char *name, uint32_t proc, int timed, uint32_t *row)
+{
+    if (s->nrows == s->caprows) {
+        size_t cap = s->caprows ? 2 * s->caprows : 64;
+        row_t *n = realloc(s->rows, cap * sizeof(*n));
+        if (n == NULL)
+            return QP_ENOMEM;
+        s->rows = n;
+        s->caprows = cap;
+    }
+    s->rows[s->nrows].name = name;
+    s->rows[s->nrows].proc = proc;
+    s->rows[s->nrows].timed = (uint8_t)(timed != 0);
+    s->rows[s->nrows].bad = 0;
+    *row = (uint32_t)s->nrows++;
+    return 0;
+}
+
+static int
+add_cand(dyn_session_t *s, const point_t *pt)
+{
+    if (s->ncand == s->capcand) {
+        size_t cap = s->capcand ? 2 * s->capcand : 64;
+        point_t *n = realloc(s->cand, cap * sizeof(*n));
+        if (n == NULL)
+            return QP_ENOMEM;
+        s->cand = n;
+        s->capcand = cap;
+    }
+    s->cand[s->ncand++] = *pt;
+    return 0;
+}
+
+/* "NAME+0xOFF->CALLEE" as a string owned by the session, or NULL. */
+static const char *
+site_name(dyn_session_t *s, const char *name, char sign, uint64_t off, const char *callee)
+{
+    size_t need = strlen(name) + strlen(callee) + 24;
+    char *c;
+    if (s->nstrs == s->capstrs) {
+        size_t cap = s->capstrs ? 2 * s->capstrs : 16;
+        char **n = realloc(s->strs, cap * sizeof(*n));
+        if (n == NULL)
+            return NULL;
+        s->strs = n;
+        s->capstrs = cap;
+    }
+    if ((c = malloc(need)) == NULL)
+        return NULL;
+    snprintf(c, need, "%s%c0x%llx->%s", name, sign, (unsigned long long)off, callee);
+    s->strs[s->nstrs++] = c;
+    return c;
+}
+
+/* Mark row R refused (once, with WHY). */
+static int
+row_bad(dyn_session_t *s, uint32_t r, const char *why)
+{
+    if (s->rows[r].bad)
+        return 0;
+    s->rows[r].bad = 1;
+    return refuse_name(s, s->rows[r].name, why);
 }
 
 int
@@ -243,24 +346,390 @@ dyn_session_select(
         if ((flags & DYN_SEL_ALL) && (pr->flags & CFG_PROC_FRAGMENT))
             continue;
         k++;
-        if (s->chosen[i])
+        if (s->chosen[i] & 1)
             continue;
-        s->chosen[i] = 1;
+        s->chosen[i] |= 1;
         why = check_proc(s, i, &pt);
         pt.name = name;
         if (why != NULL) {
-            QP_CHECK(refuse(s, i, why));
+            QP_CHECK(refuse_name(s, name, why));
             continue;
         }
-        if (s->ncand == s->capcand) {
-            size_t cap = s->capcand ? 2 * s->capcand : 64;
-            point_t *n = realloc(s->cand, cap * sizeof(*n));
-            if (n == NULL)
-                return QP_ENOMEM;
-            s->cand = n;
-            s->capcand = cap;
+        pt.kind = PT_ENTRY;
+        QP_CHECK(add_row(s, name, i, 0, &pt.row));
+        QP_CHECK(add_cand(s, &pt));
+    }
+    if (nmatch != NULL)
+        *nmatch = k;
+    return 0;
+}
+
+/*****************************************************************************
+ * Timers: the entry and every exit (the tail of each block ending in ret)
+ */
+
+static int
+frag_cmp(const void *a, const void *b, void *prog)
+{
+    const cfg_proc_t *procs = ((const cfg_prog_t *)prog)->procs;
+    uint32_t x = procs[*(const uint32_t *)a].parent,
+             y = procs[*(const uint32_t *)b].parent;
+    return x < y ? -1 : x > y;
+}
+
+/*
+ * The procedures whose blocks make up procedure I: I itself, then its cold fragments.
+ * Into OUT (CAP entries); their number, or QP_ENOMEM.
+ */
+static int
+parts_of(dyn_session_t *s, uint32_t i, uint32_t *out, size_t cap)
+{
+    const cfg_prog_t *prog = s->prog;
+    size_t n = 0, lo = 0, hi;
+
+    if (s->frags == NULL) {
+        s->frags = malloc((prog->nprocs + 1) * sizeof(*s->frags));
+        if (s->frags == NULL)
+            return QP_ENOMEM;
+        for (uint32_t j = 0; j < prog->nprocs; j++)
+            if ((prog->procs[j].flags & CFG_PROC_FRAGMENT)
+                && prog->procs[j].parent != CFG_NONE)
+                s->frags[s->nfrags++] = j;
+        qsort_r(s->frags, s->nfrags, sizeof(*s->frags), frag_cmp, (void *)prog);
+    }
+    out[n++] = i;
+    hi = s->nfrags;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (prog->procs[s->frags[mid]].parent < i)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    for (; lo < s->nfrags && prog->procs[s->frags[lo]].parent == i; lo++) {
+        if (n == cap)
+            return QP_ERANGE;
+        out[n++] = s->frags[lo];
+    }
+    return (int)n;
+}
+
+/* Every block B of procedure I and its fragments (PARTS, NPARTS from parts_of). */
+#define FOR_BLOCKS(prog, parts, nparts, k, b)                                            \
+    for ((k) = 0; (k) < (nparts); (k)++)                                                 \
+        for ((b) = (prog)->procs[(parts)[k]].block;                                      \
+             (b) < (prog)->procs[(parts)[k]].block + (prog)->procs[(parts)[k]].nblocks;  \
+             (b)++)
+
+/*
+ * The exit point of block B (ending in ret) of procedure I: the shortest tail of whole
+ * instructions of at least 5 bytes. Why not, or NULL with *PT filled.
+ */
+static const char *
+check_exit(const dyn_session_t *s, const cfg_block_t *b, point_t *pt /*OUT*/)
+{
+    const cfg_prog_t *prog = s->prog;
+    uint64_t starts[8];
+    size_t avail, n = 0, len;
+    const uint8_t *bytes = cfg_image_ptr(prog->img, b->start, &avail);
+    uint64_t a = b->start, from;
+    size_t j;
+
+    if (bytes == NULL || avail < b->end - b->start)
+        return "a return block has no bytes in the file";
+    if (b->end - b->start < JMP_LEN)
+        return "a block ending in ret is shorter than the 5-byte jump";
+    while (a < b->end) {
+        arch_insn_t in;
+        if (arch_decode(bytes + (a - b->start), b->end - a, a, &in) < 0)
+            return "an instruction of a return block does not decode";
+        starts[n++ % 8] = a;
+        a += in.len;
+    }
+    if (a != b->end)
+        return "a return block does not end on an instruction";
+    /* The last start at least 5 bytes before the end (at most 5 instructions back). */
+    from = b->start;
+    for (j = 1; j <= 8 && j <= n; j++)
+        if (b->end - starts[(n - j) % 8] >= JMP_LEN) {
+            from = starts[(n - j) % 8];
+            break;
         }
-        s->cand[s->ncand++] = pt;
+    if (j > 8)
+        return "a return block has no short tail to move";
+    len = b->end - from;
+    if (len > sizeof(pt->orig))
+        return "the instructions before a ret are too long";
+    memset(pt, 0, sizeof(*pt));
+    for (a = from; a < b->end;) {
+        arch_insn_t in;
+        arch_decode(bytes + (a - b->start), b->end - a, a, &in);
+        if (in.flags & ARCH_F_PRIV)
+            return "a privileged instruction before a ret";
+        if (in.kind != ARCH_KIND_SEQ && in.kind != ARCH_KIND_NOP
+            && in.kind != ARCH_KIND_ENDBR
+            && !(in.kind == ARCH_KIND_RET && a + in.len == b->end))
+            return "an instruction before a ret cannot be moved";
+        a += in.len;
+        pt->ninsns++;
+    }
+    /* Another procedure's entry inside the tail (overlapping code). */
+    {
+        size_t lo = 0, hi = prog->nprocs;
+        while (lo < hi) {
+            size_t mid = lo + (hi - lo) / 2;
+            if (prog->procs[mid].entry <= from)
+                lo = mid + 1;
+            else
+                hi = mid;
+        }
+        if (lo < prog->nprocs && prog->procs[lo].entry < b->end)
+            return "another procedure starts inside the tail of a return block";
+    }
+    pt->kind = PT_EXIT;
+    pt->entry = from + s->bias;
+    pt->len = (uint8_t)len;
+    memcpy(pt->orig, bytes + (from - b->start), len);
+    return NULL;
+}
+
+/* Why procedure I cannot be timed, or NULL with its entry and exit candidates added. */
+static const char *
+check_timed(dyn_session_t *s, uint32_t i, const char *name, int *err /*OUT*/)
+{
+    const cfg_prog_t *prog = s->prog;
+    const cfg_proc_t *pr = &prog->procs[i];
+    size_t ncand0 = s->ncand, nrows0 = s->nrows;
+    const char *why;
+    uint32_t b, row, parts[64];
+    int k, nparts;
+    unsigned nexit = 0;
+    point_t pt, ex;
+
+    *err = 0;
+    if ((nparts = parts_of(s, i, parts, 64)) < 0) {
+        *err = nparts == QP_ERANGE ? 0 : nparts;
+        return "too many cold fragments";
+    }
+    if ((why = check_proc(s, i, &pt)) != NULL)
+        return why;
+    if (pr->flags & CFG_PROC_MULTI_ENTRY)
+        return "other procedures jump into its middle (its time would be wrong)";
+    pt.kind = PT_ENTRY;
+    pt.name = name;
+    if ((*err = add_row(s, name, i, 1, &row)) < 0)
+        return NULL;
+    pt.row = row;
+    if ((*err = add_cand(s, &pt)) < 0)
+        return NULL;
+    FOR_BLOCKS(prog, parts, nparts, k, b)
+    {
+        const cfg_block_t *bl = &prog->blocks[b];
+        for (uint32_t e = 0; e < bl->nsucc; e++) {
+            const cfg_edge_t *ed = cfg_block_succ(prog, bl, e);
+            if (ed->kind == CFG_EDGE_TAILCALL)
+                why = "a tail call leaves it without a ret (not handled)";
+            else if (ed->kind == CFG_EDGE_UNRESOLVED)
+                why = "an indirect jump with unknown targets may leave it";
+            else if (ed->to == CFG_NONE && ed->kind != CFG_EDGE_RETURN
+                && ed->kind != CFG_EDGE_NORETURN)
+                why = "control leaves it other than by a ret";
+        }
+        if (why == NULL && bl->last_kind == ARCH_KIND_RET) {
+            why = check_exit(s, bl, &ex);
+            if (why == NULL) {
+                ex.proc = i;
+                ex.row = row;
+                ex.name = name;
+                ex.save_flags = pt.save_flags;
+                if (ex.entry < pt.entry + pt.len && pt.entry < ex.entry + ex.len)
+                    why = "its entry and a ret share the bytes to patch (too short)";
+                else if ((*err = add_cand(s, &ex)) < 0)
+                    return NULL;
+                nexit++;
+            }
+        }
+        if (why != NULL)
+            goto done;
+    }
+done:
+    if (why == NULL && nexit == 0)
+        why = "it has no ret (never returns)";
+    if (why != NULL) {
+        s->ncand = ncand0;
+        s->nrows = nrows0;
+    }
+    return why;
+}
+
+int
+dyn_session_select_time(dyn_session_t *s, const char *pattern, unsigned *nmatch /*OUT*/)
+{
+    unsigned k = 0;
+
+    if (s == NULL || pattern == NULL || s->installed)
+        return QP_EINVAL;
+    for (uint32_t i = 0; i < s->prog->nprocs; i++) {
+        const cfg_proc_t *pr = &s->prog->procs[i];
+        const char *name, *why;
+        int err;
+        if ((pr->flags & CFG_PROC_FRAGMENT)
+            || (name = match_name(s->prog->img, pr, pattern)) == NULL)
+            continue;
+        k++;
+        if (s->chosen[i] & 1)
+            continue;
+#if !defined(__x86_64__)
+        why = "timers need x86-64's cycle counter";
+#else
+        why = check_timed(s, i, name, &err);
+        QP_CHECK(err);
+#endif
+        if (why != NULL) {
+            /* Not chosen: --count may still count it. */
+            QP_CHECK(refuse_name(s, name, why));
+            continue;
+        }
+        s->chosen[i] |= 1;
+    }
+    if (nmatch != NULL)
+        *nmatch = k;
+    return 0;
+}
+
+/*****************************************************************************
+ * Call sites: each call instruction of at least 5 bytes
+ */
+
+/* The name of the procedure entered at ADDR (link address), or NULL. */
+static const char *
+proc_at(const cfg_prog_t *prog, uint64_t addr)
+{
+    size_t lo = 0, hi = prog->nprocs;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (prog->procs[mid].entry < addr)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < prog->nprocs && prog->procs[lo].entry == addr ? prog->procs[lo].name
+                                                              : NULL;
+}
+
+/* The call sites of procedure I (chosen by NAME): rows and candidates, or refusals. */
+/* Does the program carry C++-style exception tables (.gcc_except_table)? */
+static int
+has_except_table(const cfg_image_t *img)
+{
+    for (size_t i = 0; i < img->nsections; i++)
+        if (strcmp(img->sections[i].name, ".gcc_except_table") == 0)
+            return 1;
+    return 0;
+}
+
+static int
+select_calls_of(dyn_session_t *s, uint32_t i, const char *name)
+{
+    const cfg_prog_t *prog = s->prog;
+    const cfg_proc_t *pr = &prog->procs[i];
+    uint32_t b, parts[64];
+    int k, nparts;
+
+    if ((nparts = parts_of(s, i, parts, 64)) < 0)
+        return nparts == QP_ERANGE ? refuse_name(s, name, "too many cold fragments")
+                                   : nparts;
+    if (pr->unsafe != NULL)
+        return refuse_name(s, name, "the analysis could not prove its code safe");
+    if (pr->nind_unresolved > 0)
+        return refuse_name(
+            s, name, "an indirect jump with unknown targets might land inside a call");
+    FOR_BLOCKS(prog, parts, nparts, k, b)
+    {
+        const cfg_block_t *bl = &prog->blocks[b];
+        const uint8_t *bytes;
+        size_t avail;
+        uint64_t a;
+        arch_insn_t in;
+        char buf[24];
+        const char *why = NULL, *callee, *site;
+        point_t pt;
+        uint32_t row;
+
+        if (bl->last_kind != ARCH_KIND_CALL && bl->last_kind != ARCH_KIND_CALL_IND)
+            continue;
+        bytes = cfg_image_ptr(prog->img, bl->start, &avail);
+        if (bytes == NULL || avail < bl->end - bl->start)
+            continue;
+        memset(&in, 0, sizeof(in));
+        for (a = bl->start; a < bl->end; a += in.len)
+            if (arch_decode(bytes + (a - bl->start), bl->end - a, a, &in) < 0)
+                break;
+        if (a != bl->end)
+            continue;
+        a -= in.len; /* the call */
+        callee = NULL;
+        if (in.kind == ARCH_KIND_CALL) {
+            callee = proc_at(prog, in.target);
+            if (callee == NULL) {
+                snprintf(buf, sizeof(buf), "0x%llx", (unsigned long long)in.target);
+                callee = buf;
+            }
+        }
+        site = site_name(s, name, a >= pr->entry ? '+' : '-',
+            a >= pr->entry ? a - pr->entry : pr->entry - a,
+            callee == NULL ? "*indirect" : callee);
+        if (site == NULL)
+            return QP_ENOMEM;
+        if (has_except_table(prog->img))
+            why = "the program has exception tables: an exception thrown through the call "
+                  "would find no unwind information for its return address in the trampoline";
+        else if (in.len < JMP_LEN)
+            why = "the call is shorter than the 5-byte jump";
+        else if (in.kind == ARCH_KIND_CALL && in.target == a + in.len)
+            why = "a call to the next instruction reads its own return address";
+        else if (callee != NULL
+            && (strstr(callee, "setjmp") != NULL || strstr(callee, "vfork") != NULL
+                || strstr(callee, "getcontext") != NULL
+                || strstr(callee, "savectx") != NULL))
+            why = "the callee keeps its return address beyond the stack";
+        if (why != NULL) {
+            QP_CHECK(refuse_name(s, site, why));
+            continue;
+        }
+        memset(&pt, 0, sizeof(pt));
+        pt.kind = PT_CALL;
+        pt.proc = i;
+        pt.name = site;
+        pt.entry = a + s->bias;
+        pt.len = in.len;
+        pt.ninsns = 1;
+        memcpy(pt.orig, bytes + (a - bl->start), in.len);
+        QP_CHECK(add_row(s, site, i, 0, &row));
+        pt.row = row;
+        QP_CHECK(add_cand(s, &pt));
+    }
+    return 0;
+}
+
+int
+dyn_session_select_calls(dyn_session_t *s, const char *pattern, unsigned *nmatch /*OUT*/)
+{
+    unsigned k = 0;
+
+    if (s == NULL || pattern == NULL || s->installed)
+        return QP_EINVAL;
+    for (uint32_t i = 0; i < s->prog->nprocs; i++) {
+        const cfg_proc_t *pr = &s->prog->procs[i];
+        const char *name;
+        if ((pr->flags & CFG_PROC_FRAGMENT)
+            || (name = match_name(s->prog->img, pr, pattern)) == NULL)
+            continue;
+        k++;
+        if (s->chosen[i] & 2)
+            continue;
+        s->chosen[i] |= 2;
+        QP_CHECK(select_calls_of(s, i, name));
     }
     if (nmatch != NULL)
         *nmatch = k;
@@ -387,11 +856,12 @@ counters_local_free(dyn_session_t *s)
 static int
 counters_alloc(dyn_session_t *s, size_t n)
 {
-    size_t size = (n * 8 + 4095) & ~(size_t)4095;
+    size_t size = (n * 8 * ROW_WORDS + 4095) & ~(size_t)4095;
 
     s->ctr_size = size;
     s->last = calloc(n ? n : 1, sizeof(uint64_t));
-    if (s->last == NULL)
+    s->ticks = calloc(n ? n : 1, sizeof(uint64_t));
+    if (s->last == NULL || s->ticks == NULL)
         return QP_ENOMEM;
     if (counters_shared(s, size) == 0)
         return 0;
@@ -404,32 +874,80 @@ counters_alloc(dyn_session_t *s, size_t n)
  * Installing
  */
 
-/* Emit the trampoline of PT at address AT into OUT; returns its size or QP_E*. */
+/* Append the relocated instructions of PT (all, or all but the last) at AT + *K. */
 static int
-emit_tramp(const dyn_session_t *s, const point_t *pt, uint64_t at, uint64_t counter,
-    uint8_t *out, size_t cap)
+emit_moved(
+    const point_t *pt, unsigned ninsns, uint64_t at, uint8_t *out, size_t cap, size_t *k)
 {
-    size_t k = 0, off = 0;
+    size_t off = 0;
     int n;
 
+    for (unsigned i = 0; i < ninsns; i++) {
+        arch_insn_t in;
+        QP_CHECK(arch_decode(pt->orig + off, pt->len - off, pt->entry + off, &in));
+        QP_CHECK(n = arch_reloc_insn(
+                     pt->orig + off, &in, at + *k, in.target, 0, out + *k, cap - *k));
+        *k += (size_t)n;
+        off += in.len;
+    }
+    return (int)off;
+}
+
+/*
+ * Emit the trampoline of PT at address AT into OUT, with the row's words at WORDS;
+ * returns its size or QP_E*.
+ *  PT_ENTRY: [flags save] counter [timer start] [flags restore] moved code, jmp back.
+ *  PT_CALL:  counter, the call (its return address is the jmp back that follows: the
+ *            flags are dead before a call, which reads none and leaves them undefined).
+ *  PT_EXIT:  moved code but the ret, [flags save] timer stop [flags restore], the ret
+ *            (at a ret the flags are dead by the ABI, unless the procedure is not
+ *            known to be called by it).
+ */
+static int
+emit_tramp(const dyn_session_t *s, point_t *pt, uint64_t at, uint64_t words, uint8_t *out,
+    size_t cap)
+{
+    size_t k = 0;
+    int n, timed = s->rows[pt->row].timed;
+
+    if (pt->kind == PT_EXIT) {
+        size_t off;
+        QP_CHECK(n = emit_moved(pt, pt->ninsns - 1u, at, out, cap, &k));
+        off = (size_t)n;
+        if (pt->save_flags) {
+            QP_CHECK(n = arch_emit_flags_save(out + k, cap - k));
+            k += (size_t)n;
+        }
+        QP_CHECK(n = arch_emit_timer_stop(
+                     at + k, words + 8, words + 16, words + 24, out + k, cap - k));
+        k += (size_t)n;
+        if (pt->save_flags) {
+            QP_CHECK(n = arch_emit_flags_restore(out + k, cap - k));
+            k += (size_t)n;
+        }
+        if (cap - k < pt->len - off)
+            return QP_EINVAL;
+        memcpy(out + k, pt->orig + off, pt->len - off); /* ret: position-independent */
+        k += pt->len - off;
+        return (int)k;
+    }
     if (pt->save_flags) {
         QP_CHECK(n = arch_emit_flags_save(out + k, cap - k));
         k += (size_t)n;
     }
-    QP_CHECK(n = arch_emit_counter_inc(at + k, counter, s->atomic, out + k, cap - k));
+    QP_CHECK(n = arch_emit_counter_inc(at + k, words, s->atomic, out + k, cap - k));
     k += (size_t)n;
+    if (timed) {
+        QP_CHECK(
+            n = arch_emit_timer_start(at + k, words + 8, words + 16, out + k, cap - k));
+        k += (size_t)n;
+    }
     if (pt->save_flags) {
         QP_CHECK(n = arch_emit_flags_restore(out + k, cap - k));
         k += (size_t)n;
     }
-    for (unsigned i = 0; i < pt->ninsns; i++) {
-        arch_insn_t in;
-        QP_CHECK(arch_decode(pt->orig + off, pt->len - off, pt->entry + off, &in));
-        QP_CHECK(n = arch_reloc_insn(
-                     pt->orig + off, &in, at + k, in.target, 0, out + k, cap - k));
-        k += (size_t)n;
-        off += in.len;
-    }
+    QP_CHECK(emit_moved(pt, pt->ninsns, at, out, cap, &k));
+    pt->ret_at = at + k;
     QP_CHECK(n = arch_emit_jmp(at + k, pt->entry + pt->len, out + k, cap - k));
     k += (size_t)n;
     return (int)k;
@@ -492,14 +1010,65 @@ step_threads_out(dyn_session_t *s)
     free(ti);
 }
 
+/* The cycle counter the timers read (rdtsc), and CLOCK_MONOTONIC in ns. */
+static uint64_t
+cycles(void)
+{
+#if defined(__x86_64__)
+    uint32_t lo, hi;
+    __asm__ volatile("rdtsc" : "=a"(lo), "=d"(hi));
+    return ((uint64_t)hi << 32) | lo;
+#else
+    return 0;
+#endif
+}
+
+static uint64_t
+mono_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/*
+ * Emit the trampolines of every point of a good row into CODE (packed), filling
+ * pt->tramp. A point that cannot be emitted makes its row bad; then 1 (emit again).
+ */
+static int
+emit_all(dyn_session_t *s, uint8_t *code, int *again)
+{
+    uint64_t at = 0;
+
+    *again = 0;
+    for (size_t i = 0; i < s->npts; i++) {
+        point_t *pt = &s->pts[i];
+        int n;
+        if (s->rows[pt->row].bad)
+            continue;
+        n = emit_tramp(s, pt, s->code + at, s->ctr + 8 * ROW_WORDS * pt->row, code + at,
+            s->code_size - at);
+        if (n < 0) {
+            QP_CHECK(row_bad(s, pt->row,
+                pt->kind == PT_EXIT ? "the code before a ret cannot be relocated"
+                                    : "its instructions cannot be relocated to the "
+                                      "trampoline"));
+            *again = 1;
+            return 0;
+        }
+        pt->tramp = s->code + at;
+        at += (uint64_t)n;
+    }
+    return 0;
+}
+
 int
 dyn_session_install(dyn_session_t *s)
 {
-    uint64_t *w = NULL, lo = UINT64_MAX, hi = 0;
+    uint64_t *w = NULL, lo = UINT64_MAX, hi = 0, maxend = 0;
     size_t nw = 0, k = 0;
     uint8_t *code = NULL;
-    uint64_t at;
-    int rc;
+    int rc, again;
 
     if (s == NULL || s->installed || !dyn_proc_is_stopped(s->p))
         return QP_EINVAL;
@@ -507,31 +1076,39 @@ dyn_session_install(dyn_session_t *s)
     step_threads_out(s);
     QP_CHECK(thread_words(s, &w, &nw));
     s->pts = calloc(s->ncand ? s->ncand : 1, sizeof(*s->pts));
-    if (s->pts == NULL) {
+    s->good = calloc(s->nrows ? s->nrows : 1, sizeof(*s->good));
+    if (s->pts == NULL || s->good == NULL) {
         free(w);
         return QP_ENOMEM;
     }
+    /* A row goes in whole or not at all (a timer needs its entry and every exit). */
     for (size_t i = 0; i < s->ncand; i++) {
         point_t *pt = &s->cand[i];
         uint8_t mem[32];
-        if (any_in(w, nw, pt->entry + 1, pt->entry + pt->len)) {
-            QP_CHECK(refuse(s, pt->proc,
-                "a thread is inside its first bytes (pc or "
-                "signal frame): try again"));
-            continue;
+        const char *why = NULL;
+        if (pt->entry < maxend)
+            why = "its bytes overlap another point's";
+        else if (any_in(w, nw, pt->entry + 1, pt->entry + pt->len))
+            why = "a thread is inside the bytes to patch (pc or signal frame): try again";
+        else if (dyn_proc_read(s->p, pt->entry, mem, pt->len) < 0
+            || memcmp(mem, pt->orig, pt->len) != 0)
+            why = "its code in memory differs from the file (patched already?)";
+        if (pt->entry + pt->len > maxend)
+            maxend = pt->entry + pt->len;
+        if (why != NULL && (rc = row_bad(s, pt->row, why)) < 0) {
+            free(w);
+            return rc;
         }
-        if (dyn_proc_read(s->p, pt->entry, mem, pt->len) < 0
-            || memcmp(mem, pt->orig, pt->len) != 0) {
-            QP_CHECK(refuse(s, pt->proc,
-                "its code in memory differs from the file "
-                "(patched already?)"));
+    }
+    free(w);
+    for (size_t i = 0; i < s->ncand; i++) {
+        point_t *pt = &s->cand[i];
+        if (s->rows[pt->row].bad)
             continue;
-        }
         s->pts[k++] = *pt;
         lo = pt->entry < lo ? pt->entry : lo;
         hi = pt->entry + pt->len > hi ? pt->entry + pt->len : hi;
     }
-    free(w);
     s->npts = k;
     if (k == 0) {
         s->installed = 1;
@@ -542,36 +1119,34 @@ dyn_session_install(dyn_session_t *s)
         s->p, lo, hi, s->code_size, ED_PROT_R | ED_PROT_X, &s->code);
     if (rc < 0)
         return rc;
-    if ((rc = counters_alloc(s, k)) < 0)
+    if ((rc = counters_alloc(s, s->nrows)) < 0)
         goto fail;
     code = calloc(1, s->code_size);
     if (code == NULL) {
         rc = QP_ENOMEM;
         goto fail;
     }
-    /* Trampolines, packed; a point whose code cannot be relocated is refused. */
-    at = 0;
+    /* Trampolines, packed; a row with a point that cannot be relocated is refused. */
+    do {
+        if ((rc = emit_all(s, code, &again)) < 0)
+            goto fail;
+    } while (again);
     k = 0;
-    for (size_t i = 0; i < s->npts; i++) {
-        point_t *pt = &s->pts[i];
-        int n = emit_tramp(
-            s, pt, s->code + at, s->ctr + 8 * k, code + at, s->code_size - at);
-        if (n < 0) {
-            if ((rc = refuse(s, pt->proc,
-                     "its first instructions cannot be relocated "
-                     "to the trampoline"))
-                < 0)
-                goto fail;
-            continue;
-        }
-        pt->tramp = s->code + at;
-        at += (uint64_t)n;
-        s->pts[k++] = *pt;
-    }
+    for (size_t i = 0; i < s->npts; i++)
+        if (!s->rows[s->pts[i].row].bad)
+            s->pts[k++] = s->pts[i];
     s->npts = k;
+    s->ngood = 0;
+    for (size_t i = 0; i < s->npts; i++)
+        s->rows[s->pts[i].row].bad |= 2; /* has a point: reported */
+    for (size_t r = 0; r < s->nrows; r++)
+        if (s->rows[r].bad == 2) {
+            s->rows[r].bad = 0;
+            s->good[s->ngood++] = (uint32_t)r;
+        }
     if ((rc = dyn_proc_write(s->p, s->code, code, s->code_size)) < 0)
         goto fail;
-    /* The entries, last: until here the process is unchanged but for new memory. */
+    /* The patches, last: until here the process is unchanged but for new memory. */
     for (size_t i = 0; i < s->npts; i++) {
         point_t *pt = &s->pts[i];
         if ((rc = arch_emit_jmp(pt->entry, pt->tramp, pt->patch, sizeof(pt->patch))) < 0)
@@ -583,8 +1158,12 @@ dyn_session_install(dyn_session_t *s)
             s->npts = i;
             goto undo;
         }
+        if (pt->kind == PT_CALL)
+            s->has_calls = 1;
     }
     free(code);
+    s->tsc0 = cycles();
+    s->mono0 = mono_ns();
     s->installed = 1;
     return 0;
 undo:
@@ -599,6 +1178,8 @@ fail : {
     counters_local_free(s);
     s->code = s->ctr = 0;
     s->npts = 0;
+    s->ngood = 0;
+    s->has_calls = 0;
     errno = saved;
 }
     return rc;
@@ -607,17 +1188,26 @@ fail : {
 size_t
 dyn_session_npoints(const dyn_session_t *s)
 {
-    return s ? s->npts : 0;
+    return s ? s->ngood : 0;
 }
 
 const char *
 dyn_session_point(const dyn_session_t *s, size_t i, uint64_t *addr /*OUT*/)
 {
-    if (s == NULL || i >= s->npts)
+    const row_t *r;
+
+    if (s == NULL || i >= s->ngood)
         return NULL;
-    if (addr != NULL)
-        *addr = s->pts[i].entry;
-    return s->pts[i].name;
+    r = &s->rows[s->good[i]];
+    if (addr != NULL) {
+        *addr = 0;
+        for (size_t k = 0; k < s->npts; k++)
+            if (s->pts[k].row == s->good[i]) {
+                *addr = s->pts[k].entry;
+                break;
+            }
+    }
+    return r->name;
 }
 
 int
@@ -631,18 +1221,52 @@ dyn_session_sample(dyn_session_t *s, uint64_t *counts /*OUT*/)
 {
     int rc = 0;
 
-    if (s == NULL || (counts == NULL && s->npts != 0))
+    if (s == NULL || (counts == NULL && s->ngood != 0))
         return QP_EINVAL;
-    if (s->npts == 0)
+    if (s->ngood == 0)
         return 0;
     if (s->local != NULL) {
-        for (size_t i = 0; i < s->npts; i++)
-            s->last[i] = __atomic_load_n(&s->local[i], __ATOMIC_RELAXED);
+        for (size_t i = 0; i < s->ngood; i++) {
+            size_t w = (size_t)s->good[i] * ROW_WORDS;
+            s->last[i] = __atomic_load_n(&s->local[w], __ATOMIC_RELAXED);
+            s->ticks[i] = __atomic_load_n(&s->local[w + 3], __ATOMIC_RELAXED);
+        }
     } else if (s->ctr != 0 && s->installed) {
-        rc = dyn_proc_read(s->p, s->ctr, s->last, s->npts * 8);
+        uint64_t *all = malloc(s->nrows * 8 * ROW_WORDS);
+        if (all == NULL)
+            return QP_ENOMEM;
+        rc = dyn_proc_read(s->p, s->ctr, all, s->nrows * 8 * ROW_WORDS);
+        if (rc == 0)
+            for (size_t i = 0; i < s->ngood; i++) {
+                s->last[i] = all[(size_t)s->good[i] * ROW_WORDS];
+                s->ticks[i] = all[(size_t)s->good[i] * ROW_WORDS + 3];
+            }
+        free(all);
     }
-    memcpy(counts, s->last, s->npts * sizeof(*counts));
+    if (counts != s->last)
+        memcpy(counts, s->last, s->ngood * sizeof(*counts));
     return rc;
+}
+
+int
+dyn_session_wall_ns(dyn_session_t *s, int64_t *ns /*OUT*/)
+{
+    uint64_t t, m;
+    double per;
+
+    if (s == NULL || (ns == NULL && s->ngood != 0))
+        return QP_EINVAL;
+    /* Calibrate the cycle counter against CLOCK_MONOTONIC over the session (>= 20 ms). */
+    while ((m = mono_ns()) - s->mono0 < 20000000u) {
+        struct timespec ts = { 0, 5000000 };
+        nanosleep(&ts, NULL);
+    }
+    t = cycles();
+    per = t > s->tsc0 ? (double)(m - s->mono0) / (double)(t - s->tsc0) : 0.0;
+    for (size_t i = 0; i < s->ngood; i++)
+        ns[i]
+            = s->rows[s->good[i]].timed ? (int64_t)((double)s->ticks[i] * per + 0.5) : -1;
+    return 0;
 }
 
 /*****************************************************************************
@@ -689,19 +1313,35 @@ dyn_session_remove(dyn_session_t *s, int *leaked /*OUT*/)
         keep = 1;
     }
     free(ti);
-    /* A signal frame or return address pointing into the trampolines keeps them. */
-    if (!keep && thread_words(s, &w, &nw) == 0)
-        keep = any_in(w, nw, s->code, s->code + s->code_size);
-    else
+    /*
+     * A signal frame or return address pointing into the trampolines keeps them; the
+     * return address of a moved call only needs its jmp back (kept anyway), not the
+     * counters.
+     */
+    if (!keep && thread_words(s, &w, &nw) == 0) {
+        size_t i = cfg_u64_lower_bound(w, nw, s->code);
+        for (; i < nw && w[i] < s->code + s->code_size && !keep; i++) {
+            keep = 1;
+            for (size_t k = 0; k < s->npts && keep; k++)
+                if (s->pts[k].kind == PT_CALL && s->pts[k].ret_at == w[i])
+                    keep = 0;
+        }
+    } else {
         keep = 1;
+    }
     free(w);
     dyn_session_sample(s, s->last);
-    if (!keep) {
+    /*
+     * Call-site trampolines: a callee still running (on any stack, also one not scanned:
+     * a coroutine's, or an address saved in a jmp_buf) returns into its jmp back to the
+     * restored code, so that code stays mapped. Nothing there reads the counters.
+     */
+    if (!keep && !s->has_calls)
         dyn_space_free(s->p, s->code, s->code_size);
+    if (!keep)
         dyn_space_free(s->p, s->ctr, s->ctr_size);
-    } else if (leaked != NULL) {
-        *leaked = 1;
-    }
+    if (leaked != NULL)
+        *leaked = keep ? 1 : s->has_calls ? 2 : 0;
     s->installed = 0;
     return rc;
 }
@@ -729,6 +1369,13 @@ dyn_session_destroy(dyn_session_t *s)
         return;
     counters_local_free(s);
     free(s->last);
+    free(s->ticks);
+    free(s->good);
+    free(s->rows);
+    free(s->frags);
+    for (size_t i = 0; i < s->nstrs; i++)
+        free(s->strs[i]);
+    free(s->strs);
     free(s->pts);
     free(s->cand);
     free(s->ref);

@@ -1152,6 +1152,88 @@ START_TEST(test_emit_exec_counter_flags)
 }
 END_TEST
 
+/*
+ * Timers: the bytes decode as whole instructions with rip-relative operands on the three
+ * words; run, nested starts and stops add one interval, an unmatched stop is ignored, and
+ * %rax, %rdx and the red zone survive.
+ */
+START_TEST(test_emit_exec_timer)
+{
+    uint8_t *page, *p, *fn, *lone;
+    volatile uint64_t *w;
+    uint64_t depth, start, total, at, out[2];
+    int rc, k;
+
+    page = map_rwx(NULL, PAGE);
+    if (page == NULL) {
+        fprintf(stderr, "test_emit_exec_timer: no RWX mapping, skipped\n");
+        return;
+    }
+    w = (volatile uint64_t*)(page + 0xf00);
+    depth = (uint64_t)(uintptr_t)&w[0];
+    start = (uint64_t)(uintptr_t)&w[1];
+    total = (uint64_t)(uintptr_t)&w[2];
+
+    /* Out of reach and too small. */
+    ck_assert_int_eq(arch_emit_timer_start(depth + 3 * (uint64_t)GIB, depth, start, page,
+                         PAGE),
+        QP_ERANGE);
+    ck_assert_int_eq(arch_emit_timer_stop(0, depth, start, total, page, PAGE), QP_ERANGE);
+    ck_assert_int_eq(arch_emit_timer_start(depth, depth, start, page, 51), QP_EINVAL);
+    ck_assert_int_eq(arch_emit_timer_stop(depth, depth, start, total, page, 62), QP_EINVAL);
+
+    fn = p = page;
+    PUT(&p, "\x48\x89\xf8"); /* mov %rdi,%rax */
+    PUT(&p, "\x48\x89\x7c\x24\xf8"); /* mov %rdi,-0x8(%rsp): in the red zone */
+    for (k = 0; k < 4; k++) {
+        at = (uint64_t)(uintptr_t)p;
+        if (k < 2)
+            rc = arch_emit_timer_start(at, depth, start, p, 64);
+        else
+            rc = arch_emit_timer_stop(at, depth, start, total, p, 64);
+        ck_assert_int_eq(rc, k < 2 ? 52 : 63);
+        /* Whole instructions, and the first rip-relative one addresses DEPTH. */
+        for (int off = 0; off < rc;) {
+            arch_insn_t o;
+            ck_assert_int_eq(arch_decode(p + off, (size_t)(rc - off), at + (uint64_t)off, &o), 0);
+            if (o.flags & ARCH_F_RIPREL)
+                ck_assert(o.target == depth || o.target == start || o.target == total);
+            off += o.len;
+            ck_assert_int_le(off, rc);
+        }
+        p += rc;
+    }
+    PUT(&p, "\x4c\x8b\x4c\x24\xf8"); /* mov -0x8(%rsp),%r9 */
+    PUT(&p, "\x4c\x89\x0a"); /* mov %r9,(%rdx): %rdx must have survived */
+    PUT(&p, "\x48\x89\x42\x08"); /* mov %rax,0x8(%rdx) */
+    PUT(&p, "\xc3"); /* ret */
+
+    lone = p;
+    at = (uint64_t)(uintptr_t)p;
+    rc = arch_emit_timer_stop(at, depth, start, total, p, 64);
+    ck_assert_int_eq(rc, 63);
+    p += rc;
+    PUT(&p, "\xc3");
+
+    w[0] = w[1] = w[2] = 0;
+    as_fn3(fn)(12345, 0, out);
+    ck_assert_uint_eq(out[0], 12345);
+    ck_assert_uint_eq(out[1], 12345);
+    ck_assert_uint_eq(w[0], 0);
+    ck_assert_uint_ne(w[1], 0);
+    ck_assert_uint_gt(w[2], 0);
+    ck_assert_uint_lt(w[2], 1000000000ull); /* one short interval, not start's value */
+    total = w[2];
+    as_fn1(lone)(0); /* unmatched: ignored */
+    ck_assert_uint_eq(w[0], 0);
+    ck_assert_uint_eq(w[2], total);
+    as_fn3(fn)(7, 0, out);
+    ck_assert_uint_gt(w[2], total);
+    ck_assert_uint_eq(w[0], 0);
+    munmap(page, PAGE);
+}
+END_TEST
+
 /*****************************************************************************
  * The suite
  */
@@ -1183,6 +1265,7 @@ emit_suite(void)
     tc = tcase_create("exec");
     tcase_add_test(tc, test_emit_exec_relocated_fn);
     tcase_add_test(tc, test_emit_exec_counter_flags);
+    tcase_add_test(tc, test_emit_exec_timer);
     suite_add_tcase(s, tc);
     return s;
 }

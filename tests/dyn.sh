@@ -10,7 +10,14 @@
 #    of calls is made, detach: the count is exact, no mapping of ours is left, and the
 #    target's whole output equals an unattached run's;
 #  - 20 attach/detach cycles on a target whose threads call work() without pause: it
-#    finishes with every result correct.
+#    finishes with every result correct;
+#  - `--calls-from caller`: exact counts at caller's two direct call sites, the call
+#    through a register refused (or, if a compiler made it >= 5 bytes, exact too);
+#  - `--time rec --time napper` on `target sleep 10 20` (10 x 20 ms, each under 6 nested
+#    calls of rec): wall_ns in [150 ms, 1 s] for both, calls exact, and rec's time is not
+#    multiplied by its nesting;
+#  - attach with --time and --calls-from in the middle of those calls (the return address
+#    of a moved call is on the stack at removal): the target finishes correctly.
 # Skips (77) when this system does not allow ptrace. Exit status: 0 pass, 1 fail, 99 error.
 set -u
 : "${top_srcdir:=.}"
@@ -47,7 +54,7 @@ wait_for() {
 
 # Usage errors.
 for args in "" "frob" "attach" "attach x --count a" "attach 1" "run --count a" \
-    "run --count a --duration -1 -- true" "attach 1 --time work"; do
+    "run --count a --duration -1 -- true" "run --time" "run --calls-from"; do
     # shellcheck disable=SC2086
     "$DYN" $args >/dev/null 2>&1
     st=$?
@@ -83,6 +90,62 @@ grep -q "$(cat "$dir/plain.out")" "$dir/run.out" || bad "dyn run: the program's 
 st=$?
 { [ $st -eq 2 ] && grep -q '^usage: target' "$dir/status.err"; } ||
     bad "dyn run: exit status $st, expected the program's 2"
+
+# --calls-from: exact counts per call site.
+n=3001
+"$T" calls $n >"$dir/calls.plain" 2>&1
+"$DYN" run --calls-from caller -o "$dir/calls.csv" -- "$T" calls $n \
+    >"$dir/calls.out" 2>"$dir/calls.err"
+st=$?
+[ $st -eq 0 ] || bad "dyn run --calls-from: exit $st: $(cat "$dir/calls.err")"
+[ "$(head -n 1 "$dir/calls.csv")" = "name,calls,wall_ns" ] || bad "--calls-from: CSV header"
+grep -qx "caller+0x[0-9a-f]*->work,$n," "$dir/calls.csv" ||
+    bad "--calls-from: work: $(grep work "$dir/calls.csv"), expected $n"
+grep -qx "caller+0x[0-9a-f]*->other,$(((n + 2) / 3))," "$dir/calls.csv" ||
+    bad "--calls-from: other: $(grep other "$dir/calls.csv"), expected $(((n + 2) / 3))"
+grep -q 'caller+0x[0-9a-f]*->\*indirect: not instrumented: the call is shorter' \
+    "$dir/calls.err" || grep -qx "caller+0x[0-9a-f]*->\*indirect,$n," "$dir/calls.csv" ||
+    bad "--calls-from: the indirect call: $(grep indirect "$dir/calls.err" "$dir/calls.csv")"
+grep -q "$(cat "$dir/calls.plain")" "$dir/calls.out" || bad "--calls-from: the program's output differs"
+
+# --time: 10 x 20 ms in napper, each under rec(5): 6 nested calls of rec.
+"$DYN" run --time rec --time napper -o "$dir/time.csv" -- "$T" sleep 10 20 \
+    >"$dir/time.out" 2>"$dir/time.err"
+st=$?
+[ $st -eq 0 ] || bad "dyn run --time: exit $st: $(cat "$dir/time.err")"
+grep -qx 'sum=60' "$dir/time.out" || bad "--time: the program's output: $(cat "$dir/time.out")"
+# check_time NAME CALLS: the row has CALLS calls and wall_ns in [150 ms, 1 s].
+check_time() {
+    line=$(grep "^$1," "$dir/time.csv")
+    c=$(echo "$line" | cut -d, -f2)
+    w=$(echo "$line" | cut -d, -f3)
+    [ "$c" = "$2" ] || bad "--time: $1: $c calls, expected $2"
+    { [ -n "$w" ] && [ "$w" -ge 150000000 ] && [ "$w" -le 1000000000 ]; } ||
+        bad "--time: $1: wall_ns '$w', expected 150..1000 ms"
+}
+check_time napper 10
+check_time rec 60
+wn=$(grep '^napper,' "$dir/time.csv" | cut -d, -f3)
+wr=$(grep '^rec,' "$dir/time.csv" | cut -d, -f3)
+[ -n "$wn" ] && [ -n "$wr" ] && [ "$wr" -le $((wn * 3 / 2)) ] ||
+    bad "--time: rec ($wr ns) counted more than once per nesting (napper: $wn ns)"
+
+# Attach with timers and call sites while calls are under way, detach mid-call.
+"$T" sleep 40 25 >"$dir/sleep.out" 2>&1 &
+tpid=$!
+bg_pids="$tpid"
+sleep 0.2
+"$DYN" attach $tpid --time rec --calls-from rec --calls-from napper --duration 0.3 \
+    -o "$dir/sleep.csv" >/dev/null 2>"$dir/sleep.err" || bad "attach --time: $(cat "$dir/sleep.err")"
+grep -q '^rec,[1-9][0-9]*,[1-9]' "$dir/sleep.csv" || bad "attach --time: $(cat "$dir/sleep.csv")"
+grep -q '^rec+0x[0-9a-f]*->napper,[1-9]' "$dir/sleep.csv" || bad "attach --calls-from: $(cat "$dir/sleep.csv")"
+if grep -q 'qpt-dyn' "/proc/$tpid/maps" 2>/dev/null; then
+    bad "attach --time: counter memory left mapped after detach"
+fi
+wait $tpid
+st=$?
+{ [ $st -eq 0 ] && grep -qx 'sum=240' "$dir/sleep.out"; } ||
+    bad "attach --time: the target: exit $st, $(cat "$dir/sleep.out")"
 
 # Attach: a window with a known number of calls (2 threads x 1000 x 5 commands).
 printf '50\n1000\n1000\n1000\n1000\n1000\n7\n' >"$dir/serve.in"
@@ -144,5 +207,5 @@ grep -qx 'errors=0' "$dir/spin.out" || bad "spin: $(cat "$dir/spin.out")"
 grep -q '^work,[1-9]' "$dir/spin20.csv" || bad "spin: no calls counted in the last window"
 grep -q '^small,[1-9]' "$dir/spin20.csv" || bad "spin: small was not instrumented: $(grep small "$dir/spin.err")"
 
-[ $fail -eq 0 ] && echo "dyn: run, attach and 20 attach/detach cycles: counts exact, output unchanged"
+[ $fail -eq 0 ] && echo "dyn: run, attach, 20 attach/detach cycles, --calls-from, --time: counts exact, times in range, output unchanged"
 exit $fail

@@ -3,7 +3,8 @@
 
 /*
  * dyn: live instrumentation of a running process (dyn attach PID) or of a program started
- * stopped at its first instruction (dyn run -- COMMAND). Entry counters are patched in,
+ * stopped at its first instruction (dyn run -- COMMAND). Entry counters (with --time also
+ * timers at entry and exits, with --calls-from counters at call sites) are patched in,
  * sampled while the process runs, and taken out again; the process is left running.
  */
 #include "config.h"
@@ -25,6 +26,8 @@
 enum { EXIT_FAIL = 1, EXIT_USAGE = 2 };
 
 static const char *prog_name = "dyn";
+/* What a row of the tables is: "procedures", or "points" with call sites among them. */
+static const char *what = "procedures";
 static volatile sig_atomic_t stop_flag;
 
 static void
@@ -34,8 +37,9 @@ usage(FILE *f)
         "Usage: %s attach PID [OPTIONS]\n"
         "       %s run [OPTIONS] -- COMMAND [ARGS...]\n"
         "\n"
-        "Count calls of procedures of a live process: patch entry counters in, watch\n"
-        "them, take them out and leave the process running.\n"
+        "Count calls of procedures of a live process (and time them, or count their\n"
+        "call sites): patch counters in, watch them, take them out and leave the\n"
+        "process running.\n"
         "\n"
         "Options:\n"
         "  -c, --count=PATTERN    count calls of procedures matching the shell glob\n"
@@ -45,12 +49,17 @@ usage(FILE *f)
         "  -d, --duration=SEC     end the session after SEC seconds (fractions allowed;\n"
         "                         default: until Ctrl-C or the process ends)\n"
         "  -o, --output=FILE.csv  also write the final counts as CSV\n"
-        "                         (name,calls,wall_ns)\n"
+        "                         (name,calls,wall_ns; wall_ns empty when not timed)\n"
         "      --no-atomic        plain counter increments: faster, but calls made by\n"
         "                         threads at the same moment may be lost (default:\n"
         "                         locked increments, exact)\n"
-        "      --time=PATTERN     wall time inside procedures: not implemented yet\n"
-        "      --calls-from=FUNC  calls made by FUNC: not implemented yet\n"
+        "  -t, --time=PATTERN     also the wall time inside procedures matching PATTERN\n"
+        "                         (from the outermost call to its return: nested and\n"
+        "                         recursive calls count once; wall time only, not\n"
+        "                         CPU time; repeatable)\n"
+        "  -f, --calls-from=FUNC  count the calls made at each call site inside the\n"
+        "                         procedures matching FUNC (FUNC+0xOFF->callee;\n"
+        "                         repeatable)\n"
         "  -v, --verbose          list every procedure not patched and why\n"
         "  -h, --help             print this help and exit\n"
         "  -V, --version          print the version and exit\n"
@@ -121,9 +130,10 @@ fail_trace(int pid, const char *what, int rc)
  */
 
 typedef struct row {
-    const char *name; /* procedure */
+    const char *name; /* procedure or call site */
     uint64_t calls;   /* total */
     uint64_t rate;    /* in the last interval */
+    int64_t wall_ns;  /* time inside, -1 when not timed */
 } row_t;
 
 static int
@@ -138,8 +148,8 @@ row_cmp(const void *a, const void *b)
 }
 
 static row_t *
-rows_make(
-    const dyn_session_t *s, const uint64_t *now_c, const uint64_t *prev, int by_rate)
+rows_make(const dyn_session_t *s, const uint64_t *now_c, const uint64_t *prev,
+    const int64_t *ns, int by_rate)
 {
     size_t n = dyn_session_npoints(s);
     row_t *r = calloc(n ? n : 1, sizeof(*r));
@@ -149,6 +159,7 @@ rows_make(
         r[i].name = dyn_session_point(s, i, NULL);
         r[i].calls = now_c[i];
         r[i].rate = by_rate && prev ? now_c[i] - prev[i] : 0;
+        r[i].wall_ns = ns != NULL ? ns[i] : -1;
     }
     qsort(r, n, sizeof(*r), row_cmp);
     return r;
@@ -159,12 +170,12 @@ print_live(const dyn_session_t *s, int pid, const uint64_t *c, const uint64_t *p
     double dt, double t)
 {
     size_t n = dyn_session_npoints(s), shown = 0;
-    row_t *r = rows_make(s, c, prev, 1);
+    row_t *r = rows_make(s, c, prev, NULL, 1);
     if (r == NULL)
         return;
     if (isatty(STDOUT_FILENO))
         fputs("\033[H\033[J", stdout);
-    printf("dyn: pid %d  t=%.1fs  %zu procedures\n", pid, t, n);
+    printf("dyn: pid %d  t=%.1fs  %zu %s\n", pid, t, n, what);
     printf("%14s %16s  %s\n", "calls/s", "calls", "procedure");
     for (size_t i = 0; i < n && shown < 20; i++, shown++)
         printf("%14.0f %16llu  %s\n", dt > 0 ? (double)r[i].rate / dt : 0.0,
@@ -191,11 +202,16 @@ csv_name(FILE *f, const char *s)
 }
 
 static int
-report(const dyn_session_t *s, const uint64_t *c, double secs, const char *csv)
+report(const dyn_session_t *s, const uint64_t *c, const int64_t *ns, double secs,
+    const char *csv)
 {
     size_t n = dyn_session_npoints(s);
-    row_t *r = rows_make(s, c, NULL, 0);
+    row_t *r = rows_make(s, c, NULL, ns, 0);
+    int timed = 0;
     FILE *f;
+
+    for (size_t i = 0; i < n; i++)
+        timed |= r != NULL && r[i].wall_ns >= 0;
 
     if (r == NULL)
         return -1;
@@ -210,7 +226,10 @@ report(const dyn_session_t *s, const uint64_t *c, double secs, const char *csv)
         fprintf(f, "name,calls,wall_ns\n");
         for (size_t i = 0; i < n; i++) {
             csv_name(f, r[i].name);
-            fprintf(f, ",%llu,\n", (unsigned long long)r[i].calls);
+            fprintf(f, ",%llu,", (unsigned long long)r[i].calls);
+            if (r[i].wall_ns >= 0)
+                fprintf(f, "%lld", (long long)r[i].wall_ns);
+            fputc('\n', f);
         }
         if (fclose(f) != 0) {
             fprintf(stderr, "%s: %s: %s\n", prog_name, csv, strerror(errno));
@@ -218,10 +237,19 @@ report(const dyn_session_t *s, const uint64_t *c, double secs, const char *csv)
             return -1;
         }
     }
-    printf("dyn: %zu procedures, %.3f s\n", n, secs);
-    printf("%16s  %s\n", "calls", "procedure");
-    for (size_t i = 0; i < n; i++)
-        printf("%16llu  %s\n", (unsigned long long)r[i].calls, r[i].name);
+    printf("dyn: %zu %s, %.3f s\n", n, what, secs);
+    if (timed)
+        printf("%16s %14s  %s\n", "calls", "wall ms", "procedure");
+    else
+        printf("%16s  %s\n", "calls", "procedure");
+    for (size_t i = 0; i < n; i++) {
+        printf("%16llu", (unsigned long long)r[i].calls);
+        if (r[i].wall_ns >= 0)
+            printf(" %14.3f", (double)r[i].wall_ns * 1e-6);
+        else if (timed)
+            printf(" %14s", "");
+        printf("  %s\n", r[i].name);
+    }
     fflush(stdout);
     free(r);
     return 0;
@@ -234,6 +262,10 @@ report(const dyn_session_t *s, const uint64_t *c, double secs, const char *csv)
 typedef struct opts {
     const char **count; /* --count patterns */
     size_t ncount;
+    const char **time; /* --time patterns */
+    size_t ntime;
+    const char **calls; /* --calls-from patterns */
+    size_t ncalls;
     int all;         /* --all */
     double interval; /* --interval, 0 = none */
     double duration; /* --duration, 0 = until the end */
@@ -272,6 +304,25 @@ instrument(dyn_proc_t *p, const cfg_prog_t *prog, uint64_t bias, const opts_t *o
     }
     *out = s;
     dyn_session_set_atomic(s, !o->no_atomic);
+    /* Timers first: a procedure chosen by --count would be counted only. */
+    for (size_t i = 0; i < o->ntime; i++) {
+        unsigned nm = 0;
+        if ((rc = dyn_session_select_time(s, o->time[i], &nm)) < 0) {
+            fprintf(stderr, "%s: %s\n", prog_name, qp_strerror(rc));
+            return EXIT_FAIL;
+        }
+        if (nm == 0)
+            fprintf(stderr, "%s: no procedure matches '%s'\n", prog_name, o->time[i]);
+    }
+    for (size_t i = 0; i < o->ncalls; i++) {
+        unsigned nm = 0;
+        if ((rc = dyn_session_select_calls(s, o->calls[i], &nm)) < 0) {
+            fprintf(stderr, "%s: %s\n", prog_name, qp_strerror(rc));
+            return EXIT_FAIL;
+        }
+        if (nm == 0)
+            fprintf(stderr, "%s: no procedure matches '%s'\n", prog_name, o->calls[i]);
+    }
     for (size_t i = 0; i < o->ncount; i++) {
         unsigned nm = 0;
         if ((rc = dyn_session_select(s, o->count[i], 0, &nm)) < 0) {
@@ -307,9 +358,8 @@ instrument(dyn_proc_t *p, const cfg_prog_t *prog, uint64_t bias, const opts_t *o
         if (i < nref || o->verbose || !o->all)
             fprintf(stderr, "%s: %s: not instrumented: %s\n", prog_name, name, why);
     }
-    fprintf(stderr,
-        "%s: %d: %zu procedures instrumented, %zu refused, stopped %.1f ms%s\n",
-        prog_name, pid, dyn_session_npoints(s), dyn_session_nrefused(s),
+    fprintf(stderr, "%s: %d: %zu %s instrumented, %zu refused, stopped %.1f ms%s\n",
+        prog_name, pid, dyn_session_npoints(s), what, dyn_session_nrefused(s),
         (now() - t0) * 1e3, dyn_session_shared(s) ? "" : " (counters not shared)");
     if (dyn_session_npoints(s) == 0) {
         fprintf(stderr, "%s: nothing to measure\n", prog_name);
@@ -359,6 +409,7 @@ session(dyn_proc_t *p, const opts_t *o, int spawned, int *started /*OUT*/)
     cfg_prog_t *prog = NULL;
     dyn_session_t *s = NULL;
     uint64_t bias = 0, *c = NULL;
+    int64_t *ns = NULL;
     int pid = dyn_proc_pid(p), rc, ret = 0, ended = 0, status = 0, leaked = 0;
     double t0;
 
@@ -398,28 +449,36 @@ session(dyn_proc_t *p, const opts_t *o, int spawned, int *started /*OUT*/)
             if (rc < 0)
                 fprintf(stderr, "%s: %d: removing the instrumentation: %s\n", prog_name,
                     pid, qp_strerror(rc));
-            if (leaked)
+            if (leaked == 1)
                 fprintf(stderr,
                     "%s: %d: a thread may still be in a trampoline: its memory stays "
                     "mapped\n",
                     prog_name, pid);
+            else if (leaked == 2 && o->verbose)
+                fprintf(stderr,
+                    "%s: %d: call-site trampolines stay mapped (a callee may still "
+                    "return into them)\n",
+                    prog_name, pid);
         }
     }
     c = calloc(dyn_session_npoints(s) + 1, sizeof(*c));
-    if (c == NULL) {
+    ns = calloc(dyn_session_npoints(s) + 1, sizeof(*ns));
+    if (c == NULL || ns == NULL) {
         ret = EXIT_FAIL;
         goto out;
     }
     dyn_session_sample(s, c);
+    dyn_session_wall_ns(s, ns);
     if (ended && !dyn_session_shared(s))
         fprintf(stderr, "%s: %d: the process ended: counts are from the last sample\n",
             prog_name, pid);
-    if (report(s, c, now() - t0, o->csv) < 0 && ret == 0)
+    if (report(s, c, ns, now() - t0, o->csv) < 0 && ret == 0)
         ret = EXIT_FAIL;
     if (ret == 0 && ended && spawned)
         ret = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 out:
     free(c);
+    free(ns);
     if (s != NULL && dyn_proc_is_stopped(p)) {
         dyn_session_remove(s, NULL);
         dyn_proc_resume(p);
@@ -439,8 +498,8 @@ main(int argc, char **argv)
         { "interval", required_argument, NULL, 'i' },
         { "duration", required_argument, NULL, 'd' },
         { "output", required_argument, NULL, 'o' },
-        { "time", required_argument, NULL, 'T' },
-        { "calls-from", required_argument, NULL, 'F' },
+        { "time", required_argument, NULL, 't' },
+        { "calls-from", required_argument, NULL, 'f' },
         { "no-atomic", no_argument, NULL, 'N' },
         { "verbose", no_argument, NULL, 'v' },
         { "help", no_argument, NULL, 'h' },
@@ -468,7 +527,9 @@ main(int argc, char **argv)
     cmd = argv[1];
     run = strcmp(cmd, "run") == 0;
     o.count = calloc((size_t)argc, sizeof(*o.count));
-    if (o.count == NULL)
+    o.time = calloc((size_t)argc, sizeof(*o.time));
+    o.calls = calloc((size_t)argc, sizeof(*o.calls));
+    if (o.count == NULL || o.time == NULL || o.calls == NULL)
         return EXIT_FAIL;
     argv++;
     argc--;
@@ -488,7 +549,7 @@ main(int argc, char **argv)
         argv++;
         argc--;
     }
-    while ((opt = getopt_long(argc, argv, "+c:ai:d:o:vhV", lopts, NULL)) != -1) {
+    while ((opt = getopt_long(argc, argv, "+c:at:f:i:d:o:vhV", lopts, NULL)) != -1) {
         switch (opt) {
         case 'c': o.count[o.ncount++] = optarg; break;
         case 'a': o.all = 1; break;
@@ -503,18 +564,21 @@ main(int argc, char **argv)
         case 'o': o.csv = optarg; break;
         case 'v': o.verbose = 1; break;
         case 'N': o.no_atomic = 1; break;
-        case 'T':
-        case 'F':
-            fprintf(stderr, "%s: %s: not implemented yet (only --count and --all are)\n",
-                prog_name, opt == 'T' ? "--time" : "--calls-from");
-            return EXIT_USAGE;
+        case 't': o.time[o.ntime++] = optarg; break;
+        case 'f':
+            o.calls[o.ncalls++] = optarg;
+            what = "points";
+            break;
         case 'h': usage(stdout); return 0;
         case 'V': printf("dyn (%s) %s\n", PACKAGE_NAME, PACKAGE_VERSION); return 0;
         default: usage(stderr); return EXIT_USAGE;
         }
     }
-    if (o.ncount == 0 && !o.all) {
-        fprintf(stderr, "%s: say what to measure: --count PATTERN or --all\n", prog_name);
+    if (o.ncount == 0 && !o.all && o.ntime == 0 && o.ncalls == 0) {
+        fprintf(stderr,
+            "%s: say what to measure: --count PATTERN, --time PATTERN, --calls-from "
+            "FUNC or --all\n",
+            prog_name);
         return EXIT_USAGE;
     }
     if (run && optind >= argc) {
@@ -562,5 +626,7 @@ main(int argc, char **argv)
     }
     dyn_proc_destroy(p);
     free(o.count);
+    free(o.time);
+    free(o.calls);
     return ret;
 }

@@ -454,3 +454,80 @@ arch_emit_trap(uint8_t* out /*OUT*/, size_t cap)
     out[1] = 0x0b;
     return 2;
 }
+
+/*
+ * Patch the rel32 of an instruction ending at OUT + END (its 4 last bytes) so that it
+ * addresses TARGET from code at ADDR (OUT's runtime address). 0 or QP_ERANGE.
+ */
+static int
+x86_fix_rel32(uint8_t* out, uint64_t addr, size_t end, uint64_t target)
+{
+    int64_t d = x86_disp(addr + end, target);
+
+    if (!x86_fits32(d))
+        return QP_ERANGE;
+    x86_put32(out + end - 4, (uint32_t)d);
+    return 0;
+}
+
+int
+arch_emit_timer_start(uint64_t addr, uint64_t depth, uint64_t start, uint8_t* out /*OUT*/,
+    size_t cap)
+{
+    static const uint8_t seq[] = {
+        0x48, 0x8d, 0x64, 0x24, 0x80,             /*  0 lea -0x80(%rsp),%rsp */
+        0x50, 0x52,                               /*  5 push %rax; push %rdx */
+        0xb8, 0x01, 0x00, 0x00, 0x00,             /*  7 mov $1,%eax */
+        0xf0, 0x48, 0x0f, 0xc1, 0x05, 0, 0, 0, 0, /* 12 lock xadd %rax,DEPTH(%rip) */
+        0x48, 0x85, 0xc0,                         /* 21 test %rax,%rax */
+        0x75, 0x10,                               /* 24 jne 42 (depth was not 0) */
+        0x0f, 0x31,                               /* 26 rdtsc */
+        0x48, 0xc1, 0xe2, 0x20,                   /* 28 shl $32,%rdx */
+        0x48, 0x09, 0xd0,                         /* 32 or %rdx,%rax */
+        0x48, 0x89, 0x05, 0, 0, 0, 0,             /* 35 mov %rax,START(%rip) */
+        0x5a, 0x58,                               /* 42 pop %rdx; pop %rax */
+        0x48, 0x8d, 0xa4, 0x24, 0x80, 0, 0, 0,    /* 44 lea 0x80(%rsp),%rsp */
+    };
+    int rc;
+
+    if (out == NULL || cap < sizeof(seq))
+        return QP_EINVAL;
+    memcpy(out, seq, sizeof(seq));
+    if ((rc = x86_fix_rel32(out, addr, 21, depth)) < 0
+        || (rc = x86_fix_rel32(out, addr, 42, start)) < 0)
+        return rc;
+    return (int)sizeof(seq);
+}
+
+int
+arch_emit_timer_stop(uint64_t addr, uint64_t depth, uint64_t start, uint64_t total,
+    uint8_t* out /*OUT*/, size_t cap)
+{
+    static const uint8_t seq[] = {
+        0x48, 0x8d, 0x64, 0x24, 0x80,             /*  0 lea -0x80(%rsp),%rsp */
+        0x50, 0x52,                               /*  5 push %rax; push %rdx */
+        0x48, 0x8b, 0x05, 0, 0, 0, 0,             /*  7 mov DEPTH(%rip),%rax */
+        0x48, 0x85, 0xc0,                         /* 14 test %rax,%rax */
+        0x7e, 0x22,                               /* 17 jle 53 (no matching start) */
+        0xf0, 0x48, 0xff, 0x0d, 0, 0, 0, 0,       /* 19 lock decq DEPTH(%rip) */
+        0x75, 0x18,                               /* 27 jne 53 (still inside) */
+        0x0f, 0x31,                               /* 29 rdtsc */
+        0x48, 0xc1, 0xe2, 0x20,                   /* 31 shl $32,%rdx */
+        0x48, 0x09, 0xd0,                         /* 35 or %rdx,%rax */
+        0x48, 0x2b, 0x05, 0, 0, 0, 0,             /* 38 sub START(%rip),%rax */
+        0xf0, 0x48, 0x01, 0x05, 0, 0, 0, 0,       /* 45 lock add %rax,TOTAL(%rip) */
+        0x5a, 0x58,                               /* 53 pop %rdx; pop %rax */
+        0x48, 0x8d, 0xa4, 0x24, 0x80, 0, 0, 0,    /* 55 lea 0x80(%rsp),%rsp */
+    };
+    int rc;
+
+    if (out == NULL || cap < sizeof(seq))
+        return QP_EINVAL;
+    memcpy(out, seq, sizeof(seq));
+    if ((rc = x86_fix_rel32(out, addr, 14, depth)) < 0
+        || (rc = x86_fix_rel32(out, addr, 27, depth)) < 0
+        || (rc = x86_fix_rel32(out, addr, 45, start)) < 0
+        || (rc = x86_fix_rel32(out, addr, 53, total)) < 0)
+        return rc;
+    return (int)sizeof(seq);
+}

@@ -9,12 +9,17 @@
  *                          prints a checksum of everything
  *   target spin THREADS    prints "ready"; THREADS threads call work() and check every
  *                          result until end of input, then print "errors=E"
+ *   target calls N         caller() calls work() N times at one call site, other() (N+2)/3
+ *                          times at another, and small() through a function pointer
+ *   target sleep N MS      napper() sleeps MS milliseconds, N times, each time called
+ *                          through rec(5), which recurses 5 levels deep
  * Output never depends on timing, so a run under dyn must print what a plain run prints.
  */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #if defined(__GNUC__) && !defined(__clang__)
 #define NOIPA __attribute__((noinline, noipa))
@@ -48,6 +53,53 @@ NOIPA unsigned long
 small(unsigned long x)
 {
     return (x >> 1) ^ (x + 5);
+}
+
+/* Two call sites with known counts, and an indirect call (through a register). */
+static unsigned long (*volatile indirect)(unsigned long) = small;
+
+NOIPA unsigned long
+caller(long n);
+NOIPA unsigned long
+caller(long n)
+{
+    unsigned long s = 0;
+    for (long i = 0; i < n; i++) {
+        s += work((unsigned long)i);
+        if (i % 3 == 0)
+            s += other((unsigned long)i);
+        s += indirect((unsigned long)i);
+    }
+    return s;
+}
+
+/* Known wall time, nested and recursive. */
+static volatile unsigned long sink;
+
+NOIPA void
+napper(long ms);
+NOIPA void
+napper(long ms)
+{
+    struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
+    while (nanosleep(&ts, &ts) != 0)
+        ;
+    sink++;
+}
+
+NOIPA unsigned long
+rec(int depth, long ms);
+NOIPA unsigned long
+rec(int depth, long ms)
+{
+    unsigned long r;
+    if (depth == 0) {
+        napper(ms);
+        return 1;
+    }
+    r = rec(depth - 1, ms);
+    sink += r; /* not a tail call */
+    return r + 1;
 }
 
 /* work() computed another way, to check results under instrumentation. */
@@ -101,6 +153,17 @@ main(int argc, char **argv)
         printf("sum=%lu\n", sum);
         return 0;
     }
+    if (argc == 3 && strcmp(argv[1], "calls") == 0) {
+        printf("sum=%lu\n", caller(atol(argv[2])));
+        return 0;
+    }
+    if (argc == 4 && strcmp(argv[1], "sleep") == 0) {
+        long n = atol(argv[2]), ms = atol(argv[3]);
+        for (long i = 0; i < n; i++)
+            sum += rec(5, ms);
+        printf("sum=%lu\n", sum);
+        return 0;
+    }
     if (argc == 3 && (strcmp(argv[1], "serve") == 0 || strcmp(argv[1], "spin") == 0)) {
         int nt = atoi(argv[2]);
         pthread_t th[16];
@@ -135,6 +198,8 @@ main(int argc, char **argv)
         printf("sum=%lu\n", sum);
         return 0;
     }
-    fprintf(stderr, "usage: target count N | serve THREADS | spin THREADS\n");
+    fprintf(stderr,
+        "usage: target count N | serve THREADS | spin THREADS | calls N | "
+        "sleep N MS\n");
     return 2;
 }
