@@ -282,4 +282,29 @@ dyn_session_refusal(const dyn_session_t *s, size_t i, const char **why /*OUT*/);
 void
 dyn_session_destroy(dyn_session_t *s);
 
+/*****************************************************************************
+ * The live series as a time histogram (dyn_hist.c; seed 001, section 2.2)
+ */
+
+typedef struct dyn_hist {
+    size_t nseries;     /* one series per instrumented point */
+    size_t nbuckets;    /* fixed, even */
+    double width;       /* seconds per bucket: doubles whenever time runs past the end */
+    size_t used;        /* buckets up to the last sample */
+    double t0;          /* time of bucket 0's start */
+    uint64_t *v;        /* nseries x nbuckets: calls counted in each bucket */
+    uint64_t *last;     /* per series: the total at the previous sample */
+} dyn_hist_t;
+
+/* NBUCKETS (even, >= 2) buckets of WIDTH seconds from T0. 0, QP_EINVAL or QP_ENOMEM. */
+int dyn_hist_init(dyn_hist_t *h, size_t nseries, size_t nbuckets, double width, double t0);
+
+/* Add a sample at time T: TOTALS[s] is series s's running total. */
+void dyn_hist_add(dyn_hist_t *h, double t, const uint64_t *totals);
+
+/* Calls of SERIES in BUCKET. */
+uint64_t dyn_hist_get(const dyn_hist_t *h, size_t series, size_t bucket);
+
+void dyn_hist_free(dyn_hist_t *h);
+
 #endif

@@ -85,6 +85,13 @@ grep -qx "work,$n," "$dir/run.csv" || bad "dyn run: work: $(grep work "$dir/run.
 grep -qx "other,$(((n + 1) / 2))," "$dir/run.csv" ||
     bad "dyn run: other: $(grep other "$dir/run.csv"), expected $(((n + 1) / 2))"
 grep -q "$(cat "$dir/plain.out")" "$dir/run.out" || bad "dyn run: the program's output differs"
+# --histogram: the buckets of the time histogram add up to the total.
+n=2000000
+"$DYN" run --histogram --count work -- "$T" count $n >"$dir/hist.out" 2>"$dir/hist.err" ||
+    bad "dyn run --histogram: $(head -n 1 "$dir/hist.err")"
+sum=$(awk '/^calls over time/ { on = 1; next } on && /^ *[0-9.]+ +[0-9]+$/ { s += $2 } END { print s + 0 }' \
+    "$dir/hist.out")
+[ "$sum" = "$n" ] || bad "dyn run --histogram: buckets add up to $sum, expected $n"
 # The program's exit status comes through.
 "$DYN" run --count work -- "$T" frob >/dev/null 2>"$dir/status.err"
 st=$?

@@ -46,6 +46,8 @@ usage(FILE *f)
         "                         PATTERN (repeatable)\n"
         "  -a, --all              every procedure that can be patched safely\n"
         "  -i, --interval=SEC     print a live table every SEC seconds (rates, totals)\n"
+        "      --histogram        at the end, print the calls over time of the most called\n"
+        "                         points (32 buckets whose width doubles as needed)\n"
         "  -d, --duration=SEC     end the session after SEC seconds (fractions allowed;\n"
         "                         default: until Ctrl-C or the process ends)\n"
         "  -o, --output=FILE.csv  also write the final counts as CSV\n"
@@ -201,6 +203,43 @@ csv_name(FILE *f, const char *s)
     fputc('"', f);
 }
 
+/* Buckets of the time histogram (they merge in pairs when the session outlasts them). */
+#define HIST_BUCKETS 32
+/* Series shown in the histogram: the most called. */
+#define HIST_SERIES 6
+
+/* The calls over time of the most called points, one line per bucket used. */
+static void
+print_histogram(const dyn_session_t *s, const dyn_hist_t *h, const uint64_t *c)
+{
+    size_t n = dyn_session_npoints(s), top[HIST_SERIES], ntop = 0;
+    for (size_t k = 0; k < HIST_SERIES; k++) {
+        size_t best = n;
+        for (size_t i = 0; i < n; i++) {
+            int taken = 0;
+            for (size_t j = 0; j < ntop; j++)
+                taken |= top[j] == i;
+            if (!taken && c[i] > 0 && (best == n || c[i] > c[best]))
+                best = i;
+        }
+        if (best == n)
+            break;
+        top[ntop++] = best;
+    }
+    printf("\ncalls over time (%zu buckets of %.3f s; widths double as the session grows):\n",
+        h->used, h->width);
+    printf("%10s", "t/s");
+    for (size_t j = 0; j < ntop; j++)
+        printf(" %14.14s", dyn_session_point(s, top[j], NULL));
+    putchar('\n');
+    for (size_t b = 0; b < h->used; b++) {
+        printf("%10.2f", (double)b * h->width);
+        for (size_t j = 0; j < ntop; j++)
+            printf(" %14llu", (unsigned long long)dyn_hist_get(h, top[j], b));
+        putchar('\n');
+    }
+}
+
 static int
 report(const dyn_session_t *s, const uint64_t *c, const int64_t *ns, double secs,
     const char *csv)
@@ -271,6 +310,7 @@ typedef struct opts {
     double duration; /* --duration, 0 = until the end */
     const char *csv; /* -o */
     int verbose;     /* -v */
+    int histogram;   /* --histogram: print the calls over time at the end */
     int no_atomic;   /* --no-atomic */
 } opts_t;
 
@@ -370,11 +410,11 @@ instrument(dyn_proc_t *p, const cfg_prog_t *prog, uint64_t bias, const opts_t *o
 
 /* Watch until the duration, a signal or the end of the process. *ENDED, *STATUS. */
 static void
-watch(
-    dyn_proc_t *p, dyn_session_t *s, const opts_t *o, double t0, int *ended, int *status)
+watch(dyn_proc_t *p, dyn_session_t *s, const opts_t *o, double t0, dyn_hist_t *hist,
+    int *ended, int *status)
 {
     size_t n = dyn_session_npoints(s);
-    uint64_t *c = calloc(n, sizeof(*c)), *prev = calloc(n, sizeof(*prev));
+    uint64_t *c = calloc(n + 1, sizeof(*c)), *prev = calloc(n + 1, sizeof(*prev));
     double next = o->interval > 0 ? t0 + o->interval : 0, last = t0;
 
     *ended = 0;
@@ -382,6 +422,10 @@ watch(
         double t = now(), step = 0.05;
         if ((*ended = dyn_proc_ended(p, status)) != 0)
             break;
+        if (hist->v != NULL) { /* the series, every step: a read of shared memory */
+            dyn_session_sample(s, c);
+            dyn_hist_add(hist, t, c);
+        }
         if (o->duration > 0 && t >= t0 + o->duration)
             break;
         if (next > 0 && t >= next) {
@@ -412,6 +456,7 @@ session(dyn_proc_t *p, const opts_t *o, int spawned, int *started /*OUT*/)
     int64_t *ns = NULL;
     int pid = dyn_proc_pid(p), rc, ret = 0, ended = 0, status = 0, leaked = 0;
     double t0;
+    dyn_hist_t hist = { 0 };
 
     dyn_proc_exe_path(p, exe, sizeof(exe));
     if ((rc = cfg_image_open_bfd(exe, &img)) < 0) {
@@ -430,7 +475,11 @@ session(dyn_proc_t *p, const opts_t *o, int spawned, int *started /*OUT*/)
     if (ret != 0)
         goto out;
     t0 = now();
-    watch(p, s, o, t0, &ended, &status);
+    if (o->histogram && dyn_hist_init(&hist, dyn_session_npoints(s), HIST_BUCKETS, 0.05, t0) < 0) {
+        ret = EXIT_FAIL;
+        goto out;
+    }
+    watch(p, s, o, t0, &hist, &ended, &status);
     if (!ended) {
         if ((rc = dyn_proc_stop(p)) < 0) {
             if (dyn_proc_ended(p, &status) == 1) {
@@ -472,13 +521,18 @@ session(dyn_proc_t *p, const opts_t *o, int spawned, int *started /*OUT*/)
     if (ended && !dyn_session_shared(s))
         fprintf(stderr, "%s: %d: the process ended: counts are from the last sample\n",
             prog_name, pid);
+    if (hist.v != NULL)
+        dyn_hist_add(&hist, now(), c);
     if (report(s, c, ns, now() - t0, o->csv) < 0 && ret == 0)
         ret = EXIT_FAIL;
+    if (hist.v != NULL)
+        print_histogram(s, &hist, c);
     if (ret == 0 && ended && spawned)
         ret = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 out:
     free(c);
     free(ns);
+    dyn_hist_free(&hist);
     if (s != NULL && dyn_proc_is_stopped(p)) {
         dyn_session_remove(s, NULL);
         dyn_proc_resume(p);
@@ -502,6 +556,7 @@ main(int argc, char **argv)
         { "calls-from", required_argument, NULL, 'f' },
         { "no-atomic", no_argument, NULL, 'N' },
         { "verbose", no_argument, NULL, 'v' },
+        { "histogram", no_argument, NULL, 'H' },
         { "help", no_argument, NULL, 'h' },
         { "version", no_argument, NULL, 'V' },
         { NULL, 0, NULL, 0 },
@@ -563,6 +618,7 @@ main(int argc, char **argv)
             break;
         case 'o': o.csv = optarg; break;
         case 'v': o.verbose = 1; break;
+        case 'H': o.histogram = 1; break;
         case 'N': o.no_atomic = 1; break;
         case 't': o.time[o.ntime++] = optarg; break;
         case 'f':
