@@ -1846,6 +1846,38 @@ build_all(cfg_builder_t *b)
     return rc < 0 ? rc : 0;
 }
 
+/*
+ * A last consistency check: a call edge marked "never returns" must go to a procedure
+ * that the final analysis still says never returns. Rounds of discovery can revise a
+ * callee (its cold fragment and the return in it tied on later), and the code after such
+ * a call was then never traversed: moving the caller would let the call return into
+ * whatever follows it in the new layout. Such callers are unsafe, so they stay in place
+ * (seen in Debian's python3.11, built with hot/cold splitting).
+ */
+static void
+check_noreturn_calls(cfg_prog_t *prog)
+{
+    for (uint32_t k = 0; k < prog->nblocks; k++) {
+        const cfg_block_t *bl = &prog->blocks[k];
+        if (bl->last_kind != ARCH_KIND_CALL || bl->call_target == 0 || bl->nsucc == 0)
+            continue;
+        int noret = 0;
+        for (uint32_t e = 0; e < bl->nsucc; e++)
+            noret |= prog->edges[bl->succ + e].kind == CFG_EDGE_NORETURN;
+        if (!noret)
+            continue;
+        const cfg_proc_t *callee = cfg_proc_at(prog, bl->call_target);
+        if (callee == NULL || callee->entry != bl->call_target
+            || (callee->flags & CFG_PROC_NORETURN))
+            continue;
+        cfg_proc_t *caller = &prog->procs[bl->proc];
+        if ((caller->flags & CFG_PROC_FRAGMENT) && caller->parent != CFG_NONE)
+            caller = &prog->procs[caller->parent];
+        if (caller->unsafe == NULL)
+            caller->unsafe = "a call assumed never to return goes to a procedure that returns";
+    }
+}
+
 int
 cfg_prog_build(const cfg_image_t *img, const cfg_opts_t *opts, cfg_prog_t **out)
 {
@@ -1885,6 +1917,8 @@ cfg_prog_build(const cfg_image_t *img, const cfg_opts_t *opts, cfg_prog_t **out)
         rc = flatten(&b, prog);
     }
     dbg_phase("flattened", b.procs.n);
+    if (rc == 0)
+        check_noreturn_calls(prog);
     for (uint32_t i = 0; rc == 0 && i < prog->nprocs; i++)
         rc = cfg_loops_proc(prog, &prog->procs[i]);
     dbg_phase("loops", b.procs.n);

@@ -92,6 +92,25 @@ live_before(const arch_insn_t *in, uint8_t live)
     }
 }
 
+/*
+ * Flags live where an edge leaves the procedure. Returns and calls: none (the ABI leaves
+ * them undefined). A jump to another procedure's entry is a call too; but a jump into the
+ * middle of other code (a cold fragment analysed as a procedure of its own, an interior
+ * entry) may go to a conditional branch that tests flags set here: all live.
+ */
+static uint8_t
+leave_live(const cfg_prog_t *prog, const cfg_edge_t *ed)
+{
+    if (ed->kind != CFG_EDGE_TAILCALL && ed->kind != CFG_EDGE_UNRESOLVED)
+        return 0;
+    if (ed->kind == CFG_EDGE_TAILCALL && ed->target != 0) {
+        const cfg_proc_t *p = cfg_proc_at(prog, ed->target);
+        if (p != NULL && p->entry == ed->target && !(p->flags & CFG_PROC_FRAGMENT))
+            return 0;
+    }
+    return ARCH_FLAGS_STATUS;
+}
+
 /* Flags live after block B's last instruction, from its successors' live_in. */
 static uint8_t
 block_live_out(const drv_graph_t *g, uint32_t bi)
@@ -103,8 +122,8 @@ block_live_out(const drv_graph_t *g, uint32_t bi)
         const cfg_edge_t *ed = cfg_block_succ(prog, b, e);
         if (ed->to != CFG_NONE && ed->to >= g->first && ed->to < g->first + g->nblocks)
             live |= g->live_in[ed->to - g->first];
-        else if (ed->kind == CFG_EDGE_UNRESOLVED)
-            live |= ARCH_FLAGS_STATUS; /* unknown targets may read anything */
+        else
+            live |= leave_live(prog, ed);
     }
     return live;
 }
@@ -249,7 +268,9 @@ place_edge(drv_graph_t *g, const insns_t *l, drv_edge_t *ed)
         || (leaves && target != last->target && target >= b->end); /* maybe past padding */
     if (taken == fall)
         return; /* cannot tell which way it goes: no counter */
-    uint8_t live = ed->to == X ? 0 : g->live_in[ed->to];
+    if (getenv(taken ? "QPT_DEBUG_NO_TAKEN" : "QPT_DEBUG_NO_AFTER") != NULL)
+        return;
+    uint8_t live = ed->to == X ? leave_live(prog, &prog->edges[ed->cfg_edge]) : g->live_in[ed->to];
     ed->place = taken ? DRV_PLACE_TAKEN : DRV_PLACE_AFTER;
     ed->at = last->addr;
     ed->save_flags = (live & INC_FLAGS) != 0;

@@ -245,6 +245,56 @@ collect_jump_targets(ed_plan_t *plan)
     return 0;
 }
 
+/* Testing aid: QPT_LEAVE=name,name,... (or QPT_LEAVE=@FILE, one name a line) keeps those
+ * procedures in place, to find which procedure a misbehaving rewrite depends on. */
+static int
+name_in_list(const char *list, const char *name, char sep)
+{
+    size_t n = strlen(name);
+    for (const char *p = list; p != NULL && *p;) {
+        const char *e = strchr(p, sep);
+        size_t len = e ? (size_t)(e - p) : strlen(p);
+        if (len == n && strncmp(p, name, n) == 0)
+            return 1;
+        p = e ? e + 1 : NULL;
+    }
+    return 0;
+}
+
+static int
+leave_by_request(const char *name)
+{
+    static char *file_list; /* QPT_LEAVE=@FILE, read once */
+    const char *list = getenv("QPT_LEAVE");
+    if (list == NULL)
+        return 0;
+    if (list[0] != '@')
+        return name_in_list(list, name, ',');
+    if (file_list == NULL) {
+        FILE *f = fopen(list + 1, "r");
+        size_t cap = 1 << 16, n = 0;
+        file_list = calloc(1, cap);
+        while (f != NULL && file_list != NULL) {
+            if (n + 4096 >= cap) {
+                char *v = realloc(file_list, cap *= 2);
+                if (v == NULL)
+                    break;
+                file_list = v;
+            }
+            size_t got = fread(file_list + n, 1, cap - n - 1, f);
+            if (got == 0)
+                break;
+            n += got;
+            file_list[n] = '\0';
+        }
+        if (f != NULL)
+            fclose(f);
+        if (file_list == NULL)
+            return 0;
+    }
+    return name_in_list(file_list, name, '\n');
+}
+
 static int
 decide(ed_plan_t *plan)
 {
@@ -261,6 +311,10 @@ decide(ed_plan_t *plan)
         }
         if (p->flags & CFG_PROC_PLT) {
             *r = "PLT stub";
+            continue;
+        }
+        if (leave_by_request(p->name)) {
+            *r = "named in QPT_LEAVE";
             continue;
         }
         if (p->nblocks == 0 || prog->blocks[p->block].start != p->entry) {
@@ -930,8 +984,12 @@ emit_code(ed_plan_t *plan, const qp_space_ops_t *ops, void *space)
         uint64_t insn = s->new_ + s->pre;
         uint64_t target = 0;
         if (in.kind == ARCH_KIND_JMP || in.kind == ARCH_KIND_JCC || in.kind == ARCH_KIND_CALL)
-            target = in.target == s->old + in.len ? insn + s->len - stretch /* call next */
-                                                  : map_target(plan, in.target);
+            /* `call next` (reads its own return address) keeps going to the next
+             * relocated instruction; a jump to the next address goes where that code is
+             * (another procedure's, maybe not moved at all). */
+            target = in.kind == ARCH_KIND_CALL && in.target == s->old + in.len
+                ? insn + s->len - stretch
+                : map_target(plan, in.target);
         if (s->stub != NO_STUB)
             target = plan->stubs[s->stub].new_;
         uint8_t *out = buf + (s->new_ - plan->text);

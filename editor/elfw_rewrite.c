@@ -217,10 +217,18 @@ elfw_rewrite(const cfg_prog_t *prog, ed_plan_t *plan, const elfw_instr_t *instr,
             || !(pr->sources & CFG_SRC_SYMBOL))
             continue;
         uint64_t na = ed_plan_map(plan, pr->entry);
-        uint64_t ne = ed_plan_map(plan, pr->end > pr->entry ? pr->end - 1 : pr->entry);
         if (na == 0)
             continue;
-        syms[nsym++] = (elfw_symbol_t) { pr->name, na, ne > na ? ne - na + 1 : 1, text_region };
+        /* The new end of the main part: past its last instruction, or - when padding
+         * ends the extent - where the map puts its last byte (already an end then). */
+        uint64_t ne = ed_plan_map_end(plan, pr->end);
+        if (ne == 0 && pr->end > pr->entry) {
+            uint64_t last = pr->end - 1;
+            ne = ed_plan_map(plan, last);
+            if (ne != 0 && ed_plan_insn_new(plan, last, NULL) != 0)
+                ne++; /* a one-byte instruction ends the extent */
+        }
+        syms[nsym++] = (elfw_symbol_t) { pr->name, na, ne > na ? ne - na : 1, text_region };
     }
     elfw_request_t req = {
         .input = input, .output = output, .regions = regs, .nregions = nreg,
