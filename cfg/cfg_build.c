@@ -1857,24 +1857,34 @@ build_all(cfg_builder_t *b)
 static void
 check_noreturn_calls(cfg_prog_t *prog)
 {
-    for (uint32_t k = 0; k < prog->nblocks; k++) {
-        const cfg_block_t *bl = &prog->blocks[k];
-        if (bl->last_kind != ARCH_KIND_CALL || bl->call_target == 0 || bl->nsucc == 0)
-            continue;
-        int noret = 0;
-        for (uint32_t e = 0; e < bl->nsucc; e++)
-            noret |= prog->edges[bl->succ + e].kind == CFG_EDGE_NORETURN;
-        if (!noret)
-            continue;
-        const cfg_proc_t *callee = cfg_proc_at(prog, bl->call_target);
-        if (callee == NULL || callee->entry != bl->call_target
-            || (callee->flags & CFG_PROC_NORETURN))
-            continue;
-        cfg_proc_t *caller = &prog->procs[bl->proc];
-        if ((caller->flags & CFG_PROC_FRAGMENT) && caller->parent != CFG_NONE)
-            caller = &prog->procs[caller->parent];
-        if (caller->unsafe == NULL)
-            caller->unsafe = "a call assumed never to return goes to a procedure that returns";
+    /* To a fixpoint: a caller found this way may itself be marked "never returns" on the
+     * strength of that call, so its own callers' edges are suspect too. */
+    for (int changed = 1; changed;) {
+        changed = 0;
+        for (uint32_t k = 0; k < prog->nblocks; k++) {
+            const cfg_block_t *bl = &prog->blocks[k];
+            if (bl->last_kind != ARCH_KIND_CALL || bl->call_target == 0 || bl->nsucc == 0)
+                continue;
+            int noret = 0;
+            for (uint32_t e = 0; e < bl->nsucc; e++)
+                noret |= prog->edges[bl->succ + e].kind == CFG_EDGE_NORETURN;
+            if (!noret)
+                continue;
+            const cfg_proc_t *callee = cfg_proc_at(prog, bl->call_target);
+            if (callee == NULL || callee->entry != bl->call_target
+                || (callee->flags & CFG_PROC_NORETURN))
+                continue;
+            cfg_proc_t *caller = &prog->procs[bl->proc];
+            if ((caller->flags & CFG_PROC_FRAGMENT) && caller->parent != CFG_NONE)
+                caller = &prog->procs[caller->parent];
+            if (caller->unsafe == NULL)
+                caller->unsafe = "a call assumed never to return goes to a procedure that "
+                                 "returns";
+            if (caller->flags & CFG_PROC_NORETURN) {
+                caller->flags &= ~(uint32_t)CFG_PROC_NORETURN; /* it may return after all */
+                changed = 1;
+            }
+        }
     }
 }
 
