@@ -1,0 +1,47 @@
+#!/bin/sh
+# Copyright 2026 the qpt authors
+# SPDX-License-Identifier: MIT
+#
+# Real programs from Debian packages, rewritten with every driver, must behave exactly
+# like the originals: python3.11 (LTO + PGO build with hot/cold splitting: it exposed two
+# silent miscompilations the test corpus did not) running a script, and ls, bash.
+set -u
+. "${top_srcdir:-.}/tests/lib.sh"
+dir=$top_builddir/tests/real.d
+rm -rf "$dir"
+mkdir -p "$dir" || exit 99
+fail=0
+ran=0
+script='import json, re, collections
+words = collections.Counter(re.findall(r"[a-z]+", open("/etc/services").read().lower()))
+print(len(words), sum(words.values()), json.dumps(sorted(words.items())[:5]))'
+for prog in python3.11 ls bash; do
+    [ -x "/usr/bin/$prog" ] || continue # Debian's own, not a wrapper earlier in PATH
+    bin=$(readlink -f "/usr/bin/$prog")
+    case $prog in
+    python3.11) set -- -c "$script" ;;
+    ls) set -- -la /usr/share/doc ;;
+    bash) set -- -c 'for i in 1 2 3; do echo "$i $((i * i))"; done; type cd' ;;
+    esac
+    "$bin" "$@" >"$dir/$prog.out" 2>&1
+    echo $? >>"$dir/$prog.out"
+    for drv in none qp naive; do
+        inst=$dir/$prog.$drv
+        if ! "$QPT_REWRITE" --driver=$drv "$bin" -o "$inst" 2>"$inst.log"; then
+            echo "FAIL $prog --driver=$drv: $(head -n 1 "$inst.log")"
+            fail=1
+            continue
+        fi
+        QP_PROFILE=$inst.qp "$inst" "$@" >"$inst.out" 2>&1
+        echo $? >>"$inst.out"
+        if cmp -s "$dir/$prog.out" "$inst.out"; then
+            echo "ok $prog --driver=$drv: same output and status"
+        else
+            echo "FAIL $prog --driver=$drv: output differs (diff $dir/$prog.out $inst.out)"
+            fail=1
+        fi
+        ran=1
+    done
+done
+[ $ran -eq 1 ] || { echo "real.sh: SKIP: none of python3.11, ls, bash found"; exit 77; }
+exit $fail
