@@ -65,7 +65,7 @@ fi
 chmod 755 "$out"
 mkdir -p "$out/rw" "$out/w" "$out/res" "$out/keep"
 
-RUNAS= RUNAS_OWNER=
+RUNAS='' RUNAS_OWNER=''
 if [ "$(id -u)" = 0 ] && [ "${RUN_AS:-nobody}" != root ]; then
     RUNAS_OWNER=$(id -u "${RUN_AS:-nobody}"):$(id -g "${RUN_AS:-nobody}") || exit 2
     RUNAS="setpriv --reuid=${RUNAS_OWNER%:*} --regid=${RUNAS_OWNER#*:} --clear-groups"
@@ -135,7 +135,7 @@ run_prog() {
     local w=$1 bindir=$2 name=$3 arg=$4 tag=$5 ns=()
     [ $# -gt 5 ] && ns=(unshare -m --propagation private sh -c \
         'mount --bind "$1" "$2" || exit 125; shift 2; exec "$@"' sh "$6" "$7")
-    rm -rf "$w/home" "$w/tmp" "$w/cwd" && mkdir -p "$w/home" "$w/tmp" "$w/cwd"
+    rm -rf "${w:?}/home" "$w/tmp" "$w/cwd" && mkdir -p "$w/home" "$w/tmp" "$w/cwd"
     [ -n "$RUNAS" ] && chown "$RUNAS_OWNER" "$w/home" "$w/tmp" "$w/cwd"
     { (cd "$w/cwd" && timeout -k 2 "$TIMEOUT" "${ns[@]}" setsid $RUNAS env -i HOME="$w/home" \
         TMPDIR="$w/tmp" PATH="$bindir:/usr/local/bin:/usr/bin:/bin" LANG=C TERM=dumb \
@@ -154,7 +154,7 @@ NUMBERS='s/[0-9]+/N/g'
 ADDRESSES='s/(0x|\$)?[0-9a-fA-F]{6,16}\b/ADDR/g'
 export NUMBERS ADDRESSES
 run_one() {
-    local idx=$1 name=$2 id=$3 w=$out/w/$1 res arg note= f orig rw bindir
+    local idx=$1 name=$2 id=$3 w=$out/w/$1 res arg note='' f orig rw bindir
     res=$(cut -f 1 "$out/rw/$id.res")
     if [ "$res" = refused ]; then
         printf 'refused\t%s\t%s\n' "$name" "$(cut -f 2- "$out/rw/$id.res")" >"$out/res/$idx"
