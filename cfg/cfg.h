@@ -149,6 +149,16 @@ const uint8_t *cfg_image_ptr(const cfg_image_t *img, uint64_t addr, size_t *avai
 /* True when ADDR lies in an executable section. */
 int cfg_image_is_code(const cfg_image_t *img, uint64_t addr);
 
+/* The language runtime a program was built with, where it constrains code layout. */
+typedef enum cfg_runtime {
+    CFG_RUNTIME_C = 0, /* C, C++, Fortran, Rust...: code addresses only in code and data */
+    CFG_RUNTIME_GO,    /* Go: the runtime maps return addresses through .gopclntab */
+    CFG_RUNTIME_GHC,   /* GHC Haskell: info tables sit right before the code they describe */
+} cfg_runtime_t;
+
+/* Which runtime IMG was built with (section names, symbols, the GHC RTS's strings). */
+cfg_runtime_t cfg_image_runtime(const cfg_image_t *img);
+
 /*
  * The source file and line of the instruction at ADDR, from the DWARF line table
  * (cfg_bfd.c, through BFD's nearest-line lookup with a cache in front). *FILE is owned

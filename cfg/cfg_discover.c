@@ -173,7 +173,9 @@ new_proc(cfg_builder_t *b, uint64_t addr, uint64_t hint_end, uint32_t sources)
     bp.p.name = make_name(b, addr);
     if (bp.p.name == NULL)
         return QP_ENOMEM;
-    if (sources & CFG_SRC_PLT)
+    /* Also the unnamed halves of lazy-binding PLT entries (push n; jmp .plt). */
+    const cfg_section_t *sec = cfg_image_section_at(b->img, addr);
+    if ((sources & CFG_SRC_PLT) || (sec != NULL && strncmp(sec->name, ".plt", 4) == 0))
         bp.p.flags |= CFG_PROC_PLT;
     if (cfg_name_is_noreturn(bp.p.name)) {
         bp.p.flags |= CFG_PROC_NORETURN;

@@ -206,3 +206,38 @@ cfg_image_is_code(const cfg_image_t *img, uint64_t addr)
     const cfg_section_t *s = cfg_image_section_at(img, addr);
     return s != NULL && (s->flags & CFG_SEC_CODE);
 }
+
+/* memmem() is a GNU extension; this is all it takes here. */
+static int
+bytes_contain(const uint8_t *hay, size_t n, const char *needle)
+{
+    size_t k = strlen(needle);
+    for (size_t i = 0; k <= n && i <= n - k; i++)
+        if (hay[i] == (uint8_t)needle[0] && memcmp(hay + i, needle, k) == 0)
+            return 1;
+    return 0;
+}
+
+cfg_runtime_t
+cfg_image_runtime(const cfg_image_t *img)
+{
+    for (size_t i = 0; i < img->nsections; i++) {
+        const char *n = img->sections[i].name;
+        if (strcmp(n, ".gopclntab") == 0 || strcmp(n, ".go.buildinfo") == 0
+            || strcmp(n, ".note.go.buildid") == 0)
+            return CFG_RUNTIME_GO;
+    }
+    for (size_t i = 0; i < img->nsymbols; i++)
+        if (strcmp(img->symbols[i].name, "hs_main") == 0
+            || strcmp(img->symbols[i].name, "stg_returnToStackTop") == 0)
+            return CFG_RUNTIME_GHC;
+    /* Stripped GHC programs: the RTS's option parser is always linked in. */
+    for (size_t i = 0; i < img->nsections; i++) {
+        const cfg_section_t *s = &img->sections[i];
+        if (s->bytes != NULL && !(s->flags & (CFG_SEC_CODE | CFG_SEC_WRITE))
+            && strncmp(s->name, ".rodata", 7) == 0
+            && bytes_contain(s->bytes, s->size, "unknown RTS option: %s"))
+            return CFG_RUNTIME_GHC;
+    }
+    return CFG_RUNTIME_C;
+}

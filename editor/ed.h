@@ -254,6 +254,12 @@ typedef struct ed_patch {
     uint8_t *bytes;     /* new bytes, owned by the image */
 } ed_patch_t;
 
+/*
+ * Why IMG cannot be edited at all (its language runtime reads code addresses in ways
+ * the editor does not rewrite), as a phrase for an error message; NULL when it can.
+ */
+const char *ed_image_unsupported(const cfg_image_t *img);
+
 /* The ops of an ed_image_t, to pass with it as SPACE. */
 extern const qp_space_ops_t ed_image_ops;
 

@@ -184,3 +184,18 @@ ed_image_patches(ed_image_t *im, size_t *n)
     *n = im->npatches;
     return im->patches;
 }
+
+const char *
+ed_image_unsupported(const cfg_image_t *img)
+{
+    switch (cfg_image_runtime(img)) {
+    case CFG_RUNTIME_GO:
+        return "a Go program: its runtime finds functions by return address through "
+               ".gopclntab, which qpt does not rewrite (not supported)";
+    case CFG_RUNTIME_GHC:
+        return "a GHC (Haskell) program: its info tables sit right before the code they "
+               "describe, so that code cannot move (not supported)";
+    case CFG_RUNTIME_C: break;
+    }
+    return NULL;
+}

@@ -295,11 +295,56 @@ leave_by_request(const char *name)
     return name_in_list(file_list, name, '\n');
 }
 
+/*
+ * Bytes that decode but that nothing vouches for may be data in .text (a string behind
+ * a lea, as in BoringSSL's FIPS module): the entry redirect would overwrite them. A
+ * procedure is vouched for by a symbol, an FDE, a direct call, the ELF entry or
+ * init/fini tables, or by a tail call from a procedure that is itself vouched for;
+ * a taken address or unreached bytes that decode are not enough.
+ */
+static uint8_t *
+vouched_procs(const cfg_prog_t *prog)
+{
+    const uint32_t weak = CFG_SRC_GAP | CFG_SRC_ADDR | CFG_SRC_TAILCALL;
+    uint8_t *v = calloc(prog->nprocs + 1, 1);
+    uint32_t *work = malloc((prog->nprocs + 1) * sizeof(uint32_t));
+    size_t n = 0;
+    if (v == NULL || work == NULL) {
+        free(v);
+        free(work);
+        return NULL;
+    }
+    for (uint32_t i = 0; i < prog->nprocs; i++)
+        if ((prog->procs[i].sources & ~weak) || (prog->procs[i].flags & CFG_PROC_FRAGMENT)) {
+            v[i] = 1;
+            work[n++] = i;
+        }
+    while (n > 0) {
+        const cfg_proc_t *p = &prog->procs[work[--n]];
+        for (uint32_t b = p->block; b < p->block + p->nblocks; b++)
+            for (uint32_t e = 0; e < prog->blocks[b].nsucc; e++) {
+                const cfg_edge_t *ed = cfg_block_succ(prog, &prog->blocks[b], e);
+                if (ed->kind != CFG_EDGE_TAILCALL || ed->target == 0)
+                    continue;
+                const cfg_proc_t *t = cfg_proc_at(prog, ed->target);
+                if (t == NULL || t->entry != ed->target || v[t - prog->procs])
+                    continue;
+                v[t - prog->procs] = 1;
+                work[n++] = (uint32_t)(t - prog->procs);
+            }
+    }
+    free(work);
+    return v;
+}
+
 static int
 decide(ed_plan_t *plan)
 {
     const cfg_prog_t *prog = plan->prog;
     QP_CHECK(collect_jump_targets(plan));
+    uint8_t *vouched = vouched_procs(prog);
+    if (vouched == NULL)
+        return QP_ENOMEM;
     for (uint32_t i = 0; i < prog->nprocs; i++) {
         const cfg_proc_t *p = &prog->procs[i];
         const char **r = &plan->reason[i];
@@ -311,6 +356,10 @@ decide(ed_plan_t *plan)
         }
         if (p->flags & CFG_PROC_PLT) {
             *r = "PLT stub";
+            continue;
+        }
+        if (!vouched[i]) {
+            *r = "found only as unreached bytes, a taken address or a jump target: may be data";
             continue;
         }
         if (leave_by_request(p->name)) {
@@ -333,7 +382,11 @@ decide(ed_plan_t *plan)
         uint64_t *pads;
         size_t npads;
         uint32_t nind;
-        QP_CHECK(collect_pads(prog, plan->xt, plan->nxt, i, &pads, &npads, &nind));
+        int prc = collect_pads(prog, plan->xt, plan->nxt, i, &pads, &npads, &nind);
+        if (prc < 0) {
+            free(vouched);
+            return prc;
+        }
         for (size_t k = 0; k < npads && *r == NULL; k++) {
             uint64_t room = k + 1 < npads ? pads[k + 1] : extent_end(prog, i, pads[k]);
             uint64_t lim = extent_end(prog, i, pads[k]);
@@ -344,6 +397,7 @@ decide(ed_plan_t *plan)
         }
         free(pads);
     }
+    free(vouched);
     /* Landing pads are entered by the unwinder only: each must start a block of its
      * procedure, or the procedure stays (its new LSDA could not name it). */
     int rc = ed_unwind_landing_pads(prog->img, check_landing_pad, plan);

@@ -464,6 +464,12 @@ session(dyn_proc_t *p, const opts_t *o, int spawned, int *started /*OUT*/)
         ret = EXIT_FAIL;
         goto out;
     }
+    const char *unsupported = ed_image_unsupported(img);
+    if (unsupported != NULL) {
+        fprintf(stderr, "%s: %d: %s\n", prog_name, pid, unsupported);
+        ret = EXIT_FAIL;
+        goto out;
+    }
     if ((rc = cfg_prog_build(img, NULL, &prog)) < 0
         || (rc = dyn_proc_load_bias(p, img->entry, &bias)) < 0) {
         fail_trace(pid, "cannot analyse its executable", rc);

@@ -252,6 +252,12 @@ main(int argc, char **argv)
     int rc = cfg_image_open_bfd(input, &img);
     if (rc < 0)
         return fail_input(input, rc);
+    const char *unsupported = dump == DUMP_NONE ? ed_image_unsupported(img) : NULL;
+    if (unsupported != NULL) {
+        fprintf(stderr, "%s: %s: %s\n", prog_name, input, unsupported);
+        cfg_image_destroy(img);
+        return EXIT_INPUT;
+    }
     cfg_prog_t *prog = NULL;
     show_progress = dump == DUMP_NONE && isatty(STDERR_FILENO) && !verbose;
     progress("analysing");
