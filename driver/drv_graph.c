@@ -268,8 +268,6 @@ place_edge(drv_graph_t *g, const insns_t *l, drv_edge_t *ed)
         || (leaves && target != last->target && target >= b->end); /* maybe past padding */
     if (taken == fall)
         return; /* cannot tell which way it goes: no counter */
-    if (getenv(taken ? "QPT_DEBUG_NO_TAKEN" : "QPT_DEBUG_NO_AFTER") != NULL)
-        return;
     uint8_t live = ed->to == X ? leave_live(prog, &prog->edges[ed->cfg_edge]) : g->live_in[ed->to];
     ed->place = taken ? DRV_PLACE_TAKEN : DRV_PLACE_AFTER;
     ed->at = last->addr;
