@@ -601,22 +601,6 @@ dyn_session_select_time(dyn_session_t *s, const char *pattern, unsigned *nmatch 
  * Call sites: each call instruction of at least 5 bytes
  */
 
-/* The name of the procedure entered at ADDR (link address), or NULL. */
-static const char *
-proc_at(const cfg_prog_t *prog, uint64_t addr)
-{
-    size_t lo = 0, hi = prog->nprocs;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (prog->procs[mid].entry < addr)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo < prog->nprocs && prog->procs[lo].entry == addr ? prog->procs[lo].name
-                                                              : NULL;
-}
-
 /* The call sites of procedure I (chosen by NAME): rows and candidates, or refusals. */
 /* Does the program carry C++-style exception tables (.gcc_except_table)? */
 static int
@@ -670,7 +654,8 @@ select_calls_of(dyn_session_t *s, uint32_t i, const char *name)
         a -= in.len; /* the call */
         callee = NULL;
         if (in.kind == ARCH_KIND_CALL) {
-            callee = proc_at(prog, in.target);
+            const cfg_proc_t *c = cfg_proc_at(prog, in.target);
+            callee = c != NULL && c->entry == in.target ? c->name : NULL;
             if (callee == NULL) {
                 snprintf(buf, sizeof(buf), "0x%llx", (unsigned long long)in.target);
                 callee = buf;

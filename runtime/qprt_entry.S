@@ -5,11 +5,8 @@
  * code may rely on any register the kernel or the dynamic linker set (rdx holds the
  * dynamic linker's fini function), and exit snippets run in the middle of a procedure.
  */
-    .section .qprt.start,"ax"
-    .globl qprt_start
-    .hidden qprt_start
-qprt_start:
-    sub     $8, %rsp            /* slot for the address to continue at */
+/* The flags and the 15 general registers: 128 bytes, %r15 at the lowest address. */
+    .macro SAVE_ALL
     pushfq
     push    %rax
     push    %rbx
@@ -26,12 +23,8 @@ qprt_start:
     push    %r13
     push    %r14
     push    %r15
-    lea     136(%rsp), %rdi     /* the initial stack: argc, argv, envp, auxv */
-    mov     %rsp, %rbx
-    and     $-16, %rsp
-    call    qprt_init           /* returns the original entry's runtime address */
-    mov     %rbx, %rsp
-    mov     %rax, 128(%rsp)
+    .endm
+    .macro RESTORE_ALL
     pop     %r15
     pop     %r14
     pop     %r13
@@ -48,6 +41,21 @@ qprt_start:
     pop     %rbx
     pop     %rax
     popfq
+    .endm
+
+    .section .qprt.start,"ax"
+    .globl qprt_start
+    .hidden qprt_start
+qprt_start:
+    sub     $8, %rsp            /* slot for the address to continue at */
+    SAVE_ALL
+    lea     136(%rsp), %rdi     /* the initial stack: argc, argv, envp, auxv */
+    mov     %rsp, %rbx
+    and     $-16, %rsp
+    call    qprt_init           /* returns the original entry's runtime address */
+    mov     %rbx, %rsp
+    mov     %rax, 128(%rsp)
+    RESTORE_ALL
     ret                         /* to the original entry, %rsp as the kernel left it */
 
     .section .qprt.hook,"ax"
@@ -55,42 +63,12 @@ qprt_start:
     .hidden qprt_exit_hook
 /* Called by `lea -128(%rsp),%rsp; call qprt_exit_hook; lea 128(%rsp),%rsp`. */
 qprt_exit_hook:
-    pushfq
-    push    %rax
-    push    %rbx
-    push    %rcx
-    push    %rdx
-    push    %rsi
-    push    %rdi
-    push    %rbp
-    push    %r8
-    push    %r9
-    push    %r10
-    push    %r11
-    push    %r12
-    push    %r13
-    push    %r14
-    push    %r15
+    SAVE_ALL
     mov     %rsp, %rdi          /* the saved registers, r15 first */
     mov     %rsp, %rbx
     and     $-16, %rsp
     call    qprt_exit_dump
     mov     %rbx, %rsp
-    pop     %r15
-    pop     %r14
-    pop     %r13
-    pop     %r12
-    pop     %r11
-    pop     %r10
-    pop     %r9
-    pop     %r8
-    pop     %rbp
-    pop     %rdi
-    pop     %rsi
-    pop     %rdx
-    pop     %rcx
-    pop     %rbx
-    pop     %rax
-    popfq
+    RESTORE_ALL
     ret
     .section .note.GNU-stack,"",@progbits
