@@ -87,6 +87,9 @@ now(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
+/* When main began: attach time counts from here (reading and analysing included). */
+static double t_started;
+
 static void
 sleep_s(double s)
 {
@@ -398,9 +401,11 @@ instrument(dyn_proc_t *p, const cfg_prog_t *prog, uint64_t bias, const opts_t *o
         if (i < nref || o->verbose || !o->all)
             fprintf(stderr, "%s: %s: not instrumented: %s\n", prog_name, name, why);
     }
-    fprintf(stderr, "%s: %d: %zu %s instrumented, %zu refused, stopped %.1f ms%s\n",
-        prog_name, pid, dyn_session_npoints(s), what, dyn_session_nrefused(s),
-        (now() - t0) * 1e3, dyn_session_shared(s) ? "" : " (counters not shared)");
+    double t1 = now();
+    fprintf(stderr, "%s: %d: %zu %s instrumented, %zu refused, stopped %.1f ms, %.2f s after "
+        "dyn started%s\n", prog_name, pid, dyn_session_npoints(s), what,
+        dyn_session_nrefused(s), (t1 - t0) * 1e3, t1 - t_started,
+        dyn_session_shared(s) ? "" : " (counters not shared)");
     if (dyn_session_npoints(s) == 0) {
         fprintf(stderr, "%s: nothing to measure\n", prog_name);
         return EXIT_FAIL;
@@ -567,6 +572,7 @@ main(int argc, char **argv)
         { "version", no_argument, NULL, 'V' },
         { NULL, 0, NULL, 0 },
     };
+    t_started = now();
     opts_t o = { 0 };
     struct sigaction sa;
     dyn_proc_t *p = NULL;
