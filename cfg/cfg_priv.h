@@ -111,6 +111,7 @@ typedef struct cfg_image_priv {
     uint8_t *bytes;                             /* copied bytes (cfg_image_from_bytes) */
     uint64_t *sec_order;                        /* loaded sections sorted by vma (indices) */
     size_t nsec_order;
+    struct cfg_dcache *dcache;                  /* decoded instructions (cfg_image_decode) */
 } cfg_image_priv_t;
 
 /* Keep a copy of S in the image; returns the copy or NULL on ENOMEM. */
@@ -158,7 +159,6 @@ typedef struct cfg_builder {
     cfg_u64_vec_t rejected;           /* gap starts that proved not to be code */
     cfg_u64_vec_t landing_pads;       /* exception landing pads (from LSDAs), sorted */
     CFG_VEC(char *) strings;          /* names made up here (handed to the program) */
-    const cfg_section_t *sec;         /* decode cache: the section used last */
 } cfg_builder_t;
 
 /* Collect the procedure entries of the image into B->procs with their extents. */

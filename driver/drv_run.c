@@ -140,9 +140,7 @@ cross_targets(const cfg_prog_t *prog, uint64_t **out, size_t *n)
 static int
 decode_at(const cfg_prog_t *prog, uint64_t addr, arch_insn_t *in)
 {
-    size_t avail;
-    const uint8_t *bytes = cfg_image_ptr(prog->img, addr, &avail);
-    return bytes != NULL ? arch_decode(bytes, avail, addr, in) : QP_EDECODE;
+    return cfg_image_decode(prog->img, addr, 0, in);
 }
 
 /* Does procedure P make a system call (ends the process itself, like _exit)? */

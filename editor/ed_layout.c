@@ -650,10 +650,9 @@ collect_slots(ed_plan_t *plan)
             const cfg_block_t *b = &prog->blocks[order[k]];
             plan->stats.bytes_old += b->end - b->start;
             for (uint64_t a = b->start; a < b->end;) {
-                size_t avail;
-                const uint8_t *bytes = cfg_image_ptr(prog->img, a, &avail);
+                const uint8_t *bytes = cfg_image_ptr(prog->img, a, NULL);
                 arch_insn_t in;
-                if (bytes == NULL || arch_decode(bytes, avail, a, &in) < 0) {
+                if (bytes == NULL || cfg_image_decode(prog->img, a, 0, &in) < 0) {
                     rc = QP_EDECODE;
                     break;
                 }
@@ -824,10 +823,9 @@ layout(ed_plan_t *plan)
         ed_slot_t *s = &plan->lay[i];
         if (!(s->flags & SLOT_BRANCH) || s->stub != NO_STUB)
             continue; /* only direct branches have a short form; decode nothing else */
-        size_t avail;
-        const uint8_t *bytes = cfg_image_ptr(plan->prog->img, s->old, &avail);
+        const uint8_t *bytes = cfg_image_ptr(plan->prog->img, s->old, NULL);
         arch_insn_t in;
-        if (bytes == NULL || arch_decode(bytes, avail, s->old, &in) < 0)
+        if (bytes == NULL || cfg_image_decode(plan->prog->img, s->old, 0, &in) < 0)
             return QP_EDECODE;
         if ((in.kind != ARCH_KIND_JMP && in.kind != ARCH_KIND_JCC) || s->stub != NO_STUB)
             continue;
@@ -1028,10 +1026,9 @@ emit_code(ed_plan_t *plan, const qp_space_ops_t *ops, void *space)
     int stretch = plan->opts.stretch ? 1 : 0;
     for (size_t i = 0; i < plan->nslots && rc == 0; i++) {
         const ed_slot_t *s = &plan->lay[i];
-        size_t avail;
-        const uint8_t *bytes = cfg_image_ptr(prog->img, s->old, &avail);
+        const uint8_t *bytes = cfg_image_ptr(prog->img, s->old, NULL);
         arch_insn_t in;
-        if (bytes == NULL || arch_decode(bytes, avail, s->old, &in) < 0) {
+        if (bytes == NULL || cfg_image_decode(prog->img, s->old, 0, &in) < 0) {
             rc = QP_EDECODE;
             break;
         }
@@ -1080,10 +1077,8 @@ emit_code(ed_plan_t *plan, const qp_space_ops_t *ops, void *space)
     /* Taken-edge stubs: the snippets, then a jmp to where the branch used to go. */
     for (size_t i = 0; i < plan->nstubs && rc == 0; i++) {
         const ed_stub_t *st = &plan->stubs[i];
-        size_t avail;
-        const uint8_t *bytes = cfg_image_ptr(prog->img, st->jcc, &avail);
         arch_insn_t in;
-        if (bytes == NULL || arch_decode(bytes, avail, st->jcc, &in) < 0) {
+        if (cfg_image_decode(prog->img, st->jcc, 0, &in) < 0) {
             rc = QP_EDECODE;
             break;
         }
