@@ -157,6 +157,10 @@ const uint8_t *cfg_image_ptr(const cfg_image_t *img, uint64_t addr, size_t *avai
 int cfg_image_decode(const cfg_image_t *img, uint64_t addr, uint64_t limit,
                      arch_insn_t *out /*OUT*/);
 
+/* Free what cfg_image_decode keeps, when the code is not going to be decoded again
+ * (cfg_image_decode still works, decoding anew). */
+void cfg_image_decode_done(const cfg_image_t *img);
+
 /* True when ADDR lies in an executable section. */
 int cfg_image_is_code(const cfg_image_t *img, uint64_t addr);
 

@@ -161,6 +161,13 @@ cfg_image_decode(const cfg_image_t *img, uint64_t addr, uint64_t limit, arch_ins
 }
 
 void
+cfg_image_decode_done(const cfg_image_t *img)
+{
+    if (img != NULL)
+        dcache_free(img->priv, img->nsections);
+}
+
+void
 cfg_image_destroy(cfg_image_t *img)
 {
     if (img == NULL)

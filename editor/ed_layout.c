@@ -612,7 +612,16 @@ static int
 collect_slots(ed_plan_t *plan)
 {
     const cfg_prog_t *prog = plan->prog;
+    /* Sized once from the blocks' instruction counts: doubling a vector of millions of
+     * slots copies it and leaves the old copies' memory behind. */
     size_t cap = 1024, n = 0;
+    for (uint32_t pi = 0; pi < prog->nprocs; pi++) {
+        const cfg_proc_t *p = &prog->procs[pi];
+        if (plan->reason[pi] != NULL || (p->flags & CFG_PROC_FRAGMENT))
+            continue;
+        for (uint32_t k = 0; k < p->nblocks; k++)
+            cap += prog->blocks[p->block + k].ninsns;
+    }
     ed_slot_t *v = malloc(cap * sizeof(ed_slot_t));
     uint32_t *order = NULL;
     size_t ordercap = 0, stubcap = 0;

@@ -148,6 +148,8 @@ elfw_rewrite(const cfg_prog_t *prog, ed_plan_t *plan, const elfw_instr_t *instr,
         fail(err, errlen, rc, "relocating code");
         goto out;
     }
+    /* The code is written: what follows reuses the memory of the decoded instructions. */
+    cfg_image_decode_done(prog->img);
     /* Unwind tables: their size does not depend on where they go; build once to size
      * them, then again at their address. */
     /* All FDEs go into the new table, so that it can be the .eh_frame that gdb reads. */
