@@ -70,6 +70,9 @@ struct ed_plan {
     ed_slot_t *lay;           /* every moved instruction, in layout (new address) order */
     uint32_t *idx;            /* indices into lay, sorted by old address (lookups) */
     size_t nslots;
+    uint32_t *bucket;         /* per BUCKET_BYTES of old addresses from the lowest slot's:
+                               * the first position in idx at or above (nbuckets + 1) */
+    size_t nbuckets;
     ed_seg_t *segs;           /* old extents of moved procedures, sorted */
     size_t nsegs;
     uint64_t *seg_new_end;    /* per segment: new address after its last instruction */
@@ -90,6 +93,9 @@ struct ed_plan {
 
 /* The K-th slot by old address. */
 #define SLOT(plan, k) (&(plan)->lay[(plan)->idx[k]])
+
+/* Old addresses per bucket of the lookup index: a lookup searches a few slots, not all. */
+#define BUCKET_SHIFT 6
 
 /* Bytes of a slot in the new code: snippets, instruction, snippets, added jmp. */
 static inline uint64_t
@@ -417,11 +423,22 @@ decide(ed_plan_t *plan)
  * Layout
  */
 
-/* The slot of the instruction at OLD, or NULL. */
-static ed_slot_t *
-slot_at(const ed_plan_t *plan, uint64_t old)
+/* The position (in idx) of the first slot at OLD or above; nslots when there is none. */
+static size_t
+slot_lower(const ed_plan_t *plan, uint64_t old)
 {
     size_t lo = 0, hi = plan->nslots;
+    if (plan->bucket != NULL && hi > 0) {
+        uint64_t first = SLOT(plan, 0)->old;
+        if (old <= first)
+            return 0;
+        size_t b = (size_t)((old - first) >> BUCKET_SHIFT);
+        if (b >= plan->nbuckets)
+            return plan->nslots;
+        /* Every slot below bucket[b] is below OLD, every one from bucket[b + 1] above. */
+        lo = plan->bucket[b];
+        hi = plan->bucket[b + 1];
+    }
     while (lo < hi) {
         size_t mid = (lo + hi) / 2;
         if (SLOT(plan, mid)->old < old)
@@ -429,7 +446,39 @@ slot_at(const ed_plan_t *plan, uint64_t old)
         else
             hi = mid;
     }
+    return lo;
+}
+
+/* The slot of the instruction at OLD, or NULL. */
+static ed_slot_t *
+slot_at(const ed_plan_t *plan, uint64_t old)
+{
+    size_t lo = slot_lower(plan, old);
     return lo < plan->nslots && SLOT(plan, lo)->old == old ? SLOT(plan, lo) : NULL;
+}
+
+/* Build plan->bucket from plan->idx. */
+static int
+index_buckets(ed_plan_t *plan)
+{
+    size_t n = plan->nslots;
+    if (n == 0)
+        return 0;
+    uint64_t first = SLOT(plan, 0)->old, last = SLOT(plan, n - 1)->old;
+    size_t nb = (size_t)((last - first) >> BUCKET_SHIFT) + 1;
+    uint32_t *v = malloc((nb + 1) * sizeof(uint32_t));
+    if (v == NULL)
+        return QP_ENOMEM;
+    size_t k = 0;
+    for (size_t b = 0; b <= nb; b++) {
+        uint64_t lo = first + ((uint64_t)b << BUCKET_SHIFT);
+        while (k < n && SLOT(plan, k)->old < lo)
+            k++;
+        v[b] = (uint32_t)k;
+    }
+    plan->bucket = v;
+    plan->nbuckets = nb;
+    return 0;
 }
 
 static const ed_seg_t *
@@ -771,7 +820,7 @@ index_slots(ed_plan_t *plan)
     free(b);
     free(count);
     plan->idx = a;
-    return 0;
+    return index_buckets(plan);
 }
 
 /* A branch target: the new address of a moved instruction, else the old address. */
@@ -899,6 +948,7 @@ ed_plan_destroy(ed_plan_t *plan)
     free(plan->owned);
     free(plan->reason);
     free(plan->idx);
+    free(plan->bucket);
     free(plan->lay);
     free(plan->xt);
     free(plan->segs);
@@ -977,14 +1027,7 @@ ed_plan_map(void *arg, uint64_t old)
         return 0;
     /* Not an instruction start: the next moved instruction of the same extent, or the
      * end of the extent's new code. */
-    size_t lo = 0, hi = plan->nslots;
-    while (lo < hi) {
-        size_t mid = (lo + hi) / 2;
-        if (SLOT(plan, mid)->old < old)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
+    size_t lo = slot_lower(plan, old);
     if (lo < plan->nslots && SLOT(plan, lo)->old < seg->end)
         return SLOT(plan, lo)->new_;
     return plan->seg_new_end[si];
@@ -994,14 +1037,7 @@ uint64_t
 ed_plan_map_end(void *arg, uint64_t old)
 {
     const ed_plan_t *plan = arg;
-    size_t lo = 0, hi = plan->nslots;
-    while (lo < hi) {
-        size_t mid = (lo + hi) / 2;
-        if (SLOT(plan, mid)->old < old)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
+    size_t lo = slot_lower(plan, old);
     if (lo == 0)
         return 0;
     const ed_slot_t *s = SLOT(plan, lo - 1);
