@@ -1885,6 +1885,8 @@ cfg_prog_build(const cfg_image_t *img, const cfg_opts_t *opts, cfg_prog_t **out)
         return QP_EINVAL;
     cfg_builder_t b;
     memset(&b, 0, sizeof(b));
+    cfg_find_index_t find = { 0 };
+    b.find = &find;
     b.img = img;
     if (opts != NULL)
         b.opts = *opts;
@@ -1932,6 +1934,7 @@ cfg_prog_build(const cfg_image_t *img, const cfg_opts_t *opts, cfg_prog_t **out)
     b.strings.v = NULL;
     b.strings.n = b.strings.cap = 0;
     builder_free(&b);
+    free(find.v);
     if (rc < 0) {
         cfg_prog_destroy(prog);
         return rc;
