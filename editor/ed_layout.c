@@ -32,7 +32,6 @@ typedef struct ed_slot {
     uint64_t old;      /* old address of the instruction */
     uint64_t new_;     /* new address of the slot: its BEFORE snippets, then the instruction
                         * (layout-relative until applied) */
-    uint64_t fall_to;  /* SLOT_JMP_AFTER: the old address the added jmp goes to */
     uint32_t stub;     /* its taken-edge stub in plan->stubs, or NO_STUB */
     uint16_t pre;      /* bytes of snippets before the instruction */
     uint16_t post;     /* bytes of snippets after it (fall-through path) */
@@ -68,6 +67,9 @@ struct ed_plan {
     char **owned;             /* reasons formatted here */
     size_t nowned;
     ed_slot_t *lay;           /* every moved instruction, in layout (new address) order */
+    uint64_t *fall;           /* per SLOT_JMP_AFTER slot, in layout order: the old address
+                               * its added jmp goes to (kept apart: slots are millions) */
+    size_t nfall;
     uint32_t *idx;            /* indices into lay, sorted by old address (lookups) */
     size_t nslots;
     uint32_t *bucket;         /* per BUCKET_BYTES of old addresses from the lowest slot's:
@@ -673,7 +675,7 @@ collect_slots(ed_plan_t *plan)
     }
     ed_slot_t *v = malloc(cap * sizeof(ed_slot_t));
     uint32_t *order = NULL;
-    size_t ordercap = 0, stubcap = 0;
+    size_t ordercap = 0, stubcap = 0, fallcap = 0;
     int rc = 0;
     uint8_t scratch[ARCH_MAX_RELOC];
     if (v == NULL)
@@ -747,7 +749,7 @@ collect_slots(ed_plan_t *plan)
             if (rc == 0 && n > 0 && falls_through(prog, b, &to)
                 && !(k + 1 < p->nblocks && prog->blocks[order[k + 1]].start == to)) {
                 v[n - 1].flags |= SLOT_JMP_AFTER;
-                v[n - 1].fall_to = to;
+                rc = push_u64(&plan->fall, &plan->nfall, &fallcap, to);
             }
         }
     }
@@ -950,6 +952,7 @@ ed_plan_destroy(ed_plan_t *plan)
     free(plan->idx);
     free(plan->bucket);
     free(plan->lay);
+    free(plan->fall);
     free(plan->xt);
     free(plan->segs);
     free(plan->seg_new_end);
@@ -1069,6 +1072,7 @@ emit_code(ed_plan_t *plan, const qp_space_ops_t *ops, void *space)
         return QP_ENOMEM;
     int rc = 0;
     int stretch = plan->opts.stretch ? 1 : 0;
+    size_t fall = 0; /* the next of plan->fall */
     for (size_t i = 0; i < plan->nslots && rc == 0; i++) {
         const ed_slot_t *s = &plan->lay[i];
         const uint8_t *bytes = cfg_image_ptr(prog->img, s->old, NULL);
@@ -1113,8 +1117,13 @@ emit_code(ed_plan_t *plan, const qp_space_ops_t *ops, void *space)
             break;
         }
         if (s->flags & SLOT_JMP_AFTER) {
+            if (fall >= plan->nfall) {
+                rc = QP_ERANGE;
+                break;
+            }
             uint64_t at = insn + s->len + s->post;
-            int j = arch_emit_jmp(at, map_target(plan, s->fall_to), buf + (at - plan->text), PAD_LEN);
+            int j = arch_emit_jmp(at, map_target(plan, plan->fall[fall++]), buf + (at - plan->text),
+                                  PAD_LEN);
             if (j < 0)
                 rc = j;
         }
