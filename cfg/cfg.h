@@ -146,6 +146,21 @@ const cfg_section_t *cfg_image_section_at(const cfg_image_t *img, uint64_t addr)
  */
 const uint8_t *cfg_image_ptr(const cfg_image_t *img, uint64_t addr, size_t *avail /*OUT*/);
 
+/*
+ * Decode the instruction at ADDR in the image (arch_decode on its bytes), reading no
+ * further than LIMIT, or to the end of its section when LIMIT <= ADDR. Returns 0, or
+ * QP_EDECODE (not an instruction, or no bytes at ADDR). Code is decoded once: the
+ * analysis, the drivers and the editor all come back to the same instructions, so what
+ * was decoded in an executable section is kept in the image (the image itself does not
+ * change; the cache is freed with it).
+ */
+int cfg_image_decode(const cfg_image_t *img, uint64_t addr, uint64_t limit,
+                     arch_insn_t *out /*OUT*/);
+
+/* Free what cfg_image_decode keeps, when the code is not going to be decoded again
+ * (cfg_image_decode still works, decoding anew). */
+void cfg_image_decode_done(const cfg_image_t *img);
+
 /* True when ADDR lies in an executable section. */
 int cfg_image_is_code(const cfg_image_t *img, uint64_t addr);
 

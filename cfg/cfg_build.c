@@ -120,21 +120,11 @@ range_end(const cfg_bproc_t *bp, uint64_t addr)
     return addr;
 }
 
-/* Decode at ADDR, reading no further than LIMIT; the last section used is remembered. */
+/* Decode at ADDR, reading no further than LIMIT (rebuilds find it decoded already). */
 static int
 decode_at(cfg_builder_t *b, uint64_t addr, uint64_t limit, arch_insn_t *in)
 {
-    const cfg_section_t *sec = b->sec;
-    if (sec == NULL || addr < sec->vma || addr - sec->vma >= sec->size) {
-        sec = cfg_image_section_at(b->img, addr);
-        if (sec == NULL)
-            return QP_EDECODE;
-        b->sec = sec;
-    }
-    size_t avail = (size_t)(sec->size - (addr - sec->vma));
-    if (limit > addr && avail > limit - addr)
-        avail = (size_t)(limit - addr);
-    return arch_decode(sec->bytes + (addr - sec->vma), avail, addr, in);
+    return cfg_image_decode(b->img, addr, limit, in);
 }
 
 /* The procedure (index) whose entry is ADDR, or CFG_NONE. */
@@ -1895,6 +1885,8 @@ cfg_prog_build(const cfg_image_t *img, const cfg_opts_t *opts, cfg_prog_t **out)
         return QP_EINVAL;
     cfg_builder_t b;
     memset(&b, 0, sizeof(b));
+    cfg_find_index_t find = { 0 };
+    b.find = &find;
     b.img = img;
     if (opts != NULL)
         b.opts = *opts;
@@ -1942,6 +1934,7 @@ cfg_prog_build(const cfg_image_t *img, const cfg_opts_t *opts, cfg_prog_t **out)
     b.strings.v = NULL;
     b.strings.n = b.strings.cap = 0;
     builder_free(&b);
+    free(find.v);
     if (rc < 0) {
         cfg_prog_destroy(prog);
         return rc;

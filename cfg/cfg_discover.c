@@ -185,10 +185,61 @@ new_proc(cfg_builder_t *b, uint64_t addr, uint64_t hint_end, uint32_t sources)
 }
 
 
+/* Copy the entries of B's procedures into the lookup index. */
+static void
+find_index_copy(const cfg_builder_t *b, cfg_find_index_t *fx)
+{
+    fx->misses = 0;
+    fx->n = 0;
+    if (b->procs.n > fx->cap) {
+        uint64_t *v = realloc(fx->v, b->procs.n * sizeof(uint64_t));
+        if (v == NULL)
+            return; /* an empty index: every lookup searches the procedures */
+        fx->v = v;
+        fx->cap = b->procs.n;
+    }
+    for (size_t i = 0; i < b->procs.n; i++)
+        fx->v[i] = b->procs.v[i].p.entry;
+    fx->n = b->procs.n;
+}
+
+/*
+ * Searching the procedures themselves touches a large struct per step. The index is a
+ * compact copy of their entries that nobody has to keep up to date: the position it
+ * gives is checked against the procedures (sorted by entry, always), and only a position
+ * between the right two neighbours is used. After procedures were added or dropped, the
+ * plain search answers until enough lookups missed to pay for a new copy.
+ */
+static size_t
+find_indexed(const cfg_builder_t *b, uint64_t addr)
+{
+    cfg_find_index_t *fx = b->find;
+    size_t n = b->procs.n;
+    if (fx->n == 0 || fx->misses > n / 32 + 16)
+        find_index_copy(b, fx);
+    size_t lo = 0, hi = fx->n;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (fx->v[mid] <= addr)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (lo <= n && (lo == 0 || b->procs.v[lo - 1].p.entry <= addr)
+        && (lo == n || b->procs.v[lo].p.entry > addr))
+        return lo;
+    fx->misses++;
+    return SIZE_MAX;
+}
+
 uint32_t
 cfg_discover_find(const cfg_builder_t *b, uint64_t addr)
 {
-    size_t lo = 0, hi = b->procs.n;
+    size_t lo = b->find != NULL ? find_indexed(b, addr) : SIZE_MAX;
+    if (lo != SIZE_MAX)
+        goto found;
+    lo = 0;
+    size_t hi = b->procs.n;
     while (lo < hi) {
         size_t mid = (lo + hi) / 2;
         if (b->procs.v[mid].p.entry <= addr)
@@ -196,6 +247,7 @@ cfg_discover_find(const cfg_builder_t *b, uint64_t addr)
         else
             hi = mid;
     }
+found:
     if (lo == 0)
         return CFG_NONE;
     const cfg_bproc_t *p = &b->procs.v[lo - 1];

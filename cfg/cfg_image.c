@@ -32,6 +32,141 @@ cfg_image_intern(cfg_image_t *img, const char *s)
     return d;
 }
 
+/*****************************************************************************
+ * Decoded instructions, kept (cfg_image_decode)
+ */
+
+/* An instruction as arch_decode gave it, less its address (known from where it is kept). */
+typedef struct dc_insn {
+    uint64_t target;       /* arch_insn_t.target */
+    uint8_t len;           /* arch_insn_t.len */
+    uint8_t kind;          /* arch_insn_t.kind */
+    uint8_t rel_off;       /* arch_insn_t.rel_off */
+    uint8_t rel_size;      /* arch_insn_t.rel_size */
+    uint16_t flags;        /* arch_insn_t.flags */
+    uint8_t flags_read;    /* arch_insn_t.flags_read */
+    uint8_t flags_written; /* arch_insn_t.flags_written */
+} dc_insn_t;
+
+#define DC_CHUNK_BITS 16 /* instructions per chunk (1 MiB): chunks never move */
+#define DC_CHUNK ((size_t)1 << DC_CHUNK_BITS)
+
+typedef struct cfg_dcache {
+    uint32_t **at;             /* per section: per byte, 1 + the index of the instruction
+                                * decoded there, or 0; NULL for sections not kept */
+    uint8_t *tried;            /* per section: `at` was allocated (or could not be) */
+    dc_insn_t **chunks;        /* the instructions */
+    size_t nchunks;            /* chunks allocated */
+    size_t n;                  /* instructions kept */
+    const cfg_section_t *last; /* the section used last (decoding goes in address order) */
+} cfg_dcache_t;
+
+static void
+dcache_free(cfg_image_priv_t *priv, size_t nsections)
+{
+    cfg_dcache_t *dc = priv->dcache;
+    if (dc == NULL)
+        return;
+    for (size_t i = 0; dc->at != NULL && i < nsections; i++)
+        free(dc->at[i]);
+    for (size_t i = 0; i < dc->nchunks; i++)
+        free(dc->chunks[i]);
+    free(dc->at);
+    free(dc->tried);
+    free(dc->chunks);
+    free(dc);
+    priv->dcache = NULL;
+}
+
+/* The per-byte index of section S, allocated on first use; NULL when S is not kept. */
+static uint32_t *
+dcache_index(const cfg_image_t *img, cfg_dcache_t *dc, const cfg_section_t *s)
+{
+    size_t si = (size_t)(s - img->sections);
+    if (!dc->tried[si]) {
+        dc->tried[si] = 1;
+        /* Only code is worth keeping; without the memory, decode every time. */
+        if ((s->flags & CFG_SEC_CODE) && s->size < UINT32_MAX)
+            dc->at[si] = calloc((size_t)s->size + 1, sizeof(uint32_t));
+    }
+    return dc->at[si];
+}
+
+/* Keep IN, decoded at byte OFF of the section whose index is AT. */
+static void
+dcache_put(cfg_dcache_t *dc, uint32_t *at, uint64_t off, const arch_insn_t *in)
+{
+    if (dc->n >= UINT32_MAX - 1)
+        return;
+    if ((dc->n >> DC_CHUNK_BITS) >= dc->nchunks) {
+        dc_insn_t **v = realloc(dc->chunks, (dc->nchunks + 1) * sizeof(dc_insn_t *));
+        if (v == NULL)
+            return;
+        dc->chunks = v;
+        if ((v[dc->nchunks] = malloc(DC_CHUNK * sizeof(dc_insn_t))) == NULL)
+            return;
+        dc->nchunks++;
+    }
+    dc->chunks[dc->n >> DC_CHUNK_BITS][dc->n & (DC_CHUNK - 1)] = (dc_insn_t) {
+        in->target, in->len, in->kind, in->rel_off, in->rel_size, in->flags, in->flags_read,
+        in->flags_written,
+    };
+    at[off] = (uint32_t)++dc->n;
+}
+
+int
+cfg_image_decode(const cfg_image_t *img, uint64_t addr, uint64_t limit, arch_insn_t *out)
+{
+    if (img == NULL || out == NULL)
+        return QP_EINVAL;
+    cfg_image_priv_t *priv = img->priv;
+    cfg_dcache_t *dc = priv->dcache;
+    if (dc == NULL && (dc = calloc(1, sizeof(*dc))) != NULL) {
+        dc->at = calloc(img->nsections + 1, sizeof(uint32_t *));
+        dc->tried = calloc(img->nsections + 1, 1);
+        priv->dcache = dc;
+        if (dc->at == NULL || dc->tried == NULL) {
+            dcache_free(priv, img->nsections);
+            dc = NULL;
+        }
+    }
+    const cfg_section_t *s = dc != NULL ? dc->last : NULL;
+    if (s == NULL || addr < s->vma || addr - s->vma >= s->size) {
+        s = cfg_image_section_at(img, addr);
+        if (s == NULL)
+            return QP_EDECODE;
+        if (dc != NULL)
+            dc->last = s;
+    }
+    uint64_t off = addr - s->vma;
+    size_t avail = (size_t)(s->size - off);
+    if (limit > addr && avail > limit - addr)
+        avail = (size_t)(limit - addr);
+    uint32_t *at = dc != NULL ? dcache_index(img, dc, s) : NULL;
+    if (at != NULL && at[off] != 0) {
+        size_t k = at[off] - 1;
+        const dc_insn_t *c = &dc->chunks[k >> DC_CHUNK_BITS][k & (DC_CHUNK - 1)];
+        /* Decoding reads the instruction's bytes and no more: the same result, unless
+         * the limit cuts it short (then decode, and fail, as arch_decode does). */
+        if (c->len <= avail) {
+            *out = (arch_insn_t) { addr, c->target, c->len, c->kind, c->rel_off, c->rel_size,
+                                   c->flags, c->flags_read, c->flags_written };
+            return 0;
+        }
+    }
+    int rc = arch_decode(s->bytes + off, avail, addr, out);
+    if (rc == 0 && at != NULL && at[off] == 0)
+        dcache_put(dc, at, off, out);
+    return rc;
+}
+
+void
+cfg_image_decode_done(const cfg_image_t *img)
+{
+    if (img != NULL)
+        dcache_free(img->priv, img->nsections);
+}
+
 void
 cfg_image_destroy(cfg_image_t *img)
 {
@@ -39,6 +174,7 @@ cfg_image_destroy(cfg_image_t *img)
         return;
     cfg_image_priv_t *priv = img->priv;
     if (priv != NULL) {
+        dcache_free(priv, img->nsections);
         if (priv->close != NULL)
             priv->close(priv);
         for (size_t i = 0; i < priv->strings.n; i++)
@@ -145,6 +281,7 @@ cfg_image_finish(cfg_image_t *img)
 {
     cfg_image_priv_t *priv = img->priv;
     size_t n = 0;
+    dcache_free(priv, img->nsections); /* the sections may have changed */
     free(priv->sec_order);
     priv->sec_order = malloc((img->nsections + 1) * sizeof(uint64_t));
     if (priv->sec_order == NULL)

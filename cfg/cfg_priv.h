@@ -111,6 +111,7 @@ typedef struct cfg_image_priv {
     uint8_t *bytes;                             /* copied bytes (cfg_image_from_bytes) */
     uint64_t *sec_order;                        /* loaded sections sorted by vma (indices) */
     size_t nsec_order;
+    struct cfg_dcache *dcache;                  /* decoded instructions (cfg_image_decode) */
 } cfg_image_priv_t;
 
 /* Keep a copy of S in the image; returns the copy or NULL on ENOMEM. */
@@ -145,6 +146,13 @@ typedef struct cfg_bproc {
     uint8_t tied_nameless;            /* tied as a fragment by tie_nameless_fragments */
 } cfg_bproc_t;
 
+/* The procedures' entries in a compact array, for cfg_discover_find (see there). */
+typedef struct cfg_find_index {
+    uint64_t *v;                      /* entries, as b->procs was when last copied */
+    size_t n, cap;                    /* how many; allocated */
+    size_t misses;                    /* lookups it could not answer since */
+} cfg_find_index_t;
+
 typedef struct cfg_builder {
     const cfg_image_t *img;           /* the image */
     cfg_opts_t opts;                  /* options (copied) */
@@ -158,7 +166,7 @@ typedef struct cfg_builder {
     cfg_u64_vec_t rejected;           /* gap starts that proved not to be code */
     cfg_u64_vec_t landing_pads;       /* exception landing pads (from LSDAs), sorted */
     CFG_VEC(char *) strings;          /* names made up here (handed to the program) */
-    const cfg_section_t *sec;         /* decode cache: the section used last */
+    cfg_find_index_t *find;           /* lookup index (cfg_discover_find), or NULL */
 } cfg_builder_t;
 
 /* Collect the procedure entries of the image into B->procs with their extents. */

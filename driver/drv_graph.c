@@ -53,9 +53,7 @@ decode_proc(const cfg_prog_t *prog, uint32_t first, uint32_t nb, insns_t *l)
                 l->v = v;
                 cap = nc;
             }
-            size_t avail;
-            const uint8_t *bytes = cfg_image_ptr(prog->img, a, &avail);
-            if (bytes == NULL || arch_decode(bytes, avail, a, &l->v[n]) < 0)
+            if (cfg_image_decode(prog->img, a, 0, &l->v[n]) < 0)
                 return QP_EDECODE;
             a += l->v[n++].len;
         }

@@ -45,6 +45,18 @@ grow(void **v, size_t *cap, size_t n, size_t sz)
     return 0;
 }
 
+/* Room for N elements of size SZ in the empty array *V: an estimate made from the whole
+ * program, since doubling an array of millions copies it and leaves the old copy behind
+ * (grow still makes room past it). */
+static int
+reserve(void **v, size_t *cap, size_t n, size_t sz)
+{
+    if ((*v = malloc((n + 1) * sz)) == NULL)
+        return QP_ENOMEM;
+    *cap = n + 1;
+    return 0;
+}
+
 static int
 add_string(drv_result_t *res, const char *s, uint32_t *off)
 {
@@ -140,9 +152,7 @@ cross_targets(const cfg_prog_t *prog, uint64_t **out, size_t *n)
 static int
 decode_at(const cfg_prog_t *prog, uint64_t addr, arch_insn_t *in)
 {
-    size_t avail;
-    const uint8_t *bytes = cfg_image_ptr(prog->img, addr, &avail);
-    return bytes != NULL ? arch_decode(bytes, avail, addr, in) : QP_EDECODE;
+    return cfg_image_decode(prog->img, addr, 0, in);
 }
 
 /* Does procedure P make a system call (ends the process itself, like _exit)? */
@@ -267,6 +277,18 @@ drv_run(const drv_ops_t *drv, const cfg_prog_t *prog, const ed_plan_t *plan,
     memset(res, 0, sizeof(*res));
     res->driver = drv->kind;
     uint32_t off;
+    /* Blocks at most the program's; edges and probes: its edges plus a virtual edge or a
+     * block counter per block. */
+    size_t nedges = (size_t)prog->nedges + prog->nblocks;
+    if (reserve((void **)&res->procs, &res->procs_cap, prog->nprocs, sizeof(qp_desc_proc_t)) < 0
+        || reserve((void **)&res->blocks, &res->blocks_cap, prog->nblocks,
+                   sizeof(qp_desc_block_t)) < 0
+        || reserve((void **)&res->edges, &res->edges_cap, nedges, sizeof(qp_desc_edge_t)) < 0
+        || reserve((void **)&res->edge_call, &res->calls_cap, nedges, sizeof(uint64_t)) < 0
+        || reserve((void **)&res->probes, &res->probes_cap, nedges, sizeof(ed_probe_t)) < 0) {
+        drv_result_free(res);
+        return QP_ENOMEM;
+    }
     QP_CHECK(add_string(res, "", &off));
     uint64_t *xt = NULL, *exits = NULL;
     size_t nxt = 0, nexits = 0;

@@ -268,6 +268,15 @@ int ed_image_create(const cfg_image_t *img, ed_image_t **out /*OUT*/);
 
 void ed_image_destroy(ed_image_t *im);
 
+/*
+ * As ed_image_ops.alloc_near, then a write of all LEN bytes of BYTES (a malloc'd block):
+ * the region takes BYTES over instead of copying them (a description of the whole
+ * program runs to tens of megabytes). On success the image owns BYTES; on failure the
+ * caller still does.
+ */
+int ed_image_alloc_bytes(ed_image_t *im, uint64_t lo, uint64_t hi, uint8_t *bytes, size_t len,
+                         uint32_t prot, uint64_t *out /*OUT*/);
+
 /* The regions allocated so far, in address order (valid until the next call). */
 const ed_region_t *ed_image_regions(const ed_image_t *im, size_t *n /*OUT*/);
 

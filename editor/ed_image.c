@@ -130,10 +130,12 @@ image_write(void *self, uint64_t addr, const void *buf, size_t len)
     return 0;
 }
 
+/* A new region of LEN bytes near [LO, HI) with contents BYTES (owned from then on), or
+ * zero-filled ones when BYTES is NULL. */
 static int
-image_alloc_near(void *self, uint64_t lo, uint64_t hi, size_t len, uint32_t prot, uint64_t *out)
+region_add(ed_image_t *im, uint64_t lo, uint64_t hi, size_t len, uint32_t prot, uint8_t *bytes,
+           uint64_t *out)
 {
-    ed_image_t *im = self;
     if ((prot & ED_PROT_W) && (prot & ED_PROT_X))
         return QP_EINVAL; /* never writable and executable at once */
     uint64_t at = page_up(im->next);
@@ -143,13 +145,27 @@ image_alloc_near(void *self, uint64_t lo, uint64_t hi, size_t len, uint32_t prot
     if (v == NULL)
         return QP_ENOMEM;
     im->regions = v;
-    uint8_t *bytes = calloc(1, len ? len : 1);
-    if (bytes == NULL)
+    if (bytes == NULL && (bytes = calloc(1, len ? len : 1)) == NULL)
         return QP_ENOMEM;
     im->regions[im->nregions++] = (ed_region_t) { at, len, prot, bytes };
     im->next = at + len;
     *out = at;
     return 0;
+}
+
+static int
+image_alloc_near(void *self, uint64_t lo, uint64_t hi, size_t len, uint32_t prot, uint64_t *out)
+{
+    return region_add(self, lo, hi, len, prot, NULL, out);
+}
+
+int
+ed_image_alloc_bytes(ed_image_t *im, uint64_t lo, uint64_t hi, uint8_t *bytes, size_t len,
+                     uint32_t prot, uint64_t *out)
+{
+    if (im == NULL || bytes == NULL || out == NULL)
+        return QP_EINVAL;
+    return region_add(im, lo, hi, len, prot, bytes, out);
 }
 
 const qp_space_ops_t ed_image_ops = {

@@ -32,7 +32,6 @@ typedef struct ed_slot {
     uint64_t old;      /* old address of the instruction */
     uint64_t new_;     /* new address of the slot: its BEFORE snippets, then the instruction
                         * (layout-relative until applied) */
-    uint64_t fall_to;  /* SLOT_JMP_AFTER: the old address the added jmp goes to */
     uint32_t stub;     /* its taken-edge stub in plan->stubs, or NO_STUB */
     uint16_t pre;      /* bytes of snippets before the instruction */
     uint16_t post;     /* bytes of snippets after it (fall-through path) */
@@ -68,8 +67,14 @@ struct ed_plan {
     char **owned;             /* reasons formatted here */
     size_t nowned;
     ed_slot_t *lay;           /* every moved instruction, in layout (new address) order */
+    uint64_t *fall;           /* per SLOT_JMP_AFTER slot, in layout order: the old address
+                               * its added jmp goes to (kept apart: slots are millions) */
+    size_t nfall;
     uint32_t *idx;            /* indices into lay, sorted by old address (lookups) */
     size_t nslots;
+    uint32_t *bucket;         /* per BUCKET_BYTES of old addresses from the lowest slot's:
+                               * the first position in idx at or above (nbuckets + 1) */
+    size_t nbuckets;
     ed_seg_t *segs;           /* old extents of moved procedures, sorted */
     size_t nsegs;
     uint64_t *seg_new_end;    /* per segment: new address after its last instruction */
@@ -90,6 +95,9 @@ struct ed_plan {
 
 /* The K-th slot by old address. */
 #define SLOT(plan, k) (&(plan)->lay[(plan)->idx[k]])
+
+/* Old addresses per bucket of the lookup index: a lookup searches a few slots, not all. */
+#define BUCKET_SHIFT 6
 
 /* Bytes of a slot in the new code: snippets, instruction, snippets, added jmp. */
 static inline uint64_t
@@ -417,11 +425,22 @@ decide(ed_plan_t *plan)
  * Layout
  */
 
-/* The slot of the instruction at OLD, or NULL. */
-static ed_slot_t *
-slot_at(const ed_plan_t *plan, uint64_t old)
+/* The position (in idx) of the first slot at OLD or above; nslots when there is none. */
+static size_t
+slot_lower(const ed_plan_t *plan, uint64_t old)
 {
     size_t lo = 0, hi = plan->nslots;
+    if (plan->bucket != NULL && hi > 0) {
+        uint64_t first = SLOT(plan, 0)->old;
+        if (old <= first)
+            return 0;
+        size_t b = (size_t)((old - first) >> BUCKET_SHIFT);
+        if (b >= plan->nbuckets)
+            return plan->nslots;
+        /* Every slot below bucket[b] is below OLD, every one from bucket[b + 1] above. */
+        lo = plan->bucket[b];
+        hi = plan->bucket[b + 1];
+    }
     while (lo < hi) {
         size_t mid = (lo + hi) / 2;
         if (SLOT(plan, mid)->old < old)
@@ -429,7 +448,39 @@ slot_at(const ed_plan_t *plan, uint64_t old)
         else
             hi = mid;
     }
+    return lo;
+}
+
+/* The slot of the instruction at OLD, or NULL. */
+static ed_slot_t *
+slot_at(const ed_plan_t *plan, uint64_t old)
+{
+    size_t lo = slot_lower(plan, old);
     return lo < plan->nslots && SLOT(plan, lo)->old == old ? SLOT(plan, lo) : NULL;
+}
+
+/* Build plan->bucket from plan->idx. */
+static int
+index_buckets(ed_plan_t *plan)
+{
+    size_t n = plan->nslots;
+    if (n == 0)
+        return 0;
+    uint64_t first = SLOT(plan, 0)->old, last = SLOT(plan, n - 1)->old;
+    size_t nb = (size_t)((last - first) >> BUCKET_SHIFT) + 1;
+    uint32_t *v = malloc((nb + 1) * sizeof(uint32_t));
+    if (v == NULL)
+        return QP_ENOMEM;
+    size_t k = 0;
+    for (size_t b = 0; b <= nb; b++) {
+        uint64_t lo = first + ((uint64_t)b << BUCKET_SHIFT);
+        while (k < n && SLOT(plan, k)->old < lo)
+            k++;
+        v[b] = (uint32_t)k;
+    }
+    plan->bucket = v;
+    plan->nbuckets = nb;
+    return 0;
 }
 
 static const ed_seg_t *
@@ -612,10 +663,19 @@ static int
 collect_slots(ed_plan_t *plan)
 {
     const cfg_prog_t *prog = plan->prog;
+    /* Sized once from the blocks' instruction counts: doubling a vector of millions of
+     * slots copies it and leaves the old copies' memory behind. */
     size_t cap = 1024, n = 0;
+    for (uint32_t pi = 0; pi < prog->nprocs; pi++) {
+        const cfg_proc_t *p = &prog->procs[pi];
+        if (plan->reason[pi] != NULL || (p->flags & CFG_PROC_FRAGMENT))
+            continue;
+        for (uint32_t k = 0; k < p->nblocks; k++)
+            cap += prog->blocks[p->block + k].ninsns;
+    }
     ed_slot_t *v = malloc(cap * sizeof(ed_slot_t));
     uint32_t *order = NULL;
-    size_t ordercap = 0, stubcap = 0;
+    size_t ordercap = 0, stubcap = 0, fallcap = 0;
     int rc = 0;
     uint8_t scratch[ARCH_MAX_RELOC];
     if (v == NULL)
@@ -650,10 +710,9 @@ collect_slots(ed_plan_t *plan)
             const cfg_block_t *b = &prog->blocks[order[k]];
             plan->stats.bytes_old += b->end - b->start;
             for (uint64_t a = b->start; a < b->end;) {
-                size_t avail;
-                const uint8_t *bytes = cfg_image_ptr(prog->img, a, &avail);
+                const uint8_t *bytes = cfg_image_ptr(prog->img, a, NULL);
                 arch_insn_t in;
-                if (bytes == NULL || arch_decode(bytes, avail, a, &in) < 0) {
+                if (bytes == NULL || cfg_image_decode(prog->img, a, 0, &in) < 0) {
                     rc = QP_EDECODE;
                     break;
                 }
@@ -690,7 +749,7 @@ collect_slots(ed_plan_t *plan)
             if (rc == 0 && n > 0 && falls_through(prog, b, &to)
                 && !(k + 1 < p->nblocks && prog->blocks[order[k + 1]].start == to)) {
                 v[n - 1].flags |= SLOT_JMP_AFTER;
-                v[n - 1].fall_to = to;
+                rc = push_u64(&plan->fall, &plan->nfall, &fallcap, to);
             }
         }
     }
@@ -763,7 +822,7 @@ index_slots(ed_plan_t *plan)
     free(b);
     free(count);
     plan->idx = a;
-    return 0;
+    return index_buckets(plan);
 }
 
 /* A branch target: the new address of a moved instruction, else the old address. */
@@ -824,10 +883,9 @@ layout(ed_plan_t *plan)
         ed_slot_t *s = &plan->lay[i];
         if (!(s->flags & SLOT_BRANCH) || s->stub != NO_STUB)
             continue; /* only direct branches have a short form; decode nothing else */
-        size_t avail;
-        const uint8_t *bytes = cfg_image_ptr(plan->prog->img, s->old, &avail);
+        const uint8_t *bytes = cfg_image_ptr(plan->prog->img, s->old, NULL);
         arch_insn_t in;
-        if (bytes == NULL || arch_decode(bytes, avail, s->old, &in) < 0)
+        if (bytes == NULL || cfg_image_decode(plan->prog->img, s->old, 0, &in) < 0)
             return QP_EDECODE;
         if ((in.kind != ARCH_KIND_JMP && in.kind != ARCH_KIND_JCC) || s->stub != NO_STUB)
             continue;
@@ -892,7 +950,9 @@ ed_plan_destroy(ed_plan_t *plan)
     free(plan->owned);
     free(plan->reason);
     free(plan->idx);
+    free(plan->bucket);
     free(plan->lay);
+    free(plan->fall);
     free(plan->xt);
     free(plan->segs);
     free(plan->seg_new_end);
@@ -970,14 +1030,7 @@ ed_plan_map(void *arg, uint64_t old)
         return 0;
     /* Not an instruction start: the next moved instruction of the same extent, or the
      * end of the extent's new code. */
-    size_t lo = 0, hi = plan->nslots;
-    while (lo < hi) {
-        size_t mid = (lo + hi) / 2;
-        if (SLOT(plan, mid)->old < old)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
+    size_t lo = slot_lower(plan, old);
     if (lo < plan->nslots && SLOT(plan, lo)->old < seg->end)
         return SLOT(plan, lo)->new_;
     return plan->seg_new_end[si];
@@ -987,14 +1040,7 @@ uint64_t
 ed_plan_map_end(void *arg, uint64_t old)
 {
     const ed_plan_t *plan = arg;
-    size_t lo = 0, hi = plan->nslots;
-    while (lo < hi) {
-        size_t mid = (lo + hi) / 2;
-        if (SLOT(plan, mid)->old < old)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
+    size_t lo = slot_lower(plan, old);
     if (lo == 0)
         return 0;
     const ed_slot_t *s = SLOT(plan, lo - 1);
@@ -1026,12 +1072,12 @@ emit_code(ed_plan_t *plan, const qp_space_ops_t *ops, void *space)
         return QP_ENOMEM;
     int rc = 0;
     int stretch = plan->opts.stretch ? 1 : 0;
+    size_t fall = 0; /* the next of plan->fall */
     for (size_t i = 0; i < plan->nslots && rc == 0; i++) {
         const ed_slot_t *s = &plan->lay[i];
-        size_t avail;
-        const uint8_t *bytes = cfg_image_ptr(prog->img, s->old, &avail);
+        const uint8_t *bytes = cfg_image_ptr(prog->img, s->old, NULL);
         arch_insn_t in;
-        if (bytes == NULL || arch_decode(bytes, avail, s->old, &in) < 0) {
+        if (bytes == NULL || cfg_image_decode(prog->img, s->old, 0, &in) < 0) {
             rc = QP_EDECODE;
             break;
         }
@@ -1071,8 +1117,13 @@ emit_code(ed_plan_t *plan, const qp_space_ops_t *ops, void *space)
             break;
         }
         if (s->flags & SLOT_JMP_AFTER) {
+            if (fall >= plan->nfall) {
+                rc = QP_ERANGE;
+                break;
+            }
             uint64_t at = insn + s->len + s->post;
-            int j = arch_emit_jmp(at, map_target(plan, s->fall_to), buf + (at - plan->text), PAD_LEN);
+            int j = arch_emit_jmp(at, map_target(plan, plan->fall[fall++]), buf + (at - plan->text),
+                                  PAD_LEN);
             if (j < 0)
                 rc = j;
         }
@@ -1080,10 +1131,8 @@ emit_code(ed_plan_t *plan, const qp_space_ops_t *ops, void *space)
     /* Taken-edge stubs: the snippets, then a jmp to where the branch used to go. */
     for (size_t i = 0; i < plan->nstubs && rc == 0; i++) {
         const ed_stub_t *st = &plan->stubs[i];
-        size_t avail;
-        const uint8_t *bytes = cfg_image_ptr(prog->img, st->jcc, &avail);
         arch_insn_t in;
-        if (bytes == NULL || arch_decode(bytes, avail, st->jcc, &in) < 0) {
+        if (cfg_image_decode(prog->img, st->jcc, 0, &in) < 0) {
             rc = QP_EDECODE;
             break;
         }

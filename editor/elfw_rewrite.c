@@ -69,10 +69,10 @@ write_runtime(ed_image_t *im, const cfg_image_t *img, ed_plan_t *plan,
     size_t len = 0;
     uint64_t id = 0;
     QP_CHECK(instr->describe(instr->arg, plan, counters, &desc, &len, &id));
-    int rc = ed_image_ops.alloc_near(im, lo, hi, len, ED_PROT_R, &r->desc);
-    if (rc == 0)
-        rc = ed_image_ops.write(im, r->desc, desc, len);
-    free(desc);
+    int rc = desc != NULL ? ed_image_alloc_bytes(im, lo, hi, desc, len, ED_PROT_R, &r->desc)
+                          : ed_image_ops.alloc_near(im, lo, hi, len, ED_PROT_R, &r->desc);
+    if (rc < 0)
+        free(desc); /* else the image has it */
     QP_CHECK(rc);
     *desc_size = len;
     uint8_t *blob = malloc(qprt_blob_size);
@@ -148,6 +148,8 @@ elfw_rewrite(const cfg_prog_t *prog, ed_plan_t *plan, const elfw_instr_t *instr,
         fail(err, errlen, rc, "relocating code");
         goto out;
     }
+    /* The code is written: what follows reuses the memory of the decoded instructions. */
+    cfg_image_decode_done(prog->img);
     /* Unwind tables: their size does not depend on where they go; build once to size
      * them, then again at their address. */
     /* All FDEs go into the new table, so that it can be the .eh_frame that gdb reads. */
