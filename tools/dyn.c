@@ -22,6 +22,7 @@
 
 #include "cfg/cfg.h"
 #include "dynamic/dyn.h"
+#include "tools/tool.h"
 
 enum { EXIT_FAIL = 1, EXIT_USAGE = 2 };
 
@@ -573,6 +574,7 @@ main(int argc, char **argv)
         { NULL, 0, NULL, 0 },
     };
     t_started = now();
+    tool_heap_setup();
     opts_t o = { 0 };
     struct sigaction sa;
     dyn_proc_t *p = NULL;
