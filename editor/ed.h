@@ -146,7 +146,7 @@ typedef struct ed_dwarf_sec {
     size_t size;            /* their number */
 } ed_dwarf_sec_t;
 
-#define ED_DWARF_MAXSEC 8
+#define ED_DWARF_MAXSEC 9
 
 typedef struct ed_dwarf_out {
     ed_dwarf_sec_t secs[ED_DWARF_MAXSEC]; /* sections that changed (new ones included) */
@@ -159,11 +159,12 @@ typedef struct ed_dwarf_out {
     int line_kept;               /* .debug_line kept whole (a unit's table not found) */
     uint32_t ndie_moved;         /* DIE addresses and ranges mapped */
     uint32_t ndie_stale;         /* DIE ranges in moved code left old (split, too small) */
-    uint32_t ndie_addrx;         /* DIE addresses through .debug_addr: left old */
+    uint32_t ndie_addrx;         /* DIE addresses not readable (no address table): old */
     uint32_t ndie_ranges;        /* DIEs with DW_AT_ranges (not CUs): left old */
     uint32_t ncu_moved;          /* CUs whose ranges now cover their new code */
     uint32_t ncu_stale;          /* CUs with moved code whose ranges stayed old */
     uint32_t nrnglists_added;    /* new range lists */
+    uint32_t naddr_added;        /* new .debug_addr entries (DW_FORM_addrx) */
     uint32_t naranges_moved;     /* .debug_aranges sets rewritten */
     uint32_t naranges_kept;      /* sets not understood: kept */
     uint32_t nunits_skipped;     /* units not handled (DWARF 2/3, 64-bit, split): kept */
@@ -176,7 +177,8 @@ typedef struct ed_dwarf_out {
  * .debug_line (line programs regenerated, rows of moved code at their new addresses),
  * .debug_info (DW_AT_stmt_list, DIE low_pc/high_pc, call sites and CU ranges patched in
  * place, same size), .debug_abbrev, .debug_rnglists or .debug_ranges (new lists
- * appended, the section created when absent), .debug_aranges and .debug_macro. Only
+ * appended, the section created when absent), .debug_addr (a unit's table copied with
+ * new entries appended), .debug_aranges and .debug_macro. Only
  * sections that change are in OUT->secs. What cannot be rewritten keeps its old bytes
  * and is counted in OUT; location lists and non-CU DW_AT_ranges stay old (a debugger
  * then shows no value there, never a wrong one). Returns 0, QP_EINVAL, QP_ERANGE or

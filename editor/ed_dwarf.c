@@ -19,13 +19,18 @@
  *                   see cu_ranges) so that the CU covers its new code as well.
  *   .debug_abbrev   the new CU abbreviations are appended.
  *   .debug_rnglists / .debug_ranges   the CUs' new range lists are appended.
+ *   .debug_addr     (DW_FORM_addrx, clang's DWARF 5) a unit whose DIEs need new
+ *                   addresses gets a copy of its address table with new entries after
+ *                   the old ones, and its DW_AT_addr_base names the copy; old entries
+ *                   never change (location lists and the CU base address use them).
  *   .debug_aranges  regenerated: each CU's tuples cut into kept and moved pieces.
  *   .debug_macro    the .debug_line offset in macro unit headers follows the line units.
  *
  * What stays old (and is then simply not found at new PCs - never a wrong answer):
- * location lists, DW_AT_ranges of DIEs other than CUs (functions with cold parts),
- * addresses reached through .debug_addr (DW_FORM_addrx: clang's DWARF 5), and ranges
- * that do not map to one contiguous run of new code. They are counted (--verbose).
+ * location lists (a variable shows as <optimized out> in moved code unless its location
+ * is a single expression), DW_AT_ranges of DIEs other than CUs (functions with cold
+ * parts, inlined code in several pieces), and ranges that do not map to one contiguous
+ * run of new code. They are counted (--verbose).
  * Units this reader does not handle - DWARF 2/3 and 64-bit DWARF units, split DWARF,
  * compressed sections - keep their bytes; when a line unit cannot be found from its CU,
  * .debug_line is left as it was.
@@ -68,7 +73,8 @@ enum {
 enum {
     DW_AT_low_pc = 0x11, DW_AT_high_pc = 0x12, DW_AT_stmt_list = 0x10,
     DW_AT_identifier_case = 0x42, DW_AT_entry_pc = 0x52, DW_AT_ranges = 0x55,
-    DW_AT_macros = 0x79, DW_AT_call_return_pc = 0x7d, DW_AT_GNU_macros = 0x2119,
+    DW_AT_addr_base = 0x73, DW_AT_macros = 0x79, DW_AT_call_return_pc = 0x7d,
+    DW_AT_GNU_macros = 0x2119,
 };
 
 enum {
@@ -253,11 +259,13 @@ typedef struct dsec {
     wb_t out;               /* new contents (out.p != NULL once made) */
 } dsec_t;
 
-enum { S_INFO, S_TYPES, S_ABBREV, S_LINE, S_ARANGES, S_RNGLISTS, S_RANGES, S_MACRO, S_N };
+enum {
+    S_INFO, S_TYPES, S_ABBREV, S_LINE, S_ARANGES, S_RNGLISTS, S_RANGES, S_MACRO, S_ADDR, S_N
+};
 
 static const char *const sec_names[S_N] = {
     ".debug_info", ".debug_types", ".debug_abbrev", ".debug_line", ".debug_aranges",
-    ".debug_rnglists", ".debug_ranges", ".debug_macro",
+    ".debug_rnglists", ".debug_ranges", ".debug_macro", ".debug_addr",
 };
 
 /* A line unit: where it was and where it goes. */
@@ -289,6 +297,13 @@ typedef struct dctx {
     crange_t *cr;               /* scratch: the pieces of one range */
     size_t ncr, cr_cap;
     size_t rng_hdr;             /* offset of the new .debug_rnglists contribution */
+    /* The current unit's address table (DW_FORM_addrx). */
+    int have_addr_base;         /* it was found */
+    uint64_t addr_base;         /* offset of its first entry in .debug_addr */
+    uint64_t addr_count;        /* its entries */
+    size_t addr_base_pos;       /* where the unit DIE's DW_AT_addr_base value is */
+    uint64_t *naddr;            /* new entries, after the old ones in the unit's copy */
+    size_t nnaddr, naddr_cap;
 } dctx_t;
 
 static int
@@ -585,8 +600,15 @@ line_place(dctx_t *c, lbuf_t *b)
             continue;
         }
         QP_CHECK(cut(c, lo, hi, &b->pc));
+        /* A row whose code moved in part: what stayed is the padding after a procedure
+         * (no code there), which must not keep the line at an old address. */
+        int any_moved = 0;
+        for (size_t k = 0; k < b->pc.n; k++)
+            any_moved |= b->pc.v[k].new_ != 0;
         for (size_t k = 0; k < b->pc.n; k++) {
             const piece_t *p = &b->pc.v[k];
+            if (p->new_ == 0 && any_moved)
+                continue;
             if (p->new_ != 0)
                 QP_CHECK(add_prow(&b->moved, &b->nmoved, &b->moved_cap,
                                   (prow_t) { p->new_, p->new_ + p->nlen, i, order++ }));
@@ -969,7 +991,7 @@ typedef struct aval {
 /* The attributes of one DIE this file cares about. */
 typedef struct die {
     uint64_t tag;
-    aval_t low, high, ranges, stmt, entry, ret, macros;
+    aval_t low, high, ranges, stmt, entry, ret, macros, addr_base;
     size_t code_pos;        /* offset of the DIE's abbreviation code */
     size_t code_len;        /* its length */
     const abbrev_t *ab;     /* its abbreviation */
@@ -992,22 +1014,107 @@ const_size(uint64_t form)
  * Patching DIEs in place
  */
 
-/* Map one address attribute of form DW_FORM_addr in place with FN. */
+/* The size of an address-index form's value at POS (ULEB: its byte count), else 0. */
+static size_t
+addrx_size(const dsec_t *d, uint64_t form, size_t pos)
+{
+    switch (form) {
+    case DW_FORM_addrx1: return 1;
+    case DW_FORM_addrx2: return 2;
+    case DW_FORM_addrx3: return 3;
+    case DW_FORM_addrx4: return 4;
+    case DW_FORM_addrx: {
+        size_t n = 1;
+        while (pos + n - 1 < d->in_len && (d->in[pos + n - 1] & 0x80) && n < 9)
+            n++;
+        return n;
+    }
+    default: return 0;
+    }
+}
+
+/* The address an attribute names. 1: read; 0: a form or an index this file cannot read. */
+static int
+addr_get(dctx_t *c, int sec, const aval_t *v, uint64_t *val)
+{
+    const dsec_t *d = &c->s[sec];
+    if (v->form == DW_FORM_addr) {
+        *val = get_n(d->out.p + v->pos, 8);
+        return 1;
+    }
+    size_t n = addrx_size(d, v->form, v->pos);
+    if (n == 0 || !c->have_addr_base)
+        return 0;
+    uint64_t idx;
+    if (v->form == DW_FORM_addrx) {
+        rd_t r = { d->in, d->in_len, v->pos, 0 };
+        idx = rd_uleb(&r);
+    } else {
+        idx = get_n(d->in + v->pos, n);
+    }
+    if (idx >= c->addr_count)
+        return 0;
+    *val = get_n(c->s[S_ADDR].in + c->addr_base + 8 * idx, 8);
+    return 1;
+}
+
+/*
+ * Make an attribute name VAL. DW_FORM_addr is written in place. An address index gets a
+ * new entry at the end of a copy of the unit's address table (unit_end writes it): the
+ * old entries keep their values, since location lists, the CU's base address and
+ * expressions may share them. 1: done; 0: the new index does not fit the field.
+ */
+static int
+addr_put(dctx_t *c, int sec, const aval_t *v, uint64_t val)
+{
+    dsec_t *d = &c->s[sec];
+    if (v->form == DW_FORM_addr) {
+        put_n(d->out.p + v->pos, val, 8);
+        return 1;
+    }
+    size_t n = addrx_size(d, v->form, v->pos);
+    if (n == 0 || !c->have_addr_base || c->addr_base_pos == 0)
+        return 0;
+    size_t k = 0;
+    while (k < c->nnaddr && c->naddr[k] != val)
+        k++;
+    uint64_t idx = c->addr_count + k;
+    unsigned bits = v->form == DW_FORM_addrx ? 7 * (unsigned)n : 8 * (unsigned)n;
+    if (bits < 64 && idx >> bits != 0)
+        return 0;
+    if (k == c->nnaddr) {
+        if (grow((void **)&c->naddr, &c->naddr_cap, c->nnaddr, sizeof(uint64_t)) < 0)
+            return 0;
+        c->naddr[c->nnaddr++] = val;
+    }
+    if (v->form == DW_FORM_addrx) {
+        /* The same number of bytes: a padded ULEB128 reads the same. */
+        for (size_t i = 0; i < n; i++)
+            d->out.p[v->pos + i] = (uint8_t)(((idx >> (7 * i)) & 0x7f) | (i + 1 < n ? 0x80 : 0));
+    } else {
+        put_n(d->out.p + v->pos, idx, n);
+    }
+    return 1;
+}
+
+/* Map one address attribute in place with FN. */
 static void
 patch_addr(dctx_t *c, int sec, const aval_t *v, ed_map_fn fn)
 {
+    uint64_t old;
     if (v->pos == 0)
         return;
-    uint8_t *b = c->s[sec].out.p + v->pos;
-    if (v->form != DW_FORM_addr) {
+    if (!addr_get(c, sec, v, &old)) {
         c->out->ndie_addrx++;
         return;
     }
-    uint64_t m = fn(c->map->arg, get_n(b, 8));
-    if (m != 0) {
-        put_n(b, m, 8);
+    uint64_t m = fn(c->map->arg, old);
+    if (m == 0)
+        return;
+    if (addr_put(c, sec, v, m))
         c->out->ndie_moved++;
-    }
+    else
+        c->out->ndie_stale++;
 }
 
 /* The old range [*LO, *HI) of a DIE with low_pc and high_pc. 1: read; 0: forms this file
@@ -1016,11 +1123,10 @@ static int
 die_range(dctx_t *c, int sec, const die_t *e, uint64_t *lo, uint64_t *hi)
 {
     const uint8_t *b = c->s[sec].out.p;
-    if (e->low.form != DW_FORM_addr) {
+    if (!addr_get(c, sec, &e->low, lo)) {
         c->out->ndie_addrx++;
         return 0;
     }
-    *lo = get_n(b + e->low.pos, 8);
     if (e->high.form == DW_FORM_addr)
         *hi = get_n(b + e->high.pos, 8);
     else if (const_size(e->high.form))
@@ -1049,10 +1155,10 @@ die_patch(dctx_t *c, int sec, const die_t *e, pieces_t *pc)
         if (moved && pc->n == 1) {
             const piece_t *p = &pc->v[0];
             size_t n = const_size(e->high.form);
-            if (n != 0 && n < 8 && p->nlen >> (8 * n) != 0) {
-                c->out->ndie_stale++; /* the new length does not fit the form */
+            if ((n != 0 && n < 8 && p->nlen >> (8 * n) != 0)
+                || !addr_put(c, sec, &e->low, p->new_)) {
+                c->out->ndie_stale++; /* the new length or index does not fit the form */
             } else {
-                put_n(b + e->low.pos, p->new_, 8);
                 if (e->high.form == DW_FORM_addr)
                     put_n(b + e->high.pos, p->new_ + p->nlen, 8);
                 else
@@ -1063,13 +1169,64 @@ die_patch(dctx_t *c, int sec, const die_t *e, pieces_t *pc)
             c->out->ndie_stale++; /* partly moved, or split in the new code */
         }
     }
-    if (e->entry.form == DW_FORM_addr)
-        patch_addr(c, sec, &e->entry, c->map->map);
+    if (e->entry.pos != 0)
+        patch_addr(c, sec, &e->entry, c->map->map); /* constant forms: offsets, kept */
     if (e->ret.pos != 0)
         patch_addr(c, sec, &e->ret, c->map->map_return);
     if (e->ranges.pos != 0 && e->tag != DW_TAG_compile_unit)
         c->out->ndie_ranges++;
     return 0;
+}
+
+/* The end of a unit: its copy of the address table with the new entries, if any. */
+static int
+addr_unit_end(dctx_t *c, int sec)
+{
+    if (c->nnaddr == 0)
+        return 0;
+    QP_CHECK(sec_copy(c, S_ADDR));
+    wb_t *w = &c->s[S_ADDR].out;
+    uint64_t n = c->addr_count + c->nnaddr;
+    wb_n(w, 4 + 8 * n, 4);
+    wb_n(w, 5, 2);
+    wb_n(w, 8, 1);
+    wb_n(w, 0, 1);
+    size_t base = w->len;
+    wb_put(w, c->s[S_ADDR].in + c->addr_base, 8 * c->addr_count);
+    for (size_t i = 0; i < c->nnaddr; i++)
+        wb_n(w, c->naddr[i], 8);
+    if (w->err)
+        return QP_ENOMEM;
+    if (w->len > UINT32_MAX)
+        return QP_ERANGE;
+    put_n(c->s[sec].out.p + c->addr_base_pos, base, 4);
+    c->out->naddr_added += (uint32_t)c->nnaddr;
+    c->nnaddr = 0;
+    return 0;
+}
+
+/* The unit DIE's DW_AT_addr_base: where its address table is. */
+static void
+addr_unit_start(dctx_t *c, int sec, const aval_t *v)
+{
+    c->have_addr_base = 0;
+    c->addr_base_pos = 0;
+    c->nnaddr = 0;
+    const dsec_t *a = &c->s[S_ADDR];
+    if (v->pos == 0 || v->form != DW_FORM_sec_offset || a->in == NULL)
+        return;
+    uint64_t base = get_n(c->s[sec].in + v->pos, 4);
+    /* The contribution's header is just before the first entry. */
+    if (base < 8 || base > a->in_len)
+        return;
+    uint64_t len = get_n(a->in + base - 8, 4);
+    if (get_n(a->in + base - 4, 2) != 5 || a->in[base - 2] != 8 || a->in[base - 1] != 0
+        || len < 4 || (len - 4) % 8 != 0 || len - 4 > a->in_len - base)
+        return;
+    c->addr_base = base;
+    c->addr_count = (len - 4) / 8;
+    c->have_addr_base = 1;
+    c->addr_base_pos = v->pos;
 }
 
 /*****************************************************************************
@@ -1284,9 +1441,7 @@ cu_ranges(dctx_t *c, int sec, unsigned version, size_t abbrev_pos, const atable_
     int moved = 0;
     c->ncr = 0;
     uint64_t base = 0;
-    int have_base = e->low.pos != 0 && e->low.form == DW_FORM_addr;
-    if (have_base)
-        base = get_n(b + e->low.pos, 8);
+    int have_base = e->low.pos != 0 && addr_get(c, sec, &e->low, &base);
     if (e->ranges.pos != 0) {
         if (e->ranges.form != DW_FORM_sec_offset) {
             c->out->ncu_stale++;
@@ -1444,6 +1599,7 @@ unit_walk(dctx_t *c, int sec, size_t off, atable_t *t, pieces_t *pc, size_t *nex
             case DW_AT_entry_pc: e.entry = v; break;
             case DW_AT_call_return_pc: e.ret = v; break;
             case DW_AT_macros: case DW_AT_GNU_macros: e.macros = v; break;
+            case DW_AT_addr_base: e.addr_base = v; break;
             default: break;
             }
         }
@@ -1459,6 +1615,7 @@ unit_walk(dctx_t *c, int sec, size_t off, atable_t *t, pieces_t *pc, size_t *nex
             }
             if (e.macros.pos != 0 && e.macros.form == DW_FORM_sec_offset)
                 QP_CHECK(macro_ref(c, get_n(d->in + e.macros.pos, 4)));
+            addr_unit_start(c, sec, &e.addr_base);
             if (sec == S_INFO && (e.tag == DW_TAG_compile_unit || e.tag == 0x3c))
                 QP_CHECK(cu_ranges(c, sec, version, abbrev_pos, t, &e, pc));
             first = 0;
@@ -1469,6 +1626,8 @@ unit_walk(dctx_t *c, int sec, size_t off, atable_t *t, pieces_t *pc, size_t *nex
         if (a->children)
             depth++;
     }
+    if (!first)
+        QP_CHECK(addr_unit_end(c, sec));
     if (first) {
         c->out->nunits_skipped++;
         c->line_unsafe = 1;
@@ -1648,6 +1807,7 @@ ed_dwarf_build(const cfg_image_t *img, const ed_dwarf_map_t *map, ed_dwarf_out_t
     free(c.lunits);
     free(c.lrefs);
     free(c.cr);
+    free(c.naddr);
     if (rc < 0)
         ed_dwarf_out_free(out);
     return rc;
