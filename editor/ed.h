@@ -160,7 +160,7 @@ typedef struct ed_dwarf_out {
     uint32_t ndie_moved;         /* DIE addresses and ranges mapped */
     uint32_t ndie_stale;         /* DIE ranges in moved code left old (split, too small) */
     uint32_t ndie_addrx;         /* DIE addresses not readable (no address table): old */
-    uint32_t ndie_ranges;        /* DIEs with DW_AT_ranges (not CUs): left old */
+    uint32_t ndie_ranges;        /* DW_AT_ranges left old (rnglistx, lists not read) */
     uint32_t ncu_moved;          /* CUs whose ranges now cover their new code */
     uint32_t ncu_stale;          /* CUs with moved code whose ranges stayed old */
     uint32_t nrnglists_added;    /* new range lists */
@@ -175,13 +175,13 @@ typedef struct ed_dwarf_out {
 /*
  * New contents for the DWARF sections of IMG whose code addresses MAP changes:
  * .debug_line (line programs regenerated, rows of moved code at their new addresses),
- * .debug_info (DW_AT_stmt_list, DIE low_pc/high_pc, call sites and CU ranges patched in
- * place, same size), .debug_abbrev, .debug_rnglists or .debug_ranges (new lists
+ * .debug_info (DW_AT_stmt_list, DIE low_pc/high_pc and DW_AT_ranges, call sites and CU
+ * ranges patched in place, same size), .debug_abbrev, .debug_rnglists or .debug_ranges (new lists
  * appended, the section created when absent), .debug_addr (a unit's table copied with
  * new entries appended), .debug_aranges and .debug_macro. Only
  * sections that change are in OUT->secs. What cannot be rewritten keeps its old bytes
- * and is counted in OUT; location lists and non-CU DW_AT_ranges stay old (a debugger
- * then shows no value there, never a wrong one). Returns 0, QP_EINVAL, QP_ERANGE or
+ * and is counted in OUT; location lists stay old (a debugger then shows no value in
+ * moved code, never a wrong one). Returns 0, QP_EINVAL, QP_ERANGE or
  * QP_ENOMEM (OUT then holds nothing). Free with ed_dwarf_out_free.
  */
 int ed_dwarf_build(const cfg_image_t *img, const ed_dwarf_map_t *map,

@@ -14,7 +14,8 @@
  *   .debug_info     patched in place, never resized: DW_AT_stmt_list of every unit (the
  *                   line units moved), DW_AT_low_pc/DW_AT_high_pc of subprograms, lexical
  *                   blocks, inlined subroutines and labels whose range is one run of moved
- *                   code, DW_AT_entry_pc, and call sites' return addresses. The CU DIE's
+ *                   code, DW_AT_entry_pc, call sites' return addresses, and
+ *                   DW_AT_ranges (a new list, see die_ranges). The CU DIE's
  *                   low_pc/high_pc pair becomes low_pc + DW_AT_ranges (a new abbreviation,
  *                   see cu_ranges) so that the CU covers its new code as well.
  *   .debug_abbrev   the new CU abbreviations are appended.
@@ -28,9 +29,8 @@
  *
  * What stays old (and is then simply not found at new PCs - never a wrong answer):
  * location lists (a variable shows as <optimized out> in moved code unless its location
- * is a single expression), DW_AT_ranges of DIEs other than CUs (functions with cold
- * parts, inlined code in several pieces), and ranges that do not map to one contiguous
- * run of new code. They are counted (--verbose).
+ * is a single expression), DW_FORM_rnglistx ranges, and low_pc/high_pc ranges that do
+ * not map to one contiguous run of new code. They are counted (--verbose).
  * Units this reader does not handle - DWARF 2/3 and 64-bit DWARF units, split DWARF,
  * compressed sections - keep their bytes; when a line unit cannot be found from its CU,
  * .debug_line is left as it was.
@@ -297,6 +297,10 @@ typedef struct dctx {
     crange_t *cr;               /* scratch: the pieces of one range */
     size_t ncr, cr_cap;
     size_t rng_hdr;             /* offset of the new .debug_rnglists contribution */
+    int drop_padding;           /* cr_add: leave out the kept part of a moved range */
+    unsigned version;           /* the current unit's DWARF version */
+    uint64_t cu_base;           /* its base address (the CU's low_pc) */
+    int have_cu_base;           /* ... when it has one */
     /* The current unit's address table (DW_FORM_addrx). */
     int have_addr_base;         /* it was found */
     uint64_t addr_base;         /* offset of its first entry in .debug_addr */
@@ -1136,6 +1140,42 @@ die_range(dctx_t *c, int sec, const die_t *e, uint64_t *lo, uint64_t *hi)
     return *hi > *lo;
 }
 
+static int cr_read_list(dctx_t *c, unsigned version, uint64_t off, uint64_t base,
+                        int have_base, pieces_t *pc, int *moved);
+static int cr_write_list(dctx_t *c, unsigned version, uint64_t *off);
+
+/*
+ * A DIE with DW_AT_ranges (a function with a cold part, inlined code in several pieces):
+ * a new list with each range cut into pieces, in the old order (gdb takes the first
+ * range's start as the entry of a block without DW_AT_entry_pc), appended to the ranges
+ * section; the offset is patched in place. DW_FORM_rnglistx stays old.
+ */
+static int
+die_ranges(dctx_t *c, int sec, const die_t *e, pieces_t *pc)
+{
+    if (e->ranges.form != DW_FORM_sec_offset) {
+        c->out->ndie_ranges++;
+        return 0;
+    }
+    int moved = 0;
+    c->ncr = 0;
+    c->drop_padding = 1;
+    uint64_t off = get_n(c->s[sec].out.p + e->ranges.pos, 4);
+    int ok = cr_read_list(c, c->version, off, c->cu_base, c->have_cu_base, pc, &moved);
+    c->drop_padding = 0;
+    QP_CHECK(ok);
+    if (!ok) {
+        c->out->ndie_ranges++;
+        return 0;
+    }
+    if (!moved)
+        return 0;
+    QP_CHECK(cr_write_list(c, c->version, &off));
+    put_n(c->s[sec].out.p + e->ranges.pos, off, 4);
+    c->out->ndie_moved++;
+    return 0;
+}
+
 /* A DIE of code: map low_pc/high_pc when the range is one run of new code, and the
  * entry and return addresses it names. */
 static int
@@ -1173,8 +1213,8 @@ die_patch(dctx_t *c, int sec, const die_t *e, pieces_t *pc)
         patch_addr(c, sec, &e->entry, c->map->map); /* constant forms: offsets, kept */
     if (e->ret.pos != 0)
         patch_addr(c, sec, &e->ret, c->map->map_return);
-    if (e->ranges.pos != 0 && e->tag != DW_TAG_compile_unit)
-        c->out->ndie_ranges++;
+    if (e->ranges.pos != 0)
+        QP_CHECK(die_ranges(c, sec, e, pc));
     return 0;
 }
 
@@ -1248,12 +1288,15 @@ static int
 cr_add(dctx_t *c, uint64_t lo, uint64_t hi, pieces_t *pc, int *moved)
 {
     QP_CHECK(cut(c, lo, hi, pc));
+    int any = 0;
+    for (size_t i = 0; i < pc->n && c->drop_padding; i++)
+        any |= pc->v[i].new_ != 0;
     for (size_t i = 0; i < pc->n; i++) {
         const piece_t *p = &pc->v[i];
         crange_t r = p->new_ ? (crange_t) { p->new_, p->new_ + p->nlen }
                              : (crange_t) { p->old, p->old + p->olen };
-        if (r.hi <= r.lo)
-            continue;
+        if (r.hi <= r.lo || (any && p->new_ == 0))
+            continue; /* the padding after a moved procedure (see line_place) */
         *moved |= p->new_ != 0;
         QP_CHECK(grow((void **)&c->cr, &c->cr_cap, c->ncr, sizeof(crange_t)));
         c->cr[c->ncr++] = r;
@@ -1616,6 +1659,8 @@ unit_walk(dctx_t *c, int sec, size_t off, atable_t *t, pieces_t *pc, size_t *nex
             if (e.macros.pos != 0 && e.macros.form == DW_FORM_sec_offset)
                 QP_CHECK(macro_ref(c, get_n(d->in + e.macros.pos, 4)));
             addr_unit_start(c, sec, &e.addr_base);
+            c->version = version;
+            c->have_cu_base = e.low.pos != 0 && addr_get(c, sec, &e.low, &c->cu_base);
             if (sec == S_INFO && (e.tag == DW_TAG_compile_unit || e.tag == 0x3c))
                 QP_CHECK(cu_ranges(c, sec, version, abbrev_pos, t, &e, pc));
             first = 0;

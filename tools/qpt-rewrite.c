@@ -177,7 +177,7 @@ rewrite(const cfg_prog_t *prog, const char *input, const char *output, const cha
                 "%s: %s: debug info: %llu line rows remapped, %llu kept, %u sequences in %u "
                 "line programs (%u programs kept as they were%s); %u DIE addresses remapped, "
                 "%u left old (range split or too small), %u unreadable, %u DW_AT_ranges "
-                "left old, %u new .debug_addr entries; %u CU ranges extended (%u not); %u "
+                "left old (indexed), %u new .debug_addr entries; %u CU ranges extended (%u not); %u "
                 "aranges sets "
                 "rewritten; %u units not handled, %u in part; %u compressed sections\n",
                 prog_name, output, (unsigned long long)d->nline_rows_moved,
