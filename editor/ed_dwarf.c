@@ -73,7 +73,8 @@ enum {
 enum {
     DW_AT_low_pc = 0x11, DW_AT_high_pc = 0x12, DW_AT_stmt_list = 0x10,
     DW_AT_identifier_case = 0x42, DW_AT_entry_pc = 0x52, DW_AT_ranges = 0x55,
-    DW_AT_addr_base = 0x73, DW_AT_macros = 0x79, DW_AT_call_return_pc = 0x7d,
+    DW_AT_addr_base = 0x73, DW_AT_dwo_name = 0x76, DW_AT_GNU_dwo_name = 0x2130,
+    DW_AT_GNU_dwo_id = 0x2131, DW_AT_macros = 0x79, DW_AT_call_return_pc = 0x7d,
     DW_AT_GNU_macros = 0x2119,
 };
 
@@ -247,6 +248,21 @@ get_n(const uint8_t *p, size_t n)
     return v;
 }
 
+/* Make room for element N of *V (SIZE bytes each). */
+static int
+grow(void **v, size_t *cap, size_t n, size_t size)
+{
+    if (n < *cap)
+        return 0;
+    size_t nc = *cap ? 2 * *cap : 256;
+    void *p = realloc(*v, nc * size);
+    if (p == NULL)
+        return QP_ENOMEM;
+    *v = p;
+    *cap = nc;
+    return 0;
+}
+
 /*****************************************************************************
  * State of one build
  */
@@ -294,6 +310,10 @@ typedef struct dctx {
     lref_t *lrefs;              /* references to line units */
     size_t nlrefs, lrefs_cap;
     int line_unsafe;            /* a unit's line table could not be found: keep .debug_line */
+    uint64_t *lkeep;            /* line units to keep as they are (split DWARF units) */
+    size_t nlkeep, lkeep_cap;
+    uint64_t *ukeep;            /* .debug_info units kept as they are: their aranges too */
+    size_t nukeep, ukeep_cap;
     crange_t *cr;               /* scratch: the pieces of one range */
     size_t ncr, cr_cap;
     size_t rng_hdr;             /* offset of the new .debug_rnglists contribution */
@@ -308,6 +328,8 @@ typedef struct dctx {
     size_t addr_base_pos;       /* where the unit DIE's DW_AT_addr_base value is */
     uint64_t *naddr;            /* new entries, after the old ones in the unit's copy */
     size_t nnaddr, naddr_cap;
+    uint32_t *nhash;            /* index+1 into naddr by address: open addressing */
+    size_t nhash_cap;           /* a power of 2, at least twice naddr_cap */
 } dctx_t;
 
 static int
@@ -322,6 +344,33 @@ lref_add(dctx_t *c, int sec, size_t pos)
         c->lrefs_cap = cap;
     }
     c->lrefs[c->nlrefs++] = (lref_t) { sec, pos };
+    return 0;
+}
+
+static int
+lkeep_add(dctx_t *c, uint64_t off)
+{
+    QP_CHECK(grow((void **)&c->lkeep, &c->lkeep_cap, c->nlkeep, sizeof(uint64_t)));
+    c->lkeep[c->nlkeep++] = off;
+    return 0;
+}
+
+static int
+ukeep_add(dctx_t *c, int sec, uint64_t off)
+{
+    if (sec != S_INFO)
+        return 0;
+    QP_CHECK(grow((void **)&c->ukeep, &c->ukeep_cap, c->nukeep, sizeof(uint64_t)));
+    c->ukeep[c->nukeep++] = off;
+    return 0;
+}
+
+static int
+lkeep_has(const dctx_t *c, uint64_t off)
+{
+    for (size_t i = 0; i < c->nlkeep; i++)
+        if (c->lkeep[i] == off)
+            return 1;
     return 0;
 }
 
@@ -434,19 +483,6 @@ typedef struct lbuf {
     pieces_t pc;            /* scratch */
 } lbuf_t;
 
-static int
-grow(void **v, size_t *cap, size_t n, size_t size)
-{
-    if (n < *cap)
-        return 0;
-    size_t nc = *cap ? 2 * *cap : 256;
-    void *p = realloc(*v, nc * size);
-    if (p == NULL)
-        return QP_ENOMEM;
-    *v = p;
-    *cap = nc;
-    return 0;
-}
 
 /* Parse the header of the unit at OFF. 1: a unit this file can rewrite; 0: keep its
  * bytes (h->end is set when its length is known, else 0); negative: an error. */
@@ -804,6 +840,8 @@ line_rewrite(dctx_t *c)
         }
         c->lunits = lu;
         c->lunits[c->nlunits++] = (lunit_t) { off, w->len };
+        if (ok == 1 && lkeep_has(c, off))
+            ok = 0;
         if (ok == 1 && (rc = line_rows(d, &h, &b)) < 0)
             break;
         ok = rc;
@@ -996,6 +1034,7 @@ typedef struct aval {
 typedef struct die {
     uint64_t tag;
     aval_t low, high, ranges, stmt, entry, ret, macros, addr_base;
+    int dwo;                /* names a split DWARF object (DW_AT_dwo_name, GNU too) */
     size_t code_pos;        /* offset of the DIE's abbreviation code */
     size_t code_len;        /* its length */
     const abbrev_t *ab;     /* its abbreviation */
@@ -1079,9 +1118,26 @@ addr_put(dctx_t *c, int sec, const aval_t *v, uint64_t val)
     size_t n = addrx_size(d, v->form, v->pos);
     if (n == 0 || !c->have_addr_base || c->addr_base_pos == 0)
         return 0;
-    size_t k = 0;
-    while (k < c->nnaddr && c->naddr[k] != val)
-        k++;
+    if (2 * (c->nnaddr + 1) > c->nhash_cap) {
+        /* Grow the hash of new entries (and rebuild it from naddr). */
+        size_t cap = c->nhash_cap ? 2 * c->nhash_cap : 256;
+        uint32_t *h = calloc(cap, sizeof(uint32_t));
+        if (h == NULL)
+            return 0;
+        free(c->nhash);
+        c->nhash = h;
+        c->nhash_cap = cap;
+        for (size_t i = 0; i < c->nnaddr; i++) {
+            size_t j = (c->naddr[i] * 0x9e3779b97f4a7c15ull >> 20) & (cap - 1);
+            while (h[j] != 0)
+                j = (j + 1) & (cap - 1);
+            h[j] = (uint32_t)i + 1;
+        }
+    }
+    size_t j = (val * 0x9e3779b97f4a7c15ull >> 20) & (c->nhash_cap - 1);
+    while (c->nhash[j] != 0 && c->naddr[c->nhash[j] - 1] != val)
+        j = (j + 1) & (c->nhash_cap - 1);
+    size_t k = c->nhash[j] != 0 ? c->nhash[j] - 1 : c->nnaddr;
     uint64_t idx = c->addr_count + k;
     unsigned bits = v->form == DW_FORM_addrx ? 7 * (unsigned)n : 8 * (unsigned)n;
     if (bits < 64 && idx >> bits != 0)
@@ -1090,6 +1146,7 @@ addr_put(dctx_t *c, int sec, const aval_t *v, uint64_t val)
         if (grow((void **)&c->naddr, &c->naddr_cap, c->nnaddr, sizeof(uint64_t)) < 0)
             return 0;
         c->naddr[c->nnaddr++] = val;
+        c->nhash[j] = (uint32_t)c->nnaddr;
     }
     if (v->form == DW_FORM_addrx) {
         /* The same number of bytes: a padded ULEB128 reads the same. */
@@ -1242,6 +1299,8 @@ addr_unit_end(dctx_t *c, int sec)
     put_n(c->s[sec].out.p + c->addr_base_pos, base, 4);
     c->out->naddr_added += (uint32_t)c->nnaddr;
     c->nnaddr = 0;
+    if (c->nhash != NULL)
+        memset(c->nhash, 0, c->nhash_cap * sizeof(uint32_t));
     return 0;
 }
 
@@ -1251,6 +1310,8 @@ addr_unit_start(dctx_t *c, int sec, const aval_t *v)
 {
     c->have_addr_base = 0;
     c->addr_base_pos = 0;
+    if (c->nnaddr != 0 && c->nhash != NULL)
+        memset(c->nhash, 0, c->nhash_cap * sizeof(uint32_t));
     c->nnaddr = 0;
     const dsec_t *a = &c->s[S_ADDR];
     if (v->pos == 0 || v->form != DW_FORM_sec_offset || a->in == NULL)
@@ -1571,7 +1632,7 @@ unit_walk(dctx_t *c, int sec, size_t off, atable_t *t, pieces_t *pc, size_t *nex
     if (r.err || len >= 0xfffffff0u || len > r.len - r.pos) {
         c->out->nunits_skipped++; /* 64-bit DWARF or truncated: nothing after it is read */
         c->line_unsafe = 1;
-        return 0;
+        return ukeep_add(c, sec, off);
     }
     size_t end = r.pos + len;
     *next = end;
@@ -1597,14 +1658,13 @@ unit_walk(dctx_t *c, int sec, size_t off, atable_t *t, pieces_t *pc, size_t *nex
         if (sec == S_TYPES)
             rd_skip(&r, 12);
     }
-    if (r.err || (version != 4 && version != 5) || asz != 8 || ut == DW_UT_skeleton
-        || ut == DW_UT_split_compile || ut == DW_UT_split_type
-        || abbrev_read(&c->s[S_ABBREV], aoff, t) < 0) {
-        /* DWARF 2/3, split DWARF, other address sizes: the unit keeps its bytes. If it
-         * names a line table, that table must not move. */
+    if (r.err || (version != 4 && version != 5) || asz != 8 || ut == DW_UT_split_compile
+        || ut == DW_UT_split_type || abbrev_read(&c->s[S_ABBREV], aoff, t) < 0) {
+        /* DWARF 2/3, other address sizes: the unit keeps its bytes. If it names a line
+         * table, that table must not move. */
         c->out->nunits_skipped++;
         c->line_unsafe = 1;
-        return 0;
+        return ukeep_add(c, sec, off);
     }
     int depth = 0, first = 1;
     while (r.pos < end) {
@@ -1643,11 +1703,23 @@ unit_walk(dctx_t *c, int sec, size_t off, atable_t *t, pieces_t *pc, size_t *nex
             case DW_AT_call_return_pc: e.ret = v; break;
             case DW_AT_macros: case DW_AT_GNU_macros: e.macros = v; break;
             case DW_AT_addr_base: e.addr_base = v; break;
+            case DW_AT_dwo_name: case DW_AT_GNU_dwo_name: case DW_AT_GNU_dwo_id: e.dwo = 1; break;
             default: break;
             }
         }
         if (r.err)
             break;
+        if (first && (ut == DW_UT_skeleton || e.dwo)) {
+            /* Split DWARF: the DIEs are in a .dwo file, with addresses in this file's
+             * .debug_addr. The unit keeps everything, its line table included. */
+            c->out->nunits_skipped++;
+            if (e.stmt.pos != 0 && e.stmt.form != DW_FORM_sec_offset
+                && e.stmt.form != DW_FORM_data4)
+                c->line_unsafe = 1;
+            else if (e.stmt.pos != 0)
+                QP_CHECK(lkeep_add(c, get_n(d->in + e.stmt.pos, 4)));
+            return ukeep_add(c, sec, off);
+        }
         if (first) {
             /* The unit DIE: its line table and macros, then its ranges. */
             if (e.stmt.pos != 0) {
@@ -1676,6 +1748,7 @@ unit_walk(dctx_t *c, int sec, size_t off, atable_t *t, pieces_t *pc, size_t *nex
     if (first) {
         c->out->nunits_skipped++;
         c->line_unsafe = 1;
+        QP_CHECK(ukeep_add(c, sec, off));
     } else if (r.err || (r.pos < end && depth >= 0)) {
         c->out->nunits_partial++; /* the DIEs before the unknown one were done */
     }
@@ -1707,9 +1780,11 @@ aranges_rewrite(dctx_t *c, pieces_t *pc)
         uint64_t info = rd_n(&r, 4);
         uint8_t asz = (uint8_t)rd_n(&r, 1), ssz = (uint8_t)rd_n(&r, 1);
         r.pos = off + 16; /* tuples start at a multiple of 16 */
-        int moved = 0;
+        int moved = 0, keep = 0;
         c->ncr = 0;
-        if (version == 2 && asz == 8 && ssz == 0 && !r.err) {
+        for (size_t i = 0; i < c->nukeep; i++)
+            keep |= c->ukeep[i] == info; /* its unit kept its old ranges too */
+        if (version == 2 && asz == 8 && ssz == 0 && !r.err && !keep) {
             for (;;) {
                 uint64_t lo = rd_n(&r, 8), n = rd_n(&r, 8);
                 if (r.err || (lo == 0 && n == 0))
@@ -1776,10 +1851,7 @@ build(dctx_t *c, const cfg_image_t *img)
     atable_t t;
     memset(&t, 0, sizeof(t));
     int rc = 0;
-    if (c->s[S_LINE].in != NULL)
-        rc = line_rewrite(c);
-    if (rc == 0)
-        rc = sec_copy(c, S_INFO);
+    rc = sec_copy(c, S_INFO);
     if (rc == 0 && c->s[S_TYPES].in != NULL)
         rc = sec_copy(c, S_TYPES);
     for (int sec = S_INFO; sec <= S_TYPES && rc == 0; sec++) {
@@ -1791,6 +1863,9 @@ build(dctx_t *c, const cfg_image_t *img)
             off = next;
         }
     }
+    /* After the units: they say which line tables must stay as they are. */
+    if (rc == 0 && c->s[S_LINE].in != NULL)
+        rc = line_rewrite(c);
     if (rc == 0 && c->s[S_ARANGES].in != NULL)
         rc = aranges_rewrite(c, &pc);
     free(pc.v);
@@ -1853,6 +1928,9 @@ ed_dwarf_build(const cfg_image_t *img, const ed_dwarf_map_t *map, ed_dwarf_out_t
     free(c.lrefs);
     free(c.cr);
     free(c.naddr);
+    free(c.nhash);
+    free(c.lkeep);
+    free(c.ukeep);
     if (rc < 0)
         ed_dwarf_out_free(out);
     return rc;
