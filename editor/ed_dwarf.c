@@ -4,333 +4,53 @@
 /*
  * DWARF debug information for relocated code. The input's .debug_* sections name the old
  * addresses; this file makes new contents for the few sections that hold code addresses,
- * so that a debugger finds relocated code by file:line, by function and by PC:
+ * so that a debugger finds relocated code by file:line, by function and by PC.
  *
- *   .debug_line     every line program is regenerated: each row's address range goes
- *                   through the editor's map, rows of moved code become new sequences
- *                   (sorted by new address, one per contiguous run of new code), rows of
- *                   code left in place keep their old addresses. Headers (directory and
- *                   file tables) are copied byte for byte.
- *   .debug_info     patched in place, never resized: DW_AT_stmt_list of every unit (the
- *                   line units moved), DW_AT_low_pc/DW_AT_high_pc of subprograms, lexical
- *                   blocks, inlined subroutines and labels whose range is one run of moved
- *                   code, DW_AT_entry_pc, call sites' return addresses, and
- *                   DW_AT_ranges (a new list, see die_ranges). The CU DIE's
- *                   low_pc/high_pc pair becomes low_pc + DW_AT_ranges (a new abbreviation,
- *                   see cu_ranges) so that the CU covers its new code as well.
- *   .debug_abbrev   the new CU abbreviations are appended.
- *   .debug_rnglists / .debug_ranges   the CUs' new range lists are appended.
- *   .debug_addr     (DW_FORM_addrx, clang's DWARF 5) a unit whose DIEs need new
- *                   addresses gets a copy of its address table with new entries after
- *                   the old ones, and its DW_AT_addr_base names the copy; old entries
- *                   never change (location lists and the CU base address use them).
- *   .debug_aranges  regenerated: each CU's tuples cut into kept and moved pieces.
- *   .debug_macro    the .debug_line offset in macro unit headers follows the line units.
+ * .debug_line: every line program is regenerated (ed_dwarf_line.c).
+ *
+ * .debug_info is patched in place, never resized: DW_AT_stmt_list of every unit (the
+ * line units moved); DW_AT_low_pc and DW_AT_high_pc of subprograms, lexical blocks,
+ * inlined subroutines and labels whose range is one run of moved code; DW_AT_entry_pc;
+ * the return addresses of call sites; DW_AT_ranges (a new list, see die_ranges). The CU
+ * DIE's low_pc/high_pc pair becomes low_pc + DW_AT_ranges through a new abbreviation
+ * (see cu_ranges), so that the CU covers its new code as well: gdb looks for the CU of a
+ * PC in the CU DIEs' ranges.
+ *
+ * .debug_abbrev gets the new CU abbreviations appended; .debug_rnglists (DWARF 5) or
+ * .debug_ranges (DWARF 4) the new range lists, the section being created when absent.
+ *
+ * .debug_addr (DW_FORM_addrx, clang's DWARF 5): a unit whose DIEs need new addresses gets
+ * a copy of its address table with new entries after the old ones, and its
+ * DW_AT_addr_base names the copy. Old entries never change: location lists, the CU's
+ * base address and expressions may share them.
+ *
+ * .debug_aranges is regenerated, each CU's tuples cut into kept and moved pieces;
+ * .debug_macro headers name the line units' new offsets.
  *
  * What stays old (and is then simply not found at new PCs - never a wrong answer):
  * location lists (a variable shows as <optimized out> in moved code unless its location
  * is a single expression), DW_FORM_rnglistx ranges, and low_pc/high_pc ranges that do
- * not map to one contiguous run of new code. They are counted (--verbose).
- * Units this reader does not handle - DWARF 2/3 and 64-bit DWARF units, split DWARF,
- * compressed sections - keep their bytes; when a line unit cannot be found from its CU,
- * .debug_line is left as it was.
+ * not map to one contiguous run of new code. They are counted (--verbose). Units this
+ * reader does not handle - DWARF 2/3 and 64-bit DWARF units, split DWARF, compressed
+ * sections - keep their bytes; when a line unit cannot be found from its CU, .debug_line
+ * is left as it was.
  *
  * Formats: DWARF 4 and DWARF 5 (sections 6.1.2 aranges, 6.2 line tables, 7.5 unit
  * headers and forms, 7.25 range lists).
  */
-#include <stdint.h>
-#include <stdlib.h>
-#include <string.h>
-
-#include "arch/qp_err.h"
-#include "editor/ed.h"
-
-enum {
-    DW_FORM_addr = 0x01, DW_FORM_block2 = 0x03, DW_FORM_block4 = 0x04,
-    DW_FORM_data2 = 0x05, DW_FORM_data4 = 0x06, DW_FORM_data8 = 0x07,
-    DW_FORM_string = 0x08, DW_FORM_block = 0x09, DW_FORM_block1 = 0x0a,
-    DW_FORM_data1 = 0x0b, DW_FORM_flag = 0x0c, DW_FORM_sdata = 0x0d, DW_FORM_strp = 0x0e,
-    DW_FORM_udata = 0x0f, DW_FORM_ref_addr = 0x10, DW_FORM_ref1 = 0x11,
-    DW_FORM_ref2 = 0x12, DW_FORM_ref4 = 0x13, DW_FORM_ref8 = 0x14,
-    DW_FORM_ref_udata = 0x15, DW_FORM_indirect = 0x16, DW_FORM_sec_offset = 0x17,
-    DW_FORM_exprloc = 0x18, DW_FORM_flag_present = 0x19, DW_FORM_strx = 0x1a,
-    DW_FORM_addrx = 0x1b, DW_FORM_ref_sup4 = 0x1c, DW_FORM_strp_sup = 0x1d,
-    DW_FORM_data16 = 0x1e, DW_FORM_line_strp = 0x1f, DW_FORM_ref_sig8 = 0x20,
-    DW_FORM_implicit_const = 0x21, DW_FORM_loclistx = 0x22, DW_FORM_rnglistx = 0x23,
-    DW_FORM_ref_sup8 = 0x24, DW_FORM_strx1 = 0x25, DW_FORM_strx2 = 0x26,
-    DW_FORM_strx3 = 0x27, DW_FORM_strx4 = 0x28, DW_FORM_addrx1 = 0x29,
-    DW_FORM_addrx2 = 0x2a, DW_FORM_addrx3 = 0x2b, DW_FORM_addrx4 = 0x2c,
-    DW_FORM_GNU_addr_index = 0x1f01, DW_FORM_GNU_str_index = 0x1f02,
-    DW_FORM_GNU_ref_alt = 0x1f20, DW_FORM_GNU_strp_alt = 0x1f21,
-};
-
-enum {
-    DW_TAG_label = 0x0a, DW_TAG_lexical_block = 0x0b, DW_TAG_compile_unit = 0x11,
-    DW_TAG_inlined_subroutine = 0x1d, DW_TAG_subprogram = 0x2e,
-    DW_TAG_call_site = 0x48, DW_TAG_GNU_call_site = 0x4109,
-};
-
-enum {
-    DW_AT_low_pc = 0x11, DW_AT_high_pc = 0x12, DW_AT_stmt_list = 0x10,
-    DW_AT_identifier_case = 0x42, DW_AT_entry_pc = 0x52, DW_AT_ranges = 0x55,
-    DW_AT_addr_base = 0x73, DW_AT_dwo_name = 0x76, DW_AT_GNU_dwo_name = 0x2130,
-    DW_AT_GNU_dwo_id = 0x2131, DW_AT_macros = 0x79, DW_AT_call_return_pc = 0x7d,
-    DW_AT_GNU_macros = 0x2119,
-};
-
-enum {
-    DW_UT_compile = 1, DW_UT_type = 2, DW_UT_partial = 3, DW_UT_skeleton = 4,
-    DW_UT_split_compile = 5, DW_UT_split_type = 6,
-};
-
-enum {
-    DW_LNS_copy = 1, DW_LNS_advance_pc = 2, DW_LNS_advance_line = 3, DW_LNS_set_file = 4,
-    DW_LNS_set_column = 5, DW_LNS_negate_stmt = 6, DW_LNS_set_basic_block = 7,
-    DW_LNS_const_add_pc = 8, DW_LNS_fixed_advance_pc = 9, DW_LNS_set_prologue_end = 10,
-    DW_LNS_set_epilogue_begin = 11, DW_LNS_set_isa = 12,
-    DW_LNE_end_sequence = 1, DW_LNE_set_address = 2, DW_LNE_set_discriminator = 4,
-};
-
-enum { DW_RLE_end_of_list = 0, DW_RLE_start_length = 7 };
-
-/*****************************************************************************
- * Reading and writing bytes
- */
-
-/* A bounded reader; any read past the end sets ERR and returns zeros. */
-typedef struct rd {
-    const uint8_t *p;   /* start of the data */
-    size_t len;         /* its length */
-    size_t pos;         /* current offset */
-    int err;            /* a read ran past the end */
-} rd_t;
-
-static uint64_t
-rd_n(rd_t *r, size_t n)
-{
-    uint64_t v = 0;
-    if (r->err || n > r->len - r->pos) {
-        r->err = 1;
-        r->pos = r->len;
-        return 0;
-    }
-    for (size_t i = 0; i < n; i++)
-        v |= (uint64_t)r->p[r->pos + i] << (8 * i);
-    r->pos += n;
-    return v;
-}
-
-static uint64_t
-rd_uleb(rd_t *r)
-{
-    uint64_t v = 0;
-    unsigned shift = 0;
-    for (;;) {
-        uint8_t b = (uint8_t)rd_n(r, 1);
-        if (r->err)
-            return 0;
-        if (shift < 64)
-            v |= (uint64_t)(b & 0x7f) << shift;
-        shift += 7;
-        if (!(b & 0x80))
-            return v;
-    }
-}
-
-static int64_t
-rd_sleb(rd_t *r)
-{
-    uint64_t v = 0;
-    unsigned shift = 0;
-    uint8_t b;
-    do {
-        b = (uint8_t)rd_n(r, 1);
-        if (r->err)
-            return 0;
-        if (shift < 64)
-            v |= (uint64_t)(b & 0x7f) << shift;
-        shift += 7;
-    } while (b & 0x80);
-    if (shift < 64 && (b & 0x40))
-        v |= ~(uint64_t)0 << shift;
-    return (int64_t)v;
-}
-
-static void
-rd_skip(rd_t *r, uint64_t n)
-{
-    if (r->err || n > r->len - r->pos) {
-        r->err = 1;
-        r->pos = r->len;
-        return;
-    }
-    r->pos += n;
-}
-
-/* A growable output buffer; ERR is set when memory runs out. */
-typedef struct wb {
-    uint8_t *p;         /* the bytes (malloc) */
-    size_t len;         /* used */
-    size_t cap;         /* allocated */
-    int err;            /* out of memory */
-} wb_t;
-
-static void
-wb_put(wb_t *w, const void *src, size_t n)
-{
-    if (w->err)
-        return;
-    if (n > w->cap - w->len) {
-        size_t cap = w->cap ? w->cap : 256;
-        while (cap - w->len < n)
-            cap *= 2;
-        uint8_t *p = realloc(w->p, cap);
-        if (p == NULL) {
-            w->err = 1;
-            return;
-        }
-        w->p = p;
-        w->cap = cap;
-    }
-    memcpy(w->p + w->len, src, n);
-    w->len += n;
-}
-
-static void
-wb_n(wb_t *w, uint64_t v, size_t n)
-{
-    uint8_t b[8];
-    for (size_t i = 0; i < n; i++)
-        b[i] = (uint8_t)(v >> (8 * i));
-    wb_put(w, b, n);
-}
-
-static void
-wb_uleb(wb_t *w, uint64_t v)
-{
-    do {
-        uint8_t b = v & 0x7f;
-        v >>= 7;
-        if (v)
-            b |= 0x80;
-        wb_put(w, &b, 1);
-    } while (v);
-}
-
-static void
-wb_sleb(wb_t *w, int64_t v)
-{
-    for (;;) {
-        uint8_t b = v & 0x7f;
-        v >>= 7; /* arithmetic shift: gcc and clang on x86-64 */
-        if ((v == 0 && !(b & 0x40)) || (v == -1 && (b & 0x40))) {
-            wb_put(w, &b, 1);
-            return;
-        }
-        b |= 0x80;
-        wb_put(w, &b, 1);
-    }
-}
-
-static void
-put_n(uint8_t *p, uint64_t v, size_t n)
-{
-    for (size_t i = 0; i < n; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static uint64_t
-get_n(const uint8_t *p, size_t n)
-{
-    uint64_t v = 0;
-    for (size_t i = 0; i < n; i++)
-        v |= (uint64_t)p[i] << (8 * i);
-    return v;
-}
-
-/* Make room for element N of *V (SIZE bytes each). */
-static int
-grow(void **v, size_t *cap, size_t n, size_t size)
-{
-    if (n < *cap)
-        return 0;
-    size_t nc = *cap ? 2 * *cap : 256;
-    void *p = realloc(*v, nc * size);
-    if (p == NULL)
-        return QP_ENOMEM;
-    *v = p;
-    *cap = nc;
-    return 0;
-}
-
-/*****************************************************************************
- * State of one build
- */
-
-/* A section of the input and, once changed, its new contents. */
-typedef struct dsec {
-    const char *name;       /* ".debug_line" */
-    const uint8_t *in;      /* input bytes, NULL when absent */
-    size_t in_len;          /* their number */
-    wb_t out;               /* new contents (out.p != NULL once made) */
-} dsec_t;
-
-enum {
-    S_INFO, S_TYPES, S_ABBREV, S_LINE, S_ARANGES, S_RNGLISTS, S_RANGES, S_MACRO, S_ADDR, S_N
-};
+#include "editor/ed_dwarf_priv.h"
 
 static const char *const sec_names[S_N] = {
-    ".debug_info", ".debug_types", ".debug_abbrev", ".debug_line", ".debug_aranges",
-    ".debug_rnglists", ".debug_ranges", ".debug_macro", ".debug_addr",
+    ".debug_info",
+    ".debug_types",
+    ".debug_abbrev",
+    ".debug_line",
+    ".debug_aranges",
+    ".debug_rnglists",
+    ".debug_ranges",
+    ".debug_macro",
+    ".debug_addr",
 };
-
-/* A line unit: where it was and where it goes. */
-typedef struct lunit {
-    uint64_t old_off;       /* offset in the input's .debug_line */
-    uint64_t new_off;       /* offset in the new one */
-} lunit_t;
-
-/* A patch of .debug_line offsets to make once the new layout is known. */
-typedef struct lref {
-    int sec;                /* S_INFO, S_TYPES or S_MACRO */
-    size_t pos;             /* where the 4-byte offset is */
-} lref_t;
-
-/* A new range of a CU: old code kept, or new code. */
-typedef struct crange {
-    uint64_t lo, hi;        /* [lo, hi) */
-} crange_t;
-
-typedef struct dctx {
-    const ed_dwarf_map_t *map;  /* the editor's map */
-    ed_dwarf_out_t *out;        /* figures and results */
-    dsec_t s[S_N];              /* the sections */
-    lunit_t *lunits;            /* line units, by old offset */
-    size_t nlunits;
-    lref_t *lrefs;              /* references to line units */
-    size_t nlrefs, lrefs_cap;
-    int line_unsafe;            /* a unit's line table could not be found: keep .debug_line */
-    uint64_t *lkeep;            /* line units to keep as they are (split DWARF units) */
-    size_t nlkeep, lkeep_cap;
-    uint64_t *ukeep;            /* .debug_info units kept as they are: their aranges too */
-    size_t nukeep, ukeep_cap;
-    crange_t *cr;               /* scratch: the pieces of one range */
-    size_t ncr, cr_cap;
-    size_t rng_hdr;             /* offset of the new .debug_rnglists contribution */
-    int drop_padding;           /* cr_add: leave out the kept part of a moved range */
-    unsigned version;           /* the current unit's DWARF version */
-    uint64_t cu_base;           /* its base address (the CU's low_pc) */
-    int have_cu_base;           /* ... when it has one */
-    /* The current unit's address table (DW_FORM_addrx). */
-    int have_addr_base;         /* it was found */
-    uint64_t addr_base;         /* offset of its first entry in .debug_addr */
-    uint64_t addr_count;        /* its entries */
-    size_t addr_base_pos;       /* where the unit DIE's DW_AT_addr_base value is */
-    uint64_t *naddr;            /* new entries, after the old ones in the unit's copy */
-    size_t nnaddr, naddr_cap;
-    uint32_t *nhash;            /* index+1 into naddr by address: open addressing */
-    size_t nhash_cap;           /* a power of 2, at least twice naddr_cap */
-} dctx_t;
 
 static int
 lref_add(dctx_t *c, int sec, size_t pos)
@@ -365,8 +85,8 @@ ukeep_add(dctx_t *c, int sec, uint64_t off)
     return 0;
 }
 
-static int
-lkeep_has(const dctx_t *c, uint64_t off)
+int
+ed_dwarf_lkeep_has(const dctx_t *c, uint64_t off)
 {
     for (size_t i = 0; i < c->nlkeep; i++)
         if (c->lkeep[i] == off)
@@ -391,22 +111,6 @@ sec_copy(dctx_t *c, int s)
     return 0;
 }
 
-/*****************************************************************************
- * Cutting ranges through the map
- */
-
-typedef struct piece {
-    uint64_t old;           /* old start */
-    uint64_t olen;          /* old length */
-    uint64_t new_;          /* new start, 0: kept */
-    uint64_t nlen;          /* new length */
-} piece_t;
-
-typedef struct pieces {
-    piece_t *v;
-    size_t n, cap;
-} pieces_t;
-
 static int
 on_piece(void *arg, uint64_t old, uint64_t olen, uint64_t new_, uint64_t nlen)
 {
@@ -423,9 +127,8 @@ on_piece(void *arg, uint64_t old, uint64_t olen, uint64_t new_, uint64_t nlen)
     return 0;
 }
 
-/* The pieces of [LO, HI) into P (emptied first). */
-static int
-cut(dctx_t *c, uint64_t lo, uint64_t hi, pieces_t *p)
+int
+ed_dwarf_cut(dctx_t *c, uint64_t lo, uint64_t hi, pieces_t *p)
 {
     p->n = 0;
     if (hi <= lo)
@@ -434,498 +137,27 @@ cut(dctx_t *c, uint64_t lo, uint64_t hi, pieces_t *p)
 }
 
 /*****************************************************************************
- * Line tables
- */
-
-enum {
-    ROW_STMT = 1, ROW_BB = 2, ROW_PROLOGUE = 4, ROW_EPILOGUE = 8, ROW_END = 16,
-};
-
-typedef struct lrow {
-    uint64_t addr;          /* address register */
-    uint64_t file;          /* file register */
-    int64_t line;           /* line register */
-    uint64_t col;           /* column register */
-    uint64_t isa;           /* isa register */
-    uint64_t disc;          /* discriminator register */
-    uint32_t flags;         /* ROW_* */
-} lrow_t;
-
-/* A row placed in the new table: a piece of an old row. */
-typedef struct prow {
-    uint64_t addr;          /* its address (new, or old when kept) */
-    uint64_t end;           /* the end of its piece */
-    size_t row;             /* the old row */
-    size_t seq;             /* kept rows: the old sequence; moved rows: order of creation */
-} prow_t;
-
-/* A line unit's header, as far as the program needs it. */
-typedef struct lhdr {
-    size_t start;           /* offset of the unit */
-    size_t end;             /* offset past it */
-    size_t prog;            /* offset of the program */
-    unsigned version;
-    uint8_t min_inst;       /* minimum_instruction_length */
-    uint8_t default_stmt;   /* default_is_stmt */
-    int8_t line_base;
-    uint8_t line_range;
-    uint8_t opcode_base;
-    const uint8_t *std_len; /* standard_opcode_lengths (opcode_base - 1 of them) */
-} lhdr_t;
-
-typedef struct lbuf {
-    lrow_t *rows;
-    size_t nrows, rows_cap;
-    prow_t *kept;           /* rows of code left in place, in table order */
-    size_t nkept, kept_cap;
-    prow_t *moved;          /* rows of moved code, sorted by new address at the end */
-    size_t nmoved, moved_cap;
-    pieces_t pc;            /* scratch */
-} lbuf_t;
-
-
-/* Parse the header of the unit at OFF. 1: a unit this file can rewrite; 0: keep its
- * bytes (h->end is set when its length is known, else 0); negative: an error. */
-static int
-line_header(const dsec_t *d, size_t off, lhdr_t *h)
-{
-    rd_t r = { d->in, d->in_len, off, 0 };
-    memset(h, 0, sizeof(*h));
-    h->start = off;
-    uint64_t len = rd_n(&r, 4);
-    if (r.err || len >= 0xfffffff0u || len > r.len - r.pos)
-        return 0; /* 64-bit DWARF or truncated */
-    h->end = r.pos + len;
-    r.len = h->end;
-    h->version = (unsigned)rd_n(&r, 2);
-    if (h->version < 2 || h->version > 5)
-        return 0;
-    if (h->version >= 5) {
-        uint8_t asz = (uint8_t)rd_n(&r, 1);
-        uint8_t ssz = (uint8_t)rd_n(&r, 1);
-        if (asz != 8 || ssz != 0)
-            return 0;
-    }
-    uint64_t hlen = rd_n(&r, 4);
-    size_t hstart = r.pos;
-    h->min_inst = (uint8_t)rd_n(&r, 1);
-    uint8_t max_ops = h->version >= 4 ? (uint8_t)rd_n(&r, 1) : 1;
-    h->default_stmt = (uint8_t)rd_n(&r, 1);
-    h->line_base = (int8_t)rd_n(&r, 1);
-    h->line_range = (uint8_t)rd_n(&r, 1);
-    h->opcode_base = (uint8_t)rd_n(&r, 1);
-    h->std_len = r.p + r.pos;
-    rd_skip(&r, h->opcode_base ? h->opcode_base - 1u : 0);
-    if (r.err || hlen > h->end - hstart || r.pos > hstart + hlen)
-        return 0;
-    h->prog = hstart + hlen;
-    /* x86: one byte per instruction unit, no VLIW bundles. */
-    if (h->min_inst != 1 || max_ops != 1 || h->line_range == 0 || h->opcode_base == 0)
-        return 0;
-    return 1;
-}
-
-/* Run the line program of H into B->rows. 1: done; 0: something this file cannot
- * regenerate (the unit keeps its bytes); negative: error. */
-static int
-line_rows(const dsec_t *d, const lhdr_t *h, lbuf_t *b)
-{
-    rd_t r = { d->in, h->end, h->prog, 0 };
-    lrow_t st;
-    b->nrows = 0;
-    memset(&st, 0, sizeof(st));
-    st.file = 1;
-    st.line = 1;
-    st.flags = h->default_stmt ? ROW_STMT : 0;
-    while (r.pos < r.len) {
-        uint8_t op = (uint8_t)rd_n(&r, 1);
-        int emit = 0;
-        if (op >= h->opcode_base) {
-            unsigned adj = op - h->opcode_base;
-            st.addr += adj / h->line_range;
-            st.line += h->line_base + (int)(adj % h->line_range);
-            emit = 1;
-        } else if (op == 0) {
-            uint64_t len = rd_uleb(&r);
-            if (r.err || len == 0 || len > r.len - r.pos)
-                return 0;
-            size_t next = r.pos + len;
-            uint8_t sub = (uint8_t)rd_n(&r, 1);
-            if (sub == DW_LNE_end_sequence) {
-                st.flags |= ROW_END;
-                emit = 1;
-            } else if (sub == DW_LNE_set_address) {
-                if (len != 9)
-                    return 0;
-                st.addr = rd_n(&r, 8);
-            } else if (sub == DW_LNE_set_discriminator) {
-                st.disc = rd_uleb(&r);
-            } else {
-                return 0; /* DW_LNE_define_file, vendor opcodes: not regenerated */
-            }
-            if (r.pos != next)
-                return 0;
-        } else {
-            switch (op) {
-            case DW_LNS_copy: emit = 1; break;
-            case DW_LNS_advance_pc: st.addr += rd_uleb(&r); break;
-            case DW_LNS_advance_line: st.line += rd_sleb(&r); break;
-            case DW_LNS_set_file: st.file = rd_uleb(&r); break;
-            case DW_LNS_set_column: st.col = rd_uleb(&r); break;
-            case DW_LNS_negate_stmt: st.flags ^= ROW_STMT; break;
-            case DW_LNS_set_basic_block: st.flags |= ROW_BB; break;
-            case DW_LNS_const_add_pc: st.addr += (255u - h->opcode_base) / h->line_range; break;
-            case DW_LNS_fixed_advance_pc: st.addr += rd_n(&r, 2); break;
-            case DW_LNS_set_prologue_end: st.flags |= ROW_PROLOGUE; break;
-            case DW_LNS_set_epilogue_begin: st.flags |= ROW_EPILOGUE; break;
-            case DW_LNS_set_isa: st.isa = rd_uleb(&r); break;
-            default: return 0; /* an opcode of a later version: not regenerated */
-            }
-            /* Opcodes 10-12 only exist from version 3 on (opcode_base 13); an
-             * opcode_base of 10 makes them special opcodes, handled above. */
-        }
-        if (r.err)
-            return 0;
-        if (emit) {
-            QP_CHECK(grow((void **)&b->rows, &b->rows_cap, b->nrows, sizeof(lrow_t)));
-            b->rows[b->nrows++] = st;
-            st.flags &= ~(ROW_BB | ROW_PROLOGUE | ROW_EPILOGUE);
-            st.disc = 0;
-            if (st.flags & ROW_END) {
-                memset(&st, 0, sizeof(st));
-                st.file = 1;
-                st.line = 1;
-                st.flags = h->default_stmt ? ROW_STMT : 0;
-            }
-        }
-    }
-    /* A program must end its last sequence. */
-    if (b->nrows > 0 && !(b->rows[b->nrows - 1].flags & ROW_END))
-        return 0;
-    return 1;
-}
-
-static int
-add_prow(prow_t **v, size_t *n, size_t *cap, prow_t p)
-{
-    QP_CHECK(grow((void **)v, cap, *n, sizeof(prow_t)));
-    (*v)[(*n)++] = p;
-    return 0;
-}
-
-/* Cut every row of B into kept and moved pieces. 1: done, 0: rows this file does not
- * rewrite (addresses going backwards within a sequence). */
-static int
-line_place(dctx_t *c, lbuf_t *b)
-{
-    size_t seq = 0, order = 0;
-    b->nkept = b->nmoved = 0;
-    for (size_t i = 0; i < b->nrows; i++) {
-        const lrow_t *row = &b->rows[i];
-        if (row->flags & ROW_END) {
-            seq++;
-            continue;
-        }
-        uint64_t lo = row->addr, hi = b->rows[i + 1].addr; /* the last row is an end */
-        if (hi < lo)
-            return 0;
-        if (hi == lo) {
-            uint64_t m = c->map->map(c->map->arg, lo);
-            if (m != 0)
-                QP_CHECK(add_prow(&b->moved, &b->nmoved, &b->moved_cap,
-                                  (prow_t) { m, m, i, order++ }));
-            else
-                QP_CHECK(add_prow(&b->kept, &b->nkept, &b->kept_cap,
-                                  (prow_t) { lo, lo, i, seq }));
-            continue;
-        }
-        QP_CHECK(cut(c, lo, hi, &b->pc));
-        /* A row whose code moved in part: what stayed is the padding after a procedure
-         * (no code there), which must not keep the line at an old address. */
-        int any_moved = 0;
-        for (size_t k = 0; k < b->pc.n; k++)
-            any_moved |= b->pc.v[k].new_ != 0;
-        for (size_t k = 0; k < b->pc.n; k++) {
-            const piece_t *p = &b->pc.v[k];
-            if (p->new_ == 0 && any_moved)
-                continue;
-            if (p->new_ != 0)
-                QP_CHECK(add_prow(&b->moved, &b->nmoved, &b->moved_cap,
-                                  (prow_t) { p->new_, p->new_ + p->nlen, i, order++ }));
-            else
-                QP_CHECK(add_prow(&b->kept, &b->nkept, &b->kept_cap,
-                                  (prow_t) { p->old, p->old + p->olen, i, seq }));
-        }
-    }
-    return 1;
-}
-
-static int
-cmp_prow(const void *a, const void *b)
-{
-    const prow_t *x = a, *y = b;
-    if (x->addr != y->addr)
-        return x->addr < y->addr ? -1 : 1;
-    return x->seq < y->seq ? -1 : x->seq > y->seq;
-}
-
-/* The state of the program being written. */
-typedef struct lgen {
-    const lhdr_t *h;
-    wb_t *w;
-    lrow_t st;              /* registers as the consumer sees them */
-    int open;               /* inside a sequence */
-    uint32_t nseq;          /* sequences written */
-} lgen_t;
-
-static void
-gen_reset(lgen_t *g)
-{
-    memset(&g->st, 0, sizeof(g->st));
-    g->st.file = 1;
-    g->st.line = 1;
-    g->st.flags = g->h->default_stmt ? ROW_STMT : 0;
-}
-
-static void
-gen_end(lgen_t *g, uint64_t end)
-{
-    if (!g->open)
-        return;
-    if (end > g->st.addr) {
-        wb_n(g->w, DW_LNS_advance_pc, 1);
-        wb_uleb(g->w, end - g->st.addr);
-    }
-    wb_n(g->w, 0, 1);
-    wb_uleb(g->w, 1);
-    wb_n(g->w, DW_LNE_end_sequence, 1);
-    g->open = 0;
-    g->nseq++;
-}
-
-/* Write row R at address ADDR (never below the previous row of the sequence). */
-static void
-gen_row(lgen_t *g, const lrow_t *r, uint64_t addr)
-{
-    const lhdr_t *h = g->h;
-    wb_t *w = g->w;
-    if (!g->open) {
-        gen_reset(g);
-        wb_n(w, 0, 1);
-        wb_uleb(w, 9);
-        wb_n(w, DW_LNE_set_address, 1);
-        wb_n(w, addr, 8);
-        g->st.addr = addr;
-        g->open = 1;
-    }
-    if (r->file != g->st.file) {
-        wb_n(w, DW_LNS_set_file, 1);
-        wb_uleb(w, r->file);
-    }
-    if (r->col != g->st.col) {
-        wb_n(w, DW_LNS_set_column, 1);
-        wb_uleb(w, r->col);
-    }
-    if ((r->flags ^ g->st.flags) & ROW_STMT)
-        wb_n(w, DW_LNS_negate_stmt, 1);
-    if (r->isa != g->st.isa && h->opcode_base > DW_LNS_set_isa) {
-        wb_n(w, DW_LNS_set_isa, 1);
-        wb_uleb(w, r->isa);
-    }
-    if (r->disc != 0) {
-        size_t n = 1;
-        for (uint64_t v = r->disc >> 7; v; v >>= 7)
-            n++;
-        wb_n(w, 0, 1);
-        wb_uleb(w, 1 + n);
-        wb_n(w, DW_LNE_set_discriminator, 1);
-        wb_uleb(w, r->disc);
-    }
-    if (r->flags & ROW_BB)
-        wb_n(w, DW_LNS_set_basic_block, 1);
-    if ((r->flags & ROW_PROLOGUE) && h->opcode_base > DW_LNS_set_prologue_end)
-        wb_n(w, DW_LNS_set_prologue_end, 1);
-    if ((r->flags & ROW_EPILOGUE) && h->opcode_base > DW_LNS_set_epilogue_begin)
-        wb_n(w, DW_LNS_set_epilogue_begin, 1);
-    uint64_t da = addr - g->st.addr;
-    int64_t dl = r->line - g->st.line;
-    uint64_t op = 256;
-    if (dl >= h->line_base && dl < h->line_base + h->line_range && da < 256)
-        op = (uint64_t)(dl - h->line_base) + (uint64_t)h->line_range * da + h->opcode_base;
-    if (op <= 255) {
-        wb_n(w, op, 1);
-    } else {
-        if (da != 0) {
-            wb_n(w, DW_LNS_advance_pc, 1);
-            wb_uleb(w, da);
-        }
-        if (dl != 0) {
-            wb_n(w, DW_LNS_advance_line, 1);
-            wb_sleb(w, dl);
-        }
-        wb_n(w, DW_LNS_copy, 1);
-    }
-    g->st.addr = addr;
-    g->st.line = r->line;
-    g->st.file = r->file;
-    g->st.col = r->col;
-    g->st.isa = r->isa;
-    g->st.flags = (g->st.flags & ~ROW_STMT) | (r->flags & ROW_STMT);
-}
-
-/* Write the new program of the unit H from B's pieces. */
-static void
-line_generate(const lhdr_t *h, lbuf_t *b, wb_t *w, uint32_t *nseq)
-{
-    lgen_t g = { .h = h, .w = w };
-    /* Code left in place: its old sequences, split where moved code was taken out. */
-    uint64_t end = 0;
-    size_t seq = 0;
-    for (size_t i = 0; i < b->nkept; i++) {
-        const prow_t *p = &b->kept[i];
-        if (g.open && (p->seq != seq || p->addr != end))
-            gen_end(&g, end);
-        gen_row(&g, &b->rows[p->row], p->addr);
-        seq = p->seq;
-        end = p->end;
-    }
-    gen_end(&g, end);
-    /* Moved code: by new address, one sequence per contiguous run. */
-    qsort(b->moved, b->nmoved, sizeof(prow_t), cmp_prow);
-    end = 0;
-    for (size_t i = 0; i < b->nmoved; i++) {
-        const prow_t *p = &b->moved[i];
-        if (g.open && p->addr > end)
-            gen_end(&g, end);
-        int fresh = !g.open;
-        gen_row(&g, &b->rows[p->row], p->addr);
-        if (fresh || p->end > end)
-            end = p->end;
-    }
-    gen_end(&g, end);
-    *nseq = g.nseq;
-}
-
-static int
-cmp_lunit(const void *a, const void *b)
-{
-    const lunit_t *x = a, *y = b;
-    return x->old_off < y->old_off ? -1 : x->old_off > y->old_off;
-}
-
-/* Regenerate .debug_line: every unit, in order; units that cannot be rewritten or whose
- * code did not move keep their bytes. */
-static int
-line_rewrite(dctx_t *c)
-{
-    dsec_t *d = &c->s[S_LINE];
-    lbuf_t b;
-    int rc = 0;
-    size_t off = 0;
-    wb_t *w = &d->out;
-    memset(&b, 0, sizeof(b));
-    while (off < d->in_len && rc == 0) {
-        lhdr_t h;
-        int ok = line_header(d, off, &h);
-        if (ok == 0 && h.end == 0) {
-            /* Unknown length: the rest of the section is copied as it is. */
-            wb_put(w, d->in + off, d->in_len - off);
-            c->out->nline_units_kept++;
-            break;
-        }
-        lunit_t *lu = realloc(c->lunits, (c->nlunits + 1) * sizeof(*lu));
-        if (lu == NULL) {
-            rc = QP_ENOMEM;
-            break;
-        }
-        c->lunits = lu;
-        c->lunits[c->nlunits++] = (lunit_t) { off, w->len };
-        if (ok == 1 && lkeep_has(c, off))
-            ok = 0;
-        if (ok == 1 && (rc = line_rows(d, &h, &b)) < 0)
-            break;
-        ok = rc;
-        if (ok == 1 && (rc = line_place(c, &b)) < 0)
-            break;
-        ok = ok == 1 ? rc : 0;
-        rc = 0;
-        if (ok != 1 || b.nmoved == 0) {
-            if (ok != 1)
-                c->out->nline_units_kept++;
-            else
-                c->out->nline_rows_kept += b.nkept;
-            wb_put(w, d->in + off, h.end - off);
-            off = h.end;
-            continue;
-        }
-        size_t start = w->len;
-        wb_n(w, 0, 4); /* unit_length, below */
-        wb_put(w, d->in + off + 4, h.prog - off - 4);
-        uint32_t nseq = 0;
-        line_generate(&h, &b, w, &nseq);
-        if (w->err)
-            break;
-        if (w->len - start - 4 >= 0xfffffff0u) {
-            rc = QP_ERANGE;
-            break;
-        }
-        put_n(w->p + start, w->len - start - 4, 4);
-        c->out->nline_rows_moved += b.nmoved;
-        c->out->nline_rows_kept += b.nkept;
-        c->out->nline_seqs += nseq;
-        c->out->nline_units_moved++;
-        off = h.end;
-    }
-    free(b.rows);
-    free(b.kept);
-    free(b.moved);
-    free(b.pc.v);
-    if (rc == 0 && w->err)
-        rc = QP_ENOMEM;
-    if (rc == 0 && c->nlunits > 1)
-        qsort(c->lunits, c->nlunits, sizeof(lunit_t), cmp_lunit);
-    return rc;
-}
-
-/* The new offset of the line unit at old offset OFF, or -1 when no unit starts there. */
-static int64_t
-line_new_off(const dctx_t *c, uint64_t off)
-{
-    size_t lo = 0, hi = c->nlunits;
-    while (lo < hi) {
-        size_t mid = (lo + hi) / 2;
-        if (c->lunits[mid].old_off < off)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    if (lo < c->nlunits && c->lunits[lo].old_off == off)
-        return (int64_t)c->lunits[lo].new_off;
-    return -1;
-}
-
-/*****************************************************************************
  * Abbreviations and DIEs
  */
 
 typedef struct aattr {
-    uint64_t name;          /* DW_AT_* */
-    uint64_t form;          /* DW_FORM_* */
-    int64_t value;          /* DW_FORM_implicit_const: the value */
+    uint64_t name; /* DW_AT_* */
+    uint64_t form; /* DW_FORM_* */
+    int64_t value; /* DW_FORM_implicit_const: the value */
 } aattr_t;
 
 typedef struct abbrev {
-    uint64_t code;          /* abbreviation code */
-    uint64_t tag;           /* DW_TAG_* */
-    size_t first;           /* its first attribute in the table's attrs */
-    size_t nattr;           /* how many */
-    size_t pos;             /* offset of its entry in .debug_abbrev */
-    uint8_t children;       /* DW_CHILDREN_yes */
+    uint64_t code;    /* abbreviation code */
+    uint64_t tag;     /* DW_TAG_* */
+    size_t first;     /* its first attribute in the table's attrs */
+    size_t nattr;     /* how many */
+    size_t pos;       /* offset of its entry in .debug_abbrev */
+    uint8_t children; /* DW_CHILDREN_yes */
 } abbrev_t;
 
 typedef struct atable {
-    uint64_t off;           /* offset of the table in .debug_abbrev (+1; 0: none read) */
-    size_t end;             /* offset past its terminating 0 */
+    uint64_t off; /* offset of the table in .debug_abbrev (+1; 0: none read) */
+    size_t end;   /* offset past its terminating 0 */
     abbrev_t *ab;
     size_t nab, ab_cap;
     aattr_t *at;
@@ -996,21 +228,43 @@ form_skip(rd_t *r, uint64_t form)
     switch (form) {
     case DW_FORM_flag_present:
     case DW_FORM_implicit_const: return 0;
-    case DW_FORM_data1: case DW_FORM_ref1: case DW_FORM_flag: case DW_FORM_strx1:
+    case DW_FORM_data1:
+    case DW_FORM_ref1:
+    case DW_FORM_flag:
+    case DW_FORM_strx1:
     case DW_FORM_addrx1: rd_skip(r, 1); return 0;
-    case DW_FORM_data2: case DW_FORM_ref2: case DW_FORM_strx2: case DW_FORM_addrx2:
-        rd_skip(r, 2); return 0;
-    case DW_FORM_strx3: case DW_FORM_addrx3: rd_skip(r, 3); return 0;
-    case DW_FORM_data4: case DW_FORM_ref4: case DW_FORM_strx4: case DW_FORM_addrx4:
-    case DW_FORM_ref_sup4: case DW_FORM_strp: case DW_FORM_ref_addr:
-    case DW_FORM_sec_offset: case DW_FORM_strp_sup: case DW_FORM_line_strp:
-    case DW_FORM_GNU_ref_alt: case DW_FORM_GNU_strp_alt: rd_skip(r, 4); return 0;
-    case DW_FORM_data8: case DW_FORM_ref8: case DW_FORM_ref_sig8: case DW_FORM_ref_sup8:
+    case DW_FORM_data2:
+    case DW_FORM_ref2:
+    case DW_FORM_strx2:
+    case DW_FORM_addrx2: rd_skip(r, 2); return 0;
+    case DW_FORM_strx3:
+    case DW_FORM_addrx3: rd_skip(r, 3); return 0;
+    case DW_FORM_data4:
+    case DW_FORM_ref4:
+    case DW_FORM_strx4:
+    case DW_FORM_addrx4:
+    case DW_FORM_ref_sup4:
+    case DW_FORM_strp:
+    case DW_FORM_ref_addr:
+    case DW_FORM_sec_offset:
+    case DW_FORM_strp_sup:
+    case DW_FORM_line_strp:
+    case DW_FORM_GNU_ref_alt:
+    case DW_FORM_GNU_strp_alt: rd_skip(r, 4); return 0;
+    case DW_FORM_data8:
+    case DW_FORM_ref8:
+    case DW_FORM_ref_sig8:
+    case DW_FORM_ref_sup8:
     case DW_FORM_addr: rd_skip(r, 8); return 0;
     case DW_FORM_data16: rd_skip(r, 16); return 0;
     case DW_FORM_sdata: (void)rd_sleb(r); return 0;
-    case DW_FORM_udata: case DW_FORM_ref_udata: case DW_FORM_strx: case DW_FORM_addrx:
-    case DW_FORM_loclistx: case DW_FORM_rnglistx: case DW_FORM_GNU_addr_index:
+    case DW_FORM_udata:
+    case DW_FORM_ref_udata:
+    case DW_FORM_strx:
+    case DW_FORM_addrx:
+    case DW_FORM_loclistx:
+    case DW_FORM_rnglistx:
+    case DW_FORM_GNU_addr_index:
     case DW_FORM_GNU_str_index: (void)rd_uleb(r); return 0;
     case DW_FORM_string:
         while (!r->err && rd_n(r, 1) != 0)
@@ -1019,25 +273,26 @@ form_skip(rd_t *r, uint64_t form)
     case DW_FORM_block1: rd_skip(r, rd_n(r, 1)); return 0;
     case DW_FORM_block2: rd_skip(r, rd_n(r, 2)); return 0;
     case DW_FORM_block4: rd_skip(r, rd_n(r, 4)); return 0;
-    case DW_FORM_block: case DW_FORM_exprloc: rd_skip(r, rd_uleb(r)); return 0;
+    case DW_FORM_block:
+    case DW_FORM_exprloc: rd_skip(r, rd_uleb(r)); return 0;
     default: return -1;
     }
 }
 
 /* Where an attribute's value is. */
 typedef struct aval {
-    size_t pos;             /* offset of the value in the section (0: absent) */
-    uint64_t form;          /* its form */
+    size_t pos;    /* offset of the value in the section (0: absent) */
+    uint64_t form; /* its form */
 } aval_t;
 
 /* The attributes of one DIE this file cares about. */
 typedef struct die {
     uint64_t tag;
     aval_t low, high, ranges, stmt, entry, ret, macros, addr_base;
-    int dwo;                /* names a split DWARF object (DW_AT_dwo_name, GNU too) */
-    size_t code_pos;        /* offset of the DIE's abbreviation code */
-    size_t code_len;        /* its length */
-    const abbrev_t *ab;     /* its abbreviation */
+    int dwo;            /* names a split DWARF object (DW_AT_dwo_name, GNU too) */
+    size_t code_pos;    /* offset of the DIE's abbreviation code */
+    size_t code_len;    /* its length */
+    const abbrev_t *ab; /* its abbreviation */
 } die_t;
 
 /* Fixed-size constant forms that can be patched in place: their size, else 0. */
@@ -1076,7 +331,8 @@ addrx_size(const dsec_t *d, uint64_t form, size_t pos)
     }
 }
 
-/* The address an attribute names. 1: read; 0: a form or an index this file cannot read. */
+/* The address an attribute names. 1: read; 0: a form or an index this file cannot read.
+ */
 static int
 addr_get(dctx_t *c, int sec, const aval_t *v, uint64_t *val)
 {
@@ -1151,7 +407,8 @@ addr_put(dctx_t *c, int sec, const aval_t *v, uint64_t val)
     if (v->form == DW_FORM_addrx) {
         /* The same number of bytes: a padded ULEB128 reads the same. */
         for (size_t i = 0; i < n; i++)
-            d->out.p[v->pos + i] = (uint8_t)(((idx >> (7 * i)) & 0x7f) | (i + 1 < n ? 0x80 : 0));
+            d->out.p[v->pos + i]
+                = (uint8_t)(((idx >> (7 * i)) & 0x7f) | (i + 1 < n ? 0x80 : 0));
     } else {
         put_n(d->out.p + v->pos, idx, n);
     }
@@ -1197,9 +454,11 @@ die_range(dctx_t *c, int sec, const die_t *e, uint64_t *lo, uint64_t *hi)
     return *hi > *lo;
 }
 
-static int cr_read_list(dctx_t *c, unsigned version, uint64_t off, uint64_t base,
-                        int have_base, pieces_t *pc, int *moved);
-static int cr_write_list(dctx_t *c, unsigned version, uint64_t *off);
+static int
+cr_read_list(dctx_t *c, unsigned version, uint64_t off, uint64_t base, int have_base,
+    pieces_t *pc, int *moved);
+static int
+cr_write_list(dctx_t *c, unsigned version, uint64_t *off);
 
 /*
  * A DIE with DW_AT_ranges (a function with a cold part, inlined code in several pieces):
@@ -1245,7 +504,7 @@ die_patch(dctx_t *c, int sec, const die_t *e, pieces_t *pc)
     } else if (e->low.pos != 0 && e->high.pos == 0) {
         patch_addr(c, sec, &e->low, c->map->map); /* labels */
     } else if (e->low.pos != 0 && die_range(c, sec, e, &lo, &hi)) {
-        QP_CHECK(cut(c, lo, hi, pc));
+        QP_CHECK(ed_dwarf_cut(c, lo, hi, pc));
         int moved = 0;
         for (size_t i = 0; i < pc->n; i++)
             moved |= pc->v[i].new_ != 0;
@@ -1348,7 +607,7 @@ cmp_crange(const void *a, const void *b)
 static int
 cr_add(dctx_t *c, uint64_t lo, uint64_t hi, pieces_t *pc, int *moved)
 {
-    QP_CHECK(cut(c, lo, hi, pc));
+    QP_CHECK(ed_dwarf_cut(c, lo, hi, pc));
     int any = 0;
     for (size_t i = 0; i < pc->n && c->drop_padding; i++)
         any |= pc->v[i].new_ != 0;
@@ -1386,7 +645,7 @@ cr_merge(dctx_t *c)
  * 1: read; 0: a list this file does not rewrite. */
 static int
 cr_read_list(dctx_t *c, unsigned version, uint64_t off, uint64_t base, int have_base,
-             pieces_t *pc, int *moved)
+    pieces_t *pc, int *moved)
 {
     const dsec_t *d = &c->s[version >= 5 ? S_RNGLISTS : S_RANGES];
     rd_t r = { d->in, d->in_len, off, 0 };
@@ -1539,7 +798,7 @@ cu_new_abbrev(dctx_t *c, const atable_t *t, const die_t *e, int filler, uint64_t
  * cover its new code. */
 static int
 cu_ranges(dctx_t *c, int sec, unsigned version, size_t abbrev_pos, const atable_t *t,
-          const die_t *e, pieces_t *pc)
+    const die_t *e, pieces_t *pc)
 {
     uint8_t *b = c->s[sec].out.p;
     int moved = 0;
@@ -1630,7 +889,8 @@ unit_walk(dctx_t *c, int sec, size_t off, atable_t *t, pieces_t *pc, size_t *nex
     *next = 0;
     uint64_t len = rd_n(&r, 4);
     if (r.err || len >= 0xfffffff0u || len > r.len - r.pos) {
-        c->out->nunits_skipped++; /* 64-bit DWARF or truncated: nothing after it is read */
+        c->out
+            ->nunits_skipped++; /* 64-bit DWARF or truncated: nothing after it is read */
         c->line_unsafe = 1;
         return ukeep_add(c, sec, off);
     }
@@ -1701,9 +961,12 @@ unit_walk(dctx_t *c, int sec, size_t off, atable_t *t, pieces_t *pc, size_t *nex
             case DW_AT_stmt_list: e.stmt = v; break;
             case DW_AT_entry_pc: e.entry = v; break;
             case DW_AT_call_return_pc: e.ret = v; break;
-            case DW_AT_macros: case DW_AT_GNU_macros: e.macros = v; break;
+            case DW_AT_macros:
+            case DW_AT_GNU_macros: e.macros = v; break;
             case DW_AT_addr_base: e.addr_base = v; break;
-            case DW_AT_dwo_name: case DW_AT_GNU_dwo_name: case DW_AT_GNU_dwo_id: e.dwo = 1; break;
+            case DW_AT_dwo_name:
+            case DW_AT_GNU_dwo_name:
+            case DW_AT_GNU_dwo_id: e.dwo = 1; break;
             default: break;
             }
         }
@@ -1737,7 +1000,7 @@ unit_walk(dctx_t *c, int sec, size_t off, atable_t *t, pieces_t *pc, size_t *nex
                 QP_CHECK(cu_ranges(c, sec, version, abbrev_pos, t, &e, pc));
             first = 0;
         } else if (e.low.pos != 0 || e.entry.pos != 0 || e.ret.pos != 0
-                   || e.ranges.pos != 0) {
+            || e.ranges.pos != 0) {
             QP_CHECK(die_patch(c, sec, &e, pc));
         }
         if (a->children)
@@ -1865,7 +1128,7 @@ build(dctx_t *c, const cfg_image_t *img)
     }
     /* After the units: they say which line tables must stay as they are. */
     if (rc == 0 && c->s[S_LINE].in != NULL)
-        rc = line_rewrite(c);
+        rc = ed_dwarf_line_rewrite(c);
     if (rc == 0 && c->s[S_ARANGES].in != NULL)
         rc = aranges_rewrite(c, &pc);
     free(pc.v);
@@ -1878,7 +1141,7 @@ build(dctx_t *c, const cfg_image_t *img)
         moved = c->lunits[i].old_off != c->lunits[i].new_off;
     for (size_t i = 0; i < c->nlrefs && moved && !c->line_unsafe; i++) {
         const lref_t *f = &c->lrefs[i];
-        if (line_new_off(c, get_n(c->s[f->sec].in + f->pos, 4)) < 0)
+        if (ed_dwarf_line_new_off(c, get_n(c->s[f->sec].in + f->pos, 4)) < 0)
             c->line_unsafe = 1;
     }
     if (c->line_unsafe && c->s[S_LINE].out.p != NULL) {
@@ -1893,7 +1156,7 @@ build(dctx_t *c, const cfg_image_t *img)
     for (size_t i = 0; i < c->nlrefs && moved; i++) {
         const lref_t *f = &c->lrefs[i];
         QP_CHECK(sec_copy(c, f->sec));
-        int64_t n = line_new_off(c, get_n(c->s[f->sec].in + f->pos, 4));
+        int64_t n = ed_dwarf_line_new_off(c, get_n(c->s[f->sec].in + f->pos, 4));
         if (n > UINT32_MAX)
             return QP_ERANGE;
         put_n(c->s[f->sec].out.p + f->pos, (uint64_t)n, 4);

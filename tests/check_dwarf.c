@@ -25,9 +25,9 @@
 #define SHIFT 0x100000u
 
 typedef struct variant {
-    const char *name;  /* file name in the work directory */
-    const char *cmd;   /* compiler and flags */
-    int ok;            /* 1 when it built */
+    const char *name; /* file name in the work directory */
+    const char *cmd;  /* compiler and flags */
+    int ok;           /* 1 when it built */
 } variant_t;
 
 static variant_t variants[] = {
@@ -163,9 +163,11 @@ decoded_rows(const char *path, const tmap_t *m, size_t *n)
     size_t cap = 256;
     lrow_t *v = malloc(cap * sizeof(*v));
     ck_assert_ptr_nonnull(v);
-    ck_assert_int_eq(capture(&text, "readelf --debug-dump=decodedline '%s' 2>&1", path), 0);
+    ck_assert_int_eq(
+        capture(&text, "readelf --debug-dump=decodedline '%s' 2>&1", path), 0);
     *n = 0;
-    for (char *l = strtok_r(text, "\n", &save); l != NULL; l = strtok_r(NULL, "\n", &save)) {
+    for (char *l = strtok_r(text, "\n", &save); l != NULL;
+         l = strtok_r(NULL, "\n", &save)) {
         char file[256];
         unsigned line;
         unsigned long long addr;
@@ -218,8 +220,8 @@ check_map(const variant_t *v, int partial)
     ed_dwarf_map_t dm = { tmap_map, tmap_ret, tmap_pieces, &m };
     ck_assert_int_eq(ed_dwarf_build(img, &dm, &dw), 0);
     ck_assert_msg(dw.nline_rows_moved > 0 && dw.ndie_moved > 0 && dw.ncu_moved == 1,
-                  "%s: %llu rows, %u DIEs, %u CUs moved", v->name,
-                  (unsigned long long)dw.nline_rows_moved, dw.ndie_moved, dw.ncu_moved);
+        "%s: %llu rows, %u DIEs, %u CUs moved", v->name,
+        (unsigned long long)dw.nline_rows_moved, dw.ndie_moved, dw.ncu_moved);
     ck_assert_uint_eq(dw.ndie_addrx + dw.nunits_skipped + dw.ncompressed, 0);
 
     elfw_section_t secs[ED_DWARF_MAXSEC];
@@ -238,8 +240,8 @@ check_map(const variant_t *v, int partial)
     /* readelf decodes everything without a word on stderr. */
     char *text;
     ck_assert_int_eq(
-        capture(&text, "readelf --debug-dump=line,info,aranges,ranges '%s' 2>&1 >/dev/null",
-                out),
+        capture(&text,
+            "readelf --debug-dump=line,info,aranges,ranges '%s' 2>&1 >/dev/null", out),
         0);
     ck_assert_msg(text[0] == '\0', "%s: readelf:\n%s", v->name, text);
     free(text);
@@ -251,9 +253,9 @@ check_map(const variant_t *v, int partial)
     ck_assert_msg(ni == no && ni > 0, "%s: %zu rows in, %zu out", v->name, ni, no);
     for (size_t i = 0; i < ni; i++)
         ck_assert_msg(ri[i].line == ro[i].line && ri[i].addr == ro[i].addr,
-                      "%s: row %zu: line %u at 0x%llx expected, line %u at 0x%llx", v->name,
-                      i, ri[i].line, (unsigned long long)ri[i].addr, ro[i].line,
-                      (unsigned long long)ro[i].addr);
+            "%s: row %zu: line %u at 0x%llx expected, line %u at 0x%llx", v->name, i,
+            ri[i].line, (unsigned long long)ri[i].addr, ro[i].line,
+            (unsigned long long)ro[i].addr);
     free(ri);
     free(ro);
     unlink(out);
@@ -317,7 +319,7 @@ main(void)
     int built = 0;
 
     snprintf(workdir, sizeof(workdir), "%s/check_dwarf.XXXXXX",
-             tmp != NULL && tmp[0] != '\0' ? tmp : "/tmp");
+        tmp != NULL && tmp[0] != '\0' ? tmp : "/tmp");
     if (mkdtemp(workdir) == NULL) {
         perror("check_dwarf: mkdtemp");
         return 99;
@@ -325,8 +327,8 @@ main(void)
     for (size_t v = 0; v < NVARIANTS; v++) {
         char out[512];
         path_of(out, sizeof(out), variants[v].name);
-        variants[v].ok = sh("%s -o '%s' '%s/tests/known/known.c' 2>/dev/null", variants[v].cmd,
-                            out, src != NULL ? src : ".")
+        variants[v].ok = sh("%s -o '%s' '%s/tests/known/known.c' 2>/dev/null",
+                             variants[v].cmd, out, src != NULL ? src : ".")
             == 0;
         built += variants[v].ok;
     }
