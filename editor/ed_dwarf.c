@@ -156,12 +156,12 @@ typedef struct abbrev {
 } abbrev_t;
 
 typedef struct atable {
-    uint64_t off; /* offset of the table in .debug_abbrev (+1; 0: none read) */
-    size_t end;   /* offset past its terminating 0 */
-    abbrev_t *ab;
-    size_t nab, ab_cap;
-    aattr_t *at;
-    size_t nat, at_cap;
+    uint64_t off;       /* offset of the table in .debug_abbrev (+1; 0: none read) */
+    size_t end;         /* offset past its terminating 0 */
+    abbrev_t *ab;       /* the abbreviations */
+    size_t nab, ab_cap; /* their number, room */
+    aattr_t *at;        /* their attributes */
+    size_t nat, at_cap; /* their number, room */
 } atable_t;
 
 /* Read the abbreviation table at OFF into T. 0 or QP_EFORMAT / QP_ENOMEM. */
@@ -288,7 +288,7 @@ typedef struct aval {
 /* The attributes of one DIE this file cares about. */
 typedef struct die {
     uint64_t tag;
-    aval_t low, high, ranges, stmt, entry, ret, macros, addr_base;
+    aval_t low, high, ranges, stmt, entry, ret, macros, addr_base, rnglists_base;
     int dwo;            /* names a split DWARF object (DW_AT_dwo_name, GNU too) */
     size_t code_pos;    /* offset of the DIE's abbreviation code */
     size_t code_len;    /* its length */
@@ -331,8 +331,17 @@ addrx_size(const dsec_t *d, uint64_t form, size_t pos)
     }
 }
 
-/* The address an attribute names. 1: read; 0: a form or an index this file cannot read.
- */
+/* Entry IDX of the unit's (old) address table. 1: read; 0: no such entry. */
+static int
+addr_index(const dctx_t *c, uint64_t idx, uint64_t *val)
+{
+    if (!c->have_addr_base || idx >= c->addr_count)
+        return 0;
+    *val = get_n(c->s[S_ADDR].in + c->addr_base + 8 * idx, 8);
+    return 1;
+}
+
+/* The address an attribute names. 1: read; 0: a form or index this file cannot read. */
 static int
 addr_get(dctx_t *c, int sec, const aval_t *v, uint64_t *val)
 {
@@ -459,25 +468,27 @@ cr_read_list(dctx_t *c, unsigned version, uint64_t off, uint64_t base, int have_
     pieces_t *pc, int *moved);
 static int
 cr_write_list(dctx_t *c, unsigned version, uint64_t *off);
+static int
+ranges_read(dctx_t *c, int sec, const aval_t *v, uint64_t base, int have_base,
+    pieces_t *pc, int *moved, uint64_t *idx, uint64_t *off);
+static int
+ranges_write(dctx_t *c, int sec, const aval_t *v, uint64_t idx);
 
 /*
  * A DIE with DW_AT_ranges (a function with a cold part, inlined code in several pieces):
  * a new list with each range cut into pieces, in the old order (gdb takes the first
  * range's start as the entry of a block without DW_AT_entry_pc), appended to the ranges
- * section; the offset is patched in place. DW_FORM_rnglistx stays old.
+ * section (DW_FORM_sec_offset), or to its unit's copied table (DW_FORM_rnglistx).
  */
 static int
 die_ranges(dctx_t *c, int sec, const die_t *e, pieces_t *pc)
 {
-    if (e->ranges.form != DW_FORM_sec_offset) {
-        c->out->ndie_ranges++;
-        return 0;
-    }
     int moved = 0;
+    uint64_t idx, off;
     c->ncr = 0;
     c->drop_padding = 1;
-    uint64_t off = get_n(c->s[sec].out.p + e->ranges.pos, 4);
-    int ok = cr_read_list(c, c->version, off, c->cu_base, c->have_cu_base, pc, &moved);
+    int ok = ranges_read(
+        c, sec, &e->ranges, c->cu_base, c->have_cu_base, pc, &moved, &idx, &off);
     c->drop_padding = 0;
     QP_CHECK(ok);
     if (!ok) {
@@ -486,17 +497,17 @@ die_ranges(dctx_t *c, int sec, const die_t *e, pieces_t *pc)
     }
     if (!moved)
         return 0;
-    QP_CHECK(cr_write_list(c, c->version, &off));
-    put_n(c->s[sec].out.p + e->ranges.pos, off, 4);
+    QP_CHECK(ranges_write(c, sec, &e->ranges, idx));
     c->out->ndie_moved++;
     return 0;
 }
 
 /* A DIE of code: map low_pc/high_pc when the range is one run of new code, and the
- * entry and return addresses it names. */
+ * entry and return addresses it names. 1 when its range stays old, 0 or QP_E*. */
 static int
 die_patch(dctx_t *c, int sec, const die_t *e, pieces_t *pc)
 {
+    int stale = 0;
     uint8_t *b = c->s[sec].out.p;
     uint64_t lo, hi;
     if (e->tag == DW_TAG_GNU_call_site) {
@@ -514,6 +525,7 @@ die_patch(dctx_t *c, int sec, const die_t *e, pieces_t *pc)
             if ((n != 0 && n < 8 && p->nlen >> (8 * n) != 0)
                 || !addr_put(c, sec, &e->low, p->new_)) {
                 c->out->ndie_stale++; /* the new length or index does not fit the form */
+                stale = 1;
             } else {
                 if (e->high.form == DW_FORM_addr)
                     put_n(b + e->high.pos, p->new_ + p->nlen, 8);
@@ -523,6 +535,7 @@ die_patch(dctx_t *c, int sec, const die_t *e, pieces_t *pc)
             }
         } else if (moved) {
             c->out->ndie_stale++; /* partly moved, or split in the new code */
+            stale = 1;
         }
     }
     if (e->entry.pos != 0)
@@ -531,7 +544,7 @@ die_patch(dctx_t *c, int sec, const die_t *e, pieces_t *pc)
         patch_addr(c, sec, &e->ret, c->map->map_return);
     if (e->ranges.pos != 0)
         QP_CHECK(die_ranges(c, sec, e, pc));
-    return 0;
+    return stale;
 }
 
 /* The end of a unit: its copy of the address table with the new entries, if any. */
@@ -608,6 +621,11 @@ static int
 cr_add(dctx_t *c, uint64_t lo, uint64_t hi, pieces_t *pc, int *moved)
 {
     QP_CHECK(ed_dwarf_cut(c, lo, hi, pc));
+    if (c->keep_old && hi > lo) {
+        /* A CU keeps its old range too: its DIEs that stay old must lie inside it. */
+        QP_CHECK(grow((void **)&c->cr, &c->cr_cap, c->ncr, sizeof(crange_t)));
+        c->cr[c->ncr++] = (crange_t) { lo, hi };
+    }
     int any = 0;
     for (size_t i = 0; i < pc->n && c->drop_padding; i++)
         any |= pc->v[i].new_ != 0;
@@ -690,8 +708,22 @@ cr_read_list(dctx_t *c, unsigned version, uint64_t off, uint64_t base, int have_
             } else if (k == DW_RLE_start_length) {
                 lo = rd_n(&r, 8);
                 hi = lo + rd_uleb(&r);
+            } else if (k == 1) { /* DW_RLE_base_addressx */
+                if (!addr_index(c, rd_uleb(&r), &base))
+                    return 0;
+                have_base = 1;
+                continue;
+            } else if (k == 2 || k == 3) { /* DW_RLE_startx_endx, DW_RLE_startx_length */
+                if (!addr_index(c, rd_uleb(&r), &lo))
+                    return 0;
+                if (k == 2) {
+                    if (!addr_index(c, rd_uleb(&r), &hi))
+                        return 0;
+                } else {
+                    hi = lo + rd_uleb(&r);
+                }
             } else {
-                return 0; /* indexed forms through .debug_addr */
+                return 0;
             }
             if (r.err)
                 return 0;
@@ -708,8 +740,9 @@ cr_write_list(dctx_t *c, unsigned version, uint64_t *off)
     int s = version >= 5 ? S_RNGLISTS : S_RANGES;
     QP_CHECK(sec_copy(c, s));
     wb_t *w = &c->s[s].out;
-    if (version >= 5 && c->out->nrnglists_added == 0) {
-        /* One new contribution for all new lists: its header says the address size. */
+    if (version >= 5 && (c->rng_end == 0 || c->rng_end != w->len)) {
+        /* A new contribution for the new lists that follow: its header says the
+         * address size. A copied unit contribution (rl_unit_end) closes it. */
         c->rng_hdr = w->len;
         wb_n(w, 0, 4);
         wb_n(w, 5, 2);
@@ -727,6 +760,7 @@ cr_write_list(dctx_t *c, unsigned version, uint64_t *off)
         wb_n(w, DW_RLE_end_of_list, 1);
         if (!w->err)
             put_n(w->p + c->rng_hdr, w->len - c->rng_hdr - 4, 4);
+        c->rng_end = w->len;
     } else {
         wb_n(w, UINT64_MAX, 8); /* base address 0: the pairs are absolute */
         wb_n(w, 0, 8);
@@ -742,6 +776,132 @@ cr_write_list(dctx_t *c, unsigned version, uint64_t *off)
     if (*off > UINT32_MAX || w->len > UINT32_MAX)
         return QP_ERANGE;
     c->out->nrnglists_added++;
+    return 0;
+}
+
+/*
+ * DW_FORM_rnglistx (clang): a list is named by an index into the offset table at the
+ * unit's DW_AT_rnglists_base. A unit whose lists change gets a copy of its whole
+ * contribution at the end of .debug_rnglists, with the new lists after the old ones and
+ * the changed table entries pointing at them; its DW_AT_rnglists_base names the copy.
+ */
+
+/* The unit DIE's DW_AT_rnglists_base: where its offset table is. */
+static void
+rl_unit_start(dctx_t *c, int sec, const aval_t *v)
+{
+    const dsec_t *d = &c->s[S_RNGLISTS];
+    c->rl_have = 0;
+    c->rl_nidx = 0;
+    c->rl_new.len = 0;
+    if (v->pos == 0 || v->form != DW_FORM_sec_offset || d->in == NULL)
+        return;
+    uint64_t base = get_n(c->s[sec].in + v->pos, 4);
+    if (base < 12 || base > d->in_len)
+        return;
+    uint64_t hdr = base - 12, len = get_n(d->in + hdr, 4);
+    uint64_t count = get_n(d->in + base - 4, 4);
+    if (len >= 0xfffffff0u || len < 8 || len > d->in_len - hdr - 4
+        || get_n(d->in + hdr + 4, 2) != 5 || d->in[hdr + 6] != 8 || d->in[hdr + 7] != 0
+        || count > (len - 8) / 4)
+        return;
+    c->rl_have = 1;
+    c->rl_base = base;
+    c->rl_count = count;
+    c->rl_end = hdr + 4 + len;
+    c->rl_pos = v->pos;
+}
+
+/* The offset of list IDX of the unit, or 0 (never a list's offset) when there is none. */
+static uint64_t
+rl_offset(const dctx_t *c, uint64_t idx)
+{
+    if (!c->rl_have || idx >= c->rl_count)
+        return 0;
+    uint64_t off = c->rl_base + get_n(c->s[S_RNGLISTS].in + c->rl_base + 4 * idx, 4);
+    return off < c->rl_end ? off : 0;
+}
+
+/* Give list IDX of the unit the ranges of c->cr (written at the unit's end). */
+static int
+rl_set(dctx_t *c, uint64_t idx)
+{
+    wb_t *w = &c->rl_new;
+    QP_CHECK(grow((void **)&c->rl_idx, &c->rl_idx_cap, c->rl_nidx, sizeof(rlidx_t)));
+    c->rl_idx[c->rl_nidx++] = (rlidx_t) { idx, w->len };
+    for (size_t i = 0; i < c->ncr; i++) {
+        wb_n(w, DW_RLE_start_length, 1);
+        wb_n(w, c->cr[i].lo, 8);
+        wb_uleb(w, c->cr[i].hi - c->cr[i].lo);
+    }
+    wb_n(w, DW_RLE_end_of_list, 1);
+    if (w->err)
+        return QP_ENOMEM;
+    c->out->nrnglists_added++;
+    return 0;
+}
+
+/* The end of a unit: its copied contribution with the new lists, if any. */
+static int
+rl_unit_end(dctx_t *c, int sec)
+{
+    if (!c->rl_have || c->rl_nidx == 0)
+        return 0;
+    QP_CHECK(sec_copy(c, S_RNGLISTS));
+    wb_t *w = &c->s[S_RNGLISTS].out;
+    const uint8_t *in = c->s[S_RNGLISTS].in;
+    uint64_t hdr = c->rl_base - 12, old_len = c->rl_end - hdr - 4;
+    size_t at = w->len;
+    wb_put(w, in + hdr, c->rl_end - hdr);
+    wb_put(w, c->rl_new.p, c->rl_new.len);
+    if (w->err)
+        return QP_ENOMEM;
+    if (w->len > UINT32_MAX || old_len + c->rl_new.len >= 0xfffffff0u)
+        return QP_ERANGE;
+    put_n(w->p + at, old_len + c->rl_new.len, 4);
+    uint64_t nbase = at + 12;
+    for (size_t i = 0; i < c->rl_nidx; i++)
+        put_n(w->p + nbase + 4 * c->rl_idx[i].idx,
+            (c->rl_end - c->rl_base) + c->rl_idx[i].off, 4);
+    put_n(c->s[sec].out.p + c->rl_pos, nbase, 4);
+    c->rl_nidx = 0;
+    c->rl_new.len = 0;
+    return 0;
+}
+
+/*
+ * Read the list that the DW_AT_ranges value V names into c->cr, cut (BASE: the base
+ * address). 1: read, *IDX is the list's index (DW_FORM_rnglistx) or UINT64_MAX
+ * (DW_FORM_sec_offset: *OFF is its offset); 0: a list this file does not rewrite.
+ */
+static int
+ranges_read(dctx_t *c, int sec, const aval_t *v, uint64_t base, int have_base,
+    pieces_t *pc, int *moved, uint64_t *idx, uint64_t *off)
+{
+    const dsec_t *d = &c->s[sec];
+    *idx = UINT64_MAX;
+    if (v->form == DW_FORM_sec_offset) {
+        *off = get_n(d->out.p + v->pos, 4);
+    } else if (v->form == DW_FORM_rnglistx && c->version >= 5) {
+        rd_t r = { d->in, d->in_len, v->pos, 0 };
+        *idx = rd_uleb(&r);
+        if (r.err || (*off = rl_offset(c, *idx)) == 0)
+            return 0;
+    } else {
+        return 0;
+    }
+    return cr_read_list(c, c->version, *off, base, have_base, pc, moved);
+}
+
+/* Write c->cr as the new list of the DW_AT_ranges value V (see ranges_read). */
+static int
+ranges_write(dctx_t *c, int sec, const aval_t *v, uint64_t idx)
+{
+    if (idx != UINT64_MAX)
+        return rl_set(c, idx);
+    uint64_t off;
+    QP_CHECK(cr_write_list(c, c->version, &off));
+    put_n(c->s[sec].out.p + v->pos, off, 4);
     return 0;
 }
 
@@ -794,10 +954,9 @@ cu_new_abbrev(dctx_t *c, const atable_t *t, const die_t *e, int filler, uint64_t
     return w->len > UINT32_MAX ? QP_ERANGE : 0;
 }
 
-/* Make the CU DIE E of a unit (version VERSION, header's abbrev offset at ABBREV_POS)
- * cover its new code. */
+/* cu_ranges' work; c->keep_old is set. */
 static int
-cu_ranges(dctx_t *c, int sec, unsigned version, size_t abbrev_pos, const atable_t *t,
+cu_ranges_1(dctx_t *c, int sec, unsigned version, size_t abbrev_pos, const atable_t *t,
     const die_t *e, pieces_t *pc)
 {
     uint8_t *b = c->s[sec].out.p;
@@ -806,12 +965,8 @@ cu_ranges(dctx_t *c, int sec, unsigned version, size_t abbrev_pos, const atable_
     uint64_t base = 0;
     int have_base = e->low.pos != 0 && addr_get(c, sec, &e->low, &base);
     if (e->ranges.pos != 0) {
-        if (e->ranges.form != DW_FORM_sec_offset) {
-            c->out->ncu_stale++;
-            return 0;
-        }
-        uint64_t off = get_n(b + e->ranges.pos, 4);
-        int ok = cr_read_list(c, version, off, base, have_base, pc, &moved);
+        uint64_t idx, off;
+        int ok = ranges_read(c, sec, &e->ranges, base, have_base, pc, &moved, &idx, &off);
         if (ok < 0)
             return ok;
         if (!ok) {
@@ -821,9 +976,7 @@ cu_ranges(dctx_t *c, int sec, unsigned version, size_t abbrev_pos, const atable_
         if (!moved)
             return 0;
         cr_merge(c);
-        QP_CHECK(cr_write_list(c, version, &off));
-        b = c->s[sec].out.p;
-        put_n(b + e->ranges.pos, off, 4);
+        QP_CHECK(ranges_write(c, sec, &e->ranges, idx));
         c->out->ncu_moved++;
         return 0;
     }
@@ -854,6 +1007,18 @@ cu_ranges(dctx_t *c, int sec, unsigned version, size_t abbrev_pos, const atable_
     put_n(b + abbrev_pos, abbrev, 4);
     c->out->ncu_moved++;
     return 0;
+}
+
+/* Make the CU DIE E of a unit (version VERSION, header's abbrev offset at ABBREV_POS)
+ * cover its new code, and still its old code (DIEs whose addresses stay old). */
+static int
+cu_ranges(dctx_t *c, int sec, unsigned version, size_t abbrev_pos, const atable_t *t,
+    const die_t *e, pieces_t *pc)
+{
+    c->keep_old = 1;
+    int rc = cu_ranges_1(c, sec, version, abbrev_pos, t, e, pc);
+    c->keep_old = 0;
+    return rc;
 }
 
 /*****************************************************************************
@@ -926,7 +1091,7 @@ unit_walk(dctx_t *c, int sec, size_t off, atable_t *t, pieces_t *pc, size_t *nex
         c->line_unsafe = 1;
         return ukeep_add(c, sec, off);
     }
-    int depth = 0, first = 1;
+    int depth = 0, first = 1, old_below = -1;
     while (r.pos < end) {
         die_t e;
         memset(&e, 0, sizeof(e));
@@ -938,6 +1103,8 @@ unit_walk(dctx_t *c, int sec, size_t off, atable_t *t, pieces_t *pc, size_t *nex
         if (code == 0) {
             if (--depth < 0 && !first)
                 break; /* padding after the CU's children */
+            if (depth <= old_below)
+                old_below = -1;
             continue;
         }
         const abbrev_t *a = abbrev_find(t, code);
@@ -964,6 +1131,7 @@ unit_walk(dctx_t *c, int sec, size_t off, atable_t *t, pieces_t *pc, size_t *nex
             case DW_AT_macros:
             case DW_AT_GNU_macros: e.macros = v; break;
             case DW_AT_addr_base: e.addr_base = v; break;
+            case DW_AT_rnglists_base: e.rnglists_base = v; break;
             case DW_AT_dwo_name:
             case DW_AT_GNU_dwo_name:
             case DW_AT_GNU_dwo_id: e.dwo = 1; break;
@@ -994,20 +1162,36 @@ unit_walk(dctx_t *c, int sec, size_t off, atable_t *t, pieces_t *pc, size_t *nex
             if (e.macros.pos != 0 && e.macros.form == DW_FORM_sec_offset)
                 QP_CHECK(macro_ref(c, get_n(d->in + e.macros.pos, 4)));
             addr_unit_start(c, sec, &e.addr_base);
+            rl_unit_start(c, sec, &e.rnglists_base);
             c->version = version;
             c->have_cu_base = e.low.pos != 0 && addr_get(c, sec, &e.low, &c->cu_base);
-            if (sec == S_INFO && (e.tag == DW_TAG_compile_unit || e.tag == 0x3c))
+            if (sec == S_INFO
+                && (e.tag == DW_TAG_compile_unit || e.tag == DW_TAG_partial_unit)) {
+                uint32_t stale = c->out->ncu_stale;
                 QP_CHECK(cu_ranges(c, sec, version, abbrev_pos, t, &e, pc));
+                if (c->out->ncu_stale != stale)
+                    QP_CHECK(ukeep_add(c, sec, off)); /* its aranges stay old as well */
+            }
             first = 0;
+        } else if (old_below >= 0 && depth > old_below) {
+            /* Inside a DIE whose range stayed old: so does everything in it (a
+             * debugger, and DWARF, expect a child's range inside its parent's). */
+            if (e.low.pos != 0 || e.ranges.pos != 0)
+                c->out->ndie_stale++;
         } else if (e.low.pos != 0 || e.entry.pos != 0 || e.ret.pos != 0
             || e.ranges.pos != 0) {
-            QP_CHECK(die_patch(c, sec, &e, pc));
+            int rc = die_patch(c, sec, &e, pc);
+            QP_CHECK(rc);
+            if (rc == 1 && a->children)
+                old_below = depth;
         }
         if (a->children)
             depth++;
     }
-    if (!first)
+    if (!first) {
         QP_CHECK(addr_unit_end(c, sec));
+        QP_CHECK(rl_unit_end(c, sec));
+    }
     if (first) {
         c->out->nunits_skipped++;
         c->line_unsafe = 1;
@@ -1194,6 +1378,8 @@ ed_dwarf_build(const cfg_image_t *img, const ed_dwarf_map_t *map, ed_dwarf_out_t
     free(c.nhash);
     free(c.lkeep);
     free(c.ukeep);
+    free(c.rl_idx);
+    free(c.rl_new.p);
     if (rc < 0)
         ed_dwarf_out_free(out);
     return rc;

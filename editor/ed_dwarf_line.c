@@ -57,12 +57,12 @@ typedef struct lhdr {
 
 typedef struct lbuf {
     lrow_t *rows;
-    size_t nrows, rows_cap;
-    prow_t *kept; /* rows of code left in place, in table order */
-    size_t nkept, kept_cap;
-    prow_t *moved; /* rows of moved code, sorted by new address at the end */
-    size_t nmoved, moved_cap;
-    pieces_t pc; /* scratch */
+    size_t nrows, rows_cap;   /* their number, room */
+    prow_t *kept;             /* rows of code left in place, in table order */
+    size_t nkept, kept_cap;   /* their number, room */
+    prow_t *moved;            /* rows of moved code, sorted by new address at the end */
+    size_t nmoved, moved_cap; /* their number, room */
+    pieces_t pc;              /* scratch */
 } lbuf_t;
 
 /* Parse the header of the unit at OFF. 1: a unit this file can rewrite; 0: keep its

@@ -72,6 +72,7 @@ enum {
     DW_TAG_compile_unit = 0x11,
     DW_TAG_inlined_subroutine = 0x1d,
     DW_TAG_subprogram = 0x2e,
+    DW_TAG_partial_unit = 0x3c,
     DW_TAG_call_site = 0x48,
     DW_TAG_GNU_call_site = 0x4109,
 };
@@ -84,6 +85,7 @@ enum {
     DW_AT_entry_pc = 0x52,
     DW_AT_ranges = 0x55,
     DW_AT_addr_base = 0x73,
+    DW_AT_rnglists_base = 0x74,
     DW_AT_dwo_name = 0x76,
     DW_AT_GNU_dwo_name = 0x2130,
     DW_AT_GNU_dwo_id = 0x2131,
@@ -333,35 +335,52 @@ typedef struct crange {
     uint64_t lo, hi; /* [lo, hi) */
 } crange_t;
 
+/* A changed entry of a unit's range list offset table. */
+typedef struct rlidx {
+    uint64_t idx; /* the entry */
+    uint64_t off; /* its new list, in the unit's new lists */
+} rlidx_t;
+
 typedef struct dctx {
     const ed_dwarf_map_t *map; /* the editor's map */
     ed_dwarf_out_t *out;       /* figures and results */
     dsec_t s[S_N];             /* the sections */
     lunit_t *lunits;           /* line units, by old offset */
-    size_t nlunits;
-    lref_t *lrefs; /* references to line units */
-    size_t nlrefs, lrefs_cap;
+    size_t nlunits;            /* their number */
+    lref_t *lrefs;             /* references to line units */
+    size_t nlrefs, lrefs_cap;  /* their number, room */
     int line_unsafe; /* a unit's line table could not be found: keep .debug_line */
     uint64_t *lkeep; /* line units to keep as they are (split DWARF units) */
-    size_t nlkeep, lkeep_cap;
-    uint64_t *ukeep; /* .debug_info units kept as they are: their aranges too */
-    size_t nukeep, ukeep_cap;
-    crange_t *cr; /* scratch: the pieces of one range */
-    size_t ncr, cr_cap;
-    size_t rng_hdr;   /* offset of the new .debug_rnglists contribution */
-    int drop_padding; /* cr_add: leave out the kept part of a moved range */
-    unsigned version; /* the current unit's DWARF version */
-    uint64_t cu_base; /* its base address (the CU's low_pc) */
-    int have_cu_base; /* ... when it has one */
+    size_t nlkeep, lkeep_cap; /* their number, room */
+    uint64_t *ukeep;          /* .debug_info units kept as they are: their aranges too */
+    size_t nukeep, ukeep_cap; /* their number, room */
+    crange_t *cr;             /* scratch: the pieces of one range */
+    size_t ncr, cr_cap;       /* their number, room */
+    size_t rng_hdr;           /* offset of the new .debug_rnglists contribution */
+    int drop_padding;         /* cr_add: leave out the kept part of a moved range */
+    int keep_old;             /* cr_add: keep the old range as well (CUs) */
+    unsigned version;         /* the current unit's DWARF version */
+    uint64_t cu_base;         /* its base address (the CU's low_pc) */
+    int have_cu_base;         /* ... when it has one */
     /* The current unit's address table (DW_FORM_addrx). */
-    int have_addr_base;   /* it was found */
-    uint64_t addr_base;   /* offset of its first entry in .debug_addr */
-    uint64_t addr_count;  /* its entries */
-    size_t addr_base_pos; /* where the unit DIE's DW_AT_addr_base value is */
-    uint64_t *naddr;      /* new entries, after the old ones in the unit's copy */
-    size_t nnaddr, naddr_cap;
-    uint32_t *nhash;  /* index+1 into naddr by address: open addressing */
-    size_t nhash_cap; /* a power of 2, at least twice naddr_cap */
+    int have_addr_base;       /* it was found */
+    uint64_t addr_base;       /* offset of its first entry in .debug_addr */
+    uint64_t addr_count;      /* its entries */
+    size_t addr_base_pos;     /* where the unit DIE's DW_AT_addr_base value is */
+    uint64_t *naddr;          /* new entries, after the old ones in the unit's copy */
+    size_t nnaddr, naddr_cap; /* their number, room */
+    uint32_t *nhash;          /* index+1 into naddr by address: open addressing */
+    size_t nhash_cap;         /* a power of 2, at least twice naddr_cap */
+    /* The current unit's range list table (DW_FORM_rnglistx). */
+    int rl_have;                /* it was found */
+    uint64_t rl_base;           /* offset of its offset table in .debug_rnglists */
+    uint64_t rl_count;          /* entries of the offset table */
+    uint64_t rl_end;            /* the end of its contribution */
+    size_t rl_pos;              /* where the unit DIE's DW_AT_rnglists_base value is */
+    wb_t rl_new;                /* its new lists */
+    rlidx_t *rl_idx;            /* the table entries that name them */
+    size_t rl_nidx, rl_idx_cap; /* their number, room */
+    size_t rng_end;             /* end of the open new .debug_rnglists contribution */
 } dctx_t;
 
 /*****************************************************************************
@@ -376,8 +395,8 @@ typedef struct piece {
 } piece_t;
 
 typedef struct pieces {
-    piece_t *v;
-    size_t n, cap;
+    piece_t *v;    /* the pieces */
+    size_t n, cap; /* their number, room */
 } pieces_t;
 
 /* The pieces of [LO, HI) into P (emptied first). */
