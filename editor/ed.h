@@ -160,7 +160,7 @@ typedef struct ed_dwarf_out {
     uint32_t ndie_moved;         /* DIE addresses and ranges mapped */
     uint32_t ndie_stale;         /* DIE ranges in moved code left old (split, too small) */
     uint32_t ndie_addrx;         /* DIE addresses not readable (no address table): old */
-    uint32_t ndie_ranges;        /* DW_AT_ranges left old (rnglistx, lists not read) */
+    uint32_t ndie_ranges;        /* DW_AT_ranges left old (lists not understood) */
     uint32_t ncu_moved;          /* CUs whose ranges now cover their new code */
     uint32_t ncu_stale;          /* CUs with moved code whose ranges stayed old */
     uint32_t nrnglists_added;    /* new range lists */

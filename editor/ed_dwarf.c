@@ -29,11 +29,12 @@
  *
  * What stays old (and is then simply not found at new PCs - never a wrong answer):
  * location lists (a variable shows as <optimized out> in moved code unless its location
- * is a single expression), DW_FORM_rnglistx ranges, and low_pc/high_pc ranges that do
- * not map to one contiguous run of new code. They are counted (--verbose). Units this
- * reader does not handle - DWARF 2/3 and 64-bit DWARF units, split DWARF, compressed
- * sections - keep their bytes; when a line unit cannot be found from its CU, .debug_line
- * is left as it was.
+ * is a single expression), low_pc/high_pc ranges that do not map to one contiguous run
+ * of new code, DW_FORM_addrx addresses whose index field cannot hold a new entry's
+ * index, and everything inside a DIE whose range stays old. They are counted (--verbose).
+ * Units this reader does not handle - DWARF 2/3 and 64-bit DWARF units, split DWARF,
+ * compressed sections - keep their bytes; when a line unit cannot be found from its CU,
+ * .debug_line is left as it was.
  *
  * Formats: DWARF 4 and DWARF 5 (sections 6.1.2 aranges, 6.2 line tables, 7.5 unit
  * headers and forms, 7.25 range lists).
