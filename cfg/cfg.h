@@ -27,6 +27,7 @@ enum {
     CFG_SEC_LOAD = 1u << 1,  /* has contents in the file (not .bss) */
     CFG_SEC_CODE = 1u << 2,  /* executable */
     CFG_SEC_WRITE = 1u << 3, /* writable */
+    CFG_SEC_COMPRESSED = 1u << 4, /* SHF_COMPRESSED: bytes are the compressed file bytes */
 };
 
 typedef struct cfg_section {
@@ -34,7 +35,8 @@ typedef struct cfg_section {
     uint64_t vma;         /* link-time address */
     uint64_t size;        /* size in bytes */
     uint64_t file_off;    /* offset in the file (0 for NOBITS) */
-    const uint8_t *bytes; /* contents, NULL when not CFG_SEC_LOAD */
+    const uint8_t *bytes; /* contents: the loaded bytes (CFG_SEC_LOAD), or the file bytes of
+                           * a non-alloc section with contents (.debug_*); else NULL */
     uint32_t flags;       /* CFG_SEC_* */
 } cfg_section_t;
 

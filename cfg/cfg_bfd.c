@@ -514,6 +514,19 @@ out:
  * Sections, segments, init arrays
  */
 
+/* The section header of the non-NOBITS section at file offset OFF, or NULL. */
+static const Elf64_Shdr *
+raw_shdr_at(const bfd_reader_t *r, uint64_t off)
+{
+    size_t n;
+    const Elf64_Shdr *sh = raw_shdrs(r, &n);
+    for (size_t i = 1; i < n; i++)
+        if (sh[i].sh_offset == off && sh[i].sh_type != SHT_NOBITS && sh[i].sh_size > 0
+            && !(sh[i].sh_flags & SHF_ALLOC) && in_file(r, sh[i].sh_offset, sh[i].sh_size))
+            return &sh[i];
+    return NULL;
+}
+
 static int
 read_sections(cfg_image_t *img, bfd_reader_t *r)
 {
@@ -542,6 +555,17 @@ read_sections(cfg_image_t *img, bfd_reader_t *r)
             o->flags |= CFG_SEC_LOAD;
             o->file_off = s->filepos;
             o->bytes = r->map + s->filepos;
+        } else if (!(f & SEC_ALLOC) && (f & SEC_HAS_CONTENTS)) {
+            /* Non-alloc sections (.debug_*): the raw bytes of the file, from the section
+             * header itself (BFD may report a decompressed size). */
+            const Elf64_Shdr *sh = raw_shdr_at(r, s->filepos);
+            if (sh != NULL) {
+                o->size = sh->sh_size;
+                o->file_off = sh->sh_offset;
+                o->bytes = r->map + sh->sh_offset;
+                if (sh->sh_flags & SHF_COMPRESSED)
+                    o->flags |= CFG_SEC_COMPRESSED;
+            }
         }
         if (o->vma + o->size < o->vma)
             return QP_EFORMAT;

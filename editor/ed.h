@@ -50,6 +50,19 @@ enum {
  */
 typedef uint64_t (*ed_map_fn)(void *arg, uint64_t old);
 
+/*
+ * A piece of old code and where it is now: the bytes [OLD, OLD + OLEN) of a run of moved
+ * instructions (in old address order) whose new code [NEW_, NEW_ + NLEN) is contiguous
+ * (NEW_ != 0), or bytes outside every moved procedure (NEW_ == 0, NLEN == OLEN: they stay
+ * where they are). Return 0 to go on, negative to stop with that error.
+ */
+typedef int (*ed_piece_fn)(void *arg, uint64_t old, uint64_t olen, uint64_t new_,
+                           uint64_t nlen);
+
+/* Cut [LO, HI) into pieces for FN: see ed_plan_pieces. */
+typedef int (*ed_pieces_fn)(void *arg, uint64_t lo, uint64_t hi, ed_piece_fn fn, void *fnarg);
+
+
 typedef struct ed_unwind_out {
     uint8_t *data;          /* the blob: new CIEs/FDEs, new LSDAs, new .eh_frame_hdr */
     size_t size;            /* its size */
@@ -112,6 +125,69 @@ int ed_unwind_build_ex(const cfg_image_t *img, ed_map_fn map, ed_map_fn map_end,
  */
 int ed_unwind_landing_pads(const cfg_image_t *img,
                            int (*fn)(void *arg, uint64_t func, uint64_t pad), void *arg);
+
+
+/*****************************************************************************
+ * DWARF debug information for relocated code (ed_dwarf.c)
+ */
+
+/* How old code addresses map, for ed_dwarf_build (ARG is passed to each). */
+typedef struct ed_dwarf_map {
+    ed_map_fn map;          /* instruction starts (ed_plan_map) */
+    ed_map_fn map_return;   /* return addresses (ed_plan_map_return) */
+    ed_pieces_fn pieces;    /* ranges (ed_plan_pieces) */
+    void *arg;
+} ed_dwarf_map_t;
+
+/* New contents for one non-alloc section. */
+typedef struct ed_dwarf_sec {
+    const char *name;       /* ".debug_line" (static storage) */
+    uint8_t *data;          /* the bytes (malloc; ed_dwarf_out_free frees them) */
+    size_t size;            /* their number */
+} ed_dwarf_sec_t;
+
+#define ED_DWARF_MAXSEC 9
+
+typedef struct ed_dwarf_out {
+    ed_dwarf_sec_t secs[ED_DWARF_MAXSEC]; /* sections that changed (new ones included) */
+    size_t nsecs;
+    uint64_t nline_rows_moved;   /* line rows placed at new addresses */
+    uint64_t nline_rows_kept;    /* line rows of code left in place */
+    uint32_t nline_seqs;         /* sequences of the regenerated line programs */
+    uint32_t nline_units_moved;  /* line programs regenerated */
+    uint32_t nline_units_kept;   /* line programs not understood: kept as they were */
+    int line_kept;               /* .debug_line kept whole (a unit's table not found) */
+    uint32_t ndie_moved;         /* DIE addresses and ranges mapped */
+    uint32_t ndie_stale;         /* DIE ranges in moved code left old (split, too small) */
+    uint32_t ndie_addrx;         /* DIE addresses not readable (no address table): old */
+    uint32_t ndie_ranges;        /* DW_AT_ranges left old (lists not understood) */
+    uint32_t ncu_moved;          /* CUs whose ranges now cover their new code */
+    uint32_t ncu_stale;          /* CUs with moved code whose ranges stayed old */
+    uint32_t nrnglists_added;    /* new range lists */
+    uint32_t naddr_added;        /* new .debug_addr entries (DW_FORM_addrx) */
+    uint32_t naranges_moved;     /* .debug_aranges sets rewritten */
+    uint32_t naranges_kept;      /* sets not understood: kept */
+    uint32_t nunits_skipped;     /* units not handled (DWARF 2/3, 64-bit, split): kept */
+    uint32_t nunits_partial;     /* units with a DIE not understood: DIEs after it kept */
+    uint32_t ncompressed;        /* compressed .debug_* sections: nothing was changed */
+} ed_dwarf_out_t;
+
+/*
+ * New contents for the DWARF sections of IMG whose code addresses MAP changes:
+ * .debug_line (line programs regenerated, rows of moved code at their new addresses),
+ * .debug_info (DW_AT_stmt_list, DIE low_pc/high_pc and DW_AT_ranges, call sites and CU
+ * ranges patched in place, same size), .debug_abbrev, .debug_rnglists or .debug_ranges (new lists
+ * appended, the section created when absent), .debug_addr (a unit's table copied with
+ * new entries appended), .debug_aranges and .debug_macro. Only
+ * sections that change are in OUT->secs. What cannot be rewritten keeps its old bytes
+ * and is counted in OUT; location lists stay old (a debugger then shows no value in
+ * moved code, never a wrong one). Returns 0, QP_EINVAL, QP_ERANGE or
+ * QP_ENOMEM (OUT then holds nothing). Free with ed_dwarf_out_free.
+ */
+int ed_dwarf_build(const cfg_image_t *img, const ed_dwarf_map_t *map,
+                   ed_dwarf_out_t *out /*OUT*/);
+
+void ed_dwarf_out_free(ed_dwarf_out_t *out);
 
 
 /*****************************************************************************
@@ -228,6 +304,21 @@ uint64_t ed_plan_map(void *plan, uint64_t old);
  * unwind ranges), or 0 when no moved instruction ends there. An ed_map_fn.
  */
 uint64_t ed_plan_map_end(void *plan, uint64_t old);
+
+/*
+ * The return address that a call moved from OLD - its old return address, the end of the
+ * call - pushes in the new code (past the call itself, before its AFTER snippets), or 0
+ * when no moved instruction ends at OLD. An ed_map_fn.
+ */
+uint64_t ed_plan_map_return(void *plan, uint64_t old);
+
+/*
+ * Cut the old range [LO, HI) into pieces (after ed_plan_apply), in old address order, and
+ * call FN(FNARG, ...) for each. Bytes of a moved procedure that are no moved instruction
+ * (padding, unreachable code) are in no piece. Returns 0, FN's first negative return or
+ * QP_EINVAL. Usable as an ed_pieces_fn (ARG = plan).
+ */
+int ed_plan_pieces(void *plan, uint64_t lo, uint64_t hi, ed_piece_fn fn, void *fnarg);
 
 /* Figures for the summary line. */
 const ed_stats_t *ed_plan_stats(const ed_plan_t *plan);

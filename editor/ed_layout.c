@@ -1049,6 +1049,85 @@ ed_plan_map_end(void *arg, uint64_t old)
     return s->new_ + slot_size(s);
 }
 
+uint64_t
+ed_plan_map_return(void *arg, uint64_t old)
+{
+    const ed_plan_t *plan = arg;
+    size_t lo = 0, hi = plan->nslots;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (SLOT(plan, mid)->old < old)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (lo == 0)
+        return 0;
+    const ed_slot_t *s = SLOT(plan, lo - 1);
+    if (s->old + s->olen != old)
+        return 0;
+    return s->new_ + s->pre + s->len - (plan->opts.stretch ? 1 : 0);
+}
+
+int
+ed_plan_pieces(void *arg, uint64_t lo, uint64_t hi, ed_piece_fn fn, void *fnarg)
+{
+    const ed_plan_t *plan = arg;
+    if (plan == NULL || fn == NULL || hi < lo)
+        return QP_EINVAL;
+    uint64_t pos = lo;
+    while (pos < hi) {
+        /* The first segment that ends after POS. */
+        size_t a = 0, b = plan->nsegs;
+        while (a < b) {
+            size_t mid = (a + b) / 2;
+            if (plan->segs[mid].end <= pos)
+                a = mid + 1;
+            else
+                b = mid;
+        }
+        if (a == plan->nsegs || plan->segs[a].start > pos) {
+            /* Bytes outside every moved procedure stay where they are. */
+            uint64_t end = a < plan->nsegs && plan->segs[a].start < hi ? plan->segs[a].start : hi;
+            QP_CHECK(fn(fnarg, pos, end - pos, 0, end - pos));
+            pos = end;
+            continue;
+        }
+        uint64_t end = plan->segs[a].end < hi ? plan->segs[a].end : hi;
+        /* Moved instructions in [pos, end), by old address; runs whose new code is
+         * contiguous make one piece. */
+        size_t k = 0, n = plan->nslots;
+        while (k < n) {
+            size_t mid = (k + n) / 2;
+            if (SLOT(plan, mid)->old < pos)
+                k = mid + 1;
+            else
+                n = mid;
+        }
+        uint64_t run_old = 0, run_oend = 0, run_new = 0, run_end = 0;
+        int have = 0;
+        for (; k < plan->nslots && SLOT(plan, k)->old < end; k++) {
+            const ed_slot_t *s = SLOT(plan, k);
+            if (have && s->new_ == run_end) {
+                run_end += slot_size(s);
+                run_oend = s->old + s->olen;
+                continue;
+            }
+            if (have)
+                QP_CHECK(fn(fnarg, run_old, run_oend - run_old, run_new, run_end - run_new));
+            have = 1;
+            run_old = s->old;
+            run_oend = s->old + s->olen;
+            run_new = s->new_;
+            run_end = s->new_ + slot_size(s);
+        }
+        if (have)
+            QP_CHECK(fn(fnarg, run_old, run_oend - run_old, run_new, run_end - run_new));
+        pos = end;
+    }
+    return 0;
+}
+
 /* Rebase every new address by DELTA (layout was computed from 0). */
 static void
 rebase(ed_plan_t *plan, uint64_t delta)

@@ -344,7 +344,7 @@ elfw_parse_input(elfw_ctx_t *c)
         return elfw_fail(c, QP_EFORMAT, "%s: bad section name table index", path);
 
     /* Room for the regions and a new .symtab and .strtab. */
-    c->scn_cap = c->in_shnum + c->req->nregions + 2;
+    c->scn_cap = c->in_shnum + c->req->nregions + c->req->nsections + 2;
     c->scn = calloc(c->scn_cap, sizeof(*c->scn));
     if (c->scn == NULL)
         return elfw_fail(c, QP_ENOMEM, "%s: out of memory", path);
@@ -676,6 +676,53 @@ elfw_add_regions(elfw_ctx_t *c)
     if (c->nscn - 1 >= SHN_LORESERVE && r->nsymbols > 0)
         return elfw_fail(
             c, QP_EUNSUPP, "%s: too many sections for symbol indices", c->req->input);
+    return 0;
+}
+
+/*
+ * New contents for non-alloc sections (debug information): a section of that name gets
+ * them (it moves after the end of the input when its size changes), a missing one is
+ * added. Loaded sections and compressed ones are refused: nothing maps the former, and
+ * the latter would need compressing.
+ */
+static int
+elfw_replace_sections(elfw_ctx_t *c)
+{
+    const elfw_request_t *r = c->req;
+    size_t i, k;
+
+    for (k = 0; k < r->nsections; k++) {
+        const elfw_section_t *q = &r->sections[k];
+        elfw_scn_t *s = NULL;
+
+        if (q->name == NULL || (q->size > 0 && q->bytes == NULL))
+            return elfw_fail(c, QP_EINVAL, "bad section contents in the request");
+        for (i = 1; i < c->in_shnum && s == NULL; i++)
+            if (strcmp(elfw_scn_name(c, i), q->name) == 0)
+                s = &c->scn[i];
+        if (s != NULL && ((s->sh.sh_flags & (SHF_ALLOC | SHF_COMPRESSED))
+                          || s->sh.sh_type != SHT_PROGBITS))
+            return elfw_fail(c, QP_EINVAL, "%s: cannot replace section %s", r->input,
+                q->name);
+        if (s == NULL) {
+            uint32_t name;
+
+            QP_CHECK(elfw_add_section_name(c, q->name, &name));
+            s = &c->scn[c->nscn++];
+            s->is_new = 1;
+            s->sh.sh_name = name;
+            s->sh.sh_type = SHT_PROGBITS;
+            s->sh.sh_addralign = 1;
+        }
+        free(s->buf.p);
+        memset(&s->buf, 0, sizeof(s->buf));
+        if (elfw_buf_reserve(&s->buf, q->size + 1) < 0)
+            return elfw_fail(c, QP_ENOMEM, "out of memory");
+        if (q->size > 0)
+            memcpy(s->buf.p, q->bytes, q->size);
+        s->buf.len = q->size;
+        s->sh.sh_size = q->size;
+    }
     return 0;
 }
 
@@ -1393,6 +1440,7 @@ elfw_run(elfw_ctx_t *c)
     QP_CHECK(elfw_parse_input(c));
     QP_CHECK(elfw_check_request(c));
     QP_CHECK(elfw_add_regions(c));
+    QP_CHECK(elfw_replace_sections(c));
     if (c->req->rename_old_unwind)
         QP_CHECK(elfw_rename_old_unwind(c));
     QP_CHECK(elfw_symbols(c));

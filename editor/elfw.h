@@ -13,6 +13,7 @@
 #include <stdint.h>
 
 #include "arch/qp_err.h"
+#include "editor/ed.h"
 
 /* A new loadable region (becomes a PT_LOAD and a section). */
 typedef struct elfw_region {
@@ -39,6 +40,13 @@ typedef struct elfw_symbol {
     uint32_t region;         /* index of the region in elfw_request_t.regions holding it */
 } elfw_symbol_t;
 
+/* New contents for a non-alloc section (debug information), or a new such section. */
+typedef struct elfw_section {
+    const char *name;        /* section name, e.g. ".debug_line" */
+    const uint8_t *bytes;    /* the contents */
+    uint64_t size;           /* their size */
+} elfw_section_t;
+
 typedef struct elfw_request {
     const char *input;            /* the input executable (never modified) */
     const char *output;           /* the output path (written to a temp file, renamed) */
@@ -48,6 +56,8 @@ typedef struct elfw_request {
     size_t npatches;
     const elfw_symbol_t *symbols; /* symbols to move or add */
     size_t nsymbols;
+    const elfw_section_t *sections; /* non-alloc sections to replace or add, by name */
+    size_t nsections;
     uint64_t eh_frame_hdr;        /* new PT_GNU_EH_FRAME address (inside a region), or 0 */
     uint64_t eh_frame_hdr_size;   /* its size */
     int clear_cet;                /* clear IBT and SHSTK in .note.gnu.property */
@@ -87,6 +97,7 @@ typedef struct elfw_rewrite_stats {
     uint64_t unwind_size;   /* bytes of new unwind tables */
     uint32_t nfde_moved;    /* FDEs rewritten for moved code */
     uint64_t desc_size;     /* bytes of the measurement description */
+    ed_dwarf_out_t dwarf;   /* DWARF rewriting figures (secs freed: nsecs is 0) */
 } elfw_rewrite_stats_t;
 
 /*
@@ -106,9 +117,10 @@ typedef struct elfw_instr {
 /*
  * Apply PLAN (its procedures move into a new executable region of the file's image),
  * build unwind tables for the moved code, and write OUTPUT from INPUT with elfw_write:
- * new regions, old-text redirects, moved .symtab symbols, the new PT_GNU_EH_FRAME, and the
- * IBT/SHSTK property bits cleared (new code has no endbr64 landing pads). Returns 0 or a
- * QP_E* code with one line in ERR.
+ * new regions, old-text redirects, moved .symtab symbols, the new PT_GNU_EH_FRAME, the
+ * IBT/SHSTK property bits cleared (new code has no endbr64 landing pads), and DWARF debug
+ * information that names the new code (ed_dwarf_build). Returns 0 or a QP_E* code with
+ * one line in ERR.
  */
 int elfw_rewrite(const struct cfg_prog *prog, struct ed_plan *plan, const elfw_instr_t *instr,
                  const char *input, const char *output, elfw_rewrite_stats_t *stats /*OUT*/,

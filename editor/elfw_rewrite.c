@@ -136,6 +136,9 @@ elfw_rewrite(const cfg_prog_t *prog, ed_plan_t *plan, const elfw_instr_t *instr,
     elfw_symbol_t *syms = NULL;
     elfw_patch_t *pats = NULL;
     rt_regions_t rr = { 0 };
+    ed_dwarf_out_t dw;
+    elfw_section_t dsecs[ED_DWARF_MAXSEC];
+    memset(&dw, 0, sizeof(dw));
     int rc = ed_image_create(prog->img, &im);
     if (rc < 0)
         return fail(err, errlen, rc, "image");
@@ -232,9 +235,19 @@ elfw_rewrite(const cfg_prog_t *prog, ed_plan_t *plan, const elfw_instr_t *instr,
         }
         syms[nsym++] = (elfw_symbol_t) { pr->name, na, ne > na ? ne - na : 1, text_region };
     }
+    /* Debug information: line tables, DIEs and CU ranges name the new code. */
+    ed_dwarf_map_t dmap = { ed_plan_map, ed_plan_map_return, ed_plan_pieces, plan };
+    rc = ed_dwarf_build(prog->img, &dmap, &dw);
+    if (rc < 0) {
+        fail(err, errlen, rc, "debug information");
+        goto out;
+    }
+    for (size_t i = 0; i < dw.nsecs; i++)
+        dsecs[i] = (elfw_section_t) { dw.secs[i].name, dw.secs[i].data, dw.secs[i].size };
     elfw_request_t req = {
         .input = input, .output = output, .regions = regs, .nregions = nreg,
         .patches = pats, .npatches = npat, .symbols = syms, .nsymbols = nsym,
+        .sections = dsecs, .nsections = dw.nsecs,
         .eh_frame_hdr = unw.size ? unw.hdr : 0, .eh_frame_hdr_size = unw.hdr_size,
         .clear_cet = 1, .rename_old_unwind = unw.size != 0,
         .entry = instr != NULL ? rr.rt + QPRT_START_OFF : 0,
@@ -247,8 +260,11 @@ elfw_rewrite(const cfg_prog_t *prog, ed_plan_t *plan, const elfw_instr_t *instr,
         stats->text_size = text_size;
         stats->unwind_size = unw.size;
         stats->nfde_moved = unw.nfde_moved;
+        stats->dwarf = dw;
+        stats->dwarf.nsecs = 0;
     }
 out:
+    ed_dwarf_out_free(&dw);
     free(unw.data);
     free(regs);
     free(pats);

@@ -840,6 +840,54 @@ START_TEST(test_elfw_clear_cet)
 }
 END_TEST
 
+/* Non-alloc sections: one replaced (and resized), one added; loaded ones refused. */
+START_TEST(test_elfw_sections)
+{
+    size_t v;
+
+    for (v = 0; v < NGENERIC; v++) {
+        char in[512], out[512], err[512];
+        static char text[1 << 16];
+        static const uint8_t comment[] = "qpt test comment, longer than the old one\0";
+        static const uint8_t added[] = { 1, 2, 3, 4, 5 };
+        elfw_section_t secs[2] = {
+            { ".comment", comment, sizeof(comment) },
+            { ".debug_qpt_test", added, sizeof(added) },
+        };
+        elfw_request_t req;
+        elf_file_t fi, fo;
+
+        if (!variants[v].ok)
+            continue;
+        path_of(in, sizeof(in), variants[v].name);
+        path_of(out, sizeof(out), "sections.out");
+        memset(&req, 0, sizeof(req));
+        req.input = in;
+        req.output = out;
+        req.sections = secs;
+        req.nsections = 2;
+        ck_assert_msg(elfw_write(&req, err, sizeof(err)) == 0, "%s: %s", in, err);
+        assert_runs_like_input(in, out);
+        assert_clean(in, out, 0);
+        elf_load(&fi, in);
+        elf_load(&fo, out);
+        assert_loads_kept(&fi, &fo, NULL, NULL, 0);
+        elf_free(&fi);
+        elf_free(&fo);
+        ck_assert_int_eq(capture(text, sizeof(text), "readelf -p .comment '%s'", out), 0);
+        ck_assert_msg(strstr(text, "qpt test comment") != NULL, "%s: .comment:\n%s", in, text);
+        ck_assert_int_eq(
+            capture(text, sizeof(text), "readelf -x .debug_qpt_test '%s'", out), 0);
+        ck_assert_msg(strstr(text, "01020304 05") != NULL, "%s: new section:\n%s", in, text);
+        /* A loaded section is not replaced. */
+        secs[0].name = ".text";
+        req.nsections = 1;
+        ck_assert_int_eq(elfw_write(&req, err, sizeof(err)), QP_EINVAL);
+        unlink(out);
+    }
+}
+END_TEST
+
 START_TEST(test_elfw_eh_frame_hdr)
 {
     char in[512], out[512], err[512];
@@ -1120,6 +1168,7 @@ elfw_suite(void)
     tcase_add_test(tc, test_elfw_phdr_move);
     tcase_add_test(tc, test_elfw_eh_frame_hdr);
     tcase_add_test(tc, test_elfw_deterministic);
+    tcase_add_test(tc, test_elfw_sections);
     tcase_set_timeout(tc, 120);
     suite_add_tcase(s, tc);
 

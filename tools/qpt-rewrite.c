@@ -171,6 +171,22 @@ rewrite(const cfg_prog_t *prog, const char *input, const char *output, const cha
             (unsigned long long)es->bytes_new, es->npads, es->nind_pads, es->ntables,
             (unsigned long long)st.output_size,
             st.input_size ? (double)st.output_size / (double)st.input_size : 0.0);
+    if (verbose) {
+        const ed_dwarf_out_t *d = &st.dwarf;
+        fprintf(stderr,
+                "%s: %s: debug info: %llu line rows remapped, %llu kept, %u sequences in %u "
+                "line programs (%u programs kept as they were%s); %u DIE addresses remapped, "
+                "%u left old (range split, too small, or inside one left old), %u unreadable, "
+                "%u DW_AT_ranges not read; %u new .debug_addr entries, %u new range lists; "
+                "%u CU ranges extended (%u not); %u aranges sets rewritten; %u units not "
+                "handled, %u in part; %u compressed sections\n",
+                prog_name, output, (unsigned long long)d->nline_rows_moved,
+                (unsigned long long)d->nline_rows_kept, d->nline_seqs, d->nline_units_moved,
+                d->nline_units_kept, d->line_kept ? ", and the whole .debug_line" : "",
+                d->ndie_moved, d->ndie_stale, d->ndie_addrx, d->ndie_ranges, d->naddr_added,
+                d->nrnglists_added, d->ncu_moved, d->ncu_stale, d->naranges_moved,
+                d->nunits_skipped, d->nunits_partial, d->ncompressed);
+    }
     if (drv != NULL)
         fprintf(stderr,
                 "%s: %s: driver %s: %u procedures measured (%u per block), %u not; %u "

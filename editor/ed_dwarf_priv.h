@@ -1,0 +1,422 @@
+/* Copyright 2026 the qpt authors
+ * SPDX-License-Identifier: MIT */
+#ifndef QP_ED_DWARF_PRIV_H
+#define QP_ED_DWARF_PRIV_H
+/*
+ * PURPOSE: what the two halves of the DWARF rewriter share: ed_dwarf.c (DIEs, ranges,
+ * aranges, the entry point) and ed_dwarf_line.c (line programs). Bounded readers and
+ * growable writers of DWARF's little-endian and LEB128 encodings, the state of one
+ * ed_dwarf_build call, and the cutting of old ranges into pieces through the editor's
+ * map. Only editor/ed_dwarf*.c include it.
+ */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "arch/qp_err.h"
+#include "editor/ed.h"
+
+enum {
+    DW_FORM_addr = 0x01,
+    DW_FORM_block2 = 0x03,
+    DW_FORM_block4 = 0x04,
+    DW_FORM_data2 = 0x05,
+    DW_FORM_data4 = 0x06,
+    DW_FORM_data8 = 0x07,
+    DW_FORM_string = 0x08,
+    DW_FORM_block = 0x09,
+    DW_FORM_block1 = 0x0a,
+    DW_FORM_data1 = 0x0b,
+    DW_FORM_flag = 0x0c,
+    DW_FORM_sdata = 0x0d,
+    DW_FORM_strp = 0x0e,
+    DW_FORM_udata = 0x0f,
+    DW_FORM_ref_addr = 0x10,
+    DW_FORM_ref1 = 0x11,
+    DW_FORM_ref2 = 0x12,
+    DW_FORM_ref4 = 0x13,
+    DW_FORM_ref8 = 0x14,
+    DW_FORM_ref_udata = 0x15,
+    DW_FORM_indirect = 0x16,
+    DW_FORM_sec_offset = 0x17,
+    DW_FORM_exprloc = 0x18,
+    DW_FORM_flag_present = 0x19,
+    DW_FORM_strx = 0x1a,
+    DW_FORM_addrx = 0x1b,
+    DW_FORM_ref_sup4 = 0x1c,
+    DW_FORM_strp_sup = 0x1d,
+    DW_FORM_data16 = 0x1e,
+    DW_FORM_line_strp = 0x1f,
+    DW_FORM_ref_sig8 = 0x20,
+    DW_FORM_implicit_const = 0x21,
+    DW_FORM_loclistx = 0x22,
+    DW_FORM_rnglistx = 0x23,
+    DW_FORM_ref_sup8 = 0x24,
+    DW_FORM_strx1 = 0x25,
+    DW_FORM_strx2 = 0x26,
+    DW_FORM_strx3 = 0x27,
+    DW_FORM_strx4 = 0x28,
+    DW_FORM_addrx1 = 0x29,
+    DW_FORM_addrx2 = 0x2a,
+    DW_FORM_addrx3 = 0x2b,
+    DW_FORM_addrx4 = 0x2c,
+    DW_FORM_GNU_addr_index = 0x1f01,
+    DW_FORM_GNU_str_index = 0x1f02,
+    DW_FORM_GNU_ref_alt = 0x1f20,
+    DW_FORM_GNU_strp_alt = 0x1f21,
+};
+
+enum {
+    DW_TAG_label = 0x0a,
+    DW_TAG_lexical_block = 0x0b,
+    DW_TAG_compile_unit = 0x11,
+    DW_TAG_inlined_subroutine = 0x1d,
+    DW_TAG_subprogram = 0x2e,
+    DW_TAG_partial_unit = 0x3c,
+    DW_TAG_call_site = 0x48,
+    DW_TAG_GNU_call_site = 0x4109,
+};
+
+enum {
+    DW_AT_low_pc = 0x11,
+    DW_AT_high_pc = 0x12,
+    DW_AT_stmt_list = 0x10,
+    DW_AT_identifier_case = 0x42,
+    DW_AT_entry_pc = 0x52,
+    DW_AT_ranges = 0x55,
+    DW_AT_addr_base = 0x73,
+    DW_AT_rnglists_base = 0x74,
+    DW_AT_dwo_name = 0x76,
+    DW_AT_GNU_dwo_name = 0x2130,
+    DW_AT_GNU_dwo_id = 0x2131,
+    DW_AT_macros = 0x79,
+    DW_AT_call_return_pc = 0x7d,
+    DW_AT_GNU_macros = 0x2119,
+};
+
+enum {
+    DW_UT_compile = 1,
+    DW_UT_type = 2,
+    DW_UT_partial = 3,
+    DW_UT_skeleton = 4,
+    DW_UT_split_compile = 5,
+    DW_UT_split_type = 6,
+};
+
+enum {
+    DW_LNS_copy = 1,
+    DW_LNS_advance_pc = 2,
+    DW_LNS_advance_line = 3,
+    DW_LNS_set_file = 4,
+    DW_LNS_set_column = 5,
+    DW_LNS_negate_stmt = 6,
+    DW_LNS_set_basic_block = 7,
+    DW_LNS_const_add_pc = 8,
+    DW_LNS_fixed_advance_pc = 9,
+    DW_LNS_set_prologue_end = 10,
+    DW_LNS_set_epilogue_begin = 11,
+    DW_LNS_set_isa = 12,
+    DW_LNE_end_sequence = 1,
+    DW_LNE_set_address = 2,
+    DW_LNE_set_discriminator = 4,
+};
+
+enum { DW_RLE_end_of_list = 0, DW_RLE_start_length = 7 };
+
+/*****************************************************************************
+ * Reading and writing bytes
+ */
+
+/* A bounded reader; any read past the end sets ERR and returns zeros. */
+typedef struct rd {
+    const uint8_t *p; /* start of the data */
+    size_t len;       /* its length */
+    size_t pos;       /* current offset */
+    int err;          /* a read ran past the end */
+} rd_t;
+
+static inline uint64_t
+rd_n(rd_t *r, size_t n)
+{
+    uint64_t v = 0;
+    if (r->err || n > r->len - r->pos) {
+        r->err = 1;
+        r->pos = r->len;
+        return 0;
+    }
+    for (size_t i = 0; i < n; i++)
+        v |= (uint64_t)r->p[r->pos + i] << (8 * i);
+    r->pos += n;
+    return v;
+}
+
+static inline uint64_t
+rd_uleb(rd_t *r)
+{
+    uint64_t v = 0;
+    unsigned shift = 0;
+    for (;;) {
+        uint8_t b = (uint8_t)rd_n(r, 1);
+        if (r->err)
+            return 0;
+        if (shift < 64)
+            v |= (uint64_t)(b & 0x7f) << shift;
+        shift += 7;
+        if (!(b & 0x80))
+            return v;
+    }
+}
+
+static inline int64_t
+rd_sleb(rd_t *r)
+{
+    uint64_t v = 0;
+    unsigned shift = 0;
+    uint8_t b;
+    do {
+        b = (uint8_t)rd_n(r, 1);
+        if (r->err)
+            return 0;
+        if (shift < 64)
+            v |= (uint64_t)(b & 0x7f) << shift;
+        shift += 7;
+    } while (b & 0x80);
+    if (shift < 64 && (b & 0x40))
+        v |= ~(uint64_t)0 << shift;
+    return (int64_t)v;
+}
+
+static inline void
+rd_skip(rd_t *r, uint64_t n)
+{
+    if (r->err || n > r->len - r->pos) {
+        r->err = 1;
+        r->pos = r->len;
+        return;
+    }
+    r->pos += n;
+}
+
+/* A growable output buffer; ERR is set when memory runs out. */
+typedef struct wb {
+    uint8_t *p; /* the bytes (malloc) */
+    size_t len; /* used */
+    size_t cap; /* allocated */
+    int err;    /* out of memory */
+} wb_t;
+
+static inline void
+wb_put(wb_t *w, const void *src, size_t n)
+{
+    if (w->err)
+        return;
+    if (n > w->cap - w->len) {
+        size_t cap = w->cap ? w->cap : 256;
+        while (cap - w->len < n)
+            cap *= 2;
+        uint8_t *p = realloc(w->p, cap);
+        if (p == NULL) {
+            w->err = 1;
+            return;
+        }
+        w->p = p;
+        w->cap = cap;
+    }
+    memcpy(w->p + w->len, src, n);
+    w->len += n;
+}
+
+static inline void
+wb_n(wb_t *w, uint64_t v, size_t n)
+{
+    uint8_t b[8];
+    for (size_t i = 0; i < n; i++)
+        b[i] = (uint8_t)(v >> (8 * i));
+    wb_put(w, b, n);
+}
+
+static inline void
+wb_uleb(wb_t *w, uint64_t v)
+{
+    do {
+        uint8_t b = v & 0x7f;
+        v >>= 7;
+        if (v)
+            b |= 0x80;
+        wb_put(w, &b, 1);
+    } while (v);
+}
+
+static inline void
+wb_sleb(wb_t *w, int64_t v)
+{
+    for (;;) {
+        uint8_t b = v & 0x7f;
+        v >>= 7; /* arithmetic shift: gcc and clang on x86-64 */
+        if ((v == 0 && !(b & 0x40)) || (v == -1 && (b & 0x40))) {
+            wb_put(w, &b, 1);
+            return;
+        }
+        b |= 0x80;
+        wb_put(w, &b, 1);
+    }
+}
+
+static inline void
+put_n(uint8_t *p, uint64_t v, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static inline uint64_t
+get_n(const uint8_t *p, size_t n)
+{
+    uint64_t v = 0;
+    for (size_t i = 0; i < n; i++)
+        v |= (uint64_t)p[i] << (8 * i);
+    return v;
+}
+
+/* Make room for element N of *V (SIZE bytes each). */
+static inline int
+grow(void **v, size_t *cap, size_t n, size_t size)
+{
+    if (n < *cap)
+        return 0;
+    size_t nc = *cap ? 2 * *cap : 256;
+    void *p = realloc(*v, nc * size);
+    if (p == NULL)
+        return QP_ENOMEM;
+    *v = p;
+    *cap = nc;
+    return 0;
+}
+
+/*****************************************************************************
+ * State of one build
+ */
+
+/* A section of the input and, once changed, its new contents. */
+typedef struct dsec {
+    const char *name;  /* ".debug_line" */
+    const uint8_t *in; /* input bytes, NULL when absent */
+    size_t in_len;     /* their number */
+    wb_t out;          /* new contents (out.p != NULL once made) */
+} dsec_t;
+
+enum {
+    S_INFO,
+    S_TYPES,
+    S_ABBREV,
+    S_LINE,
+    S_ARANGES,
+    S_RNGLISTS,
+    S_RANGES,
+    S_MACRO,
+    S_ADDR,
+    S_N
+};
+
+/* A line unit: where it was and where it goes. */
+typedef struct lunit {
+    uint64_t old_off; /* offset in the input's .debug_line */
+    uint64_t new_off; /* offset in the new one */
+} lunit_t;
+
+/* A patch of .debug_line offsets to make once the new layout is known. */
+typedef struct lref {
+    int sec;    /* S_INFO, S_TYPES or S_MACRO */
+    size_t pos; /* where the 4-byte offset is */
+} lref_t;
+
+/* A new range of a CU: old code kept, or new code. */
+typedef struct crange {
+    uint64_t lo, hi; /* [lo, hi) */
+} crange_t;
+
+/* A changed entry of a unit's range list offset table. */
+typedef struct rlidx {
+    uint64_t idx; /* the entry */
+    uint64_t off; /* its new list, in the unit's new lists */
+} rlidx_t;
+
+typedef struct dctx {
+    const ed_dwarf_map_t *map; /* the editor's map */
+    ed_dwarf_out_t *out;       /* figures and results */
+    dsec_t s[S_N];             /* the sections */
+    lunit_t *lunits;           /* line units, by old offset */
+    size_t nlunits;            /* their number */
+    lref_t *lrefs;             /* references to line units */
+    size_t nlrefs, lrefs_cap;  /* their number, room */
+    int line_unsafe; /* a unit's line table could not be found: keep .debug_line */
+    uint64_t *lkeep; /* line units to keep as they are (split DWARF units) */
+    size_t nlkeep, lkeep_cap; /* their number, room */
+    uint64_t *ukeep;          /* .debug_info units kept as they are: their aranges too */
+    size_t nukeep, ukeep_cap; /* their number, room */
+    crange_t *cr;             /* scratch: the pieces of one range */
+    size_t ncr, cr_cap;       /* their number, room */
+    size_t rng_hdr;           /* offset of the new .debug_rnglists contribution */
+    int drop_padding;         /* cr_add: leave out the kept part of a moved range */
+    int keep_old;             /* cr_add: keep the old range as well (CUs) */
+    unsigned version;         /* the current unit's DWARF version */
+    uint64_t cu_base;         /* its base address (the CU's low_pc) */
+    int have_cu_base;         /* ... when it has one */
+    /* The current unit's address table (DW_FORM_addrx). */
+    int have_addr_base;       /* it was found */
+    uint64_t addr_base;       /* offset of its first entry in .debug_addr */
+    uint64_t addr_count;      /* its entries */
+    size_t addr_base_pos;     /* where the unit DIE's DW_AT_addr_base value is */
+    uint64_t *naddr;          /* new entries, after the old ones in the unit's copy */
+    size_t nnaddr, naddr_cap; /* their number, room */
+    uint32_t *nhash;          /* index+1 into naddr by address: open addressing */
+    size_t nhash_cap;         /* a power of 2, at least twice naddr_cap */
+    /* The current unit's range list table (DW_FORM_rnglistx). */
+    int rl_have;                /* it was found */
+    uint64_t rl_base;           /* offset of its offset table in .debug_rnglists */
+    uint64_t rl_count;          /* entries of the offset table */
+    uint64_t rl_end;            /* the end of its contribution */
+    size_t rl_pos;              /* where the unit DIE's DW_AT_rnglists_base value is */
+    wb_t rl_new;                /* its new lists */
+    rlidx_t *rl_idx;            /* the table entries that name them */
+    size_t rl_nidx, rl_idx_cap; /* their number, room */
+    size_t rng_end;             /* end of the open new .debug_rnglists contribution */
+} dctx_t;
+
+/*****************************************************************************
+ * Cutting ranges through the map
+ */
+
+typedef struct piece {
+    uint64_t old;  /* old start */
+    uint64_t olen; /* old length */
+    uint64_t new_; /* new start, 0: kept */
+    uint64_t nlen; /* new length */
+} piece_t;
+
+typedef struct pieces {
+    piece_t *v;    /* the pieces */
+    size_t n, cap; /* their number, room */
+} pieces_t;
+
+/* The pieces of [LO, HI) into P (emptied first). */
+int
+ed_dwarf_cut(dctx_t *c, uint64_t lo, uint64_t hi, pieces_t *p);
+
+/* Whether the line unit at OFF must keep its bytes (its CU is not handled). */
+int
+ed_dwarf_lkeep_has(const dctx_t *c, uint64_t off);
+
+/*
+ * Regenerate .debug_line into c->s[S_LINE].out: every unit, in order; units that cannot
+ * be rewritten, that must be kept, or whose code did not move keep their bytes. Fills
+ * c->lunits (sorted by old offset). 0 or QP_ENOMEM / QP_ERANGE.
+ */
+int
+ed_dwarf_line_rewrite(dctx_t *c);
+
+/* The new offset of the line unit at old offset OFF, or -1 when no unit starts there. */
+int64_t
+ed_dwarf_line_new_off(const dctx_t *c, uint64_t off);
+
+#endif
