@@ -3,10 +3,11 @@
 
 /*
  * Line programs for relocated code (the .debug_line half of ed_dwarf.c). Each unit's
- * program is run into rows; each row's address range is cut through the editor's map;
- * the pieces of code left in place stay in their old sequences (split where moved code
- * was taken out), the pieces of moved code are sorted by new address and written as one
- * sequence per contiguous run of new code. The header (directory and file tables) is
+ * program is run into rows; every old sequence is written again as it was (the old code
+ * is still in the file, and qp's profiles name blocks by their old addresses), and each
+ * row's address range is cut through the editor's map: the pieces of moved code are
+ * sorted by new address and added as one sequence per contiguous run of new code, so a
+ * line has a location in the old code and one in the new (gdb breaks at both). The header (directory and file tables) is
  * copied byte for byte; only unit_length changes. Formats: DWARF 2 to 5, section 6.2.
  */
 #include "editor/ed_dwarf_priv.h"
@@ -212,32 +213,22 @@ line_place(dctx_t *c, lbuf_t *b)
         uint64_t lo = row->addr, hi = b->rows[i + 1].addr; /* the last row is an end */
         if (hi < lo)
             return 0;
+        /* Every old row stays: the old code is still there (the translation table; only
+         * its entries hold redirect jumps), and profiles name blocks by old address. */
+        QP_CHECK(add_prow(&b->kept, &b->nkept, &b->kept_cap, (prow_t) { lo, hi, i, seq }));
         if (hi == lo) {
             uint64_t m = c->map->map(c->map->arg, lo);
             if (m != 0)
                 QP_CHECK(add_prow(
                     &b->moved, &b->nmoved, &b->moved_cap, (prow_t) { m, m, i, order++ }));
-            else
-                QP_CHECK(add_prow(
-                    &b->kept, &b->nkept, &b->kept_cap, (prow_t) { lo, lo, i, seq }));
             continue;
         }
         QP_CHECK(ed_dwarf_cut(c, lo, hi, &b->pc));
-        /* A row whose code moved in part: what stayed is the padding after a procedure
-         * (no code there), which must not keep the line at an old address. */
-        int any_moved = 0;
-        for (size_t k = 0; k < b->pc.n; k++)
-            any_moved |= b->pc.v[k].new_ != 0;
         for (size_t k = 0; k < b->pc.n; k++) {
             const piece_t *p = &b->pc.v[k];
-            if (p->new_ == 0 && any_moved)
-                continue;
             if (p->new_ != 0)
                 QP_CHECK(add_prow(&b->moved, &b->nmoved, &b->moved_cap,
                     (prow_t) { p->new_, p->new_ + p->nlen, i, order++ }));
-            else
-                QP_CHECK(add_prow(&b->kept, &b->nkept, &b->kept_cap,
-                    (prow_t) { p->old, p->old + p->olen, i, seq }));
         }
     }
     return 1;
@@ -362,7 +353,7 @@ static void
 line_generate(const lhdr_t *h, lbuf_t *b, wb_t *w, uint32_t *nseq)
 {
     lgen_t g = { .h = h, .w = w };
-    /* Code left in place: its old sequences, split where moved code was taken out. */
+    /* The old sequences, as they were. */
     uint64_t end = 0;
     size_t seq = 0;
     for (size_t i = 0; i < b->nkept; i++) {

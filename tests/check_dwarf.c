@@ -154,8 +154,9 @@ cmp_lrow(const void *a, const void *b)
     return x->line < y->line ? -1 : x->line > y->line;
 }
 
-/* The rows (not the ends of sequences) of PATH's line tables, by readelf; SHIFT those in
- * M's range when M is not NULL. */
+/* The rows (not the ends of sequences) of PATH's line tables, by readelf; when M is not
+ * NULL, each row in M's range also once more, SHIFT higher (the rewriter keeps the old
+ * rows, since the old code stays in the file, and adds rows for the moved copy). */
 static lrow_t *
 decoded_rows(const char *path, const tmap_t *m, size_t *n)
 {
@@ -173,13 +174,16 @@ decoded_rows(const char *path, const tmap_t *m, size_t *n)
         unsigned long long addr;
         if (sscanf(l, "%255s %u 0x%llx", file, &line, &addr) != 3)
             continue;
-        if (*n == cap)
+        if (*n + 2 > cap)
             ck_assert_ptr_nonnull(v = realloc(v, (cap *= 2) * sizeof(*v)));
         v[*n].line = line;
         v[*n].addr = addr;
-        if (m != NULL && addr >= m->lo && addr < m->hi)
-            v[*n].addr += SHIFT;
         (*n)++;
+        if (m != NULL && addr >= m->lo && addr < m->hi) {
+            v[*n].line = line;
+            v[*n].addr = addr + SHIFT;
+            (*n)++;
+        }
     }
     free(text);
     qsort(v, *n, sizeof(*v), cmp_lrow);
@@ -246,7 +250,7 @@ check_map(const variant_t *v, int partial)
     ck_assert_msg(text[0] == '\0', "%s: readelf:\n%s", v->name, text);
     free(text);
 
-    /* The same rows, the moved ones SHIFT higher. */
+    /* The same rows, and the moved ones again SHIFT higher. */
     size_t ni, no;
     lrow_t *ri = decoded_rows(in, &m, &ni);
     lrow_t *ro = decoded_rows(out, NULL, &no);
