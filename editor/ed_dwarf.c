@@ -56,14 +56,7 @@ static const char *const sec_names[S_N] = {
 static int
 lref_add(dctx_t *c, int sec, size_t pos)
 {
-    if (c->nlrefs == c->lrefs_cap) {
-        size_t cap = c->lrefs_cap ? 2 * c->lrefs_cap : 64;
-        lref_t *v = realloc(c->lrefs, cap * sizeof(*v));
-        if (v == NULL)
-            return QP_ENOMEM;
-        c->lrefs = v;
-        c->lrefs_cap = cap;
-    }
+    QP_CHECK(grow((void **)&c->lrefs, &c->lrefs_cap, c->nlrefs, sizeof(lref_t)));
     c->lrefs[c->nlrefs++] = (lref_t) { sec, pos };
     return 0;
 }
@@ -116,14 +109,7 @@ static int
 on_piece(void *arg, uint64_t old, uint64_t olen, uint64_t new_, uint64_t nlen)
 {
     pieces_t *p = arg;
-    if (p->n == p->cap) {
-        size_t cap = p->cap ? 2 * p->cap : 16;
-        piece_t *v = realloc(p->v, cap * sizeof(*v));
-        if (v == NULL)
-            return QP_ENOMEM;
-        p->v = v;
-        p->cap = cap;
-    }
+    QP_CHECK(grow((void **)&p->v, &p->cap, p->n, sizeof(piece_t)));
     p->v[p->n++] = (piece_t) { old, olen, new_, nlen };
     return 0;
 }
