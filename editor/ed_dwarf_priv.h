@@ -15,6 +15,7 @@
 
 #include "arch/qp_err.h"
 #include "editor/ed.h"
+#include "editor/ed_read.h"
 
 enum {
     DW_FORM_addr = 0x01,
@@ -126,76 +127,6 @@ enum { DW_RLE_end_of_list = 0, DW_RLE_start_length = 7 };
 /*****************************************************************************
  * Reading and writing bytes
  */
-
-/* A bounded reader; any read past the end sets ERR and returns zeros. */
-typedef struct rd {
-    const uint8_t *p; /* start of the data */
-    size_t len;       /* its length */
-    size_t pos;       /* current offset */
-    int err;          /* a read ran past the end */
-} rd_t;
-
-static inline uint64_t
-rd_n(rd_t *r, size_t n)
-{
-    uint64_t v = 0;
-    if (r->err || n > r->len - r->pos) {
-        r->err = 1;
-        r->pos = r->len;
-        return 0;
-    }
-    for (size_t i = 0; i < n; i++)
-        v |= (uint64_t)r->p[r->pos + i] << (8 * i);
-    r->pos += n;
-    return v;
-}
-
-static inline uint64_t
-rd_uleb(rd_t *r)
-{
-    uint64_t v = 0;
-    unsigned shift = 0;
-    for (;;) {
-        uint8_t b = (uint8_t)rd_n(r, 1);
-        if (r->err)
-            return 0;
-        if (shift < 64)
-            v |= (uint64_t)(b & 0x7f) << shift;
-        shift += 7;
-        if (!(b & 0x80))
-            return v;
-    }
-}
-
-static inline int64_t
-rd_sleb(rd_t *r)
-{
-    uint64_t v = 0;
-    unsigned shift = 0;
-    uint8_t b;
-    do {
-        b = (uint8_t)rd_n(r, 1);
-        if (r->err)
-            return 0;
-        if (shift < 64)
-            v |= (uint64_t)(b & 0x7f) << shift;
-        shift += 7;
-    } while (b & 0x80);
-    if (shift < 64 && (b & 0x40))
-        v |= ~(uint64_t)0 << shift;
-    return (int64_t)v;
-}
-
-static inline void
-rd_skip(rd_t *r, uint64_t n)
-{
-    if (r->err || n > r->len - r->pos) {
-        r->err = 1;
-        r->pos = r->len;
-        return;
-    }
-    r->pos += n;
-}
 
 /* A growable output buffer; ERR is set when memory runs out. */
 typedef struct wb {

@@ -27,6 +27,7 @@
 
 #include "arch/qp_err.h"
 #include "editor/ed.h"
+#include "editor/ed_read.h"
 
 enum {
     DW_EH_PE_absptr = 0x00,
@@ -189,80 +190,25 @@ ob_align(obuf_t *b, uint64_t base, unsigned align)
         ob_u8(b, 0);
 }
 
-typedef struct cursor {
-    const uint8_t *buf; /* the bytes; positions are offsets into it */
-    size_t pos;         /* next byte to read */
-    size_t end;         /* limit */
-    int bad;            /* set once a read ran past the limit */
-} cursor_t;
+typedef rd_t cursor_t;
 
 static uint64_t
 rd_uint(cursor_t *c, size_t n)
 {
-    if (c->bad || c->end - c->pos < n || c->pos > c->end) {
-        c->bad = 1;
-        c->pos = c->end;
-        return 0;
-    }
-    uint64_t v = 0;
-    for (size_t i = 0; i < n; i++)
-        v |= (uint64_t)c->buf[c->pos + i] << (8 * i);
-    c->pos += n;
-    return v;
+    return rd_n(c, n);
 }
 
 static uint8_t
 rd_u8(cursor_t *c)
 {
-    return (uint8_t)rd_uint(c, 1);
-}
-
-static uint64_t
-rd_uleb(cursor_t *c)
-{
-    uint64_t v = 0;
-    for (unsigned shift = 0; !c->bad && c->pos < c->end; shift += 7) {
-        uint8_t b = c->buf[c->pos++];
-        if (shift < 64)
-            v |= (uint64_t)(b & 0x7f) << shift;
-        if (!(b & 0x80))
-            return v;
-    }
-    c->bad = 1;
-    return 0;
-}
-
-static int64_t
-rd_sleb(cursor_t *c)
-{
-    uint64_t v = 0;
-    unsigned shift = 0;
-    uint8_t b;
-    do {
-        if (c->bad || c->pos >= c->end) {
-            c->bad = 1;
-            return 0;
-        }
-        b = c->buf[c->pos++];
-        if (shift < 64)
-            v |= (uint64_t)(b & 0x7f) << shift;
-        shift += 7;
-    } while (b & 0x80);
-    if (shift < 64 && (b & 0x40))
-        v |= UINT64_MAX << shift;
-    return (int64_t)v;
+    return (uint8_t)rd_n(c, 1);
 }
 
 /* Skip a block: a ULEB128 length and that many bytes. */
 static void
 rd_block(cursor_t *c)
 {
-    uint64_t n = rd_uleb(c);
-    if (c->bad || n > c->end - c->pos) {
-        c->bad = 1;
-        return;
-    }
-    c->pos += n;
+    rd_skip(c, rd_uleb(c));
 }
 
 /*****************************************************************************
@@ -316,7 +262,7 @@ rd_fmt(cursor_t *c, uint8_t enc)
     case DW_EH_PE_sleb128: return (uint64_t)rd_sleb(c);
     case DW_EH_PE_sdata2: return (uint64_t)(int64_t)(int16_t)rd_uint(c, 2);
     case DW_EH_PE_sdata4: return (uint64_t)(int64_t)(int32_t)rd_uint(c, 4);
-    default: c->bad = 1; return 0;
+    default: c->err = 1; return 0;
     }
 }
 
@@ -673,12 +619,12 @@ static int
 cfa_copy(ctx_t *cx, const cie_t *ci, size_t pos, size_t end, fmap_t *fm, obuf_t *out,
          size_t *keep)
 {
-    cursor_t c = { cx->sec, pos, end, 0 };
+    cursor_t c = { cx->sec, end, pos, 0 };
     uint64_t old_loc = fm ? fm->old_lo : 0, new_loc = fm ? fm->new_lo : 0;
     size_t start_n = out ? out->n : 0;
     if (keep)
         *keep = start_n;
-    while (c.pos < c.end) {
+    while (c.pos < c.len) {
         size_t start = c.pos;
         uint8_t op = rd_u8(&c);
         uint64_t delta = 0, target = 0;
@@ -699,7 +645,7 @@ cfa_copy(ctx_t *cx, const cie_t *ci, size_t pos, size_t end, fmap_t *fm, obuf_t 
             case DW_CFA_set_loc: {
                 uint64_t field = cx->vma + c.pos;
                 uint64_t raw = rd_fmt(&c, ci->fde_enc);
-                if (!c.bad && pe_value(ci->fde_enc, raw, field, &target) < 0)
+                if (!c.err && pe_value(ci->fde_enc, raw, field, &target) < 0)
                     return QP_EUNSUPP;
                 loc = 2;
                 break;
@@ -738,7 +684,7 @@ cfa_copy(ctx_t *cx, const cie_t *ci, size_t pos, size_t end, fmap_t *fm, obuf_t 
             default: return QP_EFORMAT;
             }
         }
-        if (c.bad)
+        if (c.err)
             return QP_EFORMAT;
         if (!loc) {
             if (out != NULL) {
@@ -783,13 +729,13 @@ split_records(ctx_t *cx)
     size_t cap = 0, off = 0;
     int align8 = 1, align4 = 1;
     while (cx->secsize - off >= 4) {
-        cursor_t c = { cx->sec, off, cx->secsize, 0 };
+        cursor_t c = { cx->sec, cx->secsize, off, 0 };
         uint64_t len = rd_uint(&c, 4);
         if (len == 0) /* the terminator */
             break;
         if (len == 0xffffffff)
             len = rd_uint(&c, 8);
-        if (c.bad || len < 4 || len > cx->secsize - c.pos)
+        if (c.err || len < 4 || len > cx->secsize - c.pos)
             return QP_EFORMAT;
         rec_t *recs = grow(cx->recs, &cap, cx->nrecs, sizeof(*recs));
         if (recs == NULL)
@@ -820,14 +766,14 @@ parse_cie(ctx_t *cx, const rec_t *r, cie_t *ci)
     ci->lsda_enc = DW_EH_PE_omit;
     ci->pers_enc = DW_EH_PE_omit;
     ci->new_off = SIZE_MAX;
-    cursor_t c = { cx->sec, r->body + 4, r->end, 0 };
+    cursor_t c = { cx->sec, r->end, r->body + 4, 0 };
     uint8_t version = rd_u8(&c);
     if (version != 1 && version != 3 && version != 4) {
         ci->err = QP_EUNSUPP;
         return;
     }
     const char *aug = (const char *)cx->sec + c.pos;
-    const uint8_t *nul = c.pos < c.end ? memchr(cx->sec + c.pos, 0, c.end - c.pos) : NULL;
+    const uint8_t *nul = c.pos < c.len ? memchr(cx->sec + c.pos, 0, c.len - c.pos) : NULL;
     if (nul == NULL) {
         ci->err = QP_EFORMAT;
         return;
@@ -847,7 +793,7 @@ parse_cie(ctx_t *cx, const rec_t *r, cie_t *ci)
         rd_u8(&c);
     else
         rd_uleb(&c); /* return address column */
-    if (c.bad || ci->code_align == 0) {
+    if (c.err || ci->code_align == 0) {
         ci->err = QP_EFORMAT;
         return;
     }
@@ -855,13 +801,13 @@ parse_cie(ctx_t *cx, const rec_t *r, cie_t *ci)
     if (aug[0] == 'z') {
         ci->has_z = 1;
         uint64_t alen = rd_uleb(&c);
-        if (c.bad || alen > c.end - c.pos) {
+        if (c.err || alen > c.len - c.pos) {
             ci->err = QP_EFORMAT;
             return;
         }
         size_t aend = c.pos + (size_t)alen;
-        cursor_t a = { cx->sec, c.pos, aend, 0 };
-        for (const char *p = aug + 1; *p && !a.bad && !unknown; p++) {
+        cursor_t a = { cx->sec, aend, c.pos, 0 };
+        for (const char *p = aug + 1; *p && !a.err && !unknown; p++) {
             switch (*p) {
             case 'L': ci->lsda_enc = rd_u8(&a); break;
             case 'R':
@@ -887,7 +833,7 @@ parse_cie(ctx_t *cx, const rec_t *r, cie_t *ci)
             default: unknown = 1; break;
             }
         }
-        if (a.bad) {
+        if (a.err) {
             ci->err = QP_EFORMAT;
             return;
         }
@@ -938,11 +884,11 @@ parse_fde(ctx_t *cx, const rec_t *r, fde_t *f)
         f->err = ci->err ? ci->err : QP_EUNSUPP;
         return;
     }
-    cursor_t c = { cx->sec, r->body + 4, r->end, 0 };
+    cursor_t c = { cx->sec, r->end, r->body + 4, 0 };
     uint64_t field = cx->vma + c.pos;
     uint64_t raw = rd_fmt(&c, ci->fde_enc);
     f->pc_range = rd_fmt(&c, ci->fde_enc & 0x0f);
-    if (c.bad || pe_value(ci->fde_enc, raw, field, &f->pc_begin) < 0
+    if (c.err || pe_value(ci->fde_enc, raw, field, &f->pc_begin) < 0
         || f->pc_begin + f->pc_range < f->pc_begin) {
         f->err = QP_EFORMAT;
         return;
@@ -950,7 +896,7 @@ parse_fde(ctx_t *cx, const rec_t *r, fde_t *f)
     f->aug_pos = f->aug_end = c.pos;
     if (ci->has_z) {
         uint64_t alen = rd_uleb(&c);
-        if (c.bad || alen > c.end - c.pos) {
+        if (c.err || alen > c.len - c.pos) {
             f->err = QP_EFORMAT;
             return;
         }
@@ -959,10 +905,10 @@ parse_fde(ctx_t *cx, const rec_t *r, fde_t *f)
         if (ci->lsda_enc != DW_EH_PE_omit && !pe_addressable(ci->lsda_enc)) {
             f->lsda_err = QP_EUNSUPP;
         } else if (ci->lsda_enc != DW_EH_PE_omit) {
-            cursor_t a = { cx->sec, c.pos, f->aug_end, 0 };
+            cursor_t a = { cx->sec, f->aug_end, c.pos, 0 };
             uint64_t lraw = rd_fmt(&a, ci->lsda_enc);
             f->lsda_size = a.pos - c.pos;
-            if (a.bad || pe_value(ci->lsda_enc, lraw, cx->vma + c.pos, &f->lsda) < 0)
+            if (a.err || pe_value(ci->lsda_enc, lraw, cx->vma + c.pos, &f->lsda) < 0)
                 f->lsda_err = QP_EFORMAT;
         }
     }
@@ -1013,7 +959,7 @@ parse_all(ctx_t *cx)
         rec_t *r = &cx->recs[i];
         if (r->is_cie)
             continue;
-        cursor_t c = { cx->sec, r->body, r->end, 0 };
+        cursor_t c = { cx->sec, r->end, r->body, 0 };
         uint32_t delta = (uint32_t)rd_uint(&c, 4);
         const rec_t *cr = delta <= r->body ? rec_at(cx, r->body - delta) : NULL;
         if (cr == NULL || !cr->is_cie)
@@ -1050,11 +996,11 @@ lsda_walk_actions(lsda_scan_t *sc, uint64_t action)
     for (int steps = 0;; steps++) {
         if (steps > MAX_ACTION_STEPS || off >= sc->ttbase - sc->act_base)
             return QP_EFORMAT;
-        cursor_t c = { sc->p, sc->act_base + (size_t)off, sc->ttbase, 0 };
+        cursor_t c = { sc->p, sc->ttbase, sc->act_base + (size_t)off, 0 };
         int64_t filter = rd_sleb(&c);
         size_t dpos = c.pos;
         int64_t disp = rd_sleb(&c);
-        if (c.bad || (filter != 0 && !sc->has_tt))
+        if (c.err || (filter != 0 && !sc->has_tt))
             return QP_EFORMAT;
         if (c.pos - sc->act_base > sc->ext)
             sc->ext = c.pos - sc->act_base;
@@ -1065,12 +1011,12 @@ lsda_walk_actions(lsda_scan_t *sc, uint64_t action)
             /* An exception specification: type indices from TTBase + (-filter - 1). */
             if (filter < -(int64_t)(sc->avail - sc->ttbase))
                 return QP_EFORMAT;
-            cursor_t sp = { sc->p, sc->ttbase + (size_t)(-filter - 1), sc->avail, 0 };
+            cursor_t sp = { sc->p, sc->avail, sc->ttbase + (size_t)(-filter - 1), 0 };
             uint64_t idx;
-            while ((idx = rd_uleb(&sp)) != 0 && !sp.bad)
+            while ((idx = rd_uleb(&sp)) != 0 && !sp.err)
                 if (idx > sc->ntypes)
                     sc->ntypes = idx;
-            if (sp.bad)
+            if (sp.err)
                 return QP_EFORMAT;
             if (sp.pos - sc->ttbase > sc->spec_ext)
                 sc->spec_ext = sp.pos - sc->ttbase;
@@ -1105,7 +1051,7 @@ lsda_read_header(const cfg_image_t *img, uint64_t addr, uint64_t fs, lsda_hdr_t 
     h->p = cfg_image_ptr(img, addr, &h->avail);
     if (h->p == NULL)
         return QP_EFORMAT;
-    cursor_t c = { h->p, 0, h->avail, 0 };
+    cursor_t c = { h->p, h->avail, 0, 0 };
     h->lpstart = fs;
     h->lpstart_enc = rd_u8(&c);
     if (h->lpstart_enc != DW_EH_PE_omit) {
@@ -1113,7 +1059,7 @@ lsda_read_header(const cfg_image_t *img, uint64_t addr, uint64_t fs, lsda_hdr_t 
             return QP_EUNSUPP;
         uint64_t field = addr + c.pos;
         uint64_t raw = rd_fmt(&c, h->lpstart_enc);
-        if (c.bad)
+        if (c.err)
             return QP_EFORMAT;
         QP_CHECK(pe_value(h->lpstart_enc, raw, field, &h->lpstart));
     }
@@ -1126,7 +1072,7 @@ lsda_read_header(const cfg_image_t *img, uint64_t addr, uint64_t fs, lsda_hdr_t 
         if (h->esize == 0)
             return QP_EUNSUPP; /* the table must be indexable */
         uint64_t off = rd_uleb(&c);
-        if (c.bad || off > h->avail - c.pos)
+        if (c.err || off > h->avail - c.pos)
             return QP_EFORMAT;
         h->ttbase = c.pos + (size_t)off;
     }
@@ -1134,7 +1080,7 @@ lsda_read_header(const cfg_image_t *img, uint64_t addr, uint64_t fs, lsda_hdr_t 
     if (!pe_valid(h->cs_enc) || (h->cs_enc & 0x70) != DW_EH_PE_absptr)
         return QP_EUNSUPP;
     uint64_t cs_len = rd_uleb(&c);
-    if (c.bad || c.pos > h->ttbase || cs_len > h->ttbase - c.pos)
+    if (c.err || c.pos > h->ttbase || cs_len > h->ttbase - c.pos)
         return QP_EFORMAT;
     h->cs_pos = c.pos;
     h->cs_end = c.pos + (size_t)cs_len;
@@ -1149,7 +1095,7 @@ lsda_read_cs(const lsda_hdr_t *h, cursor_t *cs, uint64_t range, cs_rec_t *r)
     r->len = rd_fmt(cs, h->cs_enc);
     r->lp = rd_fmt(cs, h->cs_enc);
     r->action = rd_uleb(cs);
-    if (cs->bad || r->start > range || r->len > range - r->start)
+    if (cs->err || r->start > range || r->len > range - r->start)
         return QP_EFORMAT;
     return 0;
 }
@@ -1178,11 +1124,11 @@ lsda_rewrite(ctx_t *cx, const fde_t *f, fmap_t *fm, lsda_t *l)
     }
     const uint8_t *p = h.p;
     size_t ttbase = h.ttbase, act_base = h.cs_end;
-    cursor_t cs = { p, h.cs_pos, h.cs_end, 0 };
+    cursor_t cs = { p, h.cs_end, h.cs_pos, 0 };
     lsda_scan_t sc = { p, h.avail, act_base, ttbase, 0, 0, 0, 0 };
     sc.has_tt = h.ttype_enc != DW_EH_PE_omit;
     uint64_t prev_end = fm->new_lo;
-    while (cs.pos < cs.end) {
+    while (cs.pos < cs.len) {
         cs_rec_t r;
         QP_CHECK(lsda_read_cs(&h, &cs, f->pc_range, &r));
         if (r.action != 0)
@@ -1270,7 +1216,7 @@ lsda_write(obuf_t *b, uint64_t at, lsda_t *l)
                 ob_put(b, e, (size_t)l->esize); /* absolute or base-relative: unchanged */
                 continue;
             }
-            cursor_t c = { e, 0, (size_t)l->esize, 0 };
+            cursor_t c = { e, (size_t)l->esize, 0, 0 };
             uint64_t raw = rd_fmt(&c, l->ttype_enc), target;
             QP_CHECK(pe_value(l->ttype_enc, raw, old_field, &target));
             QP_CHECK(wr_ptr(b, l->ttype_enc, target, at + b->n));
@@ -1722,8 +1668,8 @@ ed_unwind_landing_pads(const cfg_image_t *img,
             bad = 1;
             continue;
         }
-        cursor_t cs = { h.p, h.cs_pos, h.cs_end, 0 };
-        while (rc == 0 && cs.pos < cs.end) {
+        cursor_t cs = { h.p, h.cs_end, h.cs_pos, 0 };
+        while (rc == 0 && cs.pos < cs.len) {
             cs_rec_t r;
             if (lsda_read_cs(&h, &cs, f->pc_range, &r) < 0) {
                 bad = 1;
