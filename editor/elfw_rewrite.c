@@ -99,6 +99,47 @@ write_runtime(ed_image_t *im, const cfg_image_t *img, ed_plan_t *plan,
     return rc;
 }
 
+static uint64_t
+fnv1a(uint64_t h, const uint8_t *p, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ p[i]) * 0x100000001b3ull;
+    return h;
+}
+
+/*
+ * The output's code is not the input's, so it gets a build-id of its own: the same
+ * length, derived from the old id and every new region's bytes (the same rewrite gives
+ * the same id). Else a debugger would take the input's separate debug file (found by
+ * build-id under /usr/lib/debug/.build-id), whose addresses name the old code.
+ */
+static int
+renew_build_id(ed_image_t *im, const cfg_image_t *img)
+{
+    const cfg_section_t *s = NULL;
+    for (size_t i = 0; i < img->nsections && s == NULL; i++)
+        if (strcmp(img->sections[i].name, ".note.gnu.build-id") == 0)
+            s = &img->sections[i];
+    size_t n = img->build_id_len;
+    /* Note header (namesz, descsz, type) and "GNU\0", then the id. */
+    if (n == 0 || n > sizeof(img->build_id) || s == NULL || s->bytes == NULL
+        || s->size < 16 + n || memcmp(s->bytes + 16, img->build_id, n) != 0)
+        return 0;
+    uint64_t h = fnv1a(0xcbf29ce484222325ull, img->build_id, n);
+    size_t nreg;
+    const ed_region_t *r = ed_image_regions(im, &nreg);
+    for (size_t i = 0; i < nreg; i++)
+        if (r[i].bytes != NULL)
+            h = fnv1a(h, r[i].bytes, r[i].size);
+    uint8_t id[sizeof(img->build_id)];
+    for (size_t i = 0; i < n; i++) {
+        if (i % 8 == 0)
+            h = fnv1a(h, (const uint8_t *)"qpt", 3);
+        id[i] = (uint8_t)(h >> (8 * (i % 8)));
+    }
+    return ed_image_ops.write(im, s->vma + 16, id, n);
+}
+
 /* The section name of region R. */
 static const char *
 region_name(const ed_region_t *reg, const rt_regions_t *r, uint64_t text)
@@ -186,6 +227,10 @@ elfw_rewrite(const cfg_prog_t *prog, ed_plan_t *plan, const elfw_instr_t *instr,
     if (instr != NULL
         && (rc = write_runtime(im, prog->img, plan, instr, &rr, &stats->desc_size)) < 0) {
         fail(err, errlen, rc, "measurement description");
+        goto out;
+    }
+    if ((rc = renew_build_id(im, prog->img)) < 0) {
+        fail(err, errlen, rc, "build-id");
         goto out;
     }
     size_t nreg, npat;

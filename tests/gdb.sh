@@ -79,4 +79,31 @@ for cc in "gcc -g -O0" "gcc -g -O2" "gcc -gdwarf-4 -O2" "clang -g -O1"; do
     "$QPT_REWRITE" --driver=none "$prog" -o "$prog.inst2" 2>/dev/null \
         && cmp -s "$prog.inst" "$prog.inst2" || { echo "FAIL ($cc): not deterministic"; fail=1; }
 done
+
+# A separate debug file (as Debian's -dbgsym packages install under
+# /usr/lib/debug/.build-id) describes the old code: the output has a build-id of its own,
+# so gdb does not take the input's debug file for it.
+if qp_have objcopy && qp_have strip && qp_have readelf; then
+    prog=$dir/knownsep
+    dbg=$dir/debug-files
+    gcc -g -O1 -o "$prog" "$src" || exit 99
+    id=$(readelf -n "$prog" | sed -n 's/.*Build ID: //p')
+    if [ -n "$id" ]; then
+        mkdir -p "$dbg/.build-id/${id%"${id#??}"}" || exit 99
+        objcopy --only-keep-debug "$prog" "$dbg/.build-id/${id%"${id#??}"}/${id#??}.debug" &&
+            strip --strip-debug "$prog" || exit 99
+        "$QPT_REWRITE" --driver=none "$prog" -o "$prog.inst" 2>/dev/null || {
+            echo "FAIL (separate debug file): qpt-rewrite failed"; fail=1; }
+        nid=$(readelf -n "$prog.inst" | sed -n 's/.*Build ID: //p')
+        gdb -batch -nx -iex "set debug-file-directory $dbg" -ex 'break straight' -ex run             -ex 'info symbol $pc' "$prog.inst" </dev/null >"$prog.gdb" 2>&1
+        if [ -z "$nid" ] || [ "$nid" = "$id" ]; then
+            echo "FAIL (separate debug file): build-id '$nid' not renewed (input $id)"; fail=1
+        elif grep -q "$id" "$prog.gdb" || ! grep -q '^straight .*in section .qpt.text' "$prog.gdb"; then
+            echo "FAIL (separate debug file): gdb used the input's debug file:"
+            sed 's/^/  /' "$prog.gdb"; fail=1
+        else
+            echo "ok (separate debug file): new build-id, the input's debug file is not used"
+        fi
+    fi
+fi
 exit $fail
