@@ -1,5 +1,7 @@
 /* Copyright 2026 the qpt authors
  * SPDX-License-Identifier: MIT */
+#include "config.h"
+
 #include "cfg/cfg_priv.h"
 
 /*****************************************************************************
@@ -344,16 +346,8 @@ cfg_image_is_code(const cfg_image_t *img, uint64_t addr)
     return s != NULL && (s->flags & CFG_SEC_CODE);
 }
 
-/* memmem() is a GNU extension; this is all it takes here. */
-static int
-bytes_contain(const uint8_t *hay, size_t n, const char *needle)
-{
-    size_t k = strlen(needle);
-    for (size_t i = 0; k <= n && i <= n - k; i++)
-        if (hay[i] == (uint8_t)needle[0] && memcmp(hay + i, needle, k) == 0)
-            return 1;
-    return 0;
-}
+/* A message of the GHC RTS's option parser, linked into every GHC program. */
+#define GHC_RTS_MSG "unknown RTS option: %s"
 
 cfg_runtime_t
 cfg_image_runtime(const cfg_image_t *img)
@@ -373,7 +367,7 @@ cfg_image_runtime(const cfg_image_t *img)
         const cfg_section_t *s = &img->sections[i];
         if (s->bytes != NULL && !(s->flags & (CFG_SEC_CODE | CFG_SEC_WRITE))
             && strncmp(s->name, ".rodata", 7) == 0
-            && bytes_contain(s->bytes, s->size, "unknown RTS option: %s"))
+            && memmem(s->bytes, s->size, GHC_RTS_MSG, sizeof(GHC_RTS_MSG) - 1) != NULL)
             return CFG_RUNTIME_GHC;
     }
     return CFG_RUNTIME_C;
