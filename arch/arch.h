@@ -85,6 +85,8 @@ int arch_decode(const uint8_t *buf, size_t len, uint64_t addr, arch_insn_t *out 
 #define ARCH_REG_NONE 0
 #define ARCH_REG_PC 0xfe
 #define ARCH_NREGS 17 /* x86-64: 1..16 = rax rcx rdx rbx rsp rbp rsi rdi r8..r15 */
+#define ARCH_REG_SYSNR 1 /* the system call number (x86-64: rax) */
+#define ARCH_REG_SYSARG0 8 /* a system call's first argument (x86-64: rdi) */
 
 typedef enum arch_op {
     ARCH_OP_OTHER = 0, /* anything not listed: its dst is clobbered if dst.kind != NONE */
@@ -190,6 +192,13 @@ int arch_reloc_insn(const uint8_t *buf, const arch_insn_t *in, uint64_t new_addr
 
 /* jmp rel32 at ADDR to TARGET (5 bytes). Returns 5 or QP_ERANGE/QP_EINVAL. */
 int arch_emit_jmp(uint64_t addr, uint64_t target, uint8_t *out /*OUT*/, size_t cap);
+
+/*
+ * The usual encoding of "system call number NR" as compilers and libc write it (x86-64:
+ * `mov $NR,%eax; syscall`, 7 bytes), to look for in code that no CFG reaches. Returns
+ * its length, or QP_EINVAL (NR out of range, CAP too small).
+ */
+int arch_emit_syscall_nr(long nr, uint8_t *out /*OUT*/, size_t cap);
 
 /* call rel32 at ADDR to TARGET (5 bytes). */
 int arch_emit_call(uint64_t addr, uint64_t target, uint8_t *out /*OUT*/, size_t cap);

@@ -24,6 +24,7 @@ enum qp_err {
     QP_EUNSUPP = -11,   /* a valid input this version does not handle */
     QP_EDIR = -12,      /* the path names a directory */
     QP_ENOTEXEC = -13,  /* an ELF file that is not an executable (object, core) */
+    QP_ENOTREG = -14,   /* the path names a device, FIFO or socket, not a regular file */
 };
 
 /* The text for an error code; never NULL, never to be freed. */

@@ -356,6 +356,19 @@ size_t cfg_u64_lower_bound(const uint64_t *v, size_t n, uint64_t x);
 /* True when the sorted array V (N elements) holds X. */
 int cfg_u64_contains(const uint64_t *v, size_t n, uint64_t x);
 
+/*
+ * The name of what the call (or jump) IN goes to: the procedure at a direct target
+ * ("fork@plt" for a PLT stub), or the symbol of the relocated GOT slot an indirect
+ * rip-relative call reads (`call *fork@GOTPCREL(%rip)`). NULL when unknown.
+ */
+const char *cfg_callee_name(const cfg_prog_t *prog, const arch_insn_t *in);
+
+/*
+ * The system call number of the syscall instruction SC when the instruction just before
+ * it (PREV, or NULL) loads a constant into the number register (`mov $N,%eax`), else -1.
+ */
+long cfg_syscall_nr(const cfg_image_t *img, const arch_insn_t *prev, const arch_insn_t *sc);
+
 /* Outgoing edges of block B: prog->edges[b->succ .. b->succ + b->nsucc). */
 static inline const cfg_edge_t *
 cfg_block_succ(const cfg_prog_t *prog, const cfg_block_t *b, uint32_t i)

@@ -627,33 +627,40 @@ read_init_funcs(cfg_image_t *img, const dyn_info_t *d)
  * The reader
  */
 
+/*
+ * Map PATH and keep its descriptor in *FD (BFD later reads the same file through it, not
+ * through the path, which may have been replaced in between). O_NONBLOCK: opening a FIFO
+ * must not wait for a writer; anything but a regular file is refused.
+ */
 static int
-open_mapped(const char *path, bfd_reader_t *r)
+open_mapped(const char *path, bfd_reader_t *r, int *fd_out)
 {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0)
         return errno == EISDIR ? QP_EDIR : QP_EIO;
     struct stat st;
-    if (fstat(fd, &st) < 0) {
+    int rc = 0;
+    if (fstat(fd, &st) < 0)
+        rc = QP_EIO;
+    else if (S_ISDIR(st.st_mode))
+        rc = QP_EDIR;
+    else if (!S_ISREG(st.st_mode))
+        rc = QP_ENOTREG;
+    else if (st.st_size < (off_t)EI_NIDENT)
+        rc = QP_ENOTELF;
+    if (rc < 0) {
         close(fd);
-        return QP_EIO;
-    }
-    if (S_ISDIR(st.st_mode)) {
-        close(fd);
-        return QP_EDIR;
-    }
-    if (!S_ISREG(st.st_mode) || st.st_size < (off_t)EI_NIDENT) {
-        close(fd);
-        return QP_ENOTELF;
+        return rc;
     }
     r->size = (size_t)st.st_size;
     void *m = mmap(NULL, r->size, PROT_READ, MAP_PRIVATE, fd, 0);
-    close(fd);
     if (m == MAP_FAILED) {
+        close(fd);
         r->size = 0;
         return QP_EIO;
     }
     r->map = m;
+    *fd_out = fd;
     return 0;
 }
 
@@ -678,7 +685,8 @@ cfg_image_open_bfd(const char *path, cfg_image_t **out)
     cfg_image_priv_t *priv = img->priv;
     priv->reader = r;
     priv->close = reader_close;
-    int rc = open_mapped(path, r);
+    int fd = -1;
+    int rc = open_mapped(path, r, &fd);
     if (rc == 0)
         rc = check_headers(r);
     if (rc < 0)
@@ -705,7 +713,8 @@ cfg_image_open_bfd(const char *path, cfg_image_t **out)
         img->flags |= CFG_IMG_PIE;
     }
 
-    r->abfd = bfd_openr(path, NULL);
+    r->abfd = bfd_fdopenr(path, NULL, fd); /* BFD owns FD from here */
+    fd = -1;
     if (r->abfd == NULL) {
         rc = QP_EIO;
         goto fail;
@@ -733,6 +742,8 @@ cfg_image_open_bfd(const char *path, cfg_image_t **out)
     *out = img;
     return 0;
 fail:
+    if (fd >= 0)
+        close(fd);
     cfg_image_destroy(img);
     return rc;
 }

@@ -165,27 +165,12 @@ indirect_call_noreturn(const cfg_image_t *img, const arch_insn_t *in)
         && slot_noreturn(img, in->target);
 }
 
-/*
- * Is the syscall at S preceded (at P) by `mov $N,%eax` or `mov $N,%rax` with N one of
- * rt_sigreturn (15), exit (60) or exit_group (231)? Such a syscall never returns.
- */
+/* Does the syscall at SC never return: rt_sigreturn (15), exit (60), exit_group (231)? */
 static int
 syscall_noreturn(const cfg_image_t *img, const arch_insn_t *prev, const arch_insn_t *sc)
 {
-    if (sc->kind != ARCH_KIND_SYSCALL || prev == NULL || prev->addr + prev->len != sc->addr)
-        return 0;
-    size_t avail;
-    const uint8_t *p = cfg_image_ptr(img, prev->addr, &avail);
-    uint32_t imm;
-    if (p == NULL || avail < prev->len)
-        return 0;
-    if (prev->len == 5 && p[0] == 0xb8)
-        memcpy(&imm, p + 1, 4);
-    else if (prev->len == 7 && p[0] == 0x48 && p[1] == 0xc7 && p[2] == 0xc0)
-        memcpy(&imm, p + 3, 4);
-    else
-        return 0;
-    return imm == 15 || imm == 60 || imm == 231;
+    long nr = cfg_syscall_nr(img, prev, sc);
+    return nr == 15 || nr == 60 || nr == 231;
 }
 
 /* Remember TARGET (outside this procedure) as a possible new procedure entry. */

@@ -58,3 +58,48 @@ cfg_u64_contains(const uint64_t *v, size_t n, uint64_t x)
     size_t i = cfg_u64_lower_bound(v, n, x);
     return i < n && v[i] == x;
 }
+
+/*****************************************************************************
+ * Callees and system calls
+ */
+
+const char *
+cfg_callee_name(const cfg_prog_t *prog, const arch_insn_t *in)
+{
+    if (prog == NULL || in == NULL)
+        return NULL;
+    if ((in->flags & ARCH_F_MEM_IND) && (in->flags & ARCH_F_RIPREL)) {
+        const cfg_image_t *img = prog->img;
+        size_t lo = 0, hi = img->nrelocs;
+        while (lo < hi) {
+            size_t mid = lo + (hi - lo) / 2;
+            if (img->relocs[mid].where < in->target)
+                lo = mid + 1;
+            else
+                hi = mid;
+        }
+        return lo < img->nrelocs && img->relocs[lo].where == in->target
+            ? img->relocs[lo].sym : NULL;
+    }
+    if (in->target == 0 || (in->flags & ARCH_F_MEM_IND))
+        return NULL;
+    const cfg_proc_t *p = cfg_proc_at(prog, in->target);
+    return p != NULL && p->entry == in->target ? p->name : NULL;
+}
+
+long
+cfg_syscall_nr(const cfg_image_t *img, const arch_insn_t *prev, const arch_insn_t *sc)
+{
+    if (img == NULL || sc == NULL || sc->kind != ARCH_KIND_SYSCALL || prev == NULL
+        || prev->addr + prev->len != sc->addr)
+        return -1;
+    size_t avail;
+    const uint8_t *p = cfg_image_ptr(img, prev->addr, &avail);
+    arch_ops_t ops;
+    if (p == NULL || avail < prev->len || arch_decode_ops(p, prev->len, prev->addr, &ops) < 0)
+        return -1;
+    if (ops.op != ARCH_OP_MOV || ops.dst.kind != ARCH_OPND_REG || ops.dst.reg != ARCH_REG_SYSNR
+        || ops.src.kind != ARCH_OPND_IMM || ops.src.imm < 0)
+        return -1;
+    return (long)ops.src.imm;
+}

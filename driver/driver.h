@@ -84,6 +84,9 @@ typedef struct drv_graph {
     uint32_t *block_counter; /* per block: naive counter or QP_NOCOUNTER */
     uint64_t *block_at;      /* per block: where a block counter goes (ED_AT_BEFORE) */
     uint8_t *block_save;     /* ... and whether it saves the flags */
+    uint64_t *fork_after;    /* instructions after which the process may be a new child
+                              * (calls of forkers, system calls that may fork) */
+    uint32_t nfork_after;
     const char *why;         /* DRV_NOT_MEASURED: the reason */
     const drv_weights_t *weights; /* an earlier profile's edge counts, or NULL */
 } drv_graph_t;
@@ -104,7 +107,10 @@ typedef struct drv_result {
     uint32_t nexit_hooks;    /* exit hooks placed */
     uint32_t nblock_counted; /* qp: procedures counted per block (a cycle of edges that
                               * cannot carry a counter) */
+    uint32_t nfork_hooks;    /* fork hooks placed */
+    uint32_t nfork_unseen;   /* fork sites in procedures not measured (no hook) */
     int atomic;              /* counters use locked increments (QP_DESC_ATOMIC) */
+    int threads;             /* the program can start threads (QP_DESC_THREADS) */
     int pie;                 /* the program is position independent (QP_DESC_PIE) */
     /* The description, new addresses filled in by drv_result_finish. */
     qp_desc_proc_t *procs;
@@ -159,13 +165,34 @@ int drv_describe(drv_result_t *res, const ed_plan_t *plan, uint64_t counters, ui
 /* The next counter. */
 uint32_t drv_alloc_counter(drv_result_t *res);
 
+/* What drv_graph_build needs to know of the whole program (sorted address arrays). */
+typedef struct drv_prog_info {
+    const uint64_t *xt;      /* targets of jumps from other procedures (entered from outside) */
+    size_t nxt;
+    const uint64_t *forkers; /* entries of procedures after whose call a child may run */
+    size_t nforkers;
+} drv_prog_info_t;
+
 /*
- * Build procedure PROC's graph (drv_graph.c). XT: the sorted targets of jumps from other
- * procedures (blocks there are entered from outside). Returns 0, DRV_NOT_MEASURED (g->why
+ * Build procedure PROC's graph (drv_graph.c). Returns 0, DRV_NOT_MEASURED (g->why
  * says why; nothing else is left allocated) or QP_E*.
  */
-int drv_graph_build(const cfg_prog_t *prog, uint32_t proc, const uint64_t *xt, size_t nxt,
+int drv_graph_build(const cfg_prog_t *prog, uint32_t proc, const drv_prog_info_t *info,
                     drv_graph_t *g /*OUT*/);
+
+/*
+ * Processes and threads (drv_procs.c).
+ * drv_forkers: the sorted entries of PROG's procedures that may return in a new child
+ * (fork-like names, and procedures that tail-call one); *OUT is malloc'ed. 0 or QP_ENOMEM.
+ * drv_is_fork_name: NAME (fork@plt, a GOT symbol) is a fork-like function.
+ * drv_syscall_may_fork: system call number NR (-1 unknown) may create a process.
+ * drv_threads_reason: why PROG may run its code in several threads ("it calls
+ * pthread_create@plt"), written into BUF; NULL when nothing says it can.
+ */
+int drv_forkers(const cfg_prog_t *prog, uint64_t **out /*OUT*/, size_t *n /*OUT*/);
+int drv_is_fork_name(const char *name);
+int drv_syscall_may_fork(long nr);
+const char *drv_threads_reason(const cfg_prog_t *prog, char *buf, size_t len);
 void drv_graph_free(drv_graph_t *g);
 
 #endif

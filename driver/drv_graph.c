@@ -272,10 +272,38 @@ place_edge(drv_graph_t *g, const insns_t *l, drv_edge_t *ed)
     ed->save_flags = (live & INC_FLAGS) != 0;
 }
 
+/* The instructions of L after which a forked child may run (g->fork_after). */
+static int
+find_fork_sites(drv_graph_t *g, const insns_t *l, const drv_prog_info_t *info)
+{
+    uint32_t n = l->off[g->nblocks];
+    for (uint32_t i = 0; i < g->nblocks; i++)
+        for (uint32_t k = l->off[i]; k < l->off[i + 1]; k++) {
+            const arch_insn_t *in = &l->v[k];
+            int fork = 0;
+            if (in->kind == ARCH_KIND_SYSCALL)
+                fork = drv_syscall_may_fork(
+                    cfg_syscall_nr(g->prog->img, k > l->off[i] ? &l->v[k - 1] : NULL, in));
+            else if (in->kind == ARCH_KIND_CALL || in->kind == ARCH_KIND_CALL_IND)
+                fork = (in->kind == ARCH_KIND_CALL && in->target != 0
+                        && cfg_u64_contains(info->forkers, info->nforkers, in->target))
+                    || drv_is_fork_name(cfg_callee_name(g->prog, in));
+            if (!fork)
+                continue;
+            if (g->fork_after == NULL
+                && (g->fork_after = malloc((size_t)n * sizeof(uint64_t))) == NULL)
+                return QP_ENOMEM;
+            g->fork_after[g->nfork_after++] = in->addr;
+        }
+    return 0;
+}
+
 int
-drv_graph_build(const cfg_prog_t *prog, uint32_t proc, const uint64_t *xt, size_t nxt,
+drv_graph_build(const cfg_prog_t *prog, uint32_t proc, const drv_prog_info_t *info,
                 drv_graph_t *g)
 {
+    const uint64_t *xt = info->xt;
+    size_t nxt = info->nxt;
     memset(g, 0, sizeof(*g));
     const cfg_proc_t *p = &prog->procs[proc];
     g->prog = prog;
@@ -309,6 +337,7 @@ drv_graph_build(const cfg_prog_t *prog, uint32_t proc, const uint64_t *xt, size_
     for (uint32_t i = 0; i < nb; i++)
         g->block_counter[i] = QP_NOCOUNTER;
     TRY(decode_proc(prog, g->first, nb, &l));
+    TRY(find_fork_sites(g, &l, info));
 
     /* Edges: X -> entry, X -> other roots, then each block's own. */
     TRY(push_edge(g, &ecap, mk_edge(X, 0, CFG_NONE, QP_EDGE_ENTRY)));
@@ -405,5 +434,6 @@ drv_graph_free(drv_graph_t *g)
     free(g->block_counter);
     free(g->block_at);
     free(g->block_save);
+    free(g->fork_after);
     memset(g, 0, sizeof(*g));
 }

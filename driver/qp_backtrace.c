@@ -105,7 +105,7 @@ qp_unwinder_create(const char *path, qp_unwinder_t **out, char *why, size_t whyl
     qp_unwinder_t *u = calloc(1, sizeof(*u));
     if (u == NULL)
         return QP_ENOMEM;
-    u->fd = open(path, O_RDONLY | O_CLOEXEC);
+    u->fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK); /* a FIFO must not block */
     if (u->fd < 0) {
         int saved = errno;
         qp_why(why, whylen, "%s", strerror(saved));

@@ -126,16 +126,19 @@ typedef struct qp_profile {
     size_t ndumps;           /* how many */
     uint64_t ndropped;       /* exits without a usable dump */
     uint32_t nfiles;         /* profile files summed into this one */
-    int saturated;           /* a merged counter stopped at UINT64_MAX */
+    uint32_t nslots_used;    /* process slots summed in (running, or not yet folded) */
+    int saturated;           /* a counter reached UINT64_MAX (it is a lower bound) */
 } qp_profile_t;
 
 /*
  * Read the profile file PATH into *OUT with validation: a regular file, long enough for
- * the 4096-byte header, QP_PROF_MAGIC, QP_FORMAT_VERSION, the counters inside the file,
- * dumps_off where the format puts it, exe NUL-terminated. Dumps past the end of the file
- * or not marked valid are counted as dropped, not refused (a process may die while
- * writing one). Returns 0, QP_EINVAL, QP_ENOMEM, QP_EIO (errno kept) or QP_EFORMAT, with
- * one line in WHY (WHYLEN bytes; may be NULL). On failure *OUT is empty.
+ * the header, base counters, dumps and slot table, QP_PROF_MAGIC, QP_PROF_VERSION, the
+ * layout where the format puts it, exe NUL-terminated. The counters are the sum of the
+ * base counters and of every slot in use (a half-folded slot's journal completed), read
+ * under a shared flock when one is granted within about two seconds. Dumps past the end
+ * of the file or not marked valid are counted as dropped, not refused (a process may die
+ * while writing one). Returns 0, QP_EINVAL, QP_ENOMEM, QP_EIO (errno kept) or
+ * QP_EFORMAT, with one line in WHY (WHYLEN bytes; may be NULL). On failure *OUT is empty.
  */
 int qp_profile_read(const char *path, qp_profile_t *out /*OUT*/, char *why, size_t whylen);
 
@@ -158,9 +161,11 @@ int qp_profile_merge(qp_profile_t *into, const qp_profile_t *from, char *why,
 
 /*
  * Write P to PATH in the profile format (through a temporary file in the same directory
- * renamed over PATH). The first QP_PROF_MAX_DUMPS complete dumps are kept; hdr.ndumps is
- * set so that a reader counts every other exit as dropped. Returns 0, QP_EINVAL,
- * QP_ENOMEM or QP_EIO (errno kept) with one line in WHY.
+ * renamed over PATH; an existing PATH that is not a regular file is refused with
+ * QP_ENOTREG, a directory with QP_EDIR). Every count goes into the base counters (no
+ * slot in use); saturation is kept as QP_PROF_SATURATED. The first QP_PROF_MAX_DUMPS
+ * complete dumps are kept; hdr.ndumps is set so that a reader counts every other exit
+ * as dropped. Returns 0, QP_EINVAL, QP_ENOMEM or QP_EIO (errno kept) with one line in WHY.
  */
 int qp_profile_write(const char *path, const qp_profile_t *p, char *why, size_t whylen);
 

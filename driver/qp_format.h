@@ -12,8 +12,9 @@
  *    node X that stands for both EXIT and ENTRY, and which counter measures which edge
  *    (qp) or block (naive). Its 64-bit id is a hash of its contents.
  *  - The profile: `a.inst.qp` (or $QP_PROFILE), a 4096-byte header, the counters
- *    (mapped MAP_SHARED by the runtime, so they survive a crash), and a few exit dumps
- *    (the stack at exit() called below main, so qp can restore flow conservation).
+ *    (mapped MAP_SHARED by the runtime, so they survive a crash; one slot of counters
+ *    per process), and a few exit dumps (the stack at exit() called below main, so qp
+ *    can restore flow conservation).
  *
  * All integers are little-endian, structs have natural alignment and explicit padding
  * (x86-64 layout), and every size below is fixed by _Static_assert.
@@ -40,6 +41,11 @@ enum qp_driver_kind {
 enum {
     QP_DESC_ATOMIC = 1u << 0, /* counters are incremented with lock prefixes */
     QP_DESC_PIE = 1u << 1,    /* the executable is position independent */
+    QP_DESC_THREADS = 1u << 2, /* the program can start threads (pthread_create, ...):
+                                * plain counters there may lose counts */
+    QP_DESC_FORK_UNSEEN = 1u << 3, /* a call or system call that may fork is in code that
+                                    * was not relocated: a child forked there counts into
+                                    * its parent's slot (plain counters may lose counts) */
 };
 
 typedef struct qp_desc_hdr {
@@ -113,29 +119,91 @@ _Static_assert(sizeof(qp_desc_edge_t) == 24, "qp_desc_edge_t layout");
 
 /*****************************************************************************
  * The profile (a.inst.qp)
+ *
+ * Every process that runs the instrumented program counts into a slot of its own, so
+ * that plain (unlocked) increments never race between processes: two runs at once, and
+ * a forked child (which the runtime moves to a new slot right after fork returns). The
+ * slots are pages of the file mapped MAP_SHARED, so counts survive a crash or SIGKILL.
+ * The count of a counter is the sum of the base counters and of that counter in every
+ * slot. When a process starts it folds the slots of processes that are gone into the
+ * base counters and frees them, so the file holds as many slots as processes ever ran
+ * at once. Claims and folds happen under flock(LOCK_EX) on the file; a fold keeps a
+ * journal in its slot record so that a folder killed half-way loses and doubles nothing.
+ *
+ * Layout (every offset a multiple of 4096):
+ *   0              the header (qp_prof_hdr_t), padded to 4096
+ *   4096           the base counters: ncounters 8-byte counts, padded to 4096 (cbytes)
+ *   dumps_off      QP_PROF_MAX_DUMPS exit dumps of QP_PROF_DUMP_SIZE bytes
+ *   slots_off      the slot table: nslots qp_prof_slot_t, padded to 4096
+ *   slotc_off      the counters of slot k at slotc_off + k * cbytes (the file grows to
+ *                  the highest slot used)
  */
 
 #define QP_PROF_MAGIC "QPTPROF1"
-#define QP_PROF_HDR_SIZE 4096u        /* counters start at this file offset */
+#define QP_PROF_VERSION 2             /* profile layout (the description's is QP_FORMAT_VERSION) */
+#define QP_PROF_HDR_SIZE 4096u        /* base counters start at this file offset */
 #define QP_PROF_MAX_DUMPS 16u         /* exit dumps kept; later ones are only counted */
 #define QP_PROF_DUMP_STACK 65536u     /* bytes of stack in one dump */
 #define QP_PROF_DUMP_SIZE (4096u + QP_PROF_DUMP_STACK) /* header page + stack */
+#define QP_PROF_MAX_SLOTS 4096u       /* processes counting at once; more run unsaved */
+
+enum {
+    QP_PROF_SATURATED = 1u << 0, /* a count reached 2^64 - 1 while folding or merging:
+                                  * counters equal to UINT64_MAX are lower bounds */
+};
 
 typedef struct qp_prof_hdr {
     char magic[8];       /* QP_PROF_MAGIC */
-    uint32_t version;    /* QP_FORMAT_VERSION */
-    uint32_t flags;      /* 0 */
+    uint32_t version;    /* QP_PROF_VERSION */
+    uint32_t flags;      /* QP_PROF_* (set with atomic or) */
     uint64_t id;         /* the description id of the instrumented program */
-    uint64_t ncounters;  /* counters at offset QP_PROF_HDR_SIZE */
-    uint64_t dumps_off;  /* file offset of dump 0: QP_PROF_HDR_SIZE + counter bytes rounded
-                          * up to 4096; dump i at dumps_off + i * QP_PROF_DUMP_SIZE */
+    uint64_t ncounters;  /* base counters at offset QP_PROF_HDR_SIZE */
+    uint64_t dumps_off;  /* file offset of dump 0: QP_PROF_HDR_SIZE + cbytes; dump i at
+                          * dumps_off + i * QP_PROF_DUMP_SIZE */
     uint64_t runs;       /* processes that started with this profile (atomic add) */
     uint64_t ndumps;     /* exit dumps taken (atomic add; > QP_PROF_MAX_DUMPS: the extra
                           * ones were dropped and their back-traces are unknown) */
-    uint64_t reserved[9];
+    uint64_t slots_off;  /* file offset of the slot table: dumps_off + the dumps */
+    uint64_t nslots;     /* its entries: QP_PROF_MAX_SLOTS */
+    uint64_t slotc_off;  /* file offset of slot 0's counters */
+    uint64_t forks;      /* forked children that counted in a slot of their own */
+    uint64_t unsaved;    /* processes whose counts could not be saved (no free slot,
+                          * the file could not be reopened or grown): counts are low */
+    uint64_t reserved[4];
     char exe[1024];      /* the instrumented executable (/proc/self/exe of the first run) */
 } qp_prof_hdr_t;
 _Static_assert(sizeof(qp_prof_hdr_t) == 1152, "qp_prof_hdr_t layout");
+
+enum {
+    QP_SLOT_FREE = 0,    /* unused, or folded: its counters are zero */
+    QP_SLOT_OWNED = 1,   /* a process counts into it (or did, and was not folded yet) */
+    QP_SLOT_FOLDING = 2, /* being added to the base counters (or the folder died) */
+};
+
+/*
+ * A slot record. A process is gone when kill(pid, 0) says so or /proc/PID/stat has
+ * another start time; slots of another pid namespace are never folded. The journal
+ * makes a fold idempotent: before counter `jour_index` (value `jour_value`) is added
+ * to the base counter (then `jour_base`), all three are written and `jour_valid` set;
+ * whoever finds it set completes base = jour_base + jour_value, slot counter = 0.
+ */
+typedef struct qp_prof_slot {
+    uint32_t state;      /* QP_SLOT_* */
+    uint32_t pad;
+    uint64_t pid;        /* the owner */
+    uint64_t start;      /* its start time (clock ticks after boot, /proc), 0 unknown */
+    uint64_t pidns;      /* inode of its pid namespace, 0 unknown */
+    uint64_t jour_valid; /* the journal below is to be completed */
+    uint64_t jour_index;
+    uint64_t jour_base;
+    uint64_t jour_value;
+} qp_prof_slot_t;
+_Static_assert(sizeof(qp_prof_slot_t) == 64, "qp_prof_slot_t layout");
+
+/* Bytes of N counters in a profile (base or one slot): a page multiple. */
+#define QP_PROF_CBYTES(n) ((((uint64_t)(n)) * 8 + 4095) & ~(uint64_t)4095)
+/* Bytes of the slot table. */
+#define QP_PROF_TABLE_SIZE ((((uint64_t)QP_PROF_MAX_SLOTS * 64) + 4095) & ~(uint64_t)4095)
 
 /*
  * An exit dump: taken before a call (or jump) to exit(), _exit(), _Exit() or

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -31,12 +32,20 @@ qp_profile_free(qp_profile_t *p)
     memset(p, 0, sizeof(*p));
 }
 
-/* Offset of dump 0 in a file with NCOUNTERS counters (the format's rule). */
-static uint64_t
-dumps_offset(uint64_t ncounters)
+/* The layout of a profile with NCOUNTERS counters (qp_format.h). */
+typedef struct prof_layout {
+    uint64_t cbytes, dumps_off, slots_off, slotc_off;
+} prof_layout_t;
+
+static prof_layout_t
+layout_of(uint64_t ncounters)
 {
-    uint64_t bytes = ncounters * 8;
-    return QP_PROF_HDR_SIZE + ((bytes + 4095) & ~(uint64_t)4095);
+    prof_layout_t l;
+    l.cbytes = QP_PROF_CBYTES(ncounters);
+    l.dumps_off = QP_PROF_HDR_SIZE + l.cbytes;
+    l.slots_off = l.dumps_off + (uint64_t)QP_PROF_MAX_DUMPS * QP_PROF_DUMP_SIZE;
+    l.slotc_off = l.slots_off + QP_PROF_TABLE_SIZE;
+    return l;
 }
 
 /*****************************************************************************
@@ -70,23 +79,27 @@ check_prof_header(const qp_prof_hdr_t *h, uint64_t size, char *why, size_t whyle
         qp_why(why, whylen, "not a qp profile (bad magic)");
         return QP_EFORMAT;
     }
-    if (h->version != QP_FORMAT_VERSION) {
+    if (h->version != QP_PROF_VERSION) {
         qp_why(why, whylen, "profile format version %u, this qp reads version %u",
-               h->version, QP_FORMAT_VERSION);
+               h->version, QP_PROF_VERSION);
         return QP_EFORMAT;
     }
     /* 2^40 counters is far beyond any program; the bound keeps the sums below exact. */
-    if (h->ncounters > (1ull << 40)
-        || size < QP_PROF_HDR_SIZE + h->ncounters * 8) {
+    prof_layout_t l = layout_of(h->ncounters <= (1ull << 40) ? h->ncounters : 0);
+    if (h->ncounters > (1ull << 40) || size < l.slotc_off) {
         qp_why(why, whylen, "profile truncated (%llu bytes, %llu counters need %llu)",
                (unsigned long long)size, (unsigned long long)h->ncounters,
-               (unsigned long long)(QP_PROF_HDR_SIZE + h->ncounters * 8));
+               (unsigned long long)l.slotc_off);
         return QP_EFORMAT;
     }
-    if (h->dumps_off != dumps_offset(h->ncounters)) {
-        qp_why(why, whylen, "malformed profile (dumps at %llu, expected %llu)",
-               (unsigned long long)h->dumps_off,
-               (unsigned long long)dumps_offset(h->ncounters));
+    if (h->dumps_off != l.dumps_off || h->slots_off != l.slots_off
+        || h->nslots != QP_PROF_MAX_SLOTS || h->slotc_off != l.slotc_off) {
+        qp_why(why, whylen, "malformed profile (layout: dumps at %llu, slots at %llu and "
+               "%llu, %llu slots; expected %llu, %llu, %llu, %u)",
+               (unsigned long long)h->dumps_off, (unsigned long long)h->slots_off,
+               (unsigned long long)h->slotc_off, (unsigned long long)h->nslots,
+               (unsigned long long)l.dumps_off, (unsigned long long)l.slots_off,
+               (unsigned long long)l.slotc_off, QP_PROF_MAX_SLOTS);
         return QP_EFORMAT;
     }
     if (memchr(h->exe, 0, sizeof(h->exe)) == NULL) {
@@ -145,6 +158,82 @@ read_dumps(int fd, uint64_t size, qp_profile_t *p)
     return 0;
 }
 
+static uint64_t
+sat_add(uint64_t a, uint64_t b, int *saturated)
+{
+    uint64_t s;
+    if (__builtin_add_overflow(a, b, &s)) {
+        *saturated = 1;
+        return UINT64_MAX;
+    }
+    return s;
+}
+
+/*
+ * Add the counters of every slot in use to OUT->counters (the base counters). A slot
+ * left half-folded by a killed process has its journal completed here, in memory, as
+ * the next process to start would complete it in the file.
+ */
+static int
+add_slots(int fd, uint64_t size, qp_profile_t *out, char *why, size_t whylen)
+{
+    prof_layout_t l = layout_of(out->hdr.ncounters);
+    qp_prof_slot_t *tab = malloc(QP_PROF_MAX_SLOTS * sizeof(qp_prof_slot_t));
+    uint64_t *c = malloc(l.cbytes ? l.cbytes : 1);
+    int rc = tab == NULL || c == NULL ? QP_ENOMEM
+                                      : read_at(fd, tab, QP_PROF_MAX_SLOTS * sizeof(*tab),
+                                                l.slots_off);
+    /* A journal names a base counter (the runtime completes journals before any other
+     * fold changes the base). */
+    for (uint64_t k = 0; rc == 0 && k < QP_PROF_MAX_SLOTS; k++)
+        if (tab[k].state == QP_SLOT_FOLDING && tab[k].jour_valid
+            && tab[k].jour_index < out->hdr.ncounters)
+            out->counters[tab[k].jour_index] =
+                sat_add(tab[k].jour_base, tab[k].jour_value, &out->saturated);
+    for (uint64_t k = 0; rc == 0 && k < QP_PROF_MAX_SLOTS; k++) {
+        const qp_prof_slot_t *s = &tab[k];
+        if (s->state == QP_SLOT_FREE)
+            continue;
+        uint64_t off = l.slotc_off + k * l.cbytes;
+        if (s->state != QP_SLOT_OWNED && s->state != QP_SLOT_FOLDING) {
+            qp_why(why, whylen, "malformed profile (slot %llu in state %u)",
+                   (unsigned long long)k, s->state);
+            rc = QP_EFORMAT;
+        } else if (off > size || size - off < l.cbytes) {
+            qp_why(why, whylen, "profile truncated (the counters of slot %llu)",
+                   (unsigned long long)k);
+            rc = QP_EFORMAT;
+        } else if (s->state == QP_SLOT_FOLDING && s->jour_valid
+                   && s->jour_index >= out->hdr.ncounters) {
+            qp_why(why, whylen, "malformed profile (slot %llu's journal)", (unsigned long long)k);
+            rc = QP_EFORMAT;
+        } else
+            rc = read_at(fd, c, l.cbytes, off);
+        if (rc < 0)
+            break;
+        if (s->state == QP_SLOT_FOLDING && s->jour_valid)
+            c[s->jour_index] = 0; /* already in the base counter */
+        for (uint64_t i = 0; i < out->hdr.ncounters; i++)
+            out->counters[i] = sat_add(out->counters[i], c[i], &out->saturated);
+        out->nslots_used++;
+    }
+    free(tab);
+    free(c);
+    return rc;
+}
+
+/* Wait up to about two seconds for a shared lock: runtimes hold the exclusive one only
+ * while they claim or fold a slot. Without it the file is read anyway. */
+static void
+lock_shared(int fd)
+{
+    for (int i = 0; i < 200; i++) {
+        if (flock(fd, LOCK_SH | LOCK_NB) == 0 || (errno != EWOULDBLOCK && errno != EINTR))
+            return;
+        usleep(10000);
+    }
+}
+
 static int
 read_profile_fd(int fd, qp_profile_t *out, char *why, size_t whylen)
 {
@@ -161,6 +250,7 @@ read_profile_fd(int fd, qp_profile_t *out, char *why, size_t whylen)
                S_ISREG(st.st_mode) ? "shorter than a profile header" : "not a regular file");
         return QP_EFORMAT;
     }
+    lock_shared(fd);
     int rc = read_at(fd, &out->hdr, sizeof(out->hdr), 0);
     if (rc < 0)
         return rc;
@@ -173,6 +263,9 @@ read_profile_fd(int fd, qp_profile_t *out, char *why, size_t whylen)
         qp_why(why, whylen, "profile truncated while reading its counters");
     if (rc < 0)
         return rc;
+    QP_CHECK(add_slots(fd, size, out, why, whylen));
+    if (out->hdr.flags & QP_PROF_SATURATED)
+        out->saturated = 1;
     out->nfiles = 1;
     return read_dumps(fd, size, out);
 }
@@ -184,7 +277,7 @@ qp_profile_read(const char *path, qp_profile_t *out, char *why, size_t whylen)
         return QP_EINVAL;
     memset(out, 0, sizeof(*out));
     qp_why(why, whylen, "%s", "");
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK); /* a FIFO must not block */
     if (fd < 0) {
         qp_why(why, whylen, "%s", strerror(errno));
         return errno == EISDIR ? QP_EDIR : QP_EIO;
@@ -223,17 +316,6 @@ qp_profile_check(const qp_profile_t *p, const qp_desc_t *d, char *why, size_t wh
         return QP_EFORMAT;
     }
     return 0;
-}
-
-static uint64_t
-sat_add(uint64_t a, uint64_t b, int *saturated)
-{
-    uint64_t s;
-    if (__builtin_add_overflow(a, b, &s)) {
-        *saturated = 1;
-        return UINT64_MAX;
-    }
-    return s;
 }
 
 /* Copies of FROM's dumps appended to the array *DUMPS of *N entries. */
@@ -297,6 +379,9 @@ qp_profile_merge(qp_profile_t *into, const qp_profile_t *from, char *why, size_t
             r.counters[i] = sat_add(into->counters[i], from->counters[i], &r.saturated);
         r.hdr.runs = sat_add(into->hdr.runs, from->hdr.runs, &r.saturated);
         r.hdr.ndumps = sat_add(into->hdr.ndumps, from->hdr.ndumps, &r.saturated);
+        r.hdr.forks = sat_add(into->hdr.forks, from->hdr.forks, &r.saturated);
+        r.hdr.unsaved = sat_add(into->hdr.unsaved, from->hdr.unsaved, &r.saturated);
+        r.nslots_used += from->nslots_used;
         r.ndropped = sat_add(into->ndropped, from->ndropped, &r.saturated);
         r.saturated |= from->saturated;
     }
@@ -343,9 +428,15 @@ static int
 write_profile_fd(int fd, const qp_profile_t *p)
 {
     qp_prof_hdr_t h = p->hdr;
+    prof_layout_t l = layout_of(h.ncounters);
     memcpy(h.magic, QP_PROF_MAGIC, sizeof(h.magic));
-    h.version = QP_FORMAT_VERSION;
-    h.dumps_off = dumps_offset(h.ncounters);
+    h.version = QP_PROF_VERSION;
+    h.dumps_off = l.dumps_off;
+    h.slots_off = l.slots_off;
+    h.nslots = QP_PROF_MAX_SLOTS;
+    h.slotc_off = l.slotc_off;
+    if (p->saturated)
+        h.flags |= QP_PROF_SATURATED;
     /* Every exit without a written dump must stay visible as dropped. */
     if (h.ndumps < p->ndumps + p->ndropped)
         h.ndumps = p->ndumps + p->ndropped;
@@ -354,10 +445,9 @@ write_profile_fd(int fd, const qp_profile_t *p)
     QP_CHECK(write_zeros(fd, QP_PROF_HDR_SIZE - sizeof(h)));
     QP_CHECK(write_all(fd, p->counters, cbytes));
     QP_CHECK(write_zeros(fd, h.dumps_off - QP_PROF_HDR_SIZE - cbytes));
-    uint64_t nslots = h.ndumps < QP_PROF_MAX_DUMPS ? h.ndumps : QP_PROF_MAX_DUMPS;
-    for (uint64_t i = 0; i < nslots; i++) {
+    for (uint64_t i = 0; i < QP_PROF_MAX_DUMPS; i++) {
         if (i >= p->ndumps) {
-            QP_CHECK(write_zeros(fd, QP_PROF_DUMP_SIZE)); /* valid = 0: dropped */
+            QP_CHECK(write_zeros(fd, QP_PROF_DUMP_SIZE)); /* valid = 0: dropped, or unused */
             continue;
         }
         const qp_dump_t *d = &p->dumps[i];
@@ -366,7 +456,8 @@ write_profile_fd(int fd, const qp_profile_t *p)
         QP_CHECK(write_all(fd, d->stack, d->hdr.stack_len));
         QP_CHECK(write_zeros(fd, QP_PROF_DUMP_STACK - d->hdr.stack_len));
     }
-    return 0;
+    /* An empty slot table: every count is in the base counters. */
+    return write_zeros(fd, l.slotc_off - l.slots_off);
 }
 
 int
@@ -374,6 +465,13 @@ qp_profile_write(const char *path, const qp_profile_t *p, char *why, size_t whyl
 {
     if (path == NULL || p == NULL || (p->hdr.ncounters && p->counters == NULL))
         return QP_EINVAL;
+    /* The result is renamed over PATH: that must never replace a device or FIFO. */
+    struct stat st;
+    if (stat(path, &st) == 0 && !S_ISREG(st.st_mode)) {
+        qp_why(why, whylen, "%s", S_ISDIR(st.st_mode) ? "is a directory"
+                                  : "exists and is not a regular file: not replaced");
+        return S_ISDIR(st.st_mode) ? QP_EDIR : QP_ENOTREG;
+    }
     size_t n = strlen(path);
     char *tmp = malloc(n + 16);
     if (tmp == NULL)

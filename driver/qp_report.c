@@ -80,6 +80,29 @@ qp_csv_field(const char *s, char *out, size_t outlen)
  * Building
  */
 
+/* Does a counter of procedure PROC hold UINT64_MAX (saturated), or did solving it
+ * overflow? */
+static int
+saturated(const qp_report_t *r, uint32_t proc, const qp_flow_t *f)
+{
+    const qp_desc_proc_t *p = &r->desc->procs[proc];
+    const uint64_t *c = r->prof->counters;
+    for (uint32_t e = 0; e < p->nedges; e++) {
+        uint32_t k = r->desc->edges[p->edge + e].counter;
+        if (k != QP_NOCOUNTER && c[k] == UINT64_MAX)
+            return 1;
+    }
+    for (uint32_t b = 0; b < p->nblocks; b++) {
+        uint32_t k = r->desc->blocks[p->block + b].counter;
+        if (k != QP_NOCOUNTER && c[k] == UINT64_MAX)
+            return 1;
+    }
+    for (size_t v = 0; v < f->nviolations; v++)
+        if (f->violations[v].kind == QP_FLOW_V_OVERFLOW)
+            return 1;
+    return f->insns == UINT64_MAX;
+}
+
 static int
 result_of(const qp_report_t *r, uint32_t proc, qp_proc_result_t *res)
 {
@@ -104,6 +127,8 @@ result_of(const qp_report_t *r, uint32_t proc, qp_proc_result_t *res)
         res->flags |= QP_RES_VIOLATION;
     if (!f.calls_known || !f.insns_exact)
         res->flags |= QP_RES_UNKNOWN;
+    if (saturated(r, proc, &f))
+        res->flags |= QP_RES_SATURATED;
     qp_flow_free(&f);
     return 0;
 }
@@ -158,6 +183,7 @@ collect_results(qp_report_t *r)
         r->napprox += (res->flags & (QP_RES_APPROX_EH | QP_RES_APPROX_JMP | QP_RES_APPROX_IND))
             != 0;
         r->nunknown += (res->flags & QP_RES_UNKNOWN) != 0;
+        r->nsaturated += (res->flags & QP_RES_SATURATED) != 0;
     }
     order_desc = d;
     qsort(r->procs, r->nprocs, sizeof(qp_proc_result_t), cmp_flat);

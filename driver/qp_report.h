@@ -26,6 +26,9 @@ enum {
     QP_RES_APPROX_IND = 1u << 7, /* QP_PROC_APPROX_IND: guessed indirect-jump targets */
     QP_RES_VIOLATION = 1u << 2,  /* Kirchhoff fails somewhere in it (counts inconsistent) */
     QP_RES_UNKNOWN = 1u << 3,    /* some counts are not determined by the measured ones */
+    QP_RES_SATURATED = 1u << 4,  /* a counter of it reached 2^64 - 1, or a count it implies
+                                  * does not fit in 64 bits: its counts are lower bounds,
+                                  * or the profile is damaged */
 };
 
 typedef struct qp_proc_result {
@@ -53,6 +56,7 @@ typedef struct qp_report {
     uint32_t nviolating;            /* procedures with QP_RES_VIOLATION */
     uint32_t napprox;               /* procedures with QP_RES_APPROX_* */
     uint32_t nunknown;              /* procedures with QP_RES_UNKNOWN */
+    uint32_t nsaturated;            /* procedures with QP_RES_SATURATED */
 } qp_report_t;
 
 /*

@@ -248,6 +248,8 @@ typedef enum ed_at {
 typedef enum ed_snip {
     ED_SNIP_COUNT = 0,  /* add one to a counter */
     ED_SNIP_EXIT_HOOK,  /* call the runtime's exit hook (it saves every register) */
+    ED_SNIP_FORK_HOOK,  /* call the runtime's fork hook (likewise); it runs before the
+                         * other snippets of its place */
 } ed_snip_t;
 
 typedef struct ed_probe {
@@ -266,8 +268,9 @@ typedef struct ed_probe {
  */
 int ed_plan_set_probes(ed_plan_t *plan, const ed_probe_t *probes, size_t n);
 
-/* What the snippets refer to: the address of counter 0 and of the runtime's exit hook. */
-void ed_plan_set_runtime(ed_plan_t *plan, uint64_t counters, uint64_t exit_hook);
+/* What the snippets refer to: the address of counter 0 and of the runtime's hooks. */
+void ed_plan_set_runtime(ed_plan_t *plan, uint64_t counters, uint64_t exit_hook,
+                         uint64_t fork_hook);
 
 /*
  * After ed_plan_apply: the new address of the relocated instruction at OLD itself (past
@@ -350,6 +353,12 @@ typedef struct ed_patch {
  * the editor does not rewrite), as a phrase for an error message; NULL when it can.
  */
 const char *ed_image_unsupported(const cfg_image_t *img);
+
+/*
+ * Why IMG must not be rewritten again (it is the output of a rewrite: its runtime and
+ * counters would be taken for the program's own code), or NULL.
+ */
+const char *ed_image_rewritten(const cfg_image_t *img);
 
 /* The ops of an ed_image_t, to pass with it as SPACE. */
 extern const qp_space_ops_t ed_image_ops;

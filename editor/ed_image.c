@@ -215,3 +215,13 @@ ed_image_unsupported(const cfg_image_t *img)
     }
     return NULL;
 }
+
+const char *
+ed_image_rewritten(const cfg_image_t *img)
+{
+    for (size_t i = 0; i < img->nsections; i++)
+        if (strncmp(img->sections[i].name, ".qpt.", 5) == 0)
+            return "already rewritten by qpt-rewrite (it has a .qpt.* section): rewrite "
+                   "the original program instead";
+    return NULL;
+}

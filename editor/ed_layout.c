@@ -87,6 +87,7 @@ struct ed_plan {
     size_t nstubs;
     uint64_t counters;        /* address of counter 0 */
     uint64_t exit_hook;       /* address of the runtime's exit hook */
+    uint64_t fork_hook;       /* address of the runtime's fork hook */
     int laid_out;             /* layout() has run */
     uint64_t text;            /* address of the new code */
     uint64_t text_size;       /* its size */
@@ -538,6 +539,14 @@ falls_through(const cfg_prog_t *prog, const cfg_block_t *b, uint64_t *to /*OUT*/
 /* The longest snippet: flags save + locked increment + flags restore. */
 #define SNIPPET_MAX 32
 
+/* Order of snippets at one place: a forked child must move to its own counters before
+ * it counts anything. */
+static int
+snip_rank(uint8_t what)
+{
+    return what == ED_SNIP_FORK_HOOK ? -1 : what;
+}
+
 static int
 cmp_probe(const void *a, const void *b)
 {
@@ -547,7 +556,7 @@ cmp_probe(const void *a, const void *b)
     if (x->at != y->at)
         return x->at < y->at ? -1 : 1;
     if (x->what != y->what)
-        return x->what < y->what ? -1 : 1;
+        return snip_rank(x->what) < snip_rank(y->what) ? -1 : 1;
     return x->counter < y->counter ? -1 : x->counter > y->counter;
 }
 
@@ -576,6 +585,8 @@ emit_snippet(const ed_plan_t *plan, const ed_probe_t *p, uint64_t addr, uint8_t 
         return n;
     case ED_SNIP_EXIT_HOOK:
         return arch_emit_call_protected(addr, plan->exit_hook, out, cap);
+    case ED_SNIP_FORK_HOOK:
+        return arch_emit_call_protected(addr, plan->fork_hook, out, cap);
     default:
         return QP_EINVAL;
     }
@@ -986,10 +997,11 @@ ed_plan_set_probes(ed_plan_t *plan, const ed_probe_t *probes, size_t n)
 }
 
 void
-ed_plan_set_runtime(ed_plan_t *plan, uint64_t counters, uint64_t exit_hook)
+ed_plan_set_runtime(ed_plan_t *plan, uint64_t counters, uint64_t exit_hook, uint64_t fork_hook)
 {
     plan->counters = counters;
     plan->exit_hook = exit_hook;
+    plan->fork_hook = fork_hook;
 }
 
 uint64_t

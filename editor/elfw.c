@@ -1374,6 +1374,13 @@ libelf_error:
     return rc;
 }
 
+static void
+elfw_tell_tmp(elfw_ctx_t *c, const char *tmp)
+{
+    if (c->req->tmp_hook != NULL && c->req->tmp_hook->fn != NULL)
+        c->req->tmp_hook->fn(c->req->tmp_hook->arg, tmp);
+}
+
 static int
 elfw_write_output(elfw_ctx_t *c)
 {
@@ -1393,7 +1400,9 @@ elfw_write_output(elfw_ctx_t *c)
         errno = e;
         return elfw_fail_errno(c, "cannot write", out);
     }
-    if (fchmod(c->out_fd, c->in_st.st_mode & 07777) != 0)
+    elfw_tell_tmp(c, c->tmp);
+    /* Never set-user-ID or set-group-ID: see elfw_write in elfw.h. */
+    if (fchmod(c->out_fd, c->in_st.st_mode & 07777 & ~(mode_t)(S_ISUID | S_ISGID)) != 0)
         return elfw_fail_errno(c, "cannot write", out);
     QP_CHECK(elfw_libelf_write(c));
     QP_CHECK(elfw_write_phdrs(c));
@@ -1407,6 +1416,7 @@ elfw_write_output(elfw_ctx_t *c)
     c->out_fd = -1;
     if (rename(c->tmp, out) != 0)
         return elfw_fail_errno(c, "cannot write", out);
+    elfw_tell_tmp(c, NULL);
     free(c->tmp);
     c->tmp = NULL;
     return 0;
@@ -1429,6 +1439,10 @@ elfw_check_output(elfw_ctx_t *c)
             c->req->input);
     if (S_ISDIR(st.st_mode))
         return elfw_fail(c, QP_EDIR, "cannot write %s: Is a directory", c->req->output);
+    /* Renaming over it would replace a device node or FIFO (say /dev/null) with a file. */
+    if (!S_ISREG(st.st_mode))
+        return elfw_fail(c, QP_EINVAL, "cannot write %s: it exists and is not a regular file",
+                         c->req->output);
     return 0;
 }
 
@@ -1460,8 +1474,10 @@ elfw_ctx_free(elfw_ctx_t *c)
 
     if (c->out_fd >= 0)
         close(c->out_fd);
-    if (c->tmp != NULL)
+    if (c->tmp != NULL) {
         unlink(c->tmp);
+        elfw_tell_tmp(c, NULL);
+    }
     free(c->tmp);
     if (c->in != NULL)
         elf_end(c->in);

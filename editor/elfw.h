@@ -47,6 +47,16 @@ typedef struct elfw_section {
     uint64_t size;           /* their size */
 } elfw_section_t;
 
+/*
+ * FN(ARG, path) is called once the temporary output exists, and FN(ARG, NULL) once it is
+ * renamed or removed, so that a tool can remove it when a signal ends the process (the
+ * path stays valid until the NULL call).
+ */
+typedef struct elfw_tmp_hook {
+    void (*fn)(void *arg, const char *tmp);
+    void *arg;
+} elfw_tmp_hook_t;
+
 typedef struct elfw_request {
     const char *input;            /* the input executable (never modified) */
     const char *output;           /* the output path (written to a temp file, renamed) */
@@ -65,18 +75,21 @@ typedef struct elfw_request {
                                    * .qpt.old.eh_frame*, because a new region named
                                    * .eh_frame replaces them (gdb reads that name) */
     uint64_t entry;               /* new e_entry, or 0 to keep the input's */
+    const struct elfw_tmp_hook *tmp_hook; /* told about the temporary file, or NULL */
 } elfw_request_t;
 
 /*
  * Write the output described by REQ. Original segments keep their file offsets and
  * addresses; the new regions come after the last PT_LOAD, each in its own page-aligned
  * PT_LOAD; when the program header table has no free slot, it is moved into a new
- * read-only PT_LOAD at the end (and PT_PHDR follows it). The output has the input's mode,
- * is written to a temporary file in the same directory and renamed over OUTPUT only when
- * complete; the same request gives byte-identical output. On failure nothing is left
+ * read-only PT_LOAD at the end (and PT_PHDR follows it). The output has the input's mode
+ * without the set-user-ID and set-group-ID bits (an instrumented program is not the
+ * audited one: making it privileged again is the user's deliberate chmod), is written to
+ * a temporary file in the same directory and renamed over OUTPUT only when complete; an
+ * existing OUTPUT that is not a regular file (a device, FIFO, socket) is never replaced; the same request gives byte-identical output. On failure nothing is left
  * behind and ERR (ERRLEN bytes) holds one line saying why; returns 0, QP_EIO (errno
  * kept), QP_EFORMAT, QP_EUNSUPP or QP_ENOMEM; also QP_EINVAL for a bad request (OUTPUT
- * is the input, a W+X region, a region below the last segment's page, a patch outside
+ * is the input or exists and is not a regular file, a W+X region, a region below the last segment's page, a patch outside
  * the loaded sections' bytes), QP_EDIR (INPUT or OUTPUT is a directory), QP_ENOTELF,
  * QP_EARCH (not x86-64 ELF64) and QP_ENOTEXEC (not ET_EXEC or ET_DYN).
  */
@@ -97,6 +110,7 @@ typedef struct elfw_rewrite_stats {
     uint64_t unwind_size;   /* bytes of new unwind tables */
     uint32_t nfde_moved;    /* FDEs rewritten for moved code */
     uint64_t desc_size;     /* bytes of the measurement description */
+    uint32_t setid_dropped; /* the input's S_ISUID/S_ISGID bits the output did not get */
     ed_dwarf_out_t dwarf;   /* DWARF rewriting figures (secs freed: nsecs is 0) */
 } elfw_rewrite_stats_t;
 
@@ -119,11 +133,11 @@ typedef struct elfw_instr {
  * build unwind tables for the moved code, and write OUTPUT from INPUT with elfw_write:
  * new regions, old-text redirects, moved .symtab symbols, the new PT_GNU_EH_FRAME, the
  * IBT/SHSTK property bits cleared (new code has no endbr64 landing pads), and DWARF debug
- * information that names the new code (ed_dwarf_build). Returns 0 or a QP_E* code with
- * one line in ERR.
+ * information that names the new code (ed_dwarf_build). HOOK (or NULL) is passed on as
+ * elfw_request_t.tmp_hook. Returns 0 or a QP_E* code with one line in ERR.
  */
 int elfw_rewrite(const struct cfg_prog *prog, struct ed_plan *plan, const elfw_instr_t *instr,
-                 const char *input, const char *output, elfw_rewrite_stats_t *stats /*OUT*/,
-                 char *err, size_t errlen);
+                 const char *input, const char *output, const elfw_tmp_hook_t *hook,
+                 elfw_rewrite_stats_t *stats /*OUT*/, char *err, size_t errlen);
 
 #endif

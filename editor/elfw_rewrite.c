@@ -53,7 +53,8 @@ reserve_runtime(ed_image_t *im, const cfg_image_t *img, ed_plan_t *plan,
     QP_CHECK(ed_image_ops.alloc_near(im, lo, hi, QPRT_STATE_SIZE + cbytes,
                                      ED_PROT_R | ED_PROT_W, &r->state));
     QP_CHECK(ed_image_ops.alloc_near(im, lo, hi, qprt_blob_size, ED_PROT_R | ED_PROT_X, &r->rt));
-    ed_plan_set_runtime(plan, r->state + QPRT_STATE_SIZE, r->rt + QPRT_HOOK_OFF);
+    ed_plan_set_runtime(plan, r->state + QPRT_STATE_SIZE, r->rt + QPRT_HOOK_OFF,
+                        r->rt + QPRT_FORK_OFF);
     return 0;
 }
 
@@ -164,8 +165,8 @@ fail(char *err, size_t errlen, int rc, const char *what)
 
 int
 elfw_rewrite(const cfg_prog_t *prog, ed_plan_t *plan, const elfw_instr_t *instr,
-             const char *input, const char *output, elfw_rewrite_stats_t *stats, char *err,
-             size_t errlen)
+             const char *input, const char *output, const elfw_tmp_hook_t *hook,
+             elfw_rewrite_stats_t *stats, char *err, size_t errlen)
 {
     if (prog == NULL || plan == NULL || input == NULL || output == NULL || stats == NULL)
         return QP_EINVAL;
@@ -295,13 +296,14 @@ elfw_rewrite(const cfg_prog_t *prog, ed_plan_t *plan, const elfw_instr_t *instr,
         .sections = dsecs, .nsections = dw.nsecs,
         .eh_frame_hdr = unw.size ? unw.hdr : 0, .eh_frame_hdr_size = unw.hdr_size,
         .clear_cet = 1, .rename_old_unwind = unw.size != 0,
-        .entry = instr != NULL ? rr.rt + QPRT_START_OFF : 0,
+        .entry = instr != NULL ? rr.rt + QPRT_START_OFF : 0, .tmp_hook = hook,
     };
     rc = elfw_write(&req, err, errlen);
     if (rc == 0) {
         struct stat st;
         stats->input_size = prog->img->file_size;
         stats->output_size = stat(output, &st) == 0 ? (uint64_t)st.st_size : 0;
+        stats->setid_dropped = stat(input, &st) == 0 ? st.st_mode & (S_ISUID | S_ISGID) : 0;
         stats->text_size = text_size;
         stats->unwind_size = unw.size;
         stats->nfde_moved = unw.nfde_moved;

@@ -7,13 +7,19 @@
  * before the dynamic linker's clients are initialised).
  *
  * At start (qprt_init, before the program's entry point): find the profile path
- * ($QP_PROFILE with %p expanded to the process id, else the executable's path + ".qp"),
- * open or create the profile, check that it belongs to this rewrite, and map its
- * counter pages MAP_SHARED|MAP_FIXED over the program's counter pages. From then on
- * every increment lands in the page cache: counts survive a crash or SIGKILL, cost
- * nothing extra per hit, and several runs (and forked children, which share the
- * mapping) accumulate. If anything fails the program runs on with its anonymous
- * counters and one line on stderr says the counts are not saved.
+ * ($QP_PROFILE with %p expanded to the process id, else the executable's path + ".qp";
+ * in a secure-execution program, AT_SECURE, only the latter), open or create the
+ * profile, check that it belongs to this rewrite, claim a slot of counters of its own
+ * (qp_format.h) and map it MAP_SHARED|MAP_FIXED over the program's counter pages. From
+ * then on every increment lands in the page cache: counts survive a crash or SIGKILL
+ * and cost nothing extra per hit; no other process increments the same words, so plain
+ * increments lose nothing between processes. If anything fails the program runs on
+ * with its anonymous counters and one line on stderr says the counts are not saved.
+ *
+ * After fork (qprt_after_fork, called by a snippet after every call or system call that
+ * may fork): a forked child shares its parent's slot until it claims one of its own. It
+ * recognises itself by a page marked MADV_WIPEONFORK, which only a child with its own
+ * address space finds zeroed (not a thread, not a vfork child).
  *
  * At exit() below main (qprt_exit_dump, called by the snippet before such a call): copy
  * the registers and the top of the stack into a dump slot of the profile, so that qp can
@@ -32,16 +38,26 @@ HIDDEN qprt_params_t qprt_params __attribute__((section(".qprt.params"), used)) 
     .magic = QPRT_MAGIC,
 };
 
-/* The runtime's writable state, in the page before counter 0. */
+#define PATH_CAP 1100
+
+/* The runtime's writable state, in the page before counter 0 (a forked child has a copy). */
 typedef struct qprt_state {
     uint64_t stack_top;   /* the initial stack pointer (main thread) */
-    uint64_t prof;        /* address of the mapped profile (header, counters, dumps), or 0 */
+    uint64_t prof;        /* address of the mapped profile (header to slot table), or 0 */
+    uint64_t prof_len;    /* its length */
     uint64_t dumped;      /* an exit dump was taken by this process */
+    uint64_t marker;      /* address of the MADV_WIPEONFORK page, or 0 */
+    uint64_t dev, ino;    /* the profile file, to find it again after fork */
+    uint64_t secure;      /* AT_SECURE: no environment, no symbolic links */
+    uint64_t slot;        /* the slot this process counts into, or UINT64_MAX */
+    char path[PATH_CAP];  /* the profile's absolute path */
 } qprt_state_t;
+_Static_assert(sizeof(qprt_state_t) <= QPRT_STATE_SIZE, "state fits its page");
 
 /* Entry points (qprt_entry.S calls them). */
 uint64_t qprt_init(uint64_t *sp) HIDDEN;
 void qprt_exit_dump(uint64_t *saved) HIDDEN;
+void qprt_after_fork(void) HIDDEN;
 
 /*****************************************************************************
  * System calls
@@ -70,13 +86,29 @@ sys6(long nr, long a, long b, long c, long d, long e, long f)
 }
 
 enum {
-    SYS_read = 0, SYS_write = 1, SYS_open = 2, SYS_close = 3, SYS_lseek = 8, SYS_mmap = 9,
-    SYS_munmap = 11, SYS_pread64 = 17, SYS_pwrite64 = 18, SYS_getpid = 39, SYS_ftruncate = 77,
-    SYS_readlink = 89, SYS_gettid = 186, SYS_process_vm_readv = 310,
+    SYS_read = 0, SYS_write = 1, SYS_open = 2, SYS_close = 3, SYS_fstat = 5, SYS_mmap = 9,
+    SYS_munmap = 11, SYS_pread64 = 17, SYS_pwrite64 = 18, SYS_madvise = 28, SYS_getpid = 39,
+    SYS_kill = 62, SYS_flock = 73, SYS_ftruncate = 77, SYS_getcwd = 79, SYS_readlink = 89,
+    SYS_geteuid = 107, SYS_gettid = 186, SYS_fallocate = 285, SYS_process_vm_readv = 310,
 };
-enum { O_RDWR = 2, O_CREAT = 0100, O_EXCL = 0200, O_CLOEXEC = 02000000 };
-enum { PROT_READ = 1, PROT_WRITE = 2, MAP_SHARED = 1, MAP_FIXED = 0x10 };
-#define EEXIST 17
+enum {
+    O_RDONLY = 0, O_RDWR = 2, O_CREAT = 0100, O_NOCTTY = 0400, O_NONBLOCK = 04000,
+    O_NOFOLLOW = 0400000, O_CLOEXEC = 02000000,
+};
+enum { PROT_READ = 1, PROT_WRITE = 2, MAP_SHARED = 1, MAP_PRIVATE = 2, MAP_FIXED = 0x10,
+       MAP_ANONYMOUS = 0x20 };
+enum { LOCK_EX = 2, LOCK_UN = 8, MADV_WIPEONFORK = 18, AT_SECURE = 23 };
+enum { ESRCH = 3, EINTR = 4, EOPNOTSUPP = 95, S_IFMT = 0170000, S_IFREG = 0100000 };
+
+/* The kernel's struct stat on x86-64 (the fields used). */
+typedef struct kstat {
+    uint64_t dev, ino, nlink;
+    uint32_t mode, uid, gid, pad0;
+    uint64_t rdev;
+    int64_t size, blksize, blocks;
+    uint64_t times[6], unused[3];
+} kstat_t;
+_Static_assert(sizeof(kstat_t) == 144, "struct stat on x86-64");
 
 /*****************************************************************************
  * Small helpers (no libc)
@@ -96,6 +128,14 @@ mem_copy(void *d, const void *s, size_t n)
     const uint8_t *ss = s;
     for (size_t i = 0; i < n; i++)
         dd[i] = ss[i];
+}
+
+static void
+mem_zero(void *d, size_t n)
+{
+    volatile uint8_t *dd = d;
+    for (size_t i = 0; i < n; i++)
+        dd[i] = 0;
 }
 
 static int
@@ -133,6 +173,16 @@ append_u64(char *buf, size_t cap, size_t *n, uint64_t v)
     append(buf, cap, n, s);
 }
 
+/* The decimal number at *P (advanced past it). */
+static uint64_t
+parse_u64(const char **p)
+{
+    uint64_t v = 0;
+    while (**p >= '0' && **p <= '9')
+        v = v * 10 + (uint64_t)(*(*p)++ - '0');
+    return v;
+}
+
 static void
 warn(const char *path, const char *why)
 {
@@ -142,26 +192,159 @@ warn(const char *path, const char *why)
     append(line, sizeof(line), &n, path);
     append(line, sizeof(line), &n, ": ");
     append(line, sizeof(line), &n, why);
-    append(line, sizeof(line), &n, "; counts of this run are not saved\n");
+    append(line, sizeof(line), &n, "; counts of this process are not saved\n");
     sys3(SYS_write, 2, (long)line, (long)n);
 }
 
-/* $QP_PROFILE with %p expanded, else the executable's path + ".qp", into BUF. */
+/*****************************************************************************
+ * Processes: who owns a slot, and is it still running
+ */
+
+/* Field 22 of /proc/PID/stat (PID 0: self), the start time in clock ticks; 0 unknown. */
+static uint64_t
+start_time(uint64_t pid)
+{
+    char path[48], buf[1024];
+    size_t n = 0;
+    append(path, sizeof(path), &n, "/proc/");
+    if (pid == 0)
+        append(path, sizeof(path), &n, "self");
+    else
+        append_u64(path, sizeof(path), &n, pid);
+    append(path, sizeof(path), &n, "/stat");
+    long fd = sys3(SYS_open, (long)path, O_RDONLY | O_CLOEXEC, 0);
+    if (fd < 0)
+        return 0;
+    long r = sys3(SYS_read, fd, (long)buf, sizeof(buf) - 1);
+    sys3(SYS_close, fd, 0, 0);
+    if (r <= 0)
+        return 0;
+    buf[r] = '\0';
+    /* The name (field 2) may hold anything: fields 3.. follow the last ')'. */
+    const char *p = NULL;
+    for (long i = 0; i < r; i++)
+        if (buf[i] == ')')
+            p = buf + i;
+    if (p == NULL)
+        return 0;
+    for (int field = 2; field < 22; p++) {
+        if (*p == '\0')
+            return 0;
+        if (*p == ' ')
+            field++;
+    }
+    return parse_u64(&p);
+}
+
+/* The inode of this process's pid namespace ("pid:[N]"), 0 unknown. */
+static uint64_t
+pid_namespace(void)
+{
+    char buf[64];
+    long r = sys3(SYS_readlink, (long)"/proc/self/ns/pid", (long)buf, sizeof(buf) - 1);
+    if (r <= 5)
+        return 0;
+    buf[r] = '\0';
+    const char *p = buf + 5;
+    return parse_u64(&p);
+}
+
+/* Who is counting: this process. */
+typedef struct owner {
+    uint64_t pid, start, pidns;
+} owner_t;
+
+static void
+owner_self(owner_t *o)
+{
+    o->pid = (uint64_t)sys3(SYS_getpid, 0, 0, 0);
+    o->start = start_time(0);
+    o->pidns = pid_namespace();
+}
+
+/* Has the owner of slot S ended? When unsure, no (its slot is then kept, never lost). */
 static int
-profile_path(uint64_t *sp, char *buf, size_t cap)
+owner_gone(const volatile qp_prof_slot_t *s, const owner_t *me)
+{
+    if (s->pidns != 0 && me->pidns != 0 && s->pidns != me->pidns)
+        return 0; /* another pid namespace: its pids mean nothing here */
+    if (s->pid == me->pid)
+        return 1; /* an earlier program this process ran before exec */
+    if (sys3(SYS_kill, (long)s->pid, 0, 0) == -ESRCH)
+        return 1;
+    uint64_t t = s->start ? start_time(s->pid) : 0;
+    return t != 0 && t != s->start; /* the pid was reused */
+}
+
+/*****************************************************************************
+ * The profile file
+ */
+
+/* The file's layout for this program (qp_format.h). */
+typedef struct layout {
+    uint64_t cbytes;      /* bytes of one set of counters */
+    uint64_t dumps_off, slots_off, slotc_off;
+} layout_t;
+
+static void
+layout_of(const qprt_params_t *p, layout_t *l)
+{
+    l->cbytes = QP_PROF_CBYTES(p->ncounters);
+    l->dumps_off = QP_PROF_HDR_SIZE + l->cbytes;
+    l->slots_off = l->dumps_off + (uint64_t)QP_PROF_MAX_DUMPS * QP_PROF_DUMP_SIZE;
+    l->slotc_off = l->slots_off + QP_PROF_TABLE_SIZE;
+}
+
+/*
+ * Make [OFF, OFF + LEN) of FD exist on disk: a write through a shared mapping into a
+ * hole would kill the program with SIGBUS when the disk is full. Where the file system
+ * cannot allocate ahead, only extend the file.
+ */
+static int
+reserve(long fd, uint64_t off, uint64_t len)
+{
+    long r;
+    do
+        r = sys6(SYS_fallocate, fd, 0, (long)off, (long)len, 0, 0);
+    while (r == -EINTR);
+    if (r == -EOPNOTSUPP) {
+        kstat_t st;
+        if (sys3(SYS_fstat, fd, (long)&st, 0) < 0)
+            return -1;
+        if ((uint64_t)st.size < off + len)
+            r = sys3(SYS_ftruncate, fd, (long)(off + len), 0);
+        else
+            r = 0;
+    }
+    return r < 0 ? -1 : 0;
+}
+
+/* The profile's absolute path into ST->path: $QP_PROFILE (%p expanded; not in a
+ * secure-execution program), else the executable's path + ".qp". */
+static int
+profile_path(uint64_t *sp, qprt_state_t *st)
 {
     uint64_t argc = sp[0];
     char **argv = (char **)(sp + 1);
     char **envp = argv + argc + 1;
-    size_t n = 0;
+    char *buf = st->path;
+    size_t cap = sizeof(st->path), n = 0;
     buf[0] = '\0';
-    for (char **e = envp; *e; e++) {
+    for (char **e = envp; !st->secure && *e; e++) {
         const char *v = *e;
         if (!mem_eq(v, "QP_PROFILE=", 11))
             continue;
         v += 11;
         if (*v == '\0')
             break;
+        if (*v != '/') {
+            long r = sys3(SYS_getcwd, (long)buf, (long)cap, 0);
+            if (r <= 0)
+                return -1;
+            while (n < cap && buf[n])
+                n++;
+            append(buf, cap, &n, "/");
+        }
         for (; *v && n + 1 < cap; v++) {
             if (v[0] == '%' && v[1] == 'p') {
                 append_u64(buf, cap, &n, (uint64_t)sys3(SYS_getpid, 0, 0, 0));
@@ -175,7 +358,7 @@ profile_path(uint64_t *sp, char *buf, size_t cap)
     }
     long r = sys3(SYS_readlink, (long)"/proc/self/exe", (long)buf, (long)cap - 4);
     if (r <= 0) {
-        if (argc == 0 || argv[0] == NULL)
+        if (st->secure || argc == 0 || argv[0] == NULL || argv[0][0] != '/')
             return -1;
         append(buf, cap - 3, &n, argv[0]);
     } else
@@ -187,69 +370,289 @@ profile_path(uint64_t *sp, char *buf, size_t cap)
     return 0;
 }
 
-/*****************************************************************************
- * Start
+/*
+ * Open (creating it if need be) the profile at ST->path and check what it is: a regular
+ * file, and in a secure-execution program one the effective user owns with one link,
+ * reached without a symbolic link. Returns the fd or -1 with *WHY.
  */
-
-/* Bytes from the profile's start to the end of the last dump slot. */
-static uint64_t
-profile_size(const qprt_params_t *p, uint64_t *dumps_off)
-{
-    uint64_t cbytes = (p->ncounters * 8 + 4095) & ~(uint64_t)4095;
-    *dumps_off = QP_PROF_HDR_SIZE + cbytes;
-    return *dumps_off + (uint64_t)QP_PROF_MAX_DUMPS * QP_PROF_DUMP_SIZE;
-}
-
-/* Open or create the profile; returns its fd or a message in *WHY. */
 static long
-open_profile(const qprt_params_t *p, const char *path, const char **why)
+open_profile(qprt_state_t *st, int create, kstat_t *ks, const char **why)
 {
-    uint64_t dumps_off, size = profile_size(p, &dumps_off);
-    long fd = sys3(SYS_open, (long)path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-    if (fd >= 0) {
-        /* A new profile: size it, then write its header. */
-        qp_prof_hdr_t h;
-        uint8_t *hb = (uint8_t *)&h;
-        for (size_t i = 0; i < sizeof(h); i++)
-            hb[i] = 0;
-        mem_copy(h.magic, QP_PROF_MAGIC, 8);
-        h.version = QP_FORMAT_VERSION;
-        h.id = p->id;
-        h.ncounters = p->ncounters;
-        h.dumps_off = dumps_off;
-        long r = sys3(SYS_readlink, (long)"/proc/self/exe", (long)h.exe, sizeof(h.exe) - 1);
-        if (r < 0)
-            h.exe[0] = '\0';
-        if (sys3(SYS_ftruncate, fd, (long)size, 0) < 0
-            || sys6(SYS_pwrite64, fd, (long)&h, sizeof(h), 0, 0, 0) != (long)sizeof(h)) {
-            sys3(SYS_close, fd, 0, 0);
-            *why = "cannot write the profile";
-            return -1;
-        }
-        return fd;
-    }
-    if (fd != -EEXIST) {
-        *why = "cannot create the profile";
-        return -1;
-    }
-    fd = sys3(SYS_open, (long)path, O_RDWR | O_CLOEXEC, 0);
+    long flags = O_RDWR | O_CLOEXEC | O_NOCTTY | O_NONBLOCK | (create ? O_CREAT : 0);
+    if (st->secure)
+        flags |= O_NOFOLLOW;
+    long fd = sys3(SYS_open, (long)st->path, flags, st->secure ? 0600 : 0666);
     if (fd < 0) {
-        *why = "cannot open the profile";
+        *why = create ? "cannot open or create the profile" : "cannot open the profile";
         return -1;
     }
-    qp_prof_hdr_t h;
-    long r = sys6(SYS_pread64, fd, (long)&h, sizeof(h), 0, 0, 0);
-    if (r != (long)sizeof(h) || !mem_eq(h.magic, QP_PROF_MAGIC, 8)
-        || h.version != QP_FORMAT_VERSION) {
-        *why = "not a qp profile (remove it to start a new one)";
-    } else if (h.id != p->id || h.ncounters != p->ncounters || h.dumps_off != dumps_off) {
-        *why = "profile of another program or rewrite (remove it or set QP_PROFILE)";
-    } else if (sys3(SYS_lseek, fd, 0, 2 /* SEEK_END */) < (long)size) {
-        *why = "profile is truncated";
+    if (sys3(SYS_fstat, fd, (long)ks, 0) < 0 || (ks->mode & S_IFMT) != S_IFREG) {
+        *why = "not a regular file";
+    } else if (st->secure
+               && (ks->uid != (uint32_t)sys3(SYS_geteuid, 0, 0, 0) || ks->nlink != 1)) {
+        *why = "not owned by the effective user, or has several links (secure execution)";
     } else
         return fd;
     sys3(SYS_close, fd, 0, 0);
     return -1;
+}
+
+/* Write the header of a new profile (the file is locked and empty) and size it. */
+static int
+init_profile(long fd, const qprt_params_t *p, const layout_t *l)
+{
+    qp_prof_hdr_t h;
+    mem_zero(&h, sizeof(h));
+    mem_copy(h.magic, QP_PROF_MAGIC, 8);
+    h.version = QP_PROF_VERSION;
+    h.id = p->id;
+    h.ncounters = p->ncounters;
+    h.dumps_off = l->dumps_off;
+    h.slots_off = l->slots_off;
+    h.nslots = QP_PROF_MAX_SLOTS;
+    h.slotc_off = l->slotc_off;
+    long r = sys3(SYS_readlink, (long)"/proc/self/exe", (long)h.exe, sizeof(h.exe) - 1);
+    if (r < 0)
+        h.exe[0] = '\0';
+    if (reserve(fd, 0, l->slotc_off) < 0)
+        return -1;
+    return sys6(SYS_pwrite64, fd, (long)&h, sizeof(h), 0, 0, 0) == (long)sizeof(h) ? 0 : -1;
+}
+
+/* Is the locked file a profile of this program? 1 yes, 0 empty (never written), -1 no. */
+static int
+check_profile(long fd, const qprt_params_t *p, const layout_t *l, const kstat_t *ks,
+              const char **why)
+{
+    qp_prof_hdr_t h;
+    long r = ks->size == 0 ? 0 : sys6(SYS_pread64, fd, (long)&h, sizeof(h), 0, 0, 0);
+    static const char zero[8];
+    /* Empty, or sized by a first run killed before it wrote the header. */
+    if (r == 0 || (r == (long)sizeof(h) && mem_eq(h.magic, zero, 8) && h.version == 0))
+        return 0;
+    if (r != (long)sizeof(h) || !mem_eq(h.magic, QP_PROF_MAGIC, 8)) {
+        *why = "not a qp profile";
+    } else if (h.version != QP_PROF_VERSION) {
+        *why = "a profile of another qp version (remove it, or set QP_PROFILE)";
+    } else if (h.id != p->id || h.ncounters != p->ncounters || h.dumps_off != l->dumps_off
+               || h.slots_off != l->slots_off || h.nslots != QP_PROF_MAX_SLOTS
+               || h.slotc_off != l->slotc_off) {
+        *why = "profile of another program or rewrite (remove it or set QP_PROFILE)";
+    } else if ((uint64_t)ks->size < l->slotc_off) {
+        *why = "profile is truncated";
+    } else
+        return 1;
+    return -1;
+}
+
+/*****************************************************************************
+ * Slots
+ */
+
+static void
+store64(volatile uint64_t *p, uint64_t v)
+{
+    __atomic_store_n(p, v, __ATOMIC_SEQ_CST);
+}
+
+/* Finish the journal of slot S (whose counters are at C), if it holds a step. */
+static void
+finish_journal(volatile qp_prof_slot_t *s, volatile uint64_t *base, volatile uint64_t *c)
+{
+    if (!s->jour_valid)
+        return;
+    uint64_t i = s->jour_index, sum = s->jour_base + s->jour_value;
+    store64(&base[i], sum < s->jour_base ? UINT64_MAX : sum);
+    store64(&c[i], 0);
+    store64(&s->jour_valid, 0);
+}
+
+/* Add the counters of slot K (its owner is gone, the file is locked) into the base
+ * counters and free the slot. 0, or -1 when its counters cannot be mapped (it stays). */
+static int
+fold_slot(long fd, volatile qp_prof_hdr_t *h, uint64_t k, const qprt_params_t *p,
+          const layout_t *l)
+{
+    volatile qp_prof_slot_t *s =
+        (volatile qp_prof_slot_t *)((uintptr_t)h + l->slots_off) + k;
+    volatile uint64_t *base = (volatile uint64_t *)((uintptr_t)h + QP_PROF_HDR_SIZE);
+    long m = sys6(SYS_mmap, 0, (long)l->cbytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd,
+                  (long)(l->slotc_off + k * l->cbytes));
+    if (is_err(m))
+        return -1;
+    volatile uint64_t *c = (volatile uint64_t *)(uintptr_t)m;
+    __atomic_store_n(&s->state, QP_SLOT_FOLDING, __ATOMIC_SEQ_CST);
+    finish_journal(s, base, c); /* a folder before us died half-way */
+    for (uint64_t i = 0; i < p->ncounters; i++) {
+        uint64_t v = c[i];
+        if (v == 0)
+            continue;
+        s->jour_index = i;
+        s->jour_base = base[i];
+        s->jour_value = v;
+        store64(&s->jour_valid, 1);
+        if (base[i] + v < base[i])
+            __atomic_fetch_or(&h->flags, QP_PROF_SATURATED, __ATOMIC_RELAXED);
+        finish_journal(s, base, c);
+    }
+    __atomic_store_n(&s->state, QP_SLOT_FREE, __ATOMIC_SEQ_CST);
+    sys3(SYS_munmap, m, (long)l->cbytes, 0);
+    return 0;
+}
+
+/*
+ * With the file locked: fold the slots of processes that are gone, then claim the first
+ * free slot for ME and map its counters over the program's. Returns the slot, or -1.
+ */
+static long
+claim_slot(long fd, volatile qp_prof_hdr_t *h, const qprt_params_t *p, uint64_t bias,
+           const layout_t *l, const owner_t *me, const char **why)
+{
+    volatile qp_prof_slot_t *tab = (volatile qp_prof_slot_t *)((uintptr_t)h + l->slots_off);
+    long k = -1;
+    /* First the folds a killed process left half-done: their journals name base
+     * counters that no other fold may change before they are completed. */
+    for (uint64_t i = 0; i < QP_PROF_MAX_SLOTS; i++)
+        if (tab[i].state == QP_SLOT_FOLDING)
+            fold_slot(fd, h, i, p, l);
+    for (uint64_t i = 0; i < QP_PROF_MAX_SLOTS; i++) {
+        volatile qp_prof_slot_t *s = &tab[i];
+        if (s->state == QP_SLOT_OWNED && owner_gone(s, me))
+            fold_slot(fd, h, i, p, l);
+        if (k < 0 && s->state == QP_SLOT_FREE)
+            k = (long)i;
+    }
+    *why = "more processes than profile slots at once";
+    if (k < 0)
+        return -1;
+    uint64_t off = l->slotc_off + (uint64_t)k * l->cbytes;
+    *why = "no space for the counters";
+    if (l->cbytes > 0 && reserve(fd, off, l->cbytes) < 0)
+        return -1;
+    *why = "cannot map the profile";
+    if (p->counters_size > 0
+        && is_err(sys6(SYS_mmap, (long)(p->counters + bias), (long)p->counters_size,
+                       PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, (long)off)))
+        return -1;
+    volatile qp_prof_slot_t *s = &tab[k];
+    s->pid = me->pid;
+    s->start = me->start;
+    s->pidns = me->pidns;
+    s->jour_valid = 0;
+    __atomic_store_n(&s->state, QP_SLOT_OWNED, __ATOMIC_SEQ_CST);
+    return k;
+}
+
+/* Zero anonymous pages over the program's counters (a child that could not get a slot
+ * of its own must not count into its parent's with plain increments). */
+static void
+private_counters(const qprt_params_t *p, uint64_t bias)
+{
+    if (p->counters_size > 0)
+        sys6(SYS_mmap, (long)(p->counters + bias), (long)p->counters_size,
+             PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
+}
+
+/*
+ * Open the profile, lock it, create or check it, claim a slot and map it. CHILD: a
+ * forked child, whose profile is already mapped (ST->prof) and is found again by path
+ * and inode. Returns 0, or with *WHY -2 when no slot could be claimed (the profile's
+ * `unsaved` counts it) or -1 when the profile could not be used at all.
+ */
+static int
+attach(qprt_state_t *st, const qprt_params_t *p, uint64_t bias, int child, const char **why)
+{
+    layout_t l;
+    layout_of(p, &l);
+    kstat_t ks;
+    long fd = open_profile(st, !child, &ks, why);
+    if (fd < 0)
+        return -1;
+    int rc = -1;
+    if (child && (ks.dev != st->dev || ks.ino != st->ino)) {
+        *why = "the profile was replaced since the program started";
+        goto out;
+    }
+    long r;
+    do
+        r = sys3(SYS_flock, fd, LOCK_EX, 0);
+    while (r == -EINTR);
+    *why = "cannot lock the profile";
+    if (r < 0)
+        goto out;
+    if (!child) {
+        if (sys3(SYS_fstat, fd, (long)&ks, 0) < 0)
+            goto out;
+        int c = check_profile(fd, p, &l, &ks, why);
+        if (c < 0)
+            goto out;
+        *why = "cannot write the profile";
+        if (c == 0 && init_profile(fd, p, &l) < 0)
+            goto out;
+        long m = sys6(SYS_mmap, 0, (long)l.slotc_off, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+        *why = "cannot map the profile";
+        if (is_err(m))
+            goto out;
+        st->prof = (uint64_t)m;
+        st->prof_len = l.slotc_off;
+        st->dev = ks.dev;
+        st->ino = ks.ino;
+    }
+    volatile qp_prof_hdr_t *h = (volatile qp_prof_hdr_t *)(uintptr_t)st->prof;
+    owner_t me;
+    owner_self(&me);
+    long k = claim_slot(fd, h, p, bias, &l, &me, why);
+    if (k < 0) {
+        __atomic_fetch_add(&h->unsaved, 1, __ATOMIC_RELAXED);
+        if (!child) {
+            sys3(SYS_munmap, (long)st->prof, (long)st->prof_len, 0);
+            st->prof = 0;
+        }
+        rc = -2;
+        goto out;
+    }
+    st->slot = (uint64_t)k;
+    __atomic_fetch_add(child ? &h->forks : &h->runs, 1, __ATOMIC_RELAXED);
+    rc = 0;
+out:
+    /* Explicitly: the file stays open while a mapping of it exists, and so would a lock. */
+    sys3(SYS_flock, fd, LOCK_UN, 0);
+    sys3(SYS_close, fd, 0, 0);
+    return rc;
+}
+
+/* The MADV_WIPEONFORK page that tells a forked child from its parent (0 if none). */
+static uint64_t
+fork_marker(void)
+{
+    long m = sys6(SYS_mmap, 0, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+                  -1, 0);
+    if (is_err(m))
+        return 0;
+    if (sys3(SYS_madvise, m, 4096, MADV_WIPEONFORK) < 0) {
+        sys3(SYS_munmap, m, 4096, 0);
+        return 0;
+    }
+    *(volatile uint64_t *)(uintptr_t)m = 1;
+    return (uint64_t)m;
+}
+
+/*****************************************************************************
+ * Start, and after fork
+ */
+
+/* Is this a secure-execution program (set-user-ID, capabilities)? From the auxv. */
+static int
+secure_execution(uint64_t *sp)
+{
+    uint64_t argc = sp[0];
+    uint64_t *v = sp + 1 + argc + 1;
+    while (*v)
+        v++; /* the environment */
+    for (v++; v[0] != 0; v += 2)
+        if (v[0] == AT_SECURE)
+            return v[1] != 0;
+    return 0;
 }
 
 uint64_t
@@ -259,31 +662,39 @@ qprt_init(uint64_t *sp)
     uint64_t bias = (uint64_t)(uintptr_t)p - p->self;
     qprt_state_t *st = (qprt_state_t *)(uintptr_t)(p->state + bias);
     st->stack_top = (uint64_t)(uintptr_t)sp;
-    char path[1100];
+    st->slot = UINT64_MAX;
+    st->secure = (uint64_t)secure_execution(sp);
     const char *why = "cannot name the profile";
-    long fd = -1;
-    if (profile_path(sp, path, sizeof(path)) == 0)
-        fd = open_profile(p, path, &why);
-    if (fd < 0) {
-        warn(path[0] ? path : "profile", why);
+    if (profile_path(sp, st) < 0 || attach(st, p, bias, 0, &why) < 0) {
+        warn(st->path[0] ? st->path : "profile", why);
         return p->entry + bias;
     }
-    uint64_t dumps_off, size = profile_size(p, &dumps_off);
-    long whole = sys6(SYS_mmap, 0, (long)size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    long ctr = 0;
-    if (!is_err(whole) && p->counters_size > 0)
-        ctr = sys6(SYS_mmap, (long)(p->counters + bias), (long)p->counters_size,
-                   PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, QP_PROF_HDR_SIZE);
-    sys3(SYS_close, fd, 0, 0);
-    if (is_err(whole) || is_err(ctr)) {
-        if (!is_err(whole))
-            sys3(SYS_munmap, whole, (long)size, 0);
-        warn(path, "cannot map the profile");
-        return p->entry + bias;
-    }
-    st->prof = (uint64_t)whole;
-    __atomic_fetch_add(&((qp_prof_hdr_t *)(uintptr_t)whole)->runs, 1, __ATOMIC_RELAXED);
+    st->marker = fork_marker();
     return p->entry + bias;
+}
+
+void
+qprt_after_fork(void)
+{
+    const qprt_params_t *p = &qprt_params;
+    uint64_t bias = (uint64_t)(uintptr_t)p - p->self;
+    qprt_state_t *st = (qprt_state_t *)(uintptr_t)(p->state + bias);
+    volatile uint64_t *m = (volatile uint64_t *)(uintptr_t)st->marker;
+    /* Same address space (the parent, a thread, a vfork child) or nothing to move. */
+    if (m == NULL || *m != 0)
+        return;
+    *m = 1;
+    st->dumped = 0;
+    st->slot = UINT64_MAX;
+    const char *why;
+    int rc = st->prof != 0 ? attach(st, p, bias, 1, &why) : 0;
+    if (rc < 0) {
+        private_counters(p, bias);
+        if (rc == -1)
+            __atomic_fetch_add(&((volatile qp_prof_hdr_t *)(uintptr_t)st->prof)->unsaved, 1,
+                               __ATOMIC_RELAXED);
+        warn(st->path, why);
+    }
 }
 
 /*****************************************************************************

@@ -15,6 +15,7 @@
 #define QPRT_MAGIC "QPRTPAR1"
 #define QPRT_START_OFF 256u /* blob offset of the entry code (the new e_entry) */
 #define QPRT_HOOK_OFF 384u  /* blob offset of the exit hook (called by exit snippets) */
+#define QPRT_FORK_OFF 512u  /* blob offset of the fork hook (called after fork sites) */
 #define QPRT_STATE_SIZE 4096u /* the runtime's writable page, just before counter 0 */
 
 typedef struct qprt_params {

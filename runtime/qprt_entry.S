@@ -71,4 +71,17 @@ qprt_exit_hook:
     mov     %rbx, %rsp
     RESTORE_ALL
     ret
+
+    .section .qprt.fork,"ax"
+    .globl qprt_fork_hook
+    .hidden qprt_fork_hook
+/* Called like the exit hook, after every call or system call that may have forked. */
+qprt_fork_hook:
+    SAVE_ALL
+    mov     %rsp, %rbx
+    and     $-16, %rsp
+    call    qprt_after_fork
+    mov     %rbx, %rsp
+    RESTORE_ALL
+    ret
     .section .note.GNU-stack,"",@progbits

@@ -759,7 +759,7 @@ make_profile(qp_profile_t *p, uint64_t id, uint64_t ncounters, uint64_t mul, siz
 {
     memset(p, 0, sizeof(*p));
     memcpy(p->hdr.magic, QP_PROF_MAGIC, 8);
-    p->hdr.version = QP_FORMAT_VERSION;
+    p->hdr.version = QP_PROF_VERSION;
     p->hdr.id = id;
     p->hdr.ncounters = ncounters;
     p->hdr.runs = 1;
@@ -846,25 +846,21 @@ START_TEST(test_qp_profile_bad_files)
     write_file(tmp_path("garbage.qp"), garbage, sizeof(garbage));
     ck_assert_int_eq(qp_profile_read(tmp_path("garbage.qp"), &back, why, sizeof(why)), QP_EFORMAT);
     ck_assert_str_eq(why, "not a qp profile (bad magic)");
-    /* Wrong version. */
+    /* Wrong version (1: before process slots). */
     uint8_t *b = malloc(n);
     memcpy(b, good, n);
-    b[8] = 2;
-    write_file(tmp_path("v2.qp"), b, n);
-    ck_assert_int_eq(qp_profile_read(tmp_path("v2.qp"), &back, why, sizeof(why)), QP_EFORMAT);
-    ck_assert_ptr_nonnull(strstr(why, "version 2"));
-    /* Truncated in the counters: refused; truncated in the dumps: dump dropped. */
-    for (size_t cut = 0; cut < 4096 + 600 * 8; cut += 97) {
+    b[8] = 1;
+    write_file(tmp_path("v1.qp"), b, n);
+    ck_assert_int_eq(qp_profile_read(tmp_path("v1.qp"), &back, why, sizeof(why)), QP_EFORMAT);
+    ck_assert_ptr_nonnull(strstr(why, "version 1"));
+    /* Cut anywhere before the slot table ends: refused (a runtime reserves it all). */
+    ck_assert_uint_eq(n, 4096 + 8192 + QP_PROF_MAX_DUMPS * QP_PROF_DUMP_SIZE
+                             + QP_PROF_TABLE_SIZE);
+    for (size_t cut = 0; cut < n; cut += cut < 16384 ? 97 : 40961) {
         write_file(tmp_path("cut.qp"), good, cut);
         ck_assert_int_eq(qp_profile_read(tmp_path("cut.qp"), &back, why, sizeof(why)),
                          QP_EFORMAT);
     }
-    /* Cut inside the dump's saved stack: 4096 + 8192 (counters) + 4096 (dump header). */
-    write_file(tmp_path("cut.qp"), good, 4096 + 8192 + 4096 + 32);
-    ck_assert_int_eq(qp_profile_read(tmp_path("cut.qp"), &back, why, sizeof(why)), 0);
-    ck_assert_uint_eq(back.ndumps, 0);
-    ck_assert_uint_eq(back.ndropped, 1);
-    qp_profile_free(&back);
     /* A dump not marked valid (the process died while writing it) is dropped. */
     memcpy(b, good, n);
     b[4096 + 8192] = 0;
@@ -955,11 +951,90 @@ START_TEST(test_qp_profile_merge)
     ck_assert_uint_eq(back.ndumps, QP_PROF_MAX_DUMPS);
     ck_assert_uint_eq(back.ndropped, 30 - QP_PROF_MAX_DUMPS);
     ck_assert_uint_eq(back.counters[3], 9);
+    /* The saturation survives the file (it used to be dropped silently). */
+    ck_assert_uint_eq(back.counters[9], UINT64_MAX);
+    ck_assert(back.saturated);
+    ck_assert(back.hdr.flags & QP_PROF_SATURATED);
     qp_profile_free(&back);
     qp_profile_free(&a);
     qp_profile_free(&b);
     qp_profile_free(&c);
     qp_profile_free(&m);
+    remove_tmpdir();
+}
+END_TEST
+
+/*
+ * Process slots: a count is the base counter plus that counter in every slot in use;
+ * a fold killed half-way (a FOLDING slot with its journal set) counts once, whether the
+ * base counter had been updated or not.
+ */
+START_TEST(test_qp_profile_slots)
+{
+    make_tmpdir();
+    qp_profile_t p, back;
+    make_profile(&p, 0x77, 600, 1, 0); /* base counter i = i */
+    char why[256] = "";
+    ck_assert_int_eq(qp_profile_write(tmp_path("s.qp"), &p, why, sizeof(why)), 0);
+    size_t n;
+    uint8_t *good = read_file(tmp_path("s.qp"), &n);
+    uint64_t cbytes = QP_PROF_CBYTES(600);
+    const qp_prof_hdr_t *h = (const qp_prof_hdr_t *)good;
+    ck_assert_uint_eq(n, h->slotc_off);
+    for (int base_done = 0; base_done < 2; base_done++) {
+        size_t m = n + 3 * cbytes;
+        uint8_t *b = calloc(1, m);
+        memcpy(b, good, n);
+        qp_prof_slot_t *tab = (qp_prof_slot_t *)(b + h->slots_off);
+        uint64_t *base = (uint64_t *)(b + QP_PROF_HDR_SIZE);
+        uint64_t *s0 = (uint64_t *)(b + h->slotc_off);
+        uint64_t *s2 = (uint64_t *)(b + h->slotc_off + 2 * cbytes);
+        /* Slot 0: a process counting (2 in every counter). Slot 1: free. */
+        tab[0].state = QP_SLOT_OWNED;
+        tab[0].pid = 1;
+        for (int i = 0; i < 600; i++)
+            s0[i] = 2;
+        /* Slot 2: a fold of counter 5 (value 7) cut short; counter 6 not folded yet. */
+        tab[2].state = QP_SLOT_FOLDING;
+        tab[2].jour_valid = 1;
+        tab[2].jour_index = 5;
+        tab[2].jour_base = 5;
+        tab[2].jour_value = 7;
+        s2[5] = 7;
+        s2[6] = 1;
+        if (base_done)
+            base[5] = 12;
+        write_file(tmp_path("slots.qp"), b, m);
+        ck_assert_msg(qp_profile_read(tmp_path("slots.qp"), &back, why, sizeof(why)) == 0, "%s",
+                      why);
+        ck_assert_uint_eq(back.counters[0], 0 + 2);
+        ck_assert_uint_eq(back.counters[5], 5 + 7 + 2);
+        ck_assert_uint_eq(back.counters[6], 6 + 1 + 2);
+        ck_assert_uint_eq(back.counters[599], 599 + 2);
+        ck_assert_uint_eq(back.nslots_used, 2);
+        qp_profile_free(&back);
+        /* A slot in use whose counters are past the end of the file: refused. */
+        write_file(tmp_path("short.qp"), b, m - cbytes);
+        ck_assert_int_eq(qp_profile_read(tmp_path("short.qp"), &back, why, sizeof(why)),
+                         QP_EFORMAT);
+        ck_assert_ptr_nonnull(strstr(why, "slot 2"));
+        /* A journal naming a counter that does not exist: refused. */
+        tab[2].jour_index = 600;
+        write_file(tmp_path("jour.qp"), b, m);
+        ck_assert_int_eq(qp_profile_read(tmp_path("jour.qp"), &back, why, sizeof(why)),
+                         QP_EFORMAT);
+        free(b);
+    }
+    /* Merged and written: one file with every count in the base counters. */
+    ck_assert_int_eq(qp_profile_read(tmp_path("slots.qp"), &back, why, sizeof(why)), 0);
+    ck_assert_int_eq(qp_profile_write(tmp_path("w.qp"), &back, why, sizeof(why)), 0);
+    qp_profile_free(&back);
+    ck_assert_int_eq(qp_profile_read(tmp_path("w.qp"), &back, why, sizeof(why)), 0);
+    ck_assert_uint_eq(back.counters[5], 14);
+    ck_assert_uint_eq(back.nslots_used, 0);
+    qp_profile_free(&back);
+    free(good);
+    qp_profile_free(&p);
     remove_tmpdir();
 }
 END_TEST
@@ -1292,6 +1367,7 @@ qp_suite(void)
     tcase_add_test(tc, test_qp_profile_bad_files);
     tcase_add_test(tc, test_qp_profile_check);
     tcase_add_test(tc, test_qp_profile_merge);
+    tcase_add_test(tc, test_qp_profile_slots);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("backtrace");

@@ -102,7 +102,7 @@ for v in qp naive; do
     [ "$st" -eq 3 ] || bad "p.$v.inst: exit $st, expected 3"
     expect 0 "$QP" report --csv "$dir/p.$v.inst.qp"
     cp "$dir/out" "$dir/$v.csv"
-    [ "$(head -n 1 "$dir/$v.csv")" = "name,calls,instructions" ] || bad "$v: CSV header"
+    [ "$(head -n 1 "$dir/$v.csv")" = "name,calls,instructions,flags" ] || bad "$v: CSV header"
     for want in "mid 2" "maybe 6" "sq 5" "main 1"; do
         got=$(awk -F, -v n="${want% *}" '$1 == n { print $2 }' "$dir/$v.csv")
         [ "$got" = "${want#* }" ] || bad "$v: ${want% *}: $got calls, expected ${want#* }"

@@ -315,7 +315,17 @@ print_report(FILE *f, const qp_args_t *a, const qp_inputs_t *in)
     }
 }
 
-/* Print to -o FILE or standard output; a failed write is an error. */
+/* Is OUTPUT, if it exists, the same file as PATH? */
+static int
+same_file(const char *output, const char *path)
+{
+    struct stat o, p;
+    return stat(output, &o) == 0 && stat(path, &p) == 0 && o.st_dev == p.st_dev
+        && o.st_ino == p.st_ino;
+}
+
+/* Print to -o FILE or standard output; a failed write is an error. -o never truncates
+ * an input (a profile or the executable). */
 static int
 print_to_output(const qp_args_t *a, const qp_inputs_t *in)
 {
@@ -323,6 +333,13 @@ print_to_output(const qp_args_t *a, const qp_inputs_t *in)
     const char *name = "standard output";
     if (a->output != NULL) {
         name = a->output;
+        const char *input = same_file(a->output, in->exe) ? in->exe : NULL;
+        for (int i = 0; input == NULL && i < a->nfiles; i++)
+            if (same_file(a->output, a->files[i]))
+                input = a->files[i];
+        if (input != NULL)
+            return fail(a->output, input == in->exe ? "is the executable: not overwritten"
+                                                    : "is a profile read: not overwritten");
         f = fopen(a->output, "w");
         if (f == NULL)
             return fail(a->output, strerror(errno));

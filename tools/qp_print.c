@@ -47,7 +47,35 @@ markers(const qp_proc_result_t *r, char *buf)
         *p++ = '~';
     if (r->flags & QP_RES_UNKNOWN)
         *p++ = '?';
+    if (r->flags & QP_RES_SATURATED)
+        *p++ = '+';
     *p = '\0';
+    return buf;
+}
+
+/*
+ * Why the counts of the whole run may be too low, or NULL: plain increments raced
+ * between threads or between a parent and a child forked where no hook moved it to
+ * counters of its own, or processes ran without saving their counts.
+ */
+static const char *
+run_approx(const qp_inputs_t *in, char *buf, size_t len)
+{
+    uint32_t df = in->desc->hdr.flags;
+    const qp_profile_t *p = in->prof;
+    if (!(df & QP_DESC_ATOMIC) && (df & QP_DESC_THREADS))
+        snprintf(buf, len, "plain counters in a program that can start threads "
+                           "(--no-atomic): counts are low wherever threads raced");
+    else if (!(df & QP_DESC_ATOMIC) && (df & QP_DESC_FORK_UNSEEN))
+        snprintf(buf, len, "a child forked in code left in place counts into its parent's "
+                           "counters with plain increments: counts may be low where both ran");
+    else if (p->hdr.unsaved > 0)
+        snprintf(buf, len, "%" PRIu64 " process%s could not save %s counts (no free slot, or "
+                           "the profile could not be reopened after fork): counts are low",
+                 p->hdr.unsaved, p->hdr.unsaved == 1 ? "" : "es",
+                 p->hdr.unsaved == 1 ? "its" : "their");
+    else
+        return NULL;
     return buf;
 }
 
@@ -66,8 +94,13 @@ print_header(FILE *f, const qp_inputs_t *in)
     fprintf(f, "profile: ");
     for (int i = 0; i < in->nprofiles; i++)
         fprintf(f, "%s%s", i ? ", " : "", in->profiles[i]);
-    fprintf(f, " (%" PRIu64 " run%s); driver %s\n", p->hdr.runs, p->hdr.runs == 1 ? "" : "s",
-            driver_name(in->desc->hdr.driver));
+    fprintf(f, " (%" PRIu64 " run%s", p->hdr.runs, p->hdr.runs == 1 ? "" : "s");
+    if (p->hdr.forks)
+        fprintf(f, ", %" PRIu64 " forked process%s", p->hdr.forks, p->hdr.forks == 1 ? "" : "es");
+    fprintf(f, "); driver %s\n", driver_name(in->desc->hdr.driver));
+    char abuf[256];
+    if (run_approx(in, abuf, sizeof(abuf)) != NULL)
+        fprintf(f, "warning: %s\n", abuf);
     fprintf(f, "total: %" PRIu64 " instructions executed in %" PRIu32
                " measured procedures; %" PRIu32 " procedures not measured\n\n",
             r->total_insns, r->nprocs, r->nunmeasured);
@@ -77,7 +110,7 @@ static void
 print_flat_table(FILE *f, const qp_inputs_t *in, uint32_t *nidle)
 {
     const qp_report_t *r = in->rep;
-    char cbuf[24], mbuf[4];
+    char cbuf[24], mbuf[8];
     fprintf(f, "%8s %20s %16s  %s\n", "% insns", "instructions", "calls", "name");
     *nidle = 0;
     for (uint32_t i = 0; i < r->nprocs; i++) {
@@ -129,7 +162,7 @@ print_footnotes(FILE *f, const qp_inputs_t *in)
     const qp_report_t *r = in->rep;
     const qp_profile_t *p = in->prof;
     int any = r->nviolating || r->napprox || r->nunknown || p->ndropped || r->bt.incomplete
-        || p->saturated;
+        || p->saturated || r->nsaturated;
     if (!any)
         return;
     fprintf(f, "\n");
@@ -153,7 +186,10 @@ print_footnotes(FILE *f, const qp_inputs_t *in)
         fprintf(f, "note: %" PRIu64 " exit back-trace(s) could not be followed to the "
                    "outermost frame: counts of the procedures above may be approximate\n",
                 r->bt.incomplete);
-    if (p->saturated)
+    if (r->nsaturated)
+        fprintf(f, "+  a counter reached 2^64-1, the most it holds (or the profile is "
+                   "damaged): its counts are lower bounds\n");
+    else if (p->saturated)
         fprintf(f, "note: a count reached 2^64-1 while summing profiles and was kept there\n");
 }
 
@@ -197,7 +233,9 @@ void
 qp_print_csv(FILE *f, const qp_inputs_t *in)
 {
     const qp_report_t *r = in->rep;
-    fprintf(f, "name,calls,instructions\n");
+    char abuf[256];
+    int whole = run_approx(in, abuf, sizeof(abuf)) != NULL;
+    fprintf(f, "name,calls,instructions,flags\n");
     for (uint32_t i = 0; i < r->nprocs; i++) {
         const qp_proc_result_t *res = &r->procs[i];
         const char *name = proc_name(in, res->proc);
@@ -206,11 +244,14 @@ qp_print_csv(FILE *f, const qp_inputs_t *in)
         if (field == NULL)
             return;
         qp_csv_field(name, field, n + 1);
-        /* An undetermined call count is an empty field: never a guess. */
-        if (res->calls_known)
-            fprintf(f, "%s,%" PRIu64 ",%" PRIu64 "\n", field, res->calls, res->insns);
+        char mbuf[8];
+        markers(res, mbuf);
+        /* An undetermined or saturated call count is an empty field: never a guess. */
+        if (res->calls_known && !(res->flags & QP_RES_SATURATED))
+            fprintf(f, "%s,%" PRIu64 ",%" PRIu64 ",%s%s\n", field, res->calls, res->insns,
+                    mbuf, whole ? "*" : "");
         else
-            fprintf(f, "%s,,%" PRIu64 "\n", field, res->insns);
+            fprintf(f, "%s,,%" PRIu64 ",%s%s\n", field, res->insns, mbuf, whole ? "*" : "");
         free(field);
     }
 }

@@ -9,6 +9,8 @@
 
 #include <errno.h>
 #include <getopt.h>
+#include <limits.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -38,8 +40,10 @@ usage(FILE *f)
             "Options:\n"
             "  -o, --output=FILE      write the rewritten executable to FILE\n"
             "      --driver=NAME      measurement: qp (edge profiling, default), naive, none\n"
-            "      --atomic           counters with locked increments (exact counts in\n"
-            "                         multithreaded programs; default: plain increments)\n"
+            "      --atomic           counters with locked increments (the default when\n"
+            "                         the program can start threads)\n"
+            "      --no-atomic        plain increments even then (faster; counts may be\n"
+            "                         lost when threads race, and the report says so)\n"
             "      --weights=PROFILE  qp: place counters by the edge counts of an earlier\n"
             "                         profile of this program (default: loop depth)\n"
             "      --dump-cfg[=KIND]  print the control-flow analysis instead of rewriting:\n"
@@ -69,6 +73,50 @@ progress(const char *phase)
     fflush(stderr);
 }
 
+/*
+ * The temporary output, removed when SIGINT, SIGTERM or SIGHUP ends the rewrite (a cc1
+ * rewrite leaves 150 MB otherwise). The handler uses only unlink and raise.
+ */
+static char tmp_path[PATH_MAX];
+static volatile sig_atomic_t tmp_live;
+
+static void
+on_tmp(void *arg, const char *tmp)
+{
+    (void)arg;
+    tmp_live = 0;
+    if (tmp != NULL && strlen(tmp) < sizeof(tmp_path)) {
+        memcpy(tmp_path, tmp, strlen(tmp) + 1);
+        tmp_live = 1;
+    }
+}
+
+static void
+on_signal(int sig)
+{
+    if (tmp_live)
+        unlink(tmp_path);
+    signal(sig, SIG_DFL);
+    raise(sig);
+}
+
+static void
+remove_tmp_on_signals(void)
+{
+    static const int sigs[] = { SIGINT, SIGTERM, SIGHUP };
+    for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++) {
+        struct sigaction sa;
+        memset(&sa, 0, sizeof(sa));
+        sa.sa_handler = on_signal;
+        sigemptyset(&sa.sa_mask);
+        /* Keep an ignored signal ignored (nohup). */
+        struct sigaction old;
+        if (sigaction(sigs[i], NULL, &old) == 0 && old.sa_handler == SIG_IGN)
+            continue;
+        sigaction(sigs[i], &sa, NULL);
+    }
+}
+
 static int
 fail_input(const char *input, int rc)
 {
@@ -95,6 +143,11 @@ rewrite(const cfg_prog_t *prog, const char *input, const char *output, const cha
 {
     ed_plan_t *plan = NULL;
     ed_opts_t eo = { 0 };
+    /* Plain increments are exact in one thread: locked ones where threads may race. */
+    char tbuf[256];
+    const char *threads = drv_threads_reason(prog, tbuf, sizeof(tbuf));
+    if (atomic < 0)
+        atomic = threads != NULL;
     eo.stretch = getenv("QPT_STRETCH") != NULL; /* testing aid, see README */
     eo.atomic = atomic;
     eo.keep_tables = getenv("QPT_KEEP_TABLES") != NULL; /* testing aid, see README */
@@ -142,6 +195,7 @@ rewrite(const cfg_prog_t *prog, const char *input, const char *output, const cha
             return fail_input(input, rc);
         }
         res.atomic = atomic;
+        res.threads = threads != NULL;
         res.pie = (prog->img->flags & CFG_IMG_PIE) != 0;
         instr = (elfw_instr_t) { res.ncounters, describe, &res };
         if (verbose)
@@ -154,7 +208,9 @@ rewrite(const cfg_prog_t *prog, const char *input, const char *output, const cha
     char err[512] = "";
     elfw_rewrite_stats_t st;
     progress("relocating and writing");
-    rc = elfw_rewrite(prog, plan, drv ? &instr : NULL, input, output, &st, err, sizeof(err));
+    static const elfw_tmp_hook_t hook = { on_tmp, NULL };
+    rc = elfw_rewrite(prog, plan, drv ? &instr : NULL, input, output, &hook, &st, err,
+                      sizeof(err));
     progress(NULL);
     if (rc < 0) {
         fprintf(stderr, "%s: %s: %s\n", prog_name, input, err[0] ? err : qp_strerror(rc));
@@ -162,6 +218,11 @@ rewrite(const cfg_prog_t *prog, const char *input, const char *output, const cha
         drv_result_free(&res);
         return EXIT_INPUT;
     }
+    if (st.setid_dropped)
+        fprintf(stderr,
+                "%s: %s: written without the set-user-ID/set-group-ID bits of %s (an "
+                "instrumented program is not the audited one; chmod deliberately)\n",
+                prog_name, output, input);
     const ed_stats_t *es = ed_plan_stats(plan);
     fprintf(stderr,
             "%s: %s: %u procedures relocated, %u left in place; %llu bytes of code relocated "
@@ -187,15 +248,27 @@ rewrite(const cfg_prog_t *prog, const char *input, const char *output, const cha
                 d->nrnglists_added, d->ncu_moved, d->ncu_stale, d->naranges_moved,
                 d->nunits_skipped, d->nunits_partial, d->ncompressed);
     }
-    if (drv != NULL)
+    if (drv != NULL) {
         fprintf(stderr,
                 "%s: %s: driver %s: %u procedures measured (%u per block), %u not; %u "
                 "counters for %u edges (%.1f%% with the flags saved), %u taken-edge stubs, "
-                "%u exit hooks\n",
+                "%u exit hooks, %u fork hooks\n",
                 prog_name, output, drv->name, res.nmeasured, res.nblock_counted,
                 res.nunmeasured, res.ncounters, res.nedges_total,
                 es->nprobes ? 100.0 * es->nflag_saves / (double)es->nprobes : 0.0, es->nstubs,
-                res.nexit_hooks);
+                res.nexit_hooks, res.nfork_hooks);
+        fprintf(stderr, "%s: %s: counters: %s (%s%s)\n", prog_name, output,
+                atomic ? "locked increments" : "plain increments",
+                threads != NULL ? "the program can start threads: " : "",
+                threads != NULL ? threads
+                                : "no thread creation found: exact for one thread at a time");
+        if (res.nfork_unseen > 0)
+            fprintf(stderr, "%s: %s: %u call%s or system call%s that may fork are in code "
+                    "left in place: a child forked there counts into its parent's counters%s\n",
+                    prog_name, output, res.nfork_unseen, res.nfork_unseen == 1 ? "" : "s",
+                    res.nfork_unseen == 1 ? "" : "s",
+                    atomic ? "" : " (plain increments: counts may be lost; the report says so)");
+    }
     ed_plan_destroy(plan);
     drv_result_free(&res);
     return 0;
@@ -211,13 +284,14 @@ main(int argc, char **argv)
         { "proc", required_argument, NULL, 'p' },
         { "verbose", no_argument, NULL, 'v' },
         { "atomic", no_argument, NULL, 'a' },
+        { "no-atomic", no_argument, NULL, 'A' },
         { "weights", required_argument, NULL, 'w' },
         { "help", no_argument, NULL, 'h' },
         { "version", no_argument, NULL, 'V' },
         { NULL, 0, NULL, 0 },
     };
     const char *output = NULL, *driver = "qp", *proc = NULL, *weights = NULL;
-    int dump = DUMP_NONE, verbose = 0, atomic = 0, c;
+    int dump = DUMP_NONE, verbose = 0, atomic = -1, c; /* atomic -1: decide */
     tool_heap_setup();
     while ((c = getopt_long(argc, argv, "o:vhV", longopts, NULL)) != -1) {
         switch (c) {
@@ -226,6 +300,7 @@ main(int argc, char **argv)
         case 'p': proc = optarg; break;
         case 'v': verbose = 1; break;
         case 'a': atomic = 1; break;
+        case 'A': atomic = 0; break;
         case 'w': weights = optarg; break;
         case 'h': usage(stdout); return 0;
         case 'V': printf("qpt-rewrite (%s) %s\n", PACKAGE_NAME, PACKAGE_VERSION); return 0;
@@ -269,13 +344,16 @@ main(int argc, char **argv)
     int rc = cfg_image_open_bfd(input, &img);
     if (rc < 0)
         return fail_input(input, rc);
-    const char *unsupported = dump == DUMP_NONE ? ed_image_unsupported(img) : NULL;
+    const char *unsupported = NULL;
+    if (dump == DUMP_NONE && (unsupported = ed_image_unsupported(img)) == NULL)
+        unsupported = ed_image_rewritten(img);
     if (unsupported != NULL) {
         fprintf(stderr, "%s: %s: %s\n", prog_name, input, unsupported);
         cfg_image_destroy(img);
         return EXIT_INPUT;
     }
     cfg_prog_t *prog = NULL;
+    remove_tmp_on_signals();
     show_progress = dump == DUMP_NONE && isatty(STDERR_FILENO) && !verbose;
     progress("analysing");
     rc = cfg_prog_build(img, NULL, &prog);

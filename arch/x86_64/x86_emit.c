@@ -531,3 +531,16 @@ arch_emit_timer_stop(uint64_t addr, uint64_t depth, uint64_t start, uint64_t tot
         return rc;
     return (int)sizeof(seq);
 }
+
+int
+arch_emit_syscall_nr(long nr, uint8_t *out /*OUT*/, size_t cap)
+{
+    if (out == NULL || cap < 7 || nr < 0 || nr > 0x7fffffffL)
+        return QP_EINVAL;
+    uint32_t imm = (uint32_t)nr;
+    out[0] = 0xb8; /* mov $imm32,%eax */
+    memcpy(out + 1, &imm, 4);
+    out[5] = 0x0f; /* syscall */
+    out[6] = 0x05;
+    return 7;
+}

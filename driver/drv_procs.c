@@ -1,0 +1,215 @@
+/* Copyright 2026 the qpt authors
+ * SPDX-License-Identifier: MIT */
+
+/*
+ * Processes and threads: where the program may fork (a forked child must move to
+ * counters of its own before it counts, so the runtime's fork hook goes right after
+ * every call or system call that may have forked), and whether it may run its code in
+ * several threads at once (plain increments of shared counters then lose counts, so
+ * counters are locked by default there).
+ */
+#include "config.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "driver/driver.h"
+
+enum {
+    NR_CLONE = 56,      /* x86-64 system call numbers */
+    NR_FORK = 57,
+    NR_CLONE3 = 435,
+    FLAG_CLONE_VM = 0x100,
+};
+
+/* NAME up to an "@" (fork@plt, pthread_create@GLIBC_2.34): its length. */
+static size_t
+base_len(const char *name)
+{
+    const char *at = strchr(name, '@');
+    return at != NULL ? (size_t)(at - name) : strlen(name);
+}
+
+/* NAME (without a version or @plt) equals one of NAMES, or starts with one of PREFIXES. */
+static int
+name_matches(const char *name, const char *const *names, const char *const *prefixes)
+{
+    if (name == NULL)
+        return 0;
+    size_t n = base_len(name);
+    for (; names && *names; names++)
+        if (strlen(*names) == n && strncmp(name, *names, n) == 0)
+            return 1;
+    for (; prefixes && *prefixes; prefixes++)
+        if (strlen(*prefixes) <= n && strncmp(name, *prefixes, strlen(*prefixes)) == 0)
+            return 1;
+    return 0;
+}
+
+/*
+ * Functions after whose return the caller may be a new process: fork itself, the
+ * wrappers of daemon() and forkpty(), and syscall() (SYS_fork). vfork, posix_spawn,
+ * system and popen are not here: their children share the parent's memory until they
+ * exec, or run no code of the program.
+ */
+static const char *const fork_names[] = { "fork", "_Fork", "__fork", "__libc_fork", "daemon",
+                                          "forkpty", "syscall", NULL };
+
+/* Functions that start threads, which may run the program's code. */
+static const char *const thread_names[] = { "pthread_create", "__pthread_create_2_1", "thrd_create",
+                                            "uv_thread_create", "clone", "__clone",
+                                            "__clone2", "__clone3", NULL };
+static const char *const thread_prefixes[] = {
+    "GOMP_parallel", "GOMP_teams", "__kmpc_fork", "g_thread_new", "g_thread_try_new",
+    "g_thread_pool_new",
+    "_ZNSt6thread", /* std::thread */
+    NULL,
+};
+
+int
+drv_is_fork_name(const char *name)
+{
+    return name_matches(name, fork_names, NULL);
+}
+
+int
+drv_syscall_may_fork(long nr)
+{
+    /* An unknown number may be any of them. */
+    return nr < 0 || nr == NR_CLONE || nr == NR_FORK || nr == NR_CLONE3;
+}
+
+int
+drv_forkers(const cfg_prog_t *prog, uint64_t **out, size_t *n)
+{
+    *out = NULL;
+    *n = 0;
+    uint8_t *is = calloc(prog->nprocs + 1, 1);
+    uint64_t *v = malloc((prog->nprocs + 1) * sizeof(uint64_t));
+    if (is == NULL || v == NULL) {
+        free(is);
+        free(v);
+        return QP_ENOMEM;
+    }
+    for (uint32_t i = 0; i < prog->nprocs; i++)
+        is[i] = (uint8_t)drv_is_fork_name(prog->procs[i].name);
+    /* A procedure that ends in a tail call of a forker returns twice as well. */
+    for (int changed = 1; changed;) {
+        changed = 0;
+        for (uint32_t i = 0; i < prog->nprocs; i++) {
+            const cfg_proc_t *p = &prog->procs[i];
+            if (is[i] || (p->flags & CFG_PROC_FRAGMENT))
+                continue;
+            for (uint32_t k = 0; k < p->nblocks && !is[i]; k++) {
+                const cfg_block_t *b = &prog->blocks[p->block + k];
+                for (uint32_t e = 0; e < b->nsucc; e++) {
+                    const cfg_edge_t *ed = cfg_block_succ(prog, b, e);
+                    if (ed->kind != CFG_EDGE_TAILCALL || ed->target == 0)
+                        continue;
+                    const cfg_proc_t *t = cfg_proc_at(prog, ed->target);
+                    if (t != NULL && t->entry == ed->target && is[t - prog->procs]) {
+                        is[i] = changed = 1;
+                        break;
+                    }
+                }
+            }
+        }
+    }
+    for (uint32_t i = 0; i < prog->nprocs; i++)
+        if (is[i])
+            v[(*n)++] = prog->procs[i].entry; /* procs are sorted by entry */
+    free(is);
+    *out = v;
+    return 0;
+}
+
+/*
+ * Does the clone system call at instruction K of V (a block's instructions V[0..K]) make
+ * a thread? Yes unless the last write to its flags register is a constant without
+ * CLONE_VM (glibc's fork: CLONE_CHILD_SETTID | CLONE_CHILD_CLEARTID | SIGCHLD).
+ */
+static int
+clone_makes_thread(const cfg_image_t *img, const arch_insn_t *v, size_t k)
+{
+    while (k-- > 0) {
+        size_t avail;
+        const uint8_t *p = cfg_image_ptr(img, v[k].addr, &avail);
+        arch_ops_t ops;
+        if (p == NULL || arch_decode_ops(p, avail < v[k].len ? avail : v[k].len, v[k].addr,
+                                         &ops) < 0)
+            return 1;
+        if (!(ops.regs_written & (1u << ARCH_REG_SYSARG0)))
+            continue;
+        return !(ops.op == ARCH_OP_MOV && ops.dst.kind == ARCH_OPND_REG
+                 && ops.dst.reg == ARCH_REG_SYSARG0 && ops.src.kind == ARCH_OPND_IMM
+                 && !(ops.src.imm & FLAG_CLONE_VM));
+    }
+    return 1;
+}
+
+/* A system call in block B that starts a thread: clone3, or clone that may share memory. */
+static int
+block_starts_thread(const cfg_prog_t *prog, const cfg_block_t *b)
+{
+    arch_insn_t v[64];
+    size_t n = 0;
+    for (uint64_t a = b->start; a < b->end;) {
+        arch_insn_t in;
+        if (cfg_image_decode(prog->img, a, 0, &in) < 0)
+            return 0;
+        if (in.kind == ARCH_KIND_SYSCALL) {
+            long nr = cfg_syscall_nr(prog->img, n ? &v[n - 1] : NULL, &in);
+            if (nr == NR_CLONE3 || (nr == NR_CLONE && clone_makes_thread(prog->img, v, n)))
+                return 1;
+        }
+        if (n == sizeof(v) / sizeof(v[0])) {
+            memmove(v, v + 1, (n - 1) * sizeof(v[0]));
+            n--;
+        }
+        v[n++] = in;
+        a += in.len;
+    }
+    return 0;
+}
+
+const char *
+drv_threads_reason(const cfg_prog_t *prog, char *buf, size_t len)
+{
+    if (prog == NULL || buf == NULL || len == 0)
+        return NULL;
+    for (uint32_t i = 0; i < prog->nprocs; i++)
+        if (name_matches(prog->procs[i].name, thread_names, thread_prefixes)) {
+            snprintf(buf, len, "it calls %s", prog->procs[i].name);
+            return buf;
+        }
+    const cfg_image_t *img = prog->img;
+    for (size_t i = 0; i < img->nrelocs; i++)
+        if (name_matches(img->relocs[i].sym, thread_names, thread_prefixes)) {
+            snprintf(buf, len, "it calls %s", img->relocs[i].sym);
+            return buf;
+        }
+    /* A static program has its own clone: look at the system calls (a dynamic one
+     * starts threads through its libraries' functions, named above). */
+    if (img->flags & CFG_IMG_DYNAMIC)
+        return NULL;
+    /* glibc's clone3 wrapper (pthread_create, also posix_spawn) lies outside the CFG of
+     * its FDE, after its end: look for the bytes. */
+    uint8_t pat[16];
+    int np = arch_emit_syscall_nr(NR_CLONE3, pat, sizeof(pat));
+    for (size_t i = 0; np > 0 && i < img->nsections; i++) {
+        const cfg_section_t *sec = &img->sections[i];
+        if ((sec->flags & CFG_SEC_CODE) && sec->bytes != NULL
+            && memmem(sec->bytes, sec->size, pat, (size_t)np) != NULL) {
+            snprintf(buf, len, "it makes clone3 system calls (pthread_create)");
+            return buf;
+        }
+    }
+    for (uint32_t i = 0; i < prog->nblocks; i++)
+        if (block_starts_thread(prog, &prog->blocks[i])) {
+            snprintf(buf, len, "it makes a clone system call that shares memory (at 0x%llx)",
+                     (unsigned long long)prog->blocks[i].start);
+            return buf;
+        }
+    return NULL;
+}
