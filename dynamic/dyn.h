@@ -94,8 +94,12 @@ dyn_proc_write(dyn_proc_t *p, uint64_t addr, const void *buf, size_t len);
  * Run system call NR with arguments ARGS[0..5] in the stopped process, on one of its
  * threads, whose registers are restored afterwards (an interrupted system call of that
  * thread is still restarted). *RET gets the raw return value (-errno on failure).
- * Uses a `syscall` instruction at or just before that thread's pc (two bytes written
- * and restored when there is none). QP_EIO, QP_EINVAL when not stopped.
+ * The thread runs a small stub written in the slack after the end of the program's (or
+ * else the vDSO's) executable segment, where no code of the process runs: `syscall`,
+ * then code that puts the thread's registers back and jumps to where it was. dyn stops
+ * it right after the `syscall` (PTRACE_SYSCALL) and restores the registers itself, so
+ * the rest of the stub only runs if dyn dies in between. QP_EIO (ENOSPC: no slack
+ * anywhere), QP_EINVAL when not stopped.
  */
 int
 dyn_proc_syscall(dyn_proc_t *p, long nr, const uint64_t args[6], int64_t *ret /*OUT*/);
@@ -116,11 +120,13 @@ dyn_proc_threads(
     dyn_proc_t *p, dyn_thread_info_t *out /*OUT*/, size_t cap, size_t *n /*OUT*/);
 
 /*
- * Single-step thread TID until its pc leaves [LO, HI), at most MAX_STEPS instructions.
- * 0 when it left, QP_ERANGE when it is still inside, QP_EIO.
+ * Let thread TID run alone (the others stay stopped) until its pc is outside [LO, HI):
+ * it is let go and parked again (PTRACE_CONT, PTRACE_INTERRUPT) at most MAX_TRIES times.
+ * No single step: a dyn killed meanwhile leaves no trap behind. 0 when it is out,
+ * QP_ERANGE when it is still inside, QP_EIO (ESRCH: it exited).
  */
 int
-dyn_proc_step_out(dyn_proc_t *p, int tid, uint64_t lo, uint64_t hi, unsigned max_steps);
+dyn_proc_leave(dyn_proc_t *p, int tid, uint64_t lo, uint64_t hi, unsigned max_tries);
 
 /*
  * The load bias of the main executable: AT_ENTRY of /proc/PID/auxv minus LINK_ENTRY (the
@@ -287,24 +293,28 @@ dyn_session_destroy(dyn_session_t *s);
  */
 
 typedef struct dyn_hist {
-    size_t nseries;     /* one series per instrumented point */
-    size_t nbuckets;    /* fixed, even */
-    double width;       /* seconds per bucket: doubles whenever time runs past the end */
-    size_t used;        /* buckets up to the last sample */
-    double t0;          /* time of bucket 0's start */
-    uint64_t *v;        /* nseries x nbuckets: calls counted in each bucket */
-    uint64_t *last;     /* per series: the total at the previous sample */
+    size_t nseries;  /* one series per instrumented point */
+    size_t nbuckets; /* fixed, even */
+    double width;    /* seconds per bucket: doubles whenever time runs past the end */
+    size_t used;     /* buckets up to the last sample */
+    double t0;       /* time of bucket 0's start */
+    uint64_t *v;     /* nseries x nbuckets: calls counted in each bucket */
+    uint64_t *last;  /* per series: the total at the previous sample */
 } dyn_hist_t;
 
 /* NBUCKETS (even, >= 2) buckets of WIDTH seconds from T0. 0, QP_EINVAL or QP_ENOMEM. */
-int dyn_hist_init(dyn_hist_t *h, size_t nseries, size_t nbuckets, double width, double t0);
+int
+dyn_hist_init(dyn_hist_t *h, size_t nseries, size_t nbuckets, double width, double t0);
 
 /* Add a sample at time T: TOTALS[s] is series s's running total. */
-void dyn_hist_add(dyn_hist_t *h, double t, const uint64_t *totals);
+void
+dyn_hist_add(dyn_hist_t *h, double t, const uint64_t *totals);
 
 /* Calls of SERIES in BUCKET. */
-uint64_t dyn_hist_get(const dyn_hist_t *h, size_t series, size_t bucket);
+uint64_t
+dyn_hist_get(const dyn_hist_t *h, size_t series, size_t bucket);
 
-void dyn_hist_free(dyn_hist_t *h);
+void
+dyn_hist_free(dyn_hist_t *h);
 
 #endif

@@ -984,7 +984,7 @@ step_threads_out(dyn_session_t *s)
         const point_t *pt;
         for (int k = 0; k < 4 && (pt = cand_inside(s, ti[i].pc)) != NULL; k++) {
             size_t n1 = 0;
-            if (dyn_proc_step_out(s->p, ti[i].tid, pt->entry + 1, pt->entry + pt->len, 8)
+            if (dyn_proc_leave(s->p, ti[i].tid, pt->entry + 1, pt->entry + pt->len, 100)
                 < 0)
                 break;
             /* Where every thread is now (same order): it may be in another's bytes. */
@@ -1290,7 +1290,7 @@ dyn_session_remove(dyn_session_t *s, int *leaked /*OUT*/)
         && dyn_proc_threads(s->p, ti, nt, &nt) == 0) {
         for (size_t i = 0; i < nt; i++)
             if (ti[i].pc >= s->code && ti[i].pc < s->code + s->code_size
-                && dyn_proc_step_out(
+                && dyn_proc_leave(
                        s->p, ti[i].tid, s->code, s->code + s->code_size, STEP_MAX)
                     < 0)
                 keep = 1;
