@@ -120,6 +120,14 @@ dyn_proc_threads(
     dyn_proc_t *p, dyn_thread_info_t *out /*OUT*/, size_t cap, size_t *n /*OUT*/);
 
 /*
+ * The pc of every stopped thread and every 8-byte word in the SCAN bytes above its stack
+ * pointer (return addresses, and the saved pcs of signal frames), sorted, into *OUT
+ * (free() it) and their number *N.
+ */
+int
+dyn_proc_words(dyn_proc_t *p, size_t scan, uint64_t **out /*OUT*/, size_t *n /*OUT*/);
+
+/*
  * Let thread TID run alone (the others stay stopped) until its pc is outside [LO, HI):
  * it is let go and parked again (PTRACE_CONT, PTRACE_INTERRUPT) at most MAX_TRIES times.
  * No single step: a dyn killed meanwhile leaves no trap behind. 0 when it is out,
@@ -287,6 +295,59 @@ dyn_session_refusal(const dyn_session_t *s, size_t i, const char **why /*OUT*/);
 /* Free S (does not touch the process). NULL is fine. */
 void
 dyn_session_destroy(dyn_session_t *s);
+
+/*****************************************************************************
+ * Leftovers of a dyn that was killed (dyn_clean.c)
+ */
+
+/*
+ * The first bytes of every trampoline memory a session maps (anonymous, r-x): how a
+ * later dyn recognises what a killed one left. Written before any jump points there.
+ */
+typedef struct dyn_tramp_hdr {
+    char magic[8];     /* DYN_TRAMP_MAGIC */
+    uint64_t size;     /* bytes of the mapping */
+    uint64_t ctr;      /* the counter mapping, 0 while there is none */
+    uint64_t ctr_size; /* its size */
+    uint32_t flags;    /* DYN_HDR_* */
+    uint32_t dyn_pid;  /* the dyn that made it */
+    uint64_t spare[3]; /* 0 */
+} dyn_tramp_hdr_t;
+
+#define DYN_TRAMP_MAGIC "qpt-dyn\1"
+enum {
+    DYN_HDR_CALLS = 1u << 0, /* call-site trampolines: the code must stay mapped */
+};
+
+/*
+ * In the header of the trampoline memory at CODE (in the stopped process P), forget the
+ * counters once they are unmapped while the code stays.
+ */
+int
+dyn_tramp_forget_counters(dyn_proc_t *p, uint64_t code);
+
+/* What dyn_clean found and did. */
+typedef struct dyn_clean_report {
+    unsigned regions;  /* trampoline memories found */
+    unsigned jumps;    /* jumps into them put back to the file's bytes */
+    unsigned moved;    /* threads moved out of trampolines */
+    unsigned unmapped; /* mappings unmapped (trampolines and counters) */
+    unsigned kept;     /* trampoline memories left mapped (see dyn_clean) */
+} dyn_clean_report_t;
+
+/*
+ * Take out what a killed dyn left in the stopped process P whose main executable is IMG
+ * loaded at BIAS: every trampoline memory (found by its header in /proc/PID/maps), every
+ * 5-byte jump of the program's code into one (found by comparing the code in memory with
+ * the file; the file's bytes are written back), then threads inside a trampoline are let
+ * run out of it, and the memory is unmapped by the rule dyn_session_remove follows: not
+ * when a thread's pc or a word near the top of its stack points into it, and never the
+ * code of call-site trampolines (a callee may still return there); the counters go with
+ * the code unless such a word was found. *OUT says what was done.
+ */
+int
+dyn_clean(dyn_proc_t *p, const cfg_image_t *img, uint64_t bias,
+    dyn_clean_report_t *out /*OUT*/);
 
 /*****************************************************************************
  * The live series as a time histogram (dyn_hist.c; seed 001, section 2.2)

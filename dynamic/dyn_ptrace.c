@@ -912,6 +912,57 @@ dyn_proc_threads(
     return 0;
 }
 
+static int
+u64_cmp(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+int
+dyn_proc_words(dyn_proc_t *p, size_t scan, uint64_t **out /*OUT*/, size_t *n /*OUT*/)
+{
+    dyn_thread_info_t *ti;
+    size_t nt = 0, k = 0;
+    uint64_t *w;
+
+    if (p == NULL || out == NULL || n == NULL)
+        return QP_EINVAL;
+    scan &= ~(size_t)7;
+    QP_CHECK(dyn_proc_threads(p, NULL, 0, &nt));
+    ti = calloc(nt ? nt : 1, sizeof(*ti));
+    w = malloc((nt ? nt : 1) * (scan / 8 + 1) * sizeof(*w));
+    if (ti == NULL || w == NULL) {
+        free(ti);
+        free(w);
+        return QP_ENOMEM;
+    }
+    if (dyn_proc_threads(p, ti, nt, &nt) < 0) {
+        free(ti);
+        free(w);
+        return QP_EIO;
+    }
+    for (size_t i = 0; i < nt; i++) {
+        uint64_t sp = ti[i].sp & ~7ull;
+        w[k++] = ti[i].pc;
+        /* Page by page: the stack may end before SCAN bytes. */
+        for (uint64_t off = 0; off < scan;) {
+            uint64_t chunk = 4096 - ((sp + off) & 4095);
+            if (chunk > scan - off)
+                chunk = scan - off;
+            if (dyn_proc_read(p, sp + off, &w[k], chunk) < 0)
+                break;
+            k += chunk / 8;
+            off += chunk;
+        }
+    }
+    free(ti);
+    qsort(w, k, sizeof(*w), u64_cmp);
+    *out = w;
+    *n = k;
+    return 0;
+}
+
 int
 dyn_proc_leave(dyn_proc_t *p, int tid, uint64_t lo, uint64_t hi, unsigned max_tries)
 {
