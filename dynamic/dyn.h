@@ -333,6 +333,7 @@ typedef struct dyn_clean_report {
     unsigned moved;    /* threads moved out of trampolines */
     unsigned unmapped; /* mappings unmapped (trampolines and counters) */
     unsigned kept;     /* trampoline memories left mapped (see dyn_clean) */
+    unsigned busy;     /* trampoline memories of a dyn still running: left alone */
 } dyn_clean_report_t;
 
 /*
@@ -343,7 +344,8 @@ typedef struct dyn_clean_report {
  * run out of it, and the memory is unmapped by the rule dyn_session_remove follows: not
  * when a thread's pc or a word near the top of its stack points into it, and never the
  * code of call-site trampolines (a callee may still return there); the counters go with
- * the code unless such a word was found. *OUT says what was done.
+ * the code unless such a word was found. Memory of a dyn that still runs (its session
+ * is live; the header names it) is left alone. *OUT says what was done.
  */
 int
 dyn_clean(dyn_proc_t *p, const cfg_image_t *img, uint64_t bias,

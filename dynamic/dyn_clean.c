@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "dynamic/dyn.h"
 
@@ -81,9 +82,28 @@ is_counters(dyn_proc_t *p, uint64_t addr, uint64_t size)
     return yes;
 }
 
+/* Is the dyn that made a region still running (its session is live: not ours)? */
+static int
+dyn_alive(uint32_t pid)
+{
+    char path[64], comm[32] = "";
+    FILE *f;
+
+    if (pid == 0 || (int)pid == getpid())
+        return 0;
+    snprintf(path, sizeof(path), "/proc/%u/comm", pid);
+    if ((f = fopen(path, "r")) == NULL)
+        return 0;
+    if (fgets(comm, sizeof(comm), f) == NULL)
+        comm[0] = '\0';
+    fclose(f);
+    comm[strcspn(comm, "\n")] = '\0';
+    return strcmp(comm, "dyn") == 0 || strcmp(comm, "lt-dyn") == 0;
+}
+
 /* Anonymous executable mappings whose first bytes are a trampoline header. */
 static int
-find_regions(dyn_proc_t *p, regions_t *r)
+find_regions(dyn_proc_t *p, regions_t *r, unsigned *busy)
 {
     char path[64], line[512];
     FILE *f;
@@ -106,7 +126,10 @@ find_regions(dyn_proc_t *p, regions_t *r)
         if (dyn_proc_read(p, lo, &h, sizeof(h)) < 0
             || memcmp(h.magic, DYN_TRAMP_MAGIC, sizeof(h.magic)) != 0)
             continue;
-        rc = add_region(r, lo, hi, &h);
+        if (dyn_alive(h.dyn_pid))
+            (*busy)++;
+        else
+            rc = add_region(r, lo, hi, &h);
     }
     fclose(f);
     return rc;
@@ -233,7 +256,7 @@ dyn_clean(
     if (p == NULL || img == NULL || out == NULL || !dyn_proc_is_stopped(p))
         return QP_EINVAL;
     memset(out, 0, sizeof(*out));
-    if ((rc = find_regions(p, &r)) < 0 || r.n == 0)
+    if ((rc = find_regions(p, &r, &out->busy)) < 0 || r.n == 0)
         goto out;
     out->regions = (unsigned)r.n;
     /* The order of dyn_session_remove: jumps, threads, then memory. */

@@ -725,6 +725,10 @@ parse_pid(const char *cmd, const char *arg, int *pid)
 static void
 print_clean(int pid, const dyn_clean_report_t *r)
 {
+    if (r->busy > 0)
+        fprintf(stderr,
+            "%s: %d: %u trampoline memor%s of a dyn still running left alone\n",
+            prog_name, pid, r->busy, r->busy == 1 ? "y" : "ies");
     if (r->regions == 0) {
         printf("%s: %d: nothing of dyn's found\n", prog_name, pid);
         return;
