@@ -94,8 +94,12 @@ dyn_proc_write(dyn_proc_t *p, uint64_t addr, const void *buf, size_t len);
  * Run system call NR with arguments ARGS[0..5] in the stopped process, on one of its
  * threads, whose registers are restored afterwards (an interrupted system call of that
  * thread is still restarted). *RET gets the raw return value (-errno on failure).
- * Uses a `syscall` instruction at or just before that thread's pc (two bytes written
- * and restored when there is none). QP_EIO, QP_EINVAL when not stopped.
+ * The thread runs a small stub written in the slack after the end of the program's (or
+ * else the vDSO's) executable segment, where no code of the process runs: `syscall`,
+ * then code that puts the thread's registers back and jumps to where it was. dyn stops
+ * it right after the `syscall` (PTRACE_SYSCALL) and restores the registers itself, so
+ * the rest of the stub only runs if dyn dies in between. QP_EIO (ENOSPC: no slack
+ * anywhere), QP_EINVAL when not stopped.
  */
 int
 dyn_proc_syscall(dyn_proc_t *p, long nr, const uint64_t args[6], int64_t *ret /*OUT*/);
@@ -116,11 +120,21 @@ dyn_proc_threads(
     dyn_proc_t *p, dyn_thread_info_t *out /*OUT*/, size_t cap, size_t *n /*OUT*/);
 
 /*
- * Single-step thread TID until its pc leaves [LO, HI), at most MAX_STEPS instructions.
- * 0 when it left, QP_ERANGE when it is still inside, QP_EIO.
+ * The pc of every stopped thread and every 8-byte word in the SCAN bytes above its stack
+ * pointer (return addresses, and the saved pcs of signal frames), sorted, into *OUT
+ * (free() it) and their number *N.
  */
 int
-dyn_proc_step_out(dyn_proc_t *p, int tid, uint64_t lo, uint64_t hi, unsigned max_steps);
+dyn_proc_words(dyn_proc_t *p, size_t scan, uint64_t **out /*OUT*/, size_t *n /*OUT*/);
+
+/*
+ * Let thread TID run alone (the others stay stopped) until its pc is outside [LO, HI):
+ * it is let go and parked again (PTRACE_CONT, PTRACE_INTERRUPT) at most MAX_TRIES times.
+ * No single step: a dyn killed meanwhile leaves no trap behind. 0 when it is out,
+ * QP_ERANGE when it is still inside, QP_EIO (ESRCH: it exited).
+ */
+int
+dyn_proc_leave(dyn_proc_t *p, int tid, uint64_t lo, uint64_t hi, unsigned max_tries);
 
 /*
  * The load bias of the main executable: AT_ENTRY of /proc/PID/auxv minus LINK_ENTRY (the
@@ -283,28 +297,87 @@ void
 dyn_session_destroy(dyn_session_t *s);
 
 /*****************************************************************************
+ * Leftovers of a dyn that was killed (dyn_clean.c)
+ */
+
+/*
+ * The first bytes of every trampoline memory a session maps (anonymous, r-x): how a
+ * later dyn recognises what a killed one left. Written before any jump points there.
+ */
+typedef struct dyn_tramp_hdr {
+    char magic[8];     /* DYN_TRAMP_MAGIC */
+    uint64_t size;     /* bytes of the mapping */
+    uint64_t ctr;      /* the counter mapping, 0 while there is none */
+    uint64_t ctr_size; /* its size */
+    uint32_t flags;    /* DYN_HDR_* */
+    uint32_t dyn_pid;  /* the dyn that made it */
+    uint64_t spare[3]; /* 0 */
+} dyn_tramp_hdr_t;
+
+#define DYN_TRAMP_MAGIC "qpt-dyn\1"
+enum {
+    DYN_HDR_CALLS = 1u << 0, /* call-site trampolines: the code must stay mapped */
+};
+
+/*
+ * In the header of the trampoline memory at CODE (in the stopped process P), forget the
+ * counters once they are unmapped while the code stays.
+ */
+int
+dyn_tramp_forget_counters(dyn_proc_t *p, uint64_t code);
+
+/* What dyn_clean found and did. */
+typedef struct dyn_clean_report {
+    unsigned regions;  /* trampoline memories found */
+    unsigned jumps;    /* jumps into them put back to the file's bytes */
+    unsigned moved;    /* threads moved out of trampolines */
+    unsigned unmapped; /* mappings unmapped (trampolines and counters) */
+    unsigned kept;     /* trampoline memories left mapped (see dyn_clean) */
+    unsigned busy;     /* trampoline memories of a dyn still running: left alone */
+} dyn_clean_report_t;
+
+/*
+ * Take out what a killed dyn left in the stopped process P whose main executable is IMG
+ * loaded at BIAS: every trampoline memory (found by its header in /proc/PID/maps), every
+ * 5-byte jump of the program's code into one (found by comparing the code in memory with
+ * the file; the file's bytes are written back), then threads inside a trampoline are let
+ * run out of it, and the memory is unmapped by the rule dyn_session_remove follows: not
+ * when a thread's pc or a word near the top of its stack points into it, and never the
+ * code of call-site trampolines (a callee may still return there); the counters go with
+ * the code unless such a word was found. Memory of a dyn that still runs (its session
+ * is live; the header names it) is left alone. *OUT says what was done.
+ */
+int
+dyn_clean(dyn_proc_t *p, const cfg_image_t *img, uint64_t bias,
+    dyn_clean_report_t *out /*OUT*/);
+
+/*****************************************************************************
  * The live series as a time histogram (dyn_hist.c; seed 001, section 2.2)
  */
 
 typedef struct dyn_hist {
-    size_t nseries;     /* one series per instrumented point */
-    size_t nbuckets;    /* fixed, even */
-    double width;       /* seconds per bucket: doubles whenever time runs past the end */
-    size_t used;        /* buckets up to the last sample */
-    double t0;          /* time of bucket 0's start */
-    uint64_t *v;        /* nseries x nbuckets: calls counted in each bucket */
-    uint64_t *last;     /* per series: the total at the previous sample */
+    size_t nseries;  /* one series per instrumented point */
+    size_t nbuckets; /* fixed, even */
+    double width;    /* seconds per bucket: doubles whenever time runs past the end */
+    size_t used;     /* buckets up to the last sample */
+    double t0;       /* time of bucket 0's start */
+    uint64_t *v;     /* nseries x nbuckets: calls counted in each bucket */
+    uint64_t *last;  /* per series: the total at the previous sample */
 } dyn_hist_t;
 
 /* NBUCKETS (even, >= 2) buckets of WIDTH seconds from T0. 0, QP_EINVAL or QP_ENOMEM. */
-int dyn_hist_init(dyn_hist_t *h, size_t nseries, size_t nbuckets, double width, double t0);
+int
+dyn_hist_init(dyn_hist_t *h, size_t nseries, size_t nbuckets, double width, double t0);
 
 /* Add a sample at time T: TOTALS[s] is series s's running total. */
-void dyn_hist_add(dyn_hist_t *h, double t, const uint64_t *totals);
+void
+dyn_hist_add(dyn_hist_t *h, double t, const uint64_t *totals);
 
 /* Calls of SERIES in BUCKET. */
-uint64_t dyn_hist_get(const dyn_hist_t *h, size_t series, size_t bucket);
+uint64_t
+dyn_hist_get(const dyn_hist_t *h, size_t series, size_t bucket);
 
-void dyn_hist_free(dyn_hist_t *h);
+void
+dyn_hist_free(dyn_hist_t *h);
 
 #endif

@@ -18,6 +18,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <fcntl.h>
 #include <fnmatch.h>
 #include <stdio.h>
@@ -39,9 +40,11 @@
 #define ROW_WORDS 4
 /* Bytes of stack scanned above each thread's stack pointer for return addresses. */
 #define STACK_SCAN (32u << 10)
-/* Instructions a thread is single-stepped at most to leave a trampoline. */
-#define STEP_MAX 64
+/* Times a thread is let run alone at most to leave a trampoline (dyn_proc_leave). */
+#define LEAVE_TRIES 100
 #define JMP_LEN 5
+/* The header at the start of the trampoline memory (dyn_tramp_hdr_t). */
+#define HDR_LEN sizeof(dyn_tramp_hdr_t)
 
 /* What a point patches. */
 enum {
@@ -667,8 +670,10 @@ select_calls_of(dyn_session_t *s, uint32_t i, const char *name)
         if (site == NULL)
             return QP_ENOMEM;
         if (has_except_table(prog->img))
-            why = "the program has exception tables: an exception thrown through the call "
-                  "would find no unwind information for its return address in the trampoline";
+            why = "the program has exception tables: an exception thrown through the "
+                  "call "
+                  "would find no unwind information for its return address in the "
+                  "trampoline";
         else if (in.len < JMP_LEN)
             why = "the call is shorter than the 5-byte jump";
         else if (in.kind == ARCH_KIND_CALL && in.target == a + in.len)
@@ -725,58 +730,6 @@ dyn_session_select_calls(dyn_session_t *s, const char *pattern, unsigned *nmatch
  * What the process proves: nobody is inside the bytes, and they are the file's
  */
 
-static int
-u64_cmp(const void *a, const void *b)
-{
-    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-    return x < y ? -1 : x > y;
-}
-
-/*
- * The pcs of every thread and every 8-byte word in the top STACK_SCAN bytes of each stack
- * (saved pcs of signal frames, return addresses), sorted, into *OUT.
- */
-static int
-thread_words(dyn_session_t *s, uint64_t **out /*OUT*/, size_t *n /*OUT*/)
-{
-    dyn_thread_info_t *ti;
-    size_t nt = 0, k = 0;
-    uint64_t *w;
-
-    QP_CHECK(dyn_proc_threads(s->p, NULL, 0, &nt));
-    ti = calloc(nt ? nt : 1, sizeof(*ti));
-    w = malloc((nt ? nt : 1) * (STACK_SCAN / 8 + 1) * sizeof(*w));
-    if (ti == NULL || w == NULL) {
-        free(ti);
-        free(w);
-        return QP_ENOMEM;
-    }
-    if (dyn_proc_threads(s->p, ti, nt, &nt) < 0) {
-        free(ti);
-        free(w);
-        return QP_EIO;
-    }
-    for (size_t i = 0; i < nt; i++) {
-        uint64_t sp = ti[i].sp & ~7ull;
-        w[k++] = ti[i].pc;
-        /* Page by page: the stack may end before STACK_SCAN bytes. */
-        for (uint64_t off = 0; off < STACK_SCAN;) {
-            uint64_t chunk = 4096 - ((sp + off) & 4095);
-            if (chunk > STACK_SCAN - off)
-                chunk = STACK_SCAN - off;
-            if (dyn_proc_read(s->p, sp + off, &w[k], chunk) < 0)
-                break;
-            k += chunk / 8;
-            off += chunk;
-        }
-    }
-    free(ti);
-    qsort(w, k, sizeof(*w), u64_cmp);
-    *out = w;
-    *n = k;
-    return 0;
-}
-
 /* True when a word of the sorted W lies in [LO, HI). */
 static int
 any_in(const uint64_t *w, size_t n, uint64_t lo, uint64_t hi)
@@ -808,11 +761,12 @@ counters_shared(dyn_session_t *s, size_t size)
     if (m == MAP_FAILED)
         return QP_EIO;
     s->local = m;
-    /* The path goes into the (not yet used) trampoline memory for the remote open. */
+    /* The path goes into the (not yet used) trampoline memory for the remote open (if
+       dyn dies before the close, the process keeps an open descriptor: harmless). */
     snprintf(path, sizeof(path), "/proc/%d/fd/%d", (int)getpid(), s->memfd);
-    QP_CHECK(dyn_proc_write(s->p, s->code, path, strlen(path) + 1));
+    QP_CHECK(dyn_proc_write(s->p, s->code + HDR_LEN, path, strlen(path) + 1));
     a[0] = (uint64_t)(int64_t)AT_FDCWD;
-    a[1] = s->code;
+    a[1] = s->code + HDR_LEN;
     a[2] = O_RDWR | O_CLOEXEC;
     QP_CHECK(dyn_proc_syscall(s->p, SYS_openat, a, &rfd));
     if (rfd < 0) {
@@ -984,7 +938,8 @@ step_threads_out(dyn_session_t *s)
         const point_t *pt;
         for (int k = 0; k < 4 && (pt = cand_inside(s, ti[i].pc)) != NULL; k++) {
             size_t n1 = 0;
-            if (dyn_proc_step_out(s->p, ti[i].tid, pt->entry + 1, pt->entry + pt->len, 8)
+            if (dyn_proc_leave(
+                    s->p, ti[i].tid, pt->entry + 1, pt->entry + pt->len, LEAVE_TRIES)
                 < 0)
                 break;
             /* Where every thread is now (same order): it may be in another's bytes. */
@@ -1017,13 +972,44 @@ mono_ns(void)
 }
 
 /*
+ * The header of the trampoline memory (what dyn clean needs to take it out): into CODE
+ * (the image of the whole memory, written later), or straight into the process.
+ */
+static int
+write_header(const dyn_session_t *s, uint8_t *code)
+{
+    dyn_tramp_hdr_t h;
+
+    memset(&h, 0, sizeof(h));
+    memcpy(h.magic, DYN_TRAMP_MAGIC, sizeof(h.magic));
+    h.size = s->code_size;
+    h.ctr = s->ctr;
+    h.ctr_size = s->ctr_size;
+    h.flags = s->has_calls ? DYN_HDR_CALLS : 0;
+    h.dyn_pid = (uint32_t)getpid();
+    if (code != NULL) {
+        memcpy(code, &h, sizeof(h));
+        return 0;
+    }
+    return dyn_proc_write(s->p, s->code, &h, sizeof(h));
+}
+
+int
+dyn_tramp_forget_counters(dyn_proc_t *p, uint64_t code)
+{
+    static const uint64_t zero[2];
+
+    return dyn_proc_write(p, code + offsetof(dyn_tramp_hdr_t, ctr), zero, sizeof(zero));
+}
+
+/*
  * Emit the trampolines of every point of a good row into CODE (packed), filling
  * pt->tramp. A point that cannot be emitted makes its row bad; then 1 (emit again).
  */
 static int
 emit_all(dyn_session_t *s, uint8_t *code, int *again)
 {
-    uint64_t at = 0;
+    uint64_t at = HDR_LEN;
 
     *again = 0;
     for (size_t i = 0; i < s->npts; i++) {
@@ -1059,7 +1045,7 @@ dyn_session_install(dyn_session_t *s)
         return QP_EINVAL;
     qsort(s->cand, s->ncand, sizeof(*s->cand), point_cmp);
     step_threads_out(s);
-    QP_CHECK(thread_words(s, &w, &nw));
+    QP_CHECK(dyn_proc_words(s->p, STACK_SCAN, &w, &nw));
     s->pts = calloc(s->ncand ? s->ncand : 1, sizeof(*s->pts));
     s->good = calloc(s->nrows ? s->nrows : 1, sizeof(*s->good));
     if (s->pts == NULL || s->good == NULL) {
@@ -1073,6 +1059,10 @@ dyn_session_install(dyn_session_t *s)
         const char *why = NULL;
         if (pt->entry < maxend)
             why = "its bytes overlap another point's";
+        else if ((pt->entry & 4095) > 4096 - JMP_LEN)
+            why = "its first 5 bytes cross a page boundary (the jump could not be "
+                  "written "
+                  "in one piece)";
         else if (any_in(w, nw, pt->entry + 1, pt->entry + pt->len))
             why = "a thread is inside the bytes to patch (pc or signal frame): try again";
         else if (dyn_proc_read(s->p, pt->entry, mem, pt->len) < 0
@@ -1099,11 +1089,14 @@ dyn_session_install(dyn_session_t *s)
         s->installed = 1;
         return 0;
     }
-    s->code_size = (k * TRAMP_MAX + 4095) & ~(uint64_t)4095;
+    s->code_size = (HDR_LEN + k * TRAMP_MAX + 4095) & ~(uint64_t)4095;
     rc = dyn_space_ops.alloc_near(
         s->p, lo, hi, s->code_size, ED_PROT_R | ED_PROT_X, &s->code);
     if (rc < 0)
         return rc;
+    /* Marked at once: dyn clean finds it by this header if dyn dies from here on. */
+    if ((rc = write_header(s, NULL)) < 0)
+        goto fail;
     if ((rc = counters_alloc(s, s->nrows)) < 0)
         goto fail;
     code = calloc(1, s->code_size);
@@ -1129,22 +1122,25 @@ dyn_session_install(dyn_session_t *s)
             s->rows[r].bad = 0;
             s->good[s->ngood++] = (uint32_t)r;
         }
-    if ((rc = dyn_proc_write(s->p, s->code, code, s->code_size)) < 0)
+    for (size_t i = 0; i < s->npts; i++)
+        s->has_calls |= s->pts[i].kind == PT_CALL;
+    if ((rc = write_header(s, code)) < 0
+        || (rc = dyn_proc_write(s->p, s->code, code, s->code_size)) < 0)
         goto fail;
-    /* The patches, last: until here the process is unchanged but for new memory. */
+    /*
+     * The patches, last: until here the process is unchanged but for new memory. Only
+     * the 5 bytes of the jump are written (the rest of the replaced bytes is never run
+     * once it is in), in one write within one page, so that a dyn killed at any moment
+     * leaves each point either as it was or with its whole jump.
+     */
     for (size_t i = 0; i < s->npts; i++) {
         point_t *pt = &s->pts[i];
-        if ((rc = arch_emit_jmp(pt->entry, pt->tramp, pt->patch, sizeof(pt->patch))) < 0)
-            goto undo;
-        arch_emit_nops(
-            pt->len - JMP_LEN, pt->patch + JMP_LEN, sizeof(pt->patch) - JMP_LEN);
-        if ((rc = dyn_proc_write(s->p, pt->entry, pt->patch, pt->len)) < 0) {
+        if ((rc = arch_emit_jmp(pt->entry, pt->tramp, pt->patch, sizeof(pt->patch))) < 0
+            || (rc = dyn_proc_write(s->p, pt->entry, pt->patch, JMP_LEN)) < 0) {
             /* Take back what is in: every patch before this one. */
             s->npts = i;
             goto undo;
         }
-        if (pt->kind == PT_CALL)
-            s->has_calls = 1;
     }
     free(code);
     s->tsc0 = cycles();
@@ -1153,7 +1149,7 @@ dyn_session_install(dyn_session_t *s)
     return 0;
 undo:
     for (size_t i = 0; i < s->npts; i++)
-        dyn_proc_write(s->p, s->pts[i].entry, s->pts[i].orig, s->pts[i].len);
+        dyn_proc_write(s->p, s->pts[i].entry, s->pts[i].orig, JMP_LEN);
 fail : {
     int saved = errno;
     free(code);
@@ -1277,11 +1273,11 @@ dyn_session_remove(dyn_session_t *s, int *leaked /*OUT*/)
     /* Every entry back first: threads in a trampoline jump back into original code. */
     for (size_t i = 0; i < s->npts; i++) {
         point_t *pt = &s->pts[i];
-        uint8_t mem[32];
-        if (dyn_proc_read(s->p, pt->entry, mem, pt->len) == 0
-            && memcmp(mem, pt->patch, pt->len) != 0)
+        uint8_t mem[JMP_LEN];
+        if (dyn_proc_read(s->p, pt->entry, mem, JMP_LEN) == 0
+            && memcmp(mem, pt->patch, JMP_LEN) != 0)
             continue; /* someone else changed it since: leave it alone */
-        if (dyn_proc_write(s->p, pt->entry, pt->orig, pt->len) < 0 && rc == 0)
+        if (dyn_proc_write(s->p, pt->entry, pt->orig, JMP_LEN) < 0 && rc == 0)
             rc = QP_EIO;
     }
     /* Threads inside a trampoline are stepped out (no calls, no loops there). */
@@ -1290,8 +1286,8 @@ dyn_session_remove(dyn_session_t *s, int *leaked /*OUT*/)
         && dyn_proc_threads(s->p, ti, nt, &nt) == 0) {
         for (size_t i = 0; i < nt; i++)
             if (ti[i].pc >= s->code && ti[i].pc < s->code + s->code_size
-                && dyn_proc_step_out(
-                       s->p, ti[i].tid, s->code, s->code + s->code_size, STEP_MAX)
+                && dyn_proc_leave(
+                       s->p, ti[i].tid, s->code, s->code + s->code_size, LEAVE_TRIES)
                     < 0)
                 keep = 1;
     } else {
@@ -1303,7 +1299,7 @@ dyn_session_remove(dyn_session_t *s, int *leaked /*OUT*/)
      * return address of a moved call only needs its jmp back (kept anyway), not the
      * counters.
      */
-    if (!keep && thread_words(s, &w, &nw) == 0) {
+    if (!keep && dyn_proc_words(s->p, STACK_SCAN, &w, &nw) == 0) {
         size_t i = cfg_u64_lower_bound(w, nw, s->code);
         for (; i < nw && w[i] < s->code + s->code_size && !keep; i++) {
             keep = 1;
@@ -1323,8 +1319,8 @@ dyn_session_remove(dyn_session_t *s, int *leaked /*OUT*/)
      */
     if (!keep && !s->has_calls)
         dyn_space_free(s->p, s->code, s->code_size);
-    if (!keep)
-        dyn_space_free(s->p, s->ctr, s->ctr_size);
+    if (!keep && dyn_space_free(s->p, s->ctr, s->ctr_size) == 0 && s->has_calls)
+        dyn_tramp_forget_counters(s->p, s->code);
     if (leaked != NULL)
         *leaked = keep ? 1 : s->has_calls ? 2 : 0;
     s->installed = 0;

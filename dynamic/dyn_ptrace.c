@@ -5,12 +5,23 @@
  * Process control: the only ptrace user. Every thread is seized and interrupted
  * (PTRACE_SEIZE + PTRACE_INTERRUPT, so detaching never leaves one stopped); memory goes
  * through process_vm_readv, /proc/PID/mem and PEEK/POKE; system calls run on the
- * process's behalf by single-stepping a `syscall` instruction with a thread's saved
- * registers.
+ * process's behalf through a small stub (see dyn_proc_syscall).
+ *
+ * Nothing here single-steps or plants a breakpoint: if dyn dies (SIGKILL) at any moment,
+ * the kernel detaches the threads and each one must be able to go on as if nothing had
+ * happened. A single step leaves the trap flag and the syscall-exit trap set in a thread
+ * until its tracer resumes it, and a tracer that dies never does: the thread then dies
+ * of SIGTRAP. So threads only ever run under PTRACE_SYSCALL (syscall stops; with
+ * PTRACE_O_TRACESYSGOOD their SIGTRAP|0x80 is not a valid signal, so a thread whose
+ * tracer died in one gets none) and PTRACE_CONT, and are stopped with PTRACE_INTERRUPT.
+ * A signal that arrives while dyn runs a thread is taken from it and queued again
+ * (rt_tgsigqueueinfo, or tgkill) as soon as the thread is parked: it is never held
+ * only in dyn's memory for long.
  */
 #include "config.h"
 
 #include <dirent.h>
+#include <elf.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -18,9 +29,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ptrace.h>
+#include <sys/syscall.h>
 #include <sys/uio.h>
 #include <sys/user.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "dynamic/dyn.h"
@@ -29,11 +42,16 @@
 #define PTRACE_EVENT_STOP 128
 #endif
 
+/* Options of every seized thread: syscall stops report SIGTRAP|0x80 (see the top). */
+#define SEIZE_OPTS PTRACE_O_TRACESYSGOOD
+#define SYSCALL_STOP (SIGTRAP | 0x80)
+
 typedef struct dyn_thread {
     int tid;         /* thread id */
     int stopped;     /* in a ptrace stop we caused or saw */
-    int pending_sig; /* signal to deliver when it is let go, or 0 */
+    int pending_sig; /* its current stop is a signal-delivery stop of this signal */
     int gone;        /* exited while attached */
+    int event;       /* the PTRACE_EVENT_* of its last stop, or 0 */
 } dyn_thread_t;
 
 struct dyn_proc {
@@ -43,10 +61,19 @@ struct dyn_proc {
     int memfd;        /* /proc/PID/mem, or -1 */
     int reaped;       /* child: waitpid reported its end */
     int status;       /* child: its wait status */
+    uint64_t stub;    /* where dyn_proc_syscall puts its stub (0: not found yet) */
     dyn_thread_t *th; /* the threads we are attached to */
     size_t nth;       /* their number */
     size_t cap;       /* allocated entries */
 };
+
+/* Signals taken from a thread while dyn ran it, to queue again (requeue_held). */
+typedef struct held {
+    int n;
+    int sig[8];
+    siginfo_t info[8];
+    int has_info[8];
+} held_t;
 
 /*****************************************************************************
  * Threads: attach, wait for a stop, detach
@@ -77,9 +104,22 @@ find_thread(dyn_proc_t *p, int tid)
     return NULL;
 }
 
+/* Note the end of thread T from wait status ST. */
+static void
+mark_gone(dyn_proc_t *p, dyn_thread_t *t, int st)
+{
+    t->gone = 1;
+    t->stopped = 0;
+    if (t->tid == p->pid && p->child) {
+        p->reaped = 1;
+        p->status = st;
+    }
+}
+
 /*
- * Wait until thread T stops. A signal-delivery stop keeps its signal for later delivery;
- * an exit marks the thread gone. Returns 0 or QP_EIO.
+ * Wait until thread T stops. A signal-delivery stop keeps its signal, which the detach
+ * delivers (the thread stays in that stop until then); an exit marks the thread gone.
+ * Returns 0 or QP_EIO.
  */
 static int
 wait_stop(dyn_proc_t *p, dyn_thread_t *t)
@@ -98,24 +138,55 @@ wait_stop(dyn_proc_t *p, dyn_thread_t *t)
             return QP_EIO;
         }
         if (WIFEXITED(st) || WIFSIGNALED(st)) {
-            t->gone = 1;
-            if (t->tid == p->pid && p->child) {
-                p->reaped = 1;
-                p->status = st;
-            }
+            mark_gone(p, t, st);
             return 0;
         }
         if (!WIFSTOPPED(st))
             continue;
         t->stopped = 1;
-        if ((st >> 16) == 0) {
-            int sig = WSTOPSIG(st);
-            /* Signal-delivery stop: keep the signal, but not a stop signal we caused. */
-            if (sig != SIGTRAP || t->pending_sig == 0)
-                t->pending_sig = sig == SIGTRAP ? 0 : sig;
-        }
+        t->event = st >> 16;
+        t->pending_sig = t->event == 0 && WSTOPSIG(st) != SYSCALL_STOP ? WSTOPSIG(st) : 0;
         return 0;
     }
+}
+
+/*
+ * Why PTRACE_SEIZE of thread TID failed with EPERM when the thread is on its way out
+ * (a zombie or dead thread cannot be traced): 1 when /proc says it is exiting or gone,
+ * so that it can be skipped like one that has vanished (ESRCH).
+ */
+static int
+thread_exiting(int pid, int tid)
+{
+    char path[64], buf[512];
+    FILE *f;
+    char *rp;
+
+    snprintf(path, sizeof(path), "/proc/%d/task/%d/stat", pid, tid);
+    f = fopen(path, "r");
+    if (f == NULL)
+        return 1;
+    rp = fgets(buf, sizeof(buf), f) != NULL ? strrchr(buf, ')') : NULL;
+    fclose(f);
+    return rp == NULL || rp[1] == '\0' || rp[2] == 'Z' || rp[2] == 'X' || rp[2] == 'x';
+}
+
+/* Seize thread TID and ask it to stop. 1 when it vanished meanwhile, 0, or QP_EIO. */
+static int
+seize_one(dyn_proc_t *p, int tid)
+{
+    if (ptrace(PTRACE_SEIZE, (pid_t)tid, NULL, (void *)(long)SEIZE_OPTS) < 0) {
+        /* A thread that exits while we read the task list: ESRCH, or EPERM once it is
+           a zombie. The main thread may stay a zombie while others run (it called
+           pthread_exit): not traced, the others are. */
+        if (errno == ESRCH || (errno == EPERM && thread_exiting(p->pid, tid)))
+            return 1;
+        return QP_EIO;
+    }
+    QP_CHECK(add_thread(p, tid));
+    if (ptrace(PTRACE_INTERRUPT, (pid_t)tid, NULL, NULL) < 0 && errno != ESRCH)
+        return QP_EIO;
+    return 0;
 }
 
 /* Read the thread ids of /proc/PID/task; seize and interrupt the new ones. *CHANGED. */
@@ -143,19 +214,10 @@ seize_new(dyn_proc_t *p, int *changed /*OUT*/)
         any = 1;
         if (find_thread(p, (int)tid) != NULL)
             continue;
-        if (ptrace(PTRACE_SEIZE, (pid_t)tid, NULL, NULL) < 0) {
-            if (errno == ESRCH) /* exited meanwhile */
-                continue;
-            rc = QP_EIO;
+        if ((rc = seize_one(p, (int)tid)) < 0)
             break;
-        }
-        if ((rc = add_thread(p, (int)tid)) < 0)
-            break;
-        if (ptrace(PTRACE_INTERRUPT, (pid_t)tid, NULL, NULL) < 0 && errno != ESRCH) {
-            rc = QP_EIO;
-            break;
-        }
-        *changed = 1;
+        *changed |= rc == 0;
+        rc = 0;
     }
     {
         int saved = errno;
@@ -257,44 +319,86 @@ dyn_proc_attach(int pid, dyn_proc_t **out /*OUT*/)
     return 0;
 }
 
+/*
+ * The child of dyn_proc_spawn: wait until the parent has seized it (it closes the
+ * pipe), then exec. A failure is written to the pipe as an errno.
+ */
+static void
+spawn_child(char *const argv[], int go, int report)
+{
+    char c;
+    int err;
+
+    while (read(go, &c, 1) < 0 && errno == EINTR)
+        ;
+    execvp(argv[0], argv);
+    err = errno;
+    if (write(report, &err, sizeof(err)) < 0)
+        _exit(127);
+    _exit(127);
+}
+
+/* Wait for the PTRACE_EVENT_EXEC stop of T; signals before it are delivered. */
+static int
+wait_exec(dyn_proc_t *p, dyn_thread_t *t)
+{
+    for (;;) {
+        QP_CHECK(wait_stop(p, t));
+        if (t->gone || t->event == PTRACE_EVENT_EXEC)
+            return 0;
+        if (ptrace(PTRACE_CONT, t->tid, NULL, (void *)(long)t->pending_sig) < 0)
+            return QP_EIO;
+        t->stopped = 0;
+        t->pending_sig = 0;
+    }
+}
+
 int
 dyn_proc_spawn(char *const argv[], dyn_proc_t **out /*OUT*/)
 {
-    int pipefd[2], st, err = 0;
+    int go[2], report[2], err = 0;
     pid_t pid;
     dyn_proc_t *p;
 
     if (argv == NULL || argv[0] == NULL || out == NULL)
         return QP_EINVAL;
-    if (pipe2(pipefd, O_CLOEXEC) < 0)
+    if (pipe2(go, O_CLOEXEC) < 0)
         return QP_EIO;
+    if (pipe2(report, O_CLOEXEC) < 0) {
+        close(go[0]);
+        close(go[1]);
+        return QP_EIO;
+    }
     pid = fork();
     if (pid < 0)
         return QP_EIO;
     if (pid == 0) {
-        close(pipefd[0]);
-        if (ptrace(PTRACE_TRACEME, 0, NULL, NULL) == 0)
-            execvp(argv[0], argv);
+        close(go[1]);
+        close(report[0]);
+        spawn_child(argv, go[0], report[1]);
+    }
+    close(go[0]);
+    close(report[1]);
+    /* Seized (not PTRACE_TRACEME): stopped at its execve by PTRACE_EVENT_EXEC, and
+       interruptible like an attached process. */
+    if (ptrace(PTRACE_SEIZE, pid, NULL, (void *)(long)(SEIZE_OPTS | PTRACE_O_TRACEEXEC))
+        < 0) {
         err = errno;
-        if (write(pipefd[1], &err, sizeof(err)) < 0)
-            _exit(127);
-        _exit(127);
-    }
-    close(pipefd[1]);
-    if (read(pipefd[0], &err, sizeof(err)) == (ssize_t)sizeof(err)) {
-        close(pipefd[0]);
-        while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
-            ;
-        errno = err;
-        return QP_EIO;
-    }
-    close(pipefd[0]);
-    if (proc_new(pid, &p) < 0) {
         kill(pid, SIGKILL);
-        return QP_ENOMEM;
+    }
+    close(go[1]);
+    if (err == 0 && read(report[0], &err, sizeof(err)) != (ssize_t)sizeof(err))
+        err = 0;
+    close(report[0]);
+    if (err != 0 || proc_new(pid, &p) < 0) {
+        kill(pid, SIGKILL);
+        while (waitpid(pid, NULL, __WALL) < 0 && errno == EINTR)
+            ;
+        errno = err != 0 ? err : ENOMEM;
+        return err != 0 ? QP_EIO : QP_ENOMEM;
     }
     p->child = 1;
-    if (add_thread(p, pid) < 0 || wait_stop(p, &p->th[0]) < 0 || p->th[0].gone) {
+    if (add_thread(p, pid) < 0 || wait_exec(p, &p->th[0]) < 0 || p->th[0].gone) {
         err = p->th && p->th[0].gone ? ECHILD : errno;
         if (!p->reaped)
             kill(pid, SIGKILL);
@@ -302,7 +406,6 @@ dyn_proc_spawn(char *const argv[], dyn_proc_t **out /*OUT*/)
         errno = err;
         return QP_EIO;
     }
-    p->th[0].pending_sig = 0; /* the SIGTRAP of execve */
     p->stopped = 1;
     open_mem(p);
     *out = p;
@@ -368,7 +471,7 @@ dyn_proc_ended(dyn_proc_t *p, int *status /*OUT*/)
     if (p->child) {
         if (!p->reaped) {
             int st;
-            pid_t r = waitpid(p->pid, &st, WNOHANG);
+            pid_t r = waitpid(p->pid, &st, WNOHANG | __WALL);
             if (r == p->pid && (WIFEXITED(st) || WIFSIGNALED(st))) {
                 p->reaped = 1;
                 p->status = st;
@@ -459,79 +562,303 @@ dyn_proc_write(dyn_proc_t *p, uint64_t addr, const void *buf, size_t len)
 }
 
 /*****************************************************************************
- * Registers, single steps and system calls on the process's behalf
+ * Running a thread: only PTRACE_SYSCALL and PTRACE_CONT, stopped by PTRACE_INTERRUPT
  */
 
+/* A stopped live thread for a system call: one not holding a signal, if any. */
 static dyn_thread_t *
 live_thread(dyn_proc_t *p)
 {
-    for (size_t i = 0; i < p->nth; i++)
-        if (!p->th[i].gone && p->th[i].stopped)
-            return &p->th[i];
-    return NULL;
+    dyn_thread_t *any = NULL;
+
+    for (size_t i = 0; i < p->nth; i++) {
+        dyn_thread_t *t = &p->th[i];
+        if (t->gone || !t->stopped)
+            continue;
+        if (t->pending_sig == 0)
+            return t;
+        if (any == NULL)
+            any = t;
+    }
+    return any;
+}
+
+/* Keep signal SIG (taken from T's signal-delivery stop) in H, with its siginfo. */
+static void
+hold(held_t *h, dyn_thread_t *t, int sig)
+{
+    int i;
+
+    for (i = 0; i < h->n; i++)
+        if (h->sig[i] == sig && sig < SIGRTMIN)
+            return; /* a standard signal is pending once */
+    if (h->n == 8)
+        return; /* (an eighth different signal in one system call: not seen) */
+    i = h->n++;
+    h->sig[i] = sig;
+    h->has_info[i] = ptrace(PTRACE_GETSIGINFO, t->tid, NULL, &h->info[i]) == 0;
 }
 
 /*
- * One single step of T. Stops that are not the step's trap (a leftover interrupt, a
- * signal that arrived) are absorbed (signals kept for later) and the step is retried.
+ * Queue the signals of H to thread T again, now that it is parked: with their siginfo
+ * where the kernel lets us (rt_tgsigqueueinfo refuses kernel-made ones), else tgkill.
+ */
+static void
+requeue_held(dyn_proc_t *p, dyn_thread_t *t, held_t *h)
+{
+    int saved = errno;
+
+    for (int i = 0; i < h->n; i++) {
+        if (h->has_info[i]
+            && syscall(SYS_rt_tgsigqueueinfo, p->pid, t->tid, h->sig[i], &h->info[i])
+                == 0)
+            continue;
+        syscall(SYS_tgkill, p->pid, t->tid, h->sig[i]);
+    }
+    h->n = 0;
+    errno = saved;
+}
+
+/*
+ * Restart thread T with REQ (PTRACE_SYSCALL or PTRACE_CONT; T may also be running
+ * already, t->stopped clear) and wait for its next stop that is not a signal:
+ * signal-delivery stops on the way are taken into H and the thread goes on. Its
+ * signal-delivery stop, if it was in one, is taken into H first. *ST is the wait status.
+ * QP_EIO with ESRCH when the thread ended.
  */
 static int
-step_once(dyn_thread_t *t)
+run_to_stop(dyn_proc_t *p, dyn_thread_t *t, int req, held_t *h, int *st /*OUT*/)
 {
-    for (int tries = 0; tries < 32; tries++) {
-        int st;
+    if (t->pending_sig != 0) {
+        hold(h, t, t->pending_sig);
+        t->pending_sig = 0;
+    }
+    for (;;) {
         pid_t r;
-        if (ptrace(PTRACE_SINGLESTEP, t->tid, NULL, NULL) < 0)
+        if (t->stopped && ptrace(req, t->tid, NULL, NULL) < 0)
             return QP_EIO;
-        while ((r = waitpid(t->tid, &st, __WALL)) < 0 && errno == EINTR)
+        t->stopped = 0;
+        while ((r = waitpid(t->tid, st, __WALL)) < 0 && errno == EINTR)
             ;
         if (r < 0)
             return QP_EIO;
-        if (WIFEXITED(st) || WIFSIGNALED(st)) {
-            t->gone = 1;
+        if (WIFEXITED(*st) || WIFSIGNALED(*st)) {
+            mark_gone(p, t, *st);
             errno = ESRCH;
             return QP_EIO;
         }
-        if (!WIFSTOPPED(st))
+        if (!WIFSTOPPED(*st))
             continue;
-        if ((st >> 16) == 0 && WSTOPSIG(st) == SIGTRAP)
-            return 0;
-        if ((st >> 16) == 0 && WSTOPSIG(st) != SIGTRAP)
-            t->pending_sig = WSTOPSIG(st);
+        t->stopped = 1;
+        if ((*st >> 16) == 0 && WSTOPSIG(*st) != SYSCALL_STOP) {
+            hold(h, t, WSTOPSIG(*st));
+            continue;
+        }
+        return 0;
     }
-    errno = EAGAIN;
-    return QP_EIO;
+}
+
+/*
+ * Park thread T (stopped, or running after PTRACE_CONT) in a PTRACE_EVENT_STOP:
+ * a stop inside the kernel's signal handling, from which an interrupted system call of
+ * the registers set there is restarted when the thread goes on (a syscall-exit stop
+ * would return -ERESTARTSYS to the program instead).
+ */
+static int
+park(dyn_proc_t *p, dyn_thread_t *t, held_t *h)
+{
+    int st;
+
+    if (ptrace(PTRACE_INTERRUPT, t->tid, NULL, NULL) < 0)
+        return QP_EIO;
+    do
+        QP_CHECK(run_to_stop(p, t, PTRACE_CONT, h, &st));
+    while ((st >> 16) != PTRACE_EVENT_STOP);
+    return 0;
+}
+
+/*****************************************************************************
+ * System calls on the process's behalf
+ */
+
+/*
+ * The stub a system call runs in: `syscall`, then the registers the call changed are
+ * popped from a block dyn wrote below the thread's red zone (rsp last), and a jump
+ * through the word after it goes back to where the thread was. dyn normally stops the
+ * thread right after the `syscall` and puts its registers back itself; the rest of the
+ * stub only runs if dyn died meanwhile, and then the thread goes on unharmed.
+ */
+static const uint8_t stub_code[] = {
+    0x0f, 0x05,                         /* syscall */
+    0x58, 0x5f, 0x5e, 0x5a,             /* pop %rax; pop %rdi; pop %rsi; pop %rdx */
+    0x41, 0x5a, 0x41, 0x58, 0x41, 0x59, /* pop %r10; pop %r8; pop %r9 */
+    0x59, 0x41, 0x5b,                   /* pop %rcx; pop %r11 */
+    0x5c,                               /* pop %rsp */
+    0xff, 0x25, 0, 0, 0, 0,             /* jmp *0(%rip): the word that follows */
+};
+#define STUB_LEN (sizeof(stub_code) + 8)
+/* Words of the block the stub pops: rax rdi rsi rdx r10 r8 r9 rcx r11 rsp. */
+#define STUB_WORDS 10
+#define RED_ZONE 128
+
+/*
+ * The slack after the end of an executable PT_LOAD (PHDRS, N of them, at load bias BIAS)
+ * up to the end of its page: mapped, executable, and no code of the process runs there.
+ * 0 when no page has room for the stub.
+ */
+static uint64_t
+slack_in(const Elf64_Phdr *ph, size_t n, uint64_t bias)
+{
+    for (size_t i = 0; i < n; i++) {
+        uint64_t end = bias + ph[i].p_vaddr + ph[i].p_memsz, page_end;
+        if (ph[i].p_type != PT_LOAD || !(ph[i].p_flags & PF_X))
+            continue;
+        page_end = (end + 4095) & ~4095ull;
+        if (page_end - end >= STUB_LEN + 16)
+            return (page_end - STUB_LEN) & ~15ull;
+    }
+    return 0;
+}
+
+/* Program headers at ADDR (N <= 64) into PH. */
+static int
+read_phdrs(dyn_proc_t *p, uint64_t addr, size_t n, Elf64_Phdr *ph)
+{
+    if (n == 0 || n > 64)
+        return QP_EFORMAT;
+    return dyn_proc_read(p, addr, ph, n * sizeof(*ph));
+}
+
+/*
+ * Where the stub goes: the slack after the main program's executable segment (its
+ * program headers are in memory at AT_PHDR), else after the vDSO's code.
+ */
+static int
+find_stub(dyn_proc_t *p)
+{
+    char path[64];
+    uint64_t av[2], phdr = 0, phnum = 0, vdso = 0;
+    Elf64_Phdr ph[64];
+    int fd;
+
+    snprintf(path, sizeof(path), "/proc/%d/auxv", p->pid);
+    if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+        return QP_EIO;
+    while (read(fd, av, sizeof(av)) == (ssize_t)sizeof(av) && av[0] != AT_NULL) {
+        phdr = av[0] == AT_PHDR ? av[1] : phdr;
+        phnum = av[0] == AT_PHNUM ? av[1] : phnum;
+        vdso = av[0] == AT_SYSINFO_EHDR ? av[1] : vdso;
+    }
+    close(fd);
+    if (read_phdrs(p, phdr, phnum, ph) == 0) {
+        for (size_t i = 0; i < phnum && p->stub == 0; i++)
+            if (ph[i].p_type == PT_PHDR)
+                p->stub = slack_in(ph, phnum, phdr - ph[i].p_vaddr);
+    }
+    if (p->stub == 0 && vdso != 0) {
+        Elf64_Ehdr eh;
+        if (dyn_proc_read(p, vdso, &eh, sizeof(eh)) == 0
+            && read_phdrs(p, vdso + eh.e_phoff, eh.e_phnum, ph) == 0)
+            p->stub = slack_in(ph, eh.e_phnum, vdso);
+    }
+    if (p->stub == 0) {
+        errno = ENOSPC;
+        return QP_EIO;
+    }
+    return 0;
+}
+
+/*
+ * What the registers of a thread stopped with SAVED become when it goes on: an
+ * interrupted system call is restarted (as the kernel does when no handler runs).
+ */
+static void
+restarted(const struct user_regs_struct *saved, uint64_t *rax, uint64_t *rip)
+{
+    int64_t r = (int64_t)saved->rax;
+
+    *rax = saved->rax;
+    *rip = saved->rip;
+    if ((int64_t)saved->orig_rax < 0)
+        return;
+    if (r == -512 || r == -513 || r == -514) { /* -ERESTARTSYS, NOINTR, NOHAND */
+        *rax = saved->orig_rax;
+        *rip -= 2;
+    } else if (r == -516) { /* -ERESTART_RESTARTBLOCK */
+        *rax = SYS_restart_syscall;
+        *rip -= 2;
+    }
+}
+
+/* Write the stub and the block that puts back SAVED; the block's address in *BLOCK. */
+static int
+write_stub(dyn_proc_t *p, const struct user_regs_struct *saved, uint64_t *block /*OUT*/)
+{
+    uint8_t code[STUB_LEN];
+    uint64_t w[STUB_WORDS], rip;
+
+    memcpy(code, stub_code, sizeof(stub_code));
+    restarted(saved, &w[0], &rip);
+    memcpy(code + sizeof(stub_code), &rip, 8);
+    w[1] = saved->rdi;
+    w[2] = saved->rsi;
+    w[3] = saved->rdx;
+    w[4] = saved->r10;
+    w[5] = saved->r8;
+    w[6] = saved->r9;
+    w[7] = saved->rcx;
+    w[8] = saved->r11;
+    w[9] = saved->rsp;
+    *block = (saved->rsp - RED_ZONE - sizeof(w)) & ~15ull;
+    QP_CHECK(dyn_proc_write(p, *block, w, sizeof(w)));
+    return dyn_proc_write(p, p->stub, code, sizeof(code));
+}
+
+/* Run the system call of REGS (set on T, which is at the stub) to its exit; *RET. */
+static int
+run_syscall(dyn_proc_t *p, dyn_thread_t *t, held_t *h, int64_t *ret /*OUT*/)
+{
+    struct user_regs_struct regs;
+    int st, stops = 0;
+
+    /* The syscall-entry stop, then the exit stop (other stops: group stops). */
+    while (stops < 2) {
+        QP_CHECK(run_to_stop(p, t, PTRACE_SYSCALL, h, &st));
+        stops += WSTOPSIG(st) == SYSCALL_STOP;
+    }
+    if (ptrace(PTRACE_GETREGS, t->tid, NULL, &regs) < 0)
+        return QP_EIO;
+    if (regs.rip != p->stub + 2) {
+        errno = EAGAIN;
+        return QP_EIO;
+    }
+    *ret = (int64_t)regs.rax;
+    return 0;
 }
 
 int
 dyn_proc_syscall(dyn_proc_t *p, long nr, const uint64_t args[6], int64_t *ret /*OUT*/)
 {
-    static const uint8_t sc[2] = { 0x0f, 0x05 };
     struct user_regs_struct saved, regs;
     dyn_thread_t *t;
-    uint8_t before[2], orig[2];
-    uint64_t at;
-    int wrote = 0, rc;
+    held_t h = { 0 };
+    uint64_t block;
+    int rc;
 
     if (p == NULL || args == NULL || ret == NULL || !p->stopped)
         return QP_EINVAL;
-    t = live_thread(p);
-    if (t == NULL) {
+    if ((t = live_thread(p)) == NULL) {
         errno = ESRCH;
         return QP_EIO;
     }
+    if (p->stub == 0)
+        QP_CHECK(find_stub(p));
     if (ptrace(PTRACE_GETREGS, t->tid, NULL, &saved) < 0)
         return QP_EIO;
-    at = saved.rip;
-    if (dyn_proc_read(p, at - 2, before, 2) == 0 && memcmp(before, sc, 2) == 0) {
-        at -= 2; /* an existing `syscall` (the thread is usually stopped in one) */
-    } else {
-        QP_CHECK(dyn_proc_read(p, at, orig, 2));
-        QP_CHECK(dyn_proc_write(p, at, sc, 2));
-        wrote = 1;
-    }
+    QP_CHECK(write_stub(p, &saved, &block));
     regs = saved;
-    regs.rip = at;
+    regs.rip = p->stub;
+    regs.rsp = block;
     regs.rax = (unsigned long long)nr;
     regs.orig_rax = (unsigned long long)-1; /* no system-call restart on the way */
     regs.rdi = args[0];
@@ -540,25 +867,16 @@ dyn_proc_syscall(dyn_proc_t *p, long nr, const uint64_t args[6], int64_t *ret /*
     regs.r10 = args[3];
     regs.r8 = args[4];
     regs.r9 = args[5];
-    rc = ptrace(PTRACE_SETREGS, t->tid, NULL, &regs) < 0 ? QP_EIO : 0;
-    for (int i = 0; rc == 0 && i < 4; i++) {
-        rc = step_once(t);
-        if (rc == 0 && ptrace(PTRACE_GETREGS, t->tid, NULL, &regs) < 0)
-            rc = QP_EIO;
-        if (rc == 0 && regs.rip == at + 2)
-            break;
-        if (rc == 0 && i == 3) {
-            errno = EAGAIN;
-            rc = QP_EIO;
-        }
-    }
-    if (rc == 0)
-        *ret = (int64_t)regs.rax;
+    /* From here until the registers are back, a dyn that dies leaves the stub to
+       finish: the call is made and the thread goes on where it was. */
+    if (ptrace(PTRACE_SETREGS, t->tid, NULL, &regs) < 0)
+        return QP_EIO;
+    rc = run_syscall(p, t, &h, ret);
     if (!t->gone) {
         int saved_errno = errno;
-        if (wrote)
-            dyn_proc_write(p, at, orig, 2);
-        ptrace(PTRACE_SETREGS, t->tid, NULL, &saved);
+        if (park(p, t, &h) == 0)
+            ptrace(PTRACE_SETREGS, t->tid, NULL, &saved);
+        requeue_held(p, t, &h);
         errno = saved_errno;
     }
     return rc;
@@ -594,24 +912,93 @@ dyn_proc_threads(
     return 0;
 }
 
+static int
+u64_cmp(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
 int
-dyn_proc_step_out(dyn_proc_t *p, int tid, uint64_t lo, uint64_t hi, unsigned max_steps)
+dyn_proc_words(dyn_proc_t *p, size_t scan, uint64_t **out /*OUT*/, size_t *n /*OUT*/)
+{
+    dyn_thread_info_t *ti;
+    size_t nt = 0, k = 0;
+    uint64_t *w;
+
+    if (p == NULL || out == NULL || n == NULL)
+        return QP_EINVAL;
+    scan &= ~(size_t)7;
+    QP_CHECK(dyn_proc_threads(p, NULL, 0, &nt));
+    ti = calloc(nt ? nt : 1, sizeof(*ti));
+    w = malloc((nt ? nt : 1) * (scan / 8 + 1) * sizeof(*w));
+    if (ti == NULL || w == NULL) {
+        free(ti);
+        free(w);
+        return QP_ENOMEM;
+    }
+    if (dyn_proc_threads(p, ti, nt, &nt) < 0) {
+        free(ti);
+        free(w);
+        return QP_EIO;
+    }
+    for (size_t i = 0; i < nt; i++) {
+        uint64_t sp = ti[i].sp & ~7ull;
+        w[k++] = ti[i].pc;
+        /* Page by page: the stack may end before SCAN bytes. */
+        for (uint64_t off = 0; off < scan;) {
+            uint64_t chunk = 4096 - ((sp + off) & 4095);
+            if (chunk > scan - off)
+                chunk = scan - off;
+            if (dyn_proc_read(p, sp + off, &w[k], chunk) < 0)
+                break;
+            k += chunk / 8;
+            off += chunk;
+        }
+    }
+    free(ti);
+    qsort(w, k, sizeof(*w), u64_cmp);
+    *out = w;
+    *n = k;
+    return 0;
+}
+
+int
+dyn_proc_leave(dyn_proc_t *p, int tid, uint64_t lo, uint64_t hi, unsigned max_tries)
 {
     dyn_thread_t *t;
+    held_t h = { 0 };
+    int rc = QP_ERANGE;
 
     if (p == NULL || !p->stopped || (t = find_thread(p, tid)) == NULL || t->gone)
         return QP_EINVAL;
-    for (unsigned i = 0; i <= max_steps; i++) {
+    for (unsigned i = 0; i <= max_tries; i++) {
         struct user_regs_struct regs;
-        if (ptrace(PTRACE_GETREGS, tid, NULL, &regs) < 0)
-            return QP_EIO;
-        if (regs.rip < lo || regs.rip >= hi)
-            return 0;
-        if (i == max_steps)
+        struct timespec ts = { 0, 20000L * (i < 50 ? i : 50) };
+        if (ptrace(PTRACE_GETREGS, tid, NULL, &regs) < 0) {
+            rc = QP_EIO;
             break;
-        QP_CHECK(step_once(t));
+        }
+        if (regs.rip < lo || regs.rip >= hi) {
+            rc = 0;
+            break;
+        }
+        if (i == max_tries)
+            break;
+        /* Let it run alone a moment (a few instructions take it out), then park it. */
+        if (ptrace(PTRACE_CONT, tid, NULL, NULL) < 0) {
+            rc = QP_EIO;
+            break;
+        }
+        t->stopped = 0;
+        nanosleep(&ts, NULL);
+        if ((rc = park(p, t, &h)) < 0)
+            break;
+        rc = QP_ERANGE;
     }
-    return QP_ERANGE;
+    if (!t->gone)
+        requeue_held(p, t, &h);
+    return rc;
 }
 
 /*****************************************************************************

@@ -29,7 +29,10 @@ enum { EXIT_FAIL = 1, EXIT_USAGE = 2 };
 static const char *prog_name = "dyn";
 /* What a row of the tables is: "procedures", or "points" with call sites among them. */
 static const char *what = "procedures";
+/* SIGINT, SIGTERM or SIGHUP arrived: end the session (never in the middle of a step). */
 static volatile sig_atomic_t stop_flag;
+/* Standard output is a closed pipe (EPIPE): end the session, then fail. */
+static int out_closed;
 
 static void
 usage(FILE *f)
@@ -37,6 +40,7 @@ usage(FILE *f)
     fprintf(f,
         "Usage: %s attach PID [OPTIONS]\n"
         "       %s run [OPTIONS] -- COMMAND [ARGS...]\n"
+        "       %s clean PID\n"
         "\n"
         "Count calls of procedures of a live process (and time them, or count their\n"
         "call sites): patch counters in, watch them, take them out and leave the\n"
@@ -47,7 +51,8 @@ usage(FILE *f)
         "                         PATTERN (repeatable)\n"
         "  -a, --all              every procedure that can be patched safely\n"
         "  -i, --interval=SEC     print a live table every SEC seconds (rates, totals)\n"
-        "      --histogram        at the end, print the calls over time of the most called\n"
+        "      --histogram        at the end, print the calls over time of the most "
+        "called\n"
         "                         points (32 buckets whose width doubles as needed)\n"
         "  -d, --duration=SEC     end the session after SEC seconds (fractions allowed;\n"
         "                         default: until Ctrl-C or the process ends)\n"
@@ -67,10 +72,13 @@ usage(FILE *f)
         "  -h, --help             print this help and exit\n"
         "  -V, --version          print the version and exit\n"
         "\n"
-        "Ctrl-C (SIGINT) or SIGTERM ends the session cleanly. Exit status: 0 success\n"
-        "(dyn run: the program's status when it ended during the session), 1 failure,\n"
-        "2 usage error.\n",
-        prog_name, prog_name);
+        "`dyn clean PID` takes out what a dyn that was killed (SIGKILL) left in PID.\n"
+        "\n"
+        "Ctrl-C (SIGINT), SIGTERM or SIGHUP ends the session cleanly, at any moment. "
+        "Exit\n"
+        "status: 0 success (dyn run: the program's status when it ended during the\n"
+        "session), 1 failure (also: standard output was closed), 2 usage error.\n",
+        prog_name, prog_name, prog_name);
 }
 
 static void
@@ -102,33 +110,135 @@ sleep_s(double s)
     nanosleep(&ts, NULL); /* EINTR: the caller looks at stop_flag */
 }
 
-/* The message for a failure to trace PID. */
+/* The first line of /proc/PID/status starting with KEY, or 0 when none (into BUF). */
+static int
+status_field(int pid, const char *key, char *buf, size_t cap)
+{
+    char path[64], line[256];
+    size_t n = strlen(key);
+    FILE *f;
+    int found = 0;
+
+    snprintf(path, sizeof(path), "/proc/%d/status", pid);
+    if ((f = fopen(path, "r")) == NULL)
+        return 0;
+    while (!found && fgets(line, sizeof(line), f) != NULL)
+        if (strncmp(line, key, n) == 0) {
+            snprintf(buf, cap, "%s", line + n + strspn(line + n, " \t"));
+            buf[strcspn(buf, "\n")] = '\0';
+            found = 1;
+        }
+    fclose(f);
+    return found;
+}
+
+/* kernel.yama.ptrace_scope, or -1 without Yama. */
+static int
+yama_scope(void)
+{
+    FILE *f = fopen("/proc/sys/kernel/yama/ptrace_scope", "r");
+    int scope = -1;
+
+    if (f != NULL) {
+        if (fscanf(f, "%d", &scope) != 1)
+            scope = -1;
+        fclose(f);
+    }
+    return scope;
+}
+
+/* Is PID a kernel thread (PF_KTHREAD in the flags of /proc/PID/stat)? */
+static int
+is_kthread(int pid)
+{
+    char path[64], buf[1024];
+    unsigned long flags = 0;
+    FILE *f;
+    char *rp = NULL;
+
+    snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+    if ((f = fopen(path, "r")) != NULL) {
+        if (fgets(buf, sizeof(buf), f) != NULL)
+            rp = strrchr(buf, ')');
+        fclose(f);
+    }
+    /* ") S ppid pgrp session tty_nr tpgid flags" */
+    return rp != NULL && sscanf(rp + 1, " %*c %*d %*d %*d %*d %*d %lu", &flags) == 1
+        && (flags & 0x00200000ul) != 0;
+}
+
+/*
+ * Why tracing PID failed with ERR (errno): the right reason, in BUF. EPERM says nothing
+ * by itself, so the process is looked at: gone, a zombie, a kernel thread, traced by
+ * someone else, another user's, or what Yama allows.
+ */
+static const char *
+trace_reason(int pid, int err, char *buf, size_t cap)
+{
+    char st[64] = "", tracer[64] = "", uid[64] = "", comm[64] = "";
+    int scope = yama_scope();
+    long tp = 0, ruid = -1, euid = -1;
+
+    if (!status_field(pid, "State:", st, sizeof(st)))
+        return "no such process";
+    if (st[0] == 'Z' || st[0] == 'X')
+        return "is a zombie (exited, not yet reaped by its parent)";
+    if (err != EPERM && err != EACCES)
+        return strerror(err);
+    if (is_kthread(pid))
+        return "is a kernel thread (it has no program to instrument)";
+    if (status_field(pid, "TracerPid:", tracer, sizeof(tracer))
+        && (tp = strtol(tracer, NULL, 10)) > 0) {
+        char path[64];
+        FILE *f;
+        snprintf(path, sizeof(path), "/proc/%ld/comm", tp);
+        if ((f = fopen(path, "r")) != NULL) {
+            if (fgets(comm, sizeof(comm), f) == NULL)
+                comm[0] = '\0';
+            comm[strcspn(comm, "\n")] = '\0';
+            fclose(f);
+        }
+        snprintf(buf, cap,
+            "is already traced by process %ld (%s): only one tracer at a time; detach "
+            "the debugger or strace first",
+            tp, comm[0] ? comm : "?");
+        return buf;
+    }
+    if (status_field(pid, "Uid:", uid, sizeof(uid))
+        && sscanf(uid, "%ld %ld", &ruid, &euid) == 2 && geteuid() != 0
+        && (ruid != (long)geteuid() || euid != (long)geteuid())) {
+        snprintf(buf, cap,
+            "belongs to another user (uid %ld): ptrace not permitted; run dyn as that "
+            "user or as root",
+            euid);
+        return buf;
+    }
+    if (scope >= 1 && geteuid() != 0) {
+        snprintf(buf, cap, "ptrace not permitted by kernel.yama.ptrace_scope = %d (%s)",
+            scope,
+            scope == 1       ? "only descendants: use `dyn run`, run as root, or `sysctl "
+                               "kernel.yama.ptrace_scope=0`"
+                : scope == 2 ? "only root may attach"
+                             : "no attaching at all until reboot");
+        return buf;
+    }
+    return "ptrace not permitted (the process is not dumpable: setuid, or made so by "
+           "prctl; or a security module refuses)";
+}
+
+/* The one line for a failure to trace PID: "dyn: PID: [WHAT: ]REASON". */
 static void
 fail_trace(int pid, const char *what, int rc)
 {
     int err = errno;
-    const char *why = rc == QP_EIO ? strerror(err) : qp_strerror(rc);
+    char buf[256];
+    const char *why
+        = rc == QP_EIO ? trace_reason(pid, err, buf, sizeof(buf)) : qp_strerror(rc);
 
-    fprintf(stderr, "%s: %d: %s: %s\n", prog_name, pid, what, why);
-    if (rc == QP_EIO && (err == EPERM || err == EACCES)) {
-        FILE *f = fopen("/proc/sys/kernel/yama/ptrace_scope", "r");
-        int scope = -1;
-        if (f != NULL) {
-            if (fscanf(f, "%d", &scope) != 1)
-                scope = -1;
-            fclose(f);
-        }
-        if (scope >= 1)
-            fprintf(stderr,
-                "%s: ptrace is restricted (kernel.yama.ptrace_scope = %d): run as root, "
-                "or `sysctl kernel.yama.ptrace_scope=0`%s\n",
-                prog_name, scope, scope >= 3 ? " (3: not until reboot)" : "");
-        else
-            fprintf(stderr,
-                "%s: not permitted to trace it: it belongs to another user, is not "
-                "dumpable, or is traced already (a debugger)\n",
-                prog_name);
-    }
+    if (what == NULL)
+        fprintf(stderr, "%s: %d: %s\n", prog_name, pid, why);
+    else
+        fprintf(stderr, "%s: %d: %s: %s\n", prog_name, pid, what, why);
 }
 
 /*****************************************************************************
@@ -187,7 +297,8 @@ print_live(const dyn_session_t *s, int pid, const uint64_t *c, const uint64_t *p
         printf("%14.0f %16llu  %s\n", dt > 0 ? (double)r[i].rate / dt : 0.0,
             (unsigned long long)r[i].calls, r[i].name);
     putchar('\n');
-    fflush(stdout);
+    if (fflush(stdout) != 0 || ferror(stdout))
+        out_closed = 1; /* EPIPE (SIGPIPE is ignored) or EIO: nobody reads any more */
     free(r);
 }
 
@@ -230,7 +341,8 @@ print_histogram(const dyn_session_t *s, const dyn_hist_t *h, const uint64_t *c)
             break;
         top[ntop++] = best;
     }
-    printf("\ncalls over time (%zu buckets of %.3f s; widths double as the session grows):\n",
+    printf("\ncalls over time (%zu buckets of %.3f s; widths double as the session "
+           "grows):\n",
         h->used, h->width);
     printf("%10s", "t/s");
     for (size_t j = 0; j < ntop; j++)
@@ -381,6 +493,11 @@ instrument(dyn_proc_t *p, const cfg_prog_t *prog, uint64_t bias, const opts_t *o
         fprintf(stderr, "%s: %s\n", prog_name, qp_strerror(rc));
         return EXIT_FAIL;
     }
+    if (stop_flag) {
+        fprintf(stderr, "%s: %d: interrupted before anything was instrumented\n",
+            prog_name, pid);
+        return EXIT_FAIL;
+    }
     t0 = now();
     if (!dyn_proc_is_stopped(p) && (rc = dyn_proc_stop(p)) < 0) {
         fail_trace(pid, "cannot stop it", rc);
@@ -403,9 +520,11 @@ instrument(dyn_proc_t *p, const cfg_prog_t *prog, uint64_t bias, const opts_t *o
             fprintf(stderr, "%s: %s: not instrumented: %s\n", prog_name, name, why);
     }
     double t1 = now();
-    fprintf(stderr, "%s: %d: %zu %s instrumented, %zu refused, stopped %.1f ms, %.2f s after "
-        "dyn started%s\n", prog_name, pid, dyn_session_npoints(s), what,
-        dyn_session_nrefused(s), (t1 - t0) * 1e3, t1 - t_started,
+    fprintf(stderr,
+        "%s: %d: %zu %s instrumented, %zu refused, stopped %.1f ms, %.2f s after "
+        "dyn started%s\n",
+        prog_name, pid, dyn_session_npoints(s), what, dyn_session_nrefused(s),
+        (t1 - t0) * 1e3, t1 - t_started,
         dyn_session_shared(s) ? "" : " (counters not shared)");
     if (dyn_session_npoints(s) == 0) {
         fprintf(stderr, "%s: nothing to measure\n", prog_name);
@@ -424,7 +543,7 @@ watch(dyn_proc_t *p, dyn_session_t *s, const opts_t *o, double t0, dyn_hist_t *h
     double next = o->interval > 0 ? t0 + o->interval : 0, last = t0;
 
     *ended = 0;
-    while (!stop_flag && c != NULL && prev != NULL) {
+    while (!stop_flag && !out_closed && c != NULL && prev != NULL) {
         double t = now(), step = 0.05;
         if ((*ended = dyn_proc_ended(p, status)) != 0)
             break;
@@ -466,7 +585,8 @@ session(dyn_proc_t *p, const opts_t *o, int spawned, int *started /*OUT*/)
 
     dyn_proc_exe_path(p, exe, sizeof(exe));
     if ((rc = cfg_image_open_bfd(exe, &img)) < 0) {
-        fail_trace(pid, "cannot read its executable", rc);
+        fprintf(stderr, "%s: %d: cannot read its executable %s: %s\n", prog_name, pid,
+            exe, rc == QP_EIO ? strerror(errno) : qp_strerror(rc));
         ret = EXIT_FAIL;
         goto out;
     }
@@ -487,7 +607,8 @@ session(dyn_proc_t *p, const opts_t *o, int spawned, int *started /*OUT*/)
     if (ret != 0)
         goto out;
     t0 = now();
-    if (o->histogram && dyn_hist_init(&hist, dyn_session_npoints(s), HIST_BUCKETS, 0.05, t0) < 0) {
+    if (o->histogram
+        && dyn_hist_init(&hist, dyn_session_npoints(s), HIST_BUCKETS, 0.05, t0) < 0) {
         ret = EXIT_FAIL;
         goto out;
     }
@@ -541,6 +662,11 @@ session(dyn_proc_t *p, const opts_t *o, int spawned, int *started /*OUT*/)
         print_histogram(s, &hist, c);
     if (ret == 0 && ended && spawned)
         ret = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    if (out_closed) {
+        fprintf(stderr, "%s: %d: standard output was closed: session ended%s\n",
+            prog_name, pid, ended ? "" : ", instrumentation removed");
+        ret = EXIT_FAIL;
+    }
 out:
     free(c);
     free(ns);
@@ -553,6 +679,121 @@ out:
     cfg_prog_destroy(prog);
     cfg_image_destroy(img);
     return ret;
+}
+
+/*
+ * SIGINT, SIGTERM and SIGHUP only set stop_flag: a session is never cut in the middle of
+ * an install or a removal (nothing in dynamic/ is left half done by a signal), it ends
+ * at the next check. SIGPIPE is ignored: a closed standard output is seen as EPIPE and
+ * ends the session like a signal (out_closed).
+ */
+static void
+catch_signals(void)
+{
+    struct sigaction sa;
+
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = on_signal; /* no SA_RESTART: sleeps end early */
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGHUP, &sa, NULL);
+    signal(SIGPIPE, SIG_IGN);
+}
+
+/* ARG as a process id into *PID, or a usage message (for COMMAND) and -1. */
+static int
+parse_pid(const char *cmd, const char *arg, int *pid)
+{
+    char *end;
+    long v;
+
+    if (arg == NULL) {
+        fprintf(stderr, "%s: %s: missing PID\n", prog_name, cmd);
+        return -1;
+    }
+    v = strtol(arg, &end, 10);
+    if (end == arg || *end != '\0' || v <= 0 || v > INT32_MAX) {
+        fprintf(stderr, "%s: %s: not a process id: '%s'\n", prog_name, cmd, arg);
+        return -1;
+    }
+    *pid = (int)v;
+    return 0;
+}
+
+/* The one line of dyn clean: what was found and taken out. */
+static void
+print_clean(int pid, const dyn_clean_report_t *r)
+{
+    if (r->busy > 0)
+        fprintf(stderr,
+            "%s: %d: %u trampoline memor%s of a dyn still running left alone\n",
+            prog_name, pid, r->busy, r->busy == 1 ? "y" : "ies");
+    if (r->regions == 0) {
+        printf("%s: %d: nothing of dyn's found\n", prog_name, pid);
+        return;
+    }
+    if (r->jumps + r->moved + r->unmapped == 0) {
+        printf("%s: %d: nothing to take out (%u trampoline memor%s stay%s mapped: "
+               "call-site code, or a thread may still return there)\n",
+            prog_name, pid, r->kept, r->kept == 1 ? "y" : "ies", r->kept == 1 ? "s" : "");
+        return;
+    }
+    printf("%s: %d: %u jump%s put back, %u thread%s moved out, %u mapping%s unmapped",
+        prog_name, pid, r->jumps, r->jumps == 1 ? "" : "s", r->moved,
+        r->moved == 1 ? "" : "s", r->unmapped, r->unmapped == 1 ? "" : "s");
+    if (r->kept > 0)
+        printf(", %u trampoline memor%s left mapped (call sites, or a thread may still "
+               "return there)",
+            r->kept, r->kept == 1 ? "y" : "ies");
+    printf("\n");
+}
+
+/* dyn clean PID: take out what a killed dyn left. */
+static int
+clean_main(int argc, char **argv)
+{
+    char exe[64];
+    cfg_image_t *img = NULL;
+    dyn_proc_t *p = NULL;
+    dyn_clean_report_t r;
+    uint64_t bias = 0;
+    int pid, rc;
+
+    if (parse_pid("clean", argc >= 2 ? argv[1] : NULL, &pid) < 0)
+        return EXIT_USAGE;
+    if (argc > 2) {
+        fprintf(stderr, "%s: clean: unexpected argument '%s'\n", prog_name, argv[2]);
+        return EXIT_USAGE;
+    }
+    catch_signals();
+    snprintf(exe, sizeof(exe), "/proc/%d/exe", pid);
+    /* Attach first: the reason it fails (no such process, ...) is the one to give. */
+    if ((rc = dyn_proc_attach(pid, &p)) < 0) {
+        fail_trace(pid, NULL, rc);
+        return EXIT_FAIL;
+    }
+    dyn_proc_resume(p);
+    if ((rc = cfg_image_open_bfd(exe, &img)) < 0
+        || (rc = dyn_proc_load_bias(p, img->entry, &bias)) < 0) {
+        fprintf(stderr, "%s: %d: cannot read its executable %s: %s\n", prog_name, pid,
+            exe, rc == QP_EIO ? strerror(errno) : qp_strerror(rc));
+        cfg_image_destroy(img);
+        dyn_proc_destroy(p);
+        return EXIT_FAIL;
+    }
+    if ((rc = dyn_proc_stop(p)) < 0) {
+        fail_trace(pid, "cannot stop it", rc);
+    } else if ((rc = dyn_clean(p, img, bias, &r)) < 0) {
+        fprintf(stderr, "%s: %d: cleaning: %s\n", prog_name, pid,
+            rc == QP_EIO ? strerror(errno) : qp_strerror(rc));
+    }
+    dyn_proc_destroy(p);
+    cfg_image_destroy(img);
+    if (rc < 0)
+        return EXIT_FAIL;
+    print_clean(pid, &r);
+    return fflush(stdout) == 0 ? 0 : EXIT_FAIL;
 }
 
 int
@@ -576,7 +817,6 @@ main(int argc, char **argv)
     t_started = now();
     tool_heap_setup();
     opts_t o = { 0 };
-    struct sigaction sa;
     dyn_proc_t *p = NULL;
     const char *cmd;
     int opt, ret, pid = 0, run, started = 0;
@@ -589,10 +829,14 @@ main(int argc, char **argv)
         printf("dyn (%s) %s\n", PACKAGE_NAME, PACKAGE_VERSION);
         return 0;
     }
-    if (argc < 2 || (strcmp(argv[1], "attach") != 0 && strcmp(argv[1], "run") != 0)) {
+    if (argc < 2
+        || (strcmp(argv[1], "attach") != 0 && strcmp(argv[1], "run") != 0
+            && strcmp(argv[1], "clean") != 0)) {
         usage(stderr);
         return EXIT_USAGE;
     }
+    if (strcmp(argv[1], "clean") == 0)
+        return clean_main(argc - 1, argv + 1);
     cmd = argv[1];
     run = strcmp(cmd, "run") == 0;
     o.count = calloc((size_t)argc, sizeof(*o.count));
@@ -603,18 +847,8 @@ main(int argc, char **argv)
     argv++;
     argc--;
     if (!run) {
-        char *end;
-        long v;
-        if (argc < 2) {
-            fprintf(stderr, "%s: attach: missing PID\n", prog_name);
+        if (parse_pid("attach", argc >= 2 ? argv[1] : NULL, &pid) < 0)
             return EXIT_USAGE;
-        }
-        v = strtol(argv[1], &end, 10);
-        if (end == argv[1] || *end != '\0' || v <= 0 || v > INT32_MAX) {
-            fprintf(stderr, "%s: attach: not a process id: '%s'\n", prog_name, argv[1]);
-            return EXIT_USAGE;
-        }
-        pid = (int)v;
         argv++;
         argc--;
     }
@@ -661,12 +895,7 @@ main(int argc, char **argv)
         return EXIT_USAGE;
     }
 
-    memset(&sa, 0, sizeof(sa));
-    sa.sa_handler = on_signal; /* no SA_RESTART: sleeps end early */
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
-    sigaction(SIGHUP, &sa, NULL);
+    catch_signals();
 
     if (run) {
         ret = dyn_proc_spawn(argv + optind, &p);
@@ -680,7 +909,7 @@ main(int argc, char **argv)
         /* Attach only to check permissions early; analysis runs while it runs. */
         ret = dyn_proc_attach(pid, &p);
         if (ret < 0) {
-            fail_trace(pid, "cannot attach", ret);
+            fail_trace(pid, NULL, ret);
             return EXIT_FAIL;
         }
         dyn_proc_resume(p);

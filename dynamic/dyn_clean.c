@@ -1,0 +1,273 @@
+/* Copyright 2026 the qpt authors
+ * SPDX-License-Identifier: MIT */
+
+/*
+ * What a killed dyn leaves in a process, taken out (dyn clean PID). A dyn that dies
+ * (SIGKILL) leaves the process consistent but instrumented: jumps at entries, exits and
+ * call sites into trampolines that count. Its trampoline memory is anonymous r-x memory
+ * that starts with a header (dyn_tramp_hdr_t); the jumps are found by comparing the
+ * program's code in memory with the file, the only bytes a session changes. Removal
+ * follows dyn_session_remove: jumps back first, threads out of the trampolines, memory
+ * unmapped only when no pc or stack word points into it.
+ */
+#include "config.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "dynamic/dyn.h"
+
+/* Bytes of stack scanned above each thread's stack pointer (as dyn_patch.c). */
+#define STACK_SCAN (32u << 10)
+#define LEAVE_TRIES 100
+#define JMP_LEN 5
+/* Code is compared with the file this many bytes at a time. */
+#define CHUNK 65536
+
+typedef struct region {
+    uint64_t lo, hi;     /* the trampoline memory */
+    dyn_tramp_hdr_t hdr; /* its header */
+} region_t;
+
+typedef struct regions {
+    region_t *v;
+    size_t n, cap;
+} regions_t;
+
+static int
+add_region(regions_t *r, uint64_t lo, uint64_t hi, const dyn_tramp_hdr_t *h)
+{
+    if (r->n == r->cap) {
+        size_t cap = r->cap ? 2 * r->cap : 8;
+        region_t *n = realloc(r->v, cap * sizeof(*n));
+        if (n == NULL)
+            return QP_ENOMEM;
+        r->v = n;
+        r->cap = cap;
+    }
+    r->v[r->n].lo = lo;
+    r->v[r->n].hi = hi;
+    r->v[r->n++].hdr = *h;
+    return 0;
+}
+
+/*
+ * Is [ADDR, ADDR + SIZE) one whole read-write mapping of dyn's counters (the memfd, or
+ * anonymous memory)? Checked before unmapping: never unmap what is not ours.
+ */
+static int
+is_counters(dyn_proc_t *p, uint64_t addr, uint64_t size)
+{
+    char path[64], line[512];
+    FILE *f;
+    int yes = 0;
+
+    snprintf(path, sizeof(path), "/proc/%d/maps", dyn_proc_pid(p));
+    if ((f = fopen(path, "r")) == NULL)
+        return 0;
+    while (!yes && fgets(line, sizeof(line), f) != NULL) {
+        unsigned long long lo, hi;
+        char perms[8];
+        int name = 0;
+        if (sscanf(line, "%llx-%llx %7s %*s %*s %*s %n", &lo, &hi, perms, &name) < 3
+            || lo != addr)
+            continue;
+        line[strcspn(line, "\n")] = '\0';
+        yes = hi == addr + size && perms[0] == 'r' && perms[1] == 'w'
+            && (line[name] == '\0' || strstr(line + name, "qpt-dyn-counters") != NULL);
+    }
+    fclose(f);
+    return yes;
+}
+
+/* Is the dyn that made a region still running (its session is live: not ours)? */
+static int
+dyn_alive(uint32_t pid)
+{
+    char path[64], comm[32] = "";
+    FILE *f;
+
+    if (pid == 0 || (int)pid == getpid())
+        return 0;
+    snprintf(path, sizeof(path), "/proc/%u/comm", pid);
+    if ((f = fopen(path, "r")) == NULL)
+        return 0;
+    if (fgets(comm, sizeof(comm), f) == NULL)
+        comm[0] = '\0';
+    fclose(f);
+    comm[strcspn(comm, "\n")] = '\0';
+    return strcmp(comm, "dyn") == 0 || strcmp(comm, "lt-dyn") == 0;
+}
+
+/* Anonymous executable mappings whose first bytes are a trampoline header. */
+static int
+find_regions(dyn_proc_t *p, regions_t *r, unsigned *busy)
+{
+    char path[64], line[512];
+    FILE *f;
+    int rc = 0;
+
+    snprintf(path, sizeof(path), "/proc/%d/maps", dyn_proc_pid(p));
+    if ((f = fopen(path, "r")) == NULL)
+        return QP_EIO;
+    while (rc == 0 && fgets(line, sizeof(line), f) != NULL) {
+        unsigned long long lo, hi, inode;
+        char perms[8];
+        int name = 0;
+        dyn_tramp_hdr_t h;
+        if (sscanf(line, "%llx-%llx %7s %*s %*s %llu %n", &lo, &hi, perms, &inode, &name)
+            < 4)
+            continue;
+        if (perms[2] != 'x' || inode != 0
+            || (name > 0 && line[name] != '\0' && line[name] != '\n'))
+            continue;
+        if (dyn_proc_read(p, lo, &h, sizeof(h)) < 0
+            || memcmp(h.magic, DYN_TRAMP_MAGIC, sizeof(h.magic)) != 0)
+            continue;
+        if (dyn_alive(h.dyn_pid))
+            (*busy)++;
+        else
+            rc = add_region(r, lo, hi, &h);
+    }
+    fclose(f);
+    return rc;
+}
+
+static const region_t *
+region_at(const regions_t *r, uint64_t a)
+{
+    for (size_t i = 0; i < r->n; i++)
+        if (a >= r->v[i].lo && a < r->v[i].hi)
+            return &r->v[i];
+    return NULL;
+}
+
+/*
+ * Put back every jump into a region that starts in [ADDR, ADDR + N): FILE and MEM hold
+ * the file's and the memory's bytes from ADDR, N + 4 of them. *JUMPS counts them.
+ */
+static int
+restore_chunk(dyn_proc_t *p, const regions_t *r, uint64_t addr, const uint8_t *file,
+    const uint8_t *mem, size_t n, unsigned *jumps)
+{
+    for (size_t i = 0; i < n; i++) {
+        int32_t rel;
+        uint64_t to;
+        /* (The file may have a jmp there too: the original code can start with one.) */
+        if (mem[i] != 0xe9 || memcmp(mem + i, file + i, JMP_LEN) == 0)
+            continue;
+        memcpy(&rel, mem + i + 1, 4);
+        to = addr + i + JMP_LEN + (uint64_t)(int64_t)rel;
+        if (region_at(r, to) == NULL)
+            continue;
+        QP_CHECK(dyn_proc_write(p, addr + i, file + i, JMP_LEN));
+        (*jumps)++;
+        i += JMP_LEN - 1;
+    }
+    return 0;
+}
+
+/* Every jump into a region in the executable sections of IMG. */
+static int
+restore_jumps(dyn_proc_t *p, const cfg_image_t *img, uint64_t bias, const regions_t *r,
+    unsigned *jumps)
+{
+    uint8_t *mem = malloc(CHUNK + JMP_LEN);
+    int rc = 0;
+
+    if (mem == NULL)
+        return QP_ENOMEM;
+    for (size_t k = 0; k < img->nsections && rc == 0; k++) {
+        const cfg_section_t *sec = &img->sections[k];
+        if (!(sec->flags & CFG_SEC_CODE) || !(sec->flags & CFG_SEC_LOAD)
+            || sec->bytes == NULL)
+            continue;
+        /* A jump is 5 bytes: only one that starts inside the section is ours. */
+        for (uint64_t off = 0; off + JMP_LEN <= sec->size && rc == 0; off += CHUNK) {
+            size_t n = sec->size - off - JMP_LEN + 1;
+            n = n > CHUNK ? CHUNK : n;
+            if (dyn_proc_read(p, sec->vma + bias + off, mem, n + JMP_LEN - 1) < 0)
+                break; /* not mapped as the file says: leave it */
+            rc = restore_chunk(
+                p, r, sec->vma + bias + off, sec->bytes + off, mem, n, jumps);
+        }
+    }
+    free(mem);
+    return rc;
+}
+
+/* Let every thread whose pc is in a region run out of it. */
+static int
+move_threads(dyn_proc_t *p, const regions_t *r, unsigned *moved)
+{
+    dyn_thread_info_t *ti;
+    size_t nt = 0;
+
+    QP_CHECK(dyn_proc_threads(p, NULL, 0, &nt));
+    if ((ti = calloc(nt ? nt : 1, sizeof(*ti))) == NULL)
+        return QP_ENOMEM;
+    if (dyn_proc_threads(p, ti, nt, &nt) < 0) {
+        free(ti);
+        return QP_EIO;
+    }
+    for (size_t i = 0; i < nt; i++) {
+        const region_t *g = region_at(r, ti[i].pc);
+        if (g != NULL && dyn_proc_leave(p, ti[i].tid, g->lo, g->hi, LEAVE_TRIES) == 0)
+            (*moved)++;
+    }
+    free(ti);
+    return 0;
+}
+
+/* Unmap what region G owns that no word of W (sorted, N) can still need. */
+static void
+free_region(dyn_proc_t *p, const region_t *g, const uint64_t *w, size_t n,
+    dyn_clean_report_t *out)
+{
+    size_t i = cfg_u64_lower_bound(w, n, g->lo);
+    int used = i < n && w[i] < g->hi;
+
+    if (!used && g->hdr.ctr != 0 && is_counters(p, g->hdr.ctr, g->hdr.ctr_size)
+        && dyn_space_free(p, g->hdr.ctr, g->hdr.ctr_size) == 0)
+        out->unmapped++;
+    /* The code may stay: its header no longer names the counters (their address may
+       be reused by the program). */
+    if (!used)
+        dyn_tramp_forget_counters(p, g->lo);
+    if (used || (g->hdr.flags & DYN_HDR_CALLS)) {
+        out->kept++;
+        return;
+    }
+    if (dyn_space_free(p, g->lo, g->hi - g->lo) == 0)
+        out->unmapped++;
+}
+
+int
+dyn_clean(
+    dyn_proc_t *p, const cfg_image_t *img, uint64_t bias, dyn_clean_report_t *out /*OUT*/)
+{
+    regions_t r = { 0 };
+    uint64_t *w = NULL;
+    size_t nw = 0;
+    int rc;
+
+    if (p == NULL || img == NULL || out == NULL || !dyn_proc_is_stopped(p))
+        return QP_EINVAL;
+    memset(out, 0, sizeof(*out));
+    if ((rc = find_regions(p, &r, &out->busy)) < 0 || r.n == 0)
+        goto out;
+    out->regions = (unsigned)r.n;
+    /* The order of dyn_session_remove: jumps, threads, then memory. */
+    if ((rc = restore_jumps(p, img, bias, &r, &out->jumps)) < 0
+        || (rc = move_threads(p, &r, &out->moved)) < 0
+        || (rc = dyn_proc_words(p, STACK_SCAN, &w, &nw)) < 0)
+        goto out;
+    for (size_t i = 0; i < r.n; i++)
+        free_region(p, &r.v[i], w, nw, out);
+out:
+    free(w);
+    free(r.v);
+    return rc;
+}
