@@ -206,12 +206,23 @@ int arch_emit_call(uint64_t addr, uint64_t target, uint8_t *out /*OUT*/, size_t 
 /* jcc rel32 with condition COND (arch_cond_t or ARCH_COND_OTHER not allowed) at ADDR. */
 int arch_emit_jcc(uint64_t addr, int cond, uint64_t target, uint8_t *out /*OUT*/, size_t cap);
 
+/* Counter increments (arch_emit_counter_inc). */
+enum {
+    ARCH_INC_PLAIN = 0,  /* exact in one thread at a time */
+    ARCH_INC_ATOMIC = 1, /* exact whatever runs at once (a locked read-modify-write) */
+    ARCH_INC_SWITCH = 2, /* plain, and made atomic in place by writing ARCH_INC_LOCK_BYTE
+                          * over its first byte (which is ARCH_INC_PLAIN_BYTE) */
+};
+#define ARCH_INC_PLAIN_BYTE 0x3e /* x86-64: a ds prefix, which 64-bit mode ignores */
+#define ARCH_INC_LOCK_BYTE 0xf0  /* x86-64: the lock prefix */
+
 /*
- * Add one to the 8-byte counter at absolute address COUNTER, from code at ADDR:
- * `incq COUNTER(%rip)` (7 bytes) or, with ATOMIC, `lock incq` (8 bytes). Changes the
- * arithmetic flags: use only where they are dead (see arch_emit_flags_save).
+ * Add one to the 8-byte counter at absolute address COUNTER, from code at ADDR, as MODE
+ * (ARCH_INC_*) says: `incq COUNTER(%rip)` (7 bytes), `lock incq` (8 bytes), or
+ * `ds incq` (8 bytes, the switchable form). Changes the arithmetic flags: use only
+ * where they are dead (see arch_emit_flags_save).
  */
-int arch_emit_counter_inc(uint64_t addr, uint64_t counter, int atomic, uint8_t *out /*OUT*/,
+int arch_emit_counter_inc(uint64_t addr, uint64_t counter, int mode, uint8_t *out /*OUT*/,
                           size_t cap);
 
 /*

@@ -87,6 +87,8 @@ typedef struct drv_graph {
     uint64_t *fork_after;    /* instructions after which the process may be a new child
                               * (calls of forkers, system calls that may fork) */
     uint32_t nfork_after;
+    uint64_t *thread_before; /* calls that may start a thread (calls of starters) */
+    uint32_t nthread_before;
     const char *why;         /* DRV_NOT_MEASURED: the reason */
     const drv_weights_t *weights; /* an earlier profile's edge counts, or NULL */
 } drv_graph_t;
@@ -109,6 +111,9 @@ typedef struct drv_result {
                               * cannot carry a counter) */
     uint32_t nfork_hooks;    /* fork hooks placed */
     uint32_t nfork_unseen;   /* fork sites in procedures not measured (no hook) */
+    uint32_t nthread_hooks;  /* thread hooks placed */
+    uint32_t nthread_unseen; /* thread-start sites in procedures not measured, plus one when
+                              * a starter's address is taken */
     int atomic;              /* counters use locked increments (QP_DESC_ATOMIC) */
     int threads;             /* the program can start threads (QP_DESC_THREADS) */
     int pie;                 /* the program is position independent (QP_DESC_PIE) */
@@ -171,6 +176,8 @@ typedef struct drv_prog_info {
     size_t nxt;
     const uint64_t *forkers; /* entries of procedures after whose call a child may run */
     size_t nforkers;
+    const uint64_t *starters;/* entries of procedures that may start a thread */
+    size_t nstarters;
 } drv_prog_info_t;
 
 /*
@@ -179,6 +186,12 @@ typedef struct drv_prog_info {
  */
 int drv_graph_build(const cfg_prog_t *prog, uint32_t proc, const drv_prog_info_t *info,
                     drv_graph_t *g /*OUT*/);
+
+/* What instruction IN (PREV: the one before it in its block, or NULL) is: DRV_SITE_FORK
+ * (a child may run after it), DRV_SITE_THREAD (a thread may start in it), both, or 0. */
+enum { DRV_SITE_FORK = 1, DRV_SITE_THREAD = 2 };
+int drv_site_kind(const cfg_prog_t *prog, const arch_insn_t *prev, const arch_insn_t *in,
+                  const drv_prog_info_t *info);
 
 /*
  * Processes and threads (drv_procs.c).
@@ -192,7 +205,36 @@ int drv_graph_build(const cfg_prog_t *prog, uint32_t proc, const drv_prog_info_t
 int drv_forkers(const cfg_prog_t *prog, uint64_t **out /*OUT*/, size_t *n /*OUT*/);
 int drv_is_fork_name(const char *name);
 int drv_syscall_may_fork(long nr);
-const char *drv_threads_reason(const cfg_prog_t *prog, char *buf, size_t len);
+const char *drv_threads_reason(const cfg_prog_t *prog, char *buf, size_t len,
+                               int *unhooked /*OUT*/);
+
+/*
+ * drv_starters: like drv_forkers, for the functions that start threads (pthread_create,
+ * thrd_create, std::thread, OpenMP, glib); *TAKEN is set when one has its address taken.
+ * drv_is_thread_name: NAME is one of them. drv_threads_reason sets *UNHOOKED when the
+ * threads it found start where no call can carry a thread hook (system calls of a static
+ * program's own clone).
+ */
+int drv_starters(const cfg_prog_t *prog, uint64_t **out /*OUT*/, size_t *n /*OUT*/,
+                 int *taken /*OUT*/);
+int drv_is_thread_name(const char *name);
+
+/* How the counters of a measured program are incremented (drv_choose_inc). */
+typedef struct drv_inc {
+    int mode;               /* ARCH_INC_PLAIN, ARCH_INC_ATOMIC or ARCH_INC_SWITCH */
+    int lock_at_start;      /* SWITCH: atomic before the program runs */
+    const char *why;        /* a phrase for the summary line */
+    char buf[320];          /* holds it */
+} drv_inc_t;
+
+/*
+ * Choose for PROG, after drv_run filled RES: FORCE 1 (--atomic) or 0 (--no-atomic)
+ * decides; with -1, plain increments when nothing says threads can start or a child
+ * can count into its parent's counters, else switchable ones, made atomic by the
+ * thread hook before the first thread starts - or at start when a thread or child may
+ * start where no hook sees it. Sets RES->atomic (not PLAIN) and RES->threads.
+ */
+void drv_choose_inc(const cfg_prog_t *prog, drv_result_t *res, int force, drv_inc_t *out /*OUT*/);
 void drv_graph_free(drv_graph_t *g);
 
 #endif

@@ -272,28 +272,50 @@ place_edge(drv_graph_t *g, const insns_t *l, drv_edge_t *ed)
     ed->save_flags = (live & INC_FLAGS) != 0;
 }
 
-/* The instructions of L after which a forked child may run (g->fork_after). */
+/* Append ADDR to *V (room for every instruction of the procedure, N). */
 static int
-find_fork_sites(drv_graph_t *g, const insns_t *l, const drv_prog_info_t *info)
+push_site(uint64_t **v, uint32_t *k, uint32_t n, uint64_t addr)
+{
+    if (*v == NULL && (*v = malloc((size_t)n * sizeof(uint64_t))) == NULL)
+        return QP_ENOMEM;
+    (*v)[(*k)++] = addr;
+    return 0;
+}
+
+int
+drv_site_kind(const cfg_prog_t *prog, const arch_insn_t *prev, const arch_insn_t *in,
+              const drv_prog_info_t *info)
+{
+    if (in->kind == ARCH_KIND_SYSCALL)
+        return drv_syscall_may_fork(cfg_syscall_nr(prog->img, prev, in)) ? DRV_SITE_FORK : 0;
+    if (in->kind != ARCH_KIND_CALL && in->kind != ARCH_KIND_CALL_IND)
+        return 0;
+    int direct = in->kind == ARCH_KIND_CALL && in->target != 0;
+    const char *name = cfg_callee_name(prog, in);
+    int kind = 0;
+    if ((direct && cfg_u64_contains(info->forkers, info->nforkers, in->target))
+        || drv_is_fork_name(name))
+        kind |= DRV_SITE_FORK;
+    if ((direct && cfg_u64_contains(info->starters, info->nstarters, in->target))
+        || drv_is_thread_name(name))
+        kind |= DRV_SITE_THREAD;
+    return kind;
+}
+
+/* The calls and system calls of L after which a forked child may run, and the calls
+ * before which the program may start a thread. */
+static int
+find_sites(drv_graph_t *g, const insns_t *l, const drv_prog_info_t *info)
 {
     uint32_t n = l->off[g->nblocks];
     for (uint32_t i = 0; i < g->nblocks; i++)
         for (uint32_t k = l->off[i]; k < l->off[i + 1]; k++) {
             const arch_insn_t *in = &l->v[k];
-            int fork = 0;
-            if (in->kind == ARCH_KIND_SYSCALL)
-                fork = drv_syscall_may_fork(
-                    cfg_syscall_nr(g->prog->img, k > l->off[i] ? &l->v[k - 1] : NULL, in));
-            else if (in->kind == ARCH_KIND_CALL || in->kind == ARCH_KIND_CALL_IND)
-                fork = (in->kind == ARCH_KIND_CALL && in->target != 0
-                        && cfg_u64_contains(info->forkers, info->nforkers, in->target))
-                    || drv_is_fork_name(cfg_callee_name(g->prog, in));
-            if (!fork)
-                continue;
-            if (g->fork_after == NULL
-                && (g->fork_after = malloc((size_t)n * sizeof(uint64_t))) == NULL)
-                return QP_ENOMEM;
-            g->fork_after[g->nfork_after++] = in->addr;
+            int kind = drv_site_kind(g->prog, k > l->off[i] ? &l->v[k - 1] : NULL, in, info);
+            if (kind & DRV_SITE_FORK)
+                QP_CHECK(push_site(&g->fork_after, &g->nfork_after, n, in->addr));
+            if (kind & DRV_SITE_THREAD)
+                QP_CHECK(push_site(&g->thread_before, &g->nthread_before, n, in->addr));
         }
     return 0;
 }
@@ -337,7 +359,7 @@ drv_graph_build(const cfg_prog_t *prog, uint32_t proc, const drv_prog_info_t *in
     for (uint32_t i = 0; i < nb; i++)
         g->block_counter[i] = QP_NOCOUNTER;
     TRY(decode_proc(prog, g->first, nb, &l));
-    TRY(find_fork_sites(g, &l, info));
+    TRY(find_sites(g, &l, info));
 
     /* Edges: X -> entry, X -> other roots, then each block's own. */
     TRY(push_edge(g, &ecap, mk_edge(X, 0, CFG_NONE, QP_EDGE_ENTRY)));
@@ -435,5 +457,6 @@ drv_graph_free(drv_graph_t *g)
     free(g->block_at);
     free(g->block_save);
     free(g->fork_after);
+    free(g->thread_before);
     memset(g, 0, sizeof(*g));
 }

@@ -81,10 +81,23 @@ drv_syscall_may_fork(long nr)
 }
 
 int
-drv_forkers(const cfg_prog_t *prog, uint64_t **out, size_t *n)
+drv_is_thread_name(const char *name)
+{
+    return name_matches(name, thread_names, thread_prefixes);
+}
+
+/*
+ * The sorted entries of the procedures whose name IS_NAME accepts, and of those that
+ * tail-call one of them (a call of either returns the same way); *TAKEN is set when
+ * one of them has its address taken (it may be called where no hook sees it).
+ */
+static int
+callee_set(const cfg_prog_t *prog, int (*is_name)(const char *), uint64_t **out, size_t *n,
+           int *taken)
 {
     *out = NULL;
     *n = 0;
+    *taken = 0;
     uint8_t *is = calloc(prog->nprocs + 1, 1);
     uint64_t *v = malloc((prog->nprocs + 1) * sizeof(uint64_t));
     if (is == NULL || v == NULL) {
@@ -93,8 +106,7 @@ drv_forkers(const cfg_prog_t *prog, uint64_t **out, size_t *n)
         return QP_ENOMEM;
     }
     for (uint32_t i = 0; i < prog->nprocs; i++)
-        is[i] = (uint8_t)drv_is_fork_name(prog->procs[i].name);
-    /* A procedure that ends in a tail call of a forker returns twice as well. */
+        is[i] = (uint8_t)is_name(prog->procs[i].name);
     for (int changed = 1; changed;) {
         changed = 0;
         for (uint32_t i = 0; i < prog->nprocs; i++) {
@@ -117,11 +129,26 @@ drv_forkers(const cfg_prog_t *prog, uint64_t **out, size_t *n)
         }
     }
     for (uint32_t i = 0; i < prog->nprocs; i++)
-        if (is[i])
+        if (is[i]) {
             v[(*n)++] = prog->procs[i].entry; /* procs are sorted by entry */
+            *taken |= (prog->procs[i].sources & CFG_SRC_ADDR) != 0;
+        }
     free(is);
     *out = v;
     return 0;
+}
+
+int
+drv_forkers(const cfg_prog_t *prog, uint64_t **out, size_t *n)
+{
+    int taken;
+    return callee_set(prog, drv_is_fork_name, out, n, &taken);
+}
+
+int
+drv_starters(const cfg_prog_t *prog, uint64_t **out, size_t *n, int *taken)
+{
+    return callee_set(prog, drv_is_thread_name, out, n, taken);
 }
 
 /*
@@ -174,25 +201,31 @@ block_starts_thread(const cfg_prog_t *prog, const cfg_block_t *b)
 }
 
 const char *
-drv_threads_reason(const cfg_prog_t *prog, char *buf, size_t len)
+drv_threads_reason(const cfg_prog_t *prog, char *buf, size_t len, int *unhooked)
 {
+    *unhooked = 0;
     if (prog == NULL || buf == NULL || len == 0)
         return NULL;
     for (uint32_t i = 0; i < prog->nprocs; i++)
-        if (name_matches(prog->procs[i].name, thread_names, thread_prefixes)) {
+        if (drv_is_thread_name(prog->procs[i].name)) {
             snprintf(buf, len, "it calls %s", prog->procs[i].name);
             return buf;
         }
+    /* Named only by a relocation: called through its GOT slot (seen), or through a
+     * pointer loaded from it (not seen). */
     const cfg_image_t *img = prog->img;
     for (size_t i = 0; i < img->nrelocs; i++)
-        if (name_matches(img->relocs[i].sym, thread_names, thread_prefixes)) {
+        if (drv_is_thread_name(img->relocs[i].sym)) {
             snprintf(buf, len, "it calls %s", img->relocs[i].sym);
             return buf;
         }
+    *unhooked = 1; /* what follows has no call site to hook */
     /* A static program has its own clone: look at the system calls (a dynamic one
      * starts threads through its libraries' functions, named above). */
-    if (img->flags & CFG_IMG_DYNAMIC)
+    if (img->flags & CFG_IMG_DYNAMIC) {
+        *unhooked = 0;
         return NULL;
+    }
     /* glibc's clone3 wrapper (pthread_create, also posix_spawn) lies outside the CFG of
      * its FDE, after its end: look for the bytes. */
     uint8_t pat[16];
@@ -211,5 +244,37 @@ drv_threads_reason(const cfg_prog_t *prog, char *buf, size_t len)
                      (unsigned long long)prog->blocks[i].start);
             return buf;
         }
+    *unhooked = 0;
     return NULL;
+}
+
+void
+drv_choose_inc(const cfg_prog_t *prog, drv_result_t *res, int force, drv_inc_t *out)
+{
+    char tbuf[256];
+    int unhooked;
+    const char *threads = drv_threads_reason(prog, tbuf, sizeof(tbuf), &unhooked);
+    memset(out, 0, sizeof(*out));
+    res->threads = threads != NULL;
+    if (force >= 0) {
+        out->mode = force ? ARCH_INC_ATOMIC : ARCH_INC_PLAIN;
+        snprintf(out->buf, sizeof(out->buf), "%s%s%s", force ? "--atomic" : "--no-atomic",
+                 threads ? "; the program can start threads: " : "", threads ? threads : "");
+    } else if (threads == NULL && res->nfork_unseen == 0) {
+        out->mode = ARCH_INC_PLAIN;
+        snprintf(out->buf, sizeof(out->buf),
+                 "no thread creation found: exact for one thread at a time");
+    } else {
+        out->mode = ARCH_INC_SWITCH;
+        out->lock_at_start = unhooked || res->nthread_unseen > 0 || res->nfork_unseen > 0;
+        const char *when = !out->lock_at_start ? "made atomic before the first thread starts"
+            : res->nfork_unseen > 0           ? "atomic from the start: a child may fork "
+                                                 "where no hook sees it"
+                                              : "atomic from the start: a thread may start "
+                                                 "where no hook sees it";
+        snprintf(out->buf, sizeof(out->buf), "%s%s%s", when,
+                 threads ? "; the program can start threads: " : "", threads ? threads : "");
+    }
+    out->why = out->buf;
+    res->atomic = out->mode != ARCH_INC_PLAIN;
 }

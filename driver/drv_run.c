@@ -192,27 +192,22 @@ describe_unmeasured(drv_result_t *res, const cfg_proc_t *p, const char *prefix, 
 }
 
 /* The measured procedure of graph G: its probes, exit hooks and description. */
-/* The fork sites of procedure P, which gets no hooks (it is not measured). */
-static uint32_t
-count_fork_sites(const cfg_prog_t *prog, const cfg_proc_t *p, const drv_prog_info_t *info)
+/* The fork and thread-start sites of procedure P, which gets no hooks (not measured). */
+static void
+count_unseen_sites(drv_result_t *res, const cfg_prog_t *prog, const cfg_proc_t *p,
+                   const drv_prog_info_t *info)
 {
-    uint32_t n = 0;
     for (uint32_t k = 0; k < p->nblocks; k++) {
         const cfg_block_t *b = &prog->blocks[p->block + k];
         arch_insn_t prev = { 0 }, in;
         for (uint64_t a = b->start; a < b->end; a += in.len, prev = in) {
             if (decode_at(prog, a, &in) < 0)
                 break;
-            if (in.kind == ARCH_KIND_SYSCALL)
-                n += drv_syscall_may_fork(cfg_syscall_nr(prog->img, a > b->start ? &prev : NULL,
-                                                         &in));
-            else if (in.kind == ARCH_KIND_CALL || in.kind == ARCH_KIND_CALL_IND)
-                n += (in.kind == ARCH_KIND_CALL
-                      && cfg_u64_contains(info->forkers, info->nforkers, in.target))
-                    || drv_is_fork_name(cfg_callee_name(prog, &in));
+            int kind = drv_site_kind(prog, a > b->start ? &prev : NULL, &in, info);
+            res->nfork_unseen += (kind & DRV_SITE_FORK) != 0;
+            res->nthread_unseen += (kind & DRV_SITE_THREAD) != 0;
         }
     }
-    return n;
 }
 
 static int
@@ -237,6 +232,9 @@ describe_measured(drv_result_t *res, const drv_graph_t *g, const uint64_t *exits
     for (uint32_t k = 0; k < g->nfork_after; k++)
         QP_CHECK(add_probe(res, g->fork_after[k], ED_AT_AFTER, ED_SNIP_FORK_HOOK, 0, 0));
     res->nfork_hooks += g->nfork_after;
+    for (uint32_t k = 0; k < g->nthread_before; k++)
+        QP_CHECK(add_probe(res, g->thread_before[k], ED_AT_BEFORE, ED_SNIP_THREAD_HOOK, 0, 0));
+    res->nthread_hooks += g->nthread_before;
     for (uint32_t e = 0; e < g->nedges; e++) {
         const drv_edge_t *ed = &g->edges[e];
         if (ed->counter == QP_NOCOUNTER)
@@ -317,12 +315,16 @@ drv_run(const drv_ops_t *drv, const cfg_prog_t *prog, const ed_plan_t *plan,
         return QP_ENOMEM;
     }
     QP_CHECK(add_string(res, "", &off));
-    uint64_t *xt = NULL, *exits = NULL, *forkers = NULL;
-    size_t nxt = 0, nexits = 0, nforkers = 0;
+    uint64_t *xt = NULL, *exits = NULL, *forkers = NULL, *starters = NULL;
+    size_t nxt = 0, nexits = 0, nforkers = 0, nstarters = 0;
+    int taken = 0;
     int rc = cross_targets(prog, &xt, &nxt);
     if (rc == 0)
         rc = drv_forkers(prog, &forkers, &nforkers);
-    drv_prog_info_t info = { xt, nxt, forkers, nforkers };
+    if (rc == 0)
+        rc = drv_starters(prog, &starters, &nstarters, &taken);
+    res->nthread_unseen = taken != 0; /* called through a pointer: no hook sees it */
+    drv_prog_info_t info = { xt, nxt, forkers, nforkers, starters, nstarters };
     if (rc == 0 && (exits = malloc((prog->nprocs + 1) * sizeof(uint64_t))) == NULL)
         rc = QP_ENOMEM;
     for (uint32_t i = 0; rc == 0 && i < prog->nprocs; i++)
@@ -334,7 +336,7 @@ drv_run(const drv_ops_t *drv, const cfg_prog_t *prog, const ed_plan_t *plan,
             continue;
         const char *left = ed_plan_left_reason(plan, i);
         if (left != NULL) {
-            res->nfork_unseen += count_fork_sites(prog, p, &info);
+            count_unseen_sites(res, prog, p, &info);
             rc = describe_unmeasured(res, p, "left in place: ", left);
             continue;
         }
@@ -360,7 +362,7 @@ drv_run(const drv_ops_t *drv, const cfg_prog_t *prog, const ed_plan_t *plan,
         }
         if (rc == DRV_NOT_MEASURED) {
             res->nunmeasured++;
-            res->nfork_unseen += count_fork_sites(prog, p, &info);
+            count_unseen_sites(res, prog, p, &info);
             rc = describe_unmeasured(res, p, "not measured: ", why ? why : "?");
         } else if (rc == 0)
             res->nmeasured++;
@@ -368,6 +370,7 @@ drv_run(const drv_ops_t *drv, const cfg_prog_t *prog, const ed_plan_t *plan,
     free(xt);
     free(exits);
     free(forkers);
+    free(starters);
     if (rc < 0)
         drv_result_free(res);
     return rc;

@@ -150,6 +150,10 @@ _Static_assert(sizeof(qp_desc_edge_t) == 24, "qp_desc_edge_t layout");
 enum {
     QP_PROF_SATURATED = 1u << 0, /* a count reached 2^64 - 1 while folding or merging:
                                   * counters equal to UINT64_MAX are lower bounds */
+    QP_PROF_LOCKED = 1u << 1,    /* a process made its switchable increments atomic (it
+                                  * was about to start a thread) */
+    QP_PROF_RACY = 1u << 2,      /* a process could not: threads may have raced on plain
+                                  * increments, counts may be low */
 };
 
 typedef struct qp_prof_hdr {

@@ -201,7 +201,9 @@ typedef struct ed_opts {
     int stretch;        /* testing: put a nop after every relocated instruction, so layout
                          * assumptions fail loudly instead of by luck */
     int long_branches;  /* never use rel8 forms in relocated code */
-    int atomic;         /* counter increments with a lock prefix (multithreaded programs) */
+    int atomic;         /* counter increments: ARCH_INC_PLAIN (0), ARCH_INC_ATOMIC (1), or
+                         * ARCH_INC_SWITCH (plain until the runtime makes them atomic in
+                         * place, see ed_plan_lock_sites) */
     int keep_tables;    /* do not retarget proven jump tables: every dispatch then goes
                          * through the redirect at the old case address */
 } ed_opts_t;
@@ -250,6 +252,8 @@ typedef enum ed_snip {
     ED_SNIP_EXIT_HOOK,  /* call the runtime's exit hook (it saves every register) */
     ED_SNIP_FORK_HOOK,  /* call the runtime's fork hook (likewise); it runs before the
                          * other snippets of its place */
+    ED_SNIP_THREAD_HOOK,/* call the runtime's thread hook (likewise): it makes switchable
+                         * counters atomic before the program starts a thread */
 } ed_snip_t;
 
 typedef struct ed_probe {
@@ -270,7 +274,17 @@ int ed_plan_set_probes(ed_plan_t *plan, const ed_probe_t *probes, size_t n);
 
 /* What the snippets refer to: the address of counter 0 and of the runtime's hooks. */
 void ed_plan_set_runtime(ed_plan_t *plan, uint64_t counters, uint64_t exit_hook,
-                         uint64_t fork_hook);
+                         uint64_t fork_hook, uint64_t thread_hook);
+
+/* How counters are incremented (ARCH_INC_*; ed_opts_t.atomic), before ed_plan_apply. */
+void ed_plan_set_inc_mode(ed_plan_t *plan, int mode);
+
+/*
+ * After ed_plan_apply with ARCH_INC_SWITCH counters: the new addresses of their first
+ * bytes (ARCH_INC_PLAIN_BYTE, to be made ARCH_INC_LOCK_BYTE), ascending; *N gets their
+ * number. Valid until the plan is destroyed.
+ */
+const uint64_t *ed_plan_lock_sites(const ed_plan_t *plan, size_t *n /*OUT*/);
 
 /*
  * After ed_plan_apply: the new address of the relocated instruction at OLD itself (past

@@ -88,6 +88,9 @@ struct ed_plan {
     uint64_t counters;        /* address of counter 0 */
     uint64_t exit_hook;       /* address of the runtime's exit hook */
     uint64_t fork_hook;       /* address of the runtime's fork hook */
+    uint64_t thread_hook;     /* address of the runtime's thread hook */
+    uint64_t *lock_sites;     /* ARCH_INC_SWITCH: where each increment's first byte went */
+    size_t nlock_sites, lock_cap;
     int laid_out;             /* layout() has run */
     uint64_t text;            /* address of the new code */
     uint64_t text_size;       /* its size */
@@ -560,9 +563,31 @@ cmp_probe(const void *a, const void *b)
     return x->counter < y->counter ? -1 : x->counter > y->counter;
 }
 
-/* The snippet of probe P at ADDR into OUT. Its size does not depend on ADDR. */
+/* Note the switchable increment at ADDR (SITES: the plan when writing, NULL when sizing). */
 static int
-emit_snippet(const ed_plan_t *plan, const ed_probe_t *p, uint64_t addr, uint8_t *out, size_t cap)
+note_lock_site(ed_plan_t *sites, uint64_t addr)
+{
+    if (sites == NULL)
+        return 0;
+    if (sites->nlock_sites == sites->lock_cap) {
+        size_t nc = sites->lock_cap ? 2 * sites->lock_cap : 1024;
+        uint64_t *v = realloc(sites->lock_sites, nc * sizeof(uint64_t));
+        if (v == NULL)
+            return QP_ENOMEM;
+        sites->lock_sites = v;
+        sites->lock_cap = nc;
+    }
+    sites->lock_sites[sites->nlock_sites++] = addr;
+    return 0;
+}
+
+/*
+ * The snippet of probe P at ADDR into OUT. Its size does not depend on ADDR. SITES (the
+ * plan, or NULL when only sizing) collects where switchable increments go.
+ */
+static int
+emit_snippet(const ed_plan_t *plan, const ed_probe_t *p, uint64_t addr, uint8_t *out, size_t cap,
+             ed_plan_t *sites)
 {
     int n = 0, k;
     switch (p->what) {
@@ -572,6 +597,8 @@ emit_snippet(const ed_plan_t *plan, const ed_probe_t *p, uint64_t addr, uint8_t 
                 return k;
             n += k;
         }
+        if (plan->opts.atomic == ARCH_INC_SWITCH)
+            QP_CHECK(note_lock_site(sites, addr + (uint64_t)n));
         k = arch_emit_counter_inc(addr + (uint64_t)n, plan->counters + 8ull * p->counter,
                                   plan->opts.atomic, out + n, cap - (size_t)n);
         if (k < 0)
@@ -587,6 +614,8 @@ emit_snippet(const ed_plan_t *plan, const ed_probe_t *p, uint64_t addr, uint8_t 
         return arch_emit_call_protected(addr, plan->exit_hook, out, cap);
     case ED_SNIP_FORK_HOOK:
         return arch_emit_call_protected(addr, plan->fork_hook, out, cap);
+    case ED_SNIP_THREAD_HOOK:
+        return arch_emit_call_protected(addr, plan->thread_hook, out, cap);
     default:
         return QP_EINVAL;
     }
@@ -612,7 +641,8 @@ probes_from(const ed_plan_t *plan, uint64_t old)
  * their total size. With OUT == NULL only sizes them.
  */
 static int
-emit_probes(const ed_plan_t *plan, uint64_t old, int at, uint64_t addr, uint8_t *out, size_t cap)
+emit_probes(const ed_plan_t *plan, uint64_t old, int at, uint64_t addr, uint8_t *out, size_t cap,
+            ed_plan_t *sites)
 {
     uint8_t scratch[SNIPPET_MAX];
     int total = 0;
@@ -622,8 +652,8 @@ emit_probes(const ed_plan_t *plan, uint64_t old, int at, uint64_t addr, uint8_t 
         if (p->at != at)
             continue;
         int n = out ? emit_snippet(plan, p, addr + (uint64_t)total, out + total,
-                                   cap - (size_t)total)
-                    : emit_snippet(plan, p, addr, scratch, sizeof(scratch));
+                                   cap - (size_t)total, sites)
+                    : emit_snippet(plan, p, addr, scratch, sizeof(scratch), NULL);
         if (n < 0)
             return n;
         total += n;
@@ -643,9 +673,9 @@ size_probes(ed_plan_t *plan, const arch_insn_t *in, ed_slot_t *s, ed_stub_t **st
     if (k == k0)
         return 0;
     plan->nprobes_placed += k - k0;
-    int pre = emit_probes(plan, a, ED_AT_BEFORE, 0, NULL, 0);
-    int post = emit_probes(plan, a, ED_AT_AFTER, 0, NULL, 0);
-    int taken = emit_probes(plan, a, ED_AT_TAKEN, 0, NULL, 0);
+    int pre = emit_probes(plan, a, ED_AT_BEFORE, 0, NULL, 0, NULL);
+    int post = emit_probes(plan, a, ED_AT_AFTER, 0, NULL, 0, NULL);
+    int taken = emit_probes(plan, a, ED_AT_TAKEN, 0, NULL, 0, NULL);
     if (pre < 0 || post < 0 || taken < 0)
         return QP_EINVAL;
     if (pre > UINT16_MAX || post > UINT16_MAX)
@@ -969,6 +999,7 @@ ed_plan_destroy(ed_plan_t *plan)
     free(plan->seg_new_end);
     free(plan->probes);
     free(plan->stubs);
+    free(plan->lock_sites);
     free(plan);
 }
 
@@ -997,11 +1028,27 @@ ed_plan_set_probes(ed_plan_t *plan, const ed_probe_t *probes, size_t n)
 }
 
 void
-ed_plan_set_runtime(ed_plan_t *plan, uint64_t counters, uint64_t exit_hook, uint64_t fork_hook)
+ed_plan_set_runtime(ed_plan_t *plan, uint64_t counters, uint64_t exit_hook, uint64_t fork_hook,
+                    uint64_t thread_hook)
 {
     plan->counters = counters;
     plan->exit_hook = exit_hook;
     plan->fork_hook = fork_hook;
+    plan->thread_hook = thread_hook;
+}
+
+void
+ed_plan_set_inc_mode(ed_plan_t *plan, int mode)
+{
+    if (plan != NULL && !plan->laid_out)
+        plan->opts.atomic = mode;
+}
+
+const uint64_t *
+ed_plan_lock_sites(const ed_plan_t *plan, size_t *n)
+{
+    *n = plan != NULL ? plan->nlock_sites : 0;
+    return plan != NULL ? plan->lock_sites : NULL;
 }
 
 uint64_t
@@ -1184,7 +1231,8 @@ emit_code(ed_plan_t *plan, const qp_space_ops_t *ops, void *space)
         if (s->stub != NO_STUB)
             target = plan->stubs[s->stub].new_;
         uint8_t *out = buf + (s->new_ - plan->text);
-        if (s->pre > 0 && emit_probes(plan, s->old, ED_AT_BEFORE, s->new_, out, s->pre) != s->pre) {
+        if (s->pre > 0
+            && emit_probes(plan, s->old, ED_AT_BEFORE, s->new_, out, s->pre, plan) != s->pre) {
             rc = QP_ERANGE;
             break;
         }
@@ -1202,7 +1250,8 @@ emit_code(ed_plan_t *plan, const qp_space_ops_t *ops, void *space)
         if (stretch)
             out[len] = 0x90;
         if (s->post > 0
-            && emit_probes(plan, s->old, ED_AT_AFTER, insn + s->len, out + s->len, s->post)
+            && emit_probes(plan, s->old, ED_AT_AFTER, insn + s->len, out + s->len, s->post,
+                           plan)
                    != s->post) {
             rc = QP_ERANGE;
             break;
@@ -1228,7 +1277,7 @@ emit_code(ed_plan_t *plan, const qp_space_ops_t *ops, void *space)
             break;
         }
         uint8_t *out = buf + (st->new_ - plan->text);
-        int n = emit_probes(plan, st->jcc, ED_AT_TAKEN, st->new_, out, st->len - PAD_LEN);
+        int n = emit_probes(plan, st->jcc, ED_AT_TAKEN, st->new_, out, st->len - PAD_LEN, plan);
         if (n != (int)(st->len - PAD_LEN)) {
             rc = n < 0 ? n : QP_ERANGE;
             break;

@@ -120,9 +120,13 @@ typedef struct elfw_rewrite_stats {
  * (runtime/qprt.h) as the new entry point, and the description DESCRIBE produces once
  * the code is placed (it gets the plan and the address of counter 0; it returns the
  * serialized description, malloc'ed, and its id), in a read-only region `.qpt.desc`.
+ * With switchable increments, the table of their sites goes into a read-only region
+ * `.qpt.locks` that the runtime uses to make them atomic (runtime/qprt.h).
  */
 typedef struct elfw_instr {
     uint32_t ncounters;
+    int lock_at_start;       /* switchable increments (ARCH_INC_SWITCH) are made atomic
+                              * before the program runs (QPRT_F_LOCK_AT_START) */
     int (*describe)(void *arg, const struct ed_plan *plan, uint64_t counters,
                     uint8_t **desc /*OUT*/, size_t *len /*OUT*/, uint64_t *id /*OUT*/);
     void *arg;

@@ -24,6 +24,8 @@ typedef struct rt_regions {
     uint64_t state;    /* runtime state page, then the counters (zero-filled, RW) */
     uint64_t rt;       /* the runtime blob (RX) */
     uint64_t desc;     /* the description (R) */
+    uint64_t locks;    /* the lock-site table (R), or 0 */
+    uint64_t nlocks;   /* its entries */
     uint64_t unwind;   /* new unwind tables (R) */
 } rt_regions_t;
 
@@ -54,8 +56,38 @@ reserve_runtime(ed_image_t *im, const cfg_image_t *img, ed_plan_t *plan,
                                      ED_PROT_R | ED_PROT_W, &r->state));
     QP_CHECK(ed_image_ops.alloc_near(im, lo, hi, qprt_blob_size, ED_PROT_R | ED_PROT_X, &r->rt));
     ed_plan_set_runtime(plan, r->state + QPRT_STATE_SIZE, r->rt + QPRT_HOOK_OFF,
-                        r->rt + QPRT_FORK_OFF);
+                        r->rt + QPRT_FORK_OFF, r->rt + QPRT_THREAD_OFF);
     return 0;
+}
+
+/* The sites of the switchable increments, as offsets from the new code, in a region. */
+static int
+write_lock_sites(ed_image_t *im, const cfg_image_t *img, const ed_plan_t *plan,
+                 rt_regions_t *r)
+{
+    size_t n;
+    const uint64_t *site = ed_plan_lock_sites(plan, &n);
+    uint64_t text = ed_plan_text(plan, NULL);
+    if (n == 0)
+        return 0;
+    uint32_t *v = malloc(n * sizeof(uint32_t));
+    if (v == NULL)
+        return QP_ENOMEM;
+    for (size_t i = 0; i < n; i++) {
+        if (site[i] < text || site[i] - text > UINT32_MAX) {
+            free(v);
+            return QP_ERANGE;
+        }
+        v[i] = (uint32_t)(site[i] - text);
+    }
+    uint64_t lo, hi;
+    image_extent(img, &lo, &hi);
+    int rc = ed_image_alloc_bytes(im, lo, hi, (uint8_t *)v, n * sizeof(uint32_t), ED_PROT_R,
+                                  &r->locks);
+    if (rc < 0)
+        free(v); /* else the image has it */
+    r->nlocks = n;
+    return rc;
 }
 
 /* After the code is placed: the description and the runtime's parameters. */
@@ -86,8 +118,17 @@ write_runtime(ed_image_t *im, const cfg_image_t *img, ed_plan_t *plan,
         free(blob);
         return QP_EFORMAT; /* a blob built from another qprt.h */
     }
+    QP_CHECK(write_lock_sites(im, img, plan, r));
     uint64_t entry = ed_plan_map(plan, img->entry);
     par.self = r->rt;
+    if (r->nlocks > 0) {
+        par.flags |= QPRT_F_SWITCH | (instr->lock_at_start ? QPRT_F_LOCK_AT_START : 0);
+        par.text = ed_plan_text(plan, &par.text_size);
+        par.locks = r->locks;
+        par.nlocks = r->nlocks;
+        par.plain_byte = ARCH_INC_PLAIN_BYTE;
+        par.lock_byte = ARCH_INC_LOCK_BYTE;
+    }
     par.entry = entry != 0 ? entry : img->entry;
     par.state = r->state;
     par.counters = counters;
@@ -153,6 +194,8 @@ region_name(const ed_region_t *reg, const rt_regions_t *r, uint64_t text)
         return ".qpt.rt";
     if (reg->vaddr == r->desc)
         return ".qpt.desc";
+    if (reg->vaddr == r->locks)
+        return ".qpt.locks";
     return ".eh_frame";
 }
 

@@ -50,6 +50,8 @@ typedef struct qprt_state {
     uint64_t dev, ino;    /* the profile file, to find it again after fork */
     uint64_t secure;      /* AT_SECURE: no environment, no symbolic links */
     uint64_t slot;        /* the slot this process counts into, or UINT64_MAX */
+    uint64_t locked;      /* switchable increments: 0 plain, 1 being made atomic, 2 atomic
+                           * (or could not be: see QP_PROF_RACY) */
     char path[PATH_CAP];  /* the profile's absolute path */
 } qprt_state_t;
 _Static_assert(sizeof(qprt_state_t) <= QPRT_STATE_SIZE, "state fits its page");
@@ -58,6 +60,7 @@ _Static_assert(sizeof(qprt_state_t) <= QPRT_STATE_SIZE, "state fits its page");
 uint64_t qprt_init(uint64_t *sp) HIDDEN;
 void qprt_exit_dump(uint64_t *saved) HIDDEN;
 void qprt_after_fork(void) HIDDEN;
+void qprt_before_thread(void) HIDDEN;
 
 /*****************************************************************************
  * System calls
@@ -87,7 +90,7 @@ sys6(long nr, long a, long b, long c, long d, long e, long f)
 
 enum {
     SYS_read = 0, SYS_write = 1, SYS_open = 2, SYS_close = 3, SYS_fstat = 5, SYS_mmap = 9,
-    SYS_munmap = 11, SYS_pread64 = 17, SYS_pwrite64 = 18, SYS_madvise = 28, SYS_getpid = 39,
+    SYS_mprotect = 10, SYS_munmap = 11, SYS_pread64 = 17, SYS_pwrite64 = 18, SYS_madvise = 28, SYS_getpid = 39,
     SYS_kill = 62, SYS_flock = 73, SYS_ftruncate = 77, SYS_getcwd = 79, SYS_readlink = 89,
     SYS_geteuid = 107, SYS_gettid = 186, SYS_fallocate = 285, SYS_process_vm_readv = 310,
 };
@@ -95,7 +98,7 @@ enum {
     O_RDONLY = 0, O_RDWR = 2, O_CREAT = 0100, O_NOCTTY = 0400, O_NONBLOCK = 04000,
     O_NOFOLLOW = 0400000, O_CLOEXEC = 02000000,
 };
-enum { PROT_READ = 1, PROT_WRITE = 2, MAP_SHARED = 1, MAP_PRIVATE = 2, MAP_FIXED = 0x10,
+enum { PROT_READ = 1, PROT_WRITE = 2, PROT_EXEC = 4, MAP_SHARED = 1, MAP_PRIVATE = 2, MAP_FIXED = 0x10,
        MAP_ANONYMOUS = 0x20 };
 enum { LOCK_EX = 2, LOCK_UN = 8, MADV_WIPEONFORK = 18, AT_SECURE = 23 };
 enum { ESRCH = 3, EINTR = 4, EOPNOTSUPP = 95, S_IFMT = 0170000, S_IFREG = 0100000 };
@@ -183,17 +186,24 @@ parse_u64(const char **p)
     return v;
 }
 
+/* One line on stderr: "qp: WHAT: WHY; TAIL". */
 static void
-warn(const char *path, const char *why)
+warn_line(const char *what, const char *why, const char *tail)
 {
     char line[1400];
     size_t n = 0;
     append(line, sizeof(line), &n, "qp: ");
-    append(line, sizeof(line), &n, path);
+    append(line, sizeof(line), &n, what);
     append(line, sizeof(line), &n, ": ");
     append(line, sizeof(line), &n, why);
-    append(line, sizeof(line), &n, "; counts of this process are not saved\n");
+    append(line, sizeof(line), &n, tail);
     sys3(SYS_write, 2, (long)line, (long)n);
+}
+
+static void
+warn(const char *path, const char *why)
+{
+    warn_line(path, why, "; counts of this process are not saved\n");
 }
 
 /*****************************************************************************
@@ -638,6 +648,63 @@ fork_marker(void)
 }
 
 /*****************************************************************************
+ * Threads: switchable increments made atomic
+ */
+
+/* Set FLAG in the profile's header, if one is mapped. */
+static void
+profile_flag(const qprt_state_t *st, uint32_t flag)
+{
+    if (st->prof != 0)
+        __atomic_fetch_or(&((volatile qp_prof_hdr_t *)(uintptr_t)st->prof)->flags, flag,
+                          __ATOMIC_RELAXED);
+}
+
+/*
+ * Make every switchable increment of the relocated code atomic, once: before the
+ * program can run its code in a second thread. The code stays executable throughout
+ * (threads a library started may be running it); each site's first byte goes from the
+ * ignored prefix to the lock prefix, both valid forms of the same instruction.
+ */
+static void
+make_atomic(const qprt_params_t *p, uint64_t bias, qprt_state_t *st)
+{
+    if (!(p->flags & QPRT_F_SWITCH) || __atomic_load_n(&st->locked, __ATOMIC_ACQUIRE) == 2)
+        return;
+    uint64_t zero = 0;
+    if (!__atomic_compare_exchange_n(&st->locked, &zero, 1, 0, __ATOMIC_ACQ_REL,
+                                     __ATOMIC_ACQUIRE)) {
+        while (__atomic_load_n(&st->locked, __ATOMIC_ACQUIRE) != 2)
+            __asm__ volatile("pause");
+        return;
+    }
+    uint64_t text = p->text + bias;
+    uint64_t lo = text & ~(uint64_t)4095, hi = (text + p->text_size + 4095) & ~(uint64_t)4095;
+    if (sys3(SYS_mprotect, (long)lo, (long)(hi - lo), PROT_READ | PROT_WRITE | PROT_EXEC) < 0) {
+        profile_flag(st, QP_PROF_RACY);
+        warn_line("counters", "cannot make them atomic before a thread starts (mprotect "
+                  "refused)", "; counts may be lost where threads race\n");
+    } else {
+        const uint32_t *site = (const uint32_t *)(uintptr_t)(p->locks + bias);
+        volatile uint8_t *code = (volatile uint8_t *)(uintptr_t)text;
+        for (uint64_t i = 0; i < p->nlocks; i++)
+            if (site[i] < p->text_size && code[site[i]] == p->plain_byte)
+                code[site[i]] = p->lock_byte;
+        sys3(SYS_mprotect, (long)lo, (long)(hi - lo), PROT_READ | PROT_EXEC);
+        profile_flag(st, QP_PROF_LOCKED);
+    }
+    __atomic_store_n(&st->locked, 2, __ATOMIC_RELEASE);
+}
+
+void
+qprt_before_thread(void)
+{
+    const qprt_params_t *p = &qprt_params;
+    uint64_t bias = (uint64_t)(uintptr_t)p - p->self;
+    make_atomic(p, bias, (qprt_state_t *)(uintptr_t)(p->state + bias));
+}
+
+/*****************************************************************************
  * Start, and after fork
  */
 
@@ -665,11 +732,12 @@ qprt_init(uint64_t *sp)
     st->slot = UINT64_MAX;
     st->secure = (uint64_t)secure_execution(sp);
     const char *why = "cannot name the profile";
-    if (profile_path(sp, st) < 0 || attach(st, p, bias, 0, &why) < 0) {
+    if (profile_path(sp, st) < 0 || attach(st, p, bias, 0, &why) < 0)
         warn(st->path[0] ? st->path : "profile", why);
-        return p->entry + bias;
-    }
-    st->marker = fork_marker();
+    else
+        st->marker = fork_marker();
+    if (p->flags & QPRT_F_LOCK_AT_START)
+        make_atomic(p, bias, st);
     return p->entry + bias;
 }
 

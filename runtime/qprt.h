@@ -16,6 +16,14 @@
 #define QPRT_START_OFF 256u /* blob offset of the entry code (the new e_entry) */
 #define QPRT_HOOK_OFF 384u  /* blob offset of the exit hook (called by exit snippets) */
 #define QPRT_FORK_OFF 512u  /* blob offset of the fork hook (called after fork sites) */
+#define QPRT_THREAD_OFF 640u /* blob offset of the thread hook (called before thread starts) */
+
+enum {
+    QPRT_F_SWITCH = 1u << 0,     /* the counters are ARCH_INC_SWITCH increments, listed in
+                                  * the lock-site table */
+    QPRT_F_LOCK_AT_START = 1u << 1, /* make them atomic before the program runs (it may
+                                  * start threads where no thread hook sees it) */
+};
 #define QPRT_STATE_SIZE 4096u /* the runtime's writable page, just before counter 0 */
 
 typedef struct qprt_params {
@@ -27,7 +35,15 @@ typedef struct qprt_params {
     uint64_t counters_size; /* bytes reserved for the counters (a page multiple) */
     uint64_t ncounters;     /* counters used */
     uint64_t id;            /* the description's id (qp_format.h) */
-    uint64_t flags;         /* 0 */
+    uint64_t flags;         /* QPRT_F_* */
+    uint64_t text;          /* link-time address of the relocated code */
+    uint64_t text_size;     /* its size */
+    uint64_t locks;         /* link-time address of the lock-site table: uint32_t offsets
+                             * from `text` of each switchable increment, ascending */
+    uint64_t nlocks;        /* its entries */
+    uint8_t plain_byte;     /* ARCH_INC_PLAIN_BYTE: what a site holds until switched */
+    uint8_t lock_byte;      /* ARCH_INC_LOCK_BYTE: what makes it atomic */
+    uint8_t pad[6];
 } qprt_params_t;
 
 #ifndef QPRT_FREESTANDING

@@ -84,4 +84,17 @@ qprt_fork_hook:
     mov     %rbx, %rsp
     RESTORE_ALL
     ret
+
+    .section .qprt.thread,"ax"
+    .globl qprt_thread_hook
+    .hidden qprt_thread_hook
+/* Called like the exit hook, before every call that may start a thread. */
+qprt_thread_hook:
+    SAVE_ALL
+    mov     %rsp, %rbx
+    and     $-16, %rsp
+    call    qprt_before_thread
+    mov     %rbx, %rsp
+    RESTORE_ALL
+    ret
     .section .note.GNU-stack,"",@progbits

@@ -143,13 +143,7 @@ rewrite(const cfg_prog_t *prog, const char *input, const char *output, const cha
 {
     ed_plan_t *plan = NULL;
     ed_opts_t eo = { 0 };
-    /* Plain increments are exact in one thread: locked ones where threads may race. */
-    char tbuf[256];
-    const char *threads = drv_threads_reason(prog, tbuf, sizeof(tbuf));
-    if (atomic < 0)
-        atomic = threads != NULL;
     eo.stretch = getenv("QPT_STRETCH") != NULL; /* testing aid, see README */
-    eo.atomic = atomic;
     eo.keep_tables = getenv("QPT_KEEP_TABLES") != NULL; /* testing aid, see README */
     int rc = ed_plan_create(prog, &eo, &plan);
     if (rc < 0)
@@ -166,6 +160,7 @@ rewrite(const cfg_prog_t *prog, const char *input, const char *output, const cha
     memset(&res, 0, sizeof(res));
     elfw_instr_t instr = { 0 };
     drv_weights_t w = { 0 };
+    drv_inc_t inc = { 0 };
     if (weights != NULL) {
         char why[600];
         rc = drv_weights_load(weights, &w, why, sizeof(why));
@@ -194,10 +189,10 @@ rewrite(const cfg_prog_t *prog, const char *input, const char *output, const cha
             drv_result_free(&res);
             return fail_input(input, rc);
         }
-        res.atomic = atomic;
-        res.threads = threads != NULL;
+        drv_choose_inc(prog, &res, atomic, &inc);
+        ed_plan_set_inc_mode(plan, inc.mode);
         res.pie = (prog->img->flags & CFG_IMG_PIE) != 0;
-        instr = (elfw_instr_t) { res.ncounters, describe, &res };
+        instr = (elfw_instr_t) { res.ncounters, inc.lock_at_start, describe, &res };
         if (verbose)
             for (uint32_t i = 0; i < res.nprocs; i++)
                 if (res.procs[i].reason != 0 && strncmp(res.strtab + res.procs[i].reason,
@@ -257,17 +252,15 @@ rewrite(const cfg_prog_t *prog, const char *input, const char *output, const cha
                 res.nunmeasured, res.ncounters, res.nedges_total,
                 es->nprobes ? 100.0 * es->nflag_saves / (double)es->nprobes : 0.0, es->nstubs,
                 res.nexit_hooks, res.nfork_hooks);
-        fprintf(stderr, "%s: %s: counters: %s (%s%s)\n", prog_name, output,
-                atomic ? "locked increments" : "plain increments",
-                threads != NULL ? "the program can start threads: " : "",
-                threads != NULL ? threads
-                                : "no thread creation found: exact for one thread at a time");
-        if (res.nfork_unseen > 0)
+        static const char *const mode[] = { "plain increments", "locked increments",
+                                            "switchable increments" };
+        fprintf(stderr, "%s: %s: counters: %s (%s); %u thread hooks\n", prog_name, output,
+                mode[inc.mode], inc.why, res.nthread_hooks);
+        if (res.nfork_unseen > 0 && verbose)
             fprintf(stderr, "%s: %s: %u call%s or system call%s that may fork are in code "
-                    "left in place: a child forked there counts into its parent's counters%s\n",
+                    "left in place: a child forked there counts into its parent's counters\n",
                     prog_name, output, res.nfork_unseen, res.nfork_unseen == 1 ? "" : "s",
-                    res.nfork_unseen == 1 ? "" : "s",
-                    atomic ? "" : " (plain increments: counts may be lost; the report says so)");
+                    res.nfork_unseen == 1 ? "" : "s");
     }
     ed_plan_destroy(plan);
     drv_result_free(&res);

@@ -367,12 +367,18 @@ arch_emit_jcc(uint64_t addr, int cond, uint64_t target, uint8_t* out /*OUT*/, si
 
 int
 arch_emit_counter_inc(
-    uint64_t addr, uint64_t counter, int atomic, uint8_t* out /*OUT*/, size_t cap)
+    uint64_t addr, uint64_t counter, int mode, uint8_t* out /*OUT*/, size_t cap)
 {
-    /* [lock] incq disp32(%rip): [f0] REX.W ff /0, ModRM 05. */
-    static const uint8_t opc[] = { 0xf0, 0x48, 0xff, 0x05 };
-    const size_t skip = atomic ? 0 : 1;
+    /* [prefix] incq disp32(%rip): [f0 or 3e] REX.W ff /0, ModRM 05. */
+    uint8_t opc[] = { ARCH_INC_LOCK_BYTE, 0x48, 0xff, 0x05 };
+    size_t skip = 0;
 
+    if (mode == ARCH_INC_PLAIN)
+        skip = 1;
+    else if (mode == ARCH_INC_SWITCH)
+        opc[0] = ARCH_INC_PLAIN_BYTE;
+    else if (mode != ARCH_INC_ATOMIC)
+        return QP_EINVAL;
     return x86_put_rel32(opc + skip, sizeof(opc) - skip, addr, counter, out, cap);
 }
 

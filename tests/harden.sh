@@ -1,0 +1,226 @@
+#!/bin/bash
+# Copyright 2026 the qpt authors
+# SPDX-License-Identifier: MIT
+#
+# Regression tests of the hardening issue: what a careless or hostile user can do with
+# qpt-rewrite, qp and an instrumented program must never gain a privilege, clobber a
+# file, hang, or lose counts without saying so.
+#   files     -o never replaces a device or FIFO; a FIFO input is refused at once; the
+#             output never keeps set-user-ID; a rewritten program is not rewritten again;
+#             qp report -o never truncates its inputs; SIGTERM leaves no temporary file
+#   secure    a set-user-ID-root rewrite run by nobody ignores QP_PROFILE (root only)
+#   counts    forked children, simultaneous starts, threads, kill -9: exact counts
+#   saturate  a saturated counter is marked in the flat report, the CSV and after merge
+# Work in $top_builddir/tests/harden.d. Exit status: 0 pass, 1 fail, 99 hard error.
+set -u
+
+# shellcheck source=tests/lib.sh
+. "${top_srcdir:-.}/tests/lib.sh"
+
+QP=${QP:-$top_builddir/tools/qp}
+D=$top_builddir/tests/harden.d
+rm -rf "$D"
+mkdir -p "$D" || exit 99
+D=$(cd "$D" && pwd)
+fails=0
+bad() {
+    echo "FAIL $*"
+    fails=$((fails + 1))
+}
+ok() { echo "ok   $*"; }
+
+qp_have gcc || { echo "SKIP: no gcc"; exit 77; }
+
+# --- test programs -------------------------------------------------------------------
+cat >"$D/work.c" <<'EOF'
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+static volatile long sink;
+__attribute__((noinline)) void work(long i) { sink += i; }
+static long n;
+static void *loop(void *a) { for (long i = 0; i < n; i++) work(i); return a; }
+/* work MODE K N: call work() N times in each of K forked children and the parent
+ * (fork), or in K threads (thread), or once in this process (one). */
+int main(int argc, char **argv) {
+    if (argc < 4) return 2;
+    int k = atoi(argv[2]);
+    n = atol(argv[3]);
+    if (strcmp(argv[1], "fork") == 0) {
+        for (int i = 0; i < k; i++)
+            if (fork() == 0) { loop(0); _exit(0); }
+        loop(0);
+        while (wait(NULL) > 0) ;
+    } else if (strcmp(argv[1], "thread") == 0) {
+        pthread_t t[64];
+        for (int i = 0; i < k && i < 64; i++) pthread_create(&t[i], 0, loop, 0);
+        for (int i = 0; i < k && i < 64; i++) pthread_join(t[i], 0);
+    } else
+        loop(0);
+    puts("done");
+    return 0;
+}
+EOF
+gcc -O2 -pthread -o "$D/work" "$D/work.c" || exit 99
+gcc -O2 -static -pthread -o "$D/work.static" "$D/work.c" || exit 99
+for v in work work.static; do
+    "$QPT_REWRITE" "$D/$v" -o "$D/$v.inst" 2>"$D/$v.rw" || { cat "$D/$v.rw"; exit 99; }
+done
+
+# calls_of PROFILE: the calls of work in the CSV report (the static program is
+# stripped of nothing, so the name is there).
+calls_of() {
+    "$QP" report --csv "$1" 2>/dev/null | awk -F, '$1 == "work" { print $2 }'
+}
+
+# --- files ---------------------------------------------------------------------------
+mkfifo "$D/fifo" || exit 99
+if "$QPT_REWRITE" "$D/work" -o "$D/fifo" 2>"$D/err" || [ ! -p "$D/fifo" ]; then
+    bad "qpt-rewrite -o FIFO replaced it"
+else
+    grep -q "not a regular file" "$D/err" && ok "qpt-rewrite -o FIFO refused" \
+        || bad "qpt-rewrite -o FIFO: $(cat "$D/err")"
+fi
+if [ "$(id -u)" -eq 0 ] && mknod "$D/null" c 1 3 2>/dev/null; then
+    "$QPT_REWRITE" "$D/work" -o "$D/null" 2>/dev/null
+    [ -c "$D/null" ] && ok "qpt-rewrite -o a character device refused" \
+        || bad "qpt-rewrite -o a character device replaced it"
+    "$QP" merge -o "$D/null" "$D/work.inst.qp" 2>/dev/null
+    [ -c "$D/null" ] && ok "qp merge -o a character device refused" \
+        || bad "qp merge -o a character device replaced it"
+fi
+timeout 20 "$QPT_REWRITE" --dump-cfg "$D/fifo" >/dev/null 2>"$D/err"
+st=$?
+[ "$st" -eq 1 ] && [ "$(wc -l <"$D/err")" -eq 1 ] && ok "--dump-cfg FIFO refused at once" \
+    || bad "--dump-cfg FIFO: status $st: $(cat "$D/err")"
+timeout 20 "$QP" report "$D/fifo" >/dev/null 2>"$D/err"
+st=$?
+[ "$st" -eq 1 ] && ok "qp report FIFO refused at once" || bad "qp report FIFO: status $st"
+
+cp "$D/work" "$D/suid" && chmod 4755 "$D/suid"
+"$QPT_REWRITE" --driver=none "$D/suid" -o "$D/suid.inst" 2>"$D/err"
+mode=$(stat -c %a "$D/suid.inst")
+[ "$mode" = 755 ] && grep -q "set-user-ID" "$D/err" && ok "setuid bit not copied, and said so" \
+    || bad "setuid rewrite: mode $mode: $(cat "$D/err")"
+
+"$QPT_REWRITE" "$D/work.inst" -o "$D/again" 2>"$D/err"
+st=$?
+[ "$st" -eq 1 ] && [ ! -e "$D/again" ] && grep -q "already rewritten" "$D/err" \
+    && ok "a rewritten program is refused" || bad "rewrite of a rewrite: status $st"
+
+(cd "$D" && ./work.inst one 1 10 >/dev/null)
+cp "$D/work.inst.qp" "$D/keep.qp"
+"$QP" report -o "$D/work.inst.qp" "$D/work.inst.qp" 2>/dev/null
+cmp -s "$D/work.inst.qp" "$D/keep.qp" && ok "qp report -o PROFILE refused" \
+    || bad "qp report -o PROFILE truncated the profile"
+
+# SIGTERM at several moments of a rewrite of a larger program: never a temporary file.
+big=$top_builddir/tools/qpt-rewrite
+left=0
+for delay in 0.05 0.1 0.2 0.3 0.5; do
+    "$QPT_REWRITE" "$big" -o "$D/big.out" 2>/dev/null &
+    pid=$!
+    sleep "$delay"
+    kill -TERM "$pid" 2>/dev/null
+    wait "$pid" 2>/dev/null
+    ls "$D"/big.out.tmp* >/dev/null 2>&1 && left=$((left + 1))
+    rm -f "$D"/big.out*
+done
+[ "$left" -eq 0 ] && ok "SIGTERM during a rewrite leaves no temporary file" \
+    || bad "SIGTERM left $left temporary files"
+
+# --- secure execution ----------------------------------------------------------------
+if [ "$(id -u)" -eq 0 ] && command -v setpriv >/dev/null; then
+    mkdir -p "$D/sec" && chmod 755 "$D/sec"
+    cp "$D/work.inst" "$D/sec/prog" && chown root:root "$D/sec/prog" && chmod 4755 "$D/sec/prog"
+    mkdir -p "$D/victim" && chmod 777 "$D/victim"
+    out=$(cd / && QP_PROFILE="$D/victim/evil" setpriv --reuid=nobody --regid=nogroup \
+        --clear-groups "$D/sec/prog" one 1 5 2>"$D/sec.err")
+    if [ -e "$D/victim/evil" ]; then
+        bad "secure execution: QP_PROFILE created $(stat -c '%U %a' "$D/victim/evil")"
+    elif [ "$out" != done ]; then
+        bad "secure execution: the program did not run: $out $(cat "$D/sec.err")"
+    else
+        ok "secure execution ignores QP_PROFILE"
+    fi
+    # Its own profile, root's: a symbolic link planted there is not followed.
+    rm -f "$D/sec/prog.qp"
+    ln -s "$D/victim/target" "$D/sec/prog.qp"
+    (cd / && setpriv --reuid=nobody --regid=nogroup --clear-groups "$D/sec/prog" one 1 5 \
+        >/dev/null 2>&1)
+    [ ! -e "$D/victim/target" ] && ok "secure execution does not follow a planted link" \
+        || bad "secure execution followed a symbolic link"
+    rm -f "$D/sec/prog.qp"
+    (cd / && setpriv --reuid=nobody --regid=nogroup --clear-groups "$D/sec/prog" one 1 5 \
+        >/dev/null 2>&1)
+    m=$(stat -c '%U %a' "$D/sec/prog.qp" 2>/dev/null)
+    [ "$m" = "root 600" ] && [ "$(calls_of "$D/sec/prog.qp")" = 5 ] \
+        && ok "secure execution counts into a root-only profile" || bad "secure profile: $m"
+else
+    echo "skip secure execution (needs root and setpriv)"
+fi
+
+# --- counts --------------------------------------------------------------------------
+for v in work.inst work.static.inst; do
+    rm -f "$D/$v.qp"
+    (cd "$D" && ./"$v" fork 4 200000 >/dev/null)
+    c=$(calls_of "$D/$v.qp")
+    [ "$c" = 1000000 ] && ok "$v: 4 forked children and the parent: exact" \
+        || bad "$v: fork: $c calls, want 1000000"
+    rm -f "$D/$v.qp"
+    (cd "$D" && ./"$v" thread 8 200000 >/dev/null)
+    c=$(calls_of "$D/$v.qp")
+    [ "$c" = 1600000 ] && ok "$v: 8 threads: exact" || bad "$v: threads: $c calls, want 1600000"
+done
+# Simultaneous starts with no profile yet: none lost, every run counted.
+lost=0
+for round in 1 2 3 4 5; do
+    rm -f "$D/work.inst.qp"
+    for i in 1 2 3 4 5 6; do (cd "$D" && ./work.inst one 1 30000 >/dev/null 2>>"$D/sim.err") & done
+    wait
+    c=$(calls_of "$D/work.inst.qp")
+    runs=$("$QP" report "$D/work.inst.qp" 2>/dev/null | sed -n 's/.*(\([0-9]*\) runs.*/\1/p')
+    [ "$c" = 180000 ] && [ "$runs" = 6 ] || lost=$((lost + 1))
+done
+[ "$lost" -eq 0 ] && [ ! -s "$D/sim.err" ] && ok "5 rounds of 6 simultaneous first runs: exact" \
+    || bad "simultaneous starts: $lost rounds wrong: $(head -n 2 "$D/sim.err")"
+# kill -9 in the middle of a run: its counts so far stay, the next run folds them in.
+rm -f "$D/work.inst.qp"
+(cd "$D" && exec ./work.inst one 1 4000000000 >/dev/null) &
+pid=$!
+sleep 0.3
+kill -KILL "$pid"
+wait "$pid" 2>/dev/null
+c1=$(calls_of "$D/work.inst.qp")
+(cd "$D" && ./work.inst one 1 1000 >/dev/null)
+c2=$(calls_of "$D/work.inst.qp")
+[ -n "$c1" ] && [ "$c1" -gt 0 ] && [ "$c2" = $((c1 + 1000)) ] \
+    && ok "kill -9: counts kept ($c1), folded into the next run" || bad "kill -9: $c1 then $c2"
+
+# --- saturation ----------------------------------------------------------------------
+rm -f "$D/work.inst.qp"
+(cd "$D" && ./work.inst one 1 10 >/dev/null && ./work.inst one 1 10 >/dev/null)
+# The second run folded the first: set every base counter that holds 10 to 2^64-1.
+perl -e 'open(my $f, "+<", $ARGV[0]) or exit 1; binmode $f; read($f, my $h, 64);
+    my $n = unpack("Q<", substr($h, 24, 8)); seek($f, 4096, 0); read($f, my $c, 8 * $n);
+    my @c = unpack("Q<*", $c);
+    for my $i (0 .. $#c) { next if $c[$i] != 10; seek($f, 4096 + 8 * $i, 0);
+        print $f pack("Q<", 0xffffffffffffffff); }' "$D/work.inst.qp" || exit 99
+line=$("$QP" report --csv "$D/work.inst.qp" | awk -F, '$1 == "work"')
+case $line in
+work,,*,*+*) ok "a saturated count is marked in the CSV ($line)" ;;
+*) bad "saturated CSV line: $line" ;;
+esac
+"$QP" report "$D/work.inst.qp" | grep -q "^+  a counter reached 2^64-1" \
+    && ok "the flat report explains the + marker" || bad "no saturation note"
+"$QP" merge -o "$D/m.qp" "$D/work.inst.qp" "$D/work.inst.qp" 2>/dev/null
+case $("$QP" report --csv "$D/m.qp" --exe "$D/work.inst" | awk -F, '$1 == "work"') in
+work,,*,*+*) ok "qp merge keeps the saturation mark" ;;
+*) bad "qp merge dropped the saturation mark" ;;
+esac
+
+[ "$fails" -eq 0 ] || exit 1
+exit 0
