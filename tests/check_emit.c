@@ -719,6 +719,36 @@ START_TEST(test_emit_counter_inc)
     ck_assert_int_eq(arch_emit_counter_inc(at, at, 0, out, 6), QP_EINVAL);
     ck_assert_int_eq(arch_emit_counter_inc(at, at, 1, out, 7), QP_EINVAL);
     ck_assert_int_eq(arch_emit_counter_inc(at, at, 1, NULL, 8), QP_EINVAL);
+    ck_assert_int_eq(arch_emit_counter_inc(at, at, 3, out, sizeof(out)), QP_EINVAL);
+}
+END_TEST
+
+/*
+ * The switchable increment: 8 bytes, plain until its first byte is rewritten, then the
+ * locked form byte for byte; both decode as one increment of the same counter.
+ */
+START_TEST(test_emit_counter_switch)
+{
+    const uint64_t at = 0x555555556000ull, counter = at + 0x2000;
+    uint8_t sw[16], locked[16];
+    arch_insn_t o;
+
+    ck_assert_int_eq(arch_emit_counter_inc(at, counter, ARCH_INC_SWITCH, sw, sizeof(sw)), 8);
+    ck_assert_int_eq(arch_emit_counter_inc(at, counter, ARCH_INC_ATOMIC, locked, sizeof(locked)),
+                     8);
+    ck_assert_int_eq(sw[0], ARCH_INC_PLAIN_BYTE);
+    ck_assert_mem_eq(sw + 1, locked + 1, 7);
+    ck_assert_int_eq(arch_decode(sw, 8, at, &o), 0);
+    ck_assert_int_eq(o.len, 8);
+    ck_assert_int_eq(o.kind, ARCH_KIND_SEQ);
+    ck_assert(!(o.flags & ARCH_F_LOCK));
+    ck_assert_uint_eq(o.target, counter);
+    ck_assert_int_eq(o.flags_written, ARCH_FLAGS_STATUS & ~ARCH_FLAG_CF);
+    sw[0] = ARCH_INC_LOCK_BYTE;
+    ck_assert_mem_eq(sw, locked, 8);
+    ck_assert_int_eq(arch_decode(sw, 8, at, &o), 0);
+    ck_assert(o.flags & ARCH_F_LOCK);
+    ck_assert_uint_eq(o.target, counter);
 }
 END_TEST
 
@@ -1113,6 +1143,10 @@ START_TEST(test_emit_exec_counter_flags)
     rc = arch_emit_counter_inc(at, counter_addr, 1, p, 16);
     ck_assert_int_eq(rc, 8);
     p += rc;
+    at = (uint64_t)(uintptr_t)p;
+    rc = arch_emit_counter_inc(at, counter_addr, ARCH_INC_SWITCH, p, 16);
+    ck_assert_int_eq(rc, 8);
+    p += rc;
     rc = arch_emit_flags_restore(p, 16);
     ck_assert_int_gt(rc, 0);
     p += rc;
@@ -1133,7 +1167,7 @@ START_TEST(test_emit_exec_counter_flags)
         ck_assert_uint_eq(out[0], pairs[i][0]); /* the red zone survived */
         ck_assert_uint_eq(out[1], out[2]); /* %rsp is back */
     }
-    ck_assert_uint_eq(*counter, 2 * NELEM(pairs));
+    ck_assert_uint_eq(*counter, 3 * NELEM(pairs));
 
     /* A counter in the program's data: emitted when in reach, QP_ERANGE otherwise. */
     at = (uint64_t)(uintptr_t)(page + 0x200);
@@ -1257,6 +1291,7 @@ emit_suite(void)
     tcase_add_test(tc, test_emit_jmp_call);
     tcase_add_test(tc, test_emit_jcc_conds);
     tcase_add_test(tc, test_emit_counter_inc);
+    tcase_add_test(tc, test_emit_counter_switch);
     tcase_add_test(tc, test_emit_flags_save_restore);
     tcase_add_test(tc, test_emit_nops);
     tcase_add_test(tc, test_emit_trap);

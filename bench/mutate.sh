@@ -1,0 +1,133 @@
+#!/bin/bash
+# Copyright 2026 the qpt authors
+# SPDX-License-Identifier: MIT
+#
+# Mutation campaign over real executables: corrupt a few bytes of a seed (its ELF
+# header, a program header, a section header, or anywhere), rewrite it, and check what a
+# user must be able to rely on whatever the input:
+#   - qpt-rewrite exits 0 or 1, never by a signal, never hangs (timeout);
+#   - on 1: exactly one stderr line "qpt-rewrite: MUTANT: reason", no output file and
+#     no temporary file left; the reason names the input's defect, not the output
+#     ("cannot write OUTPUT" for a defect of the input is a failure);
+#   - the mutant itself is never modified;
+#   - on 0, when the mutant runs to completion natively (exit status below 128), the
+#     rewritten one gives the same stdout, stderr and exit status (--driver=none and qp).
+# Usage: bench/mutate.sh QPT-REWRITE N [SEED...]   (default seeds: a few corpus programs
+# and /usr/bin/true, /usr/bin/ls). Failing mutants are kept in $MUTATE_DIR (default
+# ./mutate.d/fail). Prints the totals; exit 1 when anything failed.
+set -u
+[ $# -ge 2 ] || { echo "usage: $0 QPT-REWRITE N [SEED...]" >&2; exit 2; }
+QPT=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
+N=$2
+shift 2
+DIR=${MUTATE_DIR:-./mutate.d}
+TIMEOUT=${MUTATE_TIMEOUT:-60}
+mkdir -p "$DIR/fail" "$DIR/work"
+DIR=$(cd "$DIR" && pwd)
+W=$DIR/work
+seeds=("$@")
+if [ ${#seeds[@]} -eq 0 ]; then
+    src=$(cd "$(dirname "$0")/.." && pwd)/tests/progs
+    for p in exceptions switch_dense recursion; do
+        for f in "$src/$p".c*; do
+            [ -f "$f" ] || continue
+            case $f in
+            *.c) gcc -O2 -o "$W/seed.$p" "$f" 2>/dev/null && seeds+=("$W/seed.$p") ;;
+            *.cc) g++ -O2 -o "$W/seed.$p" "$f" 2>/dev/null && seeds+=("$W/seed.$p") ;;
+            esac
+        done
+    done
+    seeds+=(/usr/bin/true /usr/bin/ls)
+fi
+
+# mutate IN OUT SEED: copy IN to OUT with 1 to 4 bytes changed (perl: deterministic per seed).
+mutate() {
+    perl -e '
+        my ($in, $out, $seed) = @ARGV; srand($seed);
+        open(my $f, "<", $in) or die; binmode $f; local $/; my $b = <$f>; close $f;
+        my $n = length($b);
+        my ($phoff, $shoff) = unpack("Q<", substr($b, 32, 8)), unpack("Q<", substr($b, 40, 8));
+        my ($phnum, $shentsize, $shnum) = (unpack("v", substr($b, 56, 2)), 64,
+                                            unpack("v", substr($b, 60, 2)));
+        my $k = 1 + int(rand(4));
+        for (1 .. $k) {
+            my $where = int(rand(4)); my $off;
+            if ($where == 0) { $off = int(rand(64)); }
+            elsif ($where == 1 && $phnum) { $off = $phoff + int(rand($phnum * 56)); }
+            elsif ($where == 2 && $shnum) { $off = $shoff + int(rand($shnum * 64)); }
+            else { $off = int(rand($n)); }
+            next if $off >= $n;
+            substr($b, $off, 1) = chr(int(rand(256)));
+        }
+        open(my $o, ">", $out) or die; binmode $o; print $o $b; close $o;
+        chmod 0755, $out;' "$@"
+}
+
+# run_prog BIN OUT SEED: stdout, stderr and status of BIN into OUT.* (corpus programs
+# take no arguments; ls lists a fixed directory, not the work directory).
+run_prog() {
+    local bin=$1 out=$2 args=()
+    case ${3##*/} in ls) args=(/) ;; esac
+    (cd "$W" && timeout 10 "$bin" "${args[@]}" >"$out.out" 2>"$out.err" </dev/null)
+    echo $? >"$out.st"
+}
+
+total=0 accepted=0 refused=0 ran=0 compared=0 fails=0
+declare -A reasons
+for ((i = 0; i < N; i++)); do
+    seed=${seeds[$((i % ${#seeds[@]}))]}
+    m=$W/m$i
+    mutate "$seed" "$m" "$i"
+    sum=$(sha256sum <"$m")
+    rm -f "$W"/o.* "$W"/o.tmp*
+    timeout "$TIMEOUT" "$QPT" --driver=none "$m" -o "$W/o.none" 2>"$W/err"
+    st=$?
+    total=$((total + 1))
+    why=''
+    if [ "$st" -ge 124 ]; then
+        why="status $st (signal or timeout)"
+    elif [ "$st" -eq 1 ]; then
+        refused=$((refused + 1))
+        line=$(head -n 1 "$W/err")
+        r=${line#"qpt-rewrite: $m: "}
+        r=${r%% at 0x*}
+        r=${r%% (*}
+        reasons[$r]=$((${reasons[$r]:-0} + 1))
+        if [ "$(wc -l <"$W/err")" -ne 1 ] || [[ $line != "qpt-rewrite: $m: "?* ]]; then
+            why="not one 'qpt-rewrite: INPUT: reason' line: $(head -c 300 "$W/err")"
+        elif [[ $line == *"cannot write $W/o.none"* ]] && [[ $line != *"No space"* ]]; then
+            why="an input defect reported as an output error: $line"
+        elif ls "$W"/o.none* >/dev/null 2>&1; then
+            why="an output or temporary file was left behind"
+        fi
+    elif [ "$st" -eq 0 ]; then
+        accepted=$((accepted + 1))
+        run_prog "$m" "$W/n" "$seed" 2>/dev/null
+        if [ "$(cat "$W/n.st")" -lt 124 ]; then
+            ran=$((ran + 1))
+            for drv in none qp; do
+                [ "$drv" = qp ] && { timeout "$TIMEOUT" "$QPT" "$m" -o "$W/o.qp" 2>/dev/null || continue; }
+                run_prog "$W/o.$drv" "$W/r" "$seed" 2>/dev/null
+                compared=$((compared + 1))
+                if ! cmp -s "$W/n.out" "$W/r.out" || ! cmp -s "$W/n.st" "$W/r.st" \
+                    || ! cmp -s <(sed "s|$m|PROG|g" "$W/n.err") <(sed "s|$W/o.$drv|PROG|g" "$W/r.err"); then
+                    why="$drv: the rewritten mutant behaves differently (status $(cat "$W/n.st") -> $(cat "$W/r.st"))"
+                    break
+                fi
+            done
+        fi
+    else
+        why="status $st"
+    fi
+    [ "$(sha256sum <"$m")" = "$sum" ] || why="the input was modified"
+    if [ -n "$why" ]; then
+        fails=$((fails + 1))
+        cp "$m" "$DIR/fail/m$i"
+        echo "FAIL m$i (seed ${seed##*/}): $why"
+    fi
+    rm -f "$m"
+done
+echo "mutate: $total mutants: $accepted rewritten ($ran ran natively, $compared rewrites compared), $refused refused, $fails failures"
+echo "mutate: refusals by reason:"
+for r in "${!reasons[@]}"; do echo "  ${reasons[$r]}  $r"; done | sort -rn | head -25
+[ "$fails" -eq 0 ]
