@@ -14,7 +14,8 @@
 #     rewritten one gives the same stdout, stderr and exit status (--driver=none and qp).
 # Usage: bench/mutate.sh QPT-REWRITE N [SEED...]   (default seeds: a few corpus programs
 # and /usr/bin/true, /usr/bin/ls). Failing mutants are kept in $MUTATE_DIR (default
-# ./mutate.d/fail). Prints the totals; exit 1 when anything failed.
+# ./mutate.d/fail; with MUTATE_SHOW=1 every refusal is printed and its mutant kept as rN).
+# Prints the totals; exit 1 when anything failed.
 set -u
 [ $# -ge 2 ] || { echo "usage: $0 QPT-REWRITE N [SEED...]" >&2; exit 2; }
 QPT=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
@@ -68,7 +69,9 @@ mutate() {
 run_prog() {
     local bin=$1 out=$2 args=()
     case ${3##*/} in ls) args=(/) ;; esac
-    (cd "$W" && timeout 10 "$bin" "${args[@]}" >"$out.out" 2>"$out.err" </dev/null)
+    # The same argv[0] for both: programs print it in their messages.
+    (cd "$W" && timeout 10 bash -c 'exec -a prog "$0" "$@"' "$bin" "${args[@]}" \
+        >"$out.out" 2>"$out.err" </dev/null)
     echo $? >"$out.st"
 }
 
@@ -93,6 +96,8 @@ for ((i = 0; i < N; i++)); do
         r=${r%% at 0x*}
         r=${r%% (*}
         reasons[$r]=$((${reasons[$r]:-0} + 1))
+        [ -n "${MUTATE_SHOW:-}" ] && echo "refused m$i (seed ${seed##*/}): $line" \
+            && cp "$m" "$DIR/fail/r$i"
         if [ "$(wc -l <"$W/err")" -ne 1 ] || [[ $line != "qpt-rewrite: $m: "?* ]]; then
             why="not one 'qpt-rewrite: INPUT: reason' line: $(head -c 300 "$W/err")"
         elif [[ $line == *"cannot write $W/o.none"* ]] && [[ $line != *"No space"* ]]; then

@@ -17,7 +17,7 @@
 #include "driver/driver.h"
 
 enum {
-    NR_CLONE = 56,      /* x86-64 system call numbers */
+    NR_CLONE = 56, /* x86-64 system call numbers */
     NR_FORK = 57,
     NR_CLONE3 = 435,
     FLAG_CLONE_VM = 0x100,
@@ -31,7 +31,8 @@ base_len(const char *name)
     return at != NULL ? (size_t)(at - name) : strlen(name);
 }
 
-/* NAME (without a version or @plt) equals one of NAMES, or starts with one of PREFIXES. */
+/* NAME (without a version or @plt) equals one of NAMES, or starts with one of PREFIXES.
+ */
 static int
 name_matches(const char *name, const char *const *names, const char *const *prefixes)
 {
@@ -53,15 +54,18 @@ name_matches(const char *name, const char *const *names, const char *const *pref
  * system and popen are not here: their children share the parent's memory until they
  * exec, or run no code of the program.
  */
-static const char *const fork_names[] = { "fork", "_Fork", "__fork", "__libc_fork", "daemon",
-                                          "forkpty", "syscall", NULL };
+static const char *const fork_names[]
+    = { "fork", "_Fork", "__fork", "__libc_fork", "daemon", "forkpty", "syscall", NULL };
 
 /* Functions that start threads, which may run the program's code. */
-static const char *const thread_names[] = { "pthread_create", "__pthread_create_2_1", "thrd_create",
-                                            "uv_thread_create", "clone", "__clone",
-                                            "__clone2", "__clone3", NULL };
+static const char *const thread_names[] = { "pthread_create", "__pthread_create_2_1",
+    "thrd_create", "uv_thread_create", "clone", "__clone", "__clone2", "__clone3", NULL };
 static const char *const thread_prefixes[] = {
-    "GOMP_parallel", "GOMP_teams", "__kmpc_fork", "g_thread_new", "g_thread_try_new",
+    "GOMP_parallel",
+    "GOMP_teams",
+    "__kmpc_fork",
+    "g_thread_new",
+    "g_thread_try_new",
     "g_thread_pool_new",
     "_ZNSt6thread", /* std::thread */
     NULL,
@@ -92,8 +96,8 @@ drv_is_thread_name(const char *name)
  * one of them has its address taken (it may be called where no hook sees it).
  */
 static int
-callee_set(const cfg_prog_t *prog, int (*is_name)(const char *), uint64_t **out, size_t *n,
-           int *taken)
+callee_set(const cfg_prog_t *prog, int (*is_name)(const char *), uint64_t **out,
+    size_t *n, int *taken)
 {
     *out = NULL;
     *n = 0;
@@ -163,19 +167,21 @@ clone_makes_thread(const cfg_image_t *img, const arch_insn_t *v, size_t k)
         size_t avail;
         const uint8_t *p = cfg_image_ptr(img, v[k].addr, &avail);
         arch_ops_t ops;
-        if (p == NULL || arch_decode_ops(p, avail < v[k].len ? avail : v[k].len, v[k].addr,
-                                         &ops) < 0)
+        if (p == NULL
+            || arch_decode_ops(p, avail < v[k].len ? avail : v[k].len, v[k].addr, &ops)
+                < 0)
             return 1;
         if (!(ops.regs_written & (1u << ARCH_REG_SYSARG0)))
             continue;
         return !(ops.op == ARCH_OP_MOV && ops.dst.kind == ARCH_OPND_REG
-                 && ops.dst.reg == ARCH_REG_SYSARG0 && ops.src.kind == ARCH_OPND_IMM
-                 && !(ops.src.imm & FLAG_CLONE_VM));
+            && ops.dst.reg == ARCH_REG_SYSARG0 && ops.src.kind == ARCH_OPND_IMM
+            && !(ops.src.imm & FLAG_CLONE_VM));
     }
     return 1;
 }
 
-/* A system call in block B that starts a thread: clone3, or clone that may share memory. */
+/* A system call in block B that starts a thread: clone3, or clone that may share memory.
+ */
 static int
 block_starts_thread(const cfg_prog_t *prog, const cfg_block_t *b)
 {
@@ -187,7 +193,8 @@ block_starts_thread(const cfg_prog_t *prog, const cfg_block_t *b)
             return 0;
         if (in.kind == ARCH_KIND_SYSCALL) {
             long nr = cfg_syscall_nr(prog->img, n ? &v[n - 1] : NULL, &in);
-            if (nr == NR_CLONE3 || (nr == NR_CLONE && clone_makes_thread(prog->img, v, n)))
+            if (nr == NR_CLONE3
+                || (nr == NR_CLONE && clone_makes_thread(prog->img, v, n)))
                 return 1;
         }
         if (n == sizeof(v) / sizeof(v[0])) {
@@ -240,8 +247,9 @@ drv_threads_reason(const cfg_prog_t *prog, char *buf, size_t len, int *unhooked)
     }
     for (uint32_t i = 0; i < prog->nblocks; i++)
         if (block_starts_thread(prog, &prog->blocks[i])) {
-            snprintf(buf, len, "it makes a clone system call that shares memory (at 0x%llx)",
-                     (unsigned long long)prog->blocks[i].start);
+            snprintf(buf, len,
+                "it makes a clone system call that shares memory (at 0x%llx)",
+                (unsigned long long)prog->blocks[i].start);
             return buf;
         }
     *unhooked = 0;
@@ -259,21 +267,22 @@ drv_choose_inc(const cfg_prog_t *prog, drv_result_t *res, int force, drv_inc_t *
     if (force >= 0) {
         out->mode = force ? ARCH_INC_ATOMIC : ARCH_INC_PLAIN;
         snprintf(out->buf, sizeof(out->buf), "%s%s%s", force ? "--atomic" : "--no-atomic",
-                 threads ? "; the program can start threads: " : "", threads ? threads : "");
+            threads ? "; the program can start threads: " : "", threads ? threads : "");
     } else if (threads == NULL && res->nfork_unseen == 0) {
         out->mode = ARCH_INC_PLAIN;
         snprintf(out->buf, sizeof(out->buf),
-                 "no thread creation found: exact for one thread at a time");
+            "no thread creation found: exact for one thread at a time");
     } else {
         out->mode = ARCH_INC_SWITCH;
         out->lock_at_start = unhooked || res->nthread_unseen > 0 || res->nfork_unseen > 0;
-        const char *when = !out->lock_at_start ? "made atomic before the first thread starts"
-            : res->nfork_unseen > 0           ? "atomic from the start: a child may fork "
-                                                 "where no hook sees it"
-                                              : "atomic from the start: a thread may start "
-                                                 "where no hook sees it";
+        const char *when = !out->lock_at_start
+            ? "made atomic before the first thread starts"
+            : res->nfork_unseen > 0 ? "atomic from the start: a child may fork "
+                                      "where no hook sees it"
+                                    : "atomic from the start: a thread may start "
+                                      "where no hook sees it";
         snprintf(out->buf, sizeof(out->buf), "%s%s%s", when,
-                 threads ? "; the program can start threads: " : "", threads ? threads : "");
+            threads ? "; the program can start threads: " : "", threads ? threads : "");
     }
     out->why = out->buf;
     res->atomic = out->mode != ARCH_INC_PLAIN;

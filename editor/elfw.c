@@ -298,6 +298,11 @@ elfw_parse_input(elfw_ctx_t *c)
     if (c->eh.e_type != ET_EXEC && c->eh.e_type != ET_DYN)
         return elfw_fail(c, QP_ENOTEXEC, "%s: not an executable (ELF type %u)", path,
             (unsigned)c->eh.e_type);
+    /* The loader ignores them, libelf cannot write a file without them. */
+    if (c->eh.e_version != EV_CURRENT || c->eh.e_ident[EI_VERSION] != EV_CURRENT)
+        return elfw_fail(c, QP_EFORMAT,
+            "its ELF header gives version %#x (ident %u), not 1 (EV_CURRENT)",
+            (unsigned)c->eh.e_version, (unsigned)c->eh.e_ident[EI_VERSION]);
 
     if (elf_getphdrnum(c->in, &c->phnum) != 0)
         return elfw_fail_elf(c, QP_EFORMAT, path);
@@ -365,6 +370,13 @@ elfw_parse_input(elfw_ctx_t *c)
     if (c->shstrndx != 0 && c->scn[c->shstrndx].sh.sh_type != SHT_STRTAB)
         return elfw_fail(
             c, QP_EFORMAT, "%s: the section name table is not a string table", path);
+    for (i = 1; i < c->in_shnum; i++) {
+        uint64_t al = c->scn[i].sh.sh_addralign;
+        if (al > 1 && !elfw_is_pow2(al))
+            return elfw_fail(c, QP_EFORMAT,
+                "section %zu (%s) has an alignment of %#llx, not a power of two", i,
+                elfw_scn_name(c, i), (unsigned long long)al);
+    }
     return 0;
 }
 
@@ -700,10 +712,11 @@ elfw_replace_sections(elfw_ctx_t *c)
         for (i = 1; i < c->in_shnum && s == NULL; i++)
             if (strcmp(elfw_scn_name(c, i), q->name) == 0)
                 s = &c->scn[i];
-        if (s != NULL && ((s->sh.sh_flags & (SHF_ALLOC | SHF_COMPRESSED))
-                          || s->sh.sh_type != SHT_PROGBITS))
-            return elfw_fail(c, QP_EINVAL, "%s: cannot replace section %s", r->input,
-                q->name);
+        if (s != NULL
+            && ((s->sh.sh_flags & (SHF_ALLOC | SHF_COMPRESSED))
+                || s->sh.sh_type != SHT_PROGBITS))
+            return elfw_fail(
+                c, QP_EINVAL, "%s: cannot replace section %s", r->input, q->name);
         if (s == NULL) {
             uint32_t name;
 
@@ -1439,10 +1452,11 @@ elfw_check_output(elfw_ctx_t *c)
             c->req->input);
     if (S_ISDIR(st.st_mode))
         return elfw_fail(c, QP_EDIR, "cannot write %s: Is a directory", c->req->output);
-    /* Renaming over it would replace a device node or FIFO (say /dev/null) with a file. */
+    /* Renaming over it would replace a device node or FIFO (say /dev/null) with a file.
+     */
     if (!S_ISREG(st.st_mode))
-        return elfw_fail(c, QP_EINVAL, "cannot write %s: it exists and is not a regular file",
-                         c->req->output);
+        return elfw_fail(c, QP_EINVAL,
+            "cannot write %s: it exists and is not a regular file", c->req->output);
     return 0;
 }
 

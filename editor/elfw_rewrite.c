@@ -3,8 +3,8 @@
 
 /*
  * The static rewrite, end to end: the plan writes relocated code and redirects into an
- * in-memory image of the file (ed_image.c), the unwind tables for the moved code go into a
- * second, read-only region, and elfw_write turns regions and patches into the output.
+ * in-memory image of the file (ed_image.c), the unwind tables for the moved code go into
+ * a second, read-only region, and elfw_write turns regions and patches into the output.
  * No libelf here: this file only assembles the request.
  */
 #include <errno.h>
@@ -21,12 +21,12 @@
 
 /* The regions of a measured rewrite, by address (0 when absent). */
 typedef struct rt_regions {
-    uint64_t state;    /* runtime state page, then the counters (zero-filled, RW) */
-    uint64_t rt;       /* the runtime blob (RX) */
-    uint64_t desc;     /* the description (R) */
-    uint64_t locks;    /* the lock-site table (R), or 0 */
-    uint64_t nlocks;   /* its entries */
-    uint64_t unwind;   /* new unwind tables (R) */
+    uint64_t state;  /* runtime state page, then the counters (zero-filled, RW) */
+    uint64_t rt;     /* the runtime blob (RX) */
+    uint64_t desc;   /* the description (R) */
+    uint64_t locks;  /* the lock-site table (R), or 0 */
+    uint64_t nlocks; /* its entries */
+    uint64_t unwind; /* new unwind tables (R) */
 } rt_regions_t;
 
 /* The image's loaded extent, for rel32 reach. */
@@ -47,23 +47,24 @@ image_extent(const cfg_image_t *img, uint64_t *lo, uint64_t *hi)
  * both with rip-relative operands). */
 static int
 reserve_runtime(ed_image_t *im, const cfg_image_t *img, ed_plan_t *plan,
-                const elfw_instr_t *instr, rt_regions_t *r)
+    const elfw_instr_t *instr, rt_regions_t *r)
 {
     uint64_t lo, hi;
     image_extent(img, &lo, &hi);
     uint64_t cbytes = ((uint64_t)instr->ncounters * 8 + PAGE - 1) / PAGE * PAGE;
-    QP_CHECK(ed_image_ops.alloc_near(im, lo, hi, QPRT_STATE_SIZE + cbytes,
-                                     ED_PROT_R | ED_PROT_W, &r->state));
-    QP_CHECK(ed_image_ops.alloc_near(im, lo, hi, qprt_blob_size, ED_PROT_R | ED_PROT_X, &r->rt));
+    QP_CHECK(ed_image_ops.alloc_near(
+        im, lo, hi, QPRT_STATE_SIZE + cbytes, ED_PROT_R | ED_PROT_W, &r->state));
+    QP_CHECK(ed_image_ops.alloc_near(
+        im, lo, hi, qprt_blob_size, ED_PROT_R | ED_PROT_X, &r->rt));
     ed_plan_set_runtime(plan, r->state + QPRT_STATE_SIZE, r->rt + QPRT_HOOK_OFF,
-                        r->rt + QPRT_FORK_OFF, r->rt + QPRT_THREAD_OFF);
+        r->rt + QPRT_FORK_OFF, r->rt + QPRT_THREAD_OFF);
     return 0;
 }
 
 /* The sites of the switchable increments, as offsets from the new code, in a region. */
 static int
-write_lock_sites(ed_image_t *im, const cfg_image_t *img, const ed_plan_t *plan,
-                 rt_regions_t *r)
+write_lock_sites(
+    ed_image_t *im, const cfg_image_t *img, const ed_plan_t *plan, rt_regions_t *r)
 {
     size_t n;
     const uint64_t *site = ed_plan_lock_sites(plan, &n);
@@ -82,8 +83,8 @@ write_lock_sites(ed_image_t *im, const cfg_image_t *img, const ed_plan_t *plan,
     }
     uint64_t lo, hi;
     image_extent(img, &lo, &hi);
-    int rc = ed_image_alloc_bytes(im, lo, hi, (uint8_t *)v, n * sizeof(uint32_t), ED_PROT_R,
-                                  &r->locks);
+    int rc = ed_image_alloc_bytes(
+        im, lo, hi, (uint8_t *)v, n * sizeof(uint32_t), ED_PROT_R, &r->locks);
     if (rc < 0)
         free(v); /* else the image has it */
     r->nlocks = n;
@@ -93,7 +94,7 @@ write_lock_sites(ed_image_t *im, const cfg_image_t *img, const ed_plan_t *plan,
 /* After the code is placed: the description and the runtime's parameters. */
 static int
 write_runtime(ed_image_t *im, const cfg_image_t *img, ed_plan_t *plan,
-              const elfw_instr_t *instr, rt_regions_t *r, uint64_t *desc_size)
+    const elfw_instr_t *instr, rt_regions_t *r, uint64_t *desc_size)
 {
     uint64_t lo, hi;
     image_extent(img, &lo, &hi);
@@ -102,8 +103,9 @@ write_runtime(ed_image_t *im, const cfg_image_t *img, ed_plan_t *plan,
     size_t len = 0;
     uint64_t id = 0;
     QP_CHECK(instr->describe(instr->arg, plan, counters, &desc, &len, &id));
-    int rc = desc != NULL ? ed_image_alloc_bytes(im, lo, hi, desc, len, ED_PROT_R, &r->desc)
-                          : ed_image_ops.alloc_near(im, lo, hi, len, ED_PROT_R, &r->desc);
+    int rc = desc != NULL
+        ? ed_image_alloc_bytes(im, lo, hi, desc, len, ED_PROT_R, &r->desc)
+        : ed_image_ops.alloc_near(im, lo, hi, len, ED_PROT_R, &r->desc);
     if (rc < 0)
         free(desc); /* else the image has it */
     QP_CHECK(rc);
@@ -206,10 +208,34 @@ fail(char *err, size_t errlen, int rc, const char *what)
     return rc;
 }
 
+/*
+ * New code and data must lie within rel32 reach (2 GiB) of everything the program loads:
+ * say so, with the extent of its PT_LOAD segments, when they do not leave room (a
+ * corrupt p_memsz, say), rather than blame the output.
+ */
+static int
+fail_reach(char *err, size_t errlen, int rc, const cfg_image_t *img, const char *what)
+{
+    if (rc != QP_ERANGE)
+        return fail(err, errlen, rc, what);
+    uint64_t lo = UINT64_MAX, hi = 0;
+    for (size_t i = 0; i < img->nsegments; i++)
+        if (img->segments[i].type == 1 /* PT_LOAD */) {
+            const cfg_segment_t *g = &img->segments[i];
+            lo = g->vaddr < lo ? g->vaddr : lo;
+            hi = g->vaddr + g->memsz > hi ? g->vaddr + g->memsz : hi;
+        }
+    snprintf(err, errlen,
+        "%s: no room within 2 GiB (rel32 reach) of the loaded image, whose PT_LOAD "
+        "segments span 0x%llx-0x%llx",
+        what, (unsigned long long)lo, (unsigned long long)hi);
+    return rc;
+}
+
 int
 elfw_rewrite(const cfg_prog_t *prog, ed_plan_t *plan, const elfw_instr_t *instr,
-             const char *input, const char *output, const elfw_tmp_hook_t *hook,
-             elfw_rewrite_stats_t *stats, char *err, size_t errlen)
+    const char *input, const char *output, const elfw_tmp_hook_t *hook,
+    elfw_rewrite_stats_t *stats, char *err, size_t errlen)
 {
     if (prog == NULL || plan == NULL || input == NULL || output == NULL || stats == NULL)
         return QP_EINVAL;
@@ -228,12 +254,12 @@ elfw_rewrite(const cfg_prog_t *prog, ed_plan_t *plan, const elfw_instr_t *instr,
     if (rc < 0)
         return fail(err, errlen, rc, "image");
     if (instr != NULL && (rc = reserve_runtime(im, prog->img, plan, instr, &rr)) < 0) {
-        fail(err, errlen, rc, "runtime");
+        fail_reach(err, errlen, rc, prog->img, "runtime");
         goto out;
     }
     rc = ed_plan_apply(plan, &ed_image_ops, im);
     if (rc < 0) {
-        fail(err, errlen, rc, "relocating code");
+        fail_reach(err, errlen, rc, prog->img, "relocating code");
         goto out;
     }
     /* The code is written: what follows reuses the memory of the decoded instructions. */
@@ -241,10 +267,12 @@ elfw_rewrite(const cfg_prog_t *prog, ed_plan_t *plan, const elfw_instr_t *instr,
     /* Unwind tables: their size does not depend on where they go; build once to size
      * them, then again at their address. */
     /* All FDEs go into the new table, so that it can be the .eh_frame that gdb reads. */
-    rc = ed_unwind_build_ex(prog->img, ed_plan_map, ed_plan_map_end, plan, 0, ED_UNWIND_ALL,
-                            &unw);
+    rc = ed_unwind_build_ex(
+        prog->img, ed_plan_map, ed_plan_map_end, plan, 0, ED_UNWIND_ALL, &unw);
     if (rc < 0) {
-        fail(err, errlen, rc, "unwind tables");
+        fail(err, errlen, rc,
+            rc == QP_EFORMAT ? "unwind tables: its .eh_frame (or an LSDA it names)"
+                             : "unwind tables");
         goto out;
     }
     uint64_t unw_at = 0;
@@ -257,7 +285,7 @@ elfw_rewrite(const cfg_prog_t *prog, ed_plan_t *plan, const elfw_instr_t *instr,
         rc = ed_image_ops.alloc_near(im, lo, hi, size, ED_PROT_R, &unw_at);
         if (rc == 0)
             rc = ed_unwind_build_ex(prog->img, ed_plan_map, ed_plan_map_end, plan, unw_at,
-                                    ED_UNWIND_ALL, &unw);
+                ED_UNWIND_ALL, &unw);
         if (rc == 0 && unw.size != size)
             rc = QP_EFORMAT; /* the size must not depend on the address */
         if (rc == 0)
@@ -293,7 +321,10 @@ elfw_rewrite(const cfg_prog_t *prog, ed_plan_t *plan, const elfw_instr_t *instr,
     for (size_t i = 0; i < nreg; i++) {
         regs[i] = (elfw_region_t) {
             .name = region_name(&r[i], &rr, text),
-            .vaddr = r[i].vaddr, .bytes = r[i].bytes, .size = r[i].size, .prot = r[i].prot,
+            .vaddr = r[i].vaddr,
+            .bytes = r[i].bytes,
+            .size = r[i].size,
+            .prot = r[i].prot,
             .align = 16,
         };
         if (r[i].vaddr == rr.state && instr != NULL)
@@ -322,7 +353,8 @@ elfw_rewrite(const cfg_prog_t *prog, ed_plan_t *plan, const elfw_instr_t *instr,
             if (ne != 0 && ed_plan_insn_new(plan, last, NULL) != 0)
                 ne++; /* a one-byte instruction ends the extent */
         }
-        syms[nsym++] = (elfw_symbol_t) { pr->name, na, ne > na ? ne - na : 1, text_region };
+        syms[nsym++]
+            = (elfw_symbol_t) { pr->name, na, ne > na ? ne - na : 1, text_region };
     }
     /* Debug information: line tables, DIEs and CU ranges name the new code. */
     ed_dwarf_map_t dmap = { ed_plan_map, ed_plan_map_return, ed_plan_pieces, plan };
@@ -334,19 +366,30 @@ elfw_rewrite(const cfg_prog_t *prog, ed_plan_t *plan, const elfw_instr_t *instr,
     for (size_t i = 0; i < dw.nsecs; i++)
         dsecs[i] = (elfw_section_t) { dw.secs[i].name, dw.secs[i].data, dw.secs[i].size };
     elfw_request_t req = {
-        .input = input, .output = output, .regions = regs, .nregions = nreg,
-        .patches = pats, .npatches = npat, .symbols = syms, .nsymbols = nsym,
-        .sections = dsecs, .nsections = dw.nsecs,
-        .eh_frame_hdr = unw.size ? unw.hdr : 0, .eh_frame_hdr_size = unw.hdr_size,
-        .clear_cet = 1, .rename_old_unwind = unw.size != 0,
-        .entry = instr != NULL ? rr.rt + QPRT_START_OFF : 0, .tmp_hook = hook,
+        .input = input,
+        .output = output,
+        .regions = regs,
+        .nregions = nreg,
+        .patches = pats,
+        .npatches = npat,
+        .symbols = syms,
+        .nsymbols = nsym,
+        .sections = dsecs,
+        .nsections = dw.nsecs,
+        .eh_frame_hdr = unw.size ? unw.hdr : 0,
+        .eh_frame_hdr_size = unw.hdr_size,
+        .clear_cet = 1,
+        .rename_old_unwind = unw.size != 0,
+        .entry = instr != NULL ? rr.rt + QPRT_START_OFF : 0,
+        .tmp_hook = hook,
     };
     rc = elfw_write(&req, err, errlen);
     if (rc == 0) {
         struct stat st;
         stats->input_size = prog->img->file_size;
         stats->output_size = stat(output, &st) == 0 ? (uint64_t)st.st_size : 0;
-        stats->setid_dropped = stat(input, &st) == 0 ? st.st_mode & (S_ISUID | S_ISGID) : 0;
+        stats->setid_dropped
+            = stat(input, &st) == 0 ? st.st_mode & (S_ISUID | S_ISGID) : 0;
         stats->text_size = text_size;
         stats->unwind_size = unw.size;
         stats->nfde_moved = unw.nfde_moved;

@@ -40,27 +40,32 @@ HIDDEN qprt_params_t qprt_params __attribute__((section(".qprt.params"), used)) 
 
 #define PATH_CAP 1100
 
-/* The runtime's writable state, in the page before counter 0 (a forked child has a copy). */
+/* The runtime's writable state, in the page before counter 0 (a forked child has a copy).
+ */
 typedef struct qprt_state {
-    uint64_t stack_top;   /* the initial stack pointer (main thread) */
-    uint64_t prof;        /* address of the mapped profile (header to slot table), or 0 */
-    uint64_t prof_len;    /* its length */
-    uint64_t dumped;      /* an exit dump was taken by this process */
-    uint64_t marker;      /* address of the MADV_WIPEONFORK page, or 0 */
-    uint64_t dev, ino;    /* the profile file, to find it again after fork */
-    uint64_t secure;      /* AT_SECURE: no environment, no symbolic links */
-    uint64_t slot;        /* the slot this process counts into, or UINT64_MAX */
-    uint64_t locked;      /* switchable increments: 0 plain, 1 being made atomic, 2 atomic
-                           * (or could not be: see QP_PROF_RACY) */
-    char path[PATH_CAP];  /* the profile's absolute path */
+    uint64_t stack_top;  /* the initial stack pointer (main thread) */
+    uint64_t prof;       /* address of the mapped profile (header to slot table), or 0 */
+    uint64_t prof_len;   /* its length */
+    uint64_t dumped;     /* an exit dump was taken by this process */
+    uint64_t marker;     /* address of the MADV_WIPEONFORK page, or 0 */
+    uint64_t dev, ino;   /* the profile file, to find it again after fork */
+    uint64_t secure;     /* AT_SECURE: no environment, no symbolic links */
+    uint64_t slot;       /* the slot this process counts into, or UINT64_MAX */
+    uint64_t locked;     /* switchable increments: 0 plain, 1 being made atomic, 2 atomic
+                          * (or could not be: see QP_PROF_RACY) */
+    char path[PATH_CAP]; /* the profile's absolute path */
 } qprt_state_t;
 _Static_assert(sizeof(qprt_state_t) <= QPRT_STATE_SIZE, "state fits its page");
 
 /* Entry points (qprt_entry.S calls them). */
-uint64_t qprt_init(uint64_t *sp) HIDDEN;
-void qprt_exit_dump(uint64_t *saved) HIDDEN;
-void qprt_after_fork(void) HIDDEN;
-void qprt_before_thread(void) HIDDEN;
+uint64_t
+qprt_init(uint64_t *sp) HIDDEN;
+void
+qprt_exit_dump(uint64_t *saved) HIDDEN;
+void
+qprt_after_fork(void) HIDDEN;
+void
+qprt_before_thread(void) HIDDEN;
 
 /*****************************************************************************
  * System calls
@@ -70,7 +75,10 @@ static long
 sys3(long nr, long a, long b, long c)
 {
     long r;
-    __asm__ volatile("syscall" : "=a"(r) : "a"(nr), "D"(a), "S"(b), "d"(c) : "rcx", "r11", "memory");
+    __asm__ volatile("syscall"
+                     : "=a"(r)
+                     : "a"(nr), "D"(a), "S"(b), "d"(c)
+                     : "rcx", "r11", "memory");
     return r;
 }
 
@@ -89,17 +97,46 @@ sys6(long nr, long a, long b, long c, long d, long e, long f)
 }
 
 enum {
-    SYS_read = 0, SYS_write = 1, SYS_open = 2, SYS_close = 3, SYS_fstat = 5, SYS_mmap = 9,
-    SYS_mprotect = 10, SYS_munmap = 11, SYS_pread64 = 17, SYS_pwrite64 = 18, SYS_madvise = 28, SYS_getpid = 39,
-    SYS_kill = 62, SYS_flock = 73, SYS_ftruncate = 77, SYS_getcwd = 79, SYS_readlink = 89,
-    SYS_geteuid = 107, SYS_gettid = 186, SYS_fallocate = 285, SYS_process_vm_readv = 310,
+    SYS_read = 0,
+    SYS_write = 1,
+    SYS_open = 2,
+    SYS_close = 3,
+    SYS_fstat = 5,
+    SYS_mmap = 9,
+    SYS_mprotect = 10,
+    SYS_munmap = 11,
+    SYS_pread64 = 17,
+    SYS_pwrite64 = 18,
+    SYS_madvise = 28,
+    SYS_getpid = 39,
+    SYS_kill = 62,
+    SYS_flock = 73,
+    SYS_ftruncate = 77,
+    SYS_getcwd = 79,
+    SYS_readlink = 89,
+    SYS_geteuid = 107,
+    SYS_gettid = 186,
+    SYS_fallocate = 285,
+    SYS_process_vm_readv = 310,
 };
 enum {
-    O_RDONLY = 0, O_RDWR = 2, O_CREAT = 0100, O_NOCTTY = 0400, O_NONBLOCK = 04000,
-    O_NOFOLLOW = 0400000, O_CLOEXEC = 02000000,
+    O_RDONLY = 0,
+    O_RDWR = 2,
+    O_CREAT = 0100,
+    O_NOCTTY = 0400,
+    O_NONBLOCK = 04000,
+    O_NOFOLLOW = 0400000,
+    O_CLOEXEC = 02000000,
 };
-enum { PROT_READ = 1, PROT_WRITE = 2, PROT_EXEC = 4, MAP_SHARED = 1, MAP_PRIVATE = 2, MAP_FIXED = 0x10,
-       MAP_ANONYMOUS = 0x20 };
+enum {
+    PROT_READ = 1,
+    PROT_WRITE = 2,
+    PROT_EXEC = 4,
+    MAP_SHARED = 1,
+    MAP_PRIVATE = 2,
+    MAP_FIXED = 0x10,
+    MAP_ANONYMOUS = 0x20
+};
 enum { LOCK_EX = 2, LOCK_UN = 8, MADV_WIPEONFORK = 18, AT_SECURE = 23 };
 enum { ESRCH = 3, EINTR = 4, EOPNOTSUPP = 95, S_IFMT = 0170000, S_IFREG = 0100000 };
 
@@ -292,7 +329,7 @@ owner_gone(const volatile qp_prof_slot_t *s, const owner_t *me)
 
 /* The file's layout for this program (qp_format.h). */
 typedef struct layout {
-    uint64_t cbytes;      /* bytes of one set of counters */
+    uint64_t cbytes; /* bytes of one set of counters */
     uint64_t dumps_off, slots_off, slotc_off;
 } layout_t;
 
@@ -399,7 +436,7 @@ open_profile(qprt_state_t *st, int create, kstat_t *ks, const char **why)
     if (sys3(SYS_fstat, fd, (long)ks, 0) < 0 || (ks->mode & S_IFMT) != S_IFREG) {
         *why = "not a regular file";
     } else if (st->secure
-               && (ks->uid != (uint32_t)sys3(SYS_geteuid, 0, 0, 0) || ks->nlink != 1)) {
+        && (ks->uid != (uint32_t)sys3(SYS_geteuid, 0, 0, 0) || ks->nlink != 1)) {
         *why = "not owned by the effective user, or has several links (secure execution)";
     } else
         return fd;
@@ -426,13 +463,14 @@ init_profile(long fd, const qprt_params_t *p, const layout_t *l)
         h.exe[0] = '\0';
     if (reserve(fd, 0, l->slotc_off) < 0)
         return -1;
-    return sys6(SYS_pwrite64, fd, (long)&h, sizeof(h), 0, 0, 0) == (long)sizeof(h) ? 0 : -1;
+    return sys6(SYS_pwrite64, fd, (long)&h, sizeof(h), 0, 0, 0) == (long)sizeof(h) ? 0
+                                                                                   : -1;
 }
 
 /* Is the locked file a profile of this program? 1 yes, 0 empty (never written), -1 no. */
 static int
 check_profile(long fd, const qprt_params_t *p, const layout_t *l, const kstat_t *ks,
-              const char **why)
+    const char **why)
 {
     qp_prof_hdr_t h;
     long r = ks->size == 0 ? 0 : sys6(SYS_pread64, fd, (long)&h, sizeof(h), 0, 0, 0);
@@ -445,8 +483,8 @@ check_profile(long fd, const qprt_params_t *p, const layout_t *l, const kstat_t 
     } else if (h.version != QP_PROF_VERSION) {
         *why = "a profile of another qp version (remove it, or set QP_PROFILE)";
     } else if (h.id != p->id || h.ncounters != p->ncounters || h.dumps_off != l->dumps_off
-               || h.slots_off != l->slots_off || h.nslots != QP_PROF_MAX_SLOTS
-               || h.slotc_off != l->slotc_off) {
+        || h.slots_off != l->slots_off || h.nslots != QP_PROF_MAX_SLOTS
+        || h.slotc_off != l->slotc_off) {
         *why = "profile of another program or rewrite (remove it or set QP_PROFILE)";
     } else if ((uint64_t)ks->size < l->slotc_off) {
         *why = "profile is truncated";
@@ -481,13 +519,13 @@ finish_journal(volatile qp_prof_slot_t *s, volatile uint64_t *base, volatile uin
  * counters and free the slot. 0, or -1 when its counters cannot be mapped (it stays). */
 static int
 fold_slot(long fd, volatile qp_prof_hdr_t *h, uint64_t k, const qprt_params_t *p,
-          const layout_t *l)
+    const layout_t *l)
 {
-    volatile qp_prof_slot_t *s =
-        (volatile qp_prof_slot_t *)((uintptr_t)h + l->slots_off) + k;
+    volatile qp_prof_slot_t *s
+        = (volatile qp_prof_slot_t *)((uintptr_t)h + l->slots_off) + k;
     volatile uint64_t *base = (volatile uint64_t *)((uintptr_t)h + QP_PROF_HDR_SIZE);
     long m = sys6(SYS_mmap, 0, (long)l->cbytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd,
-                  (long)(l->slotc_off + k * l->cbytes));
+        (long)(l->slotc_off + k * l->cbytes));
     if (is_err(m))
         return -1;
     volatile uint64_t *c = (volatile uint64_t *)(uintptr_t)m;
@@ -516,9 +554,10 @@ fold_slot(long fd, volatile qp_prof_hdr_t *h, uint64_t k, const qprt_params_t *p
  */
 static long
 claim_slot(long fd, volatile qp_prof_hdr_t *h, const qprt_params_t *p, uint64_t bias,
-           const layout_t *l, const owner_t *me, const char **why)
+    const layout_t *l, const owner_t *me, const char **why)
 {
-    volatile qp_prof_slot_t *tab = (volatile qp_prof_slot_t *)((uintptr_t)h + l->slots_off);
+    volatile qp_prof_slot_t *tab
+        = (volatile qp_prof_slot_t *)((uintptr_t)h + l->slots_off);
     long k = -1;
     /* First the folds a killed process left half-done: their journals name base
      * counters that no other fold may change before they are completed. */
@@ -542,7 +581,7 @@ claim_slot(long fd, volatile qp_prof_hdr_t *h, const qprt_params_t *p, uint64_t 
     *why = "cannot map the profile";
     if (p->counters_size > 0
         && is_err(sys6(SYS_mmap, (long)(p->counters + bias), (long)p->counters_size,
-                       PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, (long)off)))
+            PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, (long)off)))
         return -1;
     volatile qp_prof_slot_t *s = &tab[k];
     s->pid = me->pid;
@@ -560,7 +599,7 @@ private_counters(const qprt_params_t *p, uint64_t bias)
 {
     if (p->counters_size > 0)
         sys6(SYS_mmap, (long)(p->counters + bias), (long)p->counters_size,
-             PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
+            PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
 }
 
 /*
@@ -570,7 +609,8 @@ private_counters(const qprt_params_t *p, uint64_t bias)
  * `unsaved` counts it) or -1 when the profile could not be used at all.
  */
 static int
-attach(qprt_state_t *st, const qprt_params_t *p, uint64_t bias, int child, const char **why)
+attach(
+    qprt_state_t *st, const qprt_params_t *p, uint64_t bias, int child, const char **why)
 {
     layout_t l;
     layout_of(p, &l);
@@ -599,7 +639,8 @@ attach(qprt_state_t *st, const qprt_params_t *p, uint64_t bias, int child, const
         *why = "cannot write the profile";
         if (c == 0 && init_profile(fd, p, &l) < 0)
             goto out;
-        long m = sys6(SYS_mmap, 0, (long)l.slotc_off, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+        long m = sys6(
+            SYS_mmap, 0, (long)l.slotc_off, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
         *why = "cannot map the profile";
         if (is_err(m))
             goto out;
@@ -625,7 +666,8 @@ attach(qprt_state_t *st, const qprt_params_t *p, uint64_t bias, int child, const
     __atomic_fetch_add(child ? &h->forks : &h->runs, 1, __ATOMIC_RELAXED);
     rc = 0;
 out:
-    /* Explicitly: the file stays open while a mapping of it exists, and so would a lock. */
+    /* Explicitly: the file stays open while a mapping of it exists, and so would a lock.
+     */
     sys3(SYS_flock, fd, LOCK_UN, 0);
     sys3(SYS_close, fd, 0, 0);
     return rc;
@@ -635,8 +677,8 @@ out:
 static uint64_t
 fork_marker(void)
 {
-    long m = sys6(SYS_mmap, 0, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
-                  -1, 0);
+    long m = sys6(
+        SYS_mmap, 0, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (is_err(m))
         return 0;
     if (sys3(SYS_madvise, m, 4096, MADV_WIPEONFORK) < 0) {
@@ -657,7 +699,7 @@ profile_flag(const qprt_state_t *st, uint32_t flag)
 {
     if (st->prof != 0)
         __atomic_fetch_or(&((volatile qp_prof_hdr_t *)(uintptr_t)st->prof)->flags, flag,
-                          __ATOMIC_RELAXED);
+            __ATOMIC_RELAXED);
 }
 
 /*
@@ -669,21 +711,26 @@ profile_flag(const qprt_state_t *st, uint32_t flag)
 static void
 make_atomic(const qprt_params_t *p, uint64_t bias, qprt_state_t *st)
 {
-    if (!(p->flags & QPRT_F_SWITCH) || __atomic_load_n(&st->locked, __ATOMIC_ACQUIRE) == 2)
+    if (!(p->flags & QPRT_F_SWITCH)
+        || __atomic_load_n(&st->locked, __ATOMIC_ACQUIRE) == 2)
         return;
     uint64_t zero = 0;
-    if (!__atomic_compare_exchange_n(&st->locked, &zero, 1, 0, __ATOMIC_ACQ_REL,
-                                     __ATOMIC_ACQUIRE)) {
+    if (!__atomic_compare_exchange_n(
+            &st->locked, &zero, 1, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
         while (__atomic_load_n(&st->locked, __ATOMIC_ACQUIRE) != 2)
             __asm__ volatile("pause");
         return;
     }
     uint64_t text = p->text + bias;
-    uint64_t lo = text & ~(uint64_t)4095, hi = (text + p->text_size + 4095) & ~(uint64_t)4095;
-    if (sys3(SYS_mprotect, (long)lo, (long)(hi - lo), PROT_READ | PROT_WRITE | PROT_EXEC) < 0) {
+    uint64_t lo = text & ~(uint64_t)4095,
+             hi = (text + p->text_size + 4095) & ~(uint64_t)4095;
+    if (sys3(SYS_mprotect, (long)lo, (long)(hi - lo), PROT_READ | PROT_WRITE | PROT_EXEC)
+        < 0) {
         profile_flag(st, QP_PROF_RACY);
-        warn_line("counters", "cannot make them atomic before a thread starts (mprotect "
-                  "refused)", "; counts may be lost where threads race\n");
+        warn_line("counters",
+            "cannot make them atomic before a thread starts (mprotect "
+            "refused)",
+            "; counts may be lost where threads race\n");
     } else {
         const uint32_t *site = (const uint32_t *)(uintptr_t)(p->locks + bias);
         volatile uint8_t *code = (volatile uint8_t *)(uintptr_t)text;
@@ -759,8 +806,8 @@ qprt_after_fork(void)
     if (rc < 0) {
         private_counters(p, bias);
         if (rc == -1)
-            __atomic_fetch_add(&((volatile qp_prof_hdr_t *)(uintptr_t)st->prof)->unsaved, 1,
-                               __ATOMIC_RELAXED);
+            __atomic_fetch_add(&((volatile qp_prof_hdr_t *)(uintptr_t)st->prof)->unsaved,
+                1, __ATOMIC_RELAXED);
         warn(st->path, why);
     }
 }
@@ -782,21 +829,22 @@ qprt_exit_dump(uint64_t *saved)
     uint64_t i = __atomic_fetch_add(&h->ndumps, 1, __ATOMIC_RELAXED);
     if (i >= QP_PROF_MAX_DUMPS)
         return;
-    uint8_t *slot = (uint8_t *)(uintptr_t)(st->prof + h->dumps_off + i * QP_PROF_DUMP_SIZE);
+    uint8_t *slot
+        = (uint8_t *)(uintptr_t)(st->prof + h->dumps_off + i * QP_PROF_DUMP_SIZE);
     qp_dump_hdr_t *d = (qp_dump_hdr_t *)slot;
     /* saved[]: r15 r14 r13 r12 r11 r10 r9 r8 rbp rdi rsi rdx rcx rbx rax flags, then the
      * hook's return address; the snippet moved %rsp down by 128 before calling. */
     uint64_t ret = saved[16];
     uint64_t rsp = (uint64_t)(uintptr_t)(saved + 17) + 128;
     d->bias = bias;
-    d->pc = ret - 10; /* the snippet's start: same unwind row as the exit call */
-    d->regs[0] = saved[14];  /* rax */
-    d->regs[1] = saved[11];  /* rdx */
-    d->regs[2] = saved[12];  /* rcx */
-    d->regs[3] = saved[13];  /* rbx */
-    d->regs[4] = saved[10];  /* rsi */
-    d->regs[5] = saved[9];   /* rdi */
-    d->regs[6] = saved[8];   /* rbp */
+    d->pc = ret - 10;       /* the snippet's start: same unwind row as the exit call */
+    d->regs[0] = saved[14]; /* rax */
+    d->regs[1] = saved[11]; /* rdx */
+    d->regs[2] = saved[12]; /* rcx */
+    d->regs[3] = saved[13]; /* rbx */
+    d->regs[4] = saved[10]; /* rsi */
+    d->regs[5] = saved[9];  /* rdi */
+    d->regs[6] = saved[8];  /* rbp */
     d->regs[7] = rsp;
     for (int r = 8; r < 16; r++)
         d->regs[r] = saved[7 - (r - 8)]; /* r8 .. r15 */
@@ -807,10 +855,11 @@ qprt_exit_dump(uint64_t *saved)
     uint64_t len = QP_PROF_DUMP_STACK;
     if (rsp <= st->stack_top && st->stack_top - rsp < len)
         len = st->stack_top - rsp;
-    struct iov { uint64_t base, len; } local = { (uint64_t)(uintptr_t)(slot + 4096), len },
-                                        remote = { rsp, len };
+    struct iov {
+        uint64_t base, len;
+    } local = { (uint64_t)(uintptr_t)(slot + 4096), len }, remote = { rsp, len };
     long got = sys6(SYS_process_vm_readv, sys3(SYS_getpid, 0, 0, 0), (long)&local, 1,
-                    (long)&remote, 1, 0);
+        (long)&remote, 1, 0);
     d->stack_len = got > 0 ? (uint64_t)got : 0;
     __atomic_store_n(&d->valid, 1, __ATOMIC_RELEASE);
 }
