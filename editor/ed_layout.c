@@ -349,6 +349,53 @@ vouched_procs(const cfg_prog_t *prog)
     return v;
 }
 
+/* Do the bytes just before ADDR hold trap padding (two ud2, or four int3)? */
+static int
+trap_padding_before(const cfg_image_t *img, uint64_t addr)
+{
+    size_t avail;
+    const uint8_t *p = addr >= 4 ? cfg_image_ptr(img, addr - 4, &avail) : NULL;
+    if (p == NULL || avail < 4)
+        return 0;
+    static const uint8_t ud2x2[] = { 0x0f, 0x0b, 0x0f, 0x0b }, int3x4[] = { 0xcc, 0xcc, 0xcc, 0xcc };
+    return memcmp(p, ud2x2, 4) == 0 || memcmp(p, int3x4, 4) == 0;
+}
+
+/*
+ * Code the program uses as data. A code address the program takes that points at a trap
+ * (ud2, int3) rather than at code ends a range whose bounds the program holds; the range
+ * starts after the trap padding before it. Valgrind's tools hand the page of such a range
+ * (their "trampoline stuff") to the program they run, whose translation of it must find
+ * the original instructions, not a redirect. Every procedure in the range stays.
+ */
+static void
+leave_code_ranges(ed_plan_t *plan)
+{
+    const cfg_prog_t *prog = plan->prog;
+    for (uint32_t i = 0; i < prog->nprocs; i++) {
+        const cfg_proc_t *p = &prog->procs[i];
+        arch_insn_t in;
+        if (!(p->sources & CFG_SRC_ADDR) || cfg_image_decode(prog->img, p->entry, 0, &in) < 0
+            || in.kind != ARCH_KIND_HALT)
+            continue;
+        uint32_t first = i;
+        int found = 0;
+        for (uint32_t j = i; j-- > 0 && i - j <= 256 && p->entry - prog->procs[j].entry <= 65536;) {
+            first = j;
+            if (trap_padding_before(prog->img, prog->procs[j].entry)) {
+                found = 1;
+                break;
+            }
+        }
+        for (uint32_t k = first; found && k < i; k++)
+            if (plan->reason[k] == NULL)
+                plan->reason[k] = owned_reason(plan, "in a range of code that ends at a taken "
+                                                     "address (0x%llx): the program may copy "
+                                                     "or hand out that code",
+                                               p->entry);
+    }
+}
+
 static int
 decide(ed_plan_t *plan)
 {
@@ -410,6 +457,7 @@ decide(ed_plan_t *plan)
         free(pads);
     }
     free(vouched);
+    leave_code_ranges(plan);
     /* Landing pads are entered by the unwinder only: each must start a block of its
      * procedure, or the procedure stays (its new LSDA could not name it). */
     int rc = ed_unwind_landing_pads(prog->img, check_landing_pad, plan);
