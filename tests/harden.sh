@@ -11,6 +11,10 @@
 #   secure    a set-user-ID-root rewrite run by nobody ignores QP_PROFILE (root only)
 #   counts    forked children, simultaneous starts, threads, kill -9: exact counts
 #   saturate  a saturated counter is marked in the flat report, the CSV and after merge
+#   mutants   mutated profiles through tests/fuzz_profile, mutated executables through
+#             bench/mutate.sh (a short run; make corpus runs a long one)
+# HARDEN_HEAVY=1 repeats the concurrency cases (40 rounds of simultaneous starts, 10 of
+# fork and threads); HARDEN_MUTANTS=N sets the mutants (120). make corpus runs both.
 # Work in $top_builddir/tests/harden.d. Exit status: 0 pass, 1 fail, 99 hard error.
 set -u
 
@@ -18,7 +22,7 @@ set -u
 . "${top_srcdir:-.}/tests/lib.sh"
 
 QP=${QP:-$top_builddir/tools/qp}
-D=$top_builddir/tests/harden.d
+D=${HARDEN_DIR:-$top_builddir/tests/harden.d}
 rm -rf "$D"
 mkdir -p "$D" || exit 99
 D=$(cd "$D" && pwd)
@@ -164,20 +168,28 @@ else
 fi
 
 # --- counts --------------------------------------------------------------------------
+reps=1
+[ -n "${HARDEN_HEAVY:-}" ] && reps=10
 for v in work.inst work.static.inst; do
-    rm -f "$D/$v.qp"
-    (cd "$D" && ./"$v" fork 4 200000 >/dev/null)
-    c=$(calls_of "$D/$v.qp")
-    [ "$c" = 1000000 ] && ok "$v: 4 forked children and the parent: exact" \
-        || bad "$v: fork: $c calls, want 1000000"
-    rm -f "$D/$v.qp"
-    (cd "$D" && ./"$v" thread 8 200000 >/dev/null)
-    c=$(calls_of "$D/$v.qp")
-    [ "$c" = 1600000 ] && ok "$v: 8 threads: exact" || bad "$v: threads: $c calls, want 1600000"
+    wrong=0
+    for r in $(seq "$reps"); do
+        rm -f "$D/$v.qp"
+        (cd "$D" && ./"$v" fork 4 200000 >/dev/null)
+        c=$(calls_of "$D/$v.qp")
+        [ "$c" = 1000000 ] || { wrong=$((wrong + 1)); echo "$v fork: $c calls"; }
+        rm -f "$D/$v.qp"
+        (cd "$D" && ./"$v" thread 8 200000 >/dev/null)
+        c=$(calls_of "$D/$v.qp")
+        [ "$c" = 1600000 ] || { wrong=$((wrong + 1)); echo "$v threads: $c calls"; }
+    done
+    [ "$wrong" -eq 0 ] && ok "$v: 4 forked children and the parent, 8 threads: exact ($reps times)" \
+        || bad "$v: $wrong of $((2 * reps)) runs wrong"
 done
 # Simultaneous starts with no profile yet: none lost, every run counted.
+rounds=5
+[ -n "${HARDEN_HEAVY:-}" ] && rounds=40
 lost=0
-for round in 1 2 3 4 5; do
+for round in $(seq "$rounds"); do
     rm -f "$D/work.inst.qp"
     for i in 1 2 3 4 5 6; do (cd "$D" && ./work.inst one 1 30000 >/dev/null 2>>"$D/sim.err") & done
     wait
@@ -185,7 +197,7 @@ for round in 1 2 3 4 5; do
     runs=$("$QP" report "$D/work.inst.qp" 2>/dev/null | sed -n 's/.*(\([0-9]*\) runs.*/\1/p')
     [ "$c" = 180000 ] && [ "$runs" = 6 ] || lost=$((lost + 1))
 done
-[ "$lost" -eq 0 ] && [ ! -s "$D/sim.err" ] && ok "5 rounds of 6 simultaneous first runs: exact" \
+[ "$lost" -eq 0 ] && [ ! -s "$D/sim.err" ] && ok "$rounds rounds of 6 simultaneous first runs: exact" \
     || bad "simultaneous starts: $lost rounds wrong: $(head -n 2 "$D/sim.err")"
 # kill -9 in the middle of a run: its counts so far stay, the next run folds them in.
 rm -f "$D/work.inst.qp"
@@ -221,6 +233,41 @@ case $("$QP" report --csv "$D/m.qp" --exe "$D/work.inst" | awk -F, '$1 == "work"
 work,,*,*+*) ok "qp merge keeps the saturation mark" ;;
 *) bad "qp merge dropped the saturation mark" ;;
 esac
+
+# --- mutated inputs ------------------------------------------------------------------
+# Profiles: 300 copies of a real one (forked children: slots in use) with bytes changed in
+# the header, the counters or the slot table, through the profile fuzz target (read,
+# report, merge, write, read back): no crash, no mismatch.
+rm -f "$D/work.inst.qp"
+(cd "$D" && ./work.inst fork 2 100 >/dev/null)
+mkdir -p "$D/prof"
+perl -e '
+    my ($in, $dir) = @ARGV; open(my $f, "<", $in) or die; binmode $f; local $/; my $b = <$f>;
+    my $slots = unpack("Q<", substr($b, 56, 8));
+    for my $i (0 .. 299) {
+        srand($i); my $c = $b;
+        for (1 .. 1 + int(rand(3))) {
+            my $r = rand(); my $off = $r < 0.4 ? int(rand(160)) : $r < 0.7 ? 4096 + int(rand(64))
+                : $slots + int(rand(256));
+            substr($c, $off, 1) = chr(int(rand(256))) if $off < length($c);
+        }
+        open(my $o, ">", "$dir/p$i") or die; binmode $o; print $o $c; close $o;
+    }' "$D/work.inst.qp" "$D/prof" || exit 99
+if "$top_builddir/tests/fuzz_profile" "$D"/prof/p* >"$D/prof.out" 2>&1; then
+    ok "300 mutated profiles: read, reported, merged, written and read back"
+else
+    bad "mutated profiles: $(tail -n 3 "$D/prof.out")"
+fi
+rm -rf "$D/prof"
+# Executables: 120 mutants of small programs and of /usr/bin/true and ls (bench/mutate.sh:
+# one-line refusals naming the input's defect, no output left, input unchanged, and the
+# rewritten mutant behaves as the mutant does).
+if MUTATE_DIR=$D/mutate bash "$top_srcdir/bench/mutate.sh" "$QPT_REWRITE" "${HARDEN_MUTANTS:-120}" \
+    >"$D/mutate.out" 2>/dev/null; then
+    ok "$(grep '^mutate: [0-9]' "$D/mutate.out")"
+else
+    bad "mutated executables: $(grep -m 3 '^FAIL' "$D/mutate.out")"
+fi
 
 [ "$fails" -eq 0 ] || exit 1
 exit 0
