@@ -350,6 +350,13 @@ const cfg_proc_t *cfg_proc_at(const cfg_prog_t *prog, uint64_t addr);
 /* The index of the block containing ADDR, or CFG_NONE. */
 uint32_t cfg_block_at(const cfg_prog_t *prog, uint64_t addr);
 
+/*
+ * The blocks in address order: *N gets prog->nblocks and the result holds their indices
+ * sorted by start address (owned by PROG). NULL for a NULL PROG.
+ */
+const uint32_t *
+cfg_blocks_by_addr(const cfg_prog_t *prog, size_t *n /*OUT*/);
+
 /* The index of the first element of the sorted array V (N elements) that is >= X. */
 size_t cfg_u64_lower_bound(const uint64_t *v, size_t n, uint64_t x);
 

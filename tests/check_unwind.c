@@ -966,8 +966,8 @@ START_TEST(test_unwind_all_copies_every_fde)
     const cfg_section_t *eh = section(img, ".eh_frame");
     uint64_t at = blob_addr(img);
     ed_unwind_out_t out, part;
-    ck_assert_int_eq(ed_unwind_build_ex(img, tmap_fn, NULL, &m, at, ED_UNWIND_ALL, &out),
-                     0);
+    ed_unwind_map_t um = { tmap_fn, NULL, NULL, NULL, &m };
+    ck_assert_int_eq(ed_unwind_build_ex(img, &um, at, ED_UNWIND_ALL, &out), 0);
     ck_assert_int_eq(ed_unwind_build(img, tmap_fn, &m, at, &part), 0);
     ck_assert_uint_eq(out.nfde_old, 0);
     ck_assert_uint_gt(part.nfde_old, 0);
@@ -1328,7 +1328,8 @@ START_TEST(test_unwind_end_without_mapping)
     free(out.data);
 
     /* map_end() gives it. */
-    int rc = ed_unwind_build_ex(img, syn_map_noend, syn_map_end, NULL, at, 0, &out);
+    ed_unwind_map_t um = { syn_map_noend, syn_map_end, NULL, NULL, NULL };
+    int rc = ed_unwind_build_ex(img, &um, at, 0, &out);
     ck_assert_int_eq(rc, 0);
     v.blob = (mem_t) { out.data, out.size, at };
     ck_assert_uint_eq(t_fdes(&v, (mem_t) { out.data, out.eh_frame_size, at }, &news), 2);
