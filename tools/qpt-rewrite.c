@@ -265,8 +265,13 @@ main(int argc, char **argv)
     }
 
     cfg_image_t *img = NULL;
+    char why[320];
     errno = 0;
-    int rc = cfg_image_open_bfd(input, &img);
+    int rc = cfg_image_open_bfd_why(input, &img, why, sizeof(why));
+    if (rc < 0 && why[0] != '\0') {
+        fprintf(stderr, "%s: %s: %s\n", prog_name, input, why);
+        return EXIT_INPUT;
+    }
     if (rc < 0)
         return fail_input(input, rc);
     const char *unsupported = dump == DUMP_NONE ? ed_image_unsupported(img) : NULL;
