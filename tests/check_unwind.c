@@ -1382,6 +1382,277 @@ START_TEST(test_unwind_no_ehframe_is_empty)
 END_TEST
 
 /*****************************************************************************
+ * Holes: bytes of an FDE's range that do not move (a nop before a landing pad, padding)
+ */
+
+#define H_CODE 0x402000u /* FDE A over [H_CODE, +0x40), FDE B over [+0x40, +0x80) */
+#define H_END (H_CODE + 0x80)
+#define H_NEW 0x802000u /* moved bytes go here, three new bytes each, holes dropped */
+
+/* How the hole map behaves: contiguous, split (A's second run elsewhere), overlapping
+ * (B's new code starts inside A's). */
+enum { H_PLAIN, H_SPLIT, H_OVERLAP };
+
+/* The bytes that do not move: the nop before A's landing pad, padding in A. */
+static int
+h_hole(uint64_t x)
+{
+    return x == H_CODE || (x >= H_CODE + 0x30 && x < H_CODE + 0x38);
+}
+
+/* The new address of the moved byte at X (or of the next one when X is a hole). */
+static uint64_t
+h_new(int kind, uint64_t x)
+{
+    uint64_t rank = 0;
+    for (uint64_t y = H_CODE; y < x; y++)
+        rank += !h_hole(y);
+    uint64_t v = H_NEW + 3 * rank;
+    if (kind == H_SPLIT && x >= H_CODE + 0x38 && x < H_CODE + 0x40)
+        v += 0x1000;
+    if (kind == H_OVERLAP && x >= H_CODE + 0x40)
+        v -= 6;
+    return v;
+}
+
+static uint64_t
+h_map(void *arg, uint64_t x)
+{
+    if (x < H_CODE || x > H_END)
+        return 0;
+    return h_new(*(int *)arg, x);
+}
+
+static uint64_t
+h_map_insn(void *arg, uint64_t x)
+{
+    return x >= H_END || h_hole(x) ? 0 : h_map(arg, x);
+}
+
+static uint64_t
+h_map_end(void *arg, uint64_t x)
+{
+    if (x <= H_CODE || x > H_END || h_hole(x - 1))
+        return 0;
+    return h_new(*(int *)arg, x - 1) + 3;
+}
+
+static int
+h_pieces(void *arg, uint64_t lo, uint64_t hi, ed_piece_fn fn, void *fnarg)
+{
+    for (uint64_t x = lo; x < hi;) {
+        if (x < H_CODE || x >= H_END || h_hole(x)) {
+            QP_CHECK(fn(fnarg, x, 1, 0, 1));
+            x++;
+            continue;
+        }
+        uint64_t e = x + 1;
+        while (
+            e < hi && e < H_END && !h_hole(e) && h_map_insn(arg, e) == h_map_end(arg, e))
+            e++;
+        QP_CHECK(fn(fnarg, x, e - x, h_map(arg, x), h_map_end(arg, e) - h_map(arg, x)));
+        x = e;
+    }
+    return 0;
+}
+
+/*
+ * A "zPLR" CIE; FDE A over [H_CODE, +0x40) and FDE B over [H_CODE + 0x40, +0x40), both
+ * with the same LSDA: call sites [fs+8, +8) with the landing pad fs+1, [fs+0x2c, +6)
+ * (ending in A's padding) and [fs+0x34, +2) (all padding in A) without one. OFF gets the
+ * offsets of A, B and the LSDA.
+ */
+static void
+h_tables(sbuf_t *s, size_t *off)
+{
+    s->n = 0;
+    size_t cie = s->n;
+    s_u32(s, 0);
+    S_BYTES(s, 0, 0, 0, 0, 1, 'z', 'P', 'L', 'R', 0, 1, 0x78, 0x10, 7, 0x9b);
+    s_pcrel(s, SYN_VMA, SYN_SLOT);
+    S_BYTES(s, 0x1b, 0x1b, 0x0c, 0x07, 0x08, 0x90, 0x01);
+    s_pad(s, cie, 8);
+    size_t field[2];
+    for (int k = 0; k < 2; k++) {
+        size_t f = off[k] = s->n;
+        s_u32(s, 0);
+        s_u32(s, (uint32_t)(s->n - cie));
+        s_pcrel(s, SYN_VMA, H_CODE + 0x40u * (unsigned)k);
+        s_u32(s, 0x40);
+        S_BYTES(s, 4);
+        field[k] = s->n;
+        s_u32(s, 0);
+        S_BYTES(s, 0x41, 0x0e, 0x10, 0x48, 0x0e, 0x08); /* adv 1; cfa 16; adv 8; cfa 8 */
+        s_pad(s, f, 8);
+    }
+    s_u32(s, 0);
+    while (s->n % 4)
+        S_BYTES(s, 0);
+    size_t lsda = off[2] = s->n;
+    for (int k = 0; k < 2; k++)
+        s_set32(s, field[k], (uint32_t)(lsda - field[k]));
+    S_BYTES(s, 0xff, 0xff, 0x01, 12);   /* no LPStart, no types, uleb128 call sites */
+    S_BYTES(s, 0x08, 0x08, 0x01, 0x00); /* [fs+8, +8) lp fs+1, cleanup */
+    S_BYTES(s, 0x2c, 0x06, 0x00, 0x00); /* [fs+0x2c, +6) into the padding */
+    S_BYTES(s, 0x34, 0x02, 0x00, 0x00); /* [fs+0x34, +2) padding only */
+}
+
+START_TEST(test_unwind_pad_at_new_start_gets_lpstart)
+{
+    sbuf_t s;
+    size_t off[3];
+    h_tables(&s, off);
+    cfg_image_t *img = syn_image(&s);
+    const uint64_t at = 0x900000;
+    int kind = H_PLAIN;
+    ed_unwind_map_t um = { h_map, h_map_end, h_map_insn, h_pieces, &kind };
+    ed_unwind_out_t out;
+    ck_assert_int_eq(ed_unwind_build_ex(img, &um, at, ED_UNWIND_STRICT, &out), 0);
+    ck_assert_uint_eq(out.nfde_moved, 2);
+    ck_assert_uint_eq(out.nfde_failed, 0);
+    ck_assert_uint_eq(out.nlsda_moved, 2); /* one per FDE: offsets are fs-relative */
+    t_layout(&out, at);
+    view_t v = { { out.data, out.size, at }, img };
+    tfde_t *news;
+    ck_assert_uint_eq(t_fdes(&v, (mem_t) { out.data, out.eh_frame_size, at }, &news), 2);
+    /* A: exactly its moved bytes, not the nop before them. */
+    ck_assert_uint_eq(news[0].begin, h_new(kind, H_CODE + 1));
+    ck_assert_uint_eq(news[0].begin, H_NEW);
+    ck_assert_uint_eq(news[0].end, h_new(kind, H_CODE + 0x40));
+    ck_assert_uint_eq(news[1].begin, news[0].end);
+    ck_assert_uint_eq(news[1].end, h_new(kind, H_END - 1) + 3);
+    ck_assert_uint_ne(news[0].lsda, news[1].lsda);
+
+    /* A's landing pad is its new start: an explicit LPStart keeps its offset positive. */
+    size_t avail;
+    const uint8_t *l = view_ptr(&v, news[0].lsda, &avail);
+    ck_assert_uint_eq(l[0], 0x1b);
+    tcs_t cs[4];
+    ck_assert_uint_eq(t_lsda(&v, news[0].lsda, news[0].begin, cs, 4), 3);
+    ck_assert_uint_eq(cs[0].lp, H_NEW);
+    ck_assert_uint_eq(cs[0].start, h_new(kind, H_CODE + 8));
+    ck_assert_uint_eq(cs[0].end, h_new(kind, H_CODE + 0x10));
+    /* Call sites ending in (or lying in) padding end where the moved code before it does.
+     */
+    ck_assert_uint_eq(cs[1].start, h_new(kind, H_CODE + 0x2c));
+    ck_assert_uint_eq(cs[1].end, h_new(kind, H_CODE + 0x2f) + 3);
+    ck_assert_uint_eq(cs[2].start, cs[2].end);
+    ck_assert_uint_eq(cs[1].lp, 0);
+    /* B's copy of the shared LSDA, for B's start: no LPStart needed. */
+    l = view_ptr(&v, news[1].lsda, &avail);
+    ck_assert_uint_eq(l[0], 0xff);
+    ck_assert_uint_eq(t_lsda(&v, news[1].lsda, news[1].begin, cs, 4), 3);
+    ck_assert_uint_eq(cs[0].lp, h_new(kind, H_CODE + 0x41));
+    ck_assert_uint_eq(cs[0].start, h_new(kind, H_CODE + 0x48));
+    free(news);
+    free(out.data);
+    cfg_image_destroy(img);
+}
+END_TEST
+
+START_TEST(test_unwind_strict_split_and_overlap)
+{
+    sbuf_t s;
+    size_t off[3];
+    h_tables(&s, off);
+    cfg_image_t *img = syn_image(&s);
+    ed_unwind_out_t out;
+    /* A's moved code in two places: no FDE can describe it. */
+    int kind = H_SPLIT;
+    ed_unwind_map_t um = { h_map, h_map_end, h_map_insn, h_pieces, &kind };
+    ck_assert_int_eq(
+        ed_unwind_build_ex(img, &um, 0x900000, ED_UNWIND_STRICT, &out), QP_ERANGE);
+    ck_assert_ptr_null(out.data);
+    ck_assert_uint_eq(out.fail_lo, H_CODE);
+    ck_assert_uint_eq(out.fail_hi, H_CODE + 0x40);
+    /* Without ED_UNWIND_STRICT it is only counted (and the moved code has no FDE). */
+    ck_assert_int_eq(ed_unwind_build_ex(img, &um, 0x900000, 0, &out), 0);
+    ck_assert_uint_eq(out.nfde_failed, 1);
+    ck_assert_uint_eq(out.nfde_moved, 1);
+    free(out.data);
+    /* B's new code would start inside A's: the search table would pick B there. */
+    kind = H_OVERLAP;
+    ck_assert_int_eq(
+        ed_unwind_build_ex(img, &um, 0x900000, ED_UNWIND_STRICT, &out), QP_ERANGE);
+    ck_assert_uint_eq(out.fail_lo, H_CODE + 0x40);
+    /* A landing pad in padding is no relocated instruction. */
+    kind = H_PLAIN;
+    ed_unwind_map_t nopad = { h_map, h_map_end, h_map_insn, h_pieces, &kind };
+    s.b[off[2] + 6] = 0x00; /* the first call site's landing pad becomes fs+0: the nop */
+    cfg_image_destroy(img);
+    img = syn_image(&s);
+    ck_assert_int_eq(
+        ed_unwind_build_ex(img, &nopad, 0x900000, ED_UNWIND_STRICT, &out), 0);
+    free(out.data);         /* lp 0 is "no landing pad": nothing to map */
+    s.b[off[2] + 6] = 0x31; /* fs+0x31: padding */
+    cfg_image_destroy(img);
+    img = syn_image(&s);
+    ck_assert_int_eq(
+        ed_unwind_build_ex(img, &nopad, 0x900000, ED_UNWIND_STRICT, &out), QP_ERANGE);
+    ck_assert_uint_eq(out.fail_lo, H_CODE);
+    cfg_image_destroy(img);
+}
+END_TEST
+
+typedef struct fde_seen {
+    ed_fde_info_t f[8];
+    uint64_t pads[8][4];
+    size_t n;
+} fde_seen_t;
+
+static int
+fde_seen(void *arg, const ed_fde_info_t *fi)
+{
+    fde_seen_t *s = arg;
+    ck_assert_uint_lt(s->n, 8);
+    ck_assert_uint_le(fi->npads, 4);
+    s->f[s->n] = *fi;
+    memcpy(s->pads[s->n], fi->pads, fi->npads * sizeof(uint64_t));
+    s->n++;
+    return 0;
+}
+
+START_TEST(test_unwind_fdes_say_what_cannot_move)
+{
+    sbuf_t s;
+    size_t off[5];
+    syn_tables(&s, off);
+    cfg_image_t *img = syn_image(&s);
+    fde_seen_t seen = { 0 };
+    ck_assert_int_eq(ed_unwind_fdes(img, fde_seen, &seen), 0);
+    ck_assert_uint_eq(seen.n, 4);
+    ck_assert_uint_eq(seen.f[0].lo, SYN_CODE);
+    ck_assert_uint_eq(seen.f[0].hi, SYN_CODE + 0x200);
+    ck_assert_int_eq(seen.f[0].err, 0);
+    ck_assert_uint_eq(seen.f[1].lo, SYN_CODE + 0x100); /* the unknown opcode */
+    ck_assert_int_eq(seen.f[1].err, QP_EFORMAT);
+    ck_assert_int_eq(seen.f[2].err, 0);
+    ck_assert_int_eq(seen.f[3].err, 0);
+    ck_assert_uint_eq(seen.f[3].npads, 2);
+    ck_assert_uint_eq(seen.pads[3][0], SYN_CODE + 0x1c0 + 0x20);
+    ck_assert_uint_eq(seen.pads[3][1], SYN_CODE + 0x1c0 + 0x30);
+    /* A landing pad at the FDE's start is representable: an LPStart is made for it. */
+    h_tables(&s, off);
+    cfg_image_destroy(img);
+    img = syn_image(&s);
+    memset(&seen, 0, sizeof(seen));
+    ck_assert_int_eq(ed_unwind_fdes(img, fde_seen, &seen), 0);
+    ck_assert_uint_eq(seen.n, 2);
+    ck_assert_int_eq(seen.f[0].err, 0);
+    ck_assert_uint_eq(seen.pads[0][0], H_CODE + 1);
+    ck_assert_uint_eq(seen.pads[1][0], H_CODE + 0x41);
+    /* A CIE with a code alignment factor other than 1 cannot follow moved code. */
+    s.b[14] = 4;
+    cfg_image_destroy(img);
+    img = syn_image(&s);
+    memset(&seen, 0, sizeof(seen));
+    ck_assert_int_eq(ed_unwind_fdes(img, fde_seen, &seen), 0);
+    ck_assert_int_eq(seen.f[0].err, QP_EUNSUPP);
+    cfg_image_destroy(img);
+}
+END_TEST
+
+/*****************************************************************************
  * Bad input: truncated and mutated tables (run under ASan and UBSan)
  */
 
@@ -1518,6 +1789,9 @@ unwind_suite(void)
     tcase_add_test(tc, test_unwind_end_without_mapping);
     tcase_add_test(tc, test_unwind_unrelocated_landing_pad_fails);
     tcase_add_test(tc, test_unwind_no_ehframe_is_empty);
+    tcase_add_test(tc, test_unwind_pad_at_new_start_gets_lpstart);
+    tcase_add_test(tc, test_unwind_strict_split_and_overlap);
+    tcase_add_test(tc, test_unwind_fdes_say_what_cannot_move);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("bad_input");
