@@ -1653,6 +1653,114 @@ START_TEST(test_unwind_fdes_say_what_cannot_move)
 END_TEST
 
 /*****************************************************************************
+ * The plan's view: tests/progs/eh_asm.cc, hand-written FDEs over several procedures
+ */
+
+/* The reason procedure NAME stays in place (NULL: it moves). */
+static const char *
+left_reason(const cfg_prog_t *prog, const ed_plan_t *plan, const char *name)
+{
+    const cfg_proc_t *p = cfg_proc_by_name(prog, name);
+    ck_assert_msg(p != NULL, "no procedure %s", name);
+    return ed_plan_left_reason(plan, (uint32_t)(p - prog->procs));
+}
+
+static void
+assert_reason(const char *why, const char *name, const char *want)
+{
+    ck_assert_msg(want == NULL ? why == NULL : why != NULL && strstr(why, want) != NULL,
+        "%s: left in place because \"%s\", expected \"%s\"", name,
+        why ? why : "(it moves)", want ? want : "(it moves)");
+}
+
+START_TEST(test_unwind_plan_fde_groups)
+{
+    const char *srcdir = getenv("top_srcdir");
+    char exe[160], cmd[600];
+    snprintf(exe, sizeof(exe), "%s/eh_asm", tmpdir);
+    snprintf(cmd, sizeof(cmd),
+        "command -v g++ >/dev/null 2>&1 && g++ -O2 -fPIE -pie -o %s "
+        "%s/tests/progs/eh_asm.cc",
+        exe, srcdir ? srcdir : ".");
+    if (system(cmd) != 0)
+        return; /* no g++: the corpus would not have it either */
+    cfg_image_t *img = NULL;
+    cfg_prog_t *prog = NULL;
+    ed_plan_t *plan = NULL;
+    ck_assert_int_eq(cfg_image_open_bfd(exe, &img), 0);
+    ck_assert_int_eq(cfg_prog_build(img, NULL, &prog), 0);
+    ck_assert_int_eq(ed_plan_create(prog, NULL, &plan), 0);
+    /* Two procedures under one FDE that layout keeps together move together. */
+    assert_reason(left_reason(prog, plan, "asm_pair_a"), "asm_pair_a", NULL);
+    assert_reason(left_reason(prog, plan, "asm_pair_b"), "asm_pair_b", NULL);
+    /* An FDE that starts in padding: the padding's procedure moves with the symbol's. */
+    const cfg_proc_t *padded = cfg_proc_by_name(prog, "asm_padded");
+    ck_assert_ptr_nonnull(padded);
+    ck_assert_ptr_null(ed_plan_left_reason(plan, (uint32_t)(padded - prog->procs)));
+    const cfg_proc_t *padding = cfg_proc_at(prog, padded->entry - 12);
+    ck_assert_ptr_nonnull(padding);
+    ck_assert_ptr_ne(padding, padded);
+    ck_assert_ptr_null(ed_plan_left_reason(plan, (uint32_t)(padding - prog->procs)));
+    /* One that cannot move keeps the other in place. */
+    assert_reason(left_reason(prog, plan, "asm_mix_y"), "asm_mix_y", "lock prefix");
+    assert_reason(left_reason(prog, plan, "asm_mix_x"), "asm_mix_x",
+        "shares its unwind entry with asm_mix_y");
+    /* A fragment outside the FDE would be laid out between its two procedures. */
+    assert_reason(left_reason(prog, plan, "asm_split_a"), "asm_split_a",
+        "covers code of other procedures");
+    assert_reason(left_reason(prog, plan, "asm_split_b"), "asm_split_b",
+        "covers code of other procedures");
+    /* The landing pad after a nop in a cold fragment moves, with an explicit LPStart. */
+    assert_reason(left_reason(prog, plan, "asm_catch"), "asm_catch", NULL);
+    const cfg_proc_t *cold = cfg_proc_by_name(prog, "asm_catch.cold");
+    ck_assert_ptr_nonnull(cold);
+    ck_assert_uint_ne(cold->flags & CFG_PROC_FRAGMENT, 0);
+
+    ed_image_t *im = NULL;
+    ck_assert_int_eq(ed_image_create(img, &im), 0);
+    ck_assert_int_eq(ed_plan_apply(plan, &ed_image_ops, im), 0);
+    ed_unwind_map_t um
+        = { ed_plan_map, ed_plan_map_end, ed_plan_map_insn, ed_plan_pieces, plan };
+    uint64_t at = blob_addr(img);
+    ed_unwind_out_t out;
+    ck_assert_int_eq(
+        ed_unwind_build_ex(img, &um, at, ED_UNWIND_ALL | ED_UNWIND_STRICT, &out), 0);
+    view_t v = { { out.data, out.size, at }, img };
+    tfde_t *news;
+    size_t nn = t_fdes(&v, (mem_t) { out.data, out.eh_frame_size, at }, &news);
+    /* The new FDE of the fragment starts at its first moved instruction: the pad. */
+    uint64_t pad = ed_plan_map(plan, cold->start); /* the nop does not move */
+    ck_assert_uint_ne(pad, 0);
+    ck_assert_uint_eq(ed_plan_map_insn(plan, cold->start), 0);
+    size_t k = 0;
+    while (k < nn && news[k].begin != pad)
+        k++;
+    ck_assert_msg(k < nn, "no new FDE starts at the landing pad %#" PRIx64, pad);
+    ck_assert_uint_ne(news[k].lsda, 0);
+    size_t avail;
+    ck_assert_uint_eq(view_ptr(&v, news[k].lsda, &avail)[0], 0x1b);
+    tcs_t cs[4];
+    ck_assert_uint_eq(t_lsda(&v, news[k].lsda, news[k].begin, cs, 4), 1);
+    ck_assert_uint_eq(cs[0].lp, pad);
+    /* The pair's new FDE covers both procedures' new code, in one piece. */
+    const cfg_proc_t *pa = cfg_proc_by_name(prog, "asm_pair_a");
+    const cfg_proc_t *pb = cfg_proc_by_name(prog, "asm_pair_b");
+    uint64_t na = ed_plan_map(plan, pa->entry), nb = ed_plan_map(plan, pb->entry);
+    for (k = 0; k < nn && news[k].begin != na; k++)
+        ;
+    ck_assert_uint_lt(k, nn);
+    ck_assert_uint_gt(nb, na);
+    ck_assert_uint_gt(news[k].end, nb);
+    free(news);
+    free(out.data);
+    ed_image_destroy(im);
+    ed_plan_destroy(plan);
+    cfg_prog_destroy(prog);
+    cfg_image_destroy(img);
+}
+END_TEST
+
+/*****************************************************************************
  * Bad input: truncated and mutated tables (run under ASan and UBSan)
  */
 
@@ -1792,6 +1900,7 @@ unwind_suite(void)
     tcase_add_test(tc, test_unwind_pad_at_new_start_gets_lpstart);
     tcase_add_test(tc, test_unwind_strict_split_and_overlap);
     tcase_add_test(tc, test_unwind_fdes_say_what_cannot_move);
+    tcase_add_test(tc, test_unwind_plan_fde_groups);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("bad_input");
