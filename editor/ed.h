@@ -245,6 +245,12 @@ void ed_dwarf_out_free(ed_dwarf_out_t *out);
 
 typedef struct ed_plan ed_plan_t;
 
+/* An FDE whose tables could not be rewritten for the new code (see elfw_rewrite). */
+typedef struct ed_fde_fail {
+    uint64_t lo, hi; /* its old range; lo 0: none */
+    int err;         /* why (QP_E*) */
+} ed_fde_fail_t;
+
 /* Options; zero-initialise for the defaults. */
 typedef struct ed_opts {
     int stretch;        /* testing: put a nop after every relocated instruction, so layout
@@ -253,6 +259,10 @@ typedef struct ed_opts {
     int atomic;         /* counter increments with a lock prefix (multithreaded programs) */
     int keep_tables;    /* do not retarget proven jump tables: every dispatch then goes
                          * through the redirect at the old case address */
+    const ed_fde_fail_t *stay; /* FDEs an earlier rewrite could not rewrite for its layout
+                                * (nstay of them; read by ed_plan_create only): the code
+                                * they cover stays in place */
+    size_t nstay;
 } ed_opts_t;
 
 typedef struct ed_stats {

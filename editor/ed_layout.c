@@ -337,6 +337,12 @@ check_fde(void *arg, const ed_fde_info_t *fi)
             "its unwind entry (FDE of 0x%llx-0x%llx) covers code of "
             "other procedures that is not laid out with it",
             flo, fhi);
+    for (size_t i = 0; why == NULL && i < plan->opts.nstay; i++)
+        if (plan->opts.stay[i].lo == fi->lo && plan->opts.stay[i].hi == fi->hi)
+            why = owned_reason(plan,
+                "its unwind entry (FDE of 0x%llx-0x%llx) could not be "
+                "rewritten for the new code: %s",
+                flo, fhi, qp_strerror(plan->opts.stay[i].err));
     for (size_t i = 0; why == NULL && i < fi->npads; i++) {
         uint32_t b = cfg_block_at(prog, fi->pads[i]);
         if (b == CFG_NONE || prog->blocks[b].start != fi->pads[i]
@@ -1086,6 +1092,8 @@ ed_plan_create(const cfg_prog_t *prog, const ed_opts_t *opts, ed_plan_t **out)
         plan->opts = *opts;
     plan->reason = calloc(prog->nprocs + 1, sizeof(char *));
     int rc = plan->reason ? decide(plan) : QP_ENOMEM;
+    plan->opts.stay = NULL; /* the caller's: read by decide only */
+    plan->opts.nstay = 0;
     if (rc == 0)
         rc = build_segments(plan);
     if (rc < 0) {

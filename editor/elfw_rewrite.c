@@ -162,10 +162,13 @@ fail(char *err, size_t errlen, int rc, const char *what)
     return rc;
 }
 
-/* The message for a failed unwind build: which FDE, when one is to blame. */
+/* The message for a failed unwind build: which FDE, when one is to blame (*F then
+ * names it too). */
 static void
-unwind_fail(char *err, size_t errlen, int rc, const ed_unwind_out_t *u)
+unwind_fail(char *err, size_t errlen, int rc, const ed_unwind_out_t *u, ed_fde_fail_t *f)
 {
+    if (u->fail_lo != 0)
+        *f = (ed_fde_fail_t) { u->fail_lo, u->fail_hi, rc };
     if (u->fail_lo != 0)
         snprintf(err, errlen,
             "unwind tables: the FDE of 0x%llx-0x%llx covers moved code but "
@@ -216,7 +219,7 @@ elfw_rewrite(const cfg_prog_t *prog, ed_plan_t *plan, const elfw_instr_t *instr,
     const uint32_t uflags = ED_UNWIND_ALL | ED_UNWIND_STRICT;
     rc = ed_unwind_build_ex(prog->img, &um, 0, uflags, &unw);
     if (rc < 0) {
-        unwind_fail(err, errlen, rc, &unw);
+        unwind_fail(err, errlen, rc, &unw, &stats->unwind_fail);
         goto out;
     }
     uint64_t unw_at = 0;
@@ -234,7 +237,7 @@ elfw_rewrite(const cfg_prog_t *prog, ed_plan_t *plan, const elfw_instr_t *instr,
         if (rc == 0)
             rc = ed_image_ops.write(im, unw_at, unw.data, unw.size);
         if (rc < 0) {
-            unwind_fail(err, errlen, rc, &unw);
+            unwind_fail(err, errlen, rc, &unw, &stats->unwind_fail);
             goto out;
         }
     }

@@ -88,6 +88,9 @@ describe(void *arg, const ed_plan_t *plan, uint64_t counters, uint8_t **desc, si
     return drv_describe(arg, plan, counters, desc, len, id);
 }
 
+/* Rewrites made again, at most, when an FDE of moved code cannot be rewritten. */
+#define MAX_RETRIES 16
+
 /* The rewrite proper: plan, measure, relocate, write. Prints the summary line on success. */
 static int
 rewrite(const cfg_prog_t *prog, const char *input, const char *output, const char *driver,
@@ -98,28 +101,18 @@ rewrite(const cfg_prog_t *prog, const char *input, const char *output, const cha
     eo.stretch = getenv("QPT_STRETCH") != NULL; /* testing aid, see README */
     eo.atomic = atomic;
     eo.keep_tables = getenv("QPT_KEEP_TABLES") != NULL; /* testing aid, see README */
-    int rc = ed_plan_create(prog, &eo, &plan);
-    if (rc < 0)
-        return fail_input(input, rc);
-    if (verbose)
-        for (uint32_t i = 0; i < prog->nprocs; i++) {
-            const char *why = ed_plan_left_reason(plan, i);
-            if (why != NULL && !(prog->procs[i].flags & CFG_PROC_FRAGMENT))
-                fprintf(stderr, "%s: left in place: %s at 0x%llx: %s\n", prog_name,
-                        prog->procs[i].name, (unsigned long long)prog->procs[i].entry, why);
-        }
     const drv_ops_t *drv = strcmp(driver, "none") == 0 ? NULL : drv_find(driver);
     drv_result_t res;
     memset(&res, 0, sizeof(res));
     elfw_instr_t instr = { 0 };
     drv_weights_t w = { 0 };
+    int rc;
     if (weights != NULL) {
         char why[600];
         rc = drv_weights_load(weights, &w, why, sizeof(why));
         progress(NULL);
         if (rc < 0) {
             fprintf(stderr, "%s: --weights %s: %s\n", prog_name, weights, why);
-            ed_plan_destroy(plan);
             return EXIT_INPUT;
         }
         double match = drv_weights_match(&w, prog);
@@ -127,40 +120,69 @@ rewrite(const cfg_prog_t *prog, const char *input, const char *output, const cha
             fprintf(stderr, "%s: --weights %s: a profile of another program (%.0f%% of its "
                     "edges are edges of %s)\n", prog_name, weights, 100 * match, input);
             drv_weights_free(&w);
-            ed_plan_destroy(plan);
             return EXIT_INPUT;
         }
     }
-    if (drv != NULL) {
-        progress("placing counters");
-        rc = drv_run(drv, prog, plan, weights ? &w : NULL, &res);
-        drv_weights_free(&w);
-        if (rc < 0
-            || (rc = ed_plan_set_probes(plan, res.probes, res.nprobes)) < 0) {
-            ed_plan_destroy(plan);
-            drv_result_free(&res);
-            return fail_input(input, rc);
-        }
-        res.atomic = atomic;
-        res.pie = (prog->img->flags & CFG_IMG_PIE) != 0;
-        instr = (elfw_instr_t) { res.ncounters, describe, &res };
-        if (verbose)
-            for (uint32_t i = 0; i < res.nprocs; i++)
-                if (res.procs[i].reason != 0 && strncmp(res.strtab + res.procs[i].reason,
-                                                        "not measured", 12) == 0)
-                    fprintf(stderr, "%s: %s: %s\n", prog_name, res.strtab + res.procs[i].name,
-                            res.strtab + res.procs[i].reason);
-    }
+    /*
+     * An FDE of moved code whose tables cannot be rewritten for the new layout (which
+     * the plan could not foresee) fails the rewrite with its range: then plan, measure
+     * and rewrite again with that code in place.
+     */
+    ed_fde_fail_t stay[MAX_RETRIES];
     char err[512] = "";
     elfw_rewrite_stats_t st;
-    progress("relocating and writing");
-    rc = elfw_rewrite(prog, plan, drv ? &instr : NULL, input, output, &st, err, sizeof(err));
-    progress(NULL);
+    for (size_t nstay = 0;;) {
+        eo.stay = stay;
+        eo.nstay = nstay;
+        rc = ed_plan_create(prog, &eo, &plan);
+        if (rc < 0) {
+            drv_weights_free(&w);
+            return fail_input(input, rc);
+        }
+        if (drv != NULL) {
+            progress("placing counters");
+            rc = drv_run(drv, prog, plan, weights ? &w : NULL, &res);
+            if (rc < 0 || (rc = ed_plan_set_probes(plan, res.probes, res.nprobes)) < 0) {
+                ed_plan_destroy(plan);
+                drv_result_free(&res);
+                drv_weights_free(&w);
+                return fail_input(input, rc);
+            }
+            res.atomic = atomic;
+            res.pie = (prog->img->flags & CFG_IMG_PIE) != 0;
+            instr = (elfw_instr_t) { res.ncounters, describe, &res };
+        }
+        err[0] = '\0';
+        progress("relocating and writing");
+        rc = elfw_rewrite(
+            prog, plan, drv ? &instr : NULL, input, output, &st, err, sizeof(err));
+        progress(NULL);
+        if (rc >= 0 || st.unwind_fail.lo == 0 || nstay == MAX_RETRIES)
+            break;
+        stay[nstay++] = st.unwind_fail;
+        ed_plan_destroy(plan);
+        drv_result_free(&res);
+        memset(&res, 0, sizeof(res));
+    }
+    drv_weights_free(&w);
     if (rc < 0) {
         fprintf(stderr, "%s: %s: %s\n", prog_name, input, err[0] ? err : qp_strerror(rc));
         ed_plan_destroy(plan);
         drv_result_free(&res);
         return EXIT_INPUT;
+    }
+    if (verbose) {
+        for (uint32_t i = 0; i < prog->nprocs; i++) {
+            const char *why = ed_plan_left_reason(plan, i);
+            if (why != NULL && !(prog->procs[i].flags & CFG_PROC_FRAGMENT))
+                fprintf(stderr, "%s: left in place: %s at 0x%llx: %s\n", prog_name,
+                    prog->procs[i].name, (unsigned long long)prog->procs[i].entry, why);
+        }
+        for (uint32_t i = 0; drv != NULL && i < res.nprocs; i++)
+            if (res.procs[i].reason != 0
+                && strncmp(res.strtab + res.procs[i].reason, "not measured", 12) == 0)
+                fprintf(stderr, "%s: %s: %s\n", prog_name, res.strtab + res.procs[i].name,
+                    res.strtab + res.procs[i].reason);
     }
     const ed_stats_t *es = ed_plan_stats(plan);
     fprintf(stderr,

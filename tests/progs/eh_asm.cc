@@ -15,6 +15,9 @@
 //   asm_catch                catch (...) in a cold fragment with its own FDE and LSDA,
 //                            whose landing pad comes after a one-byte nop, as g++ -O3
 //                            makes them (offset 0 would mean "no landing pad")
+//   asm_big                  catch (...) 60000 bytes into a function, in an LSDA with
+//                            2-byte call-site fields: they overflow when the code grows
+//                            (stretch mode), and then the function must stay in place
 #include <cstdio>
 #include <stdexcept>
 #include <string>
@@ -28,6 +31,7 @@ int asm_mix_y(int (*cb)(int), int x);
 int asm_split_a(int (*cb)(int), int x);
 int asm_split_b(int (*cb)(int), int x);
 int asm_catch(int (*cb)(int), int x);
+int asm_big(int (*cb)(int), int x);
 int asm_lock_count;
 }
 
@@ -231,6 +235,43 @@ asm_catch.cold:
         .cfi_endproc
         .size asm_catch.cold, .-asm_catch.cold
 
+        .p2align 4
+        .globl asm_big
+        .type asm_big, @function
+asm_big:
+        .cfi_startproc
+        .cfi_personality 0x9b, .Lasm_personality
+        .cfi_lsda 0x1b, .Lasm_big_lsda
+        push %rbx
+        .cfi_def_cfa_offset 16
+        .cfi_offset %rbx, -16
+        mov %esi, %eax
+        .rept 20000
+        add $3, %eax
+        .endr
+        mov %rdi, %rcx
+        mov %eax, %ebx
+        mov %eax, %edi
+.Lbig_cs:
+        call *%rcx
+.Lbig_cs_end:
+        add %ebx, %eax
+.Lbig_out:
+        .cfi_remember_state
+        pop %rbx
+        .cfi_def_cfa_offset 8
+        .cfi_restore %rbx
+        ret
+        .cfi_restore_state
+.Lbig_pad:
+        mov %rax, %rdi
+        call __cxa_begin_catch@PLT
+        call __cxa_end_catch@PLT
+        mov $-2, %eax
+        jmp .Lbig_out
+        .cfi_endproc
+        .size asm_big, .-asm_big
+
         .section .data.rel.ro,"aw",@progbits
         .p2align 3
 .Lasm_personality:
@@ -255,6 +296,25 @@ asm_catch.cold:
         .p2align 2
         .long 0
 .Lasm_tt_end:
+
+        .p2align 2
+.Lasm_big_lsda:
+        .byte 0xff
+        .byte 0x9b
+        .uleb128 .Lbig_tt_end - .Lbig_tt_off
+.Lbig_tt_off:
+        .byte 0x02
+        .uleb128 .Lbig_cs_tab_end - .Lbig_cs_tab
+.Lbig_cs_tab:
+        .2byte .Lbig_cs - asm_big
+        .2byte .Lbig_cs_end - .Lbig_cs
+        .2byte .Lbig_pad - asm_big
+        .uleb128 1
+.Lbig_cs_tab_end:
+        .byte 1, 0
+        .p2align 2
+        .long 0
+.Lbig_tt_end:
         .text
 )");
 
@@ -283,7 +343,8 @@ main()
     } fns[] = { { "asm_pair_a", asm_pair_a }, { "asm_pair_b", asm_pair_b },
                 { "asm_padded", asm_padded }, { "asm_mix_x", asm_mix_x },
                 { "asm_mix_y", asm_mix_y },   { "asm_split_a", asm_split_a },
-                { "asm_split_b", asm_split_b }, { "asm_catch", asm_catch } };
+                { "asm_split_b", asm_split_b }, { "asm_catch", asm_catch },
+                { "asm_big", asm_big } };
     int caught = 0;
     for (const auto& f : fns)
         for (int x : { 10, -3 }) {
