@@ -136,7 +136,8 @@ int cfg_image_open_bfd(const char *path, cfg_image_t **out /*OUT*/);
  * 0x3248 does not match its segment (...)"), else an empty string. Among the QP_EFORMAT
  * cases: an allocated section whose address, file offset or size disagrees with the
  * PT_LOAD segment that loads it (the loader uses only segments, this reader sections),
- * and .eh_frame_hdr or .dynamic where PT_GNU_EH_FRAME or PT_DYNAMIC is not.
+ * .bss outside every segment's memory, and .eh_frame_hdr or .dynamic where
+ * PT_GNU_EH_FRAME or PT_DYNAMIC is not.
  */
 int
 cfg_image_open_bfd_why(

@@ -256,7 +256,8 @@ raw_shdr_named(const bfd_reader_t *r, const char *name)
  * must be bytes that one PT_LOAD segment puts at its address: inside the segment's file
  * part, at the matching file offset. .eh_frame_hdr and .dynamic must be where
  * PT_GNU_EH_FRAME and PT_DYNAMIC are (the unwinder and the dynamic linker use those).
- * Sections without contents (.bss, .tbss) and non-allocated ones are not checked.
+ * Sections without contents (.bss) must lie in a segment's memory; TLS templates (.tbss)
+ * and non-allocated sections are not checked.
  */
 static int
 check_layout(const bfd_reader_t *r, char *why, size_t whylen)
@@ -269,8 +270,21 @@ check_layout(const bfd_reader_t *r, char *why, size_t whylen)
         return 0;
     for (size_t i = 1; i < n; i++) {
         const Elf64_Shdr *s = &sh[i];
-        if (!(s->sh_flags & SHF_ALLOC) || s->sh_type == SHT_NOBITS || s->sh_size == 0)
+        if (!(s->sh_flags & SHF_ALLOC) || s->sh_size == 0)
             continue;
+        if (s->sh_type == SHT_NOBITS) {
+            /* .bss: in a segment's memory (.tbss is a TLS template, not memory). */
+            int in = (s->sh_flags & SHF_TLS) != 0;
+            for (size_t k = 0; k < eh->e_phnum && !in; k++)
+                in = ph[k].p_type == PT_LOAD && s->sh_addr >= ph[k].p_vaddr
+                    && s->sh_addr - ph[k].p_vaddr <= ph[k].p_memsz
+                    && s->sh_size <= ph[k].p_memsz - (s->sh_addr - ph[k].p_vaddr);
+            if (!in)
+                return layout_defect(why, whylen, r, s,
+                    "no PT_LOAD segment has memory for its 0x%llx bytes",
+                    (unsigned long long)s->sh_size);
+            continue;
+        }
         const Elf64_Phdr *seg = NULL; /* the first PT_LOAD whose memory holds sh_addr */
         int ok = 0;
         for (size_t k = 0; k < eh->e_phnum && !ok; k++) {

@@ -12,7 +12,8 @@
 #            holds nothing but "qpt-rewrite: " lines (libraries never print).
 #   layout   (a g++ -O2 program whose section header for SECTION no longer matches the
 #            segment that loads it: sh_addr or sh_offset moved, or both moved together
-#            away from PT_GNU_EH_FRAME or PT_DYNAMIC; the file is layout-SECTION-WHAT):
+#            away from PT_GNU_EH_FRAME or PT_DYNAMIC, .text longer than its segment's
+#            bytes, .bss outside its memory; the file is layout-SECTION-WHAT):
 #            --dump-cfg and the rewrite (--driver=none -o OUT) both exit 1 with the one
 #            line "qpt-rewrite: FILE: section SECTION at 0x... does not match its
 #            segment (...)", OUT is not written and FILE is unchanged.
@@ -398,12 +399,17 @@ shdr_entry() {
     echo $(($(peek_le "$1" 40 8) + 64 * idx))
 }
 if [ "$(cksum <"$basexx")" != "$(cksum <"$base")" ]; then
-    for sec in .eh_frame .text .gcc_except_table .eh_frame_hdr .dynamic .init_array; do
+    for sec in .eh_frame .text .gcc_except_table .eh_frame_hdr .dynamic .init_array .bss; do
         e=$(shdr_entry "$basexx" "$sec")
         [ -n "$e" ] || continue
         addr=$(peek_le "$basexx" $((e + 16)) 8)
         off=$(peek_le "$basexx" $((e + 24)) 8)
         name=$dir/layout-${sec#.}
+        if [ "$sec" = .bss ]; then
+            # No bytes in the file: only its address can be wrong.
+            add layout "$name-addr" field "$basexx" $((e + 16)) 8 $((addr + 0x100000))
+            continue
+        fi
         add layout "$name-addr" field "$basexx" $((e + 16)) 8 $((addr + 16))
         add layout "$name-offset" field "$basexx" $((e + 24)) 8 $((off + 16))
         case $sec in
