@@ -1607,7 +1607,8 @@ fde_seen(void *arg, const ed_fde_info_t *fi)
     ck_assert_uint_lt(s->n, 8);
     ck_assert_uint_le(fi->npads, 4);
     s->f[s->n] = *fi;
-    memcpy(s->pads[s->n], fi->pads, fi->npads * sizeof(uint64_t));
+    if (fi->npads > 0)
+        memcpy(s->pads[s->n], fi->pads, fi->npads * sizeof(uint64_t));
     s->n++;
     return 0;
 }
@@ -1764,10 +1765,23 @@ END_TEST
  * Bad input: truncated and mutated tables (run under ASan and UBSan)
  */
 
-/* Whatever the bytes, the result is an error or a blob whose hdr is consistent. */
+static int
+fde_any(void *arg, const ed_fde_info_t *fi)
+{
+    ck_assert_uint_le(fi->lo, fi->hi);
+    ck_assert(fi->npads == 0 || fi->pads != NULL);
+    (*(size_t *)arg)++;
+    return 0;
+}
+
+/* Whatever the bytes, the result is an error or a blob whose hdr is consistent; the
+ * plan's scan of the same tables does not fail on them either (it reports them). */
 static void
 build_sane(const cfg_image_t *img, tmap_t *m, uint64_t at)
 {
+    size_t nfde = 0;
+    int frc = ed_unwind_fdes(img, fde_any, &nfde);
+    ck_assert(frc == 0 || frc == QP_EFORMAT);
     ed_unwind_out_t out;
     int rc = ed_unwind_build(img, tmap_fn, m, at, &out);
     if (rc < 0) {
@@ -1860,6 +1874,9 @@ START_TEST(test_unwind_mutated_synthetic)
             c.b[lcg(&st) % c.n] = (uint8_t)lcg(&st);
         cfg_image_t *img = syn_image(&c);
         ed_unwind_out_t out;
+        size_t nfde = 0;
+        int frc = ed_unwind_fdes(img, fde_any, &nfde);
+        ck_assert(frc == 0 || frc == QP_EFORMAT);
         int rc = ed_unwind_build(img, syn_map, NULL, 0x900000, &out);
         if (rc == 0 && out.size) {
             t_layout(&out, 0x900000);
