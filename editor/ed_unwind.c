@@ -420,8 +420,8 @@ typedef struct hdr_ent {
 
 /* The new code range of a moved FDE. */
 typedef struct span {
-    uint64_t lo, hi; /* new range */
-    uint64_t old;    /* the old FDE's start */
+    uint64_t lo, hi;         /* new range */
+    uint64_t old_lo, old_hi; /* the old FDE's */
 } span_t;
 
 typedef struct ctx {
@@ -1615,15 +1615,15 @@ moved_span(ctx_t *cx, const fde_t *f, uint64_t *lo, uint64_t *hi)
     return 0;
 }
 
-/* Remember the new range of a moved FDE (for the overlap check). */
+/* Remember the new range of a moved FDE F (for the overlap check). */
 static int
-add_span(ctx_t *cx, uint64_t lo, uint64_t hi, uint64_t old)
+add_span(ctx_t *cx, uint64_t lo, uint64_t hi, const fde_t *f)
 {
     span_t *v = grow(cx->spans, &cx->capspans, cx->nspans, sizeof(*v));
     if (v == NULL)
         return QP_ENOMEM;
     cx->spans = v;
-    cx->spans[cx->nspans++] = (span_t) { lo, hi, old };
+    cx->spans[cx->nspans++] = (span_t) { lo, hi, f->pc_begin, f->pc_begin + f->pc_range };
     return 0;
 }
 
@@ -1645,7 +1645,8 @@ check_spans(ctx_t *cx, ed_unwind_out_t *out)
         qsort(cx->spans, cx->nspans, sizeof(*cx->spans), cmp_span);
     for (size_t i = 1; i < cx->nspans; i++)
         if (cx->spans[i].lo < cx->spans[i - 1].hi) {
-            out->fail_lo = cx->spans[i].old;
+            out->fail_lo = cx->spans[i].old_lo;
+            out->fail_hi = cx->spans[i].old_hi;
             return QP_ERANGE;
         }
     return 0;
@@ -1682,7 +1683,7 @@ build(ctx_t *cx, ed_unwind_out_t *out)
             return rc;
         if (rc == 0) {
             cx->nfde_moved++;
-            QP_CHECK(add_span(cx, new_lo, new_hi, f->pc_begin));
+            QP_CHECK(add_span(cx, new_lo, new_hi, f));
             continue;
         }
         if (rc < 0 && (cx->flags & ED_UNWIND_STRICT)) {

@@ -1575,6 +1575,7 @@ START_TEST(test_unwind_strict_split_and_overlap)
     ck_assert_int_eq(
         ed_unwind_build_ex(img, &um, 0x900000, ED_UNWIND_STRICT, &out), QP_ERANGE);
     ck_assert_uint_eq(out.fail_lo, H_CODE + 0x40);
+    ck_assert_uint_eq(out.fail_hi, H_CODE + 0x80);
     /* A landing pad in padding is no relocated instruction. */
     kind = H_PLAIN;
     ed_unwind_map_t nopad = { h_map, h_map_end, h_map_insn, h_pieces, &kind };

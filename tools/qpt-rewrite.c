@@ -157,7 +157,10 @@ rewrite(const cfg_prog_t *prog, const char *input, const char *output, const cha
         rc = elfw_rewrite(
             prog, plan, drv ? &instr : NULL, input, output, &st, err, sizeof(err));
         progress(NULL);
-        if (rc >= 0 || st.unwind_fail.lo == 0 || nstay == MAX_RETRIES)
+        int again = 0; /* the same FDE twice: the plan could not keep it in place */
+        for (size_t i = 0; i < nstay; i++)
+            again |= stay[i].lo == st.unwind_fail.lo && stay[i].hi == st.unwind_fail.hi;
+        if (rc >= 0 || st.unwind_fail.lo == 0 || again || nstay == MAX_RETRIES)
             break;
         stay[nstay++] = st.unwind_fail;
         ed_plan_destroy(plan);
