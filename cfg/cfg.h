@@ -131,6 +131,19 @@ typedef struct cfg_image {
 int cfg_image_open_bfd(const char *path, cfg_image_t **out /*OUT*/);
 
 /*
+ * As cfg_image_open_bfd; when it fails, WHY (WHYLEN bytes, may be NULL) gets a phrase
+ * naming the defect when there is more to say than the error code ("section .eh_frame at
+ * 0x3248 does not match its segment (...)"), else an empty string. Among the QP_EFORMAT
+ * cases: an allocated section whose address, file offset or size disagrees with the
+ * PT_LOAD segment that loads it (the loader uses only segments, this reader sections),
+ * .bss outside every segment's memory, and .eh_frame_hdr or .dynamic where
+ * PT_GNU_EH_FRAME or PT_DYNAMIC is not.
+ */
+int
+cfg_image_open_bfd_why(
+    const char *path, cfg_image_t **out /*OUT*/, char *why, size_t whylen);
+
+/*
  * A one-section image of raw code: N bytes at VMA, entry at VMA. For tests and for
  * analysing code that has no file. The bytes are copied.
  */
@@ -349,6 +362,13 @@ const cfg_proc_t *cfg_proc_at(const cfg_prog_t *prog, uint64_t addr);
 
 /* The index of the block containing ADDR, or CFG_NONE. */
 uint32_t cfg_block_at(const cfg_prog_t *prog, uint64_t addr);
+
+/*
+ * The blocks in address order: *N gets prog->nblocks and the result holds their indices
+ * sorted by start address (owned by PROG). NULL for a NULL PROG.
+ */
+const uint32_t *
+cfg_blocks_by_addr(const cfg_prog_t *prog, size_t *n /*OUT*/);
 
 /* The index of the first element of the sorted array V (N elements) that is >= X. */
 size_t cfg_u64_lower_bound(const uint64_t *v, size_t n, uint64_t x);

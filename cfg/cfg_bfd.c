@@ -16,6 +16,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
+#include <stdio.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -196,6 +197,144 @@ check_headers(const bfd_reader_t *r)
         for (size_t i = 0; i < n; i++)
             if (sh[i].sh_type == SHT_NOTE && !notes_ok(r->map + sh[i].sh_offset, sh[i].sh_size))
                 return QP_EFORMAT;
+    }
+    return 0;
+}
+
+/* The name of section header SH (from the section name table), or "?". */
+static const char *
+raw_name(const bfd_reader_t *r, const Elf64_Shdr *sh)
+{
+    const Elf64_Ehdr *eh = (const Elf64_Ehdr *)r->map;
+    size_t n;
+    const Elf64_Shdr *all = raw_shdrs(r, &n);
+    const Elf64_Shdr *st = &all[eh->e_shstrndx];
+    if (sh->sh_name >= st->sh_size)
+        return "?";
+    const char *p = (const char *)r->map + st->sh_offset + sh->sh_name;
+    return memchr(p, 0, st->sh_size - sh->sh_name) ? p : "?";
+}
+
+static int
+layout_defect(char *why, size_t whylen, const bfd_reader_t *r, const Elf64_Shdr *sh,
+    const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+
+/* Say that section SH does not match its segment, FMT saying how; QP_EFORMAT. */
+static int
+layout_defect(char *why, size_t whylen, const bfd_reader_t *r, const Elf64_Shdr *sh,
+    const char *fmt, ...)
+{
+    if (why != NULL && whylen > 0) {
+        char detail[160];
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(detail, sizeof(detail), fmt, ap);
+        va_end(ap);
+        snprintf(why, whylen, "section %.64s at 0x%llx does not match its segment (%s)",
+            raw_name(r, sh), (unsigned long long)sh->sh_addr, detail);
+    }
+    return QP_EFORMAT;
+}
+
+/* The section header named NAME, or NULL. */
+static const Elf64_Shdr *
+raw_shdr_named(const bfd_reader_t *r, const char *name)
+{
+    size_t n;
+    const Elf64_Shdr *sh = raw_shdrs(r, &n);
+    for (size_t i = 1; i < n; i++)
+        if (strcmp(raw_name(r, &sh[i]), name) == 0)
+            return &sh[i];
+    return NULL;
+}
+
+/*
+ * The loader maps segments; this reader, BFD and the editor go by sections (code, FDEs,
+ * LSDAs, relocations, init arrays, the GOT and PLT). A section header that disagrees
+ * with the segments would make the analysis read other bytes than the program runs,
+ * and the rewrite patch the wrong ones: refuse. Every allocated section with contents
+ * must be bytes that one PT_LOAD segment puts at its address: inside the segment's file
+ * part, at the matching file offset. .eh_frame_hdr and .dynamic must be where
+ * PT_GNU_EH_FRAME and PT_DYNAMIC are (the unwinder and the dynamic linker use those).
+ * Sections without contents (.bss) must lie in a segment's memory; TLS templates (.tbss)
+ * and non-allocated sections are not checked.
+ */
+static int
+check_layout(const bfd_reader_t *r, char *why, size_t whylen)
+{
+    const Elf64_Ehdr *eh = (const Elf64_Ehdr *)r->map;
+    const Elf64_Phdr *ph = (const Elf64_Phdr *)(r->map + eh->e_phoff);
+    size_t n;
+    const Elf64_Shdr *sh = raw_shdrs(r, &n);
+    if (eh->e_shnum == 0)
+        return 0;
+    for (size_t i = 1; i < n; i++) {
+        const Elf64_Shdr *s = &sh[i];
+        if (!(s->sh_flags & SHF_ALLOC) || s->sh_size == 0)
+            continue;
+        if (s->sh_type == SHT_NOBITS) {
+            /* .bss: in a segment's memory (.tbss is a TLS template, not memory). */
+            int in = (s->sh_flags & SHF_TLS) != 0;
+            for (size_t k = 0; k < eh->e_phnum && !in; k++)
+                in = ph[k].p_type == PT_LOAD && s->sh_addr >= ph[k].p_vaddr
+                    && s->sh_addr - ph[k].p_vaddr <= ph[k].p_memsz
+                    && s->sh_size <= ph[k].p_memsz - (s->sh_addr - ph[k].p_vaddr);
+            if (!in)
+                return layout_defect(why, whylen, r, s,
+                    "no PT_LOAD segment has memory for its 0x%llx bytes",
+                    (unsigned long long)s->sh_size);
+            continue;
+        }
+        const Elf64_Phdr *seg = NULL; /* the first PT_LOAD whose memory holds sh_addr */
+        int ok = 0;
+        for (size_t k = 0; k < eh->e_phnum && !ok; k++) {
+            const Elf64_Phdr *p = &ph[k];
+            if (p->p_type != PT_LOAD || s->sh_addr < p->p_vaddr
+                || s->sh_addr - p->p_vaddr >= p->p_memsz)
+                continue;
+            if (seg == NULL)
+                seg = p;
+            uint64_t in = s->sh_addr - p->p_vaddr;
+            ok = in <= p->p_filesz && s->sh_size <= p->p_filesz - in
+                && s->sh_offset == p->p_offset + in;
+        }
+        if (ok)
+            continue;
+        if (seg == NULL)
+            return layout_defect(why, whylen, r, s, "no PT_LOAD segment maps 0x%llx",
+                (unsigned long long)s->sh_addr);
+        uint64_t in = s->sh_addr - seg->p_vaddr;
+        if (s->sh_offset != seg->p_offset + in)
+            return layout_defect(why, whylen, r, s,
+                "the PT_LOAD segment at 0x%llx puts file offset 0x%llx "
+                "there, the section header says 0x%llx",
+                (unsigned long long)seg->p_vaddr,
+                (unsigned long long)(seg->p_offset + in),
+                (unsigned long long)s->sh_offset);
+        return layout_defect(why, whylen, r, s,
+            "0x%llx bytes, but the PT_LOAD segment at 0x%llx loads only "
+            "0x%llx bytes from the file there",
+            (unsigned long long)s->sh_size, (unsigned long long)seg->p_vaddr,
+            (unsigned long long)(in <= seg->p_filesz ? seg->p_filesz - in : 0));
+    }
+    static const struct {
+        uint32_t type;
+        const char *seg, *sec;
+    } named[] = { { PT_GNU_EH_FRAME, "PT_GNU_EH_FRAME", ".eh_frame_hdr" },
+        { PT_DYNAMIC, "PT_DYNAMIC", ".dynamic" } };
+    for (size_t j = 0; j < sizeof(named) / sizeof(named[0]); j++) {
+        const Elf64_Shdr *s = raw_shdr_named(r, named[j].sec);
+        for (size_t k = 0; s != NULL && k < eh->e_phnum; k++) {
+            const Elf64_Phdr *p = &ph[k];
+            if (p->p_type != named[j].type)
+                continue;
+            if (p->p_vaddr != s->sh_addr || p->p_offset != s->sh_offset)
+                return layout_defect(why, whylen, r, s,
+                    "%s is at 0x%llx, file offset 0x%llx; the section "
+                    "header says file offset 0x%llx",
+                    named[j].seg, (unsigned long long)p->p_vaddr,
+                    (unsigned long long)p->p_offset, (unsigned long long)s->sh_offset);
+        }
     }
     return 0;
 }
@@ -667,7 +806,15 @@ open_mapped(const char *path, bfd_reader_t *r, int *fd_out)
 int
 cfg_image_open_bfd(const char *path, cfg_image_t **out)
 {
+    return cfg_image_open_bfd_why(path, out, NULL, 0);
+}
+
+int
+cfg_image_open_bfd_why(const char *path, cfg_image_t **out, char *why, size_t whylen)
+{
     static int bfd_ready;
+    if (why != NULL && whylen > 0)
+        why[0] = '\0';
     if (path == NULL || out == NULL)
         return QP_EINVAL;
     if (!bfd_ready) {
@@ -689,6 +836,8 @@ cfg_image_open_bfd(const char *path, cfg_image_t **out)
     int rc = open_mapped(path, r, &fd);
     if (rc == 0)
         rc = check_headers(r);
+    if (rc == 0)
+        rc = check_layout(r, why, whylen);
     if (rc < 0)
         goto fail;
 

@@ -1974,6 +1974,17 @@ cfg_block_at(const cfg_prog_t *prog, uint64_t addr)
     return CFG_NONE;
 }
 
+const uint32_t *
+cfg_blocks_by_addr(const cfg_prog_t *prog, size_t *n)
+{
+    *n = 0;
+    if (prog == NULL)
+        return NULL;
+    const prog_priv_t *pp = prog->priv;
+    *n = prog->nblocks;
+    return pp->by_addr;
+}
+
 const cfg_proc_t *
 cfg_proc_at(const cfg_prog_t *prog, uint64_t addr)
 {

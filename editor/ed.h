@@ -74,6 +74,8 @@ typedef struct ed_unwind_out {
     uint32_t nlsda_moved;   /* LSDAs rewritten */
     uint32_t nfde_failed;   /* FDEs not read or not rewritten (left out, or kept old) */
     uint32_t nfde_old;      /* FDEs only in the old .eh_frame (listed there, or unread) */
+    uint64_t fail_lo;       /* ED_UNWIND_STRICT failures: the old range of the FDE */
+    uint64_t fail_hi;       /* (kept when the build fails; 0 when unknown) */
 } ed_unwind_out_t;
 
 enum {
@@ -84,15 +86,22 @@ enum {
      * reads the section named .eh_frame and never .eh_frame_hdr.
      */
     ED_UNWIND_ALL = 1u << 0,
+    /*
+     * Never leave moved code without its unwind entry: an FDE some of whose code moved
+     * but that cannot be rewritten (or whose new range would overlap another new FDE)
+     * fails the build with its error, its old range in out->fail_lo/fail_hi. Without it
+     * such an FDE is counted in nfde_failed and the moved code has no FDE.
+     */
+    ED_UNWIND_STRICT = 1u << 1,
 };
 
 /*
  * Build unwind information for relocated code, to be placed at address AT: for every FDE
  * of IMG's .eh_frame whose start MAP relocates, a copy (and its CIE) with every location
- * (pc_begin, pc_range, DW_CFA_advance_loc*, DW_CFA_set_loc) mapped through MAP, and a copy
- * of its LSDA (.gcc_except_table: call-site start/length/landing pad mapped; action and
- * type tables kept); then a new .eh_frame_hdr whose sorted search table covers the old
- * FDEs of code that did not move and the new ones. Returns 0 and fills *OUT (free
+ * (pc_begin, pc_range, DW_CFA_advance_loc*, DW_CFA_set_loc) mapped through MAP, and a
+ * copy of its LSDA (.gcc_except_table: call-site start/length/landing pad mapped; action
+ * and type tables kept); then a new .eh_frame_hdr whose sorted search table covers the
+ * old FDEs of code that did not move and the new ones. Returns 0 and fills *OUT (free
  * out->data with free()), QP_EFORMAT when the old tables cannot be parsed, QP_ENOMEM.
  * An image without .eh_frame gives an empty blob (size 0).
  * An FDE that cannot be rewritten (unknown CFA opcode, unsupported augmentation, a
@@ -100,20 +109,60 @@ enum {
  * tables and counted in nfde_failed; its old FDE stays in the search table. AT should be
  * a multiple of 8: the blob then has the same size for every such AT (unless a
  * pc-relative field cannot reach, QP_ERANGE), so it can be sized with AT = 0 first.
+ * A landing pad that would fall on the start of its new FDE (offset 0 means "none")
+ * gets an explicit LPStart in the new LSDA.
  */
 int ed_unwind_build(const cfg_image_t *img, ed_map_fn map, void *arg, uint64_t at,
                     ed_unwind_out_t *out /*OUT*/);
 
-/*
- * As ed_unwind_build, with MAP_END for the ends of ranges (FDE ends, call-site ends):
- * MAP_END(arg, old) is the new address just past the relocated instruction that ends at
- * OLD, or 0 when unknown. It says what MAP cannot when OLD is also the start of another
- * relocated procedure. MAP_END may be NULL (then MAP is used for ends as well). FLAGS:
- * ED_UNWIND_* (QP_EINVAL for others).
+/* How old code addresses map, for ed_unwind_build_ex (ARG is passed to each). */
+typedef struct ed_unwind_map {
+    /* Instruction starts; other addresses of moved code: the next moved instruction. */
+    ed_map_fn map;
+    /*
+     * Optional: the new address just past the relocated instruction that ends at OLD,
+     * or 0 when unknown. It says what MAP cannot when OLD is also the start of another
+     * relocated procedure (ends of FDEs and call sites).
+     */
+    ed_map_fn map_end;
+    /* Optional: the new address of the instruction starting at OLD, else 0 (landing
+     * pads must be relocated instructions themselves). */
+    ed_map_fn map_insn;
+    /*
+     * Optional: the moved runs of an old range. With it, an FDE moves when any of its
+     * code moved, and its new range is exactly that of its moved instructions, which
+     * must be contiguous (else the FDE fails); without it, when MAP knows its start.
+     */
+    ed_pieces_fn pieces;
+    void *arg;
+} ed_unwind_map_t;
+
+/* As ed_unwind_build, with the maps of M and FLAGS (ED_UNWIND_*; QP_EINVAL for others).
  */
-int ed_unwind_build_ex(const cfg_image_t *img, ed_map_fn map, ed_map_fn map_end,
-                       void *arg, uint64_t at, uint32_t flags,
-                       ed_unwind_out_t *out /*OUT*/);
+int
+ed_unwind_build_ex(const cfg_image_t *img, const ed_unwind_map_t *m, uint64_t at,
+    uint32_t flags, ed_unwind_out_t *out /*OUT*/);
+
+/* What ed_unwind_fdes says of one FDE. */
+typedef struct ed_fde_info {
+    uint64_t lo, hi;      /* the code it covers */
+    int err;              /* 0, or why its tables could not be rewritten if its code moved
+                           * (QP_EFORMAT, QP_EUNSUPP, QP_ERANGE) */
+    const uint64_t *pads; /* the landing pads its LSDA names (absolute), npads of them */
+    size_t npads;
+} ed_fde_info_t;
+
+/*
+ * Call FN(ARG, INFO) for every FDE of IMG whose range can be read, in .eh_frame order:
+ * what the plan needs before it moves code (ed_layout.c). ERR is the result of rewriting
+ * the FDE and its LSDA for code shifted as a whole, so it names what no layout can
+ * represent (formats, encodings, opcodes); INFO and PADS are valid during the call only.
+ * Returns 0, FN's first negative return, QP_EINVAL or QP_ENOMEM; malformed tables are
+ * reported through ERR, a table that cannot be split into records as QP_EFORMAT.
+ */
+int
+ed_unwind_fdes(
+    const cfg_image_t *img, int (*fn)(void *arg, const ed_fde_info_t *info), void *arg);
 
 /*
  * Call FN(ARG, FUNC, PAD) for every landing pad PAD named by the LSDA of an FDE of IMG
@@ -196,6 +245,12 @@ void ed_dwarf_out_free(ed_dwarf_out_t *out);
 
 typedef struct ed_plan ed_plan_t;
 
+/* An FDE whose tables could not be rewritten for the new code (see elfw_rewrite). */
+typedef struct ed_fde_fail {
+    uint64_t lo, hi; /* its old range; lo 0: none */
+    int err;         /* why (QP_E*) */
+} ed_fde_fail_t;
+
 /* Options; zero-initialise for the defaults. */
 typedef struct ed_opts {
     int stretch;        /* testing: put a nop after every relocated instruction, so layout
@@ -206,6 +261,10 @@ typedef struct ed_opts {
                          * place, see ed_plan_lock_sites) */
     int keep_tables;    /* do not retarget proven jump tables: every dispatch then goes
                          * through the redirect at the old case address */
+    const ed_fde_fail_t *stay; /* FDEs an earlier rewrite could not rewrite for its layout
+                                * (nstay of them; read by ed_plan_create only): the code
+                                * they cover stays in place */
+    size_t nstay;
 } ed_opts_t;
 
 typedef struct ed_stats {
@@ -315,6 +374,14 @@ uint64_t ed_plan_text(const ed_plan_t *plan, uint64_t *size /*OUT*/);
  * procedure's new code; 0 when OLD did not move. Usable as an ed_map_fn (ARG = plan).
  */
 uint64_t ed_plan_map(void *plan, uint64_t old);
+
+/*
+ * The new address of the moved instruction that starts at OLD (its slot: the snippets
+ * placed before it come first), or 0 when no moved instruction starts there (padding,
+ * code that stays). An ed_map_fn.
+ */
+uint64_t
+ed_plan_map_insn(void *plan, uint64_t old);
 
 /*
  * The new address just past the moved instruction that ends at OLD (for the ends of

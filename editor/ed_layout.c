@@ -18,6 +18,7 @@
  * wherever the target is in reach in that layout - shrinking code only brings targets
  * closer, so the choice stays valid - and the final addresses.
  */
+#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -66,6 +67,9 @@ struct ed_plan {
     const char **reason;      /* per procedure: why it stays, NULL when it moves */
     char **owned;             /* reasons formatted here */
     size_t nowned;
+    uint64_t *groups;         /* FDEs over several procedures: (first, last) pairs of
+                               * procedures that move together or not at all */
+    size_t ngroups, capgroups;
     ed_slot_t *lay;           /* every moved instruction, in layout (new address) order */
     uint64_t *fall;           /* per SLOT_JMP_AFTER slot, in layout order: the old address
                                * its added jmp goes to (kept apart: slots are millions) */
@@ -115,10 +119,17 @@ slot_size(const ed_slot_t *s)
  */
 
 static const char *
-owned_reason(ed_plan_t *plan, const char *fmt, uint64_t addr)
+owned_reason(ed_plan_t *plan, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* A reason made from FMT, kept until the plan is destroyed. */
+static const char *
+owned_reason(ed_plan_t *plan, const char *fmt, ...)
 {
-    char buf[128];
-    snprintf(buf, sizeof(buf), fmt, (unsigned long long)addr);
+    char buf[192];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof(buf), fmt, ap);
+    va_end(ap);
     char *d = malloc(strlen(buf) + 1);
     char **v = realloc(plan->owned, (plan->nowned + 1) * sizeof(char *));
     if (d == NULL || v == NULL) {
@@ -226,20 +237,172 @@ collect_pads(const cfg_prog_t *prog, const uint64_t *xt, size_t nxt, uint32_t pi
     return 0;
 }
 
+/* Set the reason of procedure PI unless it has one already. */
+static void
+leave(ed_plan_t *plan, uint32_t pi, const char *why)
+{
+    if (pi < plan->prog->nprocs && plan->reason[pi] == NULL)
+        plan->reason[pi] = why;
+}
+
+/* The lowest start and the highest end of P's blocks (fragments included). */
+static void
+proc_span(const cfg_prog_t *prog, uint32_t pi, uint64_t *lo, uint64_t *hi)
+{
+    const cfg_proc_t *p = &prog->procs[pi];
+    *lo = UINT64_MAX;
+    *hi = 0;
+    for (uint32_t b = p->block; b < p->block + p->nblocks; b++) {
+        *lo = prog->blocks[b].start < *lo ? prog->blocks[b].start : *lo;
+        *hi = prog->blocks[b].end > *hi ? prog->blocks[b].end : *hi;
+    }
+}
+
+/*
+ * Can the procedures FIRST..LAST, which own the blocks of the FDE over [LO, HI) in that
+ * order, share one new FDE? Layout puts procedures in index order, each with its blocks
+ * (fragments included) in address order, so their code in the FDE is one contiguous run
+ * in address order if no other procedure comes between them and none has code on the
+ * wrong side of the range: the first none above it, the last none below it, the others
+ * none outside it. (glibc's asm puts FDE starts in the padding before a symbol; stripped
+ * files have procedures split at interior call targets.)
+ */
 static int
-check_landing_pad(void *arg, uint64_t func, uint64_t pad)
+group_fits(
+    const cfg_prog_t *prog, uint32_t first, uint32_t last, uint64_t lo, uint64_t hi)
+{
+    for (uint32_t pi = first; pi <= last; pi++) {
+        if (prog->procs[pi].flags & CFG_PROC_FRAGMENT)
+            continue;
+        uint64_t plo, phi;
+        proc_span(prog, pi, &plo, &phi);
+        if (plo == UINT64_MAX)
+            return 0; /* no code there: perhaps not an owner at all */
+        if ((pi != first && plo < lo) || (pi != last && phi > hi))
+            return 0;
+    }
+    return 1;
+}
+
+/*
+ * The unwind entry of moved code is rewritten from the old one (ed_unwind.c), which
+ * works when the FDE's code moves as one contiguous run in address order: then the new
+ * FDE covers exactly that run. So the owners of an FDE's code (a cold fragment counts as
+ * its parent) stay in place when its tables cannot be rewritten at all, when it covers
+ * code of several procedures that layout would not keep together in order, or when a
+ * landing pad its LSDA names is not a block of an owner (only the unwinder goes there,
+ * so the CFG must know it). Owners that can share it are recorded as a group: they move
+ * together or not at all (settled in settle_groups).
+ */
+static int
+check_fde(void *arg, const ed_fde_info_t *fi)
 {
     ed_plan_t *plan = arg;
     const cfg_prog_t *prog = plan->prog;
-    const cfg_proc_t *owner = cfg_proc_at(prog, func);
-    if (owner == NULL)
+    if (fi->hi <= fi->lo)
         return 0;
-    uint32_t oi = (uint32_t)(owner - prog->procs);
-    uint32_t b = cfg_block_at(prog, pad);
-    if (plan->reason[oi] == NULL
-        && (b == CFG_NONE || prog->blocks[b].start != pad || prog->blocks[b].proc != oi))
-        plan->reason[oi] = owned_reason(plan, "exception landing pad 0x%llx not analysed", pad);
+    size_t n;
+    const uint32_t *by = cfg_blocks_by_addr(prog, &n);
+    /* The first block that starts at or above lo, then back over any that reach it. */
+    size_t lo = 0, hi = n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (prog->blocks[by[mid]].start < fi->lo)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    while (lo > 0 && prog->blocks[by[lo - 1]].end > fi->lo)
+        lo--;
+    /* Owners in address order: each once, in increasing index order, else no run. */
+    uint32_t first = CFG_NONE, last = CFG_NONE;
+    int in_order = 1;
+    size_t k0 = lo;
+    for (size_t k = k0; k < n && prog->blocks[by[k]].start < fi->hi; k++) {
+        uint32_t p = prog->blocks[by[k]].proc;
+        if (first == CFG_NONE)
+            first = p;
+        else if (p < last)
+            in_order = 0;
+        last = p;
+    }
+    if (first == CFG_NONE)
+        return 0; /* none of its code is in a block: nothing there moves */
+    const char *why = NULL;
+    unsigned long long flo = fi->lo, fhi = fi->hi;
+    if (fi->err < 0)
+        why = owned_reason(plan,
+            "its unwind entry (FDE of 0x%llx-0x%llx) cannot be "
+            "rewritten: %s",
+            flo, fhi, qp_strerror(fi->err));
+    else if (first != last
+        && (!in_order || !group_fits(prog, first, last, fi->lo, fi->hi)))
+        why = owned_reason(plan,
+            "its unwind entry (FDE of 0x%llx-0x%llx) covers code of "
+            "other procedures that is not laid out with it",
+            flo, fhi);
+    for (size_t i = 0; why == NULL && i < plan->opts.nstay; i++)
+        if (plan->opts.stay[i].lo == fi->lo && plan->opts.stay[i].hi == fi->hi)
+            why = owned_reason(plan,
+                "its unwind entry (FDE of 0x%llx-0x%llx) could not be "
+                "rewritten for the new code: %s",
+                flo, fhi, qp_strerror(plan->opts.stay[i].err));
+    for (size_t i = 0; why == NULL && i < fi->npads; i++) {
+        uint32_t b = cfg_block_at(prog, fi->pads[i]);
+        if (b == CFG_NONE || prog->blocks[b].start != fi->pads[i]
+            || prog->blocks[b].proc < first || prog->blocks[b].proc > last)
+            why = owned_reason(plan, "exception landing pad 0x%llx not analysed",
+                (unsigned long long)fi->pads[i]);
+    }
+    if (why != NULL) {
+        for (size_t k = k0; k < n && prog->blocks[by[k]].start < fi->hi; k++)
+            leave(plan, prog->blocks[by[k]].proc, why);
+        return 0;
+    }
+    if (first != last) {
+        uint64_t *v = plan->groups;
+        if (plan->ngroups + 2 > plan->capgroups) {
+            size_t cap = plan->capgroups ? plan->capgroups * 2 : 16;
+            if ((v = realloc(plan->groups, cap * sizeof(uint64_t))) == NULL)
+                return QP_ENOMEM;
+            plan->groups = v;
+            plan->capgroups = cap;
+        }
+        v[plan->ngroups++] = first;
+        v[plan->ngroups++] = last;
+    }
     return 0;
+}
+
+/* Procedures that share an FDE move together: one that stays keeps the others. */
+static void
+settle_groups(ed_plan_t *plan)
+{
+    const cfg_prog_t *prog = plan->prog;
+    for (int changed = 1; changed;) {
+        changed = 0;
+        for (size_t g = 0; g + 1 < plan->ngroups; g += 2) {
+            uint32_t first = (uint32_t)plan->groups[g],
+                     last = (uint32_t)plan->groups[g + 1];
+            uint32_t stays = CFG_NONE;
+            for (uint32_t pi = first; pi <= last && stays == CFG_NONE; pi++)
+                if (!(prog->procs[pi].flags & CFG_PROC_FRAGMENT)
+                    && plan->reason[pi] != NULL)
+                    stays = pi;
+            if (stays == CFG_NONE)
+                continue;
+            for (uint32_t pi = first; pi <= last; pi++) {
+                if ((prog->procs[pi].flags & CFG_PROC_FRAGMENT)
+                    || plan->reason[pi] != NULL)
+                    continue;
+                plan->reason[pi] = owned_reason(plan,
+                    "shares its unwind entry with %s, "
+                    "which stays in place",
+                    prog->procs[stays].name);
+                changed = 1;
+            }
+        }
+    }
 }
 
 /* Every target of a tail-call edge (jumps between procedures), sorted. */
@@ -392,7 +555,7 @@ leave_code_ranges(ed_plan_t *plan)
                 plan->reason[k] = owned_reason(plan, "in a range of code that ends at a taken "
                                                      "address (0x%llx): the program may copy "
                                                      "or hand out that code",
-                                               p->entry);
+                                               (unsigned long long)p->entry);
     }
 }
 
@@ -435,7 +598,8 @@ decide(ed_plan_t *plan)
                 if (cfg_block_succ(prog, &prog->blocks[b], e)->kind == CFG_EDGE_UNRESOLVED)
                     unresolved = prog->blocks[b].end;
         if (unresolved) {
-            *r = owned_reason(plan, "indirect jump with unknown targets before 0x%llx", unresolved);
+            *r = owned_reason(plan, "indirect jump with unknown targets before 0x%llx",
+                (unsigned long long)unresolved);
             continue;
         }
         uint64_t *pads;
@@ -452,17 +616,18 @@ decide(ed_plan_t *plan)
             if (room > lim)
                 room = lim;
             if (room < pads[k] + PAD_LEN)
-                *r = owned_reason(plan, "no room for a redirect jump at 0x%llx", pads[k]);
+                *r = owned_reason(plan, "no room for a redirect jump at 0x%llx",
+                    (unsigned long long)pads[k]);
         }
         free(pads);
     }
     free(vouched);
     leave_code_ranges(plan);
-    /* Landing pads are entered by the unwinder only: each must start a block of its
-     * procedure, or the procedure stays (its new LSDA could not name it). */
-    int rc = ed_unwind_landing_pads(prog->img, check_landing_pad, plan);
+    /* Moved code must get an unwind entry that says what the old one said. */
+    int rc = ed_unwind_fdes(prog->img, check_fde, plan);
     if (rc == QP_ENOMEM)
         return rc;
+    settle_groups(plan);
     for (uint32_t i = 0; i < prog->nprocs; i++) {
         const cfg_proc_t *p = &prog->procs[i];
         if ((p->flags & CFG_PROC_FRAGMENT) && p->parent != CFG_NONE)
@@ -1016,6 +1181,8 @@ ed_plan_create(const cfg_prog_t *prog, const ed_opts_t *opts, ed_plan_t **out)
         plan->opts = *opts;
     plan->reason = calloc(prog->nprocs + 1, sizeof(char *));
     int rc = plan->reason ? decide(plan) : QP_ENOMEM;
+    plan->opts.stay = NULL; /* the caller's: read by decide only */
+    plan->opts.nstay = 0;
     if (rc == 0)
         rc = build_segments(plan);
     if (rc < 0) {
@@ -1043,6 +1210,7 @@ ed_plan_destroy(ed_plan_t *plan)
     free(plan->lay);
     free(plan->fall);
     free(plan->xt);
+    free(plan->groups);
     free(plan->segs);
     free(plan->seg_new_end);
     free(plan->probes);
@@ -1141,6 +1309,13 @@ ed_plan_map(void *arg, uint64_t old)
     if (lo < plan->nslots && SLOT(plan, lo)->old < seg->end)
         return SLOT(plan, lo)->new_;
     return plan->seg_new_end[si];
+}
+
+uint64_t
+ed_plan_map_insn(void *arg, uint64_t old)
+{
+    const ed_slot_t *s = slot_at(arg, old);
+    return s ? s->new_ : 0;
 }
 
 uint64_t

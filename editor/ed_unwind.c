@@ -418,10 +418,18 @@ typedef struct hdr_ent {
     uint64_t fde;  /* address of the FDE */
 } hdr_ent_t;
 
+/* The new code range of a moved FDE. */
+typedef struct span {
+    uint64_t lo, hi;         /* new range */
+    uint64_t old_lo, old_hi; /* the old FDE's */
+} span_t;
+
 typedef struct ctx {
     const cfg_image_t *img;
     ed_map_fn map;          /* old to new address */
     ed_map_fn map_end;      /* optional: new end of the instruction ending at an addr */
+    ed_map_fn map_insn;  /* optional: new address of the instruction at an addr, or 0 */
+    ed_pieces_fn pieces; /* optional: the moved runs of an old range */
     void *arg;
     uint64_t at;            /* address of the blob */
     const uint8_t *sec;     /* .eh_frame contents */
@@ -443,6 +451,8 @@ typedef struct ctx {
     size_t npatches, cappatches;
     hdr_ent_t *ents;
     size_t nents, capents;
+    span_t *spans; /* new ranges of the moved FDEs */
+    size_t nspans, capspans;
     uint32_t flags;         /* ED_UNWIND_* */
     uint32_t nfde_moved;
     uint32_t nfde_failed;
@@ -541,9 +551,12 @@ end_map(fmap_t *fm, uint64_t x)
     return loc_map(fm, x);
 }
 
-/* Set up FM for F, whose start maps to NEW_LO. */
+/*
+ * Set up FM for F, whose code starts at NEW_LO now and, when NEW_HI is not 0, ends at
+ * NEW_HI (else the end is found through the map).
+ */
 static void
-fmap_init(fmap_t *fm, ctx_t *cx, const fde_t *f, uint64_t new_lo)
+fmap_init(fmap_t *fm, ctx_t *cx, const fde_t *f, uint64_t new_lo, uint64_t new_hi)
 {
     memset(fm, 0, sizeof(*fm));
     fm->cx = cx;
@@ -554,6 +567,10 @@ fmap_init(fmap_t *fm, ctx_t *cx, const fde_t *f, uint64_t new_lo)
     fm->budget = MAX_SCAN;
     if (f->pc_range == 0)
         return;
+    if (new_hi > new_lo) {
+        fm->new_hi = new_hi;
+        return;
+    }
     uint64_t v = 0;
     if (cx->map_end != NULL)
         v = cx->map_end(cx->arg, fm->old_hi);
@@ -1100,6 +1117,13 @@ lsda_read_cs(const lsda_hdr_t *h, cursor_t *cs, uint64_t range, cs_rec_t *r)
     return 0;
 }
 
+/* A call-site record mapped to the new code, before it is encoded. */
+typedef struct cs_new {
+    uint64_t start, end; /* the new range */
+    uint64_t lp;         /* the new landing pad (absolute), 0 for none */
+    uint64_t action;
+} cs_new_t;
+
 /*
  * Read the LSDA of F (at f->lsda) and rewrite its call-site table for the new code
  * described by FM into *L. QP_EFORMAT for a malformed table, QP_EUNSUPP for encodings
@@ -1127,31 +1151,69 @@ lsda_rewrite(ctx_t *cx, const fde_t *f, fmap_t *fm, lsda_t *l)
     cursor_t cs = { p, h.cs_end, h.cs_pos, 0 };
     lsda_scan_t sc = { p, h.avail, act_base, ttbase, 0, 0, 0, 0 };
     sc.has_tt = h.ttype_enc != DW_EH_PE_omit;
-    uint64_t prev_end = fm->new_lo;
-    while (cs.pos < cs.len) {
+    /* Pass 1: every record mapped, and the lowest new landing pad. */
+    cs_new_t *recs = NULL;
+    size_t nrecs = 0, cap = 0;
+    uint64_t prev_end = fm->new_lo, min_lp = UINT64_MAX;
+    int rc = 0;
+    while (rc == 0 && cs.pos < cs.len) {
         cs_rec_t r;
-        QP_CHECK(lsda_read_cs(&h, &cs, f->pc_range, &r));
-        if (r.action != 0)
-            QP_CHECK(lsda_walk_actions(&sc, r.action));
-        /* The new record. */
+        if ((rc = lsda_read_cs(&h, &cs, f->pc_range, &r)) < 0)
+            break;
+        if (r.action != 0 && (rc = lsda_walk_actions(&sc, r.action)) < 0)
+            break;
         uint64_t ns = loc_map(fm, f->pc_begin + r.start);
         uint64_t ne = end_map(fm, f->pc_begin + r.start + r.len);
-        if (ns < prev_end || ne < ns)
-            return QP_ERANGE; /* the table must stay sorted */
-        prev_end = ne;
-        uint64_t nlp = 0;
-        if (r.lp != 0) {
-            uint64_t m = cx->map(cx->arg, h.lpstart + r.lp);
-            uint64_t base = l->lpstart_enc == DW_EH_PE_omit ? fm->new_lo : l->new_lpstart;
-            if (m == 0 || m == base)
-                return QP_ERANGE; /* the landing pad was not relocated */
-            nlp = m - base;
+        if (ns < prev_end || ne < ns) {
+            rc = QP_ERANGE; /* the table must stay sorted */
+            break;
         }
-        QP_CHECK(wr_fmt(&l->cs, l->cs_enc, ns - fm->new_lo));
-        QP_CHECK(wr_fmt(&l->cs, l->cs_enc, ne - ns));
-        QP_CHECK(wr_fmt(&l->cs, l->cs_enc, nlp));
-        ob_uleb(&l->cs, r.action, 0);
+        prev_end = ne;
+        uint64_t m = 0;
+        if (r.lp != 0) {
+            /* A landing pad must be a relocated instruction itself, not the next one
+             * after padding: only the unwinder goes there. */
+            uint64_t old = h.lpstart + r.lp;
+            m = cx->map_insn ? cx->map_insn(cx->arg, old) : cx->map(cx->arg, old);
+            if (m == 0) {
+                rc = QP_ERANGE; /* the landing pad was not relocated */
+                break;
+            }
+            min_lp = m < min_lp ? m : min_lp;
+        }
+        cs_new_t *v = grow(recs, &cap, nrecs, sizeof(*recs));
+        if (v == NULL) {
+            rc = QP_ENOMEM;
+            break;
+        }
+        recs = v;
+        recs[nrecs++] = (cs_new_t) { ns, ne, m, r.action };
     }
+    /*
+     * Landing pads are offsets from LPStart (the function start when omitted), and 0
+     * means "no landing pad". gcc puts a nop before a landing pad that would begin a cold
+     * fragment; the nop is no instruction of the CFG and does not move, so the pad may
+     * now begin the new range. Then LPStart is given explicitly, one byte below the
+     * lowest pad, so that every pad keeps a positive offset.
+     */
+    uint64_t base = l->lpstart_enc == DW_EH_PE_omit ? fm->new_lo : l->new_lpstart;
+    if (rc == 0 && min_lp != UINT64_MAX && min_lp <= base) {
+        l->lpstart_enc = DW_EH_PE_pcrel | DW_EH_PE_sdata4;
+        l->new_lpstart = base = min_lp - 1;
+    }
+    /* Pass 2: the new table. */
+    for (size_t i = 0; rc == 0 && i < nrecs; i++) {
+        const cs_new_t *r = &recs[i];
+        rc = wr_fmt(&l->cs, l->cs_enc, r->start - fm->new_lo);
+        if (rc == 0)
+            rc = wr_fmt(&l->cs, l->cs_enc, r->end - r->start);
+        if (rc == 0)
+            rc = wr_fmt(&l->cs, l->cs_enc, r->lp ? r->lp - base : 0);
+        ob_uleb(&l->cs, r->action, 0);
+    }
+    free(recs);
+    if (rc < 0)
+        return rc;
     if (l->cs.oom)
         return QP_ENOMEM;
     l->actions = p + act_base;
@@ -1345,13 +1407,13 @@ add_ent(ctx_t *cx, uint64_t loc, uint64_t fde)
 }
 
 /*
- * Write the new FDE for F, whose code starts at NEW_LO now, with its CIE copy and its
- * LSDA (rewritten now, placed later). With IDENTITY the code did not move (NEW_LO is
- * pc_begin): the copy keeps every location and points at the old LSDA. On failure
- * nothing is left behind.
+ * Write the new FDE for F, whose code is [NEW_LO, NEW_HI) now (NEW_HI 0: found through
+ * the map), with its CIE copy and its LSDA (rewritten now, placed later). With IDENTITY
+ * the code did not move (NEW_LO is pc_begin): the copy keeps every location and points at
+ * the old LSDA. On failure nothing is left behind.
  */
 static int
-fde_rewrite(ctx_t *cx, const fde_t *f, uint64_t new_lo, int identity)
+fde_rewrite(ctx_t *cx, const fde_t *f, uint64_t new_lo, uint64_t new_hi, int identity)
 {
     cie_t *ci = &cx->cies[f->cie];
     if (ci->err < 0)
@@ -1360,6 +1422,9 @@ fde_rewrite(ctx_t *cx, const fde_t *f, uint64_t new_lo, int identity)
         return f->err;
     if (f->lsda_err < 0)
         return f->lsda_err;
+    /* Moved code changes every distance: only a code alignment of 1 expresses them. */
+    if (!identity && ci->code_align != 1)
+        return QP_EUNSUPP;
     /* The range must lie in the code section it starts in (when the image has it). */
     const cfg_section_t *s = cfg_image_section_at(cx->img, f->pc_begin);
     if (s != NULL && f->pc_range > s->vma + s->size - f->pc_begin)
@@ -1372,7 +1437,7 @@ fde_rewrite(ctx_t *cx, const fde_t *f, uint64_t new_lo, int identity)
         fm.old_lo = fm.new_lo = f->pc_begin;
         fm.old_hi = fm.new_hi = f->pc_begin + f->pc_range;
     } else {
-        fmap_init(&fm, cx, f, new_lo);
+        fmap_init(&fm, cx, f, new_lo, new_hi);
     }
 
     /* The parts that do not depend on where the FDE goes: the program and the LSDA. */
@@ -1500,6 +1565,93 @@ hdr_write(ctx_t *cx, size_t *hdr_off)
  * The whole build
  */
 
+/* Accumulates the moved runs of an old range (an ed_piece_fn). */
+typedef struct span_acc {
+    uint64_t lo, hi; /* the new code so far */
+    int n;           /* moved runs seen */
+    int split;       /* a run did not continue the previous one */
+} span_acc_t;
+
+static int
+span_piece(void *arg, uint64_t old, uint64_t olen, uint64_t new_, uint64_t nlen)
+{
+    span_acc_t *a = arg;
+    (void)old;
+    (void)olen;
+    if (new_ == 0)
+        return 0; /* bytes that stay (padding, with the plan's rules) */
+    if (a->n > 0 && new_ != a->hi)
+        a->split = 1;
+    if (a->n == 0)
+        a->lo = new_;
+    a->hi = new_ + nlen;
+    a->n++;
+    return 0;
+}
+
+/*
+ * Where the code of F went: 1 when none of it moved, 0 with [*LO, *HI) its new code (*HI
+ * 0: unknown, found through the map), QP_ERANGE when its moved instructions are not one
+ * contiguous run of new code (one FDE could not describe them without other code).
+ * With pieces the new range is exactly that of the moved instructions, whatever bytes
+ * that stay (padding, a nop before a landing pad) begin or end the old range.
+ */
+static int
+moved_span(ctx_t *cx, const fde_t *f, uint64_t *lo, uint64_t *hi)
+{
+    *lo = *hi = 0;
+    if (cx->pieces == NULL) {
+        *lo = cx->map(cx->arg, f->pc_begin);
+        return *lo ? 0 : 1;
+    }
+    span_acc_t a = { 0, 0, 0, 0 };
+    QP_CHECK(cx->pieces(cx->arg, f->pc_begin, f->pc_begin + f->pc_range, span_piece, &a));
+    if (a.n == 0)
+        return 1;
+    if (a.split)
+        return QP_ERANGE;
+    *lo = a.lo;
+    *hi = a.hi;
+    return 0;
+}
+
+/* Remember the new range of a moved FDE F (for the overlap check). */
+static int
+add_span(ctx_t *cx, uint64_t lo, uint64_t hi, const fde_t *f)
+{
+    span_t *v = grow(cx->spans, &cx->capspans, cx->nspans, sizeof(*v));
+    if (v == NULL)
+        return QP_ENOMEM;
+    cx->spans = v;
+    cx->spans[cx->nspans++] = (span_t) { lo, hi, f->pc_begin, f->pc_begin + f->pc_range };
+    return 0;
+}
+
+static int
+cmp_span(const void *a, const void *b)
+{
+    const span_t *x = a, *y = b;
+    return x->lo < y->lo ? -1 : x->lo > y->lo;
+}
+
+/*
+ * New FDEs must not overlap: the search table finds the last FDE that starts at or below
+ * a pc, so code inside two FDEs would be described by whichever starts later.
+ */
+static int
+check_spans(ctx_t *cx, ed_unwind_out_t *out)
+{
+    if (cx->nspans > 1)
+        qsort(cx->spans, cx->nspans, sizeof(*cx->spans), cmp_span);
+    for (size_t i = 1; i < cx->nspans; i++)
+        if (cx->spans[i].lo < cx->spans[i - 1].hi) {
+            out->fail_lo = cx->spans[i].old_lo;
+            out->fail_hi = cx->spans[i].old_hi;
+            return QP_ERANGE;
+        }
+    return 0;
+}
+
 static int
 build(ctx_t *cx, ed_unwind_out_t *out)
 {
@@ -1523,18 +1675,27 @@ build(ctx_t *cx, ed_unwind_out_t *out)
         }
         if (f->pc_begin == 0)
             continue; /* discarded by the linker */
-        uint64_t new_lo = cx->map(cx->arg, f->pc_begin);
-        int rc = new_lo ? fde_rewrite(cx, f, new_lo, 0) : 1;
+        uint64_t new_lo = 0, new_hi = 0;
+        int rc = moved_span(cx, f, &new_lo, &new_hi);
+        if (rc == 0)
+            rc = fde_rewrite(cx, f, new_lo, new_hi, 0);
         if (rc == QP_ENOMEM)
             return rc;
         if (rc == 0) {
             cx->nfde_moved++;
+            QP_CHECK(add_span(cx, new_lo, new_hi, f));
             continue;
+        }
+        if (rc < 0 && (cx->flags & ED_UNWIND_STRICT)) {
+            /* Its code moved and the new code would have no unwind entry. */
+            out->fail_lo = f->pc_begin;
+            out->fail_hi = f->pc_begin + f->pc_range;
+            return rc;
         }
         if (rc < 0)
             cx->nfde_failed++;
         /* The old FDE still describes the old copy of the code. */
-        rc = (cx->flags & ED_UNWIND_ALL) ? fde_rewrite(cx, f, f->pc_begin, 1) : 1;
+        rc = (cx->flags & ED_UNWIND_ALL) ? fde_rewrite(cx, f, f->pc_begin, 0, 1) : 1;
         if (rc == QP_ENOMEM)
             return rc;
         if (rc != 0) {
@@ -1542,6 +1703,8 @@ build(ctx_t *cx, ed_unwind_out_t *out)
             cx->nfde_old++;
         }
     }
+    if (cx->flags & ED_UNWIND_STRICT)
+        QP_CHECK(check_spans(cx, out));
     ob_uint(&cx->blob, 0, 4); /* the terminator */
     size_t eh_size = cx->blob.n;
 
@@ -1611,6 +1774,7 @@ ctx_close(ctx_t *cx)
     free(cx->lsda_hash);
     free(cx->patches);
     free(cx->ents);
+    free(cx->spans);
     free(cx->recs);
     free(cx->cies);
     free(cx->fdes);
@@ -1618,23 +1782,30 @@ ctx_close(ctx_t *cx)
 }
 
 int
-ed_unwind_build_ex(const cfg_image_t *img, ed_map_fn map, ed_map_fn map_end, void *arg,
-                   uint64_t at, uint32_t flags, ed_unwind_out_t *out)
+ed_unwind_build_ex(const cfg_image_t *img, const ed_unwind_map_t *m, uint64_t at,
+    uint32_t flags, ed_unwind_out_t *out)
 {
-    if (img == NULL || map == NULL || out == NULL || (flags & ~(uint32_t)ED_UNWIND_ALL))
+    if (img == NULL || m == NULL || m->map == NULL || out == NULL
+        || (flags & ~(uint32_t)(ED_UNWIND_ALL | ED_UNWIND_STRICT)))
         return QP_EINVAL;
     memset(out, 0, sizeof(*out));
     ctx_t cx;
     int rc = ctx_open(&cx, img);
     if (rc == 0) {
-        cx.map = map;
-        cx.map_end = map_end;
-        cx.arg = arg;
+        cx.map = m->map;
+        cx.map_end = m->map_end;
+        cx.map_insn = m->map_insn;
+        cx.pieces = m->pieces;
+        cx.arg = m->arg;
         cx.at = at;
         cx.flags = flags;
         rc = build(&cx, out);
-        if (rc < 0)
+        if (rc < 0) {
+            uint64_t lo = out->fail_lo, hi = out->fail_hi;
             memset(out, 0, sizeof(*out));
+            out->fail_lo = lo; /* which FDE, for the caller's message */
+            out->fail_hi = hi;
+        }
     }
     ctx_close(&cx);
     return rc < 0 ? rc : 0;
@@ -1644,7 +1815,8 @@ int
 ed_unwind_build(const cfg_image_t *img, ed_map_fn map, void *arg, uint64_t at,
                 ed_unwind_out_t *out)
 {
-    return ed_unwind_build_ex(img, map, NULL, arg, at, 0, out);
+    ed_unwind_map_t m = { map, NULL, NULL, NULL, arg };
+    return ed_unwind_build_ex(img, &m, at, 0, out);
 }
 
 int
@@ -1683,4 +1855,80 @@ ed_unwind_landing_pads(const cfg_image_t *img,
     if (rc < 0)
         return rc;
     return bad ? QP_EFORMAT : 0;
+}
+
+static uint64_t
+ident_map(void *arg, uint64_t old)
+{
+    (void)arg;
+    return old;
+}
+
+/* The landing pads of F's LSDA into *PADS (*CAP allocated); *N gets their number. */
+static int
+fde_pads(const ctx_t *cx, const fde_t *f, uint64_t **pads, size_t *n, size_t *cap)
+{
+    *n = 0;
+    if (f->lsda == 0 || f->lsda_err < 0)
+        return 0;
+    lsda_hdr_t h;
+    if (lsda_read_header(cx->img, f->lsda, f->pc_begin, &h) < 0)
+        return 0; /* reported through the rewrite's error */
+    cursor_t cs = { h.p, h.cs_end, h.cs_pos, 0 };
+    while (cs.pos < cs.len) {
+        cs_rec_t r;
+        if (lsda_read_cs(&h, &cs, f->pc_range, &r) < 0)
+            break;
+        if (r.lp == 0)
+            continue;
+        uint64_t *v = grow(*pads, cap, *n, sizeof(**pads));
+        if (v == NULL)
+            return QP_ENOMEM;
+        *pads = v;
+        (*pads)[(*n)++] = h.lpstart + r.lp;
+    }
+    return 0;
+}
+
+int
+ed_unwind_fdes(
+    const cfg_image_t *img, int (*fn)(void *arg, const ed_fde_info_t *info), void *arg)
+{
+    if (img == NULL || fn == NULL)
+        return QP_EINVAL;
+    ctx_t cx;
+    int rc = ctx_open(&cx, img);
+    if (rc == 1) {
+        ctx_close(&cx);
+        return 0; /* no .eh_frame */
+    }
+    /* Every FDE rewritten for its own code, as if it had moved as a whole (the blob at
+     * the old section's address, so that pc-relative fields reach as they did). */
+    cx.map = ident_map;
+    cx.map_end = ident_map;
+    cx.map_insn = ident_map;
+    cx.at = cx.vma;
+    cx.hash_cap = 64;
+    while (rc == 0 && cx.hash_cap < 2 * cx.nfdes + 2)
+        cx.hash_cap *= 2;
+    if (rc == 0 && (cx.lsda_hash = calloc(cx.hash_cap, sizeof(*cx.lsda_hash))) == NULL)
+        rc = QP_ENOMEM;
+    uint64_t *pads = NULL;
+    size_t npads = 0, cap = 0;
+    for (size_t i = 0; rc == 0 && i < cx.nfdes; i++) {
+        const fde_t *f = &cx.fdes[i];
+        if (f->err < 0 || f->pc_begin == 0)
+            continue; /* no range to speak of */
+        int err = fde_rewrite(&cx, f, f->pc_begin, 0, 0);
+        if (err == QP_ENOMEM || (rc = fde_pads(&cx, f, &pads, &npads, &cap)) < 0) {
+            rc = QP_ENOMEM;
+            break;
+        }
+        ed_fde_info_t info
+            = { f->pc_begin, f->pc_begin + f->pc_range, err < 0 ? err : 0, pads, npads };
+        rc = fn(arg, &info);
+    }
+    free(pads);
+    ctx_close(&cx);
+    return rc < 0 ? rc : 0;
 }

@@ -491,8 +491,8 @@ elfw_apply_patches(elfw_ctx_t *c)
                 continue;
             if (ph->p_offset + (p->vaddr - ph->p_vaddr) != off)
                 return elfw_fail(c, QP_EFORMAT,
-                    "%s: section and segment disagree on the file offset of %#llx",
-                    c->req->input, (unsigned long long)p->vaddr);
+                    "section and segment disagree on the file offset of %#llx",
+                    (unsigned long long)p->vaddr);
             found = 1;
         }
         if (!found)
@@ -625,11 +625,10 @@ elfw_add_section_name(elfw_ctx_t *c, const char *name, uint32_t *off)
     int rc;
 
     if (c->shstrndx == 0)
-        return elfw_fail(c, QP_EUNSUPP, "%s: no section name table to name new sections",
-            c->req->input);
+        return elfw_fail(c, QP_EUNSUPP, "no section name table to name new sections");
     rc = elfw_str_add(c, c->shstrndx, name, 1, off);
     if (rc < 0)
-        return elfw_fail(c, rc, "%s: cannot add section name %s", c->req->input, name);
+        return elfw_fail(c, rc, "cannot add section name %s", name);
     return 0;
 }
 
@@ -715,8 +714,7 @@ elfw_replace_sections(elfw_ctx_t *c)
         if (s != NULL
             && ((s->sh.sh_flags & (SHF_ALLOC | SHF_COMPRESSED))
                 || s->sh.sh_type != SHT_PROGBITS))
-            return elfw_fail(
-                c, QP_EINVAL, "%s: cannot replace section %s", r->input, q->name);
+            return elfw_fail(c, QP_EINVAL, "cannot replace section %s", q->name);
         if (s == NULL) {
             uint32_t name;
 
@@ -830,8 +828,7 @@ elfw_rel_renumber(elfw_ctx_t *c, size_t ndx, uint64_t first, uint64_t add)
     uint64_t i;
 
     if (c->scn[ndx].sh.sh_entsize != ent || c->scn[ndx].bytes == NULL)
-        return elfw_fail(
-            c, QP_EFORMAT, "%s: bad relocation section %zu", c->req->input, ndx);
+        return elfw_fail(c, QP_EFORMAT, "bad relocation section %zu", ndx);
     if (elfw_scn_buf(c, ndx, &b) < 0)
         return elfw_fail(c, QP_ENOMEM, "out of memory");
     for (i = 0; i + ent <= b->len; i += ent) {
@@ -1063,8 +1060,7 @@ elfw_plan_phdrs(elfw_ctx_t *c)
     }
     if (c->ophnum > ELFW_MAX_PHNUM && c->ophnum != c->phnum) {
         free(drop);
-        return elfw_fail(
-            c, QP_EUNSUPP, "%s: too many program headers (%zu)", r->input, c->ophnum);
+        return elfw_fail(c, QP_EUNSUPP, "too many program headers (%zu)", c->ophnum);
     }
     c->oph = calloc(c->ophnum, sizeof(*c->oph));
     if (c->oph == NULL) {
@@ -1200,8 +1196,7 @@ elfw_layout(elfw_ctx_t *c)
         if (!s->is_new && s->buf.len == s->in_size)
             continue; /* rewritten in place */
         if (!elfw_is_pow2(align))
-            return elfw_fail(
-                c, QP_EFORMAT, "%s: section %zu has a bad alignment", r->input, i);
+            return elfw_fail(c, QP_EFORMAT, "section %zu has a bad alignment", i);
         s->sh.sh_offset = elfw_align_up(cur, align);
         cur = s->sh.sh_offset + s->buf.len;
     }

@@ -112,6 +112,9 @@ typedef struct elfw_rewrite_stats {
     uint64_t desc_size;     /* bytes of the measurement description */
     uint32_t setid_dropped; /* the input's S_ISUID/S_ISGID bits the output did not get */
     ed_dwarf_out_t dwarf;   /* DWARF rewriting figures (secs freed: nsecs is 0) */
+    ed_fde_fail_t unwind_fail; /* set when the rewrite failed because an FDE of moved
+                                * code could not be rewritten: a plan made with it in
+                                * ed_opts_t.stay keeps that code in place */
 } elfw_rewrite_stats_t;
 
 /*
@@ -138,7 +141,8 @@ typedef struct elfw_instr {
  * new regions, old-text redirects, moved .symtab symbols, the new PT_GNU_EH_FRAME, the
  * IBT/SHSTK property bits cleared (new code has no endbr64 landing pads), and DWARF debug
  * information that names the new code (ed_dwarf_build). HOOK (or NULL) is passed on as
- * elfw_request_t.tmp_hook. Returns 0 or a QP_E* code with one line in ERR.
+ * elfw_request_t.tmp_hook. Returns 0 or a QP_E* code with one line in ERR;
+ * stats->unwind_fail says when an FDE was to blame.
  */
 int elfw_rewrite(const struct cfg_prog *prog, struct ed_plan *plan, const elfw_instr_t *instr,
                  const char *input, const char *output, const elfw_tmp_hook_t *hook,

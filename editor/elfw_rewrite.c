@@ -232,6 +232,25 @@ fail_reach(char *err, size_t errlen, int rc, const cfg_image_t *img, const char 
     return rc;
 }
 
+/* The message for a failed unwind build: which FDE, when one is to blame (*F then
+ * names it too). */
+static void
+unwind_fail(char *err, size_t errlen, int rc, const ed_unwind_out_t *u, ed_fde_fail_t *f)
+{
+    if (u->fail_lo != 0)
+        *f = (ed_fde_fail_t) { u->fail_lo, u->fail_hi, rc };
+    if (u->fail_lo != 0)
+        snprintf(err, errlen,
+            "unwind tables: the FDE of 0x%llx-0x%llx covers moved code but "
+            "cannot be rewritten: %s",
+            (unsigned long long)u->fail_lo, (unsigned long long)u->fail_hi,
+            qp_strerror(rc));
+    else
+        fail(err, errlen, rc,
+            rc == QP_EFORMAT ? "unwind tables: its .eh_frame (or an LSDA it names)"
+                             : "unwind tables");
+}
+
 int
 elfw_rewrite(const cfg_prog_t *prog, ed_plan_t *plan, const elfw_instr_t *instr,
     const char *input, const char *output, const elfw_tmp_hook_t *hook,
@@ -265,14 +284,14 @@ elfw_rewrite(const cfg_prog_t *prog, ed_plan_t *plan, const elfw_instr_t *instr,
     /* The code is written: what follows reuses the memory of the decoded instructions. */
     cfg_image_decode_done(prog->img);
     /* Unwind tables: their size does not depend on where they go; build once to size
-     * them, then again at their address. */
-    /* All FDEs go into the new table, so that it can be the .eh_frame that gdb reads. */
-    rc = ed_unwind_build_ex(
-        prog->img, ed_plan_map, ed_plan_map_end, plan, 0, ED_UNWIND_ALL, &unw);
+     * them, then again at their address. All FDEs go into the new table, so that it can
+     * be the .eh_frame that gdb reads; moved code without its FDE fails the rewrite. */
+    ed_unwind_map_t um
+        = { ed_plan_map, ed_plan_map_end, ed_plan_map_insn, ed_plan_pieces, plan };
+    const uint32_t uflags = ED_UNWIND_ALL | ED_UNWIND_STRICT;
+    rc = ed_unwind_build_ex(prog->img, &um, 0, uflags, &unw);
     if (rc < 0) {
-        fail(err, errlen, rc,
-            rc == QP_EFORMAT ? "unwind tables: its .eh_frame (or an LSDA it names)"
-                             : "unwind tables");
+        unwind_fail(err, errlen, rc, &unw, &stats->unwind_fail);
         goto out;
     }
     uint64_t unw_at = 0;
@@ -284,14 +303,13 @@ elfw_rewrite(const cfg_prog_t *prog, ed_plan_t *plan, const elfw_instr_t *instr,
         image_extent(prog->img, &lo, &hi);
         rc = ed_image_ops.alloc_near(im, lo, hi, size, ED_PROT_R, &unw_at);
         if (rc == 0)
-            rc = ed_unwind_build_ex(prog->img, ed_plan_map, ed_plan_map_end, plan, unw_at,
-                ED_UNWIND_ALL, &unw);
+            rc = ed_unwind_build_ex(prog->img, &um, unw_at, uflags, &unw);
         if (rc == 0 && unw.size != size)
             rc = QP_EFORMAT; /* the size must not depend on the address */
         if (rc == 0)
             rc = ed_image_ops.write(im, unw_at, unw.data, unw.size);
         if (rc < 0) {
-            fail(err, errlen, rc, "unwind tables");
+            unwind_fail(err, errlen, rc, &unw, &stats->unwind_fail);
             goto out;
         }
     }

@@ -2,7 +2,7 @@
 # Copyright 2026 the qpt authors
 # SPDX-License-Identifier: MIT
 #
-# Bad inputs for `qpt-rewrite --dump-cfg FILE`. Two kinds of case:
+# Bad inputs for `qpt-rewrite --dump-cfg FILE`. Three kinds of case:
 #   strict   (not an x86-64 executable: empty, text, missing, directory, /dev/null,
 #            ELF32, another machine, a shared library, a truncated file): the exit
 #            status is 1..127 and stderr is exactly one line "qpt-rewrite: FILE: reason".
@@ -10,6 +10,13 @@
 #            random byte flips): the exit status is 0 or 1, never a signal, never a
 #            hang; when it is 1, stderr is exactly that one line; when it is 0, stderr
 #            holds nothing but "qpt-rewrite: " lines (libraries never print).
+#   layout   (a g++ -O2 program whose section header for SECTION no longer matches the
+#            segment that loads it: sh_addr or sh_offset moved, or both moved together
+#            away from PT_GNU_EH_FRAME or PT_DYNAMIC, .text longer than its segment's
+#            bytes, .bss outside its memory; the file is layout-SECTION-WHAT):
+#            --dump-cfg and the rewrite (--driver=none -o OUT) both exit 1 with the one
+#            line "qpt-rewrite: FILE: section SECTION at 0x... does not match its
+#            segment (...)", OUT is not written and FILE is unchanged.
 # The inputs are made in $top_builddir/tests/bad.d from a program of tests/progs (or a
 # copy of /bin/true when no compiler is there); failing inputs are kept there. When
 # tests/fuzz_reader has been built, it is also run on every input (it must not crash).
@@ -22,9 +29,52 @@ set -u
 QP_BAD_TIMEOUT=${QP_BAD_TIMEOUT:-60}
 export LC_ALL=C
 
+# check_layout FILE: a layout case (see above); prints "ok" or "fail FILE REASON".
+check_layout() {
+    local file=$1 sec st line sum out err n mode
+    sec=${file##*/layout-}
+    sec=.${sec%-*}
+    sum=$(cksum <"$file")
+    out=$file.out
+    err=$QP_BAD_DIR/stderr/${file//\//_}
+    for mode in dump rewrite; do
+        rm -f "$out"
+        if [ "$mode" = dump ]; then
+            timeout "$QP_BAD_TIMEOUT" "$QPT_REWRITE" --dump-cfg "$file" >/dev/null 2>"$err"
+        else
+            timeout "$QP_BAD_TIMEOUT" "$QPT_REWRITE" --driver=none "$file" -o "$out" \
+                >/dev/null 2>"$err"
+        fi
+        st=$?
+        n=$(wc -l <"$err")
+        read -r line <"$err"
+        if [ "$st" -ne 1 ] || [ "$n" -ne 1 ]; then
+            echo "fail layout $file $mode: exit $st with $n stderr lines, expected 1 and 1: $line"
+            return
+        fi
+        if [[ $line != "qpt-rewrite: $file: section $sec at 0x"*" does not match its segment ("*")" ]]; then
+            echo "fail layout $file $mode: not the expected refusal: $line"
+            return
+        fi
+        if [ -e "$out" ]; then
+            echo "fail layout $file $mode: exit 1 but $out was written"
+            return
+        fi
+    done
+    if [ "$(cksum <"$file")" != "$sum" ]; then
+        echo "fail layout $file: the input changed"
+        return
+    fi
+    echo "ok layout $file 1"
+}
+
 # check_one KIND FILE: run the tool and print "ok" or "fail FILE REASON".
 check_one() {
     local kind=$1 file=$2 st n line first='' err
+    if [ "$kind" = layout ]; then
+        check_layout "$file"
+        return
+    fi
     err=$QP_BAD_DIR/stderr/${file//\//_}
     timeout "$QP_BAD_TIMEOUT" "$QPT_REWRITE" --dump-cfg "$file" >/dev/null 2>"$err"
     st=$?
@@ -96,12 +146,17 @@ poke_le() {
 # make_case FILE OP ARGS...: create a derived input in the worker, so that making the
 # inputs runs in parallel too.
 #   field SRC OFFSET NBYTES VALUE   a copy of SRC with one little-endian field changed
+#   field2 SRC OFF1 N1 V1 OFF2 N2 V2  ... with two
 #   flips SRC LO HI SEED            a copy of SRC with 1-4 random bytes in [LO, HI)
 make_case() {
     local out=$1 op=$2 j nb off
     cp "$3" "$out"
     case $op in
     field) poke_le "$out" "$4" "$5" "$6" ;;
+    field2)
+        poke_le "$out" "$4" "$5" "$6"
+        poke_le "$out" "$7" "$8" "$9"
+        ;;
     flips)
         RANDOM=$6
         nb=$((RANDOM % 4 + 1))
@@ -333,6 +388,45 @@ for b in base basexx; do
     done
 done
 
+# Section headers that disagree with the segments (the program runs: the loader uses
+# only segments), in the g++ -O2 program: the sections the analysis and the editor read.
+# shdr_entry FILE NAME: the file offset of the section header named NAME (empty if none).
+shdr_entry() {
+    local idx
+    qp_have readelf || return 0
+    idx=$(readelf -SW "$1" 2>/dev/null | sed -n "s/^ *\[ *\([0-9]*\)\] $2 .*/\1/p" | head -n 1)
+    [ -n "$idx" ] || return 0
+    echo $(($(peek_le "$1" 40 8) + 64 * idx))
+}
+if [ "$(cksum <"$basexx")" != "$(cksum <"$base")" ]; then
+    for sec in .eh_frame .text .gcc_except_table .eh_frame_hdr .dynamic .init_array .bss; do
+        e=$(shdr_entry "$basexx" "$sec")
+        [ -n "$e" ] || continue
+        addr=$(peek_le "$basexx" $((e + 16)) 8)
+        off=$(peek_le "$basexx" $((e + 24)) 8)
+        name=$dir/layout-${sec#.}
+        if [ "$sec" = .bss ]; then
+            # No bytes in the file: only its address can be wrong.
+            add layout "$name-addr" field "$basexx" $((e + 16)) 8 $((addr + 0x100000))
+            continue
+        fi
+        add layout "$name-addr" field "$basexx" $((e + 16)) 8 $((addr + 16))
+        add layout "$name-offset" field "$basexx" $((e + 24)) 8 $((off + 16))
+        case $sec in
+        .eh_frame_hdr | .dynamic)
+            # Both moved together: consistent with PT_LOAD, not with PT_GNU_EH_FRAME or
+            # PT_DYNAMIC.
+            add layout "$name-both" field2 "$basexx" $((e + 16)) 8 $((addr + 8)) \
+                $((e + 24)) 8 $((off + 8))
+            ;;
+        .text)
+            # Up to the end of the file: past the segment's file part, not the file's.
+            add layout "$name-size" field "$basexx" $((e + 32)) 8 $((xxsize - off))
+            ;;
+        esac
+    done
+fi
+
 # Seeded random byte flips: in the ELF header and program headers, in the section
 # header table, inside named sections, and anywhere. RANDOM=42 makes it repeatable.
 RANDOM=42
@@ -380,6 +474,7 @@ end=$(date +%s)
 nok=$(grep -c '^ok ' "$results")
 nfail=$(grep -c '^fail ' "$results")
 nzero=$(grep -c '^ok lenient .* 0$' "$results")
+echo "layout inputs refused as expected: $(grep -c '^ok layout ' "$results") of $(grep -c '^layout ' "$cases")"
 echo "lenient inputs accepted (exit 0): $nzero of $(grep -c '^lenient ' "$cases")"
 echo "rejected (the first stderr line of each kind of reason):"
 cat "$dir"/stderr/* 2>/dev/null | sed 's/^qpt-rewrite: [^:]*: //' | sort | uniq -c | sort -rn |

@@ -1033,6 +1033,62 @@ expect_failure(elfw_request_t *req, int want_rc, const char *want_text)
     free(after);
 }
 
+/*
+ * elfw_rewrite names an FDE of moved code whose tables the new layout cannot hold (in
+ * tests/progs/eh_asm.cc, asm_big's LSDA has 2-byte call-site fields, which overflow in
+ * stretch mode); a plan made with it in ed_opts_t.stay keeps that code in place, and the
+ * rewrite then behaves like the input.
+ */
+START_TEST(test_elfw_rewrite_names_failed_fde)
+{
+    const char *srcdir = getenv("top_srcdir");
+    char in[512], out[512], err[512], want[8192], got[8192];
+    path_of(in, sizeof(in), "eh_asm");
+    path_of(out, sizeof(out), "eh_asm.out");
+    if (sh("command -v g++ >/dev/null 2>&1 && g++ -O2 -o '%s' '%s/tests/progs/eh_asm.cc'",
+            in, srcdir ? srcdir : ".")
+        != 0)
+        return; /* no g++ */
+    cfg_image_t *img = NULL;
+    cfg_prog_t *prog = NULL;
+    ed_plan_t *plan = NULL;
+    ck_assert_int_eq(cfg_image_open_bfd(in, &img), 0);
+    ck_assert_int_eq(cfg_prog_build(img, NULL, &prog), 0);
+    const cfg_proc_t *big = cfg_proc_by_name(prog, "asm_big");
+    ck_assert_ptr_nonnull(big);
+    uint32_t bi = (uint32_t)(big - prog->procs);
+    ed_opts_t eo = { 0 };
+    eo.stretch = 1;
+    ck_assert_int_eq(ed_plan_create(prog, &eo, &plan), 0);
+    ck_assert_ptr_null(ed_plan_left_reason(plan, bi));
+    elfw_rewrite_stats_t st;
+    int rc = elfw_rewrite(prog, plan, NULL, in, out, &st, err, sizeof(err));
+    ck_assert_int_eq(rc, QP_ERANGE);
+    ck_assert_msg(strstr(err, "cannot be rewritten") != NULL, "%s", err);
+    ck_assert_uint_eq(st.unwind_fail.lo, big->entry);
+    ck_assert_int_eq(st.unwind_fail.err, QP_ERANGE);
+    ck_assert_int_ne(access(out, F_OK), 0);
+    ed_plan_destroy(plan);
+
+    ed_fde_fail_t stay = st.unwind_fail;
+    eo.stay = &stay;
+    eo.nstay = 1;
+    ck_assert_int_eq(ed_plan_create(prog, &eo, &plan), 0);
+    const char *why = ed_plan_left_reason(plan, bi);
+    ck_assert_msg(why != NULL && strstr(why, "could not be rewritten for the new code"),
+        "asm_big: %s", why ? why : "moves");
+    rc = elfw_rewrite(prog, plan, NULL, in, out, &st, err, sizeof(err));
+    ck_assert_msg(rc == 0, "%s", err);
+    ck_assert_int_eq(run_prog(in, want, sizeof(want)), 0);
+    ck_assert_int_eq(run_prog(out, got, sizeof(got)), 0);
+    ck_assert_str_eq(got, want);
+    ed_plan_destroy(plan);
+    cfg_prog_destroy(prog);
+    cfg_image_destroy(img);
+    unlink(out);
+}
+END_TEST
+
 START_TEST(test_elfw_errors)
 {
     static const uint8_t ret[] = { 0xc3 };
@@ -1185,6 +1241,7 @@ elfw_suite(void)
 
     tc = tcase_create("errors");
     tcase_add_test(tc, test_elfw_errors);
+    tcase_add_test(tc, test_elfw_rewrite_names_failed_fde);
     tcase_set_timeout(tc, 60);
     suite_add_tcase(s, tc);
     return s;

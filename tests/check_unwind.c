@@ -966,8 +966,8 @@ START_TEST(test_unwind_all_copies_every_fde)
     const cfg_section_t *eh = section(img, ".eh_frame");
     uint64_t at = blob_addr(img);
     ed_unwind_out_t out, part;
-    ck_assert_int_eq(ed_unwind_build_ex(img, tmap_fn, NULL, &m, at, ED_UNWIND_ALL, &out),
-                     0);
+    ed_unwind_map_t um = { tmap_fn, NULL, NULL, NULL, &m };
+    ck_assert_int_eq(ed_unwind_build_ex(img, &um, at, ED_UNWIND_ALL, &out), 0);
     ck_assert_int_eq(ed_unwind_build(img, tmap_fn, &m, at, &part), 0);
     ck_assert_uint_eq(out.nfde_old, 0);
     ck_assert_uint_gt(part.nfde_old, 0);
@@ -1328,7 +1328,8 @@ START_TEST(test_unwind_end_without_mapping)
     free(out.data);
 
     /* map_end() gives it. */
-    int rc = ed_unwind_build_ex(img, syn_map_noend, syn_map_end, NULL, at, 0, &out);
+    ed_unwind_map_t um = { syn_map_noend, syn_map_end, NULL, NULL, NULL };
+    int rc = ed_unwind_build_ex(img, &um, at, 0, &out);
     ck_assert_int_eq(rc, 0);
     v.blob = (mem_t) { out.data, out.size, at };
     ck_assert_uint_eq(t_fdes(&v, (mem_t) { out.data, out.eh_frame_size, at }, &news), 2);
@@ -1381,13 +1382,407 @@ START_TEST(test_unwind_no_ehframe_is_empty)
 END_TEST
 
 /*****************************************************************************
+ * Holes: bytes of an FDE's range that do not move (a nop before a landing pad, padding)
+ */
+
+#define H_CODE 0x402000u /* FDE A over [H_CODE, +0x40), FDE B over [+0x40, +0x80) */
+#define H_END (H_CODE + 0x80)
+#define H_NEW 0x802000u /* moved bytes go here, three new bytes each, holes dropped */
+
+/* How the hole map behaves: contiguous, split (A's second run elsewhere), overlapping
+ * (B's new code starts inside A's). */
+enum { H_PLAIN, H_SPLIT, H_OVERLAP };
+
+/* The bytes that do not move: the nop before A's landing pad, padding in A. */
+static int
+h_hole(uint64_t x)
+{
+    return x == H_CODE || (x >= H_CODE + 0x30 && x < H_CODE + 0x38);
+}
+
+/* The new address of the moved byte at X (or of the next one when X is a hole). */
+static uint64_t
+h_new(int kind, uint64_t x)
+{
+    uint64_t rank = 0;
+    for (uint64_t y = H_CODE; y < x; y++)
+        rank += !h_hole(y);
+    uint64_t v = H_NEW + 3 * rank;
+    if (kind == H_SPLIT && x >= H_CODE + 0x38 && x < H_CODE + 0x40)
+        v += 0x1000;
+    if (kind == H_OVERLAP && x >= H_CODE + 0x40)
+        v -= 6;
+    return v;
+}
+
+static uint64_t
+h_map(void *arg, uint64_t x)
+{
+    if (x < H_CODE || x > H_END)
+        return 0;
+    return h_new(*(int *)arg, x);
+}
+
+static uint64_t
+h_map_insn(void *arg, uint64_t x)
+{
+    return x >= H_END || h_hole(x) ? 0 : h_map(arg, x);
+}
+
+static uint64_t
+h_map_end(void *arg, uint64_t x)
+{
+    if (x <= H_CODE || x > H_END || h_hole(x - 1))
+        return 0;
+    return h_new(*(int *)arg, x - 1) + 3;
+}
+
+static int
+h_pieces(void *arg, uint64_t lo, uint64_t hi, ed_piece_fn fn, void *fnarg)
+{
+    for (uint64_t x = lo; x < hi;) {
+        if (x < H_CODE || x >= H_END || h_hole(x)) {
+            QP_CHECK(fn(fnarg, x, 1, 0, 1));
+            x++;
+            continue;
+        }
+        uint64_t e = x + 1;
+        while (
+            e < hi && e < H_END && !h_hole(e) && h_map_insn(arg, e) == h_map_end(arg, e))
+            e++;
+        QP_CHECK(fn(fnarg, x, e - x, h_map(arg, x), h_map_end(arg, e) - h_map(arg, x)));
+        x = e;
+    }
+    return 0;
+}
+
+/*
+ * A "zPLR" CIE; FDE A over [H_CODE, +0x40) and FDE B over [H_CODE + 0x40, +0x40), both
+ * with the same LSDA: call sites [fs+8, +8) with the landing pad fs+1, [fs+0x2c, +6)
+ * (ending in A's padding) and [fs+0x34, +2) (all padding in A) without one. OFF gets the
+ * offsets of A, B and the LSDA.
+ */
+static void
+h_tables(sbuf_t *s, size_t *off)
+{
+    s->n = 0;
+    size_t cie = s->n;
+    s_u32(s, 0);
+    S_BYTES(s, 0, 0, 0, 0, 1, 'z', 'P', 'L', 'R', 0, 1, 0x78, 0x10, 7, 0x9b);
+    s_pcrel(s, SYN_VMA, SYN_SLOT);
+    S_BYTES(s, 0x1b, 0x1b, 0x0c, 0x07, 0x08, 0x90, 0x01);
+    s_pad(s, cie, 8);
+    size_t field[2];
+    for (int k = 0; k < 2; k++) {
+        size_t f = off[k] = s->n;
+        s_u32(s, 0);
+        s_u32(s, (uint32_t)(s->n - cie));
+        s_pcrel(s, SYN_VMA, H_CODE + 0x40u * (unsigned)k);
+        s_u32(s, 0x40);
+        S_BYTES(s, 4);
+        field[k] = s->n;
+        s_u32(s, 0);
+        S_BYTES(s, 0x41, 0x0e, 0x10, 0x48, 0x0e, 0x08); /* adv 1; cfa 16; adv 8; cfa 8 */
+        s_pad(s, f, 8);
+    }
+    s_u32(s, 0);
+    while (s->n % 4)
+        S_BYTES(s, 0);
+    size_t lsda = off[2] = s->n;
+    for (int k = 0; k < 2; k++)
+        s_set32(s, field[k], (uint32_t)(lsda - field[k]));
+    S_BYTES(s, 0xff, 0xff, 0x01, 12);   /* no LPStart, no types, uleb128 call sites */
+    S_BYTES(s, 0x08, 0x08, 0x01, 0x00); /* [fs+8, +8) lp fs+1, cleanup */
+    S_BYTES(s, 0x2c, 0x06, 0x00, 0x00); /* [fs+0x2c, +6) into the padding */
+    S_BYTES(s, 0x34, 0x02, 0x00, 0x00); /* [fs+0x34, +2) padding only */
+}
+
+START_TEST(test_unwind_pad_at_new_start_gets_lpstart)
+{
+    sbuf_t s;
+    size_t off[3];
+    h_tables(&s, off);
+    cfg_image_t *img = syn_image(&s);
+    const uint64_t at = 0x900000;
+    int kind = H_PLAIN;
+    ed_unwind_map_t um = { h_map, h_map_end, h_map_insn, h_pieces, &kind };
+    ed_unwind_out_t out;
+    ck_assert_int_eq(ed_unwind_build_ex(img, &um, at, ED_UNWIND_STRICT, &out), 0);
+    ck_assert_uint_eq(out.nfde_moved, 2);
+    ck_assert_uint_eq(out.nfde_failed, 0);
+    ck_assert_uint_eq(out.nlsda_moved, 2); /* one per FDE: offsets are fs-relative */
+    t_layout(&out, at);
+    view_t v = { { out.data, out.size, at }, img };
+    tfde_t *news;
+    ck_assert_uint_eq(t_fdes(&v, (mem_t) { out.data, out.eh_frame_size, at }, &news), 2);
+    /* A: exactly its moved bytes, not the nop before them. */
+    ck_assert_uint_eq(news[0].begin, h_new(kind, H_CODE + 1));
+    ck_assert_uint_eq(news[0].begin, H_NEW);
+    ck_assert_uint_eq(news[0].end, h_new(kind, H_CODE + 0x40));
+    ck_assert_uint_eq(news[1].begin, news[0].end);
+    ck_assert_uint_eq(news[1].end, h_new(kind, H_END - 1) + 3);
+    ck_assert_uint_ne(news[0].lsda, news[1].lsda);
+
+    /* A's landing pad is its new start: an explicit LPStart keeps its offset positive. */
+    size_t avail;
+    const uint8_t *l = view_ptr(&v, news[0].lsda, &avail);
+    ck_assert_uint_eq(l[0], 0x1b);
+    tcs_t cs[4];
+    ck_assert_uint_eq(t_lsda(&v, news[0].lsda, news[0].begin, cs, 4), 3);
+    ck_assert_uint_eq(cs[0].lp, H_NEW);
+    ck_assert_uint_eq(cs[0].start, h_new(kind, H_CODE + 8));
+    ck_assert_uint_eq(cs[0].end, h_new(kind, H_CODE + 0x10));
+    /* Call sites ending in (or lying in) padding end where the moved code before it does.
+     */
+    ck_assert_uint_eq(cs[1].start, h_new(kind, H_CODE + 0x2c));
+    ck_assert_uint_eq(cs[1].end, h_new(kind, H_CODE + 0x2f) + 3);
+    ck_assert_uint_eq(cs[2].start, cs[2].end);
+    ck_assert_uint_eq(cs[1].lp, 0);
+    /* B's copy of the shared LSDA, for B's start: no LPStart needed. */
+    l = view_ptr(&v, news[1].lsda, &avail);
+    ck_assert_uint_eq(l[0], 0xff);
+    ck_assert_uint_eq(t_lsda(&v, news[1].lsda, news[1].begin, cs, 4), 3);
+    ck_assert_uint_eq(cs[0].lp, h_new(kind, H_CODE + 0x41));
+    ck_assert_uint_eq(cs[0].start, h_new(kind, H_CODE + 0x48));
+    free(news);
+    free(out.data);
+    cfg_image_destroy(img);
+}
+END_TEST
+
+START_TEST(test_unwind_strict_split_and_overlap)
+{
+    sbuf_t s;
+    size_t off[3];
+    h_tables(&s, off);
+    cfg_image_t *img = syn_image(&s);
+    ed_unwind_out_t out;
+    /* A's moved code in two places: no FDE can describe it. */
+    int kind = H_SPLIT;
+    ed_unwind_map_t um = { h_map, h_map_end, h_map_insn, h_pieces, &kind };
+    ck_assert_int_eq(
+        ed_unwind_build_ex(img, &um, 0x900000, ED_UNWIND_STRICT, &out), QP_ERANGE);
+    ck_assert_ptr_null(out.data);
+    ck_assert_uint_eq(out.fail_lo, H_CODE);
+    ck_assert_uint_eq(out.fail_hi, H_CODE + 0x40);
+    /* Without ED_UNWIND_STRICT it is only counted (and the moved code has no FDE). */
+    ck_assert_int_eq(ed_unwind_build_ex(img, &um, 0x900000, 0, &out), 0);
+    ck_assert_uint_eq(out.nfde_failed, 1);
+    ck_assert_uint_eq(out.nfde_moved, 1);
+    free(out.data);
+    /* B's new code would start inside A's: the search table would pick B there. */
+    kind = H_OVERLAP;
+    ck_assert_int_eq(
+        ed_unwind_build_ex(img, &um, 0x900000, ED_UNWIND_STRICT, &out), QP_ERANGE);
+    ck_assert_uint_eq(out.fail_lo, H_CODE + 0x40);
+    ck_assert_uint_eq(out.fail_hi, H_CODE + 0x80);
+    /* A landing pad in padding is no relocated instruction. */
+    kind = H_PLAIN;
+    ed_unwind_map_t nopad = { h_map, h_map_end, h_map_insn, h_pieces, &kind };
+    s.b[off[2] + 6] = 0x00; /* the first call site's landing pad becomes fs+0: the nop */
+    cfg_image_destroy(img);
+    img = syn_image(&s);
+    ck_assert_int_eq(
+        ed_unwind_build_ex(img, &nopad, 0x900000, ED_UNWIND_STRICT, &out), 0);
+    free(out.data);         /* lp 0 is "no landing pad": nothing to map */
+    s.b[off[2] + 6] = 0x31; /* fs+0x31: padding */
+    cfg_image_destroy(img);
+    img = syn_image(&s);
+    ck_assert_int_eq(
+        ed_unwind_build_ex(img, &nopad, 0x900000, ED_UNWIND_STRICT, &out), QP_ERANGE);
+    ck_assert_uint_eq(out.fail_lo, H_CODE);
+    cfg_image_destroy(img);
+}
+END_TEST
+
+typedef struct fde_seen {
+    ed_fde_info_t f[8];
+    uint64_t pads[8][4];
+    size_t n;
+} fde_seen_t;
+
+static int
+fde_seen(void *arg, const ed_fde_info_t *fi)
+{
+    fde_seen_t *s = arg;
+    ck_assert_uint_lt(s->n, 8);
+    ck_assert_uint_le(fi->npads, 4);
+    s->f[s->n] = *fi;
+    if (fi->npads > 0)
+        memcpy(s->pads[s->n], fi->pads, fi->npads * sizeof(uint64_t));
+    s->n++;
+    return 0;
+}
+
+START_TEST(test_unwind_fdes_say_what_cannot_move)
+{
+    sbuf_t s;
+    size_t off[5];
+    syn_tables(&s, off);
+    cfg_image_t *img = syn_image(&s);
+    fde_seen_t seen = { 0 };
+    ck_assert_int_eq(ed_unwind_fdes(img, fde_seen, &seen), 0);
+    ck_assert_uint_eq(seen.n, 4);
+    ck_assert_uint_eq(seen.f[0].lo, SYN_CODE);
+    ck_assert_uint_eq(seen.f[0].hi, SYN_CODE + 0x200);
+    ck_assert_int_eq(seen.f[0].err, 0);
+    ck_assert_uint_eq(seen.f[1].lo, SYN_CODE + 0x100); /* the unknown opcode */
+    ck_assert_int_eq(seen.f[1].err, QP_EFORMAT);
+    ck_assert_int_eq(seen.f[2].err, 0);
+    ck_assert_int_eq(seen.f[3].err, 0);
+    ck_assert_uint_eq(seen.f[3].npads, 2);
+    ck_assert_uint_eq(seen.pads[3][0], SYN_CODE + 0x1c0 + 0x20);
+    ck_assert_uint_eq(seen.pads[3][1], SYN_CODE + 0x1c0 + 0x30);
+    /* A landing pad at the FDE's start is representable: an LPStart is made for it. */
+    h_tables(&s, off);
+    cfg_image_destroy(img);
+    img = syn_image(&s);
+    memset(&seen, 0, sizeof(seen));
+    ck_assert_int_eq(ed_unwind_fdes(img, fde_seen, &seen), 0);
+    ck_assert_uint_eq(seen.n, 2);
+    ck_assert_int_eq(seen.f[0].err, 0);
+    ck_assert_uint_eq(seen.pads[0][0], H_CODE + 1);
+    ck_assert_uint_eq(seen.pads[1][0], H_CODE + 0x41);
+    /* A CIE with a code alignment factor other than 1 cannot follow moved code. */
+    s.b[14] = 4;
+    cfg_image_destroy(img);
+    img = syn_image(&s);
+    memset(&seen, 0, sizeof(seen));
+    ck_assert_int_eq(ed_unwind_fdes(img, fde_seen, &seen), 0);
+    ck_assert_int_eq(seen.f[0].err, QP_EUNSUPP);
+    cfg_image_destroy(img);
+}
+END_TEST
+
+/*****************************************************************************
+ * The plan's view: tests/progs/eh_asm.cc, hand-written FDEs over several procedures
+ */
+
+/* The reason procedure NAME stays in place (NULL: it moves). */
+static const char *
+left_reason(const cfg_prog_t *prog, const ed_plan_t *plan, const char *name)
+{
+    const cfg_proc_t *p = cfg_proc_by_name(prog, name);
+    ck_assert_msg(p != NULL, "no procedure %s", name);
+    return ed_plan_left_reason(plan, (uint32_t)(p - prog->procs));
+}
+
+static void
+assert_reason(const char *why, const char *name, const char *want)
+{
+    ck_assert_msg(want == NULL ? why == NULL : why != NULL && strstr(why, want) != NULL,
+        "%s: left in place because \"%s\", expected \"%s\"", name,
+        why ? why : "(it moves)", want ? want : "(it moves)");
+}
+
+START_TEST(test_unwind_plan_fde_groups)
+{
+    const char *srcdir = getenv("top_srcdir");
+    char exe[160], cmd[600];
+    snprintf(exe, sizeof(exe), "%s/eh_asm", tmpdir);
+    snprintf(cmd, sizeof(cmd),
+        "command -v g++ >/dev/null 2>&1 && g++ -O2 -fPIE -pie -o %s "
+        "%s/tests/progs/eh_asm.cc",
+        exe, srcdir ? srcdir : ".");
+    if (system(cmd) != 0)
+        return; /* no g++: the corpus would not have it either */
+    cfg_image_t *img = NULL;
+    cfg_prog_t *prog = NULL;
+    ed_plan_t *plan = NULL;
+    ck_assert_int_eq(cfg_image_open_bfd(exe, &img), 0);
+    ck_assert_int_eq(cfg_prog_build(img, NULL, &prog), 0);
+    ck_assert_int_eq(ed_plan_create(prog, NULL, &plan), 0);
+    /* Two procedures under one FDE that layout keeps together move together. */
+    assert_reason(left_reason(prog, plan, "asm_pair_a"), "asm_pair_a", NULL);
+    assert_reason(left_reason(prog, plan, "asm_pair_b"), "asm_pair_b", NULL);
+    /* An FDE that starts in padding: the padding's procedure moves with the symbol's. */
+    const cfg_proc_t *padded = cfg_proc_by_name(prog, "asm_padded");
+    ck_assert_ptr_nonnull(padded);
+    ck_assert_ptr_null(ed_plan_left_reason(plan, (uint32_t)(padded - prog->procs)));
+    const cfg_proc_t *padding = cfg_proc_at(prog, padded->entry - 12);
+    ck_assert_ptr_nonnull(padding);
+    ck_assert_ptr_ne(padding, padded);
+    ck_assert_ptr_null(ed_plan_left_reason(plan, (uint32_t)(padding - prog->procs)));
+    /* One that cannot move keeps the other in place. */
+    assert_reason(left_reason(prog, plan, "asm_mix_y"), "asm_mix_y", "lock prefix");
+    assert_reason(left_reason(prog, plan, "asm_mix_x"), "asm_mix_x",
+        "shares its unwind entry with asm_mix_y");
+    /* A fragment outside the FDE would be laid out between its two procedures. */
+    assert_reason(left_reason(prog, plan, "asm_split_a"), "asm_split_a",
+        "covers code of other procedures");
+    assert_reason(left_reason(prog, plan, "asm_split_b"), "asm_split_b",
+        "covers code of other procedures");
+    /* The landing pad after a nop in a cold fragment moves, with an explicit LPStart. */
+    assert_reason(left_reason(prog, plan, "asm_catch"), "asm_catch", NULL);
+    const cfg_proc_t *cold = cfg_proc_by_name(prog, "asm_catch.cold");
+    ck_assert_ptr_nonnull(cold);
+    ck_assert_uint_ne(cold->flags & CFG_PROC_FRAGMENT, 0);
+
+    ed_image_t *im = NULL;
+    ck_assert_int_eq(ed_image_create(img, &im), 0);
+    ck_assert_int_eq(ed_plan_apply(plan, &ed_image_ops, im), 0);
+    ed_unwind_map_t um
+        = { ed_plan_map, ed_plan_map_end, ed_plan_map_insn, ed_plan_pieces, plan };
+    uint64_t at = blob_addr(img);
+    ed_unwind_out_t out;
+    ck_assert_int_eq(
+        ed_unwind_build_ex(img, &um, at, ED_UNWIND_ALL | ED_UNWIND_STRICT, &out), 0);
+    view_t v = { { out.data, out.size, at }, img };
+    tfde_t *news;
+    size_t nn = t_fdes(&v, (mem_t) { out.data, out.eh_frame_size, at }, &news);
+    /* The new FDE of the fragment starts at its first moved instruction: the pad. */
+    uint64_t pad = ed_plan_map(plan, cold->start); /* the nop does not move */
+    ck_assert_uint_ne(pad, 0);
+    ck_assert_uint_eq(ed_plan_map_insn(plan, cold->start), 0);
+    size_t k = 0;
+    while (k < nn && news[k].begin != pad)
+        k++;
+    ck_assert_msg(k < nn, "no new FDE starts at the landing pad %#" PRIx64, pad);
+    ck_assert_uint_ne(news[k].lsda, 0);
+    size_t avail;
+    ck_assert_uint_eq(view_ptr(&v, news[k].lsda, &avail)[0], 0x1b);
+    tcs_t cs[4];
+    ck_assert_uint_eq(t_lsda(&v, news[k].lsda, news[k].begin, cs, 4), 1);
+    ck_assert_uint_eq(cs[0].lp, pad);
+    /* The pair's new FDE covers both procedures' new code, in one piece. */
+    const cfg_proc_t *pa = cfg_proc_by_name(prog, "asm_pair_a");
+    const cfg_proc_t *pb = cfg_proc_by_name(prog, "asm_pair_b");
+    uint64_t na = ed_plan_map(plan, pa->entry), nb = ed_plan_map(plan, pb->entry);
+    for (k = 0; k < nn && news[k].begin != na; k++)
+        ;
+    ck_assert_uint_lt(k, nn);
+    ck_assert_uint_gt(nb, na);
+    ck_assert_uint_gt(news[k].end, nb);
+    free(news);
+    free(out.data);
+    ed_image_destroy(im);
+    ed_plan_destroy(plan);
+    cfg_prog_destroy(prog);
+    cfg_image_destroy(img);
+}
+END_TEST
+
+/*****************************************************************************
  * Bad input: truncated and mutated tables (run under ASan and UBSan)
  */
 
-/* Whatever the bytes, the result is an error or a blob whose hdr is consistent. */
+static int
+fde_any(void *arg, const ed_fde_info_t *fi)
+{
+    ck_assert_uint_le(fi->lo, fi->hi);
+    ck_assert(fi->npads == 0 || fi->pads != NULL);
+    (*(size_t *)arg)++;
+    return 0;
+}
+
+/* Whatever the bytes, the result is an error or a blob whose hdr is consistent; the
+ * plan's scan of the same tables does not fail on them either (it reports them). */
 static void
 build_sane(const cfg_image_t *img, tmap_t *m, uint64_t at)
 {
+    size_t nfde = 0;
+    int frc = ed_unwind_fdes(img, fde_any, &nfde);
+    ck_assert(frc == 0 || frc == QP_EFORMAT);
     ed_unwind_out_t out;
     int rc = ed_unwind_build(img, tmap_fn, m, at, &out);
     if (rc < 0) {
@@ -1480,6 +1875,9 @@ START_TEST(test_unwind_mutated_synthetic)
             c.b[lcg(&st) % c.n] = (uint8_t)lcg(&st);
         cfg_image_t *img = syn_image(&c);
         ed_unwind_out_t out;
+        size_t nfde = 0;
+        int frc = ed_unwind_fdes(img, fde_any, &nfde);
+        ck_assert(frc == 0 || frc == QP_EFORMAT);
         int rc = ed_unwind_build(img, syn_map, NULL, 0x900000, &out);
         if (rc == 0 && out.size) {
             t_layout(&out, 0x900000);
@@ -1517,6 +1915,10 @@ unwind_suite(void)
     tcase_add_test(tc, test_unwind_end_without_mapping);
     tcase_add_test(tc, test_unwind_unrelocated_landing_pad_fails);
     tcase_add_test(tc, test_unwind_no_ehframe_is_empty);
+    tcase_add_test(tc, test_unwind_pad_at_new_start_gets_lpstart);
+    tcase_add_test(tc, test_unwind_strict_split_and_overlap);
+    tcase_add_test(tc, test_unwind_fdes_say_what_cannot_move);
+    tcase_add_test(tc, test_unwind_plan_fde_groups);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("bad_input");

@@ -136,6 +136,9 @@ describe(void *arg, const ed_plan_t *plan, uint64_t counters, uint8_t **desc, si
     return drv_describe(arg, plan, counters, desc, len, id);
 }
 
+/* Rewrites made again, at most, when an FDE of moved code cannot be rewritten. */
+#define MAX_RETRIES 16
+
 /* The rewrite proper: plan, measure, relocate, write. Prints the summary line on success. */
 static int
 rewrite(const cfg_prog_t *prog, const char *input, const char *output, const char *driver,
@@ -145,29 +148,19 @@ rewrite(const cfg_prog_t *prog, const char *input, const char *output, const cha
     ed_opts_t eo = { 0 };
     eo.stretch = getenv("QPT_STRETCH") != NULL; /* testing aid, see README */
     eo.keep_tables = getenv("QPT_KEEP_TABLES") != NULL; /* testing aid, see README */
-    int rc = ed_plan_create(prog, &eo, &plan);
-    if (rc < 0)
-        return fail_input(input, rc);
-    if (verbose)
-        for (uint32_t i = 0; i < prog->nprocs; i++) {
-            const char *why = ed_plan_left_reason(plan, i);
-            if (why != NULL && !(prog->procs[i].flags & CFG_PROC_FRAGMENT))
-                fprintf(stderr, "%s: left in place: %s at 0x%llx: %s\n", prog_name,
-                        prog->procs[i].name, (unsigned long long)prog->procs[i].entry, why);
-        }
     const drv_ops_t *drv = strcmp(driver, "none") == 0 ? NULL : drv_find(driver);
     drv_result_t res;
     memset(&res, 0, sizeof(res));
     elfw_instr_t instr = { 0 };
     drv_weights_t w = { 0 };
     drv_inc_t inc = { 0 };
+    int rc;
     if (weights != NULL) {
         char why[600];
         rc = drv_weights_load(weights, &w, why, sizeof(why));
         progress(NULL);
         if (rc < 0) {
             fprintf(stderr, "%s: --weights %s: %s\n", prog_name, weights, why);
-            ed_plan_destroy(plan);
             return EXIT_INPUT;
         }
         double match = drv_weights_match(&w, prog);
@@ -175,38 +168,56 @@ rewrite(const cfg_prog_t *prog, const char *input, const char *output, const cha
             fprintf(stderr, "%s: --weights %s: a profile of another program (%.0f%% of its "
                     "edges are edges of %s)\n", prog_name, weights, 100 * match, input);
             drv_weights_free(&w);
-            ed_plan_destroy(plan);
             return EXIT_INPUT;
         }
     }
-    if (drv != NULL) {
-        progress("placing counters");
-        rc = drv_run(drv, prog, plan, weights ? &w : NULL, &res);
-        drv_weights_free(&w);
-        if (rc < 0
-            || (rc = ed_plan_set_probes(plan, res.probes, res.nprobes)) < 0) {
-            ed_plan_destroy(plan);
-            drv_result_free(&res);
-            return fail_input(input, rc);
-        }
-        drv_choose_inc(prog, &res, atomic, &inc);
-        ed_plan_set_inc_mode(plan, inc.mode);
-        res.pie = (prog->img->flags & CFG_IMG_PIE) != 0;
-        instr = (elfw_instr_t) { res.ncounters, inc.lock_at_start, describe, &res };
-        if (verbose)
-            for (uint32_t i = 0; i < res.nprocs; i++)
-                if (res.procs[i].reason != 0 && strncmp(res.strtab + res.procs[i].reason,
-                                                        "not measured", 12) == 0)
-                    fprintf(stderr, "%s: %s: %s\n", prog_name, res.strtab + res.procs[i].name,
-                            res.strtab + res.procs[i].reason);
-    }
+    /*
+     * An FDE of moved code whose tables cannot be rewritten for the new layout (which
+     * the plan could not foresee) fails the rewrite with its range: then plan, measure
+     * and rewrite again with that code in place.
+     */
+    ed_fde_fail_t stay[MAX_RETRIES];
     char err[512] = "";
     elfw_rewrite_stats_t st;
-    progress("relocating and writing");
-    static const elfw_tmp_hook_t hook = { on_tmp, NULL };
-    rc = elfw_rewrite(prog, plan, drv ? &instr : NULL, input, output, &hook, &st, err,
-                      sizeof(err));
-    progress(NULL);
+    for (size_t nstay = 0;;) {
+        eo.stay = stay;
+        eo.nstay = nstay;
+        rc = ed_plan_create(prog, &eo, &plan);
+        if (rc < 0) {
+            drv_weights_free(&w);
+            return fail_input(input, rc);
+        }
+        if (drv != NULL) {
+            progress("placing counters");
+            rc = drv_run(drv, prog, plan, weights ? &w : NULL, &res);
+            if (rc < 0 || (rc = ed_plan_set_probes(plan, res.probes, res.nprobes)) < 0) {
+                ed_plan_destroy(plan);
+                drv_result_free(&res);
+                drv_weights_free(&w);
+                return fail_input(input, rc);
+            }
+            drv_choose_inc(prog, &res, atomic, &inc);
+            ed_plan_set_inc_mode(plan, inc.mode);
+            res.pie = (prog->img->flags & CFG_IMG_PIE) != 0;
+            instr = (elfw_instr_t) { res.ncounters, inc.lock_at_start, describe, &res };
+        }
+        err[0] = '\0';
+        progress("relocating and writing");
+        static const elfw_tmp_hook_t hook = { on_tmp, NULL };
+        rc = elfw_rewrite(
+            prog, plan, drv ? &instr : NULL, input, output, &hook, &st, err, sizeof(err));
+        progress(NULL);
+        int again = 0; /* the same FDE twice: the plan could not keep it in place */
+        for (size_t i = 0; i < nstay; i++)
+            again |= stay[i].lo == st.unwind_fail.lo && stay[i].hi == st.unwind_fail.hi;
+        if (rc >= 0 || st.unwind_fail.lo == 0 || again || nstay == MAX_RETRIES)
+            break;
+        stay[nstay++] = st.unwind_fail;
+        ed_plan_destroy(plan);
+        drv_result_free(&res);
+        memset(&res, 0, sizeof(res));
+    }
+    drv_weights_free(&w);
     if (rc < 0) {
         fprintf(stderr, "%s: %s: %s\n", prog_name, input, err[0] ? err : qp_strerror(rc));
         ed_plan_destroy(plan);
@@ -218,6 +229,19 @@ rewrite(const cfg_prog_t *prog, const char *input, const char *output, const cha
                 "%s: %s: written without the set-user-ID/set-group-ID bits of %s (an "
                 "instrumented program is not the audited one; chmod deliberately)\n",
                 prog_name, output, input);
+    if (verbose) {
+        for (uint32_t i = 0; i < prog->nprocs; i++) {
+            const char *why = ed_plan_left_reason(plan, i);
+            if (why != NULL && !(prog->procs[i].flags & CFG_PROC_FRAGMENT))
+                fprintf(stderr, "%s: left in place: %s at 0x%llx: %s\n", prog_name,
+                    prog->procs[i].name, (unsigned long long)prog->procs[i].entry, why);
+        }
+        for (uint32_t i = 0; drv != NULL && i < res.nprocs; i++)
+            if (res.procs[i].reason != 0
+                && strncmp(res.strtab + res.procs[i].reason, "not measured", 12) == 0)
+                fprintf(stderr, "%s: %s: %s\n", prog_name, res.strtab + res.procs[i].name,
+                    res.strtab + res.procs[i].reason);
+    }
     const ed_stats_t *es = ed_plan_stats(plan);
     fprintf(stderr,
             "%s: %s: %u procedures relocated, %u left in place; %llu bytes of code relocated "
@@ -333,8 +357,13 @@ main(int argc, char **argv)
     }
 
     cfg_image_t *img = NULL;
+    char why[320];
     errno = 0;
-    int rc = cfg_image_open_bfd(input, &img);
+    int rc = cfg_image_open_bfd_why(input, &img, why, sizeof(why));
+    if (rc < 0 && why[0] != '\0') {
+        fprintf(stderr, "%s: %s: %s\n", prog_name, input, why);
+        return EXIT_INPUT;
+    }
     if (rc < 0)
         return fail_input(input, rc);
     const char *unsupported = NULL;
