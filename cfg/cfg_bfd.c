@@ -771,6 +771,26 @@ read_init_funcs(cfg_image_t *img, const dyn_info_t *d)
  * through the path, which may have been replaced in between). O_NONBLOCK: opening a FIFO
  * must not wait for a writer; anything but a regular file is refused.
  */
+/*
+ * bfd_check_format, without the warnings BFD 2.40 writes to stderr itself while it tries
+ * the formats (format.c's print_warnmsg calls fprintf(stderr) instead of the error
+ * handler: "has a program header with invalid alignment"). A library never prints, so
+ * stderr points to /dev/null for the call.
+ */
+static int
+quiet_check_format(bfd *abfd)
+{
+    FILE *null = fopen("/dev/null", "w");
+    FILE *saved = stderr;
+    if (null != NULL)
+        stderr = null;
+    int ok = bfd_check_format(abfd, bfd_object);
+    stderr = saved;
+    if (null != NULL)
+        fclose(null);
+    return ok;
+}
+
 static int
 open_mapped(const char *path, bfd_reader_t *r, int *fd_out)
 {
@@ -868,8 +888,7 @@ cfg_image_open_bfd_why(const char *path, cfg_image_t **out, char *why, size_t wh
         rc = QP_EIO;
         goto fail;
     }
-    if (!bfd_check_format(r->abfd, bfd_object)
-        || bfd_get_flavour(r->abfd) != bfd_target_elf_flavour) {
+    if (!quiet_check_format(r->abfd) || bfd_get_flavour(r->abfd) != bfd_target_elf_flavour) {
         rc = QP_EFORMAT;
         goto fail;
     }

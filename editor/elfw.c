@@ -156,7 +156,8 @@ elfw_fail_errno(elfw_ctx_t *c, const char *what, const char *path)
 static int
 elfw_fail_elf(elfw_ctx_t *c, int rc, const char *path)
 {
-    return elfw_fail(c, rc, "%s: %s", path, elf_errmsg(-1));
+    (void)path; /* the caller names the input */
+    return elfw_fail(c, rc, "%s", elf_errmsg(-1));
 }
 
 static int
@@ -244,21 +245,21 @@ elfw_read_input(elfw_ctx_t *c)
     }
     if (S_ISDIR(c->in_st.st_mode)) {
         close(fd);
-        return elfw_fail(c, QP_EDIR, "%s: is a directory", path);
+        return elfw_fail(c, QP_EDIR, "is a directory");
     }
     if (!S_ISREG(c->in_st.st_mode)) {
         close(fd);
-        return elfw_fail(c, QP_EINVAL, "%s: not a regular file", path);
+        return elfw_fail(c, QP_EINVAL, "not a regular file");
     }
     if ((uint64_t)c->in_st.st_size > SIZE_MAX / 2) {
         close(fd);
-        return elfw_fail(c, QP_ENOMEM, "%s: file too large", path);
+        return elfw_fail(c, QP_ENOMEM, "file too large");
     }
     c->insize = (size_t)c->in_st.st_size;
     c->img = malloc(c->insize > 0 ? c->insize : 1);
     if (c->img == NULL) {
         close(fd);
-        return elfw_fail(c, QP_ENOMEM, "%s: out of memory", path);
+        return elfw_fail(c, QP_ENOMEM, "out of memory");
     }
     while (done < c->insize) {
         ssize_t n = pread(fd, c->img + done, c->insize - done, (off_t)done);
@@ -290,13 +291,13 @@ elfw_parse_input(elfw_ctx_t *c)
         return elfw_fail(c, QP_EUNSUPP, "libelf: %s", elf_errmsg(-1));
     c->in = elf_memory((char *)c->img, c->insize);
     if (c->in == NULL || elf_kind(c->in) != ELF_K_ELF)
-        return elfw_fail(c, QP_ENOTELF, "%s: not an ELF file", path);
+        return elfw_fail(c, QP_ENOTELF, "not an ELF file");
     if (gelf_getclass(c->in) != ELFCLASS64 || gelf_getehdr(c->in, &c->eh) == NULL)
-        return elfw_fail(c, QP_EARCH, "%s: not a 64-bit ELF file", path);
+        return elfw_fail(c, QP_EARCH, "not a 64-bit ELF file");
     if (c->eh.e_ident[EI_DATA] != ELFDATA2LSB || c->eh.e_machine != EM_X86_64)
-        return elfw_fail(c, QP_EARCH, "%s: not an x86-64 ELF file", path);
+        return elfw_fail(c, QP_EARCH, "not an x86-64 ELF file");
     if (c->eh.e_type != ET_EXEC && c->eh.e_type != ET_DYN)
-        return elfw_fail(c, QP_ENOTEXEC, "%s: not an executable (ELF type %u)", path,
+        return elfw_fail(c, QP_ENOTEXEC, "not an executable (ELF type %u)",
             (unsigned)c->eh.e_type);
     /* The loader ignores them, libelf cannot write a file without them. */
     if (c->eh.e_version != EV_CURRENT || c->eh.e_ident[EI_VERSION] != EV_CURRENT)
@@ -307,13 +308,13 @@ elfw_parse_input(elfw_ctx_t *c)
     if (elf_getphdrnum(c->in, &c->phnum) != 0)
         return elfw_fail_elf(c, QP_EFORMAT, path);
     if (c->phnum == 0)
-        return elfw_fail(c, QP_EFORMAT, "%s: no program headers", path);
+        return elfw_fail(c, QP_EFORMAT, "no program headers");
     if (c->eh.e_phentsize != ELFW_PHENT || c->phnum >= PN_XNUM
         || c->eh.e_phoff > c->insize || c->phnum * ELFW_PHENT > c->insize - c->eh.e_phoff)
-        return elfw_fail(c, QP_EFORMAT, "%s: bad program header table", path);
+        return elfw_fail(c, QP_EFORMAT, "bad program header table");
     c->ph = calloc(c->phnum, sizeof(*c->ph));
     if (c->ph == NULL)
-        return elfw_fail(c, QP_ENOMEM, "%s: out of memory", path);
+        return elfw_fail(c, QP_ENOMEM, "out of memory");
     for (i = 0; i < c->phnum; i++) {
         GElf_Phdr *p = &c->ph[i];
         if (gelf_getphdr(c->in, (int)i, p) == NULL)
@@ -323,12 +324,12 @@ elfw_parse_input(elfw_ctx_t *c)
         if (p->p_offset > c->insize || p->p_filesz > c->insize - p->p_offset
             || p->p_filesz > p->p_memsz || p->p_vaddr + p->p_memsz < p->p_vaddr)
             return elfw_fail(
-                c, QP_EFORMAT, "%s: PT_LOAD %zu is outside the file", path, i);
+                c, QP_EFORMAT, "PT_LOAD %zu is outside the file", i);
         if (p->p_vaddr + p->p_memsz > c->load_end)
             c->load_end = p->p_vaddr + p->p_memsz;
     }
     if (c->load_end == 0)
-        return elfw_fail(c, QP_EFORMAT, "%s: no PT_LOAD segment", path);
+        return elfw_fail(c, QP_EFORMAT, "no PT_LOAD segment");
 
     /* libelf reports no sections when their table lies past the end of the file. */
     if (c->eh.e_shoff != 0
@@ -336,23 +337,23 @@ elfw_parse_input(elfw_ctx_t *c)
             || (c->eh.e_shnum ? c->eh.e_shnum : 1) * ELFW_SHENT
                 > c->insize - c->eh.e_shoff))
         return elfw_fail(
-            c, QP_EFORMAT, "%s: the section header table is outside the file", path);
+            c, QP_EFORMAT, "the section header table is outside the file");
     if (elf_getshdrnum(c->in, &c->in_shnum) != 0)
         return elfw_fail_elf(c, QP_EFORMAT, path);
     if (c->in_shnum == 0)
-        return elfw_fail(c, QP_EUNSUPP, "%s: no section headers", path);
+        return elfw_fail(c, QP_EUNSUPP, "no section headers");
     if (c->eh.e_shentsize != ELFW_SHENT)
-        return elfw_fail(c, QP_EFORMAT, "%s: bad section header size", path);
+        return elfw_fail(c, QP_EFORMAT, "bad section header size");
     if (elf_getshdrstrndx(c->in, &c->shstrndx) != 0)
         return elfw_fail_elf(c, QP_EFORMAT, path);
     if (c->shstrndx >= c->in_shnum)
-        return elfw_fail(c, QP_EFORMAT, "%s: bad section name table index", path);
+        return elfw_fail(c, QP_EFORMAT, "bad section name table index");
 
     /* Room for the regions and a new .symtab and .strtab. */
     c->scn_cap = c->in_shnum + c->req->nregions + c->req->nsections + 2;
     c->scn = calloc(c->scn_cap, sizeof(*c->scn));
     if (c->scn == NULL)
-        return elfw_fail(c, QP_ENOMEM, "%s: out of memory", path);
+        return elfw_fail(c, QP_ENOMEM, "out of memory");
     for (i = 0; i < c->in_shnum; i++) {
         elfw_scn_t *s = &c->scn[i];
         Elf_Scn *scn = elf_getscn(c->in, i);
@@ -363,13 +364,13 @@ elfw_parse_input(elfw_ctx_t *c)
             continue;
         if (s->sh.sh_offset > c->insize || s->sh.sh_size > c->insize - s->sh.sh_offset)
             return elfw_fail(
-                c, QP_EFORMAT, "%s: section %zu is outside the file", path, i);
+                c, QP_EFORMAT, "section %zu is outside the file", i);
         s->bytes = c->img + s->sh.sh_offset;
     }
     c->nscn = c->in_shnum;
     if (c->shstrndx != 0 && c->scn[c->shstrndx].sh.sh_type != SHT_STRTAB)
         return elfw_fail(
-            c, QP_EFORMAT, "%s: the section name table is not a string table", path);
+            c, QP_EFORMAT, "the section name table is not a string table");
     for (i = 1; i < c->in_shnum; i++) {
         uint64_t al = c->scn[i].sh.sh_addralign;
         if (al > 1 && !elfw_is_pow2(al))

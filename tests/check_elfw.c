@@ -1062,7 +1062,7 @@ START_TEST(test_elfw_rewrite_names_failed_fde)
     ck_assert_int_eq(ed_plan_create(prog, &eo, &plan), 0);
     ck_assert_ptr_null(ed_plan_left_reason(plan, bi));
     elfw_rewrite_stats_t st;
-    int rc = elfw_rewrite(prog, plan, NULL, in, out, &st, err, sizeof(err));
+    int rc = elfw_rewrite(prog, plan, NULL, in, out, NULL, &st, err, sizeof(err));
     ck_assert_int_eq(rc, QP_ERANGE);
     ck_assert_msg(strstr(err, "cannot be rewritten") != NULL, "%s", err);
     ck_assert_uint_eq(st.unwind_fail.lo, big->entry);
@@ -1077,7 +1077,7 @@ START_TEST(test_elfw_rewrite_names_failed_fde)
     const char *why = ed_plan_left_reason(plan, bi);
     ck_assert_msg(why != NULL && strstr(why, "could not be rewritten for the new code"),
         "asm_big: %s", why ? why : "moves");
-    rc = elfw_rewrite(prog, plan, NULL, in, out, &st, err, sizeof(err));
+    rc = elfw_rewrite(prog, plan, NULL, in, out, NULL, &st, err, sizeof(err));
     ck_assert_msg(rc == 0, "%s", err);
     ck_assert_int_eq(run_prog(in, want, sizeof(want)), 0);
     ck_assert_int_eq(run_prog(out, got, sizeof(got)), 0);
