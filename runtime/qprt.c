@@ -475,8 +475,11 @@ check_profile(long fd, const qprt_params_t *p, const layout_t *l, const kstat_t 
     qp_prof_hdr_t h;
     long r = ks->size == 0 ? 0 : sys6(SYS_pread64, fd, (long)&h, sizeof(h), 0, 0, 0);
     static const char zero[8];
-    /* Empty, or sized by a first run killed before it wrote the header. */
-    if (r == 0 || (r == (long)sizeof(h) && mem_eq(h.magic, zero, 8) && h.version == 0))
+    /* Empty, or sized by a first run killed before it wrote the header (exactly that
+     * size: a file of the user's that merely starts with zeros is never taken over). */
+    if (r == 0
+        || (r == (long)sizeof(h) && (uint64_t)ks->size == l->slotc_off
+            && mem_eq(h.magic, zero, 8) && h.version == 0))
         return 0;
     if (r != (long)sizeof(h) || !mem_eq(h.magic, QP_PROF_MAGIC, 8)) {
         *why = "not a qp profile";

@@ -121,6 +121,19 @@ cp "$D/work.inst.qp" "$D/keep.qp"
 cmp -s "$D/work.inst.qp" "$D/keep.qp" && ok "qp report -o PROFILE refused" \
     || bad "qp report -o PROFILE truncated the profile"
 
+# QP_PROFILE naming a file of the user's (one that starts with zeros, as a disk image
+# does; a text file): left exactly as it was, and the program runs on.
+head -c 3000000 /dev/zero >"$D/disk.img"
+printf 'precious\n' >"$D/notes.txt"
+sums=$(cat "$D/disk.img" "$D/notes.txt" | cksum)
+for f in disk.img notes.txt; do
+    out=$(cd "$D" && QP_PROFILE=$D/$f ./work.inst one 1 10 2>/dev/null)
+    [ "$out" = done ] || bad "QP_PROFILE=$f: the program did not run"
+done
+[ "$(cat "$D/disk.img" "$D/notes.txt" | cksum)" = "$sums" ] \
+    && ok "QP_PROFILE naming a file that is not a profile leaves it untouched" \
+    || bad "QP_PROFILE overwrote a file that is not a profile"
+
 # SIGTERM at several moments of a rewrite of a larger program: never a temporary file.
 big=$top_builddir/tools/qpt-rewrite
 left=0
