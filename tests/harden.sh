@@ -134,6 +134,16 @@ done
     && ok "QP_PROFILE naming a file that is not a profile leaves it untouched" \
     || bad "QP_PROFILE overwrote a file that is not a profile"
 
+# dyn -o into a directory that does not exist: refused before the session, not after it.
+if [ -x "$top_builddir/tools/dyn" ]; then
+    start=$(date +%s)
+    "$top_builddir/tools/dyn" run --count work -o "$D/no/such/dir.csv" -- "$D/work" one 1 10 \
+        >/dev/null 2>"$D/dyn.err"
+    st=$?
+    [ "$st" -eq 1 ] && [ "$(wc -l <"$D/dyn.err")" -eq 1 ] && [ $(($(date +%s) - start)) -lt 5 ] \
+        && ok "dyn -o an unwritable CSV fails at once" || bad "dyn -o unwritable: status $st"
+fi
+
 # SIGTERM at several moments of a rewrite of a larger program: never a temporary file.
 big=$top_builddir/tools/qpt-rewrite
 left=0

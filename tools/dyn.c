@@ -356,6 +356,26 @@ print_histogram(const dyn_session_t *s, const dyn_hist_t *h, const uint64_t *c)
     }
 }
 
+/* Can PATH be written (an existing file, or a new one in its directory)? errno if not. */
+static int
+writable(const char *path)
+{
+    if (access(path, W_OK) == 0)
+        return 1;
+    if (errno != ENOENT)
+        return 0;
+    char dir[4096];
+    const char *slash = strrchr(path, '/');
+    size_t n = slash == NULL ? 0 : (size_t)(slash - path);
+    if (n >= sizeof(dir)) {
+        errno = ENAMETOOLONG;
+        return 0;
+    }
+    memcpy(dir, path, n);
+    strcpy(dir + n, slash == NULL ? "." : n == 0 ? "/" : "");
+    return access(dir, W_OK | X_OK) == 0;
+}
+
 static int
 report(const dyn_session_t *s, const uint64_t *c, const int64_t *ns, double secs,
     const char *csv)
@@ -893,6 +913,12 @@ main(int argc, char **argv)
         fprintf(
             stderr, "%s: attach: unexpected argument '%s'\n", prog_name, argv[optind]);
         return EXIT_USAGE;
+    }
+
+    /* A CSV that cannot be written must fail now, not after the whole session. */
+    if (o.csv != NULL && !writable(o.csv)) {
+        fprintf(stderr, "%s: %s: %s\n", prog_name, o.csv, strerror(errno));
+        return EXIT_FAIL;
     }
 
     catch_signals();
