@@ -259,6 +259,103 @@ int arch_emit_timer_start(uint64_t addr, uint64_t depth, uint64_t start, uint8_t
 int arch_emit_timer_stop(uint64_t addr, uint64_t depth, uint64_t start, uint64_t total,
                          uint8_t *out /*OUT*/, size_t cap);
 
+/*****************************************************************************
+ * Snippets: small programs run at a point of the program (the drivers' and tools'
+ * vocabulary). A snippet is a tree of nodes in a caller-owned array; every value is a
+ * 64-bit integer; statements have the value 0. arch_snip_emit compiles one to code that
+ * keeps every register, the flags where they are live and the red zone.
+ */
+
+typedef enum arch_snip_op {
+    ARCH_SN_CONST = 1, /* imm */
+    ARCH_SN_ARG,       /* argument imm (0..5) of the procedure being entered (ARCH_SNX_ENTRY)
+                        * or of the call about to be made (ARCH_SNX_CALL) */
+    ARCH_SN_RETVAL,    /* the integer return value (ARCH_SNX_RETURN, ARCH_SNX_AFTER_CALL) */
+    ARCH_SN_LOAD,      /* the SIZE-byte (1, 2, 4, 8) value at address imm, zero-extended */
+    /* a OP b */
+    ARCH_SN_ADD, ARCH_SN_SUB, ARCH_SN_MUL,
+    ARCH_SN_DIV,       /* signed; a / 0 is 0 */
+    ARCH_SN_MOD,       /* signed remainder; a % 0 is 0 */
+    ARCH_SN_SHL, ARCH_SN_SHR, /* by b & 63; SHR is logical (ARCH_SNF_SIGNED: arithmetic) */
+    ARCH_SN_AND, ARCH_SN_OR, ARCH_SN_XOR,
+    ARCH_SN_EQ, ARCH_SN_NE, ARCH_SN_LT, ARCH_SN_LE, ARCH_SN_GT, ARCH_SN_GE, /* 1 or 0;
+                        * signed unless ARCH_SNF_UNSIGNED */
+    ARCH_SN_LAND, ARCH_SN_LOR, /* 1 or 0; b is evaluated only when it decides */
+    ARCH_SN_NOT,       /* !a: 1 or 0 */
+    /* statements */
+    ARCH_SN_SEQ,       /* a, then b */
+    ARCH_SN_IF,        /* if a then b, else c (c may be ARCH_SNIP_NONE) */
+    ARCH_SN_STORE,     /* the SIZE-byte word at address imm = a */
+    ARCH_SN_ADD_TO,    /* the 8-byte word at address imm += a (ARCH_SNF_ATOMIC: locked) */
+    ARCH_SN_TIMER_START, /* the timer at imm (3 words: depth, start, total; as
+                          * arch_emit_timer_start) starts, unless it runs already */
+    ARCH_SN_TIMER_STOP,  /* the timer at imm stops (arch_emit_timer_stop) */
+    /* a call */
+    ARCH_SN_CALL,      /* the procedure at address imm with arguments args[0..nargs-1]
+                        * (SysV ABI: stack aligned to 16, every caller-saved register and
+                        * the vector state kept); value: its return value */
+    ARCH_SN_NOPS,      /* nothing (value 0) */
+} arch_snip_op_t;
+
+#define ARCH_SNIP_NONE UINT32_MAX /* no operand */
+#define ARCH_SNIP_MAXARGS 6
+
+enum {
+    ARCH_SNF_UNSIGNED = 1u << 0, /* comparisons: unsigned */
+    ARCH_SNF_SIGNED = 1u << 1,   /* SHR: arithmetic */
+    ARCH_SNF_ATOMIC = 1u << 2,   /* ADD_TO: a locked add */
+};
+
+typedef struct arch_snip {
+    uint8_t op;        /* arch_snip_op_t */
+    uint8_t size;      /* LOAD, STORE: bytes (1, 2, 4, 8) */
+    uint8_t flags;     /* ARCH_SNF_* */
+    uint8_t nargs;     /* CALL: arguments */
+    uint32_t a, b, c;  /* operands: node indices, or ARCH_SNIP_NONE */
+    int64_t imm;       /* CONST: the value; ARG: its index; LOAD, STORE, ADD_TO, TIMER_*,
+                        * CALL: an address (rel32 reach of the code, except CALL) */
+    uint32_t args[ARCH_SNIP_MAXARGS]; /* CALL: argument nodes */
+} arch_snip_t;
+
+/* Where a snippet runs: which values exist there. */
+enum {
+    ARCH_SNX_ENTRY = 1u << 0,      /* a procedure's first instruction (arguments in their
+                                    * registers, flags dead, no red zone in use) */
+    ARCH_SNX_CALL = 1u << 1,       /* before a call instruction (its arguments are set) */
+    ARCH_SNX_RETURN = 1u << 2,     /* before a return (the return value is set) */
+    ARCH_SNX_AFTER_CALL = 1u << 3, /* right after a call returned */
+};
+
+/* The place a snippet is compiled for. Zero-initialise for the safest assumptions. */
+typedef struct arch_snip_ctx {
+    uint32_t where;      /* ARCH_SNX_* that hold there (0: anywhere) */
+    uint32_t dead_regs;  /* bit (1u << ARCH_REG_*) for registers known dead there (not
+                          * saved when the snippet uses them); 0: all are live */
+    uint8_t live_flags;  /* ARCH_FLAG_* live there (saved when the snippet changes them) */
+    uint8_t no_red_zone; /* the 128 bytes below %rsp are not in use (entries) */
+} arch_snip_ctx_t;
+
+/*
+ * Check the snippet NODES[0..N) rooted at ROOT: every index in range, the tree acyclic
+ * and at most 64 deep, each operation's operands and sizes as it needs them, ARG and
+ * RETVAL only where CTX says they exist. Returns 0, or QP_EINVAL with one line in WHY
+ * (WHYLEN bytes; may be NULL) naming the node.
+ */
+int arch_snip_check(const arch_snip_t *nodes, size_t n, uint32_t root,
+                    const arch_snip_ctx_t *ctx, char *why, size_t whylen);
+
+/*
+ * Compile the snippet to code that runs at ADDR, into OUT (CAP bytes); returns its
+ * length, which does not depend on ADDR. The code keeps every register (saving those it
+ * uses that CTX does not say are dead), the flags when CTX says they are live, the red
+ * zone, and the stack pointer. QP_EINVAL (see arch_snip_check), QP_ERANGE (an address
+ * out of rel32 reach, or a tree needing more than 12 registers at once), or QP_ENOMEM
+ * when CAP is too small. With OUT NULL only the length is computed.
+ */
+int arch_snip_emit(const arch_snip_t *nodes, size_t n, uint32_t root,
+                   const arch_snip_ctx_t *ctx, uint64_t addr, uint8_t *out /*OUT*/,
+                   size_t cap);
+
 /* LEN bytes of the recommended multi-byte nops (for padding). */
 int arch_emit_nops(size_t len, uint8_t *out /*OUT*/, size_t cap);
 

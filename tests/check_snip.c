@@ -1,0 +1,423 @@
+/* Copyright 2026 the qpt authors
+ * SPDX-License-Identifier: MIT */
+/*
+ * Unit tests of the snippet compiler (arch_snip_emit): every operation and operand kind,
+ * compiled into an executable page and run through tests/snip_harness.S, which loads
+ * known values into every register and the flags and checks afterwards that the snippet
+ * kept them all, and the red zone below the stack pointer. Values are checked against
+ * the same computation in C; errors of arch_snip_check name the node.
+ */
+#include "config.h"
+
+#include <check.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include "arch/arch.h"
+
+#define PAGE 8192
+#define DATA 0x1800 /* where the words the snippets read and write live in the page */
+
+void snip_run(uint64_t regs[18], void *code);
+
+static uint8_t *page;
+
+static void
+setup(void)
+{
+    page = mmap(NULL, PAGE, PROT_READ | PROT_WRITE | PROT_EXEC, MAP_PRIVATE | MAP_ANONYMOUS,
+                -1, 0);
+    ck_assert_ptr_ne(page, MAP_FAILED);
+}
+
+static void
+teardown(void)
+{
+    munmap(page, PAGE);
+}
+
+/* The address of data word K. */
+static uint64_t
+word(int k)
+{
+    return (uint64_t)(uintptr_t)(page + DATA + 8 * k);
+}
+
+static uint64_t *
+wordp(int k)
+{
+    return (uint64_t *)(page + DATA + 8 * k);
+}
+
+/* A snippet under construction. */
+typedef struct sn {
+    arch_snip_t v[64];
+    uint32_t n;
+} sn_t;
+
+static uint32_t
+node(sn_t *s, uint8_t op, uint32_t a, uint32_t b, int64_t imm)
+{
+    ck_assert_uint_lt(s->n, 64);
+    s->v[s->n] = (arch_snip_t) { .op = op, .size = 8, .a = a, .b = b, .c = ARCH_SNIP_NONE,
+                                 .imm = imm };
+    return s->n++;
+}
+
+static uint32_t
+cnst(sn_t *s, int64_t v)
+{
+    return node(s, ARCH_SN_CONST, ARCH_SNIP_NONE, ARCH_SNIP_NONE, v);
+}
+
+static uint32_t
+arg(sn_t *s, int i)
+{
+    return node(s, ARCH_SN_ARG, ARCH_SNIP_NONE, ARCH_SNIP_NONE, i);
+}
+
+static uint32_t
+store(sn_t *s, int k, uint32_t v)
+{
+    return node(s, ARCH_SN_STORE, v, ARCH_SNIP_NONE, (int64_t)word(k));
+}
+
+/* The register values every run starts with (rsp's slot unused), and the flags. */
+static void
+init_regs(uint64_t r[18], uint64_t flags)
+{
+    for (int i = 0; i < 16; i++)
+        r[i] = 0x1111111111111111ull * (uint64_t)(i + 1) + (uint64_t)i;
+    r[16] = flags;
+    r[17] = 0;
+}
+
+/* Compile S (root ROOT) for CTX at the page's start, append ret, run it with REGS
+ * (initialised by the caller) and check that every register, the flags (when CTX says
+ * they are live) and the red zone (when CTX says it is in use) were kept. Returns the
+ * code's length. */
+static int
+run_ctx(const sn_t *s, uint32_t root, const arch_snip_ctx_t *ctx, uint64_t regs[18])
+{
+    uint64_t addr = (uint64_t)(uintptr_t)page;
+    int n = arch_snip_emit(s->v, s->n, root, ctx, addr, page, DATA - 1);
+    ck_assert_msg(n > 0, "arch_snip_emit: %d", n);
+    ck_assert_int_eq(arch_snip_emit(s->v, s->n, root, ctx, addr, NULL, 0), n);
+    page[n] = 0xc3;
+    uint64_t before[18];
+    memcpy(before, regs, sizeof(before));
+    snip_run(regs, page);
+    for (int i = 0; i < 16; i++)
+        if (i != 4 && !(ctx->dead_regs & (1u << (i + 1))))
+            ck_assert_msg(regs[i] == before[i], "register %d changed: %llx -> %llx", i,
+                          (unsigned long long)before[i], (unsigned long long)regs[i]);
+    if (ctx->live_flags)
+        ck_assert_uint_eq(regs[16] & 0x8d5, before[16] & 0x8d5); /* CF PF AF ZF SF OF */
+    if (!ctx->no_red_zone)
+        ck_assert_uint_eq(regs[17], 0);
+    return n;
+}
+
+static const arch_snip_ctx_t at_entry = { .where = ARCH_SNX_ENTRY, .no_red_zone = 1 };
+static const arch_snip_ctx_t anywhere = { .live_flags = 0x3f };
+
+/* Run at an entry with arguments A0..A2 in rdi, rsi, rdx. */
+static int
+run_args(const sn_t *s, uint32_t root, int64_t a0, int64_t a1, int64_t a2)
+{
+    uint64_t r[18];
+    init_regs(r, 0x202);
+    r[7] = (uint64_t)a0;
+    r[6] = (uint64_t)a1;
+    r[2] = (uint64_t)a2;
+    return run_ctx(s, root, &at_entry, r);
+}
+
+/*****************************************************************************
+ * Tests
+ */
+
+/* The issue's benchmark snippet: if (arg1 > 10) counter++, at an entry: three
+ * instructions, no register saved (flags are dead at an entry). */
+START_TEST(test_snip_counter_if)
+{
+    sn_t s = { .n = 0 };
+    uint32_t cmp = node(&s, ARCH_SN_GT, arg(&s, 0), cnst(&s, 10), 0);
+    uint32_t inc = node(&s, ARCH_SN_ADD_TO, cnst(&s, 1), ARCH_SNIP_NONE, (int64_t)word(0));
+    uint32_t root = node(&s, ARCH_SN_IF, cmp, inc, 0);
+    *wordp(0) = 0;
+    int64_t vals[] = { 5, 10, 11, -20, 1000 };
+    int len = 0;
+    for (size_t i = 0; i < sizeof(vals) / sizeof(vals[0]); i++)
+        len = run_args(&s, root, vals[i], 0, 0);
+    ck_assert_uint_eq(*wordp(0), 2);
+    ck_assert_int_le(len, 20);
+}
+END_TEST
+
+/* Every binary operation, on arguments and constants, against C. */
+START_TEST(test_snip_arith)
+{
+    static const int64_t pairs[][2] = {
+        { 7, 3 }, { -7, 3 }, { 7, -3 }, { 0, 5 }, { 5, 0 }, { INT64_MIN, -1 },
+        { INT64_MAX, 2 }, { -1, 63 }, { 123456789012345, 77 }, { 1, 64 },
+    };
+    static const uint8_t ops[] = { ARCH_SN_ADD, ARCH_SN_SUB, ARCH_SN_MUL, ARCH_SN_DIV,
+                                   ARCH_SN_MOD, ARCH_SN_SHL, ARCH_SN_SHR, ARCH_SN_AND,
+                                   ARCH_SN_OR,  ARCH_SN_XOR, ARCH_SN_EQ,  ARCH_SN_NE,
+                                   ARCH_SN_LT,  ARCH_SN_LE,  ARCH_SN_GT,  ARCH_SN_GE };
+    for (size_t p = 0; p < sizeof(pairs) / sizeof(pairs[0]); p++)
+        for (size_t o = 0; o < sizeof(ops) / sizeof(ops[0]); o++)
+            for (int form = 0; form < 4; form++) {
+                int64_t a = pairs[p][0], b = pairs[p][1];
+                sn_t s = { .n = 0 };
+                /* Operands: args, constants, loads, mixed. */
+                uint32_t x = form == 0 ? arg(&s, 0) : form == 1 ? cnst(&s, a) : arg(&s, 1);
+                uint32_t y = form == 0 ? arg(&s, 1)
+                    : form == 2        ? node(&s, ARCH_SN_LOAD, ARCH_SNIP_NONE, ARCH_SNIP_NONE,
+                                              (int64_t)word(5))
+                                       : cnst(&s, b);
+                *wordp(5) = (uint64_t)b;
+                uint32_t root = store(&s, 1, node(&s, ops[o], x, y, 0));
+                run_args(&s, root, a, form == 2 || form == 3 ? a : b, 0);
+                uint64_t ua = (uint64_t)a, ub = (uint64_t)b, want = 0;
+                switch (ops[o]) {
+                case ARCH_SN_ADD: want = ua + ub; break;
+                case ARCH_SN_SUB: want = ua - ub; break;
+                case ARCH_SN_MUL: want = ua * ub; break;
+                case ARCH_SN_DIV:
+                    want = b == 0 ? 0 : b == -1 ? (uint64_t)0 - ua : (uint64_t)(a / b);
+                    break;
+                case ARCH_SN_MOD: want = b == 0 || b == -1 ? 0 : (uint64_t)(a % b); break;
+                case ARCH_SN_SHL: want = ua << (ub & 63); break;
+                case ARCH_SN_SHR: want = ua >> (ub & 63); break;
+                case ARCH_SN_AND: want = ua & ub; break;
+                case ARCH_SN_OR: want = ua | ub; break;
+                case ARCH_SN_XOR: want = ua ^ ub; break;
+                case ARCH_SN_EQ: want = a == b; break;
+                case ARCH_SN_NE: want = a != b; break;
+                case ARCH_SN_LT: want = a < b; break;
+                case ARCH_SN_LE: want = a <= b; break;
+                case ARCH_SN_GT: want = a > b; break;
+                case ARCH_SN_GE: want = a >= b; break;
+                }
+                ck_assert_msg(*wordp(1) == want, "op %u form %d: %lld, %lld -> %llx, want %llx",
+                              ops[o], form, (long long)a, (long long)b,
+                              (unsigned long long)*wordp(1), (unsigned long long)want);
+            }
+}
+END_TEST
+
+/* Unsigned comparisons, arithmetic shifts, loads and stores of every size. */
+START_TEST(test_snip_sizes_and_flags)
+{
+    sn_t s = { .n = 0 };
+    uint32_t lt = node(&s, ARCH_SN_LT, arg(&s, 0), arg(&s, 1), 0);
+    s.v[lt].flags = ARCH_SNF_UNSIGNED;
+    uint32_t sar = node(&s, ARCH_SN_SHR, arg(&s, 0), cnst(&s, 4), 0);
+    s.v[sar].flags = ARCH_SNF_SIGNED;
+    uint32_t r = node(&s, ARCH_SN_SEQ, store(&s, 0, lt), store(&s, 1, sar), 0);
+    run_args(&s, r, -1, 5, 0);
+    ck_assert_uint_eq(*wordp(0), 0); /* 0xfff..f < 5 unsigned: no */
+    ck_assert_uint_eq(*wordp(1), (uint64_t)-1);
+    for (int size = 1; size <= 8; size *= 2) {
+        sn_t t = { .n = 0 };
+        uint32_t ld = node(&t, ARCH_SN_LOAD, ARCH_SNIP_NONE, ARCH_SNIP_NONE, (int64_t)word(2));
+        t.v[ld].size = (uint8_t)size;
+        uint32_t st = store(&t, 3, node(&t, ARCH_SN_ADD, ld, cnst(&t, 1), 0));
+        t.v[st].size = (uint8_t)size;
+        *wordp(2) = 0x8877665544332211ull;
+        *wordp(3) = 0xffffffffffffffffull;
+        uint64_t regs[18];
+        init_regs(regs, 0x8d5 | 0x2);
+        run_ctx(&t, st, &anywhere, regs); /* live flags, red zone in use */
+        uint64_t mask = size == 8 ? ~0ull : (1ull << (8 * size)) - 1;
+        ck_assert_uint_eq(*wordp(3) & mask, (0x8877665544332211ull + 1) & mask);
+        ck_assert_uint_eq(*wordp(3) & ~mask, 0xffffffffffffffffull & ~mask);
+    }
+}
+END_TEST
+
+static int calls_of_side;
+static int64_t
+side(int64_t a)
+{
+    calls_of_side++;
+    return a;
+}
+
+/* && and || evaluate their second operand only when it decides; ! and if/else. */
+START_TEST(test_snip_logic)
+{
+    for (int a = 0; a < 2; a++)
+        for (int b = 0; b < 2; b++)
+            for (int op = 0; op < 2; op++) {
+                sn_t s = { .n = 0 };
+                uint32_t c = node(&s, ARCH_SN_CALL, ARCH_SNIP_NONE, ARCH_SNIP_NONE,
+                                  (int64_t)(uintptr_t)side);
+                s.v[c].nargs = 1;
+                s.v[c].args[0] = arg(&s, 1);
+                uint32_t l = node(&s, op ? ARCH_SN_LOR : ARCH_SN_LAND, arg(&s, 0), c, 0);
+                uint32_t ifn = node(&s, ARCH_SN_IF, node(&s, ARCH_SN_NOT, l, 0, 0),
+                                    store(&s, 0, cnst(&s, 100)), 0);
+                s.v[ifn].c = store(&s, 0, cnst(&s, 200));
+                uint32_t root = node(&s, ARCH_SN_SEQ, store(&s, 1, l), ifn, 0);
+                calls_of_side = 0;
+                run_args(&s, root, a, b, 0);
+                int want = op ? (a || b) : (a && b);
+                int evals = op ? !a : a; /* b decides only then, each time l is computed */
+                ck_assert_uint_eq(*wordp(1), (uint64_t)want);
+                ck_assert_uint_eq(*wordp(0), want ? 200 : 100);
+                ck_assert_int_eq(calls_of_side, 2 * evals);
+            }
+}
+END_TEST
+
+int64_t snip_align_probe(void);
+static int64_t
+add3(int64_t a, int64_t b, int64_t c)
+{
+    return a + 2 * b + 3 * c;
+}
+
+/* A call of a C function with arguments from the program, a constant and a load, its
+ * value stored; the callee finds the stack aligned to 16 (snip_align_probe returns
+ * %rsp % 16 at its entry: 8 after a call from an aligned stack). */
+START_TEST(test_snip_call)
+{
+    sn_t s = { .n = 0 };
+    uint32_t c = node(&s, ARCH_SN_CALL, ARCH_SNIP_NONE, ARCH_SNIP_NONE,
+                      (int64_t)(uintptr_t)add3);
+    s.v[c].nargs = 3;
+    s.v[c].args[0] = arg(&s, 2);
+    s.v[c].args[1] = cnst(&s, 1000);
+    s.v[c].args[2] = node(&s, ARCH_SN_LOAD, ARCH_SNIP_NONE, ARCH_SNIP_NONE, (int64_t)word(4));
+    uint32_t al = node(&s, ARCH_SN_CALL, ARCH_SNIP_NONE, ARCH_SNIP_NONE,
+                       (int64_t)(uintptr_t)snip_align_probe);
+    uint32_t root = node(&s, ARCH_SN_SEQ, store(&s, 0, c), store(&s, 1, al), 0);
+    *wordp(4) = 5;
+    run_args(&s, root, 0, 0, 7);
+    ck_assert_uint_eq(*wordp(0), 7 + 2000 + 15);
+    ck_assert_uint_eq(*wordp(1), 8);
+    /* Not at an entry: the red zone in use, the flags live. */
+    sn_t t = { .n = 0 };
+    uint32_t a2 = node(&t, ARCH_SN_CALL, ARCH_SNIP_NONE, ARCH_SNIP_NONE,
+                       (int64_t)(uintptr_t)snip_align_probe);
+    uint32_t r2 = store(&t, 2, a2);
+    uint64_t regs[18];
+    init_regs(regs, 0x8d5 | 0x2);
+    run_ctx(&t, r2, &anywhere, regs);
+    ck_assert_uint_eq(*wordp(2), 8);
+}
+END_TEST
+
+/* The return value where one exists; dead registers are used without being saved. */
+START_TEST(test_snip_retval_dead)
+{
+    sn_t s = { .n = 0 };
+    uint32_t root = store(&s, 0, node(&s, ARCH_SN_MUL, node(&s, ARCH_SN_RETVAL, ARCH_SNIP_NONE,
+                                                          ARCH_SNIP_NONE, 0),
+                                      cnst(&s, 3), 0));
+    arch_snip_ctx_t ret = { .where = ARCH_SNX_RETURN, .live_flags = 0x3f };
+    uint64_t regs[18];
+    init_regs(regs, 0x2);
+    regs[0] = 14;
+    int saved = run_ctx(&s, root, &ret, regs);
+    ck_assert_uint_eq(*wordp(0), 42);
+    ret.dead_regs = 1u << (11 + 1); /* r11, the first temporary */
+    init_regs(regs, 0x2);
+    regs[0] = 14;
+    int unsaved = run_ctx(&s, root, &ret, regs);
+    ck_assert_int_lt(unsaved, saved); /* no push/pop of r11 */
+    ck_assert_uint_eq(*wordp(0), 42);
+}
+END_TEST
+
+/* Timers: start then stop adds an interval and leaves the depth at 0. */
+START_TEST(test_snip_timer)
+{
+    sn_t s = { .n = 0 };
+    uint32_t st = node(&s, ARCH_SN_TIMER_START, ARCH_SNIP_NONE, ARCH_SNIP_NONE, (int64_t)word(8));
+    uint32_t sp = node(&s, ARCH_SN_TIMER_STOP, ARCH_SNIP_NONE, ARCH_SNIP_NONE, (int64_t)word(8));
+    uint32_t root = node(&s, ARCH_SN_SEQ, st, sp, 0);
+    memset(wordp(8), 0, 24);
+    uint64_t regs[18];
+    init_regs(regs, 0x8d5 | 0x2);
+    run_ctx(&s, root, &anywhere, regs);
+    ck_assert_uint_eq(*wordp(8), 0);  /* depth */
+    ck_assert_uint_gt(*wordp(10), 0); /* total */
+}
+END_TEST
+
+/* A length that does not depend on the address; rel32 reach enforced. */
+START_TEST(test_snip_length_and_reach)
+{
+    sn_t s = { .n = 0 };
+    uint32_t root = node(&s, ARCH_SN_ADD_TO, arg(&s, 0), ARCH_SNIP_NONE, 0x100000);
+    int a = arch_snip_emit(s.v, s.n, root, &at_entry, 0x100, NULL, 0);
+    int b = arch_snip_emit(s.v, s.n, root, &at_entry, 0x7fff0000, NULL, 0);
+    ck_assert_int_gt(a, 0);
+    ck_assert_int_eq(a, b);
+    uint8_t buf[64];
+    ck_assert_int_eq(arch_snip_emit(s.v, s.n, root, &at_entry, 0x300000000ull, buf, sizeof(buf)),
+                     QP_ERANGE);
+    ck_assert_int_eq(arch_snip_emit(s.v, s.n, root, &at_entry, 0x100, buf, 3), QP_ENOMEM);
+}
+END_TEST
+
+/* What arch_snip_check refuses, with the node named. */
+START_TEST(test_snip_check)
+{
+    char why[160];
+    sn_t s = { .n = 0 };
+    uint32_t a = arg(&s, 0);
+    ck_assert_int_eq(arch_snip_check(s.v, s.n, a, &anywhere, why, sizeof(why)), QP_EINVAL);
+    ck_assert_ptr_nonnull(strstr(why, "node 0: an argument"));
+    uint32_t r = node(&s, ARCH_SN_RETVAL, ARCH_SNIP_NONE, ARCH_SNIP_NONE, 0);
+    ck_assert_int_eq(arch_snip_check(s.v, s.n, r, &at_entry, why, sizeof(why)), QP_EINVAL);
+    ck_assert_ptr_nonnull(strstr(why, "return value"));
+    uint32_t bad = node(&s, ARCH_SN_ADD, a, ARCH_SNIP_NONE, 0);
+    ck_assert_int_eq(arch_snip_check(s.v, s.n, bad, &at_entry, why, sizeof(why)), QP_EINVAL);
+    ck_assert_ptr_nonnull(strstr(why, "missing"));
+    uint32_t cyc = node(&s, ARCH_SN_NOT, s.n, 0, 0); /* refers to itself */
+    ck_assert_int_eq(arch_snip_check(s.v, s.n, cyc, &at_entry, why, sizeof(why)), QP_EINVAL);
+    uint32_t ld = node(&s, ARCH_SN_LOAD, ARCH_SNIP_NONE, ARCH_SNIP_NONE, 0);
+    s.v[ld].size = 3;
+    ck_assert_int_eq(arch_snip_check(s.v, s.n, ld, &at_entry, why, sizeof(why)), QP_EINVAL);
+    ck_assert_ptr_nonnull(strstr(why, "3-byte"));
+    ck_assert_int_eq(arch_snip_check(s.v, s.n, 99, &at_entry, why, sizeof(why)), QP_EINVAL);
+    ck_assert_int_eq(arch_snip_emit(s.v, s.n, ld, &at_entry, 0, NULL, 0), QP_EINVAL);
+}
+END_TEST
+
+static Suite *
+snip_suite(void)
+{
+    Suite *s = suite_create("snip");
+    TCase *tc = tcase_create("snip");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_test(tc, test_snip_counter_if);
+    tcase_add_test(tc, test_snip_arith);
+    tcase_add_test(tc, test_snip_sizes_and_flags);
+    tcase_add_test(tc, test_snip_logic);
+    tcase_add_test(tc, test_snip_call);
+    tcase_add_test(tc, test_snip_retval_dead);
+    tcase_add_test(tc, test_snip_timer);
+    tcase_add_test(tc, test_snip_length_and_reach);
+    tcase_add_test(tc, test_snip_check);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int
+main(void)
+{
+    SRunner *sr = srunner_create(snip_suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
