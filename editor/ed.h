@@ -313,16 +313,39 @@ typedef enum ed_snip {
                          * other snippets of its place */
     ED_SNIP_THREAD_HOOK,/* call the runtime's thread hook (likewise): it makes switchable
                          * counters atomic before the program starts a thread */
+    ED_SNIP_CODE,       /* a snippet of the plan's (ed_plan_set_snippets), compiled by
+                         * arch_snip_emit; `counter` is its index */
 } ed_snip_t;
+
+enum {
+    ED_PROBE_ENTRY = 1u << 0, /* ED_AT_BEFORE a procedure's entry, for calls only: jumps
+                               * from inside the procedure to its entry land after it */
+};
 
 typedef struct ed_probe {
     uint64_t addr;       /* old address of the instruction */
     uint8_t at;          /* ed_at_t */
     uint8_t what;        /* ed_snip_t */
     uint8_t save_flags;  /* the arithmetic flags are live there: save and restore them */
-    uint8_t pad;
-    uint32_t counter;    /* ED_SNIP_COUNT: the counter's index */
+    uint8_t flags;       /* ED_PROBE_* */
+    uint32_t counter;    /* ED_SNIP_COUNT: the counter's index; ED_SNIP_CODE: the snippet's */
 } ed_probe_t;
+
+/* A snippet to place (ED_SNIP_CODE): the tree and what holds where it runs. */
+typedef struct ed_snippet {
+    const arch_snip_t *nodes; /* the caller's, until ed_plan_apply returns */
+    size_t n;
+    uint32_t root;
+    arch_snip_ctx_t ctx;      /* where: which values exist; dead registers, live flags, red
+                               * zone (the probe's save_flags adds the flags) */
+} ed_snippet_t;
+
+/*
+ * The snippets ED_SNIP_CODE probes name, by index (the array is copied, the trees are
+ * not). Before ed_plan_apply. Each is checked with arch_snip_check: QP_EINVAL when one
+ * is malformed (the caller checks first to learn why), QP_ENOMEM.
+ */
+int ed_plan_set_snippets(ed_plan_t *plan, const ed_snippet_t *v, size_t n);
 
 /*
  * Give PLAN the probes (copied; any order) before ed_plan_apply. Every probe must name an

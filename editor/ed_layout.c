@@ -35,6 +35,7 @@ typedef struct ed_slot {
                         * (layout-relative until applied) */
     uint32_t stub;     /* its taken-edge stub in plan->stubs, or NO_STUB */
     uint16_t pre;      /* bytes of snippets before the instruction */
+    uint16_t entry_pre;/* ... of which the first ones run for calls only (ED_PROBE_ENTRY) */
     uint16_t post;     /* bytes of snippets after it (fall-through path) */
     uint8_t len;       /* new length, stretch nop included */
     uint8_t olen;      /* old length */
@@ -93,6 +94,8 @@ struct ed_plan {
     uint64_t exit_hook;       /* address of the runtime's exit hook */
     uint64_t fork_hook;       /* address of the runtime's fork hook */
     uint64_t thread_hook;     /* address of the runtime's thread hook */
+    ed_snippet_t *snips;      /* ED_SNIP_CODE snippets, by index */
+    size_t nsnips;
     uint64_t *lock_sites;     /* ARCH_INC_SWITCH: where each increment's first byte went */
     size_t nlock_sites, lock_cap;
     int laid_out;             /* layout() has run */
@@ -771,6 +774,8 @@ cmp_probe(const void *a, const void *b)
         return x->addr < y->addr ? -1 : 1;
     if (x->at != y->at)
         return x->at < y->at ? -1 : 1;
+    if ((x->flags & ED_PROBE_ENTRY) != (y->flags & ED_PROBE_ENTRY))
+        return (x->flags & ED_PROBE_ENTRY) ? -1 : 1; /* calls only: first */
     if (x->what != y->what)
         return snip_rank(x->what) < snip_rank(y->what) ? -1 : 1;
     return x->counter < y->counter ? -1 : x->counter > y->counter;
@@ -829,9 +834,51 @@ emit_snippet(const ed_plan_t *plan, const ed_probe_t *p, uint64_t addr, uint8_t 
         return arch_emit_call_protected(addr, plan->fork_hook, out, cap);
     case ED_SNIP_THREAD_HOOK:
         return arch_emit_call_protected(addr, plan->thread_hook, out, cap);
+    case ED_SNIP_CODE: {
+        if (p->counter >= plan->nsnips)
+            return QP_EINVAL;
+        const ed_snippet_t *sn = &plan->snips[p->counter];
+        arch_snip_ctx_t ctx = sn->ctx;
+        if (p->save_flags)
+            ctx.live_flags = ARCH_FLAGS_STATUS;
+        return arch_snip_emit(sn->nodes, sn->n, sn->root, &ctx, addr, out, out ? cap : 0);
+    }
     default:
         return QP_EINVAL;
     }
+}
+
+static size_t probes_from(const ed_plan_t *plan, uint64_t old);
+
+/*
+ * Emit (or size, with OUT NULL) the snippets of the probes at (OLD, AT) from ADDR into OUT
+ * (CAP bytes); with ENTRY_ONLY only those of ED_PROBE_ENTRY probes (they come first).
+ * Returns their total size.
+ */
+static int
+emit_probes_part(const ed_plan_t *plan, uint64_t old, int at, int entry_only, uint64_t addr,
+                 uint8_t *out, size_t cap, ed_plan_t *sites)
+{
+    uint8_t scratch[SNIPPET_MAX];
+    int total = 0;
+    for (size_t k = probes_from(plan, old); k < plan->nprobes && plan->probes[k].addr == old;
+         k++) {
+        const ed_probe_t *p = &plan->probes[k];
+        if (p->at != at || (entry_only && !(p->flags & ED_PROBE_ENTRY)))
+            continue;
+        int n;
+        if (out != NULL)
+            n = emit_snippet(plan, p, addr + (uint64_t)total, out + total, cap - (size_t)total,
+                             sites);
+        else if (p->what == ED_SNIP_CODE) /* any length: sized without a buffer */
+            n = emit_snippet(plan, p, addr, NULL, 0, NULL);
+        else
+            n = emit_snippet(plan, p, addr, scratch, sizeof(scratch), NULL);
+        if (n < 0)
+            return n;
+        total += n;
+    }
+    return total;
 }
 
 /* Index of the first probe at OLD or above. */
@@ -857,21 +904,7 @@ static int
 emit_probes(const ed_plan_t *plan, uint64_t old, int at, uint64_t addr, uint8_t *out, size_t cap,
             ed_plan_t *sites)
 {
-    uint8_t scratch[SNIPPET_MAX];
-    int total = 0;
-    for (size_t k = probes_from(plan, old); k < plan->nprobes && plan->probes[k].addr == old;
-         k++) {
-        const ed_probe_t *p = &plan->probes[k];
-        if (p->at != at)
-            continue;
-        int n = out ? emit_snippet(plan, p, addr + (uint64_t)total, out + total,
-                                   cap - (size_t)total, sites)
-                    : emit_snippet(plan, p, addr, scratch, sizeof(scratch), NULL);
-        if (n < 0)
-            return n;
-        total += n;
-    }
-    return total;
+    return emit_probes_part(plan, old, at, 0, addr, out, cap, sites);
 }
 
 /* Size the probes of the instruction IN at A into slot S (and a stub for TAKEN ones). */
@@ -887,13 +920,15 @@ size_probes(ed_plan_t *plan, const arch_insn_t *in, ed_slot_t *s, ed_stub_t **st
         return 0;
     plan->nprobes_placed += k - k0;
     int pre = emit_probes(plan, a, ED_AT_BEFORE, 0, NULL, 0, NULL);
+    int entry_pre = emit_probes_part(plan, a, ED_AT_BEFORE, 1, 0, NULL, 0, NULL);
     int post = emit_probes(plan, a, ED_AT_AFTER, 0, NULL, 0, NULL);
     int taken = emit_probes(plan, a, ED_AT_TAKEN, 0, NULL, 0, NULL);
-    if (pre < 0 || post < 0 || taken < 0)
-        return QP_EINVAL;
+    if (pre < 0 || post < 0 || taken < 0 || entry_pre < 0)
+        return pre < 0 ? pre : post < 0 ? post : taken < 0 ? taken : entry_pre;
     if (pre > UINT16_MAX || post > UINT16_MAX)
         return QP_ERANGE;
     s->pre = (uint16_t)pre;
+    s->entry_pre = (uint16_t)entry_pre;
     s->post = (uint16_t)post;
     if (taken > 0) {
         if (in->kind != ARCH_KIND_JCC)
@@ -1087,6 +1122,24 @@ map_target(const ed_plan_t *plan, uint64_t target)
     return s ? s->new_ : target;
 }
 
+static const ed_seg_t *seg_at(const ed_plan_t *plan, uint64_t old, size_t *idx);
+
+/* The target of a branch at FROM: a jump inside a procedure to its own entry skips the
+ * snippets that run for calls only (ED_PROBE_ENTRY). */
+static uint64_t
+map_branch(const ed_plan_t *plan, uint64_t from, uint64_t target)
+{
+    const ed_slot_t *s = slot_at(plan, target);
+    if (s == NULL)
+        return target;
+    if (s->entry_pre > 0) {
+        const ed_seg_t *a = seg_at(plan, from, NULL), *b = seg_at(plan, target, NULL);
+        if (a != NULL && b != NULL && a->owner == b->owner)
+            return s->new_ + s->entry_pre;
+    }
+    return s->new_;
+}
+
 static int
 build_segments(ed_plan_t *plan)
 {
@@ -1216,6 +1269,7 @@ ed_plan_destroy(ed_plan_t *plan)
     free(plan->probes);
     free(plan->stubs);
     free(plan->lock_sites);
+    free(plan->snips);
     free(plan);
 }
 
@@ -1251,6 +1305,27 @@ ed_plan_set_runtime(ed_plan_t *plan, uint64_t counters, uint64_t exit_hook, uint
     plan->exit_hook = exit_hook;
     plan->fork_hook = fork_hook;
     plan->thread_hook = thread_hook;
+}
+
+int
+ed_plan_set_snippets(ed_plan_t *plan, const ed_snippet_t *v, size_t n)
+{
+    if (plan == NULL || (n > 0 && v == NULL) || plan->laid_out)
+        return QP_EINVAL;
+    ed_snippet_t *c = malloc((n + 1) * sizeof(ed_snippet_t));
+    if (c == NULL)
+        return QP_ENOMEM;
+    for (size_t i = 0; i < n; i++) {
+        if (arch_snip_check(v[i].nodes, v[i].n, v[i].root, &v[i].ctx, NULL, 0) < 0) {
+            free(c);
+            return QP_EINVAL;
+        }
+        c[i] = v[i];
+    }
+    free(plan->snips);
+    plan->snips = c;
+    plan->nsnips = n;
+    return 0;
 }
 
 void
@@ -1450,7 +1525,8 @@ emit_code(ed_plan_t *plan, const qp_space_ops_t *ops, void *space)
              * (another procedure's, maybe not moved at all). */
             target = in.kind == ARCH_KIND_CALL && in.target == s->old + in.len
                 ? insn + s->len - stretch
-                : map_target(plan, in.target);
+                : in.kind == ARCH_KIND_CALL ? map_target(plan, in.target)
+                                            : map_branch(plan, s->old, in.target);
         if (s->stub != NO_STUB)
             target = plan->stubs[s->stub].new_;
         uint8_t *out = buf + (s->new_ - plan->text);
@@ -1485,7 +1561,7 @@ emit_code(ed_plan_t *plan, const qp_space_ops_t *ops, void *space)
                 break;
             }
             uint64_t at = insn + s->len + s->post;
-            int j = arch_emit_jmp(at, map_target(plan, plan->fall[fall++]), buf + (at - plan->text),
+            int j = arch_emit_jmp(at, map_branch(plan, s->old, plan->fall[fall++]), buf + (at - plan->text),
                                   PAD_LEN);
             if (j < 0)
                 rc = j;
@@ -1505,7 +1581,7 @@ emit_code(ed_plan_t *plan, const qp_space_ops_t *ops, void *space)
             rc = n < 0 ? n : QP_ERANGE;
             break;
         }
-        int j = arch_emit_jmp(st->new_ + (uint64_t)n, map_target(plan, in.target), out + n,
+        int j = arch_emit_jmp(st->new_ + (uint64_t)n, map_branch(plan, st->jcc, in.target), out + n,
                               PAD_LEN);
         if (j < 0)
             rc = j;
