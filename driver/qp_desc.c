@@ -259,7 +259,7 @@ qp_desc_validate(const qp_desc_t *d, char *why, size_t whylen)
     if (d == NULL)
         return QP_EINVAL;
     const qp_desc_hdr_t *h = &d->hdr;
-    if (h->driver != QP_DRIVER_QP && h->driver != QP_DRIVER_NAIVE) {
+    if (h->driver != QP_DRIVER_QP && h->driver != QP_DRIVER_NAIVE && h->driver != QP_DRIVER_LIB) {
         qp_why(why, whylen, "unknown driver kind %u", h->driver);
         return QP_EFORMAT;
     }

@@ -36,6 +36,8 @@
 enum qp_driver_kind {
     QP_DRIVER_QP = 1,    /* counters on the edges outside a maximum spanning tree */
     QP_DRIVER_NAIVE = 2, /* a counter in every block */
+    QP_DRIVER_LIB = 3,   /* a libqpt mutator's words (no procedure described; the string
+                          * table names what was inserted) */
 };
 
 enum {

@@ -177,6 +177,21 @@ dyn_space_free(dyn_proc_t *p, uint64_t addr, size_t len);
 
 typedef struct dyn_session dyn_session_t;
 
+/* A snippet for a live point (arch_snip_t trees: the caller's until install). */
+typedef struct dyn_snippet {
+    const arch_snip_t *nodes;
+    size_t n;
+    uint32_t root;
+} dyn_snippet_t;
+
+/* Where dyn_session_add_point patches. */
+enum {
+    DYN_PT_ENTRY = 0, /* a procedure's entry (refused when a branch inside it goes back) */
+    DYN_PT_CALL = 1,  /* a call instruction of 5 bytes or more: before and after it */
+    DYN_PT_EXIT = 2,  /* a ret: the tail of its block (>= 5 bytes) moves */
+    DYN_PT_BLOCK = 3, /* a block's start (its first 5 bytes of instructions move) */
+};
+
 /*
  * A new session over process P (which need not be stopped yet) whose main executable is
  * described by PROG, loaded at bias BIAS (dyn_proc_load_bias). Free with
@@ -234,6 +249,22 @@ dyn_session_select_time(dyn_session_t *s, const char *pattern, unsigned *nmatch 
  */
 int
 dyn_session_select_calls(dyn_session_t *s, const char *pattern, unsigned *nmatch /*OUT*/);
+
+/*
+ * Ask for snippet BEFORE (and, at a DYN_PT_CALL, AFTER; either may be NULL, not both)
+ * at the point of KIND at link-time address ADDR (the entry, the call, the ret, the
+ * block's start) of procedure PROC; NAME names its row. *ROW (may be NULL) gets the row.
+ * QP_EUNSUPP with *WHY (static text) when the point cannot be patched as the file shows
+ * it (install may still refuse it, see dyn_session_refused_row).
+ */
+int
+dyn_session_add_point(dyn_session_t *s, int kind, uint32_t proc, uint64_t addr,
+    const dyn_snippet_t *before, const dyn_snippet_t *after, const char *name,
+    uint32_t *row /*OUT*/, const char **why /*OUT*/);
+
+/* Why install refused row ROW (NULL: it is in). */
+const char *
+dyn_session_refused_row(const dyn_session_t *s, uint32_t row);
 
 /*
  * Patch the selected points of the stopped process: allocate trampoline and counter

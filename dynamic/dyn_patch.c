@@ -46,11 +46,14 @@
 /* The header at the start of the trampoline memory (dyn_tramp_hdr_t). */
 #define HDR_LEN sizeof(dyn_tramp_hdr_t)
 
-/* What a point patches. */
+/* What a point patches (the values of DYN_PT_*). */
 enum {
-    PT_ENTRY = 0, /* a procedure entry: counter (and timer start), then the moved code */
-    PT_CALL,      /* one call instruction of --calls-from: counter, then the call */
-    PT_EXIT,      /* the tail of a block ending in ret: the moved code, timer stop, ret */
+    PT_ENTRY = DYN_PT_ENTRY, /* a procedure entry: counter (and timer start), then the moved
+                              * code */
+    PT_CALL = DYN_PT_CALL,   /* one call instruction: counter, then the call */
+    PT_EXIT = DYN_PT_EXIT,   /* the tail of a block ending in ret: the moved code, timer
+                              * stop, ret */
+    PT_BLOCK = DYN_PT_BLOCK, /* a block's start: like an entry, loops back to it included */
 };
 
 typedef struct point {
@@ -66,6 +69,8 @@ typedef struct point {
     uint8_t patch[32];  /* the bytes written over them */
     uint64_t tramp;     /* runtime address of the trampoline */
     uint64_t ret_at;    /* PT_CALL: the return address the moved call pushes */
+    dyn_snippet_t before; /* dyn_session_add_point: what runs instead of the counter */
+    dyn_snippet_t after;  /* PT_CALL: what runs after the call returned */
 } point_t;
 
 /* One line of the report: a procedure (entry counter, maybe timed) or a call site. */
@@ -74,6 +79,7 @@ typedef struct row {
     uint32_t proc;    /* procedure */
     uint8_t timed;    /* has a timer (entry and every exit) */
     uint8_t bad;      /* refused at install: none of its points goes in */
+    const char *why;  /* ... why */
 } row_t;
 
 typedef struct refusal {
@@ -145,6 +151,7 @@ add_row(dyn_session_t *s, const char *name, uint32_t proc, int timed, uint32_t *
     s->rows[s->nrows].proc = proc;
     s->rows[s->nrows].timed = (uint8_t)(timed != 0);
     s->rows[s->nrows].bad = 0;
+    s->rows[s->nrows].why = NULL;
     *row = (uint32_t)s->nrows++;
     return 0;
 }
@@ -192,6 +199,7 @@ row_bad(dyn_session_t *s, uint32_t r, const char *why)
     if (s->rows[r].bad)
         return 0;
     s->rows[r].bad = 1;
+    s->rows[r].why = why;
     return refuse_name(s, s->rows[r].name, why);
 }
 
@@ -301,6 +309,153 @@ check_proc(const dyn_session_t *s, uint32_t i, point_t *pt /*OUT*/)
                              | CFG_SRC_ENTRY | CFG_SRC_INIT | CFG_SRC_PLT))
         == 0;
     return NULL;
+}
+
+static const char *check_exit(const dyn_session_t *s, const cfg_block_t *b, point_t *pt);
+static int has_except_table(const cfg_image_t *img);
+
+/*
+ * The first 5 bytes of whole instructions from ADDR, in block B, for a jump: why not, or
+ * NULL with PT's entry, len, ninsns and orig filled.
+ */
+static const char *
+check_head(const dyn_session_t *s, const cfg_block_t *b, uint64_t addr, point_t *pt)
+{
+    const cfg_prog_t *prog = s->prog;
+    size_t avail, len = 0;
+    const uint8_t *bytes = cfg_image_ptr(prog->img, addr, &avail);
+    uint32_t i = (uint32_t)(cfg_proc_at(prog, addr) - prog->procs);
+
+    if (bytes == NULL)
+        return "no bytes in the file";
+    for (uint32_t j = 0; j < prog->nprocs; j++)
+        if (j != i && prog->procs[j].entry > addr && prog->procs[j].entry < addr + JMP_LEN)
+            return "another procedure starts within 5 bytes";
+    pt->entry = addr + s->bias;
+    pt->ninsns = 0;
+    while (len < JMP_LEN) {
+        arch_insn_t in;
+        if (arch_decode(bytes + len, avail - len, pt->entry + len, &in) < 0)
+            return "an instruction does not decode";
+        if (addr + len + in.len > b->end)
+            return "its block is shorter than the 5-byte jump";
+        if (in.flags & ARCH_F_PRIV)
+            return "a privileged instruction in the bytes to patch";
+        if (in.kind == ARCH_KIND_CALL || in.kind == ARCH_KIND_CALL_IND)
+            return "a call in the bytes to patch (its return address would be in the "
+                   "trampoline)";
+        if (in.kind == ARCH_KIND_SYSCALL)
+            return "a system call in the bytes to patch";
+        if (in.kind == ARCH_KIND_HALT)
+            return "a trap in the bytes to patch";
+        if ((in.kind == ARCH_KIND_JMP || in.kind == ARCH_KIND_JCC)
+            && in.target > pt->entry && in.target < pt->entry + len + in.len)
+            return "a branch in the bytes to patch targets them";
+        len += in.len;
+        pt->ninsns++;
+    }
+    if (len > sizeof(pt->orig))
+        return "the instructions to move are too long";
+    pt->len = (uint8_t)len;
+    memcpy(pt->orig, bytes, len);
+    return NULL;
+}
+
+int
+dyn_session_add_point(dyn_session_t *s, int kind, uint32_t proc, uint64_t addr,
+    const dyn_snippet_t *before, const dyn_snippet_t *after, const char *name,
+    uint32_t *row, const char **why)
+{
+    static const char *unused;
+    point_t pt;
+    const cfg_prog_t *prog;
+    const cfg_proc_t *pr;
+    uint32_t b;
+
+    if (why == NULL)
+        why = &unused;
+    *why = NULL;
+    if (s == NULL || s->installed || (before == NULL && after == NULL)
+        || (after != NULL && kind != DYN_PT_CALL) || kind < DYN_PT_ENTRY
+        || kind > DYN_PT_BLOCK)
+        return QP_EINVAL;
+    prog = s->prog;
+    if (proc >= prog->nprocs)
+        return QP_EINVAL;
+    pr = &prog->procs[proc];
+    memset(&pt, 0, sizeof(pt));
+    if (pr->unsafe != NULL)
+        *why = "the analysis could not prove its code safe";
+    else if (pr->nind_unresolved > 0)
+        *why = "an indirect jump with unknown targets might land in the bytes to patch";
+    else if ((b = cfg_block_at(prog, addr)) == CFG_NONE)
+        *why = "not an instruction of the procedure";
+    else if (kind == DYN_PT_ENTRY) {
+        *why = check_proc(s, proc, &pt);
+        if (*why == NULL && addr != pr->entry)
+            *why = "not the procedure's entry";
+    } else if (kind == DYN_PT_BLOCK) {
+        if (prog->blocks[b].start != addr)
+            *why = "not the start of a block";
+        else
+            *why = check_head(s, &prog->blocks[b], addr, &pt);
+        pt.save_flags = 1;
+    } else if (kind == DYN_PT_EXIT) {
+        if (prog->blocks[b].last_kind != ARCH_KIND_RET)
+            *why = "not a block ending in ret";
+        else
+            *why = check_exit(s, &prog->blocks[b], &pt);
+        if (*why == NULL) {
+            arch_insn_t in;
+            size_t avail;
+            const uint8_t *bytes = cfg_image_ptr(prog->img, addr, &avail);
+            if (bytes == NULL || arch_decode(bytes, avail, addr, &in) < 0
+                || in.kind != ARCH_KIND_RET || addr + in.len != prog->blocks[b].end)
+                *why = "not the ret of its block";
+        }
+    } else { /* a call */
+        const cfg_block_t *bl = &prog->blocks[b];
+        arch_insn_t in;
+        size_t avail;
+        const uint8_t *bytes = cfg_image_ptr(prog->img, addr, &avail);
+        if (bytes == NULL || arch_decode(bytes, avail, addr, &in) < 0
+            || (in.kind != ARCH_KIND_CALL && in.kind != ARCH_KIND_CALL_IND)
+            || addr + in.len != bl->end)
+            *why = "not a call";
+        else if (in.len < JMP_LEN)
+            *why = "the call is shorter than the 5-byte jump";
+        else if (in.kind == ARCH_KIND_CALL && in.target == addr + in.len)
+            *why = "a call to the next instruction reads its own return address";
+        else if (has_except_table(prog->img))
+            *why = "the program has exception tables: an exception thrown through the "
+                   "call would find no unwind information for its return address";
+        else {
+            pt.entry = addr + s->bias;
+            pt.len = in.len;
+            pt.ninsns = 1;
+            memcpy(pt.orig, bytes, in.len);
+        }
+    }
+    if (*why != NULL)
+        return QP_EUNSUPP;
+    pt.kind = (uint8_t)kind;
+    pt.proc = proc;
+    pt.name = name;
+    if (before != NULL)
+        pt.before = *before;
+    if (after != NULL)
+        pt.after = *after;
+    QP_CHECK(add_row(s, name, proc, 0, &pt.row));
+    QP_CHECK(add_cand(s, &pt));
+    if (row != NULL)
+        *row = pt.row;
+    return 0;
+}
+
+const char *
+dyn_session_refused_row(const dyn_session_t *s, uint32_t row)
+{
+    return s != NULL && row < s->nrows && (s->rows[row].bad & 1) ? s->rows[row].why : NULL;
 }
 
 /*
@@ -834,59 +989,91 @@ emit_moved(
 
 /*
  * Emit the trampoline of PT at address AT into OUT, with the row's words at WORDS;
- * returns its size or QP_E*.
- *  PT_ENTRY: [flags save] counter [timer start] [flags restore] moved code, jmp back.
- *  PT_CALL:  counter, the call (its return address is the jmp back that follows: the
- *            flags are dead before a call, which reads none and leaves them undefined).
- *  PT_EXIT:  moved code but the ret, [flags save] timer stop [flags restore], the ret
- *            (at a ret the flags are dead by the ABI, unless the procedure is not
- *            known to be called by it).
+ * returns its size or QP_E*. The snippet (the point's own, or the row's counter and
+ * timer) is compiled by arch_snip_emit, which saves the flags where they may be live.
+ *  PT_ENTRY, PT_BLOCK: snippet, moved code, jmp back.
+ *  PT_CALL:  snippet, the call (its return address is what follows: the flags are dead
+ *            before a call, which reads none and leaves them undefined), the after
+ *            snippet, jmp back.
+ *  PT_EXIT:  moved code but the ret, snippet (timer stop), the ret (at a ret the flags
+ *            are dead by the ABI, unless the procedure is not known to be called by it).
  */
+/* What holds where a snippet of PT runs (AFTER: after its call). */
+static arch_snip_ctx_t
+snip_ctx(const point_t *pt, int after)
+{
+    arch_snip_ctx_t c = { 0 };
+    uint8_t flags = pt->save_flags ? ARCH_FLAGS_STATUS : 0;
+    /* Not known to be called by the ABI (save_flags): its red zone may be in use. */
+    switch (pt->kind) {
+    case PT_ENTRY: c = (arch_snip_ctx_t) { ARCH_SNX_ENTRY, 0, flags, !flags }; break;
+    case PT_CALL:
+        c = (arch_snip_ctx_t) { after ? ARCH_SNX_AFTER_CALL : ARCH_SNX_CALL, 0, 0, 1 };
+        break;
+    case PT_EXIT: c = (arch_snip_ctx_t) { ARCH_SNX_RETURN, 0, flags, !flags }; break;
+    default: c = (arch_snip_ctx_t) { 0, 0, ARCH_FLAGS_STATUS, 0 }; break; /* a block */
+    }
+    return c;
+}
+
+/* Emit snippet SN of PT at AT + *K (advancing *K). */
+static int
+emit_snip(const point_t *pt, const dyn_snippet_t *sn, int after, uint64_t at, uint8_t *out,
+    size_t cap, size_t *k)
+{
+    arch_snip_ctx_t c = snip_ctx(pt, after);
+    int n = arch_snip_emit(sn->nodes, sn->n, sn->root, &c, at + *k, out + *k, cap - *k);
+    QP_CHECK(n);
+    *k += (size_t)n;
+    return 0;
+}
+
+/* The counter (and timer start) of a row's entry as a snippet, at WORDS. */
+static void
+count_snip(const dyn_session_t *s, int timed, uint64_t words, arch_snip_t v[4],
+    dyn_snippet_t *sn)
+{
+    v[0] = (arch_snip_t) { .op = ARCH_SN_CONST, .imm = 1, .a = ARCH_SNIP_NONE,
+        .b = ARCH_SNIP_NONE, .c = ARCH_SNIP_NONE };
+    v[1] = (arch_snip_t) { .op = ARCH_SN_ADD_TO, .a = 0, .b = ARCH_SNIP_NONE,
+        .c = ARCH_SNIP_NONE, .imm = (int64_t)words,
+        .flags = s->atomic ? ARCH_SNF_ATOMIC : 0 };
+    v[2] = (arch_snip_t) { .op = ARCH_SN_TIMER_START, .a = ARCH_SNIP_NONE,
+        .b = ARCH_SNIP_NONE, .c = ARCH_SNIP_NONE, .imm = (int64_t)(words + 8) };
+    v[3] = (arch_snip_t) { .op = ARCH_SN_SEQ, .a = 1, .b = 2, .c = ARCH_SNIP_NONE };
+    *sn = (dyn_snippet_t) { v, 4, timed ? 3 : 1 };
+}
+
 static int
 emit_tramp(const dyn_session_t *s, point_t *pt, uint64_t at, uint64_t words, uint8_t *out,
     size_t cap)
 {
     size_t k = 0;
     int n, timed = s->rows[pt->row].timed;
+    arch_snip_t cv[4];
+    dyn_snippet_t count;
 
+    /* Every snippet goes through the snippet compiler, the counters' and timers' too. */
+    count_snip(s, timed, words, cv, &count);
     if (pt->kind == PT_EXIT) {
+        arch_snip_t stop = { .op = ARCH_SN_TIMER_STOP, .a = ARCH_SNIP_NONE,
+            .b = ARCH_SNIP_NONE, .c = ARCH_SNIP_NONE, .imm = (int64_t)(words + 8) };
+        dyn_snippet_t st = { &stop, 1, 0 };
         size_t off;
         QP_CHECK(n = emit_moved(pt, pt->ninsns - 1u, at, out, cap, &k));
         off = (size_t)n;
-        if (pt->save_flags) {
-            QP_CHECK(n = arch_emit_flags_save(out + k, cap - k));
-            k += (size_t)n;
-        }
-        QP_CHECK(n = arch_emit_timer_stop(
-                     at + k, words + 8, words + 16, words + 24, out + k, cap - k));
-        k += (size_t)n;
-        if (pt->save_flags) {
-            QP_CHECK(n = arch_emit_flags_restore(out + k, cap - k));
-            k += (size_t)n;
-        }
+        QP_CHECK(emit_snip(pt, pt->before.nodes ? &pt->before : &st, 0, at, out, cap, &k));
         if (cap - k < pt->len - off)
             return QP_EINVAL;
         memcpy(out + k, pt->orig + off, pt->len - off); /* ret: position-independent */
         k += pt->len - off;
         return (int)k;
     }
-    if (pt->save_flags) {
-        QP_CHECK(n = arch_emit_flags_save(out + k, cap - k));
-        k += (size_t)n;
-    }
-    QP_CHECK(n = arch_emit_counter_inc(at + k, words, s->atomic, out + k, cap - k));
-    k += (size_t)n;
-    if (timed) {
-        QP_CHECK(
-            n = arch_emit_timer_start(at + k, words + 8, words + 16, out + k, cap - k));
-        k += (size_t)n;
-    }
-    if (pt->save_flags) {
-        QP_CHECK(n = arch_emit_flags_restore(out + k, cap - k));
-        k += (size_t)n;
-    }
+    QP_CHECK(emit_snip(pt, pt->before.nodes ? &pt->before : &count, 0, at, out, cap, &k));
     QP_CHECK(emit_moved(pt, pt->ninsns, at, out, cap, &k));
     pt->ret_at = at + k;
+    if (pt->after.nodes != NULL)
+        QP_CHECK(emit_snip(pt, &pt->after, 1, at, out, cap, &k));
     QP_CHECK(n = arch_emit_jmp(at + k, pt->entry + pt->len, out + k, cap - k));
     k += (size_t)n;
     return (int)k;
@@ -1089,7 +1276,21 @@ dyn_session_install(dyn_session_t *s)
         s->installed = 1;
         return 0;
     }
-    s->code_size = (HDR_LEN + k * TRAMP_MAX + 4095) & ~(uint64_t)4095;
+    /* Room: a trampoline's moved code and jumps, and its snippets as they compile. */
+    {
+        uint64_t need = HDR_LEN + k * TRAMP_MAX;
+        for (size_t i = 0; i < k; i++) {
+            const point_t *pt = &s->pts[i];
+            for (int a = 0; a < 2; a++) {
+                const dyn_snippet_t *sn = a ? &pt->after : &pt->before;
+                arch_snip_ctx_t c = snip_ctx(pt, a);
+                int n = sn->nodes ? arch_snip_emit(sn->nodes, sn->n, sn->root, &c, 0, NULL, 0)
+                                  : 0;
+                need += n > 0 ? (uint64_t)n : 0;
+            }
+        }
+        s->code_size = (need + 4095) & ~(uint64_t)4095;
+    }
     rc = dyn_space_ops.alloc_near(
         s->p, lo, hi, s->code_size, ED_PROT_R | ED_PROT_X, &s->code);
     if (rc < 0)

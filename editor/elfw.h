@@ -133,6 +133,10 @@ typedef struct elfw_instr {
     int (*describe)(void *arg, const struct ed_plan *plan, uint64_t counters,
                     uint8_t **desc /*OUT*/, size_t *len /*OUT*/, uint64_t *id /*OUT*/);
     void *arg;
+    /* Called (when not NULL) once the counters are placed, before the code is laid out:
+     * the last moment to give the plan snippets that name counter addresses. */
+    int (*placed)(void *arg, const struct ed_plan *plan, uint64_t counters);
+    void *placed_arg;
 } elfw_instr_t;
 
 /*

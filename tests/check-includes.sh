@@ -72,6 +72,16 @@ out=$(
         [ -f "$f" ] && check "$f" "arch/arch.h arch/qp_err.h cfg/cfg.h editor/ed.h dynamic/* driver/drv.h" \
             "bfd.h libelf.h gelf.h"
     done
+    # The public header: the C library's headers only.
+    for f in include/qpt/*.h; do
+        [ -f "$f" ] && check "$f" "include/qpt/*" "bfd.h libelf.h gelf.h sys/ptrace.h dis-asm.h"
+    done
+    # libqpt/: the public face over every library folder (never BFD, libelf or ptrace
+    # itself).
+    for f in libqpt/*.[ch]; do
+        [ -f "$f" ] && check "$f" "arch/arch.h arch/qp_err.h cfg/cfg.h editor/ed.h editor/elfw.h driver/qp_desc.h driver/qp_format.h dynamic/dyn.h include/qpt/qpt.h libqpt/*" \
+            "bfd.h libelf.h gelf.h sys/ptrace.h dis-asm.h"
+    done
     for f in tools/*.[ch]; do
         [ -f "$f" ] && check "$f" "arch/arch.h arch/qp_err.h cfg/cfg.h editor/ed.h editor/elfw.h driver/drv.h driver/driver.h driver/qp_format.h driver/qp_desc.h driver/qp_flow.h driver/qp_backtrace.h driver/qp_report.h dynamic/dyn.h tools/*" \
             "bfd.h libelf.h gelf.h sys/ptrace.h"

@@ -29,7 +29,9 @@ proc_name(const qp_inputs_t *in, uint32_t proc)
 static const char *
 driver_name(uint32_t driver)
 {
-    return driver == QP_DRIVER_QP ? "qp (edge counters)" : "naive (block counters)";
+    return driver == QP_DRIVER_QP    ? "qp (edge counters)"
+        : driver == QP_DRIVER_NAIVE ? "naive (block counters)"
+                                    : "a libqpt mutator's words (no procedure described)";
 }
 
 /*****************************************************************************

@@ -199,7 +199,7 @@ rewrite(const cfg_prog_t *prog, const char *input, const char *output, const cha
             drv_choose_inc(prog, &res, atomic, &inc);
             ed_plan_set_inc_mode(plan, inc.mode);
             res.pie = (prog->img->flags & CFG_IMG_PIE) != 0;
-            instr = (elfw_instr_t) { res.ncounters, inc.lock_at_start, describe, &res };
+            instr = (elfw_instr_t) { res.ncounters, inc.lock_at_start, describe, &res, NULL, NULL };
         }
         err[0] = '\0';
         progress("relocating and writing");

@@ -1,0 +1,247 @@
+/* Copyright 2026 the qpt authors
+ * SPDX-License-Identifier: MIT */
+#ifndef QPT_QPT_H
+#define QPT_QPT_H
+/*
+ * PURPOSE: libqpt, the instrumentation core of qpt as a C library. A mutator opens an
+ * address space - an executable file to rewrite, or a running process - finds
+ * procedures and points in it (entries, exits, call sites, blocks), builds snippets
+ * (small programs: constants, arguments, return values, memory, arithmetic,
+ * comparisons, conditionals, counters, timers, calls of the program's procedures),
+ * inserts them at points, and then writes the instrumented executable or lets the
+ * process run with them. The same calls instrument a file and a live process.
+ *
+ * Conventions: every function that can fail returns 0 or a negative QPT_E* code and
+ * leaves a one-line message for qpt_error(); the library never prints, exits, installs
+ * signal handlers or reads the environment. Objects are opaque; each *_create/open/
+ * attach has its *_destroy/close. A snippet may be inserted at several points and freed
+ * once inserted (the space keeps what it needs).
+ * Addresses are those of the space: link-time addresses for a file, run-time
+ * addresses for a process (a PIE's load bias included).
+ */
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define QPT_VERSION_MAJOR 0
+#define QPT_VERSION_MINOR 2
+
+/* Errors (the values of the core's QP_E* codes). */
+enum {
+    QPT_OK = 0,
+    QPT_EINVAL = -1,   /* an invalid argument or snippet */
+    QPT_ENOMEM = -2,   /* out of memory */
+    QPT_EIO = -3,      /* a system call failed (see the message) */
+    QPT_ENOTELF = -4,  /* not an ELF file */
+    QPT_EARCH = -5,    /* not x86-64 */
+    QPT_ESHARED = -6,  /* a shared library, not an executable */
+    QPT_EFORMAT = -7,  /* a malformed file */
+    QPT_ERANGE = -9,   /* out of range (rel32 reach, too complex) */
+    QPT_ENOTFOUND = -10, /* no such procedure, point or symbol */
+    QPT_EUNSUPP = -11, /* valid, but not supported here (see the message) */
+};
+
+/* The text of a QPT_E* code. */
+const char *qpt_strerror(int rc);
+
+/*****************************************************************************
+ * Address spaces
+ */
+
+typedef struct qpt_space qpt_space_t;
+
+/*
+ * Open the executable PATH for rewriting (nothing is written until qpt_write). On
+ * failure *OUT is NULL and WHY (WHYLEN bytes, may be NULL) says why.
+ */
+int qpt_open(const char *path, qpt_space_t **out /*OUT*/, char *why, size_t whylen);
+
+/*
+ * Attach to the running process PID: every thread is stopped while this returns, and
+ * stays stopped until qpt_run. Needs ptrace permission. On failure WHY says why.
+ */
+int qpt_attach(int pid, qpt_space_t **out /*OUT*/, char *why, size_t whylen);
+
+/* Start ARGV[0] (found in PATH) with ARGV, stopped before any of its code ran. */
+int qpt_spawn(char *const argv[], qpt_space_t **out /*OUT*/, char *why, size_t whylen);
+
+/*
+ * Close S. A process: every snippet is taken out first (restoring its code), then it is
+ * let run, detached. A file: nothing is written. NULL is fine.
+ */
+void qpt_close(qpt_space_t *s);
+
+/* 1 for a live process, 0 for a file. */
+int qpt_is_live(const qpt_space_t *s);
+
+/* The process id of a live space (0 for a file). */
+int qpt_pid(const qpt_space_t *s);
+
+/* The message of the last failure on S ("" when none). */
+const char *qpt_error(const qpt_space_t *s);
+
+/*****************************************************************************
+ * Procedures and points
+ */
+
+/* Procedures of the executable (cold fragments are part of their parent). */
+uint32_t qpt_nprocs(const qpt_space_t *s);
+const char *qpt_proc_name(const qpt_space_t *s, uint32_t proc);
+uint64_t qpt_proc_entry(const qpt_space_t *s, uint32_t proc);
+
+/* The first procedure named NAME into *PROC; QPT_ENOTFOUND. */
+int qpt_proc_find(const qpt_space_t *s, const char *name, uint32_t *proc /*OUT*/);
+
+/* NULL when snippets can go into PROC, else why not (static text). */
+const char *qpt_proc_refusal(const qpt_space_t *s, uint32_t proc);
+
+typedef enum qpt_point_kind {
+    QPT_ENTRY = 1,     /* the procedure is entered (calls only, not loops back to it) */
+    QPT_EXIT,          /* it returns (before each ret; the return value is there) */
+    QPT_CALL,          /* before one of its call instructions (the arguments are set) */
+    QPT_AFTER_CALL,    /* after that call returned (its return value is there) */
+    QPT_BLOCK,         /* one of its basic blocks starts */
+} qpt_point_kind_t;
+
+typedef struct qpt_point {
+    uint32_t kind;     /* qpt_point_kind_t */
+    uint32_t proc;     /* the procedure */
+    uint64_t addr;     /* the instruction (entry, ret, call, first of the block) */
+} qpt_point_t;
+
+/*
+ * The points of KIND in PROC: up to CAP of them into OUT (may be NULL with CAP 0); the
+ * number of points, which may exceed CAP, into *N. Live processes have QPT_ENTRY,
+ * QPT_EXIT and QPT_CALL points only where the code lets a jump be written (see
+ * qpt_insert). QPT_EUNSUPP when PROC cannot be instrumented (qpt_proc_refusal).
+ */
+int qpt_points(qpt_space_t *s, uint32_t proc, uint32_t kind, qpt_point_t *out /*OUT*/,
+               size_t cap, size_t *n /*OUT*/);
+
+/* The procedure a QPT_CALL or QPT_AFTER_CALL point calls directly (0 when through a
+ * register or memory, or not a call point). */
+uint64_t qpt_point_callee(const qpt_space_t *s, const qpt_point_t *pt);
+
+/*****************************************************************************
+ * Variables: memory for snippets
+ */
+
+/*
+ * BYTES (a multiple of 8) of zero-filled memory near the code, for counters and other
+ * words snippets use; its address into *ADDR. A file: the words are a new zero-filled
+ * region of the program whose contents are saved to its profile like qp's counters
+ * (PROGRAM.qp, one slot per process, summed when read: see qpt_profile_read). A
+ * process: memory mapped into it, readable at any time with qpt_read.
+ */
+int qpt_alloc(qpt_space_t *s, size_t bytes, uint64_t *addr /*OUT*/);
+
+/* Read LEN bytes at ADDR of a live process (it may be running). */
+int qpt_read(qpt_space_t *s, uint64_t addr, void *buf, size_t len);
+
+/*****************************************************************************
+ * Snippets
+ */
+
+typedef struct qpt_snippet qpt_snippet_t;
+typedef uint32_t qpt_expr_t; /* a node of a snippet */
+#define QPT_NONE UINT32_MAX
+
+/* Operations of qpt_op: integers of 64 bits; comparisons give 1 or 0. */
+typedef enum qpt_op {
+    QPT_ADD = 1, QPT_SUB, QPT_MUL, QPT_DIV, QPT_MOD, /* signed; x / 0 and x % 0 are 0 */
+    QPT_SHL, QPT_SHR,                                /* by b & 63; SHR logical */
+    QPT_AND, QPT_OR, QPT_XOR,
+    QPT_EQ, QPT_NE, QPT_LT, QPT_LE, QPT_GT, QPT_GE,  /* signed */
+    QPT_ULT, QPT_ULE, QPT_UGT, QPT_UGE,              /* unsigned */
+    QPT_LAND, QPT_LOR,                               /* b only when it decides */
+} qpt_op_t;
+
+qpt_snippet_t *qpt_snippet_create(void);
+void qpt_snippet_destroy(qpt_snippet_t *sn);
+
+/*
+ * The builders return the new node, or QPT_NONE when an operand is QPT_NONE or memory
+ * ran out; a snippet holding such a node is refused by qpt_insert.
+ */
+qpt_expr_t qpt_const(qpt_snippet_t *sn, int64_t v);
+qpt_expr_t qpt_arg(qpt_snippet_t *sn, int i);             /* argument i (0..5): QPT_ENTRY,
+                                                           * QPT_CALL */
+qpt_expr_t qpt_retval(qpt_snippet_t *sn);                 /* QPT_EXIT, QPT_AFTER_CALL */
+qpt_expr_t qpt_load(qpt_snippet_t *sn, uint64_t addr, int size); /* 1, 2, 4, 8 bytes */
+qpt_expr_t qpt_op(qpt_snippet_t *sn, qpt_op_t op, qpt_expr_t a, qpt_expr_t b);
+qpt_expr_t qpt_not(qpt_snippet_t *sn, qpt_expr_t a);
+qpt_expr_t qpt_if(qpt_snippet_t *sn, qpt_expr_t cond, qpt_expr_t then, qpt_expr_t els);
+qpt_expr_t qpt_seq(qpt_snippet_t *sn, qpt_expr_t a, qpt_expr_t b);
+qpt_expr_t qpt_store(qpt_snippet_t *sn, uint64_t addr, int size, qpt_expr_t v);
+qpt_expr_t qpt_add_to(qpt_snippet_t *sn, uint64_t addr, qpt_expr_t v, int atomic);
+/* A wall-clock timer: 3 words at TIMER (depth, start, total cycles of the TSC); nested
+ * starts count once. */
+qpt_expr_t qpt_timer_start(qpt_snippet_t *sn, uint64_t timer);
+qpt_expr_t qpt_timer_stop(qpt_snippet_t *sn, uint64_t timer);
+/* A call of the program's code at FN with NARGS (<= 6) arguments; its value. */
+qpt_expr_t qpt_call(qpt_snippet_t *sn, uint64_t fn, const qpt_expr_t *args, int nargs);
+
+/*****************************************************************************
+ * Insertion
+ */
+
+typedef uint32_t qpt_handle_t;
+
+/*
+ * Insert the snippet rooted at ROOT of SN at point PT; *H (may be NULL) names the
+ * insertion for qpt_remove. The snippet is checked against the point (an argument at an
+ * exit is refused, with the node named by qpt_error). A file: takes effect at qpt_write.
+ * A process: at the next qpt_commit (which may refuse a point: a thread inside the bytes
+ * a jump would replace, a branch into them).
+ */
+int qpt_insert(qpt_space_t *s, const qpt_point_t *pt, const qpt_snippet_t *sn,
+               qpt_expr_t root, qpt_handle_t *h /*OUT*/);
+
+/* Take insertion H out (at qpt_write or the next qpt_commit). */
+int qpt_remove(qpt_space_t *s, qpt_handle_t h);
+
+/*
+ * A process: make the insertions and removals since the last commit effective, in one
+ * stop, all or nothing (the process must be stopped: after attach, spawn, qpt_stop).
+ */
+int qpt_commit(qpt_space_t *s);
+
+/* A file: write the instrumented program to OUTPUT (a temporary file, renamed). */
+int qpt_write(qpt_space_t *s, const char *output);
+
+/*****************************************************************************
+ * Live processes
+ */
+
+/* Let the stopped process run; stop it again (every thread). */
+int qpt_run(qpt_space_t *s);
+int qpt_stop(qpt_space_t *s);
+
+/* 1 and its wait status once a process started by qpt_spawn has ended, 0 while it runs. */
+int qpt_ended(qpt_space_t *s, int *status /*OUT*/);
+
+/*
+ * Run system call NR with ARGS (6) in the stopped process, on one of its threads, whose
+ * state is restored afterwards; its raw result (-errno on failure) into *RET.
+ */
+int qpt_syscall(qpt_space_t *s, long nr, const uint64_t args[6], int64_t *ret /*OUT*/);
+
+/*****************************************************************************
+ * Profiles of rewritten programs
+ */
+
+/*
+ * The words of qpt_alloc'ed memory as the runs of a rewritten program left them in its
+ * profile (PROGRAM.qp, or $QP_PROFILE when it ran with one): NWORDS words from ADDR
+ * (as qpt_alloc gave it) into OUT, each summed over every process that ran.
+ */
+int qpt_profile_read(const char *profile, uint64_t addr, uint64_t *out /*OUT*/,
+                     size_t nwords, char *why, size_t whylen);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,181 @@
+/* Copyright 2026 the qpt authors
+ * SPDX-License-Identifier: MIT */
+
+/*
+ * libqpt for files: the insertions become ED_SNIP_CODE probes of the editor's plan, the
+ * qpt_alloc'ed words become the counter region that the runtime maps onto the profile
+ * (their placeholder addresses are translated once the rewrite has placed it), and the
+ * description (QP_DRIVER_LIB) names what was inserted, so that a profile of another
+ * rewrite is refused.
+ */
+#include "config.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "driver/qp_desc.h"
+#include "editor/elfw.h"
+#include "libqpt/qpt_priv.h"
+
+/* What the rewrite needs from the space while it runs. */
+typedef struct wctx {
+    qpt_space_t *s;
+    ed_snippet_t *snips;     /* one per live insertion */
+    arch_snip_t **copies;    /* their nodes, with variable addresses translated */
+    size_t n;
+    uint64_t counters;       /* where the words went */
+} wctx_t;
+
+static uint64_t
+fnv(uint64_t h, const void *p, size_t n)
+{
+    const uint8_t *b = p;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ b[i]) * 0x100000001b3ull;
+    return h;
+}
+
+/* The description: no procedure, a string that hashes what was inserted where. */
+static int
+describe(void *arg, const ed_plan_t *plan, uint64_t counters, uint8_t **buf, size_t *len,
+         uint64_t *id)
+{
+    wctx_t *w = arg;
+    (void)plan;
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (size_t i = 0; i < w->s->nins; i++) {
+        const qpt_ins_t *in = &w->s->ins[i];
+        if (in->removed)
+            continue;
+        h = fnv(h, &in->pt, sizeof(in->pt));
+        h = fnv(h, in->nodes, in->n * sizeof(arch_snip_t));
+    }
+    char tag[64];
+    snprintf(tag, sizeof(tag), "libqpt:%016llx", (unsigned long long)h);
+    qp_desc_t d;
+    memset(&d, 0, sizeof(d));
+    d.hdr.driver = QP_DRIVER_LIB;
+    d.hdr.counters_vaddr = counters;
+    d.hdr.ncounters = (uint32_t)(w->s->vars / 8);
+    uint32_t off;
+    int rc = qp_desc_add_string(&d, tag, &off);
+    if (rc == 0)
+        rc = qp_desc_serialize(&d, buf, len);
+    if (rc == 0)
+        *id = ((const qp_desc_hdr_t *)*buf)->id;
+    qp_desc_free(&d);
+    return rc;
+}
+
+/* Translate placeholder addresses of qpt_alloc'ed words to where they went. */
+static void
+translate(arch_snip_t *v, uint32_t n, uint64_t vars, uint64_t counters)
+{
+    for (uint32_t i = 0; i < n; i++) {
+        arch_snip_t *s = &v[i];
+        int addr_op = s->op == ARCH_SN_LOAD || s->op == ARCH_SN_STORE || s->op == ARCH_SN_ADD_TO
+            || s->op == ARCH_SN_TIMER_START || s->op == ARCH_SN_TIMER_STOP;
+        uint64_t a = (uint64_t)s->imm;
+        if (addr_op && a >= QPT_VAR_BASE && a < QPT_VAR_BASE + vars)
+            s->imm = (int64_t)(counters + (a - QPT_VAR_BASE));
+    }
+}
+
+/* Called once the runtime's regions are placed: the snippets, final. */
+static int
+placed(void *arg, const ed_plan_t *plan, uint64_t counters)
+{
+    wctx_t *w = arg;
+    (void)plan;
+    w->counters = counters;
+    for (size_t i = 0; i < w->n; i++)
+        translate(w->copies[i], (uint32_t)w->snips[i].n, w->s->vars, counters);
+    return ed_plan_set_snippets(w->s->plan, w->snips, w->n);
+}
+
+int
+qpt_write(qpt_space_t *s, const char *output)
+{
+    if (s == NULL || output == NULL)
+        return QP_EINVAL;
+    if (s->live)
+        return qpt_fail(s, QP_EUNSUPP, "a process takes its snippets at qpt_commit");
+    size_t n = 0;
+    for (size_t i = 0; i < s->nins; i++)
+        n += !s->ins[i].removed;
+    wctx_t w = { s, calloc(n + 1, sizeof(ed_snippet_t)), calloc(n + 1, sizeof(arch_snip_t *)),
+                 0, 0 };
+    ed_probe_t *probes = calloc(n + 1, sizeof(ed_probe_t));
+    int rc = w.snips && w.copies && probes ? 0 : QP_ENOMEM;
+    for (size_t i = 0; rc == 0 && i < s->nins; i++) {
+        const qpt_ins_t *in = &s->ins[i];
+        if (in->removed)
+            continue;
+        arch_snip_t *c = malloc(in->n * sizeof(arch_snip_t));
+        if (c == NULL) {
+            rc = QP_ENOMEM;
+            break;
+        }
+        memcpy(c, in->nodes, in->n * sizeof(arch_snip_t));
+        w.copies[w.n] = c;
+        w.snips[w.n] = (ed_snippet_t) { c, in->n, in->root, in->ctx };
+        probes[w.n] = (ed_probe_t) { .addr = in->pt.addr, .at = in->at, .what = ED_SNIP_CODE,
+                                     .save_flags = in->save_flags,
+                                     .flags = in->entry ? ED_PROBE_ENTRY : 0,
+                                     .counter = (uint32_t)w.n };
+        w.n++;
+    }
+    /* A plan lays out once: a second qpt_write starts from a new one. */
+    ed_plan_t *plan = NULL;
+    if (rc == 0)
+        rc = ed_plan_create(s->prog, NULL, &plan);
+    if (rc == 0) {
+        ed_plan_destroy(s->plan);
+        s->plan = plan;
+        rc = ed_plan_set_probes(s->plan, probes, w.n);
+    }
+    /* Without words to save there is no runtime: the snippets are final as they are. */
+    if (rc == 0 && s->vars == 0)
+        rc = ed_plan_set_snippets(s->plan, w.snips, w.n);
+    if (rc == 0) {
+        elfw_instr_t instr = { (uint32_t)(s->vars / 8), 0, describe, &w, placed, &w };
+        elfw_rewrite_stats_t st;
+        char err[512] = "";
+        rc = elfw_rewrite(s->prog, s->plan, s->vars ? &instr : NULL, s->path, output, NULL,
+                          &st, err, sizeof(err));
+        if (rc < 0)
+            qpt_fail(s, rc, "%s: %s", s->path, err[0] ? err : qp_strerror(rc));
+    } else
+        qpt_fail(s, rc, "%s: %s", s->path, qp_strerror(rc));
+    for (size_t i = 0; i < w.n; i++)
+        free(w.copies[i]);
+    free(w.copies);
+    free(w.snips);
+    free(probes);
+    return rc;
+}
+
+int
+qpt_profile_read(const char *profile, uint64_t addr, uint64_t *out, size_t nwords, char *why,
+                 size_t whylen)
+{
+    if (profile == NULL || out == NULL)
+        return QP_EINVAL;
+    qp_profile_t p;
+    int rc = qp_profile_read(profile, &p, why, whylen);
+    if (rc < 0)
+        return rc;
+    uint64_t first = (addr - QPT_VAR_BASE) / 8;
+    if (addr < QPT_VAR_BASE || (addr - QPT_VAR_BASE) % 8 != 0 || first > p.hdr.ncounters
+        || nwords > p.hdr.ncounters - first) {
+        if (why != NULL && whylen > 0)
+            snprintf(why, whylen, "words 0x%llx..+%zu are not in the profile (%llu words)",
+                     (unsigned long long)addr, nwords, (unsigned long long)p.hdr.ncounters);
+        qp_profile_free(&p);
+        return QP_ERANGE;
+    }
+    memcpy(out, p.counters + first, nwords * 8);
+    qp_profile_free(&p);
+    return 0;
+}

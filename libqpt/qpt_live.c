@@ -1,0 +1,395 @@
+/* Copyright 2026 the qpt authors
+ * SPDX-License-Identifier: MIT */
+
+/*
+ * libqpt for live processes, over dynamic/: the process is stopped (attach, spawn,
+ * qpt_stop), its executable read from /proc/PID/exe with the same reader and CFGs as a
+ * file, and a commit replaces the installed set of snippets with the current one in one
+ * stop: the snippets at one point are joined into one (in insertion order), the old
+ * session is taken out and a new one installed; when the new set does not go in whole,
+ * it is taken out again and the old one put back, so a commit is all or nothing.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dynamic/dyn.h"
+#include "libqpt/qpt_priv.h"
+
+int qpt_load_live_program(qpt_space_t *s, const char *exe, char *why, size_t whylen);
+
+/* What a committed set holds: one dyn point per distinct (kind, address). */
+typedef struct live {
+    dyn_session_t *sess;     /* installed, or NULL */
+    arch_snip_t **joined;    /* the joined snippets it uses (freed with it) */
+    size_t njoined;
+    uint8_t *in;             /* per insertion: in this set */
+    size_t nin;
+} live_t;
+
+static void
+live_free(live_t *l)
+{
+    if (l == NULL)
+        return;
+    dyn_session_destroy(l->sess);
+    for (size_t i = 0; i < l->njoined; i++)
+        free(l->joined[i]);
+    free(l->joined);
+    free(l->in);
+    free(l);
+}
+
+static int
+open_process(qpt_space_t *s, dyn_proc_t *p, char *why, size_t whylen)
+{
+    char exe[64];
+    s->proc = p;
+    int rc = qpt_load_live_program(s, dyn_proc_exe_path(p, exe, sizeof(exe)), why, whylen);
+    if (rc == 0 && (rc = dyn_proc_load_bias(p, s->img->entry, &s->bias)) < 0 && why != NULL)
+        snprintf(why, whylen, "%d: cannot find where the executable is loaded",
+                 dyn_proc_pid(p));
+    return rc;
+}
+
+int
+qpt_live_attach(qpt_space_t *s, int pid, char *why, size_t whylen)
+{
+    dyn_proc_t *p = NULL;
+    errno = 0;
+    int rc = dyn_proc_attach(pid, &p);
+    if (rc < 0) {
+        if (why != NULL)
+            snprintf(why, whylen, "%d: %s", pid,
+                     rc == QP_EIO && errno ? strerror(errno) : qp_strerror(rc));
+        return rc;
+    }
+    return open_process(s, p, why, whylen);
+}
+
+int
+qpt_live_spawn(qpt_space_t *s, char *const argv[], char *why, size_t whylen)
+{
+    dyn_proc_t *p = NULL;
+    errno = 0;
+    int rc = dyn_proc_spawn(argv, &p);
+    if (rc < 0) {
+        if (why != NULL)
+            snprintf(why, whylen, "%s: %s", argv[0],
+                     rc == QP_EIO && errno ? strerror(errno) : qp_strerror(rc));
+        return rc;
+    }
+    return open_process(s, p, why, whylen);
+}
+
+void
+qpt_live_close(qpt_space_t *s)
+{
+    live_t *l = s->sess;
+    dyn_proc_t *p = s->proc;
+    if (p != NULL && l != NULL && l->sess != NULL) {
+        if (!dyn_proc_is_stopped(p))
+            dyn_proc_stop(p);
+        if (dyn_proc_is_stopped(p))
+            dyn_session_remove(l->sess, NULL);
+    }
+    live_free(l);
+    s->sess = NULL;
+    dyn_proc_destroy(p); /* lets it run, detached */
+    s->proc = NULL;
+}
+
+int
+qpt_live_alloc(qpt_space_t *s, size_t bytes, uint64_t *addr)
+{
+    dyn_proc_t *p = s->proc;
+    if (!dyn_proc_is_stopped(p))
+        return qpt_fail(s, QP_EINVAL, "the process must be stopped (qpt_stop)");
+    uint64_t lo = UINT64_MAX, hi = 0;
+    for (size_t i = 0; i < s->img->nsections; i++)
+        if (s->img->sections[i].flags & CFG_SEC_ALLOC) {
+            const cfg_section_t *c = &s->img->sections[i];
+            lo = c->vma < lo ? c->vma : lo;
+            hi = c->vma + c->size > hi ? c->vma + c->size : hi;
+        }
+    size_t len = (bytes + 4095) & ~(size_t)4095;
+    int rc = dyn_space_ops.alloc_near(p, lo + s->bias, hi + s->bias, len,
+                                      ED_PROT_R | ED_PROT_W, addr);
+    if (rc < 0)
+        return qpt_fail(s, rc, "cannot map %zu bytes near the code: %s", len,
+                        rc == QP_EIO ? strerror(errno) : qp_strerror(rc));
+    return 0;
+}
+
+int
+qpt_live_read(qpt_space_t *s, uint64_t addr, void *buf, size_t len)
+{
+    int rc = dyn_proc_read(s->proc, addr, buf, len);
+    if (rc < 0)
+        return qpt_fail(s, rc, "cannot read 0x%llx: %s", (unsigned long long)addr,
+                        strerror(errno));
+    return 0;
+}
+
+int
+qpt_live_point_ok(qpt_space_t *s, const qpt_point_t *pt, const char **why)
+{
+    (void)s;
+    if (pt->kind == QPT_AFTER_CALL || pt->kind == QPT_CALL || pt->kind == QPT_ENTRY
+        || pt->kind == QPT_BLOCK)
+        return 0;
+    /* Exits: a ret only (a tail call has no trampoline form yet). */
+    arch_insn_t in;
+    uint64_t a = pt->addr - s->bias;
+    size_t avail;
+    const uint8_t *b = cfg_image_ptr(s->img, a, &avail);
+    if (b == NULL || arch_decode(b, avail, a, &in) < 0 || in.kind != ARCH_KIND_RET) {
+        *why = "a tail call cannot get a snippet in a live process (only a ret)";
+        return QP_EUNSUPP;
+    }
+    return 0;
+}
+
+/* The dyn point kind of a public point (QPT_AFTER_CALL shares its call's point). */
+static int
+dyn_kind(uint32_t kind)
+{
+    switch (kind) {
+    case QPT_ENTRY: return DYN_PT_ENTRY;
+    case QPT_EXIT: return DYN_PT_EXIT;
+    case QPT_BLOCK: return DYN_PT_BLOCK;
+    default: return DYN_PT_CALL;
+    }
+}
+
+/*
+ * Join the snippets of the insertions I[0..N) (same dyn point, same side) into one:
+ * their nodes, renumbered, under a chain of SEQ nodes. NULL with *ROOT unset when none.
+ */
+static arch_snip_t *
+join(const qpt_space_t *s, const size_t *ix, size_t n, size_t *nnodes, uint32_t *root)
+{
+    size_t total = 0;
+    for (size_t k = 0; k < n; k++)
+        total += s->ins[ix[k]].n + 1;
+    arch_snip_t *v = malloc((total + 1) * sizeof(arch_snip_t));
+    if (v == NULL)
+        return NULL;
+    uint32_t m = 0, prev = ARCH_SNIP_NONE;
+    for (size_t k = 0; k < n; k++) {
+        const qpt_ins_t *in = &s->ins[ix[k]];
+        uint32_t base = m;
+        for (uint32_t j = 0; j < in->n; j++) {
+            arch_snip_t c = in->nodes[j];
+            if (c.a != ARCH_SNIP_NONE)
+                c.a += base;
+            if (c.b != ARCH_SNIP_NONE)
+                c.b += base;
+            if (c.c != ARCH_SNIP_NONE)
+                c.c += base;
+            for (int a = 0; a < c.nargs; a++)
+                c.args[a] += base;
+            v[m++] = c;
+        }
+        uint32_t r = base + in->root;
+        if (prev != ARCH_SNIP_NONE) {
+            v[m] = (arch_snip_t) { .op = ARCH_SN_SEQ, .a = prev, .b = r, .c = ARCH_SNIP_NONE };
+            r = m++;
+        }
+        prev = r;
+    }
+    *nnodes = m;
+    *root = prev;
+    return v;
+}
+
+/* A session with the current insertions (not installed yet); *L on success. */
+static int
+build(qpt_space_t *s, live_t **out)
+{
+    live_t *l = calloc(1, sizeof(*l));
+    size_t *ix = malloc((s->nins + 1) * sizeof(size_t));
+    size_t *jx = malloc((s->nins + 1) * sizeof(size_t));
+    uint8_t *done = calloc(s->nins + 1, 1);
+    int rc = l && ix && jx && done ? 0 : QP_ENOMEM;
+    if (rc == 0) {
+        l->joined = calloc(2 * s->nins + 1, sizeof(arch_snip_t *));
+        l->in = calloc(s->nins + 1, 1);
+        l->nin = s->nins;
+        if (l->joined == NULL || l->in == NULL)
+            rc = QP_ENOMEM;
+    }
+    if (rc == 0)
+        rc = dyn_session_create(s->proc, s->prog, s->bias, &l->sess);
+    for (size_t i = 0; rc == 0 && i < s->nins; i++) {
+        const qpt_ins_t *a = &s->ins[i];
+        if (a->removed || done[i])
+            continue;
+        /* Every insertion at the same dyn point: before (ix) and after a call (jx). */
+        size_t ni = 0, nj = 0;
+        int kind = dyn_kind(a->pt.kind);
+        for (size_t k = i; k < s->nins; k++) {
+            const qpt_ins_t *b = &s->ins[k];
+            if (b->removed || done[k] || b->pt.addr != a->pt.addr || dyn_kind(b->pt.kind) != kind)
+                continue;
+            done[k] = 1;
+            if (b->pt.kind == QPT_AFTER_CALL)
+                jx[nj++] = k;
+            else
+                ix[ni++] = k;
+            l->in[k] = 1;
+        }
+        dyn_snippet_t before = { 0 }, after = { 0 };
+        size_t nn;
+        uint32_t root;
+        if (ni > 0) {
+            arch_snip_t *v = join(s, ix, ni, &nn, &root);
+            if (v == NULL) {
+                rc = QP_ENOMEM;
+                break;
+            }
+            l->joined[l->njoined++] = v;
+            before = (dyn_snippet_t) { v, nn, root };
+        }
+        if (nj > 0) {
+            arch_snip_t *v = join(s, jx, nj, &nn, &root);
+            if (v == NULL) {
+                rc = QP_ENOMEM;
+                break;
+            }
+            l->joined[l->njoined++] = v;
+            after = (dyn_snippet_t) { v, nn, root };
+        }
+        const char *why = NULL;
+        rc = dyn_session_add_point(l->sess, kind, a->pt.proc, a->pt.addr - s->bias,
+                                   ni ? &before : NULL, nj ? &after : NULL,
+                                   qpt_proc_name(s, a->pt.proc), NULL, &why);
+        if (rc < 0)
+            qpt_fail(s, rc, "%s at 0x%llx: %s (nothing changed)", qpt_proc_name(s, a->pt.proc),
+                     (unsigned long long)a->pt.addr, why ? why : qp_strerror(rc));
+    }
+    free(ix);
+    free(jx);
+    free(done);
+    if (rc < 0) {
+        live_free(l);
+        return rc;
+    }
+    *out = l;
+    return 0;
+}
+
+/* Install L; 0 only when every one of its points went in. */
+static int
+install_all(qpt_space_t *s, live_t *l)
+{
+    int rc = dyn_session_install(l->sess);
+    if (rc < 0)
+        return qpt_fail(s, rc, "installing: %s", qp_strerror(rc));
+    size_t nref = dyn_session_nrefused(l->sess);
+    if (nref > 0) {
+        const char *why = NULL;
+        const char *name = dyn_session_refusal(l->sess, 0, &why);
+        dyn_session_remove(l->sess, NULL);
+        return qpt_fail(s, QP_EUNSUPP, "%s: %s (%zu point%s refused: nothing changed)",
+                        name ? name : "?", why ? why : "refused", nref, nref == 1 ? "" : "s");
+    }
+    return 0;
+}
+
+int
+qpt_live_commit(qpt_space_t *s)
+{
+    if (!dyn_proc_is_stopped(s->proc))
+        return qpt_fail(s, QP_EINVAL, "the process must be stopped (qpt_stop)");
+    live_t *old = s->sess, *next = NULL;
+    int rc = build(s, &next);
+    if (rc < 0)
+        return rc;
+    if (old != NULL && old->sess != NULL)
+        dyn_session_remove(old->sess, NULL);
+    rc = install_all(s, next);
+    if (rc == 0) {
+        live_free(old);
+        s->sess = next;
+        return 0;
+    }
+    live_free(next);
+    /* Put the old set back, as it was (a new session over the same points). */
+    if (old != NULL) {
+        char saved[sizeof(s->err)];
+        memcpy(saved, s->err, sizeof(saved));
+        dyn_session_destroy(old->sess);
+        old->sess = NULL;
+        live_t *again = NULL;
+        uint8_t *was = old->in;
+        size_t nwas = old->nin;
+        /* Rebuild from the insertions that were in: mark the others removed meanwhile. */
+        uint8_t *keep = malloc(s->nins + 1);
+        if (keep != NULL) {
+            for (size_t i = 0; i < s->nins; i++) {
+                keep[i] = s->ins[i].removed;
+                s->ins[i].removed = !(i < nwas && was[i]);
+            }
+            if (build(s, &again) == 0 && install_all(s, again) == 0) {
+                live_free(old);
+                s->sess = again;
+                old = NULL;
+            } else
+                live_free(again);
+            for (size_t i = 0; i < s->nins; i++)
+                s->ins[i].removed = keep[i];
+            free(keep);
+        }
+        if (old != NULL) {
+            live_free(old);
+            s->sess = NULL;
+        }
+        memcpy(s->err, saved, sizeof(saved));
+    }
+    return rc;
+}
+
+int
+qpt_run(qpt_space_t *s)
+{
+    if (s == NULL || !s->live)
+        return qpt_fail(s, QP_EUNSUPP, "not a process");
+    int rc = dyn_proc_resume(s->proc);
+    return rc < 0 ? qpt_fail(s, rc, "cannot resume: %s", strerror(errno)) : 0;
+}
+
+int
+qpt_stop(qpt_space_t *s)
+{
+    if (s == NULL || !s->live)
+        return qpt_fail(s, QP_EUNSUPP, "not a process");
+    int rc = dyn_proc_stop(s->proc);
+    return rc < 0 ? qpt_fail(s, rc, "cannot stop: %s", strerror(errno)) : 0;
+}
+
+int
+qpt_ended(qpt_space_t *s, int *status)
+{
+    if (s == NULL || !s->live || status == NULL)
+        return QP_EINVAL;
+    return dyn_proc_ended(s->proc, status);
+}
+
+int
+qpt_syscall(qpt_space_t *s, long nr, const uint64_t args[6], int64_t *ret)
+{
+    if (s == NULL || !s->live || args == NULL || ret == NULL)
+        return QP_EINVAL;
+    int rc = dyn_proc_syscall(s->proc, nr, args, ret);
+    return rc < 0 ? qpt_fail(s, rc, "system call %ld: %s", nr, strerror(errno)) : 0;
+}
+
+int
+qpt_pid(const qpt_space_t *s)
+{
+    return s != NULL && s->live && s->proc != NULL ? dyn_proc_pid(s->proc) : 0;
+}

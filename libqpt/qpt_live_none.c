@@ -1,0 +1,107 @@
+/* Copyright 2026 the qpt authors
+ * SPDX-License-Identifier: MIT */
+
+/* libqpt built without dynamic/ (./configure --disable-dynamic): no live processes. */
+#include "config.h"
+
+#include <stdio.h>
+
+#include "libqpt/qpt_priv.h"
+
+static int
+refuse(char *why, size_t whylen)
+{
+    if (why != NULL && whylen > 0)
+        snprintf(why, whylen, "live processes are not supported by this build "
+                              "(configured with --disable-dynamic)");
+    return QP_EUNSUPP;
+}
+
+int
+qpt_live_attach(qpt_space_t *s, int pid, char *why, size_t whylen)
+{
+    (void)s;
+    (void)pid;
+    return refuse(why, whylen);
+}
+
+int
+qpt_live_spawn(qpt_space_t *s, char *const argv[], char *why, size_t whylen)
+{
+    (void)s;
+    (void)argv;
+    return refuse(why, whylen);
+}
+
+void
+qpt_live_close(qpt_space_t *s)
+{
+    (void)s;
+}
+
+int
+qpt_live_alloc(qpt_space_t *s, size_t bytes, uint64_t *addr)
+{
+    (void)bytes;
+    (void)addr;
+    return qpt_fail(s, QP_EUNSUPP, "no live processes in this build");
+}
+
+int
+qpt_live_read(qpt_space_t *s, uint64_t addr, void *buf, size_t len)
+{
+    (void)addr;
+    (void)buf;
+    (void)len;
+    return qpt_fail(s, QP_EUNSUPP, "no live processes in this build");
+}
+
+int
+qpt_live_commit(qpt_space_t *s)
+{
+    return qpt_fail(s, QP_EUNSUPP, "no live processes in this build");
+}
+
+int
+qpt_live_point_ok(qpt_space_t *s, const qpt_point_t *pt, const char **why)
+{
+    (void)s;
+    (void)pt;
+    *why = "no live processes in this build";
+    return QP_EUNSUPP;
+}
+
+int
+qpt_run(qpt_space_t *s)
+{
+    return qpt_fail(s, QP_EUNSUPP, "no live processes in this build");
+}
+
+int
+qpt_stop(qpt_space_t *s)
+{
+    return qpt_fail(s, QP_EUNSUPP, "no live processes in this build");
+}
+
+int
+qpt_ended(qpt_space_t *s, int *status)
+{
+    (void)status;
+    return qpt_fail(s, QP_EUNSUPP, "no live processes in this build");
+}
+
+int
+qpt_syscall(qpt_space_t *s, long nr, const uint64_t args[6], int64_t *ret)
+{
+    (void)nr;
+    (void)args;
+    (void)ret;
+    return qpt_fail(s, QP_EUNSUPP, "no live processes in this build");
+}
+
+int
+qpt_pid(const qpt_space_t *s)
+{
+    (void)s;
+    return 0;
+}

@@ -1,0 +1,73 @@
+/* Copyright 2026 the qpt authors
+ * SPDX-License-Identifier: MIT */
+#ifndef QP_QPT_PRIV_H
+#define QP_QPT_PRIV_H
+/*
+ * PURPOSE: the inside of libqpt's public face (include/qpt/qpt.h): what a space holds
+ * and what its file and live halves share. libqpt/ turns the public calls into the
+ * core's: cfg/ for procedures and points, arch/'s snippets, editor/ (plan, probes, ELF
+ * writer) for files, dynamic/ for processes. No other folder includes this header.
+ */
+#include <stddef.h>
+#include <stdint.h>
+
+#include "arch/arch.h"
+#include "cfg/cfg.h"
+#include "editor/ed.h"
+#include "include/qpt/qpt.h"
+
+/* File mode: qpt_alloc'ed words get addresses from here until the rewrite places them
+ * (placeholders: the snippet nodes that use them are translated at qpt_write). */
+#define QPT_VAR_BASE 0x7ff000000000ull
+
+struct qpt_snippet {
+    arch_snip_t *v;   /* the nodes */
+    uint32_t n, cap;
+    int bad;          /* a builder failed: the snippet is refused */
+};
+
+/* One insertion: a copy of the snippet, where it goes, and what it became. */
+typedef struct qpt_ins {
+    qpt_point_t pt;
+    arch_snip_t *nodes;   /* copied at qpt_insert */
+    uint32_t n, root;
+    arch_snip_ctx_t ctx;  /* what holds at the point */
+    uint8_t at;           /* ed_at_t */
+    uint8_t entry;        /* ED_PROBE_ENTRY */
+    uint8_t save_flags;   /* flags may be live there */
+    uint8_t removed;      /* qpt_remove'd */
+    uint8_t live_in;      /* live: in the process now */
+    void *live;           /* live: the session's record of it */
+} qpt_ins_t;
+
+struct qpt_space {
+    int live;                /* a process */
+    cfg_image_t *img;        /* the executable */
+    cfg_prog_t *prog;        /* its procedures */
+    uint64_t bias;           /* run-time minus link-time addresses (live PIEs) */
+    char *path;              /* the executable's path (file mode: the input) */
+    ed_plan_t *plan;         /* file mode: which procedures move */
+    qpt_ins_t *ins;          /* insertions, by handle */
+    size_t nins, capins;
+    uint64_t vars;           /* file mode: bytes of qpt_alloc'ed words */
+    void *proc;              /* live mode: the process (dyn_proc_t) */
+    void *sess;              /* live mode: its session (dyn_session_t) */
+    char err[512];           /* the last failure */
+};
+
+/* Set S's message (printf-style) and return RC. */
+int qpt_fail(qpt_space_t *s, int rc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+/* The context, probe place and flags of a point (shared by both modes). */
+int qpt_point_setup(qpt_space_t *s, const qpt_point_t *pt, qpt_ins_t *ins);
+
+/* Live mode (qpt_live.c; stubs that refuse without dynamic/). */
+int qpt_live_attach(qpt_space_t *s, int pid, char *why, size_t whylen);
+int qpt_live_spawn(qpt_space_t *s, char *const argv[], char *why, size_t whylen);
+void qpt_live_close(qpt_space_t *s);
+int qpt_live_alloc(qpt_space_t *s, size_t bytes, uint64_t *addr);
+int qpt_live_read(qpt_space_t *s, uint64_t addr, void *buf, size_t len);
+int qpt_live_commit(qpt_space_t *s);
+int qpt_live_point_ok(qpt_space_t *s, const qpt_point_t *pt, const char **why);
+
+#endif

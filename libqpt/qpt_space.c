@@ -1,0 +1,709 @@
+/* Copyright 2026 the qpt authors
+ * SPDX-License-Identifier: MIT */
+
+/*
+ * libqpt: spaces, procedures, points, snippets and insertions - what files and
+ * processes share. A snippet is built as a tree of arch_snip_t nodes; qpt_insert checks
+ * it against its point (arch_snip_check with the point's context) and keeps a copy.
+ */
+#include "config.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "libqpt/qpt_priv.h"
+
+int
+qpt_fail(qpt_space_t *s, int rc, const char *fmt, ...)
+{
+    if (s != NULL) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(s->err, sizeof(s->err), fmt, ap);
+        va_end(ap);
+    }
+    return rc;
+}
+
+const char *
+qpt_strerror(int rc)
+{
+    return qp_strerror(rc);
+}
+
+const char *
+qpt_error(const qpt_space_t *s)
+{
+    return s != NULL ? s->err : "no space";
+}
+
+int
+qpt_is_live(const qpt_space_t *s)
+{
+    return s != NULL && s->live;
+}
+
+/*****************************************************************************
+ * Spaces
+ */
+
+static void
+why_set(char *why, size_t whylen, const char *fmt, const char *a, const char *b)
+{
+    if (why != NULL && whylen > 0)
+        snprintf(why, whylen, fmt, a, b);
+}
+
+/* Read PATH's procedures into S (both modes). */
+static int
+load_program(qpt_space_t *s, const char *path, char *why, size_t whylen)
+{
+    char w[320] = "";
+    int rc = cfg_image_open_bfd_why(path, &s->img, w, sizeof(w));
+    if (rc < 0) {
+        why_set(why, whylen, "%s: %s", path, w[0] ? w : qp_strerror(rc));
+        return rc;
+    }
+    const char *unsup = ed_image_unsupported(s->img);
+    if (unsup == NULL && !s->live)
+        unsup = ed_image_rewritten(s->img);
+    if (unsup != NULL) {
+        why_set(why, whylen, "%s: %s", path, unsup);
+        return QP_EUNSUPP;
+    }
+    rc = cfg_prog_build(s->img, NULL, &s->prog);
+    if (rc < 0) {
+        why_set(why, whylen, "%s: %s", path, qp_strerror(rc));
+        return rc;
+    }
+    size_t n = strlen(path) + 1;
+    if ((s->path = malloc(n)) == NULL)
+        return QP_ENOMEM;
+    memcpy(s->path, path, n);
+    return 0;
+}
+
+int
+qpt_open(const char *path, qpt_space_t **out, char *why, size_t whylen)
+{
+    if (out == NULL || path == NULL)
+        return QP_EINVAL;
+    *out = NULL;
+    qpt_space_t *s = calloc(1, sizeof(*s));
+    if (s == NULL)
+        return QP_ENOMEM;
+    int rc = load_program(s, path, why, whylen);
+    if (rc == 0 && (rc = ed_plan_create(s->prog, NULL, &s->plan)) < 0)
+        why_set(why, whylen, "%s: %s", path, qp_strerror(rc));
+    if (rc < 0) {
+        qpt_close(s);
+        return rc;
+    }
+    *out = s;
+    return 0;
+}
+
+int
+qpt_attach(int pid, qpt_space_t **out, char *why, size_t whylen)
+{
+    if (out == NULL)
+        return QP_EINVAL;
+    *out = NULL;
+    qpt_space_t *s = calloc(1, sizeof(*s));
+    if (s == NULL)
+        return QP_ENOMEM;
+    s->live = 1;
+    int rc = qpt_live_attach(s, pid, why, whylen);
+    if (rc < 0) {
+        qpt_close(s);
+        return rc;
+    }
+    *out = s;
+    return 0;
+}
+
+int
+qpt_spawn(char *const argv[], qpt_space_t **out, char *why, size_t whylen)
+{
+    if (out == NULL || argv == NULL || argv[0] == NULL)
+        return QP_EINVAL;
+    *out = NULL;
+    qpt_space_t *s = calloc(1, sizeof(*s));
+    if (s == NULL)
+        return QP_ENOMEM;
+    s->live = 1;
+    int rc = qpt_live_spawn(s, argv, why, whylen);
+    if (rc < 0) {
+        qpt_close(s);
+        return rc;
+    }
+    *out = s;
+    return 0;
+}
+
+/* Load the program of a live process (qpt_live.c calls this once it knows the exe). */
+int qpt_load_live_program(qpt_space_t *s, const char *exe, char *why, size_t whylen);
+int
+qpt_load_live_program(qpt_space_t *s, const char *exe, char *why, size_t whylen)
+{
+    return load_program(s, exe, why, whylen);
+}
+
+void
+qpt_close(qpt_space_t *s)
+{
+    if (s == NULL)
+        return;
+    if (s->live)
+        qpt_live_close(s);
+    for (size_t i = 0; i < s->nins; i++)
+        free(s->ins[i].nodes);
+    free(s->ins);
+    ed_plan_destroy(s->plan);
+    cfg_prog_destroy(s->prog);
+    cfg_image_destroy(s->img);
+    free(s->path);
+    free(s);
+}
+
+/*****************************************************************************
+ * Procedures and points
+ */
+
+uint32_t
+qpt_nprocs(const qpt_space_t *s)
+{
+    return s != NULL && s->prog != NULL ? s->prog->nprocs : 0;
+}
+
+const char *
+qpt_proc_name(const qpt_space_t *s, uint32_t proc)
+{
+    return proc < qpt_nprocs(s) ? s->prog->procs[proc].name : NULL;
+}
+
+uint64_t
+qpt_proc_entry(const qpt_space_t *s, uint32_t proc)
+{
+    return proc < qpt_nprocs(s) ? s->prog->procs[proc].entry + s->bias : 0;
+}
+
+int
+qpt_proc_find(const qpt_space_t *s, const char *name, uint32_t *proc)
+{
+    if (s == NULL || name == NULL || proc == NULL || s->prog == NULL)
+        return QP_EINVAL;
+    const cfg_proc_t *p = cfg_proc_by_name(s->prog, name);
+    if (p == NULL)
+        return QP_ENOTFOUND;
+    *proc = (uint32_t)(p - s->prog->procs);
+    return 0;
+}
+
+const char *
+qpt_proc_refusal(const qpt_space_t *s, uint32_t proc)
+{
+    if (proc >= qpt_nprocs(s))
+        return "no such procedure";
+    const cfg_proc_t *p = &s->prog->procs[proc];
+    if (p->flags & CFG_PROC_FRAGMENT)
+        return "a cold fragment (its points belong to its parent)";
+    if (s->live)
+        return p->unsafe;
+    return ed_plan_left_reason(s->plan, proc);
+}
+
+/* Visit the instructions of block B: FN(ARG, insn, prev or NULL); stops at FN's != 0. */
+static int
+block_insns(const cfg_prog_t *prog, const cfg_block_t *b,
+            int (*fn)(void *arg, const arch_insn_t *in, const arch_insn_t *prev), void *arg)
+{
+    arch_insn_t in, prev;
+    int have = 0;
+    for (uint64_t a = b->start; a < b->end; a += in.len) {
+        if (cfg_image_decode(prog->img, a, 0, &in) < 0)
+            return QP_EDECODE;
+        int r = fn(arg, &in, have ? &prev : NULL);
+        if (r != 0)
+            return r;
+        prev = in;
+        have = 1;
+    }
+    return 0;
+}
+
+/* Collecting points. */
+typedef struct collect {
+    qpt_space_t *s;
+    uint32_t proc, kind;
+    const cfg_block_t *block;
+    qpt_point_t *out;
+    size_t cap, n;
+} collect_t;
+
+static void
+add_point(collect_t *c, uint64_t addr)
+{
+    if (c->n < c->cap)
+        c->out[c->n] = (qpt_point_t) { c->kind, c->proc, addr + c->s->bias };
+    c->n++;
+}
+
+/* Does block B leave by a return to after its last call? */
+static int
+block_returns_from_call(const cfg_prog_t *prog, const cfg_block_t *b)
+{
+    for (uint32_t e = 0; e < b->nsucc; e++)
+        if (cfg_block_succ(prog, b, e)->kind == CFG_EDGE_CALLRET)
+            return 1;
+    return 0;
+}
+
+static int
+visit(void *arg, const arch_insn_t *in, const arch_insn_t *prev)
+{
+    collect_t *c = arg;
+    (void)prev;
+    int last = in->addr + in->len >= c->block->end;
+    switch (c->kind) {
+    case QPT_EXIT:
+        if (in->kind == ARCH_KIND_RET)
+            add_point(c, in->addr);
+        else if (last && (in->kind == ARCH_KIND_JMP || in->kind == ARCH_KIND_JMP_IND)) {
+            for (uint32_t e = 0; e < c->block->nsucc; e++)
+                if (cfg_block_succ(c->s->prog, c->block, e)->kind == CFG_EDGE_TAILCALL) {
+                    add_point(c, in->addr);
+                    break;
+                }
+        }
+        break;
+    case QPT_CALL:
+    case QPT_AFTER_CALL:
+        if ((in->kind == ARCH_KIND_CALL || in->kind == ARCH_KIND_CALL_IND)
+            && (c->kind == QPT_CALL || (last && block_returns_from_call(c->s->prog, c->block))))
+            add_point(c, in->addr);
+        break;
+    default: break;
+    }
+    return 0;
+}
+
+int
+qpt_points(qpt_space_t *s, uint32_t proc, uint32_t kind, qpt_point_t *out, size_t cap, size_t *n)
+{
+    if (s == NULL || n == NULL || (cap > 0 && out == NULL) || kind < QPT_ENTRY
+        || kind > QPT_BLOCK)
+        return QP_EINVAL;
+    *n = 0;
+    if (proc >= qpt_nprocs(s))
+        return qpt_fail(s, QP_ENOTFOUND, "procedure %u: no such procedure", proc);
+    const char *why = qpt_proc_refusal(s, proc);
+    if (why != NULL)
+        return qpt_fail(s, QP_EUNSUPP, "%s: %s", qpt_proc_name(s, proc), why);
+    const cfg_prog_t *prog = s->prog;
+    const cfg_proc_t *p = &prog->procs[proc];
+    collect_t c = { s, proc, kind, NULL, out, cap, 0 };
+    if (kind == QPT_ENTRY)
+        add_point(&c, p->entry);
+    for (uint32_t k = 0; kind != QPT_ENTRY && k < p->nblocks; k++) {
+        c.block = &prog->blocks[p->block + k];
+        if (kind == QPT_BLOCK)
+            add_point(&c, c.block->start);
+        else
+            QP_CHECK(block_insns(prog, c.block, visit, &c));
+    }
+    *n = c.n;
+    return 0;
+}
+
+uint64_t
+qpt_point_callee(const qpt_space_t *s, const qpt_point_t *pt)
+{
+    if (s == NULL || pt == NULL || (pt->kind != QPT_CALL && pt->kind != QPT_AFTER_CALL))
+        return 0;
+    arch_insn_t in;
+    if (cfg_image_decode(s->prog->img, pt->addr - s->bias, 0, &in) < 0
+        || in.kind != ARCH_KIND_CALL)
+        return 0;
+    return in.target + s->bias;
+}
+
+/*****************************************************************************
+ * Snippets
+ */
+
+qpt_snippet_t *
+qpt_snippet_create(void)
+{
+    return calloc(1, sizeof(qpt_snippet_t));
+}
+
+void
+qpt_snippet_destroy(qpt_snippet_t *sn)
+{
+    if (sn == NULL)
+        return;
+    free(sn->v);
+    free(sn);
+}
+
+/* A new node; QPT_NONE (and the snippet marked bad) when an operand is bad. */
+static qpt_expr_t
+add(qpt_snippet_t *sn, uint8_t op, qpt_expr_t a, qpt_expr_t b, qpt_expr_t c, int64_t imm,
+    int nops)
+{
+    if (sn == NULL)
+        return QPT_NONE;
+    if ((nops >= 1 && (a == QPT_NONE || a >= sn->n)) || (nops >= 2 && (b == QPT_NONE || b >= sn->n))
+        || (c != QPT_NONE && c >= sn->n)) {
+        sn->bad = 1;
+        return QPT_NONE;
+    }
+    if (sn->n == sn->cap) {
+        uint32_t cap = sn->cap ? 2 * sn->cap : 16;
+        arch_snip_t *v = realloc(sn->v, cap * sizeof(arch_snip_t));
+        if (v == NULL) {
+            sn->bad = 1;
+            return QPT_NONE;
+        }
+        sn->v = v;
+        sn->cap = cap;
+    }
+    arch_snip_t *s = &sn->v[sn->n];
+    memset(s, 0, sizeof(*s));
+    s->op = op;
+    s->size = 8;
+    s->a = nops >= 1 ? a : ARCH_SNIP_NONE;
+    s->b = nops >= 2 ? b : ARCH_SNIP_NONE;
+    s->c = c;
+    s->imm = imm;
+    return sn->n++;
+}
+
+#define N QPT_NONE
+
+qpt_expr_t
+qpt_const(qpt_snippet_t *sn, int64_t v)
+{
+    return add(sn, ARCH_SN_CONST, N, N, N, v, 0);
+}
+
+qpt_expr_t
+qpt_arg(qpt_snippet_t *sn, int i)
+{
+    return add(sn, ARCH_SN_ARG, N, N, N, i, 0);
+}
+
+qpt_expr_t
+qpt_retval(qpt_snippet_t *sn)
+{
+    return add(sn, ARCH_SN_RETVAL, N, N, N, 0, 0);
+}
+
+qpt_expr_t
+qpt_load(qpt_snippet_t *sn, uint64_t addr, int size)
+{
+    qpt_expr_t e = add(sn, ARCH_SN_LOAD, N, N, N, (int64_t)addr, 0);
+    if (e != N)
+        sn->v[e].size = (uint8_t)size;
+    return e;
+}
+
+qpt_expr_t
+qpt_op(qpt_snippet_t *sn, qpt_op_t op, qpt_expr_t a, qpt_expr_t b)
+{
+    static const uint8_t map[] = {
+        [QPT_ADD] = ARCH_SN_ADD, [QPT_SUB] = ARCH_SN_SUB, [QPT_MUL] = ARCH_SN_MUL,
+        [QPT_DIV] = ARCH_SN_DIV, [QPT_MOD] = ARCH_SN_MOD, [QPT_SHL] = ARCH_SN_SHL,
+        [QPT_SHR] = ARCH_SN_SHR, [QPT_AND] = ARCH_SN_AND, [QPT_OR] = ARCH_SN_OR,
+        [QPT_XOR] = ARCH_SN_XOR, [QPT_EQ] = ARCH_SN_EQ,   [QPT_NE] = ARCH_SN_NE,
+        [QPT_LT] = ARCH_SN_LT,   [QPT_LE] = ARCH_SN_LE,   [QPT_GT] = ARCH_SN_GT,
+        [QPT_GE] = ARCH_SN_GE,   [QPT_ULT] = ARCH_SN_LT,  [QPT_ULE] = ARCH_SN_LE,
+        [QPT_UGT] = ARCH_SN_GT,  [QPT_UGE] = ARCH_SN_GE,  [QPT_LAND] = ARCH_SN_LAND,
+        [QPT_LOR] = ARCH_SN_LOR,
+    };
+    if (op < QPT_ADD || op > QPT_LOR) {
+        if (sn != NULL)
+            sn->bad = 1;
+        return N;
+    }
+    qpt_expr_t e = add(sn, map[op], a, b, N, 0, 2);
+    if (e != N && op >= QPT_ULT && op <= QPT_UGE)
+        sn->v[e].flags = ARCH_SNF_UNSIGNED;
+    return e;
+}
+
+qpt_expr_t
+qpt_not(qpt_snippet_t *sn, qpt_expr_t a)
+{
+    return add(sn, ARCH_SN_NOT, a, N, N, 0, 1);
+}
+
+qpt_expr_t
+qpt_if(qpt_snippet_t *sn, qpt_expr_t cond, qpt_expr_t then, qpt_expr_t els)
+{
+    return add(sn, ARCH_SN_IF, cond, then, els, 0, 2);
+}
+
+qpt_expr_t
+qpt_seq(qpt_snippet_t *sn, qpt_expr_t a, qpt_expr_t b)
+{
+    return add(sn, ARCH_SN_SEQ, a, b, N, 0, 2);
+}
+
+qpt_expr_t
+qpt_store(qpt_snippet_t *sn, uint64_t addr, int size, qpt_expr_t v)
+{
+    qpt_expr_t e = add(sn, ARCH_SN_STORE, v, N, N, (int64_t)addr, 1);
+    if (e != N)
+        sn->v[e].size = (uint8_t)size;
+    return e;
+}
+
+qpt_expr_t
+qpt_add_to(qpt_snippet_t *sn, uint64_t addr, qpt_expr_t v, int atomic)
+{
+    qpt_expr_t e = add(sn, ARCH_SN_ADD_TO, v, N, N, (int64_t)addr, 1);
+    if (e != N && atomic)
+        sn->v[e].flags = ARCH_SNF_ATOMIC;
+    return e;
+}
+
+qpt_expr_t
+qpt_timer_start(qpt_snippet_t *sn, uint64_t timer)
+{
+    return add(sn, ARCH_SN_TIMER_START, N, N, N, (int64_t)timer, 0);
+}
+
+qpt_expr_t
+qpt_timer_stop(qpt_snippet_t *sn, uint64_t timer)
+{
+    return add(sn, ARCH_SN_TIMER_STOP, N, N, N, (int64_t)timer, 0);
+}
+
+qpt_expr_t
+qpt_call(qpt_snippet_t *sn, uint64_t fn, const qpt_expr_t *args, int nargs)
+{
+    if (sn == NULL || nargs < 0 || nargs > ARCH_SNIP_MAXARGS || (nargs > 0 && args == NULL)) {
+        if (sn != NULL)
+            sn->bad = 1;
+        return N;
+    }
+    for (int i = 0; i < nargs; i++)
+        if (args[i] == N || args[i] >= sn->n) {
+            sn->bad = 1;
+            return N;
+        }
+    qpt_expr_t e = add(sn, ARCH_SN_CALL, N, N, N, (int64_t)fn, 0);
+    if (e != N) {
+        sn->v[e].nargs = (uint8_t)nargs;
+        for (int i = 0; i < nargs; i++)
+            sn->v[e].args[i] = args[i];
+    }
+    return e;
+}
+
+#undef N
+
+/*****************************************************************************
+ * Points: what holds there
+ */
+
+/* Register bits (1u << ARCH_REG_*) of x86-64 registers by hardware number. */
+#define REG(hw) (1u << ((hw) + 1))
+#define R_RCX REG(1)
+#define R_RSI REG(6)
+#define R_RDI REG(7)
+#define R_R8 REG(8)
+#define R_R9 REG(9)
+#define R_R10 REG(10)
+#define R_R11 REG(11)
+
+/* Find the instruction at ADDR (link time) in PROC's blocks; 0 or QP_ENOTFOUND. */
+static int
+insn_of(const qpt_space_t *s, uint32_t proc, uint64_t addr, arch_insn_t *in)
+{
+    uint32_t b = cfg_block_at(s->prog, addr);
+    if (b == CFG_NONE)
+        return QP_ENOTFOUND;
+    const cfg_proc_t *owner = cfg_proc_at(s->prog, addr);
+    if (owner == NULL || (uint32_t)(owner - s->prog->procs) != proc)
+        return QP_ENOTFOUND;
+    const cfg_block_t *bl = &s->prog->blocks[b];
+    for (uint64_t a = bl->start; a < bl->end; a += in->len) {
+        if (cfg_image_decode(s->prog->img, a, 0, in) < 0)
+            return QP_EDECODE;
+        if (a == addr)
+            return 0;
+    }
+    return QP_ENOTFOUND;
+}
+
+int
+qpt_point_setup(qpt_space_t *s, const qpt_point_t *pt, qpt_ins_t *ins)
+{
+    uint64_t addr = pt->addr - s->bias;
+    arch_insn_t in;
+    int rc = insn_of(s, pt->proc, addr, &in);
+    if (rc < 0)
+        return qpt_fail(s, rc, "0x%llx: not an instruction of %s",
+                        (unsigned long long)pt->addr, qpt_proc_name(s, pt->proc));
+    arch_snip_ctx_t c = { 0 };
+    ins->at = ED_AT_BEFORE;
+    ins->entry = 0;
+    ins->save_flags = 0;
+    int call = in.kind == ARCH_KIND_CALL || in.kind == ARCH_KIND_CALL_IND;
+    switch (pt->kind) {
+    case QPT_ENTRY:
+        if (addr != s->prog->procs[pt->proc].entry)
+            return qpt_fail(s, QP_EINVAL, "0x%llx: not the entry of %s",
+                            (unsigned long long)pt->addr, qpt_proc_name(s, pt->proc));
+        /* The ABI: flags and r11 dead, nothing below %rsp in use. */
+        c = (arch_snip_ctx_t) { ARCH_SNX_ENTRY, R_R11, 0, 1 };
+        ins->entry = 1;
+        break;
+    case QPT_EXIT:
+        if (in.kind == ARCH_KIND_RET)
+            c = (arch_snip_ctx_t) { ARCH_SNX_RETURN, R_RCX | R_RSI | R_RDI | R_R8 | R_R9 | R_R10
+                                                         | R_R11, 0, 1 };
+        else if (in.kind == ARCH_KIND_JMP || in.kind == ARCH_KIND_JMP_IND)
+            c = (arch_snip_ctx_t) { 0, 0, 0, 1 }; /* a tail call: the callee's arguments */
+        else
+            return qpt_fail(s, QP_EINVAL, "0x%llx: not a return or tail call",
+                            (unsigned long long)pt->addr);
+        break;
+    case QPT_CALL:
+    case QPT_AFTER_CALL:
+        if (!call)
+            return qpt_fail(s, QP_EINVAL, "0x%llx: not a call", (unsigned long long)pt->addr);
+        if (pt->kind == QPT_CALL) {
+            arch_ops_t ops;
+            size_t avail;
+            const uint8_t *b = cfg_image_ptr(s->prog->img, addr, &avail);
+            uint32_t dead = R_R11;
+            if (b == NULL || arch_decode_ops(b, avail, addr, &ops) < 0
+                || (ops.regs_read & (1u << 12)))
+                dead = 0; /* the call reads r11 (call *%r11) */
+            c = (arch_snip_ctx_t) { ARCH_SNX_CALL, dead, 0, 1 };
+        } else {
+            /* After a call: what the callee may change is dead, but the return values. */
+            c = (arch_snip_ctx_t) { ARCH_SNX_AFTER_CALL,
+                                    R_RCX | R_RSI | R_RDI | R_R8 | R_R9 | R_R10 | R_R11, 0, 1 };
+            ins->at = ED_AT_AFTER;
+        }
+        break;
+    case QPT_BLOCK:
+        if (s->prog->blocks[cfg_block_at(s->prog, addr)].start != addr)
+            return qpt_fail(s, QP_EINVAL, "0x%llx: not the start of a block",
+                            (unsigned long long)pt->addr);
+        c = (arch_snip_ctx_t) { 0, 0, ARCH_FLAGS_STATUS, 0 }; /* flags and red zone live */
+        ins->save_flags = 1;
+        break;
+    default: return qpt_fail(s, QP_EINVAL, "point kind %u: unknown", pt->kind);
+    }
+    ins->ctx = c;
+    return 0;
+}
+
+/*****************************************************************************
+ * Insertion
+ */
+
+int
+qpt_insert(qpt_space_t *s, const qpt_point_t *pt, const qpt_snippet_t *sn, qpt_expr_t root,
+           qpt_handle_t *h)
+{
+    if (s == NULL || pt == NULL || sn == NULL)
+        return QP_EINVAL;
+    if (sn->bad || root == QPT_NONE || root >= sn->n)
+        return qpt_fail(s, QP_EINVAL, "the snippet is incomplete (a builder call failed)");
+    if (pt->proc >= qpt_nprocs(s))
+        return qpt_fail(s, QP_ENOTFOUND, "procedure %u: no such procedure", pt->proc);
+    const char *refused = qpt_proc_refusal(s, pt->proc);
+    if (refused != NULL)
+        return qpt_fail(s, QP_EUNSUPP, "%s: %s", qpt_proc_name(s, pt->proc), refused);
+    qpt_ins_t ins;
+    memset(&ins, 0, sizeof(ins));
+    ins.pt = *pt;
+    QP_CHECK(qpt_point_setup(s, pt, &ins));
+    char why[200];
+    if (arch_snip_check(sn->v, sn->n, root, &ins.ctx, why, sizeof(why)) < 0)
+        return qpt_fail(s, QP_EINVAL, "%s at 0x%llx: %s", qpt_proc_name(s, pt->proc),
+                        (unsigned long long)pt->addr, why);
+    if (s->live) {
+        const char *no;
+        if (qpt_live_point_ok(s, pt, &no) < 0)
+            return qpt_fail(s, QP_EUNSUPP, "%s at 0x%llx: %s", qpt_proc_name(s, pt->proc),
+                            (unsigned long long)pt->addr, no);
+    }
+    if ((ins.nodes = malloc(sn->n * sizeof(arch_snip_t))) == NULL)
+        return QP_ENOMEM;
+    memcpy(ins.nodes, sn->v, sn->n * sizeof(arch_snip_t));
+    ins.n = sn->n;
+    ins.root = root;
+    if (s->nins == s->capins) {
+        size_t cap = s->capins ? 2 * s->capins : 16;
+        qpt_ins_t *v = realloc(s->ins, cap * sizeof(qpt_ins_t));
+        if (v == NULL) {
+            free(ins.nodes);
+            return QP_ENOMEM;
+        }
+        s->ins = v;
+        s->capins = cap;
+    }
+    s->ins[s->nins] = ins;
+    if (h != NULL)
+        *h = (qpt_handle_t)s->nins;
+    s->nins++;
+    return 0;
+}
+
+int
+qpt_remove(qpt_space_t *s, qpt_handle_t h)
+{
+    if (s == NULL || h >= s->nins || s->ins[h].removed)
+        return qpt_fail(s, QP_EINVAL, "handle %u: no such insertion", h);
+    s->ins[h].removed = 1;
+    return 0;
+}
+
+/*****************************************************************************
+ * Variables
+ */
+
+int
+qpt_alloc(qpt_space_t *s, size_t bytes, uint64_t *addr)
+{
+    if (s == NULL || addr == NULL || bytes == 0 || bytes % 8 != 0)
+        return QP_EINVAL;
+    if (s->live)
+        return qpt_live_alloc(s, bytes, addr);
+    if (s->vars + bytes > (64ull << 20))
+        return qpt_fail(s, QP_ERANGE, "more than 64 MiB of variables");
+    *addr = QPT_VAR_BASE + s->vars;
+    s->vars += bytes;
+    return 0;
+}
+
+int
+qpt_read(qpt_space_t *s, uint64_t addr, void *buf, size_t len)
+{
+    if (s == NULL || buf == NULL)
+        return QP_EINVAL;
+    if (!s->live)
+        return qpt_fail(s, QP_EUNSUPP, "a file has no memory to read: run the rewritten "
+                                       "program and read its profile (qpt_profile_read)");
+    return qpt_live_read(s, addr, buf, len);
+}
+
+int
+qpt_commit(qpt_space_t *s)
+{
+    if (s == NULL)
+        return QP_EINVAL;
+    if (!s->live)
+        return qpt_fail(s, QP_EUNSUPP, "a file takes its snippets at qpt_write");
+    return qpt_live_commit(s);
+}

@@ -1,0 +1,261 @@
+/* Copyright 2026 the qpt authors
+ * SPDX-License-Identifier: MIT */
+/*
+ * Unit tests of libqpt's public face (include/qpt/qpt.h) on tests/qpt/api_prog: the
+ * same snippets - a conditional counter and a sum of arguments at an entry, a sum of
+ * return values at the exits, counters after the calls of one procedure, a counter per
+ * block of a loop - inserted into the file (rewritten, run, its profile read) and into
+ * the live process (spawned, committed, run, its memory read), with exact expected
+ * values; and the errors a mutator gets (a snippet that does not fit its point, an
+ * incomplete snippet, a file's memory).
+ */
+#include "config.h"
+
+#include <check.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "include/qpt/qpt.h"
+
+#define PROG "tests/qpt/api_prog"
+#define N 20 /* work(i) for i < N */
+
+/* Words: [0] calls of work with i > 10, [1] sum of i, [2] sum of returns, [3] returns
+ * of main's calls of work, [4..] one counter per block of loop. */
+enum { W_BIG, W_SUM, W_RET, W_AFTER, W_BLOCKS };
+#define NWORDS 32
+
+/* The handles of the block insertions of the last instrument(). */
+static qpt_handle_t block_h[NWORDS];
+
+/* Insert the test's snippets into S, whose words are at VARS; *NB: loop's blocks. */
+static void
+instrument(qpt_space_t *s, uint64_t vars, size_t *nb)
+{
+    uint32_t work, loop, mainp;
+    ck_assert_int_eq(qpt_proc_find(s, "work", &work), 0);
+    ck_assert_int_eq(qpt_proc_find(s, "loop", &loop), 0);
+    ck_assert_int_eq(qpt_proc_find(s, "main", &mainp), 0);
+    qpt_point_t pt[64];
+    size_t n;
+
+    /* work's entry: two snippets at one point. */
+    ck_assert_int_eq(qpt_points(s, work, QPT_ENTRY, pt, 64, &n), 0);
+    ck_assert_uint_eq(n, 1);
+    qpt_snippet_t *a = qpt_snippet_create();
+    qpt_expr_t big = qpt_if(a, qpt_op(a, QPT_GT, qpt_arg(a, 0), qpt_const(a, 10)),
+                            qpt_add_to(a, vars + 8 * W_BIG, qpt_const(a, 1), 0), QPT_NONE);
+    ck_assert_int_eq(qpt_insert(s, &pt[0], a, big, NULL), 0);
+    qpt_snippet_t *b = qpt_snippet_create();
+    qpt_expr_t sum = qpt_add_to(b, vars + 8 * W_SUM, qpt_arg(b, 0), 0);
+    ck_assert_int_eq(qpt_insert(s, &pt[0], b, sum, NULL), 0);
+
+    /* work's exits: the return values. */
+    ck_assert_int_eq(qpt_points(s, work, QPT_EXIT, pt, 64, &n), 0);
+    ck_assert_uint_ge(n, 1);
+    qpt_snippet_t *c = qpt_snippet_create();
+    qpt_expr_t ret = qpt_add_to(c, vars + 8 * W_RET, qpt_retval(c), 0);
+    for (size_t i = 0; i < n; i++)
+        ck_assert_int_eq(qpt_insert(s, &pt[i], c, ret, NULL), 0);
+
+    /* After main's calls of work. */
+    ck_assert_int_eq(qpt_points(s, mainp, QPT_AFTER_CALL, pt, 64, &n), 0);
+    qpt_snippet_t *d = qpt_snippet_create();
+    qpt_expr_t after = qpt_add_to(d, vars + 8 * W_AFTER, qpt_const(d, 1), 0);
+    size_t sites = 0;
+    for (size_t i = 0; i < n; i++)
+        if (qpt_point_callee(s, &pt[i]) == qpt_proc_entry(s, work)) {
+            ck_assert_int_eq(qpt_insert(s, &pt[i], d, after, NULL), 0);
+            sites++;
+        }
+    ck_assert_uint_ge(sites, 1);
+
+    /* Every block of loop. */
+    ck_assert_int_eq(qpt_points(s, loop, QPT_BLOCK, pt, 64, nb), 0);
+    ck_assert_uint_le(*nb, NWORDS - W_BLOCKS);
+    for (size_t i = 0; i < *nb; i++) {
+        qpt_snippet_t *e = qpt_snippet_create();
+        qpt_expr_t inc = qpt_add_to(e, vars + 8 * (W_BLOCKS + i), qpt_const(e, 1), 0);
+        int rc = qpt_insert(s, &pt[i], e, inc, &block_h[i]);
+        /* Live, a block shorter than the 5-byte jump is refused at commit, not here. */
+        ck_assert_msg(rc == 0, "block %zu: %s", i, qpt_error(s));
+        qpt_snippet_destroy(e);
+    }
+    qpt_snippet_destroy(a);
+    qpt_snippet_destroy(b);
+    qpt_snippet_destroy(c);
+    qpt_snippet_destroy(d);
+}
+
+static void
+check_words(const uint64_t *w, size_t nb)
+{
+    uint64_t sum = 0, big = 0, max = 0;
+    for (int i = 0; i < N; i++) {
+        sum += (uint64_t)i;
+        big += i > 10;
+    }
+    ck_assert_uint_eq(w[W_BIG], big);
+    ck_assert_uint_eq(w[W_SUM], sum);
+    ck_assert_uint_eq(w[W_RET], 3 * sum);
+    ck_assert_uint_eq(w[W_AFTER], N);
+    for (size_t i = 0; i < nb; i++)
+        max = w[W_BLOCKS + i] > max ? w[W_BLOCKS + i] : max;
+    ck_assert_uint_eq(max, 7); /* the loop body: loop(7) */
+}
+
+START_TEST(test_libqpt_file)
+{
+    char why[512] = "";
+    qpt_space_t *s = NULL;
+    ck_assert_msg(qpt_open(PROG, &s, why, sizeof(why)) == 0, "%s", why);
+    ck_assert_int_eq(qpt_is_live(s), 0);
+    uint64_t vars;
+    ck_assert_int_eq(qpt_alloc(s, 8 * NWORDS, &vars), 0);
+    size_t nb;
+    instrument(s, vars, &nb);
+    const char *out = "tests/qpt/api_prog.inst";
+    unlink("tests/qpt/api_prog.inst.qp");
+    ck_assert_msg(qpt_write(s, out) == 0, "%s", qpt_error(s));
+    /* The rewritten program prints what the original prints. */
+    char cmd[256];
+    snprintf(cmd, sizeof(cmd), "%s %d > tests/qpt/orig.out && %s %d > tests/qpt/inst.out && "
+             "cmp -s tests/qpt/orig.out tests/qpt/inst.out", PROG, N, out, N);
+    ck_assert_int_eq(system(cmd), 0);
+    uint64_t w[NWORDS];
+    ck_assert_msg(qpt_profile_read("tests/qpt/api_prog.inst.qp", vars, w, NWORDS, why,
+                                   sizeof(why)) == 0, "%s", why);
+    check_words(w, nb);
+    /* A second run adds to the profile. */
+    ck_assert_int_eq(system(cmd), 0);
+    ck_assert_int_eq(qpt_profile_read("tests/qpt/api_prog.inst.qp", vars, w, NWORDS, why,
+                                      sizeof(why)), 0);
+    ck_assert_uint_eq(w[W_SUM], 2 * (N * (N - 1) / 2));
+    qpt_close(s);
+}
+END_TEST
+
+#ifdef ENABLE_DYNAMIC_TESTS
+START_TEST(test_libqpt_live)
+{
+    char why[512] = "", file[] = "tests/qpt/live.done", n[16];
+    unlink(file);
+    snprintf(n, sizeof(n), "%d", N);
+    char *argv[] = { PROG, n, "wait", file, NULL };
+    qpt_space_t *s = NULL;
+    int rc = qpt_spawn(argv, &s, why, sizeof(why));
+    if (rc == QPT_EIO && strstr(why, "ermission") != NULL)
+        return; /* ptrace not allowed here */
+    ck_assert_msg(rc == 0, "%s", why);
+    ck_assert_int_eq(qpt_is_live(s), 1);
+    uint64_t vars;
+    ck_assert_msg(qpt_alloc(s, 8 * NWORDS, &vars) == 0, "%s", qpt_error(s));
+    size_t nb;
+    instrument(s, vars, &nb);
+    rc = qpt_commit(s);
+    if (rc != 0) {
+        /* A block of loop too short for a jump: all or nothing, take blocks out. */
+        ck_assert_msg(strstr(qpt_error(s), "nothing changed") != NULL, "%s", qpt_error(s));
+        for (size_t i = 0; i < nb; i++)
+            qpt_remove(s, block_h[i]);
+        nb = 0;
+        ck_assert_msg(qpt_commit(s) == 0, "%s", qpt_error(s));
+    }
+    ck_assert_int_eq(qpt_run(s), 0);
+    struct stat st;
+    for (int i = 0; i < 500 && stat(file, &st) != 0; i++) {
+        struct timespec ts = { 0, 10000000 };
+        nanosleep(&ts, NULL);
+    }
+    ck_assert_int_eq(stat(file, &st), 0);
+    ck_assert_int_eq(qpt_stop(s), 0);
+    uint64_t w[NWORDS];
+    ck_assert_int_eq(qpt_read(s, vars, w, sizeof(w)), 0);
+    if (nb > 0)
+        check_words(w, nb);
+    else {
+        uint64_t sum = N * (N - 1) / 2;
+        ck_assert_uint_eq(w[W_SUM], sum);
+        ck_assert_uint_eq(w[W_RET], 3 * sum);
+        ck_assert_uint_eq(w[W_AFTER], N);
+    }
+    /* Remove one insertion live: the sum stops, the conditional counter goes on. */
+    ck_assert_int_eq(qpt_remove(s, 1), 0);
+    ck_assert_msg(qpt_commit(s) == 0, "%s", qpt_error(s));
+    int pid = qpt_pid(s);
+    ck_assert_int_gt(pid, 0);
+    qpt_close(s); /* takes everything out, lets it run */
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+}
+END_TEST
+#endif
+
+START_TEST(test_libqpt_errors)
+{
+    char why[512] = "";
+    qpt_space_t *s = NULL;
+    ck_assert_int_ne(qpt_open("/nonexistent", &s, why, sizeof(why)), 0);
+    ck_assert_ptr_null(s);
+    ck_assert_ptr_nonnull(strstr(why, "/nonexistent"));
+    ck_assert_int_eq(qpt_open(PROG, &s, why, sizeof(why)), 0);
+    uint32_t work;
+    ck_assert_int_eq(qpt_proc_find(s, "work", &work), 0);
+    ck_assert_int_eq(qpt_proc_find(s, "no such thing", &work), QPT_ENOTFOUND);
+    ck_assert_int_eq(qpt_proc_find(s, "work", &work), 0);
+    qpt_point_t pt[8];
+    size_t n;
+    ck_assert_int_eq(qpt_points(s, work, QPT_EXIT, pt, 8, &n), 0);
+    /* An argument where there is none: refused, the node named. */
+    qpt_snippet_t *a = qpt_snippet_create();
+    qpt_expr_t e = qpt_store(a, 0x1000, 8, qpt_arg(a, 0));
+    ck_assert_int_eq(qpt_insert(s, &pt[0], a, e, NULL), QPT_EINVAL);
+    ck_assert_ptr_nonnull(strstr(qpt_error(s), "argument"));
+    /* An incomplete snippet (a builder given QPT_NONE). */
+    qpt_expr_t bad = qpt_op(a, QPT_ADD, QPT_NONE, qpt_const(a, 1));
+    ck_assert_uint_eq(bad, QPT_NONE);
+    ck_assert_int_eq(qpt_insert(s, &pt[0], a, e, NULL), QPT_EINVAL);
+    ck_assert_ptr_nonnull(strstr(qpt_error(s), "incomplete"));
+    /* A file has no memory to read; commit is for processes. */
+    uint64_t w;
+    ck_assert_int_eq(qpt_read(s, 0x1000, &w, 8), QPT_EUNSUPP);
+    ck_assert_int_eq(qpt_commit(s), QPT_EUNSUPP);
+    /* Words: multiples of 8 only. */
+    uint64_t at;
+    ck_assert_int_eq(qpt_alloc(s, 12, &at), QPT_EINVAL);
+    qpt_snippet_destroy(a);
+    qpt_close(s);
+}
+END_TEST
+
+static Suite *
+libqpt_suite(void)
+{
+    Suite *s = suite_create("libqpt");
+    TCase *tc = tcase_create("libqpt");
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, test_libqpt_file);
+#ifdef ENABLE_DYNAMIC_TESTS
+    tcase_add_test(tc, test_libqpt_live);
+#endif
+    tcase_add_test(tc, test_libqpt_errors);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int
+main(void)
+{
+    SRunner *sr = srunner_create(libqpt_suite());
+    srunner_set_fork_status(sr, CK_NOFORK); /* a traced child must stay ours */
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
