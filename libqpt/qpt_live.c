@@ -135,6 +135,18 @@ qpt_live_read(qpt_space_t *s, uint64_t addr, void *buf, size_t len)
 }
 
 int
+qpt_live_write(qpt_space_t *s, uint64_t addr, const void *buf, size_t len)
+{
+    if (!dyn_proc_is_stopped(s->proc))
+        return qpt_fail(s, QP_EINVAL, "the process must be stopped (qpt_stop)");
+    int rc = dyn_proc_write(s->proc, addr, buf, len);
+    if (rc < 0)
+        return qpt_fail(s, rc, "cannot write 0x%llx: %s", (unsigned long long)addr,
+                        strerror(errno));
+    return 0;
+}
+
+int
 qpt_live_point_ok(qpt_space_t *s, const qpt_point_t *pt, const char **why)
 {
     (void)s;

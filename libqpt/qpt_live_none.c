@@ -105,3 +105,12 @@ qpt_pid(const qpt_space_t *s)
     (void)s;
     return 0;
 }
+
+int
+qpt_live_write(qpt_space_t *s, uint64_t addr, const void *buf, size_t len)
+{
+    (void)addr;
+    (void)buf;
+    (void)len;
+    return qpt_fail(s, QP_EUNSUPP, "no live processes in this build");
+}

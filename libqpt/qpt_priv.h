@@ -67,6 +67,7 @@ int qpt_live_spawn(qpt_space_t *s, char *const argv[], char *why, size_t whylen)
 void qpt_live_close(qpt_space_t *s);
 int qpt_live_alloc(qpt_space_t *s, size_t bytes, uint64_t *addr);
 int qpt_live_read(qpt_space_t *s, uint64_t addr, void *buf, size_t len);
+int qpt_live_write(qpt_space_t *s, uint64_t addr, const void *buf, size_t len);
 int qpt_live_commit(qpt_space_t *s);
 int qpt_live_point_ok(qpt_space_t *s, const qpt_point_t *pt, const char **why);
 

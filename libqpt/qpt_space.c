@@ -688,7 +688,7 @@ qpt_alloc(qpt_space_t *s, size_t bytes, uint64_t *addr)
 }
 
 int
-qpt_read(qpt_space_t *s, uint64_t addr, void *buf, size_t len)
+qpt_read_memory(qpt_space_t *s, uint64_t addr, void *buf, size_t len)
 {
     if (s == NULL || buf == NULL)
         return QP_EINVAL;
@@ -696,6 +696,16 @@ qpt_read(qpt_space_t *s, uint64_t addr, void *buf, size_t len)
         return qpt_fail(s, QP_EUNSUPP, "a file has no memory to read: run the rewritten "
                                        "program and read its profile (qpt_profile_read)");
     return qpt_live_read(s, addr, buf, len);
+}
+
+int
+qpt_write_memory(qpt_space_t *s, uint64_t addr, const void *buf, size_t len)
+{
+    if (s == NULL || buf == NULL)
+        return QP_EINVAL;
+    if (!s->live)
+        return qpt_fail(s, QP_EUNSUPP, "a file has no memory to write");
+    return qpt_live_write(s, addr, buf, len);
 }
 
 int

@@ -176,7 +176,7 @@ START_TEST(test_libqpt_live)
     ck_assert_int_eq(stat(file, &st), 0);
     ck_assert_int_eq(qpt_stop(s), 0);
     uint64_t w[NWORDS];
-    ck_assert_int_eq(qpt_read(s, vars, w, sizeof(w)), 0);
+    ck_assert_int_eq(qpt_read_memory(s, vars, w, sizeof(w)), 0);
     if (nb > 0)
         check_words(w, nb);
     else {
@@ -224,7 +224,7 @@ START_TEST(test_libqpt_errors)
     ck_assert_ptr_nonnull(strstr(qpt_error(s), "incomplete"));
     /* A file has no memory to read; commit is for processes. */
     uint64_t w;
-    ck_assert_int_eq(qpt_read(s, 0x1000, &w, 8), QPT_EUNSUPP);
+    ck_assert_int_eq(qpt_read_memory(s, 0x1000, &w, 8), QPT_EUNSUPP);
     ck_assert_int_eq(qpt_commit(s), QPT_EUNSUPP);
     /* Words: multiples of 8 only. */
     uint64_t at;

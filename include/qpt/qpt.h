@@ -134,12 +134,15 @@ uint64_t qpt_point_callee(const qpt_space_t *s, const qpt_point_t *pt);
  * words snippets use; its address into *ADDR. A file: the words are a new zero-filled
  * region of the program whose contents are saved to its profile like qp's counters
  * (PROGRAM.qp, one slot per process, summed when read: see qpt_profile_read). A
- * process: memory mapped into it, readable at any time with qpt_read.
+ * process: memory mapped into it, readable at any time with qpt_read_memory.
  */
 int qpt_alloc(qpt_space_t *s, size_t bytes, uint64_t *addr /*OUT*/);
 
 /* Read LEN bytes at ADDR of a live process (it may be running). */
-int qpt_read(qpt_space_t *s, uint64_t addr, void *buf, size_t len);
+int qpt_read_memory(qpt_space_t *s, uint64_t addr, void *buf, size_t len);
+
+/* Write LEN bytes at ADDR of a stopped live process (its data, or memory from qpt_alloc). */
+int qpt_write_memory(qpt_space_t *s, uint64_t addr, const void *buf, size_t len);
 
 /*****************************************************************************
  * Snippets
