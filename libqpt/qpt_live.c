@@ -12,14 +12,85 @@
 #include "config.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include "dynamic/dyn.h"
 #include "libqpt/qpt_priv.h"
 
 int qpt_load_live_program(qpt_space_t *s, const char *exe, char *why, size_t whylen);
+
+/* Variables: memory shared between the process and us (a memfd of ours it maps), so
+ * they are read without stopping it, and keep their last values after it ended. */
+typedef struct vars {
+    uint64_t remote;         /* address in the process */
+    size_t len;
+    void *local;             /* our mapping */
+    int fd;                  /* our memfd */
+} vars_t;
+
+/* The variables holding [ADDR, ADDR + LEN) wholly, or NULL. */
+static const vars_t *
+vars_at(const qpt_space_t *s, uint64_t addr, size_t len)
+{
+    const vars_t *v = s->lvars;
+    for (size_t i = 0; i < s->nlvars; i++)
+        if (addr >= v[i].remote && addr + len <= v[i].remote + v[i].len && addr + len >= addr)
+            return &v[i];
+    return NULL;
+}
+
+/*
+ * Map LEN bytes of a new memfd of ours into the stopped process near the code: it opens
+ * /proc/OURPID/fd/N (the path written into a scratch page of its) and maps it shared.
+ * 0 with *OUT filled, or QP_E* (then nothing is left in the process).
+ */
+static int
+map_shared(qpt_space_t *s, uint64_t lo, uint64_t hi, size_t len, vars_t *out)
+{
+    dyn_proc_t *p = s->proc;
+    char path[96];
+    uint64_t scratch = 0, a[6] = { 0 };
+    int64_t rfd = -1, r;
+    int rc;
+    out->fd = (int)syscall(SYS_memfd_create, "qpt-vars", 1u /* MFD_CLOEXEC */);
+    if (out->fd < 0 || ftruncate(out->fd, (off_t)len) < 0)
+        return QP_EIO;
+    out->local = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, out->fd, 0);
+    if (out->local == MAP_FAILED) {
+        out->local = NULL;
+        return QP_EIO;
+    }
+    snprintf(path, sizeof(path), "/proc/%d/fd/%d", (int)getpid(), out->fd);
+    rc = dyn_space_ops.alloc_near(p, lo, hi, 4096, ED_PROT_R | ED_PROT_W, &scratch);
+    if (rc == 0)
+        rc = dyn_proc_write(p, scratch, path, strlen(path) + 1);
+    if (rc == 0) {
+        a[0] = (uint64_t)(int64_t)AT_FDCWD;
+        a[1] = scratch;
+        a[2] = O_RDWR | O_CLOEXEC;
+        rc = dyn_proc_syscall(p, SYS_openat, a, &rfd);
+        if (rc == 0 && rfd < 0) {
+            errno = (int)-rfd;
+            rc = QP_EIO;
+        }
+    }
+    if (rc == 0)
+        rc = dyn_space_map_near(p, lo, hi, len, ED_PROT_R | ED_PROT_W, (int)rfd, &out->remote);
+    if (rfd >= 0) {
+        memset(a, 0, sizeof(a));
+        a[0] = (uint64_t)rfd;
+        dyn_proc_syscall(p, SYS_close, a, &r);
+    }
+    if (scratch != 0)
+        dyn_space_free(p, scratch, 4096);
+    return rc;
+}
 
 /* What a committed set holds: one dyn point per distinct (kind, address). */
 typedef struct live {
@@ -98,6 +169,19 @@ qpt_live_close(qpt_space_t *s)
     }
     live_free(l);
     s->sess = NULL;
+    vars_t *v = s->lvars;
+    for (size_t i = 0; i < s->nlvars; i++) {
+        /* The process's mapping goes when no snippet reads it any more. */
+        if (p != NULL && dyn_proc_is_stopped(p))
+            dyn_space_free(p, v[i].remote, v[i].len);
+        if (v[i].local != NULL)
+            munmap(v[i].local, v[i].len);
+        if (v[i].fd >= 0)
+            close(v[i].fd);
+    }
+    free(s->lvars);
+    s->lvars = NULL;
+    s->nlvars = 0;
     dyn_proc_destroy(p); /* lets it run, detached */
     s->proc = NULL;
 }
@@ -116,17 +200,48 @@ qpt_live_alloc(qpt_space_t *s, size_t bytes, uint64_t *addr)
             hi = c->vma + c->size > hi ? c->vma + c->size : hi;
         }
     size_t len = (bytes + 4095) & ~(size_t)4095;
-    int rc = dyn_space_ops.alloc_near(p, lo + s->bias, hi + s->bias, len,
-                                      ED_PROT_R | ED_PROT_W, addr);
+    vars_t *v = realloc(s->lvars, (s->nlvars + 1) * sizeof(vars_t));
+    if (v == NULL)
+        return QP_ENOMEM;
+    s->lvars = v;
+    vars_t *nv = &v[s->nlvars];
+    memset(nv, 0, sizeof(*nv));
+    nv->fd = -1;
+    nv->len = len;
+    int rc = map_shared(s, lo + s->bias, hi + s->bias, len, nv);
+    if (rc < 0) { /* private memory then: read from the process while it lives */
+        if (nv->local != NULL)
+            munmap(nv->local, len);
+        if (nv->fd >= 0)
+            close(nv->fd);
+        nv->local = NULL;
+        nv->fd = -1;
+        rc = dyn_space_ops.alloc_near(p, lo + s->bias, hi + s->bias, len,
+                                      ED_PROT_R | ED_PROT_W, &nv->remote);
+    }
     if (rc < 0)
         return qpt_fail(s, rc, "cannot map %zu bytes near the code: %s", len,
                         rc == QP_EIO ? strerror(errno) : qp_strerror(rc));
+    s->nlvars++;
+    *addr = nv->remote;
     return 0;
 }
 
 int
 qpt_live_read(qpt_space_t *s, uint64_t addr, void *buf, size_t len)
 {
+    const vars_t *v = vars_at(s, addr, len);
+    if (v != NULL && v->local != NULL) {
+        /* Word by word, atomically: snippets may be adding to them right now. */
+        const uint8_t *src = (const uint8_t *)v->local + (addr - v->remote);
+        if (addr % 8 == 0 && len % 8 == 0)
+            for (size_t i = 0; i < len / 8; i++)
+                ((uint64_t *)buf)[i] = __atomic_load_n((const uint64_t *)src + i,
+                                                       __ATOMIC_RELAXED);
+        else
+            memcpy(buf, src, len);
+        return 0;
+    }
     int rc = dyn_proc_read(s->proc, addr, buf, len);
     if (rc < 0)
         return qpt_fail(s, rc, "cannot read 0x%llx: %s", (unsigned long long)addr,

@@ -197,6 +197,45 @@ START_TEST(test_libqpt_live)
 END_TEST
 #endif
 
+#ifdef ENABLE_DYNAMIC_TESTS
+/* Variables are shared with the process: exact after it ended. */
+START_TEST(test_libqpt_live_exit)
+{
+    char why[512] = "", n[16];
+    snprintf(n, sizeof(n), "%d", N);
+    char *argv[] = { PROG, n, NULL };
+    qpt_space_t *s = NULL;
+    int rc = qpt_spawn(argv, &s, why, sizeof(why));
+    if (rc == QPT_EIO && strstr(why, "ermission") != NULL)
+        return;
+    ck_assert_msg(rc == 0, "%s", why);
+    uint64_t vars;
+    ck_assert_int_eq(qpt_alloc(s, 8 * NWORDS, &vars), 0);
+    uint32_t work;
+    ck_assert_int_eq(qpt_proc_find(s, "work", &work), 0);
+    qpt_point_t pt;
+    size_t np;
+    ck_assert_int_eq(qpt_points(s, work, QPT_ENTRY, &pt, 1, &np), 0);
+    qpt_snippet_t *a = qpt_snippet_create();
+    qpt_expr_t e = qpt_add_to(a, vars, qpt_arg(a, 0), 0);
+    ck_assert_int_eq(qpt_insert(s, &pt, a, e, NULL), 0);
+    qpt_snippet_destroy(a);
+    ck_assert_msg(qpt_commit(s) == 0, "%s", qpt_error(s));
+    ck_assert_int_eq(qpt_run(s), 0);
+    int status = 0;
+    for (int i = 0; i < 1000 && qpt_ended(s, &status) == 0; i++) {
+        struct timespec ts = { 0, 5000000 };
+        nanosleep(&ts, NULL);
+    }
+    ck_assert_int_eq(qpt_ended(s, &status), 1);
+    uint64_t w;
+    ck_assert_int_eq(qpt_read_memory(s, vars, &w, 8), 0);
+    ck_assert_uint_eq(w, N * (N - 1) / 2);
+    qpt_close(s);
+}
+END_TEST
+#endif
+
 START_TEST(test_libqpt_errors)
 {
     char why[512] = "";
@@ -243,6 +282,7 @@ libqpt_suite(void)
     tcase_add_test(tc, test_libqpt_file);
 #ifdef ENABLE_DYNAMIC_TESTS
     tcase_add_test(tc, test_libqpt_live);
+    tcase_add_test(tc, test_libqpt_live_exit);
 #endif
     tcase_add_test(tc, test_libqpt_errors);
     suite_add_tcase(s, tc);
