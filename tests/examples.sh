@@ -1,0 +1,55 @@
+#!/bin/bash
+# Copyright 2026 the qpt authors
+# SPDX-License-Identifier: MIT
+#
+# The mutators of examples/, built on libqpt's public header, on tests/qpt/api_prog:
+# callcount on the file (rewritten and run) and live (started, and attached to a
+# running process), coverage on the file, repipe on a running shell loop.
+set -u
+: "${top_builddir:=.}"
+B=$top_builddir
+D=$B/tests/examples.d
+rm -rf "$D"
+mkdir -p "$D" || exit 99
+fails=0
+bad() { echo "FAIL $*"; fails=$((fails + 1)); }
+ok() { echo "ok   $*"; }
+cp "$B/tests/qpt/api_prog" "$D/prog" || exit 99
+
+out=$("$B/examples/callcount" work "$D/prog" 20 2>&1)
+[ "$(echo "$out" | awk '$2 == "work" { print $1 }')" = 20 ] && ok "callcount, file: 20 calls" \
+    || bad "callcount, file: $out"
+out=$("$B/examples/coverage" "$D/prog" 20 2>&1)
+echo "$out" | grep -q '^ *[0-9]*/[0-9]* *work$' && echo "$out" | grep -q 'blocks covered' \
+    && ok "coverage, file: $(echo "$out" | tail -n 1)" || bad "coverage: $out"
+
+if [ -x "$B/examples/repipe" ]; then
+    out=$("$B/examples/callcount" -r work "$D/prog" 20 2>&1)
+    if echo "$out" | grep -q "ermission"; then
+        echo "skip live examples: ptrace not permitted"
+    else
+        [ "$(echo "$out" | awk '$2 == "work" { print $1 }' | tail -n 1)" = 20 ] \
+            && ok "callcount, started live: 20 calls" || bad "callcount -r: $out"
+        "$D/prog" 2000000000 >/dev/null &
+        pid=$!
+        sleep 0.2
+        out=$("$B/examples/callcount" -p $pid -t 0.3 work 2>&1)
+        n=$(echo "$out" | awk '$2 == "work" { print $1 }')
+        kill -0 $pid 2>/dev/null && [ -n "$n" ] && [ "$n" -gt 0 ] \
+            && ok "callcount, attached: $n calls in 0.3 s, the process runs on" \
+            || bad "callcount -p: $out"
+        kill $pid 2>/dev/null
+        wait $pid 2>/dev/null
+        sh -c 'while :; do echo tick; sleep 0.05; done' >/dev/null &
+        pid=$!
+        sleep 0.2
+        "$B/examples/repipe" $pid "$D/piped.txt" >"$D/repipe.out" 2>&1
+        sleep 0.4
+        kill $pid 2>/dev/null
+        wait $pid 2>/dev/null
+        [ "$(grep -c tick "$D/piped.txt" 2>/dev/null)" -gt 0 ] \
+            && ok "repipe: the loop's output went to the file" \
+            || bad "repipe: $(cat "$D/repipe.out")"
+    fi
+fi
+[ "$fails" -eq 0 ]
