@@ -328,9 +328,17 @@ check_head(const dyn_session_t *s, const cfg_block_t *b, uint64_t addr, point_t 
 
     if (bytes == NULL)
         return "no bytes in the file";
-    for (uint32_t j = 0; j < prog->nprocs; j++)
-        if (j != i && prog->procs[j].entry > addr && prog->procs[j].entry < addr + JMP_LEN)
-            return "another procedure starts within 5 bytes";
+    /* The first procedure entered after ADDR (procs are sorted by entry). */
+    uint32_t lo = 0, hi = prog->nprocs;
+    while (lo < hi) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        if (prog->procs[mid].entry <= addr)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (lo < prog->nprocs && lo != i && prog->procs[lo].entry < addr + JMP_LEN)
+        return "another procedure starts within 5 bytes";
     pt->entry = addr + s->bias;
     pt->ninsns = 0;
     while (len < JMP_LEN) {
@@ -361,23 +369,19 @@ check_head(const dyn_session_t *s, const cfg_block_t *b, uint64_t addr, point_t 
     return NULL;
 }
 
-int
-dyn_session_add_point(dyn_session_t *s, int kind, uint32_t proc, uint64_t addr,
-    const dyn_snippet_t *before, const dyn_snippet_t *after, const char *name,
-    uint32_t *row, const char **why)
+/* What the file says of the point of KIND at ADDR in PROC: 0 with *PT filled, or
+ * QP_EUNSUPP with *WHY. */
+static int
+check_point(const dyn_session_t *s, int kind, uint32_t proc, uint64_t addr, point_t *out,
+    const char **why)
 {
-    static const char *unused;
     point_t pt;
     const cfg_prog_t *prog;
     const cfg_proc_t *pr;
     uint32_t b;
 
-    if (why == NULL)
-        why = &unused;
     *why = NULL;
-    if (s == NULL || s->installed || (before == NULL && after == NULL)
-        || (after != NULL && kind != DYN_PT_CALL) || kind < DYN_PT_ENTRY
-        || kind > DYN_PT_BLOCK)
+    if (kind < DYN_PT_ENTRY || kind > DYN_PT_BLOCK)
         return QP_EINVAL;
     prog = s->prog;
     if (proc >= prog->nprocs)
@@ -436,10 +440,47 @@ dyn_session_add_point(dyn_session_t *s, int kind, uint32_t proc, uint64_t addr,
             memcpy(pt.orig, bytes, in.len);
         }
     }
+    if (*why == NULL && (pt.entry & 4095) > 4096 - JMP_LEN)
+        *why = "its first 5 bytes cross a page boundary (the jump could not be written in "
+               "one piece)";
     if (*why != NULL)
         return QP_EUNSUPP;
     pt.kind = (uint8_t)kind;
     pt.proc = proc;
+    *out = pt;
+    return 0;
+}
+
+int
+dyn_session_check_point(const dyn_session_t *s, int kind, uint32_t proc, uint64_t addr,
+    const char **why)
+{
+    static const char *unused;
+    point_t pt;
+
+    if (why == NULL)
+        why = &unused;
+    *why = NULL;
+    if (s == NULL)
+        return QP_EINVAL;
+    return check_point(s, kind, proc, addr, &pt, why);
+}
+
+int
+dyn_session_add_point(dyn_session_t *s, int kind, uint32_t proc, uint64_t addr,
+    const dyn_snippet_t *before, const dyn_snippet_t *after, const char *name,
+    uint32_t *row, const char **why)
+{
+    static const char *unused;
+    point_t pt;
+
+    if (why == NULL)
+        why = &unused;
+    *why = NULL;
+    if (s == NULL || s->installed || (before == NULL && after == NULL)
+        || (after != NULL && kind != DYN_PT_CALL))
+        return QP_EINVAL;
+    QP_CHECK(check_point(s, kind, proc, addr, &pt, why));
     pt.name = name;
     if (before != NULL)
         pt.before = *before;

@@ -169,6 +169,8 @@ qpt_live_close(qpt_space_t *s)
     }
     live_free(l);
     s->sess = NULL;
+    dyn_session_destroy(s->check);
+    s->check = NULL;
     vars_t *v = s->lvars;
     for (size_t i = 0; i < s->nlvars; i++) {
         /* The process's mapping goes when no snippet reads it any more. */
@@ -261,23 +263,29 @@ qpt_live_write(qpt_space_t *s, uint64_t addr, const void *buf, size_t len)
     return 0;
 }
 
+static int dyn_kind(uint32_t kind);
+
 int
 qpt_live_point_ok(qpt_space_t *s, const qpt_point_t *pt, const char **why)
 {
-    (void)s;
-    if (pt->kind == QPT_AFTER_CALL || pt->kind == QPT_CALL || pt->kind == QPT_ENTRY
-        || pt->kind == QPT_BLOCK)
-        return 0;
-    /* Exits: a ret only (a tail call has no trampoline form yet). */
-    arch_insn_t in;
-    uint64_t a = pt->addr - s->bias;
-    size_t avail;
-    const uint8_t *b = cfg_image_ptr(s->img, a, &avail);
-    if (b == NULL || arch_decode(b, avail, a, &in) < 0 || in.kind != ARCH_KIND_RET) {
-        *why = "a tail call cannot get a snippet in a live process (only a ret)";
-        return QP_EUNSUPP;
+    if (pt->kind == QPT_EXIT) { /* a ret only (a tail call has no trampoline form yet) */
+        arch_insn_t in;
+        uint64_t a = pt->addr - s->bias;
+        size_t avail;
+        const uint8_t *b = cfg_image_ptr(s->img, a, &avail);
+        if (b == NULL || arch_decode(b, avail, a, &in) < 0 || in.kind != ARCH_KIND_RET) {
+            *why = "a tail call cannot get a snippet in a live process (only a ret)";
+            return QP_EUNSUPP;
+        }
     }
-    return 0;
+    /* What the file says of the point, as the commit will see it. */
+    if (s->check == NULL) {
+        dyn_session_t *c = NULL;
+        QP_CHECK(dyn_session_create(s->proc, s->prog, s->bias, &c));
+        s->check = c;
+    }
+    return dyn_session_check_point(s->check, dyn_kind(pt->kind), pt->proc, pt->addr - s->bias,
+                                   why);
 }
 
 /* The dyn point kind of a public point (QPT_AFTER_CALL shares its call's point). */
@@ -333,6 +341,21 @@ join(const qpt_space_t *s, const size_t *ix, size_t n, size_t *nnodes, uint32_t 
     return v;
 }
 
+/* Insertions by dyn point (kind, address), then by handle. */
+static int
+ins_cmp(const void *x, const void *y, void *arg)
+{
+    const qpt_space_t *s = arg;
+    size_t i = *(const size_t *)x, j = *(const size_t *)y;
+    const qpt_ins_t *a = &s->ins[i], *b = &s->ins[j];
+    int ka = dyn_kind(a->pt.kind), kb = dyn_kind(b->pt.kind);
+    if (ka != kb)
+        return ka < kb ? -1 : 1;
+    if (a->pt.addr != b->pt.addr)
+        return a->pt.addr < b->pt.addr ? -1 : 1;
+    return i < j ? -1 : i > j;
+}
+
 /* A session with the current insertions (not installed yet); *L on success. */
 static int
 build(qpt_space_t *s, live_t **out)
@@ -351,16 +374,28 @@ build(qpt_space_t *s, live_t **out)
     }
     if (rc == 0)
         rc = dyn_session_create(s->proc, s->prog, s->bias, &l->sess);
-    for (size_t i = 0; rc == 0 && i < s->nins; i++) {
+    /* The insertions by dyn point, in the order they were made at each. */
+    size_t *order = rc == 0 ? malloc((s->nins + 1) * sizeof(size_t)) : NULL;
+    if (rc == 0 && order == NULL)
+        rc = QP_ENOMEM;
+    for (size_t i = 0; rc == 0 && i < s->nins; i++)
+        order[i] = i;
+    if (rc == 0)
+        qsort_r(order, s->nins, sizeof(size_t), ins_cmp, s);
+    for (size_t o = 0; rc == 0 && o < s->nins; o++) {
+        size_t i = order[o];
         const qpt_ins_t *a = &s->ins[i];
         if (a->removed || done[i])
             continue;
         /* Every insertion at the same dyn point: before (ix) and after a call (jx). */
         size_t ni = 0, nj = 0;
         int kind = dyn_kind(a->pt.kind);
-        for (size_t k = i; k < s->nins; k++) {
+        for (size_t q = o; q < s->nins; q++) {
+            size_t k = order[q];
             const qpt_ins_t *b = &s->ins[k];
-            if (b->removed || done[k] || b->pt.addr != a->pt.addr || dyn_kind(b->pt.kind) != kind)
+            if (b->pt.addr != a->pt.addr || dyn_kind(b->pt.kind) != kind)
+                break;
+            if (b->removed || done[k])
                 continue;
             done[k] = 1;
             if (b->pt.kind == QPT_AFTER_CALL)
@@ -398,6 +433,7 @@ build(qpt_space_t *s, live_t **out)
             qpt_fail(s, rc, "%s at 0x%llx: %s (nothing changed)", qpt_proc_name(s, a->pt.proc),
                      (unsigned long long)a->pt.addr, why ? why : qp_strerror(rc));
     }
+    free(order);
     free(ix);
     free(jx);
     free(done);

@@ -52,6 +52,7 @@ struct qpt_space {
     uint64_t vars;           /* file mode: bytes of qpt_alloc'ed words */
     void *proc;              /* live mode: the process (dyn_proc_t) */
     void *sess;              /* live mode: its session (dyn_session_t) */
+    void *check;             /* live mode: a session never installed, to check points */
     void *lvars;             /* live mode: the memory qpt_alloc mapped (vars_t) */
     size_t nlvars;
     char err[512];           /* the last failure */

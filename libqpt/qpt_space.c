@@ -611,6 +611,122 @@ qpt_point_setup(qpt_space_t *s, const qpt_point_t *pt, qpt_ins_t *ins)
  * Insertion
  */
 
+/*
+ * A compact copy of the tree at ROOT of the nodes V (checked: indices in range, acyclic):
+ * only the nodes it reaches, ROOT first, so that a snippet object that built many
+ * expressions costs each insertion only its own (emitting walks every node it is given).
+ */
+typedef struct {
+    uint32_t *key, *val;
+    size_t cap, n;
+} idmap_t;
+
+static int
+idmap_put(idmap_t *m, uint32_t k, uint32_t v)
+{
+    if (2 * (m->n + 1) > m->cap) {
+        idmap_t g = { NULL, NULL, m->cap ? 2 * m->cap : 64, 0 };
+        g.key = malloc(g.cap * sizeof(uint32_t));
+        g.val = malloc(g.cap * sizeof(uint32_t));
+        if (g.key == NULL || g.val == NULL) {
+            free(g.key);
+            free(g.val);
+            return QP_ENOMEM;
+        }
+        memset(g.key, 0xff, g.cap * sizeof(uint32_t));
+        for (size_t i = 0; i < m->cap; i++)
+            if (m->key[i] != UINT32_MAX)
+                idmap_put(&g, m->key[i], m->val[i]);
+        free(m->key);
+        free(m->val);
+        *m = g;
+    }
+    size_t i = (k * 2654435761u) & (m->cap - 1);
+    while (m->key[i] != UINT32_MAX && m->key[i] != k)
+        i = (i + 1) & (m->cap - 1);
+    if (m->key[i] == UINT32_MAX)
+        m->n++;
+    m->key[i] = k;
+    m->val[i] = v;
+    return 0;
+}
+
+static uint32_t
+idmap_get(const idmap_t *m, uint32_t k)
+{
+    if (m->cap == 0)
+        return UINT32_MAX;
+    size_t i = (k * 2654435761u) & (m->cap - 1);
+    while (m->key[i] != UINT32_MAX && m->key[i] != k)
+        i = (i + 1) & (m->cap - 1);
+    return m->key[i] == k ? m->val[i] : UINT32_MAX;
+}
+
+static int
+snip_extract(const arch_snip_t *v, uint32_t root, arch_snip_t **out, uint32_t *nout)
+{
+    idmap_t m = { 0 };
+    arch_snip_t *o = NULL;
+    uint32_t *todo = NULL, n = 0;
+    size_t ntodo = 0, cap = 0, captodo = 0;
+    int rc = QP_ENOMEM;
+
+#define PUSH(x)                                                                            \
+    do {                                                                                   \
+        if (ntodo == captodo) {                                                            \
+            captodo = captodo ? 2 * captodo : 16;                                          \
+            uint32_t *t = realloc(todo, captodo * sizeof(uint32_t));                       \
+            if (t == NULL)                                                                 \
+                goto out;                                                                  \
+            todo = t;                                                                      \
+        }                                                                                  \
+        todo[ntodo++] = (x);                                                               \
+    } while (0)
+    PUSH(root);
+    while (ntodo > 0) {
+        uint32_t x = todo[--ntodo];
+        if (idmap_get(&m, x) != UINT32_MAX)
+            continue;
+        if (n == cap) {
+            cap = cap ? 2 * cap : 8;
+            arch_snip_t *t = realloc(o, cap * sizeof(arch_snip_t));
+            if (t == NULL)
+                goto out;
+            o = t;
+        }
+        if (idmap_put(&m, x, n) < 0)
+            goto out;
+        o[n++] = v[x];
+        const arch_snip_t *e = &v[x];
+        uint32_t kids[3] = { e->a, e->b, e->c };
+        for (int k = 0; k < 3; k++)
+            if (kids[k] != ARCH_SNIP_NONE)
+                PUSH(kids[k]);
+        for (int k = 0; e->op == ARCH_SN_CALL && k < e->nargs && k < ARCH_SNIP_MAXARGS; k++)
+            PUSH(e->args[k]);
+    }
+#undef PUSH
+    for (uint32_t i = 0; i < n; i++) {
+        arch_snip_t *e = &o[i];
+        uint32_t *f[3] = { &e->a, &e->b, &e->c };
+        for (int k = 0; k < 3; k++)
+            if (*f[k] != ARCH_SNIP_NONE)
+                *f[k] = idmap_get(&m, *f[k]);
+        for (int k = 0; e->op == ARCH_SN_CALL && k < e->nargs && k < ARCH_SNIP_MAXARGS; k++)
+            e->args[k] = idmap_get(&m, e->args[k]);
+    }
+    *out = o;
+    *nout = n;
+    o = NULL;
+    rc = 0;
+out:
+    free(o);
+    free(todo);
+    free(m.key);
+    free(m.val);
+    return rc;
+}
+
 int
 qpt_insert(qpt_space_t *s, const qpt_point_t *pt, const qpt_snippet_t *sn, qpt_expr_t root,
            qpt_handle_t *h)
@@ -638,11 +754,8 @@ qpt_insert(qpt_space_t *s, const qpt_point_t *pt, const qpt_snippet_t *sn, qpt_e
             return qpt_fail(s, QP_EUNSUPP, "%s at 0x%llx: %s", qpt_proc_name(s, pt->proc),
                             (unsigned long long)pt->addr, no);
     }
-    if ((ins.nodes = malloc(sn->n * sizeof(arch_snip_t))) == NULL)
-        return QP_ENOMEM;
-    memcpy(ins.nodes, sn->v, sn->n * sizeof(arch_snip_t));
-    ins.n = sn->n;
-    ins.root = root;
+    QP_CHECK(snip_extract(sn->v, root, &ins.nodes, &ins.n));
+    ins.root = 0;
     if (s->nins == s->capins) {
         size_t cap = s->capins ? 2 * s->capins : 16;
         qpt_ins_t *v = realloc(s->ins, cap * sizeof(qpt_ins_t));

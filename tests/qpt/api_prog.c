@@ -3,7 +3,8 @@
 /*
  * The program tests/check_libqpt instruments: work(i) is called for i = 0..N-1 and
  * returns i * 3; loop() runs a loop of known trips. With "wait FILE" it then writes
- * "done" to FILE and sleeps until killed (so a live test reads its variables).
+ * "done" to FILE and sleeps until killed (so a live test reads its variables), at most a
+ * minute: a test that failed half-way never leaves it behind.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -46,6 +47,7 @@ main(int argc, char **argv)
             fputs("done\n", f);
             fclose(f);
         }
+        alarm(60);
         for (;;)
             pause();
     }

@@ -1,0 +1,216 @@
+/* Copyright 2026 the qpt authors
+ * SPDX-License-Identifier: MIT */
+/*
+ * libqpt speed (a benchmark, not a test; make bench runs it):
+ *  1. the cost per hit of `if (arg1 > 10) counter++` at a procedure's entry, rewritten
+ *     and live, against the plain program (bench/argcall: 100M calls, median of 5);
+ *  2. inserting 10,000 points into a live process in one stop (python3.11 running a
+ *     loop: entry counters, then block counters, until 10,000), chosen while it runs,
+ *     then stop + commit + run: the time it is stopped (median of 5).
+ * Usage: qpt-bench ARGCALL [PYTHON]   (ARGCALL "-": the second part only; QPT_BENCH_ROUNDS=N)
+ */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <qpt/qpt.h>
+
+static double
+now(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
+}
+
+static int
+cmp_d(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static double
+median(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof(double), cmp_d);
+    return v[n / 2];
+}
+
+/* Run ARGV, return the ns/call it prints. */
+static double
+ns_per_call(char *const argv[])
+{
+    int fd[2];
+    if (pipe(fd) < 0)
+        return -1;
+    pid_t p = fork();
+    if (p == 0) {
+        dup2(fd[1], 1);
+        execv(argv[0], argv);
+        _exit(127);
+    }
+    close(fd[1]);
+    char buf[64] = "";
+    ssize_t r = read(fd[0], buf, sizeof(buf) - 1);
+    close(fd[0]);
+    waitpid(p, NULL, 0);
+    return r > 0 ? atof(buf) : -1;
+}
+
+/* The benchmark's snippet at F's entry of S; *CTR its counter. */
+static int
+insert_if(qpt_space_t *s, uint64_t *ctr)
+{
+    uint32_t f;
+    qpt_point_t pt;
+    size_t n;
+    if (qpt_proc_find(s, "f", &f) < 0 || qpt_alloc(s, 8, ctr) < 0
+        || qpt_points(s, f, QPT_ENTRY, &pt, 1, &n) < 0)
+        return -1;
+    qpt_snippet_t *sn = qpt_snippet_create();
+    qpt_expr_t e = qpt_if(sn, qpt_op(sn, QPT_GT, qpt_arg(sn, 0), qpt_const(sn, 10)),
+                          qpt_add_to(sn, *ctr, qpt_const(sn, 1), 0), QPT_NONE);
+    int rc = qpt_insert(s, &pt, sn, e, NULL);
+    qpt_snippet_destroy(sn);
+    return rc;
+}
+
+/* Start ARGV live with the benchmark's snippet, run it; the ns/call it prints. */
+static double
+live_ns(char *const argv[])
+{
+    char why[512];
+    int fd[2], saved = dup(1);
+    uint64_t ctr;
+    qpt_space_t *s = NULL;
+    if (pipe(fd) < 0 || saved < 0)
+        return -1;
+    fflush(stdout);
+    dup2(fd[1], 1); /* the process inherits our stdout: a pipe, for once */
+    int rc = qpt_spawn(argv, &s, why, sizeof(why));
+    dup2(saved, 1);
+    close(saved);
+    close(fd[1]);
+    if (rc < 0 || insert_if(s, &ctr) < 0 || qpt_commit(s) < 0 || qpt_run(s) < 0) {
+        fprintf(stderr, "qpt-bench: live: %s\n", s ? qpt_error(s) : why);
+        exit(1);
+    }
+    char buf[64] = "";
+    ssize_t r = read(fd[0], buf, sizeof(buf) - 1);
+    close(fd[0]);
+    int st;
+    while (qpt_ended(s, &st) == 0) {
+        struct timespec ts = { 0, 1000000 };
+        nanosleep(&ts, NULL);
+    }
+    uint64_t c = 0;
+    qpt_read_memory(s, ctr, &c, 8);
+    if (c != 100000000ull / 21 * 10 + (100000000ull % 21 > 11 ? 100000000ull % 21 - 11 : 0))
+        fprintf(stderr, "qpt-bench: live counter %llu: not the expected count\n",
+                (unsigned long long)c);
+    qpt_close(s);
+    return r > 0 ? atof(buf) : -1;
+}
+
+static void
+per_hit(const char *argcall)
+{
+    char why[512], out[4200];
+    char *plain[] = { (char *)argcall, "100000000", NULL };
+    double p[5], r[5], l[5];
+    qpt_space_t *s = NULL;
+    uint64_t ctr;
+    snprintf(out, sizeof(out), "%s.if", argcall);
+    if (qpt_open(argcall, &s, why, sizeof(why)) < 0 || insert_if(s, &ctr) < 0
+        || qpt_write(s, out) < 0) {
+        fprintf(stderr, "qpt-bench: %s: %s\n", argcall, s ? qpt_error(s) : why);
+        exit(1);
+    }
+    qpt_close(s);
+    char *rew[] = { out, "100000000", NULL };
+    for (int i = 0; i < 5; i++) {
+        p[i] = ns_per_call(plain);
+        r[i] = ns_per_call(rew);
+        l[i] = live_ns(plain);
+    }
+    double mp = median(p, 5), mr = median(r, 5), ml = median(l, 5);
+    printf("if (arg1 > 10) counter++ at an entry (median of 5, 100M calls): plain %.3f ns, "
+           "rewritten %.3f ns (+%.3f ns), live %.3f ns (+%.3f ns)\n", mp, mr, mr - mp, ml,
+           ml - mp);
+}
+
+static void
+insert_10k(const char *python)
+{
+    pid_t p = fork();
+    if (p == 0) {
+        execl(python, python, "-c",
+              "import time\nt=time.time()\ndef f(x): return x+1\ns=0\n"
+              "while time.time()-t < 120:\n    for i in range(10000): s=f(s)\n", (char *)NULL);
+        _exit(127);
+    }
+    sleep(1);
+    double stopped[5];
+    int npts = 0, rounds = getenv("QPT_BENCH_ROUNDS") ? atoi(getenv("QPT_BENCH_ROUNDS")) : 5;
+    rounds = rounds < 1 ? 1 : rounds > 5 ? 5 : rounds;
+    for (int r = 0; r < rounds; r++) {
+        char why[512];
+        qpt_space_t *s;
+        if (qpt_attach(p, &s, why, sizeof(why)) < 0) {
+            fprintf(stderr, "qpt-bench: attach: %s\n", why);
+            break;
+        }
+        uint64_t words;
+        qpt_alloc(s, 8 * 16384, &words);
+        qpt_run(s); /* the points are chosen while it runs */
+        qpt_snippet_t *sn = qpt_snippet_create();
+        npts = 0;
+        for (int kind = QPT_ENTRY; kind <= QPT_BLOCK && npts < 10000; kind += QPT_BLOCK - QPT_ENTRY)
+            for (uint32_t i = 0; i < qpt_nprocs(s) && npts < 10000; i++) {
+                qpt_point_t pt[64];
+                size_t n;
+                if (qpt_proc_refusal(s, i) != NULL || qpt_points(s, i, (uint32_t)kind, pt, 64, &n) < 0)
+                    continue;
+                /* Entries first; blocks after, skipping each entry block. */
+                for (size_t k = kind == QPT_BLOCK ? 1 : 0; k < n && k < 64 && npts < 10000; k++) {
+                    qpt_expr_t e = qpt_add_to(sn, words + 8 * (uint64_t)npts, qpt_const(sn, 1), 0);
+                    if (qpt_insert(s, &pt[k], sn, e, NULL) == 0)
+                        npts++;
+                }
+            }
+        /* One stop: stop, commit, run. */
+        double t0 = now();
+        int rc = qpt_stop(s);
+        if (rc == 0)
+            rc = qpt_commit(s);
+        qpt_run(s);
+        stopped[r] = (now() - t0) * 1e3;
+        if (rc < 0)
+            fprintf(stderr, "qpt-bench: commit: %s\n", qpt_error(s));
+        qpt_snippet_destroy(sn);
+        qpt_close(s);
+    }
+    kill(p, SIGKILL);
+    waitpid(p, NULL, 0);
+    printf("%d points inserted into a live python3.11 in one stop: %.1f ms stopped (median of %d, "
+           "stop + commit + run)\n", npts, median(stopped, rounds), rounds);
+}
+
+int
+main(int argc, char **argv)
+{
+    if (argc < 2) {
+        fprintf(stderr, "usage: qpt-bench ARGCALL [PYTHON]\n");
+        return 2;
+    }
+    if (strcmp(argv[1], "-") != 0)
+        per_hit(argv[1]);
+    if (argc > 2)
+        insert_10k(argv[2]);
+    return 0;
+}
