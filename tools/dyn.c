@@ -616,7 +616,9 @@ session(dyn_proc_t *p, const opts_t *o, int spawned, int *started /*OUT*/)
         ret = EXIT_FAIL;
         goto out;
     }
-    if ((rc = cfg_prog_build(img, NULL, &prog)) < 0
+    cfg_opts_t co = { 0 };
+    tool_cfg_debug(&co); /* QP_DEBUG: development aid, see dyn(1) */
+    if ((rc = cfg_prog_build(img, &co, &prog)) < 0
         || (rc = dyn_proc_load_bias(p, img->entry, &bias)) < 0) {
         fail_trace(pid, "cannot analyse its executable", rc);
         ret = EXIT_FAIL;

@@ -171,6 +171,13 @@ rewrite(const cfg_prog_t *prog, const char *input, const char *output, const cha
             return EXIT_INPUT;
         }
     }
+    tool_names_t leave; /* QPT_LEAVE: testing aid, see README */
+    if (tool_leave_names(&leave) < 0) {
+        drv_weights_free(&w);
+        return fail_input(input, QP_ENOMEM);
+    }
+    eo.leave = leave.v;
+    eo.nleave = leave.n;
     /*
      * An FDE of moved code whose tables cannot be rewritten for the new layout (which
      * the plan could not foresee) fails the rewrite with its range: then plan, measure
@@ -185,6 +192,7 @@ rewrite(const cfg_prog_t *prog, const char *input, const char *output, const cha
         rc = ed_plan_create(prog, &eo, &plan);
         if (rc < 0) {
             drv_weights_free(&w);
+            tool_names_free(&leave);
             return fail_input(input, rc);
         }
         if (drv != NULL) {
@@ -194,6 +202,7 @@ rewrite(const cfg_prog_t *prog, const char *input, const char *output, const cha
                 ed_plan_destroy(plan);
                 drv_result_free(&res);
                 drv_weights_free(&w);
+                tool_names_free(&leave);
                 return fail_input(input, rc);
             }
             drv_choose_inc(prog, &res, atomic, &inc);
@@ -218,6 +227,7 @@ rewrite(const cfg_prog_t *prog, const char *input, const char *output, const cha
         memset(&res, 0, sizeof(res));
     }
     drv_weights_free(&w);
+    tool_names_free(&leave);
     if (rc < 0) {
         fprintf(stderr, "%s: %s: %s\n", prog_name, input, err[0] ? err : qp_strerror(rc));
         ed_plan_destroy(plan);
@@ -378,7 +388,9 @@ main(int argc, char **argv)
     remove_tmp_on_signals();
     show_progress = dump == DUMP_NONE && isatty(STDERR_FILENO) && !verbose;
     progress("analysing");
-    rc = cfg_prog_build(img, NULL, &prog);
+    cfg_opts_t co = { 0 };
+    tool_cfg_debug(&co); /* QP_DEBUG: development aid, see qpt-rewrite(1) */
+    rc = cfg_prog_build(img, &co, &prog);
     if (dump != DUMP_NONE || rc < 0)
         progress(NULL);
     if (rc < 0) {
