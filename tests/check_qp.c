@@ -19,10 +19,11 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "driver/qp_backtrace.h"
 #include "driver/qp_desc.h"
-#include "driver/qp_flow.h"
-#include "driver/qp_report.h"
+#include "report/qp_backtrace.h"
+#include "report/qp_flow.h"
+#include "report/qp_profile.h"
+#include "report/qp_report.h"
 
 #define X QP_VIRT
 

@@ -21,6 +21,7 @@
 #include "driver/driver.h"
 #include "editor/ed.h"
 #include "editor/elfw.h"
+#include "report/qp_report.h"
 #include "tools/tool.h"
 
 enum { EXIT_INPUT = 1, EXIT_USAGE = 2 };
@@ -136,6 +137,29 @@ describe(void *arg, const ed_plan_t *plan, uint64_t counters, uint8_t **desc, si
     return drv_describe(arg, plan, counters, desc, len, id);
 }
 
+/*
+ * The edge counts of the profile PATH (read through report/) into W, for the driver.
+ * Returns 0 or QP_E* with one line in WHY.
+ */
+static int
+load_weights(const char *path, drv_weights_t *w, char *why, size_t whylen)
+{
+    qp_edge_count_t *v = NULL;
+    size_t n = 0;
+    int rc = qp_edge_counts_read(path, &v, &n, why, whylen);
+    for (size_t i = 0; rc == 0 && i < n; i++)
+        rc = drv_weights_add(w, v[i].from, v[i].to, v[i].count, v[i].kind);
+    free(v);
+    if (rc == 0) {
+        drv_weights_sort(w);
+        return 0;
+    }
+    if (n > 0) /* the counts were read: drv_weights_add failed */
+        snprintf(why, whylen, "%s: %s", path, qp_strerror(rc));
+    drv_weights_free(w);
+    return rc;
+}
+
 /* Rewrites made again, at most, when an FDE of moved code cannot be rewritten. */
 #define MAX_RETRIES 16
 
@@ -157,7 +181,7 @@ rewrite(const cfg_prog_t *prog, const char *input, const char *output, const cha
     int rc;
     if (weights != NULL) {
         char why[600];
-        rc = drv_weights_load(weights, &w, why, sizeof(why));
+        rc = load_weights(weights, &w, why, sizeof(why));
         progress(NULL);
         if (rc < 0) {
             fprintf(stderr, "%s: --weights %s: %s\n", prog_name, weights, why);

@@ -8,14 +8,14 @@
  * executable's .eh_frame gives the return addresses of the frames that never returned,
  * and each one that is a relocated call site (a CFG_EDGE_CALLRET edge's ret_addr) is one
  * execution of that call block that left its procedure for good ("abandoned"), which
- * flow reconstruction needs (qp_flow.h). qp_backtrace.c is the only file of driver/ that
+ * flow reconstruction needs (qp_flow.h). qp_backtrace.c is the only file of report/ that
  * uses elfutils (libdw for the CFI, libelf to hand it the file); nothing is printed.
  * Lifetimes: an unwinder owns its open file until qp_unwinder_destroy.
  */
 #include <stddef.h>
 #include <stdint.h>
 
-#include "driver/qp_desc.h"
+#include "report/qp_profile.h"
 
 typedef struct qp_unwinder qp_unwinder_t; /* the CFI of one executable */
 

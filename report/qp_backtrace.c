@@ -6,7 +6,7 @@
  * FDE for a pc and gives the CFA and register rules as small DWARF expressions; this
  * file evaluates them against the dump (registers of the first frame, bytes of the saved
  * stack) and never touches memory that is not in the dump. The only elfutils user of
- * driver/.
+ * report/ (and of the library folders).
  */
 #include <dwarf.h>
 #include <elfutils/libdw.h>
@@ -17,8 +17,7 @@
 #include <unistd.h>
 
 #include "cfg/cfg.h"
-#include "driver/qp_backtrace.h"
-#include "driver/qp_priv.h"
+#include "report/qp_backtrace.h"
 
 #define NREGS 17     /* DWARF x86-64 registers 0..16; 16 is the return address column */
 #define REG_SP 7

@@ -15,8 +15,7 @@
 #include <string.h>
 
 #include "arch/arch.h"
-#include "driver/qp_priv.h"
-#include "driver/qp_report.h"
+#include "report/qp_report.h"
 
 typedef struct line_vec {
     qp_line_t *v;

@@ -9,8 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "driver/qp_priv.h"
-#include "driver/qp_report.h"
+#include "report/qp_report.h"
 
 void
 qp_report_free(qp_report_t *r)

@@ -17,8 +17,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "driver/qp_desc.h"
-#include "driver/qp_priv.h"
+#include "report/qp_profile.h"
 
 void
 qp_profile_free(qp_profile_t *p)

@@ -3,11 +3,18 @@
 #ifndef QP_REPORT_H
 #define QP_REPORT_H
 /*
- * PURPOSE: what qp's reports show, computed once for a description and a (merged,
- * checked) profile: abandoned counts from the exit back-traces, every measured
- * procedure's calls and instructions from flow reconstruction, the flat-profile order,
- * what may be approximate and why; and per source line counts for lcov. tools/qp only
- * formats these. No printing here.
+ * PURPOSE: report/ reads what was measured, and this is its public face (it includes the
+ * folder's other headers: qp_profile.h, qp_flow.h, qp_backtrace.h). Here: what qp's
+ * reports show, computed once for a description and a (merged, checked) profile:
+ * abandoned counts from the exit back-traces, every measured procedure's calls and
+ * instructions from flow reconstruction, the flat-profile order, what may be approximate
+ * and why; per source line counts for lcov; the edge counts of an earlier run for
+ * qpt-rewrite --weights. tools/qp only formats these. No printing here.
+ * The formats are driver/'s (qp_format.h, and the description in memory, qp_desc.h):
+ * the drivers write them and report/ reads them, so report/ includes those two headers
+ * of driver/ and nothing else of it, and driver/ never includes report/ (the tool reads
+ * an earlier profile for --weights and hands its counts to the driver). Only
+ * qp_backtrace.c uses elfutils (libdw).
  * Lifetimes: a report points to its description and profile (not owned), which must
  * outlive it; free it with qp_report_free.
  */
@@ -15,9 +22,10 @@
 #include <stdint.h>
 
 #include "cfg/cfg.h"
-#include "driver/qp_backtrace.h"
 #include "driver/qp_desc.h"
-#include "driver/qp_flow.h"
+#include "report/qp_backtrace.h"
+#include "report/qp_flow.h"
+#include "report/qp_profile.h"
 
 /* Why a procedure's counts may not be exact (qp_proc_result_t.flags). */
 enum {
@@ -126,5 +134,25 @@ typedef struct qp_lines {
 int qp_lines_collect(const cfg_image_t *img, const qp_report_t *r, qp_lines_t *out /*OUT*/);
 
 void qp_lines_free(qp_lines_t *l);
+
+/*****************************************************************************
+ * Edge counts of an earlier run (qp_weights.c), for qpt-rewrite --weights
+ */
+
+typedef struct qp_edge_count {
+    uint64_t from, to; /* original starts of the blocks at its ends, 0 for X */
+    uint64_t count;    /* times it ran */
+    uint8_t kind;      /* cfg_edge_kind_t, QP_EDGE_ENTRY or QP_EDGE_ROOT */
+} qp_edge_count_t;
+
+/*
+ * Read the profile PATH and the description of the program that wrote it (the executable
+ * its header names, read through cfg/), check one against the other, and reconstruct
+ * every edge count the counters determine (edges left unknown are not listed). *OUT
+ * (malloc'd, the caller frees it) gets *N counts in description order. Returns 0 or
+ * QP_E* with one line in WHY (which names PATH); *OUT is NULL on failure.
+ */
+int qp_edge_counts_read(const char *path, qp_edge_count_t **out /*OUT*/, size_t *n /*OUT*/,
+                        char *why, size_t whylen);
 
 #endif

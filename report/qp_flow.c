@@ -22,8 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "driver/qp_flow.h"
-#include "driver/qp_priv.h"
+#include "report/qp_flow.h"
 
 typedef unsigned __int128 u128;
 typedef __int128 s128;
