@@ -27,7 +27,8 @@ cmp_wedge(const void *a, const void *b)
 }
 
 int
-drv_weights_add(drv_weights_t *w, uint64_t from, uint64_t to, uint64_t count, uint8_t kind)
+drv_weights_add(
+    drv_weights_t *w, uint64_t from, uint64_t to, uint64_t count, uint8_t kind)
 {
     if (w == NULL)
         return QP_EINVAL;

@@ -17,8 +17,8 @@
 
 /* One complete exit dump (qp_format.h). */
 typedef struct qp_dump {
-    qp_dump_hdr_t hdr;       /* registers, pc, bias, stack_len (<= QP_PROF_DUMP_STACK) */
-    uint8_t *stack;          /* hdr.stack_len bytes saved from hdr.regs[7] upwards */
+    qp_dump_hdr_t hdr; /* registers, pc, bias, stack_len (<= QP_PROF_DUMP_STACK) */
+    uint8_t *stack;    /* hdr.stack_len bytes saved from hdr.regs[7] upwards */
 } qp_dump_t;
 
 /*
@@ -28,14 +28,14 @@ typedef struct qp_dump {
  * exits are unknown and counts near them may be approximate.
  */
 typedef struct qp_profile {
-    qp_prof_hdr_t hdr;       /* as read; merged: runs and ndumps summed (saturating) */
-    uint64_t *counters;      /* hdr.ncounters counters */
-    qp_dump_t *dumps;        /* the complete dumps */
-    size_t ndumps;           /* how many */
-    uint64_t ndropped;       /* exits without a usable dump */
-    uint32_t nfiles;         /* profile files summed into this one */
-    uint32_t nslots_used;    /* process slots summed in (running, or not yet folded) */
-    int saturated;           /* a counter reached UINT64_MAX (it is a lower bound) */
+    qp_prof_hdr_t hdr;    /* as read; merged: runs and ndumps summed (saturating) */
+    uint64_t *counters;   /* hdr.ncounters counters */
+    qp_dump_t *dumps;     /* the complete dumps */
+    size_t ndumps;        /* how many */
+    uint64_t ndropped;    /* exits without a usable dump */
+    uint32_t nfiles;      /* profile files summed into this one */
+    uint32_t nslots_used; /* process slots summed in (running, or not yet folded) */
+    int saturated;        /* a counter reached UINT64_MAX (it is a lower bound) */
 } qp_profile_t;
 
 /*
@@ -48,14 +48,16 @@ typedef struct qp_profile {
  * while writing one). Returns 0, QP_EINVAL, QP_ENOMEM, QP_EIO (errno kept) or
  * QP_EFORMAT, with one line in WHY (WHYLEN bytes; may be NULL). On failure *OUT is empty.
  */
-int qp_profile_read(const char *path, qp_profile_t *out /*OUT*/, char *why, size_t whylen);
+int
+qp_profile_read(const char *path, qp_profile_t *out /*OUT*/, char *why, size_t whylen);
 
 /*
  * Refuse a profile P that does not belong to the description D: another id (WHY:
  * "belongs to another executable or another rewrite ...") or another number of
  * counters. Returns 0 or QP_EFORMAT with one line in WHY.
  */
-int qp_profile_check(const qp_profile_t *p, const qp_desc_t *d, char *why, size_t whylen);
+int
+qp_profile_check(const qp_profile_t *p, const qp_desc_t *d, char *why, size_t whylen);
 
 /*
  * Add the profile FROM to INTO: counters summed (saturating at UINT64_MAX, noted in
@@ -64,8 +66,8 @@ int qp_profile_check(const qp_profile_t *p, const qp_desc_t *d, char *why, size_
  * otherwise). INTO may be an empty (zeroed) profile: it becomes a copy of FROM.
  * Returns 0, QP_EFORMAT or QP_ENOMEM (INTO is unchanged on failure).
  */
-int qp_profile_merge(qp_profile_t *into, const qp_profile_t *from, char *why,
-                     size_t whylen);
+int
+qp_profile_merge(qp_profile_t *into, const qp_profile_t *from, char *why, size_t whylen);
 
 /*
  * Write P to PATH in the profile format (through a temporary file in the same directory
@@ -73,11 +75,14 @@ int qp_profile_merge(qp_profile_t *into, const qp_profile_t *from, char *why,
  * QP_ENOTREG, a directory with QP_EDIR). Every count goes into the base counters (no
  * slot in use); saturation is kept as QP_PROF_SATURATED. The first QP_PROF_MAX_DUMPS
  * complete dumps are kept; hdr.ndumps is set so that a reader counts every other exit
- * as dropped. Returns 0, QP_EINVAL, QP_ENOMEM or QP_EIO (errno kept) with one line in WHY.
+ * as dropped. Returns 0, QP_EINVAL, QP_ENOMEM or QP_EIO (errno kept) with one line in
+ * WHY.
  */
-int qp_profile_write(const char *path, const qp_profile_t *p, char *why, size_t whylen);
+int
+qp_profile_write(const char *path, const qp_profile_t *p, char *why, size_t whylen);
 
 /* Free P's arrays and zero it. NULL is fine. */
-void qp_profile_free(qp_profile_t *p);
+void
+qp_profile_free(qp_profile_t *p);
 
 #endif

@@ -29,42 +29,43 @@
 
 /* Why a procedure's counts may not be exact (qp_proc_result_t.flags). */
 enum {
-    QP_RES_APPROX_EH = 1u << 0,  /* QP_PROC_APPROX_EH: exceptions may unbalance its flow */
+    QP_RES_APPROX_EH = 1u << 0, /* QP_PROC_APPROX_EH: exceptions may unbalance its flow */
     QP_RES_APPROX_JMP = 1u << 1, /* QP_PROC_APPROX_JMP: longjmp may unbalance its flow */
     QP_RES_APPROX_IND = 1u << 7, /* QP_PROC_APPROX_IND: guessed indirect-jump targets */
-    QP_RES_VIOLATION = 1u << 2,  /* Kirchhoff fails somewhere in it (counts inconsistent) */
-    QP_RES_UNKNOWN = 1u << 3,    /* some counts are not determined by the measured ones */
-    QP_RES_SATURATED = 1u << 4,  /* a counter of it reached 2^64 - 1, or a count it implies
-                                  * does not fit in 64 bits: its counts are lower bounds,
-                                  * or the profile is damaged */
+    QP_RES_VIOLATION
+    = 1u << 2,                /* Kirchhoff fails somewhere in it (counts inconsistent) */
+    QP_RES_UNKNOWN = 1u << 3, /* some counts are not determined by the measured ones */
+    QP_RES_SATURATED = 1u << 4, /* a counter of it reached 2^64 - 1, or a count it implies
+                                 * does not fit in 64 bits: its counts are lower bounds,
+                                 * or the profile is damaged */
 };
 
 typedef struct qp_proc_result {
-    uint32_t proc;          /* procedure index in the description */
-    uint32_t flags;         /* QP_RES_* */
-    uint64_t calls;         /* flow on its entry edge, when calls_known */
-    uint64_t insns;         /* sum over blocks of count x ninsns (known blocks only) */
-    uint8_t calls_known;    /* the entry edge's count is determined */
-    uint8_t insns_exact;    /* every block count is determined */
-    uint32_t nviolations;   /* Kirchhoff violations found */
-    uint32_t nunknown_edges;/* edges whose count is not determined */
+    uint32_t proc;           /* procedure index in the description */
+    uint32_t flags;          /* QP_RES_* */
+    uint64_t calls;          /* flow on its entry edge, when calls_known */
+    uint64_t insns;          /* sum over blocks of count x ninsns (known blocks only) */
+    uint8_t calls_known;     /* the entry edge's count is determined */
+    uint8_t insns_exact;     /* every block count is determined */
+    uint32_t nviolations;    /* Kirchhoff violations found */
+    uint32_t nunknown_edges; /* edges whose count is not determined */
 } qp_proc_result_t;
 
 typedef struct qp_report {
-    const qp_desc_t *desc;          /* not owned */
-    const qp_profile_t *prof;       /* not owned */
-    uint64_t *abandoned;            /* per global block: executions abandoned at exits */
-    qp_backtrace_stats_t bt;        /* what the back-traces found */
-    qp_proc_result_t *procs;        /* measured procedures in flat-profile order:
-                                     * instructions, then calls, descending, then name */
-    uint32_t nprocs;                /* how many */
-    uint32_t *unmeasured;           /* indices of procedures not measured, by address */
-    uint32_t nunmeasured;           /* how many */
-    uint64_t total_insns;           /* sum of procs[].insns (saturated) */
-    uint32_t nviolating;            /* procedures with QP_RES_VIOLATION */
-    uint32_t napprox;               /* procedures with QP_RES_APPROX_* */
-    uint32_t nunknown;              /* procedures with QP_RES_UNKNOWN */
-    uint32_t nsaturated;            /* procedures with QP_RES_SATURATED */
+    const qp_desc_t *desc;    /* not owned */
+    const qp_profile_t *prof; /* not owned */
+    uint64_t *abandoned;      /* per global block: executions abandoned at exits */
+    qp_backtrace_stats_t bt;  /* what the back-traces found */
+    qp_proc_result_t *procs;  /* measured procedures in flat-profile order:
+                               * instructions, then calls, descending, then name */
+    uint32_t nprocs;          /* how many */
+    uint32_t *unmeasured;     /* indices of procedures not measured, by address */
+    uint32_t nunmeasured;     /* how many */
+    uint64_t total_insns;     /* sum of procs[].insns (saturated) */
+    uint32_t nviolating;      /* procedures with QP_RES_VIOLATION */
+    uint32_t napprox;         /* procedures with QP_RES_APPROX_* */
+    uint32_t nunknown;        /* procedures with QP_RES_UNKNOWN */
+    uint32_t nsaturated;      /* procedures with QP_RES_SATURATED */
 } qp_report_t;
 
 /*
@@ -72,19 +73,23 @@ typedef struct qp_report {
  * U unwinds P's exit dumps (may be NULL when P has none). Returns 0, QP_EINVAL or
  * QP_ENOMEM. Free with qp_report_free.
  */
-int qp_report_build(const qp_desc_t *d, const qp_profile_t *p, qp_unwinder_t *u,
-                    qp_report_t *out /*OUT*/);
+int
+qp_report_build(const qp_desc_t *d, const qp_profile_t *p, qp_unwinder_t *u,
+    qp_report_t *out /*OUT*/);
 
-void qp_report_free(qp_report_t *r);
+void
+qp_report_free(qp_report_t *r);
 
 /* The counts of measured procedure PROC with the report's inputs (qp_flow_solve). */
-int qp_report_flow(const qp_report_t *r, uint32_t proc, qp_flow_t *out /*OUT*/);
+int
+qp_report_flow(const qp_report_t *r, uint32_t proc, qp_flow_t *out /*OUT*/);
 
 /*
  * The index of the procedure named NAME in D (the measured one first when several
  * share the name), or QP_VIRT.
  */
-uint32_t qp_desc_find_proc(const qp_desc_t *d, const char *name);
+uint32_t
+qp_desc_find_proc(const qp_desc_t *d, const char *name);
 
 /*
  * S as one CSV field (RFC 4180): unchanged unless it holds a comma, a double quote, a
@@ -92,31 +97,32 @@ uint32_t qp_desc_find_proc(const qp_desc_t *d, const char *name);
  * bytes (NUL included) into OUT and returns the length of the whole field, like
  * snprintf.
  */
-size_t qp_csv_field(const char *s, char *out, size_t outlen);
+size_t
+qp_csv_field(const char *s, char *out, size_t outlen);
 
 /*****************************************************************************
  * Source lines (for lcov)
  */
 
 typedef struct qp_line {
-    const char *file;   /* source file (owned by the image; one pointer per name) */
-    unsigned line;      /* line number */
-    uint64_t count;     /* the largest count of the blocks with an instruction on it */
+    const char *file; /* source file (owned by the image; one pointer per name) */
+    unsigned line;    /* line number */
+    uint64_t count;   /* the largest count of the blocks with an instruction on it */
 } qp_line_t;
 
 typedef struct qp_line_fn {
-    const char *file;   /* source file of the procedure's declaration (or entry) */
-    unsigned line;      /* its line */
-    uint32_t proc;      /* procedure index in the description */
-    uint64_t calls;     /* times called */
+    const char *file; /* source file of the procedure's declaration (or entry) */
+    unsigned line;    /* its line */
+    uint32_t proc;    /* procedure index in the description */
+    uint64_t calls;   /* times called */
 } qp_line_fn_t;
 
 typedef struct qp_lines {
-    qp_line_t *lines;   /* sorted by file name, then line */
-    size_t nlines;      /* how many */
-    qp_line_fn_t *fns;  /* measured procedures with a known calls count and a line,
-                         * sorted by file name, then line, then procedure index */
-    size_t nfns;        /* how many */
+    qp_line_t *lines;         /* sorted by file name, then line */
+    size_t nlines;            /* how many */
+    qp_line_fn_t *fns;        /* measured procedures with a known calls count and a line,
+                               * sorted by file name, then line, then procedure index */
+    size_t nfns;              /* how many */
     uint64_t nblocks_skipped; /* blocks left out: count not determined */
 } qp_lines_t;
 
@@ -131,9 +137,11 @@ typedef struct qp_lines {
  * Blocks whose count is not determined are left out, never guessed. Returns 0,
  * QP_EINVAL or QP_ENOMEM. Free with qp_lines_free.
  */
-int qp_lines_collect(const cfg_image_t *img, const qp_report_t *r, qp_lines_t *out /*OUT*/);
+int
+qp_lines_collect(const cfg_image_t *img, const qp_report_t *r, qp_lines_t *out /*OUT*/);
 
-void qp_lines_free(qp_lines_t *l);
+void
+qp_lines_free(qp_lines_t *l);
 
 /*****************************************************************************
  * Edge counts of an earlier run (qp_weights.c), for qpt-rewrite --weights
@@ -152,7 +160,8 @@ typedef struct qp_edge_count {
  * (malloc'd, the caller frees it) gets *N counts in description order. Returns 0 or
  * QP_E* with one line in WHY (which names PATH); *OUT is NULL on failure.
  */
-int qp_edge_counts_read(const char *path, qp_edge_count_t **out /*OUT*/, size_t *n /*OUT*/,
-                        char *why, size_t whylen);
+int
+qp_edge_counts_read(const char *path, qp_edge_count_t **out /*OUT*/, size_t *n /*OUT*/,
+    char *why, size_t whylen);
 
 #endif

@@ -44,8 +44,8 @@ collect(const qp_desc_t *d, const qp_profile_t *p, qp_edge_count_t **out, size_t
             const qp_desc_edge_t *ed = &d->edges[pr->edge + e];
             if (f.edge_state[e] == QP_FLOW_UNKNOWN)
                 continue;
-            v[(*n)++] = (qp_edge_count_t) { block_addr(d, ed->from), block_addr(d, ed->to),
-                                            f.edge_count[e], ed->kind };
+            v[(*n)++] = (qp_edge_count_t) { block_addr(d, ed->from),
+                block_addr(d, ed->to), f.edge_count[e], ed->kind };
         }
         qp_flow_free(&f);
     }
@@ -53,8 +53,8 @@ collect(const qp_desc_t *d, const qp_profile_t *p, qp_edge_count_t **out, size_t
 }
 
 int
-qp_edge_counts_read(const char *path, qp_edge_count_t **out, size_t *n, char *why,
-                    size_t whylen)
+qp_edge_counts_read(
+    const char *path, qp_edge_count_t **out, size_t *n, char *why, size_t whylen)
 {
     if (path == NULL || out == NULL || n == NULL)
         return QP_EINVAL;
@@ -70,7 +70,7 @@ qp_edge_counts_read(const char *path, qp_edge_count_t **out, size_t *n, char *wh
     rc = cfg_image_open_bfd(p.hdr.exe, &img);
     if (rc < 0) {
         qp_why(why, whylen, "%s: cannot read the program that wrote it (%s): %s", path,
-               p.hdr.exe, qp_strerror(rc));
+            p.hdr.exe, qp_strerror(rc));
         goto out;
     }
     const cfg_section_t *s = NULL;

@@ -37,7 +37,8 @@ debug_phase(void *arg, const char *phase, size_t nprocs)
     double t = mono_now();
     if (debug_t0 < 0)
         debug_t0 = t;
-    fprintf(stderr, "qp-debug: %8.3f s %s (%zu procedures)\n", t - debug_t0, phase, nprocs);
+    fprintf(
+        stderr, "qp-debug: %8.3f s %s (%zu procedures)\n", t - debug_t0, phase, nprocs);
 }
 
 static void
