@@ -346,16 +346,15 @@ typedef struct cfg_prog {
  * and prints what it is told.
  */
 typedef struct cfg_opts {
-    int no_gap_procs;        /* do not turn unreached valid code into procedures */
+    int no_gap_procs; /* do not turn unreached valid code into procedures */
+    /* A phase of cfg_prog_build is over ("start", "discovered", each "round", "built",
+     * "noreturn", "gaps" of the fixpoint, "converged", "flattened", "loops", "stats")
+     * with NPROCS procedures known. NULL: not told. */
     void (*on_phase)(void *arg, const char *phase, size_t nprocs);
-                             /* a phase of cfg_prog_build is over ("start", "discovered",
-                              * each "round", "built", "noreturn", "gaps" of the fixpoint,
-                              * "converged", "flattened", "loops", "stats") with NPROCS
-                              * procedures known; NULL: not told */
+    /* One line about a builder inconsistency, right before the error it causes. NULL:
+     * not told. */
     void (*on_note)(void *arg, const char *line);
-                             /* one line about a builder inconsistency, right before the
-                              * error it causes; NULL: not told */
-    void *cb_arg;            /* ARG of both callbacks */
+    void *cb_arg; /* ARG of both callbacks */
 } cfg_opts_t;
 
 /*

@@ -1890,9 +1890,9 @@ cfg_prog_build(const cfg_image_t *img, const cfg_opts_t *opts, cfg_prog_t **out)
     }
     if (rc == 0) {
         rc = check_extra_entries(&b);
-    dbg_phase(&b, "converged");
-    if (rc == 0)
-        rc = flatten(&b, prog);
+        dbg_phase(&b, "converged");
+        if (rc == 0)
+            rc = flatten(&b, prog);
     }
     dbg_phase(&b, "flattened");
     if (rc == 0)
