@@ -58,18 +58,24 @@ say_why(char *why, size_t whylen, const char *fmt, ...)
     va_end(ap);
 }
 
-/* Hand the caller one line (printf FMT); DETAIL: worth showing only on request. */
+/* Hand the caller one line (printf FMT, any length); DETAIL: worth showing on request. */
 static void __attribute__((format(printf, 3, 4)))
 note(const dyn_run_cb_t *cb, int detail, const char *fmt, ...)
 {
-    char line[1024];
-    va_list ap;
+    char buf[512], *line = buf;
+    va_list ap, again;
     if (cb == NULL || cb->note == NULL)
         return;
     va_start(ap, fmt);
-    vsnprintf(line, sizeof(line), fmt, ap);
+    va_copy(again, ap);
+    int n = vsnprintf(buf, sizeof(buf), fmt, ap);
+    if (n >= (int)sizeof(buf) && (line = malloc((size_t)n + 1)) != NULL)
+        vsnprintf(line, (size_t)n + 1, fmt, again);
+    va_end(again);
     va_end(ap);
-    cb->note(cb->arg, detail, line);
+    cb->note(cb->arg, detail, line != NULL ? line : buf); /* buf: cut short, no memory */
+    if (line != buf)
+        free(line);
 }
 
 /*****************************************************************************
