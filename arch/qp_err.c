@@ -21,6 +21,7 @@ qp_strerror(int err)
     case QP_EDIR: return "is a directory";
     case QP_ENOTEXEC: return "not an executable (relocatable object or core file)";
     case QP_ENOTREG: return "not a regular file (a device, FIFO or socket)";
+    case QP_EINTR: return "interrupted";
     default: return "unknown error";
     }
 }

@@ -40,17 +40,20 @@ if [ ! -f src/Makefile ]; then
             --disable-dynamic) >configure.log 2>&1 ||
         { say "configure failed: $BUILD/configure.log"; exit 2; }
 fi
-make -C src -j2 libqparch.a libqpcfg.a libqpedit.a libqpelfw.a libqpdriver.a >make.log 2>&1 ||
+make -C src -j2 libqparch.a libqpcfg.a libqpedit.a libqpelfw.a libqpdriver.a libqpreport.a \
+    >make.log 2>&1 ||
     { say "build failed: $BUILD/make.log"; exit 2; }
-for a in libqparch.a libqpcfg.a libqpedit.a libqpelfw.a libqpdriver.a; do cp src/$a .; done
+for a in libqparch.a libqpcfg.a libqpedit.a libqpelfw.a libqpdriver.a libqpreport.a; do
+    cp src/$a .
+done
 LF=(-g -O1 -fsanitize=fuzzer,address,undefined -Isrc)
 SRC=$PWD/src
 CORE=(libqpcfg.a libqparch.a -lbfd -lZydis)
 clang "${LF[@]}" "$SRC/tests/fuzz_reader.c" "$SRC/tests/fuzz_util.c" "${CORE[@]}" -o fuzz_reader &&
     clang "${LF[@]}" "$SRC/tests/fuzz_rewrite.c" "$SRC/tests/fuzz_util.c" libqpelfw.a \
         libqpdriver.a libqpedit.a "${CORE[@]}" -lelf -o fuzz_rewrite &&
-    clang "${LF[@]}" "$SRC/tests/fuzz_profile.c" "$SRC/tests/fuzz_util.c" libqpdriver.a \
-        "${CORE[@]}" -ldw -lelf -o fuzz_profile || { say "linking the targets failed"; exit 2; }
+    clang "${LF[@]}" "$SRC/tests/fuzz_profile.c" "$SRC/tests/fuzz_util.c" libqpreport.a \
+        libqpdriver.a "${CORE[@]}" -ldw -lelf -o fuzz_profile || { say "linking the targets failed"; exit 2; }
 
 # Seeds: small stripped programs (C, C++ with exceptions, a jump table), and profiles of
 # a rewritten one (one run; runs with forked children, whose slots are in use).

@@ -340,9 +340,21 @@ typedef struct cfg_prog {
     void *priv;              /* builder state (names, maps) */
 } cfg_prog_t;
 
-/* Options for cfg_prog_build; zero-initialise for the defaults. */
+/*
+ * Options for cfg_prog_build; zero-initialise for the defaults. The two callbacks are a
+ * development aid (tools/ hook them to QP_DEBUG): cfg/ never prints, the caller times
+ * and prints what it is told.
+ */
 typedef struct cfg_opts {
-    int no_gap_procs;        /* do not turn unreached valid code into procedures */
+    int no_gap_procs; /* do not turn unreached valid code into procedures */
+    /* A phase of cfg_prog_build is over ("start", "discovered", each "round", "built",
+     * "noreturn", "gaps" of the fixpoint, "converged", "flattened", "loops", "stats")
+     * with NPROCS procedures known. NULL: not told. */
+    void (*on_phase)(void *arg, const char *phase, size_t nprocs);
+    /* One line about a builder inconsistency, right before the error it causes. NULL:
+     * not told. */
+    void (*on_note)(void *arg, const char *line);
+    void *cb_arg; /* ARG of both callbacks */
 } cfg_opts_t;
 
 /*

@@ -11,28 +11,16 @@
 #include <stdarg.h>
 #include <stdio.h>
 
-#include <time.h>
-
 #include "cfg/cfg_priv.h"
 
-/* QP_DEBUG=1 in the environment prints the time of each phase on stderr (development). */
+/* The end of a phase of cfg_prog_build, for the caller's on_phase (development). */
 static void
-dbg_phase(const char *what, size_t nprocs)
+dbg_phase(const cfg_builder_t *b, const char *what)
 {
-    static int on = -1;
-    static struct timespec t0;
-    if (on < 0) {
-        on = getenv("QP_DEBUG") != NULL;
-        clock_gettime(CLOCK_MONOTONIC, &t0);
-    }
-    if (!on)
-        return;
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    fprintf(stderr, "qp-debug: %8.3f s %s (%zu procedures)\n",
-            (double)(t.tv_sec - t0.tv_sec) + (double)(t.tv_nsec - t0.tv_nsec) / 1e9, what, nprocs);
+    if (b->opts.on_phase != NULL)
+        b->opts.on_phase(b->opts.cb_arg, what, b->procs.n);
 }
-#define DBG_PHASE(s) dbg_phase(s, b->procs.n)
+#define DBG_PHASE(s) dbg_phase(b, s)
 
 /* Traversal marks, one byte per byte of a procedure's extent. */
 enum {
@@ -625,10 +613,13 @@ form_blocks(trav_t *t)
             }
             uint64_t a = rg->start + off;
             if (M_LEN(m) == 0) {
-                if (getenv("QP_DEBUG"))
-                    fprintf(stderr, "qp-debug: zero length at 0x%llx m=%x range %llx-%llx\n",
-                            (unsigned long long)a, m, (unsigned long long)rg->start,
-                            (unsigned long long)rg->end);
+                if (b->opts.on_note != NULL) {
+                    char line[160];
+                    snprintf(line, sizeof(line), "zero length at 0x%llx m=%x range %llx-%llx",
+                             (unsigned long long)a, m, (unsigned long long)rg->start,
+                             (unsigned long long)rg->end);
+                    b->opts.on_note(b->opts.cb_arg, line);
+                }
                 return QP_EDECODE;
             }
             if (!open || (m & M_LEADER)) {
@@ -1884,9 +1875,9 @@ cfg_prog_build(const cfg_image_t *img, const cfg_opts_t *opts, cfg_prog_t **out)
     }
     prog->img = img;
     prog->priv = pp;
-    dbg_phase("start", b.procs.n);
+    dbg_phase(&b, "start");
     int rc = cfg_discover(&b);
-    dbg_phase("discovered", b.procs.n);
+    dbg_phase(&b, "discovered");
     if (rc == 0)
         rc = build_all(&b);
     for (int round = 0; rc == 0 && round < 8; round++) {
@@ -1899,19 +1890,19 @@ cfg_prog_build(const cfg_image_t *img, const cfg_opts_t *opts, cfg_prog_t **out)
     }
     if (rc == 0) {
         rc = check_extra_entries(&b);
-    dbg_phase("converged", b.procs.n);
-    if (rc == 0)
-        rc = flatten(&b, prog);
+        dbg_phase(&b, "converged");
+        if (rc == 0)
+            rc = flatten(&b, prog);
     }
-    dbg_phase("flattened", b.procs.n);
+    dbg_phase(&b, "flattened");
     if (rc == 0)
         check_noreturn_calls(prog);
     for (uint32_t i = 0; rc == 0 && i < prog->nprocs; i++)
         rc = cfg_loops_proc(prog, &prog->procs[i]);
-    dbg_phase("loops", b.procs.n);
+    dbg_phase(&b, "loops");
     if (rc == 0)
         rc = compute_stats(&b, prog);
-    dbg_phase("stats", b.procs.n);
+    dbg_phase(&b, "stats");
     /* The program keeps the builder's strings (names and reasons). */
     pp->strings.v = b.strings.v;
     pp->strings.n = b.strings.n;

@@ -9,6 +9,9 @@
  * the description of what each counter measures (qp_format.h), which the file half
  * writes into the instrumented program as `.qpt.desc`. A driver is a small table of
  * functions (drv_ops_t); adding one touches neither the editor nor the other drivers.
+ * driver/ owns the formats it writes (qp_format.h, qp_desc.h), which report/ reads;
+ * it never includes report/ itself and never reads a profile (--weights counts are handed
+ * in with drv_weights_add).
  *
  * Shared by all drivers (drv_graph.c): the per-procedure graph with the virtual node X
  * (EXIT and ENTRY), liveness of the arithmetic flags (a counter increment goes where
@@ -50,15 +53,20 @@ typedef struct drv_wedge {
 } drv_wedge_t;
 
 typedef struct drv_weights {
-    drv_wedge_t *v;          /* sorted by (from, to, kind) */
-    size_t n;
+    drv_wedge_t *v;          /* sorted by (from, to, kind) once `sorted` */
+    size_t n, cap;           /* how many; allocated */
+    int sorted;              /* drv_weights_sort was called after the last add */
 } drv_weights_t;
 
 /*
- * Read the profile PATH and the description of the program that wrote it, and
- * reconstruct every edge count (drv_weights.c). Returns 0 or QP_E* with one line in WHY.
+ * Add the count COUNT of the edge FROM -> TO of KIND (original block addresses, 0 for X)
+ * to W (zero-initialised at first), and call drv_weights_sort after the last one. The
+ * counts of an earlier run come from report/'s qp_edge_counts_read, read by the tool:
+ * driver/ never reads a profile. Returns 0, QP_EINVAL or QP_ENOMEM.
  */
-int drv_weights_load(const char *path, drv_weights_t *w /*OUT*/, char *why, size_t whylen);
+int drv_weights_add(drv_weights_t *w, uint64_t from, uint64_t to, uint64_t count,
+                    uint8_t kind);
+void drv_weights_sort(drv_weights_t *w);
 void drv_weights_free(drv_weights_t *w);
 
 /* The share of W's edges whose ends are block starts of PROG (1.0: same program). */

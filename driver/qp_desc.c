@@ -14,7 +14,6 @@
 
 #include "cfg/cfg.h"
 #include "driver/qp_desc.h"
-#include "driver/qp_priv.h"
 
 /* Edge kinds 0..CFG_NEDGE_KINDS-1 must be cfg's; the format relies on the same values. */
 _Static_assert(CFG_EDGE_FALL == 0 && CFG_EDGE_CALLRET == 5 && CFG_EDGE_RETURN == 6

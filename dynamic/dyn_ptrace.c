@@ -448,6 +448,20 @@ dyn_proc_destroy(dyn_proc_t *p)
     free(p);
 }
 
+void
+dyn_proc_kill(dyn_proc_t *p)
+{
+    if (p == NULL)
+        return;
+    int pid = p->pid, child = p->child && !p->reaped;
+    if (child)
+        kill(pid, SIGKILL);
+    dyn_proc_destroy(p);
+    if (child)
+        while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+            ;
+}
+
 int
 dyn_proc_pid(const dyn_proc_t *p)
 {

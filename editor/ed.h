@@ -265,6 +265,11 @@ typedef struct ed_opts {
                                 * (nstay of them; read by ed_plan_create only): the code
                                 * they cover stays in place */
     size_t nstay;
+    const char *const *leave; /* testing aid: names of procedures to leave in place
+                               * (nleave of them, exact names; read by ed_plan_create
+                               * only), to find which procedure a misbehaving rewrite
+                               * depends on (qpt-rewrite fills it from QPT_LEAVE) */
+    size_t nleave;
 } ed_opts_t;
 
 typedef struct ed_stats {

@@ -423,54 +423,15 @@ collect_jump_targets(ed_plan_t *plan)
     return 0;
 }
 
-/* Testing aid: QPT_LEAVE=name,name,... (or QPT_LEAVE=@FILE, one name a line) keeps those
- * procedures in place, to find which procedure a misbehaving rewrite depends on. */
+/* Testing aid: is NAME one of the procedures the caller asked to leave in place
+ * (ed_opts_t.leave, from QPT_LEAVE in qpt-rewrite)? */
 static int
-name_in_list(const char *list, const char *name, char sep)
+leave_by_request(const ed_plan_t *plan, const char *name)
 {
-    size_t n = strlen(name);
-    for (const char *p = list; p != NULL && *p;) {
-        const char *e = strchr(p, sep);
-        size_t len = e ? (size_t)(e - p) : strlen(p);
-        if (len == n && strncmp(p, name, n) == 0)
+    for (size_t i = 0; i < plan->opts.nleave; i++)
+        if (plan->opts.leave[i] != NULL && strcmp(plan->opts.leave[i], name) == 0)
             return 1;
-        p = e ? e + 1 : NULL;
-    }
     return 0;
-}
-
-static int
-leave_by_request(const char *name)
-{
-    static char *file_list; /* QPT_LEAVE=@FILE, read once */
-    const char *list = getenv("QPT_LEAVE");
-    if (list == NULL)
-        return 0;
-    if (list[0] != '@')
-        return name_in_list(list, name, ',');
-    if (file_list == NULL) {
-        FILE *f = fopen(list + 1, "r");
-        size_t cap = 1 << 16, n = 0;
-        file_list = calloc(1, cap);
-        while (f != NULL && file_list != NULL) {
-            if (n + 4096 >= cap) {
-                char *v = realloc(file_list, cap *= 2);
-                if (v == NULL)
-                    break;
-                file_list = v;
-            }
-            size_t got = fread(file_list + n, 1, cap - n - 1, f);
-            if (got == 0)
-                break;
-            n += got;
-            file_list[n] = '\0';
-        }
-        if (f != NULL)
-            fclose(f);
-        if (file_list == NULL)
-            return 0;
-    }
-    return name_in_list(file_list, name, '\n');
 }
 
 /*
@@ -587,7 +548,7 @@ decide(ed_plan_t *plan)
             *r = "found only as unreached bytes, a taken address or a jump target: may be data";
             continue;
         }
-        if (leave_by_request(p->name)) {
+        if (leave_by_request(plan, p->name)) {
             *r = "named in QPT_LEAVE";
             continue;
         }
@@ -1236,6 +1197,8 @@ ed_plan_create(const cfg_prog_t *prog, const ed_opts_t *opts, ed_plan_t **out)
     int rc = plan->reason ? decide(plan) : QP_ENOMEM;
     plan->opts.stay = NULL; /* the caller's: read by decide only */
     plan->opts.nstay = 0;
+    plan->opts.leave = NULL; /* the caller's too */
+    plan->opts.nleave = 0;
     if (rc == 0)
         rc = build_segments(plan);
     if (rc < 0) {

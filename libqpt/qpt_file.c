@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "driver/qp_desc.h"
+#include "report/qp_profile.h"
 #include "editor/elfw.h"
 #include "libqpt/qpt_priv.h"
 

@@ -49,12 +49,20 @@ out=$(
         [ "$f" = cfg/cfg_bfd.c ] || forb="$forb bfd.h"
         check "$f" "arch/arch.h arch/qp_err.h cfg/*" "$forb"
     done
+    # driver/: what to measure where; never report/ (reading profiles), never elfutils.
     for f in driver/*.[ch]; do
+        [ -f "$f" ] && check "$f" "arch/arch.h arch/qp_err.h cfg/cfg.h driver/* editor/ed.h" \
+            "bfd.h libelf.h gelf.h sys/ptrace.h dis-asm.h elfutils/libdw.h dwarf.h"
+    done
+    # report/: reading what was measured. The formats come from driver/ (qp_format.h,
+    # qp_desc.h), nothing else of it; exit back-traces need libdw's CFI reader:
+    # qp_backtrace.c only.
+    for f in report/*.[ch]; do
         [ -f "$f" ] || continue
-        # Exit back-traces need libdw's CFI reader: qp_backtrace.c only.
-        forb="bfd.h libelf.h gelf.h sys/ptrace.h dis-asm.h"
-        [ "$f" = driver/qp_backtrace.c ] || forb="$forb elfutils/libdw.h dwarf.h"
-        check "$f" "arch/arch.h arch/qp_err.h cfg/cfg.h driver/* editor/ed.h" "$forb"
+        forb="bfd.h sys/ptrace.h dis-asm.h"
+        [ "$f" = report/qp_backtrace.c ] || forb="$forb libelf.h gelf.h elfutils/libdw.h dwarf.h"
+        check "$f" "arch/arch.h arch/qp_err.h cfg/cfg.h driver/qp_format.h driver/qp_desc.h report/*" \
+            "$forb"
     done
     for f in editor/*.[ch]; do
         [ -f "$f" ] || continue
@@ -79,11 +87,11 @@ out=$(
     # libqpt/: the public face over every library folder (never BFD, libelf or ptrace
     # itself).
     for f in libqpt/*.[ch]; do
-        [ -f "$f" ] && check "$f" "arch/arch.h arch/qp_err.h cfg/cfg.h editor/ed.h editor/elfw.h driver/qp_desc.h driver/qp_format.h dynamic/dyn.h include/qpt/qpt.h libqpt/*" \
+        [ -f "$f" ] && check "$f" "arch/arch.h arch/qp_err.h cfg/cfg.h editor/ed.h editor/elfw.h driver/qp_desc.h driver/qp_format.h report/qp_profile.h dynamic/dyn.h include/qpt/qpt.h libqpt/*" \
             "bfd.h libelf.h gelf.h sys/ptrace.h dis-asm.h"
     done
     for f in tools/*.[ch]; do
-        [ -f "$f" ] && check "$f" "arch/arch.h arch/qp_err.h cfg/cfg.h editor/ed.h editor/elfw.h driver/drv.h driver/driver.h driver/qp_format.h driver/qp_desc.h driver/qp_flow.h driver/qp_backtrace.h driver/qp_report.h dynamic/dyn.h tools/*" \
+        [ -f "$f" ] && check "$f" "arch/arch.h arch/qp_err.h cfg/cfg.h editor/ed.h editor/elfw.h driver/drv.h driver/driver.h driver/qp_format.h driver/qp_desc.h report/qp_profile.h report/qp_flow.h report/qp_backtrace.h report/qp_report.h dynamic/dyn.h tools/*" \
             "bfd.h libelf.h gelf.h sys/ptrace.h"
     done
 )

@@ -250,6 +250,44 @@ START_TEST(test_cfg_lookups)
 }
 END_TEST
 
+/* What cfg_prog_build told its on_phase callback. */
+typedef struct phases {
+    char seen[32][16]; /* the phases, in order */
+    size_t n;          /* how many */
+    size_t nprocs;     /* procedures at the last one */
+} phases_t;
+
+static void
+on_phase(void *arg, const char *phase, size_t nprocs)
+{
+    phases_t *ph = arg;
+    if (ph->n < 32)
+        snprintf(ph->seen[ph->n++], sizeof(ph->seen[0]), "%s", phase);
+    ph->nprocs = nprocs;
+}
+
+START_TEST(test_cfg_phases_callback)
+{
+    /* cfg/ never prints: its phases go to the caller's callback (QP_DEBUG in the tools). */
+    static const uint8_t code[] = { 0x31, 0xc0, 0xff, 0xc0, 0x83, 0xf8, 0x0a, 0x75, 0xf9, 0xc3 };
+    phases_t ph = { 0 };
+    cfg_opts_t o = { 0 };
+    o.on_phase = on_phase;
+    o.cb_arg = &ph;
+    cfg_image_t *img;
+    cfg_prog_t *prog = NULL;
+    ck_assert_int_eq(cfg_image_from_bytes(code, sizeof(code), 0x1000, &img), 0);
+    ck_assert_int_eq(cfg_prog_build(img, &o, &prog), 0);
+    ck_assert_uint_ge(ph.n, 6);
+    ck_assert_str_eq(ph.seen[0], "start");
+    ck_assert_str_eq(ph.seen[1], "discovered");
+    ck_assert_str_eq(ph.seen[ph.n - 1], "stats");
+    ck_assert_uint_eq(ph.nprocs, prog->nprocs);
+    cfg_prog_destroy(prog);
+    cfg_image_destroy(img);
+}
+END_TEST
+
 static Suite *
 cfg_suite(void)
 {
@@ -259,6 +297,7 @@ cfg_suite(void)
     tcase_add_test(tc, test_cfg_overlap_is_unsafe);
     tcase_add_test(tc, test_cfg_invalid_is_unsafe);
     tcase_add_test(tc, test_cfg_padding_not_code);
+    tcase_add_test(tc, test_cfg_phases_callback);
     suite_add_tcase(s, tc);
     tc = tcase_create("compiled");
     tcase_set_timeout(tc, 120);

@@ -1083,6 +1083,16 @@ START_TEST(test_elfw_rewrite_names_failed_fde)
     ck_assert_int_eq(run_prog(out, got, sizeof(got)), 0);
     ck_assert_str_eq(got, want);
     ed_plan_destroy(plan);
+
+    /* ed_opts_t.leave (qpt-rewrite's QPT_LEAVE) keeps the procedures it names in place. */
+    const char *const leave[] = { "no_such_procedure", "asm_big" };
+    ed_opts_t lo = { 0 };
+    lo.leave = leave;
+    lo.nleave = 2;
+    ck_assert_int_eq(ed_plan_create(prog, &lo, &plan), 0);
+    why = ed_plan_left_reason(plan, bi);
+    ck_assert_msg(why != NULL && strstr(why, "QPT_LEAVE"), "asm_big: %s", why ? why : "moves");
+    ed_plan_destroy(plan);
     cfg_prog_destroy(prog);
     cfg_image_destroy(img);
     unlink(out);

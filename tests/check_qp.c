@@ -19,10 +19,12 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "driver/qp_backtrace.h"
+#include "driver/driver.h"
 #include "driver/qp_desc.h"
-#include "driver/qp_flow.h"
-#include "driver/qp_report.h"
+#include "report/qp_backtrace.h"
+#include "report/qp_flow.h"
+#include "report/qp_profile.h"
+#include "report/qp_report.h"
 
 #define X QP_VIRT
 
@@ -1333,6 +1335,54 @@ START_TEST(test_qp_report_order)
 }
 END_TEST
 
+/*****************************************************************************
+ * --weights: report/ reads the edge counts, the driver takes them
+ */
+
+START_TEST(test_qp_edge_counts_bad_files)
+{
+    make_tmpdir();
+    qp_profile_t p;
+    make_profile(&p, 0x99, 600, 1, 1);
+    ck_assert_int_eq(qp_profile_write(tmp_path("w.qp"), &p, NULL, 0), 0);
+    qp_edge_count_t *v = (qp_edge_count_t *)1;
+    size_t n = 7;
+    char why[512];
+    ck_assert_int_eq(
+        qp_edge_counts_read(tmp_path("missing.qp"), &v, &n, why, sizeof(why)), QP_EIO);
+    ck_assert_ptr_null(v);
+    ck_assert_uint_eq(n, 0);
+    /* The program that wrote it is gone: the line names the profile and the program. */
+    ck_assert_int_lt(qp_edge_counts_read(tmp_path("w.qp"), &v, &n, why, sizeof(why)), 0);
+    ck_assert_msg(strstr(why, tmp_path("w.qp")) && strstr(why, "cannot read the program"),
+        "%s", why);
+    ck_assert_ptr_null(v);
+    ck_assert_int_eq(qp_edge_counts_read(NULL, &v, &n, why, sizeof(why)), QP_EINVAL);
+    qp_profile_free(&p);
+}
+END_TEST
+
+START_TEST(test_drv_weights_add_get)
+{
+    drv_weights_t w = { 0 };
+    /* Out of order, more than the first allocation. */
+    for (uint64_t i = 3000; i > 0; i--)
+        ck_assert_int_eq(drv_weights_add(&w, 0x1000 + i, 0x2000 + i, i * 10, 1), 0);
+    ck_assert_int_eq(drv_weights_add(&w, 0, 0x1001, 77, QP_EDGE_ENTRY), 0);
+    ck_assert_int_eq(drv_weights_add(NULL, 0, 0, 0, 0), QP_EINVAL);
+    drv_weights_sort(&w);
+    ck_assert_uint_eq(w.n, 3001);
+    ck_assert_int_eq(drv_weights_get(&w, 0x1001, 0x2001, 1), 10);
+    ck_assert_int_eq(drv_weights_get(&w, 0x1000 + 3000, 0x2000 + 3000, 1), 30000);
+    ck_assert_int_eq(drv_weights_get(&w, 0, 0x1001, QP_EDGE_ENTRY), 77);
+    ck_assert_int_eq(drv_weights_get(&w, 0x1001, 0x2001, 2), -1); /* another kind */
+    ck_assert_int_eq(drv_weights_get(&w, 0x1001, 0x2002, 1), -1);
+    drv_weights_free(&w);
+    ck_assert_ptr_null(w.v);
+    ck_assert_uint_eq(w.n, 0);
+}
+END_TEST
+
 static Suite *
 qp_suite(void)
 {
@@ -1373,6 +1423,11 @@ qp_suite(void)
     tc = tcase_create("backtrace");
     tcase_add_test(tc, test_qp_backtrace_self);
     tcase_add_test(tc, test_qp_backtrace_bad_files);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("weights");
+    tcase_add_test(tc, test_qp_edge_counts_bad_files);
+    tcase_add_test(tc, test_drv_weights_add_get);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("report");

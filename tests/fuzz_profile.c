@@ -17,7 +17,7 @@
 #include <unistd.h>
 
 #include "driver/qp_desc.h"
-#include "driver/qp_report.h"
+#include "report/qp_report.h"
 #include "tests/fuzz.h"
 
 #define X QP_VIRT

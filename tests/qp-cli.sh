@@ -7,7 +7,8 @@
 # --version. Then, when gcc and qpt-rewrite can instrument a small program, every report
 # on its profile: the CSV contract (calls of known procedures, qp's reconstructed counts
 # equal naive's measured ones), a profile refused by another executable, merge, blocks,
-# edges, DOT, annotate and lcov.
+# edges, DOT, annotate and lcov; and what qpt-rewrite reads from the environment for the
+# library (QPT_LEAVE=name,..., QPT_LEAVE=@FILE, QP_DEBUG).
 # Exit status: 0 pass, 1 fail, 99 hard error.
 set -u
 . "${top_srcdir:-.}/tests/lib.sh"
@@ -96,6 +97,23 @@ if ! qp_have gcc || ! gcc -g -O0 -o "$dir/p" "$dir/p.c" ||
     [ "$fail" -eq 0 ] && echo "qp-cli: PASS" && exit 0
     exit 1
 fi
+# What qpt-rewrite reads from the environment for the library (which never reads it):
+# QPT_LEAVE=name,... and QPT_LEAVE=@FILE keep procedures in place, QP_DEBUG prints the
+# analysis' phases.
+QPT_LEAVE=sq,mid "$QPT_REWRITE" -v "$dir/p" -o "$dir/p.leave" 2>"$dir/leave.err" ||
+    bad "QPT_LEAVE: $(tail -n 1 "$dir/leave.err")"
+for f in sq mid; do
+    grep -q "left in place: $f at 0x[0-9a-f]*: named in QPT_LEAVE" "$dir/leave.err" ||
+        bad "QPT_LEAVE=sq,mid: $f moved"
+done
+printf 'maybe\nmain\n' >"$dir/leave.list"
+QPT_LEAVE=@$dir/leave.list "$QPT_REWRITE" -v "$dir/p" -o "$dir/p.leave" 2>"$dir/leave.err" ||
+    bad "QPT_LEAVE=@FILE: $(tail -n 1 "$dir/leave.err")"
+[ "$(grep -c 'named in QPT_LEAVE' "$dir/leave.err")" -eq 2 ] ||
+    bad "QPT_LEAVE=@FILE: $(grep 'QPT_LEAVE' "$dir/leave.err")"
+QP_DEBUG=1 "$QPT_REWRITE" --dump-cfg "$dir/p" >/dev/null 2>"$dir/debug.err"
+grep -q '^qp-debug: *[0-9.]* s stats ([0-9]* procedures)$' "$dir/debug.err" ||
+    bad "QP_DEBUG: $(head -n 2 "$dir/debug.err")"
 for v in qp naive; do
     "$dir/p.$v.inst" >/dev/null
     st=$?

@@ -6,7 +6,7 @@
  * description (.qpt.desc) in the instrumented executable, and prints a flat profile,
  * per-block or per-edge counts, annotated disassembly, DOT graphs or an lcov tracefile;
  * or merges profiles. Option parsing, loading and messages only: the counts come from
- * driver/qp_report.h. Errors are one line, `qp: PATH: why`; exit 0 ok, 1 bad input,
+ * report/qp_report.h. Errors are one line, `qp: PATH: why`; exit 0 ok, 1 bad input,
  * 2 usage.
  */
 #include "config.h"
@@ -19,7 +19,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "driver/qp_report.h"
+#include "report/qp_report.h"
 #include "tools/qp_tool.h"
 
 enum { EXIT_INPUT = 1, EXIT_USAGE = 2 };

@@ -4,7 +4,7 @@
 /*
  * qp report --lcov: an lcov tracefile (geninfo's format: TN, SF, FN, FNDA, FNF, FNH, DA,
  * LF, LH, end_of_record), one record per source file, from the per-line counts of
- * driver/qp_report.h (a line's count is the largest count of the blocks that have an
+ * report/qp_report.h (a line's count is the largest count of the blocks that have an
  * instruction on it, as gcov prints).
  */
 #include <inttypes.h>

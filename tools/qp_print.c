@@ -3,7 +3,7 @@
 
 /*
  * qp's text reports: the flat profile (gprof-like), CSV, per-block and per-edge counts,
- * and Graphviz DOT. Everything printed comes from the report (driver/qp_report.h).
+ * and Graphviz DOT. Everything printed comes from the report (report/qp_report.h).
  */
 #include <inttypes.h>
 #include <stdlib.h>

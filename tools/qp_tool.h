@@ -5,12 +5,12 @@
 /*
  * PURPOSE: the printers of the qp report tool (tools/qp.c parses options and loads the
  * inputs): flat profile, CSV, per-block and per-edge counts, Graphviz DOT, annotated
- * disassembly, lcov. Each prints what driver/qp_report.h computed; no analysis here.
+ * disassembly, lcov. Each prints what report/qp_report.h computed; no analysis here.
  */
 #include <stdio.h>
 
 #include "cfg/cfg.h"
-#include "driver/qp_report.h"
+#include "report/qp_report.h"
 
 /* What the printers need to know about the inputs. */
 typedef struct qp_inputs {

@@ -21,6 +21,7 @@
 #include "driver/driver.h"
 #include "editor/ed.h"
 #include "editor/elfw.h"
+#include "report/qp_report.h"
 #include "tools/tool.h"
 
 enum { EXIT_INPUT = 1, EXIT_USAGE = 2 };
@@ -136,6 +137,29 @@ describe(void *arg, const ed_plan_t *plan, uint64_t counters, uint8_t **desc, si
     return drv_describe(arg, plan, counters, desc, len, id);
 }
 
+/*
+ * The edge counts of the profile PATH (read through report/) into W, for the driver.
+ * Returns 0 or QP_E* with one line in WHY.
+ */
+static int
+load_weights(const char *path, drv_weights_t *w, char *why, size_t whylen)
+{
+    qp_edge_count_t *v = NULL;
+    size_t n = 0;
+    int rc = qp_edge_counts_read(path, &v, &n, why, whylen);
+    for (size_t i = 0; rc == 0 && i < n; i++)
+        rc = drv_weights_add(w, v[i].from, v[i].to, v[i].count, v[i].kind);
+    free(v);
+    if (rc == 0) {
+        drv_weights_sort(w);
+        return 0;
+    }
+    if (n > 0) /* the counts were read: drv_weights_add failed */
+        snprintf(why, whylen, "%s: %s", path, qp_strerror(rc));
+    drv_weights_free(w);
+    return rc;
+}
+
 /* Rewrites made again, at most, when an FDE of moved code cannot be rewritten. */
 #define MAX_RETRIES 16
 
@@ -157,7 +181,7 @@ rewrite(const cfg_prog_t *prog, const char *input, const char *output, const cha
     int rc;
     if (weights != NULL) {
         char why[600];
-        rc = drv_weights_load(weights, &w, why, sizeof(why));
+        rc = load_weights(weights, &w, why, sizeof(why));
         progress(NULL);
         if (rc < 0) {
             fprintf(stderr, "%s: --weights %s: %s\n", prog_name, weights, why);
@@ -171,6 +195,13 @@ rewrite(const cfg_prog_t *prog, const char *input, const char *output, const cha
             return EXIT_INPUT;
         }
     }
+    tool_names_t leave; /* QPT_LEAVE: testing aid, see README */
+    if (tool_leave_names(&leave) < 0) {
+        drv_weights_free(&w);
+        return fail_input(input, QP_ENOMEM);
+    }
+    eo.leave = leave.v;
+    eo.nleave = leave.n;
     /*
      * An FDE of moved code whose tables cannot be rewritten for the new layout (which
      * the plan could not foresee) fails the rewrite with its range: then plan, measure
@@ -185,6 +216,7 @@ rewrite(const cfg_prog_t *prog, const char *input, const char *output, const cha
         rc = ed_plan_create(prog, &eo, &plan);
         if (rc < 0) {
             drv_weights_free(&w);
+            tool_names_free(&leave);
             return fail_input(input, rc);
         }
         if (drv != NULL) {
@@ -194,6 +226,7 @@ rewrite(const cfg_prog_t *prog, const char *input, const char *output, const cha
                 ed_plan_destroy(plan);
                 drv_result_free(&res);
                 drv_weights_free(&w);
+                tool_names_free(&leave);
                 return fail_input(input, rc);
             }
             drv_choose_inc(prog, &res, atomic, &inc);
@@ -218,6 +251,7 @@ rewrite(const cfg_prog_t *prog, const char *input, const char *output, const cha
         memset(&res, 0, sizeof(res));
     }
     drv_weights_free(&w);
+    tool_names_free(&leave);
     if (rc < 0) {
         fprintf(stderr, "%s: %s: %s\n", prog_name, input, err[0] ? err : qp_strerror(rc));
         ed_plan_destroy(plan);
@@ -378,7 +412,9 @@ main(int argc, char **argv)
     remove_tmp_on_signals();
     show_progress = dump == DUMP_NONE && isatty(STDERR_FILENO) && !verbose;
     progress("analysing");
-    rc = cfg_prog_build(img, NULL, &prog);
+    cfg_opts_t co = { 0 };
+    tool_cfg_debug(&co); /* QP_DEBUG: development aid, see qpt-rewrite(1) */
+    rc = cfg_prog_build(img, &co, &prog);
     if (dump != DUMP_NONE || rc < 0)
         progress(NULL);
     if (rc < 0) {

@@ -3,8 +3,9 @@
 #ifndef QP_TOOL_H
 #define QP_TOOL_H
 /*
- * PURPOSE: what the command-line tools share: printing of CFG dumps, heap settings. tools/ only parses
- * options and prints; every analysis lives in the library folders.
+ * PURPOSE: what the command-line tools share: printing of CFG dumps, heap settings, the
+ * environment variables they read for the library (which never reads the environment).
+ * tools/ only parses options and prints; every analysis lives in the library folders.
  */
 #include <stdio.h>
 
@@ -28,5 +29,29 @@ void tool_dump_dot(FILE *f, const cfg_prog_t *prog, const cfg_proc_t *p);
  * first thing in main; only speed changes.
  */
 void tool_heap_setup(void);
+
+/*
+ * QP_DEBUG set in the environment (tool_env.c): hook O's callbacks so that
+ * cfg_prog_build's phases are printed on stderr with their times
+ * (`qp-debug: 0.123 s discovered (42 procedures)`), for development. Else O is left as
+ * it is.
+ */
+void tool_cfg_debug(cfg_opts_t *o);
+
+/* A list of names in one buffer. */
+typedef struct tool_names {
+    const char **v; /* the names (pointers into buf) */
+    size_t n;       /* how many */
+    char *buf;      /* holds them */
+} tool_names_t;
+
+/*
+ * QPT_LEAVE=name,name,... or QPT_LEAVE=@FILE (one name a line) into *OUT, for
+ * ed_opts_t.leave (a testing aid: those procedures stay in place). No names when it is
+ * not set, or when FILE cannot be read. Returns 0, or -1 when out of memory. Free with
+ * tool_names_free.
+ */
+int tool_leave_names(tool_names_t *out /*OUT*/);
+void tool_names_free(tool_names_t *names);
 
 #endif

@@ -15,8 +15,7 @@
 #include <string.h>
 
 #include "arch/arch.h"
-#include "driver/qp_priv.h"
-#include "driver/qp_report.h"
+#include "report/qp_report.h"
 
 typedef struct line_vec {
     qp_line_t *v;
@@ -46,7 +45,8 @@ push_line(line_vec_t *lv, const char *file, unsigned line, uint64_t count)
 
 /* Every instruction of block B (count COUNT) into LV. */
 static int
-block_lines(const cfg_image_t *img, const qp_desc_block_t *b, uint64_t count, line_vec_t *lv)
+block_lines(
+    const cfg_image_t *img, const qp_desc_block_t *b, uint64_t count, line_vec_t *lv)
 {
     uint64_t addr = b->start, end = b->start + b->size;
     while (addr < end) {
@@ -109,7 +109,7 @@ merge_lines(line_vec_t *lv)
 /* The lines of one procedure's blocks, and its FN record. */
 static int
 proc_lines(const cfg_image_t *img, const qp_report_t *r, uint32_t proc, line_vec_t *lv,
-           qp_lines_t *out)
+    qp_lines_t *out)
 {
     const qp_desc_t *d = r->desc;
     const qp_desc_proc_t *p = &d->procs[proc];

@@ -17,8 +17,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "driver/qp_desc.h"
-#include "driver/qp_priv.h"
+#include "report/qp_profile.h"
 
 void
 qp_profile_free(qp_profile_t *p)
@@ -81,25 +80,26 @@ check_prof_header(const qp_prof_hdr_t *h, uint64_t size, char *why, size_t whyle
     }
     if (h->version != QP_PROF_VERSION) {
         qp_why(why, whylen, "profile format version %u, this qp reads version %u",
-               h->version, QP_PROF_VERSION);
+            h->version, QP_PROF_VERSION);
         return QP_EFORMAT;
     }
     /* 2^40 counters is far beyond any program; the bound keeps the sums below exact. */
     prof_layout_t l = layout_of(h->ncounters <= (1ull << 40) ? h->ncounters : 0);
     if (h->ncounters > (1ull << 40) || size < l.slotc_off) {
         qp_why(why, whylen, "profile truncated (%llu bytes, %llu counters need %llu)",
-               (unsigned long long)size, (unsigned long long)h->ncounters,
-               (unsigned long long)l.slotc_off);
+            (unsigned long long)size, (unsigned long long)h->ncounters,
+            (unsigned long long)l.slotc_off);
         return QP_EFORMAT;
     }
     if (h->dumps_off != l.dumps_off || h->slots_off != l.slots_off
         || h->nslots != QP_PROF_MAX_SLOTS || h->slotc_off != l.slotc_off) {
-        qp_why(why, whylen, "malformed profile (layout: dumps at %llu, slots at %llu and "
-               "%llu, %llu slots; expected %llu, %llu, %llu, %u)",
-               (unsigned long long)h->dumps_off, (unsigned long long)h->slots_off,
-               (unsigned long long)h->slotc_off, (unsigned long long)h->nslots,
-               (unsigned long long)l.dumps_off, (unsigned long long)l.slots_off,
-               (unsigned long long)l.slotc_off, QP_PROF_MAX_SLOTS);
+        qp_why(why, whylen,
+            "malformed profile (layout: dumps at %llu, slots at %llu and "
+            "%llu, %llu slots; expected %llu, %llu, %llu, %u)",
+            (unsigned long long)h->dumps_off, (unsigned long long)h->slots_off,
+            (unsigned long long)h->slotc_off, (unsigned long long)h->nslots,
+            (unsigned long long)l.dumps_off, (unsigned long long)l.slots_off,
+            (unsigned long long)l.slotc_off, QP_PROF_MAX_SLOTS);
         return QP_EFORMAT;
     }
     if (memchr(h->exe, 0, sizeof(h->exe)) == NULL) {
@@ -114,8 +114,8 @@ check_prof_header(const qp_prof_hdr_t *h, uint64_t size, char *why, size_t whyle
  * memory fail: an incomplete dump is a fact about the run, not a broken file.
  */
 static int
-read_dump(int fd, uint64_t size, const qp_prof_hdr_t *h, uint64_t i, qp_dump_t *d,
-          int *kept)
+read_dump(
+    int fd, uint64_t size, const qp_prof_hdr_t *h, uint64_t i, qp_dump_t *d, int *kept)
 {
     *kept = 0;
     uint64_t off = h->dumps_off + i * (uint64_t)QP_PROF_DUMP_SIZE;
@@ -180,16 +180,16 @@ add_slots(int fd, uint64_t size, qp_profile_t *out, char *why, size_t whylen)
     prof_layout_t l = layout_of(out->hdr.ncounters);
     qp_prof_slot_t *tab = malloc(QP_PROF_MAX_SLOTS * sizeof(qp_prof_slot_t));
     uint64_t *c = malloc(l.cbytes ? l.cbytes : 1);
-    int rc = tab == NULL || c == NULL ? QP_ENOMEM
-                                      : read_at(fd, tab, QP_PROF_MAX_SLOTS * sizeof(*tab),
-                                                l.slots_off);
+    int rc = tab == NULL || c == NULL
+        ? QP_ENOMEM
+        : read_at(fd, tab, QP_PROF_MAX_SLOTS * sizeof(*tab), l.slots_off);
     /* A journal names a base counter (the runtime completes journals before any other
      * fold changes the base). */
     for (uint64_t k = 0; rc == 0 && k < QP_PROF_MAX_SLOTS; k++)
         if (tab[k].state == QP_SLOT_FOLDING && tab[k].jour_valid
             && tab[k].jour_index < out->hdr.ncounters)
-            out->counters[tab[k].jour_index] =
-                sat_add(tab[k].jour_base, tab[k].jour_value, &out->saturated);
+            out->counters[tab[k].jour_index]
+                = sat_add(tab[k].jour_base, tab[k].jour_value, &out->saturated);
     for (uint64_t k = 0; rc == 0 && k < QP_PROF_MAX_SLOTS; k++) {
         const qp_prof_slot_t *s = &tab[k];
         if (s->state == QP_SLOT_FREE)
@@ -197,15 +197,16 @@ add_slots(int fd, uint64_t size, qp_profile_t *out, char *why, size_t whylen)
         uint64_t off = l.slotc_off + k * l.cbytes;
         if (s->state != QP_SLOT_OWNED && s->state != QP_SLOT_FOLDING) {
             qp_why(why, whylen, "malformed profile (slot %llu in state %u)",
-                   (unsigned long long)k, s->state);
+                (unsigned long long)k, s->state);
             rc = QP_EFORMAT;
         } else if (off > size || size - off < l.cbytes) {
             qp_why(why, whylen, "profile truncated (the counters of slot %llu)",
-                   (unsigned long long)k);
+                (unsigned long long)k);
             rc = QP_EFORMAT;
         } else if (s->state == QP_SLOT_FOLDING && s->jour_valid
-                   && s->jour_index >= out->hdr.ncounters) {
-            qp_why(why, whylen, "malformed profile (slot %llu's journal)", (unsigned long long)k);
+            && s->jour_index >= out->hdr.ncounters) {
+            qp_why(why, whylen, "malformed profile (slot %llu's journal)",
+                (unsigned long long)k);
             rc = QP_EFORMAT;
         } else
             rc = read_at(fd, c, l.cbytes, off);
@@ -247,7 +248,7 @@ read_profile_fd(int fd, qp_profile_t *out, char *why, size_t whylen)
     uint64_t size = (uint64_t)st.st_size;
     if (!S_ISREG(st.st_mode) || size < QP_PROF_HDR_SIZE) {
         qp_why(why, whylen, "not a qp profile (%s)",
-               S_ISREG(st.st_mode) ? "shorter than a profile header" : "not a regular file");
+            S_ISREG(st.st_mode) ? "shorter than a profile header" : "not a regular file");
         return QP_EFORMAT;
     }
     lock_shared(fd);
@@ -305,14 +306,14 @@ qp_profile_check(const qp_profile_t *p, const qp_desc_t *d, char *why, size_t wh
         return QP_EINVAL;
     if (p->hdr.id != d->hdr.id) {
         qp_why(why, whylen,
-               "profile belongs to another executable or another rewrite (profile id "
-               "%016llx, executable's description id %016llx)",
-               (unsigned long long)p->hdr.id, (unsigned long long)d->hdr.id);
+            "profile belongs to another executable or another rewrite (profile id "
+            "%016llx, executable's description id %016llx)",
+            (unsigned long long)p->hdr.id, (unsigned long long)d->hdr.id);
         return QP_EFORMAT;
     }
     if (p->hdr.ncounters != d->hdr.ncounters) {
         qp_why(why, whylen, "profile has %llu counters, the executable's description %u",
-               (unsigned long long)p->hdr.ncounters, d->hdr.ncounters);
+            (unsigned long long)p->hdr.ncounters, d->hdr.ncounters);
         return QP_EFORMAT;
     }
     return 0;
@@ -346,10 +347,12 @@ qp_profile_merge(qp_profile_t *into, const qp_profile_t *from, char *why, size_t
     if (into == NULL || from == NULL)
         return QP_EINVAL;
     int empty = into->nfiles == 0;
-    if (!empty && (into->hdr.id != from->hdr.id || into->hdr.ncounters != from->hdr.ncounters)) {
-        qp_why(why, whylen, "profile belongs to another executable or another rewrite "
-               "(id %016llx, the first profile's %016llx)",
-               (unsigned long long)from->hdr.id, (unsigned long long)into->hdr.id);
+    if (!empty
+        && (into->hdr.id != from->hdr.id || into->hdr.ncounters != from->hdr.ncounters)) {
+        qp_why(why, whylen,
+            "profile belongs to another executable or another rewrite "
+            "(id %016llx, the first profile's %016llx)",
+            (unsigned long long)from->hdr.id, (unsigned long long)into->hdr.id);
         return QP_EFORMAT;
     }
     /* Build the result aside so that INTO is unchanged on failure. */
@@ -447,7 +450,8 @@ write_profile_fd(int fd, const qp_profile_t *p)
     QP_CHECK(write_zeros(fd, h.dumps_off - QP_PROF_HDR_SIZE - cbytes));
     for (uint64_t i = 0; i < QP_PROF_MAX_DUMPS; i++) {
         if (i >= p->ndumps) {
-            QP_CHECK(write_zeros(fd, QP_PROF_DUMP_SIZE)); /* valid = 0: dropped, or unused */
+            QP_CHECK(
+                write_zeros(fd, QP_PROF_DUMP_SIZE)); /* valid = 0: dropped, or unused */
             continue;
         }
         const qp_dump_t *d = &p->dumps[i];
@@ -468,8 +472,9 @@ qp_profile_write(const char *path, const qp_profile_t *p, char *why, size_t whyl
     /* The result is renamed over PATH: that must never replace a device or FIFO. */
     struct stat st;
     if (stat(path, &st) == 0 && !S_ISREG(st.st_mode)) {
-        qp_why(why, whylen, "%s", S_ISDIR(st.st_mode) ? "is a directory"
-                                  : "exists and is not a regular file: not replaced");
+        qp_why(why, whylen, "%s",
+            S_ISDIR(st.st_mode) ? "is a directory"
+                                : "exists and is not a regular file: not replaced");
         return S_ISDIR(st.st_mode) ? QP_EDIR : QP_ENOTREG;
     }
     size_t n = strlen(path);

@@ -22,8 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "driver/qp_flow.h"
-#include "driver/qp_priv.h"
+#include "report/qp_flow.h"
 
 typedef unsigned __int128 u128;
 typedef __int128 s128;
@@ -39,23 +38,23 @@ typedef struct flow_node {
     uint32_t unknown_out; /* out-edges not known yet */
     uint32_t in_first;    /* its in-edges: in_list[in_first .. in_first + nin) */
     uint32_t nin;
-    uint32_t out_first;   /* its out-edges: out_list[out_first .. out_first + nout) */
+    uint32_t out_first; /* its out-edges: out_list[out_first .. out_first + nout) */
     uint32_t nout;
     uint8_t count_known;
     uint8_t queued;
-    uint8_t violated;     /* a violation was reported here already */
+    uint8_t violated; /* a violation was reported here already */
 } flow_node_t;
 
 typedef struct flow_solver {
     const qp_desc_t *d;
     const qp_desc_proc_t *p;
-    qp_flow_t *f;          /* results */
-    uint32_t nnodes;       /* blocks + X */
+    qp_flow_t *f;    /* results */
+    uint32_t nnodes; /* blocks + X */
     flow_node_t *nodes;
-    uint32_t *src, *dst;   /* local node of each edge's ends */
-    uint32_t *in_list;     /* edge indices grouped by destination node */
-    uint32_t *out_list;    /* edge indices grouped by source node */
-    uint32_t *work;        /* worklist (a stack of nodes) */
+    uint32_t *src, *dst; /* local node of each edge's ends */
+    uint32_t *in_list;   /* edge indices grouped by destination node */
+    uint32_t *out_list;  /* edge indices grouped by source node */
+    uint32_t *work;      /* worklist (a stack of nodes) */
     uint32_t nwork;
     size_t viol_cap;
 } flow_solver_t;
@@ -92,7 +91,7 @@ saturate(u128 v)
 
 static int
 add_violation(flow_solver_t *s, uint8_t kind, uint32_t node, uint32_t edge, u128 count,
-              u128 in, u128 out)
+    u128 in, u128 out)
 {
     qp_flow_t *f = s->f;
     if (f->nviolations == s->viol_cap) {
@@ -270,7 +269,7 @@ solve_edge(flow_solver_t *s, uint32_t v, uint32_t e, u128 count, u128 known)
     if (count < known) {
         set_edge(s, e, 0, QP_FLOW_CLAMPED);
         return add_violation(s, QP_FLOW_V_NEGATIVE, v, e, count, n->in_sum + n->extra_in,
-                             n->out_sum + n->extra_out);
+            n->out_sum + n->extra_out);
     }
     u128 val = count - known;
     if (val > UINT64_MAX) {
@@ -316,7 +315,8 @@ check_balance(flow_solver_t *s)
         int bad = n->unknown_in == 0 ? in != n->count : in > n->count;
         bad |= n->unknown_out == 0 ? out != n->count : out > n->count;
         if (bad && !n->violated)
-            QP_CHECK(add_violation(s, QP_FLOW_V_UNBALANCED, v, QP_VIRT, n->count, in, out));
+            QP_CHECK(
+                add_violation(s, QP_FLOW_V_UNBALANCED, v, QP_VIRT, n->count, in, out));
     }
     return 0;
 }
@@ -348,8 +348,8 @@ summarize(flow_solver_t *s)
 }
 
 int
-qp_flow_solve(const qp_desc_t *d, uint32_t proc, const uint64_t *counters, size_t ncounters,
-              const uint64_t *abandoned, qp_flow_t *out)
+qp_flow_solve(const qp_desc_t *d, uint32_t proc, const uint64_t *counters,
+    size_t ncounters, const uint64_t *abandoned, qp_flow_t *out)
 {
     if (out != NULL)
         memset(out, 0, sizeof(*out));

@@ -9,8 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "driver/qp_priv.h"
-#include "driver/qp_report.h"
+#include "report/qp_report.h"
 
 void
 qp_report_free(qp_report_t *r)
@@ -28,8 +27,8 @@ qp_report_flow(const qp_report_t *r, uint32_t proc, qp_flow_t *out)
 {
     if (r == NULL || r->desc == NULL || r->prof == NULL)
         return QP_EINVAL;
-    return qp_flow_solve(r->desc, proc, r->prof->counters, r->prof->hdr.ncounters,
-                         r->abandoned, out);
+    return qp_flow_solve(
+        r->desc, proc, r->prof->counters, r->prof->hdr.ncounters, r->abandoned, out);
 }
 
 uint32_t
@@ -145,7 +144,7 @@ cmp_flat(const void *a, const void *b)
     if (x->calls != y->calls)
         return x->calls > y->calls ? -1 : 1;
     int c = strcmp(qp_desc_str(order_desc, order_desc->procs[x->proc].name),
-                   qp_desc_str(order_desc, order_desc->procs[y->proc].name));
+        qp_desc_str(order_desc, order_desc->procs[y->proc].name));
     if (c != 0)
         return c;
     return x->proc < y->proc ? -1 : x->proc > y->proc;
@@ -178,9 +177,11 @@ collect_results(qp_report_t *r)
         qp_proc_result_t *res = &r->procs[r->nprocs++];
         QP_CHECK(result_of(r, i, res));
         uint64_t t;
-        r->total_insns = __builtin_add_overflow(r->total_insns, res->insns, &t) ? UINT64_MAX : t;
+        r->total_insns
+            = __builtin_add_overflow(r->total_insns, res->insns, &t) ? UINT64_MAX : t;
         r->nviolating += (res->flags & QP_RES_VIOLATION) != 0;
-        r->napprox += (res->flags & (QP_RES_APPROX_EH | QP_RES_APPROX_JMP | QP_RES_APPROX_IND))
+        r->napprox
+            += (res->flags & (QP_RES_APPROX_EH | QP_RES_APPROX_JMP | QP_RES_APPROX_IND))
             != 0;
         r->nunknown += (res->flags & QP_RES_UNKNOWN) != 0;
         r->nsaturated += (res->flags & QP_RES_SATURATED) != 0;
@@ -193,7 +194,8 @@ collect_results(qp_report_t *r)
 }
 
 int
-qp_report_build(const qp_desc_t *d, const qp_profile_t *p, qp_unwinder_t *u, qp_report_t *out)
+qp_report_build(
+    const qp_desc_t *d, const qp_profile_t *p, qp_unwinder_t *u, qp_report_t *out)
 {
     if (out != NULL)
         memset(out, 0, sizeof(*out));

@@ -8,14 +8,14 @@
  * executable's .eh_frame gives the return addresses of the frames that never returned,
  * and each one that is a relocated call site (a CFG_EDGE_CALLRET edge's ret_addr) is one
  * execution of that call block that left its procedure for good ("abandoned"), which
- * flow reconstruction needs (qp_flow.h). qp_backtrace.c is the only file of driver/ that
+ * flow reconstruction needs (qp_flow.h). qp_backtrace.c is the only file of report/ that
  * uses elfutils (libdw for the CFI, libelf to hand it the file); nothing is printed.
  * Lifetimes: an unwinder owns its open file until qp_unwinder_destroy.
  */
 #include <stddef.h>
 #include <stdint.h>
 
-#include "driver/qp_desc.h"
+#include "report/qp_profile.h"
 
 typedef struct qp_unwinder qp_unwinder_t; /* the CFI of one executable */
 
@@ -24,22 +24,24 @@ typedef struct qp_unwinder qp_unwinder_t; /* the CFI of one executable */
  * code) for unwinding. Returns 0, QP_EINVAL, QP_ENOMEM, QP_EIO (errno kept) or
  * QP_EFORMAT (not ELF, or no usable .eh_frame), with one line in WHY (may be NULL).
  */
-int qp_unwinder_create(const char *path, qp_unwinder_t **out /*OUT*/, char *why,
-                       size_t whylen);
+int
+qp_unwinder_create(
+    const char *path, qp_unwinder_t **out /*OUT*/, char *why, size_t whylen);
 
 /* Close U. NULL is fine. */
-void qp_unwinder_destroy(qp_unwinder_t *u);
+void
+qp_unwinder_destroy(qp_unwinder_t *u);
 
 /* Why a walk stopped (qp_backtrace_walk's return value when not negative). */
 enum {
-    QP_BT_END = 0,      /* the outermost frame: return address undefined (or 0) */
-    QP_BT_NOCFI,        /* a pc without CFI (code outside the executable's FDEs) */
-    QP_BT_OUTSIDE,      /* a read outside the saved stack, or a pc outside the file */
-    QP_BT_LIMIT,        /* 10000 frames */
-    QP_BT_BADEXPR,      /* a CFI expression this unwinder does not evaluate */
-    QP_BT_FOREIGN,      /* a return address outside the executable (a shared library's
-                         * code, such as libc calling main): its frames cannot be
-                         * unwound, and the walk ends there as if complete */
+    QP_BT_END = 0, /* the outermost frame: return address undefined (or 0) */
+    QP_BT_NOCFI,   /* a pc without CFI (code outside the executable's FDEs) */
+    QP_BT_OUTSIDE, /* a read outside the saved stack, or a pc outside the file */
+    QP_BT_LIMIT,   /* 10000 frames */
+    QP_BT_BADEXPR, /* a CFI expression this unwinder does not evaluate */
+    QP_BT_FOREIGN, /* a return address outside the executable (a shared library's
+                    * code, such as libc calling main): its frames cannot be
+                    * unwound, and the walk ends there as if complete */
 };
 
 /* The maximum number of frames one walk follows. */
@@ -53,15 +55,16 @@ enum {
  * from dump->hdr.regs for the first frame, memory from the saved stack only.
  * Returns a QP_BT_* reason (>= 0), FN's value, or QP_EINVAL.
  */
-int qp_backtrace_walk(qp_unwinder_t *u, const qp_dump_t *dump,
-                      int (*fn)(void *arg, uint64_t ra), void *arg);
+int
+qp_backtrace_walk(qp_unwinder_t *u, const qp_dump_t *dump,
+    int (*fn)(void *arg, uint64_t ra), void *arg);
 
 typedef struct qp_backtrace_stats {
-    uint64_t dumps;          /* dumps walked */
-    uint64_t frames;         /* return addresses found */
-    uint64_t matched;        /* ... that are relocated call sites (abandoned += 1) */
-    uint64_t incomplete;     /* walks that stopped early (QP_BT_NOCFI, OUTSIDE, LIMIT,
-                              * BADEXPR): frames above may have been missed */
+    uint64_t dumps;      /* dumps walked */
+    uint64_t frames;     /* return addresses found */
+    uint64_t matched;    /* ... that are relocated call sites (abandoned += 1) */
+    uint64_t incomplete; /* walks that stopped early (QP_BT_NOCFI, OUTSIDE, LIMIT,
+                          * BADEXPR): frames above may have been missed */
 } qp_backtrace_stats_t;
 
 /*
@@ -70,7 +73,8 @@ typedef struct qp_backtrace_stats {
  * CFG_EDGE_CALLRET edge of D from block b. U may be NULL when P has no dumps. ST may be
  * NULL. Returns 0, QP_EINVAL or QP_ENOMEM.
  */
-int qp_backtrace_abandoned(qp_unwinder_t *u, const qp_desc_t *d, const qp_profile_t *p,
-                           uint64_t *abandoned, qp_backtrace_stats_t *st /*OUT*/);
+int
+qp_backtrace_abandoned(qp_unwinder_t *u, const qp_desc_t *d, const qp_profile_t *p,
+    uint64_t *abandoned, qp_backtrace_stats_t *st /*OUT*/);
 
 #endif

@@ -6,7 +6,7 @@
  * FDE for a pc and gives the CFA and register rules as small DWARF expressions; this
  * file evaluates them against the dump (registers of the first frame, bytes of the saved
  * stack) and never touches memory that is not in the dump. The only elfutils user of
- * driver/.
+ * report/ (and of the library folders).
  */
 #include <dwarf.h>
 #include <elfutils/libdw.h>
@@ -17,10 +17,9 @@
 #include <unistd.h>
 
 #include "cfg/cfg.h"
-#include "driver/qp_backtrace.h"
-#include "driver/qp_priv.h"
+#include "report/qp_backtrace.h"
 
-#define NREGS 17     /* DWARF x86-64 registers 0..16; 16 is the return address column */
+#define NREGS 17 /* DWARF x86-64 registers 0..16; 16 is the return address column */
 #define REG_SP 7
 #define EXPR_STACK 16
 
@@ -29,22 +28,22 @@ typedef struct exec_range {
 } exec_range_t;
 
 struct qp_unwinder {
-    int fd;                 /* the open executable */
-    Elf *elf;               /* libelf handle (libdw reads the CFI through it) */
-    Dwarf_CFI *cfi;         /* .eh_frame, through PT_GNU_EH_FRAME when present */
-    exec_range_t *code;     /* executable segments: a pc elsewhere is not ours */
+    int fd;             /* the open executable */
+    Elf *elf;           /* libelf handle (libdw reads the CFI through it) */
+    Dwarf_CFI *cfi;     /* .eh_frame, through PT_GNU_EH_FRAME when present */
+    exec_range_t *code; /* executable segments: a pc elsewhere is not ours */
     size_t ncode;
 };
 
 /* The state of one frame during a walk. */
 typedef struct frame_regs {
-    uint64_t v[NREGS];      /* values */
-    uint32_t known;         /* bit r: v[r] is known */
+    uint64_t v[NREGS]; /* values */
+    uint32_t known;    /* bit r: v[r] is known */
 } frame_regs_t;
 
 /* What a walk reads memory from. */
 typedef struct saved_stack {
-    uint64_t base;          /* runtime address of bytes[0] (regs[7] at the dump) */
+    uint64_t base; /* runtime address of bytes[0] (regs[7] at the dump) */
     const uint8_t *bytes;
     uint64_t len;
 } saved_stack_t;
@@ -160,10 +159,20 @@ static int
 is_binary_op(uint8_t atom)
 {
     switch (atom) {
-    case DW_OP_plus: case DW_OP_minus: case DW_OP_mul: case DW_OP_and: case DW_OP_or:
-    case DW_OP_xor: case DW_OP_shl: case DW_OP_shr: case DW_OP_ge: case DW_OP_gt:
-    case DW_OP_le: case DW_OP_lt: case DW_OP_eq: case DW_OP_ne:
-        return 1;
+    case DW_OP_plus:
+    case DW_OP_minus:
+    case DW_OP_mul:
+    case DW_OP_and:
+    case DW_OP_or:
+    case DW_OP_xor:
+    case DW_OP_shl:
+    case DW_OP_shr:
+    case DW_OP_ge:
+    case DW_OP_gt:
+    case DW_OP_le:
+    case DW_OP_lt:
+    case DW_OP_eq:
+    case DW_OP_ne: return 1;
     default: return 0;
     }
 }
@@ -219,11 +228,16 @@ push_op(const expr_ctx_t *c, const Dwarf_Op *op, uint64_t *val)
             return QP_BT_BADEXPR;
         *val += op->number2;
         return 0;
-    case DW_OP_const1u: case DW_OP_const2u: case DW_OP_const4u: case DW_OP_const8u:
-    case DW_OP_const1s: case DW_OP_const2s: case DW_OP_const4s: case DW_OP_const8s:
-    case DW_OP_constu: case DW_OP_consts:
-        *val = op->number;
-        return 0;
+    case DW_OP_const1u:
+    case DW_OP_const2u:
+    case DW_OP_const4u:
+    case DW_OP_const8u:
+    case DW_OP_const1s:
+    case DW_OP_const2s:
+    case DW_OP_const4s:
+    case DW_OP_const8s:
+    case DW_OP_constu:
+    case DW_OP_consts: *val = op->number; return 0;
     case DW_OP_call_frame_cfa:
         if (!c->cfa_known)
             return QP_BT_BADEXPR;
@@ -239,13 +253,15 @@ push_op(const expr_ctx_t *c, const Dwarf_Op *op, uint64_t *val)
  * address. Returns 0 or a QP_BT_* reason.
  */
 static int
-eval_expr(const expr_ctx_t *c, const Dwarf_Op *ops, size_t n, uint64_t *result, int *is_value)
+eval_expr(
+    const expr_ctx_t *c, const Dwarf_Op *ops, size_t n, uint64_t *result, int *is_value)
 {
     uint64_t st[EXPR_STACK];
     size_t sp = 0;
     *is_value = 0;
-    if (n == 1 && (ops[0].atom == DW_OP_regx
-                   || (ops[0].atom >= DW_OP_reg0 && ops[0].atom <= DW_OP_reg31))) {
+    if (n == 1
+        && (ops[0].atom == DW_OP_regx
+            || (ops[0].atom >= DW_OP_reg0 && ops[0].atom <= DW_OP_reg31))) {
         *is_value = 1;
         uint64_t r = ops[0].atom == DW_OP_regx ? ops[0].number
                                                : (uint64_t)(ops[0].atom - DW_OP_reg0);
@@ -326,8 +342,8 @@ caller_reg(Dwarf_Frame *fr, const expr_ctx_t *c, int r, frame_regs_t *next)
  * return address - 1 after a call). *SIGNAL tells whether this frame is a signal frame.
  */
 static int
-step(qp_unwinder_t *u, uint64_t lookup, const frame_regs_t *regs, const saved_stack_t *stack,
-     frame_regs_t *next, int *signal)
+step(qp_unwinder_t *u, uint64_t lookup, const frame_regs_t *regs,
+    const saved_stack_t *stack, frame_regs_t *next, int *signal)
 {
     Dwarf_Frame *fr = NULL;
     if (dwarf_cfi_addrframe(u->cfi, lookup, &fr) != 0)
@@ -357,8 +373,8 @@ step(qp_unwinder_t *u, uint64_t lookup, const frame_regs_t *regs, const saved_st
 }
 
 int
-qp_backtrace_walk(qp_unwinder_t *u, const qp_dump_t *dump, int (*fn)(void *arg, uint64_t ra),
-                  void *arg)
+qp_backtrace_walk(
+    qp_unwinder_t *u, const qp_dump_t *dump, int (*fn)(void *arg, uint64_t ra), void *arg)
 {
     if (u == NULL || dump == NULL || fn == NULL
         || (dump->hdr.stack_len && dump->stack == NULL))
@@ -398,8 +414,8 @@ qp_backtrace_walk(qp_unwinder_t *u, const qp_dump_t *dump, int (*fn)(void *arg, 
  */
 
 typedef struct ret_site {
-    uint64_t ret_addr;  /* link-time address a call pushes */
-    uint32_t block;     /* the call block */
+    uint64_t ret_addr; /* link-time address a call pushes */
+    uint32_t block;    /* the call block */
 } ret_site_t;
 
 static int
@@ -440,7 +456,7 @@ on_return_address(void *arg, uint64_t ra)
 
 int
 qp_backtrace_abandoned(qp_unwinder_t *u, const qp_desc_t *d, const qp_profile_t *p,
-                       uint64_t *abandoned, qp_backtrace_stats_t *st)
+    uint64_t *abandoned, qp_backtrace_stats_t *st)
 {
     qp_backtrace_stats_t local;
     if (st == NULL)

@@ -1,0 +1,663 @@
+/* Copyright 2026 the qpt authors
+ * SPDX-License-Identifier: MIT */
+
+/*
+ * A whole measuring session, as `dyn attach` and `dyn run` run it: start the program or
+ * attach to the process, read and analyse its executable, choose the points, stop it,
+ * install, let it run; sample (live tables, the histogram) until the duration, the
+ * caller's stop flag or the end of the process; stop it, take everything out, read the
+ * final counts, let it go. Nothing here prints, exits or installs a signal handler: the
+ * caller gets one line per event through its note callback, live tables through its
+ * live callback, the final counts in a report, and one line saying why on failure. A
+ * signal is the caller's business: its handler sets the flag polled here, so a session
+ * is never cut in the middle of an install or a removal.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "dynamic/dyn.h"
+
+/* The step of the sampling loop, in seconds: how soon a stop or the end is seen. */
+#define STEP 0.05
+
+double
+dyn_run_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static void
+sleep_s(double s)
+{
+    struct timespec ts;
+    if (s <= 0)
+        return;
+    ts.tv_sec = (time_t)s;
+    ts.tv_nsec = (long)((s - (double)ts.tv_sec) * 1e9);
+    nanosleep(&ts, NULL); /* EINTR (a signal of the caller's): the loop looks at *stop */
+}
+
+/* Write one line (printf FMT) into WHY (WHYLEN bytes); nothing when WHY is NULL. */
+static void __attribute__((format(printf, 3, 4)))
+say_why(char *why, size_t whylen, const char *fmt, ...)
+{
+    va_list ap;
+    if (why == NULL || whylen == 0)
+        return;
+    va_start(ap, fmt);
+    vsnprintf(why, whylen, fmt, ap);
+    va_end(ap);
+}
+
+/* Hand the caller one line (printf FMT, any length); DETAIL: worth showing on request. */
+static void __attribute__((format(printf, 3, 4)))
+note(const dyn_run_cb_t *cb, int detail, const char *fmt, ...)
+{
+    char buf[512], *line = buf;
+    va_list ap, again;
+    if (cb == NULL || cb->note == NULL)
+        return;
+    va_start(ap, fmt);
+    va_copy(again, ap);
+    int n = vsnprintf(buf, sizeof(buf), fmt, ap);
+    if (n >= (int)sizeof(buf) && (line = malloc((size_t)n + 1)) != NULL)
+        vsnprintf(line, (size_t)n + 1, fmt, again);
+    va_end(again);
+    va_end(ap);
+    cb->note(cb->arg, detail, line != NULL ? line : buf); /* buf: cut short, no memory */
+    if (line != buf)
+        free(line);
+}
+
+/*****************************************************************************
+ * Why tracing failed
+ */
+
+/* The first line of /proc/PID/status starting with KEY, or 0 when none (into BUF). */
+static int
+status_field(int pid, const char *key, char *buf, size_t cap)
+{
+    char path[64], line[256];
+    size_t n = strlen(key);
+    FILE *f;
+    int found = 0;
+
+    snprintf(path, sizeof(path), "/proc/%d/status", pid);
+    if ((f = fopen(path, "r")) == NULL)
+        return 0;
+    while (!found && fgets(line, sizeof(line), f) != NULL)
+        if (strncmp(line, key, n) == 0) {
+            snprintf(buf, cap, "%s", line + n + strspn(line + n, " \t"));
+            buf[strcspn(buf, "\n")] = '\0';
+            found = 1;
+        }
+    fclose(f);
+    return found;
+}
+
+/* kernel.yama.ptrace_scope, or -1 without Yama. */
+static int
+yama_scope(void)
+{
+    FILE *f = fopen("/proc/sys/kernel/yama/ptrace_scope", "r");
+    int scope = -1;
+
+    if (f != NULL) {
+        if (fscanf(f, "%d", &scope) != 1)
+            scope = -1;
+        fclose(f);
+    }
+    return scope;
+}
+
+/* Is PID a kernel thread (PF_KTHREAD in the flags of /proc/PID/stat)? */
+static int
+is_kthread(int pid)
+{
+    char path[64], buf[1024];
+    unsigned long flags = 0;
+    FILE *f;
+    char *rp = NULL;
+
+    snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+    if ((f = fopen(path, "r")) != NULL) {
+        if (fgets(buf, sizeof(buf), f) != NULL)
+            rp = strrchr(buf, ')');
+        fclose(f);
+    }
+    /* ") S ppid pgrp session tty_nr tpgid flags" */
+    return rp != NULL && sscanf(rp + 1, " %*c %*d %*d %*d %*d %*d %lu", &flags) == 1
+        && (flags & 0x00200000ul) != 0;
+}
+
+/*
+ * Why tracing PID failed with ERR (errno): the right reason, in BUF. EPERM says nothing
+ * by itself, so the process is looked at: gone, a zombie, a kernel thread, traced by
+ * someone else, another user's, or what Yama allows.
+ */
+static const char *
+trace_reason(int pid, int err, char *buf, size_t cap)
+{
+    char st[64] = "", tracer[64] = "", uid[64] = "", comm[64] = "";
+    int scope = yama_scope();
+    long tp = 0, ruid = -1, euid = -1;
+
+    if (!status_field(pid, "State:", st, sizeof(st)))
+        return "no such process";
+    if (st[0] == 'Z' || st[0] == 'X')
+        return "is a zombie (exited, not yet reaped by its parent)";
+    if (err != EPERM && err != EACCES)
+        return strerror(err);
+    if (is_kthread(pid))
+        return "is a kernel thread (it has no program to instrument)";
+    if (status_field(pid, "TracerPid:", tracer, sizeof(tracer))
+        && (tp = strtol(tracer, NULL, 10)) > 0) {
+        char path[64];
+        FILE *f;
+        snprintf(path, sizeof(path), "/proc/%ld/comm", tp);
+        if ((f = fopen(path, "r")) != NULL) {
+            if (fgets(comm, sizeof(comm), f) == NULL)
+                comm[0] = '\0';
+            comm[strcspn(comm, "\n")] = '\0';
+            fclose(f);
+        }
+        snprintf(buf, cap,
+            "is already traced by process %ld (%s): only one tracer at a time; detach "
+            "the debugger or strace first",
+            tp, comm[0] ? comm : "?");
+        return buf;
+    }
+    if (status_field(pid, "Uid:", uid, sizeof(uid))
+        && sscanf(uid, "%ld %ld", &ruid, &euid) == 2 && geteuid() != 0
+        && (ruid != (long)geteuid() || euid != (long)geteuid())) {
+        snprintf(buf, cap,
+            "belongs to another user (uid %ld): ptrace not permitted; run dyn as that "
+            "user or as root",
+            euid);
+        return buf;
+    }
+    if (scope >= 1 && geteuid() != 0) {
+        snprintf(buf, cap, "ptrace not permitted by kernel.yama.ptrace_scope = %d (%s)",
+            scope,
+            scope == 1       ? "only descendants: use `dyn run`, run as root, or `sysctl "
+                               "kernel.yama.ptrace_scope=0`"
+                : scope == 2 ? "only root may attach"
+                             : "no attaching at all until reboot");
+        return buf;
+    }
+    return "ptrace not permitted (the process is not dumpable: setuid, or made so by "
+           "prctl; or a security module refuses)";
+}
+
+/*
+ * The line for a failure RC to trace PID, into WHY: "PID: [WHAT: ]REASON". Call right
+ * after the failure: errno says why (QP_EIO).
+ */
+static void
+trace_why(int pid, const char *what, int rc, char *why, size_t whylen)
+{
+    int err = errno;
+    char buf[256];
+    const char *reason
+        = rc == QP_EIO ? trace_reason(pid, err, buf, sizeof(buf)) : qp_strerror(rc);
+
+    if (what == NULL)
+        say_why(why, whylen, "%d: %s", pid, reason);
+    else
+        say_why(why, whylen, "%d: %s: %s", pid, what, reason);
+}
+
+/* The reason of a failure RC that is not about tracing: errno's for QP_EIO. */
+static const char *
+reason(int rc)
+{
+    return rc == QP_EIO ? strerror(errno) : qp_strerror(rc);
+}
+
+/*****************************************************************************
+ * Rows
+ */
+
+static int
+row_cmp(const void *a, const void *b)
+{
+    const dyn_row_t *x = a, *y = b;
+    if (x->rate != y->rate)
+        return x->rate < y->rate ? 1 : -1;
+    if (x->calls != y->calls)
+        return x->calls < y->calls ? 1 : -1;
+    return strcmp(x->name, y->name);
+}
+
+/*
+ * The rows of the N points named NAMES with the counts NOW (PREV: at the previous table,
+ * for rates; NS: times, may be NULL), by rate, then calls, then name. NULL when out of
+ * memory.
+ */
+static dyn_row_t *
+rows_make(size_t n, const char *const *names, const uint64_t *now, const uint64_t *prev,
+    const int64_t *ns)
+{
+    dyn_row_t *r = calloc(n ? n : 1, sizeof(*r));
+    if (r == NULL)
+        return NULL;
+    for (size_t i = 0; i < n; i++) {
+        r[i].name = names[i];
+        r[i].point = i;
+        r[i].calls = now[i];
+        r[i].rate = prev != NULL ? now[i] - prev[i] : 0;
+        r[i].wall_ns = ns != NULL ? ns[i] : -1;
+    }
+    qsort(r, n, sizeof(*r), row_cmp);
+    return r;
+}
+
+/* The name of every point of S (pointers into S), or NULL when out of memory. */
+static const char **
+point_names(const dyn_session_t *s)
+{
+    size_t n = dyn_session_npoints(s);
+    const char **v = calloc(n + 1, sizeof(*v));
+    for (size_t i = 0; v != NULL && i < n; i++)
+        v[i] = dyn_session_point(s, i, NULL);
+    return v;
+}
+
+/*****************************************************************************
+ * The session
+ */
+
+/* What one session holds while it runs. */
+typedef struct run {
+    const dyn_run_opts_t *o; /* the caller's options */
+    const dyn_run_cb_t *cb;  /* the caller's callbacks (may be NULL) */
+    dyn_proc_t *p;           /* the process */
+    int pid;                 /* its id */
+    dyn_session_t *s;        /* the session, once created */
+    int ended;               /* the process ended during the session */
+    int status;              /* ... its wait status */
+} run_t;
+
+static int
+stopping(const run_t *r)
+{
+    return r->o->stop != NULL && *r->o->stop;
+}
+
+/* Choose, patch and let go. Returns 0 or QP_E* (the line in WHY). */
+static int
+instrument(run_t *r, const cfg_prog_t *prog, uint64_t bias, char *why, size_t whylen)
+{
+    const dyn_run_opts_t *o = r->o;
+    const char *what = o->ncalls > 0 ? "points" : "procedures";
+    dyn_session_t *s;
+    int rc;
+    double t0;
+    size_t nref;
+
+    if ((rc = dyn_session_create(r->p, prog, bias, &s)) < 0) {
+        say_why(why, whylen, "%s", qp_strerror(rc));
+        return rc;
+    }
+    r->s = s;
+    dyn_session_set_atomic(s, !o->no_atomic);
+    /* Timers first: a procedure chosen by a count pattern would be counted only. */
+    for (size_t i = 0; i < o->ntime; i++) {
+        unsigned nm = 0;
+        if ((rc = dyn_session_select_time(s, o->time[i], &nm)) < 0) {
+            say_why(why, whylen, "%s", qp_strerror(rc));
+            return rc;
+        }
+        if (nm == 0)
+            note(r->cb, 0, "no procedure matches '%s'", o->time[i]);
+    }
+    for (size_t i = 0; i < o->ncalls; i++) {
+        unsigned nm = 0;
+        if ((rc = dyn_session_select_calls(s, o->calls[i], &nm)) < 0) {
+            say_why(why, whylen, "%s", qp_strerror(rc));
+            return rc;
+        }
+        if (nm == 0)
+            note(r->cb, 0, "no procedure matches '%s'", o->calls[i]);
+    }
+    for (size_t i = 0; i < o->ncount; i++) {
+        unsigned nm = 0;
+        if ((rc = dyn_session_select(s, o->count[i], 0, &nm)) < 0) {
+            say_why(why, whylen, "%s", qp_strerror(rc));
+            return rc;
+        }
+        if (nm == 0)
+            note(r->cb, 0, "no procedure matches '%s'", o->count[i]);
+    }
+    nref = dyn_session_nrefused(s);
+    if (o->all && (rc = dyn_session_select(s, NULL, DYN_SEL_ALL, NULL)) < 0) {
+        say_why(why, whylen, "%s", qp_strerror(rc));
+        return rc;
+    }
+    if (stopping(r)) {
+        say_why(why, whylen, "%d: interrupted before anything was instrumented", r->pid);
+        return QP_EINTR;
+    }
+    t0 = dyn_run_now();
+    if (!dyn_proc_is_stopped(r->p) && (rc = dyn_proc_stop(r->p)) < 0) {
+        trace_why(r->pid, "cannot stop it", rc, why, whylen);
+        return rc;
+    }
+    rc = dyn_session_install(s);
+    if (rc < 0) {
+        int err = errno;
+        dyn_proc_resume(r->p);
+        errno = err;
+        trace_why(r->pid, "cannot instrument it", rc, why, whylen);
+        return rc;
+    }
+    if (dyn_session_npoints(s) > 0)
+        dyn_proc_resume(r->p);
+    /* Refusals: those of named patterns always, the rest of `all` as details. */
+    for (size_t i = 0; i < dyn_session_nrefused(s); i++) {
+        const char *whyref, *name = dyn_session_refusal(s, i, &whyref);
+        note(r->cb, i >= nref && o->all, "%s: not instrumented: %s", name, whyref);
+    }
+    double t1 = dyn_run_now();
+    note(r->cb, 0,
+        "%d: %zu %s instrumented, %zu refused, stopped %.1f ms, %.2f s after dyn "
+        "started%s",
+        r->pid, dyn_session_npoints(s), what, dyn_session_nrefused(s), (t1 - t0) * 1e3,
+        t1 - o->t_start, dyn_session_shared(s) ? "" : " (counters not shared)");
+    if (dyn_session_npoints(s) == 0) {
+        say_why(why, whylen, "nothing to measure");
+        return QP_ENOTFOUND;
+    }
+    return 0;
+}
+
+/* Watch until the duration, a stop, the caller's live callback or the end of the process.
+ */
+static void
+watch(run_t *r, double t0, dyn_hist_t *hist)
+{
+    const dyn_run_opts_t *o = r->o;
+    size_t n = dyn_session_npoints(r->s);
+    uint64_t *c = calloc(n + 1, sizeof(*c)), *prev = calloc(n + 1, sizeof(*prev));
+    const char **names = point_names(r->s);
+    double next = o->interval > 0 ? t0 + o->interval : 0, last = t0;
+    int gone = 0; /* the live callback said its output is gone */
+
+    while (!stopping(r) && !gone && c != NULL && prev != NULL && names != NULL) {
+        double t = dyn_run_now(), step = STEP;
+        if ((r->ended = dyn_proc_ended(r->p, &r->status)) != 0)
+            break;
+        if (hist->v != NULL) { /* the series, every step: a read of shared memory */
+            dyn_session_sample(r->s, c);
+            dyn_hist_add(hist, t, c);
+        }
+        if (o->duration > 0 && t >= t0 + o->duration)
+            break;
+        if (next > 0 && t >= next) {
+            dyn_session_sample(r->s, c);
+            dyn_row_t *rows = rows_make(n, names, c, prev, NULL);
+            if (rows != NULL && r->cb != NULL && r->cb->live != NULL) {
+                dyn_live_t l = { r->pid, t - t0, t - last, rows, n };
+                gone = r->cb->live(r->cb->arg, &l) != 0;
+            }
+            free(rows);
+            memcpy(prev, c, n * sizeof(*c));
+            last = t;
+            next += o->interval;
+        }
+        if (o->duration > 0 && t0 + o->duration - t < step)
+            step = t0 + o->duration - t;
+        if (next > 0 && next - t < step)
+            step = next - t;
+        sleep_s(step);
+    }
+    free(c);
+    free(prev);
+    free(names);
+}
+
+/*
+ * Stop the process and take the instrumentation out (notes say what stays), unless it
+ * ended. Returns 0, or QP_E* with the line in WHY when it could not be stopped.
+ */
+static int
+take_out(run_t *r, char *why, size_t whylen)
+{
+    int rc, leaked = 0;
+
+    if (r->ended)
+        return 0;
+    if ((rc = dyn_proc_stop(r->p)) < 0) {
+        if (dyn_proc_ended(r->p, &r->status) == 1) {
+            r->ended = 1;
+            return 0;
+        }
+        trace_why(
+            r->pid, "cannot stop it to remove the instrumentation", rc, why, whylen);
+        return rc;
+    }
+    double t1 = dyn_run_now();
+    rc = dyn_session_remove(r->s, &leaked);
+    dyn_proc_resume(r->p);
+    note(r->cb, 1, "%d: instrumentation removed, stopped %.1f ms", r->pid,
+        (dyn_run_now() - t1) * 1e3);
+    if (rc < 0)
+        note(r->cb, 0, "%d: removing the instrumentation: %s", r->pid, qp_strerror(rc));
+    if (leaked == 1)
+        note(r->cb, 0,
+            "%d: a thread may still be in a trampoline: its memory stays mapped", r->pid);
+    else if (leaked == 2)
+        note(r->cb, 1,
+            "%d: call-site trampolines stay mapped (a callee may still return into them)",
+            r->pid);
+    return 0;
+}
+
+/* The final counts into REP (measured from T0, with HIST). 0 or QP_ENOMEM. */
+static int
+final_counts(run_t *r, double t0, dyn_hist_t *hist, dyn_run_report_t *rep)
+{
+    size_t n = dyn_session_npoints(r->s);
+
+    rep->npoints = n;
+    rep->names = calloc(n + 1, sizeof(*rep->names));
+    rep->calls = calloc(n + 1, sizeof(*rep->calls));
+    rep->wall_ns = calloc(n + 1, sizeof(*rep->wall_ns));
+    if (rep->names == NULL || rep->calls == NULL || rep->wall_ns == NULL)
+        return QP_ENOMEM;
+    for (size_t i = 0; i < n; i++)
+        if ((rep->names[i] = strdup(dyn_session_point(r->s, i, NULL))) == NULL)
+            return QP_ENOMEM;
+    dyn_session_sample(r->s, rep->calls);
+    dyn_session_wall_ns(r->s, rep->wall_ns);
+    if (r->ended && !dyn_session_shared(r->s))
+        note(r->cb, 0, "%d: the process ended: counts are from the last sample", r->pid);
+    if (hist->v != NULL)
+        dyn_hist_add(hist, dyn_run_now(), rep->calls);
+    rep->rows
+        = rows_make(n, (const char *const *)rep->names, rep->calls, NULL, rep->wall_ns);
+    if (rep->rows == NULL)
+        return QP_ENOMEM;
+    for (size_t i = 0; i < n; i++)
+        rep->timed |= rep->wall_ns[i] >= 0;
+    rep->secs = dyn_run_now() - t0;
+    rep->ended = r->ended;
+    rep->status = r->status;
+    rep->hist = *hist;
+    memset(hist, 0, sizeof(*hist));
+    rep->measured = 1;
+    return 0;
+}
+
+/* The session over the attached (or started) process of R. *STARTED: it was let run. */
+static int
+session(run_t *r, dyn_run_report_t *rep, int *started, char *why, size_t whylen)
+{
+    const dyn_run_opts_t *o = r->o;
+    char exe[64];
+    cfg_image_t *img = NULL;
+    cfg_prog_t *prog = NULL;
+    uint64_t bias = 0;
+    int rc;
+    double t0 = 0;
+    dyn_hist_t hist = { 0 };
+
+    dyn_proc_exe_path(r->p, exe, sizeof(exe));
+    if ((rc = cfg_image_open_bfd(exe, &img)) < 0) {
+        say_why(why, whylen, "%d: cannot read its executable %s: %s", r->pid, exe,
+            reason(rc));
+        goto out;
+    }
+    const char *unsupported = ed_image_unsupported(img);
+    if (unsupported != NULL) {
+        say_why(why, whylen, "%d: %s", r->pid, unsupported);
+        rc = QP_EFORMAT;
+        goto out;
+    }
+    if ((rc = cfg_prog_build(img, o->cfg, &prog)) < 0
+        || (rc = dyn_proc_load_bias(r->p, img->entry, &bias)) < 0) {
+        trace_why(r->pid, "cannot analyse its executable", rc, why, whylen);
+        goto out;
+    }
+    rc = instrument(r, prog, bias, why, whylen);
+    *started = !dyn_proc_is_stopped(r->p);
+    if (rc < 0)
+        goto out;
+    t0 = dyn_run_now();
+    int err = 0; /* no histogram: measure nothing, but take everything out */
+    if (o->hist_buckets > 0
+        && (err = dyn_hist_init(
+                &hist, dyn_session_npoints(r->s), o->hist_buckets, o->hist_width, t0))
+            < 0)
+        say_why(why, whylen, "%s", qp_strerror(err));
+    else
+        watch(r, t0, &hist);
+    rc = take_out(r, why, whylen);
+    if (err < 0)
+        rc = err;
+    else if ((err = final_counts(r, t0, &hist, rep)) < 0) {
+        say_why(why, whylen, "%s", qp_strerror(err));
+        rc = err;
+    }
+out:
+    dyn_hist_free(&hist);
+    if (r->s != NULL && dyn_proc_is_stopped(r->p)) {
+        dyn_session_remove(r->s, NULL);
+        dyn_proc_resume(r->p);
+    }
+    dyn_session_destroy(r->s);
+    r->s = NULL;
+    cfg_prog_destroy(prog);
+    cfg_image_destroy(img);
+    return rc;
+}
+
+int
+dyn_run_session(const dyn_run_opts_t *o, const dyn_run_cb_t *cb, dyn_run_report_t *rep,
+    char *why, size_t whylen)
+{
+    run_t r;
+    int rc, started = 0;
+
+    if (rep != NULL)
+        memset(rep, 0, sizeof(*rep));
+    if (why != NULL && whylen > 0)
+        why[0] = '\0';
+    if (o == NULL || rep == NULL || (o->argv == NULL && o->pid <= 0)
+        || (o->argv != NULL && o->argv[0] == NULL)) {
+        say_why(why, whylen, "%s", qp_strerror(QP_EINVAL));
+        return QP_EINVAL;
+    }
+    memset(&r, 0, sizeof(r));
+    r.o = o;
+    r.cb = cb;
+    if (o->argv != NULL) {
+        if ((rc = dyn_proc_spawn(o->argv, &r.p)) < 0) {
+            say_why(why, whylen, "%s: %s", o->argv[0], reason(rc));
+            return rc;
+        }
+        r.pid = dyn_proc_pid(r.p);
+    } else {
+        /* Attach only to check permissions early; analysis runs while it runs. */
+        r.pid = o->pid;
+        if ((rc = dyn_proc_attach(o->pid, &r.p)) < 0) {
+            trace_why(o->pid, NULL, rc, why, whylen);
+            return rc;
+        }
+        dyn_proc_resume(r.p);
+    }
+    rep->pid = r.pid;
+    rc = session(&r, rep, &started, why, whylen);
+    if (o->argv != NULL && !started)
+        dyn_proc_kill(r.p); /* nothing could be measured: the program is not run */
+    else
+        dyn_proc_destroy(r.p);
+    return rc;
+}
+
+void
+dyn_run_report_free(dyn_run_report_t *rep)
+{
+    if (rep == NULL)
+        return;
+    for (size_t i = 0; rep->names != NULL && i < rep->npoints; i++)
+        free(rep->names[i]);
+    free(rep->names);
+    free(rep->calls);
+    free(rep->wall_ns);
+    free(rep->rows);
+    dyn_hist_free(&rep->hist);
+    memset(rep, 0, sizeof(*rep));
+}
+
+/*****************************************************************************
+ * dyn clean
+ */
+
+int
+dyn_run_clean(int pid, dyn_clean_report_t *out, char *why, size_t whylen)
+{
+    char exe[64];
+    cfg_image_t *img = NULL;
+    dyn_proc_t *p = NULL;
+    uint64_t bias = 0;
+    int rc;
+
+    if (why != NULL && whylen > 0)
+        why[0] = '\0';
+    if (pid <= 0 || out == NULL) {
+        say_why(why, whylen, "%s", qp_strerror(QP_EINVAL));
+        return QP_EINVAL;
+    }
+    snprintf(exe, sizeof(exe), "/proc/%d/exe", pid);
+    /* Attach first: the reason it fails (no such process, ...) is the one to give. */
+    if ((rc = dyn_proc_attach(pid, &p)) < 0) {
+        trace_why(pid, NULL, rc, why, whylen);
+        return rc;
+    }
+    dyn_proc_resume(p);
+    if ((rc = cfg_image_open_bfd(exe, &img)) < 0
+        || (rc = dyn_proc_load_bias(p, img->entry, &bias)) < 0) {
+        say_why(
+            why, whylen, "%d: cannot read its executable %s: %s", pid, exe, reason(rc));
+        cfg_image_destroy(img);
+        dyn_proc_destroy(p);
+        return rc;
+    }
+    if ((rc = dyn_proc_stop(p)) < 0)
+        trace_why(pid, "cannot stop it", rc, why, whylen);
+    else if ((rc = dyn_clean(p, img, bias, out)) < 0)
+        say_why(why, whylen, "%d: cleaning: %s", pid, reason(rc));
+    dyn_proc_destroy(p);
+    cfg_image_destroy(img);
+    return rc;
+}

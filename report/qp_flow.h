@@ -1,0 +1,82 @@
+/* Copyright 2026 the qpt authors
+ * SPDX-License-Identifier: MIT */
+#ifndef QP_FLOW_H
+#define QP_FLOW_H
+/*
+ * PURPOSE: every edge and block count of one procedure from the measured ones, by flow
+ * conservation (Kirchhoff's law) over the procedure's blocks plus the virtual node X,
+ * which stands for both EXIT and ENTRY. qp's counters (every edge outside a spanning
+ * tree) determine everything; a naive profile (block counts) may leave some edges
+ * unknown, and they are reported unknown, never guessed. Where the counts over-determine
+ * a node, the law is checked and every violation is returned.
+ * Memory only: no printing, no files. A qp_flow_t owns its arrays (qp_flow_free).
+ */
+#include <stddef.h>
+#include <stdint.h>
+
+#include "driver/qp_desc.h"
+
+/* How a count is known (qp_flow_t.edge_state, block_state). */
+enum {
+    QP_FLOW_UNKNOWN = 0, /* not determined by the measured counts */
+    QP_FLOW_MEASURED,    /* read from a counter */
+    QP_FLOW_SOLVED,      /* reconstructed by flow conservation */
+    QP_FLOW_CLAMPED,     /* conservation asked for a negative count: set to 0 (see the
+                          * violations) */
+};
+
+/* What went wrong at a node (qp_flow_violation_t.kind). */
+enum {
+    QP_FLOW_V_NEGATIVE = 1, /* solving an edge gave a negative count */
+    QP_FLOW_V_UNBALANCED, /* the node's flow in != its count or != flow out + abandoned */
+    QP_FLOW_V_OVERFLOW,   /* a count does not fit in 64 bits */
+};
+
+typedef struct qp_flow_violation {
+    uint8_t kind;   /* QP_FLOW_V_* */
+    uint32_t block; /* global block index, or QP_VIRT for X */
+    uint32_t edge;  /* NEGATIVE: the global index of the edge, else QP_VIRT */
+    uint64_t count; /* the node's count (UNBALANCED; 0 when it is unknown) */
+    uint64_t in;    /* known flow in, X: plus every abandoned count (saturated) */
+    uint64_t out;   /* known flow out, blocks: plus abandoned (saturated) */
+} qp_flow_violation_t;
+
+/* The counts of one procedure. Edge and block arrays use local indices. */
+typedef struct qp_flow {
+    uint32_t proc;         /* procedure index in the description */
+    uint32_t nedges;       /* = procs[proc].nedges; edge i is edges[proc.edge + i] */
+    uint32_t nblocks;      /* = procs[proc].nblocks; block i is blocks[proc.block + i] */
+    uint64_t *edge_count;  /* per edge (0 when unknown) */
+    uint8_t *edge_state;   /* per edge: QP_FLOW_* */
+    uint64_t *block_count; /* per block: executions (0 when unknown) */
+    uint8_t *block_state;  /* per block: QP_FLOW_* */
+    uint64_t calls;        /* flow on the QP_EDGE_ENTRY edge: times it was called */
+    int calls_known;       /* the entry edge's count is known */
+    uint64_t insns;        /* sum over known blocks of count x ninsns (saturated) */
+    int insns_exact;       /* every block count known and no overflow */
+    uint32_t nunknown_edges;         /* edges whose count stays unknown */
+    qp_flow_violation_t *violations; /* where Kirchhoff fails, in the order found */
+    size_t nviolations;              /* how many */
+} qp_flow_t;
+
+/*
+ * Reconstruct the counts of procedure PROC of D (which must be measured). COUNTERS has
+ * NCOUNTERS values (a checked profile). ABANDONED may be NULL or hold one count per
+ * global block of D: executions of the block that left the procedure for good (frames
+ * active at exit, from back-traces), extra flow from the block to X.
+ * Returns 0 (violations are results, not failures), QP_EINVAL (bad arguments, PROC not
+ * measured, NCOUNTERS not D's) or QP_ENOMEM. Free *OUT with qp_flow_free.
+ */
+int
+qp_flow_solve(const qp_desc_t *d, uint32_t proc, const uint64_t *counters,
+    size_t ncounters, const uint64_t *abandoned, qp_flow_t *out /*OUT*/);
+
+/* Free F's arrays and zero it. NULL is fine. */
+void
+qp_flow_free(qp_flow_t *f);
+
+/* A short name for a QP_FLOW_* state ("measured", "reconstructed", "unknown", ...). */
+const char *
+qp_flow_state_name(uint8_t state);
+
+#endif

@@ -1,0 +1,167 @@
+/* Copyright 2026 the qpt authors
+ * SPDX-License-Identifier: MIT */
+#ifndef QP_REPORT_H
+#define QP_REPORT_H
+/*
+ * PURPOSE: report/ reads what was measured, and this is its public face (it includes the
+ * folder's other headers: qp_profile.h, qp_flow.h, qp_backtrace.h). Here: what qp's
+ * reports show, computed once for a description and a (merged, checked) profile:
+ * abandoned counts from the exit back-traces, every measured procedure's calls and
+ * instructions from flow reconstruction, the flat-profile order, what may be approximate
+ * and why; per source line counts for lcov; the edge counts of an earlier run for
+ * qpt-rewrite --weights. tools/qp only formats these. No printing here.
+ * The formats are driver/'s (qp_format.h, and the description in memory, qp_desc.h):
+ * the drivers write them and report/ reads them, so report/ includes those two headers
+ * of driver/ and nothing else of it, and driver/ never includes report/ (the tool reads
+ * an earlier profile for --weights and hands its counts to the driver). Only
+ * qp_backtrace.c uses elfutils (libdw).
+ * Lifetimes: a report points to its description and profile (not owned), which must
+ * outlive it; free it with qp_report_free.
+ */
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cfg/cfg.h"
+#include "driver/qp_desc.h"
+#include "report/qp_backtrace.h"
+#include "report/qp_flow.h"
+#include "report/qp_profile.h"
+
+/* Why a procedure's counts may not be exact (qp_proc_result_t.flags). */
+enum {
+    QP_RES_APPROX_EH = 1u << 0, /* QP_PROC_APPROX_EH: exceptions may unbalance its flow */
+    QP_RES_APPROX_JMP = 1u << 1, /* QP_PROC_APPROX_JMP: longjmp may unbalance its flow */
+    QP_RES_APPROX_IND = 1u << 7, /* QP_PROC_APPROX_IND: guessed indirect-jump targets */
+    QP_RES_VIOLATION
+    = 1u << 2,                /* Kirchhoff fails somewhere in it (counts inconsistent) */
+    QP_RES_UNKNOWN = 1u << 3, /* some counts are not determined by the measured ones */
+    QP_RES_SATURATED = 1u << 4, /* a counter of it reached 2^64 - 1, or a count it implies
+                                 * does not fit in 64 bits: its counts are lower bounds,
+                                 * or the profile is damaged */
+};
+
+typedef struct qp_proc_result {
+    uint32_t proc;           /* procedure index in the description */
+    uint32_t flags;          /* QP_RES_* */
+    uint64_t calls;          /* flow on its entry edge, when calls_known */
+    uint64_t insns;          /* sum over blocks of count x ninsns (known blocks only) */
+    uint8_t calls_known;     /* the entry edge's count is determined */
+    uint8_t insns_exact;     /* every block count is determined */
+    uint32_t nviolations;    /* Kirchhoff violations found */
+    uint32_t nunknown_edges; /* edges whose count is not determined */
+} qp_proc_result_t;
+
+typedef struct qp_report {
+    const qp_desc_t *desc;    /* not owned */
+    const qp_profile_t *prof; /* not owned */
+    uint64_t *abandoned;      /* per global block: executions abandoned at exits */
+    qp_backtrace_stats_t bt;  /* what the back-traces found */
+    qp_proc_result_t *procs;  /* measured procedures in flat-profile order:
+                               * instructions, then calls, descending, then name */
+    uint32_t nprocs;          /* how many */
+    uint32_t *unmeasured;     /* indices of procedures not measured, by address */
+    uint32_t nunmeasured;     /* how many */
+    uint64_t total_insns;     /* sum of procs[].insns (saturated) */
+    uint32_t nviolating;      /* procedures with QP_RES_VIOLATION */
+    uint32_t napprox;         /* procedures with QP_RES_APPROX_* */
+    uint32_t nunknown;        /* procedures with QP_RES_UNKNOWN */
+    uint32_t nsaturated;      /* procedures with QP_RES_SATURATED */
+} qp_report_t;
+
+/*
+ * Build the report of profile P (already checked against D with qp_profile_check).
+ * U unwinds P's exit dumps (may be NULL when P has none). Returns 0, QP_EINVAL or
+ * QP_ENOMEM. Free with qp_report_free.
+ */
+int
+qp_report_build(const qp_desc_t *d, const qp_profile_t *p, qp_unwinder_t *u,
+    qp_report_t *out /*OUT*/);
+
+void
+qp_report_free(qp_report_t *r);
+
+/* The counts of measured procedure PROC with the report's inputs (qp_flow_solve). */
+int
+qp_report_flow(const qp_report_t *r, uint32_t proc, qp_flow_t *out /*OUT*/);
+
+/*
+ * The index of the procedure named NAME in D (the measured one first when several
+ * share the name), or QP_VIRT.
+ */
+uint32_t
+qp_desc_find_proc(const qp_desc_t *d, const char *name);
+
+/*
+ * S as one CSV field (RFC 4180): unchanged unless it holds a comma, a double quote, a
+ * CR or a LF, else in double quotes with inner quotes doubled. Writes at most OUTLEN
+ * bytes (NUL included) into OUT and returns the length of the whole field, like
+ * snprintf.
+ */
+size_t
+qp_csv_field(const char *s, char *out, size_t outlen);
+
+/*****************************************************************************
+ * Source lines (for lcov)
+ */
+
+typedef struct qp_line {
+    const char *file; /* source file (owned by the image; one pointer per name) */
+    unsigned line;    /* line number */
+    uint64_t count;   /* the largest count of the blocks with an instruction on it */
+} qp_line_t;
+
+typedef struct qp_line_fn {
+    const char *file; /* source file of the procedure's declaration (or entry) */
+    unsigned line;    /* its line */
+    uint32_t proc;    /* procedure index in the description */
+    uint64_t calls;   /* times called */
+} qp_line_fn_t;
+
+typedef struct qp_lines {
+    qp_line_t *lines;         /* sorted by file name, then line */
+    size_t nlines;            /* how many */
+    qp_line_fn_t *fns;        /* measured procedures with a known calls count and a line,
+                               * sorted by file name, then line, then procedure index */
+    size_t nfns;              /* how many */
+    uint64_t nblocks_skipped; /* blocks left out: count not determined */
+} qp_lines_t;
+
+/*
+ * Map every instruction of every measured procedure of R (its original address: the
+ * instrumented file keeps the original debug information) to its source line through
+ * IMG (the executable), and give each line the largest count of the blocks that have
+ * an instruction on it. That is what gcov reports for a line that spans several basic
+ * blocks (a `for` header: init, test, increment), where a sum would count one pass
+ * through the line several times. Like gcov, a procedure's declaration line (from
+ * DW_AT_decl_line) gets the count of its entry block, and its FN record that line.
+ * Blocks whose count is not determined are left out, never guessed. Returns 0,
+ * QP_EINVAL or QP_ENOMEM. Free with qp_lines_free.
+ */
+int
+qp_lines_collect(const cfg_image_t *img, const qp_report_t *r, qp_lines_t *out /*OUT*/);
+
+void
+qp_lines_free(qp_lines_t *l);
+
+/*****************************************************************************
+ * Edge counts of an earlier run (qp_weights.c), for qpt-rewrite --weights
+ */
+
+typedef struct qp_edge_count {
+    uint64_t from, to; /* original starts of the blocks at its ends, 0 for X */
+    uint64_t count;    /* times it ran */
+    uint8_t kind;      /* cfg_edge_kind_t, QP_EDGE_ENTRY or QP_EDGE_ROOT */
+} qp_edge_count_t;
+
+/*
+ * Read the profile PATH and the description of the program that wrote it (the executable
+ * its header names, read through cfg/), check one against the other, and reconstruct
+ * every edge count the counters determine (edges left unknown are not listed). *OUT
+ * (malloc'd, the caller frees it) gets *N counts in description order. Returns 0 or
+ * QP_E* with one line in WHY (which names PATH); *OUT is NULL on failure.
+ */
+int
+qp_edge_counts_read(const char *path, qp_edge_count_t **out /*OUT*/, size_t *n /*OUT*/,
+    char *why, size_t whylen);
+
+#endif

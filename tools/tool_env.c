@@ -1,0 +1,134 @@
+/* Copyright 2026 the qpt authors
+ * SPDX-License-Identifier: MIT */
+
+/*
+ * PURPOSE: the environment variables the tools read for the library, which never reads
+ * the environment itself: QP_DEBUG (the analysis' phase times, through cfg_opts_t's
+ * callbacks) and QPT_LEAVE (procedures to leave in place, for ed_opts_t.leave).
+ */
+#include "config.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "tools/tool.h"
+
+/*****************************************************************************
+ * QP_DEBUG: the time of each phase of the analysis, on stderr
+ */
+
+static double
+mono_now(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
+}
+
+/* Seconds are counted from the first phase of the first analysis. */
+static double debug_t0 = -1;
+
+static void
+debug_phase(void *arg, const char *phase, size_t nprocs)
+{
+    (void)arg;
+    double t = mono_now();
+    if (debug_t0 < 0)
+        debug_t0 = t;
+    fprintf(
+        stderr, "qp-debug: %8.3f s %s (%zu procedures)\n", t - debug_t0, phase, nprocs);
+}
+
+static void
+debug_note(void *arg, const char *line)
+{
+    (void)arg;
+    fprintf(stderr, "qp-debug: %s\n", line);
+}
+
+void
+tool_cfg_debug(cfg_opts_t *o)
+{
+    if (getenv("QP_DEBUG") == NULL)
+        return;
+    o->on_phase = debug_phase;
+    o->on_note = debug_note;
+    o->cb_arg = NULL;
+}
+
+/*****************************************************************************
+ * QPT_LEAVE=name,name,... or QPT_LEAVE=@FILE (one name a line)
+ */
+
+/* The whole of the file PATH, NUL-terminated, or NULL (also when it cannot be read). */
+static char *
+read_file(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    if (f == NULL)
+        return NULL;
+    size_t cap = 1 << 16, n = 0;
+    char *buf = malloc(cap);
+    while (buf != NULL) {
+        if (n + 1 >= cap) {
+            char *v = realloc(buf, cap *= 2);
+            if (v == NULL) {
+                free(buf);
+                buf = NULL;
+                break;
+            }
+            buf = v;
+        }
+        size_t got = fread(buf + n, 1, cap - n - 1, f);
+        if (got == 0)
+            break;
+        n += got;
+    }
+    fclose(f);
+    if (buf != NULL)
+        buf[n] = '\0';
+    return buf;
+}
+
+int
+tool_leave_names(tool_names_t *out)
+{
+    memset(out, 0, sizeof(*out));
+    const char *list = getenv("QPT_LEAVE");
+    if (list == NULL)
+        return 0;
+    char sep = ',';
+    if (list[0] == '@') {
+        /* A file that cannot be read leaves nothing in place, as it always did. */
+        if ((out->buf = read_file(list + 1)) == NULL)
+            return 0;
+        sep = '\n';
+    } else if ((out->buf = strdup(list)) == NULL)
+        return -1;
+    size_t cap = 1;
+    for (const char *p = out->buf; *p; p++)
+        cap += *p == sep;
+    if ((out->v = malloc(cap * sizeof(*out->v))) == NULL) {
+        tool_names_free(out);
+        return -1;
+    }
+    for (char *p = out->buf; p != NULL;) {
+        char *e = strchr(p, sep);
+        if (e != NULL)
+            *e++ = '\0';
+        if (*p != '\0')
+            out->v[out->n++] = p;
+        p = e;
+    }
+    return 0;
+}
+
+void
+tool_names_free(tool_names_t *names)
+{
+    free(names->v);
+    free(names->buf);
+    memset(names, 0, sizeof(*names));
+}
