@@ -40,11 +40,12 @@ if [ ! -f src/Makefile ]; then
             --disable-dynamic) >configure.log 2>&1 ||
         { say "configure failed: $BUILD/configure.log"; exit 2; }
 fi
-make -C src -j2 libqparch.a libqpcfg.a libqpedit.a libqpelfw.a libqpdriver.a libqpreport.a \
+# The folders' libtool convenience libraries; their archives are in src/.libs.
+make -C src -j2 libqparch.la libqpcfg.la libqpedit.la libqpelfw.la libqpdriver.la libqpreport.la \
     >make.log 2>&1 ||
     { say "build failed: $BUILD/make.log"; exit 2; }
 for a in libqparch.a libqpcfg.a libqpedit.a libqpelfw.a libqpdriver.a libqpreport.a; do
-    cp src/$a .
+    cp src/.libs/$a .
 done
 LF=(-g -O1 -fsanitize=fuzzer,address,undefined -Isrc)
 SRC=$PWD/src

@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -126,19 +127,43 @@ open_process(qpt_space_t *s, dyn_proc_t *p, char *why, size_t whylen)
     return rc;
 }
 
+/*
+ * The executable is read and analysed while the process runs (that takes long on a
+ * large program); then it is stopped, and it must still run the same file.
+ */
 int
 qpt_live_attach(qpt_space_t *s, int pid, char *why, size_t whylen)
 {
+    char exe[64];
+    struct stat before, after;
+    snprintf(exe, sizeof(exe), "/proc/%d/exe", pid);
+    if (stat(exe, &before) < 0) {
+        if (why != NULL)
+            snprintf(why, whylen, "%d: %s", pid,
+                     errno == ENOENT ? "no such process" : strerror(errno));
+        return QP_EIO;
+    }
+    int rc = qpt_load_live_program(s, exe, why, whylen);
+    if (rc < 0)
+        return rc;
     dyn_proc_t *p = NULL;
     errno = 0;
-    int rc = dyn_proc_attach(pid, &p);
+    rc = dyn_proc_attach(pid, &p);
     if (rc < 0) {
         if (why != NULL)
             snprintf(why, whylen, "%d: %s", pid,
                      rc == QP_EIO && errno ? strerror(errno) : qp_strerror(rc));
         return rc;
     }
-    return open_process(s, p, why, whylen);
+    s->proc = p;
+    if (stat(exe, &after) < 0 || after.st_dev != before.st_dev || after.st_ino != before.st_ino) {
+        if (why != NULL)
+            snprintf(why, whylen, "%d: it started another program while it was analysed", pid);
+        return QP_EINVAL;
+    }
+    if ((rc = dyn_proc_load_bias(p, s->img->entry, &s->bias)) < 0 && why != NULL)
+        snprintf(why, whylen, "%d: cannot find where the executable is loaded", pid);
+    return rc;
 }
 
 int
