@@ -116,6 +116,18 @@ dyn_proc_write(dyn_proc_t *p, uint64_t addr, const void *buf, size_t len);
 int
 dyn_proc_syscall(dyn_proc_t *p, long nr, const uint64_t args[6], int64_t *ret /*OUT*/);
 
+/*
+ * Call the process's procedure at FN with NARGS (<= 6) integer arguments on one of its
+ * threads (the others stay stopped), as the ABI says (stack aligned to 16, the red zone
+ * kept, the direction flag clear); its return value into *RET. The thread's registers,
+ * vector state included, are put back afterwards. The call runs in a stub on a page
+ * mapped for it, which puts everything back itself if dyn dies during the call. A
+ * procedure that waits for another thread of the process never returns. QP_EIO (ESRCH:
+ * the thread ended, the process died), QP_EINVAL when not stopped.
+ */
+int
+dyn_proc_call(dyn_proc_t *p, uint64_t fn, const uint64_t *args, int nargs, uint64_t *ret);
+
 /* One stopped thread, as dyn_proc_threads reports it. */
 typedef struct dyn_thread_info {
     int tid;     /* thread id */

@@ -28,6 +28,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/ptrace.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
@@ -893,6 +894,187 @@ dyn_proc_syscall(dyn_proc_t *p, long nr, const uint64_t args[6], int64_t *ret /*
         requeue_held(p, t, &h);
         errno = saved_errno;
     }
+    return rc;
+}
+
+/*****************************************************************************
+ * Calls of the process's own procedures (one-time code)
+ */
+
+/*
+ * The stub a procedure call runs in, on the thread's stack below its red zone: a block
+ * of XS bytes for xsave (the vector state), then the third argument, the result, and
+ * the thread's registers (rax .. r15, rflags, rsp) that the stub pops at the end:
+ *
+ *   xsave64 (%rsp)             every enabled component (rax = rdx = -1 set by dyn)
+ *   mov XS(%rsp), %rdx         the third argument
+ *   movabs $fn, %rax; call *%rax
+ *   mov %rax, XS+8(%rsp)       the result
+ *   mov $-1, %eax; mov $-1, %edx; xrstor64 (%rsp)
+ *   mov $SYS_getpid, %eax; syscall      <- dyn stops here (PTRACE_SYSCALL) and puts the
+ *                                          registers back itself; the rest only runs
+ *   lea XS+16(%rsp), %rsp                  if dyn died during the call
+ *   pop rax .. r15; popfq; pop %rsp; jmp *rip(%rip)
+ */
+#define CALL_WORDS 19 /* arg 2, result, rax..r15 (15), rflags, rsp */
+
+/* The size of the xsave area for the enabled components, a multiple of 64. */
+static uint32_t
+xsave_size(void)
+{
+    uint32_t a, b, c, d;
+    __asm__ volatile("cpuid" : "=a"(a), "=b"(b), "=c"(c), "=d"(d) : "a"(0xd), "c"(0));
+    return (b + 63) & ~63u;
+}
+
+static size_t
+put32(uint8_t *o, size_t k, uint32_t v)
+{
+    memcpy(o + k, &v, 4);
+    return k + 4;
+}
+
+/* The stub's code for FN (XS: the xsave area's size) into OUT; its length. *MARK: the
+ * offset just after the marker syscall. */
+static size_t
+call_stub(uint8_t *o, uint64_t fn, uint32_t xs, uint64_t back, size_t *mark)
+{
+    static const uint8_t pops[] = { 0x58, 0x5b, 0x59, 0x5a, 0x5e, 0x5f, 0x5d, 0x41, 0x58,
+        0x41, 0x59, 0x41, 0x5a, 0x41, 0x5b, 0x41, 0x5c, 0x41, 0x5d, 0x41, 0x5e, 0x41, 0x5f,
+        0x9d, 0x5c };
+    size_t k = 0;
+    o[k++] = 0x48, o[k++] = 0x0f, o[k++] = 0xae, o[k++] = 0x24, o[k++] = 0x24; /* xsave64 */
+    o[k++] = 0x48, o[k++] = 0x8b, o[k++] = 0x94, o[k++] = 0x24; /* mov XS(%rsp), %rdx */
+    k = put32(o, k, xs);
+    o[k++] = 0x48, o[k++] = 0xb8; /* movabs $fn, %rax */
+    memcpy(o + k, &fn, 8);
+    k += 8;
+    o[k++] = 0xff, o[k++] = 0xd0; /* call *%rax */
+    o[k++] = 0x48, o[k++] = 0x89, o[k++] = 0x84, o[k++] = 0x24; /* mov %rax, XS+8(%rsp) */
+    k = put32(o, k, xs + 8);
+    o[k++] = 0xb8, k = put32(o, k, 0xffffffffu); /* mov $-1, %eax */
+    o[k++] = 0xba, k = put32(o, k, 0xffffffffu); /* mov $-1, %edx */
+    o[k++] = 0x48, o[k++] = 0x0f, o[k++] = 0xae, o[k++] = 0x2c, o[k++] = 0x24; /* xrstor64 */
+    o[k++] = 0xb8, k = put32(o, k, SYS_getpid);
+    o[k++] = 0x0f, o[k++] = 0x05; /* syscall */
+    *mark = k;
+    o[k++] = 0x48, o[k++] = 0x8d, o[k++] = 0xa4, o[k++] = 0x24; /* lea XS+16(%rsp), %rsp */
+    k = put32(o, k, xs + 16);
+    memcpy(o + k, pops, sizeof(pops));
+    k += sizeof(pops);
+    o[k++] = 0xff, o[k++] = 0x25, k = put32(o, k, 0); /* jmp *0(%rip) */
+    memcpy(o + k, &back, 8);
+    return k + 8;
+}
+
+/* Run T (at the stub) until the syscall-exit stop at MARK; other system calls of the
+ * procedure pass (entry and exit stops alternate). */
+static int
+run_call(dyn_proc_t *p, dyn_thread_t *t, held_t *h, uint64_t mark)
+{
+    int st, entry = 1;
+    for (;;) {
+        struct user_regs_struct regs;
+        QP_CHECK(run_to_stop(p, t, PTRACE_SYSCALL, h, &st));
+        if ((st >> 16) != 0 || WSTOPSIG(st) != SYSCALL_STOP)
+            continue; /* a ptrace event or a group stop */
+        int was_entry = entry;
+        entry = !entry;
+        if (was_entry)
+            continue;
+        if (ptrace(PTRACE_GETREGS, t->tid, NULL, &regs) < 0)
+            return QP_EIO;
+        if (regs.rip == mark)
+            return 0;
+    }
+}
+
+int
+dyn_proc_call(dyn_proc_t *p, uint64_t fn, const uint64_t *args, int nargs, uint64_t *ret)
+{
+    struct user_regs_struct saved, regs;
+    dyn_thread_t *t;
+    held_t h = { 0 };
+    uint64_t a[6] = { 0 }, w[CALL_WORDS], rip, page, block;
+    uint8_t code[128];
+    size_t len, mark;
+    int64_t r;
+    int rc;
+
+    if (p == NULL || ret == NULL || nargs < 0 || nargs > 6 || (nargs > 0 && args == NULL)
+        || !p->stopped)
+        return QP_EINVAL;
+    memcpy(a, args, (size_t)nargs * sizeof(uint64_t));
+    if ((t = live_thread(p)) == NULL) {
+        errno = ESRCH;
+        return QP_EIO;
+    }
+    /* A page of our own for the stub (it stays if we die during the call). */
+    {
+        uint64_t mm[6] = { 0, 4096, PROT_READ | PROT_EXEC, MAP_PRIVATE | MAP_ANONYMOUS,
+            (uint64_t)-1, 0 };
+        QP_CHECK(dyn_proc_syscall(p, SYS_mmap, mm, &r));
+        if (r < 0 && r > -4096) {
+            errno = (int)-r;
+            return QP_EIO;
+        }
+        page = (uint64_t)r;
+    }
+    if (ptrace(PTRACE_GETREGS, t->tid, NULL, &saved) < 0) {
+        rc = QP_EIO;
+        goto unmap;
+    }
+    uint32_t xs = xsave_size();
+    block = (saved.rsp - RED_ZONE - xs - sizeof(w)) & ~63ull;
+    restarted(&saved, &w[2], &rip);
+    w[0] = a[2];
+    w[1] = 0;
+    w[3] = saved.rbx, w[4] = saved.rcx, w[5] = saved.rdx, w[6] = saved.rsi;
+    w[7] = saved.rdi, w[8] = saved.rbp, w[9] = saved.r8, w[10] = saved.r9;
+    w[11] = saved.r10, w[12] = saved.r11, w[13] = saved.r12, w[14] = saved.r13;
+    w[15] = saved.r14, w[16] = saved.r15, w[17] = saved.eflags, w[18] = saved.rsp;
+    len = call_stub(code, fn, xs, rip, &mark);
+    {
+        static const uint8_t zero[64];
+        /* The xsave header must be zero before xsave (its reserved bytes). */
+        if ((rc = dyn_proc_write(p, block + 512, zero, sizeof(zero))) < 0
+            || (rc = dyn_proc_write(p, block + xs, w, sizeof(w))) < 0
+            || (rc = dyn_proc_write(p, page, code, len)) < 0)
+            goto unmap;
+    }
+    regs = saved;
+    regs.rip = page;
+    regs.rsp = block;
+    regs.rax = (unsigned long long)-1;
+    regs.rdx = (unsigned long long)-1;
+    regs.orig_rax = (unsigned long long)-1; /* no system-call restart on the way */
+    regs.rdi = a[0], regs.rsi = a[1], regs.rcx = a[3], regs.r8 = a[4], regs.r9 = a[5];
+    regs.eflags &= ~0x400ull; /* the ABI's direction flag, clear */
+    /* From here until the registers are back, a dyn that dies leaves the stub to finish
+       the call and take the thread back where it was. */
+    if (ptrace(PTRACE_SETREGS, t->tid, NULL, &regs) < 0) {
+        rc = QP_EIO;
+        goto unmap;
+    }
+    rc = run_call(p, t, &h, page + mark);
+    if (rc == 0)
+        rc = dyn_proc_read(p, block + xs + 8, ret, 8);
+    if (!t->gone) {
+        int saved_errno = errno;
+        if (park(p, t, &h) == 0)
+            ptrace(PTRACE_SETREGS, t->tid, NULL, &saved);
+        requeue_held(p, t, &h);
+        errno = saved_errno;
+    }
+    if (rc < 0)
+        return rc; /* the page stays: the thread may still be in the stub */
+unmap : {
+    uint64_t mu[6] = { page, 4096, 0, 0, 0, 0 };
+    int saved_errno = errno;
+    if (!t->gone)
+        dyn_proc_syscall(p, SYS_munmap, mu, &r);
+    errno = saved_errno;
+}
     return rc;
 }
 

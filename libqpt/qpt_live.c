@@ -577,6 +577,21 @@ qpt_syscall(qpt_space_t *s, long nr, const uint64_t args[6], int64_t *ret)
 }
 
 int
+qpt_call_now(qpt_space_t *s, uint64_t fn, const uint64_t *args, int nargs, uint64_t *ret)
+{
+    if (s == NULL || ret == NULL || nargs < 0 || nargs > 6 || (nargs > 0 && args == NULL))
+        return QP_EINVAL;
+    if (!s->live)
+        return qpt_fail(s, QP_EUNSUPP, "not a process");
+    if (!dyn_proc_is_stopped(s->proc))
+        return qpt_fail(s, QP_EINVAL, "the process must be stopped (qpt_stop)");
+    int rc = dyn_proc_call(s->proc, fn, args, nargs, ret);
+    return rc < 0 ? qpt_fail(s, rc, "calling 0x%llx: %s", (unsigned long long)fn,
+                             rc == QP_EIO ? strerror(errno) : qp_strerror(rc))
+                  : 0;
+}
+
+int
 qpt_pid(const qpt_space_t *s)
 {
     return s != NULL && s->live && s->proc != NULL ? dyn_proc_pid(s->proc) : 0;

@@ -100,6 +100,16 @@ qpt_syscall(qpt_space_t *s, long nr, const uint64_t args[6], int64_t *ret)
 }
 
 int
+qpt_call_now(qpt_space_t *s, uint64_t fn, const uint64_t *args, int nargs, uint64_t *ret)
+{
+    (void)fn;
+    (void)args;
+    (void)nargs;
+    (void)ret;
+    return qpt_fail(s, QP_EUNSUPP, "no live processes in this build");
+}
+
+int
 qpt_pid(const qpt_space_t *s)
 {
     (void)s;

@@ -182,6 +182,33 @@ START_TEST(test_libqpt_live)
     uint64_t w[NWORDS];
     ck_assert_int_eq(qpt_read_memory(s, vars, w, sizeof(w)), 0);
     check_words(w, nb);
+    /* One-time calls of the program's procedures: six arguments; printf of a double
+     * (vector registers, stack alignment); work, whose snippets count the call too. */
+    uint32_t six, fmt, work;
+    ck_assert_int_eq(qpt_proc_find(s, "six", &six), 0);
+    ck_assert_int_eq(qpt_proc_find(s, "fmt", &fmt), 0);
+    ck_assert_int_eq(qpt_proc_find(s, "work", &work), 0);
+    uint64_t args[6] = { 1, 2, 3, 4, 5, 6 }, r = 0;
+    ck_assert_msg(qpt_call_now(s, qpt_proc_entry(s, six), args, 6, &r) == 0, "%s",
+                  qpt_error(s));
+    ck_assert_uint_eq(r, 91);
+    args[0] = 5;
+    ck_assert_msg(qpt_call_now(s, qpt_proc_entry(s, fmt), args, 1, &r) == 0, "%s",
+                  qpt_error(s));
+    ck_assert_uint_eq(r, 5); /* "2.500" */
+    args[0] = 1000;
+    for (int i = 0; i < 3; i++) {
+        ck_assert_msg(qpt_call_now(s, qpt_proc_entry(s, work), args, 1, &r) == 0, "%s",
+                      qpt_error(s));
+        ck_assert_uint_eq(r, 3000);
+    }
+    uint64_t w2[NWORDS];
+    ck_assert_int_eq(qpt_read_memory(s, vars, w2, sizeof(w2)), 0);
+    ck_assert_uint_eq(w2[W_SUM], w[W_SUM] + 3000);
+    ck_assert_uint_eq(w2[W_BIG], w[W_BIG] + 3);
+    /* The process goes on as before the calls. */
+    ck_assert_int_eq(qpt_run(s), 0);
+    ck_assert_int_eq(qpt_stop(s), 0);
     /* Remove one insertion live: the sum stops, the conditional counter goes on. */
     ck_assert_int_eq(qpt_remove(s, 1), 0);
     ck_assert_msg(qpt_commit(s) == 0, "%s", qpt_error(s));
@@ -195,6 +222,74 @@ END_TEST
 #endif
 
 #ifdef ENABLE_DYNAMIC_TESTS
+static int
+wait_file(const char *path, int ms)
+{
+    struct stat st;
+    for (int i = 0; i < ms / 10 && stat(path, &st) != 0; i++) {
+        struct timespec ts = { 0, 10000000 };
+        nanosleep(&ts, NULL);
+    }
+    return stat(path, &st);
+}
+
+/* A mutator killed during a one-time call: the thread finishes the call and goes on. */
+START_TEST(test_libqpt_call_killed)
+{
+    const char *file = "tests/qpt/killed.done", *called = "tests/qpt/killed.done.called";
+    unlink(file);
+    unlink(called);
+    pid_t target = fork();
+    if (target == 0) {
+        execl(PROG, PROG, "20", "wait", file, (char *)NULL);
+        _exit(127);
+    }
+    ck_assert_int_eq(wait_file(file, 5000), 0);
+    pid_t mutator = fork();
+    if (mutator == 0) {
+        char why[512];
+        qpt_space_t *s;
+        uint32_t slow;
+        uint64_t ms = 400, r;
+        if (qpt_attach(target, &s, why, sizeof(why)) < 0)
+            _exit(strstr(why, "ermission") ? 3 : 1);
+        if (qpt_proc_find(s, "slow", &slow) < 0)
+            _exit(1);
+        qpt_call_now(s, qpt_proc_entry(s, slow), &ms, 1, &r);
+        _exit(2); /* killed before this */
+    }
+    struct timespec ts = { 0, 150000000 };
+    nanosleep(&ts, NULL);
+    int st;
+    pid_t done = waitpid(mutator, &st, WNOHANG);
+    if (done == mutator && WIFEXITED(st) && WEXITSTATUS(st) == 3) {
+        kill(target, SIGKILL);
+        waitpid(target, NULL, 0);
+        return; /* ptrace not allowed here */
+    }
+    ck_assert_int_eq(done, 0); /* still in the call */
+    kill(mutator, SIGKILL);
+    waitpid(mutator, NULL, 0);
+    /* The call ends on its own; the process lives on, sane enough to be called again. */
+    ck_assert_int_eq(wait_file(called, 5000), 0);
+    ck_assert_int_eq(waitpid(target, &st, WNOHANG), 0);
+    char why[512];
+    qpt_space_t *s;
+    ck_assert_msg(qpt_attach(target, &s, why, sizeof(why)) == 0, "%s", why);
+    uint32_t work;
+    uint64_t a = 7, r = 0;
+    ck_assert_int_eq(qpt_proc_find(s, "work", &work), 0);
+    ck_assert_msg(qpt_call_now(s, qpt_proc_entry(s, work), &a, 1, &r) == 0, "%s",
+                  qpt_error(s));
+    ck_assert_uint_eq(r, 21);
+    qpt_close(s);
+    ck_assert_int_eq(waitpid(target, &st, WNOHANG), 0);
+    kill(target, SIGKILL);
+    waitpid(target, &st, 0);
+    ck_assert(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL); /* not a crash before */
+}
+END_TEST
+
 /* Variables are shared with the process: exact after it ended. */
 START_TEST(test_libqpt_live_exit)
 {
@@ -280,6 +375,7 @@ libqpt_suite(void)
 #ifdef ENABLE_DYNAMIC_TESTS
     tcase_add_test(tc, test_libqpt_live);
     tcase_add_test(tc, test_libqpt_live_exit);
+    tcase_add_test(tc, test_libqpt_call_killed);
 #endif
     tcase_add_test(tc, test_libqpt_errors);
     suite_add_tcase(s, tc);

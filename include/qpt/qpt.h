@@ -232,6 +232,18 @@ int qpt_ended(qpt_space_t *s, int *status /*OUT*/);
  */
 int qpt_syscall(qpt_space_t *s, long nr, const uint64_t args[6], int64_t *ret /*OUT*/);
 
+/*
+ * Call the program's procedure at FN once, now, with NARGS (<= 6) integer arguments, in
+ * the stopped process on one of its threads (the others stay stopped); its return value
+ * into *RET. The thread's registers and vector state are restored afterwards, and the
+ * snippets inserted in the procedure run as for any call. The process must have started
+ * (not right after qpt_spawn: its libraries are not loaded yet), and the procedure must
+ * not wait for another thread. If the mutator dies during the call, the thread finishes
+ * it and goes on where it was.
+ */
+int qpt_call_now(qpt_space_t *s, uint64_t fn, const uint64_t *args, int nargs,
+                 uint64_t *ret /*OUT*/);
+
 /*****************************************************************************
  * Profiles of rewritten programs
  */

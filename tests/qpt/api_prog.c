@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 volatile long sink;
@@ -20,6 +21,41 @@ work(long i)
 {
     sink += i;
     return i * 3;
+}
+
+/* For one-time calls: six arguments, and the vector registers and an aligned stack
+ * (printf of a double). */
+long six(long a, long b, long c, long d, long e, long f);
+long fmt(long n);
+
+__attribute__((noinline)) long
+six(long a, long b, long c, long d, long e, long f)
+{
+    return a + 2 * b + 3 * c + 4 * d + 5 * e + 6 * f;
+}
+
+__attribute__((noinline)) long
+fmt(long n)
+{
+    char b[64];
+    return snprintf(b, sizeof(b), "%.3f", (double)n * 0.5);
+}
+
+/* A slow one, for a mutator killed during the call: sleeps MS, then creates the file
+ * argv[3].called. */
+long slow(long ms);
+static char called[4200];
+
+__attribute__((noinline)) long
+slow(long ms)
+{
+    struct timespec ts = { ms / 1000, (ms % 1000) * 1000000 };
+    while (nanosleep(&ts, &ts) != 0)
+        ;
+    FILE *f = fopen(called, "w");
+    if (f != NULL)
+        fclose(f);
+    return ms;
 }
 
 __attribute__((noinline)) long
@@ -42,6 +78,7 @@ main(int argc, char **argv)
     printf("%ld\n", t);
     fflush(stdout);
     if (argc > 3 && strcmp(argv[2], "wait") == 0) {
+        snprintf(called, sizeof(called), "%s.called", argv[3]);
         FILE *f = fopen(argv[3], "w");
         if (f != NULL) {
             fputs("done\n", f);
