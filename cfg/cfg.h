@@ -113,6 +113,9 @@ typedef struct cfg_image {
     size_t nsegments;
     cfg_symbol_t *symbols;     /* sorted by address, then by preference (symtab func first) */
     size_t nsymbols;
+    cfg_symbol_t *variables;   /* data objects outside code (.data, .bss, .rodata; not
+                                * thread-local), in symbol-table order: for lookups by name */
+    size_t nvariables;
     cfg_reloc_t *relocs;       /* dynamic relocations, sorted by `where` */
     size_t nrelocs;
     uint64_t *init_funcs;      /* code addresses from .init_array/.preinit_array/.fini_array */

@@ -431,9 +431,10 @@ cmp_sym_size(const void *a, const void *b)
     return x->size < y->size ? -1 : x->size > y->size;
 }
 
-/* Sizes of every function symbol in .symtab and .dynsym, sorted by address. */
+/* Sizes of every function symbol (OBJECTS: object symbol) in .symtab and .dynsym, sorted
+ * by address. */
 static int
-collect_sizes(const bfd_reader_t *r, sym_size_vec_t *out)
+collect_sizes(const bfd_reader_t *r, sym_size_vec_t *out, int objects)
 {
     size_t n;
     const Elf64_Shdr *sh = raw_shdrs(r, &n);
@@ -445,7 +446,8 @@ collect_sizes(const bfd_reader_t *r, sym_size_vec_t *out)
         size_t cnt = sh[i].sh_size / sizeof(Elf64_Sym);
         for (size_t k = 0; k < cnt; k++) {
             int t = ELF64_ST_TYPE(s[k].st_info);
-            if ((t == STT_FUNC || t == STT_GNU_IFUNC) && s[k].st_size && s[k].st_shndx)
+            int want = objects ? t == STT_OBJECT : (t == STT_FUNC || t == STT_GNU_IFUNC);
+            if (want && s[k].st_size && s[k].st_shndx)
                 QP_CHECK(CFG_VEC_PUSH(*out, ((sym_size_t) { s[k].st_value, s[k].st_size })));
         }
     }
@@ -555,7 +557,7 @@ init_word(const cfg_image_t *img, uint64_t addr, const uint8_t *p)
 
 static int
 add_bfd_symbols(cfg_image_t *img, asymbol **syms, long n, int src, const sym_size_t *sizes,
-                size_t nsizes)
+                size_t nsizes, const sym_size_vec_t *objsizes)
 {
     for (long i = 0; i < n; i++) {
         asymbol *s = syms[i];
@@ -581,6 +583,18 @@ add_bfd_symbols(cfg_image_t *img, asymbol **syms, long n, int src, const sym_siz
         sym.global = (f & (BSF_GLOBAL | BSF_WEAK)) != 0;
         if (src == CFG_SYMSRC_PLT)
             sym.kind = CFG_SYM_FUNC;
+        /* Variables by name: objects outside code (a thread-local one's value is no
+         * address). */
+        if (!code && objsizes != NULL && !(f & BSF_THREAD_LOCAL)
+            && (sym.kind == CFG_SYM_OBJECT || (sym.kind == CFG_SYM_NOTYPE && sym.global))) {
+            cfg_symbol_t v = sym;
+            v.addr = bfd_asymbol_value(s);
+            v.src = (uint8_t)src;
+            v.size = lookup_size(objsizes->v, objsizes->n, v.addr);
+            if ((v.name = cfg_image_intern(img, name)) == NULL)
+                return QP_ENOMEM;
+            img->variables[img->nvariables++] = v;
+        }
         /* Keep what can name code: functions, and global labels or objects in code. */
         if (!code || (sym.kind == CFG_SYM_NOTYPE && !sym.global))
             continue;
@@ -600,10 +614,12 @@ static int
 read_symbols(cfg_image_t *img, bfd_reader_t *r)
 {
     bfd *abfd = r->abfd;
-    sym_size_vec_t sizes = { 0 };
+    sym_size_vec_t sizes = { 0 }, objsizes = { 0 };
     asymbol **st = NULL, **dyn = NULL, *synth = NULL;
     long nst = 0, ndyn = 0, nsynth = 0;
-    int rc = collect_sizes(r, &sizes);
+    int rc = collect_sizes(r, &sizes, 0);
+    if (rc == 0)
+        rc = collect_sizes(r, &objsizes, 1);
     if (rc < 0)
         goto out;
     long ub = bfd_get_symtab_upper_bound(abfd);
@@ -623,13 +639,14 @@ read_symbols(cfg_image_t *img, bfd_reader_t *r)
         nsynth = 0;
     size_t cap = (size_t)nst + (size_t)ndyn + (size_t)nsynth;
     img->symbols = calloc(cap ? cap : 1, sizeof(cfg_symbol_t));
-    if (img->symbols == NULL) {
+    img->variables = calloc(cap ? cap : 1, sizeof(cfg_symbol_t));
+    if (img->symbols == NULL || img->variables == NULL) {
         rc = QP_ENOMEM;
         goto out;
     }
-    rc = add_bfd_symbols(img, st, nst, CFG_SYMSRC_SYMTAB, sizes.v, sizes.n);
+    rc = add_bfd_symbols(img, st, nst, CFG_SYMSRC_SYMTAB, sizes.v, sizes.n, &objsizes);
     if (rc == 0)
-        rc = add_bfd_symbols(img, dyn, ndyn, CFG_SYMSRC_DYNSYM, sizes.v, sizes.n);
+        rc = add_bfd_symbols(img, dyn, ndyn, CFG_SYMSRC_DYNSYM, sizes.v, sizes.n, &objsizes);
     if (rc == 0 && nsynth > 0) {
         asymbol **sp = malloc(nsynth * sizeof(*sp));
         if (sp == NULL) {
@@ -638,7 +655,7 @@ read_symbols(cfg_image_t *img, bfd_reader_t *r)
         }
         for (long i = 0; i < nsynth; i++)
             sp[i] = &synth[i];
-        rc = add_bfd_symbols(img, sp, nsynth, CFG_SYMSRC_PLT, NULL, 0);
+        rc = add_bfd_symbols(img, sp, nsynth, CFG_SYMSRC_PLT, NULL, 0, NULL);
         free(sp);
     }
 out:
@@ -646,6 +663,7 @@ out:
     free(dyn);
     free(synth);
     CFG_VEC_FREE(sizes);
+    CFG_VEC_FREE(objsizes);
     return rc;
 }
 

@@ -189,6 +189,7 @@ cfg_image_destroy(cfg_image_t *img)
     free(img->sections);
     free(img->segments);
     free(img->symbols);
+    free(img->variables);
     free(img->relocs);
     free(img->init_funcs);
     free(img);

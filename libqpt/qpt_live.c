@@ -497,6 +497,10 @@ qpt_live_commit(qpt_space_t *s)
     int rc = build(s, &next);
     if (rc < 0)
         return rc;
+    if (s->inactive) { /* checked; installed by qpt_set_active(s, 1) */
+        live_free(next);
+        return 0;
+    }
     if (old != NULL && old->sess != NULL)
         dyn_session_remove(old->sess, NULL);
     rc = install_all(s, next);
@@ -539,6 +543,80 @@ qpt_live_commit(qpt_space_t *s)
         memcpy(s->err, saved, sizeof(saved));
     }
     return rc;
+}
+
+int
+qpt_live_set_active(qpt_space_t *s, int on)
+{
+    if (!dyn_proc_is_stopped(s->proc))
+        return qpt_fail(s, QP_EINVAL, "the process must be stopped (qpt_stop)");
+    if (on) {
+        if (!s->inactive)
+            return 0;
+        s->inactive = 0;
+        int rc = qpt_live_commit(s);
+        if (rc < 0)
+            s->inactive = 1;
+        return rc;
+    }
+    if (s->inactive)
+        return 0;
+    live_t *l = s->sess;
+    if (l != NULL && l->sess != NULL) {
+        int rc = dyn_session_remove(l->sess, NULL);
+        if (rc < 0)
+            return qpt_fail(s, rc, "taking the snippets out: %s",
+                            rc == QP_EIO ? strerror(errno) : qp_strerror(rc));
+    }
+    live_free(l);
+    s->sess = NULL;
+    s->inactive = 1;
+    return 0;
+}
+
+/* Whether a snippet of insertion I reads or writes memory in [LO, HI). */
+static int
+ins_uses(const qpt_ins_t *in, uint64_t lo, uint64_t hi)
+{
+    for (uint32_t k = 0; k < in->n; k++) {
+        const arch_snip_t *e = &in->nodes[k];
+        int mem = e->op == ARCH_SN_LOAD || e->op == ARCH_SN_STORE || e->op == ARCH_SN_ADD_TO
+                  || e->op == ARCH_SN_TIMER_START || e->op == ARCH_SN_TIMER_STOP;
+        if (mem && (uint64_t)e->imm + 24 > lo && (uint64_t)e->imm < hi)
+            return 1;
+    }
+    return 0;
+}
+
+int
+qpt_live_free(qpt_space_t *s, uint64_t addr)
+{
+    vars_t *v = s->lvars;
+    size_t i = 0;
+    while (i < s->nlvars && v[i].remote != addr)
+        i++;
+    if (i == s->nlvars)
+        return qpt_fail(s, QP_EINVAL, "0x%llx: not an address qpt_alloc gave",
+                        (unsigned long long)addr);
+    if (!dyn_proc_is_stopped(s->proc))
+        return qpt_fail(s, QP_EINVAL, "the process must be stopped (qpt_stop)");
+    const live_t *l = s->sess;
+    for (size_t k = 0; k < s->nins; k++) {
+        int in = l != NULL && k < l->nin && l->in[k];
+        if ((in || !s->ins[k].removed) && ins_uses(&s->ins[k], addr, addr + v[i].len))
+            return qpt_fail(s, QP_EINVAL, "0x%llx: insertion %zu uses it (%s): remove it and "
+                            "commit first", (unsigned long long)addr, k,
+                            in ? "in the process" : "to be committed");
+    }
+    int rc = dyn_space_free(s->proc, v[i].remote, v[i].len);
+    if (rc < 0)
+        return qpt_fail(s, rc, "unmapping: %s", rc == QP_EIO ? strerror(errno) : qp_strerror(rc));
+    if (v[i].local != NULL)
+        munmap(v[i].local, v[i].len);
+    if (v[i].fd >= 0)
+        close(v[i].fd);
+    v[i] = v[--s->nlvars];
+    return 0;
 }
 
 int

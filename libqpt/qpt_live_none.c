@@ -110,6 +110,20 @@ qpt_call_now(qpt_space_t *s, uint64_t fn, const uint64_t *args, int nargs, uint6
 }
 
 int
+qpt_live_free(qpt_space_t *s, uint64_t addr)
+{
+    (void)addr;
+    return qpt_fail(s, QP_EUNSUPP, "no live processes in this build");
+}
+
+int
+qpt_live_set_active(qpt_space_t *s, int on)
+{
+    (void)on;
+    return qpt_fail(s, QP_EUNSUPP, "no live processes in this build");
+}
+
+int
 qpt_pid(const qpt_space_t *s)
 {
     (void)s;

@@ -53,6 +53,7 @@ struct qpt_space {
     void *proc;              /* live mode: the process (dyn_proc_t) */
     void *sess;              /* live mode: its session (dyn_session_t) */
     void *check;             /* live mode: a session never installed, to check points */
+    int inactive;            /* live mode: qpt_set_active(s, 0) took the snippets out */
     void *lvars;             /* live mode: the memory qpt_alloc mapped (vars_t) */
     size_t nlvars;
     char err[512];           /* the last failure */
@@ -73,5 +74,7 @@ int qpt_live_read(qpt_space_t *s, uint64_t addr, void *buf, size_t len);
 int qpt_live_write(qpt_space_t *s, uint64_t addr, const void *buf, size_t len);
 int qpt_live_commit(qpt_space_t *s);
 int qpt_live_point_ok(qpt_space_t *s, const qpt_point_t *pt, const char **why);
+int qpt_live_free(qpt_space_t *s, uint64_t addr);
+int qpt_live_set_active(qpt_space_t *s, int on);
 
 #endif

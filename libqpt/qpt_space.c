@@ -801,6 +801,47 @@ qpt_alloc(qpt_space_t *s, size_t bytes, uint64_t *addr)
 }
 
 int
+qpt_free(qpt_space_t *s, uint64_t addr)
+{
+    if (s == NULL)
+        return QP_EINVAL;
+    if (!s->live)
+        return qpt_fail(s, QP_EUNSUPP, "a file's variables are part of the program it "
+                                       "writes: they cannot be freed");
+    return qpt_live_free(s, addr);
+}
+
+int
+qpt_set_active(qpt_space_t *s, int on)
+{
+    if (s == NULL)
+        return QP_EINVAL;
+    if (!s->live)
+        return qpt_fail(s, QP_EUNSUPP, "a file has no running snippets (leave them out of "
+                                       "qpt_write instead)");
+    return qpt_live_set_active(s, on);
+}
+
+int
+qpt_symbol(const qpt_space_t *s, const char *name, uint64_t *addr, uint64_t *size)
+{
+    if (s == NULL || name == NULL || addr == NULL || s->img == NULL)
+        return QP_EINVAL;
+    for (int pass = 0; pass < 2; pass++) {
+        const cfg_symbol_t *v = pass ? s->img->symbols : s->img->variables;
+        size_t n = pass ? s->img->nsymbols : s->img->nvariables;
+        for (size_t i = 0; i < n; i++)
+            if (v[i].addr != 0 && strcmp(v[i].name, name) == 0) {
+                *addr = v[i].addr + s->bias;
+                if (size != NULL)
+                    *size = v[i].size;
+                return 0;
+            }
+    }
+    return QP_ENOTFOUND;
+}
+
+int
 qpt_read_memory(qpt_space_t *s, uint64_t addr, void *buf, size_t len)
 {
     if (s == NULL || buf == NULL)

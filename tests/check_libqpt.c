@@ -206,6 +206,44 @@ START_TEST(test_libqpt_live)
     ck_assert_int_eq(qpt_read_memory(s, vars, w2, sizeof(w2)), 0);
     ck_assert_uint_eq(w2[W_SUM], w[W_SUM] + 3000);
     ck_assert_uint_eq(w2[W_BIG], w[W_BIG] + 3);
+    /* A program variable by name: sink, the sum of work's arguments. */
+    uint64_t sink_addr, sink_size, sink = 0;
+    ck_assert_int_eq(qpt_symbol(s, "sink", &sink_addr, &sink_size), 0);
+    ck_assert_uint_eq(sink_size, 8);
+    ck_assert_int_eq(qpt_read_memory(s, sink_addr, &sink, 8), 0);
+    ck_assert_uint_eq(sink, (uint64_t)N * (N - 1) / 2 + 3000);
+    ck_assert_int_eq(qpt_symbol(s, "no_such_symbol", &sink_addr, NULL), QPT_ENOTFOUND);
+    /* Everything out, and back in. */
+    ck_assert_msg(qpt_set_active(s, 0) == 0, "%s", qpt_error(s));
+    ck_assert_int_eq(qpt_call_now(s, qpt_proc_entry(s, work), args, 1, &r), 0);
+    ck_assert_int_eq(qpt_read_memory(s, vars, w, sizeof(w)), 0);
+    ck_assert_uint_eq(w[W_SUM], w2[W_SUM]); /* not counted */
+    ck_assert_msg(qpt_set_active(s, 1) == 0, "%s", qpt_error(s));
+    ck_assert_int_eq(qpt_call_now(s, qpt_proc_entry(s, work), args, 1, &r), 0);
+    ck_assert_int_eq(qpt_read_memory(s, vars, w, sizeof(w)), 0);
+    ck_assert_uint_eq(w[W_SUM], w2[W_SUM] + 1000);
+    /* Memory freed only once no snippet uses it. */
+    uint64_t extra;
+    ck_assert_int_eq(qpt_alloc(s, 8, &extra), 0);
+    qpt_point_t ept;
+    size_t ne;
+    ck_assert_int_eq(qpt_points(s, work, QPT_ENTRY, &ept, 1, &ne), 0);
+    qpt_snippet_t *sn = qpt_snippet_create();
+    qpt_handle_t eh;
+    ck_assert_int_eq(qpt_insert(s, &ept, sn, qpt_add_to(sn, extra, qpt_const(sn, 1), 0), &eh), 0);
+    qpt_snippet_destroy(sn);
+    ck_assert_msg(qpt_commit(s) == 0, "%s", qpt_error(s));
+    ck_assert_int_eq(qpt_call_now(s, qpt_proc_entry(s, work), args, 1, &r), 0);
+    uint64_t one = 0;
+    ck_assert_int_eq(qpt_read_memory(s, extra, &one, 8), 0);
+    ck_assert_uint_eq(one, 1);
+    ck_assert_int_eq(qpt_free(s, extra), QPT_EINVAL);
+    ck_assert_msg(strstr(qpt_error(s), "uses it") != NULL, "%s", qpt_error(s));
+    ck_assert_int_eq(qpt_remove(s, eh), 0);
+    ck_assert_int_eq(qpt_free(s, extra), QPT_EINVAL); /* still in the process */
+    ck_assert_msg(qpt_commit(s) == 0, "%s", qpt_error(s));
+    ck_assert_msg(qpt_free(s, extra) == 0, "%s", qpt_error(s));
+    ck_assert_int_eq(qpt_free(s, extra), QPT_EINVAL);
     /* The process goes on as before the calls. */
     ck_assert_int_eq(qpt_run(s), 0);
     ck_assert_int_eq(qpt_stop(s), 0);

@@ -138,6 +138,21 @@ uint64_t qpt_point_callee(const qpt_space_t *s, const qpt_point_t *pt);
  */
 int qpt_alloc(qpt_space_t *s, size_t bytes, uint64_t *addr /*OUT*/);
 
+/*
+ * A process: unmap memory qpt_alloc gave at ADDR. Refused while an insertion that is in
+ * the process, or not removed, reads or writes it (remove it and commit first). A file:
+ * QPT_EUNSUPP.
+ */
+int qpt_free(qpt_space_t *s, uint64_t addr);
+
+/*
+ * The address (in the space: run-time in a process) and size (0 if unknown) of the
+ * program's symbol NAME - a variable or a procedure - from its symbol tables; size may be
+ * NULL. QPT_ENOTFOUND (a stripped program has only its dynamic symbols).
+ */
+int qpt_symbol(const qpt_space_t *s, const char *name, uint64_t *addr /*OUT*/,
+               uint64_t *size /*OUT*/);
+
 /* Read LEN bytes at ADDR of a live process (it may be running). */
 int qpt_read_memory(qpt_space_t *s, uint64_t addr, void *buf, size_t len);
 
@@ -211,6 +226,13 @@ int qpt_remove(qpt_space_t *s, qpt_handle_t h);
  * stop, all or nothing (the process must be stopped: after attach, spawn, qpt_stop).
  */
 int qpt_commit(qpt_space_t *s);
+
+/*
+ * A process: take every snippet out (ON 0), or put them all back in (ON 1), in one stop;
+ * the insertions are kept, and commits while inactive only check them. A file:
+ * QPT_EUNSUPP.
+ */
+int qpt_set_active(qpt_space_t *s, int on);
 
 /* A file: write the instrumented program to OUTPUT (a temporary file, renamed). */
 int qpt_write(qpt_space_t *s, const char *output);
