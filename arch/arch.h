@@ -295,10 +295,22 @@ typedef enum arch_snip_op {
                         * (SysV ABI: stack aligned to 16, every caller-saved register and
                         * the vector state kept); value: its return value */
     ARCH_SN_NOPS,      /* nothing (value 0) */
+    ARCH_SN_THREAD_SLOT, /* the calling thread's index in the table of ARCH_SNIP_THREADS
+                          * 8-byte keys at imm: its key is the thread pointer (%fs:0,
+                          * never 0), taken on first use (0: free); ARCH_SNIP_THREADS when
+                          * the table is full */
+    ARCH_SN_LOAD_AT,   /* the SIZE-byte value at address a, zero-extended */
+    ARCH_SN_STORE_AT,  /* the SIZE-byte word at address a = b */
+    ARCH_SN_ADD_AT,    /* the 8-byte word at address a += b (ARCH_SNF_ATOMIC: locked) */
+    ARCH_SN_THREAD_CPU, /* the calling thread's CPU time in ns (a clock_gettime system
+                         * call, CLOCK_THREAD_CPUTIME_ID) */
+    ARCH_SN_ADDR,      /* the address imm, computed from the code's own (rel32 reach):
+                        * right in a position-independent program */
 } arch_snip_op_t;
 
 #define ARCH_SNIP_NONE UINT32_MAX /* no operand */
 #define ARCH_SNIP_MAXARGS 6
+#define ARCH_SNIP_THREADS 1024 /* keys of an ARCH_SN_THREAD_SLOT table (a power of 2) */
 
 enum {
     ARCH_SNF_UNSIGNED = 1u << 0, /* comparisons: unsigned */

@@ -4,6 +4,7 @@
  * libqpt speed (a benchmark, not a test; make bench runs it):
  *  1. the cost per hit of `if (arg1 > 10) counter++` at a procedure's entry, rewritten
  *     and live, against the plain program (bench/argcall: 100M calls, median of 5);
+ *     then a per-thread counter and a per-thread CPU timer (rewritten);
  *  2. inserting 10,000 points into a live process in one stop (python3.11 running a
  *     loop: entry counters, then block counters, until 10,000), chosen while it runs,
  *     then stop + commit + run: the time it is stopped (median of 5).
@@ -117,6 +118,61 @@ live_ns(char *const argv[])
     return r > 0 ? atof(buf) : -1;
 }
 
+/* F's entry (and exits) of S get KIND: 1 a per-thread counter, 2 a per-thread CPU timer. */
+static int
+insert_kind(qpt_space_t *s, int kind)
+{
+    uint32_t f;
+    qpt_point_t pt[8];
+    size_t n;
+    uint64_t var;
+    if (qpt_proc_find(s, "f", &f) < 0 || qpt_alloc_per_thread(s, kind == 1 ? 8 : 24, &var) < 0
+        || qpt_points(s, f, QPT_ENTRY, pt, 1, &n) < 0)
+        return -1;
+    qpt_snippet_t *sn = qpt_snippet_create();
+    qpt_expr_t e = kind == 1 ? qpt_add_at(sn, qpt_thread_var(sn, var, 8), qpt_const(sn, 1), 0)
+                             : qpt_cpu_timer_start(sn, var);
+    int rc = qpt_insert(s, &pt[0], sn, e, NULL);
+    if (rc == 0 && kind == 2 && (rc = qpt_points(s, f, QPT_EXIT, pt, 8, &n)) == 0)
+        for (size_t i = 0; i < n && i < 8 && rc == 0; i++)
+            rc = qpt_insert(s, &pt[i], sn, qpt_cpu_timer_stop(sn, var), NULL);
+    qpt_snippet_destroy(sn);
+    return rc;
+}
+
+/* The added cost per call of a per-thread counter and of a CPU timer, rewritten. */
+static void
+per_thread(const char *argcall)
+{
+    static const char *what[] = { "", "a per-thread counter at an entry",
+                                  "a per-thread CPU timer (entry and exit)" };
+    static const char *calls[] = { "", "100000000", "1000000" };
+    for (int kind = 1; kind <= 2; kind++) {
+        char why[512], out[4200];
+        qpt_space_t *s = NULL;
+        snprintf(out, sizeof(out), "%s.k%d", argcall, kind);
+        if (qpt_open(argcall, &s, why, sizeof(why)) < 0 || insert_kind(s, kind) < 0
+            || qpt_write(s, out) < 0) {
+            fprintf(stderr, "qpt-bench: %s: %s\n", argcall, s ? qpt_error(s) : why);
+            exit(1);
+        }
+        qpt_close(s);
+        char qp[4300];
+        snprintf(qp, sizeof(qp), "%s.qp", out);
+        unlink(qp);
+        char *plain[] = { (char *)argcall, (char *)calls[kind], NULL };
+        char *rew[] = { out, (char *)calls[kind], NULL };
+        double p[5], r[5];
+        for (int i = 0; i < 5; i++) {
+            p[i] = ns_per_call(plain);
+            r[i] = ns_per_call(rew);
+        }
+        double mp = median(p, 5), mr = median(r, 5);
+        printf("%s (median of 5, %s calls, rewritten): plain %.3f ns, instrumented %.3f ns "
+               "(+%.3f ns)\n", what[kind], calls[kind], mp, mr, mr - mp);
+    }
+}
+
 static void
 per_hit(const char *argcall)
 {
@@ -132,6 +188,9 @@ per_hit(const char *argcall)
         exit(1);
     }
     qpt_close(s);
+    char qp[4300];
+    snprintf(qp, sizeof(qp), "%s.qp", out);
+    unlink(qp); /* a profile of an earlier rewrite */
     char *rew[] = { out, "100000000", NULL };
     for (int i = 0; i < 5; i++) {
         p[i] = ns_per_call(plain);
@@ -208,8 +267,10 @@ main(int argc, char **argv)
         fprintf(stderr, "usage: qpt-bench ARGCALL [PYTHON]\n");
         return 2;
     }
-    if (strcmp(argv[1], "-") != 0)
+    if (strcmp(argv[1], "-") != 0) {
         per_hit(argv[1]);
+        per_thread(argv[1]);
+    }
     if (argc > 2)
         insert_10k(argv[2]);
     return 0;

@@ -472,6 +472,87 @@ qpt_add_to(qpt_snippet_t *sn, uint64_t addr, qpt_expr_t v, int atomic)
 }
 
 qpt_expr_t
+qpt_addr(qpt_snippet_t *sn, uint64_t addr)
+{
+    return add(sn, ARCH_SN_ADDR, N, N, N, (int64_t)addr, 0);
+}
+
+qpt_expr_t
+qpt_load_at(qpt_snippet_t *sn, qpt_expr_t addr, int size)
+{
+    qpt_expr_t e = add(sn, ARCH_SN_LOAD_AT, addr, N, N, 0, 1);
+    if (e != N)
+        sn->v[e].size = (uint8_t)size;
+    return e;
+}
+
+qpt_expr_t
+qpt_store_at(qpt_snippet_t *sn, qpt_expr_t addr, int size, qpt_expr_t v)
+{
+    qpt_expr_t e = add(sn, ARCH_SN_STORE_AT, addr, v, N, 0, 2);
+    if (e != N)
+        sn->v[e].size = (uint8_t)size;
+    return e;
+}
+
+qpt_expr_t
+qpt_add_at(qpt_snippet_t *sn, qpt_expr_t addr, qpt_expr_t v, int atomic)
+{
+    qpt_expr_t e = add(sn, ARCH_SN_ADD_AT, addr, v, N, 0, 2);
+    if (e != N && atomic)
+        sn->v[e].flags = ARCH_SNF_ATOMIC;
+    return e;
+}
+
+qpt_expr_t
+qpt_thread_var(qpt_snippet_t *sn, uint64_t var, size_t bytes)
+{
+    qpt_expr_t slot = add(sn, ARCH_SN_THREAD_SLOT, N, N, N, (int64_t)var, 0);
+    return qpt_op(sn, QPT_ADD, qpt_addr(sn, var + 8 * QPT_MAX_THREADS),
+                  qpt_op(sn, QPT_MUL, slot, qpt_const(sn, (int64_t)bytes)));
+}
+
+qpt_expr_t
+qpt_thread_cpu_ns(qpt_snippet_t *sn)
+{
+    return add(sn, ARCH_SN_THREAD_CPU, N, N, N, 0, 0);
+}
+
+/* The calling thread's word K of the 3-word CPU timer VAR (depth, start, total). */
+static qpt_expr_t
+cpu_word(qpt_snippet_t *sn, uint64_t var, int k)
+{
+    return qpt_op(sn, QPT_ADD, qpt_thread_var(sn, var, 24), qpt_const(sn, 8 * k));
+}
+
+qpt_expr_t
+qpt_cpu_timer_start(qpt_snippet_t *sn, uint64_t var)
+{
+    /* if (depth == 0) start = now; depth += 1 */
+    qpt_expr_t first = qpt_op(sn, QPT_EQ, qpt_load_at(sn, cpu_word(sn, var, 0), 8),
+                              qpt_const(sn, 0));
+    qpt_expr_t set = qpt_store_at(sn, cpu_word(sn, var, 1), 8, qpt_thread_cpu_ns(sn));
+    return qpt_seq(sn, qpt_if(sn, first, set, QPT_NONE),
+                   qpt_add_at(sn, cpu_word(sn, var, 0), qpt_const(sn, 1), 0));
+}
+
+qpt_expr_t
+qpt_cpu_timer_stop(qpt_snippet_t *sn, uint64_t var)
+{
+    /* if (depth > 0) { depth -= 1; if (depth == 0) total += now - start } */
+    qpt_expr_t in = qpt_op(sn, QPT_GT, qpt_load_at(sn, cpu_word(sn, var, 0), 8),
+                           qpt_const(sn, 0));
+    qpt_expr_t dec = qpt_add_at(sn, cpu_word(sn, var, 0), qpt_const(sn, -1), 0);
+    qpt_expr_t last = qpt_op(sn, QPT_EQ, qpt_load_at(sn, cpu_word(sn, var, 0), 8),
+                             qpt_const(sn, 0));
+    qpt_expr_t add_total = qpt_add_at(
+        sn, cpu_word(sn, var, 2),
+        qpt_op(sn, QPT_SUB, qpt_thread_cpu_ns(sn), qpt_load_at(sn, cpu_word(sn, var, 1), 8)),
+        0);
+    return qpt_if(sn, in, qpt_seq(sn, dec, qpt_if(sn, last, add_total, QPT_NONE)), QPT_NONE);
+}
+
+qpt_expr_t
 qpt_timer_start(qpt_snippet_t *sn, uint64_t timer)
 {
     return add(sn, ARCH_SN_TIMER_START, N, N, N, (int64_t)timer, 0);
@@ -798,6 +879,15 @@ qpt_alloc(qpt_space_t *s, size_t bytes, uint64_t *addr)
     *addr = QPT_VAR_BASE + s->vars;
     s->vars += bytes;
     return 0;
+}
+
+int
+qpt_alloc_per_thread(qpt_space_t *s, size_t bytes, uint64_t *var)
+{
+    if (s == NULL || var == NULL || bytes == 0 || bytes % 8 != 0 || bytes > 65536)
+        return qpt_fail(s, QP_EINVAL, "per-thread variables: 8 to 65,536 bytes, a multiple "
+                                      "of 8");
+    return qpt_alloc(s, QPT_PER_THREAD_SIZE(bytes), var);
 }
 
 int

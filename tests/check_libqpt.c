@@ -403,6 +403,161 @@ START_TEST(test_libqpt_errors)
 }
 END_TEST
 
+/*****************************************************************************
+ * Per-thread variables and timers (tests/qpt/thr_prog: 8 threads)
+ */
+#define THR "tests/qpt/thr_prog"
+
+typedef struct {
+    uint64_t per_thread; /* tick's calls, per thread */
+    uint64_t cpu;        /* burn's CPU time, per thread */
+    uint64_t wall;       /* nap's wall time (a process-wide timer) */
+} thr_vars_t;
+
+static void
+thr_instrument(qpt_space_t *s, thr_vars_t *v)
+{
+    ck_assert_int_eq(qpt_alloc_per_thread(s, 8, &v->per_thread), 0);
+    ck_assert_int_eq(qpt_alloc_per_thread(s, 24, &v->cpu), 0);
+    ck_assert_int_eq(qpt_alloc(s, 24, &v->wall), 0);
+    uint32_t tick, nap, burn;
+    ck_assert_int_eq(qpt_proc_find(s, "tick", &tick), 0);
+    ck_assert_int_eq(qpt_proc_find(s, "nap", &nap), 0);
+    ck_assert_int_eq(qpt_proc_find(s, "burn", &burn), 0);
+    qpt_point_t pt[16];
+    size_t n;
+    qpt_snippet_t *sn = qpt_snippet_create();
+    ck_assert_int_eq(qpt_points(s, tick, QPT_ENTRY, pt, 1, &n), 0);
+    qpt_expr_t inc = qpt_add_at(sn, qpt_thread_var(sn, v->per_thread, 8), qpt_const(sn, 1), 0);
+    ck_assert_msg(qpt_insert(s, &pt[0], sn, inc, NULL) == 0, "%s", qpt_error(s));
+    /* Timers: start at the entry, stop at every exit. */
+    uint32_t procs[2] = { nap, burn };
+    for (int k = 0; k < 2; k++) {
+        int cpu = procs[k] == burn;
+        ck_assert_int_eq(qpt_points(s, procs[k], QPT_ENTRY, pt, 1, &n), 0);
+        qpt_expr_t start = cpu ? qpt_cpu_timer_start(sn, v->cpu) : qpt_timer_start(sn, v->wall);
+        ck_assert_msg(qpt_insert(s, &pt[0], sn, start, NULL) == 0, "%s", qpt_error(s));
+        ck_assert_int_eq(qpt_points(s, procs[k], QPT_EXIT, pt, 16, &n), 0);
+        ck_assert_uint_ge(n, 1);
+        for (size_t i = 0; i < n && i < 16; i++) {
+            qpt_expr_t stop = cpu ? qpt_cpu_timer_stop(sn, v->cpu) : qpt_timer_stop(sn, v->wall);
+            ck_assert_msg(qpt_insert(s, &pt[i], sn, stop, NULL) == 0, "%s", qpt_error(s));
+        }
+    }
+    qpt_snippet_destroy(sn);
+}
+
+/* TSC cycles per ns on this machine. */
+static double
+tsc_per_ns(void)
+{
+    struct timespec a, b;
+    uint32_t lo, hi;
+    clock_gettime(CLOCK_MONOTONIC, &a);
+    __asm__ volatile("rdtsc" : "=a"(lo), "=d"(hi));
+    uint64_t c0 = ((uint64_t)hi << 32) | lo;
+    struct timespec ts = { 0, 50000000 };
+    nanosleep(&ts, NULL);
+    clock_gettime(CLOCK_MONOTONIC, &b);
+    __asm__ volatile("rdtsc" : "=a"(lo), "=d"(hi));
+    uint64_t c1 = ((uint64_t)hi << 32) | lo;
+    double ns = (double)(b.tv_sec - a.tv_sec) * 1e9 + (double)(b.tv_nsec - a.tv_nsec);
+    return (double)(c1 - c0) / ns;
+}
+
+/* The values: per-thread counts 1000..8000, CPU time >= 20 ms in each of 8 threads, and
+ * nap's 50 ms. W: the three regions, as read. */
+static void
+thr_check(const uint64_t *pt, const uint64_t *cpu, const uint64_t *wall)
+{
+    int seen[9] = { 0 }, used = 0, cpu_used = 0;
+    for (int k = 0; k < QPT_MAX_THREADS; k++) {
+        if (pt[k] == 0)
+            continue;
+        used++;
+        uint64_t calls = pt[QPT_MAX_THREADS + k];
+        ck_assert_msg(calls % 1000 == 0 && calls >= 1000 && calls <= 8000,
+                      "a thread counted %llu calls", (unsigned long long)calls);
+        seen[calls / 1000]++;
+    }
+    ck_assert_int_eq(used, 8);
+    for (int i = 1; i <= 8; i++)
+        ck_assert_int_eq(seen[i], 1);
+    ck_assert_uint_eq(pt[2 * QPT_MAX_THREADS], 0); /* the overflow copy */
+    for (int k = 0; k < QPT_MAX_THREADS; k++) {
+        if (cpu[k] == 0)
+            continue;
+        cpu_used++;
+        const uint64_t *w = &cpu[QPT_MAX_THREADS + 3 * k];
+        ck_assert_uint_eq(w[0], 0); /* depth back to 0 */
+        ck_assert_msg(w[2] >= 20000000 && w[2] < 2000000000, "burn: %llu ns of CPU",
+                      (unsigned long long)w[2]);
+    }
+    ck_assert_int_eq(cpu_used, 8);
+    double ms = (double)wall[2] / tsc_per_ns() / 1e6;
+    ck_assert_uint_eq(wall[0], 0);
+    ck_assert_msg(ms >= 49 && ms < 1000, "nap: %.1f ms", ms);
+}
+
+START_TEST(test_libqpt_threads_file)
+{
+    char why[512] = "";
+    qpt_space_t *s = NULL;
+    ck_assert_msg(qpt_open(THR, &s, why, sizeof(why)) == 0, "%s", why);
+    thr_vars_t v;
+    thr_instrument(s, &v);
+    unlink("tests/qpt/thr_prog.inst.qp");
+    ck_assert_msg(qpt_write(s, "tests/qpt/thr_prog.inst") == 0, "%s", qpt_error(s));
+    ck_assert_int_eq(system("tests/qpt/thr_prog.inst > tests/qpt/thr.out"), 0);
+    size_t npt = QPT_PER_THREAD_SIZE(8) / 8, ncpu = QPT_PER_THREAD_SIZE(24) / 8;
+    uint64_t *pt = calloc(npt, 8), *cpu = calloc(ncpu, 8), wall[3];
+    ck_assert_msg(qpt_profile_read("tests/qpt/thr_prog.inst.qp", v.per_thread, pt, npt, why,
+                                   sizeof(why)) == 0, "%s", why);
+    ck_assert_int_eq(qpt_profile_read("tests/qpt/thr_prog.inst.qp", v.cpu, cpu, ncpu, why,
+                                      sizeof(why)), 0);
+    ck_assert_int_eq(qpt_profile_read("tests/qpt/thr_prog.inst.qp", v.wall, wall, 3, why,
+                                      sizeof(why)), 0);
+    thr_check(pt, cpu, wall);
+    free(pt);
+    free(cpu);
+    qpt_close(s);
+}
+END_TEST
+
+#ifdef ENABLE_DYNAMIC_TESTS
+START_TEST(test_libqpt_threads_live)
+{
+    char why[512] = "";
+    char *argv[] = { THR, NULL };
+    qpt_space_t *s = NULL;
+    int rc = qpt_spawn(argv, &s, why, sizeof(why));
+    if (rc == QPT_EIO && strstr(why, "ermission") != NULL)
+        return;
+    ck_assert_msg(rc == 0, "%s", why);
+    thr_vars_t v;
+    thr_instrument(s, &v);
+    ck_assert_msg(qpt_commit(s) == 0, "%s", qpt_error(s));
+    ck_assert_int_eq(qpt_run(s), 0);
+    int st;
+    for (int i = 0; i < 1000 && qpt_ended(s, &st) == 0; i++) {
+        struct timespec ts = { 0, 10000000 };
+        nanosleep(&ts, NULL);
+    }
+    ck_assert_int_eq(qpt_ended(s, &st), 1);
+    ck_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    size_t npt = QPT_PER_THREAD_SIZE(8) / 8, ncpu = QPT_PER_THREAD_SIZE(24) / 8;
+    uint64_t *pt = calloc(npt, 8), *cpu = calloc(ncpu, 8), wall[3];
+    ck_assert_int_eq(qpt_read_memory(s, v.per_thread, pt, npt * 8), 0);
+    ck_assert_int_eq(qpt_read_memory(s, v.cpu, cpu, ncpu * 8), 0);
+    ck_assert_int_eq(qpt_read_memory(s, v.wall, wall, sizeof(wall)), 0);
+    thr_check(pt, cpu, wall);
+    free(pt);
+    free(cpu);
+    qpt_close(s);
+}
+END_TEST
+#endif
+
 static Suite *
 libqpt_suite(void)
 {
@@ -414,8 +569,10 @@ libqpt_suite(void)
     tcase_add_test(tc, test_libqpt_live);
     tcase_add_test(tc, test_libqpt_live_exit);
     tcase_add_test(tc, test_libqpt_call_killed);
+    tcase_add_test(tc, test_libqpt_threads_live);
 #endif
     tcase_add_test(tc, test_libqpt_errors);
+    tcase_add_test(tc, test_libqpt_threads_file);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -10,16 +10,20 @@
 #include "config.h"
 
 #include <check.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <time.h>
 
 #include "arch/arch.h"
 
-#define PAGE 8192
+#define PAGE 0x10000
 #define DATA 0x1800 /* where the words the snippets read and write live in the page */
+#define KEYS 0x4000 /* a thread-slot table (ARCH_SNIP_THREADS keys) */
+#define PER_THREAD 0x8000 /* a word per thread slot (ARCH_SNIP_THREADS + 1) */
 
 void snip_run(uint64_t regs[18], void *code);
 
@@ -393,6 +397,135 @@ START_TEST(test_snip_check)
 }
 END_TEST
 
+static uint64_t
+thread_pointer(void)
+{
+    uint64_t tp;
+    __asm__ volatile("mov %%fs:0, %0" : "=r"(tp));
+    return tp;
+}
+
+static uint32_t
+thread_slot_addr(sn_t *s)
+{
+    /* PER_THREAD + slot * 8 (the base computed from the code's address) */
+    uint32_t slot = node(s, ARCH_SN_THREAD_SLOT, ARCH_SNIP_NONE, ARCH_SNIP_NONE,
+                         (int64_t)(uintptr_t)(page + KEYS));
+    return node(s, ARCH_SN_ADD,
+                node(s, ARCH_SN_ADDR, ARCH_SNIP_NONE, ARCH_SNIP_NONE,
+                     (int64_t)(uintptr_t)(page + PER_THREAD)),
+                node(s, ARCH_SN_MUL, slot, cnst(s, 8), 0), 0);
+}
+
+#define THREAD_RUNS 2000
+static void *
+run_code(void *arg)
+{
+    void (*code)(void) = (void (*)(void))arg;
+    for (int i = 0; i < THREAD_RUNS; i++)
+        code();
+    return NULL;
+}
+
+/* Per-thread slots: a thread finds its own slot again (keyed by its thread pointer), 8
+ * threads at once take 8 different slots, each counting only its own runs. */
+START_TEST(test_snip_thread_slot)
+{
+    memset(page + KEYS, 0, 8 * ARCH_SNIP_THREADS);
+    memset(page + PER_THREAD, 0, 8 * (ARCH_SNIP_THREADS + 1));
+    sn_t s = { .n = 0 };
+    uint32_t slot = node(&s, ARCH_SN_THREAD_SLOT, ARCH_SNIP_NONE, ARCH_SNIP_NONE,
+                         (int64_t)(uintptr_t)(page + KEYS));
+    uint32_t root = store(&s, 0, slot);
+    uint64_t regs[18];
+    init_regs(regs, 0x8d5 | 0x2);
+    run_ctx(&s, root, &anywhere, regs);
+    uint64_t mine = *wordp(0);
+    ck_assert_uint_lt(mine, ARCH_SNIP_THREADS);
+    ck_assert_uint_eq(((uint64_t *)(page + KEYS))[mine], thread_pointer());
+    init_regs(regs, 0x2);
+    run_ctx(&s, root, &anywhere, regs);
+    ck_assert_uint_eq(*wordp(0), mine);
+
+    /* 8 threads, each adding 1 to its own word THREAD_RUNS times. */
+    memset(page + KEYS, 0, 8 * ARCH_SNIP_THREADS);
+    sn_t t = { .n = 0 };
+    uint32_t add = node(&t, ARCH_SN_ADD_AT, thread_slot_addr(&t), cnst(&t, 1), 0);
+    uint64_t addr = (uint64_t)(uintptr_t)page;
+    int n = arch_snip_emit(t.v, t.n, add, &anywhere, addr, page, DATA - 1);
+    ck_assert_int_gt(n, 0);
+    page[n] = 0xc3;
+    pthread_t th[8];
+    for (int i = 0; i < 8; i++)
+        ck_assert_int_eq(pthread_create(&th[i], NULL, run_code, page), 0);
+    for (int i = 0; i < 8; i++)
+        pthread_join(th[i], NULL);
+    int used = 0;
+    uint64_t total = 0;
+    for (int k = 0; k < ARCH_SNIP_THREADS; k++) {
+        uint64_t key = ((uint64_t *)(page + KEYS))[k], w = ((uint64_t *)(page + PER_THREAD))[k];
+        if (key != 0) {
+            used++;
+            ck_assert_uint_eq(w, THREAD_RUNS);
+        } else
+            ck_assert_uint_eq(w, 0);
+        total += w;
+    }
+    ck_assert_int_eq(used, 8);
+    ck_assert_uint_eq(total, 8 * THREAD_RUNS);
+    ck_assert_uint_eq(((uint64_t *)(page + PER_THREAD))[ARCH_SNIP_THREADS], 0);
+
+    /* A full table: the overflow slot, ARCH_SNIP_THREADS. */
+    memset(page + KEYS, 0xee, 8 * ARCH_SNIP_THREADS);
+    init_regs(regs, 0x2);
+    run_ctx(&s, root, &anywhere, regs);
+    ck_assert_uint_eq(*wordp(0), ARCH_SNIP_THREADS);
+}
+END_TEST
+
+/* Loads, stores and adds at computed addresses, every size; the thread's CPU time. */
+START_TEST(test_snip_at_and_cpu)
+{
+    for (int size = 1; size <= 8; size *= 2) {
+        sn_t t = { .n = 0 };
+        uint32_t ld = node(&t, ARCH_SN_LOAD_AT, cnst(&t, (int64_t)word(2)), ARCH_SNIP_NONE, 0);
+        t.v[ld].size = (uint8_t)size;
+        uint32_t st = node(&t, ARCH_SN_STORE_AT, cnst(&t, (int64_t)word(3)),
+                           node(&t, ARCH_SN_ADD, ld, cnst(&t, 1), 0), 0);
+        t.v[st].size = (uint8_t)size;
+        uint32_t ad = node(&t, ARCH_SN_ADD_AT, cnst(&t, (int64_t)word(4)), arg(&t, 0), 0);
+        t.v[ad].flags = size == 8 ? ARCH_SNF_ATOMIC : 0;
+        uint32_t root = node(&t, ARCH_SN_SEQ, st, ad, 0);
+        *wordp(2) = 0x8877665544332211ull;
+        *wordp(3) = 0xffffffffffffffffull;
+        *wordp(4) = 100;
+        run_args(&t, root, 23, 0, 0);
+        uint64_t mask = size == 8 ? ~0ull : (1ull << (8 * size)) - 1;
+        ck_assert_uint_eq(*wordp(3) & mask, (0x8877665544332211ull + 1) & mask);
+        ck_assert_uint_eq(*wordp(3) & ~mask, 0xffffffffffffffffull & ~mask);
+        ck_assert_uint_eq(*wordp(4), 123);
+    }
+    sn_t c = { .n = 0 };
+    uint32_t root = store(&c, 0, node(&c, ARCH_SN_THREAD_CPU, ARCH_SNIP_NONE, ARCH_SNIP_NONE, 0));
+    uint64_t regs[18];
+    init_regs(regs, 0x8d5 | 0x2);
+    run_ctx(&c, root, &anywhere, regs);
+    uint64_t t0 = *wordp(0);
+    struct timespec a, b;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &a);
+    volatile uint64_t spin = 0;
+    do {
+        for (int i = 0; i < 100000; i++)
+            spin += (uint64_t)i;
+        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &b);
+    } while ((b.tv_sec - a.tv_sec) * 1000000000ll + (b.tv_nsec - a.tv_nsec) < 20000000);
+    init_regs(regs, 0x2);
+    run_ctx(&c, root, &anywhere, regs);
+    uint64_t d = *wordp(0) - t0;
+    ck_assert_msg(d >= 20000000 && d < 1000000000, "CPU time %llu ns", (unsigned long long)d);
+}
+END_TEST
+
 static Suite *
 snip_suite(void)
 {
@@ -408,6 +541,8 @@ snip_suite(void)
     tcase_add_test(tc, test_snip_timer);
     tcase_add_test(tc, test_snip_length_and_reach);
     tcase_add_test(tc, test_snip_check);
+    tcase_add_test(tc, test_snip_thread_slot);
+    tcase_add_test(tc, test_snip_at_and_cpu);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -154,6 +154,22 @@ op_base(gen_t *g, const uint8_t *opc, size_t nopc, int reg, int base, int32_t di
     put32(g, (uint32_t)disp);
 }
 
+/*
+ * OPC with the operand [BASE + INDEX * 8] ([BASE] when INDEX < 0), REG in the ModRM reg
+ * field; a REX prefix always (W: REX.W), so byte registers are sil/dil/r8b....
+ */
+static void
+op_ind(gen_t *g, int w, const uint8_t *opc, size_t nopc, int reg, int base, int index)
+{
+    int x = index >= 0 ? index : RSP; /* SIB index 100: none */
+    put8(g, (uint8_t)(0x40 | (w ? 8 : 0) | ((reg & 8) ? 4 : 0) | ((x & 8) ? 2 : 0)
+                      | ((base & 8) ? 1 : 0)));
+    put(g, opc, nopc);
+    put8(g, (uint8_t)(0x44 | ((reg & 7) << 3))); /* mod 01 (disp8), SIB */
+    put8(g, (uint8_t)((index >= 0 ? 0xc0 : 0) | ((x & 7) << 3) | (base & 7)));
+    put8(g, 0);
+}
+
 static void
 push_reg(gen_t *g, int r)
 {
@@ -232,6 +248,10 @@ jump_to(gen_t *g, int cc, int label)
     else {
         put8(g, 0x0f);
         put8(g, (uint8_t)(0x80 | cc));
+    }
+    if (g->label[label] >= 0) { /* bound already: a backward jump */
+        put32(g, (uint32_t)(g->label[label] - (int64_t)(g->len + 4)));
+        return;
     }
     if (g->nfix == MAX_FIXUPS) {
         fail(g, QP_ERANGE);
@@ -571,6 +591,119 @@ call(gen_t *g, const arch_snip_t *s, int t)
         adjust_rsp(g, 8);
 }
 
+/* The 64-bit ALU operation EXT (0 add, 4 and, 6 xor) of register R with IMM32. */
+static void
+alu_ri(gen_t *g, int ext, int r, int32_t imm)
+{
+    rex(g, 1, 0, r);
+    put8(g, 0x81);
+    put8(g, (uint8_t)(0xc0 | (ext << 3) | (r & 7)));
+    put32(g, (uint32_t)imm);
+}
+
+/* shr R, N */
+static void
+shr_ri(gen_t *g, int r, int n)
+{
+    rex(g, 1, 0, r);
+    put8(g, 0xc1);
+    put8(g, (uint8_t)(0xe8 | (r & 7)));
+    put8(g, (uint8_t)n);
+}
+
+/*
+ * The calling thread's index in the key table at S->imm (see ARCH_SN_THREAD_SLOT): the
+ * thread pointer hashed, then linear probing; a free key (0) is taken with lock cmpxchg
+ * (rax holds the expected 0: it is reserved and kept).
+ */
+static int
+thread_slot(gen_t *g, const arch_snip_t *s)
+{
+    static const uint8_t cmp_rm[] = { 0x3b }, cmp0[] = { 0x83 }, cmpxchg[] = { 0x0f, 0xb1 },
+                         lea[] = { 0x8d }, imul[] = { 0x69 }, xor_rr[] = { 0x31 };
+    int t = pick_temp(g), key = pick_temp(g), tab = pick_temp(g), left = pick_temp(g);
+    int loop = new_label(g), next = new_label(g), found = new_label(g);
+    push_reg(g, RAX);
+    /* key = %fs:0 */
+    put8(g, 0x64);
+    rex(g, 1, key, 0);
+    put8(g, 0x8b);
+    put8(g, (uint8_t)(0x04 | ((key & 7) << 3)));
+    put8(g, 0x25);
+    put32(g, 0);
+    /* t = hash(key) & (THREADS - 1) */
+    mov_rr(g, t, key);
+    shr_ri(g, t, 12);
+    rex(g, 1, t, t);
+    put(g, imul, 1);
+    put8(g, (uint8_t)(0xc0 | ((t & 7) << 3) | (t & 7)));
+    put32(g, 0x045d9f3bu);
+    mov_rr(g, left, t);
+    shr_ri(g, left, 16);
+    op_rr(g, xor_rr, 1, left, t);
+    alu_ri(g, 4, t, ARCH_SNIP_THREADS - 1);
+    op_rip(g, 1, lea, 1, tab, (uint64_t)s->imm, 0);
+    mov_ri(g, left, ARCH_SNIP_THREADS);
+    bind(g, loop);
+    op_ind(g, 1, cmp_rm, 1, key, tab, t); /* cmp key, [tab + t*8] */
+    jump_to(g, CC_E, found);
+    op_ind(g, 1, cmp0, 1, 7, tab, t); /* cmpq $0, [tab + t*8] */
+    put8(g, 0);
+    jump_to(g, CC_NE, next);
+    op_rr(g, xor_rr, 1, RAX, RAX);
+    put8(g, 0xf0);
+    op_ind(g, 1, cmpxchg, 2, key, tab, t); /* lock cmpxchg [tab + t*8], key */
+    jump_to(g, CC_E, found);
+    jump_to(g, -1, loop); /* taken meanwhile: look at it again */
+    bind(g, next);
+    rex(g, 1, 0, t); /* inc t */
+    put8(g, 0xff);
+    put8(g, (uint8_t)(0xc0 | (t & 7)));
+    alu_ri(g, 4, t, ARCH_SNIP_THREADS - 1);
+    rex(g, 1, 0, left); /* dec left */
+    put8(g, 0xff);
+    put8(g, (uint8_t)(0xc8 | (left & 7)));
+    jump_to(g, CC_NE, loop);
+    mov_ri(g, t, ARCH_SNIP_THREADS); /* full */
+    bind(g, found);
+    pop_reg(g, RAX);
+    free_temp(g, key);
+    free_temp(g, tab);
+    free_temp(g, left);
+    return t;
+}
+
+/*
+ * The calling thread's CPU time in ns: clock_gettime(CLOCK_THREAD_CPUTIME_ID) into 16
+ * bytes of stack. rax, rcx, r11, rdi and rsi (which the system call takes or changes)
+ * are reserved and kept.
+ */
+static int
+thread_cpu(gen_t *g)
+{
+    static const uint8_t load[] = { 0x8b }, add[] = { 0x03 }, imul[] = { 0x69 };
+    static const int kept[] = { RAX, RCX, R11, RDI, RSI };
+    int t = pick_temp(g);
+    for (int k = 0; k < 5; k++)
+        push_reg(g, kept[k]);
+    adjust_rsp(g, -16);
+    mov_ri(g, RAX, 228); /* SYS_clock_gettime */
+    mov_ri(g, RDI, 3);   /* CLOCK_THREAD_CPUTIME_ID */
+    mov_rr(g, RSI, RSP);
+    put8(g, 0x0f);
+    put8(g, 0x05);
+    op_rsp(g, load, 1, t, 0); /* t = tv_sec * 1e9 + tv_nsec */
+    rex(g, 1, t, t);
+    put(g, imul, 1);
+    put8(g, (uint8_t)(0xc0 | ((t & 7) << 3) | (t & 7)));
+    put32(g, 1000000000u);
+    op_rsp(g, add, 1, t, 8);
+    adjust_rsp(g, 16);
+    for (int k = 4; k >= 0; k--)
+        pop_reg(g, kept[k]);
+    return t;
+}
+
 /* The value of node I in a new temporary. */
 static int
 eval(gen_t *g, uint32_t i)
@@ -648,6 +781,23 @@ eval(gen_t *g, uint32_t i)
         call(g, s, t);
         return t;
     }
+    case ARCH_SN_LOAD_AT: {
+        int t = eval(g, s->a);
+        static const uint8_t l8[] = { 0x8b }, l2[] = { 0x0f, 0xb7 }, l1[] = { 0x0f, 0xb6 };
+        if (s->size == 8 || s->size == 4)
+            op_ind(g, s->size == 8, l8, 1, t, t, -1);
+        else
+            op_ind(g, 1, s->size == 2 ? l2 : l1, 2, t, t, -1);
+        return t;
+    }
+    case ARCH_SN_THREAD_SLOT: return thread_slot(g, s);
+    case ARCH_SN_ADDR: {
+        static const uint8_t lea[] = { 0x8d };
+        int t = pick_temp(g);
+        op_rip(g, 1, lea, 1, t, (uint64_t)s->imm, 0);
+        return t;
+    }
+    case ARCH_SN_THREAD_CPU: return thread_cpu(g);
     default: break;
     }
     /* Truth values (comparisons, !, &&, ||) and statements. */
@@ -760,6 +910,26 @@ stmt(gen_t *g, uint32_t i)
     case ARCH_SN_TIMER_STOP: timer(g, s); return;
     case ARCH_SN_CALL: call(g, s, -1); return;
     case ARCH_SN_NOPS: return;
+    case ARCH_SN_STORE_AT: {
+        static const uint8_t mov8[] = { 0x88 }, mov[] = { 0x89 };
+        int a = eval(g, s->a), v = eval(g, s->b);
+        if (s->size == 2)
+            put8(g, 0x66);
+        op_ind(g, s->size == 8, s->size == 1 ? mov8 : mov, 1, v, a, -1);
+        free_temp(g, v);
+        free_temp(g, a);
+        return;
+    }
+    case ARCH_SN_ADD_AT: {
+        static const uint8_t add[] = { 0x01 };
+        int a = eval(g, s->a), v = eval(g, s->b);
+        if (s->flags & ARCH_SNF_ATOMIC)
+            put8(g, 0xf0);
+        op_ind(g, 1, add, 1, v, a, -1);
+        free_temp(g, v);
+        free_temp(g, a);
+        return;
+    }
     default: free_temp(g, eval(g, i)); return;
     }
 }
@@ -781,10 +951,16 @@ arity(const arch_snip_t *s, int *nb, int *nc)
     case ARCH_SN_TIMER_START:
     case ARCH_SN_TIMER_STOP:
     case ARCH_SN_CALL:
-    case ARCH_SN_NOPS: return 0;
+    case ARCH_SN_NOPS:
+    case ARCH_SN_THREAD_SLOT:
+    case ARCH_SN_THREAD_CPU:
+    case ARCH_SN_ADDR: return 0;
     case ARCH_SN_NOT:
     case ARCH_SN_STORE:
-    case ARCH_SN_ADD_TO: return 1;
+    case ARCH_SN_ADD_TO:
+    case ARCH_SN_LOAD_AT: return 1;
+    case ARCH_SN_STORE_AT:
+    case ARCH_SN_ADD_AT: *nb = 1; return 1;
     case ARCH_SN_IF: *nb = 1; *nc = 1; return 1; /* c optional */
     default:
         if (s->op >= ARCH_SN_ADD && s->op <= ARCH_SN_SEQ) {
@@ -820,7 +996,8 @@ check_node(const arch_snip_t *nodes, size_t n, uint32_t i, const arch_snip_ctx_t
     if (s->op == ARCH_SN_RETVAL && !(ctx->where & (ARCH_SNX_RETURN | ARCH_SNX_AFTER_CALL)))
         BAD("node %u: a return value where there is none (only at a return or after a "
             "call)", i);
-    if ((s->op == ARCH_SN_LOAD || s->op == ARCH_SN_STORE)
+    if ((s->op == ARCH_SN_LOAD || s->op == ARCH_SN_STORE || s->op == ARCH_SN_LOAD_AT
+         || s->op == ARCH_SN_STORE_AT)
         && s->size != 1 && s->size != 2 && s->size != 4 && s->size != 8)
         BAD("node %u: a %u-byte access (1, 2, 4 or 8)", i, s->size);
     if (s->op == ARCH_SN_CALL && s->nargs > ARCH_SNIP_MAXARGS)
@@ -877,6 +1054,10 @@ reserved_regs(const arch_snip_t *nodes, size_t n)
         if ((s->op == ARCH_SN_SHL || s->op == ARCH_SN_SHR) && s->b < n
             && nodes[s->b].op != ARCH_SN_CONST)
             r |= 1u << RCX;
+        if (s->op == ARCH_SN_THREAD_SLOT)
+            r |= 1u << RAX;
+        if (s->op == ARCH_SN_THREAD_CPU)
+            r |= (1u << RAX) | (1u << RCX) | (1u << R11) | (1u << RDI) | (1u << RSI);
     }
     return r;
 }

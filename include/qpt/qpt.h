@@ -139,6 +139,20 @@ uint64_t qpt_point_callee(const qpt_space_t *s, const qpt_point_t *pt);
 int qpt_alloc(qpt_space_t *s, size_t bytes, uint64_t *addr /*OUT*/);
 
 /*
+ * Per-thread variables: BYTES (a multiple of 8, at most 65,536) for each thread, in
+ * memory from qpt_alloc laid out as QPT_MAX_THREADS keys of 8 bytes at VAR (a thread's
+ * key is its thread pointer, %fs:0, set the first time one of its snippets uses the
+ * variable; 0: free), then QPT_MAX_THREADS + 1 copies of BYTES from
+ * VAR + 8 * QPT_MAX_THREADS, the copy of key K at index K; threads beyond
+ * QPT_MAX_THREADS alive at once share the last copy. qpt_thread_var gives a snippet the
+ * address of the calling thread's copy. Keys are not freed when threads end (a new
+ * thread may reuse an old thread pointer, and its copy).
+ */
+#define QPT_MAX_THREADS 1024
+#define QPT_PER_THREAD_SIZE(bytes) (8 * QPT_MAX_THREADS + (QPT_MAX_THREADS + 1) * (bytes))
+int qpt_alloc_per_thread(qpt_space_t *s, size_t bytes, uint64_t *var /*OUT*/);
+
+/*
  * A process: unmap memory qpt_alloc gave at ADDR. Refused while an insertion that is in
  * the process, or not removed, reads or writes it (remove it and commit first). A file:
  * QPT_EUNSUPP.
@@ -199,6 +213,23 @@ qpt_expr_t qpt_add_to(qpt_snippet_t *sn, uint64_t addr, qpt_expr_t v, int atomic
  * starts count once. */
 qpt_expr_t qpt_timer_start(qpt_snippet_t *sn, uint64_t timer);
 qpt_expr_t qpt_timer_stop(qpt_snippet_t *sn, uint64_t timer);
+/* The address ADDR (of qpt_alloc'ed memory or of the program), as a value: computed
+ * from the code's own address, so right in a position-independent program. */
+qpt_expr_t qpt_addr(qpt_snippet_t *sn, uint64_t addr);
+/* Memory at a computed address (ADDR a node): load, store (1, 2, 4, 8 bytes), add. */
+qpt_expr_t qpt_load_at(qpt_snippet_t *sn, qpt_expr_t addr, int size);
+qpt_expr_t qpt_store_at(qpt_snippet_t *sn, qpt_expr_t addr, int size, qpt_expr_t v);
+qpt_expr_t qpt_add_at(qpt_snippet_t *sn, qpt_expr_t addr, qpt_expr_t v, int atomic);
+/* The address of the calling thread's copy of the per-thread variable VAR of BYTES
+ * (qpt_alloc_per_thread): a hash of its thread pointer and a probe, a few ns. */
+qpt_expr_t qpt_thread_var(qpt_snippet_t *sn, uint64_t var, size_t bytes);
+/* The calling thread's CPU time in ns: clock_gettime(CLOCK_THREAD_CPUTIME_ID), a system
+ * call (about 0.1-0.5 us; see README for the measured cost). */
+qpt_expr_t qpt_thread_cpu_ns(qpt_snippet_t *sn);
+/* A per-thread CPU timer: VAR from qpt_alloc_per_thread(s, 24, &var), 3 words a thread
+ * (depth, start, total ns); nested starts count once, a stop without a start is ignored. */
+qpt_expr_t qpt_cpu_timer_start(qpt_snippet_t *sn, uint64_t var);
+qpt_expr_t qpt_cpu_timer_stop(qpt_snippet_t *sn, uint64_t var);
 /* A call of the program's code at FN with NARGS (<= 6) arguments; its value. */
 qpt_expr_t qpt_call(qpt_snippet_t *sn, uint64_t fn, const qpt_expr_t *args, int nargs);
 
