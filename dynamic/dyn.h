@@ -214,6 +214,8 @@ enum {
     DYN_PT_CALL = 1,  /* a call instruction of 5 bytes or more: before and after it */
     DYN_PT_EXIT = 2,  /* a ret: the tail of its block (>= 5 bytes) moves */
     DYN_PT_BLOCK = 3, /* a block's start (its first 5 bytes of instructions move) */
+    DYN_PT_INSN = 4,  /* any instruction, when 5 bytes of instructions from it stay in
+                       * its block (they move, as for a block) */
 };
 
 /*

@@ -54,6 +54,7 @@ enum {
     PT_EXIT = DYN_PT_EXIT,   /* the tail of a block ending in ret: the moved code, timer
                               * stop, ret */
     PT_BLOCK = DYN_PT_BLOCK, /* a block's start: like an entry, loops back to it included */
+    PT_INSN = DYN_PT_INSN,   /* an instruction inside a block: like a block's start */
 };
 
 typedef struct point {
@@ -381,7 +382,7 @@ check_point(const dyn_session_t *s, int kind, uint32_t proc, uint64_t addr, poin
     uint32_t b;
 
     *why = NULL;
-    if (kind < DYN_PT_ENTRY || kind > DYN_PT_BLOCK)
+    if (kind < DYN_PT_ENTRY || kind > DYN_PT_INSN)
         return QP_EINVAL;
     prog = s->prog;
     if (proc >= prog->nprocs)
@@ -401,6 +402,20 @@ check_point(const dyn_session_t *s, int kind, uint32_t proc, uint64_t addr, poin
     } else if (kind == DYN_PT_BLOCK) {
         if (prog->blocks[b].start != addr)
             *why = "not the start of a block";
+        else
+            *why = check_head(s, &prog->blocks[b], addr, &pt);
+        pt.save_flags = 1;
+    } else if (kind == DYN_PT_INSN) {
+        /* An instruction boundary of the block, decoding from its start. */
+        uint64_t a = prog->blocks[b].start;
+        while (a < addr) {
+            arch_insn_t in;
+            if (cfg_image_decode(prog->img, a, 0, &in) < 0)
+                break;
+            a += in.len;
+        }
+        if (a != addr)
+            *why = "not an instruction of the procedure";
         else
             *why = check_head(s, &prog->blocks[b], addr, &pt);
         pt.save_flags = 1;

@@ -122,7 +122,7 @@ qpt_write(qpt_space_t *s, const char *output)
         memcpy(c, in->nodes, in->n * sizeof(arch_snip_t));
         w.copies[w.n] = c;
         w.snips[w.n] = (ed_snippet_t) { c, in->n, in->root, in->ctx };
-        probes[w.n] = (ed_probe_t) { .addr = in->pt.addr, .at = in->at, .what = ED_SNIP_CODE,
+        probes[w.n] = (ed_probe_t) { .addr = in->where, .at = in->at, .what = ED_SNIP_CODE,
                                      .save_flags = in->save_flags,
                                      .flags = in->entry ? ED_PROBE_ENTRY : 0,
                                      .counter = (uint32_t)w.n };

@@ -291,8 +291,9 @@ qpt_live_write(qpt_space_t *s, uint64_t addr, const void *buf, size_t len)
 static int dyn_kind(uint32_t kind);
 
 int
-qpt_live_point_ok(qpt_space_t *s, const qpt_point_t *pt, const char **why)
+qpt_live_point_ok(qpt_space_t *s, const qpt_ins_t *ins, const char **why)
 {
+    const qpt_point_t *pt = &ins->pt;
     if (pt->kind == QPT_EXIT) { /* a ret only (a tail call has no trampoline form yet) */
         arch_insn_t in;
         uint64_t a = pt->addr - s->bias;
@@ -309,7 +310,7 @@ qpt_live_point_ok(qpt_space_t *s, const qpt_point_t *pt, const char **why)
         QP_CHECK(dyn_session_create(s->proc, s->prog, s->bias, &c));
         s->check = c;
     }
-    return dyn_session_check_point(s->check, dyn_kind(pt->kind), pt->proc, pt->addr - s->bias,
+    return dyn_session_check_point(s->check, dyn_kind(pt->kind), pt->proc, ins->where - s->bias,
                                    why);
 }
 
@@ -320,7 +321,9 @@ dyn_kind(uint32_t kind)
     switch (kind) {
     case QPT_ENTRY: return DYN_PT_ENTRY;
     case QPT_EXIT: return DYN_PT_EXIT;
-    case QPT_BLOCK: return DYN_PT_BLOCK;
+    case QPT_BLOCK:
+    case QPT_EDGE: return DYN_PT_BLOCK; /* at its destination, its one way in */
+    case QPT_INSN: return DYN_PT_INSN;
     default: return DYN_PT_CALL;
     }
 }
@@ -376,8 +379,8 @@ ins_cmp(const void *x, const void *y, void *arg)
     int ka = dyn_kind(a->pt.kind), kb = dyn_kind(b->pt.kind);
     if (ka != kb)
         return ka < kb ? -1 : 1;
-    if (a->pt.addr != b->pt.addr)
-        return a->pt.addr < b->pt.addr ? -1 : 1;
+    if (a->where != b->where)
+        return a->where < b->where ? -1 : 1;
     return i < j ? -1 : i > j;
 }
 
@@ -418,7 +421,7 @@ build(qpt_space_t *s, live_t **out)
         for (size_t q = o; q < s->nins; q++) {
             size_t k = order[q];
             const qpt_ins_t *b = &s->ins[k];
-            if (b->pt.addr != a->pt.addr || dyn_kind(b->pt.kind) != kind)
+            if (b->where != a->where || dyn_kind(b->pt.kind) != kind)
                 break;
             if (b->removed || done[k])
                 continue;
@@ -451,12 +454,12 @@ build(qpt_space_t *s, live_t **out)
             after = (dyn_snippet_t) { v, nn, root };
         }
         const char *why = NULL;
-        rc = dyn_session_add_point(l->sess, kind, a->pt.proc, a->pt.addr - s->bias,
+        rc = dyn_session_add_point(l->sess, kind, a->pt.proc, a->where - s->bias,
                                    ni ? &before : NULL, nj ? &after : NULL,
                                    qpt_proc_name(s, a->pt.proc), NULL, &why);
         if (rc < 0)
             qpt_fail(s, rc, "%s at 0x%llx: %s (nothing changed)", qpt_proc_name(s, a->pt.proc),
-                     (unsigned long long)a->pt.addr, why ? why : qp_strerror(rc));
+                     (unsigned long long)a->where, why ? why : qp_strerror(rc));
     }
     free(order);
     free(ix);

@@ -63,10 +63,10 @@ qpt_live_commit(qpt_space_t *s)
 }
 
 int
-qpt_live_point_ok(qpt_space_t *s, const qpt_point_t *pt, const char **why)
+qpt_live_point_ok(qpt_space_t *s, const qpt_ins_t *ins, const char **why)
 {
     (void)s;
-    (void)pt;
+    (void)ins;
     *why = "no live processes in this build";
     return QP_EUNSUPP;
 }

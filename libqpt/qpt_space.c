@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "driver/driver.h"
 #include "libqpt/qpt_priv.h"
 
 int
@@ -247,7 +248,16 @@ static void
 add_point(collect_t *c, uint64_t addr)
 {
     if (c->n < c->cap)
-        c->out[c->n] = (qpt_point_t) { c->kind, c->proc, addr + c->s->bias };
+        c->out[c->n] = (qpt_point_t) { c->kind, c->proc, addr + c->s->bias, 0, 0, 0 };
+    c->n++;
+}
+
+static void
+add_edge(collect_t *c, uint64_t from, uint64_t to, uint32_t edge)
+{
+    if (c->n < c->cap)
+        c->out[c->n] = (qpt_point_t) { QPT_EDGE, c->proc, from + c->s->bias, to + c->s->bias,
+                                       edge, 0 };
     c->n++;
 }
 
@@ -285,6 +295,7 @@ visit(void *arg, const arch_insn_t *in, const arch_insn_t *prev)
             && (c->kind == QPT_CALL || (last && block_returns_from_call(c->s->prog, c->block))))
             add_point(c, in->addr);
         break;
+    case QPT_INSN: add_point(c, in->addr); break;
     default: break;
     }
     return 0;
@@ -294,7 +305,7 @@ int
 qpt_points(qpt_space_t *s, uint32_t proc, uint32_t kind, qpt_point_t *out, size_t cap, size_t *n)
 {
     if (s == NULL || n == NULL || (cap > 0 && out == NULL) || kind < QPT_ENTRY
-        || kind > QPT_BLOCK)
+        || kind > QPT_INSN)
         return QP_EINVAL;
     *n = 0;
     if (proc >= qpt_nprocs(s))
@@ -311,10 +322,64 @@ qpt_points(qpt_space_t *s, uint32_t proc, uint32_t kind, qpt_point_t *out, size_
         c.block = &prog->blocks[p->block + k];
         if (kind == QPT_BLOCK)
             add_point(&c, c.block->start);
-        else
+        else if (kind == QPT_EDGE) {
+            for (uint32_t e = 0; e < c.block->nsucc; e++) {
+                const cfg_edge_t *ed = cfg_block_succ(prog, c.block, e);
+                if (ed->to != CFG_NONE)
+                    add_edge(&c, c.block->start, prog->blocks[ed->to].start,
+                             c.block->succ + e);
+            }
+        } else
             QP_CHECK(block_insns(prog, c.block, visit, &c));
     }
     *n = c.n;
+    return 0;
+}
+
+/* Does the DWARF file name NAME end with the path WANT, component-wise? */
+static int
+same_file(const char *name, const char *want)
+{
+    size_t n = strlen(name), w = strlen(want);
+    if (w > n || strcmp(name + n - w, want) != 0)
+        return 0;
+    return w == n || name[n - w - 1] == '/' || want[0] == '/';
+}
+
+int
+qpt_line_points(qpt_space_t *s, const char *file, unsigned line, qpt_point_t *out, size_t cap,
+                size_t *n)
+{
+    if (s == NULL || file == NULL || n == NULL || (cap > 0 && out == NULL))
+        return QP_EINVAL;
+    *n = 0;
+    const cfg_prog_t *prog = s->prog;
+    collect_t c = { s, 0, QPT_INSN, NULL, out, cap, 0 };
+    for (uint32_t p = 0; p < prog->nprocs; p++) {
+        if (qpt_proc_refusal(s, p) != NULL)
+            continue;
+        c.proc = p;
+        for (uint32_t k = 0; k < prog->procs[p].nblocks; k++) {
+            const cfg_block_t *b = &prog->blocks[prog->procs[p].block + k];
+            int prev_same = 0;
+            arch_insn_t in;
+            for (uint64_t a = b->start; a < b->end; a += in.len) {
+                if (cfg_image_decode(prog->img, a, 0, &in) < 0)
+                    break;
+                const char *f;
+                unsigned l;
+                int same = cfg_image_line(prog->img, a, &f, &l) == 0 && l == line
+                           && same_file(f, file);
+                if (same && !prev_same)
+                    add_point(&c, a);
+                prev_same = same;
+            }
+        }
+    }
+    *n = c.n;
+    if (c.n == 0)
+        return qpt_fail(s, QP_ENOTFOUND, "%s:%u: no instruction of that line (is the program "
+                        "built with -g?)", file, line);
     return 0;
 }
 
@@ -622,6 +687,64 @@ insn_of(const qpt_space_t *s, uint32_t proc, uint64_t addr, arch_insn_t *in)
     return QP_ENOTFOUND;
 }
 
+/*
+ * Where an edge's snippet goes. A file: where qp would put a counter for it (after the
+ * source's last instruction, before a dead spot of a source with one way out, before the
+ * destination with one way in, or on a stub for a taken branch). A process: at its
+ * destination block, when the edge is the only way into it.
+ */
+static int
+edge_setup(qpt_space_t *s, const qpt_point_t *pt, qpt_ins_t *ins)
+{
+    const cfg_prog_t *prog = s->prog;
+    const cfg_proc_t *p = &prog->procs[pt->proc];
+    if (pt->edge >= prog->nedges)
+        return qpt_fail(s, QP_EINVAL, "edge %u: no such edge", pt->edge);
+    const cfg_edge_t *e = &prog->edges[pt->edge];
+    if (e->from < p->block || e->from >= p->block + p->nblocks || e->to == CFG_NONE
+        || prog->blocks[e->from].start + s->bias != pt->addr
+        || prog->blocks[e->to].start + s->bias != pt->to)
+        return qpt_fail(s, QP_EINVAL, "edge %u: not an edge of %s from 0x%llx to 0x%llx",
+                        pt->edge, qpt_proc_name(s, pt->proc), (unsigned long long)pt->addr,
+                        (unsigned long long)pt->to);
+    const cfg_block_t *to = &prog->blocks[e->to];
+    if (s->live) {
+        if (to->npred != 1 || to->start == p->entry)
+            return qpt_fail(s, QP_EUNSUPP, "%s: the edge 0x%llx -> 0x%llx is not the only way "
+                            "into its block: a live process can only patch its destination",
+                            qpt_proc_name(s, pt->proc), (unsigned long long)pt->addr,
+                            (unsigned long long)pt->to);
+        ins->where = pt->to;
+        return 0;
+    }
+    static const drv_prog_info_t none = { 0 };
+    drv_graph_t g;
+    int rc = drv_graph_build(prog, pt->proc, &none, &g);
+    if (rc < 0)
+        return qpt_fail(s, rc, "%s: %s", qpt_proc_name(s, pt->proc), qp_strerror(rc));
+    if (rc == DRV_NOT_MEASURED)
+        return qpt_fail(s, QP_EUNSUPP, "%s: %s", qpt_proc_name(s, pt->proc), g.why);
+    rc = QP_EUNSUPP;
+    for (uint32_t k = 0; k < g.nedges; k++) {
+        const drv_edge_t *d = &g.edges[k];
+        if (d->cfg_edge != pt->edge || d->place == DRV_PLACE_NONE)
+            continue;
+        ins->at = d->place == DRV_PLACE_BEFORE ? ED_AT_BEFORE
+                  : d->place == DRV_PLACE_AFTER ? ED_AT_AFTER
+                                                : ED_AT_TAKEN;
+        ins->where = d->at;
+        rc = 0;
+        break;
+    }
+    drv_graph_free(&g);
+    if (rc < 0)
+        return qpt_fail(s, rc, "%s: the edge 0x%llx -> 0x%llx (of a jump table or an indirect "
+                        "jump) has no place of its own: use a block point at its destination",
+                        qpt_proc_name(s, pt->proc), (unsigned long long)pt->addr,
+                        (unsigned long long)pt->to);
+    return 0;
+}
+
 int
 qpt_point_setup(qpt_space_t *s, const qpt_point_t *pt, qpt_ins_t *ins)
 {
@@ -635,6 +758,7 @@ qpt_point_setup(qpt_space_t *s, const qpt_point_t *pt, qpt_ins_t *ins)
     ins->at = ED_AT_BEFORE;
     ins->entry = 0;
     ins->save_flags = 0;
+    ins->where = pt->addr;
     int call = in.kind == ARCH_KIND_CALL || in.kind == ARCH_KIND_CALL_IND;
     switch (pt->kind) {
     case QPT_ENTRY:
@@ -680,6 +804,15 @@ qpt_point_setup(qpt_space_t *s, const qpt_point_t *pt, qpt_ins_t *ins)
             return qpt_fail(s, QP_EINVAL, "0x%llx: not the start of a block",
                             (unsigned long long)pt->addr);
         c = (arch_snip_ctx_t) { 0, 0, ARCH_FLAGS_STATUS, 0 }; /* flags and red zone live */
+        ins->save_flags = 1;
+        break;
+    case QPT_INSN:
+        c = (arch_snip_ctx_t) { 0, 0, ARCH_FLAGS_STATUS, 0 };
+        ins->save_flags = 1;
+        break;
+    case QPT_EDGE:
+        QP_CHECK(edge_setup(s, pt, ins));
+        c = (arch_snip_ctx_t) { 0, 0, ARCH_FLAGS_STATUS, 0 };
         ins->save_flags = 1;
         break;
     default: return qpt_fail(s, QP_EINVAL, "point kind %u: unknown", pt->kind);
@@ -831,9 +964,9 @@ qpt_insert(qpt_space_t *s, const qpt_point_t *pt, const qpt_snippet_t *sn, qpt_e
                         (unsigned long long)pt->addr, why);
     if (s->live) {
         const char *no;
-        if (qpt_live_point_ok(s, pt, &no) < 0)
+        if (qpt_live_point_ok(s, &ins, &no) < 0)
             return qpt_fail(s, QP_EUNSUPP, "%s at 0x%llx: %s", qpt_proc_name(s, pt->proc),
-                            (unsigned long long)pt->addr, no);
+                            (unsigned long long)ins.where, no);
     }
     QP_CHECK(snip_extract(sn->v, root, &ins.nodes, &ins.n));
     ins.root = 0;

@@ -87,7 +87,7 @@ out=$(
     # libqpt/: the public face over every library folder (never BFD, libelf or ptrace
     # itself).
     for f in libqpt/*.[ch]; do
-        [ -f "$f" ] && check "$f" "arch/arch.h arch/qp_err.h cfg/cfg.h editor/ed.h editor/elfw.h driver/qp_desc.h driver/qp_format.h report/qp_profile.h dynamic/dyn.h include/qpt/qpt.h libqpt/*" \
+        [ -f "$f" ] && check "$f" "arch/arch.h arch/qp_err.h cfg/cfg.h editor/ed.h editor/elfw.h driver/qp_desc.h driver/qp_format.h driver/driver.h report/qp_profile.h dynamic/dyn.h include/qpt/qpt.h libqpt/*" \
             "bfd.h libelf.h gelf.h sys/ptrace.h dis-asm.h"
     done
     for f in tools/*.[ch]; do

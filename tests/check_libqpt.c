@@ -404,6 +404,233 @@ START_TEST(test_libqpt_errors)
 END_TEST
 
 /*****************************************************************************
+ * Edges and lines
+ */
+
+/*
+ * A counter on every edge and every block of loop (and of main); run; flow conservation
+ * against the blocks' own counts: into every block but the entry, and out of every block
+ * whose edges all have counters, the edges add up to the block's count; loop's body ran 7
+ * times. Live, edges refused (not the only way into their block) are left out of the sums.
+ */
+typedef struct {
+    qpt_point_t blocks[64], edges[128];
+    size_t nb, ne;
+    int edge_in[128];
+    uint64_t vars;
+} edges_t;
+
+static void
+edges_instrument(qpt_space_t *s, const char *name, edges_t *e)
+{
+    uint32_t p;
+    ck_assert_int_eq(qpt_proc_find(s, name, &p), 0);
+    ck_assert_int_eq(qpt_points(s, p, QPT_BLOCK, e->blocks, 64, &e->nb), 0);
+    ck_assert_int_eq(qpt_points(s, p, QPT_EDGE, e->edges, 128, &e->ne), 0);
+    ck_assert_uint_le(e->nb, 64);
+    ck_assert_uint_le(e->ne, 128);
+    ck_assert_int_eq(qpt_alloc(s, 8 * (e->nb + e->ne), &e->vars), 0);
+    qpt_snippet_t *sn = qpt_snippet_create();
+    int refused = 0;
+    for (size_t i = 0; i < e->nb; i++) {
+        int rc = qpt_insert(s, &e->blocks[i], sn, qpt_add_to(sn, e->vars + 8 * i,
+                                                            qpt_const(sn, 1), 0), NULL);
+        /* Live, a block shorter than the jump is refused: its count stays unknown. */
+        ck_assert_msg(rc == 0 || qpt_is_live(s), "%s", qpt_error(s));
+        if (rc != 0)
+            e->blocks[i].kind = 0;
+    }
+    for (size_t i = 0; i < e->ne; i++) {
+        int rc = qpt_insert(s, &e->edges[i], sn,
+                            qpt_add_to(sn, e->vars + 8 * (e->nb + i), qpt_const(sn, 1), 0), NULL);
+        e->edge_in[i] = rc == 0;
+        if (rc != 0) {
+            ck_assert_msg(qpt_is_live(s), "edge %zu: %s", i, qpt_error(s));
+            refused++;
+        }
+    }
+    qpt_snippet_destroy(sn);
+    if (!qpt_is_live(s))
+        ck_assert_int_eq(refused, 0);
+}
+
+static void
+edges_check(const edges_t *e, const uint64_t *w, uint64_t entry_calls)
+{
+    int sums = 0;
+    uint64_t max = 0;
+    for (size_t b = 0; b < e->nb; b++) {
+        if (e->blocks[b].kind == 0)
+            continue;
+        uint64_t count = w[b], in = 0, out = 0;
+        int all_in = 1, all_out = 1, nin = 0, nout = 0;
+        for (size_t i = 0; i < e->ne; i++) {
+            if (e->edges[i].to == e->blocks[b].addr) {
+                nin++;
+                all_in &= e->edge_in[i];
+                in += w[e->nb + i];
+            }
+            if (e->edges[i].addr == e->blocks[b].addr) {
+                nout++;
+                all_out &= e->edge_in[i];
+                out += w[e->nb + i];
+            }
+        }
+        if (b == 0)
+            in += entry_calls; /* the calls */
+        if (all_in && (nin > 0 || b == 0)) {
+            ck_assert_msg(in == count, "block %zu: %llu in, %llu counted", b,
+                          (unsigned long long)in, (unsigned long long)count);
+            sums++;
+        }
+        if (all_out && nout > 0 && e->blocks[b].kind) {
+            ck_assert_msg(out <= count, "block %zu: %llu out, %llu counted", b,
+                          (unsigned long long)out, (unsigned long long)count);
+        }
+        max = count > max ? count : max;
+    }
+    ck_assert_int_gt(sums, 0);
+    (void)max;
+}
+
+START_TEST(test_libqpt_edges_file)
+{
+    char why[512] = "";
+    qpt_space_t *s = NULL;
+    ck_assert_msg(qpt_open(PROG, &s, why, sizeof(why)) == 0, "%s", why);
+    edges_t lp, mn;
+    edges_instrument(s, "loop", &lp);
+    edges_instrument(s, "main", &mn);
+    unlink("tests/qpt/edges.inst.qp");
+    ck_assert_msg(qpt_write(s, "tests/qpt/edges.inst") == 0, "%s", qpt_error(s));
+    char cmd[256];
+    snprintf(cmd, sizeof(cmd), "%s %d > tests/qpt/orig.out && tests/qpt/edges.inst %d > "
+             "tests/qpt/inst.out && cmp -s tests/qpt/orig.out tests/qpt/inst.out", PROG, N, N);
+    ck_assert_int_eq(system(cmd), 0);
+    uint64_t w[192];
+    ck_assert_int_eq(qpt_profile_read("tests/qpt/edges.inst.qp", lp.vars, w, lp.nb + lp.ne, why,
+                                      sizeof(why)), 0);
+    edges_check(&lp, w, 1);
+    uint64_t body = 0;
+    for (size_t b = 0; b < lp.nb; b++)
+        body = w[b] > body ? w[b] : body;
+    ck_assert_uint_eq(body, 7);
+    ck_assert_int_eq(qpt_profile_read("tests/qpt/edges.inst.qp", mn.vars, w, mn.nb + mn.ne, why,
+                                      sizeof(why)), 0);
+    edges_check(&mn, w, 1);
+    qpt_close(s);
+}
+END_TEST
+
+/* A source line's instructions (the line of work marked LINE-MARK): 20 calls. */
+START_TEST(test_libqpt_lines_file)
+{
+    char why[512] = "", path[4096];
+    const char *src = getenv("top_srcdir");
+    snprintf(path, sizeof(path), "%s/tests/qpt/api_prog.c", src ? src : ".");
+    FILE *f = fopen(path, "r");
+    ck_assert_ptr_nonnull(f);
+    char buf[512];
+    unsigned line = 0, mark = 0;
+    while (fgets(buf, sizeof(buf), f) != NULL) {
+        line++;
+        if (strstr(buf, "LINE-MARK") != NULL && strstr(buf, "sink") != NULL)
+            mark = line;
+    }
+    fclose(f);
+    ck_assert_uint_gt(mark, 0);
+    qpt_space_t *s = NULL;
+    ck_assert_msg(qpt_open(PROG, &s, why, sizeof(why)) == 0, "%s", why);
+    qpt_point_t pt[16];
+    size_t n;
+    ck_assert_msg(qpt_line_points(s, "api_prog.c", mark, pt, 16, &n) == 0, "%s", qpt_error(s));
+    ck_assert_uint_ge(n, 1);
+    ck_assert_uint_le(n, 16);
+    ck_assert_int_eq(qpt_line_points(s, "api_prog.c", 100000, pt, 16, &n), QPT_ENOTFOUND);
+    ck_assert_int_eq(qpt_line_points(s, "other.c", mark, pt, 16, &n), QPT_ENOTFOUND);
+    ck_assert_int_eq(qpt_line_points(s, "qpt/api_prog.c", mark, pt, 16, &n), 0);
+    uint32_t work;
+    ck_assert_int_eq(qpt_proc_find(s, "work", &work), 0);
+    uint64_t ctr;
+    ck_assert_int_eq(qpt_alloc(s, 8, &ctr), 0);
+    qpt_snippet_t *sn = qpt_snippet_create();
+    for (size_t i = 0; i < n; i++) {
+        ck_assert_uint_eq(pt[i].proc, work);
+        ck_assert_int_eq(pt[i].kind, QPT_INSN);
+        ck_assert_msg(qpt_insert(s, &pt[i], sn, qpt_add_to(sn, ctr, qpt_const(sn, 1), 0), NULL)
+                      == 0, "%s", qpt_error(s));
+    }
+    qpt_snippet_destroy(sn);
+    unlink("tests/qpt/lines.inst.qp");
+    ck_assert_msg(qpt_write(s, "tests/qpt/lines.inst") == 0, "%s", qpt_error(s));
+    char cmd[256];
+    snprintf(cmd, sizeof(cmd), "tests/qpt/lines.inst %d > tests/qpt/inst.out", N);
+    ck_assert_int_eq(system(cmd), 0);
+    uint64_t count = 0;
+    ck_assert_int_eq(qpt_profile_read("tests/qpt/lines.inst.qp", ctr, &count, 1, why,
+                                      sizeof(why)), 0);
+    ck_assert_uint_eq(count, (uint64_t)N * n);
+    qpt_close(s);
+}
+END_TEST
+
+#ifdef ENABLE_DYNAMIC_TESTS
+/* Live: the edges that are the only way into their block, and instruction points. */
+START_TEST(test_libqpt_edges_live)
+{
+    char why[512] = "", n[16];
+    snprintf(n, sizeof(n), "%d", N);
+    char *argv[] = { PROG, n, NULL };
+    qpt_space_t *s = NULL;
+    int rc = qpt_spawn(argv, &s, why, sizeof(why));
+    if (rc == QPT_EIO && strstr(why, "ermission") != NULL)
+        return;
+    ck_assert_msg(rc == 0, "%s", why);
+    edges_t lp;
+    edges_instrument(s, "loop", &lp);
+    int in = 0;
+    for (size_t i = 0; i < lp.ne; i++)
+        in += lp.edge_in[i];
+    ck_assert_int_gt(in, 0);
+    /* Instruction points: every instruction of work that can take a jump. */
+    uint32_t work;
+    ck_assert_int_eq(qpt_proc_find(s, "work", &work), 0);
+    qpt_point_t ipt[64];
+    size_t ni, taken = 0;
+    ck_assert_int_eq(qpt_points(s, work, QPT_INSN, ipt, 64, &ni), 0);
+    uint64_t ctr;
+    ck_assert_int_eq(qpt_alloc(s, 8, &ctr), 0);
+    qpt_snippet_t *sn = qpt_snippet_create();
+    uint64_t lastend = 0;
+    for (size_t i = 0; i < ni && i < 64; i++) {
+        if (ipt[i].addr < lastend)
+            continue; /* within the 5 bytes of the one before */
+        if (qpt_insert(s, &ipt[i], sn, qpt_add_to(sn, ctr, qpt_const(sn, 1), 0), NULL) == 0) {
+            taken++;
+            lastend = ipt[i].addr + 5;
+        }
+    }
+    qpt_snippet_destroy(sn);
+    ck_assert_uint_gt(taken, 0);
+    ck_assert_msg(qpt_commit(s) == 0, "%s", qpt_error(s));
+    ck_assert_int_eq(qpt_run(s), 0);
+    int st;
+    while (qpt_ended(s, &st) == 0) {
+        struct timespec ts = { 0, 1000000 };
+        nanosleep(&ts, NULL);
+    }
+    uint64_t w[192];
+    ck_assert_int_eq(qpt_read_memory(s, lp.vars, w, 8 * (lp.nb + lp.ne)), 0);
+    edges_check(&lp, w, 1);
+    uint64_t count = 0;
+    ck_assert_int_eq(qpt_read_memory(s, ctr, &count, 8), 0);
+    ck_assert_uint_eq(count, (uint64_t)N * taken); /* work has one block */
+    qpt_close(s);
+}
+END_TEST
+#endif
+
+/*****************************************************************************
  * Per-thread variables and timers (tests/qpt/thr_prog: 8 threads)
  */
 #define THR "tests/qpt/thr_prog"
@@ -570,9 +797,12 @@ libqpt_suite(void)
     tcase_add_test(tc, test_libqpt_live_exit);
     tcase_add_test(tc, test_libqpt_call_killed);
     tcase_add_test(tc, test_libqpt_threads_live);
+    tcase_add_test(tc, test_libqpt_edges_live);
 #endif
     tcase_add_test(tc, test_libqpt_errors);
     tcase_add_test(tc, test_libqpt_threads_file);
+    tcase_add_test(tc, test_libqpt_edges_file);
+    tcase_add_test(tc, test_libqpt_lines_file);
     suite_add_tcase(s, tc);
     return s;
 }

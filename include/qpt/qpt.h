@@ -104,22 +104,42 @@ typedef enum qpt_point_kind {
     QPT_CALL,          /* before one of its call instructions (the arguments are set) */
     QPT_AFTER_CALL,    /* after that call returned (its return value is there) */
     QPT_BLOCK,         /* one of its basic blocks starts */
+    QPT_EDGE,          /* control goes from one of its blocks to another (a branch taken
+                        * or not, a jump, a fall-through, a return to after a call) */
+    QPT_INSN,          /* before one of its instructions (see qpt_line_points) */
 } qpt_point_kind_t;
 
 typedef struct qpt_point {
     uint32_t kind;     /* qpt_point_kind_t */
     uint32_t proc;     /* the procedure */
-    uint64_t addr;     /* the instruction (entry, ret, call, first of the block) */
+    uint64_t addr;     /* the instruction (entry, ret, call, first of the block; an
+                        * edge's source block) */
+    uint64_t to;       /* QPT_EDGE: the first instruction of its destination block */
+    uint32_t edge;     /* QPT_EDGE: which edge (the analysis's number) */
+    uint32_t reserved;
 } qpt_point_t;
 
 /*
  * The points of KIND in PROC: up to CAP of them into OUT (may be NULL with CAP 0); the
- * number of points, which may exceed CAP, into *N. Live processes have QPT_ENTRY,
- * QPT_EXIT and QPT_CALL points only where the code lets a jump be written (see
- * qpt_insert). QPT_EUNSUPP when PROC cannot be instrumented (qpt_proc_refusal).
+ * number of points, which may exceed CAP, into *N. In a process a point needs room for
+ * a 5-byte jump, which qpt_insert checks (with the reason when there is none); an edge
+ * there is patched at its destination block, so only an edge that is the one way into
+ * its block can be instrumented live. In a file every edge but those of jump tables and
+ * indirect jumps can (a taken branch is sent through a stub). QPT_EUNSUPP when PROC
+ * cannot be instrumented (qpt_proc_refusal).
  */
 int qpt_points(qpt_space_t *s, uint32_t proc, uint32_t kind, qpt_point_t *out /*OUT*/,
                size_t cap, size_t *n /*OUT*/);
+
+/*
+ * QPT_INSN points at the source line LINE of FILE (a path, or its last components:
+ * "util.c", "src/util.c"), from the program's DWARF line table: the first instruction of
+ * each run of instructions of that line, in procedures that can take snippets; up to
+ * CAP into OUT, their number into *N. QPT_ENOTFOUND when no instruction has that line
+ * (or the program has no line table).
+ */
+int qpt_line_points(qpt_space_t *s, const char *file, unsigned line, qpt_point_t *out /*OUT*/,
+                    size_t cap, size_t *n /*OUT*/);
 
 /* The procedure a QPT_CALL or QPT_AFTER_CALL point calls directly (0 when through a
  * register or memory, or not a call point). */

@@ -19,7 +19,7 @@ long loop(long n);
 __attribute__((noinline)) long
 work(long i)
 {
-    sink += i;
+    sink += i; /* LINE-MARK: tests/check_libqpt finds this line */
     return i * 3;
 }
 
