@@ -1308,8 +1308,13 @@ dyn_session_install(dyn_session_t *s)
                   "in one piece)";
         else if (any_in(w, nw, pt->entry + 1, pt->entry + pt->len))
             why = "a thread is inside the bytes to patch (pc or signal frame): try again";
-        else if (dyn_proc_read(s->p, pt->entry, mem, pt->len) < 0
-            || memcmp(mem, pt->orig, pt->len) != 0)
+        else if (dyn_proc_read(s->p, pt->entry, mem, pt->len) < 0) {
+            if (errno == ESRCH) { /* the process ended: nothing to install into */
+                free(w);
+                return QP_EIO;
+            }
+            why = "its code cannot be read";
+        } else if (memcmp(mem, pt->orig, pt->len) != 0)
             why = "its code in memory differs from the file (patched already?)";
         if (pt->entry + pt->len > maxend)
             maxend = pt->entry + pt->len;

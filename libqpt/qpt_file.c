@@ -96,6 +96,14 @@ placed(void *arg, const ed_plan_t *plan, uint64_t counters)
     return ed_plan_set_snippets(w->s->plan, w->snips, w->n);
 }
 
+static int
+by_order(const void *x, const void *y, void *arg)
+{
+    const qpt_space_t *s = arg;
+    int64_t a = s->ins[*(const size_t *)x].order, b = s->ins[*(const size_t *)y].order;
+    return a < b ? -1 : a > b;
+}
+
 int
 qpt_write(qpt_space_t *s, const char *output)
 {
@@ -109,9 +117,15 @@ qpt_write(qpt_space_t *s, const char *output)
     wctx_t w = { s, calloc(n + 1, sizeof(ed_snippet_t)), calloc(n + 1, sizeof(arch_snip_t *)),
                  0, 0 };
     ed_probe_t *probes = calloc(n + 1, sizeof(ed_probe_t));
-    int rc = w.snips && w.copies && probes ? 0 : QP_ENOMEM;
-    for (size_t i = 0; rc == 0 && i < s->nins; i++) {
-        const qpt_ins_t *in = &s->ins[i];
+    size_t *order = malloc((s->nins + 1) * sizeof(size_t));
+    int rc = w.snips && w.copies && probes && order ? 0 : QP_ENOMEM;
+    /* The editor runs the probes of one place in snippet order: the insertions' order. */
+    for (size_t i = 0; rc == 0 && i < s->nins; i++)
+        order[i] = i;
+    if (rc == 0)
+        qsort_r(order, s->nins, sizeof(size_t), by_order, s);
+    for (size_t k = 0; rc == 0 && k < s->nins; k++) {
+        const qpt_ins_t *in = &s->ins[order[k]];
         if (in->removed)
             continue;
         arch_snip_t *c = malloc(in->n * sizeof(arch_snip_t));
@@ -155,6 +169,7 @@ qpt_write(qpt_space_t *s, const char *output)
     free(w.copies);
     free(w.snips);
     free(probes);
+    free(order);
     return rc;
 }
 

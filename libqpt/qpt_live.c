@@ -13,6 +13,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -127,6 +128,8 @@ open_process(qpt_space_t *s, dyn_proc_t *p, char *why, size_t whylen)
     return rc;
 }
 
+static void link_live(qpt_space_t *s);
+
 /*
  * The executable is read and analysed while the process runs (that takes long on a
  * large program); then it is stopped, and it must still run the same file.
@@ -161,9 +164,13 @@ qpt_live_attach(qpt_space_t *s, int pid, char *why, size_t whylen)
             snprintf(why, whylen, "%d: it started another program while it was analysed", pid);
         return QP_EINVAL;
     }
-    if ((rc = dyn_proc_load_bias(p, s->img->entry, &s->bias)) < 0 && why != NULL)
-        snprintf(why, whylen, "%d: cannot find where the executable is loaded", pid);
-    return rc;
+    if ((rc = dyn_proc_load_bias(p, s->img->entry, &s->bias)) < 0) {
+        if (why != NULL)
+            snprintf(why, whylen, "%d: cannot find where the executable is loaded", pid);
+        return rc;
+    }
+    link_live(s);
+    return 0;
 }
 
 int
@@ -178,12 +185,81 @@ qpt_live_spawn(qpt_space_t *s, char *const argv[], char *why, size_t whylen)
                      rc == QP_EIO && errno ? strerror(errno) : qp_strerror(rc));
         return rc;
     }
-    return open_process(s, p, why, whylen);
+    rc = open_process(s, p, why, whylen);
+    if (rc == 0)
+        link_live(s);
+    return rc;
+}
+
+/*
+ * Spaces whose snippets come out when the mutator exits without closing them (exit(),
+ * a return from main): an atexit handler closes each. A mutator killed by a signal
+ * leaves them in (the kernel detaches it); dyn clean takes them out.
+ */
+static pthread_mutex_t live_lock = PTHREAD_MUTEX_INITIALIZER;
+static qpt_space_t *live_spaces;
+static int live_hooked;
+
+static void
+restore_at_exit(void)
+{
+    for (;;) {
+        pthread_mutex_lock(&live_lock);
+        qpt_space_t *s = live_spaces;
+        while (s != NULL && s->keep_on_exit)
+            s = s->next_live;
+        pthread_mutex_unlock(&live_lock);
+        if (s == NULL)
+            return;
+        qpt_close(s); /* unlinks it */
+    }
+}
+
+/* A child of the mutator traces nothing: its exit must not touch the parent's. */
+static void
+forget_in_child(void)
+{
+    live_spaces = NULL;
+    pthread_mutex_init(&live_lock, NULL);
+}
+
+static void
+link_live(qpt_space_t *s)
+{
+    pthread_mutex_lock(&live_lock);
+    if (!live_hooked)
+        live_hooked = atexit(restore_at_exit) == 0
+                      && pthread_atfork(NULL, NULL, forget_in_child) == 0;
+    s->next_live = live_spaces;
+    live_spaces = s;
+    pthread_mutex_unlock(&live_lock);
+}
+
+static void
+unlink_live(qpt_space_t *s)
+{
+    pthread_mutex_lock(&live_lock);
+    for (qpt_space_t **p = &live_spaces; *p != NULL; p = &(*p)->next_live)
+        if (*p == s) {
+            *p = s->next_live;
+            break;
+        }
+    pthread_mutex_unlock(&live_lock);
+}
+
+int
+qpt_live_keep_on_exit(qpt_space_t *s, int keep)
+{
+    pthread_mutex_lock(&live_lock);
+    s->keep_on_exit = keep != 0;
+    pthread_mutex_unlock(&live_lock);
+    return 0;
 }
 
 void
 qpt_live_close(qpt_space_t *s)
 {
+    unlink_live(s);
     live_t *l = s->sess;
     dyn_proc_t *p = s->proc;
     if (p != NULL && l != NULL && l->sess != NULL) {
@@ -369,7 +445,7 @@ join(const qpt_space_t *s, const size_t *ix, size_t n, size_t *nnodes, uint32_t 
     return v;
 }
 
-/* Insertions by dyn point (kind, address), then by handle. */
+/* Insertions by dyn point (kind, address), then in the order they run there. */
 static int
 ins_cmp(const void *x, const void *y, void *arg)
 {
@@ -381,7 +457,7 @@ ins_cmp(const void *x, const void *y, void *arg)
         return ka < kb ? -1 : 1;
     if (a->where != b->where)
         return a->where < b->where ? -1 : 1;
-    return i < j ? -1 : i > j;
+    return a->order < b->order ? -1 : a->order > b->order;
 }
 
 /* A session with the current insertions (not installed yet); *L on success. */
@@ -477,9 +553,13 @@ build(qpt_space_t *s, live_t **out)
 static int
 install_all(qpt_space_t *s, live_t *l)
 {
+    errno = 0;
     int rc = dyn_session_install(l->sess);
     if (rc < 0)
-        return qpt_fail(s, rc, "installing: %s", qp_strerror(rc));
+        return qpt_fail(s, rc, "installing: %s (nothing changed)",
+                        rc == QP_EIO && errno == ESRCH ? "the process ended"
+                        : rc == QP_EIO && errno        ? strerror(errno)
+                                                       : qp_strerror(rc));
     size_t nref = dyn_session_nrefused(l->sess);
     if (nref > 0) {
         const char *why = NULL;

@@ -124,6 +124,13 @@ qpt_live_set_active(qpt_space_t *s, int on)
 }
 
 int
+qpt_live_keep_on_exit(qpt_space_t *s, int keep)
+{
+    (void)keep;
+    return qpt_fail(s, QP_EUNSUPP, "no live processes in this build");
+}
+
+int
 qpt_pid(const qpt_space_t *s)
 {
     (void)s;

@@ -33,6 +33,7 @@ typedef struct qpt_ins {
     uint32_t n, root;
     arch_snip_ctx_t ctx;  /* what holds at the point */
     uint64_t where;       /* the instruction the probe or patch names (space address) */
+    int64_t order;        /* runs before insertions of larger order at its place */
     uint8_t at;           /* ed_at_t */
     uint8_t entry;        /* ED_PROBE_ENTRY */
     uint8_t save_flags;   /* flags may be live there */
@@ -50,11 +51,14 @@ struct qpt_space {
     ed_plan_t *plan;         /* file mode: which procedures move */
     qpt_ins_t *ins;          /* insertions, by handle */
     size_t nins, capins;
+    int64_t first, last;     /* the orders of qpt_insert_first and qpt_insert so far */
     uint64_t vars;           /* file mode: bytes of qpt_alloc'ed words */
     void *proc;              /* live mode: the process (dyn_proc_t) */
     void *sess;              /* live mode: its session (dyn_session_t) */
     void *check;             /* live mode: a session never installed, to check points */
     int inactive;            /* live mode: qpt_set_active(s, 0) took the snippets out */
+    int keep_on_exit;        /* live mode: a mutator's exit leaves the snippets in */
+    struct qpt_space *next_live; /* live mode: the spaces restored at exit */
     void *lvars;             /* live mode: the memory qpt_alloc mapped (vars_t) */
     size_t nlvars;
     char err[512];           /* the last failure */
@@ -77,5 +81,6 @@ int qpt_live_commit(qpt_space_t *s);
 int qpt_live_point_ok(qpt_space_t *s, const qpt_ins_t *ins, const char **why);
 int qpt_live_free(qpt_space_t *s, uint64_t addr);
 int qpt_live_set_active(qpt_space_t *s, int on);
+int qpt_live_keep_on_exit(qpt_space_t *s, int keep);
 
 #endif

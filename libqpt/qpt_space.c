@@ -941,9 +941,26 @@ out:
     return rc;
 }
 
+static int insert(qpt_space_t *s, const qpt_point_t *pt, const qpt_snippet_t *sn,
+                  qpt_expr_t root, qpt_handle_t *h, int first);
+
 int
 qpt_insert(qpt_space_t *s, const qpt_point_t *pt, const qpt_snippet_t *sn, qpt_expr_t root,
            qpt_handle_t *h)
+{
+    return insert(s, pt, sn, root, h, 0);
+}
+
+int
+qpt_insert_first(qpt_space_t *s, const qpt_point_t *pt, const qpt_snippet_t *sn,
+                 qpt_expr_t root, qpt_handle_t *h)
+{
+    return insert(s, pt, sn, root, h, 1);
+}
+
+static int
+insert(qpt_space_t *s, const qpt_point_t *pt, const qpt_snippet_t *sn, qpt_expr_t root,
+       qpt_handle_t *h, int first)
 {
     if (s == NULL || pt == NULL || sn == NULL)
         return QP_EINVAL;
@@ -970,6 +987,7 @@ qpt_insert(qpt_space_t *s, const qpt_point_t *pt, const qpt_snippet_t *sn, qpt_e
     }
     QP_CHECK(snip_extract(sn->v, root, &ins.nodes, &ins.n));
     ins.root = 0;
+    ins.order = first ? --s->first : ++s->last;
     if (s->nins == s->capins) {
         size_t cap = s->capins ? 2 * s->capins : 16;
         qpt_ins_t *v = realloc(s->ins, cap * sizeof(qpt_ins_t));
@@ -1043,6 +1061,16 @@ qpt_set_active(qpt_space_t *s, int on)
         return qpt_fail(s, QP_EUNSUPP, "a file has no running snippets (leave them out of "
                                        "qpt_write instead)");
     return qpt_live_set_active(s, on);
+}
+
+int
+qpt_keep_on_exit(qpt_space_t *s, int keep)
+{
+    if (s == NULL)
+        return QP_EINVAL;
+    if (!s->live)
+        return qpt_fail(s, QP_EUNSUPP, "not a process");
+    return qpt_live_keep_on_exit(s, keep);
 }
 
 int

@@ -328,6 +328,119 @@ START_TEST(test_libqpt_call_killed)
 }
 END_TEST
 
+/*
+ * A mutator that exits without qpt_close: its snippets come out (the point can be
+ * patched again by the next one), unless it said qpt_keep_on_exit (then the next one
+ * finds the code changed). The process runs on either way.
+ */
+static int
+mutate_and_exit(pid_t target, int keep)
+{
+    pid_t m = fork();
+    if (m == 0) {
+        char why[512];
+        qpt_space_t *s;
+        uint32_t work;
+        qpt_point_t pt;
+        size_t n;
+        uint64_t v;
+        if (qpt_attach(target, &s, why, sizeof(why)) < 0)
+            _exit(strstr(why, "ermission") ? 3 : 1);
+        qpt_snippet_t *sn = qpt_snippet_create();
+        if (qpt_proc_find(s, "work", &work) < 0 || qpt_points(s, work, QPT_ENTRY, &pt, 1, &n) < 0
+            || qpt_alloc(s, 8, &v) < 0
+            || qpt_insert(s, &pt, sn, qpt_add_to(sn, v, qpt_const(sn, 1), 0), NULL) < 0
+            || qpt_commit(s) < 0 || qpt_run(s) < 0)
+            _exit(1);
+        if (keep)
+            qpt_keep_on_exit(s, 1);
+        exit(0); /* no qpt_close */
+    }
+    int st;
+    waitpid(m, &st, 0);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 100;
+}
+
+START_TEST(test_libqpt_exit_restores)
+{
+    const char *file = "tests/qpt/exit.done";
+    unlink(file);
+    pid_t target = fork();
+    if (target == 0) {
+        execl(PROG, PROG, "20", "wait", file, (char *)NULL);
+        _exit(127);
+    }
+    ck_assert_int_eq(wait_file(file, 5000), 0);
+    int rc = mutate_and_exit(target, 0);
+    if (rc == 3) {
+        kill(target, SIGKILL);
+        waitpid(target, NULL, 0);
+        return;
+    }
+    ck_assert_int_eq(rc, 0);
+    /* Restored: a second mutator patches the same entry. */
+    ck_assert_int_eq(mutate_and_exit(target, 1), 0);
+    /* Kept: the entry's code differs from the file now, and the next commit says so. */
+    char why[512];
+    qpt_space_t *s;
+    ck_assert_msg(qpt_attach(target, &s, why, sizeof(why)) == 0, "%s", why);
+    uint32_t work;
+    qpt_point_t pt;
+    size_t n;
+    uint64_t v;
+    ck_assert_int_eq(qpt_proc_find(s, "work", &work), 0);
+    ck_assert_int_eq(qpt_points(s, work, QPT_ENTRY, &pt, 1, &n), 0);
+    ck_assert_int_eq(qpt_alloc(s, 8, &v), 0);
+    qpt_snippet_t *sn = qpt_snippet_create();
+    ck_assert_int_eq(qpt_insert(s, &pt, sn, qpt_add_to(sn, v, qpt_const(sn, 1), 0), NULL), 0);
+    qpt_snippet_destroy(sn);
+    ck_assert_int_lt(qpt_commit(s), 0);
+    ck_assert_msg(strstr(qpt_error(s), "differs from the file") != NULL, "%s", qpt_error(s));
+    /* The kept snippet still runs: a one-time call of work goes through it unharmed. */
+    uint64_t a = 2, r = 0;
+    ck_assert_msg(qpt_call_now(s, qpt_proc_entry(s, work), &a, 1, &r) == 0, "%s", qpt_error(s));
+    ck_assert_uint_eq(r, 6);
+    qpt_close(s);
+    int st;
+    ck_assert_int_eq(waitpid(target, &st, WNOHANG), 0);
+    kill(target, SIGKILL);
+    waitpid(target, &st, 0);
+}
+END_TEST
+
+/* A target that dies before the commit: a clean error. */
+START_TEST(test_libqpt_target_dies)
+{
+    char why[512] = "", n[16];
+    snprintf(n, sizeof(n), "%d", N);
+    char *argv[] = { PROG, n, "wait", "tests/qpt/dies.done", NULL };
+    qpt_space_t *s = NULL;
+    int rc = qpt_spawn(argv, &s, why, sizeof(why));
+    if (rc == QPT_EIO && strstr(why, "ermission") != NULL)
+        return;
+    ck_assert_msg(rc == 0, "%s", why);
+    uint32_t work;
+    qpt_point_t pt;
+    size_t np;
+    uint64_t v;
+    ck_assert_int_eq(qpt_alloc(s, 8, &v), 0);
+    ck_assert_int_eq(qpt_proc_find(s, "work", &work), 0);
+    ck_assert_int_eq(qpt_points(s, work, QPT_ENTRY, &pt, 1, &np), 0);
+    qpt_snippet_t *sn = qpt_snippet_create();
+    ck_assert_int_eq(qpt_insert(s, &pt, sn, qpt_add_to(sn, v, qpt_const(sn, 1), 0), NULL), 0);
+    qpt_snippet_destroy(sn);
+    kill(qpt_pid(s), SIGKILL);
+    struct timespec ts = { 0, 50000000 };
+    nanosleep(&ts, NULL);
+    rc = qpt_commit(s);
+    ck_assert_int_lt(rc, 0);
+    ck_assert_msg(strstr(qpt_error(s), "the process ended") != NULL, "%s", qpt_error(s));
+    uint64_t a = 1, r;
+    ck_assert_int_lt(qpt_call_now(s, qpt_proc_entry(s, work), &a, 1, &r), 0);
+    qpt_close(s);
+}
+END_TEST
+
 /* Variables are shared with the process: exact after it ended. */
 START_TEST(test_libqpt_live_exit)
 {
@@ -400,6 +513,78 @@ START_TEST(test_libqpt_errors)
     ck_assert_int_eq(qpt_alloc(s, 12, &at), QPT_EINVAL);
     qpt_snippet_destroy(a);
     qpt_close(s);
+}
+END_TEST
+
+/*****************************************************************************
+ * Order at a point: qpt_insert appends, qpt_insert_first prepends
+ */
+
+/* v = v * 10 + D at work's entry, for D = 1 (insert), 2 (first), 3 (insert). */
+static uint64_t
+order_instrument(qpt_space_t *s)
+{
+    uint64_t v;
+    uint32_t work;
+    qpt_point_t pt;
+    size_t n;
+    ck_assert_int_eq(qpt_alloc(s, 8, &v), 0);
+    ck_assert_int_eq(qpt_proc_find(s, "work", &work), 0);
+    ck_assert_int_eq(qpt_points(s, work, QPT_ENTRY, &pt, 1, &n), 0);
+    qpt_snippet_t *sn = qpt_snippet_create();
+    for (int d = 1; d <= 3; d++) {
+        qpt_expr_t e = qpt_store(sn, v, 8, qpt_op(sn, QPT_ADD, qpt_op(sn, QPT_MUL, qpt_load(sn, v, 8),
+                                                                   qpt_const(sn, 10)),
+                                                qpt_const(sn, d)));
+        int rc = d == 2 ? qpt_insert_first(s, &pt, sn, e, NULL) : qpt_insert(s, &pt, sn, e, NULL);
+        ck_assert_msg(rc == 0, "%s", qpt_error(s));
+    }
+    qpt_snippet_destroy(sn);
+    return v;
+}
+
+static uint64_t
+order_expected(int calls)
+{
+    uint64_t v = 0;
+    for (int i = 0; i < calls; i++)
+        v = ((v * 10 + 2) * 10 + 1) * 10 + 3;
+    return v;
+}
+
+START_TEST(test_libqpt_order)
+{
+    char why[512] = "";
+    qpt_space_t *s = NULL;
+    ck_assert_msg(qpt_open(PROG, &s, why, sizeof(why)) == 0, "%s", why);
+    uint64_t v = order_instrument(s);
+    unlink("tests/qpt/order.inst.qp");
+    ck_assert_msg(qpt_write(s, "tests/qpt/order.inst") == 0, "%s", qpt_error(s));
+    ck_assert_int_eq(system("tests/qpt/order.inst 1 > tests/qpt/inst.out"), 0);
+    uint64_t got = 0;
+    ck_assert_int_eq(qpt_profile_read("tests/qpt/order.inst.qp", v, &got, 1, why, sizeof(why)), 0);
+    ck_assert_uint_eq(got, 213);
+    qpt_close(s);
+#ifdef ENABLE_DYNAMIC_TESTS
+    char n[16];
+    snprintf(n, sizeof(n), "%d", N);
+    char *argv[] = { PROG, n, NULL };
+    int rc = qpt_spawn(argv, &s, why, sizeof(why));
+    if (rc == QPT_EIO && strstr(why, "ermission") != NULL)
+        return;
+    ck_assert_msg(rc == 0, "%s", why);
+    v = order_instrument(s);
+    ck_assert_msg(qpt_commit(s) == 0, "%s", qpt_error(s));
+    ck_assert_int_eq(qpt_run(s), 0);
+    int st;
+    while (qpt_ended(s, &st) == 0) {
+        struct timespec ts = { 0, 1000000 };
+        nanosleep(&ts, NULL);
+    }
+    ck_assert_int_eq(qpt_read_memory(s, v, &got, 8), 0);
+    ck_assert_uint_eq(got, order_expected(N));
+    qpt_close(s);
+#endif
 }
 END_TEST
 
@@ -798,11 +983,14 @@ libqpt_suite(void)
     tcase_add_test(tc, test_libqpt_call_killed);
     tcase_add_test(tc, test_libqpt_threads_live);
     tcase_add_test(tc, test_libqpt_edges_live);
+    tcase_add_test(tc, test_libqpt_exit_restores);
+    tcase_add_test(tc, test_libqpt_target_dies);
 #endif
     tcase_add_test(tc, test_libqpt_errors);
     tcase_add_test(tc, test_libqpt_threads_file);
     tcase_add_test(tc, test_libqpt_edges_file);
     tcase_add_test(tc, test_libqpt_lines_file);
+    tcase_add_test(tc, test_libqpt_order);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -71,8 +71,17 @@ int qpt_spawn(char *const argv[], qpt_space_t **out /*OUT*/, char *why, size_t w
 /*
  * Close S. A process: every snippet is taken out first (restoring its code), then it is
  * let run, detached. A file: nothing is written. NULL is fine.
+ * A mutator that exits (exit(), a return from main) without closing its processes has
+ * them closed so by an atexit handler, unless qpt_keep_on_exit(s, 1) said to leave the
+ * snippets in. One killed by a signal leaves them in: the process goes on running them
+ * unharmed, and `dyn clean PID` takes them out. Either way every call on a process must
+ * come from the thread that attached it (ptrace's rule), the exit included.
  */
 void qpt_close(qpt_space_t *s);
+
+/* A process: whether the mutator's exit without qpt_close leaves the snippets in (1) or
+ * takes them out (0, the default). */
+int qpt_keep_on_exit(qpt_space_t *s, int keep);
 
 /* 1 for a live process, 0 for a file. */
 int qpt_is_live(const qpt_space_t *s);
@@ -268,6 +277,11 @@ typedef uint32_t qpt_handle_t;
  */
 int qpt_insert(qpt_space_t *s, const qpt_point_t *pt, const qpt_snippet_t *sn,
                qpt_expr_t root, qpt_handle_t *h /*OUT*/);
+
+/* As qpt_insert, but the snippet runs before those already at the point (qpt_insert
+ * appends: insertions at one point run in the order they were made). */
+int qpt_insert_first(qpt_space_t *s, const qpt_point_t *pt, const qpt_snippet_t *sn,
+                     qpt_expr_t root, qpt_handle_t *h /*OUT*/);
 
 /* Take insertion H out (at qpt_write or the next qpt_commit). */
 int qpt_remove(qpt_space_t *s, qpt_handle_t h);
