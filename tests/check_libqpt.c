@@ -552,6 +552,69 @@ order_expected(int calls)
     return v;
 }
 
+/* A snippet that calls a procedure of the program: six(1..6) = 91 at each of work's
+ * calls, added up. */
+static uint64_t
+call_instrument(qpt_space_t *s)
+{
+    uint64_t v;
+    uint32_t work, six;
+    qpt_point_t pt;
+    size_t n;
+    ck_assert_int_eq(qpt_alloc(s, 8, &v), 0);
+    ck_assert_int_eq(qpt_proc_find(s, "work", &work), 0);
+    ck_assert_int_eq(qpt_proc_find(s, "six", &six), 0);
+    ck_assert_int_eq(qpt_points(s, work, QPT_ENTRY, &pt, 1, &n), 0);
+    qpt_snippet_t *sn = qpt_snippet_create();
+    qpt_expr_t a[6];
+    for (int i = 0; i < 6; i++)
+        a[i] = qpt_const(sn, i + 1);
+    qpt_expr_t e = qpt_add_to(sn, v, qpt_call(sn, qpt_proc_entry(s, six), a, 6), 0);
+    ck_assert_msg(qpt_insert(s, &pt, sn, e, NULL) == 0, "%s", qpt_error(s));
+    qpt_snippet_destroy(sn);
+    return v;
+}
+
+START_TEST(test_libqpt_snippet_call)
+{
+    char why[512] = "";
+    qpt_space_t *s = NULL;
+    ck_assert_msg(qpt_open(PROG, &s, why, sizeof(why)) == 0, "%s", why);
+    uint64_t v = call_instrument(s);
+    unlink("tests/qpt/call.inst.qp");
+    ck_assert_msg(qpt_write(s, "tests/qpt/call.inst") == 0, "%s", qpt_error(s));
+    char cmd[256];
+    snprintf(cmd, sizeof(cmd), "%s %d > tests/qpt/orig.out && tests/qpt/call.inst %d > "
+             "tests/qpt/inst.out && cmp -s tests/qpt/orig.out tests/qpt/inst.out", PROG, N, N);
+    ck_assert_int_eq(system(cmd), 0);
+    uint64_t got = 0;
+    ck_assert_int_eq(qpt_profile_read("tests/qpt/call.inst.qp", v, &got, 1, why, sizeof(why)), 0);
+    ck_assert_uint_eq(got, 91 * N);
+    qpt_close(s);
+#ifdef ENABLE_DYNAMIC_TESTS
+    char n[16];
+    snprintf(n, sizeof(n), "%d", N);
+    char *argv[] = { PROG, n, NULL };
+    int rc = qpt_spawn(argv, &s, why, sizeof(why));
+    if (rc == QPT_EIO && strstr(why, "ermission") != NULL)
+        return;
+    ck_assert_msg(rc == 0, "%s", why);
+    v = call_instrument(s);
+    ck_assert_msg(qpt_commit(s) == 0, "%s", qpt_error(s));
+    ck_assert_int_eq(qpt_run(s), 0);
+    int st;
+    while (qpt_ended(s, &st) == 0) {
+        struct timespec ts = { 0, 1000000 };
+        nanosleep(&ts, NULL);
+    }
+    ck_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    ck_assert_int_eq(qpt_read_memory(s, v, &got, 8), 0);
+    ck_assert_uint_eq(got, 91 * N);
+    qpt_close(s);
+#endif
+}
+END_TEST
+
 START_TEST(test_libqpt_order)
 {
     char why[512] = "";
@@ -991,6 +1054,7 @@ libqpt_suite(void)
     tcase_add_test(tc, test_libqpt_edges_file);
     tcase_add_test(tc, test_libqpt_lines_file);
     tcase_add_test(tc, test_libqpt_order);
+    tcase_add_test(tc, test_libqpt_snippet_call);
     suite_add_tcase(s, tc);
     return s;
 }

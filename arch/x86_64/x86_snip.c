@@ -573,7 +573,18 @@ call(gen_t *g, const arch_snip_t *s, int t)
     put(g, "\x48\x0f\xae\x24\x24", 5); /* xsave64 (%rsp) */
     for (int k = 0; k < n; k++) /* argument k is at rbx + 8 + 8 * (n - 1 - k) */
         op_base(g, load, 1, arg_regs[k], RBX, 8 + 8 * (n - 1 - k));
-    mov_ri(g, R11, s->imm);
+    /* The callee from the code's own address when it is in reach (right in a PIE whose
+     * addresses are link-time ones), else absolute: 10 bytes either way. */
+    int64_t d = (int64_t)((uint64_t)s->imm - (g->addr + g->len + 7));
+    if (fits32(d)) {
+        put(g, "\x4c\x8d\x1d", 3); /* lea disp32(%rip), %r11 */
+        put32(g, (uint32_t)d);
+        put(g, "\x0f\x1f\x00", 3); /* nopl (%rax) */
+    } else {
+        put(g, "\x49\xbb", 2); /* movabs $imm, %r11 */
+        put32(g, (uint32_t)s->imm);
+        put32(g, (uint32_t)((uint64_t)s->imm >> 32));
+    }
     put(g, "\x41\xff\xd3", 3); /* call *%r11 */
     op_base(g, store, 1, RAX, RBX, 8 + 8 * n + 8 * 9); /* the return value slot */
     mov_ri(g, RAX, XSAVE_MASK);
