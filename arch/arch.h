@@ -306,6 +306,8 @@ typedef enum arch_snip_op {
                          * call, CLOCK_THREAD_CPUTIME_ID) */
     ARCH_SN_ADDR,      /* the address imm, computed from the code's own (rel32 reach):
                         * right in a position-independent program */
+    ARCH_SN_THREAD_PTR, /* the calling thread's pointer (%fs:0: its TCB, below which the
+                         * executable's thread-local variables lie) */
 } arch_snip_op_t;
 
 #define ARCH_SNIP_NONE UINT32_MAX /* no operand */

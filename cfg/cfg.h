@@ -62,6 +62,8 @@ typedef enum cfg_sym_kind {
     CFG_SYM_OBJECT,    /* STT_OBJECT */
     CFG_SYM_NOTYPE,    /* STT_NOTYPE (labels in hand-written assembly) */
     CFG_SYM_OTHER,
+    CFG_SYM_TLS,       /* STT_TLS (in cfg_image_t.variables only): the address is the
+                        * offset in the PT_TLS image */
 } cfg_sym_kind_t;
 
 typedef enum cfg_sym_src {

@@ -456,6 +456,50 @@ collect_sizes(const bfd_reader_t *r, sym_size_vec_t *out, int objects)
     return 0;
 }
 
+/*
+ * The thread-local variables of .symtab and .dynsym into img->variables (kind
+ * CFG_SYM_TLS, addr: st_value, the offset in the TLS image), straight from the ELF
+ * tables: BFD's values of TLS symbols are not addresses.
+ */
+static int
+read_tls_symbols(cfg_image_t *img, const bfd_reader_t *r)
+{
+    size_t n;
+    const Elf64_Shdr *sh = raw_shdrs(r, &n);
+    for (size_t i = 0; i < n; i++) {
+        if ((sh[i].sh_type != SHT_SYMTAB && sh[i].sh_type != SHT_DYNSYM) || sh[i].sh_offset % 8
+            || !in_file(r, sh[i].sh_offset, sh[i].sh_size) || sh[i].sh_link >= n)
+            continue;
+        const Elf64_Shdr *str = &sh[sh[i].sh_link];
+        if (str->sh_type != SHT_STRTAB || !in_file(r, str->sh_offset, str->sh_size))
+            continue;
+        const char *strs = (const char *)r->map + str->sh_offset;
+        const Elf64_Sym *y = (const Elf64_Sym *)(r->map + sh[i].sh_offset);
+        size_t cnt = sh[i].sh_size / sizeof(Elf64_Sym);
+        for (size_t k = 0; k < cnt; k++) {
+            if (ELF64_ST_TYPE(y[k].st_info) != STT_TLS || y[k].st_shndx == SHN_UNDEF
+                || y[k].st_name >= str->sh_size
+                || memchr(strs + y[k].st_name, 0, str->sh_size - y[k].st_name) == NULL
+                || strs[y[k].st_name] == '\0')
+                continue;
+            cfg_symbol_t *v = realloc(img->variables, (img->nvariables + 1) * sizeof(*v));
+            if (v == NULL)
+                return QP_ENOMEM;
+            img->variables = v;
+            cfg_symbol_t t = { 0 };
+            t.kind = CFG_SYM_TLS;
+            t.addr = y[k].st_value;
+            t.size = y[k].st_size;
+            t.global = ELF64_ST_BIND(y[k].st_info) != STB_LOCAL;
+            t.src = sh[i].sh_type == SHT_SYMTAB ? CFG_SYMSRC_SYMTAB : CFG_SYMSRC_DYNSYM;
+            if ((t.name = cfg_image_intern(img, strs + y[k].st_name)) == NULL)
+                return QP_ENOMEM;
+            v[img->nvariables++] = t;
+        }
+    }
+    return 0;
+}
+
 static uint64_t
 lookup_size(const sym_size_t *v, size_t n, uint64_t addr)
 {
@@ -658,6 +702,8 @@ read_symbols(cfg_image_t *img, bfd_reader_t *r)
         rc = add_bfd_symbols(img, sp, nsynth, CFG_SYMSRC_PLT, NULL, 0, NULL);
         free(sp);
     }
+    if (rc == 0)
+        rc = read_tls_symbols(img, r);
 out:
     free(st);
     free(dyn);

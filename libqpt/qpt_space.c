@@ -1064,6 +1064,38 @@ qpt_set_active(qpt_space_t *s, int on)
 }
 
 int
+qpt_tls_offset(const qpt_space_t *s, const char *name, int64_t *off)
+{
+    if (s == NULL || name == NULL || off == NULL || s->img == NULL)
+        return QP_EINVAL;
+    const cfg_segment_t *tls = NULL;
+    for (size_t i = 0; i < s->img->nsegments; i++)
+        if (s->img->segments[i].type == 7 /* PT_TLS */)
+            tls = &s->img->segments[i];
+    if (tls == NULL)
+        return QP_ENOTFOUND;
+    for (size_t i = 0; i < s->img->nvariables; i++) {
+        const cfg_symbol_t *v = &s->img->variables[i];
+        if (v->kind != CFG_SYM_TLS || strcmp(v->name, name) != 0)
+            continue;
+        /* The executable's block ends at the thread pointer (x86-64's variant II), its
+         * start aligned as the loader does: roundup(memsz - firstbyte, align) + firstbyte. */
+        uint64_t align = tls->align ? tls->align : 1, first = tls->vaddr & (align - 1);
+        uint64_t size = ((tls->memsz - first + align - 1) / align) * align + first;
+        *off = (int64_t)v->addr - (int64_t)size;
+        return 0;
+    }
+    return QP_ENOTFOUND;
+}
+
+qpt_expr_t
+qpt_tls_addr(qpt_snippet_t *sn, int64_t off)
+{
+    return qpt_op(sn, QPT_ADD, add(sn, ARCH_SN_THREAD_PTR, QPT_NONE, QPT_NONE, QPT_NONE, 0, 0),
+                  qpt_const(sn, off));
+}
+
+int
 qpt_keep_on_exit(qpt_space_t *s, int keep)
 {
     if (s == NULL)
@@ -1082,7 +1114,9 @@ qpt_symbol(const qpt_space_t *s, const char *name, uint64_t *addr, uint64_t *siz
         const cfg_symbol_t *v = pass ? s->img->symbols : s->img->variables;
         size_t n = pass ? s->img->nsymbols : s->img->nvariables;
         for (size_t i = 0; i < n; i++)
-            if (v[i].addr != 0 && strcmp(v[i].name, name) == 0) {
+            if (v[i].kind == CFG_SYM_TLS && strcmp(v[i].name, name) == 0)
+                return QP_EUNSUPP; /* thread-local: qpt_tls_offset */
+            else if (v[i].addr != 0 && strcmp(v[i].name, name) == 0) {
                 *addr = v[i].addr + s->bias;
                 if (size != NULL)
                     *size = v[i].size;

@@ -575,6 +575,69 @@ call_instrument(qpt_space_t *s)
     return v;
 }
 
+/* A thread-local variable of the program read by a snippet: tcalls (work's calls in the
+ * thread) at loop's entry, after the N calls. */
+static uint64_t
+tls_instrument(qpt_space_t *s)
+{
+    uint64_t v, a;
+    int64_t off;
+    uint32_t loop;
+    qpt_point_t pt;
+    size_t n;
+    ck_assert_int_eq(qpt_symbol(s, "tcalls", &a, NULL), QPT_EUNSUPP);
+    ck_assert_int_eq(qpt_tls_offset(s, "tcalls", &off), 0);
+    ck_assert_int_eq(qpt_tls_offset(s, "sink", &off), QPT_ENOTFOUND);
+    ck_assert_int_eq(qpt_tls_offset(s, "tcalls", &off), 0);
+    ck_assert_int_lt(off, 0);
+    ck_assert_int_eq(qpt_alloc(s, 8, &v), 0);
+    ck_assert_int_eq(qpt_proc_find(s, "loop", &loop), 0);
+    ck_assert_int_eq(qpt_points(s, loop, QPT_ENTRY, &pt, 1, &n), 0);
+    qpt_snippet_t *sn = qpt_snippet_create();
+    qpt_expr_t e = qpt_store(sn, v, 8, qpt_load_at(sn, qpt_tls_addr(sn, off), 8));
+    ck_assert_msg(qpt_insert(s, &pt, sn, e, NULL) == 0, "%s", qpt_error(s));
+    qpt_snippet_destroy(sn);
+    return v;
+}
+
+START_TEST(test_libqpt_tls)
+{
+    char why[512] = "";
+    qpt_space_t *s = NULL;
+    ck_assert_msg(qpt_open(PROG, &s, why, sizeof(why)) == 0, "%s", why);
+    uint64_t v = tls_instrument(s);
+    unlink("tests/qpt/tls.inst.qp");
+    ck_assert_msg(qpt_write(s, "tests/qpt/tls.inst") == 0, "%s", qpt_error(s));
+    char cmd[256];
+    snprintf(cmd, sizeof(cmd), "tests/qpt/tls.inst %d > tests/qpt/inst.out", N);
+    ck_assert_int_eq(system(cmd), 0);
+    uint64_t got = 0;
+    ck_assert_int_eq(qpt_profile_read("tests/qpt/tls.inst.qp", v, &got, 1, why, sizeof(why)), 0);
+    ck_assert_uint_eq(got, N);
+    qpt_close(s);
+#ifdef ENABLE_DYNAMIC_TESTS
+    char n[16];
+    snprintf(n, sizeof(n), "%d", N);
+    char *argv[] = { PROG, n, NULL };
+    int rc = qpt_spawn(argv, &s, why, sizeof(why));
+    if (rc == QPT_EIO && strstr(why, "ermission") != NULL)
+        return;
+    ck_assert_msg(rc == 0, "%s", why);
+    v = tls_instrument(s);
+    ck_assert_msg(qpt_commit(s) == 0, "%s", qpt_error(s));
+    ck_assert_int_eq(qpt_run(s), 0);
+    int st;
+    while (qpt_ended(s, &st) == 0) {
+        struct timespec ts = { 0, 1000000 };
+        nanosleep(&ts, NULL);
+    }
+    ck_assert_int_eq(qpt_read_memory(s, v, &got, 8), 0);
+    ck_assert_uint_eq(got, N);
+    qpt_close(s);
+#endif
+}
+END_TEST
+
 START_TEST(test_libqpt_snippet_call)
 {
     char why[512] = "";
@@ -1055,6 +1118,7 @@ libqpt_suite(void)
     tcase_add_test(tc, test_libqpt_lines_file);
     tcase_add_test(tc, test_libqpt_order);
     tcase_add_test(tc, test_libqpt_snippet_call);
+    tcase_add_test(tc, test_libqpt_tls);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -802,6 +802,16 @@ eval(gen_t *g, uint32_t i)
         return t;
     }
     case ARCH_SN_THREAD_SLOT: return thread_slot(g, s);
+    case ARCH_SN_THREAD_PTR: {
+        int t = pick_temp(g);
+        put8(g, 0x64); /* mov %fs:0, t */
+        rex(g, 1, t, 0);
+        put8(g, 0x8b);
+        put8(g, (uint8_t)(0x04 | ((t & 7) << 3)));
+        put8(g, 0x25);
+        put32(g, 0);
+        return t;
+    }
     case ARCH_SN_ADDR: {
         static const uint8_t lea[] = { 0x8d };
         int t = pick_temp(g);
@@ -965,7 +975,8 @@ arity(const arch_snip_t *s, int *nb, int *nc)
     case ARCH_SN_NOPS:
     case ARCH_SN_THREAD_SLOT:
     case ARCH_SN_THREAD_CPU:
-    case ARCH_SN_ADDR: return 0;
+    case ARCH_SN_ADDR:
+    case ARCH_SN_THREAD_PTR: return 0;
     case ARCH_SN_NOT:
     case ARCH_SN_STORE:
     case ARCH_SN_ADD_TO:

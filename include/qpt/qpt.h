@@ -191,10 +191,18 @@ int qpt_free(qpt_space_t *s, uint64_t addr);
 /*
  * The address (in the space: run-time in a process) and size (0 if unknown) of the
  * program's symbol NAME - a variable or a procedure - from its symbol tables; size may be
- * NULL. QPT_ENOTFOUND (a stripped program has only its dynamic symbols).
+ * NULL. QPT_ENOTFOUND (a stripped program has only its dynamic symbols); QPT_EUNSUPP for
+ * a thread-local variable (see qpt_tls_offset).
  */
 int qpt_symbol(const qpt_space_t *s, const char *name, uint64_t *addr /*OUT*/,
                uint64_t *size /*OUT*/);
+
+/*
+ * A thread-local variable NAME of the executable: its offset from the thread pointer
+ * (negative: x86-64 puts the executable's block just below it), for qpt_tls_addr.
+ * QPT_ENOTFOUND. Variables of shared libraries are not reachable this way.
+ */
+int qpt_tls_offset(const qpt_space_t *s, const char *name, int64_t *off /*OUT*/);
 
 /* Read LEN bytes at ADDR of a live process (it may be running). */
 int qpt_read_memory(qpt_space_t *s, uint64_t addr, void *buf, size_t len);
@@ -252,6 +260,9 @@ qpt_expr_t qpt_add_at(qpt_snippet_t *sn, qpt_expr_t addr, qpt_expr_t v, int atom
 /* The address of the calling thread's copy of the per-thread variable VAR of BYTES
  * (qpt_alloc_per_thread): a hash of its thread pointer and a probe, a few ns. */
 qpt_expr_t qpt_thread_var(qpt_snippet_t *sn, uint64_t var, size_t bytes);
+/* The address of the calling thread's copy of the executable's thread-local variable at
+ * OFF (qpt_tls_offset). */
+qpt_expr_t qpt_tls_addr(qpt_snippet_t *sn, int64_t off);
 /* The calling thread's CPU time in ns: clock_gettime(CLOCK_THREAD_CPUTIME_ID), a system
  * call (about 0.1-0.5 us; see README for the measured cost). */
 qpt_expr_t qpt_thread_cpu_ns(qpt_snippet_t *sn);

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 volatile long sink;
+__thread long tcalls; /* thread-local: work's calls in this thread */
 long work(long i);
 long loop(long n);
 
@@ -20,6 +21,7 @@ __attribute__((noinline)) long
 work(long i)
 {
     sink += i; /* LINE-MARK: tests/check_libqpt finds this line */
+    tcalls++;
     return i * 3;
 }
 
