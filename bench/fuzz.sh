@@ -25,16 +25,24 @@ clang -fsanitize=fuzzer probe.c -o probe 2>/dev/null ||
     { say "clang cannot link -fsanitize=fuzzer (apt-get install libclang-rt-14-dev)"; exit 2; }
 
 # A copy of the sources (the source tree may be configured in place, which forbids a
-# second build directory), configured with clang, coverage and sanitizers.
-if [ ! -f src/Makefile ]; then
-    say "configuring a clang build with coverage and sanitizers in $BUILD/src"
-    rm -rf src && mkdir src
+# second build directory), configured with clang, coverage and sanitizers. The copy is
+# brought up to date on every run (the fuzzers must test today's code); a changed build
+# description starts it afresh.
+copy_sources() {
     if git -C "$SRC" rev-parse >/dev/null 2>&1; then
         git -C "$SRC" ls-files -z | (cd "$SRC" && xargs -0 tar cf -) | tar xf - -C src
     else
         (cd "$SRC" && tar cf - --exclude=fuzz-build .) | tar xf - -C src
         (cd src && make distclean >/dev/null 2>&1)
     fi
+}
+if [ -f src/Makefile ] && cmp -s src/configure.ac "$SRC/configure.ac" \
+    && cmp -s src/Makefile.am "$SRC/Makefile.am"; then
+    copy_sources
+else
+    say "configuring a clang build with coverage and sanitizers in $BUILD/src"
+    rm -rf src && mkdir src
+    copy_sources
     (cd src && { [ -x configure ] || autoreconf -fi; } &&
         CC=clang CFLAGS="-g -O1 -fsanitize=fuzzer-no-link" ./configure --enable-sanitizers \
             --disable-dynamic) >configure.log 2>&1 ||
