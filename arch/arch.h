@@ -308,6 +308,9 @@ typedef enum arch_snip_op {
                         * right in a position-independent program */
     ARCH_SN_THREAD_PTR, /* the calling thread's pointer (%fs:0: its TCB, below which the
                          * executable's thread-local variables lie) */
+    ARCH_SN_SP,        /* the program's stack pointer at the point (at an entry and before
+                        * a ret: the address of the return address) */
+    ARCH_SN_CYCLES,    /* the time-stamp counter (rdtsc) */
 } arch_snip_op_t;
 
 #define ARCH_SNIP_NONE UINT32_MAX /* no operand */

@@ -526,6 +526,55 @@ START_TEST(test_snip_at_and_cpu)
 }
 END_TEST
 
+/* The program's stack pointer is the same whatever the snippet pushed before reading it
+ * (red zone skipped, flags saved, registers saved, a call's set-up), near our own stack;
+ * the cycle counter advances. */
+START_TEST(test_snip_sp_cycles)
+{
+    uint64_t seen[4];
+    for (int form = 0; form < 4; form++) {
+        sn_t s = { .n = 0 };
+        uint32_t sp = node(&s, ARCH_SN_SP, ARCH_SNIP_NONE, ARCH_SNIP_NONE, 0);
+        uint32_t root = store(&s, 0, sp);
+        if (form >= 2) { /* a timer's system call first: pushes around it */
+            uint32_t cpu = store(&s, 1, node(&s, ARCH_SN_THREAD_CPU, ARCH_SNIP_NONE,
+                                             ARCH_SNIP_NONE, 0));
+            root = node(&s, ARCH_SN_SEQ, cpu, root, 0);
+        }
+        if (form == 3) { /* and a call of a C function with the SP as its argument */
+            uint32_t c = node(&s, ARCH_SN_CALL, ARCH_SNIP_NONE, ARCH_SNIP_NONE,
+                              (int64_t)(uintptr_t)side);
+            s.v[c].nargs = 1;
+            s.v[c].args[0] = node(&s, ARCH_SN_SP, ARCH_SNIP_NONE, ARCH_SNIP_NONE, 0);
+            root = node(&s, ARCH_SN_SEQ, root, store(&s, 2, c), 0);
+        }
+        uint64_t regs[18];
+        init_regs(regs, 0x8d5 | 0x2);
+        arch_snip_ctx_t ctx = form == 0 ? at_entry : anywhere;
+        if (form == 0)
+            run_args(&s, root, 0, 0, 0);
+        else
+            run_ctx(&s, root, &ctx, regs);
+        seen[form] = *wordp(0);
+        if (form == 3)
+            ck_assert_uint_eq(*wordp(2), seen[form]);
+    }
+    for (int form = 1; form < 4; form++)
+        ck_assert_uint_eq(seen[form], seen[0]);
+    uint64_t here = (uint64_t)(uintptr_t)&seen;
+    ck_assert_uint_lt(seen[0] > here ? seen[0] - here : here - seen[0], 65536);
+    sn_t c = { .n = 0 };
+    uint32_t a = store(&c, 5, node(&c, ARCH_SN_CYCLES, ARCH_SNIP_NONE, ARCH_SNIP_NONE, 0));
+    uint64_t regs[18];
+    init_regs(regs, 0x8d5 | 0x2);
+    run_ctx(&c, a, &anywhere, regs);
+    uint64_t t0 = *wordp(5);
+    init_regs(regs, 0x2);
+    run_ctx(&c, a, &anywhere, regs);
+    ck_assert_uint_gt(*wordp(5), t0);
+}
+END_TEST
+
 static Suite *
 snip_suite(void)
 {
@@ -543,6 +592,7 @@ snip_suite(void)
     tcase_add_test(tc, test_snip_check);
     tcase_add_test(tc, test_snip_thread_slot);
     tcase_add_test(tc, test_snip_at_and_cpu);
+    tcase_add_test(tc, test_snip_sp_cycles);
     suite_add_tcase(s, tc);
     return s;
 }

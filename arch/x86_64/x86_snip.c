@@ -56,6 +56,10 @@ typedef struct gen {
     uint32_t used;             /* temporaries used at all */
     int64_t label[MAX_LABELS]; /* bound positions, -1 while unbound */
     int nlabels;
+    int32_t sp_off;            /* bytes the snippet has pushed below the program's %rsp */
+    int nslot;                 /* thread slots looked up once, at the start (hoisted) */
+    int64_t slot_tab[4];       /* ... of these tables */
+    int slot_reg[4];           /* ... kept in these temporaries throughout */
     struct {
         size_t at;             /* where the rel32 field is */
         int label;
@@ -173,6 +177,7 @@ op_ind(gen_t *g, int w, const uint8_t *opc, size_t nopc, int reg, int base, int 
 static void
 push_reg(gen_t *g, int r)
 {
+    g->sp_off += 8;
     if (r & 8)
         put8(g, 0x41);
     put8(g, (uint8_t)(0x50 | (r & 7)));
@@ -181,6 +186,7 @@ push_reg(gen_t *g, int r)
 static void
 pop_reg(gen_t *g, int r)
 {
+    g->sp_off -= 8;
     if (r & 8)
         put8(g, 0x41);
     put8(g, (uint8_t)(0x58 | (r & 7)));
@@ -223,6 +229,7 @@ adjust_rsp(gen_t *g, int32_t d)
 {
     static const uint8_t opc[] = { 0x8d };
     op_rsp(g, opc, 1, RSP, d);
+    g->sp_off -= d;
 }
 
 /*****************************************************************************
@@ -557,6 +564,7 @@ call(gen_t *g, const arch_snip_t *s, int t)
         free_temp(g, v);
     }
     push_reg(g, RBX); /* rbx remembers where the stack was */
+    int32_t sp_off = g->sp_off;
     mov_rr(g, RBX, RSP);
     rex(g, 1, 0, RSP); /* and rsp, -64 */
     put8(g, 0x83);
@@ -591,6 +599,7 @@ call(gen_t *g, const arch_snip_t *s, int t)
     mov_ri(g, RDX, 0);
     put(g, "\x48\x0f\xae\x2c\x24", 5); /* xrstor64 (%rsp) */
     mov_rr(g, RSP, RBX);
+    g->sp_off = sp_off;
     pop_reg(g, RBX);
     adjust_rsp(g, 8 * n);
     for (int r = 15; r >= 0; r--)
@@ -801,7 +810,38 @@ eval(gen_t *g, uint32_t i)
             op_ind(g, 1, s->size == 2 ? l2 : l1, 2, t, t, -1);
         return t;
     }
-    case ARCH_SN_THREAD_SLOT: return thread_slot(g, s);
+    case ARCH_SN_THREAD_SLOT:
+        for (int k = 0; k < g->nslot; k++)
+            if (g->slot_tab[k] == s->imm) {
+                int t = pick_temp(g);
+                mov_rr(g, t, g->slot_reg[k]);
+                return t;
+            }
+        return thread_slot(g, s);
+    case ARCH_SN_SP: {
+        static const uint8_t lea[] = { 0x8d };
+        int t = pick_temp(g);
+        op_rsp(g, lea, 1, t, g->sp_off);
+        return t;
+    }
+    case ARCH_SN_CYCLES: {
+        /* rdtsc writes edx:eax: both kept around it (reserved when the snippet has one) */
+        static const uint8_t shl32[] = { 0xc1 }, or_rr[] = { 0x09 };
+        int t = pick_temp(g);
+        push_reg(g, RAX);
+        push_reg(g, RDX);
+        put8(g, 0x0f);
+        put8(g, 0x31);
+        rex(g, 1, 0, RDX); /* shl $32, %rdx */
+        put(g, shl32, 1);
+        put8(g, (uint8_t)(0xe0 | (RDX & 7)));
+        put8(g, 32);
+        op_rr(g, or_rr, 1, RDX, RAX); /* or %rdx, %rax */
+        mov_rr(g, t, RAX);
+        pop_reg(g, RDX);
+        pop_reg(g, RAX);
+        return t;
+    }
     case ARCH_SN_THREAD_PTR: {
         int t = pick_temp(g);
         put8(g, 0x64); /* mov %fs:0, t */
@@ -976,7 +1016,9 @@ arity(const arch_snip_t *s, int *nb, int *nc)
     case ARCH_SN_THREAD_SLOT:
     case ARCH_SN_THREAD_CPU:
     case ARCH_SN_ADDR:
-    case ARCH_SN_THREAD_PTR: return 0;
+    case ARCH_SN_THREAD_PTR:
+    case ARCH_SN_SP:
+    case ARCH_SN_CYCLES: return 0;
     case ARCH_SN_NOT:
     case ARCH_SN_STORE:
     case ARCH_SN_ADD_TO:
@@ -1078,6 +1120,8 @@ reserved_regs(const arch_snip_t *nodes, size_t n)
             r |= 1u << RCX;
         if (s->op == ARCH_SN_THREAD_SLOT)
             r |= 1u << RAX;
+        if (s->op == ARCH_SN_CYCLES)
+            r |= (1u << RAX) | (1u << RDX);
         if (s->op == ARCH_SN_THREAD_CPU)
             r |= (1u << RAX) | (1u << RCX) | (1u << R11) | (1u << RDI) | (1u << RSI);
     }
@@ -1088,7 +1132,23 @@ reserved_regs(const arch_snip_t *nodes, size_t n)
 static int
 body(gen_t *g, uint32_t root)
 {
+    /* A thread's slot in a table is looked up once, before anything else (so on every
+     * path), and kept in a register: per-thread snippets use it several times. */
+    for (size_t i = 0; i < g->n; i++) {
+        const arch_snip_t *s = &g->nodes[i];
+        int known = 0;
+        if (s->op != ARCH_SN_THREAD_SLOT)
+            continue;
+        for (int k = 0; k < g->nslot; k++)
+            known |= g->slot_tab[k] == s->imm;
+        if (known || g->nslot == 4)
+            continue;
+        g->slot_reg[g->nslot] = thread_slot(g, s);
+        g->slot_tab[g->nslot++] = s->imm;
+    }
     stmt(g, root);
+    for (int k = 0; k < g->nslot; k++)
+        free_temp(g, g->slot_reg[k]);
     return g->err;
 }
 
@@ -1126,8 +1186,10 @@ arch_snip_emit(const arch_snip_t *nodes, size_t n, uint32_t root, const arch_sni
     g.addr = addr;
     if (red)
         adjust_rsp(&g, -128);
-    if (flags)
+    if (flags) {
         put8(&g, 0x9c); /* pushfq */
+        g.sp_off += 8;
+    }
     for (int r = 0; r < 16; r++)
         if (save & (1u << r))
             push_reg(&g, r);
