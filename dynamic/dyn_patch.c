@@ -1345,9 +1345,13 @@ dyn_session_install(dyn_session_t *s)
             for (int a = 0; a < 2; a++) {
                 const dyn_snippet_t *sn = a ? &pt->after : &pt->before;
                 arch_snip_ctx_t c = snip_ctx(pt, a);
-                int n = sn->nodes ? arch_snip_emit(sn->nodes, sn->n, sn->root, &c, 0, NULL, 0)
+                /* Sized where the trampolines will be (near the point: the variables
+                 * are in rel32 reach from there, not from 0); a length that cannot be
+                 * known is given room anyway (emitting then says what is wrong). */
+                int n = sn->nodes ? arch_snip_emit(sn->nodes, sn->n, sn->root, &c, pt->entry,
+                                                   NULL, 0)
                                   : 0;
-                need += n > 0 ? (uint64_t)n : 0;
+                need += n > 0 ? (uint64_t)n : sn->nodes ? 4096 : 0;
             }
         }
         s->code_size = (need + 4095) & ~(uint64_t)4095;

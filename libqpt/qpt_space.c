@@ -578,6 +578,18 @@ qpt_thread_var(qpt_snippet_t *sn, uint64_t var, size_t bytes)
 }
 
 qpt_expr_t
+qpt_sp(qpt_snippet_t *sn)
+{
+    return add(sn, ARCH_SN_SP, N, N, N, 0, 0);
+}
+
+qpt_expr_t
+qpt_cycles(qpt_snippet_t *sn)
+{
+    return add(sn, ARCH_SN_CYCLES, N, N, N, 0, 0);
+}
+
+qpt_expr_t
 qpt_thread_cpu_ns(qpt_snippet_t *sn)
 {
     return add(sn, ARCH_SN_THREAD_CPU, N, N, N, 0, 0);

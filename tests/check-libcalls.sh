@@ -2,7 +2,7 @@
 # Copyright 2026 the qpt authors
 # SPDX-License-Identifier: MIT
 #
-# The library folders (arch cfg editor driver report dynamic libqpt) never read the environment,
+# The library folders (arch cfg editor driver report dynamic libqpt metrics) never read the environment,
 # print or exit (../shared/STYLE.md rule 12, DESIGN.md section 7): they return a QP_E*
 # code, a message for the caller, or call a callback the caller gave, and only tools/
 # reads environment variables, prints and exits. This greps their code - comments and
@@ -100,7 +100,7 @@ if [ "$got" != "calls abort() calls exit() calls fprintf() calls getenv() uses s
 fi
 
 files=
-for d in arch arch/* cfg editor driver report dynamic libqpt include/qpt; do
+for d in arch arch/* cfg editor driver report dynamic libqpt include/qpt metrics; do
     for f in "$d"/*.c "$d"/*.h; do
         [ -f "$f" ] && files="$files $f"
     done

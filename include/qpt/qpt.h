@@ -263,6 +263,11 @@ qpt_expr_t qpt_thread_var(qpt_snippet_t *sn, uint64_t var, size_t bytes);
 /* The address of the calling thread's copy of the executable's thread-local variable at
  * OFF (qpt_tls_offset). */
 qpt_expr_t qpt_tls_addr(qpt_snippet_t *sn, int64_t off);
+/* The program's stack pointer at the point (at an entry and before a ret: the address
+ * of the return address; deeper calls have smaller ones). */
+qpt_expr_t qpt_sp(qpt_snippet_t *sn);
+/* The time-stamp counter (rdtsc; cycles of a constant rate). */
+qpt_expr_t qpt_cycles(qpt_snippet_t *sn);
 /* The calling thread's CPU time in ns: clock_gettime(CLOCK_THREAD_CPUTIME_ID), a system
  * call (about 0.1-0.5 us; see README for the measured cost). */
 qpt_expr_t qpt_thread_cpu_ns(qpt_snippet_t *sn);

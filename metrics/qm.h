@@ -1,0 +1,82 @@
+/* Copyright 2026 the qpt authors
+ * SPDX-License-Identifier: MIT */
+#ifndef QP_QM_H
+#define QP_QM_H
+/*
+ * PURPOSE: metrics in the spirit of Paradyn's MDL (qpt-metrics(5)): a counter or a timer
+ * defined once over the procedures matching a pattern and constrained by predicates -
+ * inside(P) (only while a procedure matching P is active in the thread), where EXPR (a
+ * condition on the arguments and the program's variables) - with a focus (per
+ * procedure, per thread, total). qm_parse reads the language, qm_insert compiles each
+ * metric to snippets of libqpt's public API (include/qpt/qpt.h) in a file or a process
+ * alike, the layout says where the values are (saved next to a rewritten program), and
+ * qm_results turns the words into a metric x focus table.
+ * metrics/ is a library folder: it never prints, exits or reads the environment; it
+ * uses libqpt's public header only.
+ */
+#include <stddef.h>
+#include <stdint.h>
+
+#include "include/qpt/qpt.h"
+
+typedef struct qm_set qm_set_t;
+
+enum { QM_COUNT = 1, QM_WALL, QM_CPU };                  /* what a metric measures */
+enum { QM_PER_PROC = 1, QM_PER_THREAD, QM_TOTAL };       /* its focus */
+
+/*
+ * Parse TEXT (ORIGIN names it in messages: a file name, or "-e"). With ONE nonzero, TEXT
+ * is one metric without `metric NAME =` and without `;` (the tools' -e), named by its
+ * text. Metrics are appended to *SET (created when NULL). On a syntax error QP_EINVAL
+ * with WHY: "ORIGIN:LINE:COL: message", the line, and a caret under the column.
+ */
+int qm_parse(const char *text, const char *origin, int one, qm_set_t **set, char *why,
+             size_t whylen);
+
+/* The number of metrics in SET, and the name of metric I. */
+size_t qm_count(const qm_set_t *set);
+const char *qm_name(const qm_set_t *set, size_t i);
+
+void qm_free(qm_set_t *set);
+
+/* A note for the user (a procedure left out, and why). */
+typedef void (*qm_note_fn)(void *arg, const char *note);
+
+/*
+ * Compile every metric of SET into S: resolve the patterns and names (an unknown
+ * procedure pattern or variable is an error naming it, with its position, and then
+ * nothing is inserted), allocate the metrics' memory, insert the snippets (not
+ * committed). A procedure whose points cannot take a snippet is left out with a NOTE
+ * (its row says "not measured"). QP_EINVAL/QP_ENOTFOUND with WHY.
+ */
+int qm_insert(qm_set_t *set, qpt_space_t *s, qm_note_fn note, void *arg, char *why,
+              size_t whylen);
+
+/* The layout of SET after qm_insert, to PATH (text; replaced atomically), and back: a
+ * set that can give results but not insert. */
+int qm_layout_save(const qm_set_t *set, const char *path, char *why, size_t whylen);
+int qm_layout_load(const char *path, qm_set_t **set, char *why, size_t whylen);
+
+/* Words of memory: NWORDS from ADDR (a process's memory, or a profile's words). */
+typedef int (*qm_read_fn)(void *arg, uint64_t addr, uint64_t *words, size_t nwords);
+
+typedef struct qm_row {
+    size_t metric;      /* index in the set */
+    int kind;           /* QM_COUNT (a count), QM_WALL or QM_CPU (nanoseconds) */
+    char focus[160];    /* the procedure, "thread 0x...", or "total" */
+    uint64_t value;
+    int measured;       /* 0: the procedure was left out (value 0) */
+} qm_row_t;
+
+/*
+ * The metric x focus table of SET (after qm_insert or qm_layout_load), its words read
+ * through READ. CYCLES_PER_NS converts wall-clock timers (the time-stamp counter of the
+ * machine that ran the program). *ROWS is malloc'ed.
+ */
+int qm_results(const qm_set_t *set, qm_read_fn read, void *arg, double cycles_per_ns,
+               qm_row_t **rows, size_t *nrows, char *why, size_t whylen);
+
+/* The time-stamp counter's rate on this machine (measured over about 20 ms). */
+double qm_cycles_per_ns(void);
+
+#endif

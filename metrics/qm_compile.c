@@ -1,0 +1,477 @@
+/* Copyright 2026 the qpt authors
+ * SPDX-License-Identifier: MIT */
+/*
+ * Metrics into snippets of libqpt's public API, the same for a file and a process.
+ *
+ * Memory. A metric that needs no per-thread state (a count per procedure or in total,
+ * without inside) has one word a row, added to with a locked add. The others have a
+ * per-thread variable (qpt_alloc_per_thread), its block: [depth, sp] when constrained by
+ * inside(Q), then a word a row (counts) or three (timers: depth, start, total); their
+ * adds are plain (each thread its own block) and read back summed over the threads.
+ *
+ * inside(Q). Each thread keeps the depth of its activations of the procedures matching
+ * Q, and the stack pointer and return address of the outermost one. An exit at the
+ * outermost stack pointer ends it, an inner exit takes one off. A longjmp or an exception
+ * out of Q skips the exits: the activation is taken for gone when the outermost one's
+ * return-address slot no longer holds its return address (the caller's later calls
+ * overwrite it) or the stack pointer is at or above that slot; an entry then starts
+ * anew. A point is inside when an activation is live and the stack pointer is below its
+ * slot. (A longjmp out of Q followed by a call through the very same call site to
+ * another procedure would look like Q still active: not seen in practice.)
+ *
+ * Order at a procedure's entry: a metric's own snippets are prepended, the inside state
+ * appended, so that `count calls(f) inside(f)` counts the calls made while f is already
+ * active (recursion).
+ */
+#include "config.h"
+
+#include <fnmatch.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "metrics/qm_priv.h"
+
+#define MAX_PER_THREAD (32u << 20) /* bytes of per-thread memory for one metric */
+
+typedef struct ctx {
+    qpt_space_t *s;
+    qm_note_fn note;
+    void *arg;
+    char *why;
+    size_t whylen;
+    qpt_handle_t *done;   /* insertions made by this call (taken back on failure) */
+    size_t ndone, capdone;
+} ctx_t;
+
+static void
+notef(ctx_t *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static void
+notef(ctx_t *c, const char *fmt, ...)
+{
+    if (c->note == NULL)
+        return;
+    char buf[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof(buf), fmt, ap);
+    va_end(ap);
+    c->note(c->arg, buf);
+}
+
+/* The procedures matching PATTERN that can take snippets; *N of them (malloc'ed). The
+ * ones refused are told in notes when NOTE_REFUSED. */
+static uint32_t *
+matching(ctx_t *c, const qm_metric_t *m, const char *pattern, size_t *n, size_t *nrefused,
+         int note_refused)
+{
+    uint32_t np = qpt_nprocs(c->s);
+    uint32_t *v = malloc((np + 1) * sizeof(uint32_t));
+    *n = *nrefused = 0;
+    if (v == NULL)
+        return NULL;
+    for (uint32_t i = 0; i < np; i++) {
+        const char *name = qpt_proc_name(c->s, i);
+        if (name == NULL || fnmatch(pattern, name, 0) != 0)
+            continue;
+        const char *no = qpt_proc_refusal(c->s, i);
+        if (no != NULL) {
+            (*nrefused)++;
+            if (note_refused)
+                notef(c, "%s: %s left out: %s", m->name, name, no);
+            continue;
+        }
+        v[(*n)++] = i;
+    }
+    return v;
+}
+
+static int
+remember(ctx_t *c, qpt_handle_t h)
+{
+    if (c->ndone == c->capdone) {
+        size_t cap = c->capdone ? 2 * c->capdone : 64;
+        qpt_handle_t *v = realloc(c->done, cap * sizeof(*v));
+        if (v == NULL)
+            return QPT_ENOMEM;
+        c->done = v;
+        c->capdone = cap;
+    }
+    c->done[c->ndone++] = h;
+    return 0;
+}
+
+/* Insert E at PT (FIRST: before the others there); 0, or the refusal (a note's matter). */
+static int
+put(ctx_t *c, const qpt_point_t *pt, qpt_snippet_t *sn, qpt_expr_t e, int first)
+{
+    qpt_handle_t h;
+    int rc = first ? qpt_insert_first(c->s, pt, sn, e, &h) : qpt_insert(c->s, pt, sn, e, &h);
+    if (rc == 0)
+        QM_CHECK(remember(c, h));
+    return rc;
+}
+
+/*****************************************************************************
+ * Expressions
+ */
+
+/* Check the names of E (before anything is inserted). */
+static int
+check_expr(ctx_t *c, const qm_metric_t *m, const qm_expr_t *e)
+{
+    if (e == NULL)
+        return 0;
+    if (e->op == QE_VAR) {
+        uint64_t a, size;
+        int64_t off;
+        if (qpt_symbol(c->s, e->name, &a, &size) == 0 || qpt_tls_offset(c->s, e->name, &off) == 0)
+            return 0;
+        return qm_error_at(m->src, m->origin, e->line, e->col, c->why, c->whylen,
+                           "no variable '%s' in the program (a stripped program has only its "
+                           "dynamic symbols)", e->name);
+    }
+    QM_CHECK(check_expr(c, m, e->a));
+    return check_expr(c, m, e->b);
+}
+
+/* E as a snippet node of SN. */
+static qpt_expr_t
+compile_expr(ctx_t *c, qpt_snippet_t *sn, const qm_expr_t *e)
+{
+    static const int ops[] = {
+        [QE_ADD] = QPT_ADD, [QE_SUB] = QPT_SUB, [QE_MUL] = QPT_MUL, [QE_DIV] = QPT_DIV,
+        [QE_MOD] = QPT_MOD, [QE_SHL] = QPT_SHL, [QE_SHR] = QPT_SHR, [QE_AND] = QPT_AND,
+        [QE_OR] = QPT_OR,   [QE_XOR] = QPT_XOR, [QE_EQ] = QPT_EQ,   [QE_NE] = QPT_NE,
+        [QE_LT] = QPT_LT,   [QE_LE] = QPT_LE,   [QE_GT] = QPT_GT,   [QE_GE] = QPT_GE,
+        [QE_LAND] = QPT_LAND, [QE_LOR] = QPT_LOR,
+    };
+    switch (e->op) {
+    case QE_NUM: return qpt_const(sn, e->num);
+    case QE_ARG: return qpt_arg(sn, (int)e->num);
+    case QE_VAR: {
+        uint64_t a, size = 8;
+        int64_t off;
+        if (qpt_symbol(c->s, e->name, &a, &size) == 0) {
+            int sz = size == 1 || size == 2 || size == 4 ? (int)size : 8;
+            return qpt_load(sn, a, sz);
+        }
+        if (qpt_tls_offset(c->s, e->name, &off) == 0)
+            return qpt_load_at(sn, qpt_tls_addr(sn, off), 8);
+        return QPT_NONE;
+    }
+    case QE_NEG: return qpt_op(sn, QPT_SUB, qpt_const(sn, 0), compile_expr(c, sn, e->a));
+    case QE_NOT: return qpt_not(sn, compile_expr(c, sn, e->a));
+    default:
+        return qpt_op(sn, (qpt_op_t)ops[e->op], compile_expr(c, sn, e->a),
+                      compile_expr(c, sn, e->b));
+    }
+}
+
+/*****************************************************************************
+ * Metrics
+ */
+
+/* The address of word K of the calling thread's block of M. */
+static qpt_expr_t
+tword(qpt_snippet_t *sn, const qm_metric_t *m, uint64_t k)
+{
+    return qpt_op(sn, QPT_ADD, qpt_thread_var(sn, m->var, m->stride),
+                  qpt_const(sn, (int64_t)(8 * k)));
+}
+
+static qpt_expr_t
+tload(qpt_snippet_t *sn, const qm_metric_t *m, uint64_t k)
+{
+    return qpt_load_at(sn, tword(sn, m, k), 8);
+}
+
+/* Is the outermost activation of M's inside procedures (state: words 0 depth, 1 its
+ * stack pointer, 2 its return address) live? */
+static qpt_expr_t
+live_activation(qpt_snippet_t *sn, const qm_metric_t *m)
+{
+    qpt_expr_t depth = qpt_op(sn, QPT_GT, tload(sn, m, 0), qpt_const(sn, 0));
+    qpt_expr_t slot = qpt_op(sn, QPT_EQ, qpt_load_at(sn, tload(sn, m, 1), 8), tload(sn, m, 2));
+    return qpt_op(sn, QPT_LAND, depth, slot);
+}
+
+/* The inside condition of M: a live activation, and the point below its slot. */
+static qpt_expr_t
+inside_cond(qpt_snippet_t *sn, const qm_metric_t *m)
+{
+    return qpt_op(sn, QPT_LAND, qpt_op(sn, QPT_ULT, qpt_sp(sn), tload(sn, m, 1)),
+                  live_activation(sn, m));
+}
+
+/* The points of KIND of procedure P (malloc'ed), *N. */
+static qpt_point_t *
+points_of(ctx_t *c, uint32_t p, uint32_t kind, size_t *n)
+{
+    size_t k = 0;
+    *n = 0;
+    if (qpt_points(c->s, p, kind, NULL, 0, &k) < 0)
+        return NULL;
+    qpt_point_t *v = calloc(k + 1, sizeof(*v));
+    if (v != NULL && qpt_points(c->s, p, kind, v, k, n) < 0) {
+        free(v);
+        return NULL;
+    }
+    return v;
+}
+
+/* Take back the insertions made since MARK. */
+static void
+undo_to(ctx_t *c, size_t mark)
+{
+    while (c->ndone > mark)
+        qpt_remove(c->s, c->done[--c->ndone]);
+}
+
+/* The inside state at the entry and every exit of Q; 0, or 1 when Q cannot take it all
+ * (then nothing of it stays, and a note says so). */
+static int
+place_inside(ctx_t *c, qm_metric_t *m, uint32_t q)
+{
+    size_t mark = c->ndone, ne = 0, nx = 0;
+    qpt_point_t *en = points_of(c, q, QPT_ENTRY, &ne), *ex = points_of(c, q, QPT_EXIT, &nx);
+    qpt_snippet_t *sn = qpt_snippet_create();
+    int rc = en && ex && sn ? 0 : QPT_ENOMEM;
+    /* No exit (a procedure that never returns) is fine: the return-address slot tells. */
+    if (rc == 0 && ne != 1)
+        rc = 1;
+    if (rc == 0) {
+        /* Entry: one more inside a live activation, else a new outermost one. */
+        qpt_expr_t nested = inside_cond(sn, m);
+        qpt_expr_t start = qpt_seq(
+            sn,
+            qpt_seq(sn, qpt_store_at(sn, tword(sn, m, 1), 8, qpt_sp(sn)),
+                    qpt_store_at(sn, tword(sn, m, 2), 8, qpt_load_at(sn, qpt_sp(sn), 8))),
+            qpt_store_at(sn, tword(sn, m, 0), 8, qpt_const(sn, 1)));
+        qpt_expr_t more = qpt_add_at(sn, tword(sn, m, 0), qpt_const(sn, 1), 0);
+        if (put(c, &en[0], sn, qpt_if(sn, nested, more, start), 0) != 0)
+            rc = 1;
+    }
+    size_t missed = 0;
+    const char *miss = NULL;
+    for (size_t i = 0; rc == 0 && i < nx; i++) {
+        /* Exit: the outermost one ends it, an inner one takes one off. */
+        qpt_expr_t outer = qpt_op(sn, QPT_UGE, qpt_sp(sn), tload(sn, m, 1));
+        qpt_expr_t end = qpt_store_at(sn, tword(sn, m, 0), 8, qpt_const(sn, 0));
+        qpt_expr_t less = qpt_if(sn, qpt_op(sn, QPT_GT, tload(sn, m, 0), qpt_const(sn, 0)),
+                                 qpt_add_at(sn, tword(sn, m, 0), qpt_const(sn, -1), 0), QPT_NONE);
+        if (put(c, &ex[i], sn, qpt_if(sn, outer, end, less), 0) != 0 && missed++ == 0)
+            miss = qpt_error(c->s);
+    }
+    /* An exit that cannot be patched (live: a ret block under 5 bytes) is not needed for
+     * the truth: the activation ends when its return-address slot is overwritten, which
+     * the caller's next call does. Only a caller that grows its stack (alloca) before its
+     * next call would be taken for still inside. Said in a note. */
+    if (rc == 0 && missed > 0)
+        notef(c, "%s: inside(%s): %zu exit%s of %s not patched (%s): its activations end when "
+              "its caller calls again", m->name, m->inside, missed, missed == 1 ? "" : "s",
+              qpt_proc_name(c->s, q), miss ? miss : "?");
+    if (rc == 1) {
+        undo_to(c, mark);
+        notef(c, "%s: inside(%s): %s left out (%s): calls made inside it are not seen",
+              m->name, m->inside, qpt_proc_name(c->s, q),
+              ne != 1 ? "no entry to patch" : qpt_error(c->s));
+    }
+    qpt_snippet_destroy(sn);
+    free(en);
+    free(ex);
+    return rc;
+}
+
+/* The metric's snippets at procedure P (row ROW); 0, or 1 when P is left out. */
+static int
+place_proc(ctx_t *c, qm_metric_t *m, uint32_t p, uint64_t row)
+{
+    size_t mark = c->ndone, ne = 0, nx = 0;
+    qpt_point_t *en = points_of(c, p, QPT_ENTRY, &ne), *ex = NULL;
+    qpt_snippet_t *sn = qpt_snippet_create();
+    int timer = m->kind != QM_COUNT, rc = en && sn ? 0 : QPT_ENOMEM;
+    if (rc == 0 && timer && (ex = points_of(c, p, QPT_EXIT, &nx)) == NULL)
+        rc = QPT_ENOMEM;
+    const char *why = NULL;
+    if (rc == 0 && ne != 1)
+        rc = 1, why = "no entry to patch";
+    if (rc == 0 && timer && nx == 0)
+        rc = 1, why = "no exit to patch";
+    qpt_expr_t cond = QPT_NONE;
+    if (rc == 0 && m->where != NULL)
+        cond = compile_expr(c, sn, m->where);
+    if (rc == 0 && m->inside != NULL)
+        cond = cond == QPT_NONE ? inside_cond(sn, m) : qpt_op(sn, QPT_LAND, cond, inside_cond(sn, m));
+    uint64_t w = m->base + (timer ? 3 : 1) * row;
+    if (rc == 0 && timer) {
+        /* Exits first: a timer that could not stop must not start. */
+        for (size_t i = 0; rc == 0 && i < nx; i++) {
+            qpt_expr_t now = m->kind == QM_WALL ? qpt_cycles(sn) : qpt_thread_cpu_ns(sn);
+            qpt_expr_t total = qpt_add_at(sn, tword(sn, m, w + 2),
+                                          qpt_op(sn, QPT_SUB, now, tload(sn, m, w + 1)), 0);
+            qpt_expr_t last = qpt_if(sn, qpt_op(sn, QPT_EQ, tload(sn, m, w), qpt_const(sn, 0)),
+                                     total, QPT_NONE);
+            qpt_expr_t stop = qpt_if(sn, qpt_op(sn, QPT_GT, tload(sn, m, w), qpt_const(sn, 0)),
+                                     qpt_seq(sn, qpt_add_at(sn, tword(sn, m, w), qpt_const(sn, -1), 0),
+                                             last),
+                                     QPT_NONE);
+            if (put(c, &ex[i], sn, stop, 1) != 0)
+                rc = 1, why = qpt_error(c->s);
+        }
+        if (rc == 0) {
+            qpt_expr_t now = m->kind == QM_WALL ? qpt_cycles(sn) : qpt_thread_cpu_ns(sn);
+            qpt_expr_t first = qpt_if(sn, qpt_op(sn, QPT_EQ, tload(sn, m, w), qpt_const(sn, 0)),
+                                      qpt_store_at(sn, tword(sn, m, w + 1), 8, now), QPT_NONE);
+            qpt_expr_t start = qpt_seq(sn, first, qpt_add_at(sn, tword(sn, m, w), qpt_const(sn, 1), 0));
+            if (cond != QPT_NONE)
+                start = qpt_if(sn, cond, start, QPT_NONE);
+            if (put(c, &en[0], sn, start, 1) != 0)
+                rc = 1, why = qpt_error(c->s);
+        }
+    } else if (rc == 0) {
+        qpt_expr_t inc = m->per_thread
+            ? qpt_add_at(sn, tword(sn, m, w), qpt_const(sn, 1), 0)
+            : qpt_add_to(sn, m->var + 8 * w, qpt_const(sn, 1), 1);
+        if (cond != QPT_NONE)
+            inc = qpt_if(sn, cond, inc, QPT_NONE);
+        if (put(c, &en[0], sn, inc, 1) != 0)
+            rc = 1, why = qpt_error(c->s);
+    }
+    if (rc == 1) {
+        undo_to(c, mark);
+        notef(c, "%s: %s not measured: %s", m->name, qpt_proc_name(c->s, p), why ? why : "?");
+    }
+    qpt_snippet_destroy(sn);
+    free(en);
+    free(ex);
+    return rc;
+}
+
+/* Check metric M against the program: its procedures, its inside procedures, its names. */
+static int
+check_metric(ctx_t *c, qm_metric_t *m)
+{
+    size_t n, nref;
+    uint32_t *v = matching(c, m, m->pattern, &n, &nref, 0);
+    if (v == NULL)
+        return QPT_ENOMEM;
+    free(v);
+    if (n == 0)
+        return qm_error_at(m->src, m->origin, m->pat_line, m->pat_col, c->why, c->whylen,
+                           nref ? "every procedure matching '%s' is left out (see qpt-rewrite "
+                                  "-v): none can take snippets"
+                                : "no procedure matches '%s'",
+                           m->pattern);
+    if (m->inside != NULL) {
+        if ((v = matching(c, m, m->inside, &n, &nref, 0)) == NULL)
+            return QPT_ENOMEM;
+        free(v);
+        if (n == 0)
+            return qm_error_at(m->src, m->origin, m->in_line, m->in_col, c->why, c->whylen,
+                               nref ? "every procedure matching '%s' is left out: none can "
+                                      "take snippets"
+                                    : "no procedure matches '%s'",
+                               m->inside);
+    }
+    return check_expr(c, m, m->where);
+}
+
+static int
+place_metric(ctx_t *c, qm_metric_t *m)
+{
+    size_t n, nref;
+    uint32_t *procs = matching(c, m, m->pattern, &n, &nref, 1);
+    if (procs == NULL)
+        return QPT_ENOMEM;
+    int rc = 0;
+    size_t rows = m->focus == QM_PER_PROC ? n : 1;
+    uint64_t wpr = m->kind == QM_COUNT ? 1 : 3;
+    m->per_thread = m->kind != QM_COUNT || m->inside != NULL || m->focus == QM_PER_THREAD;
+    m->base = m->inside != NULL ? 3 : 0;
+    m->stride = 8 * (m->base + rows * wpr);
+    m->procs = calloc(n + 1, sizeof(qm_proc_t));
+    if (m->procs == NULL)
+        rc = QPT_ENOMEM;
+    for (size_t i = 0; rc == 0 && i < n; i++) {
+        if ((m->procs[i].name = strdup(qpt_proc_name(c->s, procs[i]))) == NULL)
+            rc = QPT_ENOMEM;
+        m->nprocs = i + 1;
+    }
+    if (rc == 0 && m->per_thread) {
+        if (m->stride > 65536 || QPT_PER_THREAD_SIZE(m->stride) > MAX_PER_THREAD)
+            rc = qm_error_at(m->src, m->origin, m->pat_line, m->pat_col, c->why, c->whylen,
+                             "%zu procedures match '%s': %llu bytes of state a thread is too "
+                             "much for a per-thread metric (narrow the pattern, or use 'total')",
+                             n, m->pattern, (unsigned long long)m->stride);
+        else if ((rc = qpt_alloc_per_thread(c->s, m->stride, &m->var)) < 0)
+            snprintf(c->why, c->whylen, "%s: %s", m->name, qpt_error(c->s));
+    } else if (rc == 0 && (rc = qpt_alloc(c->s, 8 * rows, &m->var)) < 0)
+        snprintf(c->why, c->whylen, "%s: %s", m->name, qpt_error(c->s));
+    /* The inside state first: the metric's own snippets then go before it. */
+    if (rc == 0 && m->inside != NULL) {
+        size_t nq, nqref, kept = 0;
+        uint32_t *qs = matching(c, m, m->inside, &nq, &nqref, 1);
+        if (qs == NULL)
+            rc = QPT_ENOMEM;
+        for (size_t i = 0; rc == 0 && i < nq; i++) {
+            int r = place_inside(c, m, qs[i]);
+            if (r < 0)
+                rc = r;
+            kept += r == 0;
+        }
+        free(qs);
+        if (rc == 0 && kept == 0)
+            rc = qm_error_at(m->src, m->origin, m->in_line, m->in_col, c->why, c->whylen,
+                             "no procedure matching '%s' can be followed (see the notes)",
+                             m->inside);
+    }
+    size_t measured = 0;
+    for (size_t i = 0; rc == 0 && i < n; i++) {
+        int r = place_proc(c, m, procs[i], m->focus == QM_PER_PROC ? i : 0);
+        if (r < 0)
+            rc = r;
+        m->procs[i].measured = r == 0;
+        measured += r == 0;
+    }
+    if (rc == 0 && measured == 0)
+        rc = qm_error_at(m->src, m->origin, m->pat_line, m->pat_col, c->why, c->whylen,
+                         "no procedure matching '%s' can be measured (see the notes)",
+                         m->pattern);
+    free(procs);
+    return rc;
+}
+
+int
+qm_insert(qm_set_t *set, qpt_space_t *s, qm_note_fn note, void *arg, char *why, size_t whylen)
+{
+    char dummy[8];
+    if (why == NULL || whylen == 0) {
+        why = dummy;
+        whylen = sizeof(dummy);
+    }
+    why[0] = '\0';
+    if (set == NULL || s == NULL)
+        return QPT_EINVAL;
+    if (set->placed) {
+        snprintf(why, whylen, "the metrics are placed already");
+        return QPT_EINVAL;
+    }
+    ctx_t c = { s, note, arg, why, whylen, NULL, 0, 0 };
+    int rc = 0;
+    /* Everything that can be wrong with the text, before anything is inserted. */
+    for (size_t i = 0; rc == 0 && i < set->n; i++)
+        rc = check_metric(&c, &set->v[i]);
+    for (size_t i = 0; rc == 0 && i < set->n; i++)
+        rc = place_metric(&c, &set->v[i]);
+    if (rc < 0) {
+        undo_to(&c, 0);
+        if (why[0] == '\0')
+            snprintf(why, whylen, "%s", qpt_strerror(rc));
+    } else
+        set->placed = 1;
+    free(c.done);
+    return rc;
+}

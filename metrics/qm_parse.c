@@ -1,0 +1,605 @@
+/* Copyright 2026 the qpt authors
+ * SPDX-License-Identifier: MIT */
+/*
+ * The metric language (qpt-metrics(5)): a hand-written lexer and recursive-descent
+ * parser. Every error names the origin, line and column, and shows the line with a caret.
+ *
+ *   file       := { 'metric' NAME '=' body ';' }
+ *   body       := kind { 'inside' '(' PATTERN ')' | 'where' expr
+ *                      | 'per' ('procedure' | 'thread') | 'total' }
+ *   kind       := 'count' 'calls' '(' PATTERN ')' | 'time' ('wall' | 'cpu') '(' PATTERN ')'
+ *   expr       := C's operators || && | ^ & == != < <= > >= << >> + - * / % ! - (unary),
+ *                 over integers, arg1..arg6 and the program's variables by name
+ *
+ * `#` starts a comment to the end of the line.
+ */
+#include "config.h"
+
+#include <ctype.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "metrics/qm_priv.h"
+
+typedef struct parser {
+    const char *text, *origin;
+    size_t pos;
+    unsigned line, col;   /* of pos */
+    char *why;
+    size_t whylen;
+    int failed;
+} parser_t;
+
+int
+qm_error_at(const char *text, const char *origin, unsigned line, unsigned col, char *why,
+            size_t whylen, const char *fmt, ...)
+{
+    if (why == NULL || whylen == 0)
+        return QPT_EINVAL;
+    char msg[256];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    /* The text of LINE. */
+    const char *l = text;
+    for (unsigned k = 1; k < line && *l; k++) {
+        const char *nl = strchr(l, '\n');
+        l = nl ? nl + 1 : l + strlen(l);
+    }
+    size_t len = strcspn(l, "\n");
+    if (len > 200)
+        len = 200;
+    char caret[256];
+    unsigned c = col > 1 ? col - 1 : 0;
+    if (c > 200)
+        c = 200;
+    for (unsigned k = 0; k < c; k++)
+        caret[k] = k < len && l[k] == '\t' ? '\t' : ' ';
+    caret[c] = '^';
+    caret[c + 1] = '\0';
+    snprintf(why, whylen, "%s:%u:%u: %s\n    %.*s\n    %s", origin, line, col, msg, (int)len,
+             l, caret);
+    return QPT_EINVAL;
+}
+
+/* The message at LINE:COL of the text being parsed (the first error only). */
+static int
+fail_at(parser_t *p, unsigned line, unsigned col, const char *fmt, ...)
+{
+    if (p->failed)
+        return QPT_EINVAL;
+    p->failed = 1;
+    char msg[256];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    return qm_error_at(p->text, p->origin, line, col, p->why, p->whylen, "%s", msg);
+}
+
+/*****************************************************************************
+ * Lexing
+ */
+
+static int
+peekc(const parser_t *p)
+{
+    return (unsigned char)p->text[p->pos];
+}
+
+static void
+advance(parser_t *p)
+{
+    if (p->text[p->pos] == '\n') {
+        p->line++;
+        p->col = 1;
+    } else
+        p->col++;
+    p->pos++;
+}
+
+static void
+skip_space(parser_t *p)
+{
+    for (;;) {
+        int c = peekc(p);
+        if (c == '#')
+            while (peekc(p) && peekc(p) != '\n')
+                advance(p);
+        else if (c && isspace(c))
+            advance(p);
+        else
+            return;
+    }
+}
+
+/* Is the next token the word W (an identifier, not a prefix of a longer one)? */
+static int
+at_word(parser_t *p, const char *w)
+{
+    skip_space(p);
+    size_t n = strlen(w);
+    return strncmp(p->text + p->pos, w, n) == 0
+           && !(isalnum((unsigned char)p->text[p->pos + n]) || p->text[p->pos + n] == '_');
+}
+
+static int
+accept_word(parser_t *p, const char *w)
+{
+    if (!at_word(p, w))
+        return 0;
+    for (size_t k = strlen(w); k > 0; k--)
+        advance(p);
+    return 1;
+}
+
+/* The next non-space character, as a token of its own. */
+static int
+accept_char(parser_t *p, int c)
+{
+    skip_space(p);
+    if (peekc(p) != c)
+        return 0;
+    advance(p);
+    return 1;
+}
+
+/* What is there, for messages: the next word or character. */
+static const char *
+what_is_here(parser_t *p, char *buf, size_t len)
+{
+    skip_space(p);
+    int c = peekc(p);
+    if (c == 0)
+        return "the end";
+    size_t n = 0;
+    if (isalnum(c) || c == '_')
+        while (n + 1 < len - 2 && (isalnum((unsigned char)p->text[p->pos + n])
+                                   || p->text[p->pos + n] == '_'))
+            n++;
+    else
+        n = 1;
+    snprintf(buf, len, "'%.*s'", (int)n, p->text + p->pos);
+    return buf;
+}
+
+static int
+expect_char(parser_t *p, int c, const char *what)
+{
+    if (accept_char(p, c))
+        return 0;
+    char here[64];
+    return fail_at(p, p->line, p->col, "expected %s, found %s", what,
+                   what_is_here(p, here, sizeof(here)));
+}
+
+/* An identifier into a new string; NULL (after an error) when there is none. */
+static char *
+identifier(parser_t *p, const char *what)
+{
+    skip_space(p);
+    int c = peekc(p);
+    if (!(isalpha(c) || c == '_')) {
+        char here[64];
+        fail_at(p, p->line, p->col, "expected %s, found %s", what,
+                what_is_here(p, here, sizeof(here)));
+        return NULL;
+    }
+    size_t start = p->pos;
+    while (isalnum(peekc(p)) || peekc(p) == '_')
+        advance(p);
+    return strndup(p->text + start, p->pos - start);
+}
+
+/* '(' PATTERN ')': the raw text between, trimmed; its position. */
+static char *
+pattern(parser_t *p, unsigned *line, unsigned *col)
+{
+    if (expect_char(p, '(', "'('") < 0)
+        return NULL;
+    skip_space(p);
+    *line = p->line;
+    *col = p->col;
+    size_t start = p->pos;
+    while (peekc(p) && peekc(p) != ')' && peekc(p) != '\n' && peekc(p) != '(')
+        advance(p);
+    if (peekc(p) != ')') {
+        fail_at(p, p->line, p->col, "expected ')' after the pattern");
+        return NULL;
+    }
+    size_t end = p->pos;
+    while (end > start && isspace((unsigned char)p->text[end - 1]))
+        end--;
+    advance(p);
+    if (end == start) {
+        fail_at(p, *line, *col, "an empty pattern");
+        return NULL;
+    }
+    return strndup(p->text + start, end - start);
+}
+
+/*****************************************************************************
+ * Expressions
+ */
+
+static qm_expr_t *
+mk(parser_t *p, int op, unsigned line, unsigned col, qm_expr_t *a, qm_expr_t *b)
+{
+    qm_expr_t *e = calloc(1, sizeof(*e));
+    if (e == NULL) {
+        qm_expr_free(a);
+        qm_expr_free(b);
+        fail_at(p, line, col, "out of memory");
+        return NULL;
+    }
+    e->op = op;
+    e->line = line;
+    e->col = col;
+    e->a = a;
+    e->b = b;
+    return e;
+}
+
+static qm_expr_t *expr(parser_t *p);
+
+static qm_expr_t *
+primary(parser_t *p)
+{
+    skip_space(p);
+    unsigned line = p->line, col = p->col;
+    int c = peekc(p);
+    if (accept_char(p, '(')) {
+        qm_expr_t *e = expr(p);
+        if (e != NULL && expect_char(p, ')', "')'") < 0) {
+            qm_expr_free(e);
+            return NULL;
+        }
+        return e;
+    }
+    if (isdigit(c)) {
+        char *end;
+        size_t start = p->pos;
+        unsigned long long v = strtoull(p->text + start, &end, 0);
+        if (isalnum((unsigned char)*end) || *end == '_') {
+            fail_at(p, line, col, "a malformed number");
+            return NULL;
+        }
+        while (p->text + p->pos < end)
+            advance(p);
+        qm_expr_t *e = mk(p, QE_NUM, line, col, NULL, NULL);
+        if (e != NULL)
+            e->num = (int64_t)v;
+        return e;
+    }
+    if (isalpha(c) || c == '_') {
+        char *name = identifier(p, "a name");
+        if (name == NULL)
+            return NULL;
+        if (strncmp(name, "arg", 3) == 0 && name[3] >= '1' && name[3] <= '6' && name[4] == 0) {
+            qm_expr_t *e = mk(p, QE_ARG, line, col, NULL, NULL);
+            if (e != NULL)
+                e->num = name[3] - '1';
+            free(name);
+            return e;
+        }
+        qm_expr_t *e = mk(p, QE_VAR, line, col, NULL, NULL);
+        if (e == NULL) {
+            free(name);
+            return NULL;
+        }
+        e->name = name;
+        return e;
+    }
+    char here[64];
+    fail_at(p, line, col, "expected a number, argN, a variable or '(', found %s",
+            what_is_here(p, here, sizeof(here)));
+    return NULL;
+}
+
+static qm_expr_t *
+unary(parser_t *p)
+{
+    skip_space(p);
+    unsigned line = p->line, col = p->col;
+    if (peekc(p) == '!' && p->text[p->pos + 1] != '=') {
+        advance(p);
+        qm_expr_t *a = unary(p);
+        return a ? mk(p, QE_NOT, line, col, a, NULL) : NULL;
+    }
+    if (accept_char(p, '-')) {
+        qm_expr_t *a = unary(p);
+        return a ? mk(p, QE_NEG, line, col, a, NULL) : NULL;
+    }
+    return primary(p);
+}
+
+/* Binary levels, loosest first; within a level, the longest operators first. */
+static const struct level {
+    const char *ops[4];
+    int codes[4];
+} levels[] = {
+    { { "||" }, { QE_LOR } },
+    { { "&&" }, { QE_LAND } },
+    { { "|" }, { QE_OR } },
+    { { "^" }, { QE_XOR } },
+    { { "&" }, { QE_AND } },
+    { { "==", "!=" }, { QE_EQ, QE_NE } },
+    { { "<=", ">=", "<", ">" }, { QE_LE, QE_GE, QE_LT, QE_GT } },
+    { { "<<", ">>" }, { QE_SHL, QE_SHR } },
+    { { "+", "-" }, { QE_ADD, QE_SUB } },
+    { { "*", "/", "%" }, { QE_MUL, QE_DIV, QE_MOD } },
+};
+#define NLEVELS (sizeof(levels) / sizeof(levels[0]))
+
+/* The operator of level L at the current position (0: none); consumes it. */
+static int
+accept_level_op(parser_t *p, size_t l)
+{
+    skip_space(p);
+    const char *at = p->text + p->pos;
+    for (int k = 0; k < 4 && levels[l].ops[k] != NULL; k++) {
+        const char *op = levels[l].ops[k];
+        size_t n = strlen(op);
+        if (strncmp(at, op, n) != 0)
+            continue;
+        /* `|` is not `||`, `&` not `&&`, `<` not `<<` or `<=`. */
+        if (n == 1 && (at[1] == at[0] || ((at[0] == '<' || at[0] == '>') && at[1] == '=')))
+            continue;
+        for (size_t i = 0; i < n; i++)
+            advance(p);
+        return levels[l].codes[k];
+    }
+    return 0;
+}
+
+static qm_expr_t *
+binary(parser_t *p, size_t l)
+{
+    if (l == NLEVELS)
+        return unary(p);
+    qm_expr_t *a = binary(p, l + 1);
+    while (a != NULL) {
+        skip_space(p);
+        unsigned line = p->line, col = p->col;
+        int op = accept_level_op(p, l);
+        if (op == 0)
+            break;
+        qm_expr_t *b = binary(p, l + 1);
+        if (b == NULL) {
+            qm_expr_free(a);
+            return NULL;
+        }
+        a = mk(p, op, line, col, a, b);
+    }
+    return a;
+}
+
+static qm_expr_t *
+expr(parser_t *p)
+{
+    return binary(p, 0);
+}
+
+void
+qm_expr_free(qm_expr_t *e)
+{
+    if (e == NULL)
+        return;
+    qm_expr_free(e->a);
+    qm_expr_free(e->b);
+    free(e->name);
+    free(e);
+}
+
+/*****************************************************************************
+ * Metrics
+ */
+
+static void
+metric_free(qm_metric_t *m)
+{
+    free(m->name);
+    free(m->origin);
+    free(m->src);
+    free(m->pattern);
+    free(m->inside);
+    qm_expr_free(m->where);
+    for (size_t i = 0; i < m->nprocs; i++)
+        free(m->procs[i].name);
+    free(m->procs);
+    memset(m, 0, sizeof(*m));
+}
+
+/* kind { constraint } into M. */
+static int
+body(parser_t *p, qm_metric_t *m)
+{
+    skip_space(p);
+    unsigned line = p->line, col = p->col;
+    if (accept_word(p, "count")) {
+        if (!accept_word(p, "calls"))
+            return fail_at(p, p->line, p->col, "expected 'calls' after 'count'");
+        m->kind = QM_COUNT;
+    } else if (accept_word(p, "time")) {
+        if (accept_word(p, "wall"))
+            m->kind = QM_WALL;
+        else if (accept_word(p, "cpu"))
+            m->kind = QM_CPU;
+        else
+            return fail_at(p, p->line, p->col, "expected 'wall' or 'cpu' after 'time'");
+    } else {
+        char here[64];
+        return fail_at(p, line, col, "expected 'count calls(...)' or 'time wall|cpu(...)', "
+                       "found %s", what_is_here(p, here, sizeof(here)));
+    }
+    if ((m->pattern = pattern(p, &m->pat_line, &m->pat_col)) == NULL)
+        return QPT_EINVAL;
+    m->focus = QM_PER_PROC;
+    for (;;) {
+        skip_space(p);
+        unsigned l = p->line, c = p->col;
+        if (accept_word(p, "inside")) {
+            if (m->inside != NULL)
+                return fail_at(p, l, c, "a second 'inside'");
+            if ((m->inside = pattern(p, &m->in_line, &m->in_col)) == NULL)
+                return QPT_EINVAL;
+        } else if (accept_word(p, "where")) {
+            if (m->where != NULL)
+                return fail_at(p, l, c, "a second 'where' (combine them with &&)");
+            if ((m->where = expr(p)) == NULL)
+                return QPT_EINVAL;
+        } else if (accept_word(p, "per")) {
+            if (accept_word(p, "procedure"))
+                m->focus = QM_PER_PROC;
+            else if (accept_word(p, "thread"))
+                m->focus = QM_PER_THREAD;
+            else
+                return fail_at(p, p->line, p->col, "expected 'procedure' or 'thread' after "
+                               "'per'");
+        } else if (accept_word(p, "total"))
+            m->focus = QM_TOTAL;
+        else
+            return 0;
+    }
+}
+
+static int
+add_metric(qm_set_t *set, qm_metric_t *m)
+{
+    if (set->n == set->cap) {
+        size_t cap = set->cap ? 2 * set->cap : 8;
+        qm_metric_t *v = realloc(set->v, cap * sizeof(*v));
+        if (v == NULL)
+            return QPT_ENOMEM;
+        set->v = v;
+        set->cap = cap;
+    }
+    set->v[set->n++] = *m;
+    return 0;
+}
+
+int
+qm_parse(const char *text, const char *origin, int one, qm_set_t **setp, char *why,
+         size_t whylen)
+{
+    if (text == NULL || origin == NULL || setp == NULL)
+        return QPT_EINVAL;
+    if (why != NULL && whylen > 0)
+        why[0] = '\0';
+    qm_set_t *set = *setp;
+    int made = set == NULL;
+    if (made && (set = calloc(1, sizeof(*set))) == NULL)
+        return QPT_ENOMEM;
+    if (set->placed) {
+        if (why != NULL && whylen > 0)
+            snprintf(why, whylen, "%s: the metrics are placed already", origin);
+        return QPT_EINVAL;
+    }
+    size_t before = set->n;
+    parser_t p = { text, origin, 0, 1, 1, why, whylen, 0 };
+    int rc = 0;
+    while (rc == 0) {
+        qm_metric_t m;
+        memset(&m, 0, sizeof(m));
+        skip_space(&p);
+        if (peekc(&p) == 0)
+            break;
+        if (one) {
+            rc = body(&p, &m);
+            if (rc == 0) {
+                skip_space(&p);
+                if (peekc(&p) != 0) {
+                    char here[64];
+                    rc = fail_at(&p, p.line, p.col, "expected 'inside', 'where', 'per', "
+                                 "'total' or the end, found %s",
+                                 what_is_here(&p, here, sizeof(here)));
+                }
+            }
+            if (rc == 0) {
+                size_t len = strlen(text);
+                while (len > 0 && isspace((unsigned char)text[len - 1]))
+                    len--;
+                const char *t = text;
+                while (isspace((unsigned char)*t))
+                    t++, len--;
+                m.name = strndup(t, len);
+            }
+        } else {
+            unsigned line = p.line, col = p.col;
+            if (!accept_word(&p, "metric")) {
+                char here[64];
+                rc = fail_at(&p, line, col, "expected 'metric', found %s",
+                             what_is_here(&p, here, sizeof(here)));
+            } else if ((m.name = identifier(&p, "the metric's name")) == NULL)
+                rc = QPT_EINVAL;
+            else {
+                for (size_t i = 0; i < set->n && rc == 0; i++)
+                    if (strcmp(set->v[i].name, m.name) == 0)
+                        rc = fail_at(&p, line, col, "metric '%s' is defined twice", m.name);
+                if (rc == 0 && (rc = expect_char(&p, '=', "'='")) == 0
+                    && (rc = body(&p, &m)) == 0) {
+                    char here[64];
+                    if (!accept_char(&p, ';'))
+                        rc = fail_at(&p, p.line, p.col, "expected 'inside', 'where', 'per', "
+                                     "'total' or ';', found %s",
+                                     what_is_here(&p, here, sizeof(here)));
+                }
+            }
+        }
+        if (rc == 0 && m.name == NULL)
+            rc = QPT_ENOMEM;
+        if (rc == 0 && ((m.origin = strdup(origin)) == NULL || (m.src = strdup(text)) == NULL))
+            rc = QPT_ENOMEM;
+        if (rc == 0)
+            rc = add_metric(set, &m);
+        if (rc < 0)
+            metric_free(&m);
+        if (one)
+            break;
+    }
+    if (rc == 0 && set->n == before) {
+        if (why != NULL && whylen > 0)
+            snprintf(why, whylen, "%s: no metric", origin);
+        rc = QPT_EINVAL;
+    }
+    if (rc < 0) {
+        /* Nothing of this text stays. */
+        while (set->n > before)
+            metric_free(&set->v[--set->n]);
+        if (made) {
+            qm_free(set);
+            set = NULL;
+        }
+        if (why != NULL && whylen > 0 && why[0] == '\0')
+            snprintf(why, whylen, "%s: %s", origin, qpt_strerror(rc));
+        return rc;
+    }
+    *setp = set;
+    return 0;
+}
+
+size_t
+qm_count(const qm_set_t *set)
+{
+    return set ? set->n : 0;
+}
+
+const char *
+qm_name(const qm_set_t *set, size_t i)
+{
+    return set && i < set->n ? set->v[i].name : NULL;
+}
+
+void
+qm_free(qm_set_t *set)
+{
+    if (set == NULL)
+        return;
+    for (size_t i = 0; i < set->n; i++)
+        metric_free(&set->v[i]);
+    free(set->v);
+    free(set);
+}

@@ -1,0 +1,70 @@
+/* Copyright 2026 the qpt authors
+ * SPDX-License-Identifier: MIT */
+#ifndef QP_QM_PRIV_H
+#define QP_QM_PRIV_H
+/* metrics/ inside: the parsed metrics (qm_parse.c), and where qm_insert put them. */
+#include "metrics/qm.h"
+
+/* Return the status of E when it failed. */
+#define QM_CHECK(e)                                                                      \
+    do {                                                                                 \
+        int qm_rc_ = (e);                                                                \
+        if (qm_rc_ < 0)                                                                  \
+            return qm_rc_;                                                               \
+    } while (0)
+
+/* A where-expression. */
+enum {
+    QE_NUM = 1, QE_ARG, QE_VAR,           /* leaves */
+    QE_NEG, QE_NOT,                       /* unary (a) */
+    QE_ADD, QE_SUB, QE_MUL, QE_DIV, QE_MOD, QE_SHL, QE_SHR, QE_AND, QE_OR, QE_XOR,
+    QE_EQ, QE_NE, QE_LT, QE_LE, QE_GT, QE_GE, QE_LAND, QE_LOR,
+};
+
+typedef struct qm_expr {
+    int op;
+    int64_t num;           /* QE_NUM; QE_ARG: 0..5 */
+    char *name;            /* QE_VAR */
+    unsigned line, col;    /* where it was written */
+    struct qm_expr *a, *b;
+} qm_expr_t;
+
+/* One procedure of a metric (a row when per procedure). */
+typedef struct qm_proc {
+    char *name;
+    int measured;
+} qm_proc_t;
+
+typedef struct qm_metric {
+    char *name;
+    char *origin;          /* for messages */
+    char *src;             /* the text it was parsed from (for messages with a caret) */
+    int kind;              /* QM_COUNT, QM_WALL, QM_CPU */
+    int focus;             /* QM_PER_PROC, QM_PER_THREAD, QM_TOTAL */
+    char *pattern, *inside;
+    unsigned pat_line, pat_col, in_line, in_col;
+    qm_expr_t *where;
+    /* Placed by qm_insert (or read from a layout). */
+    int per_thread;        /* VAR is a per-thread variable of STRIDE bytes a thread */
+    uint64_t var;
+    uint64_t stride;
+    uint64_t base;         /* the first row's word in a block (after the inside state) */
+    qm_proc_t *procs;      /* the matching procedures */
+    size_t nprocs;
+} qm_metric_t;
+
+struct qm_set {
+    qm_metric_t *v;
+    size_t n, cap;
+    int placed;            /* qm_insert or qm_layout_load ran */
+};
+
+void qm_expr_free(qm_expr_t *e);
+
+/* WHY: "ORIGIN:LINE:COL: message", then line LINE of TEXT and a caret under COL.
+ * Returns QP_EINVAL. */
+int qm_error_at(const char *text, const char *origin, unsigned line, unsigned col,
+                char *why, size_t whylen, const char *fmt, ...)
+    __attribute__((format(printf, 7, 8)));
+
+#endif

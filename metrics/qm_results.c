@@ -1,0 +1,364 @@
+/* Copyright 2026 the qpt authors
+ * SPDX-License-Identifier: MIT */
+/*
+ * Where the metrics are (the layout, saved next to a rewritten program as text) and
+ * what they measured: the metric x focus table, per-thread blocks summed over threads.
+ *
+ * The layout file:
+ *   qpt-metrics-layout 1
+ *   metric KIND FOCUS PER_THREAD VAR STRIDE BASE NPROCS
+ *   name THE METRIC'S NAME (the rest of the line)
+ *   proc MEASURED NAME                (NPROCS lines)
+ *   ...
+ *   end
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "metrics/qm_priv.h"
+
+#define MAX_PROCS 10000000u
+#define MAX_LINE 8192
+
+/* Text built in memory (the layout), then written in one go. */
+typedef struct strbuf {
+    char *p;
+    size_t n, cap;
+    int failed;
+} strbuf_t;
+
+static void
+sb_printf(strbuf_t *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static void
+sb_printf(strbuf_t *b, const char *fmt, ...)
+{
+    va_list ap;
+    for (int pass = 0; pass < 2 && !b->failed; pass++) {
+        va_start(ap, fmt);
+        int n = vsnprintf(b->p ? b->p + b->n : NULL, b->p ? b->cap - b->n : 0, fmt, ap);
+        va_end(ap);
+        if (n < 0) {
+            b->failed = 1;
+            return;
+        }
+        if (b->p != NULL && b->n + (size_t)n < b->cap) {
+            b->n += (size_t)n;
+            return;
+        }
+        size_t cap = (b->cap + (size_t)n + 1) * 2;
+        char *q = realloc(b->p, cap);
+        if (q == NULL) {
+            b->failed = 1;
+            return;
+        }
+        b->p = q;
+        b->cap = cap;
+    }
+}
+
+int
+qm_layout_save(const qm_set_t *set, const char *path, char *why, size_t whylen)
+{
+    if (set == NULL || path == NULL || !set->placed)
+        return QPT_EINVAL;
+    char tmp[4200];
+    if (snprintf(tmp, sizeof(tmp), "%s.tmp%d", path, (int)getpid()) >= (int)sizeof(tmp))
+        return QPT_EINVAL;
+    strbuf_t b = { 0 };
+    sb_printf(&b, "qpt-metrics-layout 1\n");
+    for (size_t i = 0; i < set->n; i++) {
+        const qm_metric_t *m = &set->v[i];
+        sb_printf(&b, "metric %d %d %d %llx %llu %llu %zu\nname %s\n", m->kind, m->focus,
+                  m->per_thread, (unsigned long long)m->var, (unsigned long long)m->stride,
+                  (unsigned long long)m->base, m->nprocs, m->name);
+        for (size_t k = 0; k < m->nprocs; k++)
+            sb_printf(&b, "proc %d %s\n", m->procs[k].measured, m->procs[k].name);
+    }
+    sb_printf(&b, "end\n");
+    if (b.failed) {
+        free(b.p);
+        return QPT_ENOMEM;
+    }
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644), e = 0;
+    if (fd < 0)
+        e = errno;
+    else {
+        size_t done = 0;
+        while (done < b.n && e == 0) {
+            ssize_t w = write(fd, b.p + done, b.n - done);
+            if (w < 0 && errno != EINTR)
+                e = errno;
+            else if (w > 0)
+                done += (size_t)w;
+        }
+        if (close(fd) != 0 && e == 0)
+            e = errno;
+        if (e == 0 && rename(tmp, path) < 0)
+            e = errno;
+        if (e != 0)
+            unlink(tmp);
+    }
+    free(b.p);
+    if (e != 0) {
+        if (why != NULL && whylen > 0)
+            snprintf(why, whylen, "%s: %s", path, strerror(e));
+        return QPT_EIO;
+    }
+    return 0;
+}
+
+/* One line of F into BUF (its newline removed); 0 at the end, -1 when too long. */
+static int
+read_line(FILE *f, char *buf, size_t len)
+{
+    if (fgets(buf, (int)len, f) == NULL)
+        return 0;
+    size_t n = strlen(buf);
+    if (n == 0 || buf[n - 1] != '\n')
+        return -1;
+    buf[n - 1] = '\0';
+    return 1;
+}
+
+int
+qm_layout_load(const char *path, qm_set_t **out, char *why, size_t whylen)
+{
+    if (path == NULL || out == NULL)
+        return QPT_EINVAL;
+    *out = NULL;
+    FILE *f = fopen(path, "r");
+    if (f == NULL) {
+        if (why != NULL && whylen > 0)
+            snprintf(why, whylen, "%s: %s", path, strerror(errno));
+        return QPT_EIO;
+    }
+    qm_set_t *set = calloc(1, sizeof(*set));
+    char *line = malloc(MAX_LINE);
+    unsigned lineno = 1;
+    int rc = set && line ? 0 : QPT_ENOMEM, ended = 0;
+    if (rc == 0 && (read_line(f, line, MAX_LINE) != 1 || strcmp(line, "qpt-metrics-layout 1") != 0))
+        rc = QPT_EFORMAT;
+    while (rc == 0) {
+        lineno++;
+        int r = read_line(f, line, MAX_LINE);
+        if (r <= 0) {
+            rc = QPT_EFORMAT;
+            break;
+        }
+        if (strcmp(line, "end") == 0) {
+            ended = 1;
+            break;
+        }
+        qm_metric_t m;
+        memset(&m, 0, sizeof(m));
+        unsigned long long var, stride, base;
+        size_t np;
+        char tail;
+        if (sscanf(line, "metric %d %d %d %llx %llu %llu %zu%c", &m.kind, &m.focus,
+                   &m.per_thread, &var, &stride, &base, &np, &tail) != 7
+            || m.kind < QM_COUNT || m.kind > QM_CPU || m.focus < QM_PER_PROC
+            || m.focus > QM_TOTAL || (m.per_thread != 0 && m.per_thread != 1) || np > MAX_PROCS
+            || stride % 8 != 0 || stride > 65536 || (base != 0 && base != 3)) {
+            rc = QPT_EFORMAT;
+            break;
+        }
+        uint64_t wpr = m.kind == QM_COUNT ? 1 : 3, rows = m.focus == QM_PER_PROC ? np : 1;
+        if ((m.per_thread && stride != 8 * (base + rows * wpr)) || (!m.per_thread && (base || m.kind != QM_COUNT))) {
+            rc = QPT_EFORMAT;
+            break;
+        }
+        m.var = var;
+        m.stride = stride;
+        m.base = base;
+        lineno++;
+        if (read_line(f, line, MAX_LINE) != 1 || strncmp(line, "name ", 5) != 0
+            || line[5] == '\0')
+            rc = QPT_EFORMAT;
+        else if ((m.name = strdup(line + 5)) == NULL || (m.origin = strdup(path)) == NULL
+                 || (m.src = strdup("")) == NULL || (m.pattern = strdup("")) == NULL
+                 || (m.procs = calloc(np + 1, sizeof(qm_proc_t))) == NULL)
+            rc = QPT_ENOMEM;
+        for (size_t k = 0; rc == 0 && k < np; k++) {
+            lineno++;
+            int measured;
+            int off = 0;
+            if (read_line(f, line, MAX_LINE) != 1
+                || sscanf(line, "proc %d %n", &measured, &off) != 1 || off == 0
+                || (measured != 0 && measured != 1) || line[off] == '\0') {
+                rc = QPT_EFORMAT;
+                break;
+            }
+            if ((m.procs[k].name = strdup(line + off)) == NULL)
+                rc = QPT_ENOMEM;
+            m.procs[k].measured = measured;
+            m.nprocs = k + 1;
+        }
+        if (rc == 0 && set->n == set->cap) {
+            size_t cap = set->cap ? 2 * set->cap : 8;
+            qm_metric_t *v = realloc(set->v, cap * sizeof(*v));
+            if (v == NULL)
+                rc = QPT_ENOMEM;
+            else {
+                set->v = v;
+                set->cap = cap;
+            }
+        }
+        if (rc == 0)
+            set->v[set->n++] = m;
+        else {
+            /* A half-read metric: its strings. */
+            free(m.name);
+            free(m.origin);
+            free(m.src);
+            free(m.pattern);
+            for (size_t k = 0; k < m.nprocs; k++)
+                free(m.procs[k].name);
+            free(m.procs);
+        }
+    }
+    if (rc == 0 && (!ended || set->n == 0))
+        rc = QPT_EFORMAT;
+    fclose(f);
+    free(line);
+    if (rc < 0) {
+        if (why != NULL && whylen > 0)
+            snprintf(why, whylen, rc == QPT_EFORMAT ? "%s:%u: not a metrics layout (or a damaged "
+                                                     "one)"
+                                                   : "%s:%u: %s",
+                     path, lineno, qpt_strerror(rc));
+        qm_free(set);
+        return rc;
+    }
+    set->placed = 1;
+    *out = set;
+    return 0;
+}
+
+double
+qm_cycles_per_ns(void)
+{
+    struct timespec a, b, ts = { 0, 20000000 };
+    uint32_t lo, hi;
+    clock_gettime(CLOCK_MONOTONIC, &a);
+    __asm__ volatile("rdtsc" : "=a"(lo), "=d"(hi));
+    uint64_t c0 = ((uint64_t)hi << 32) | lo;
+    nanosleep(&ts, NULL);
+    clock_gettime(CLOCK_MONOTONIC, &b);
+    __asm__ volatile("rdtsc" : "=a"(lo), "=d"(hi));
+    uint64_t c1 = ((uint64_t)hi << 32) | lo;
+    double ns = (double)(b.tv_sec - a.tv_sec) * 1e9 + (double)(b.tv_nsec - a.tv_nsec);
+    return ns > 0 ? (double)(c1 - c0) / ns : 1;
+}
+
+static int
+push_row(qm_row_t **rows, size_t *n, size_t *cap, const qm_row_t *r)
+{
+    if (*n == *cap) {
+        size_t c = *cap ? 2 * *cap : 64;
+        qm_row_t *v = realloc(*rows, c * sizeof(*v));
+        if (v == NULL)
+            return QPT_ENOMEM;
+        *rows = v;
+        *cap = c;
+    }
+    (*rows)[(*n)++] = *r;
+    return 0;
+}
+
+/* A value in its unit: counts as they are, timers in ns. */
+static uint64_t
+in_unit(const qm_metric_t *m, uint64_t v, double cpn)
+{
+    if (m->kind == QM_WALL)
+        return cpn > 0 ? (uint64_t)((double)v / cpn) : v;
+    return v;
+}
+
+int
+qm_results(const qm_set_t *set, qm_read_fn read, void *arg, double cpn, qm_row_t **rowsp,
+           size_t *nrowsp, char *why, size_t whylen)
+{
+    if (set == NULL || read == NULL || rowsp == NULL || nrowsp == NULL || !set->placed)
+        return QPT_EINVAL;
+    qm_row_t *rows = NULL;
+    size_t nrows = 0, cap = 0;
+    int rc = 0;
+    for (size_t i = 0; rc == 0 && i < set->n; i++) {
+        const qm_metric_t *m = &set->v[i];
+        uint64_t wpr = m->kind == QM_COUNT ? 1 : 3, off = m->kind == QM_COUNT ? 0 : 2;
+        size_t nr = m->focus == QM_PER_PROC ? m->nprocs : 1;
+        uint64_t *sum = calloc(nr + 1, sizeof(uint64_t));
+        uint64_t *w = NULL;
+        size_t nw;
+        if (sum == NULL) {
+            rc = QPT_ENOMEM;
+            break;
+        }
+        if (m->per_thread)
+            nw = QPT_PER_THREAD_SIZE(m->stride) / 8;
+        else
+            nw = nr;
+        if ((w = calloc(nw + 1, sizeof(uint64_t))) == NULL)
+            rc = QPT_ENOMEM;
+        else if ((rc = read(arg, m->var, w, nw)) < 0) {
+            if (why != NULL && whylen > 0)
+                snprintf(why, whylen, "%s: its words cannot be read (%s)", m->name,
+                         qpt_strerror(rc));
+        }
+        if (rc == 0 && m->per_thread) {
+            const uint64_t *blocks = w + QPT_MAX_THREADS;
+            size_t sw = m->stride / 8;
+            for (size_t k = 0; k <= QPT_MAX_THREADS && rc == 0; k++) {
+                /* Used keys, and the shared copy of the threads beyond them. */
+                if (k < QPT_MAX_THREADS && w[k] == 0)
+                    continue;
+                const uint64_t *b = blocks + k * sw;
+                if (m->focus == QM_PER_THREAD) {
+                    qm_row_t r = { i, m->kind, "", in_unit(m, b[m->base + off], cpn), 1 };
+                    if (k < QPT_MAX_THREADS)
+                        snprintf(r.focus, sizeof(r.focus), "thread 0x%llx",
+                                 (unsigned long long)w[k]);
+                    else
+                        snprintf(r.focus, sizeof(r.focus), "threads beyond %d",
+                                 QPT_MAX_THREADS);
+                    if (k < QPT_MAX_THREADS || r.value != 0)
+                        rc = push_row(&rows, &nrows, &cap, &r);
+                    continue;
+                }
+                for (size_t row = 0; row < nr; row++)
+                    sum[row] += b[m->base + row * wpr + off];
+            }
+        } else if (rc == 0)
+            for (size_t row = 0; row < nr; row++)
+                sum[row] = w[row];
+        if (rc == 0 && m->focus != QM_PER_THREAD)
+            for (size_t row = 0; row < nr && rc == 0; row++) {
+                qm_row_t r = { i, m->kind, "", in_unit(m, sum[row], cpn), 1 };
+                if (m->focus == QM_TOTAL)
+                    snprintf(r.focus, sizeof(r.focus), "total");
+                else {
+                    snprintf(r.focus, sizeof(r.focus), "%s", m->procs[row].name);
+                    r.measured = m->procs[row].measured;
+                }
+                rc = push_row(&rows, &nrows, &cap, &r);
+            }
+        free(sum);
+        free(w);
+    }
+    if (rc < 0) {
+        free(rows);
+        return rc;
+    }
+    *rowsp = rows;
+    *nrowsp = nrows;
+    return 0;
+}
