@@ -288,11 +288,12 @@ dyn_session_add_point(dyn_session_t *s, int kind, uint32_t proc, uint64_t addr,
     const dyn_snippet_t *before, const dyn_snippet_t *after, const char *name,
     uint32_t *row /*OUT*/, const char **why /*OUT*/);
 
-/* Whether dyn_session_add_point would take the point (nothing is added): 0, or
- * QP_EUNSUPP with *WHY. */
+/* Whether dyn_session_add_point would take the point (nothing is added): 0 with the
+ * run-time bytes its jump would replace, [*LO, *HI) (either may be NULL), or QP_EUNSUPP
+ * with *WHY. */
 int
 dyn_session_check_point(const dyn_session_t *s, int kind, uint32_t proc, uint64_t addr,
-    const char **why);
+    uint64_t *lo, uint64_t *hi, const char **why);
 
 /* Why install refused row ROW (NULL: it is in). */
 const char *

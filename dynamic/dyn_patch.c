@@ -468,7 +468,7 @@ check_point(const dyn_session_t *s, int kind, uint32_t proc, uint64_t addr, poin
 
 int
 dyn_session_check_point(const dyn_session_t *s, int kind, uint32_t proc, uint64_t addr,
-    const char **why)
+    uint64_t *lo, uint64_t *hi, const char **why)
 {
     static const char *unused;
     point_t pt;
@@ -478,7 +478,12 @@ dyn_session_check_point(const dyn_session_t *s, int kind, uint32_t proc, uint64_
     *why = NULL;
     if (s == NULL)
         return QP_EINVAL;
-    return check_point(s, kind, proc, addr, &pt, why);
+    QP_CHECK(check_point(s, kind, proc, addr, &pt, why));
+    if (lo != NULL)
+        *lo = pt.entry;
+    if (hi != NULL)
+        *hi = pt.entry + pt.len;
+    return 0;
 }
 
 int

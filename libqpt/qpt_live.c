@@ -367,7 +367,7 @@ qpt_live_write(qpt_space_t *s, uint64_t addr, const void *buf, size_t len)
 static int dyn_kind(uint32_t kind);
 
 int
-qpt_live_point_ok(qpt_space_t *s, const qpt_ins_t *ins, const char **why)
+qpt_live_point_ok(qpt_space_t *s, qpt_ins_t *ins, const char **why)
 {
     const qpt_point_t *pt = &ins->pt;
     if (pt->kind == QPT_EXIT) { /* a ret only (a tail call has no trampoline form yet) */
@@ -386,8 +386,20 @@ qpt_live_point_ok(qpt_space_t *s, const qpt_ins_t *ins, const char **why)
         QP_CHECK(dyn_session_create(s->proc, s->prog, s->bias, &c));
         s->check = c;
     }
-    return dyn_session_check_point(s->check, dyn_kind(pt->kind), pt->proc, ins->where - s->bias,
-                                   why);
+    QP_CHECK(dyn_session_check_point(s->check, dyn_kind(pt->kind), pt->proc,
+                                     ins->where - s->bias, &ins->patch_lo, &ins->patch_hi, why));
+    /* Another point's jump over the same bytes (one point shares its jump). */
+    for (size_t i = 0; i < s->nins; i++) {
+        const qpt_ins_t *o = &s->ins[i];
+        if (o->removed || (o->where == ins->where && dyn_kind(o->pt.kind) == dyn_kind(pt->kind)))
+            continue;
+        if (o->patch_lo < ins->patch_hi && ins->patch_lo < o->patch_hi) {
+            *why = "its bytes overlap those of another point with a snippet (a procedure "
+                   "too short for both its entry and its exit?)";
+            return QP_EUNSUPP;
+        }
+    }
+    return 0;
 }
 
 /* The dyn point kind of a public point (QPT_AFTER_CALL shares its call's point). */

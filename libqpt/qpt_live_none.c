@@ -63,7 +63,7 @@ qpt_live_commit(qpt_space_t *s)
 }
 
 int
-qpt_live_point_ok(qpt_space_t *s, const qpt_ins_t *ins, const char **why)
+qpt_live_point_ok(qpt_space_t *s, qpt_ins_t *ins, const char **why)
 {
     (void)s;
     (void)ins;

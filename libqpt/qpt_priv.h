@@ -34,6 +34,7 @@ typedef struct qpt_ins {
     arch_snip_ctx_t ctx;  /* what holds at the point */
     uint64_t where;       /* the instruction the probe or patch names (space address) */
     int64_t order;        /* runs before insertions of larger order at its place */
+    uint64_t patch_lo, patch_hi; /* live: the bytes its point's jump replaces */
     uint8_t at;           /* ed_at_t */
     uint8_t entry;        /* ED_PROBE_ENTRY */
     uint8_t save_flags;   /* flags may be live there */
@@ -78,7 +79,7 @@ int qpt_live_alloc(qpt_space_t *s, size_t bytes, uint64_t *addr);
 int qpt_live_read(qpt_space_t *s, uint64_t addr, void *buf, size_t len);
 int qpt_live_write(qpt_space_t *s, uint64_t addr, const void *buf, size_t len);
 int qpt_live_commit(qpt_space_t *s);
-int qpt_live_point_ok(qpt_space_t *s, const qpt_ins_t *ins, const char **why);
+int qpt_live_point_ok(qpt_space_t *s, qpt_ins_t *ins, const char **why);
 int qpt_live_free(qpt_space_t *s, uint64_t addr);
 int qpt_live_set_active(qpt_space_t *s, int on);
 int qpt_live_keep_on_exit(qpt_space_t *s, int keep);

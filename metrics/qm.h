@@ -79,4 +79,42 @@ int qm_results(const qm_set_t *set, qm_read_fn read, void *arg, double cycles_pe
 /* The time-stamp counter's rate on this machine (measured over about 20 ms). */
 double qm_cycles_per_ns(void);
 
+/*****************************************************************************
+ * A live session (qm_live.c): what `dyn -e` runs
+ */
+
+typedef struct qm_live_opts {
+    int pid;                 /* attach to this process, or (0) */
+    char *const *argv;       /* start this program (stopped before its first instruction) */
+    double interval;         /* > 0: a sample every INTERVAL seconds, to on_sample */
+    double duration;         /* > 0: end after DURATION seconds; else when the process
+                              * ends or *stop is set */
+    const volatile int *stop; /* set (by the caller's signal handler): end the session */
+    qm_note_fn note;         /* notes (procedures left out), with NOTE_ARG */
+    void *note_arg;
+    /* A sample (T seconds since the start); nonzero ends the session. */
+    int (*on_sample)(void *arg, const qm_set_t *set, const qm_row_t *rows, size_t n, double t);
+    void *arg;
+} qm_live_opts_t;
+
+typedef struct qm_live_report {
+    int pid;
+    int ended;               /* the process ended during the session (STATUS: its wait
+                              * status, when we started it) */
+    int status;
+    double secs;             /* the session's length */
+    double stop_ms;          /* how long the process was stopped to insert the metrics */
+    qm_row_t *rows;          /* the final table (malloc'ed), or NULL */
+    size_t nrows;
+} qm_live_report_t;
+
+/*
+ * Attach to (or start) the process, insert SET in one stop, let it run, sample, and at
+ * the end read the final table and take every snippet out (a process that ended is left
+ * as it is). The library installs no signal handler: the caller sets *o->stop. QPT_E*
+ * with WHY; REP says what was measured even then (rows when there are).
+ */
+int qm_live_run(qm_set_t *set, const qm_live_opts_t *o, qm_live_report_t *rep, char *why,
+                size_t whylen);
+
 #endif

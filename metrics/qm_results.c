@@ -314,6 +314,7 @@ qm_results(const qm_set_t *set, qm_read_fn read, void *arg, double cpn, qm_row_t
                 snprintf(why, whylen, "%s: its words cannot be read (%s)", m->name,
                          qpt_strerror(rc));
         }
+        size_t before = nrows;
         if (rc == 0 && m->per_thread) {
             const uint64_t *blocks = w + QPT_MAX_THREADS;
             size_t sw = m->stride / 8;
@@ -340,6 +341,10 @@ qm_results(const qm_set_t *set, qm_read_fn read, void *arg, double cpn, qm_row_t
         } else if (rc == 0)
             for (size_t row = 0; row < nr; row++)
                 sum[row] = w[row];
+        if (rc == 0 && m->focus == QM_PER_THREAD && nrows == before) {
+            qm_row_t r = { i, m->kind, "no thread ran it", 0, 1 };
+            rc = push_row(&rows, &nrows, &cap, &r);
+        }
         if (rc == 0 && m->focus != QM_PER_THREAD)
             for (size_t row = 0; row < nr && rc == 0; row++) {
                 qm_row_t r = { i, m->kind, "", in_unit(m, sum[row], cpn), 1 };

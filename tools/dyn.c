@@ -25,6 +25,7 @@
 #include "cfg/cfg.h"
 #include "dynamic/dyn.h"
 #include "tools/tool.h"
+#include "tools/tool_metrics.h"
 
 enum { EXIT_FAIL = 1, EXIT_USAGE = 2 };
 
@@ -70,6 +71,10 @@ usage(FILE *f)
         "  -f, --calls-from=FUNC  count the calls made at each call site inside the\n"
         "                         procedures matching FUNC (FUNC+0xOFF->callee;\n"
         "                         repeatable)\n"
+        "  -e, --metric=METRIC    measure METRIC (qpt-metrics(5)) instead, e.g.\n"
+        "                         'count calls(lua_*) inside(luaV_execute)'; repeatable\n"
+        "      --metrics=FILE     the metrics defined in FILE (repeatable); with -e or\n"
+        "                         --metrics, -o writes metric,focus,kind,value,measured\n"
         "  -v, --verbose          list every procedure not patched and why\n"
         "  -h, --help             print this help and exit\n"
         "  -V, --version          print the version and exit\n"
@@ -256,6 +261,9 @@ typedef struct opts {
     size_t ntime;
     const char **calls; /* --calls-from patterns */
     size_t ncalls;
+    const char **margs; /* -e texts and --metrics files, in order */
+    char *morder;       /* 'e' or 'f' for each */
+    size_t nm;
     int all;         /* --all */
     double interval; /* --interval, 0 = none */
     double duration; /* --duration, 0 = until the end */
@@ -331,6 +339,73 @@ session(const opts_t *o, int pid, char *const *argv, double t_start)
         }
     }
     dyn_run_report_free(&rep);
+    return ret;
+}
+
+/* qm_live_opts_t.on_sample: the table every --interval seconds. */
+static int
+print_metrics_live(void *arg, const qm_set_t *set, const qm_row_t *rows, size_t n, double t)
+{
+    const int *pid = arg;
+    if (isatty(STDOUT_FILENO))
+        fputs("\033[H\033[J", stdout);
+    printf("dyn: pid %d  t=%.1fs\n", *pid, t);
+    if (tool_metrics_print(stdout, set, rows, n, TM_TEXT) < 0 || (putchar('\n'), fflush(stdout)) != 0)
+        out_closed = 1;
+    return out_closed;
+}
+
+/*
+ * A metrics session (-e, --metrics): metrics/'s qm_live_run on libqpt. Returns the exit
+ * status as session() does.
+ */
+static int
+metrics_session(const opts_t *o, int pid, char *const *argv)
+{
+    qm_set_t *set = NULL;
+    if (tool_metrics_parse(prog_name, o->margs, o->morder, o->nm, &set) < 0)
+        return EXIT_USAGE;
+    qm_live_opts_t lo = { 0 };
+    lo.pid = pid;
+    lo.argv = argv;
+    lo.interval = o->interval;
+    lo.duration = o->duration;
+    lo.stop = (const volatile int *)&stop_flag;
+    lo.note = tool_metrics_note;
+    lo.note_arg = (void *)prog_name;
+    lo.on_sample = print_metrics_live;
+    lo.arg = &pid;
+    qm_live_report_t rep;
+    char why[2048];
+    int ret = 0;
+    int rc = qm_live_run(set, &lo, &rep, why, sizeof(why));
+    if (rc < 0) {
+        fprintf(stderr, "%s: %s\n", prog_name, why);
+        ret = rc == QPT_EINVAL || rc == QPT_ENOTFOUND ? EXIT_USAGE : EXIT_FAIL;
+    }
+    if (rep.rows != NULL) {
+        if (o->csv != NULL) {
+            FILE *f = fopen(o->csv, "w");
+            if (f == NULL || tool_metrics_print(f, set, rep.rows, rep.nrows, TM_CSV) < 0
+                || fclose(f) != 0) {
+                fprintf(stderr, "%s: %s: %s\n", prog_name, o->csv, strerror(errno));
+                ret = EXIT_FAIL;
+            }
+        }
+        printf("dyn: pid %d, %.3f s (stopped %.1f ms to insert)\n", rep.pid, rep.secs,
+               rep.stop_ms);
+        if (tool_metrics_print(stdout, set, rep.rows, rep.nrows, TM_TEXT) < 0)
+            out_closed = 1;
+        if (ret == 0 && rep.ended && argv != NULL)
+            ret = WIFEXITED(rep.status) ? WEXITSTATUS(rep.status) : 128 + WTERMSIG(rep.status);
+        if (out_closed) {
+            fprintf(stderr, "%s: %d: standard output was closed: session ended\n", prog_name,
+                    rep.pid);
+            ret = EXIT_FAIL;
+        }
+    }
+    free(rep.rows);
+    qm_free(set);
     return ret;
 }
 
@@ -439,6 +514,8 @@ main(int argc, char **argv)
         { "no-atomic", no_argument, NULL, 'N' },
         { "verbose", no_argument, NULL, 'v' },
         { "histogram", no_argument, NULL, 'H' },
+        { "metric", required_argument, NULL, 'e' },
+        { "metrics", required_argument, NULL, 'M' },
         { "help", no_argument, NULL, 'h' },
         { "version", no_argument, NULL, 'V' },
         { NULL, 0, NULL, 0 },
@@ -471,7 +548,10 @@ main(int argc, char **argv)
     o.count = calloc((size_t)argc, sizeof(*o.count));
     o.time = calloc((size_t)argc, sizeof(*o.time));
     o.calls = calloc((size_t)argc, sizeof(*o.calls));
-    if (o.count == NULL || o.time == NULL || o.calls == NULL)
+    o.margs = calloc((size_t)argc, sizeof(*o.margs));
+    o.morder = calloc((size_t)argc, 1);
+    if (o.count == NULL || o.time == NULL || o.calls == NULL || o.margs == NULL
+        || o.morder == NULL)
         return EXIT_FAIL;
     argv++;
     argc--;
@@ -481,8 +561,13 @@ main(int argc, char **argv)
         argv++;
         argc--;
     }
-    while ((opt = getopt_long(argc, argv, "+c:at:f:i:d:o:vhV", lopts, NULL)) != -1) {
+    while ((opt = getopt_long(argc, argv, "+c:at:f:i:d:o:vhVe:", lopts, NULL)) != -1) {
         switch (opt) {
+        case 'e':
+        case 'M':
+            o.margs[o.nm] = optarg;
+            o.morder[o.nm++] = opt == 'e' ? 'e' : 'f';
+            break;
         case 'c': o.count[o.ncount++] = optarg; break;
         case 'a': o.all = 1; break;
         case 'i':
@@ -507,10 +592,15 @@ main(int argc, char **argv)
         default: usage(stderr); return EXIT_USAGE;
         }
     }
-    if (o.ncount == 0 && !o.all && o.ntime == 0 && o.ncalls == 0) {
+    if (o.nm > 0 && (o.ncount || o.all || o.ntime || o.ncalls || o.histogram || o.no_atomic)) {
+        fprintf(stderr, "%s: -e/--metrics measure the metrics only: not with --count, --all, "
+                "--time, --calls-from, --histogram or --no-atomic\n", prog_name);
+        return EXIT_USAGE;
+    }
+    if (o.nm == 0 && o.ncount == 0 && !o.all && o.ntime == 0 && o.ncalls == 0) {
         fprintf(stderr,
             "%s: say what to measure: --count PATTERN, --time PATTERN, --calls-from "
-            "FUNC or --all\n",
+            "FUNC, --all, or -e METRIC\n",
             prog_name);
         return EXIT_USAGE;
     }
@@ -531,7 +621,12 @@ main(int argc, char **argv)
     }
 
     catch_signals();
-    ret = session(&o, pid, run ? argv + optind : NULL, t_started);
+    if (o.nm > 0)
+        ret = metrics_session(&o, pid, run ? argv + optind : NULL);
+    else
+        ret = session(&o, pid, run ? argv + optind : NULL, t_started);
+    free(o.margs);
+    free(o.morder);
     free(o.count);
     free(o.time);
     free(o.calls);

@@ -46,6 +46,7 @@ usage(FILE *f)
     fprintf(f,
             "Usage: qp report [OPTIONS] PROFILE...\n"
             "       qp merge -o OUTPUT PROFILE...\n"
+            "       qp metrics [OPTIONS] PROFILE   (qp metrics --help)\n"
             "\n"
             "Report the counts that a program rewritten by qpt-rewrite (--driver=qp or naive)\n"
             "wrote to its profile (a.inst.qp). Several profiles of one executable are summed.\n"
@@ -141,7 +142,7 @@ parse_args(int argc, char **argv, qp_args_t *a)
             printf("qp (%s) %s\n", PACKAGE_NAME, PACKAGE_VERSION);
             return -1;
         }
-        return argc < 2 ? usage_error("missing command (report or merge)", NULL)
+        return argc < 2 ? usage_error("missing command (report, merge or metrics)", NULL)
                         : usage_error("unknown command", argv[1]);
     }
     int c, rc = 0;
@@ -423,6 +424,8 @@ __lsan_default_options(void)
 int
 main(int argc, char **argv)
 {
+    if (argc >= 2 && strcmp(argv[1], "metrics") == 0)
+        return qp_metrics_main(argc, argv);
     qp_args_t a;
     int rc = parse_args(argc, argv, &a);
     if (rc < 0)

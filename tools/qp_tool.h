@@ -46,6 +46,9 @@ int qp_print_annotate(FILE *f, const qp_inputs_t *in, uint32_t proc);
 /* An lcov tracefile from the DWARF line information of the executable. */
 int qp_print_lcov(FILE *f, const qp_inputs_t *in);
 
+/* qp metrics (qp_metrics.c): ARGV[1] is "metrics". Returns the exit status. */
+int qp_metrics_main(int argc, char **argv);
+
 /* "calls" or "?" when unknown, into BUF (at least 24 bytes). */
 const char *qp_fmt_count(char *buf, uint64_t v, int known);
 

@@ -23,6 +23,7 @@
 #include "editor/elfw.h"
 #include "report/qp_report.h"
 #include "tools/tool.h"
+#include "tools/tool_metrics.h"
 
 enum { EXIT_INPUT = 1, EXIT_USAGE = 2 };
 enum { DUMP_NONE, DUMP_SUMMARY, DUMP_TEXT, DUMP_DOT };
@@ -51,6 +52,10 @@ usage(FILE *f)
             "                         summary (default), text (every block and edge),\n"
             "                         dot (Graphviz, needs --proc)\n"
             "      --proc=NAME        the procedure for --dump-cfg=dot\n"
+            "  -e, --metric=METRIC    measure METRIC instead (qpt-metrics(5)), e.g.\n"
+            "                         'count calls(lua_*) inside(luaV_execute)';\n"
+            "                         repeatable; the run's values: qp metrics OUTPUT.qp\n"
+            "      --metrics=FILE     the metrics defined in FILE (repeatable)\n"
             "  -v, --verbose          say more (every unsafe procedure and why)\n"
             "  -h, --help             print this help and exit\n"
             "  -V, --version          print the version and exit\n"
@@ -325,6 +330,50 @@ rewrite(const cfg_prog_t *prog, const char *input, const char *output, const cha
     return 0;
 }
 
+/*
+ * The rewrite with metrics (-e, --metrics): through libqpt's public API, the metrics'
+ * layout next to OUTPUT (OUTPUT.qpm) for qp metrics.
+ */
+static int
+metrics_rewrite(qm_set_t *set, const char *input, const char *output)
+{
+    char why[2048], layout[4200];
+    qpt_space_t *s = NULL;
+    if (snprintf(layout, sizeof(layout), "%s.qpm", output) >= (int)sizeof(layout)) {
+        fprintf(stderr, "%s: %s: name too long\n", prog_name, output);
+        return EXIT_USAGE;
+    }
+    progress("analysing");
+    int rc = qpt_open(input, &s, why, sizeof(why));
+    progress(NULL);
+    if (rc < 0) {
+        fprintf(stderr, "%s: %s\n", prog_name, why);
+        return EXIT_INPUT;
+    }
+    if ((rc = qm_insert(set, s, tool_metrics_note, (void *)prog_name, why, sizeof(why))) < 0) {
+        fprintf(stderr, "%s: %s\n", prog_name, why);
+        qpt_close(s);
+        return rc == QPT_EINVAL || rc == QPT_ENOTFOUND ? EXIT_USAGE : EXIT_INPUT;
+    }
+    progress("relocating and writing");
+    rc = qpt_write(s, output);
+    progress(NULL);
+    if (rc < 0) {
+        fprintf(stderr, "%s: %s\n", prog_name, qpt_error(s));
+        qpt_close(s);
+        return EXIT_INPUT;
+    }
+    qpt_close(s);
+    if (qm_layout_save(set, layout, why, sizeof(why)) < 0) {
+        fprintf(stderr, "%s: %s\n", prog_name, why);
+        unlink(output); /* no program whose values could not be read */
+        return EXIT_INPUT;
+    }
+    fprintf(stderr, "%s: %s: %zu metric%s; after a run: qp metrics %s.qp\n", prog_name, output,
+            qm_count(set), qm_count(set) == 1 ? "" : "s", output);
+    return 0;
+}
+
 int
 main(int argc, char **argv)
 {
@@ -337,17 +386,30 @@ main(int argc, char **argv)
         { "atomic", no_argument, NULL, 'a' },
         { "no-atomic", no_argument, NULL, 'A' },
         { "weights", required_argument, NULL, 'w' },
+        { "metric", required_argument, NULL, 'e' },
+        { "metrics", required_argument, NULL, 'M' },
         { "help", no_argument, NULL, 'h' },
         { "version", no_argument, NULL, 'V' },
         { NULL, 0, NULL, 0 },
     };
     const char *output = NULL, *driver = "qp", *proc = NULL, *weights = NULL;
     int dump = DUMP_NONE, verbose = 0, atomic = -1, c; /* atomic -1: decide */
+    int driver_given = 0;
+    const char **margs = calloc((size_t)argc + 1, sizeof(char *));
+    char *morder = calloc((size_t)argc + 1, 1);
+    size_t nm = 0;
+    if (margs == NULL || morder == NULL)
+        return fail_input("-", QP_ENOMEM);
     tool_heap_setup();
-    while ((c = getopt_long(argc, argv, "o:vhV", longopts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "o:vhVe:", longopts, NULL)) != -1) {
         switch (c) {
+        case 'e':
+        case 'M':
+            margs[nm] = optarg;
+            morder[nm++] = c == 'e' ? 'e' : 'f';
+            break;
         case 'o': output = optarg; break;
-        case 'd': driver = optarg; break;
+        case 'd': driver = optarg; driver_given = 1; break;
         case 'p': proc = optarg; break;
         case 'v': verbose = 1; break;
         case 'a': atomic = 1; break;
@@ -389,6 +451,27 @@ main(int argc, char **argv)
         fprintf(stderr, "%s: missing -o OUTPUT (try --help)\n", prog_name);
         return EXIT_USAGE;
     }
+    if (nm > 0) {
+        /* Metrics replace the edge profile: one or the other in a rewrite. */
+        if (dump != DUMP_NONE || driver_given || weights != NULL || atomic != -1) {
+            fprintf(stderr, "%s: -e/--metrics measure the metrics only: not with %s\n",
+                    prog_name, dump != DUMP_NONE ? "--dump-cfg" : driver_given ? "--driver"
+                    : weights != NULL ? "--weights" : "--atomic/--no-atomic");
+            return EXIT_USAGE;
+        }
+        qm_set_t *set = NULL;
+        if (tool_metrics_parse(prog_name, margs, morder, nm, &set) < 0)
+            return EXIT_USAGE;
+        remove_tmp_on_signals();
+        show_progress = isatty(STDERR_FILENO) && !verbose;
+        int st = metrics_rewrite(set, input, output);
+        qm_free(set);
+        free(margs);
+        free(morder);
+        return st;
+    }
+    free(margs);
+    free(morder);
 
     cfg_image_t *img = NULL;
     char why[320];

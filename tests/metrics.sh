@@ -1,0 +1,115 @@
+#!/bin/bash
+# Copyright 2026 the qpt authors
+# SPDX-License-Identifier: MIT
+#
+# The metric language through the tools: qpt-rewrite -e/--metrics then qp metrics (text,
+# CSV, JSON), dyn run -e and dyn attach -e, on tests/qpt/metric_prog, whose counts are
+# known (see its comment): exact values in both modes; errors with line, column and caret,
+# exit status 2, nothing written; conflicting options refused.
+set -u
+: "${top_builddir:=.}"
+B=$top_builddir
+D=$B/tests/metrics.d
+rm -rf "$D"
+mkdir -p "$D" || exit 99
+fails=0
+bad() { echo "FAIL $*"; fails=$((fails + 1)); }
+ok() { echo "ok   $*"; }
+R=$B/tools/qpt-rewrite
+Q=$B/tools/qp
+DYN=$B/tools/dyn
+P=$B/tests/qpt/metric_prog
+cp "$P" "$D/prog" || exit 99
+
+cat >"$D/m.qm" <<'EOF'
+# metrics of tests/qpt/metric_prog
+metric inside_outer = count calls(leaf) inside(outer) total;
+metric recursive = count calls(rec) inside(rec);
+metric big = count calls(leaf) where arg1 > 1 total;
+metric per_thread = count calls(leaf) per thread;
+metric cpu = time cpu(outer) total;
+EOF
+
+# The value of METRIC (at FOCUS) in a CSV.
+val() { awk -F, -v m="$2" -v f="$3" '$1 == m && $2 == f { print $4 }' "$1"; }
+
+check_csv() { # CSV WHAT
+    local c=$1 w=$2
+    [ "$(val "$c" leaves_all total)" = 51 ] && [ "$(val "$c" inside_outer total)" = 42 ] &&
+        [ "$(val "$c" recursive rec)" = 3 ] && [ "$(val "$c" big total)" = 19 ] &&
+        [ "$(awk -F, '$1 == "per_thread"' "$c" | wc -l)" = 5 ] &&
+        [ "$(awk -F, '$1 == "per_thread" { s += $4 } END { print s }' "$c")" = 51 ] &&
+        [ "$(val "$c" cpu total)" -gt 0 ] && ok "$w: exact" || { bad "$w:"; cat "$c"; }
+}
+
+# A file: rewrite, run, report.
+if "$R" -e 'count calls(leaf) total' --metrics "$D/m.qm" "$D/prog" -o "$D/prog.inst" 2>"$D/rw.err"; then
+    # -e metrics are named by their text: rename it for the checks.
+    "$D/prog.inst" >"$D/out" && [ "$(cat "$D/out")" = 203 ] || bad "the rewritten program's output"
+    "$Q" metrics --csv "$D/prog.inst.qp" | sed 's/^count calls(leaf) total,/leaves_all,/' >"$D/file.csv"
+    check_csv "$D/file.csv" "qpt-rewrite -e/--metrics, qp metrics --csv"
+    "$Q" metrics "$D/prog.inst.qp" >"$D/file.txt" && grep -q 'inside_outer *42 *total' "$D/file.txt" &&
+        ok "qp metrics (text)" || { bad "qp metrics text"; cat "$D/file.txt"; }
+    "$Q" metrics --json "$D/prog.inst.qp" >"$D/file.json" &&
+        python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); assert any(x["metric"]=="big" and x["value"]==19 for x in r)' "$D/file.json" 2>/dev/null &&
+        ok "qp metrics --json" || { bad "qp metrics --json"; cat "$D/file.json"; }
+else
+    bad "qpt-rewrite -e: $(cat "$D/rw.err")"
+fi
+
+# Errors: where, with a caret; exit 2; nothing written.
+out=$("$R" -e 'count calls(leaf) wher arg1 > 1' "$D/prog" -o "$D/x.inst" 2>&1)
+st=$?
+[ $st = 2 ] && echo "$out" | grep -q -- '-e:1:19: expected' && echo "$out" | grep -q '^ *\^$' &&
+    [ ! -e "$D/x.inst" ] && ok "a syntax error: line:column, caret, exit 2, nothing written" ||
+    bad "syntax error ($st): $out"
+printf 'metric a = count calls(leaf);\nmetric b = count calls(no_such_proc);\n' >"$D/bad.qm"
+out=$("$R" --metrics "$D/bad.qm" "$D/prog" -o "$D/x.inst" 2>&1)
+st=$?
+[ $st = 2 ] && echo "$out" | grep -q "bad.qm:2:24: no procedure matches 'no_such_proc'" &&
+    [ ! -e "$D/x.inst" ] && ok "an unknown procedure named with its place, nothing written" ||
+    bad "unknown procedure ($st): $out"
+out=$("$R" -e 'count calls(leaf) where nope == 1' "$D/prog" -o "$D/x.inst" 2>&1)
+[ $? = 2 ] && echo "$out" | grep -q "no variable 'nope'" && ok "an unknown variable" ||
+    bad "unknown variable: $out"
+out=$("$R" -e 'count calls(leaf)' --driver=qp "$D/prog" -o "$D/x.inst" 2>&1)
+[ $? = 2 ] && echo "$out" | grep -q "not with --driver" && ok "-e with --driver refused" ||
+    bad "-e --driver: $out"
+out=$("$Q" metrics "$D/nothing.qp" 2>&1)
+[ $? = 1 ] && ok "qp metrics without a layout: $out" || bad "qp metrics no layout: $out"
+
+# Live: started, and attached.
+if [ -x "$DYN" ]; then
+    out=$("$DYN" run --metrics "$D/m.qm" -e 'count calls(leaf) total' -o "$D/run.csv" -- "$D/prog" 2>&1)
+    st=$?
+    if echo "$out" | grep -q "ermission"; then
+        echo "skip live: ptrace not permitted"
+    else
+        sed -i 's/^count calls(leaf) total,/leaves_all,/' "$D/run.csv" 2>/dev/null
+        [ $st = 0 ] && check_csv "$D/run.csv" "dyn run -e/--metrics -o CSV" ||
+            bad "dyn run ($st): $out"
+        out=$("$DYN" run -e 'count calls(leaf) where' -- "$D/prog" 2>&1)
+        [ $? = 2 ] && echo "$out" | grep -q -- '-e:1:24:' && ok "dyn: a syntax error, exit 2" ||
+            bad "dyn syntax: $out"
+        out=$("$DYN" run -e 'count calls(leaf)' --count leaf -- "$D/prog" 2>&1)
+        [ $? = 2 ] && ok "dyn: -e with --count refused" || bad "dyn -e --count: $out"
+        # Attached to a busy program for 0.5 s, with a live table every 0.2 s.
+        mkfifo "$D/in"
+        "$B/tests/dyn/target" spin 2 <"$D/in" >/dev/null 2>&1 &
+        tp=$!
+        exec 7>"$D/in" # its input, open until the end
+        sleep 0.3
+        out=$("$DYN" attach $tp -e 'count calls(*) total' -i 0.2 -d 0.5 2>&1)
+        n=$(echo "$out" | awk '/count calls\(\*\) total/ { v = $(NF - 1) } END { print v }')
+        samples=$(echo "$out" | grep -c '^dyn: pid')
+        kill -0 $tp 2>/dev/null && [ -n "$n" ] && [ "$n" -gt 0 ] && [ "$samples" -ge 2 ] &&
+            ok "dyn attach -e: $n calls in 0.5 s, $samples tables, the process runs on" ||
+            bad "dyn attach -e: $out"
+        exec 7>&- # end of input: it ends
+        wait $tp 2>/dev/null
+    fi
+fi
+
+[ "$fails" -eq 0 ] || exit 1
+rm -rf "$D"
+exit 0

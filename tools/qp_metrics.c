@@ -1,0 +1,123 @@
+/* Copyright 2026 the qpt authors
+ * SPDX-License-Identifier: MIT */
+/*
+ * qp metrics PROFILE: the metric x focus table of a program rewritten with
+ * `qpt-rewrite -e/--metrics` (qpt-metrics(5)), from its profile and the layout written
+ * next to the program (OUTPUT.qpm).
+ */
+#include "config.h"
+
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tools/qp_tool.h"
+#include "tools/tool_metrics.h"
+
+enum { EXIT_INPUT = 1, EXIT_USAGE = 2 };
+
+static void
+metrics_usage(FILE *f)
+{
+    fprintf(f,
+            "Usage: qp metrics [OPTIONS] PROFILE\n"
+            "\n"
+            "Print the metrics (qpt-metrics(5)) that a program rewritten with\n"
+            "qpt-rewrite -e or --metrics measured: one row per metric and focus.\n"
+            "\n"
+            "Options:\n"
+            "      --layout=FILE      the metrics' layout (default: PROFILE without .qp,\n"
+            "                         plus .qpm, which qpt-rewrite wrote next to the program)\n"
+            "      --csv              metric,focus,kind,value,measured lines (timers in ns)\n"
+            "      --json             a JSON array of the rows\n"
+            "  -o, --output=FILE      write to FILE instead of standard output\n"
+            "  -h, --help             print this help and exit\n"
+            "\n"
+            "Exit status: 0 success, 1 an input could not be used, 2 usage error.\n");
+}
+
+static char read_why[512]; /* why the profile could not be read */
+
+static int
+read_profile(void *arg, uint64_t addr, uint64_t *w, size_t n)
+{
+    return qpt_profile_read(arg, addr, w, n, read_why, sizeof(read_why));
+}
+
+int
+qp_metrics_main(int argc, char **argv)
+{
+    static const struct option longopts[] = {
+        { "layout", required_argument, NULL, 'l' },
+        { "csv", no_argument, NULL, 'c' },
+        { "json", no_argument, NULL, 'j' },
+        { "output", required_argument, NULL, 'o' },
+        { "help", no_argument, NULL, 'h' },
+        { NULL, 0, NULL, 0 },
+    };
+    const char *layout = NULL, *output = NULL;
+    int kind = TM_TEXT, c;
+    optind = 2;
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, ":o:h", longopts, NULL)) != -1) {
+        switch (c) {
+        case 'l': layout = optarg; break;
+        case 'c': kind = TM_CSV; break;
+        case 'j': kind = TM_JSON; break;
+        case 'o': output = optarg; break;
+        case 'h': metrics_usage(stdout); return 0;
+        case ':':
+            fprintf(stderr, "qp: metrics: missing argument to '%s' (try --help)\n", argv[optind - 1]);
+            return EXIT_USAGE;
+        default:
+            fprintf(stderr, "qp: metrics: unknown option '%s' (try --help)\n", argv[optind - 1]);
+            return EXIT_USAGE;
+        }
+    }
+    if (optind != argc - 1) {
+        fprintf(stderr, "qp: metrics: %s (try --help)\n",
+                optind >= argc ? "missing PROFILE" : "one PROFILE only");
+        return EXIT_USAGE;
+    }
+    const char *profile = argv[optind];
+    char lay[4200], why[1024];
+    if (layout == NULL) {
+        size_t n = strlen(profile);
+        if (n > 3 && strcmp(profile + n - 3, ".qp") == 0)
+            snprintf(lay, sizeof(lay), "%.*s.qpm", (int)(n - 3), profile);
+        else
+            snprintf(lay, sizeof(lay), "%s.qpm", profile);
+        layout = lay;
+    }
+    qm_set_t *set = NULL;
+    if (qm_layout_load(layout, &set, why, sizeof(why)) < 0) {
+        fprintf(stderr, "qp: %s\n", why);
+        return EXIT_INPUT;
+    }
+    qm_row_t *rows = NULL;
+    size_t n = 0;
+    read_why[0] = '\0';
+    if (qm_results(set, read_profile, (void *)profile, qm_cycles_per_ns(), &rows, &n, why,
+                   sizeof(why)) < 0) {
+        fprintf(stderr, "qp: %s: %s\n", profile,
+                read_why[0] ? read_why : why);
+        qm_free(set);
+        return EXIT_INPUT;
+    }
+    FILE *f = stdout;
+    if (output != NULL && (f = fopen(output, "w")) == NULL) {
+        perror(output);
+        free(rows);
+        qm_free(set);
+        return EXIT_INPUT;
+    }
+    int bad = tool_metrics_print(f, set, rows, n, kind) < 0;
+    if (f != stdout && fclose(f) != 0)
+        bad = 1;
+    if (bad)
+        fprintf(stderr, "qp: %s: writing failed\n", output ? output : "standard output");
+    free(rows);
+    qm_free(set);
+    return bad ? EXIT_INPUT : 0;
+}

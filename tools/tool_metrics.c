@@ -1,0 +1,166 @@
+/* Copyright 2026 the qpt authors
+ * SPDX-License-Identifier: MIT */
+/* Metrics for the tools: reading the texts, printing the table (tools/tool_metrics.h). */
+#include "config.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "tools/tool_metrics.h"
+
+#define MAX_METRICS_FILE (1u << 20)
+
+/* The contents of PATH (a regular file, at most 1 MiB), NUL-terminated; NULL (errno). */
+static char *
+slurp(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    if (f == NULL)
+        return NULL;
+    struct stat st;
+    if (fstat(fileno(f), &st) < 0 || !S_ISREG(st.st_mode) || st.st_size > MAX_METRICS_FILE) {
+        int e = S_ISREG(st.st_mode) ? EFBIG : EINVAL;
+        fclose(f);
+        errno = e;
+        return NULL;
+    }
+    char *buf = malloc((size_t)st.st_size + 1);
+    size_t n = buf ? fread(buf, 1, (size_t)st.st_size, f) : 0;
+    int bad = buf == NULL || ferror(f);
+    fclose(f);
+    if (bad) {
+        free(buf);
+        errno = buf ? EIO : ENOMEM;
+        return NULL;
+    }
+    buf[n] = '\0';
+    if (memchr(buf, '\0', n) != NULL) {
+        free(buf);
+        errno = EINVAL;
+        return NULL;
+    }
+    return buf;
+}
+
+int
+tool_metrics_parse(const char *prog, const char *const *args, const char *order, size_t n,
+                   qm_set_t **set)
+{
+    char why[2048];
+    for (size_t i = 0; i < n; i++) {
+        int rc;
+        if (order[i] == 'e')
+            rc = qm_parse(args[i], "-e", 1, set, why, sizeof(why));
+        else {
+            char *text = slurp(args[i]);
+            if (text == NULL) {
+                fprintf(stderr, "%s: --metrics %s: %s\n", prog, args[i],
+                        errno == EINVAL ? "not a text file" : strerror(errno));
+                return -1;
+            }
+            rc = qm_parse(text, args[i], 0, set, why, sizeof(why));
+            free(text);
+        }
+        if (rc < 0) {
+            fprintf(stderr, "%s: %s\n", prog, why);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+void
+tool_metrics_note(void *arg, const char *note)
+{
+    fprintf(stderr, "%s: note: %s\n", (const char *)arg, note);
+}
+
+static const char *
+kind_name(int kind)
+{
+    return kind == QM_WALL ? "wall_ns" : kind == QM_CPU ? "cpu_ns" : "count";
+}
+
+/* S as a CSV field. */
+static void
+csv_field(FILE *f, const char *s)
+{
+    if (strpbrk(s, ",\"\n") == NULL) {
+        fputs(s, f);
+        return;
+    }
+    fputc('"', f);
+    for (; *s; s++) {
+        if (*s == '"')
+            fputc('"', f);
+        fputc(*s, f);
+    }
+    fputc('"', f);
+}
+
+/* S as a JSON string. */
+static void
+json_string(FILE *f, const char *s)
+{
+    fputc('"', f);
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\')
+            fprintf(f, "\\%c", c);
+        else if (c < 0x20)
+            fprintf(f, "\\u%04x", c);
+        else
+            fputc(c, f);
+    }
+    fputc('"', f);
+}
+
+int
+tool_metrics_print(FILE *f, const qm_set_t *set, const qm_row_t *rows, size_t n, int kind)
+{
+    if (kind == TM_CSV) {
+        fprintf(f, "metric,focus,kind,value,measured\n");
+        for (size_t i = 0; i < n; i++) {
+            csv_field(f, qm_name(set, rows[i].metric));
+            fputc(',', f);
+            csv_field(f, rows[i].focus);
+            fprintf(f, ",%s,%llu,%d\n", kind_name(rows[i].kind),
+                    (unsigned long long)rows[i].value, rows[i].measured);
+        }
+    } else if (kind == TM_JSON) {
+        fprintf(f, "[");
+        for (size_t i = 0; i < n; i++) {
+            fprintf(f, "%s\n  {\"metric\": ", i ? "," : "");
+            json_string(f, qm_name(set, rows[i].metric));
+            fprintf(f, ", \"focus\": ");
+            json_string(f, rows[i].focus);
+            fprintf(f, ", \"kind\": \"%s\", \"value\": %llu, \"measured\": %s}",
+                    kind_name(rows[i].kind), (unsigned long long)rows[i].value,
+                    rows[i].measured ? "true" : "false");
+        }
+        fprintf(f, "\n]\n");
+    } else {
+        size_t w = 6;
+        for (size_t i = 0; i < n; i++) {
+            size_t l = strlen(qm_name(set, rows[i].metric));
+            w = l > w ? l : w;
+        }
+        w = w > 40 ? 40 : w;
+        fprintf(f, "%-*s  %16s  %s\n", (int)w, "metric", "value", "focus");
+        for (size_t i = 0; i < n; i++) {
+            char v[32];
+            if (!rows[i].measured)
+                snprintf(v, sizeof(v), "not measured");
+            else if (rows[i].kind == QM_COUNT)
+                snprintf(v, sizeof(v), "%llu", (unsigned long long)rows[i].value);
+            else
+                snprintf(v, sizeof(v), "%.3f ms", (double)rows[i].value / 1e6);
+            fprintf(f, "%-*.*s  %16s  %s\n", (int)w, (int)w, qm_name(set, rows[i].metric), v,
+                    rows[i].focus);
+        }
+    }
+    return fflush(f) != 0 || ferror(f) ? -1 : 0;
+}

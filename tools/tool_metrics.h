@@ -1,0 +1,30 @@
+/* Copyright 2026 the qpt authors
+ * SPDX-License-Identifier: MIT */
+#ifndef QP_TOOL_METRICS_H
+#define QP_TOOL_METRICS_H
+/*
+ * PURPOSE: what qpt-rewrite, qp and dyn share about metrics (qpt-metrics(5)): reading
+ * the -e texts and --metrics files, and printing the metric x focus table as text, CSV
+ * or JSON.
+ */
+#include <stdio.h>
+
+#include "metrics/qm.h"
+
+enum { TM_TEXT, TM_CSV, TM_JSON };
+
+/*
+ * Parse the metrics of the -e TEXTS and --metrics FILES (in the order given: ORDER[i] is
+ * 'e' or 'f' for ARGS[i]) into *SET. On an error the message (with the caret) is
+ * printed, prefixed by PROG, and -1 is returned.
+ */
+int tool_metrics_parse(const char *prog, const char *const *args, const char *order, size_t n,
+                       qm_set_t **set);
+
+/* The table ROWS of SET into F, as KIND (TM_*). Returns 0, or -1 when writing failed. */
+int tool_metrics_print(FILE *f, const qm_set_t *set, const qm_row_t *rows, size_t n, int kind);
+
+/* Notes of qm_insert on stderr, prefixed by the tool's name (ARG). */
+void tool_metrics_note(void *arg, const char *note);
+
+#endif
