@@ -20,6 +20,8 @@
 
 #include <qpt/qpt.h>
 
+#include "metrics/qm.h"
+
 static double
 now(void)
 {
@@ -138,6 +140,37 @@ insert_kind(qpt_space_t *s, int kind)
             rc = qpt_insert(s, &pt[i], sn, qpt_cpu_timer_stop(sn, var), NULL);
     qpt_snippet_destroy(sn);
     return rc;
+}
+
+/* The added cost per call of a metric constrained by inside(main) (qpt-metrics), rewritten:
+ * the counted procedure's snippet finds its thread's block and tests the activation. */
+static void
+per_metric(const char *argcall)
+{
+    char why[2048], out[4200], qp[4300];
+    qpt_space_t *s = NULL;
+    qm_set_t *set = NULL;
+    snprintf(out, sizeof(out), "%s.inside", argcall);
+    if (qpt_open(argcall, &s, why, sizeof(why)) < 0
+        || qm_parse("count calls(f) inside(main) total", "-e", 1, &set, why, sizeof(why)) < 0
+        || qm_insert(set, s, NULL, NULL, why, sizeof(why)) < 0 || qpt_write(s, out) < 0) {
+        fprintf(stderr, "qpt-bench: %s: %s\n", argcall, s && why[0] == 0 ? qpt_error(s) : why);
+        exit(1);
+    }
+    qpt_close(s);
+    qm_free(set);
+    snprintf(qp, sizeof(qp), "%s.qp", out);
+    unlink(qp);
+    char *plain[] = { (char *)argcall, "100000000", NULL };
+    char *rew[] = { out, "100000000", NULL };
+    double p[5], r[5];
+    for (int i = 0; i < 5; i++) {
+        p[i] = ns_per_call(plain);
+        r[i] = ns_per_call(rew);
+    }
+    double mp = median(p, 5), mr = median(r, 5);
+    printf("count calls(f) inside(main) (median of 5, 100M calls, rewritten): plain %.3f ns, "
+           "instrumented %.3f ns (+%.3f ns)\n", mp, mr, mr - mp);
 }
 
 /* The added cost per call of a per-thread counter and of a CPU timer, rewritten. */
@@ -270,6 +303,7 @@ main(int argc, char **argv)
     if (strcmp(argv[1], "-") != 0) {
         per_hit(argv[1]);
         per_thread(argv[1]);
+        per_metric(argv[1]);
     }
     if (argc > 2)
         insert_10k(argv[2]);
