@@ -98,7 +98,7 @@ fi
 
 # Man pages render cleanly.
 if command -v groff >/dev/null; then
-    for m in "$S"/doc/*.[13]; do
+    for m in "$S"/doc/*.[135]; do
         w=$(groff -man -ww -z "$m" 2>&1)
         [ -z "$w" ] || bad "groff $(basename "$m"): $(echo "$w" | head -n 2)"
     done
