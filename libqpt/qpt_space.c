@@ -395,6 +395,87 @@ qpt_point_callee(const qpt_space_t *s, const qpt_point_t *pt)
     return in.target + s->bias;
 }
 
+static int insn_of(const qpt_space_t *s, uint32_t proc, uint64_t addr, arch_insn_t *in);
+
+int
+qpt_insn_point(qpt_space_t *s, uint64_t addr, qpt_point_t *out)
+{
+    if (s == NULL || out == NULL)
+        return QP_EINVAL;
+    const cfg_proc_t *p = cfg_proc_at(s->prog, addr - s->bias);
+    if (p == NULL)
+        return qpt_fail(s, QP_ENOTFOUND, "0x%llx: in no procedure", (unsigned long long)addr);
+    uint32_t proc = (uint32_t)(p - s->prog->procs);
+    if (p->flags & CFG_PROC_FRAGMENT)
+        proc = p->parent;
+    const char *why = qpt_proc_refusal(s, proc);
+    if (why != NULL)
+        return qpt_fail(s, QP_EUNSUPP, "%s: %s", qpt_proc_name(s, proc), why);
+    arch_insn_t in;
+    int rc = insn_of(s, (uint32_t)(p - s->prog->procs), addr - s->bias, &in);
+    if (rc < 0)
+        return qpt_fail(s, rc, "0x%llx: not the start of an instruction of %s",
+                        (unsigned long long)addr, qpt_proc_name(s, proc));
+    *out = (qpt_point_t) { QPT_INSN, proc, addr, 0, 0, 0 };
+    return 0;
+}
+
+/*
+ * After an instruction: before the next one when it is in the same block (the only way
+ * there); the fall-through edge when the instruction ends its block; its QPT_AFTER_CALL
+ * point for a call. An instruction that leaves by a jump, a branch or a return has no one
+ * place after it.
+ */
+int
+qpt_point_after(qpt_space_t *s, const qpt_point_t *insn, qpt_point_t *out)
+{
+    if (s == NULL || insn == NULL || out == NULL || insn->kind != QPT_INSN)
+        return QP_EINVAL;
+    uint64_t addr = insn->addr - s->bias;
+    arch_insn_t in;
+    const cfg_proc_t *owner = cfg_proc_at(s->prog, addr);
+    if (owner == NULL || insn_of(s, (uint32_t)(owner - s->prog->procs), addr, &in) < 0)
+        return qpt_fail(s, QP_ENOTFOUND, "0x%llx: not an instruction of %s",
+                        (unsigned long long)insn->addr, qpt_proc_name(s, insn->proc));
+    switch (in.kind) {
+    case ARCH_KIND_CALL:
+    case ARCH_KIND_CALL_IND: {
+        /* Only calls that return have an after-call point. */
+        const cfg_block_t *b = &s->prog->blocks[cfg_block_at(s->prog, addr)];
+        if (addr + in.len < b->end || !block_returns_from_call(s->prog, b))
+            return qpt_fail(s, QP_EUNSUPP, "0x%llx: the call does not return",
+                            (unsigned long long)insn->addr);
+        *out = (qpt_point_t) { QPT_AFTER_CALL, insn->proc, insn->addr, 0, 0, 0 };
+        return 0;
+    }
+    case ARCH_KIND_JMP:
+    case ARCH_KIND_JCC:
+    case ARCH_KIND_JMP_IND:
+    case ARCH_KIND_RET:
+    case ARCH_KIND_HALT:
+        return qpt_fail(s, QP_EUNSUPP, "0x%llx: control leaves it by a jump, a branch or a "
+                        "return, not to one place after it (use its QPT_EDGE points)",
+                        (unsigned long long)insn->addr);
+    default: break;
+    }
+    const cfg_prog_t *prog = s->prog;
+    const cfg_block_t *b = &prog->blocks[cfg_block_at(prog, addr)];
+    if (addr + in.len < b->end) {
+        *out = (qpt_point_t) { QPT_INSN, insn->proc, insn->addr + in.len, 0, 0, 0 };
+        return 0;
+    }
+    for (uint32_t e = 0; e < b->nsucc; e++) {
+        const cfg_edge_t *ed = cfg_block_succ(prog, b, e);
+        if (ed->kind == CFG_EDGE_FALL && ed->to != CFG_NONE) {
+            *out = (qpt_point_t) { QPT_EDGE, insn->proc, b->start + s->bias,
+                                   prog->blocks[ed->to].start + s->bias, b->succ + e, 0 };
+            return 0;
+        }
+    }
+    return qpt_fail(s, QP_EUNSUPP, "0x%llx: nothing runs after it in %s (it ends the "
+                    "procedure)", (unsigned long long)insn->addr, qpt_proc_name(s, insn->proc));
+}
+
 /*****************************************************************************
  * Snippets
  */

@@ -885,8 +885,146 @@ START_TEST(test_libqpt_lines_file)
 }
 END_TEST
 
+/*
+ * Before and after instructions: the value of sink after each instruction of work. Only
+ * the store into sink changes it, so the sums read after each instruction take two
+ * values, the second larger by the sum of work's arguments; every point runs once a call.
+ * The return has no one place after it.
+ */
+START_TEST(test_libqpt_after_file)
+{
+    char why[512] = "";
+    qpt_space_t *s = NULL;
+    ck_assert_msg(qpt_open(PROG, &s, why, sizeof(why)) == 0, "%s", why);
+    uint32_t work;
+    ck_assert_int_eq(qpt_proc_find(s, "work", &work), 0);
+    qpt_point_t pt[64];
+    size_t n;
+    ck_assert_int_eq(qpt_points(s, work, QPT_INSN, pt, 64, &n), 0);
+    ck_assert_uint_ge(n, 3);
+    ck_assert_uint_le(n, 30);
+    uint64_t sink_addr, vars;
+    ck_assert_int_eq(qpt_symbol(s, "sink", &sink_addr, NULL), 0);
+    ck_assert_int_eq(qpt_alloc(s, 8 * 64, &vars), 0);
+    /* The same points by address. */
+    qpt_point_t by;
+    ck_assert_int_eq(qpt_insn_point(s, pt[1].addr, &by), 0);
+    ck_assert_int_eq(by.kind, QPT_INSN);
+    ck_assert_uint_eq(by.addr, pt[1].addr);
+    ck_assert_uint_eq(by.proc, work);
+    ck_assert_int_eq(qpt_insn_point(s, pt[1].addr + 1, &by), QPT_ENOTFOUND);
+    ck_assert_int_eq(qpt_insn_point(s, 1, &by), QPT_ENOTFOUND);
+    size_t placed = 0, rets = 0;
+    qpt_snippet_t *sn = qpt_snippet_create();
+    for (size_t i = 0; i < n; i++) {
+        qpt_point_t after;
+        int rc = qpt_point_after(s, &pt[i], &after);
+        if (rc != 0) {
+            ck_assert_int_eq(rc, QPT_EUNSUPP);
+            ck_assert_msg(strstr(qpt_error(s), "return") != NULL, "%s", qpt_error(s));
+            rets++;
+            continue;
+        }
+        /* Word 2i: sink after instruction i; word 2i+1: runs. */
+        qpt_expr_t e = qpt_seq(sn, qpt_add_to(sn, vars + 16 * i, qpt_load(sn, sink_addr, 8), 0),
+                               qpt_add_to(sn, vars + 16 * i + 8, qpt_const(sn, 1), 0));
+        ck_assert_msg(qpt_insert(s, &after, sn, e, NULL) == 0, "%s", qpt_error(s));
+        placed++;
+    }
+    qpt_snippet_destroy(sn);
+    ck_assert_uint_ge(rets, 1);
+    ck_assert_uint_eq(placed + rets, n);
+    unlink("tests/qpt/after.inst.qp");
+    ck_assert_msg(qpt_write(s, "tests/qpt/after.inst") == 0, "%s", qpt_error(s));
+    char cmd[256];
+    snprintf(cmd, sizeof(cmd), "tests/qpt/after.inst %d > tests/qpt/inst.out", N);
+    ck_assert_int_eq(system(cmd), 0);
+    uint64_t w[128];
+    ck_assert_int_eq(qpt_profile_read("tests/qpt/after.inst.qp", vars, w, 2 * n, why,
+                                      sizeof(why)), 0);
+    uint64_t first = UINT64_MAX, second = UINT64_MAX, sum = (uint64_t)N * (N - 1) / 2;
+    size_t changes = 0;
+    for (size_t i = 0; i < n; i++) {
+        qpt_point_t after;
+        if (qpt_point_after(s, &pt[i], &after) != 0)
+            continue;
+        ck_assert_uint_eq(w[2 * i + 1], N);
+        if (first == UINT64_MAX)
+            first = w[2 * i];
+        else if (w[2 * i] != (second == UINT64_MAX ? first : second)) {
+            ck_assert_uint_eq(second, UINT64_MAX); /* one change only */
+            second = w[2 * i];
+            changes++;
+        }
+    }
+    ck_assert_uint_eq(changes, 1);
+    ck_assert_uint_eq(second - first, sum);
+    qpt_close(s);
+}
+END_TEST
+
 #ifdef ENABLE_DYNAMIC_TESTS
 /* Live: the edges that are the only way into their block, and instruction points. */
+/* Live: after instructions of work, those whose bytes do not overlap: sink read there
+ * is its value before every call's store or after it, in every call. */
+START_TEST(test_libqpt_after_live)
+{
+    char why[512] = "", n[16];
+    snprintf(n, sizeof(n), "%d", N);
+    char *argv[] = { PROG, n, NULL };
+    qpt_space_t *s = NULL;
+    int rc = qpt_spawn(argv, &s, why, sizeof(why));
+    if (rc == QPT_EIO && strstr(why, "ermission") != NULL)
+        return;
+    ck_assert_msg(rc == 0, "%s", why);
+    uint32_t work;
+    ck_assert_int_eq(qpt_proc_find(s, "work", &work), 0);
+    qpt_point_t pt[64];
+    size_t ni, placed = 0;
+    ck_assert_int_eq(qpt_points(s, work, QPT_INSN, pt, 64, &ni), 0);
+    uint64_t sink_addr, vars;
+    ck_assert_int_eq(qpt_symbol(s, "sink", &sink_addr, NULL), 0);
+    ck_assert_int_eq(qpt_alloc(s, 16 * 64, &vars), 0);
+    int used[64] = { 0 };
+    qpt_snippet_t *sn = qpt_snippet_create();
+    for (size_t i = 0; i < ni && i < 64; i++) {
+        qpt_point_t after;
+        if (qpt_point_after(s, &pt[i], &after) != 0)
+            continue;
+        qpt_expr_t e = qpt_seq(sn, qpt_add_to(sn, vars + 16 * i, qpt_load(sn, sink_addr, 8), 0),
+                               qpt_add_to(sn, vars + 16 * i + 8, qpt_const(sn, 1), 0));
+        if (qpt_insert(s, &after, sn, e, NULL) == 0) {
+            used[i] = 1;
+            placed++;
+        } else /* its bytes overlap another's, or no room for a jump: said why */
+            ck_assert_msg(qpt_error(s)[0] != '\0', "refused without a reason");
+    }
+    qpt_snippet_destroy(sn);
+    ck_assert_uint_gt(placed, 0);
+    ck_assert_msg(qpt_commit(s) == 0, "%s", qpt_error(s));
+    ck_assert_int_eq(qpt_run(s), 0);
+    int st;
+    while (qpt_ended(s, &st) == 0) {
+        struct timespec ts = { 0, 1000000 };
+        nanosleep(&ts, NULL);
+    }
+    uint64_t w[128];
+    ck_assert_int_eq(qpt_read_memory(s, vars, w, 16 * ni), 0);
+    uint64_t before = 0, after = 0; /* the sums of sink before and after each store */
+    for (int i = 0; i < N; i++) {
+        before += (uint64_t)i * (i - 1) / 2;
+        after += (uint64_t)i * (i + 1) / 2;
+    }
+    for (size_t i = 0; i < ni; i++)
+        if (used[i]) {
+            ck_assert_uint_eq(w[2 * i + 1], N);
+            ck_assert_msg(w[2 * i] == before || w[2 * i] == after, "after insn %zu: %llu", i,
+                          (unsigned long long)w[2 * i]);
+        }
+    qpt_close(s);
+}
+END_TEST
+
 START_TEST(test_libqpt_edges_live)
 {
     char why[512] = "", n[16];
@@ -1109,6 +1247,7 @@ libqpt_suite(void)
     tcase_add_test(tc, test_libqpt_call_killed);
     tcase_add_test(tc, test_libqpt_threads_live);
     tcase_add_test(tc, test_libqpt_edges_live);
+    tcase_add_test(tc, test_libqpt_after_live);
     tcase_add_test(tc, test_libqpt_exit_restores);
     tcase_add_test(tc, test_libqpt_target_dies);
 #endif
@@ -1116,6 +1255,7 @@ libqpt_suite(void)
     tcase_add_test(tc, test_libqpt_threads_file);
     tcase_add_test(tc, test_libqpt_edges_file);
     tcase_add_test(tc, test_libqpt_lines_file);
+    tcase_add_test(tc, test_libqpt_after_file);
     tcase_add_test(tc, test_libqpt_order);
     tcase_add_test(tc, test_libqpt_snippet_call);
     tcase_add_test(tc, test_libqpt_tls);

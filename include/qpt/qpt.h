@@ -150,6 +150,22 @@ int qpt_points(qpt_space_t *s, uint32_t proc, uint32_t kind, qpt_point_t *out /*
 int qpt_line_points(qpt_space_t *s, const char *file, unsigned line, qpt_point_t *out /*OUT*/,
                     size_t cap, size_t *n /*OUT*/);
 
+/*
+ * The QPT_INSN point of the instruction at ADDR (before it runs) into *OUT: QPT_ENOTFOUND
+ * when ADDR is not the start of an instruction of a procedure, QPT_EUNSUPP when that
+ * procedure cannot take snippets.
+ */
+int qpt_insn_point(qpt_space_t *s, uint64_t addr, qpt_point_t *out /*OUT*/);
+
+/*
+ * The point where snippets run right after the instruction of the QPT_INSN point INSN:
+ * before the next instruction when it is in the same block, the fall-through QPT_EDGE
+ * when the instruction ends its block, the QPT_AFTER_CALL point of a call. QPT_EUNSUPP
+ * for a jump, a branch, a return or a call that does not return (no one place follows:
+ * use QPT_EDGE points), or an instruction that ends its procedure.
+ */
+int qpt_point_after(qpt_space_t *s, const qpt_point_t *insn, qpt_point_t *out /*OUT*/);
+
 /* The procedure a QPT_CALL or QPT_AFTER_CALL point calls directly (0 when through a
  * register or memory, or not a call point). */
 uint64_t qpt_point_callee(const qpt_space_t *s, const qpt_point_t *pt);
