@@ -1029,35 +1029,11 @@ counters_alloc(dyn_session_t *s, size_t n)
  * Installing
  */
 
-/* Append the relocated instructions of PT (all, or all but the last) at AT + *K. */
-static int
-emit_moved(
-    const point_t *pt, unsigned ninsns, uint64_t at, uint8_t *out, size_t cap, size_t *k)
-{
-    size_t off = 0;
-    int n;
-
-    for (unsigned i = 0; i < ninsns; i++) {
-        arch_insn_t in;
-        QP_CHECK(arch_decode(pt->orig + off, pt->len - off, pt->entry + off, &in));
-        QP_CHECK(n = arch_reloc_insn(
-                     pt->orig + off, &in, at + *k, in.target, 0, out + *k, cap - *k));
-        *k += (size_t)n;
-        off += in.len;
-    }
-    return (int)off;
-}
-
 /*
- * Emit the trampoline of PT at address AT into OUT, with the row's words at WORDS;
- * returns its size or QP_E*. The snippet (the point's own, or the row's counter and
- * timer) is compiled by arch_snip_emit, which saves the flags where they may be live.
- *  PT_ENTRY, PT_BLOCK: snippet, moved code, jmp back.
- *  PT_CALL:  snippet, the call (its return address is what follows: the flags are dead
- *            before a call, which reads none and leaves them undefined), the after
- *            snippet, jmp back.
- *  PT_EXIT:  moved code but the ret, snippet (timer stop), the ret (at a ret the flags
- *            are dead by the ABI, unless the procedure is not known to be called by it).
+ * A point's trampoline is built by editor/'s ed_tramp_emit (see there the three shapes)
+ * from its bytes and snippets: the snippet is the point's own, or the row's counter and
+ * timer, compiled by arch_snip_emit, which saves the flags where they may be live (at a
+ * ret they are dead by the ABI, unless the procedure is not known to be called by it).
  */
 /* What holds where a snippet of PT runs (AFTER: after its call). */
 static arch_snip_ctx_t
@@ -1077,18 +1053,6 @@ snip_ctx(const point_t *pt, int after)
     return c;
 }
 
-/* Emit snippet SN of PT at AT + *K (advancing *K). */
-static int
-emit_snip(const point_t *pt, const dyn_snippet_t *sn, int after, uint64_t at, uint8_t *out,
-    size_t cap, size_t *k)
-{
-    arch_snip_ctx_t c = snip_ctx(pt, after);
-    int n = arch_snip_emit(sn->nodes, sn->n, sn->root, &c, at + *k, out + *k, cap - *k);
-    QP_CHECK(n);
-    *k += (size_t)n;
-    return 0;
-}
-
 /* The counter (and timer start) of a row's entry as a snippet, at WORDS. */
 static void
 count_snip(const dyn_session_t *s, int timed, uint64_t words, arch_snip_t v[4],
@@ -1105,39 +1069,29 @@ count_snip(const dyn_session_t *s, int timed, uint64_t words, arch_snip_t v[4],
     *sn = (dyn_snippet_t) { v, 4, timed ? 3 : 1 };
 }
 
+/* SN and what holds where it runs at PT (AFTER: after its call). */
+static ed_tramp_snip_t
+tramp_snip(const point_t *pt, const dyn_snippet_t *sn, int after)
+{
+    return (ed_tramp_snip_t) { sn->nodes, sn->n, sn->root, snip_ctx(pt, after) };
+}
+
 static int
 emit_tramp(const dyn_session_t *s, point_t *pt, uint64_t at, uint64_t words, uint8_t *out,
     size_t cap)
 {
-    size_t k = 0;
-    int n, timed = s->rows[pt->row].timed;
-    arch_snip_t cv[4];
-    dyn_snippet_t count;
+    arch_snip_t cv[4], stop = { .op = ARCH_SN_TIMER_STOP, .a = ARCH_SNIP_NONE,
+        .b = ARCH_SNIP_NONE, .c = ARCH_SNIP_NONE, .imm = (int64_t)(words + 8) };
+    dyn_snippet_t count, st = { &stop, 1, 0 };
 
     /* Every snippet goes through the snippet compiler, the counters' and timers' too. */
-    count_snip(s, timed, words, cv, &count);
-    if (pt->kind == PT_EXIT) {
-        arch_snip_t stop = { .op = ARCH_SN_TIMER_STOP, .a = ARCH_SNIP_NONE,
-            .b = ARCH_SNIP_NONE, .c = ARCH_SNIP_NONE, .imm = (int64_t)(words + 8) };
-        dyn_snippet_t st = { &stop, 1, 0 };
-        size_t off;
-        QP_CHECK(n = emit_moved(pt, pt->ninsns - 1u, at, out, cap, &k));
-        off = (size_t)n;
-        QP_CHECK(emit_snip(pt, pt->before.nodes ? &pt->before : &st, 0, at, out, cap, &k));
-        if (cap - k < pt->len - off)
-            return QP_EINVAL;
-        memcpy(out + k, pt->orig + off, pt->len - off); /* ret: position-independent */
-        k += pt->len - off;
-        return (int)k;
-    }
-    QP_CHECK(emit_snip(pt, pt->before.nodes ? &pt->before : &count, 0, at, out, cap, &k));
-    QP_CHECK(emit_moved(pt, pt->ninsns, at, out, cap, &k));
-    pt->ret_at = at + k;
-    if (pt->after.nodes != NULL)
-        QP_CHECK(emit_snip(pt, &pt->after, 1, at, out, cap, &k));
-    QP_CHECK(n = arch_emit_jmp(at + k, pt->entry + pt->len, out + k, cap - k));
-    k += (size_t)n;
-    return (int)k;
+    count_snip(s, s->rows[pt->row].timed, words, cv, &count);
+    ed_tramp_t t = { pt->kind == PT_EXIT ? ED_TRAMP_EXIT
+                     : pt->after.nodes != NULL ? ED_TRAMP_CALL : ED_TRAMP_BEFORE,
+        pt->entry, pt->orig, pt->len, pt->ninsns,
+        tramp_snip(pt, pt->before.nodes ? &pt->before : pt->kind == PT_EXIT ? &st : &count, 0),
+        tramp_snip(pt, &pt->after, 1) };
+    return ed_tramp_emit(&t, at, out, cap, &pt->ret_at);
 }
 
 static int
@@ -1406,7 +1360,8 @@ dyn_session_install(dyn_session_t *s)
      */
     for (size_t i = 0; i < s->npts; i++) {
         point_t *pt = &s->pts[i];
-        if ((rc = arch_emit_jmp(pt->entry, pt->tramp, pt->patch, sizeof(pt->patch))) < 0
+        ed_tramp_t t = { .addr = pt->entry, .orig = pt->orig, .len = pt->len };
+        if ((rc = ed_tramp_patch(&t, pt->tramp, pt->patch, sizeof(pt->patch))) < 0
             || (rc = dyn_proc_write(s->p, pt->entry, pt->patch, JMP_LEN)) < 0) {
             /* Take back what is in: every patch before this one. */
             s->npts = i;

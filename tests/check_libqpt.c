@@ -122,6 +122,36 @@ check_words(const uint64_t *w, size_t nb)
         ck_assert_uint_eq(max, 7); /* the loop body: loop(7) */
 }
 
+#ifdef ENABLE_DYNAMIC_TESTS
+/* api_prog N, spawned stopped; NULL when ptrace is not allowed here (the test passes). */
+static qpt_space_t *
+spawn_prog(void)
+{
+    char why[512] = "", n[16];
+    snprintf(n, sizeof(n), "%d", N);
+    char *argv[] = { PROG, n, NULL };
+    qpt_space_t *s = NULL;
+    int rc = qpt_spawn(argv, &s, why, sizeof(why));
+    if (rc == QPT_EIO && strstr(why, "ermission") != NULL)
+        return NULL;
+    ck_assert_msg(rc == 0, "%s", why);
+    return s;
+}
+
+/* Let S run to its end; its wait status. */
+static int
+run_to_end(qpt_space_t *s)
+{
+    ck_assert_int_eq(qpt_run(s), 0);
+    int st;
+    while (qpt_ended(s, &st) == 0) {
+        struct timespec ts = { 0, 1000000 };
+        nanosleep(&ts, NULL);
+    }
+    return st;
+}
+#endif
+
 START_TEST(test_libqpt_file)
 {
     char why[512] = "";
@@ -444,14 +474,9 @@ END_TEST
 /* Variables are shared with the process: exact after it ended. */
 START_TEST(test_libqpt_live_exit)
 {
-    char why[512] = "", n[16];
-    snprintf(n, sizeof(n), "%d", N);
-    char *argv[] = { PROG, n, NULL };
-    qpt_space_t *s = NULL;
-    int rc = qpt_spawn(argv, &s, why, sizeof(why));
-    if (rc == QPT_EIO && strstr(why, "ermission") != NULL)
-        return;
-    ck_assert_msg(rc == 0, "%s", why);
+    qpt_space_t *s = spawn_prog();
+    if (s == NULL)
+        return; /* ptrace not allowed here */
     uint64_t vars;
     ck_assert_int_eq(qpt_alloc(s, 8 * NWORDS, &vars), 0);
     uint32_t work;
@@ -616,21 +641,11 @@ START_TEST(test_libqpt_tls)
     ck_assert_uint_eq(got, N);
     qpt_close(s);
 #ifdef ENABLE_DYNAMIC_TESTS
-    char n[16];
-    snprintf(n, sizeof(n), "%d", N);
-    char *argv[] = { PROG, n, NULL };
-    int rc = qpt_spawn(argv, &s, why, sizeof(why));
-    if (rc == QPT_EIO && strstr(why, "ermission") != NULL)
+    if ((s = spawn_prog()) == NULL)
         return;
-    ck_assert_msg(rc == 0, "%s", why);
     v = tls_instrument(s);
     ck_assert_msg(qpt_commit(s) == 0, "%s", qpt_error(s));
-    ck_assert_int_eq(qpt_run(s), 0);
-    int st;
-    while (qpt_ended(s, &st) == 0) {
-        struct timespec ts = { 0, 1000000 };
-        nanosleep(&ts, NULL);
-    }
+    run_to_end(s);
     ck_assert_int_eq(qpt_read_memory(s, v, &got, 8), 0);
     ck_assert_uint_eq(got, N);
     qpt_close(s);
@@ -655,21 +670,11 @@ START_TEST(test_libqpt_snippet_call)
     ck_assert_uint_eq(got, 91 * N);
     qpt_close(s);
 #ifdef ENABLE_DYNAMIC_TESTS
-    char n[16];
-    snprintf(n, sizeof(n), "%d", N);
-    char *argv[] = { PROG, n, NULL };
-    int rc = qpt_spawn(argv, &s, why, sizeof(why));
-    if (rc == QPT_EIO && strstr(why, "ermission") != NULL)
+    if ((s = spawn_prog()) == NULL)
         return;
-    ck_assert_msg(rc == 0, "%s", why);
     v = call_instrument(s);
     ck_assert_msg(qpt_commit(s) == 0, "%s", qpt_error(s));
-    ck_assert_int_eq(qpt_run(s), 0);
-    int st;
-    while (qpt_ended(s, &st) == 0) {
-        struct timespec ts = { 0, 1000000 };
-        nanosleep(&ts, NULL);
-    }
+    int st = run_to_end(s);
     ck_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0);
     ck_assert_int_eq(qpt_read_memory(s, v, &got, 8), 0);
     ck_assert_uint_eq(got, 91 * N);
@@ -692,21 +697,11 @@ START_TEST(test_libqpt_order)
     ck_assert_uint_eq(got, 213);
     qpt_close(s);
 #ifdef ENABLE_DYNAMIC_TESTS
-    char n[16];
-    snprintf(n, sizeof(n), "%d", N);
-    char *argv[] = { PROG, n, NULL };
-    int rc = qpt_spawn(argv, &s, why, sizeof(why));
-    if (rc == QPT_EIO && strstr(why, "ermission") != NULL)
+    if ((s = spawn_prog()) == NULL)
         return;
-    ck_assert_msg(rc == 0, "%s", why);
     v = order_instrument(s);
     ck_assert_msg(qpt_commit(s) == 0, "%s", qpt_error(s));
-    ck_assert_int_eq(qpt_run(s), 0);
-    int st;
-    while (qpt_ended(s, &st) == 0) {
-        struct timespec ts = { 0, 1000000 };
-        nanosleep(&ts, NULL);
-    }
+    run_to_end(s);
     ck_assert_int_eq(qpt_read_memory(s, v, &got, 8), 0);
     ck_assert_uint_eq(got, order_expected(N));
     qpt_close(s);
@@ -964,19 +959,13 @@ START_TEST(test_libqpt_after_file)
 END_TEST
 
 #ifdef ENABLE_DYNAMIC_TESTS
-/* Live: the edges that are the only way into their block, and instruction points. */
 /* Live: after instructions of work, those whose bytes do not overlap: sink read there
  * is its value before every call's store or after it, in every call. */
 START_TEST(test_libqpt_after_live)
 {
-    char why[512] = "", n[16];
-    snprintf(n, sizeof(n), "%d", N);
-    char *argv[] = { PROG, n, NULL };
-    qpt_space_t *s = NULL;
-    int rc = qpt_spawn(argv, &s, why, sizeof(why));
-    if (rc == QPT_EIO && strstr(why, "ermission") != NULL)
-        return;
-    ck_assert_msg(rc == 0, "%s", why);
+    qpt_space_t *s = spawn_prog();
+    if (s == NULL)
+        return; /* ptrace not allowed here */
     uint32_t work;
     ck_assert_int_eq(qpt_proc_find(s, "work", &work), 0);
     qpt_point_t pt[64];
@@ -1002,12 +991,7 @@ START_TEST(test_libqpt_after_live)
     qpt_snippet_destroy(sn);
     ck_assert_uint_gt(placed, 0);
     ck_assert_msg(qpt_commit(s) == 0, "%s", qpt_error(s));
-    ck_assert_int_eq(qpt_run(s), 0);
-    int st;
-    while (qpt_ended(s, &st) == 0) {
-        struct timespec ts = { 0, 1000000 };
-        nanosleep(&ts, NULL);
-    }
+    run_to_end(s);
     uint64_t w[128];
     ck_assert_int_eq(qpt_read_memory(s, vars, w, 16 * ni), 0);
     uint64_t before = 0, after = 0; /* the sums of sink before and after each store */
@@ -1025,16 +1009,12 @@ START_TEST(test_libqpt_after_live)
 }
 END_TEST
 
+/* Live: the edges that are the only way into their block, and instruction points. */
 START_TEST(test_libqpt_edges_live)
 {
-    char why[512] = "", n[16];
-    snprintf(n, sizeof(n), "%d", N);
-    char *argv[] = { PROG, n, NULL };
-    qpt_space_t *s = NULL;
-    int rc = qpt_spawn(argv, &s, why, sizeof(why));
-    if (rc == QPT_EIO && strstr(why, "ermission") != NULL)
-        return;
-    ck_assert_msg(rc == 0, "%s", why);
+    qpt_space_t *s = spawn_prog();
+    if (s == NULL)
+        return; /* ptrace not allowed here */
     edges_t lp;
     edges_instrument(s, "loop", &lp);
     int in = 0;
@@ -1062,12 +1042,7 @@ START_TEST(test_libqpt_edges_live)
     qpt_snippet_destroy(sn);
     ck_assert_uint_gt(taken, 0);
     ck_assert_msg(qpt_commit(s) == 0, "%s", qpt_error(s));
-    ck_assert_int_eq(qpt_run(s), 0);
-    int st;
-    while (qpt_ended(s, &st) == 0) {
-        struct timespec ts = { 0, 1000000 };
-        nanosleep(&ts, NULL);
-    }
+    run_to_end(s);
     uint64_t w[192];
     ck_assert_int_eq(qpt_read_memory(s, lp.vars, w, 8 * (lp.nb + lp.ne)), 0);
     edges_check(&lp, w, 1);

@@ -1,0 +1,306 @@
+/* Copyright 2026 the qpt authors
+ * SPDX-License-Identifier: MIT */
+/*
+ * The trampoline layer (editor/ed_tramp.c: what dyn writes into a live process) unit-
+ * tested on an in-memory image: five small procedures assembled into this process's own
+ * memory, analysed as an image of raw bytes (cfg_image_from_bytes), their points chosen
+ * from the CFG, trampolines built next to them and jumped to, and the procedures called:
+ * their results unchanged, the snippets' words exact. Kinds: an entry (argument summed),
+ * an exit (return value summed), a call site (argument before, return value after), an
+ * instruction where the flags are live (a snippet that clobbers them), a moved
+ * rip-relative load; and the refusals (too few bytes, out of reach, no room).
+ */
+#include "config.h"
+
+#include <check.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include "cfg/cfg.h"
+#include "editor/ed.h"
+
+#define PAGE 4096u
+
+/* The mapping: code, trampolines, words. */
+static uint8_t *map;
+#define CODE (map)
+#define TRAMP (map + PAGE)
+#define WORDS ((volatile uint64_t *)(map + 2 * PAGE))
+
+/* The procedures' offsets in CODE. */
+enum { OFF_D = 0, OFF_F = 0x40, OFF_G = 0x50, OFF_H = 0x60, OFF_K = 0x80, OFF_M = 0xa0 };
+
+static uint64_t
+at(size_t off)
+{
+    return (uint64_t)(uintptr_t)(CODE + off);
+}
+
+static void
+put(size_t *k, const uint8_t *b, size_t n)
+{
+    memcpy(CODE + *k, b, n);
+    *k += n;
+}
+
+static void
+put_rel32(size_t *k, uint8_t op, uint64_t target)
+{
+    uint8_t b[5] = { op };
+    int32_t d = (int32_t)(target - (at(*k) + 5));
+    memcpy(b + 1, &d, 4);
+    put(k, b, 5);
+}
+
+/*
+ * d: calls the others (so that the CFG finds them); f(x) = x + 5; g(x) = x + 7;
+ * h(x) = f(x) through a call; k(a, b) = a < b (flags of a cmp live across an
+ * instruction); m() = WORDS[6] through a rip-relative load.
+ */
+static void
+assemble(void)
+{
+    size_t k = OFF_D;
+    memset(CODE, 0xcc, PAGE);
+    const size_t procs[] = { OFF_F, OFF_G, OFF_H, OFF_K, OFF_M };
+    for (size_t i = 0; i < 5; i++)
+        put_rel32(&k, 0xe8, at(procs[i]));
+    put(&k, (const uint8_t[]) { 0xc3 }, 1);
+    k = OFF_F; /* mov %rdi,%rax; add $5,%rax; ret */
+    put(&k, (const uint8_t[]) { 0x48, 0x89, 0xf8, 0x48, 0x83, 0xc0, 0x05, 0xc3 }, 8);
+    k = OFF_G; /* lea 7(%rdi),%rax; ret */
+    put(&k, (const uint8_t[]) { 0x48, 0x8d, 0x47, 0x07, 0xc3 }, 5);
+    k = OFF_H; /* sub $8,%rsp; call f; add $8,%rsp; ret */
+    put(&k, (const uint8_t[]) { 0x48, 0x83, 0xec, 0x08 }, 4);
+    put_rel32(&k, 0xe8, at(OFF_F));
+    put(&k, (const uint8_t[]) { 0x48, 0x83, 0xc4, 0x08, 0xc3 }, 5);
+    k = OFF_K; /* cmp %rsi,%rdi; mov $0,%eax; setl %al; ret */
+    put(&k, (const uint8_t[]) { 0x48, 0x39, 0xf7, 0xb8, 0, 0, 0, 0, 0x0f, 0x9c, 0xc0, 0xc3 },
+        12);
+    k = OFF_M; /* mov WORDS[6](%rip),%rax; ret */
+    uint8_t mov[7] = { 0x48, 0x8b, 0x05 };
+    int32_t d = (int32_t)((uint64_t)(uintptr_t)&WORDS[6] - (at(k) + 7));
+    memcpy(mov + 3, &d, 4);
+    put(&k, mov, 7);
+    put(&k, (const uint8_t[]) { 0xc3 }, 1);
+}
+
+typedef uint64_t (*fn2_t)(uint64_t, uint64_t);
+
+static uint64_t
+call(size_t off, uint64_t a, uint64_t b)
+{
+    return ((fn2_t)(uintptr_t)(CODE + off))(a, b);
+}
+
+static cfg_image_t *img;
+static cfg_prog_t *prog;
+static size_t tramp_used;
+
+static void
+setup(void)
+{
+    map = mmap(NULL, 3 * PAGE, PROT_READ | PROT_WRITE | PROT_EXEC,
+               MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (map == MAP_FAILED) {
+        map = NULL;
+        return;
+    }
+    assemble();
+    ck_assert_int_eq(cfg_image_from_bytes(CODE, PAGE, at(0), &img), 0);
+    ck_assert_int_eq(cfg_prog_build(img, NULL, &prog), 0);
+    tramp_used = 0;
+}
+
+static void
+teardown(void)
+{
+    cfg_prog_destroy(prog);
+    cfg_image_destroy(img);
+    if (map != NULL)
+        munmap(map, 3 * PAGE);
+    prog = NULL;
+    img = NULL;
+}
+
+/*
+ * The point at ADDR from the CFG: the whole instructions of its block from ADDR that
+ * cover a jump (ED_TRAMP_EXIT: those that end with the block's ret).
+ */
+static ed_tramp_t
+point(uint32_t kind, uint64_t addr)
+{
+    const cfg_proc_t *p = cfg_proc_at(prog, addr);
+    ck_assert_ptr_nonnull(p);
+    uint32_t bi = cfg_block_at(prog, addr);
+    ck_assert_uint_ne(bi, CFG_NONE);
+    const cfg_block_t *b = &prog->blocks[bi];
+    ed_tramp_t t = { .kind = kind, .addr = addr };
+    arch_insn_t in;
+    if (kind == ED_TRAMP_EXIT) {
+        /* The tail of the block: back from its ret until 5 bytes are covered. */
+        uint64_t starts[16];
+        uint32_t n = 0;
+        for (uint64_t a = b->start; a < b->end && n < 16; a += in.len) {
+            ck_assert_int_eq(cfg_image_decode(img, a, 0, &in), 0);
+            starts[n++] = a;
+        }
+        ck_assert_int_eq(in.kind, ARCH_KIND_RET);
+        uint32_t first = n - 1;
+        while (first > 0 && b->end - starts[first] < 5)
+            first--;
+        t.addr = starts[first];
+        t.ninsns = n - first;
+        t.len = (uint32_t)(b->end - starts[first]);
+    } else {
+        for (uint64_t a = addr; a < b->end && t.len < 5; a += in.len) {
+            ck_assert_int_eq(cfg_image_decode(img, a, 0, &in), 0);
+            t.len += in.len;
+            t.ninsns++;
+        }
+    }
+    t.orig = (const uint8_t *)(uintptr_t)t.addr; /* the bytes are this process's own */
+    return t;
+}
+
+/* Build T's trampoline in TRAMP (from the procedure's bytes, still in place), then
+ * write the jump over them. */
+static void
+install(ed_tramp_t *t, uint64_t *ret_at)
+{
+    uint8_t *tr = TRAMP + tramp_used;
+    int n = ed_tramp_emit(t, (uint64_t)(uintptr_t)tr, tr, PAGE - tramp_used, ret_at);
+    ck_assert_int_gt(n, 0);
+    tramp_used += ((size_t)n + 15) & ~(size_t)15;
+    uint8_t jmp[8];
+    ck_assert_int_eq(ed_tramp_patch(t, (uint64_t)(uintptr_t)tr, jmp, sizeof(jmp)), 5);
+    memcpy((uint8_t *)(uintptr_t)t->addr, jmp, 5);
+}
+
+/* A snippet node with no operands but those given. */
+#define NODE(...) ((arch_snip_t) { .a = ARCH_SNIP_NONE, .b = ARCH_SNIP_NONE, \
+                                   .c = ARCH_SNIP_NONE, __VA_ARGS__ })
+
+/* WORDS[W] += VALUE (a leaf), where WHERE holds and LIVE_FLAGS are live. */
+static ed_tramp_snip_t
+add_to(arch_snip_t v[2], int w, arch_snip_t value, uint32_t where, uint8_t live_flags)
+{
+    v[0] = value;
+    v[1] = NODE(.op = ARCH_SN_ADD_TO, .imm = (int64_t)(uintptr_t)&WORDS[w]);
+    v[1].a = 0;
+    return (ed_tramp_snip_t) { v, 2, 1, { where, 0, live_flags, live_flags ? 0 : 1 } };
+}
+
+START_TEST(test_tramp_kinds)
+{
+    if (map == NULL) {
+        fprintf(stderr, "test_tramp_kinds: no RWX mapping, skipped\n");
+        return;
+    }
+    ck_assert_ptr_nonnull(cfg_proc_at(prog, at(OFF_F)));
+    ck_assert_ptr_nonnull(cfg_proc_at(prog, at(OFF_M)));
+    WORDS[6] = 1234;
+    /* Natively first. */
+    ck_assert_uint_eq(call(OFF_F, 10, 0), 15);
+    ck_assert_uint_eq(call(OFF_H, 1, 0), 6);
+    ck_assert_uint_eq(call(OFF_K, 1, 2), 1);
+    ck_assert_uint_eq(call(OFF_M, 0, 0), 1234);
+
+    arch_snip_t ve[2], vx[2], vc[2], va[2], vk[2], vm[2];
+    /* f's entry: WORDS[0] += argument 0 (two instructions moved). */
+    ed_tramp_t e = point(ED_TRAMP_BEFORE, at(OFF_F));
+    ck_assert_uint_eq(e.ninsns, 2);
+    e.before = add_to(ve, 0, NODE(.op = ARCH_SN_ARG, .imm = 0), ARCH_SNX_ENTRY, 0);
+    install(&e, NULL);
+    /* g's exit: WORDS[1] += the return value (the lea and the ret). */
+    ed_tramp_t x = point(ED_TRAMP_EXIT, at(OFF_G));
+    ck_assert_uint_eq(x.ninsns, 2);
+    x.before = add_to(vx, 1, NODE(.op = ARCH_SN_RETVAL), ARCH_SNX_RETURN, 0);
+    install(&x, NULL);
+    /* h's call of f: WORDS[2] += its argument, WORDS[3] += what it returned. */
+    ed_tramp_t c = point(ED_TRAMP_CALL, at(OFF_H + 4));
+    ck_assert_uint_eq(c.ninsns, 1);
+    c.before = add_to(vc, 2, NODE(.op = ARCH_SN_ARG, .imm = 0), ARCH_SNX_CALL, 0);
+    c.after = add_to(va, 3, NODE(.op = ARCH_SN_RETVAL), ARCH_SNX_AFTER_CALL, 0);
+    uint64_t ret_at = 0;
+    install(&c, &ret_at);
+    ck_assert_uint_gt(ret_at, (uint64_t)(uintptr_t)TRAMP);
+    /* k's mov between its cmp and setl: flags live; WORDS[4] += 1 (an add: clobbers). */
+    ed_tramp_t kk = point(ED_TRAMP_BEFORE, at(OFF_K + 3));
+    kk.before = add_to(vk, 4, NODE(.op = ARCH_SN_CONST, .imm = 1), 0, ARCH_FLAGS_STATUS);
+    install(&kk, NULL);
+    /* m's entry: the rip-relative load moved; WORDS[5] += 1. */
+    ed_tramp_t m = point(ED_TRAMP_BEFORE, at(OFF_M));
+    m.before = add_to(vm, 5, NODE(.op = ARCH_SN_CONST, .imm = 1), ARCH_SNX_ENTRY, 0);
+    install(&m, NULL);
+
+    uint64_t sum = 0;
+    for (uint64_t i = 0; i < 50; i++) {
+        ck_assert_uint_eq(call(OFF_F, i, 0), i + 5);
+        ck_assert_uint_eq(call(OFF_G, i, 0), i + 7);
+        ck_assert_uint_eq(call(OFF_H, i, 0), i + 5);
+        ck_assert_uint_eq(call(OFF_K, i, 25), i < 25);
+        ck_assert_uint_eq(call(OFF_K, 25, i), 25 < i);
+        ck_assert_uint_eq(call(OFF_M, 0, 0), 1234);
+        sum += i;
+    }
+    ck_assert_uint_eq(WORDS[0], 2 * sum);         /* f, called directly and by h */
+    ck_assert_uint_eq(WORDS[1], sum + 7 * 50);    /* g's return values */
+    ck_assert_uint_eq(WORDS[2], sum);             /* h's arguments to f */
+    ck_assert_uint_eq(WORDS[3], sum + 5 * 50);    /* f's returns to h */
+    ck_assert_uint_eq(WORDS[4], 100);
+    ck_assert_uint_eq(WORDS[5], 50);
+}
+END_TEST
+
+START_TEST(test_tramp_refusals)
+{
+    if (map == NULL)
+        return;
+    arch_snip_t v[2];
+    ed_tramp_t e = point(ED_TRAMP_BEFORE, at(OFF_F));
+    e.before = add_to(v, 0, NODE(.op = ARCH_SN_CONST, .imm = 1), ARCH_SNX_ENTRY, 0);
+    uint8_t out[512];
+    uint64_t here = (uint64_t)(uintptr_t)TRAMP;
+    /* The bytes do not hold a jump; the instructions do not cover them. */
+    ed_tramp_t shrt = e;
+    shrt.len = 4;
+    ck_assert_int_eq(ed_tramp_emit(&shrt, here, out, sizeof(out), NULL), QP_EINVAL);
+    ck_assert_int_eq(ed_tramp_patch(&shrt, here, out, sizeof(out)), QP_EINVAL);
+    ed_tramp_t one = e;
+    one.ninsns = 1;
+    ck_assert_int_eq(ed_tramp_emit(&one, here, out, sizeof(out), NULL), QP_EINVAL);
+    /* No room. */
+    ck_assert_int_lt(ed_tramp_emit(&e, here, out, 8, NULL), 0);
+    /* Out of reach: a trampoline 8 GiB away cannot jump back, nor reach the words. */
+    ck_assert_int_eq(ed_tramp_emit(&e, here + (8ull << 30), out, sizeof(out), NULL),
+                     QP_ERANGE);
+    ck_assert_int_eq(ed_tramp_patch(&e, here + (8ull << 30), out, sizeof(out)), QP_ERANGE);
+    /* And nothing was written over the procedure. */
+    ck_assert_uint_eq(call(OFF_F, 1, 0), 6);
+}
+END_TEST
+
+static Suite *
+tramp_suite(void)
+{
+    Suite *s = suite_create("tramp");
+    TCase *tc = tcase_create("tramp");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_test(tc, test_tramp_kinds);
+    tcase_add_test(tc, test_tramp_refusals);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int
+main(void)
+{
+    SRunner *sr = srunner_create(tramp_suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed == 0 ? 0 : 1;
+}
