@@ -7,7 +7,9 @@
  *     then a per-thread counter and a per-thread CPU timer (rewritten);
  *  2. inserting 10,000 points into a live process in one stop (python3.11 running a
  *     loop: entry counters, then block counters, until 10,000), chosen while it runs,
- *     then stop + commit + run: the time it is stopped (median of 5).
+ *     then stop + commit + run: the time it is stopped (median of 5);
+ *  3. steering: one metric added to and removed from a live python3.11 that has 1,000
+ *     points already (the time stopped for each, medians of 5).
  * Usage: qpt-bench ARGCALL [PYTHON]   (ARGCALL "-": the second part only; QPT_BENCH_ROUNDS=N)
  */
 #include <signal.h>
@@ -236,8 +238,9 @@ per_hit(const char *argcall)
            ml - mp);
 }
 
-static void
-insert_10k(const char *python)
+/* PYTHON running a loop of calls for two minutes at most, given a second to start. */
+static pid_t
+start_python(const char *python)
 {
     pid_t p = fork();
     if (p == 0) {
@@ -247,6 +250,13 @@ insert_10k(const char *python)
         _exit(127);
     }
     sleep(1);
+    return p;
+}
+
+static void
+insert_10k(const char *python)
+{
+    pid_t p = start_python(python);
     double stopped[5];
     int npts = 0, rounds = getenv("QPT_BENCH_ROUNDS") ? atoi(getenv("QPT_BENCH_ROUNDS")) : 5;
     rounds = rounds < 1 ? 1 : rounds > 5 ? 5 : rounds;
@@ -293,6 +303,86 @@ insert_10k(const char *python)
            "stop + commit + run)\n", npts, median(stopped, rounds), rounds);
 }
 
+/* Stop S, add the metrics parsed (ADD) or remove the last one, commit, run: the ms
+ * stopped (-1: failed). */
+static double
+steer_once(qpt_space_t *s, qm_set_t *set, int add)
+{
+    char why[1024] = "";
+    double t0 = now();
+    int rc = qpt_stop(s);
+    if (rc == 0)
+        rc = add ? qm_insert(set, s, NULL, NULL, why, sizeof(why))
+                 : qm_remove(set, qm_count(set) - 1, s, why, sizeof(why));
+    if (rc == 0 && (rc = qpt_commit(s)) < 0)
+        snprintf(why, sizeof(why), "%s", qpt_error(s));
+    qpt_run(s);
+    double ms = (now() - t0) * 1e3;
+    if (rc < 0)
+        fprintf(stderr, "qpt-bench: steer: %s\n", why);
+    if (!add)
+        qm_release(set, s);
+    return rc < 0 ? -1 : ms;
+}
+
+/*
+ * Steering: a live python3.11 with 1,000 entry counters; one metric (count calls of a
+ * procedure inside the interpreter's loop) added, then removed, 5 times: the ms stopped.
+ */
+static void
+steer_1k(const char *python)
+{
+    pid_t p = start_python(python);
+    char why[1024];
+    qpt_space_t *s;
+    if (qpt_attach(p, &s, why, sizeof(why)) < 0) {
+        fprintf(stderr, "qpt-bench: attach: %s\n", why);
+        kill(p, SIGKILL);
+        waitpid(p, NULL, 0);
+        return;
+    }
+    uint64_t words;
+    qpt_alloc(s, 8 * 1024, &words);
+    qpt_snippet_t *sn = qpt_snippet_create();
+    int npts = 0;
+    for (uint32_t i = 0; i < qpt_nprocs(s) && npts < 1000; i++) {
+        qpt_point_t pt;
+        size_t n;
+        if (qpt_proc_refusal(s, i) != NULL || qpt_points(s, i, QPT_ENTRY, &pt, 1, &n) < 0)
+            continue;
+        if (qpt_insert(s, &pt, sn, qpt_add_to(sn, words + 8 * (uint64_t)npts, qpt_const(sn, 1), 0),
+                       NULL) == 0)
+            npts++;
+    }
+    qpt_snippet_destroy(sn);
+    if (qpt_commit(s) < 0 || qpt_run(s) < 0) {
+        fprintf(stderr, "qpt-bench: commit: %s\n", qpt_error(s));
+        qpt_close(s);
+        kill(p, SIGKILL);
+        waitpid(p, NULL, 0);
+        return;
+    }
+    const char *metric = "count calls(PyLong_FromLong) inside(PyEval_EvalCode)";
+    qm_set_t *set = qm_new();
+    double add[5], rem[5];
+    int r = 0;
+    for (; set != NULL && r < 5; r++) {
+        if (qm_parse(metric, "bench", 1, &set, why, sizeof(why)) < 0
+            || (add[r] = steer_once(s, set, 1)) < 0)
+            break;
+        usleep(100000);
+        if ((rem[r] = steer_once(s, set, 0)) < 0)
+            break;
+    }
+    if (r == 5)
+        printf("steering a live python3.11 with %d points: '%s' added in %.1f ms, removed in "
+               "%.1f ms stopped (medians of 5)\n", npts, metric, median(add, 5), median(rem, 5));
+    qm_free(set);
+    qpt_close(s);
+    kill(p, SIGKILL);
+    waitpid(p, NULL, 0);
+}
+
 int
 main(int argc, char **argv)
 {
@@ -305,7 +395,9 @@ main(int argc, char **argv)
         per_thread(argv[1]);
         per_metric(argv[1]);
     }
-    if (argc > 2)
+    if (argc > 2) {
         insert_10k(argv[2]);
+        steer_1k(argv[2]);
+    }
     return 0;
 }

@@ -33,6 +33,9 @@ enum { QM_PER_PROC = 1, QM_PER_THREAD, QM_TOTAL };       /* its focus */
 int qm_parse(const char *text, const char *origin, int one, qm_set_t **set, char *why,
              size_t whylen);
 
+/* An empty set (metrics come later: qm_parse, a live session's commands); NULL. */
+qm_set_t *qm_new(void);
+
 /* The number of metrics in SET, and the name of metric I. */
 size_t qm_count(const qm_set_t *set);
 const char *qm_name(const qm_set_t *set, size_t i);
@@ -43,7 +46,7 @@ void qm_free(qm_set_t *set);
 typedef void (*qm_note_fn)(void *arg, const char *note);
 
 /*
- * Compile every metric of SET into S: resolve the patterns and names (an unknown
+ * Compile the metrics of SET not placed yet (all, the first time) into S: resolve the patterns and names (an unknown
  * procedure pattern or variable is an error naming it, with its position, and then
  * nothing is inserted), allocate the metrics' memory, insert the snippets (not
  * committed). A procedure whose points cannot take a snippet is left out with a NOTE
@@ -51,6 +54,22 @@ typedef void (*qm_note_fn)(void *arg, const char *note);
  */
 int qm_insert(qm_set_t *set, qpt_space_t *s, qm_note_fn note, void *arg, char *why,
               size_t whylen);
+
+/*
+ * A process: take metric I (in the program) out of S: its snippets go at the next
+ * qpt_commit, its rows leave the results. QPT_EINVAL when it is not in.
+ */
+int qm_remove(qm_set_t *set, size_t i, qpt_space_t *s, char *why, size_t whylen);
+
+/* After the commit that took them out: the memory of the metrics removed, freed. */
+void qm_release(qm_set_t *set, qpt_space_t *s);
+
+/* Metric I: QM_PARSED (not placed yet), QM_ON (in the program), QM_OFF (taken out); -1. */
+enum { QM_PARSED = 0, QM_ON, QM_OFF };
+int qm_state(const qm_set_t *set, size_t i);
+
+/* Forget the metrics parsed but not placed (after a qm_insert that failed). */
+void qm_drop_parsed(qm_set_t *set);
 
 /* The layout of SET after qm_insert, to PATH (text; replaced atomically), and back: a
  * set that can give results but not insert. */
@@ -95,6 +114,13 @@ typedef struct qm_live_opts {
     /* A sample (T seconds since the start); nonzero ends the session. */
     int (*on_sample)(void *arg, const qm_set_t *set, const qm_row_t *rows, size_t n, double t);
     void *arg;
+    /* Steering: with COMMANDS nonzero, commands are read from COMMANDS_FD, one a line
+     * (add METRIC, remove NAME|#N, list, show, help, quit; the end of the input is quit)
+     * and answered through ON_REPLY (ARG), a line at a time; NULL when the session waits
+     * for the next command (a prompt's moment). The session may start with no metric. */
+    int commands;
+    int commands_fd;
+    void (*on_reply)(void *arg, const char *line);
 } qm_live_opts_t;
 
 typedef struct qm_live_report {
@@ -104,6 +130,7 @@ typedef struct qm_live_report {
     int status;
     double secs;             /* the session's length */
     double stop_ms;          /* how long the process was stopped to insert the metrics */
+    unsigned added, removed; /* metrics added and removed by commands */
     qm_row_t *rows;          /* the final table (malloc'ed), or NULL */
     size_t nrows;
 } qm_live_report_t;

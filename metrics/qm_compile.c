@@ -455,23 +455,111 @@ qm_insert(qm_set_t *set, qpt_space_t *s, qm_note_fn note, void *arg, char *why, 
     why[0] = '\0';
     if (set == NULL || s == NULL)
         return QPT_EINVAL;
-    if (set->placed) {
-        snprintf(why, whylen, "the metrics are placed already");
-        return QPT_EINVAL;
-    }
     ctx_t c = { s, note, arg, why, whylen, NULL, 0, 0 };
     int rc = 0;
-    /* Everything that can be wrong with the text, before anything is inserted. */
+    /* The metrics parsed since the last call. Everything that can be wrong with their
+     * text, before anything is inserted. */
     for (size_t i = 0; rc == 0 && i < set->n; i++)
-        rc = check_metric(&c, &set->v[i]);
+        if (set->v[i].state == QM_PARSED)
+            rc = check_metric(&c, &set->v[i]);
+    size_t *mark = calloc(set->n + 1, sizeof(size_t));
+    if (mark == NULL)
+        rc = QPT_ENOMEM;
     for (size_t i = 0; rc == 0 && i < set->n; i++)
-        rc = place_metric(&c, &set->v[i]);
+        if (set->v[i].state == QM_PARSED) {
+            mark[i] = c.ndone;
+            rc = place_metric(&c, &set->v[i]);
+        }
+    for (size_t i = 0; rc == 0 && i < set->n; i++) {
+        qm_metric_t *m = &set->v[i];
+        if (m->state != QM_PARSED)
+            continue;
+        /* Its insertions: from its mark to the next placed metric's. */
+        size_t to = c.ndone, n;
+        for (size_t j = i + 1; j < set->n; j++)
+            if (set->v[j].state == QM_PARSED) {
+                to = mark[j];
+                break;
+            }
+        n = to - mark[i];
+        if ((m->handles = malloc((n + 1) * sizeof(qpt_handle_t))) == NULL) {
+            rc = QPT_ENOMEM;
+            break;
+        }
+        memcpy(m->handles, c.done + mark[i], n * sizeof(qpt_handle_t));
+        m->nhandles = n;
+    }
     if (rc < 0) {
         undo_to(&c, 0);
+        for (size_t i = 0; i < set->n; i++) {
+            qm_metric_t *m = &set->v[i];
+            if (m->state != QM_PARSED)
+                continue;
+            if (m->var != 0)
+                qpt_free(s, m->var); /* a process's memory: not kept for nothing */
+            m->var = 0;
+            free(m->handles);
+            m->handles = NULL;
+            m->nhandles = 0;
+        }
         if (why[0] == '\0')
             snprintf(why, whylen, "%s", qpt_strerror(rc));
-    } else
+    } else {
+        for (size_t i = 0; i < set->n; i++)
+            if (set->v[i].state == QM_PARSED)
+                set->v[i].state = QM_ON;
         set->placed = 1;
+    }
+    free(mark);
     free(c.done);
     return rc;
+}
+
+int
+qm_remove(qm_set_t *set, size_t i, qpt_space_t *s, char *why, size_t whylen)
+{
+    if (set == NULL || s == NULL || i >= set->n)
+        return QPT_EINVAL;
+    qm_metric_t *m = &set->v[i];
+    if (m->state != QM_ON) {
+        if (why != NULL && whylen > 0)
+            snprintf(why, whylen, "%s: not in the program", m->name);
+        return QPT_EINVAL;
+    }
+    for (size_t k = 0; k < m->nhandles; k++) {
+        int rc = qpt_remove(s, m->handles[k]);
+        if (rc < 0) {
+            if (why != NULL && whylen > 0)
+                snprintf(why, whylen, "%s: %s", m->name, qpt_error(s));
+            return rc;
+        }
+    }
+    m->state = QM_OFF;
+    free(m->handles);
+    m->handles = NULL;
+    m->nhandles = 0;
+    return 0;
+}
+
+void
+qm_release(qm_set_t *set, qpt_space_t *s)
+{
+    for (size_t i = 0; set != NULL && i < set->n; i++) {
+        qm_metric_t *m = &set->v[i];
+        if (m->state == QM_OFF && m->var != 0 && qpt_free(s, m->var) == 0)
+            m->var = 0;
+    }
+}
+
+int
+qm_state(const qm_set_t *set, size_t i)
+{
+    return set != NULL && i < set->n ? set->v[i].state : -1;
+}
+
+void
+qm_drop_parsed(qm_set_t *set)
+{
+    while (set != NULL && set->n > 0 && set->v[set->n - 1].state == QM_PARSED)
+        qm_metric_free(&set->v[--set->n]);
 }

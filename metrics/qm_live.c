@@ -8,12 +8,16 @@
  */
 #include "config.h"
 
+#include <ctype.h>
 #include <errno.h>
+#include <poll.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "metrics/qm_priv.h"
 
@@ -47,6 +51,259 @@ alive(int pid)
     return kill(pid, 0) == 0 || errno == EPERM;
 }
 
+/*****************************************************************************
+ * Steering: commands while the process runs
+ */
+
+typedef struct live {
+    qm_set_t *set;
+    const qm_live_opts_t *o;
+    qm_live_report_t *rep;
+    qpt_space_t *s;
+    double start, cpn;
+    char buf[8192];          /* a command line being read */
+    size_t nbuf;
+    int eof, quit;
+} live_t;
+
+static void
+reply(live_t *l, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static void
+reply(live_t *l, const char *fmt, ...)
+{
+    if (l->o->on_reply == NULL)
+        return;
+    char line[2048];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof(line), fmt, ap);
+    va_end(ap);
+    l->o->on_reply(l->o->arg, line);
+}
+
+/* A multi-line message (a parse error with its caret), a line at a time. */
+static void
+reply_lines(live_t *l, const char *text)
+{
+    while (*text != '\0') {
+        const char *nl = strchr(text, '\n');
+        int n = nl ? (int)(nl - text) : (int)strlen(text);
+        reply(l, "%.*s", n, text);
+        text += n + (nl != NULL);
+    }
+}
+
+/* Stop the process, apply what the set says (SET_UP), commit, let it go; the ms stopped. */
+static int
+steer(live_t *l, int (*set_up)(live_t *l, void *arg, char *why, size_t whylen), void *arg,
+      double *ms, char *why, size_t whylen)
+{
+    double t0 = now();
+    int rc = qpt_stop(l->s);
+    if (rc < 0) {
+        snprintf(why, whylen, "%s", qpt_error(l->s));
+        return rc;
+    }
+    if ((rc = set_up(l, arg, why, whylen)) == 0 && (rc = qpt_commit(l->s)) < 0)
+        snprintf(why, whylen, "%s", qpt_error(l->s));
+    int r2 = qpt_run(l->s);
+    *ms = (now() - t0) * 1e3;
+    if (rc == 0 && r2 < 0) {
+        snprintf(why, whylen, "%s", qpt_error(l->s));
+        rc = r2;
+    }
+    return rc;
+}
+
+static int
+set_up_add(live_t *l, void *arg, char *why, size_t whylen)
+{
+    (void)arg;
+    return qm_insert(l->set, l->s, l->o->note, l->o->note_arg, why, whylen);
+}
+
+static int
+set_up_remove(live_t *l, void *arg, char *why, size_t whylen)
+{
+    return qm_remove(l->set, *(size_t *)arg, l->s, why, whylen);
+}
+
+static void
+cmd_add(live_t *l, const char *text)
+{
+    char why[2048] = "";
+    size_t before = qm_count(l->set);
+    int rc = qm_parse(text, "add", 1, &l->set, why, sizeof(why));
+    if (rc < 0) {
+        reply_lines(l, why);
+        return;
+    }
+    double ms;
+    rc = steer(l, set_up_add, NULL, &ms, why, sizeof(why));
+    if (rc < 0) {
+        qm_drop_parsed(l->set);
+        /* A commit refused: the insertions are taken out again (their memory freed). */
+        if (qm_count(l->set) > before && qm_state(l->set, before) == QM_ON) {
+            char w2[512];
+            double ms2;
+            size_t i = before;
+            steer(l, set_up_remove, &i, &ms2, w2, sizeof(w2));
+            qm_release(l->set, l->s);
+        }
+        reply_lines(l, why);
+        reply(l, "nothing added");
+        return;
+    }
+    l->rep->added++;
+    reply(l, "added #%zu %s (stopped %.1f ms)", before + 1, qm_name(l->set, before), ms);
+}
+
+/* The metric named by ARG: "#N" (as list numbers them) or its name. */
+static int
+find_metric(live_t *l, const char *arg, size_t *i)
+{
+    size_t n = qm_count(l->set);
+    if (arg[0] == '#') {
+        char *end;
+        unsigned long k = strtoul(arg + 1, &end, 10);
+        if (*end != '\0' || k == 0 || k > n)
+            return -1;
+        *i = k - 1;
+        return 0;
+    }
+    for (size_t k = 0; k < n; k++)
+        if (qm_state(l->set, k) == QM_ON && strcmp(qm_name(l->set, k), arg) == 0) {
+            *i = k;
+            return 0;
+        }
+    return -1;
+}
+
+static void
+cmd_remove(live_t *l, const char *arg)
+{
+    size_t i;
+    if (find_metric(l, arg, &i) < 0 || qm_state(l->set, i) != QM_ON) {
+        reply(l, "remove: no metric '%s' in the program (see 'list')", arg);
+        return;
+    }
+    char why[2048] = "";
+    double ms;
+    if (steer(l, set_up_remove, &i, &ms, why, sizeof(why)) < 0) {
+        reply_lines(l, why);
+        return;
+    }
+    qm_release(l->set, l->s);
+    l->rep->removed++;
+    reply(l, "removed #%zu %s (stopped %.1f ms)", i + 1, qm_name(l->set, i), ms);
+}
+
+static void
+cmd_list(live_t *l)
+{
+    size_t n = qm_count(l->set), on = 0;
+    for (size_t i = 0; i < n; i++)
+        if (qm_state(l->set, i) != QM_PARSED) {
+            reply(l, "#%zu %s%s", i + 1, qm_name(l->set, i),
+                  qm_state(l->set, i) == QM_OFF ? "  (removed)" : "");
+            on++;
+        }
+    if (on == 0)
+        reply(l, "no metric (add one: add count calls(PATTERN))");
+}
+
+static int
+cmd_show(live_t *l)
+{
+    qm_row_t *rows;
+    size_t n;
+    char why[512];
+    if (qm_results(l->set, read_words, l->s, l->cpn, &rows, &n, why, sizeof(why)) < 0) {
+        reply(l, "show: %s", why);
+        return 0;
+    }
+    int enough = l->o->on_sample ? l->o->on_sample(l->o->arg, l->set, rows, n, now() - l->start)
+                                 : 0;
+    free(rows);
+    return enough;
+}
+
+static void
+command(live_t *l, char *line)
+{
+    while (isspace((unsigned char)*line))
+        line++;
+    size_t len = strlen(line);
+    while (len > 0 && isspace((unsigned char)line[len - 1]))
+        line[--len] = '\0';
+    char *arg = line + strcspn(line, " \t");
+    if (*arg != '\0')
+        *arg++ = '\0';
+    while (isspace((unsigned char)*arg))
+        arg++;
+    if (line[0] == '\0' || line[0] == '#')
+        return;
+    if (strcmp(line, "add") == 0 && *arg != '\0')
+        cmd_add(l, arg);
+    else if (strcmp(line, "remove") == 0 && *arg != '\0')
+        cmd_remove(l, arg);
+    else if (strcmp(line, "list") == 0 && *arg == '\0')
+        cmd_list(l);
+    else if (strcmp(line, "show") == 0 && *arg == '\0')
+        l->quit = cmd_show(l);
+    else if ((strcmp(line, "quit") == 0 || strcmp(line, "exit") == 0) && *arg == '\0')
+        l->quit = 1;
+    else if (strcmp(line, "help") == 0) {
+        reply(l, "add METRIC      measure METRIC from now on (qpt-metrics(5)), e.g.");
+        reply(l, "                add count calls(malloc) inside(main)");
+        reply(l, "remove NAME|#N  take a metric out (its snippets leave the process)");
+        reply(l, "list            the metrics, numbered");
+        reply(l, "show            the table now");
+        reply(l, "quit            end the session (the final table, everything out)");
+    } else
+        reply(l, "%s: unknown command, or its argument missing (try 'help')", line);
+}
+
+/* Read what the command input has (waiting at most SECS), and run the complete lines. */
+static void
+commands(live_t *l, double secs)
+{
+    struct pollfd pfd = { l->o->commands_fd, POLLIN, 0 };
+    int r = poll(&pfd, 1, (int)(secs * 1e3));
+    if (r <= 0)
+        return;
+    ssize_t n = read(l->o->commands_fd, l->buf + l->nbuf, sizeof(l->buf) - 1 - l->nbuf);
+    if (n < 0 && (errno == EINTR || errno == EAGAIN))
+        return;
+    if (n <= 0) {
+        l->eof = 1;
+        if (l->nbuf > 0) { /* a last line without its newline */
+            l->buf[l->nbuf] = '\0';
+            l->nbuf = 0;
+            command(l, l->buf);
+        }
+        return;
+    }
+    l->nbuf += (size_t)n;
+    char *nl;
+    while (!l->quit && (nl = memchr(l->buf, '\n', l->nbuf)) != NULL) {
+        *nl = '\0';
+        char line[sizeof(l->buf)];
+        size_t k = (size_t)(nl - l->buf) + 1;
+        memcpy(line, l->buf, k);
+        memmove(l->buf, l->buf + k, l->nbuf - k);
+        l->nbuf -= k;
+        command(l, line);
+        if (!l->quit && l->o->on_reply != NULL)
+            l->o->on_reply(l->o->arg, NULL);
+    }
+    if (l->nbuf == sizeof(l->buf) - 1) {
+        reply(l, "a command longer than %zu bytes: ignored", sizeof(l->buf) - 2);
+        l->nbuf = 0;
+    }
+}
+
 int
 qm_live_run(qm_set_t *set, const qm_live_opts_t *o, qm_live_report_t *rep, char *why,
             size_t whylen)
@@ -60,7 +317,13 @@ qm_live_run(qm_set_t *set, const qm_live_opts_t *o, qm_live_report_t *rep, char 
         return rc;
     rep->pid = qpt_pid(s);
     double cpn = qm_cycles_per_ns();
-    if ((rc = qm_insert(set, s, o->note, o->note_arg, why, whylen)) < 0) {
+    live_t l = { set, o, rep, s, 0, cpn, "", 0, 0, 0 };
+    if (qm_count(set) == 0 && !o->commands) {
+        snprintf(why, whylen, "no metric to measure");
+        qpt_close(s);
+        return QPT_EINVAL;
+    }
+    if (qm_count(set) > 0 && (rc = qm_insert(set, s, o->note, o->note_arg, why, whylen)) < 0) {
         qpt_close(s);
         return rc;
     }
@@ -72,8 +335,11 @@ qm_live_run(qm_set_t *set, const qm_live_opts_t *o, qm_live_report_t *rep, char 
     }
     rep->stop_ms = (now() - t0) * 1e3;
     double start = now(), next = o->interval > 0 ? start + o->interval : 0;
+    l.start = start;
+    if (o->commands && o->on_reply != NULL)
+        o->on_reply(o->arg, NULL);
     for (;;) {
-        if (o->stop != NULL && *o->stop)
+        if ((o->stop != NULL && *o->stop) || l.quit || l.eof)
             break;
         double t = now();
         if (o->duration > 0 && t - start >= o->duration)
@@ -97,7 +363,10 @@ qm_live_run(qm_set_t *set, const qm_live_opts_t *o, qm_live_report_t *rep, char 
         double until = 0.02;
         if (next > 0 && next - t < until)
             until = next - t;
-        nap(until);
+        if (o->commands)
+            commands(&l, until);
+        else
+            nap(until);
     }
     rep->secs = now() - start;
     rc = qm_results(set, read_words, s, cpn, &rep->rows, &rep->nrows, why, whylen);

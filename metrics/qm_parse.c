@@ -398,8 +398,8 @@ qm_expr_free(qm_expr_t *e)
  * Metrics
  */
 
-static void
-metric_free(qm_metric_t *m)
+void
+qm_metric_free(qm_metric_t *m)
 {
     free(m->name);
     free(m->origin);
@@ -410,6 +410,7 @@ metric_free(qm_metric_t *m)
     for (size_t i = 0; i < m->nprocs; i++)
         free(m->procs[i].name);
     free(m->procs);
+    free(m->handles);
     memset(m, 0, sizeof(*m));
 }
 
@@ -493,11 +494,6 @@ qm_parse(const char *text, const char *origin, int one, qm_set_t **setp, char *w
     int made = set == NULL;
     if (made && (set = calloc(1, sizeof(*set))) == NULL)
         return QPT_ENOMEM;
-    if (set->placed) {
-        if (why != NULL && whylen > 0)
-            snprintf(why, whylen, "%s: the metrics are placed already", origin);
-        return QPT_EINVAL;
-    }
     size_t before = set->n;
     parser_t p = { text, origin, 0, 1, 1, why, whylen, 0 };
     int rc = 0;
@@ -556,7 +552,7 @@ qm_parse(const char *text, const char *origin, int one, qm_set_t **setp, char *w
         if (rc == 0)
             rc = add_metric(set, &m);
         if (rc < 0)
-            metric_free(&m);
+            qm_metric_free(&m);
         if (one)
             break;
     }
@@ -568,7 +564,7 @@ qm_parse(const char *text, const char *origin, int one, qm_set_t **setp, char *w
     if (rc < 0) {
         /* Nothing of this text stays. */
         while (set->n > before)
-            metric_free(&set->v[--set->n]);
+            qm_metric_free(&set->v[--set->n]);
         if (made) {
             qm_free(set);
             set = NULL;
@@ -579,6 +575,12 @@ qm_parse(const char *text, const char *origin, int one, qm_set_t **setp, char *w
     }
     *setp = set;
     return 0;
+}
+
+qm_set_t *
+qm_new(void)
+{
+    return calloc(1, sizeof(qm_set_t));
 }
 
 size_t
@@ -599,7 +601,7 @@ qm_free(qm_set_t *set)
     if (set == NULL)
         return;
     for (size_t i = 0; i < set->n; i++)
-        metric_free(&set->v[i]);
+        qm_metric_free(&set->v[i]);
     free(set->v);
     free(set);
 }

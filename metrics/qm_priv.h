@@ -51,15 +51,21 @@ typedef struct qm_metric {
     uint64_t base;         /* the first row's word in a block (after the inside state) */
     qm_proc_t *procs;      /* the matching procedures */
     size_t nprocs;
+    int state;             /* QM_PARSED, QM_ON, QM_OFF */
+    qpt_handle_t *handles; /* QM_ON: its insertions (a process's: for qm_remove) */
+    size_t nhandles;
 } qm_metric_t;
 
 struct qm_set {
     qm_metric_t *v;
     size_t n, cap;
-    int placed;            /* qm_insert or qm_layout_load ran */
+    int placed;            /* a metric was placed (qm_insert) or read (qm_layout_load) */
 };
 
 void qm_expr_free(qm_expr_t *e);
+
+/* Free what M owns (M itself is an element of a set's array). */
+void qm_metric_free(qm_metric_t *m);
 
 /* WHY: "ORIGIN:LINE:COL: message", then line LINE of TEXT and a caret under COL.
  * Returns QP_EINVAL. */

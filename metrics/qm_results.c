@@ -77,6 +77,8 @@ qm_layout_save(const qm_set_t *set, const char *path, char *why, size_t whylen)
     sb_printf(&b, "qpt-metrics-layout 1\n");
     for (size_t i = 0; i < set->n; i++) {
         const qm_metric_t *m = &set->v[i];
+        if (m->state != QM_ON)
+            continue;
         sb_printf(&b, "metric %d %d %d %llx %llu %llu %zu\nname %s\n", m->kind, m->focus,
                   m->per_thread, (unsigned long long)m->var, (unsigned long long)m->stride,
                   (unsigned long long)m->base, m->nprocs, m->name);
@@ -177,6 +179,7 @@ qm_layout_load(const char *path, qm_set_t **out, char *why, size_t whylen)
             break;
         }
         m.var = var;
+        m.state = QM_ON;
         m.stride = stride;
         m.base = base;
         lineno++;
@@ -287,13 +290,15 @@ int
 qm_results(const qm_set_t *set, qm_read_fn read, void *arg, double cpn, qm_row_t **rowsp,
            size_t *nrowsp, char *why, size_t whylen)
 {
-    if (set == NULL || read == NULL || rowsp == NULL || nrowsp == NULL || !set->placed)
+    if (set == NULL || read == NULL || rowsp == NULL || nrowsp == NULL)
         return QPT_EINVAL;
     qm_row_t *rows = NULL;
     size_t nrows = 0, cap = 0;
     int rc = 0;
     for (size_t i = 0; rc == 0 && i < set->n; i++) {
         const qm_metric_t *m = &set->v[i];
+        if (m->state != QM_ON)
+            continue; /* not placed, or taken out */
         uint64_t wpr = m->kind == QM_COUNT ? 1 : 3, off = m->kind == QM_COUNT ? 0 : 2;
         size_t nr = m->focus == QM_PER_PROC ? m->nprocs : 1;
         uint64_t *sum = calloc(nr + 1, sizeof(uint64_t));

@@ -78,6 +78,63 @@ out=$("$R" -e 'count calls(leaf)' --driver=qp "$D/prog" -o "$D/x.inst" 2>&1)
 out=$("$Q" metrics "$D/nothing.qp" 2>&1)
 [ $? = 1 ] && ok "qp metrics without a layout: $out" || bad "qp metrics no layout: $out"
 
+# Wait until FILE has COUNT lines matching PATTERN (10 s at most).
+wait_lines() {
+    local i=0
+    while [ "$(grep -c -- "$2" "$1" 2>/dev/null)" -lt "$3" ] && [ $i -lt 200 ]; do
+        sleep 0.05
+        i=$((i + 1))
+    done
+    [ "$(grep -c -- "$2" "$1" 2>/dev/null)" -ge "$3" ]
+}
+
+# dyn attach --commands on `target serve 1` (each line N: work() called N times, then
+# "done"): add a metric, N calls, show; remove it, calls, add it again, calls, show, quit.
+steer_test() {
+    mkfifo "$D/tin" "$D/cin"
+    "$B/tests/dyn/target" serve 1 <"$D/tin" >"$D/tout" 2>&1 &
+    local tp=$!
+    exec 7>"$D/tin"
+    wait_lines "$D/tout" ready 1 || { bad "steer: the target did not start"; return; }
+    "$DYN" attach $tp --commands <"$D/cin" >"$D/dout" 2>&1 &
+    local dp=$!
+    exec 8>"$D/cin"
+    echo 'add count calls(work) total' >&8
+    wait_lines "$D/dout" '^added #1' 1 || bad "steer: add: $(cat "$D/dout")"
+    echo 1000 >&7
+    wait_lines "$D/tout" done 1
+    echo show >&8
+    wait_lines "$D/dout" 'count calls(work) total' 2
+    echo 'remove #1' >&8
+    wait_lines "$D/dout" '^removed #1' 1 || bad "steer: remove: $(cat "$D/dout")"
+    echo 500 >&7
+    wait_lines "$D/tout" done 2
+    echo 'add count calls(work) per thread' >&8
+    wait_lines "$D/dout" '^added #2' 1
+    echo 300 >&7
+    wait_lines "$D/tout" done 3
+    echo 'add count calls(no_such_proc)' >&8
+    echo 'frobnicate' >&8
+    echo list >&8
+    echo quit >&8
+    wait $dp
+    local st=$?
+    exec 8>&-
+    local first second
+    first=$(awk '/^count calls\(work\) total/ { print $(NF - 1); exit }' "$D/dout")
+    second=$(awk '/^count calls\(work\) per thread/ { print $(NF - 2) }' "$D/dout" | tail -1)
+    if [ $st = 0 ] && [ "$first" = 1000 ] && [ "$second" = 300 ] &&
+        grep -q "no_such_proc" "$D/dout" && grep -q "unknown command" "$D/dout" &&
+        grep -q '^#1 count calls(work) total  (removed)' "$D/dout" &&
+        grep -q '1 removed by commands' "$D/dout" && kill -0 $tp 2>/dev/null; then
+        ok "dyn --commands: added (1000 calls exact), removed, added again (300 exact), errors answered, the target runs on"
+    else
+        bad "dyn --commands ($st): first=$first second=$second: $(cat "$D/dout")"
+    fi
+    exec 7>&-
+    wait $tp 2>/dev/null
+}
+
 # Live: started, and attached.
 if [ -x "$DYN" ]; then
     out=$("$DYN" run --metrics "$D/m.qm" -e 'count calls(leaf) total' -o "$D/run.csv" -- "$D/prog" 2>&1)
@@ -107,6 +164,9 @@ if [ -x "$DYN" ]; then
             bad "dyn attach -e: $out"
         exec 7>&- # end of input: it ends
         wait $tp 2>/dev/null
+
+        # Steering: metrics added and removed while attached, exact between the steps.
+        steer_test
     fi
 fi
 

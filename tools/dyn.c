@@ -75,6 +75,9 @@ usage(FILE *f)
         "                         'count calls(lua_*) inside(luaV_execute)'; repeatable\n"
         "      --metrics=FILE     the metrics defined in FILE (repeatable); with -e or\n"
         "                         --metrics, -o writes metric,focus,kind,value,measured\n"
+        "      --commands         steer metrics while attached: read commands from\n"
+        "                         standard input (add METRIC, remove NAME|#N, list,\n"
+        "                         show, help, quit; its end is quit); -e is optional\n"
         "  -v, --verbose          list every procedure not patched and why\n"
         "  -h, --help             print this help and exit\n"
         "  -V, --version          print the version and exit\n"
@@ -269,6 +272,7 @@ typedef struct opts {
     double duration; /* --duration, 0 = until the end */
     const char *csv; /* -o */
     int verbose;     /* -v */
+    int commands;    /* --commands */
     int histogram;   /* --histogram: print the calls over time at the end */
     int no_atomic;   /* --no-atomic */
 } opts_t;
@@ -342,17 +346,32 @@ session(const opts_t *o, int pid, char *const *argv, double t_start)
     return ret;
 }
 
-/* qm_live_opts_t.on_sample: the table every --interval seconds. */
+static int steering; /* --commands: the screen is the conversation's, never cleared */
+
+/* qm_live_opts_t.on_sample: the table every --interval seconds, and at 'show'. */
 static int
 print_metrics_live(void *arg, const qm_set_t *set, const qm_row_t *rows, size_t n, double t)
 {
     const int *pid = arg;
-    if (isatty(STDOUT_FILENO))
+    if (isatty(STDOUT_FILENO) && !steering)
         fputs("\033[H\033[J", stdout);
     printf("dyn: pid %d  t=%.1fs\n", *pid, t);
     if (tool_metrics_print(stdout, set, rows, n, TM_TEXT) < 0 || (putchar('\n'), fflush(stdout)) != 0)
         out_closed = 1;
     return out_closed;
+}
+
+/* qm_live_opts_t.on_reply: a command's answer; NULL: the prompt, on a terminal. */
+static void
+print_reply(void *arg, const char *line)
+{
+    (void)arg;
+    if (line != NULL)
+        printf("%s\n", line);
+    else if (isatty(STDIN_FILENO) && isatty(STDOUT_FILENO))
+        fputs("qpt> ", stdout);
+    if (fflush(stdout) != 0)
+        out_closed = 1;
 }
 
 /*
@@ -365,6 +384,9 @@ metrics_session(const opts_t *o, int pid, char *const *argv)
     qm_set_t *set = NULL;
     if (tool_metrics_parse(prog_name, o->margs, o->morder, o->nm, &set) < 0)
         return EXIT_USAGE;
+    steering = o->commands;
+    if (set == NULL && (set = qm_new()) == NULL)
+        return EXIT_FAIL;
     qm_live_opts_t lo = { 0 };
     lo.pid = pid;
     lo.argv = argv;
@@ -375,6 +397,9 @@ metrics_session(const opts_t *o, int pid, char *const *argv)
     lo.note_arg = (void *)prog_name;
     lo.on_sample = print_metrics_live;
     lo.arg = &pid;
+    lo.commands = o->commands;
+    lo.commands_fd = STDIN_FILENO;
+    lo.on_reply = print_reply;
     qm_live_report_t rep;
     char why[2048];
     int ret = 0;
@@ -392,8 +417,12 @@ metrics_session(const opts_t *o, int pid, char *const *argv)
                 ret = EXIT_FAIL;
             }
         }
-        printf("dyn: pid %d, %.3f s (stopped %.1f ms to insert)\n", rep.pid, rep.secs,
+        printf("dyn: pid %d, %.3f s (stopped %.1f ms to insert)", rep.pid, rep.secs,
                rep.stop_ms);
+        if (o->commands)
+            printf(", %u metric%s added and %u removed by commands", rep.added,
+                   rep.added == 1 ? "" : "s", rep.removed);
+        printf("\n");
         if (tool_metrics_print(stdout, set, rep.rows, rep.nrows, TM_TEXT) < 0)
             out_closed = 1;
         if (ret == 0 && rep.ended && argv != NULL)
@@ -516,6 +545,7 @@ main(int argc, char **argv)
         { "histogram", no_argument, NULL, 'H' },
         { "metric", required_argument, NULL, 'e' },
         { "metrics", required_argument, NULL, 'M' },
+        { "commands", no_argument, NULL, 'C' },
         { "help", no_argument, NULL, 'h' },
         { "version", no_argument, NULL, 'V' },
         { NULL, 0, NULL, 0 },
@@ -568,6 +598,7 @@ main(int argc, char **argv)
             o.margs[o.nm] = optarg;
             o.morder[o.nm++] = opt == 'e' ? 'e' : 'f';
             break;
+        case 'C': o.commands = 1; break;
         case 'c': o.count[o.ncount++] = optarg; break;
         case 'a': o.all = 1; break;
         case 'i':
@@ -592,12 +623,17 @@ main(int argc, char **argv)
         default: usage(stderr); return EXIT_USAGE;
         }
     }
+    if (o.commands && (o.ncount || o.all || o.ntime || o.ncalls || o.histogram || o.no_atomic)) {
+        fprintf(stderr, "%s: --commands steers metrics: not with --count, --all, --time, "
+                "--calls-from, --histogram or --no-atomic\n", prog_name);
+        return EXIT_USAGE;
+    }
     if (o.nm > 0 && (o.ncount || o.all || o.ntime || o.ncalls || o.histogram || o.no_atomic)) {
         fprintf(stderr, "%s: -e/--metrics measure the metrics only: not with --count, --all, "
                 "--time, --calls-from, --histogram or --no-atomic\n", prog_name);
         return EXIT_USAGE;
     }
-    if (o.nm == 0 && o.ncount == 0 && !o.all && o.ntime == 0 && o.ncalls == 0) {
+    if (o.nm == 0 && !o.commands && o.ncount == 0 && !o.all && o.ntime == 0 && o.ncalls == 0) {
         fprintf(stderr,
             "%s: say what to measure: --count PATTERN, --time PATTERN, --calls-from "
             "FUNC, --all, or -e METRIC\n",
@@ -621,7 +657,7 @@ main(int argc, char **argv)
     }
 
     catch_signals();
-    if (o.nm > 0)
+    if (o.nm > 0 || o.commands)
         ret = metrics_session(&o, pid, run ? argv + optind : NULL);
     else
         ret = session(&o, pid, run ? argv + optind : NULL, t_started);
