@@ -213,6 +213,48 @@ START_TEST(test_metrics_file)
 }
 END_TEST
 
+/* Metrics placed one batch at a time, a failed batch forgotten, one taken out: only the
+ * metric in gives rows, exact (leaf: 51 calls). */
+START_TEST(test_metrics_batches)
+{
+    char why[512];
+    qpt_space_t *s = NULL;
+    ck_assert_msg(qpt_open(PROG, &s, why, sizeof(why)) == 0, "%s", why);
+    qm_set_t *set = qm_new();
+    ck_assert_ptr_nonnull(set);
+    ck_assert_int_eq(qm_parse("count calls(inner) total", "-e", 1, &set, why, sizeof(why)), 0);
+    ck_assert_int_eq(qm_insert(set, s, NULL, NULL, why, sizeof(why)), 0);
+    ck_assert_int_eq(qm_state(set, 0), QM_ON);
+    /* A batch with an unknown name: nothing of it goes in, and it is forgotten. */
+    ck_assert_int_eq(qm_parse("count calls(leaf) total", "-e", 1, &set, why, sizeof(why)), 0);
+    ck_assert_int_eq(qm_parse("count calls(no_such)", "-e", 1, &set, why, sizeof(why)), 0);
+    ck_assert_int_lt(qm_insert(set, s, NULL, NULL, why, sizeof(why)), 0);
+    ck_assert_int_eq(qm_state(set, 1), QM_PARSED);
+    qm_drop_parsed(set);
+    ck_assert_uint_eq(qm_count(set), 1);
+    ck_assert_int_eq(qm_parse("count calls(leaf) total", "-e", 1, &set, why, sizeof(why)), 0);
+    ck_assert_int_eq(qm_insert(set, s, NULL, NULL, why, sizeof(why)), 0);
+    ck_assert_int_eq(qm_remove(set, 0, s, why, sizeof(why)), 0);
+    ck_assert_int_eq(qm_state(set, 0), QM_OFF);
+    ck_assert_int_eq(qm_remove(set, 0, s, why, sizeof(why)), QPT_EINVAL);
+    ck_assert_msg(strstr(why, "not in the program") != NULL, "%s", why);
+    ck_assert_msg(qpt_write(s, "tests/qpt/batch.inst") == 0, "%s", qpt_error(s));
+    qpt_close(s);
+    unlink("tests/qpt/batch.inst.qp");
+    ck_assert_int_eq(system("tests/qpt/batch.inst > tests/qpt/metric.out && "
+                            "grep -qx 203 tests/qpt/metric.out"), 0);
+    qm_row_t *rows;
+    size_t n;
+    ck_assert_msg(qm_results(set, read_profile, "tests/qpt/batch.inst.qp", qm_cycles_per_ns(),
+                             &rows, &n, why, sizeof(why)) == 0, "%s", why);
+    ck_assert_uint_eq(n, 1);
+    ck_assert_uint_eq(rows[0].metric, 1);
+    ck_assert_uint_eq(rows[0].value, 51);
+    free(rows);
+    qm_free(set);
+}
+END_TEST
+
 #ifdef ENABLE_DYNAMIC_TESTS
 static int
 read_live(void *arg, uint64_t addr, uint64_t *w, size_t n)
@@ -265,6 +307,7 @@ metrics_suite(void)
     tcase_add_test(tc, test_metrics_syntax);
     tcase_add_test(tc, test_metrics_names);
     tcase_add_test(tc, test_metrics_file);
+    tcase_add_test(tc, test_metrics_batches);
 #ifdef ENABLE_DYNAMIC_TESTS
     tcase_add_test(tc, test_metrics_live);
 #endif
