@@ -79,13 +79,18 @@ out=$("$Q" metrics "$D/nothing.qp" 2>&1)
 [ $? = 1 ] && ok "qp metrics without a layout: $out" || bad "qp metrics no layout: $out"
 
 # Wait until FILE has COUNT lines matching PATTERN (10 s at most).
+count_lines() {
+    local n
+    n=$(grep -c -- "$2" "$1" 2>/dev/null)
+    echo "${n:-0}" # nothing when FILE is not there yet
+}
 wait_lines() {
     local i=0
-    while [ "$(grep -c -- "$2" "$1" 2>/dev/null)" -lt "$3" ] && [ $i -lt 200 ]; do
+    while [ "$(count_lines "$1" "$2")" -lt "$3" ] && [ $i -lt 200 ]; do
         sleep 0.05
         i=$((i + 1))
     done
-    [ "$(grep -c -- "$2" "$1" 2>/dev/null)" -ge "$3" ]
+    [ "$(count_lines "$1" "$2")" -ge "$3" ]
 }
 
 # dyn attach --commands on `target serve 1` (each line N: work() called N times, then
