@@ -373,6 +373,15 @@ int arch_snip_emit(const arch_snip_t *nodes, size_t n, uint32_t root,
                    const arch_snip_ctx_t *ctx, uint64_t addr, uint8_t *out /*OUT*/,
                    size_t cap);
 
+/*
+ * The estimated cost of one run of the snippet compiled as arch_snip_emit would, in
+ * cycles, into *CYCLES: a model of its instructions (plain ones a third of a cycle, the
+ * serialising and slow ones their latency: locked, popf, rdtsc, calls, system calls); a
+ * called procedure's own cost is not in it. QP_E* as arch_snip_emit.
+ */
+int arch_snip_cycles(const arch_snip_t *nodes, size_t n, uint32_t root,
+                     const arch_snip_ctx_t *ctx, uint64_t addr, double *cycles /*OUT*/);
+
 /* LEN bytes of the recommended multi-byte nops (for padding). */
 int arch_emit_nops(size_t len, uint8_t *out /*OUT*/, size_t cap);
 

@@ -46,6 +46,24 @@ median(double *v, int n)
     return v[n / 2];
 }
 
+/* The cost model's ns per call of PROC in S (the insertions at its points). */
+static double
+model_ns(qpt_space_t *s, const char *proc)
+{
+    static double cpn;
+    uint32_t f;
+    qpt_point_t pt;
+    double sum = 0, c;
+    if (cpn == 0)
+        cpn = qm_cycles_per_ns();
+    if (qpt_proc_find(s, proc, &f) < 0)
+        return -1;
+    for (qpt_handle_t h = 0; qpt_insertion_point(s, h, &pt) == 0; h++)
+        if (pt.proc == f && qpt_cost_cycles(s, h, &c) == 0)
+            sum += c;
+    return sum / cpn;
+}
+
 /* Run ARGV, return the ns/call it prints. */
 static double
 ns_per_call(char *const argv[])
@@ -159,6 +177,7 @@ per_metric(const char *argcall)
         fprintf(stderr, "qpt-bench: %s: %s\n", argcall, s && why[0] == 0 ? qpt_error(s) : why);
         exit(1);
     }
+    double model = model_ns(s, "f");
     qpt_close(s);
     qm_free(set);
     snprintf(qp, sizeof(qp), "%s.qp", out);
@@ -172,7 +191,7 @@ per_metric(const char *argcall)
     }
     double mp = median(p, 5), mr = median(r, 5);
     printf("count calls(f) inside(main) (median of 5, 100M calls, rewritten): plain %.3f ns, "
-           "instrumented %.3f ns (+%.3f ns)\n", mp, mr, mr - mp);
+           "instrumented %.3f ns (+%.3f ns); cost model %.2f ns\n", mp, mr, mr - mp, model);
 }
 
 /* The added cost per call of a per-thread counter and of a CPU timer, rewritten. */
@@ -191,6 +210,7 @@ per_thread(const char *argcall)
             fprintf(stderr, "qpt-bench: %s: %s\n", argcall, s ? qpt_error(s) : why);
             exit(1);
         }
+        double model = model_ns(s, "f");
         qpt_close(s);
         char qp[4300];
         snprintf(qp, sizeof(qp), "%s.qp", out);
@@ -204,7 +224,8 @@ per_thread(const char *argcall)
         }
         double mp = median(p, 5), mr = median(r, 5);
         printf("%s (median of 5, %s calls, rewritten): plain %.3f ns, instrumented %.3f ns "
-               "(+%.3f ns)\n", what[kind], calls[kind], mp, mr, mr - mp);
+               "(+%.3f ns); cost model %.2f ns\n", what[kind], calls[kind], mp, mr, mr - mp,
+               model);
     }
 }
 
@@ -222,6 +243,7 @@ per_hit(const char *argcall)
         fprintf(stderr, "qpt-bench: %s: %s\n", argcall, s ? qpt_error(s) : why);
         exit(1);
     }
+    double model = model_ns(s, "f");
     qpt_close(s);
     char qp[4300];
     snprintf(qp, sizeof(qp), "%s.qp", out);
@@ -234,8 +256,8 @@ per_hit(const char *argcall)
     }
     double mp = median(p, 5), mr = median(r, 5), ml = median(l, 5);
     printf("if (arg1 > 10) counter++ at an entry (median of 5, 100M calls): plain %.3f ns, "
-           "rewritten %.3f ns (+%.3f ns), live %.3f ns (+%.3f ns)\n", mp, mr, mr - mp, ml,
-           ml - mp);
+           "rewritten %.3f ns (+%.3f ns), live %.3f ns (+%.3f ns); cost model %.2f ns "
+           "rewritten\n", mp, mr, mr - mp, ml, ml - mp, model);
 }
 
 /* PYTHON running a loop of calls for two minutes at most, given a second to start. */

@@ -1107,6 +1107,32 @@ qpt_remove(qpt_space_t *s, qpt_handle_t h)
     return 0;
 }
 
+int
+qpt_insertion_point(const qpt_space_t *s, qpt_handle_t h, qpt_point_t *pt)
+{
+    if (s == NULL || pt == NULL || h >= s->nins)
+        return QP_EINVAL;
+    *pt = s->ins[h].pt;
+    return 0;
+}
+
+int
+qpt_cost_cycles(qpt_space_t *s, qpt_handle_t h, double *cycles)
+{
+    if (s == NULL || cycles == NULL || h >= s->nins)
+        return QP_EINVAL;
+    const qpt_ins_t *in = &s->ins[h];
+    /* Compiled where it runs (a file's variables are placed later: near them then). */
+    int rc = arch_snip_cycles(in->nodes, in->n, in->root, &in->ctx, in->where, cycles);
+    if (rc == QP_ERANGE && !s->live)
+        rc = arch_snip_cycles(in->nodes, in->n, in->root, &in->ctx, QPT_VAR_BASE, cycles);
+    if (rc < 0)
+        return qpt_fail(s, rc, "insertion %u: its code cannot be estimated", h);
+    if (s->live)
+        *cycles += 2; /* the jump to its trampoline and back */
+    return 0;
+}
+
 /*****************************************************************************
  * Variables
  */

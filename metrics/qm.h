@@ -68,6 +68,24 @@ void qm_release(qm_set_t *set, qpt_space_t *s);
 enum { QM_PARSED = 0, QM_ON, QM_OFF };
 int qm_state(const qm_set_t *set, size_t i);
 
+/*
+ * The procedures metric I's snippets go into (those matching its pattern and its
+ * inside(), that can take snippets), in order, without repeats: *PROCS (malloc'ed), *N.
+ */
+int qm_metric_procs(const qm_set_t *set, size_t i, qpt_space_t *s, uint32_t **procs,
+                    size_t *n);
+
+/*
+ * After qm_insert: the estimated cycles that metric I adds per call of each of PROCS
+ * (qm_metric_procs), into CYCLES[NPROCS] (qpt_cost_cycles of its insertions there).
+ */
+int qm_metric_cost(const qm_set_t *set, size_t i, qpt_space_t *s, const uint32_t *procs,
+                   size_t nprocs, double *cycles);
+
+/* Undo qm_insert of metric I before the commit (or the write): its insertions and memory
+ * go, and it is parsed again (qm_drop_parsed forgets it). */
+int qm_take_back(qm_set_t *set, size_t i, qpt_space_t *s);
+
 /* Forget the metrics parsed but not placed (after a qm_insert that failed). */
 void qm_drop_parsed(qm_set_t *set);
 
@@ -102,6 +120,20 @@ double qm_cycles_per_ns(void);
  * A live session (qm_live.c): what `dyn -e` runs
  */
 
+/* What a metric costs a live process: the time its snippets add over the program's own
+ * CPU time, in percent (100: twice as slow), or -1 when not known. */
+typedef struct qm_cost {
+    size_t metric;       /* index in the set */
+    double predicted;    /* before it went in: sampled call rates x the cost model */
+    double observed;     /* over the last interval: the calls made x the cost model */
+    double overall;      /* since it went in */
+    double calls_per_s;  /* calls of the procedures its snippets are in (last interval) */
+    double slowdown;     /* measured over the last interval: how many % fewer calls of
+                          * those procedures a CPU second than before it went in - what
+                          * every snippet in them costs together, on a steady workload (a
+                          * change of phase shows too) */
+} qm_cost_t;
+
 typedef struct qm_live_opts {
     int pid;                 /* attach to this process, or (0) */
     char *const *argv;       /* start this program (stopped before its first instruction) */
@@ -111,8 +143,16 @@ typedef struct qm_live_opts {
     const volatile int *stop; /* set (by the caller's signal handler): end the session */
     qm_note_fn note;         /* notes (procedures left out), with NOTE_ARG */
     void *note_arg;
-    /* A sample (T seconds since the start); nonzero ends the session. */
-    int (*on_sample)(void *arg, const qm_set_t *set, const qm_row_t *rows, size_t n, double t);
+    /* A sample (T seconds since the start), with the metrics' costs; nonzero ends the
+     * session. */
+    int (*on_sample)(void *arg, const qm_set_t *set, const qm_row_t *rows, size_t n,
+                     const qm_cost_t *costs, size_t ncosts, double t);
+    /* > 0: a metric whose predicted cost (with the others' observed) exceeds MAX_OVERHEAD
+     * percent is not inserted, and while running, when the observed total (the larger of
+     * the modelled costs' sum and the largest measured slowdown) exceeds it, the metric
+     * modelled costliest is taken out (said through NOTE). */
+    double max_overhead;
+    double sample;           /* seconds of call counting before a metric goes in (0.2) */
     void *arg;
     /* Steering: with COMMANDS nonzero, commands are read from COMMANDS_FD, one a line
      * (add METRIC, remove NAME|#N, list, show, help, quit; the end of the input is quit)
@@ -133,6 +173,8 @@ typedef struct qm_live_report {
     unsigned added, removed; /* metrics added and removed by commands */
     qm_row_t *rows;          /* the final table (malloc'ed), or NULL */
     size_t nrows;
+    qm_cost_t *costs;        /* the metrics' costs (malloc'ed), or NULL */
+    size_t ncosts;
 } qm_live_report_t;
 
 /*

@@ -516,6 +516,88 @@ qm_insert(qm_set_t *set, qpt_space_t *s, qm_note_fn note, void *arg, char *why, 
 }
 
 int
+qm_metric_procs(const qm_set_t *set, size_t i, qpt_space_t *s, uint32_t **procs, size_t *n)
+{
+    if (set == NULL || s == NULL || procs == NULL || n == NULL || i >= set->n)
+        return QPT_EINVAL;
+    const qm_metric_t *m = &set->v[i];
+    ctx_t c = { s, NULL, NULL, NULL, 0, NULL, 0, 0 };
+    size_t np, nq = 0, nref;
+    uint32_t *p = matching(&c, m, m->pattern, &np, &nref, 0), *q = NULL;
+    if (p != NULL && m->inside != NULL)
+        q = matching(&c, m, m->inside, &nq, &nref, 0);
+    uint32_t *v = malloc((np + nq + 1) * sizeof(uint32_t));
+    if (p == NULL || (m->inside != NULL && q == NULL) || v == NULL) {
+        free(p);
+        free(q);
+        free(v);
+        return QPT_ENOMEM;
+    }
+    /* Both lists are in procedure order: merged, without repeats. */
+    size_t a = 0, b = 0, k = 0;
+    while (a < np || b < nq) {
+        uint32_t x = b >= nq || (a < np && p[a] <= q[b]) ? p[a] : q[b];
+        v[k++] = x;
+        while (a < np && p[a] == x)
+            a++;
+        while (b < nq && q[b] == x)
+            b++;
+    }
+    free(p);
+    free(q);
+    *procs = v;
+    *n = k;
+    return 0;
+}
+
+int
+qm_take_back(qm_set_t *set, size_t i, qpt_space_t *s)
+{
+    if (set == NULL || i >= set->n || set->v[i].state != QM_ON)
+        return QPT_EINVAL;
+    qm_metric_t *m = &set->v[i];
+    for (size_t k = 0; k < m->nhandles; k++)
+        qpt_remove(s, m->handles[k]);
+    if (m->var != 0)
+        qpt_free(s, m->var);
+    m->var = 0;
+    free(m->handles);
+    m->handles = NULL;
+    m->nhandles = 0;
+    m->state = QM_PARSED;
+    return 0;
+}
+
+int
+qm_metric_cost(const qm_set_t *set, size_t i, qpt_space_t *s, const uint32_t *procs,
+               size_t nprocs, double *cycles)
+{
+    if (set == NULL || i >= set->n || set->v[i].state != QM_ON || cycles == NULL)
+        return QPT_EINVAL;
+    const qm_metric_t *m = &set->v[i];
+    for (size_t k = 0; k < nprocs; k++)
+        cycles[k] = 0;
+    for (size_t k = 0; k < m->nhandles; k++) {
+        qpt_point_t pt;
+        double c;
+        QM_CHECK(qpt_insertion_point(s, m->handles[k], &pt));
+        QM_CHECK(qpt_cost_cycles(s, m->handles[k], &c));
+        /* The procedure's slot (procs sorted). */
+        size_t lo = 0, hi = nprocs;
+        while (lo < hi) {
+            size_t mid = (lo + hi) / 2;
+            if (procs[mid] < pt.proc)
+                lo = mid + 1;
+            else
+                hi = mid;
+        }
+        if (lo < nprocs && procs[lo] == pt.proc)
+            cycles[lo] += c; /* an exit's snippet runs once a call too */
+    }
+    return 0;
+}
+
+int
 qm_remove(qm_set_t *set, size_t i, qpt_space_t *s, char *why, size_t whylen)
 {
     if (set == NULL || s == NULL || i >= set->n)

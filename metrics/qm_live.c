@@ -21,14 +21,6 @@
 
 #include "metrics/qm_priv.h"
 
-static double
-now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
-}
-
 static void
 nap(double secs)
 {
@@ -61,6 +53,7 @@ typedef struct live {
     qm_live_report_t *rep;
     qpt_space_t *s;
     double start, cpn;
+    qm_costs_t *costs;       /* what each metric costs */
     char buf[8192];          /* a command line being read */
     size_t nbuf;
     int eof, quit;
@@ -82,6 +75,25 @@ reply(live_t *l, const char *fmt, ...)
     l->o->on_reply(l->o->arg, line);
 }
 
+/* A message of the session's own (a metric taken out): an answer when steering, else a
+ * note. */
+static void
+say(live_t *l, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static void
+say(live_t *l, const char *fmt, ...)
+{
+    char line[2048];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof(line), fmt, ap);
+    va_end(ap);
+    if (l->o->commands && l->o->on_reply != NULL)
+        l->o->on_reply(l->o->arg, line);
+    else if (l->o->note != NULL)
+        l->o->note(l->o->note_arg, line);
+}
+
 /* A multi-line message (a parse error with its caret), a line at a time. */
 static void
 reply_lines(live_t *l, const char *text)
@@ -99,7 +111,7 @@ static int
 steer(live_t *l, int (*set_up)(live_t *l, void *arg, char *why, size_t whylen), void *arg,
       double *ms, char *why, size_t whylen)
 {
-    double t0 = now();
+    double t0 = qm_now();
     int rc = qpt_stop(l->s);
     if (rc < 0) {
         snprintf(why, whylen, "%s", qpt_error(l->s));
@@ -108,7 +120,7 @@ steer(live_t *l, int (*set_up)(live_t *l, void *arg, char *why, size_t whylen), 
     if ((rc = set_up(l, arg, why, whylen)) == 0 && (rc = qpt_commit(l->s)) < 0)
         snprintf(why, whylen, "%s", qpt_error(l->s));
     int r2 = qpt_run(l->s);
-    *ms = (now() - t0) * 1e3;
+    *ms = (qm_now() - t0) * 1e3;
     if (rc == 0 && r2 < 0) {
         snprintf(why, whylen, "%s", qpt_error(l->s));
         rc = r2;
@@ -117,16 +129,92 @@ steer(live_t *l, int (*set_up)(live_t *l, void *arg, char *why, size_t whylen), 
 }
 
 static int
-set_up_add(live_t *l, void *arg, char *why, size_t whylen)
-{
-    (void)arg;
-    return qm_insert(l->set, l->s, l->o->note, l->o->note_arg, why, whylen);
-}
-
-static int
 set_up_remove(live_t *l, void *arg, char *why, size_t whylen)
 {
-    return qm_remove(l->set, *(size_t *)arg, l->s, why, whylen);
+    size_t i = *(size_t *)arg;
+    int rc = qm_remove(l->set, i, l->s, why, whylen);
+    if (rc == 0)
+        qm_costs_remove(l->costs, i, l->s);
+    return rc;
+}
+
+/*
+ * Put the metrics [FIRST, n) in. First the call counters of their procedures; with
+ * PREDICT, a stop for them alone, SAMPLE seconds of running, and a second stop in which
+ * the metrics go in with their predicted costs (one over --max-overhead, with what the
+ * others are observed to cost, is taken back). STOPPED: the process is stopped already.
+ * *STOP_MS: the last stop. Nothing of the metrics stays on failure; *REFUSED: how many
+ * the budget kept out.
+ */
+static int
+place(live_t *l, size_t first, int stopped, int predict, double *stop_ms, unsigned *refused,
+      char *why, size_t whylen)
+{
+    qpt_space_t *s = l->s;
+    size_t n = qm_count(l->set);
+    double t0 = qm_now();
+    int rc = stopped ? 0 : qpt_stop(s);
+    *refused = 0;
+    if (rc == 0 && (rc = qm_costs_count(l->costs, l->set, first, s, why, whylen)) == 0
+        && predict) {
+        if ((rc = qpt_commit(s)) == 0 && (rc = qpt_run(s)) == 0) {
+            qm_costs_mark(l->costs, l->set, first, s);
+            nap(l->o->sample > 0 ? l->o->sample : 0.2);
+            t0 = qm_now();
+            rc = qpt_stop(s);
+        }
+    }
+    if (rc < 0 && why[0] == '\0')
+        snprintf(why, whylen, "%s", qpt_error(s));
+    if (rc == 0)
+        rc = qm_insert(l->set, s, l->o->note, l->o->note_arg, why, whylen);
+    if (rc == 0)
+        rc = qm_costs_predict(l->costs, l->set, first, s, l->cpn, predict);
+    if (rc == 0 && predict && l->o->max_overhead > 0) {
+        double others;
+        qm_costs_worst(l->costs, l->set, &others);
+        for (size_t i = first; i < n; i++) {
+            double p = qm_costs_predicted(l->costs, i);
+            if (qm_state(l->set, i) != QM_ON || p < 0)
+                continue;
+            if (others + p > l->o->max_overhead) {
+                say(l, "#%zu %s not inserted: predicted cost %.2f%% (with the others' %.2f%%) "
+                    "exceeds --max-overhead %.2f%%", i + 1, qm_name(l->set, i), p, others,
+                    l->o->max_overhead);
+                qm_take_back(l->set, i, s);
+                qm_costs_remove(l->costs, i, s);
+                (*refused)++;
+            } else
+                others += p;
+        }
+    }
+    if (rc < 0) {
+        for (size_t i = first; i < n; i++) {
+            if (qm_state(l->set, i) == QM_ON)
+                qm_take_back(l->set, i, s);
+            qm_costs_remove(l->costs, i, s);
+        }
+    }
+    int rc2 = qpt_commit(s);
+    if (rc == 0 && rc2 < 0) {
+        snprintf(why, whylen, "%s", qpt_error(s));
+        rc = rc2;
+        /* All or nothing: taken out again. */
+        for (size_t i = first; i < n; i++) {
+            if (qm_state(l->set, i) == QM_ON)
+                qm_take_back(l->set, i, s);
+            qm_costs_remove(l->costs, i, s);
+        }
+        qpt_commit(s);
+    }
+    rc2 = qpt_run(s);
+    *stop_ms = (qm_now() - t0) * 1e3;
+    qm_costs_release(l->costs, s);
+    if (rc == 0 && rc2 < 0) {
+        snprintf(why, whylen, "%s", qpt_error(s));
+        rc = rc2;
+    }
+    return rc;
 }
 
 static void
@@ -140,23 +228,18 @@ cmd_add(live_t *l, const char *text)
         return;
     }
     double ms;
-    rc = steer(l, set_up_add, NULL, &ms, why, sizeof(why));
-    if (rc < 0) {
+    unsigned refused;
+    rc = place(l, before, 0, 1, &ms, &refused, why, sizeof(why));
+    if (rc < 0 || refused > 0) {
         qm_drop_parsed(l->set);
-        /* A commit refused: the insertions are taken out again (their memory freed). */
-        if (qm_count(l->set) > before && qm_state(l->set, before) == QM_ON) {
-            char w2[512];
-            double ms2;
-            size_t i = before;
-            steer(l, set_up_remove, &i, &ms2, w2, sizeof(w2));
-            qm_release(l->set, l->s);
-        }
-        reply_lines(l, why);
+        if (rc < 0)
+            reply_lines(l, why);
         reply(l, "nothing added");
         return;
     }
     l->rep->added++;
-    reply(l, "added #%zu %s (stopped %.1f ms)", before + 1, qm_name(l->set, before), ms);
+    reply(l, "added #%zu %s (stopped %.1f ms; predicted cost %.2f%%)", before + 1,
+          qm_name(l->set, before), ms, qm_costs_predicted(l->costs, before));
 }
 
 /* The metric named by ARG: "#N" (as list numbers them) or its name. */
@@ -195,6 +278,7 @@ cmd_remove(live_t *l, const char *arg)
         return;
     }
     qm_release(l->set, l->s);
+    qm_costs_release(l->costs, l->s);
     l->rep->removed++;
     reply(l, "removed #%zu %s (stopped %.1f ms)", i + 1, qm_name(l->set, i), ms);
 }
@@ -213,19 +297,58 @@ cmd_list(live_t *l)
         reply(l, "no metric (add one: add count calls(PATTERN))");
 }
 
+/* The table and the costs now, to on_sample: its answer (nonzero: enough), or < 0. */
 static int
-cmd_show(live_t *l)
+sample(live_t *l, char *why, size_t whylen)
 {
     qm_row_t *rows;
     size_t n;
+    int rc = qm_results(l->set, read_words, l->s, l->cpn, &rows, &n, why, whylen);
+    if (rc < 0)
+        return rc;
+    qm_costs_observe(l->costs, l->set, l->s, l->cpn);
+    qm_cost_t *costs = NULL;
+    size_t nc = qm_costs_table(l->costs, l->set, &costs);
+    int enough = l->o->on_sample ? l->o->on_sample(l->o->arg, l->set, rows, n, costs, nc,
+                                                   qm_now() - l->start)
+                                 : 0;
+    free(rows);
+    free(costs);
+    return enough;
+}
+
+/* --max-overhead while running: the costliest metric out when the total observed is over
+ * the budget. */
+static void
+enforce(live_t *l)
+{
+    double total;
+    qm_costs_observe(l->costs, l->set, l->s, l->cpn);
+    size_t worst = qm_costs_worst(l->costs, l->set, &total);
+    if (worst == SIZE_MAX || total <= l->o->max_overhead)
+        return;
+    char why[512] = "";
+    double ms;
+    if (steer(l, set_up_remove, &worst, &ms, why, sizeof(why)) < 0) {
+        say(l, "#%zu %s: %s", worst + 1, qm_name(l->set, worst), why);
+        return;
+    }
+    qm_release(l->set, l->s);
+    qm_costs_release(l->costs, l->s);
+    l->rep->removed++;
+    say(l, "removed #%zu %s: observed cost %.2f%% in all exceeds --max-overhead %.2f%% "
+        "(stopped %.1f ms)", worst + 1, qm_name(l->set, worst), total, l->o->max_overhead, ms);
+}
+
+static int
+cmd_show(live_t *l)
+{
     char why[512];
-    if (qm_results(l->set, read_words, l->s, l->cpn, &rows, &n, why, sizeof(why)) < 0) {
+    int enough = sample(l, why, sizeof(why));
+    if (enough < 0) {
         reply(l, "show: %s", why);
         return 0;
     }
-    int enough = l->o->on_sample ? l->o->on_sample(l->o->arg, l->set, rows, n, now() - l->start)
-                                 : 0;
-    free(rows);
     return enough;
 }
 
@@ -317,31 +440,46 @@ qm_live_run(qm_set_t *set, const qm_live_opts_t *o, qm_live_report_t *rep, char 
         return rc;
     rep->pid = qpt_pid(s);
     double cpn = qm_cycles_per_ns();
-    live_t l = { set, o, rep, s, 0, cpn, "", 0, 0, 0 };
+    live_t l = { set, o, rep, s, 0, cpn, qm_costs_new(), "", 0, 0, 0 };
+    if (l.costs == NULL) {
+        qpt_close(s);
+        return QPT_ENOMEM;
+    }
     if (qm_count(set) == 0 && !o->commands) {
         snprintf(why, whylen, "no metric to measure");
+        qm_costs_free(l.costs);
         qpt_close(s);
         return QPT_EINVAL;
     }
-    if (qm_count(set) > 0 && (rc = qm_insert(set, s, o->note, o->note_arg, why, whylen)) < 0) {
+    /* Attached: the process runs, so its calls can be sampled first; a process started
+     * here has not run yet (no prediction, the observed costs only). */
+    unsigned refused = 0;
+    if (qm_count(set) > 0) {
+        why[0] = '\0';
+        rc = place(&l, 0, 1, o->pid > 0, &rep->stop_ms, &refused, why, whylen);
+    } else if ((rc = qpt_run(s)) < 0)
+        snprintf(why, whylen, "%s", qpt_error(s));
+    if (rc == 0 && qm_count(set) > 0 && refused == qm_count(set) && !o->commands) {
+        snprintf(why, whylen, "no metric within --max-overhead %.2f%%", o->max_overhead);
+        rc = QPT_EINVAL;
+    }
+    if (rc < 0) {
+        char msg[2048];
+        snprintf(msg, sizeof(msg), "%d: %s", rep->pid, why);
+        snprintf(why, whylen, "%s", msg);
+        qm_costs_free(l.costs);
         qpt_close(s);
         return rc;
     }
-    double t0 = now();
-    if ((rc = qpt_commit(s)) < 0 || (rc = qpt_run(s)) < 0) {
-        snprintf(why, whylen, "%d: %s", rep->pid, qpt_error(s));
-        qpt_close(s);
-        return rc;
-    }
-    rep->stop_ms = (now() - t0) * 1e3;
-    double start = now(), next = o->interval > 0 ? start + o->interval : 0;
+    double start = qm_now(), next = o->interval > 0 ? start + o->interval : 0;
+    double next_check = o->max_overhead > 0 ? start + 1 : 0;
     l.start = start;
     if (o->commands && o->on_reply != NULL)
         o->on_reply(o->arg, NULL);
     for (;;) {
         if ((o->stop != NULL && *o->stop) || l.quit || l.eof)
             break;
-        double t = now();
+        double t = qm_now();
         if (o->duration > 0 && t - start >= o->duration)
             break;
         if (o->pid <= 0 ? qpt_ended(s, &rep->status) == 1 : !alive(rep->pid)) {
@@ -349,16 +487,13 @@ qm_live_run(qm_set_t *set, const qm_live_opts_t *o, qm_live_report_t *rep, char 
             break;
         }
         if (next > 0 && t >= next) {
-            qm_row_t *rows;
-            size_t n;
-            if (o->on_sample != NULL
-                && qm_results(set, read_words, s, cpn, &rows, &n, why, whylen) == 0) {
-                int enough = o->on_sample(o->arg, set, rows, n, t - start);
-                free(rows);
-                if (enough)
-                    break;
-            }
+            if (o->on_sample != NULL && sample(&l, why, whylen) > 0)
+                break;
             next += o->interval;
+        }
+        if (next_check > 0 && t >= next_check) {
+            enforce(&l); /* each second: a window long enough to be steady */
+            next_check += 1;
         }
         double until = 0.02;
         if (next > 0 && next - t < until)
@@ -368,8 +503,13 @@ qm_live_run(qm_set_t *set, const qm_live_opts_t *o, qm_live_report_t *rep, char 
         else
             nap(until);
     }
-    rep->secs = now() - start;
+    rep->secs = qm_now() - start;
     rc = qm_results(set, read_words, s, cpn, &rep->rows, &rep->nrows, why, whylen);
+    if (!rep->ended) {
+        qm_costs_observe(l.costs, set, s, cpn);
+        rep->ncosts = qm_costs_table(l.costs, set, &rep->costs);
+    }
+    qm_costs_free(l.costs);
     qpt_close(s); /* the snippets out, the process let go */
     return rc;
 }

@@ -64,6 +64,34 @@ struct qm_set {
 
 void qm_expr_free(qm_expr_t *e);
 
+/* Seconds of CLOCK_MONOTONIC. */
+double qm_now(void);
+
+/* Costs of the metrics of a live session (qm_cost.c). */
+typedef struct qm_costs qm_costs_t;
+qm_costs_t *qm_costs_new(void);
+void qm_costs_free(qm_costs_t *c);
+/* Stopped: call counters at the procedures of metrics [FIRST, n) (not committed). */
+int qm_costs_count(qm_costs_t *c, const qm_set_t *set, size_t first, qpt_space_t *s, char *why,
+                   size_t whylen);
+/* After the commit: the start of the sample window of metrics [FIRST, n). */
+void qm_costs_mark(qm_costs_t *c, const qm_set_t *set, size_t first, qpt_space_t *s);
+/* Stopped, after qm_insert: the predicted costs of metrics [FIRST, n) (SAMPLED: the
+ * counters ran since qm_costs_mark; else none); the window of the observed ones starts. */
+int qm_costs_predict(qm_costs_t *c, const qm_set_t *set, size_t first, qpt_space_t *s,
+                     double cpn, int sampled);
+double qm_costs_predicted(const qm_costs_t *c, size_t i);
+/* Running: the observed costs since the last look. */
+int qm_costs_observe(qm_costs_t *c, const qm_set_t *set, qpt_space_t *s, double cpn);
+/* The metric modelled costliest (SIZE_MAX: none), and the total observed: the larger of
+ * the modelled costs' sum and the largest measured slowdown. */
+size_t qm_costs_worst(const qm_costs_t *c, const qm_set_t *set, double *total);
+/* Metric I's counters out (before the commit); their memory freed (after it). */
+void qm_costs_remove(qm_costs_t *c, size_t i, qpt_space_t *s);
+void qm_costs_release(qm_costs_t *c, qpt_space_t *s);
+/* The costs of the metrics in, *OUT malloc'ed; their number. */
+size_t qm_costs_table(const qm_costs_t *c, const qm_set_t *set, qm_cost_t **out);
+
 /* Free what M owns (M itself is an element of a set's array). */
 void qm_metric_free(qm_metric_t *m);
 

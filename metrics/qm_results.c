@@ -247,6 +247,14 @@ qm_layout_load(const char *path, qm_set_t **out, char *why, size_t whylen)
 }
 
 double
+qm_now(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
+}
+
+double
 qm_cycles_per_ns(void)
 {
     struct timespec a, b, ts = { 0, 20000000 };

@@ -140,6 +140,60 @@ steer_test() {
     wait $tp 2>/dev/null
 }
 
+# --max-overhead: a metric on a procedure called all the time is refused by its predicted
+# cost (target spin), one on a procedure not called goes in; a metric that goes in on an
+# idle server is taken out when its calls start (the observed cost over the budget).
+cost_test() {
+    rm -f "$D/tin" "$D/cin"
+    mkfifo "$D/tin" "$D/cin"
+    "$B/tests/dyn/target" spin 1 <"$D/tin" >"$D/tout" 2>&1 &
+    local tp=$!
+    exec 7>"$D/tin"
+    wait_lines "$D/tout" ready 1
+    "$DYN" attach $tp --commands --max-overhead 5 <"$D/cin" >"$D/dout" 2>&1 &
+    local dp=$!
+    exec 8>"$D/cin"
+    echo 'add count calls(work) total' >&8
+    wait_lines "$D/dout" 'nothing added' 1
+    echo 'add count calls(other) total' >&8
+    wait_lines "$D/dout" '^added #1' 1
+    echo quit >&8
+    wait $dp
+    exec 8>&-
+    exec 7>&-
+    wait $tp
+    if grep -q 'count calls(work) total not inserted: predicted cost' "$D/dout" &&
+        grep -q '^added #1 count calls(other) total' "$D/dout"; then
+        ok "dyn --max-overhead: a metric predicted over the budget refused, a cheap one added"
+    else
+        bad "dyn --max-overhead (predicted): $(cat "$D/dout")"
+    fi
+    rm -f "$D/tin" "$D/cin" "$D/tout" "$D/dout"
+    mkfifo "$D/tin" "$D/cin"
+    "$B/tests/dyn/target" serve 1 <"$D/tin" >"$D/tout" 2>&1 &
+    tp=$!
+    exec 7>"$D/tin"
+    wait_lines "$D/tout" ready 1
+    "$DYN" attach $tp --commands --max-overhead 5 <"$D/cin" >"$D/dout" 2>&1 &
+    dp=$!
+    exec 8>"$D/cin"
+    echo 'add count calls(work) total' >&8
+    wait_lines "$D/dout" '^added #1' 1
+    echo 100000000 >&7
+    wait_lines "$D/dout" '^removed #1' 1
+    echo quit >&8
+    wait $dp
+    local st=$?
+    exec 8>&-
+    exec 7>&-
+    wait $tp
+    if [ $st = 0 ] && grep -q '^removed #1 count calls(work) total: observed cost' "$D/dout"; then
+        ok "dyn --max-overhead: a metric whose observed cost exceeds the budget taken out"
+    else
+        bad "dyn --max-overhead (observed, $st): $(cat "$D/dout")"
+    fi
+}
+
 # Live: started, and attached.
 if [ -x "$DYN" ]; then
     out=$("$DYN" run --metrics "$D/m.qm" -e 'count calls(leaf) total' -o "$D/run.csv" -- "$D/prog" 2>&1)
@@ -162,7 +216,7 @@ if [ -x "$DYN" ]; then
         exec 7>"$D/in" # its input, open until the end
         sleep 0.3
         out=$("$DYN" attach $tp -e 'count calls(*) total' -i 0.2 -d 0.5 2>&1)
-        n=$(echo "$out" | awk '/count calls\(\*\) total/ { v = $(NF - 1) } END { print v }')
+        n=$(echo "$out" | awk '/^count calls\(\*\) total/ { v = $(NF - 1) } END { print v }')
         samples=$(echo "$out" | grep -c '^dyn: pid')
         kill -0 $tp 2>/dev/null && [ -n "$n" ] && [ "$n" -gt 0 ] && [ "$samples" -ge 2 ] &&
             ok "dyn attach -e: $n calls in 0.5 s, $samples tables, the process runs on" ||
@@ -172,6 +226,7 @@ if [ -x "$DYN" ]; then
 
         # Steering: metrics added and removed while attached, exact between the steps.
         steer_test
+        cost_test
     fi
 fi
 

@@ -78,6 +78,9 @@ usage(FILE *f)
         "      --commands         steer metrics while attached: read commands from\n"
         "                         standard input (add METRIC, remove NAME|#N, list,\n"
         "                         show, help, quit; its end is quit); -e is optional\n"
+        "      --max-overhead=PCT keep the time the metrics add under PCT%% of the\n"
+        "                         program's own: one predicted above it is not inserted,\n"
+        "                         the costliest goes when the observed total exceeds it\n"
         "  -v, --verbose          list every procedure not patched and why\n"
         "  -h, --help             print this help and exit\n"
         "  -V, --version          print the version and exit\n"
@@ -273,6 +276,7 @@ typedef struct opts {
     const char *csv; /* -o */
     int verbose;     /* -v */
     int commands;    /* --commands */
+    double max_overhead; /* --max-overhead, percent; 0: none */
     int histogram;   /* --histogram: print the calls over time at the end */
     int no_atomic;   /* --no-atomic */
 } opts_t;
@@ -350,13 +354,16 @@ static int steering; /* --commands: the screen is the conversation's, never clea
 
 /* qm_live_opts_t.on_sample: the table every --interval seconds, and at 'show'. */
 static int
-print_metrics_live(void *arg, const qm_set_t *set, const qm_row_t *rows, size_t n, double t)
+print_metrics_live(void *arg, const qm_set_t *set, const qm_row_t *rows, size_t n,
+                   const qm_cost_t *costs, size_t ncosts, double t)
 {
     const int *pid = arg;
     if (isatty(STDOUT_FILENO) && !steering)
         fputs("\033[H\033[J", stdout);
     printf("dyn: pid %d  t=%.1fs\n", *pid, t);
-    if (tool_metrics_print(stdout, set, rows, n, TM_TEXT) < 0 || (putchar('\n'), fflush(stdout)) != 0)
+    if (tool_metrics_print(stdout, set, rows, n, TM_TEXT) < 0
+        || tool_metrics_print_costs(stdout, set, costs, ncosts, 0) < 0
+        || (putchar('\n'), fflush(stdout)) != 0)
         out_closed = 1;
     return out_closed;
 }
@@ -398,6 +405,7 @@ metrics_session(const opts_t *o, int pid, char *const *argv)
     lo.on_sample = print_metrics_live;
     lo.arg = &pid;
     lo.commands = o->commands;
+    lo.max_overhead = o->max_overhead;
     lo.commands_fd = STDIN_FILENO;
     lo.on_reply = print_reply;
     qm_live_report_t rep;
@@ -423,7 +431,8 @@ metrics_session(const opts_t *o, int pid, char *const *argv)
             printf(", %u metric%s added and %u removed by commands", rep.added,
                    rep.added == 1 ? "" : "s", rep.removed);
         printf("\n");
-        if (tool_metrics_print(stdout, set, rep.rows, rep.nrows, TM_TEXT) < 0)
+        if (tool_metrics_print(stdout, set, rep.rows, rep.nrows, TM_TEXT) < 0
+            || tool_metrics_print_costs(stdout, set, rep.costs, rep.ncosts, 1) < 0)
             out_closed = 1;
         if (ret == 0 && rep.ended && argv != NULL)
             ret = WIFEXITED(rep.status) ? WEXITSTATUS(rep.status) : 128 + WTERMSIG(rep.status);
@@ -434,6 +443,7 @@ metrics_session(const opts_t *o, int pid, char *const *argv)
         }
     }
     free(rep.rows);
+    free(rep.costs);
     qm_free(set);
     return ret;
 }
@@ -546,6 +556,7 @@ main(int argc, char **argv)
         { "metric", required_argument, NULL, 'e' },
         { "metrics", required_argument, NULL, 'M' },
         { "commands", no_argument, NULL, 'C' },
+        { "max-overhead", required_argument, NULL, 'O' },
         { "help", no_argument, NULL, 'h' },
         { "version", no_argument, NULL, 'V' },
         { NULL, 0, NULL, 0 },
@@ -599,6 +610,17 @@ main(int argc, char **argv)
             o.morder[o.nm++] = opt == 'e' ? 'e' : 'f';
             break;
         case 'C': o.commands = 1; break;
+        case 'O': {
+            char *end;
+            o.max_overhead = strtod(optarg, &end);
+            if (end == optarg || (*end != '\0' && strcmp(end, "%") != 0) || !(o.max_overhead > 0)
+                || o.max_overhead > 1000) {
+                fprintf(stderr, "%s: --max-overhead: '%s' is not a percentage above 0\n",
+                        prog_name, optarg);
+                return EXIT_USAGE;
+            }
+            break;
+        }
         case 'c': o.count[o.ncount++] = optarg; break;
         case 'a': o.all = 1; break;
         case 'i':
@@ -622,6 +644,11 @@ main(int argc, char **argv)
         case 'V': printf("dyn (%s) %s\n", PACKAGE_NAME, PACKAGE_VERSION); return 0;
         default: usage(stderr); return EXIT_USAGE;
         }
+    }
+    if (o.max_overhead > 0 && o.nm == 0 && !o.commands) {
+        fprintf(stderr, "%s: --max-overhead applies to metrics (-e, --metrics, --commands)\n",
+                prog_name);
+        return EXIT_USAGE;
     }
     if (o.commands && (o.ncount || o.all || o.ntime || o.ncalls || o.histogram || o.no_atomic)) {
         fprintf(stderr, "%s: --commands steers metrics: not with --count, --all, --time, "

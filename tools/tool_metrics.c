@@ -118,6 +118,40 @@ json_string(FILE *f, const char *s)
     fputc('"', f);
 }
 
+static void
+percent(char *buf, size_t len, double v)
+{
+    if (v < 0)
+        snprintf(buf, len, "-");
+    else
+        snprintf(buf, len, "%.2f%%", v);
+}
+
+int
+tool_metrics_print_costs(FILE *f, const qm_set_t *set, const qm_cost_t *costs, size_t n,
+                         int overall)
+{
+    if (n == 0)
+        return 0;
+    size_t w = 20;
+    for (size_t i = 0; i < n; i++) {
+        size_t l = strlen(qm_name(set, costs[i].metric));
+        w = l > w ? l : w;
+    }
+    w = w > 40 ? 40 : w;
+    fprintf(f, "%-*s  %9s  %9s  %9s  %12s   (time added to the program's own)\n", (int)w + 2,
+            "cost of", "predicted", "modelled", "measured", "calls/s");
+    for (size_t i = 0; i < n; i++) {
+        char p[32], o[32], m[32];
+        percent(p, sizeof(p), costs[i].predicted);
+        percent(o, sizeof(o), overall ? costs[i].overall : costs[i].observed);
+        percent(m, sizeof(m), costs[i].slowdown);
+        fprintf(f, "  %-*.*s  %9s  %9s  %9s  %12.0f\n", (int)w, (int)w,
+                qm_name(set, costs[i].metric), p, o, m, costs[i].calls_per_s);
+    }
+    return fflush(f) != 0 || ferror(f) ? -1 : 0;
+}
+
 int
 tool_metrics_print(FILE *f, const qm_set_t *set, const qm_row_t *rows, size_t n, int kind)
 {

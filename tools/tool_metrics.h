@@ -24,6 +24,11 @@ int tool_metrics_parse(const char *prog, const char *const *args, const char *or
 /* The table ROWS of SET into F, as KIND (TM_*). Returns 0, or -1 when writing failed. */
 int tool_metrics_print(FILE *f, const qm_set_t *set, const qm_row_t *rows, size_t n, int kind);
 
+/* What the metrics cost (COSTS[N]: overheads in percent), as text into F;
+ * OVERALL: the figure since each went in, else the last interval's. Nothing when N is 0. */
+int tool_metrics_print_costs(FILE *f, const qm_set_t *set, const qm_cost_t *costs, size_t n,
+                             int overall);
+
 /* Notes of qm_insert on stderr, prefixed by the tool's name (ARG). */
 void tool_metrics_note(void *arg, const char *note);
 

@@ -315,6 +315,18 @@ int qpt_insert(qpt_space_t *s, const qpt_point_t *pt, const qpt_snippet_t *sn,
 int qpt_insert_first(qpt_space_t *s, const qpt_point_t *pt, const qpt_snippet_t *sn,
                      qpt_expr_t root, qpt_handle_t *h /*OUT*/);
 
+/* The point of insertion H. */
+int qpt_insertion_point(const qpt_space_t *s, qpt_handle_t h, qpt_point_t *pt /*OUT*/);
+
+/*
+ * The estimated cost of one run of insertion H, in cycles, into *CYCLES: a model of its
+ * compiled code (plain instructions a third of a cycle, for they overlap the program's;
+ * locked ones, popf, rdtsc, calls and system calls their latency), plus in a process the
+ * jumps to its trampoline and back. A procedure it calls is not counted. For a cost
+ * before inserting: insert, estimate, and remove before the commit or the write.
+ */
+int qpt_cost_cycles(qpt_space_t *s, qpt_handle_t h, double *cycles /*OUT*/);
+
 /* Take insertion H out (at qpt_write or the next qpt_commit). */
 int qpt_remove(qpt_space_t *s, qpt_handle_t h);
 
