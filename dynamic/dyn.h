@@ -22,6 +22,7 @@
 #include <stdint.h>
 
 #include "arch/arch.h"
+#include "driver/drv_hist.h"
 #include "cfg/cfg.h"
 #include "editor/ed.h"
 
@@ -415,34 +416,6 @@ int
 dyn_clean(dyn_proc_t *p, const cfg_image_t *img, uint64_t bias,
     dyn_clean_report_t *out /*OUT*/);
 
-/*****************************************************************************
- * The live series as a time histogram (dyn_hist.c; seed 001, section 2.2)
- */
-
-typedef struct dyn_hist {
-    size_t nseries;  /* one series per instrumented point */
-    size_t nbuckets; /* fixed, even */
-    double width;    /* seconds per bucket: doubles whenever time runs past the end */
-    size_t used;     /* buckets up to the last sample */
-    double t0;       /* time of bucket 0's start */
-    uint64_t *v;     /* nseries x nbuckets: calls counted in each bucket */
-    uint64_t *last;  /* per series: the total at the previous sample */
-} dyn_hist_t;
-
-/* NBUCKETS (even, >= 2) buckets of WIDTH seconds from T0. 0, QP_EINVAL or QP_ENOMEM. */
-int
-dyn_hist_init(dyn_hist_t *h, size_t nseries, size_t nbuckets, double width, double t0);
-
-/* Add a sample at time T: TOTALS[s] is series s's running total. */
-void
-dyn_hist_add(dyn_hist_t *h, double t, const uint64_t *totals);
-
-/* Calls of SERIES in BUCKET. */
-uint64_t
-dyn_hist_get(const dyn_hist_t *h, size_t series, size_t bucket);
-
-void
-dyn_hist_free(dyn_hist_t *h);
 
 /*****************************************************************************
  * A whole measuring session (dyn_run.c): what `dyn attach` and `dyn run` do
@@ -497,7 +470,7 @@ typedef struct dyn_run_opts {
     double duration;          /* seconds to measure; 0: until *stop, the process ends
                                * or the live callback ends it */
     size_t hist_buckets;      /* keep the calls over time in this many buckets (even,
-                               * >= 2; see dyn_hist_t); 0: no histogram */
+                               * >= 2; see drv_hist_t); 0: no histogram */
     double hist_width;        /* ... of this many seconds at first */
     double t_start;           /* dyn_run_now() when the caller started: the install
                                * note says how long after it the points were in */
@@ -522,7 +495,7 @@ typedef struct dyn_run_report {
     double secs;      /* from the install to the final sample */
     int ended;        /* the process ended during the session */
     int status;       /* ... its wait status (a started program; 0 for another) */
-    dyn_hist_t hist;  /* the calls over time (hist.v is NULL without hist_buckets) */
+    drv_hist_t hist;  /* the calls over time (hist.v is NULL without hist_buckets) */
 } dyn_run_report_t;
 
 /*

@@ -383,7 +383,7 @@ instrument(run_t *r, const cfg_prog_t *prog, uint64_t bias, char *why, size_t wh
 /* Watch until the duration, a stop, the caller's live callback or the end of the process.
  */
 static void
-watch(run_t *r, double t0, dyn_hist_t *hist)
+watch(run_t *r, double t0, drv_hist_t *hist)
 {
     const dyn_run_opts_t *o = r->o;
     size_t n = dyn_session_npoints(r->s);
@@ -398,7 +398,7 @@ watch(run_t *r, double t0, dyn_hist_t *hist)
             break;
         if (hist->v != NULL) { /* the series, every step: a read of shared memory */
             dyn_session_sample(r->s, c);
-            dyn_hist_add(hist, t, c);
+            drv_hist_add(hist, t, c);
         }
         if (o->duration > 0 && t >= t0 + o->duration)
             break;
@@ -464,7 +464,7 @@ take_out(run_t *r, char *why, size_t whylen)
 
 /* The final counts into REP (measured from T0, with HIST). 0 or QP_ENOMEM. */
 static int
-final_counts(run_t *r, double t0, dyn_hist_t *hist, dyn_run_report_t *rep)
+final_counts(run_t *r, double t0, drv_hist_t *hist, dyn_run_report_t *rep)
 {
     size_t n = dyn_session_npoints(r->s);
 
@@ -482,7 +482,7 @@ final_counts(run_t *r, double t0, dyn_hist_t *hist, dyn_run_report_t *rep)
     if (r->ended && !dyn_session_shared(r->s))
         note(r->cb, 0, "%d: the process ended: counts are from the last sample", r->pid);
     if (hist->v != NULL)
-        dyn_hist_add(hist, dyn_run_now(), rep->calls);
+        drv_hist_add(hist, dyn_run_now(), rep->calls);
     rep->rows
         = rows_make(n, (const char *const *)rep->names, rep->calls, NULL, rep->wall_ns);
     if (rep->rows == NULL)
@@ -509,7 +509,7 @@ session(run_t *r, dyn_run_report_t *rep, int *started, char *why, size_t whylen)
     uint64_t bias = 0;
     int rc;
     double t0 = 0;
-    dyn_hist_t hist = { 0 };
+    drv_hist_t hist = { 0 };
 
     dyn_proc_exe_path(r->p, exe, sizeof(exe));
     if ((rc = cfg_image_open_bfd(exe, &img)) < 0) {
@@ -535,7 +535,7 @@ session(run_t *r, dyn_run_report_t *rep, int *started, char *why, size_t whylen)
     t0 = dyn_run_now();
     int err = 0; /* no histogram: measure nothing, but take everything out */
     if (o->hist_buckets > 0
-        && (err = dyn_hist_init(
+        && (err = drv_hist_init(
                 &hist, dyn_session_npoints(r->s), o->hist_buckets, o->hist_width, t0))
             < 0)
         say_why(why, whylen, "%s", qp_strerror(err));
@@ -549,7 +549,7 @@ session(run_t *r, dyn_run_report_t *rep, int *started, char *why, size_t whylen)
         rc = err;
     }
 out:
-    dyn_hist_free(&hist);
+    drv_hist_free(&hist);
     if (r->s != NULL && dyn_proc_is_stopped(r->p)) {
         dyn_session_remove(r->s, NULL);
         dyn_proc_resume(r->p);
@@ -615,7 +615,7 @@ dyn_run_report_free(dyn_run_report_t *rep)
     free(rep->calls);
     free(rep->wall_ns);
     free(rep->rows);
-    dyn_hist_free(&rep->hist);
+    drv_hist_free(&rep->hist);
     memset(rep, 0, sizeof(*rep));
 }
 

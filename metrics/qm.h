@@ -153,6 +153,10 @@ typedef struct qm_live_opts {
      * modelled costliest is taken out (said through NOTE). */
     double max_overhead;
     double sample;           /* seconds of call counting before a metric goes in (0.2) */
+    size_t hist_buckets;     /* > 0 (even): each metric's total over time in this many
+                              * buckets of HIST_WIDTH seconds (they fold in pairs as the
+                              * session outlasts them; see qpt_hist_t) */
+    double hist_width;
     void *arg;
     /* Steering: with COMMANDS nonzero, commands are read from COMMANDS_FD, one a line
      * (add METRIC, remove NAME|#N, list, show, help, quit; the end of the input is quit)
@@ -175,7 +179,13 @@ typedef struct qm_live_report {
     size_t nrows;
     qm_cost_t *costs;        /* the metrics' costs (malloc'ed), or NULL */
     size_t ncosts;
+    qpt_hist_t **hist;       /* with hist_buckets: per metric (index in the set), its total
+                              * over time from the session's start (NULL: never in) */
+    size_t nhist;
 } qm_live_report_t;
+
+/* Free what a report holds (not REP itself). */
+void qm_live_report_free(qm_live_report_t *rep);
 
 /*
  * Attach to (or start) the process, insert SET in one stop, let it run, sample, and at

@@ -198,7 +198,7 @@ calls_between(const cost_t *k, const uint64_t *now_w, const uint64_t *then_w)
  * second. */
 static double
 share(const cost_t *k, const uint64_t *now_w, const uint64_t *then_w, double dt, double dcpu,
-      double cpn, double *rate)
+      double cpn, int inside, double *rate)
 {
     double ns = 0, calls = 0;
     for (size_t p = 0; p < k->n; p++) {
@@ -208,8 +208,11 @@ share(const cost_t *k, const uint64_t *now_w, const uint64_t *then_w, double dt,
     }
     if (rate != NULL)
         *rate = dt > 0 ? calls / dt : 0;
-    /* Against the program's own time: the process's, less what the snippets added. */
-    double floor = MIN_CPU_NS_PER_S * dt, own = dcpu - ns;
+    /* Against the program's own time: the process's, less what the snippets added when
+     * they ran in it (INSIDE; at least a tenth of it: the model can overshoot). */
+    double floor = MIN_CPU_NS_PER_S * dt, own = inside ? dcpu - ns : dcpu;
+    if (inside && own < dcpu / 10)
+        own = dcpu / 10;
     return 100 * ns / (own > floor ? own : floor);
 }
 
@@ -235,7 +238,7 @@ qm_costs_predict(qm_costs_t *c, const qm_set_t *set, size_t first, qpt_space_t *
         k->slowdown = -1;
         if (sampled) {
             double calls = calls_between(k, w, k->last), dcpu = cpu - k->cpu_last;
-            k->predicted = share(k, w, k->last, t - k->t_last, dcpu, cpn, &k->calls_per_s);
+            k->predicted = share(k, w, k->last, t - k->t_last, dcpu, cpn, 0, &k->calls_per_s);
             k->base = calls >= MIN_CALLS && dcpu > 0 ? calls / dcpu : 0;
         }
         memcpy(k->last, w, k->n * sizeof(uint64_t));
@@ -266,14 +269,14 @@ qm_costs_observe(qm_costs_t *c, const qm_set_t *set, qpt_space_t *s, double cpn)
             return QPT_ENOMEM;
         if (read_calls(k, s, w) == 0) {
             double calls = calls_between(k, w, k->last), dcpu = cpu - k->cpu_last;
-            k->observed = share(k, w, k->last, t - k->t_last, dcpu, cpn, &k->calls_per_s);
+            k->observed = share(k, w, k->last, t - k->t_last, dcpu, cpn, 1, &k->calls_per_s);
             /* Measured: the same procedures' calls per CPU second, before and now (a
              * steady workload: a change of phase shows here too). */
             if (k->base > 0 && calls >= MIN_CALLS && dcpu > 0)
                 k->slowdown = 100 * (k->base / (calls / dcpu) - 1);
             else
                 k->slowdown = -1;
-            k->overall = share(k, w, k->first, t - k->t_first, cpu - k->cpu_first, cpn, NULL);
+            k->overall = share(k, w, k->first, t - k->t_first, cpu - k->cpu_first, cpn, 1, NULL);
             memcpy(k->last, w, k->n * sizeof(uint64_t));
             k->t_last = t;
             k->cpu_last = cpu;

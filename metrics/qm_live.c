@@ -54,6 +54,8 @@ typedef struct live {
     qpt_space_t *s;
     double start, cpn;
     qm_costs_t *costs;       /* what each metric costs */
+    qpt_hist_t **hist;       /* per metric: its total over time (with hist_buckets) */
+    size_t nhist;
     char buf[8192];          /* a command line being read */
     size_t nbuf;
     int eof, quit;
@@ -297,6 +299,58 @@ cmd_list(live_t *l)
         reply(l, "no metric (add one: add count calls(PATTERN))");
 }
 
+/* Each metric's total now into its histogram (made when the metric is first seen in). */
+static void
+hist_sample(live_t *l)
+{
+    qm_row_t *rows;
+    size_t n, nm = qm_count(l->set);
+    char why[256];
+    double t = qm_now();
+    if (qm_results(l->set, read_words, l->s, l->cpn, &rows, &n, why, sizeof(why)) < 0)
+        return;
+    if (nm > l->nhist) {
+        qpt_hist_t **v = realloc(l->hist, nm * sizeof(qpt_hist_t *));
+        if (v == NULL) {
+            free(rows);
+            return;
+        }
+        memset(v + l->nhist, 0, (nm - l->nhist) * sizeof(qpt_hist_t *));
+        l->hist = v;
+        l->nhist = nm;
+    }
+    for (size_t i = 0; i < nm; i++) {
+        if (qm_state(l->set, i) != QM_ON)
+            continue;
+        uint64_t total = 0;
+        for (size_t r = 0; r < n; r++)
+            if (rows[r].metric == i)
+                total += rows[r].value;
+        if (l->hist[i] == NULL
+            && qpt_hist_create(1, l->o->hist_buckets, l->o->hist_width, l->start, &l->hist[i])
+                   < 0)
+            continue;
+        qpt_hist_add(l->hist[i], t, &total);
+    }
+    free(rows);
+}
+
+void
+qm_live_report_free(qm_live_report_t *rep)
+{
+    if (rep == NULL)
+        return;
+    free(rep->rows);
+    free(rep->costs);
+    for (size_t i = 0; i < rep->nhist; i++)
+        qpt_hist_destroy(rep->hist[i]);
+    free(rep->hist);
+    rep->rows = NULL;
+    rep->costs = NULL;
+    rep->hist = NULL;
+    rep->nrows = rep->ncosts = rep->nhist = 0;
+}
+
 /* The table and the costs now, to on_sample: its answer (nonzero: enough), or < 0. */
 static int
 sample(live_t *l, char *why, size_t whylen)
@@ -440,7 +494,8 @@ qm_live_run(qm_set_t *set, const qm_live_opts_t *o, qm_live_report_t *rep, char 
         return rc;
     rep->pid = qpt_pid(s);
     double cpn = qm_cycles_per_ns();
-    live_t l = { set, o, rep, s, 0, cpn, qm_costs_new(), "", 0, 0, 0 };
+    live_t l = { set, o, rep, s, 0, cpn, qm_costs_new(), NULL, 0, "", 0, 0, 0 };
+    int histo = o->hist_buckets >= 2 && o->hist_buckets % 2 == 0 && o->hist_width > 0;
     if (l.costs == NULL) {
         qpt_close(s);
         return QPT_ENOMEM;
@@ -473,6 +528,10 @@ qm_live_run(qm_set_t *set, const qm_live_opts_t *o, qm_live_report_t *rep, char 
     }
     double start = qm_now(), next = o->interval > 0 ? start + o->interval : 0;
     double next_check = o->max_overhead > 0 ? start + 1 : 0;
+    /* The histograms are fed once a bucket, in its middle: each bucket then holds what
+     * was counted over one bucket's time (from the middle of the one before). */
+    double hist_step = histo ? o->hist_width : 0;
+    double next_hist = histo ? start + hist_step / 2 : 0;
     l.start = start;
     if (o->commands && o->on_reply != NULL)
         o->on_reply(o->arg, NULL);
@@ -491,6 +550,15 @@ qm_live_run(qm_set_t *set, const qm_live_opts_t *o, qm_live_report_t *rep, char 
                 break;
             next += o->interval;
         }
+        if (next_hist > 0 && t >= next_hist) {
+            hist_sample(&l);
+            /* The width doubles as buckets fold: one sample a bucket still. */
+            for (size_t i = 0; i < l.nhist; i++)
+                if (qpt_hist_width(l.hist[i]) > hist_step)
+                    hist_step = qpt_hist_width(l.hist[i]);
+            while (next_hist <= t)
+                next_hist += hist_step;
+        }
         if (next_check > 0 && t >= next_check) {
             enforce(&l); /* each second: a window long enough to be steady */
             next_check += 1;
@@ -498,12 +566,18 @@ qm_live_run(qm_set_t *set, const qm_live_opts_t *o, qm_live_report_t *rep, char 
         double until = 0.02;
         if (next > 0 && next - t < until)
             until = next - t;
+        if (next_hist > 0 && next_hist - t < until)
+            until = next_hist - t;
         if (o->commands)
             commands(&l, until);
         else
             nap(until);
     }
     rep->secs = qm_now() - start;
+    if (histo)
+        hist_sample(&l); /* also after the end: the variables are shared */
+    rep->hist = l.hist;
+    rep->nhist = l.nhist;
     rc = qm_results(set, read_words, s, cpn, &rep->rows, &rep->nrows, why, whylen);
     if (!rep->ended) {
         qm_costs_observe(l.costs, set, s, cpn);

@@ -77,7 +77,7 @@ out=$(
             "stdio.h stdlib.h string.h unistd.h fcntl.h sys/mman.h bfd.h libelf.h"
     done
     for f in dynamic/*.[ch]; do
-        [ -f "$f" ] && check "$f" "arch/arch.h arch/qp_err.h cfg/cfg.h editor/ed.h dynamic/* driver/drv.h" \
+        [ -f "$f" ] && check "$f" "arch/arch.h arch/qp_err.h cfg/cfg.h editor/ed.h dynamic/* driver/drv_hist.h" \
             "bfd.h libelf.h gelf.h"
     done
     # The public header: the C library's headers only.
@@ -87,7 +87,7 @@ out=$(
     # libqpt/: the public face over every library folder (never BFD, libelf or ptrace
     # itself).
     for f in libqpt/*.[ch]; do
-        [ -f "$f" ] && check "$f" "arch/arch.h arch/qp_err.h cfg/cfg.h editor/ed.h editor/elfw.h driver/qp_desc.h driver/qp_format.h driver/driver.h report/qp_profile.h dynamic/dyn.h include/qpt/qpt.h libqpt/*" \
+        [ -f "$f" ] && check "$f" "arch/arch.h arch/qp_err.h cfg/cfg.h editor/ed.h editor/elfw.h driver/qp_desc.h driver/qp_format.h driver/driver.h driver/drv_hist.h report/qp_profile.h dynamic/dyn.h include/qpt/qpt.h libqpt/*" \
             "bfd.h libelf.h gelf.h sys/ptrace.h dis-asm.h"
     done
     # metrics/: the metric language, on libqpt's public header only.

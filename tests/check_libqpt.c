@@ -152,6 +152,42 @@ run_to_end(qpt_space_t *s)
 }
 #endif
 
+/* Time histograms: buckets fold in pairs as time runs past the last, nothing is lost. */
+START_TEST(test_libqpt_hist)
+{
+    qpt_hist_t *h;
+    ck_assert_int_eq(qpt_hist_create(2, 3, 1.0, 10.0, &h), QPT_EINVAL); /* odd */
+    ck_assert_int_eq(qpt_hist_create(2, 4, 1.0, 10.0, &h), 0);
+    uint64_t t[2] = { 1, 10 };
+    qpt_hist_add(h, 10.5, t); /* bucket 0 */
+    t[0] = 3;
+    qpt_hist_add(h, 11.5, t); /* bucket 1: +2 */
+    t[0] = 6;
+    t[1] = 40;
+    qpt_hist_add(h, 13.5, t); /* bucket 3: +3, +30 */
+    ck_assert_uint_eq(qpt_hist_used(h), 4);
+    t[0] = 10;
+    qpt_hist_add(h, 14.5, t); /* past the end: fold to 2 s buckets, then bucket 2: +4 */
+    ck_assert(qpt_hist_width(h) == 2.0);
+    ck_assert_uint_eq(qpt_hist_used(h), 3);
+    ck_assert_uint_eq(qpt_hist_get(h, 0, 0), 3);
+    ck_assert_uint_eq(qpt_hist_get(h, 0, 1), 3);
+    ck_assert_uint_eq(qpt_hist_get(h, 0, 2), 4);
+    ck_assert_uint_eq(qpt_hist_get(h, 1, 0), 10);
+    ck_assert_uint_eq(qpt_hist_get(h, 1, 1), 30);
+    t[0] = 12;
+    qpt_hist_add(h, 40.0, t); /* far past: folds until it fits (8 s buckets: 30 s in) */
+    ck_assert(qpt_hist_width(h) == 8.0);
+    uint64_t sum = 0;
+    for (size_t b = 0; b < qpt_hist_used(h); b++)
+        sum += qpt_hist_get(h, 0, b);
+    ck_assert_uint_eq(sum, 12);
+    qpt_hist_add(h, 5.0, t); /* before the start: ignored */
+    ck_assert_uint_eq(qpt_hist_get(h, 0, 9), 0); /* out of range: 0 */
+    qpt_hist_destroy(h);
+}
+END_TEST
+
 START_TEST(test_libqpt_file)
 {
     char why[512] = "";
@@ -1230,6 +1266,7 @@ libqpt_suite(void)
     tcase_add_test(tc, test_libqpt_threads_file);
     tcase_add_test(tc, test_libqpt_edges_file);
     tcase_add_test(tc, test_libqpt_lines_file);
+    tcase_add_test(tc, test_libqpt_hist);
     tcase_add_test(tc, test_libqpt_after_file);
     tcase_add_test(tc, test_libqpt_order);
     tcase_add_test(tc, test_libqpt_snippet_call);

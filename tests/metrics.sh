@@ -204,6 +204,12 @@ if [ -x "$DYN" ]; then
         sed -i 's/^count calls(leaf) total,/leaves_all,/' "$D/run.csv" 2>/dev/null
         [ $st = 0 ] && check_csv "$D/run.csv" "dyn run -e/--metrics -o CSV" ||
             bad "dyn run ($st): $out"
+        # --histogram: the metric over time; its buckets add up to the final value.
+        out=$("$DYN" run -e 'count calls(leaf) total' --histogram -- "$D/prog" 2>&1)
+        hsum=$(echo "$out" | awk '/^metrics over time/ { on = 1; next } on && /^ *[0-9.]+ +[0-9]+$/ { s += $2 } END { print s + 0 }')
+        echo "$out" | grep -q '^metrics over time' && [ "$hsum" = 51 ] &&
+            ok "dyn run -e --histogram: the buckets add up to 51" ||
+            bad "dyn --histogram (sum $hsum): $out"
         out=$("$DYN" run -e 'count calls(leaf) where' -- "$D/prog" 2>&1)
         [ $? = 2 ] && echo "$out" | grep -q -- '-e:1:24:' && ok "dyn: a syntax error, exit 2" ||
             bad "dyn syntax: $out"

@@ -160,7 +160,7 @@ csv_name(FILE *f, const char *s)
 static void
 print_histogram(const dyn_run_report_t *rep)
 {
-    const dyn_hist_t *h = &rep->hist;
+    const drv_hist_t *h = &rep->hist;
     const uint64_t *c = rep->calls;
     size_t n = rep->npoints, top[HIST_SERIES], ntop = 0;
     for (size_t k = 0; k < HIST_SERIES; k++) {
@@ -186,7 +186,52 @@ print_histogram(const dyn_run_report_t *rep)
     for (size_t b = 0; b < h->used; b++) {
         printf("%10.2f", (double)b * h->width);
         for (size_t j = 0; j < ntop; j++)
-            printf(" %14llu", (unsigned long long)dyn_hist_get(h, top[j], b));
+            printf(" %14llu", (unsigned long long)drv_hist_get(h, top[j], b));
+        putchar('\n');
+    }
+}
+
+/* The metrics over time (--histogram with -e): the largest HIST_SERIES, a line a bucket. */
+static void
+print_metric_histogram(const qm_set_t *set, const qm_live_report_t *rep)
+{
+    size_t top[HIST_SERIES], ntop = 0;
+    uint64_t tot[HIST_SERIES];
+    const qpt_hist_t *h0 = NULL;
+    for (size_t i = 0; i < rep->nhist; i++) {
+        const qpt_hist_t *h = rep->hist[i];
+        if (h == NULL)
+            continue;
+        h0 = h0 == NULL || qpt_hist_used(h) > qpt_hist_used(h0) ? h : h0;
+        uint64_t t = 0;
+        for (size_t b = 0; b < qpt_hist_used(h); b++)
+            t += qpt_hist_get(h, 0, b);
+        /* Insert by total, largest first. */
+        size_t k = ntop < HIST_SERIES ? ntop++ : HIST_SERIES;
+        while (k > 0 && tot[k - 1] < t) {
+            if (k < HIST_SERIES) {
+                top[k] = top[k - 1];
+                tot[k] = tot[k - 1];
+            }
+            k--;
+        }
+        if (k < HIST_SERIES) {
+            top[k] = i;
+            tot[k] = t;
+        }
+    }
+    if (h0 == NULL)
+        return;
+    printf("\nmetrics over time (%zu buckets of %.3f s; widths double as the session "
+           "grows; timers in ns):\n", qpt_hist_used(h0), qpt_hist_width(h0));
+    printf("%10s", "t/s");
+    for (size_t j = 0; j < ntop; j++)
+        printf(" %16.16s", qm_name(set, top[j]));
+    putchar('\n');
+    for (size_t b = 0; b < qpt_hist_used(h0); b++) {
+        printf("%10.2f", (double)b * qpt_hist_width(h0));
+        for (size_t j = 0; j < ntop; j++)
+            printf(" %16llu", (unsigned long long)qpt_hist_get(rep->hist[top[j]], 0, b));
         putchar('\n');
     }
 }
@@ -406,6 +451,8 @@ metrics_session(const opts_t *o, int pid, char *const *argv)
     lo.arg = &pid;
     lo.commands = o->commands;
     lo.max_overhead = o->max_overhead;
+    lo.hist_buckets = o->histogram ? HIST_BUCKETS : 0;
+    lo.hist_width = HIST_WIDTH;
     lo.commands_fd = STDIN_FILENO;
     lo.on_reply = print_reply;
     qm_live_report_t rep;
@@ -434,6 +481,8 @@ metrics_session(const opts_t *o, int pid, char *const *argv)
         if (tool_metrics_print(stdout, set, rep.rows, rep.nrows, TM_TEXT) < 0
             || tool_metrics_print_costs(stdout, set, rep.costs, rep.ncosts, 1) < 0)
             out_closed = 1;
+        if (o->histogram)
+            print_metric_histogram(set, &rep);
         if (ret == 0 && rep.ended && argv != NULL)
             ret = WIFEXITED(rep.status) ? WEXITSTATUS(rep.status) : 128 + WTERMSIG(rep.status);
         if (out_closed) {
@@ -442,8 +491,7 @@ metrics_session(const opts_t *o, int pid, char *const *argv)
             ret = EXIT_FAIL;
         }
     }
-    free(rep.rows);
-    free(rep.costs);
+    qm_live_report_free(&rep);
     qm_free(set);
     return ret;
 }
@@ -650,14 +698,14 @@ main(int argc, char **argv)
                 prog_name);
         return EXIT_USAGE;
     }
-    if (o.commands && (o.ncount || o.all || o.ntime || o.ncalls || o.histogram || o.no_atomic)) {
+    if (o.commands && (o.ncount || o.all || o.ntime || o.ncalls || o.no_atomic)) {
         fprintf(stderr, "%s: --commands steers metrics: not with --count, --all, --time, "
-                "--calls-from, --histogram or --no-atomic\n", prog_name);
+                "--calls-from or --no-atomic\n", prog_name);
         return EXIT_USAGE;
     }
-    if (o.nm > 0 && (o.ncount || o.all || o.ntime || o.ncalls || o.histogram || o.no_atomic)) {
+    if (o.nm > 0 && (o.ncount || o.all || o.ntime || o.ncalls || o.no_atomic)) {
         fprintf(stderr, "%s: -e/--metrics measure the metrics only: not with --count, --all, "
-                "--time, --calls-from, --histogram or --no-atomic\n", prog_name);
+                "--time, --calls-from or --no-atomic\n", prog_name);
         return EXIT_USAGE;
     }
     if (o.nm == 0 && !o.commands && o.ncount == 0 && !o.all && o.ntime == 0 && o.ncalls == 0) {

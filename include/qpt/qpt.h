@@ -387,6 +387,31 @@ int qpt_call_now(qpt_space_t *s, uint64_t fn, const uint64_t *args, int nargs,
 int qpt_profile_read(const char *profile, uint64_t addr, uint64_t *out /*OUT*/,
                      size_t nwords, char *why, size_t whylen);
 
+
+/*****************************************************************************
+ * Time histograms of live series (seed 001, section 2.2): a fixed number of buckets per
+ * series; when time runs past the last bucket, neighbouring buckets are merged in pairs
+ * and the width doubles, so a session of any length fits in the same memory.
+ */
+
+typedef struct qpt_hist qpt_hist_t;
+
+/* NSERIES series of NBUCKETS (even, >= 2) buckets of WIDTH seconds from time T0 into *H.
+ * QPT_EINVAL or QPT_ENOMEM. */
+int qpt_hist_create(size_t nseries, size_t nbuckets, double width, double t0,
+                    qpt_hist_t **h /*OUT*/);
+
+/* A sample at time T (the same clock as T0, increasing): TOTALS[s] is series s's running
+ * total; what it added since the previous sample goes into T's bucket. */
+void qpt_hist_add(qpt_hist_t *h, double t, const uint64_t *totals);
+
+/* What SERIES added in BUCKET (0 out of range); the buckets used so far; their width. */
+uint64_t qpt_hist_get(const qpt_hist_t *h, size_t series, size_t bucket);
+size_t qpt_hist_used(const qpt_hist_t *h);
+double qpt_hist_width(const qpt_hist_t *h);
+
+void qpt_hist_destroy(qpt_hist_t *h);
+
 #ifdef __cplusplus
 }
 #endif

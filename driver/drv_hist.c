@@ -10,10 +10,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dynamic/dyn.h"
+#include "driver/drv_hist.h"
 
 int
-dyn_hist_init(dyn_hist_t *h, size_t nseries, size_t nbuckets, double width, double t0)
+drv_hist_init(drv_hist_t *h, size_t nseries, size_t nbuckets, double width, double t0)
 {
     memset(h, 0, sizeof(*h));
     if (nbuckets < 2 || (nbuckets & 1) || width <= 0)
@@ -21,7 +21,7 @@ dyn_hist_init(dyn_hist_t *h, size_t nseries, size_t nbuckets, double width, doub
     h->v = calloc(nseries * nbuckets + 1, sizeof(uint64_t));
     h->last = calloc(nseries + 1, sizeof(uint64_t));
     if (h->v == NULL || h->last == NULL) {
-        dyn_hist_free(h);
+        drv_hist_free(h);
         return QP_ENOMEM;
     }
     h->nseries = nseries;
@@ -33,7 +33,7 @@ dyn_hist_init(dyn_hist_t *h, size_t nseries, size_t nbuckets, double width, doub
 
 /* Merge buckets in pairs: the first half holds everything, the width doubles. */
 static void
-fold(dyn_hist_t *h)
+fold(drv_hist_t *h)
 {
     for (size_t s = 0; s < h->nseries; s++) {
         uint64_t *b = h->v + s * h->nbuckets;
@@ -45,7 +45,7 @@ fold(dyn_hist_t *h)
 }
 
 void
-dyn_hist_add(dyn_hist_t *h, double t, const uint64_t *totals)
+drv_hist_add(drv_hist_t *h, double t, const uint64_t *totals)
 {
     if (h->v == NULL || t < h->t0)
         return;
@@ -61,14 +61,14 @@ dyn_hist_add(dyn_hist_t *h, double t, const uint64_t *totals)
 }
 
 uint64_t
-dyn_hist_get(const dyn_hist_t *h, size_t series, size_t bucket)
+drv_hist_get(const drv_hist_t *h, size_t series, size_t bucket)
 {
     return series < h->nseries && bucket < h->nbuckets ? h->v[series * h->nbuckets + bucket]
                                                        : 0;
 }
 
 void
-dyn_hist_free(dyn_hist_t *h)
+drv_hist_free(drv_hist_t *h)
 {
     free(h->v);
     free(h->last);
