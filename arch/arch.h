@@ -311,11 +311,16 @@ typedef enum arch_snip_op {
     ARCH_SN_SP,        /* the program's stack pointer at the point (at an entry and before
                         * a ret: the address of the return address) */
     ARCH_SN_CYCLES,    /* the time-stamp counter (rdtsc) */
+    ARCH_SN_KEY_SLOT,  /* the index of the value of a in the table of ARCH_SNIP_THREADS
+                        * 8-byte keys at imm (as THREAD_SLOT; a key is kept as value ^
+                        * ARCH_SNIP_KEY_XOR, 0 marking a free one): ARCH_SNIP_THREADS when
+                        * the table is full or the value is ARCH_SNIP_KEY_XOR itself */
 } arch_snip_op_t;
 
 #define ARCH_SNIP_NONE UINT32_MAX /* no operand */
 #define ARCH_SNIP_MAXARGS 6
 #define ARCH_SNIP_THREADS 1024 /* keys of an ARCH_SN_THREAD_SLOT table (a power of 2) */
+#define ARCH_SNIP_KEY_XOR 0x9e3779b97f4a7c15ull /* ARCH_SN_KEY_SLOT: value ^ this is kept */
 
 enum {
     ARCH_SNF_UNSIGNED = 1u << 0, /* comparisons: unsigned */
@@ -351,6 +356,10 @@ typedef struct arch_snip_ctx {
     uint8_t live_flags;  /* ARCH_FLAG_* live there (saved when the snippet changes them) */
     uint8_t no_red_zone; /* the 128 bytes below %rsp are not in use (entries) */
 } arch_snip_ctx_t;
+
+/* Is the imm of an OP node an address of memory it uses (LOAD, STORE, ADD_TO, TIMER_*,
+ * THREAD_SLOT, KEY_SLOT, ADDR: what a rewriter relocates)? */
+int arch_snip_imm_is_addr(uint8_t op);
 
 /*
  * Check the snippet NODES[0..N) rooted at ROOT: every index in range, the tree acyclic

@@ -75,11 +75,8 @@ translate(arch_snip_t *v, uint32_t n, uint64_t vars, uint64_t counters)
 {
     for (uint32_t i = 0; i < n; i++) {
         arch_snip_t *s = &v[i];
-        int addr_op = s->op == ARCH_SN_LOAD || s->op == ARCH_SN_STORE || s->op == ARCH_SN_ADD_TO
-            || s->op == ARCH_SN_TIMER_START || s->op == ARCH_SN_TIMER_STOP
-            || s->op == ARCH_SN_THREAD_SLOT || s->op == ARCH_SN_ADDR;
         uint64_t a = (uint64_t)s->imm;
-        if (addr_op && a >= QPT_VAR_BASE && a < QPT_VAR_BASE + vars)
+        if (arch_snip_imm_is_addr(s->op) && a >= QPT_VAR_BASE && a < QPT_VAR_BASE + vars)
             s->imm = (int64_t)(counters + (a - QPT_VAR_BASE));
     }
 }

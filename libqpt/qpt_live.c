@@ -675,10 +675,7 @@ ins_uses(const qpt_ins_t *in, uint64_t lo, uint64_t hi)
 {
     for (uint32_t k = 0; k < in->n; k++) {
         const arch_snip_t *e = &in->nodes[k];
-        int mem = e->op == ARCH_SN_LOAD || e->op == ARCH_SN_STORE || e->op == ARCH_SN_ADD_TO
-                  || e->op == ARCH_SN_TIMER_START || e->op == ARCH_SN_TIMER_STOP
-                  || e->op == ARCH_SN_THREAD_SLOT || e->op == ARCH_SN_ADDR;
-        if (mem && (uint64_t)e->imm + 24 > lo && (uint64_t)e->imm < hi)
+        if (arch_snip_imm_is_addr(e->op) && (uint64_t)e->imm + 24 > lo && (uint64_t)e->imm < hi)
             return 1;
     }
     return 0;

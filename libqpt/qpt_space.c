@@ -659,6 +659,14 @@ qpt_thread_var(qpt_snippet_t *sn, uint64_t var, size_t bytes)
 }
 
 qpt_expr_t
+qpt_key_var(qpt_snippet_t *sn, uint64_t var, size_t bytes, qpt_expr_t key)
+{
+    qpt_expr_t slot = add(sn, ARCH_SN_KEY_SLOT, key, N, N, (int64_t)var, 1);
+    return qpt_op(sn, QPT_ADD, qpt_addr(sn, var + 8 * QPT_MAX_THREADS),
+                  qpt_op(sn, QPT_MUL, slot, qpt_const(sn, (int64_t)bytes)));
+}
+
+qpt_expr_t
 qpt_sp(qpt_snippet_t *sn)
 {
     return add(sn, ARCH_SN_SP, N, N, N, 0, 0);

@@ -22,7 +22,7 @@
 typedef struct qm_set qm_set_t;
 
 enum { QM_COUNT = 1, QM_WALL, QM_CPU };                  /* what a metric measures */
-enum { QM_PER_PROC = 1, QM_PER_THREAD, QM_TOTAL };       /* its focus */
+enum { QM_PER_PROC = 1, QM_PER_THREAD, QM_TOTAL, QM_PER_VALUE }; /* its focus */
 
 /*
  * Parse TEXT (ORIGIN names it in messages: a file name, or "-e"). With ONE nonzero, TEXT
@@ -113,6 +113,17 @@ typedef struct qm_row {
 int qm_results(const qm_set_t *set, qm_read_fn read, void *arg, double cycles_per_ns,
                qm_row_t **rows, size_t *nrows, char *why, size_t whylen);
 
+/*
+ * Aggregates over K processes' tables of SET (ROWS[j][0..N[j]), e.g. the ranks of a
+ * parallel job): for each metric and focus, the sum, min, max and mean over the
+ * processes (one without the row counts 0); a per-thread metric's rows are taken all
+ * together (focus "threads": over every thread of every process). Rows not measured are
+ * left out. Four rows each, focus "sum: FOCUS", "min: ...", "max: ...", "mean: ..."
+ * (the mean rounded down); *OUT malloc'ed.
+ */
+int qm_aggregate(const qm_set_t *set, qm_row_t *const *rows, const size_t *n, size_t k,
+                 qm_row_t **out, size_t *nout);
+
 /* The time-stamp counter's rate on this machine (measured over about 20 ms). */
 double qm_cycles_per_ns(void);
 
@@ -195,5 +206,37 @@ void qm_live_report_free(qm_live_report_t *rep);
  */
 int qm_live_run(qm_set_t *set, const qm_live_opts_t *o, qm_live_report_t *rep, char *why,
                 size_t whylen);
+
+/*****************************************************************************
+ * Several processes (qm_many.c): the same metrics in each, e.g. a parallel job's ranks
+ */
+
+typedef struct qm_proc_report {
+    int pid;
+    long rank;               /* its job rank (OMPI_COMM_WORLD_RANK, PMI_RANK, PMIX_RANK,
+                              * SLURM_PROCID in its environment), or -1 */
+    int rc;                  /* its session's status, and why when it failed */
+    char why[1024];
+    int ended, status;
+    double secs, stop_ms;
+    qm_row_t *rows;          /* its final table (malloc'ed), or NULL */
+    size_t nrows;
+} qm_proc_report_t;
+
+typedef struct qm_many_report {
+    qm_proc_report_t *v;     /* one per process, in the order given */
+    size_t n;
+} qm_many_report_t;
+
+/*
+ * Attach to each of PIDS[N] and run O's session on it (O->pid, argv, interval, commands
+ * and histograms are not used), all at once: a child process per target (its tracer),
+ * its report sent back through a pipe; *O->stop is passed on to them (SIGINT). Each
+ * process's outcome is in REP (one may fail while the others are measured); QPT_E* with
+ * WHY when the sessions could not be started.
+ */
+int qm_live_run_many(qm_set_t *set, const qm_live_opts_t *o, const int *pids, size_t n,
+                     qm_many_report_t *rep, char *why, size_t whylen);
+void qm_many_report_free(qm_many_report_t *rep);
 
 #endif

@@ -85,6 +85,23 @@ matching(ctx_t *c, const qm_metric_t *m, const char *pattern, size_t *n, size_t 
         }
         v[(*n)++] = i;
     }
+    /* A plain name that no procedure is called by may be another name of one (a weak
+     * alias: pthread_mutex_lock for ___pthread_mutex_lock): the symbol's procedure. */
+    uint64_t a, size;
+    if (*n == 0 && *nrefused == 0 && strpbrk(pattern, "*?[") == NULL
+        && qpt_symbol(c->s, pattern, &a, &size) == 0) {
+        for (uint32_t i = 0; i < np; i++)
+            if (qpt_proc_entry(c->s, i) == a) {
+                const char *no = qpt_proc_refusal(c->s, i);
+                if (no != NULL) {
+                    (*nrefused)++;
+                    if (note_refused)
+                        notef(c, "%s: %s left out: %s", m->name, qpt_proc_name(c->s, i), no);
+                } else
+                    v[(*n)++] = i;
+                break;
+            }
+    }
     return v;
 }
 
@@ -332,9 +349,11 @@ place_proc(ctx_t *c, qm_metric_t *m, uint32_t p, uint64_t row)
                 rc = 1, why = qpt_error(c->s);
         }
     } else if (rc == 0) {
-        qpt_expr_t inc = m->per_thread
-            ? qpt_add_at(sn, tword(sn, m, w), qpt_const(sn, 1), 0)
-            : qpt_add_to(sn, m->var + 8 * w, qpt_const(sn, 1), 1);
+        qpt_expr_t inc = m->focus == QM_PER_VALUE
+            ? qpt_add_at(sn, qpt_key_var(sn, m->kvar, 8, compile_expr(c, sn, m->key)),
+                         qpt_const(sn, 1), 1)
+            : m->per_thread ? qpt_add_at(sn, tword(sn, m, w), qpt_const(sn, 1), 0)
+                            : qpt_add_to(sn, m->var + 8 * w, qpt_const(sn, 1), 1);
         if (cond != QPT_NONE)
             inc = qpt_if(sn, cond, inc, QPT_NONE);
         if (put(c, &en[0], sn, inc, 1) != 0)
@@ -376,6 +395,7 @@ check_metric(ctx_t *c, qm_metric_t *m)
                                     : "no procedure matches '%s'",
                                m->inside);
     }
+    QM_CHECK(check_expr(c, m, m->key));
     return check_expr(c, m, m->where);
 }
 
@@ -387,7 +407,9 @@ place_metric(ctx_t *c, qm_metric_t *m)
     if (procs == NULL)
         return QPT_ENOMEM;
     int rc = 0;
-    size_t rows = m->focus == QM_PER_PROC ? n : 1;
+    /* Per value: the counts are a keyed variable (kvar); the thread's block holds only
+     * the inside state. */
+    size_t rows = m->focus == QM_PER_PROC ? n : m->focus == QM_PER_VALUE ? 0 : 1;
     uint64_t wpr = m->kind == QM_COUNT ? 1 : 3;
     m->per_thread = m->kind != QM_COUNT || m->inside != NULL || m->focus == QM_PER_THREAD;
     m->base = m->inside != NULL ? 3 : 0;
@@ -400,7 +422,12 @@ place_metric(ctx_t *c, qm_metric_t *m)
             rc = QPT_ENOMEM;
         m->nprocs = i + 1;
     }
-    if (rc == 0 && m->per_thread) {
+    if (rc == 0 && m->focus == QM_PER_VALUE
+        && (rc = qpt_alloc_per_thread(c->s, 8, &m->kvar)) < 0)
+        snprintf(c->why, c->whylen, "%s: %s", m->name, qpt_error(c->s));
+    if (rc == 0 && m->focus == QM_PER_VALUE && !m->per_thread) {
+        /* nothing per thread */
+    } else if (rc == 0 && m->per_thread) {
         if (m->stride > 65536 || QPT_PER_THREAD_SIZE(m->stride) > MAX_PER_THREAD)
             rc = qm_error_at(m->src, m->origin, m->pat_line, m->pat_col, c->why, c->whylen,
                              "%zu procedures match '%s': %llu bytes of state a thread is too "
@@ -497,7 +524,9 @@ qm_insert(qm_set_t *set, qpt_space_t *s, qm_note_fn note, void *arg, char *why, 
                 continue;
             if (m->var != 0)
                 qpt_free(s, m->var); /* a process's memory: not kept for nothing */
-            m->var = 0;
+            if (m->kvar != 0)
+                qpt_free(s, m->kvar);
+            m->var = m->kvar = 0;
             free(m->handles);
             m->handles = NULL;
             m->nhandles = 0;
@@ -560,7 +589,9 @@ qm_take_back(qm_set_t *set, size_t i, qpt_space_t *s)
         qpt_remove(s, m->handles[k]);
     if (m->var != 0)
         qpt_free(s, m->var);
-    m->var = 0;
+    if (m->kvar != 0)
+        qpt_free(s, m->kvar);
+    m->var = m->kvar = 0;
     free(m->handles);
     m->handles = NULL;
     m->nhandles = 0;
@@ -630,6 +661,8 @@ qm_release(qm_set_t *set, qpt_space_t *s)
         qm_metric_t *m = &set->v[i];
         if (m->state == QM_OFF && m->var != 0 && qpt_free(s, m->var) == 0)
             m->var = 0;
+        if (m->state == QM_OFF && m->kvar != 0 && qpt_free(s, m->kvar) == 0)
+            m->kvar = 0;
     }
 }
 

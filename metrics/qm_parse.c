@@ -6,7 +6,8 @@
  *
  *   file       := { 'metric' NAME '=' body ';' }
  *   body       := kind { 'inside' '(' PATTERN ')' | 'where' expr
- *                      | 'per' ('procedure' | 'thread') | 'total' }
+ *                      | 'per' ('procedure' | 'thread' | 'argN' | 'value' '(' expr ')')
+ *                      | 'total' }
  *   kind       := 'count' 'calls' '(' PATTERN ')' | 'time' ('wall' | 'cpu') '(' PATTERN ')'
  *   expr       := C's operators || && | ^ & == != < <= > >= << >> + - * / % ! - (unary),
  *                 over integers, arg1..arg6 and the program's variables by name
@@ -407,6 +408,8 @@ qm_metric_free(qm_metric_t *m)
     free(m->pattern);
     free(m->inside);
     qm_expr_free(m->where);
+    qm_expr_free(m->key);
+    free(m->key_text);
     for (size_t i = 0; i < m->nprocs; i++)
         free(m->procs[i].name);
     free(m->procs);
@@ -453,13 +456,53 @@ body(parser_t *p, qm_metric_t *m)
             if ((m->where = expr(p)) == NULL)
                 return QPT_EINVAL;
         } else if (accept_word(p, "per")) {
+            skip_space(p);
+            unsigned kl = p->line, kc = p->col;
+            size_t from = p->pos;
             if (accept_word(p, "procedure"))
                 m->focus = QM_PER_PROC;
             else if (accept_word(p, "thread"))
                 m->focus = QM_PER_THREAD;
-            else
-                return fail_at(p, p->line, p->col, "expected 'procedure' or 'thread' after "
-                               "'per'");
+            else if (accept_word(p, "value")) {
+                /* per value(EXPR): a row per value, e.g. a lock's address */
+                if (expect_char(p, '(', "'(' after 'value'") < 0)
+                    return QPT_EINVAL;
+                skip_space(p);
+                from = p->pos;
+                if (m->key != NULL)
+                    return fail_at(p, kl, kc, "a second 'per value'");
+                if ((m->key = expr(p)) == NULL)
+                    return QPT_EINVAL;
+                size_t to = p->pos;
+                if (expect_char(p, ')', "')'") < 0)
+                    return QPT_EINVAL;
+                while (to > from && isspace((unsigned char)p->text[to - 1]))
+                    to--;
+                if ((m->key_text = strndup(p->text + from, to - from)) == NULL)
+                    return QPT_ENOMEM;
+                m->focus = QM_PER_VALUE;
+            } else if (peekc(p) == 'a') {
+                /* per argN: per value(argN) */
+                qm_expr_t *k = primary(p);
+                if (k == NULL)
+                    return QPT_EINVAL;
+                if (k->op != QE_ARG) {
+                    qm_expr_free(k);
+                    return fail_at(p, kl, kc, "expected 'procedure', 'thread', 'argN' or "
+                                   "'value(EXPR)' after 'per'");
+                }
+                qm_expr_free(m->key);
+                m->key = k;
+                free(m->key_text);
+                if ((m->key_text = strndup(p->text + from, p->pos - from)) == NULL)
+                    return QPT_ENOMEM;
+                m->focus = QM_PER_VALUE;
+            } else
+                return fail_at(p, p->line, p->col, "expected 'procedure', 'thread', 'argN' or "
+                               "'value(EXPR)' after 'per'");
+            if (m->focus == QM_PER_VALUE && m->kind != QM_COUNT)
+                return fail_at(p, kl, kc, "a row per value is for counts (a timer's value at "
+                               "its stop is not known)");
         } else if (accept_word(p, "total"))
             m->focus = QM_TOTAL;
         else

@@ -44,6 +44,9 @@ typedef struct qm_metric {
     char *pattern, *inside;
     unsigned pat_line, pat_col, in_line, in_col;
     qm_expr_t *where;
+    qm_expr_t *key;        /* QM_PER_VALUE: a row per value of this */
+    char *key_text;        /* ... as written (the rows' name) */
+    uint64_t kvar;         /* QM_PER_VALUE: the counts by value (a keyed variable) */
     /* Placed by qm_insert (or read from a layout). */
     int per_thread;        /* VAR is a per-thread variable of STRIDE bytes a thread */
     uint64_t var;

@@ -82,6 +82,8 @@ qm_layout_save(const qm_set_t *set, const char *path, char *why, size_t whylen)
         sb_printf(&b, "metric %d %d %d %llx %llu %llu %zu\nname %s\n", m->kind, m->focus,
                   m->per_thread, (unsigned long long)m->var, (unsigned long long)m->stride,
                   (unsigned long long)m->base, m->nprocs, m->name);
+        if (m->focus == QM_PER_VALUE)
+            sb_printf(&b, "key %llx %s\n", (unsigned long long)m->kvar, m->key_text);
         for (size_t k = 0; k < m->nprocs; k++)
             sb_printf(&b, "proc %d %s\n", m->procs[k].measured, m->procs[k].name);
     }
@@ -168,12 +170,13 @@ qm_layout_load(const char *path, qm_set_t **out, char *why, size_t whylen)
         if (sscanf(line, "metric %d %d %d %llx %llu %llu %zu%c", &m.kind, &m.focus,
                    &m.per_thread, &var, &stride, &base, &np, &tail) != 7
             || m.kind < QM_COUNT || m.kind > QM_CPU || m.focus < QM_PER_PROC
-            || m.focus > QM_TOTAL || (m.per_thread != 0 && m.per_thread != 1) || np > MAX_PROCS
+            || m.focus > QM_PER_VALUE || (m.per_thread != 0 && m.per_thread != 1) || np > MAX_PROCS
             || stride % 8 != 0 || stride > 65536 || (base != 0 && base != 3)) {
             rc = QPT_EFORMAT;
             break;
         }
-        uint64_t wpr = m.kind == QM_COUNT ? 1 : 3, rows = m.focus == QM_PER_PROC ? np : 1;
+        uint64_t wpr = m.kind == QM_COUNT ? 1 : 3,
+                 rows = m.focus == QM_PER_PROC ? np : m.focus == QM_PER_VALUE ? 0 : 1;
         if ((m.per_thread && stride != 8 * (base + rows * wpr)) || (!m.per_thread && (base || m.kind != QM_COUNT))) {
             rc = QPT_EFORMAT;
             break;
@@ -190,6 +193,18 @@ qm_layout_load(const char *path, qm_set_t **out, char *why, size_t whylen)
                  || (m.src = strdup("")) == NULL || (m.pattern = strdup("")) == NULL
                  || (m.procs = calloc(np + 1, sizeof(qm_proc_t))) == NULL)
             rc = QPT_ENOMEM;
+        if (rc == 0 && m.focus == QM_PER_VALUE) {
+            unsigned long long kv;
+            int off = 0;
+            lineno++;
+            if (read_line(f, line, MAX_LINE) != 1
+                || sscanf(line, "key %llx %n", &kv, &off) != 1 || off == 0 || line[off] == '\0'
+                || m.kind != QM_COUNT)
+                rc = QPT_EFORMAT;
+            else if ((m.key_text = strdup(line + off)) == NULL)
+                rc = QPT_ENOMEM;
+            m.kvar = kv;
+        }
         for (size_t k = 0; rc == 0 && k < np; k++) {
             lineno++;
             int measured;
@@ -218,14 +233,7 @@ qm_layout_load(const char *path, qm_set_t **out, char *why, size_t whylen)
         if (rc == 0)
             set->v[set->n++] = m;
         else {
-            /* A half-read metric: its strings. */
-            free(m.name);
-            free(m.origin);
-            free(m.src);
-            free(m.pattern);
-            for (size_t k = 0; k < m.nprocs; k++)
-                free(m.procs[k].name);
-            free(m.procs);
+            qm_metric_free(&m); /* a half-read metric */
         }
     }
     if (rc == 0 && (!ended || set->n == 0))
@@ -294,6 +302,126 @@ in_unit(const qm_metric_t *m, uint64_t v, double cpn)
     return v;
 }
 
+/* One group of qm_aggregate: a metric and focus, and its statistics. */
+typedef struct agg {
+    size_t metric;
+    int kind;
+    char focus[160];
+    uint64_t sum, min, max, count;
+} agg_t;
+
+int
+qm_aggregate(const qm_set_t *set, qm_row_t *const *rows, const size_t *n, size_t k,
+             qm_row_t **out, size_t *nout)
+{
+    if (set == NULL || rows == NULL || n == NULL || out == NULL || nout == NULL)
+        return QPT_EINVAL;
+    agg_t *g = NULL;
+    size_t ng = 0, cap = 0;
+    for (size_t j = 0; j < k; j++)
+        for (size_t i = 0; i < n[j]; i++) {
+            const qm_row_t *r = &rows[j][i];
+            if (!r->measured || r->metric >= set->n)
+                continue;
+            int threads = set->v[r->metric].focus == QM_PER_THREAD;
+            const char *focus = threads ? "threads" : r->focus;
+            size_t x = 0;
+            while (x < ng && !(g[x].metric == r->metric && strcmp(g[x].focus, focus) == 0))
+                x++;
+            if (x == ng) {
+                if (ng == cap) {
+                    cap = cap ? 2 * cap : 32;
+                    agg_t *v = realloc(g, cap * sizeof(agg_t));
+                    if (v == NULL) {
+                        free(g);
+                        return QPT_ENOMEM;
+                    }
+                    g = v;
+                }
+                g[ng] = (agg_t) { r->metric, r->kind, "", 0, UINT64_MAX, 0, 0 };
+                snprintf(g[ng].focus, sizeof(g[ng].focus), "%s", focus);
+                ng++;
+            }
+            g[x].sum += r->value;
+            g[x].min = r->value < g[x].min ? r->value : g[x].min;
+            g[x].max = r->value > g[x].max ? r->value : g[x].max;
+            g[x].count++;
+        }
+    qm_row_t *o = calloc(4 * ng + 1, sizeof(qm_row_t));
+    if (o == NULL) {
+        free(g);
+        return QPT_ENOMEM;
+    }
+    for (size_t x = 0; x < ng; x++) {
+        /* Over processes, a process without the row is a 0; over threads, the threads. */
+        uint64_t over = strcmp(g[x].focus, "threads") == 0 ? g[x].count : k;
+        uint64_t min = g[x].count < over ? 0 : g[x].min;
+        static const char *const what[] = { "sum", "min", "max", "mean" };
+        uint64_t v[4] = { g[x].sum, min, g[x].max, over ? g[x].sum / over : 0 };
+        for (int w = 0; w < 4; w++) {
+            qm_row_t *r = &o[4 * x + (size_t)w];
+            *r = (qm_row_t) { g[x].metric, g[x].kind, "", v[w], 1 };
+            snprintf(r->focus, sizeof(r->focus), "%s: %.150s", what[w], g[x].focus);
+        }
+    }
+    free(g);
+    *out = o;
+    *nout = 4 * ng;
+    return 0;
+}
+
+static int
+cmp_row_value(const void *a, const void *b)
+{
+    const qm_row_t *x = a, *y = b;
+    return x->value > y->value ? -1 : x->value < y->value;
+}
+
+/* The rows of metric I, per value: one for each value seen (largest count first), then
+ * the values beyond the table's. */
+static int
+value_rows(const qm_set_t *set, size_t i, qm_read_fn read, void *arg, qm_row_t **rows,
+           size_t *nrows, size_t *cap, char *why, size_t whylen)
+{
+    const qm_metric_t *m = &set->v[i];
+    size_t nw = QPT_PER_THREAD_SIZE(8) / 8;
+    uint64_t *w = calloc(nw, sizeof(uint64_t));
+    if (w == NULL)
+        return QPT_ENOMEM;
+    int rc = read(arg, m->kvar, w, nw);
+    if (rc < 0) {
+        if (why != NULL && whylen > 0)
+            snprintf(why, whylen, "%s: its words cannot be read (%s)", m->name,
+                     qpt_strerror(rc));
+        free(w);
+        return rc;
+    }
+    const uint64_t *count = w + QPT_MAX_THREADS;
+    size_t first = *nrows;
+    for (size_t k = 0; k < QPT_MAX_THREADS && rc == 0; k++) {
+        if (w[k] == 0)
+            continue;
+        uint64_t v = w[k] ^ QPT_KEY_XOR;
+        qm_row_t r = { i, m->kind, "", count[k], 1 };
+        if ((int64_t)v > -1000000 && (int64_t)v < 1000000)
+            snprintf(r.focus, sizeof(r.focus), "%s=%lld", m->key_text, (long long)v);
+        else
+            snprintf(r.focus, sizeof(r.focus), "%s=0x%llx", m->key_text, (unsigned long long)v);
+        rc = push_row(rows, nrows, cap, &r);
+    }
+    if (rc == 0)
+        qsort(*rows + first, *nrows - first, sizeof(qm_row_t), cmp_row_value);
+    if (rc == 0 && (count[QPT_MAX_THREADS] != 0 || *nrows == first)) {
+        qm_row_t r = { i, m->kind, "", count[QPT_MAX_THREADS], 1 };
+        snprintf(r.focus, sizeof(r.focus), *nrows == first ? "no value seen"
+                                                           : "values beyond the first %d",
+                 QPT_MAX_THREADS);
+        rc = push_row(rows, nrows, cap, &r);
+    }
+    free(w);
+    return rc;
+}
+
 int
 qm_results(const qm_set_t *set, qm_read_fn read, void *arg, double cpn, qm_row_t **rowsp,
            size_t *nrowsp, char *why, size_t whylen)
@@ -307,6 +435,10 @@ qm_results(const qm_set_t *set, qm_read_fn read, void *arg, double cpn, qm_row_t
         const qm_metric_t *m = &set->v[i];
         if (m->state != QM_ON)
             continue; /* not placed, or taken out */
+        if (m->focus == QM_PER_VALUE) {
+            rc = value_rows(set, i, read, arg, &rows, &nrows, &cap, why, whylen);
+            continue;
+        }
         uint64_t wpr = m->kind == QM_COUNT ? 1 : 3, off = m->kind == QM_COUNT ? 0 : 2;
         size_t nr = m->focus == QM_PER_PROC ? m->nprocs : 1;
         uint64_t *sum = calloc(nr + 1, sizeof(uint64_t));

@@ -7,7 +7,8 @@
  * before the dynamic linker's clients are initialised).
  *
  * At start (qprt_init, before the program's entry point): find the profile path
- * ($QP_PROFILE with %p expanded to the process id, else the executable's path + ".qp";
+ * ($QP_PROFILE with %p expanded to the process id and %r to the job rank, else the
+ * executable's path + ".qp";
  * in a secure-execution program, AT_SECURE, only the latter), open or create the
  * profile, check that it belongs to this rewrite, claim a slot of counters of its own
  * (qp_format.h) and map it MAP_SHARED|MAP_FIXED over the program's counter pages. From
@@ -366,8 +367,43 @@ reserve(long fd, uint64_t off, uint64_t len)
     return r < 0 ? -1 : 0;
 }
 
-/* The profile's absolute path into ST->path: $QP_PROFILE (%p expanded; not in a
- * secure-execution program), else the executable's path + ".qp". */
+/*
+ * The rank of this process in a parallel job, from the launcher's environment (Open MPI,
+ * PMI/MPICH, PMIx, Slurm): its digits (at most 10; anything else is not a rank), or NULL.
+ */
+static const char *
+rank_of(char **envp, const char *var, size_t len)
+{
+    for (char **e = envp; *e; e++) {
+        if (!mem_eq(*e, var, len))
+            continue;
+        const char *v = *e + len;
+        size_t d = 0;
+        while (v[d] >= '0' && v[d] <= '9' && d < 11)
+            d++;
+        if (d > 0 && d <= 10 && v[d] == '\0')
+            return v;
+    }
+    return NULL;
+}
+
+static const char *
+job_rank(char **envp)
+{
+    /* (No table of names: the blob may hold no absolute relocation.) */
+    const char *r = rank_of(envp, "OMPI_COMM_WORLD_RANK=", 21);
+    if (r == NULL)
+        r = rank_of(envp, "PMI_RANK=", 9);
+    if (r == NULL)
+        r = rank_of(envp, "PMIX_RANK=", 10);
+    if (r == NULL)
+        r = rank_of(envp, "SLURM_PROCID=", 13);
+    return r;
+}
+
+/* The profile's absolute path into ST->path: $QP_PROFILE (%p expanded to the process
+ * id, %r to the job rank or, outside a job, the process id; not in a secure-execution
+ * program), else the executable's path + ".qp". */
 static int
 profile_path(uint64_t *sp, qprt_state_t *st)
 {
@@ -393,7 +429,11 @@ profile_path(uint64_t *sp, qprt_state_t *st)
             append(buf, cap, &n, "/");
         }
         for (; *v && n + 1 < cap; v++) {
-            if (v[0] == '%' && v[1] == 'p') {
+            const char *rank = v[0] == '%' && v[1] == 'r' ? job_rank(envp) : NULL;
+            if (rank != NULL) {
+                append(buf, cap, &n, rank);
+                v++;
+            } else if (v[0] == '%' && (v[1] == 'p' || v[1] == 'r')) {
                 append_u64(buf, cap, &n, (uint64_t)sys3(SYS_getpid, 0, 0, 0));
                 v++;
             } else {

@@ -32,7 +32,9 @@ static const char *metrics_text =
     "metric per_thread = count calls(leaf) per thread;\n"
     "metric per_proc = count calls(inner) where arg1 == 3 || arg1 == 5;\n"
     "metric wall = time wall(outer);\n"
-    "metric cpu = time cpu(outer) total;\n";
+    "metric cpu = time cpu(outer) total;\n"
+    "metric by_arg = count calls(leaf) per arg1;\n"
+    "metric by_value = count calls(leaf) per value(arg1 % 2) where arg1 < 50 inside(outer);\n";
 
 /* Values by metric name (and focus, for several rows). */
 static uint64_t
@@ -69,6 +71,21 @@ check_truth(const qm_set_t *set, const qm_row_t *rows, size_t n)
     ck_assert_int_eq(threads, 5);
     for (int k = 0; k < 5; k++)
         ck_assert_int_eq(seen[k], 1);
+    /* Per value of the argument: 0 and 1 16 times, 2 15 times, 3, 4, 50 and 100 once. */
+    static const struct {
+        const char *focus;
+        uint64_t n;
+    } by_arg[] = { { "arg1=0", 16 }, { "arg1=1", 16 }, { "arg1=2", 15 }, { "arg1=3", 1 },
+                   { "arg1=4", 1 },  { "arg1=50", 1 },  { "arg1=100", 1 } };
+    int nby = 0;
+    for (size_t i = 0; i < n; i++)
+        nby += strcmp(qm_name(set, rows[i].metric), "by_arg") == 0;
+    ck_assert_int_eq(nby, 7);
+    for (size_t i = 0; i < sizeof(by_arg) / sizeof(by_arg[0]); i++)
+        ck_assert_uint_eq(value(set, rows, n, "by_arg", by_arg[i].focus), by_arg[i].n);
+    /* Inside outer (12 + 30: arguments 0, 1, 2 each 4 + 10 times), by parity. */
+    ck_assert_uint_eq(value(set, rows, n, "by_value", "arg1 % 2=0"), 28);
+    ck_assert_uint_eq(value(set, rows, n, "by_value", "arg1 % 2=1"), 14);
     uint64_t wall = value(set, rows, n, "wall", "outer"), cpu = value(set, rows, n, "cpu", "total");
     ck_assert_uint_gt(wall, 0);
     ck_assert_uint_lt(wall, 10000000000ull);
@@ -100,7 +117,9 @@ START_TEST(test_metrics_syntax)
         { "metric a = count calls(f) where arg1 > ;", "expected a number", "t:1:40:" },
         { "metric a = count calls(f) where (arg1 > 1;", "expected ')'", "t:1:42:" },
         { "metric a = count calls(f);\nmetric a = count calls(g);", "defined twice", "t:2:1:" },
-        { "metric a = count calls(f) per process;", "expected 'procedure' or 'thread'", "t:1:31:" },
+        { "metric a = count calls(f) per process;", "expected 'procedure', 'thread', 'argN'", "t:1:31:" },
+        { "metric a = time wall(f) per arg1;", "a row per value is for counts", "t:1:29:" },
+        { "metric a = count calls(f) per value(arg1;", "expected ')'", "t:1:41:" },
         { "metrik a = count calls(f);", "expected 'metric'", "t:1:1:" },
         { "metric 9 = count calls(f);", "expected the metric's name", "t:1:8:" },
         { "metric a = count calls(f) where 12ab > 1;", "a malformed number", "t:1:33:" },
@@ -129,11 +148,11 @@ START_TEST(test_metrics_syntax)
     ck_assert_str_eq(qm_name(set, 0), "count calls(lua_*) inside(luaV_execute) where arg1 + 2 * "
                                       "3 == 7 || !arg2");
     ck_assert_int_eq(qm_parse(metrics_text, "m", 0, &set, why, sizeof(why)), 0);
-    ck_assert_uint_eq(qm_count(set), 11);
+    ck_assert_uint_eq(qm_count(set), 13);
     /* A failed text adds nothing. */
     ck_assert_int_eq(qm_parse("metric z = count calls(f); metric", "m2", 0, &set, why, sizeof(why)),
                      QPT_EINVAL);
-    ck_assert_uint_eq(qm_count(set), 11);
+    ck_assert_uint_eq(qm_count(set), 13);
     qm_free(set);
 }
 END_TEST

@@ -429,6 +429,65 @@ run_code(void *arg)
 
 /* Per-thread slots: a thread finds its own slot again (keyed by its thread pointer), 8
  * threads at once take 8 different slots, each counting only its own runs. */
+/* Keys by value: each value its own slot (exact counts for 0..299, and for spread
+ * values), the one equal to the xor constant and a full table go to the overflow slot;
+ * registers, flags and red zone kept. */
+START_TEST(test_snip_key_slot)
+{
+    uint64_t *keys = (uint64_t *)(page + KEYS), *ctr = (uint64_t *)(page + PER_THREAD);
+    memset(keys, 0, 8 * ARCH_SNIP_THREADS);
+    memset(ctr, 0, 8 * (ARCH_SNIP_THREADS + 1));
+    sn_t s = { .n = 0 };
+    uint32_t slot = node(&s, ARCH_SN_KEY_SLOT, arg(&s, 0), ARCH_SNIP_NONE,
+                         (int64_t)(uintptr_t)keys);
+    uint32_t at = node(&s, ARCH_SN_SHL, slot, cnst(&s, 3), 0);
+    uint32_t addr = node(&s, ARCH_SN_ADD, at, cnst(&s, (int64_t)(uintptr_t)ctr), 0);
+    uint32_t root = node(&s, ARCH_SN_ADD_AT, addr, cnst(&s, 1), 0);
+    /* Values 0..299, value v counted v % 7 + 1 times; and 200 addresses 64 bytes apart. */
+    uint64_t want = 0;
+    for (int v = 0; v < 300; v++)
+        for (int k = 0; k <= v % 7; k++, want++)
+            run_args(&s, root, v, 0, 0);
+    for (int v = 0; v < 200; v++, want++)
+        run_args(&s, root, (int64_t)(0x7f0000001000ull + 64ull * (uint64_t)v), 0, 0);
+    int used = 0;
+    uint64_t total = 0;
+    for (int k = 0; k < ARCH_SNIP_THREADS; k++) {
+        if (keys[k] == 0) {
+            ck_assert_uint_eq(ctr[k], 0);
+            continue;
+        }
+        used++;
+        uint64_t v = keys[k] ^ ARCH_SNIP_KEY_XOR;
+        if (v < 300)
+            ck_assert_uint_eq(ctr[k], v % 7 + 1);
+        else
+            ck_assert_uint_eq(ctr[k], 1);
+        total += ctr[k];
+    }
+    ck_assert_int_eq(used, 500);
+    ck_assert_uint_eq(total, want);
+    ck_assert_uint_eq(ctr[ARCH_SNIP_THREADS], 0);
+    /* The value that would be kept as 0: the overflow slot, the table untouched. */
+    run_args(&s, root, (int64_t)ARCH_SNIP_KEY_XOR, 0, 0);
+    ck_assert_uint_eq(ctr[ARCH_SNIP_THREADS], 1);
+    /* A full table: the overflow slot. */
+    for (int v = 300; used < ARCH_SNIP_THREADS; v++, used++)
+        run_args(&s, root, v, 0, 0);
+    run_args(&s, root, 99999, 0, 0);
+    ck_assert_uint_eq(ctr[ARCH_SNIP_THREADS], 2);
+    /* Anywhere (flags live, red zone in use): kept. */
+    uint64_t regs[18];
+    init_regs(regs, 0x8d5 | 0x2);
+    sn_t u = { .n = 0 };
+    uint32_t k2 = node(&u, ARCH_SN_KEY_SLOT, cnst(&u, 5), ARCH_SNIP_NONE,
+                       (int64_t)(uintptr_t)keys);
+    run_ctx(&u, store(&u, 0, k2), &anywhere, regs);
+    ck_assert_uint_lt(*wordp(0), ARCH_SNIP_THREADS);
+    ck_assert_uint_eq(keys[*wordp(0)] ^ ARCH_SNIP_KEY_XOR, 5);
+}
+END_TEST
+
 START_TEST(test_snip_thread_slot)
 {
     memset(page + KEYS, 0, 8 * ARCH_SNIP_THREADS);
@@ -591,6 +650,7 @@ snip_suite(void)
     tcase_add_test(tc, test_snip_length_and_reach);
     tcase_add_test(tc, test_snip_check);
     tcase_add_test(tc, test_snip_thread_slot);
+    tcase_add_test(tc, test_snip_key_slot);
     tcase_add_test(tc, test_snip_at_and_cpu);
     tcase_add_test(tc, test_snip_sp_cycles);
     suite_add_tcase(s, tc);

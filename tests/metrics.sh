@@ -194,6 +194,40 @@ cost_test() {
     fi
 }
 
+# A lock focus: pthread_mutex_lock (a weak alias: the name is resolved through the symbol
+# table) counted per lock, in a static program: big 10,000, small 40, in both modes.
+lock_test() {
+    local L=$B/tests/qpt/lock_prog out addrs big small
+    [ -x "$L" ] || { echo "skip lock focus: no static lock_prog"; return; }
+    cp "$L" "$D/lock" || return
+    addrs=$("$D/lock")
+    big=$(echo "$addrs" | awk '{ print $3 }')
+    small=$(echo "$addrs" | awk '{ print $4 }')
+    rm -f "$D/lock.inst.qp"
+    if "$R" -e 'count calls(pthread_mutex_lock) per arg1' "$D/lock" -o "$D/lock.inst" 2>/dev/null &&
+        [ "$("$D/lock.inst")" = "$addrs" ]; then
+        out=$("$Q" metrics --csv "$D/lock.inst.qp")
+        echo "$out" | grep -q ",arg1=$big,count,10000,1" &&
+            echo "$out" | grep -q ",arg1=$small,count,40,1" &&
+            ok "per arg1 of pthread_mutex_lock, rewritten: big 10000, small 40" ||
+            bad "per lock (rewritten): $addrs: $out"
+    else
+        bad "per lock: the rewrite"
+    fi
+    if [ -x "$DYN" ]; then
+        out=$("$DYN" run -e 'count calls(pthread_mutex_lock) per arg1' -o "$D/lock.csv" -- "$D/lock" 2>&1)
+        if echo "$out" | grep -q "ermission"; then
+            echo "skip live lock focus: ptrace not permitted"
+        else
+            grep -q ",arg1=$big,count,10000,1" "$D/lock.csv" &&
+                grep -q ",arg1=$small,count,40,1" "$D/lock.csv" &&
+                ok "per arg1 of pthread_mutex_lock, live: big 10000, small 40" ||
+                bad "per lock (live): $addrs: $out"
+        fi
+    fi
+}
+lock_test
+
 # Live: started, and attached.
 if [ -x "$DYN" ]; then
     out=$("$DYN" run --metrics "$D/m.qm" -e 'count calls(leaf) total' -o "$D/run.csv" -- "$D/prog" 2>&1)

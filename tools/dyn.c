@@ -12,6 +12,7 @@
  */
 #include "config.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <getopt.h>
 #include <signal.h>
@@ -42,6 +43,7 @@ usage(FILE *f)
 {
     fprintf(f,
         "Usage: %s attach PID [OPTIONS]\n"
+        "       %s attach PID,PID... | --children PID  -e METRIC... [OPTIONS]\n"
         "       %s run [OPTIONS] -- COMMAND [ARGS...]\n"
         "       %s clean PID\n"
         "\n"
@@ -85,13 +87,18 @@ usage(FILE *f)
         "  -h, --help             print this help and exit\n"
         "  -V, --version          print the version and exit\n"
         "\n"
+        "Several processes (a parallel job's ranks): PID,PID,... or --children PID (the\n"
+        "processes PID started, e.g. mpirun's) with metrics: each process measured at\n"
+        "once, its table (named by its rank when its launcher set one), then the sum,\n"
+        "min, max and mean over them.\n"
+        "\n"
         "`dyn clean PID` takes out what a dyn that was killed (SIGKILL) left in PID.\n"
         "\n"
         "Ctrl-C (SIGINT), SIGTERM or SIGHUP ends the session cleanly, at any moment. "
         "Exit\n"
         "status: 0 success (dyn run: the program's status when it ended during the\n"
         "session), 1 failure (also: standard output was closed), 2 usage error.\n",
-        prog_name, prog_name, prog_name);
+        prog_name, prog_name, prog_name, prog_name);
 }
 
 static void
@@ -321,6 +328,9 @@ typedef struct opts {
     const char *csv; /* -o */
     int verbose;     /* -v */
     int commands;    /* --commands */
+    int children;    /* --children: the processes PID started */
+    int *pids;       /* attach PID,PID,...: the processes (npids > 1) */
+    size_t npids;
     double max_overhead; /* --max-overhead, percent; 0: none */
     int histogram;   /* --histogram: print the calls over time at the end */
     int no_atomic;   /* --no-atomic */
@@ -536,6 +546,161 @@ parse_pid(const char *cmd, const char *arg, int *pid)
     return 0;
 }
 
+/* PID or PID,PID,... into O->pids. */
+static int
+parse_pids(const char *arg, opts_t *o)
+{
+    if (arg == NULL) {
+        fprintf(stderr, "%s: attach: missing PID\n", prog_name);
+        return -1;
+    }
+    size_t n = 1;
+    for (const char *c = arg; *c; c++)
+        n += *c == ',';
+    if ((o->pids = calloc(n, sizeof(int))) == NULL)
+        return -1;
+    char *copy = strdup(arg), *save = NULL;
+    if (copy == NULL)
+        return -1;
+    int rc = 0;
+    for (char *t = strtok_r(copy, ",", &save); t != NULL && rc == 0; t = strtok_r(NULL, ",", &save))
+        rc = parse_pid("attach", t, &o->pids[o->npids++]);
+    if (rc == 0 && o->npids != n) {
+        fprintf(stderr, "%s: attach: not a list of process ids: '%s'\n", prog_name, arg);
+        rc = -1;
+    }
+    free(copy);
+    return rc;
+}
+
+/* --children: O->pids becomes the processes whose parent is O->pids[0]. */
+static int
+children_of(opts_t *o)
+{
+    int parent = o->pids[0];
+    DIR *d = opendir("/proc");
+    if (d == NULL) {
+        fprintf(stderr, "%s: /proc: %s\n", prog_name, strerror(errno));
+        return -1;
+    }
+    size_t cap = 16;
+    int *v = malloc(cap * sizeof(int));
+    o->npids = 0;
+    struct dirent *e;
+    while (v != NULL && (e = readdir(d)) != NULL) {
+        char *end, path[64], buf[512];
+        long p = strtol(e->d_name, &end, 10);
+        if (*end != '\0' || p <= 0)
+            continue;
+        snprintf(path, sizeof(path), "/proc/%ld/stat", p);
+        FILE *f = fopen(path, "r");
+        size_t n = f ? fread(buf, 1, sizeof(buf) - 1, f) : 0;
+        if (f != NULL)
+            fclose(f);
+        buf[n] = '\0';
+        char *rp = strrchr(buf, ')');
+        int ppid;
+        if (rp == NULL || sscanf(rp + 1, " %*c %d", &ppid) != 1 || ppid != parent)
+            continue;
+        if (o->npids == cap) {
+            int *w = realloc(v, 2 * cap * sizeof(int));
+            if (w == NULL)
+                break;
+            v = w;
+            cap *= 2;
+        }
+        v[o->npids++] = (int)p;
+    }
+    closedir(d);
+    free(o->pids);
+    o->pids = v;
+    if (v == NULL || o->npids == 0) {
+        fprintf(stderr, "%s: --children: process %d has no children\n", prog_name, parent);
+        return -1;
+    }
+    return 0;
+}
+
+/* Several processes: each one's table (focus named by its rank or pid), the aggregates. */
+static int
+many_session(const opts_t *o)
+{
+    qm_set_t *set = NULL;
+    if (tool_metrics_parse(prog_name, o->margs, o->morder, o->nm, &set) < 0)
+        return EXIT_USAGE;
+    qm_live_opts_t lo = { 0 };
+    lo.duration = o->duration;
+    lo.stop = (const volatile int *)&stop_flag;
+    lo.note = tool_metrics_note;
+    lo.note_arg = (void *)prog_name;
+    lo.max_overhead = o->max_overhead;
+    qm_many_report_t rep;
+    char why[2048];
+    int ret = 0;
+    if (qm_live_run_many(set, &lo, o->pids, o->npids, &rep, why, sizeof(why)) < 0) {
+        fprintf(stderr, "%s: %s\n", prog_name, why);
+        ret = EXIT_FAIL;
+    }
+    size_t total = 0, measured = 0;
+    for (size_t i = 0; i < rep.n; i++)
+        total += rep.v[i].nrows;
+    qm_row_t *rows = calloc(total + 1, sizeof(qm_row_t)), **per = calloc(rep.n + 1, sizeof(*per));
+    size_t *nper = calloc(rep.n + 1, sizeof(size_t)), n = 0;
+    if (rows == NULL || per == NULL || nper == NULL)
+        ret = EXIT_FAIL;
+    for (size_t i = 0; ret == 0 && i < rep.n; i++) {
+        const qm_proc_report_t *p = &rep.v[i];
+        char label[48];
+        if (p->rank >= 0)
+            snprintf(label, sizeof(label), "rank %ld", p->rank);
+        else
+            snprintf(label, sizeof(label), "pid %d", p->pid);
+        if (p->rc < 0) {
+            fprintf(stderr, "%s: %s: %s\n", prog_name, label, p->why);
+            ret = EXIT_FAIL;
+            continue;
+        }
+        printf("dyn: %s (pid %d), %.3f s (stopped %.1f ms to insert)%s\n", label, p->pid,
+               p->secs, p->stop_ms, p->ended ? ", ended" : "");
+        per[measured] = p->rows;
+        nper[measured++] = p->nrows;
+        for (size_t k = 0; k < p->nrows; k++) {
+            qm_row_t r = p->rows[k];
+            snprintf(r.focus, sizeof(r.focus), "%.30s: %.120s", label, p->rows[k].focus);
+            rows[n++] = r;
+        }
+    }
+    qm_row_t *agg = NULL, *all = NULL;
+    size_t nagg = 0;
+    if (rows != NULL && measured > 1 && qm_aggregate(set, per, nper, measured, &agg, &nagg) < 0)
+        ret = EXIT_FAIL;
+    if (rows != NULL && (all = calloc(n + nagg + 1, sizeof(qm_row_t))) != NULL) {
+        memcpy(all, rows, n * sizeof(qm_row_t));
+        if (nagg > 0)
+            memcpy(all + n, agg, nagg * sizeof(qm_row_t));
+        if (tool_metrics_print(stdout, set, all, n + nagg, TM_TEXT) < 0)
+            out_closed = 1;
+        if (o->csv != NULL) {
+            FILE *f = fopen(o->csv, "w");
+            if (f == NULL || tool_metrics_print(f, set, all, n + nagg, TM_CSV) < 0
+                || fclose(f) != 0) {
+                fprintf(stderr, "%s: %s: %s\n", prog_name, o->csv, strerror(errno));
+                ret = EXIT_FAIL;
+            }
+        }
+    }
+    if (out_closed)
+        ret = EXIT_FAIL;
+    free(all);
+    free(agg);
+    free(rows);
+    free(per);
+    free(nper);
+    qm_many_report_free(&rep);
+    qm_free(set);
+    return ret;
+}
+
 /* The one line of dyn clean: what was found and taken out. */
 static void
 print_clean(int pid, const dyn_clean_report_t *r)
@@ -604,6 +769,7 @@ main(int argc, char **argv)
         { "metric", required_argument, NULL, 'e' },
         { "metrics", required_argument, NULL, 'M' },
         { "commands", no_argument, NULL, 'C' },
+        { "children", no_argument, NULL, 'K' },
         { "max-overhead", required_argument, NULL, 'O' },
         { "help", no_argument, NULL, 'h' },
         { "version", no_argument, NULL, 'V' },
@@ -645,8 +811,15 @@ main(int argc, char **argv)
     argv++;
     argc--;
     if (!run) {
-        if (parse_pid("attach", argc >= 2 ? argv[1] : NULL, &pid) < 0)
+        /* attach PID, attach PID,PID,..., and --children before or after PID. */
+        if (argc >= 2 && strcmp(argv[1], "--children") == 0) {
+            o.children = 1;
+            argv++;
+            argc--;
+        }
+        if (parse_pids(argc >= 2 ? argv[1] : NULL, &o) < 0)
             return EXIT_USAGE;
+        pid = o.pids[0];
         argv++;
         argc--;
     }
@@ -658,6 +831,7 @@ main(int argc, char **argv)
             o.morder[o.nm++] = opt == 'e' ? 'e' : 'f';
             break;
         case 'C': o.commands = 1; break;
+        case 'K': o.children = 1; break;
         case 'O': {
             char *end;
             o.max_overhead = strtod(optarg, &end);
@@ -698,6 +872,19 @@ main(int argc, char **argv)
                 prog_name);
         return EXIT_USAGE;
     }
+    if ((o.children || o.npids > 1) && !run) {
+        if (o.children && o.npids > 1) {
+            fprintf(stderr, "%s: --children takes one PID (the launcher)\n", prog_name);
+            return EXIT_USAGE;
+        }
+        if (o.nm == 0 || o.commands || o.interval > 0 || o.histogram) {
+            fprintf(stderr, "%s: several processes are measured with metrics (-e, "
+                    "--metrics), not with --commands, --interval or --histogram\n", prog_name);
+            return EXIT_USAGE;
+        }
+        if (o.children && children_of(&o) < 0)
+            return EXIT_FAIL;
+    }
     if (o.commands && (o.ncount || o.all || o.ntime || o.ncalls || o.no_atomic)) {
         fprintf(stderr, "%s: --commands steers metrics: not with --count, --all, --time, "
                 "--calls-from or --no-atomic\n", prog_name);
@@ -732,7 +919,9 @@ main(int argc, char **argv)
     }
 
     catch_signals();
-    if (o.nm > 0 || o.commands)
+    if (o.npids > 1 || o.children)
+        ret = many_session(&o);
+    else if (o.nm > 0 || o.commands)
         ret = metrics_session(&o, pid, run ? argv + optind : NULL);
     else
         ret = session(&o, pid, run ? argv + optind : NULL, t_started);

@@ -1,9 +1,10 @@
 /* Copyright 2026 the qpt authors
  * SPDX-License-Identifier: MIT */
 /*
- * qp metrics PROFILE: the metric x focus table of a program rewritten with
+ * qp metrics PROFILE...: the metric x focus table of a program rewritten with
  * `qpt-rewrite -e/--metrics` (qpt-metrics(5)), from its profile and the layout written
- * next to the program (OUTPUT.qpm).
+ * next to the program (OUTPUT.qpm); with several profiles (a job's processes), each
+ * one's rows and the aggregates over them.
  */
 #include "config.h"
 
@@ -21,10 +22,13 @@ static void
 metrics_usage(FILE *f)
 {
     fprintf(f,
-            "Usage: qp metrics [OPTIONS] PROFILE\n"
+            "Usage: qp metrics [OPTIONS] PROFILE...\n"
             "\n"
             "Print the metrics (qpt-metrics(5)) that a program rewritten with\n"
             "qpt-rewrite -e or --metrics measured: one row per metric and focus.\n"
+            "With several profiles (the processes of a job, e.g. QP_PROFILE=prog.%%r.qp\n"
+            "for a profile per MPI rank), each row is named by its profile, and the sum,\n"
+            "min, max and mean over the processes follow.\n"
             "\n"
             "Options:\n"
             "      --layout=FILE      the metrics' layout (default: PROFILE without .qp,\n"
@@ -75,11 +79,11 @@ qp_metrics_main(int argc, char **argv)
             return EXIT_USAGE;
         }
     }
-    if (optind != argc - 1) {
-        fprintf(stderr, "qp: metrics: %s (try --help)\n",
-                optind >= argc ? "missing PROFILE" : "one PROFILE only");
+    if (optind >= argc) {
+        fprintf(stderr, "qp: metrics: missing PROFILE (try --help)\n");
         return EXIT_USAGE;
     }
+    size_t np = (size_t)(argc - optind);
     const char *profile = argv[optind];
     char lay[4200], why[1024];
     if (layout == NULL) {
@@ -92,16 +96,54 @@ qp_metrics_main(int argc, char **argv)
     }
     qm_set_t *set = NULL;
     if (qm_layout_load(layout, &set, why, sizeof(why)) < 0) {
-        fprintf(stderr, "qp: %s\n", why);
+        fprintf(stderr, "qp: %s%s\n", why,
+                np > 1 && layout == lay ? " (give the program's layout with --layout)" : "");
         return EXIT_INPUT;
     }
-    qm_row_t *rows = NULL;
-    size_t n = 0;
-    read_why[0] = '\0';
-    if (qm_results(set, read_profile, (void *)profile, qm_cycles_per_ns(), &rows, &n, why,
-                   sizeof(why)) < 0) {
-        fprintf(stderr, "qp: %s: %s\n", profile,
-                read_why[0] ? read_why : why);
+    /* Each profile's table; with several (the processes of a job, a profile each:
+     * QP_PROFILE=prog.%r.qp), rows named by their profile, then the aggregates. */
+    qm_row_t **per = calloc(np, sizeof(qm_row_t *)), *rows = NULL;
+    size_t *nper = calloc(np, sizeof(size_t)), n = 0;
+    double cpn = qm_cycles_per_ns();
+    int rc = per && nper ? 0 : -1;
+    for (size_t j = 0; rc == 0 && j < np; j++) {
+        read_why[0] = '\0';
+        if (qm_results(set, read_profile, argv[optind + (int)j], cpn, &per[j], &nper[j], why,
+                       sizeof(why)) < 0) {
+            fprintf(stderr, "qp: %s: %s\n", argv[optind + (int)j], read_why[0] ? read_why : why);
+            rc = -1;
+        }
+    }
+    qm_row_t *agg = NULL;
+    size_t nagg = 0;
+    if (rc == 0 && np > 1 && qm_aggregate(set, per, nper, np, &agg, &nagg) < 0)
+        rc = -1;
+    if (rc == 0) {
+        size_t total = nagg;
+        for (size_t j = 0; j < np; j++)
+            total += nper[j];
+        if ((rows = calloc(total + 1, sizeof(qm_row_t))) == NULL)
+            rc = -1;
+        for (size_t j = 0; rc == 0 && j < np; j++)
+            for (size_t i = 0; i < nper[j]; i++) {
+                qm_row_t r = per[j][i];
+                if (np > 1) {
+                    const char *base = strrchr(argv[optind + (int)j], '/');
+                    base = base ? base + 1 : argv[optind + (int)j];
+                    snprintf(r.focus, sizeof(r.focus), "%.60s: %.90s", base, per[j][i].focus);
+                }
+                rows[n++] = r;
+            }
+        for (size_t i = 0; rc == 0 && i < nagg; i++)
+            rows[n++] = agg[i];
+    }
+    for (size_t j = 0; per != NULL && j < np; j++)
+        free(per[j]);
+    free(per);
+    free(nper);
+    free(agg);
+    if (rc < 0) {
+        free(rows);
         qm_free(set);
         return EXIT_INPUT;
     }

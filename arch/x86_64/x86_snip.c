@@ -633,37 +633,20 @@ shr_ri(gen_t *g, int r, int n)
 }
 
 /*
- * The calling thread's index in the key table at S->imm (see ARCH_SN_THREAD_SLOT): the
- * thread pointer hashed, then linear probing; a free key (0) is taken with lock cmpxchg
- * (rax holds the expected 0: it is reserved and kept).
+ * The index of KEY (a temporary, freed; never 0) in the key table at TABLE, its hash
+ * in T (a temporary): linear probing from T; a free key (0) is taken with lock cmpxchg
+ * (rax holds the expected 0: it is reserved, and kept here). ARCH_SNIP_THREADS when the
+ * table is full. Returns T.
  */
 static int
-thread_slot(gen_t *g, const arch_snip_t *s)
+probe_slot(gen_t *g, int64_t table, int key, int t)
 {
     static const uint8_t cmp_rm[] = { 0x3b }, cmp0[] = { 0x83 }, cmpxchg[] = { 0x0f, 0xb1 },
-                         lea[] = { 0x8d }, imul[] = { 0x69 }, xor_rr[] = { 0x31 };
-    int t = pick_temp(g), key = pick_temp(g), tab = pick_temp(g), left = pick_temp(g);
+                         lea[] = { 0x8d };
+    int tab = pick_temp(g), left = pick_temp(g);
     int loop = new_label(g), next = new_label(g), found = new_label(g);
-    push_reg(g, RAX);
-    /* key = %fs:0 */
-    put8(g, 0x64);
-    rex(g, 1, key, 0);
-    put8(g, 0x8b);
-    put8(g, (uint8_t)(0x04 | ((key & 7) << 3)));
-    put8(g, 0x25);
-    put32(g, 0);
-    /* t = hash(key) & (THREADS - 1) */
-    mov_rr(g, t, key);
-    shr_ri(g, t, 12);
-    rex(g, 1, t, t);
-    put(g, imul, 1);
-    put8(g, (uint8_t)(0xc0 | ((t & 7) << 3) | (t & 7)));
-    put32(g, 0x045d9f3bu);
-    mov_rr(g, left, t);
-    shr_ri(g, left, 16);
-    op_rr(g, xor_rr, 1, left, t);
     alu_ri(g, 4, t, ARCH_SNIP_THREADS - 1);
-    op_rip(g, 1, lea, 1, tab, (uint64_t)s->imm, 0);
+    op_rip(g, 1, lea, 1, tab, (uint64_t)table, 0);
     mov_ri(g, left, ARCH_SNIP_THREADS);
     bind(g, loop);
     op_ind(g, 1, cmp_rm, 1, key, tab, t); /* cmp key, [tab + t*8] */
@@ -671,7 +654,7 @@ thread_slot(gen_t *g, const arch_snip_t *s)
     op_ind(g, 1, cmp0, 1, 7, tab, t); /* cmpq $0, [tab + t*8] */
     put8(g, 0);
     jump_to(g, CC_NE, next);
-    op_rr(g, xor_rr, 1, RAX, RAX);
+    op_rr(g, (const uint8_t[]) { 0x31 }, 1, RAX, RAX);
     put8(g, 0xf0);
     op_ind(g, 1, cmpxchg, 2, key, tab, t); /* lock cmpxchg [tab + t*8], key */
     jump_to(g, CC_E, found);
@@ -687,10 +670,79 @@ thread_slot(gen_t *g, const arch_snip_t *s)
     jump_to(g, CC_NE, loop);
     mov_ri(g, t, ARCH_SNIP_THREADS); /* full */
     bind(g, found);
-    pop_reg(g, RAX);
     free_temp(g, key);
     free_temp(g, tab);
     free_temp(g, left);
+    return t;
+}
+
+/* T = (T * imm32) ^ (that >> 16): a hash's mixing step. */
+static void
+mix(gen_t *g, int t, int spare)
+{
+    static const uint8_t imul[] = { 0x69 }, xor_rr[] = { 0x31 };
+    rex(g, 1, t, t);
+    put(g, imul, 1);
+    put8(g, (uint8_t)(0xc0 | ((t & 7) << 3) | (t & 7)));
+    put32(g, 0x045d9f3bu);
+    mov_rr(g, spare, t);
+    shr_ri(g, spare, 16);
+    op_rr(g, xor_rr, 1, spare, t);
+}
+
+/*
+ * The calling thread's index in the key table at S->imm (see ARCH_SN_THREAD_SLOT): the
+ * thread pointer hashed (its page number), then probe_slot.
+ */
+static int
+thread_slot(gen_t *g, const arch_snip_t *s)
+{
+    int t = pick_temp(g), key = pick_temp(g), spare = pick_temp(g);
+    push_reg(g, RAX);
+    /* key = %fs:0 */
+    put8(g, 0x64);
+    rex(g, 1, key, 0);
+    put8(g, 0x8b);
+    put8(g, (uint8_t)(0x04 | ((key & 7) << 3)));
+    put8(g, 0x25);
+    put32(g, 0);
+    mov_rr(g, t, key);
+    shr_ri(g, t, 12);
+    mix(g, t, spare);
+    free_temp(g, spare);
+    probe_slot(g, s->imm, key, t);
+    pop_reg(g, RAX);
+    return t;
+}
+
+/*
+ * The index of the value of S->a in the key table at S->imm (ARCH_SN_KEY_SLOT): kept
+ * as value ^ ARCH_SNIP_KEY_XOR (0 marks a free key, so the value equal to that constant
+ * goes to the overflow index, ARCH_SNIP_THREADS), hashed over all its bits.
+ */
+static int
+key_slot(gen_t *g, const arch_snip_t *s)
+{
+    static const uint8_t xor_rr[] = { 0x31 }, test_rr[] = { 0x85 };
+    int key = eval(g, s->a), t = pick_temp(g), spare = pick_temp(g);
+    int full = new_label(g), done = new_label(g);
+    push_reg(g, RAX);
+    mov_ri(g, spare, (int64_t)ARCH_SNIP_KEY_XOR);
+    op_rr(g, xor_rr, 1, spare, key);
+    op_rr(g, test_rr, 1, key, key);
+    jump_to(g, CC_E, full);
+    mov_rr(g, t, key); /* t = mix(key ^ key >> 29) */
+    mov_rr(g, spare, key);
+    shr_ri(g, spare, 29);
+    op_rr(g, xor_rr, 1, spare, t);
+    mix(g, t, spare);
+    free_temp(g, spare);
+    probe_slot(g, s->imm, key, t);
+    jump_to(g, -1, done);
+    bind(g, full); /* (the temporaries are free here as on the other path) */
+    mov_ri(g, t, ARCH_SNIP_THREADS);
+    bind(g, done);
+    pop_reg(g, RAX);
     return t;
 }
 
@@ -811,6 +863,7 @@ eval(gen_t *g, uint32_t i)
             op_ind(g, 1, s->size == 2 ? l2 : l1, 2, t, t, -1);
         return t;
     }
+    case ARCH_SN_KEY_SLOT: return key_slot(g, s);
     case ARCH_SN_THREAD_SLOT:
         for (int k = 0; k < g->nslot; k++)
             if (g->slot_tab[k] == s->imm) {
@@ -1023,6 +1076,7 @@ arity(const arch_snip_t *s, int *nb, int *nc)
     case ARCH_SN_NOT:
     case ARCH_SN_STORE:
     case ARCH_SN_ADD_TO:
+    case ARCH_SN_KEY_SLOT:
     case ARCH_SN_LOAD_AT: return 1;
     case ARCH_SN_STORE_AT:
     case ARCH_SN_ADD_AT: *nb = 1; return 1;
@@ -1033,6 +1087,22 @@ arity(const arch_snip_t *s, int *nb, int *nc)
             return 1;
         }
         return -1;
+    }
+}
+
+int
+arch_snip_imm_is_addr(uint8_t op)
+{
+    switch (op) {
+    case ARCH_SN_LOAD:
+    case ARCH_SN_STORE:
+    case ARCH_SN_ADD_TO:
+    case ARCH_SN_TIMER_START:
+    case ARCH_SN_TIMER_STOP:
+    case ARCH_SN_THREAD_SLOT:
+    case ARCH_SN_KEY_SLOT:
+    case ARCH_SN_ADDR: return 1;
+    default: return 0;
     }
 }
 
@@ -1119,7 +1189,7 @@ reserved_regs(const arch_snip_t *nodes, size_t n)
         if ((s->op == ARCH_SN_SHL || s->op == ARCH_SN_SHR) && s->b < n
             && nodes[s->b].op != ARCH_SN_CONST)
             r |= 1u << RCX;
-        if (s->op == ARCH_SN_THREAD_SLOT)
+        if (s->op == ARCH_SN_THREAD_SLOT || s->op == ARCH_SN_KEY_SLOT)
             r |= 1u << RAX;
         if (s->op == ARCH_SN_CYCLES)
             r |= (1u << RAX) | (1u << RDX);

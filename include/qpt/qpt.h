@@ -276,6 +276,12 @@ qpt_expr_t qpt_add_at(qpt_snippet_t *sn, qpt_expr_t addr, qpt_expr_t v, int atom
 /* The address of the calling thread's copy of the per-thread variable VAR of BYTES
  * (qpt_alloc_per_thread): a hash of its thread pointer and a probe, a few ns. */
 qpt_expr_t qpt_thread_var(qpt_snippet_t *sn, uint64_t var, size_t bytes);
+/* The address of KEY's copy (KEY a value: an argument, a lock's address...) of the
+ * variable VAR of BYTES laid out as a per-thread one (qpt_alloc_per_thread), the keys
+ * being values: key K of the table holds value ^ QPT_KEY_XOR (0: free); the value equal
+ * to QPT_KEY_XOR and values beyond QPT_MAX_THREADS share the last copy. */
+#define QPT_KEY_XOR 0x9e3779b97f4a7c15ull
+qpt_expr_t qpt_key_var(qpt_snippet_t *sn, uint64_t var, size_t bytes, qpt_expr_t key);
 /* The address of the calling thread's copy of the executable's thread-local variable at
  * OFF (qpt_tls_offset). */
 qpt_expr_t qpt_tls_addr(qpt_snippet_t *sn, int64_t off);

@@ -1,0 +1,92 @@
+#!/bin/bash
+# Copyright 2026 the qpt authors
+# SPDX-License-Identifier: MIT
+#
+# A parallel job (Open MPI, mpirun -np 4 on this machine; skipped without mpicc and
+# mpirun): tests/qpt/mpi_prog's rank r calls work() 100 (r + 1) times.
+#  - rewritten: QP_PROFILE=prof.%r.qp gives a profile per rank; qp metrics over the four
+#    shows each rank (100, 200, 300, 400) and the sum, min, max and mean (1000, 100, 400,
+#    250);
+#  - live: dyn attach --children MPIRUN measures every rank at once, the same values.
+set -u
+: "${top_builddir:=.}" "${top_srcdir:=.}"
+B=$top_builddir
+S=$top_srcdir
+D=$B/tests/mpi.d
+if ! command -v mpicc >/dev/null || ! command -v mpirun >/dev/null; then
+    echo "skip: no mpicc/mpirun (Debian: openmpi-bin libopenmpi-dev)"
+    exit 77
+fi
+rm -rf "$D"
+mkdir -p "$D" || exit 99
+fails=0
+bad() { echo "FAIL $*"; fails=$((fails + 1)); }
+ok() { echo "ok   $*"; }
+R=$B/tools/qpt-rewrite
+Q=$B/tools/qp
+DYN=$B/tools/dyn
+MPIRUN=(mpirun --oversubscribe -np 4)
+[ "$(id -u)" = 0 ] && MPIRUN+=(--allow-run-as-root)
+mpicc -O2 -o "$D/mpi_prog" "$S/tests/qpt/mpi_prog.c" || { echo "skip: mpicc failed"; exit 77; }
+want="4 ranks, 149500" # the sum of i < 100 (r + 1) over the ranks
+
+# Rewritten: a profile per rank.
+"$R" -e 'count calls(work) total' "$D/mpi_prog" -o "$D/mpi.inst" 2>"$D/rw.err" ||
+    bad "rewrite: $(cat "$D/rw.err")"
+out=$(QP_PROFILE="$D/prof.%r.qp" "${MPIRUN[@]}" -x QP_PROFILE "$D/mpi.inst" 2>&1)
+[ "$out" = "$want" ] || bad "the rewritten job printed: $out"
+csv=$("$Q" metrics --csv --layout "$D/mpi.inst.qpm" "$D"/prof.[0-3].qp 2>&1)
+exp="count calls(work) total,prof.0.qp: total,count,100,1
+count calls(work) total,prof.1.qp: total,count,200,1
+count calls(work) total,prof.2.qp: total,count,300,1
+count calls(work) total,prof.3.qp: total,count,400,1
+count calls(work) total,sum: total,count,1000,1
+count calls(work) total,min: total,count,100,1
+count calls(work) total,max: total,count,400,1
+count calls(work) total,mean: total,count,250,1"
+[ "$csv" = "metric,focus,kind,value,measured
+$exp" ] && ok "rewritten job: a profile per rank (100/200/300/400), sum 1000, min 100, max 400, mean 250" ||
+    bad "qp metrics over the ranks: $csv"
+
+# Live: every rank of a running job.
+if [ -x "$DYN" ]; then
+    "${MPIRUN[@]}" "$D/mpi_prog" "$D" >"$D/job.out" 2>&1 &
+    job=$!
+    # The ranks: the launcher's children running mpi_prog.
+    for i in $(seq 100); do
+        [ "$(pgrep -c -P $job -f mpi_prog)" = 4 ] && break
+        sleep 0.1
+    done
+    "$DYN" attach --children $job -e 'count calls(work) total' -d 4 -o "$D/live.csv" \
+        >"$D/dyn.out" 2>&1 &
+    dp=$!
+    # Attached to all four (TracerPid set), then a second for the insertion.
+    for i in $(seq 100); do
+        n=0
+        for p in $(pgrep -P $job -f mpi_prog); do
+            awk '/^TracerPid:/ { exit $2 == 0 }' /proc/$p/status && n=$((n + 1))
+        done
+        [ $n = 4 ] && break
+        sleep 0.1
+    done
+    sleep 1.5
+    touch "$D/go"
+    wait $dp
+    st=$?
+    touch "$D/stop"
+    wait $job
+    if grep -q "ermission" "$D/dyn.out"; then
+        echo "skip live: ptrace not permitted"
+    else
+        got=$(grep -E '^count calls\(work\) total,(rank [0-3]|sum|min|max|mean): total,' \
+            "$D/live.csv" | cut -d, -f2,4 | tr '\n' ' ')
+        [ $st = 0 ] && [ "$got" = "rank 0: total,100 rank 1: total,200 rank 2: total,300 rank 3: total,400 sum: total,1000 min: total,100 max: total,400 mean: total,250 " ] &&
+            [ "$(cat "$D/job.out")" = "$want" ] &&
+            ok "dyn attach --children mpirun: every rank (100/200/300/400), sum 1000; the job's output unchanged" ||
+            bad "live job ($st): $got / $(cat "$D/dyn.out") / $(cat "$D/job.out")"
+    fi
+fi
+
+[ "$fails" -eq 0 ] || exit 1
+rm -rf "$D"
+exit 0
