@@ -405,6 +405,43 @@ steer_1k(const char *python)
     waitpid(p, NULL, 0);
 }
 
+/* The same predicate as a bpftrace uprobe (the issue's comparison), when bpftrace runs
+ * here: ns per call of ARGCALL under it, 1M calls, median of 3. */
+static void
+bpftrace_hit(const char *argcall)
+{
+    if (system("command -v bpftrace >/dev/null 2>&1") != 0) {
+        printf("bpftrace: not installed, no comparison\n");
+        return;
+    }
+    double v[3];
+    int ok = 0;
+    for (int r = 0; r < 3; r++) {
+        char cmd[9000], line[256];
+        snprintf(cmd, sizeof(cmd), "timeout 120 bpftrace -e 'uprobe:%s:f /arg0 > 10/ "
+                 "{ @c = count(); }' -c '%s 1000000' 2>/dev/null", argcall, argcall);
+        FILE *f = popen(cmd, "r");
+        v[r] = -1;
+        while (f != NULL && fgets(line, sizeof(line), f) != NULL)
+            if (strstr(line, "ns/call") != NULL)
+                v[r] = atof(line);
+        if (f != NULL)
+            pclose(f);
+        ok += v[r] > 0;
+    }
+    char *plain[] = { (char *)argcall, "1000000", NULL };
+    double p[3];
+    for (int r = 0; r < 3; r++)
+        p[r] = ns_per_call(plain);
+    if (ok < 3) {
+        printf("bpftrace: the uprobe did not run here, no comparison\n");
+        return;
+    }
+    double mb = median(v, 3), mp = median(p, 3);
+    printf("if (arg1 > 10) count as a bpftrace uprobe (median of 3, 1M calls): plain %.3f ns, "
+           "bpftrace %.1f ns (+%.1f ns per call)\n", mp, mb, mb - mp);
+}
+
 int
 main(int argc, char **argv)
 {
@@ -416,6 +453,7 @@ main(int argc, char **argv)
         per_hit(argv[1]);
         per_thread(argv[1]);
         per_metric(argv[1]);
+        bpftrace_hit(argv[1]);
     }
     if (argc > 2) {
         insert_10k(argv[2]);

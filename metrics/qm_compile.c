@@ -135,6 +135,27 @@ put(ctx_t *c, const qpt_point_t *pt, qpt_snippet_t *sn, qpt_expr_t e, int first)
  * Expressions
  */
 
+/* Does E read OP (QE_ARG, QE_RET)? The first such node into *AT. */
+static int
+uses(const qm_expr_t *e, int op, const qm_expr_t **at)
+{
+    if (e == NULL)
+        return 0;
+    if (e->op == op) {
+        *at = e;
+        return 1;
+    }
+    return uses(e->a, op, at) || uses(e->b, op, at);
+}
+
+/* Is M counted at its procedures' returns (its condition or value reads retval)? */
+static int
+at_returns(const qm_metric_t *m)
+{
+    const qm_expr_t *at;
+    return uses(m->where, QE_RET, &at) || uses(m->key, QE_RET, &at);
+}
+
 /* Check the names of E (before anything is inserted). */
 static int
 check_expr(ctx_t *c, const qm_metric_t *m, const qm_expr_t *e)
@@ -168,6 +189,7 @@ compile_expr(ctx_t *c, qpt_snippet_t *sn, const qm_expr_t *e)
     switch (e->op) {
     case QE_NUM: return qpt_const(sn, e->num);
     case QE_ARG: return qpt_arg(sn, (int)e->num);
+    case QE_RET: return qpt_retval(sn);
     case QE_VAR: {
         uint64_t a, size = 8;
         int64_t off;
@@ -307,14 +329,15 @@ static int
 place_proc(ctx_t *c, qm_metric_t *m, uint32_t p, uint64_t row)
 {
     size_t mark = c->ndone, ne = 0, nx = 0;
-    qpt_point_t *en = points_of(c, p, QPT_ENTRY, &ne), *ex = NULL;
+    /* A count that reads retval is made at the returns (its "entry" points, here). */
+    qpt_point_t *en = points_of(c, p, at_returns(m) ? QPT_EXIT : QPT_ENTRY, &ne), *ex = NULL;
     qpt_snippet_t *sn = qpt_snippet_create();
     int timer = m->kind != QM_COUNT, rc = en && sn ? 0 : QPT_ENOMEM;
     if (rc == 0 && timer && (ex = points_of(c, p, QPT_EXIT, &nx)) == NULL)
         rc = QPT_ENOMEM;
     const char *why = NULL;
-    if (rc == 0 && ne != 1)
-        rc = 1, why = "no entry to patch";
+    if (rc == 0 && (at_returns(m) ? ne == 0 : ne != 1))
+        rc = 1, why = at_returns(m) ? "no return to patch" : "no entry to patch";
     if (rc == 0 && timer && nx == 0)
         rc = 1, why = "no exit to patch";
     qpt_expr_t cond = QPT_NONE;
@@ -356,8 +379,9 @@ place_proc(ctx_t *c, qm_metric_t *m, uint32_t p, uint64_t row)
                             : qpt_add_to(sn, m->var + 8 * w, qpt_const(sn, 1), 1);
         if (cond != QPT_NONE)
             inc = qpt_if(sn, cond, inc, QPT_NONE);
-        if (put(c, &en[0], sn, inc, 1) != 0)
-            rc = 1, why = qpt_error(c->s);
+        for (size_t i = 0; rc == 0 && i < (at_returns(m) ? ne : 1); i++)
+            if (put(c, &en[i], sn, inc, 1) != 0)
+                rc = 1, why = qpt_error(c->s);
     }
     if (rc == 1) {
         undo_to(c, mark);
@@ -396,6 +420,17 @@ check_metric(ctx_t *c, qm_metric_t *m)
                                m->inside);
     }
     QM_CHECK(check_expr(c, m, m->key));
+    /* retval: counted at the returns, where the arguments are gone. */
+    const qm_expr_t *r = NULL, *a;
+    if (uses(m->where, QE_RET, &r) || uses(m->key, QE_RET, &r)) {
+        if (m->kind != QM_COUNT)
+            return qm_error_at(m->src, m->origin, r->line, r->col, c->why, c->whylen,
+                               "retval is for counts (a timer starts before there is one)");
+        if (uses(m->where, QE_ARG, &a) || uses(m->key, QE_ARG, &a))
+            return qm_error_at(m->src, m->origin, a->line, a->col, c->why, c->whylen,
+                               "an argument with retval: a count that reads retval is made at "
+                               "the returns, where the arguments are gone");
+    }
     return check_expr(c, m, m->where);
 }
 

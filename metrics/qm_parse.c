@@ -10,7 +10,7 @@
  *                      | 'total' }
  *   kind       := 'count' 'calls' '(' PATTERN ')' | 'time' ('wall' | 'cpu') '(' PATTERN ')'
  *   expr       := C's operators || && | ^ & == != < <= > >= << >> + - * / % ! - (unary),
- *                 over integers, arg1..arg6 and the program's variables by name
+ *                 over integers, arg1..arg6, retval and the program's variables by name
  *
  * `#` starts a comment to the end of the line.
  */
@@ -279,6 +279,10 @@ primary(parser_t *p)
         char *name = identifier(p, "a name");
         if (name == NULL)
             return NULL;
+        if (strcmp(name, "retval") == 0) {
+            free(name);
+            return mk(p, QE_RET, line, col, NULL, NULL);
+        }
         if (strncmp(name, "arg", 3) == 0 && name[3] >= '1' && name[3] <= '6' && name[4] == 0) {
             qm_expr_t *e = mk(p, QE_ARG, line, col, NULL, NULL);
             if (e != NULL)

@@ -15,7 +15,7 @@
 
 /* A where-expression. */
 enum {
-    QE_NUM = 1, QE_ARG, QE_VAR,           /* leaves */
+    QE_NUM = 1, QE_ARG, QE_VAR, QE_RET,   /* leaves */
     QE_NEG, QE_NOT,                       /* unary (a) */
     QE_ADD, QE_SUB, QE_MUL, QE_DIV, QE_MOD, QE_SHL, QE_SHR, QE_AND, QE_OR, QE_XOR,
     QE_EQ, QE_NE, QE_LT, QE_LE, QE_GT, QE_GE, QE_LAND, QE_LOR,

@@ -34,7 +34,9 @@ static const char *metrics_text =
     "metric wall = time wall(outer);\n"
     "metric cpu = time cpu(outer) total;\n"
     "metric by_arg = count calls(leaf) per arg1;\n"
-    "metric by_value = count calls(leaf) per value(arg1 % 2) where arg1 < 50 inside(outer);\n";
+    "metric by_value = count calls(leaf) per value(arg1 % 2) where arg1 < 50 inside(outer);\n"
+    "metric ret_pos = count calls(outer) where retval > 0 total;\n"
+    "metric ret_neg = count calls(outer) where retval < 0 total;\n";
 
 /* Values by metric name (and focus, for several rows). */
 static uint64_t
@@ -86,6 +88,9 @@ check_truth(const qm_set_t *set, const qm_row_t *rows, size_t n)
     /* Inside outer (12 + 30: arguments 0, 1, 2 each 4 + 10 times), by parity. */
     ck_assert_uint_eq(value(set, rows, n, "by_value", "arg1 % 2=0"), 28);
     ck_assert_uint_eq(value(set, rows, n, "by_value", "arg1 % 2=1"), 14);
+    /* At the returns: outer returns sink * 3 + 1 > 0, in main and 4 threads. */
+    ck_assert_uint_eq(value(set, rows, n, "ret_pos", "total"), 5);
+    ck_assert_uint_eq(value(set, rows, n, "ret_neg", "total"), 0);
     uint64_t wall = value(set, rows, n, "wall", "outer"), cpu = value(set, rows, n, "cpu", "total");
     ck_assert_uint_gt(wall, 0);
     ck_assert_uint_lt(wall, 10000000000ull);
@@ -148,11 +153,11 @@ START_TEST(test_metrics_syntax)
     ck_assert_str_eq(qm_name(set, 0), "count calls(lua_*) inside(luaV_execute) where arg1 + 2 * "
                                       "3 == 7 || !arg2");
     ck_assert_int_eq(qm_parse(metrics_text, "m", 0, &set, why, sizeof(why)), 0);
-    ck_assert_uint_eq(qm_count(set), 13);
+    ck_assert_uint_eq(qm_count(set), 15);
     /* A failed text adds nothing. */
     ck_assert_int_eq(qm_parse("metric z = count calls(f); metric", "m2", 0, &set, why, sizeof(why)),
                      QPT_EINVAL);
-    ck_assert_uint_eq(qm_count(set), 13);
+    ck_assert_uint_eq(qm_count(set), 15);
     qm_free(set);
 }
 END_TEST
@@ -166,6 +171,8 @@ START_TEST(test_metrics_names)
         { "count calls(no_such_*)", "-e:1:13: no procedure matches 'no_such_*'" },
         { "count calls(leaf) inside(nothing)", "-e:1:26: no procedure matches 'nothing'" },
         { "count calls(leaf) where nosuchvar > 1", "-e:1:25: no variable 'nosuchvar'" },
+        { "count calls(outer) where retval > arg1", "-e:1:35: an argument with retval" },
+        { "time wall(outer) where retval > 1", "-e:1:24: retval is for counts" },
     };
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         char why[512];
@@ -274,6 +281,44 @@ START_TEST(test_metrics_batches)
 }
 END_TEST
 
+/* Per thread with 8 threads (tests/qpt/thr_prog: thread i calls tick 1,000 (i + 1)
+ * times, all at once): a row each, exact; and the same metric total (a locked add). */
+START_TEST(test_metrics_eight_threads)
+{
+    char why[512];
+    qpt_space_t *s = NULL;
+    qm_set_t *set = NULL;
+    ck_assert_msg(qpt_open("tests/qpt/thr_prog", &s, why, sizeof(why)) == 0, "%s", why);
+    ck_assert_int_eq(qm_parse("metric t = count calls(tick) per thread;\n"
+                              "metric all = count calls(tick) total;\n", "m", 0, &set, why,
+                              sizeof(why)), 0);
+    ck_assert_msg(qm_insert(set, s, NULL, NULL, why, sizeof(why)) == 0, "%s", why);
+    ck_assert_msg(qpt_write(s, "tests/qpt/thr8.inst") == 0, "%s", qpt_error(s));
+    qpt_close(s);
+    unlink("tests/qpt/thr8.inst.qp");
+    ck_assert_int_eq(system("tests/qpt/thr8.inst > tests/qpt/thr.out"), 0);
+    qm_row_t *rows;
+    size_t n;
+    ck_assert_msg(qm_results(set, read_profile, "tests/qpt/thr8.inst.qp", qm_cycles_per_ns(),
+                             &rows, &n, why, sizeof(why)) == 0, "%s", why);
+    int seen[9] = { 0 }, threads = 0;
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(qm_name(set, rows[i].metric), "t") == 0) {
+            uint64_t v = rows[i].value;
+            ck_assert_msg(v % 1000 == 0 && v >= 1000 && v <= 8000, "a thread: %llu",
+                          (unsigned long long)v);
+            seen[v / 1000]++;
+            threads++;
+        }
+    ck_assert_int_eq(threads, 8);
+    for (int k = 1; k <= 8; k++)
+        ck_assert_int_eq(seen[k], 1);
+    ck_assert_uint_eq(value(set, rows, n, "all", "total"), 36000);
+    free(rows);
+    qm_free(set);
+}
+END_TEST
+
 #ifdef ENABLE_DYNAMIC_TESTS
 static int
 read_live(void *arg, uint64_t addr, uint64_t *w, size_t n)
@@ -327,6 +372,7 @@ metrics_suite(void)
     tcase_add_test(tc, test_metrics_names);
     tcase_add_test(tc, test_metrics_file);
     tcase_add_test(tc, test_metrics_batches);
+    tcase_add_test(tc, test_metrics_eight_threads);
 #ifdef ENABLE_DYNAMIC_TESTS
     tcase_add_test(tc, test_metrics_live);
 #endif

@@ -228,6 +228,29 @@ lock_test() {
 }
 lock_test
 
+# A second opinion (the issue's): bpftrace's uprobes on the same program and predicates
+# give the same numbers as the rewritten program's metrics (skipped without bpftrace, or
+# when the kernel refuses it).
+bpf_test() {
+    command -v bpftrace >/dev/null || { echo "skip bpftrace: not installed"; return; }
+    local bp ours
+    bp=$(timeout 60 bpftrace -e "uprobe:$D/prog:leaf { @all = count(); @[arg0] = count(); }
+        uprobe:$D/prog:leaf /arg0 > 1/ { @big = count(); }" -c "$D/prog" 2>/dev/null |
+        sed -n 's/^@\(all\|big\|\[[0-9]*\]\): \([0-9]*\)$/\1 \2/p' | sort)
+    [ -n "$bp" ] || { echo "skip bpftrace: no uprobe here"; return; }
+    rm -f "$D/bpf.inst.qp"
+    "$R" -e 'count calls(leaf) total' -e 'count calls(leaf) where arg1 > 1 total' \
+        -e 'count calls(leaf) per arg1' "$D/prog" -o "$D/bpf.inst" 2>/dev/null &&
+        "$D/bpf.inst" >/dev/null || { bad "bpftrace comparison: the rewrite"; return; }
+    ours=$("$Q" metrics --csv "$D/bpf.inst.qp" | awk -F, '
+        $1 == "count calls(leaf) total" { print "all", $4 }
+        $1 == "count calls(leaf) where arg1 > 1 total" { print "big", $4 }
+        $1 == "count calls(leaf) per arg1" { sub("arg1=", "", $2); print "[" $2 "]", $4 }' | sort)
+    [ "$bp" = "$ours" ] && ok "bpftrace agrees: $(echo $ours)" ||
+        bad "bpftrace: $(echo $bp) / ours: $(echo $ours)"
+}
+bpf_test
+
 # Live: started, and attached.
 if [ -x "$DYN" ]; then
     out=$("$DYN" run --metrics "$D/m.qm" -e 'count calls(leaf) total' -o "$D/run.csv" -- "$D/prog" 2>&1)
