@@ -384,7 +384,7 @@ int arch_snip_emit(const arch_snip_t *nodes, size_t n, uint32_t root,
 
 /*
  * The estimated cost of one run of the snippet compiled as arch_snip_emit would, in
- * cycles, into *CYCLES: a model of its instructions (plain ones a third of a cycle, the
+ * cycles, into *CYCLES: a model of its instructions (plain ones a tenth of a cycle, the
  * serialising and slow ones their latency: locked, popf, rdtsc, calls, system calls); a
  * called procedure's own cost is not in it. QP_E* as arch_snip_emit.
  */

@@ -82,6 +82,16 @@ int qm_metric_procs(const qm_set_t *set, size_t i, qpt_space_t *s, uint32_t **pr
 int qm_metric_cost(const qm_set_t *set, size_t i, qpt_space_t *s, const uint32_t *procs,
                    size_t nprocs, double *cycles);
 
+/*
+ * After qm_insert: the time metric I would add to a run in which each procedure was
+ * called CALLS(ARG, its entry address) times (an earlier profile's counts), in ns into
+ * *NS (the cost model's cycles at CPN cycles a ns), with the calls counted into *NCALLS
+ * and how many of its procedures were called at all into *NCALLED.
+ */
+int qm_metric_predict(const qm_set_t *set, size_t i, qpt_space_t *s,
+                      uint64_t (*calls)(void *arg, uint64_t entry), void *arg, double cpn,
+                      double *ns, uint64_t *ncalls, size_t *ncalled);
+
 /* Undo qm_insert of metric I before the commit (or the write): its insertions and memory
  * go, and it is parsed again (qm_drop_parsed forgets it). */
 int qm_take_back(qm_set_t *set, size_t i, qpt_space_t *s);

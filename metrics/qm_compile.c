@@ -615,6 +615,37 @@ qm_metric_procs(const qm_set_t *set, size_t i, qpt_space_t *s, uint32_t **procs,
 }
 
 int
+qm_metric_predict(const qm_set_t *set, size_t i, qpt_space_t *s,
+                  uint64_t (*calls)(void *arg, uint64_t entry), void *arg, double cpn,
+                  double *ns, uint64_t *ncalls, size_t *ncalled)
+{
+    if (set == NULL || s == NULL || calls == NULL || ns == NULL || ncalls == NULL
+        || ncalled == NULL || cpn <= 0)
+        return QPT_EINVAL;
+    uint32_t *procs;
+    size_t n;
+    QM_CHECK(qm_metric_procs(set, i, s, &procs, &n));
+    double *cycles = calloc(n + 1, sizeof(double));
+    if (cycles == NULL) {
+        free(procs);
+        return QPT_ENOMEM;
+    }
+    int rc = qm_metric_cost(set, i, s, procs, n, cycles);
+    *ns = 0;
+    *ncalls = 0;
+    *ncalled = 0;
+    for (size_t k = 0; rc == 0 && k < n; k++) {
+        uint64_t c = calls(arg, qpt_proc_entry(s, procs[k]));
+        *ns += (double)c * cycles[k] / cpn;
+        *ncalls += c;
+        *ncalled += c > 0;
+    }
+    free(cycles);
+    free(procs);
+    return rc;
+}
+
+int
 qm_take_back(qm_set_t *set, size_t i, qpt_space_t *s)
 {
     if (set == NULL || i >= set->n || set->v[i].state != QM_ON)

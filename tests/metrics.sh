@@ -228,6 +228,16 @@ lock_test() {
 }
 lock_test
 
+# --predict: the calls of an earlier qp profile of the same program (leaf: 51).
+rm -f "$D/qp.inst.qp"
+if "$R" "$D/prog" -o "$D/qp.inst" 2>/dev/null && "$D/qp.inst" >/dev/null; then
+    out=$("$R" -e 'count calls(leaf) total' --predict "$D/qp.inst.qp" "$D/prog" -o "$D/pr.inst" 2>&1)
+    echo "$out" | grep -q "predicted cost of 'count calls(leaf) total': +[0-9.]* ms a run like .* (51 calls of its procedures" &&
+        ok "--predict: a cost from an earlier qp profile's 51 calls" || bad "--predict: $out"
+else
+    bad "--predict: the qp rewrite"
+fi
+
 # A second opinion (the issue's): bpftrace's uprobes on the same program and predicates
 # give the same numbers as the rewritten program's metrics (skipped without bpftrace, or
 # when the kernel refuses it).

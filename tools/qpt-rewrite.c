@@ -56,6 +56,9 @@ usage(FILE *f)
             "                         'count calls(lua_*) inside(luaV_execute)';\n"
             "                         repeatable; the run's values: qp metrics OUTPUT.qp\n"
             "      --metrics=FILE     the metrics defined in FILE (repeatable)\n"
+            "      --predict=PROFILE  with metrics: print each one's predicted cost over a\n"
+            "                         run like the one PROFILE measured (the qp profile of\n"
+            "                         an earlier qp rewrite of INPUT)\n"
             "  -v, --verbose          say more (every unsafe procedure and why)\n"
             "  -h, --help             print this help and exit\n"
             "  -V, --version          print the version and exit\n"
@@ -330,12 +333,75 @@ rewrite(const cfg_prog_t *prog, const char *input, const char *output, const cha
     return 0;
 }
 
+/* The calls of each procedure in an earlier qp profile: entry address -> calls, sorted. */
+typedef struct entry_calls {
+    uint64_t entry, calls;
+} entry_calls_t;
+
+typedef struct calls_table {
+    entry_calls_t *v;
+    size_t n;
+} calls_table_t;
+
+static int
+cmp_entry(const void *a, const void *b)
+{
+    const entry_calls_t *x = a, *y = b;
+    return x->entry < y->entry ? -1 : x->entry > y->entry;
+}
+
+static uint64_t
+calls_at(void *arg, uint64_t entry)
+{
+    const calls_table_t *t = arg;
+    entry_calls_t key = { entry, 0 }, *e = bsearch(&key, t->v, t->n, sizeof(key), cmp_entry);
+    return e ? e->calls : 0;
+}
+
+/* --predict PROFILE: each metric's cost over a run like the one PROFILE measured. */
+static int
+predict(qm_set_t *set, qpt_space_t *s, const char *profile)
+{
+    char why[2048];
+    qp_edge_count_t *v = NULL;
+    size_t n = 0;
+    if (qp_edge_counts_read(profile, &v, &n, why, sizeof(why)) < 0) {
+        fprintf(stderr, "%s: --predict: %s\n", prog_name, why);
+        return -1;
+    }
+    calls_table_t t = { calloc(n + 1, sizeof(entry_calls_t)), 0 };
+    for (size_t i = 0; t.v != NULL && i < n; i++)
+        if (v[i].kind == QP_EDGE_ENTRY)
+            t.v[t.n++] = (entry_calls_t) { v[i].to, v[i].count };
+    free(v);
+    if (t.v == NULL)
+        return -1;
+    qsort(t.v, t.n, sizeof(entry_calls_t), cmp_entry);
+    double cpn = qm_cycles_per_ns();
+    for (size_t i = 0; i < qm_count(set); i++) {
+        double ns;
+        uint64_t calls;
+        size_t called;
+        if (qm_metric_predict(set, i, s, calls_at, &t, cpn, &ns, &calls, &called) < 0)
+            continue;
+        if (called == 0)
+            fprintf(stderr, "%s: predicted cost of '%s': none of its procedures was called "
+                    "in %s (a profile of this program?)\n", prog_name, qm_name(set, i), profile);
+        else
+            fprintf(stderr, "%s: predicted cost of '%s': +%.3f ms a run like %s's (%llu calls "
+                    "of its procedures, %.1f ns each)\n", prog_name, qm_name(set, i), ns / 1e6,
+                    profile, (unsigned long long)calls, ns / (double)calls);
+    }
+    free(t.v);
+    return 0;
+}
+
 /*
  * The rewrite with metrics (-e, --metrics): through libqpt's public API, the metrics'
  * layout next to OUTPUT (OUTPUT.qpm) for qp metrics.
  */
 static int
-metrics_rewrite(qm_set_t *set, const char *input, const char *output)
+metrics_rewrite(qm_set_t *set, const char *input, const char *output, const char *profile)
 {
     char why[2048], layout[4200];
     qpt_space_t *s = NULL;
@@ -354,6 +420,10 @@ metrics_rewrite(qm_set_t *set, const char *input, const char *output)
         fprintf(stderr, "%s: %s\n", prog_name, why);
         qpt_close(s);
         return rc == QPT_EINVAL || rc == QPT_ENOTFOUND ? EXIT_USAGE : EXIT_INPUT;
+    }
+    if (profile != NULL && predict(set, s, profile) < 0) {
+        qpt_close(s);
+        return EXIT_INPUT;
     }
     progress("relocating and writing");
     rc = qpt_write(s, output);
@@ -386,13 +456,14 @@ main(int argc, char **argv)
         { "atomic", no_argument, NULL, 'a' },
         { "no-atomic", no_argument, NULL, 'A' },
         { "weights", required_argument, NULL, 'w' },
+        { "predict", required_argument, NULL, 'P' },
         { "metric", required_argument, NULL, 'e' },
         { "metrics", required_argument, NULL, 'M' },
         { "help", no_argument, NULL, 'h' },
         { "version", no_argument, NULL, 'V' },
         { NULL, 0, NULL, 0 },
     };
-    const char *output = NULL, *driver = "qp", *proc = NULL, *weights = NULL;
+    const char *output = NULL, *driver = "qp", *proc = NULL, *weights = NULL, *profile = NULL;
     int dump = DUMP_NONE, verbose = 0, atomic = -1, c; /* atomic -1: decide */
     int driver_given = 0;
     const char **margs = calloc((size_t)argc + 1, sizeof(char *));
@@ -415,6 +486,7 @@ main(int argc, char **argv)
         case 'a': atomic = 1; break;
         case 'A': atomic = 0; break;
         case 'w': weights = optarg; break;
+        case 'P': profile = optarg; break;
         case 'h': usage(stdout); return 0;
         case 'V': printf("qpt-rewrite (%s) %s\n", PACKAGE_NAME, PACKAGE_VERSION); return 0;
         case 'D':
@@ -451,6 +523,10 @@ main(int argc, char **argv)
         fprintf(stderr, "%s: missing -o OUTPUT (try --help)\n", prog_name);
         return EXIT_USAGE;
     }
+    if (profile != NULL && nm == 0) {
+        fprintf(stderr, "%s: --predict applies to metrics (-e, --metrics)\n", prog_name);
+        return EXIT_USAGE;
+    }
     if (nm > 0) {
         /* Metrics replace the edge profile: one or the other in a rewrite. */
         if (dump != DUMP_NONE || driver_given || weights != NULL || atomic != -1) {
@@ -464,7 +540,7 @@ main(int argc, char **argv)
             return EXIT_USAGE;
         remove_tmp_on_signals();
         show_progress = isatty(STDERR_FILENO) && !verbose;
-        int st = metrics_rewrite(set, input, output);
+        int st = metrics_rewrite(set, input, output, profile);
         qm_free(set);
         free(margs);
         free(morder);

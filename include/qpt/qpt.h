@@ -326,7 +326,7 @@ int qpt_insertion_point(const qpt_space_t *s, qpt_handle_t h, qpt_point_t *pt /*
 
 /*
  * The estimated cost of one run of insertion H, in cycles, into *CYCLES: a model of its
- * compiled code (plain instructions a third of a cycle, for they overlap the program's;
+ * compiled code (plain instructions a tenth of a cycle, for they overlap the program's;
  * locked ones, popf, rdtsc, calls and system calls their latency), plus in a process the
  * jumps to its trampoline and back. A procedure it calls is not counted. For a cost
  * before inserting: insert, estimate, and remove before the commit or the write.
