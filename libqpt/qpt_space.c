@@ -185,6 +185,20 @@ qpt_proc_name(const qpt_space_t *s, uint32_t proc)
     return proc < qpt_nprocs(s) ? s->prog->procs[proc].name : NULL;
 }
 
+const char *
+qpt_proc_module(const qpt_space_t *s, uint32_t proc)
+{
+    if (s == NULL || proc >= qpt_nprocs(s))
+        return NULL;
+    const cfg_proc_t *p = &s->prog->procs[proc];
+    const char *file = NULL;
+    unsigned line;
+    if ((p->name == NULL || cfg_image_func_line(s->prog->img, p->name, p->entry, &file, &line) < 0)
+        && cfg_image_line(s->prog->img, p->entry, &file, &line) < 0)
+        return NULL;
+    return file;
+}
+
 uint64_t
 qpt_proc_entry(const qpt_space_t *s, uint32_t proc)
 {

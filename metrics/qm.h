@@ -22,7 +22,8 @@
 typedef struct qm_set qm_set_t;
 
 enum { QM_COUNT = 1, QM_WALL, QM_CPU };                  /* what a metric measures */
-enum { QM_PER_PROC = 1, QM_PER_THREAD, QM_TOTAL, QM_PER_VALUE }; /* its focus */
+enum { QM_PER_PROC = 1, QM_PER_THREAD, QM_TOTAL, QM_PER_VALUE, QM_PER_MODULE, /* focus */
+       QM_PER_SITE };
 
 /*
  * Parse TEXT (ORIGIN names it in messages: a file name, or "-e"). With ONE nonzero, TEXT

@@ -61,6 +61,13 @@ notef(ctx_t *c, const char *fmt, ...)
     c->note(c->arg, buf);
 }
 
+static int
+cmp_u32(const void *a, const void *b)
+{
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    return x < y ? -1 : x > y;
+}
+
 /* The procedures matching PATTERN that can take snippets; *N of them (malloc'ed). The
  * ones refused are told in notes when NOTE_REFUSED. */
 static uint32_t *
@@ -72,10 +79,27 @@ matching(ctx_t *c, const qm_metric_t *m, const char *pattern, size_t *n, size_t 
     *n = *nrefused = 0;
     if (v == NULL)
         return NULL;
+    /* MODULE:PROCEDURE (one ':' - C++'s '::' is a name's): procedures of the modules
+     * (source files, by path or last component) matching MODULE. */
+    const char *colon = strchr(pattern, ':');
+    while (colon != NULL && colon[1] == ':')
+        colon = strchr(colon + 2, ':');
+    char *modpat = colon ? strndup(pattern, (size_t)(colon - pattern)) : NULL;
+    const char *procpat = colon ? colon + 1 : pattern;
+    if (colon != NULL && modpat == NULL) {
+        free(v);
+        return NULL;
+    }
     for (uint32_t i = 0; i < np; i++) {
         const char *name = qpt_proc_name(c->s, i);
-        if (name == NULL || fnmatch(pattern, name, 0) != 0)
+        if (name == NULL || fnmatch(procpat, name, 0) != 0)
             continue;
+        if (modpat != NULL) {
+            const char *mod = qpt_proc_module(c->s, i), *base = mod ? strrchr(mod, '/') : NULL;
+            if (mod == NULL
+                || (fnmatch(modpat, mod, 0) != 0 && fnmatch(modpat, base ? base + 1 : mod, 0) != 0))
+                continue;
+        }
         const char *no = qpt_proc_refusal(c->s, i);
         if (no != NULL) {
             (*nrefused)++;
@@ -85,6 +109,7 @@ matching(ctx_t *c, const qm_metric_t *m, const char *pattern, size_t *n, size_t 
         }
         v[(*n)++] = i;
     }
+    free(modpat);
     /* A plain name that no procedure is called by may be another name of one (a weak
      * alias: pthread_mutex_lock for ___pthread_mutex_lock): the symbol's procedure. */
     uint64_t a, size;
@@ -434,17 +459,101 @@ check_metric(ctx_t *c, qm_metric_t *m)
     return check_expr(c, m, m->where);
 }
 
+/* A direct call of a procedure of a per-call-site metric. */
+typedef struct site {
+    qpt_point_t pt;  /* the call's QPT_CALL point */
+    char label[160]; /* caller+0xOFF -> callee */
+} site_t;
+
+/*
+ * The direct calls of PROCS[N] (sorted) from every procedure that can take snippets
+ * (foreach call site, in MDL's terms): *NS of them (malloc'ed). Calls through pointers
+ * have no callee to match, and are not among them.
+ */
+static site_t *
+call_sites(ctx_t *c, const uint32_t *procs, size_t n, size_t *ns)
+{
+    size_t cap = 16;
+    site_t *v = malloc(cap * sizeof(site_t));
+    *ns = 0;
+    for (uint32_t q = 0; v != NULL && q < qpt_nprocs(c->s); q++) {
+        if (qpt_proc_refusal(c->s, q) != NULL)
+            continue;
+        size_t np = 0;
+        qpt_point_t *pts = points_of(c, q, QPT_CALL, &np);
+        for (size_t k = 0; pts != NULL && k < np; k++) {
+            uint64_t callee = qpt_point_callee(c->s, &pts[k]);
+            uint32_t target;
+            qpt_point_t tp;
+            if (callee == 0 || qpt_insn_point(c->s, callee, &tp) != 0)
+                continue;
+            target = tp.proc;
+            if (qpt_proc_entry(c->s, target) != callee
+                || bsearch(&target, procs, n, sizeof(uint32_t), cmp_u32) == NULL)
+                continue;
+            if (*ns == cap) {
+                site_t *w = realloc(v, 2 * cap * sizeof(site_t));
+                if (w == NULL)
+                    break;
+                v = w;
+                cap *= 2;
+            }
+            site_t *s = &v[(*ns)++];
+            s->pt = pts[k];
+            snprintf(s->label, sizeof(s->label), "%.60s+0x%llx -> %.60s", qpt_proc_name(c->s, q),
+                     (unsigned long long)(pts[k].addr - qpt_proc_entry(c->s, q)),
+                     qpt_proc_name(c->s, target));
+        }
+        free(pts);
+    }
+    return v;
+}
+
+/* The metric's count at call site S (row ROW); 0, or 1 when it cannot go there. */
+static int
+place_site(ctx_t *c, qm_metric_t *m, const site_t *s, uint64_t row)
+{
+    qpt_snippet_t *sn = qpt_snippet_create();
+    if (sn == NULL)
+        return QPT_ENOMEM;
+    qpt_expr_t cond = QPT_NONE;
+    if (m->where != NULL)
+        cond = compile_expr(c, sn, m->where); /* the call's arguments */
+    if (m->inside != NULL)
+        cond = cond == QPT_NONE ? inside_cond(sn, m) : qpt_op(sn, QPT_LAND, cond, inside_cond(sn, m));
+    uint64_t w = m->base + row;
+    qpt_expr_t inc = m->per_thread ? qpt_add_at(sn, tword(sn, m, w), qpt_const(sn, 1), 0)
+                                   : qpt_add_to(sn, m->var + 8 * w, qpt_const(sn, 1), 1);
+    if (cond != QPT_NONE)
+        inc = qpt_if(sn, cond, inc, QPT_NONE);
+    int rc = put(c, &s->pt, sn, inc, 1) != 0;
+    if (rc == 1)
+        notef(c, "%s: %s not measured: %s", m->name, s->label, qpt_error(c->s));
+    qpt_snippet_destroy(sn);
+    return rc;
+}
+
 static int
 place_metric(ctx_t *c, qm_metric_t *m)
 {
-    size_t n, nref;
+    size_t n, nref, nsites = 0;
     uint32_t *procs = matching(c, m, m->pattern, &n, &nref, 1);
+    site_t *sites = NULL;
     if (procs == NULL)
         return QPT_ENOMEM;
     int rc = 0;
+    if (m->focus == QM_PER_SITE) {
+        /* foreach call site: the rows are the direct calls of the procedures. */
+        if ((sites = call_sites(c, procs, n, &nsites)) == NULL)
+            rc = QPT_ENOMEM;
+        /* ... and one more: every call, at the procedures' entries, for the calls that
+         * have no site (through pointers, tail calls): that row, less the sites'. */
+        n = nsites + 1;
+    }
     /* Per value: the counts are a keyed variable (kvar); the thread's block holds only
      * the inside state. */
-    size_t rows = m->focus == QM_PER_PROC ? n : m->focus == QM_PER_VALUE ? 0 : 1;
+    int by_proc = m->focus == QM_PER_PROC || m->focus == QM_PER_MODULE || m->focus == QM_PER_SITE;
+    size_t rows = by_proc ? n : m->focus == QM_PER_VALUE ? 0 : 1;
     uint64_t wpr = m->kind == QM_COUNT ? 1 : 3;
     m->per_thread = m->kind != QM_COUNT || m->inside != NULL || m->focus == QM_PER_THREAD;
     m->base = m->inside != NULL ? 3 : 0;
@@ -453,7 +562,13 @@ place_metric(ctx_t *c, qm_metric_t *m)
     if (m->procs == NULL)
         rc = QPT_ENOMEM;
     for (size_t i = 0; rc == 0 && i < n; i++) {
-        if ((m->procs[i].name = strdup(qpt_proc_name(c->s, procs[i]))) == NULL)
+        const char *mod = sites ? NULL : qpt_proc_module(c->s, procs[i]);
+        const char *label = !sites ? qpt_proc_name(c->s, procs[i])
+                            : i < nsites ? sites[i].label
+                                         : "other calls (through pointers, tail calls)";
+        if ((m->procs[i].name = strdup(label)) == NULL
+            || (m->focus == QM_PER_MODULE
+                && (m->procs[i].module = strdup(mod ? mod : "?")) == NULL))
             rc = QPT_ENOMEM;
         m->nprocs = i + 1;
     }
@@ -491,18 +606,33 @@ place_metric(ctx_t *c, qm_metric_t *m)
                              m->inside);
     }
     size_t measured = 0;
-    for (size_t i = 0; rc == 0 && i < n; i++) {
-        int r = place_proc(c, m, procs[i], m->focus == QM_PER_PROC ? i : 0);
+    for (size_t i = 0; rc == 0 && i < (sites ? nsites : n); i++) {
+        int r = sites ? place_site(c, m, &sites[i], i) : place_proc(c, m, procs[i], by_proc ? i : 0);
         if (r < 0)
             rc = r;
         m->procs[i].measured = r == 0;
         measured += r == 0;
+    }
+    if (sites != NULL && rc == 0) {
+        /* Every call of the procedures, in the last row: all of their entries must take
+         * it, or the row says "not measured". */
+        size_t nprocs_all = 0, kept = 0;
+        uint32_t *all = matching(c, m, m->pattern, &nprocs_all, &nref, 0);
+        for (size_t k = 0; all != NULL && rc == 0 && k < nprocs_all; k++) {
+            int r = place_proc(c, m, all[k], nsites);
+            if (r < 0)
+                rc = r;
+            kept += r == 0;
+        }
+        m->procs[nsites].measured = all != NULL && kept == nprocs_all;
+        free(all);
     }
     if (rc == 0 && measured == 0)
         rc = qm_error_at(m->src, m->origin, m->pat_line, m->pat_col, c->why, c->whylen,
                          "no procedure matching '%s' can be measured (see the notes)",
                          m->pattern);
     free(procs);
+    free(sites);
     return rc;
 }
 

@@ -6,7 +6,8 @@
  *
  *   file       := { 'metric' NAME '=' body ';' }
  *   body       := kind { 'inside' '(' PATTERN ')' | 'where' expr
- *                      | 'per' ('procedure' | 'thread' | 'argN' | 'value' '(' expr ')')
+ *                      | 'per' ('procedure' | 'module' | 'call' 'site' | 'thread' | 'argN'
+ *                               | 'value' '(' expr ')')
  *                      | 'total' }
  *   kind       := 'count' 'calls' '(' PATTERN ')' | 'time' ('wall' | 'cpu') '(' PATTERN ')'
  *   expr       := C's operators || && | ^ & == != < <= > >= << >> + - * / % ! - (unary),
@@ -414,8 +415,10 @@ qm_metric_free(qm_metric_t *m)
     qm_expr_free(m->where);
     qm_expr_free(m->key);
     free(m->key_text);
-    for (size_t i = 0; i < m->nprocs; i++)
+    for (size_t i = 0; i < m->nprocs; i++) {
         free(m->procs[i].name);
+        free(m->procs[i].module);
+    }
     free(m->procs);
     free(m->handles);
     memset(m, 0, sizeof(*m));
@@ -467,6 +470,16 @@ body(parser_t *p, qm_metric_t *m)
                 m->focus = QM_PER_PROC;
             else if (accept_word(p, "thread"))
                 m->focus = QM_PER_THREAD;
+            else if (accept_word(p, "module"))
+                m->focus = QM_PER_MODULE;
+            else if (accept_word(p, "call")) {
+                /* per call site: foreach direct call of the procedures */
+                if (!accept_word(p, "site"))
+                    return fail_at(p, p->line, p->col, "expected 'site' after 'per call'");
+                if (m->kind != QM_COUNT)
+                    return fail_at(p, kl, kc, "a row per call site is for counts");
+                m->focus = QM_PER_SITE;
+            }
             else if (accept_word(p, "value")) {
                 /* per value(EXPR): a row per value, e.g. a lock's address */
                 if (expect_char(p, '(', "'(' after 'value'") < 0)
@@ -492,8 +505,8 @@ body(parser_t *p, qm_metric_t *m)
                     return QPT_EINVAL;
                 if (k->op != QE_ARG) {
                     qm_expr_free(k);
-                    return fail_at(p, kl, kc, "expected 'procedure', 'thread', 'argN' or "
-                                   "'value(EXPR)' after 'per'");
+                    return fail_at(p, kl, kc, "expected 'procedure', 'module', 'call site', "
+                                   "'thread', 'argN' or 'value(EXPR)' after 'per'");
                 }
                 qm_expr_free(m->key);
                 m->key = k;
@@ -502,8 +515,8 @@ body(parser_t *p, qm_metric_t *m)
                     return QPT_ENOMEM;
                 m->focus = QM_PER_VALUE;
             } else
-                return fail_at(p, p->line, p->col, "expected 'procedure', 'thread', 'argN' or "
-                               "'value(EXPR)' after 'per'");
+                return fail_at(p, p->line, p->col, "expected 'procedure', 'module', 'call site', "
+                               "'thread', 'argN' or 'value(EXPR)' after 'per'");
             if (m->focus == QM_PER_VALUE && m->kind != QM_COUNT)
                 return fail_at(p, kl, kc, "a row per value is for counts (a timer's value at "
                                "its stop is not known)");

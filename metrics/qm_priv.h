@@ -32,6 +32,7 @@ typedef struct qm_expr {
 /* One procedure of a metric (a row when per procedure). */
 typedef struct qm_proc {
     char *name;
+    char *module;          /* QM_PER_MODULE: its source file (or "?") */
     int measured;
 } qm_proc_t;
 

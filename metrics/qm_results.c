@@ -84,8 +84,11 @@ qm_layout_save(const qm_set_t *set, const char *path, char *why, size_t whylen)
                   (unsigned long long)m->base, m->nprocs, m->name);
         if (m->focus == QM_PER_VALUE)
             sb_printf(&b, "key %llx %s\n", (unsigned long long)m->kvar, m->key_text);
-        for (size_t k = 0; k < m->nprocs; k++)
+        for (size_t k = 0; k < m->nprocs; k++) {
             sb_printf(&b, "proc %d %s\n", m->procs[k].measured, m->procs[k].name);
+            if (m->focus == QM_PER_MODULE)
+                sb_printf(&b, "module %s\n", m->procs[k].module ? m->procs[k].module : "?");
+        }
     }
     sb_printf(&b, "end\n");
     if (b.failed) {
@@ -170,13 +173,17 @@ qm_layout_load(const char *path, qm_set_t **out, char *why, size_t whylen)
         if (sscanf(line, "metric %d %d %d %llx %llu %llu %zu%c", &m.kind, &m.focus,
                    &m.per_thread, &var, &stride, &base, &np, &tail) != 7
             || m.kind < QM_COUNT || m.kind > QM_CPU || m.focus < QM_PER_PROC
-            || m.focus > QM_PER_VALUE || (m.per_thread != 0 && m.per_thread != 1) || np > MAX_PROCS
+            || m.focus > QM_PER_SITE || (m.per_thread != 0 && m.per_thread != 1) || np > MAX_PROCS
             || stride % 8 != 0 || stride > 65536 || (base != 0 && base != 3)) {
             rc = QPT_EFORMAT;
             break;
         }
         uint64_t wpr = m.kind == QM_COUNT ? 1 : 3,
-                 rows = m.focus == QM_PER_PROC ? np : m.focus == QM_PER_VALUE ? 0 : 1;
+                 rows = m.focus == QM_PER_PROC || m.focus == QM_PER_MODULE
+                                || m.focus == QM_PER_SITE
+                            ? np
+                        : m.focus == QM_PER_VALUE                        ? 0
+                                                                         : 1;
         if ((m.per_thread && stride != 8 * (base + rows * wpr)) || (!m.per_thread && (base || m.kind != QM_COUNT))) {
             rc = QPT_EFORMAT;
             break;
@@ -219,6 +226,14 @@ qm_layout_load(const char *path, qm_set_t **out, char *why, size_t whylen)
                 rc = QPT_ENOMEM;
             m.procs[k].measured = measured;
             m.nprocs = k + 1;
+            if (rc == 0 && m.focus == QM_PER_MODULE) {
+                lineno++;
+                if (read_line(f, line, MAX_LINE) != 1 || strncmp(line, "module ", 7) != 0
+                    || line[7] == '\0')
+                    rc = QPT_EFORMAT;
+                else if ((m.procs[k].module = strdup(line + 7)) == NULL)
+                    rc = QPT_ENOMEM;
+            }
         }
         if (rc == 0 && set->n == set->cap) {
             size_t cap = set->cap ? 2 * set->cap : 8;
@@ -370,6 +385,40 @@ qm_aggregate(const qm_set_t *set, qm_row_t *const *rows, const size_t *n, size_t
     return 0;
 }
 
+static uint64_t in_unit(const qm_metric_t *m, uint64_t v, double cpn);
+
+/* Per module: the procedures' sums SUM added up by module (a module is measured when one
+ * of its procedures is), in the order the modules first appear. */
+static int
+module_rows(const qm_metric_t *m, size_t i, const uint64_t *sum, double cpn, qm_row_t **rows,
+            size_t *nrows, size_t *cap)
+{
+    int rc = 0;
+    char *done = calloc(m->nprocs + 1, 1);
+    if (done == NULL)
+        return QPT_ENOMEM;
+    for (size_t a = 0; a < m->nprocs && rc == 0; a++) {
+        if (done[a])
+            continue;
+        const char *mod = m->procs[a].module ? m->procs[a].module : "?";
+        uint64_t v = 0;
+        int measured = 0;
+        for (size_t b = a; b < m->nprocs; b++) {
+            const char *mb = m->procs[b].module ? m->procs[b].module : "?";
+            if (done[b] || strcmp(mb, mod) != 0)
+                continue;
+            done[b] = 1;
+            v += sum[b];
+            measured |= m->procs[b].measured;
+        }
+        qm_row_t r = { i, m->kind, "", in_unit(m, v, cpn), measured };
+        snprintf(r.focus, sizeof(r.focus), "module %s", mod);
+        rc = push_row(rows, nrows, cap, &r);
+    }
+    free(done);
+    return rc;
+}
+
 static int
 cmp_row_value(const void *a, const void *b)
 {
@@ -440,7 +489,9 @@ qm_results(const qm_set_t *set, qm_read_fn read, void *arg, double cpn, qm_row_t
             continue;
         }
         uint64_t wpr = m->kind == QM_COUNT ? 1 : 3, off = m->kind == QM_COUNT ? 0 : 2;
-        size_t nr = m->focus == QM_PER_PROC ? m->nprocs : 1;
+        int by_proc = m->focus == QM_PER_PROC || m->focus == QM_PER_MODULE
+                      || m->focus == QM_PER_SITE;
+        size_t nr = by_proc ? m->nprocs : 1;
         uint64_t *sum = calloc(nr + 1, sizeof(uint64_t));
         uint64_t *w = NULL;
         size_t nw;
@@ -490,7 +541,17 @@ qm_results(const qm_set_t *set, qm_read_fn read, void *arg, double cpn, qm_row_t
             qm_row_t r = { i, m->kind, "no thread ran it", 0, 1 };
             rc = push_row(&rows, &nrows, &cap, &r);
         }
-        if (rc == 0 && m->focus != QM_PER_THREAD)
+        if (rc == 0 && m->focus == QM_PER_SITE && nr > 0) {
+            /* The last row holds every call: the calls of no site are those less the
+             * sites'. */
+            uint64_t sites = 0;
+            for (size_t row = 0; row + 1 < nr; row++)
+                sites += sum[row];
+            sum[nr - 1] = sum[nr - 1] >= sites ? sum[nr - 1] - sites : 0;
+        }
+        if (rc == 0 && m->focus == QM_PER_MODULE)
+            rc = module_rows(m, i, sum, cpn, &rows, &nrows, &cap);
+        else if (rc == 0 && m->focus != QM_PER_THREAD)
             for (size_t row = 0; row < nr && rc == 0; row++) {
                 qm_row_t r = { i, m->kind, "", in_unit(m, sum[row], cpn), 1 };
                 if (m->focus == QM_TOTAL)

@@ -36,7 +36,8 @@ static const char *metrics_text =
     "metric by_arg = count calls(leaf) per arg1;\n"
     "metric by_value = count calls(leaf) per value(arg1 % 2) where arg1 < 50 inside(outer);\n"
     "metric ret_pos = count calls(outer) where retval > 0 total;\n"
-    "metric ret_neg = count calls(outer) where retval < 0 total;\n";
+    "metric ret_neg = count calls(outer) where retval < 0 total;\n"
+    "metric sites = count calls(leaf) per call site;\n";
 
 /* Values by metric name (and focus, for several rows). */
 static uint64_t
@@ -88,6 +89,23 @@ check_truth(const qm_set_t *set, const qm_row_t *rows, size_t n)
     /* Inside outer (12 + 30: arguments 0, 1, 2 each 4 + 10 times), by parity. */
     ck_assert_uint_eq(value(set, rows, n, "by_value", "arg1 % 2=0"), 28);
     ck_assert_uint_eq(value(set, rows, n, "by_value", "arg1 % 2=1"), 14);
+    /* Per call site: inner's call 49 times, escape's once, rec's tail call among the
+     * calls of no site. */
+    uint64_t in_inner = 0, in_escape = 0;
+    int nsites = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (strcmp(qm_name(set, rows[i].metric), "sites") != 0)
+            continue;
+        nsites++;
+        if (strncmp(rows[i].focus, "inner+0x", 8) == 0 && strstr(rows[i].focus, " -> leaf"))
+            in_inner = rows[i].value;
+        else if (strncmp(rows[i].focus, "escape+0x", 9) == 0)
+            in_escape = rows[i].value;
+    }
+    ck_assert_int_eq(nsites, 3);
+    ck_assert_uint_eq(in_inner, 49);
+    ck_assert_uint_eq(in_escape, 1);
+    ck_assert_uint_eq(value(set, rows, n, "sites", "other calls (through pointers, tail calls)"), 1);
     /* At the returns: outer returns sink * 3 + 1 > 0, in main and 4 threads. */
     ck_assert_uint_eq(value(set, rows, n, "ret_pos", "total"), 5);
     ck_assert_uint_eq(value(set, rows, n, "ret_neg", "total"), 0);
@@ -122,7 +140,7 @@ START_TEST(test_metrics_syntax)
         { "metric a = count calls(f) where arg1 > ;", "expected a number", "t:1:40:" },
         { "metric a = count calls(f) where (arg1 > 1;", "expected ')'", "t:1:42:" },
         { "metric a = count calls(f);\nmetric a = count calls(g);", "defined twice", "t:2:1:" },
-        { "metric a = count calls(f) per process;", "expected 'procedure', 'thread', 'argN'", "t:1:31:" },
+        { "metric a = count calls(f) per process;", "expected 'procedure', 'module', 'call site'", "t:1:31:" },
         { "metric a = time wall(f) per arg1;", "a row per value is for counts", "t:1:29:" },
         { "metric a = count calls(f) per value(arg1;", "expected ')'", "t:1:41:" },
         { "metrik a = count calls(f);", "expected 'metric'", "t:1:1:" },
@@ -153,11 +171,11 @@ START_TEST(test_metrics_syntax)
     ck_assert_str_eq(qm_name(set, 0), "count calls(lua_*) inside(luaV_execute) where arg1 + 2 * "
                                       "3 == 7 || !arg2");
     ck_assert_int_eq(qm_parse(metrics_text, "m", 0, &set, why, sizeof(why)), 0);
-    ck_assert_uint_eq(qm_count(set), 15);
+    ck_assert_uint_eq(qm_count(set), 16);
     /* A failed text adds nothing. */
     ck_assert_int_eq(qm_parse("metric z = count calls(f); metric", "m2", 0, &set, why, sizeof(why)),
                      QPT_EINVAL);
-    ck_assert_uint_eq(qm_count(set), 15);
+    ck_assert_uint_eq(qm_count(set), 16);
     qm_free(set);
 }
 END_TEST
@@ -319,6 +337,80 @@ START_TEST(test_metrics_eight_threads)
 }
 END_TEST
 
+/* Modules (source files, from DWARF): MODULE:PROC patterns and per module rows, in a
+ * file, the layout read back, and live: mod_a.c's fa 3 calls, mod_b.c's fb1 and fb2
+ * 5 and 7. */
+static const char *mod_text =
+    "metric by_mod = count calls(mod_*.c:f*) per module;\n"
+    "metric in_b = count calls(mod_b.c:*);\n"
+    "metric b_total = count calls(*/mod_b.c:fb*) total;\n";
+
+static void
+check_modules(const qm_set_t *set, const qm_row_t *rows, size_t n)
+{
+    int a = 0, b = 0;
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(qm_name(set, rows[i].metric), "by_mod") == 0) {
+            const char *f = rows[i].focus;
+            size_t l = strlen(f);
+            if (l > 7 && strcmp(f + l - 7, "mod_a.c") == 0) {
+                a++;
+                ck_assert_uint_eq(rows[i].value, 3);
+            } else if (l > 7 && strcmp(f + l - 7, "mod_b.c") == 0) {
+                b++;
+                ck_assert_uint_eq(rows[i].value, 12);
+            } else
+                ck_abort_msg("a module row %s", f);
+        }
+    ck_assert_int_eq(a, 1);
+    ck_assert_int_eq(b, 1);
+    ck_assert_uint_eq(value(set, rows, n, "in_b", "fb1"), 5);
+    ck_assert_uint_eq(value(set, rows, n, "in_b", "fb2"), 7);
+    ck_assert_uint_eq(value(set, rows, n, "b_total", "total"), 12);
+}
+
+START_TEST(test_metrics_modules)
+{
+    char why[512];
+    qpt_space_t *s = NULL;
+    qm_set_t *set = NULL;
+    ck_assert_msg(qpt_open("tests/qpt/mod_prog", &s, why, sizeof(why)) == 0, "%s", why);
+    uint32_t fa;
+    ck_assert_int_eq(qpt_proc_find(s, "fa", &fa), 0);
+    ck_assert_ptr_nonnull(strstr(qpt_proc_module(s, fa), "mod_a.c"));
+    ck_assert_int_eq(qm_parse(mod_text, "m", 0, &set, why, sizeof(why)), 0);
+    ck_assert_msg(qm_insert(set, s, NULL, NULL, why, sizeof(why)) == 0, "%s", why);
+    ck_assert_msg(qpt_write(s, "tests/qpt/mod.inst") == 0, "%s", qpt_error(s));
+    ck_assert_int_eq(qm_layout_save(set, "tests/qpt/mod.inst.qpm", why, sizeof(why)), 0);
+    qpt_close(s);
+    unlink("tests/qpt/mod.inst.qp");
+    ck_assert_int_eq(system("tests/qpt/mod.inst > tests/qpt/metric.out"), 0);
+    qm_row_t *rows;
+    size_t n;
+    ck_assert_msg(qm_results(set, read_profile, "tests/qpt/mod.inst.qp", 1, &rows, &n, why,
+                             sizeof(why)) == 0, "%s", why);
+    check_modules(set, rows, n);
+    free(rows);
+    qm_free(set);
+    set = NULL;
+    ck_assert_msg(qm_layout_load("tests/qpt/mod.inst.qpm", &set, why, sizeof(why)) == 0, "%s",
+                  why);
+    ck_assert_int_eq(qm_results(set, read_profile, "tests/qpt/mod.inst.qp", 1, &rows, &n, why,
+                                sizeof(why)), 0);
+    check_modules(set, rows, n);
+    free(rows);
+    qm_free(set);
+    /* No such module. */
+    set = NULL;
+    ck_assert_msg(qpt_open("tests/qpt/mod_prog", &s, why, sizeof(why)) == 0, "%s", why);
+    ck_assert_int_eq(qm_parse("count calls(nosuch.c:*)", "-e", 1, &set, why, sizeof(why)), 0);
+    ck_assert_int_lt(qm_insert(set, s, NULL, NULL, why, sizeof(why)), 0);
+    ck_assert_msg(strstr(why, "no procedure matches 'nosuch.c:*'") != NULL, "%s", why);
+    qm_free(set);
+    qpt_close(s);
+}
+END_TEST
+
 #ifdef ENABLE_DYNAMIC_TESTS
 static int
 read_live(void *arg, uint64_t addr, uint64_t *w, size_t n)
@@ -373,6 +465,7 @@ metrics_suite(void)
     tcase_add_test(tc, test_metrics_file);
     tcase_add_test(tc, test_metrics_batches);
     tcase_add_test(tc, test_metrics_eight_threads);
+    tcase_add_test(tc, test_metrics_modules);
 #ifdef ENABLE_DYNAMIC_TESTS
     tcase_add_test(tc, test_metrics_live);
 #endif

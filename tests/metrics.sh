@@ -228,6 +228,17 @@ lock_test() {
 }
 lock_test
 
+# Modules live: mod_prog's fa (mod_a.c) 3 calls, fb1 and fb2 (mod_b.c) 12.
+if [ -x "$DYN" ] && [ -x "$B/tests/qpt/mod_prog" ]; then
+    out=$("$DYN" run -e 'count calls(mod_*.c:f*) per module' -- "$B/tests/qpt/mod_prog" 2>&1)
+    if echo "$out" | grep -q "ermission"; then
+        echo "skip live modules: ptrace not permitted"
+    else
+        echo "$out" | grep -Eq ' 3  module .*mod_a\.c$' && echo "$out" | grep -Eq ' 12  module .*mod_b\.c$' &&
+            ok "per module, live: mod_a.c 3, mod_b.c 12" || bad "per module (live): $out"
+    fi
+fi
+
 # --predict: the calls of an earlier qp profile of the same program (leaf: 51).
 rm -f "$D/qp.inst.qp"
 if "$R" "$D/prog" -o "$D/qp.inst" 2>/dev/null && "$D/qp.inst" >/dev/null; then
