@@ -128,7 +128,8 @@ int qm_results(const qm_set_t *set, qm_read_fn read, void *arg, double cycles_pe
  * Aggregates over K processes' tables of SET (ROWS[j][0..N[j]), e.g. the ranks of a
  * parallel job): for each metric and focus, the sum, min, max and mean over the
  * processes (one without the row counts 0); a per-thread metric's rows are taken all
- * together (focus "threads": over every thread of every process). Rows not measured are
+ * together (focus "threads": over every thread of every process). With K = 1, only
+ * the per-thread metrics (over the process's threads). Rows not measured are
  * left out. Four rows each, focus "sum: FOCUS", "min: ...", "max: ...", "mean: ..."
  * (the mean rounded down); *OUT malloc'ed.
  */

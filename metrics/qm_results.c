@@ -367,6 +367,14 @@ qm_aggregate(const qm_set_t *set, qm_row_t *const *rows, const size_t *n, size_t
         free(g);
         return QPT_ENOMEM;
     }
+    size_t kept = 0;
+    for (size_t x = 0; x < ng; x++) {
+        /* One process: only threads have something to aggregate. */
+        if (k == 1 && strcmp(g[x].focus, "threads") != 0)
+            continue;
+        g[kept++] = g[x];
+    }
+    ng = kept;
     for (size_t x = 0; x < ng; x++) {
         /* Over processes, a process without the row is a 0; over threads, the threads. */
         uint64_t over = strcmp(g[x].focus, "threads") == 0 ? g[x].count : k;

@@ -7,7 +7,7 @@
 # known (see its comment): exact values in both modes; errors with line, column and caret,
 # exit status 2, nothing written; conflicting options refused.
 set -u
-: "${top_builddir:=.}"
+: "${top_builddir:=.}" "${top_srcdir:=.}"
 B=$top_builddir
 D=$B/tests/metrics.d
 rm -rf "$D"
@@ -236,6 +236,47 @@ if [ -x "$DYN" ] && [ -x "$B/tests/qpt/mod_prog" ]; then
     else
         echo "$out" | grep -Eq ' 3  module .*mod_a\.c$' && echo "$out" | grep -Eq ' 12  module .*mod_b\.c$' &&
             ok "per module, live: mod_a.c 3, mod_b.c 12" || bad "per module (live): $out"
+    fi
+fi
+
+# inside() left by a C++ exception (tests/qpt/eh_prog.cc): leaf 7 calls, 4 inside guard,
+# in both modes.
+if command -v g++ >/dev/null && g++ -O2 -o "$D/eh" "$top_srcdir/tests/qpt/eh_prog.cc" 2>/dev/null; then
+    M='count calls(leaf) inside(guard) total'
+    rm -f "$D/eh.inst.qp"
+    if "$R" -e "$M" "$D/eh" -o "$D/eh.inst" 2>/dev/null && [ "$("$D/eh.inst")" = "$("$D/eh")" ]; then
+        v=$("$Q" metrics --csv "$D/eh.inst.qp" | awk -F, '$2 == "total" { print $4 }')
+        [ "$v" = 4 ] && ok "inside() left by a C++ exception, rewritten: 4 of 7" || bad "eh (rewritten): $v"
+    else
+        bad "eh: the rewrite"
+    fi
+    if [ -x "$DYN" ]; then
+        out=$("$DYN" run -e "$M" -o "$D/eh.csv" -- "$D/eh" 2>&1)
+        echo "$out" | grep -q "ermission" ||
+            { grep -q ",total,count,4,1" "$D/eh.csv" && ok "inside() left by a C++ exception, live: 4 of 7" ||
+                bad "eh (live): $out"; }
+    fi
+else
+    echo "skip C++ exceptions: no g++"
+fi
+
+# --aggregate: a per-thread metric's sum, min, max and mean over 8 threads (thr_prog:
+# 1,000..8,000 calls), rewritten and live.
+T=$B/tests/qpt/thr_prog
+want_agg="sum: threads,count,36000,1 min: threads,count,1000,1 max: threads,count,8000,1 mean: threads,count,4500,1 "
+rm -f "$D/thr.inst.qp"
+if "$R" -e 'count calls(tick) per thread' "$T" -o "$D/thr.inst" 2>/dev/null && "$D/thr.inst" >/dev/null; then
+    got=$("$Q" metrics --aggregate --csv "$D/thr.inst.qp" | grep -E ',(sum|min|max|mean): threads,' | cut -d, -f2- | tr '\n' ' ')
+    [ "$got" = "$want_agg" ] && ok "qp metrics --aggregate: over 8 threads 36000/1000/8000/4500" ||
+        bad "qp metrics --aggregate: $got"
+else
+    bad "--aggregate: the rewrite"
+fi
+if [ -x "$DYN" ]; then
+    out=$("$DYN" run --aggregate -e 'count calls(tick) per thread' -o "$D/agg.csv" -- "$T" 2>&1)
+    if ! echo "$out" | grep -q "ermission"; then
+        got=$(grep -E ',(sum|min|max|mean): threads,' "$D/agg.csv" | cut -d, -f2- | tr '\n' ' ')
+        [ "$got" = "$want_agg" ] && ok "dyn --aggregate: the same live" || bad "dyn --aggregate: $got / $out"
     fi
 fi
 

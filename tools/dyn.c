@@ -80,6 +80,8 @@ usage(FILE *f)
         "      --commands         steer metrics while attached: read commands from\n"
         "                         standard input (add METRIC, remove NAME|#N, list,\n"
         "                         show, help, quit; its end is quit); -e is optional\n"
+        "      --aggregate        the sum, min, max and mean of per-thread metrics over\n"
+        "                         the threads, after the table\n"
         "      --max-overhead=PCT keep the time the metrics add under PCT%% of the\n"
         "                         program's own: one predicted above it is not inserted,\n"
         "                         the costliest goes when the observed total exceeds it\n"
@@ -329,6 +331,7 @@ typedef struct opts {
     int verbose;     /* -v */
     int commands;    /* --commands */
     int children;    /* --children: the processes PID started */
+    int aggregate;   /* --aggregate: per-thread metrics' sum, min, max, mean */
     int *pids;       /* attach PID,PID,...: the processes (npids > 1) */
     size_t npids;
     double max_overhead; /* --max-overhead, percent; 0: none */
@@ -474,6 +477,17 @@ metrics_session(const opts_t *o, int pid, char *const *argv)
         ret = rc == QPT_EINVAL || rc == QPT_ENOTFOUND ? EXIT_USAGE : EXIT_FAIL;
     }
     if (rep.rows != NULL) {
+        qm_row_t *agg = NULL, *one = rep.rows;
+        size_t nagg = 0, none = rep.nrows;
+        if (o->aggregate && qm_aggregate(set, &one, &none, 1, &agg, &nagg) == 0 && nagg > 0) {
+            qm_row_t *all = realloc(rep.rows, (rep.nrows + nagg) * sizeof(qm_row_t));
+            if (all != NULL) {
+                memcpy(all + rep.nrows, agg, nagg * sizeof(qm_row_t));
+                rep.rows = all;
+                rep.nrows += nagg;
+            }
+        }
+        free(agg);
         if (o->csv != NULL) {
             FILE *f = fopen(o->csv, "w");
             if (f == NULL || tool_metrics_print(f, set, rep.rows, rep.nrows, TM_CSV) < 0
@@ -770,6 +784,7 @@ main(int argc, char **argv)
         { "metrics", required_argument, NULL, 'M' },
         { "commands", no_argument, NULL, 'C' },
         { "children", no_argument, NULL, 'K' },
+        { "aggregate", no_argument, NULL, 'G' },
         { "max-overhead", required_argument, NULL, 'O' },
         { "help", no_argument, NULL, 'h' },
         { "version", no_argument, NULL, 'V' },
@@ -832,6 +847,7 @@ main(int argc, char **argv)
             break;
         case 'C': o.commands = 1; break;
         case 'K': o.children = 1; break;
+        case 'G': o.aggregate = 1; break;
         case 'O': {
             char *end;
             o.max_overhead = strtod(optarg, &end);

@@ -35,6 +35,8 @@ metrics_usage(FILE *f)
             "                         plus .qpm, which qpt-rewrite wrote next to the program)\n"
             "      --csv              metric,focus,kind,value,measured lines (timers in ns)\n"
             "      --json             a JSON array of the rows\n"
+            "      --aggregate        with one profile: the sum, min, max and mean of each\n"
+            "                         per-thread metric over the threads\n"
             "  -o, --output=FILE      write to FILE instead of standard output\n"
             "  -h, --help             print this help and exit\n"
             "\n"
@@ -56,12 +58,13 @@ qp_metrics_main(int argc, char **argv)
         { "layout", required_argument, NULL, 'l' },
         { "csv", no_argument, NULL, 'c' },
         { "json", no_argument, NULL, 'j' },
+        { "aggregate", no_argument, NULL, 'a' },
         { "output", required_argument, NULL, 'o' },
         { "help", no_argument, NULL, 'h' },
         { NULL, 0, NULL, 0 },
     };
     const char *layout = NULL, *output = NULL;
-    int kind = TM_TEXT, c;
+    int kind = TM_TEXT, c, aggregate = 0;
     optind = 2;
     opterr = 0;
     while ((c = getopt_long(argc, argv, ":o:h", longopts, NULL)) != -1) {
@@ -69,6 +72,7 @@ qp_metrics_main(int argc, char **argv)
         case 'l': layout = optarg; break;
         case 'c': kind = TM_CSV; break;
         case 'j': kind = TM_JSON; break;
+        case 'a': aggregate = 1; break;
         case 'o': output = optarg; break;
         case 'h': metrics_usage(stdout); return 0;
         case ':':
@@ -116,7 +120,7 @@ qp_metrics_main(int argc, char **argv)
     }
     qm_row_t *agg = NULL;
     size_t nagg = 0;
-    if (rc == 0 && np > 1 && qm_aggregate(set, per, nper, np, &agg, &nagg) < 0)
+    if (rc == 0 && (np > 1 || aggregate) && qm_aggregate(set, per, nper, np, &agg, &nagg) < 0)
         rc = -1;
     if (rc == 0) {
         size_t total = nagg;
