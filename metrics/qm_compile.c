@@ -178,7 +178,7 @@ static int
 at_returns(const qm_metric_t *m)
 {
     const qm_expr_t *at;
-    return uses(m->where, QE_RET, &at) || uses(m->key, QE_RET, &at);
+    return m->post || uses(m->where, QE_RET, &at) || uses(m->key, QE_RET, &at);
 }
 
 /* Check the names of E (before anything is inserted). */
@@ -383,7 +383,7 @@ place_proc(ctx_t *c, qm_metric_t *m, uint32_t p, uint64_t row)
                                      qpt_seq(sn, qpt_add_at(sn, tword(sn, m, w), qpt_const(sn, -1), 0),
                                              last),
                                      QPT_NONE);
-            if (put(c, &ex[i], sn, stop, 1) != 0)
+            if (put(c, &ex[i], sn, stop, !m->append) != 0)
                 rc = 1, why = qpt_error(c->s);
         }
         if (rc == 0) {
@@ -393,7 +393,7 @@ place_proc(ctx_t *c, qm_metric_t *m, uint32_t p, uint64_t row)
             qpt_expr_t start = qpt_seq(sn, first, qpt_add_at(sn, tword(sn, m, w), qpt_const(sn, 1), 0));
             if (cond != QPT_NONE)
                 start = qpt_if(sn, cond, start, QPT_NONE);
-            if (put(c, &en[0], sn, start, 1) != 0)
+            if (put(c, &en[0], sn, start, !m->append) != 0)
                 rc = 1, why = qpt_error(c->s);
         }
     } else if (rc == 0) {
@@ -405,7 +405,7 @@ place_proc(ctx_t *c, qm_metric_t *m, uint32_t p, uint64_t row)
         if (cond != QPT_NONE)
             inc = qpt_if(sn, cond, inc, QPT_NONE);
         for (size_t i = 0; rc == 0 && i < (at_returns(m) ? ne : 1); i++)
-            if (put(c, &en[i], sn, inc, 1) != 0)
+            if (put(c, &en[i], sn, inc, !m->append) != 0)
                 rc = 1, why = qpt_error(c->s);
     }
     if (rc == 1) {
@@ -455,7 +455,10 @@ check_metric(ctx_t *c, qm_metric_t *m)
             return qm_error_at(m->src, m->origin, a->line, a->col, c->why, c->whylen,
                                "an argument with retval: a count that reads retval is made at "
                                "the returns, where the arguments are gone");
-    }
+    } else if (m->post && (uses(m->where, QE_ARG, &a) || uses(m->key, QE_ARG, &a)))
+        return qm_error_at(m->src, m->origin, a->line, a->col, c->why, c->whylen,
+                           "an argument with 'post': the count is made at the returns, where "
+                           "the arguments are gone");
     return check_expr(c, m, m->where);
 }
 
@@ -526,7 +529,7 @@ place_site(ctx_t *c, qm_metric_t *m, const site_t *s, uint64_t row)
                                    : qpt_add_to(sn, m->var + 8 * w, qpt_const(sn, 1), 1);
     if (cond != QPT_NONE)
         inc = qpt_if(sn, cond, inc, QPT_NONE);
-    int rc = put(c, &s->pt, sn, inc, 1) != 0;
+    int rc = put(c, &s->pt, sn, inc, !m->append) != 0;
     if (rc == 1)
         notef(c, "%s: %s not measured: %s", m->name, s->label, qpt_error(c->s));
     qpt_snippet_destroy(sn);

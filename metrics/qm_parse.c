@@ -8,7 +8,7 @@
  *   body       := kind { 'inside' '(' PATTERN ')' | 'where' expr
  *                      | 'per' ('procedure' | 'module' | 'call' 'site' | 'thread' | 'argN'
  *                               | 'value' '(' expr ')')
- *                      | 'total' }
+ *                      | 'total' | 'pre' | 'post' | 'prepend' | 'append' }
  *   kind       := 'count' 'calls' '(' PATTERN ')' | 'time' ('wall' | 'cpu') '(' PATTERN ')'
  *   expr       := C's operators || && | ^ & == != < <= > >= << >> + - * / % ! - (unary),
  *                 over integers, arg1..arg6, retval and the program's variables by name
@@ -522,6 +522,17 @@ body(parser_t *p, qm_metric_t *m)
                                "its stop is not known)");
         } else if (accept_word(p, "total"))
             m->focus = QM_TOTAL;
+        else if (accept_word(p, "pre"))
+            m->post = 0;
+        else if (accept_word(p, "post")) {
+            if (m->kind != QM_COUNT)
+                return fail_at(p, l, c, "'post' is for counts (a timer runs from entry to "
+                               "return)");
+            m->post = 1;
+        } else if (accept_word(p, "prepend"))
+            m->append = 0;
+        else if (accept_word(p, "append"))
+            m->append = 1;
         else
             return 0;
     }

@@ -41,7 +41,9 @@ typedef struct qm_metric {
     char *origin;          /* for messages */
     char *src;             /* the text it was parsed from (for messages with a caret) */
     int kind;              /* QM_COUNT, QM_WALL, QM_CPU */
-    int focus;             /* QM_PER_PROC, QM_PER_THREAD, QM_TOTAL */
+    int focus;             /* QM_PER_* */
+    int post;              /* 'post': counted at the returns (calls that returned) */
+    int append;            /* 'append': after the other snippets at its points */
     char *pattern, *inside;
     unsigned pat_line, pat_col, in_line, in_col;
     qm_expr_t *where;

@@ -142,6 +142,7 @@ START_TEST(test_metrics_syntax)
         { "metric a = count calls(f);\nmetric a = count calls(g);", "defined twice", "t:2:1:" },
         { "metric a = count calls(f) per process;", "expected 'procedure', 'module', 'call site'", "t:1:31:" },
         { "metric a = time wall(f) per arg1;", "a row per value is for counts", "t:1:29:" },
+        { "metric a = time wall(f) post;", "'post' is for counts", "t:1:25:" },
         { "metric a = count calls(f) per value(arg1;", "expected ')'", "t:1:41:" },
         { "metrik a = count calls(f);", "expected 'metric'", "t:1:1:" },
         { "metric 9 = count calls(f);", "expected the metric's name", "t:1:8:" },

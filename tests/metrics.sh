@@ -255,6 +255,13 @@ if command -v g++ >/dev/null && g++ -O2 -o "$D/eh" "$top_srcdir/tests/qpt/eh_pro
         echo "$out" | grep -q "ermission" ||
             { grep -q ",total,count,4,1" "$D/eh.csv" && ok "inside() left by a C++ exception, live: 4 of 7" ||
                 bad "eh (live): $out"; }
+        # pre and post: thrower is called 3 times and returns once (it throws twice).
+        out=$("$DYN" run -e 'count calls(thrower) pre total' -e 'count calls(thrower) post total append' \
+            -o "$D/post.csv" -- "$D/eh" 2>&1)
+        echo "$out" | grep -q "ermission" ||
+            { grep -q "^count calls(thrower) pre total,total,count,3,1" "$D/post.csv" &&
+                grep -q "^count calls(thrower) post total append,total,count,1,1" "$D/post.csv" &&
+                ok "pre and post: 3 calls of thrower, 1 returned" || bad "pre/post: $out"; }
     fi
 else
     echo "skip C++ exceptions: no g++"

@@ -57,10 +57,11 @@ if [ -x "$DYN" ]; then
         [ "$(pgrep -c -P $job -f mpi_prog)" = 4 ] && break
         sleep 0.1
     done
-    "$DYN" attach --children $job -e 'count calls(work) total' -d 4 -o "$D/live.csv" \
+    "$DYN" attach --children $job -e 'count calls(work) total' -d 10 -o "$D/live.csv" \
         >"$D/dyn.out" 2>&1 &
     dp=$!
-    # Attached to all four (TracerPid set), then a second for the insertion.
+    # Attached to all four (TracerPid set), then time for the insertion (a 0.2 s sample
+    # of the calls, then the metric: seconds when the machine is loaded).
     for i in $(seq 100); do
         n=0
         for p in $(pgrep -P $job -f mpi_prog); do
@@ -69,7 +70,7 @@ if [ -x "$DYN" ]; then
         [ $n = 4 ] && break
         sleep 0.1
     done
-    sleep 1.5
+    sleep 4
     touch "$D/go"
     wait $dp
     st=$?
