@@ -102,6 +102,7 @@ enum {
     SYS_write = 1,
     SYS_open = 2,
     SYS_close = 3,
+    SYS_stat = 4,
     SYS_fstat = 5,
     SYS_mmap = 9,
     SYS_mprotect = 10,
@@ -114,6 +115,7 @@ enum {
     SYS_flock = 73,
     SYS_ftruncate = 77,
     SYS_getcwd = 79,
+    SYS_rename = 82,
     SYS_readlink = 89,
     SYS_geteuid = 107,
     SYS_gettid = 186,
@@ -507,7 +509,8 @@ init_profile(long fd, const qprt_params_t *p, const layout_t *l)
                                                                                    : -1;
 }
 
-/* Is the locked file a profile of this program? 1 yes, 0 empty (never written), -1 no. */
+/* Is the locked file a profile of this program? 1 yes, 0 empty (never written), -1 no,
+ * -2 a profile of another rewrite (of this qp version: it can be moved aside). */
 static int
 check_profile(long fd, const qprt_params_t *p, const layout_t *l, const kstat_t *ks,
     const char **why)
@@ -529,6 +532,7 @@ check_profile(long fd, const qprt_params_t *p, const layout_t *l, const kstat_t 
         || h.slots_off != l->slots_off || h.nslots != QP_PROF_MAX_SLOTS
         || h.slotc_off != l->slotc_off) {
         *why = "profile of another program or rewrite (remove it or set QP_PROFILE)";
+        return -2;
     } else if ((uint64_t)ks->size < l->slotc_off) {
         *why = "profile is truncated";
     } else
@@ -677,6 +681,26 @@ attach(
         if (sys3(SYS_fstat, fd, (long)&ks, 0) < 0)
             goto out;
         int c = check_profile(fd, p, &l, &ks, why);
+        if (c == -2 && !st->secure) {
+            /* A run never drops its counts: the other rewrite's profile goes to PATH.old
+             * (replacing an older one), and this run starts a new PATH. Only the process
+             * holding the lock of the file PATH names renames it, so a profile another
+             * run just created is never the one moved. (Not in secure execution: no
+             * file is renamed there.) */
+            kstat_t now;
+            char old[PATH_CAP + 8];
+            size_t n = 0;
+            append(old, sizeof(old), &n, st->path);
+            append(old, sizeof(old), &n, ".old");
+            rc = -3; /* open again */
+            if (sys3(SYS_stat, (long)st->path, (long)&now, 0) == 0 && now.dev == ks.dev
+                && now.ino == ks.ino && n + 1 < sizeof(old)
+                && sys3(SYS_rename, (long)st->path, (long)old, 0) == 0) {
+                append(old, sizeof(old), &n, "; this run starts a new profile\n");
+                warn_line(st->path, "the profile of another rewrite was moved to ", old);
+            }
+            goto out;
+        }
         if (c < 0)
             goto out;
         *why = "cannot write the profile";
@@ -822,7 +846,10 @@ qprt_init(uint64_t *sp)
     st->slot = UINT64_MAX;
     st->secure = (uint64_t)secure_execution(sp);
     const char *why = "cannot name the profile";
-    if (profile_path(sp, st) < 0 || attach(st, p, bias, 0, &why) < 0)
+    int rc = profile_path(sp, st) < 0 ? -1 : attach(st, p, bias, 0, &why);
+    for (int again = 0; rc == -3 && again < 3; again++)
+        rc = attach(st, p, bias, 0, &why);
+    if (rc < 0)
         warn(st->path[0] ? st->path : "profile", why);
     else
         st->marker = fork_marker();

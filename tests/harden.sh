@@ -9,7 +9,8 @@
 #             output never keeps set-user-ID; a rewritten program is not rewritten again;
 #             qp report -o never truncates its inputs; SIGTERM leaves no temporary file
 #   secure    a set-user-ID-root rewrite run by nobody ignores QP_PROFILE (root only)
-#   counts    forked children, simultaneous starts, threads, kill -9: exact counts
+#   counts    forked children, simultaneous starts, threads, kill -9, a rewrite again
+#             (the stale profile moved aside by one of 6 simultaneous runs): exact counts
 #   saturate  a saturated counter is marked in the flat report, the CSV and after merge
 #   mutants   mutated profiles through tests/fuzz_profile, mutated executables through
 #             bench/mutate.sh (a short run; make corpus runs a long one)
@@ -222,6 +223,27 @@ for round in $(seq "$rounds"); do
 done
 [ "$lost" -eq 0 ] && [ ! -s "$D/sim.err" ] && ok "$rounds rounds of 6 simultaneous first runs: exact" \
     || bad "simultaneous starts: $lost rounds wrong: $(head -n 2 "$D/sim.err")"
+# Rewritten again (another rewrite, the old profile still there): the first run moves
+# the old profile to .old and starts a new one; 6 simultaneous first runs over a stale
+# profile: exactly one moves it, none loses its counts.
+stale=0
+for round in $(seq "$rounds"); do
+    rm -f "$D/work.inst.qp" "$D/work.inst.qp.old" "$D/stale.err"
+    (cd "$D" && ./work.inst one 1 1000 >/dev/null)
+    "$QPT_REWRITE" --driver naive "$D/work" -o "$D/work.inst" 2>/dev/null || stale=$((stale + 1))
+    for i in 1 2 3 4 5 6; do (cd "$D" && ./work.inst one 1 30000 >/dev/null 2>>"$D/stale.err") & done
+    wait
+    c=$(calls_of "$D/work.inst.qp")
+    moved=$(grep -c "moved to .*work.inst.qp.old; this run starts a new profile" "$D/stale.err")
+    [ "$c" = 180000 ] && [ "$moved" = 1 ] && [ "$(wc -l <"$D/stale.err")" = 1 ] || {
+        stale=$((stale + 1))
+        echo "stale round $round: $c calls, moved $moved: $(head -n 3 "$D/stale.err")"
+    }
+    "$QPT_REWRITE" "$D/work" -o "$D/work.inst" 2>/dev/null # back to the qp driver
+done
+[ "$stale" -eq 0 ] && ok "$rounds rounds of a rewrite again: the old profile moved aside once, 6 simultaneous runs exact" \
+    || bad "rewrite again: $stale rounds wrong"
+rm -f "$D/work.inst.qp.old"
 # kill -9 in the middle of a run: its counts so far stay, the next run folds them in.
 rm -f "$D/work.inst.qp"
 (cd "$D" && exec ./work.inst one 1 4000000000 >/dev/null) &
