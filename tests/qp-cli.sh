@@ -135,6 +135,16 @@ cmp -s "$dir/qp.sorted" "$dir/naive.sorted" ||
     bad "qp and naive disagree: $(diff "$dir/qp.sorted" "$dir/naive.sorted" | head -n 4)"
 
 prof=$dir/p.qp.inst.qp
+# --limit and --min: the first rows only, what is left out summed in one line.
+expect 0 "$QP" report --limit 1 "$prof"
+rows=$(awk '/^ % insns/ { on = 1; next } on && /^$/ { exit } on' "$dir/out")
+[ "$(echo "$rows" | wc -l)" = 2 ] && echo "$rows" | tail -n 1 | grep -q 'more procedures: --limit, --min)' ||
+    bad "--limit 1: $rows"
+expect 0 "$QP" report --min 100 "$prof"
+echo "$(cat "$dir/out")" | grep -q '^ *100.00 .* more procedures: --limit, --min)$' ||
+    bad "--min 100: $(cat "$dir/out")"
+expect 2 "$QP" report --limit x "$prof"
+expect 2 "$QP" report --min 200 "$prof"
 expect 1 "$QP" report --exe="$dir/p.naive.inst" "$prof"
 grep -q 'belongs to another executable or another rewrite' "$dir/err" ||
     bad "foreign profile: $(cat "$dir/err")"

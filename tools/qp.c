@@ -36,6 +36,8 @@ typedef struct qp_args {
     const char *original;   /* --original */
     const char *output;     /* -o */
     int verbose;
+    uint32_t limit;         /* --limit */
+    double min_pct;         /* --min */
     char **files;           /* the profiles */
     int nfiles;
 } qp_args_t;
@@ -46,7 +48,7 @@ usage(FILE *f)
     fprintf(f,
             "Usage: qp report [OPTIONS] PROFILE...\n"
             "       qp merge -o OUTPUT PROFILE...\n"
-            "       qp metrics [OPTIONS] PROFILE   (qp metrics --help)\n"
+            "       qp metrics [OPTIONS] PROFILE...   (qp metrics --help)\n"
             "\n"
             "Report the counts that a program rewritten by qpt-rewrite (--driver=qp or naive)\n"
             "wrote to its profile (a.inst.qp). Several profiles of one executable are summed.\n"
@@ -65,6 +67,9 @@ usage(FILE *f)
             "      --lcov             an lcov tracefile from the DWARF line information\n"
             "  -o, --output=FILE      write to FILE instead of standard output\n"
             "  -v, --verbose          list procedures not measured, and those that never ran\n"
+            "      --limit=N          the flat profile's tables: the first N rows only\n"
+            "      --min=PCT          ... only the procedures with PCT%% of the instructions\n"
+            "                         or more (what is left out is summed in one line)\n"
             "  -h, --help             print this help and exit\n"
             "  -V, --version          print the version and exit\n"
             "\n"
@@ -125,6 +130,8 @@ parse_args(int argc, char **argv, qp_args_t *a)
         { "lcov", no_argument, NULL, 'l' },
         { "output", required_argument, NULL, 'o' },
         { "verbose", no_argument, NULL, 'v' },
+        { "limit", required_argument, NULL, 'L' },
+        { "min", required_argument, NULL, 'm' },
         { "help", no_argument, NULL, 'h' },
         { "version", no_argument, NULL, 'V' },
         { NULL, 0, NULL, 0 },
@@ -160,6 +167,22 @@ parse_args(int argc, char **argv, qp_args_t *a)
         case 'O': a->original = optarg; break;
         case 'o': a->output = optarg; break;
         case 'v': a->verbose = 1; break;
+        case 'L': {
+            char *end;
+            unsigned long v = strtoul(optarg, &end, 10);
+            if (end == optarg || *end != '\0' || v > UINT32_MAX || optarg[0] == '-')
+                return usage_error("--limit: not a number of rows", optarg);
+            a->limit = (uint32_t)v;
+            break;
+        }
+        case 'm': {
+            char *end;
+            double v = strtod(optarg, &end);
+            if (end == optarg || (*end != '\0' && strcmp(end, "%") != 0) || !(v >= 0) || v > 100)
+                return usage_error("--min: not a percentage", optarg);
+            a->min_pct = v;
+            break;
+        }
         case 'h': usage(stdout); return -1;
         case 'V': printf("qp (%s) %s\n", PACKAGE_NAME, PACKAGE_VERSION); return -1;
         case ':': return usage_error("missing argument to", argv[optind - 1]);
@@ -390,7 +413,7 @@ cmd_report(const qp_args_t *a)
         st = fail(exe, qp_strerror(QP_ENOMEM));
     if (st == 0) {
         qp_inputs_t in = { exe, (const char *const *)a->files, a->nfiles, img, orig,
-                           &desc, &prof, &rep, a->verbose };
+                           &desc, &prof, &rep, a->verbose, a->limit, a->min_pct };
         st = print_to_output(a, &in);
     }
     qp_report_free(&rep);

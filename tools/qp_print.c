@@ -108,6 +108,25 @@ print_header(FILE *f, const qp_inputs_t *in)
             r->total_insns, r->nprocs, r->nunmeasured);
 }
 
+/* Is RES within --min (its share of the instructions)? */
+static int
+above_min(const qp_inputs_t *in, const qp_proc_result_t *res)
+{
+    const qp_report_t *r = in->rep;
+    double pct = r->total_insns ? 100.0 * (double)res->insns / (double)r->total_insns : 0;
+    return in->min_pct <= 0 || pct >= in->min_pct;
+}
+
+/* The line saying what --limit and --min left out of a table. */
+static void
+print_hidden(FILE *f, uint32_t n, uint64_t insns, uint64_t total)
+{
+    if (n > 0)
+        fprintf(f, "%8.2f %20" PRIu64 " %16s  (%" PRIu32 " more procedure%s: --limit, --min)\n",
+                total ? 100.0 * (double)insns / (double)total : 0, insns, "", n,
+                n == 1 ? "" : "s");
+}
+
 static void
 print_flat_table(FILE *f, const qp_inputs_t *in, uint32_t *nidle)
 {
@@ -115,17 +134,26 @@ print_flat_table(FILE *f, const qp_inputs_t *in, uint32_t *nidle)
     char cbuf[24], mbuf[8];
     fprintf(f, "%8s %20s %16s  %s\n", "% insns", "instructions", "calls", "name");
     *nidle = 0;
+    uint32_t shown = 0, hidden = 0;
+    uint64_t hidden_insns = 0;
     for (uint32_t i = 0; i < r->nprocs; i++) {
         const qp_proc_result_t *res = &r->procs[i];
         if (!ran(res) && !in->verbose && !(res->flags & QP_RES_VIOLATION)) {
             (*nidle)++;
             continue;
         }
+        if ((in->limit > 0 && shown >= in->limit) || !above_min(in, res)) {
+            hidden++;
+            hidden_insns += res->insns;
+            continue;
+        }
+        shown++;
         double pct = r->total_insns ? 100.0 * (double)res->insns / (double)r->total_insns : 0;
         fprintf(f, "%8.2f %20" PRIu64 " %16s  %s%s%s\n", pct, res->insns,
                 qp_fmt_count(cbuf, res->calls, res->calls_known), proc_name(in, res->proc),
                 markers(res, mbuf)[0] ? " " : "", mbuf);
     }
+    print_hidden(f, hidden, hidden_insns, r->total_insns);
 }
 
 static int
@@ -148,13 +176,17 @@ print_by_calls(FILE *f, const qp_inputs_t *in)
         return;
     size_t n = 0;
     for (uint32_t i = 0; i < r->nprocs; i++)
-        if (r->procs[i].calls_known && r->procs[i].calls > 0)
+        if (r->procs[i].calls_known && r->procs[i].calls > 0 && above_min(in, &r->procs[i]))
             v[n++] = &r->procs[i];
     qsort(v, n, sizeof(*v), cmp_calls);
+    size_t shown = in->limit > 0 && in->limit < n ? in->limit : n;
     fprintf(f, "\nBy calls:\n%16s %20s  %s\n", "calls", "instructions/call", "name");
-    for (size_t i = 0; i < n; i++)
+    for (size_t i = 0; i < shown; i++)
         fprintf(f, "%16" PRIu64 " %20.1f  %s\n", v[i]->calls,
                 (double)v[i]->insns / (double)v[i]->calls, proc_name(in, v[i]->proc));
+    if (shown < n)
+        fprintf(f, "%16s %20s  (%zu more procedure%s: --limit)\n", "", "", n - shown,
+                n - shown == 1 ? "" : "s");
     free(v);
 }
 

@@ -23,6 +23,8 @@ typedef struct qp_inputs {
     const qp_profile_t *prof;     /* the merged profile */
     const qp_report_t *rep;       /* the report */
     int verbose;                  /* --verbose */
+    uint32_t limit;               /* --limit: rows of each table at most (0: all) */
+    double min_pct;               /* --min: rows of at least this % of the instructions */
 } qp_inputs_t;
 
 /* The flat profile, the call counts, the footnotes and notes (qp report). */
