@@ -1267,6 +1267,27 @@ qpt_symbol(const qpt_space_t *s, const char *name, uint64_t *addr, uint64_t *siz
     return QP_ENOTFOUND;
 }
 
+const char *
+qpt_symbol_at(const qpt_space_t *s, uint64_t addr, uint64_t *off)
+{
+    if (s == NULL || s->img == NULL)
+        return NULL;
+    uint64_t a = addr - s->bias;
+    const cfg_symbol_t *best = NULL;
+    for (int pass = 0; pass < 2; pass++) {
+        const cfg_symbol_t *v = pass ? s->img->symbols : s->img->variables;
+        size_t n = pass ? s->img->nsymbols : s->img->nvariables;
+        for (size_t i = 0; i < n; i++)
+            if (v[i].kind != CFG_SYM_TLS && v[i].addr != 0 && v[i].addr <= a
+                && a < v[i].addr + (v[i].size ? v[i].size : 1)
+                && (best == NULL || v[i].addr > best->addr))
+                best = &v[i];
+    }
+    if (best != NULL && off != NULL)
+        *off = a - best->addr;
+    return best ? best->name : NULL;
+}
+
 int
 qpt_read_memory(qpt_space_t *s, uint64_t addr, void *buf, size_t len)
 {

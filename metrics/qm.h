@@ -114,7 +114,13 @@ typedef struct qm_row {
     char focus[160];    /* the procedure, "thread 0x...", or "total" */
     uint64_t value;
     int measured;       /* 0: the procedure was left out (value 0) */
+    int keyed;          /* per value: KEY is the row's value (the focus names it) */
+    uint64_t key;
 } qm_row_t;
+
+/* Per-value rows whose value is the address of a symbol of the program in S (a lock, a
+ * buffer): " (NAME)" or " (NAME+0xOFF)" after their focus. */
+void qm_symbolize(qpt_space_t *s, qm_row_t *rows, size_t n);
 
 /*
  * The metric x focus table of SET (after qm_insert or qm_layout_load), its words read
@@ -176,6 +182,8 @@ typedef struct qm_live_opts {
      * modelled costliest is taken out (said through NOTE). */
     double max_overhead;
     double sample;           /* seconds of call counting before a metric goes in (0.2) */
+    /* Called once the first metrics are in the process (PID, the ms it was stopped). */
+    void (*on_ready)(void *arg, int pid, double stop_ms);
     size_t hist_buckets;     /* > 0 (even): each metric's total over time in this many
                               * buckets of HIST_WIDTH seconds (they fold in pairs as the
                               * session outlasts them; see qpt_hist_t) */

@@ -360,6 +360,7 @@ sample(live_t *l, char *why, size_t whylen)
     int rc = qm_results(l->set, read_words, l->s, l->cpn, &rows, &n, why, whylen);
     if (rc < 0)
         return rc;
+    qm_symbolize(l->s, rows, n);
     qm_costs_observe(l->costs, l->set, l->s, l->cpn);
     qm_cost_t *costs = NULL;
     size_t nc = qm_costs_table(l->costs, l->set, &costs);
@@ -526,6 +527,8 @@ qm_live_run(qm_set_t *set, const qm_live_opts_t *o, qm_live_report_t *rep, char 
         qpt_close(s);
         return rc;
     }
+    if (o->on_ready != NULL)
+        o->on_ready(o->arg, rep->pid, rep->stop_ms);
     double start = qm_now(), next = o->interval > 0 ? start + o->interval : 0;
     double next_check = o->max_overhead > 0 ? start + 1 : 0;
     /* The histograms are fed once a bucket, in its middle: each bucket then holds what
@@ -579,6 +582,8 @@ qm_live_run(qm_set_t *set, const qm_live_opts_t *o, qm_live_report_t *rep, char 
     rep->hist = l.hist;
     rep->nhist = l.nhist;
     rc = qm_results(set, read_words, s, cpn, &rep->rows, &rep->nrows, why, whylen);
+    if (rc == 0)
+        qm_symbolize(s, rep->rows, rep->nrows);
     if (!rep->ended) {
         qm_costs_observe(l.costs, set, s, cpn);
         rep->ncosts = qm_costs_table(l.costs, set, &rep->costs);

@@ -219,9 +219,9 @@ lock_test() {
         if echo "$out" | grep -q "ermission"; then
             echo "skip live lock focus: ptrace not permitted"
         else
-            grep -q ",arg1=$big,count,10000,1" "$D/lock.csv" &&
-                grep -q ",arg1=$small,count,40,1" "$D/lock.csv" &&
-                ok "per arg1 of pthread_mutex_lock, live: big 10000, small 40" ||
+            grep -q ",arg1=$big (big),count,10000,1" "$D/lock.csv" &&
+                grep -q ",arg1=$small (small),count,40,1" "$D/lock.csv" &&
+                ok "per arg1 of pthread_mutex_lock, live: big 10000, small 40 (named by their symbols)" ||
                 bad "per lock (live): $addrs: $out"
         fi
     fi

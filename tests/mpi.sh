@@ -57,21 +57,21 @@ if [ -x "$DYN" ]; then
         [ "$(pgrep -c -P $job -f mpi_prog)" = 4 ] && break
         sleep 0.1
     done
-    "$DYN" attach --children $job -e 'count calls(work) total' -d 10 -o "$D/live.csv" \
+    "$DYN" attach --children $job -e 'count calls(work) total' -d 60 -o "$D/live.csv" \
         >"$D/dyn.out" 2>&1 &
     dp=$!
-    # Attached to all four (TracerPid set), then time for the insertion (a 0.2 s sample
-    # of the calls, then the metric: seconds when the machine is loaded).
-    for i in $(seq 100); do
-        n=0
-        for p in $(pgrep -P $job -f mpi_prog); do
-            awk '/^TracerPid:/ { exit $2 == 0 }' /proc/$p/status && n=$((n + 1))
-        done
-        [ $n = 4 ] && break
+    # dyn says when each process's metrics are in: then the ranks may work.
+    for i in $(seq 600); do
+        [ "$(grep -c ': measuring (stopped' "$D/dyn.out" 2>/dev/null)" = 4 ] && break
         sleep 0.1
     done
-    sleep 4
     touch "$D/go"
+    # The ranks worked: the session ends (Ctrl-C, as a user would).
+    for i in $(seq 600); do
+        [ "$(ls "$D"/done.* 2>/dev/null | wc -l)" = 4 ] && break
+        sleep 0.1
+    done
+    kill -INT $dp
     wait $dp
     st=$?
     touch "$D/stop"

@@ -635,6 +635,16 @@ children_of(opts_t *o)
     return 0;
 }
 
+/* qm_live_opts_t.on_ready with several processes: a line as each one's metrics are in
+ * (what a script waits for before the job's work starts). */
+static void
+print_ready(void *arg, int pid, double stop_ms)
+{
+    (void)arg;
+    fprintf(stderr, "%s: pid %d: measuring (stopped %.1f ms to insert)\n", prog_name, pid,
+            stop_ms);
+}
+
 /* Several processes: each one's table (focus named by its rank or pid), the aggregates. */
 static int
 many_session(const opts_t *o)
@@ -648,6 +658,7 @@ many_session(const opts_t *o)
     lo.note = tool_metrics_note;
     lo.note_arg = (void *)prog_name;
     lo.max_overhead = o->max_overhead;
+    lo.on_ready = print_ready;
     qm_many_report_t rep;
     char why[2048];
     int ret = 0;

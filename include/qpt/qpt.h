@@ -224,6 +224,10 @@ int qpt_symbol(const qpt_space_t *s, const char *name, uint64_t *addr /*OUT*/,
 int qpt_tls_offset(const qpt_space_t *s, const char *name, int64_t *off /*OUT*/);
 
 /* Read LEN bytes at ADDR of a live process (it may be running). */
+/* The name of the program's symbol (a variable or a procedure) that holds ADDR (in the
+ * space), *OFF (may be NULL) its offset in it; NULL when none does. Owned by S. */
+const char *qpt_symbol_at(const qpt_space_t *s, uint64_t addr, uint64_t *off /*OUT*/);
+
 int qpt_read_memory(qpt_space_t *s, uint64_t addr, void *buf, size_t len);
 
 /* Write LEN bytes at ADDR of a stopped live process (its data, or memory from qpt_alloc). */

@@ -3,7 +3,8 @@
 /*
  * For tests/mpi.sh (built there with mpicc): rank r calls work() 100 (r + 1) times, so a
  * job of 4 ranks makes 1,000 calls. With a directory argument D, each rank first waits
- * for the file D/go (a tool attaches meanwhile), works, then waits for D/stop.
+ * for the file D/go (a tool attaches meanwhile), works, creates D/done.RANK, then waits
+ * for D/stop.
  */
 #include <mpi.h>
 #include <stdio.h>
@@ -40,8 +41,14 @@ main(int argc, char **argv)
         wait_for(argv[1], "go");
     for (long i = 0; i < 100L * (rank + 1); i++)
         work(i);
-    if (argc > 1)
+    if (argc > 1) {
+        char done[4096];
+        snprintf(done, sizeof(done), "%s/done.%d", argv[1], rank);
+        FILE *f = fopen(done, "w");
+        if (f != NULL)
+            fclose(f);
         wait_for(argv[1], "stop");
+    }
     long mine = sink, total = 0;
     MPI_Reduce(&mine, &total, 1, MPI_LONG, MPI_SUM, 0, MPI_COMM_WORLD);
     if (rank == 0)
