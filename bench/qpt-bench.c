@@ -162,34 +162,67 @@ insert_kind(qpt_space_t *s, int kind)
     return rc;
 }
 
-/* The added cost per call of a metric constrained by inside(main) (qpt-metrics), rewritten:
- * the counted procedure's snippet finds its thread's block and tests the activation. */
-static void
-per_metric(const char *argcall)
+/* What goes into a rewrite of bench/argcall: KIND 1 a per-thread counter, 2 a CPU timer,
+ * 3 `if (arg1 > 10) counter++`, 4 the metric `count calls(f) inside(main) total`. */
+static int
+insert_what(qpt_space_t *s, int kind, char *why, size_t whylen)
 {
-    char why[2048], out[4200], qp[4300];
-    qpt_space_t *s = NULL;
+    uint64_t ctr;
+    if (kind == 1 || kind == 2)
+        return insert_kind(s, kind);
+    if (kind == 3)
+        return insert_if(s, &ctr);
     qm_set_t *set = NULL;
-    snprintf(out, sizeof(out), "%s.inside", argcall);
-    if (qpt_open(argcall, &s, why, sizeof(why)) < 0
-        || qm_parse("count calls(f) inside(main) total", "-e", 1, &set, why, sizeof(why)) < 0
-        || qm_insert(set, s, NULL, NULL, why, sizeof(why)) < 0 || qpt_write(s, out) < 0) {
+    int rc = qm_parse("count calls(f) inside(main) total", "-e", 1, &set, why, whylen);
+    if (rc == 0)
+        rc = qm_insert(set, s, NULL, NULL, why, whylen);
+    qm_free(set);
+    return rc;
+}
+
+/* ARGCALL rewritten into OUT with KIND (insert_what), the profile of an earlier rewrite
+ * removed; the cost model's ns per call of f. Exits when it cannot be made. */
+static double
+rewrite(const char *argcall, const char *out, int kind)
+{
+    char why[2048] = "", qp[4300];
+    qpt_space_t *s = NULL;
+    if (qpt_open(argcall, &s, why, sizeof(why)) < 0 || insert_what(s, kind, why, sizeof(why)) < 0
+        || qpt_write(s, out) < 0) {
         fprintf(stderr, "qpt-bench: %s: %s\n", argcall, s && why[0] == 0 ? qpt_error(s) : why);
         exit(1);
     }
     double model = model_ns(s, "f");
     qpt_close(s);
-    qm_free(set);
     snprintf(qp, sizeof(qp), "%s.qp", out);
     unlink(qp);
-    char *plain[] = { (char *)argcall, "100000000", NULL };
-    char *rew[] = { out, "100000000", NULL };
+    return model;
+}
+
+/* Medians of 5 alternating runs of PLAIN and REW: ns per call into *MP and *MR. */
+static void
+paired(char *const plain[], char *const rew[], double *mp, double *mr)
+{
     double p[5], r[5];
     for (int i = 0; i < 5; i++) {
         p[i] = ns_per_call(plain);
         r[i] = ns_per_call(rew);
     }
-    double mp = median(p, 5), mr = median(r, 5);
+    *mp = median(p, 5);
+    *mr = median(r, 5);
+}
+
+/* The added cost per call of a metric constrained by inside(main) (qpt-metrics), rewritten:
+ * the counted procedure's snippet finds its thread's block and tests the activation. */
+static void
+per_metric(const char *argcall)
+{
+    char out[4200];
+    snprintf(out, sizeof(out), "%s.inside", argcall);
+    double model = rewrite(argcall, out, 4), mp, mr;
+    char *plain[] = { (char *)argcall, "100000000", NULL };
+    char *rew[] = { out, "100000000", NULL };
+    paired(plain, rew, &mp, &mr);
     printf("count calls(f) inside(main) (median of 5, 100M calls, rewritten): plain %.3f ns, "
            "instrumented %.3f ns (+%.3f ns); cost model %.2f ns\n", mp, mr, mr - mp, model);
 }
@@ -202,27 +235,12 @@ per_thread(const char *argcall)
                                   "a per-thread CPU timer (entry and exit)" };
     static const char *calls[] = { "", "100000000", "1000000" };
     for (int kind = 1; kind <= 2; kind++) {
-        char why[512], out[4200];
-        qpt_space_t *s = NULL;
+        char out[4200];
         snprintf(out, sizeof(out), "%s.k%d", argcall, kind);
-        if (qpt_open(argcall, &s, why, sizeof(why)) < 0 || insert_kind(s, kind) < 0
-            || qpt_write(s, out) < 0) {
-            fprintf(stderr, "qpt-bench: %s: %s\n", argcall, s ? qpt_error(s) : why);
-            exit(1);
-        }
-        double model = model_ns(s, "f");
-        qpt_close(s);
-        char qp[4300];
-        snprintf(qp, sizeof(qp), "%s.qp", out);
-        unlink(qp);
+        double model = rewrite(argcall, out, kind), mp, mr;
         char *plain[] = { (char *)argcall, (char *)calls[kind], NULL };
         char *rew[] = { out, (char *)calls[kind], NULL };
-        double p[5], r[5];
-        for (int i = 0; i < 5; i++) {
-            p[i] = ns_per_call(plain);
-            r[i] = ns_per_call(rew);
-        }
-        double mp = median(p, 5), mr = median(r, 5);
+        paired(plain, rew, &mp, &mr);
         printf("%s (median of 5, %s calls, rewritten): plain %.3f ns, instrumented %.3f ns "
                "(+%.3f ns); cost model %.2f ns\n", what[kind], calls[kind], mp, mr, mr - mp,
                model);
@@ -232,22 +250,11 @@ per_thread(const char *argcall)
 static void
 per_hit(const char *argcall)
 {
-    char why[512], out[4200];
+    char out[4200];
     char *plain[] = { (char *)argcall, "100000000", NULL };
     double p[5], r[5], l[5];
-    qpt_space_t *s = NULL;
-    uint64_t ctr;
     snprintf(out, sizeof(out), "%s.if", argcall);
-    if (qpt_open(argcall, &s, why, sizeof(why)) < 0 || insert_if(s, &ctr) < 0
-        || qpt_write(s, out) < 0) {
-        fprintf(stderr, "qpt-bench: %s: %s\n", argcall, s ? qpt_error(s) : why);
-        exit(1);
-    }
-    double model = model_ns(s, "f");
-    qpt_close(s);
-    char qp[4300];
-    snprintf(qp, sizeof(qp), "%s.qp", out);
-    unlink(qp); /* a profile of an earlier rewrite */
+    double model = rewrite(argcall, out, 3);
     char *rew[] = { out, "100000000", NULL };
     for (int i = 0; i < 5; i++) {
         p[i] = ns_per_call(plain);

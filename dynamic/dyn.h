@@ -129,6 +129,12 @@ dyn_proc_syscall(dyn_proc_t *p, long nr, const uint64_t args[6], int64_t *ret /*
 int
 dyn_proc_call(dyn_proc_t *p, uint64_t fn, const uint64_t *args, int nargs, uint64_t *ret);
 
+/*
+ * The processes whose parent is PID (a launcher's: mpirun's ranks), from /proc, into
+ * *OUT (malloc'ed) and *N. QP_ENOTFOUND when it has none, QP_EIO, QP_ENOMEM.
+ */
+int dyn_proc_children(int pid, int **out /*OUT*/, size_t *n /*OUT*/);
+
 /* One stopped thread, as dyn_proc_threads reports it. */
 typedef struct dyn_thread_info {
     int tid;     /* thread id */

@@ -692,6 +692,20 @@ park(dyn_proc_t *p, dyn_thread_t *t, held_t *h)
     return 0;
 }
 
+/* After an injected call or system call: park thread T again, give it back its
+ * registers SAVED and the signals it held (errno kept). */
+static void
+give_back(dyn_proc_t *p, dyn_thread_t *t, held_t *h, const struct user_regs_struct *saved)
+{
+    if (t->gone)
+        return;
+    int saved_errno = errno;
+    if (park(p, t, h) == 0)
+        ptrace(PTRACE_SETREGS, t->tid, NULL, saved);
+    requeue_held(p, t, h);
+    errno = saved_errno;
+}
+
 /*****************************************************************************
  * System calls on the process's behalf
  */
@@ -887,13 +901,7 @@ dyn_proc_syscall(dyn_proc_t *p, long nr, const uint64_t args[6], int64_t *ret /*
     if (ptrace(PTRACE_SETREGS, t->tid, NULL, &regs) < 0)
         return QP_EIO;
     rc = run_syscall(p, t, &h, ret);
-    if (!t->gone) {
-        int saved_errno = errno;
-        if (park(p, t, &h) == 0)
-            ptrace(PTRACE_SETREGS, t->tid, NULL, &saved);
-        requeue_held(p, t, &h);
-        errno = saved_errno;
-    }
+    give_back(p, t, &h, &saved);
     return rc;
 }
 
@@ -1059,13 +1067,7 @@ dyn_proc_call(dyn_proc_t *p, uint64_t fn, const uint64_t *args, int nargs, uint6
     rc = run_call(p, t, &h, page + mark);
     if (rc == 0)
         rc = dyn_proc_read(p, block + xs + 8, ret, 8);
-    if (!t->gone) {
-        int saved_errno = errno;
-        if (park(p, t, &h) == 0)
-            ptrace(PTRACE_SETREGS, t->tid, NULL, &saved);
-        requeue_held(p, t, &h);
-        errno = saved_errno;
-    }
+    give_back(p, t, &h, &saved);
     if (rc < 0)
         return rc; /* the page stays: the thread may still be in the stub */
 unmap : {
@@ -1232,4 +1234,55 @@ dyn_proc_exe_path(const dyn_proc_t *p, char *buf, size_t cap)
         return NULL;
     snprintf(buf, cap, "/proc/%d/exe", p->pid);
     return buf;
+}
+
+int
+dyn_proc_children(int pid, int **out, size_t *n)
+{
+    if (out == NULL || n == NULL || pid <= 0)
+        return QP_EINVAL;
+    *out = NULL;
+    *n = 0;
+    DIR *d = opendir("/proc");
+    if (d == NULL)
+        return QP_EIO;
+    size_t cap = 16;
+    int *v = malloc(cap * sizeof(int)), rc = v ? 0 : QP_ENOMEM;
+    struct dirent *e;
+    while (rc == 0 && (e = readdir(d)) != NULL) {
+        char *end, path[64], buf[512];
+        long p = strtol(e->d_name, &end, 10);
+        if (*end != '\0' || p <= 0)
+            continue;
+        snprintf(path, sizeof(path), "/proc/%ld/stat", p);
+        FILE *f = fopen(path, "r");
+        size_t k = f ? fread(buf, 1, sizeof(buf) - 1, f) : 0;
+        if (f != NULL)
+            fclose(f);
+        buf[k] = '\0';
+        char *rp = strrchr(buf, ')'); /* after the command name, which may hold anything */
+        int ppid;
+        if (rp == NULL || sscanf(rp + 1, " %*c %d", &ppid) != 1 || ppid != pid)
+            continue;
+        if (*n == cap) {
+            int *w = realloc(v, 2 * cap * sizeof(int));
+            if (w == NULL) {
+                rc = QP_ENOMEM;
+                break;
+            }
+            v = w;
+            cap *= 2;
+        }
+        v[(*n)++] = (int)p;
+    }
+    closedir(d);
+    if (rc == 0 && *n == 0)
+        rc = QP_ENOTFOUND;
+    if (rc < 0) {
+        free(v);
+        *n = 0;
+        return rc;
+    }
+    *out = v;
+    return 0;
 }

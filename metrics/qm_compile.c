@@ -418,32 +418,31 @@ place_proc(ctx_t *c, qm_metric_t *m, uint32_t p, uint64_t row)
     return rc;
 }
 
+/* Does PATTERN (written at LINE:COL of M) match a procedure that can take snippets? */
+static int
+check_pattern(ctx_t *c, const qm_metric_t *m, const char *pattern, unsigned line, unsigned col)
+{
+    size_t n, nref;
+    uint32_t *v = matching(c, m, pattern, &n, &nref, 0);
+    if (v == NULL)
+        return QPT_ENOMEM;
+    free(v);
+    if (n > 0)
+        return 0;
+    return qm_error_at(m->src, m->origin, line, col, c->why, c->whylen,
+                       nref ? "every procedure matching '%s' is left out (see qpt-rewrite "
+                              "-v): none can take snippets"
+                            : "no procedure matches '%s'",
+                       pattern);
+}
+
 /* Check metric M against the program: its procedures, its inside procedures, its names. */
 static int
 check_metric(ctx_t *c, qm_metric_t *m)
 {
-    size_t n, nref;
-    uint32_t *v = matching(c, m, m->pattern, &n, &nref, 0);
-    if (v == NULL)
-        return QPT_ENOMEM;
-    free(v);
-    if (n == 0)
-        return qm_error_at(m->src, m->origin, m->pat_line, m->pat_col, c->why, c->whylen,
-                           nref ? "every procedure matching '%s' is left out (see qpt-rewrite "
-                                  "-v): none can take snippets"
-                                : "no procedure matches '%s'",
-                           m->pattern);
-    if (m->inside != NULL) {
-        if ((v = matching(c, m, m->inside, &n, &nref, 0)) == NULL)
-            return QPT_ENOMEM;
-        free(v);
-        if (n == 0)
-            return qm_error_at(m->src, m->origin, m->in_line, m->in_col, c->why, c->whylen,
-                               nref ? "every procedure matching '%s' is left out: none can "
-                                      "take snippets"
-                                    : "no procedure matches '%s'",
-                               m->inside);
-    }
+    QM_CHECK(check_pattern(c, m, m->pattern, m->pat_line, m->pat_col));
+    if (m->inside != NULL)
+        QM_CHECK(check_pattern(c, m, m->inside, m->in_line, m->in_col));
     QM_CHECK(check_expr(c, m, m->key));
     /* retval: counted at the returns, where the arguments are gone. */
     const qm_expr_t *r = NULL, *a;
@@ -639,6 +638,29 @@ place_metric(ctx_t *c, qm_metric_t *m)
     return rc;
 }
 
+/* What qm_insert gave M, taken back (its insertions are removed by the caller): its
+ * memory in the process, its handles, its procedures; M is parsed again. */
+static void
+unplace(qm_metric_t *m, qpt_space_t *s)
+{
+    if (m->var != 0)
+        qpt_free(s, m->var); /* a process's memory: not kept for nothing */
+    if (m->kvar != 0)
+        qpt_free(s, m->kvar);
+    m->var = m->kvar = 0;
+    free(m->handles);
+    m->handles = NULL;
+    m->nhandles = 0;
+    for (size_t k = 0; k < m->nprocs; k++) {
+        free(m->procs[k].name);
+        free(m->procs[k].module);
+    }
+    free(m->procs);
+    m->procs = NULL;
+    m->nprocs = 0;
+    m->state = QM_PARSED;
+}
+
 int
 qm_insert(qm_set_t *set, qpt_space_t *s, qm_note_fn note, void *arg, char *why, size_t whylen)
 {
@@ -687,17 +709,8 @@ qm_insert(qm_set_t *set, qpt_space_t *s, qm_note_fn note, void *arg, char *why, 
     if (rc < 0) {
         undo_to(&c, 0);
         for (size_t i = 0; i < set->n; i++) {
-            qm_metric_t *m = &set->v[i];
-            if (m->state != QM_PARSED)
-                continue;
-            if (m->var != 0)
-                qpt_free(s, m->var); /* a process's memory: not kept for nothing */
-            if (m->kvar != 0)
-                qpt_free(s, m->kvar);
-            m->var = m->kvar = 0;
-            free(m->handles);
-            m->handles = NULL;
-            m->nhandles = 0;
+            if (set->v[i].state == QM_PARSED)
+                unplace(&set->v[i], s);
         }
         if (why[0] == '\0')
             snprintf(why, whylen, "%s", qpt_strerror(rc));
@@ -786,15 +799,7 @@ qm_take_back(qm_set_t *set, size_t i, qpt_space_t *s)
     qm_metric_t *m = &set->v[i];
     for (size_t k = 0; k < m->nhandles; k++)
         qpt_remove(s, m->handles[k]);
-    if (m->var != 0)
-        qpt_free(s, m->var);
-    if (m->kvar != 0)
-        qpt_free(s, m->kvar);
-    m->var = m->kvar = 0;
-    free(m->handles);
-    m->handles = NULL;
-    m->nhandles = 0;
-    m->state = QM_PARSED;
+    unplace(m, s);
     return 0;
 }
 

@@ -4,7 +4,8 @@
  * The same metrics in several processes at once (the ranks of a parallel job): a child
  * process per target runs qm_live_run on it (each tracer its own process: ptrace and
  * wait stay per target), and sends its report back through a pipe. The parent reads
- * the pipes as they fill, waits for the children, and passes a stop on to them.
+ * the pipes as they fill, waits for the children, and passes a stop on to them; a parent
+ * that dies (SIGKILL) stops them too (PR_SET_PDEATHSIG), so no target is left measured.
  */
 #include "config.h"
 
@@ -14,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -56,8 +58,13 @@ rank_of(int pid)
 }
 
 static void
-child(qm_set_t *set, const qm_live_opts_t *o, int pid, int fd)
+child(qm_set_t *set, const qm_live_opts_t *o, int pid, int fd, pid_t parent)
 {
+    /* A parent killed (even by SIGKILL) ends this session the clean way: SIGINT, which
+     * the caller's handler turns into *o->stop, as it does for the parent. */
+    prctl(PR_SET_PDEATHSIG, SIGINT);
+    if (getppid() != parent)
+        _exit(1); /* it died before that: take nothing in */
     qm_live_opts_t mine = *o;
     mine.pid = pid;
     mine.argv = NULL;
@@ -121,6 +128,7 @@ qm_live_run_many(qm_set_t *set, const qm_live_opts_t *o, const int *pids, size_t
     }
     rep->n = n;
     int rc = 0;
+    pid_t parent = getpid();
     for (size_t i = 0; i < n; i++) {
         rep->v[i].pid = pids[i];
         rep->v[i].rank = rank_of(pids[i]);
@@ -137,7 +145,7 @@ qm_live_run_many(qm_set_t *set, const qm_live_opts_t *o, const int *pids, size_t
             close(pf[0]);
             for (size_t j = 0; j < i; j++)
                 close(fds[j]);
-            child(set, o, pids[i], pf[1]);
+            child(set, o, pids[i], pf[1], parent);
         }
         close(pf[1]);
         if (kids[i] < 0) {

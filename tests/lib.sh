@@ -7,6 +7,9 @@
 #   QP_JOBS                    parallel jobs (default: the number of CPUs)
 #   build_corpus DIR           compile tests/progs/* in every variant into DIR
 #   qp_fail_reason FILE        first line of a failed build's log (for reports)
+#   ok MSG, bad MSG            a check passed / failed ("FAIL MSG", counted in $fails)
+#   count_lines FILE PATTERN   lines of FILE matching PATTERN (0 when FILE is not there)
+#   wait_lines FILE PATTERN N [SECS]   wait until N lines match (10 s by default)
 
 : "${top_srcdir:=.}"
 : "${top_builddir:=.}"
@@ -171,4 +174,32 @@ build_corpus() {
         "($failed failed to build, $missing compiler missing); $total binaries in $dir" \
         "($((end - start)) s)"
     [ "$total" -gt 0 ]
+}
+
+# A check's outcome: "ok   MSG", or "FAIL MSG" counted in $fails (exit 1 when not 0).
+fails=0
+ok() {
+    echo "ok   $*"
+}
+bad() {
+    echo "FAIL $*"
+    fails=$((fails + 1))
+}
+
+# The lines of file $1 that match pattern $2: 0 when the file is not there (yet).
+count_lines() {
+    _n=$(grep -c -- "$2" "$1" 2>/dev/null)
+    echo "${_n:-0}"
+}
+
+# Wait until file $1 has $3 lines matching $2 (what a process in the background writes),
+# $4 seconds at most (10); false when they did not come.
+wait_lines() {
+    _i=0
+    _max=$(( ${4:-10} * 20 ))
+    while [ "$(count_lines "$1" "$2")" -lt "$3" ] && [ $_i -lt $_max ]; do
+        sleep 0.05
+        _i=$((_i + 1))
+    done
+    [ "$(count_lines "$1" "$2")" -ge "$3" ]
 }

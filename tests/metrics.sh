@@ -7,14 +7,12 @@
 # known (see its comment): exact values in both modes; errors with line, column and caret,
 # exit status 2, nothing written; conflicting options refused.
 set -u
-: "${top_builddir:=.}" "${top_srcdir:=.}"
+# shellcheck source=tests/lib.sh
+. "${top_srcdir:-.}/tests/lib.sh"
 B=$top_builddir
 D=$B/tests/metrics.d
 rm -rf "$D"
 mkdir -p "$D" || exit 99
-fails=0
-bad() { echo "FAIL $*"; fails=$((fails + 1)); }
-ok() { echo "ok   $*"; }
 R=$B/tools/qpt-rewrite
 Q=$B/tools/qp
 DYN=$B/tools/dyn
@@ -77,21 +75,6 @@ out=$("$R" -e 'count calls(leaf)' --driver=qp "$D/prog" -o "$D/x.inst" 2>&1)
     bad "-e --driver: $out"
 out=$("$Q" metrics "$D/nothing.qp" 2>&1)
 [ $? = 1 ] && ok "qp metrics without a layout: $out" || bad "qp metrics no layout: $out"
-
-# Wait until FILE has COUNT lines matching PATTERN (10 s at most).
-count_lines() {
-    local n
-    n=$(grep -c -- "$2" "$1" 2>/dev/null)
-    echo "${n:-0}" # nothing when FILE is not there yet
-}
-wait_lines() {
-    local i=0
-    while [ "$(count_lines "$1" "$2")" -lt "$3" ] && [ $i -lt 200 ]; do
-        sleep 0.05
-        i=$((i + 1))
-    done
-    [ "$(count_lines "$1" "$2")" -ge "$3" ]
-}
 
 # dyn attach --commands on `target serve 1` (each line N: work() called N times, then
 # "done"): add a metric, N calls, show; remove it, calls, add it again, calls, show, quit.
@@ -320,6 +303,40 @@ bpf_test() {
 }
 bpf_test
 
+# dyn measuring two processes, killed (SIGKILL): its sessions end the clean way, both
+# targets are left untraced, with no trampoline memory, and run on without an error.
+kill_many_test() {
+    rm -f "$D/k1" "$D/k2"
+    mkfifo "$D/k1" "$D/k2"
+    "$B/tests/dyn/target" spin 1 <"$D/k1" >"$D/ko1" 2>&1 &
+    local t1=$!
+    "$B/tests/dyn/target" spin 1 <"$D/k2" >"$D/ko2" 2>&1 &
+    local t2=$!
+    exec 7>"$D/k1" 8>"$D/k2"
+    wait_lines "$D/ko1" ready 1
+    wait_lines "$D/ko2" ready 1
+    "$DYN" attach $t1,$t2 -e 'count calls(work) total' >"$D/kd.out" 2>&1 &
+    local dp=$!
+    wait_lines "$D/kd.out" ': measuring (stopped' 2 || bad "kill many: never measuring: $(cat "$D/kd.out")"
+    kill -KILL $dp
+    wait $dp 2>/dev/null
+    local i left=0
+    for i in $(seq 50); do
+        left=0
+        for t in $t1 $t2; do
+            awk '/^TracerPid:/ { exit $2 == 0 }' /proc/$t/status && left=$((left + 1))
+            [ "$(grep -c 'r-xp 00000000 00:00 0 *$' /proc/$t/maps)" = 0 ] || left=$((left + 1))
+        done
+        [ $left = 0 ] && break
+        sleep 0.1
+    done
+    exec 7>&- 8>&-
+    wait $t1 $t2
+    [ $left = 0 ] && grep -q errors=0 "$D/ko1" && grep -q errors=0 "$D/ko2" &&
+        ok "dyn measuring two processes killed: both untraced, no trampolines, no error" ||
+        bad "kill many: $left left; $(cat "$D/ko1" "$D/ko2")"
+}
+
 # Live: started, and attached.
 if [ -x "$DYN" ]; then
     out=$("$DYN" run --metrics "$D/m.qm" -e 'count calls(leaf) total' -o "$D/run.csv" -- "$D/prog" 2>&1)
@@ -359,6 +376,7 @@ if [ -x "$DYN" ]; then
         # Steering: metrics added and removed while attached, exact between the steps.
         steer_test
         cost_test
+        kill_many_test
     fi
 fi
 

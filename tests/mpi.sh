@@ -9,7 +9,8 @@
 #    250);
 #  - live: dyn attach --children MPIRUN measures every rank at once, the same values.
 set -u
-: "${top_builddir:=.}" "${top_srcdir:=.}"
+# shellcheck source=tests/lib.sh
+. "${top_srcdir:-.}/tests/lib.sh"
 B=$top_builddir
 S=$top_srcdir
 D=$B/tests/mpi.d
@@ -19,9 +20,6 @@ if ! command -v mpicc >/dev/null || ! command -v mpirun >/dev/null; then
 fi
 rm -rf "$D"
 mkdir -p "$D" || exit 99
-fails=0
-bad() { echo "FAIL $*"; fails=$((fails + 1)); }
-ok() { echo "ok   $*"; }
 R=$B/tools/qpt-rewrite
 Q=$B/tools/qp
 DYN=$B/tools/dyn
@@ -61,10 +59,7 @@ if [ -x "$DYN" ]; then
         >"$D/dyn.out" 2>&1 &
     dp=$!
     # dyn says when each process's metrics are in: then the ranks may work.
-    for i in $(seq 600); do
-        [ "$(grep -c ': measuring (stopped' "$D/dyn.out" 2>/dev/null)" = 4 ] && break
-        sleep 0.1
-    done
+    wait_lines "$D/dyn.out" ': measuring (stopped' 4 60
     touch "$D/go"
     # The ranks worked: the session ends (Ctrl-C, as a user would).
     for i in $(seq 600); do

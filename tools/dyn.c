@@ -12,7 +12,6 @@
  */
 #include "config.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <getopt.h>
 #include <signal.h>
@@ -142,22 +141,6 @@ print_note(void *arg, int detail, const char *line)
         fprintf(stderr, "%s: %s\n", prog_name, line);
 }
 
-static void
-csv_name(FILE *f, const char *s)
-{
-    if (strpbrk(s, ",\"\n") == NULL) {
-        fputs(s, f);
-        return;
-    }
-    fputc('"', f);
-    for (; *s; s++) {
-        if (*s == '"')
-            fputc('"', f);
-        fputc(*s, f);
-    }
-    fputc('"', f);
-}
-
 /* Buckets of the time histogram (they merge in pairs when the session outlasts them). */
 #define HIST_BUCKETS 32
 /* Their width at first, in seconds. */
@@ -282,7 +265,7 @@ report(const dyn_run_report_t *rep, const char *csv)
         }
         fprintf(f, "name,calls,wall_ns\n");
         for (size_t i = 0; i < n; i++) {
-            csv_name(f, r[i].name);
+            tool_csv_field(f, r[i].name);
             fprintf(f, ",%llu,", (unsigned long long)r[i].calls);
             if (r[i].wall_ns >= 0)
                 fprintf(f, "%lld", (long long)r[i].wall_ns);
@@ -591,47 +574,17 @@ parse_pids(const char *arg, opts_t *o)
 static int
 children_of(opts_t *o)
 {
-    int parent = o->pids[0];
-    DIR *d = opendir("/proc");
-    if (d == NULL) {
-        fprintf(stderr, "%s: /proc: %s\n", prog_name, strerror(errno));
+    int parent = o->pids[0], *v = NULL;
+    size_t n = 0;
+    int rc = dyn_proc_children(parent, &v, &n);
+    if (rc < 0) {
+        fprintf(stderr, "%s: --children: %s\n", prog_name,
+                rc == QP_ENOTFOUND ? "the process has no children" : qp_strerror(rc));
         return -1;
     }
-    size_t cap = 16;
-    int *v = malloc(cap * sizeof(int));
-    o->npids = 0;
-    struct dirent *e;
-    while (v != NULL && (e = readdir(d)) != NULL) {
-        char *end, path[64], buf[512];
-        long p = strtol(e->d_name, &end, 10);
-        if (*end != '\0' || p <= 0)
-            continue;
-        snprintf(path, sizeof(path), "/proc/%ld/stat", p);
-        FILE *f = fopen(path, "r");
-        size_t n = f ? fread(buf, 1, sizeof(buf) - 1, f) : 0;
-        if (f != NULL)
-            fclose(f);
-        buf[n] = '\0';
-        char *rp = strrchr(buf, ')');
-        int ppid;
-        if (rp == NULL || sscanf(rp + 1, " %*c %d", &ppid) != 1 || ppid != parent)
-            continue;
-        if (o->npids == cap) {
-            int *w = realloc(v, 2 * cap * sizeof(int));
-            if (w == NULL)
-                break;
-            v = w;
-            cap *= 2;
-        }
-        v[o->npids++] = (int)p;
-    }
-    closedir(d);
     free(o->pids);
     o->pids = v;
-    if (v == NULL || o->npids == 0) {
-        fprintf(stderr, "%s: --children: process %d has no children\n", prog_name, parent);
-        return -1;
-    }
+    o->npids = n;
     return 0;
 }
 

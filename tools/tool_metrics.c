@@ -84,9 +84,8 @@ kind_name(int kind)
     return kind == QM_WALL ? "wall_ns" : kind == QM_CPU ? "cpu_ns" : "count";
 }
 
-/* S as a CSV field. */
-static void
-csv_field(FILE *f, const char *s)
+void
+tool_csv_field(FILE *f, const char *s)
 {
     if (strpbrk(s, ",\"\n") == NULL) {
         fputs(s, f);
@@ -158,9 +157,9 @@ tool_metrics_print(FILE *f, const qm_set_t *set, const qm_row_t *rows, size_t n,
     if (kind == TM_CSV) {
         fprintf(f, "metric,focus,kind,value,measured\n");
         for (size_t i = 0; i < n; i++) {
-            csv_field(f, qm_name(set, rows[i].metric));
+            tool_csv_field(f, qm_name(set, rows[i].metric));
             fputc(',', f);
-            csv_field(f, rows[i].focus);
+            tool_csv_field(f, rows[i].focus);
             fprintf(f, ",%s,%llu,%d\n", kind_name(rows[i].kind),
                     (unsigned long long)rows[i].value, rows[i].measured);
         }

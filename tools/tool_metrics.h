@@ -29,6 +29,10 @@ int tool_metrics_print(FILE *f, const qm_set_t *set, const qm_row_t *rows, size_
 int tool_metrics_print_costs(FILE *f, const qm_set_t *set, const qm_cost_t *costs, size_t n,
                              int overall);
 
+/* S as a CSV field: quoted, with its quotes doubled, when it holds a comma, a quote or a
+ * newline. */
+void tool_csv_field(FILE *f, const char *s);
+
 /* Notes of qm_insert on stderr, prefixed by the tool's name (ARG). */
 void tool_metrics_note(void *arg, const char *note);
 
