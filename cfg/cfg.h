@@ -70,6 +70,7 @@ typedef enum cfg_sym_src {
     CFG_SYMSRC_SYMTAB = 0, /* .symtab */
     CFG_SYMSRC_DYNSYM,     /* .dynsym */
     CFG_SYMSRC_PLT,        /* synthetic foo@plt */
+    CFG_SYMSRC_CODE,       /* named from the code: _start (the entry), main */
 } cfg_sym_src_t;
 
 typedef struct cfg_symbol {
@@ -125,6 +126,8 @@ typedef struct cfg_image {
     uint8_t build_id[64];      /* NT_GNU_BUILD_ID descriptor */
     size_t build_id_len;       /* 0 when there is none */
     uint64_t file_size;        /* size of the file in bytes */
+    const char *debug_file;    /* the separate debug file whose symbols were read (the
+                                * program is stripped), or NULL */
     void *priv;                /* the reader's own state */
 } cfg_image_t;
 
@@ -154,8 +157,27 @@ cfg_image_open_bfd_why(
  */
 int cfg_image_from_bytes(const uint8_t *b, size_t n, uint64_t vma, cfg_image_t **out /*OUT*/);
 
+/*
+ * Where separate debug files are looked for, for every image read after this call:
+ * DIRS is a colon-separated list of directories, each searched like gdb's
+ * debug-file-directory (DIR/.build-id/xx/rest.debug by build-id, DIR/PATHDIR/NAME for a
+ * .gnu_debuglink NAME); NULL restores the default, /usr/lib/debug. Process-wide (set it
+ * before reading, from one thread). Returns 0 or QP_ENOMEM.
+ */
+int cfg_set_debug_dirs(const char *dirs);
+
+/*
+ * The demangled (C++, Rust, D) form of NAME with its parameters, in a new string the
+ * caller frees; NULL when NAME is not a mangled name (or on ENOMEM).
+ */
+char *cfg_demangle(const char *name);
+
 /* Free an image and everything it owns. NULL is fine. */
 void cfg_image_destroy(cfg_image_t *img);
+
+/* The best symbol naming code at ADDR (the image is finished: symbols are sorted by
+ * address, then by preference), or NULL. */
+const cfg_symbol_t *cfg_image_symbol_at(const cfg_image_t *img, uint64_t addr);
 
 /* The section holding ADDR (loaded contents only), or NULL. */
 const cfg_section_t *cfg_image_section_at(const cfg_image_t *img, uint64_t addr);

@@ -47,6 +47,9 @@ typedef struct bfd_reader {
     line_state_t *lines;   /* created by the first cfg_image_line call */
 } bfd_reader_t;
 
+static int open_mapped(const char *path, bfd_reader_t *r, int *fd_out);
+static int quiet_check_format(bfd *abfd);
+
 static void
 lines_free(line_state_t *ls)
 {
@@ -714,6 +717,99 @@ out:
 }
 
 /*****************************************************************************
+ * Symbols of a separate debug file (cfg_debug.c finds it)
+ */
+
+const uint8_t *
+cfg_bfd_raw_section(const cfg_image_t *img, const char *name, size_t *len)
+{
+    const cfg_image_priv_t *priv = img->priv;
+    const bfd_reader_t *r = priv->reader;
+    if (r == NULL || r->map == NULL)
+        return NULL;
+    const Elf64_Shdr *sh = raw_shdr_named(r, name);
+    if (sh == NULL || sh->sh_type == SHT_NOBITS || sh->sh_size == 0)
+        return NULL;
+    *len = sh->sh_size;
+    return r->map + sh->sh_offset;
+}
+
+/* Make room for N more symbols and variables in IMG. */
+static int
+grow_symbols(cfg_image_t *img, size_t n)
+{
+    cfg_symbol_t *s = realloc(img->symbols, (img->nsymbols + n + 1) * sizeof(*s));
+    if (s == NULL)
+        return QP_ENOMEM;
+    img->symbols = s;
+    cfg_symbol_t *v = realloc(img->variables, (img->nvariables + n + 1) * sizeof(*v));
+    if (v == NULL)
+        return QP_ENOMEM;
+    img->variables = v;
+    return 0;
+}
+
+int
+cfg_bfd_add_debug_symbols(cfg_image_t *img, const char *path, const cfg_debug_want_t *want)
+{
+    bfd_reader_t d = { 0 };
+    int fd = -1, used = 0, rc = 0;
+    asymbol **st = NULL;
+    sym_size_vec_t sizes = { 0 }, objsizes = { 0 };
+    if (open_mapped(path, &d, &fd) < 0)
+        return 0;
+    if (check_headers(&d) < 0)
+        goto out;
+    if (want->build_id_len > 0) {
+        /* The file must carry the same build-id: an older debug file of another build
+         * would name the wrong code. */
+        cfg_image_t ids = { 0 };
+        size_t n;
+        const Elf64_Shdr *sh = raw_shdrs(&d, &n);
+        for (size_t i = 0; i < n; i++)
+            if (sh[i].sh_type == SHT_NOTE)
+                read_notes(&ids, d.map + sh[i].sh_offset, sh[i].sh_size);
+        if (ids.build_id_len != want->build_id_len
+            || memcmp(ids.build_id, want->build_id, want->build_id_len) != 0)
+            goto out;
+    }
+    if (want->check_crc
+        && (uint32_t)bfd_calc_gnu_debuglink_crc32(0, d.map, d.size) != want->crc)
+        goto out;
+    d.abfd = bfd_fdopenr(path, NULL, fd); /* BFD owns FD from here */
+    fd = -1;
+    if (d.abfd == NULL || !quiet_check_format(d.abfd)
+        || bfd_get_flavour(d.abfd) != bfd_target_elf_flavour)
+        goto out;
+    long ub = bfd_get_symtab_upper_bound(d.abfd);
+    long nst = 0;
+    if (ub > 0 && (st = malloc(ub)) != NULL)
+        nst = bfd_canonicalize_symtab(d.abfd, st);
+    if (nst <= 0)
+        goto out;
+    if ((rc = collect_sizes(&d, &sizes, 0)) < 0 || (rc = collect_sizes(&d, &objsizes, 1)) < 0
+        || (rc = grow_symbols(img, (size_t)nst)) < 0)
+        goto out;
+    size_t before = img->nsymbols;
+    rc = add_bfd_symbols(img, st, nst, CFG_SYMSRC_SYMTAB, sizes.v, sizes.n, &objsizes);
+    if (rc == 0 && img->nsymbols > before) {
+        img->debug_file = cfg_image_intern(img, path);
+        used = img->debug_file != NULL ? 1 : QP_ENOMEM;
+    }
+out:
+    free(st);
+    CFG_VEC_FREE(sizes);
+    CFG_VEC_FREE(objsizes);
+    if (d.abfd != NULL)
+        bfd_close(d.abfd);
+    else if (fd >= 0)
+        close(fd);
+    if (d.map != NULL)
+        munmap((void *)d.map, d.size);
+    return rc < 0 ? rc : used;
+}
+
+/*****************************************************************************
  * Sections, segments, init arrays
  */
 
@@ -968,7 +1064,13 @@ cfg_image_open_bfd_why(const char *path, cfg_image_t **out, char *why, size_t wh
             if (strncmp(img->sections[i].name, ".note", 5) == 0 && img->sections[i].bytes
                 && (img->sections[i].flags & CFG_SEC_ALLOC) == 0)
                 read_notes(img, img->sections[i].bytes, img->sections[i].size);
+    /* A stripped program: the symbols of its separate debug file, if one is installed;
+     * then names for the entry and main, found from the code (cfg_debug.c). */
+    if (!(img->flags & CFG_IMG_SYMTAB) && (rc = cfg_debug_find_symbols(img, path)) < 0)
+        goto fail;
     rc = cfg_image_finish(img);
+    if (rc == 0)
+        rc = cfg_name_entry(img);
     if (rc < 0)
         goto fail;
     *out = img;
@@ -1114,4 +1216,20 @@ cfg_image_func_line(const cfg_image_t *img, const char *name, uint64_t addr, con
         return QP_ENOMEM;
     *line = l;
     return 0;
+}
+
+/*****************************************************************************
+ * Demangling (libiberty through BFD)
+ */
+
+/* libiberty's option bits: binutils-dev does not install demangle.h. */
+#define CFG_DMGL_PARAMS (1 << 0)
+#define CFG_DMGL_ANSI (1 << 1)
+
+char *
+cfg_demangle(const char *name)
+{
+    if (name == NULL || name[0] != '_')
+        return NULL;
+    return bfd_demangle(NULL, name, CFG_DMGL_PARAMS | CFG_DMGL_ANSI);
 }

@@ -130,25 +130,10 @@ cold_parent_len(const char *name)
     return *t == '\0' ? (size_t)(c - name) : 0;
 }
 
-/* The best symbol naming code at ADDR, or NULL. Symbols are sorted by preference. */
-static const cfg_symbol_t *
-symbol_at(const cfg_image_t *img, uint64_t addr)
-{
-    size_t lo = 0, hi = img->nsymbols;
-    while (lo < hi) {
-        size_t mid = (lo + hi) / 2;
-        if (img->symbols[mid].addr < addr)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo < img->nsymbols && img->symbols[lo].addr == addr ? &img->symbols[lo] : NULL;
-}
-
 static const char *
 make_name(cfg_builder_t *b, uint64_t addr)
 {
-    const cfg_symbol_t *s = symbol_at(b->img, addr);
+    const cfg_symbol_t *s = cfg_image_symbol_at(b->img, addr);
     if (s != NULL)
         return s->name;
     char buf[32];

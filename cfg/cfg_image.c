@@ -306,6 +306,20 @@ cfg_image_finish(cfg_image_t *img)
     return 0;
 }
 
+const cfg_symbol_t *
+cfg_image_symbol_at(const cfg_image_t *img, uint64_t addr)
+{
+    size_t lo = 0, hi = img->nsymbols;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (img->symbols[mid].addr < addr)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < img->nsymbols && img->symbols[lo].addr == addr ? &img->symbols[lo] : NULL;
+}
+
 const cfg_section_t *
 cfg_image_section_at(const cfg_image_t *img, uint64_t addr)
 {

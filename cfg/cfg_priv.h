@@ -114,6 +114,42 @@ typedef struct cfg_image_priv {
     struct cfg_dcache *dcache;                  /* decoded instructions (cfg_image_decode) */
 } cfg_image_priv_t;
 
+/*****************************************************************************
+ * Separate debug files and names from code (cfg_debug.c, cfg_bfd.c)
+ */
+
+/* What a candidate debug file must match: IMG's build-id, or a .gnu_debuglink CRC. */
+typedef struct cfg_debug_want {
+    const uint8_t *build_id; /* build_id_len bytes, or build_id_len 0: not checked */
+    size_t build_id_len;
+    int check_crc;           /* nonzero: the file's CRC-32 must be `crc` */
+    uint32_t crc;
+} cfg_debug_want_t;
+
+/* The raw bytes of IMG's (non-empty, non-NOBITS) section NAME, or NULL. */
+const uint8_t *cfg_bfd_raw_section(const cfg_image_t *img, const char *name, size_t *len);
+
+/*
+ * Add the .symtab of the ELF file at PATH (a separate debug file of IMG that matches
+ * WANT) to IMG's symbols and variables, and set img->debug_file. Returns 1 when it was
+ * used, 0 when it is missing, unreadable or does not match, QP_ENOMEM.
+ */
+int cfg_bfd_add_debug_symbols(cfg_image_t *img, const char *path, const cfg_debug_want_t *want);
+
+/*
+ * For a stripped IMG (read from PATH): the symbols of its separate debug file, found by
+ * build-id, by .gnu_debuglink, or in its MiniDebugInfo (.gnu_debugdata). 0 when there is
+ * none (not an error), QP_ENOMEM.
+ */
+int cfg_debug_find_symbols(cfg_image_t *img, const char *path);
+
+/*
+ * Names from the code where the symbols have none: `_start` for the entry, and `main`
+ * for the address _start passes to __libc_start_main. IMG must be finished; it is
+ * finished again when a name was added. 0 or QP_ENOMEM.
+ */
+int cfg_name_entry(cfg_image_t *img);
+
 /* Keep a copy of S in the image; returns the copy or NULL on ENOMEM. */
 const char *cfg_image_intern(cfg_image_t *img, const char *s);
 

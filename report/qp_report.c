@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cfg/cfg.h"
 #include "report/qp_report.h"
 
 void
@@ -31,21 +32,73 @@ qp_report_flow(const qp_report_t *r, uint32_t proc, qp_flow_t *out)
         r->desc, proc, r->prof->counters, r->prof->hdr.ncounters, r->abandoned, out);
 }
 
+/* The length of demangled name DM without its parameter list ("ns::f<int>" of
+ * "ns::f<int>(int, char) const"). */
+static size_t
+base_len(const char *dm)
+{
+    int depth = 0;
+    for (size_t i = 0; dm[i]; i++) {
+        if (dm[i] == '<')
+            depth++;
+        else if (dm[i] == '>' && depth > 0)
+            depth--;
+        else if (dm[i] == '(' && depth == 0 && i > 0)
+            return i;
+    }
+    return strlen(dm);
+}
+
+/* Does NAME name the procedure called MANGLED: its demangled form, whole or without the
+ * parameters? */
+int
+qp_name_matches(const char *mangled, const char *name)
+{
+    if (strcmp(mangled, name) == 0)
+        return 1;
+    char *dm = cfg_demangle(mangled);
+    if (dm == NULL)
+        return 0;
+    size_t n = base_len(dm), len = strlen(name);
+    int m = strcmp(dm, name) == 0 || (len == n && strncmp(dm, name, n) == 0);
+    /* A template function's name starts with its return type: "int f<int>(int)". */
+    if (!m && n > 0 && dm[n - 1] == '>') {
+        const char *sp = NULL;
+        int depth = 0;
+        for (size_t i = 0; i < n; i++)
+            if (dm[i] == '<')
+                depth++;
+            else if (dm[i] == '>' && depth > 0)
+                depth--;
+            else if (dm[i] == ' ' && depth == 0)
+                sp = dm + i + 1;
+        m = sp != NULL && len == (size_t)(dm + n - sp) && strncmp(sp, name, len) == 0;
+    }
+    free(dm);
+    return m;
+}
+
 uint32_t
 qp_desc_find_proc(const qp_desc_t *d, const char *name)
 {
     if (d == NULL || name == NULL)
         return QP_VIRT;
-    uint32_t found = QP_VIRT;
-    for (uint32_t i = 0; i < d->hdr.nprocs; i++) {
-        if (strcmp(qp_desc_str(d, d->procs[i].name), name) != 0)
-            continue;
-        if (d->procs[i].flags & QP_PROC_MEASURED)
-            return i;
-        if (found == QP_VIRT)
-            found = i;
+    /* The name as stored first; then demangled names (slower: only when that fails). */
+    for (int pass = 0; pass < 2; pass++) {
+        uint32_t found = QP_VIRT;
+        for (uint32_t i = 0; i < d->hdr.nprocs; i++) {
+            const char *pn = qp_desc_str(d, d->procs[i].name);
+            if (pass == 0 ? strcmp(pn, name) != 0 : !qp_name_matches(pn, name))
+                continue;
+            if (d->procs[i].flags & QP_PROC_MEASURED)
+                return i;
+            if (found == QP_VIRT)
+                found = i;
+        }
+        if (found != QP_VIRT)
+            return found;
     }
-    return found;
+    return QP_VIRT;
 }
 
 size_t

@@ -85,8 +85,16 @@ int
 qp_report_flow(const qp_report_t *r, uint32_t proc, qp_flow_t *out /*OUT*/);
 
 /*
+ * Does NAME name the procedure whose stored (possibly mangled) name is MANGLED: equal to
+ * it, to its demangled form, or to that form without the parameter list ("ns::f" for
+ * "_ZN2ns1fEi")?
+ */
+int qp_name_matches(const char *mangled, const char *name);
+
+/*
  * The index of the procedure named NAME in D (the measured one first when several
- * share the name), or QP_VIRT.
+ * share the name), or QP_VIRT. NAME may be demangled, with or without the parameters
+ * (qp_name_matches); an exact match of the stored name comes first.
  */
 uint32_t
 qp_desc_find_proc(const qp_desc_t *d, const char *name);

@@ -38,6 +38,7 @@ typedef struct qp_args {
     int verbose;
     uint32_t limit;         /* --limit */
     double min_pct;         /* --min */
+    int mangled;            /* --mangled */
     char **files;           /* the profiles */
     int nfiles;
 } qp_args_t;
@@ -70,6 +71,9 @@ usage(FILE *f)
             "      --limit=N          the flat profile's tables: the first N rows only\n"
             "      --min=PCT          ... only the procedures with PCT%% of the instructions\n"
             "                         or more (what is left out is summed in one line)\n"
+            "      --mangled          print C++/Rust names as stored (default: demangled;\n"
+            "                         FUNC may be given either way, with or without the\n"
+            "                         parameters)\n"
             "  -h, --help             print this help and exit\n"
             "  -V, --version          print the version and exit\n"
             "\n"
@@ -132,6 +136,7 @@ parse_args(int argc, char **argv, qp_args_t *a)
         { "verbose", no_argument, NULL, 'v' },
         { "limit", required_argument, NULL, 'L' },
         { "min", required_argument, NULL, 'm' },
+        { "mangled", no_argument, NULL, 'M' },
         { "help", no_argument, NULL, 'h' },
         { "version", no_argument, NULL, 'V' },
         { NULL, 0, NULL, 0 },
@@ -183,6 +188,7 @@ parse_args(int argc, char **argv, qp_args_t *a)
             a->min_pct = v;
             break;
         }
+        case 'M': a->mangled = 1; break;
         case 'h': usage(stdout); return -1;
         case 'V': printf("qp (%s) %s\n", PACKAGE_NAME, PACKAGE_VERSION); return -1;
         case ':': return usage_error("missing argument to", argv[optind - 1]);
@@ -299,6 +305,25 @@ cmd_merge(const qp_args_t *a)
     return st;
 }
 
+/* The demangled name of every procedure that has one (NULL entries: the stored name);
+ * NULL when out of memory (the stored names are printed then). */
+static char **
+demangled_names(const qp_desc_t *desc)
+{
+    char **v = calloc(desc->hdr.nprocs + 1, sizeof(char *));
+    for (uint32_t i = 0; v != NULL && i < desc->hdr.nprocs; i++)
+        v[i] = cfg_demangle(qp_desc_str(desc, desc->procs[i].name));
+    return v;
+}
+
+static void
+free_names(char **v, uint32_t n)
+{
+    for (uint32_t i = 0; v != NULL && i < n; i++)
+        free(v[i]);
+    free(v);
+}
+
 /* The procedure FUNC names, or an error line. */
 static int
 find_func(const qp_inputs_t *in, const char *func, uint32_t *proc)
@@ -313,6 +338,23 @@ find_func(const qp_inputs_t *in, const char *func, uint32_t *proc)
         return fail(in->exe, why);
     }
     const qp_desc_proc_t *p = &in->desc->procs[*proc];
+    if (strcmp(qp_desc_str(in->desc, p->name), func) != 0) {
+        /* Matched without the parameters: overloads make that ambiguous. */
+        uint32_t other = QP_VIRT;
+        for (uint32_t i = 0; i < in->desc->hdr.nprocs && other == QP_VIRT; i++)
+            if (i != *proc && (in->desc->procs[i].flags & QP_PROC_MEASURED)
+                && qp_name_matches(qp_desc_str(in->desc, in->desc->procs[i].name), func))
+                other = i;
+        if (other != QP_VIRT) {
+            char *a = cfg_demangle(qp_desc_str(in->desc, p->name));
+            char *b = cfg_demangle(qp_desc_str(in->desc, in->desc->procs[other].name));
+            snprintf(why, sizeof(why), "'%s' names several procedures (%s, %s, ...): give "
+                     "the parameters", func, a ? a : "?", b ? b : "?");
+            free(a);
+            free(b);
+            return fail(in->exe, why);
+        }
+    }
     if (!(p->flags & QP_PROC_MEASURED)) {
         snprintf(why, sizeof(why), "procedure '%s' was not measured: %s", func,
                  qp_desc_str(in->desc, p->reason));
@@ -413,8 +455,13 @@ cmd_report(const qp_args_t *a)
         st = fail(exe, qp_strerror(QP_ENOMEM));
     if (st == 0) {
         qp_inputs_t in = { exe, (const char *const *)a->files, a->nfiles, img, orig,
-                           &desc, &prof, &rep, a->verbose, a->limit, a->min_pct };
+                           &desc, &prof, &rep, a->verbose, a->limit, a->min_pct, NULL };
+        /* C++, Rust and D names demangled, unless --mangled; lcov keeps them as stored
+         * (genhtml --demangle-cpp does it, as for gcov's). */
+        if (!a->mangled && a->out != OUT_LCOV)
+            in.names = demangled_names(&desc);
         st = print_to_output(a, &in);
+        free_names(in.names, desc.hdr.nprocs);
     }
     qp_report_free(&rep);
     qp_unwinder_destroy(unw);

@@ -29,6 +29,7 @@ typedef struct dis {
     char text[256];               /* the instruction text being built */
     size_t len;
     const qp_desc_t *desc;        /* names addresses */
+    const qp_inputs_t *in;        /* ... as printed */
     uint32_t *by_entry;           /* procedure indices sorted by entry */
     uint32_t nprocs;
 } dis_t;
@@ -87,6 +88,15 @@ dis_print_address(bfd_vma addr, struct disassemble_info *info)
 {
     dis_t *d = info->stream;
     dis_fprintf(d, "%#" PRIx64, (uint64_t)addr);
+    /* Code the description does not list (PLT stubs) by its symbol. */
+    const cfg_symbol_t *s = cfg_image_symbol_at(d->in->img, addr);
+    if (s != NULL && (proc_before(d, addr) == QP_VIRT
+                      || d->desc->procs[proc_before(d, addr)].entry != addr)) {
+        char *dm = d->in->names != NULL ? cfg_demangle(s->name) : NULL;
+        dis_fprintf(d, " <%s>", dm != NULL ? dm : s->name);
+        free(dm);
+        return;
+    }
     uint32_t p = proc_before(d, addr);
     if (p == QP_VIRT)
         return;
@@ -95,9 +105,9 @@ dis_print_address(bfd_vma addr, struct disassemble_info *info)
     if (off > (1u << 20))
         return; /* too far from any entry to be inside that procedure */
     if (off)
-        dis_fprintf(d, " <%s+%#" PRIx64 ">", qp_desc_str(d->desc, pr->name), off);
+        dis_fprintf(d, " <%s+%#" PRIx64 ">", qp_proc_name(d->in, p), off);
     else
-        dis_fprintf(d, " <%s>", qp_desc_str(d->desc, pr->name));
+        dis_fprintf(d, " <%s>", qp_proc_name(d->in, p));
 }
 
 static void
@@ -119,8 +129,9 @@ cmp_entry(const void *a, const void *b)
 }
 
 static int
-dis_init(dis_t *d, const qp_desc_t *desc)
+dis_init(dis_t *d, const qp_inputs_t *in)
 {
+    const qp_desc_t *desc = in->desc;
     memset(d, 0, sizeof(*d));
     init_disassemble_info(&d->info, d, dis_fprintf, dis_fprintf_styled);
     d->info.arch = bfd_arch_i386;
@@ -132,6 +143,7 @@ dis_init(dis_t *d, const qp_desc_t *desc)
         return -1;
     disassemble_init_for_target(&d->info);
     d->desc = desc;
+    d->in = in;
     d->by_entry = malloc((desc->hdr.nprocs ? desc->hdr.nprocs : 1) * sizeof(uint32_t));
     if (d->by_entry == NULL)
         return -1;
@@ -476,7 +488,7 @@ qp_print_annotate(FILE *f, const qp_inputs_t *in, uint32_t proc)
     dis_t d;
     qp_flow_t fl;
     uint32_t *order = malloc((p->nblocks ? p->nblocks : 1) * sizeof(uint32_t));
-    if (order == NULL || dis_init(&d, desc) < 0 || qp_report_flow(in->rep, proc, &fl) < 0) {
+    if (order == NULL || dis_init(&d, in) < 0 || qp_report_flow(in->rep, proc, &fl) < 0) {
         fprintf(stderr, "qp: %s: cannot disassemble (out of memory or no x86-64 "
                         "disassembler in libopcodes)\n", in->exe);
         free(order);
@@ -489,7 +501,7 @@ qp_print_annotate(FILE *f, const qp_inputs_t *in, uint32_t proc)
     qsort(order, p->nblocks, sizeof(uint32_t), cmp_block_start);
     char cbuf[24];
     fprintf(f, "%s at 0x%" PRIx64 ": %s calls, %" PRIu64 " instructions executed\n",
-            qp_desc_str(desc, p->name), p->entry, qp_fmt_count(cbuf, fl.calls, fl.calls_known),
+            qp_proc_name(in, proc), p->entry, qp_fmt_count(cbuf, fl.calls, fl.calls_known),
             fl.insns);
     fprintf(f, "%16s  %8s   %-21s  %s\n", "count", "address", "bytes", "instruction");
     uint64_t prev_end = 0, over_end = 0;

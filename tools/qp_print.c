@@ -20,9 +20,11 @@ qp_fmt_count(char *buf, uint64_t v, int known)
     return buf;
 }
 
-static const char *
-proc_name(const qp_inputs_t *in, uint32_t proc)
+const char *
+qp_proc_name(const qp_inputs_t *in, uint32_t proc)
 {
+    if (in->names != NULL && in->names[proc] != NULL)
+        return in->names[proc];
     return qp_desc_str(in->desc, in->desc->procs[proc].name);
 }
 
@@ -150,7 +152,7 @@ print_flat_table(FILE *f, const qp_inputs_t *in, uint32_t *nidle)
         shown++;
         double pct = r->total_insns ? 100.0 * (double)res->insns / (double)r->total_insns : 0;
         fprintf(f, "%8.2f %20" PRIu64 " %16s  %s%s%s\n", pct, res->insns,
-                qp_fmt_count(cbuf, res->calls, res->calls_known), proc_name(in, res->proc),
+                qp_fmt_count(cbuf, res->calls, res->calls_known), qp_proc_name(in, res->proc),
                 markers(res, mbuf)[0] ? " " : "", mbuf);
     }
     print_hidden(f, hidden, hidden_insns, r->total_insns);
@@ -183,7 +185,7 @@ print_by_calls(FILE *f, const qp_inputs_t *in)
     fprintf(f, "\nBy calls:\n%16s %20s  %s\n", "calls", "instructions/call", "name");
     for (size_t i = 0; i < shown; i++)
         fprintf(f, "%16" PRIu64 " %20.1f  %s\n", v[i]->calls,
-                (double)v[i]->insns / (double)v[i]->calls, proc_name(in, v[i]->proc));
+                (double)v[i]->insns / (double)v[i]->calls, qp_proc_name(in, v[i]->proc));
     if (shown < n)
         fprintf(f, "%16s %20s  (%zu more procedure%s: --limit)\n", "", "", n - shown,
                 n - shown == 1 ? "" : "s");
@@ -243,7 +245,7 @@ print_unmeasured(FILE *f, const qp_inputs_t *in)
     for (uint32_t i = 0; i < r->nunmeasured; i++) {
         const qp_desc_proc_t *p = &in->desc->procs[r->unmeasured[i]];
         const char *why = qp_desc_str(in->desc, p->reason);
-        fprintf(f, "  %s at 0x%" PRIx64 ": %s\n", qp_desc_str(in->desc, p->name), p->entry,
+        fprintf(f, "  %s at 0x%" PRIx64 ": %s\n", qp_proc_name(in, r->unmeasured[i]), p->entry,
                 why[0] ? why : "no reason given");
     }
 }
@@ -272,7 +274,7 @@ qp_print_csv(FILE *f, const qp_inputs_t *in)
     fprintf(f, "name,calls,instructions,flags\n");
     for (uint32_t i = 0; i < r->nprocs; i++) {
         const qp_proc_result_t *res = &r->procs[i];
-        const char *name = proc_name(in, res->proc);
+        const char *name = qp_proc_name(in, res->proc);
         size_t n = qp_csv_field(name, NULL, 0);
         char *field = malloc(n + 1);
         if (field == NULL)
@@ -300,7 +302,7 @@ print_proc_title(FILE *f, const qp_inputs_t *in, const qp_flow_t *fl)
     const qp_desc_proc_t *p = &in->desc->procs[fl->proc];
     char cbuf[24];
     fprintf(f, "%s at 0x%" PRIx64 ": %s call%s, %" PRIu64 " instructions%s\n",
-            proc_name(in, fl->proc), p->entry, qp_fmt_count(cbuf, fl->calls, fl->calls_known),
+            qp_proc_name(in, fl->proc), p->entry, qp_fmt_count(cbuf, fl->calls, fl->calls_known),
             fl->calls_known && fl->calls == 1 ? "" : "s", fl->insns,
             fl->insns_exact ? "" : " (known blocks only)");
 }
@@ -443,7 +445,7 @@ qp_print_dot(FILE *f, const qp_inputs_t *in, uint32_t proc)
     const qp_desc_proc_t *p = &in->desc->procs[proc];
     char cbuf[24];
     fprintf(f, "digraph \"");
-    dot_string(f, proc_name(in, proc));
+    dot_string(f, qp_proc_name(in, proc));
     fprintf(f, "\" {\n  node [shape=box, fontname=\"monospace\"];\n");
     fprintf(f, "  ENTRY [shape=oval];\n  EXIT [shape=oval];\n");
     for (uint32_t b = 0; b < fl.nblocks; b++)

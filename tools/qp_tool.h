@@ -25,6 +25,8 @@ typedef struct qp_inputs {
     int verbose;                  /* --verbose */
     uint32_t limit;               /* --limit: rows of each table at most (0: all) */
     double min_pct;               /* --min: rows of at least this % of the instructions */
+    char **names;                 /* per procedure: the name to print (demangled unless
+                                   * --mangled), NULL entries: the stored name */
 } qp_inputs_t;
 
 /* The flat profile, the call counts, the footnotes and notes (qp report). */
@@ -50,6 +52,9 @@ int qp_print_lcov(FILE *f, const qp_inputs_t *in);
 
 /* qp metrics (qp_metrics.c): ARGV[1] is "metrics". Returns the exit status. */
 int qp_metrics_main(int argc, char **argv);
+
+/* The name of procedure PROC as printed. */
+const char *qp_proc_name(const qp_inputs_t *in, uint32_t proc);
 
 /* "calls" or "?" when unknown, into BUF (at least 24 bytes). */
 const char *qp_fmt_count(char *buf, uint64_t v, int known);

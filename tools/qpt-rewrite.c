@@ -59,6 +59,9 @@ usage(FILE *f)
             "      --predict=PROFILE  with metrics: print each one's predicted cost over a\n"
             "                         run like the one PROFILE measured (the qp profile of\n"
             "                         an earlier qp rewrite of INPUT)\n"
+            "      --debug-dir=DIRS   where a stripped INPUT's separate debug file is looked\n"
+            "                         for (by build-id or .gnu_debuglink; colon-separated;\n"
+            "                         default /usr/lib/debug)\n"
             "  -v, --verbose          say more (every unsafe procedure and why)\n"
             "  -h, --help             print this help and exit\n"
             "  -V, --version          print the version and exit\n"
@@ -459,6 +462,7 @@ main(int argc, char **argv)
         { "predict", required_argument, NULL, 'P' },
         { "metric", required_argument, NULL, 'e' },
         { "metrics", required_argument, NULL, 'M' },
+        { "debug-dir", required_argument, NULL, 'g' },
         { "help", no_argument, NULL, 'h' },
         { "version", no_argument, NULL, 'V' },
         { NULL, 0, NULL, 0 },
@@ -487,6 +491,10 @@ main(int argc, char **argv)
         case 'A': atomic = 0; break;
         case 'w': weights = optarg; break;
         case 'P': profile = optarg; break;
+        case 'g':
+            if (cfg_set_debug_dirs(optarg) < 0)
+                return fail_input("-", QP_ENOMEM);
+            break;
         case 'h': usage(stdout); return 0;
         case 'V': printf("qpt-rewrite (%s) %s\n", PACKAGE_NAME, PACKAGE_VERSION); return 0;
         case 'D':

@@ -39,6 +39,8 @@ tool_dump_summary(FILE *f, const cfg_prog_t *prog, int verbose)
             fprintf(f, "%02x", img->build_id[i]);
         fprintf(f, "\n");
     }
+    if (img->debug_file != NULL)
+        fprintf(f, "symbols from: %s\n", img->debug_file);
     fprintf(f, "entry: 0x%" PRIx64 "\n", img->entry);
     uint32_t nfrag = 0, nnoret = 0, nloops = 0, nplt = 0;
     for (uint32_t i = 0; i < prog->nprocs; i++) {
