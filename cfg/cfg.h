@@ -172,6 +172,14 @@ int cfg_set_debug_dirs(const char *dirs);
  */
 char *cfg_demangle(const char *name);
 
+/*
+ * Does PAT name the procedure whose stored name is NAME? PAT is compared (GLOB: as an
+ * fnmatch pattern) with NAME, with its demangled form, with that form without the
+ * parameter list ("ns::f" for "_ZN2ns1fEi"), and for a template function also without
+ * its return type ("f<int>" for "int f<int>(int)").
+ */
+int cfg_name_match(const char *pat, const char *name, int glob);
+
 /* Free an image and everything it owns. NULL is fine. */
 void cfg_image_destroy(cfg_image_t *img);
 

@@ -1,5 +1,9 @@
 /* Copyright 2026 the qpt authors
  * SPDX-License-Identifier: MIT */
+#include <fnmatch.h>
+#include <stdlib.h>
+#include <string.h>
+
 #include "cfg/cfg_priv.h"
 
 const char *const cfg_src_names[CFG_NSRC] = {
@@ -102,4 +106,45 @@ cfg_syscall_nr(const cfg_image_t *img, const arch_insn_t *prev, const arch_insn_
         || ops.src.kind != ARCH_OPND_IMM || ops.src.imm < 0)
         return -1;
     return (long)ops.src.imm;
+}
+
+/*****************************************************************************
+ * Matching names the way users write them
+ */
+
+/* PAT against the N bytes at S: whole (GLOB: as a shell pattern). */
+static int
+match_part(const char *pat, const char *s, size_t n, int glob)
+{
+    if (!glob)
+        return strlen(pat) == n && strncmp(pat, s, n) == 0;
+    char *c = strndup(s, n);
+    int m = c != NULL && fnmatch(pat, c, 0) == 0;
+    free(c);
+    return m;
+}
+
+int
+cfg_name_match(const char *pat, const char *name, int glob)
+{
+    if (match_part(pat, name, strlen(name), glob))
+        return 1;
+    char *dm = cfg_demangle(name);
+    if (dm == NULL)
+        return 0;
+    /* The parameter list starts at the first '(' outside template arguments. */
+    size_t n = 0, ret = 0;
+    int depth = 0;
+    for (; dm[n] && !(dm[n] == '(' && depth == 0 && n > 0); n++) {
+        if (dm[n] == '<')
+            depth++;
+        else if (dm[n] == '>' && depth > 0)
+            depth--;
+        else if (dm[n] == ' ' && depth == 0)
+            ret = n + 1; /* a template function's return type ends here */
+    }
+    int m = match_part(pat, dm, strlen(dm), glob) || match_part(pat, dm, n, glob)
+        || (ret > 0 && n > 0 && dm[n - 1] == '>' && match_part(pat, dm + ret, n - ret, glob));
+    free(dm);
+    return m;
 }

@@ -20,7 +20,6 @@
 #include <errno.h>
 #include <stddef.h>
 #include <fcntl.h>
-#include <fnmatch.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -528,7 +527,7 @@ match_name(const cfg_image_t *img, const cfg_proc_t *pr, const char *pattern)
 {
     size_t lo = 0, hi = img->nsymbols;
 
-    if (fnmatch(pattern, pr->name, 0) == 0)
+    if (cfg_name_match(pattern, pr->name, 1))
         return pr->name;
     while (lo < hi) {
         size_t mid = lo + (hi - lo) / 2;
@@ -540,7 +539,7 @@ match_name(const cfg_image_t *img, const cfg_proc_t *pr, const char *pattern)
     for (; lo < img->nsymbols && img->symbols[lo].addr == pr->entry; lo++) {
         const cfg_symbol_t *sym = &img->symbols[lo];
         if ((sym->kind == CFG_SYM_FUNC || sym->kind == CFG_SYM_IFUNC)
-            && fnmatch(pattern, sym->name, 0) == 0)
+            && cfg_name_match(pattern, sym->name, 1))
             return sym->name;
     }
     return NULL;

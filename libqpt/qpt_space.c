@@ -185,6 +185,13 @@ qpt_proc_name(const qpt_space_t *s, uint32_t proc)
     return proc < qpt_nprocs(s) ? s->prog->procs[proc].name : NULL;
 }
 
+int
+qpt_proc_match(const qpt_space_t *s, uint32_t proc, const char *pattern)
+{
+    return proc < qpt_nprocs(s) && pattern != NULL
+        && cfg_name_match(pattern, s->prog->procs[proc].name, 1);
+}
+
 const char *
 qpt_proc_module(const qpt_space_t *s, uint32_t proc)
 {

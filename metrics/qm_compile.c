@@ -92,7 +92,7 @@ matching(ctx_t *c, const qm_metric_t *m, const char *pattern, size_t *n, size_t 
     }
     for (uint32_t i = 0; i < np; i++) {
         const char *name = qpt_proc_name(c->s, i);
-        if (name == NULL || fnmatch(procpat, name, 0) != 0)
+        if (name == NULL || !qpt_proc_match(c->s, i, procpat))
             continue;
         if (modpat != NULL) {
             const char *mod = qpt_proc_module(c->s, i), *base = mod ? strrchr(mod, '/') : NULL;

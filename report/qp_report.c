@@ -32,50 +32,10 @@ qp_report_flow(const qp_report_t *r, uint32_t proc, qp_flow_t *out)
         r->desc, proc, r->prof->counters, r->prof->hdr.ncounters, r->abandoned, out);
 }
 
-/* The length of demangled name DM without its parameter list ("ns::f<int>" of
- * "ns::f<int>(int, char) const"). */
-static size_t
-base_len(const char *dm)
-{
-    int depth = 0;
-    for (size_t i = 0; dm[i]; i++) {
-        if (dm[i] == '<')
-            depth++;
-        else if (dm[i] == '>' && depth > 0)
-            depth--;
-        else if (dm[i] == '(' && depth == 0 && i > 0)
-            return i;
-    }
-    return strlen(dm);
-}
-
-/* Does NAME name the procedure called MANGLED: its demangled form, whole or without the
- * parameters? */
 int
 qp_name_matches(const char *mangled, const char *name)
 {
-    if (strcmp(mangled, name) == 0)
-        return 1;
-    char *dm = cfg_demangle(mangled);
-    if (dm == NULL)
-        return 0;
-    size_t n = base_len(dm), len = strlen(name);
-    int m = strcmp(dm, name) == 0 || (len == n && strncmp(dm, name, n) == 0);
-    /* A template function's name starts with its return type: "int f<int>(int)". */
-    if (!m && n > 0 && dm[n - 1] == '>') {
-        const char *sp = NULL;
-        int depth = 0;
-        for (size_t i = 0; i < n; i++)
-            if (dm[i] == '<')
-                depth++;
-            else if (dm[i] == '>' && depth > 0)
-                depth--;
-            else if (dm[i] == ' ' && depth == 0)
-                sp = dm + i + 1;
-        m = sp != NULL && len == (size_t)(dm + n - sp) && strncmp(sp, name, len) == 0;
-    }
-    free(dm);
-    return m;
+    return cfg_name_match(name, mangled, 0);
 }
 
 uint32_t

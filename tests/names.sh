@@ -106,6 +106,7 @@ struct V { int x; };
 int __attribute__((noinline)) norm(const V &v) { return v.x * v.x; }
 int __attribute__((noinline)) norm(int a, int b) { return a * a + b * b; }
 }
+int __attribute__((noinline)) never_called(int a) { return a * 3 + 1; }
 template <typename T> T __attribute__((noinline)) twice(T t) { asm volatile(""); return t + t + t * t * t; }
 int main(int argc, char **)
 {
@@ -139,6 +140,22 @@ st=$?
 "$QP" report --annotate=main "$dir/c.inst.qp" >"$dir/ann" 2>&1
 grep -q 'call .*<geo::norm(int, int)>' "$dir/ann" && grep -q 'call .*<printf@plt>' "$dir/ann" &&
     ok "c++: annotate names callees and PLT stubs" || bad "c++: annotate: $(grep call "$dir/ann")"
+
+# dyn: patterns match demangled names; the table prints them, rows never called are
+# counted in one line unless --zeros.
+DYN=$top_builddir/tools/dyn
+if [ -x "$DYN" ] && "$DYN" run --count main -- true >/dev/null 2>&1; then
+    "$DYN" run --count 'geo::norm(int, int)' --count 'geo::*V*' --count never_called \
+        -- "$dir/c" >"$dir/dyn" 2>"$dir/dyn.err"
+    grep -q '^ *10  geo::norm(int, int)$' "$dir/dyn" && grep -q '^ *10  geo::norm(geo::V const&)$' "$dir/dyn" &&
+        ok "dyn: demangled patterns and names" || bad "dyn: $(cat "$dir/dyn" "$dir/dyn.err")"
+    grep -q '(1 more never called: --zeros lists them)' "$dir/dyn" && ! grep -q never_called "$dir/dyn" &&
+        ok "dyn: a row never called is hidden" || bad "dyn: zero row: $(cat "$dir/dyn")"
+    "$DYN" run --zeros --count never_called -- "$dir/c" 2>/dev/null | grep -q '^ *0  never_called(int)$' &&
+        ok "dyn: --zeros" || bad "dyn: --zeros does not list the row"
+else
+    echo "SKIP dyn checks: dyn cannot trace here"
+fi
 
 [ $fails -eq 0 ] || exit 1
 echo "names: all checks passed"

@@ -248,9 +248,10 @@ writable(const char *path)
     return access(dir, W_OK | X_OK) == 0;
 }
 
-/* The CSV (CSV, may be NULL) and the final table of REP. 0, or -1 (message printed). */
+/* The CSV (CSV, may be NULL) and the final table of REP: the rows never called only
+ * with ZEROS (the CSV has every row). 0, or -1 (message printed). */
 static int
-report(const dyn_run_report_t *rep, const char *csv)
+report(const dyn_run_report_t *rep, const char *csv, int zeros)
 {
     size_t n = rep->npoints;
     const dyn_row_t *r = rep->rows;
@@ -281,14 +282,23 @@ report(const dyn_run_report_t *rep, const char *csv)
         printf("%16s %14s  %s\n", "calls", "wall ms", "procedure");
     else
         printf("%16s  %s\n", "calls", "procedure");
+    size_t hidden = 0;
     for (size_t i = 0; i < n; i++) {
+        if (r[i].calls == 0 && !zeros) {
+            hidden++;
+            continue;
+        }
         printf("%16llu", (unsigned long long)r[i].calls);
         if (r[i].wall_ns >= 0)
             printf(" %14.3f", (double)r[i].wall_ns * 1e-6);
         else if (rep->timed)
             printf(" %14s", "");
-        printf("  %s\n", r[i].name);
+        char *dm = cfg_demangle(r[i].name);
+        printf("  %s\n", dm != NULL ? dm : r[i].name);
+        free(dm);
     }
+    if (hidden > 0)
+        printf("%16s  (%zu more never called: --zeros lists them)\n", "0", hidden);
     fflush(stdout);
     return 0;
 }
@@ -308,6 +318,7 @@ typedef struct opts {
     char *morder;       /* 'e' or 'f' for each */
     size_t nm;
     int all;         /* --all */
+    int zeros;       /* --zeros */
     double interval; /* --interval, 0 = none */
     double duration; /* --duration, 0 = until the end */
     const char *csv; /* -o */
@@ -374,7 +385,7 @@ session(const opts_t *o, int pid, char *const *argv, double t_start)
         ret = EXIT_FAIL;
     }
     if (rep.measured) {
-        if (report(&rep, o->csv) < 0)
+        if (report(&rep, o->csv, o->zeros) < 0)
             ret = EXIT_FAIL;
         if (rep.hist.v != NULL)
             print_histogram(&rep);
@@ -736,6 +747,7 @@ main(int argc, char **argv)
     static const struct option lopts[] = {
         { "count", required_argument, NULL, 'c' },
         { "all", no_argument, NULL, 'a' },
+        { "zeros", no_argument, NULL, 'Z' },
         { "interval", required_argument, NULL, 'i' },
         { "duration", required_argument, NULL, 'd' },
         { "output", required_argument, NULL, 'o' },
@@ -825,6 +837,7 @@ main(int argc, char **argv)
         }
         case 'c': o.count[o.ncount++] = optarg; break;
         case 'a': o.all = 1; break;
+        case 'Z': o.zeros = 1; break;
         case 'i':
             if (parse_secs(optarg, "--interval", &o.interval) < 0)
                 return EXIT_USAGE;
