@@ -133,6 +133,11 @@ typedef struct drv_result {
     qp_desc_edge_t *edges;
     uint32_t nedges;
     uint64_t *edge_call;     /* per desc edge: old address of the call (CALLRET), else 0 */
+    qp_desc_call_t *calls;   /* the call sites, per procedure in block order */
+    uint32_t ncalls;
+    uint32_t *callee_names;  /* per program procedure: its name's string offset once a
+                              * call site named it, else 0 (while describing) */
+    size_t calls_site_cap;
     char *strtab;
     uint32_t strtab_size, strtab_cap;
     size_t probes_cap, procs_cap, blocks_cap, edges_cap, calls_cap;

@@ -210,6 +210,42 @@ count_unseen_sites(drv_result_t *res, const cfg_prog_t *prog, const cfg_proc_t *
     }
 }
 
+/* The string-table offset of the name of the code at TARGET (one copy per callee). */
+static int
+callee_name(drv_result_t *res, const cfg_prog_t *prog, uint64_t target, uint32_t *off)
+{
+    *off = 0;
+    const cfg_proc_t *cp = proc_at_entry(prog, target);
+    if (cp == NULL)
+        return 0;
+    uint32_t i = (uint32_t)(cp - prog->procs);
+    if (res->callee_names[i] == 0)
+        QP_CHECK(add_string(res, cp->name, &res->callee_names[i]));
+    *off = res->callee_names[i];
+    return 0;
+}
+
+static int
+add_call(drv_result_t *res, uint64_t target, uint32_t block, uint32_t edge, uint8_t kind,
+         const cfg_prog_t *prog)
+{
+    QP_CHECK(grow((void **)&res->calls, &res->calls_site_cap, res->ncalls, sizeof(qp_desc_call_t)));
+    qp_desc_call_t c = { .target = target, .block = block, .edge = edge, .kind = kind };
+    if (target != 0)
+        QP_CHECK(callee_name(res, prog, target, &c.name));
+    res->calls[res->ncalls++] = c;
+    return 0;
+}
+
+static int
+cmp_call(const void *a, const void *b)
+{
+    const qp_desc_call_t *x = a, *y = b;
+    if (x->block != y->block)
+        return x->block < y->block ? -1 : 1;
+    return x->edge < y->edge ? -1 : x->edge > y->edge;
+}
+
 static int
 describe_measured(drv_result_t *res, const drv_graph_t *g, const uint64_t *exits, size_t nexits)
 {
@@ -266,6 +302,14 @@ describe_measured(drv_result_t *res, const drv_graph_t *g, const uint64_t *exits
         if (cp != NULL && name_in(cp->name, eh_names))
             d->flags |= QP_PROC_APPROX_EH;
 
+        /* (A direct call to 0, an undefined weak function in a static program, is
+         * never made: no site.) */
+        if ((g->last_kind[i] == ARCH_KIND_CALL && g->last_target[i] != 0)
+            || g->last_kind[i] == ARCH_KIND_CALL_IND)
+            QP_CHECK(add_call(res, g->last_kind[i] == ARCH_KIND_CALL ? g->last_target[i] : 0,
+                              d->block + i, QP_VIRT,
+                              g->last_kind[i] == ARCH_KIND_CALL ? QP_CALL_DIRECT
+                                                                : QP_CALL_INDIRECT, prog));
         QP_CHECK(grow((void **)&res->blocks, &res->blocks_cap, res->nblocks,
                       sizeof(qp_desc_block_t)));
         res->blocks[res->nblocks++] = (qp_desc_block_t) {
@@ -273,10 +317,16 @@ describe_measured(drv_result_t *res, const drv_graph_t *g, const uint64_t *exits
             .counter = g->block_counter[i],
         };
     }
+    uint32_t first_call = res->ncalls;
     for (uint32_t e = 0; e < g->nedges; e++) {
         const drv_edge_t *ed = &g->edges[e];
         if (ed->kind == CFG_EDGE_INDIRECT)
             d->flags |= QP_PROC_APPROX_IND;
+        if (ed->kind == CFG_EDGE_TAILCALL && ed->from != X) {
+            uint64_t t = ed->cfg_edge != CFG_NONE ? prog->edges[ed->cfg_edge].target : 0;
+            QP_CHECK(add_call(res, t, d->block + ed->from, res->nedges,
+                              t != 0 ? QP_CALL_TAIL : QP_CALL_TAIL_INDIRECT, prog));
+        }
         if (ed->kind == QP_EDGE_ROOT && g->prog->blocks[g->first + ed->to].npred == 0)
             d->flags |= QP_PROC_APPROX_EH; /* a landing pad (or code only reached from
                                              * outside): a throw may leave flow unbalanced */
@@ -290,6 +340,12 @@ describe_measured(drv_result_t *res, const drv_graph_t *g, const uint64_t *exits
         res->edge_call[res->nedges] = ed->kind == CFG_EDGE_CALLRET ? g->last[ed->from] : 0;
         res->nedges++;
     }
+    /* The procedure's sites in block order (calls first: they come from the blocks). */
+    uint32_t first = first_call;
+    while (first > 0 && res->calls[first - 1].block >= d->block)
+        first--;
+    if (res->ncalls > first)
+        qsort(res->calls + first, res->ncalls - first, sizeof(qp_desc_call_t), cmp_call);
     res->nedges_total += g->nedges;
     res->nprocs++;
     return 0;
@@ -315,6 +371,11 @@ drv_run(const drv_ops_t *drv, const cfg_prog_t *prog, const ed_plan_t *plan,
         return QP_ENOMEM;
     }
     QP_CHECK(add_string(res, "", &off));
+    res->callee_names = calloc(prog->nprocs + 1, sizeof(uint32_t));
+    if (res->callee_names == NULL) {
+        drv_result_free(res);
+        return QP_ENOMEM;
+    }
     uint64_t *xt = NULL, *exits = NULL, *forkers = NULL, *starters = NULL;
     size_t nxt = 0, nexits = 0, nforkers = 0, nstarters = 0;
     int taken = 0;
@@ -401,6 +462,8 @@ drv_result_free(drv_result_t *res)
     free(res->blocks);
     free(res->edges);
     free(res->edge_call);
+    free(res->calls);
+    free(res->callee_names);
     free(res->strtab);
     memset(res, 0, sizeof(*res));
 }
@@ -420,6 +483,8 @@ drv_describe(drv_result_t *res, const ed_plan_t *plan, uint64_t counters, uint8_
     d.hdr.nprocs = res->nprocs;
     d.hdr.nblocks = res->nblocks;
     d.hdr.nedges = res->nedges;
+    d.hdr.ncalls = res->ncalls;
+    d.calls = res->calls;
     d.hdr.strtab_size = res->strtab_size;
     d.procs = res->procs;
     d.blocks = res->blocks;

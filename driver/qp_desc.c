@@ -117,6 +117,7 @@ qp_desc_free(qp_desc_t *d)
     free(d->procs);
     free(d->blocks);
     free(d->edges);
+    free(d->calls);
     free(d->strtab);
     memset(d, 0, sizeof(*d));
 }
@@ -252,6 +253,35 @@ validate_proc(const qp_desc_t *d, uint32_t i, char *why, size_t whylen)
     return 0;
 }
 
+/* The call sites: in block order, kinds known, ends inside the arrays. */
+static int
+validate_calls(const qp_desc_t *d, char *why, size_t whylen)
+{
+    for (uint32_t i = 0; i < d->hdr.ncalls; i++) {
+        const qp_desc_call_t *c = &d->calls[i];
+        int tail = c->kind == QP_CALL_TAIL || c->kind == QP_CALL_TAIL_INDIRECT;
+        const char *bad = NULL;
+        if (c->kind < QP_CALL_DIRECT || c->kind > QP_CALL_TAIL_INDIRECT)
+            bad = "unknown kind";
+        else if (c->block >= d->hdr.nblocks || (i > 0 && c->block < d->calls[i - 1].block))
+            bad = "block out of range or out of order";
+        else if (tail ? c->edge >= d->hdr.nedges || d->edges[c->edge].from != c->block
+                      : c->edge != QP_VIRT)
+            bad = "edge does not fit the kind";
+        else if (c->name >= d->hdr.strtab_size)
+            bad = "string offset out of range";
+        else if ((c->target == 0) != (c->kind == QP_CALL_INDIRECT
+                                      || c->kind == QP_CALL_TAIL_INDIRECT))
+            bad = "a target only for direct calls";
+        if (bad != NULL) {
+            qp_why(why, whylen, "call site %u (block %u, kind %u): %s", i, c->block, c->kind,
+                   bad);
+            return QP_EFORMAT;
+        }
+    }
+    return 0;
+}
+
 int
 qp_desc_validate(const qp_desc_t *d, char *why, size_t whylen)
 {
@@ -263,7 +293,7 @@ qp_desc_validate(const qp_desc_t *d, char *why, size_t whylen)
         return QP_EFORMAT;
     }
     if ((h->nprocs && d->procs == NULL) || (h->nblocks && d->blocks == NULL)
-        || (h->nedges && d->edges == NULL)) {
+        || (h->nedges && d->edges == NULL) || (h->ncalls && d->calls == NULL)) {
         qp_why(why, whylen, "an array is missing");
         return QP_EFORMAT;
     }
@@ -273,6 +303,7 @@ qp_desc_validate(const qp_desc_t *d, char *why, size_t whylen)
         QP_CHECK(validate_edge(d, i, why, whylen));
     for (uint32_t i = 0; i < h->nprocs; i++)
         QP_CHECK(validate_proc(d, i, why, whylen));
+    QP_CHECK(validate_calls(d, why, whylen));
     return 0;
 }
 
@@ -307,7 +338,7 @@ qp_desc_id(const uint8_t *buf, size_t len, uint64_t *id)
 
 /* Byte offsets of the parts in the serialized form; 64-bit sums cannot overflow. */
 typedef struct desc_layout {
-    uint64_t procs, blocks, edges, strtab, total;
+    uint64_t procs, blocks, edges, calls, strtab, total;
 } desc_layout_t;
 
 static desc_layout_t
@@ -317,7 +348,8 @@ layout_of(const qp_desc_hdr_t *h)
     l.procs = sizeof(qp_desc_hdr_t);
     l.blocks = l.procs + (uint64_t)h->nprocs * sizeof(qp_desc_proc_t);
     l.edges = l.blocks + (uint64_t)h->nblocks * sizeof(qp_desc_block_t);
-    l.strtab = l.edges + (uint64_t)h->nedges * sizeof(qp_desc_edge_t);
+    l.calls = l.edges + (uint64_t)h->nedges * sizeof(qp_desc_edge_t);
+    l.strtab = l.calls + (uint64_t)h->ncalls * sizeof(qp_desc_call_t);
     l.total = l.strtab + h->strtab_size;
     return l;
 }
@@ -345,7 +377,9 @@ qp_desc_serialize(const qp_desc_t *d, uint8_t **buf, size_t *len)
     if (d->hdr.nblocks)
         memcpy(b + l.blocks, d->blocks, l.edges - l.blocks);
     if (d->hdr.nedges)
-        memcpy(b + l.edges, d->edges, l.strtab - l.edges);
+        memcpy(b + l.edges, d->edges, l.calls - l.edges);
+    if (d->hdr.ncalls)
+        memcpy(b + l.calls, d->calls, l.strtab - l.calls);
     memcpy(b + l.strtab, d->strtab, d->hdr.strtab_size);
     qp_desc_id(b, l.total, &h.id);
     memcpy(b + offsetof(qp_desc_hdr_t, id), &h.id, sizeof(h.id));
@@ -387,8 +421,8 @@ check_header(const uint8_t *buf, size_t len, desc_layout_t *l, char *why, size_t
         return QP_EFORMAT;
     }
     if (h.version != QP_FORMAT_VERSION) {
-        qp_why(why, whylen, "description format version %u, this qp reads version %u",
-               h.version, QP_FORMAT_VERSION);
+        qp_why(why, whylen, "description format version %u, this qp reads version %u "
+               "(rewrite the program again with this qpt-rewrite)", h.version, QP_FORMAT_VERSION);
         return QP_EFORMAT;
     }
     *l = layout_of(&h);
@@ -427,7 +461,9 @@ qp_desc_parse(const uint8_t *buf, size_t len, qp_desc_t *out, char *why, size_t 
     if (rc == 0)
         rc = copy_part(buf + l.blocks, l.edges - l.blocks, (void **)&out->blocks);
     if (rc == 0)
-        rc = copy_part(buf + l.edges, l.strtab - l.edges, (void **)&out->edges);
+        rc = copy_part(buf + l.edges, l.calls - l.edges, (void **)&out->edges);
+    if (rc == 0)
+        rc = copy_part(buf + l.calls, l.strtab - l.calls, (void **)&out->calls);
     if (rc == 0)
         rc = copy_part(buf + l.strtab, l.total - l.strtab, (void **)&out->strtab);
     if (rc < 0)

@@ -42,6 +42,7 @@ typedef struct qp_desc {
     qp_desc_proc_t *procs;    /* hdr.nprocs */
     qp_desc_block_t *blocks;  /* hdr.nblocks */
     qp_desc_edge_t *edges;    /* hdr.nedges */
+    qp_desc_call_t *calls;    /* hdr.ncalls */
     char *strtab;             /* hdr.strtab_size bytes; offset 0 is "" */
     size_t strtab_cap;        /* bytes allocated for strtab (qp_desc_add_string) */
 } qp_desc_t;

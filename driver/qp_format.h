@@ -27,7 +27,7 @@
 
 #define QP_DESC_MAGIC "QPTDESC1" /* 8 bytes, no NUL */
 #define QP_DESC_SECTION ".qpt.desc"
-#define QP_FORMAT_VERSION 1
+#define QP_FORMAT_VERSION 2 /* 2: the call sites (qp_desc_call_t) */
 
 /* A block or counter index that does not exist: the virtual node X, or "no counter". */
 #define QP_VIRT UINT32_MAX
@@ -61,9 +61,11 @@ typedef struct qp_desc_hdr {
     uint32_t nprocs;         /* then qp_desc_proc_t[nprocs] */
     uint32_t nblocks;        /* then qp_desc_block_t[nblocks] */
     uint32_t nedges;         /* then qp_desc_edge_t[nedges] */
+    uint32_t ncalls;         /* then qp_desc_call_t[ncalls] */
     uint32_t strtab_size;    /* then the string table: NUL-terminated names, offset 0 is "" */
+    uint32_t pad;
 } qp_desc_hdr_t;
-_Static_assert(sizeof(qp_desc_hdr_t) == 56, "qp_desc_hdr_t layout");
+_Static_assert(sizeof(qp_desc_hdr_t) == 64, "qp_desc_hdr_t layout");
 
 enum {
     QP_PROC_MEASURED = 1u << 0,   /* counters placed: counts are known */
@@ -118,6 +120,30 @@ typedef struct qp_desc_edge {
                           * else 0 */
 } qp_desc_edge_t;
 _Static_assert(sizeof(qp_desc_edge_t) == 24, "qp_desc_edge_t layout");
+
+/* Call site kinds. */
+enum {
+    QP_CALL_DIRECT = 1,   /* call to a known address: made as often as its block runs */
+    QP_CALL_INDIRECT = 2, /* call through a register or memory: callee unknown */
+    QP_CALL_TAIL = 3,     /* jump to another procedure's entry: made as often as its
+                           * TAILCALL edge is taken */
+    QP_CALL_TAIL_INDIRECT = 4, /* indirect jump that leaves the procedure */
+};
+
+/*
+ * A call site of a measured procedure, in the order of its blocks: the call graph. Its
+ * count is that of block `block` (calls) or of edge `edge` (tail calls), both known from
+ * the counters and flow conservation.
+ */
+typedef struct qp_desc_call {
+    uint64_t target;     /* the callee's entry (link time), 0 when indirect */
+    uint32_t block;      /* the block (global index) the call or jump ends */
+    uint32_t edge;       /* tail calls: the TAILCALL edge (global index); else QP_VIRT */
+    uint32_t name;       /* string table: the callee's name ("" when unknown) */
+    uint8_t kind;        /* QP_CALL_* */
+    uint8_t pad[3];
+} qp_desc_call_t;
+_Static_assert(sizeof(qp_desc_call_t) == 24, "qp_desc_call_t layout");
 
 /*****************************************************************************
  * The profile (a.inst.qp)

@@ -116,6 +116,16 @@ sample_desc(qp_desc_t *d)
     d->hdr.nprocs = 2;
     d->hdr.counters_vaddr = 0x5000;
     d->hdr.flags = QP_DESC_PIE;
+    /* Its call sites: a call ending block 0, the tail call of block 3 (edge 5). */
+    uint32_t callee;
+    ck_assert_int_eq(qp_desc_add_string(d, "callee", &callee), 0);
+    d->calls = calloc(2, sizeof(qp_desc_call_t));
+    ck_assert_ptr_nonnull(d->calls);
+    d->calls[0] = (qp_desc_call_t) { .target = 0x3000, .block = 0, .edge = QP_VIRT,
+                                     .name = callee, .kind = QP_CALL_DIRECT };
+    d->calls[1] = (qp_desc_call_t) { .target = 0, .block = 3, .edge = 5,
+                                     .kind = QP_CALL_TAIL_INDIRECT };
+    d->hdr.ncalls = 2;
 }
 
 /*****************************************************************************
@@ -131,7 +141,7 @@ START_TEST(test_qp_desc_round_trip)
     uint8_t *buf, *buf2;
     size_t len, len2;
     ck_assert_int_eq(qp_desc_serialize(&d, &buf, &len), 0);
-    ck_assert_uint_eq(len, 56 + 2 * 48 + 4 * 32 + 6 * 24 + d.hdr.strtab_size);
+    ck_assert_uint_eq(len, 64 + 2 * 48 + 4 * 32 + 6 * 24 + 2 * 24 + d.hdr.strtab_size);
     ck_assert_int_eq(memcmp(buf, QP_DESC_MAGIC, 8), 0);
     /* Deterministic: the same description gives the same bytes and id. */
     ck_assert_int_eq(qp_desc_serialize(&d, &buf2, &len2), 0);
@@ -149,6 +159,8 @@ START_TEST(test_qp_desc_round_trip)
     ck_assert_int_eq(memcmp(back.procs, d.procs, 2 * sizeof(qp_desc_proc_t)), 0);
     ck_assert_int_eq(memcmp(back.blocks, d.blocks, 4 * sizeof(qp_desc_block_t)), 0);
     ck_assert_int_eq(memcmp(back.edges, d.edges, 6 * sizeof(qp_desc_edge_t)), 0);
+    ck_assert_uint_eq(back.hdr.ncalls, 2);
+    ck_assert_int_eq(memcmp(back.calls, d.calls, 2 * sizeof(qp_desc_call_t)), 0);
     ck_assert_str_eq(qp_desc_str(&back, back.procs[1].name), "g(int, char)");
     ck_assert_str_eq(qp_desc_str(&back, back.procs[1].reason),
                      "indirect jump with unknown targets");
@@ -242,20 +254,22 @@ END_TEST
 static uint8_t *
 raw_serialize(const qp_desc_t *d, size_t *len)
 {
-    size_t n = 56 + (size_t)d->hdr.nprocs * 48 + (size_t)d->hdr.nblocks * 32
-        + (size_t)d->hdr.nedges * 24 + d->hdr.strtab_size;
+    size_t n = 64 + (size_t)d->hdr.nprocs * 48 + (size_t)d->hdr.nblocks * 32
+        + (size_t)d->hdr.nedges * 24 + (size_t)d->hdr.ncalls * 24 + d->hdr.strtab_size;
     uint8_t *b = malloc(n);
     qp_desc_hdr_t h = d->hdr;
     memcpy(h.magic, QP_DESC_MAGIC, 8);
     h.version = QP_FORMAT_VERSION;
-    memcpy(b, &h, 56);
-    size_t off = 56;
+    memcpy(b, &h, 64);
+    size_t off = 64;
     memcpy(b + off, d->procs, d->hdr.nprocs * 48u);
     off += d->hdr.nprocs * 48u;
     memcpy(b + off, d->blocks, d->hdr.nblocks * 32u);
     off += d->hdr.nblocks * 32u;
     memcpy(b + off, d->edges, d->hdr.nedges * 24u);
     off += d->hdr.nedges * 24u;
+    memcpy(b + off, d->calls, d->hdr.ncalls * 24u);
+    off += d->hdr.ncalls * 24u;
     memcpy(b + off, d->strtab, d->hdr.strtab_size);
     qp_desc_id(b, n, &h.id);
     memcpy(b + 16, &h.id, 8);
@@ -285,13 +299,18 @@ break_rule(qp_desc_t *d, int rule)
     case 13: d->blocks[3].start = UINT64_MAX - 2; break;     /* extent wraps */
     case 14: d->blocks[3].ninsns = d->blocks[3].size + 1; break;
     case 15: d->edges[4].from = X; break;                    /* X -> X */
+    case 16: d->calls[1].block = 2; break;                   /* tail call: not its edge's */
+    case 17: d->calls[0].block = 4; break;                   /* block out of range */
+    case 18: d->calls[0].kind = 9; break;
+    case 19: d->calls[0].target = 0; break;                  /* direct without a target */
+    case 20: d->calls[0].edge = 1; break;                    /* a call names no edge */
     default: d->strtab[0] = 'a'; break;                      /* "" at offset 0 */
     }
 }
 
 START_TEST(test_qp_desc_validation_rules)
 {
-    for (int rule = 0; rule <= 16; rule++) {
+    for (int rule = 0; rule <= 21; rule++) {
         qp_desc_t d, back;
         sample_desc(&d);
         break_rule(&d, rule);

@@ -25,7 +25,10 @@
 enum { EXIT_INPUT = 1, EXIT_USAGE = 2 };
 
 /* What `qp report` prints. */
-enum { OUT_FLAT, OUT_CSV, OUT_BLOCKS, OUT_EDGES, OUT_ANNOTATE, OUT_DOT, OUT_LCOV };
+enum {
+    OUT_FLAT, OUT_CSV, OUT_BLOCKS, OUT_EDGES, OUT_ANNOTATE, OUT_DOT, OUT_LCOV,
+    OUT_CALLERS, OUT_CALLEES, OUT_CALLGRAPH, OUT_CALLGRIND,
+};
 
 typedef struct qp_args {
     int cmd_merge;          /* qp merge */
@@ -66,6 +69,13 @@ usage(FILE *f)
             "                         (uninstrumented) executable\n"
             "      --dot=FUNC         Graphviz DOT of FUNC's control-flow graph with counts\n"
             "      --lcov             an lcov tracefile from the DWARF line information\n"
+            "      --callers=FUNC     who called FUNC how often (per caller; calls through\n"
+            "                         pointers or from unmeasured code in one line)\n"
+            "      --callees=FUNC     what FUNC called how often, with inclusive counts\n"
+            "      --call-graph       every procedure by inclusive instructions (itself and\n"
+            "                         what it called), with its callees\n"
+            "      --callgrind        the profile in callgrind's format (callgrind_annotate,\n"
+            "                         KCachegrind)\n"
             "  -o, --output=FILE      write to FILE instead of standard output\n"
             "  -v, --verbose          list procedures not measured, and those that never ran\n"
             "      --limit=N          the flat profile's tables: the first N rows only\n"
@@ -105,8 +115,8 @@ static int
 set_out(qp_args_t *a, int out, const char *func)
 {
     if (a->out != OUT_FLAT && a->out != out)
-        return usage_error("only one of --csv, --blocks, --edges, --annotate, --dot, --lcov",
-                           NULL);
+        return usage_error("only one of --csv, --blocks, --edges, --annotate, --dot, --lcov, "
+                           "--callers, --callees, --call-graph, --callgrind", NULL);
     a->out = out;
     a->func = func;
     a->func_pending = (out == OUT_BLOCKS || out == OUT_EDGES) && func == NULL;
@@ -132,6 +142,10 @@ parse_args(int argc, char **argv, qp_args_t *a)
         { "original", required_argument, NULL, 'O' },
         { "dot", required_argument, NULL, 'd' },
         { "lcov", no_argument, NULL, 'l' },
+        { "callers", required_argument, NULL, 'C' },
+        { "callees", required_argument, NULL, 'E' },
+        { "call-graph", no_argument, NULL, 'G' },
+        { "callgrind", no_argument, NULL, 'K' },
         { "output", required_argument, NULL, 'o' },
         { "verbose", no_argument, NULL, 'v' },
         { "limit", required_argument, NULL, 'L' },
@@ -169,6 +183,10 @@ parse_args(int argc, char **argv, qp_args_t *a)
         case 'a': rc = set_out(a, OUT_ANNOTATE, optarg); break;
         case 'd': rc = set_out(a, OUT_DOT, optarg); break;
         case 'l': rc = set_out(a, OUT_LCOV, NULL); break;
+        case 'C': rc = set_out(a, OUT_CALLERS, optarg); break;
+        case 'E': rc = set_out(a, OUT_CALLEES, optarg); break;
+        case 'G': rc = set_out(a, OUT_CALLGRAPH, NULL); break;
+        case 'K': rc = set_out(a, OUT_CALLGRIND, NULL); break;
         case 'O': a->original = optarg; break;
         case 'o': a->output = optarg; break;
         case 'v': a->verbose = 1; break;
@@ -363,9 +381,32 @@ find_func(const qp_inputs_t *in, const char *func, uint32_t *proc)
     return 0;
 }
 
+/* The call graph views: the graph built once here. */
+static int
+print_calls(FILE *f, const qp_args_t *a, const qp_inputs_t *in)
+{
+    qp_callgraph_t cg;
+    if (qp_callgraph_build(in->rep, &cg) < 0)
+        return fail(in->exe, qp_strerror(QP_ENOMEM));
+    uint32_t proc = QP_VIRT;
+    int st = a->out == OUT_CALLEES ? find_func(in, a->func, &proc) : 0;
+    if (st == 0) {
+        switch (a->out) {
+        case OUT_CALLERS: st = qp_print_callers(f, in, &cg, a->func); break;
+        case OUT_CALLEES: st = qp_print_callees(f, in, &cg, proc); break;
+        case OUT_CALLGRAPH: st = qp_print_callgraph(f, in, &cg); break;
+        default: st = qp_print_callgrind(f, in, &cg); break;
+        }
+    }
+    qp_callgraph_free(&cg);
+    return st;
+}
+
 static int
 print_report(FILE *f, const qp_args_t *a, const qp_inputs_t *in)
 {
+    if (a->out >= OUT_CALLERS)
+        return print_calls(f, a, in);
     uint32_t proc;
     int st = find_func(in, a->func, &proc);
     if (st != 0)
@@ -458,7 +499,7 @@ cmd_report(const qp_args_t *a)
                            &desc, &prof, &rep, a->verbose, a->limit, a->min_pct, NULL };
         /* C++, Rust and D names demangled, unless --mangled; lcov keeps them as stored
          * (genhtml --demangle-cpp does it, as for gcov's). */
-        if (!a->mangled && a->out != OUT_LCOV)
+        if (!a->mangled && a->out != OUT_LCOV && a->out != OUT_CALLGRIND)
             in.names = demangled_names(&desc);
         st = print_to_output(a, &in);
         free_names(in.names, desc.hdr.nprocs);

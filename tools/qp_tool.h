@@ -10,6 +10,7 @@
 #include <stdio.h>
 
 #include "cfg/cfg.h"
+#include "report/qp_callgraph.h"
 #include "report/qp_report.h"
 
 /* What the printers need to know about the inputs. */
@@ -49,6 +50,14 @@ int qp_print_annotate(FILE *f, const qp_inputs_t *in, uint32_t proc);
 
 /* An lcov tracefile from the DWARF line information of the executable. */
 int qp_print_lcov(FILE *f, const qp_inputs_t *in);
+
+/* The call graph views (qp_calls.c): callers of the procedure FUNC names (also one known
+ * only as a callee: a PLT stub), callees of PROC, every procedure by inclusive count,
+ * and the callgrind format. 0, or 1 after a message. */
+int qp_print_callers(FILE *f, const qp_inputs_t *in, const qp_callgraph_t *cg, const char *func);
+int qp_print_callees(FILE *f, const qp_inputs_t *in, const qp_callgraph_t *cg, uint32_t proc);
+int qp_print_callgraph(FILE *f, const qp_inputs_t *in, const qp_callgraph_t *cg);
+int qp_print_callgrind(FILE *f, const qp_inputs_t *in, const qp_callgraph_t *cg);
 
 /* qp metrics (qp_metrics.c): ARGV[1] is "metrics". Returns the exit status. */
 int qp_metrics_main(int argc, char **argv);

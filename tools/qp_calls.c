@@ -1,0 +1,300 @@
+/* Copyright 2026 the qpt authors
+ * SPDX-License-Identifier: MIT */
+/*
+ * PURPOSE: the call graph views of qp report (report/qp_callgraph.c computes them):
+ * --callers, --callees, --call-graph, and the callgrind export (--callgrind), which
+ * callgrind_annotate and KCachegrind read.
+ */
+#include "config.h"
+
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "report/qp_callgraph.h"
+#include "report/qp_flow.h"
+#include "tools/qp_tool.h"
+
+/* The name of ARC's callee as printed. */
+static const char *
+callee_name(const qp_inputs_t *in, const qp_cg_arc_t *a, char **owned)
+{
+    *owned = NULL;
+    if (a->callee != QP_VIRT)
+        return qp_proc_name(in, a->callee);
+    if (a->target == 0)
+        return "(indirect calls: callee not recorded)";
+    if (in->names != NULL && (*owned = cfg_demangle(a->name)) != NULL)
+        return *owned;
+    return a->name[0] ? a->name : "?";
+}
+
+/* "≈" and "+" markers of an inclusive count. */
+static const char *
+incl_marks(uint8_t flags)
+{
+    return (flags & QP_CG_APPROX) && (flags & QP_CG_LOWER) ? " ~+"
+        : (flags & QP_CG_APPROX)                           ? " ~"
+        : (flags & QP_CG_LOWER)                            ? " +"
+                                                           : "";
+}
+
+/* The share of CALLEE's inclusive count that COUNT of its calls stand for. */
+static double
+share_of(const qp_callgraph_t *cg, uint32_t callee, uint64_t count)
+{
+    if (callee == QP_VIRT || !cg->measured[callee] || cg->ext[callee] <= 0)
+        return 0;
+    double s = (double)count / cg->ext[callee];
+    return (s > 1 ? 1 : s) * cg->incl[callee];
+}
+
+static const char *const legend =
+    "inclusive: instructions in the procedure and in what it called (measured code only);\n"
+    "  ~ apportioned among callers by their calls (as gprof does), + a lower bound (calls\n"
+    "  through pointers or into code that was not measured add nothing)\n";
+
+/* The target FUNC names: a described procedure, or a callee known by name only. */
+static int
+find_target(const qp_inputs_t *in, const qp_callgraph_t *cg, const char *func,
+            uint64_t *target, uint32_t *proc, const char **shown)
+{
+    *shown = func;
+    *proc = qp_desc_find_proc(in->desc, func);
+    if (*proc != QP_VIRT) {
+        *target = in->desc->procs[*proc].entry;
+        return 0;
+    }
+    /* A callee known by name only; a library function also by its PLT stub's name. */
+    size_t len = strlen(func);
+    for (int plt = 0; plt < 2; plt++)
+        for (size_t a = 0; a < cg->narcs; a++) {
+            const char *n = cg->arcs[a].name;
+            if (cg->arcs[a].target != 0
+                && (plt ? strncmp(n, func, len) == 0 && strcmp(n + len, "@plt") == 0
+                        : qp_name_matches(n, func))) {
+                *target = cg->arcs[a].target;
+                *shown = n;
+                return 0;
+            }
+        }
+    fprintf(stderr, "qp: %s: no procedure named '%s'\n", in->exe, func);
+    return 1;
+}
+
+int
+qp_print_callers(FILE *f, const qp_inputs_t *in, const qp_callgraph_t *cg, const char *func)
+{
+    uint64_t target;
+    uint32_t proc;
+    const char *shown;
+    if (find_target(in, cg, func, &target, &proc, &shown) != 0)
+        return 1;
+    char cbuf[24];
+    const char *name = proc != QP_VIRT ? qp_proc_name(in, proc) : shown;
+    int measured = proc != QP_VIRT && cg->measured[proc];
+    uint64_t direct = 0;
+    int known = 1;
+    for (size_t a = 0; a < cg->narcs; a++)
+        if (cg->arcs[a].target == target) {
+            direct += cg->arcs[a].count;
+            known &= cg->arcs[a].known;
+        }
+    if (measured)
+        fprintf(f, "Callers of %s: %" PRIu64 " calls\n", name, cg->calls[proc]);
+    else
+        fprintf(f, "Callers of %s (%s: its calls are those of the sites below)\n", name,
+                proc != QP_VIRT ? "not measured" : "outside the measured code");
+    fprintf(f, "%16s %7s %6s  %s\n", "calls", "%", "sites", "caller");
+    uint64_t total = measured ? cg->calls[proc] : direct;
+    for (size_t a = 0; a < cg->narcs; a++) {
+        const qp_cg_arc_t *arc = &cg->arcs[a];
+        if (arc->target != target)
+            continue;
+        double pct = total ? 100.0 * (double)arc->count / (double)total : 0;
+        fprintf(f, "%16s %7.2f %6u  %s%s\n", qp_fmt_count(cbuf, arc->count, arc->known), pct,
+                arc->nsites, qp_proc_name(in, arc->caller), arc->tail ? " (tail calls)" : "");
+    }
+    if (measured && cg->calls[proc] > direct) {
+        uint64_t rest = cg->calls[proc] - direct;
+        fprintf(f, "%16" PRIu64 " %7.2f %6s  (through pointers, or from code not measured)\n",
+                rest, 100.0 * (double)rest / (double)total, "");
+    }
+    if (!known)
+        fprintf(f, "(a call count marked ? is not determined by the counters)\n");
+    return 0;
+}
+
+int
+qp_print_callees(FILE *f, const qp_inputs_t *in, const qp_callgraph_t *cg, uint32_t proc)
+{
+    char cbuf[24];
+    fprintf(f, "Callees of %s: %" PRIu64 " calls, %" PRIu64 " instructions in it, %.0f%s "
+            "inclusive\n", qp_proc_name(in, proc), cg->calls[proc], cg->self[proc],
+            cg->incl[proc], incl_marks(cg->flags[proc]));
+    fprintf(f, "%16s %6s %20s  %s\n", "calls", "sites", "inclusive", "callee");
+    for (uint32_t a = cg->arc_first[proc]; a < cg->arc_first[proc + 1]; a++) {
+        const qp_cg_arc_t *arc = &cg->arcs[a];
+        char *owned;
+        const char *name = callee_name(in, arc, &owned);
+        char ibuf[40] = "-";
+        if (arc->callee != QP_VIRT && cg->measured[arc->callee]) {
+            if (cg->cycle[arc->callee] != 0 && cg->cycle[arc->callee] == cg->cycle[proc])
+                snprintf(ibuf, sizeof(ibuf), "(cycle %u)", cg->cycle[proc]);
+            else
+                snprintf(ibuf, sizeof(ibuf), "%.0f%s", share_of(cg, arc->callee, arc->count),
+                         incl_marks(cg->flags[arc->callee]
+                                    | ((double)arc->count < cg->ext[arc->callee] ? QP_CG_APPROX
+                                                                                : 0)));
+        }
+        fprintf(f, "%16s %6u %20s  %s%s%s\n", qp_fmt_count(cbuf, arc->count, arc->known),
+                arc->nsites, ibuf, name, arc->tail ? " (tail calls)" : "",
+                arc->callee == QP_VIRT && arc->target != 0 ? " (outside the program)"
+                : arc->callee != QP_VIRT && !cg->measured[arc->callee] ? " (not measured)"
+                                                                        : "");
+        free(owned);
+    }
+    fputs(legend, f);
+    return 0;
+}
+
+static int
+cmp_incl(const void *a, const void *b, void *arg)
+{
+    const qp_callgraph_t *cg = arg;
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    if (cg->incl[x] != cg->incl[y])
+        return cg->incl[x] > cg->incl[y] ? -1 : 1;
+    return x < y ? -1 : x > y;
+}
+
+/* Procedures that ran, by inclusive count (qsort_r: the order needs the graph). */
+static uint32_t *
+by_inclusive(const qp_callgraph_t *cg, uint32_t *n)
+{
+    uint32_t np = cg->desc->hdr.nprocs, k = 0;
+    uint32_t *v = malloc((np + 1) * sizeof(uint32_t));
+    if (v == NULL)
+        return NULL;
+    for (uint32_t i = 0; i < np; i++)
+        if (cg->measured[i] && (cg->calls[i] > 0 || cg->self[i] > 0))
+            v[k++] = i;
+    qsort_r(v, k, sizeof(uint32_t), cmp_incl, (void *)cg);
+    *n = k;
+    return v;
+}
+
+int
+qp_print_callgraph(FILE *f, const qp_inputs_t *in, const qp_callgraph_t *cg)
+{
+    uint32_t n;
+    uint32_t *v = by_inclusive(cg, &n);
+    if (v == NULL)
+        return 1;
+    double total = (double)in->rep->total_insns;
+    fprintf(f, "Call graph of %s\n", in->exe);
+    fputs(legend, f);
+    fprintf(f, "\n %% incl            inclusive                 self            calls  name\n");
+    uint32_t shown = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        uint32_t p = v[i];
+        double pct = total > 0 ? 100.0 * cg->incl[p] / total : 0;
+        if ((in->limit > 0 && shown >= in->limit) || pct < in->min_pct)
+            break;
+        shown++;
+        char cyc[32] = "";
+        if (cg->cycle[p])
+            snprintf(cyc, sizeof(cyc), " <cycle %u>", cg->cycle[p]);
+        fprintf(f, "%7.2f %20.0f%-3s %16" PRIu64 " %16" PRIu64 "  %s%s\n", pct, cg->incl[p],
+                incl_marks(cg->flags[p]), cg->self[p], cg->calls[p], qp_proc_name(in, p), cyc);
+        /* Its callees, most inclusive first (those that ran). */
+        for (uint32_t a = cg->arc_first[p]; a < cg->arc_first[p + 1]; a++) {
+            const qp_cg_arc_t *arc = &cg->arcs[a];
+            if (arc->count == 0)
+                continue;
+            char *owned;
+            const char *name = callee_name(in, arc, &owned);
+            fprintf(f, "%7s %20s    %16s %16" PRIu64 "    -> %s\n", "", "", "", arc->count, name);
+            free(owned);
+        }
+    }
+    if (shown < n)
+        fprintf(f, "(%u more procedure%s: --limit, --min)\n", n - shown, n - shown == 1 ? "" : "s");
+    free(v);
+    return 0;
+}
+
+/*****************************************************************************
+ * callgrind format (valgrind's docs/cl-format): positions are instruction addresses,
+ * the event is Ir (instructions executed); a call's cost line is its inclusive count.
+ */
+
+static void
+cg_name(FILE *f, const char *key, const char *name)
+{
+    fprintf(f, "%s=", key);
+    for (const char *s = name; *s; s++)
+        fputc(*s == '\n' ? ' ' : *s, f);
+    fputc('\n', f);
+}
+
+/* The line of ADDR when it is in FILE (callgrind's fl=), else 0. */
+static unsigned
+line_in(const qp_inputs_t *in, uint64_t addr, const char *file)
+{
+    const char *f;
+    unsigned line;
+    return file != NULL && cfg_image_line(in->img, addr, &f, &line) == 0 && f == file ? line : 0;
+}
+
+int
+qp_print_callgrind(FILE *f, const qp_inputs_t *in, const qp_callgraph_t *cg)
+{
+    const qp_desc_t *d = in->desc;
+    fprintf(f, "# callgrind format\nversion: 1\ncreator: qp (%s) %s\n", PACKAGE_NAME,
+            PACKAGE_VERSION);
+    fprintf(f, "cmd: %s\npositions: instr line\nevents: Ir\nsummary: %" PRIu64 "\n\n", in->exe,
+            in->rep->total_insns);
+    cg_name(f, "ob", in->exe);
+    for (uint32_t p = 0; p < d->hdr.nprocs; p++) {
+        if (!cg->measured[p] || (cg->calls[p] == 0 && cg->self[p] == 0))
+            continue;
+        qp_flow_t fl;
+        if (qp_report_flow(in->rep, p, &fl) < 0)
+            return 1;
+        const qp_desc_proc_t *pr = &d->procs[p];
+        /* The source file of its entry (lines elsewhere, inlined code, are left 0). */
+        const char *file = NULL;
+        unsigned line;
+        if (cfg_image_line(in->img, pr->entry, &file, &line) != 0)
+            file = NULL;
+        cg_name(f, "fl", file != NULL ? file : "???");
+        /* Mangled names: callgrind_annotate and KCachegrind demangle themselves. */
+        cg_name(f, "fn", qp_desc_str(d, pr->name));
+        for (uint32_t b = 0; b < pr->nblocks; b++) {
+            const qp_desc_block_t *blk = &d->blocks[pr->block + b];
+            uint64_t cost = fl.block_count[b] * blk->ninsns;
+            if (cost > 0)
+                fprintf(f, "0x%" PRIx64 " %u %" PRIu64 "\n", blk->start,
+                        line_in(in, blk->start, file), cost);
+        }
+        qp_flow_free(&fl);
+        for (uint32_t a = cg->arc_first[p]; a < cg->arc_first[p + 1]; a++) {
+            const qp_cg_arc_t *arc = &cg->arcs[a];
+            if (arc->count == 0 || arc->target == 0)
+                continue;
+            const char *callee = arc->callee != QP_VIRT ? qp_desc_str(d, d->procs[arc->callee].name)
+                                                        : arc->name;
+            cg_name(f, "cfn", callee[0] ? callee : "?");
+            fprintf(f, "calls=%" PRIu64 " 0x%" PRIx64 "\n", arc->count, arc->target);
+            /* A call inside a cycle (recursion) costs nothing more: the cycle's count is
+             * already the caller's, and callgrind_annotate adds call costs to it. */
+            int within = arc->callee != QP_VIRT && cg->cycle[p] != 0
+                && cg->cycle[arc->callee] == cg->cycle[p];
+            fprintf(f, "0x%" PRIx64 " %u %.0f\n", arc->site, line_in(in, arc->site, file),
+                    within ? 0.0 : share_of(cg, arc->callee, arc->count));
+        }
+    }
+    fprintf(f, "\ntotals: %" PRIu64 "\n", in->rep->total_insns);
+    return 0;
+}
