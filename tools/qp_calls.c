@@ -82,6 +82,23 @@ find_target(const qp_inputs_t *in, const qp_callgraph_t *cg, const char *func,
     return 1;
 }
 
+static int
+cmp_count(const void *a, const void *b, void *arg)
+{
+    const qp_callgraph_t *cg = arg;
+    const qp_cg_arc_t *x = &cg->arcs[*(const uint32_t *)a], *y = &cg->arcs[*(const uint32_t *)b];
+    if (x->count != y->count)
+        return x->count > y->count ? -1 : 1;
+    return (*(const uint32_t *)a > *(const uint32_t *)b) - (*(const uint32_t *)a < *(const uint32_t *)b);
+}
+
+/* Arcs ROWS[0..N) most calls first (then in graph order). */
+static void
+sort_by_count(const qp_callgraph_t *cg, uint32_t *rows, size_t n)
+{
+    qsort_r(rows, n, sizeof(uint32_t), cmp_count, (void *)cg);
+}
+
 int
 qp_print_callers(FILE *f, const qp_inputs_t *in, const qp_callgraph_t *cg, const char *func)
 {
@@ -107,10 +124,20 @@ qp_print_callers(FILE *f, const qp_inputs_t *in, const qp_callgraph_t *cg, const
                 proc != QP_VIRT ? "not measured" : "outside the measured code");
     fprintf(f, "%16s %7s %6s  %s\n", "calls", "%", "sites", "caller");
     uint64_t total = measured ? cg->calls[proc] : direct;
-    for (size_t a = 0; a < cg->narcs; a++) {
-        const qp_cg_arc_t *arc = &cg->arcs[a];
-        if (arc->target != target)
+    size_t idle = 0, n = 0;
+    uint32_t *rows = malloc((cg->narcs + 1) * sizeof(uint32_t));
+    if (rows == NULL)
+        return 1;
+    for (size_t a = 0; a < cg->narcs; a++)
+        if (cg->arcs[a].target == target)
+            rows[n++] = (uint32_t)a;
+    sort_by_count(cg, rows, n);
+    for (size_t i = 0; i < n; i++) {
+        const qp_cg_arc_t *arc = &cg->arcs[rows[i]];
+        if (arc->count == 0 && arc->known && !in->verbose) {
+            idle++;
             continue;
+        }
         double pct = total ? 100.0 * (double)arc->count / (double)total : 0;
         fprintf(f, "%16s %7.2f %6u  %s%s\n", qp_fmt_count(cbuf, arc->count, arc->known), pct,
                 arc->nsites, qp_proc_name(in, arc->caller), arc->tail ? " (tail calls)" : "");
@@ -120,6 +147,10 @@ qp_print_callers(FILE *f, const qp_inputs_t *in, const qp_callgraph_t *cg, const
         fprintf(f, "%16" PRIu64 " %7.2f %6s  (through pointers, or from code not measured)\n",
                 rest, 100.0 * (double)rest / (double)total, "");
     }
+    free(rows);
+    if (idle > 0)
+        fprintf(f, "%16s %7s %6s  (%zu more caller%s with call sites that did not run: -v)\n",
+                "0", "", "", idle, idle == 1 ? "" : "s");
     if (!known)
         fprintf(f, "(a call count marked ? is not determined by the counters)\n");
     return 0;
@@ -133,8 +164,19 @@ qp_print_callees(FILE *f, const qp_inputs_t *in, const qp_callgraph_t *cg, uint3
             "inclusive\n", qp_proc_name(in, proc), cg->calls[proc], cg->self[proc],
             cg->incl[proc], incl_marks(cg->flags[proc]));
     fprintf(f, "%16s %6s %20s  %s\n", "calls", "sites", "inclusive", "callee");
-    for (uint32_t a = cg->arc_first[proc]; a < cg->arc_first[proc + 1]; a++) {
-        const qp_cg_arc_t *arc = &cg->arcs[a];
+    size_t idle = 0, n = 0;
+    uint32_t *rows = malloc((cg->arc_first[proc + 1] - cg->arc_first[proc] + 1) * sizeof(uint32_t));
+    if (rows == NULL)
+        return 1;
+    for (uint32_t a = cg->arc_first[proc]; a < cg->arc_first[proc + 1]; a++)
+        rows[n++] = a;
+    sort_by_count(cg, rows, n);
+    for (size_t i = 0; i < n; i++) {
+        const qp_cg_arc_t *arc = &cg->arcs[rows[i]];
+        if (arc->count == 0 && arc->known && !in->verbose) {
+            idle++;
+            continue;
+        }
         char *owned;
         const char *name = callee_name(in, arc, &owned);
         char ibuf[40] = "-";
@@ -154,6 +196,10 @@ qp_print_callees(FILE *f, const qp_inputs_t *in, const qp_callgraph_t *cg, uint3
                                                                         : "");
         free(owned);
     }
+    free(rows);
+    if (idle > 0)
+        fprintf(f, "%16s %6s %20s  (%zu more callee%s whose call sites did not run: -v)\n", "0",
+                "", "", idle, idle == 1 ? "" : "s");
     fputs(legend, f);
     return 0;
 }
