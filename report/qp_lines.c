@@ -106,10 +106,159 @@ merge_lines(line_vec_t *lv)
     lv->n = k + 1;
 }
 
+typedef struct branch_vec {
+    qp_line_branch_t *v;
+    size_t n, cap;
+} branch_vec_t;
+
+/* The address of the last instruction of block B, or 0. */
+static uint64_t
+last_insn(const cfg_image_t *img, const qp_desc_block_t *b)
+{
+    uint64_t addr = b->start, end = b->start + b->size, last = 0;
+    while (addr < end) {
+        size_t avail;
+        const uint8_t *p = cfg_image_ptr(img, addr, &avail);
+        arch_insn_t in;
+        if (p == NULL || arch_decode(p, avail < end - addr ? avail : end - addr, addr, &in) < 0)
+            return 0;
+        last = addr;
+        addr += in.len;
+    }
+    return last;
+}
+
+/* Does global block GB end in a jump table (has TABLE edges)? Conditional (TAKEN)? */
+static int
+has_edge_kind(const qp_desc_t *d, const qp_desc_proc_t *p, uint32_t gb, uint8_t kind)
+{
+    for (uint32_t k = 0; k < p->nedges; k++)
+        if (d->edges[p->edge + k].from == gb && d->edges[p->edge + k].kind == kind)
+            return 1;
+    return 0;
+}
+
+/* The source line of the last instruction of global block GB; 0 when unknown. */
+static int
+branch_line(const cfg_image_t *img, const qp_desc_t *d, uint32_t gb, const char **file,
+    unsigned *line)
+{
+    uint64_t at = last_insn(img, &d->blocks[gb]);
+    return at != 0 && cfg_image_line(img, at, file, line) == 0;
+}
+
+/* Is table block TB the target of a conditional block on the same line (the bounds check
+ * of a switch)? Then that block reports the switch's outcomes. */
+static int
+guarded_table(const cfg_image_t *img, const qp_desc_t *d, const qp_desc_proc_t *p,
+    uint32_t tb, const char *file, unsigned line)
+{
+    for (uint32_t k = 0; k < p->nedges; k++) {
+        const qp_desc_edge_t *e = &d->edges[p->edge + k];
+        const char *gf;
+        unsigned gl;
+        if (e->to == tb && e->from != QP_VIRT && e->from != tb
+            && (e->kind == CFG_EDGE_TAKEN || e->kind == CFG_EDGE_FALL)
+            && has_edge_kind(d, p, e->from, CFG_EDGE_TAKEN)
+            && branch_line(img, d, e->from, &gf, &gl) && gf == file && gl == line)
+            return 1;
+    }
+    return 0;
+}
+
+static int
+push_outcome(branch_vec_t *bv, size_t first, const qp_line_branch_t *o, uint32_t to,
+    uint32_t *tos)
+{
+    /* Outcomes that go to the same block are one (as gcov counts a switch's arcs). */
+    for (size_t i = first; to != QP_VIRT && i < bv->n; i++)
+        if (tos[i - first] == to) {
+            bv->v[i].taken += o->taken;
+            return 0;
+        }
+    if (bv->n == bv->cap) {
+        size_t cap = bv->cap ? 2 * bv->cap : 256;
+        qp_line_branch_t *v = realloc(bv->v, cap * sizeof(*v));
+        if (v == NULL)
+            return QP_ENOMEM;
+        bv->v = v;
+        bv->cap = cap;
+    }
+    tos[bv->n - first] = to;
+    bv->v[bv->n] = *o;
+    bv->v[bv->n].branch = (uint32_t)(bv->n - first);
+    bv->n++;
+    return 0;
+}
+
+/*
+ * The outcomes of block B (local index) of procedure P when it branches: a conditional
+ * jump, or a jump table. A switch's bounds check and its table (one source line) are one
+ * branch whose outcomes are the blocks they lead to, as in gcov.
+ */
+static int
+block_branches(const cfg_image_t *img, const qp_desc_t *d, const qp_desc_proc_t *p,
+    const qp_flow_t *f, uint32_t b, branch_vec_t *bv)
+{
+    uint32_t gb = p->block + b;
+    int cond = has_edge_kind(d, p, gb, CFG_EDGE_TAKEN);
+    int table = has_edge_kind(d, p, gb, CFG_EDGE_TABLE);
+    const char *file;
+    unsigned line;
+    if ((!cond && !table) || !branch_line(img, d, gb, &file, &line))
+        return 0;
+    if (table && guarded_table(img, d, p, gb, file, line))
+        return 0;
+    uint8_t executed = f->block_state[b] != QP_FLOW_UNKNOWN && f->block_count[b] > 0;
+    uint32_t *tos = malloc((p->nedges + 1) * sizeof(uint32_t));
+    if (tos == NULL)
+        return QP_ENOMEM;
+    size_t first = bv->n;
+    int rc = 0;
+    for (uint32_t k = 0; k < p->nedges && rc == 0; k++) {
+        const qp_desc_edge_t *e = &d->edges[p->edge + k];
+        /* The outcomes: every edge out of the block but a call's return. */
+        if (e->from != gb || e->kind == CFG_EDGE_CALLRET)
+            continue;
+        const char *tf;
+        unsigned tl;
+        if (cond && e->to != QP_VIRT && e->to != gb && has_edge_kind(d, p, e->to, CFG_EDGE_TABLE)
+            && branch_line(img, d, e->to, &tf, &tl) && tf == file && tl == line) {
+            /* The bounds check of a switch: its table's outcomes instead. */
+            for (uint32_t t = 0; t < p->nedges && rc == 0; t++) {
+                const qp_desc_edge_t *te = &d->edges[p->edge + t];
+                if (te->from != e->to || te->kind != CFG_EDGE_TABLE)
+                    continue;
+                qp_line_branch_t o = { file, line, gb, 0, f->edge_count[t], executed };
+                rc = push_outcome(bv, first, &o, te->to, tos);
+            }
+            continue;
+        }
+        qp_line_branch_t o = { file, line, gb, 0, f->edge_count[k], executed };
+        rc = push_outcome(bv, first, &o, e->to, tos);
+    }
+    free(tos);
+    return rc;
+}
+
+static int
+cmp_branch(const void *a, const void *b)
+{
+    const qp_line_branch_t *x = a, *y = b;
+    int c = strcmp(x->file, y->file);
+    if (c != 0)
+        return c;
+    if (x->line != y->line)
+        return x->line < y->line ? -1 : 1;
+    if (x->block != y->block)
+        return x->block < y->block ? -1 : 1;
+    return x->branch < y->branch ? -1 : x->branch > y->branch;
+}
+
 /* The lines of one procedure's blocks, and its FN record. */
 static int
 proc_lines(const cfg_image_t *img, const qp_report_t *r, uint32_t proc, line_vec_t *lv,
-    qp_lines_t *out)
+    branch_vec_t *bv, qp_lines_t *out)
 {
     const qp_desc_t *d = r->desc;
     const qp_desc_proc_t *p = &d->procs[proc];
@@ -122,6 +271,8 @@ proc_lines(const cfg_image_t *img, const qp_report_t *r, uint32_t proc, line_vec
             continue;
         }
         rc = block_lines(img, &d->blocks[p->block + b], f.block_count[b], lv);
+        if (rc == 0)
+            rc = block_branches(img, d, p, &f, b, bv);
     }
     /*
      * gcov gives the function's declaration line the count of its entry block, while
@@ -149,6 +300,7 @@ qp_lines_free(qp_lines_t *l)
     if (l == NULL)
         return;
     free(l->lines);
+    free(l->branches);
     free(l->fns);
     memset(l, 0, sizeof(*l));
 }
@@ -164,14 +316,20 @@ qp_lines_collect(const cfg_image_t *img, const qp_report_t *r, qp_lines_t *out)
     if (out->fns == NULL)
         return QP_ENOMEM;
     line_vec_t lv = { 0 };
+    branch_vec_t bv = { 0 };
     int rc = 0;
     for (uint32_t i = 0; i < r->nprocs && rc == 0; i++)
-        rc = proc_lines(img, r, r->procs[i].proc, &lv, out);
+        rc = proc_lines(img, r, r->procs[i].proc, &lv, &bv, out);
     if (rc < 0) {
         free(lv.v);
+        free(bv.v);
         qp_lines_free(out);
         return rc;
     }
+    if (bv.n > 0)
+        qsort(bv.v, bv.n, sizeof(qp_line_branch_t), cmp_branch);
+    out->branches = bv.v;
+    out->nbranches = bv.n;
     merge_lines(&lv);
     qsort(out->fns, out->nfns, sizeof(qp_line_fn_t), cmp_fn);
     out->lines = lv.v;

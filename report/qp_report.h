@@ -125,9 +125,21 @@ typedef struct qp_line_fn {
     uint64_t calls;   /* times called */
 } qp_line_fn_t;
 
+/* One outcome of a branch (a block with a conditional jump or a jump table). */
+typedef struct qp_line_branch {
+    const char *file;  /* source file of the branching instruction */
+    unsigned line;     /* its line */
+    uint32_t block;    /* the branching block (global index in the description) */
+    uint32_t branch;   /* the outcome: 0, 1, ... in the order of the block's edges */
+    uint64_t taken;    /* times it was taken */
+    uint8_t executed;  /* the block ran (else lcov prints "-") */
+} qp_line_branch_t;
+
 typedef struct qp_lines {
     qp_line_t *lines;         /* sorted by file name, then line */
     size_t nlines;            /* how many */
+    qp_line_branch_t *branches; /* sorted by file name, then line, block, branch */
+    size_t nbranches;         /* how many */
     qp_line_fn_t *fns;        /* measured procedures with a known calls count and a line,
                                * sorted by file name, then line, then procedure index */
     size_t nfns;              /* how many */

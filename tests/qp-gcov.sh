@@ -6,7 +6,13 @@
 # -ftest-coverage (gcov's own counters, compiled in) and plain -g (rewritten with qp,
 # counted from the binary alone). After one run of each, the execution count of every
 # source line that both report must be the same: `qp report --lcov` (DWARF lines of
-# the original code) against gcov's .gcov file.
+# the original code) against gcov's .gcov file. Branches likewise: per source line, the
+# taken counts of every outcome (BRDA) against gcov -b -c's "branch N taken M" (one line
+# may hold several branches: compared as sorted lists). A switch compiled to a jump table
+# is one branch in both; one compiled to a tree of compares (switch_sparse) is one branch
+# per compare for qp (the machine's branches) but one per case for gcov (its source
+# view): its branches are not compared. When lcov is installed, genhtml renders qp's
+# tracefile with its branch column.
 set -u
 . "${top_srcdir:-.}/tests/lib.sh"
 QP=${QP:-$top_builddir/tools/qp}
@@ -23,7 +29,7 @@ fail=0
 for src in "$top_srcdir/tests/qp/truth.c" "$top_srcdir/tests/progs/loops.c" \
     "$top_srcdir/tests/progs/switch_dense.c" "$top_srcdir/tests/progs/switch_sparse.c" \
     "$top_srcdir/tests/progs/recursion.c" "$top_srcdir/tests/progs/fptr.c" \
-    "$top_srcdir/tests/progs/tailcall.c"; do
+    "$top_srcdir/tests/progs/tailcall.c" "$top_srcdir/tests/qp/calls.c"; do
     base=$(basename "$src" .c)
     w=$dir/$base
     mkdir -p "$w"
@@ -32,7 +38,7 @@ for src in "$top_srcdir/tests/qp/truth.c" "$top_srcdir/tests/progs/loops.c" \
         cd "$w" || exit 99
         gcc -O0 -fprofile-arcs -ftest-coverage -o cov "$base.c" || exit 99
         ./cov >/dev/null 2>&1
-        gcov -o . "cov-$base" >/dev/null 2>&1 || gcov "$base.c" >/dev/null 2>&1
+        gcov -b -c -o . "cov-$base" >/dev/null 2>&1 || gcov -b -c "$base.c" >/dev/null 2>&1
         gcc -O0 -g -o plain "$base.c" || exit 99
         "$QPT_REWRITE" plain -o plain.inst 2>rewrite.log || exit 98
         rm -f plain.inst.qp
@@ -69,6 +75,42 @@ for src in "$top_srcdir/tests/qp/truth.c" "$top_srcdir/tests/progs/loops.c" \
         fail=1
     else
         echo "ok $base: $both lines, every count equal to gcov's"
+    fi
+    # Branches: "line count,count,..." with the counts sorted, from both.
+    awk '/^ *([0-9]+|#####|-)\*?:/ { split($0, p, ":"); l = p[2]; gsub(/ /, "", l) }
+         /^branch +[0-9]+ +taken/ { print l, $4 }
+         /^branch +[0-9]+ +never executed/ { print l, 0 }' "$w/$base.c.gcov" |
+        sort -k1,1n -k2,2n | awk '{ if ($1 != l) { if (l != "") print l, c; l = $1; c = $2 }
+                                  else c = c "," $2 } END { if (l != "") print l, c }' |
+        sort -k1,1 >"$w/gcov.branches"
+    awk -F'[:,]' -v f="$base.c" '
+        /^SF:/ { n = split($0, p, "/"); on = (p[n] == f || $2 == f) }
+        on && /^BRDA:/ { print $2, ($5 == "-" ? 0 : $5) }' "$w/qp.info" |
+        sort -k1,1n -k2,2n | awk '{ if ($1 != l) { if (l != "") print l, c; l = $1; c = $2 }
+                                  else c = c "," $2 } END { if (l != "") print l, c }' |
+        sort -k1,1 >"$w/qp.branches"
+    nb=$(join "$w/qp.branches" "$w/gcov.branches" | wc -l)
+    bdiff=$(join "$w/qp.branches" "$w/gcov.branches" | awk '$2 != $3')
+    if [ "$base" = switch_sparse ]; then
+        echo "ok $base: branches not compared (a tree of compares: see above)"
+    elif [ "$(wc -l <"$w/gcov.branches")" -gt 0 ] && [ "$nb" -eq 0 ]; then
+        echo "FAIL $base: no branch line seen by both"
+        fail=1
+    elif [ -n "$bdiff" ]; then
+        echo "FAIL $base: branch counts differ (line qp gcov):"
+        echo "$bdiff" | head -n 10 | sed 's/^/  /'
+        fail=1
+    else
+        echo "ok $base: $nb lines with branches, every outcome's count equal to gcov's"
+    fi
+    if qp_have genhtml; then
+        if genhtml -q --branch-coverage -o "$w/html" "$w/qp.info" >"$w/genhtml.log" 2>&1 &&
+            grep -q 'Branches' "$w/html/index.html"; then
+            echo "ok $base: genhtml renders the tracefile with branches"
+        else
+            echo "FAIL $base: genhtml: $(grep -v '^Subroutine' "$w/genhtml.log" | head -n 2)"
+            fail=1
+        fi
     fi
 done
 exit $fail

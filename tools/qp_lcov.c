@@ -15,7 +15,8 @@
 /* One record: the functions FNS[0..nfns) and lines LINES[0..nlines) of one file. */
 static void
 print_record(FILE *f, const qp_inputs_t *in, const char *file, const qp_line_fn_t *fns,
-             size_t nfns, const qp_line_t *lines, size_t nlines)
+             size_t nfns, const qp_line_t *lines, size_t nlines,
+             const qp_line_branch_t *brs, size_t nbrs)
 {
     fprintf(f, "TN:\nSF:%s\n", file);
     size_t hit = 0;
@@ -27,6 +28,19 @@ print_record(FILE *f, const qp_inputs_t *in, const char *file, const qp_line_fn_
         hit += fns[i].calls > 0;
     }
     fprintf(f, "FNF:%zu\nFNH:%zu\n", nfns, hit);
+    /* Branches: every outcome of a conditional jump or jump table, exact from the edge
+     * counts; "-" when the branching block never ran (geninfo's convention). */
+    hit = 0;
+    for (size_t i = 0; i < nbrs; i++) {
+        if (brs[i].executed)
+            fprintf(f, "BRDA:%u,%u,%u,%" PRIu64 "\n", brs[i].line, brs[i].block, brs[i].branch,
+                    brs[i].taken);
+        else
+            fprintf(f, "BRDA:%u,%u,%u,-\n", brs[i].line, brs[i].block, brs[i].branch);
+        hit += brs[i].executed && brs[i].taken > 0;
+    }
+    if (nbrs > 0)
+        fprintf(f, "BRF:%zu\nBRH:%zu\n", nbrs, hit);
     hit = 0;
     for (size_t i = 0; i < nlines; i++) {
         fprintf(f, "DA:%u,%" PRIu64 "\n", lines[i].line, lines[i].count);
@@ -35,15 +49,23 @@ print_record(FILE *f, const qp_inputs_t *in, const char *file, const qp_line_fn_
     fprintf(f, "LF:%zu\nLH:%zu\nend_of_record\n", nlines, hit);
 }
 
-/* The next file name in sorted order among the two lists, or NULL at their end. */
+/* The first of two file names in sorted order (NULL: none). */
 static const char *
-next_file(const qp_lines_t *l, size_t fi, size_t li)
+first_file(const char *a, const char *b)
 {
-    const char *a = fi < l->nfns ? l->fns[fi].file : NULL;
-    const char *b = li < l->nlines ? l->lines[li].file : NULL;
     if (a == NULL || b == NULL)
         return a ? a : b;
     return strcmp(a, b) <= 0 ? a : b;
+}
+
+/* The next file name in sorted order among the three lists, or NULL at their end. */
+static const char *
+next_file(const qp_lines_t *l, size_t fi, size_t li, size_t bi)
+{
+    const char *a = fi < l->nfns ? l->fns[fi].file : NULL;
+    const char *b = li < l->nlines ? l->lines[li].file : NULL;
+    const char *c = bi < l->nbranches ? l->branches[bi].file : NULL;
+    return first_file(first_file(a, b), c);
 }
 
 int
@@ -57,16 +79,19 @@ qp_print_lcov(FILE *f, const qp_inputs_t *in)
     if (l.nlines == 0)
         fprintf(stderr, "qp: %s: no line information for the measured code (compile with "
                         "-g); the tracefile is empty\n", in->exe);
-    size_t fi = 0, li = 0;
+    size_t fi = 0, li = 0, bi = 0;
     const char *file;
-    /* Both lists are sorted by file name, and one name is one pointer. */
-    while ((file = next_file(&l, fi, li)) != NULL) {
-        size_t f0 = fi, l0 = li;
+    /* The lists are sorted by file name, and one name is one pointer. */
+    while ((file = next_file(&l, fi, li, bi)) != NULL) {
+        size_t f0 = fi, l0 = li, b0 = bi;
         while (fi < l.nfns && l.fns[fi].file == file)
             fi++;
         while (li < l.nlines && l.lines[li].file == file)
             li++;
-        print_record(f, in, file, l.fns + f0, fi - f0, l.lines + l0, li - l0);
+        while (bi < l.nbranches && l.branches[bi].file == file)
+            bi++;
+        print_record(f, in, file, l.fns + f0, fi - f0, l.lines + l0, li - l0, l.branches + b0,
+                     bi - b0);
     }
     qp_lines_free(&l);
     return 0;
