@@ -27,7 +27,7 @@ enum { EXIT_INPUT = 1, EXIT_USAGE = 2 };
 /* What `qp report` prints. */
 enum {
     OUT_FLAT, OUT_CSV, OUT_BLOCKS, OUT_EDGES, OUT_ANNOTATE, OUT_DOT, OUT_LCOV,
-    OUT_CALLERS, OUT_CALLEES, OUT_CALLGRAPH, OUT_CALLGRIND,
+    OUT_CALLERS, OUT_CALLEES, OUT_CALLGRAPH, OUT_CALLGRIND, OUT_BOLT,
 };
 
 typedef struct qp_args {
@@ -65,7 +65,7 @@ usage(FILE *f)
             "      --edges[=FUNC]     per-edge counts, measured or reconstructed, and any\n"
             "                         violation of flow conservation\n"
             "      --annotate=FUNC    disassembly of FUNC with the count of every instruction\n"
-            "      --original=FILE    with --annotate: read the code from the original\n"
+            "      --original=FILE    with --annotate, --bolt: read the code from the original\n"
             "                         (uninstrumented) executable\n"
             "      --dot=FUNC         Graphviz DOT of FUNC's control-flow graph with counts\n"
             "      --lcov             an lcov tracefile from the DWARF line information\n"
@@ -76,6 +76,8 @@ usage(FILE *f)
             "                         what it called), with its callees\n"
             "      --callgrind        the profile in callgrind's format (callgrind_annotate,\n"
             "                         KCachegrind)\n"
+            "      --bolt             the edge and call counts as BOLT's .fdata (llvm-bolt\n"
+            "                         -data=FILE lays the program out by them)\n"
             "  -o, --output=FILE      write to FILE instead of standard output\n"
             "  -v, --verbose          list procedures not measured, and those that never ran\n"
             "      --limit=N          the flat profile's tables: the first N rows only\n"
@@ -116,7 +118,7 @@ set_out(qp_args_t *a, int out, const char *func)
 {
     if (a->out != OUT_FLAT && a->out != out)
         return usage_error("only one of --csv, --blocks, --edges, --annotate, --dot, --lcov, "
-                           "--callers, --callees, --call-graph, --callgrind", NULL);
+                           "--callers, --callees, --call-graph, --callgrind, --bolt", NULL);
     a->out = out;
     a->func = func;
     a->func_pending = (out == OUT_BLOCKS || out == OUT_EDGES) && func == NULL;
@@ -146,6 +148,7 @@ parse_args(int argc, char **argv, qp_args_t *a)
         { "callees", required_argument, NULL, 'E' },
         { "call-graph", no_argument, NULL, 'G' },
         { "callgrind", no_argument, NULL, 'K' },
+        { "bolt", no_argument, NULL, 'B' },
         { "output", required_argument, NULL, 'o' },
         { "verbose", no_argument, NULL, 'v' },
         { "limit", required_argument, NULL, 'L' },
@@ -187,6 +190,7 @@ parse_args(int argc, char **argv, qp_args_t *a)
         case 'E': rc = set_out(a, OUT_CALLEES, optarg); break;
         case 'G': rc = set_out(a, OUT_CALLGRAPH, NULL); break;
         case 'K': rc = set_out(a, OUT_CALLGRIND, NULL); break;
+        case 'B': rc = set_out(a, OUT_BOLT, NULL); break;
         case 'O': a->original = optarg; break;
         case 'o': a->output = optarg; break;
         case 'v': a->verbose = 1; break;
@@ -229,8 +233,8 @@ parse_args(int argc, char **argv, qp_args_t *a)
         return usage_error(a->output == NULL ? "merge needs -o OUTPUT"
                                              : "merge takes only -o OUTPUT and profiles",
                            NULL);
-    if (a->original && a->out != OUT_ANNOTATE)
-        return usage_error("--original goes with --annotate", NULL);
+    if (a->original && a->out != OUT_ANNOTATE && a->out != OUT_BOLT)
+        return usage_error("--original goes with --annotate or --bolt", NULL);
     return 0;
 }
 
@@ -395,6 +399,7 @@ print_calls(FILE *f, const qp_args_t *a, const qp_inputs_t *in)
         case OUT_CALLERS: st = qp_print_callers(f, in, &cg, a->func); break;
         case OUT_CALLEES: st = qp_print_callees(f, in, &cg, proc); break;
         case OUT_CALLGRAPH: st = qp_print_callgraph(f, in, &cg); break;
+        case OUT_BOLT: st = qp_print_bolt(f, in, &cg); break;
         default: st = qp_print_callgrind(f, in, &cg); break;
         }
     }
@@ -499,7 +504,7 @@ cmd_report(const qp_args_t *a)
                            &desc, &prof, &rep, a->verbose, a->limit, a->min_pct, NULL };
         /* C++, Rust and D names demangled, unless --mangled; lcov keeps them as stored
          * (genhtml --demangle-cpp does it, as for gcov's). */
-        if (!a->mangled && a->out != OUT_LCOV && a->out != OUT_CALLGRIND)
+        if (!a->mangled && a->out != OUT_LCOV && a->out != OUT_CALLGRIND && a->out != OUT_BOLT)
             in.names = demangled_names(&desc);
         st = print_to_output(a, &in);
         free_names(in.names, desc.hdr.nprocs);

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "arch/arch.h"
 #include "report/qp_callgraph.h"
 #include "report/qp_flow.h"
 #include "tools/qp_tool.h"
@@ -342,5 +343,143 @@ qp_print_callgrind(FILE *f, const qp_inputs_t *in, const qp_callgraph_t *cg)
         }
     }
     fprintf(f, "\ntotals: %" PRIu64 "\n", in->rep->total_insns);
+    return 0;
+}
+
+/*****************************************************************************
+ * BOLT's profile (.fdata, the format llvm-bolt -instrument writes): one line per edge and
+ * per call, "1 FROM_FN FROM_OFF 1 TO_FN TO_OFF 0 COUNT", offsets in hex from the
+ * function's entry. An edge goes from its block's last instruction to the target block
+ * (fall-throughs too); a call from the call instruction to the callee at offset 0.
+ */
+
+/* The address of the last instruction of block B decoded from IMG, or 0 when the bytes
+ * there are not B's instructions (the rewriter wrote a jump over a moved entry). */
+static uint64_t
+last_insn_in(const cfg_image_t *img, const qp_desc_block_t *b)
+{
+    uint64_t addr = b->start, end = b->start + b->size, last = 0;
+    uint32_t n = 0;
+    while (addr < end) {
+        size_t avail;
+        const uint8_t *p = cfg_image_ptr(img, addr, &avail);
+        arch_insn_t insn;
+        if (p == NULL || arch_decode(p, avail < end - addr ? avail : end - addr, addr, &insn) < 0)
+            return 0;
+        last = addr;
+        addr += insn.len;
+        n++;
+    }
+    return addr == end && n == b->ninsns ? last : 0;
+}
+
+/* ... from the original program when given (--original), else from the rewritten one. */
+static uint64_t
+last_insn_of(const qp_inputs_t *in, const qp_desc_block_t *b, size_t *missed)
+{
+    uint64_t a = in->original != NULL ? last_insn_in(in->original, b) : 0;
+    if (a == 0)
+        a = last_insn_in(in->img, b);
+    *missed += a == 0;
+    return a;
+}
+
+/*
+ * The name BOLT gives the function at ENTRY called NAME: a local symbol gets "/N" (the
+ * Nth local of that name, by address here: BOLT counts in symbol-table order, the same
+ * for the usual unique names), a PLT stub "@PLT".
+ */
+static void
+bolt_name(const qp_inputs_t *in, const char *name, uint32_t proc, char *out, size_t cap)
+{
+    /* The rewritten program's symbols name the relocated code. */
+    uint64_t entry = proc != QP_VIRT ? in->desc->procs[proc].new_entry : 0;
+    size_t n = strlen(name);
+    if (n > 4 && strcmp(name + n - 4, "@plt") == 0) {
+        snprintf(out, cap, "%.*s@PLT", (int)(n - 4), name);
+        return;
+    }
+    const cfg_symbol_t *s = entry != 0 ? cfg_image_symbol_at(in->img, entry) : NULL;
+    if (s == NULL || s->global || strcmp(s->name, name) != 0) {
+        snprintf(out, cap, "%s", name);
+        return;
+    }
+    unsigned nth = 1;
+    for (size_t i = 0; i < in->img->nsymbols && in->img->symbols[i].addr < entry; i++)
+        if (!in->img->symbols[i].global && strcmp(in->img->symbols[i].name, name) == 0)
+            nth++;
+    snprintf(out, cap, "%s/%u", name, nth);
+}
+
+int
+qp_print_bolt(FILE *f, const qp_inputs_t *in, const qp_callgraph_t *cg)
+{
+    const qp_desc_t *d = in->desc;
+    size_t missed = 0;
+    for (uint32_t p = 0; p < d->hdr.nprocs; p++) {
+        const qp_desc_proc_t *pr = &d->procs[p];
+        if (!cg->measured[p] || cg->calls[p] == 0)
+            continue;
+        qp_flow_t fl;
+        if (qp_report_flow(in->rep, p, &fl) < 0)
+            return 1;
+        char name[1024], callee[1024];
+        bolt_name(in, qp_desc_str(d, pr->name), p, name, sizeof(name));
+        for (uint32_t k = 0; k < pr->nedges; k++) {
+            const qp_desc_edge_t *e = &d->edges[pr->edge + k];
+            if (e->from == QP_VIRT || e->to == QP_VIRT || fl.edge_count[k] == 0
+                || fl.edge_state[k] == QP_FLOW_UNKNOWN)
+                continue;
+            /* BOLT's blocks end at branches and start at their targets (a call ends none):
+             * the edges of jumps, conditional jumps (both ways) and tables, and a
+             * fall-through (after a call too) into a block that something else enters. */
+            int branch = e->kind == CFG_EDGE_TAKEN || e->kind == CFG_EDGE_JUMP
+                || e->kind == CFG_EDGE_TABLE;
+            uint32_t preds = 0;
+            for (uint32_t j = 0; !branch && j < pr->nedges; j++) {
+                const qp_desc_edge_t *o = &d->edges[pr->edge + j];
+                branch = e->kind == CFG_EDGE_FALL && o->from == e->from
+                    && o->kind == CFG_EDGE_TAKEN;
+                preds += o->to == e->to;
+            }
+            if (!branch && preds < 2)
+                continue;
+            uint64_t from = last_insn_of(in, &d->blocks[e->from], &missed);
+            if (from == 0)
+                continue;
+            fprintf(f, "1 %s %" PRIx64 " 1 %s %" PRIx64 " 0 %" PRIu64 "\n", name, from - pr->entry,
+                    name, d->blocks[e->to].start - pr->entry, fl.edge_count[k]);
+        }
+        /* Calls and tail calls, per site (a tail call's edge leaves the procedure). */
+        size_t lo = 0, hi = d->hdr.ncalls;
+        while (lo < hi) {
+            size_t mid = (lo + hi) / 2;
+            if (d->calls[mid].block < pr->block)
+                lo = mid + 1;
+            else
+                hi = mid;
+        }
+        for (size_t c = lo; c < d->hdr.ncalls && d->calls[c].block - pr->block < pr->nblocks; c++) {
+            const qp_desc_call_t *site = &d->calls[c];
+            if (site->target == 0 || qp_desc_str(d, site->name)[0] == '\0')
+                continue;
+            uint32_t cp = QP_VIRT;
+            for (uint32_t a = cg->arc_first[p]; a < cg->arc_first[p + 1] && cp == QP_VIRT; a++)
+                if (cg->arcs[a].target == site->target)
+                    cp = cg->arcs[a].callee;
+            bolt_name(in, qp_desc_str(d, site->name), cp, callee, sizeof(callee));
+            uint64_t n = site->edge != QP_VIRT ? fl.edge_count[site->edge - pr->edge]
+                                               : fl.block_count[site->block - pr->block];
+            uint64_t from = last_insn_of(in, &d->blocks[site->block], &missed);
+            if (from != 0 && n > 0)
+                fprintf(f, "1 %s %" PRIx64 " 1 %s 0 0 %" PRIu64 "\n", name, from - pr->entry,
+                        callee, n);
+        }
+        qp_flow_free(&fl);
+    }
+    if (missed > 0)
+        fprintf(stderr, "qp: %s: %zu branch or call sites left out: the rewriter jumped over "
+                "their first bytes; give the original program with --original=FILE\n",
+                in->exe, missed);
     return 0;
 }

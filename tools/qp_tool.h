@@ -58,6 +58,7 @@ int qp_print_callers(FILE *f, const qp_inputs_t *in, const qp_callgraph_t *cg, c
 int qp_print_callees(FILE *f, const qp_inputs_t *in, const qp_callgraph_t *cg, uint32_t proc);
 int qp_print_callgraph(FILE *f, const qp_inputs_t *in, const qp_callgraph_t *cg);
 int qp_print_callgrind(FILE *f, const qp_inputs_t *in, const qp_callgraph_t *cg);
+int qp_print_bolt(FILE *f, const qp_inputs_t *in, const qp_callgraph_t *cg);
 
 /* qp metrics (qp_metrics.c): ARGV[1] is "metrics". Returns the exit status. */
 int qp_metrics_main(int argc, char **argv);
