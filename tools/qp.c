@@ -27,6 +27,7 @@ enum { EXIT_INPUT = 1, EXIT_USAGE = 2 };
 /* What `qp report` prints. */
 enum {
     OUT_FLAT, OUT_CSV, OUT_BLOCKS, OUT_EDGES, OUT_ANNOTATE, OUT_DOT, OUT_LCOV,
+    OUT_PPROF,
     OUT_CALLERS, OUT_CALLEES, OUT_CALLGRAPH, OUT_CALLGRIND, OUT_BOLT,
 };
 
@@ -78,6 +79,8 @@ usage(FILE *f)
             "                         KCachegrind)\n"
             "      --bolt             the edge and call counts as BOLT's .fdata (llvm-bolt\n"
             "                         -data=FILE lays the program out by them)\n"
+            "      --pprof            the profile as pprof's gzip'd profile.proto (needs -o\n"
+            "                         FILE or a redirected standard output)\n"
             "  -o, --output=FILE      write to FILE instead of standard output\n"
             "  -v, --verbose          list procedures not measured, and those that never ran\n"
             "      --limit=N          the flat profile's tables: the first N rows only\n"
@@ -118,7 +121,7 @@ set_out(qp_args_t *a, int out, const char *func)
 {
     if (a->out != OUT_FLAT && a->out != out)
         return usage_error("only one of --csv, --blocks, --edges, --annotate, --dot, --lcov, "
-                           "--callers, --callees, --call-graph, --callgrind, --bolt", NULL);
+                           "--callers, --callees, --call-graph, --callgrind, --bolt, --pprof", NULL);
     a->out = out;
     a->func = func;
     a->func_pending = (out == OUT_BLOCKS || out == OUT_EDGES) && func == NULL;
@@ -149,6 +152,7 @@ parse_args(int argc, char **argv, qp_args_t *a)
         { "call-graph", no_argument, NULL, 'G' },
         { "callgrind", no_argument, NULL, 'K' },
         { "bolt", no_argument, NULL, 'B' },
+        { "pprof", no_argument, NULL, 'P' },
         { "output", required_argument, NULL, 'o' },
         { "verbose", no_argument, NULL, 'v' },
         { "limit", required_argument, NULL, 'L' },
@@ -191,6 +195,7 @@ parse_args(int argc, char **argv, qp_args_t *a)
         case 'G': rc = set_out(a, OUT_CALLGRAPH, NULL); break;
         case 'K': rc = set_out(a, OUT_CALLGRIND, NULL); break;
         case 'B': rc = set_out(a, OUT_BOLT, NULL); break;
+        case 'P': rc = set_out(a, OUT_PPROF, NULL); break;
         case 'O': a->original = optarg; break;
         case 'o': a->output = optarg; break;
         case 'v': a->verbose = 1; break;
@@ -233,8 +238,10 @@ parse_args(int argc, char **argv, qp_args_t *a)
         return usage_error(a->output == NULL ? "merge needs -o OUTPUT"
                                              : "merge takes only -o OUTPUT and profiles",
                            NULL);
-    if (a->original && a->out != OUT_ANNOTATE && a->out != OUT_BOLT)
-        return usage_error("--original goes with --annotate or --bolt", NULL);
+    if (a->out == OUT_PPROF && a->output == NULL && isatty(STDOUT_FILENO))
+        return usage_error("--pprof writes binary data: give -o FILE", NULL);
+    if (a->original && a->out != OUT_ANNOTATE && a->out != OUT_BOLT && a->out != OUT_PPROF)
+        return usage_error("--original goes with --annotate, --bolt or --pprof", NULL);
     return 0;
 }
 
@@ -423,6 +430,7 @@ print_report(FILE *f, const qp_args_t *a, const qp_inputs_t *in)
     case OUT_ANNOTATE: return qp_print_annotate(f, in, proc);
     case OUT_DOT: return qp_print_dot(f, in, proc);
     case OUT_LCOV: return qp_print_lcov(f, in);
+    case OUT_PPROF: return qp_print_pprof(f, in);
     default: qp_print_flat(f, in); return 0;
     }
 }

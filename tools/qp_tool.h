@@ -60,6 +60,9 @@ int qp_print_callgraph(FILE *f, const qp_inputs_t *in, const qp_callgraph_t *cg)
 int qp_print_callgrind(FILE *f, const qp_inputs_t *in, const qp_callgraph_t *cg);
 int qp_print_bolt(FILE *f, const qp_inputs_t *in, const qp_callgraph_t *cg);
 
+/* The profile as pprof's gzip'd profile.proto (qp_pprof.c). 0, or 1 after a message. */
+int qp_print_pprof(FILE *f, const qp_inputs_t *in);
+
 /* qp metrics (qp_metrics.c): ARGV[1] is "metrics". Returns the exit status. */
 int qp_metrics_main(int argc, char **argv);
 
