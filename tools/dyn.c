@@ -37,6 +37,67 @@ static volatile sig_atomic_t stop_flag;
 /* Standard output is a closed pipe (EPIPE): end the session, then fail. */
 static int out_closed;
 
+/*
+ * --trace=FILE: the calls over time as a Chrome trace (JSON Trace Event Format, which
+ * Perfetto and chrome://tracing load): a counter track per procedure, one event per live
+ * sample with its calls per second and its calls so far. A procedure appears from its
+ * first call; after its last, one event brings it back to 0.
+ */
+typedef struct trace_out {
+    FILE *f;
+    const char *path;
+    size_t nevents;
+    uint64_t *last;   /* per point: its rate in the previous sample (0: none) */
+    size_t nlast;
+    int tables;       /* print the live tables too (--interval given) */
+} trace_out_t;
+
+static trace_out_t trace;
+
+static void
+json_string(FILE *f, const char *s)
+{
+    fputc('"', f);
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\')
+            fprintf(f, "\\%c", c);
+        else if (c < 0x20)
+            fprintf(f, "\\u%04x", c);
+        else
+            fputc(c, f);
+    }
+    fputc('"', f);
+}
+
+static int
+trace_sample(const dyn_live_t *l)
+{
+    for (size_t i = 0; i < l->nrows; i++) {
+        const dyn_row_t *r = &l->rows[i];
+        if (r->point >= trace.nlast) {
+            size_t n = 2 * r->point + 16;
+            uint64_t *v = realloc(trace.last, n * sizeof(uint64_t));
+            if (v == NULL)
+                return -1;
+            memset(v + trace.nlast, 0, (n - trace.nlast) * sizeof(uint64_t));
+            trace.last = v;
+            trace.nlast = n;
+        }
+        if (r->rate == 0 && trace.last[r->point] == 0)
+            continue;
+        trace.last[r->point] = r->rate;
+        char *dm = cfg_demangle(r->name);
+        fprintf(trace.f, "%s\n{\"ph\":\"C\",\"pid\":%d,\"tid\":%d,\"ts\":%.0f,\"name\":",
+                trace.nevents++ ? "," : "", l->pid, l->pid, l->t * 1e6);
+        json_string(trace.f, dm != NULL ? dm : r->name);
+        free(dm);
+        fprintf(trace.f, ",\"args\":{\"calls/s\":%.1f,\"calls\":%llu}}",
+                l->dt > 0 ? (double)r->rate / l->dt : 0.0, (unsigned long long)r->calls);
+    }
+    return ferror(trace.f) ? -1 : 0;
+}
+
 static void
 usage(FILE *f)
 {
@@ -119,6 +180,12 @@ print_live(void *arg, const dyn_live_t *l)
 {
     size_t shown = 0;
     (void)arg;
+    if (trace.f != NULL && trace_sample(l) < 0) {
+        fprintf(stderr, "%s: %s: %s\n", prog_name, trace.path, strerror(errno ? errno : EIO));
+        return 1;
+    }
+    if (trace.f != NULL && !trace.tables)
+        return 0;
     if (isatty(STDOUT_FILENO))
         fputs("\033[H\033[J", stdout);
     printf("dyn: pid %d  t=%.1fs  %zu %s\n", l->pid, l->t, l->nrows, what);
@@ -329,6 +396,7 @@ typedef struct opts {
     int *pids;       /* attach PID,PID,...: the processes (npids > 1) */
     size_t npids;
     double max_overhead; /* --max-overhead, percent; 0: none */
+    const char *trace;   /* --trace=FILE.json */
     int histogram;   /* --histogram: print the calls over time at the end */
     int no_atomic;   /* --no-atomic */
 } opts_t;
@@ -748,6 +816,7 @@ main(int argc, char **argv)
         { "count", required_argument, NULL, 'c' },
         { "all", no_argument, NULL, 'a' },
         { "zeros", no_argument, NULL, 'Z' },
+        { "trace", required_argument, NULL, 'T' },
         { "interval", required_argument, NULL, 'i' },
         { "duration", required_argument, NULL, 'd' },
         { "output", required_argument, NULL, 'o' },
@@ -838,6 +907,7 @@ main(int argc, char **argv)
         case 'c': o.count[o.ncount++] = optarg; break;
         case 'a': o.all = 1; break;
         case 'Z': o.zeros = 1; break;
+        case 'T': o.trace = optarg; break;
         case 'i':
             if (parse_secs(optarg, "--interval", &o.interval) < 0)
                 return EXIT_USAGE;
@@ -910,6 +980,23 @@ main(int argc, char **argv)
         fprintf(stderr, "%s: %s: %s\n", prog_name, o.csv, strerror(errno));
         return EXIT_FAIL;
     }
+    if (o.trace != NULL) {
+        if (o.nm > 0 || o.commands || o.npids > 1 || o.children) {
+            fprintf(stderr, "%s: --trace records --count, --all, --time or --calls-from "
+                    "sessions of one process\n", prog_name);
+            return EXIT_USAGE;
+        }
+        trace.path = o.trace;
+        trace.tables = o.interval > 0;
+        if (o.interval <= 0)
+            o.interval = 0.1;
+        if ((trace.f = fopen(o.trace, "w")) == NULL) {
+            fprintf(stderr, "%s: %s: %s\n", prog_name, o.trace, strerror(errno));
+            return EXIT_FAIL;
+        }
+        fprintf(trace.f, "{\"displayTimeUnit\":\"ms\",\"otherData\":{\"creator\":\"dyn (%s) %s\"},"
+                "\"traceEvents\":[", PACKAGE_NAME, PACKAGE_VERSION);
+    }
 
     catch_signals();
     if (o.npids > 1 || o.children)
@@ -918,6 +1005,17 @@ main(int argc, char **argv)
         ret = metrics_session(&o, pid, run ? argv + optind : NULL);
     else
         ret = session(&o, pid, run ? argv + optind : NULL, t_started);
+    if (trace.f != NULL) {
+        fprintf(trace.f, "\n]}\n");
+        if (fclose(trace.f) != 0) {
+            fprintf(stderr, "%s: %s: %s\n", prog_name, trace.path, strerror(errno));
+            ret = EXIT_FAIL;
+        } else if (ret == 0 || ret > 0) {
+            fprintf(stderr, "%s: %s: %zu counter events (Chrome trace: Perfetto, "
+                    "chrome://tracing)\n", prog_name, trace.path, trace.nevents);
+        }
+        free(trace.last);
+    }
     free(o.margs);
     free(o.morder);
     free(o.count);
