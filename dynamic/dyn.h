@@ -433,7 +433,7 @@ typedef struct dyn_row {
     size_t point;     /* its index (dyn_session_point; dyn_run_report_t's arrays) */
     uint64_t calls;   /* calls counted */
     uint64_t rate;    /* ... since the previous live table (live tables only, else 0) */
-    int64_t wall_ns;  /* time inside, -1 when not timed (always in live tables) */
+    int64_t wall_ns;  /* time inside so far, -1 when not timed */
 } dyn_row_t;
 
 /* A live table (dyn_run_opts_t.interval). Valid during the callback only. */

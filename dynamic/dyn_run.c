@@ -388,6 +388,7 @@ watch(run_t *r, double t0, drv_hist_t *hist)
     const dyn_run_opts_t *o = r->o;
     size_t n = dyn_session_npoints(r->s);
     uint64_t *c = calloc(n + 1, sizeof(*c)), *prev = calloc(n + 1, sizeof(*prev));
+    int64_t *ns = calloc(n + 1, sizeof(*ns));
     const char **names = point_names(r->s);
     double next = o->interval > 0 ? t0 + o->interval : 0, last = t0;
     int gone = 0; /* the live callback said its output is gone */
@@ -404,7 +405,11 @@ watch(run_t *r, double t0, drv_hist_t *hist)
             break;
         if (next > 0 && t >= next) {
             dyn_session_sample(r->s, c);
-            dyn_row_t *rows = rows_make(n, names, c, prev, NULL);
+            /* The timers so far too (the sample read them): calibrated, no stop. */
+            if (ns != NULL && dyn_session_wall_ns(r->s, ns) < 0)
+                for (size_t i = 0; i < n; i++)
+                    ns[i] = -1;
+            dyn_row_t *rows = rows_make(n, names, c, prev, ns);
             if (rows != NULL && r->cb != NULL && r->cb->live != NULL) {
                 dyn_live_t l = { r->pid, t - t0, t - last, rows, n };
                 gone = r->cb->live(r->cb->arg, &l) != 0;
@@ -422,6 +427,7 @@ watch(run_t *r, double t0, drv_hist_t *hist)
     }
     free(c);
     free(prev);
+    free(ns);
     free(names);
 }
 

@@ -5,8 +5,9 @@
 # dyn --trace=FILE.json: the Chrome trace is JSON in the Trace Event Format (python3's json
 # reads it; Perfetto and chrome://tracing load that format), with counter events ("ph":"C")
 # per procedure; the calls so far never decrease and end at most at the final table's
-# count; a procedure called once appears and drops back to 0; a trace path that cannot be
-# written fails before the session. Skips without ptrace or python3.
+# count; a procedure called once appears and drops back to 0; with --time, the share of
+# each interval spent inside (from its timer); a trace path that cannot be written fails
+# before the session. Skips without ptrace or python3.
 # Exit status: 0 pass, 1 fail, 77 skip, 99 hard error.
 set -u
 . "${top_srcdir:-.}/tests/lib.sh"
@@ -39,6 +40,16 @@ assert len(rare) == 2 and rare[0]["args"]["calls/s"] > 0 and rare[1]["args"]["ca
 print("events", len(ev))
 PY
 [ $? -eq 0 ] && ok "trace: $(cat "$dir/check")" || bad "trace: $(cat "$dir/check")"
+# With a timer: each event also says which share of the interval was spent inside.
+"$DYN" run --time chunk --trace="$dir/w.json" -- "$dir/tick" >/dev/null 2>"$dir/err" || bad "dyn --time failed: $(cat "$dir/err")"
+python3 - "$dir/w.json" >"$dir/check" 2>&1 <<'PY'
+import json, sys
+ev = json.load(open(sys.argv[1]))["traceEvents"]
+ins = [e["args"]["inside %"] for e in ev if e["name"].startswith("chunk")]
+assert len(ins) >= 3 and all(0 <= v <= 100 for v in ins), ins
+print("inside %% of chunk: %.2f..%.2f" % (min(ins), max(ins)))
+PY
+[ $? -eq 0 ] && ok "timer: $(cat "$dir/check")" || bad "timer: $(cat "$dir/check")"
 "$DYN" run --count leaf --trace=/nonexistent/t.json -- "$dir/tick" >/dev/null 2>"$dir/err"
 [ $? -eq 1 ] && grep -q "/nonexistent/t.json" "$dir/err" && ok "unwritable trace refused first" ||
     bad "unwritable trace: $(cat "$dir/err")"

@@ -48,6 +48,7 @@ typedef struct trace_out {
     const char *path;
     size_t nevents;
     uint64_t *last;   /* per point: its rate in the previous sample (0: none) */
+    int64_t *wall;    /* per point: its time inside at the previous sample */
     size_t nlast;
     int tables;       /* print the live tables too (--interval given) */
 } trace_out_t;
@@ -78,22 +79,34 @@ trace_sample(const dyn_live_t *l)
         if (r->point >= trace.nlast) {
             size_t n = 2 * r->point + 16;
             uint64_t *v = realloc(trace.last, n * sizeof(uint64_t));
-            if (v == NULL)
+            if (v != NULL)
+                trace.last = v;
+            int64_t *w = realloc(trace.wall, n * sizeof(int64_t));
+            if (w != NULL)
+                trace.wall = w;
+            if (v == NULL || w == NULL)
                 return -1;
             memset(v + trace.nlast, 0, (n - trace.nlast) * sizeof(uint64_t));
-            trace.last = v;
+            memset(w + trace.nlast, 0, (n - trace.nlast) * sizeof(int64_t));
             trace.nlast = n;
         }
         if (r->rate == 0 && trace.last[r->point] == 0)
             continue;
         trace.last[r->point] = r->rate;
+        /* A timed procedure: the share of the interval spent inside it (its timer). */
+        char busy[64] = "";
+        if (r->wall_ns >= 0 && l->dt > 0) {
+            snprintf(busy, sizeof(busy), ",\"inside %%\":%.2f",
+                     100.0 * (double)(r->wall_ns - trace.wall[r->point]) / (l->dt * 1e9));
+            trace.wall[r->point] = r->wall_ns;
+        }
         char *dm = cfg_demangle(r->name);
         fprintf(trace.f, "%s\n{\"ph\":\"C\",\"pid\":%d,\"tid\":%d,\"ts\":%.0f,\"name\":",
                 trace.nevents++ ? "," : "", l->pid, l->pid, l->t * 1e6);
         json_string(trace.f, dm != NULL ? dm : r->name);
         free(dm);
-        fprintf(trace.f, ",\"args\":{\"calls/s\":%.1f,\"calls\":%llu}}",
-                l->dt > 0 ? (double)r->rate / l->dt : 0.0, (unsigned long long)r->calls);
+        fprintf(trace.f, ",\"args\":{\"calls/s\":%.1f,\"calls\":%llu%s}}",
+                l->dt > 0 ? (double)r->rate / l->dt : 0.0, (unsigned long long)r->calls, busy);
     }
     return ferror(trace.f) ? -1 : 0;
 }
@@ -1015,6 +1028,7 @@ main(int argc, char **argv)
                     "chrome://tracing)\n", prog_name, trace.path, trace.nevents);
         }
         free(trace.last);
+        free(trace.wall);
     }
     free(o.margs);
     free(o.morder);
