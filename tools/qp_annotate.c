@@ -30,6 +30,14 @@ typedef struct dis {
     size_t len;
     const qp_desc_t *desc;        /* names addresses */
     const qp_inputs_t *in;        /* ... as printed */
+    uint64_t count;               /* the count of the block being listed (known: below) */
+    int count_known;
+    uint64_t total;               /* instructions the procedure executed: percentages */
+    const char *src_file;         /* the source file and line printed last (DWARF) */
+    unsigned src_line;
+    const char *text_of;          /* the file whose lines are loaded in `lines` */
+    char **lines;                 /* its lines (NULL: could not be read) */
+    size_t nlines;
     uint32_t *by_entry;           /* procedure indices sorted by entry */
     uint32_t nprocs;
 } dis_t;
@@ -377,14 +385,76 @@ recover_original(dis_t *d, const cfg_image_t *img, recovery_t *r)
     return 0;
 }
 
+/* Load the lines of source file PATH into D (once per file). */
+static void
+load_source(dis_t *d, const char *path)
+{
+    if (d->text_of == path)
+        return;
+    for (size_t i = 0; i < d->nlines; i++)
+        free(d->lines[i]);
+    free(d->lines);
+    d->lines = NULL;
+    d->nlines = 0;
+    d->text_of = path;
+    FILE *src = fopen(path, "r");
+    if (src == NULL)
+        return;
+    char *line = NULL;
+    size_t cap = 0, n = 0;
+    ssize_t len;
+    while ((len = getline(&line, &cap, src)) >= 0) {
+        if (len > 0 && line[len - 1] == '\n')
+            line[len - 1] = '\0';
+        if (n == d->nlines) {
+            size_t nc = n ? 2 * n : 256;
+            char **v = realloc(d->lines, nc * sizeof(char *));
+            if (v == NULL)
+                break;
+            d->lines = v;
+            d->nlines = nc;
+        }
+        d->lines[n++] = line;
+        line = NULL;
+        cap = 0;
+    }
+    free(line);
+    fclose(src);
+    d->nlines = n;
+}
+
+/* Before the first instruction of a new source line: that line, as perf annotate does
+ * (the file's name when it changes; the text when the file can be read). */
+static void
+print_source(FILE *f, dis_t *d, uint64_t vma)
+{
+    const char *file;
+    unsigned line;
+    if (cfg_image_line(d->in->img, vma, &file, &line) != 0
+        || (file == d->src_file && line == d->src_line))
+        return;
+    if (file != d->src_file) {
+        const char *base = strrchr(file, '/');
+        fprintf(f, "%16s  %7s  %s\n", "", "", base ? base + 1 : file);
+    }
+    d->src_file = file;
+    d->src_line = line;
+    load_source(d, file);
+    const char *text = line >= 1 && line <= d->nlines ? d->lines[line - 1] : "";
+    fprintf(f, "%16s  %7s  %6u:  %s\n", "", "", line, text);
+}
+
 static void
 print_insn(FILE *f, dis_t *d, const char *count, const uint8_t *buf, int len, uint64_t vma,
            const char *note)
 {
-    char hex[3 * 8 + 1] = "";
+    char hex[3 * 8 + 1] = "", pct[16] = "";
     for (int i = 0; i < len && i < 7; i++)
         snprintf(hex + 3 * i, 4, "%02x ", buf[i]);
-    fprintf(f, "%16s  %8" PRIx64 ":  %-21s  %s%s\n", count, vma, hex, d->text, note);
+    if (d->count_known && d->total > 0 && d->count > 0)
+        snprintf(pct, sizeof(pct), "%.2f", 100.0 * (double)d->count / (double)d->total);
+    print_source(f, d, vma);
+    fprintf(f, "%16s  %7s  %8" PRIx64 ":  %-21s  %s%s\n", count, pct, vma, hex, d->text, note);
 }
 
 /*
@@ -427,9 +497,9 @@ list_overwritten(FILE *f, dis_t *d, const cfg_image_t *img, const qp_desc_block_
         return;
     }
     free(r.out);
-    fprintf(f, "%16s  %8" PRIx64 ":  (%zu bytes overwritten by qpt-rewrite's jump to the "
+    fprintf(f, "%16s  %7s  %8" PRIx64 ":  (%zu bytes overwritten by qpt-rewrite's jump to the "
                "relocated code; --original shows them)\n",
-            count, b->start, head);
+            count, "", b->start, head);
     size_t off = head;
     while (off < b->size && !lands_at_end(d, buf, off, b->size, b->start))
         off++;
@@ -449,7 +519,7 @@ list_block(FILE *f, dis_t *d, const qp_inputs_t *in, const qp_desc_block_t *b,
     size_t avail;
     const uint8_t *buf = cfg_image_ptr(img, b->start, &avail);
     if (buf == NULL || avail < b->size) {
-        fprintf(f, "%16s  %8" PRIx64 ":  (the code is not in %s)\n", count, b->start,
+        fprintf(f, "%16s  %7s  %8" PRIx64 ":  (the code is not in %s)\n", count, "", b->start,
                 img->path);
         return;
     }
@@ -503,13 +573,17 @@ qp_print_annotate(FILE *f, const qp_inputs_t *in, uint32_t proc)
     fprintf(f, "%s at 0x%" PRIx64 ": %s calls, %" PRIu64 " instructions executed\n",
             qp_proc_name(in, proc), p->entry, qp_fmt_count(cbuf, fl.calls, fl.calls_known),
             fl.insns);
-    fprintf(f, "%16s  %8s   %-21s  %s\n", "count", "address", "bytes", "instruction");
+    fprintf(f, "%16s  %7s  %8s   %-21s  %s\n", "count", "%", "address", "bytes",
+            "instruction (source lines between, from DWARF)");
+    d.total = fl.insns;
     uint64_t prev_end = 0, over_end = 0;
     for (uint32_t i = 0; i < p->nblocks; i++) {
         const qp_desc_block_t *b = &desc->blocks[order[i]];
         uint32_t local = order[i] - p->block;
         if (i > 0 && b->start != prev_end)
-            fprintf(f, "%16s  %8s\n", "", "...");
+            fprintf(f, "%16s  %7s  %8s\n", "", "", "...");
+        d.count = fl.block_count[local];
+        d.count_known = fl.block_state[local] != QP_FLOW_UNKNOWN;
         list_block(f, &d, in, b,
                    qp_fmt_count(cbuf, fl.block_count[local],
                                 fl.block_state[local] != QP_FLOW_UNKNOWN),
@@ -518,6 +592,9 @@ qp_print_annotate(FILE *f, const qp_inputs_t *in, uint32_t proc)
     }
     qp_flow_free(&fl);
     free(d.by_entry);
+    for (size_t i = 0; i < d.nlines; i++)
+        free(d.lines[i]);
+    free(d.lines);
     free(order);
     return 0;
 }
