@@ -164,6 +164,15 @@ expect 0 "$QP" report --edges "$prof"
 grep -q ' entry ' "$dir/out" || bad "--edges: no entry edge"
 expect 0 "$QP" report --dot=mid "$prof"
 grep -q '^digraph "mid"' "$dir/out" || bad "--dot: $(head -n 1 "$dir/out")"
+cp "$dir/out" "$dir/full.dot"
+expect 0 "$QP" report --dot=mid --min=60 "$prof"
+grep -q '^  COLD \[shape=folder' "$dir/out" || bad "--dot --min: no COLD node"
+[ "$(grep -c '^  b[0-9]* \[' "$dir/out")" -lt "$(grep -c '^  b[0-9]* \[' "$dir/full.dot")" ] ||
+    bad "--dot --min: no block collapsed"
+if command -v dot >/dev/null 2>&1; then
+    dot -Tsvg "$dir/out" >/dev/null 2>"$dir/dot.err" && dot -Tsvg "$dir/full.dot" >/dev/null 2>>"$dir/dot.err" ||
+        bad "--dot: Graphviz refuses it: $(head -n 2 "$dir/dot.err")"
+fi
 expect 0 "$QP" report --annotate=mid "$prof"
 grep -q 'call.*<maybe>' "$dir/out" || bad "--annotate: no call to maybe"
 grep -q 'push *%rbp' "$dir/out" || bad "--annotate: the entry's original code is not shown"

@@ -434,49 +434,147 @@ dot_string(FILE *f, const char *name)
     }
 }
 
+/* Graphviz colour of heat H (0..1): white through yellow to red. */
+static void
+heat_color(char *buf, size_t n, double h)
+{
+    if (h < 0)
+        h = 0;
+    if (h > 1)
+        h = 1;
+    snprintf(buf, n, "%.3f %.3f 1.000", 0.17 * (1 - h), 0.15 + 0.85 * h);
+}
+
+/* Cold blocks (--min) are one node, COLD; the edges between them are dropped and the
+ * others summed per pair of nodes. */
+#define DOT_COLD UINT32_MAX - 1
+
+typedef struct dot_edge {
+    uint32_t from, to; /* block (local), QP_VIRT (ENTRY or EXIT) or DOT_COLD */
+    uint64_t count;
+    uint8_t state, kind, merged;
+} dot_edge_t;
+
+static void
+dot_node(FILE *f, uint32_t b, int from)
+{
+    if (b == QP_VIRT)
+        fprintf(f, from ? "ENTRY" : "EXIT");
+    else if (b == DOT_COLD)
+        fprintf(f, "COLD");
+    else
+        fprintf(f, "b%" PRIu32, b);
+}
+
 int
 qp_print_dot(FILE *f, const qp_inputs_t *in, uint32_t proc)
 {
     qp_flow_t fl;
-    if (qp_report_flow(in->rep, proc, &fl) < 0) {
+    const qp_desc_proc_t *p = &in->desc->procs[proc];
+    dot_edge_t *de = malloc((p->nedges + p->nblocks + 1) * sizeof(*de));
+    uint8_t *cold = calloc(p->nblocks + 1, 1);
+    if (de == NULL || cold == NULL || qp_report_flow(in->rep, proc, &fl) < 0) {
+        free(de);
+        free(cold);
         fprintf(stderr, "qp: %s: %s\n", in->exe, qp_strerror(QP_ENOMEM));
         return 1;
     }
-    const qp_desc_proc_t *p = &in->desc->procs[proc];
-    char cbuf[24];
-    fprintf(f, "digraph \"");
-    dot_string(f, qp_proc_name(in, proc));
-    fprintf(f, "\" {\n  node [shape=box, fontname=\"monospace\"];\n");
-    fprintf(f, "  ENTRY [shape=oval];\n  EXIT [shape=oval];\n");
+    uint64_t bmax = 0, emax = 0, cold_insns = 0;
+    uint32_t ncold = 0;
     for (uint32_t b = 0; b < fl.nblocks; b++)
-        fprintf(f, "  b%" PRIu32 " [label=\"%#" PRIx64 "\\n%s\"];\n", b,
-                in->desc->blocks[p->block + b].start,
-                qp_fmt_count(cbuf, fl.block_count[b], fl.block_state[b] != QP_FLOW_UNKNOWN));
-    /* Measured edges are bold, unknown ones dotted, inconsistent ones red. */
+        if (fl.block_count[b] > bmax)
+            bmax = fl.block_count[b];
+    /* --min PCT: blocks run less than PCT% as often as the hottest are cold. */
+    for (uint32_t b = 0; in->min_pct > 0 && b < fl.nblocks; b++)
+        if ((double)fl.block_count[b] < in->min_pct / 100.0 * (double)bmax) {
+            cold[b] = 1;
+            ncold++;
+            cold_insns += fl.block_count[b] * in->desc->blocks[p->block + b].ninsns;
+        }
+    size_t n = 0;
     for (uint32_t e = 0; e < fl.nedges; e++) {
         const qp_desc_edge_t *ed = &in->desc->edges[p->edge + e];
-        uint8_t st = fl.edge_state[e];
-        const char *style = st == QP_FLOW_MEASURED ? ", style=bold"
-            : st == QP_FLOW_UNKNOWN                ? ", style=dotted"
-            : st == QP_FLOW_CLAMPED                ? ", color=red"
-                                                   : "";
-        if (ed->from == QP_VIRT)
-            fprintf(f, "  ENTRY");
+        uint32_t from = ed->from == QP_VIRT ? QP_VIRT : ed->from - p->block;
+        uint32_t to = ed->to == QP_VIRT ? QP_VIRT : ed->to - p->block;
+        if (from != QP_VIRT && cold[from])
+            from = DOT_COLD;
+        if (to != QP_VIRT && cold[to])
+            to = DOT_COLD;
+        if (from == DOT_COLD && to == DOT_COLD)
+            continue;
+        size_t k = 0;
+        if (from == DOT_COLD || to == DOT_COLD)
+            for (k = 0; k < n && !(de[k].from == from && de[k].to == to); k++)
+                ;
+        if (k < n && (from == DOT_COLD || to == DOT_COLD)) {
+            de[k].count += fl.edge_count[e];
+            de[k].merged = 1;
+            if (fl.edge_state[e] == QP_FLOW_UNKNOWN)
+                de[k].state = QP_FLOW_UNKNOWN;
+        } else {
+            de[n++] = (dot_edge_t) { from, to, fl.edge_count[e], fl.edge_state[e], ed->kind, 0 };
+        }
+    }
+    for (size_t k = 0; k < n; k++)
+        if (de[k].count > emax)
+            emax = de[k].count;
+
+    char cbuf[24], col[40];
+    fprintf(f, "digraph \"");
+    dot_string(f, qp_proc_name(in, proc));
+    fprintf(f, "\" {\n  node [shape=box, fontname=\"monospace\", style=filled];\n");
+    fprintf(f, "  ENTRY [shape=oval, fillcolor=white];\n  EXIT [shape=oval, fillcolor=white];\n");
+    /* Blocks coloured by how often they ran (white: never, red: the hottest); the label
+     * says the count and the share of the procedure's instructions. */
+    for (uint32_t b = 0; b < fl.nblocks; b++) {
+        if (cold[b])
+            continue;
+        const qp_desc_block_t *blk = &in->desc->blocks[p->block + b];
+        double share = fl.insns ? 100.0 * (double)(fl.block_count[b] * blk->ninsns)
+                                      / (double)fl.insns : 0;
+        heat_color(col, sizeof(col), bmax ? (double)fl.block_count[b] / (double)bmax : 0);
+        fprintf(f, "  b%" PRIu32 " [label=\"%#" PRIx64 "\\n%s (%.1f%%)\", fillcolor=\"%s\"];\n",
+                b, blk->start,
+                qp_fmt_count(cbuf, fl.block_count[b], fl.block_state[b] != QP_FLOW_UNKNOWN),
+                share, col);
+    }
+    if (ncold > 0)
+        fprintf(f, "  COLD [shape=folder, fillcolor=lightgrey, label=\"%" PRIu32 " blocks run "
+                   "less than %g%% as often as the hottest\\n%" PRIu64 " instructions (%.1f%%)\"];\n",
+                ncold, in->min_pct, cold_insns,
+                fl.insns ? 100.0 * (double)cold_insns / (double)fl.insns : 0);
+    /* Edges: width and colour by count; unknown ones dotted, inconsistent ones red; a
+     * measured count (a counter) is marked with '*'. */
+    for (size_t k = 0; k < n; k++) {
+        const dot_edge_t *e = &de[k];
+        if (in->min_pct > 0 && e->count == 0 && e->state != QP_FLOW_UNKNOWN)
+            continue; /* --min: the paths that ran only */
+        double h = emax ? (double)e->count / (double)emax : 0;
+        heat_color(col, sizeof(col), h);
+        fprintf(f, "  ");
+        dot_node(f, e->from, 1);
+        fprintf(f, " -> ");
+        dot_node(f, e->to, 0);
+        if (e->merged)
+            fprintf(f, " [label=\"%s\"", qp_fmt_count(cbuf, e->count, e->state != QP_FLOW_UNKNOWN));
         else
-            fprintf(f, "  b%" PRIu32, ed->from - p->block);
-        if (ed->to == QP_VIRT)
-            fprintf(f, " -> EXIT");
-        else
-            fprintf(f, " -> b%" PRIu32, ed->to - p->block);
-        fprintf(f, " [label=\"%s %s\"%s];\n", qp_edge_kind_name(ed->kind),
-                qp_fmt_count(cbuf, fl.edge_count[e], st != QP_FLOW_UNKNOWN), style);
+            fprintf(f, " [label=\"%s %s%s\"", qp_edge_kind_name(e->kind),
+                    qp_fmt_count(cbuf, e->count, e->state != QP_FLOW_UNKNOWN),
+                    e->state == QP_FLOW_MEASURED ? "*" : "");
+        fprintf(f, ", penwidth=%.1f, color=\"%s\"%s];\n", 1 + 5 * h,
+                e->state == QP_FLOW_CLAMPED ? "0.000 1.000 1.000" : h > 0 ? col : "grey",
+                e->state == QP_FLOW_UNKNOWN ? ", style=dotted" : "");
     }
     for (uint32_t b = 0; b < fl.nblocks; b++)
-        if (in->rep->abandoned[p->block + b])
-            fprintf(f, "  b%" PRIu32 " -> EXIT [label=\"left at exit %" PRIu64
-                       "\", style=dashed];\n",
-                    b, in->rep->abandoned[p->block + b]);
+        if (in->rep->abandoned[p->block + b]) {
+            fprintf(f, "  ");
+            dot_node(f, cold[b] ? DOT_COLD : b, 1);
+            fprintf(f, " -> EXIT [label=\"left at exit %" PRIu64 "\", style=dashed];\n",
+                    in->rep->abandoned[p->block + b]);
+        }
     fprintf(f, "}\n");
     qp_flow_free(&fl);
+    free(de);
+    free(cold);
     return 0;
 }
