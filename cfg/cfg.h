@@ -389,7 +389,11 @@ typedef struct cfg_opts {
     /* One line about a builder inconsistency, right before the error it causes. NULL:
      * not told. */
     void (*on_note)(void *arg, const char *line);
-    void *cb_arg; /* ARG of both callbacks */
+    /* Progress of the analysis for a user waiting on a terminal: DONE of TOTAL procedures
+     * built in the current pass (a pass rebuilds what the previous one changed; there
+     * are a few). Called every 1/128 of a pass at most. NULL: not told. */
+    void (*on_progress)(void *arg, size_t done, size_t total);
+    void *cb_arg; /* ARG of the callbacks */
 } cfg_opts_t;
 
 /*

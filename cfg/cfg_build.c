@@ -1765,11 +1765,15 @@ build_all(cfg_builder_t *b)
         DBG_PHASE("round");
         if ((rc = assign_ranges(b)) < 0)
             break;
-        for (size_t i = 0; i < b->procs.n && rc == 0; i++)
+        size_t step = b->procs.n / 128 + 1;
+        for (size_t i = 0; i < b->procs.n && rc == 0; i++) {
+            if (b->opts.on_progress != NULL && i % step == 0)
+                b->opts.on_progress(b->opts.cb_arg, i, b->procs.n);
             if (!b->procs.v[i].built) {
                 rc = build_proc(b, (uint32_t)i);
                 built++;
             }
+        }
         if (rc < 0)
             break;
         if ((rc = cfg_discover_add_new(b)) < 0)

@@ -72,6 +72,24 @@ usage(FILE *f)
 
 /* Progress on a terminal: the phase of a long rewrite, overwritten in place. */
 static int show_progress;
+static int analysis_pass; /* passes of the analysis seen (the percentage restarts) */
+
+/* cfg_opts_t.on_progress: "analysing... 45%" (and the pass, after the first). */
+static void
+analysis_progress(void *arg, size_t done, size_t total)
+{
+    (void)arg;
+    if (!show_progress || total == 0)
+        return;
+    if (done == 0)
+        analysis_pass++;
+    if (analysis_pass > 1)
+        fprintf(stderr, "\r%s: analysing (pass %d)... %zu%%\033[K", prog_name, analysis_pass,
+                100 * done / total);
+    else
+        fprintf(stderr, "\r%s: analysing... %zu%%\033[K", prog_name, 100 * done / total);
+    fflush(stderr);
+}
 
 static void
 progress(const char *phase)
@@ -581,6 +599,7 @@ main(int argc, char **argv)
     progress("analysing");
     cfg_opts_t co = { 0 };
     tool_cfg_debug(&co); /* QP_DEBUG: development aid, see qpt-rewrite(1) */
+    co.on_progress = analysis_progress;
     rc = cfg_prog_build(img, &co, &prog);
     if (dump != DUMP_NONE || rc < 0)
         progress(NULL);
