@@ -43,12 +43,20 @@ push_line(line_vec_t *lv, const char *file, unsigned line, uint64_t count)
     return 0;
 }
 
-/* Every instruction of block B (count COUNT) into LV. */
+/*
+ * Every instruction of block B (count COUNT) into LV. DECL_FILE/DECL_LINE (NULL: none):
+ * B is the entry block and this is the function's declaration line; its leading
+ * instructions on a later line of that file (the prologue, which the line table puts on
+ * the line of the `{` or of the last parameters) count for the declaration line instead,
+ * as gcov counts them.
+ */
 static int
-block_lines(
-    const cfg_image_t *img, const qp_desc_block_t *b, uint64_t count, line_vec_t *lv)
+block_lines(const cfg_image_t *img, const qp_desc_block_t *b, uint64_t count, line_vec_t *lv,
+    const char *decl_file, unsigned decl_line)
 {
     uint64_t addr = b->start, end = b->start + b->size;
+    unsigned prologue = 0; /* the line of the leading instructions, while skipping */
+    int leading = decl_file != NULL;
     while (addr < end) {
         size_t avail;
         const uint8_t *p = cfg_image_ptr(img, addr, &avail);
@@ -63,6 +71,15 @@ block_lines(
         int rc = cfg_image_line(img, addr, &file, &line);
         if (rc == QP_ENOMEM)
             return rc;
+        if (rc == 0 && leading) {
+            if (prologue == 0 && file == decl_file && line > decl_line)
+                prologue = line;
+            if (prologue != 0 && file == decl_file && line == prologue) {
+                addr += len;
+                continue;
+            }
+            leading = 0;
+        }
         if (rc == 0)
             QP_CHECK(push_line(lv, file, line, count));
         addr += len;
@@ -265,25 +282,31 @@ proc_lines(const cfg_image_t *img, const qp_report_t *r, uint32_t proc, line_vec
     qp_flow_t f;
     QP_CHECK(qp_report_flow(r, proc, &f));
     int rc = 0;
-    for (uint32_t b = 0; b < p->nblocks && rc == 0; b++) {
-        if (f.block_state[b] == QP_FLOW_UNKNOWN) {
-            out->nblocks_skipped++;
-            continue;
-        }
-        rc = block_lines(img, &d->blocks[p->block + b], f.block_count[b], lv);
-        if (rc == 0)
-            rc = block_branches(img, d, p, &f, b, bv);
-    }
     /*
      * gcov gives the function's declaration line the count of its entry block, while
-     * the line table puts the prologue on the line of the `{`: add that line too.
+     * the line table puts the prologue on the line of the `{`: the declaration line
+     * gets it (the rewriter moved the function's DIE to its relocated code: looked up
+     * there too).
      */
     const char *file;
     unsigned line;
     const char *name = qp_desc_str(d, p->name);
     int found = cfg_image_func_line(img, name, p->entry, &file, &line);
+    if (found == QP_ENOTFOUND && p->new_entry != 0)
+        found = cfg_image_func_line(img, name, p->new_entry, &file, &line);
     if (found == QP_ENOMEM)
         rc = found;
+    for (uint32_t b = 0; b < p->nblocks && rc == 0; b++) {
+        if (f.block_state[b] == QP_FLOW_UNKNOWN) {
+            out->nblocks_skipped++;
+            continue;
+        }
+        int entry = b == 0 && found == 0;
+        rc = block_lines(img, &d->blocks[p->block + b], f.block_count[b], lv,
+                         entry ? file : NULL, entry ? line : 0);
+        if (rc == 0)
+            rc = block_branches(img, d, p, &f, b, bv);
+    }
     if (rc == 0 && found == 0 && f.block_state[0] != QP_FLOW_UNKNOWN)
         rc = push_line(lv, file, line, f.block_count[0]);
     if (rc == 0 && found != 0)
