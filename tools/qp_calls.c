@@ -254,9 +254,18 @@ qp_print_callgraph(FILE *f, const qp_inputs_t *in, const qp_callgraph_t *cg)
             snprintf(cyc, sizeof(cyc), " <cycle %u>", cg->cycle[p]);
         fprintf(f, "%7.2f %20.0f%-3s %16" PRIu64 " %16" PRIu64 "  %s%s\n", pct, cg->incl[p],
                 incl_marks(cg->flags[p]), cg->self[p], cg->calls[p], qp_proc_name(in, p), cyc);
-        /* Its callees, most inclusive first (those that ran). */
-        for (uint32_t a = cg->arc_first[p]; a < cg->arc_first[p + 1]; a++) {
-            const qp_cg_arc_t *arc = &cg->arcs[a];
+        /* Its callees that ran, most calls first. */
+        uint32_t na = cg->arc_first[p + 1] - cg->arc_first[p];
+        uint32_t *rows = malloc((na + 1) * sizeof(uint32_t));
+        if (rows == NULL) {
+            free(v);
+            return 1;
+        }
+        for (uint32_t a = 0; a < na; a++)
+            rows[a] = cg->arc_first[p] + a;
+        sort_by_count(cg, rows, na);
+        for (uint32_t k = 0; k < na; k++) {
+            const qp_cg_arc_t *arc = &cg->arcs[rows[k]];
             if (arc->count == 0)
                 continue;
             char *owned;
@@ -264,6 +273,7 @@ qp_print_callgraph(FILE *f, const qp_inputs_t *in, const qp_callgraph_t *cg)
             fprintf(f, "%7s %20s    %16s %16" PRIu64 "    -> %s\n", "", "", "", arc->count, name);
             free(owned);
         }
+        free(rows);
     }
     if (shown < n)
         fprintf(f, "(%u more procedure%s: --limit, --min)\n", n - shown, n - shown == 1 ? "" : "s");
