@@ -122,6 +122,20 @@ qp_desc_free(qp_desc_t *d)
     memset(d, 0, sizeof(*d));
 }
 
+uint32_t
+qp_desc_first_call(const qp_desc_t *d, uint32_t proc)
+{
+    uint32_t lo = 0, hi = d->hdr.ncalls, first = d->procs[proc].block;
+    while (lo < hi) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        if (d->calls[mid].block < first)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
 /*****************************************************************************
  * Validation
  */

@@ -55,6 +55,10 @@ typedef struct qp_desc {
  */
 int qp_desc_add_string(qp_desc_t *d, const char *s, uint32_t *off /*OUT*/);
 
+/* The index of the first call site of procedure PROC in D->calls (D->hdr.ncalls when it
+ * has none; its sites run while calls[i].block is in its blocks). */
+uint32_t qp_desc_first_call(const qp_desc_t *d, uint32_t proc);
+
 /*
  * Check every rule of the format on D (magic and version are not looked at): driver
  * kind, string offsets inside the table and a NUL-terminated table, every procedure's

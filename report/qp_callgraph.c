@@ -74,17 +74,8 @@ add_arcs(qp_callgraph_t *cg, const qp_report_t *r, uint32_t p, size_t *cap,
     cg->self[p] = fl.insns;
     cg->calls[p] = fl.calls_known ? fl.calls : 0;
     cg->measured[p] = (uint8_t)(fl.calls_known != 0);
-    /* The first site in P's blocks. */
-    size_t lo = 0, hi = d->hdr.ncalls;
-    while (lo < hi) {
-        size_t mid = (lo + hi) / 2;
-        if (d->calls[mid].block < pr->block)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
     size_t first = cg->narcs;
-    for (size_t i = lo; i < d->hdr.ncalls && d->calls[i].block - pr->block < pr->nblocks; i++) {
+    for (size_t i = qp_desc_first_call(d, p); i < d->hdr.ncalls && d->calls[i].block - pr->block < pr->nblocks; i++) {
         const qp_desc_call_t *c = &d->calls[i];
         int tail = c->kind == QP_CALL_TAIL || c->kind == QP_CALL_TAIL_INDIRECT;
         uint64_t n;

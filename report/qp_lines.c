@@ -128,11 +128,11 @@ typedef struct branch_vec {
     size_t n, cap;
 } branch_vec_t;
 
-/* The address of the last instruction of block B, or 0. */
-static uint64_t
-last_insn(const cfg_image_t *img, const qp_desc_block_t *b)
+uint64_t
+qp_block_last_insn(const cfg_image_t *img, const qp_desc_block_t *b)
 {
     uint64_t addr = b->start, end = b->start + b->size, last = 0;
+    uint32_t n = 0;
     while (addr < end) {
         size_t avail;
         const uint8_t *p = cfg_image_ptr(img, addr, &avail);
@@ -141,8 +141,9 @@ last_insn(const cfg_image_t *img, const qp_desc_block_t *b)
             return 0;
         last = addr;
         addr += in.len;
+        n++;
     }
-    return last;
+    return addr == end && n == b->ninsns ? last : 0;
 }
 
 /* Does global block GB end in a jump table (has TABLE edges)? Conditional (TAKEN)? */
@@ -160,7 +161,9 @@ static int
 branch_line(const cfg_image_t *img, const qp_desc_t *d, uint32_t gb, const char **file,
     unsigned *line)
 {
-    uint64_t at = last_insn(img, &d->blocks[gb]);
+    /* The block's last byte is in its last instruction: its line is the branch's (no
+     * decoding: a moved entry's first bytes hold the rewriter's jump). */
+    uint64_t at = d->blocks[gb].size > 0 ? d->blocks[gb].start + d->blocks[gb].size - 1 : 0;
     return at != 0 && cfg_image_line(img, at, file, line) == 0;
 }
 

@@ -5,7 +5,8 @@
 # Regression tests of the hardening issue: what a careless or hostile user can do with
 # qpt-rewrite, qp and an instrumented program must never gain a privilege, clobber a
 # file, hang, or lose counts without saying so.
-#   files     -o never replaces a device or FIFO; a FIFO input is refused at once; the
+#   files     -o never replaces a device or FIFO; an output in a missing folder or that is
+#             a folder fails before the analysis; a FIFO input is refused at once; the
 #             output never keeps set-user-ID; a rewritten program is not rewritten again;
 #             qp report -o never truncates its inputs; SIGTERM leaves no temporary file
 #   secure    a set-user-ID-root rewrite run by nobody ignores QP_PROFILE (root only)
@@ -89,6 +90,14 @@ else
     grep -q "not a regular file" "$D/err" && ok "qpt-rewrite -o FIFO refused" \
         || bad "qpt-rewrite -o FIFO: $(cat "$D/err")"
 fi
+# An output that cannot be written fails before the analysis: one line, nothing written.
+"$QPT_REWRITE" "$D/work" -o "$D/missing/dir/w.inst" 2>"$D/err"
+st=$?
+[ $st -eq 1 ] && [ "$(wc -l <"$D/err")" -eq 1 ] && grep -q "cannot write $D/missing/dir/w.inst" "$D/err" &&
+    ok "qpt-rewrite -o into a missing folder refused at once" || bad "-o missing folder: exit $st, $(cat "$D/err")"
+mkdir -p "$D/adir"
+"$QPT_REWRITE" "$D/work" -o "$D/adir" 2>"$D/err" && bad "qpt-rewrite -o a folder succeeded"
+grep -q "Is a directory" "$D/err" && ok "qpt-rewrite -o a folder refused" || bad "-o a folder: $(cat "$D/err")"
 if [ "$(id -u)" -eq 0 ] && mknod "$D/null" c 1 3 2>/dev/null; then
     "$QPT_REWRITE" "$D/work" -o "$D/null" 2>/dev/null
     [ -c "$D/null" ] && ok "qpt-rewrite -o a character device refused" \

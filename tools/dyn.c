@@ -55,21 +55,6 @@ typedef struct trace_out {
 
 static trace_out_t trace;
 
-static void
-json_string(FILE *f, const char *s)
-{
-    fputc('"', f);
-    for (; *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\')
-            fprintf(f, "\\%c", c);
-        else if (c < 0x20)
-            fprintf(f, "\\u%04x", c);
-        else
-            fputc(c, f);
-    }
-    fputc('"', f);
-}
 
 static int
 trace_sample(const dyn_live_t *l)
@@ -103,7 +88,7 @@ trace_sample(const dyn_live_t *l)
         char *dm = cfg_demangle(r->name);
         fprintf(trace.f, "%s\n{\"ph\":\"C\",\"pid\":%d,\"tid\":%d,\"ts\":%.0f,\"name\":",
                 trace.nevents++ ? "," : "", l->pid, l->pid, l->t * 1e6);
-        json_string(trace.f, dm != NULL ? dm : r->name);
+        tool_json_string(trace.f, dm != NULL ? dm : r->name);
         free(dm);
         fprintf(trace.f, ",\"args\":{\"calls/s\":%.1f,\"calls\":%llu%s}}",
                 l->dt > 0 ? (double)r->rate / l->dt : 0.0, (unsigned long long)r->calls, busy);
@@ -308,25 +293,6 @@ print_metric_histogram(const qm_set_t *set, const qm_live_report_t *rep)
     }
 }
 
-/* Can PATH be written (an existing file, or a new one in its directory)? errno if not. */
-static int
-writable(const char *path)
-{
-    if (access(path, W_OK) == 0)
-        return 1;
-    if (errno != ENOENT)
-        return 0;
-    char dir[4096];
-    const char *slash = strrchr(path, '/');
-    size_t n = slash == NULL ? 0 : (size_t)(slash - path);
-    if (n >= sizeof(dir)) {
-        errno = ENAMETOOLONG;
-        return 0;
-    }
-    memcpy(dir, path, n);
-    strcpy(dir + n, slash == NULL ? "." : n == 0 ? "/" : "");
-    return access(dir, W_OK | X_OK) == 0;
-}
 
 /* The CSV (CSV, may be NULL) and the final table of REP: the rows never called only
  * with ZEROS (the CSV has every row). 0, or -1 (message printed). */
@@ -989,7 +955,7 @@ main(int argc, char **argv)
     }
 
     /* A CSV that cannot be written must fail now, not after the whole session. */
-    if (o.csv != NULL && !writable(o.csv)) {
+    if (o.csv != NULL && !tool_writable(o.csv, 0)) {
         fprintf(stderr, "%s: %s: %s\n", prog_name, o.csv, strerror(errno));
         return EXIT_FAIL;
     }

@@ -363,33 +363,14 @@ qp_print_callgrind(FILE *f, const qp_inputs_t *in, const qp_callgraph_t *cg)
  * (fall-throughs too); a call from the call instruction to the callee at offset 0.
  */
 
-/* The address of the last instruction of block B decoded from IMG, or 0 when the bytes
- * there are not B's instructions (the rewriter wrote a jump over a moved entry). */
-static uint64_t
-last_insn_in(const cfg_image_t *img, const qp_desc_block_t *b)
-{
-    uint64_t addr = b->start, end = b->start + b->size, last = 0;
-    uint32_t n = 0;
-    while (addr < end) {
-        size_t avail;
-        const uint8_t *p = cfg_image_ptr(img, addr, &avail);
-        arch_insn_t insn;
-        if (p == NULL || arch_decode(p, avail < end - addr ? avail : end - addr, addr, &insn) < 0)
-            return 0;
-        last = addr;
-        addr += insn.len;
-        n++;
-    }
-    return addr == end && n == b->ninsns ? last : 0;
-}
-
-/* ... from the original program when given (--original), else from the rewritten one. */
+/* The last instruction of block B, from the original program when given (--original),
+ * else from the rewritten one; *MISSED counts the blocks neither gives. */
 static uint64_t
 last_insn_of(const qp_inputs_t *in, const qp_desc_block_t *b, size_t *missed)
 {
-    uint64_t a = in->original != NULL ? last_insn_in(in->original, b) : 0;
+    uint64_t a = in->original != NULL ? qp_block_last_insn(in->original, b) : 0;
     if (a == 0)
-        a = last_insn_in(in->img, b);
+        a = qp_block_last_insn(in->img, b);
     *missed += a == 0;
     return a;
 }
@@ -461,15 +442,7 @@ qp_print_bolt(FILE *f, const qp_inputs_t *in, const qp_callgraph_t *cg)
                     name, d->blocks[e->to].start - pr->entry, fl.edge_count[k]);
         }
         /* Calls and tail calls, per site (a tail call's edge leaves the procedure). */
-        size_t lo = 0, hi = d->hdr.ncalls;
-        while (lo < hi) {
-            size_t mid = (lo + hi) / 2;
-            if (d->calls[mid].block < pr->block)
-                lo = mid + 1;
-            else
-                hi = mid;
-        }
-        for (size_t c = lo; c < d->hdr.ncalls && d->calls[c].block - pr->block < pr->nblocks; c++) {
+        for (size_t c = qp_desc_first_call(d, p); c < d->hdr.ncalls && d->calls[c].block - pr->block < pr->nblocks; c++) {
             const qp_desc_call_t *site = &d->calls[c];
             if (site->target == 0 || qp_desc_str(d, site->name)[0] == '\0')
                 continue;

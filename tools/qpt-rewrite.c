@@ -553,6 +553,13 @@ main(int argc, char **argv)
         fprintf(stderr, "%s: --predict applies to metrics (-e, --metrics)\n", prog_name);
         return EXIT_USAGE;
     }
+    /* An output that cannot be written fails now, not after a minute of analysis (the
+     * output is written beside it and renamed: its folder must take a new file). */
+    if (dump == DUMP_NONE && output != NULL && !tool_writable(output, 1)) {
+        fprintf(stderr, "%s: %s: cannot write %s: %s\n", prog_name, input, output,
+                strerror(errno));
+        return EXIT_INPUT;
+    }
     if (nm > 0) {
         /* Metrics replace the edge profile: one or the other in a rewrite. */
         if (dump != DUMP_NONE || driver_given || weights != NULL || atomic != -1) {

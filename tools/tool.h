@@ -54,4 +54,12 @@ typedef struct tool_names {
 int tool_leave_names(tool_names_t *out /*OUT*/);
 void tool_names_free(tool_names_t *names);
 
+/*
+ * Can the output PATH be written, checked before a long piece of work so that it fails at
+ * once? An existing file that is writable, or a new one in a folder that is; with
+ * VIA_RENAME (written to a temporary file beside it, then renamed) the folder must be
+ * writable in any case, and PATH must not be a folder. 1, or 0 with errno set.
+ */
+int tool_writable(const char *path, int via_rename);
+
 #endif

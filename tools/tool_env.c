@@ -8,10 +8,13 @@
  */
 #include "config.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "tools/tool.h"
 
@@ -131,4 +134,28 @@ tool_names_free(tool_names_t *names)
     free(names->v);
     free(names->buf);
     memset(names, 0, sizeof(*names));
+}
+
+int
+tool_writable(const char *path, int via_rename)
+{
+    struct stat st;
+    if (via_rename && stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
+        errno = EISDIR;
+        return 0;
+    }
+    if (!via_rename && access(path, W_OK) == 0)
+        return 1;
+    if (!via_rename && errno != ENOENT)
+        return 0;
+    char dir[4096];
+    const char *slash = strrchr(path, '/');
+    size_t n = slash == NULL ? 0 : (size_t)(slash - path);
+    if (n >= sizeof(dir)) {
+        errno = ENAMETOOLONG;
+        return 0;
+    }
+    memcpy(dir, path, n);
+    strcpy(dir + n, slash == NULL ? "." : n == 0 ? "/" : "");
+    return access(dir, W_OK | X_OK) == 0;
 }

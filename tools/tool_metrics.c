@@ -100,9 +100,8 @@ tool_csv_field(FILE *f, const char *s)
     fputc('"', f);
 }
 
-/* S as a JSON string. */
-static void
-json_string(FILE *f, const char *s)
+void
+tool_json_string(FILE *f, const char *s)
 {
     fputc('"', f);
     for (; *s; s++) {
@@ -167,9 +166,9 @@ tool_metrics_print(FILE *f, const qm_set_t *set, const qm_row_t *rows, size_t n,
         fprintf(f, "[");
         for (size_t i = 0; i < n; i++) {
             fprintf(f, "%s\n  {\"metric\": ", i ? "," : "");
-            json_string(f, qm_name(set, rows[i].metric));
+            tool_json_string(f, qm_name(set, rows[i].metric));
             fprintf(f, ", \"focus\": ");
-            json_string(f, rows[i].focus);
+            tool_json_string(f, rows[i].focus);
             fprintf(f, ", \"kind\": \"%s\", \"value\": %llu, \"measured\": %s}",
                     kind_name(rows[i].kind), (unsigned long long)rows[i].value,
                     rows[i].measured ? "true" : "false");

@@ -33,6 +33,9 @@ int tool_metrics_print_costs(FILE *f, const qm_set_t *set, const qm_cost_t *cost
  * newline. */
 void tool_csv_field(FILE *f, const char *s);
 
+/* S as a JSON string (quotes, backslashes and control characters escaped). */
+void tool_json_string(FILE *f, const char *s);
+
 /* Notes of qm_insert on stderr, prefixed by the tool's name (ARG). */
 void tool_metrics_note(void *arg, const char *note);
 
