@@ -693,12 +693,19 @@ edge_to_next(trav_t *t, uint32_t i, uint64_t next, uint8_t kind)
         uint32_t to = local_block_at(bp, next);
         return add_edge(bp, i, to, 0, kind);
     }
-    if (kind == CFG_EDGE_CALLRET) /* nothing after the call: it cannot return */
-        return add_edge(bp, i, CFG_NONE, bp->blocks.v[i].call_target, CFG_EDGE_NORETURN);
     /* Falling through alignment nops into the next procedure is a tail call to it. */
     size_t avail;
     const uint8_t *p = cfg_image_ptr(t->b->img, next, &avail);
     uint64_t after = next + (p ? padding_len(p, avail < 32 ? avail : 32, next) : 0);
+    /*
+     * Nothing of this procedure after a call: the compiler knew the call never returns
+     * here (an error report that longjmps at this level, while the callee returns at
+     * others). When the next procedure starts after it, the return is kept where the
+     * original code sends it, as a tail call to that procedure: the procedure stays
+     * measurable whatever the callee does. Otherwise the call cannot return.
+     */
+    if (kind == CFG_EDGE_CALLRET && proc_by_entry(t->b, after) == CFG_NONE)
+        return add_edge(bp, i, CFG_NONE, bp->blocks.v[i].call_target, CFG_EDGE_NORETURN);
     if (proc_by_entry(t->b, after) != CFG_NONE)
         return add_edge(bp, i, CFG_NONE, after, CFG_EDGE_TAILCALL);
     QP_CHECK(set_unsafe(t->b, bp, "runs past the end of its code at 0x%llx",
@@ -1755,11 +1762,38 @@ tie_nameless_fragments(cfg_builder_t *b)
  * Build every procedure that is not current, then find procedures that never return and
  * code in gaps, until nothing changes. Work is only redone where something changed.
  */
+/*
+ * Procedures with a "never returns" call to a callee that the last fixpoint says may
+ * return: marked to be built again. Their call then gets its return edge (or a tail call
+ * into the next procedure, when nothing follows it). Returns how many.
+ */
+static size_t
+rebuild_stale_noreturn_callers(cfg_builder_t *b)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < b->procs.n; i++) {
+        cfg_bproc_t *bp = &b->procs.v[i];
+        for (size_t e = 0; e < bp->edges.n; e++) {
+            const cfg_edge_t *ed = &bp->edges.v[e];
+            if (ed->kind != CFG_EDGE_NORETURN || ed->target == 0
+                || bp->blocks.v[ed->from].call_target != ed->target)
+                continue;
+            uint32_t c = proc_by_entry(b, ed->target);
+            if (c != CFG_NONE && !(b->procs.v[c].p.flags & CFG_PROC_NORETURN)) {
+                bp->built = 0;
+                n++;
+                break;
+            }
+        }
+    }
+    return n;
+}
+
 static int
 build_all(cfg_builder_t *b)
 {
     span_vec_t spans = { 0 };
-    int rc = 0, gap_rounds = 0;
+    int rc = 0, gap_rounds = 0, stale_rounds = 0;
     size_t built = 0;
     for (int round = 0; round < 64; round++) {
         DBG_PHASE("round");
@@ -1797,6 +1831,13 @@ build_all(cfg_builder_t *b)
         rc = 0;
         built = 0;
         DBG_PHASE("noreturn");
+        /* Callers built while a callee seemed never to return, which returns after all:
+         * built again, the code after the call now traversed (a few times at most). */
+        if (stale_rounds < 4 && rebuild_stale_noreturn_callers(b) > 0) {
+            stale_rounds++;
+            built = 1;
+            continue;
+        }
         if (b->opts.no_gap_procs || ++gap_rounds > 6)
             break;
         gap_ctx_t g = { &b->rejected };

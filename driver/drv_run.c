@@ -120,6 +120,88 @@ proc_at_entry(const cfg_prog_t *prog, uint64_t addr)
     return p != NULL && p->entry == addr ? p : NULL;
 }
 
+/*
+ * The procedures that may be left by a longjmp (bit 1) or an exception (bit 2) without
+ * returning: those that call longjmp-like functions or throw, and, transitively, every
+ * procedure that calls one of them directly or by a tail call (their frames are
+ * abandoned too, so flow conservation may not hold there). A malloc'd byte per
+ * procedure, or NULL when out of memory.
+ */
+static uint8_t *
+leaving_procs(const cfg_prog_t *prog)
+{
+    uint32_t n = prog->nprocs;
+    uint8_t *leave = calloc(n + 1, 1);
+    uint32_t *first = calloc(n + 2, sizeof(uint32_t)), *queue = malloc((n + 1) * sizeof(uint32_t));
+    uint32_t *callers = NULL, ncalls = 0;
+    if (leave == NULL || first == NULL || queue == NULL)
+        goto fail;
+    /* Callers by callee (CSR): count, then fill. */
+    for (int pass = 0; pass < 2; pass++) {
+        uint32_t *fill = NULL;
+        if (pass == 1) {
+            for (uint32_t c = 0; c < n; c++)
+                first[c + 1] += first[c];
+            if ((callers = malloc((ncalls + 1) * sizeof(uint32_t))) == NULL
+                || (fill = malloc((n + 1) * sizeof(uint32_t))) == NULL) {
+                free(fill);
+                goto fail;
+            }
+            memcpy(fill, first, n * sizeof(uint32_t));
+        }
+        for (uint32_t e = 0; e < prog->nedges; e++) {
+            const cfg_edge_t *ed = &prog->edges[e];
+            const cfg_block_t *b = &prog->blocks[ed->from];
+            uint64_t t = ed->kind == CFG_EDGE_CALLRET || ed->kind == CFG_EDGE_NORETURN
+                ? b->call_target : ed->kind == CFG_EDGE_TAILCALL ? ed->target : 0;
+            const cfg_proc_t *cp = t ? proc_at_entry(prog, t) : NULL;
+            if (cp == NULL)
+                continue;
+            uint32_t callee = (uint32_t)(cp - prog->procs), caller = b->proc;
+            if (prog->procs[caller].flags & CFG_PROC_FRAGMENT && prog->procs[caller].parent != CFG_NONE)
+                caller = prog->procs[caller].parent;
+            if (pass == 0) {
+                first[callee + 1]++;
+                ncalls++;
+                if (name_in(cp->name, jmp_names) && strstr(cp->name, "longjmp") != NULL)
+                    leave[caller] |= 1;
+                if (name_in(cp->name, eh_names))
+                    leave[caller] |= 2;
+            } else {
+                callers[fill[callee]++] = caller;
+            }
+        }
+        free(fill);
+    }
+    /* Up the call graph from the procedures that leave, one kind at a time. */
+    for (uint8_t bit = 1; bit <= 2; bit <<= 1) {
+        uint32_t qh = 0, qt = 0;
+        for (uint32_t p = 0; p < n; p++)
+            if (leave[p] & bit)
+                queue[qt++] = p;
+        while (qh < qt) {
+            uint32_t p = queue[qh++];
+            for (uint32_t k = first[p]; k < first[p + 1]; k++) {
+                uint32_t c = callers[k];
+                if (!(leave[c] & bit)) {
+                    leave[c] |= bit;
+                    queue[qt++] = c;
+                }
+            }
+        }
+    }
+    free(first);
+    free(queue);
+    free(callers);
+    return leave;
+fail:
+    free(leave);
+    free(first);
+    free(queue);
+    free(callers);
+    return NULL;
+}
+
 static int
 cmp_u64_asc(const void *a, const void *b)
 {
@@ -247,7 +329,8 @@ cmp_call(const void *a, const void *b)
 }
 
 static int
-describe_measured(drv_result_t *res, const drv_graph_t *g, const uint64_t *exits, size_t nexits)
+describe_measured(drv_result_t *res, const drv_graph_t *g, const uint64_t *exits, size_t nexits,
+                  const uint8_t *leave)
 {
     const cfg_prog_t *prog = g->prog;
     const cfg_proc_t *p = &prog->procs[g->proc];
@@ -257,6 +340,11 @@ describe_measured(drv_result_t *res, const drv_graph_t *g, const uint64_t *exits
     memset(d, 0, sizeof(*d));
     QP_CHECK(add_string(res, p->name, &d->name));
     d->flags = QP_PROC_MEASURED;
+    /* May be left by a longjmp or an exception below it: its frame is abandoned. */
+    if (leave[g->proc] & 1)
+        d->flags |= QP_PROC_APPROX_JMP;
+    if (leave[g->proc] & 2)
+        d->flags |= QP_PROC_APPROX_EH;
     d->entry = p->entry;
     d->block = res->nblocks;
     d->nblocks = g->nblocks;
@@ -388,6 +476,9 @@ drv_run(const drv_ops_t *drv, const cfg_prog_t *prog, const ed_plan_t *plan,
     drv_prog_info_t info = { xt, nxt, forkers, nforkers, starters, nstarters };
     if (rc == 0 && (exits = malloc((prog->nprocs + 1) * sizeof(uint64_t))) == NULL)
         rc = QP_ENOMEM;
+    uint8_t *leave = rc == 0 ? leaving_procs(prog) : NULL;
+    if (rc == 0 && leave == NULL)
+        rc = QP_ENOMEM;
     for (uint32_t i = 0; rc == 0 && i < prog->nprocs; i++)
         if (name_in(prog->procs[i].name, exit_names))
             exits[nexits++] = prog->procs[i].entry; /* procs are sorted by entry */
@@ -418,7 +509,7 @@ drv_run(const drv_ops_t *drv, const cfg_prog_t *prog, const ed_plan_t *plan,
             if (rc == DRV_NOT_MEASURED)
                 res->ncounters = c0; /* nothing of it is used */
             else if (rc == 0)
-                rc = describe_measured(res, &g, exits, nexits);
+                rc = describe_measured(res, &g, exits, nexits, leave);
             drv_graph_free(&g);
         }
         if (rc == DRV_NOT_MEASURED) {
@@ -430,6 +521,7 @@ drv_run(const drv_ops_t *drv, const cfg_prog_t *prog, const ed_plan_t *plan,
     }
     free(xt);
     free(exits);
+    free(leave);
     free(forkers);
     free(starters);
     if (rc < 0)

@@ -71,7 +71,10 @@ enum {
     QP_PROC_MEASURED = 1u << 0,   /* counters placed: counts are known */
     QP_PROC_APPROX_EH = 1u << 1,  /* has exception landing pads: a throw through it leaves
                                    * flow unbalanced, counts may be approximate */
-    QP_PROC_APPROX_JMP = 1u << 2, /* calls setjmp/longjmp-like functions: likewise */
+    QP_PROC_APPROX_JMP = 1u << 2, /* calls setjmp-like functions, or may be left by a
+                                   * longjmp (it calls, directly or through procedures it
+                                   * calls, one that longjmps): likewise; a throw below it
+                                   * sets QP_PROC_APPROX_EH the same way */
     QP_PROC_EXIT_SITE = 1u << 3,  /* calls exit()-like functions (hooked for back-traces) */
     QP_PROC_APPROX_IND = 1u << 4, /* has indirect jumps whose targets are a guess (the
                                    * address-taken labels): if one goes elsewhere, flow

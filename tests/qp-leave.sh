@@ -1,0 +1,48 @@
+#!/bin/sh
+# Copyright 2026 the qpt authors
+# SPDX-License-Identifier: MIT
+#
+# Procedures left without returning, on tests/progs/errors.c (an error reporter that
+# returns for notices and longjmps or exits for errors, called where the compiler put
+# nothing after the call): every procedure is measured (none refused because "a call
+# assumed never to return goes to a procedure that returns"); the rewritten program
+# prints and exits as the original does; and every count that longjmps can make wrong is
+# either exact or marked '~': check() is entered 37 times, twice left by a longjmp.
+# Exit status: 0 pass, 1 fail, 77 skip, 99 hard error.
+set -u
+. "${top_srcdir:-.}/tests/lib.sh"
+QP=${QP:-$top_builddir/tools/qp}
+dir=$top_builddir/tests/qp-leave.d
+rm -rf "$dir"
+mkdir -p "$dir" || exit 99
+fails=0
+for v in "gcc -O0" "gcc -O2" "clang -O0" "clang -O2"; do
+    cc=${v% *}
+    qp_have "$cc" || continue
+    exe=$dir/$(echo "$v" | tr -d ' -')
+    $v -o "$exe" "$top_srcdir/tests/progs/errors.c" || exit 99
+    "$QPT_REWRITE" --dump-cfg=text "$exe" | grep -q 'assumed never to return' &&
+        bad "$v: a caller left unsafe"
+    "$exe" >"$exe.out1" 2>&1
+    st1=$?
+    "$QPT_REWRITE" "$exe" -o "$exe.inst" >/dev/null 2>&1 || { bad "$v: rewrite failed"; continue; }
+    "$exe.inst" >"$exe.out2" 2>&1
+    st2=$?
+    [ $st1 -eq $st2 ] && cmp -s "$exe.out1" "$exe.out2" && ok "$v: same output, exit $st1" ||
+        bad "$v: exit $st1/$st2, $(diff "$exe.out1" "$exe.out2" | head -n 3)"
+    "$QP" report --csv "$exe.inst.qp" >"$exe.csv" 2>/dev/null
+    for f in check fail_range sum_checked report; do
+        grep -q "^$f," "$exe.csv" || bad "$v: $f not measured"
+    done
+    row=$(grep '^check,' "$exe.csv")
+    calls=$(echo "$row" | cut -d, -f2)
+    flags=$(echo "$row" | cut -d, -f4)
+    if [ "$calls" = 37 ] || [ "${flags#*~}" != "$flags" ]; then
+        ok "$v: check: $calls calls${flags:+ (marked $flags)}"
+    else
+        bad "$v: check: $calls calls, not 37, and not marked approximate"
+    fi
+done
+[ $fails -eq 0 ] || exit 1
+echo "qp-leave: all checks passed"
+exit 0
