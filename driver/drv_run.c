@@ -340,11 +340,12 @@ describe_measured(drv_result_t *res, const drv_graph_t *g, const uint64_t *exits
     memset(d, 0, sizeof(*d));
     QP_CHECK(add_string(res, p->name, &d->name));
     d->flags = QP_PROC_MEASURED;
-    /* May be left by a longjmp or an exception below it: its frame is abandoned. */
+    /* May be left by a longjmp or an exception below it: its frame would be abandoned
+     * (qp looks at whether one happened). */
     if (leave[g->proc] & 1)
-        d->flags |= QP_PROC_APPROX_JMP;
+        d->flags |= QP_PROC_LEAVE_JMP;
     if (leave[g->proc] & 2)
-        d->flags |= QP_PROC_APPROX_EH;
+        d->flags |= QP_PROC_LEAVE_EH;
     d->entry = p->entry;
     d->block = res->nblocks;
     d->nblocks = g->nblocks;

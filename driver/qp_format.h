@@ -71,11 +71,12 @@ enum {
     QP_PROC_MEASURED = 1u << 0,   /* counters placed: counts are known */
     QP_PROC_APPROX_EH = 1u << 1,  /* has exception landing pads: a throw through it leaves
                                    * flow unbalanced, counts may be approximate */
-    QP_PROC_APPROX_JMP = 1u << 2, /* calls setjmp-like functions, or may be left by a
-                                   * longjmp (it calls, directly or through procedures it
-                                   * calls, one that longjmps): likewise; a throw below it
-                                   * sets QP_PROC_APPROX_EH the same way */
+    QP_PROC_APPROX_JMP = 1u << 2, /* calls setjmp/longjmp-like functions: likewise */
     QP_PROC_EXIT_SITE = 1u << 3,  /* calls exit()-like functions (hooked for back-traces) */
+    QP_PROC_LEAVE_JMP = 1u << 5,  /* may be left by a longjmp: it calls, through other
+                                   * procedures, one that longjmps (qp marks its counts
+                                   * approximate when a longjmp call site ran) */
+    QP_PROC_LEAVE_EH = 1u << 6,   /* ... by an exception thrown below it, likewise */
     QP_PROC_APPROX_IND = 1u << 4, /* has indirect jumps whose targets are a guess (the
                                    * address-taken labels): if one goes elsewhere, flow
                                    * leaves unseen and counts may be approximate */

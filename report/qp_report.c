@@ -115,11 +115,47 @@ saturated(const qp_report_t *r, uint32_t proc, const qp_flow_t *f)
     return f->insns == UINT64_MAX;
 }
 
+/* Does NAME (a callee's, "@plt" aside) longjmp (1) or throw (2)? */
 static int
-result_of(const qp_report_t *r, uint32_t proc, qp_proc_result_t *res)
+leaving_name(const char *name)
+{
+    static const char *const jmp[] = { "longjmp", "_longjmp", "siglongjmp", "__longjmp_chk" };
+    static const char *const eh[] = { "__cxa_throw", "__cxa_rethrow", "_Unwind_Resume",
+                                      "_Unwind_RaiseException", "_Unwind_Resume_or_Rethrow" };
+    size_t n = strcspn(name, "@");
+    for (size_t i = 0; i < sizeof(jmp) / sizeof(jmp[0]); i++)
+        if (strlen(jmp[i]) == n && strncmp(name, jmp[i], n) == 0)
+            return 1;
+    for (size_t i = 0; i < sizeof(eh) / sizeof(eh[0]); i++)
+        if (strlen(eh[i]) == n && strncmp(name, eh[i], n) == 0)
+            return 2;
+    /* libstdc++'s std::__throw_* helpers */
+    return strncmp(name, "_ZSt", 4) == 0 && strstr(name, "__throw_") != NULL ? 2 : 0;
+}
+
+/* Which kinds of leaving (1: longjmp, 2: throw) the call sites of PROC made in this run. */
+static int
+leaving_ran(const qp_desc_t *d, uint32_t proc, const qp_flow_t *f)
+{
+    const qp_desc_proc_t *p = &d->procs[proc];
+    int ran = 0;
+    for (uint32_t i = qp_desc_first_call(d, proc);
+         i < d->hdr.ncalls && d->calls[i].block - p->block < p->nblocks; i++) {
+        const qp_desc_call_t *c = &d->calls[i];
+        uint64_t n = c->edge != QP_VIRT ? f->edge_count[c->edge - p->edge]
+                                        : f->block_count[c->block - p->block];
+        if (n > 0)
+            ran |= leaving_name(qp_desc_str(d, c->name));
+    }
+    return ran;
+}
+
+static int
+result_of(const qp_report_t *r, uint32_t proc, qp_proc_result_t *res, int *ran)
 {
     qp_flow_t f;
     QP_CHECK(qp_report_flow(r, proc, &f));
+    *ran |= leaving_ran(r->desc, proc, &f);
     uint32_t pflags = r->desc->procs[proc].flags;
     memset(res, 0, sizeof(*res));
     res->proc = proc;
@@ -178,6 +214,7 @@ collect_results(qp_report_t *r)
 {
     const qp_desc_t *d = r->desc;
     uint32_t n = d->hdr.nprocs;
+    int ran = 0; /* leaving kinds seen in this run (see below) */
     r->procs = calloc(n ? n : 1, sizeof(qp_proc_result_t));
     r->unmeasured = calloc(n ? n : 1, sizeof(uint32_t));
     if (r->procs == NULL || r->unmeasured == NULL)
@@ -188,10 +225,24 @@ collect_results(qp_report_t *r)
             continue;
         }
         qp_proc_result_t *res = &r->procs[r->nprocs++];
-        QP_CHECK(result_of(r, i, res));
+        QP_CHECK(result_of(r, i, res, &ran));
         uint64_t t;
         r->total_insns
             = __builtin_add_overflow(r->total_insns, res->insns, &t) ? UINT64_MAX : t;
+    }
+    /*
+     * A procedure that may be left by a longjmp or a throw below it is approximate only
+     * when one happened in this run (a call site of longjmp or of a throw ran in the
+     * measured code; one inside a library that jumps over the program's frames is not
+     * seen, as before).
+     */
+    for (uint32_t k = 0; k < r->nprocs; k++) {
+        qp_proc_result_t *res = &r->procs[k];
+        uint32_t pflags = d->procs[res->proc].flags;
+        if ((pflags & QP_PROC_LEAVE_JMP) && (ran & 1))
+            res->flags |= QP_RES_APPROX_JMP;
+        if ((pflags & QP_PROC_LEAVE_EH) && (ran & 2))
+            res->flags |= QP_RES_APPROX_EH;
         r->nviolating += (res->flags & QP_RES_VIOLATION) != 0;
         r->napprox
             += (res->flags & (QP_RES_APPROX_EH | QP_RES_APPROX_JMP | QP_RES_APPROX_IND))
