@@ -174,6 +174,36 @@ sat_add(uint64_t a, uint64_t b, int *saturated)
  * left half-folded by a killed process has its journal completed here, in memory, as
  * the next process to start would complete it in the file.
  */
+/*
+ * Is the owner of slot S still running: a process with its pid, started when the slot
+ * says (field 22 of /proc/PID/stat, clock ticks after boot), in our pid namespace?
+ */
+static int
+owner_runs(const qp_prof_slot_t *s)
+{
+    char path[64], buf[1024];
+    struct stat ns;
+    if (s->pid == 0 || s->pid > INT32_MAX)
+        return 0;
+    if (s->pidns != 0 && (stat("/proc/self/ns/pid", &ns) != 0 || (uint64_t)ns.st_ino != s->pidns))
+        return 0;
+    snprintf(path, sizeof(path), "/proc/%llu/stat", (unsigned long long)s->pid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    ssize_t n = read(fd, buf, sizeof(buf) - 1);
+    close(fd);
+    if (n <= 0)
+        return 0;
+    buf[n] = '\0';
+    if (s->start == 0)
+        return 1;
+    const char *p = strrchr(buf, ')'); /* the command may hold spaces and parentheses */
+    for (int field = 2; p != NULL && field < 22; field++)
+        p = strchr(p + 1, ' ');
+    return p != NULL && strtoull(p + 1, NULL, 10) == s->start;
+}
+
 static int
 add_slots(int fd, uint64_t size, qp_profile_t *out, char *why, size_t whylen)
 {
@@ -217,6 +247,10 @@ add_slots(int fd, uint64_t size, qp_profile_t *out, char *why, size_t whylen)
         for (uint64_t i = 0; i < out->hdr.ncounters; i++)
             out->counters[i] = sat_add(out->counters[i], c[i], &out->saturated);
         out->nslots_used++;
+        if (s->state == QP_SLOT_OWNED && owner_runs(s)) {
+            out->nrunning++;
+            out->running_pid = s->pid;
+        }
     }
     free(tab);
     free(c);
@@ -384,10 +418,13 @@ qp_profile_merge(qp_profile_t *into, const qp_profile_t *from, char *why, size_t
         r.hdr.ndumps = sat_add(into->hdr.ndumps, from->hdr.ndumps, &r.saturated);
         r.hdr.forks = sat_add(into->hdr.forks, from->hdr.forks, &r.saturated);
         r.hdr.unsaved = sat_add(into->hdr.unsaved, from->hdr.unsaved, &r.saturated);
-        r.nslots_used += from->nslots_used;
         r.ndropped = sat_add(into->ndropped, from->ndropped, &r.saturated);
         r.saturated |= from->saturated;
     }
+    r.nslots_used = into->nslots_used + from->nslots_used;
+    r.nrunning = into->nrunning + from->nrunning;
+    if (from->nrunning)
+        r.running_pid = from->running_pid;
     r.nfiles = into->nfiles + (from->nfiles ? from->nfiles : 1);
     qp_profile_free(into);
     *into = r;

@@ -35,6 +35,9 @@ typedef struct qp_profile {
     uint64_t ndropped;    /* exits without a usable dump */
     uint32_t nfiles;      /* profile files summed into this one */
     uint32_t nslots_used; /* process slots summed in (running, or not yet folded) */
+    uint32_t nrunning;    /* ... of which the owner still runs (its pid is alive and
+                           * started when the slot says; this pid namespace only) */
+    uint64_t running_pid; /* one of them */
     int saturated;        /* a counter reached UINT64_MAX (it is a lower bound) */
 } qp_profile_t;
 

@@ -7,7 +7,8 @@
 # nothing after the call): every procedure is measured (none refused because "a call
 # assumed never to return goes to a procedure that returns"); the rewritten program
 # prints and exits as the original does; and every count that longjmps can make wrong is
-# either exact or marked '~': check() is entered 37 times, twice left by a longjmp.
+# either exact or marked '~': check() is entered 37 times, twice left by a longjmp. And
+# a profile read while its program runs, or after a kill -9, says so in a warning line.
 # Exit status: 0 pass, 1 fail, 77 skip, 99 hard error.
 set -u
 . "${top_srcdir:-.}/tests/lib.sh"
@@ -43,6 +44,27 @@ for v in "gcc -O0" "gcc -O2" "clang -O0" "clang -O2"; do
         bad "$v: check: $calls calls, not 37, and not marked approximate"
     fi
 done
+# A profile read while its program runs, or after it was killed, says so (main shows
+# fewer calls than runs otherwise without a word); a normal run has no such line.
+if qp_have gcc && gcc -O1 -o "$dir/tick" "$top_srcdir/tests/qp/tick.c" &&
+    "$QPT_REWRITE" "$dir/tick" -o "$dir/tick.inst" >/dev/null 2>&1; then
+    "$dir/tick.inst" >/dev/null &
+    pid=$!
+    sleep 0.3
+    "$QP" report "$dir/tick.inst.qp" 2>&1 | grep -q "^warning: the program is still running (pid $pid)" &&
+        ok "a running program's profile says so" || bad "running: $("$QP" report "$dir/tick.inst.qp" 2>&1 | sed -n 3p)"
+    kill -9 $pid
+    wait $pid 2>/dev/null
+    "$QP" report "$dir/tick.inst.qp" 2>&1 | grep -q "^warning: 1 run ended inside main without returning" &&
+        ok "a killed run's profile says so" || bad "killed: $("$QP" report "$dir/tick.inst.qp" 2>&1 | sed -n 3p)"
+    "$QP" report --csv "$dir/tick.inst.qp" | grep -q '^main,0,[0-9]*,.*\*' && ok "CSV: main marked '*'" ||
+        bad "CSV after the kill: $("$QP" report --csv "$dir/tick.inst.qp" | grep '^main,')"
+    rm -f "$dir/tick.inst.qp"
+    "$dir/tick.inst" >/dev/null
+    "$QP" report "$dir/tick.inst.qp" 2>&1 | grep -q '^warning' &&
+        bad "a normal run warns: $("$QP" report "$dir/tick.inst.qp" 2>&1 | grep '^warning')" || ok "a normal run: no warning"
+fi
+
 [ $fails -eq 0 ] || exit 1
 echo "qp-leave: all checks passed"
 exit 0

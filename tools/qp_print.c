@@ -57,6 +57,29 @@ markers(const qp_proc_result_t *r, char *buf)
     return buf;
 }
 
+/* Runs that ended inside main (killed by a signal, or ended from a thread or a library
+ * without exit()): main shows fewer calls than runs. Into BUF, or NULL. */
+static char *
+ended_inside_main(const qp_inputs_t *in, char *buf, size_t len)
+{
+    uint32_t m = qp_desc_find_proc(in->desc, "main");
+    const qp_report_t *r = in->rep;
+    for (uint32_t k = 0; m != QP_VIRT && k < r->nprocs; k++) {
+        const qp_proc_result_t *res = &r->procs[k];
+        if (res->proc != m || !res->calls_known || res->calls >= in->prof->hdr.runs
+            || in->prof->hdr.forks > 0)
+            continue;
+        uint64_t n = in->prof->hdr.runs - res->calls;
+        snprintf(buf, len, "%" PRIu64 " run%s ended inside main without returning or calling "
+                 "exit() (killed by a signal?): the procedures %s inside show too few calls "
+                 "(main: %" PRIu64 " call%s in %" PRIu64 " run%s)", n, n == 1 ? "" : "s",
+                 n == 1 ? "it was" : "they were", res->calls, res->calls == 1 ? "" : "s",
+                 in->prof->hdr.runs, in->prof->hdr.runs == 1 ? "" : "s");
+        return buf;
+    }
+    return NULL;
+}
+
 /*
  * Why the counts of the whole run may be too low, or NULL: plain increments raced
  * between threads or between a parent and a child forked where no hook moved it to
@@ -78,7 +101,11 @@ run_approx(const qp_inputs_t *in, char *buf, size_t len)
                            "the profile could not be reopened after fork): counts are low",
                  p->hdr.unsaved, p->hdr.unsaved == 1 ? "" : "es",
                  p->hdr.unsaved == 1 ? "its" : "their");
-    else
+    else if (p->nrunning > 0)
+        snprintf(buf, len, "the program is still running (pid %" PRIu64 "%s): these are the "
+                 "counts so far, and the procedures it is inside (main, ...) show fewer calls "
+                 "than they will", p->running_pid, p->nrunning > 1 ? " and others" : "");
+    else if ((buf = ended_inside_main(in, buf, len)) == NULL)
         return NULL;
     return buf;
 }
