@@ -105,10 +105,17 @@ name_in(const char *name, const char *const *names)
 
 /* Functions that end the process: the frames below them never return. */
 static const char *const exit_names[] = { "exit", "_exit", "_Exit", "quick_exit", NULL };
+/* Functions that replace the program, unless they fail (and return): an exit dump before
+ * the call, cancelled by a hook after it. */
+static const char *const exec_names[] = { "execve", "execv", "execvp", "execvpe", "execl",
+                                          "execlp", "execle", "fexecve", "execveat", NULL };
 /* Functions after which flow may not be conserved (counts flagged approximate). */
 static const char *const jmp_names[] = { "setjmp", "_setjmp", "__sigsetjmp", "sigsetjmp",
                                          "longjmp", "_longjmp", "siglongjmp",
-                                         "__longjmp_chk", NULL };
+                                         "__longjmp_chk",
+                                         /* returns twice too: its child runs in the
+                                          * parent's memory, counters included */
+                                         "vfork", NULL };
 static const char *const eh_names[] = { "__cxa_throw", "__cxa_rethrow", "_Unwind_Resume",
                                         "_Unwind_RaiseException", NULL };
 
@@ -380,12 +387,15 @@ describe_measured(drv_result_t *res, const drv_graph_t *g, const uint64_t *exits
         uint64_t callee = 0;
         if (g->last_kind[i] == ARCH_KIND_CALL || g->last_kind[i] == ARCH_KIND_JMP)
             callee = g->last_target[i];
-        if (callee != 0 && cfg_u64_contains(exits, nexits, callee)) {
+        const cfg_proc_t *cp = callee ? proc_at_entry(prog, callee) : NULL;
+        int exec = cp != NULL && g->last_kind[i] == ARCH_KIND_CALL && name_in(cp->name, exec_names);
+        if ((callee != 0 && cfg_u64_contains(exits, nexits, callee)) || exec) {
             QP_CHECK(add_probe(res, g->last[i], ED_AT_BEFORE, ED_SNIP_EXIT_HOOK, 0, 0));
             d->flags |= QP_PROC_EXIT_SITE;
             res->nexit_hooks++;
         }
-        const cfg_proc_t *cp = callee ? proc_at_entry(prog, callee) : NULL;
+        if (exec)
+            QP_CHECK(add_probe(res, g->last[i], ED_AT_AFTER, ED_SNIP_EXEC_HOOK, 0, 0));
         if (cp != NULL && name_in(cp->name, jmp_names))
             d->flags |= QP_PROC_APPROX_JMP;
         if (cp != NULL && name_in(cp->name, eh_names))

@@ -205,7 +205,9 @@ typedef struct qp_prof_hdr {
     uint64_t forks;      /* forked children that counted in a slot of their own */
     uint64_t unsaved;    /* processes whose counts could not be saved (no free slot,
                           * the file could not be reopened or grown): counts are low */
-    uint64_t reserved[4];
+    uint64_t cancelled;  /* exit dumps taken before an exec that failed (atomic add): not
+                          * exits after all; their dumps are marked valid == 2 */
+    uint64_t reserved[3];
     char exe[1024];      /* the instrumented executable (/proc/self/exe of the first run) */
 } qp_prof_hdr_t;
 _Static_assert(sizeof(qp_prof_hdr_t) == 1152, "qp_prof_hdr_t layout");
@@ -250,7 +252,8 @@ _Static_assert(sizeof(qp_prof_slot_t) == 64, "qp_prof_slot_t layout");
  * (flow from the block to X).
  */
 typedef struct qp_dump_hdr {
-    uint64_t valid;      /* 1 when the dump is complete */
+    uint64_t valid;      /* 1 when the dump is complete; 2: cancelled (it was taken before
+                          * an exec that failed: no exit) */
     uint64_t bias;       /* runtime address - link-time address (PIE load bias) */
     uint64_t pc;         /* runtime address where unwinding starts: in the frame of the
                           * procedure calling exit, with the CFA rule of that call */

@@ -320,6 +320,8 @@ typedef enum ed_snip {
                          * counters atomic before the program starts a thread */
     ED_SNIP_CODE,       /* a snippet of the plan's (ed_plan_set_snippets), compiled by
                          * arch_snip_emit; `counter` is its index */
+    ED_SNIP_EXEC_HOOK,  /* call the runtime's exec hook (likewise), after a call to an
+                         * exec function: it returned, the exec failed */
 } ed_snip_t;
 
 enum {
@@ -361,7 +363,7 @@ int ed_plan_set_probes(ed_plan_t *plan, const ed_probe_t *probes, size_t n);
 
 /* What the snippets refer to: the address of counter 0 and of the runtime's hooks. */
 void ed_plan_set_runtime(ed_plan_t *plan, uint64_t counters, uint64_t exit_hook,
-                         uint64_t fork_hook, uint64_t thread_hook);
+                         uint64_t fork_hook, uint64_t thread_hook, uint64_t exec_hook);
 
 /* How counters are incremented (ARCH_INC_*; ed_opts_t.atomic), before ed_plan_apply. */
 void ed_plan_set_inc_mode(ed_plan_t *plan, int mode);

@@ -94,6 +94,7 @@ struct ed_plan {
     uint64_t exit_hook;       /* address of the runtime's exit hook */
     uint64_t fork_hook;       /* address of the runtime's fork hook */
     uint64_t thread_hook;     /* address of the runtime's thread hook */
+    uint64_t exec_hook;       /* address of the runtime's exec hook */
     ed_snippet_t *snips;      /* ED_SNIP_CODE snippets, by index */
     size_t nsnips;
     uint64_t *lock_sites;     /* ARCH_INC_SWITCH: where each increment's first byte went */
@@ -795,6 +796,8 @@ emit_snippet(const ed_plan_t *plan, const ed_probe_t *p, uint64_t addr, uint8_t 
         return arch_emit_call_protected(addr, plan->fork_hook, out, cap);
     case ED_SNIP_THREAD_HOOK:
         return arch_emit_call_protected(addr, plan->thread_hook, out, cap);
+    case ED_SNIP_EXEC_HOOK:
+        return arch_emit_call_protected(addr, plan->exec_hook, out, cap);
     case ED_SNIP_CODE: {
         if (p->counter >= plan->nsnips)
             return QP_EINVAL;
@@ -1262,12 +1265,13 @@ ed_plan_set_probes(ed_plan_t *plan, const ed_probe_t *probes, size_t n)
 
 void
 ed_plan_set_runtime(ed_plan_t *plan, uint64_t counters, uint64_t exit_hook, uint64_t fork_hook,
-                    uint64_t thread_hook)
+                    uint64_t thread_hook, uint64_t exec_hook)
 {
     plan->counters = counters;
     plan->exit_hook = exit_hook;
     plan->fork_hook = fork_hook;
     plan->thread_hook = thread_hook;
+    plan->exec_hook = exec_hook;
 }
 
 int

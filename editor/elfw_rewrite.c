@@ -57,7 +57,7 @@ reserve_runtime(ed_image_t *im, const cfg_image_t *img, ed_plan_t *plan,
     QP_CHECK(ed_image_ops.alloc_near(
         im, lo, hi, qprt_blob_size, ED_PROT_R | ED_PROT_X, &r->rt));
     ed_plan_set_runtime(plan, r->state + QPRT_STATE_SIZE, r->rt + QPRT_HOOK_OFF,
-        r->rt + QPRT_FORK_OFF, r->rt + QPRT_THREAD_OFF);
+        r->rt + QPRT_FORK_OFF, r->rt + QPRT_THREAD_OFF, r->rt + QPRT_EXEC_OFF);
     if (instr->placed != NULL)
         QP_CHECK(instr->placed(instr->placed_arg, plan, r->state + QPRT_STATE_SIZE));
     return 0;

@@ -454,6 +454,59 @@ on_return_address(void *arg, uint64_t ra)
     return 0;
 }
 
+/* Does NAME (a callee's, "@plt" aside) replace the program (an exec function)? */
+static int
+exec_name(const char *name)
+{
+    static const char *const names[] = { "execve", "execv", "execvp", "execvpe", "execl",
+                                         "execlp", "execle", "fexecve", "execveat" };
+    size_t n = strcspn(name, "@");
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+        if (strlen(names[i]) == n && strncmp(name, names[i], n) == 0)
+            return 1;
+    return 0;
+}
+
+typedef struct new_block {
+    uint64_t new_start; /* link-time address of the relocated copy */
+    uint32_t block;
+} new_block_t;
+
+static int
+cmp_new_block(const void *a, const void *b)
+{
+    const new_block_t *x = a, *y = b;
+    return x->new_start < y->new_start ? -1 : x->new_start > y->new_start;
+}
+
+/*
+ * A dump taken before an exec that succeeded: the frame it was taken in is abandoned at
+ * the exec's call block, which has a return edge (an exec may fail and return), unlike
+ * exit's. The block holding the dump's pc (the hook before the call) gets it.
+ */
+static void
+abandon_exec_block(const qp_desc_t *d, const new_block_t *nb, size_t n, const qp_dump_t *dump,
+    uint64_t *abandoned)
+{
+    uint64_t pc = dump->hdr.pc - dump->hdr.bias;
+    size_t lo = 0, hi = n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (nb[mid].new_start <= pc)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (lo == 0)
+        return;
+    uint32_t b = nb[lo - 1].block;
+    for (uint32_t i = 0; i < d->hdr.ncalls; i++)
+        if (d->calls[i].block == b && exec_name(qp_desc_str(d, d->calls[i].name))) {
+            abandoned[b]++;
+            return;
+        }
+}
+
 int
 qp_backtrace_abandoned(qp_unwinder_t *u, const qp_desc_t *d, const qp_profile_t *p,
     uint64_t *abandoned, qp_backtrace_stats_t *st)
@@ -475,12 +528,24 @@ qp_backtrace_abandoned(qp_unwinder_t *u, const qp_desc_t *d, const qp_profile_t 
         if (d->edges[i].kind == CFG_EDGE_CALLRET && d->edges[i].ret_addr != 0)
             sites[n++] = (ret_site_t) { d->edges[i].ret_addr, d->edges[i].from };
     qsort(sites, n, sizeof(*sites), cmp_ret_site);
+    new_block_t *nb = malloc((d->hdr.nblocks ? d->hdr.nblocks : 1) * sizeof(new_block_t));
+    if (nb == NULL) {
+        free(sites);
+        return QP_ENOMEM;
+    }
+    size_t nnb = 0;
+    for (uint32_t b = 0; b < d->hdr.nblocks; b++)
+        if (d->blocks[b].new_start != 0)
+            nb[nnb++] = (new_block_t) { d->blocks[b].new_start, b };
+    qsort(nb, nnb, sizeof(*nb), cmp_new_block);
     abandon_ctx_t c = { sites, n, abandoned, st };
     for (size_t i = 0; i < p->ndumps; i++) {
+        abandon_exec_block(d, nb, nnb, &p->dumps[i], abandoned);
         int why = qp_backtrace_walk(u, &p->dumps[i], on_return_address, &c);
         st->dumps++;
         st->incomplete += why != QP_BT_END && why != QP_BT_FOREIGN;
     }
+    free(nb);
     free(sites);
     return 0;
 }

@@ -154,7 +154,9 @@ read_dumps(int fd, uint64_t size, qp_profile_t *p)
         QP_CHECK(read_dump(fd, size, &p->hdr, i, &p->dumps[p->ndumps], &kept));
         p->ndumps += kept != 0;
     }
-    p->ndropped = p->hdr.ndumps - p->ndumps;
+    /* Dumps cancelled by a failed exec are no exits: neither used nor dropped. */
+    uint64_t gone = p->hdr.ndumps - p->ndumps;
+    p->ndropped = gone > p->hdr.cancelled ? gone - p->hdr.cancelled : 0;
     return 0;
 }
 

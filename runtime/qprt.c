@@ -48,6 +48,7 @@ typedef struct qprt_state {
     uint64_t prof;       /* address of the mapped profile (header to slot table), or 0 */
     uint64_t prof_len;   /* its length */
     uint64_t dumped;     /* an exit dump was taken by this process */
+    uint64_t dump_index; /* ... its index (hdr.ndumps when it was taken) */
     uint64_t marker;     /* address of the MADV_WIPEONFORK page, or 0 */
     uint64_t dev, ino;   /* the profile file, to find it again after fork */
     uint64_t secure;     /* AT_SECURE: no environment, no symbolic links */
@@ -63,6 +64,7 @@ uint64_t
 qprt_init(uint64_t *sp) HIDDEN;
 void
 qprt_exit_dump(uint64_t *saved) HIDDEN;
+void qprt_exec_failed(void) HIDDEN;
 void
 qprt_after_fork(void) HIDDEN;
 void
@@ -886,17 +888,53 @@ qprt_after_fork(void)
  * Exit dumps
  */
 
+/*
+ * Is this process the one counting into the state's slot? A vfork child (or a clone
+ * sharing the memory) is not: its dump would take the parent's frames, which the parent
+ * returns through, for abandoned ones.
+ */
+static int
+owns_slot(const qprt_state_t *st)
+{
+    if (st->slot == UINT64_MAX)
+        return 0;
+    const qp_prof_hdr_t *h = (const qp_prof_hdr_t *)(uintptr_t)st->prof;
+    const qp_prof_slot_t *s = (const qp_prof_slot_t *)(uintptr_t)(st->prof + h->slots_off)
+        + st->slot;
+    return s->pid == (uint64_t)sys3(SYS_getpid, 0, 0, 0);
+}
+
+/* After an exec returned (it failed): the dump taken before it is no exit after all. */
+void
+qprt_exec_failed(void)
+{
+    const qprt_params_t *p = &qprt_params;
+    uint64_t bias = (uint64_t)(uintptr_t)p - p->self;
+    qprt_state_t *st = (qprt_state_t *)(uintptr_t)(p->state + bias);
+    if (st->prof == 0 || !st->dumped || !owns_slot(st))
+        return;
+    qp_prof_hdr_t *h = (qp_prof_hdr_t *)(uintptr_t)st->prof;
+    if (st->dump_index < QP_PROF_MAX_DUMPS) {
+        qp_dump_hdr_t *d = (qp_dump_hdr_t *)(uintptr_t)(st->prof + h->dumps_off
+                                                         + st->dump_index * QP_PROF_DUMP_SIZE);
+        __atomic_store_n(&d->valid, 2, __ATOMIC_RELEASE);
+    }
+    __atomic_fetch_add(&h->cancelled, 1, __ATOMIC_RELAXED);
+    st->dumped = 0;
+}
+
 void
 qprt_exit_dump(uint64_t *saved)
 {
     const qprt_params_t *p = &qprt_params;
     uint64_t bias = (uint64_t)(uintptr_t)p - p->self;
     qprt_state_t *st = (qprt_state_t *)(uintptr_t)(p->state + bias);
-    if (st->prof == 0 || st->dumped)
+    if (st->prof == 0 || st->dumped || !owns_slot(st))
         return;
     st->dumped = 1;
     qp_prof_hdr_t *h = (qp_prof_hdr_t *)(uintptr_t)st->prof;
     uint64_t i = __atomic_fetch_add(&h->ndumps, 1, __ATOMIC_RELAXED);
+    st->dump_index = i;
     if (i >= QP_PROF_MAX_DUMPS)
         return;
     uint8_t *slot

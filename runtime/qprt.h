@@ -17,6 +17,8 @@
 #define QPRT_HOOK_OFF 384u  /* blob offset of the exit hook (called by exit snippets) */
 #define QPRT_FORK_OFF 512u  /* blob offset of the fork hook (called after fork sites) */
 #define QPRT_THREAD_OFF 640u /* blob offset of the thread hook (called before thread starts) */
+#define QPRT_EXEC_OFF 768u  /* blob offset of the exec hook (called after an exec returned:
+                             * it failed, and the dump taken before it is cancelled) */
 
 enum {
     QPRT_F_SWITCH = 1u << 0,     /* the counters are ARCH_INC_SWITCH increments, listed in

@@ -97,4 +97,18 @@ qprt_thread_hook:
     mov     %rbx, %rsp
     RESTORE_ALL
     ret
+
+    .section .qprt.exec,"ax"
+    .globl qprt_exec_hook
+    .hidden qprt_exec_hook
+/* Called like the exit hook, after every call to an exec function: it returned, so the
+ * exec failed and the process goes on. */
+qprt_exec_hook:
+    SAVE_ALL
+    mov     %rsp, %rbx
+    and     $-16, %rsp
+    call    qprt_exec_failed
+    mov     %rbx, %rsp
+    RESTORE_ALL
+    ret
     .section .note.GNU-stack,"",@progbits

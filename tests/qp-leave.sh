@@ -8,7 +8,8 @@
 # assumed never to return goes to a procedure that returns"); the rewritten program
 # prints and exits as the original does; and every count that longjmps can make wrong is
 # either exact or marked '~': check() is entered 37 times, twice left by a longjmp. And
-# a profile read while its program runs, or after a kill -9, says so in a warning line.
+# a profile read while its program runs, or after a kill -9, says so in a warning line;
+# exec is accounted like exit (tests/qp/exec.c).
 # Exit status: 0 pass, 1 fail, 77 skip, 99 hard error.
 set -u
 . "${top_srcdir:-.}/tests/lib.sh"
@@ -16,6 +17,7 @@ QP=${QP:-$top_builddir/tools/qp}
 dir=$top_builddir/tests/qp-leave.d
 rm -rf "$dir"
 mkdir -p "$dir" || exit 99
+dir=$(cd "$dir" && pwd)
 fails=0
 for v in "gcc -O0" "gcc -O2" "clang -O0" "clang -O2"; do
     cc=${v% *}
@@ -44,6 +46,26 @@ for v in "gcc -O0" "gcc -O2" "clang -O0" "clang -O2"; do
         bad "$v: check: $calls calls, not 37, and not marked approximate"
     fi
 done
+# exec: a dump before each exec call, cancelled when the exec fails and returns; the
+# frames an exec that succeeds leaves behind are accounted like exit()'s: run_it is called
+# 3 times, main once; the procedure calling vfork is marked (its child counts into the
+# parent's counters) and the vfork child's exec takes no dump of the parent's frames.
+for v in "gcc -O0" "gcc -O2"; do
+    exe=$dir/exec$(echo "$v" | tr -d ' -')
+    $v -o "$exe" "$top_srcdir/tests/qp/exec.c" || exit 99
+    "$QPT_REWRITE" "$exe" -o "$exe.inst" >/dev/null 2>&1 || { bad "$v: exec.c: rewrite failed"; continue; }
+    (cd "$dir" && "$exe" >"$exe.o1" 2>&1; echo $? >>"$exe.o1"; "$exe.inst" >"$exe.o2" 2>&1; echo $? >>"$exe.o2")
+    cmp -s "$exe.o1" "$exe.o2" && ok "$v: exec.c: same output" || bad "$v: exec.c output: $(diff "$exe.o1" "$exe.o2" | head -n 4)"
+    "$QP" report --csv "$exe.inst.qp" >"$exe.csv" 2>&1
+    for want in "run_it,3," "main,1," "work,3,"; do
+        grep -q "^$want[0-9]*,\$" "$exe.csv" && ok "$v: exec.c: $want exact" ||
+            bad "$v: exec.c: want $want: $(grep "^${want%%,*}," "$exe.csv")"
+    done
+    grep -q '^spawn,[0-9]*,[0-9]*,.*~' "$exe.csv" && ok "$v: exec.c: the vfork caller marked" ||
+        bad "$v: exec.c: spawn: $(grep '^spawn,' "$exe.csv")"
+    "$QP" report "$exe.inst.qp" | grep -q '^warning' && bad "$v: exec.c: a warning: $("$QP" report "$exe.inst.qp" | grep '^warning')"
+done
+
 # A profile read while its program runs, or after it was killed, says so (main shows
 # fewer calls than runs otherwise without a word); a normal run has no such line.
 if qp_have gcc && gcc -O1 -o "$dir/tick" "$top_srcdir/tests/qp/tick.c" &&

@@ -234,7 +234,7 @@ print_footnotes(FILE *f, const qp_inputs_t *in)
                    "counts are inconsistent (qp report --edges=NAME shows where)\n",
                 r->nviolating);
     if (r->napprox)
-        fprintf(f, "~  has exception landing pads, calls setjmp, may be left by a longjmp or an "
+        fprintf(f, "~  has exception landing pads, calls setjmp or vfork, may be left by a longjmp or an "
                    "exception (it calls, directly or through other procedures, one that "
                    "longjmps or throws), or has indirect jumps whose targets are a guess: if "
                    "control left it that way, its counts may be approximate\n");
