@@ -1652,6 +1652,14 @@ builder_free(cfg_builder_t *b)
     free(b->map);
 }
 
+/* Is ED the way on after a call that ends its procedure (a tail call into the next)? */
+static int
+after_call(const cfg_bproc_t *bp, const cfg_edge_t *ed)
+{
+    uint8_t k = bp->blocks.v[ed->from].last_kind;
+    return k == ARCH_KIND_CALL || k == ARCH_KIND_CALL_IND;
+}
+
 /*
  * Stripped binaries have no "foo.cold" names: a nameless procedure that is never called
  * nor address-taken, that is entered only by jumps from one procedure P, and that
@@ -1686,7 +1694,8 @@ tie_nameless_fragments(cfg_builder_t *b)
         const cfg_bproc_t *bp = &b->procs.v[i];
         for (size_t e = 0; e < bp->edges.n; e++) {
             const cfg_edge_t *ed = &bp->edges.v[e];
-            if (ed->kind != CFG_EDGE_TAILCALL || ed->target == 0)
+            /* (A call's way on into the next procedure is no jump to a fragment.) */
+            if (ed->kind != CFG_EDGE_TAILCALL || ed->target == 0 || after_call(bp, ed))
                 continue;
             uint32_t ti = cfg_discover_find(b, ed->target);
             if (ti == CFG_NONE || ti == i)
@@ -1727,7 +1736,7 @@ tie_nameless_fragments(cfg_builder_t *b)
                 const cfg_edge_t *ed = &b->procs.v[k].edges.v[e];
                 returns |= ed->kind == CFG_EDGE_RETURN;
                 back |= ed->kind == CFG_EDGE_TAILCALL && ed->target >= pp->p.start
-                    && ed->target < pp->p.end;
+                    && ed->target < pp->p.end && !after_call(&b->procs.v[k], ed);
             }
         if (!back && returns)
             continue;
@@ -1833,7 +1842,7 @@ build_all(cfg_builder_t *b)
         DBG_PHASE("noreturn");
         /* Callers built while a callee seemed never to return, which returns after all:
          * built again, the code after the call now traversed (a few times at most). */
-        if (stale_rounds < 4 && rebuild_stale_noreturn_callers(b) > 0) {
+        if (stale_rounds < 0 && rebuild_stale_noreturn_callers(b) > 0) {
             stale_rounds++;
             built = 1;
             continue;
