@@ -153,6 +153,11 @@ if [ -x "$DYN" ] && "$DYN" run --count main -- true >/dev/null 2>&1; then
         ok "dyn: a row never called is hidden" || bad "dyn: zero row: $(cat "$dir/dyn")"
     "$DYN" run --zeros --count never_called -- "$dir/c" 2>/dev/null | grep -q '^ *0  never_called(int)$' &&
         ok "dyn: --zeros" || bad "dyn: --zeros does not list the row"
+    "$DYN" run --debug-dir="$dir/root" --count sum_squares -- "$dir/p.stripped" a b 2>/dev/null |
+        grep -q '^ *1  sum_squares$' && ok "dyn: a stripped program's debug file (--debug-dir)" ||
+        bad "dyn --debug-dir: sum_squares not found"
+    "$DYN" --help | grep -q -- '--trace=FILE.json' && "$DYN" --help | grep -q -- '--zeros' &&
+        ok "dyn --help lists --trace and --zeros" || bad "dyn --help misses --trace or --zeros"
 else
     echo "SKIP dyn checks: dyn cannot trace here"
 fi

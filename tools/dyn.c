@@ -119,6 +119,13 @@ usage(FILE *f)
         "                         points (32 buckets whose width doubles as needed)\n"
         "  -d, --duration=SEC     end the session after SEC seconds (fractions allowed;\n"
         "                         default: until Ctrl-C or the process ends)\n"
+        "      --trace=FILE.json  also write the calls over time as a Chrome trace\n"
+        "                         (Perfetto, chrome://tracing): a counter per\n"
+        "                         procedure, sampled every --interval (default 0.1 s)\n"
+        "      --zeros            the final table lists the rows never called too\n"
+        "                         (default: one line counts them)\n"
+        "      --debug-dir=DIRS   where a stripped program's separate debug file is\n"
+        "                         looked for (colon-separated; default /usr/lib/debug)\n"
         "  -o, --output=FILE.csv  also write the final counts as CSV\n"
         "                         (name,calls,wall_ns; wall_ns empty when not timed)\n"
         "      --no-atomic        plain counter increments: faster, but calls made by\n"
@@ -795,6 +802,7 @@ main(int argc, char **argv)
         { "count", required_argument, NULL, 'c' },
         { "all", no_argument, NULL, 'a' },
         { "zeros", no_argument, NULL, 'Z' },
+        { "debug-dir", required_argument, NULL, 'B' },
         { "trace", required_argument, NULL, 'T' },
         { "interval", required_argument, NULL, 'i' },
         { "duration", required_argument, NULL, 'd' },
@@ -886,6 +894,12 @@ main(int argc, char **argv)
         case 'c': o.count[o.ncount++] = optarg; break;
         case 'a': o.all = 1; break;
         case 'Z': o.zeros = 1; break;
+        case 'B':
+            if (cfg_set_debug_dirs(optarg) < 0) {
+                fprintf(stderr, "%s: %s\n", prog_name, qp_strerror(QP_ENOMEM));
+                return EXIT_FAIL;
+            }
+            break;
         case 'T': o.trace = optarg; break;
         case 'i':
             if (parse_secs(optarg, "--interval", &o.interval) < 0)

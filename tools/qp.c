@@ -66,7 +66,7 @@ usage(FILE *f)
             "      --edges[=FUNC]     per-edge counts, measured or reconstructed, and any\n"
             "                         violation of flow conservation\n"
             "      --annotate=FUNC    disassembly of FUNC with the count of every instruction\n"
-            "      --original=FILE    with --annotate, --bolt: read the code from the original\n"
+            "      --original=FILE    with --annotate, --bolt, --pprof: the original program\n"
             "                         (uninstrumented) executable\n"
             "      --dot=FUNC         Graphviz DOT of FUNC's control-flow graph with counts\n"
             "      --lcov             an lcov tracefile from the DWARF line information\n"
