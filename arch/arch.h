@@ -84,6 +84,7 @@ int arch_decode(const uint8_t *buf, size_t len, uint64_t addr, arch_insn_t *out 
  */
 #define ARCH_REG_NONE 0
 #define ARCH_REG_PC 0xfe
+#define ARCH_REG_SP 5 /* x86-64: rsp */
 #define ARCH_NREGS 17 /* x86-64: 1..16 = rax rcx rdx rbx rsp rbp rsi rdi r8..r15 */
 #define ARCH_REG_SYSNR 1 /* the system call number (x86-64: rax) */
 #define ARCH_REG_SYSARG0 8 /* a system call's first argument (x86-64: rdi) */
@@ -315,6 +316,8 @@ typedef enum arch_snip_op {
                         * 8-byte keys at imm (as THREAD_SLOT; a key is kept as value ^
                         * ARCH_SNIP_KEY_XOR, 0 marking a free one): ARCH_SNIP_THREADS when
                         * the table is full or the value is ARCH_SNIP_KEY_XOR itself */
+    ARCH_SN_REG,       /* the program's value of general-purpose register imm (ARCH_REG_*
+                        * numbering, 1..16, not the stack pointer: ARCH_SN_SP) */
 } arch_snip_op_t;
 
 #define ARCH_SNIP_NONE UINT32_MAX /* no operand */

@@ -106,6 +106,13 @@ typedef struct drv_graph {
 #define DRV_NOT_MEASURED 1
 
 /* The result of running a driver over a program. */
+/* An indirect call site whose targets are recorded (drv_indirect.c). */
+typedef struct drv_ind_site {
+    uint64_t addr;      /* old address of the call instruction */
+    arch_opnd_t opnd;   /* where its target comes from */
+    uint32_t table;     /* its first counter (QP_TARGET_WORDS of them) */
+} drv_ind_site_t;
+
 typedef struct drv_result {
     ed_probe_t *probes;      /* for ed_plan_set_probes */
     size_t nprobes;
@@ -138,6 +145,10 @@ typedef struct drv_result {
     uint32_t *callee_names;  /* per program procedure: its name's string offset once a
                               * call site named it, else 0 (while describing) */
     size_t calls_site_cap;
+    drv_ind_site_t *ind;     /* indirect call sites with a target table */
+    size_t nind;
+    arch_snip_t *ind_nodes;  /* their snippets' nodes (drv_indirect_place) */
+    ed_snippet_t *ind_snips; /* ... and snippets, for the plan */
     char *strtab;
     uint32_t strtab_size, strtab_cap;
     size_t probes_cap, procs_cap, blocks_cap, edges_cap, calls_cap;
@@ -181,6 +192,16 @@ int drv_describe(drv_result_t *res, const ed_plan_t *plan, uint64_t counters, ui
                  size_t *len, uint64_t *id);
 
 /* The next counter. */
+/*
+ * The targets of indirect calls (drv_indirect.c; qp_format.h says how they are kept):
+ * drv_indirect_tables gives every indirect call site of RES whose operand it can read a
+ * table of counters after the others (drv_run calls it); drv_indirect_place, once counter
+ * 0 is at COUNTERS (elfw_instr_t.placed), adds the snippets that fill them to RES's
+ * probes and gives PLAN both. 0 or QP_ENOMEM (or ed_plan_set_* errors).
+ */
+int drv_indirect_tables(drv_result_t *res, const cfg_prog_t *prog);
+int drv_indirect_place(drv_result_t *res, ed_plan_t *plan, uint64_t counters);
+
 uint32_t drv_alloc_counter(drv_result_t *res);
 
 /* What drv_graph_build needs to know of the whole program (sorted address arrays). */

@@ -530,6 +530,8 @@ drv_run(const drv_ops_t *drv, const cfg_prog_t *prog, const ed_plan_t *plan,
         } else if (rc == 0)
             res->nmeasured++;
     }
+    if (rc == 0)
+        rc = drv_indirect_tables(res, prog);
     free(xt);
     free(exits);
     free(leave);
@@ -567,6 +569,9 @@ drv_result_free(drv_result_t *res)
     free(res->edge_call);
     free(res->calls);
     free(res->callee_names);
+    free(res->ind);
+    free(res->ind_nodes);
+    free(res->ind_snips);
     free(res->strtab);
     memset(res, 0, sizeof(*res));
 }

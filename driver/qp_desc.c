@@ -280,7 +280,10 @@ validate_calls(const qp_desc_t *d, char *why, size_t whylen)
         else if (c->block >= d->hdr.nblocks || (i > 0 && c->block < d->calls[i - 1].block))
             bad = "block out of range or out of order";
         else if (tail ? c->edge >= d->hdr.nedges || d->edges[c->edge].from != c->block
-                      : c->edge != QP_VIRT)
+                 : c->kind == QP_CALL_INDIRECT
+                     ? c->edge != QP_VIRT && (c->edge >= d->hdr.ncounters
+                                              || d->hdr.ncounters - c->edge < QP_TARGET_WORDS)
+                     : c->edge != QP_VIRT)
             bad = "edge does not fit the kind";
         else if (c->name >= d->hdr.strtab_size)
             bad = "string offset out of range";

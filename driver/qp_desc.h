@@ -55,6 +55,13 @@ typedef struct qp_desc {
  */
 int qp_desc_add_string(qp_desc_t *d, const char *s, uint32_t *off /*OUT*/);
 
+/* Is C a tail call (its count is its edge's; a call's is its block's)? */
+static inline int
+qp_call_is_tail(const qp_desc_call_t *c)
+{
+    return c->kind == QP_CALL_TAIL || c->kind == QP_CALL_TAIL_INDIRECT;
+}
+
 /* The index of the first call site of procedure PROC in D->calls (D->hdr.ncalls when it
  * has none; its sites run while calls[i].block is in its blocks). */
 uint32_t qp_desc_first_call(const qp_desc_t *d, uint32_t proc);

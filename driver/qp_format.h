@@ -125,6 +125,18 @@ typedef struct qp_desc_edge {
 } qp_desc_edge_t;
 _Static_assert(sizeof(qp_desc_edge_t) == 24, "qp_desc_edge_t layout");
 
+/*
+ * The targets of an indirect call (qp_desc_call_t.edge names its table): QP_TARGET_BUCKETS
+ * buckets of three counters, chosen by the link-time target T (its run-time address less
+ * the load bias) as (T >> 4) % QP_TARGET_BUCKETS: the calls, the sum of T, the sum of
+ * T * T (mod 2^64). Every word is a plain sum, so the counts of several processes and
+ * runs add up like any counter. A bucket whose calls all went to one target T gives T
+ * back (sum = calls * T and sum of squares = calls * T * T); one that several targets
+ * shared does not, and its calls stay unattributed.
+ */
+#define QP_TARGET_BUCKETS 4u
+#define QP_TARGET_WORDS (3u * QP_TARGET_BUCKETS)
+
 /* Call site kinds. */
 enum {
     QP_CALL_DIRECT = 1,   /* call to a known address: made as often as its block runs */
@@ -142,7 +154,9 @@ enum {
 typedef struct qp_desc_call {
     uint64_t target;     /* the callee's entry (link time), 0 when indirect */
     uint32_t block;      /* the block (global index) the call or jump ends */
-    uint32_t edge;       /* tail calls: the TAILCALL edge (global index); else QP_VIRT */
+    uint32_t edge;       /* tail calls: the TAILCALL edge (global index); an indirect call:
+                          * its target table (QP_TARGET_WORDS counters from this index),
+                          * or QP_VIRT; else QP_VIRT */
     uint32_t name;       /* string table: the callee's name ("" when unknown) */
     uint8_t kind;        /* QP_CALL_* */
     uint8_t pad[3];

@@ -62,6 +62,88 @@ sat_add(uint64_t a, uint64_t b)
     return a + b < a ? UINT64_MAX : a + b;
 }
 
+/* Room for one more arc. */
+static int
+arc_room(qp_callgraph_t *cg, size_t *cap)
+{
+    if (cg->narcs < *cap)
+        return 0;
+    size_t nc = *cap ? 2 * *cap : 256;
+    qp_cg_arc_t *v = realloc(cg->arcs, nc * sizeof(*v));
+    if (v == NULL)
+        return QP_ENOMEM;
+    cg->arcs = v;
+    *cap = nc;
+    return 0;
+}
+
+/* The inverse of odd X modulo 2^64 (Newton's iteration). */
+static uint64_t
+inverse64(uint64_t x)
+{
+    uint64_t y = x;
+    for (int i = 0; i < 6; i++)
+        y *= 2 - x * y;
+    return y;
+}
+
+/*
+ * The one target of bucket B of a target table (qp_format.h): CALLS calls whose targets
+ * sum to SUM and whose squares sum to SQ (mod 2^64). Returns the described procedure it
+ * is the entry of, or QP_VIRT when the bucket held several targets (or one outside the
+ * description).
+ */
+static uint32_t
+bucket_target(const qp_desc_t *d, const entry_ix_t *ix, uint32_t b, uint64_t calls,
+              uint64_t sum, uint64_t sq)
+{
+    int t = __builtin_ctzll(calls);
+    if (t > 0 && (sum & ((1ull << t) - 1)) != 0)
+        return QP_VIRT;
+    uint64_t k = (sum >> t) * inverse64(calls >> t);
+    if (t > 0)
+        k &= (~0ull) >> t; /* known modulo 2^(64 - t): the smallest is an address */
+    if (k * calls != sum || k * k * calls != sq || ((k >> 4) % QP_TARGET_BUCKETS) != b)
+        return QP_VIRT;
+    uint32_t p = proc_at(d, ix, d->hdr.nprocs, k);
+    return p != QP_VIRT && d->procs[p].entry == k ? p : QP_VIRT;
+}
+
+/*
+ * The calls an indirect site C (COUNT of them) made, per target, from its table: an arc
+ * per target found, and what is left (buckets several targets shared) as one indirect
+ * arc. Returns 0 or QP_ENOMEM.
+ */
+static int
+add_indirect_arcs(qp_callgraph_t *cg, const qp_report_t *r, uint32_t p, const qp_desc_call_t *c,
+                  uint64_t count, int known, size_t *cap, const entry_ix_t *ix)
+{
+    const qp_desc_t *d = r->desc;
+    const uint64_t *w = r->prof->counters + c->edge;
+    uint64_t left = count;
+    for (uint32_t b = 0; b < QP_TARGET_BUCKETS; b++) {
+        uint64_t calls = w[3 * b], sum = w[3 * b + 1], sq = w[3 * b + 2];
+        if (calls == 0 || calls > left)
+            continue;
+        uint32_t callee = bucket_target(d, ix, b, calls, sum, sq);
+        if (callee == QP_VIRT)
+            continue;
+        QP_CHECK(arc_room(cg, cap));
+        cg->arcs[cg->narcs++] = (qp_cg_arc_t) {
+            .caller = p, .callee = callee, .target = d->procs[callee].entry,
+            .site = d->blocks[c->block].start, .name = qp_desc_str(d, d->procs[callee].name),
+            .count = calls, .nsites = 1, .known = (uint8_t)known, .through_pointer = 1,
+        };
+        left -= calls;
+    }
+    QP_CHECK(arc_room(cg, cap));
+    cg->arcs[cg->narcs++] = (qp_cg_arc_t) {
+        .caller = p, .callee = QP_VIRT, .target = 0, .site = d->blocks[c->block].start,
+        .name = "", .count = left, .nsites = 1, .known = (uint8_t)known,
+    };
+    return 0;
+}
+
 /* The sites of measured procedure P as arcs appended to CG (merged by callee). */
 static int
 add_arcs(qp_callgraph_t *cg, const qp_report_t *r, uint32_t p, size_t *cap,
@@ -87,15 +169,13 @@ add_arcs(qp_callgraph_t *cg, const qp_report_t *r, uint32_t p, size_t *cap,
             n = fl.block_count[c->block - pr->block];
             known = fl.block_state[c->block - pr->block] != QP_FLOW_UNKNOWN;
         }
-        if (cg->narcs == *cap) {
-            size_t nc = *cap ? 2 * *cap : 256;
-            qp_cg_arc_t *v = realloc(cg->arcs, nc * sizeof(*v));
-            if (v == NULL) {
-                qp_flow_free(&fl);
-                return QP_ENOMEM;
-            }
-            cg->arcs = v;
-            *cap = nc;
+        int rc = 0;
+        if (c->kind == QP_CALL_INDIRECT && c->edge != QP_VIRT && r->prof != NULL
+            && (rc = add_indirect_arcs(cg, r, p, c, n, known, cap, ix)) == 0)
+            continue;
+        if (rc < 0 || arc_room(cg, cap) < 0) {
+            qp_flow_free(&fl);
+            return QP_ENOMEM;
         }
         cg->arcs[cg->narcs++] = (qp_cg_arc_t) {
             .caller = p, .callee = c->target ? proc_at(d, ix, d->hdr.nprocs, c->target) : QP_VIRT,
@@ -116,6 +196,7 @@ add_arcs(qp_callgraph_t *cg, const qp_report_t *r, uint32_t p, size_t *cap,
             m->nsites++;
             m->known &= a->known;
             m->tail &= a->tail;
+            m->through_pointer |= a->through_pointer;
             continue;
         }
         cg->arcs[out++] = *a;

@@ -7,9 +7,11 @@
  * of the description (qp_desc_call_t) and the block and edge counts of each caller.
  * Counts per call site are exact (a call is made as often as its block runs; a tail
  * call as often as its edge is taken); per caller->callee pair they are sums of sites.
- * What the sites cannot say is kept apart: calls through a pointer (the callee is not
- * recorded), and calls that come from code that was not measured (the callee's entry
- * count minus every measured call to it).
+ * Calls through a pointer go to the callee their site's target table names (qp_format.h:
+ * exact for each target that had a bucket to itself); what the tables cannot say is kept
+ * apart: calls whose bucket several targets shared, or whose site has no table, and calls
+ * that come from code that was not measured (the callee's entry count minus every
+ * measured call to it).
  *
  * Inclusive instructions (a procedure and everything it called) are not measured; they
  * are derived the way gprof derives inclusive time: a callee's inclusive count is shared
@@ -38,6 +40,8 @@ typedef struct qp_cg_arc {
     uint32_t nsites;     /* call sites merged */
     uint8_t known;       /* every site's count is known */
     uint8_t tail;        /* made by jumps (tail calls) only */
+    uint8_t through_pointer; /* some of its calls were indirect (a site's target table
+                              * named the callee) */
 } qp_cg_arc_t;
 
 enum {

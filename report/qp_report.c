@@ -142,7 +142,7 @@ leaving_ran(const qp_desc_t *d, uint32_t proc, const qp_flow_t *f)
     for (uint32_t i = qp_desc_first_call(d, proc);
          i < d->hdr.ncalls && d->calls[i].block - p->block < p->nblocks; i++) {
         const qp_desc_call_t *c = &d->calls[i];
-        uint64_t n = c->edge != QP_VIRT ? f->edge_count[c->edge - p->edge]
+        uint64_t n = qp_call_is_tail(c) ? f->edge_count[c->edge - p->edge]
                                         : f->block_count[c->block - p->block];
         if (n > 0)
             ran |= leaving_name(qp_desc_str(d, c->name));

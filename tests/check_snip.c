@@ -340,6 +340,31 @@ START_TEST(test_snip_retval_dead)
 }
 END_TEST
 
+/* The program's registers (ARCH_SN_REG): every one but rsp, read at once, with the
+ * temporaries around them; the sum of two and a product, stored. */
+START_TEST(test_snip_reg)
+{
+    for (int r = 1; r <= 16; r++) {
+        if (r == 5)
+            continue; /* rsp */
+        sn_t s = { .n = 0 };
+        uint32_t root = store(&s, 0, node(&s, ARCH_SN_ADD,
+                                          node(&s, ARCH_SN_REG, ARCH_SNIP_NONE, ARCH_SNIP_NONE, r),
+                                          node(&s, ARCH_SN_MUL,
+                                               node(&s, ARCH_SN_REG, ARCH_SNIP_NONE, ARCH_SNIP_NONE, 4),
+                                               cnst(&s, 3), 0), 0));
+        uint64_t regs[18];
+        init_regs(regs, 0x202);
+        run_ctx(&s, root, &anywhere, regs);
+        ck_assert_msg(*wordp(0) == regs[r - 1] + 3 * regs[3], "register %d", r);
+    }
+    sn_t bad = { .n = 0 };
+    uint32_t sp = node(&bad, ARCH_SN_REG, ARCH_SNIP_NONE, ARCH_SNIP_NONE, 5);
+    ck_assert_int_eq(arch_snip_check(bad.v, bad.n, store(&bad, 0, sp), &anywhere, NULL, 0),
+                     QP_EINVAL);
+}
+END_TEST
+
 /* Timers: start then stop adds an interval and leaves the depth at 0. */
 START_TEST(test_snip_timer)
 {
@@ -646,6 +671,7 @@ snip_suite(void)
     tcase_add_test(tc, test_snip_logic);
     tcase_add_test(tc, test_snip_call);
     tcase_add_test(tc, test_snip_retval_dead);
+    tcase_add_test(tc, test_snip_reg);
     tcase_add_test(tc, test_snip_timer);
     tcase_add_test(tc, test_snip_length_and_reach);
     tcase_add_test(tc, test_snip_check);

@@ -24,7 +24,7 @@ callee_name(const qp_inputs_t *in, const qp_cg_arc_t *a, char **owned)
     if (a->callee != QP_VIRT)
         return qp_proc_name(in, a->callee);
     if (a->target == 0)
-        return "(indirect calls: callee not recorded)";
+        return "(indirect calls: targets not told apart)";
     if (in->names != NULL && (*owned = cfg_demangle(a->name)) != NULL)
         return *owned;
     return a->name[0] ? a->name : "?";
@@ -140,8 +140,9 @@ qp_print_callers(FILE *f, const qp_inputs_t *in, const qp_callgraph_t *cg, const
             continue;
         }
         double pct = total ? 100.0 * (double)arc->count / (double)total : 0;
-        fprintf(f, "%16s %7.2f %6u  %s%s\n", qp_fmt_count(cbuf, arc->count, arc->known), pct,
-                arc->nsites, qp_proc_name(in, arc->caller), arc->tail ? " (tail calls)" : "");
+        fprintf(f, "%16s %7.2f %6u  %s%s%s\n", qp_fmt_count(cbuf, arc->count, arc->known), pct,
+                arc->nsites, qp_proc_name(in, arc->caller), arc->tail ? " (tail calls)" : "",
+                arc->through_pointer ? " (through a pointer)" : "");
     }
     if (measured && cg->calls[proc] > direct) {
         uint64_t rest = cg->calls[proc] - direct;
@@ -190,8 +191,9 @@ qp_print_callees(FILE *f, const qp_inputs_t *in, const qp_callgraph_t *cg, uint3
                                     | ((double)arc->count < cg->ext[arc->callee] ? QP_CG_APPROX
                                                                                 : 0)));
         }
-        fprintf(f, "%16s %6u %20s  %s%s%s\n", qp_fmt_count(cbuf, arc->count, arc->known),
+        fprintf(f, "%16s %6u %20s  %s%s%s%s\n", qp_fmt_count(cbuf, arc->count, arc->known),
                 arc->nsites, ibuf, name, arc->tail ? " (tail calls)" : "",
+                arc->through_pointer ? " (through a pointer)" : "",
                 arc->callee == QP_VIRT && arc->target != 0 ? " (outside the program)"
                 : arc->callee != QP_VIRT && !cg->measured[arc->callee] ? " (not measured)"
                                                                         : "");
@@ -451,7 +453,7 @@ qp_print_bolt(FILE *f, const qp_inputs_t *in, const qp_callgraph_t *cg)
                 if (cg->arcs[a].target == site->target)
                     cp = cg->arcs[a].callee;
             bolt_name(in, qp_desc_str(d, site->name), cp, callee, sizeof(callee));
-            uint64_t n = site->edge != QP_VIRT ? fl.edge_count[site->edge - pr->edge]
+            uint64_t n = qp_call_is_tail(site) ? fl.edge_count[site->edge - pr->edge]
                                                : fl.block_count[site->block - pr->block];
             uint64_t from = last_insn_of(in, &d->blocks[site->block], &missed);
             if (from != 0 && n > 0)

@@ -159,6 +159,13 @@ fail_input(const char *input, int rc)
 }
 
 /* elfw_instr_t.describe over a driver's result. */
+/* elfw_instr_t.placed: the snippets that record indirect calls' targets. */
+static int
+place_indirect(void *arg, const struct ed_plan *plan, uint64_t counters)
+{
+    return drv_indirect_place(arg, (ed_plan_t *)plan, counters);
+}
+
 static int
 describe(void *arg, const ed_plan_t *plan, uint64_t counters, uint8_t **desc, size_t *len,
          uint64_t *id)
@@ -261,7 +268,8 @@ rewrite(const cfg_prog_t *prog, const char *input, const char *output, const cha
             drv_choose_inc(prog, &res, atomic, &inc);
             ed_plan_set_inc_mode(plan, inc.mode);
             res.pie = (prog->img->flags & CFG_IMG_PIE) != 0;
-            instr = (elfw_instr_t) { res.ncounters, inc.lock_at_start, describe, &res, NULL, NULL };
+            instr = (elfw_instr_t) { res.ncounters, inc.lock_at_start, describe, &res,
+                                     place_indirect, &res };
         }
         err[0] = '\0';
         progress("relocating and writing");

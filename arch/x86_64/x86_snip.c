@@ -347,6 +347,7 @@ operand(gen_t *g, uint32_t i)
             return (opnd_t) { OP_IMM, 0, s->imm };
         break;
     case ARCH_SN_ARG: return (opnd_t) { OP_REG, arg_regs[s->imm], 0 };
+    case ARCH_SN_REG: return (opnd_t) { OP_REG, (int)s->imm - 1, 0 };
     case ARCH_SN_RETVAL: return (opnd_t) { OP_REG, RAX, 0 };
     case ARCH_SN_LOAD:
         if (s->size == 8)
@@ -790,9 +791,11 @@ eval(gen_t *g, uint32_t i)
         return t;
     }
     case ARCH_SN_ARG:
-    case ARCH_SN_RETVAL: {
+    case ARCH_SN_RETVAL:
+    case ARCH_SN_REG: {
         int t = pick_temp(g);
-        mov_rr(g, t, s->op == ARCH_SN_ARG ? arg_regs[s->imm] : RAX);
+        mov_rr(g, t, s->op == ARCH_SN_ARG ? arg_regs[s->imm]
+                   : s->op == ARCH_SN_REG ? (int)s->imm - 1 : RAX);
         return t;
     }
     case ARCH_SN_LOAD: {
@@ -1062,6 +1065,7 @@ arity(const arch_snip_t *s, int *nb, int *nc)
     case ARCH_SN_CONST:
     case ARCH_SN_ARG:
     case ARCH_SN_RETVAL:
+    case ARCH_SN_REG:
     case ARCH_SN_LOAD:
     case ARCH_SN_TIMER_START:
     case ARCH_SN_TIMER_STOP:
@@ -1124,6 +1128,8 @@ check_node(const arch_snip_t *nodes, size_t n, uint32_t i, const arch_snip_ctx_t
     int nb, nc, na = arity(s, &nb, &nc);
     if (na < 0)
         BAD("node %u: unknown operation %u", i, s->op);
+    if (s->op == ARCH_SN_REG && (s->imm < 1 || s->imm > 16 || s->imm - 1 == RSP))
+        BAD("node %u: register %lld (1 to 16, not the stack pointer)", i, (long long)s->imm);
     if (s->op == ARCH_SN_ARG && (s->imm < 0 || s->imm >= ARCH_SNIP_MAXARGS))
         BAD("node %u: argument %lld (0 to 5)", i, (long long)s->imm);
     if (s->op == ARCH_SN_ARG && !(ctx->where & (ARCH_SNX_ENTRY | ARCH_SNX_CALL)))
@@ -1182,6 +1188,8 @@ reserved_regs(const arch_snip_t *nodes, size_t n)
         const arch_snip_t *s = &nodes[i];
         if (s->op == ARCH_SN_ARG)
             r |= 1u << arg_regs[s->imm];
+        if (s->op == ARCH_SN_REG && s->imm >= 1 && s->imm <= 16)
+            r |= 1u << (s->imm - 1);
         if (s->op == ARCH_SN_RETVAL || s->op == ARCH_SN_DIV || s->op == ARCH_SN_MOD)
             r |= 1u << RAX;
         if (s->op == ARCH_SN_DIV || s->op == ARCH_SN_MOD)
