@@ -304,13 +304,17 @@ break_rule(qp_desc_t *d, int rule)
     case 18: d->calls[0].kind = 9; break;
     case 19: d->calls[0].target = 0; break;                  /* direct without a target */
     case 20: d->calls[0].edge = 1; break;                    /* a call names no edge */
+    case 21: d->calls[0].kind = QP_CALL_INDIRECT;            /* a target table past the */
+        d->calls[0].target = 0;                              /* counters */
+        d->calls[0].edge = 0;
+        break;
     default: d->strtab[0] = 'a'; break;                      /* "" at offset 0 */
     }
 }
 
 START_TEST(test_qp_desc_validation_rules)
 {
-    for (int rule = 0; rule <= 21; rule++) {
+    for (int rule = 0; rule <= 22; rule++) {
         qp_desc_t d, back;
         sample_desc(&d);
         break_rule(&d, rule);
