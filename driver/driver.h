@@ -195,7 +195,8 @@ int drv_describe(drv_result_t *res, const ed_plan_t *plan, uint64_t counters, ui
 /*
  * The targets of indirect calls (drv_indirect.c; qp_format.h says how they are kept):
  * drv_indirect_tables gives every indirect call site of RES whose operand it can read a
- * table of counters after the others (drv_run calls it); drv_indirect_place, once counter
+ * table of counters after the others (after drv_run, on request: it costs about 30
+ * instructions per indirect call); drv_indirect_place, once counter
  * 0 is at COUNTERS (elfw_instr_t.placed), adds the snippets that fill them to RES's
  * probes and gives PLAN both. 0 or QP_ENOMEM (or ed_plan_set_* errors).
  */

@@ -161,7 +161,10 @@ drv_indirect_place(drv_result_t *res, ed_plan_t *plan, uint64_t counters)
     /* Before a call the flags are dead (nothing after it may read them) and so is the
      * red zone (the call writes below the stack pointer). */
     const arch_snip_ctx_t ctx = { .where = ARCH_SNX_CALL, .no_red_zone = 1 };
-    uint8_t atomic = res->threads ? ARCH_SNF_ATOMIC : 0;
+    /* Plain adds, threads or not: a lost update can only leave a bucket's sums
+     * disagreeing (its calls then stay unattributed) or short (the rest of the site's
+     * calls, known exactly from its block, stay unattributed): never a wrong target. */
+    uint8_t atomic = 0;
     for (size_t i = 0; i < res->nind; i++) {
         tree_t t = { res->ind_nodes + i * TREE_MAX, 0 };
         uint32_t root = site_tree(&t, &res->ind[i], counters + 8ull * res->ind[i].table, atomic);

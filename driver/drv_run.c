@@ -530,8 +530,6 @@ drv_run(const drv_ops_t *drv, const cfg_prog_t *prog, const ed_plan_t *plan,
         } else if (rc == 0)
             res->nmeasured++;
     }
-    if (rc == 0)
-        rc = drv_indirect_tables(res, prog);
     free(xt);
     free(exits);
     free(leave);

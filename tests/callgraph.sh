@@ -30,7 +30,7 @@ for v in "gcc -O0" "gcc -O2" "clang -O2"; do
     tag=$(echo "$v" | tr -d ' -')
     exe=$dir/$tag
     $v -g -fPIE -pie -o "$exe" "$src" || exit 99
-    "$QPT_REWRITE" "$exe" -o "$exe.inst" >"$exe.log" 2>&1 || { bad "$v: rewrite: $(tail -n 1 "$exe.log")"; continue; }
+    "$QPT_REWRITE" --call-targets "$exe" -o "$exe.inst" >"$exe.log" 2>&1 || { bad "$v: rewrite: $(tail -n 1 "$exe.log")"; continue; }
     [ "$("$exe.inst")" = "$("$exe")" ] || bad "$v: output differs"
     p=$exe.inst.qp
     "$QP" report --callers=leaf "$p" >"$exe.leaf" 2>&1
@@ -43,6 +43,11 @@ for v in "gcc -O0" "gcc -O2" "clang -O2"; do
     "$QP" report --callers=viaptr "$p" >"$exe.ptr" 2>&1
     grep -Eq '^ +5 +100.00 +[0-9]+  main \(through a pointer\)$' "$exe.ptr" &&
         ok "$v: calls through a pointer, their target recorded" || bad "$v: viaptr: $(cat "$exe.ptr")"
+    # Without --call-targets (the default) those calls are one row.
+    "$QPT_REWRITE" "$exe" -o "$exe.plain" >/dev/null 2>&1 && "$exe.plain" >/dev/null &&
+        "$QP" report --callers=viaptr "$exe.plain.qp" 2>&1 |
+        grep -Eq '^ +5 +100.00 +\(through pointers, or from code not measured\)$' &&
+        ok "$v: without --call-targets, one row" || bad "$v: the default rewrite's callers of viaptr"
     "$QP" report --callers=is_odd "$p" >"$exe.odd" 2>&1
     row "$exe.odd" 4 "is_even( \(tail calls\))?"
     "$QP" report --callers=puts "$p" >"$exe.puts" 2>&1

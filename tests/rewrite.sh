@@ -22,8 +22,10 @@ check_one() {
     inst=$bin.inst$mode
     case $mode in
     .stretch) QPT_STRETCH=1 "$QPT_REWRITE" --driver=none "$bin" -o "$inst" 2>"$inst.log" >/dev/null ;;
-    .qp|.naive) rm -f "$inst.qp"
-        "$QPT_REWRITE" --driver="${mode#.}" "$bin" -o "$inst" 2>"$inst.log" >/dev/null ;;
+    .qp) rm -f "$inst.qp" # with the targets of indirect calls too: the most code added
+        "$QPT_REWRITE" --driver=qp --call-targets "$bin" -o "$inst" 2>"$inst.log" >/dev/null ;;
+    .naive) rm -f "$inst.qp"
+        "$QPT_REWRITE" --driver=naive "$bin" -o "$inst" 2>"$inst.log" >/dev/null ;;
     *) "$QPT_REWRITE" --driver=none "$bin" -o "$inst" 2>"$inst.log" >/dev/null ;;
     esac
     st=$?
