@@ -137,6 +137,10 @@ grep -q ' geo::norm(int, int)$' "$dir/flat" && grep -q ' geo::norm(geo::V const&
 st=$?
 [ $st -eq 1 ] && grep -q "names several procedures" "$dir/err" && ok "c++: overloads ambiguous" ||
     bad "c++: --blocks=geo::norm: exit $st, $(cat "$dir/err")"
+"$QPT_REWRITE" --dump-cfg=text "$dir/c" | grep -q '^proc _ZN3geo4normEii .* demangled="geo::norm(int, int)"$' &&
+    ok "c++: --dump-cfg=text adds the demangled name" || bad "c++: --dump-cfg=text without demangled names"
+"$QPT_REWRITE" --dump-cfg=dot --proc 'geo::norm(int, int)' "$dir/c" | grep -q '^digraph "geo::norm(int, int)"' &&
+    ok "c++: --dump-cfg=dot --proc with a demangled name" || bad "c++: --dump-cfg=dot --proc 'geo::norm(int, int)'"
 "$QP" report --annotate=main "$dir/c.inst.qp" >"$dir/ann" 2>&1
 grep -q 'call .*<geo::norm(int, int)>' "$dir/ann" && grep -q 'call .*<printf@plt>' "$dir/ann" &&
     ok "c++: annotate names callees and PLT stubs" || bad "c++: annotate: $(grep call "$dir/ann")"

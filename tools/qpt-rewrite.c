@@ -636,6 +636,10 @@ main(int argc, char **argv)
     case DUMP_TEXT: tool_dump_text(stdout, prog); break;
     case DUMP_DOT: {
         const cfg_proc_t *p = cfg_proc_by_name(prog, proc);
+        /* Else a demangled name, with or without its parameters (the first that fits). */
+        for (uint32_t i = 0; p == NULL && i < prog->nprocs; i++)
+            if (cfg_name_match(proc, prog->procs[i].name, 0))
+                p = &prog->procs[i];
         if (p == NULL) {
             fprintf(stderr, "%s: %s: no procedure named '%s'\n", prog_name, input, proc);
             status = EXIT_INPUT;

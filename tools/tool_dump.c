@@ -1,6 +1,7 @@
 /* Copyright 2026 the qpt authors
  * SPDX-License-Identifier: MIT */
 #include <inttypes.h>
+#include <stdlib.h>
 
 #include "tools/tool.h"
 
@@ -79,7 +80,9 @@ tool_dump_summary(FILE *f, const cfg_prog_t *prog, int verbose)
             fprintf(f, "  ... (%" PRIu32 " more; --verbose lists all)\n", st->nunsafe - shown);
             break;
         }
-        fprintf(f, "  %s at 0x%" PRIx64 ": %s\n", p->name, p->entry, p->unsafe);
+        char *dm = cfg_demangle(p->name);
+        fprintf(f, "  %s at 0x%" PRIx64 ": %s\n", dm != NULL ? dm : p->name, p->entry, p->unsafe);
+        free(dm);
         shown++;
     }
 }
@@ -110,6 +113,11 @@ tool_dump_text(FILE *f, const cfg_prog_t *prog)
             fprintf(f, " fragment-of=%s", p->parent != CFG_NONE ? prog->procs[p->parent].name : "?");
         if (p->unsafe)
             fprintf(f, " unsafe=\"%s\"", p->unsafe);
+        /* The demangled name last: the fields before it stay where scripts find them. */
+        char *dm = cfg_demangle(p->name);
+        if (dm != NULL)
+            fprintf(f, " demangled=\"%s\"", dm);
+        free(dm);
         fprintf(f, "\n");
         for (uint32_t k = p->block; k < p->block + p->nblocks; k++) {
             const cfg_block_t *b = &prog->blocks[k];
@@ -144,7 +152,10 @@ tool_dump_unreached(FILE *f, const cfg_prog_t *prog)
 void
 tool_dump_dot(FILE *f, const cfg_prog_t *prog, const cfg_proc_t *p)
 {
-    fprintf(f, "digraph \"%s\" {\n  node [shape=box fontname=monospace];\n", p->name);
+    char *dm = cfg_demangle(p->name);
+    fprintf(f, "digraph \"%s\" {\n  node [shape=box fontname=monospace];\n",
+            dm != NULL ? dm : p->name);
+    free(dm);
     fprintf(f, "  exit [shape=ellipse label=\"exit\"];\n");
     for (uint32_t k = p->block; k < p->block + p->nblocks; k++) {
         const cfg_block_t *b = &prog->blocks[k];
