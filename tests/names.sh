@@ -145,6 +145,23 @@ st=$?
 grep -q 'call .*<geo::norm(int, int)>' "$dir/ann" && grep -q 'call .*<printf@plt>' "$dir/ann" &&
     ok "c++: annotate names callees and PLT stubs" || bad "c++: annotate: $(grep call "$dir/ann")"
 
+# Static functions of two files with one name: rows told apart by file, FUNC as
+# FILE:NAME, the bare name refused as ambiguous.
+D=$top_srcdir/tests/qp/dup
+if gcc -O1 -g -o "$dir/dup" "$D/a.c" "$D/b.c" "$D/main.c" &&
+    "$QPT_REWRITE" "$dir/dup" -o "$dir/dup.inst" >/dev/null 2>&1 && "$dir/dup.inst" >/dev/null; then
+    "$QP" report "$dir/dup.inst.qp" >"$dir/dup.flat" 2>&1
+    grep -q ' helper \[a\.c\]$' "$dir/dup.flat" && grep -q ' helper \[b\.c\]$' "$dir/dup.flat" &&
+        ok "static duplicates: rows name their file" || bad "static duplicates: $(grep helper "$dir/dup.flat")"
+    "$QP" report --blocks=b.c:helper "$dir/dup.inst.qp" | grep -q '^helper \[b\.c\] at .*: 10 calls, 240 instructions$' &&
+        ok "FILE:NAME" || bad "--blocks=b.c:helper: $("$QP" report --blocks=b.c:helper "$dir/dup.inst.qp" 2>&1 | head -n 1)"
+    "$QP" report --blocks=helper "$dir/dup.inst.qp" >/dev/null 2>"$dir/err"
+    [ $? -eq 1 ] && grep -q 'give the source file as FILE:NAME' "$dir/err" && ok "a shared name refused" ||
+        bad "--blocks=helper: $(cat "$dir/err")"
+else
+    bad "the duplicate-name program could not be built or rewritten"
+fi
+
 # dyn: patterns match demangled names; the table prints them, rows never called are
 # counted in one line unless --zeros.
 DYN=$top_builddir/tools/dyn

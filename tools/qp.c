@@ -12,6 +12,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <fnmatch.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -336,6 +337,18 @@ cmd_merge(const qp_args_t *a)
     return st;
 }
 
+
+/* qsort's context for qualify_duplicates. */
+static const qp_inputs_t *sort_names_in;
+
+static int
+cmp_by_name(const void *a, const void *b)
+{
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    int c = strcmp(qp_proc_name(sort_names_in, x), qp_proc_name(sort_names_in, y));
+    return c != 0 ? c : (x > y) - (x < y);
+}
+
 /* The demangled name of every procedure that has one (NULL entries: the stored name);
  * NULL when out of memory (the stored names are printed then). */
 static char **
@@ -345,6 +358,44 @@ demangled_names(const qp_desc_t *desc)
     for (uint32_t i = 0; v != NULL && i < desc->hdr.nprocs; i++)
         v[i] = cfg_demangle(qp_desc_str(desc, desc->procs[i].name));
     return v;
+}
+
+/* Procedures that share a name (static functions of several files) are printed as
+ * "name [file.c]" (their source file, DWARF), so that rows can be told apart. */
+static void
+qualify_duplicates(qp_inputs_t *in)
+{
+    uint32_t n = in->desc->hdr.nprocs;
+    if (in->names == NULL && (in->names = calloc(n + 1, sizeof(char *))) == NULL)
+        return;
+    uint32_t *order = malloc((n + 1) * sizeof(uint32_t));
+    if (order == NULL)
+        return;
+    for (uint32_t i = 0; i < n; i++)
+        order[i] = i;
+    sort_names_in = in;
+    qsort(order, n, sizeof(uint32_t), cmp_by_name);
+    for (uint32_t i = 0; i < n;) {
+        uint32_t j = i + 1;
+        while (j < n && strcmp(qp_proc_name(in, order[i]), qp_proc_name(in, order[j])) == 0)
+            j++;
+        for (uint32_t k = i; j - i > 1 && k < j; k++) {
+            const char *file = qp_proc_module(in, order[k]), *base = file ? strrchr(file, '/') : NULL;
+            if (file == NULL)
+                continue;
+            const char *name = qp_proc_name(in, order[k]);
+            size_t len = strlen(name) + strlen(base ? base + 1 : file) + 4;
+            char *q = malloc(len);
+            if (q == NULL)
+                continue;
+            snprintf(q, len, "%s [%s]", name, base ? base + 1 : file);
+            free(in->names[order[k]]);
+            in->names[order[k]] = q;
+        }
+        i = j;
+    }
+    sort_names_in = NULL;
+    free(order);
 }
 
 static void
@@ -363,12 +414,28 @@ find_func(const qp_inputs_t *in, const char *func, uint32_t *proc)
     if (func == NULL)
         return 0;
     *proc = qp_desc_find_proc(in->desc, func);
+    if (*proc == QP_VIRT) {
+        *proc = qp_find_in_module(in, func);
+        if (*proc != QP_VIRT)
+            return 0;
+    }
     char why[600];
     if (*proc == QP_VIRT) {
         snprintf(why, sizeof(why), "no procedure named '%s'", func);
         return fail(in->exe, why);
     }
     const qp_desc_proc_t *p = &in->desc->procs[*proc];
+    /* Static functions of several files may share a name: the file must say which. */
+    for (uint32_t i = 0; i < in->desc->hdr.nprocs; i++)
+        if (i != *proc && (in->desc->procs[i].flags & QP_PROC_MEASURED)
+            && (p->flags & QP_PROC_MEASURED)
+            && strcmp(qp_desc_str(in->desc, in->desc->procs[i].name),
+                      qp_desc_str(in->desc, p->name)) == 0) {
+            snprintf(why, sizeof(why), "'%s' names several procedures (%s, %s, ...): give "
+                     "the source file as FILE:NAME", func, qp_proc_name(in, *proc),
+                     qp_proc_name(in, i));
+            return fail(in->exe, why);
+        }
     if (strcmp(qp_desc_str(in->desc, p->name), func) != 0) {
         /* Matched without the parameters: overloads make that ambiguous. */
         uint32_t other = QP_VIRT;
@@ -380,7 +447,8 @@ find_func(const qp_inputs_t *in, const char *func, uint32_t *proc)
             char *a = cfg_demangle(qp_desc_str(in->desc, p->name));
             char *b = cfg_demangle(qp_desc_str(in->desc, in->desc->procs[other].name));
             snprintf(why, sizeof(why), "'%s' names several procedures (%s, %s, ...): give "
-                     "the parameters", func, a ? a : "?", b ? b : "?");
+                     "the parameters, or the source file as FILE:NAME", func, a ? a : "?",
+                     b ? b : "?");
             free(a);
             free(b);
             return fail(in->exe, why);
@@ -516,6 +584,9 @@ cmd_report(const qp_args_t *a)
          * (genhtml --demangle-cpp does it, as for gcov's). */
         if (!a->mangled && a->out != OUT_LCOV && a->out != OUT_CALLGRIND && a->out != OUT_BOLT)
             in.names = demangled_names(&desc);
+        if (a->out != OUT_LCOV && a->out != OUT_CALLGRIND && a->out != OUT_BOLT
+            && a->out != OUT_CSV)
+            qualify_duplicates(&in);
         st = print_to_output(a, &in);
         free_names(in.names, desc.hdr.nprocs);
     }

@@ -62,6 +62,8 @@ find_target(const qp_inputs_t *in, const qp_callgraph_t *cg, const char *func,
 {
     *shown = func;
     *proc = qp_desc_find_proc(in->desc, func);
+    if (*proc == QP_VIRT)
+        *proc = qp_find_in_module(in, func);
     if (*proc != QP_VIRT) {
         *target = in->desc->procs[*proc].entry;
         return 0;

@@ -66,6 +66,13 @@ int qp_print_pprof(FILE *f, const qp_inputs_t *in);
 /* qp metrics (qp_metrics.c): ARGV[1] is "metrics". Returns the exit status. */
 int qp_metrics_main(int argc, char **argv);
 
+/* The source file (DWARF) of procedure PROC's entry, or NULL. */
+const char *qp_proc_module(const qp_inputs_t *in, uint32_t proc);
+
+/* The procedure FUNC names as FILE:NAME (FILE a shell pattern for the source file, by
+ * path or last component), the measured one first, or QP_VIRT. */
+uint32_t qp_find_in_module(const qp_inputs_t *in, const char *func);
+
 /* The name of procedure PROC as printed. */
 const char *qp_proc_name(const qp_inputs_t *in, uint32_t proc);
 
