@@ -207,6 +207,15 @@ const uint8_t *cfg_image_ptr(const cfg_image_t *img, uint64_t addr, size_t *avai
 int cfg_image_decode(const cfg_image_t *img, uint64_t addr, uint64_t limit,
                      arch_insn_t *out /*OUT*/);
 
+/*
+ * The address of the last instruction of the block [START, START + SIZE) that holds
+ * NINSNS instructions (0: any number), decoded from IMG; 0 when the bytes there are not
+ * those instructions (the rewriter wrote a jump to the relocated code over a moved
+ * entry: decode the original program instead).
+ */
+uint64_t cfg_image_last_insn(const cfg_image_t *img, uint64_t start, uint64_t size,
+                             uint32_t ninsns);
+
 /* Free what cfg_image_decode keeps, when the code is not going to be decoded again
  * (cfg_image_decode still works, decoding anew). */
 void cfg_image_decode_done(const cfg_image_t *img);

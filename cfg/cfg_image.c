@@ -306,6 +306,22 @@ cfg_image_finish(cfg_image_t *img)
     return 0;
 }
 
+uint64_t
+cfg_image_last_insn(const cfg_image_t *img, uint64_t start, uint64_t size, uint32_t ninsns)
+{
+    uint64_t a = start, end = start + size, last = 0;
+    uint32_t n = 0;
+    while (a < end) {
+        arch_insn_t in;
+        if (cfg_image_decode(img, a, end, &in) < 0)
+            return 0;
+        last = a;
+        a += in.len;
+        n++;
+    }
+    return a == end && (ninsns == 0 || n == ninsns) ? last : 0;
+}
+
 const cfg_symbol_t *
 cfg_image_symbol_at(const cfg_image_t *img, uint64_t addr)
 {

@@ -36,22 +36,6 @@ call_operand(const cfg_prog_t *prog, uint64_t addr, arch_opnd_t *o)
     return base_ok && index_ok && (o->base != ARCH_REG_PC || o->index == ARCH_REG_NONE) ? 0 : -1;
 }
 
-/* The address of the last instruction of the block [START, START + SIZE), or 0. */
-static uint64_t
-last_insn(const cfg_prog_t *prog, uint64_t start, uint32_t size)
-{
-    uint64_t a = start, last = 0;
-    while (a < start + size) {
-        size_t avail;
-        const uint8_t *p = cfg_image_ptr(prog->img, a, &avail);
-        arch_insn_t in;
-        if (p == NULL || arch_decode(p, avail, a, &in) < 0)
-            return 0;
-        last = a;
-        a += in.len;
-    }
-    return a == start + size ? last : 0;
-}
 
 int
 drv_indirect_tables(drv_result_t *res, const cfg_prog_t *prog)
@@ -61,7 +45,7 @@ drv_indirect_tables(drv_result_t *res, const cfg_prog_t *prog)
         if (c->kind != QP_CALL_INDIRECT)
             continue;
         const qp_desc_block_t *b = &res->blocks[c->block];
-        uint64_t at = last_insn(prog, b->start, b->size);
+        uint64_t at = cfg_image_last_insn(prog->img, b->start, b->size, b->ninsns);
         arch_opnd_t o;
         if (at == 0 || call_operand(prog, at, &o) < 0)
             continue; /* its targets are not recorded: the report says so */

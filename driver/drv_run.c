@@ -109,15 +109,31 @@ static const char *const exit_names[] = { "exit", "_exit", "_Exit", "quick_exit"
  * the call, cancelled by a hook after it. */
 static const char *const exec_names[] = { "execve", "execv", "execvp", "execvpe", "execl",
                                           "execlp", "execle", "fexecve", "execveat", NULL };
-/* Functions after which flow may not be conserved (counts flagged approximate). */
-static const char *const jmp_names[] = { "setjmp", "_setjmp", "__sigsetjmp", "sigsetjmp",
-                                         "longjmp", "_longjmp", "siglongjmp",
-                                         "__longjmp_chk",
-                                         /* returns twice too: its child runs in the
-                                          * parent's memory, counters included */
-                                         "vfork", NULL };
-static const char *const eh_names[] = { "__cxa_throw", "__cxa_rethrow", "_Unwind_Resume",
-                                        "_Unwind_RaiseException", NULL };
+/* Functions that return twice (flow may not be conserved in their callers: counts
+ * flagged approximate). vfork's child runs in the parent's memory, counters included. */
+static const char *const setjmp_names[] = { "setjmp", "_setjmp", "__sigsetjmp", "sigsetjmp",
+                                            "vfork", NULL };
+/* Functions that leave frames behind without returning through them. */
+static const char *const longjmp_names[] = { "longjmp", "_longjmp", "siglongjmp",
+                                             "__longjmp_chk", NULL };
+static const char *const throw_names[] = { "__cxa_throw", "__cxa_rethrow", "_Unwind_Resume",
+                                           "_Unwind_RaiseException",
+                                           "_Unwind_Resume_or_Rethrow", NULL };
+
+/* What a call to NAME does that the report must know (QP_CALLF_*). */
+static uint8_t
+callee_flags(const char *name)
+{
+    uint8_t f = 0;
+    if (name_in(name, longjmp_names))
+        f |= QP_CALLF_LONGJMP;
+    /* ... libstdc++'s std::__throw_* helpers throw too */
+    if (name_in(name, throw_names) || (strncmp(name, "_ZSt", 4) == 0 && strstr(name, "__throw_")))
+        f |= QP_CALLF_THROW;
+    if (name_in(name, exec_names))
+        f |= QP_CALLF_EXEC;
+    return f;
+}
 
 /* The procedure whose entry is ADDR, or NULL. */
 static const cfg_proc_t *
@@ -170,9 +186,10 @@ leaving_procs(const cfg_prog_t *prog)
             if (pass == 0) {
                 first[callee + 1]++;
                 ncalls++;
-                if (name_in(cp->name, jmp_names) && strstr(cp->name, "longjmp") != NULL)
+                uint8_t f = callee_flags(cp->name);
+                if (f & QP_CALLF_LONGJMP)
                     leave[caller] |= 1;
-                if (name_in(cp->name, eh_names))
+                if (f & QP_CALLF_THROW)
                     leave[caller] |= 2;
             } else {
                 callers[fill[callee]++] = caller;
@@ -320,6 +337,9 @@ add_call(drv_result_t *res, uint64_t target, uint32_t block, uint32_t edge, uint
 {
     QP_CHECK(grow((void **)&res->calls, &res->calls_site_cap, res->ncalls, sizeof(qp_desc_call_t)));
     qp_desc_call_t c = { .target = target, .block = block, .edge = edge, .kind = kind };
+    const cfg_proc_t *cp = target != 0 ? proc_at_entry(prog, target) : NULL;
+    if (cp != NULL)
+        c.flags = callee_flags(cp->name);
     if (target != 0)
         QP_CHECK(callee_name(res, prog, target, &c.name));
     res->calls[res->ncalls++] = c;
@@ -388,7 +408,8 @@ describe_measured(drv_result_t *res, const drv_graph_t *g, const uint64_t *exits
         if (g->last_kind[i] == ARCH_KIND_CALL || g->last_kind[i] == ARCH_KIND_JMP)
             callee = g->last_target[i];
         const cfg_proc_t *cp = callee ? proc_at_entry(prog, callee) : NULL;
-        int exec = cp != NULL && g->last_kind[i] == ARCH_KIND_CALL && name_in(cp->name, exec_names);
+        int exec = cp != NULL && g->last_kind[i] == ARCH_KIND_CALL
+            && (callee_flags(cp->name) & QP_CALLF_EXEC);
         if ((callee != 0 && cfg_u64_contains(exits, nexits, callee)) || exec) {
             QP_CHECK(add_probe(res, g->last[i], ED_AT_BEFORE, ED_SNIP_EXIT_HOOK, 0, 0));
             d->flags |= QP_PROC_EXIT_SITE;
@@ -396,9 +417,10 @@ describe_measured(drv_result_t *res, const drv_graph_t *g, const uint64_t *exits
         }
         if (exec)
             QP_CHECK(add_probe(res, g->last[i], ED_AT_AFTER, ED_SNIP_EXEC_HOOK, 0, 0));
-        if (cp != NULL && name_in(cp->name, jmp_names))
+        uint8_t cf = cp != NULL ? callee_flags(cp->name) : 0;
+        if (cp != NULL && (name_in(cp->name, setjmp_names) || (cf & QP_CALLF_LONGJMP)))
             d->flags |= QP_PROC_APPROX_JMP;
-        if (cp != NULL && name_in(cp->name, eh_names))
+        if (cf & QP_CALLF_THROW)
             d->flags |= QP_PROC_APPROX_EH;
 
         /* (A direct call to 0, an undefined weak function in a static program, is

@@ -287,6 +287,8 @@ validate_calls(const qp_desc_t *d, char *why, size_t whylen)
             bad = "edge does not fit the kind";
         else if (c->name >= d->hdr.strtab_size)
             bad = "string offset out of range";
+        else if (c->flags & ~(QP_CALLF_LONGJMP | QP_CALLF_THROW | QP_CALLF_EXEC))
+            bad = "unknown flags";
         else if ((c->target == 0) != (c->kind == QP_CALL_INDIRECT
                                       || c->kind == QP_CALL_TAIL_INDIRECT))
             bad = "a target only for direct calls";

@@ -137,6 +137,13 @@ _Static_assert(sizeof(qp_desc_edge_t) == 24, "qp_desc_edge_t layout");
 #define QP_TARGET_BUCKETS 4u
 #define QP_TARGET_WORDS (3u * QP_TARGET_BUCKETS)
 
+/* What a direct callee does (qp_desc_call_t.flags). */
+enum {
+    QP_CALLF_LONGJMP = 1u << 0, /* leaves frames behind: longjmp and the like */
+    QP_CALLF_THROW = 1u << 1,   /* throws (or resumes unwinding) */
+    QP_CALLF_EXEC = 1u << 2,    /* replaces the program unless it fails: an exec function */
+};
+
 /* Call site kinds. */
 enum {
     QP_CALL_DIRECT = 1,   /* call to a known address: made as often as its block runs */
@@ -159,7 +166,8 @@ typedef struct qp_desc_call {
                           * or QP_VIRT; else QP_VIRT */
     uint32_t name;       /* string table: the callee's name ("" when unknown) */
     uint8_t kind;        /* QP_CALL_* */
-    uint8_t pad[3];
+    uint8_t flags;       /* QP_CALLF_*: what the callee does, known by its name */
+    uint8_t pad[2];
 } qp_desc_call_t;
 _Static_assert(sizeof(qp_desc_call_t) == 24, "qp_desc_call_t layout");
 

@@ -454,19 +454,6 @@ on_return_address(void *arg, uint64_t ra)
     return 0;
 }
 
-/* Does NAME (a callee's, "@plt" aside) replace the program (an exec function)? */
-static int
-exec_name(const char *name)
-{
-    static const char *const names[] = { "execve", "execv", "execvp", "execvpe", "execl",
-                                         "execlp", "execle", "fexecve", "execveat" };
-    size_t n = strcspn(name, "@");
-    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
-        if (strlen(names[i]) == n && strncmp(name, names[i], n) == 0)
-            return 1;
-    return 0;
-}
-
 typedef struct new_block {
     uint64_t new_start; /* link-time address of the relocated copy */
     uint32_t block;
@@ -501,7 +488,7 @@ abandon_exec_block(const qp_desc_t *d, const new_block_t *nb, size_t n, const qp
         return;
     uint32_t b = nb[lo - 1].block;
     for (uint32_t i = 0; i < d->hdr.ncalls; i++)
-        if (d->calls[i].block == b && exec_name(qp_desc_str(d, d->calls[i].name))) {
+        if (d->calls[i].block == b && (d->calls[i].flags & QP_CALLF_EXEC)) {
             abandoned[b]++;
             return;
         }

@@ -128,23 +128,6 @@ typedef struct branch_vec {
     size_t n, cap;
 } branch_vec_t;
 
-uint64_t
-qp_block_last_insn(const cfg_image_t *img, const qp_desc_block_t *b)
-{
-    uint64_t addr = b->start, end = b->start + b->size, last = 0;
-    uint32_t n = 0;
-    while (addr < end) {
-        size_t avail;
-        const uint8_t *p = cfg_image_ptr(img, addr, &avail);
-        arch_insn_t in;
-        if (p == NULL || arch_decode(p, avail < end - addr ? avail : end - addr, addr, &in) < 0)
-            return 0;
-        last = addr;
-        addr += in.len;
-        n++;
-    }
-    return addr == end && n == b->ninsns ? last : 0;
-}
 
 /* Does global block GB end in a jump table (has TABLE edges)? Conditional (TAKEN)? */
 static int

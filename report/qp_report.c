@@ -115,24 +115,6 @@ saturated(const qp_report_t *r, uint32_t proc, const qp_flow_t *f)
     return f->insns == UINT64_MAX;
 }
 
-/* Does NAME (a callee's, "@plt" aside) longjmp (1) or throw (2)? */
-static int
-leaving_name(const char *name)
-{
-    static const char *const jmp[] = { "longjmp", "_longjmp", "siglongjmp", "__longjmp_chk" };
-    static const char *const eh[] = { "__cxa_throw", "__cxa_rethrow", "_Unwind_Resume",
-                                      "_Unwind_RaiseException", "_Unwind_Resume_or_Rethrow" };
-    size_t n = strcspn(name, "@");
-    for (size_t i = 0; i < sizeof(jmp) / sizeof(jmp[0]); i++)
-        if (strlen(jmp[i]) == n && strncmp(name, jmp[i], n) == 0)
-            return 1;
-    for (size_t i = 0; i < sizeof(eh) / sizeof(eh[0]); i++)
-        if (strlen(eh[i]) == n && strncmp(name, eh[i], n) == 0)
-            return 2;
-    /* libstdc++'s std::__throw_* helpers */
-    return strncmp(name, "_ZSt", 4) == 0 && strstr(name, "__throw_") != NULL ? 2 : 0;
-}
-
 /* Which kinds of leaving (1: longjmp, 2: throw) the call sites of PROC made in this run. */
 static int
 leaving_ran(const qp_desc_t *d, uint32_t proc, const qp_flow_t *f)
@@ -145,7 +127,7 @@ leaving_ran(const qp_desc_t *d, uint32_t proc, const qp_flow_t *f)
         uint64_t n = qp_call_is_tail(c) ? f->edge_count[c->edge - p->edge]
                                         : f->block_count[c->block - p->block];
         if (n > 0)
-            ran |= leaving_name(qp_desc_str(d, c->name));
+            ran |= ((c->flags & QP_CALLF_LONGJMP) ? 1 : 0) | ((c->flags & QP_CALLF_THROW) ? 2 : 0);
     }
     return ran;
 }

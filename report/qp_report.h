@@ -125,13 +125,6 @@ typedef struct qp_line_fn {
     uint64_t calls;   /* times called */
 } qp_line_fn_t;
 
-/*
- * The address of the last instruction of block B, decoded from IMG at its original
- * address; 0 when the bytes there are not B's instructions (the rewriter wrote a jump to
- * the relocated code over a moved entry: decode the original program instead).
- */
-uint64_t qp_block_last_insn(const cfg_image_t *img, const qp_desc_block_t *b);
-
 /* One outcome of a branch (a block with a conditional jump or a jump table). */
 typedef struct qp_line_branch {
     const char *file;  /* source file of the branching instruction */

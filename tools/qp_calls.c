@@ -372,9 +372,10 @@ qp_print_callgrind(FILE *f, const qp_inputs_t *in, const qp_callgraph_t *cg)
 static uint64_t
 last_insn_of(const qp_inputs_t *in, const qp_desc_block_t *b, size_t *missed)
 {
-    uint64_t a = in->original != NULL ? qp_block_last_insn(in->original, b) : 0;
+    uint64_t a = in->original != NULL
+        ? cfg_image_last_insn(in->original, b->start, b->size, b->ninsns) : 0;
     if (a == 0)
-        a = qp_block_last_insn(in->img, b);
+        a = cfg_image_last_insn(in->img, b->start, b->size, b->ninsns);
     *missed += a == 0;
     return a;
 }
