@@ -180,6 +180,15 @@ char *cfg_demangle(const char *name);
  */
 int cfg_name_match(const char *pat, const char *name, int glob);
 
+/*
+ * A pattern MODULE:NAME names the procedures NAME of the source files MODULE: the ':'
+ * that separates them (one ':', C++'s '::' being part of a name), or NULL when PAT has
+ * no module. cfg_module_match: do the N bytes of PAT (a shell pattern) name the source
+ * FILE, by its path or its last component? FILE NULL: no.
+ */
+const char *cfg_module_sep(const char *pat);
+int cfg_module_match(const char *pat, size_t n, const char *file);
+
 /* Free an image and everything it owns. NULL is fine. */
 void cfg_image_destroy(cfg_image_t *img);
 

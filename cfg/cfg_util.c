@@ -148,3 +148,25 @@ cfg_name_match(const char *pat, const char *name, int glob)
     free(dm);
     return m;
 }
+
+const char *
+cfg_module_sep(const char *pat)
+{
+    const char *colon = strchr(pat, ':');
+    while (colon != NULL && colon[1] == ':') /* C++'s '::' belongs to the name */
+        colon = strchr(colon + 2, ':');
+    return colon != NULL && colon != pat ? colon : NULL;
+}
+
+int
+cfg_module_match(const char *pat, size_t n, const char *file)
+{
+    if (file == NULL)
+        return 0;
+    const char *base = strrchr(file, '/');
+    char *m = strndup(pat, n);
+    int ok = m != NULL
+        && (fnmatch(m, file, 0) == 0 || fnmatch(m, base != NULL ? base + 1 : file, 0) == 0);
+    free(m);
+    return ok;
+}

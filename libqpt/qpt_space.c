@@ -188,8 +188,12 @@ qpt_proc_name(const qpt_space_t *s, uint32_t proc)
 int
 qpt_proc_match(const qpt_space_t *s, uint32_t proc, const char *pattern)
 {
-    return proc < qpt_nprocs(s) && pattern != NULL
-        && cfg_name_match(pattern, s->prog->procs[proc].name, 1);
+    if (proc >= qpt_nprocs(s) || pattern == NULL)
+        return 0;
+    const char *sep = cfg_module_sep(pattern);
+    if (sep != NULL && !cfg_module_match(pattern, (size_t)(sep - pattern), qpt_proc_module(s, proc)))
+        return 0;
+    return cfg_name_match(sep != NULL ? sep + 1 : pattern, s->prog->procs[proc].name, 1);
 }
 
 const char *

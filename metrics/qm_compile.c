@@ -25,7 +25,6 @@
  */
 #include "config.h"
 
-#include <fnmatch.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -79,27 +78,11 @@ matching(ctx_t *c, const qm_metric_t *m, const char *pattern, size_t *n, size_t 
     *n = *nrefused = 0;
     if (v == NULL)
         return NULL;
-    /* MODULE:PROCEDURE (one ':' - C++'s '::' is a name's): procedures of the modules
-     * (source files, by path or last component) matching MODULE. */
-    const char *colon = strchr(pattern, ':');
-    while (colon != NULL && colon[1] == ':')
-        colon = strchr(colon + 2, ':');
-    char *modpat = colon ? strndup(pattern, (size_t)(colon - pattern)) : NULL;
-    const char *procpat = colon ? colon + 1 : pattern;
-    if (colon != NULL && modpat == NULL) {
-        free(v);
-        return NULL;
-    }
+    /* NAME or MODULE:NAME (qpt_proc_match: modules are source files). */
     for (uint32_t i = 0; i < np; i++) {
         const char *name = qpt_proc_name(c->s, i);
-        if (name == NULL || !qpt_proc_match(c->s, i, procpat))
+        if (name == NULL || !qpt_proc_match(c->s, i, pattern))
             continue;
-        if (modpat != NULL) {
-            const char *mod = qpt_proc_module(c->s, i), *base = mod ? strrchr(mod, '/') : NULL;
-            if (mod == NULL
-                || (fnmatch(modpat, mod, 0) != 0 && fnmatch(modpat, base ? base + 1 : mod, 0) != 0))
-                continue;
-        }
         const char *no = qpt_proc_refusal(c->s, i);
         if (no != NULL) {
             (*nrefused)++;
@@ -109,7 +92,6 @@ matching(ctx_t *c, const qm_metric_t *m, const char *pattern, size_t *n, size_t 
         }
         v[(*n)++] = i;
     }
-    free(modpat);
     /* A plain name that no procedure is called by may be another name of one (a weak
      * alias: pthread_mutex_lock for ___pthread_mutex_lock): the symbol's procedure. */
     uint64_t a, size;

@@ -5,7 +5,6 @@
  * qp's text reports: the flat profile (gprof-like), CSV, per-block and per-edge counts,
  * and Graphviz DOT. Everything printed comes from the report (report/qp_report.h).
  */
-#include <fnmatch.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
@@ -621,31 +620,16 @@ qp_proc_module(const qp_inputs_t *in, uint32_t proc)
     return cfg_image_line(in->img, in->desc->procs[proc].entry, &file, &line) == 0 ? file : NULL;
 }
 
-/* Does MODULE (a shell pattern) name FILE, by path or by last component? */
-static int
-module_matches(const char *module, const char *file)
-{
-    const char *base = file != NULL ? strrchr(file, '/') : NULL;
-    return file != NULL
-        && (fnmatch(module, file, 0) == 0 || fnmatch(module, base ? base + 1 : file, 0) == 0);
-}
-
-/* FUNC as MODULE:NAME (one ':', C++'s '::' being part of a name): the procedure called
- * NAME whose code comes from a source file MODULE names, the measured one first. */
 uint32_t
 qp_find_in_module(const qp_inputs_t *in, const char *func)
 {
-    const char *colon = strchr(func, ':');
-    while (colon != NULL && colon[1] == ':')
-        colon = strchr(colon + 2, ':');
-    if (colon == NULL || colon == func)
+    const char *sep = cfg_module_sep(func);
+    if (sep == NULL)
         return QP_VIRT;
-    char module[512];
-    snprintf(module, sizeof(module), "%.*s", (int)(colon - func), func);
     uint32_t found = QP_VIRT;
     for (uint32_t i = 0; i < in->desc->hdr.nprocs; i++) {
-        if (!qp_name_matches(qp_desc_str(in->desc, in->desc->procs[i].name), colon + 1)
-            || !module_matches(module, qp_proc_module(in, i)))
+        if (!qp_name_matches(qp_desc_str(in->desc, in->desc->procs[i].name), sep + 1)
+            || !cfg_module_match(func, (size_t)(sep - func), qp_proc_module(in, i)))
             continue;
         if (in->desc->procs[i].flags & QP_PROC_MEASURED)
             return i;

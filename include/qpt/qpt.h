@@ -100,7 +100,9 @@ const char *qpt_error(const qpt_space_t *s);
 uint32_t qpt_nprocs(const qpt_space_t *s);
 const char *qpt_proc_name(const qpt_space_t *s, uint32_t proc);
 /* Does the shell pattern PATTERN name procedure PROC: its name, or its demangled name
- * with or without the parameters ("ns::f*" matches _ZN2ns1fEi)? */
+ * with or without the parameters ("ns::f*" matches _ZN2ns1fEi), as NAME or as
+ * MODULE:NAME (MODULE a pattern for its source file, qpt_proc_module, by path or last
+ * component)? */
 int qpt_proc_match(const qpt_space_t *s, uint32_t proc, const char *pattern);
 /* The module of PROC: the source file its code comes from (DWARF), or NULL when the
  * program has no line information for it. Owned by S. */
