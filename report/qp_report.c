@@ -261,3 +261,33 @@ qp_report_build(
         qp_report_free(out);
     return rc;
 }
+
+int
+qp_report_branch_edges(const qp_desc_t *d, uint32_t proc, uint8_t *keep)
+{
+    const qp_desc_proc_t *p = &d->procs[proc];
+    uint32_t *npred = calloc(p->nblocks + 1, sizeof(uint32_t));
+    uint8_t *cond = calloc(p->nblocks + 1, 1);
+    if (npred == NULL || cond == NULL) {
+        free(npred);
+        free(cond);
+        return QP_ENOMEM;
+    }
+    for (uint32_t k = 0; k < p->nedges; k++) {
+        const qp_desc_edge_t *e = &d->edges[p->edge + k];
+        if (e->to != QP_VIRT)
+            npred[e->to - p->block]++;
+        if (e->from != QP_VIRT && e->kind == CFG_EDGE_TAKEN)
+            cond[e->from - p->block] = 1;
+    }
+    for (uint32_t k = 0; k < p->nedges; k++) {
+        const qp_desc_edge_t *e = &d->edges[p->edge + k];
+        keep[k] = e->from != QP_VIRT && e->to != QP_VIRT
+            && (e->kind == CFG_EDGE_TAKEN || e->kind == CFG_EDGE_JUMP || e->kind == CFG_EDGE_TABLE
+                || (e->kind == CFG_EDGE_FALL && cond[e->from - p->block])
+                || npred[e->to - p->block] >= 2);
+    }
+    free(npred);
+    free(cond);
+    return 0;
+}

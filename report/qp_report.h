@@ -125,6 +125,15 @@ typedef struct qp_line_fn {
     uint64_t calls;   /* times called */
 } qp_line_fn_t;
 
+/*
+ * Which edges of procedure PROC of D a branch profile has (the CFG of BOLT and of branch
+ * samplers: blocks end at branches and start at their targets, a call ends none): the
+ * edges of jumps, conditional jumps (both ways) and jump tables, and a fall-through
+ * (after a call too) into a block that something else enters. KEEP gets a byte per
+ * edge of PROC (1: kept). 0 or QP_ENOMEM.
+ */
+int qp_report_branch_edges(const qp_desc_t *d, uint32_t proc, uint8_t *keep /*OUT*/);
+
 /* One outcome of a branch (a block with a conditional jump or a jump table). */
 typedef struct qp_line_branch {
     const char *file;  /* source file of the branching instruction */

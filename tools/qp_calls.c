@@ -421,24 +421,15 @@ qp_print_bolt(FILE *f, const qp_inputs_t *in, const qp_callgraph_t *cg)
             return 1;
         char name[1024], callee[1024];
         bolt_name(in, qp_desc_str(d, pr->name), p, name, sizeof(name));
+        uint8_t *keep = malloc(pr->nedges + 1);
+        if (keep == NULL || qp_report_branch_edges(d, p, keep) < 0) {
+            free(keep);
+            qp_flow_free(&fl);
+            return 1;
+        }
         for (uint32_t k = 0; k < pr->nedges; k++) {
             const qp_desc_edge_t *e = &d->edges[pr->edge + k];
-            if (e->from == QP_VIRT || e->to == QP_VIRT || fl.edge_count[k] == 0
-                || fl.edge_state[k] == QP_FLOW_UNKNOWN)
-                continue;
-            /* BOLT's blocks end at branches and start at their targets (a call ends none):
-             * the edges of jumps, conditional jumps (both ways) and tables, and a
-             * fall-through (after a call too) into a block that something else enters. */
-            int branch = e->kind == CFG_EDGE_TAKEN || e->kind == CFG_EDGE_JUMP
-                || e->kind == CFG_EDGE_TABLE;
-            uint32_t preds = 0;
-            for (uint32_t j = 0; !branch && j < pr->nedges; j++) {
-                const qp_desc_edge_t *o = &d->edges[pr->edge + j];
-                branch = e->kind == CFG_EDGE_FALL && o->from == e->from
-                    && o->kind == CFG_EDGE_TAKEN;
-                preds += o->to == e->to;
-            }
-            if (!branch && preds < 2)
+            if (!keep[k] || fl.edge_count[k] == 0 || fl.edge_state[k] == QP_FLOW_UNKNOWN)
                 continue;
             uint64_t from = last_insn_of(in, &d->blocks[e->from], &missed);
             if (from == 0)
@@ -446,6 +437,7 @@ qp_print_bolt(FILE *f, const qp_inputs_t *in, const qp_callgraph_t *cg)
             fprintf(f, "1 %s %" PRIx64 " 1 %s %" PRIx64 " 0 %" PRIu64 "\n", name, from - pr->entry,
                     name, d->blocks[e->to].start - pr->entry, fl.edge_count[k]);
         }
+        free(keep);
         /* Calls and tail calls, per site (a tail call's edge leaves the procedure). */
         for (size_t c = qp_desc_first_call(d, p); c < d->hdr.ncalls && d->calls[c].block - pr->block < pr->nblocks; c++) {
             const qp_desc_call_t *site = &d->calls[c];
