@@ -50,6 +50,7 @@ assert len(ins) >= 3 and all(0 <= v <= 100 for v in ins), ins
 print("inside %% of chunk: %.2f..%.2f" % (min(ins), max(ins)))
 PY
 [ $? -eq 0 ] && ok "timer: $(cat "$dir/check")" || bad "timer: $(cat "$dir/check")"
+[ ! -e "$dir/t.json.part" ] && ok "no .part left after a complete trace" || bad "t.json.part left behind"
 "$DYN" run --count leaf --trace=/nonexistent/t.json -- "$dir/tick" >/dev/null 2>"$dir/err"
 [ $? -eq 1 ] && grep -q "/nonexistent/t.json" "$dir/err" && ok "unwritable trace refused first" ||
     bad "unwritable trace: $(cat "$dir/err")"

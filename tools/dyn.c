@@ -46,6 +46,7 @@ static int out_closed;
 typedef struct trace_out {
     FILE *f;
     const char *path;
+    char part[4096];  /* PATH.part, written until complete */
     size_t nevents;
     uint64_t *last;   /* per point: its rate in the previous sample (0: none) */
     int64_t *wall;    /* per point: its time inside at the previous sample */
@@ -983,8 +984,12 @@ main(int argc, char **argv)
         trace.tables = o.interval > 0;
         if (o.interval <= 0)
             o.interval = 0.1;
-        if ((trace.f = fopen(o.trace, "w")) == NULL) {
-            fprintf(stderr, "%s: %s: %s\n", prog_name, o.trace, strerror(errno));
+        /* Written beside FILE and renamed when complete: a dyn killed on the way leaves
+         * FILE.part, never a FILE cut short. */
+        if (snprintf(trace.part, sizeof(trace.part), "%s.part", o.trace) >= (int)sizeof(trace.part)
+            || (trace.f = fopen(trace.part, "w")) == NULL) {
+            fprintf(stderr, "%s: %s: %s\n", prog_name, o.trace,
+                    trace.f == NULL && errno ? strerror(errno) : "path too long");
             return EXIT_FAIL;
         }
         fprintf(trace.f, "{\"displayTimeUnit\":\"ms\",\"otherData\":{\"creator\":\"dyn (%s) %s\"},"
@@ -1000,10 +1005,11 @@ main(int argc, char **argv)
         ret = session(&o, pid, run ? argv + optind : NULL, t_started);
     if (trace.f != NULL) {
         fprintf(trace.f, "\n]}\n");
-        if (fclose(trace.f) != 0) {
+        if (fclose(trace.f) != 0 || rename(trace.part, trace.path) != 0) {
             fprintf(stderr, "%s: %s: %s\n", prog_name, trace.path, strerror(errno));
+            unlink(trace.part);
             ret = EXIT_FAIL;
-        } else if (ret == 0 || ret > 0) {
+        } else {
             fprintf(stderr, "%s: %s: %zu counter events (Chrome trace: Perfetto, "
                     "chrome://tracing)\n", prog_name, trace.path, trace.nevents);
         }
