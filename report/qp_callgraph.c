@@ -211,7 +211,6 @@ add_arcs(qp_callgraph_t *cg, const qp_report_t *r, uint32_t p, size_t *cap,
 
 typedef struct scc_state {
     const qp_callgraph_t *cg;
-    uint32_t n;
     uint32_t *index, *low, *stack, *comp; /* comp: component number + 1, 0 unvisited */
     uint8_t *on_stack;
     uint32_t *frame_node, *frame_arc;     /* the DFS stack */
@@ -274,7 +273,6 @@ strongconnect(scc_state_t *s, uint32_t root)
 static void
 inclusive(qp_callgraph_t *cg, scc_state_t *s)
 {
-    const qp_desc_t *d = cg->desc;
     uint32_t ncycles = 0;
     double *comp_incl = calloc(s->ncomp + 1, sizeof(double));
     double *comp_ext = calloc(s->ncomp + 1, sizeof(double));
@@ -343,7 +341,6 @@ inclusive(qp_callgraph_t *cg, scc_state_t *s)
         }
     }
 out:
-    (void)d;
     free(comp_incl);
     free(comp_ext);
     free(comp_flags);
@@ -353,7 +350,7 @@ static int
 compute_inclusive(qp_callgraph_t *cg)
 {
     uint32_t n = cg->desc->hdr.nprocs;
-    scc_state_t s = { .cg = cg, .n = n };
+    scc_state_t s = { .cg = cg };
     s.index = calloc(n + 1, sizeof(uint32_t));
     s.low = calloc(n + 1, sizeof(uint32_t));
     s.stack = calloc(n + 1, sizeof(uint32_t));
@@ -397,14 +394,13 @@ qp_callgraph_build(const qp_report_t *r, qp_callgraph_t *out)
     out->self = calloc(n + 1, sizeof(uint64_t));
     out->calls = calloc(n + 1, sizeof(uint64_t));
     out->measured = calloc(n + 1, 1);
-    out->from_measured = calloc(n + 1, sizeof(uint64_t));
     out->incl = calloc(n + 1, sizeof(double));
     out->ext = calloc(n + 1, sizeof(double));
     out->flags = calloc(n + 1, 1);
     out->cycle = calloc(n + 1, sizeof(uint32_t));
     entry_ix_t *ix = calloc(n + 1, sizeof(entry_ix_t));
     int rc = QP_ENOMEM;
-    if (!out->arc_first || !out->self || !out->calls || !out->measured || !out->from_measured
+    if (!out->arc_first || !out->self || !out->calls || !out->measured
         || !out->incl || !out->ext || !out->flags || !out->cycle || !ix)
         goto fail;
     for (uint32_t i = 0; i < n; i++)
@@ -417,10 +413,6 @@ qp_callgraph_build(const qp_report_t *r, qp_callgraph_t *out)
             goto fail;
     }
     out->arc_first[n] = (uint32_t)out->narcs;
-    for (size_t a = 0; a < out->narcs; a++)
-        if (out->arcs[a].callee != QP_VIRT)
-            out->from_measured[out->arcs[a].callee]
-                = sat_add(out->from_measured[out->arcs[a].callee], out->arcs[a].count);
     if ((rc = compute_inclusive(out)) < 0)
         goto fail;
     free(ix);
@@ -441,7 +433,6 @@ qp_callgraph_free(qp_callgraph_t *cg)
     free(cg->self);
     free(cg->calls);
     free(cg->measured);
-    free(cg->from_measured);
     free(cg->incl);
     free(cg->ext);
     free(cg->flags);

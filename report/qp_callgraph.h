@@ -59,7 +59,6 @@ typedef struct qp_callgraph {
     uint64_t *self;         /* per procedure: instructions executed in it */
     uint64_t *calls;        /* per procedure: times it was entered (measured ones) */
     uint8_t *measured;      /* per procedure: its counts are known (calls) */
-    uint64_t *from_measured;/* per procedure: calls made to it by measured direct sites */
     double *incl;           /* per procedure: inclusive instructions */
     double *ext;            /* per procedure: calls into its cycle from outside it (its
                              * calls when it is in none): a caller's share of incl is
