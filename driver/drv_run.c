@@ -443,7 +443,10 @@ describe_measured(drv_result_t *res, const drv_graph_t *g, const uint64_t *exits
         const drv_edge_t *ed = &g->edges[e];
         if (ed->kind == CFG_EDGE_INDIRECT)
             d->flags |= QP_PROC_APPROX_IND;
-        if (ed->kind == CFG_EDGE_TAILCALL && ed->from != X) {
+        /* A tail call; not the way on after a call that ends the procedure (the call is
+         * the site, the procedure that follows is no callee). */
+        if (ed->kind == CFG_EDGE_TAILCALL && ed->from != X
+            && g->last_kind[ed->from] != ARCH_KIND_CALL && g->last_kind[ed->from] != ARCH_KIND_CALL_IND) {
             uint64_t t = ed->cfg_edge != CFG_NONE ? prog->edges[ed->cfg_edge].target : 0;
             QP_CHECK(add_call(res, t, d->block + ed->from, res->nedges,
                               t != 0 ? QP_CALL_TAIL : QP_CALL_TAIL_INDIRECT, prog));
