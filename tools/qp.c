@@ -338,14 +338,12 @@ cmd_merge(const qp_args_t *a)
 }
 
 
-/* qsort's context for qualify_duplicates. */
-static const qp_inputs_t *sort_names_in;
-
 static int
-cmp_by_name(const void *a, const void *b)
+cmp_by_name(const void *a, const void *b, void *arg)
 {
+    const qp_inputs_t *in = arg;
     uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
-    int c = strcmp(qp_proc_name(sort_names_in, x), qp_proc_name(sort_names_in, y));
+    int c = strcmp(qp_proc_name(in, x), qp_proc_name(in, y));
     return c != 0 ? c : (x > y) - (x < y);
 }
 
@@ -373,8 +371,7 @@ qualify_duplicates(qp_inputs_t *in)
         return;
     for (uint32_t i = 0; i < n; i++)
         order[i] = i;
-    sort_names_in = in;
-    qsort(order, n, sizeof(uint32_t), cmp_by_name);
+    qsort_r(order, n, sizeof(uint32_t), cmp_by_name, in);
     for (uint32_t i = 0; i < n;) {
         uint32_t j = i + 1;
         while (j < n && strcmp(qp_proc_name(in, order[i]), qp_proc_name(in, order[j])) == 0)
@@ -394,7 +391,6 @@ qualify_duplicates(qp_inputs_t *in)
         }
         i = j;
     }
-    sort_names_in = NULL;
     free(order);
 }
 
