@@ -24,7 +24,8 @@
 #include "cfg/cfg_priv.h"
 
 #define DEFAULT_DEBUG_DIRS "/usr/lib/debug"
-#define MAX_DEBUGDATA (512u << 20) /* bytes of MiniDebugInfo decompressed, at most */
+#define MAX_DEBUGDATA (128u << 20) /* bytes of MiniDebugInfo decompressed, at most (a
+                                    * hostile file costs no more memory than that) */
 
 static char *debug_dirs; /* cfg_set_debug_dirs; NULL: DEFAULT_DEBUG_DIRS */
 
