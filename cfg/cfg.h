@@ -104,7 +104,18 @@ enum {
     CFG_IMG_SYMTAB = 1u << 2,   /* has a .symtab (not stripped) */
     CFG_IMG_IBT = 1u << 3,      /* GNU property: IBT */
     CFG_IMG_SHSTK = 1u << 4,    /* GNU property: SHSTK */
+    CFG_IMG_SHLIB = 1u << 5,    /* a shared library (ET_DYN, not an executable; also
+                                 * CFG_IMG_PIE: its code is position independent) */
 };
+
+/* Where a shared library's initialisation starts (the runtime of a rewritten library
+ * takes its place): DT_INIT, or a spare entry of the dynamic section that can become
+ * one. */
+typedef struct cfg_dyninit {
+    uint64_t init;       /* DT_INIT's value (link-time address), or 0 */
+    uint64_t init_at;    /* address of DT_INIT's entry (its tag) in the dynamic section,
+                          * or of the spare DT_NULL that can become DT_INIT, or 0 */
+} cfg_dyninit_t;
 
 typedef struct cfg_image {
     const char *path;          /* as given to the reader */
@@ -121,6 +132,7 @@ typedef struct cfg_image {
     size_t nvariables;
     cfg_reloc_t *relocs;       /* dynamic relocations, sorted by `where` */
     size_t nrelocs;
+    cfg_dyninit_t dyninit;     /* shared libraries: where initialisation starts */
     uint64_t *init_funcs;      /* code addresses from .init_array/.preinit_array/.fini_array */
     size_t ninit_funcs;
     uint8_t build_id[64];      /* NT_GNU_BUILD_ID descriptor */
@@ -132,8 +144,8 @@ typedef struct cfg_image {
 } cfg_image_t;
 
 /*
- * Read the executable at PATH. Fails with QP_EIO (cannot open; errno is kept), QP_EDIR,
- * QP_ENOTELF, QP_EARCH (not x86-64 ELF64), QP_ESHARED (a shared library), QP_EFORMAT,
+ * Read the executable or shared library at PATH (CFG_IMG_SHLIB). Fails with QP_EIO
+ * (cannot open; errno is kept), QP_EDIR, QP_ENOTELF, QP_EARCH (not x86-64 ELF64), QP_EFORMAT,
  * QP_ENOMEM. On success *OUT is owned by the caller (cfg_image_destroy).
  */
 int cfg_image_open_bfd(const char *path, cfg_image_t **out /*OUT*/);

@@ -347,6 +347,7 @@ typedef struct dyn_info {
     int has_soname;        /* DT_SONAME present */
     int pie_flag;          /* DT_FLAGS_1 has DF_1_PIE */
     uint64_t init, fini;   /* DT_INIT, DT_FINI or 0 */
+    cfg_dyninit_t dyninit; /* DT_INIT's entry, or a spare one */
 } dyn_info_t;
 
 static void
@@ -360,15 +361,24 @@ read_dynamic(const bfd_reader_t *r, const Elf64_Phdr *ph, size_t nph, dyn_info_t
         size_t n = ph[i].p_filesz / sizeof(Elf64_Dyn);
         if (ph[i].p_offset % 8)
             return;
-        for (size_t k = 0; k < n && dyn[k].d_tag != DT_NULL; k++) {
+        size_t k;
+        for (k = 0; k < n && dyn[k].d_tag != DT_NULL; k++) {
             switch (dyn[k].d_tag) {
             case DT_SONAME: d->has_soname = 1; break;
             case DT_FLAGS_1: d->pie_flag = (dyn[k].d_un.d_val & DF_1_PIE) != 0; break;
-            case DT_INIT: d->init = dyn[k].d_un.d_ptr; break;
+            case DT_INIT:
+                d->init = dyn[k].d_un.d_ptr;
+                d->dyninit.init = d->init;
+                d->dyninit.init_at = ph[i].p_vaddr + k * sizeof(Elf64_Dyn);
+                break;
             case DT_FINI: d->fini = dyn[k].d_un.d_ptr; break;
             default: break;
             }
         }
+        /* No DT_INIT: the first DT_NULL can become one when another DT_NULL follows it
+         * within the segment (linkers leave a few spare entries). */
+        if (d->dyninit.init_at == 0 && k + 1 < n && dyn[k + 1].d_tag == DT_NULL)
+            d->dyninit.init_at = ph[i].p_vaddr + k * sizeof(Elf64_Dyn);
     }
 }
 
@@ -1035,11 +1045,10 @@ cfg_image_open_bfd_why(const char *path, cfg_image_t **out, char *why, size_t wh
         /* An ET_DYN file is an executable when marked PIE, or when it has an interpreter
          * and no soname (PIEs from linkers older than DF_1_PIE). */
         int interp = (img->flags & CFG_IMG_DYNAMIC) != 0;
-        if (!dyn.pie_flag && !(interp && !dyn.has_soname)) {
-            rc = QP_ESHARED;
-            goto fail;
-        }
+        if (!dyn.pie_flag && !(interp && !dyn.has_soname))
+            img->flags |= CFG_IMG_SHLIB;
         img->flags |= CFG_IMG_PIE;
+        img->dyninit = dyn.dyninit;
     }
 
     r->abfd = bfd_fdopenr(path, NULL, fd); /* BFD owns FD from here */

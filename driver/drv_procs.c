@@ -213,6 +213,13 @@ drv_threads_reason(const cfg_prog_t *prog, char *buf, size_t len, int *unhooked)
     *unhooked = 0;
     if (prog == NULL || buf == NULL || len == 0)
         return NULL;
+    /* A library's runtime sees none of the calls of the program that loads it. */
+    if (prog->img->flags & CFG_IMG_SHLIB) {
+        *unhooked = 1;
+        snprintf(buf, len, "a shared library: the program that loads it may start "
+                           "threads where no hook of the library sees it");
+        return buf;
+    }
     for (uint32_t i = 0; i < prog->nprocs; i++)
         if (drv_is_thread_name(prog->procs[i].name)) {
             snprintf(buf, len, "it calls %s", prog->procs[i].name);
@@ -275,6 +282,12 @@ drv_choose_inc(const cfg_prog_t *prog, drv_result_t *res, int force, drv_inc_t *
     } else {
         out->mode = ARCH_INC_SWITCH;
         out->lock_at_start = unhooked || res->nthread_unseen > 0 || res->nfork_unseen > 0;
+        if (prog->img->flags & CFG_IMG_SHLIB) {
+            snprintf(out->buf, sizeof(out->buf), "atomic from the start: %s", threads);
+            out->why = out->buf;
+            res->atomic = 1;
+            return;
+        }
         const char *when = !out->lock_at_start
             ? "made atomic before the first thread starts"
             : res->nfork_unseen > 0 ? "atomic from the start: a child may fork "

@@ -93,6 +93,25 @@ write_lock_sites(
     return rc;
 }
 
+/*
+ * A shared library has no entry of its own: the dynamic linker calls its DT_INIT when it
+ * is loaded, before its init array. The runtime's library start takes DT_INIT's place
+ * (or that of a spare DT_NULL entry, when there was no DT_INIT) and goes on to the
+ * original one.
+ */
+static int
+start_library(ed_image_t *im, const cfg_image_t *img, uint64_t start)
+{
+    const uint64_t at = img->dyninit.init_at;
+    if (at == 0)
+        return QP_EUNSUPP;
+    uint8_t dyn[16];
+    const uint64_t tag = 12; /* DT_INIT */
+    memcpy(dyn, &tag, 8);
+    memcpy(dyn + 8, &start, 8);
+    return ed_image_ops.write(im, at, dyn, sizeof(dyn));
+}
+
 /* After the code is placed: the description and the runtime's parameters. */
 static int
 write_runtime(ed_image_t *im, const cfg_image_t *img, ed_plan_t *plan,
@@ -134,6 +153,15 @@ write_runtime(ed_image_t *im, const cfg_image_t *img, ed_plan_t *plan,
         par.lock_byte = ARCH_INC_LOCK_BYTE;
     }
     par.entry = entry != 0 ? entry : img->entry;
+    if (img->flags & CFG_IMG_SHLIB) {
+        par.flags |= QPRT_F_LIBRARY;
+        par.init = img->dyninit.init;
+        rc = start_library(im, img, r->rt + QPRT_LIBINIT_OFF);
+        if (rc < 0) {
+            free(blob);
+            return rc;
+        }
+    }
     par.state = r->state;
     par.counters = counters;
     par.counters_size = ((uint64_t)instr->ncounters * 8 + PAGE - 1) / PAGE * PAGE;
@@ -271,6 +299,13 @@ elfw_rewrite(const cfg_prog_t *prog, ed_plan_t *plan, const elfw_instr_t *instr,
     ed_dwarf_out_t dw;
     elfw_section_t dsecs[ED_DWARF_MAXSEC];
     memset(&dw, 0, sizeof(dw));
+    const int shlib = (prog->img->flags & CFG_IMG_SHLIB) != 0;
+    if (instr != NULL && shlib && prog->img->dyninit.init_at == 0) {
+        snprintf(err, errlen,
+            "runtime: the shared library has no DT_INIT and no spare entry in its dynamic "
+            "section to start the runtime from");
+        return QP_EUNSUPP;
+    }
     int rc = ed_image_create(prog->img, &im);
     if (rc < 0)
         return fail(err, errlen, rc, "image");
@@ -400,7 +435,7 @@ elfw_rewrite(const cfg_prog_t *prog, ed_plan_t *plan, const elfw_instr_t *instr,
         .eh_frame_hdr_size = unw.hdr_size,
         .clear_cet = 1,
         .rename_old_unwind = unw.size != 0,
-        .entry = instr != NULL ? rr.rt + QPRT_START_OFF : 0,
+        .entry = instr != NULL && !shlib ? rr.rt + QPRT_START_OFF : 0,
         .tmp_hook = hook,
     };
     rc = elfw_write(&req, err, errlen);

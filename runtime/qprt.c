@@ -55,13 +55,17 @@ typedef struct qprt_state {
     uint64_t slot;       /* the slot this process counts into, or UINT64_MAX */
     uint64_t locked;     /* switchable increments: 0 plain, 1 being made atomic, 2 atomic
                           * (or could not be: see QP_PROF_RACY) */
+    uint64_t started;    /* a library's start ran (DT_INIT is called once per load) */
     char path[PATH_CAP]; /* the profile's absolute path */
+    char module[PATH_CAP]; /* a library: its file (as mapped); empty for the executable */
 } qprt_state_t;
 _Static_assert(sizeof(qprt_state_t) <= QPRT_STATE_SIZE, "state fits its page");
 
 /* Entry points (qprt_entry.S calls them). */
 uint64_t
 qprt_init(uint64_t *sp) HIDDEN;
+uint64_t
+qprt_lib_init(long argc, char **argv, char **envp) HIDDEN;
 void
 qprt_exit_dump(uint64_t *saved) HIDDEN;
 void qprt_exec_failed(void) HIDDEN;
@@ -110,6 +114,7 @@ enum {
     SYS_mprotect = 10,
     SYS_munmap = 11,
     SYS_pread64 = 17,
+    SYS_lseek = 8,
     SYS_pwrite64 = 18,
     SYS_madvise = 28,
     SYS_getpid = 39,
@@ -405,19 +410,29 @@ job_rank(char **envp)
     return r;
 }
 
+/* The last component of PATH. */
+static const char *
+base_name(const char *path)
+{
+    const char *b = path;
+    for (const char *c = path; *c; c++)
+        if (*c == '/')
+            b = c + 1;
+    return b;
+}
+
 /* The profile's absolute path into ST->path: $QP_PROFILE (%p expanded to the process
  * id, %r to the job rank or, outside a job, the process id; not in a secure-execution
- * program), else the executable's path + ".qp". */
+ * program), else the executable's path + ".qp". A library's profile is the library's
+ * path + ".qp", or $QP_PROFILE expanded + "." + the library's file name (the program
+ * and each of its libraries count into profiles of their own). */
 static int
-profile_path(uint64_t *sp, qprt_state_t *st)
+profile_path(uint64_t argc, char **argv, char **envp, qprt_state_t *st)
 {
-    uint64_t argc = sp[0];
-    char **argv = (char **)(sp + 1);
-    char **envp = argv + argc + 1;
     char *buf = st->path;
     size_t cap = sizeof(st->path), n = 0;
     buf[0] = '\0';
-    for (char **e = envp; !st->secure && *e; e++) {
+    for (char **e = envp; e != NULL && !st->secure && *e; e++) {
         const char *v = *e;
         if (!mem_eq(v, "QP_PROFILE=", 11))
             continue;
@@ -445,6 +460,15 @@ profile_path(uint64_t *sp, qprt_state_t *st)
                 buf[n] = '\0';
             }
         }
+        if (st->module[0] != '\0') {
+            append(buf, cap, &n, ".");
+            append(buf, cap, &n, base_name(st->module));
+        }
+        return n + 1 < cap ? 0 : -1;
+    }
+    if (st->module[0] != '\0') {
+        append(buf, cap - 3, &n, st->module);
+        append(buf, cap, &n, ".qp");
         return n + 1 < cap ? 0 : -1;
     }
     long r = sys3(SYS_readlink, (long)"/proc/self/exe", (long)buf, (long)cap - 4);
@@ -490,7 +514,7 @@ open_profile(qprt_state_t *st, int create, kstat_t *ks, const char **why)
 
 /* Write the header of a new profile (the file is locked and empty) and size it. */
 static int
-init_profile(long fd, const qprt_params_t *p, const layout_t *l)
+init_profile(long fd, const qprt_params_t *p, const layout_t *l, const qprt_state_t *st)
 {
     qp_prof_hdr_t h;
     mem_zero(&h, sizeof(h));
@@ -502,8 +526,11 @@ init_profile(long fd, const qprt_params_t *p, const layout_t *l)
     h.slots_off = l->slots_off;
     h.nslots = QP_PROF_MAX_SLOTS;
     h.slotc_off = l->slotc_off;
-    long r = sys3(SYS_readlink, (long)"/proc/self/exe", (long)h.exe, sizeof(h.exe) - 1);
-    if (r < 0)
+    if (st->module[0] != '\0') {
+        size_t n = 0;
+        append(h.exe, sizeof(h.exe), &n, st->module);
+    } else if (sys3(SYS_readlink, (long)"/proc/self/exe", (long)h.exe, sizeof(h.exe) - 1)
+        < 0)
         h.exe[0] = '\0';
     if (reserve(fd, 0, l->slotc_off) < 0)
         return -1;
@@ -598,6 +625,41 @@ fold_slot(long fd, volatile qp_prof_hdr_t *h, uint64_t k, const qprt_params_t *p
 }
 
 /*
+ * A library's code can run before its DT_INIT: IFUNC resolvers during relocation, and
+ * the constructors of libraries loaded with it. Its counts are in the anonymous
+ * counters that the profile's mapping replaces: keep them in a copy (returned, or 0 when
+ * there is nothing to keep) and add them to the slot once it is mapped.
+ */
+static uint64_t
+save_early_counts(const qprt_params_t *p, uint64_t bias)
+{
+    const volatile uint64_t *c = (const volatile uint64_t *)(uintptr_t)(p->counters + bias);
+    uint64_t i = 0;
+    while (i < p->ncounters && c[i] == 0)
+        i++;
+    if (i == p->ncounters)
+        return 0;
+    long m = sys6(SYS_mmap, 0, (long)p->counters_size, PROT_READ | PROT_WRITE,
+        MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (is_err(m))
+        return 0;
+    mem_copy((void *)(uintptr_t)m, (const void *)(uintptr_t)(p->counters + bias),
+        p->ncounters * 8);
+    return (uint64_t)m;
+}
+
+static void
+add_early_counts(const qprt_params_t *p, uint64_t bias, uint64_t early)
+{
+    volatile uint64_t *c = (volatile uint64_t *)(uintptr_t)(p->counters + bias);
+    const uint64_t *e = (const uint64_t *)(uintptr_t)early;
+    for (uint64_t i = 0; i < p->ncounters; i++)
+        if (e[i] != 0)
+            __atomic_fetch_add(&c[i], e[i], __ATOMIC_RELAXED);
+    sys3(SYS_munmap, (long)early, (long)p->counters_size, 0);
+}
+
+/*
  * With the file locked: fold the slots of processes that are gone, then claim the first
  * free slot for ME and map its counters over the program's. Returns the slot, or -1.
  */
@@ -628,10 +690,16 @@ claim_slot(long fd, volatile qp_prof_hdr_t *h, const qprt_params_t *p, uint64_t 
     if (l->cbytes > 0 && reserve(fd, off, l->cbytes) < 0)
         return -1;
     *why = "cannot map the profile";
+    uint64_t early = p->flags & QPRT_F_LIBRARY ? save_early_counts(p, bias) : 0;
     if (p->counters_size > 0
         && is_err(sys6(SYS_mmap, (long)(p->counters + bias), (long)p->counters_size,
-            PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, (long)off)))
+            PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, (long)off))) {
+        if (early != 0)
+            sys3(SYS_munmap, (long)early, (long)p->counters_size, 0);
         return -1;
+    }
+    if (early != 0)
+        add_early_counts(p, bias, early);
     volatile qp_prof_slot_t *s = &tab[k];
     s->pid = me->pid;
     s->start = me->start;
@@ -706,7 +774,7 @@ attach(
         if (c < 0)
             goto out;
         *why = "cannot write the profile";
-        if (c == 0 && init_profile(fd, p, &l) < 0)
+        if (c == 0 && init_profile(fd, p, &l, st) < 0)
             goto out;
         long m = sys6(
             SYS_mmap, 0, (long)l.slotc_off, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
@@ -838,6 +906,23 @@ secure_execution(uint64_t *sp)
     return 0;
 }
 
+/* Name the profile, attach to it and, if asked, make the increments atomic. */
+static void
+start(const qprt_params_t *p, uint64_t bias, qprt_state_t *st, uint64_t argc, char **argv,
+    char **envp)
+{
+    const char *why = "cannot name the profile";
+    int rc = profile_path(argc, argv, envp, st) < 0 ? -1 : attach(st, p, bias, 0, &why);
+    for (int again = 0; rc == -3 && again < 3; again++)
+        rc = attach(st, p, bias, 0, &why);
+    if (rc < 0)
+        warn(st->path[0] ? st->path : "profile", why);
+    else
+        st->marker = fork_marker();
+    if (p->flags & QPRT_F_LOCK_AT_START)
+        make_atomic(p, bias, st);
+}
+
 uint64_t
 qprt_init(uint64_t *sp)
 {
@@ -847,17 +932,128 @@ qprt_init(uint64_t *sp)
     st->stack_top = (uint64_t)(uintptr_t)sp;
     st->slot = UINT64_MAX;
     st->secure = (uint64_t)secure_execution(sp);
-    const char *why = "cannot name the profile";
-    int rc = profile_path(sp, st) < 0 ? -1 : attach(st, p, bias, 0, &why);
-    for (int again = 0; rc == -3 && again < 3; again++)
-        rc = attach(st, p, bias, 0, &why);
-    if (rc < 0)
-        warn(st->path[0] ? st->path : "profile", why);
-    else
-        st->marker = fork_marker();
-    if (p->flags & QPRT_F_LOCK_AT_START)
-        make_atomic(p, bias, st);
+    char **argv = (char **)(sp + 1);
+    start(p, bias, st, sp[0], argv, argv + sp[0] + 1);
     return p->entry + bias;
+}
+
+/* Secure execution, from /proc/self/auxv (a library's start has no initial stack: the
+ * environment it gets may have been moved by setenv). Unknown counts as secure. */
+static int
+secure_from_auxv(void)
+{
+    uint64_t v[128];
+    long fd = sys3(SYS_open, (long)"/proc/self/auxv", O_RDONLY | O_CLOEXEC, 0);
+    if (fd < 0)
+        return 1;
+    long r = sys3(SYS_read, fd, (long)v, sizeof(v));
+    sys3(SYS_close, fd, 0, 0);
+    for (long i = 0; i + 1 < r / 8; i += 2) {
+        if (v[i] == 0)
+            break;
+        if (v[i] == AT_SECURE)
+            return v[i + 1] != 0;
+    }
+    return r <= 0;
+}
+
+/* The hexadecimal number at *P (advanced past it). */
+static uint64_t
+parse_hex(const char **p)
+{
+    uint64_t v = 0;
+    for (;; (*p)++) {
+        char c = **p;
+        if (c >= '0' && c <= '9')
+            v = v * 16 + (uint64_t)(c - '0');
+        else if (c >= 'a' && c <= 'f')
+            v = v * 16 + (uint64_t)(c - 'a' + 10);
+        else
+            return v;
+    }
+}
+
+/* If the /proc/self/maps line L maps ADDR from a file, its path into BUF. 1 if so. */
+static int
+maps_line(const char *l, uint64_t addr, char *buf, size_t cap)
+{
+    uint64_t lo = parse_hex(&l);
+    if (*l++ != '-')
+        return 0;
+    uint64_t hi = parse_hex(&l);
+    if (addr < lo || addr >= hi)
+        return 0;
+    for (int field = 0; field < 4; field++) { /* perms, offset, device, inode */
+        while (*l == ' ')
+            l++;
+        while (*l && *l != ' ')
+            l++;
+    }
+    while (*l == ' ')
+        l++;
+    if (*l != '/')
+        return 0;
+    size_t n = 0;
+    append(buf, cap, &n, l);
+    static const char deleted[] = " (deleted)";
+    size_t d = sizeof(deleted) - 1;
+    if (n > d && mem_eq(buf + n - d, deleted, d))
+        buf[n - d] = '\0';
+    return n + 1 < cap;
+}
+
+/* The file mapped at ADDR (this library), from /proc/self/maps, into BUF. 0 or -1. */
+static int
+module_path(uint64_t addr, char *buf, size_t cap)
+{
+    char chunk[4096 + PATH_CAP];
+    size_t have = 0;
+    int found = 0;
+    long fd = sys3(SYS_open, (long)"/proc/self/maps", O_RDONLY | O_CLOEXEC, 0);
+    if (fd < 0)
+        return -1;
+    while (!found) {
+        long r = sys3(SYS_read, fd, (long)(chunk + have), (long)(sizeof(chunk) - 1 - have));
+        if (r <= 0)
+            break;
+        have += (size_t)r;
+        size_t line = 0;
+        for (size_t i = 0; i < have && !found; i++)
+            if (chunk[i] == '\n') {
+                chunk[i] = '\0';
+                found = maps_line(chunk + line, addr, buf, cap);
+                line = i + 1;
+            }
+        if (line == 0 && have == sizeof(chunk) - 1)
+            line = have; /* a line longer than any path we keep: skip it */
+        for (size_t i = line; i < have; i++)
+            chunk[i - line] = chunk[i];
+        have -= line;
+    }
+    sys3(SYS_close, fd, 0, 0);
+    return found ? 0 : -1;
+}
+
+uint64_t
+qprt_lib_init(long argc, char **argv, char **envp)
+{
+    const qprt_params_t *p = &qprt_params;
+    uint64_t bias = (uint64_t)(uintptr_t)p - p->self;
+    qprt_state_t *st = (qprt_state_t *)(uintptr_t)(p->state + bias);
+    uint64_t init = p->init != 0 ? p->init + bias : 0;
+    if (st->started)
+        return init;
+    st->started = 1;
+    /* Frames of the main thread lie below its arguments. */
+    st->stack_top = (uint64_t)(uintptr_t)argv;
+    st->slot = UINT64_MAX;
+    st->secure = (uint64_t)secure_from_auxv();
+    if (module_path((uint64_t)(uintptr_t)p, st->module, sizeof(st->module)) < 0) {
+        warn("profile", "cannot find the library's file in /proc/self/maps");
+        return init;
+    }
+    start(p, bias, st, argc < 0 ? 0 : (uint64_t)argc, argv, envp);
+    return init;
 }
 
 void

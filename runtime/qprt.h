@@ -8,7 +8,8 @@
  * position-independent blob (qprt.ld) that the rewriter copies into a new executable
  * region; its first bytes are this parameter block, which the rewriter fills in. The
  * runtime runs before the program's own entry point (it becomes e_entry), maps the
- * counters onto the profile file and continues at the original entry.
+ * counters onto the profile file and continues at the original entry. In a shared
+ * library it runs as the library's DT_INIT instead, and goes on to the original one.
  */
 #include <stdint.h>
 
@@ -19,12 +20,17 @@
 #define QPRT_THREAD_OFF 640u /* blob offset of the thread hook (called before thread starts) */
 #define QPRT_EXEC_OFF 768u  /* blob offset of the exec hook (called after an exec returned:
                              * it failed, and the dump taken before it is cancelled) */
+#define QPRT_LIBINIT_OFF 896u /* blob offset of a shared library's start: its DT_INIT,
+                               * called as init(argc, argv, envp) by the dynamic linker */
 
 enum {
     QPRT_F_SWITCH = 1u << 0,     /* the counters are ARCH_INC_SWITCH increments, listed in
                                   * the lock-site table */
     QPRT_F_LOCK_AT_START = 1u << 1, /* make them atomic before the program runs (it may
                                   * start threads where no thread hook sees it) */
+    QPRT_F_LIBRARY = 1u << 2,    /* a shared library: started from DT_INIT, its profile
+                                  * named after the library's file, counts made before the
+                                  * start (IFUNC resolvers, early callers) kept */
 };
 #define QPRT_STATE_SIZE 4096u /* the runtime's writable page, just before counter 0 */
 
@@ -46,6 +52,8 @@ typedef struct qprt_params {
     uint8_t plain_byte;     /* ARCH_INC_PLAIN_BYTE: what a site holds until switched */
     uint8_t lock_byte;      /* ARCH_INC_LOCK_BYTE: what makes it atomic */
     uint8_t pad[6];
+    uint64_t init;          /* QPRT_F_LIBRARY: link-time address of the library's own
+                             * DT_INIT, run after the runtime's start, or 0 */
 } qprt_params_t;
 
 #ifndef QPRT_FREESTANDING

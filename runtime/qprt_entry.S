@@ -1,9 +1,10 @@
 /* Copyright 2026 the qpt authors
  * SPDX-License-Identifier: MIT */
 /*
- * The runtime's two ways in. Both keep every register and the flags: the program's entry
- * code may rely on any register the kernel or the dynamic linker set (rdx holds the
- * dynamic linker's fini function), and exit snippets run in the middle of a procedure.
+ * The runtime's ways in. The start and the hooks keep every register and the flags: the
+ * program's entry code may rely on any register the kernel or the dynamic linker set
+ * (rdx holds the dynamic linker's fini function), and exit snippets run in the middle of
+ * a procedure. A library's start is called as a function, and keeps what the ABI keeps.
  */
 /* The flags and the 15 general registers: 128 bytes, %r15 at the lowest address. */
     .macro SAVE_ALL
@@ -111,4 +112,22 @@ qprt_exec_hook:
     mov     %rbx, %rsp
     RESTORE_ALL
     ret
+    .section .qprt.libinit,"ax"
+    .globl qprt_lib_start
+    .hidden qprt_lib_start
+/* A rewritten shared library's DT_INIT, called by the dynamic linker as a function:
+ * init(argc, argv, envp). Starts the runtime, then tail-calls the library's own DT_INIT,
+ * if it had one, with the same arguments. */
+qprt_lib_start:
+    push    %rdi
+    push    %rsi
+    push    %rdx                /* %rsp is 16-byte aligned again */
+    call    qprt_lib_init       /* (argc, argv, envp): the original DT_INIT, or 0 */
+    pop     %rdx
+    pop     %rsi
+    pop     %rdi
+    test    %rax, %rax
+    jz      1f
+    jmp     *%rax
+1:  ret
     .section .note.GNU-stack,"",@progbits

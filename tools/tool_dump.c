@@ -28,10 +28,13 @@ tool_dump_summary(FILE *f, const cfg_prog_t *prog, int verbose)
     const cfg_image_t *img = prog->img;
     const cfg_stats_t *st = &prog->stats;
     fprintf(f, "file: %s\n", img->path);
-    fprintf(f, "type: x86-64 %s executable, %s, %s%s%s\n",
-            (img->flags & CFG_IMG_PIE) ? ((img->flags & CFG_IMG_DYNAMIC) ? "PIE" : "static-pie")
-                                       : "position-dependent",
-            (img->flags & CFG_IMG_DYNAMIC) ? "dynamically linked" : "statically linked",
+    fprintf(f, "type: x86-64 %s, %s, %s%s%s\n",
+            (img->flags & CFG_IMG_SHLIB) ? "shared library"
+            : (img->flags & CFG_IMG_PIE) ? ((img->flags & CFG_IMG_DYNAMIC) ? "PIE executable"
+                                                                           : "static-pie executable")
+                                         : "position-dependent executable",
+            (img->flags & (CFG_IMG_DYNAMIC | CFG_IMG_SHLIB)) ? "dynamically linked"
+                                                             : "statically linked",
             (img->flags & CFG_IMG_SYMTAB) ? "not stripped" : "stripped",
             (img->flags & CFG_IMG_IBT) ? ", IBT" : "", (img->flags & CFG_IMG_SHSTK) ? ", SHSTK" : "");
     if (img->build_id_len) {

@@ -1,0 +1,175 @@
+#!/bin/bash
+# Copyright 2026 the qpt authors
+# SPDX-License-Identifier: MIT
+#
+# Shared libraries rewritten and measured (issue 13). tests/shlib/lib.c is built with
+# gcc and clang at -O0 and -O2, with and without -fno-plt; the program tests/shlib/main.c
+# (not rewritten) loads the rewritten copy through its RUNPATH ($ORIGIN/lib), and the
+# original through LD_LIBRARY_PATH. Checked:
+#   - the same stdout and exit status as with the original library, in three runs (plain,
+#     4 threads calling into the library, an exit from inside the library);
+#   - exact counts in the library's profile (lib/libqt.so.qp), from the code's truth:
+#     a hot loop, calls through the library's own PLT, threads (atomic increments), the
+#     IFUNC resolver (run before the library's start: its count is kept), the exit;
+#   - a library loaded with dlopen; $QP_PROFILE (the library's profile is
+#     $QP_PROFILE.libqt.so); a library without DT_INIT (a spare dynamic entry becomes
+#     one); a rewritten program with a rewritten library (two profiles);
+#   - real libraries, when installed: libsqlite3 (sqlite3), libjq (jq), libstdc++ and
+#     libgcc_s (a C++ program whose exceptions cross their frames) and libc.so.6 under
+#     that program: identical outputs, and counts in each library's profile (exact where
+#     the truth is known: 286 exceptions allocated and deleted).
+# Exit status: 0 pass, 1 fail, 77 skip, 99 hard error.
+set -u
+. "${top_srcdir:-.}/tests/lib.sh"
+QP=${QP:-$top_builddir/tools/qp}
+dir=$top_builddir/tests/shlib.d
+rm -rf "$dir"
+mkdir -p "$dir" || exit 99
+fails=0
+qp_have gcc || { echo "SKIP: gcc not installed"; exit 77; }
+src=$top_srcdir/tests/shlib
+export LC_ALL=C
+unset QP_PROFILE
+
+# count CSV NAME: the calls of procedure NAME in a `qp report --csv` output
+count() {
+    awk -F, -v n="$2" '$1 == n { print $2; found = 1 } END { if (!found) print "none" }' "$1"
+}
+
+# expect WHAT CSV NAME N
+expect() {
+    local got
+    got=$(count "$2" "$3")
+    if [ "$got" = "$4" ]; then ok "$1: $3 called $4 times"; else bad "$1: $3 called $got times, expected $4"; fi
+}
+
+# same WHAT D ARGS...: the program's output and status with the rewritten library equal
+# those with the original one
+same() {
+    local what=$1 d=$2
+    shift 2
+    LD_LIBRARY_PATH=$d "$d/main" "$@" >"$d/want" 2>&1
+    local ws=$?
+    "$d/main" "$@" >"$d/got" 2>&1
+    local gs=$?
+    if [ "$ws" = "$gs" ] && cmp -s "$d/want" "$d/got"; then
+        ok "$what ${*:-plain}: same output and status ($gs)"
+    else
+        bad "$what ${*:-plain}: status $gs (want $ws), output: $(head -c 300 "$d/got")"
+    fi
+}
+
+for v in "gcc -O0" "gcc -O2" "clang -O0" "clang -O2" "gcc -O2 -fno-plt" "clang -O2 -fno-plt"; do
+    cc=${v%% *}
+    qp_have "$cc" || continue
+    tag=$(echo "$v" | tr -d ' -')
+    d=$dir/$tag
+    mkdir -p "$d/lib"
+    # shellcheck disable=SC2086
+    $v -g -shared -fPIC -o "$d/libqt.so" "$src/lib.c" || exit 99
+    gcc -O2 -g -o "$d/main" "$src/main.c" -L"$d" -lqt -pthread -ldl -Wl,-rpath,'$ORIGIN/lib' || exit 99
+    if ! "$QPT_REWRITE" "$d/libqt.so" -o "$d/lib/libqt.so" >"$d/log" 2>&1; then
+        bad "$v: rewrite: $(tail -n 1 "$d/log")"
+        continue
+    fi
+    same "$v" "$d"
+    same "$v" "$d" threads
+    same "$v" "$d" quit
+    "$QP" report --csv "$d/lib/libqt.so.qp" >"$d/csv" 2>"$d/err"
+    [ -s "$d/err" ] && bad "$v: qp report says: $(head -n 2 "$d/err")"
+    expect "$v" "$d/csv" lib_sum 30
+    expect "$v" "$d/csv" lib_square 1023
+    expect "$v" "$d/csv" lib_apply 3
+    expect "$v" "$d/csv" lib_tick 200000
+    expect "$v" "$d/csv" lib_quit 1
+    expect "$v" "$d/csv" quit_inner 1
+    expect "$v" "$d/csv" lib_pick 3 # the IFUNC symbol names its resolver
+    # What was not measured is said (a PLT stub, or a procedure too short to move).
+    "$QP" report -v "$d/lib/libqt.so.qp" 2>&1 | grep -q "^Not measured:" ||
+        ok "$v: every procedure measured"
+    if [ "$tag" = gccO2 ]; then
+        rm -f "$d"/lib/*.qp
+        out=$("$d/main" dlopen "$d/lib/libqt.so")
+        [ "$out" = "$(LD_LIBRARY_PATH=$d "$d/main" dlopen "$d/libqt.so")" ] || bad "$v: dlopen output: $out"
+        "$QP" report --csv "$d/lib/libqt.so.qp" >"$d/csv.dl" 2>&1
+        expect "$v dlopen" "$d/csv.dl" lib_sum 5
+        rm -f "$d"/lib/*.qp
+        QP_PROFILE=$d/run-%p.qp "$d/main" >/dev/null 2>&1
+        p=$(ls "$d"/run-*.qp.libqt.so 2>/dev/null | head -n 1)
+        if [ -n "$p" ] && [ ! -e "$d/lib/libqt.so.qp" ]; then
+            "$QP" report --csv "$p" >"$d/csv.env" 2>&1
+            expect "$v QP_PROFILE" "$d/csv.env" lib_sum 10
+        else
+            bad "$v: QP_PROFILE: no $d/run-PID.qp.libqt.so ($(ls "$d"))"
+        fi
+        # A rewritten program with a rewritten library: each has its profile.
+        "$QPT_REWRITE" "$d/main" -o "$d/main.inst" >/dev/null 2>&1 || bad "$v: rewrite main"
+        rm -f "$d"/lib/*.qp
+        [ "$("$d/main.inst")" = "$(LD_LIBRARY_PATH=$d "$d/main")" ] || bad "$v: main.inst output"
+        "$QP" report --csv "$d/main.inst.qp" >"$d/csv.exe" 2>&1
+        "$QP" report --csv "$d/lib/libqt.so.qp" >"$d/csv.lib" 2>&1
+        expect "$v program and library" "$d/csv.exe" main 1
+        expect "$v program and library" "$d/csv.lib" lib_sum 10
+    fi
+done
+
+# A library without DT_INIT (no crti.o): a spare DT_NULL becomes the runtime's DT_INIT.
+d=$dir/noinit
+mkdir -p "$d/lib"
+if gcc -O2 -shared -fPIC -nostartfiles -o "$d/libqt.so" "$src/lib.c" 2>/dev/null &&
+    ! readelf -d "$d/libqt.so" | grep -q '(INIT)' &&
+    gcc -O2 -o "$d/main" "$src/main.c" -L"$d" -lqt -pthread -ldl -Wl,-rpath,'$ORIGIN/lib'; then
+    if "$QPT_REWRITE" "$d/libqt.so" -o "$d/lib/libqt.so" >"$d/log" 2>&1; then
+        same "no DT_INIT" "$d"
+        "$QP" report --csv "$d/lib/libqt.so.qp" >"$d/csv" 2>&1
+        expect "no DT_INIT" "$d/csv" lib_sum 10
+    else
+        bad "no DT_INIT: rewrite: $(tail -n 1 "$d/log")"
+    fi
+fi
+
+# Real libraries, rewritten one at a time; the program runs with LD_LIBRARY_PATH.
+L=/usr/lib/x86_64-linux-gnu
+# real WHAT LIB PROC N CMD...: rewrite LIB into $dir/real, run CMD with and without it;
+# PROC is called N times (+: at least once)
+real() {
+    local what=$1 lib=$2 proc=$3 n=$4 r=$dir/real
+    shift 4
+    [ -f "$L/$lib" ] || { echo "# $what: $L/$lib not installed"; return; }
+    mkdir -p "$r"
+    if ! "$QPT_REWRITE" "$L/$lib" -o "$r/$lib" >"$r/$lib.log" 2>&1; then
+        bad "$what: rewrite $lib: $(tail -n 1 "$r/$lib.log")"
+        return
+    fi
+    rm -f "$r/$lib.qp"
+    "$@" >"$r/$lib.want" 2>&1
+    local ws=$?
+    LD_LIBRARY_PATH=$r "$@" >"$r/$lib.got" 2>&1
+    local gs=$?
+    if [ "$ws" = "$gs" ] && cmp -s "$r/$lib.want" "$r/$lib.got"; then
+        ok "$what with a rewritten $lib: same output and status"
+    else
+        bad "$what with a rewritten $lib: status $gs (want $ws): $(diff "$r/$lib.want" "$r/$lib.got" | head -n 5)"
+    fi
+    "$QP" report --csv "$r/$lib.qp" >"$r/$lib.csv" 2>"$r/$lib.err"
+    local c
+    c=$(count "$r/$lib.csv" "$proc")
+    if [ "$c" != none ] && [ "$c" -gt 0 ] && { [ "$n" = + ] || [ "$c" = "$n" ]; } &&
+        [ ! -s "$r/$lib.err" ]; then
+        ok "$what: $lib's profile counts $proc ($c calls)"
+    else
+        bad "$what: $lib's profile: $proc $c (expected $n); $(head -n 2 "$r/$lib.err")"
+    fi
+}
+
+sql="create table t(a,b); insert into t values(1,2),(3,4),(5,6); select sum(a*b), group_concat(b) from t; select upper('qpt');"
+qp_have sqlite3 && real sqlite3 libsqlite3.so.0 sqlite3_prepare_v2 + sqlite3 :memory: "$sql"
+printf '{"a":[1,2,3],"b":{"c":"x"}}\n' >"$dir/in.json"
+qp_have jq && real jq libjq.so.1 jq_next + jq -c '.a|map(.*2), (.b|keys)' "$dir/in.json"
+if qp_have g++ && g++ -O2 -o "$dir/ex" "$src/ex.cc"; then
+    # 286 exceptions: each allocated and deleted once.
+    real "C++ exceptions" libstdc++.so.6 __cxa_allocate_exception 286 "$dir/ex"
+    real "C++ exceptions" libgcc_s.so.1 _Unwind_DeleteException 286 "$dir/ex"
+    real "C++ exceptions" libc.so.6 __libc_malloc + "$dir/ex"
+fi
+[ "$fails" -eq 0 ]
