@@ -139,17 +139,50 @@ typedef struct elfw_instr {
     void *placed_arg;
 } elfw_instr_t;
 
+/*****************************************************************************
+ * The libraries a program loads (elfw_deps.c)
+ */
+
+/* A library a program needs at start. */
+typedef struct elfw_dep {
+    char *name; /* as DT_NEEDED names it (its soname) */
+    char *path; /* the file the dynamic linker would load, or NULL when none is found */
+} elfw_dep_t;
+
+/*
+ * The libraries PROGRAM loads at start: its DT_NEEDED entries and theirs, breadth first
+ * (the loader's order), each name once, found as glibc's dynamic linker finds them:
+ * DT_RPATH of the needing object, then of the program (for objects without DT_RUNPATH),
+ * DT_RUNPATH of the needing object ($ORIGIN expanded), the folders of /etc/ld.so.conf
+ * and the files it includes, then the system folders. LD_LIBRARY_PATH and the loader's
+ * cache are not consulted, and nothing is run. *INTERP gets the program's PT_INTERP (the
+ * dynamic linker, not in the list) or NULL. Returns 0, or QP_EIO (errno kept),
+ * QP_EFORMAT, QP_ENOMEM with one line in ERR. Free with elfw_deps_free.
+ */
+int elfw_deps(const char *program, elfw_dep_t **out /*OUT*/, size_t *n /*OUT*/,
+              char **interp /*OUT*/, char *err, size_t errlen);
+void elfw_deps_free(elfw_dep_t *v, size_t n);
+
+/* How to write a rewrite (NULL: the defaults, all 0). */
+typedef struct elfw_rewrite_opts {
+    const elfw_tmp_hook_t *tmp_hook; /* passed on as elfw_request_t.tmp_hook, or NULL */
+    int origin_first;  /* the output looks for its libraries in its own folder first:
+                        * "$ORIGIN" ahead of its DT_RUNPATH, else of its DT_RPATH (added
+                        * in a spare dynamic entry when it has neither), in a copy of
+                        * .dynstr that DT_STRTAB names (.qpt.dynstr); nothing for a
+                        * program without a dynamic section */
+} elfw_rewrite_opts_t;
+
 /*
  * Apply PLAN (its procedures move into a new executable region of the file's image),
  * build unwind tables for the moved code, and write OUTPUT from INPUT with elfw_write:
  * new regions, old-text redirects, moved .symtab symbols, the new PT_GNU_EH_FRAME, the
  * IBT/SHSTK property bits cleared (new code has no endbr64 landing pads), and DWARF debug
- * information that names the new code (ed_dwarf_build). HOOK (or NULL) is passed on as
- * elfw_request_t.tmp_hook. Returns 0 or a QP_E* code with one line in ERR;
- * stats->unwind_fail says when an FDE was to blame.
+ * information that names the new code (ed_dwarf_build). Returns 0 or a QP_E* code with
+ * one line in ERR; stats->unwind_fail says when an FDE was to blame.
  */
 int elfw_rewrite(const struct cfg_prog *prog, struct ed_plan *plan, const elfw_instr_t *instr,
-                 const char *input, const char *output, const elfw_tmp_hook_t *hook,
+                 const char *input, const char *output, const elfw_rewrite_opts_t *opts,
                  elfw_rewrite_stats_t *stats /*OUT*/, char *err, size_t errlen);
 
 #endif

@@ -27,6 +27,7 @@ typedef struct rt_regions {
     uint64_t locks;  /* the lock-site table (R), or 0 */
     uint64_t nlocks; /* its entries */
     uint64_t unwind; /* new unwind tables (R) */
+    uint64_t dynstr; /* a copy of .dynstr with $ORIGIN in the search path (R), or 0 */
 } rt_regions_t;
 
 /* The image's loaded extent, for rel32 reach. */
@@ -173,6 +174,126 @@ write_runtime(ed_image_t *im, const cfg_image_t *img, ed_plan_t *plan,
     return rc;
 }
 
+static const cfg_section_t *
+section_named(const cfg_image_t *img, const char *name)
+{
+    for (size_t i = 0; i < img->nsections; i++)
+        if (strcmp(img->sections[i].name, name) == 0)
+            return &img->sections[i];
+    return NULL;
+}
+
+/*
+ * The output looks for its libraries in its own folder first (elfw_rewrite_opts_t):
+ * .dynstr is copied with "$ORIGIN[:old path]" at its end into a new region (origin_path), DT_STRTAB
+ * and DT_STRSZ name the copy, and the search path entry its new string. DT_RPATH when
+ * the file has no DT_RUNPATH: it is searched before LD_LIBRARY_PATH, so that the
+ * rewritten libraries beside the output are the ones loaded.
+ */
+/*
+ * The search path OLD of the file INPUT with $ORIGIN (or ${ORIGIN}) replaced by INPUT's
+ * folder, after "$ORIGIN:" (the output's folder): the output finds what the input found.
+ * Malloc'ed, or NULL.
+ */
+static char *
+origin_path(const char *old, const char *input)
+{
+    char *real = realpath(input, NULL);
+    if (real == NULL)
+        return NULL;
+    *strrchr(real, '/') = '\0';
+    size_t cap = sizeof("$ORIGIN:") + strlen(old) * (strlen(real) + 2) + 1, n = 0;
+    char *out = malloc(cap);
+    if (out != NULL) {
+        n = (size_t)snprintf(out, cap, "$ORIGIN%s", old[0] ? ":" : "");
+        for (const char *p = old; *p;) {
+            size_t skip = strncmp(p, "$ORIGIN", 7) == 0 ? 7 : strncmp(p, "${ORIGIN}", 9) == 0 ? 9 : 0;
+            if (skip > 0) {
+                n += (size_t)snprintf(out + n, cap - n, "%s", real[0] ? real : "/");
+                p += skip;
+            } else
+                out[n++] = *p++;
+        }
+        out[n] = '\0';
+    }
+    free(real);
+    return out;
+}
+
+static int
+search_origin_first(ed_image_t *im, const cfg_image_t *img, const char *input, uint64_t *at)
+{
+    enum { DT_NULL_ = 0, DT_STRTAB_ = 5, DT_STRSZ_ = 10, DT_RPATH_ = 15, DT_RUNPATH_ = 29 };
+    const cfg_section_t *dyn = section_named(img, ".dynamic");
+    const cfg_section_t *str = section_named(img, ".dynstr");
+    if (dyn == NULL)
+        return 0; /* a static program loads no library */
+    if (str == NULL || str->bytes == NULL || str->size == 0 || dyn->size < 16)
+        return QP_EFORMAT;
+    size_t n = dyn->size / 16;
+    uint64_t(*d)[2] = malloc(n * 16);
+    if (d == NULL)
+        return QP_ENOMEM;
+    int rc = ed_image_ops.read(im, dyn->vma, d, n * 16); /* with DT_INIT made, if it was */
+    long strtab = -1, strsz = -1, rpath = -1, runpath = -1, spare = -1;
+    for (size_t k = 0; rc == 0 && k < n; k++) {
+        switch (d[k][0]) {
+        case DT_STRTAB_: strtab = (long)k; break;
+        case DT_STRSZ_: strsz = (long)k; break;
+        case DT_RPATH_: rpath = (long)k; break;
+        case DT_RUNPATH_: runpath = (long)k; break;
+        default: break;
+        }
+        if (d[k][0] == DT_NULL_) {
+            if (k + 1 < n && d[k + 1][0] == DT_NULL_)
+                spare = (long)k;
+            break;
+        }
+    }
+    long path = runpath >= 0 ? runpath : rpath;
+    if (rc == 0 && (strtab < 0 || strsz < 0 || d[strtab][1] != str->vma))
+        rc = QP_EFORMAT;
+    if (rc == 0 && path < 0 && spare < 0)
+        rc = QP_EUNSUPP;
+    const char *old = "";
+    if (rc == 0 && path >= 0) {
+        uint64_t o = d[path][1];
+        if (o >= str->size || memchr(str->bytes + o, 0, str->size - o) == NULL)
+            rc = QP_EFORMAT;
+        else
+            old = (const char *)str->bytes + o;
+    }
+    char *path_str = rc == 0 ? origin_path(old, input) : NULL;
+    if (rc == 0 && path_str == NULL)
+        rc = errno == ENOMEM ? QP_ENOMEM : QP_EIO;
+    size_t add = path_str != NULL ? strlen(path_str) + 1 : 0;
+    uint8_t *bytes = rc == 0 ? malloc(str->size + add) : NULL;
+    if (rc == 0 && bytes == NULL)
+        rc = QP_ENOMEM;
+    if (rc == 0) {
+        memcpy(bytes, str->bytes, str->size);
+        memcpy(bytes + str->size, path_str, add);
+        uint64_t lo, hi;
+        image_extent(img, &lo, &hi);
+        rc = ed_image_alloc_bytes(im, lo, hi, bytes, str->size + add, ED_PROT_R, at);
+        if (rc < 0)
+            free(bytes); /* else the image has it */
+    }
+    if (rc == 0) {
+        d[strtab][1] = *at;
+        d[strsz][1] = str->size + add;
+        if (path < 0) {
+            path = spare;
+            d[path][0] = DT_RPATH_;
+        }
+        d[path][1] = str->size;
+        rc = ed_image_ops.write(im, dyn->vma, d, n * 16);
+    }
+    free(path_str);
+    free(d);
+    return rc;
+}
+
 static uint64_t
 fnv1a(uint64_t h, const uint8_t *p, size_t n)
 {
@@ -228,6 +349,8 @@ region_name(const ed_region_t *reg, const rt_regions_t *r, uint64_t text)
         return ".qpt.desc";
     if (reg->vaddr == r->locks)
         return ".qpt.locks";
+    if (reg->vaddr == r->dynstr)
+        return ".qpt.dynstr";
     return ".eh_frame";
 }
 
@@ -283,9 +406,12 @@ unwind_fail(char *err, size_t errlen, int rc, const ed_unwind_out_t *u, ed_fde_f
 
 int
 elfw_rewrite(const cfg_prog_t *prog, ed_plan_t *plan, const elfw_instr_t *instr,
-    const char *input, const char *output, const elfw_tmp_hook_t *hook,
+    const char *input, const char *output, const elfw_rewrite_opts_t *opts,
     elfw_rewrite_stats_t *stats, char *err, size_t errlen)
 {
+    static const elfw_rewrite_opts_t defaults = { 0 };
+    if (opts == NULL)
+        opts = &defaults;
     if (prog == NULL || plan == NULL || input == NULL || output == NULL || stats == NULL)
         return QP_EINVAL;
     memset(stats, 0, sizeof(*stats));
@@ -354,6 +480,15 @@ elfw_rewrite(const cfg_prog_t *prog, ed_plan_t *plan, const elfw_instr_t *instr,
     if (instr != NULL
         && (rc = write_runtime(im, prog->img, plan, instr, &rr, &stats->desc_size)) < 0) {
         fail(err, errlen, rc, "measurement description");
+        goto out;
+    }
+    if (opts->origin_first && (rc = search_origin_first(im, prog->img, input, &rr.dynstr)) < 0) {
+        if (rc == QP_EUNSUPP)
+            snprintf(err, errlen,
+                "search path: the dynamic section has no search path and no spare entry "
+                "for one");
+        else
+            fail(err, errlen, rc, "search path");
         goto out;
     }
     if ((rc = renew_build_id(im, prog->img)) < 0) {
@@ -436,7 +571,7 @@ elfw_rewrite(const cfg_prog_t *prog, ed_plan_t *plan, const elfw_instr_t *instr,
         .clear_cet = 1,
         .rename_old_unwind = unw.size != 0,
         .entry = instr != NULL && !shlib ? rr.rt + QPRT_START_OFF : 0,
-        .tmp_hook = hook,
+        .tmp_hook = opts->tmp_hook,
     };
     rc = elfw_write(&req, err, errlen);
     if (rc == 0) {

@@ -17,7 +17,12 @@
 #   - real libraries, when installed: libsqlite3 (sqlite3), libjq (jq), libstdc++ and
 #     libgcc_s (a C++ program whose exceptions cross their frames) and libc.so.6 under
 #     that program: identical outputs, and counts in each library's profile (exact where
-#     the truth is known: 286 exceptions allocated and deleted).
+#     the truth is known: 286 exceptions allocated and deleted);
+#   - --with-libs: the program and every library it loads rewritten into one folder
+#     (the test program, sqlite3, jq, the C++ program): identical outputs, the libraries
+#     loaded from the folder (even with LD_LIBRARY_PATH naming the originals, for a
+#     program without DT_RUNPATH), every
+#     module's profile, a folder with other files refused unless --force.
 # Exit status: 0 pass, 1 fail, 77 skip, 99 hard error.
 set -u
 . "${top_srcdir:-.}/tests/lib.sh"
@@ -110,6 +115,39 @@ for v in "gcc -O0" "gcc -O2" "clang -O0" "clang -O2" "gcc -O2 -fno-plt" "clang -
         "$QP" report --csv "$d/lib/libqt.so.qp" >"$d/csv.lib" 2>&1
         expect "$v program and library" "$d/csv.exe" main 1
         expect "$v program and library" "$d/csv.lib" lib_sum 10
+        # The whole program: main, libqt.so and libc.so.6 into one folder, found there.
+        # (A program whose RUNPATH names the original library's folder: lib/ holds the
+        # rewritten copy, which is not rewritten again.)
+        w=$d/whole
+        gcc -O2 -g -o "$d/mainw" "$src/main.c" -L"$d" -lqt -pthread -ldl -Wl,-rpath,"\$ORIGIN" || exit 99
+        if "$QPT_REWRITE" --with-libs "$d/mainw" -o "$w" >"$d/log.whole" 2>&1; then
+            for f in mainw libqt.so libc.so.6; do
+                [ -f "$w/$f" ] || bad "$v --with-libs: no $w/$f"
+            done
+            [ -e "$w/ld-linux-x86-64.so.2" ] && bad "$v --with-libs: the dynamic linker was rewritten"
+            LD_LIBRARY_PATH=$d "$d/main" threads >"$d/want.whole" 2>&1
+            "$w/mainw" threads >"$d/got.whole" 2>&1
+            cmp -s "$d/want.whole" "$d/got.whole" && ok "$v --with-libs: same output" ||
+                bad "$v --with-libs: output: $(head -c 200 "$d/got.whole")"
+            "$QP" report --csv "$w/libqt.so.qp" >"$d/csv.wl" 2>&1
+            expect "$v --with-libs" "$d/csv.wl" lib_tick 200000
+            "$QP" report --csv "$w/mainw.qp" >"$d/csv.we" 2>&1
+            expect "$v --with-libs" "$d/csv.we" main 1
+            "$QP" report --csv "$w/libc.so.6.qp" >"$d/csv.wc" 2>&1
+            c=$(count "$d/csv.wc" pthread_create@@GLIBC_2.34)
+            [ "$c" = none ] && c=$(count "$d/csv.wc" pthread_create)
+            [ "$c" = 4 ] && ok "$v --with-libs: libc's pthread_create called 4 times" ||
+                bad "$v --with-libs: libc's pthread_create: $c"
+            # A folder with other files is refused, unless --force.
+            "$QPT_REWRITE" --with-libs "$d/mainw" -o "$w" >"$d/log.again" 2>&1
+            st=$?
+            [ "$st" = 2 ] && [ "$(wc -l <"$d/log.again")" = 1 ] && ok "$v --with-libs: a folder with other files refused" ||
+                bad "$v --with-libs: again into $w: status $st: $(cat "$d/log.again")"
+            "$QPT_REWRITE" --with-libs --force "$d/mainw" -o "$w" >/dev/null 2>&1 &&
+                ok "$v --with-libs --force" || bad "$v --with-libs --force failed"
+        else
+            bad "$v --with-libs: $(tail -n 1 "$d/log.whole")"
+        fi
     fi
 done
 
@@ -164,12 +202,42 @@ real() {
 
 sql="create table t(a,b); insert into t values(1,2),(3,4),(5,6); select sum(a*b), group_concat(b) from t; select upper('qpt');"
 qp_have sqlite3 && real sqlite3 libsqlite3.so.0 sqlite3_prepare_v2 + sqlite3 :memory: "$sql"
+# whole WHAT PROG ARGS...: PROG and all its libraries rewritten with --with-libs
+whole() {
+    local what=$1 prog=$2 r=$dir/whole-$1
+    shift 2
+    [ -x "$prog" ] || return
+    if ! "$QPT_REWRITE" --with-libs "$prog" -o "$r" >"$r.log" 2>&1; then
+        bad "$what --with-libs: $(tail -n 1 "$r.log")"
+        return
+    fi
+    "$prog" "$@" >"$r.want" 2>&1
+    local ws=$?
+    "$r/${prog##*/}" "$@" >"$r.got" 2>&1
+    local gs=$?
+    if [ "$ws" = "$gs" ] && cmp -s "$r.want" "$r.got"; then
+        ok "$what --with-libs ($(ls "$r" | grep -vc '\.qp$') files): same output and status"
+    else
+        bad "$what --with-libs: status $gs (want $ws): $(diff "$r.want" "$r.got" | head -n 5)"
+    fi
+    [ -f "$r/libc.so.6.qp" ] && ok "$what --with-libs: libc.so.6 measured" || bad "$what --with-libs: no libc profile"
+    # A program without DT_RUNPATH gets DT_RPATH: its folder wins over LD_LIBRARY_PATH.
+    if ! readelf -d "$prog" | grep -q RUNPATH; then
+        rm -f "$r/libc.so.6.qp"
+        LD_LIBRARY_PATH=/lib/x86_64-linux-gnu "$r/${prog##*/}" "$@" >/dev/null 2>&1
+        [ -f "$r/libc.so.6.qp" ] && ok "$what --with-libs: the folder's libc even with LD_LIBRARY_PATH" ||
+            bad "$what --with-libs: LD_LIBRARY_PATH won over the folder"
+    fi
+}
+qp_have sqlite3 && whole sqlite3 /usr/bin/sqlite3 :memory: "$sql"
 printf '{"a":[1,2,3],"b":{"c":"x"}}\n' >"$dir/in.json"
 qp_have jq && real jq libjq.so.1 jq_next + jq -c '.a|map(.*2), (.b|keys)' "$dir/in.json"
+qp_have jq && whole jq /usr/bin/jq -c '.a|map(.*2), (.b|keys)' "$dir/in.json"
 if qp_have g++ && g++ -O2 -o "$dir/ex" "$src/ex.cc"; then
     # 286 exceptions: each allocated and deleted once.
     real "C++ exceptions" libstdc++.so.6 __cxa_allocate_exception 286 "$dir/ex"
     real "C++ exceptions" libgcc_s.so.1 _Unwind_DeleteException 286 "$dir/ex"
     real "C++ exceptions" libc.so.6 __libc_malloc + "$dir/ex"
+    whole "C++" "$dir/ex"
 fi
 [ "$fails" -eq 0 ]

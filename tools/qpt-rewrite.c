@@ -7,6 +7,7 @@
  */
 #include "config.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <getopt.h>
 #include <limits.h>
@@ -15,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "cfg/cfg.h"
@@ -35,9 +37,10 @@ usage(FILE *f)
 {
     fprintf(f,
             "Usage: %s [OPTIONS] INPUT -o OUTPUT\n"
+            "       %s --with-libs [OPTIONS] PROGRAM -o FOLDER\n"
             "       %s --dump-cfg[=summary|text|dot] [--proc NAME] INPUT\n"
             "\n"
-            "Rewrite an x86-64 Linux executable to measure what it does.\n"
+            "Rewrite an x86-64 Linux executable or shared library to measure what it does.\n"
             "\n"
             "Options:\n"
             "  -o, --output=FILE      write the rewritten executable to FILE\n"
@@ -62,6 +65,12 @@ usage(FILE *f)
             "      --predict=PROFILE  with metrics: print each one's predicted cost over a\n"
             "                         run like the one PROFILE measured (the qp profile of\n"
             "                         an earlier qp rewrite of INPUT)\n"
+            "      --with-libs        INPUT is a program, OUTPUT a folder: rewrite the\n"
+            "                         program and every library it loads (not the dynamic\n"
+            "                         linker) into OUTPUT; OUTPUT/PROGRAM loads them from\n"
+            "                         there; each writes its own profile (NAME.qp)\n"
+            "      --force            with --with-libs: write into a folder that holds\n"
+            "                         other files\n"
             "      --debug-dir=DIRS   where a stripped INPUT's separate debug file is looked\n"
             "                         for (by build-id or .gnu_debuglink; colon-separated;\n"
             "                         default /usr/lib/debug)\n"
@@ -70,12 +79,13 @@ usage(FILE *f)
             "  -V, --version          print the version and exit\n"
             "\n"
             "Exit status: 0 success, 1 the input could not be handled, 2 usage error.\n",
-            prog_name, prog_name);
+            prog_name, prog_name, prog_name);
 }
 
 /* Progress on a terminal: the phase of a long rewrite, overwritten in place. */
 static int show_progress;
 static int call_targets; /* --call-targets */
+static int with_libs;    /* --with-libs: outputs look for libraries beside them first */
 static int analysis_pass; /* passes of the analysis seen (the percentage restarts) */
 
 /* cfg_opts_t.on_progress: "analysing... 45%" (and the pass, after the first). */
@@ -280,8 +290,9 @@ rewrite(const cfg_prog_t *prog, const char *input, const char *output, const cha
         err[0] = '\0';
         progress("relocating and writing");
         static const elfw_tmp_hook_t hook = { on_tmp, NULL };
+        const elfw_rewrite_opts_t wo = { &hook, with_libs };
         rc = elfw_rewrite(
-            prog, plan, drv ? &instr : NULL, input, output, &hook, &st, err, sizeof(err));
+            prog, plan, drv ? &instr : NULL, input, output, &wo, &st, err, sizeof(err));
         progress(NULL);
         int again = 0; /* the same FDE twice: the plan could not keep it in place */
         for (size_t i = 0; i < nstay; i++)
@@ -479,6 +490,151 @@ metrics_rewrite(qm_set_t *set, const char *input, const char *output, const char
     return 0;
 }
 
+/* Analyse INPUT, then dump its analysis (DUMP) or rewrite it to OUTPUT. An exit status. */
+static int
+rewrite_file(const char *input, const char *output, int dump, const char *proc,
+    const char *driver, int atomic, const char *weights, int verbose)
+{
+    cfg_image_t *img = NULL;
+    char why[320];
+    errno = 0;
+    int rc = cfg_image_open_bfd_why(input, &img, why, sizeof(why));
+    if (rc < 0 && why[0] != '\0') {
+        fprintf(stderr, "%s: %s: %s\n", prog_name, input, why);
+        return EXIT_INPUT;
+    }
+    if (rc < 0)
+        return fail_input(input, rc);
+    const char *unsupported = NULL;
+    if (dump == DUMP_NONE && (unsupported = ed_image_unsupported(img)) == NULL)
+        unsupported = ed_image_rewritten(img);
+    if (unsupported != NULL) {
+        fprintf(stderr, "%s: %s: %s\n", prog_name, input, unsupported);
+        cfg_image_destroy(img);
+        return EXIT_INPUT;
+    }
+    cfg_prog_t *prog = NULL;
+    progress("analysing");
+    cfg_opts_t co = { 0 };
+    tool_cfg_debug(&co); /* QP_DEBUG: development aid, see qpt-rewrite(1) */
+    co.on_progress = analysis_progress;
+    rc = cfg_prog_build(img, &co, &prog);
+    if (dump != DUMP_NONE || rc < 0)
+        progress(NULL);
+    if (rc < 0) {
+        cfg_image_destroy(img);
+        return fail_input(input, rc);
+    }
+    int status = 0;
+    switch (dump) {
+    case DUMP_SUMMARY: tool_dump_summary(stdout, prog, verbose); break;
+    case DUMP_TEXT: tool_dump_text(stdout, prog); break;
+    case DUMP_DOT: {
+        const cfg_proc_t *p = cfg_proc_by_name(prog, proc);
+        /* Else a demangled name, with or without its parameters (the first that fits). */
+        for (uint32_t i = 0; p == NULL && i < prog->nprocs; i++)
+            if (cfg_name_match(proc, prog->procs[i].name, 0))
+                p = &prog->procs[i];
+        if (p == NULL) {
+            fprintf(stderr, "%s: %s: no procedure named '%s'\n", prog_name, input, proc);
+            status = EXIT_INPUT;
+        } else
+            tool_dump_dot(stdout, prog, p);
+        break;
+    }
+    default: status = rewrite(prog, input, output, driver, atomic, weights, verbose); break;
+    }
+    cfg_prog_destroy(prog);
+    cfg_image_destroy(img);
+    if (fflush(stdout) != 0 || ferror(stdout)) {
+        fprintf(stderr, "%s: writing the output failed: %s\n", prog_name, strerror(errno));
+        return EXIT_INPUT;
+    }
+    return status;
+}
+
+/*
+ * --with-libs: PROGRAM and every library it loads at start, rewritten into the folder
+ * DIR (created if need be; one holding other files only with --force): DIR/PROGRAM and
+ * DIR/NAME for each library, as DT_NEEDED names it. Each output looks in its own folder
+ * first ($ORIGIN in DT_RPATH, or DT_RUNPATH when it had one), so DIR/PROGRAM runs with the
+ * rewritten libraries. A library that cannot be rewritten is named and left out (the
+ * program loads the original); the dynamic linker is never rewritten.
+ */
+static int
+rewrite_with_libs(const char *input, const char *dir, const char *driver, int atomic,
+    int verbose, int force)
+{
+    struct stat st;
+    if (stat(dir, &st) == 0) {
+        if (!S_ISDIR(st.st_mode)) {
+            fprintf(stderr, "%s: %s: not a folder (--with-libs writes a folder)\n",
+                prog_name, dir);
+            return EXIT_USAGE;
+        }
+        DIR *d = opendir(dir);
+        struct dirent *e;
+        int others = 0;
+        while (d != NULL && (e = readdir(d)) != NULL)
+            others |= strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0;
+        if (d != NULL)
+            closedir(d);
+        if (others && !force) {
+            fprintf(stderr, "%s: %s: the folder holds other files (--force writes into it)\n",
+                prog_name, dir);
+            return EXIT_USAGE;
+        }
+    } else if (mkdir(dir, 0777) < 0) {
+        fprintf(stderr, "%s: %s: cannot create the folder: %s\n", prog_name, dir,
+            strerror(errno));
+        return EXIT_INPUT;
+    }
+    elfw_dep_t *deps = NULL;
+    size_t n = 0;
+    char *interp = NULL, why[512];
+    if (elfw_deps(input, &deps, &n, &interp, why, sizeof(why)) < 0) {
+        fprintf(stderr, "%s: %s: %s\n", prog_name, input, why);
+        return EXIT_INPUT;
+    }
+    const char *base = strrchr(input, '/') ? strrchr(input, '/') + 1 : input;
+    char out[PATH_MAX];
+    int status = EXIT_INPUT;
+    if (snprintf(out, sizeof(out), "%s/%s", dir, base) < (int)sizeof(out))
+        status = rewrite_file(input, out, DUMP_NONE, NULL, driver, atomic, NULL, verbose);
+    char *loader = interp != NULL ? realpath(interp, NULL) : NULL;
+    size_t done = 0, libs = 0;
+    for (size_t i = 0; status == 0 && i < n; i++) {
+        char *real = deps[i].path != NULL ? realpath(deps[i].path, NULL) : NULL;
+        int is_loader = (loader != NULL && real != NULL && strcmp(loader, real) == 0)
+            || (interp != NULL && strrchr(interp, '/') != NULL
+                && strcmp(deps[i].name, strrchr(interp, '/') + 1) == 0);
+        free(real);
+        if (is_loader)
+            continue; /* the dynamic linker: it runs before any runtime could */
+        libs++;
+        if (deps[i].path == NULL) {
+            fprintf(stderr, "%s: %s: not found; the program will not find it either\n",
+                prog_name, deps[i].name);
+            continue;
+        }
+        if (snprintf(out, sizeof(out), "%s/%s", dir, deps[i].name) >= (int)sizeof(out)
+            || rewrite_file(deps[i].path, out, DUMP_NONE, NULL, driver, atomic, NULL, verbose)
+                != 0)
+            fprintf(stderr, "%s: %s: left as it is: the program loads the original %s\n",
+                prog_name, deps[i].name, deps[i].path);
+        else
+            done++;
+    }
+    if (status == 0)
+        fprintf(stderr, "%s: %s: %s and %zu of %zu libraries rewritten; run %s/%s%s%s\n",
+            prog_name, dir, base, done, libs, dir, base,
+            interp ? " (the dynamic linker " : "", interp ? "is not rewritten)" : "");
+    free(loader);
+    free(interp);
+    elfw_deps_free(deps, n);
+    return status;
+}
+
 int
 main(int argc, char **argv)
 {
@@ -496,13 +652,15 @@ main(int argc, char **argv)
         { "metrics", required_argument, NULL, 'M' },
         { "debug-dir", required_argument, NULL, 'g' },
         { "call-targets", no_argument, NULL, 'T' },
+        { "with-libs", no_argument, NULL, 'L' },
+        { "force", no_argument, NULL, 'F' },
         { "help", no_argument, NULL, 'h' },
         { "version", no_argument, NULL, 'V' },
         { NULL, 0, NULL, 0 },
     };
     const char *output = NULL, *driver = "qp", *proc = NULL, *weights = NULL, *profile = NULL;
     int dump = DUMP_NONE, verbose = 0, atomic = -1, c; /* atomic -1: decide */
-    int driver_given = 0;
+    int driver_given = 0, force = 0;
     const char **margs = calloc((size_t)argc + 1, sizeof(char *));
     char *morder = calloc((size_t)argc + 1, 1);
     size_t nm = 0;
@@ -525,6 +683,8 @@ main(int argc, char **argv)
         case 'w': weights = optarg; break;
         case 'P': profile = optarg; break;
         case 'T': call_targets = 1; break;
+        case 'L': with_libs = 1; break;
+        case 'F': force = 1; break;
         case 'g':
             if (cfg_set_debug_dirs(optarg) < 0)
                 return fail_input("-", QP_ENOMEM);
@@ -565,13 +725,22 @@ main(int argc, char **argv)
         fprintf(stderr, "%s: missing -o OUTPUT (try --help)\n", prog_name);
         return EXIT_USAGE;
     }
+    if (with_libs && (dump != DUMP_NONE || nm > 0 || weights != NULL)) {
+        fprintf(stderr, "%s: --with-libs: not with %s\n", prog_name,
+            dump != DUMP_NONE ? "--dump-cfg" : nm > 0 ? "-e/--metrics" : "--weights");
+        return EXIT_USAGE;
+    }
+    if (force && !with_libs) {
+        fprintf(stderr, "%s: --force applies to --with-libs\n", prog_name);
+        return EXIT_USAGE;
+    }
     if (profile != NULL && nm == 0) {
         fprintf(stderr, "%s: --predict applies to metrics (-e, --metrics)\n", prog_name);
         return EXIT_USAGE;
     }
     /* An output that cannot be written fails now, not after a minute of analysis (the
      * output is written beside it and renamed: its folder must take a new file). */
-    if (dump == DUMP_NONE && output != NULL && !tool_writable(output, 1)) {
+    if (dump == DUMP_NONE && output != NULL && !with_libs && !tool_writable(output, 1)) {
         fprintf(stderr, "%s: %s: cannot write %s: %s\n", prog_name, input, output,
                 strerror(errno));
         return EXIT_INPUT;
@@ -597,63 +766,9 @@ main(int argc, char **argv)
     }
     free(margs);
     free(morder);
-
-    cfg_image_t *img = NULL;
-    char why[320];
-    errno = 0;
-    int rc = cfg_image_open_bfd_why(input, &img, why, sizeof(why));
-    if (rc < 0 && why[0] != '\0') {
-        fprintf(stderr, "%s: %s: %s\n", prog_name, input, why);
-        return EXIT_INPUT;
-    }
-    if (rc < 0)
-        return fail_input(input, rc);
-    const char *unsupported = NULL;
-    if (dump == DUMP_NONE && (unsupported = ed_image_unsupported(img)) == NULL)
-        unsupported = ed_image_rewritten(img);
-    if (unsupported != NULL) {
-        fprintf(stderr, "%s: %s: %s\n", prog_name, input, unsupported);
-        cfg_image_destroy(img);
-        return EXIT_INPUT;
-    }
-    cfg_prog_t *prog = NULL;
     remove_tmp_on_signals();
     show_progress = dump == DUMP_NONE && isatty(STDERR_FILENO) && !verbose;
-    progress("analysing");
-    cfg_opts_t co = { 0 };
-    tool_cfg_debug(&co); /* QP_DEBUG: development aid, see qpt-rewrite(1) */
-    co.on_progress = analysis_progress;
-    rc = cfg_prog_build(img, &co, &prog);
-    if (dump != DUMP_NONE || rc < 0)
-        progress(NULL);
-    if (rc < 0) {
-        cfg_image_destroy(img);
-        return fail_input(input, rc);
-    }
-    int status = 0;
-    switch (dump) {
-    case DUMP_SUMMARY: tool_dump_summary(stdout, prog, verbose); break;
-    case DUMP_TEXT: tool_dump_text(stdout, prog); break;
-    case DUMP_DOT: {
-        const cfg_proc_t *p = cfg_proc_by_name(prog, proc);
-        /* Else a demangled name, with or without its parameters (the first that fits). */
-        for (uint32_t i = 0; p == NULL && i < prog->nprocs; i++)
-            if (cfg_name_match(proc, prog->procs[i].name, 0))
-                p = &prog->procs[i];
-        if (p == NULL) {
-            fprintf(stderr, "%s: %s: no procedure named '%s'\n", prog_name, input, proc);
-            status = EXIT_INPUT;
-        } else
-            tool_dump_dot(stdout, prog, p);
-        break;
-    }
-    default: status = rewrite(prog, input, output, driver, atomic, weights, verbose); break;
-    }
-    cfg_prog_destroy(prog);
-    cfg_image_destroy(img);
-    if (fflush(stdout) != 0 || ferror(stdout)) {
-        fprintf(stderr, "%s: writing the output failed: %s\n", prog_name, strerror(errno));
-        return EXIT_INPUT;
-    }
-    return status;
+    if (with_libs)
+        return rewrite_with_libs(input, output, driver, atomic, verbose, force);
+    return rewrite_file(input, output, dump, proc, driver, atomic, weights, verbose);
 }
