@@ -394,6 +394,36 @@ int arch_snip_emit(const arch_snip_t *nodes, size_t n, uint32_t root,
 int arch_snip_cycles(const arch_snip_t *nodes, size_t n, uint32_t root,
                      const arch_snip_ctx_t *ctx, uint64_t addr, double *cycles /*OUT*/);
 
+/*
+ * Indirect jumps whose targets are unknown, translated at run time (seed 004, section
+ * 3.2). The moved `jmp *OP` becomes arch_emit_jmp_xlate's `lea -128(%rsp),%rsp;
+ * push OP; push $MISS; jmp STUB` (OP re-encoded for its new place; the red zone is
+ * skipped; MISS is the site's miss counter relative to the table, or 0), and one stub
+ * per file (arch_emit_xlate_stub) looks the target T up in a table of the file's
+ * procedure entries: a moved one continues at its new code, anything else at T itself;
+ * a T inside the file's code that is no entry adds one to the site's miss counter (the
+ * jump did not leave its procedure for another: flow through it is not what the CFG
+ * says). The stub keeps every register, the flags (DF and AC: it does not touch them)
+ * and the red zone, and ends in `ret $136`.
+ * The table (8-byte aligned, read-only, link-time addresses; the stub finds the load
+ * bias from SELF) is a hash table of the entries, open addressing with linear probing:
+ *   int64_t self;      link-time address of the table
+ *   uint64_t mask;     slots - 1 (slots: a power of two, at most half full)
+ *   uint64_t lo;       base of the offsets below
+ *   uint64_t span;     T - lo >= span: not this file's code (another module's, say);
+ *                      span < 2^32 - 1
+ *   uint64_t unused;
+ *   uint64_t shift;    32 - log2(slots): the first slot of key K is
+ *                      ((uint32_t)(K * 0x9e3779b1) >> shift) & mask, K = T - lo
+ *   struct { uint32_t key1; int32_t new_; } slot[mask + 1];
+ *                      key1 = K + 1 (0: an empty slot), new_ = where it goes - lo
+ */
+#define ARCH_XLATE_STUB_LEN 141
+#define ARCH_XLATE_HDR 48
+int arch_emit_jmp_xlate(const uint8_t *buf, const arch_insn_t *in, uint64_t addr,
+                        uint64_t stub, int32_t miss, uint8_t *out /*OUT*/, size_t cap);
+int arch_emit_xlate_stub(uint64_t addr, uint64_t table, uint8_t *out /*OUT*/, size_t cap);
+
 /* LEN bytes of the recommended multi-byte nops (for padding). */
 int arch_emit_nops(size_t len, uint8_t *out /*OUT*/, size_t cap);
 

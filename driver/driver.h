@@ -126,6 +126,9 @@ typedef struct drv_result {
                               * cannot carry a counter) */
     uint32_t nfork_hooks;    /* fork hooks placed */
     uint32_t nfork_unseen;   /* fork sites in procedures not measured (no hook) */
+    uint64_t *xlate_site;    /* jumps of unknown targets, translated at run time ... */
+    uint32_t *xlate_miss;    /* ... and the miss counter of each (its procedure's) */
+    size_t nxlate, xlate_cap;
     uint32_t nthread_hooks;  /* thread hooks placed */
     uint32_t nthread_unseen; /* thread-start sites in procedures not measured, plus one when
                               * a starter's address is taken */
@@ -198,7 +201,8 @@ int drv_describe(drv_result_t *res, const ed_plan_t *plan, uint64_t counters, ui
  * table of counters after the others (after drv_run, on request: it costs about 30
  * instructions per indirect call); drv_indirect_place, once counter
  * 0 is at COUNTERS (elfw_instr_t.placed), adds the snippets that fill them to RES's
- * probes and gives PLAN both. 0 or QP_ENOMEM (or ed_plan_set_* errors).
+ * probes and gives PLAN both; it also gives PLAN the miss counter of translated jumps
+ * (drv_result_t.xlate_site). 0 or QP_ENOMEM (or ed_plan_set_* errors).
  */
 int drv_indirect_tables(drv_result_t *res, const cfg_prog_t *prog);
 int drv_indirect_place(drv_result_t *res, ed_plan_t *plan, uint64_t counters);

@@ -380,11 +380,6 @@ drv_graph_build(const cfg_prog_t *prog, uint32_t proc, const drv_prog_info_t *in
                 }
                 to = ed->to - g->first;
             }
-            if (ed->kind == CFG_EDGE_UNRESOLVED) {
-                rc = DRV_NOT_MEASURED;
-                g->why = "an indirect jump with unknown targets";
-                goto out;
-            }
             /* Table entries to the same block are one edge for counting purposes. */
             int dup = 0;
             if (ed->kind == CFG_EDGE_TABLE || ed->kind == CFG_EDGE_INDIRECT)

@@ -131,9 +131,51 @@ site_tree(tree_t *t, const drv_ind_site_t *s, uint64_t table, uint8_t atomic)
     return nd(t, ARCH_SN_SEQ, calls, nd(t, ARCH_SN_SEQ, sum, sq, 0, 0), 0, 0);
 }
 
+static int
+cmp_pair(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* The miss counters of the jumps translated at run time, by site, for PLAN. */
+static int
+place_xlate(const drv_result_t *res, ed_plan_t *plan, uint64_t counters)
+{
+    size_t n = res->nxlate;
+    uint64_t *v = malloc((2 * n + 1) * sizeof(uint64_t));
+    if (v == NULL)
+        return QP_ENOMEM;
+    for (size_t i = 0; i < n; i++) {
+        v[2 * i] = res->xlate_site[i];
+        v[2 * i + 1] = counters + 8ull * res->xlate_miss[i];
+    }
+    qsort(v, n, 2 * sizeof(uint64_t), cmp_pair);
+    size_t u = 0; /* one counter per site (a block may end a procedure and a fragment) */
+    for (size_t i = 0; i < n; i++)
+        if (u == 0 || v[2 * (u - 1)] != v[2 * i]) {
+            v[2 * u] = v[2 * i];
+            v[2 * u + 1] = v[2 * i + 1];
+            u++;
+        }
+    uint64_t *sites = malloc((u + 1) * sizeof(uint64_t)), *ctrs = malloc((u + 1) * sizeof(uint64_t));
+    int rc = sites != NULL && ctrs != NULL ? 0 : QP_ENOMEM;
+    for (size_t i = 0; rc == 0 && i < u; i++) {
+        sites[i] = v[2 * i];
+        ctrs[i] = v[2 * i + 1];
+    }
+    if (rc == 0)
+        rc = ed_plan_set_xlate_miss(plan, sites, ctrs, u);
+    free(sites);
+    free(ctrs);
+    free(v);
+    return rc;
+}
+
 int
 drv_indirect_place(drv_result_t *res, ed_plan_t *plan, uint64_t counters)
 {
+    QP_CHECK(place_xlate(res, plan, counters));
     if (res->nind == 0)
         return 0;
     free(res->ind_nodes);

@@ -45,6 +45,27 @@ grow(void **v, size_t *cap, size_t n, size_t sz)
     return 0;
 }
 
+/* A jump translated at run time at SITE, counting its misses into COUNTER. */
+static int
+push_xlate(drv_result_t *res, uint64_t site, uint32_t counter)
+{
+    if (res->nxlate == res->xlate_cap) {
+        size_t cap = res->xlate_cap ? 2 * res->xlate_cap : 16;
+        uint64_t *s = realloc(res->xlate_site, cap * sizeof(uint64_t));
+        if (s == NULL)
+            return QP_ENOMEM;
+        res->xlate_site = s;
+        uint32_t *m = realloc(res->xlate_miss, cap * sizeof(uint32_t));
+        if (m == NULL)
+            return QP_ENOMEM;
+        res->xlate_miss = m;
+        res->xlate_cap = cap;
+    }
+    res->xlate_site[res->nxlate] = site;
+    res->xlate_miss[res->nxlate++] = counter;
+    return 0;
+}
+
 /* Room for N elements of size SZ in the empty array *V: an estimate made from the whole
  * program, since doubling an array of millions copies it and leaves the old copy behind
  * (grow still makes room past it). */
@@ -443,6 +464,16 @@ describe_measured(drv_result_t *res, const drv_graph_t *g, const uint64_t *exits
         const drv_edge_t *ed = &g->edges[e];
         if (ed->kind == CFG_EDGE_INDIRECT)
             d->flags |= QP_PROC_APPROX_IND;
+        if (ed->kind == CFG_EDGE_UNRESOLVED && ed->from != X) {
+            /* Translated at run time (ed_plan_set_xlate_miss): a tail call through a
+             * pointer, unless the procedure's miss counter says otherwise. */
+            d->flags |= QP_PROC_XLATE;
+            if (d->miss == 0)
+                d->miss = drv_alloc_counter(res) + 1;
+            QP_CHECK(push_xlate(res, g->last[ed->from], d->miss - 1));
+            QP_CHECK(add_call(res, 0, d->block + ed->from, res->nedges, QP_CALL_TAIL_INDIRECT,
+                              prog));
+        }
         /* A tail call; not the way on after a call that ends the procedure (the call is
          * the site, the procedure that follows is no callee). */
         if (ed->kind == CFG_EDGE_TAILCALL && ed->from != X
@@ -596,6 +627,8 @@ drv_result_free(drv_result_t *res)
     free(res->ind_nodes);
     free(res->ind_snips);
     free(res->strtab);
+    free(res->xlate_site);
+    free(res->xlate_miss);
     memset(res, 0, sizeof(*res));
 }
 

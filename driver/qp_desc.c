@@ -242,6 +242,11 @@ validate_proc(const qp_desc_t *d, uint32_t i, char *why, size_t whylen)
                d->strtab + p->name);
         return QP_EFORMAT;
     }
+    if (p->miss > d->hdr.ncounters) {
+        qp_why(why, whylen, "procedure %u (%s): miss counter %u out of range", i,
+               d->strtab + p->name, p->miss - 1);
+        return QP_EFORMAT;
+    }
     uint32_t nentry = 0;
     for (uint32_t k = 0; k < p->nedges; k++) {
         const qp_desc_edge_t *e = &d->edges[p->edge + k];

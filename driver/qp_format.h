@@ -80,6 +80,10 @@ enum {
     QP_PROC_APPROX_IND = 1u << 4, /* has indirect jumps whose targets are a guess (the
                                    * address-taken labels): if one goes elsewhere, flow
                                    * leaves unseen and counts may be approximate */
+    QP_PROC_XLATE = 1u << 7,      /* has indirect jumps of unknown targets, translated at
+                                   * run time and counted as leaving it (tail calls):
+                                   * approximate when its miss counter (qp_desc_proc_t.miss)
+                                   * is not 0: one went into the middle of code */
 };
 
 typedef struct qp_desc_proc {
@@ -92,7 +96,8 @@ typedef struct qp_desc_proc {
     uint32_t edge;       /* edges [edge, edge + nedges), those of this procedure */
     uint32_t nedges;
     uint32_t reason;     /* string table offset: why not measured ("" when measured) */
-    uint32_t pad;
+    uint32_t miss;       /* QP_PROC_XLATE: 1 + the counter its translated jumps add to when
+                          * they go to no procedure entry; else 0 */
 } qp_desc_proc_t;
 _Static_assert(sizeof(qp_desc_proc_t) == 48, "qp_desc_proc_t layout");
 

@@ -285,17 +285,31 @@ typedef struct ed_stats {
     uint32_t nflag_saves;   /* ... of which save and restore the flags */
     uint32_t nstubs;        /* taken-edge stubs (a conditional branch goes through one) */
     uint64_t bytes_probes;  /* bytes of snippets and stubs in the new code */
+    uint32_t nxlate;        /* indirect jumps of unknown targets translated at run time */
 } ed_stats_t;
 
 /*
- * Decide which procedures of PROG move: those cfg/ classed safe, except PLT stubs, those
- * whose redirect jumps do not fit in their old bytes (an entry or indirect target closer
- * than 5 bytes to the next one or the end), and those with indirect jumps of unknown
- * targets. OPTS may be NULL. Free with ed_plan_destroy.
+ * Decide which procedures of PROG move: those cfg/ classed safe, except PLT stubs and
+ * those whose redirect jumps do not fit in their old bytes (an entry or indirect target
+ * closer than 5 bytes to the next one or the end of the extent and the alignment padding
+ * after it). An indirect jump whose targets are unknown is translated at run time
+ * (arch_emit_jmp_xlate: a procedure entry goes to its new code; see
+ * ed_plan_set_xlate_miss); one whose operand cannot be re-encoded keeps its procedure in
+ * place. OPTS may be NULL. Free with ed_plan_destroy.
  */
 int ed_plan_create(const cfg_prog_t *prog, const ed_opts_t *opts, ed_plan_t **out /*OUT*/);
 
 void ed_plan_destroy(ed_plan_t *plan);
+
+/*
+ * The 8-byte counters that translated jumps add one to when their target lies in the
+ * file's code but is no procedure entry (they did not leave their procedure as a tail
+ * call: its flow is not what the CFG says): the jump at old address SITES[i] (ascending)
+ * counts into COUNTERS[i] (an address). Before layout; a jump not listed counts nothing.
+ * 0, QP_EINVAL or QP_ENOMEM.
+ */
+int ed_plan_set_xlate_miss(ed_plan_t *plan, const uint64_t *sites, const uint64_t *counters,
+                           size_t n);
 
 /*
  * Probes: the snippets a driver asks for, around instructions of moving procedures.

@@ -54,7 +54,8 @@ typedef struct ed_stub {
 enum {
     SLOT_SHORT = 1,    /* branch encoded in its rel8 form */
     SLOT_JMP_AFTER = 2, /* a `jmp` follows (fall-through to a block not next in layout) */
-    SLOT_BRANCH = 4     /* a direct jmp or jcc: a candidate for the rel8 form */
+    SLOT_BRANCH = 4,   /* a direct jmp or jcc: a candidate for the rel8 form */
+    SLOT_XLATE = 8     /* an indirect jump of unknown targets, translated at run time */
 };
 
 typedef struct ed_seg {
@@ -95,6 +96,13 @@ struct ed_plan {
     uint64_t fork_hook;       /* address of the runtime's fork hook */
     uint64_t thread_hook;     /* address of the runtime's thread hook */
     uint64_t exec_hook;       /* address of the runtime's exec hook */
+    uint64_t xlate;           /* the translation stub (arch_emit_xlate_stub), then its
+                               * table, after the stubs: layout-relative until applied;
+                               * 0 when no jump is translated */
+    size_t nxlate;            /* jumps translated */
+    uint64_t *xlate_sites;    /* translated jumps (old addresses, ascending) and ... */
+    uint64_t *xlate_counters; /* ... their miss counters (ed_plan_set_xlate_miss) */
+    size_t nxlate_sites;
     ed_snippet_t *snips;      /* ED_SNIP_CODE snippets, by index */
     size_t nsnips;
     uint64_t *lock_sites;     /* ARCH_INC_SWITCH: where each increment's first byte went */
@@ -177,6 +185,71 @@ extent_end(const cfg_prog_t *prog, uint32_t pi, uint64_t addr)
             return f->end;
     }
     return addr; /* not inside: no room */
+}
+
+/* Does block B end in an indirect jump whose targets are unknown? */
+static int
+block_unresolved(const cfg_prog_t *prog, const cfg_block_t *b)
+{
+    for (uint32_t e = 0; e < b->nsucc; e++)
+        if (cfg_block_succ(prog, b, e)->kind == CFG_EDGE_UNRESOLVED)
+            return 1;
+    return 0;
+}
+
+/* The instruction that ends block B (decoded into *IN), or NULL. */
+static const uint8_t *
+last_insn(const cfg_prog_t *prog, const cfg_block_t *b, arch_insn_t *in)
+{
+    for (uint64_t a = b->start; a < b->end;) {
+        const uint8_t *bytes = cfg_image_ptr(prog->img, a, NULL);
+        if (bytes == NULL || cfg_image_decode(prog->img, a, 0, in) < 0)
+            return NULL;
+        if (a + in->len >= b->end)
+            return bytes;
+        a += in->len;
+    }
+    return NULL;
+}
+
+/* Can the unknown-target jump ending block B be translated at run time (its operand
+ * re-encoded as a push)? */
+static int
+translatable(const cfg_prog_t *prog, const cfg_block_t *b)
+{
+    arch_insn_t in;
+    uint8_t scratch[ARCH_MAX_RELOC];
+    const uint8_t *bytes = last_insn(prog, b, &in);
+    return bytes != NULL && in.kind == ARCH_KIND_JMP_IND
+        && arch_emit_jmp_xlate(bytes, &in, in.addr, in.addr + 0x1000, 0, scratch, sizeof(scratch)) > 0;
+}
+
+/*
+ * The end of the padding after END (the end of a procedure's extent): alignment nops,
+ * int3 or zero bytes up to the next procedure, which nothing runs (a jump there, or an
+ * address taken, would have made a block or a procedure of it). A redirect may spill
+ * into it. END itself when what follows is not all padding.
+ */
+static uint64_t
+padding_end(const cfg_prog_t *prog, uint64_t end)
+{
+    size_t lo = 0, hi = prog->nprocs;
+    while (lo < hi) { /* the first procedure with its entry at END or after */
+        size_t mid = lo + (hi - lo) / 2;
+        if (prog->procs[mid].entry < end)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    size_t avail = 0;
+    const uint8_t *bytes = cfg_image_ptr(prog->img, end, &avail);
+    uint64_t next = lo < prog->nprocs ? prog->procs[lo].start : end + avail;
+    if (lo < prog->nprocs && prog->procs[lo].entry < next)
+        next = prog->procs[lo].entry;
+    if (bytes == NULL || next <= end || next - end > avail || next - end > 4096
+        || !arch_is_padding(bytes, next - end))
+        return end;
+    return next;
 }
 
 /* Append X to the growable array *V (*N used, *CAP allocated). */
@@ -559,9 +632,8 @@ decide(ed_plan_t *plan)
         }
         uint64_t unresolved = 0;
         for (uint32_t b = p->block; b < p->block + p->nblocks && !unresolved; b++)
-            for (uint32_t e = 0; e < prog->blocks[b].nsucc; e++)
-                if (cfg_block_succ(prog, &prog->blocks[b], e)->kind == CFG_EDGE_UNRESOLVED)
-                    unresolved = prog->blocks[b].end;
+            if (block_unresolved(prog, &prog->blocks[b]) && !translatable(prog, &prog->blocks[b]))
+                unresolved = prog->blocks[b].end;
         if (unresolved) {
             *r = owned_reason(plan, "indirect jump with unknown targets before 0x%llx",
                 (unsigned long long)unresolved);
@@ -580,6 +652,8 @@ decide(ed_plan_t *plan)
             uint64_t lim = extent_end(prog, i, pads[k]);
             if (room > lim)
                 room = lim;
+            if (room == lim && room < pads[k] + PAD_LEN) /* short last piece: padding after? */
+                room = padding_end(prog, lim);
             if (room < pads[k] + PAD_LEN)
                 *r = owned_reason(plan, "no room for a redirect jump at 0x%llx",
                     (unsigned long long)pads[k]);
@@ -972,8 +1046,12 @@ collect_slots(ed_plan_t *plan)
                 /* The long form at the same address: an upper bound of the size. */
                 int direct = in.kind == ARCH_KIND_JMP || in.kind == ARCH_KIND_JCC
                     || in.kind == ARCH_KIND_CALL;
-                int len = arch_reloc_insn(bytes, &in, a, direct ? a + 0x10000000 : 0, 0, scratch,
-                                          sizeof(scratch));
+                int xlate = in.kind == ARCH_KIND_JMP_IND && a + in.len == b->end
+                    && block_unresolved(prog, b);
+                int len = xlate ? arch_emit_jmp_xlate(bytes, &in, a, a + 0x1000, 0, scratch,
+                                      sizeof(scratch))
+                                : arch_reloc_insn(bytes, &in, a, direct ? a + 0x10000000 : 0, 0,
+                                      scratch, sizeof(scratch));
                 if (len < 0) {
                     rc = len;
                     break;
@@ -990,7 +1068,8 @@ collect_slots(ed_plan_t *plan)
                                      .len = (uint8_t)(len + (plan->opts.stretch ? 1 : 0)),
                                      .olen = in.len,
                                      .flags = (in.kind == ARCH_KIND_JMP || in.kind == ARCH_KIND_JCC)
-                                         ? SLOT_BRANCH : 0 };
+                                         ? SLOT_BRANCH : xlate ? SLOT_XLATE : 0 };
+                plan->nxlate += xlate != 0;
                 if (plan->nprobes > 0
                     && (rc = size_probes(plan, &in, &v[n], &plan->stubs, &stubcap)) < 0)
                     break;
@@ -1016,6 +1095,51 @@ collect_slots(ed_plan_t *plan)
     return 0;
 }
 
+/* The translation table: 8-byte aligned after the stub (arch_emit_xlate_stub). */
+static uint64_t xlate_table_at(const ed_plan_t *plan);
+
+/* The miss counter of the jump translated at OLD, relative to the table, or 0. */
+static int32_t
+xlate_miss_rel(const ed_plan_t *plan, uint64_t old)
+{
+    size_t lo = 0, hi = plan->nxlate_sites;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (plan->xlate_sites[mid] < old)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (lo == plan->nxlate_sites || plan->xlate_sites[lo] != old)
+        return 0;
+    int64_t d = (int64_t)(plan->xlate_counters[lo] - xlate_table_at(plan));
+    return d >= INT32_MIN && d <= INT32_MAX ? (int32_t)d : 0;
+}
+
+static uint64_t
+xlate_table_at(const ed_plan_t *plan)
+{
+    return (plan->xlate + ARCH_XLATE_STUB_LEN + 7) & ~(uint64_t)7;
+}
+
+/* Slots of the translation table: a power of two, at least twice the entries (every
+ * procedure entry: PLT stubs and procedures that stay map to themselves, a jump there is
+ * a call, not a miss). */
+static uint64_t
+xlate_slots(const cfg_prog_t *prog)
+{
+    uint64_t n = 16;
+    while (n < 2ull * prog->nprocs)
+        n *= 2;
+    return n;
+}
+
+static uint64_t
+xlate_table_size(const cfg_prog_t *prog)
+{
+    return ARCH_XLATE_HDR + 8 * xlate_slots(prog);
+}
+
 /* Assign addresses from BASE in layout order; returns the size. */
 static uint64_t
 assign(ed_plan_t *plan, uint64_t base)
@@ -1029,6 +1153,10 @@ assign(ed_plan_t *plan, uint64_t base)
     for (size_t i = 0; i < plan->nstubs; i++) {
         plan->stubs[i].new_ = at;
         at += plan->stubs[i].len;
+    }
+    if (plan->nxlate > 0) {
+        plan->xlate = at;
+        at = xlate_table_at(plan) + xlate_table_size(plan->prog);
     }
     return at - base;
 }
@@ -1236,6 +1364,8 @@ ed_plan_destroy(ed_plan_t *plan)
     free(plan->stubs);
     free(plan->lock_sites);
     free(plan->snips);
+    free(plan->xlate_sites);
+    free(plan->xlate_counters);
     free(plan);
 }
 
@@ -1292,6 +1422,34 @@ ed_plan_set_snippets(ed_plan_t *plan, const ed_snippet_t *v, size_t n)
     free(plan->snips);
     plan->snips = c;
     plan->nsnips = n;
+    return 0;
+}
+
+int
+ed_plan_set_xlate_miss(ed_plan_t *plan, const uint64_t *sites, const uint64_t *counters, size_t n)
+{
+    if (plan == NULL || plan->laid_out || (n > 0 && (sites == NULL || counters == NULL)))
+        return QP_EINVAL;
+    uint64_t *s = malloc((n + 1) * sizeof(uint64_t)), *c = malloc((n + 1) * sizeof(uint64_t));
+    if (s == NULL || c == NULL) {
+        free(s);
+        free(c);
+        return QP_ENOMEM;
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (i > 0 && sites[i] <= sites[i - 1]) {
+            free(s);
+            free(c);
+            return QP_EINVAL; /* ascending, once each */
+        }
+        s[i] = sites[i];
+        c[i] = counters[i];
+    }
+    free(plan->xlate_sites);
+    free(plan->xlate_counters);
+    plan->xlate_sites = s;
+    plan->xlate_counters = c;
+    plan->nxlate_sites = n;
     return 0;
 }
 
@@ -1463,6 +1621,60 @@ rebase(ed_plan_t *plan, uint64_t delta)
     for (size_t i = 0; i < plan->nsegs; i++)
         if (plan->seg_new_end[i])
             plan->seg_new_end[i] += delta;
+    if (plan->nxlate > 0)
+        plan->xlate += delta;
+}
+
+/*
+ * The translation stub and its table (arch.h) into BUF (the new code, from plan->text):
+ * the entries of the file's procedures, each to its new code when it moved.
+ */
+static int
+emit_xlate(ed_plan_t *plan, uint8_t *buf)
+{
+    const cfg_prog_t *prog = plan->prog;
+    int rc = arch_emit_xlate_stub(plan->xlate, xlate_table_at(plan), buf + (plan->xlate - plan->text),
+                                  ARCH_XLATE_STUB_LEN);
+    if (rc < 0)
+        return rc;
+    uint64_t lo = UINT64_MAX, hi = 0;
+    for (size_t i = 0; i < prog->img->nsections; i++)
+        if (prog->img->sections[i].flags & CFG_SEC_ALLOC) {
+            const cfg_section_t *sec = &prog->img->sections[i];
+            lo = sec->vma < lo ? sec->vma : lo;
+            hi = sec->vma + sec->size > hi ? sec->vma + sec->size : hi;
+        }
+    if (hi - lo >= UINT32_MAX)
+        return QP_ERANGE;
+    uint64_t at = xlate_table_at(plan), nslots = xlate_slots(prog), shift = 32;
+    for (uint64_t k = nslots; k > 1; k /= 2)
+        shift--;
+    uint8_t *t = buf + (at - plan->text);
+    uint8_t *slots = t + ARCH_XLATE_HDR;
+    memset(slots, 0, 8 * nslots);
+    for (uint32_t i = 0; i < prog->nprocs; i++) {
+        const cfg_proc_t *p = &prog->procs[i];
+        if ((p->flags & CFG_PROC_FRAGMENT) || p->entry < lo || p->entry >= hi)
+            continue;
+        uint32_t key = (uint32_t)(p->entry - lo);
+        const ed_slot_t *s = slot_at(plan, p->entry);
+        int64_t d = (int64_t)((s != NULL ? s->new_ : p->entry) - lo);
+        if (d < INT32_MIN || d > INT32_MAX)
+            return QP_ERANGE;
+        uint64_t h = ((uint32_t)(key * 0x9e3779b1u) >> shift) & (nslots - 1);
+        uint32_t key1 = key + 1, cur;
+        for (;; h = (h + 1) & (nslots - 1)) {
+            memcpy(&cur, slots + 8 * h, 4);
+            if (cur == 0 || cur == key1)
+                break;
+        }
+        int32_t d32 = (int32_t)d;
+        memcpy(slots + 8 * h, &key1, 4);
+        memcpy(slots + 8 * h + 4, &d32, 4);
+    }
+    uint64_t hdr[6] = { at, nslots - 1, lo, hi - lo, 0, shift };
+    memcpy(t, hdr, sizeof(hdr));
+    return 0;
 }
 
 /* The moved code in layout order, written through the space in one piece. */
@@ -1503,8 +1715,11 @@ emit_code(ed_plan_t *plan, const qp_space_ops_t *ops, void *space)
             break;
         }
         out += s->pre;
-        int len = arch_reloc_insn(bytes, &in, insn, target, (s->flags & SLOT_SHORT) != 0, out,
-                                  ARCH_MAX_RELOC);
+        int len = (s->flags & SLOT_XLATE)
+            ? arch_emit_jmp_xlate(bytes, &in, insn, plan->xlate, xlate_miss_rel(plan, s->old), out,
+                  ARCH_MAX_RELOC)
+            : arch_reloc_insn(bytes, &in, insn, target, (s->flags & SLOT_SHORT) != 0, out,
+                  ARCH_MAX_RELOC);
         if (len < 0) {
             rc = len;
             break;
@@ -1553,6 +1768,8 @@ emit_code(ed_plan_t *plan, const qp_space_ops_t *ops, void *space)
         if (j < 0)
             rc = j;
     }
+    if (rc == 0 && plan->nxlate > 0)
+        rc = emit_xlate(plan, buf);
     if (rc == 0)
         rc = ops->write(space, plan->text, buf, plan->text_size);
     free(buf);
@@ -1687,6 +1904,7 @@ ed_plan_apply(ed_plan_t *plan, const qp_space_ops_t *ops, void *space)
     plan->stats.bytes_new = plan->text_size;
     plan->stats.nprobes = (uint32_t)plan->nprobes;
     plan->stats.nstubs = (uint32_t)plan->nstubs;
+    plan->stats.nxlate = (uint32_t)plan->nxlate;
     for (size_t i = 0; i < plan->nprobes; i++)
         plan->stats.nflag_saves += plan->probes[i].save_flags != 0;
     for (size_t i = 0; i < plan->nslots; i++)

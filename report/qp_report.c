@@ -132,6 +132,16 @@ leaving_ran(const qp_desc_t *d, uint32_t proc, const qp_flow_t *f)
     return ran;
 }
 
+/* How often the jumps of PROC translated at run time went into the middle of code. */
+static uint64_t
+xlate_missed(const qp_desc_t *d, const qp_profile_t *p, uint32_t proc)
+{
+    uint32_t miss = d->procs[proc].miss;
+    return (d->procs[proc].flags & QP_PROC_XLATE) && miss != 0 && miss <= p->hdr.ncounters
+        ? p->counters[miss - 1]
+        : 0;
+}
+
 static int
 result_of(const qp_report_t *r, uint32_t proc, qp_proc_result_t *res, int *ran)
 {
@@ -151,7 +161,7 @@ result_of(const qp_report_t *r, uint32_t proc, qp_proc_result_t *res, int *ran)
         res->flags |= QP_RES_APPROX_EH;
     if (pflags & QP_PROC_APPROX_JMP)
         res->flags |= QP_RES_APPROX_JMP;
-    if (pflags & QP_PROC_APPROX_IND)
+    if ((pflags & QP_PROC_APPROX_IND) || xlate_missed(r->desc, r->prof, proc))
         res->flags |= QP_RES_APPROX_IND;
     if (f.nviolations)
         res->flags |= QP_RES_VIOLATION;
@@ -257,6 +267,8 @@ qp_report_build(
         out->bt.incomplete = p->ndumps; /* no unwinder: every dump is unused */
     if (rc == 0)
         rc = collect_results(out);
+    for (uint32_t i = 0; rc == 0 && i < d->hdr.nprocs; i++)
+        out->xlate_missed += xlate_missed(d, p, i);
     if (rc < 0)
         qp_report_free(out);
     return rc;

@@ -66,6 +66,9 @@ typedef struct qp_report {
     uint32_t napprox;         /* procedures with QP_RES_APPROX_* */
     uint32_t nunknown;        /* procedures with QP_RES_UNKNOWN */
     uint32_t nsaturated;      /* procedures with QP_RES_SATURATED */
+    uint64_t xlate_missed;    /* jumps translated at run time that went to no procedure
+                               * entry: procedures with such jumps (QP_PROC_XLATE) are then
+                               * QP_RES_APPROX_IND */
 } qp_report_t;
 
 /*
@@ -107,6 +110,50 @@ qp_desc_find_proc(const qp_desc_t *d, const char *name);
  */
 size_t
 qp_csv_field(const char *s, char *out, size_t outlen);
+
+/*****************************************************************************
+ * A whole process: several modules (qp_process.c)
+ */
+
+/*
+ * One report over several modules of a process: a program and the shared libraries it
+ * loaded, each rewritten and measured into a profile of its own, each with its own
+ * report. Code outside them (the dynamic loader, the vDSO, libraries not rewritten) and
+ * what each module left unmeasured are in no total.
+ */
+typedef struct qp_process_row {
+    uint32_t module;             /* index of its module (into the reports given) */
+    const qp_proc_result_t *res; /* its result in that module's report */
+} qp_process_row_t;
+
+typedef struct qp_process {
+    const qp_report_t *const *reps; /* per module, not owned */
+    uint32_t nmodules;              /* how many */
+    uint32_t *by_insns;             /* module indices, most instructions first (then in
+                                     * the order given) */
+    qp_process_row_t *rows;         /* the measured procedures of every module in
+                                     * flat-profile order: instructions, then calls,
+                                     * descending, then name, module, procedure */
+    uint32_t nrows;                 /* how many */
+    uint64_t total_insns;           /* sum of the modules' total_insns (saturated) */
+    uint32_t nunmeasured;           /* sums over the modules of the same fields */
+    uint32_t nviolating;
+    uint32_t napprox;
+    uint32_t nunknown;
+    uint32_t nsaturated;
+} qp_process_t;
+
+/*
+ * Build the process report of the N module reports REPS (each built by
+ * qp_report_build; they, and REPS itself, must outlive *OUT). Returns 0, QP_EINVAL or
+ * QP_ENOMEM. Free with qp_process_free.
+ */
+int
+qp_process_build(const qp_report_t *const *reps, uint32_t n, qp_process_t *out /*OUT*/);
+
+/* Free P's arrays and zero it. NULL is fine. */
+void
+qp_process_free(qp_process_t *p);
 
 /*****************************************************************************
  * Source lines (for lcov)

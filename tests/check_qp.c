@@ -1358,6 +1358,54 @@ START_TEST(test_qp_report_order)
 }
 END_TEST
 
+/* A report of procedure "f" (a diamond) entered CALLS times, LEFT of them to the left. */
+static void
+one_proc_report(qp_desc_t *d, qp_profile_t *prof, qp_report_t *r, uint64_t calls,
+                uint64_t left)
+{
+    diamond(d, QP_DRIVER_QP);
+    tg_measure_edge(d, 0);
+    tg_measure_edge(d, 1);
+    make_profile(prof, 1, d->hdr.ncounters, 0, 0);
+    prof->counters[0] = calls;
+    prof->counters[1] = left;
+    ck_assert_int_eq(qp_report_build(d, prof, NULL, r), 0);
+}
+
+START_TEST(test_qp_process_order)
+{
+    /* Three modules of one procedure "f" each: the rows by instructions across the
+     * modules (equal rows by module), the modules by instructions, the totals summed. */
+    qp_desc_t d[3];
+    qp_profile_t prof[3];
+    qp_report_t r[3];
+    one_proc_report(&d[0], &prof[0], &r[0], 10, 4);
+    one_proc_report(&d[1], &prof[1], &r[1], 30, 4);
+    one_proc_report(&d[2], &prof[2], &r[2], 10, 4);
+    const qp_report_t *reps[3] = { &r[0], &r[1], &r[2] };
+    qp_process_t p;
+    ck_assert_int_eq(qp_process_build(reps, 3, &p), 0);
+    ck_assert_uint_eq(p.nrows, 3);
+    ck_assert_uint_eq(p.rows[0].module, 1);
+    ck_assert_uint_eq(p.rows[1].module, 0);
+    ck_assert_uint_eq(p.rows[2].module, 2);
+    ck_assert_ptr_eq(p.rows[0].res, &r[1].procs[0]);
+    ck_assert_uint_eq(p.by_insns[0], 1);
+    ck_assert_uint_eq(p.by_insns[1], 0);
+    ck_assert_uint_eq(p.by_insns[2], 2);
+    ck_assert_uint_eq(p.total_insns, r[0].total_insns + r[1].total_insns + r[2].total_insns);
+    ck_assert_uint_eq(p.nunmeasured, 0);
+    qp_process_free(&p);
+    ck_assert_ptr_null(p.rows);
+    ck_assert_int_eq(qp_process_build(NULL, 3, &p), QP_EINVAL);
+    for (int i = 0; i < 3; i++) {
+        qp_report_free(&r[i]);
+        qp_profile_free(&prof[i]);
+        qp_desc_free(&d[i]);
+    }
+}
+END_TEST
+
 /*****************************************************************************
  * --weights: report/ reads the edge counts, the driver takes them
  */
@@ -1457,6 +1505,7 @@ qp_suite(void)
     tcase_add_test(tc, test_qp_image_line);
     tcase_add_test(tc, test_qp_csv_field);
     tcase_add_test(tc, test_qp_report_order);
+    tcase_add_test(tc, test_qp_process_order);
     suite_add_tcase(s, tc);
     return s;
 }

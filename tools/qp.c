@@ -3,7 +3,8 @@
 
 /*
  * qp: the report tool. Reads the profiles an instrumented program wrote and the
- * description (.qpt.desc) in the instrumented executable, and prints a flat profile,
+ * description (.qpt.desc) in the instrumented executable (of each module: a program and
+ * the rewritten libraries it loaded write one profile each), and prints a flat profile,
  * per-block or per-edge counts, annotated disassembly, DOT graphs or an lcov tracefile;
  * or merges profiles. Option parsing, loading and messages only: the counts come from
  * report/qp_report.h. Errors are one line, `qp: PATH: why`; exit 0 ok, 1 bad input,
@@ -57,12 +58,15 @@ usage(FILE *f)
             "       qp metrics [OPTIONS] PROFILE...   (qp metrics --help)\n"
             "\n"
             "Report the counts that a program rewritten by qpt-rewrite (--driver=qp or naive)\n"
-            "wrote to its profile (a.inst.qp). Several profiles of one executable are summed.\n"
+            "wrote to its profile (a.inst.qp). Several profiles of one executable are summed;\n"
+            "those of several modules (a program and the libraries it loaded, each rewritten)\n"
+            "give one flat profile of them all, and FUNC may be given as MODULE:FUNC.\n"
             "\n"
             "Report options (default: a flat profile of procedures):\n"
             "      --exe=FILE         the instrumented executable (default: the one the\n"
             "                         profile names)\n"
             "      --csv              name,calls,instructions lines, in flat-profile order\n"
+            "                         (module,name,... for several modules)\n"
             "      --blocks[=FUNC]    per-block counts of FUNC (default: every procedure that ran)\n"
             "      --edges[=FUNC]     per-edge counts, measured or reconstructed, and any\n"
             "                         violation of flow conservation\n"
@@ -263,17 +267,118 @@ read_profiles(const qp_args_t *a, qp_profile_t *ps)
     return 0;
 }
 
-/* Sum PS into *MERGED; with D, every profile must belong to it first. */
+/*
+ * One module of the report: a program or a shared library that was rewritten, and the
+ * profiles it wrote. The inputs of each module are loaded as one program's are.
+ */
+typedef struct module {
+    const char *exe;          /* the file: what its first profile names, or --exe */
+    uint64_t id;              /* its first profile's description id */
+    const char **files;       /* its profiles, in the order given */
+    const qp_profile_t **ps;  /* ... as read (not owned) */
+    int nfiles;               /* how many */
+    const char *label;        /* the module column: the file name, or the path when
+                               * two modules share a file name */
+    cfg_image_t *img;         /* the file's image */
+    qp_desc_t desc;           /* its description */
+    qp_profile_t prof;        /* the sum of its profiles */
+    qp_unwinder_t *unw;       /* for the exit dumps, or NULL */
+    qp_report_t rep;          /* its report */
+    qp_inputs_t in;           /* what the printers see */
+} module_t;
+
+/* Sum M's profiles into M->prof; with D, every profile must belong to it first. */
 static int
-merge_profiles(const qp_args_t *a, const qp_profile_t *ps, const qp_desc_t *d,
-               qp_profile_t *merged)
+merge_profiles(module_t *m, const qp_desc_t *d)
 {
     char why[512];
+    for (int i = 0; i < m->nfiles; i++) {
+        if (d != NULL && qp_profile_check(m->ps[i], d, why, sizeof(why)) < 0)
+            return fail(m->files[i], why);
+        if (qp_profile_merge(&m->prof, m->ps[i], why, sizeof(why)) < 0)
+            return fail(m->files[i], why);
+    }
+    return 0;
+}
+
+static void
+free_names(char **v, uint32_t n)
+{
+    for (uint32_t i = 0; v != NULL && i < n; i++)
+        free(v[i]);
+    free(v);
+}
+
+static void
+free_modules(module_t *mods, int n)
+{
+    for (int i = 0; mods != NULL && i < n; i++) {
+        module_t *m = &mods[i];
+        qp_report_free(&m->rep);
+        qp_unwinder_destroy(m->unw);
+        qp_desc_free(&m->desc);
+        cfg_image_destroy(m->img);
+        qp_profile_free(&m->prof);
+        free_names(m->in.names, m->desc.hdr.nprocs);
+        free(m->files);
+        free(m->ps);
+    }
+    free(mods);
+}
+
+/* A module with room for every profile of A. */
+static int
+module_init(const qp_args_t *a, module_t *m, const char *exe, uint64_t id)
+{
+    memset(m, 0, sizeof(*m));
+    m->exe = exe;
+    m->id = id;
+    m->files = calloc((size_t)a->nfiles, sizeof(*m->files));
+    m->ps = calloc((size_t)a->nfiles, sizeof(*m->ps));
+    if (m->files == NULL || m->ps == NULL)
+        return fail(a->files[0], qp_strerror(QP_ENOMEM));
+    return 0;
+}
+
+/* The module profile P belongs to: the one whose file it names or whose description id
+ * it has; all of them with --exe (or ALL), and the first when P names no file. */
+static int
+module_of(const qp_args_t *a, const module_t *mods, int nmods, const qp_profile_t *p, int all)
+{
+    if (a->exe != NULL || all || p->hdr.exe[0] == '\0')
+        return nmods > 0 ? 0 : -1;
+    for (int k = 0; k < nmods; k++)
+        if (mods[k].id == p->hdr.id || strcmp(mods[k].exe, p->hdr.exe) == 0)
+            return k;
+    return -1;
+}
+
+/*
+ * Sort the profiles PS into modules *MODS (*NMODS of them, in the order first named;
+ * ALL: one module). Profiles of one file and another rewrite of it fall into one
+ * module, which refuses them later (as with --exe).
+ */
+static int
+group_profiles(const qp_args_t *a, const qp_profile_t *ps, int all, module_t **mods,
+               int *nmods)
+{
+    *nmods = 0;
+    *mods = calloc((size_t)a->nfiles, sizeof(module_t));
+    if (*mods == NULL)
+        return fail(a->files[0], qp_strerror(QP_ENOMEM));
+    if (a->exe == NULL && !all && ps[0].hdr.exe[0] == '\0')
+        return fail(a->files[0], "the profile does not name its executable: use --exe");
     for (int i = 0; i < a->nfiles; i++) {
-        if (d != NULL && qp_profile_check(&ps[i], d, why, sizeof(why)) < 0)
-            return fail(a->files[i], why);
-        if (qp_profile_merge(merged, &ps[i], why, sizeof(why)) < 0)
-            return fail(a->files[i], why);
+        int k = module_of(a, *mods, *nmods, &ps[i], all);
+        if (k < 0) {
+            k = (*nmods)++;
+            int st = module_init(a, &(*mods)[k], a->exe ? a->exe : ps[i].hdr.exe, ps[i].hdr.id);
+            if (st != 0)
+                return st;
+        }
+        module_t *m = &(*mods)[k];
+        m->files[m->nfiles] = a->files[i];
+        m->ps[m->nfiles++] = &ps[i];
     }
     return 0;
 }
@@ -322,21 +427,23 @@ open_image(const char *path, cfg_image_t **img)
 static int
 cmd_merge(const qp_args_t *a)
 {
-    qp_profile_t merged = { 0 };
+    module_t *mods = NULL;
+    int nmods = 0;
     qp_profile_t *ps = calloc((size_t)a->nfiles, sizeof(qp_profile_t));
     if (ps == NULL)
         return fail(a->output, qp_strerror(QP_ENOMEM));
     int st = read_profiles(a, ps);
     if (st == 0)
-        st = merge_profiles(a, ps, NULL, &merged);
+        st = group_profiles(a, ps, 1, &mods, &nmods);
+    if (st == 0)
+        st = merge_profiles(&mods[0], NULL);
     char why[512];
-    if (st == 0 && qp_profile_write(a->output, &merged, why, sizeof(why)) < 0)
+    if (st == 0 && qp_profile_write(a->output, &mods[0].prof, why, sizeof(why)) < 0)
         st = fail(a->output, why);
+    free_modules(mods, nmods);
     free_profiles(ps, a->nfiles);
-    qp_profile_free(&merged);
     return st;
 }
-
 
 static int
 cmp_by_name(const void *a, const void *b, void *arg)
@@ -392,14 +499,6 @@ qualify_duplicates(qp_inputs_t *in)
         i = j;
     }
     free(order);
-}
-
-static void
-free_names(char **v, uint32_t n)
-{
-    for (uint32_t i = 0; v != NULL && i < n; i++)
-        free(v[i]);
-    free(v);
 }
 
 /* The procedure FUNC names, or an error line. */
@@ -510,27 +609,35 @@ same_file(const char *output, const char *path)
         && o.st_ino == p.st_ino;
 }
 
-/* Print to -o FILE or standard output; a failed write is an error. -o never truncates
- * an input (a profile or the executable). */
+/* Open -o FILE, or standard output, as *F named *NAME. -o never truncates an input (a
+ * profile, or the file of one of the NMODS modules MODS). */
 static int
-print_to_output(const qp_args_t *a, const qp_inputs_t *in)
+output_open(const qp_args_t *a, const module_t *mods, int nmods, FILE **f, const char **name)
 {
-    FILE *f = stdout;
-    const char *name = "standard output";
-    if (a->output != NULL) {
-        name = a->output;
-        const char *input = same_file(a->output, in->exe) ? in->exe : NULL;
-        for (int i = 0; input == NULL && i < a->nfiles; i++)
-            if (same_file(a->output, a->files[i]))
-                input = a->files[i];
-        if (input != NULL)
-            return fail(a->output, input == in->exe ? "is the executable: not overwritten"
-                                                    : "is a profile read: not overwritten");
-        f = fopen(a->output, "w");
-        if (f == NULL)
-            return fail(a->output, strerror(errno));
-    }
-    int st = print_report(f, a, in);
+    *f = stdout;
+    *name = "standard output";
+    if (a->output == NULL)
+        return 0;
+    *name = a->output;
+    for (int k = 0; k < nmods; k++)
+        if (same_file(a->output, mods[k].exe))
+            return fail(a->output, mods[k].img->flags & CFG_IMG_SHLIB
+                                       ? "is a library read: not overwritten"
+                                       : "is the executable: not overwritten");
+    for (int i = 0; i < a->nfiles; i++)
+        if (same_file(a->output, a->files[i]))
+            return fail(a->output, "is a profile read: not overwritten");
+    *f = fopen(a->output, "w");
+    if (*f == NULL)
+        return fail(a->output, strerror(errno));
+    return 0;
+}
+
+/* Close what output_open opened, ST being the printer's status: a failed write is an
+ * error. */
+static int
+output_close(FILE *f, const char *name, int st)
+{
     if (fflush(f) != 0 || ferror(f))
         st = fail(name, strerror(errno ? errno : EIO));
     if (f != stdout && fclose(f) != 0 && st == 0)
@@ -538,60 +645,234 @@ print_to_output(const qp_args_t *a, const qp_inputs_t *in)
     return st;
 }
 
+/* Load module M: its file, its description, its profiles summed and checked, its
+ * report. */
+static int
+load_module(const qp_args_t *a, module_t *m)
+{
+    if (a->exe == NULL && access(m->exe, F_OK) != 0) {
+        /* The profile names where the program ran; it may have moved since. */
+        fprintf(stderr, "qp: %s: %s (the executable %s names; use --exe)\n", m->exe,
+                strerror(errno), m->files[0]);
+        return EXIT_INPUT;
+    }
+    int st = open_image(m->exe, &m->img);
+    if (st == 0)
+        st = load_desc(m->exe, m->img, &m->desc);
+    if (st == 0)
+        st = merge_profiles(m, &m->desc);
+    /* Without unwind tables the dumps stay unused; the report says so. */
+    if (st == 0 && m->prof.ndumps > 0 && qp_unwinder_create(m->exe, &m->unw, NULL, 0) < 0)
+        m->unw = NULL;
+    if (st == 0 && qp_report_build(&m->desc, &m->prof, m->unw, &m->rep) < 0)
+        st = fail(m->exe, qp_strerror(QP_ENOMEM));
+    return st;
+}
+
+/* What the printers see of the loaded module M (ORIG: --original, or NULL). */
+static void
+module_inputs(const qp_args_t *a, module_t *m, const cfg_image_t *orig)
+{
+    m->in = (qp_inputs_t) { m->exe, m->files, m->nfiles, m->img, orig, &m->desc, &m->prof,
+                            &m->rep, a->verbose, a->limit, a->min_pct, NULL };
+    /* C++, Rust and D names demangled, unless --mangled; lcov keeps them as stored
+     * (genhtml --demangle-cpp does it, as for gcov's). */
+    if (!a->mangled && a->out != OUT_LCOV && a->out != OUT_CALLGRIND && a->out != OUT_BOLT)
+        m->in.names = demangled_names(&m->desc);
+    if (a->out != OUT_LCOV && a->out != OUT_CALLGRIND && a->out != OUT_BOLT
+        && a->out != OUT_CSV)
+        qualify_duplicates(&m->in);
+}
+
+/* Print the report of module M, one of the NMODS modules MODS. */
+static int
+report_module(const qp_args_t *a, const module_t *mods, int nmods, const module_t *m)
+{
+    FILE *f;
+    const char *name;
+    int st = output_open(a, mods, nmods, &f, &name);
+    return st != 0 ? st : output_close(f, name, print_report(f, a, &m->in));
+}
+
+/*****************************************************************************
+ * Several modules: a program and the libraries it loaded
+ */
+
+/* Each module's label: its file name, or its path when another module has that name. */
+static void
+set_labels(module_t *mods, int n)
+{
+    for (int k = 0; k < n; k++) {
+        const char *slash = strrchr(mods[k].exe, '/');
+        mods[k].label = slash != NULL ? slash + 1 : mods[k].exe;
+    }
+    for (int k = 0; k < n; k++)
+        for (int j = 0; j < n; j++)
+            if (j != k && strcmp(mods[j].label, mods[k].label) == 0)
+                mods[k].label = mods[k].exe;
+}
+
+/* The labels of MODS (those of SEL when not NULL) as "a, b, c" in BUF. */
+static const char *
+list_labels(const module_t *mods, int n, const uint8_t *sel, char *buf, size_t len)
+{
+    size_t at = 0;
+    buf[0] = '\0';
+    for (int k = 0; k < n && at < len; k++)
+        if (sel == NULL || sel[k])
+            at += (size_t)snprintf(buf + at, len - at, "%s%s", at ? ", " : "", mods[k].label);
+    return buf;
+}
+
+/* The outputs that show one module: refused (2) without FUNC to choose it. */
+static int
+check_several(const qp_args_t *a, module_t *mods, int n)
+{
+    static const char *const opt[] = {
+        [OUT_BLOCKS] = "--blocks without =FUNC", [OUT_EDGES] = "--edges without =FUNC",
+        [OUT_LCOV] = "--lcov", [OUT_PPROF] = "--pprof", [OUT_CALLGRAPH] = "--call-graph",
+        [OUT_CALLGRIND] = "--callgrind", [OUT_BOLT] = "--bolt",
+    };
+    set_labels(mods, n);
+    if (a->out == OUT_FLAT || a->out == OUT_CSV || a->func != NULL)
+        return 0;
+    char buf[512];
+    fprintf(stderr, "qp: %s takes the profiles of one module; these are of %d (%s)%s\n",
+            opt[a->out], n, list_labels(mods, n, NULL, buf, sizeof(buf)),
+            a->out == OUT_BLOCKS || a->out == OUT_EDGES ? ": give =MODULE:FUNC" : "");
+    return EXIT_USAGE;
+}
+
+static int
+has_proc(const qp_inputs_t *in, const char *func)
+{
+    return qp_desc_find_proc(in->desc, func) != QP_VIRT || qp_find_in_module(in, func) != QP_VIRT;
+}
+
+/*
+ * The module *K whose procedure FUNC names, and *REST the name within it: MODULE:NAME
+ * (MODULE a shell pattern for the module's path or file name), or a NAME (or a source
+ * FILE:NAME) that one module only has. Where the pattern names several modules, the
+ * one that has NAME.
+ */
+static int
+select_module(const module_t *mods, int n, const char *func, int *k, const char **rest)
+{
+    uint8_t *sel = calloc((size_t)n, 1);
+    if (sel == NULL)
+        return fail(func, qp_strerror(QP_ENOMEM));
+    int nsel = 0;
+    const char *sep = cfg_module_sep(func);
+    for (int i = 0; i < n; i++) {
+        sel[i] = sep != NULL && cfg_module_match(func, (size_t)(sep - func), mods[i].exe);
+        nsel += sel[i];
+    }
+    int by_pattern = nsel > 0;
+    *rest = by_pattern ? sep + 1 : func;
+    if (nsel != 1) {
+        nsel = 0;
+        for (int i = 0; i < n; i++) {
+            sel[i] = (!by_pattern || sel[i]) && has_proc(&mods[i].in, *rest);
+            nsel += sel[i];
+        }
+    }
+    for (*k = 0; *k < n - 1 && !sel[*k]; ++*k)
+        ;
+    char list[512], why[1024];
+    if (nsel != 1)
+        snprintf(why, sizeof(why), nsel == 0 ? "no such procedure in %s"
+                                             : "is in several modules (%s): give MODULE:NAME",
+                 list_labels(mods, n, nsel ? sel : NULL, list, sizeof(list)));
+    free(sel);
+    return nsel == 1 ? 0 : fail(func, why);
+}
+
+/* The modules in the order of the report: the programs first, then the libraries. */
+static void
+report_order(const module_t *mods, int n, const module_t **order)
+{
+    int at = 0;
+    for (int lib = 0; lib < 2; lib++)
+        for (int k = 0; k < n; k++)
+            if (((mods[k].img->flags & CFG_IMG_SHLIB) != 0) == lib)
+                order[at++] = &mods[k];
+}
+
+/* The flat profile or the CSV over the N modules MODS. */
+static int
+print_several(const qp_args_t *a, const module_t *mods, int n)
+{
+    const module_t **order = malloc((size_t)n * sizeof(*order));
+    qp_inputs_t *ins = malloc((size_t)n * sizeof(*ins));
+    const char **labels = malloc((size_t)n * sizeof(*labels));
+    const qp_report_t **reps = malloc((size_t)n * sizeof(*reps));
+    qp_process_t pr = { 0 };
+    int st = order && ins && labels && reps ? 0 : fail(mods[0].exe, qp_strerror(QP_ENOMEM));
+    if (st == 0) {
+        report_order(mods, n, order);
+        for (int k = 0; k < n; k++) {
+            ins[k] = order[k]->in;
+            labels[k] = order[k]->label;
+            reps[k] = &order[k]->rep;
+        }
+        if (qp_process_build(reps, (uint32_t)n, &pr) < 0)
+            st = fail(mods[0].exe, qp_strerror(QP_ENOMEM));
+    }
+    FILE *f;
+    const char *name;
+    if (st == 0 && (st = output_open(a, mods, n, &f, &name)) == 0) {
+        qp_modules_t qm = { ins, labels, (uint32_t)n, &pr };
+        if (a->out == OUT_CSV)
+            qp_print_csv_modules(f, &qm);
+        else
+            qp_print_flat_modules(f, &qm);
+        st = output_close(f, name, 0);
+    }
+    qp_process_free(&pr);
+    free(order);
+    free(ins);
+    free(labels);
+    free(reps);
+    return st;
+}
+
+/* The report over several modules: a flat profile or CSV over them all, or what FUNC
+ * names in one of them. */
+static int
+report_several(const qp_args_t *a, module_t *mods, int n)
+{
+    if (a->func == NULL)
+        return print_several(a, mods, n);
+    int k;
+    qp_args_t one = *a;
+    int st = select_module(mods, n, a->func, &k, &one.func);
+    return st != 0 ? st : report_module(&one, mods, n, &mods[k]);
+}
+
 static int
 cmd_report(const qp_args_t *a)
 {
-    qp_profile_t prof = { 0 };
-    qp_desc_t desc = { 0 };
-    qp_report_t rep = { 0 };
-    cfg_image_t *img = NULL, *orig = NULL;
-    qp_unwinder_t *unw = NULL;
+    module_t *mods = NULL;
+    int nmods = 0;
+    cfg_image_t *orig = NULL;
     qp_profile_t *ps = calloc((size_t)a->nfiles, sizeof(qp_profile_t));
     if (ps == NULL)
         return fail(a->files[0], qp_strerror(QP_ENOMEM));
     int st = read_profiles(a, ps);
-    /* The first profile names the executable, unless --exe does. */
-    const char *exe = a->exe ? a->exe : ps[0].hdr.exe;
-    if (st == 0 && exe[0] == '\0')
-        st = fail(a->files[0], "the profile does not name its executable: use --exe");
-    if (st == 0 && a->exe == NULL && access(exe, F_OK) != 0) {
-        /* The profile names where the program ran; it may have moved since. */
-        fprintf(stderr, "qp: %s: %s (the executable %s names; use --exe)\n", exe,
-                strerror(errno), a->files[0]);
-        st = EXIT_INPUT;
-    }
     if (st == 0)
-        st = open_image(exe, &img);
-    if (st == 0)
-        st = load_desc(exe, img, &desc);
-    if (st == 0)
-        st = merge_profiles(a, ps, &desc, &prof);
+        st = group_profiles(a, ps, 0, &mods, &nmods);
+    if (st == 0 && nmods > 1)
+        st = check_several(a, mods, nmods);
+    for (int k = 0; st == 0 && k < nmods; k++)
+        st = load_module(a, &mods[k]);
     if (st == 0 && a->original)
         st = open_image(a->original, &orig);
-    /* Without unwind tables the dumps stay unused; the report says so. */
-    if (st == 0 && prof.ndumps > 0 && qp_unwinder_create(exe, &unw, NULL, 0) < 0)
-        unw = NULL;
-    if (st == 0 && qp_report_build(&desc, &prof, unw, &rep) < 0)
-        st = fail(exe, qp_strerror(QP_ENOMEM));
-    if (st == 0) {
-        qp_inputs_t in = { exe, (const char *const *)a->files, a->nfiles, img, orig,
-                           &desc, &prof, &rep, a->verbose, a->limit, a->min_pct, NULL };
-        /* C++, Rust and D names demangled, unless --mangled; lcov keeps them as stored
-         * (genhtml --demangle-cpp does it, as for gcov's). */
-        if (!a->mangled && a->out != OUT_LCOV && a->out != OUT_CALLGRIND && a->out != OUT_BOLT)
-            in.names = demangled_names(&desc);
-        if (a->out != OUT_LCOV && a->out != OUT_CALLGRIND && a->out != OUT_BOLT
-            && a->out != OUT_CSV)
-            qualify_duplicates(&in);
-        st = print_to_output(a, &in);
-        free_names(in.names, desc.hdr.nprocs);
-    }
-    qp_report_free(&rep);
-    qp_unwinder_destroy(unw);
-    qp_desc_free(&desc);
+    for (int k = 0; st == 0 && k < nmods; k++)
+        module_inputs(a, &mods[k], orig);
+    if (st == 0)
+        st = nmods == 1 ? report_module(a, mods, 1, &mods[0]) : report_several(a, mods, nmods);
+    free_modules(mods, nmods);
     cfg_image_destroy(orig);
-    cfg_image_destroy(img);
-    qp_profile_free(&prof);
     free_profiles(ps, a->nfiles);
     return st;
 }

@@ -5,6 +5,8 @@
  * qp's text reports: the flat profile (gprof-like), CSV, per-block and per-edge counts,
  * and Graphviz DOT. Everything printed comes from the report (report/qp_report.h).
  */
+#include "config.h"
+
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
@@ -137,13 +139,62 @@ print_header(FILE *f, const qp_inputs_t *in)
             r->total_insns, r->nprocs, r->nunmeasured);
 }
 
+/*
+ * What the flat profile and the CSV list: the procedures of one module, or those of
+ * several (a process report's rows) with a module column.
+ */
+typedef struct flat_view {
+    const qp_inputs_t *mods;   /* the modules; mods[0] has the options */
+    const char *const *labels; /* their names in the module column, or NULL: one module */
+    uint32_t nmods;            /* how many */
+    const qp_process_t *proc;  /* the rows of several modules, or NULL */
+    uint32_t nrows;            /* measured procedures */
+    uint64_t total;            /* their instructions */
+    int width;                 /* the module column's width */
+} flat_view_t;
+
+static void
+view_one(flat_view_t *v, const qp_inputs_t *in)
+{
+    *v = (flat_view_t) { in, NULL, 1, NULL, in->rep->nprocs, in->rep->total_insns, 0 };
+}
+
+static void
+view_several(flat_view_t *v, const qp_modules_t *m)
+{
+    *v = (flat_view_t) { m->mods, m->labels, m->nmods, m->proc, m->proc->nrows,
+                         m->proc->total_insns, (int)strlen("module") };
+    for (uint32_t k = 0; k < m->nmods; k++)
+        if ((int)strlen(m->labels[k]) > v->width)
+            v->width = (int)strlen(m->labels[k]);
+}
+
+/* Row I of V, in flat-profile order, and *MOD the index of its module. */
+static const qp_proc_result_t *
+view_row(const flat_view_t *v, uint32_t i, uint32_t *mod)
+{
+    if (v->proc == NULL) {
+        *mod = 0;
+        return &v->mods[0].rep->procs[i];
+    }
+    *mod = v->proc->rows[i].module;
+    return v->proc->rows[i].res;
+}
+
+/* The module column (before the name) of a row of module MOD, or its heading. */
+static void
+print_module_col(FILE *f, const flat_view_t *v, uint32_t mod)
+{
+    if (v->labels != NULL)
+        fprintf(f, "%-*s  ", v->width, mod == QP_VIRT ? "module" : v->labels[mod]);
+}
+
 /* Is RES within --min (its share of the instructions)? */
 static int
-above_min(const qp_inputs_t *in, const qp_proc_result_t *res)
+above_min(const flat_view_t *v, const qp_proc_result_t *res)
 {
-    const qp_report_t *r = in->rep;
-    double pct = r->total_insns ? 100.0 * (double)res->insns / (double)r->total_insns : 0;
-    return in->min_pct <= 0 || pct >= in->min_pct;
+    double pct = v->total ? 100.0 * (double)res->insns / (double)v->total : 0;
+    return v->mods[0].min_pct <= 0 || pct >= v->mods[0].min_pct;
 }
 
 /* The line saying what --limit and --min left out of a table. */
@@ -157,167 +208,354 @@ print_hidden(FILE *f, uint32_t n, uint64_t insns, uint64_t total)
 }
 
 static void
-print_flat_table(FILE *f, const qp_inputs_t *in, uint32_t *nidle)
+print_flat_table(FILE *f, const flat_view_t *v, uint32_t *nidle)
 {
-    const qp_report_t *r = in->rep;
+    const qp_inputs_t *opt = &v->mods[0];
     char cbuf[24], mbuf[8];
-    fprintf(f, "%8s %20s %16s  %s\n", "% insns", "instructions", "calls", "name");
+    fprintf(f, "%8s %20s %16s  ", "% insns", "instructions", "calls");
+    print_module_col(f, v, QP_VIRT);
+    fprintf(f, "name\n");
     *nidle = 0;
-    uint32_t shown = 0, hidden = 0;
+    uint32_t shown = 0, hidden = 0, mod;
     uint64_t hidden_insns = 0;
-    for (uint32_t i = 0; i < r->nprocs; i++) {
-        const qp_proc_result_t *res = &r->procs[i];
-        if (!ran(res) && !in->verbose && !(res->flags & QP_RES_VIOLATION)) {
+    for (uint32_t i = 0; i < v->nrows; i++) {
+        const qp_proc_result_t *res = view_row(v, i, &mod);
+        if (!ran(res) && !opt->verbose && !(res->flags & QP_RES_VIOLATION)) {
             (*nidle)++;
             continue;
         }
-        if ((in->limit > 0 && shown >= in->limit) || !above_min(in, res)) {
+        if ((opt->limit > 0 && shown >= opt->limit) || !above_min(v, res)) {
             hidden++;
             hidden_insns += res->insns;
             continue;
         }
         shown++;
-        double pct = r->total_insns ? 100.0 * (double)res->insns / (double)r->total_insns : 0;
-        fprintf(f, "%8.2f %20" PRIu64 " %16s  %s%s%s\n", pct, res->insns,
-                qp_fmt_count(cbuf, res->calls, res->calls_known), qp_proc_name(in, res->proc),
+        double pct = v->total ? 100.0 * (double)res->insns / (double)v->total : 0;
+        fprintf(f, "%8.2f %20" PRIu64 " %16s  ", pct, res->insns,
+                qp_fmt_count(cbuf, res->calls, res->calls_known));
+        print_module_col(f, v, mod);
+        fprintf(f, "%s%s%s\n", qp_proc_name(&v->mods[mod], res->proc),
                 markers(res, mbuf)[0] ? " " : "", mbuf);
     }
-    print_hidden(f, hidden, hidden_insns, r->total_insns);
+    print_hidden(f, hidden, hidden_insns, v->total);
 }
 
 static int
-cmp_calls(const void *a, const void *b)
+cmp_calls(const void *a, const void *b, void *arg)
 {
-    const qp_proc_result_t *x = *(const qp_proc_result_t *const *)a;
-    const qp_proc_result_t *y = *(const qp_proc_result_t *const *)b;
-    if (x->calls != y->calls)
-        return x->calls > y->calls ? -1 : 1;
-    return x < y ? -1 : x > y; /* then the flat-profile order */
+    uint32_t i = *(const uint32_t *)a, j = *(const uint32_t *)b, mod;
+    uint64_t x = view_row(arg, i, &mod)->calls, y = view_row(arg, j, &mod)->calls;
+    if (x != y)
+        return x > y ? -1 : 1;
+    return i < j ? -1 : i > j; /* then the flat-profile order */
 }
 
 /* The procedures with a known, non-zero call count, most called first. */
 static void
-print_by_calls(FILE *f, const qp_inputs_t *in)
+print_by_calls(FILE *f, const flat_view_t *v)
 {
-    const qp_report_t *r = in->rep;
-    const qp_proc_result_t **v = malloc((r->nprocs ? r->nprocs : 1) * sizeof(*v));
-    if (v == NULL)
+    uint32_t *rows = malloc((v->nrows ? v->nrows : 1) * sizeof(*rows)), mod;
+    if (rows == NULL)
         return;
     size_t n = 0;
-    for (uint32_t i = 0; i < r->nprocs; i++)
-        if (r->procs[i].calls_known && r->procs[i].calls > 0 && above_min(in, &r->procs[i]))
-            v[n++] = &r->procs[i];
-    qsort(v, n, sizeof(*v), cmp_calls);
-    size_t shown = in->limit > 0 && in->limit < n ? in->limit : n;
-    fprintf(f, "\nBy calls:\n%16s %20s  %s\n", "calls", "instructions/call", "name");
-    for (size_t i = 0; i < shown; i++)
-        fprintf(f, "%16" PRIu64 " %20.1f  %s\n", v[i]->calls,
-                (double)v[i]->insns / (double)v[i]->calls, qp_proc_name(in, v[i]->proc));
+    for (uint32_t i = 0; i < v->nrows; i++) {
+        const qp_proc_result_t *res = view_row(v, i, &mod);
+        if (res->calls_known && res->calls > 0 && above_min(v, res))
+            rows[n++] = i;
+    }
+    qsort_r(rows, n, sizeof(*rows), cmp_calls, (void *)v);
+    uint32_t limit = v->mods[0].limit;
+    size_t shown = limit > 0 && limit < n ? limit : n;
+    fprintf(f, "\nBy calls:\n%16s %20s  ", "calls", "instructions/call");
+    print_module_col(f, v, QP_VIRT);
+    fprintf(f, "name\n");
+    for (size_t i = 0; i < shown; i++) {
+        const qp_proc_result_t *res = view_row(v, rows[i], &mod);
+        fprintf(f, "%16" PRIu64 " %20.1f  ", res->calls,
+                (double)res->insns / (double)res->calls);
+        print_module_col(f, v, mod);
+        fprintf(f, "%s\n", qp_proc_name(&v->mods[mod], res->proc));
+    }
     if (shown < n)
         fprintf(f, "%16s %20s  (%zu more procedure%s: --limit)\n", "", "", n - shown,
                 n - shown == 1 ? "" : "s");
-    free(v);
+    free(rows);
+}
+
+/* What may be wrong with the counts of V's modules, summed for the footnotes. */
+typedef struct flat_notes {
+    uint32_t nviolating, napprox, nunknown, nsaturated; /* procedures (qp_report_t) */
+    uint64_t ndropped, incomplete;                      /* exits (profile, back-traces) */
+    int saturated;                                      /* a sum of profiles saturated */
+} flat_notes_t;
+
+static void
+sum_notes(const flat_view_t *v, flat_notes_t *n)
+{
+    memset(n, 0, sizeof(*n));
+    for (uint32_t k = 0; k < v->nmods; k++) {
+        const qp_report_t *r = v->mods[k].rep;
+        const qp_profile_t *p = v->mods[k].prof;
+        n->nviolating += r->nviolating;
+        n->napprox += r->napprox;
+        n->nunknown += r->nunknown;
+        n->nsaturated += r->nsaturated;
+        n->ndropped += p->ndropped;
+        n->incomplete += r->bt.incomplete;
+        n->saturated |= p->saturated;
+    }
 }
 
 static void
-print_footnotes(FILE *f, const qp_inputs_t *in)
+print_footnotes(FILE *f, const flat_view_t *v)
 {
-    const qp_report_t *r = in->rep;
-    const qp_profile_t *p = in->prof;
-    int any = r->nviolating || r->napprox || r->nunknown || p->ndropped || r->bt.incomplete
-        || p->saturated || r->nsaturated;
+    flat_notes_t n;
+    sum_notes(v, &n);
+    int any = n.nviolating || n.napprox || n.nunknown || n.ndropped || n.incomplete
+        || n.saturated || n.nsaturated;
     if (!any)
         return;
     fprintf(f, "\n");
-    if (r->nviolating)
+    if (n.nviolating)
         fprintf(f, "!  flow conservation (Kirchhoff) fails in %" PRIu32 " procedure(s): their "
                    "counts are inconsistent (qp report --edges=NAME shows where)\n",
-                r->nviolating);
-    if (r->napprox)
+                n.nviolating);
+    if (n.napprox)
         fprintf(f, "~  has exception landing pads, calls setjmp or vfork, may be left by a longjmp or an "
                    "exception (it calls, directly or through other procedures, one that "
                    "longjmps or throws), or has indirect jumps whose targets are a guess: if "
                    "control left it that way, its counts may be approximate\n");
-    if (r->nunknown)
+    if (n.nunknown)
         fprintf(f, "?  some counts are not determined by the measured ones: shown as ?, and "
                    "instructions count only the known blocks\n");
-    if (p->ndropped)
+    if (n.ndropped)
         fprintf(f, "note: %" PRIu64 " exit(s) left no usable stack dump (more than %u exits, "
                    "or a dump cut short): the counts of procedures active at those exits may "
                    "be approximate\n",
-                p->ndropped, QP_PROF_MAX_DUMPS);
-    if (r->bt.incomplete)
+                n.ndropped, QP_PROF_MAX_DUMPS);
+    if (n.incomplete)
         fprintf(f, "note: %" PRIu64 " exit back-trace(s) could not be followed to the "
                    "outermost frame: counts of the procedures above may be approximate\n",
-                r->bt.incomplete);
-    if (r->nsaturated)
+                n.incomplete);
+    if (n.nsaturated)
         fprintf(f, "+  a counter reached 2^64-1, the most it holds (or the profile is "
                    "damaged): its counts are lower bounds\n");
-    else if (p->saturated)
+    else if (n.saturated)
         fprintf(f, "note: a count reached 2^64-1 while summing profiles and was kept there\n");
 }
 
 static void
-print_unmeasured(FILE *f, const qp_inputs_t *in)
+print_unmeasured(FILE *f, const flat_view_t *v)
 {
-    const qp_report_t *r = in->rep;
-    if (r->nunmeasured == 0)
+    uint32_t n = 0;
+    for (uint32_t k = 0; k < v->nmods; k++)
+        n += v->mods[k].rep->nunmeasured;
+    if (n == 0)
         return;
-    if (!in->verbose) {
+    if (!v->mods[0].verbose) {
         fprintf(f, "\n%" PRIu32 " procedures not measured (--verbose lists them with the "
                    "reason)\n",
-                r->nunmeasured);
+                n);
         return;
     }
-    fprintf(f, "\nNot measured:\n");
-    for (uint32_t i = 0; i < r->nunmeasured; i++) {
-        const qp_desc_proc_t *p = &in->desc->procs[r->unmeasured[i]];
-        const char *why = qp_desc_str(in->desc, p->reason);
-        fprintf(f, "  %s at 0x%" PRIx64 ": %s\n", qp_proc_name(in, r->unmeasured[i]), p->entry,
-                why[0] ? why : "no reason given");
+    for (uint32_t k = 0; k < v->nmods; k++) {
+        const qp_inputs_t *in = &v->mods[k];
+        const qp_report_t *r = in->rep;
+        if (r->nunmeasured == 0)
+            continue;
+        if (v->labels == NULL)
+            fprintf(f, "\nNot measured:\n");
+        else
+            fprintf(f, "\nNot measured in %s:\n", v->labels[k]);
+        for (uint32_t i = 0; i < r->nunmeasured; i++) {
+            const qp_desc_proc_t *p = &in->desc->procs[r->unmeasured[i]];
+            const char *why = qp_desc_str(in->desc, p->reason);
+            fprintf(f, "  %s at 0x%" PRIx64 ": %s\n", qp_proc_name(in, r->unmeasured[i]),
+                    p->entry, why[0] ? why : "no reason given");
+        }
     }
+}
+
+/* The flat profile after its header. */
+static void
+print_flat_body(FILE *f, const flat_view_t *v)
+{
+    uint32_t nidle;
+    print_flat_table(f, v, &nidle);
+    if (nidle)
+        fprintf(f, "%8s %20s %16s  (%" PRIu32 " more measured procedures never ran; "
+                   "--verbose lists them)\n",
+                "", "", "", nidle);
+    print_by_calls(f, v);
+    print_footnotes(f, v);
+    print_unmeasured(f, v);
 }
 
 void
 qp_print_flat(FILE *f, const qp_inputs_t *in)
 {
-    uint32_t nidle;
+    flat_view_t v;
+    view_one(&v, in);
     print_header(f, in);
-    print_flat_table(f, in, &nidle);
-    if (nidle)
-        fprintf(f, "%8s %20s %16s  (%" PRIu32 " more measured procedures never ran; "
-                   "--verbose lists them)\n",
-                "", "", "", nidle);
-    print_by_calls(f, in);
-    print_footnotes(f, in);
-    print_unmeasured(f, in);
+    print_flat_body(f, &v);
+}
+
+/*****************************************************************************
+ * Flat profile of several modules
+ */
+
+static int
+is_library(const qp_inputs_t *in)
+{
+    return (in->img->flags & CFG_IMG_SHLIB) != 0;
+}
+
+/* "Flat profile of main.inst and 2 libraries": the programs by name. */
+static void
+print_title(FILE *f, const qp_modules_t *m)
+{
+    uint32_t nlibs = 0, nprogs = 0;
+    fprintf(f, "Flat profile of ");
+    for (uint32_t k = 0; k < m->nmods; k++) {
+        if (is_library(&m->mods[k])) {
+            nlibs++;
+            continue;
+        }
+        fprintf(f, "%s%s", nprogs++ ? ", " : "", m->labels[k]);
+    }
+    if (nlibs > 0)
+        fprintf(f, "%s%" PRIu32 " librar%s", nprogs ? " and " : "", nlibs,
+                nlibs == 1 ? "y" : "ies");
+    fprintf(f, "\n");
+}
+
+/* The profiles read, the driver (or each module's), and what may make counts low. */
+static void
+print_inputs(FILE *f, const qp_modules_t *m)
+{
+    int same_driver = 1, same_runs = 1;
+    const qp_inputs_t *first = &m->mods[0];
+    fprintf(f, "profiles: ");
+    for (uint32_t k = 0; k < m->nmods; k++) {
+        const qp_inputs_t *in = &m->mods[k];
+        for (int i = 0; i < in->nprofiles; i++)
+            fprintf(f, "%s%s", k || i ? ", " : "", in->profiles[i]);
+        same_driver &= in->desc->hdr.driver == first->desc->hdr.driver;
+        same_runs &= in->prof->hdr.runs == first->prof->hdr.runs;
+    }
+    if (same_driver)
+        fprintf(f, "; driver %s", driver_name(first->desc->hdr.driver));
+    for (uint32_t k = 0; !same_driver && k < m->nmods; k++)
+        fprintf(f, "%s%s %s", k ? ", " : "; drivers: ", m->labels[k],
+                driver_name(m->mods[k].desc->hdr.driver));
+    fprintf(f, "\n");
+    char abuf[256];
+    for (uint32_t k = 0; k < m->nmods; k++)
+        if (run_approx(&m->mods[k], abuf, sizeof(abuf)) != NULL)
+            fprintf(f, "warning: %s: %s\n", m->labels[k], abuf);
+    if (!same_runs)
+        fprintf(f, "warning: the modules' profiles count different runs (below): a "
+                   "library's profile also holds the runs of every other program that "
+                   "loaded that file, and one loaded by dlopen only the runs that loaded it\n");
+}
+
+/* Per module: its share of the instructions, runs, procedures measured and not. */
+static void
+print_module_table(FILE *f, const qp_modules_t *m, const flat_view_t *v)
+{
+    const qp_process_t *pr = m->proc;
+    uint32_t nmeasured = 0;
+    fprintf(f, "\n%8s %20s %8s %10s %13s  %-*s  %s\n", "% insns", "instructions", "runs",
+            "measured", "not measured", v->width, "module", "file");
+    for (uint32_t i = 0; i < m->nmods; i++) {
+        uint32_t k = pr->by_insns[i];
+        const qp_inputs_t *in = &m->mods[k];
+        const qp_report_t *r = in->rep;
+        nmeasured += r->nprocs;
+        fprintf(f, "%8.2f %20" PRIu64 " %8" PRIu64 " %10" PRIu32 " %13" PRIu32 "  %-*s  %s\n",
+                pr->total_insns ? 100.0 * (double)r->total_insns / (double)pr->total_insns : 0,
+                r->total_insns, in->prof->hdr.runs, r->nprocs, r->nunmeasured, v->width,
+                m->labels[k], in->exe);
+    }
+    fprintf(f, "total: %" PRIu64 " instructions executed in %" PRIu32 " measured procedures "
+               "of %" PRIu32 " modules; %" PRIu32 " procedures not measured\n",
+            pr->total_insns, nmeasured, m->nmods, pr->nunmeasured);
+    fprintf(f, "not in the total: code outside these %" PRIu32 " modules (the dynamic "
+               "loader, the vDSO, libraries not rewritten), their PLT stubs, and the "
+               "procedures they did not measure\n\n",
+            m->nmods);
+}
+
+void
+qp_print_flat_modules(FILE *f, const qp_modules_t *m)
+{
+    flat_view_t v;
+    view_several(&v, m);
+    print_title(f, m);
+    print_inputs(f, m);
+    print_module_table(f, m, &v);
+    print_flat_body(f, &v);
+}
+
+/*****************************************************************************
+ * CSV
+ */
+
+/* S as one CSV field; 0, or -1 when out of memory. */
+static int
+print_csv_field(FILE *f, const char *s)
+{
+    size_t n = qp_csv_field(s, NULL, 0);
+    char *field = malloc(n + 1);
+    if (field == NULL)
+        return -1;
+    qp_csv_field(s, field, n + 1);
+    fputs(field, f);
+    free(field);
+    return 0;
+}
+
+static void
+print_csv(FILE *f, const flat_view_t *v)
+{
+    uint8_t *whole = calloc(v->nmods, 1);
+    if (whole == NULL)
+        return;
+    char abuf[256];
+    for (uint32_t k = 0; k < v->nmods; k++)
+        whole[k] = run_approx(&v->mods[k], abuf, sizeof(abuf)) != NULL;
+    fprintf(f, "%sname,calls,instructions,flags\n", v->labels != NULL ? "module," : "");
+    for (uint32_t i = 0, mod; i < v->nrows; i++) {
+        const qp_proc_result_t *res = view_row(v, i, &mod);
+        if ((v->labels != NULL && (print_csv_field(f, v->labels[mod]) < 0 || fputc(',', f) < 0))
+            || print_csv_field(f, qp_proc_name(&v->mods[mod], res->proc)) < 0)
+            break;
+        char mbuf[8];
+        markers(res, mbuf);
+        /* An undetermined or saturated call count is an empty field: never a guess. */
+        if (res->calls_known && !(res->flags & QP_RES_SATURATED))
+            fprintf(f, ",%" PRIu64 ",%" PRIu64 ",%s%s\n", res->calls, res->insns, mbuf,
+                    whole[mod] ? "*" : "");
+        else
+            fprintf(f, ",,%" PRIu64 ",%s%s\n", res->insns, mbuf, whole[mod] ? "*" : "");
+    }
+    free(whole);
 }
 
 void
 qp_print_csv(FILE *f, const qp_inputs_t *in)
 {
-    const qp_report_t *r = in->rep;
-    char abuf[256];
-    int whole = run_approx(in, abuf, sizeof(abuf)) != NULL;
-    fprintf(f, "name,calls,instructions,flags\n");
-    for (uint32_t i = 0; i < r->nprocs; i++) {
-        const qp_proc_result_t *res = &r->procs[i];
-        const char *name = qp_proc_name(in, res->proc);
-        size_t n = qp_csv_field(name, NULL, 0);
-        char *field = malloc(n + 1);
-        if (field == NULL)
-            return;
-        qp_csv_field(name, field, n + 1);
-        char mbuf[8];
-        markers(res, mbuf);
-        /* An undetermined or saturated call count is an empty field: never a guess. */
-        if (res->calls_known && !(res->flags & QP_RES_SATURATED))
-            fprintf(f, "%s,%" PRIu64 ",%" PRIu64 ",%s%s\n", field, res->calls, res->insns,
-                    mbuf, whole ? "*" : "");
-        else
-            fprintf(f, "%s,,%" PRIu64 ",%s%s\n", field, res->insns, mbuf, whole ? "*" : "");
-        free(field);
-    }
+    flat_view_t v;
+    view_one(&v, in);
+    print_csv(f, &v);
+}
+
+void
+qp_print_csv_modules(FILE *f, const qp_modules_t *m)
+{
+    flat_view_t v;
+    view_several(&v, m);
+    print_csv(f, &v);
 }
 
 /*****************************************************************************

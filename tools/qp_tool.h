@@ -30,11 +30,27 @@ typedef struct qp_inputs {
                                    * --mangled), NULL entries: the stored name */
 } qp_inputs_t;
 
+/* Several modules of a process: a program and the libraries it loaded, each with its
+ * own inputs, and one report over them (report/qp_report.h, qp_process_build). */
+typedef struct qp_modules {
+    const qp_inputs_t *mods;      /* per module, in the report's order (programs first) */
+    const char *const *labels;    /* per module: its name in the module column */
+    uint32_t nmods;               /* how many */
+    const qp_process_t *proc;     /* the process report over mods[k].rep */
+} qp_modules_t;
+
 /* The flat profile, the call counts, the footnotes and notes (qp report). */
 void qp_print_flat(FILE *f, const qp_inputs_t *in);
 
+/* ... of several modules: a table of the modules, then the procedures of them all with
+ * a module column. */
+void qp_print_flat_modules(FILE *f, const qp_modules_t *m);
+
 /* name,calls,instructions lines in the flat-profile order (qp report --csv). */
 void qp_print_csv(FILE *f, const qp_inputs_t *in);
+
+/* module,name,calls,instructions lines over several modules, likewise. */
+void qp_print_csv_modules(FILE *f, const qp_modules_t *m);
 
 /* Per-block counts of PROC, or of every procedure that ran when PROC is QP_VIRT. */
 int qp_print_blocks(FILE *f, const qp_inputs_t *in, uint32_t proc);

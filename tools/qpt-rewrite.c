@@ -334,10 +334,11 @@ rewrite(const cfg_prog_t *prog, const char *input, const char *output, const cha
     fprintf(stderr,
             "%s: %s: %u procedures relocated, %u left in place; %llu bytes of code relocated "
             "into %llu; %u redirects (%u for indirect-jump targets), %u jump tables "
-            "retargeted; output %llu bytes (%.2fx input)\n",
+            "retargeted, %u jumps of unknown targets translated at run time; output %llu "
+            "bytes (%.2fx input)\n",
             prog_name, output, es->nmoved, es->nleft, (unsigned long long)es->bytes_old,
             (unsigned long long)es->bytes_new, es->npads, es->nind_pads, es->ntables,
-            (unsigned long long)st.output_size,
+            es->nxlate, (unsigned long long)st.output_size,
             st.input_size ? (double)st.output_size / (double)st.input_size : 0.0);
     if (verbose) {
         const ed_dwarf_out_t *d = &st.dwarf;

@@ -550,3 +550,158 @@ arch_emit_syscall_nr(long nr, uint8_t *out /*OUT*/, size_t cap)
     out[6] = 0x05;
     return 7;
 }
+
+/*****************************************************************************
+ * Indirect jumps translated at run time
+ */
+
+/*
+ * `push OPND` (the operand of an indirect jump, from arch_decode_ops) at ADDR, in code
+ * that has moved %rsp down by SP_ADJ first: a %rsp base gets SP_ADJ more displacement,
+ * a rip-relative operand a displacement for ADDR. Memory operands always take the disp32
+ * form (the length does not depend on ADDR). Returns the length, QP_EUNSUPP (a segment
+ * override, %rsp itself as the target) or QP_ERANGE.
+ */
+static int
+x86_push_operand(const arch_opnd_t *o, uint64_t addr, int32_t sp_adj, uint8_t *out)
+{
+    if (o->kind == ARCH_OPND_REG) {
+        if (o->reg == ARCH_REG_NONE || o->reg >= ARCH_NREGS || o->reg == ARCH_REG_SP
+            || o->size != 8)
+            return QP_EUNSUPP;
+        int r = o->reg - 1, n = 0;
+        if (r >= 8)
+            out[n++] = 0x41; /* REX.B */
+        out[n++] = (uint8_t)(0x50 + (r & 7));
+        return n;
+    }
+    if (o->kind != ARCH_OPND_MEM || o->seg != 0 || o->size != 8)
+        return QP_EUNSUPP;
+    int n = 0;
+    if (o->base == ARCH_REG_PC) {
+        if (o->index != ARCH_REG_NONE)
+            return QP_EUNSUPP;
+        out[n++] = 0xff;
+        out[n++] = 0x35; /* mod 00, reg 6 (push), rm 101: rip + disp32 */
+        int64_t d = (int64_t)((uint64_t)o->disp - (addr + 6));
+        if (!x86_fits32(d))
+            return QP_ERANGE;
+        x86_put32(out + n, (uint32_t)d);
+        return n + 4;
+    }
+    if ((o->base != ARCH_REG_NONE && o->base >= ARCH_NREGS)
+        || (o->index != ARCH_REG_NONE && (o->index >= ARCH_NREGS || o->index == ARCH_REG_SP)))
+        return QP_EUNSUPP;
+    int64_t disp = o->disp + (o->base == ARCH_REG_SP ? sp_adj : 0);
+    if (!x86_fits32(disp))
+        return QP_ERANGE;
+    int b = o->base != ARCH_REG_NONE ? o->base - 1 : 5;  /* no base: SIB base 101, mod 00 */
+    int x = o->index != ARCH_REG_NONE ? o->index - 1 : 4; /* no index: SIB index 100 */
+    int ss = o->scale == 8 ? 3 : o->scale == 4 ? 2 : o->scale == 2 ? 1 : 0;
+    uint8_t rex = (uint8_t)(0x40 | (x >= 8 ? 0x02 : 0) | (b >= 8 && o->base != ARCH_REG_NONE ? 0x01 : 0));
+    if (rex != 0x40)
+        out[n++] = rex;
+    out[n++] = 0xff;
+    out[n++] = o->base != ARCH_REG_NONE ? 0xb4 : 0x34; /* mod 10 (or 00: no base), reg 6, rm 100 */
+    out[n++] = (uint8_t)((ss << 6) | ((x & 7) << 3) | (b & 7));
+    x86_put32(out + n, (uint32_t)disp);
+    return n + 4;
+}
+
+int
+arch_emit_jmp_xlate(const uint8_t *buf, const arch_insn_t *in, uint64_t addr, uint64_t stub,
+    int32_t miss, uint8_t *out /*OUT*/, size_t cap)
+{
+    static const uint8_t below[] = { 0x48, 0x8d, 0x64, 0x24, 0x80 }; /* lea -0x80(%rsp),%rsp */
+    arch_ops_t ops;
+    uint8_t push[16];
+    if (buf == NULL || in == NULL || out == NULL || in->kind != ARCH_KIND_JMP_IND)
+        return QP_EINVAL;
+    if (arch_decode_ops(buf, in->len, in->addr, &ops) < 0 || ops.op != ARCH_OP_JMP)
+        return QP_EUNSUPP;
+    int n = x86_push_operand(&ops.src, addr + sizeof(below), 128, push);
+    if (n < 0)
+        return n;
+    if (cap < sizeof(below) + (size_t)n + 10)
+        return QP_EINVAL;
+    memcpy(out, below, sizeof(below));
+    memcpy(out + sizeof(below), push, (size_t)n);
+    uint8_t *p = out + sizeof(below) + n;
+    p[0] = 0x68; /* push $MISS (sign-extended) */
+    x86_put32(p + 1, (uint32_t)miss);
+    uint64_t at = addr + sizeof(below) + (uint64_t)n + 5;
+    int j = arch_emit_jmp(at, stub, p + 5, 5);
+    return j < 0 ? j : (int)sizeof(below) + n + 10;
+}
+
+int
+arch_emit_xlate_stub(uint64_t addr, uint64_t table, uint8_t *out /*OUT*/, size_t cap)
+{
+    /* [%rsp] = the site's miss counter (from the table, or 0), [%rsp + 8] = the jump's
+     * target T, then the 128 bytes skipped (arch_emit_jmp_xlate). The target to go to
+     * replaces the counter's slot, which `ret $136` pops.
+     * The flags are kept with lahf/seto and sahf (popfq is slow); the registers the
+     * lookup uses are saved. rax: T, then a slot's key, then the new target; rsi: the
+     * table; r8: the load bias; ecx: the key (T - lo + 1); rdx: the slot; rdi: the mask.
+     * Open addressing, linear probing, a multiplicative hash (arch.h). */
+    static const uint8_t seq[] = {
+        0x50,                                     /*   0 push %rax */
+        0x9f,                                     /*   1 lahf */
+        0x0f, 0x90, 0xc0,                         /*   2 seto %al */
+        0x50,                                     /*   5 push %rax */
+        0x51,                                     /*   6 push %rcx */
+        0x52,                                     /*   7 push %rdx */
+        0x56,                                     /*   8 push %rsi */
+        0x57,                                     /*   9 push %rdi */
+        0x41, 0x50,                               /*  10 push %r8 */
+        0x48, 0x8b, 0x44, 0x24, 0x40,             /*  12 mov 0x40(%rsp),%rax */
+        0x48, 0x8d, 0x35, 0, 0, 0, 0,             /*  17 lea TABLE(%rip),%rsi */
+        0x49, 0x89, 0xf0,                         /*  24 mov %rsi,%r8 */
+        0x4c, 0x2b, 0x06,                         /*  27 sub (%rsi),%r8 */
+        0x4c, 0x29, 0xc0,                         /*  30 sub %r8,%rax */
+        0x48, 0x2b, 0x46, 0x10,                   /*  33 sub 0x10(%rsi),%rax */
+        0x48, 0x3b, 0x46, 0x18,                   /*  37 cmp 0x18(%rsi),%rax */
+        0x73, 0x4a,                               /*  41 jae 75 <0x75 */
+        0x8b, 0x4e, 0x28,                         /*  43 mov 0x28(%rsi),%ecx */
+        0x69, 0xd0, 0xb1, 0x79, 0x37, 0x9e,       /*  46 imul $0x9e3779b1,%eax,%edx */
+        0xd3, 0xea,                               /*  52 shr %cl,%edx */
+        0x48, 0x8b, 0x7e, 0x08,                   /*  54 mov 0x8(%rsi),%rdi */
+        0x8d, 0x48, 0x01,                         /*  58 lea 0x1(%rax),%ecx */
+        0x48, 0x21, 0xfa,                         /*  61 and %rdi,%rdx */
+        0x8b, 0x44, 0xd6, 0x30,                   /*  64 mov 0x30(%rsi,%rdx,8),%eax */
+        0x39, 0xc8,                               /*  68 cmp %ecx,%eax */
+        0x74, 0x09,                               /*  70 je 51 <0x51 */
+        0x85, 0xc0,                               /*  72 test %eax,%eax */
+        0x74, 0x18,                               /*  74 je 64 <0x64 */
+        0x48, 0xff, 0xc2,                         /*  76 inc %rdx */
+        0xeb, 0xec,                               /*  79 jmp 3d <0x3d */
+        0x48, 0x63, 0x44, 0xd6, 0x34,             /*  81 movslq 0x34(%rsi,%rdx,8),%rax */
+        0x48, 0x03, 0x46, 0x10,                   /*  86 add 0x10(%rsi),%rax */
+        0x4c, 0x01, 0xc0,                         /*  90 add %r8,%rax */
+        0x48, 0x89, 0x44, 0x24, 0x38,             /*  93 mov %rax,0x38(%rsp) */
+        0xeb, 0x1b,                               /*  98 jmp 7f <0x7f */
+        0x48, 0x8b, 0x44, 0x24, 0x38,             /* 100 mov 0x38(%rsp),%rax */
+        0x48, 0x85, 0xc0,                         /* 105 test %rax,%rax */
+        0x74, 0x07,                               /* 108 je 75 <0x75 */
+        0x48, 0x01, 0xf0,                         /* 110 add %rsi,%rax */
+        0xf0, 0x48, 0xff, 0x00,                   /* 113 lock incq (%rax) */
+        0x48, 0x8b, 0x44, 0x24, 0x40,             /* 117 mov 0x40(%rsp),%rax */
+        0x48, 0x89, 0x44, 0x24, 0x38,             /* 122 mov %rax,0x38(%rsp) */
+        0x41, 0x58,                               /* 127 pop %r8 */
+        0x5f,                                     /* 129 pop %rdi */
+        0x5e,                                     /* 130 pop %rsi */
+        0x5a,                                     /* 131 pop %rdx */
+        0x59,                                     /* 132 pop %rcx */
+        0x58,                                     /* 133 pop %rax */
+        0x04, 0x7f,                               /* 134 add $0x7f,%al */
+        0x9e,                                     /* 136 sahf */
+        0x58,                                     /* 137 pop %rax */
+        0xc2, 0x88, 0x00,                         /* 138 ret $0x88 */
+    };
+    _Static_assert(sizeof(seq) == ARCH_XLATE_STUB_LEN, "the stub's length");
+    if (out == NULL || cap < sizeof(seq))
+        return QP_EINVAL;
+    memcpy(out, seq, sizeof(seq));
+    int rc = x86_fix_rel32(out, addr, 24, table);
+    return rc < 0 ? rc : (int)sizeof(seq);
+}

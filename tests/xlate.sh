@@ -1,0 +1,56 @@
+#!/bin/bash
+# Copyright 2026 the qpt authors
+# SPDX-License-Identifier: MIT
+#
+# Indirect jumps of unknown targets translated at run time (issue 13): tests/xlate/tails.c
+# built with gcc and clang -O2, PIE and not, rewritten with --driver=none and qp. The
+# rewrite says it translated jumps; the output is the original's; tail calls through
+# pointers count exactly (the translated jump lands on the callee's new entry); a jump into
+# the middle of another procedure runs the original code there, and the procedure that
+# made it is marked approximate (~), while the others stay exact.
+# Exit status: 0 pass, 1 fail, 77 skip, 99 hard error.
+set -u
+. "${top_srcdir:-.}/tests/lib.sh"
+QP=${QP:-$top_builddir/tools/qp}
+dir=$top_builddir/tests/xlate.d
+rm -rf "$dir"
+mkdir -p "$dir" || exit 99
+fails=0
+qp_have gcc || { echo "SKIP: gcc not installed"; exit 77; }
+src=$top_srcdir/tests/xlate/tails.c
+
+# row CSV NAME CALLS FLAGS
+row() {
+    local got
+    got=$(awk -F, -v n="$3" '$1 == n { print $2 "," $4 }' "$2")
+    if [ "$got" = "$4,$5" ]; then ok "$1: $3 called $4 times${5:+, marked $5}"; else bad "$1: $3: '$got', expected '$4,$5'"; fi
+}
+
+for v in "gcc -O2 -fPIE -pie" "gcc -O2 -fno-pie -no-pie" "clang -O2 -fPIE -pie"; do
+    cc=${v%% *}
+    qp_have "$cc" || continue
+    tag=$(echo "$v" | tr -d ' -')
+    exe=$dir/$tag
+    # shellcheck disable=SC2086
+    $v -g -o "$exe" "$src" || exit 99
+    want=$("$exe")
+    for drv in none qp; do
+        out=$exe.$drv
+        if ! "$QPT_REWRITE" --driver=$drv "$exe" -o "$out" >"$out.log" 2>&1; then
+            bad "$v $drv: rewrite: $(tail -n 1 "$out.log")"
+            continue
+        fi
+        n=$(sed -n 's/.* \([0-9]*\) jumps of unknown targets translated at run time.*/\1/p' "$out.log")
+        [ "${n:-0}" -ge 2 ] && ok "$v $drv: $n jumps translated" || bad "$v $drv: ${n:-no} jumps translated: $(head -n 1 "$out.log")"
+        grep -q "left in place: \(apply\|jumper\) " "$out.log" && bad "$v $drv: apply or jumper left in place"
+        [ "$("$out")" = "$want" ] && ok "$v $drv: same output" || bad "$v $drv: output differs"
+    done
+    "$QP" report --csv "$exe.qp.qp" >"$exe.csv" 2>&1
+    row "$v" "$exe.csv" apply 1000 ""
+    row "$v" "$exe.csv" add 333 ""
+    row "$v" "$exe.csv" mul 334 ""
+    row "$v" "$exe.csv" sub 333 ""
+    row "$v" "$exe.csv" twoentry 104 ""
+    row "$v" "$exe.csv" jumper 107 "~"
+done
+[ "$fails" -eq 0 ]
