@@ -134,6 +134,8 @@ typedef struct drv_result {
                               * a starter's address is taken */
     int atomic;              /* counters use locked increments (QP_DESC_ATOMIC) */
     int threads;             /* the program can start threads (QP_DESC_THREADS) */
+    int watcher;             /* a shared library that defines pthread_create (a libc): its
+                              * entry got a thread hook (QPRT_F_WATCHER) */
     int pie;                 /* the program is position independent (QP_DESC_PIE) */
     /* The description, new addresses filled in by drv_result_finish. */
     qp_desc_proc_t *procs;
@@ -261,7 +263,10 @@ int drv_is_thread_name(const char *name);
 /* How the counters of a measured program are incremented (drv_choose_inc). */
 typedef struct drv_inc {
     int mode;               /* ARCH_INC_PLAIN, ARCH_INC_ATOMIC or ARCH_INC_SWITCH */
-    int lock_at_start;      /* SWITCH: atomic before the program runs */
+    int lock_at_start;      /* SWITCH: 1 atomic before the program runs; 2 likewise unless
+                             * a watcher is in the process (QPRT_F_LOCK_UNWATCHED) */
+    int watcher;            /* this module's hooks see every thread start and fork
+                             * (QPRT_F_WATCHER) */
     const char *why;        /* a phrase for the summary line */
     char buf[320];          /* holds it */
 } drv_inc_t;

@@ -213,13 +213,6 @@ drv_threads_reason(const cfg_prog_t *prog, char *buf, size_t len, int *unhooked)
     *unhooked = 0;
     if (prog == NULL || buf == NULL || len == 0)
         return NULL;
-    /* A library's runtime sees none of the calls of the program that loads it. */
-    if (prog->img->flags & CFG_IMG_SHLIB) {
-        *unhooked = 1;
-        snprintf(buf, len, "a shared library: the program that loads it may start "
-                           "threads where no hook of the library sees it");
-        return buf;
-    }
     for (uint32_t i = 0; i < prog->nprocs; i++)
         if (drv_is_thread_name(prog->procs[i].name)) {
             snprintf(buf, len, "it calls %s", prog->procs[i].name);
@@ -271,6 +264,25 @@ drv_choose_inc(const cfg_prog_t *prog, drv_result_t *res, int force, drv_inc_t *
     const char *threads = drv_threads_reason(prog, tbuf, sizeof(tbuf), &unhooked);
     memset(out, 0, sizeof(*out));
     res->threads = threads != NULL;
+    if ((prog->img->flags & CFG_IMG_SHLIB) && force < 0) {
+        /* A library sees none of the calls of the program that loads it: its threads
+         * and forks are seen by the process's libc, when that is rewritten too (the
+         * watcher; a libc with a fork nobody hooks is none). */
+        res->threads = 1;
+        out->mode = ARCH_INC_SWITCH;
+        out->watcher = res->watcher && res->nfork_unseen == 0;
+        out->lock_at_start = out->watcher ? 0 : 2;
+        snprintf(out->buf, sizeof(out->buf), "%s",
+            out->watcher ? "made atomic when the process's first thread starts (this "
+                           "library's pthread_create is hooked; it does so for every "
+                           "rewritten module of the process)"
+                         : "a shared library: made atomic when the process's first thread "
+                           "starts if its libc is rewritten too (its hooks see every thread "
+                           "start), else atomic from the start");
+        out->why = out->buf;
+        res->atomic = 1;
+        return;
+    }
     if (force >= 0) {
         out->mode = force ? ARCH_INC_ATOMIC : ARCH_INC_PLAIN;
         snprintf(out->buf, sizeof(out->buf), "%s%s%s", force ? "--atomic" : "--no-atomic",
@@ -282,12 +294,6 @@ drv_choose_inc(const cfg_prog_t *prog, drv_result_t *res, int force, drv_inc_t *
     } else {
         out->mode = ARCH_INC_SWITCH;
         out->lock_at_start = unhooked || res->nthread_unseen > 0 || res->nfork_unseen > 0;
-        if (prog->img->flags & CFG_IMG_SHLIB) {
-            snprintf(out->buf, sizeof(out->buf), "atomic from the start: %s", threads);
-            out->why = out->buf;
-            res->atomic = 1;
-            return;
-        }
         const char *when = !out->lock_at_start
             ? "made atomic before the first thread starts"
             : res->nfork_unseen > 0 ? "atomic from the start: a child may fork "

@@ -408,6 +408,14 @@ describe_measured(drv_result_t *res, const drv_graph_t *g, const uint64_t *exits
     for (uint32_t k = 0; k < g->nthread_before; k++)
         QP_CHECK(add_probe(res, g->thread_before[k], ED_AT_BEFORE, ED_SNIP_THREAD_HOOK, 0, 0));
     res->nthread_hooks += g->nthread_before;
+    /* A library's own pthread_create: every thread of the process starts there (the
+     * runtime then acts for every module: QPRT_F_WATCHER). */
+    if ((prog->img->flags & CFG_IMG_SHLIB) && strncmp(p->name, "pthread_create", 14) == 0
+        && (p->name[14] == '\0' || p->name[14] == '@')) {
+        QP_CHECK(add_probe(res, p->entry, ED_AT_BEFORE, ED_SNIP_THREAD_HOOK, 0, 0));
+        res->nthread_hooks++;
+        res->watcher = 1;
+    }
     for (uint32_t e = 0; e < g->nedges; e++) {
         const drv_edge_t *ed = &g->edges[e];
         if (ed->counter == QP_NOCOUNTER)

@@ -178,6 +178,65 @@ dyn_proc_load_bias(dyn_proc_t *p, uint64_t link_entry, uint64_t *bias /*OUT*/);
 const char *
 dyn_proc_exe_path(const dyn_proc_t *p, char *buf, size_t cap);
 
+/*
+ * For a process started by dyn_proc_spawn and still stopped at its execve: let it run
+ * until its entry point (AT_ENTRY), so that the dynamic loader has mapped, relocated
+ * and initialised the libraries it needs (DT_NEEDED) and no code of the program itself
+ * has run. A breakpoint is written there and taken out again; while it is in, the
+ * process is killed if dyn dies (PTRACE_O_EXITKILL). Signals that arrive on the way are
+ * delivered. QP_EIO with ESRCH when the program ended before its entry, QP_EINVAL when
+ * P is not such a process.
+ */
+int
+dyn_proc_run_to_entry(dyn_proc_t *p);
+
+/*****************************************************************************
+ * The files mapped in a process: executable and shared libraries (dyn_module.c)
+ */
+
+/* One ELF file mapped executable in a process, from /proc/PID/maps. */
+typedef struct dyn_module {
+    char *name;     /* base name of the file as maps shows it ("libc.so.6") */
+    char *path;     /* its path in maps (" (deleted)" kept when the file is gone) */
+    uint64_t dev;   /* device (major << 32 | minor, as maps shows it) */
+    uint64_t ino;   /* inode */
+    uint64_t base;  /* start of its mapping of file offset 0 (0: none seen) */
+    uint64_t lo;    /* lowest address of its mappings */
+    uint64_t hi;    /* ... and highest end */
+    uint64_t one[2]; /* one of its mappings, [start, end) (for /proc/PID/map_files) */
+    int exe;        /* the main executable (/proc/PID/exe) */
+} dyn_module_t;
+
+/*
+ * The files of process PID with an executable mapping, by address, into *OUT (free
+ * with dyn_modules_free) and *N. QP_EIO (errno kept), QP_ENOMEM.
+ */
+int
+dyn_proc_modules(int pid, dyn_module_t **out /*OUT*/, size_t *n /*OUT*/);
+
+/* Free what dyn_proc_modules returned. NULL is fine. */
+void
+dyn_modules_free(dyn_module_t *v, size_t n);
+
+/*
+ * A path through which the very file M of process PID can be read (for
+ * cfg_image_open_bfd) into BUF (CAP bytes): PID's view of M's path
+ * (/proc/PID/root/PATH) when its device and inode are M's, else /proc/PID/map_files/
+ * (allowed to root only). QP_ENOTFOUND with *WHY (static text) when neither is the
+ * file mapped: it was replaced or deleted since it was loaded.
+ */
+int
+dyn_module_path(int pid, const dyn_module_t *m, char *buf, size_t cap,
+    const char **why /*OUT*/);
+
+/*
+ * The load bias of module M whose file IMG describes: the start of the mapping of file
+ * offset 0 minus the lowest PT_LOAD's p_vaddr rounded down to the page. QP_EFORMAT
+ * when IMG has no PT_LOAD or M no mapping of offset 0.
+ */
+int
+dyn_module_bias(const dyn_module_t *m, const cfg_image_t *img, uint64_t *bias /*OUT*/);
+
 /*****************************************************************************
  * The address space of a live process (dyn_space.c)
  */
@@ -411,7 +470,10 @@ typedef struct dyn_clean_report {
  * Take out what a killed dyn left in the stopped process P whose main executable is IMG
  * loaded at BIAS: every trampoline memory (found by its header in /proc/PID/maps), every
  * 5-byte jump of the program's code into one (found by comparing the code in memory with
- * the file; the file's bytes are written back), then threads inside a trampoline are let
+ * the file; the file's bytes are written back), and of the shared libraries' code (each
+ * executable mapping compared with its file, read through dyn_module_path; when one
+ * cannot be, every trampoline memory stays mapped, counted in kept), then threads
+ * inside a trampoline are let
  * run out of it, and the memory is unmapped by the rule dyn_session_remove follows: not
  * when a thread's pc or a word near the top of its stack points into it, and never the
  * code of call-site trampolines (a callee may still return there); the counters go with

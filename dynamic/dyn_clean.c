@@ -6,15 +6,19 @@
  * (SIGKILL) leaves the process consistent but instrumented: jumps at entries, exits and
  * call sites into trampolines that count. Its trampoline memory is anonymous r-x memory
  * that starts with a header (dyn_tramp_hdr_t); the jumps are found by comparing the
- * program's code in memory with the file, the only bytes a session changes. Removal
+ * code in memory with the file, the only bytes a session changes: the executable's, and
+ * every shared library's (sessions over MODULE:GLOB patterns patch those). Removal
  * follows dyn_session_remove: jumps back first, threads out of the trampolines, memory
  * unmapped only when no pc or stack word points into it.
  */
 #include "config.h"
 
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include "dynamic/dyn.h"
@@ -198,6 +202,80 @@ restore_jumps(dyn_proc_t *p, const cfg_image_t *img, uint64_t bias, const region
     return rc;
 }
 
+/*
+ * Every jump into a region in the code of the shared libraries: each executable mapping
+ * of a file other than the executable is compared with the file's bytes at its offset
+ * (read through dyn_module_path: the very file mapped). *UNSURE is set when a library's
+ * code could not be compared (its file replaced since it was loaded): its jumps may still
+ * lead into a region, which must then stay mapped.
+ */
+static int
+restore_lib_jumps(dyn_proc_t *p, const regions_t *r, unsigned *jumps, int *unsure)
+{
+    char path[64], line[4096 + 128];
+    uint8_t *mem = malloc(CHUNK + JMP_LEN), *file = malloc(CHUNK + JMP_LEN);
+    struct stat est;
+    FILE *f;
+    int rc = 0, have_exe;
+
+    snprintf(path, sizeof(path), "/proc/%d/exe", dyn_proc_pid(p));
+    have_exe = stat(path, &est) == 0;
+    snprintf(path, sizeof(path), "/proc/%d/maps", dyn_proc_pid(p));
+    if (mem == NULL || file == NULL || (f = fopen(path, "r")) == NULL) {
+        free(mem);
+        free(file);
+        *unsure = 1;
+        return mem == NULL || file == NULL ? QP_ENOMEM : 0;
+    }
+    while (rc == 0 && fgets(line, sizeof(line), f) != NULL) {
+        unsigned long long lo, hi, off, ino;
+        unsigned maj, min;
+        char perms[8], fpath[4200];
+        const char *why;
+        int name = 0, fd;
+        dyn_module_t m;
+        line[strcspn(line, "\n")] = '\0';
+        if (sscanf(line, "%llx-%llx %7s %llx %x:%x %llu %n", &lo, &hi, perms, &off, &maj,
+                &min, &ino, &name)
+                < 7
+            || perms[2] != 'x' || ino == 0 || name == 0 || line[name] != '/')
+            continue;
+        if (have_exe && ino == est.st_ino && maj == major(est.st_dev)
+            && min == minor(est.st_dev))
+            continue; /* the executable: restore_jumps did it from its image */
+        memset(&m, 0, sizeof(m));
+        m.path = line + name;
+        m.dev = (uint64_t)maj << 32 | min;
+        m.ino = ino;
+        m.one[0] = lo;
+        m.one[1] = hi;
+        if (dyn_module_path(dyn_proc_pid(p), &m, fpath, sizeof(fpath), &why) < 0
+            || (fd = open(fpath, O_RDONLY | O_CLOEXEC)) < 0) {
+            *unsure = 1;
+            continue;
+        }
+        for (uint64_t a = lo; a + JMP_LEN <= hi && rc == 0; a += CHUNK) {
+            size_t n = hi - a - JMP_LEN + 1;
+            n = n > CHUNK ? CHUNK : n;
+            /* The last jump of a chunk may end in the next page (or past the file). */
+            memset(file, 0, n + JMP_LEN - 1);
+            memset(mem, 0, n + JMP_LEN - 1);
+            if (pread(fd, file, n + JMP_LEN - 1, (off_t)(off + (a - lo))) < (ssize_t)n
+                || dyn_proc_read(p, a, mem, n) < 0) {
+                *unsure = 1;
+                break;
+            }
+            dyn_proc_read(p, a + n, mem + n, JMP_LEN - 1); /* (may be unmapped) */
+            rc = restore_chunk(p, r, a, file, mem, n, jumps);
+        }
+        close(fd);
+    }
+    fclose(f);
+    free(mem);
+    free(file);
+    return rc;
+}
+
 /* Let every thread whose pc is in a region run out of it. */
 static int
 move_threads(dyn_proc_t *p, const regions_t *r, unsigned *moved)
@@ -223,11 +301,11 @@ move_threads(dyn_proc_t *p, const regions_t *r, unsigned *moved)
 
 /* Unmap what region G owns that no word of W (sorted, N) can still need. */
 static void
-free_region(dyn_proc_t *p, const region_t *g, const uint64_t *w, size_t n,
+free_region(dyn_proc_t *p, const region_t *g, const uint64_t *w, size_t n, int unsure,
     dyn_clean_report_t *out)
 {
     size_t i = cfg_u64_lower_bound(w, n, g->lo);
-    int used = i < n && w[i] < g->hi;
+    int used = unsure || (i < n && w[i] < g->hi);
 
     if (!used && g->hdr.ctr != 0 && is_counters(p, g->hdr.ctr, g->hdr.ctr_size)
         && dyn_space_free(p, g->hdr.ctr, g->hdr.ctr_size) == 0)
@@ -251,7 +329,7 @@ dyn_clean(
     regions_t r = { 0 };
     uint64_t *w = NULL;
     size_t nw = 0;
-    int rc;
+    int rc, unsure = 0;
 
     if (p == NULL || img == NULL || out == NULL || !dyn_proc_is_stopped(p))
         return QP_EINVAL;
@@ -261,11 +339,12 @@ dyn_clean(
     out->regions = (unsigned)r.n;
     /* The order of dyn_session_remove: jumps, threads, then memory. */
     if ((rc = restore_jumps(p, img, bias, &r, &out->jumps)) < 0
+        || (rc = restore_lib_jumps(p, &r, &out->jumps, &unsure)) < 0
         || (rc = move_threads(p, &r, &out->moved)) < 0
         || (rc = dyn_proc_words(p, STACK_SCAN, &w, &nw)) < 0)
         goto out;
     for (size_t i = 0; i < r.n; i++)
-        free_region(p, &r.v[i], w, nw, out);
+        free_region(p, &r.v[i], w, nw, unsure, out);
 out:
     free(w);
     free(r.v);

@@ -7,7 +7,8 @@
  * through process_vm_readv, /proc/PID/mem and PEEK/POKE; system calls run on the
  * process's behalf through a small stub (see dyn_proc_syscall).
  *
- * Nothing here single-steps or plants a breakpoint: if dyn dies (SIGKILL) at any moment,
+ * Nothing here single-steps or plants a breakpoint (but dyn_proc_run_to_entry, in a
+ * program dyn started and that is killed with dyn): if dyn dies (SIGKILL) at any moment,
  * the kernel detaches the threads and each one must be able to go on as if nothing had
  * happened. A single step leaves the trap flag and the syscall-exit trap set in a thread
  * until its tracer resumes it, and a tracer that dies never does: the thread then dies
@@ -1225,6 +1226,95 @@ dyn_proc_load_bias(dyn_proc_t *p, uint64_t link_entry, uint64_t *bias /*OUT*/)
     }
     close(fd);
     return QP_EFORMAT;
+}
+
+/* AT_ENTRY of process PID, or 0. */
+static uint64_t
+at_entry(int pid)
+{
+    char path[64];
+    uint64_t av[2], entry = 0;
+    int fd;
+
+    snprintf(path, sizeof(path), "/proc/%d/auxv", pid);
+    if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+        return 0;
+    while (entry == 0 && read(fd, av, sizeof(av)) == (ssize_t)sizeof(av) && av[0] != 0)
+        if (av[0] == 9 /* AT_ENTRY */)
+            entry = av[1];
+    close(fd);
+    return entry;
+}
+
+/*
+ * The one exception to "no breakpoint" (see the top): a program started by dyn, not yet
+ * run, is let run to its entry point through an int3 there. Should dyn die meanwhile,
+ * PTRACE_O_EXITKILL kills the program, which had not started its own work yet.
+ */
+int
+dyn_proc_run_to_entry(dyn_proc_t *p)
+{
+    dyn_thread_t *t;
+    uint64_t entry;
+    uint8_t orig, trap = 0xcc;
+    int rc = 0, st, sig = 0;
+
+    if (p == NULL || !p->child || !p->stopped || p->nth != 1 || (t = &p->th[0])->gone)
+        return QP_EINVAL;
+    if ((entry = at_entry(p->pid)) == 0)
+        return QP_EFORMAT;
+    QP_CHECK(dyn_proc_read(p, entry, &orig, 1));
+    if (ptrace(PTRACE_SETOPTIONS, t->tid, NULL,
+            (void *)(long)(SEIZE_OPTS | PTRACE_O_TRACEEXEC | PTRACE_O_EXITKILL))
+        < 0)
+        return QP_EIO;
+    QP_CHECK(dyn_proc_write(p, entry, &trap, 1));
+    sig = t->pending_sig;
+    t->pending_sig = 0;
+    for (;;) {
+        struct user_regs_struct regs;
+        pid_t r;
+        if (ptrace(PTRACE_CONT, t->tid, NULL, (void *)(long)sig) < 0) {
+            rc = QP_EIO;
+            break;
+        }
+        t->stopped = 0;
+        p->stopped = 0;
+        sig = 0;
+        while ((r = waitpid(t->tid, &st, __WALL)) < 0 && errno == EINTR)
+            ;
+        if (r < 0) {
+            rc = QP_EIO;
+            break;
+        }
+        if (WIFEXITED(st) || WIFSIGNALED(st)) {
+            mark_gone(p, t, st);
+            errno = ESRCH;
+            return QP_EIO;
+        }
+        if (!WIFSTOPPED(st))
+            continue;
+        t->stopped = 1;
+        p->stopped = 1;
+        if ((st >> 16) != 0)
+            continue; /* an event stop (a group stop): go on */
+        if (WSTOPSIG(st) == SIGTRAP && ptrace(PTRACE_GETREGS, t->tid, NULL, &regs) == 0
+            && regs.rip == entry + 1) {
+            regs.rip = entry;
+            if (ptrace(PTRACE_SETREGS, t->tid, NULL, &regs) < 0)
+                rc = QP_EIO;
+            break;
+        }
+        sig = WSTOPSIG(st); /* the program's own signal: delivered */
+    }
+    if (t->stopped) {
+        int saved = errno;
+        dyn_proc_write(p, entry, &orig, 1);
+        ptrace(PTRACE_SETOPTIONS, t->tid, NULL,
+            (void *)(long)(SEIZE_OPTS | PTRACE_O_TRACEEXEC));
+        errno = saved;
+    }
+    return rc;
 }
 
 const char *

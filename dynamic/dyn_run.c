@@ -15,6 +15,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <fnmatch.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -261,20 +262,19 @@ rows_make(size_t n, const char *const *names, const uint64_t *now, const uint64_
     return r;
 }
 
-/* The name of every point of S (pointers into S), or NULL when out of memory. */
-static const char **
-point_names(const dyn_session_t *s)
-{
-    size_t n = dyn_session_npoints(s);
-    const char **v = calloc(n + 1, sizeof(*v));
-    for (size_t i = 0; v != NULL && i < n; i++)
-        v[i] = dyn_session_point(s, i, NULL);
-    return v;
-}
-
 /*****************************************************************************
  * The session
  */
+
+/* One file measured: the executable, or a shared library named by MODULE:GLOB. */
+typedef struct mod {
+    char *name;         /* the library's base name; NULL for the executable */
+    cfg_image_t *img;   /* its file */
+    cfg_prog_t *prog;   /* its CFGs */
+    uint64_t bias;      /* its load bias */
+    dyn_session_t *s;   /* its session, once created */
+    size_t nref;        /* refusals before `all` chose (executable) */
+} mod_t;
 
 /* What one session holds while it runs. */
 typedef struct run {
@@ -282,7 +282,10 @@ typedef struct run {
     const dyn_run_cb_t *cb;  /* the caller's callbacks (may be NULL) */
     dyn_proc_t *p;           /* the process */
     int pid;                 /* its id */
-    dyn_session_t *s;        /* the session, once created */
+    mod_t *m;                /* the files measured (the executable first, if at all) */
+    size_t nm;               /* how many */
+    size_t npoints;          /* points installed, over every session */
+    char **names;            /* their names ("MODULE:name" in libraries), in order */
     int ended;               /* the process ended during the session */
     int status;              /* ... its wait status */
 } run_t;
@@ -293,55 +296,153 @@ stopping(const run_t *r)
     return r->o->stop != NULL && *r->o->stop;
 }
 
+/* The counters of every point of every session, in order, into C. */
+static void
+sample_all(run_t *r, uint64_t *c)
+{
+    for (size_t i = 0, k = 0; i < r->nm; k += dyn_session_npoints(r->m[i++].s))
+        dyn_session_sample(r->m[i].s, c + k);
+}
+
+/* Their times (after sample_all), -1 where not timed; < 0 when not known. */
+static int
+wall_all(run_t *r, int64_t *ns)
+{
+    int rc = 0;
+    for (size_t i = 0, k = 0; i < r->nm; k += dyn_session_npoints(r->m[i++].s))
+        if (dyn_session_wall_ns(r->m[i].s, ns + k) < 0)
+            rc = -1;
+    return rc;
+}
+
+/* Are the counters of every session shared with us? */
+static int
+shared_all(const run_t *r)
+{
+    for (size_t i = 0; i < r->nm; i++)
+        if (dyn_session_npoints(r->m[i].s) > 0 && !dyn_session_shared(r->m[i].s))
+            return 0;
+    return 1;
+}
+
+/* "MODULE:" before the names of a library's rows, "" for the executable's. */
+static const char *
+prefix(const mod_t *m, char *buf, size_t cap)
+{
+    if (m->name == NULL)
+        return "";
+    snprintf(buf, cap, "%s:", m->name);
+    return buf;
+}
+
+/* r->names: the name of every point, in order. 0 or QP_ENOMEM. */
+static int
+make_names(run_t *r)
+{
+    size_t k = 0;
+    r->npoints = 0;
+    for (size_t i = 0; i < r->nm; i++)
+        r->npoints += dyn_session_npoints(r->m[i].s);
+    if ((r->names = calloc(r->npoints + 1, sizeof(*r->names))) == NULL)
+        return QP_ENOMEM;
+    for (size_t i = 0; i < r->nm; i++) {
+        char pre[512];
+        const char *pf = prefix(&r->m[i], pre, sizeof(pre));
+        for (size_t j = 0; j < dyn_session_npoints(r->m[i].s); j++, k++) {
+            const char *n = dyn_session_point(r->m[i].s, j, NULL);
+            size_t len = strlen(pf) + strlen(n) + 1;
+            if ((r->names[k] = malloc(len)) == NULL)
+                return QP_ENOMEM;
+            snprintf(r->names[k], len, "%s%s", pf, n);
+        }
+    }
+    return 0;
+}
+
+/*
+ * Does PATTERN choose in M, and with which glob (*GLOB)? A bare pattern chooses in the
+ * executable, MODULE:GLOB in the libraries whose base name matches MODULE.
+ */
+static int
+applies(const mod_t *m, const char *pattern, const char **glob /*OUT*/)
+{
+    const char *sep = cfg_module_sep(pattern);
+    if (sep == NULL) {
+        *glob = pattern;
+        return m->name == NULL;
+    }
+    *glob = sep + 1;
+    if (m->name == NULL)
+        return 0;
+    char *mg = strndup(pattern, (size_t)(sep - pattern));
+    int yes = mg != NULL && fnmatch(mg, m->name, 0) == 0;
+    free(mg);
+    return yes;
+}
+
+enum { SEL_COUNT, SEL_TIME, SEL_CALLS };
+
+/* Choose with PATTERN (of KIND) in every session it applies to; 0 or QP_E*. */
+static int
+select_all(run_t *r, int kind, const char *pattern, char *why, size_t whylen)
+{
+    unsigned total = 0, nmod = 0;
+    for (size_t i = 0; i < r->nm; i++) {
+        const char *glob;
+        unsigned nm = 0;
+        int rc;
+        if (!applies(&r->m[i], pattern, &glob))
+            continue;
+        nmod++;
+        rc = kind == SEL_TIME   ? dyn_session_select_time(r->m[i].s, glob, &nm)
+            : kind == SEL_CALLS ? dyn_session_select_calls(r->m[i].s, glob, &nm)
+                                : dyn_session_select(r->m[i].s, glob, 0, &nm);
+        if (rc < 0) {
+            say_why(why, whylen, "%s", qp_strerror(rc));
+            return rc;
+        }
+        total += nm;
+    }
+    /* (A MODULE that names no library read: read_libs said so.) */
+    if (total == 0 && (nmod > 0 || cfg_module_sep(pattern) == NULL))
+        note(r->cb, 0, "no procedure matches '%s'", pattern);
+    return 0;
+}
+
 /* Choose, patch and let go. Returns 0 or QP_E* (the line in WHY). */
 static int
-instrument(run_t *r, const cfg_prog_t *prog, uint64_t bias, char *why, size_t whylen)
+instrument(run_t *r, char *why, size_t whylen)
 {
     const dyn_run_opts_t *o = r->o;
     const char *what = o->ncalls > 0 ? "points" : "procedures";
-    dyn_session_t *s;
     int rc;
     double t0;
-    size_t nref;
+    size_t nin = 0, nref = 0;
 
-    if ((rc = dyn_session_create(r->p, prog, bias, &s)) < 0) {
-        say_why(why, whylen, "%s", qp_strerror(rc));
-        return rc;
+    for (size_t i = 0; i < r->nm; i++) {
+        mod_t *m = &r->m[i];
+        if ((rc = dyn_session_create(r->p, m->prog, m->bias, &m->s)) < 0) {
+            say_why(why, whylen, "%s", qp_strerror(rc));
+            return rc;
+        }
+        dyn_session_set_atomic(m->s, !o->no_atomic);
     }
-    r->s = s;
-    dyn_session_set_atomic(s, !o->no_atomic);
     /* Timers first: a procedure chosen by a count pattern would be counted only. */
-    for (size_t i = 0; i < o->ntime; i++) {
-        unsigned nm = 0;
-        if ((rc = dyn_session_select_time(s, o->time[i], &nm)) < 0) {
+    for (size_t i = 0; i < o->ntime; i++)
+        QP_CHECK(select_all(r, SEL_TIME, o->time[i], why, whylen));
+    for (size_t i = 0; i < o->ncalls; i++)
+        QP_CHECK(select_all(r, SEL_CALLS, o->calls[i], why, whylen));
+    for (size_t i = 0; i < o->ncount; i++)
+        QP_CHECK(select_all(r, SEL_COUNT, o->count[i], why, whylen));
+    for (size_t i = 0; i < r->nm; i++) {
+        mod_t *m = &r->m[i];
+        m->nref = dyn_session_nrefused(m->s);
+        /* `all`: the executable's procedures only. */
+        if (o->all && m->name == NULL
+            && (rc = dyn_session_select(m->s, NULL, DYN_SEL_ALL, NULL)) < 0) {
             say_why(why, whylen, "%s", qp_strerror(rc));
             return rc;
         }
-        if (nm == 0)
-            note(r->cb, 0, "no procedure matches '%s'", o->time[i]);
-    }
-    for (size_t i = 0; i < o->ncalls; i++) {
-        unsigned nm = 0;
-        if ((rc = dyn_session_select_calls(s, o->calls[i], &nm)) < 0) {
-            say_why(why, whylen, "%s", qp_strerror(rc));
-            return rc;
-        }
-        if (nm == 0)
-            note(r->cb, 0, "no procedure matches '%s'", o->calls[i]);
-    }
-    for (size_t i = 0; i < o->ncount; i++) {
-        unsigned nm = 0;
-        if ((rc = dyn_session_select(s, o->count[i], 0, &nm)) < 0) {
-            say_why(why, whylen, "%s", qp_strerror(rc));
-            return rc;
-        }
-        if (nm == 0)
-            note(r->cb, 0, "no procedure matches '%s'", o->count[i]);
-    }
-    nref = dyn_session_nrefused(s);
-    if (o->all && (rc = dyn_session_select(s, NULL, DYN_SEL_ALL, NULL)) < 0) {
-        say_why(why, whylen, "%s", qp_strerror(rc));
-        return rc;
     }
     if (stopping(r)) {
         say_why(why, whylen, "%d: interrupted before anything was instrumented", r->pid);
@@ -352,32 +453,43 @@ instrument(run_t *r, const cfg_prog_t *prog, uint64_t bias, char *why, size_t wh
         trace_why(r->pid, "cannot stop it", rc, why, whylen);
         return rc;
     }
-    rc = dyn_session_install(s);
-    if (rc < 0) {
-        int err = errno;
-        dyn_proc_resume(r->p);
-        errno = err;
-        trace_why(r->pid, "cannot instrument it", rc, why, whylen);
-        return rc;
+    for (size_t i = 0; i < r->nm; i++) {
+        if ((rc = dyn_session_install(r->m[i].s)) < 0) {
+            int err = errno;
+            for (size_t j = 0; j < i; j++) /* all or nothing */
+                dyn_session_remove(r->m[j].s, NULL);
+            dyn_proc_resume(r->p);
+            errno = err;
+            trace_why(r->pid, "cannot instrument it", rc, why, whylen);
+            return rc;
+        }
+        nin += dyn_session_npoints(r->m[i].s);
+        nref += dyn_session_nrefused(r->m[i].s);
     }
-    if (dyn_session_npoints(s) > 0)
+    if (nin > 0)
         dyn_proc_resume(r->p);
     /* Refusals: those of named patterns always, the rest of `all` as details. */
-    for (size_t i = 0; i < dyn_session_nrefused(s); i++) {
-        const char *whyref, *name = dyn_session_refusal(s, i, &whyref);
-        note(r->cb, i >= nref && o->all, "%s: not instrumented: %s", name, whyref);
+    for (size_t k = 0; k < r->nm; k++) {
+        const mod_t *m = &r->m[k];
+        char pre[512];
+        const char *pf = prefix(m, pre, sizeof(pre));
+        for (size_t i = 0; i < dyn_session_nrefused(m->s); i++) {
+            const char *whyref, *name = dyn_session_refusal(m->s, i, &whyref);
+            note(r->cb, i >= m->nref && o->all, "%s%s: not instrumented: %s", pf, name,
+                whyref);
+        }
     }
     double t1 = dyn_run_now();
     note(r->cb, 0,
         "%d: %zu %s instrumented, %zu refused, stopped %.1f ms, %.2f s after dyn "
         "started%s",
-        r->pid, dyn_session_npoints(s), what, dyn_session_nrefused(s), (t1 - t0) * 1e3,
-        t1 - o->t_start, dyn_session_shared(s) ? "" : " (counters not shared)");
-    if (dyn_session_npoints(s) == 0) {
+        r->pid, nin, what, nref, (t1 - t0) * 1e3, t1 - o->t_start,
+        shared_all(r) ? "" : " (counters not shared)");
+    if (nin == 0) {
         say_why(why, whylen, "nothing to measure");
         return QP_ENOTFOUND;
     }
-    return 0;
+    return make_names(r);
 }
 
 /* Watch until the duration, a stop, the caller's live callback or the end of the process.
@@ -386,10 +498,10 @@ static void
 watch(run_t *r, double t0, drv_hist_t *hist)
 {
     const dyn_run_opts_t *o = r->o;
-    size_t n = dyn_session_npoints(r->s);
+    size_t n = r->npoints;
     uint64_t *c = calloc(n + 1, sizeof(*c)), *prev = calloc(n + 1, sizeof(*prev));
     int64_t *ns = calloc(n + 1, sizeof(*ns));
-    const char **names = point_names(r->s);
+    const char *const *names = (const char *const *)r->names;
     double next = o->interval > 0 ? t0 + o->interval : 0, last = t0;
     int gone = 0; /* the live callback said its output is gone */
 
@@ -398,15 +510,15 @@ watch(run_t *r, double t0, drv_hist_t *hist)
         if ((r->ended = dyn_proc_ended(r->p, &r->status)) != 0)
             break;
         if (hist->v != NULL) { /* the series, every step: a read of shared memory */
-            dyn_session_sample(r->s, c);
+            sample_all(r, c);
             drv_hist_add(hist, t, c);
         }
         if (o->duration > 0 && t >= t0 + o->duration)
             break;
         if (next > 0 && t >= next) {
-            dyn_session_sample(r->s, c);
+            sample_all(r, c);
             /* The timers so far too (the sample read them): calibrated, no stop. */
-            if (ns != NULL && dyn_session_wall_ns(r->s, ns) < 0)
+            if (ns != NULL && wall_all(r, ns) < 0)
                 for (size_t i = 0; i < n; i++)
                     ns[i] = -1;
             dyn_row_t *rows = rows_make(n, names, c, prev, ns);
@@ -428,7 +540,6 @@ watch(run_t *r, double t0, drv_hist_t *hist)
     free(c);
     free(prev);
     free(ns);
-    free(names);
 }
 
 /*
@@ -438,7 +549,7 @@ watch(run_t *r, double t0, drv_hist_t *hist)
 static int
 take_out(run_t *r, char *why, size_t whylen)
 {
-    int rc, leaked = 0;
+    int rc = 0, leaked = 0;
 
     if (r->ended)
         return 0;
@@ -452,7 +563,13 @@ take_out(run_t *r, char *why, size_t whylen)
         return rc;
     }
     double t1 = dyn_run_now();
-    rc = dyn_session_remove(r->s, &leaked);
+    for (size_t i = 0; i < r->nm; i++) {
+        int lk = 0, e = dyn_session_remove(r->m[i].s, &lk);
+        if (e < 0 && rc == 0)
+            rc = e;
+        if (lk == 1 || (lk == 2 && leaked == 0))
+            leaked = lk;
+    }
     dyn_proc_resume(r->p);
     note(r->cb, 1, "%d: instrumentation removed, stopped %.1f ms", r->pid,
         (dyn_run_now() - t1) * 1e3);
@@ -472,7 +589,7 @@ take_out(run_t *r, char *why, size_t whylen)
 static int
 final_counts(run_t *r, double t0, drv_hist_t *hist, dyn_run_report_t *rep)
 {
-    size_t n = dyn_session_npoints(r->s);
+    size_t n = r->npoints;
 
     rep->npoints = n;
     rep->names = calloc(n + 1, sizeof(*rep->names));
@@ -481,11 +598,11 @@ final_counts(run_t *r, double t0, drv_hist_t *hist, dyn_run_report_t *rep)
     if (rep->names == NULL || rep->calls == NULL || rep->wall_ns == NULL)
         return QP_ENOMEM;
     for (size_t i = 0; i < n; i++)
-        if ((rep->names[i] = strdup(dyn_session_point(r->s, i, NULL))) == NULL)
+        if ((rep->names[i] = strdup(r->names[i])) == NULL)
             return QP_ENOMEM;
-    dyn_session_sample(r->s, rep->calls);
-    dyn_session_wall_ns(r->s, rep->wall_ns);
-    if (r->ended && !dyn_session_shared(r->s))
+    sample_all(r, rep->calls);
+    wall_all(r, rep->wall_ns);
+    if (r->ended && !shared_all(r))
         note(r->cb, 0, "%d: the process ended: counts are from the last sample", r->pid);
     if (hist->v != NULL)
         drv_hist_add(hist, dyn_run_now(), rep->calls);
@@ -504,45 +621,195 @@ final_counts(run_t *r, double t0, drv_hist_t *hist, dyn_run_report_t *rep)
     return 0;
 }
 
+/*****************************************************************************
+ * The files to measure
+ */
+
+/* A new entry of r->m (zeroed), or NULL. */
+static mod_t *
+mod_add(run_t *r)
+{
+    mod_t *v = realloc(r->m, (r->nm + 1) * sizeof(*v));
+    if (v == NULL)
+        return NULL;
+    r->m = v;
+    memset(&v[r->nm], 0, sizeof(*v));
+    return &v[r->nm++];
+}
+
+/* Does some pattern of O name a library (MODULE:GLOB)? Does one name the executable? */
+static void
+patterns_of(const dyn_run_opts_t *o, int *lib, int *exe)
+{
+    const char *const *lists[3] = { o->count, o->time, o->calls };
+    size_t ns[3] = { o->ncount, o->ntime, o->ncalls };
+    *lib = 0;
+    *exe = o->all;
+    for (int k = 0; k < 3; k++)
+        for (size_t i = 0; i < ns[k]; i++) {
+            if (cfg_module_sep(lists[k][i]) != NULL)
+                *lib = 1;
+            else
+                *exe = 1;
+        }
+}
+
+/* The executable of R's process, read and analysed into a new r->m. */
+static int
+read_exe(run_t *r, char *why, size_t whylen)
+{
+    char exe[64];
+    mod_t *m;
+    int rc;
+
+    if ((m = mod_add(r)) == NULL) {
+        say_why(why, whylen, "%s", qp_strerror(QP_ENOMEM));
+        return QP_ENOMEM;
+    }
+    dyn_proc_exe_path(r->p, exe, sizeof(exe));
+    if ((rc = cfg_image_open_bfd(exe, &m->img)) < 0) {
+        say_why(why, whylen, "%d: cannot read its executable %s: %s", r->pid, exe,
+            reason(rc));
+        return rc;
+    }
+    const char *unsupported = ed_image_unsupported(m->img);
+    if (unsupported != NULL) {
+        say_why(why, whylen, "%d: %s", r->pid, unsupported);
+        return QP_EFORMAT;
+    }
+    if ((rc = cfg_prog_build(m->img, r->o->cfg, &m->prog)) < 0
+        || (rc = dyn_proc_load_bias(r->p, m->img->entry, &m->bias)) < 0) {
+        trace_why(r->pid, "cannot analyse its executable", rc, why, whylen);
+        return rc;
+    }
+    return 0;
+}
+
+/* Is library L named by the module part of some pattern of O? */
+static int
+lib_named(const dyn_run_opts_t *o, const dyn_module_t *l)
+{
+    const char *const *lists[3] = { o->count, o->time, o->calls };
+    size_t ns[3] = { o->ncount, o->ntime, o->ncalls };
+    mod_t m = { 0 };
+    const char *glob;
+
+    m.name = l->name;
+    for (int k = 0; k < 3; k++)
+        for (size_t i = 0; i < ns[k]; i++)
+            if (applies(&m, lists[k][i], &glob))
+                return 1;
+    return 0;
+}
+
+/*
+ * The libraries named by MODULE:GLOB patterns, read and analysed into new entries of
+ * r->m. A library that cannot be read is a note (its patterns then match nothing); so
+ * is a MODULE that names no library loaded.
+ */
+static int
+read_libs(run_t *r, char *why, size_t whylen)
+{
+    const dyn_run_opts_t *o = r->o;
+    dyn_module_t *v = NULL;
+    size_t n = 0;
+    int rc;
+
+    if ((rc = dyn_proc_modules(r->pid, &v, &n)) < 0) {
+        trace_why(r->pid, "cannot read its memory map", rc, why, whylen);
+        return rc;
+    }
+    for (size_t i = 0; i < n; i++) {
+        char path[4200];
+        const char *bad = NULL;
+        mod_t *m;
+        if (v[i].exe || !lib_named(o, &v[i]))
+            continue;
+        if ((m = mod_add(r)) == NULL || (m->name = strdup(v[i].name)) == NULL) {
+            rc = QP_ENOMEM;
+            say_why(why, whylen, "%s", qp_strerror(rc));
+            break;
+        }
+        if ((rc = dyn_module_path(r->pid, &v[i], path, sizeof(path), &bad)) < 0)
+            ;
+        else if ((rc = cfg_image_open_bfd(path, &m->img)) < 0)
+            bad = reason(rc);
+        else if ((bad = ed_image_unsupported(m->img)) != NULL)
+            rc = QP_EFORMAT;
+        else if ((rc = cfg_prog_build(m->img, o->cfg, &m->prog)) < 0
+            || (rc = dyn_module_bias(&v[i], m->img, &m->bias)) < 0)
+            bad = qp_strerror(rc);
+        if (rc < 0) {
+            note(r->cb, 0, "%d: %s (%s): not measured: %s", r->pid, v[i].name, v[i].path,
+                bad != NULL ? bad : qp_strerror(rc));
+            free(m->name);
+            cfg_prog_destroy(m->prog);
+            cfg_image_destroy(m->img);
+            r->nm--;
+            rc = 0;
+        }
+    }
+    /* A MODULE that names no library: say which are loaded. */
+    const char *const *lists[3] = { o->count, o->time, o->calls };
+    size_t ns[3] = { o->ncount, o->ntime, o->ncalls };
+    for (int k = 0; rc == 0 && k < 3; k++)
+        for (size_t i = 0; i < ns[k]; i++) {
+            const char *p = lists[k][i], *sep = cfg_module_sep(p), *glob;
+            int found = 0;
+            if (sep == NULL)
+                continue;
+            for (size_t j = 0; j < n && !found; j++) {
+                mod_t m = { 0 };
+                m.name = v[j].name;
+                found = !v[j].exe && applies(&m, p, &glob);
+            }
+            if (found)
+                continue;
+            char list[1024] = "";
+            size_t len = 0;
+            for (size_t j = 0; j < n && len < sizeof(list) - 1; j++)
+                if (!v[j].exe)
+                    len += (size_t)snprintf(list + len, sizeof(list) - len, "%s%s",
+                        len ? ", " : "", v[j].name);
+            note(r->cb, 0,
+                "%d: no loaded library matches '%.*s' (in '%s'; the executable's "
+                "procedures are named without MODULE:); loaded: %s",
+                r->pid, (int)(sep - p), p, p, list[0] ? list : "none");
+        }
+    dyn_modules_free(v, n);
+    return rc;
+}
+
 /* The session over the attached (or started) process of R. *STARTED: it was let run. */
 static int
 session(run_t *r, dyn_run_report_t *rep, int *started, char *why, size_t whylen)
 {
     const dyn_run_opts_t *o = r->o;
-    char exe[64];
-    cfg_image_t *img = NULL;
-    cfg_prog_t *prog = NULL;
-    uint64_t bias = 0;
-    int rc;
+    int rc, lib, exe;
     double t0 = 0;
     drv_hist_t hist = { 0 };
 
-    dyn_proc_exe_path(r->p, exe, sizeof(exe));
-    if ((rc = cfg_image_open_bfd(exe, &img)) < 0) {
-        say_why(why, whylen, "%d: cannot read its executable %s: %s", r->pid, exe,
-            reason(rc));
+    patterns_of(o, &lib, &exe);
+    /* A program started by dyn: its libraries are there once it is at its entry. */
+    if (lib && o->argv != NULL && (rc = dyn_proc_run_to_entry(r->p)) < 0) {
+        if (rc == QP_EIO && errno == ESRCH)
+            say_why(why, whylen, "%d: the program ended before its entry point", r->pid);
+        else
+            trace_why(r->pid, "cannot run it to its entry point", rc, why, whylen);
         goto out;
     }
-    const char *unsupported = ed_image_unsupported(img);
-    if (unsupported != NULL) {
-        say_why(why, whylen, "%d: %s", r->pid, unsupported);
-        rc = QP_EFORMAT;
+    if ((exe || !lib) && (rc = read_exe(r, why, whylen)) < 0)
         goto out;
-    }
-    if ((rc = cfg_prog_build(img, o->cfg, &prog)) < 0
-        || (rc = dyn_proc_load_bias(r->p, img->entry, &bias)) < 0) {
-        trace_why(r->pid, "cannot analyse its executable", rc, why, whylen);
+    if (lib && (rc = read_libs(r, why, whylen)) < 0)
         goto out;
-    }
-    rc = instrument(r, prog, bias, why, whylen);
+    rc = instrument(r, why, whylen);
     *started = !dyn_proc_is_stopped(r->p);
     if (rc < 0)
         goto out;
     t0 = dyn_run_now();
     int err = 0; /* no histogram: measure nothing, but take everything out */
     if (o->hist_buckets > 0
-        && (err = drv_hist_init(
-                &hist, dyn_session_npoints(r->s), o->hist_buckets, o->hist_width, t0))
+        && (err = drv_hist_init(&hist, r->npoints, o->hist_buckets, o->hist_width, t0))
             < 0)
         say_why(why, whylen, "%s", qp_strerror(err));
     else
@@ -556,14 +823,29 @@ session(run_t *r, dyn_run_report_t *rep, int *started, char *why, size_t whylen)
     }
 out:
     drv_hist_free(&hist);
-    if (r->s != NULL && dyn_proc_is_stopped(r->p)) {
-        dyn_session_remove(r->s, NULL);
-        dyn_proc_resume(r->p);
+    if (dyn_proc_is_stopped(r->p)) {
+        int any = 0;
+        for (size_t i = 0; i < r->nm; i++)
+            if (r->m[i].s != NULL) {
+                dyn_session_remove(r->m[i].s, NULL);
+                any = 1;
+            }
+        if (any)
+            dyn_proc_resume(r->p);
     }
-    dyn_session_destroy(r->s);
-    r->s = NULL;
-    cfg_prog_destroy(prog);
-    cfg_image_destroy(img);
+    for (size_t i = 0; i < r->nm; i++) {
+        dyn_session_destroy(r->m[i].s);
+        cfg_prog_destroy(r->m[i].prog);
+        cfg_image_destroy(r->m[i].img);
+        free(r->m[i].name);
+    }
+    free(r->m);
+    r->m = NULL;
+    r->nm = 0;
+    for (size_t i = 0; r->names != NULL && i < r->npoints; i++)
+        free(r->names[i]);
+    free(r->names);
+    r->names = NULL;
     return rc;
 }
 

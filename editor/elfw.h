@@ -129,7 +129,8 @@ typedef struct elfw_rewrite_stats {
 typedef struct elfw_instr {
     uint32_t ncounters;
     int lock_at_start;       /* switchable increments (ARCH_INC_SWITCH) are made atomic
-                              * before the program runs (QPRT_F_LOCK_AT_START) */
+                              * before the program runs (1: QPRT_F_LOCK_AT_START), or
+                              * then unless a watcher is there (2: QPRT_F_LOCK_UNWATCHED) */
     int (*describe)(void *arg, const struct ed_plan *plan, uint64_t counters,
                     uint8_t **desc /*OUT*/, size_t *len /*OUT*/, uint64_t *id /*OUT*/);
     void *arg;
@@ -137,6 +138,8 @@ typedef struct elfw_instr {
      * the last moment to give the plan snippets that name counter addresses. */
     int (*placed)(void *arg, const struct ed_plan *plan, uint64_t counters);
     void *placed_arg;
+    int watcher;             /* its hooks see every thread start and fork of the process
+                              * (QPRT_F_WATCHER) */
 } elfw_instr_t;
 
 /*****************************************************************************

@@ -146,7 +146,10 @@ write_runtime(ed_image_t *im, const cfg_image_t *img, ed_plan_t *plan,
     uint64_t entry = ed_plan_map(plan, img->entry);
     par.self = r->rt;
     if (r->nlocks > 0) {
-        par.flags |= QPRT_F_SWITCH | (instr->lock_at_start ? QPRT_F_LOCK_AT_START : 0);
+        par.flags |= QPRT_F_SWITCH
+            | (instr->lock_at_start == 1 ? QPRT_F_LOCK_AT_START : 0)
+            | (instr->lock_at_start == 2 ? QPRT_F_LOCK_UNWATCHED : 0)
+            | (instr->watcher ? QPRT_F_WATCHER : 0);
         par.text = ed_plan_text(plan, &par.text_size);
         par.locks = r->locks;
         par.nlocks = r->nlocks;

@@ -145,10 +145,11 @@ enum {
     MAP_SHARED = 1,
     MAP_PRIVATE = 2,
     MAP_FIXED = 0x10,
-    MAP_ANONYMOUS = 0x20
+    MAP_ANONYMOUS = 0x20,
+    MAP_FIXED_NOREPLACE = 0x100000
 };
 enum { LOCK_EX = 2, LOCK_UN = 8, MADV_WIPEONFORK = 18, AT_SECURE = 23 };
-enum { ESRCH = 3, EINTR = 4, EOPNOTSUPP = 95, S_IFMT = 0170000, S_IFREG = 0100000 };
+enum { ESRCH = 3, EINTR = 4, EEXIST = 17, EOPNOTSUPP = 95, S_IFMT = 0170000, S_IFREG = 0100000 };
 
 /* The kernel's struct stat on x86-64 (the fields used). */
 typedef struct kstat {
@@ -661,11 +662,12 @@ add_early_counts(const qprt_params_t *p, uint64_t bias, uint64_t early)
 
 /*
  * With the file locked: fold the slots of processes that are gone, then claim the first
- * free slot for ME and map its counters over the program's. Returns the slot, or -1.
+ * free slot for ME (CHILD: a forked child) and map its counters over the program's.
+ * Returns the slot, or -1.
  */
 static long
 claim_slot(long fd, volatile qp_prof_hdr_t *h, const qprt_params_t *p, uint64_t bias,
-    const layout_t *l, const owner_t *me, const char **why)
+    const layout_t *l, const owner_t *me, int child, const char **why)
 {
     volatile qp_prof_slot_t *tab
         = (volatile qp_prof_slot_t *)((uintptr_t)h + l->slots_off);
@@ -690,7 +692,8 @@ claim_slot(long fd, volatile qp_prof_hdr_t *h, const qprt_params_t *p, uint64_t 
     if (l->cbytes > 0 && reserve(fd, off, l->cbytes) < 0)
         return -1;
     *why = "cannot map the profile";
-    uint64_t early = p->flags & QPRT_F_LIBRARY ? save_early_counts(p, bias) : 0;
+    /* (Not in a forked child: what its counters hold is its parent's.) */
+    uint64_t early = (p->flags & QPRT_F_LIBRARY) && !child ? save_early_counts(p, bias) : 0;
     if (p->counters_size > 0
         && is_err(sys6(SYS_mmap, (long)(p->counters + bias), (long)p->counters_size,
             PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, (long)off))) {
@@ -789,7 +792,7 @@ attach(
     volatile qp_prof_hdr_t *h = (volatile qp_prof_hdr_t *)(uintptr_t)st->prof;
     owner_t me;
     owner_self(&me);
-    long k = claim_slot(fd, h, p, bias, &l, &me, why);
+    long k = claim_slot(fd, h, p, bias, &l, &me, child, why);
     if (k < 0) {
         __atomic_fetch_add(&h->unsaved, 1, __ATOMIC_RELAXED);
         if (!child) {
@@ -824,6 +827,146 @@ fork_marker(void)
     }
     *(volatile uint64_t *)(uintptr_t)m = 1;
     return (uint64_t)m;
+}
+
+/*****************************************************************************
+ * The process's modules: a program and its libraries, each with a runtime of its own
+ */
+
+/*
+ * A page at a fixed address that the runtimes of one process share (each module of a
+ * rewritten program has its own runtime; a library sees none of the program's calls).
+ * The watcher - a rewritten libc, whose pthread_create entry and fork system calls are
+ * hooked - makes every module's increments atomic before the first thread starts and
+ * gives every module its own slot in a forked child. A library whose increments would
+ * otherwise be atomic from the start (QPRT_F_LOCK_UNWATCHED) stays plain while a watcher
+ * is there and no thread has started. Private memory: a child has a copy, exec none.
+ */
+#define REG_ADDR 0x3a5a00000000ull
+#define REG_MAX 500
+typedef struct qprt_reg {
+    char magic[8];       /* REG_MAGIC */
+    uint32_t lock;       /* a spin lock over what follows */
+    uint32_t threads;    /* a thread started (the watcher saw it) */
+    uint32_t watcher;    /* a watcher is registered */
+    uint32_t n;          /* modules registered */
+    uint64_t params[REG_MAX]; /* each module's qprt_params (run-time address) */
+} qprt_reg_t;
+_Static_assert(sizeof(qprt_reg_t) <= 4096, "the registry fits its page");
+#define REG_MAGIC "QPTREG01"
+
+/* The registry: mapped by the first library's runtime (CREATE), found by the others;
+ * NULL when there is none, the address is taken by something else or the kernel cannot
+ * place it there. A program without rewritten libraries never maps it. */
+static qprt_reg_t *
+registry(int create)
+{
+    long m = sys6(SYS_mmap, (long)REG_ADDR, 4096, create ? PROT_READ | PROT_WRITE : 0,
+        MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+    qprt_reg_t *r = (qprt_reg_t *)(uintptr_t)REG_ADDR;
+    if (!is_err(m) && (uint64_t)m == REG_ADDR && !create) {
+        sys3(SYS_munmap, m, 4096, 0); /* there was none */
+        return NULL;
+    }
+    if (!is_err(m) && (uint64_t)m == REG_ADDR) {
+        mem_copy(r->magic, REG_MAGIC, 8); /* modules start one at a time (the loader) */
+        return r;
+    }
+    if (!is_err(m)) { /* an old kernel took the address as a hint */
+        sys3(SYS_munmap, m, 4096, 0);
+        return NULL;
+    }
+    if (m != -EEXIST)
+        return NULL;
+    /* Something is mapped there: ours if it reads as ours (read without faulting). */
+    char magic[8];
+    struct iov {
+        uint64_t base, len;
+    } local = { (uint64_t)(uintptr_t)magic, 8 }, remote = { REG_ADDR, 8 };
+    long got = sys6(SYS_process_vm_readv, sys3(SYS_getpid, 0, 0, 0), (long)&local, 1,
+        (long)&remote, 1, 0);
+    return got == 8 && mem_eq(magic, REG_MAGIC, 8) ? r : NULL;
+}
+
+static void
+reg_lock(qprt_reg_t *r)
+{
+    while (__atomic_exchange_n(&r->lock, 1, __ATOMIC_ACQUIRE))
+        __asm__ volatile("pause");
+}
+
+static void
+reg_unlock(qprt_reg_t *r)
+{
+    __atomic_store_n(&r->lock, 0, __ATOMIC_RELEASE);
+}
+
+/* Module Q's load bias and state. */
+static uint64_t
+bias_of(const qprt_params_t *q)
+{
+    return (uint64_t)(uintptr_t)q - q->self;
+}
+
+static qprt_state_t *
+state_of(const qprt_params_t *q)
+{
+    return (qprt_state_t *)(uintptr_t)(q->state + bias_of(q));
+}
+
+static void make_atomic(const qprt_params_t *p, uint64_t bias, qprt_state_t *st);
+
+/* Is module Q still there (a library may have been closed since it registered)? Its
+ * parameter block is read without faulting and must still be one. */
+static int
+module_alive(const qprt_params_t *q)
+{
+    qprt_params_t copy;
+    struct iov {
+        uint64_t base, len;
+    } local = { (uint64_t)(uintptr_t)&copy, sizeof(copy) },
+      remote = { (uint64_t)(uintptr_t)q, sizeof(copy) };
+    long got = sys6(SYS_process_vm_readv, sys3(SYS_getpid, 0, 0, 0), (long)&local, 1,
+        (long)&remote, 1, 0);
+    return got == (long)sizeof(copy) && mem_eq(copy.magic, QPRT_MAGIC, 8)
+        && copy.state + ((uint64_t)(uintptr_t)q - copy.self) != 0;
+}
+
+/*
+ * Enter module P in the registry. Returns 1 when its increments must be made atomic
+ * now (QPRT_F_LOCK_UNWATCHED, and no watcher will do it before a thread starts).
+ */
+static int
+register_module(const qprt_params_t *p)
+{
+    qprt_reg_t *r = registry((p->flags & QPRT_F_LIBRARY) != 0);
+    int unwatched = (p->flags & QPRT_F_LOCK_UNWATCHED) != 0;
+    if (r == NULL)
+        return unwatched;
+    reg_lock(r);
+    if (p->flags & QPRT_F_WATCHER)
+        r->watcher = 1;
+    int listed = r->n < REG_MAX;
+    if (listed)
+        r->params[r->n++] = (uint64_t)(uintptr_t)p;
+    int now = unwatched && (!r->watcher || r->threads || !listed);
+    reg_unlock(r);
+    return now;
+}
+
+/* The modules of the registry, copied out under its lock into OUT (REG_MAX entries);
+ * SET_THREADS: a thread is about to start. */
+static uint64_t
+reg_modules(qprt_reg_t *r, uint64_t *out, int set_threads)
+{
+    reg_lock(r);
+    if (set_threads)
+        r->threads = 1;
+    uint64_t n = r->n;
+    for (uint64_t i = 0; i < n; i++)
+        out[i] = r->params[i];
+    reg_unlock(r);
+    return n;
 }
 
 /*****************************************************************************
@@ -886,6 +1029,17 @@ qprt_before_thread(void)
     const qprt_params_t *p = &qprt_params;
     uint64_t bias = (uint64_t)(uintptr_t)p - p->self;
     make_atomic(p, bias, (qprt_state_t *)(uintptr_t)(p->state + bias));
+    if (!(p->flags & QPRT_F_WATCHER))
+        return;
+    /* The watcher: every module of the process, before the thread exists. */
+    qprt_reg_t *r = registry(0);
+    uint64_t mods[REG_MAX];
+    uint64_t n = r != NULL ? reg_modules(r, mods, 1) : 0;
+    for (uint64_t i = 0; i < n; i++) {
+        const qprt_params_t *q = (const qprt_params_t *)(uintptr_t)mods[i];
+        if (module_alive(q))
+            make_atomic(q, bias_of(q), state_of(q));
+    }
 }
 
 /*****************************************************************************
@@ -919,7 +1073,7 @@ start(const qprt_params_t *p, uint64_t bias, qprt_state_t *st, uint64_t argc, ch
         warn(st->path[0] ? st->path : "profile", why);
     else
         st->marker = fork_marker();
-    if (p->flags & QPRT_F_LOCK_AT_START)
+    if (register_module(p) || (p->flags & QPRT_F_LOCK_AT_START))
         make_atomic(p, bias, st);
 }
 
@@ -1056,12 +1210,10 @@ qprt_lib_init(long argc, char **argv, char **envp)
     return init;
 }
 
-void
-qprt_after_fork(void)
+/* In a forked child: module P's counters go to a slot of the child's own. */
+static void
+fork_module(const qprt_params_t *p, uint64_t bias, qprt_state_t *st)
 {
-    const qprt_params_t *p = &qprt_params;
-    uint64_t bias = (uint64_t)(uintptr_t)p - p->self;
-    qprt_state_t *st = (qprt_state_t *)(uintptr_t)(p->state + bias);
     volatile uint64_t *m = (volatile uint64_t *)(uintptr_t)st->marker;
     /* Same address space (the parent, a thread, a vfork child) or nothing to move. */
     if (m == NULL || *m != 0)
@@ -1077,6 +1229,26 @@ qprt_after_fork(void)
             __atomic_fetch_add(&((volatile qp_prof_hdr_t *)(uintptr_t)st->prof)->unsaved,
                 1, __ATOMIC_RELAXED);
         warn(st->path, why);
+    }
+}
+
+void
+qprt_after_fork(void)
+{
+    const qprt_params_t *p = &qprt_params;
+    uint64_t bias = (uint64_t)(uintptr_t)p - p->self;
+    fork_module(p, bias, (qprt_state_t *)(uintptr_t)(p->state + bias));
+    if (!(p->flags & QPRT_F_WATCHER))
+        return;
+    /* The watcher: every module of the process sees the fork (a library sees none of the
+     * program's calls). In the parent, and in a vfork child, the markers say so. */
+    qprt_reg_t *r = registry(0);
+    uint64_t mods[REG_MAX];
+    uint64_t n = r != NULL ? reg_modules(r, mods, 0) : 0;
+    for (uint64_t i = 0; i < n; i++) {
+        const qprt_params_t *q = (const qprt_params_t *)(uintptr_t)mods[i];
+        if (module_alive(q))
+            fork_module(q, bias_of(q), state_of(q));
     }
 }
 

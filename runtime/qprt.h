@@ -31,6 +31,12 @@ enum {
     QPRT_F_LIBRARY = 1u << 2,    /* a shared library: started from DT_INIT, its profile
                                   * named after the library's file, counts made before the
                                   * start (IFUNC resolvers, early callers) kept */
+    QPRT_F_LOCK_UNWATCHED = 1u << 3, /* make them atomic at the start unless a watcher
+                                  * (below) is in the process and no thread started yet */
+    QPRT_F_WATCHER = 1u << 4,    /* this module's hooks see every thread start and fork of
+                                  * the process (a libc: pthread_create's entry and the
+                                  * fork system calls are hooked): they act for every
+                                  * module of the process (runtime/qprt.c, registry) */
 };
 #define QPRT_STATE_SIZE 4096u /* the runtime's writable page, just before counter 0 */
 

@@ -80,15 +80,16 @@ for v in "gcc -O0" "gcc -O2" "clang -O0" "clang -O2" "gcc -O2 -fno-plt" "clang -
     same "$v" "$d"
     same "$v" "$d" threads
     same "$v" "$d" quit
+    same "$v" "$d" fork
     "$QP" report --csv "$d/lib/libqt.so.qp" >"$d/csv" 2>"$d/err"
     [ -s "$d/err" ] && bad "$v: qp report says: $(head -n 2 "$d/err")"
-    expect "$v" "$d/csv" lib_sum 30
-    expect "$v" "$d/csv" lib_square 1023
-    expect "$v" "$d/csv" lib_apply 3
+    expect "$v" "$d/csv" lib_sum 70 # 3 runs of 10, one of 10 + 3 children of 10
+    expect "$v" "$d/csv" lib_square 2384 # 70 * 34 + 4
+    expect "$v" "$d/csv" lib_apply 4
     expect "$v" "$d/csv" lib_tick 200000
     expect "$v" "$d/csv" lib_quit 1
     expect "$v" "$d/csv" quit_inner 1
-    expect "$v" "$d/csv" lib_pick 3 # the IFUNC symbol names its resolver
+    expect "$v" "$d/csv" lib_pick 4 # the IFUNC symbol names its resolver
     # What was not measured is said (a PLT stub, or a procedure too short to move).
     "$QP" report -v "$d/lib/libqt.so.qp" 2>&1 | grep -q "^Not measured:" ||
         ok "$v: every procedure measured"
@@ -125,14 +126,26 @@ for v in "gcc -O0" "gcc -O2" "clang -O0" "clang -O2" "gcc -O2 -fno-plt" "clang -
                 [ -f "$w/$f" ] || bad "$v --with-libs: no $w/$f"
             done
             [ -e "$w/ld-linux-x86-64.so.2" ] && bad "$v --with-libs: the dynamic linker was rewritten"
-            LD_LIBRARY_PATH=$d "$d/main" threads >"$d/want.whole" 2>&1
-            "$w/mainw" threads >"$d/got.whole" 2>&1
-            cmp -s "$d/want.whole" "$d/got.whole" && ok "$v --with-libs: same output" ||
-                bad "$v --with-libs: output: $(head -c 200 "$d/got.whole")"
+            # libc rewritten too: it makes every module's increments atomic when the
+            # first thread starts, and gives forked children their own slots.
+            grep -q "libc.so.6: counters: switchable increments (made atomic when the process's first thread starts" "$d/log.whole" &&
+                ok "$v --with-libs: libc watches threads and forks" || bad "$v --with-libs: libc is no watcher"
+            for a in threads fork; do
+                LD_LIBRARY_PATH=$d "$d/main" $a >"$d/want.whole" 2>&1
+                "$w/mainw" $a >"$d/got.whole" 2>&1
+                cmp -s "$d/want.whole" "$d/got.whole" && ok "$v --with-libs $a: same output" ||
+                    bad "$v --with-libs $a: output: $(head -c 200 "$d/got.whole")"
+                if [ $a = threads ]; then
+                    "$QP" report --csv "$w/mainw.qp" >"$d/csv.we" 2>&1
+                    expect "$v --with-libs" "$d/csv.we" main 1
+                fi
+            done
             "$QP" report --csv "$w/libqt.so.qp" >"$d/csv.wl" 2>&1
             expect "$v --with-libs" "$d/csv.wl" lib_tick 200000
-            "$QP" report --csv "$w/mainw.qp" >"$d/csv.we" 2>&1
-            expect "$v --with-libs" "$d/csv.we" main 1
+            expect "$v --with-libs" "$d/csv.wl" lib_sum 50 # 10 + 10 and 3 children of 10
+            "$QP" report "$w/libqt.so.qp" 2>&1 | grep -q "(2 runs, 3 forked processes)" &&
+                ok "$v --with-libs: the children counted in slots of their own" ||
+                bad "$v --with-libs: $("$QP" report "$w/libqt.so.qp" 2>&1 | sed -n 2p)"
             "$QP" report --csv "$w/libc.so.6.qp" >"$d/csv.wc" 2>&1
             c=$(count "$d/csv.wc" pthread_create@@GLIBC_2.34)
             [ "$c" = none ] && c=$(count "$d/csv.wc" pthread_create)

@@ -56,6 +56,8 @@ typedef struct trace_out {
 
 static trace_out_t trace;
 
+static char *show_name(const char *name);
+
 
 static int
 trace_sample(const dyn_live_t *l)
@@ -86,7 +88,7 @@ trace_sample(const dyn_live_t *l)
                      100.0 * (double)(r->wall_ns - trace.wall[r->point]) / (l->dt * 1e9));
             trace.wall[r->point] = r->wall_ns;
         }
-        char *dm = cfg_demangle(r->name);
+        char *dm = show_name(r->name);
         fprintf(trace.f, "%s\n{\"ph\":\"C\",\"pid\":%d,\"tid\":%d,\"ts\":%.0f,\"name\":",
                 trace.nevents++ ? "," : "", l->pid, l->pid, l->t * 1e6);
         tool_json_string(trace.f, dm != NULL ? dm : r->name);
@@ -112,7 +114,9 @@ usage(FILE *f)
         "\n"
         "Options:\n"
         "  -c, --count=PATTERN    count calls of procedures matching the shell glob\n"
-        "                         PATTERN (repeatable)\n"
+        "                         PATTERN (repeatable); MODULE:GLOB names those of\n"
+        "                         the shared libraries matching MODULE, e.g.\n"
+        "                         'libc.so.6:malloc' (also with --time, --calls-from)\n"
         "  -a, --all              every procedure that can be patched safely\n"
         "  -i, --interval=SEC     print a live table every SEC seconds (rates, totals)\n"
         "      --histogram        at the end, print the calls over time of the most "
@@ -179,6 +183,49 @@ on_signal(int sig)
 /*****************************************************************************
  * Reports
  */
+
+/* A row's name as shown (malloc'ed; NULL: show it as it is): demangled, also after the
+ * "MODULE:" of a library's row. */
+static char *
+show_name(const char *name)
+{
+    char *dm = cfg_demangle(name), *out;
+    const char *sep;
+    if (dm != NULL || (sep = cfg_module_sep(name)) == NULL
+        || (dm = cfg_demangle(sep + 1)) == NULL)
+        return dm;
+    size_t n = (size_t)(sep - name) + 1 + strlen(dm) + 1;
+    if ((out = malloc(n)) != NULL)
+        snprintf(out, n, "%.*s%s", (int)(sep - name) + 1, name, dm);
+    free(dm);
+    return out;
+}
+
+/*
+ * The first pattern of TEXT (a metric, or a metrics file) that names a shared library
+ * (MODULE:GLOB whose MODULE has ".so" in it), into BUF; NULL when none does. Metrics
+ * measure the executable only (their MODULE: is a source file).
+ */
+static const char *
+lib_pattern(const char *text, char *buf, size_t cap)
+{
+    static const char stops[] = " \t\n(),=;\"'";
+    for (const char *c = strchr(text, ':'); c != NULL; c = strchr(c + 1, ':')) {
+        if (c[1] == ':' || (c > text && c[-1] == ':'))
+            continue;
+        const char *b = c, *e = c + 1;
+        while (b > text && strchr(stops, b[-1]) == NULL)
+            b--;
+        while (*e != '\0' && strchr(stops, *e) == NULL)
+            e++;
+        const char *so = strstr(b, ".so");
+        if (so != NULL && so < c) {
+            snprintf(buf, cap, "%.*s", (int)(e - b), b);
+            return buf;
+        }
+    }
+    return NULL;
+}
 
 /* dyn_run_cb_t.live: the live table; nonzero once standard output is gone. */
 static int
@@ -347,7 +394,7 @@ report(const dyn_run_report_t *rep, const char *csv, int zeros)
             printf(" %14.3f", (double)r[i].wall_ns * 1e-6);
         else if (rep->timed)
             printf(" %14s", "");
-        char *dm = cfg_demangle(r[i].name);
+        char *dm = show_name(r[i].name);
         printf("  %s\n", dm != NULL ? dm : r[i].name);
         free(dm);
     }
@@ -951,6 +998,29 @@ main(int argc, char **argv)
         fprintf(stderr, "%s: -e/--metrics measure the metrics only: not with --count, --all, "
                 "--time, --calls-from or --no-atomic\n", prog_name);
         return EXIT_USAGE;
+    }
+    for (size_t i = 0; i < o.nm; i++) {
+        char pat[256], *text = NULL;
+        const char *lib;
+        if (o.morder[i] == 'f') { /* a metrics file: its text (unreadable: said later) */
+            FILE *mf = fopen(o.margs[i], "r");
+            size_t len = 0;
+            if (mf != NULL && (text = calloc(1, 1 << 20)) != NULL)
+                len = fread(text, 1, (1 << 20) - 1, mf);
+            if (text != NULL)
+                text[len] = '\0';
+            if (mf != NULL)
+                fclose(mf);
+        }
+        lib = lib_pattern(o.morder[i] == 'f' ? (text ? text : "") : o.margs[i], pat,
+                          sizeof(pat));
+        free(text);
+        if (lib != NULL) {
+            fprintf(stderr, "%s: %s: '%s': procedures of shared libraries (MODULE:GLOB) "
+                    "are measured with --count, --time and --calls-from, not by metrics\n",
+                    prog_name, o.morder[i] == 'f' ? o.margs[i] : "-e", lib);
+            return EXIT_USAGE;
+        }
     }
     if (o.nm == 0 && !o.commands && o.ncount == 0 && !o.all && o.ntime == 0 && o.ncalls == 0) {
         fprintf(stderr,

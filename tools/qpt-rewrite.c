@@ -285,7 +285,7 @@ rewrite(const cfg_prog_t *prog, const char *input, const char *output, const cha
             ed_plan_set_inc_mode(plan, inc.mode);
             res.pie = (prog->img->flags & CFG_IMG_PIE) != 0;
             instr = (elfw_instr_t) { res.ncounters, inc.lock_at_start, describe, &res,
-                                     place_indirect, &res };
+                                     place_indirect, &res, inc.watcher };
         }
         err[0] = '\0';
         progress("relocating and writing");

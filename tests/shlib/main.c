@@ -5,12 +5,15 @@
  *   main                 10 lib_sum(100), 1 lib_square, 7 lib_pick, lib_apply(cb, 1000)
  *   main threads         and 4 threads calling lib_tick 50000 times each
  *   main quit            and lib_quit(3): exits from inside the library with status 3
+ *   main fork            and 3 forked children calling lib_sum(100) 10 times each
  *   main dlopen PATH     opens PATH with dlopen and calls its lib_sum(30) 5 times
  */
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 long lib_sum(int n);
 int lib_square(int x);
@@ -69,5 +72,20 @@ main(int argc, char **argv)
     }
     if (argc == 2 && strcmp(argv[1], "quit") == 0)
         lib_quit(3);
+    if (argc == 2 && strcmp(argv[1], "fork") == 0) {
+        for (int c = 0; c < 3; c++) {
+            pid_t pid = fork();
+            if (pid == 0) {
+                long u = 0;
+                for (int k = 0; k < 10; k++)
+                    u += lib_sum(100);
+                _exit(u == t ? 0 : 1);
+            }
+        }
+        int ok = 0, st;
+        while (wait(&st) > 0)
+            ok += WIFEXITED(st) && WEXITSTATUS(st) == 0;
+        printf("children %d\n", ok);
+    }
     return 0;
 }
