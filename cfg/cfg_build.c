@@ -1842,7 +1842,7 @@ build_all(cfg_builder_t *b)
         DBG_PHASE("noreturn");
         /* Callers built while a callee seemed never to return, which returns after all:
          * built again, the code after the call now traversed (a few times at most). */
-        if (stale_rounds < 0 && rebuild_stale_noreturn_callers(b) > 0) {
+        if (stale_rounds < 4 && rebuild_stale_noreturn_callers(b) > 0) {
             stale_rounds++;
             built = 1;
             continue;

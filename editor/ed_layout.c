@@ -67,6 +67,9 @@ struct ed_plan {
     const cfg_prog_t *prog;   /* the program */
     ed_opts_t opts;           /* options */
     const char **reason;      /* per procedure: why it stays, NULL when it moves */
+    uint8_t *no_entry_pad;    /* per procedure: moves without a redirect at its entry
+                               * (too short for one; only direct branches of moved code
+                               * reach it: settle_unpadded) */
     char **owned;             /* reasons formatted here */
     size_t nowned;
     uint64_t *groups;         /* FDEs over several procedures: (first, last) pairs of
@@ -252,6 +255,65 @@ padding_end(const cfg_prog_t *prog, uint64_t end)
     return next;
 }
 
+/*
+ * May procedure PI move without a redirect at its entry (too short for one)? Only if
+ * nothing but direct calls and jumps reaches its entry: no symbol (other modules, or a
+ * debugger), no taken address, not the program's entry or an init function, not a
+ * jump-table case. Whether those calls and jumps all move is settled at the end.
+ */
+static int
+branch_target_only(const ed_plan_t *plan, uint32_t pi)
+{
+    const cfg_prog_t *prog = plan->prog;
+    const cfg_proc_t *p = &prog->procs[pi];
+    const uint32_t direct = CFG_SRC_CALL | CFG_SRC_TAILCALL | CFG_SRC_EH_FRAME;
+    if ((p->sources & ~direct) != 0 || (p->flags & CFG_PROC_FRAGMENT) || p->nblocks == 0)
+        return 0;
+    /* A jump-table case or address-taken label has an incoming edge of that kind. */
+    const cfg_block_t *entry = &prog->blocks[p->block];
+    for (uint32_t k = 0; k < entry->npred; k++) {
+        const cfg_edge_t *ed = &prog->edges[prog->preds[entry->pred + k]];
+        if (ed->kind == CFG_EDGE_TABLE || ed->kind == CFG_EDGE_INDIRECT)
+            return 0;
+    }
+    return 1;
+}
+
+/*
+ * A procedure moving without its entry redirect (no_entry_pad) stays after all when code
+ * that stays reaches its entry by a direct call or jump (which would land on its old,
+ * unredirected bytes). Returns whether anything changed.
+ */
+static int
+settle_unpadded(ed_plan_t *plan)
+{
+    const cfg_prog_t *prog = plan->prog;
+    int changed = 0, any = 0;
+    for (uint32_t i = 0; i < prog->nprocs && !any; i++)
+        any = plan->no_entry_pad[i] && plan->reason[i] == NULL;
+    for (uint32_t b = 0; any && b < prog->nblocks; b++) {
+        const cfg_block_t *bl = &prog->blocks[b];
+        uint64_t target = bl->call_target;
+        for (uint32_t e = 0; e < bl->nsucc; e++) {
+            const cfg_edge_t *ed = cfg_block_succ(prog, bl, e);
+            if (ed->kind == CFG_EDGE_TAILCALL && ed->target != 0)
+                target = ed->target;
+        }
+        const cfg_proc_t *t = target != 0 ? cfg_proc_at(prog, target) : NULL;
+        if (t == NULL || t->entry != target)
+            continue;
+        uint32_t ti = (uint32_t)(t - prog->procs), from = bl->proc;
+        if (!plan->no_entry_pad[ti] || plan->reason[ti] != NULL || from == ti
+            || (from != CFG_NONE && plan->reason[from] == NULL))
+            continue;
+        plan->reason[ti] = owned_reason(plan,
+            "no room for a redirect jump at 0x%llx, and code that stays jumps there",
+            (unsigned long long)target);
+        changed = 1;
+    }
+    return changed;
+}
+
 /* Append X to the growable array *V (*N used, *CAP allocated). */
 static int
 push_u64(uint64_t **v, size_t *n, size_t *cap, uint64_t x)
@@ -267,11 +329,68 @@ push_u64(uint64_t **v, size_t *n, size_t *cap, uint64_t x)
     return 0;
 }
 
-/* Old addresses of P that need a redirect: entry, indirect targets, interior entries. */
-static int
-collect_pads(const cfg_prog_t *prog, const uint64_t *xt, size_t nxt, uint32_t pi, uint64_t **out,
-             size_t *n, uint32_t *nind)
+/* The procedure that owns the code at ADDR (a fragment's parent), or CFG_NONE. */
+static uint32_t
+owner_at(const cfg_prog_t *prog, uint64_t addr)
 {
+    const cfg_proc_t *p = cfg_proc_at(prog, addr);
+    if (p == NULL)
+        return CFG_NONE;
+    if ((p->flags & CFG_PROC_FRAGMENT) && p->parent != CFG_NONE)
+        return p->parent;
+    return (uint32_t)(p - prog->procs);
+}
+
+/*
+ * Will jump table T be retargeted to the new code whenever procedure PI moves
+ * (retarget_tables)? Then its cases need no redirect: nothing else reads it. Its bound
+ * is proven, its entries can be rewritten without a dynamic relocation, no other table
+ * shares its bytes, and its jump is PI's.
+ */
+static int
+table_sure(const ed_plan_t *plan, uint32_t t, uint32_t pi)
+{
+    const cfg_prog_t *prog = plan->prog;
+    const cfg_table_t *tb = &prog->tables[t];
+    int pie = (prog->img->flags & CFG_IMG_PIE) != 0;
+    if (plan->opts.keep_tables || !tb->bounded || tb->nentries == 0
+        || !(tb->relative ? tb->entry_size == 4 : tb->entry_size == 8 && !pie))
+        return 0;
+    uint64_t tend = tb->addr + (uint64_t)tb->nentries * tb->entry_size;
+    for (uint32_t u = 0; u < prog->ntables; u++) {
+        const cfg_table_t *o = &prog->tables[u];
+        uint64_t oend = o->addr + (uint64_t)o->nentries * o->entry_size;
+        if (o->addr < tend && tb->addr < oend && (u != t || owner_at(prog, o->jump) != pi))
+            return 0; /* (another table over the same bytes: retarget_tables skips both) */
+    }
+    return 1;
+}
+
+/* Does the table jump ending block BL of procedure PI use only sure tables? */
+static int
+cases_retargeted(const ed_plan_t *plan, const cfg_block_t *bl, uint32_t pi)
+{
+    const cfg_prog_t *prog = plan->prog;
+    int found = 0;
+    for (uint32_t t = 0; t < prog->ntables; t++) {
+        const cfg_table_t *tb = &prog->tables[t];
+        if (tb->jump < bl->start || tb->jump >= bl->end)
+            continue;
+        if (!table_sure(plan, t, pi))
+            return 0;
+        found = 1;
+    }
+    return found;
+}
+
+/* Old addresses of P that need a redirect: entry, indirect targets, interior entries.
+ * The cases of a table retargeted whenever P moves need none. */
+static int
+collect_pads(const ed_plan_t *plan, uint32_t pi, uint64_t **out, size_t *n, uint32_t *nind)
+{
+    const cfg_prog_t *prog = plan->prog;
+    const uint64_t *xt = plan->xt;
+    size_t nxt = plan->nxt;
     const cfg_proc_t *p = &prog->procs[pi];
     size_t cap = 16, k = 0;
     uint64_t *v = malloc(cap * sizeof(uint64_t));
@@ -281,9 +400,14 @@ collect_pads(const cfg_prog_t *prog, const uint64_t *xt, size_t nxt, uint32_t pi
     *nind = 0;
     for (uint32_t b = p->block; b < p->block + p->nblocks; b++) {
         const cfg_block_t *bl = &prog->blocks[b];
+        int sure = -1; /* decided at the block's first table edge */
         for (uint32_t e = 0; e < bl->nsucc; e++) {
             const cfg_edge_t *ed = cfg_block_succ(prog, bl, e);
             if ((ed->kind != CFG_EDGE_TABLE && ed->kind != CFG_EDGE_INDIRECT) || ed->to == CFG_NONE)
+                continue;
+            if (ed->kind == CFG_EDGE_TABLE && sure < 0)
+                sure = cases_retargeted(plan, bl, pi);
+            if (ed->kind == CFG_EDGE_TABLE && sure > 0)
                 continue;
             if (push_u64(&v, &k, &cap, prog->blocks[ed->to].start) < 0) {
                 free(v);
@@ -642,7 +766,7 @@ decide(ed_plan_t *plan)
         uint64_t *pads;
         size_t npads;
         uint32_t nind;
-        int prc = collect_pads(prog, plan->xt, plan->nxt, i, &pads, &npads, &nind);
+        int prc = collect_pads(plan, i, &pads, &npads, &nind);
         if (prc < 0) {
             free(vouched);
             return prc;
@@ -654,7 +778,11 @@ decide(ed_plan_t *plan)
                 room = lim;
             if (room == lim && room < pads[k] + PAD_LEN) /* short last piece: padding after? */
                 room = padding_end(prog, lim);
-            if (room < pads[k] + PAD_LEN)
+            if (room >= pads[k] + PAD_LEN)
+                continue;
+            if (pads[k] == p->entry && branch_target_only(plan, i))
+                plan->no_entry_pad[i] = 1; /* settle_unpadded checks who jumps there */
+            else
                 *r = owned_reason(plan, "no room for a redirect jump at 0x%llx",
                     (unsigned long long)pads[k]);
         }
@@ -666,14 +794,16 @@ decide(ed_plan_t *plan)
     int rc = ed_unwind_fdes(prog->img, check_fde, plan);
     if (rc == QP_ENOMEM)
         return rc;
-    settle_groups(plan);
-    for (uint32_t i = 0; i < prog->nprocs; i++) {
-        const cfg_proc_t *p = &prog->procs[i];
-        if ((p->flags & CFG_PROC_FRAGMENT) && p->parent != CFG_NONE)
-            plan->reason[i] = plan->reason[p->parent] ? "its parent stays in place" : NULL;
-        else if (p->flags & CFG_PROC_FRAGMENT)
-            plan->reason[i] = "cold fragment without parent";
-    }
+    do {
+        settle_groups(plan);
+        for (uint32_t i = 0; i < prog->nprocs; i++) {
+            const cfg_proc_t *p = &prog->procs[i];
+            if ((p->flags & CFG_PROC_FRAGMENT) && p->parent != CFG_NONE)
+                plan->reason[i] = plan->reason[p->parent] ? "its parent stays in place" : NULL;
+            else if (p->flags & CFG_PROC_FRAGMENT)
+                plan->reason[i] = "cold fragment without parent";
+        }
+    } while (settle_unpadded(plan));
     return 0;
 }
 
@@ -1325,7 +1455,8 @@ ed_plan_create(const cfg_prog_t *prog, const ed_opts_t *opts, ed_plan_t **out)
     if (opts)
         plan->opts = *opts;
     plan->reason = calloc(prog->nprocs + 1, sizeof(char *));
-    int rc = plan->reason ? decide(plan) : QP_ENOMEM;
+    plan->no_entry_pad = calloc(prog->nprocs + 1, 1);
+    int rc = plan->reason && plan->no_entry_pad ? decide(plan) : QP_ENOMEM;
     plan->opts.stay = NULL; /* the caller's: read by decide only */
     plan->opts.nstay = 0;
     plan->opts.leave = NULL; /* the caller's too */
@@ -1352,6 +1483,7 @@ ed_plan_destroy(ed_plan_t *plan)
         free(plan->owned[i]);
     free(plan->owned);
     free(plan->reason);
+    free(plan->no_entry_pad);
     free(plan->idx);
     free(plan->bucket);
     free(plan->lay);
@@ -1787,10 +1919,12 @@ emit_pads(ed_plan_t *plan, const qp_space_ops_t *ops, void *space)
         uint64_t *pads;
         size_t npads;
         uint32_t nind;
-        QP_CHECK(collect_pads(prog, plan->xt, plan->nxt, pi, &pads, &npads, &nind));
+        QP_CHECK(collect_pads(plan, pi, &pads, &npads, &nind));
         int rc = 0;
         for (size_t k = 0; k < npads && rc == 0; k++) {
             uint8_t jmp[PAD_LEN];
+            if (plan->no_entry_pad[pi] && pads[k] == prog->procs[pi].entry)
+                continue; /* only direct branches of moved code reach it */
             const ed_slot_t *s = slot_at(plan, pads[k]);
             if (s == NULL)
                 rc = QP_ENOTFOUND;
@@ -1836,11 +1970,17 @@ retarget_tables(ed_plan_t *plan, const qp_space_ops_t *ops, void *space)
         }
         if (!ok)
             continue;
+        /* Its cases got no redirects (collect_pads): every entry must be rewritten. */
+        uint32_t owner = owner_at(prog, tb->jump);
+        int sure = owner != CFG_NONE && plan->reason[owner] == NULL && table_sure(plan, t, owner);
         size_t avail;
         const uint8_t *old = cfg_image_ptr(prog->img, tb->addr, &avail);
         size_t len = (size_t)tb->nentries * tb->entry_size;
-        if (old == NULL || avail < len)
+        if (old == NULL || avail < len) {
+            if (sure)
+                return QP_EFORMAT;
             continue;
+        }
         uint8_t *buf = malloc(len);
         if (buf == NULL)
             return QP_ENOMEM;
@@ -1856,12 +1996,21 @@ retarget_tables(ed_plan_t *plan, const qp_space_ops_t *ops, void *space)
             } else
                 memcpy(&target, e, 8);
             const ed_slot_t *s = slot_at(plan, target);
+            if (s == NULL && sure && owner_at(prog, target) == owner) {
+                free(buf);
+                return QP_ERANGE; /* a case of moved code without its redirect */
+            }
             if (s == NULL)
                 continue; /* not moved: the entry stays */
             if (tb->relative) {
                 int64_t rel = (int64_t)(s->new_ - tb->base);
-                if (rel < INT32_MIN || rel > INT32_MAX)
+                if (rel < INT32_MIN || rel > INT32_MAX) {
+                    if (sure) {
+                        free(buf);
+                        return QP_ERANGE;
+                    }
                     continue;
+                }
                 int32_t r32 = (int32_t)rel;
                 memcpy(e, &r32, 4);
             } else

@@ -177,12 +177,23 @@ add_arcs(qp_callgraph_t *cg, const qp_report_t *r, uint32_t p, size_t *cap,
             qp_flow_free(&fl);
             return QP_ENOMEM;
         }
-        cg->arcs[cg->narcs++] = (qp_cg_arc_t) {
+        qp_cg_arc_t *arc = &cg->arcs[cg->narcs++];
+        *arc = (qp_cg_arc_t) {
             .caller = p, .callee = c->target ? proc_at(d, ix, d->hdr.nprocs, c->target) : QP_VIRT,
             .target = c->target, .site = d->blocks[c->block].start,
             .name = qp_desc_str(d, c->name), .count = n, .nsites = 1,
             .known = (uint8_t)known, .tail = (uint8_t)tail,
         };
+        /* The sites the report counts a stub's calls from (qp_plt.c). */
+        int direct = c->kind == QP_CALL_DIRECT || c->kind == QP_CALL_TAIL;
+        const qp_proc_result_t *stub
+            = arc->callee == QP_VIRT && direct ? qp_report_plt_at(r, c->target) : NULL;
+        if (stub != NULL) {
+            if (__builtin_mul_overflow(n, (uint64_t)stub->per_call, &arc->plt_insns))
+                arc->plt_insns = UINT64_MAX;
+            arc->plt_lower = (uint8_t)(stub->per_call == 0
+                || (stub->flags & (QP_RES_APPROX_LAZY | QP_RES_SATURATED)) != 0);
+        }
     }
     qp_flow_free(&fl);
     /* Merge the sites of one callee (and all indirect sites) into one arc. */
@@ -197,6 +208,8 @@ add_arcs(qp_callgraph_t *cg, const qp_report_t *r, uint32_t p, size_t *cap,
             m->known &= a->known;
             m->tail &= a->tail;
             m->through_pointer |= a->through_pointer;
+            m->plt_insns = sat_add(m->plt_insns, a->plt_insns);
+            m->plt_lower |= a->plt_lower;
             continue;
         }
         cg->arcs[out++] = *a;
@@ -306,8 +319,10 @@ inclusive(qp_callgraph_t *cg, scc_state_t *s)
                 if (arc->callee == QP_VIRT) {
                     /* Indirect: the callee is unknown. Direct to code outside the
                      * description (PLT stubs, libraries): outside the program, which the
-                     * report states once. */
-                    if (arc->target == 0)
+                     * report states once; a PLT stub the report counted adds its own
+                     * instructions. */
+                    incl += (double)arc->plt_insns;
+                    if (arc->target == 0 || arc->plt_lower)
                         fl |= QP_CG_LOWER;
                     continue;
                 }

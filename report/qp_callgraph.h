@@ -20,7 +20,9 @@
  * procedures that call each other (a strongly connected component) are one cycle whose
  * members all get the cycle's inclusive count, shared among callers from outside it.
  * Calls whose callee is unknown or not measured add nothing: the result is then a lower
- * bound and marked so.
+ * bound and marked so. Calls to a PLT stub that the report counted add the stub's
+ * instructions (exact: a call runs a fixed number of them), not what the stub jumps to
+ * (outside the module, as every direct call out of it).
  * Memory only: no printing.
  */
 #include <stddef.h>
@@ -42,6 +44,9 @@ typedef struct qp_cg_arc {
     uint8_t tail;        /* made by jumps (tail calls) only */
     uint8_t through_pointer; /* some of its calls were indirect (a site's target table
                               * named the callee) */
+    uint8_t plt_lower;   /* plt_insns is a lower bound (lazy binding, not decoded) */
+    uint64_t plt_insns;  /* direct calls to a PLT stub the report counted
+                          * (qp_report_count_plt): the instructions they ran in it */
 } qp_cg_arc_t;
 
 enum {

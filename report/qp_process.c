@@ -3,8 +3,8 @@
 
 /*
  * One report over several modules of a process (a program and the libraries it loaded,
- * each with its own profile and report): the modules' measured procedures in one
- * flat-profile order, and the modules' totals summed.
+ * each with its own profile and report): the modules' measured procedures and counted
+ * PLT stubs in one flat-profile order, and the modules' totals summed.
  */
 #include "config.h"
 
@@ -39,14 +39,15 @@ cmp_rows(const void *a, const void *b, void *arg)
         return x->res->insns > y->res->insns ? -1 : 1;
     if (x->res->calls != y->res->calls)
         return x->res->calls > y->res->calls ? -1 : 1;
-    const qp_desc_t *dx = p->reps[x->module]->desc, *dy = p->reps[y->module]->desc;
-    int c = strcmp(qp_desc_str(dx, dx->procs[x->res->proc].name),
-        qp_desc_str(dy, dy->procs[y->res->proc].name));
+    int c = strcmp(qp_report_name(p->reps[x->module], x->res),
+        qp_report_name(p->reps[y->module], y->res));
     if (c != 0)
         return c;
     if (x->module != y->module)
         return x->module < y->module ? -1 : 1;
-    return x->res->proc < y->res->proc ? -1 : x->res->proc > y->res->proc;
+    if (x->res->proc != y->res->proc)
+        return x->res->proc < y->res->proc ? -1 : 1;
+    return x->res->entry < y->res->entry ? -1 : x->res->entry > y->res->entry;
 }
 
 static int
@@ -54,7 +55,7 @@ cmp_modules(const void *a, const void *b, void *arg)
 {
     const qp_process_t *p = arg;
     uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
-    uint64_t ix = p->reps[x]->total_insns, iy = p->reps[y]->total_insns;
+    uint64_t ix = qp_report_insns(p->reps[x]), iy = qp_report_insns(p->reps[y]);
     if (ix != iy)
         return ix > iy ? -1 : 1;
     return x < y ? -1 : x > y;
@@ -66,9 +67,10 @@ collect(qp_process_t *p)
 {
     for (uint32_t m = 0; m < p->nmodules; m++) {
         const qp_report_t *r = p->reps[m];
-        uint64_t t;
+        uint64_t t, insns = qp_report_insns(r);
         p->total_insns
-            = __builtin_add_overflow(p->total_insns, r->total_insns, &t) ? UINT64_MAX : t;
+            = __builtin_add_overflow(p->total_insns, insns, &t) ? UINT64_MAX : t;
+        p->nplt = add_sat32(p->nplt, r->nplt);
         p->nunmeasured = add_sat32(p->nunmeasured, r->nunmeasured);
         p->nviolating = add_sat32(p->nviolating, r->nviolating);
         p->napprox = add_sat32(p->napprox, r->napprox);
@@ -77,6 +79,8 @@ collect(qp_process_t *p)
         p->by_insns[m] = m;
         for (uint32_t k = 0; k < r->nprocs; k++)
             p->rows[p->nrows++] = (qp_process_row_t) { m, &r->procs[k] };
+        for (uint32_t k = 0; k < r->nplt; k++)
+            p->rows[p->nrows++] = (qp_process_row_t) { m, &r->plt[k] };
     }
 }
 
@@ -91,7 +95,7 @@ qp_process_build(const qp_report_t *const *reps, uint32_t n, qp_process_t *out)
     for (uint32_t m = 0; m < n; m++) {
         if (reps[m] == NULL || reps[m]->desc == NULL)
             return QP_EINVAL;
-        nrows += reps[m]->nprocs;
+        nrows += (size_t)reps[m]->nprocs + reps[m]->nplt;
     }
     if (nrows > UINT32_MAX)
         return QP_EINVAL;

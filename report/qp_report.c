@@ -20,7 +20,30 @@ qp_report_free(qp_report_t *r)
     free(r->abandoned);
     free(r->procs);
     free(r->unmeasured);
+    free(r->plt);
+    free(r->flat);
+    free(r->plt_names);
     memset(r, 0, sizeof(*r));
+}
+
+const qp_proc_result_t *
+qp_report_row(const qp_report_t *r, uint32_t i)
+{
+    return r->flat != NULL ? r->flat[i] : &r->procs[i];
+}
+
+uint64_t
+qp_report_insns(const qp_report_t *r)
+{
+    uint64_t t;
+    return __builtin_add_overflow(r->total_insns, r->plt_insns, &t) ? UINT64_MAX : t;
+}
+
+const char *
+qp_report_name(const qp_report_t *r, const qp_proc_result_t *res)
+{
+    return res->proc == QP_VIRT ? res->name
+                                : qp_desc_str(r->desc, r->desc->procs[res->proc].name);
 }
 
 int

@@ -38,17 +38,41 @@ enum {
     QP_RES_SATURATED = 1u << 4, /* a counter of it reached 2^64 - 1, or a count it implies
                                  * does not fit in 64 bits: its counts are lower bounds,
                                  * or the profile is damaged */
+    QP_RES_PLT = 1u << 5,       /* a PLT stub, counted from the calls measured code made
+                                 * to it (qp_report_count_plt) */
+    QP_RES_APPROX_LAZY = 1u << 6,   /* a PLT stub whose symbol is bound lazily: each
+                                     * symbol's first call runs more than is counted */
+    QP_RES_APPROX_CALLER = 1u << 8, /* a PLT stub called from a procedure whose counts
+                                     * may be approximate or are inconsistent */
 };
 
+/* The flags that make a count approximate ('~'). */
+#define QP_RES_APPROX_ANY                                                                \
+    (QP_RES_APPROX_EH | QP_RES_APPROX_JMP | QP_RES_APPROX_IND | QP_RES_APPROX_LAZY       \
+        | QP_RES_APPROX_CALLER)
+
+/*
+ * The counts of a measured procedure, or of a PLT stub (QP_RES_PLT: proc is QP_VIRT, the
+ * stub is no procedure of the description; name, entry and per_call say which it is).
+ */
 typedef struct qp_proc_result {
-    uint32_t proc;           /* procedure index in the description */
+    uint32_t proc;           /* procedure index in the description, QP_VIRT for a stub */
     uint32_t flags;          /* QP_RES_* */
-    uint64_t calls;          /* flow on its entry edge, when calls_known */
-    uint64_t insns;          /* sum over blocks of count x ninsns (known blocks only) */
-    uint8_t calls_known;     /* the entry edge's count is determined */
+    uint64_t calls;          /* flow on its entry edge, when calls_known; a stub: the
+                              * sum of the calls of the sites that target it */
+    uint64_t insns;          /* sum over blocks of count x ninsns (known blocks only); a
+                              * stub: calls x per_call */
+    uint8_t calls_known;     /* the entry edge's count is determined (a stub: every
+                              * site's) */
     uint8_t insns_exact;     /* every block count is determined */
     uint32_t nviolations;    /* Kirchhoff violations found */
     uint32_t nunknown_edges; /* edges whose count is not determined */
+    uint32_t per_call;       /* a stub: the instructions one call runs in it (to and with
+                              * its first jump), 0 when they do not decode */
+    uint64_t entry;          /* a stub: its address (link time); else 0 */
+    const char *name;        /* a stub: its name as stored ("puts@plt", or "sub_1036"
+                              * when the sites name none); owned by the report or its
+                              * description. NULL for a procedure (the description's) */
 } qp_proc_result_t;
 
 typedef struct qp_report {
@@ -69,6 +93,15 @@ typedef struct qp_report {
     uint64_t xlate_missed;    /* jumps translated at run time that went to no procedure
                                * entry: procedures with such jumps (QP_PROC_XLATE) are then
                                * QP_RES_APPROX_IND */
+    qp_proc_result_t *plt;    /* PLT stubs that measured code calls, by entry
+                               * (qp_report_count_plt; NULL before) */
+    uint32_t nplt;            /* how many */
+    uint64_t plt_insns;       /* sum of plt[].insns (saturated), not in total_insns */
+    uint8_t plt_lazy;         /* the module binds symbols lazily (no BIND_NOW) */
+    const qp_proc_result_t **flat; /* procs and plt together in flat-profile order
+                                    * (nprocs + nplt; NULL before qp_report_count_plt:
+                                    * procs alone) */
+    char *plt_names;          /* storage of the stubs' made-up names */
 } qp_report_t;
 
 /*
@@ -82,6 +115,44 @@ qp_report_build(const qp_desc_t *d, const qp_profile_t *p, qp_unwinder_t *u,
 
 void
 qp_report_free(qp_report_t *r);
+
+/*
+ * PLT stubs, counted from their callers (qp_plt.c). A PLT stub is never relocated nor
+ * measured, and the description does not list it; the call sites of the measured
+ * procedures name it (their target, and a name such as "puts@plt"). Each call runs the
+ * stub's straight-line instructions to and including its first jump (`jmp *GOT(%rip)`: 1;
+ * `endbr64; bnd jmp *GOT(%rip)` in .plt.sec: 2) once the symbol is bound, so a stub's
+ * calls are the sum of the counts of the direct call sites and tail calls of measured
+ * code that target it (exact, as those counts are) and its instructions calls x that
+ * number, decoded from IMG (the module's file: the instrumented one keeps its PLT in
+ * place). Calls from code that was not measured, and through pointers, are not seen.
+ * When the module binds symbols lazily (its dynamic section has neither DF_BIND_NOW nor
+ * DF_1_NOW) each symbol's first call also runs the rest of its PLT entry, PLT0 and the
+ * dynamic linker's resolver: the stubs whose GOT slot has a JUMP_SLOT relocation are then
+ * QP_RES_APPROX_LAZY (low by a few instructions per symbol; exact when the program ran
+ * with LD_BIND_NOW set, which the profile does not record).
+ * Fills R's plt, nplt, plt_insns, plt_lazy and flat (again when called again). IMG must
+ * outlive nothing: names are copied or come from the description. Returns 0, QP_EINVAL
+ * or QP_ENOMEM (R is then as qp_report_build left it).
+ */
+int
+qp_report_count_plt(qp_report_t *r, const cfg_image_t *img);
+
+/* Row I (0 .. nprocs + nplt - 1) of R in flat-profile order: R's flat, or its procs. */
+const qp_proc_result_t *
+qp_report_row(const qp_report_t *r, uint32_t i);
+
+/* R's instructions: total_insns and plt_insns (saturated). */
+uint64_t
+qp_report_insns(const qp_report_t *r);
+
+/* The name of row RES of R as stored: the description's, or a stub's. */
+const char *
+qp_report_name(const qp_report_t *r, const qp_proc_result_t *res);
+
+/* The stub of R whose entry is TARGET, or NULL. */
+const qp_proc_result_t *
+qp_report_plt_at(const qp_report_t *r, uint64_t target);
 
 /* The counts of measured procedure PROC with the report's inputs (qp_flow_solve). */
 int
@@ -119,7 +190,8 @@ qp_csv_field(const char *s, char *out, size_t outlen);
  * One report over several modules of a process: a program and the shared libraries it
  * loaded, each rewritten and measured into a profile of its own, each with its own
  * report. Code outside them (the dynamic loader, the vDSO, libraries not rewritten) and
- * what each module left unmeasured are in no total.
+ * what each module left unmeasured are in no total; a module's PLT stubs are, as far as
+ * its report counted them (qp_report_count_plt).
  */
 typedef struct qp_process_row {
     uint32_t module;             /* index of its module (into the reports given) */
@@ -131,12 +203,15 @@ typedef struct qp_process {
     uint32_t nmodules;              /* how many */
     uint32_t *by_insns;             /* module indices, most instructions first (then in
                                      * the order given) */
-    qp_process_row_t *rows;         /* the measured procedures of every module in
-                                     * flat-profile order: instructions, then calls,
-                                     * descending, then name, module, procedure */
+    qp_process_row_t *rows;         /* the measured procedures and counted PLT stubs
+                                     * of every module in flat-profile order:
+                                     * instructions, then calls, descending, then name,
+                                     * module, procedure (stubs after it, by entry) */
     uint32_t nrows;                 /* how many */
-    uint64_t total_insns;           /* sum of the modules' total_insns (saturated) */
-    uint32_t nunmeasured;           /* sums over the modules of the same fields */
+    uint64_t total_insns;           /* sum of the modules' total_insns and plt_insns
+                                     * (saturated) */
+    uint32_t nplt;                  /* sums over the modules of the same fields */
+    uint32_t nunmeasured;
     uint32_t nviolating;
     uint32_t napprox;
     uint32_t nunknown;

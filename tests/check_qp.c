@@ -1407,6 +1407,127 @@ START_TEST(test_qp_process_order)
 END_TEST
 
 /*****************************************************************************
+ * PLT stubs counted from their callers
+ */
+
+/*
+ * A PLT at 0x2000 as ld writes it: PLT0, two lazy entries (jmp *GOT; push; jmp PLT0) and
+ * a .plt.sec entry (endbr64; bnd jmp *GOT).
+ */
+static const uint8_t plt_bytes[] = {
+    0xff, 0x35, 0xe2, 0x0f, 0x00, 0x00, 0xff, 0x25, 0xe4, 0x0f, 0x00, 0x00, 0x0f, 0x1f, 0x40, 0x00,
+    0xff, 0x25, 0xe2, 0x0f, 0x00, 0x00, 0x68, 0x00, 0x00, 0x00, 0x00, 0xe9, 0xe0, 0xff, 0xff, 0xff,
+    0xff, 0x25, 0xda, 0x0f, 0x00, 0x00, 0x68, 0x01, 0x00, 0x00, 0x00, 0xe9, 0xd0, 0xff, 0xff, 0xff,
+    0xf3, 0x0f, 0x1e, 0xfa, 0xf2, 0xff, 0x25, 0xd5, 0x0f, 0x00, 0x00, 0x0f, 0x1f, 0x44, 0x00, 0x00,
+};
+
+/*
+ * The diamond "f" entered 10 times (7 to the left), with call sites: block 1 (7 runs) and
+ * block 2 (3 runs) call puts@plt (0x2010), block 3 (10 runs) calls an unnamed stub
+ * (0x2020), the .plt.sec stub abs@plt (0x2030), and f itself (0x1000, described: no
+ * stub).
+ */
+static void
+plt_report(qp_desc_t *d, qp_profile_t *prof, qp_report_t *r)
+{
+    diamond(d, QP_DRIVER_QP);
+    tg_measure_edge(d, 0);
+    tg_measure_edge(d, 1);
+    uint32_t puts_name, abs_name;
+    ck_assert_int_eq(qp_desc_add_string(d, "puts@plt", &puts_name), 0);
+    ck_assert_int_eq(qp_desc_add_string(d, "abs@plt", &abs_name), 0);
+    d->calls = calloc(5, sizeof(qp_desc_call_t));
+    ck_assert_ptr_nonnull(d->calls);
+    d->calls[0] = (qp_desc_call_t) { .target = 0x2010, .block = 1, .edge = QP_VIRT,
+                                     .name = puts_name, .kind = QP_CALL_DIRECT };
+    d->calls[1] = (qp_desc_call_t) { .target = 0x2010, .block = 2, .edge = QP_VIRT,
+                                     .kind = QP_CALL_DIRECT };
+    d->calls[2] = (qp_desc_call_t) { .target = 0x2020, .block = 3, .edge = QP_VIRT,
+                                     .kind = QP_CALL_DIRECT };
+    d->calls[3] = (qp_desc_call_t) { .target = 0x2030, .block = 3, .edge = QP_VIRT,
+                                     .name = abs_name, .kind = QP_CALL_DIRECT };
+    d->calls[4] = (qp_desc_call_t) { .target = 0x1000, .block = 3, .edge = QP_VIRT,
+                                     .kind = QP_CALL_DIRECT };
+    d->hdr.ncalls = 5;
+    make_profile(prof, 1, d->hdr.ncounters, 0, 0);
+    prof->counters[0] = 10;
+    prof->counters[1] = 7;
+    ck_assert_int_eq(qp_report_build(d, prof, NULL, r), 0);
+}
+
+START_TEST(test_qp_report_plt)
+{
+    qp_desc_t d;
+    qp_profile_t prof;
+    qp_report_t r;
+    plt_report(&d, &prof, &r);
+    cfg_image_t *img;
+    ck_assert_int_eq(cfg_image_from_bytes(plt_bytes, sizeof(plt_bytes), 0x2000, &img), 0);
+    /* Code in .text is no PLT. */
+    ck_assert_int_eq(qp_report_count_plt(&r, img), 0);
+    ck_assert_uint_eq(r.nplt, 0);
+    ck_assert_uint_eq(r.plt_insns, 0);
+    img->sections[0].name = ".plt";
+    for (int again = 0; again < 2; again++) {
+        ck_assert_int_eq(qp_report_count_plt(&r, img), 0);
+        ck_assert_uint_eq(r.nplt, 3);
+        ck_assert_uint_eq(r.plt_lazy, 0); /* no dynamic section */
+        const qp_proc_result_t *s = qp_report_plt_at(&r, 0x2010);
+        ck_assert_ptr_nonnull(s);
+        ck_assert_str_eq(s->name, "puts@plt");
+        ck_assert_uint_eq(s->proc, QP_VIRT);
+        ck_assert_uint_eq(s->calls, 10); /* 7 + 3: both sites */
+        ck_assert_uint_eq(s->per_call, 1);
+        ck_assert_uint_eq(s->insns, 10);
+        ck_assert_uint_eq(s->flags, QP_RES_PLT);
+        ck_assert(s->calls_known && s->insns_exact);
+        s = qp_report_plt_at(&r, 0x2020);
+        ck_assert_ptr_nonnull(s);
+        ck_assert_str_eq(s->name, "sub_2020");
+        ck_assert_uint_eq(s->calls, 10);
+        s = qp_report_plt_at(&r, 0x2030);
+        ck_assert_ptr_nonnull(s);
+        ck_assert_str_eq(s->name, "abs@plt");
+        ck_assert_uint_eq(s->per_call, 2); /* endbr64; bnd jmp */
+        ck_assert_uint_eq(s->insns, 20);
+        ck_assert_ptr_null(qp_report_plt_at(&r, 0x1000));
+        ck_assert_uint_eq(r.plt_insns, 40);
+        ck_assert_uint_eq(qp_report_insns(&r), r.total_insns + 40);
+        /* Flat order: f (73), abs@plt (20), then puts@plt before sub_2020 by name. */
+        ck_assert_uint_eq(r.total_insns, 73);
+        ck_assert_ptr_eq(qp_report_row(&r, 0), &r.procs[0]);
+        ck_assert_str_eq(qp_report_name(&r, qp_report_row(&r, 1)), "abs@plt");
+        ck_assert_str_eq(qp_report_name(&r, qp_report_row(&r, 2)), "puts@plt");
+        ck_assert_str_eq(qp_report_name(&r, qp_report_row(&r, 3)), "sub_2020");
+    }
+    /* A process: the stubs are rows, their instructions in the total. */
+    qp_desc_t d2;
+    qp_profile_t prof2;
+    qp_report_t r2;
+    one_proc_report(&d2, &prof2, &r2, 30, 4);
+    const qp_report_t *reps[2] = { &r, &r2 };
+    qp_process_t p;
+    ck_assert_int_eq(qp_process_build(reps, 2, &p), 0);
+    ck_assert_uint_eq(p.nrows, 5);
+    ck_assert_uint_eq(p.nplt, 3);
+    ck_assert_uint_eq(p.total_insns, r.total_insns + 40 + r2.total_insns);
+    ck_assert_uint_eq(p.by_insns[0], 1); /* 30 calls of f beat 10 and the stubs */
+    ck_assert_ptr_eq(p.rows[2].res, qp_report_plt_at(&r, 0x2030));
+    qp_process_free(&p);
+    ck_assert_int_eq(qp_report_count_plt(&r, NULL), QP_EINVAL);
+    ck_assert_int_eq(qp_report_count_plt(NULL, img), QP_EINVAL);
+    cfg_image_destroy(img);
+    qp_report_free(&r);
+    ck_assert_ptr_null(r.plt);
+    qp_report_free(&r2);
+    qp_profile_free(&prof);
+    qp_profile_free(&prof2);
+    qp_desc_free(&d);
+    qp_desc_free(&d2);
+}
+END_TEST
+
+/*****************************************************************************
  * --weights: report/ reads the edge counts, the driver takes them
  */
 
@@ -1506,6 +1627,7 @@ qp_suite(void)
     tcase_add_test(tc, test_qp_csv_field);
     tcase_add_test(tc, test_qp_report_order);
     tcase_add_test(tc, test_qp_process_order);
+    tcase_add_test(tc, test_qp_report_plt);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -314,6 +314,7 @@ free_modules(module_t *mods, int n)
 {
     for (int i = 0; mods != NULL && i < n; i++) {
         module_t *m = &mods[i];
+        free_names(m->in.plt_names, m->rep.nplt);
         qp_report_free(&m->rep);
         qp_unwinder_destroy(m->unw);
         qp_desc_free(&m->desc);
@@ -462,6 +463,27 @@ demangled_names(const qp_desc_t *desc)
     char **v = calloc(desc->hdr.nprocs + 1, sizeof(char *));
     for (uint32_t i = 0; v != NULL && i < desc->hdr.nprocs; i++)
         v[i] = cfg_demangle(qp_desc_str(desc, desc->procs[i].name));
+    return v;
+}
+
+/* The PLT stubs' names demangled ("std::ostream::put(char)@plt"), NULL where they are
+ * not mangled (or on ENOMEM). */
+static char **
+demangled_plt_names(const qp_report_t *r)
+{
+    char **v = calloc(r->nplt + 1, sizeof(char *));
+    for (uint32_t i = 0; v != NULL && i < r->nplt; i++) {
+        const char *name = r->plt[i].name, *at = strrchr(name, '@');
+        char *base = strndup(name, at != NULL ? (size_t)(at - name) : strlen(name));
+        char *dm = base != NULL ? cfg_demangle(base) : NULL;
+        if (dm != NULL) {
+            size_t len = strlen(dm) + (at != NULL ? strlen(at) : 0) + 1;
+            if ((v[i] = malloc(len)) != NULL)
+                snprintf(v[i], len, "%s%s", dm, at != NULL ? at : "");
+        }
+        free(dm);
+        free(base);
+    }
     return v;
 }
 
@@ -666,6 +688,9 @@ load_module(const qp_args_t *a, module_t *m)
         m->unw = NULL;
     if (st == 0 && qp_report_build(&m->desc, &m->prof, m->unw, &m->rep) < 0)
         st = fail(m->exe, qp_strerror(QP_ENOMEM));
+    /* PLT stubs, counted from the calls of measured code (the file keeps them). */
+    if (st == 0 && qp_report_count_plt(&m->rep, m->img) < 0)
+        st = fail(m->exe, qp_strerror(QP_ENOMEM));
     return st;
 }
 
@@ -674,11 +699,15 @@ static void
 module_inputs(const qp_args_t *a, module_t *m, const cfg_image_t *orig)
 {
     m->in = (qp_inputs_t) { m->exe, m->files, m->nfiles, m->img, orig, &m->desc, &m->prof,
-                            &m->rep, a->verbose, a->limit, a->min_pct, NULL };
+                            &m->rep, a->verbose, a->limit, a->min_pct, NULL, NULL };
     /* C++, Rust and D names demangled, unless --mangled; lcov keeps them as stored
      * (genhtml --demangle-cpp does it, as for gcov's). */
-    if (!a->mangled && a->out != OUT_LCOV && a->out != OUT_CALLGRIND && a->out != OUT_BOLT)
+    int demangle
+        = !a->mangled && a->out != OUT_LCOV && a->out != OUT_CALLGRIND && a->out != OUT_BOLT;
+    if (demangle) {
         m->in.names = demangled_names(&m->desc);
+        m->in.plt_names = demangled_plt_names(&m->rep);
+    }
     if (a->out != OUT_LCOV && a->out != OUT_CALLGRIND && a->out != OUT_BOLT
         && a->out != OUT_CSV)
         qualify_duplicates(&m->in);

@@ -184,7 +184,10 @@ qp_print_callees(FILE *f, const qp_inputs_t *in, const qp_callgraph_t *cg, uint3
         char *owned;
         const char *name = callee_name(in, arc, &owned);
         char ibuf[40] = "-";
-        if (arc->callee != QP_VIRT && cg->measured[arc->callee]) {
+        if (arc->callee == QP_VIRT && qp_report_plt_at(in->rep, arc->target) != NULL)
+            snprintf(ibuf, sizeof(ibuf), "%" PRIu64 "%s", arc->plt_insns,
+                     incl_marks(arc->plt_lower ? QP_CG_LOWER : 0));
+        else if (arc->callee != QP_VIRT && cg->measured[arc->callee]) {
             if (cg->cycle[arc->callee] != 0 && cg->cycle[arc->callee] == cg->cycle[proc])
                 snprintf(ibuf, sizeof(ibuf), "(cycle %u)", cg->cycle[proc]);
             else
@@ -242,7 +245,7 @@ qp_print_callgraph(FILE *f, const qp_inputs_t *in, const qp_callgraph_t *cg)
     uint32_t *v = by_inclusive(cg, &n);
     if (v == NULL)
         return 1;
-    double total = (double)in->rep->total_insns;
+    double total = (double)qp_report_insns(in->rep);
     fprintf(f, "Call graph of %s\n", in->exe);
     fputs(legend, f);
     fprintf(f, "\n %% incl            inclusive                 self            calls  name\n");
@@ -315,7 +318,7 @@ qp_print_callgrind(FILE *f, const qp_inputs_t *in, const qp_callgraph_t *cg)
     fprintf(f, "# callgrind format\nversion: 1\ncreator: qp (%s) %s\n", PACKAGE_NAME,
             PACKAGE_VERSION);
     fprintf(f, "cmd: %s\npositions: instr line\nevents: Ir\nsummary: %" PRIu64 "\n\n", in->exe,
-            in->rep->total_insns);
+            qp_report_insns(in->rep));
     cg_name(f, "ob", in->exe);
     for (uint32_t p = 0; p < d->hdr.nprocs; p++) {
         if (!cg->measured[p] || (cg->calls[p] == 0 && cg->self[p] == 0))
@@ -346,17 +349,35 @@ qp_print_callgrind(FILE *f, const qp_inputs_t *in, const qp_callgraph_t *cg)
                 continue;
             const char *callee = arc->callee != QP_VIRT ? qp_desc_str(d, d->procs[arc->callee].name)
                                                         : arc->name;
+            const qp_proc_result_t *stub
+                = arc->callee == QP_VIRT ? qp_report_plt_at(in->rep, arc->target) : NULL;
+            if (stub != NULL) {
+                /* The stub's own entry below (fn=, in no source file). */
+                cg_name(f, "cfi", "???");
+                callee = stub->name;
+            }
             cg_name(f, "cfn", callee[0] ? callee : "?");
             fprintf(f, "calls=%" PRIu64 " 0x%" PRIx64 "\n", arc->count, arc->target);
             /* A call inside a cycle (recursion) costs nothing more: the cycle's count is
              * already the caller's, and callgrind_annotate adds call costs to it. */
             int within = arc->callee != QP_VIRT && cg->cycle[p] != 0
                 && cg->cycle[arc->callee] == cg->cycle[p];
+            double cost = arc->callee == QP_VIRT ? (double)arc->plt_insns
+                                                  : share_of(cg, arc->callee, arc->count);
             fprintf(f, "0x%" PRIx64 " %u %.0f\n", arc->site, line_in(in, arc->site, file),
-                    within ? 0.0 : share_of(cg, arc->callee, arc->count));
+                    within ? 0.0 : cost);
         }
     }
-    fprintf(f, "\ntotals: %" PRIu64 "\n", in->rep->total_insns);
+    /* PLT stubs, counted from their callers: their own instructions, at their entry. */
+    for (uint32_t i = 0; i < in->rep->nplt; i++) {
+        const qp_proc_result_t *s = &in->rep->plt[i];
+        if (s->insns == 0)
+            continue;
+        cg_name(f, "fl", "???");
+        cg_name(f, "fn", s->name);
+        fprintf(f, "0x%" PRIx64 " 0 %" PRIu64 "\n", s->entry, s->insns);
+    }
+    fprintf(f, "\ntotals: %" PRIu64 "\n", qp_report_insns(in->rep));
     return 0;
 }
 

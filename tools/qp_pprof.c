@@ -5,7 +5,9 @@
  * github.com/google/pprof, gzip-compressed). Every block that ran is a sample of one
  * location (its original address and source line) with two values: the instructions it
  * executed and how many times it ran. Functions carry their demangled and stored names,
- * source file and first line; the mapping the program's path and build-id. No stacks: a
+ * source file and first line; the mapping the program's path and build-id. A PLT stub
+ * counted from its callers (qp_report_count_plt) is one more sample, at its entry, of a
+ * function named as the stub. No stacks: a
  * qp profile counts, it does not sample call paths (pprof's "cum" equals "flat").
  * The protobuf encoding is written here (varints and length-delimited fields); zlib does
  * the gzip (Debian's zlib1g-dev).
@@ -219,6 +221,11 @@ qp_print_pprof(FILE *f, const qp_inputs_t *in)
         if (d->blocks[b].start + d->blocks[b].size > hi)
             hi = d->blocks[b].start + d->blocks[b].size;
     }
+    for (uint32_t i = 0; i < in->rep->nplt; i++) {
+        uint64_t e = in->rep->plt[i].entry;
+        lo = e < lo ? e : lo;
+        hi = e + 1 > hi ? e + 1 : hi;
+    }
     f_int(&tmp, 1, 1);
     f_int(&tmp, 2, lo == UINT64_MAX ? 0 : lo);
     f_int(&tmp, 3, hi);
@@ -279,8 +286,39 @@ qp_print_pprof(FILE *f, const qp_inputs_t *in)
         }
         qp_flow_free(&fl);
     }
+    /* PLT stubs counted from their callers: a function (id after the procedures') and a
+     * location at the entry (id after the blocks') each, one sample: the instructions
+     * and the calls. */
+    for (uint32_t i = 0; i < in->rep->nplt && !prof.oom; i++) {
+        const qp_proc_result_t *s = &in->rep->plt[i];
+        uint64_t fid = (uint64_t)d->hdr.nprocs + i + 1;
+        uint64_t lid = (uint64_t)d->hdr.nblocks + i + 1;
+        f_int(&tmp, 1, fid);
+        f_int(&tmp, 2, intern(&st, qp_row_name(in, s)));
+        f_int(&tmp, 3, intern(&st, s->name));
+        f_msg(&prof, P_FUNCTION, &tmp);
+        if (s->calls == 0)
+            continue;
+        f_int(&line, 1, fid);
+        f_int(&tmp, 1, lid);
+        f_int(&tmp, 2, 1);
+        f_int(&tmp, 3, s->entry);
+        f_msg(&tmp, 4, &line);
+        f_msg(&prof, P_LOCATION, &tmp);
+        nloc++;
+        f_int(&tmp, 1, lid);
+        pbuf_t vals = { 0 };
+        varint(&vals, s->insns);
+        varint(&vals, s->calls);
+        if (vals.oom)
+            tmp.oom = 1;
+        f_bytes(&tmp, 2, vals.b, vals.n);
+        free(vals.b);
+        f_msg(&prof, P_SAMPLE, &tmp);
+    }
     char comment[256];
-    snprintf(comment, sizeof(comment), "qp (%s) %s: exact counts of %s, %" PRIu64 " blocks that ran",
+    snprintf(comment, sizeof(comment),
+             "qp (%s) %s: exact counts of %s, %" PRIu64 " blocks and PLT stubs that ran",
              PACKAGE_NAME, PACKAGE_VERSION, in->exe, nloc);
     varint(&prof, (uint64_t)P_COMMENT << 3);
     varint(&prof, intern(&st, comment));

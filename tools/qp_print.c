@@ -30,6 +30,17 @@ qp_proc_name(const qp_inputs_t *in, uint32_t proc)
     return qp_desc_str(in->desc, in->desc->procs[proc].name);
 }
 
+const char *
+qp_row_name(const qp_inputs_t *in, const qp_proc_result_t *res)
+{
+    if (res->proc != QP_VIRT)
+        return qp_proc_name(in, res->proc);
+    size_t k = (size_t)(res - in->rep->plt);
+    if (in->plt_names != NULL && k < in->rep->nplt && in->plt_names[k] != NULL)
+        return in->plt_names[k];
+    return res->name;
+}
+
 static const char *
 driver_name(uint32_t driver)
 {
@@ -42,14 +53,17 @@ driver_name(uint32_t driver)
  * Flat profile
  */
 
-/* The markers after a procedure's name: what may be wrong with its counts. */
+/* The markers after a procedure's name: a PLT stub counted from its callers, and what
+ * may be wrong with its counts. */
 static const char *
 markers(const qp_proc_result_t *r, char *buf)
 {
     char *p = buf;
+    if (r->flags & QP_RES_PLT)
+        *p++ = '^';
     if (r->flags & QP_RES_VIOLATION)
         *p++ = '!';
-    if (r->flags & (QP_RES_APPROX_EH | QP_RES_APPROX_JMP | QP_RES_APPROX_IND))
+    if (r->flags & QP_RES_APPROX_ANY)
         *p++ = '~';
     if (r->flags & QP_RES_UNKNOWN)
         *p++ = '?';
@@ -135,8 +149,10 @@ print_header(FILE *f, const qp_inputs_t *in)
     if (run_approx(in, abuf, sizeof(abuf)) != NULL)
         fprintf(f, "warning: %s\n", abuf);
     fprintf(f, "total: %" PRIu64 " instructions executed in %" PRIu32
-               " measured procedures; %" PRIu32 " procedures not measured\n\n",
-            r->total_insns, r->nprocs, r->nunmeasured);
+               " measured procedures", qp_report_insns(r), r->nprocs);
+    if (r->nplt > 0)
+        fprintf(f, " and %" PRIu32 " PLT stub%s", r->nplt, r->nplt == 1 ? "" : "s");
+    fprintf(f, "; %" PRIu32 " procedures not measured\n\n", r->nunmeasured);
 }
 
 /*
@@ -148,7 +164,7 @@ typedef struct flat_view {
     const char *const *labels; /* their names in the module column, or NULL: one module */
     uint32_t nmods;            /* how many */
     const qp_process_t *proc;  /* the rows of several modules, or NULL */
-    uint32_t nrows;            /* measured procedures */
+    uint32_t nrows;            /* measured procedures and PLT stubs */
     uint64_t total;            /* their instructions */
     int width;                 /* the module column's width */
 } flat_view_t;
@@ -156,7 +172,8 @@ typedef struct flat_view {
 static void
 view_one(flat_view_t *v, const qp_inputs_t *in)
 {
-    *v = (flat_view_t) { in, NULL, 1, NULL, in->rep->nprocs, in->rep->total_insns, 0 };
+    *v = (flat_view_t) { in, NULL, 1, NULL, in->rep->nprocs + in->rep->nplt,
+                         qp_report_insns(in->rep), 0 };
 }
 
 static void
@@ -175,7 +192,7 @@ view_row(const flat_view_t *v, uint32_t i, uint32_t *mod)
 {
     if (v->proc == NULL) {
         *mod = 0;
-        return &v->mods[0].rep->procs[i];
+        return qp_report_row(v->mods[0].rep, i);
     }
     *mod = v->proc->rows[i].module;
     return v->proc->rows[i].res;
@@ -208,20 +225,20 @@ print_hidden(FILE *f, uint32_t n, uint64_t insns, uint64_t total)
 }
 
 static void
-print_flat_table(FILE *f, const flat_view_t *v, uint32_t *nidle)
+print_flat_table(FILE *f, const flat_view_t *v, uint32_t *nidle, uint32_t *nidle_plt)
 {
     const qp_inputs_t *opt = &v->mods[0];
     char cbuf[24], mbuf[8];
     fprintf(f, "%8s %20s %16s  ", "% insns", "instructions", "calls");
     print_module_col(f, v, QP_VIRT);
     fprintf(f, "name\n");
-    *nidle = 0;
+    *nidle = *nidle_plt = 0;
     uint32_t shown = 0, hidden = 0, mod;
     uint64_t hidden_insns = 0;
     for (uint32_t i = 0; i < v->nrows; i++) {
         const qp_proc_result_t *res = view_row(v, i, &mod);
         if (!ran(res) && !opt->verbose && !(res->flags & QP_RES_VIOLATION)) {
-            (*nidle)++;
+            (*(res->flags & QP_RES_PLT ? nidle_plt : nidle))++;
             continue;
         }
         if ((opt->limit > 0 && shown >= opt->limit) || !above_min(v, res)) {
@@ -234,7 +251,7 @@ print_flat_table(FILE *f, const flat_view_t *v, uint32_t *nidle)
         fprintf(f, "%8.2f %20" PRIu64 " %16s  ", pct, res->insns,
                 qp_fmt_count(cbuf, res->calls, res->calls_known));
         print_module_col(f, v, mod);
-        fprintf(f, "%s%s%s\n", qp_proc_name(&v->mods[mod], res->proc),
+        fprintf(f, "%s%s%s\n", qp_row_name(&v->mods[mod], res),
                 markers(res, mbuf)[0] ? " " : "", mbuf);
     }
     print_hidden(f, hidden, hidden_insns, v->total);
@@ -274,7 +291,7 @@ print_by_calls(FILE *f, const flat_view_t *v)
         fprintf(f, "%16" PRIu64 " %20.1f  ", res->calls,
                 (double)res->insns / (double)res->calls);
         print_module_col(f, v, mod);
-        fprintf(f, "%s\n", qp_proc_name(&v->mods[mod], res->proc));
+        fprintf(f, "%s\n", qp_row_name(&v->mods[mod], res));
     }
     if (shown < n)
         fprintf(f, "%16s %20s  (%zu more procedure%s: --limit)\n", "", "", n - shown,
@@ -284,9 +301,12 @@ print_by_calls(FILE *f, const flat_view_t *v)
 
 /* What may be wrong with the counts of V's modules, summed for the footnotes. */
 typedef struct flat_notes {
-    uint32_t nviolating, napprox, nunknown, nsaturated; /* procedures (qp_report_t) */
+    uint32_t nviolating, napprox, nunknown, nsaturated; /* procedures (qp_report_t), and
+                                                         * PLT stubs for the last two */
     uint64_t ndropped, incomplete;                      /* exits (profile, back-traces) */
     int saturated;                                      /* a sum of profiles saturated */
+    uint32_t nplt, nlazy, ncaller;                      /* PLT stubs: all, bound lazily,
+                                                         * called from approximate code */
 } flat_notes_t;
 
 static void
@@ -303,6 +323,14 @@ sum_notes(const flat_view_t *v, flat_notes_t *n)
         n->ndropped += p->ndropped;
         n->incomplete += r->bt.incomplete;
         n->saturated |= p->saturated;
+        n->nplt += r->nplt;
+        for (uint32_t i = 0; i < r->nplt; i++) {
+            uint32_t fl = r->plt[i].flags;
+            n->nlazy += (fl & QP_RES_APPROX_LAZY) != 0;
+            n->ncaller += (fl & QP_RES_APPROX_CALLER) != 0;
+            n->nunknown += (fl & QP_RES_UNKNOWN) != 0;
+            n->nsaturated += (fl & QP_RES_SATURATED) != 0;
+        }
     }
 }
 
@@ -312,10 +340,14 @@ print_footnotes(FILE *f, const flat_view_t *v)
     flat_notes_t n;
     sum_notes(v, &n);
     int any = n.nviolating || n.napprox || n.nunknown || n.ndropped || n.incomplete
-        || n.saturated || n.nsaturated;
+        || n.saturated || n.nsaturated || n.nplt;
     if (!any)
         return;
     fprintf(f, "\n");
+    if (n.nplt)
+        fprintf(f, "^  PLT stubs: counted from the calls that measured code made to "
+                   "them, each running the stub's instructions to its first jump (calls "
+                   "from code not measured are not seen)\n");
     if (n.nviolating)
         fprintf(f, "!  flow conservation (Kirchhoff) fails in %" PRIu32 " procedure(s): their "
                    "counts are inconsistent (qp report --edges=NAME shows where)\n",
@@ -325,6 +357,14 @@ print_footnotes(FILE *f, const flat_view_t *v)
                    "exception (it calls, directly or through other procedures, one that "
                    "longjmps or throws), or has indirect jumps whose targets are a guess: if "
                    "control left it that way, its counts may be approximate\n");
+    if (n.nlazy)
+        fprintf(f, "~  on a PLT stub: its module binds symbols lazily (no BIND_NOW), so "
+                   "each symbol's first call also ran the rest of its PLT entry and the "
+                   "dynamic linker's resolver, not counted: low by a few instructions per "
+                   "symbol (exact when run with LD_BIND_NOW=1)\n");
+    if (n.ncaller)
+        fprintf(f, "~  on a PLT stub: a procedure that calls it has approximate or "
+                   "inconsistent counts, and so may the stub\n");
     if (n.nunknown)
         fprintf(f, "?  some counts are not determined by the measured ones: shown as ?, and "
                    "instructions count only the known blocks\n");
@@ -380,12 +420,18 @@ print_unmeasured(FILE *f, const flat_view_t *v)
 static void
 print_flat_body(FILE *f, const flat_view_t *v)
 {
-    uint32_t nidle;
-    print_flat_table(f, v, &nidle);
-    if (nidle)
-        fprintf(f, "%8s %20s %16s  (%" PRIu32 " more measured procedures never ran; "
-                   "--verbose lists them)\n",
-                "", "", "", nidle);
+    uint32_t nidle, nidle_plt;
+    print_flat_table(f, v, &nidle, &nidle_plt);
+    if (nidle || nidle_plt) {
+        fprintf(f, "%8s %20s %16s  (", "", "", "");
+        if (nidle)
+            fprintf(f, "%" PRIu32 " more measured procedures%s", nidle,
+                    nidle_plt ? " and " : "");
+        if (nidle_plt)
+            fprintf(f, "%" PRIu32 "%s PLT stub%s", nidle_plt, nidle ? "" : " more",
+                    nidle_plt == 1 ? "" : "s");
+        fprintf(f, " never ran; --verbose lists them)\n");
+    }
     print_by_calls(f, v);
     print_footnotes(f, v);
     print_unmeasured(f, v);
@@ -471,18 +517,22 @@ print_module_table(FILE *f, const qp_modules_t *m, const flat_view_t *v)
         uint32_t k = pr->by_insns[i];
         const qp_inputs_t *in = &m->mods[k];
         const qp_report_t *r = in->rep;
+        uint64_t insns = qp_report_insns(r);
         nmeasured += r->nprocs;
         fprintf(f, "%8.2f %20" PRIu64 " %8" PRIu64 " %10" PRIu32 " %13" PRIu32 "  %-*s  %s\n",
-                pr->total_insns ? 100.0 * (double)r->total_insns / (double)pr->total_insns : 0,
-                r->total_insns, in->prof->hdr.runs, r->nprocs, r->nunmeasured, v->width,
+                pr->total_insns ? 100.0 * (double)insns / (double)pr->total_insns : 0,
+                insns, in->prof->hdr.runs, r->nprocs, r->nunmeasured, v->width,
                 m->labels[k], in->exe);
     }
-    fprintf(f, "total: %" PRIu64 " instructions executed in %" PRIu32 " measured procedures "
-               "of %" PRIu32 " modules; %" PRIu32 " procedures not measured\n",
-            pr->total_insns, nmeasured, m->nmods, pr->nunmeasured);
+    fprintf(f, "total: %" PRIu64 " instructions executed in %" PRIu32
+               " measured procedures", pr->total_insns, nmeasured);
+    if (pr->nplt > 0)
+        fprintf(f, " and %" PRIu32 " PLT stub%s", pr->nplt, pr->nplt == 1 ? "" : "s");
+    fprintf(f, " of %" PRIu32 " modules; %" PRIu32 " procedures not measured\n", m->nmods,
+            pr->nunmeasured);
     fprintf(f, "not in the total: code outside these %" PRIu32 " modules (the dynamic "
-               "loader, the vDSO, libraries not rewritten), their PLT stubs, and the "
-               "procedures they did not measure\n\n",
+               "loader, the vDSO, libraries not rewritten), the procedures they did not "
+               "measure, and what those ran in the modules' PLT stubs\n\n",
             m->nmods);
 }
 
@@ -528,7 +578,7 @@ print_csv(FILE *f, const flat_view_t *v)
     for (uint32_t i = 0, mod; i < v->nrows; i++) {
         const qp_proc_result_t *res = view_row(v, i, &mod);
         if ((v->labels != NULL && (print_csv_field(f, v->labels[mod]) < 0 || fputc(',', f) < 0))
-            || print_csv_field(f, qp_proc_name(&v->mods[mod], res->proc)) < 0)
+            || print_csv_field(f, qp_row_name(&v->mods[mod], res)) < 0)
             break;
         char mbuf[8];
         markers(res, mbuf);

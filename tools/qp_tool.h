@@ -28,6 +28,7 @@ typedef struct qp_inputs {
     double min_pct;               /* --min: rows of at least this % of the instructions */
     char **names;                 /* per procedure: the name to print (demangled unless
                                    * --mangled), NULL entries: the stored name */
+    char **plt_names;             /* per PLT stub of rep (rep->plt), likewise, or NULL */
 } qp_inputs_t;
 
 /* Several modules of a process: a program and the libraries it loaded, each with its
@@ -91,6 +92,9 @@ uint32_t qp_find_in_module(const qp_inputs_t *in, const char *func);
 
 /* The name of procedure PROC as printed. */
 const char *qp_proc_name(const qp_inputs_t *in, uint32_t proc);
+
+/* The name of a row of the flat profile as printed: a procedure's, or a PLT stub's. */
+const char *qp_row_name(const qp_inputs_t *in, const qp_proc_result_t *res);
 
 /* "calls" or "?" when unknown, into BUF (at least 24 bytes). */
 const char *qp_fmt_count(char *buf, uint64_t v, int known);

@@ -1,0 +1,369 @@
+/* Copyright 2026 the qpt authors
+ * SPDX-License-Identifier: MIT */
+
+/*
+ * PLT stubs counted from their callers (qp_report_count_plt, qp_report.h): which call
+ * targets are PLT stubs, how many calls each got from measured code and how many
+ * instructions one call runs in it, whether the module binds its symbols lazily, and
+ * the flat-profile order of procedures and stubs together.
+ */
+#include "config.h"
+
+#include <elf.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "arch/arch.h"
+#include "report/qp_report.h"
+
+/* The longest run of instructions looked at for a stub's first jump. */
+#define PLT_MAX_INSNS 8
+
+/* Bytes of a made-up name, "sub_" and 16 hex digits. */
+#define PLT_NAME_LEN 24
+
+static uint64_t
+sat_add(uint64_t a, uint64_t b)
+{
+    uint64_t t;
+    return __builtin_add_overflow(a, b, &t) ? UINT64_MAX : t;
+}
+
+static int
+cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Is X in the sorted V[0..N)? */
+static int
+has_u64(const uint64_t *v, size_t n, uint64_t x)
+{
+    return n > 0 && bsearch(&x, v, n, sizeof(*v), cmp_u64) != NULL;
+}
+
+/*
+ * Is the code at ADDR a PLT stub? As cfg/ classes procedures (cfg_discover.c): in a
+ * section whose name starts with ".plt" (.plt, .plt.sec, .plt.got), or named by a
+ * synthetic foo@plt symbol (the linker's .iplt of a static program).
+ */
+static int
+is_plt(const cfg_image_t *img, uint64_t addr)
+{
+    const cfg_section_t *s = cfg_image_section_at(img, addr);
+    if (s == NULL || !(s->flags & CFG_SEC_CODE))
+        return 0;
+    if (strncmp(s->name, ".plt", 4) == 0)
+        return 1;
+    const cfg_symbol_t *sym = cfg_image_symbol_at(img, addr);
+    return sym != NULL && sym->addr == addr && sym->src == CFG_SYMSRC_PLT;
+}
+
+/* Is call site C a direct call or tail call whose count is the callee's? */
+static int
+is_direct(const qp_desc_call_t *c)
+{
+    return (c->kind == QP_CALL_DIRECT || c->kind == QP_CALL_TAIL) && c->target != 0;
+}
+
+/*
+ * The instructions a call runs in the stub at ENTRY once its symbol is bound: those
+ * from its entry to and including its first jump (1 for `jmp *GOT(%rip)`, 2 for
+ * `endbr64; bnd jmp *GOT(%rip)`), or 0 when they do not decode as such. *SLOT gets the
+ * GOT slot an indirect jump reads (rip-relative), else 0.
+ */
+static uint32_t
+insns_per_call(const cfg_image_t *img, uint64_t entry, uint64_t *slot)
+{
+    *slot = 0;
+    uint64_t at = entry;
+    for (uint32_t n = 1; n <= PLT_MAX_INSNS; n++) {
+        size_t avail;
+        const uint8_t *p = cfg_image_ptr(img, at, &avail);
+        arch_insn_t in;
+        if (p == NULL || arch_decode(p, avail, at, &in) != 0)
+            return 0;
+        switch (in.kind) {
+        case ARCH_KIND_JMP_IND:
+            if ((in.flags & ARCH_F_RIPREL) && (in.flags & ARCH_F_MEM_IND))
+                *slot = in.target;
+            return n;
+        case ARCH_KIND_JMP: return n;
+        case ARCH_KIND_SEQ:
+        case ARCH_KIND_ENDBR:
+        case ARCH_KIND_NOP: at += in.len; break;
+        default: return 0; /* a call, return or branch: not a stub's shape */
+        }
+    }
+    return 0;
+}
+
+/*
+ * Does IMG bind its symbols lazily: has it a dynamic section without DT_BIND_NOW,
+ * DF_BIND_NOW (DT_FLAGS) or DF_1_NOW (DT_FLAGS_1)? A file without one (static) binds
+ * nothing lazily.
+ * TODO(#13): cfg_bfd.c reads DT_FLAGS_1 already; the image could say this itself.
+ */
+static int
+binds_lazily(const cfg_image_t *img)
+{
+    for (size_t i = 0; i < img->nsections; i++) {
+        const cfg_section_t *s = &img->sections[i];
+        if (strcmp(s->name, ".dynamic") != 0 || s->bytes == NULL)
+            continue;
+        for (uint64_t off = 0; off + sizeof(Elf64_Dyn) <= s->size;
+             off += sizeof(Elf64_Dyn)) {
+            Elf64_Dyn dyn;
+            memcpy(&dyn, s->bytes + off, sizeof(dyn));
+            if (dyn.d_tag == DT_NULL)
+                break;
+            if (dyn.d_tag == DT_BIND_NOW
+                || (dyn.d_tag == DT_FLAGS && (dyn.d_un.d_val & DF_BIND_NOW))
+                || (dyn.d_tag == DT_FLAGS_1 && (dyn.d_un.d_val & DF_1_NOW)))
+                return 0;
+        }
+        return 1;
+    }
+    return 0;
+}
+
+/* The dynamic relocation of IMG at WHERE, or NULL. */
+static const cfg_reloc_t *
+reloc_at(const cfg_image_t *img, uint64_t where)
+{
+    size_t lo = 0, hi = img->nrelocs;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (img->relocs[mid].where < where)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < img->nrelocs && img->relocs[lo].where == where ? &img->relocs[lo] : NULL;
+}
+
+static int
+cmp_stub(const void *a, const void *b)
+{
+    const qp_proc_result_t *x = a, *y = b;
+    return x->entry < y->entry ? -1 : x->entry > y->entry;
+}
+
+const qp_proc_result_t *
+qp_report_plt_at(const qp_report_t *r, uint64_t target)
+{
+    if (r == NULL || r->nplt == 0)
+        return NULL;
+    qp_proc_result_t key = { .entry = target };
+    return bsearch(&key, r->plt, r->nplt, sizeof(key), cmp_stub);
+}
+
+/* The flat-profile order of report.c (instructions, calls, name, procedure), stubs
+ * after procedures of the same name, by entry. */
+static int
+cmp_rows(const void *a, const void *b, void *arg)
+{
+    const qp_report_t *r = arg;
+    const qp_proc_result_t *x = *(const qp_proc_result_t *const *)a;
+    const qp_proc_result_t *y = *(const qp_proc_result_t *const *)b;
+    if (x->insns != y->insns)
+        return x->insns > y->insns ? -1 : 1;
+    if (x->calls != y->calls)
+        return x->calls > y->calls ? -1 : 1;
+    int c = strcmp(qp_report_name(r, x), qp_report_name(r, y));
+    if (c != 0)
+        return c;
+    if (x->proc != y->proc)
+        return x->proc < y->proc ? -1 : 1;
+    return x->entry < y->entry ? -1 : x->entry > y->entry;
+}
+
+/*****************************************************************************
+ * Counting
+ */
+
+/* The stubs that the measured procedures of R call (R->plt, by entry, with their names),
+ * and per measured procedure (in R->procs order) whether it calls one. */
+static int
+find_stubs(qp_report_t *r, const cfg_image_t *img, uint8_t *calls_stub)
+{
+    const qp_desc_t *d = r->desc;
+    size_t n = 0, cap = 0;
+    uint64_t *entries = malloc((d->hdr.nprocs + 1) * sizeof(uint64_t));
+    if (entries == NULL)
+        return QP_ENOMEM;
+    for (uint32_t i = 0; i < d->hdr.nprocs; i++)
+        entries[i] = d->procs[i].entry;
+    qsort(entries, d->hdr.nprocs, sizeof(uint64_t), cmp_u64);
+    int rc = 0;
+    for (uint32_t k = 0; k < r->nprocs && rc == 0; k++) {
+        uint32_t proc = r->procs[k].proc;
+        const qp_desc_proc_t *p = &d->procs[proc];
+        for (uint32_t i = qp_desc_first_call(d, proc);
+             i < d->hdr.ncalls && d->calls[i].block - p->block < p->nblocks; i++) {
+            const qp_desc_call_t *c = &d->calls[i];
+            /* A stub the description lists is counted as what it is there. */
+            if (!is_direct(c) || has_u64(entries, d->hdr.nprocs, c->target)
+                || !is_plt(img, c->target))
+                continue;
+            calls_stub[k] = 1;
+            if (n == cap) {
+                size_t nc = cap ? 2 * cap : 64;
+                qp_proc_result_t *v = realloc(r->plt, nc * sizeof(*v));
+                if (v == NULL) {
+                    rc = QP_ENOMEM;
+                    break;
+                }
+                r->plt = v;
+                cap = nc;
+            }
+            r->plt[n++] = (qp_proc_result_t) {
+                .proc = QP_VIRT,
+                .entry = c->target,
+                .name = qp_desc_str(d, c->name),
+            };
+        }
+    }
+    free(entries);
+    if (rc < 0)
+        return rc;
+    /* One stub per entry, named by the first site that names it. */
+    if (n > 0)
+        qsort(r->plt, n, sizeof(*r->plt), cmp_stub);
+    size_t out = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (out > 0 && r->plt[out - 1].entry == r->plt[i].entry) {
+            if (r->plt[out - 1].name[0] == '\0')
+                r->plt[out - 1].name = r->plt[i].name;
+            continue;
+        }
+        r->plt[out++] = r->plt[i];
+    }
+    r->nplt = (uint32_t)out;
+    r->plt_names = calloc(out + 1, PLT_NAME_LEN);
+    if (r->plt_names == NULL)
+        return QP_ENOMEM;
+    for (size_t i = 0; i < out; i++)
+        if (r->plt[i].name[0] == '\0') {
+            char *nm = r->plt_names + i * PLT_NAME_LEN;
+            snprintf(nm, PLT_NAME_LEN, "sub_%" PRIx64, r->plt[i].entry);
+            r->plt[i].name = nm;
+        }
+    return 0;
+}
+
+/* Add the calls measured procedure RES made to the stubs. */
+static int
+add_calls(qp_report_t *r, const qp_proc_result_t *res)
+{
+    const qp_desc_t *d = r->desc;
+    const qp_desc_proc_t *p = &d->procs[res->proc];
+    qp_flow_t f;
+    QP_CHECK(qp_report_flow(r, res->proc, &f));
+    for (uint32_t i = qp_desc_first_call(d, res->proc);
+         i < d->hdr.ncalls && d->calls[i].block - p->block < p->nblocks; i++) {
+        const qp_desc_call_t *c = &d->calls[i];
+        qp_proc_result_t *s;
+        if (!is_direct(c)
+            || (s = (qp_proc_result_t *)qp_report_plt_at(r, c->target)) == NULL)
+            continue;
+        int tail = qp_call_is_tail(c);
+        uint32_t at = tail ? c->edge - p->edge : c->block - p->block;
+        uint8_t state = tail ? f.edge_state[at] : f.block_state[at];
+        uint64_t n = tail ? f.edge_count[at] : f.block_count[at];
+        s->calls = sat_add(s->calls, n);
+        if (state == QP_FLOW_UNKNOWN)
+            s->calls_known = 0;
+        if (s->calls == UINT64_MAX || (res->flags & QP_RES_SATURATED))
+            s->flags |= QP_RES_SATURATED;
+        if (res->flags
+            & (QP_RES_APPROX_EH | QP_RES_APPROX_JMP | QP_RES_APPROX_IND
+                | QP_RES_VIOLATION))
+            s->flags |= QP_RES_APPROX_CALLER;
+    }
+    qp_flow_free(&f);
+    return 0;
+}
+
+/* Each stub's instructions, from its calls and what one call runs. */
+static void
+finish_stubs(qp_report_t *r, const cfg_image_t *img)
+{
+    r->plt_lazy = (uint8_t)binds_lazily(img);
+    r->plt_insns = 0;
+    for (uint32_t i = 0; i < r->nplt; i++) {
+        qp_proc_result_t *s = &r->plt[i];
+        uint64_t slot;
+        s->per_call = insns_per_call(img, s->entry, &slot);
+        const cfg_reloc_t *rel = slot != 0 ? reloc_at(img, slot) : NULL;
+        if (r->plt_lazy && rel != NULL && rel->kind == CFG_RELOC_JUMP_SLOT)
+            s->flags |= QP_RES_APPROX_LAZY;
+        if (__builtin_mul_overflow(s->calls, (uint64_t)s->per_call, &s->insns)) {
+            s->insns = UINT64_MAX;
+            s->flags |= QP_RES_SATURATED;
+        }
+        s->insns_exact = (uint8_t)(s->calls_known && s->per_call > 0);
+        if (!s->insns_exact)
+            s->flags |= QP_RES_UNKNOWN;
+        r->plt_insns = sat_add(r->plt_insns, s->insns);
+    }
+}
+
+/* R->flat: the procedures and the stubs in flat-profile order. */
+static int
+order_rows(qp_report_t *r)
+{
+    size_t n = (size_t)r->nprocs + r->nplt;
+    r->flat = malloc((n + 1) * sizeof(*r->flat));
+    if (r->flat == NULL)
+        return QP_ENOMEM;
+    for (uint32_t k = 0; k < r->nprocs; k++)
+        r->flat[k] = &r->procs[k];
+    for (uint32_t k = 0; k < r->nplt; k++)
+        r->flat[r->nprocs + k] = &r->plt[k];
+    qsort_r(r->flat, n, sizeof(*r->flat), cmp_rows, r);
+    return 0;
+}
+
+/* Forget the stubs: R as qp_report_build left it. */
+static void
+drop_stubs(qp_report_t *r)
+{
+    free(r->plt);
+    free(r->flat);
+    free(r->plt_names);
+    r->plt = NULL;
+    r->flat = NULL;
+    r->plt_names = NULL;
+    r->nplt = 0;
+    r->plt_insns = 0;
+    r->plt_lazy = 0;
+}
+
+int
+qp_report_count_plt(qp_report_t *r, const cfg_image_t *img)
+{
+    if (r == NULL || r->desc == NULL || r->prof == NULL || img == NULL)
+        return QP_EINVAL;
+    drop_stubs(r);
+    uint8_t *calls_stub = calloc(r->nprocs + 1, 1);
+    int rc = calls_stub == NULL ? QP_ENOMEM : find_stubs(r, img, calls_stub);
+    for (uint32_t i = 0; rc == 0 && i < r->nplt; i++)
+        r->plt[i].calls_known = 1;
+    for (uint32_t k = 0; rc == 0 && k < r->nprocs; k++)
+        if (calls_stub[k])
+            rc = add_calls(r, &r->procs[k]);
+    if (rc == 0) {
+        finish_stubs(r, img);
+        for (uint32_t i = 0; i < r->nplt; i++)
+            r->plt[i].flags |= QP_RES_PLT;
+        rc = order_rows(r);
+    }
+    free(calls_stub);
+    if (rc < 0)
+        drop_stubs(r);
+    return rc;
+}
