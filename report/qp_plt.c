@@ -185,6 +185,24 @@ cmp_rows(const void *a, const void *b, void *arg)
  * Counting
  */
 
+/* The calls counter of the procedure not measured whose entry is TARGET, or NULL. */
+static uint64_t *
+unmeasured_at(const qp_report_t *r, uint64_t target)
+{
+    size_t lo = 0, hi = r->nunmeasured;
+    while (lo < hi) { /* unmeasured[] is by address */
+        size_t mid = lo + (hi - lo) / 2;
+        uint64_t e = r->desc->procs[r->unmeasured[mid]].entry;
+        if (e == target)
+            return r->unmeasured_calls != NULL ? &r->unmeasured_calls[mid] : NULL;
+        if (e < target)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return NULL;
+}
+
 /* The stubs that the measured procedures of R call (R->plt, by entry, with their names),
  * and per measured procedure (in R->procs order) whether it calls one. */
 static int
@@ -206,6 +224,8 @@ find_stubs(qp_report_t *r, const cfg_image_t *img, uint8_t *calls_stub)
              i < d->hdr.ncalls && d->calls[i].block - p->block < p->nblocks; i++) {
             const qp_desc_call_t *c = &d->calls[i];
             /* A stub the description lists is counted as what it is there. */
+            if (is_direct(c) && unmeasured_at(r, c->target) != NULL)
+                calls_stub[k] = 1; /* calls a procedure not measured: counted too */
             if (!is_direct(c) || has_u64(entries, d->hdr.nprocs, c->target)
                 || !is_plt(img, c->target))
                 continue;
@@ -255,7 +275,8 @@ find_stubs(qp_report_t *r, const cfg_image_t *img, uint8_t *calls_stub)
     return 0;
 }
 
-/* Add the calls measured procedure RES made to the stubs. */
+/* Add the calls measured procedure RES made to the stubs, and to procedures not
+ * measured. */
 static int
 add_calls(qp_report_t *r, const qp_proc_result_t *res)
 {
@@ -267,11 +288,16 @@ add_calls(qp_report_t *r, const qp_proc_result_t *res)
          i < d->hdr.ncalls && d->calls[i].block - p->block < p->nblocks; i++) {
         const qp_desc_call_t *c = &d->calls[i];
         qp_proc_result_t *s;
+        uint64_t *um = is_direct(c) ? unmeasured_at(r, c->target) : NULL;
+        int tail = qp_call_is_tail(c);
+        uint32_t at = tail ? c->edge - p->edge : c->block - p->block;
+        if (um != NULL) {
+            *um = sat_add(*um, tail ? f.edge_count[at] : f.block_count[at]);
+            r->calls_unmeasured = sat_add(r->calls_unmeasured, tail ? f.edge_count[at] : f.block_count[at]);
+        }
         if (!is_direct(c)
             || (s = (qp_proc_result_t *)qp_report_plt_at(r, c->target)) == NULL)
             continue;
-        int tail = qp_call_is_tail(c);
-        uint32_t at = tail ? c->edge - p->edge : c->block - p->block;
         uint8_t state = tail ? f.edge_state[at] : f.block_state[at];
         uint64_t n = tail ? f.edge_count[at] : f.block_count[at];
         s->calls = sat_add(s->calls, n);
@@ -349,7 +375,14 @@ qp_report_count_plt(qp_report_t *r, const cfg_image_t *img)
     if (r == NULL || r->desc == NULL || r->prof == NULL || img == NULL)
         return QP_EINVAL;
     drop_stubs(r);
+    free(r->unmeasured_calls);
+    r->unmeasured_calls = calloc(r->nunmeasured + 1, sizeof(uint64_t));
+    r->calls_unmeasured = 0;
     uint8_t *calls_stub = calloc(r->nprocs + 1, 1);
+    if (r->unmeasured_calls == NULL) {
+        free(calls_stub);
+        return QP_ENOMEM;
+    }
     int rc = calls_stub == NULL ? QP_ENOMEM : find_stubs(r, img, calls_stub);
     for (uint32_t i = 0; rc == 0 && i < r->nplt; i++)
         r->plt[i].calls_known = 1;

@@ -20,6 +20,7 @@ qp_report_free(qp_report_t *r)
     free(r->abandoned);
     free(r->procs);
     free(r->unmeasured);
+    free(r->unmeasured_calls);
     free(r->plt);
     free(r->flat);
     free(r->plt_names);

@@ -85,6 +85,10 @@ typedef struct qp_report {
     uint32_t nprocs;          /* how many */
     uint32_t *unmeasured;     /* indices of procedures not measured, by address */
     uint32_t nunmeasured;     /* how many */
+    uint64_t *unmeasured_calls; /* per unmeasured[]: the calls and tail calls measured code
+                               * made to it (qp_report_count_plt; NULL before) */
+    uint64_t calls_unmeasured; /* their sum (saturated): how often the run went into code
+                               * not measured from code that is */
     uint64_t total_insns;     /* sum of procs[].insns (saturated) */
     uint32_t nviolating;      /* procedures with QP_RES_VIOLATION */
     uint32_t napprox;         /* procedures with QP_RES_APPROX_* */

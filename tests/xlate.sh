@@ -7,7 +7,8 @@
 # rewrite says it translated jumps; the output is the original's; tail calls through
 # pointers count exactly (the translated jump lands on the callee's new entry); a jump into
 # the middle of another procedure runs the original code there, and the procedure that
-# made it is marked approximate (~), while the others stay exact.
+# made it is marked approximate (~), while the others stay exact; calls into a procedure
+# left in place (QPT_LEAVE) are counted in the report's summary.
 # Exit status: 0 pass, 1 fail, 77 skip, 99 hard error.
 set -u
 . "${top_srcdir:-.}/tests/lib.sh"
@@ -52,5 +53,12 @@ for v in "gcc -O2 -fPIE -pie" "gcc -O2 -fno-pie -no-pie" "clang -O2 -fPIE -pie";
     row "$v" "$exe.csv" sub 333 ""
     row "$v" "$exe.csv" twoentry 104 ""
     row "$v" "$exe.csv" jumper 107 "~"
+    # A procedure left in place: the report says how often measured code went into it.
+    if [ "$tag" = gccO2fPIEpie ]; then
+        QPT_LEAVE=apply "$QPT_REWRITE" "$exe" -o "$exe.left" >/dev/null 2>&1 && "$exe.left" >/dev/null
+        "$QP" report "$exe.left.qp" 2>&1 | grep -q "1 procedures not measured, called 1000 times from measured code" &&
+            ok "$v: calls into a procedure left in place counted (1000)" ||
+            bad "$v: $("$QP" report "$exe.left.qp" 2>&1 | sed -n 3p)"
+    fi
 done
 [ "$fails" -eq 0 ]

@@ -152,7 +152,11 @@ print_header(FILE *f, const qp_inputs_t *in)
                " measured procedures", qp_report_insns(r), r->nprocs);
     if (r->nplt > 0)
         fprintf(f, " and %" PRIu32 " PLT stub%s", r->nplt, r->nplt == 1 ? "" : "s");
-    fprintf(f, "; %" PRIu32 " procedures not measured\n\n", r->nunmeasured);
+    fprintf(f, "; %" PRIu32 " procedures not measured", r->nunmeasured);
+    if (r->calls_unmeasured > 0)
+        fprintf(f, ", called %" PRIu64 " times from measured code (what they ran is not in "
+                   "the total)", r->calls_unmeasured);
+    fprintf(f, "\n\n");
 }
 
 /*
@@ -410,8 +414,12 @@ print_unmeasured(FILE *f, const flat_view_t *v)
         for (uint32_t i = 0; i < r->nunmeasured; i++) {
             const qp_desc_proc_t *p = &in->desc->procs[r->unmeasured[i]];
             const char *why = qp_desc_str(in->desc, p->reason);
-            fprintf(f, "  %s at 0x%" PRIx64 ": %s\n", qp_proc_name(in, r->unmeasured[i]),
+            fprintf(f, "  %s at 0x%" PRIx64 ": %s", qp_proc_name(in, r->unmeasured[i]),
                     p->entry, why[0] ? why : "no reason given");
+            if (r->unmeasured_calls != NULL && r->unmeasured_calls[i] > 0)
+                fprintf(f, " (called %" PRIu64 " times from measured code)",
+                        r->unmeasured_calls[i]);
+            fprintf(f, "\n");
         }
     }
 }
@@ -528,8 +536,14 @@ print_module_table(FILE *f, const qp_modules_t *m, const flat_view_t *v)
                " measured procedures", pr->total_insns, nmeasured);
     if (pr->nplt > 0)
         fprintf(f, " and %" PRIu32 " PLT stub%s", pr->nplt, pr->nplt == 1 ? "" : "s");
-    fprintf(f, " of %" PRIu32 " modules; %" PRIu32 " procedures not measured\n", m->nmods,
+    uint64_t ucalls = 0;
+    for (uint32_t k = 0; k < m->nmods; k++)
+        ucalls += m->mods[k].rep->calls_unmeasured;
+    fprintf(f, " of %" PRIu32 " modules; %" PRIu32 " procedures not measured", m->nmods,
             pr->nunmeasured);
+    if (ucalls > 0)
+        fprintf(f, ", called %" PRIu64 " times from measured code", ucalls);
+    fprintf(f, "\n");
     fprintf(f, "not in the total: code outside these %" PRIu32 " modules (the dynamic "
                "loader, the vDSO, libraries not rewritten), the procedures they did not "
                "measure, and what those ran in the modules' PLT stubs\n\n",
