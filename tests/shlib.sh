@@ -19,7 +19,8 @@
 #     that program: identical outputs, and counts in each library's profile (exact where
 #     the truth is known: 286 exceptions allocated and deleted);
 #   - --with-libs: the program and every library it loads rewritten into one folder
-#     (the test program, sqlite3, jq, the C++ program): identical outputs, the libraries
+#     (the test program, sqlite3, jq, lua5.4, python3.11, the C++ program): identical
+#     outputs, the libraries
 #     loaded from the folder (even with LD_LIBRARY_PATH naming the originals, for a
 #     program without DT_RUNPATH), every
 #     module's profile, a folder with other files refused unless --force.
@@ -246,6 +247,20 @@ qp_have sqlite3 && whole sqlite3 /usr/bin/sqlite3 :memory: "$sql"
 printf '{"a":[1,2,3],"b":{"c":"x"}}\n' >"$dir/in.json"
 qp_have jq && real jq libjq.so.1 jq_next + jq -c '.a|map(.*2), (.b|keys)' "$dir/in.json"
 qp_have jq && whole jq /usr/bin/jq -c '.a|map(.*2), (.b|keys)' "$dir/in.json"
+# Interpreters with every library rewritten, libc included.
+cat >"$dir/w.lua" <<'LUA'
+local t = {}
+for i = 1, 20000 do t[i] = string.format("%05d", (i * 7919) % 20011) end
+table.sort(t)
+local s = 0
+for i = 1, #t, 97 do s = s + tonumber(t[i]) end
+print(#t, t[1], t[#t], s, string.rep("ab", 3):upper())
+LUA
+qp_have lua5.4 && whole lua5.4 /usr/bin/lua5.4 "$dir/w.lua"
+qp_have python3.11 && whole python3.11 /usr/bin/python3.11 -c 'import json, re, collections
+d = [{"k": i, "v": str(i) * 3} for i in range(3000)]
+s = json.dumps(d)
+print(len(s), len(re.findall(r"\d+", s)), collections.Counter(len(x["v"]) for x in json.loads(s)).most_common(2))'
 if qp_have g++ && g++ -O2 -o "$dir/ex" "$src/ex.cc"; then
     # 286 exceptions: each allocated and deleted once.
     real "C++ exceptions" libstdc++.so.6 __cxa_allocate_exception 286 "$dir/ex"
