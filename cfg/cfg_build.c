@@ -195,10 +195,33 @@ push_work(trav_t *t, uint64_t addr)
     return CFG_VEC_PUSH(t->b->work, addr);
 }
 
-/* Branch to TARGET: inside, a new leader; outside, a possible new procedure. */
-static int
-branch_to(trav_t *t, uint64_t target)
+/*
+ * glibc skips the lock prefix when single-threaded: `je 1f; lock; 1: op`. A branch (whose
+ * next instruction is at NEXT) to TARGET just after the lock prefix byte at NEXT is taken
+ * as a branch to the locked instruction:
+ * the same operation, atomic on that path too (the rewriter makes the jump go there),
+ * so the instruction is one instruction of one block however it is reached. Else TARGET.
+ */
+static uint64_t
+lock_skip_target(cfg_builder_t *b, uint64_t next, uint64_t target)
 {
+    const uint8_t *p = cfg_image_ptr(b->img, target - 1, NULL);
+    arch_insn_t locked, bare;
+    if (target != next + 1 || p == NULL || *p != 0xf0 || decode_at(b, target - 1, target + 15, &locked) < 0
+        || !(locked.flags & ARCH_F_LOCK) || locked.kind != ARCH_KIND_SEQ
+        || decode_at(b, target, target + 15, &bare) < 0
+        || bare.len + 1 != locked.len)
+        return target;
+    return target - 1;
+}
+
+/* Branch to TARGET (the branch's next instruction is at NEXT): inside, a new leader;
+ * outside, a possible new procedure. */
+static int
+branch_to(trav_t *t, uint64_t next, uint64_t target)
+{
+    if (slot(t->bp, target) >= 0)
+        target = lock_skip_target(t->b, next, target);
     if (slot(t->bp, target) >= 0)
         return push_work(t, target);
     if (!cfg_image_is_code(t->b->img, target))
@@ -274,11 +297,11 @@ trace_from(trav_t *t, uint64_t addr)
             QP_CHECK(note_external(t, in.target, CFG_SRC_ADDR));
         switch (in.kind) {
         case ARCH_KIND_JCC:
-            QP_CHECK(branch_to(t, in.target));
+            QP_CHECK(branch_to(t, next, in.target));
             QP_CHECK(push_work(t, next));
             return 0;
         case ARCH_KIND_JMP:
-            return branch_to(t, in.target);
+            return branch_to(t, next, in.target);
         case ARCH_KIND_CALL:
             if (in.target == next) /* call next; pop: reads the pc, not a call */
                 break;
@@ -718,6 +741,7 @@ edge_to_target(trav_t *t, uint32_t i, uint64_t target, uint8_t kind)
 {
     cfg_bproc_t *bp = t->bp;
     if (slot(bp, target) >= 0) {
+        target = lock_skip_target(t->b, bp->blocks.v[i].end, target);
         uint32_t to = local_block_at(bp, target);
         if (to != CFG_NONE && bp->blocks.v[to].start == target)
             return add_edge(bp, i, to, 0, kind);

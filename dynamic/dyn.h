@@ -190,6 +190,67 @@ dyn_proc_exe_path(const dyn_proc_t *p, char *buf, size_t cap);
 int
 dyn_proc_run_to_entry(dyn_proc_t *p);
 
+/*
+ * Follow the stopped process P from now on: its threads stay seized while it runs
+ * (dyn_proc_resume lets them go on instead of detaching), new threads are seized as
+ * they start, and forks, execs and the breakpoint of dyn_proc_set_break are reported
+ * by dyn_proc_poll. dyn_proc_unfollow (or dyn_proc_destroy) ends it. Should dyn die
+ * meanwhile, the threads go on (a breakpoint stays in until `dyn clean`).
+ */
+int
+dyn_proc_follow(dyn_proc_t *p);
+
+/*
+ * A breakpoint (int3) at ADDR of the stopped, followed process P, where a routine that
+ * only returns must be (`ret`, or `endbr64; ret`: QP_EUNSUPP otherwise): the dynamic
+ * linker's r_brk (dyn_proc_r_debug). A thread that hits it is reported by dyn_proc_poll,
+ * and let go by dyn_proc_resume, which does the return for it. One at a time.
+ */
+int
+dyn_proc_set_break(dyn_proc_t *p, uint64_t addr);
+
+/* Stop following the stopped process P: the breakpoint out, threads on it put back
+ * before it; dyn_proc_resume then detaches as usual. 0 when P was not followed. */
+int
+dyn_proc_unfollow(dyn_proc_t *p);
+
+/* What dyn_proc_poll saw. */
+enum {
+    DYN_EV_NONE = 0,  /* nothing: the process runs (or ended: dyn_proc_ended) */
+    DYN_EV_BREAK = 1, /* a thread is on the breakpoint: P is stopped; dyn_proc_resume */
+    DYN_EV_FORK = 2,  /* a child was forked (not a thread, nor vfork): CHILD holds it
+                       * stopped, with the parent's code (the breakpoint taken out);
+                       * dyn_proc_destroy lets it go. The parent runs. */
+    DYN_EV_EXEC = 3,  /* the process ran execve: P is stopped (one thread) in the new
+                       * image; the old code, sessions' memory included, is gone */
+};
+typedef struct dyn_event {
+    int kind;          /* DYN_EV_* */
+    dyn_proc_t *child; /* DYN_EV_FORK */
+} dyn_event_t;
+
+/*
+ * Handle what the threads of the running, followed process P did since the last call,
+ * without blocking: signals are passed on, new threads seized, ended ones reaped. The
+ * first event that needs the caller goes into *EV (DYN_EV_NONE: none). QP_EINVAL when
+ * P is stopped or not followed.
+ */
+int
+dyn_proc_poll(dyn_proc_t *p, dyn_event_t *ev /*OUT*/);
+
+/*
+ * The dynamic linker's debugger interface of P (struct r_debug, <link.h>): its address
+ * from the DT_DEBUG entry of the executable's dynamic section in memory, and its r_brk
+ * (the routine called after each change of the link map). QP_ENOTFOUND when there is
+ * none (a static executable, or the loader has not run yet), QP_EIO.
+ */
+int
+dyn_proc_r_debug(dyn_proc_t *p, uint64_t *rdebug /*OUT*/, uint64_t *brk /*OUT*/);
+
+/* r_state of the r_debug at RDEBUG: 0 RT_CONSISTENT, 1 RT_ADD, 2 RT_DELETE; < 0. */
+int
+dyn_proc_r_state(dyn_proc_t *p, uint64_t rdebug);
+
 /*****************************************************************************
  * The files mapped in a process: executable and shared libraries (dyn_module.c)
  */
@@ -416,6 +477,25 @@ dyn_session_shared(const dyn_session_t *s);
 int
 dyn_session_remove(dyn_session_t *s, int *leaked /*OUT*/);
 
+/*
+ * Drop S without touching the code it patched, which is gone: GONE_ALL (after an exec)
+ * when the whole address space is, and nothing of the process is touched; else (the
+ * module was unmapped: dlclose) the trampoline and counter memory is unmapped from the
+ * stopped process unless a thread's pc is in it. The counts are those of the last
+ * moment (exact with shared counters: read at the drop otherwise) and stay readable
+ * with dyn_session_sample.
+ */
+int
+dyn_session_drop(dyn_session_t *s, int gone_all);
+
+/*
+ * Put the original bytes back at every point of S in CHILD, a stopped copy of S's
+ * process (a fork): it then runs its own code, unmeasured. The trampoline and counter
+ * memory stays mapped there, unused.
+ */
+int
+dyn_session_unpatch_copy(const dyn_session_t *s, dyn_proc_t *child);
+
 /* Procedures refused so far: their number, and name and reason of refusal I. */
 size_t
 dyn_session_nrefused(const dyn_session_t *s);
@@ -464,6 +544,7 @@ typedef struct dyn_clean_report {
     unsigned unmapped; /* mappings unmapped (trampolines and counters) */
     unsigned kept;     /* trampoline memories left mapped (see dyn_clean) */
     unsigned busy;     /* trampoline memories of a dyn still running: left alone */
+    unsigned breaks;   /* breakpoints on the loader's r_brk put back */
 } dyn_clean_report_t;
 
 /*

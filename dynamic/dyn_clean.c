@@ -203,6 +203,35 @@ restore_jumps(dyn_proc_t *p, const cfg_image_t *img, uint64_t bias, const region
 }
 
 /*
+ * A line of /proc/PID/maps (LINE, its newline dropped here) that maps a file: its range,
+ * device, inode and path into *M (the path points into LINE), the file offset into *OFF,
+ * *EXEC whether it is executable. -1 for anything else (anonymous, special).
+ */
+static int
+maps_file_line(char *line, dyn_module_t *m, uint64_t *off, int *exec)
+{
+    unsigned long long lo, hi, o, ino;
+    unsigned maj, min;
+    char perms[8];
+    int name = 0;
+    line[strcspn(line, "\n")] = '\0';
+    if (sscanf(line, "%llx-%llx %7s %llx %x:%x %llu %n", &lo, &hi, perms, &o, &maj, &min,
+            &ino, &name)
+            < 7
+        || ino == 0 || name == 0 || line[name] != '/')
+        return -1;
+    memset(m, 0, sizeof(*m));
+    m->path = line + name;
+    m->dev = (uint64_t)maj << 32 | min;
+    m->ino = ino;
+    m->one[0] = lo;
+    m->one[1] = hi;
+    *off = o;
+    *exec = perms[2] == 'x';
+    return 0;
+}
+
+/*
  * Every jump into a region in the code of the shared libraries: each executable mapping
  * of a file other than the executable is compared with the file's bytes at its offset
  * (read through dyn_module_path: the very file mapped). *UNSURE is set when a library's
@@ -228,27 +257,16 @@ restore_lib_jumps(dyn_proc_t *p, const regions_t *r, unsigned *jumps, int *unsur
         return mem == NULL || file == NULL ? QP_ENOMEM : 0;
     }
     while (rc == 0 && fgets(line, sizeof(line), f) != NULL) {
-        unsigned long long lo, hi, off, ino;
-        unsigned maj, min;
-        char perms[8], fpath[4200];
+        char fpath[4200];
         const char *why;
-        int name = 0, fd;
+        int fd, x;
+        uint64_t off;
         dyn_module_t m;
-        line[strcspn(line, "\n")] = '\0';
-        if (sscanf(line, "%llx-%llx %7s %llx %x:%x %llu %n", &lo, &hi, perms, &off, &maj,
-                &min, &ino, &name)
-                < 7
-            || perms[2] != 'x' || ino == 0 || name == 0 || line[name] != '/')
+        if (maps_file_line(line, &m, &off, &x) < 0 || !x)
             continue;
-        if (have_exe && ino == est.st_ino && maj == major(est.st_dev)
-            && min == minor(est.st_dev))
+        if (have_exe && m.ino == est.st_ino && m.dev == ((uint64_t)major(est.st_dev) << 32 | minor(est.st_dev)))
             continue; /* the executable: restore_jumps did it from its image */
-        memset(&m, 0, sizeof(m));
-        m.path = line + name;
-        m.dev = (uint64_t)maj << 32 | min;
-        m.ino = ino;
-        m.one[0] = lo;
-        m.one[1] = hi;
+        uint64_t lo = m.one[0], hi = m.one[1];
         if (dyn_module_path(dyn_proc_pid(p), &m, fpath, sizeof(fpath), &why) < 0
             || (fd = open(fpath, O_RDONLY | O_CLOEXEC)) < 0) {
             *unsure = 1;
@@ -322,6 +340,44 @@ free_region(dyn_proc_t *p, const region_t *g, const uint64_t *w, size_t n, int u
         out->unmapped++;
 }
 
+/*
+ * The int3 a following dyn (libraries loaded later) put on the loader's r_brk, put back
+ * to the file's byte (read through dyn_module_path: the very file mapped). *N counts it.
+ */
+static void
+restore_break(dyn_proc_t *p, unsigned *n)
+{
+    char path[64], line[4096 + 128], fpath[4200];
+    uint64_t rd, brk;
+    uint8_t mem, file;
+    FILE *f;
+
+    if (dyn_proc_r_debug(p, &rd, &brk) < 0 || dyn_proc_read(p, brk, &mem, 1) < 0
+        || mem != 0xcc)
+        return;
+    snprintf(path, sizeof(path), "/proc/%d/maps", dyn_proc_pid(p));
+    if ((f = fopen(path, "r")) == NULL)
+        return;
+    while (fgets(line, sizeof(line), f) != NULL) {
+        const char *why;
+        int fd, x;
+        uint64_t off;
+        dyn_module_t m;
+        if (maps_file_line(line, &m, &off, &x) < 0 || brk < m.one[0] || brk >= m.one[1])
+            continue;
+        uint64_t lo = m.one[0];
+        if (dyn_module_path(dyn_proc_pid(p), &m, fpath, sizeof(fpath), &why) == 0
+            && (fd = open(fpath, O_RDONLY | O_CLOEXEC)) >= 0) {
+            if (pread(fd, &file, 1, (off_t)(off + (brk - lo))) == 1 && file != 0xcc
+                && dyn_proc_write(p, brk, &file, 1) == 0)
+                (*n)++;
+            close(fd);
+        }
+        break;
+    }
+    fclose(f);
+}
+
 int
 dyn_clean(
     dyn_proc_t *p, const cfg_image_t *img, uint64_t bias, dyn_clean_report_t *out /*OUT*/)
@@ -334,6 +390,7 @@ dyn_clean(
     if (p == NULL || img == NULL || out == NULL || !dyn_proc_is_stopped(p))
         return QP_EINVAL;
     memset(out, 0, sizeof(*out));
+    restore_break(p, &out->breaks);
     if ((rc = find_regions(p, &r, &out->busy)) < 0 || r.n == 0)
         goto out;
     out->regions = (unsigned)r.n;

@@ -9,12 +9,15 @@
  */
 #include "config.h"
 
+#include <elf.h>
+#include <fcntl.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
+#include <unistd.h>
 
 #include "dynamic/dyn.h"
 
@@ -192,4 +195,76 @@ dyn_module_bias(const dyn_module_t *m, const cfg_image_t *img, uint64_t *bias /*
         return QP_EFORMAT;
     *bias = m->base - (low & ~(uint64_t)(PAGE - 1));
     return 0;
+}
+
+/*****************************************************************************
+ * The dynamic linker's debugger interface (struct r_debug)
+ */
+
+/* Offsets in struct r_debug (x86-64): r_version, r_map, r_brk, r_state, r_ldbase. */
+#define R_BRK 16
+#define R_STATE 24
+
+int
+dyn_proc_r_debug(dyn_proc_t *p, uint64_t *rdebug /*OUT*/, uint64_t *brk /*OUT*/)
+{
+    char path[64];
+    uint64_t av[2], phdr = 0, phnum = 0, bias = 0, dyn = 0, dynsz = 0, r = 0;
+    Elf64_Phdr ph[64];
+    int fd, have_phdr = 0;
+
+    if (p == NULL || rdebug == NULL || brk == NULL)
+        return QP_EINVAL;
+    snprintf(path, sizeof(path), "/proc/%d/auxv", dyn_proc_pid(p));
+    if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+        return QP_EIO;
+    while (read(fd, av, sizeof(av)) == (ssize_t)sizeof(av) && av[0] != AT_NULL) {
+        if (av[0] == AT_PHDR)
+            phdr = av[1];
+        else if (av[0] == AT_PHNUM)
+            phnum = av[1];
+    }
+    close(fd);
+    if (phdr == 0 || phnum == 0 || phnum > 64)
+        return QP_ENOTFOUND;
+    QP_CHECK(dyn_proc_read(p, phdr, ph, phnum * sizeof(ph[0])));
+    for (size_t i = 0; i < phnum; i++)
+        if (ph[i].p_type == PT_PHDR) {
+            bias = phdr - ph[i].p_vaddr;
+            have_phdr = 1;
+        }
+    for (size_t i = 0; i < phnum; i++)
+        if (ph[i].p_type == PT_DYNAMIC) {
+            dyn = ph[i].p_vaddr + bias;
+            dynsz = ph[i].p_memsz;
+        }
+    if (!have_phdr || dyn == 0)
+        return QP_ENOTFOUND; /* static, or no way to place the dynamic section */
+    for (uint64_t off = 0; off + sizeof(Elf64_Dyn) <= dynsz && r == 0;
+         off += sizeof(Elf64_Dyn)) {
+        Elf64_Dyn d;
+        QP_CHECK(dyn_proc_read(p, dyn + off, &d, sizeof(d)));
+        if (d.d_tag == DT_NULL)
+            break;
+        if (d.d_tag == DT_DEBUG) {
+            if (d.d_un.d_ptr == 0)
+                return QP_ENOTFOUND; /* the loader has not run yet */
+            r = d.d_un.d_ptr;
+        }
+    }
+    if (r == 0)
+        return QP_ENOTFOUND;
+    QP_CHECK(dyn_proc_read(p, r + R_BRK, brk, sizeof(*brk)));
+    if (*brk == 0)
+        return QP_ENOTFOUND;
+    *rdebug = r;
+    return 0;
+}
+
+int
+dyn_proc_r_state(dyn_proc_t *p, uint64_t rdebug)
+{
+    int32_t st;
+    QP_CHECK(dyn_proc_read(p, rdebug + R_STATE, &st, sizeof(st)));
+    return st;
 }

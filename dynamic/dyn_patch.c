@@ -1552,6 +1552,63 @@ dyn_session_remove(dyn_session_t *s, int *leaked /*OUT*/)
     return rc;
 }
 
+int
+dyn_session_drop(dyn_session_t *s, int gone_all)
+{
+    dyn_thread_info_t *ti = NULL;
+    size_t nt = 0;
+    int keep = 0;
+
+    if (s == NULL || (!gone_all && !dyn_proc_is_stopped(s->p)))
+        return QP_EINVAL;
+    if (!s->installed || s->code == 0) {
+        s->installed = 0;
+        return 0;
+    }
+    dyn_session_sample(s, s->last); /* (shared: read here; else the counters in it) */
+    if (gone_all) {
+        s->installed = 0;
+        return 0;
+    }
+    /* The module is gone: nothing jumps here any more but a thread already inside. */
+    if (dyn_proc_threads(s->p, NULL, 0, &nt) == 0 && nt > 0
+        && (ti = calloc(nt, sizeof(*ti))) != NULL
+        && dyn_proc_threads(s->p, ti, nt, &nt) == 0) {
+        for (size_t i = 0; i < nt; i++)
+            keep |= ti[i].pc >= s->code && ti[i].pc < s->code + s->code_size;
+    } else {
+        keep = 1;
+    }
+    free(ti);
+    if (!keep) {
+        dyn_space_free(s->p, s->code, s->code_size);
+        dyn_space_free(s->p, s->ctr, s->ctr_size);
+    }
+    s->installed = 0;
+    return 0;
+}
+
+int
+dyn_session_unpatch_copy(const dyn_session_t *s, dyn_proc_t *child)
+{
+    int rc = 0;
+
+    if (s == NULL || child == NULL || !dyn_proc_is_stopped(child))
+        return QP_EINVAL;
+    if (!s->installed)
+        return 0;
+    for (size_t i = 0; i < s->npts; i++) {
+        const point_t *pt = &s->pts[i];
+        uint8_t mem[JMP_LEN];
+        if (dyn_proc_read(child, pt->entry, mem, JMP_LEN) == 0
+            && memcmp(mem, pt->patch, JMP_LEN) != 0)
+            continue;
+        if (dyn_proc_write(child, pt->entry, pt->orig, JMP_LEN) < 0 && rc == 0)
+            rc = QP_EIO;
+    }
+    return rc;
+}
+
 size_t
 dyn_session_nrefused(const dyn_session_t *s)
 {

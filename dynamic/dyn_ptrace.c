@@ -54,6 +54,8 @@ typedef struct dyn_thread {
     int pending_sig; /* its current stop is a signal-delivery stop of this signal */
     int gone;        /* exited while attached */
     int event;       /* the PTRACE_EVENT_* of its last stop, or 0 */
+    int at_brk;      /* following: stopped on the breakpoint (its int3 done) */
+    int group;       /* following: in a group stop (resumed with PTRACE_LISTEN) */
 } dyn_thread_t;
 
 struct dyn_proc {
@@ -67,7 +69,18 @@ struct dyn_proc {
     dyn_thread_t *th; /* the threads we are attached to */
     size_t nth;       /* their number */
     size_t cap;       /* allocated entries */
+    int follow;       /* dyn_proc_follow: threads stay seized while the process runs */
+    uint64_t brk;     /* ... the breakpoint (dyn_proc_set_break), 0: none */
+    uint8_t brk_orig; /* ... the byte it replaced */
+    int execed;       /* ... an exec was seen while stopping (for dyn_proc_poll) */
+    int forks[16];    /* ... forked children seen while stopping (for dyn_proc_poll) */
+    int nforks;
 };
+
+static void follow_seen(dyn_proc_t *p, size_t i, int st);
+static int follow_stop_all(dyn_proc_t *p);
+static int cont_all(dyn_proc_t *p);
+static int take_child(dyn_proc_t *p, int cpid, dyn_proc_t **out);
 
 /* Signals taken from a thread while dyn ran it, to queue again (requeue_held). */
 typedef struct held {
@@ -148,6 +161,8 @@ wait_stop(dyn_proc_t *p, dyn_thread_t *t)
         t->stopped = 1;
         t->event = st >> 16;
         t->pending_sig = t->event == 0 && WSTOPSIG(st) != SYSCALL_STOP ? WSTOPSIG(st) : 0;
+        if (p->follow)
+            follow_seen(p, (size_t)(t - p->th), st); /* (may move p->th) */
         return 0;
     }
 }
@@ -425,7 +440,7 @@ dyn_proc_stop(dyn_proc_t *p)
         errno = ESRCH;
         return QP_EIO;
     }
-    return stop_all(p);
+    return p->follow ? follow_stop_all(p) : stop_all(p);
 }
 
 int
@@ -433,6 +448,8 @@ dyn_proc_resume(dyn_proc_t *p)
 {
     if (p == NULL)
         return QP_EINVAL;
+    if (p->stopped && p->follow)
+        return cont_all(p);
     if (p->stopped)
         detach_all(p);
     return 0;
@@ -443,6 +460,11 @@ dyn_proc_destroy(dyn_proc_t *p)
 {
     if (p == NULL)
         return;
+    if (p->follow) { /* stop it to take the breakpoint out, then let it go */
+        if (!p->stopped && follow_stop_all(p) < 0)
+            p->stopped = 1; /* (gone: detach what is left) */
+        dyn_proc_unfollow(p);
+    }
     dyn_proc_resume(p);
     if (p->memfd >= 0)
         close(p->memfd);
@@ -484,6 +506,11 @@ dyn_proc_ended(dyn_proc_t *p, int *status /*OUT*/)
 
     if (p == NULL || status == NULL || p->stopped)
         return QP_EINVAL;
+    if (p->follow) { /* dyn_proc_poll reaps */
+        dyn_thread_t *lead = find_thread(p, p->pid);
+        *status = p->status;
+        return p->reaped || lead == NULL || lead->gone;
+    }
     if (p->child) {
         if (!p->reaped) {
             int st;
@@ -1374,5 +1401,358 @@ dyn_proc_children(int pid, int **out, size_t *n)
         return rc;
     }
     *out = v;
+    return 0;
+}
+
+/*****************************************************************************
+ * Following a running process (dyn_proc_follow): seized while it runs
+ *
+ * The second exception to "detached while it runs" (see the top): to see the dynamic
+ * linker load and unload libraries (an int3 on r_brk, the routine it calls after each
+ * change of the link map), forks and execs, the threads stay seized under PTRACE_CONT
+ * (never a single step) while the process runs, with PTRACE_O_TRACECLONE, _TRACEFORK and
+ * _TRACEEXEC. Signals are passed on at once, group stops kept (PTRACE_LISTEN). The
+ * breakpoint routine is a bare return (`ret`, or `endbr64; ret`, checked), so a thread
+ * that hit it is let go by doing that return for it. Should dyn die, the threads go on;
+ * the int3 stays until `dyn clean` (the next dlopen in between kills the process with
+ * SIGTRAP).
+ */
+
+#ifndef PTRACE_EVENT_CLONE
+#define PTRACE_EVENT_CLONE 3
+#endif
+#define FOLLOW_OPTS                                                                     \
+    (SEIZE_OPTS | PTRACE_O_TRACECLONE | PTRACE_O_TRACEFORK | PTRACE_O_TRACEEXEC)
+
+/* Is the stop ST of thread TID the int3 of P's breakpoint? */
+static int
+at_break(dyn_proc_t *p, int tid, int st)
+{
+    struct user_regs_struct regs;
+    return p->brk != 0 && (st >> 16) == 0 && WSTOPSIG(st) == SIGTRAP
+        && ptrace(PTRACE_GETREGS, tid, NULL, &regs) == 0 && regs.rip == p->brk + 1;
+}
+
+/* A new thread TID (its clone event was seen): seized, wait for its first stop. */
+static int
+new_thread(dyn_proc_t *p, int tid)
+{
+    int st;
+    dyn_thread_t *t;
+
+    if (find_thread(p, tid) != NULL)
+        return 0;
+    QP_CHECK(add_thread(p, tid));
+    t = &p->th[p->nth - 1];
+    for (;;) {
+        pid_t r = waitpid(tid, &st, __WALL);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0 || WIFEXITED(st) || WIFSIGNALED(st)) {
+            t->gone = 1;
+            return 0;
+        }
+        if (WIFSTOPPED(st))
+            break;
+    }
+    t->stopped = 1;
+    return 0;
+}
+
+/* Thread I stopped with ST (seen by wait_stop while stopping the process): note what
+ * it says (new thread, fork, exec, the breakpoint, a group stop). */
+static void
+follow_seen(dyn_proc_t *p, size_t i, int st)
+{
+    int ev = st >> 16, tid = p->th[i].tid;
+    unsigned long msg = 0;
+
+    if (ev == PTRACE_EVENT_CLONE || ev == PTRACE_EVENT_FORK) {
+        if (ptrace(PTRACE_GETEVENTMSG, tid, NULL, &msg) < 0 || msg == 0)
+            return;
+        if (ev == PTRACE_EVENT_CLONE)
+            new_thread(p, (int)msg);
+        else if (p->nforks < (int)(sizeof(p->forks) / sizeof(p->forks[0])))
+            p->forks[p->nforks++] = (int)msg;
+    } else if (ev == PTRACE_EVENT_EXEC) {
+        p->execed = 1;
+    } else if (ev == PTRACE_EVENT_STOP && WSTOPSIG(st) != SIGTRAP) {
+        p->th[i].group = 1;
+    } else if (at_break(p, tid, st)) {
+        p->th[i].at_brk = 1;
+        p->th[i].pending_sig = 0;
+    }
+}
+
+/* Stop every thread of a followed process (PTRACE_INTERRUPT; they are seized). */
+static int
+follow_stop_all(dyn_proc_t *p)
+{
+    int rc = 0, live = 0;
+
+    for (size_t i = 0; i < p->nth; i++)
+        if (!p->th[i].gone && !p->th[i].stopped
+            && ptrace(PTRACE_INTERRUPT, p->th[i].tid, NULL, NULL) < 0 && errno != ESRCH)
+            rc = QP_EIO;
+    for (size_t i = 0; rc == 0 && i < p->nth; i++) /* (nth grows with new threads) */
+        if (!p->th[i].stopped && !p->th[i].gone) {
+            if (ptrace(PTRACE_INTERRUPT, p->th[i].tid, NULL, NULL) < 0 && errno != ESRCH)
+                rc = QP_EIO;
+            else
+                rc = wait_stop(p, &p->th[i]);
+        }
+    for (size_t i = 0; i < p->nth; i++)
+        live += !p->th[i].gone;
+    if (rc == 0 && live == 0) {
+        errno = ESRCH;
+        rc = QP_EIO;
+    }
+    if (rc == 0)
+        p->stopped = 1;
+    return rc;
+}
+
+/* Do the return of the breakpoint routine for thread T (stopped after its int3). */
+static int
+step_over(dyn_thread_t *t)
+{
+    struct user_regs_struct regs;
+    errno = 0;
+    if (ptrace(PTRACE_GETREGS, t->tid, NULL, &regs) < 0)
+        return QP_EIO;
+    long ret = ptrace(PTRACE_PEEKDATA, t->tid, (void *)(uintptr_t)regs.rsp, NULL);
+    if (errno != 0)
+        return QP_EIO;
+    regs.rip = (uint64_t)ret;
+    regs.rsp += 8;
+    return ptrace(PTRACE_SETREGS, t->tid, NULL, &regs) < 0 ? QP_EIO : 0;
+}
+
+/* Let every stopped thread of a followed process go on (still seized). */
+static int
+cont_all(dyn_proc_t *p)
+{
+    int rc = 0;
+
+    for (size_t i = 0; i < p->nth; i++) {
+        dyn_thread_t *t = &p->th[i];
+        if (t->gone || !t->stopped)
+            continue;
+        if (t->at_brk && step_over(t) < 0 && rc == 0)
+            rc = QP_EIO;
+        t->at_brk = 0;
+        if (ptrace(t->group ? PTRACE_LISTEN : PTRACE_CONT, t->tid, NULL,
+                (void *)(long)(t->group ? 0 : t->pending_sig))
+                < 0
+            && errno != ESRCH && rc == 0)
+            rc = QP_EIO;
+        t->stopped = 0;
+        t->pending_sig = 0;
+        t->group = 0;
+    }
+    p->stopped = 0;
+    return rc;
+}
+
+int
+dyn_proc_follow(dyn_proc_t *p)
+{
+    if (p == NULL || !p->stopped)
+        return QP_EINVAL;
+    for (size_t i = 0; i < p->nth; i++)
+        if (!p->th[i].gone
+            && ptrace(PTRACE_SETOPTIONS, p->th[i].tid, NULL, (void *)(long)FOLLOW_OPTS) < 0
+            && errno != ESRCH)
+            return QP_EIO;
+    p->follow = 1;
+    return 0;
+}
+
+int
+dyn_proc_set_break(dyn_proc_t *p, uint64_t addr)
+{
+    static const uint8_t endbr_ret[5] = { 0xf3, 0x0f, 0x1e, 0xfa, 0xc3 };
+    uint8_t b[5], trap = 0xcc;
+
+    if (p == NULL || !p->stopped || !p->follow || p->brk != 0 || addr == 0)
+        return QP_EINVAL;
+    QP_CHECK(dyn_proc_read(p, addr, b, sizeof(b)));
+    if (b[0] != 0xc3 && memcmp(b, endbr_ret, sizeof(b)) != 0)
+        return QP_EUNSUPP;
+    QP_CHECK(dyn_proc_write(p, addr, &trap, 1));
+    p->brk = addr;
+    p->brk_orig = b[0];
+    return 0;
+}
+
+int
+dyn_proc_unfollow(dyn_proc_t *p)
+{
+    int rc = 0;
+
+    if (p == NULL || !p->stopped)
+        return QP_EINVAL;
+    if (!p->follow)
+        return 0;
+    if (p->brk != 0 && dyn_proc_write(p, p->brk, &p->brk_orig, 1) < 0)
+        rc = QP_EIO;
+    for (size_t i = 0; i < p->nth; i++) {
+        dyn_thread_t *t = &p->th[i];
+        struct user_regs_struct regs;
+        if (t->gone)
+            continue;
+        if (t->at_brk && ptrace(PTRACE_GETREGS, t->tid, NULL, &regs) == 0) {
+            regs.rip = p->brk; /* the original routine runs again, for real */
+            if (ptrace(PTRACE_SETREGS, t->tid, NULL, &regs) < 0 && rc == 0)
+                rc = QP_EIO;
+        }
+        t->at_brk = 0;
+        ptrace(PTRACE_SETOPTIONS, t->tid, NULL, (void *)(long)SEIZE_OPTS);
+    }
+    /* Children forked while stopping: let them go, the breakpoint out of them. */
+    for (int i = 0; i < p->nforks; i++) {
+        dyn_proc_t *c = NULL;
+        if (take_child(p, p->forks[i], &c) == 0)
+            dyn_proc_destroy(c);
+    }
+    p->nforks = 0;
+    p->brk = 0;
+    p->follow = 0;
+    return rc;
+}
+
+/*
+ * Forked child CPID of followed process P (seized with it): wait for its first stop,
+ * take P's breakpoint out of its copy of the code, and hand it over stopped as a new
+ * dyn_proc_t (*OUT; dyn_proc_destroy lets it go). QP_EIO with ESRCH when it ended.
+ */
+static int
+take_child(dyn_proc_t *p, int cpid, dyn_proc_t **out)
+{
+    dyn_proc_t *c;
+    int st;
+
+    *out = NULL;
+    for (;;) {
+        pid_t r = waitpid(cpid, &st, __WALL);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0 || WIFEXITED(st) || WIFSIGNALED(st)) {
+            errno = ESRCH;
+            return QP_EIO;
+        }
+        if (WIFSTOPPED(st))
+            break;
+    }
+    QP_CHECK(proc_new(cpid, &c));
+    if (add_thread(c, cpid) < 0) {
+        free(c);
+        ptrace(PTRACE_DETACH, cpid, NULL, NULL);
+        return QP_ENOMEM;
+    }
+    c->th[0].stopped = 1;
+    c->stopped = 1;
+    open_mem(c);
+    if (p->brk != 0)
+        dyn_proc_write(c, p->brk, &p->brk_orig, 1);
+    *out = c;
+    return 0;
+}
+
+int
+dyn_proc_poll(dyn_proc_t *p, dyn_event_t *ev /*OUT*/)
+{
+    if (p == NULL || ev == NULL)
+        return QP_EINVAL;
+    memset(ev, 0, sizeof(*ev));
+    if (!p->follow || p->stopped)
+        return QP_EINVAL;
+    while (p->nforks > 0) { /* seen while stopping */
+        int cpid = p->forks[--p->nforks];
+        if (take_child(p, cpid, &ev->child) == 0) {
+            ev->kind = DYN_EV_FORK;
+            return 0;
+        }
+    }
+    if (p->execed) {
+        p->execed = 0;
+        goto exec;
+    }
+    for (size_t i = 0; i < p->nth; i++) {
+        dyn_thread_t *t = &p->th[i];
+        unsigned long msg = 0;
+        int st, tid = t->tid, e;
+        pid_t r;
+        if (t->gone)
+            continue;
+        while ((r = waitpid(tid, &st, WNOHANG | __WALL)) < 0 && errno == EINTR)
+            ;
+        if (r == 0)
+            continue;
+        if (r < 0) { /* ECHILD: gone (an exec took it) */
+            t->gone = 1;
+            continue;
+        }
+        if (WIFEXITED(st) || WIFSIGNALED(st)) {
+            mark_gone(p, t, st);
+            if (tid == p->pid)
+                p->status = st;
+            continue;
+        }
+        if (!WIFSTOPPED(st))
+            continue;
+        e = st >> 16;
+        if (e == PTRACE_EVENT_EXEC) {
+            t->stopped = 1;
+            goto exec;
+        }
+        if (at_break(p, tid, st)) {
+            t->stopped = 1;
+            t->at_brk = 1;
+            QP_CHECK(follow_stop_all(p));
+            ev->kind = DYN_EV_BREAK;
+            return 0;
+        }
+        if ((e == PTRACE_EVENT_CLONE || e == PTRACE_EVENT_FORK)
+            && ptrace(PTRACE_GETEVENTMSG, tid, NULL, &msg) == 0 && msg != 0) {
+            if (e == PTRACE_EVENT_CLONE)
+                new_thread(p, (int)msg); /* (moves p->th) */
+            t = &p->th[i];
+            if (t->tid == tid && ptrace(PTRACE_CONT, tid, NULL, NULL) < 0 && errno != ESRCH)
+                return QP_EIO;
+            for (size_t k = 0; k < p->nth; k++) /* the new thread, stopped: go on */
+                if (p->th[k].stopped && !p->th[k].gone
+                    && ptrace(PTRACE_CONT, p->th[k].tid, NULL, NULL) == 0)
+                    p->th[k].stopped = 0;
+            if (e == PTRACE_EVENT_FORK && take_child(p, (int)msg, &ev->child) == 0) {
+                ev->kind = DYN_EV_FORK;
+                return 0;
+            }
+            continue;
+        }
+        if (e == PTRACE_EVENT_STOP && WSTOPSIG(st) != SIGTRAP) /* a group stop: kept */
+            ptrace(PTRACE_LISTEN, tid, NULL, NULL);
+        else if (e != 0 || WSTOPSIG(st) == SYSCALL_STOP) /* an interrupt seen late */
+            ptrace(PTRACE_CONT, tid, NULL, NULL);
+        else /* the program's own signal */
+            ptrace(PTRACE_CONT, tid, NULL, (void *)(long)WSTOPSIG(st));
+    }
+    return 0;
+exec:
+    /* A new image: the other threads are gone, the breakpoint with the old code. */
+    for (size_t i = 0; i < p->nth; i++) {
+        dyn_thread_t *t = &p->th[i];
+        if (t->tid != p->pid)
+            t->gone = 1;
+        else {
+            t->gone = 0;
+            t->stopped = 1;
+            t->at_brk = 0;
+            t->pending_sig = 0;
+        }
+    }
+    p->brk = 0;
+    p->stopped = 1;
+    ev->kind = DYN_EV_EXEC;
     return 0;
 }

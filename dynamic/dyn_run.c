@@ -274,6 +274,9 @@ typedef struct mod {
     uint64_t bias;      /* its load bias */
     dyn_session_t *s;   /* its session, once created */
     size_t nref;        /* refusals before `all` chose (executable) */
+    uint64_t dev, ino;  /* the library's file (dyn_module_t) */
+    uint64_t lo;        /* ... where it is mapped */
+    int dropped;        /* unloaded (dlclose) or gone with an exec: counts kept */
 } mod_t;
 
 /* What one session holds while it runs. */
@@ -288,6 +291,13 @@ typedef struct run {
     char **names;            /* their names ("MODULE:name" in libraries), in order */
     int ended;               /* the process ended during the session */
     int status;              /* ... its wait status */
+    int follow;              /* libraries loaded later are seen (dyn_proc_follow) */
+    uint64_t rdebug, brk;    /* ... the loader's r_debug and r_brk */
+    unsigned char *seen;     /* per MODULE:GLOB pattern (count, time, calls): a
+                              * library it names was read */
+    size_t forks;            /* children forked while followed (not measured) */
+    int execed;              /* the process ran execve while followed */
+    int late;                /* instrumenting libraries loaded later (on_break) */
 } run_t;
 
 static int
@@ -340,6 +350,10 @@ static int
 make_names(run_t *r)
 {
     size_t k = 0;
+    for (size_t i = 0; r->names != NULL && i < r->npoints; i++)
+        free(r->names[i]);
+    free(r->names);
+    r->names = NULL;
     r->npoints = 0;
     for (size_t i = 0; i < r->nm; i++)
         r->npoints += dyn_session_npoints(r->m[i].s);
@@ -384,10 +398,13 @@ enum { SEL_COUNT, SEL_TIME, SEL_CALLS };
 
 /* Choose with PATTERN (of KIND) in every session it applies to; 0 or QP_E*. */
 static int
-select_all(run_t *r, int kind, const char *pattern, char *why, size_t whylen)
+select_all(
+    run_t *r, size_t from, int kind, const char *pattern, char *why, size_t whylen)
 {
     unsigned total = 0, nmod = 0;
-    for (size_t i = 0; i < r->nm; i++) {
+    if (r->late && cfg_module_sep(pattern) == NULL)
+        return 0; /* (late modules are libraries) */
+    for (size_t i = from; i < r->nm; i++) {
         const char *glob;
         unsigned nm = 0;
         int rc;
@@ -404,14 +421,22 @@ select_all(run_t *r, int kind, const char *pattern, char *why, size_t whylen)
         total += nm;
     }
     /* (A MODULE that names no library read: read_libs said so.) */
-    if (total == 0 && (nmod > 0 || cfg_module_sep(pattern) == NULL))
+    if (total == 0 && (nmod > 0 || (!r->late && cfg_module_sep(pattern) == NULL)))
         note(r->cb, 0, "no procedure matches '%s'", pattern);
     return 0;
 }
 
-/* Choose, patch and let go. Returns 0 or QP_E* (the line in WHY). */
+static int follow_start(run_t *r);
+static void on_break(run_t *r);
+static void on_fork(run_t *r, dyn_proc_t *child);
+static void on_exec(run_t *r);
+
+/*
+ * Choose and patch in the files r->m[FROM..] and let go (FROM > 0: libraries loaded
+ * later, the process is stopped on the loader's breakpoint). 0 or QP_E* (line in WHY).
+ */
 static int
-instrument(run_t *r, char *why, size_t whylen)
+instrument(run_t *r, size_t from, char *why, size_t whylen)
 {
     const dyn_run_opts_t *o = r->o;
     const char *what = o->ncalls > 0 ? "points" : "procedures";
@@ -419,7 +444,7 @@ instrument(run_t *r, char *why, size_t whylen)
     double t0;
     size_t nin = 0, nref = 0;
 
-    for (size_t i = 0; i < r->nm; i++) {
+    for (size_t i = from; i < r->nm; i++) {
         mod_t *m = &r->m[i];
         if ((rc = dyn_session_create(r->p, m->prog, m->bias, &m->s)) < 0) {
             say_why(why, whylen, "%s", qp_strerror(rc));
@@ -429,12 +454,12 @@ instrument(run_t *r, char *why, size_t whylen)
     }
     /* Timers first: a procedure chosen by a count pattern would be counted only. */
     for (size_t i = 0; i < o->ntime; i++)
-        QP_CHECK(select_all(r, SEL_TIME, o->time[i], why, whylen));
+        QP_CHECK(select_all(r, from, SEL_TIME, o->time[i], why, whylen));
     for (size_t i = 0; i < o->ncalls; i++)
-        QP_CHECK(select_all(r, SEL_CALLS, o->calls[i], why, whylen));
+        QP_CHECK(select_all(r, from, SEL_CALLS, o->calls[i], why, whylen));
     for (size_t i = 0; i < o->ncount; i++)
-        QP_CHECK(select_all(r, SEL_COUNT, o->count[i], why, whylen));
-    for (size_t i = 0; i < r->nm; i++) {
+        QP_CHECK(select_all(r, from, SEL_COUNT, o->count[i], why, whylen));
+    for (size_t i = from; i < r->nm; i++) {
         mod_t *m = &r->m[i];
         m->nref = dyn_session_nrefused(m->s);
         /* `all`: the executable's procedures only. */
@@ -444,7 +469,7 @@ instrument(run_t *r, char *why, size_t whylen)
             return rc;
         }
     }
-    if (stopping(r)) {
+    if (!r->late && stopping(r)) {
         say_why(why, whylen, "%d: interrupted before anything was instrumented", r->pid);
         return QP_EINTR;
     }
@@ -453,11 +478,19 @@ instrument(run_t *r, char *why, size_t whylen)
         trace_why(r->pid, "cannot stop it", rc, why, whylen);
         return rc;
     }
-    for (size_t i = 0; i < r->nm; i++) {
+    for (size_t i = from; i < r->nm; i++) {
         if ((rc = dyn_session_install(r->m[i].s)) < 0) {
             int err = errno;
-            for (size_t j = 0; j < i; j++) /* all or nothing */
+            for (size_t j = from; j < i; j++) /* all or nothing */
                 dyn_session_remove(r->m[j].s, NULL);
+            if (r->late) { /* a late library: without its sessions, the rest goes on */
+                errno = err;
+                note(r->cb, 0, "%d: cannot instrument %s: %s", r->pid, r->m[from].name,
+                    reason(rc));
+                for (size_t j = from; j < r->nm; j++)
+                    r->m[j].dropped = 1;
+                return 0;
+            }
             dyn_proc_resume(r->p);
             errno = err;
             trace_why(r->pid, "cannot instrument it", rc, why, whylen);
@@ -466,10 +499,12 @@ instrument(run_t *r, char *why, size_t whylen)
         nin += dyn_session_npoints(r->m[i].s);
         nref += dyn_session_nrefused(r->m[i].s);
     }
-    if (nin > 0)
+    if (!r->late && r->follow && follow_start(r) < 0)
+        r->follow = 0;
+    if (!r->late && (nin > 0 || r->follow))
         dyn_proc_resume(r->p);
     /* Refusals: those of named patterns always, the rest of `all` as details. */
-    for (size_t k = 0; k < r->nm; k++) {
+    for (size_t k = from; k < r->nm; k++) {
         const mod_t *m = &r->m[k];
         char pre[512];
         const char *pf = prefix(m, pre, sizeof(pre));
@@ -480,16 +515,47 @@ instrument(run_t *r, char *why, size_t whylen)
         }
     }
     double t1 = dyn_run_now();
+    if (r->late) {
+        char list[512] = "";
+        for (size_t k = from, len = 0; k < r->nm && len < sizeof(list) - 1; k++)
+            len += (size_t)snprintf(list + len, sizeof(list) - len, "%s%s",
+                len ? ", " : "", r->m[k].name);
+        note(r->cb, 0, "%d: %s loaded: %zu %s instrumented, %zu refused, stopped %.1f ms",
+            r->pid, list, nin, what, nref, (t1 - t0) * 1e3);
+        return make_names(r);
+    }
     note(r->cb, 0,
         "%d: %zu %s instrumented, %zu refused, stopped %.1f ms, %.2f s after dyn "
         "started%s",
         r->pid, nin, what, nref, (t1 - t0) * 1e3, t1 - o->t_start,
         shared_all(r) ? "" : " (counters not shared)");
-    if (nin == 0) {
+    if (nin == 0 && r->follow) {
+        note(r->cb, 0, "%d: waiting for the libraries named to be loaded", r->pid);
+    } else if (nin == 0) {
         say_why(why, whylen, "nothing to measure");
         return QP_ENOTFOUND;
     }
     return make_names(r);
+}
+
+/* Grow H to N series (libraries loaded while measuring); the new ones start empty. */
+static int
+hist_grow(drv_hist_t *h, size_t n)
+{
+    uint64_t *v = calloc(n * h->nbuckets + 1, sizeof(*v)), *l = calloc(n + 1, sizeof(*l));
+    if (v == NULL || l == NULL) {
+        free(v);
+        free(l);
+        return QP_ENOMEM;
+    }
+    memcpy(v, h->v, h->nseries * h->nbuckets * sizeof(*v));
+    memcpy(l, h->last, h->nseries * sizeof(*l));
+    free(h->v);
+    free(h->last);
+    h->v = v;
+    h->last = l;
+    h->nseries = n;
+    return 0;
 }
 
 /* Watch until the duration, a stop, the caller's live callback or the end of the process.
@@ -505,8 +571,37 @@ watch(run_t *r, double t0, drv_hist_t *hist)
     double next = o->interval > 0 ? t0 + o->interval : 0, last = t0;
     int gone = 0; /* the live callback said its output is gone */
 
-    while (!stopping(r) && !gone && c != NULL && prev != NULL && names != NULL) {
-        double t = dyn_run_now(), step = STEP;
+    while (!stopping(r) && !gone && c != NULL && prev != NULL && ns != NULL) {
+        double t = dyn_run_now(), step = r->follow ? STEP / 5 : STEP;
+        if (r->follow) {
+            dyn_event_t ev;
+            if (dyn_proc_poll(r->p, &ev) < 0)
+                ;
+            else if (ev.kind == DYN_EV_BREAK) {
+                on_break(r);
+                dyn_proc_resume(r->p);
+            } else if (ev.kind == DYN_EV_FORK) {
+                on_fork(r, ev.child);
+            } else if (ev.kind == DYN_EV_EXEC) {
+                on_exec(r); /* then watched on, unmeasured, until it ends */
+                dyn_proc_resume(r->p);
+            }
+            if (r->npoints != n) { /* libraries loaded: more points */
+                size_t m = r->npoints;
+                uint64_t *c2 = realloc(c, (m + 1) * sizeof(*c));
+                c = c2 != NULL ? c2 : c;
+                uint64_t *p2 = realloc(prev, (m + 1) * sizeof(*prev));
+                prev = p2 != NULL ? p2 : prev;
+                int64_t *n2 = realloc(ns, (m + 1) * sizeof(*ns));
+                ns = n2 != NULL ? n2 : ns;
+                if (c2 == NULL || p2 == NULL || n2 == NULL
+                    || (hist->v != NULL && hist_grow(hist, m) < 0))
+                    break;
+                memset(prev + n, 0, (m - n) * sizeof(*prev)); /* new rows: from 0 */
+                n = m;
+                names = (const char *const *)r->names;
+            }
+        }
         if ((r->ended = dyn_proc_ended(r->p, &r->status)) != 0)
             break;
         if (hist->v != NULL) { /* the series, every step: a read of shared memory */
@@ -564,12 +659,14 @@ take_out(run_t *r, char *why, size_t whylen)
     }
     double t1 = dyn_run_now();
     for (size_t i = 0; i < r->nm; i++) {
-        int lk = 0, e = dyn_session_remove(r->m[i].s, &lk);
+        int lk = 0, e = r->m[i].dropped ? 0 : dyn_session_remove(r->m[i].s, &lk);
         if (e < 0 && rc == 0)
             rc = e;
         if (lk == 1 || (lk == 2 && leaked == 0))
             leaked = lk;
     }
+    if (dyn_proc_unfollow(r->p) < 0 && rc == 0)
+        rc = QP_EIO;
     dyn_proc_resume(r->p);
     note(r->cb, 1, "%d: instrumentation removed, stopped %.1f ms", r->pid,
         (dyn_run_now() - t1) * 1e3);
@@ -702,33 +799,65 @@ lib_named(const dyn_run_opts_t *o, const dyn_module_t *l)
     return 0;
 }
 
+/* The MODULE:GLOB patterns of O, in order (count, time, calls): pattern I into *PAT. */
+static size_t
+lib_patterns(const dyn_run_opts_t *o, size_t i, const char **pat /*OUT*/)
+{
+    const char *const *lists[3] = { o->count, o->time, o->calls };
+    size_t ns[3] = { o->ncount, o->ntime, o->ncalls };
+    *pat = NULL;
+    for (int k = 0; k < 3; k++) {
+        if (i < ns[k]) {
+            *pat = lists[k][i];
+            return 1;
+        }
+        i -= ns[k];
+    }
+    return 0;
+}
+
+/* Is library L already measured (or was it, and is still mapped there)? */
+static int
+lib_known(const run_t *r, const dyn_module_t *l)
+{
+    for (size_t i = 0; i < r->nm; i++)
+        if (r->m[i].name != NULL && !r->m[i].dropped && r->m[i].dev == l->dev
+            && r->m[i].ino == l->ino && r->m[i].lo == l->lo)
+            return 1;
+    return 0;
+}
+
 /*
- * The libraries named by MODULE:GLOB patterns, read and analysed into new entries of
- * r->m. A library that cannot be read is a note (its patterns then match nothing); so
- * is a MODULE that names no library loaded.
+ * The libraries of V (N of them, dyn_proc_modules) named by MODULE:GLOB patterns and not
+ * measured yet, read and analysed into new entries of r->m. A library that cannot be
+ * read is a note (its patterns then match nothing); so is a MODULE that names no library
+ * loaded, unless libraries loaded later are seen (then the end says so).
  */
 static int
-read_libs(run_t *r, char *why, size_t whylen)
+read_libs(run_t *r, const dyn_module_t *v, size_t n, char *why, size_t whylen)
 {
     const dyn_run_opts_t *o = r->o;
-    dyn_module_t *v = NULL;
-    size_t n = 0;
-    int rc;
+    int rc = 0;
+    const char *p;
 
-    if ((rc = dyn_proc_modules(r->pid, &v, &n)) < 0) {
-        trace_why(r->pid, "cannot read its memory map", rc, why, whylen);
-        return rc;
-    }
     for (size_t i = 0; i < n; i++) {
         char path[4200];
         const char *bad = NULL;
         mod_t *m;
-        if (v[i].exe || !lib_named(o, &v[i]))
+        if (v[i].exe || !lib_named(o, &v[i]) || lib_known(r, &v[i]))
             continue;
         if ((m = mod_add(r)) == NULL || (m->name = strdup(v[i].name)) == NULL) {
             rc = QP_ENOMEM;
             say_why(why, whylen, "%s", qp_strerror(rc));
             break;
+        }
+        m->dev = v[i].dev;
+        m->ino = v[i].ino;
+        m->lo = v[i].lo;
+        for (size_t k = 0; lib_patterns(o, k, &p); k++) {
+            const char *glob;
+            if (cfg_module_sep(p) != NULL && applies(m, p, &glob))
+                r->seen[k] = 1;
         }
         if ((rc = dyn_module_path(r->pid, &v[i], path, sizeof(path), &bad)) < 0)
             ;
@@ -749,35 +878,132 @@ read_libs(run_t *r, char *why, size_t whylen)
             rc = 0;
         }
     }
+    if (r->follow)
+        return rc; /* the end says which MODULE was never loaded */
     /* A MODULE that names no library: say which are loaded. */
-    const char *const *lists[3] = { o->count, o->time, o->calls };
-    size_t ns[3] = { o->ncount, o->ntime, o->ncalls };
-    for (int k = 0; rc == 0 && k < 3; k++)
-        for (size_t i = 0; i < ns[k]; i++) {
-            const char *p = lists[k][i], *sep = cfg_module_sep(p), *glob;
-            int found = 0;
-            if (sep == NULL)
-                continue;
-            for (size_t j = 0; j < n && !found; j++) {
-                mod_t m = { 0 };
-                m.name = v[j].name;
-                found = !v[j].exe && applies(&m, p, &glob);
-            }
-            if (found)
-                continue;
-            char list[1024] = "";
-            size_t len = 0;
-            for (size_t j = 0; j < n && len < sizeof(list) - 1; j++)
-                if (!v[j].exe)
-                    len += (size_t)snprintf(list + len, sizeof(list) - len, "%s%s",
-                        len ? ", " : "", v[j].name);
-            note(r->cb, 0,
-                "%d: no loaded library matches '%.*s' (in '%s'; the executable's "
-                "procedures are named without MODULE:); loaded: %s",
-                r->pid, (int)(sep - p), p, p, list[0] ? list : "none");
-        }
+    for (size_t k = 0; rc == 0 && lib_patterns(o, k, &p); k++) {
+        const char *sep = cfg_module_sep(p);
+        if (sep == NULL || r->seen[k])
+            continue;
+        char list[1024] = "";
+        size_t len = 0;
+        for (size_t j = 0; j < n && len < sizeof(list) - 1; j++)
+            if (!v[j].exe)
+                len += (size_t)snprintf(list + len, sizeof(list) - len, "%s%s",
+                    len ? ", " : "", v[j].name);
+        note(r->cb, 0,
+            "%d: no loaded library matches '%.*s' (in '%s'; the executable's "
+            "procedures are named without MODULE:); loaded: %s",
+            r->pid, (int)(sep - p), p, p, list[0] ? list : "none");
+    }
+    return rc;
+}
+
+/* The libraries of the process now, read into new entries of r->m: read_libs. */
+static int
+read_libs_now(run_t *r, char *why, size_t whylen)
+{
+    dyn_module_t *v = NULL;
+    size_t n = 0;
+    int rc;
+
+    if ((rc = dyn_proc_modules(r->pid, &v, &n)) < 0) {
+        trace_why(r->pid, "cannot read its memory map", rc, why, whylen);
+        return rc;
+    }
+    rc = read_libs(r, v, n, why, whylen);
     dyn_modules_free(v, n);
     return rc;
+}
+
+/*****************************************************************************
+ * Following the process: libraries loaded later, forks, exec
+ */
+
+/* The process is stopped after install: follow it, the breakpoint on r_brk. */
+static int
+follow_start(run_t *r)
+{
+    int rc;
+    if ((rc = dyn_proc_follow(r->p)) < 0 || (rc = dyn_proc_set_break(r->p, r->brk)) < 0) {
+        note(r->cb, 0, "%d: libraries loaded later are not seen: %s", r->pid,
+            rc == QP_EUNSUPP ? "the loader's r_brk is not a bare return" : reason(rc));
+        dyn_proc_unfollow(r->p);
+        return rc;
+    }
+    return 0;
+}
+
+/*
+ * On the loader's breakpoint (the process stopped): when the link map is consistent,
+ * drop the sessions of libraries no longer mapped and instrument the new ones named.
+ */
+static void
+on_break(run_t *r)
+{
+    dyn_module_t *v = NULL;
+    size_t n = 0, from = r->nm;
+    char why[512] = "";
+
+    if (dyn_proc_r_state(r->p, r->rdebug) != 0 /* RT_CONSISTENT */
+        || dyn_proc_modules(r->pid, &v, &n) < 0)
+        return;
+    for (size_t i = 0; i < r->nm; i++) {
+        mod_t *m = &r->m[i];
+        int mapped = 0;
+        if (m->name == NULL || m->dropped)
+            continue;
+        for (size_t j = 0; j < n && !mapped; j++)
+            mapped = v[j].dev == m->dev && v[j].ino == m->ino && v[j].lo == m->lo;
+        if (mapped)
+            continue;
+        dyn_session_drop(m->s, 0);
+        m->dropped = 1;
+        note(r->cb, 0, "%d: %s unloaded: its counts are those until then", r->pid,
+            m->name);
+    }
+    if (read_libs(r, v, n, why, sizeof(why)) < 0 && why[0])
+        note(r->cb, 0, "%d: %s", r->pid, why);
+    dyn_modules_free(v, n);
+    r->late = 1;
+    if (r->nm > from && instrument(r, from, why, sizeof(why)) < 0)
+        note(r->cb, 0, "%d: %s", r->pid, why);
+    r->late = 0;
+}
+
+/* A child forked (CHILD, stopped): the parent's patches out of it, then let it go. */
+static void
+on_fork(run_t *r, dyn_proc_t *child)
+{
+    for (size_t i = 0; i < r->nm; i++)
+        if (!r->m[i].dropped)
+            dyn_session_unpatch_copy(r->m[i].s, child);
+    note(r->cb, 1, "%d: child %d forked: not measured", r->pid, dyn_proc_pid(child));
+    dyn_proc_destroy(child);
+    r->forks++;
+}
+
+/* The process ran execve (stopped in the new image): the sessions are gone with the old
+ * one; the measurement ends with their counts so far. */
+static void
+on_exec(run_t *r)
+{
+    char exe[4200] = "", link[64];
+    ssize_t k;
+
+    for (size_t i = 0; i < r->nm; i++)
+        if (!r->m[i].dropped) {
+            dyn_session_drop(r->m[i].s, 1);
+            r->m[i].dropped = 1;
+        }
+    snprintf(link, sizeof(link), "/proc/%d/exe", r->pid);
+    if ((k = readlink(link, exe, sizeof(exe) - 1)) > 0)
+        exe[k] = '\0';
+    note(r->cb, 0,
+        "%d: the process ran execve (%s): the counts are those up to the exec; the "
+        "new program runs unmeasured",
+        r->pid, exe[0] ? exe : "?");
+    r->execed = 1;
 }
 
 /* The session over the attached (or started) process of R. *STARTED: it was let run. */
@@ -800,9 +1026,26 @@ session(run_t *r, dyn_run_report_t *rep, int *started, char *why, size_t whylen)
     }
     if ((exe || !lib) && (rc = read_exe(r, why, whylen)) < 0)
         goto out;
-    if (lib && (rc = read_libs(r, why, whylen)) < 0)
-        goto out;
-    rc = instrument(r, why, whylen);
+    if (lib) {
+        const char *p;
+        size_t npat = 0;
+        while (lib_patterns(o, npat, &p))
+            npat++;
+        if ((r->seen = calloc(npat + 1, 1)) == NULL) {
+            rc = QP_ENOMEM;
+            say_why(why, whylen, "%s", qp_strerror(rc));
+            goto out;
+        }
+        /* Libraries loaded later (dlopen): seen through the loader's breakpoint. */
+        int e = dyn_proc_r_debug(r->p, &r->rdebug, &r->brk);
+        r->follow = e == 0;
+        if (e < 0)
+            note(r->cb, 1, "%d: libraries loaded later are not seen: no r_debug (%s)",
+                r->pid, reason(e));
+        if ((rc = read_libs_now(r, why, whylen)) < 0)
+            goto out;
+    }
+    rc = instrument(r, 0, why, whylen);
     *started = !dyn_proc_is_stopped(r->p);
     if (rc < 0)
         goto out;
@@ -815,6 +1058,16 @@ session(run_t *r, dyn_run_report_t *rep, int *started, char *why, size_t whylen)
     else
         watch(r, t0, &hist);
     rc = take_out(r, why, whylen);
+    if (r->forks > 0)
+        note(r->cb, 0, "%d: %zu %s forked: not measured", r->pid, r->forks,
+            r->forks == 1 ? "child" : "children");
+    for (size_t k = 0, any = r->follow; any && k < o->ncount + o->ntime + o->ncalls; k++) {
+        const char *p, *sep;
+        lib_patterns(o, k, &p);
+        if ((sep = cfg_module_sep(p)) != NULL && !r->seen[k])
+            note(r->cb, 0, "%d: no library matching '%.*s' (in '%s') was loaded during "
+                "the session", r->pid, (int)(sep - p), p, p);
+    }
     if (err < 0)
         rc = err;
     else if ((err = final_counts(r, t0, &hist, rep)) < 0) {
@@ -830,9 +1083,12 @@ out:
                 dyn_session_remove(r->m[i].s, NULL);
                 any = 1;
             }
+        any |= dyn_proc_unfollow(r->p) == 0 && r->follow;
         if (any)
             dyn_proc_resume(r->p);
     }
+    free(r->seen);
+    r->seen = NULL;
     for (size_t i = 0; i < r->nm; i++) {
         dyn_session_destroy(r->m[i].s);
         cfg_prog_destroy(r->m[i].prog);

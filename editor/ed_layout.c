@@ -67,9 +67,11 @@ struct ed_plan {
     const cfg_prog_t *prog;   /* the program */
     ed_opts_t opts;           /* options */
     const char **reason;      /* per procedure: why it stays, NULL when it moves */
-    uint8_t *no_entry_pad;    /* per procedure: moves without a redirect at its entry
-                               * (too short for one; only direct branches of moved code
-                               * reach it: settle_unpadded) */
+    uint64_t *dropped;        /* redirects not written: entries and interior entries that
+                               * only direct branches reach, in the way of a redirect
+                               * (settle_unpadded: those branches must all move) ... */
+    uint32_t *dropped_owner;  /* ... and the procedure of each (sorted by address) */
+    size_t ndropped, dropped_cap;
     char **owned;             /* reasons formatted here */
     size_t nowned;
     uint64_t *groups;         /* FDEs over several procedures: (first, last) pairs of
@@ -255,6 +257,63 @@ padding_end(const cfg_prog_t *prog, uint64_t end)
     return next;
 }
 
+/* Note that the redirect at ADDR of procedure OWNER is not written. */
+static int
+push_dropped(ed_plan_t *plan, uint64_t addr, uint32_t owner)
+{
+    if (plan->ndropped == plan->dropped_cap) {
+        size_t cap = plan->dropped_cap ? 2 * plan->dropped_cap : 64;
+        uint64_t *a = realloc(plan->dropped, cap * sizeof(uint64_t));
+        if (a == NULL)
+            return QP_ENOMEM;
+        plan->dropped = a;
+        uint32_t *o = realloc(plan->dropped_owner, cap * sizeof(uint32_t));
+        if (o == NULL)
+            return QP_ENOMEM;
+        plan->dropped_owner = o;
+        plan->dropped_cap = cap;
+    }
+    size_t k = plan->ndropped++; /* kept sorted: mostly appended in address order */
+    while (k > 0 && plan->dropped[k - 1] > addr) {
+        plan->dropped[k] = plan->dropped[k - 1];
+        plan->dropped_owner[k] = plan->dropped_owner[k - 1];
+        k--;
+    }
+    plan->dropped[k] = addr;
+    plan->dropped_owner[k] = owner;
+    return 0;
+}
+
+static int branch_target_only(const ed_plan_t *plan, uint32_t pi);
+static int cases_retargeted(const ed_plan_t *plan, const cfg_block_t *bl, uint32_t pi);
+
+/*
+ * May the redirect at ADDR of procedure PI be left out? Its entry: when only direct
+ * branches reach it (branch_target_only). An interior entry: when it is no case of a
+ * table that keeps its old entries and no address-taken label (then only direct jumps
+ * of other procedures reach it, the reason it has a redirect).
+ */
+static int
+pad_optional(const ed_plan_t *plan, uint32_t pi, uint64_t addr)
+{
+    const cfg_prog_t *prog = plan->prog;
+    if (addr == prog->procs[pi].entry)
+        return branch_target_only(plan, pi);
+    uint32_t b = cfg_block_at(prog, addr);
+    if (b == CFG_NONE || prog->blocks[b].start != addr)
+        return 0;
+    const cfg_block_t *bl = &prog->blocks[b];
+    for (uint32_t k = 0; k < bl->npred; k++) {
+        const cfg_edge_t *ed = &prog->edges[prog->preds[bl->pred + k]];
+        if (ed->kind == CFG_EDGE_INDIRECT)
+            return 0;
+        if (ed->kind == CFG_EDGE_TABLE
+            && (ed->from == CFG_NONE || !cases_retargeted(plan, &prog->blocks[ed->from], pi)))
+            return 0;
+    }
+    return 1;
+}
+
 /*
  * May procedure PI move without a redirect at its entry (too short for one)? Only if
  * nothing but direct calls and jumps reaches its entry: no symbol (other modules, or a
@@ -279,37 +338,63 @@ branch_target_only(const ed_plan_t *plan, uint32_t pi)
     return 1;
 }
 
+/* The first index of the ascending V[0..N) whose value is X or more (N if none). */
+static size_t
+lower_bound_u64(const uint64_t *v, size_t n, uint64_t x)
+{
+    size_t lo = 0, hi = n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (v[mid] < x)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+/* The owner of the redirect dropped at ADDR (plan->dropped), or CFG_NONE. */
+static uint32_t
+dropped_at(const ed_plan_t *plan, uint64_t addr)
+{
+    size_t k = lower_bound_u64(plan->dropped, plan->ndropped, addr);
+    return k < plan->ndropped && plan->dropped[k] == addr ? plan->dropped_owner[k] : CFG_NONE;
+}
+
 /*
- * A procedure moving without its entry redirect (no_entry_pad) stays after all when code
- * that stays reaches its entry by a direct call or jump (which would land on its old,
- * unredirected bytes). Returns whether anything changed.
+ * A procedure that moves without some of its redirects (plan->dropped) stays after all
+ * when code that stays reaches one of them by a direct call or jump (which would land on
+ * old, unredirected bytes). Returns whether anything changed.
  */
 static int
 settle_unpadded(ed_plan_t *plan)
 {
     const cfg_prog_t *prog = plan->prog;
-    int changed = 0, any = 0;
-    for (uint32_t i = 0; i < prog->nprocs && !any; i++)
-        any = plan->no_entry_pad[i] && plan->reason[i] == NULL;
-    for (uint32_t b = 0; any && b < prog->nblocks; b++) {
+    int changed = 0;
+    for (uint32_t b = 0; plan->ndropped > 0 && b < prog->nblocks; b++) {
         const cfg_block_t *bl = &prog->blocks[b];
+        uint32_t from = bl->proc;
+        if (from != CFG_NONE && (prog->procs[from].flags & CFG_PROC_FRAGMENT)
+            && prog->procs[from].parent != CFG_NONE)
+            from = prog->procs[from].parent;
+        if (from != CFG_NONE && plan->reason[from] == NULL)
+            continue; /* moves: its branches go through the map */
         uint64_t target = bl->call_target;
-        for (uint32_t e = 0; e < bl->nsucc; e++) {
-            const cfg_edge_t *ed = cfg_block_succ(prog, bl, e);
-            if (ed->kind == CFG_EDGE_TAILCALL && ed->target != 0)
+        for (uint32_t e = 0; e <= bl->nsucc; e++) {
+            if (e < bl->nsucc) {
+                const cfg_edge_t *ed = cfg_block_succ(prog, bl, e);
+                if (ed->kind != CFG_EDGE_TAILCALL || ed->target == 0)
+                    continue;
                 target = ed->target;
+            }
+            uint32_t o = target != 0 ? dropped_at(plan, target) : CFG_NONE;
+            if (o == CFG_NONE || o == from || plan->reason[o] != NULL)
+                continue;
+            plan->reason[o] = owned_reason(plan,
+                "no room for a redirect jump at 0x%llx, and code that stays jumps there",
+                (unsigned long long)target);
+            changed = 1;
         }
-        const cfg_proc_t *t = target != 0 ? cfg_proc_at(prog, target) : NULL;
-        if (t == NULL || t->entry != target)
-            continue;
-        uint32_t ti = (uint32_t)(t - prog->procs), from = bl->proc;
-        if (!plan->no_entry_pad[ti] || plan->reason[ti] != NULL || from == ti
-            || (from != CFG_NONE && plan->reason[from] == NULL))
-            continue;
-        plan->reason[ti] = owned_reason(plan,
-            "no room for a redirect jump at 0x%llx, and code that stays jumps there",
-            (unsigned long long)target);
-        changed = 1;
     }
     return changed;
 }
@@ -771,20 +856,29 @@ decide(ed_plan_t *plan)
             free(vouched);
             return prc;
         }
-        for (size_t k = 0; k < npads && *r == NULL; k++) {
+        /* A redirect that does not fit: drop the next one, or this one, when only direct
+         * branches reach it (settle_unpadded checks that they all move). */
+        for (size_t k = 0; k < npads && *r == NULL;) {
             uint64_t room = k + 1 < npads ? pads[k + 1] : extent_end(prog, i, pads[k]);
             uint64_t lim = extent_end(prog, i, pads[k]);
             if (room > lim)
                 room = lim;
             if (room == lim && room < pads[k] + PAD_LEN) /* short last piece: padding after? */
                 room = padding_end(prog, lim);
-            if (room >= pads[k] + PAD_LEN)
+            if (room >= pads[k] + PAD_LEN) {
+                k++;
                 continue;
-            if (pads[k] == p->entry && branch_target_only(plan, i))
-                plan->no_entry_pad[i] = 1; /* settle_unpadded checks who jumps there */
-            else
+            }
+            size_t drop = k + 1 < npads && pads[k + 1] < lim && pad_optional(plan, i, pads[k + 1])
+                ? k + 1
+                : pad_optional(plan, i, pads[k]) ? k : npads;
+            if (drop == npads || push_dropped(plan, pads[drop], i) < 0) {
                 *r = owned_reason(plan, "no room for a redirect jump at 0x%llx",
                     (unsigned long long)pads[k]);
+                break;
+            }
+            memmove(pads + drop, pads + drop + 1, (npads - drop - 1) * sizeof(uint64_t));
+            npads--;
         }
         free(pads);
     }
@@ -1232,17 +1326,10 @@ static uint64_t xlate_table_at(const ed_plan_t *plan);
 static int32_t
 xlate_miss_rel(const ed_plan_t *plan, uint64_t old)
 {
-    size_t lo = 0, hi = plan->nxlate_sites;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (plan->xlate_sites[mid] < old)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    if (lo == plan->nxlate_sites || plan->xlate_sites[lo] != old)
+    size_t k = lower_bound_u64(plan->xlate_sites, plan->nxlate_sites, old);
+    if (k == plan->nxlate_sites || plan->xlate_sites[k] != old)
         return 0;
-    int64_t d = (int64_t)(plan->xlate_counters[lo] - xlate_table_at(plan));
+    int64_t d = (int64_t)(plan->xlate_counters[k] - xlate_table_at(plan));
     return d >= INT32_MIN && d <= INT32_MAX ? (int32_t)d : 0;
 }
 
@@ -1336,11 +1423,27 @@ index_slots(ed_plan_t *plan)
     return index_buckets(plan);
 }
 
+/*
+ * The slot of a branch TARGET: its instruction's, or - for a branch just past a lock
+ * prefix (glibc's `je 1f; lock; 1: op`, cfg/ takes it as a branch to the locked
+ * instruction) - the locked instruction's: the same operation, atomic on that path too.
+ */
+static const ed_slot_t *
+target_slot(const ed_plan_t *plan, uint64_t target)
+{
+    const ed_slot_t *s = slot_at(plan, target);
+    if (s != NULL)
+        return s;
+    s = slot_at(plan, target - 1);
+    const uint8_t *p = s != NULL ? cfg_image_ptr(plan->prog->img, target - 1, NULL) : NULL;
+    return p != NULL && *p == 0xf0 && s->olen > 1 ? s : NULL;
+}
+
 /* A branch target: the new address of a moved instruction, else the old address. */
 static uint64_t
 map_target(const ed_plan_t *plan, uint64_t target)
 {
-    const ed_slot_t *s = slot_at(plan, target);
+    const ed_slot_t *s = target_slot(plan, target);
     return s ? s->new_ : target;
 }
 
@@ -1351,7 +1454,7 @@ static const ed_seg_t *seg_at(const ed_plan_t *plan, uint64_t old, size_t *idx);
 static uint64_t
 map_branch(const ed_plan_t *plan, uint64_t from, uint64_t target)
 {
-    const ed_slot_t *s = slot_at(plan, target);
+    const ed_slot_t *s = target_slot(plan, target);
     if (s == NULL)
         return target;
     if (s->entry_pre > 0) {
@@ -1455,8 +1558,7 @@ ed_plan_create(const cfg_prog_t *prog, const ed_opts_t *opts, ed_plan_t **out)
     if (opts)
         plan->opts = *opts;
     plan->reason = calloc(prog->nprocs + 1, sizeof(char *));
-    plan->no_entry_pad = calloc(prog->nprocs + 1, 1);
-    int rc = plan->reason && plan->no_entry_pad ? decide(plan) : QP_ENOMEM;
+    int rc = plan->reason ? decide(plan) : QP_ENOMEM;
     plan->opts.stay = NULL; /* the caller's: read by decide only */
     plan->opts.nstay = 0;
     plan->opts.leave = NULL; /* the caller's too */
@@ -1483,7 +1585,8 @@ ed_plan_destroy(ed_plan_t *plan)
         free(plan->owned[i]);
     free(plan->owned);
     free(plan->reason);
-    free(plan->no_entry_pad);
+    free(plan->dropped);
+    free(plan->dropped_owner);
     free(plan->idx);
     free(plan->bucket);
     free(plan->lay);
@@ -1923,7 +2026,7 @@ emit_pads(ed_plan_t *plan, const qp_space_ops_t *ops, void *space)
         int rc = 0;
         for (size_t k = 0; k < npads && rc == 0; k++) {
             uint8_t jmp[PAD_LEN];
-            if (plan->no_entry_pad[pi] && pads[k] == prog->procs[pi].entry)
+            if (dropped_at(plan, pads[k]) != CFG_NONE)
                 continue; /* only direct branches of moved code reach it */
             const ed_slot_t *s = slot_at(plan, pads[k]);
             if (s == NULL)

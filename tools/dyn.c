@@ -800,6 +800,11 @@ print_clean(int pid, const dyn_clean_report_t *r)
         fprintf(stderr,
             "%s: %d: %u trampoline memor%s of a dyn still running left alone\n",
             prog_name, pid, r->busy, r->busy == 1 ? "y" : "ies");
+    if (r->breaks > 0)
+        printf("%s: %d: the loader's breakpoint (libraries loaded later) put back\n",
+            prog_name, pid);
+    if (r->regions == 0 && r->breaks > 0)
+        return;
     if (r->regions == 0) {
         printf("%s: %d: nothing of dyn's found\n", prog_name, pid);
         return;

@@ -9,7 +9,10 @@
 //   asm_padded               an FDE that starts in the padding before its symbol, as
 //                            glibc's hand-written functions have
 //   asm_mix_x, asm_mix_y     one FDE over a function that can move and one that cannot
-//                            (it jumps over a lock prefix): neither may move
+//                            (it jumps over a cs prefix, into the middle of an
+//                            instruction): neither may move
+//   asm_lockskip             glibc's `je 1f; lock; 1: op`: moves (the jump goes to the
+//                            locked instruction)
 //   asm_split_a, asm_split_b one FDE over two functions, the first with a cold fragment
 //                            outside it: layout would not keep the FDE's code together
 //   asm_catch                catch (...) in a cold fragment with its own FDE and LSDA,
@@ -28,6 +31,7 @@ int asm_pair_b(int (*cb)(int), int x);
 int asm_padded(int (*cb)(int), int x);
 int asm_mix_x(int (*cb)(int), int x);
 int asm_mix_y(int (*cb)(int), int x);
+int asm_lockskip(int (*cb)(int), int x);
 int asm_split_a(int (*cb)(int), int x);
 int asm_split_b(int (*cb)(int), int x);
 int asm_catch(int (*cb)(int), int x);
@@ -125,7 +129,7 @@ asm_mix_y:
         lea 5(%rsi), %ebx
         cmpl $0, asm_lock_count(%rip)
         je 1f
-        lock
+        .byte 0x2e
 1:      incl asm_lock_count(%rip)
         mov %rdi, %rax
         mov %ebx, %edi
@@ -137,6 +141,30 @@ asm_mix_y:
         ret
         .cfi_endproc
         .size asm_mix_y, .-asm_mix_y
+
+        .p2align 4
+        .globl asm_lockskip
+        .type asm_lockskip, @function
+asm_lockskip:
+        .cfi_startproc
+        push %rbx
+        .cfi_def_cfa_offset 16
+        .cfi_offset %rbx, -16
+        lea 9(%rsi), %ebx
+        cmpl $0, asm_lock_count(%rip)
+        je 1f
+        lock
+1:      incl asm_lock_count(%rip)
+        mov %rdi, %rax
+        mov %ebx, %edi
+        call *%rax
+        add %ebx, %eax
+        pop %rbx
+        .cfi_def_cfa_offset 8
+        .cfi_restore %rbx
+        ret
+        .cfi_endproc
+        .size asm_lockskip, .-asm_lockskip
 
         .p2align 4
         .globl asm_split_a
@@ -344,7 +372,7 @@ main()
                 { "asm_padded", asm_padded }, { "asm_mix_x", asm_mix_x },
                 { "asm_mix_y", asm_mix_y },   { "asm_split_a", asm_split_a },
                 { "asm_split_b", asm_split_b }, { "asm_catch", asm_catch },
-                { "asm_big", asm_big } };
+                { "asm_big", asm_big }, { "asm_lockskip", asm_lockskip } };
     int caught = 0;
     for (const auto& f : fns)
         for (int x : { 10, -3 }) {
