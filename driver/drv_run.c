@@ -168,8 +168,9 @@ proc_at_entry(const cfg_prog_t *prog, uint64_t addr)
  * The procedures that may be left by a longjmp (bit 1) or an exception (bit 2) without
  * returning: those that call longjmp-like functions or throw, and, transitively, every
  * procedure that calls one of them directly or by a tail call (their frames are
- * abandoned too, so flow conservation may not hold there). A malloc'd byte per
- * procedure, or NULL when out of memory.
+ * abandoned too, so flow conservation may not hold there) - or through a pointer, when
+ * a procedure whose address is taken is one of them (a callback that throws). A
+ * malloc'd byte per procedure, or NULL when out of memory.
  */
 static uint8_t *
 leaving_procs(const cfg_prog_t *prog)
@@ -178,8 +179,24 @@ leaving_procs(const cfg_prog_t *prog)
     uint8_t *leave = calloc(n + 1, 1);
     uint32_t *first = calloc(n + 2, sizeof(uint32_t)), *queue = malloc((n + 1) * sizeof(uint32_t));
     uint32_t *callers = NULL, ncalls = 0;
-    if (leave == NULL || first == NULL || queue == NULL)
+    uint8_t *indirect = calloc(n + 1, 1); /* makes calls or tail calls through pointers */
+    if (leave == NULL || first == NULL || queue == NULL || indirect == NULL)
         goto fail;
+    for (uint32_t e = 0; e < prog->nedges; e++) {
+        const cfg_edge_t *ed = &prog->edges[e];
+        const cfg_block_t *b = &prog->blocks[ed->from];
+        int ind = ((ed->kind == CFG_EDGE_CALLRET || ed->kind == CFG_EDGE_NORETURN)
+                      && b->last_kind == ARCH_KIND_CALL_IND)
+            || (ed->kind == CFG_EDGE_TAILCALL && ed->target == 0)
+            || ed->kind == CFG_EDGE_UNRESOLVED;
+        uint32_t caller = b->proc;
+        if (ind && caller != CFG_NONE) {
+            if ((prog->procs[caller].flags & CFG_PROC_FRAGMENT)
+                && prog->procs[caller].parent != CFG_NONE)
+                caller = prog->procs[caller].parent;
+            indirect[caller] = 1;
+        }
+    }
     /* Callers by callee (CSR): count, then fill. */
     for (int pass = 0; pass < 2; pass++) {
         uint32_t *fill = NULL;
@@ -218,14 +235,25 @@ leaving_procs(const cfg_prog_t *prog)
         }
         free(fill);
     }
-    /* Up the call graph from the procedures that leave, one kind at a time. */
+    /* Up the call graph from the procedures that leave, one kind at a time; when one
+     * whose address is taken leaves, so may every procedure that calls through a
+     * pointer (and their callers in turn). */
     for (uint8_t bit = 1; bit <= 2; bit <<= 1) {
         uint32_t qh = 0, qt = 0;
+        int spread = 0;
         for (uint32_t p = 0; p < n; p++)
             if (leave[p] & bit)
                 queue[qt++] = p;
         while (qh < qt) {
             uint32_t p = queue[qh++];
+            if (!spread && (prog->procs[p].sources & CFG_SRC_ADDR)) {
+                spread = 1; /* a callback that leaves: callers through pointers too */
+                for (uint32_t c = 0; c < n; c++)
+                    if (indirect[c] && !(leave[c] & bit)) {
+                        leave[c] |= bit;
+                        queue[qt++] = c;
+                    }
+            }
             for (uint32_t k = first[p]; k < first[p + 1]; k++) {
                 uint32_t c = callers[k];
                 if (!(leave[c] & bit)) {
@@ -238,12 +266,14 @@ leaving_procs(const cfg_prog_t *prog)
     free(first);
     free(queue);
     free(callers);
+    free(indirect);
     return leave;
 fail:
     free(leave);
     free(first);
     free(queue);
     free(callers);
+    free(indirect);
     return NULL;
 }
 
