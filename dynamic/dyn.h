@@ -191,6 +191,15 @@ int
 dyn_proc_run_to_entry(dyn_proc_t *p);
 
 /*
+ * After DYN_EV_EXEC (dyn_proc_poll): the followed process P, stopped in its new image,
+ * is let run to that image's entry point the same way (its libraries are then loaded),
+ * and stays followed, stopped there, without breakpoint (dyn_proc_set_break again).
+ * Nothing of the old image is touched. QP_EIO with ESRCH when it ended before.
+ */
+int
+dyn_proc_exec_to_entry(dyn_proc_t *p);
+
+/*
  * Follow the stopped process P from now on: its threads stay seized while it runs
  * (dyn_proc_resume lets them go on instead of detaching), new threads are seized as
  * they start, and forks, execs and the breakpoint of dyn_proc_set_break are reported
@@ -615,6 +624,9 @@ typedef struct dyn_run_opts {
     size_t ncalls;            /* how many */
     int all;                  /* also every procedure that can be patched */
     int no_atomic;            /* plain counter increments (dyn_session_set_atomic) */
+    int follow_exec;          /* follow the process (forks, execs: an exec instruments
+                               * the new program) with bare patterns too; a MODULE:
+                               * pattern always follows */
     double interval;          /* seconds between live tables; 0: none */
     double duration;          /* seconds to measure; 0: until *stop, the process ends
                                * or the live callback ends it */

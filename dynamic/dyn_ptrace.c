@@ -47,6 +47,11 @@
 /* Options of every seized thread: syscall stops report SIGTRAP|0x80 (see the top). */
 #define SEIZE_OPTS PTRACE_O_TRACESYSGOOD
 #define SYSCALL_STOP (SIGTRAP | 0x80)
+#ifndef PTRACE_EVENT_CLONE
+#define PTRACE_EVENT_CLONE 3
+#endif
+#define FOLLOW_OPTS                                                                     \
+    (SEIZE_OPTS | PTRACE_O_TRACECLONE | PTRACE_O_TRACEFORK | PTRACE_O_TRACEEXEC)
 
 typedef struct dyn_thread {
     int tid;         /* thread id */
@@ -1278,16 +1283,55 @@ at_entry(int pid)
  * run, is let run to its entry point through an int3 there. Should dyn die meanwhile,
  * PTRACE_O_EXITKILL kills the program, which had not started its own work yet.
  */
+static int to_entry(dyn_proc_t *p, dyn_thread_t *t);
+
 int
 dyn_proc_run_to_entry(dyn_proc_t *p)
 {
-    dyn_thread_t *t;
+    if (p == NULL || !p->child || !p->stopped || p->nth != 1 || p->th[0].gone)
+        return QP_EINVAL;
+    return to_entry(p, &p->th[0]);
+}
+
+int
+dyn_proc_exec_to_entry(dyn_proc_t *p)
+{
+    int rc, follow;
+
+    if (p == NULL || !p->stopped || !p->follow || find_thread(p, p->pid) == NULL
+        || find_thread(p, p->pid)->gone)
+        return QP_EINVAL;
+    /* One thread left, the process's own id; the new memory, a new stub place. */
+    for (size_t i = 0; i < p->nth; i++)
+        if (p->th[i].tid == p->pid) {
+            p->th[0] = p->th[i];
+            p->nth = 1;
+            break;
+        }
+    if (p->memfd >= 0)
+        close(p->memfd);
+    p->memfd = -1;
+    open_mem(p);
+    p->stub = 0;
+    p->brk = 0;
+    p->execed = 0;
+    follow = p->follow;
+    p->follow = 0;
+    rc = to_entry(p, &p->th[0]);
+    p->follow = follow;
+    if (rc == 0 || p->th[0].stopped) /* the options of a followed thread again */
+        ptrace(PTRACE_SETOPTIONS, p->pid, NULL, (void *)(long)FOLLOW_OPTS);
+    return rc;
+}
+
+/* Run the one stopped thread T of P to the entry point of its image (see above). */
+static int
+to_entry(dyn_proc_t *p, dyn_thread_t *t)
+{
     uint64_t entry;
     uint8_t orig, trap = 0xcc;
     int rc = 0, st, sig = 0;
 
-    if (p == NULL || !p->child || !p->stopped || p->nth != 1 || (t = &p->th[0])->gone)
-        return QP_EINVAL;
     if ((entry = at_entry(p->pid)) == 0)
         return QP_EFORMAT;
     QP_CHECK(dyn_proc_read(p, entry, &orig, 1));
@@ -1316,6 +1360,7 @@ dyn_proc_run_to_entry(dyn_proc_t *p)
         }
         if (WIFEXITED(st) || WIFSIGNALED(st)) {
             mark_gone(p, t, st);
+            p->status = st; /* (followed: dyn_proc_ended says it) */
             errno = ESRCH;
             return QP_EIO;
         }
@@ -1417,12 +1462,6 @@ dyn_proc_children(int pid, int **out, size_t *n)
  * the int3 stays until `dyn clean` (the next dlopen in between kills the process with
  * SIGTRAP).
  */
-
-#ifndef PTRACE_EVENT_CLONE
-#define PTRACE_EVENT_CLONE 3
-#endif
-#define FOLLOW_OPTS                                                                     \
-    (SEIZE_OPTS | PTRACE_O_TRACECLONE | PTRACE_O_TRACEFORK | PTRACE_O_TRACEEXEC)
 
 /* Is the stop ST of thread TID the int3 of P's breakpoint? */
 static int

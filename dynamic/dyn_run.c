@@ -277,6 +277,7 @@ typedef struct mod {
     uint64_t dev, ino;  /* the library's file (dyn_module_t) */
     uint64_t lo;        /* ... where it is mapped */
     int dropped;        /* unloaded (dlclose) or gone with an exec: counts kept */
+    size_t image;       /* the image of the process it belongs to (0: the first) */
 } mod_t;
 
 /* What one session holds while it runs. */
@@ -296,7 +297,10 @@ typedef struct run {
     unsigned char *seen;     /* per MODULE:GLOB pattern (count, time, calls): a
                               * library it names was read */
     size_t forks;            /* children forked while followed (not measured) */
-    int execed;              /* the process ran execve while followed */
+    size_t image;            /* the current image (execs while followed so far) */
+    char **progs;            /* per image: its program's base name (or NULL) */
+    size_t nprogs;           /* ... how many are known */
+    int lib;                 /* some pattern names a library (MODULE:GLOB) */
     int late;                /* instrumenting libraries loaded later (on_break) */
 } run_t;
 
@@ -335,13 +339,29 @@ shared_all(const run_t *r)
     return 1;
 }
 
-/* "MODULE:" before the names of a library's rows, "" for the executable's. */
+/*
+ * "MODULE:" before the names of a library's rows, "" for the executable's; rows of an
+ * earlier image of the process (before an exec) get "PROG[N]:" in front (N from 1).
+ */
+/* The base name of the program of image I of R's process, "?" when not known. */
 static const char *
-prefix(const mod_t *m, char *buf, size_t cap)
+prog_of(const run_t *r, size_t i)
 {
-    if (m->name == NULL)
+    return i < r->nprogs && r->progs[i] != NULL ? r->progs[i] : "?";
+}
+
+static const char *
+prefix(const run_t *r, const mod_t *m, char *buf, size_t cap)
+{
+    int k = 0;
+    if (m->image < r->image)
+        k = snprintf(buf, cap, "%s[%zu]:", prog_of(r, m->image), m->image + 1);
+    if (k < 0 || (size_t)k >= cap)
+        k = 0;
+    if (m->name != NULL)
+        snprintf(buf + k, cap - (size_t)k, "%s:", m->name);
+    else if (k == 0)
         return "";
-    snprintf(buf, cap, "%s:", m->name);
     return buf;
 }
 
@@ -361,7 +381,7 @@ make_names(run_t *r)
         return QP_ENOMEM;
     for (size_t i = 0; i < r->nm; i++) {
         char pre[512];
-        const char *pf = prefix(&r->m[i], pre, sizeof(pre));
+        const char *pf = prefix(r, &r->m[i], pre, sizeof(pre));
         for (size_t j = 0; j < dyn_session_npoints(r->m[i].s); j++, k++) {
             const char *n = dyn_session_point(r->m[i].s, j, NULL);
             size_t len = strlen(pf) + strlen(n) + 1;
@@ -507,7 +527,7 @@ instrument(run_t *r, size_t from, char *why, size_t whylen)
     for (size_t k = from; k < r->nm; k++) {
         const mod_t *m = &r->m[k];
         char pre[512];
-        const char *pf = prefix(m, pre, sizeof(pre));
+        const char *pf = prefix(r, m, pre, sizeof(pre));
         for (size_t i = 0; i < dyn_session_nrefused(m->s); i++) {
             const char *whyref, *name = dyn_session_refusal(m->s, i, &whyref);
             note(r->cb, i >= m->nref && o->all, "%s%s: not instrumented: %s", pf, name,
@@ -529,8 +549,10 @@ instrument(run_t *r, size_t from, char *why, size_t whylen)
         "started%s",
         r->pid, nin, what, nref, (t1 - t0) * 1e3, t1 - o->t_start,
         shared_all(r) ? "" : " (counters not shared)");
-    if (nin == 0 && r->follow) {
+    if (nin == 0 && r->follow && r->lib) {
         note(r->cb, 0, "%d: waiting for the libraries named to be loaded", r->pid);
+    } else if (nin == 0 && r->image > 0) {
+        note(r->cb, 0, "%d: nothing to measure in the new program", r->pid);
     } else if (nin == 0) {
         say_why(why, whylen, "nothing to measure");
         return QP_ENOTFOUND;
@@ -583,9 +605,11 @@ watch(run_t *r, double t0, drv_hist_t *hist)
             } else if (ev.kind == DYN_EV_FORK) {
                 on_fork(r, ev.child);
             } else if (ev.kind == DYN_EV_EXEC) {
-                on_exec(r); /* then watched on, unmeasured, until it ends */
-                dyn_proc_resume(r->p);
+                on_exec(r); /* the new program instrumented, or unmeasured */
+                if (dyn_proc_is_stopped(r->p))
+                    dyn_proc_resume(r->p);
             }
+            names = (const char *const *)r->names; /* (made again) */
             if (r->npoints != n) { /* libraries loaded: more points */
                 size_t m = r->npoints;
                 uint64_t *c2 = realloc(c, (m + 1) * sizeof(*c));
@@ -731,6 +755,7 @@ mod_add(run_t *r)
         return NULL;
     r->m = v;
     memset(&v[r->nm], 0, sizeof(*v));
+    v[r->nm].image = r->image;
     return &v[r->nm++];
 }
 
@@ -925,7 +950,8 @@ static int
 follow_start(run_t *r)
 {
     int rc;
-    if ((rc = dyn_proc_follow(r->p)) < 0 || (rc = dyn_proc_set_break(r->p, r->brk)) < 0) {
+    if ((rc = dyn_proc_follow(r->p)) < 0
+        || (r->brk != 0 && (rc = dyn_proc_set_break(r->p, r->brk)) < 0)) {
         note(r->cb, 0, "%d: libraries loaded later are not seen: %s", r->pid,
             rc == QP_EUNSUPP ? "the loader's r_brk is not a bare return" : reason(rc));
         dyn_proc_unfollow(r->p);
@@ -983,27 +1009,90 @@ on_fork(run_t *r, dyn_proc_t *child)
     r->forks++;
 }
 
-/* The process ran execve (stopped in the new image): the sessions are gone with the old
- * one; the measurement ends with their counts so far. */
+/* The base name of the program of R's process now, into r->progs[r->image]. */
 static void
-on_exec(run_t *r)
+prog_name(run_t *r)
 {
     char exe[4200] = "", link[64];
     ssize_t k;
+    char **v;
+
+    if (r->nprogs != r->image
+        || (v = realloc(r->progs, (r->image + 1) * sizeof(*v))) == NULL)
+        return;
+    r->progs = v;
+    v[r->nprogs++] = NULL;
+    snprintf(link, sizeof(link), "/proc/%d/exe", r->pid);
+    if ((k = readlink(link, exe, sizeof(exe) - 1)) > 0) {
+        exe[k] = '\0';
+        const char *b = strrchr(exe, '/');
+        v[r->image] = strdup(b != NULL ? b + 1 : exe);
+    }
+}
+
+/*
+ * The process ran execve (stopped in the new image): the sessions are gone with the old
+ * one (their counts kept, never touched again); the new program is run to its entry and
+ * instrumented with the same patterns. Left stopped when that failed.
+ */
+static void
+on_exec(run_t *r)
+{
+    char exe[4200] = "", link[64], why[512] = "";
+    size_t from = r->nm;
+    ssize_t k;
+    int rc, e, lib, exep;
 
     for (size_t i = 0; i < r->nm; i++)
         if (!r->m[i].dropped) {
             dyn_session_drop(r->m[i].s, 1);
             r->m[i].dropped = 1;
         }
+    r->image++;
+    prog_name(r);
     snprintf(link, sizeof(link), "/proc/%d/exe", r->pid);
     if ((k = readlink(link, exe, sizeof(exe) - 1)) > 0)
         exe[k] = '\0';
     note(r->cb, 0,
-        "%d: the process ran execve (%s): the counts are those up to the exec; the "
-        "new program runs unmeasured",
-        r->pid, exe[0] ? exe : "?");
-    r->execed = 1;
+        "%d: the process ran execve (%s): the counts up to the exec are kept apart "
+        "(rows %s[%zu]:...); measuring the new program",
+        r->pid, exe[0] ? exe : "?", prog_of(r, r->image - 1), r->image);
+    if ((rc = make_names(r)) < 0)
+        return;
+    if ((rc = dyn_proc_exec_to_entry(r->p)) < 0) {
+        if (!(rc == QP_EIO && errno == ESRCH))
+            trace_why(r->pid, "cannot run the new program to its entry point", rc, why,
+                sizeof(why));
+        goto fail;
+    }
+    patterns_of(r->o, &lib, &exep);
+    if (exep && (rc = read_exe(r, why, sizeof(why))) < 0)
+        goto fail;
+    r->rdebug = r->brk = 0;
+    if ((e = dyn_proc_r_debug(r->p, &r->rdebug, &r->brk)) < 0) {
+        r->rdebug = r->brk = 0;
+        if (r->lib)
+            note(r->cb, 1, "%d: libraries loaded later are not seen: no r_debug (%s)",
+                r->pid, reason(e));
+    }
+    if (r->lib && (rc = read_libs_now(r, why, sizeof(why))) < 0)
+        goto fail;
+    if ((rc = instrument(r, from, why, sizeof(why))) < 0)
+        goto fail;
+    return;
+fail:
+    if (why[0])
+        note(r->cb, 0, "%s", why);
+    if (from < r->nm || rc < 0)
+        note(r->cb, 0, "%d: the new program runs unmeasured", r->pid);
+    for (size_t i = from; i < r->nm; i++) { /* never installed (or taken out) */
+        dyn_session_destroy(r->m[i].s);
+        cfg_prog_destroy(r->m[i].prog);
+        cfg_image_destroy(r->m[i].img);
+        free(r->m[i].name);
+    }
+    r->nm = from;
+    make_names(r);
 }
 
 /* The session over the attached (or started) process of R. *STARTED: it was let run. */
@@ -1016,6 +1105,8 @@ session(run_t *r, dyn_run_report_t *rep, int *started, char *why, size_t whylen)
     drv_hist_t hist = { 0 };
 
     patterns_of(o, &lib, &exe);
+    r->lib = lib;
+    prog_name(r);
     /* A program started by dyn: its libraries are there once it is at its entry. */
     if (lib && o->argv != NULL && (rc = dyn_proc_run_to_entry(r->p)) < 0) {
         if (rc == QP_EIO && errno == ESRCH)
@@ -1044,6 +1135,11 @@ session(run_t *r, dyn_run_report_t *rep, int *started, char *why, size_t whylen)
                 r->pid, reason(e));
         if ((rc = read_libs_now(r, why, whylen)) < 0)
             goto out;
+    } else if (o->follow_exec) {
+        /* Execs followed: the breakpoint too when there is a loader (forks seen). */
+        if (dyn_proc_r_debug(r->p, &r->rdebug, &r->brk) < 0)
+            r->rdebug = r->brk = 0;
+        r->follow = 1;
     }
     rc = instrument(r, 0, why, whylen);
     *started = !dyn_proc_is_stopped(r->p);
@@ -1089,6 +1185,11 @@ out:
     }
     free(r->seen);
     r->seen = NULL;
+    for (size_t i = 0; i < r->nprogs; i++)
+        free(r->progs[i]);
+    free(r->progs);
+    r->progs = NULL;
+    r->nprogs = 0;
     for (size_t i = 0; i < r->nm; i++) {
         dyn_session_destroy(r->m[i].s);
         cfg_prog_destroy(r->m[i].prog);

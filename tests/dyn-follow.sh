@@ -9,7 +9,9 @@
 #      is reported at the end, not an error;
 #  (2) threads calling the library: every call counted;
 #  (3) fork: the child runs unpatched (its status unchanged), the parent's counts exact;
-#  (4) exec: the counts up to the exec, the new program runs to its end unmeasured;
+#  (4) exec: the new program is run to its entry and instrumented again; the counts of
+#      each image exact and apart (the first image's rows named main[1]:...), with a
+#      MODULE: pattern and with --follow-exec and bare patterns only;
 #  (5) dyn killed (SIGKILL) while its breakpoint is in: dyn clean puts it back and the
 #      program's dlopen then works.
 # The program's output and exit status (3) are unchanged in every case.
@@ -94,9 +96,23 @@ grep -q ': 1 child forked: not measured' "$d/fork.err" && ok "fork: child note" 
 rc=$?
 same exec
 grep -q '^work 6$' "$d/exec.out" && ok "exec: the new program ran" || bad "exec: output"
-expect "exec: work up to the exec" "$(csv "$d/exec.csv" work)" 4
-grep -q 'ran execve.*counts are those up to the exec' "$d/exec.err" && ok "exec: note" \
+expect "exec: work of the first image" "$(csv "$d/exec.csv" 'main[1]:work')" 4
+expect "exec: work of the new image" "$(csv "$d/exec.csv" work)" 6
+expect "exec: execl of the first image" \
+    "$(csv "$d/exec.csv" 'main[1]:libc.so.6:execl')" 1
+expect "exec: execl of the new image" "$(csv "$d/exec.csv" libc.so.6:execl)" 0
+grep -q 'ran execve.*kept apart (rows main\[1\]:' "$d/exec.err" && ok "exec: note" \
     || bad "exec: no note: $(cat "$d/exec.err")"
+[ "$(grep -c 'procedures instrumented' "$d/exec.err")" = 2 ] \
+    && ok "exec: instrumented again" || bad "exec: not instrumented again: $(cat "$d/exec.err")"
+# ... bare patterns only: --follow-exec
+"$DYN" run -c work --follow-exec -o "$d/fx.csv" -- "$d/main" exec 3 5 \
+    >"$d/fx.out" 2>"$d/fx.err"
+rc=$?
+"$d/main" exec 3 5 >"$d/fx.plain"
+same fx
+expect "follow-exec: work of the first image" "$(csv "$d/fx.csv" 'main[1]:work')" 3
+expect "follow-exec: work of the new image" "$(csv "$d/fx.csv" work)" 5
 
 # (5) dyn killed while its breakpoint is in; the program waits on a FIFO to dlopen
 mkfifo "$d/fifo" || exit 99

@@ -133,6 +133,10 @@ usage(FILE *f)
         "                         looked for (colon-separated; default /usr/lib/debug)\n"
         "  -o, --output=FILE.csv  also write the final counts as CSV\n"
         "                         (name,calls,wall_ns; wall_ns empty when not timed)\n"
+        "      --follow-exec      stay attached with bare patterns too: after an exec\n"
+        "                         the new program is instrumented again (always so\n"
+        "                         with a MODULE: pattern); earlier programs' rows\n"
+        "                         are named PROG[N]:NAME\n"
         "      --no-atomic        plain counter increments: faster, but calls made by\n"
         "                         threads at the same moment may be lost (default:\n"
         "                         locked increments, exact)\n"
@@ -433,6 +437,7 @@ typedef struct opts {
     const char *trace;   /* --trace=FILE.json */
     int histogram;   /* --histogram: print the calls over time at the end */
     int no_atomic;   /* --no-atomic */
+    int follow_exec; /* --follow-exec */
 } opts_t;
 
 static int
@@ -472,6 +477,7 @@ session(const opts_t *o, int pid, char *const *argv, double t_start)
     ro.ncalls = o->ncalls;
     ro.all = o->all;
     ro.no_atomic = o->no_atomic;
+    ro.follow_exec = o->follow_exec;
     ro.interval = o->interval;
     ro.duration = o->duration;
     ro.hist_buckets = o->histogram ? HIST_BUCKETS : 0;
@@ -863,6 +869,7 @@ main(int argc, char **argv)
         { "time", required_argument, NULL, 't' },
         { "calls-from", required_argument, NULL, 'f' },
         { "no-atomic", no_argument, NULL, 'N' },
+        { "follow-exec", no_argument, NULL, 'X' },
         { "verbose", no_argument, NULL, 'v' },
         { "histogram", no_argument, NULL, 'H' },
         { "metric", required_argument, NULL, 'e' },
@@ -966,6 +973,7 @@ main(int argc, char **argv)
         case 'v': o.verbose = 1; break;
         case 'H': o.histogram = 1; break;
         case 'N': o.no_atomic = 1; break;
+        case 'X': o.follow_exec = 1; break;
         case 't': o.time[o.ntime++] = optarg; break;
         case 'f':
             o.calls[o.ncalls++] = optarg;
@@ -994,14 +1002,16 @@ main(int argc, char **argv)
         if (o.children && children_of(&o) < 0)
             return EXIT_FAIL;
     }
-    if (o.commands && (o.ncount || o.all || o.ntime || o.ncalls || o.no_atomic)) {
+    int counting
+        = o.ncount || o.all || o.ntime || o.ncalls || o.no_atomic || o.follow_exec;
+    if (o.commands && counting) {
         fprintf(stderr, "%s: --commands steers metrics: not with --count, --all, --time, "
-                "--calls-from or --no-atomic\n", prog_name);
+                "--calls-from, --no-atomic or --follow-exec\n", prog_name);
         return EXIT_USAGE;
     }
-    if (o.nm > 0 && (o.ncount || o.all || o.ntime || o.ncalls || o.no_atomic)) {
+    if (o.nm > 0 && counting) {
         fprintf(stderr, "%s: -e/--metrics measure the metrics only: not with --count, --all, "
-                "--time, --calls-from or --no-atomic\n", prog_name);
+                "--time, --calls-from, --no-atomic or --follow-exec\n", prog_name);
         return EXIT_USAGE;
     }
     for (size_t i = 0; i < o.nm; i++) {
