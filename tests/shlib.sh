@@ -159,6 +159,12 @@ for v in "gcc -O0" "gcc -O2" "clang -O0" "clang -O2" "gcc -O2 -fno-plt" "clang -
                 bad "$v --with-libs: again into $w: status $st: $(cat "$d/log.again")"
             "$QPT_REWRITE" --with-libs --force "$d/mainw" -o "$w" >/dev/null 2>&1 &&
                 ok "$v --with-libs --force" || bad "$v --with-libs --force failed"
+            # A program that cannot be rewritten leaves no folder behind.
+            printf 'not an executable\n' >"$d/junk"
+            "$QPT_REWRITE" --with-libs "$d/junk" -o "$d/junkdir" >/dev/null 2>&1
+            st=$?
+            [ "$st" = 1 ] && [ ! -e "$d/junkdir" ] && ok "$v --with-libs: a bad program leaves no folder" ||
+                bad "$v --with-libs of junk: status $st, $(ls -d "$d/junkdir" 2>&1)"
         else
             bad "$v --with-libs: $(tail -n 1 "$d/log.whole")"
         fi

@@ -566,11 +566,21 @@ static int
 rewrite_with_libs(const char *input, const char *dir, const char *driver, int atomic,
     int verbose, int force)
 {
+    elfw_dep_t *deps = NULL;
+    size_t n = 0;
+    char *interp = NULL, why[512];
+    if (elfw_deps(input, &deps, &n, &interp, why, sizeof(why)) < 0) {
+        fprintf(stderr, "%s: %s: %s\n", prog_name, input, why);
+        return EXIT_INPUT;
+    }
     struct stat st;
+    int made = 0; /* the folder is ours: removed again if the program cannot be written */
     if (stat(dir, &st) == 0) {
         if (!S_ISDIR(st.st_mode)) {
             fprintf(stderr, "%s: %s: not a folder (--with-libs writes a folder)\n",
                 prog_name, dir);
+            elfw_deps_free(deps, n);
+            free(interp);
             return EXIT_USAGE;
         }
         DIR *d = opendir(dir);
@@ -583,20 +593,18 @@ rewrite_with_libs(const char *input, const char *dir, const char *driver, int at
         if (others && !force) {
             fprintf(stderr, "%s: %s: the folder holds other files (--force writes into it)\n",
                 prog_name, dir);
+            elfw_deps_free(deps, n);
+            free(interp);
             return EXIT_USAGE;
         }
     } else if (mkdir(dir, 0777) < 0) {
         fprintf(stderr, "%s: %s: cannot create the folder: %s\n", prog_name, dir,
             strerror(errno));
+        elfw_deps_free(deps, n);
+        free(interp);
         return EXIT_INPUT;
-    }
-    elfw_dep_t *deps = NULL;
-    size_t n = 0;
-    char *interp = NULL, why[512];
-    if (elfw_deps(input, &deps, &n, &interp, why, sizeof(why)) < 0) {
-        fprintf(stderr, "%s: %s: %s\n", prog_name, input, why);
-        return EXIT_INPUT;
-    }
+    } else
+        made = 1;
     const char *base = strrchr(input, '/') ? strrchr(input, '/') + 1 : input;
     char out[PATH_MAX];
     int status = EXIT_INPUT;
@@ -626,6 +634,8 @@ rewrite_with_libs(const char *input, const char *dir, const char *driver, int at
         else
             done++;
     }
+    if (status != 0 && made)
+        rmdir(dir); /* nothing written: leave nothing behind */
     if (status == 0)
         fprintf(stderr, "%s: %s: %s and %zu of %zu libraries rewritten; run %s/%s%s%s\n",
             prog_name, dir, base, done, libs, dir, base,
