@@ -76,10 +76,16 @@ around(void)
     __asm__ volatile("");
 }
 
+/* The threads live at once but take turns: leaf's `sink += x` is not atomic, and the sum
+ * is the output (the rewritten program's slower threads overlapped and lost updates). */
+static pthread_mutex_t turn = PTHREAD_MUTEX_INITIALIZER;
+
 static void *
 thread(void *arg)
 {
+    pthread_mutex_lock(&turn);
     outer((long)arg);
+    pthread_mutex_unlock(&turn);
     return NULL;
 }
 
