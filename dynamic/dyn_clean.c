@@ -151,12 +151,29 @@ region_at(const regions_t *r, uint64_t a)
 /*
  * Put back every jump into a region that starts in [ADDR, ADDR + N): FILE and MEM hold
  * the file's and the memory's bytes from ADDR, N + 4 of them. *JUMPS counts them.
+ * SHORTS: only the 2-byte jmp rel8 at short entries, to a jump into a region in padding
+ * (put back before that jump, which the pass without SHORTS puts back).
  */
 static int
 restore_chunk(dyn_proc_t *p, const regions_t *r, uint64_t addr, const uint8_t *file,
-    const uint8_t *mem, size_t n, unsigned *jumps)
+    const uint8_t *mem, size_t n, unsigned *jumps, int shorts)
 {
-    for (size_t i = 0; i < n; i++) {
+    for (size_t i = 0; shorts && i < n; i++) {
+        uint8_t pad[JMP_LEN];
+        int32_t rel;
+        uint64_t at;
+        if (mem[i] != 0xeb || memcmp(mem + i, file + i, 2) == 0)
+            continue;
+        at = addr + i + 2 + (uint64_t)(int64_t)(int8_t)mem[i + 1];
+        if (dyn_proc_read(p, at, pad, JMP_LEN) < 0 || pad[0] != 0xe9)
+            continue;
+        memcpy(&rel, pad + 1, 4);
+        if (region_at(r, at + JMP_LEN + (uint64_t)(int64_t)rel) == NULL)
+            continue;
+        QP_CHECK(dyn_proc_write(p, addr + i, file + i, 2));
+        i++;
+    }
+    for (size_t i = 0; !shorts && i < n; i++) {
         int32_t rel;
         uint64_t to;
         /* (The file may have a jmp there too: the original code can start with one.) */
@@ -176,7 +193,7 @@ restore_chunk(dyn_proc_t *p, const regions_t *r, uint64_t addr, const uint8_t *f
 /* Every jump into a region in the executable sections of IMG. */
 static int
 restore_jumps(dyn_proc_t *p, const cfg_image_t *img, uint64_t bias, const regions_t *r,
-    unsigned *jumps)
+    unsigned *jumps, int shorts)
 {
     uint8_t *mem = malloc(CHUNK + JMP_LEN);
     int rc = 0;
@@ -195,7 +212,7 @@ restore_jumps(dyn_proc_t *p, const cfg_image_t *img, uint64_t bias, const region
             if (dyn_proc_read(p, sec->vma + bias + off, mem, n + JMP_LEN - 1) < 0)
                 break; /* not mapped as the file says: leave it */
             rc = restore_chunk(
-                p, r, sec->vma + bias + off, sec->bytes + off, mem, n, jumps);
+                p, r, sec->vma + bias + off, sec->bytes + off, mem, n, jumps, shorts);
         }
     }
     free(mem);
@@ -239,7 +256,8 @@ maps_file_line(char *line, dyn_module_t *m, uint64_t *off, int *exec)
  * lead into a region, which must then stay mapped.
  */
 static int
-restore_lib_jumps(dyn_proc_t *p, const regions_t *r, unsigned *jumps, int *unsure)
+restore_lib_jumps(
+    dyn_proc_t *p, const regions_t *r, unsigned *jumps, int *unsure, int shorts)
 {
     char path[64], line[4096 + 128];
     uint8_t *mem = malloc(CHUNK + JMP_LEN), *file = malloc(CHUNK + JMP_LEN);
@@ -284,7 +302,7 @@ restore_lib_jumps(dyn_proc_t *p, const regions_t *r, unsigned *jumps, int *unsur
                 break;
             }
             dyn_proc_read(p, a + n, mem + n, JMP_LEN - 1); /* (may be unmapped) */
-            rc = restore_chunk(p, r, a, file, mem, n, jumps);
+            rc = restore_chunk(p, r, a, file, mem, n, jumps, shorts);
         }
         close(fd);
     }
@@ -394,9 +412,12 @@ dyn_clean(
     if ((rc = find_regions(p, &r, &out->busy)) < 0 || r.n == 0)
         goto out;
     out->regions = (unsigned)r.n;
-    /* The order of dyn_session_remove: jumps, threads, then memory. */
-    if ((rc = restore_jumps(p, img, bias, &r, &out->jumps)) < 0
-        || (rc = restore_lib_jumps(p, &r, &out->jumps, &unsure)) < 0
+    /* The order of dyn_session_remove: jumps (short entries' first), threads, then
+     * memory. */
+    if ((rc = restore_jumps(p, img, bias, &r, &out->jumps, 1)) < 0
+        || (rc = restore_lib_jumps(p, &r, &out->jumps, &unsure, 1)) < 0
+        || (rc = restore_jumps(p, img, bias, &r, &out->jumps, 0)) < 0
+        || (rc = restore_lib_jumps(p, &r, &out->jumps, &unsure, 0)) < 0
         || (rc = move_threads(p, &r, &out->moved)) < 0
         || (rc = dyn_proc_words(p, STACK_SCAN, &w, &nw)) < 0)
         goto out;

@@ -42,6 +42,8 @@
 /* Times a thread is let run alone at most to leave a trampoline (dyn_proc_leave). */
 #define LEAVE_TRIES 100
 #define JMP_LEN 5
+/* A jmp rel8 (an entry too short for JMP_LEN goes through padding within its reach). */
+#define SHORT_LEN 2
 /* The header at the start of the trampoline memory (dyn_tramp_hdr_t). */
 #define HDR_LEN sizeof(dyn_tramp_hdr_t)
 
@@ -67,6 +69,11 @@ typedef struct point {
     uint8_t save_flags; /* flags may be live at the entry */
     uint8_t orig[32];   /* the original bytes */
     uint8_t patch[32];  /* the bytes written over them */
+    uint64_t pad;       /* PT_ENTRY too short for the jump: runtime address of the 5-byte
+                         * jump to the trampoline in padding, reached by a 2-byte jmp
+                         * rel8 at the entry; 0 for none */
+    uint8_t pad_orig[JMP_LEN];  /* the padding's bytes */
+    uint8_t pad_patch[JMP_LEN]; /* the jump written over them */
     uint64_t tramp;     /* runtime address of the trampoline */
     uint64_t ret_at;    /* PT_CALL: the return address the moved call pushes */
     dyn_snippet_t before; /* dyn_session_add_point: what runs instead of the counter */
@@ -117,7 +124,16 @@ struct dyn_session {
     uint64_t mono0;
     uint32_t *frags; /* cold fragments, by parent (lazily) */
     size_t nfrags;
+    uint64_t *pads; /* padding taken by short entries (link addresses) */
+    size_t npads, cappads;
 };
+
+/* Bytes written at PT's first replaced byte: a jmp rel32, or a jmp rel8 to its pad. */
+static size_t
+patch_len(const point_t *pt)
+{
+    return pt->pad ? SHORT_LEN : JMP_LEN;
+}
 
 static int
 refuse_name(dyn_session_t *s, const char *name, const char *why)
@@ -239,30 +255,20 @@ dyn_session_set_atomic(dyn_session_t *s, int atomic)
  * What the file proves: the replaced bytes are one block's, no branch lands inside
  */
 
-/* Why procedure I cannot get an entry counter, or NULL; fills *PT. */
+/*
+ * The whole instructions at procedure I's entry, NEED bytes of them at least, that a jump
+ * replaces: why not, or NULL with PT's proc, entry, len, ninsns, orig and save_flags.
+ */
 static const char *
-check_proc(const dyn_session_t *s, uint32_t i, point_t *pt /*OUT*/)
+entry_insns(const dyn_session_t *s, uint32_t i, size_t need, point_t *pt /*OUT*/)
 {
     const cfg_prog_t *prog = s->prog;
     const cfg_proc_t *pr = &prog->procs[i];
-    const cfg_block_t *b;
+    const cfg_block_t *b = &prog->blocks[pr->block];
     const uint8_t *bytes;
     size_t avail, len = 0;
 
-    if (pr->flags & CFG_PROC_FRAGMENT)
-        return "a cold fragment of another procedure, not an entry";
-    if (pr->unsafe != NULL)
-        return "the analysis could not prove its code safe";
-    if (pr->nind_unresolved > 0)
-        return "an indirect jump with unknown targets might land in its first bytes";
-    if (pr->nblocks == 0)
-        return "no code";
-    b = &prog->blocks[pr->block];
-    if (b->start != pr->entry)
-        return "its entry does not start a block";
-    if (b->npred > 0)
-        return "a branch inside the procedure goes back to its entry";
-    if (i + 1 < prog->nprocs && prog->procs[i + 1].entry < pr->entry + JMP_LEN)
+    if (i + 1 < prog->nprocs && prog->procs[i + 1].entry < pr->entry + need)
         return "another procedure starts within 5 bytes of its entry";
     bytes = cfg_image_ptr(prog->img, pr->entry, &avail);
     if (bytes == NULL)
@@ -270,7 +276,7 @@ check_proc(const dyn_session_t *s, uint32_t i, point_t *pt /*OUT*/)
     memset(pt, 0, sizeof(*pt));
     pt->proc = i;
     pt->entry = pr->entry + s->bias;
-    while (len < JMP_LEN) {
+    while (len < need) {
         arch_insn_t in;
         if (arch_decode(bytes + len, avail - len, pt->entry + len, &in) < 0)
             return "an instruction at its entry does not decode";
@@ -309,6 +315,116 @@ check_proc(const dyn_session_t *s, uint32_t i, point_t *pt /*OUT*/)
                              | CFG_SRC_ENTRY | CFG_SRC_INIT | CFG_SRC_PLT))
         == 0;
     return NULL;
+}
+
+/* Why procedure I's entry cannot have a jump whatever its instructions, or NULL. */
+static const char *
+entry_ok(const dyn_session_t *s, uint32_t i)
+{
+    const cfg_prog_t *prog = s->prog;
+    const cfg_proc_t *pr = &prog->procs[i];
+    const cfg_block_t *b;
+
+    if (pr->flags & CFG_PROC_FRAGMENT)
+        return "a cold fragment of another procedure, not an entry";
+    if (pr->unsafe != NULL)
+        return "the analysis could not prove its code safe";
+    if (pr->nind_unresolved > 0)
+        return "an indirect jump with unknown targets might land in its first bytes";
+    if (pr->nblocks == 0)
+        return "no code";
+    b = &prog->blocks[pr->block];
+    if (b->start != pr->entry)
+        return "its entry does not start a block";
+    if (b->npred > 0)
+        return "a branch inside the procedure goes back to its entry";
+    return NULL;
+}
+
+/* Why procedure I cannot get an entry counter, or NULL; fills *PT. */
+static const char *
+check_proc(const dyn_session_t *s, uint32_t i, point_t *pt /*OUT*/)
+{
+    const char *why = entry_ok(s, i);
+    return why != NULL ? why : entry_insns(s, i, JMP_LEN, pt);
+}
+
+/*
+ * Padding no procedure owns at link address A: the 5 bytes from A are in a gap between
+ * blocks (cfg_block_at), and the gap's bytes up to them decode as nops or int3 (the
+ * alignment between procedures). B0 is the lowest address the gap is looked for from.
+ */
+static int
+is_padding(const cfg_prog_t *prog, uint64_t a, uint64_t b0)
+{
+    uint64_t g = a, x;
+    size_t avail;
+    const uint8_t *bytes;
+
+    for (x = a; x < a + JMP_LEN; x++)
+        if (cfg_block_at(prog, x) != CFG_NONE)
+            return 0;
+    while (g > b0 && cfg_block_at(prog, g - 1) == CFG_NONE)
+        g--;
+    if (g == b0)
+        return 0; /* the gap's start is not known: not proven padding */
+    if ((bytes = cfg_image_ptr(prog->img, g, &avail)) == NULL || avail < a + JMP_LEN - g)
+        return 0;
+    for (x = g; x < a + JMP_LEN;) {
+        arch_insn_t in;
+        if (bytes[x - g] == 0xcc) {
+            x++;
+            continue;
+        }
+        if (arch_decode(bytes + (x - g), avail - (x - g), x, &in) < 0
+            || in.kind != ARCH_KIND_NOP)
+            return 0;
+        x += in.len;
+    }
+    return 1;
+}
+
+/*
+ * Procedure I's entry, too short for a 5-byte jump, with a 2-byte jmp rel8 to a 5-byte
+ * jump in padding within its reach: why not, or NULL with *PT filled and the padding
+ * taken.
+ */
+static const char *
+check_short(dyn_session_t *s, uint32_t i, point_t *pt /*OUT*/)
+{
+    const cfg_prog_t *prog = s->prog;
+    uint64_t e = prog->procs[i].entry, from = e + SHORT_LEN - 128, to = e + SHORT_LEN + 127;
+    uint64_t b0 = from > 256 ? from - 256 : 0;
+    const char *why;
+
+    if ((why = entry_insns(s, i, SHORT_LEN, pt)) != NULL)
+        return why;
+    if (((e + s->bias) & 4095) > 4096 - SHORT_LEN)
+        return "its first 2 bytes cross a page boundary";
+    for (uint64_t a = from; a <= to; a++) {
+        size_t k;
+        int used = 0;
+        if (((a + s->bias) & 4095) > 4096 - JMP_LEN)
+            continue;
+        for (k = 0; k < s->npads && !used; k++)
+            used = a < s->pads[k] + JMP_LEN && s->pads[k] < a + JMP_LEN;
+        if (used || !is_padding(prog, a, b0))
+            continue;
+        const uint8_t *bytes = cfg_image_ptr(prog->img, a, &k);
+        if (s->npads == s->cappads) {
+            size_t cap = s->cappads ? 2 * s->cappads : 16;
+            uint64_t *n = realloc(s->pads, cap * sizeof(*n));
+            if (n == NULL)
+                return "out of memory";
+            s->pads = n;
+            s->cappads = cap;
+        }
+        s->pads[s->npads++] = a;
+        pt->pad = a + s->bias;
+        memcpy(pt->pad_orig, bytes, JMP_LEN);
+        return NULL;
+    }
+    return "no padding within reach of a 2-byte jump for a 5-byte one";
 }
 
 static const char *check_exit(const dyn_session_t *s, const cfg_block_t *b, point_t *pt);
@@ -568,6 +684,9 @@ dyn_session_select(
             continue;
         s->chosen[i] |= 1;
         why = check_proc(s, i, &pt);
+        /* Too short for the jump: a short one through padding, if there is some. */
+        if (why != NULL && entry_ok(s, i) == NULL && check_short(s, i, &pt) == NULL)
+            why = NULL;
         pt.name = name;
         if (why != NULL) {
             QP_CHECK(refuse_name(s, name, why));
@@ -1085,9 +1204,17 @@ emit_tramp(const dyn_session_t *s, point_t *pt, uint64_t at, uint64_t words, uin
 
     /* Every snippet goes through the snippet compiler, the counters' and timers' too. */
     count_snip(s, s->rows[pt->row].timed, words, cv, &count);
+    /*
+     * Fewer than 5 bytes replaced (a short entry): nops before them make the 5 that the
+     * trampoline moves, so that its jump back lands right after them.
+     */
+    uint8_t orig[JMP_LEN + sizeof(pt->orig)];
+    uint32_t fill = pt->len < JMP_LEN ? JMP_LEN - pt->len : 0;
+    memset(orig, 0x90, fill);
+    memcpy(orig + fill, pt->orig, pt->len);
     ed_tramp_t t = { pt->kind == PT_EXIT ? ED_TRAMP_EXIT
                      : pt->after.nodes != NULL ? ED_TRAMP_CALL : ED_TRAMP_BEFORE,
-        pt->entry, pt->orig, pt->len, pt->ninsns,
+        pt->entry - fill, orig, pt->len + fill, pt->ninsns + fill,
         tramp_snip(pt, pt->before.nodes ? &pt->before : pt->kind == PT_EXIT ? &st : &count, 0),
         tramp_snip(pt, &pt->after, 1) };
     return ed_tramp_emit(&t, at, out, cap, &pt->ret_at);
@@ -1234,6 +1361,28 @@ emit_all(dyn_session_t *s, uint8_t *code, int *again)
     return 0;
 }
 
+/*
+ * PT's original bytes back into P: the entry's, then the padding's (CHECK: only what
+ * still holds our patch; someone else may have changed it since). 0, or QP_EIO.
+ */
+static int
+unpatch(dyn_proc_t *p, const point_t *pt, int check)
+{
+    uint8_t mem[JMP_LEN];
+    size_t n = patch_len(pt);
+    int rc = 0;
+
+    if (!check || dyn_proc_read(p, pt->entry, mem, n) < 0 || memcmp(mem, pt->patch, n) == 0)
+        if (dyn_proc_write(p, pt->entry, pt->orig, n) < 0)
+            rc = QP_EIO;
+    if (pt->pad != 0
+        && (!check || dyn_proc_read(p, pt->pad, mem, JMP_LEN) < 0
+            || memcmp(mem, pt->pad_patch, JMP_LEN) == 0)
+        && dyn_proc_write(p, pt->pad, pt->pad_orig, JMP_LEN) < 0)
+        rc = QP_EIO;
+    return rc;
+}
+
 int
 dyn_session_install(dyn_session_t *s)
 {
@@ -1260,7 +1409,7 @@ dyn_session_install(dyn_session_t *s)
         const char *why = NULL;
         if (pt->entry < maxend)
             why = "its bytes overlap another point's";
-        else if ((pt->entry & 4095) > 4096 - JMP_LEN)
+        else if ((pt->entry & 4095) > 4096 - patch_len(pt))
             why = "its first 5 bytes cross a page boundary (the jump could not be "
                   "written "
                   "in one piece)";
@@ -1274,6 +1423,10 @@ dyn_session_install(dyn_session_t *s)
             why = "its code cannot be read";
         } else if (memcmp(mem, pt->orig, pt->len) != 0)
             why = "its code in memory differs from the file (patched already?)";
+        else if (pt->pad != 0
+            && (dyn_proc_read(s->p, pt->pad, mem, JMP_LEN) < 0
+                || memcmp(mem, pt->pad_orig, JMP_LEN) != 0))
+            why = "the padding its short jump goes through differs from the file";
         if (pt->entry + pt->len > maxend)
             maxend = pt->entry + pt->len;
         if (why != NULL && (rc = row_bad(s, pt->row, why)) < 0) {
@@ -1289,6 +1442,10 @@ dyn_session_install(dyn_session_t *s)
         s->pts[k++] = *pt;
         lo = pt->entry < lo ? pt->entry : lo;
         hi = pt->entry + pt->len > hi ? pt->entry + pt->len : hi;
+        if (pt->pad != 0) {
+            lo = pt->pad < lo ? pt->pad : lo;
+            hi = pt->pad + JMP_LEN > hi ? pt->pad + JMP_LEN : hi;
+        }
     }
     s->npts = k;
     if (k == 0) {
@@ -1359,10 +1516,28 @@ dyn_session_install(dyn_session_t *s)
      */
     for (size_t i = 0; i < s->npts; i++) {
         point_t *pt = &s->pts[i];
-        ed_tramp_t t = { .addr = pt->entry, .orig = pt->orig, .len = pt->len };
-        if ((rc = ed_tramp_patch(&t, pt->tramp, pt->patch, sizeof(pt->patch))) < 0
-            || (rc = dyn_proc_write(s->p, pt->entry, pt->patch, JMP_LEN)) < 0) {
-            /* Take back what is in: every patch before this one. */
+        if (pt->pad != 0) {
+            /* The jump in the padding first, then the entry's jmp rel8 to it. */
+            ed_tramp_t t = { .addr = pt->pad, .orig = pt->pad_orig, .len = JMP_LEN };
+            if ((rc = ed_tramp_patch(&t, pt->tramp, pt->pad_patch, sizeof(pt->pad_patch)))
+                    < 0
+                || (rc = dyn_proc_write(s->p, pt->pad, pt->pad_patch, JMP_LEN)) < 0) {
+                s->npts = i;
+                goto undo;
+            }
+            memcpy(pt->patch, pt->orig, pt->len);
+            pt->patch[0] = 0xeb;
+            pt->patch[1] = (uint8_t)(int8_t)(int64_t)(pt->pad - (pt->entry + SHORT_LEN));
+            rc = dyn_proc_write(s->p, pt->entry, pt->patch, SHORT_LEN);
+        } else {
+            ed_tramp_t t = { .addr = pt->entry, .orig = pt->orig, .len = pt->len };
+            if ((rc = ed_tramp_patch(&t, pt->tramp, pt->patch, sizeof(pt->patch))) >= 0)
+                rc = dyn_proc_write(s->p, pt->entry, pt->patch, JMP_LEN);
+        }
+        if (rc < 0) {
+            /* Take back what is in: every patch before this one (and its padding). */
+            if (pt->pad != 0)
+                dyn_proc_write(s->p, pt->pad, pt->pad_orig, JMP_LEN);
             s->npts = i;
             goto undo;
         }
@@ -1374,7 +1549,7 @@ dyn_session_install(dyn_session_t *s)
     return 0;
 undo:
     for (size_t i = 0; i < s->npts; i++)
-        dyn_proc_write(s->p, s->pts[i].entry, s->pts[i].orig, JMP_LEN);
+        unpatch(s->p, &s->pts[i], 0);
 fail : {
     int saved = errno;
     free(code);
@@ -1496,15 +1671,9 @@ dyn_session_remove(dyn_session_t *s, int *leaked /*OUT*/)
         return 0;
     }
     /* Every entry back first: threads in a trampoline jump back into original code. */
-    for (size_t i = 0; i < s->npts; i++) {
-        point_t *pt = &s->pts[i];
-        uint8_t mem[JMP_LEN];
-        if (dyn_proc_read(s->p, pt->entry, mem, JMP_LEN) == 0
-            && memcmp(mem, pt->patch, JMP_LEN) != 0)
-            continue; /* someone else changed it since: leave it alone */
-        if (dyn_proc_write(s->p, pt->entry, pt->orig, JMP_LEN) < 0 && rc == 0)
+    for (size_t i = 0; i < s->npts; i++)
+        if (unpatch(s->p, &s->pts[i], 1) < 0 && rc == 0)
             rc = QP_EIO;
-    }
     /* Threads inside a trampoline are stepped out (no calls, no loops there). */
     if (dyn_proc_threads(s->p, NULL, 0, &nt) == 0 && nt > 0
         && (ti = calloc(nt, sizeof(*ti))) != NULL
@@ -1597,15 +1766,9 @@ dyn_session_unpatch_copy(const dyn_session_t *s, dyn_proc_t *child)
         return QP_EINVAL;
     if (!s->installed)
         return 0;
-    for (size_t i = 0; i < s->npts; i++) {
-        const point_t *pt = &s->pts[i];
-        uint8_t mem[JMP_LEN];
-        if (dyn_proc_read(child, pt->entry, mem, JMP_LEN) == 0
-            && memcmp(mem, pt->patch, JMP_LEN) != 0)
-            continue;
-        if (dyn_proc_write(child, pt->entry, pt->orig, JMP_LEN) < 0 && rc == 0)
+    for (size_t i = 0; i < s->npts; i++)
+        if (unpatch(child, &s->pts[i], 1) < 0 && rc == 0)
             rc = QP_EIO;
-    }
     return rc;
 }
 
@@ -1636,6 +1799,7 @@ dyn_session_destroy(dyn_session_t *s)
     free(s->good);
     free(s->rows);
     free(s->frags);
+    free(s->pads);
     for (size_t i = 0; i < s->nstrs; i++)
         free(s->strs[i]);
     free(s->strs);
