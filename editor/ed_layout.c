@@ -338,26 +338,11 @@ branch_target_only(const ed_plan_t *plan, uint32_t pi)
     return 1;
 }
 
-/* The first index of the ascending V[0..N) whose value is X or more (N if none). */
-static size_t
-lower_bound_u64(const uint64_t *v, size_t n, uint64_t x)
-{
-    size_t lo = 0, hi = n;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (v[mid] < x)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo;
-}
-
 /* The owner of the redirect dropped at ADDR (plan->dropped), or CFG_NONE. */
 static uint32_t
 dropped_at(const ed_plan_t *plan, uint64_t addr)
 {
-    size_t k = lower_bound_u64(plan->dropped, plan->ndropped, addr);
+    size_t k = cfg_u64_lower_bound(plan->dropped, plan->ndropped, addr);
     return k < plan->ndropped && plan->dropped[k] == addr ? plan->dropped_owner[k] : CFG_NONE;
 }
 
@@ -1326,7 +1311,7 @@ static uint64_t xlate_table_at(const ed_plan_t *plan);
 static int32_t
 xlate_miss_rel(const ed_plan_t *plan, uint64_t old)
 {
-    size_t k = lower_bound_u64(plan->xlate_sites, plan->nxlate_sites, old);
+    size_t k = cfg_u64_lower_bound(plan->xlate_sites, plan->nxlate_sites, old);
     if (k == plan->nxlate_sites || plan->xlate_sites[k] != old)
         return 0;
     int64_t d = (int64_t)(plan->xlate_counters[k] - xlate_table_at(plan));
