@@ -621,6 +621,14 @@ rewrite_with_libs(const char *input, const char *dir, const char *driver, int at
         if (is_loader)
             continue; /* the dynamic linker: it runs before any runtime could */
         libs++;
+        if (strchr(deps[i].name, '/') != NULL || strcmp(deps[i].name, "..") == 0
+            || strcmp(deps[i].name, ".") == 0 || deps[i].name[0] == '\0') {
+            /* Loaded by its path, not searched for: a copy in DIR would not be the one
+             * loaded (and such a name must never choose where a file is written). */
+            fprintf(stderr, "%s: %s: named by a path: left as it is\n", prog_name,
+                deps[i].name);
+            continue;
+        }
         if (deps[i].path == NULL) {
             fprintf(stderr, "%s: %s: not found; the program will not find it either\n",
                 prog_name, deps[i].name);
