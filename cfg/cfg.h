@@ -106,6 +106,8 @@ enum {
     CFG_IMG_SHSTK = 1u << 4,    /* GNU property: SHSTK */
     CFG_IMG_SHLIB = 1u << 5,    /* a shared library (ET_DYN, not an executable; also
                                  * CFG_IMG_PIE: its code is position independent) */
+    CFG_IMG_LAZY = 1u << 6,     /* has a dynamic section and binds symbols lazily (no
+                                 * DT_BIND_NOW, DF_BIND_NOW or DF_1_NOW) */
 };
 
 /* Where a shared library's initialisation starts (the runtime of a rewritten library
@@ -456,6 +458,13 @@ size_t cfg_u64_lower_bound(const uint64_t *v, size_t n, uint64_t x);
 
 /* True when the sorted array V (N elements) holds X. */
 int cfg_u64_contains(const uint64_t *v, size_t n, uint64_t x);
+
+/* The procedure that owns procedure I's code: a cold fragment's parent, else I (and
+ * CFG_NONE for CFG_NONE). */
+uint32_t cfg_proc_owner(const cfg_prog_t *prog, uint32_t i);
+
+/* The first dynamic relocation of IMG at WHERE (img->relocs is sorted by it), or NULL. */
+const cfg_reloc_t *cfg_image_reloc_at(const cfg_image_t *img, uint64_t where);
 
 /*
  * The name of what the call (or jump) IN goes to: the procedure at a direct target

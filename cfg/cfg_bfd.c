@@ -346,6 +346,8 @@ check_layout(const bfd_reader_t *r, char *why, size_t whylen)
 typedef struct dyn_info {
     int has_soname;        /* DT_SONAME present */
     int pie_flag;          /* DT_FLAGS_1 has DF_1_PIE */
+    int dynamic;           /* there is a dynamic section */
+    int bind_now;          /* DT_BIND_NOW, DF_BIND_NOW or DF_1_NOW */
     uint64_t init, fini;   /* DT_INIT, DT_FINI or 0 */
     cfg_dyninit_t dyninit; /* DT_INIT's entry, or a spare one */
 } dyn_info_t;
@@ -362,10 +364,16 @@ read_dynamic(const bfd_reader_t *r, const Elf64_Phdr *ph, size_t nph, dyn_info_t
         if (ph[i].p_offset % 8)
             return;
         size_t k;
+        d->dynamic = 1;
         for (k = 0; k < n && dyn[k].d_tag != DT_NULL; k++) {
             switch (dyn[k].d_tag) {
             case DT_SONAME: d->has_soname = 1; break;
-            case DT_FLAGS_1: d->pie_flag = (dyn[k].d_un.d_val & DF_1_PIE) != 0; break;
+            case DT_FLAGS_1:
+                d->pie_flag = (dyn[k].d_un.d_val & DF_1_PIE) != 0;
+                d->bind_now |= (dyn[k].d_un.d_val & DF_1_NOW) != 0;
+                break;
+            case DT_FLAGS: d->bind_now |= (dyn[k].d_un.d_val & DF_BIND_NOW) != 0; break;
+            case DT_BIND_NOW: d->bind_now = 1; break;
             case DT_INIT:
                 d->init = dyn[k].d_un.d_ptr;
                 d->dyninit.init = d->init;
@@ -1038,6 +1046,8 @@ cfg_image_open_bfd_why(const char *path, cfg_image_t **out, char *why, size_t wh
     img->path = cfg_image_intern(img, path);
     img->entry = eh->e_entry;
     img->file_size = r->size;
+    if (dyn.dynamic && !dyn.bind_now)
+        img->flags |= CFG_IMG_LAZY;
     rc = read_segments(img, r, ph, eh->e_phnum);
     if (rc < 0)
         goto fail;

@@ -809,18 +809,10 @@ jt_read(const cfg_image_t *img, uint64_t addr, size_t n, uint64_t *out)
 static uint64_t
 jt_reloc_at(const cfg_image_t *img, uint64_t where)
 {
-    size_t lo = 0, hi = img->nrelocs;
-
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (img->relocs[mid].where < where)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    for (; lo < img->nrelocs && img->relocs[lo].where == where; lo++)
-        if (img->relocs[lo].kind == CFG_RELOC_RELATIVE)
-            return img->relocs[lo].value;
+    const cfg_reloc_t *r = cfg_image_reloc_at(img, where);
+    for (; r != NULL && r < img->relocs + img->nrelocs && r->where == where; r++)
+        if (r->kind == CFG_RELOC_RELATIVE)
+            return r->value;
     return 0;
 }
 

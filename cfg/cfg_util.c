@@ -170,3 +170,26 @@ cfg_module_match(const char *pat, size_t n, const char *file)
     free(m);
     return ok;
 }
+
+const cfg_reloc_t *
+cfg_image_reloc_at(const cfg_image_t *img, uint64_t where)
+{
+    size_t lo = 0, hi = img->nrelocs;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (img->relocs[mid].where < where)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < img->nrelocs && img->relocs[lo].where == where ? &img->relocs[lo] : NULL;
+}
+
+uint32_t
+cfg_proc_owner(const cfg_prog_t *prog, uint32_t i)
+{
+    if (i == CFG_NONE || i >= prog->nprocs)
+        return CFG_NONE;
+    const cfg_proc_t *p = &prog->procs[i];
+    return (p->flags & CFG_PROC_FRAGMENT) && p->parent != CFG_NONE ? p->parent : i;
+}

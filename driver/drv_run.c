@@ -189,13 +189,9 @@ leaving_procs(const cfg_prog_t *prog)
                       && b->last_kind == ARCH_KIND_CALL_IND)
             || (ed->kind == CFG_EDGE_TAILCALL && ed->target == 0)
             || ed->kind == CFG_EDGE_UNRESOLVED;
-        uint32_t caller = b->proc;
-        if (ind && caller != CFG_NONE) {
-            if ((prog->procs[caller].flags & CFG_PROC_FRAGMENT)
-                && prog->procs[caller].parent != CFG_NONE)
-                caller = prog->procs[caller].parent;
+        uint32_t caller = cfg_proc_owner(prog, b->proc);
+        if (ind && caller != CFG_NONE)
             indirect[caller] = 1;
-        }
     }
     /* Callers by callee (CSR): count, then fill. */
     for (int pass = 0; pass < 2; pass++) {
@@ -218,9 +214,9 @@ leaving_procs(const cfg_prog_t *prog)
             const cfg_proc_t *cp = t ? proc_at_entry(prog, t) : NULL;
             if (cp == NULL)
                 continue;
-            uint32_t callee = (uint32_t)(cp - prog->procs), caller = b->proc;
-            if (prog->procs[caller].flags & CFG_PROC_FRAGMENT && prog->procs[caller].parent != CFG_NONE)
-                caller = prog->procs[caller].parent;
+            uint32_t callee = (uint32_t)(cp - prog->procs), caller = cfg_proc_owner(prog, b->proc);
+            if (caller == CFG_NONE)
+                continue;
             if (pass == 0) {
                 first[callee + 1]++;
                 ncalls++;

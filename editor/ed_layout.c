@@ -358,10 +358,7 @@ settle_unpadded(ed_plan_t *plan)
     int changed = 0;
     for (uint32_t b = 0; plan->ndropped > 0 && b < prog->nblocks; b++) {
         const cfg_block_t *bl = &prog->blocks[b];
-        uint32_t from = bl->proc;
-        if (from != CFG_NONE && (prog->procs[from].flags & CFG_PROC_FRAGMENT)
-            && prog->procs[from].parent != CFG_NONE)
-            from = prog->procs[from].parent;
+        uint32_t from = cfg_proc_owner(prog, bl->proc);
         if (from != CFG_NONE && plan->reason[from] == NULL)
             continue; /* moves: its branches go through the map */
         uint64_t target = bl->call_target;
@@ -404,11 +401,7 @@ static uint32_t
 owner_at(const cfg_prog_t *prog, uint64_t addr)
 {
     const cfg_proc_t *p = cfg_proc_at(prog, addr);
-    if (p == NULL)
-        return CFG_NONE;
-    if ((p->flags & CFG_PROC_FRAGMENT) && p->parent != CFG_NONE)
-        return p->parent;
-    return (uint32_t)(p - prog->procs);
+    return p != NULL ? cfg_proc_owner(prog, (uint32_t)(p - prog->procs)) : CFG_NONE;
 }
 
 /*

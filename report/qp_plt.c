@@ -9,7 +9,6 @@
  */
 #include "config.h"
 
-#include <elf.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -38,12 +37,6 @@ cmp_u64(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-/* Is X in the sorted V[0..N)? */
-static int
-has_u64(const uint64_t *v, size_t n, uint64_t x)
-{
-    return n > 0 && bsearch(&x, v, n, sizeof(*v), cmp_u64) != NULL;
-}
 
 /*
  * Is the code at ADDR a PLT stub? As cfg/ classes procedures (cfg_discover.c): in a
@@ -101,49 +94,7 @@ insns_per_call(const cfg_image_t *img, uint64_t entry, uint64_t *slot)
     return 0;
 }
 
-/*
- * Does IMG bind its symbols lazily: has it a dynamic section without DT_BIND_NOW,
- * DF_BIND_NOW (DT_FLAGS) or DF_1_NOW (DT_FLAGS_1)? A file without one (static) binds
- * nothing lazily.
- * TODO(#13): cfg_bfd.c reads DT_FLAGS_1 already; the image could say this itself.
- */
-static int
-binds_lazily(const cfg_image_t *img)
-{
-    for (size_t i = 0; i < img->nsections; i++) {
-        const cfg_section_t *s = &img->sections[i];
-        if (strcmp(s->name, ".dynamic") != 0 || s->bytes == NULL)
-            continue;
-        for (uint64_t off = 0; off + sizeof(Elf64_Dyn) <= s->size;
-             off += sizeof(Elf64_Dyn)) {
-            Elf64_Dyn dyn;
-            memcpy(&dyn, s->bytes + off, sizeof(dyn));
-            if (dyn.d_tag == DT_NULL)
-                break;
-            if (dyn.d_tag == DT_BIND_NOW
-                || (dyn.d_tag == DT_FLAGS && (dyn.d_un.d_val & DF_BIND_NOW))
-                || (dyn.d_tag == DT_FLAGS_1 && (dyn.d_un.d_val & DF_1_NOW)))
-                return 0;
-        }
-        return 1;
-    }
-    return 0;
-}
 
-/* The dynamic relocation of IMG at WHERE, or NULL. */
-static const cfg_reloc_t *
-reloc_at(const cfg_image_t *img, uint64_t where)
-{
-    size_t lo = 0, hi = img->nrelocs;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (img->relocs[mid].where < where)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo < img->nrelocs && img->relocs[lo].where == where ? &img->relocs[lo] : NULL;
-}
 
 static int
 cmp_stub(const void *a, const void *b)
@@ -226,7 +177,7 @@ find_stubs(qp_report_t *r, const cfg_image_t *img, uint8_t *calls_stub)
             /* A stub the description lists is counted as what it is there. */
             if (is_direct(c) && unmeasured_at(r, c->target) != NULL)
                 calls_stub[k] = 1; /* calls a procedure not measured: counted too */
-            if (!is_direct(c) || has_u64(entries, d->hdr.nprocs, c->target)
+            if (!is_direct(c) || cfg_u64_contains(entries, d->hdr.nprocs, c->target)
                 || !is_plt(img, c->target))
                 continue;
             calls_stub[k] = 1;
@@ -318,13 +269,13 @@ add_calls(qp_report_t *r, const qp_proc_result_t *res)
 static void
 finish_stubs(qp_report_t *r, const cfg_image_t *img)
 {
-    r->plt_lazy = (uint8_t)binds_lazily(img);
+    r->plt_lazy = (img->flags & CFG_IMG_LAZY) != 0;
     r->plt_insns = 0;
     for (uint32_t i = 0; i < r->nplt; i++) {
         qp_proc_result_t *s = &r->plt[i];
         uint64_t slot;
         s->per_call = insns_per_call(img, s->entry, &slot);
-        const cfg_reloc_t *rel = slot != 0 ? reloc_at(img, slot) : NULL;
+        const cfg_reloc_t *rel = slot != 0 ? cfg_image_reloc_at(img, slot) : NULL;
         if (r->plt_lazy && rel != NULL && rel->kind == CFG_RELOC_JUMP_SLOT)
             s->flags |= QP_RES_APPROX_LAZY;
         if (__builtin_mul_overflow(s->calls, (uint64_t)s->per_call, &s->insns)) {

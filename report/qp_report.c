@@ -291,8 +291,6 @@ qp_report_build(
         out->bt.incomplete = p->ndumps; /* no unwinder: every dump is unused */
     if (rc == 0)
         rc = collect_results(out);
-    for (uint32_t i = 0; rc == 0 && i < d->hdr.nprocs; i++)
-        out->xlate_missed += xlate_missed(d, p, i);
     if (rc < 0)
         qp_report_free(out);
     return rc;

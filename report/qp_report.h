@@ -94,9 +94,6 @@ typedef struct qp_report {
     uint32_t napprox;         /* procedures with QP_RES_APPROX_* */
     uint32_t nunknown;        /* procedures with QP_RES_UNKNOWN */
     uint32_t nsaturated;      /* procedures with QP_RES_SATURATED */
-    uint64_t xlate_missed;    /* jumps translated at run time that went to no procedure
-                               * entry: procedures with such jumps (QP_PROC_XLATE) are then
-                               * QP_RES_APPROX_IND */
     qp_proc_result_t *plt;    /* PLT stubs that measured code calls, by entry
                                * (qp_report_count_plt; NULL before) */
     uint32_t nplt;            /* how many */
