@@ -164,6 +164,18 @@ else
     grep -q 'description version 2, made by an older qpt.*rewrite the program again' "$dir/err" ||
         bad "old description: $(cat "$dir/err")"
 fi
+# The description parser under its fuzz harness (built by make check): the section and
+# damaged copies of it (cut in half, a byte changed) neither crash nor fail to round-trip.
+fuzz=$top_builddir/tests/fuzz_desc
+if [ -x "$fuzz" ] && objcopy --dump-section .qpt.desc="$dir/desc.bin" "$dir/p.qp.inst" \
+        "$dir/objcopy.out" 2>/dev/null; then
+    n=$(wc -c <"$dir/desc.bin")
+    head -c $((n / 2)) "$dir/desc.bin" >"$dir/desc.half"
+    cp "$dir/desc.bin" "$dir/desc.flip"
+    printf 'x' | dd of="$dir/desc.flip" bs=1 seek=$((n / 2)) conv=notrunc 2>/dev/null
+    "$fuzz" "$dir/desc.bin" "$dir/desc.half" "$dir/desc.flip" >"$dir/fuzz.out" 2>&1 ||
+        bad "fuzz_desc: $(tail -n 3 "$dir/fuzz.out")"
+fi
 expect 1 "$QP" report --annotate=nosuchproc "$prof"
 expect 0 "$QP" merge -o "$dir/m.qp" "$prof" "$prof"
 expect 0 "$QP" report --csv "$dir/m.qp"
