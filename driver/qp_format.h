@@ -5,7 +5,7 @@
 /*
  * PURPOSE: the two on-disk formats of edge profiling, shared by qpt-rewrite (writes the
  * description), the runtime carried in the instrumented program (writes the profile) and
- * qp (reads both). doc/qp-format.md explains them in prose.
+ * qp (reads both). doc/qp.md ("The files") explains them in prose.
  *
  *  - The description: section `.qpt.desc` of the instrumented file, a non-allocated
  *    section (in no PT_LOAD: the running program never maps it; qp reads it from the
