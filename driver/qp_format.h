@@ -56,10 +56,13 @@
  *   edge: head = kind << 2 | has_counter << 1 | has_ret_addr;
  *     from: 0 for X, else 1 + d(from, F) where F is the last `from` that was not X;
  *     to: 0 for X, else 1 + d(to, from, or F when from is X);
- *     [QP_NOCOUNTER] d(counter, C); [0] d(ret_addr, previous ret_addr present).
- *   call site: head = flags << 10 | kind << 2 | has_target << 1 | has_edge;
- *     d(block, previous block); [QP_VIRT] d(edge, previous edge present);
- *     [0] d(target, previous target present); d(name, previous name).
+ *     [QP_NOCOUNTER] d(counter, C); [0] d(ret_addr, R) where R is the new_start of
+ *     block `to` when it is a block that moved, else the previous ret_addr present.
+ *   call site: head = flags << 11 | kind << 3 | callee_named << 2 | has_target << 1
+ *     | has_edge; d(block, previous block); [QP_VIRT] d(edge, previous edge present);
+ *     [0] d(target, previous target present); then, unless callee_named (the name is
+ *     that of the first procedure, in array order, whose entry is the target: one must
+ *     be), d(name, previous name given).
  * Every value must fit its field; the decoded description then passes every rule of
  * qp_desc_validate (driver/qp_desc.h). Addresses mostly follow one another, so most
  * varints are one byte: about 5 bytes a block and 4 an edge before zlib, 2-3 after.

@@ -416,6 +416,34 @@ START_TEST(test_qp_desc_versions_and_sizes)
 }
 END_TEST
 
+START_TEST(test_qp_desc_callee_names)
+{
+    /* A direct call names its callee's procedure (the name is not stored again) or
+     * another string (stored); both come back as they were. */
+    qp_desc_t d, back;
+    sample_desc(&d);
+    d.calls[0].target = d.procs[1].entry;
+    d.calls[0].name = d.procs[1].name;
+    qp_desc_call_t *c = realloc(d.calls, 3 * sizeof(*c));
+    ck_assert_ptr_nonnull(c);
+    d.calls = c;
+    d.calls[2] = d.calls[1];
+    d.calls[1] = (qp_desc_call_t) { .target = d.procs[1].entry, .block = 1, .edge = QP_VIRT,
+                                    .name = d.procs[0].name, .kind = QP_CALL_DIRECT };
+    d.hdr.ncalls = 3;
+    uint8_t *buf;
+    size_t len;
+    char why[256] = "";
+    ck_assert_int_eq(qp_desc_serialize(&d, &buf, &len), 0);
+    ck_assert_msg(qp_desc_parse(buf, len, &back, why, sizeof(why)) == 0, "%s", why);
+    ck_assert_int_eq(memcmp(back.calls, d.calls, 3 * sizeof(qp_desc_call_t)), 0);
+    ck_assert_str_eq(qp_desc_str(&back, back.calls[0].name), "g(int, char)");
+    qp_desc_free(&back);
+    free(buf);
+    qp_desc_free(&d);
+}
+END_TEST
+
 START_TEST(test_qp_desc_extreme_values)
 {
     /* Deltas wrap: values at the ends of their ranges round-trip exactly. */
@@ -1677,6 +1705,7 @@ qp_suite(void)
     tcase_add_test(tc, test_qp_desc_random_rehashed_garbage);
     tcase_add_test(tc, test_qp_desc_versions_and_sizes);
     tcase_add_test(tc, test_qp_desc_extreme_values);
+    tcase_add_test(tc, test_qp_desc_callee_names);
     tcase_add_test(tc, test_qp_desc_bad_args);
     tcase_set_timeout(tc, 60);
     suite_add_tcase(s, tc);
