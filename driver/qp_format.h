@@ -65,7 +65,9 @@
  *     be), d(name, previous name given).
  * Every value must fit its field; the decoded description then passes every rule of
  * qp_desc_validate (driver/qp_desc.h). Addresses mostly follow one another, so most
- * varints are one byte: about 5 bytes a block and 4 an edge before zlib, 2-3 after.
+ * varints are one byte: about 4 bytes a block or an edge before zlib; with everything
+ * else (procedures, call sites, strings) 1.6 bytes per block and edge after it (cc1:
+ * 5.3 MB for 1.3 million blocks and 2 million edges; version 2 took 105 MB).
  */
 
 /* A block or counter index that does not exist: the virtual node X, or "no counter". */
