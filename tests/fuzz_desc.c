@@ -2,16 +2,21 @@
  * SPDX-License-Identifier: MIT */
 
 /*
- * A fuzz target for the description parser (driver/qp_desc.c): the input bytes are a
- * .qpt.desc section, as qp finds it in an instrumented file (anyone may hand qp a file).
- * parse must refuse or accept without a crash, hang, leak or sanitizer report; what it
- * accepts must serialize again into bytes that parse to the same description (the
- * encoding is canonical up to zlib's choices) and be safe to solve per procedure.
+ * A fuzz target for the description parser (driver/qp_desc.c). The input bytes are
+ * parsed twice: as a .qpt.desc section, as qp finds it in an instrumented file (anyone
+ * may hand qp a file), and as a header followed by the inflated body, which the target
+ * compresses and signs with its id (else a mutation would rarely get past the zlib
+ * stream and the id to the record decoder and the validation). parse must refuse or
+ * accept without a crash, hang, leak or sanitizer report; what it accepts must
+ * serialize again into bytes that parse to the same description and be safe to solve
+ * per procedure.
  */
 #include "config.h"
 
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+#include <zlib.h>
 
 #include "driver/qp_desc.h"
 #include "report/qp_flow.h"
@@ -34,13 +39,14 @@ same_desc(const qp_desc_t *a, const qp_desc_t *b)
         abort(); /* a description must survive serialize + parse */
 }
 
-int
-LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+/* Parse DATA; what is accepted must round-trip and solve. */
+static void
+parse_one(const uint8_t *data, size_t size)
 {
     qp_desc_t d, back;
     char why[512];
     if (qp_desc_parse(data, size, &d, why, sizeof(why)) != 0)
-        return 0;
+        return;
     uint8_t *buf = NULL;
     size_t len = 0;
     if (qp_desc_serialize(&d, &buf, &len) != 0)
@@ -61,5 +67,37 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     free(buf);
     qp_desc_free(&back);
     qp_desc_free(&d);
+}
+
+/* DATA as a header and an inflated body: compressed, its size and id made right. */
+static void
+parse_inflated(const uint8_t *data, size_t size)
+{
+    const size_t hs = sizeof(qp_desc_hdr_t);
+    if (size < hs || size - hs > UINT32_MAX)
+        return;
+    uLongf zlen = compressBound(size - hs);
+    uint8_t *b = malloc(hs + zlen);
+    if (b == NULL)
+        return;
+    qp_desc_hdr_t h;
+    memcpy(&h, data, hs);
+    memcpy(h.magic, QP_DESC_MAGIC, sizeof(h.magic));
+    h.version = QP_FORMAT_VERSION;
+    h.body_size = (uint32_t)(size - hs);
+    if (compress2(b + hs, &zlen, data + hs, size - hs, Z_BEST_SPEED) == Z_OK) {
+        memcpy(b, &h, hs);
+        qp_desc_id(b, hs + zlen, &h.id);
+        memcpy(b + offsetof(qp_desc_hdr_t, id), &h.id, sizeof(h.id));
+        parse_one(b, hs + zlen);
+    }
+    free(b);
+}
+
+int
+LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    parse_one(data, size);
+    parse_inflated(data, size);
     return 0;
 }
