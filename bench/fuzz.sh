@@ -3,12 +3,13 @@
 # SPDX-License-Identifier: MIT
 #
 # The fuzzing campaign, runnable by anyone from the repository (`make fuzz`): builds the
-# three fuzz targets of tests/ for libFuzzer with ASan and UBSan in BUILD (a separate
+# four fuzz targets of tests/ for libFuzzer with ASan and UBSan in BUILD (a separate
 # clang build of the libraries, with coverage), makes seeds, runs each target for
 # FUZZ_SECONDS (default 60) and prints executions, new inputs and crashes:
 #   fuzz_reader   the ELF reader and the CFG builder (tests/fuzz_reader.c)
 #   fuzz_rewrite  the whole static rewrite into a file read back (tests/fuzz_rewrite.c)
 #   fuzz_profile  reading, reporting, merging and writing profiles (tests/fuzz_profile.c)
+#   fuzz_desc     the description parser, .qpt.desc sections (tests/fuzz_desc.c)
 # Crashes are kept in BUILD/crashes-TARGET/; replay one with the `make check` build of the
 # target (tests/fuzz_X FILE) or BUILD/fuzz_X FILE. Exit 1 when a target crashed.
 # Needs clang with libFuzzer (Debian: clang, libclang-rt-14-dev).
@@ -57,16 +58,18 @@ for a in libqparch.a libqpcfg.a libqpedit.a libqpelfw.a libqpdriver.a libqprepor
 done
 LF=(-g -O1 -fsanitize=fuzzer,address,undefined -Isrc)
 SRC=$PWD/src
-CORE=(libqpcfg.a libqparch.a -lbfd -llzma -lZydis)
+CORE=(libqpcfg.a libqparch.a -lbfd -llzma -lZydis -lz)
 clang "${LF[@]}" "$SRC/tests/fuzz_reader.c" "$SRC/tests/fuzz_util.c" "${CORE[@]}" -o fuzz_reader &&
     clang "${LF[@]}" "$SRC/tests/fuzz_rewrite.c" "$SRC/tests/fuzz_util.c" libqpelfw.a \
         libqpdriver.a libqpedit.a "${CORE[@]}" -lelf -o fuzz_rewrite &&
     clang "${LF[@]}" "$SRC/tests/fuzz_profile.c" "$SRC/tests/fuzz_util.c" libqpreport.a \
-        libqpdriver.a "${CORE[@]}" -ldw -lelf -o fuzz_profile || { say "linking the targets failed"; exit 2; }
+        libqpdriver.a "${CORE[@]}" -ldw -lelf -o fuzz_profile &&
+    clang "${LF[@]}" "$SRC/tests/fuzz_desc.c" "$SRC/tests/fuzz_util.c" libqpreport.a \
+        libqpdriver.a "${CORE[@]}" -ldw -lelf -o fuzz_desc || { say "linking the targets failed"; exit 2; }
 
 # Seeds: small stripped programs (C, C++ with exceptions, a jump table), and profiles of
 # a rewritten one (one run; runs with forked children, whose slots are in use).
-mkdir -p seeds-elf seeds-prof
+mkdir -p seeds-elf seeds-prof seeds-desc
 if [ -z "$(ls seeds-elf)" ]; then
     for p in switch_dense recursion exceptions; do
         f=$(ls "$SRC/tests/progs/$p".c* 2>/dev/null | head -n 1)
@@ -84,11 +87,25 @@ if [ -z "$(ls seeds-prof)" ]; then
     cp seeds-prof/one.qp seeds-prof/two.qp 2>/dev/null &&
         QP_PROFILE=$PWD/seeds-prof/two.qp ./prof.inst >/dev/null 2>&1
 fi
+if [ -z "$(ls seeds-desc)" ]; then
+    qpt=${QPT_REWRITE:-$(command -v qpt-rewrite)}
+    for p in recursion exceptions; do
+        for drv in qp naive; do
+            "$qpt" --driver=$drv seeds-elf/$p -o desc.inst 2>/dev/null &&
+                objcopy --dump-section .qpt.desc="seeds-desc/$p.$drv" desc.inst 2>/dev/null &&
+                # also inflated: the target reads its input both ways (tests/fuzz_desc.c)
+                python3 -c 'import sys, zlib; d = open(sys.argv[1], "rb").read();
+sys.stdout.buffer.write(d[:64] + zlib.decompress(d[64:]))' "seeds-desc/$p.$drv" \
+                    >"seeds-desc/$p.$drv.inflated" 2>/dev/null
+        done
+    done
+fi
 
 st=0
-for t in reader rewrite profile; do
+for t in reader rewrite profile desc; do
     case $t in
     profile) seeds=seeds-prof max=1600000 ;;
+    desc) seeds=seeds-desc max=65536 ;;
     *) seeds=seeds-elf max=65536 ;;
     esac
     mkdir -p "corpus-$t" "crashes-$t"

@@ -326,16 +326,29 @@ has_syscall(const cfg_prog_t *prog, const cfg_proc_t *p)
     return 0;
 }
 
-/* Describe procedure I with no blocks: not measured, for REASON. */
+/* The string-table offset of procedure P's name: one copy, shared by its description
+ * and the call sites that name it (res->callee_names). */
 static int
-describe_unmeasured(drv_result_t *res, const cfg_proc_t *p, const char *prefix, const char *why)
+proc_name(drv_result_t *res, const cfg_prog_t *prog, const cfg_proc_t *p, uint32_t *off)
+{
+    uint32_t i = (uint32_t)(p - prog->procs);
+    if (res->callee_names[i] == 0)
+        QP_CHECK(add_string(res, p->name, &res->callee_names[i]));
+    *off = res->callee_names[i];
+    return 0;
+}
+
+/* Describe procedure P with no blocks: not measured, for REASON. */
+static int
+describe_unmeasured(drv_result_t *res, const cfg_prog_t *prog, const cfg_proc_t *p,
+                    const char *prefix, const char *why)
 {
     QP_CHECK(grow((void **)&res->procs, &res->procs_cap, res->nprocs, sizeof(qp_desc_proc_t)));
     qp_desc_proc_t *d = &res->procs[res->nprocs];
     memset(d, 0, sizeof(*d));
     char buf[512];
     snprintf(buf, sizeof(buf), "%s%s", prefix, why);
-    QP_CHECK(add_string(res, p->name, &d->name));
+    QP_CHECK(proc_name(res, prog, p, &d->name));
     QP_CHECK(add_string(res, buf, &d->reason));
     d->entry = p->entry;
     d->block = res->nblocks;
@@ -369,13 +382,7 @@ callee_name(drv_result_t *res, const cfg_prog_t *prog, uint64_t target, uint32_t
 {
     *off = 0;
     const cfg_proc_t *cp = proc_at_entry(prog, target);
-    if (cp == NULL)
-        return 0;
-    uint32_t i = (uint32_t)(cp - prog->procs);
-    if (res->callee_names[i] == 0)
-        QP_CHECK(add_string(res, cp->name, &res->callee_names[i]));
-    *off = res->callee_names[i];
-    return 0;
+    return cp != NULL ? proc_name(res, prog, cp, off) : 0;
 }
 
 static int
@@ -412,7 +419,7 @@ describe_measured(drv_result_t *res, const drv_graph_t *g, const uint64_t *exits
     QP_CHECK(grow((void **)&res->procs, &res->procs_cap, res->nprocs, sizeof(qp_desc_proc_t)));
     qp_desc_proc_t *d = &res->procs[res->nprocs];
     memset(d, 0, sizeof(*d));
-    QP_CHECK(add_string(res, p->name, &d->name));
+    QP_CHECK(proc_name(res, prog, p, &d->name));
     d->flags = QP_PROC_MEASURED;
     /* May be left by a longjmp or an exception below it: its frame would be abandoned
      * (qp looks at whether one happened). */
@@ -590,14 +597,14 @@ drv_run(const drv_ops_t *drv, const cfg_prog_t *prog, const ed_plan_t *plan,
         const char *left = ed_plan_left_reason(plan, i);
         if (left != NULL) {
             count_unseen_sites(res, prog, p, &info);
-            rc = describe_unmeasured(res, p, "left in place: ", left);
+            rc = describe_unmeasured(res, prog, p, "left in place: ", left);
             continue;
         }
         if (name_in(p->name, exit_names) && has_syscall(prog, p)) {
             /* It ends the process from inside: its flow never leaves, so neither
              * counters on its edges nor flow conservation can account for it. */
             res->nunmeasured++;
-            rc = describe_unmeasured(res, p, "not measured: ", "ends the process from inside");
+            rc = describe_unmeasured(res, prog, p, "not measured: ", "ends the process from inside");
             continue;
         }
         drv_graph_t g;
@@ -616,7 +623,7 @@ drv_run(const drv_ops_t *drv, const cfg_prog_t *prog, const ed_plan_t *plan,
         if (rc == DRV_NOT_MEASURED) {
             res->nunmeasured++;
             count_unseen_sites(res, prog, p, &info);
-            rc = describe_unmeasured(res, p, "not measured: ", why ? why : "?");
+            rc = describe_unmeasured(res, prog, p, "not measured: ", why ? why : "?");
         } else if (rc == 0)
             res->nmeasured++;
     }

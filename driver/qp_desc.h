@@ -37,8 +37,9 @@ void qp_why(char *why, size_t whylen, const char *fmt, ...)
  * grow the string table with qp_desc_add_string().
  */
 typedef struct qp_desc {
-    qp_desc_hdr_t hdr;        /* counts, driver, flags, counters_vaddr; magic/version/id
-                               * are set by qp_desc_serialize and checked by parse */
+    qp_desc_hdr_t hdr;        /* counts, driver, flags, counters_vaddr; magic, version,
+                               * body_size and id are set by qp_desc_serialize and
+                               * checked by parse */
     qp_desc_proc_t *procs;    /* hdr.nprocs */
     qp_desc_block_t *blocks;  /* hdr.nblocks */
     qp_desc_edge_t *edges;    /* hdr.nedges */
@@ -78,29 +79,36 @@ uint32_t qp_desc_first_call(const qp_desc_t *d, uint32_t proc);
 int qp_desc_validate(const qp_desc_t *d, char *why, size_t whylen);
 
 /*
- * The on-disk bytes of D: header (magic, version and id filled in here, other header
- * fields from D->hdr), procedures, blocks, edges, string table. D is validated first
- * (QP_EINVAL when it breaks a rule: call qp_desc_validate to learn which). On success
- * *BUF (malloc'd, the caller frees it) holds *LEN bytes and ((qp_desc_hdr_t *)*BUF)->id
- * is the id the runtime must write into its profiles. QP_ENOMEM on failure.
+ * The on-disk bytes of D (version 3, qp_format.h): the header (magic, version, body_size
+ * and id filled in here, other fields from D->hdr), then the zlib stream of its records
+ * and string table. D is validated first (QP_EINVAL when it breaks a rule: call
+ * qp_desc_validate to learn which). On success *BUF (malloc'd, the caller frees it)
+ * holds *LEN bytes and ((qp_desc_hdr_t *)*BUF)->id is the id the runtime must write into
+ * its profiles. QP_ENOMEM on failure, QP_ERANGE when the body would pass 4 GiB.
  */
 int qp_desc_serialize(const qp_desc_t *d, uint8_t **buf /*OUT*/, size_t *len /*OUT*/);
 
+/* qp_desc_serialize without the validation: any contents of D's arrays encode (tests
+ * make invalid descriptions with a correct id this way, which parse must refuse). */
+int qp_desc_encode(const qp_desc_t *d, uint8_t **buf /*OUT*/, size_t *len /*OUT*/);
+
 /*
- * The id of a serialized description BUF (LEN bytes, at least the header): FNV-1a 64
- * over the header bytes before `id` (magic, version, driver), then the header bytes
- * after it, then every byte after the header up to LEN. Deterministic; any single
+ * The id of a serialized description BUF (LEN bytes, at least the header; LEN ends the
+ * zlib stream): FNV-1a 64 over the header bytes before `id` (magic, version, driver),
+ * then the header bytes after it, then every byte after the header up to LEN. Deterministic; any single
  * changed byte changes it. Returns 0 or QP_EINVAL.
  */
 int qp_desc_id(const uint8_t *buf, size_t len, uint64_t *id /*OUT*/);
 
 /*
  * Parse the untrusted bytes BUF (LEN bytes, a .qpt.desc section) into *OUT: magic,
- * version, sizes (overflow-safe; only zero bytes may follow the string table), the id
- * (a corrupted description does not hash to its id), then qp_desc_validate. *OUT owns
- * copies of everything (BUF may go away). Returns 0, QP_EINVAL, QP_ENOMEM or
- * QP_EFORMAT with one line in WHY (WHYLEN bytes; WHY may be NULL). On failure *OUT is
- * empty (qp_desc_free is still fine).
+ * version (another one is refused, saying that the program must be rewritten again),
+ * the header's sizes against each other and LEN (no allocation its bytes could not
+ * fill), the stream (it must inflate to exactly body_size bytes; only zero bytes may
+ * follow it), the id (a corrupted description does not hash to its id), every record's
+ * values against their fields, then qp_desc_validate. *OUT owns copies of everything
+ * (BUF may go away). Returns 0, QP_EINVAL, QP_ENOMEM or QP_EFORMAT with one line in WHY
+ * (WHYLEN bytes; WHY may be NULL). On failure *OUT is empty (qp_desc_free is still fine).
  */
 int qp_desc_parse(const uint8_t *buf, size_t len, qp_desc_t *out /*OUT*/, char *why,
                   size_t whylen);

@@ -5,12 +5,16 @@
 /*
  * PURPOSE: the two on-disk formats of edge profiling, shared by qpt-rewrite (writes the
  * description), the runtime carried in the instrumented program (writes the profile) and
- * qp (reads both). doc/qp-format.md explains them in prose.
+ * qp (reads both). doc/qp.md ("The files") explains them in prose.
  *
- *  - The description: section `.qpt.desc` of the instrumented executable (a read-only
- *    loaded region). For every measured procedure: its blocks and edges, with the virtual
- *    node X that stands for both EXIT and ENTRY, and which counter measures which edge
- *    (qp) or block (naive). Its 64-bit id is a hash of its contents.
+ *  - The description: section `.qpt.desc` of the instrumented file, a non-allocated
+ *    section (in no PT_LOAD: the running program never maps it; qp reads it from the
+ *    file, the runtime only needs its id, which it gets from its own parameters). For
+ *    every measured procedure: its blocks and edges, with the virtual node X that stands
+ *    for both EXIT and ENTRY, and which counter measures which edge (qp) or block (naive).
+ *    Its 64-bit id is a hash of its bytes. On disk it is compact (version 3, below): a
+ *    fixed header, then a zlib stream of LEB128 varints and deltas, a few bytes per block
+ *    and edge; in memory (driver/qp_desc.h) it is the fixed-size structs below.
  *  - The profile: `a.inst.qp` (or $QP_PROFILE), a 4096-byte header, the counters
  *    (mapped MAP_SHARED by the runtime, so they survive a crash; one slot of counters
  *    per process), and a few exit dumps (the stack at exit() called below main, so qp
@@ -22,12 +26,49 @@
 #include <stdint.h>
 
 /*****************************************************************************
- * The description (.qpt.desc)
+ * The description (.qpt.desc): the header as on disk, the records as in memory
  */
 
 #define QP_DESC_MAGIC "QPTDESC1" /* 8 bytes, no NUL */
 #define QP_DESC_SECTION ".qpt.desc"
-#define QP_FORMAT_VERSION 2 /* 2: the call sites (qp_desc_call_t) */
+#define QP_FORMAT_VERSION 3 /* 2: the call sites (qp_desc_call_t); 3: compact (below), the
+                             * section no longer loaded. qp refuses other versions. */
+
+/*
+ * Version 3 on disk: qp_desc_hdr_t (64 bytes, as below), then the body: a zlib stream
+ * (RFC 1950) of exactly hdr.body_size bytes once inflated; only zero bytes may follow
+ * the stream. The id (qp_desc_id) hashes the header and the stream. The inflated body
+ * is a sequence of unsigned LEB128 varints, the records in this order:
+ *   nprocs procedures, nblocks blocks, nedges edges, ncalls call sites (each record
+ *   below), then the string table (strtab_size raw bytes).
+ * Deltas: "d(x, p)" is x - p wrapped to the field's width (32 or 64 bits) as a signed
+ * number, zigzag-coded (0, -1, 1, -2 ... -> 0, 1, 2, 3 ...). Each running value p
+ * starts at 0 and follows the records of its kind. Fields absent from a record (flag
+ * bit clear) take the value in brackets.
+ *   procedure: head = flags << 3 | has_miss << 2 | has_reason << 1 | has_new_entry;
+ *     d(name, previous name); d(entry, previous entry); [0] d(new_entry, previous
+ *     new_entry present); d(block, previous block + nblocks); nblocks;
+ *     d(edge, previous edge + nedges); nedges; [0] reason; [0] miss.
+ *   block: head = ninsns << 2 | has_new_start << 1 | has_counter;
+ *     d(start, previous start + size); size; [0] d(new_start, previous new_start
+ *     present + its size); [QP_NOCOUNTER] d(counter, C) where C is the last counter
+ *     present in a block or edge, plus one.
+ *   edge: head = kind << 2 | has_counter << 1 | has_ret_addr;
+ *     from: 0 for X, else 1 + d(from, F) where F is the last `from` that was not X;
+ *     to: 0 for X, else 1 + d(to, from, or F when from is X);
+ *     [QP_NOCOUNTER] d(counter, C); [0] d(ret_addr, R) where R is the new_start of
+ *     block `to` when it is a block that moved, else the previous ret_addr present.
+ *   call site: head = flags << 11 | kind << 3 | callee_named << 2 | has_target << 1
+ *     | has_edge; d(block, previous block); [QP_VIRT] d(edge, previous edge present);
+ *     [0] d(target, previous target present); then, unless callee_named (the name is
+ *     that of the first procedure, in array order, whose entry is the target: one must
+ *     be), d(name, previous name given).
+ * Every value must fit its field; the decoded description then passes every rule of
+ * qp_desc_validate (driver/qp_desc.h). Addresses mostly follow one another, so most
+ * varints are one byte: about 4 bytes a block or an edge before zlib; with everything
+ * else (procedures, call sites, strings) 1.6 bytes per block and edge after it (cc1:
+ * 5.3 MB for 1.3 million blocks and 2 million edges; version 2 took 105 MB).
+ */
 
 /* A block or counter index that does not exist: the virtual node X, or "no counter". */
 #define QP_VIRT UINT32_MAX
@@ -58,12 +99,12 @@ typedef struct qp_desc_hdr {
     uint64_t counters_vaddr; /* link-time address of counter 0 */
     uint32_t ncounters;      /* 8-byte counters */
     uint32_t flags;          /* QP_DESC_* */
-    uint32_t nprocs;         /* then qp_desc_proc_t[nprocs] */
-    uint32_t nblocks;        /* then qp_desc_block_t[nblocks] */
-    uint32_t nedges;         /* then qp_desc_edge_t[nedges] */
-    uint32_t ncalls;         /* then qp_desc_call_t[ncalls] */
+    uint32_t nprocs;         /* the body's procedures (qp_desc_proc_t in memory) */
+    uint32_t nblocks;        /* ... blocks (qp_desc_block_t) */
+    uint32_t nedges;         /* ... edges (qp_desc_edge_t) */
+    uint32_t ncalls;         /* ... call sites (qp_desc_call_t) */
     uint32_t strtab_size;    /* then the string table: NUL-terminated names, offset 0 is "" */
-    uint32_t pad;
+    uint32_t body_size;      /* bytes of the inflated body (set by qp_desc_serialize) */
 } qp_desc_hdr_t;
 _Static_assert(sizeof(qp_desc_hdr_t) == 64, "qp_desc_hdr_t layout");
 

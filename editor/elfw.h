@@ -122,7 +122,8 @@ typedef struct elfw_rewrite_stats {
  * zero-filled writable region (after the runtime's state page), the runtime blob
  * (runtime/qprt.h) as the new entry point, and the description DESCRIBE produces once
  * the code is placed (it gets the plan and the address of counter 0; it returns the
- * serialized description, malloc'ed, and its id), in a read-only region `.qpt.desc`.
+ * serialized description, malloc'ed, and its id), in a non-alloc section `.qpt.desc`
+ * (never loaded: the runtime gets only the id, in its parameters; qp reads the file).
  * With switchable increments, the table of their sites goes into a read-only region
  * `.qpt.locks` that the runtime uses to make them atomic (runtime/qprt.h).
  */

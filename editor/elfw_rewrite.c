@@ -23,7 +23,8 @@
 typedef struct rt_regions {
     uint64_t state;  /* runtime state page, then the counters (zero-filled, RW) */
     uint64_t rt;     /* the runtime blob (RX) */
-    uint64_t desc;   /* the description (R) */
+    uint8_t *desc;   /* the description: a non-alloc section, never loaded (malloc'd) */
+    size_t desc_len; /* its bytes */
     uint64_t locks;  /* the lock-site table (R), or 0 */
     uint64_t nlocks; /* its entries */
     uint64_t unwind; /* new unwind tables (R) */
@@ -113,25 +114,24 @@ start_library(ed_image_t *im, const cfg_image_t *img, uint64_t start)
     return ed_image_ops.write(im, at, dyn, sizeof(dyn));
 }
 
-/* After the code is placed: the description and the runtime's parameters. */
+/*
+ * After the code is placed: the description and the runtime's parameters. The runtime
+ * needs only the description's id (in its parameters): the description itself becomes
+ * a non-alloc section that qp reads from the file (R->desc, owned by the caller).
+ */
 static int
 write_runtime(ed_image_t *im, const cfg_image_t *img, ed_plan_t *plan,
     const elfw_instr_t *instr, rt_regions_t *r, uint64_t *desc_size)
 {
-    uint64_t lo, hi;
-    image_extent(img, &lo, &hi);
     uint64_t counters = r->state + QPRT_STATE_SIZE;
-    uint8_t *desc = NULL;
-    size_t len = 0;
     uint64_t id = 0;
-    QP_CHECK(instr->describe(instr->arg, plan, counters, &desc, &len, &id));
-    int rc = desc != NULL
-        ? ed_image_alloc_bytes(im, lo, hi, desc, len, ED_PROT_R, &r->desc)
-        : ed_image_ops.alloc_near(im, lo, hi, len, ED_PROT_R, &r->desc);
-    if (rc < 0)
-        free(desc); /* else the image has it */
-    QP_CHECK(rc);
-    *desc_size = len;
+    r->desc_len = 0;
+    QP_CHECK(instr->describe(instr->arg, plan, counters, &r->desc, &r->desc_len, &id));
+    if (r->desc == NULL)
+        return QP_EINVAL; /* a description is what qp reads */
+    *desc_size = r->desc_len;
+    QP_CHECK(write_lock_sites(im, img, plan, r));
+    int rc;
     uint8_t *blob = malloc(qprt_blob_size);
     if (blob == NULL)
         return QP_ENOMEM;
@@ -142,7 +142,6 @@ write_runtime(ed_image_t *im, const cfg_image_t *img, ed_plan_t *plan,
         free(blob);
         return QP_EFORMAT; /* a blob built from another qprt.h */
     }
-    QP_CHECK(write_lock_sites(im, img, plan, r));
     uint64_t entry = ed_plan_map(plan, img->entry);
     par.self = r->rt;
     if (r->nlocks > 0) {
@@ -348,8 +347,6 @@ region_name(const ed_region_t *reg, const rt_regions_t *r, uint64_t text)
         return ".qpt.counters";
     if (reg->vaddr == r->rt)
         return ".qpt.rt";
-    if (reg->vaddr == r->desc)
-        return ".qpt.desc";
     if (reg->vaddr == r->locks)
         return ".qpt.locks";
     if (reg->vaddr == r->dynstr)
@@ -426,7 +423,7 @@ elfw_rewrite(const cfg_prog_t *prog, ed_plan_t *plan, const elfw_instr_t *instr,
     elfw_patch_t *pats = NULL;
     rt_regions_t rr = { 0 };
     ed_dwarf_out_t dw;
-    elfw_section_t dsecs[ED_DWARF_MAXSEC];
+    elfw_section_t dsecs[ED_DWARF_MAXSEC + 1]; /* and the description */
     memset(&dw, 0, sizeof(dw));
     const int shlib = (prog->img->flags & CFG_IMG_SHLIB) != 0;
     if (instr != NULL && shlib && prog->img->dyninit.init_at == 0) {
@@ -556,8 +553,11 @@ elfw_rewrite(const cfg_prog_t *prog, ed_plan_t *plan, const elfw_instr_t *instr,
         fail(err, errlen, rc, "debug information");
         goto out;
     }
+    size_t nsecs = 0;
     for (size_t i = 0; i < dw.nsecs; i++)
-        dsecs[i] = (elfw_section_t) { dw.secs[i].name, dw.secs[i].data, dw.secs[i].size };
+        dsecs[nsecs++] = (elfw_section_t) { dw.secs[i].name, dw.secs[i].data, dw.secs[i].size };
+    if (rr.desc != NULL)
+        dsecs[nsecs++] = (elfw_section_t) { ".qpt.desc", rr.desc, rr.desc_len };
     elfw_request_t req = {
         .input = input,
         .output = output,
@@ -568,7 +568,7 @@ elfw_rewrite(const cfg_prog_t *prog, ed_plan_t *plan, const elfw_instr_t *instr,
         .symbols = syms,
         .nsymbols = nsym,
         .sections = dsecs,
-        .nsections = dw.nsecs,
+        .nsections = nsecs,
         .eh_frame_hdr = unw.size ? unw.hdr : 0,
         .eh_frame_hdr_size = unw.hdr_size,
         .clear_cet = 1,
@@ -590,6 +590,7 @@ elfw_rewrite(const cfg_prog_t *prog, ed_plan_t *plan, const elfw_instr_t *instr,
         stats->dwarf.nsecs = 0;
     }
 out:
+    free(rr.desc);
     ed_dwarf_out_free(&dw);
     free(unw.data);
     free(regs);

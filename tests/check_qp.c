@@ -13,11 +13,13 @@
 #endif
 #include <check.h>
 #include <link.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include "driver/driver.h"
 #include "driver/qp_desc.h"
@@ -141,8 +143,10 @@ START_TEST(test_qp_desc_round_trip)
     uint8_t *buf, *buf2;
     size_t len, len2;
     ck_assert_int_eq(qp_desc_serialize(&d, &buf, &len), 0);
-    ck_assert_uint_eq(len, 64 + 2 * 48 + 4 * 32 + 6 * 24 + 2 * 24 + d.hdr.strtab_size);
+    /* Compact: smaller than the structs it holds (version 2 wrote those as they are). */
+    ck_assert_uint_lt(len, 64 + 2 * 48 + 4 * 32 + 6 * 24 + 2 * 24 + d.hdr.strtab_size);
     ck_assert_int_eq(memcmp(buf, QP_DESC_MAGIC, 8), 0);
+    ck_assert_uint_eq(((qp_desc_hdr_t *)buf)->version, 3);
     /* Deterministic: the same description gives the same bytes and id. */
     ck_assert_int_eq(qp_desc_serialize(&d, &buf2, &len2), 0);
     ck_assert_uint_eq(len, len2);
@@ -254,27 +258,18 @@ END_TEST
 static uint8_t *
 raw_serialize(const qp_desc_t *d, size_t *len)
 {
-    size_t n = 64 + (size_t)d->hdr.nprocs * 48 + (size_t)d->hdr.nblocks * 32
-        + (size_t)d->hdr.nedges * 24 + (size_t)d->hdr.ncalls * 24 + d->hdr.strtab_size;
-    uint8_t *b = malloc(n);
-    qp_desc_hdr_t h = d->hdr;
-    memcpy(h.magic, QP_DESC_MAGIC, 8);
-    h.version = QP_FORMAT_VERSION;
-    memcpy(b, &h, 64);
-    size_t off = 64;
-    memcpy(b + off, d->procs, d->hdr.nprocs * 48u);
-    off += d->hdr.nprocs * 48u;
-    memcpy(b + off, d->blocks, d->hdr.nblocks * 32u);
-    off += d->hdr.nblocks * 32u;
-    memcpy(b + off, d->edges, d->hdr.nedges * 24u);
-    off += d->hdr.nedges * 24u;
-    memcpy(b + off, d->calls, d->hdr.ncalls * 24u);
-    off += d->hdr.ncalls * 24u;
-    memcpy(b + off, d->strtab, d->hdr.strtab_size);
-    qp_desc_id(b, n, &h.id);
-    memcpy(b + 16, &h.id, 8);
-    *len = n;
+    uint8_t *b = NULL;
+    ck_assert_int_eq(qp_desc_encode(d, &b, len), 0);
     return b;
+}
+
+/* Set the id of the serialized description B (N bytes) to what its bytes hash to. */
+static void
+rehash(uint8_t *b, size_t n)
+{
+    uint64_t id;
+    ck_assert_int_eq(qp_desc_id(b, n, &id), 0);
+    memcpy(b + offsetof(qp_desc_hdr_t, id), &id, 8);
 }
 
 /* Each breaks one rule; the id is recomputed so that only validation can refuse it. */
@@ -335,24 +330,37 @@ END_TEST
 
 START_TEST(test_qp_desc_random_rehashed_garbage)
 {
-    /* Random changes with a correct id: validation alone must keep parse safe. */
+    /* Random changes to the header and the inflated body, compressed again with a
+     * correct id: the decoder and validation alone must keep parse safe. */
     qp_desc_t d;
     sample_desc(&d);
     size_t len;
     uint8_t *good = raw_serialize(&d, &len);
+    qp_desc_hdr_t h;
+    memcpy(&h, good, sizeof(h));
+    size_t n = 64 + h.body_size;
+    uint8_t *plain = malloc(n);
+    uLongf blen = h.body_size;
+    memcpy(plain, good, 64);
+    ck_assert_int_eq(uncompress(plain + 64, &blen, good + 64, len - 64), Z_OK);
+    ck_assert_uint_eq(blen, h.body_size);
     srand(7);
+    int accepted = 0;
     for (int iter = 0; iter < 20000; iter++) {
-        uint8_t *b = malloc(len);
-        memcpy(b, good, len);
+        uint8_t *raw = malloc(n);
+        memcpy(raw, plain, n);
         int nflips = 1 + rand() % 4;
         for (int k = 0; k < nflips; k++)
-            b[24 + (size_t)rand() % (len - 24)] = (uint8_t)rand();
-        uint64_t id;
-        qp_desc_id(b, len, &id);
-        memcpy(b + 16, &id, 8);
+            raw[24 + (size_t)rand() % (n - 24)] = (uint8_t)rand();
+        uLongf zlen = compressBound(n - 64);
+        uint8_t *b = malloc(64 + zlen);
+        memcpy(b, raw, 64);
+        ck_assert_int_eq(compress(b + 64, &zlen, raw + 64, n - 64), Z_OK);
+        rehash(b, 64 + zlen);
         qp_desc_t back;
-        if (qp_desc_parse(b, len, &back, NULL, 0) == 0) {
+        if (qp_desc_parse(b, 64 + zlen, &back, NULL, 0) == 0) {
             /* Whatever was accepted must be safe to solve. */
+            accepted++;
             uint64_t counters[64] = { 0 };
             for (uint32_t p = 0; p < back.hdr.nprocs; p++) {
                 qp_flow_t f;
@@ -363,8 +371,117 @@ START_TEST(test_qp_desc_random_rehashed_garbage)
             qp_desc_free(&back);
         }
         free(b);
+        free(raw);
     }
+    ck_assert_int_gt(accepted, 0); /* some changes are valid descriptions */
+    free(plain);
     free(good);
+    qp_desc_free(&d);
+}
+END_TEST
+
+START_TEST(test_qp_desc_versions_and_sizes)
+{
+    qp_desc_t d, back;
+    sample_desc(&d);
+    size_t len;
+    uint8_t *b = raw_serialize(&d, &len);
+    char why[512] = "";
+    /* A description of version 2 (or any other) is refused, saying what to do. */
+    uint32_t v = 2;
+    memcpy(b + 8, &v, 4);
+    rehash(b, len);
+    ck_assert_int_eq(qp_desc_parse(b, len, &back, why, sizeof(why)), QP_EFORMAT);
+    ck_assert_msg(strstr(why, "version 2, made by an older qpt") != NULL
+                  && strstr(why, "rewrite the program again") != NULL, "%s", why);
+    v = 4;
+    memcpy(b + 8, &v, 4);
+    rehash(b, len);
+    ck_assert_int_eq(qp_desc_parse(b, len, &back, why, sizeof(why)), QP_EFORMAT);
+    ck_assert_msg(strstr(why, "newer") != NULL, "%s", why);
+    v = 3;
+    memcpy(b + 8, &v, 4);
+    /* Counts its few bytes could not hold are refused before anything is allocated. */
+    uint32_t big = UINT32_MAX;
+    memcpy(b + offsetof(qp_desc_hdr_t, nblocks), &big, 4);
+    rehash(b, len);
+    ck_assert_int_eq(qp_desc_parse(b, len, &back, why, sizeof(why)), QP_EFORMAT);
+    ck_assert_msg(strstr(why, "does not fit its counts") != NULL, "%s", why);
+    memcpy(b + offsetof(qp_desc_hdr_t, nblocks), &d.hdr.nblocks, 4);
+    memcpy(b + offsetof(qp_desc_hdr_t, body_size), &big, 4);
+    rehash(b, len);
+    ck_assert_int_eq(qp_desc_parse(b, len, &back, why, sizeof(why)), QP_EFORMAT);
+    free(b);
+    qp_desc_free(&d);
+}
+END_TEST
+
+START_TEST(test_qp_desc_callee_names)
+{
+    /* A direct call names its callee's procedure (the name is not stored again) or
+     * another string (stored); both come back as they were. */
+    qp_desc_t d, back;
+    sample_desc(&d);
+    d.calls[0].target = d.procs[1].entry;
+    d.calls[0].name = d.procs[1].name;
+    qp_desc_call_t *c = realloc(d.calls, 3 * sizeof(*c));
+    ck_assert_ptr_nonnull(c);
+    d.calls = c;
+    d.calls[2] = d.calls[1];
+    d.calls[1] = (qp_desc_call_t) { .target = d.procs[1].entry, .block = 1, .edge = QP_VIRT,
+                                    .name = d.procs[0].name, .kind = QP_CALL_DIRECT };
+    d.hdr.ncalls = 3;
+    uint8_t *buf;
+    size_t len;
+    char why[256] = "";
+    ck_assert_int_eq(qp_desc_serialize(&d, &buf, &len), 0);
+    ck_assert_msg(qp_desc_parse(buf, len, &back, why, sizeof(why)) == 0, "%s", why);
+    ck_assert_int_eq(memcmp(back.calls, d.calls, 3 * sizeof(qp_desc_call_t)), 0);
+    ck_assert_str_eq(qp_desc_str(&back, back.calls[0].name), "g(int, char)");
+    qp_desc_free(&back);
+    free(buf);
+    qp_desc_free(&d);
+}
+END_TEST
+
+START_TEST(test_qp_desc_extreme_values)
+{
+    /* Deltas wrap: values at the ends of their ranges round-trip exactly. */
+    qp_desc_t d, back;
+    sample_desc(&d);
+    d.hdr.ncounters = UINT32_MAX - 1;
+    d.hdr.counters_vaddr = UINT64_MAX;
+    d.procs[0].entry = UINT64_MAX - 64;
+    d.procs[0].new_entry = 1;
+    d.procs[1].entry = 0;
+    d.procs[1].new_entry = UINT64_MAX;
+    d.procs[0].miss = UINT32_MAX - 1;
+    d.procs[0].flags |= QP_PROC_XLATE | QP_PROC_LEAVE_EH;
+    d.blocks[0].start = UINT64_MAX - 64;
+    d.blocks[0].new_start = UINT64_MAX;
+    d.blocks[1].start = 0;
+    d.blocks[1].new_start = 1;
+    d.blocks[2].counter = UINT32_MAX - 2;
+    d.blocks[3].counter = 0;
+    d.blocks[3].size = UINT32_MAX;
+    d.blocks[3].ninsns = UINT32_MAX;
+    d.edges[1].ret_addr = UINT64_MAX;
+    d.edges[2].counter = UINT32_MAX - 2;
+    d.calls[0].target = UINT64_MAX;
+    d.calls[0].flags = QP_CALLF_LONGJMP | QP_CALLF_THROW | QP_CALLF_EXEC;
+    char why[256] = "";
+    ck_assert_msg(qp_desc_validate(&d, why, sizeof(why)) == 0, "%s", why);
+    uint8_t *buf;
+    size_t len;
+    ck_assert_int_eq(qp_desc_serialize(&d, &buf, &len), 0);
+    ck_assert_msg(qp_desc_parse(buf, len, &back, why, sizeof(why)) == 0, "%s", why);
+    ck_assert_int_eq(memcmp(back.procs, d.procs, 2 * sizeof(qp_desc_proc_t)), 0);
+    ck_assert_int_eq(memcmp(back.blocks, d.blocks, 4 * sizeof(qp_desc_block_t)), 0);
+    ck_assert_int_eq(memcmp(back.edges, d.edges, 6 * sizeof(qp_desc_edge_t)), 0);
+    ck_assert_int_eq(memcmp(back.calls, d.calls, 2 * sizeof(qp_desc_call_t)), 0);
+    ck_assert_uint_eq(back.hdr.ncounters, UINT32_MAX - 1);
+    qp_desc_free(&back);
+    free(buf);
     qp_desc_free(&d);
 }
 END_TEST
@@ -1586,6 +1703,9 @@ qp_suite(void)
     tcase_add_test(tc, test_qp_desc_every_byte_changed);
     tcase_add_test(tc, test_qp_desc_validation_rules);
     tcase_add_test(tc, test_qp_desc_random_rehashed_garbage);
+    tcase_add_test(tc, test_qp_desc_versions_and_sizes);
+    tcase_add_test(tc, test_qp_desc_extreme_values);
+    tcase_add_test(tc, test_qp_desc_callee_names);
     tcase_add_test(tc, test_qp_desc_bad_args);
     tcase_set_timeout(tc, 60);
     suite_add_tcase(s, tc);

@@ -6,7 +6,7 @@
  * through everything `qpt-rewrite INPUT -o OUTPUT` does - the reader, the CFGs, the plan,
  * a driver (the input's last byte picks none, qp or naive), the counter choice, the
  * relocation, the unwind and DWARF rewrites and the ELF writer - into a scratch file
- * that is then read back by the reader. Any crash, hang, leak or sanitizer report is a
+ * that is then read back by the reader; the description it carries must parse. Any crash, hang, leak or sanitizer report is a
  * bug; refusals are fine. The output must never be set-user-ID (the target aborts).
  */
 #include "config.h"
@@ -19,6 +19,7 @@
 
 #include "cfg/cfg.h"
 #include "driver/driver.h"
+#include "driver/qp_desc.h"
 #include "editor/ed.h"
 #include "editor/elfw.h"
 #include "tests/fuzz.h"
@@ -27,7 +28,14 @@ static int
 describe(void *arg, const ed_plan_t *plan, uint64_t counters, uint8_t **desc, size_t *len,
          uint64_t *id)
 {
-    return drv_describe(arg, plan, counters, desc, len, id);
+    int rc = drv_describe(arg, plan, counters, desc, len, id);
+    qp_desc_t d;
+    char why[512];
+    if (rc == 0 && qp_desc_parse(*desc, *len, &d, why, sizeof(why)) != 0)
+        abort(); /* a description the rewriter writes must parse */
+    if (rc == 0)
+        qp_desc_free(&d);
+    return rc;
 }
 
 /* Measure and write PROG (from INPUT) to OUTPUT with driver DRV (NULL: none). */

@@ -150,6 +150,32 @@ grep -q 'belongs to another executable or another rewrite' "$dir/err" ||
     bad "foreign profile: $(cat "$dir/err")"
 expect 1 "$QP" report --exe="$dir/p" "$prof"
 grep -q 'no .qpt.desc section' "$dir/err" || bad "uninstrumented exe: $(cat "$dir/err")"
+# The description is a non-alloc section (the program never loads it), and one of an
+# older format (version 2 here) is refused, saying that the program must be rewritten.
+readelf -lW "$dir/p.qp.inst" | sed -n '/Section to Segment/,$p' | grep -q '\.qpt\.desc' &&
+    bad ".qpt.desc is in a segment"
+desc_off=$(readelf -SW "$dir/p.qp.inst" | sed -n 's/^.*\] \.qpt\.desc *[A-Z]* *[0-9a-f]* \([0-9a-f]*\) .*$/\1/p')
+if [ -z "$desc_off" ]; then
+    bad "no .qpt.desc section header in $dir/p.qp.inst"
+else
+    cp "$dir/p.qp.inst" "$dir/p.old.inst"
+    printf '\002' | dd of="$dir/p.old.inst" bs=1 seek=$((0x$desc_off + 8)) conv=notrunc 2>/dev/null
+    expect 1 "$QP" report --exe="$dir/p.old.inst" "$prof"
+    grep -q 'description version 2, made by an older qpt.*rewrite the program again' "$dir/err" ||
+        bad "old description: $(cat "$dir/err")"
+fi
+# The description parser under its fuzz harness (built by make check): the section and
+# damaged copies of it (cut in half, a byte changed) neither crash nor fail to round-trip.
+fuzz=$top_builddir/tests/fuzz_desc
+if [ -x "$fuzz" ] && objcopy --dump-section .qpt.desc="$dir/desc.bin" "$dir/p.qp.inst" \
+        "$dir/objcopy.out" 2>/dev/null; then
+    n=$(wc -c <"$dir/desc.bin")
+    head -c $((n / 2)) "$dir/desc.bin" >"$dir/desc.half"
+    cp "$dir/desc.bin" "$dir/desc.flip"
+    printf 'x' | dd of="$dir/desc.flip" bs=1 seek=$((n / 2)) conv=notrunc 2>/dev/null
+    "$fuzz" "$dir/desc.bin" "$dir/desc.half" "$dir/desc.flip" >"$dir/fuzz.out" 2>&1 ||
+        bad "fuzz_desc: $(tail -n 3 "$dir/fuzz.out")"
+fi
 expect 1 "$QP" report --annotate=nosuchproc "$prof"
 expect 0 "$QP" merge -o "$dir/m.qp" "$prof" "$prof"
 expect 0 "$QP" report --csv "$dir/m.qp"
