@@ -204,6 +204,12 @@ int arch_emit_syscall_nr(long nr, uint8_t *out /*OUT*/, size_t cap);
 /* call rel32 at ADDR to TARGET (5 bytes). */
 int arch_emit_call(uint64_t addr, uint64_t target, uint8_t *out /*OUT*/, size_t cap);
 
+/*
+ * Push the 8-byte VALUE (a return address) without changing a register or the flags:
+ * `push $lo32; movl $hi32, 4(%rsp)` (13 bytes). Returns 13 or QP_EINVAL.
+ */
+int arch_emit_push_imm64(uint64_t value, uint8_t *out /*OUT*/, size_t cap);
+
 /* jcc rel32 with condition COND (arch_cond_t or ARCH_COND_OTHER not allowed) at ADDR. */
 int arch_emit_jcc(uint64_t addr, int cond, uint64_t target, uint8_t *out /*OUT*/, size_t cap);
 

@@ -71,6 +71,8 @@ struct dyn_proc {
     int reaped;       /* child: waitpid reported its end */
     int status;       /* child: its wait status */
     uint64_t stub;    /* where dyn_proc_syscall puts its stub (0: not found yet) */
+    uint8_t stub_orig[64]; /* the bytes the stub covers, put back when the threads run */
+    int stub_dirty;   /* the stub is written over them */
     dyn_thread_t *th; /* the threads we are attached to */
     size_t nth;       /* their number */
     size_t cap;       /* allocated entries */
@@ -448,11 +450,17 @@ dyn_proc_stop(dyn_proc_t *p)
     return p->follow ? follow_stop_all(p) : stop_all(p);
 }
 
+static void stub_restore(dyn_proc_t *p);
+
 int
 dyn_proc_resume(dyn_proc_t *p)
 {
     if (p == NULL)
         return QP_EINVAL;
+    /* The stub's bytes back as they were: no system call of ours is under way now, and
+     * the process is then as if dyn had not been there (but for what a session left). */
+    if (p->stopped)
+        stub_restore(p);
     if (p->stopped && p->follow)
         return cont_all(p);
     if (p->stopped)
@@ -759,6 +767,15 @@ static const uint8_t stub_code[] = {
     0xff, 0x25, 0, 0, 0, 0,             /* jmp *0(%rip): the word that follows */
 };
 #define STUB_LEN (sizeof(stub_code) + 8)
+_Static_assert(STUB_LEN <= sizeof(((dyn_proc_t *)0)->stub_orig), "stub_orig too small");
+
+/* The bytes under the stub back (the process is stopped; no system call of ours runs). */
+static void
+stub_restore(dyn_proc_t *p)
+{
+    if (p->stub_dirty && dyn_proc_write(p, p->stub, p->stub_orig, STUB_LEN) == 0)
+        p->stub_dirty = 0;
+}
 /* Words of the block the stub pops: rax rdi rsi rdx r10 r8 r9 rcx r11 rsp. */
 #define STUB_WORDS 10
 #define RED_ZONE 128
@@ -873,6 +890,10 @@ write_stub(dyn_proc_t *p, const struct user_regs_struct *saved, uint64_t *block 
     w[9] = saved->rsp;
     *block = (saved->rsp - RED_ZONE - sizeof(w)) & ~15ull;
     QP_CHECK(dyn_proc_write(p, *block, w, sizeof(w)));
+    if (!p->stub_dirty) {
+        QP_CHECK(dyn_proc_read(p, p->stub, p->stub_orig, sizeof(code)));
+        p->stub_dirty = 1;
+    }
     return dyn_proc_write(p, p->stub, code, sizeof(code));
 }
 
@@ -1313,6 +1334,7 @@ dyn_proc_exec_to_entry(dyn_proc_t *p)
     p->memfd = -1;
     open_mem(p);
     p->stub = 0;
+    p->stub_dirty = 0; /* (the old image is gone) */
     p->brk = 0;
     p->execed = 0;
     follow = p->follow;

@@ -341,6 +341,23 @@ arch_emit_call(uint64_t addr, uint64_t target, uint8_t* out /*OUT*/, size_t cap)
 }
 
 int
+arch_emit_push_imm64(uint64_t value, uint8_t* out /*OUT*/, size_t cap)
+{
+    uint32_t lo = (uint32_t)value, hi = (uint32_t)(value >> 32);
+
+    if (out == NULL || cap < 13)
+        return QP_EINVAL;
+    out[0] = 0x68; /* push imm32 (sign-extended to 8 bytes; the high half is set next) */
+    memcpy(out + 1, &lo, 4);
+    out[5] = 0xc7; /* movl imm32, 4(%rsp) */
+    out[6] = 0x44;
+    out[7] = 0x24;
+    out[8] = 0x04;
+    memcpy(out + 9, &hi, 4);
+    return 13;
+}
+
+int
 arch_emit_jcc(uint64_t addr, int cond, uint64_t target, uint8_t* out /*OUT*/, size_t cap)
 {
     /* The x86 condition code of each arch_cond_t, indexed by the enum value. */
