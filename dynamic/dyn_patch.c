@@ -1482,9 +1482,18 @@ emit_own(const point_t *pt, const ed_tramp_snip_t *pre, const ed_tramp_snip_t *p
     if (off + in.len != code)
         return QP_EINVAL; /* the instructions do not cover the replaced bytes */
     if (pt->call_ret) {
-        if (in.kind != ARCH_KIND_CALL)
+        /*
+         * `call T; int3; T: <return address := the original one>; jmp callee`: a real
+         * call keeps the return stack buffer balanced (a push and a jmp cost three
+         * mispredicted returns up the chain, one here), and the callee returns into the
+         * original code. (The int3 is never run: it keeps T away from the call's end.)
+         */
+        if (in.kind != ARCH_KIND_CALL || cap - k < JMP_LEN + 1)
             return QP_EINVAL;
-        QP_CHECK(n = arch_emit_push_imm64(pt->entry + code, out + k, cap - k));
+        QP_CHECK(n = arch_emit_call(at + k, at + k + JMP_LEN + 1, out + k, cap - k));
+        k += (size_t)n;
+        out[k++] = 0xcc;
+        QP_CHECK(n = arch_emit_store_ret64(pt->entry + code, out + k, cap - k));
         k += (size_t)n;
         QP_CHECK(n = arch_emit_jmp(at + k, in.target, out + k, cap - k));
         return (int)(k + (size_t)n);

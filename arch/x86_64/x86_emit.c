@@ -341,20 +341,21 @@ arch_emit_call(uint64_t addr, uint64_t target, uint8_t* out /*OUT*/, size_t cap)
 }
 
 int
-arch_emit_push_imm64(uint64_t value, uint8_t* out /*OUT*/, size_t cap)
+arch_emit_store_ret64(uint64_t value, uint8_t* out /*OUT*/, size_t cap)
 {
-    uint32_t lo = (uint32_t)value, hi = (uint32_t)(value >> 32);
+    static const uint8_t push_r11[] = { 0x41, 0x53 };
+    static const uint8_t movabs_r11[] = { 0x49, 0xbb };
+    static const uint8_t store[] = { 0x4c, 0x89, 0x5c, 0x24, 0x08 }; /* mov %r11,8(%rsp) */
+    static const uint8_t pop_r11[] = { 0x41, 0x5b };
 
-    if (out == NULL || cap < 13)
+    if (out == NULL || cap < 19)
         return QP_EINVAL;
-    out[0] = 0x68; /* push imm32 (sign-extended to 8 bytes; the high half is set next) */
-    memcpy(out + 1, &lo, 4);
-    out[5] = 0xc7; /* movl imm32, 4(%rsp) */
-    out[6] = 0x44;
-    out[7] = 0x24;
-    out[8] = 0x04;
-    memcpy(out + 9, &hi, 4);
-    return 13;
+    memcpy(out, push_r11, 2);
+    memcpy(out + 2, movabs_r11, 2);
+    memcpy(out + 4, &value, 8);
+    memcpy(out + 12, store, 5);
+    memcpy(out + 17, pop_r11, 2);
+    return 19;
 }
 
 int

@@ -30,7 +30,8 @@ void
 sleep_us(long us)
 {
     struct timespec ts = { 0, us * 1000 };
-    nanosleep(&ts, NULL);
+    if (us > 0)
+        nanosleep(&ts, NULL);
 }
 
 int
