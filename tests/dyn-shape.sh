@@ -50,16 +50,17 @@ if grep -q -i -e 'ptrace' -e 'not permitted' "$dir/probe.err"; then
     exit 77
 fi
 
-# The executable mappings of process $1's program, as a hash of their bytes.
+# The executable mappings of the files of process $1 (the program, libc, the loader), as
+# a hash of their bytes.
 text_of() {
-    python3 - "$1" "$(readlink -f "$P")" <<'PY'
+    python3 - "$1" <<'PY'
 import hashlib, sys
-pid, path = sys.argv[1], sys.argv[2]
+pid = sys.argv[1]
 h = hashlib.sha256()
 with open('/proc/%s/maps' % pid) as maps, open('/proc/%s/mem' % pid, 'rb') as mem:
     for line in maps:
         f = line.split()
-        if len(f) >= 6 and f[1][2] == 'x' and f[5] == path:
+        if len(f) >= 6 and f[1][2] == 'x' and f[5].startswith('/'):
             lo, hi = (int(x, 16) for x in f[0].split('-'))
             mem.seek(lo)
             h.update(mem.read(hi - lo))
@@ -104,6 +105,13 @@ grep -q '10 points instrumented, 0 refused' "$dir/att.err" ||
 grep -E -q '^ +[1-9][0-9]* +ret_only$' "$dir/att.out" || bad "(b) counts: $(cat "$dir/att.out")"
 after=$(text_of $tpid)
 [ "$before" = "$after" ] || bad "(b) the code differs after the detach"
+# ... and with every procedure of libc timed (tail calls, short ret blocks, calls first).
+"$DYN" attach $tpid --time 'libc.so.6:*' --duration 0.5 >"$dir/libc.out" 2>"$dir/libc.err" ||
+    bad "(b) libc: $(cat "$dir/libc.err")"
+grep -E -q '[0-9]{4} procedures instrumented' "$dir/libc.err" ||
+    bad "(b) libc: $(cat "$dir/libc.err")"
+after=$(text_of $tpid)
+[ "$before" = "$after" ] || bad "(b) the code differs after the detach from libc"
 
 # (c) dyn killed while instrumented: the program goes on right; dyn clean.
 # shellcheck disable=SC2086
