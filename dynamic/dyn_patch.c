@@ -75,6 +75,9 @@ typedef struct point {
     uint8_t whole;      /* PT_ENTRY of a timed procedure whose entry block ends in a ret
                          * or a tail jump: the whole block moves, timer stop before its
                          * last instruction */
+    uint8_t call_len;   /* PT_CALL shorter than the jump, with the instructions after it
+                         * (its return site's, reached from nowhere else) moved along: the
+                         * call's length; 0 otherwise */
     uint8_t tail;       /* PT_EXIT ending in a tail jump instead of a ret: 1, or 2 for a
                          * conditional one (jcc: the timer stops only when it is taken) */
     uint8_t orig[32];   /* the original bytes */
@@ -1198,6 +1201,50 @@ has_except_table(const cfg_image_t *img)
     return 0;
 }
 
+/*
+ * PT, a call shorter than the jump at the end of block BL, with the instructions that
+ * follow it moved along (whole ones, up to the 5 bytes of the jump): only when its
+ * return site is reached from the call alone (so nothing but the callee's return lands
+ * there, and a thread inside the callee, whose return address would be inside the jump,
+ * makes install refuse the point) and they are plain instructions. Why not, or NULL with
+ * PT's len, ninsns, orig and call_len set.
+ */
+static const char *
+call_with_next(const dyn_session_t *s, const cfg_block_t *bl, point_t *pt)
+{
+    const cfg_prog_t *prog = s->prog;
+    uint32_t r = cfg_block_at(prog, bl->end);
+    const cfg_block_t *rb;
+    const uint8_t *bytes;
+    size_t avail, len = pt->len;
+
+    if (r == CFG_NONE || (rb = &prog->blocks[r])->start != bl->end || rb->npred != 1
+        || rb->proc != bl->proc)
+        return "the call is shorter than the 5-byte jump, with no padding within reach "
+               "and its return site reached from elsewhere";
+    if (proc_entry_in(prog, bl->end, bl->end + JMP_LEN))
+        return "another procedure starts after the call";
+    if ((bytes = cfg_image_ptr(prog->img, bl->end, &avail)) == NULL)
+        return "no bytes in the file";
+    while (len < JMP_LEN) {
+        arch_insn_t in;
+        size_t off = len - pt->len;
+        if (bl->end + off >= rb->end
+            || arch_decode(bytes + off, avail - off, pt->entry + len, &in) < 0
+            || bl->end + off + in.len > rb->end
+            || (in.kind != ARCH_KIND_SEQ && in.kind != ARCH_KIND_NOP)
+            || (in.flags & ARCH_F_PRIV) || len + in.len > sizeof(pt->orig))
+            return "the call is shorter than the 5-byte jump, with no padding within "
+                   "reach nor plain instructions after it";
+        memcpy(pt->orig + len, bytes + off, in.len);
+        len += in.len;
+        pt->ninsns++;
+    }
+    pt->call_len = pt->len;
+    pt->len = (uint8_t)len;
+    return NULL;
+}
+
 static int
 select_calls_of(dyn_session_t *s, uint32_t i, const char *name)
 {
@@ -1277,8 +1324,10 @@ select_calls_of(dyn_session_t *s, uint32_t i, const char *name)
         pt.ninsns = 1;
         memcpy(pt.orig, bytes + (a - bl->start), in.len);
         /* Shorter than the jump (`call *%rax`): a jmp rel8 inside the call, to a jump in
-         * padding (the call is one instruction: nothing lands inside it). */
-        if (in.len < JMP_LEN && (why = find_pad(s, a, &pt)) != NULL) {
+         * padding (the call is one instruction: nothing lands inside it), or else the
+         * jump covers the first instructions of its return site too. */
+        if (in.len < JMP_LEN && (why = find_pad(s, a, &pt)) != NULL
+            && (why = call_with_next(s, bl, &pt)) != NULL) {
             QP_CHECK(refuse_name(s, site, why));
             continue;
         }
@@ -1524,6 +1573,39 @@ emit_own(const point_t *pt, const ed_tramp_snip_t *pre, const ed_tramp_snip_t *p
     return (int)(k + (size_t)n);
 }
 
+/*
+ * The trampoline of a short call moved with the instructions after it (call_len): SN,
+ * the call (its return address, *pt->ret_at, is what follows it here), those
+ * instructions relocated, a jmp back. Its length or QP_E*.
+ */
+static int
+emit_call_next(point_t *pt, ed_tramp_snip_t sn, uint64_t at, uint8_t *out, size_t cap)
+{
+    size_t k = 0, off = 0;
+    int n;
+
+    if (sn.nodes != NULL) {
+        QP_CHECK(n = arch_snip_emit(sn.nodes, sn.n, sn.root, &sn.ctx, at, out, cap));
+        k += (size_t)n;
+    }
+    for (uint32_t i = 0; i < pt->ninsns; i++) {
+        arch_insn_t in;
+        if (off >= pt->len)
+            return QP_EINVAL;
+        QP_CHECK(arch_decode(pt->orig + off, pt->len - off, pt->entry + off, &in));
+        QP_CHECK(n = arch_reloc_insn(
+                     pt->orig + off, &in, at + k, in.target, 0, out + k, cap - k));
+        k += (size_t)n;
+        off += in.len;
+        if (off == pt->call_len)
+            pt->ret_at = at + k;
+    }
+    if (off != pt->len)
+        return QP_EINVAL;
+    QP_CHECK(n = arch_emit_jmp(at + k, pt->entry + pt->len, out + k, cap - k));
+    return (int)(k + (size_t)n);
+}
+
 static int
 emit_tramp(const dyn_session_t *s, point_t *pt, uint64_t at, uint64_t words, uint8_t *out,
     size_t cap)
@@ -1534,6 +1616,9 @@ emit_tramp(const dyn_session_t *s, point_t *pt, uint64_t at, uint64_t words, uin
 
     /* Every snippet goes through the snippet compiler, the counters' and timers' too. */
     count_snip(s, s->rows[pt->row].timed, words, cv, &count);
+    if (pt->call_len)
+        return emit_call_next(pt, tramp_snip(pt, pt->before.nodes ? &pt->before : &count, 0),
+            at, out, cap);
     if (pt->call_ret || pt->whole || pt->tail) {
         /* A timer stop runs where a ret's would: the flags are dead at an ABI exit. */
         uint8_t fl = pt->save_flags ? ARCH_FLAGS_STATUS : 0;

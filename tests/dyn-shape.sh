@@ -42,7 +42,7 @@ ${CC:-cc} -O2 -pthread -o "$dir/prog" "$srcdir/tests/dynshape/main.c" || exit 99
 P=$dir/prog
 SHAPES="--count ret_only --count call_first --count call_first_slow --count ind_long
     --count ind_short --time timed_tail --time timed_ctail --time timed_short --time leaf
-    --calls-from call_reg"
+    --calls-from call_reg --calls-from call_far"
 
 "$DYN" run --count ret_only -- "$P" 1 >"$dir/probe.out" 2>"$dir/probe.err"
 if grep -q -i -e 'ptrace' -e 'not permitted' "$dir/probe.err"; then
@@ -73,16 +73,16 @@ N=1000
 # shellcheck disable=SC2086
 "$DYN" run -v $SHAPES -o "$dir/run.csv" -- "$P" $N 2000 >"$dir/run.out" 2>"$dir/run.err"
 grep -q "^ok n=$N" "$dir/run.out" || bad "(a) results: $(cat "$dir/run.out" "$dir/run.err")"
-grep -q '10 points instrumented, 0 refused' "$dir/run.err" ||
+grep -q '11 points instrumented, 0 refused' "$dir/run.err" ||
     bad "(a) refused: $(cat "$dir/run.err")"
 for p in ret_only call_first ind_long ind_short timed_tail timed_ctail timed_short \
-    'call_reg+0x8->*indirect'; do
+    'call_reg+0x8->*indirect' 'call_far+0x9e->*indirect'; do
     awk -v p="$p" -v n=$N '$NF == p && $1 == n { ok = 1 } END { exit !ok }' "$dir/run.out" ||
         bad "(a) $p: $(grep -F "$p" "$dir/run.out")"
 done
 # leaf: tail-called by timed_tail (N), by timed_ctail when its argument is odd (N/2),
-# called by call_reg (N).
-grep -E -q "^ +$((N * 5 / 2)) +[0-9.]+ +leaf\$" "$dir/run.out" ||
+# called by call_reg and call_far (2 N).
+grep -E -q "^ +$((N * 7 / 2)) +[0-9.]+ +leaf\$" "$dir/run.out" ||
     bad "(a) leaf: $(grep leaf "$dir/run.out")"
 awk -v n=$N '
     $NF == "leaf" { leaf = $2 }
@@ -100,7 +100,7 @@ before=$(text_of $tpid)
 # shellcheck disable=SC2086
 "$DYN" attach $tpid $SHAPES --duration 0.5 >"$dir/att.out" 2>"$dir/att.err" ||
     bad "(b) attach: $(cat "$dir/att.err")"
-grep -q '10 points instrumented, 0 refused' "$dir/att.err" ||
+grep -q '11 points instrumented, 0 refused' "$dir/att.err" ||
     bad "(b) refused: $(cat "$dir/att.err")"
 grep -E -q '^ +[1-9][0-9]* +ret_only$' "$dir/att.out" || bad "(b) counts: $(cat "$dir/att.out")"
 after=$(text_of $tpid)
@@ -123,7 +123,7 @@ until grep -q 'instrumented' "$dir/kill.err" 2>/dev/null; do
     [ $i -gt 400 ] && break
     sleep 0.05
 done
-grep -q '10 points instrumented' "$dir/kill.err" || bad "(c) attach: $(cat "$dir/kill.err")"
+grep -q '11 points instrumented' "$dir/kill.err" || bad "(c) attach: $(cat "$dir/kill.err")"
 sleep 0.2
 kill -9 $dpid
 wait $dpid 2>/dev/null

@@ -14,7 +14,9 @@
  *                only when it is taken);
  *  timed_short   a call in its first bytes, and two ret blocks of 4 bytes (one before
  *                the next block: through padding; one at the end: covering padding);
- *  call_reg      `call *%rax` (2 bytes), for --calls-from.
+ *  call_reg      `call *%rax` (2 bytes), for --calls-from;
+ *  call_far      the same with no padding within 128 bytes: the jump covers the
+ *                instructions after the call too (its return site).
  * `prog N` calls each N times and prints the sums; `prog wait FILE` calls them until FILE
  * exists (a second thread sits in call_first's callee most of the time), then prints
  * whether every result was right and whether its code is byte for byte as at start.
@@ -149,6 +151,25 @@ __asm__(".text\n"
         "    ret\n"
         ".size call_reg,.-call_reg\n"
         ".fill 12,1,0xcc\n"
+        ".p2align 4\n"
+        ".globl call_far\n.type call_far,@function\n"
+        "call_far:\n" /* int call_far(int x): leaf(x) + 1 through a register, no padding
+                         * within reach of a jmp rel8 */
+        "    push %rbx\n"
+        "    .rept 50\n"
+        "    add $0,%ebx\n"
+        "    .endr\n"
+        "    lea leaf(%rip),%rax\n"
+        "    call *%rax\n"
+        "    mov %eax,%ebx\n"
+        "    add $1,%ebx\n"
+        "    .rept 50\n"
+        "    add $0,%ebx\n"
+        "    .endr\n"
+        "    mov %ebx,%eax\n"
+        "    pop %rbx\n"
+        "    ret\n"
+        ".size call_far,.-call_far\n"
         ".p2align 4\n");
 
 void ret_only(void);
@@ -161,6 +182,7 @@ int timed_tail(int);
 int timed_short(int);
 int timed_ctail(int);
 int call_reg(int);
+int call_far(int);
 
 extern char __executable_start[], etext[];
 
@@ -177,6 +199,7 @@ round_once(int i)
     bad |= timed_short(i & 1) != (i & 1);
     bad |= timed_ctail(i & 1) != ((i & 1) ? 4 : 5);
     bad |= call_reg(i) != 3 * i + 1;
+    bad |= call_far(i) != 3 * i + 2;
     return bad;
 }
 
