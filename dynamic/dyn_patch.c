@@ -78,6 +78,13 @@ typedef struct point {
     uint8_t call_len;   /* PT_CALL shorter than the jump, with the instructions after it
                          * (its return site's, reached from nowhere else) moved along: the
                          * call's length; 0 otherwise */
+    uint8_t rlen;       /* PT_EXIT before a return block too short for its own jump: its
+                         * bytes (rbytes: plain instructions, then the ret) run in the
+                         * trampoline where the tail would go to it (falling into it, a
+                         * jmp, or the taken side of a jcc), the timer stop before the ret */
+    uint8_t rninsns;    /* ... their instructions */
+    uint8_t rbytes[16];
+    uint64_t raddr;     /* ... their runtime address */
     uint8_t tail;       /* PT_EXIT ending in a tail jump instead of a ret: 1, or 2 for a
                          * conditional one (jcc: the timer stops only when it is taken) */
     uint8_t orig[32];   /* the original bytes */
@@ -588,6 +595,8 @@ check_short(dyn_session_t *s, uint32_t i, int first_only, point_t *pt /*OUT*/)
 
 static const char *check_exit(const dyn_session_t *s, const cfg_block_t *b, uint64_t own,
     int whole, point_t *pt, int *want_pad);
+static const char *check_tail(const dyn_session_t *s, const cfg_block_t *b, uint64_t own,
+    int whole, int plain, point_t *pt, int *want_pad);
 static int has_except_table(const cfg_image_t *img);
 
 /*
@@ -937,6 +946,15 @@ static const char *
 check_exit(const dyn_session_t *s, const cfg_block_t *b, uint64_t own, int whole,
     point_t *pt /*OUT*/, int *want_pad /*OUT*/)
 {
+    return check_tail(s, b, own, whole, 0, pt, want_pad);
+}
+
+/* check_exit, and with PLAIN a block that ends in a plain instruction (falling into a
+ * return block). */
+static const char *
+check_tail(const dyn_session_t *s, const cfg_block_t *b, uint64_t own, int whole,
+    int plain, point_t *pt /*OUT*/, int *want_pad /*OUT*/)
+{
     const cfg_prog_t *prog = s->prog;
     uint64_t starts[8];
     size_t avail, n = 0, len, blen = b->end - b->start;
@@ -983,6 +1001,8 @@ check_exit(const dyn_session_t *s, const cfg_block_t *b, uint64_t own, int whole
                      || in.kind == ARCH_KIND_JMP_IND || in.kind == ARCH_KIND_JCC)
                 && a + in.len == b->end))
             return "an instruction before a ret cannot be moved";
+        if (plain && a + in.len == b->end && in.kind == ARCH_KIND_RET)
+            return "an instruction before a ret cannot be moved";
         a += in.len;
         pt->ninsns++;
     }
@@ -991,7 +1011,7 @@ check_exit(const dyn_session_t *s, const cfg_block_t *b, uint64_t own, int whole
         return "another procedure starts inside the tail of a return block";
     if (len < JMP_LEN) {
         size_t more = JMP_LEN - len;
-        if (avail >= blen + more && spill_ok(s, b->end, more)) {
+        if (!plain && avail >= blen + more && spill_ok(s, b->end, more)) {
             memcpy(pt->orig + len, bytes + blen, more);
             pt->spill = (uint8_t)more;
         } else if (len >= SHORT_LEN)
@@ -1001,7 +1021,9 @@ check_exit(const dyn_session_t *s, const cfg_block_t *b, uint64_t own, int whole
                    "after it";
     }
     pt->kind = PT_EXIT;
-    pt->tail = last == ARCH_KIND_RET ? 0 : last == ARCH_KIND_JCC ? 2 : 1;
+    pt->tail = last == ARCH_KIND_JCC ? 2
+        : last == ARCH_KIND_JMP || last == ARCH_KIND_JMP_IND ? 1
+                                                              : 0;
     pt->entry = from + s->bias;
     pt->len = (uint8_t)(len + pt->spill);
     memcpy(pt->orig, bytes + (from - b->start), len);
@@ -1075,6 +1097,80 @@ timed_entry(dyn_session_t *s, uint32_t i, point_t *pt /*OUT*/)
     return NULL;
 }
 
+/*
+ * Exits for return block R of procedure I (row ROW, chosen by NAME, entry point ENTRY)
+ * when R is too short for a jump of its own (a lone `ret` between two blocks): a point
+ * on each block that leads to it instead (falling into it, or a jmp or a jcc to it),
+ * whose trampoline runs R's instructions, the timer stop before the ret, where the
+ * block would go to R. All of them or none: why not, or NULL with the candidates added
+ * and counted in *NEXIT. *ERR: QP_ENOMEM.
+ */
+static const char *
+exits_before(dyn_session_t *s, uint32_t i, const cfg_block_t *r, uint32_t row,
+    const char *name, const point_t *entry, unsigned *nexit, int *err)
+{
+    const cfg_prog_t *prog = s->prog;
+    const uint64_t own = prog->procs[i].entry;
+    size_t avail, rlen = r->end - r->start, ncand0 = s->ncand, off = 0;
+    const uint8_t *bytes = cfg_image_ptr(prog->img, r->start, &avail);
+    uint8_t rninsns = 0;
+
+    *err = 0;
+    if (bytes == NULL || avail < rlen || rlen > sizeof(entry->rbytes) || r->npred == 0)
+        return "a return block is too short for a jump and cannot move";
+    while (off < rlen) {
+        arch_insn_t in;
+        if (arch_decode(bytes + off, rlen - off, r->start + off, &in) < 0
+            || (in.flags & ARCH_F_PRIV)
+            || (off + in.len == rlen ? in.kind != ARCH_KIND_RET
+                                     : in.kind != ARCH_KIND_SEQ && in.kind != ARCH_KIND_NOP))
+            return "a return block is too short for a jump and cannot move";
+        off += in.len;
+        rninsns++;
+    }
+    for (uint32_t k = 0; k < r->npred; k++) {
+        const cfg_edge_t *e = &prog->edges[prog->preds[r->pred + k]];
+        const cfg_block_t *b = &prog->blocks[e->from];
+        const char *why;
+        int want_pad;
+        point_t ex;
+        if (prog->procs[b->proc].entry != own
+            && prog->procs[b->proc].parent != i)
+            why = "a return block is reached from another procedure's code";
+        else if (e->kind == CFG_EDGE_FALL && b->last_kind != ARCH_KIND_SEQ
+            && b->last_kind != ARCH_KIND_NOP && b->last_kind != ARCH_KIND_JCC)
+            why = "a short return block follows a call";
+        else if (e->kind != CFG_EDGE_FALL && e->kind != CFG_EDGE_JUMP
+            && e->kind != CFG_EDGE_TAKEN)
+            why = "a short return block is reached by a jump table or an indirect jump";
+        else if (e->kind == CFG_EDGE_FALL && b->end != r->start)
+            why = "a return block's fall-through predecessor does not end at it";
+        else
+            why = check_tail(s, b, own, 0, e->kind == CFG_EDGE_FALL, &ex, &want_pad);
+        if (why == NULL && want_pad)
+            why = find_pad(s, b->start, &ex);
+        if (why == NULL && ex.entry < entry->entry + entry->len
+            && entry->entry < ex.entry + ex.len)
+            why = "its entry and a block before a short ret share the bytes to patch";
+        if (why != NULL) {
+            s->ncand = ncand0;
+            return why;
+        }
+        ex.proc = i;
+        ex.row = row;
+        ex.name = name;
+        ex.save_flags = entry->save_flags;
+        ex.rlen = (uint8_t)rlen;
+        ex.rninsns = rninsns;
+        ex.raddr = r->start + s->bias;
+        memcpy(ex.rbytes, bytes, rlen);
+        if ((*err = add_cand(s, &ex)) < 0)
+            return NULL;
+        (*nexit)++;
+    }
+    return NULL;
+}
+
 /* Why procedure I cannot be timed, or NULL with its entry and exit candidates added. */
 static const char *
 check_timed(dyn_session_t *s, uint32_t i, const char *name, int *err /*OUT*/)
@@ -1126,6 +1222,18 @@ check_timed(dyn_session_t *s, uint32_t i, const char *name, int *err /*OUT*/)
             why = check_exit(s, bl, pr->entry, 0, &ex, &want_pad);
             if (why == NULL && want_pad)
                 why = find_pad(s, bl->start, &ex);
+            if (why != NULL && !tail && bl->end - bl->start < JMP_LEN) {
+                /* Too short, no padding: patch the blocks that lead to it instead. */
+                const char *w2 = exits_before(s, i, bl, row, name, &pt, &nexit, err);
+                if (*err < 0)
+                    return NULL;
+                if (w2 == NULL) {
+                    why = NULL;
+                    continue;
+                }
+                if (bl->end - bl->start < SHORT_LEN)
+                    why = w2; /* (a lone ret: what stopped the way round it) */
+            }
             if (why == NULL) {
                 ex.proc = i;
                 ex.row = row;
@@ -1497,6 +1605,53 @@ tramp_snip(const point_t *pt, const dyn_snippet_t *sn, int after)
 }
 
 /*
+ * The end of emit_own for an exit before a short return block (pt->rlen), from *K on:
+ * the tail's last instruction IN (at OFF; CODE bytes in all) then R's instructions with
+ * POST before their ret, where the tail goes to R: after a plain instruction or a jcc
+ * elsewhere (it falls into R), instead of a jmp to R, or on the taken side of a jcc to R
+ * (not taken: jmp back).
+ */
+static int
+emit_via_ret(const point_t *pt, const arch_insn_t *in, size_t off, size_t code,
+    const ed_tramp_snip_t *post, uint64_t at, uint8_t *out, size_t cap, size_t k)
+{
+    size_t roff = 0;
+    int n, m;
+
+    if (in->kind == ARCH_KIND_JCC && in->target == pt->raddr) {
+        QP_CHECK(n = arch_reloc_insn(pt->orig + off, in, at + k, at + k + 6 + JMP_LEN, 0,
+                     out + k, cap - k));
+        QP_CHECK(m = arch_reloc_insn(pt->orig + off, in, at + k, at + k + n + JMP_LEN, 0,
+                     out + k, cap - k));
+        if (m != n)
+            return QP_EINVAL;
+        k += (size_t)n;
+        QP_CHECK(n = arch_emit_jmp(at + k, pt->entry + code, out + k, cap - k));
+        k += (size_t)n;
+    } else if (in->kind != ARCH_KIND_JMP) {
+        QP_CHECK(n = arch_reloc_insn(pt->orig + off, in, at + k, in->target, 0, out + k,
+                     cap - k));
+        k += (size_t)n;
+    }
+    for (uint32_t i = 0; i < pt->rninsns; i++) {
+        arch_insn_t r;
+        QP_CHECK(arch_decode(pt->rbytes + roff, pt->rlen - roff, pt->raddr + roff, &r));
+        if (i + 1 == pt->rninsns) {
+            if (post != NULL && post->nodes != NULL) {
+                QP_CHECK(n = arch_snip_emit(post->nodes, post->n, post->root, &post->ctx,
+                             at + k, out + k, cap - k));
+                k += (size_t)n;
+            }
+        }
+        QP_CHECK(n = arch_reloc_insn(pt->rbytes + roff, &r, at + k, r.target, 0, out + k,
+                     cap - k));
+        k += (size_t)n;
+        roff += r.len;
+    }
+    return roff == pt->rlen ? (int)k : QP_EINVAL;
+}
+
+/*
  * The trampolines ed_tramp_emit has no shape for, at AT into OUT: PRE (may be NULL:
  * nodes NULL), every instruction of PT but the last relocated, then either (call_ret)
  * a push of the call's return address in the original code and a jmp to its callee, or
@@ -1547,6 +1702,8 @@ emit_own(const point_t *pt, const ed_tramp_snip_t *pre, const ed_tramp_snip_t *p
         QP_CHECK(n = arch_emit_jmp(at + k, in.target, out + k, cap - k));
         return (int)(k + (size_t)n);
     }
+    if (pt->rlen)
+        return emit_via_ret(pt, &in, off, code, post, at, out, cap, k);
     if (pt->tail == 2) {
         /* jcc TAKEN; jmp back (not taken: the procedure goes on); TAKEN: POST, jmp. */
         int m;
@@ -1619,7 +1776,7 @@ emit_tramp(const dyn_session_t *s, point_t *pt, uint64_t at, uint64_t words, uin
     if (pt->call_len)
         return emit_call_next(pt, tramp_snip(pt, pt->before.nodes ? &pt->before : &count, 0),
             at, out, cap);
-    if (pt->call_ret || pt->whole || pt->tail) {
+    if (pt->call_ret || pt->whole || pt->tail || pt->rlen) {
         /* A timer stop runs where a ret's would: the flags are dead at an ABI exit. */
         uint8_t fl = pt->save_flags ? ARCH_FLAGS_STATUS : 0;
         ed_tramp_snip_t pre = tramp_snip(pt, pt->before.nodes ? &pt->before : &count, 0);

@@ -12,6 +12,8 @@
  *  timed_tail    sleeps, then tail-calls leaf (timed: the tail jump stops its timer);
  *  timed_ctail   sleeps, then a conditional tail call of leaf (jne: its timer stops
  *                only when it is taken);
+ *  timed_mid     sleeps, then returns through a `ret` of one byte between two blocks,
+ *                reached by a jcc, a jmp and falling into it (the timer stops in each);
  *  timed_short   a call in its first bytes, and two ret blocks of 4 bytes (one before
  *                the next block: through padding; one at the end: covering padding);
  *  call_reg      `call *%rax` (2 bytes), for --calls-from;
@@ -126,6 +128,24 @@ __asm__(".text\n"
         "    ret\n"
         ".size timed_ctail,.-timed_ctail\n"
         ".p2align 4\n"
+        ".globl timed_mid\n.type timed_mid,@function\n"
+        "timed_mid:\n" /* int timed_mid(int x): sleeps, then 1, 20 or 30 for x = 1, 2, other */
+        "    push %rbx\n"
+        "    mov %edi,%ebx\n"
+        "    mov slow_us(%rip),%rdi\n"
+        "    call sleep_us\n"
+        "    mov %ebx,%eax\n"
+        "    pop %rbx\n"
+        "    cmp $1,%eax\n"
+        "    je 2f\n"
+        "    cmp $2,%eax\n"
+        "    jne 3f\n"
+        "    mov $20,%eax\n"
+        "2:  ret\n"
+        "3:  mov $30,%eax\n"
+        "    jmp 2b\n"
+        ".size timed_mid,.-timed_mid\n"
+        ".p2align 4\n"
         ".globl timed_short\n.type timed_short,@function\n"
         "timed_short:\n" /* int timed_short(int x): x ? x : 0, after sleeping slow_us */
         "    push %rbx\n"
@@ -181,6 +201,7 @@ int leaf(int);
 int timed_tail(int);
 int timed_short(int);
 int timed_ctail(int);
+int timed_mid(int);
 int call_reg(int);
 int call_far(int);
 
@@ -198,6 +219,7 @@ round_once(int i)
     bad |= timed_tail(i) != 3 * (i + 1) + 1;
     bad |= timed_short(i & 1) != (i & 1);
     bad |= timed_ctail(i & 1) != ((i & 1) ? 4 : 5);
+    bad |= timed_mid(i % 3) != (i % 3 == 1 ? 1 : i % 3 == 2 ? 20 : 30);
     bad |= call_reg(i) != 3 * i + 1;
     bad |= call_far(i) != 3 * i + 2;
     return bad;
