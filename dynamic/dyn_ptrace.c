@@ -72,6 +72,7 @@ struct dyn_proc {
     int status;       /* child: its wait status */
     uint64_t stub;    /* where dyn_proc_syscall puts its stub (0: not found yet) */
     uint8_t stub_orig[64]; /* the bytes the stub covers, put back when the threads run */
+    int64_t stub_off; /* the stub's offset in the executable's file (-1: the vDSO's) */
     int stub_dirty;   /* the stub is written over them */
     dyn_thread_t *th; /* the threads we are attached to */
     size_t nth;       /* their number */
@@ -786,17 +787,44 @@ stub_restore(dyn_proc_t *p)
  * 0 when no page has room for the stub.
  */
 static uint64_t
-slack_in(const Elf64_Phdr *ph, size_t n, uint64_t bias)
+slack_in(const Elf64_Phdr *ph, size_t n, uint64_t bias, int64_t *off /*OUT*/)
 {
     for (size_t i = 0; i < n; i++) {
-        uint64_t end = bias + ph[i].p_vaddr + ph[i].p_memsz, page_end;
+        uint64_t end = bias + ph[i].p_vaddr + ph[i].p_memsz, page_end, a;
         if (ph[i].p_type != PT_LOAD || !(ph[i].p_flags & PF_X))
             continue;
         page_end = (end + 4095) & ~4095ull;
-        if (page_end - end >= STUB_LEN + 16)
-            return (page_end - STUB_LEN) & ~15ull;
+        if (page_end - end >= STUB_LEN + 16) {
+            a = (page_end - STUB_LEN) & ~15ull;
+            /* The file's bytes are mapped there (the rest of the segment's last page). */
+            *off = (int64_t)(ph[i].p_offset + (a - (bias + ph[i].p_vaddr)));
+            return a;
+        }
     }
     return 0;
+}
+
+/*
+ * The bytes under the stub as they should be, into P->stub_orig: the executable file's
+ * (what its mapping shows there: a killed dyn may have left a stub in memory), zeros
+ * past its end; the vDSO's from memory.
+ */
+static int
+stub_save(dyn_proc_t *p)
+{
+    char path[64];
+    ssize_t n = 0;
+    int fd;
+
+    if (p->stub_off < 0)
+        return dyn_proc_read(p, p->stub, p->stub_orig, STUB_LEN);
+    snprintf(path, sizeof(path), "/proc/%d/exe", p->pid);
+    if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+        return dyn_proc_read(p, p->stub, p->stub_orig, STUB_LEN);
+    memset(p->stub_orig, 0, STUB_LEN);
+    n = pread(fd, p->stub_orig, STUB_LEN, (off_t)p->stub_off);
+    close(fd);
+    return n < 0 ? dyn_proc_read(p, p->stub, p->stub_orig, STUB_LEN) : 0;
 }
 
 /* Program headers at ADDR (N <= 64) into PH. */
@@ -832,19 +860,43 @@ find_stub(dyn_proc_t *p)
     if (read_phdrs(p, phdr, phnum, ph) == 0) {
         for (size_t i = 0; i < phnum && p->stub == 0; i++)
             if (ph[i].p_type == PT_PHDR)
-                p->stub = slack_in(ph, phnum, phdr - ph[i].p_vaddr);
+                p->stub = slack_in(ph, phnum, phdr - ph[i].p_vaddr, &p->stub_off);
     }
     if (p->stub == 0 && vdso != 0) {
         Elf64_Ehdr eh;
         if (dyn_proc_read(p, vdso, &eh, sizeof(eh)) == 0
-            && read_phdrs(p, vdso + eh.e_phoff, eh.e_phnum, ph) == 0)
-            p->stub = slack_in(ph, eh.e_phnum, vdso);
+            && read_phdrs(p, vdso + eh.e_phoff, eh.e_phnum, ph) == 0) {
+            p->stub = slack_in(ph, eh.e_phnum, vdso, &p->stub_off);
+            p->stub_off = -1;
+        }
     }
     if (p->stub == 0) {
         errno = ENOSPC;
         return QP_EIO;
     }
     return 0;
+}
+
+int
+dyn_proc_stub_reset(dyn_proc_t *p)
+{
+    uint8_t mem[sizeof(p->stub_orig)];
+
+    if (p == NULL || !p->stopped)
+        return QP_EINVAL;
+    if (p->stub == 0)
+        QP_CHECK(find_stub(p));
+    if (p->stub_off < 0)
+        return 0; /* the vDSO's: its bytes are not known from a file */
+    if (!p->stub_dirty)
+        QP_CHECK(stub_save(p));
+    QP_CHECK(dyn_proc_read(p, p->stub, mem, STUB_LEN));
+    if (memcmp(mem, p->stub_orig, STUB_LEN) == 0)
+        return 0;
+    if (p->stub_dirty) /* our own stub is in: it goes at the next resume */
+        return 0;
+    QP_CHECK(dyn_proc_write(p, p->stub, p->stub_orig, STUB_LEN));
+    return 1;
 }
 
 /*
@@ -891,7 +943,7 @@ write_stub(dyn_proc_t *p, const struct user_regs_struct *saved, uint64_t *block 
     *block = (saved->rsp - RED_ZONE - sizeof(w)) & ~15ull;
     QP_CHECK(dyn_proc_write(p, *block, w, sizeof(w)));
     if (!p->stub_dirty) {
-        QP_CHECK(dyn_proc_read(p, p->stub, p->stub_orig, sizeof(code)));
+        QP_CHECK(stub_save(p));
         p->stub_dirty = 1;
     }
     return dyn_proc_write(p, p->stub, code, sizeof(code));

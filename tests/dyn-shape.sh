@@ -15,7 +15,11 @@
 #      (every executable mapping of the program, read from /proc/PID/mem) is byte for
 #      byte what it was before, and every result was right;
 #  (c) dyn killed (SIGKILL) while instrumented: the program goes on right (its results
-#      checked), `dyn clean` puts every byte back.
+#      checked), `dyn clean` puts every byte back;
+#  (d) with strace: dyn killed at every 2nd write of process memory (trampolines,
+#      padding jumps, jumps, the stub) and every 6th ptrace call of a session with all
+#      the shapes: each time the program goes on and `dyn clean` leaves its code as it
+#      was; at the end every result it computed meanwhile was right.
 # Skips (77) when ptrace is not allowed. Exit status: 0 pass, 1 fail, 99 error.
 set -u
 : "${top_builddir:=.}"
@@ -137,6 +141,30 @@ kill -0 $tpid 2>/dev/null || bad "(c) the program died with dyn"
     bad "(c) dyn clean: $(cat "$dir/clean.err")"
 after=$(text_of $tpid)
 [ "$before" = "$after" ] || bad "(c) the code differs after dyn clean"
+# (d) SIGKILL at the N-th memory write or ptrace call.
+if command -v strace >/dev/null 2>&1; then
+    for what in pwrite64:2:62 ptrace:6:76; do
+        sc=${what%%:*}
+        step=${what#*:}
+        last=${step#*:}
+        step=${step%%:*}
+        n=1
+        while [ $n -le "$last" ]; do
+            # shellcheck disable=SC2086
+            strace -f -o /dev/null -e trace=$sc -e inject=$sc:signal=KILL:when=$n \
+                "$DYN" attach $tpid $SHAPES --duration 0.05 >/dev/null 2>"$dir/k.err"
+            kill -0 $tpid 2>/dev/null || { bad "(d) kill at $sc #$n: the program died"; break 2; }
+            "$DYN" clean $tpid >"$dir/kclean.out" 2>&1 ||
+                bad "(d) kill at $sc #$n: dyn clean: $(cat "$dir/kclean.out")"
+            after=$(text_of $tpid)
+            [ "$before" = "$after" ] || bad "(d) kill at $sc #$n: the code differs after dyn clean"
+            n=$((n + step))
+        done
+    done
+else
+    echo "note: no strace: (d) skipped"
+fi
+
 touch "$dir/stop"
 wait $tpid
 trc=$?
