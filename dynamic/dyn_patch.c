@@ -194,7 +194,8 @@ add_row(dyn_session_t *s, const char *name, uint32_t proc, int timed, uint32_t *
     return 0;
 }
 
-static int pad_take(dyn_session_t *s, uint64_t a);
+static int
+pad_take(dyn_session_t *s, uint64_t a);
 
 static int
 add_cand(dyn_session_t *s, const point_t *pt)
@@ -348,7 +349,8 @@ spill_ok(const dyn_session_t *s, uint64_t end, size_t n)
             x++;
             continue;
         }
-        if (arch_decode(bytes + x, avail - x, end + x, &in) < 0 || in.kind != ARCH_KIND_NOP)
+        if (arch_decode(bytes + x, avail - x, end + x, &in) < 0
+            || in.kind != ARCH_KIND_NOP)
             return 0;
         x += in.len;
     }
@@ -372,7 +374,8 @@ has_shadow_stack(const dyn_session_t *s)
     if ((f = fopen(path, "r")) == NULL)
         return 1; /* not known: assume the worst */
     while (fgets(line, sizeof(line), f) != NULL)
-        if (strncmp(line, "x86_Thread_features:", 20) == 0 && strstr(line, "shstk") != NULL)
+        if (strncmp(line, "x86_Thread_features:", 20) == 0
+            && strstr(line, "shstk") != NULL)
             on = 1;
     fclose(f);
     ((dyn_session_t *)s)->shstk = on; /* a cache, not state */
@@ -425,8 +428,9 @@ entry_insns(
                    "return into the jump)";
         if (pr->entry + len >= b->end) {
             /* The block ended: a ret or a jmp may be followed by padding to cover. */
-            if ((last != ARCH_KIND_RET && last != ARCH_KIND_JMP && last != ARCH_KIND_JMP_IND)
-                || len + (need - len) > sizeof(pt->orig) || avail < need
+            if ((last != ARCH_KIND_RET && last != ARCH_KIND_JMP
+                    && last != ARCH_KIND_JMP_IND)
+                || need > sizeof(pt->orig) || avail < need
                 || !spill_ok(s, pr->entry + len, need - len))
                 return "its entry block is shorter than the 5-byte jump";
             pt->spill = (uint8_t)(need - len);
@@ -453,8 +457,8 @@ entry_insns(
             pt->call_ret = 1;
             break;
         case ARCH_KIND_CALL_IND:
-            return "an indirect call in its first 5 bytes (the return address would be in "
-                   "the trampoline)";
+            return "an indirect call in its first 5 bytes (the return address would be "
+                   "in the trampoline)";
         case ARCH_KIND_SYSCALL: return "a system call in its first 5 bytes";
         default: return "an instruction in its first 5 bytes cannot be moved";
         }
@@ -593,10 +597,12 @@ check_short(dyn_session_t *s, uint32_t i, int first_only, point_t *pt /*OUT*/)
     return find_pad(s, s->prog->procs[i].entry, pt);
 }
 
-static const char *check_exit(const dyn_session_t *s, const cfg_block_t *b, uint64_t own,
-    int whole, point_t *pt, int *want_pad);
-static const char *check_tail(const dyn_session_t *s, const cfg_block_t *b, uint64_t own,
-    int whole, int plain, point_t *pt, int *want_pad);
+static const char *
+check_exit(const dyn_session_t *s, const cfg_block_t *b, uint64_t own, int whole,
+    point_t *pt, int *want_pad);
+static const char *
+check_tail(const dyn_session_t *s, const cfg_block_t *b, uint64_t own, int whole,
+    int plain, point_t *pt, int *want_pad);
 static int has_except_table(const cfg_image_t *img);
 
 /*
@@ -706,8 +712,7 @@ check_point(const dyn_session_t *s, int kind, uint32_t proc, uint64_t addr, poin
     } else if (kind == DYN_PT_EXIT) {
         if (prog->blocks[b].last_kind != ARCH_KIND_RET)
             *why = "not a block ending in ret";
-        else
-        {
+        else {
             int want_pad;
             *why = check_exit(s, &prog->blocks[b], pr->entry, 0, &pt, &want_pad);
             if (*why == NULL && want_pad)
@@ -1007,7 +1012,8 @@ check_tail(const dyn_session_t *s, const cfg_block_t *b, uint64_t own, int whole
         pt->ninsns++;
     }
     /* Another procedure's entry inside the tail (overlapping code). */
-    if (proc_entry_in(prog, from + 1, b->end) || (from != own && proc_entry_in(prog, from, from + 1)))
+    if (proc_entry_in(prog, from + 1, b->end)
+        || (from != own && proc_entry_in(prog, from, from + 1)))
         return "another procedure starts inside the tail of a return block";
     if (len < JMP_LEN) {
         size_t more = JMP_LEN - len;
@@ -1017,13 +1023,13 @@ check_tail(const dyn_session_t *s, const cfg_block_t *b, uint64_t own, int whole
         } else if (len >= SHORT_LEN)
             *want_pad = 1;
         else
-            return "a block ending in ret is shorter than the 5-byte jump, with no padding "
-                   "after it";
+            return "a block ending in ret is shorter than the 5-byte jump, with no "
+                   "padding after it";
     }
     pt->kind = PT_EXIT;
-    pt->tail = last == ARCH_KIND_JCC ? 2
+    pt->tail = last == ARCH_KIND_JCC                         ? 2
         : last == ARCH_KIND_JMP || last == ARCH_KIND_JMP_IND ? 1
-                                                              : 0;
+                                                             : 0;
     pt->entry = from + s->bias;
     pt->len = (uint8_t)(len + pt->spill);
     memcpy(pt->orig, bytes + (from - b->start), len);
@@ -1035,7 +1041,8 @@ check_tail(const dyn_session_t *s, const cfg_block_t *b, uint64_t own, int whole
 static int
 is_tail_block(const cfg_prog_t *prog, const cfg_block_t *b)
 {
-    if ((b->last_kind != ARCH_KIND_JMP && b->last_kind != ARCH_KIND_JMP_IND) || b->nsucc == 0)
+    if ((b->last_kind != ARCH_KIND_JMP && b->last_kind != ARCH_KIND_JMP_IND)
+        || b->nsucc == 0)
         return 0;
     for (uint32_t e = 0; e < b->nsucc; e++)
         if (cfg_block_succ(prog, b, e)->kind != CFG_EDGE_TAILCALL)
@@ -1122,8 +1129,9 @@ exits_before(dyn_session_t *s, uint32_t i, const cfg_block_t *r, uint32_t row,
         arch_insn_t in;
         if (arch_decode(bytes + off, rlen - off, r->start + off, &in) < 0
             || (in.flags & ARCH_F_PRIV)
-            || (off + in.len == rlen ? in.kind != ARCH_KIND_RET
-                                     : in.kind != ARCH_KIND_SEQ && in.kind != ARCH_KIND_NOP))
+            || (off + in.len == rlen
+                    ? in.kind != ARCH_KIND_RET
+                    : in.kind != ARCH_KIND_SEQ && in.kind != ARCH_KIND_NOP))
             return "a return block is too short for a jump and cannot move";
         off += in.len;
         rninsns++;
@@ -1134,8 +1142,7 @@ exits_before(dyn_session_t *s, uint32_t i, const cfg_block_t *r, uint32_t row,
         const char *why;
         int want_pad;
         point_t ex;
-        if (prog->procs[b->proc].entry != own
-            && prog->procs[b->proc].parent != i)
+        if (prog->procs[b->proc].entry != own && prog->procs[b->proc].parent != i)
             why = "a return block is reached from another procedure's code";
         else if (e->kind == CFG_EDGE_FALL && b->last_kind != ARCH_KIND_SEQ
             && b->last_kind != ARCH_KIND_NOP && b->last_kind != ARCH_KIND_JCC)
@@ -1207,10 +1214,12 @@ check_timed(dyn_session_t *s, uint32_t i, const char *name, int *err /*OUT*/)
         for (uint32_t e = 0; e < bl->nsucc; e++) {
             const cfg_edge_t *ed = cfg_block_succ(prog, bl, e);
             if (ed->kind == CFG_EDGE_TAILCALL && !tail)
-                why = bl->last_kind == ARCH_KIND_CALL || bl->last_kind == ARCH_KIND_CALL_IND
+                why = bl->last_kind == ARCH_KIND_CALL
+                        || bl->last_kind == ARCH_KIND_CALL_IND
                     ? "a call returns into another procedure's code (its callee is "
                       "assumed never to return)"
-                    : "a tail call leaves it other than by a jmp or a jcc at a block's end";
+                    : "a tail call leaves it other than by a jmp or a jcc at a block's "
+                      "end";
             else if (ed->kind == CFG_EDGE_UNRESOLVED)
                 why = "an indirect jump with unknown targets may leave it";
             else if (ed->to == CFG_NONE && ed->kind != CFG_EDGE_RETURN
@@ -1629,8 +1638,8 @@ emit_via_ret(const point_t *pt, const arch_insn_t *in, size_t off, size_t code,
         QP_CHECK(n = arch_emit_jmp(at + k, pt->entry + code, out + k, cap - k));
         k += (size_t)n;
     } else if (in->kind != ARCH_KIND_JMP) {
-        QP_CHECK(n = arch_reloc_insn(pt->orig + off, in, at + k, in->target, 0, out + k,
-                     cap - k));
+        QP_CHECK(n = arch_reloc_insn(
+                     pt->orig + off, in, at + k, in->target, 0, out + k, cap - k));
         k += (size_t)n;
     }
     for (uint32_t i = 0; i < pt->rninsns; i++) {
@@ -1643,8 +1652,8 @@ emit_via_ret(const point_t *pt, const arch_insn_t *in, size_t off, size_t code,
                 k += (size_t)n;
             }
         }
-        QP_CHECK(n = arch_reloc_insn(pt->rbytes + roff, &r, at + k, r.target, 0, out + k,
-                     cap - k));
+        QP_CHECK(n = arch_reloc_insn(
+                     pt->rbytes + roff, &r, at + k, r.target, 0, out + k, cap - k));
         k += (size_t)n;
         roff += r.len;
     }
@@ -1718,15 +1727,15 @@ emit_own(const point_t *pt, const ed_tramp_snip_t *pre, const ed_tramp_snip_t *p
         k += (size_t)n;
     }
     if (post != NULL && post->nodes != NULL) {
-        QP_CHECK(n = arch_snip_emit(
-                     post->nodes, post->n, post->root, &post->ctx, at + k, out + k, cap - k));
+        QP_CHECK(n = arch_snip_emit(post->nodes, post->n, post->root, &post->ctx, at + k,
+                     out + k, cap - k));
         k += (size_t)n;
     }
     if (pt->tail == 2)
         QP_CHECK(n = arch_emit_jmp(at + k, in.target, out + k, cap - k));
     else
-        QP_CHECK(
-            n = arch_reloc_insn(pt->orig + off, &in, at + k, in.target, 0, out + k, cap - k));
+        QP_CHECK(n = arch_reloc_insn(
+                     pt->orig + off, &in, at + k, in.target, 0, out + k, cap - k));
     return (int)(k + (size_t)n);
 }
 
@@ -1774,8 +1783,8 @@ emit_tramp(const dyn_session_t *s, point_t *pt, uint64_t at, uint64_t words, uin
     /* Every snippet goes through the snippet compiler, the counters' and timers' too. */
     count_snip(s, s->rows[pt->row].timed, words, cv, &count);
     if (pt->call_len)
-        return emit_call_next(pt, tramp_snip(pt, pt->before.nodes ? &pt->before : &count, 0),
-            at, out, cap);
+        return emit_call_next(
+            pt, tramp_snip(pt, pt->before.nodes ? &pt->before : &count, 0), at, out, cap);
     if (pt->call_ret || pt->whole || pt->tail || pt->rlen) {
         /* A timer stop runs where a ret's would: the flags are dead at an ABI exit. */
         uint8_t fl = pt->save_flags ? ARCH_FLAGS_STATUS : 0;
@@ -1794,9 +1803,14 @@ emit_tramp(const dyn_session_t *s, point_t *pt, uint64_t at, uint64_t words, uin
     memset(orig, 0x90, fill);
     memcpy(orig + fill, pt->orig, code);
     ed_tramp_t t = { pt->kind == PT_EXIT ? ED_TRAMP_EXIT
-                     : pt->after.nodes != NULL ? ED_TRAMP_CALL : ED_TRAMP_BEFORE,
+            : pt->after.nodes != NULL    ? ED_TRAMP_CALL
+                                         : ED_TRAMP_BEFORE,
         pt->entry - fill, orig, code + fill, pt->ninsns + fill,
-        tramp_snip(pt, pt->before.nodes ? &pt->before : pt->kind == PT_EXIT ? &st : &count, 0),
+        tramp_snip(pt,
+            pt->before.nodes          ? &pt->before
+                : pt->kind == PT_EXIT ? &st
+                                      : &count,
+            0),
         tramp_snip(pt, &pt->after, 1) };
     return ed_tramp_emit(&t, at, out, cap, &pt->ret_at);
 }

@@ -451,7 +451,8 @@ dyn_proc_stop(dyn_proc_t *p)
     return p->follow ? follow_stop_all(p) : stop_all(p);
 }
 
-static void stub_restore(dyn_proc_t *p);
+static void
+stub_restore(dyn_proc_t *p);
 
 int
 dyn_proc_resume(dyn_proc_t *p)

@@ -802,8 +802,10 @@ many_session(const opts_t *o)
 static void
 print_clean(int pid, const dyn_clean_report_t *r)
 {
-    /* A stub a killed dyn left in the slack after the code ends whichever line is last. */
-    const char *stub = r->stub > 0 ? "; the bytes under its system-call stub put back" : "";
+    /* A stub a killed dyn left in the slack after the code ends whichever line is last.
+     */
+    const char *stub
+        = r->stub > 0 ? "; the bytes under its system-call stub put back" : "";
 
     if (r->busy > 0)
         fprintf(stderr,
