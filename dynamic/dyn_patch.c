@@ -86,7 +86,8 @@ typedef struct point {
     uint8_t rbytes[16];
     uint64_t raddr;     /* ... their runtime address */
     uint8_t tail;       /* PT_EXIT ending in a tail jump instead of a ret: 1, or 2 for a
-                         * conditional one (jcc: the timer stops only when it is taken) */
+                         * conditional one (jcc: the timer stops only when it is taken),
+                         * 3 for a jcc whose both sides leave (it stops on both) */
     uint8_t orig[32];   /* the original bytes */
     uint8_t patch[32];  /* the bytes written over them */
     uint64_t pad;       /* PT_ENTRY too short for the jump: runtime address of the 5-byte
@@ -1050,8 +1051,9 @@ is_tail_block(const cfg_prog_t *prog, const cfg_block_t *b)
     return 1;
 }
 
-/* Does block B end in a conditional tail call (a jcc whose taken edge leaves for
- * another procedure, and which falls through otherwise)? */
+/* Does block B end in a conditional tail call: 2 for a jcc whose taken edge leaves for
+ * another procedure and which falls through otherwise, 3 when both sides leave (the
+ * next procedure's code follows); else 0? */
 static int
 is_cond_tail_block(const cfg_prog_t *prog, const cfg_block_t *b)
 {
@@ -1066,7 +1068,7 @@ is_cond_tail_block(const cfg_prog_t *prog, const cfg_block_t *b)
         else if (kind != CFG_EDGE_FALL)
             return 0;
     }
-    return tails == 1;
+    return tails == 1 ? 2 : tails == 2 && b->nsucc == 2 ? 3 : 0;
 }
 
 /*
@@ -1082,19 +1084,20 @@ timed_entry(dyn_session_t *s, uint32_t i, point_t *pt /*OUT*/)
     const cfg_proc_t *pr = &prog->procs[i];
     const cfg_block_t *eb;
     const char *why;
-    int first_only, want_pad;
+    int first_only, want_pad, both;
 
     if ((why = entry_ok(s, i, &first_only)) != NULL)
         return why;
     eb = &prog->blocks[pr->block];
-    if ((eb->last_kind == ARCH_KIND_RET || is_tail_block(prog, eb))
+    both = is_cond_tail_block(prog, eb) == 3;
+    if ((eb->last_kind == ARCH_KIND_RET || is_tail_block(prog, eb) || both)
         && eb->end - eb->start <= sizeof(pt->orig)) {
         if ((why = check_exit(s, eb, pr->entry, 1, pt, &want_pad)) != NULL)
             return why;
         if (want_pad && (why = find_pad(s, pr->entry, pt)) != NULL)
             return why;
         pt->whole = 1;
-        pt->tail = 0;
+        pt->tail = both ? 3 : 0;
         pt->save_flags = entry_save_flags(pr);
     } else if ((why = entry_insns(s, i, JMP_LEN, first_only, pt)) != NULL
         && check_short(s, i, first_only, pt) != NULL)
@@ -1210,7 +1213,7 @@ check_timed(dyn_session_t *s, uint32_t i, const char *name, int *err /*OUT*/)
     FOR_BLOCKS(prog, parts, nparts, k, b)
     {
         const cfg_block_t *bl = &prog->blocks[b];
-        int tail = is_tail_block(prog, bl) ? 1 : is_cond_tail_block(prog, bl) ? 2 : 0;
+        int tail = is_tail_block(prog, bl) ? 1 : is_cond_tail_block(prog, bl);
         for (uint32_t e = 0; e < bl->nsucc; e++) {
             const cfg_edge_t *ed = cfg_block_succ(prog, bl, e);
             if (ed->kind == CFG_EDGE_TAILCALL && !tail)
@@ -1244,6 +1247,7 @@ check_timed(dyn_session_t *s, uint32_t i, const char *name, int *err /*OUT*/)
                     why = w2; /* (a lone ret: what stopped the way round it) */
             }
             if (why == NULL) {
+                ex.tail = tail == 3 ? 3 : ex.tail;
                 ex.proc = i;
                 ex.row = row;
                 ex.name = name;
@@ -1713,16 +1717,27 @@ emit_own(const point_t *pt, const ed_tramp_snip_t *pre, const ed_tramp_snip_t *p
     }
     if (pt->rlen)
         return emit_via_ret(pt, &in, off, code, post, at, out, cap, k);
-    if (pt->tail == 2) {
-        /* jcc TAKEN; jmp back (not taken: the procedure goes on); TAKEN: POST, jmp. */
-        int m;
-        QP_CHECK(n = arch_reloc_insn(pt->orig + off, &in, at + k, at + k + 6 + JMP_LEN, 0,
-                     out + k, cap - k));
-        QP_CHECK(m = arch_reloc_insn(pt->orig + off, &in, at + k, at + k + n + JMP_LEN, 0,
-                     out + k, cap - k));
+    if (pt->tail >= 2) {
+        /* jcc TAKEN; (3: POST, the code after it being another procedure's;) jmp back
+         * (2: not taken, the procedure goes on); TAKEN: POST, jmp. */
+        int m, sl = 0;
+        if (pt->tail == 3 && post != NULL && post->nodes != NULL)
+            QP_CHECK(sl = arch_snip_emit(
+                         post->nodes, post->n, post->root, &post->ctx, at, NULL, 0));
+        QP_CHECK(n = arch_reloc_insn(pt->orig + off, &in, at + k,
+                     at + k + 6 + (uint64_t)sl + JMP_LEN, 0, out + k, cap - k));
+        QP_CHECK(m = arch_reloc_insn(pt->orig + off, &in, at + k,
+                     at + k + (uint64_t)n + (uint64_t)sl + JMP_LEN, 0, out + k, cap - k));
         if (m != n)
             return QP_EINVAL;
         k += (size_t)n;
+        if (sl > 0) {
+            QP_CHECK(n = arch_snip_emit(post->nodes, post->n, post->root, &post->ctx,
+                         at + k, out + k, cap - k));
+            if (n != sl)
+                return QP_EINVAL;
+            k += (size_t)n;
+        }
         QP_CHECK(n = arch_emit_jmp(at + k, pt->entry + code, out + k, cap - k));
         k += (size_t)n;
     }
@@ -1731,7 +1746,7 @@ emit_own(const point_t *pt, const ed_tramp_snip_t *pre, const ed_tramp_snip_t *p
                      out + k, cap - k));
         k += (size_t)n;
     }
-    if (pt->tail == 2)
+    if (pt->tail >= 2)
         QP_CHECK(n = arch_emit_jmp(at + k, in.target, out + k, cap - k));
     else
         QP_CHECK(n = arch_reloc_insn(

@@ -48,6 +48,7 @@ ${CC:-cc} -O2 -pthread -o "$dir/prog" "$srcdir/tests/dynshape/main.c" || exit 99
 P=$dir/prog
 SHAPES="--count ret_only --count call_first --count call_first_slow --count ind_long
     --count ind_short --time timed_tail --time timed_ctail --time timed_mid
+    --time timed_dtail --count leaf2 --time quick_chk
     --time timed_short --time leaf
     --calls-from call_reg --calls-from call_far"
 
@@ -80,19 +81,23 @@ N=1000
 # shellcheck disable=SC2086
 "$DYN" run -v $SHAPES -o "$dir/run.csv" -- "$P" $N 2000 >"$dir/run.out" 2>"$dir/run.err"
 grep -q "^ok n=$N" "$dir/run.out" || bad "(a) results: $(cat "$dir/run.out" "$dir/run.err")"
-grep -q '12 points instrumented, 0 refused' "$dir/run.err" ||
+grep -q '15 points instrumented, 0 refused' "$dir/run.err" ||
     bad "(a) refused: $(cat "$dir/run.err")"
-for p in ret_only call_first ind_long ind_short timed_tail timed_ctail timed_mid timed_short \
+for p in ret_only call_first ind_long ind_short timed_tail timed_ctail timed_mid timed_dtail \
+    timed_short \
     'call_reg+0x8->*indirect' 'call_far+0x9e->*indirect'; do
     awk -v p="$p" -v n=$N '$NF == p && $1 == n { ok = 1 } END { exit !ok }' "$dir/run.out" ||
         bad "(a) $p: $(grep -F "$p" "$dir/run.out")"
 done
-# leaf: tail-called by timed_tail (N), by timed_ctail when its argument is odd (N/2),
-# called by call_reg and call_far (2 N).
-grep -E -q "^ +$((N * 7 / 2)) +[0-9.]+ +leaf\$" "$dir/run.out" ||
+# leaf: tail-called by timed_tail (N), by timed_ctail and timed_dtail when their argument
+# is odd (N/2 each), by quick_chk when it is even (N/2), called by call_reg and call_far
+# (2 N); leaf2 fallen into (N/2). quick_chk (no sleep) takes little time.
+grep -E -q "^ +$((N * 9 / 2)) +[0-9.]+ +leaf\$" "$dir/run.out" ||
     bad "(a) leaf: $(grep leaf "$dir/run.out")"
+grep -E -q "^ +$((N / 2)) +leaf2\$" "$dir/run.out" || bad "(a) leaf2: $(grep leaf2 "$dir/run.out")"
 awk -v n=$N '
     $NF == "leaf" { leaf = $2 }
+    $NF == "quick_chk" && ($1 != n || $2 > 100) { print "FAIL (a) quick_chk: " $0; bad = 1 }
     $NF ~ /^timed_/ { if ($2 < n * 2 || $2 > n * 2 * 2) { print "FAIL (a) " $NF " " $2 " ms"; bad = 1 }
                       t[$NF] = $2 }
     END { if (leaf == "" || leaf > t["timed_tail"] / 10) { print "FAIL (a) leaf " leaf " ms"; bad = 1 }
@@ -107,7 +112,7 @@ before=$(text_of $tpid)
 # shellcheck disable=SC2086
 "$DYN" attach $tpid $SHAPES --duration 0.5 >"$dir/att.out" 2>"$dir/att.err" ||
     bad "(b) attach: $(cat "$dir/att.err")"
-grep -q '12 points instrumented, 0 refused' "$dir/att.err" ||
+grep -q '15 points instrumented, 0 refused' "$dir/att.err" ||
     bad "(b) refused: $(cat "$dir/att.err")"
 grep -E -q '^ +[1-9][0-9]* +ret_only$' "$dir/att.out" || bad "(b) counts: $(cat "$dir/att.out")"
 after=$(text_of $tpid)
@@ -130,7 +135,7 @@ until grep -q 'instrumented' "$dir/kill.err" 2>/dev/null; do
     [ $i -gt 400 ] && break
     sleep 0.05
 done
-grep -q '12 points instrumented' "$dir/kill.err" || bad "(c) attach: $(cat "$dir/kill.err")"
+grep -q '15 points instrumented' "$dir/kill.err" || bad "(c) attach: $(cat "$dir/kill.err")"
 sleep 0.2
 kill -9 $dpid
 wait $dpid 2>/dev/null

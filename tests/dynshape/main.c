@@ -12,6 +12,10 @@
  *  timed_tail    sleeps, then tail-calls leaf (timed: the tail jump stops its timer);
  *  timed_ctail   sleeps, then a conditional tail call of leaf (jne: its timer stops
  *                only when it is taken);
+ *  timed_dtail   sleeps, then a jcc to leaf that otherwise falls into leaf2 (both
+ *                sides leave: the timer stops on both);
+ *  quick_chk     one block, a jcc to leaf that otherwise falls into leaf3 (timed: moved
+ *                whole, the timer starts and stops on both sides in one trampoline);
  *  timed_mid     sleeps, then returns through a `ret` of one byte between two blocks,
  *                reached by a jcc, a jmp and falling into it (the timer stops in each);
  *  timed_short   a call in its first bytes, and two ret blocks of 4 bytes (one before
@@ -128,6 +132,34 @@ __asm__(".text\n"
         "    ret\n"
         ".size timed_ctail,.-timed_ctail\n"
         ".p2align 4\n"
+        ".globl timed_dtail\n.type timed_dtail,@function\n"
+        "timed_dtail:\n" /* int timed_dtail(int x): sleeps, then x ? leaf(x) : leaf2(x) */
+        "    push %rbx\n"
+        "    mov %edi,%ebx\n"
+        "    mov slow_us(%rip),%rdi\n"
+        "    call sleep_us\n"
+        "    mov %ebx,%edi\n"
+        "    pop %rbx\n"
+        "    test %edi,%edi\n"
+        "    jne leaf\n"
+        ".size timed_dtail,.-timed_dtail\n"
+        ".globl leaf2\n.type leaf2,@function\n"
+        "leaf2:\n" /* int leaf2(int x): 7 (timed_dtail falls into it) */
+        "    mov $7,%eax\n"
+        "    ret\n"
+        ".size leaf2,.-leaf2\n"
+        ".p2align 4\n"
+        ".globl quick_chk\n.type quick_chk,@function\n"
+        "quick_chk:\n" /* int quick_chk(int x, int y): x < y ? leaf(x) : leaf3() */
+        "    cmp %esi,%edi\n"
+        "    jl leaf\n"
+        ".size quick_chk,.-quick_chk\n"
+        ".globl leaf3\n.type leaf3,@function\n"
+        "leaf3:\n" /* int leaf3(void): 9 (quick_chk falls into it) */
+        "    mov $9,%eax\n"
+        "    ret\n"
+        ".size leaf3,.-leaf3\n"
+        ".p2align 4\n"
         ".globl timed_mid\n.type timed_mid,@function\n"
         "timed_mid:\n" /* int timed_mid(int x): sleeps, then 1, 20 or 30 for x = 1, 2, other */
         "    push %rbx\n"
@@ -202,6 +234,8 @@ int timed_tail(int);
 int timed_short(int);
 int timed_ctail(int);
 int timed_mid(int);
+int timed_dtail(int);
+int quick_chk(int, int);
 int call_reg(int);
 int call_far(int);
 
@@ -219,6 +253,8 @@ round_once(int i)
     bad |= timed_tail(i) != 3 * (i + 1) + 1;
     bad |= timed_short(i & 1) != (i & 1);
     bad |= timed_ctail(i & 1) != ((i & 1) ? 4 : 5);
+    bad |= timed_dtail(i & 1) != ((i & 1) ? 4 : 7);
+    bad |= quick_chk(i & 1, 1) != ((i & 1) ? 9 : 1);
     bad |= timed_mid(i % 3) != (i % 3 == 1 ? 1 : i % 3 == 2 ? 20 : 30);
     bad |= call_reg(i) != 3 * i + 1;
     bad |= call_far(i) != 3 * i + 2;
