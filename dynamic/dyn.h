@@ -77,6 +77,14 @@ dyn_proc_kill(dyn_proc_t *p);
 int
 dyn_proc_pid(const dyn_proc_t *p);
 
+/*
+ * The stopped process P's bytes where dyn_proc_syscall puts its stub (the slack after the
+ * executable's code segment), back to the file's when they differ (a dyn killed while
+ * its stub was in): 1 when they were put back, 0 when they were right, QP_E*.
+ */
+int
+dyn_proc_stub_reset(dyn_proc_t *p);
+
 /* True while dyn_proc_* holds the threads stopped. */
 int
 dyn_proc_is_stopped(const dyn_proc_t *p);
@@ -554,6 +562,8 @@ typedef struct dyn_clean_report {
     unsigned kept;     /* trampoline memories left mapped (see dyn_clean) */
     unsigned busy;     /* trampoline memories of a dyn still running: left alone */
     unsigned breaks;   /* breakpoints on the loader's r_brk put back */
+    unsigned stub;     /* system-call stubs (dyn_proc_syscall's) put back to the file's
+                        * bytes */
 } dyn_clean_report_t;
 
 /*

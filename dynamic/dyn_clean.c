@@ -27,6 +27,8 @@
 #define STACK_SCAN (32u << 10)
 #define LEAVE_TRIES 100
 #define JMP_LEN 5
+/* Bytes of an anonymous executable mapping looked through for trampoline headers. */
+#define SCAN_MAX (64ull << 20)
 /* Code is compared with the file this many bytes at a time. */
 #define CHUNK 65536
 
@@ -127,13 +129,24 @@ find_regions(dyn_proc_t *p, regions_t *r, unsigned *busy)
         if (perms[2] != 'x' || inode != 0
             || (name > 0 && line[name] != '\0' && line[name] != '\n'))
             continue;
-        if (dyn_proc_read(p, lo, &h, sizeof(h)) < 0
-            || memcmp(h.magic, DYN_TRAMP_MAGIC, sizeof(h.magic)) != 0)
-            continue;
-        if (dyn_alive(h.dyn_pid))
-            (*busy)++;
-        else
-            rc = add_region(r, lo, hi, &h);
+        /*
+         * Adjacent anonymous mappings with the same permissions are one line of maps (the
+         * kernel merges them): a region kept by an earlier session (call sites) and a
+         * later one next to it. Each starts with its header, at a page boundary.
+         */
+        for (uint64_t a = lo; rc == 0 && a < hi && a - lo < SCAN_MAX;) {
+            if (dyn_proc_read(p, a, &h, sizeof(h)) < 0
+                || memcmp(h.magic, DYN_TRAMP_MAGIC, sizeof(h.magic)) != 0 || h.size == 0
+                || (h.size & 4095) != 0 || h.size > hi - a) {
+                a += 4096;
+                continue;
+            }
+            if (dyn_alive(h.dyn_pid))
+                (*busy)++;
+            else
+                rc = add_region(r, a, a + h.size, &h);
+            a += h.size;
+        }
     }
     fclose(f);
     return rc;
@@ -409,6 +422,8 @@ dyn_clean(
         return QP_EINVAL;
     memset(out, 0, sizeof(*out));
     restore_break(p, &out->breaks);
+    if (dyn_proc_stub_reset(p) == 1)
+        out->stub++;
     if ((rc = find_regions(p, &r, &out->busy)) < 0 || r.n == 0)
         goto out;
     out->regions = (unsigned)r.n;

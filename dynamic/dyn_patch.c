@@ -67,6 +67,27 @@ typedef struct point {
     uint8_t len;        /* bytes replaced (whole instructions, >= 5) */
     uint8_t ninsns;     /* instructions replaced */
     uint8_t save_flags; /* flags may be live at the entry */
+    uint8_t spill;      /* bytes of padding at the end of orig (after a ret or a jmp that
+                         * ends the block: never run), covered by the jump, not moved */
+    uint8_t call_ret;   /* PT_ENTRY whose last replaced instruction is a direct call: the
+                         * trampoline pushes its return address in the original code and
+                         * jumps to the callee (nothing returns into the trampoline) */
+    uint8_t whole;      /* PT_ENTRY of a timed procedure whose entry block ends in a ret
+                         * or a tail jump: the whole block moves, timer stop before its
+                         * last instruction */
+    uint8_t call_len;   /* PT_CALL shorter than the jump, with the instructions after it
+                         * (its return site's, reached from nowhere else) moved along: the
+                         * call's length; 0 otherwise */
+    uint8_t rlen;       /* PT_EXIT before a return block too short for its own jump: its
+                         * bytes (rbytes: plain instructions, then the ret) run in the
+                         * trampoline where the tail would go to it (falling into it, a
+                         * jmp, or the taken side of a jcc), the timer stop before the ret */
+    uint8_t rninsns;    /* ... their instructions */
+    uint8_t rbytes[16];
+    uint64_t raddr;     /* ... their runtime address */
+    uint8_t tail;       /* PT_EXIT ending in a tail jump instead of a ret: 1, or 2 for a
+                         * conditional one (jcc: the timer stops only when it is taken),
+                         * 3 for a jcc whose both sides leave (it stops on both) */
     uint8_t orig[32];   /* the original bytes */
     uint8_t patch[32];  /* the bytes written over them */
     uint64_t pad;       /* PT_ENTRY too short for the jump: runtime address of the 5-byte
@@ -124,8 +145,10 @@ struct dyn_session {
     uint64_t mono0;
     uint32_t *frags; /* cold fragments, by parent (lazily) */
     size_t nfrags;
-    uint64_t *pads; /* padding taken by short entries (link addresses) */
+    uint64_t *pads; /* padding taken by short jumps and spills (link addresses; 5
+                     * bytes from each are reserved) */
     size_t npads, cappads;
+    int shstk; /* the process has a shadow stack (-1: not known yet) */
 };
 
 /* Bytes written at PT's first replaced byte: a jmp rel32, or a jmp rel8 to its pad. */
@@ -173,8 +196,13 @@ add_row(dyn_session_t *s, const char *name, uint32_t proc, int timed, uint32_t *
 }
 
 static int
+pad_take(dyn_session_t *s, uint64_t a);
+
+static int
 add_cand(dyn_session_t *s, const point_t *pt)
 {
+    if (pt->spill)
+        QP_CHECK(pad_take(s, pt->entry - s->bias + pt->len - pt->spill));
     if (s->ncand == s->capcand) {
         size_t cap = s->capcand ? 2 * s->capcand : 64;
         point_t *n = realloc(s->cand, cap * sizeof(*n));
@@ -240,6 +268,7 @@ dyn_session_create(
     s->bias = bias;
     s->memfd = -1;
     s->atomic = 1;
+    s->shstk = -1;
     *out = s;
     return 0;
 }
@@ -255,20 +284,137 @@ dyn_session_set_atomic(dyn_session_t *s, int atomic)
  * What the file proves: the replaced bytes are one block's, no branch lands inside
  */
 
+/* Does a procedure start in [LO, HI) (link addresses)? */
+static int
+proc_entry_in(const cfg_prog_t *prog, uint64_t lo, uint64_t hi)
+{
+    size_t a = 0, b = prog->nprocs;
+    while (a < b) {
+        size_t mid = a + (b - a) / 2;
+        if (prog->procs[mid].entry < lo)
+            a = mid + 1;
+        else
+            b = mid;
+    }
+    return a < prog->nprocs && prog->procs[a].entry < hi;
+}
+
+/* Is [A, A + N) (link addresses) clear of the padding other points took (s->pads)? */
+static int
+pad_free(const dyn_session_t *s, uint64_t a, size_t n)
+{
+    for (size_t k = 0; k < s->npads; k++)
+        if (a < s->pads[k] + JMP_LEN && s->pads[k] < a + n)
+            return 0;
+    return 1;
+}
+
+/* Take the 5 bytes of padding at link address A. */
+static int
+pad_take(dyn_session_t *s, uint64_t a)
+{
+    if (s->npads == s->cappads) {
+        size_t cap = s->cappads ? 2 * s->cappads : 16;
+        uint64_t *n = realloc(s->pads, cap * sizeof(*n));
+        if (n == NULL)
+            return QP_ENOMEM;
+        s->pads = n;
+        s->cappads = cap;
+    }
+    s->pads[s->npads++] = a;
+    return 0;
+}
+
+/*
+ * N bytes of padding right after the block that ends at link address END with a ret or
+ * a jmp (so nothing falls into them): in no block, no procedure's entry, nops or int3
+ * from END on, and not taken by another point. A jump may cover them.
+ */
+static int
+spill_ok(const dyn_session_t *s, uint64_t end, size_t n)
+{
+    const cfg_prog_t *prog = s->prog;
+    const uint8_t *bytes;
+    size_t avail, x;
+
+    for (x = 0; x < n; x++)
+        if (cfg_block_at(prog, end + x) != CFG_NONE)
+            return 0;
+    if (proc_entry_in(prog, end, end + n) || !pad_free(s, end, n))
+        return 0;
+    if ((bytes = cfg_image_ptr(prog->img, end, &avail)) == NULL || avail < n)
+        return 0;
+    for (x = 0; x < n;) {
+        arch_insn_t in;
+        if (bytes[x] == 0xcc) {
+            x++;
+            continue;
+        }
+        if (arch_decode(bytes + x, avail - x, end + x, &in) < 0
+            || in.kind != ARCH_KIND_NOP)
+            return 0;
+        x += in.len;
+    }
+    return 1;
+}
+
+/*
+ * Does the process run with a shadow stack (x86 CET: /proc/PID/status says shstk)? A
+ * call emulated by push and jmp would not be on it, and its ret would fault.
+ */
+static int
+has_shadow_stack(const dyn_session_t *s)
+{
+    char path[64], line[256];
+    FILE *f;
+    int on = 0;
+
+    if (s->shstk >= 0)
+        return s->shstk;
+    snprintf(path, sizeof(path), "/proc/%d/status", dyn_proc_pid(s->p));
+    if ((f = fopen(path, "r")) == NULL)
+        return 1; /* not known: assume the worst */
+    while (fgets(line, sizeof(line), f) != NULL)
+        if (strncmp(line, "x86_Thread_features:", 20) == 0
+            && strstr(line, "shstk") != NULL)
+            on = 1;
+    fclose(f);
+    ((dyn_session_t *)s)->shstk = on; /* a cache, not state */
+    return on;
+}
+
+/* At an ABI entry (called, or named as a function) the flags are dead. */
+static uint8_t
+entry_save_flags(const cfg_proc_t *pr)
+{
+    return (pr->sources
+               & (CFG_SRC_SYMBOL | CFG_SRC_EH_FRAME | CFG_SRC_CALL | CFG_SRC_ENTRY
+                   | CFG_SRC_INIT | CFG_SRC_PLT))
+        == 0;
+}
+
 /*
  * The whole instructions at procedure I's entry, NEED bytes of them at least, that a jump
- * replaces: why not, or NULL with PT's proc, entry, len, ninsns, orig and save_flags.
+ * replaces: why not, or NULL with PT's proc, entry, len, ninsns, orig, save_flags, spill
+ * and call_ret. An entry block that ends (ret, jmp) before NEED bytes is completed with
+ * the padding after it (spill). A direct call may be the last instruction: the
+ * trampoline pushes its return address, which is then the end of the replaced bytes (so
+ * a callee returns right after the jump, into the original code, whether the jump is
+ * in or not). FIRST_ONLY (an indirect jump with unknown targets might land anywhere in
+ * the procedure, but not inside an instruction): the bytes must be one instruction.
  */
 static const char *
-entry_insns(const dyn_session_t *s, uint32_t i, size_t need, point_t *pt /*OUT*/)
+entry_insns(
+    const dyn_session_t *s, uint32_t i, size_t need, int first_only, point_t *pt /*OUT*/)
 {
     const cfg_prog_t *prog = s->prog;
     const cfg_proc_t *pr = &prog->procs[i];
     const cfg_block_t *b = &prog->blocks[pr->block];
     const uint8_t *bytes;
     size_t avail, len = 0;
+    int last = -1;
 
-    if (i + 1 < prog->nprocs && prog->procs[i + 1].entry < pr->entry + need)
+    if (proc_entry_in(prog, pr->entry + 1, pr->entry + need))
         return "another procedure starts within 5 bytes of its entry";
     bytes = cfg_image_ptr(prog->img, pr->entry, &avail);
     if (bytes == NULL)
@@ -278,6 +424,20 @@ entry_insns(const dyn_session_t *s, uint32_t i, size_t need, point_t *pt /*OUT*/
     pt->entry = pr->entry + s->bias;
     while (len < need) {
         arch_insn_t in;
+        if (pt->call_ret)
+            return "a call ends within the bytes the jump replaces (its callee would "
+                   "return into the jump)";
+        if (pr->entry + len >= b->end) {
+            /* The block ended: a ret or a jmp may be followed by padding to cover. */
+            if ((last != ARCH_KIND_RET && last != ARCH_KIND_JMP
+                    && last != ARCH_KIND_JMP_IND)
+                || need > sizeof(pt->orig) || avail < need
+                || !spill_ok(s, pr->entry + len, need - len))
+                return "its entry block is shorter than the 5-byte jump";
+            pt->spill = (uint8_t)(need - len);
+            len = need;
+            break;
+        }
         if (arch_decode(bytes + len, avail - len, pt->entry + len, &in) < 0)
             return "an instruction at its entry does not decode";
         if (pr->entry + len + in.len > b->end)
@@ -293,9 +453,13 @@ entry_insns(const dyn_session_t *s, uint32_t i, size_t need, point_t *pt /*OUT*/
         case ARCH_KIND_JMP_IND:
         case ARCH_KIND_RET: break;
         case ARCH_KIND_CALL:
+            if (has_shadow_stack(s))
+                return "a call in its first 5 bytes (the process has a shadow stack)";
+            pt->call_ret = 1;
+            break;
         case ARCH_KIND_CALL_IND:
-            return "a call in its first 5 bytes (the return address would be in the "
-                   "trampoline)";
+            return "an indirect call in its first 5 bytes (the return address would be "
+                   "in the trampoline)";
         case ARCH_KIND_SYSCALL: return "a system call in its first 5 bytes";
         default: return "an instruction in its first 5 bytes cannot be moved";
         }
@@ -303,34 +467,35 @@ entry_insns(const dyn_session_t *s, uint32_t i, size_t need, point_t *pt /*OUT*/
             && in.target >= pt->entry && in.target < pt->entry + len + in.len)
             return "a branch in its first bytes targets them";
         len += in.len;
+        last = in.kind;
         pt->ninsns++;
     }
+    if (first_only && pt->ninsns > 1)
+        return "an indirect jump with unknown targets might land in its first bytes";
     if (len > sizeof(pt->orig))
         return "its first instructions are too long";
     pt->len = (uint8_t)len;
     memcpy(pt->orig, bytes, len);
-    /* At an ABI entry (called, or named as a function) the flags are dead. */
-    pt->save_flags = (pr->sources
-                         & (CFG_SRC_SYMBOL | CFG_SRC_EH_FRAME | CFG_SRC_CALL
-                             | CFG_SRC_ENTRY | CFG_SRC_INIT | CFG_SRC_PLT))
-        == 0;
+    pt->save_flags = entry_save_flags(pr);
     return NULL;
 }
 
-/* Why procedure I's entry cannot have a jump whatever its instructions, or NULL. */
+/*
+ * Why procedure I's entry cannot have a jump whatever its instructions, or NULL;
+ * *FIRST_ONLY: only a jump within its first instruction is safe (see entry_insns).
+ */
 static const char *
-entry_ok(const dyn_session_t *s, uint32_t i)
+entry_ok(const dyn_session_t *s, uint32_t i, int *first_only /*OUT*/)
 {
     const cfg_prog_t *prog = s->prog;
     const cfg_proc_t *pr = &prog->procs[i];
     const cfg_block_t *b;
 
+    *first_only = pr->nind_unresolved > 0;
     if (pr->flags & CFG_PROC_FRAGMENT)
         return "a cold fragment of another procedure, not an entry";
     if (pr->unsafe != NULL)
         return "the analysis could not prove its code safe";
-    if (pr->nind_unresolved > 0)
-        return "an indirect jump with unknown targets might land in its first bytes";
     if (pr->nblocks == 0)
         return "no code";
     b = &prog->blocks[pr->block];
@@ -345,8 +510,9 @@ entry_ok(const dyn_session_t *s, uint32_t i)
 static const char *
 check_proc(const dyn_session_t *s, uint32_t i, point_t *pt /*OUT*/)
 {
-    const char *why = entry_ok(s, i);
-    return why != NULL ? why : entry_insns(s, i, JMP_LEN, pt);
+    int first_only;
+    const char *why = entry_ok(s, i, &first_only);
+    return why != NULL ? why : entry_insns(s, i, JMP_LEN, first_only, pt);
 }
 
 /*
@@ -385,41 +551,31 @@ is_padding(const cfg_prog_t *prog, uint64_t a, uint64_t b0)
 }
 
 /*
- * Procedure I's entry, too short for a 5-byte jump, with a 2-byte jmp rel8 to a 5-byte
- * jump in padding within its reach: why not, or NULL with *PT filled and the padding
- * taken.
+ * A 5-byte jump in padding within reach of a 2-byte jmp rel8 at link address E, for PT
+ * (whose bytes are filled): why not, or NULL with PT's pad and pad_orig set and the
+ * padding taken.
  */
 static const char *
-check_short(dyn_session_t *s, uint32_t i, point_t *pt /*OUT*/)
+find_pad(dyn_session_t *s, uint64_t e, point_t *pt)
 {
     const cfg_prog_t *prog = s->prog;
-    uint64_t e = prog->procs[i].entry, from = e + SHORT_LEN - 128, to = e + SHORT_LEN + 127;
+    uint64_t from = e + SHORT_LEN - 128, to = e + SHORT_LEN + 127;
     uint64_t b0 = from > 256 ? from - 256 : 0;
-    const char *why;
 
-    if ((why = entry_insns(s, i, SHORT_LEN, pt)) != NULL)
-        return why;
     if (((e + s->bias) & 4095) > 4096 - SHORT_LEN)
         return "its first 2 bytes cross a page boundary";
     for (uint64_t a = from; a <= to; a++) {
         size_t k;
-        int used = 0;
         if (((a + s->bias) & 4095) > 4096 - JMP_LEN)
             continue;
-        for (k = 0; k < s->npads && !used; k++)
-            used = a < s->pads[k] + JMP_LEN && s->pads[k] < a + JMP_LEN;
-        if (used || !is_padding(prog, a, b0))
+        /* Not the point's own bytes (a spill is padding too). */
+        if (a < e + pt->len && e < a + JMP_LEN)
+            continue;
+        if (!pad_free(s, a, JMP_LEN) || !is_padding(prog, a, b0))
             continue;
         const uint8_t *bytes = cfg_image_ptr(prog->img, a, &k);
-        if (s->npads == s->cappads) {
-            size_t cap = s->cappads ? 2 * s->cappads : 16;
-            uint64_t *n = realloc(s->pads, cap * sizeof(*n));
-            if (n == NULL)
-                return "out of memory";
-            s->pads = n;
-            s->cappads = cap;
-        }
-        s->pads[s->npads++] = a;
+        if (pad_take(s, a) < 0)
+            return "out of memory";
         pt->pad = a + s->bias;
         memcpy(pt->pad_orig, bytes, JMP_LEN);
         return NULL;
@@ -427,7 +583,27 @@ check_short(dyn_session_t *s, uint32_t i, point_t *pt /*OUT*/)
     return "no padding within reach of a 2-byte jump for a 5-byte one";
 }
 
-static const char *check_exit(const dyn_session_t *s, const cfg_block_t *b, point_t *pt);
+/*
+ * Procedure I's entry, too short for a 5-byte jump, with a 2-byte jmp rel8 to a 5-byte
+ * jump in padding within its reach: why not, or NULL with *PT filled and the padding
+ * taken.
+ */
+static const char *
+check_short(dyn_session_t *s, uint32_t i, int first_only, point_t *pt /*OUT*/)
+{
+    const char *why;
+
+    if ((why = entry_insns(s, i, SHORT_LEN, first_only, pt)) != NULL)
+        return why;
+    return find_pad(s, s->prog->procs[i].entry, pt);
+}
+
+static const char *
+check_exit(const dyn_session_t *s, const cfg_block_t *b, uint64_t own, int whole,
+    point_t *pt, int *want_pad);
+static const char *
+check_tail(const dyn_session_t *s, const cfg_block_t *b, uint64_t own, int whole,
+    int plain, point_t *pt, int *want_pad);
 static int has_except_table(const cfg_image_t *img);
 
 /*
@@ -537,8 +713,12 @@ check_point(const dyn_session_t *s, int kind, uint32_t proc, uint64_t addr, poin
     } else if (kind == DYN_PT_EXIT) {
         if (prog->blocks[b].last_kind != ARCH_KIND_RET)
             *why = "not a block ending in ret";
-        else
-            *why = check_exit(s, &prog->blocks[b], &pt);
+        else {
+            int want_pad;
+            *why = check_exit(s, &prog->blocks[b], pr->entry, 0, &pt, &want_pad);
+            if (*why == NULL && want_pad)
+                *why = "a block ending in ret is shorter than the 5-byte jump";
+        }
         if (*why == NULL) {
             arch_insn_t in;
             size_t avail;
@@ -685,7 +865,9 @@ dyn_session_select(
         s->chosen[i] |= 1;
         why = check_proc(s, i, &pt);
         /* Too short for the jump: a short one through padding, if there is some. */
-        if (why != NULL && entry_ok(s, i) == NULL && check_short(s, i, &pt) == NULL)
+        int first_only;
+        if (why != NULL && entry_ok(s, i, &first_only) == NULL
+            && check_short(s, i, first_only, &pt) == NULL)
             why = NULL;
         pt.name = name;
         if (why != NULL) {
@@ -759,44 +941,60 @@ parts_of(dyn_session_t *s, uint32_t i, uint32_t *out, size_t cap)
              (b)++)
 
 /*
- * The exit point of block B (ending in ret) of procedure I: the shortest tail of whole
- * instructions of at least 5 bytes. Why not, or NULL with *PT filled.
+ * The exit point of block B of the procedure entered at link address OWN, ending in a
+ * ret or (a tail call) a jmp: the shortest tail of whole instructions of at least 5
+ * bytes, or with WHOLE (the block is the procedure's entry block) all of them. A block
+ * shorter than 5 bytes is completed with the padding after it (spill), or else is left
+ * to a 2-byte jump through padding: *WANT_PAD (the caller finds it, find_pad). Why not,
+ * or NULL with *PT filled.
  */
 static const char *
-check_exit(const dyn_session_t *s, const cfg_block_t *b, point_t *pt /*OUT*/)
+check_exit(const dyn_session_t *s, const cfg_block_t *b, uint64_t own, int whole,
+    point_t *pt /*OUT*/, int *want_pad /*OUT*/)
+{
+    return check_tail(s, b, own, whole, 0, pt, want_pad);
+}
+
+/* check_exit, and with PLAIN a block that ends in a plain instruction (falling into a
+ * return block). */
+static const char *
+check_tail(const dyn_session_t *s, const cfg_block_t *b, uint64_t own, int whole,
+    int plain, point_t *pt /*OUT*/, int *want_pad /*OUT*/)
 {
     const cfg_prog_t *prog = s->prog;
     uint64_t starts[8];
-    size_t avail, n = 0, len;
+    size_t avail, n = 0, len, blen = b->end - b->start;
     const uint8_t *bytes = cfg_image_ptr(prog->img, b->start, &avail);
     uint64_t a = b->start, from;
     size_t j;
+    int last = -1;
 
-    if (bytes == NULL || avail < b->end - b->start)
+    *want_pad = 0;
+    if (bytes == NULL || avail < blen)
         return "a return block has no bytes in the file";
-    if (b->end - b->start < JMP_LEN)
-        return "a block ending in ret is shorter than the 5-byte jump";
     while (a < b->end) {
         arch_insn_t in;
         if (arch_decode(bytes + (a - b->start), b->end - a, a, &in) < 0)
             return "an instruction of a return block does not decode";
         starts[n++ % 8] = a;
         a += in.len;
+        last = in.kind;
     }
     if (a != b->end)
         return "a return block does not end on an instruction";
-    /* The last start at least 5 bytes before the end (at most 5 instructions back). */
+    /* The last start at least 5 bytes before the end (at most 8 instructions back). */
     from = b->start;
-    for (j = 1; j <= 8 && j <= n; j++)
+    for (j = 1; !whole && j <= 8 && j <= n; j++)
         if (b->end - starts[(n - j) % 8] >= JMP_LEN) {
             from = starts[(n - j) % 8];
             break;
         }
-    if (j > 8)
+    if (!whole && j > 8)
         return "a return block has no short tail to move";
     len = b->end - from;
     if (len > sizeof(pt->orig))
-        return "the instructions before a ret are too long";
+        return whole ? "its entry block is too long to move whole"
+                     : "the instructions before a ret are too long";
     memset(pt, 0, sizeof(*pt));
     for (a = from; a < b->end;) {
         arch_insn_t in;
@@ -805,28 +1003,181 @@ check_exit(const dyn_session_t *s, const cfg_block_t *b, point_t *pt /*OUT*/)
             return "a privileged instruction before a ret";
         if (in.kind != ARCH_KIND_SEQ && in.kind != ARCH_KIND_NOP
             && in.kind != ARCH_KIND_ENDBR
-            && !(in.kind == ARCH_KIND_RET && a + in.len == b->end))
+            && !((in.kind == ARCH_KIND_RET || in.kind == ARCH_KIND_JMP
+                     || in.kind == ARCH_KIND_JMP_IND || in.kind == ARCH_KIND_JCC)
+                && a + in.len == b->end))
+            return "an instruction before a ret cannot be moved";
+        if (plain && a + in.len == b->end && in.kind == ARCH_KIND_RET)
             return "an instruction before a ret cannot be moved";
         a += in.len;
         pt->ninsns++;
     }
     /* Another procedure's entry inside the tail (overlapping code). */
-    {
-        size_t lo = 0, hi = prog->nprocs;
-        while (lo < hi) {
-            size_t mid = lo + (hi - lo) / 2;
-            if (prog->procs[mid].entry <= from)
-                lo = mid + 1;
-            else
-                hi = mid;
-        }
-        if (lo < prog->nprocs && prog->procs[lo].entry < b->end)
-            return "another procedure starts inside the tail of a return block";
+    if (proc_entry_in(prog, from + 1, b->end)
+        || (from != own && proc_entry_in(prog, from, from + 1)))
+        return "another procedure starts inside the tail of a return block";
+    if (len < JMP_LEN) {
+        size_t more = JMP_LEN - len;
+        if (!plain && avail >= blen + more && spill_ok(s, b->end, more)) {
+            memcpy(pt->orig + len, bytes + blen, more);
+            pt->spill = (uint8_t)more;
+        } else if (len >= SHORT_LEN)
+            *want_pad = 1;
+        else
+            return "a block ending in ret is shorter than the 5-byte jump, with no "
+                   "padding after it";
     }
     pt->kind = PT_EXIT;
+    pt->tail = last == ARCH_KIND_JCC                         ? 2
+        : last == ARCH_KIND_JMP || last == ARCH_KIND_JMP_IND ? 1
+                                                             : 0;
     pt->entry = from + s->bias;
-    pt->len = (uint8_t)len;
+    pt->len = (uint8_t)(len + pt->spill);
     memcpy(pt->orig, bytes + (from - b->start), len);
+    return NULL;
+}
+
+/* Does block B end in a tail call that always leaves (a jmp whose edges are all tail
+ * calls)? */
+static int
+is_tail_block(const cfg_prog_t *prog, const cfg_block_t *b)
+{
+    if ((b->last_kind != ARCH_KIND_JMP && b->last_kind != ARCH_KIND_JMP_IND)
+        || b->nsucc == 0)
+        return 0;
+    for (uint32_t e = 0; e < b->nsucc; e++)
+        if (cfg_block_succ(prog, b, e)->kind != CFG_EDGE_TAILCALL)
+            return 0;
+    return 1;
+}
+
+/* Does block B end in a conditional tail call: 2 for a jcc whose taken edge leaves for
+ * another procedure and which falls through otherwise, 3 when both sides leave (the
+ * next procedure's code follows); else 0? */
+static int
+is_cond_tail_block(const cfg_prog_t *prog, const cfg_block_t *b)
+{
+    unsigned tails = 0;
+
+    if (b->last_kind != ARCH_KIND_JCC)
+        return 0;
+    for (uint32_t e = 0; e < b->nsucc; e++) {
+        uint8_t kind = cfg_block_succ(prog, b, e)->kind;
+        if (kind == CFG_EDGE_TAILCALL)
+            tails++;
+        else if (kind != CFG_EDGE_FALL)
+            return 0;
+    }
+    return tails == 1 ? 2 : tails == 2 && b->nsucc == 2 ? 3 : 0;
+}
+
+/*
+ * The entry of timed procedure I: its entry block moved whole when it ends the
+ * procedure (ret, tail call: the timer starts and stops in one trampoline), else its
+ * first instructions (a short jump through padding when they are too few). Why not, or
+ * NULL with *PT filled (kind PT_ENTRY).
+ */
+static const char *
+timed_entry(dyn_session_t *s, uint32_t i, point_t *pt /*OUT*/)
+{
+    const cfg_prog_t *prog = s->prog;
+    const cfg_proc_t *pr = &prog->procs[i];
+    const cfg_block_t *eb;
+    const char *why;
+    int first_only, want_pad, both;
+
+    if ((why = entry_ok(s, i, &first_only)) != NULL)
+        return why;
+    eb = &prog->blocks[pr->block];
+    both = is_cond_tail_block(prog, eb) == 3;
+    if ((eb->last_kind == ARCH_KIND_RET || is_tail_block(prog, eb) || both)
+        && eb->end - eb->start <= sizeof(pt->orig)) {
+        if ((why = check_exit(s, eb, pr->entry, 1, pt, &want_pad)) != NULL)
+            return why;
+        if (want_pad && (why = find_pad(s, pr->entry, pt)) != NULL)
+            return why;
+        pt->whole = 1;
+        pt->tail = both ? 3 : 0;
+        pt->save_flags = entry_save_flags(pr);
+    } else if ((why = entry_insns(s, i, JMP_LEN, first_only, pt)) != NULL
+        && check_short(s, i, first_only, pt) != NULL)
+        return why;
+    pt->kind = PT_ENTRY;
+    pt->proc = i;
+    return NULL;
+}
+
+/*
+ * Exits for return block R of procedure I (row ROW, chosen by NAME, entry point ENTRY)
+ * when R is too short for a jump of its own (a lone `ret` between two blocks): a point
+ * on each block that leads to it instead (falling into it, or a jmp or a jcc to it),
+ * whose trampoline runs R's instructions, the timer stop before the ret, where the
+ * block would go to R. All of them or none: why not, or NULL with the candidates added
+ * and counted in *NEXIT. *ERR: QP_ENOMEM.
+ */
+static const char *
+exits_before(dyn_session_t *s, uint32_t i, const cfg_block_t *r, uint32_t row,
+    const char *name, const point_t *entry, unsigned *nexit, int *err)
+{
+    const cfg_prog_t *prog = s->prog;
+    const uint64_t own = prog->procs[i].entry;
+    size_t avail, rlen = r->end - r->start, ncand0 = s->ncand, off = 0;
+    const uint8_t *bytes = cfg_image_ptr(prog->img, r->start, &avail);
+    uint8_t rninsns = 0;
+
+    *err = 0;
+    if (bytes == NULL || avail < rlen || rlen > sizeof(entry->rbytes) || r->npred == 0)
+        return "a return block is too short for a jump and cannot move";
+    while (off < rlen) {
+        arch_insn_t in;
+        if (arch_decode(bytes + off, rlen - off, r->start + off, &in) < 0
+            || (in.flags & ARCH_F_PRIV)
+            || (off + in.len == rlen
+                    ? in.kind != ARCH_KIND_RET
+                    : in.kind != ARCH_KIND_SEQ && in.kind != ARCH_KIND_NOP))
+            return "a return block is too short for a jump and cannot move";
+        off += in.len;
+        rninsns++;
+    }
+    for (uint32_t k = 0; k < r->npred; k++) {
+        const cfg_edge_t *e = &prog->edges[prog->preds[r->pred + k]];
+        const cfg_block_t *b = &prog->blocks[e->from];
+        const char *why;
+        int want_pad;
+        point_t ex;
+        if (prog->procs[b->proc].entry != own && prog->procs[b->proc].parent != i)
+            why = "a return block is reached from another procedure's code";
+        else if (e->kind == CFG_EDGE_FALL && b->last_kind != ARCH_KIND_SEQ
+            && b->last_kind != ARCH_KIND_NOP && b->last_kind != ARCH_KIND_JCC)
+            why = "a short return block follows a call";
+        else if (e->kind != CFG_EDGE_FALL && e->kind != CFG_EDGE_JUMP
+            && e->kind != CFG_EDGE_TAKEN)
+            why = "a short return block is reached by a jump table or an indirect jump";
+        else if (e->kind == CFG_EDGE_FALL && b->end != r->start)
+            why = "a return block's fall-through predecessor does not end at it";
+        else
+            why = check_tail(s, b, own, 0, e->kind == CFG_EDGE_FALL, &ex, &want_pad);
+        if (why == NULL && want_pad)
+            why = find_pad(s, b->start, &ex);
+        if (why == NULL && ex.entry < entry->entry + entry->len
+            && entry->entry < ex.entry + ex.len)
+            why = "its entry and a block before a short ret share the bytes to patch";
+        if (why != NULL) {
+            s->ncand = ncand0;
+            return why;
+        }
+        ex.proc = i;
+        ex.row = row;
+        ex.name = name;
+        ex.save_flags = entry->save_flags;
+        ex.rlen = (uint8_t)rlen;
+        ex.rninsns = rninsns;
+        ex.raddr = r->start + s->bias;
+        memcpy(ex.rbytes, bytes, rlen);
+        if ((*err = add_cand(s, &ex)) < 0)
+            return NULL;
+        (*nexit)++;
+    }
     return NULL;
 }
 
@@ -839,7 +1190,7 @@ check_timed(dyn_session_t *s, uint32_t i, const char *name, int *err /*OUT*/)
     size_t ncand0 = s->ncand, nrows0 = s->nrows;
     const char *why;
     uint32_t b, row, parts[64];
-    int k, nparts;
+    int k, nparts, want_pad;
     unsigned nexit = 0;
     point_t pt, ex;
 
@@ -848,33 +1199,55 @@ check_timed(dyn_session_t *s, uint32_t i, const char *name, int *err /*OUT*/)
         *err = nparts == QP_ERANGE ? 0 : nparts;
         return "too many cold fragments";
     }
-    if ((why = check_proc(s, i, &pt)) != NULL)
+    if ((why = timed_entry(s, i, &pt)) != NULL)
         return why;
     if (pr->flags & CFG_PROC_MULTI_ENTRY)
         return "other procedures jump into its middle (its time would be wrong)";
-    pt.kind = PT_ENTRY;
     pt.name = name;
     if ((*err = add_row(s, name, i, 1, &row)) < 0)
         return NULL;
     pt.row = row;
     if ((*err = add_cand(s, &pt)) < 0)
         return NULL;
+    nexit += pt.whole;
     FOR_BLOCKS(prog, parts, nparts, k, b)
     {
         const cfg_block_t *bl = &prog->blocks[b];
+        int tail = is_tail_block(prog, bl) ? 1 : is_cond_tail_block(prog, bl);
         for (uint32_t e = 0; e < bl->nsucc; e++) {
             const cfg_edge_t *ed = cfg_block_succ(prog, bl, e);
-            if (ed->kind == CFG_EDGE_TAILCALL)
-                why = "a tail call leaves it without a ret (not handled)";
+            if (ed->kind == CFG_EDGE_TAILCALL && !tail)
+                why = bl->last_kind == ARCH_KIND_CALL
+                        || bl->last_kind == ARCH_KIND_CALL_IND
+                    ? "a call returns into another procedure's code (its callee is "
+                      "assumed never to return)"
+                    : "a tail call leaves it other than by a jmp or a jcc at a block's "
+                      "end";
             else if (ed->kind == CFG_EDGE_UNRESOLVED)
                 why = "an indirect jump with unknown targets may leave it";
             else if (ed->to == CFG_NONE && ed->kind != CFG_EDGE_RETURN
-                && ed->kind != CFG_EDGE_NORETURN)
+                && ed->kind != CFG_EDGE_NORETURN && ed->kind != CFG_EDGE_TAILCALL)
                 why = "control leaves it other than by a ret";
         }
-        if (why == NULL && bl->last_kind == ARCH_KIND_RET) {
-            why = check_exit(s, bl, &ex);
+        if (why == NULL && (bl->last_kind == ARCH_KIND_RET || tail)
+            && !(pt.whole && b == pr->block)) {
+            why = check_exit(s, bl, pr->entry, 0, &ex, &want_pad);
+            if (why == NULL && want_pad)
+                why = find_pad(s, bl->start, &ex);
+            if (why != NULL && !tail && bl->end - bl->start < JMP_LEN) {
+                /* Too short, no padding: patch the blocks that lead to it instead. */
+                const char *w2 = exits_before(s, i, bl, row, name, &pt, &nexit, err);
+                if (*err < 0)
+                    return NULL;
+                if (w2 == NULL) {
+                    why = NULL;
+                    continue;
+                }
+                if (bl->end - bl->start < SHORT_LEN)
+                    why = w2; /* (a lone ret: what stopped the way round it) */
+            }
             if (why == NULL) {
+                ex.tail = tail == 3 ? 3 : ex.tail;
                 ex.proc = i;
                 ex.row = row;
                 ex.name = name;
@@ -949,6 +1322,50 @@ has_except_table(const cfg_image_t *img)
     return 0;
 }
 
+/*
+ * PT, a call shorter than the jump at the end of block BL, with the instructions that
+ * follow it moved along (whole ones, up to the 5 bytes of the jump): only when its
+ * return site is reached from the call alone (so nothing but the callee's return lands
+ * there, and a thread inside the callee, whose return address would be inside the jump,
+ * makes install refuse the point) and they are plain instructions. Why not, or NULL with
+ * PT's len, ninsns, orig and call_len set.
+ */
+static const char *
+call_with_next(const dyn_session_t *s, const cfg_block_t *bl, point_t *pt)
+{
+    const cfg_prog_t *prog = s->prog;
+    uint32_t r = cfg_block_at(prog, bl->end);
+    const cfg_block_t *rb;
+    const uint8_t *bytes;
+    size_t avail, len = pt->len;
+
+    if (r == CFG_NONE || (rb = &prog->blocks[r])->start != bl->end || rb->npred != 1
+        || rb->proc != bl->proc)
+        return "the call is shorter than the 5-byte jump, with no padding within reach "
+               "and its return site reached from elsewhere";
+    if (proc_entry_in(prog, bl->end, bl->end + JMP_LEN))
+        return "another procedure starts after the call";
+    if ((bytes = cfg_image_ptr(prog->img, bl->end, &avail)) == NULL)
+        return "no bytes in the file";
+    while (len < JMP_LEN) {
+        arch_insn_t in;
+        size_t off = len - pt->len;
+        if (bl->end + off >= rb->end
+            || arch_decode(bytes + off, avail - off, pt->entry + len, &in) < 0
+            || bl->end + off + in.len > rb->end
+            || (in.kind != ARCH_KIND_SEQ && in.kind != ARCH_KIND_NOP)
+            || (in.flags & ARCH_F_PRIV) || len + in.len > sizeof(pt->orig))
+            return "the call is shorter than the 5-byte jump, with no padding within "
+                   "reach nor plain instructions after it";
+        memcpy(pt->orig + len, bytes + off, in.len);
+        len += in.len;
+        pt->ninsns++;
+    }
+    pt->call_len = pt->len;
+    pt->len = (uint8_t)len;
+    return NULL;
+}
+
 static int
 select_calls_of(dyn_session_t *s, uint32_t i, const char *name)
 {
@@ -1008,8 +1425,6 @@ select_calls_of(dyn_session_t *s, uint32_t i, const char *name)
                   "call "
                   "would find no unwind information for its return address in the "
                   "trampoline";
-        else if (in.len < JMP_LEN)
-            why = "the call is shorter than the 5-byte jump";
         else if (in.kind == ARCH_KIND_CALL && in.target == a + in.len)
             why = "a call to the next instruction reads its own return address";
         else if (callee != NULL
@@ -1029,6 +1444,14 @@ select_calls_of(dyn_session_t *s, uint32_t i, const char *name)
         pt.len = in.len;
         pt.ninsns = 1;
         memcpy(pt.orig, bytes + (a - bl->start), in.len);
+        /* Shorter than the jump (`call *%rax`): a jmp rel8 inside the call, to a jump in
+         * padding (the call is one instruction: nothing lands inside it), or else the
+         * jump covers the first instructions of its return site too. */
+        if (in.len < JMP_LEN && (why = find_pad(s, a, &pt)) != NULL
+            && (why = call_with_next(s, bl, &pt)) != NULL) {
+            QP_CHECK(refuse_name(s, site, why));
+            continue;
+        }
         QP_CHECK(add_row(s, site, i, 0, &row));
         pt.row = row;
         QP_CHECK(add_cand(s, &pt));
@@ -1194,6 +1617,176 @@ tramp_snip(const point_t *pt, const dyn_snippet_t *sn, int after)
     return (ed_tramp_snip_t) { sn->nodes, sn->n, sn->root, snip_ctx(pt, after) };
 }
 
+/*
+ * The end of emit_own for an exit before a short return block (pt->rlen), from *K on:
+ * the tail's last instruction IN (at OFF; CODE bytes in all) then R's instructions with
+ * POST before their ret, where the tail goes to R: after a plain instruction or a jcc
+ * elsewhere (it falls into R), instead of a jmp to R, or on the taken side of a jcc to R
+ * (not taken: jmp back).
+ */
+static int
+emit_via_ret(const point_t *pt, const arch_insn_t *in, size_t off, size_t code,
+    const ed_tramp_snip_t *post, uint64_t at, uint8_t *out, size_t cap, size_t k)
+{
+    size_t roff = 0;
+    int n, m;
+
+    if (in->kind == ARCH_KIND_JCC && in->target == pt->raddr) {
+        QP_CHECK(n = arch_reloc_insn(pt->orig + off, in, at + k, at + k + 6 + JMP_LEN, 0,
+                     out + k, cap - k));
+        QP_CHECK(m = arch_reloc_insn(pt->orig + off, in, at + k, at + k + n + JMP_LEN, 0,
+                     out + k, cap - k));
+        if (m != n)
+            return QP_EINVAL;
+        k += (size_t)n;
+        QP_CHECK(n = arch_emit_jmp(at + k, pt->entry + code, out + k, cap - k));
+        k += (size_t)n;
+    } else if (in->kind != ARCH_KIND_JMP) {
+        QP_CHECK(n = arch_reloc_insn(
+                     pt->orig + off, in, at + k, in->target, 0, out + k, cap - k));
+        k += (size_t)n;
+    }
+    for (uint32_t i = 0; i < pt->rninsns; i++) {
+        arch_insn_t r;
+        QP_CHECK(arch_decode(pt->rbytes + roff, pt->rlen - roff, pt->raddr + roff, &r));
+        if (i + 1 == pt->rninsns) {
+            if (post != NULL && post->nodes != NULL) {
+                QP_CHECK(n = arch_snip_emit(post->nodes, post->n, post->root, &post->ctx,
+                             at + k, out + k, cap - k));
+                k += (size_t)n;
+            }
+        }
+        QP_CHECK(n = arch_reloc_insn(
+                     pt->rbytes + roff, &r, at + k, r.target, 0, out + k, cap - k));
+        k += (size_t)n;
+        roff += r.len;
+    }
+    return roff == pt->rlen ? (int)k : QP_EINVAL;
+}
+
+/*
+ * The trampolines ed_tramp_emit has no shape for, at AT into OUT: PRE (may be NULL:
+ * nodes NULL), every instruction of PT but the last relocated, then either (call_ret)
+ * a push of the call's return address in the original code and a jmp to its callee, or
+ * POST and the last instruction (a ret, or a tail jump) relocated. Its length or QP_E*.
+ */
+static int
+emit_own(const point_t *pt, const ed_tramp_snip_t *pre, const ed_tramp_snip_t *post,
+    uint64_t at, uint8_t *out, size_t cap)
+{
+    size_t k = 0, off = 0, code = (size_t)pt->len - pt->spill;
+    arch_insn_t in;
+    int n;
+
+    if (pt->ninsns == 0)
+        return QP_EINVAL;
+    if (pre != NULL && pre->nodes != NULL) {
+        QP_CHECK(n = arch_snip_emit(
+                     pre->nodes, pre->n, pre->root, &pre->ctx, at + k, out + k, cap - k));
+        k += (size_t)n;
+    }
+    for (uint32_t i = 0; i < pt->ninsns; i++) {
+        if (off >= code)
+            return QP_EINVAL;
+        QP_CHECK(arch_decode(pt->orig + off, code - off, pt->entry + off, &in));
+        if (i + 1 == pt->ninsns)
+            break;
+        QP_CHECK(n = arch_reloc_insn(
+                     pt->orig + off, &in, at + k, in.target, 0, out + k, cap - k));
+        k += (size_t)n;
+        off += in.len;
+    }
+    if (off + in.len != code)
+        return QP_EINVAL; /* the instructions do not cover the replaced bytes */
+    if (pt->call_ret) {
+        /*
+         * `call T; int3; T: <return address := the original one>; jmp callee`: a real
+         * call keeps the return stack buffer balanced (a push and a jmp cost three
+         * mispredicted returns up the chain, one here), and the callee returns into the
+         * original code. (The int3 is never run: it keeps T away from the call's end.)
+         */
+        if (in.kind != ARCH_KIND_CALL || cap - k < JMP_LEN + 1)
+            return QP_EINVAL;
+        QP_CHECK(n = arch_emit_call(at + k, at + k + JMP_LEN + 1, out + k, cap - k));
+        k += (size_t)n;
+        out[k++] = 0xcc;
+        QP_CHECK(n = arch_emit_store_ret64(pt->entry + code, out + k, cap - k));
+        k += (size_t)n;
+        QP_CHECK(n = arch_emit_jmp(at + k, in.target, out + k, cap - k));
+        return (int)(k + (size_t)n);
+    }
+    if (pt->rlen)
+        return emit_via_ret(pt, &in, off, code, post, at, out, cap, k);
+    if (pt->tail >= 2) {
+        /* jcc TAKEN; (3: POST, the code after it being another procedure's;) jmp back
+         * (2: not taken, the procedure goes on); TAKEN: POST, jmp. */
+        int m, sl = 0;
+        if (pt->tail == 3 && post != NULL && post->nodes != NULL)
+            QP_CHECK(sl = arch_snip_emit(
+                         post->nodes, post->n, post->root, &post->ctx, at, NULL, 0));
+        QP_CHECK(n = arch_reloc_insn(pt->orig + off, &in, at + k,
+                     at + k + 6 + (uint64_t)sl + JMP_LEN, 0, out + k, cap - k));
+        QP_CHECK(m = arch_reloc_insn(pt->orig + off, &in, at + k,
+                     at + k + (uint64_t)n + (uint64_t)sl + JMP_LEN, 0, out + k, cap - k));
+        if (m != n)
+            return QP_EINVAL;
+        k += (size_t)n;
+        if (sl > 0) {
+            QP_CHECK(n = arch_snip_emit(post->nodes, post->n, post->root, &post->ctx,
+                         at + k, out + k, cap - k));
+            if (n != sl)
+                return QP_EINVAL;
+            k += (size_t)n;
+        }
+        QP_CHECK(n = arch_emit_jmp(at + k, pt->entry + code, out + k, cap - k));
+        k += (size_t)n;
+    }
+    if (post != NULL && post->nodes != NULL) {
+        QP_CHECK(n = arch_snip_emit(post->nodes, post->n, post->root, &post->ctx, at + k,
+                     out + k, cap - k));
+        k += (size_t)n;
+    }
+    if (pt->tail >= 2)
+        QP_CHECK(n = arch_emit_jmp(at + k, in.target, out + k, cap - k));
+    else
+        QP_CHECK(n = arch_reloc_insn(
+                     pt->orig + off, &in, at + k, in.target, 0, out + k, cap - k));
+    return (int)(k + (size_t)n);
+}
+
+/*
+ * The trampoline of a short call moved with the instructions after it (call_len): SN,
+ * the call (its return address, *pt->ret_at, is what follows it here), those
+ * instructions relocated, a jmp back. Its length or QP_E*.
+ */
+static int
+emit_call_next(point_t *pt, ed_tramp_snip_t sn, uint64_t at, uint8_t *out, size_t cap)
+{
+    size_t k = 0, off = 0;
+    int n;
+
+    if (sn.nodes != NULL) {
+        QP_CHECK(n = arch_snip_emit(sn.nodes, sn.n, sn.root, &sn.ctx, at, out, cap));
+        k += (size_t)n;
+    }
+    for (uint32_t i = 0; i < pt->ninsns; i++) {
+        arch_insn_t in;
+        if (off >= pt->len)
+            return QP_EINVAL;
+        QP_CHECK(arch_decode(pt->orig + off, pt->len - off, pt->entry + off, &in));
+        QP_CHECK(n = arch_reloc_insn(
+                     pt->orig + off, &in, at + k, in.target, 0, out + k, cap - k));
+        k += (size_t)n;
+        off += in.len;
+        if (off == pt->call_len)
+            pt->ret_at = at + k;
+    }
+    if (off != pt->len)
+        return QP_EINVAL;
+    QP_CHECK(n = arch_emit_jmp(at + k, pt->entry + pt->len, out + k, cap - k));
+    return (int)(k + (size_t)n);
+}
+
 static int
 emit_tramp(const dyn_session_t *s, point_t *pt, uint64_t at, uint64_t words, uint8_t *out,
     size_t cap)
@@ -1204,18 +1797,35 @@ emit_tramp(const dyn_session_t *s, point_t *pt, uint64_t at, uint64_t words, uin
 
     /* Every snippet goes through the snippet compiler, the counters' and timers' too. */
     count_snip(s, s->rows[pt->row].timed, words, cv, &count);
+    if (pt->call_len)
+        return emit_call_next(
+            pt, tramp_snip(pt, pt->before.nodes ? &pt->before : &count, 0), at, out, cap);
+    if (pt->call_ret || pt->whole || pt->tail || pt->rlen) {
+        /* A timer stop runs where a ret's would: the flags are dead at an ABI exit. */
+        uint8_t fl = pt->save_flags ? ARCH_FLAGS_STATUS : 0;
+        ed_tramp_snip_t pre = tramp_snip(pt, pt->before.nodes ? &pt->before : &count, 0);
+        ed_tramp_snip_t post = { &stop, 1, 0, { 0, 0, fl, !fl } };
+        return emit_own(pt, pt->kind == PT_EXIT ? NULL : &pre,
+            pt->kind == PT_EXIT || pt->whole ? &post : NULL, at, out, cap);
+    }
     /*
      * Fewer than 5 bytes replaced (a short entry): nops before them make the 5 that the
      * trampoline moves, so that its jump back lands right after them.
      */
     uint8_t orig[JMP_LEN + sizeof(pt->orig)];
-    uint32_t fill = pt->len < JMP_LEN ? JMP_LEN - pt->len : 0;
+    uint32_t code = (uint32_t)pt->len - pt->spill; /* the padding covered is not moved */
+    uint32_t fill = code < JMP_LEN ? JMP_LEN - code : 0;
     memset(orig, 0x90, fill);
-    memcpy(orig + fill, pt->orig, pt->len);
+    memcpy(orig + fill, pt->orig, code);
     ed_tramp_t t = { pt->kind == PT_EXIT ? ED_TRAMP_EXIT
-                     : pt->after.nodes != NULL ? ED_TRAMP_CALL : ED_TRAMP_BEFORE,
-        pt->entry - fill, orig, pt->len + fill, pt->ninsns + fill,
-        tramp_snip(pt, pt->before.nodes ? &pt->before : pt->kind == PT_EXIT ? &st : &count, 0),
+            : pt->after.nodes != NULL    ? ED_TRAMP_CALL
+                                         : ED_TRAMP_BEFORE,
+        pt->entry - fill, orig, code + fill, pt->ninsns + fill,
+        tramp_snip(pt,
+            pt->before.nodes          ? &pt->before
+                : pt->kind == PT_EXIT ? &st
+                                      : &count,
+            0),
         tramp_snip(pt, &pt->after, 1) };
     return ed_tramp_emit(&t, at, out, cap, &pt->ret_at);
 }

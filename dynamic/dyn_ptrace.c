@@ -71,6 +71,9 @@ struct dyn_proc {
     int reaped;       /* child: waitpid reported its end */
     int status;       /* child: its wait status */
     uint64_t stub;    /* where dyn_proc_syscall puts its stub (0: not found yet) */
+    uint8_t stub_orig[64]; /* the bytes the stub covers, put back when the threads run */
+    int64_t stub_off; /* the stub's offset in the executable's file (-1: the vDSO's) */
+    int stub_dirty;   /* the stub is written over them */
     dyn_thread_t *th; /* the threads we are attached to */
     size_t nth;       /* their number */
     size_t cap;       /* allocated entries */
@@ -448,11 +451,18 @@ dyn_proc_stop(dyn_proc_t *p)
     return p->follow ? follow_stop_all(p) : stop_all(p);
 }
 
+static void
+stub_restore(dyn_proc_t *p);
+
 int
 dyn_proc_resume(dyn_proc_t *p)
 {
     if (p == NULL)
         return QP_EINVAL;
+    /* The stub's bytes back as they were: no system call of ours is under way now, and
+     * the process is then as if dyn had not been there (but for what a session left). */
+    if (p->stopped)
+        stub_restore(p);
     if (p->stopped && p->follow)
         return cont_all(p);
     if (p->stopped)
@@ -759,6 +769,15 @@ static const uint8_t stub_code[] = {
     0xff, 0x25, 0, 0, 0, 0,             /* jmp *0(%rip): the word that follows */
 };
 #define STUB_LEN (sizeof(stub_code) + 8)
+_Static_assert(STUB_LEN <= sizeof(((dyn_proc_t *)0)->stub_orig), "stub_orig too small");
+
+/* The bytes under the stub back (the process is stopped; no system call of ours runs). */
+static void
+stub_restore(dyn_proc_t *p)
+{
+    if (p->stub_dirty && dyn_proc_write(p, p->stub, p->stub_orig, STUB_LEN) == 0)
+        p->stub_dirty = 0;
+}
 /* Words of the block the stub pops: rax rdi rsi rdx r10 r8 r9 rcx r11 rsp. */
 #define STUB_WORDS 10
 #define RED_ZONE 128
@@ -769,17 +788,44 @@ static const uint8_t stub_code[] = {
  * 0 when no page has room for the stub.
  */
 static uint64_t
-slack_in(const Elf64_Phdr *ph, size_t n, uint64_t bias)
+slack_in(const Elf64_Phdr *ph, size_t n, uint64_t bias, int64_t *off /*OUT*/)
 {
     for (size_t i = 0; i < n; i++) {
-        uint64_t end = bias + ph[i].p_vaddr + ph[i].p_memsz, page_end;
+        uint64_t end = bias + ph[i].p_vaddr + ph[i].p_memsz, page_end, a;
         if (ph[i].p_type != PT_LOAD || !(ph[i].p_flags & PF_X))
             continue;
         page_end = (end + 4095) & ~4095ull;
-        if (page_end - end >= STUB_LEN + 16)
-            return (page_end - STUB_LEN) & ~15ull;
+        if (page_end - end >= STUB_LEN + 16) {
+            a = (page_end - STUB_LEN) & ~15ull;
+            /* The file's bytes are mapped there (the rest of the segment's last page). */
+            *off = (int64_t)(ph[i].p_offset + (a - (bias + ph[i].p_vaddr)));
+            return a;
+        }
     }
     return 0;
+}
+
+/*
+ * The bytes under the stub as they should be, into P->stub_orig: the executable file's
+ * (what its mapping shows there: a killed dyn may have left a stub in memory), zeros
+ * past its end; the vDSO's from memory.
+ */
+static int
+stub_save(dyn_proc_t *p)
+{
+    char path[64];
+    ssize_t n = 0;
+    int fd;
+
+    if (p->stub_off < 0)
+        return dyn_proc_read(p, p->stub, p->stub_orig, STUB_LEN);
+    snprintf(path, sizeof(path), "/proc/%d/exe", p->pid);
+    if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+        return dyn_proc_read(p, p->stub, p->stub_orig, STUB_LEN);
+    memset(p->stub_orig, 0, STUB_LEN);
+    n = pread(fd, p->stub_orig, STUB_LEN, (off_t)p->stub_off);
+    close(fd);
+    return n < 0 ? dyn_proc_read(p, p->stub, p->stub_orig, STUB_LEN) : 0;
 }
 
 /* Program headers at ADDR (N <= 64) into PH. */
@@ -815,19 +861,43 @@ find_stub(dyn_proc_t *p)
     if (read_phdrs(p, phdr, phnum, ph) == 0) {
         for (size_t i = 0; i < phnum && p->stub == 0; i++)
             if (ph[i].p_type == PT_PHDR)
-                p->stub = slack_in(ph, phnum, phdr - ph[i].p_vaddr);
+                p->stub = slack_in(ph, phnum, phdr - ph[i].p_vaddr, &p->stub_off);
     }
     if (p->stub == 0 && vdso != 0) {
         Elf64_Ehdr eh;
         if (dyn_proc_read(p, vdso, &eh, sizeof(eh)) == 0
-            && read_phdrs(p, vdso + eh.e_phoff, eh.e_phnum, ph) == 0)
-            p->stub = slack_in(ph, eh.e_phnum, vdso);
+            && read_phdrs(p, vdso + eh.e_phoff, eh.e_phnum, ph) == 0) {
+            p->stub = slack_in(ph, eh.e_phnum, vdso, &p->stub_off);
+            p->stub_off = -1;
+        }
     }
     if (p->stub == 0) {
         errno = ENOSPC;
         return QP_EIO;
     }
     return 0;
+}
+
+int
+dyn_proc_stub_reset(dyn_proc_t *p)
+{
+    uint8_t mem[sizeof(p->stub_orig)];
+
+    if (p == NULL || !p->stopped)
+        return QP_EINVAL;
+    if (p->stub == 0)
+        QP_CHECK(find_stub(p));
+    if (p->stub_off < 0)
+        return 0; /* the vDSO's: its bytes are not known from a file */
+    if (!p->stub_dirty)
+        QP_CHECK(stub_save(p));
+    QP_CHECK(dyn_proc_read(p, p->stub, mem, STUB_LEN));
+    if (memcmp(mem, p->stub_orig, STUB_LEN) == 0)
+        return 0;
+    if (p->stub_dirty) /* our own stub is in: it goes at the next resume */
+        return 0;
+    QP_CHECK(dyn_proc_write(p, p->stub, p->stub_orig, STUB_LEN));
+    return 1;
 }
 
 /*
@@ -873,6 +943,10 @@ write_stub(dyn_proc_t *p, const struct user_regs_struct *saved, uint64_t *block 
     w[9] = saved->rsp;
     *block = (saved->rsp - RED_ZONE - sizeof(w)) & ~15ull;
     QP_CHECK(dyn_proc_write(p, *block, w, sizeof(w)));
+    if (!p->stub_dirty) {
+        QP_CHECK(stub_save(p));
+        p->stub_dirty = 1;
+    }
     return dyn_proc_write(p, p->stub, code, sizeof(code));
 }
 
@@ -1313,6 +1387,7 @@ dyn_proc_exec_to_entry(dyn_proc_t *p)
     p->memfd = -1;
     open_mem(p);
     p->stub = 0;
+    p->stub_dirty = 0; /* (the old image is gone) */
     p->brk = 0;
     p->execed = 0;
     follow = p->follow;

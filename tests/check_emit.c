@@ -1187,6 +1187,45 @@ START_TEST(test_emit_exec_counter_flags)
 END_TEST
 
 /*
+ * A call whose return address is then replaced (dyn's call at an entry): `call T; int3;
+ * T: arch_emit_store_ret64(BACK); jmp F` returns from F to BACK, %r11 kept.
+ */
+START_TEST(test_emit_exec_store_ret)
+{
+    uint8_t *page, *p, *fn, *target, *back;
+    uint64_t out = 0, got;
+    int rc;
+
+    page = map_rwx(NULL, PAGE);
+    if (page == NULL) {
+        fprintf(stderr, "test_emit_exec_store_ret: no RWX mapping, skipped\n");
+        return;
+    }
+    target = page + 0x200;
+    memcpy(target, "\x48\x8d\x47\x01\xc3", 5); /* lea 1(%rdi),%rax; ret */
+    back = page + 0x300;
+    memcpy(back, "\x4c\x89\x1e\xc3", 4); /* mov %r11,(%rsi); ret */
+    fn = p = page;
+    PUT(&p, "\x49\xc7\xc3\x34\x12\x00\x00"); /* mov $0x1234,%r11 */
+    rc = arch_emit_call((uint64_t)(uintptr_t)p, (uint64_t)(uintptr_t)p + 6, p, 16);
+    ck_assert_int_eq(rc, 5);
+    p += rc;
+    *p++ = 0xcc;
+    rc = arch_emit_store_ret64((uint64_t)(uintptr_t)back, p, 14);
+    ck_assert_int_eq(rc, QP_EINVAL);
+    rc = arch_emit_store_ret64((uint64_t)(uintptr_t)back, p, 32);
+    ck_assert_int_eq(rc, 19);
+    p += rc;
+    rc = arch_emit_jmp((uint64_t)(uintptr_t)p, (uint64_t)(uintptr_t)target, p, 16);
+    ck_assert_int_eq(rc, 5);
+    got = as_fn3(fn)(41, (uint64_t)(uintptr_t)&out, NULL);
+    ck_assert_uint_eq(got, 42);
+    ck_assert_uint_eq(out, 0x1234);
+    munmap(page, PAGE);
+}
+END_TEST
+
+/*
  * Timers: the bytes decode as whole instructions with rip-relative operands on the three
  * words; run, nested starts and stops add one interval, an unmatched stop is ignored, and
  * %rax, %rdx and the red zone survive.
@@ -1301,6 +1340,7 @@ emit_suite(void)
     tcase_add_test(tc, test_emit_exec_relocated_fn);
     tcase_add_test(tc, test_emit_exec_counter_flags);
     tcase_add_test(tc, test_emit_exec_timer);
+    tcase_add_test(tc, test_emit_exec_store_ret);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -802,23 +802,34 @@ many_session(const opts_t *o)
 static void
 print_clean(int pid, const dyn_clean_report_t *r)
 {
+    /* A stub a killed dyn left in the slack after the code ends whichever line is last.
+     */
+    const char *stub
+        = r->stub > 0 ? "; the bytes under its system-call stub put back" : "";
+
     if (r->busy > 0)
         fprintf(stderr,
             "%s: %d: %u trampoline memor%s of a dyn still running left alone\n",
             prog_name, pid, r->busy, r->busy == 1 ? "y" : "ies");
     if (r->breaks > 0)
-        printf("%s: %d: the loader's breakpoint (libraries loaded later) put back\n",
-            prog_name, pid);
+        printf("%s: %d: the loader's breakpoint (libraries loaded later) put back%s\n",
+            prog_name, pid, r->regions == 0 ? stub : "");
     if (r->regions == 0 && r->breaks > 0)
         return;
     if (r->regions == 0) {
-        printf("%s: %d: nothing of dyn's found\n", prog_name, pid);
+        if (r->stub > 0)
+            printf("%s: %d: the bytes under a killed dyn's system-call stub put back "
+                   "(nothing else of dyn's found)\n",
+                prog_name, pid);
+        else
+            printf("%s: %d: nothing of dyn's found\n", prog_name, pid);
         return;
     }
     if (r->jumps + r->moved + r->unmapped == 0) {
         printf("%s: %d: nothing to take out (%u trampoline memor%s stay%s mapped: "
-               "call-site code, or a thread may still return there)\n",
-            prog_name, pid, r->kept, r->kept == 1 ? "y" : "ies", r->kept == 1 ? "s" : "");
+               "call-site code, or a thread may still return there)%s\n",
+            prog_name, pid, r->kept, r->kept == 1 ? "y" : "ies", r->kept == 1 ? "s" : "",
+            stub);
         return;
     }
     printf("%s: %d: %u jump%s put back, %u thread%s moved out, %u mapping%s unmapped",
@@ -828,7 +839,7 @@ print_clean(int pid, const dyn_clean_report_t *r)
         printf(", %u trampoline memor%s left mapped (call sites, or a thread may still "
                "return there)",
             r->kept, r->kept == 1 ? "y" : "ies");
-    printf("\n");
+    printf("%s\n", stub);
 }
 
 /* dyn clean PID: take out what a killed dyn left. */

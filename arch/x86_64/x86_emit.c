@@ -341,6 +341,24 @@ arch_emit_call(uint64_t addr, uint64_t target, uint8_t* out /*OUT*/, size_t cap)
 }
 
 int
+arch_emit_store_ret64(uint64_t value, uint8_t* out /*OUT*/, size_t cap)
+{
+    static const uint8_t push_r11[] = { 0x41, 0x53 };
+    static const uint8_t movabs_r11[] = { 0x49, 0xbb };
+    static const uint8_t store[] = { 0x4c, 0x89, 0x5c, 0x24, 0x08 }; /* mov %r11,8(%rsp) */
+    static const uint8_t pop_r11[] = { 0x41, 0x5b };
+
+    if (out == NULL || cap < 19)
+        return QP_EINVAL;
+    memcpy(out, push_r11, 2);
+    memcpy(out + 2, movabs_r11, 2);
+    memcpy(out + 4, &value, 8);
+    memcpy(out + 12, store, 5);
+    memcpy(out + 17, pop_r11, 2);
+    return 19;
+}
+
+int
 arch_emit_jcc(uint64_t addr, int cond, uint64_t target, uint8_t* out /*OUT*/, size_t cap)
 {
     /* The x86 condition code of each arch_cond_t, indexed by the enum value. */
