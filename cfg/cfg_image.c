@@ -377,8 +377,22 @@ cfg_image_is_code(const cfg_image_t *img, uint64_t addr)
     return s != NULL && (s->flags & CFG_SEC_CODE);
 }
 
-/* A message of the GHC RTS's option parser, linked into every GHC program. */
-#define GHC_RTS_MSG "unknown RTS option: %s"
+/*
+ * A message of the GHC RTS's option parser, linked into every GHC program. It is kept
+ * reversed here so that qpt's own programs, which carry this file, do not contain it and
+ * are not taken for GHC programs themselves.
+ */
+#define GHC_RTS_MSG_REVERSED "s% :noitpo STR nwonknu"
+
+static int
+has_ghc_rts_msg(const cfg_section_t *s)
+{
+    char msg[sizeof(GHC_RTS_MSG_REVERSED)];
+    size_t n = sizeof(msg) - 1;
+    for (size_t i = 0; i < n; i++)
+        msg[i] = GHC_RTS_MSG_REVERSED[n - 1 - i];
+    return memmem(s->bytes, s->size, msg, n) != NULL;
+}
 
 cfg_runtime_t
 cfg_image_runtime(const cfg_image_t *img)
@@ -398,7 +412,7 @@ cfg_image_runtime(const cfg_image_t *img)
         const cfg_section_t *s = &img->sections[i];
         if (s->bytes != NULL && !(s->flags & (CFG_SEC_CODE | CFG_SEC_WRITE))
             && strncmp(s->name, ".rodata", 7) == 0
-            && memmem(s->bytes, s->size, GHC_RTS_MSG, sizeof(GHC_RTS_MSG) - 1) != NULL)
+            && has_ghc_rts_msg(s))
             return CFG_RUNTIME_GHC;
     }
     return CFG_RUNTIME_C;
