@@ -169,8 +169,9 @@ proc_at_entry(const cfg_prog_t *prog, uint64_t addr)
  * returning: those that call longjmp-like functions or throw, and, transitively, every
  * procedure that calls one of them directly or by a tail call (their frames are
  * abandoned too, so flow conservation may not hold there) - or through a pointer, when
- * a procedure whose address is taken is one of them (a callback that throws). A
- * malloc'd byte per procedure, or NULL when out of memory.
+ * a procedure whose address is taken is one of them (a callback that throws), or in a
+ * shared library (the pointer may lead into another module). A malloc'd byte per
+ * procedure, or NULL when out of memory.
  */
 static uint8_t *
 leaving_procs(const cfg_prog_t *prog)
@@ -193,6 +194,14 @@ leaving_procs(const cfg_prog_t *prog)
         if (ind && caller != CFG_NONE)
             indirect[caller] = 1;
     }
+    /* A shared library's calls through pointers (its PLT stubs among them) may go into
+     * other modules: a callback of the program that throws or longjmps abandons the
+     * library's frames, and the library sees no throw of its own (qp looks at whether
+     * one happened anywhere in the process). */
+    if (prog->img->flags & CFG_IMG_SHLIB)
+        for (uint32_t c = 0; c < n; c++)
+            if (indirect[c])
+                leave[c] |= 3;
     /* Callers by callee (CSR): count, then fill. */
     for (int pass = 0; pass < 2; pass++) {
         uint32_t *fill = NULL;

@@ -139,12 +139,20 @@ saturated(const qp_report_t *r, uint32_t proc, const qp_flow_t *f)
     return f->insns == UINT64_MAX;
 }
 
-/* Which kinds of leaving (1: longjmp, 2: throw) the call sites of PROC made in this run. */
+/*
+ * Which kinds of leaving (1: longjmp, 2: throw) PROC saw in this run: its call sites of
+ * longjmp or of a throw ran, or one of its landing pads did (an exception thrown
+ * somewhere, perhaps in code that is not measured, was caught or cleaned up here).
+ */
 static int
 leaving_ran(const qp_desc_t *d, uint32_t proc, const qp_flow_t *f)
 {
     const qp_desc_proc_t *p = &d->procs[proc];
     int ran = 0;
+    if (p->flags & QP_PROC_APPROX_EH)
+        for (uint32_t e = 0; e < p->nedges; e++)
+            if (d->edges[p->edge + e].kind == QP_EDGE_ROOT && f->edge_count[e] > 0)
+                ran |= 2;
     for (uint32_t i = qp_desc_first_call(d, proc);
          i < d->hdr.ncalls && d->calls[i].block - p->block < p->nblocks; i++) {
         const qp_desc_call_t *c = &d->calls[i];
@@ -225,6 +233,27 @@ cmp_unmeasured(const void *a, const void *b)
     return *(const uint32_t *)a < *(const uint32_t *)b ? -1 : 1;
 }
 
+void
+qp_report_mark_leaving(qp_report_t *r, int ran)
+{
+    const qp_desc_t *d = r->desc;
+    r->nviolating = r->napprox = r->nunknown = r->nsaturated = 0;
+    for (uint32_t k = 0; k < r->nprocs; k++) {
+        qp_proc_result_t *res = &r->procs[k];
+        uint32_t pflags = d->procs[res->proc].flags;
+        if ((pflags & QP_PROC_LEAVE_JMP) && (ran & 1))
+            res->flags |= QP_RES_APPROX_JMP;
+        if ((pflags & QP_PROC_LEAVE_EH) && (ran & 2))
+            res->flags |= QP_RES_APPROX_EH;
+        r->nviolating += (res->flags & QP_RES_VIOLATION) != 0;
+        r->napprox
+            += (res->flags & (QP_RES_APPROX_EH | QP_RES_APPROX_JMP | QP_RES_APPROX_IND))
+            != 0;
+        r->nunknown += (res->flags & QP_RES_UNKNOWN) != 0;
+        r->nsaturated += (res->flags & QP_RES_SATURATED) != 0;
+    }
+}
+
 static int
 collect_results(qp_report_t *r)
 {
@@ -246,26 +275,8 @@ collect_results(qp_report_t *r)
         r->total_insns
             = __builtin_add_overflow(r->total_insns, res->insns, &t) ? UINT64_MAX : t;
     }
-    /*
-     * A procedure that may be left by a longjmp or a throw below it is approximate only
-     * when one happened in this run (a call site of longjmp or of a throw ran in the
-     * measured code; one inside a library that jumps over the program's frames is not
-     * seen, as before).
-     */
-    for (uint32_t k = 0; k < r->nprocs; k++) {
-        qp_proc_result_t *res = &r->procs[k];
-        uint32_t pflags = d->procs[res->proc].flags;
-        if ((pflags & QP_PROC_LEAVE_JMP) && (ran & 1))
-            res->flags |= QP_RES_APPROX_JMP;
-        if ((pflags & QP_PROC_LEAVE_EH) && (ran & 2))
-            res->flags |= QP_RES_APPROX_EH;
-        r->nviolating += (res->flags & QP_RES_VIOLATION) != 0;
-        r->napprox
-            += (res->flags & (QP_RES_APPROX_EH | QP_RES_APPROX_JMP | QP_RES_APPROX_IND))
-            != 0;
-        r->nunknown += (res->flags & QP_RES_UNKNOWN) != 0;
-        r->nsaturated += (res->flags & QP_RES_SATURATED) != 0;
-    }
+    r->leaving_ran = (uint8_t)ran;
+    qp_report_mark_leaving(r, ran);
     order_desc = d;
     qsort(r->procs, r->nprocs, sizeof(qp_proc_result_t), cmp_flat);
     qsort(r->unmeasured, r->nunmeasured, sizeof(uint32_t), cmp_unmeasured);

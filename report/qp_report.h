@@ -103,6 +103,8 @@ typedef struct qp_report {
                                     * (nprocs + nplt; NULL before qp_report_count_plt:
                                     * procs alone) */
     char *plt_names;          /* storage of the stubs' made-up names */
+    uint8_t leaving_ran;      /* kinds of leaving seen in this run (1: a longjmp, 2: a
+                               * throw): qp_report_mark_leaving */
 } qp_report_t;
 
 /*
@@ -116,6 +118,16 @@ qp_report_build(const qp_desc_t *d, const qp_profile_t *p, qp_unwinder_t *u,
 
 void
 qp_report_free(qp_report_t *r);
+
+/*
+ * Mark approximate the procedures of R that may be left by a longjmp (RAN bit 1) or a
+ * throw (bit 2) below them, and count the flags again. qp_report_build does it with what
+ * the module itself saw (R->leaving_ran); a report over a whole process does it again
+ * with what any module saw (a library's frames left by the program's callback that
+ * threw see no throw in the library).
+ */
+void
+qp_report_mark_leaving(qp_report_t *r, int ran);
 
 /*
  * PLT stubs, counted from their callers (qp_plt.c). A PLT stub is never relocated nor

@@ -23,7 +23,9 @@
 #     outputs, the libraries
 #     loaded from the folder (even with LD_LIBRARY_PATH naming the originals, for a
 #     program without DT_RUNPATH), every
-#     module's profile, a folder with other files refused unless --force.
+#     module's profile, a folder with other files refused unless --force;
+#   - a callback of the program that throws through a library's frame (tests/shlib/cb.c):
+#     marked in the report over both modules, a note in the library's report alone.
 # Exit status: 0 pass, 1 fail, 77 skip, 99 hard error.
 set -u
 . "${top_srcdir:-.}/tests/lib.sh"
@@ -292,5 +294,29 @@ if qp_have g++ && g++ -O2 -o "$dir/ex" "$src/ex.cc"; then
     real "C++ exceptions" libgcc_s.so.1 _Unwind_DeleteException 286 "$dir/ex"
     real "C++ exceptions" libc.so.6 __libc_malloc + "$dir/ex"
     whole "C++" "$dir/ex"
+fi
+# A callback of the program that throws through the library's frame: the library sees no
+# throw, the report over both modules marks its counts approximate, and the library's
+# report alone says what it cannot see.
+if qp_have g++ && mkdir -p "$dir/cb/lib" && gcc -O2 -fPIC -shared -o "$dir/cb/libcb.so" "$src/cb.c" &&
+    g++ -O2 -o "$dir/cb/cb_main" "$src/cb_main.cc" -L"$dir/cb" -lcb -Wl,-rpath,'$ORIGIN/lib'; then
+    c=$dir/cb
+    if "$QPT_REWRITE" "$c/libcb.so" -o "$c/lib/libcb.so" >"$c/log" 2>&1 &&
+        "$QPT_REWRITE" "$c/cb_main" -o "$c/cb.inst" >>"$c/log" 2>&1; then
+        LD_LIBRARY_PATH=$c "$c/cb_main" >"$c/want" 2>&1
+        "$c/cb.inst" >"$c/got" 2>&1
+        cmp -s "$c/want" "$c/got" && ok "callback that throws through a library: same output" ||
+            bad "callback that throws through a library: output differs"
+        "$QP" report "$c/cb.inst.qp" "$c/lib/libcb.so.qp" >"$c/both" 2>&1
+        grep -q 'libcb.so  lib_apply ~' "$c/both" &&
+            ok "callback that throws: lib_apply marked approximate in the process report" ||
+            bad "callback that throws: lib_apply not marked: $(grep lib_apply "$c/both")"
+        "$QP" report "$c/lib/libcb.so.qp" >"$c/alone" 2>&1
+        grep -q '^note: a library alone: a throw or longjmp of another module' "$c/alone" &&
+            ok "callback that throws: the library's report alone says what it cannot see" ||
+            bad "callback that throws: no note in the library's report alone"
+    else
+        bad "callback that throws: rewrite failed: $(tail -n 1 "$c/log")"
+    fi
 fi
 [ "$fails" -eq 0 ]

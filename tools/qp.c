@@ -870,6 +870,12 @@ print_several(const qp_args_t *a, const module_t *mods, int n)
 static int
 report_several(const qp_args_t *a, module_t *mods, int n)
 {
+    /* What one module saw of a throw or a longjmp holds for every module's frames. */
+    int ran = 0;
+    for (int k = 0; k < n; k++)
+        ran |= mods[k].rep.leaving_ran;
+    for (int k = 0; k < n; k++)
+        qp_report_mark_leaving(&mods[k].rep, ran);
     if (a->func == NULL)
         return print_several(a, mods, n);
     int k;

@@ -311,6 +311,8 @@ typedef struct flat_notes {
     int saturated;                                      /* a sum of profiles saturated */
     uint32_t nplt, nlazy, ncaller;                      /* PLT stubs: all, bound lazily,
                                                          * called from approximate code */
+    uint32_t nlib_leave; /* a library reported alone: its procedures that other modules'
+                          * throws or longjmps may leave, unmarked (it cannot see them) */
 } flat_notes_t;
 
 static void
@@ -336,6 +338,12 @@ sum_notes(const flat_view_t *v, flat_notes_t *n)
             n->nsaturated += (fl & QP_RES_SATURATED) != 0;
         }
     }
+    const qp_report_t *r = v->mods[0].rep;
+    if (v->nmods == 1 && (v->mods[0].img->flags & CFG_IMG_SHLIB))
+        for (uint32_t k = 0; k < r->nprocs; k++)
+            n->nlib_leave += (r->desc->procs[r->procs[k].proc].flags
+                                 & (QP_PROC_LEAVE_EH | QP_PROC_LEAVE_JMP))
+                    && !(r->procs[k].flags & (QP_RES_APPROX_EH | QP_RES_APPROX_JMP));
 }
 
 static void
@@ -344,7 +352,7 @@ print_footnotes(FILE *f, const flat_view_t *v)
     flat_notes_t n;
     sum_notes(v, &n);
     int any = n.nviolating || n.napprox || n.nunknown || n.ndropped || n.incomplete
-        || n.saturated || n.nsaturated || n.nplt;
+        || n.saturated || n.nsaturated || n.nplt || n.nlib_leave;
     if (!any)
         return;
     fprintf(f, "\n");
@@ -369,6 +377,12 @@ print_footnotes(FILE *f, const flat_view_t *v)
     if (n.ncaller)
         fprintf(f, "~  on a PLT stub: a procedure that calls it has approximate or "
                    "inconsistent counts, and so may the stub\n");
+    if (n.nlib_leave)
+        fprintf(f, "note: a library alone: a throw or longjmp of another module (a callback "
+                   "that threw) through its %" PRIu32 " procedure(s) that call other modules "
+                   "is not seen here: report it with the program's profile (qp report "
+                   "PROG.qp LIB.qp) to have their counts marked when one happened\n",
+                n.nlib_leave);
     if (n.nunknown)
         fprintf(f, "?  some counts are not determined by the measured ones: shown as ?, and "
                    "instructions count only the known blocks\n");
