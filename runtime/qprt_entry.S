@@ -130,4 +130,12 @@ qprt_lib_start:
     jz      1f
     jmp     *%rax
 1:  ret
+
+    .section .qprt.trace,"ax"
+    .globl qprt_trace_refill_entry
+    .hidden qprt_trace_refill_entry
+/* A trace snippet's call when its thread's buffer is full or absent (a SysV call: the
+ * snippet keeps the caller-saved registers and the vector state). */
+qprt_trace_refill_entry:
+    jmp     qprt_trace_refill
     .section .note.GNU-stack,"",@progbits
