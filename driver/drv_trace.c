@@ -249,13 +249,70 @@ break_cycles(tproc_t *p, int enter)
 }
 
 /*
+ * Paths back into an activation of the same procedure: a recursive procedure's
+ * activation can return (silently) into another activation of it - its caller, or a
+ * caller further down through other procedures of its recursion - which goes on from
+ * the call's return site. If that path can reach a block silently, a record made there
+ * would not say which activation made it. So no silent path may lead from the return
+ * site of a call of a recursive procedure (RECURSIVE, by program procedure; NULL: every
+ * direct call) to X: the cheapest edge of each becomes a chord. 0 or DRV_NOT_MEASURED.
+ */
+static int
+break_returns(tproc_t *p, const cfg_prog_t *prog, const uint8_t *recursive)
+{
+    drv_graph_t *g = &p->g;
+    uint32_t X = g->nblocks;
+    uint32_t *path = malloc((X + 1) * sizeof(uint32_t)), *seen = calloc(X + 1, sizeof(uint32_t));
+    int rc = path && seen ? 0 : QP_ENOMEM;
+    for (uint32_t c = 0; rc == 0 && c < X; c++) {
+        if (g->last_kind[c] != ARCH_KIND_CALL || p->tree[c] == NONE)
+            continue;
+        const cfg_proc_t *cp = g->last_target[c] ? cfg_proc_at(prog, g->last_target[c]) : NULL;
+        if (cp == NULL || cp->entry != g->last_target[c]
+            || (recursive != NULL && !recursive[cp - prog->procs]))
+            continue;
+        const drv_edge_t *ce = &g->edges[p->tree[c]];
+        if (ce->to == X || stops_at(p, ce->to))
+            continue;
+        /* Follow the silent path from the return site (c + 1 stamps this walk). */
+        uint32_t len = 0, v = ce->to;
+        while (v != NONE && v != X && seen[v] != c + 1) {
+            seen[v] = c + 1;
+            path[len++] = v;
+            v = silent_next(p, v, 1);
+        }
+        if (v != X)
+            continue;
+        uint32_t best = NONE;
+        double bw = 1e308;
+        for (uint32_t k = 0; k < len; k++) {
+            const drv_edge_t *ed = &g->edges[p->tree[path[k]]];
+            double w = edge_weight(g, ed);
+            if (ed->place != DRV_PLACE_NONE && w < bw) {
+                bw = w;
+                best = path[k];
+            }
+        }
+        if (best == NONE) {
+            g->why = "a return path that no probe can mark";
+            rc = DRV_NOT_MEASURED;
+        } else
+            p->tree[best] = NONE;
+    }
+    free(path);
+    free(seen);
+    return rc;
+}
+
+/*
  * Which blocks record BLOCK, each block's tree edge, and the cycles broken (ENTER: the
  * procedure records its entry). 0, or DRV_NOT_MEASURED when the procedure cannot be
  * traced (its entry would record BLOCK, a block has two ways out that no probe can tell
  * apart, a cycle no probe can break).
  */
 static int
-classify(tproc_t *p, int naive, int enter)
+classify(tproc_t *p, int naive, int enter, const uint8_t *recursive, const uint64_t *pads,
+         size_t npads)
 {
     drv_graph_t *g = &p->g;
     uint32_t X = g->nblocks;
@@ -273,6 +330,11 @@ classify(tproc_t *p, int naive, int enter)
             || ed->kind == CFG_EDGE_TABLE || ed->kind == CFG_EDGE_INDIRECT)
             p->blockev[ed->to] = 1;
     }
+    /* Landing pads: only the unwinder goes there (a CFG may see a way in all the same:
+     * the fall-through after a call of __cxa_throw). */
+    for (uint32_t i = 1; i < g->nblocks; i++)
+        if (cfg_u64_contains(pads, npads, g->prog->blocks[g->first + i].start))
+            p->blockev[i] = 2;
     if (p->blockev[0]) {
         g->why = "its entry is also the target of a jump table or entered from outside";
         return DRV_NOT_MEASURED;
@@ -313,9 +375,10 @@ classify(tproc_t *p, int naive, int enter)
         p->tree[i] = best;
     }
     QP_CHECK(break_cycles(p, enter));
+    QP_CHECK(break_returns(p, g->prog, recursive));
     if (naive) /* the same procedures as the tracer, every block recording */
         for (uint32_t i = 0; i < g->nblocks; i++)
-            p->blockev[i] = 1;
+            p->blockev[i] |= 1;
     return 0;
 }
 
@@ -470,6 +533,8 @@ describe_proc(drv_trace_t *t, tproc_t *tp, uint32_t k, const uint32_t *of, const
         for (uint32_t e = 0; e < g->nedges; e++)
             if (g->edges[e].kind == QP_EDGE_ROOT && g->edges[e].to == i)
                 b->flags |= QPT_TB_ROOT;
+        if (tp->blockev[i] & 2)
+            b->flags |= QPT_TB_ROOT;
         /* The call it ends with. */
         const cfg_proc_t *cp = g->last_target[i] ? cfg_proc_at(prog, g->last_target[i]) : NULL;
         if (g->last_kind[i] == ARCH_KIND_CALL && g->last_target[i] != 0) {
@@ -635,7 +700,7 @@ mark_recursive(drv_trace_t *t, tproc_t *tps, const cfg_prog_t *prog, const uint3
     }
     for (uint32_t k = 0; rc == 0 && k < n; k++)
         if (rec[k])
-            t->procs[k].flags |= QPT_TP_ENTER;
+            t->procs[k].flags |= QPT_TP_ENTER | QPT_TP_RECURSIVE;
     free(first);
     free(adj);
     free(stamp);
@@ -695,6 +760,21 @@ cross_targets(const cfg_prog_t *prog, uint64_t **out, size_t *n)
     return 0;
 }
 
+typedef struct pads {
+    uint64_t *v;
+    size_t n, cap;
+} pads_t;
+
+static int
+on_pad(void *arg, uint64_t func, uint64_t pad)
+{
+    (void)func;
+    pads_t *p = arg;
+    QP_CHECK(grow((void **)&p->v, &p->cap, p->n, sizeof(uint64_t)));
+    p->v[p->n++] = pad;
+    return 0;
+}
+
 int
 drv_trace_plan(const cfg_prog_t *prog, const drv_result_t *res, int naive, drv_trace_t **out,
                uint32_t *ntraced)
@@ -715,6 +795,13 @@ drv_trace_plan(const cfg_prog_t *prog, const drv_result_t *res, int naive, drv_t
     info.xt = xt;
     uint64_t *taken = NULL;
     size_t ntaken = 0;
+    pads_t pv = { NULL, 0, 0 };
+    if (rc == 0 && ed_unwind_landing_pads(prog->img, on_pad, &pv) == QP_ENOMEM)
+        rc = QP_ENOMEM;
+    if (rc == 0)
+        qsort(pv.v, pv.n, sizeof(uint64_t), cmp_u64);
+    const uint64_t *pads = pv.v;
+    size_t npads = pv.n;
     if (rc == 0 && !naive)
         rc = addr_taken(prog, &taken, &ntaken);
     for (uint32_t i = 0; rc == 0 && i < prog->nprocs; i++) {
@@ -725,7 +812,7 @@ drv_trace_plan(const cfg_prog_t *prog, const drv_result_t *res, int naive, drv_t
         tproc_t *tp = &tps[t->nprocs];
         int r = drv_graph_build(prog, i, &info, &tp->g);
         if (r == 0)
-            r = classify(tp, naive, 0); /* the most cycles: eligibility */
+            r = classify(tp, naive, 0, NULL, pads, npads); /* the most cycles: eligibility */
         if (r == DRV_NOT_MEASURED) {
             drv_graph_free(&tp->g);
             free(tp->blockev);
@@ -750,9 +837,16 @@ drv_trace_plan(const cfg_prog_t *prog, const drv_result_t *res, int naive, drv_t
         mark_unclean(t, tps, prog, of);
     if (rc == 0 && !naive)
         rc = mark_recursive(t, tps, prog, of);
+    uint8_t *recursive = calloc(prog->nprocs + 1, 1);
+    if (rc == 0 && recursive == NULL)
+        rc = QP_ENOMEM;
+    for (uint32_t k = 0; rc == 0 && k < t->nprocs; k++)
+        recursive[tps[k].prog_proc] = (t->procs[k].flags & QPT_TP_RECURSIVE) != 0;
     for (uint32_t k = 0; rc == 0 && !naive && k < t->nprocs; k++)
-        if ((rc = classify(&tps[k], naive, (t->procs[k].flags & QPT_TP_ENTER) != 0)) > 0)
+        if ((rc = classify(&tps[k], naive, (t->procs[k].flags & QPT_TP_ENTER) != 0, recursive,
+                           pads, npads)) > 0)
             rc = QP_EINVAL; /* fewer cycles than before: cannot fail */
+    free(recursive);
     uint32_t nb = 0;
     for (uint32_t k = 0; rc == 0 && k < t->nprocs; k++) {
         tps[k].first = nb;
@@ -770,6 +864,7 @@ drv_trace_plan(const cfg_prog_t *prog, const drv_result_t *res, int naive, drv_t
     free(of);
     free(xt);
     free(taken);
+    free(pv.v);
     if (rc < 0) {
         drv_trace_free(t);
         return rc;

@@ -53,6 +53,8 @@ enum {
                               * direct call from traced code) */
     QPT_TP_UNCLEAN = 1u << 2,/* it may end in code that is not traced (a tail jump out):
                               * direct calls of it record RETURNED */
+    QPT_TP_RECURSIVE = 1u << 3,/* it may call itself (through others): ENTER, and no
+                              * silent path from a return site of such a call to a return */
 };
 
 typedef struct qpt_trace_proc {

@@ -557,6 +557,28 @@ leave_block(walk_t *w, frame_t *f)
         return;
     }
     case QPT_TE_OUT: {
+        /* A jump of unknown target: the next record says where it went when it went to
+         * traced code (a block that records BLOCK: a computed goto, a jump into another
+         * procedure; an entry that records ENTER: a tail call through a pointer). */
+        uint32_t r = peek(w);
+        const qpt_trace_event_t *e = event(w, r);
+        if (e != NULL && e->kind == QPT_TV_BLOCK) {
+            frame_t top = w->f[--w->nf];
+            frame_t fr = proc_frame(d->blocks[e->a].proc, e->a, S_ENTER, top.ret);
+            fr.async = top.async;
+            fr.consumed = 1;
+            w->i++;
+            w->silent = 0;
+            push(w, fr);
+            return;
+        }
+        if (e != NULL && e->kind == QPT_TV_ENTER) {
+            frame_t top = w->f[--w->nf];
+            w->i++;
+            w->silent = 0;
+            enter_proc(w, e->a, top.ret, top.async, 1);
+            return;
+        }
         frame_t top = w->f[--w->nf];
         if (top.ret && w->nf > 0 && w->f[w->nf - 1].kind == F_PROC) {
             push(w, out_frame(w->f[w->nf - 1].block));

@@ -1405,12 +1405,34 @@ typedef struct tr_reg {
     tr_buf_t b[TR_MAX];
 } tr_reg_t;
 
-static tr_reg_t *
-tr_reg(void)
+static qprt_state_t *
+tr_state(void)
 {
     const qprt_params_t *p = &qprt_params;
     uint64_t bias = (uint64_t)(uintptr_t)p - p->self;
-    qprt_state_t *st = (qprt_state_t *)(uintptr_t)(p->state + bias);
+    return (qprt_state_t *)(uintptr_t)(p->state + bias);
+}
+
+static tr_reg_t *
+tr_reg(void)
+{
+    return (tr_reg_t *)(uintptr_t)tr_state()->trace;
+}
+
+/* The registry, made on first use: code may run before the start (IFUNC resolvers, run
+ * by the dynamic linker); its buffers get their files at the start. */
+static tr_reg_t *
+tr_reg_make(void)
+{
+    qprt_state_t *st = tr_state();
+    if (st->trace == 0) {
+        long m = sys6(SYS_mmap, 0, sizeof(tr_reg_t), PROT_READ | PROT_WRITE,
+                      MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (is_err(m))
+            return NULL;
+        st->trace = (uint64_t)m;
+        ((tr_reg_t *)(uintptr_t)m)->pid = (uint64_t)sys3(SYS_getpid, 0, 0, 0);
+    }
     return (tr_reg_t *)(uintptr_t)st->trace;
 }
 
@@ -1492,6 +1514,8 @@ tr_mark(tr_buf_t *b, uint32_t what)
     tr_write(b->fd, &what, 4);
 }
 
+static void tr_open_file(tr_reg_t *r, tr_buf_t *b);
+
 /* A buffer and a file for thread TID on block TP; NULL when none can be had. */
 static tr_buf_t *
 tr_open(tr_reg_t *r, uint64_t tp, uint64_t tid)
@@ -1507,24 +1531,9 @@ tr_open(tr_reg_t *r, uint64_t tp, uint64_t tid)
     long m = sys6(SYS_mmap, 0, TR_BYTES, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (is_err(m))
         return NULL;
-    char path[PATH_CAP + 40];
-    size_t n = 0;
-    path[0] = '\0';
-    append(path, sizeof(path), &n, r->base);
-    append(path, sizeof(path), &n, ".trace.");
-    append_u64(path, sizeof(path), &n, tid);
-    long fd = r->base[0] ? sys3(SYS_open, (long)path, O_WRONLY_ | O_CREAT | O_TRUNC_ | O_CLOEXEC, 0644)
-                         : -1;
-    if (fd < 0 && r->base[0])
-        warn(path, "cannot write the trace");
-    *b = (tr_buf_t) { tp, tid, (uint64_t)m, (uint64_t)m, fd < 0 ? -1 : fd, 1 };
-    qpt_trace_file_t h;
-    mem_zero(&h, sizeof(h));
-    mem_copy(h.magic, QPT_TRACE_FMAGIC, 8);
-    h.id = r->id;
-    h.pid = r->pid;
-    h.tid = tid;
-    tr_write(b->fd, &h, sizeof(h));
+    *b = (tr_buf_t) { tp, tid, (uint64_t)m, (uint64_t)m, -1, 1 };
+    if (r->base[0])
+        tr_open_file(r, b);
     return b;
 }
 
@@ -1537,12 +1546,40 @@ tr_close(tr_buf_t *b)
     b->live = 0;
 }
 
+/* Open B's file (the registry knows its name) and write its header. */
+static void
+tr_open_file(tr_reg_t *r, tr_buf_t *b)
+{
+    char path[PATH_CAP + 40];
+    size_t n = 0;
+    path[0] = '\0';
+    append(path, sizeof(path), &n, r->base);
+    append(path, sizeof(path), &n, ".trace.");
+    append_u64(path, sizeof(path), &n, b->tid);
+    long fd = sys3(SYS_open, (long)path, O_WRONLY_ | O_CREAT | O_TRUNC_ | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        warn(path, "cannot write the trace");
+        return;
+    }
+    b->fd = fd;
+    qpt_trace_file_t h;
+    mem_zero(&h, sizeof(h));
+    mem_copy(h.magic, QPT_TRACE_FMAGIC, 8);
+    h.id = r->id;
+    h.pid = r->pid;
+    h.tid = b->tid;
+    tr_write(b->fd, &h, sizeof(h));
+}
+
 void
 qprt_trace_refill(void)
 {
-    tr_reg_t *r = tr_reg();
-    if (r == NULL)
-        return; /* cannot happen: the start made it or the program has no events */
+    tr_reg_t *r = tr_reg_make();
+    if (r == NULL) {
+        /* No memory at all: the snippet would store at address 0. */
+        sys3(SYS_kill, sys3(SYS_getpid, 0, 0, 0), 9, 0);
+        return;
+    }
     tr_lock(r);
     uint64_t tp = tp_self(), cur = tcb_cur(), tid = (uint64_t)sys3(SYS_gettid, 0, 0, 0);
     tr_buf_t *b = NULL, *same_thread = NULL;
@@ -1662,14 +1699,11 @@ trace_fini(void)
 static void
 trace_start(const qprt_params_t *p, qprt_state_t *st, uint64_t *sp)
 {
-    long m = sys6(SYS_mmap, 0, sizeof(tr_reg_t), PROT_READ | PROT_WRITE,
-                  MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (is_err(m)) {
+    tr_reg_t *r = tr_reg_make();
+    if (r == NULL) {
         warn("trace", "no memory for the trace registry");
         return;
     }
-    tr_reg_t *r = (tr_reg_t *)(uintptr_t)m;
-    r->pid = (uint64_t)sys3(SYS_getpid, 0, 0, 0);
     r->id = p->id;
     /* PROG.inst.qp (or $QP_PROFILE) without ".qp". */
     size_t n = 0;
@@ -1679,7 +1713,9 @@ trace_start(const qprt_params_t *p, qprt_state_t *st, uint64_t *sp)
         n -= 3;
     mem_copy(r->base, st->path, n);
     r->base[n] = '\0';
-    st->trace = (uint64_t)m;
+    for (uint64_t i = 0; i < r->n && r->base[0]; i++) /* threads that ran before */
+        if (r->b[i].live && r->b[i].fd < 0)
+            tr_open_file(r, &r->b[i]);
     /* The dynamic linker's fini function is in %rdx at the entry (saved by qprt_start
      * six words below the initial stack); __libc_start_main registers it with atexit. */
     st->trace_fini = sp[-6];
