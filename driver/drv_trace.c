@@ -418,6 +418,15 @@ addr_taken(const cfg_prog_t *prog, uint64_t **out, size_t *n)
             v[k++] = r->value;
         }
     }
+    /* Functions in the dynamic symbol table: a library may call them (a C++ template
+     * instantiation that libstdc++'s own calls bind to). */
+    for (size_t i = 0; i < img->nsymbols; i++) {
+        const cfg_symbol_t *sy = &img->symbols[i];
+        if (sy->src == CFG_SYMSRC_DYNSYM && sy->kind == CFG_SYM_FUNC && sy->addr != 0) {
+            QP_CHECK(grow((void **)&v, &cap, k, sizeof(uint64_t)));
+            v[k++] = sy->addr;
+        }
+    }
     for (size_t i = 0; !(img->flags & CFG_IMG_PIE) && i < img->nsections; i++) {
         const cfg_section_t *s = &img->sections[i];
         if ((s->flags & CFG_SEC_CODE) || s->bytes == NULL || !(s->flags & CFG_SEC_ALLOC)
