@@ -295,10 +295,12 @@ typedef struct drv_trace drv_trace_t;
 /*
  * After drv_run (RES): the events of every procedure it measured that can be traced
  * (NAIVE: a BLOCK event in every block), into *OUT (free with drv_trace_free); *NTRACED
- * gets their number. 0 or QP_E*.
+ * gets their number. WEIGHTS (--weights, or NULL): an earlier run's edge counts choose
+ * the silent ways out. 0 or QP_E*.
  */
 int drv_trace_plan(const cfg_prog_t *prog, const drv_result_t *res, int naive,
-                   drv_trace_t **out /*OUT*/, uint32_t *ntraced /*OUT*/);
+                   const drv_weights_t *weights, drv_trace_t **out /*OUT*/,
+                   uint32_t *ntraced /*OUT*/);
 
 /* Once the runtime's place is known (elfw_instr_t.placed): the snippets, REFILL the
  * address of the runtime's buffer refill; appends the probes to RES's and gives PLAN

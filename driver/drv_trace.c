@@ -148,14 +148,57 @@ edge_weight(const drv_graph_t *g, const drv_edge_t *e)
     unsigned dt = e->to == X ? df : b[e->to].loop_depth;
     unsigned d = df < dt ? df : dt;
     double w = 1;
-    for (unsigned i = 0; i < d && i < 30; i++)
-        w *= 10;
+    int64_t c = -1;
+    if (g->weights != NULL) /* --weights: the counts of an earlier run */
+        c = drv_weights_get(g->weights, e->from == X ? 0 : b[e->from].start,
+                            e->to == X ? 0 : b[e->to].start, e->kind);
+    if (c >= 0)
+        w = (double)c + 1;
+    else
+        for (unsigned i = 0; i < d && i < 30; i++)
+            w *= 10;
     double cost = 1.0;
     if (e->place == DRV_PLACE_TAKEN)
         cost += 1.0;
     if (e->save_flags)
         cost += 3.0;
     return w * cost;
+}
+
+/* The probe-cost factor edge_weight put into its weight (to take it out again). */
+static double
+edge_cost(const drv_edge_t *e)
+{
+    double cost = 1.0;
+    if (e->place == DRV_PLACE_TAKEN)
+        cost += 1.0;
+    if (e->save_flags)
+        cost += 3.0;
+    return cost;
+}
+
+/*
+ * How much keeping edge ED (out of block I) silent saves: how often it runs, estimated
+ * from loop depth, and - between the ways out of one block - the compiler's layout: the
+ * way it falls through to is the likely one, except that a branch back (a loop's) is
+ * likely taken. A record costs the same wherever it goes, so unlike qp's spanning tree
+ * the cost of a probe only breaks ties.
+ */
+static double
+silent_weight(const drv_graph_t *g, uint32_t i, const drv_edge_t *ed)
+{
+    double w = edge_weight(g, ed);
+    const cfg_block_t *b = &g->prog->blocks[g->first + i];
+    double like = 1.0;
+    if (g->last_kind[i] == ARCH_KIND_JCC && ed->cfg_edge != CFG_NONE && g->weights == NULL) {
+        const cfg_edge_t *ce = &g->prog->edges[ed->cfg_edge];
+        int backward = g->last_target[i] != 0 && g->last_target[i] <= b->start;
+        int taken = ce->kind == CFG_EDGE_TAKEN
+            || (ed->to == g->nblocks && ce->target == g->last_target[i]);
+        like = taken == backward ? 4.0 : 1.0;
+    }
+    double cost = ed->place == DRV_PLACE_TAKEN ? 1.01 : 1.0;
+    return w / (ed->save_flags ? 1.02 : 1.0) * like * cost / (edge_cost(ed));
 }
 
 /* Per traced procedure, what the first pass found. */
@@ -351,7 +394,7 @@ classify(tproc_t *p, int naive, int enter, const uint8_t *recursive, const uint6
                 continue;
             }
             /* an edge no probe can go on must be the silent one */
-            double w = ed->place == DRV_PLACE_NONE ? 1e300 : edge_weight(g, ed);
+            double w = ed->place == DRV_PLACE_NONE ? 1e300 : silent_weight(g, i, ed);
             unplaceable += ed->place == DRV_PLACE_NONE;
             if (w > bw) {
                 bw = w;
@@ -785,8 +828,8 @@ on_pad(void *arg, uint64_t func, uint64_t pad)
 }
 
 int
-drv_trace_plan(const cfg_prog_t *prog, const drv_result_t *res, int naive, drv_trace_t **out,
-               uint32_t *ntraced)
+drv_trace_plan(const cfg_prog_t *prog, const drv_result_t *res, int naive,
+               const drv_weights_t *weights, drv_trace_t **out, uint32_t *ntraced)
 {
     drv_trace_t *t = calloc(1, sizeof(*t));
     uint32_t *of = malloc((prog->nprocs + 1) * sizeof(uint32_t));
@@ -820,6 +863,7 @@ drv_trace_plan(const cfg_prog_t *prog, const drv_result_t *res, int naive, drv_t
             continue;
         tproc_t *tp = &tps[t->nprocs];
         int r = drv_graph_build(prog, i, &info, &tp->g);
+        tp->g.weights = weights;
         if (r == 0)
             r = classify(tp, naive, 0, NULL, pads, npads); /* the most cycles: eligibility */
         if (r == DRV_NOT_MEASURED) {

@@ -316,7 +316,8 @@ rewrite(const cfg_prog_t *prog, const char *input, const char *output, const cha
             drv_trace_free(tctx.tr);
             tctx.tr = NULL;
             if (rc == 0 && tracing)
-                rc = drv_trace_plan(prog, &res, drv == &drv_trace_naive_ops, &tctx.tr, &ntraced);
+                rc = drv_trace_plan(prog, &res, drv == &drv_trace_naive_ops, weights ? &w : NULL,
+                                    &tctx.tr, &ntraced);
             if (rc < 0 || (rc = ed_plan_set_probes(plan, res.probes, res.nprobes)) < 0) {
                 ed_plan_destroy(plan);
                 drv_result_free(&res);
