@@ -110,7 +110,8 @@ add_point(drv_trace_t *t, uint64_t addr, int at, int save, int entry, uint32_t e
 {
     QP_CHECK(grow((void **)&t->pts, &t->pts_cap, t->npts, sizeof(trace_point_t)));
     t->pts[t->npts++] = (trace_point_t) { .addr = addr, .at = (uint8_t)at, .save = (uint8_t)save,
-                                          .entry = (uint8_t)entry, .event = event };
+                                          .entry = (uint8_t)entry,
+                                          .event = event };
     return 0;
 }
 
@@ -931,7 +932,7 @@ drv_trace_plan(const cfg_prog_t *prog, const drv_result_t *res, int naive,
  * The snippet of one event
  */
 
-#define TREE_NODES 32 /* event_tree uses 25 */
+#define TREE_NODES 2 /* event_tree's */
 
 typedef struct tree {
     arch_snip_t *v;
@@ -949,33 +950,15 @@ nd(tree_t *t, uint8_t op, uint8_t size, uint32_t a, uint32_t b, uint32_t c, int6
 
 #define SN ARCH_SNIP_NONE
 
-/* The thread's word at %fs:OFF: the address of it. */
-static uint32_t
-tcb_word(tree_t *t, int64_t off)
-{
-    uint32_t tp = nd(t, ARCH_SN_THREAD_PTR, 8, SN, SN, SN, 0, 0);
-    return nd(t, ARCH_SN_ADD, 8, tp, nd(t, ARCH_SN_CONST, 8, SN, SN, SN, off, 0), SN, 0, 0);
-}
+_Static_assert(ARCH_TRACE_CUR == QPT_TRACE_TCB_CUR && ARCH_TRACE_LIM == QPT_TRACE_TCB_LIM,
+               "the runtime and the snippets agree on the thread's words");
 
-/*
- * if (cur >= lim) refill();  *(uint32_t *)cur = ID;  cur += 4;
- * (cur and lim: %fs:0x38 and %fs:0x40; both 0 in a new thread, so the first event refills.)
- */
+/* Record ID (ARCH_SN_TRACE_REC), REFILL when the buffer is full. */
 static uint32_t
 event_tree(tree_t *t, uint32_t id, uint64_t refill)
 {
-    uint32_t cur = nd(t, ARCH_SN_LOAD_AT, 8, tcb_word(t, QPT_TRACE_TCB_CUR), SN, SN, 0, 0);
-    uint32_t lim = nd(t, ARCH_SN_LOAD_AT, 8, tcb_word(t, QPT_TRACE_TCB_LIM), SN, SN, 0, 0);
-    uint32_t full = nd(t, ARCH_SN_GE, 8, cur, lim, SN, 0, ARCH_SNF_UNSIGNED);
-    uint32_t call = nd(t, ARCH_SN_CALL, 8, SN, SN, SN, (int64_t)refill, 0);
-    t->v[call].nargs = 0;
-    uint32_t check = nd(t, ARCH_SN_IF, 8, full, call, SN, 0, 0);
-    uint32_t cur2 = nd(t, ARCH_SN_LOAD_AT, 8, tcb_word(t, QPT_TRACE_TCB_CUR), SN, SN, 0, 0);
-    uint32_t store = nd(t, ARCH_SN_STORE_AT, 4, cur2, nd(t, ARCH_SN_CONST, 8, SN, SN, SN, id, 0),
-                        SN, 0, 0);
-    uint32_t next = nd(t, ARCH_SN_ADD, 8, cur2, nd(t, ARCH_SN_CONST, 8, SN, SN, SN, 4, 0), SN, 0, 0);
-    uint32_t adv = nd(t, ARCH_SN_STORE_AT, 8, tcb_word(t, QPT_TRACE_TCB_CUR), next, SN, 0, 0);
-    return nd(t, ARCH_SN_SEQ, 8, check, nd(t, ARCH_SN_SEQ, 8, store, adv, SN, 0, 0), SN, 0, 0);
+    uint32_t r = nd(t, ARCH_SN_CONST, 8, SN, SN, SN, (int64_t)refill, 0);
+    return nd(t, ARCH_SN_TRACE_REC, 4, r, SN, SN, id, 0);
 }
 
 int
@@ -996,6 +979,10 @@ drv_trace_place(drv_trace_t *t, drv_result_t *res, ed_plan_t *plan, uint64_t ref
             ctx.where = ARCH_SNX_ENTRY;
             ctx.no_red_zone = 1;
         }
+        /* No register is taken for dead, even r11 at an entry or after a call: gcc's
+         * interprocedural register allocation (-fipa-ra) keeps values in scratch
+         * registers across calls of local functions that leave them alone. The record's
+         * temporary is saved and restored (2 instructions). */
         t->snips[i] = (ed_snippet_t) { tr.v, tr.n, root, ctx };
         QP_CHECK(grow((void **)&res->probes, &res->probes_cap, res->nprobes, sizeof(ed_probe_t)));
         res->probes[res->nprobes++] = (ed_probe_t) {

@@ -134,8 +134,14 @@ qprt_lib_start:
     .section .qprt.trace,"ax"
     .globl qprt_trace_refill_entry
     .hidden qprt_trace_refill_entry
-/* A trace snippet's call when its thread's buffer is full or absent (a SysV call: the
- * snippet keeps the caller-saved registers and the vector state). */
+/* A trace record's call when its thread's buffer is full or absent (ARCH_SN_TRACE_REC):
+ * every register and the flags kept (the runtime uses no vector registers). */
 qprt_trace_refill_entry:
-    jmp     qprt_trace_refill
+    SAVE_ALL
+    mov     %rsp, %rbx
+    and     $-16, %rsp
+    call    qprt_trace_refill
+    mov     %rbx, %rsp
+    RESTORE_ALL
+    ret
     .section .note.GNU-stack,"",@progbits
