@@ -7,7 +7,9 @@
  *   qp trace blocks PROG [TRACE...]   one line per block run: its address (0x...), in
  *                                     order; lines starting with '#' mark where the
  *                                     walk could not follow exactly (report/qp_trace.h)
- *   qp trace stats PROG [TRACE...]    per trace: records, bytes, blocks, bytes per block
+ *   qp trace stats PROG [TRACE...]    per trace: records, bytes, blocks, bytes per block,
+ *                                     marks, and a hash of the block sequence (equal
+ *                                     traces have equal hashes)
  *
  * Without TRACE, every PROG.trace.TID beside PROG (thread ids ascending); with several,
  * each thread's trace follows a line "# thread TID".
@@ -37,8 +39,21 @@ usage(FILE *f, int rc)
 
 typedef struct out {
     FILE *f;
+    uint64_t hash; /* FNV-1a over the blocks' addresses, in order (stats) */
     char buf[1 << 16];
 } out_t;
+
+static int
+hash_block(void *arg, uint32_t block, uint64_t addr)
+{
+    (void)block;
+    out_t *o = arg;
+    for (int i = 0; i < 8; i++) {
+        o->hash ^= (addr >> (8 * i)) & 0xff;
+        o->hash *= 0x100000001b3ull;
+    }
+    return 0;
+}
 
 static int
 on_block(void *arg, uint32_t block, uint64_t addr)
@@ -145,7 +160,8 @@ one_trace(const qp_trace_desc_t *d, const char *path, int stats, int header, out
     }
     if (header && !stats)
         fprintf(o->f, "# thread %llu\n", (unsigned long long)h.tid);
-    qp_trace_sink_t sink = { stats ? NULL : on_block, stats ? count_mark : on_mark, o };
+    o->hash = 0xcbf29ce484222325ull;
+    qp_trace_sink_t sink = { stats ? hash_block : on_block, stats ? count_mark : on_mark, o };
     qp_trace_stats_t st;
     int rc = qp_trace_regen(d, rec, n, &sink, &st);
     free(rec);
@@ -158,11 +174,12 @@ one_trace(const qp_trace_desc_t *d, const char *path, int stats, int header, out
     if (stats) {
         uint64_t bytes = sizeof(h) + st.records * 4;
         fprintf(o->f, "%s: tid %llu: %llu records, %llu bytes, %llu blocks, %.3f bytes per "
-                      "block, %llu marks%s\n",
+                      "block, %llu marks, blocks hash %016llx%s\n",
                 path, (unsigned long long)h.tid, (unsigned long long)st.records,
                 (unsigned long long)bytes, (unsigned long long)st.blocks,
                 st.blocks ? (double)bytes / (double)st.blocks : 0.0,
-                (unsigned long long)st.marks, st.complete ? "" : ", incomplete");
+                (unsigned long long)st.marks, (unsigned long long)o->hash,
+                st.complete ? "" : ", incomplete");
     }
     return 0;
 }
