@@ -502,6 +502,32 @@ enter_block(walk_t *w, frame_t *f)
     }
 }
 
+/*
+ * Can an ENTER come next on the silent way from block B (its tree edges, without a
+ * record)? Only once that way reaches a call or leaves the procedure (a callee, or the
+ * code it returns to, may enter traced code); not when it first reaches a block that
+ * needs a record of its own: then an ENTER now ran asynchronously (a signal handler).
+ */
+static int
+enter_can_follow(const qp_trace_desc_t *d, uint32_t b)
+{
+    uint32_t n = d->procs[d->blocks[b].proc].nblocks;
+    for (uint32_t steps = 0; steps <= n; steps++) {
+        const qpt_trace_block_t *x = &d->blocks[b];
+        if (x->tree == NONE)
+            return 0;
+        const qpt_trace_edge_t *e = &d->edges[x->tree];
+        if (e->kind != QPT_TE_BLOCK)
+            return 1;
+        b = e->to;
+        if (d->blocks[b].flags & QPT_TB_BLOCKEV)
+            return 0;
+        if (d->blocks[b].call != QPT_TC_NONE)
+            return 1;
+    }
+    return 0;
+}
+
 /* The top frame leaves its block. */
 static void
 leave_block(walk_t *w, frame_t *f)
@@ -513,6 +539,10 @@ leave_block(walk_t *w, frame_t *f)
     if (b->nedges > 1 || b->tree == NONE) {
         uint32_t r = peek(w);
         const qpt_trace_event_t *e = event(w, r);
+        if (e != NULL && e->kind == QPT_TV_ENTER && !enter_can_follow(d, f->block)) {
+            unexpected(w, r); /* a handler ran here, before the way out was taken */
+            return;
+        }
         if (e != NULL && e->kind == QPT_TV_CHORD && d->edges[e->a].from == f->block) {
             chosen = e->a;
             w->i++;
