@@ -429,8 +429,17 @@ rewrite(const cfg_prog_t *prog, const char *input, const char *output, const cha
                 res.nexit_hooks, res.nfork_hooks);
         static const char *const mode[] = { "plain increments", "locked increments",
                                             "switchable increments" };
-        fprintf(stderr, "%s: %s: counters: %s (%s); %u thread hooks\n", prog_name, output,
-                mode[inc.mode], inc.why, res.nthread_hooks);
+        if (tracing) {
+            size_t npoints = 0;
+            uint32_t nevents = 0;
+            drv_trace_stats(tctx.tr, &npoints, &nevents);
+            fprintf(stderr, "%s: %s: trace: %u procedures traced (%u not); %zu record "
+                    "points, %u events described in .qpt.trace; each thread writes "
+                    "%s.trace.TID (qp trace blocks)\n", prog_name, output, ntraced,
+                    res.nmeasured - ntraced, npoints, nevents, output);
+        } else
+            fprintf(stderr, "%s: %s: counters: %s (%s); %u thread hooks\n", prog_name, output,
+                    mode[inc.mode], inc.why, res.nthread_hooks);
         if (res.nfork_unseen > 0 && verbose)
             fprintf(stderr, "%s: %s: %u call%s or system call%s that may fork are in code "
                     "left in place: a child forked there counts into its parent's counters\n",
