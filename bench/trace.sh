@@ -7,7 +7,8 @@
 # (bench/workloads.sh builds them): lua5.4 running bench/bench.lua, bzip2 -9 on the
 # small generated text, sqlite's speedtest1 --memdb.
 #   bytes/block   trace bytes written per block run (blocks: the naive trace's records)
-#   time          median wall time of ROUNDS runs, and the time added to native's
+#   time          medians of ROUNDS runs: wall time, and cpu time (user + sys), and the
+#                 cpu time added to native's
 # The chord trace is checked against the naive one: `qp trace stats` must regenerate as
 # many blocks with the same hash of their sequence, and no mark - on bzip2 and sqlite;
 # lua seeds its string hashes from the clock and from addresses (luai_makeseed), so two
@@ -50,18 +51,20 @@ NORAND=
 setarch "$(uname -m)" -R true 2>/dev/null && NORAND="setarch $(uname -m) -R"
 median() { sort -g | awk '{v[NR] = $1} END {print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}'; }
 
-# run BIN OUT: one run, trace files and profile under $T/run; wall seconds on stdout.
+# run BIN OUT: one run, trace files and profile under $T/run; "wall cpu" seconds on
+# stdout (cpu: user + sys, writing the trace included; steadier than wall time when
+# other work shares the machine).
 run() {
     rm -rf "$T/run"
     mkdir -p "$T/run"
-    local s e
-    s=$(date +%s.%N)
-    QP_PROFILE=$T/run/p.qp $NORAND "$1" "${ARGS[@]}" >"$2" 2>/dev/null </dev/null
-    e=$(date +%s.%N)
-    echo "$e - $s" | bc
+    QP_PROFILE=$T/run/p.qp /usr/bin/time -f '%e %U %S' -o "$T/time" $NORAND "$1" "${ARGS[@]}" \
+        >"$2" 2>/dev/null </dev/null || true
+    awk '{printf "%s %.3f\n", $1, $2 + $3}' "$T/time"
 }
 
-printf '%-7s %-12s %10s %12s %9s %9s %9s\n' workload variant "bytes/blk" bytes "wall s" "added s" "vs naive"
+command -v /usr/bin/time >/dev/null || die "needs /usr/bin/time (apt-get install time)"
+printf '%-7s %-12s %9s %11s %7s %7s %8s %11s\n' workload variant "bytes/blk" bytes "wall s" "cpu s" \
+    "added" "vs naive"
 for wl in $WORKLOADS; do
     p=$(prog_of "$wl")
     args "$wl"
@@ -75,7 +78,7 @@ for wl in $WORKLOADS; do
         die "$wl: trace --weights rewrite failed"
     "$native" "${ARGS[@]}" >"$T/native.out" 2>/dev/null </dev/null
     [ "$wl" = sqlite ] && sed -E -i 's/ +[0-9]+\.[0-9]+s$//' "$T/native.out"
-    declare -A wall bytes
+    declare -A wall cpu bytes
     for v in native trace-naive trace trace+w; do
         case $v in
         native) bin=$native ;;
@@ -83,10 +86,11 @@ for wl in $WORKLOADS; do
         trace) bin=$T/v2/$p ;;
         *) bin=$T/v3/$p ;;
         esac
-        ts=()
+        ts=() cs=()
         for r in $(seq 0 "$ROUNDS"); do # round 0: warm-up, and the checks
-            t=$(run "$bin" "$T/out")
+            read -r t c < <(run "$bin" "$T/out")
             [ "$r" -eq 0 ] || ts+=("$t")
+            [ "$r" -eq 0 ] || cs+=("$c")
             [ "$r" -eq 0 ] || continue
             [ "$wl" = sqlite ] && sed -E -i 's/ +[0-9]+\.[0-9]+s$//' "$T/out"
             cmp -s "$T/out" "$T/native.out" || die "$wl: $v: output differs from native's"
@@ -95,6 +99,7 @@ for wl in $WORKLOADS; do
             "$QP" trace stats "$bin" "$T"/run/p.trace.* >"$T/$v.stats" || die "$wl: $v: qp trace stats failed"
         done
         wall[$v]=$(printf '%s\n' "${ts[@]}" | median)
+        cpu[$v]=$(printf '%s\n' "${cs[@]}" | median)
     done
     blocks=$(awk '{for (i = 1; i <= NF; i++) if ($(i + 1) == "blocks,") s += $i} END {print s}' "$T/trace-naive.stats")
     for v in trace trace+w; do
@@ -111,18 +116,18 @@ for wl in $WORKLOADS; do
         [ "$a" = "$b" ] || die "$wl: $v: the regenerated blocks differ from the naive trace's ($a / $b)"
     done
     for v in native trace-naive trace trace+w; do
-        added=$(echo "${wall[$v]} - ${wall[native]}" | bc -l)
+        added=$(echo "${cpu[$v]} - ${cpu[native]}" | bc -l)
         if [ $v = native ]; then
-            printf '%-7s %-12s %10s %12s %9.3f %9s %9s\n' "$wl" "$v" - - "${wall[$v]}" - -
+            printf '%-7s %-12s %9s %11s %7.3f %7.3f %8s %11s\n' "$wl" "$v" - - "${wall[$v]}" "${cpu[$v]}" - -
             continue
         fi
-        nadded=$(echo "${wall[trace-naive]} - ${wall[native]}" | bc -l)
-        printf '%-7s %-12s %10.3f %12d %9.3f %9.3f %9s\n' "$wl" "$v" \
-            "$(echo "${bytes[$v]} / $blocks" | bc -l)" "${bytes[$v]}" "${wall[$v]}" "$added" \
-            "$(awk -v a="${bytes[trace-naive]}" -v b="${bytes[$v]}" -v x="$nadded" -v y="$added" \
-                'BEGIN {printf "%.1fx/%.1fx", a / b, (y > 0 ? x / y : 0)}')"
+        nadded=$(echo "${cpu[trace-naive]} - ${cpu[native]}" | bc -l)
+        printf '%-7s %-12s %9.3f %11d %7.3f %7.3f %8.3f %11s\n' "$wl" "$v" \
+            "$(echo "${bytes[$v]} / $blocks" | bc -l)" "${bytes[$v]}" "${wall[$v]}" "${cpu[$v]}" \
+            "$added" "$(awk -v a="${bytes[trace-naive]}" -v b="${bytes[$v]}" -v x="$nadded" -v y="$added" \
+                'BEGIN {printf "%.1fx/%s", a / b, (y > 0.001 ? sprintf("%.1fx", x / y) : "-")}')"
     done
-    echo "$wl: $blocks blocks run; 'vs naive': bytes and added time, naive / this; the chord traces regenerate the naive one exactly"
-    unset wall bytes
+    echo "$wl: $blocks blocks run; added: cpu s over native's; 'vs naive': bytes and added cpu time, naive's / this one's; the chord traces regenerate the naive one exactly"
+    unset wall cpu bytes
     rm -rf "$T/qp" "$T/v1" "$T/v2" "$T/v3" "$T/run"
 done
