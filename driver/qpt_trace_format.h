@@ -14,7 +14,8 @@
  *
  * A trace file (PROG.trace.TID, beside the profile: its name with ".qp" replaced, or
  * $QP_PROFILE's likewise): a qpt_trace_file_t, then 32-bit event ids (the index of an
- * event of the description), and QPT_TRACE_END where the process flushed it at its exit.
+ * event of the description), QPT_TRACE_REPEAT counts, and QPT_TRACE_END where the process
+ * flushed it at its exit.
  */
 #include <stdint.h>
 
@@ -28,6 +29,10 @@
 #define QPT_TRACE_LOST 0xfffffffeu  /* the buffer may hold another thread's events (a
                                      * thread control block reused unseen) */
 #define QPT_TRACE_MAXEVENTS 0xf0000000u
+/* QPT_TRACE_REPEAT + N (N < QPT_TRACE_REPEAT_MAX): the record before it, N more times (the
+ * runtime writes a run of equal records so: a loop of one block, one record a turn). */
+#define QPT_TRACE_REPEAT 0xf0000000u
+#define QPT_TRACE_REPEAT_MAX 0x0ffffff0u
 
 /* Where the runtime keeps a thread's buffer cursor and limit: two words of glibc's
  * x86-64 tcbhead_t that glibc does not use (unused_vgetcpu_cache[2]). */

@@ -215,26 +215,64 @@ qp_trace_desc_free(qp_trace_desc_t *d)
 
 int
 qp_trace_file_read(const char *path, qpt_trace_file_t *hdr, uint32_t **rec, size_t *n,
-                   char *why, size_t whylen)
+                   uint64_t *bytes, char *why, size_t whylen)
 {
-    uint8_t *b = NULL;
-    size_t len = 0;
-    QP_CHECK(slurp(path, &b, &len, why, whylen));
-    if (len < sizeof(*hdr) || memcmp(b, QPT_TRACE_FMAGIC, 8) != 0) {
-        free(b);
+    FILE *f = fopen(path, "rb");
+    if (f == NULL)
+        return fail(why, whylen, QP_EIO, path, strerror(errno));
+    if (fread(hdr, sizeof(*hdr), 1, f) != 1 || memcmp(hdr->magic, QPT_TRACE_FMAGIC, 8) != 0) {
+        fclose(f);
         return fail(why, whylen, QP_EFORMAT, path, "not a qpt trace file");
     }
-    memcpy(hdr, b, sizeof(*hdr));
-    size_t k = (len - sizeof(*hdr)) / 4;
-    uint32_t *v = malloc((k + 1) * sizeof(uint32_t));
-    if (v == NULL) {
-        free(b);
-        return fail(why, whylen, QP_ENOMEM, path, "out of memory");
+    size_t k = 0, cap = 1 << 16;
+    uint32_t *v = malloc(cap * sizeof(uint32_t)), chunk[4096];
+    uint64_t total = sizeof(*hdr);
+    int rc = v ? 0 : QP_ENOMEM;
+    size_t got;
+    while (rc == 0 && (got = fread(chunk, 4, 4096, f)) > 0) {
+        total += got * 4;
+        for (size_t i = 0; rc == 0 && i < got; i++) {
+            uint32_t x = chunk[i];
+            uint64_t times = 1;
+            if (x >= QPT_TRACE_REPEAT && x < QPT_TRACE_LOST) { /* a run: the last again */
+                if (k == 0) {
+                    rc = QP_EFORMAT;
+                    break;
+                }
+                times = x - QPT_TRACE_REPEAT;
+                x = v[k - 1];
+            }
+            while (rc == 0 && times > 0) {
+                if (k == cap) {
+                    uint32_t *nv = cap < (SIZE_MAX / 8) ? realloc(v, 2 * cap * sizeof(uint32_t)) : NULL;
+                    if (nv == NULL) {
+                        rc = QP_ENOMEM;
+                        break;
+                    }
+                    v = nv;
+                    cap *= 2;
+                }
+                size_t m = cap - k < times ? cap - k : (size_t)times;
+                for (size_t j = 0; j < m; j++)
+                    v[k++] = x;
+                times -= m;
+            }
+        }
     }
-    memcpy(v, b + sizeof(*hdr), k * 4);
-    free(b);
+    int err = ferror(f);
+    fclose(f);
+    if (rc == 0 && err)
+        rc = QP_EIO;
+    if (rc < 0) {
+        free(v);
+        return fail(why, whylen, rc, path,
+                    rc == QP_ENOMEM ? "out of memory" : rc == QP_EIO ? "read error"
+                                                       : "a repeat count with nothing before it");
+    }
     *rec = v;
     *n = k;
+    if (bytes != NULL)
+        *bytes = total;
     return 0;
 }
 

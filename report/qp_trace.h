@@ -33,9 +33,10 @@ typedef struct qp_trace_desc {
 int qp_trace_desc_read(const char *path, qp_trace_desc_t *d /*OUT*/, char *why, size_t whylen);
 void qp_trace_desc_free(qp_trace_desc_t *d);
 
-/* A trace file: its header and its records (malloc'ed). 0 or QP_E* with WHY. */
+/* A trace file: its header and its records (malloc'ed; QPT_TRACE_REPEAT runs expanded),
+ * and the file's size in *BYTES (may be NULL). 0 or QP_E* with WHY. */
 int qp_trace_file_read(const char *path, qpt_trace_file_t *hdr /*OUT*/, uint32_t **rec /*OUT*/,
-                       size_t *n /*OUT*/, char *why, size_t whylen);
+                       size_t *n /*OUT*/, uint64_t *bytes /*OUT*/, char *why, size_t whylen);
 
 /* Where the regenerated trace goes. */
 typedef struct qp_trace_sink {

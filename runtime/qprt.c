@@ -1403,6 +1403,7 @@ typedef struct tr_reg {
     char base[PATH_CAP]; /* file names: base ".trace." tid */
     uint8_t scratch[TR_SCRATCH];
     tr_buf_t b[TR_MAX];
+    uint32_t pack[TR_BYTES / 4]; /* a buffer's records as written (runs counted) */
 } tr_reg_t;
 
 static qprt_state_t *
@@ -1498,14 +1499,28 @@ tr_write(int64_t fd, const void *p, uint64_t n)
     }
 }
 
-/* Write B's events up to CUR. */
+/* Write B's records up to CUR, a run of equal ones as one and a QPT_TRACE_REPEAT count
+ * (packed into the registry's buffer: B's own may be another thread's, still writing). */
 static void
 tr_flush(tr_buf_t *b, uint64_t cur)
 {
-    if (cur > b->flushed && cur <= b->data + TR_BYTES) {
-        tr_write(b->fd, (const void *)(uintptr_t)b->flushed, cur - b->flushed);
-        b->flushed = cur;
+    if (cur <= b->flushed || cur > b->data + TR_BYTES)
+        return;
+    uint32_t *o = tr_reg()->pack;
+    const uint32_t *v = (const uint32_t *)(uintptr_t)b->flushed;
+    uint64_t n = (cur - b->flushed) / 4, k = 0;
+    for (uint64_t i = 0; i < n;) {
+        uint32_t x = v[i];
+        uint64_t j = i + 1;
+        while (j < n && v[j] == x && j - i < QPT_TRACE_REPEAT_MAX)
+            j++;
+        o[k++] = x;
+        if (j - i > 1)
+            o[k++] = QPT_TRACE_REPEAT + (uint32_t)(j - i - 1);
+        i = j;
     }
+    tr_write(b->fd, o, k * 4);
+    b->flushed = cur;
 }
 
 static void

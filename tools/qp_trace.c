@@ -148,7 +148,8 @@ one_trace(const qp_trace_desc_t *d, const char *path, int stats, int header, out
     qpt_trace_file_t h;
     uint32_t *rec = NULL;
     size_t n = 0;
-    if (qp_trace_file_read(path, &h, &rec, &n, why, sizeof(why)) < 0) {
+    uint64_t bytes = 0;
+    if (qp_trace_file_read(path, &h, &rec, &n, &bytes, why, sizeof(why)) < 0) {
         fprintf(stderr, "qp: %s\n", why);
         return 1;
     }
@@ -172,7 +173,6 @@ one_trace(const qp_trace_desc_t *d, const char *path, int stats, int header, out
         return 1;
     }
     if (stats) {
-        uint64_t bytes = sizeof(h) + st.records * 4;
         fprintf(o->f, "%s: tid %llu: %llu records, %llu bytes, %llu blocks, %.3f bytes per "
                       "block, %llu marks, blocks hash %016llx%s\n",
                 path, (unsigned long long)h.tid, (unsigned long long)st.records,
