@@ -155,6 +155,12 @@ if [ -n "$f" ]; then
             bad "another program's trace: $(cat "$dir/err2")"; }
 fi
 "$QP" trace frobnicate x >/dev/null 2>&1 && bad "qp trace frobnicate accepted"
+# A repeat count with no record before it (QPT_TRACE_REPEAT + 5 first): refused.
+{ printf 'QPTTRFL1'; head -c 24 /dev/zero; printf '\005\000\000\360'; } >"$dir/bad.trace"
+"$QP" trace blocks "$dir/t/interp.O2" "$dir/bad.trace" >/dev/null 2>"$dir/err3" &&
+    bad "a trace starting with a repeat count accepted" ||
+    { grep -q 'repeat count' "$dir/err3" && ok "a repeat count first: refused" ||
+        bad "a repeat count first: $(cat "$dir/err3")"; }
 
 [ $fails -eq 0 ] || exit 1
 exit 0
