@@ -212,13 +212,41 @@ typedef struct tproc {
     uint32_t flags;     /* QPT_TP_* */
 } tproc_t;
 
+/* C library functions that never call the program back (no callbacks, no hooks): a call
+ * of one through the PLT needs no RETURNED, and a tail jump to one is a return. */
+static const char *const leaf_names[] = {
+    "memcpy", "memmove", "memset", "memcmp", "memchr", "memrchr", "rawmemchr", "bcmp",
+    "strlen", "strnlen", "strcmp", "strncmp", "strcasecmp", "strncasecmp", "strcpy",
+    "strncpy", "stpcpy", "stpncpy", "strcat", "strncat", "strchr", "strrchr", "strstr",
+    "strspn", "strcspn", "strpbrk", "wcslen", "__memcpy_chk", "__memmove_chk",
+    "__memset_chk", "__strcpy_chk", "__strcat_chk", "__stpcpy_chk", "__strncpy_chk",
+    "malloc", "calloc", "realloc", "free", "posix_memalign", "aligned_alloc",
+    "malloc_usable_size", "__errno_location", "__ctype_b_loc", "__ctype_tolower_loc",
+    "__ctype_toupper_loc", "tolower", "toupper", "abs", "labs", "llabs", "sqrt", "exp",
+    "log", "log10", "pow", "floor", "ceil", "fmod", "sin", "cos", "tan", "atan", "atan2",
+    "ldexp", "frexp", "modf", "fabs", "trunc", "round", "clock_gettime", "gettimeofday",
+    "time", "getpid", "read", "write", "pthread_mutex_lock", "pthread_mutex_unlock",
+    "pthread_mutex_trylock", "pthread_self", NULL,
+};
+
+/* Is ADDR the PLT stub of a function of leaf_names? */
+static int
+leaf_plt(const cfg_prog_t *prog, uint64_t addr)
+{
+    const cfg_proc_t *p = addr ? cfg_proc_at(prog, addr) : NULL;
+    return p != NULL && p->entry == addr && (p->flags & CFG_PROC_PLT) && name_is(p->name, leaf_names);
+}
+
 /* Does the silent path stop on entering local block T (it records, or a call there
  * makes the callee record before anything else of this procedure can)? */
 static int
 stops_at(const tproc_t *p, uint32_t t)
 {
     const drv_graph_t *g = &p->g;
-    return p->blockev[t] || g->last_kind[t] == ARCH_KIND_CALL || g->last_kind[t] == ARCH_KIND_CALL_IND;
+    if (p->blockev[t] || g->last_kind[t] == ARCH_KIND_CALL_IND)
+        return 1;
+    /* a call of a C library leaf records nothing (leaf_plt) */
+    return g->last_kind[t] == ARCH_KIND_CALL && !leaf_plt(g->prog, g->last_target[t]);
 }
 
 /* Where the silent path goes from node V (a block, or X = nblocks: the entry, unless
@@ -596,7 +624,7 @@ describe_proc(drv_trace_t *t, tproc_t *tp, uint32_t k, const uint32_t *of, const
             if (twice)
                 b->flags |= QPT_TB_SETJMP;
             if (q == NONE)
-                b->call = QPT_TC_OUTSIDE;
+                b->call = leaf_plt(prog, g->last_target[i]) ? QPT_TC_NONE : QPT_TC_OUTSIDE;
             else {
                 b->callee = q;
                 b->call = twice || (t->procs[q].flags & QPT_TP_UNCLEAN) ? QPT_TC_DIRECT_RET
@@ -630,6 +658,10 @@ describe_proc(drv_trace_t *t, tproc_t *tp, uint32_t k, const uint32_t *of, const
                     into = block_into(prog, of, all, target);
                 te->kind = q != NONE ? QPT_TE_TAIL : into != NONE ? QPT_TE_TAIL_INTO : QPT_TE_OUT;
                 te->to = q != NONE ? q : into;
+                if (te->kind == QPT_TE_OUT && leaf_plt(prog, target)) {
+                    te->kind = QPT_TE_RETURN; /* it returns for us */
+                    te->to = NONE;
+                }
             } else if (ed->kind == CFG_EDGE_NORETURN) {
                 te->kind = QPT_TE_NORETURN;
             } else {
@@ -671,7 +703,7 @@ mark_unclean(drv_trace_t *t, tproc_t *tps, const cfg_prog_t *prog, const uint32_
             if (ed->kind == CFG_EDGE_TAILCALL) {
                 uint64_t target = ed->cfg_edge != CFG_NONE ? prog->edges[ed->cfg_edge].target : 0;
                 if (proc_entry_index(prog, of, target) == NONE
-                    && block_into(prog, of, tps, target) == NONE)
+                    && block_into(prog, of, tps, target) == NONE && !leaf_plt(prog, target))
                     t->procs[k].flags |= QPT_TP_UNCLEAN;
             }
         }
