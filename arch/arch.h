@@ -326,7 +326,16 @@ typedef enum arch_snip_op {
                         * the table is full or the value is ARCH_SNIP_KEY_XOR itself */
     ARCH_SN_REG,       /* the program's value of general-purpose register imm (ARCH_REG_*
                         * numbering, 1..16, not the stack pointer: ARCH_SN_SP) */
+    ARCH_SN_TRACE_REC, /* append the 4-byte record imm to the calling thread's trace
+                        * buffer, whose cursor and limit are the words at %fs:
+                        * ARCH_TRACE_CUR and ARCH_TRACE_LIM; when cursor >= limit, first
+                        * call the procedure at the address that node a (a CONST) holds,
+                        * which keeps every register and the flags and makes room
+                        * (control-flow tracing, driver/drv_trace.c) */
 } arch_snip_op_t;
+
+#define ARCH_TRACE_CUR 0x38 /* x86-64: glibc's tcbhead_t.unused_vgetcpu_cache[0] */
+#define ARCH_TRACE_LIM 0x40 /* ... [1] */
 
 #define ARCH_SNIP_NONE UINT32_MAX /* no operand */
 #define ARCH_SNIP_MAXARGS 6

@@ -281,4 +281,41 @@ typedef struct drv_inc {
 void drv_choose_inc(const cfg_prog_t *prog, drv_result_t *res, int force, drv_inc_t *out /*OUT*/);
 void drv_graph_free(drv_graph_t *g);
 
+/*****************************************************************************
+ * Control-flow tracing (drv_trace.c; formats in qpt_trace_format.h)
+ */
+
+/* "trace" and "trace-naive": drv_run with them places no counter (the exit, fork and
+ * thread hooks only); drv_trace_plan then decides the events. */
+extern const drv_ops_t drv_trace_ops;
+extern const drv_ops_t drv_trace_naive_ops;
+
+typedef struct drv_trace drv_trace_t;
+
+/*
+ * After drv_run (RES): the events of every procedure it measured that can be traced
+ * (NAIVE: a BLOCK event in every block), into *OUT (free with drv_trace_free); *NTRACED
+ * gets their number. WEIGHTS (--weights, or NULL): an earlier run's edge counts choose
+ * the silent ways out. 0 or QP_E*.
+ */
+int drv_trace_plan(const cfg_prog_t *prog, const drv_result_t *res, int naive,
+                   const drv_weights_t *weights, drv_trace_t **out /*OUT*/,
+                   uint32_t *ntraced /*OUT*/);
+
+/* Once the runtime's place is known (elfw_instr_t.placed): the snippets, REFILL the
+ * address of the runtime's buffer refill; appends the probes to RES's and gives PLAN
+ * both. 0 or QP_E*. */
+int drv_trace_place(drv_trace_t *t, drv_result_t *res, ed_plan_t *plan, uint64_t refill);
+
+/* The id that trace files of the program carry (the qp description's). */
+void drv_trace_set_id(drv_trace_t *t, uint64_t id);
+
+/* The serialized description (`.qpt.trace`), malloc'ed. 0 or QP_ENOMEM. */
+int drv_trace_section(const drv_trace_t *t, uint8_t **buf /*OUT*/, size_t *len /*OUT*/);
+
+/* Probes placed and events described. */
+void drv_trace_stats(const drv_trace_t *t, size_t *npoints /*OUT*/, uint32_t *nevents /*OUT*/);
+
+void drv_trace_free(drv_trace_t *t);
+
 #endif

@@ -17,7 +17,8 @@
 const drv_ops_t *
 drv_find(const char *name)
 {
-    static const drv_ops_t *const all[] = { &drv_qp_ops, &drv_naive_ops };
+    static const drv_ops_t *const all[] = { &drv_qp_ops, &drv_naive_ops, &drv_trace_ops,
+                                            &drv_trace_naive_ops };
     for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++)
         if (strcmp(all[i]->name, name) == 0)
             return all[i];

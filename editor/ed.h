@@ -379,6 +379,10 @@ int ed_plan_set_probes(ed_plan_t *plan, const ed_probe_t *probes, size_t n);
 void ed_plan_set_runtime(ed_plan_t *plan, uint64_t counters, uint64_t exit_hook,
                          uint64_t fork_hook, uint64_t thread_hook, uint64_t exec_hook);
 
+/* The exit hook's address that ed_plan_set_runtime gave (0 before): the runtime blob
+ * lies at it minus QPRT_HOOK_OFF (runtime/qprt.h). */
+uint64_t ed_plan_exit_hook(const ed_plan_t *plan);
+
 /* How counters are incremented (ARCH_INC_*; ed_opts_t.atomic), before ed_plan_apply. */
 void ed_plan_set_inc_mode(ed_plan_t *plan, int mode);
 

@@ -1617,6 +1617,12 @@ ed_plan_set_runtime(ed_plan_t *plan, uint64_t counters, uint64_t exit_hook, uint
     plan->exec_hook = exec_hook;
 }
 
+uint64_t
+ed_plan_exit_hook(const ed_plan_t *plan)
+{
+    return plan->exit_hook;
+}
+
 int
 ed_plan_set_snippets(ed_plan_t *plan, const ed_snippet_t *v, size_t n)
 {

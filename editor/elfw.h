@@ -141,7 +141,18 @@ typedef struct elfw_instr {
     void *placed_arg;
     int watcher;             /* its hooks see every thread start and fork of the process
                               * (QPRT_F_WATCHER) */
+    /* Control-flow tracing: the runtime keeps per-thread trace buffers (QPRT_F_TRACE),
+     * and, when not NULL, SECTION (called after DESCRIBE) gives a non-allocated section
+     * to add (its name, and malloc'ed bytes that the rewrite frees). */
+    int trace;
+    int (*section)(void *arg, const char **name /*OUT*/, uint8_t **bytes /*OUT*/,
+                   size_t *len /*OUT*/);
+    void *section_arg;
 } elfw_instr_t;
+
+/* The address of the runtime's trace buffer refill (QPRT_TRACE_OFF in the blob), once
+ * the runtime is placed (from elfw_instr_t.placed on). */
+uint64_t elfw_trace_refill(const struct ed_plan *plan);
 
 /*****************************************************************************
  * The libraries a program loads (elfw_deps.c)

@@ -65,6 +65,13 @@ reserve_runtime(ed_image_t *im, const cfg_image_t *img, ed_plan_t *plan,
     return 0;
 }
 
+uint64_t
+elfw_trace_refill(const ed_plan_t *plan)
+{
+    uint64_t hook = ed_plan_exit_hook(plan);
+    return hook != 0 ? hook - QPRT_HOOK_OFF + QPRT_TRACE_OFF : 0;
+}
+
 /* The sites of the switchable increments, as offsets from the new code, in a region. */
 static int
 write_lock_sites(
@@ -155,6 +162,8 @@ write_runtime(ed_image_t *im, const cfg_image_t *img, ed_plan_t *plan,
         par.plain_byte = ARCH_INC_PLAIN_BYTE;
         par.lock_byte = ARCH_INC_LOCK_BYTE;
     }
+    if (instr->trace)
+        par.flags |= QPRT_F_TRACE;
     par.entry = entry != 0 ? entry : img->entry;
     if (img->flags & CFG_IMG_SHLIB) {
         par.flags |= QPRT_F_LIBRARY;
@@ -423,7 +432,8 @@ elfw_rewrite(const cfg_prog_t *prog, ed_plan_t *plan, const elfw_instr_t *instr,
     elfw_patch_t *pats = NULL;
     rt_regions_t rr = { 0 };
     ed_dwarf_out_t dw;
-    elfw_section_t dsecs[ED_DWARF_MAXSEC + 1]; /* and the description */
+    elfw_section_t dsecs[ED_DWARF_MAXSEC + 2]; /* + the description, the tracer's section */
+    uint8_t *extra = NULL;
     memset(&dw, 0, sizeof(dw));
     const int shlib = (prog->img->flags & CFG_IMG_SHLIB) != 0;
     if (instr != NULL && shlib && prog->img->dyninit.init_at == 0) {
@@ -558,6 +568,16 @@ elfw_rewrite(const cfg_prog_t *prog, ed_plan_t *plan, const elfw_instr_t *instr,
         dsecs[nsecs++] = (elfw_section_t) { dw.secs[i].name, dw.secs[i].data, dw.secs[i].size };
     if (rr.desc != NULL)
         dsecs[nsecs++] = (elfw_section_t) { ".qpt.desc", rr.desc, rr.desc_len };
+    if (instr != NULL && instr->section != NULL) {
+        const char *name = NULL;
+        size_t len = 0;
+        rc = instr->section(instr->section_arg, &name, &extra, &len);
+        if (rc < 0) {
+            fail(err, errlen, rc, "trace description");
+            goto out;
+        }
+        dsecs[nsecs++] = (elfw_section_t) { name, extra, len };
+    }
     elfw_request_t req = {
         .input = input,
         .output = output,
@@ -591,6 +611,7 @@ elfw_rewrite(const cfg_prog_t *prog, ed_plan_t *plan, const elfw_instr_t *instr,
     }
 out:
     free(rr.desc);
+    free(extra);
     ed_dwarf_out_free(&dw);
     free(unw.data);
     free(regs);

@@ -152,7 +152,8 @@ qpt_write(qpt_space_t *s, const char *output)
     if (rc == 0 && s->vars == 0)
         rc = ed_plan_set_snippets(s->plan, w.snips, w.n);
     if (rc == 0) {
-        elfw_instr_t instr = { (uint32_t)(s->vars / 8), 0, describe, &w, placed, &w, 0 };
+        elfw_instr_t instr = { .ncounters = (uint32_t)(s->vars / 8), .describe = describe,
+                               .arg = &w, .placed = placed, .placed_arg = &w };
         elfw_rewrite_stats_t st;
         char err[512] = "";
         rc = elfw_rewrite(s->prog, s->plan, s->vars ? &instr : NULL, s->path, output, NULL,

@@ -58,6 +58,8 @@ typedef struct qprt_state {
     uint64_t started;    /* a library's start ran (DT_INIT is called once per load) */
     char path[PATH_CAP]; /* the profile's absolute path */
     char module[PATH_CAP]; /* a library: its file (as mapped); empty for the executable */
+    uint64_t trace;      /* QPRT_F_TRACE: the trace registry (tr_reg_t), or 0 */
+    uint64_t trace_fini; /* ... the dynamic linker's fini function it calls first, or 0 */
 } qprt_state_t;
 _Static_assert(sizeof(qprt_state_t) <= QPRT_STATE_SIZE, "state fits its page");
 
@@ -73,6 +75,12 @@ void
 qprt_after_fork(void) HIDDEN;
 void
 qprt_before_thread(void) HIDDEN;
+void
+qprt_trace_refill(void) HIDDEN;
+static void trace_start(const qprt_params_t *p, qprt_state_t *st, uint64_t *sp);
+static void trace_flush_all(void);
+static void trace_after_fork(void);
+static void trace_reap(void);
 
 /*****************************************************************************
  * System calls
@@ -1029,6 +1037,8 @@ qprt_before_thread(void)
     const qprt_params_t *p = &qprt_params;
     uint64_t bias = (uint64_t)(uintptr_t)p - p->self;
     make_atomic(p, bias, (qprt_state_t *)(uintptr_t)(p->state + bias));
+    if (p->flags & QPRT_F_TRACE)
+        trace_reap();
     if (!(p->flags & QPRT_F_WATCHER))
         return;
     /* The watcher: every module of the process, before the thread exists. */
@@ -1088,6 +1098,8 @@ qprt_init(uint64_t *sp)
     st->secure = (uint64_t)secure_execution(sp);
     char **argv = (char **)(sp + 1);
     start(p, bias, st, sp[0], argv, argv + sp[0] + 1);
+    if (p->flags & QPRT_F_TRACE)
+        trace_start(p, st, sp);
     return p->entry + bias;
 }
 
@@ -1238,6 +1250,8 @@ qprt_after_fork(void)
     const qprt_params_t *p = &qprt_params;
     uint64_t bias = (uint64_t)(uintptr_t)p - p->self;
     fork_module(p, bias, (qprt_state_t *)(uintptr_t)(p->state + bias));
+    if (p->flags & QPRT_F_TRACE)
+        trace_after_fork();
     if (!(p->flags & QPRT_F_WATCHER))
         return;
     /* The watcher: every module of the process sees the fork (a library sees none of the
@@ -1297,6 +1311,8 @@ qprt_exit_dump(uint64_t *saved)
     const qprt_params_t *p = &qprt_params;
     uint64_t bias = (uint64_t)(uintptr_t)p - p->self;
     qprt_state_t *st = (qprt_state_t *)(uintptr_t)(p->state + bias);
+    if (p->flags & QPRT_F_TRACE)
+        trace_flush_all();
     if (st->prof == 0 || st->dumped || !owns_slot(st))
         return;
     st->dumped = 1;
@@ -1338,4 +1354,396 @@ qprt_exit_dump(uint64_t *saved)
         (long)&remote, 1, 0);
     d->stack_len = got > 0 ? (uint64_t)got : 0;
     __atomic_store_n(&d->valid, 1, __ATOMIC_RELEASE);
+}
+
+/*****************************************************************************
+ * Control-flow tracing (QPRT_F_TRACE; driver/drv_trace.c, driver/qpt_trace_format.h)
+ *
+ * Each thread appends 32-bit event ids to a buffer of its own. The blob has no
+ * thread-local storage, so a thread's cursor and limit live in two words of glibc's
+ * thread control block, %fs:0x38 and %fs:0x40: tcbhead_t.unused_vgetcpu_cache[2],
+ * which glibc (2.x, x86-64) neither reads nor writes, and which is zero in a new
+ * thread's block - so a thread's first event finds cursor 0 >= limit 0 and calls
+ * qprt_trace_refill, which gives it a buffer and a file PROG.trace.TID. A full buffer
+ * calls it again: written out, reset. The registry (one mapping) lists the buffers.
+ * glibc reuses the block of a thread that ended (its stack cache) without clearing
+ * those words: the thread hook (before every pthread_create) flushes and forgets the
+ * buffers of threads that ended, and clears their words; a reuse it did not see is
+ * noticed at the next refill (another thread id on the same block), and the trace gets
+ * QPT_TRACE_LOST there. A static program runs code before glibc sets %fs: the start
+ * gives it a block of the runtime's own until then (same thread id: one buffer).
+ * Exit hooks and the fini function (put in place of the dynamic linker's, which
+ * __libc_start_main registers with atexit, and called after it) write every buffer and
+ * QPT_TRACE_END.
+ */
+#include "driver/qpt_trace_format.h"
+
+#define TR_BYTES (1u << 20) /* a thread's buffer */
+#define TR_MAX 1024         /* buffers at once */
+#define TR_SCRATCH 4096     /* where events go when no buffer can be had (discarded) */
+
+enum { SYS_tgkill = 234, SYS_arch_prctl = 158, SYS_process_vm_writev = 311,
+       ARCH_SET_FS = 0x1002, ARCH_GET_FS = 0x1003, O_WRONLY_ = 1, O_TRUNC_ = 01000 };
+
+typedef struct tr_buf {
+    uint64_t tp;      /* the thread control block it belongs to */
+    uint64_t tid;
+    uint64_t data;    /* TR_BYTES bytes */
+    uint64_t flushed; /* written up to here */
+    int64_t fd;       /* its file, or -1 */
+    uint64_t live;
+} tr_buf_t;
+
+typedef struct tr_reg {
+    volatile uint32_t lock;
+    uint32_t pad;
+    uint64_t pid;
+    uint64_t id;
+    uint64_t n;       /* entries of b[] in use (live or not) */
+    char base[PATH_CAP]; /* file names: base ".trace." tid */
+    uint8_t scratch[TR_SCRATCH];
+    tr_buf_t b[TR_MAX];
+    uint32_t pack[TR_BYTES / 4]; /* a buffer's records as written (runs counted) */
+} tr_reg_t;
+
+static qprt_state_t *
+tr_state(void)
+{
+    const qprt_params_t *p = &qprt_params;
+    uint64_t bias = (uint64_t)(uintptr_t)p - p->self;
+    return (qprt_state_t *)(uintptr_t)(p->state + bias);
+}
+
+static tr_reg_t *
+tr_reg(void)
+{
+    return (tr_reg_t *)(uintptr_t)tr_state()->trace;
+}
+
+/* The registry, made on first use: code may run before the start (IFUNC resolvers, run
+ * by the dynamic linker); its buffers get their files at the start. */
+static tr_reg_t *
+tr_reg_make(void)
+{
+    qprt_state_t *st = tr_state();
+    if (st->trace == 0) {
+        long m = sys6(SYS_mmap, 0, sizeof(tr_reg_t), PROT_READ | PROT_WRITE,
+                      MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (is_err(m))
+            return NULL;
+        st->trace = (uint64_t)m;
+        ((tr_reg_t *)(uintptr_t)m)->pid = (uint64_t)sys3(SYS_getpid, 0, 0, 0);
+    }
+    return (tr_reg_t *)(uintptr_t)st->trace;
+}
+
+static void
+tr_lock(tr_reg_t *r)
+{
+    while (__atomic_exchange_n(&r->lock, 1, __ATOMIC_ACQUIRE))
+        __asm__ volatile("pause");
+}
+
+static void
+tr_unlock(tr_reg_t *r)
+{
+    __atomic_store_n(&r->lock, 0, __ATOMIC_RELEASE);
+}
+
+static uint64_t
+tp_self(void)
+{
+    uint64_t v;
+    __asm__ volatile("mov %%fs:0, %0" : "=r"(v));
+    return v;
+}
+
+static uint64_t
+tcb_cur(void)
+{
+    uint64_t v;
+    __asm__ volatile("mov %%fs:0x38, %0" : "=r"(v));
+    return v;
+}
+
+static void
+tcb_set(uint64_t cur, uint64_t lim)
+{
+    __asm__ volatile("mov %0, %%fs:0x38\n\tmov %1, %%fs:0x40" : : "r"(cur), "r"(lim) : "memory");
+}
+
+/* Copy N bytes between this process's ADDR and LOCAL (WRITE: to ADDR) with a system
+ * call, which fails instead of faulting when ADDR is no longer mapped. */
+static int
+remote_copy(uint64_t addr, void *local, uint64_t n, int write)
+{
+    uint64_t liov[2] = { (uint64_t)(uintptr_t)local, n }, riov[2] = { addr, n };
+    long pid = sys3(SYS_getpid, 0, 0, 0);
+    long r = sys6(write ? SYS_process_vm_writev : SYS_process_vm_readv, pid, (long)liov, 1,
+                  (long)riov, 1, 0);
+    return r == (long)n ? 0 : -1;
+}
+
+static void
+tr_write(int64_t fd, const void *p, uint64_t n)
+{
+    const uint8_t *c = p;
+    while (fd >= 0 && n > 0) {
+        long w = sys3(SYS_write, fd, (long)(uintptr_t)c, (long)n);
+        if (w == -EINTR)
+            continue;
+        if (w <= 0)
+            return;
+        c += w;
+        n -= (uint64_t)w;
+    }
+}
+
+/* Write B's records up to CUR, a run of equal ones as one and a QPT_TRACE_REPEAT count
+ * (packed into the registry's buffer: B's own may be another thread's, still writing). */
+static void
+tr_flush(tr_buf_t *b, uint64_t cur)
+{
+    if (cur <= b->flushed || cur > b->data + TR_BYTES)
+        return;
+    uint32_t *o = tr_reg()->pack;
+    const uint32_t *v = (const uint32_t *)(uintptr_t)b->flushed;
+    uint64_t n = (cur - b->flushed) / 4, k = 0;
+    for (uint64_t i = 0; i < n;) {
+        uint32_t x = v[i];
+        uint64_t j = i + 1;
+        while (j < n && v[j] == x && j - i < QPT_TRACE_REPEAT_MAX)
+            j++;
+        o[k++] = x;
+        if (j - i > 1)
+            o[k++] = QPT_TRACE_REPEAT + (uint32_t)(j - i - 1);
+        i = j;
+    }
+    tr_write(b->fd, o, k * 4);
+    b->flushed = cur;
+}
+
+static void
+tr_mark(tr_buf_t *b, uint32_t what)
+{
+    tr_write(b->fd, &what, 4);
+}
+
+static void tr_open_file(tr_reg_t *r, tr_buf_t *b);
+
+/* A buffer and a file for thread TID on block TP; NULL when none can be had. */
+static tr_buf_t *
+tr_open(tr_reg_t *r, uint64_t tp, uint64_t tid)
+{
+    tr_buf_t *b = NULL;
+    for (uint64_t i = 0; i < r->n && b == NULL; i++)
+        if (!r->b[i].live)
+            b = &r->b[i];
+    if (b == NULL && r->n < TR_MAX)
+        b = &r->b[r->n++];
+    if (b == NULL)
+        return NULL;
+    long m = sys6(SYS_mmap, 0, TR_BYTES, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (is_err(m))
+        return NULL;
+    *b = (tr_buf_t) { tp, tid, (uint64_t)m, (uint64_t)m, -1, 1 };
+    if (r->base[0])
+        tr_open_file(r, b);
+    return b;
+}
+
+static void
+tr_close(tr_buf_t *b)
+{
+    if (b->fd >= 0)
+        sys3(SYS_close, b->fd, 0, 0);
+    sys3(SYS_munmap, (long)b->data, TR_BYTES, 0);
+    b->live = 0;
+}
+
+/* Open B's file (the registry knows its name) and write its header. */
+static void
+tr_open_file(tr_reg_t *r, tr_buf_t *b)
+{
+    char path[PATH_CAP + 40];
+    size_t n = 0;
+    path[0] = '\0';
+    append(path, sizeof(path), &n, r->base);
+    append(path, sizeof(path), &n, ".trace.");
+    append_u64(path, sizeof(path), &n, b->tid);
+    long fd = sys3(SYS_open, (long)path, O_WRONLY_ | O_CREAT | O_TRUNC_ | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        warn(path, "cannot write the trace");
+        return;
+    }
+    b->fd = fd;
+    qpt_trace_file_t h;
+    mem_zero(&h, sizeof(h));
+    mem_copy(h.magic, QPT_TRACE_FMAGIC, 8);
+    h.id = r->id;
+    h.pid = r->pid;
+    h.tid = b->tid;
+    tr_write(b->fd, &h, sizeof(h));
+}
+
+void
+qprt_trace_refill(void)
+{
+    tr_reg_t *r = tr_reg_make();
+    if (r == NULL) {
+        /* No memory at all: the snippet would store at address 0. */
+        sys3(SYS_kill, sys3(SYS_getpid, 0, 0, 0), 9, 0);
+        return;
+    }
+    tr_lock(r);
+    uint64_t tp = tp_self(), cur = tcb_cur(), tid = (uint64_t)sys3(SYS_gettid, 0, 0, 0);
+    tr_buf_t *b = NULL, *same_thread = NULL;
+    for (uint64_t i = 0; i < r->n; i++) {
+        if (r->b[i].live && r->b[i].tp == tp)
+            b = &r->b[i];
+        else if (r->b[i].live && r->b[i].tid == tid)
+            same_thread = &r->b[i];
+    }
+    if (b != NULL && b->tid != tid) {
+        /* A block reused unseen: what it holds may be partly this thread's. */
+        tr_flush(b, cur);
+        tr_mark(b, QPT_TRACE_LOST);
+        tr_close(b);
+        b = NULL;
+    }
+    if (b == NULL && same_thread != NULL) {
+        /* The same thread on a new block (a static program's glibc set %fs). */
+        b = same_thread;
+        uint64_t old = 0;
+        if (remote_copy(b->tp + QPT_TRACE_TCB_CUR, &old, 8, 0) == 0)
+            tr_flush(b, old);
+        b->tp = tp;
+        cur = b->flushed;
+    }
+    if (b == NULL)
+        b = tr_open(r, tp, tid);
+    else
+        tr_flush(b, cur);
+    if (b != NULL) {
+        b->flushed = b->data;
+        tcb_set(b->data, b->data + TR_BYTES);
+    } else {
+        tcb_set((uint64_t)(uintptr_t)r->scratch, (uint64_t)(uintptr_t)r->scratch + TR_SCRATCH);
+    }
+    tr_unlock(r);
+}
+
+/* Write every buffer, then QPT_TRACE_END in each file. */
+static void
+trace_flush_all(void)
+{
+    tr_reg_t *r = tr_reg();
+    if (r == NULL)
+        return;
+    tr_lock(r);
+    uint64_t tp = tp_self();
+    for (uint64_t i = 0; i < r->n; i++) {
+        tr_buf_t *b = &r->b[i];
+        if (!b->live)
+            continue;
+        uint64_t cur = 0;
+        if (b->tp == tp)
+            cur = tcb_cur();
+        else if (remote_copy(b->tp + QPT_TRACE_TCB_CUR, &cur, 8, 0) < 0)
+            cur = 0;
+        tr_flush(b, cur);
+        tr_mark(b, QPT_TRACE_END);
+    }
+    tr_unlock(r);
+}
+
+/* Before a thread starts: forget the buffers of threads that ended (their control
+ * blocks may be given to the new one). */
+static void
+trace_reap(void)
+{
+    tr_reg_t *r = tr_reg();
+    if (r == NULL)
+        return;
+    tr_lock(r);
+    long pid = sys3(SYS_getpid, 0, 0, 0);
+    for (uint64_t i = 0; i < r->n; i++) {
+        tr_buf_t *b = &r->b[i];
+        if (!b->live || sys3(SYS_tgkill, pid, (long)b->tid, 0) != -ESRCH)
+            continue;
+        uint64_t cur = 0, zero[2] = { 0, 0 };
+        if (remote_copy(b->tp + QPT_TRACE_TCB_CUR, &cur, 8, 0) == 0) {
+            tr_flush(b, cur);
+            remote_copy(b->tp + QPT_TRACE_TCB_CUR, zero, 16, 1);
+        }
+        tr_mark(b, QPT_TRACE_END);
+        tr_close(b);
+    }
+    tr_unlock(r);
+}
+
+/* After a fork: in the child, the parent's buffers are the parent's (it writes them);
+ * this thread starts a file of its own at its next event. */
+static void
+trace_after_fork(void)
+{
+    tr_reg_t *r = tr_reg();
+    long pid = sys3(SYS_getpid, 0, 0, 0);
+    if (r == NULL || (uint64_t)pid == r->pid)
+        return;
+    r->lock = 0; /* another thread of the parent may have held it */
+    r->pid = (uint64_t)pid;
+    for (uint64_t i = 0; i < r->n; i++)
+        if (r->b[i].live)
+            tr_close(&r->b[i]);
+    tcb_set(0, 0);
+}
+
+/* In place of the dynamic linker's fini (atexit): it, then the buffers. */
+static void
+trace_fini(void)
+{
+    const qprt_params_t *p = &qprt_params;
+    uint64_t bias = (uint64_t)(uintptr_t)p - p->self;
+    qprt_state_t *st = (qprt_state_t *)(uintptr_t)(p->state + bias);
+    if (st->trace_fini != 0)
+        ((void (*)(void))(uintptr_t)st->trace_fini)();
+    trace_flush_all();
+}
+
+static void
+trace_start(const qprt_params_t *p, qprt_state_t *st, uint64_t *sp)
+{
+    tr_reg_t *r = tr_reg_make();
+    if (r == NULL) {
+        warn("trace", "no memory for the trace registry");
+        return;
+    }
+    r->id = p->id;
+    /* PROG.inst.qp (or $QP_PROFILE) without ".qp". */
+    size_t n = 0;
+    while (st->path[n] && n + 1 < PATH_CAP)
+        n++;
+    if (n > 3 && mem_eq(st->path + n - 3, ".qp", 3))
+        n -= 3;
+    mem_copy(r->base, st->path, n);
+    r->base[n] = '\0';
+    for (uint64_t i = 0; i < r->n && r->base[0]; i++) /* threads that ran before */
+        if (r->b[i].live && r->b[i].fd < 0)
+            tr_open_file(r, &r->b[i]);
+    /* The dynamic linker's fini function is in %rdx at the entry (saved by qprt_start
+     * six words below the initial stack); __libc_start_main registers it with atexit. */
+    st->trace_fini = sp[-6];
+    sp[-6] = (uint64_t)(uintptr_t)&trace_fini;
+    /* A static program's code runs before glibc sets %fs: give it a control block
+     * until then (its first word points to itself, as glibc's does). */
+    uint64_t fs = 0;
+    if (sys3(SYS_arch_prctl, ARCH_GET_FS, (long)&fs, 0) == 0 && fs == 0) {
+        long t = sys6(SYS_mmap, 0, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+                      -1, 0);
+        if (!is_err(t)) {
+            *(uint64_t *)(uintptr_t)t = (uint64_t)t;
+            sys3(SYS_arch_prctl, ARCH_SET_FS, t, 0);
+        }
+    }
 }

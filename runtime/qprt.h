@@ -20,6 +20,8 @@
 #define QPRT_THREAD_OFF 640u /* blob offset of the thread hook (called before thread starts) */
 #define QPRT_EXEC_OFF 768u  /* blob offset of the exec hook (called after an exec returned:
                              * it failed, and the dump taken before it is cancelled) */
+#define QPRT_TRACE_OFF 1024u /* blob offset of the trace buffer refill (called by trace
+                              * snippets as a SysV function, no arguments) */
 #define QPRT_LIBINIT_OFF 896u /* blob offset of a shared library's start: its DT_INIT,
                                * called as init(argc, argv, envp) by the dynamic linker */
 
@@ -37,6 +39,8 @@ enum {
                                   * the process (a libc: pthread_create's entry and the
                                   * fork system calls are hooked): they act for every
                                   * module of the process (runtime/qprt.c, registry) */
+    QPRT_F_TRACE = 1u << 5,      /* control-flow tracing: per-thread trace buffers and
+                                  * files (driver/qpt_trace_format.h) */
 };
 #define QPRT_STATE_SIZE 4096u /* the runtime's writable page, just before counter 0 */
 

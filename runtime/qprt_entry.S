@@ -130,4 +130,18 @@ qprt_lib_start:
     jz      1f
     jmp     *%rax
 1:  ret
+
+    .section .qprt.trace,"ax"
+    .globl qprt_trace_refill_entry
+    .hidden qprt_trace_refill_entry
+/* A trace record's call when its thread's buffer is full or absent (ARCH_SN_TRACE_REC):
+ * every register and the flags kept (the runtime uses no vector registers). */
+qprt_trace_refill_entry:
+    SAVE_ALL
+    mov     %rsp, %rbx
+    and     $-16, %rsp
+    call    qprt_trace_refill
+    mov     %rbx, %rsp
+    RESTORE_ALL
+    ret
     .section .note.GNU-stack,"",@progbits

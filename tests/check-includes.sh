@@ -61,7 +61,7 @@ out=$(
         [ -f "$f" ] || continue
         forb="bfd.h sys/ptrace.h dis-asm.h"
         [ "$f" = report/qp_backtrace.c ] || forb="$forb libelf.h gelf.h elfutils/libdw.h dwarf.h"
-        check "$f" "arch/arch.h arch/qp_err.h cfg/cfg.h driver/qp_format.h driver/qp_desc.h report/*" \
+        check "$f" "arch/arch.h arch/qp_err.h cfg/cfg.h driver/qp_format.h driver/qp_desc.h driver/qpt_trace_format.h report/*" \
             "$forb"
     done
     for f in editor/*.[ch]; do
@@ -73,7 +73,7 @@ out=$(
     done
     # runtime/: freestanding, no system headers but the compiler's own.
     for f in runtime/*.[ch]; do
-        [ -f "$f" ] && check "$f" "runtime/qprt.h driver/qp_format.h" \
+        [ -f "$f" ] && check "$f" "runtime/qprt.h driver/qp_format.h driver/qpt_trace_format.h" \
             "stdio.h stdlib.h string.h unistd.h fcntl.h sys/mman.h bfd.h libelf.h"
     done
     for f in dynamic/*.[ch]; do
@@ -96,7 +96,7 @@ out=$(
             "bfd.h libelf.h gelf.h sys/ptrace.h dis-asm.h"
     done
     for f in tools/*.[ch]; do
-        [ -f "$f" ] && check "$f" "arch/arch.h arch/qp_err.h cfg/cfg.h editor/ed.h editor/elfw.h driver/drv.h driver/driver.h driver/qp_format.h driver/qp_desc.h report/qp_profile.h report/qp_flow.h report/qp_backtrace.h report/qp_report.h report/qp_callgraph.h dynamic/dyn.h include/qpt/qpt.h metrics/qm.h tools/*" \
+        [ -f "$f" ] && check "$f" "arch/arch.h arch/qp_err.h cfg/cfg.h editor/ed.h editor/elfw.h driver/drv.h driver/driver.h driver/qp_format.h driver/qp_desc.h report/qp_profile.h report/qp_flow.h report/qp_backtrace.h report/qp_report.h report/qp_callgraph.h report/qp_trace.h dynamic/dyn.h include/qpt/qpt.h metrics/qm.h tools/*" \
             "bfd.h libelf.h gelf.h sys/ptrace.h"
     done
 )

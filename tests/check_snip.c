@@ -318,6 +318,67 @@ START_TEST(test_snip_call)
 }
 END_TEST
 
+/* Control-flow trace records (ARCH_SN_TRACE_REC): appended at %fs:ARCH_TRACE_CUR while
+ * it is below %fs:ARCH_TRACE_LIM, else after a call of the refill (here a stub that moves
+ * the buffer to a second one); registers, flags and the red zone kept. */
+static uint64_t
+fs_word(int off)
+{
+    uint64_t v;
+    if (off == ARCH_TRACE_CUR)
+        __asm__ volatile("mov %%fs:0x38, %0" : "=r"(v));
+    else
+        __asm__ volatile("mov %%fs:0x40, %0" : "=r"(v));
+    return v;
+}
+
+static void
+fs_set(uint64_t cur, uint64_t lim)
+{
+    __asm__ volatile("mov %0, %%fs:0x38\n\tmov %1, %%fs:0x40" : : "r"(cur), "r"(lim) : "memory");
+}
+
+START_TEST(test_snip_trace_rec)
+{
+    _Static_assert(ARCH_TRACE_CUR == 0x38 && ARCH_TRACE_LIM == 0x40, "the words tested");
+    uint64_t old_cur = fs_word(ARCH_TRACE_CUR), old_lim = fs_word(ARCH_TRACE_LIM);
+    uint32_t *buf1 = (uint32_t *)(page + DATA), *buf2 = (uint32_t *)(page + DATA + 64);
+    /* The refill stub, after the snippet's code: push %rax; movabs $buf2,%rax;
+     * mov %rax,%fs:0x38; lea 16(%rax),%rax; mov %rax,%fs:0x40; pop %rax; ret */
+    uint8_t *stub = page + 0x1000;
+    uint8_t code[] = { 0x50, 0x48, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0,
+                       0x64, 0x48, 0x89, 0x04, 0x25, 0x38, 0, 0, 0,
+                       0x48, 0x8d, 0x40, 0x10,
+                       0x64, 0x48, 0x89, 0x04, 0x25, 0x40, 0, 0, 0,
+                       0x58, 0xc3 };
+    uint64_t b2 = (uint64_t)(uintptr_t)buf2;
+    memcpy(code + 3, &b2, 8);
+    memcpy(stub, code, sizeof(code));
+    sn_t s = { .n = 0 };
+    uint32_t r = cnst(&s, (int64_t)(uintptr_t)stub);
+    uint32_t root = node(&s, ARCH_SN_TRACE_REC, r, ARCH_SNIP_NONE, 0xabcd1234);
+    memset(buf1, 0, 128);
+    fs_set((uint64_t)(uintptr_t)buf1, (uint64_t)(uintptr_t)(buf1 + 2));
+    for (int i = 0; i < 3; i++) {
+        uint64_t regs[18];
+        init_regs(regs, 0x8d5 | 0x2);
+        run_ctx(&s, root, &anywhere, regs);
+    }
+    uint64_t cur = fs_word(ARCH_TRACE_CUR);
+    fs_set(old_cur, old_lim);
+    ck_assert_uint_eq(buf1[0], 0xabcd1234);
+    ck_assert_uint_eq(buf1[1], 0xabcd1234);
+    ck_assert_uint_eq(buf1[2], 0); /* the limit: the third went to the refilled buffer */
+    ck_assert_uint_eq(buf2[0], 0xabcd1234);
+    ck_assert_uint_eq(cur, (uint64_t)(uintptr_t)(buf2 + 1));
+    /* The refill must be constant and in reach; the record 4 bytes. */
+    sn_t t = { .n = 0 };
+    uint32_t bad = node(&t, ARCH_SN_TRACE_REC, node(&t, ARCH_SN_SP, ARCH_SNIP_NONE,
+                                                    ARCH_SNIP_NONE, 0), ARCH_SNIP_NONE, 1);
+    ck_assert_int_eq(arch_snip_check(t.v, t.n, bad, &anywhere, NULL, 0), QP_EINVAL);
+}
+END_TEST
+
 /* The return value where one exists; dead registers are used without being saved. */
 START_TEST(test_snip_retval_dead)
 {
@@ -679,6 +740,7 @@ snip_suite(void)
     tcase_add_test(tc, test_snip_key_slot);
     tcase_add_test(tc, test_snip_at_and_cpu);
     tcase_add_test(tc, test_snip_sp_cycles);
+    tcase_add_test(tc, test_snip_trace_rec);
     suite_add_tcase(s, tc);
     return s;
 }

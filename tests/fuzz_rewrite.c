@@ -56,7 +56,8 @@ rewrite(const cfg_prog_t *prog, const char *input, const char *output, const drv
             drv_inc_t inc;
             drv_choose_inc(prog, &res, -1, &inc);
             ed_plan_set_inc_mode(plan, inc.mode);
-            instr = (elfw_instr_t) { res.ncounters, inc.lock_at_start, describe, &res, NULL, NULL, inc.watcher };
+            instr = (elfw_instr_t) { .ncounters = res.ncounters, .lock_at_start = inc.lock_at_start,
+                                     .describe = describe, .arg = &res, .watcher = inc.watcher };
         }
     }
     char err[512];

@@ -182,7 +182,7 @@ parse_args(int argc, char **argv, qp_args_t *a)
             printf("qp (%s) %s\n", PACKAGE_NAME, PACKAGE_VERSION);
             return -1;
         }
-        return argc < 2 ? usage_error("missing command (report, merge or metrics)", NULL)
+        return argc < 2 ? usage_error("missing command (report, merge, metrics or trace)", NULL)
                         : usage_error("unknown command", argv[1]);
     }
     int c, rc = 0;
@@ -935,6 +935,8 @@ main(int argc, char **argv)
 {
     if (argc >= 2 && strcmp(argv[1], "metrics") == 0)
         return qp_metrics_main(argc, argv);
+    if (argc >= 2 && strcmp(argv[1], "trace") == 0)
+        return qp_trace_main(argc, argv);
     qp_args_t a;
     int rc = parse_args(argc, argv, &a);
     if (rc < 0)

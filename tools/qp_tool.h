@@ -83,6 +83,9 @@ int qp_print_pprof(FILE *f, const qp_inputs_t *in);
 /* qp metrics (qp_metrics.c): ARGV[1] is "metrics". Returns the exit status. */
 int qp_metrics_main(int argc, char **argv);
 
+/* qp trace (qp_trace.c): block traces of --driver=trace and trace-naive programs. */
+int qp_trace_main(int argc, char **argv);
+
 /* The source file (DWARF) of procedure PROC's entry, or NULL. */
 const char *qp_proc_module(const qp_inputs_t *in, uint32_t proc);
 

@@ -44,7 +44,8 @@ usage(FILE *f)
             "\n"
             "Options:\n"
             "  -o, --output=FILE      write the rewritten executable to FILE\n"
-            "      --driver=NAME      measurement: qp (edge profiling, default), naive, none\n"
+            "      --driver=NAME      measurement: qp (edge profiling, default), naive, none;\n"
+            "                         trace (control-flow trace, qp trace), trace-naive\n"
             "      --atomic           counters with locked increments (the default when\n"
             "                         the program can start threads)\n"
             "      --no-atomic        plain increments even then (faster; counts may be\n"
@@ -187,6 +188,41 @@ describe(void *arg, const ed_plan_t *plan, uint64_t counters, uint8_t **desc, si
     return drv_describe(arg, plan, counters, desc, len, id);
 }
 
+/*****************************************************************************
+ * Control-flow tracing (--driver=trace, --driver=trace-naive): the driver's result and
+ * the events (drv_trace.c) for the elfw_instr_t callbacks.
+ */
+typedef struct trace_ctx {
+    drv_result_t *res;
+    drv_trace_t *tr;
+} trace_ctx_t;
+
+static int
+trace_placed(void *arg, const struct ed_plan *plan, uint64_t counters)
+{
+    trace_ctx_t *c = arg;
+    QP_CHECK(drv_indirect_place(c->res, (ed_plan_t *)plan, counters));
+    return drv_trace_place(c->tr, c->res, (ed_plan_t *)plan, elfw_trace_refill(plan));
+}
+
+static int
+trace_describe(void *arg, const ed_plan_t *plan, uint64_t counters, uint8_t **desc,
+               size_t *len, uint64_t *id)
+{
+    trace_ctx_t *c = arg;
+    QP_CHECK(drv_describe(c->res, plan, counters, desc, len, id));
+    drv_trace_set_id(c->tr, *id);
+    return 0;
+}
+
+static int
+trace_section(void *arg, const char **name, uint8_t **bytes, size_t *len)
+{
+    trace_ctx_t *c = arg;
+    *name = ".qpt.trace";
+    return drv_trace_section(c->tr, bytes, len);
+}
+
 /*
  * The edge counts of the profile PATH (read through report/) into W, for the driver.
  * Returns 0 or QP_E* with one line in WHY.
@@ -228,6 +264,9 @@ rewrite(const cfg_prog_t *prog, const char *input, const char *output, const cha
     elfw_instr_t instr = { 0 };
     drv_weights_t w = { 0 };
     drv_inc_t inc = { 0 };
+    const int tracing = drv == &drv_trace_ops || drv == &drv_trace_naive_ops;
+    trace_ctx_t tctx = { &res, NULL };
+    uint32_t ntraced = 0;
     int rc;
     if (weights != NULL) {
         char why[600];
@@ -272,11 +311,18 @@ rewrite(const cfg_prog_t *prog, const char *input, const char *output, const cha
         if (drv != NULL) {
             progress("placing counters");
             rc = drv_run(drv, prog, plan, weights ? &w : NULL, &res);
-            if (rc == 0 && call_targets)
+            if (rc == 0 && call_targets && !tracing)
                 rc = drv_indirect_tables(&res, prog);
+            drv_trace_free(tctx.tr);
+            tctx.tr = NULL;
+            if (rc == 0 && tracing)
+                rc = drv_trace_plan(prog, &res, drv == &drv_trace_naive_ops, weights ? &w : NULL,
+                                    &tctx.tr, &ntraced);
             if (rc < 0 || (rc = ed_plan_set_probes(plan, res.probes, res.nprobes)) < 0) {
                 ed_plan_destroy(plan);
                 drv_result_free(&res);
+                drv_trace_free(tctx.tr);
+                tctx.tr = NULL;
                 drv_weights_free(&w);
                 tool_names_free(&leave);
                 return fail_input(input, rc);
@@ -284,8 +330,20 @@ rewrite(const cfg_prog_t *prog, const char *input, const char *output, const cha
             drv_choose_inc(prog, &res, atomic, &inc);
             ed_plan_set_inc_mode(plan, inc.mode);
             res.pie = (prog->img->flags & CFG_IMG_PIE) != 0;
-            instr = (elfw_instr_t) { res.ncounters, inc.lock_at_start, describe, &res,
-                                     place_indirect, &res, inc.watcher };
+            instr = (elfw_instr_t) { .ncounters = res.ncounters,
+                                     .lock_at_start = inc.lock_at_start,
+                                     .describe = describe, .arg = &res,
+                                     .placed = place_indirect, .placed_arg = &res,
+                                     .watcher = inc.watcher };
+            if (tracing) {
+                instr.describe = trace_describe;
+                instr.arg = &tctx;
+                instr.placed = trace_placed;
+                instr.placed_arg = &tctx;
+                instr.trace = 1;
+                instr.section = trace_section;
+                instr.section_arg = &tctx;
+            }
         }
         err[0] = '\0';
         progress("relocating and writing");
@@ -302,6 +360,8 @@ rewrite(const cfg_prog_t *prog, const char *input, const char *output, const cha
         stay[nstay++] = st.unwind_fail;
         ed_plan_destroy(plan);
         drv_result_free(&res);
+        drv_trace_free(tctx.tr);
+        tctx.tr = NULL;
         memset(&res, 0, sizeof(res));
     }
     drv_weights_free(&w);
@@ -310,6 +370,8 @@ rewrite(const cfg_prog_t *prog, const char *input, const char *output, const cha
         fprintf(stderr, "%s: %s: %s\n", prog_name, input, err[0] ? err : qp_strerror(rc));
         ed_plan_destroy(plan);
         drv_result_free(&res);
+        drv_trace_free(tctx.tr);
+        tctx.tr = NULL;
         return EXIT_INPUT;
     }
     if (st.setid_dropped)
@@ -367,8 +429,17 @@ rewrite(const cfg_prog_t *prog, const char *input, const char *output, const cha
                 res.nexit_hooks, res.nfork_hooks);
         static const char *const mode[] = { "plain increments", "locked increments",
                                             "switchable increments" };
-        fprintf(stderr, "%s: %s: counters: %s (%s); %u thread hooks\n", prog_name, output,
-                mode[inc.mode], inc.why, res.nthread_hooks);
+        if (tracing) {
+            size_t npoints = 0;
+            uint32_t nevents = 0;
+            drv_trace_stats(tctx.tr, &npoints, &nevents);
+            fprintf(stderr, "%s: %s: trace: %u procedures traced (%u not); %zu record "
+                    "points, %u events described in .qpt.trace; each thread writes "
+                    "%s.trace.TID (qp trace blocks)\n", prog_name, output, ntraced,
+                    res.nmeasured - ntraced, npoints, nevents, output);
+        } else
+            fprintf(stderr, "%s: %s: counters: %s (%s); %u thread hooks\n", prog_name, output,
+                    mode[inc.mode], inc.why, res.nthread_hooks);
         if (res.nfork_unseen > 0 && verbose)
             fprintf(stderr, "%s: %s: %u call%s or system call%s that may fork are in code "
                     "left in place: a child forked there counts into its parent's counters\n",
@@ -377,6 +448,8 @@ rewrite(const cfg_prog_t *prog, const char *input, const char *output, const cha
     }
     ed_plan_destroy(plan);
     drv_result_free(&res);
+        drv_trace_free(tctx.tr);
+        tctx.tr = NULL;
     return 0;
 }
 
@@ -732,8 +805,10 @@ main(int argc, char **argv)
         return EXIT_USAGE;
     }
     const char *input = argv[optind];
-    if (strcmp(driver, "qp") != 0 && strcmp(driver, "naive") != 0 && strcmp(driver, "none") != 0) {
-        fprintf(stderr, "%s: --driver: unknown driver '%s' (qp, naive, none)\n", prog_name, driver);
+    if (strcmp(driver, "qp") != 0 && strcmp(driver, "naive") != 0 && strcmp(driver, "none") != 0
+        && strcmp(driver, "trace") != 0 && strcmp(driver, "trace-naive") != 0) {
+        fprintf(stderr, "%s: --driver: unknown driver '%s' (qp, naive, trace, trace-naive, none)\n",
+                prog_name, driver);
         return EXIT_USAGE;
     }
     if (dump == DUMP_DOT && proc == NULL) {

@@ -1,0 +1,133 @@
+#!/bin/bash
+# Copyright 2026 the qpt authors
+# SPDX-License-Identifier: MIT
+#
+# Control-flow tracing (issue 17): the chord tracer (--driver=trace) against the naive
+# one (--driver=trace-naive, a 4-byte record per block run) on the overhead workloads
+# (bench/workloads.sh builds them): lua5.4 running bench/bench.lua, bzip2 -9 on the
+# small generated text, sqlite's speedtest1 --memdb.
+#   bytes/block   trace bytes written per block run (blocks: the naive trace's records)
+#   time          medians of ROUNDS runs: wall time, and cpu time (user + sys), and the
+#                 cpu time added to native's
+# The chord trace is checked against the naive one: `qp trace stats` must regenerate as
+# many blocks with the same hash of their sequence, and no mark - on bzip2 and sqlite;
+# lua seeds its string hashes from the clock and from addresses (luai_makeseed), so two
+# runs differ by a few blocks: its check is the count, within 0.001%. Runs are made
+# without address randomization (setarch -R), the binaries in folders of one length.
+# "trace+w": the chord tracer whose silent ways out come from a qp profile of the same
+# run (--weights; the best a profile can do), besides the static layout heuristic.
+# Targets (issue 17): >= 5x fewer bytes and >= 2x less added time than naive.
+# Environment: ROUNDS (5), LUA_SCALE (2), SQLITE_SIZE (10), WORKLOADS ("lua bzip2 sqlite").
+# Usage: bench/trace.sh [DIR [qpt-rewrite [qp]]]
+set -eu
+BENCH=$(cd "$(dirname "$0")" && pwd)
+DIR=${1:-${QPT_BENCH_DIR:-bench-workloads}}
+QPT=${2:-tools/qpt-rewrite}
+QP=${3:-tools/qp}
+ROUNDS=${ROUNDS:-5}
+LUA_SCALE=${LUA_SCALE:-2}
+SQLITE_SIZE=${SQLITE_SIZE:-10}
+WORKLOADS=${WORKLOADS:-lua bzip2 sqlite}
+die() { echo "trace-bench: $*" >&2; exit 1; }
+[ -x "$QPT" ] && [ -x "$QP" ] || die "usage: $0 [DIR [qpt-rewrite [qp]]]"
+QPT=$(cd "$(dirname "$QPT")" && pwd)/$(basename "$QPT")
+QP=$(cd "$(dirname "$QP")" && pwd)/$(basename "$QP")
+"$BENCH/workloads.sh" "$DIR" >"${TMPDIR:-/tmp}/qpt-workloads.$$.log" 2>&1 ||
+    { cat "${TMPDIR:-/tmp}/qpt-workloads.$$.log" >&2; die "bench/workloads.sh $DIR failed"; }
+rm -f "${TMPDIR:-/tmp}/qpt-workloads.$$.log"
+DIR=$(cd "$DIR" && pwd)
+T=$(mktemp -d "${TMPDIR:-/tmp}/qpt-trace.XXXXXX")
+trap 'rm -rf "$T"' EXIT
+
+prog_of() { case $1 in lua) echo lua ;; bzip2) echo bzip2 ;; sqlite) echo speedtest1 ;; esac; }
+args() {
+    case $1 in
+    lua) ARGS=("$DIR/inputs/bench.lua" "$LUA_SCALE") ;;
+    bzip2) ARGS=(-9 -c "$DIR/inputs/bzip2-small.txt") ;;
+    sqlite) ARGS=(--memdb --verify --size "$SQLITE_SIZE") ;;
+    esac
+}
+NORAND=
+setarch "$(uname -m)" -R true 2>/dev/null && NORAND="setarch $(uname -m) -R"
+median() { sort -g | awk '{v[NR] = $1} END {print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}'; }
+
+# run BIN OUT: one run, trace files and profile under $T/run; "wall cpu" seconds on
+# stdout (cpu: user + sys, writing the trace included; steadier than wall time when
+# other work shares the machine).
+run() {
+    rm -rf "$T/run"
+    mkdir -p "$T/run"
+    QP_PROFILE=$T/run/p.qp /usr/bin/time -f '%e %U %S' -o "$T/time" $NORAND "$1" "${ARGS[@]}" \
+        >"$2" 2>/dev/null </dev/null || true
+    awk '{printf "%s %.3f\n", $1, $2 + $3}' "$T/time"
+}
+
+command -v /usr/bin/time >/dev/null || die "needs /usr/bin/time (apt-get install time)"
+printf '%-7s %-12s %9s %11s %7s %7s %8s %11s\n' workload variant "bytes/blk" bytes "wall s" "cpu s" \
+    "added" "vs naive"
+for wl in $WORKLOADS; do
+    p=$(prog_of "$wl")
+    args "$wl"
+    native=$DIR/native/$p
+    mkdir -p "$T/qp" "$T/v1" "$T/v2" "$T/v3"
+    "$QPT" "$native" -o "$T/qp/$p" >/dev/null 2>&1 || die "$wl: qp rewrite failed"
+    QP_PROFILE=$T/qp/$p.qp "$T/qp/$p" "${ARGS[@]}" >/dev/null 2>&1 </dev/null
+    "$QPT" --driver=trace-naive "$native" -o "$T/v1/$p" >/dev/null 2>&1 || die "$wl: trace-naive rewrite failed"
+    "$QPT" --driver=trace "$native" -o "$T/v2/$p" >/dev/null 2>&1 || die "$wl: trace rewrite failed"
+    "$QPT" --driver=trace --weights "$T/qp/$p.qp" "$native" -o "$T/v3/$p" >/dev/null 2>&1 ||
+        die "$wl: trace --weights rewrite failed"
+    "$native" "${ARGS[@]}" >"$T/native.out" 2>/dev/null </dev/null
+    [ "$wl" = sqlite ] && sed -E -i 's/ +[0-9]+\.[0-9]+s$//' "$T/native.out"
+    declare -A wall cpu bytes
+    for v in native trace-naive trace trace+w; do
+        case $v in
+        native) bin=$native ;;
+        trace-naive) bin=$T/v1/$p ;;
+        trace) bin=$T/v2/$p ;;
+        *) bin=$T/v3/$p ;;
+        esac
+        ts=() cs=()
+        for r in $(seq 0 "$ROUNDS"); do # round 0: warm-up, and the checks
+            read -r t c < <(run "$bin" "$T/out")
+            [ "$r" -eq 0 ] || ts+=("$t")
+            [ "$r" -eq 0 ] || cs+=("$c")
+            [ "$r" -eq 0 ] || continue
+            [ "$wl" = sqlite ] && sed -E -i 's/ +[0-9]+\.[0-9]+s$//' "$T/out"
+            cmp -s "$T/out" "$T/native.out" || die "$wl: $v: output differs from native's"
+            [ $v = native ] && continue
+            bytes[$v]=$(cat "$T"/run/p.trace.* | wc -c)
+            "$QP" trace stats "$bin" "$T"/run/p.trace.* >"$T/$v.stats" || die "$wl: $v: qp trace stats failed"
+        done
+        wall[$v]=$(printf '%s\n' "${ts[@]}" | median)
+        cpu[$v]=$(printf '%s\n' "${cs[@]}" | median)
+    done
+    blocks=$(awk '{for (i = 1; i <= NF; i++) if ($(i + 1) == "blocks,") s += $i} END {print s}' "$T/trace-naive.stats")
+    for v in trace trace+w; do
+        # Equal block sequences, nothing marked.
+        grep -q ' 0 marks' "$T/$v.stats" || die "$wl: $v: marks: $(cat "$T/$v.stats")"
+        if [ "$wl" = lua ]; then
+            b=$(awk '{for (i = 1; i <= NF; i++) if ($(i + 1) == "blocks,") s += $i} END {print s}' "$T/$v.stats")
+            awk -v a="$blocks" -v b="$b" 'BEGIN {d = a - b; if (d < 0) d = -d; exit !(d <= a / 100000)}' ||
+                die "$wl: $v: $b blocks regenerated, the naive trace has $blocks"
+            continue
+        fi
+        a=$(grep -o 'blocks hash [0-9a-f]*' "$T/trace-naive.stats" | sort | tr '\n' ' ')
+        b=$(grep -o 'blocks hash [0-9a-f]*' "$T/$v.stats" | sort | tr '\n' ' ')
+        [ "$a" = "$b" ] || die "$wl: $v: the regenerated blocks differ from the naive trace's ($a / $b)"
+    done
+    for v in native trace-naive trace trace+w; do
+        added=$(echo "${cpu[$v]} - ${cpu[native]}" | bc -l)
+        if [ $v = native ]; then
+            printf '%-7s %-12s %9s %11s %7.3f %7.3f %8s %11s\n' "$wl" "$v" - - "${wall[$v]}" "${cpu[$v]}" - -
+            continue
+        fi
+        nadded=$(echo "${cpu[trace-naive]} - ${cpu[native]}" | bc -l)
+        printf '%-7s %-12s %9.3f %11d %7.3f %7.3f %8.3f %11s\n' "$wl" "$v" \
+            "$(echo "${bytes[$v]} / $blocks" | bc -l)" "${bytes[$v]}" "${wall[$v]}" "${cpu[$v]}" \
+            "$added" "$(awk -v a="${bytes[trace-naive]}" -v b="${bytes[$v]}" -v x="$nadded" -v y="$added" \
+                'BEGIN {printf "%.1fx/%s", a / b, (y > 0.001 ? sprintf("%.1fx", x / y) : "-")}')"
+    done
+    echo "$wl: $blocks blocks run; added: cpu s over native's; 'vs naive': bytes and added cpu time, naive's / this one's; the chord traces regenerate the naive one exactly"
+    unset wall cpu bytes
+    rm -rf "$T/qp" "$T/v1" "$T/v2" "$T/v3" "$T/run"
+done

@@ -1,0 +1,1079 @@
+/* Copyright 2026 the qpt authors
+ * SPDX-License-Identifier: MIT */
+
+/*
+ * Control-flow tracing (seed 004, sections 1-2): record which way the program went only
+ * where the CFG cannot say it, and regenerate every block it ran offline
+ * (report/qp_trace.c). The format is driver/qpt_trace_format.h.
+ *
+ * trace-naive: every block records its BLOCK event (the baseline, and the oracle).
+ *
+ * trace: in every traced procedure each block with several ways out keeps its heaviest
+ * way (loop depth x cost of a probe there, as qp's spanning tree weighs edges) silent:
+ * the "tree" edge. Every other way out records a CHORD event, except ways into blocks
+ * that record a BLOCK event themselves (targets of jump tables and indirect jumps, where
+ * no probe can go on the edge, and blocks entered from outside: landing pads). Between
+ * two events the path is then unique: from a block, take the edge the next event names
+ * when it leaves this block, else the tree edge. Calls: a direct call of a traced
+ * procedure needs nothing (the callee is known, and a return is a return); a procedure
+ * that may be entered otherwise (address taken, the entry point, no direct caller)
+ * records ENTER at its entry, so that calls through pointers and callbacks name their
+ * callee; a call of code that is not traced (a PLT stub, a library, a pointer), of a
+ * procedure that may end in such code (a tail jump out), or of setjmp-like functions
+ * records RETURNED after it, so that callbacks made meanwhile and a second return
+ * (longjmp) are placed. Exceptions land on landing pads, which record BLOCK.
+ *
+ * Each event is a snippet (arch_snip_t): the thread's cursor and limit sit in two
+ * words of glibc's thread control block (%fs:0x38 and %fs:0x40, tcbhead_t's
+ * unused_vgetcpu_cache, which glibc never reads or writes on x86-64): the event id is
+ * stored at the cursor and the cursor advances; a full (or absent) buffer calls the
+ * runtime's refill (runtime/qprt.c), which writes it to the thread's trace file. The
+ * flags are saved only where they are live (the probe's save_flags, from the graph's
+ * liveness); the snippet compiler keeps every register it uses.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "driver/driver.h"
+#include "driver/qpt_trace_format.h"
+
+/* Names the drivers answer to (drv_find); they place no counter themselves. */
+static int
+trace_place_none(drv_graph_t *g, drv_result_t *res, const char **why)
+{
+    (void)g;
+    (void)res;
+    (void)why;
+    return 0;
+}
+
+const drv_ops_t drv_trace_ops = { "trace", QP_DRIVER_NAIVE, trace_place_none };
+const drv_ops_t drv_trace_naive_ops = { "trace-naive", QP_DRIVER_NAIVE, trace_place_none };
+
+/* A place where an event is recorded. */
+typedef struct trace_point {
+    uint64_t addr;
+    uint8_t at;     /* ed_at_t */
+    uint8_t save;   /* flags live */
+    uint8_t entry;  /* ED_PROBE_ENTRY (an ENTER) */
+    uint8_t pad;
+    uint32_t event;
+} trace_point_t;
+
+struct drv_trace {
+    int naive;
+    uint64_t id;
+    qpt_trace_proc_t *procs;
+    uint32_t nprocs;
+    qpt_trace_block_t *blocks;
+    uint32_t nblocks;
+    qpt_trace_edge_t *edges;
+    uint32_t nedges;
+    qpt_trace_event_t *events;
+    uint32_t nevents;
+    trace_point_t *pts;
+    size_t npts;
+    arch_snip_t *nodes;
+    ed_snippet_t *snips;
+    size_t blocks_cap, edges_cap, events_cap, pts_cap;
+};
+
+#define NONE QPT_TRACE_NONE
+
+static int
+grow(void **v, size_t *cap, size_t n, size_t sz)
+{
+    if (n < *cap)
+        return 0;
+    size_t nc = *cap ? *cap * 2 : 256;
+    void *nv = realloc(*v, nc * sz);
+    if (nv == NULL)
+        return QP_ENOMEM;
+    *v = nv;
+    *cap = nc;
+    return 0;
+}
+
+static int
+add_event(drv_trace_t *t, uint32_t kind, uint32_t a, uint32_t *id)
+{
+    if (t->nevents >= QPT_TRACE_MAXEVENTS)
+        return QP_ERANGE;
+    QP_CHECK(grow((void **)&t->events, &t->events_cap, t->nevents, sizeof(qpt_trace_event_t)));
+    t->events[t->nevents] = (qpt_trace_event_t) { kind, a };
+    *id = t->nevents++;
+    return 0;
+}
+
+static int
+add_point(drv_trace_t *t, uint64_t addr, int at, int save, int entry, uint32_t event)
+{
+    QP_CHECK(grow((void **)&t->pts, &t->pts_cap, t->npts, sizeof(trace_point_t)));
+    t->pts[t->npts++] = (trace_point_t) { .addr = addr, .at = (uint8_t)at, .save = (uint8_t)save,
+                                          .entry = (uint8_t)entry,
+                                          .event = event };
+    return 0;
+}
+
+static int
+cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* NAME without "@plt" is one of NAMES. */
+static int
+name_is(const char *name, const char *const *names)
+{
+    size_t n = strlen(name);
+    if (n > 4 && strcmp(name + n - 4, "@plt") == 0)
+        n -= 4;
+    for (; *names; names++)
+        if (strlen(*names) == n && strncmp(name, *names, n) == 0)
+            return 1;
+    return 0;
+}
+
+static const char *const twice_names[] = { "setjmp", "_setjmp", "__sigsetjmp", "sigsetjmp",
+                                           "vfork", "savectx", "getcontext", NULL };
+
+/* The weight of keeping edge E silent: how often it runs (10 per loop level) times what a
+ * probe on it would cost (a stub for a taken branch, a flags save). */
+static double
+edge_weight(const drv_graph_t *g, const drv_edge_t *e)
+{
+    const cfg_block_t *b = g->prog->blocks + g->first;
+    uint32_t X = g->nblocks;
+    unsigned df = e->from == X ? 0 : b[e->from].loop_depth;
+    unsigned dt = e->to == X ? df : b[e->to].loop_depth;
+    unsigned d = df < dt ? df : dt;
+    double w = 1;
+    int64_t c = -1;
+    if (g->weights != NULL) /* --weights: the counts of an earlier run */
+        c = drv_weights_get(g->weights, e->from == X ? 0 : b[e->from].start,
+                            e->to == X ? 0 : b[e->to].start, e->kind);
+    if (c >= 0)
+        w = (double)c + 1;
+    else
+        for (unsigned i = 0; i < d && i < 30; i++)
+            w *= 10;
+    double cost = 1.0;
+    if (e->place == DRV_PLACE_TAKEN)
+        cost += 1.0;
+    if (e->save_flags)
+        cost += 3.0;
+    return w * cost;
+}
+
+/* The probe-cost factor edge_weight put into its weight (to take it out again). */
+static double
+edge_cost(const drv_edge_t *e)
+{
+    double cost = 1.0;
+    if (e->place == DRV_PLACE_TAKEN)
+        cost += 1.0;
+    if (e->save_flags)
+        cost += 3.0;
+    return cost;
+}
+
+/*
+ * How much keeping edge ED (out of block I) silent saves: how often it runs, estimated
+ * from loop depth, and - between the ways out of one block - the compiler's layout: the
+ * way it falls through to is the likely one, except that a branch back (a loop's) is
+ * likely taken. A record costs the same wherever it goes, so unlike qp's spanning tree
+ * the cost of a probe only breaks ties.
+ */
+static double
+silent_weight(const drv_graph_t *g, uint32_t i, const drv_edge_t *ed)
+{
+    double w = edge_weight(g, ed);
+    const cfg_block_t *b = &g->prog->blocks[g->first + i];
+    double like = 1.0;
+    if (g->last_kind[i] == ARCH_KIND_JCC && ed->cfg_edge != CFG_NONE && g->weights == NULL) {
+        const cfg_edge_t *ce = &g->prog->edges[ed->cfg_edge];
+        int backward = g->last_target[i] != 0 && g->last_target[i] <= b->start;
+        int taken = ce->kind == CFG_EDGE_TAKEN
+            || (ed->to == g->nblocks && ce->target == g->last_target[i]);
+        like = taken == backward ? 4.0 : 1.0;
+    }
+    double cost = ed->place == DRV_PLACE_TAKEN ? 1.01 : 1.0;
+    return w / (ed->save_flags ? 1.02 : 1.0) * like * cost / (edge_cost(ed));
+}
+
+/* Per traced procedure, what the first pass found. */
+typedef struct tproc {
+    drv_graph_t g;
+    uint32_t prog_proc;
+    uint8_t *blockev;   /* per local block */
+    uint32_t *tree;     /* per local block: graph edge index, or NONE */
+    uint32_t first;     /* its first block in the description */
+    uint32_t flags;     /* QPT_TP_* */
+} tproc_t;
+
+/* C library functions that never call the program back (no callbacks, no hooks): a call
+ * of one through the PLT needs no RETURNED, and a tail jump to one is a return. */
+static const char *const leaf_names[] = {
+    "memcpy", "memmove", "memset", "memcmp", "memchr", "memrchr", "rawmemchr", "bcmp",
+    "strlen", "strnlen", "strcmp", "strncmp", "strcasecmp", "strncasecmp", "strcpy",
+    "strncpy", "stpcpy", "stpncpy", "strcat", "strncat", "strchr", "strrchr", "strstr",
+    "strspn", "strcspn", "strpbrk", "wcslen", "__memcpy_chk", "__memmove_chk",
+    "__memset_chk", "__strcpy_chk", "__strcat_chk", "__stpcpy_chk", "__strncpy_chk",
+    "malloc", "calloc", "realloc", "free", "posix_memalign", "aligned_alloc",
+    "malloc_usable_size", "__errno_location", "__ctype_b_loc", "__ctype_tolower_loc",
+    "__ctype_toupper_loc", "tolower", "toupper", "abs", "labs", "llabs", "sqrt", "exp",
+    "log", "log10", "pow", "floor", "ceil", "fmod", "sin", "cos", "tan", "atan", "atan2",
+    "ldexp", "frexp", "modf", "fabs", "trunc", "round", "clock_gettime", "gettimeofday",
+    "time", "getpid", "read", "write", "pthread_mutex_lock", "pthread_mutex_unlock",
+    "pthread_mutex_trylock", "pthread_self", NULL,
+};
+
+/* Is ADDR the PLT stub of a function of leaf_names? */
+static int
+leaf_plt(const cfg_prog_t *prog, uint64_t addr)
+{
+    const cfg_proc_t *p = addr ? cfg_proc_at(prog, addr) : NULL;
+    return p != NULL && p->entry == addr && (p->flags & CFG_PROC_PLT) && name_is(p->name, leaf_names);
+}
+
+/* Does the silent path stop on entering local block T (it records, or a call there
+ * makes the callee record before anything else of this procedure can)? */
+static int
+stops_at(const tproc_t *p, uint32_t t)
+{
+    const drv_graph_t *g = &p->g;
+    if (p->blockev[t] || g->last_kind[t] == ARCH_KIND_CALL_IND)
+        return 1;
+    /* a call of a C library leaf records nothing (leaf_plt) */
+    return g->last_kind[t] == ARCH_KIND_CALL && !leaf_plt(g->prog, g->last_target[t]);
+}
+
+/* Where the silent path goes from node V (a block, or X = nblocks: the entry, unless
+ * ENTER records it), or NONE when a record is needed there. */
+static uint32_t
+silent_next(const tproc_t *p, uint32_t v, int enter)
+{
+    const drv_graph_t *g = &p->g;
+    uint32_t X = g->nblocks, t;
+    if (v == X)
+        t = enter ? NONE : 0;
+    else if (p->tree[v] == NONE)
+        return NONE;
+    else {
+        const drv_edge_t *ed = &g->edges[p->tree[v]];
+        if (ed->to == X)
+            return ed->kind == CFG_EDGE_RETURN ? X : NONE; /* a tail call's callee records */
+        t = ed->to;
+    }
+    return t == NONE || stops_at(p, t) ? NONE : t;
+}
+
+/*
+ * Every cycle of silent edges gets a record (Ball and Larus: a cycle without an
+ * instrumented edge cannot be regenerated), the cycle through X too (an activation that
+ * records nothing could not be told from the next one): the cheapest tree edge of each
+ * cycle becomes a chord (its block then has no silent way out). 0, or DRV_NOT_MEASURED
+ * when a cycle has no edge a probe can go on.
+ */
+static int
+break_cycles(tproc_t *p, int enter)
+{
+    drv_graph_t *g = &p->g;
+    uint32_t X = g->nblocks, n = X + 1;
+    uint32_t *mark = calloc(n, sizeof(uint32_t)), *path = malloc(n * sizeof(uint32_t));
+    int rc = mark && path ? 0 : QP_ENOMEM;
+    for (uint32_t s0 = 0; rc == 0 && s0 < n; s0++) {
+        if (mark[s0])
+            continue;
+        uint32_t len = 0, v = s0;
+        while (v != NONE && !mark[v]) {
+            mark[v] = s0 + 1;
+            path[len++] = v;
+            v = silent_next(p, v, enter);
+        }
+        if (v == NONE || mark[v] != s0 + 1)
+            continue; /* ends, or joins a path already looked at */
+        uint32_t best = NONE;
+        double bw = 1e308;
+        for (uint32_t k = len; k-- > 0;) {
+            uint32_t b = path[k];
+            if (b != X) {
+                const drv_edge_t *ed = &g->edges[p->tree[b]];
+                double w = edge_weight(g, ed);
+                if (ed->place != DRV_PLACE_NONE && w < bw) {
+                    bw = w;
+                    best = b;
+                }
+            }
+            if (b == v)
+                break;
+        }
+        if (best == NONE) {
+            g->why = "a cycle of edges that no probe can go on";
+            rc = DRV_NOT_MEASURED;
+        } else
+            p->tree[best] = NONE;
+    }
+    free(mark);
+    free(path);
+    return rc;
+}
+
+/*
+ * Paths back into an activation of the same procedure: a recursive procedure's
+ * activation can return (silently) into another activation of it - its caller, or a
+ * caller further down through other procedures of its recursion - which goes on from
+ * the call's return site. If that path can reach a block silently, a record made there
+ * would not say which activation made it. So no silent path may lead from the return
+ * site of a call of a recursive procedure (RECURSIVE, by program procedure; NULL: every
+ * direct call) to X: the cheapest edge of each becomes a chord. 0 or DRV_NOT_MEASURED.
+ */
+static int
+break_returns(tproc_t *p, const cfg_prog_t *prog, const uint8_t *recursive)
+{
+    drv_graph_t *g = &p->g;
+    uint32_t X = g->nblocks;
+    uint32_t *path = malloc((X + 1) * sizeof(uint32_t)), *seen = calloc(X + 1, sizeof(uint32_t));
+    int rc = path && seen ? 0 : QP_ENOMEM;
+    for (uint32_t c = 0; rc == 0 && c < X; c++) {
+        if (g->last_kind[c] != ARCH_KIND_CALL || p->tree[c] == NONE)
+            continue;
+        const cfg_proc_t *cp = g->last_target[c] ? cfg_proc_at(prog, g->last_target[c]) : NULL;
+        if (cp == NULL || cp->entry != g->last_target[c]
+            || (recursive != NULL && !recursive[cp - prog->procs]))
+            continue;
+        const drv_edge_t *ce = &g->edges[p->tree[c]];
+        if (ce->to == X || stops_at(p, ce->to))
+            continue;
+        /* Follow the silent path from the return site (c + 1 stamps this walk). */
+        uint32_t len = 0, v = ce->to;
+        while (v != NONE && v != X && seen[v] != c + 1) {
+            seen[v] = c + 1;
+            path[len++] = v;
+            v = silent_next(p, v, 1);
+        }
+        if (v != X)
+            continue;
+        uint32_t best = NONE;
+        double bw = 1e308;
+        for (uint32_t k = 0; k < len; k++) {
+            const drv_edge_t *ed = &g->edges[p->tree[path[k]]];
+            double w = edge_weight(g, ed);
+            if (ed->place != DRV_PLACE_NONE && w < bw) {
+                bw = w;
+                best = path[k];
+            }
+        }
+        if (best == NONE) {
+            g->why = "a return path that no probe can mark";
+            rc = DRV_NOT_MEASURED;
+        } else
+            p->tree[best] = NONE;
+    }
+    free(path);
+    free(seen);
+    return rc;
+}
+
+/*
+ * Which blocks record BLOCK, each block's tree edge, and the cycles broken (ENTER: the
+ * procedure records its entry). 0, or DRV_NOT_MEASURED when the procedure cannot be
+ * traced (its entry would record BLOCK, a block has two ways out that no probe can tell
+ * apart, a cycle no probe can break).
+ */
+static int
+classify(tproc_t *p, int naive, int enter, const uint8_t *recursive, const uint64_t *pads,
+         size_t npads)
+{
+    drv_graph_t *g = &p->g;
+    uint32_t X = g->nblocks;
+    free(p->blockev);
+    free(p->tree);
+    p->blockev = calloc(g->nblocks + 1, 1);
+    p->tree = malloc((g->nblocks + 1) * sizeof(uint32_t));
+    if (p->blockev == NULL || p->tree == NULL)
+        return QP_ENOMEM;
+    for (uint32_t e = 0; e < g->nedges; e++) {
+        const drv_edge_t *ed = &g->edges[e];
+        if (ed->to == X)
+            continue;
+        if (ed->kind == QP_EDGE_ROOT || (ed->from != X && ed->place == DRV_PLACE_NONE)
+            || ed->kind == CFG_EDGE_TABLE || ed->kind == CFG_EDGE_INDIRECT)
+            p->blockev[ed->to] = 1;
+    }
+    /* Landing pads: only the unwinder goes there (a CFG may see a way in all the same:
+     * the fall-through after a call of __cxa_throw). */
+    for (uint32_t i = 1; i < g->nblocks; i++)
+        if (cfg_u64_contains(pads, npads, g->prog->blocks[g->first + i].start))
+            p->blockev[i] = 2;
+    if (p->blockev[0]) {
+        g->why = "its entry is also the target of a jump table or entered from outside";
+        return DRV_NOT_MEASURED;
+    }
+    for (uint32_t i = 0; i < g->nblocks; i++) {
+        uint32_t best = NONE, unplaceable = 0, to_blockev_np = 0;
+        double bw = -1;
+        for (uint32_t e = 0; e < g->nedges; e++) {
+            const drv_edge_t *ed = &g->edges[e];
+            if (ed->from != i)
+                continue;
+            if (ed->to != X && p->blockev[ed->to]) {
+                to_blockev_np += ed->place == DRV_PLACE_NONE;
+                continue;
+            }
+            /* an edge no probe can go on must be the silent one */
+            double w = ed->place == DRV_PLACE_NONE ? 1e300 : silent_weight(g, i, ed);
+            unplaceable += ed->place == DRV_PLACE_NONE;
+            if (w > bw) {
+                bw = w;
+                best = e;
+            }
+        }
+        /* A block with ways into blocks that record BLOCK that no probe can mark (a
+         * table) has no silent way: its other ways record (a silent one could lead to
+         * another way into the same block, and the BLOCK record would not tell). */
+        if (to_blockev_np > 0) {
+            if (unplaceable > 0) {
+                g->why = "a block jumps through a table and elsewhere without a probe";
+                return DRV_NOT_MEASURED;
+            }
+            best = NONE;
+        }
+        if (unplaceable > 1) {
+            g->why = "a block has two ways out that no probe can tell apart";
+            return DRV_NOT_MEASURED;
+        }
+        p->tree[i] = best;
+    }
+    QP_CHECK(break_cycles(p, enter));
+    QP_CHECK(break_returns(p, g->prog, recursive));
+    if (naive) /* the same procedures as the tracer, every block recording */
+        for (uint32_t i = 0; i < g->nblocks; i++)
+            p->blockev[i] |= 1;
+    return 0;
+}
+
+/* The trace procedure of program procedure I, or NONE. */
+static uint32_t
+traced(const uint32_t *of, uint32_t i)
+{
+    return i == CFG_NONE ? NONE : of[i];
+}
+
+static uint32_t
+proc_entry_index(const cfg_prog_t *prog, const uint32_t *of, uint64_t addr)
+{
+    const cfg_proc_t *cp = addr ? cfg_proc_at(prog, addr) : NULL;
+    if (cp == NULL || cp->entry != addr)
+        return NONE;
+    return traced(of, (uint32_t)(cp - prog->procs));
+}
+
+/*
+ * Code addresses the program holds as values (sorted, with repeats): relocated words,
+ * aligned words of a non-PIE file's data that lie in code, and RIP-relative operands of
+ * code that are entries (lea fn(%rip)). The CFG's CFG_SRC_ADDR names only procedures
+ * found that way, not those that a symbol names as well.
+ */
+static int
+addr_taken(const cfg_prog_t *prog, uint64_t **out, size_t *n)
+{
+    const cfg_image_t *img = prog->img;
+    size_t k = 0, cap = 0;
+    uint64_t *v = NULL;
+    for (size_t i = 0; i < img->nrelocs; i++) {
+        const cfg_reloc_t *r = &img->relocs[i];
+        if ((r->kind == CFG_RELOC_RELATIVE || r->kind == CFG_RELOC_ABS64)
+            && cfg_proc_at(prog, r->value) != NULL) {
+            QP_CHECK(grow((void **)&v, &cap, k, sizeof(uint64_t)));
+            v[k++] = r->value;
+        }
+    }
+    /* Functions in the dynamic symbol table: a library may call them (a C++ template
+     * instantiation that libstdc++'s own calls bind to). */
+    for (size_t i = 0; i < img->nsymbols; i++) {
+        const cfg_symbol_t *sy = &img->symbols[i];
+        if (sy->src == CFG_SYMSRC_DYNSYM && sy->kind == CFG_SYM_FUNC && sy->addr != 0) {
+            QP_CHECK(grow((void **)&v, &cap, k, sizeof(uint64_t)));
+            v[k++] = sy->addr;
+        }
+    }
+    for (size_t i = 0; !(img->flags & CFG_IMG_PIE) && i < img->nsections; i++) {
+        const cfg_section_t *s = &img->sections[i];
+        if ((s->flags & CFG_SEC_CODE) || s->bytes == NULL || !(s->flags & CFG_SEC_ALLOC)
+            || strncmp(s->name, ".eh_frame", 9) == 0)
+            continue;
+        for (uint64_t a = (s->vma + 7) & ~(uint64_t)7; a + 8 <= s->vma + s->size; a += 8) {
+            uint64_t w;
+            memcpy(&w, s->bytes + (a - s->vma), 8);
+            const cfg_proc_t *p = w >= 0x1000 ? cfg_proc_at(prog, w) : NULL;
+            if (p != NULL && p->entry == w) {
+                if (grow((void **)&v, &cap, k, sizeof(uint64_t)) < 0) {
+                    free(v);
+                    return QP_ENOMEM;
+                }
+                v[k++] = w;
+            }
+        }
+    }
+    for (uint32_t b = 0; b < prog->nblocks; b++) {
+        const cfg_block_t *bl = &prog->blocks[b];
+        for (uint64_t a = bl->start; a < bl->end;) {
+            arch_insn_t in;
+            if (cfg_image_decode(img, a, 0, &in) < 0)
+                break;
+            a += in.len;
+            if (!(in.flags & ARCH_F_RIPREL) || in.kind == ARCH_KIND_JMP_IND
+                || in.kind == ARCH_KIND_CALL_IND || in.target == 0)
+                continue;
+            const cfg_proc_t *p = cfg_proc_at(prog, in.target);
+            if (p != NULL && p->entry == in.target) {
+                if (grow((void **)&v, &cap, k, sizeof(uint64_t)) < 0) {
+                    free(v);
+                    return QP_ENOMEM;
+                }
+                v[k++] = in.target;
+            }
+        }
+    }
+    qsort(v, k, sizeof(uint64_t), cmp_u64);
+    *out = v;
+    *n = k;
+    return 0;
+}
+
+/* The description's index of the block at ADDR of a traced procedure that records
+ * BLOCK (a jump from another procedure can land there), or NONE. */
+static uint32_t
+block_into(const cfg_prog_t *prog, const uint32_t *of, const tproc_t *all, uint64_t addr)
+{
+    const cfg_proc_t *cp = addr ? cfg_proc_at(prog, addr) : NULL;
+    if (cp == NULL)
+        return NONE;
+    uint32_t owner = cfg_proc_owner(prog, (uint32_t)(cp - prog->procs));
+    uint32_t q = owner == CFG_NONE ? NONE : of[owner];
+    if (q == NONE)
+        return NONE;
+    const drv_graph_t *g = &all[q].g;
+    for (uint32_t i = 0; i < g->nblocks; i++)
+        if (prog->blocks[g->first + i].start == addr)
+            return all[q].blockev[i] ? all[q].first + i : NONE;
+    return NONE;
+}
+
+/* May procedure P be entered other than by a direct call from traced code (TAKEN: the
+ * sorted code addresses held as values)? */
+static int
+needs_enter(const cfg_prog_t *prog, const cfg_proc_t *p, const uint64_t *taken, size_t ntaken)
+{
+    if (p->sources & (CFG_SRC_ADDR | CFG_SRC_ENTRY | CFG_SRC_INIT | CFG_SRC_GAP
+                      | CFG_SRC_SECTION))
+        return 1;
+    if (cfg_u64_contains(taken, ntaken, p->entry))
+        return 1;
+    if (!(p->sources & (CFG_SRC_CALL | CFG_SRC_TAILCALL)))
+        return 1;
+    if (prog->img->flags & CFG_IMG_SHLIB)
+        return 1; /* any exported function may be called from outside */
+    return strcmp(p->name, "main") == 0;
+}
+
+/* The description of procedure K's blocks and edges, and its events' points. */
+static int
+describe_proc(drv_trace_t *t, tproc_t *tp, uint32_t k, const uint32_t *of, const tproc_t *all)
+{
+    drv_graph_t *g = &tp->g;
+    const cfg_prog_t *prog = g->prog;
+    uint32_t X = g->nblocks;
+    qpt_trace_proc_t *d = &t->procs[k];
+    if (d->flags & QPT_TP_ENTER) {
+        QP_CHECK(add_event(t, QPT_TV_ENTER, k, &d->enter_event));
+        QP_CHECK(add_point(t, prog->procs[tp->prog_proc].entry, ED_AT_BEFORE, 0, 1,
+                           d->enter_event));
+    }
+    for (uint32_t i = 0; i < g->nblocks; i++) {
+        const cfg_block_t *cb = &prog->blocks[g->first + i];
+        uint32_t gb = tp->first + i;
+        QP_CHECK(grow((void **)&t->blocks, &t->blocks_cap, t->nblocks, sizeof(qpt_trace_block_t)));
+        qpt_trace_block_t *b = &t->blocks[t->nblocks++];
+        memset(b, 0, sizeof(*b));
+        b->start = cb->start;
+        b->proc = k;
+        b->edge = t->nedges;
+        b->tree = NONE;
+        b->callee = NONE;
+        b->block_event = NONE;
+        b->ret_event = NONE;
+        if (tp->blockev[i]) {
+            b->flags |= QPT_TB_BLOCKEV;
+            QP_CHECK(add_event(t, QPT_TV_BLOCK, gb, &b->block_event));
+            QP_CHECK(add_point(t, g->block_at[i], ED_AT_BEFORE, g->block_save[i], 0,
+                               b->block_event));
+        }
+        for (uint32_t e = 0; e < g->nedges; e++)
+            if (g->edges[e].kind == QP_EDGE_ROOT && g->edges[e].to == i)
+                b->flags |= QPT_TB_ROOT;
+        if (tp->blockev[i] & 2)
+            b->flags |= QPT_TB_ROOT;
+        /* The call it ends with. */
+        const cfg_proc_t *cp = g->last_target[i] ? cfg_proc_at(prog, g->last_target[i]) : NULL;
+        if (g->last_kind[i] == ARCH_KIND_CALL && g->last_target[i] != 0) {
+            uint32_t q = proc_entry_index(prog, of, g->last_target[i]);
+            int twice = cp != NULL && cp->entry == g->last_target[i] && name_is(cp->name, twice_names);
+            if (twice)
+                b->flags |= QPT_TB_SETJMP;
+            if (q == NONE)
+                b->call = leaf_plt(prog, g->last_target[i]) ? QPT_TC_NONE : QPT_TC_OUTSIDE;
+            else {
+                b->callee = q;
+                b->call = twice || (t->procs[q].flags & QPT_TP_UNCLEAN) ? QPT_TC_DIRECT_RET
+                                                                        : QPT_TC_DIRECT;
+            }
+        } else if (g->last_kind[i] == ARCH_KIND_CALL_IND)
+            b->call = QPT_TC_OUTSIDE;
+        if (!t->naive && (b->call == QPT_TC_OUTSIDE || b->call == QPT_TC_DIRECT_RET)) {
+            QP_CHECK(add_event(t, QPT_TV_RETURNED, gb, &b->ret_event));
+            QP_CHECK(add_point(t, g->last[i], ED_AT_AFTER, 0, 0, b->ret_event));
+        }
+        /* Its ways out. */
+        for (uint32_t e = 0; e < g->nedges; e++) {
+            const drv_edge_t *ed = &g->edges[e];
+            if (ed->from != i)
+                continue;
+            QP_CHECK(grow((void **)&t->edges, &t->edges_cap, t->nedges, sizeof(qpt_trace_edge_t)));
+            qpt_trace_edge_t *te = &t->edges[t->nedges];
+            te->from = gb;
+            te->to = NONE;
+            te->event = NONE;
+            if (ed->to != X) {
+                te->kind = QPT_TE_BLOCK;
+                te->to = tp->first + ed->to;
+            } else if (ed->kind == CFG_EDGE_RETURN) {
+                te->kind = QPT_TE_RETURN;
+            } else if (ed->kind == CFG_EDGE_TAILCALL) {
+                uint64_t target = ed->cfg_edge != CFG_NONE ? prog->edges[ed->cfg_edge].target : 0;
+                uint32_t q = proc_entry_index(prog, of, target), into = NONE;
+                if (q == NONE)
+                    into = block_into(prog, of, all, target);
+                te->kind = q != NONE ? QPT_TE_TAIL : into != NONE ? QPT_TE_TAIL_INTO : QPT_TE_OUT;
+                te->to = q != NONE ? q : into;
+                if (te->kind == QPT_TE_OUT && leaf_plt(prog, target)) {
+                    te->kind = QPT_TE_RETURN; /* it returns for us */
+                    te->to = NONE;
+                }
+            } else if (ed->kind == CFG_EDGE_NORETURN) {
+                te->kind = QPT_TE_NORETURN;
+            } else {
+                te->kind = QPT_TE_OUT; /* unresolved */
+            }
+            /* With a silent way out, every other way records; without, the ways into
+             * blocks that record BLOCK need nothing more. */
+            int chord = tp->tree[i] != NONE || ed->to == X || !tp->blockev[ed->to];
+            if (e == tp->tree[i])
+                b->tree = t->nedges;
+            else if (!t->naive && chord) {
+                if (ed->place == DRV_PLACE_NONE)
+                    return QP_EINVAL; /* classify made it the tree edge */
+                QP_CHECK(add_event(t, QPT_TV_CHORD, t->nedges, &te->event));
+                int at = ed->place == DRV_PLACE_BEFORE ? ED_AT_BEFORE
+                    : ed->place == DRV_PLACE_AFTER     ? ED_AT_AFTER
+                                                       : ED_AT_TAKEN;
+                QP_CHECK(add_point(t, ed->at, at, ed->save_flags, 0, te->event));
+            }
+            t->nedges++;
+            b->nedges++;
+        }
+    }
+    return 0;
+}
+
+/* Procedures that may end in code that is not traced, to a fixpoint over tail calls. */
+static void
+mark_unclean(drv_trace_t *t, tproc_t *tps, const cfg_prog_t *prog, const uint32_t *of)
+{
+    for (uint32_t k = 0; k < t->nprocs; k++) {
+        const drv_graph_t *g = &tps[k].g;
+        for (uint32_t e = 0; e < g->nedges; e++) {
+            const drv_edge_t *ed = &g->edges[e];
+            if (ed->to != g->nblocks || ed->from == g->nblocks)
+                continue;
+            if (ed->kind == CFG_EDGE_UNRESOLVED)
+                t->procs[k].flags |= QPT_TP_UNCLEAN;
+            if (ed->kind == CFG_EDGE_TAILCALL) {
+                uint64_t target = ed->cfg_edge != CFG_NONE ? prog->edges[ed->cfg_edge].target : 0;
+                if (proc_entry_index(prog, of, target) == NONE
+                    && block_into(prog, of, tps, target) == NONE && !leaf_plt(prog, target))
+                    t->procs[k].flags |= QPT_TP_UNCLEAN;
+            }
+        }
+    }
+    for (int changed = 1; changed;) {
+        changed = 0;
+        for (uint32_t k = 0; k < t->nprocs; k++) {
+            if (t->procs[k].flags & QPT_TP_UNCLEAN)
+                continue;
+            const drv_graph_t *g = &tps[k].g;
+            for (uint32_t e = 0; e < g->nedges; e++) {
+                const drv_edge_t *ed = &g->edges[e];
+                if (ed->kind != CFG_EDGE_TAILCALL || ed->to != g->nblocks || ed->cfg_edge == CFG_NONE)
+                    continue;
+                uint32_t q = proc_entry_index(prog, of, prog->edges[ed->cfg_edge].target);
+                if (q != NONE && (t->procs[q].flags & QPT_TP_UNCLEAN)) {
+                    t->procs[k].flags |= QPT_TP_UNCLEAN;
+                    changed = 1;
+                    break;
+                }
+            }
+        }
+    }
+}
+
+/*
+ * A procedure that may call itself (directly or through others) without recording its
+ * entry could be entered again before its activation records anything: the next record
+ * would not say which activation made it. Such procedures (those on a cycle of direct
+ * calls and tail calls among procedures that do not record ENTER) record ENTER.
+ */
+static int
+mark_recursive(drv_trace_t *t, tproc_t *tps, const cfg_prog_t *prog, const uint32_t *of)
+{
+    uint32_t n = t->nprocs;
+    size_t nadj = 0, cap = 0;
+    uint32_t *adj = NULL; /* callee lists, procedure after procedure */
+    uint32_t *first = calloc(n + 2, sizeof(uint32_t));
+    uint32_t *stamp = calloc(n + 1, sizeof(uint32_t)), *stack = NULL;
+    uint8_t *rec = calloc(n + 1, 1);
+    int rc = first && stamp && rec ? 0 : QP_ENOMEM;
+    for (uint32_t k = 0; rc == 0 && k < n; k++) {
+        const drv_graph_t *g = &tps[k].g;
+        first[k] = (uint32_t)nadj;
+        for (uint32_t i = 0; rc == 0 && i < g->nblocks + g->nedges; i++) {
+            uint32_t q = NONE;
+            if (i < g->nblocks) {
+                if (g->last_kind[i] == ARCH_KIND_CALL)
+                    q = proc_entry_index(prog, of, g->last_target[i]);
+            } else {
+                const drv_edge_t *ed = &g->edges[i - g->nblocks];
+                if (ed->kind == CFG_EDGE_TAILCALL && ed->cfg_edge != CFG_NONE)
+                    q = proc_entry_index(prog, of, prog->edges[ed->cfg_edge].target);
+            }
+            if (q == NONE || (t->procs[q].flags & QPT_TP_ENTER))
+                continue;
+            if ((rc = grow((void **)&adj, &cap, nadj, sizeof(uint32_t))) == 0)
+                adj[nadj++] = q;
+        }
+    }
+    first[n] = (uint32_t)nadj;
+    if (rc == 0 && (stack = malloc((nadj + 1) * sizeof(uint32_t))) == NULL)
+        rc = QP_ENOMEM;
+    /* Can K reach itself? (a search per procedure: stamps mark what it saw) */
+    for (uint32_t k = 0; rc == 0 && k < n; k++) {
+        size_t sp = 0;
+        stack[sp++] = k;
+        while (sp > 0 && !rec[k]) {
+            uint32_t v = stack[--sp];
+            for (uint32_t j = first[v]; j < first[v + 1]; j++) {
+                if (adj[j] == k)
+                    rec[k] = 1;
+                if (stamp[adj[j]] != k + 1) {
+                    stamp[adj[j]] = k + 1;
+                    stack[sp++] = adj[j];
+                }
+            }
+        }
+    }
+    for (uint32_t k = 0; rc == 0 && k < n; k++)
+        if (rec[k])
+            t->procs[k].flags |= QPT_TP_ENTER | QPT_TP_RECURSIVE;
+    free(first);
+    free(adj);
+    free(stamp);
+    free(stack);
+    free(rec);
+    return rc;
+}
+
+/* Was program procedure I measured by drv_run (RES)? */
+static int
+was_measured(const drv_result_t *res, const cfg_proc_t *p)
+{
+    /* res->procs follow prog->procs' order: find by entry (binary search would need
+     * sorted entries; they are in program order, which is by entry). */
+    uint32_t lo = 0, hi = res->nprocs;
+    while (lo < hi) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        if (res->procs[mid].entry < p->entry)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < res->nprocs && res->procs[lo].entry == p->entry
+        && (res->procs[lo].flags & QP_PROC_MEASURED);
+}
+
+void
+drv_trace_free(drv_trace_t *t)
+{
+    if (t == NULL)
+        return;
+    free(t->procs);
+    free(t->blocks);
+    free(t->edges);
+    free(t->events);
+    free(t->pts);
+    free(t->nodes);
+    free(t->snips);
+    free(t);
+}
+
+/* Sorted targets of jumps between procedures (as drv_run finds them: blocks entered
+ * from outside are roots). */
+static int
+cross_targets(const cfg_prog_t *prog, uint64_t **out, size_t *n)
+{
+    size_t k = 0;
+    uint64_t *v = malloc((prog->nedges + 1) * sizeof(uint64_t));
+    if (v == NULL)
+        return QP_ENOMEM;
+    for (uint32_t e = 0; e < prog->nedges; e++)
+        if (prog->edges[e].kind == CFG_EDGE_TAILCALL && prog->edges[e].target != 0)
+            v[k++] = prog->edges[e].target;
+    qsort(v, k, sizeof(uint64_t), cmp_u64);
+    *out = v;
+    *n = k;
+    return 0;
+}
+
+typedef struct pads {
+    uint64_t *v;
+    size_t n, cap;
+} pads_t;
+
+static int
+on_pad(void *arg, uint64_t func, uint64_t pad)
+{
+    (void)func;
+    pads_t *p = arg;
+    QP_CHECK(grow((void **)&p->v, &p->cap, p->n, sizeof(uint64_t)));
+    p->v[p->n++] = pad;
+    return 0;
+}
+
+int
+drv_trace_plan(const cfg_prog_t *prog, const drv_result_t *res, int naive,
+               const drv_weights_t *weights, drv_trace_t **out, uint32_t *ntraced)
+{
+    drv_trace_t *t = calloc(1, sizeof(*t));
+    uint32_t *of = malloc((prog->nprocs + 1) * sizeof(uint32_t));
+    tproc_t *tps = calloc(prog->nprocs + 1, sizeof(tproc_t));
+    int rc = t && of && tps ? 0 : QP_ENOMEM;
+    if (rc == 0) {
+        t->naive = naive;
+        t->procs = calloc(prog->nprocs + 1, sizeof(qpt_trace_proc_t));
+        rc = t->procs ? 0 : QP_ENOMEM;
+    }
+    drv_prog_info_t info = { 0 };
+    uint64_t *xt = NULL;
+    if (rc == 0)
+        rc = cross_targets(prog, &xt, &info.nxt);
+    info.xt = xt;
+    uint64_t *taken = NULL;
+    size_t ntaken = 0;
+    pads_t pv = { NULL, 0, 0 };
+    if (rc == 0 && ed_unwind_landing_pads(prog->img, on_pad, &pv) == QP_ENOMEM)
+        rc = QP_ENOMEM;
+    if (rc == 0)
+        qsort(pv.v, pv.n, sizeof(uint64_t), cmp_u64);
+    const uint64_t *pads = pv.v;
+    size_t npads = pv.n;
+    if (rc == 0 && !naive)
+        rc = addr_taken(prog, &taken, &ntaken);
+    for (uint32_t i = 0; rc == 0 && i < prog->nprocs; i++) {
+        const cfg_proc_t *p = &prog->procs[i];
+        of[i] = NONE;
+        if ((p->flags & (CFG_PROC_FRAGMENT | CFG_PROC_PLT)) || !was_measured(res, p))
+            continue;
+        tproc_t *tp = &tps[t->nprocs];
+        int r = drv_graph_build(prog, i, &info, &tp->g);
+        tp->g.weights = weights;
+        if (r == 0)
+            r = classify(tp, naive, 0, NULL, pads, npads); /* the most cycles: eligibility */
+        if (r == DRV_NOT_MEASURED) {
+            drv_graph_free(&tp->g);
+            free(tp->blockev);
+            free(tp->tree);
+            memset(tp, 0, sizeof(*tp));
+            continue;
+        }
+        if (r < 0) {
+            rc = r;
+            break;
+        }
+        tp->prog_proc = i;
+        of[i] = t->nprocs;
+        qpt_trace_proc_t *d = &t->procs[t->nprocs];
+        d->entry = p->entry;
+        d->nblocks = tp->g.nblocks;
+        d->enter_event = NONE;
+        d->flags = QPT_TP_TRACED | (!naive && needs_enter(prog, p, taken, ntaken) ? QPT_TP_ENTER : 0);
+        t->nprocs++;
+    }
+    if (rc == 0)
+        mark_unclean(t, tps, prog, of);
+    if (rc == 0 && !naive)
+        rc = mark_recursive(t, tps, prog, of);
+    uint8_t *recursive = calloc(prog->nprocs + 1, 1);
+    if (rc == 0 && recursive == NULL)
+        rc = QP_ENOMEM;
+    for (uint32_t k = 0; rc == 0 && k < t->nprocs; k++)
+        recursive[tps[k].prog_proc] = (t->procs[k].flags & QPT_TP_RECURSIVE) != 0;
+    for (uint32_t k = 0; rc == 0 && !naive && k < t->nprocs; k++)
+        if ((rc = classify(&tps[k], naive, (t->procs[k].flags & QPT_TP_ENTER) != 0, recursive,
+                           pads, npads)) > 0)
+            rc = QP_EINVAL; /* fewer cycles than before: cannot fail */
+    free(recursive);
+    uint32_t nb = 0;
+    for (uint32_t k = 0; rc == 0 && k < t->nprocs; k++) {
+        tps[k].first = nb;
+        t->procs[k].block = nb;
+        nb += tps[k].g.nblocks;
+    }
+    for (uint32_t k = 0; rc == 0 && k < t->nprocs; k++)
+        rc = describe_proc(t, &tps[k], k, of, tps);
+    for (uint32_t k = 0; tps && k < t->nprocs; k++) {
+        drv_graph_free(&tps[k].g);
+        free(tps[k].blockev);
+        free(tps[k].tree);
+    }
+    free(tps);
+    free(of);
+    free(xt);
+    free(taken);
+    free(pv.v);
+    if (rc < 0) {
+        drv_trace_free(t);
+        return rc;
+    }
+    *ntraced = t->nprocs;
+    *out = t;
+    return 0;
+}
+
+/*****************************************************************************
+ * The snippet of one event
+ */
+
+#define TREE_NODES 2 /* event_tree's */
+
+typedef struct tree {
+    arch_snip_t *v;
+    size_t n;
+} tree_t;
+
+static uint32_t
+nd(tree_t *t, uint8_t op, uint8_t size, uint32_t a, uint32_t b, uint32_t c, int64_t imm,
+   uint8_t flags)
+{
+    t->v[t->n] = (arch_snip_t) { .op = op, .size = size, .flags = flags, .a = a, .b = b,
+                                 .c = c, .imm = imm };
+    return (uint32_t)t->n++;
+}
+
+#define SN ARCH_SNIP_NONE
+
+_Static_assert(ARCH_TRACE_CUR == QPT_TRACE_TCB_CUR && ARCH_TRACE_LIM == QPT_TRACE_TCB_LIM,
+               "the runtime and the snippets agree on the thread's words");
+
+/* Record ID (ARCH_SN_TRACE_REC), REFILL when the buffer is full. */
+static uint32_t
+event_tree(tree_t *t, uint32_t id, uint64_t refill)
+{
+    uint32_t r = nd(t, ARCH_SN_CONST, 8, SN, SN, SN, (int64_t)refill, 0);
+    return nd(t, ARCH_SN_TRACE_REC, 4, r, SN, SN, id, 0);
+}
+
+int
+drv_trace_place(drv_trace_t *t, drv_result_t *res, ed_plan_t *plan, uint64_t refill)
+{
+    free(t->nodes);
+    free(t->snips);
+    t->nodes = calloc(t->npts * TREE_NODES + 1, sizeof(arch_snip_t));
+    t->snips = calloc(t->npts + 1, sizeof(ed_snippet_t));
+    if (t->nodes == NULL || t->snips == NULL)
+        return QP_ENOMEM;
+    for (size_t i = 0; i < t->npts; i++) {
+        const trace_point_t *p = &t->pts[i];
+        tree_t tr = { t->nodes + i * TREE_NODES, 0 };
+        uint32_t root = event_tree(&tr, p->event, refill);
+        arch_snip_ctx_t ctx = { 0 };
+        if (p->entry) {
+            ctx.where = ARCH_SNX_ENTRY;
+            ctx.no_red_zone = 1;
+        }
+        /* No register is taken for dead, even r11 at an entry or after a call: gcc's
+         * interprocedural register allocation (-fipa-ra) keeps values in scratch
+         * registers across calls of local functions that leave them alone. The record's
+         * temporary is saved and restored (2 instructions). */
+        t->snips[i] = (ed_snippet_t) { tr.v, tr.n, root, ctx };
+        QP_CHECK(grow((void **)&res->probes, &res->probes_cap, res->nprobes, sizeof(ed_probe_t)));
+        res->probes[res->nprobes++] = (ed_probe_t) {
+            .addr = p->addr, .at = p->at, .what = ED_SNIP_CODE, .save_flags = p->save,
+            .flags = p->entry ? ED_PROBE_ENTRY : 0, .counter = (uint32_t)i,
+        };
+    }
+    QP_CHECK(ed_plan_set_snippets(plan, t->snips, t->npts));
+    return ed_plan_set_probes(plan, res->probes, res->nprobes);
+}
+
+void
+drv_trace_set_id(drv_trace_t *t, uint64_t id)
+{
+    t->id = id;
+}
+
+/* Append N bytes of P to *BUF (8-byte aligned pieces). */
+static void
+put(uint8_t *buf, size_t *off, const void *p, size_t n)
+{
+    memcpy(buf + *off, p, n);
+    *off += (n + 7) & ~(size_t)7;
+}
+
+int
+drv_trace_section(const drv_trace_t *t, uint8_t **buf, size_t *len)
+{
+    qpt_trace_hdr_t h;
+    memset(&h, 0, sizeof(h));
+    memcpy(h.magic, QPT_TRACE_MAGIC, 8);
+    h.version = QPT_TRACE_VERSION;
+    h.kind = t->naive ? QPT_TRACE_NAIVE : QPT_TRACE_CHORDS;
+    h.id = t->id;
+    h.nprocs = t->nprocs;
+    h.nblocks = t->nblocks;
+    h.nedges = t->nedges;
+    h.nevents = t->nevents;
+    size_t n = sizeof(h) + 8 + (size_t)t->nprocs * sizeof(qpt_trace_proc_t) + 8
+        + (size_t)t->nblocks * sizeof(qpt_trace_block_t) + 8
+        + (size_t)t->nedges * sizeof(qpt_trace_edge_t) + 8
+        + (size_t)t->nevents * sizeof(qpt_trace_event_t) + 8;
+    uint8_t *b = calloc(1, n);
+    if (b == NULL)
+        return QP_ENOMEM;
+    size_t off = 0;
+    put(b, &off, &h, sizeof(h));
+    put(b, &off, t->procs, (size_t)t->nprocs * sizeof(qpt_trace_proc_t));
+    put(b, &off, t->blocks, (size_t)t->nblocks * sizeof(qpt_trace_block_t));
+    put(b, &off, t->edges, (size_t)t->nedges * sizeof(qpt_trace_edge_t));
+    put(b, &off, t->events, (size_t)t->nevents * sizeof(qpt_trace_event_t));
+    *buf = b;
+    *len = off;
+    return 0;
+}
+
+void
+drv_trace_stats(const drv_trace_t *t, size_t *npoints, uint32_t *nevents)
+{
+    *npoints = t->npts;
+    *nevents = t->nevents;
+}

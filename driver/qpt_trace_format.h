@@ -1,0 +1,133 @@
+/* Copyright 2026 the qpt authors
+ * SPDX-License-Identifier: MIT */
+#ifndef QP_TRACE_FORMAT_H
+#define QP_TRACE_FORMAT_H
+/*
+ * PURPOSE: the control-flow tracer's formats (--driver=trace, --driver=trace-naive).
+ * driver/drv_trace.c writes the description into the instrumented program as the
+ * non-allocated section `.qpt.trace`; runtime/qprt.c writes one trace file per thread;
+ * report/qp_trace.c reads both. Independent of the qp description (qp_format.h).
+ *
+ * The description (all little-endian, packed as the structs below, each array 8-byte
+ * aligned in this order): qpt_trace_hdr_t, procs, blocks, edges, events. Block and
+ * procedure indices are the description's own; addresses are link-time (old) ones.
+ *
+ * A trace file (PROG.trace.TID, beside the profile: its name with ".qp" replaced, or
+ * $QP_PROFILE's likewise): a qpt_trace_file_t, then 32-bit event ids (the index of an
+ * event of the description), QPT_TRACE_REPEAT counts, and QPT_TRACE_END where the process
+ * flushed it at its exit.
+ */
+#include <stdint.h>
+
+#define QPT_TRACE_MAGIC "QPTTRDS1"  /* description */
+#define QPT_TRACE_FMAGIC "QPTTRFL1" /* trace file */
+#define QPT_TRACE_VERSION 1u
+#define QPT_TRACE_NONE UINT32_MAX
+
+/* Records of a trace file that are no event of the description. */
+#define QPT_TRACE_END 0xffffffffu   /* the process flushed its buffers at exit */
+#define QPT_TRACE_LOST 0xfffffffeu  /* the buffer may hold another thread's events (a
+                                     * thread control block reused unseen) */
+#define QPT_TRACE_MAXEVENTS 0xf0000000u
+/* QPT_TRACE_REPEAT + N (N < QPT_TRACE_REPEAT_MAX): the record before it, N more times (the
+ * runtime writes a run of equal records so: a loop of one block, one record a turn). */
+#define QPT_TRACE_REPEAT 0xf0000000u
+#define QPT_TRACE_REPEAT_MAX 0x0ffffff0u
+
+/* Where the runtime keeps a thread's buffer cursor and limit: two words of glibc's
+ * x86-64 tcbhead_t that glibc does not use (unused_vgetcpu_cache[2]). */
+#define QPT_TRACE_TCB_CUR 0x38
+#define QPT_TRACE_TCB_LIM 0x40
+
+enum qpt_trace_kind {
+    QPT_TRACE_NAIVE = 0, /* every block records its BLOCK event */
+    QPT_TRACE_CHORDS = 1,/* the chords and the other events below */
+};
+
+typedef struct qpt_trace_hdr {
+    char magic[8];       /* QPT_TRACE_MAGIC */
+    uint32_t version;    /* QPT_TRACE_VERSION */
+    uint32_t kind;       /* enum qpt_trace_kind */
+    uint64_t id;         /* the trace files of a run carry it */
+    uint32_t nprocs, nblocks, nedges, nevents;
+} qpt_trace_hdr_t;
+
+enum {
+    QPT_TP_TRACED = 1u << 0, /* its blocks record events (else it is outside code) */
+    QPT_TP_ENTER = 1u << 1,  /* its entry records ENTER (it may be entered other than by a
+                              * direct call from traced code) */
+    QPT_TP_UNCLEAN = 1u << 2,/* it may end in code that is not traced (a tail jump out):
+                              * direct calls of it record RETURNED */
+    QPT_TP_RECURSIVE = 1u << 3,/* it may call itself (through others): ENTER, and no
+                              * silent path from a return site of such a call to a return */
+};
+
+typedef struct qpt_trace_proc {
+    uint64_t entry;
+    uint32_t block, nblocks; /* its blocks: block .. block + nblocks - 1 (entry first) */
+    uint32_t flags;          /* QPT_TP_* */
+    uint32_t enter_event;    /* its ENTER event, or QPT_TRACE_NONE */
+} qpt_trace_proc_t;
+
+enum {
+    QPT_TB_BLOCKEV = 1u << 0, /* entering it records BLOCK (any way in) */
+    QPT_TB_ROOT = 1u << 1,    /* entered from outside its procedure (landing pad) */
+    QPT_TB_SETJMP = 1u << 2,  /* its call may return twice (setjmp, vfork) */
+};
+
+enum qpt_trace_call {
+    QPT_TC_NONE = 0,   /* the block ends in no call */
+    QPT_TC_DIRECT,     /* a direct call of traced procedure `callee` (no RETURNED) */
+    QPT_TC_DIRECT_RET, /* a direct call of traced `callee`, RETURNED after it */
+    QPT_TC_OUTSIDE,    /* a call of code not traced or through a pointer: RETURNED */
+};
+
+typedef struct qpt_trace_block {
+    uint64_t start;      /* link-time address */
+    uint32_t proc;
+    uint32_t flags;      /* QPT_TB_* */
+    uint32_t edge, nedges; /* its out-edges: edge .. edge + nedges - 1 */
+    uint32_t tree;       /* the out-edge taken when no event says otherwise, or NONE */
+    uint32_t call;       /* enum qpt_trace_call */
+    uint32_t callee;     /* DIRECT*: the procedure */
+    uint32_t block_event;/* its BLOCK event, or NONE */
+    uint32_t ret_event;  /* its RETURNED event, or NONE */
+    uint32_t pad;
+} qpt_trace_block_t;
+
+enum qpt_trace_edge_kind {
+    QPT_TE_BLOCK = 0,  /* to a block of the procedure */
+    QPT_TE_RETURN,     /* leaves: return */
+    QPT_TE_TAIL,       /* leaves: jump to traced procedure `to` */
+    QPT_TE_OUT,        /* leaves: jump to code not traced, or unknown */
+    QPT_TE_NORETURN,   /* leaves: a call that does not return, hlt, ud2 */
+    QPT_TE_TAIL_INTO,  /* leaves: jump into block `to` of another traced procedure (it
+                        * records BLOCK: it is entered from outside its procedure) */
+};
+
+typedef struct qpt_trace_edge {
+    uint32_t from;     /* block */
+    uint32_t to;       /* block (QPT_TE_BLOCK), procedure (QPT_TE_TAIL), else NONE */
+    uint32_t kind;     /* enum qpt_trace_edge_kind */
+    uint32_t event;    /* its CHORD event, or NONE */
+} qpt_trace_edge_t;
+
+enum qpt_trace_event_kind {
+    QPT_TV_BLOCK = 0,  /* a: block */
+    QPT_TV_CHORD,      /* a: edge */
+    QPT_TV_ENTER,      /* a: procedure */
+    QPT_TV_RETURNED,   /* a: the call's block */
+};
+
+typedef struct qpt_trace_event {
+    uint32_t kind;     /* enum qpt_trace_event_kind */
+    uint32_t a;
+} qpt_trace_event_t;
+
+typedef struct qpt_trace_file {
+    char magic[8];     /* QPT_TRACE_FMAGIC */
+    uint64_t id;       /* qpt_trace_hdr_t.id */
+    uint64_t pid, tid;
+} qpt_trace_file_t;
+
+#endif

@@ -1,0 +1,765 @@
+/* Copyright 2026 the qpt authors
+ * SPDX-License-Identifier: MIT */
+
+/*
+ * Control-flow traces: the description, trace files, and the walk that regenerates
+ * every block (see qp_trace.h and driver/drv_trace.c).
+ *
+ * The walk keeps a stack of frames: a traced procedure's activation (at a block, about
+ * to enter it or to leave it) or code that is not traced (a call out, waiting for its
+ * RETURNED; the bottom frame stands for whatever called the traced code first). Leaving
+ * a block: the next record names one of its ways out (a CHORD from it, or the BLOCK of
+ * one of its targets), else the tree edge is taken, which needs no record. Entering a
+ * block: it is printed, its BLOCK record (if it makes one) is taken, and its call is
+ * followed: a traced callee is pushed (its ENTER taken when it makes one), other code
+ * is an outside frame in which ENTER records are callbacks. A record that fits none of
+ * this is placed as well as it can be and marked: an ENTER in a traced frame ran
+ * asynchronously (a signal handler) somewhere in the blocks since the last record; a
+ * RETURNED of a frame further down is a second return (longjmp to a setjmp); the BLOCK
+ * of a landing pad is an exception caught there; anything else restarts the walk.
+ */
+#include <elf.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "arch/qp_err.h"
+#include "report/qp_trace.h"
+
+#define NONE QPT_TRACE_NONE
+
+static int
+fail(char *why, size_t whylen, int rc, const char *path, const char *what)
+{
+    snprintf(why, whylen, "%s: %s", path, what);
+    return rc;
+}
+
+/* The whole file PATH, malloc'ed. */
+static int
+slurp(const char *path, uint8_t **buf, size_t *len, char *why, size_t whylen)
+{
+    FILE *f = fopen(path, "rb");
+    if (f == NULL)
+        return fail(why, whylen, QP_EIO, path, strerror(errno));
+    size_t cap = 1 << 16, n = 0;
+    uint8_t *b = malloc(cap);
+    while (b != NULL) {
+        size_t r = fread(b + n, 1, cap - n, f);
+        n += r;
+        if (n < cap)
+            break;
+        uint8_t *nb = realloc(b, cap * 2);
+        if (nb == NULL) {
+            free(b);
+            b = NULL;
+            break;
+        }
+        b = nb;
+        cap *= 2;
+    }
+    int err = ferror(f);
+    fclose(f);
+    if (b == NULL)
+        return fail(why, whylen, QP_ENOMEM, path, "out of memory");
+    if (err) {
+        free(b);
+        return fail(why, whylen, QP_EIO, path, "read error");
+    }
+    *buf = b;
+    *len = n;
+    return 0;
+}
+
+/* The bytes of section NAME of the ELF file image B (N bytes), or NULL. */
+static const uint8_t *
+elf_section(const uint8_t *b, size_t n, const char *name, size_t *size)
+{
+    Elf64_Ehdr eh;
+    if (n < sizeof(eh))
+        return NULL;
+    memcpy(&eh, b, sizeof(eh));
+    if (memcmp(eh.e_ident, ELFMAG, SELFMAG) != 0 || eh.e_ident[EI_CLASS] != ELFCLASS64
+        || eh.e_shentsize != sizeof(Elf64_Shdr) || eh.e_shoff > n
+        || (uint64_t)eh.e_shnum * sizeof(Elf64_Shdr) > n - eh.e_shoff || eh.e_shstrndx >= eh.e_shnum)
+        return NULL;
+    Elf64_Shdr strs;
+    memcpy(&strs, b + eh.e_shoff + (size_t)eh.e_shstrndx * sizeof(Elf64_Shdr), sizeof(strs));
+    if (strs.sh_offset > n || strs.sh_size > n - strs.sh_offset)
+        return NULL;
+    size_t len = strlen(name);
+    for (size_t i = 0; i < eh.e_shnum; i++) {
+        Elf64_Shdr sh;
+        memcpy(&sh, b + eh.e_shoff + i * sizeof(Elf64_Shdr), sizeof(sh));
+        if (sh.sh_name >= strs.sh_size || strs.sh_size - sh.sh_name < len + 1
+            || memcmp(b + strs.sh_offset + sh.sh_name, name, len + 1) != 0)
+            continue;
+        if (sh.sh_type == SHT_NOBITS || sh.sh_offset > n || sh.sh_size > n - sh.sh_offset)
+            return NULL;
+        *size = sh.sh_size;
+        return b + sh.sh_offset;
+    }
+    return NULL;
+}
+
+static size_t
+rounded(size_t n)
+{
+    return (n + 7) & ~(size_t)7;
+}
+
+/* Is every index of D in range? */
+static int
+desc_valid(const qp_trace_desc_t *d)
+{
+    const qpt_trace_hdr_t *h = &d->hdr;
+    for (uint32_t k = 0; k < h->nprocs; k++) {
+        const qpt_trace_proc_t *p = &d->procs[k];
+        if (p->nblocks == 0 || p->block >= h->nblocks || p->nblocks > h->nblocks - p->block
+            || (p->enter_event != NONE && p->enter_event >= h->nevents))
+            return 0;
+    }
+    for (uint32_t b = 0; b < h->nblocks; b++) {
+        const qpt_trace_block_t *x = &d->blocks[b];
+        if (x->proc >= h->nprocs || x->edge > h->nedges || x->nedges > h->nedges - x->edge
+            || (x->tree != NONE && (x->tree < x->edge || x->tree >= x->edge + x->nedges))
+            || x->call > QPT_TC_OUTSIDE
+            || ((x->call == QPT_TC_DIRECT || x->call == QPT_TC_DIRECT_RET) && x->callee >= h->nprocs)
+            || (x->block_event != NONE && x->block_event >= h->nevents)
+            || (x->ret_event != NONE && x->ret_event >= h->nevents))
+            return 0;
+    }
+    for (uint32_t e = 0; e < h->nedges; e++) {
+        const qpt_trace_edge_t *x = &d->edges[e];
+        if (x->from >= h->nblocks || x->kind > QPT_TE_TAIL_INTO
+            || ((x->kind == QPT_TE_BLOCK || x->kind == QPT_TE_TAIL_INTO) && x->to >= h->nblocks)
+            || (x->kind == QPT_TE_TAIL && x->to >= h->nprocs)
+            || (x->event != NONE && x->event >= h->nevents))
+            return 0;
+    }
+    for (uint32_t v = 0; v < h->nevents; v++) {
+        const qpt_trace_event_t *x = &d->events[v];
+        uint32_t lim = x->kind == QPT_TV_CHORD ? h->nedges
+            : x->kind == QPT_TV_ENTER           ? h->nprocs
+                                                : h->nblocks;
+        if (x->kind > QPT_TV_RETURNED || x->a >= lim)
+            return 0;
+    }
+    return 1;
+}
+
+int
+qp_trace_desc_read(const char *path, qp_trace_desc_t *d, char *why, size_t whylen)
+{
+    memset(d, 0, sizeof(*d));
+    uint8_t *file = NULL;
+    size_t flen = 0;
+    QP_CHECK(slurp(path, &file, &flen, why, whylen));
+    size_t n = 0;
+    const uint8_t *s = elf_section(file, flen, ".qpt.trace", &n);
+    if (s == NULL) {
+        free(file);
+        return fail(why, whylen, QP_EFORMAT, path,
+                    "no trace description (.qpt.trace): not rewritten with --driver=trace or trace-naive");
+    }
+    if (n < sizeof(qpt_trace_hdr_t)) {
+        free(file);
+        return fail(why, whylen, QP_EFORMAT, path, "trace description too short");
+    }
+    d->mem = malloc(n);
+    if (d->mem == NULL) {
+        free(file);
+        return fail(why, whylen, QP_ENOMEM, path, "out of memory");
+    }
+    memcpy(d->mem, s, n);
+    free(file);
+    memcpy(&d->hdr, d->mem, sizeof(d->hdr));
+    const qpt_trace_hdr_t *h = &d->hdr;
+    if (memcmp(h->magic, QPT_TRACE_MAGIC, 8) != 0 || h->version != QPT_TRACE_VERSION
+        || h->kind > QPT_TRACE_CHORDS) {
+        qp_trace_desc_free(d);
+        return fail(why, whylen, QP_EFORMAT, path, "trace description of another version");
+    }
+    size_t need[4] = { (size_t)h->nprocs * sizeof(qpt_trace_proc_t),
+                       (size_t)h->nblocks * sizeof(qpt_trace_block_t),
+                       (size_t)h->nedges * sizeof(qpt_trace_edge_t),
+                       (size_t)h->nevents * sizeof(qpt_trace_event_t) };
+    size_t off = rounded(sizeof(*h));
+    const void *part[4];
+    for (int i = 0; i < 4; i++) {
+        if (off > n || need[i] > n - off) {
+            qp_trace_desc_free(d);
+            return fail(why, whylen, QP_EFORMAT, path, "trace description truncated");
+        }
+        part[i] = d->mem + off;
+        off += rounded(need[i]);
+    }
+    d->procs = part[0];
+    d->blocks = part[1];
+    d->edges = part[2];
+    d->events = part[3];
+    if (!desc_valid(d)) {
+        qp_trace_desc_free(d);
+        return fail(why, whylen, QP_EFORMAT, path, "trace description with an index out of range");
+    }
+    return 0;
+}
+
+void
+qp_trace_desc_free(qp_trace_desc_t *d)
+{
+    free(d->mem);
+    memset(d, 0, sizeof(*d));
+}
+
+int
+qp_trace_file_read(const char *path, qpt_trace_file_t *hdr, uint32_t **rec, size_t *n,
+                   uint64_t *bytes, char *why, size_t whylen)
+{
+    FILE *f = fopen(path, "rb");
+    if (f == NULL)
+        return fail(why, whylen, QP_EIO, path, strerror(errno));
+    if (fread(hdr, sizeof(*hdr), 1, f) != 1 || memcmp(hdr->magic, QPT_TRACE_FMAGIC, 8) != 0) {
+        fclose(f);
+        return fail(why, whylen, QP_EFORMAT, path, "not a qpt trace file");
+    }
+    size_t k = 0, cap = 1 << 16;
+    uint32_t *v = malloc(cap * sizeof(uint32_t)), chunk[4096];
+    uint64_t total = sizeof(*hdr);
+    int rc = v ? 0 : QP_ENOMEM;
+    size_t got;
+    while (rc == 0 && (got = fread(chunk, 4, 4096, f)) > 0) {
+        total += got * 4;
+        for (size_t i = 0; rc == 0 && i < got; i++) {
+            uint32_t x = chunk[i];
+            uint64_t times = 1;
+            if (x >= QPT_TRACE_REPEAT && x < QPT_TRACE_LOST) { /* a run: the last again */
+                if (k == 0) {
+                    rc = QP_EFORMAT;
+                    break;
+                }
+                times = x - QPT_TRACE_REPEAT;
+                x = v[k - 1];
+            }
+            while (rc == 0 && times > 0) {
+                if (k == cap) {
+                    uint32_t *nv = cap < (SIZE_MAX / 8) ? realloc(v, 2 * cap * sizeof(uint32_t)) : NULL;
+                    if (nv == NULL) {
+                        rc = QP_ENOMEM;
+                        break;
+                    }
+                    v = nv;
+                    cap *= 2;
+                }
+                size_t m = cap - k < times ? cap - k : (size_t)times;
+                for (size_t j = 0; j < m; j++)
+                    v[k++] = x;
+                times -= m;
+            }
+        }
+    }
+    int err = ferror(f);
+    fclose(f);
+    if (rc == 0 && err)
+        rc = QP_EIO;
+    if (rc < 0) {
+        free(v);
+        return fail(why, whylen, rc, path,
+                    rc == QP_ENOMEM ? "out of memory" : rc == QP_EIO ? "read error"
+                                                       : "a repeat count with nothing before it");
+    }
+    *rec = v;
+    *n = k;
+    if (bytes != NULL)
+        *bytes = total;
+    return 0;
+}
+
+/*****************************************************************************
+ * The walk
+ */
+
+enum { F_PROC, F_OUT };
+enum { S_ENTER, S_LEAVE };
+
+typedef struct frame {
+    uint8_t kind;      /* F_* */
+    uint8_t state;     /* F_PROC: S_* */
+    uint8_t consumed;  /* S_ENTER: its BLOCK record was taken already */
+    uint8_t ret;       /* F_PROC: its caller's call records RETURNED after it returns */
+    uint8_t async;     /* F_PROC: entered asynchronously: its caller's state is kept */
+    uint32_t proc;     /* F_PROC */
+    uint32_t block;    /* F_PROC: the block; F_OUT: the call's block, or NONE */
+} frame_t;
+
+typedef struct walk {
+    const qp_trace_desc_t *d;
+    const uint32_t *rec;
+    size_t n, i;
+    const qp_trace_sink_t *sink;
+    qp_trace_stats_t *st;
+    frame_t *f;
+    size_t nf, cap;
+    int rc;
+    int done;
+    uint64_t silent;   /* blocks since the last record */
+} walk_t;
+
+#define SILENT_MAX 100000000ull /* blocks without a record: the trace cannot be right */
+
+static int
+push(walk_t *w, frame_t fr)
+{
+    if (w->nf == w->cap) {
+        size_t nc = w->cap ? w->cap * 2 : 64;
+        frame_t *v = realloc(w->f, nc * sizeof(*v));
+        if (v == NULL)
+            return w->rc = QP_ENOMEM;
+        w->f = v;
+        w->cap = nc;
+    }
+    w->f[w->nf++] = fr;
+    return 0;
+}
+
+static frame_t
+proc_frame(uint32_t proc, uint32_t block, int state, int ret)
+{
+    return (frame_t) { .kind = F_PROC, .state = (uint8_t)state, .ret = (uint8_t)ret,
+                       .proc = proc, .block = block };
+}
+
+static frame_t
+out_frame(uint32_t site)
+{
+    return (frame_t) { .kind = F_OUT, .block = site };
+}
+
+static void
+mark(walk_t *w, const char *what, uint64_t addr)
+{
+    w->st->marks++;
+    if (w->sink->mark && w->rc == 0) {
+        int r = w->sink->mark(w->sink->arg, what, addr);
+        if (r)
+            w->rc = r;
+    }
+}
+
+/* The next record (QPT_TRACE_END past the end of a complete trace), or NONE at the end
+ * of one that was cut short. */
+static uint32_t
+peek(const walk_t *w)
+{
+    return w->i < w->n ? w->rec[w->i] : NONE;
+}
+
+static const qpt_trace_event_t *
+event(const walk_t *w, uint32_t r)
+{
+    return r < w->d->hdr.nevents ? &w->d->events[r] : NULL;
+}
+
+/* Start again from nothing known (the bottom frame) and FR. */
+static void
+reset(walk_t *w, const char *what, uint64_t addr)
+{
+    mark(w, what, addr);
+    w->nf = 0;
+    push(w, out_frame(NONE));
+}
+
+/* Enter procedure Q's entry block in a new frame (ENTERED: its ENTER was taken; else a
+ * procedure that makes one waits for it, block NONE). */
+static void
+enter_proc(walk_t *w, uint32_t q, int ret, int async, int entered)
+{
+    const qpt_trace_proc_t *p = &w->d->procs[q];
+    frame_t fr = proc_frame(q, p->block, S_ENTER, ret);
+    fr.async = (uint8_t)async;
+    if (p->enter_event != NONE && !entered)
+        fr.block = NONE;
+    push(w, fr);
+}
+
+/* Back from the top frame to its caller. */
+static void
+return_from(walk_t *w)
+{
+    frame_t top = w->f[--w->nf];
+    if (w->nf == 0) {
+        push(w, out_frame(NONE));
+        return;
+    }
+    frame_t *c = &w->f[w->nf - 1];
+    if (c->kind != F_PROC || top.async)
+        return; /* a callback returned into code not traced; a handler returned */
+    if (top.ret) {
+        const qpt_trace_block_t *b = &w->d->blocks[c->block];
+        if (peek(w) == b->ret_event) {
+            w->i++;
+            w->silent = 0;
+        } else {
+            reset(w, "cut: a call's return record is missing", b->start);
+            return;
+        }
+    }
+    c->state = S_LEAVE;
+}
+
+/* Handle a record that the walk did not expect at this point. */
+static void
+unexpected(walk_t *w, uint32_t r)
+{
+    const qp_trace_desc_t *d = w->d;
+    if (r == NONE) {
+        /* The end of a complete trace: the process ended in the call or the code the
+         * walk got to. */
+        if (!w->st->complete)
+            mark(w, "cut: the trace ends here without its end record (killed, _exit, or "
+                    "a thread that was still running)", 0);
+        w->done = 1;
+        return;
+    }
+    if (r == QPT_TRACE_LOST) {
+        w->i++;
+        reset(w, "cut: events of another thread may follow (a thread control block "
+                 "reused unseen)", 0);
+        return;
+    }
+    const qpt_trace_event_t *e = event(w, r);
+    if (e == NULL) {
+        w->rc = QP_EINVAL;
+        return;
+    }
+    w->i++;
+    w->silent = 0;
+    switch (e->kind) {
+    case QPT_TV_ENTER:
+        mark(w, "async: the next activation ran somewhere in the blocks since the last "
+                "record (a signal handler?)", d->procs[e->a].entry);
+        enter_proc(w, e->a, 0, 1, 1);
+        return;
+    case QPT_TV_RETURNED: {
+        const qpt_trace_block_t *b = &d->blocks[e->a];
+        for (size_t k = w->nf; k-- > 0;)
+            if (w->f[k].kind == F_PROC && w->f[k].proc == b->proc) {
+                w->nf = k + 1;
+                w->f[k].block = e->a;
+                w->f[k].state = S_LEAVE;
+                mark(w, (b->flags & QPT_TB_SETJMP)
+                            ? "longjmp: frames abandoned; the call returns again"
+                            : "cut: frames abandoned; a call further down returns",
+                     b->start);
+                return;
+            }
+        reset(w, "cut: the return of a call whose frame is unknown", b->start);
+        push(w, proc_frame(b->proc, e->a, S_LEAVE, 0));
+        return;
+    }
+    case QPT_TV_BLOCK: {
+        const qpt_trace_block_t *b = &d->blocks[e->a];
+        if (b->flags & QPT_TB_ROOT)
+            for (size_t k = w->nf; k-- > 0;)
+                if (w->f[k].kind == F_PROC && w->f[k].proc == b->proc) {
+                    w->nf = k + 1;
+                    w->f[k].block = e->a;
+                    w->f[k].state = S_ENTER;
+                    w->f[k].consumed = 1;
+                    mark(w, "exception: frames unwound to a landing pad", b->start);
+                    return;
+                }
+        reset(w, "cut: a block entered from where the walk is not", b->start);
+        frame_t fr = proc_frame(b->proc, e->a, S_ENTER, 0);
+        fr.consumed = 1;
+        push(w, fr);
+        return;
+    }
+    default: {
+        const qpt_trace_edge_t *x = &d->edges[e->a];
+        const qpt_trace_block_t *b = &d->blocks[x->from];
+        reset(w, "cut: an edge taken from where the walk is not", b->start);
+        push(w, proc_frame(b->proc, x->from, S_LEAVE, 0));
+        w->i--; /* the frame takes it */
+        return;
+    }
+    }
+}
+
+/* The top frame enters its block. */
+static void
+enter_block(walk_t *w, frame_t *f)
+{
+    const qp_trace_desc_t *d = w->d;
+    if (f->block == NONE) { /* still waiting for its ENTER */
+        uint32_t want = d->procs[f->proc].enter_event, r = peek(w);
+        if (r == want) {
+            w->i++;
+            w->silent = 0;
+            f->block = d->procs[f->proc].block;
+        } else
+            unexpected(w, r);
+        return;
+    }
+    const qpt_trace_block_t *b = &d->blocks[f->block];
+    if ((b->flags & QPT_TB_BLOCKEV) && !f->consumed) {
+        uint32_t r = peek(w);
+        if (r != b->block_event) {
+            unexpected(w, r);
+            return;
+        }
+        w->i++;
+        w->silent = 0;
+    }
+    f->consumed = 0;
+    w->st->blocks++;
+    if (++w->silent > SILENT_MAX) {
+        reset(w, "cut: too many blocks without a record", b->start);
+        w->done = 1;
+        return;
+    }
+    if (w->sink->block) {
+        int r = w->sink->block(w->sink->arg, f->block, b->start);
+        if (r) {
+            w->rc = r;
+            return;
+        }
+    }
+    f->state = S_LEAVE;
+    uint32_t site = f->block;
+    switch (b->call) {
+    case QPT_TC_DIRECT:
+    case QPT_TC_DIRECT_RET:
+        enter_proc(w, b->callee, b->call == QPT_TC_DIRECT_RET, 0, 0);
+        break;
+    case QPT_TC_OUTSIDE:
+        push(w, out_frame(site));
+        break;
+    default: break;
+    }
+}
+
+/*
+ * Can an ENTER come next on the silent way from block B (its tree edges, without a
+ * record)? Only once that way reaches a call or leaves the procedure (a callee, or the
+ * code it returns to, may enter traced code); not when it first reaches a block that
+ * needs a record of its own: then an ENTER now ran asynchronously (a signal handler).
+ */
+static int
+enter_can_follow(const qp_trace_desc_t *d, uint32_t b)
+{
+    uint32_t n = d->procs[d->blocks[b].proc].nblocks;
+    for (uint32_t steps = 0; steps <= n; steps++) {
+        const qpt_trace_block_t *x = &d->blocks[b];
+        if (x->tree == NONE)
+            return 0;
+        const qpt_trace_edge_t *e = &d->edges[x->tree];
+        if (e->kind != QPT_TE_BLOCK)
+            return 1;
+        b = e->to;
+        if (d->blocks[b].flags & QPT_TB_BLOCKEV)
+            return 0;
+        if (d->blocks[b].call != QPT_TC_NONE)
+            return 1;
+    }
+    return 0;
+}
+
+/* The top frame leaves its block. */
+static void
+leave_block(walk_t *w, frame_t *f)
+{
+    const qp_trace_desc_t *d = w->d;
+    const qpt_trace_block_t *b = &d->blocks[f->block];
+    uint32_t chosen = b->tree;
+    int consumed = 0;
+    if (b->nedges > 1 || b->tree == NONE) {
+        uint32_t r = peek(w);
+        const qpt_trace_event_t *e = event(w, r);
+        if (e != NULL && e->kind == QPT_TV_ENTER && !enter_can_follow(d, f->block)) {
+            unexpected(w, r); /* a handler ran here, before the way out was taken */
+            return;
+        }
+        if (e != NULL && e->kind == QPT_TV_CHORD && d->edges[e->a].from == f->block) {
+            chosen = e->a;
+            w->i++;
+            w->silent = 0;
+        } else if (e != NULL && e->kind == QPT_TV_BLOCK && b->tree == NONE) {
+            /* no silent way out: the BLOCK record of a target names the way */
+            for (uint32_t k = b->edge; k < b->edge + b->nedges; k++)
+                if (d->edges[k].kind == QPT_TE_BLOCK && d->edges[k].to == e->a
+                    && d->edges[k].event == NONE) {
+                    chosen = k;
+                    consumed = 1;
+                    w->i++;
+                    w->silent = 0;
+                    break;
+                }
+        }
+        if (chosen == NONE) {
+            unexpected(w, r);
+            return;
+        }
+    }
+    const qpt_trace_edge_t *x = &d->edges[chosen];
+    switch (x->kind) {
+    case QPT_TE_BLOCK:
+        f->block = x->to;
+        f->state = S_ENTER;
+        f->consumed = (uint8_t)consumed;
+        return;
+    case QPT_TE_RETURN:
+        return_from(w);
+        return;
+    case QPT_TE_TAIL: {
+        frame_t top = w->f[--w->nf];
+        enter_proc(w, x->to, top.ret, top.async, 0);
+        return;
+    }
+    case QPT_TE_TAIL_INTO: {
+        frame_t top = w->f[--w->nf];
+        frame_t fr = proc_frame(d->blocks[x->to].proc, x->to, S_ENTER, top.ret);
+        fr.async = top.async;
+        push(w, fr);
+        return;
+    }
+    case QPT_TE_OUT: {
+        /* A jump of unknown target: the next record says where it went when it went to
+         * traced code (a block that records BLOCK: a computed goto, a jump into another
+         * procedure; an entry that records ENTER: a tail call through a pointer). */
+        uint32_t r = peek(w);
+        const qpt_trace_event_t *e = event(w, r);
+        if (e != NULL && e->kind == QPT_TV_BLOCK) {
+            frame_t top = w->f[--w->nf];
+            frame_t fr = proc_frame(d->blocks[e->a].proc, e->a, S_ENTER, top.ret);
+            fr.async = top.async;
+            fr.consumed = 1;
+            w->i++;
+            w->silent = 0;
+            push(w, fr);
+            return;
+        }
+        if (e != NULL && e->kind == QPT_TV_ENTER) {
+            frame_t top = w->f[--w->nf];
+            w->i++;
+            w->silent = 0;
+            enter_proc(w, e->a, top.ret, top.async, 1);
+            return;
+        }
+        frame_t top = w->f[--w->nf];
+        if (top.ret && w->nf > 0 && w->f[w->nf - 1].kind == F_PROC) {
+            push(w, out_frame(w->f[w->nf - 1].block));
+            return;
+        }
+        if (w->nf == 0)
+            push(w, out_frame(NONE));
+        else if (w->f[w->nf - 1].kind == F_PROC && !top.async)
+            reset(w, "cut: a tail jump out of traced code, returning to a caller that "
+                     "does not expect it", b->start);
+        return;
+    }
+    default:
+        reset(w, "cut: a call that does not return returned", b->start);
+        return;
+    }
+}
+
+/* An outside frame: callbacks, its return, or the end. */
+static void
+outside(walk_t *w, frame_t *f)
+{
+    uint32_t r = peek(w);
+    if (r == NONE) {
+        unexpected(w, r);
+        return;
+    }
+    const qpt_trace_event_t *e = event(w, r);
+    if (e != NULL && e->kind == QPT_TV_ENTER) {
+        w->i++;
+        w->silent = 0;
+        enter_proc(w, e->a, 0, 0, 1);
+        return;
+    }
+    if (e != NULL && e->kind == QPT_TV_RETURNED && f->block == e->a) {
+        w->i++;
+        w->silent = 0;
+        w->nf--;
+        if (w->nf == 0)
+            push(w, out_frame(NONE));
+        else if (w->f[w->nf - 1].kind == F_PROC)
+            w->f[w->nf - 1].state = S_LEAVE;
+        return;
+    }
+    unexpected(w, r);
+}
+
+/* The naive trace: every record is a block. */
+static int
+regen_naive(walk_t *w)
+{
+    for (; w->i < w->n && w->rc == 0; w->i++) {
+        uint32_t r = w->rec[w->i];
+        if (r == QPT_TRACE_LOST) {
+            mark(w, "cut: events of another thread may follow (a thread control block "
+                    "reused unseen)", 0);
+            continue;
+        }
+        const qpt_trace_event_t *e = event(w, r);
+        if (e == NULL || e->kind != QPT_TV_BLOCK)
+            return QP_EINVAL;
+        w->st->blocks++;
+        if (w->sink->block && (w->rc = w->sink->block(w->sink->arg, e->a, w->d->blocks[e->a].start)))
+            break;
+    }
+    if (w->rc == 0 && !w->st->complete)
+        mark(w, "cut: the trace ends here without its end record (killed, _exit, or a "
+                "thread that was still running)", 0);
+    return w->rc;
+}
+
+static int
+walk(walk_t *w)
+{
+    if (w->d->hdr.kind == QPT_TRACE_NAIVE)
+        return regen_naive(w);
+    push(w, out_frame(NONE));
+    while (w->rc == 0 && !w->done) {
+        frame_t *f = &w->f[w->nf - 1];
+        if (w->i >= w->n && !w->st->complete) {
+            /* Cut short: how far the program got after its last record is unknown. */
+            unexpected(w, NONE);
+            break;
+        }
+        if (f->kind == F_OUT)
+            outside(w, f);
+        else if (f->state == S_ENTER)
+            enter_block(w, f);
+        else
+            leave_block(w, f);
+    }
+    return w->rc;
+}
+
+int
+qp_trace_regen(const qp_trace_desc_t *d, const uint32_t *rec, size_t n,
+               const qp_trace_sink_t *sink, qp_trace_stats_t *st)
+{
+    memset(st, 0, sizeof(*st));
+    st->records = n;
+    st->complete = n > 0 && rec[n - 1] == QPT_TRACE_END;
+    /* End records inside a trace (another thread's exit flushed this one) say nothing
+     * about the way taken: the walk sees none of them. */
+    uint32_t *v = malloc((n + 1) * sizeof(uint32_t));
+    if (v == NULL)
+        return QP_ENOMEM;
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++)
+        if (rec[i] != QPT_TRACE_END)
+            v[k++] = rec[i];
+    walk_t w = { .d = d, .rec = v, .n = k, .sink = sink, .st = st };
+    int rc = walk(&w);
+    free(w.f);
+    free(v);
+    return rc;
+}

@@ -1,0 +1,166 @@
+#!/bin/sh
+# Copyright 2026 the qpt authors
+# SPDX-License-Identifier: MIT
+#
+# Control-flow tracing (issue 17): every test program is rewritten with --driver=trace-naive
+# (a record per block: the oracle) and --driver=trace (records only where the CFG cannot
+# say the way), both run (same output as the original), and `qp trace blocks` of the two
+# must be equal record for record - C at -O0/-O2, PIE, non-PIE and static, calls,
+# recursion, function pointers, switch tables, computed gotos, threads (a trace per
+# thread). Where the walk cannot follow exactly (longjmp, signal handlers, exceptions)
+# the blocks must still be equal and the places marked ('#' lines); a process killed
+# before it could flush ends with a cut mark. The chord trace must be the smaller.
+# Exit status: 0 pass, 1 fail, 77 skip, 99 hard error.
+set -u
+. "${top_srcdir:-.}/tests/lib.sh"
+QP=${QP:-$top_builddir/tools/qp}
+dir=$top_builddir/tests/trace.d
+rm -rf "$dir"
+mkdir -p "$dir/bin" "$dir/n" "$dir/t" || exit 99
+dir=$(cd "$dir" && pwd)
+fails=0
+P=$top_srcdir/tests/progs
+T=$top_srcdir/tests/trace
+
+# Runs without address randomization: code whose path depends on addresses (memcpy's
+# alignment loops, hashing pointers) takes the same path in both runs.
+norand=
+setarch "$(uname -m)" -R true 2>/dev/null && norand="setarch $(uname -m) -R"
+
+# build NAME SRC CC FLAGS...
+build() {
+    name=$1 src=$2
+    shift 2
+    "$@" -o "$dir/bin/$name" "$src" -pthread >"$dir/bin/$name.log" 2>&1 ||
+        { bad "$name: does not build: $(head -n 1 "$dir/bin/$name.log")"; return 1; }
+}
+
+# Sum of the sizes of the trace files PREFIX.trace.*.
+trace_bytes() {
+    cat "$1".trace.* 2>/dev/null | wc -c
+}
+
+# pair NAME EXPECT: both tracers on $dir/bin/NAME; EXPECT is "exact", or a word every
+# mark must contain ("longjmp", "async|longjmp", "exception").
+pair() {
+    name=$1 expect=$2
+    exe=$dir/bin/$name
+    for d in n t; do
+        drv=trace-naive
+        [ $d = t ] && drv=trace
+        "$QPT_REWRITE" --driver=$drv "$exe" -o "$dir/$d/$name" >/dev/null 2>&1 ||
+            { bad "$name: --driver=$drv: rewrite failed"; return; }
+    done
+    (cd "$dir/bin" && $norand "./$name" >"$name.out" 2>&1)
+    for d in n t; do
+        (cd "$dir/$d" && $norand "./$name" >"$name.out" 2>&1)
+        cmp -s "$dir/bin/$name.out" "$dir/$d/$name.out" ||
+            { bad "$name ($d): output differs: $(diff "$dir/bin/$name.out" "$dir/$d/$name.out" | head -n 2)"; return; }
+        "$QP" trace blocks "$dir/$d/$name" >"$dir/$d/$name.blocks" 2>"$dir/$d/$name.err" ||
+            { bad "$name ($d): qp trace blocks: $(head -n 1 "$dir/$d/$name.err")"; return; }
+    done
+    # Threads' traces are headed by their (different) ids; which thread runs what may
+    # differ from run to run (pthread_once): then the blocks are compared sorted.
+    grep -v '^# thread ' "$dir/n/$name.blocks" >"$dir/n/$name.b"
+    grep -v '^# thread ' "$dir/t/$name.blocks" >"$dir/t/$name.b"
+    if grep -q '^# thread ' "$dir/n/$name.blocks"; then
+        sort "$dir/n/$name.b" >"$dir/n/$name.s" && mv "$dir/n/$name.s" "$dir/n/$name.b"
+        sort "$dir/t/$name.b" >"$dir/t/$name.s" && mv "$dir/t/$name.s" "$dir/t/$name.b"
+    fi
+    nb=$(grep -vc '^#' "$dir/n/$name.b")
+    marks=$(grep -c '^#' "$dir/t/$name.b")
+    if [ "$expect" = exact ]; then
+        cmp -s "$dir/n/$name.b" "$dir/t/$name.b" && ok "$name: $nb blocks, equal" ||
+            bad "$name: traces differ: $(diff "$dir/n/$name.b" "$dir/t/$name.b" | head -n 3 | tr '\n' ' ')"
+    else
+        grep -v '^#' "$dir/t/$name.b" | cmp -s "$dir/n/$name.b" - &&
+            ok "$name: $nb blocks, equal, $marks places marked" ||
+            bad "$name: blocks differ: $(grep -v '^#' "$dir/t/$name.b" | diff "$dir/n/$name.b" - | head -n 3 | tr '\n' ' ')"
+        [ "$marks" -gt 0 ] || bad "$name: no mark where the walk cannot follow ($expect)"
+        other=$(grep '^#' "$dir/t/$name.b" | grep -Evc "$expect")
+        [ "$other" -eq 0 ] || bad "$name: $other marks other than '$expect': $(grep '^#' "$dir/t/$name.b" | grep -Ev "$expect" | head -n 1)"
+    fi
+    grep -q '^#' "$dir/n/$name.b" && bad "$name: the naive trace has marks: $(grep '^#' "$dir/n/$name.b" | head -n 1)"
+    bn=$(trace_bytes "$dir/n/$name") bt=$(trace_bytes "$dir/t/$name")
+    [ "$bt" -lt "$bn" ] || bad "$name: the chord trace ($bt bytes) is not smaller than the naive one ($bn)"
+}
+
+for v in "gcc -O0" "gcc -O2" "gcc -O2 -fno-pie -no-pie" "gcc -O2 -static" "clang -O2"; do
+    cc=${v%% *}
+    qp_have "$cc" || continue
+    tag=$(echo "$v" | tr -d ' ' | tr -c 'a-zA-Z0-9\n' _)
+    for prog in "$T/calls.c" "$P/recursion.c" "$P/fptr.c" "$P/switch_dense.c" "$P/setjmp.c"; do
+        base=${prog##*/}
+        name=${base%.c}.$tag
+        build "$name" "$prog" $v || continue
+        case $base in
+        setjmp.c) pair "$name" "longjmp" ;;
+        *) pair "$name" exact ;;
+        esac
+    done
+done
+for v in "gcc -O0" "gcc -O2"; do
+    tag=$(echo "$v" | tr -d ' ' | tr -c 'a-zA-Z0-9\n' _)
+    for prog in "$P/tailcall.c" "$P/switch_sparse.c" "$P/computed_goto.c" "$P/cold.c" \
+        "$P/noreturn.c" "$P/threads.c" "$P/signal.c"; do
+        base=${prog##*/}
+        name=${base%.c}.$tag
+        build "$name" "$prog" $v || continue
+        case $base in
+        signal.c) pair "$name" "async|longjmp" ;;
+        *) pair "$name" exact ;;
+        esac
+    done
+    if qp_have g++; then
+        cxx=$(echo "$v" | sed 's/^gcc/g++/')
+        for prog in "$P/exceptions.cc" "$P/eh_deep.cc" "$P/virtual.cc"; do
+            base=${prog##*/}
+            name=${base%.cc}.$tag
+            build "$name" "$prog" $cxx || continue
+            case $base in
+            virtual.cc) pair "$name" exact ;;
+            *) pair "$name" "exception" ;;
+            esac
+        done
+    fi
+done
+build interp.O2 "$P/interp.c" gcc -O2 && pair interp.O2 exact
+
+# A process killed before its exit: what filled buffers wrote, then a cut mark.
+if build killed "$T/killed.c" gcc -O2 &&
+    "$QPT_REWRITE" --driver=trace "$dir/bin/killed" -o "$dir/t/killed" >/dev/null 2>&1; then
+    (cd "$dir/t" && exec ./killed) >/dev/null 2>&1
+    "$QP" trace blocks "$dir/t/killed" >"$dir/t/killed.blocks" 2>"$dir/t/killed.err"
+    last=$(tail -n 1 "$dir/t/killed.blocks")
+    n=$(grep -vc '^#' "$dir/t/killed.blocks")
+    case $last in
+    "# cut: the trace ends here"*) [ "$n" -gt 100000 ] && ok "killed: $n blocks, then the cut mark" ||
+        bad "killed: only $n blocks before the cut" ;;
+    *) bad "killed: the trace does not end with a cut mark: $last" ;;
+    esac
+else
+    bad "killed: not built or rewritten"
+fi
+
+# Bad input: a program without a trace description; a trace of another program.
+"$QP" trace blocks "$dir/bin/interp.O2" >/dev/null 2>"$dir/err1" &&
+    bad "qp trace blocks accepts a program that was not rewritten for tracing" ||
+    { grep -q 'no trace description' "$dir/err1" && ok "no trace description: refused" ||
+        bad "no trace description: $(cat "$dir/err1")"; }
+f=$(ls "$dir"/t/calls.gcc_O2.trace.* 2>/dev/null | head -n 1)
+if [ -n "$f" ]; then
+    "$QP" trace blocks "$dir/t/interp.O2" "$f" >/dev/null 2>"$dir/err2" &&
+        bad "qp trace blocks reads another program's trace" ||
+        { grep -q 'another program' "$dir/err2" && ok "another program's trace: refused" ||
+            bad "another program's trace: $(cat "$dir/err2")"; }
+fi
+"$QP" trace frobnicate x >/dev/null 2>&1 && bad "qp trace frobnicate accepted"
+# A repeat count with no record before it (QPT_TRACE_REPEAT + 5 first): refused.
+{ printf 'QPTTRFL1'; head -c 24 /dev/zero; printf '\005\000\000\360'; } >"$dir/bad.trace"
+"$QP" trace blocks "$dir/t/interp.O2" "$dir/bad.trace" >/dev/null 2>"$dir/err3" &&
+    bad "a trace starting with a repeat count accepted" ||
+    { grep -q 'repeat count' "$dir/err3" && ok "a repeat count first: refused" ||
+        bad "a repeat count first: $(cat "$dir/err3")"; }
+
+[ $fails -eq 0 ] || exit 1
+exit 0

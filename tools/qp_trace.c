@@ -1,0 +1,237 @@
+/* Copyright 2026 the qpt authors
+ * SPDX-License-Identifier: MIT */
+
+/*
+ * qp trace: the block traces of a program rewritten with --driver=trace or trace-naive.
+ *
+ *   qp trace blocks PROG [TRACE...]   one line per block run: its address (0x...), in
+ *                                     order; lines starting with '#' mark where the
+ *                                     walk could not follow exactly (report/qp_trace.h)
+ *   qp trace stats PROG [TRACE...]    per trace: records, bytes, blocks, bytes per block,
+ *                                     marks, and a hash of the block sequence (equal
+ *                                     traces have equal hashes)
+ *
+ * Without TRACE, every PROG.trace.TID beside PROG (thread ids ascending); with several,
+ * each thread's trace follows a line "# thread TID".
+ */
+#include "config.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "arch/qp_err.h"
+#include "report/qp_trace.h"
+#include "tools/qp_tool.h"
+#include "tools/tool.h"
+
+static int
+usage(FILE *f, int rc)
+{
+    fprintf(f, "usage: qp trace blocks PROG [TRACE...]\n"
+               "       qp trace stats PROG [TRACE...]\n"
+               "PROG: a program rewritten with qpt-rewrite --driver=trace or trace-naive;\n"
+               "TRACE: its trace files (default: every PROG.trace.TID)\n");
+    return rc;
+}
+
+typedef struct out {
+    FILE *f;
+    uint64_t hash; /* FNV-1a over the blocks' addresses, in order (stats) */
+    char buf[1 << 16];
+} out_t;
+
+static int
+hash_block(void *arg, uint32_t block, uint64_t addr)
+{
+    (void)block;
+    out_t *o = arg;
+    for (int i = 0; i < 8; i++) {
+        o->hash ^= (addr >> (8 * i)) & 0xff;
+        o->hash *= 0x100000001b3ull;
+    }
+    return 0;
+}
+
+static int
+on_block(void *arg, uint32_t block, uint64_t addr)
+{
+    (void)block;
+    out_t *o = arg;
+    fprintf(o->f, "0x%llx\n", (unsigned long long)addr);
+    return 0;
+}
+
+static int
+on_mark(void *arg, const char *what, uint64_t addr)
+{
+    out_t *o = arg;
+    if (addr)
+        fprintf(o->f, "# %s (at 0x%llx)\n", what, (unsigned long long)addr);
+    else
+        fprintf(o->f, "# %s\n", what);
+    return 0;
+}
+
+static int
+count_mark(void *arg, const char *what, uint64_t addr)
+{
+    (void)arg;
+    (void)what;
+    (void)addr;
+    return 0;
+}
+
+static int
+cmp_tid(const void *a, const void *b)
+{
+    const char *x = *(char *const *)a, *y = *(char *const *)b;
+    unsigned long long u = strtoull(strrchr(x, '.') + 1, NULL, 10);
+    unsigned long long v = strtoull(strrchr(y, '.') + 1, NULL, 10);
+    return u < v ? -1 : u > v;
+}
+
+/* PROG.trace.TID files beside PROG, sorted by TID: malloc'ed names in *V. */
+static int
+find_traces(const char *prog, char ***v, size_t *n)
+{
+    char dir[4096], base[4096];
+    const char *slash = strrchr(prog, '/');
+    if (slash) {
+        snprintf(dir, sizeof(dir), "%.*s", (int)(slash - prog), prog);
+        snprintf(base, sizeof(base), "%s.trace.", slash + 1);
+    } else {
+        snprintf(dir, sizeof(dir), ".");
+        snprintf(base, sizeof(base), "%s.trace.", prog);
+    }
+    if (dir[0] == '\0')
+        snprintf(dir, sizeof(dir), "/");
+    DIR *d = opendir(dir);
+    if (d == NULL)
+        return -1;
+    size_t k = 0, cap = 16;
+    char **names = malloc(cap * sizeof(char *));
+    struct dirent *e;
+    size_t bl = strlen(base);
+    while (names != NULL && (e = readdir(d)) != NULL) {
+        if (strncmp(e->d_name, base, bl) != 0 || e->d_name[bl] == '\0'
+            || strspn(e->d_name + bl, "0123456789") != strlen(e->d_name + bl))
+            continue;
+        if (k == cap) {
+            char **nv = realloc(names, 2 * cap * sizeof(char *));
+            if (nv == NULL)
+                break;
+            names = nv;
+            cap *= 2;
+        }
+        size_t len = strlen(dir) + strlen(e->d_name) + 2;
+        if ((names[k] = malloc(len)) == NULL)
+            break;
+        snprintf(names[k], len, "%s/%s", dir, e->d_name);
+        k++;
+    }
+    closedir(d);
+    if (names == NULL)
+        return -1;
+    qsort(names, k, sizeof(char *), cmp_tid);
+    *v = names;
+    *n = k;
+    return 0;
+}
+
+static int
+one_trace(const qp_trace_desc_t *d, const char *path, int stats, int header, out_t *o)
+{
+    char why[600];
+    qpt_trace_file_t h;
+    uint32_t *rec = NULL;
+    size_t n = 0;
+    uint64_t bytes = 0;
+    if (qp_trace_file_read(path, &h, &rec, &n, &bytes, why, sizeof(why)) < 0) {
+        fprintf(stderr, "qp: %s\n", why);
+        return 1;
+    }
+    if (h.id != d->hdr.id) {
+        fprintf(stderr, "qp: %s: a trace of another program (or of another rewrite of it)\n",
+                path);
+        free(rec);
+        return 1;
+    }
+    if (header && !stats)
+        fprintf(o->f, "# thread %llu\n", (unsigned long long)h.tid);
+    o->hash = 0xcbf29ce484222325ull;
+    qp_trace_sink_t sink = { stats ? hash_block : on_block, stats ? count_mark : on_mark, o };
+    qp_trace_stats_t st;
+    int rc = qp_trace_regen(d, rec, n, &sink, &st);
+    free(rec);
+    if (rc < 0) {
+        fprintf(stderr, "qp: %s: %s\n", path,
+                rc == QP_EINVAL ? "a record names no event of the program's trace description"
+                                : qp_strerror(rc));
+        return 1;
+    }
+    if (stats) {
+        fprintf(o->f, "%s: tid %llu: %llu records, %llu bytes, %llu blocks, %.3f bytes per "
+                      "block, %llu marks, blocks hash %016llx%s\n",
+                path, (unsigned long long)h.tid, (unsigned long long)st.records,
+                (unsigned long long)bytes, (unsigned long long)st.blocks,
+                st.blocks ? (double)bytes / (double)st.blocks : 0.0,
+                (unsigned long long)st.marks, (unsigned long long)o->hash,
+                st.complete ? "" : ", incomplete");
+    }
+    return 0;
+}
+
+int
+qp_trace_main(int argc, char **argv)
+{
+    if (argc >= 3 && (strcmp(argv[2], "--help") == 0 || strcmp(argv[2], "-h") == 0))
+        return usage(stdout, 0);
+    if (argc < 4)
+        return usage(stderr, 2);
+    int stats = strcmp(argv[2], "stats") == 0;
+    if (!stats && strcmp(argv[2], "blocks") != 0) {
+        fprintf(stderr, "qp: trace: unknown command '%s' (blocks, stats)\n", argv[2]);
+        return 2;
+    }
+    const char *prog = argv[3];
+    qp_trace_desc_t d;
+    char why[600];
+    if (qp_trace_desc_read(prog, &d, why, sizeof(why)) < 0) {
+        fprintf(stderr, "qp: %s\n", why);
+        return 1;
+    }
+    char **files = NULL;
+    size_t nfiles = 0;
+    int owned = 0;
+    if (argc > 4) {
+        files = argv + 4;
+        nfiles = (size_t)(argc - 4);
+    } else if (find_traces(prog, &files, &nfiles) < 0 || nfiles == 0) {
+        fprintf(stderr, "qp: %s: no trace files (%s.trace.TID); run the program first\n", prog,
+                prog);
+        qp_trace_desc_free(&d);
+        free(files);
+        return 1;
+    } else
+        owned = 1;
+    static out_t o;
+    o.f = stdout;
+    setvbuf(stdout, o.buf, _IOFBF, sizeof(o.buf));
+    int rc = 0;
+    for (size_t i = 0; i < nfiles && rc == 0; i++)
+        rc = one_trace(&d, files[i], stats, nfiles > 1, &o);
+    if (owned) {
+        for (size_t i = 0; i < nfiles; i++)
+            free(files[i]);
+        free(files);
+    }
+    qp_trace_desc_free(&d);
+    if (fflush(stdout) != 0 && rc == 0) {
+        fprintf(stderr, "qp: trace: write error\n");
+        rc = 1;
+    }
+    return rc;
+}
