@@ -8,13 +8,21 @@
  * every edge and block count follows by flow conservation. Edges that cannot carry a
  * counter (jump-table and other indirect edges into blocks with several ways in) and
  * the X -> entry edge (a counter there would need a stub of its own) weigh infinitely,
- * so the tree takes them first. Other weights estimate how often an edge runs (10 per
- * loop level, the static heuristic of the seed) times what a counter there costs (a
- * stub or a flags save cost more than an increment), so that hot and expensive edges
- * stay in the tree and go uncounted. With --weights, the counts of an earlier run replace
- * the estimate.
+ * so the tree takes them first. Other weights estimate how often an edge runs times what
+ * a counter there costs (a stub or a flags save cost more than an increment), so that hot
+ * and expensive edges stay in the tree and go uncounted. With --weights, the counts of an
+ * earlier run replace the estimate.
+ *
+ * The estimate (estimate_freq) propagates one call's flow through the graph with branch
+ * probabilities, as compilers do: a loop's back edge is taken 9 times in 10, a loop exit
+ * 1 in 10, a path that can only end the process (abort, __chk_fail) almost never, other
+ * ways out of a block alike. Loop depth alone (10 per level) rates every edge of a loop
+ * the same: in an interpreter's dispatch loop it then counts the loop head's edge to the
+ * dispatch (every instruction) besides each handler's edge back (lua: 1.9 increments
+ * per bytecode instead of 1).
  */
 #include <stdlib.h>
+#include <string.h>
 
 #include "driver/driver.h"
 
@@ -30,32 +38,176 @@ uf_find(uint32_t *parent, uint32_t x)
     return x;
 }
 
-static double
-edge_weight(const drv_graph_t *g, const drv_edge_t *e)
+/* Relative odds of taking an edge, before normalising over its block's ways out. */
+#define ODDS_BACK 9.0    /* a loop's back edge against staying in the body... */
+#define ODDS_EXIT 0.111  /* ... a loop exit against staying in the loop */
+#define ODDS_COLD 0.001  /* towards code that can only end the process */
+#define FREQ_SWEEPS 400  /* propagation rounds at most (a loop converges 10% a round) */
+#define FREQ_MAX 1e30
+
+/* Does block A (global index) dominate block B? */
+static int
+dominates(const cfg_prog_t *prog, uint32_t a, uint32_t b)
 {
-    if (e->place == DRV_PLACE_NONE || e->kind == QP_EDGE_ENTRY)
-        return INF;
-    const cfg_block_t *b = g->prog->blocks + g->first;
+    for (uint32_t k = 0; b != CFG_NONE && k < 1u << 20; k++) {
+        if (b == a)
+            return 1;
+        b = prog->blocks[b].idom;
+    }
+    return 0;
+}
+
+/* Blocks from which every path ends the process (noreturn calls, ud2, hlt) into COLD;
+ * OUT_OFF/OUT: each node's outgoing edges. */
+static void
+mark_cold(const drv_graph_t *g, const uint32_t *out_off, const uint32_t *out, uint8_t *cold)
+{
     uint32_t X = g->nblocks;
-    unsigned df = e->from == X ? 0 : b[e->from].loop_depth;
-    unsigned dt = e->to == X ? 0 : b[e->to].loop_depth;
-    unsigned d = df < dt ? df : dt;
-    double freq = 1;
-    int64_t c = -1;
-    if (g->weights != NULL)
-        c = drv_weights_get(g->weights, e->from == X ? 0 : b[e->from].start,
-                            e->to == X ? 0 : b[e->to].start, e->kind);
-    if (c >= 0)
-        freq = (double)c + 1; /* measured: never-run edges still weigh a little */
-    else
-        for (unsigned i = 0; i < d && i < 30; i++)
-            freq *= 10;
+    memset(cold, 0, X + 1);
+    for (int changed = 1; changed;) {
+        changed = 0;
+        for (uint32_t i = X; i-- > 0;) {
+            int all = !cold[i] && out_off[i + 1] > out_off[i];
+            for (uint32_t k = out_off[i]; k < out_off[i + 1] && all; k++) {
+                const drv_edge_t *ed = &g->edges[out[k]];
+                all = ed->kind == CFG_EDGE_NORETURN || (ed->to != X && cold[ed->to]);
+            }
+            if (all)
+                cold[i] = changed = 1;
+        }
+    }
+}
+
+/* Each node's edges as lists: for node v, IDX[OFF[v] .. OFF[v + 1]) (OFF: X + 2 entries,
+ * zeroed). BY_TO: incoming edges, else outgoing. */
+static void
+edge_lists(const drv_graph_t *g, int by_to, uint32_t *off, uint32_t *idx)
+{
+    uint32_t X = g->nblocks;
+    for (uint32_t e = 0; e < g->nedges; e++)
+        off[(by_to ? g->edges[e].to : g->edges[e].from) + 1]++;
+    for (uint32_t v = 0; v <= X; v++)
+        off[v + 1] += off[v];
+    for (uint32_t e = 0; e < g->nedges; e++)
+        idx[off[by_to ? g->edges[e].to : g->edges[e].from]++] = e;
+    for (uint32_t v = X + 1; v > 0; v--) /* each off[v] moved to off[v + 1]: back */
+        off[v] = off[v - 1];
+    off[0] = 0;
+}
+
+/* The odds of edge ED against its siblings (see the top of this file). */
+static double
+edge_odds(const drv_graph_t *g, const drv_edge_t *ed, const uint8_t *cold)
+{
+    uint32_t X = g->nblocks;
+    const cfg_block_t *b = g->prog->blocks + g->first;
+    if (ed->kind == CFG_EDGE_NORETURN || (ed->to != X && cold[ed->to]))
+        return ODDS_COLD;
+    unsigned df = b[ed->from].loop_depth, dt = ed->to == X ? 0 : b[ed->to].loop_depth;
+    if (ed->to != X && b[ed->to].is_loop_head
+        && dominates(g->prog, g->first + ed->to, g->first + ed->from))
+        return ODDS_BACK;
+    if (dt < df)
+        return ODDS_EXIT;
+    return 1.0;
+}
+
+/*
+ * Estimated traversals of each edge per call into FREQ (NEDGES of them): the flow of one
+ * call from X (and a little from other roots) propagated with edge_odds' probabilities,
+ * block by block in address order until it settles. Returns 0 or QP_ENOMEM.
+ */
+static int
+estimate_freq(const drv_graph_t *g, double *freq)
+{
+    uint32_t n = g->nedges, X = g->nblocks;
+    double *prob = malloc((n + 1) * sizeof(double));
+    double *node = calloc(X + 1, sizeof(double));
+    uint32_t *in_off = calloc(X + 2, sizeof(uint32_t));
+    uint32_t *out_off = calloc(X + 2, sizeof(uint32_t));
+    uint32_t *in = malloc((n + 1) * sizeof(uint32_t));
+    uint32_t *out = malloc((n + 1) * sizeof(uint32_t));
+    uint8_t *cold = malloc(X + 1);
+    int rc = 0;
+    if (!prob || !node || !in_off || !out_off || !in || !out || !cold) {
+        rc = QP_ENOMEM;
+        goto out;
+    }
+    edge_lists(g, 1, in_off, in);
+    edge_lists(g, 0, out_off, out);
+    mark_cold(g, out_off, out, cold);
+    for (uint32_t v = 0; v <= X; v++) {
+        double sum = 0;
+        for (uint32_t k = out_off[v]; k < out_off[v + 1]; k++) {
+            const drv_edge_t *ed = &g->edges[out[k]];
+            prob[out[k]] = v == X ? (ed->kind == QP_EDGE_ENTRY ? 1.0 : 0.1)
+                                  : edge_odds(g, ed, cold);
+            sum += prob[out[k]];
+        }
+        for (uint32_t k = out_off[v]; k < out_off[v + 1] && v != X; k++)
+            prob[out[k]] /= sum;
+    }
+    for (int sweep = 0; sweep < FREQ_SWEEPS; sweep++) {
+        double moved = 0; /* the largest relative change of this round */
+        for (uint32_t v = 0; v < X; v++) {
+            double f = 0;
+            for (uint32_t k = in_off[v]; k < in_off[v + 1]; k++) {
+                const drv_edge_t *ed = &g->edges[in[k]];
+                f += prob[in[k]] * (ed->from == X ? 1.0 : node[ed->from]);
+            }
+            if (f > FREQ_MAX)
+                f = FREQ_MAX;
+            double d = (f > node[v] ? f - node[v] : node[v] - f) / (f > 1 ? f : 1);
+            if (d > moved)
+                moved = d;
+            node[v] = f;
+        }
+        if (moved < 1e-6)
+            break;
+    }
+    for (uint32_t e = 0; e < n; e++) {
+        const drv_edge_t *ed = &g->edges[e];
+        freq[e] = prob[e] * (ed->from == X ? 1.0 : node[ed->from]);
+    }
+out:
+    free(prob);
+    free(node);
+    free(in_off);
+    free(out_off);
+    free(in);
+    free(out);
+    free(cold);
+    return rc;
+}
+
+/* What a counter on E costs, in instructions run per traversal. */
+static double
+counter_cost(const drv_edge_t *e)
+{
     double cost = 1.0;
     if (e->place == DRV_PLACE_TAKEN)
         cost += 1.0; /* the stub's extra jump */
     if (e->save_flags)
         cost += 3.0; /* pushf/popf */
-    return freq * cost;
+    return cost;
+}
+
+/* E's weight for the spanning tree, from ESTIMATE (its estimated frequency). */
+static double
+edge_weight(const drv_graph_t *g, const drv_edge_t *e, double estimate)
+{
+    if (e->place == DRV_PLACE_NONE || e->kind == QP_EDGE_ENTRY)
+        return INF;
+    const cfg_block_t *b = g->prog->blocks + g->first;
+    uint32_t X = g->nblocks;
+    double freq = estimate;
+    int64_t c = -1;
+    if (g->weights != NULL)
+        c = drv_weights_get(g->weights, e->from == X ? 0 : b[e->from].start,
+                            e->to == X ? 0 : b[e->to].start, e->kind);
+    if (c >= 0) /* measured; the estimate only orders edges that ran as often */
+        freq = (double)c + estimate / (1.0 + estimate);
+    return freq * counter_cost(e);
 }
 
 /* Sort edge indices by weight, heaviest first; ties by index (deterministic output). */
@@ -84,8 +236,10 @@ qp_place(drv_graph_t *g, drv_result_t *res, const char **why)
         rc = QP_ENOMEM;
         goto out;
     }
+    if ((rc = estimate_freq(g, w)) < 0)
+        goto out;
     for (uint32_t e = 0; e < n; e++) {
-        w[e] = edge_weight(g, &g->edges[e]);
+        w[e] = edge_weight(g, &g->edges[e], w[e]);
         order[e] = e;
     }
     sort_w = w;
