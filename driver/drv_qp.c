@@ -192,26 +192,25 @@ counter_cost(const drv_edge_t *e)
     return cost;
 }
 
-/* E's weight for the spanning tree, from ESTIMATE (its estimated frequency). */
+/* How often E runs: measured (--weights) or ESTIMATE. */
 static double
-edge_weight(const drv_graph_t *g, const drv_edge_t *e, double estimate)
+edge_freq(const drv_graph_t *g, const drv_edge_t *e, double estimate)
 {
-    if (e->place == DRV_PLACE_NONE || e->kind == QP_EDGE_ENTRY)
-        return INF;
     const cfg_block_t *b = g->prog->blocks + g->first;
     uint32_t X = g->nblocks;
-    double freq = estimate;
     int64_t c = -1;
     if (g->weights != NULL)
         c = drv_weights_get(g->weights, e->from == X ? 0 : b[e->from].start,
                             e->to == X ? 0 : b[e->to].start, e->kind);
     if (c >= 0) /* measured; the estimate only orders edges that ran as often */
-        freq = (double)c + estimate / (1.0 + estimate);
-    return freq * counter_cost(e);
+        return (double)c + estimate / (1.0 + estimate);
+    return estimate;
 }
 
-/* Sort edge indices by weight, heaviest first; ties by index (deterministic output). */
+/* Sort edge indices by weight, heaviest first; ties: blocks' own edges first (a counter
+ * then goes on the edge, as without them), then by index (deterministic output). */
 static const double *sort_w;
+static uint32_t sort_nedges;
 
 static int
 cmp_heavy(const void *a, const void *b)
@@ -219,39 +218,83 @@ cmp_heavy(const void *a, const void *b)
     uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
     if (sort_w[x] != sort_w[y])
         return sort_w[x] > sort_w[y] ? -1 : 1;
+    if ((x >= sort_nedges) != (y >= sort_nedges))
+        return x >= sort_nedges ? -1 : 1;
     return x < y ? -1 : x > y;
+}
+
+/*
+ * The spanning tree is taken over the graph with each block split in two, its way in and
+ * its way out, joined by the block's own edge (index NEDGES + block): a counter on that
+ * one is a block counter, which costs an increment where an edge counter may need a stub
+ * and a jump (a one-block loop's back edge). The report's flow solver takes a measured
+ * block count as the sum of its in-edges and of its out-edges, so any spanning tree of
+ * the split graph still determines every count.
+ */
+static uint32_t
+node_out(const drv_graph_t *g, uint32_t v) /* its way in is node V itself */
+{
+    return v == g->nblocks ? v : g->nblocks + 1 + v;
+}
+
+/* Weights of the NEDGES edges and then of the blocks' own edges into W, from the
+ * estimated edge frequencies FREQ_E. */
+static void
+split_weights(const drv_graph_t *g, const double *freq_e, double *w)
+{
+    uint32_t n = g->nedges, X = g->nblocks;
+    for (uint32_t i = 0; i < X; i++)
+        w[n + i] = 0;
+    for (uint32_t e = 0; e < n; e++) {
+        const drv_edge_t *ed = &g->edges[e];
+        double f = edge_freq(g, ed, freq_e[e]);
+        if (ed->to != X)
+            w[n + ed->to] += f;
+        w[e] = ed->place == DRV_PLACE_NONE || ed->kind == QP_EDGE_ENTRY
+            ? INF : f * counter_cost(ed);
+    }
+    for (uint32_t i = 0; i < X; i++)
+        w[n + i] *= g->block_save[i] ? 4.0 : 1.0;
 }
 
 static int
 qp_place(drv_graph_t *g, drv_result_t *res, const char **why)
 {
-    uint32_t n = g->nedges, nodes = g->nblocks + 1;
-    double *w = malloc((n + 1) * sizeof(double));
-    uint32_t *order = malloc((n + 1) * sizeof(uint32_t));
+    uint32_t n = g->nedges, nb = g->nblocks, all = n + nb, nodes = 2 * nb + 1;
+    double *w = malloc((all + 1) * sizeof(double));
+    double *freq = malloc((n + 1) * sizeof(double));
+    uint32_t *order = malloc((all + 1) * sizeof(uint32_t));
     uint32_t *parent = malloc(nodes * sizeof(uint32_t));
-    uint8_t *in_tree = calloc(n + 1, 1);
+    uint8_t *in_tree = calloc(all + 1, 1);
     int rc = 0;
     (void)why; /* qp measures every procedure it gets: per block when it must */
-    if (w == NULL || order == NULL || parent == NULL || in_tree == NULL) {
+    if (w == NULL || freq == NULL || order == NULL || parent == NULL || in_tree == NULL) {
         rc = QP_ENOMEM;
         goto out;
     }
-    if ((rc = estimate_freq(g, w)) < 0)
+    if ((rc = estimate_freq(g, freq)) < 0)
         goto out;
-    for (uint32_t e = 0; e < n; e++) {
-        w[e] = edge_weight(g, &g->edges[e], w[e]);
+    split_weights(g, freq, w);
+    for (uint32_t e = 0; e < all; e++)
         order[e] = e;
-    }
     sort_w = w;
-    qsort(order, n, sizeof(uint32_t), cmp_heavy);
+    sort_nedges = n;
+    qsort(order, all, sizeof(uint32_t), cmp_heavy);
     for (uint32_t v = 0; v < nodes; v++)
         parent[v] = v;
-    for (uint32_t k = 0; k < n; k++) {
-        const drv_edge_t *e = &g->edges[order[k]];
-        uint32_t a = uf_find(parent, e->from), b = uf_find(parent, e->to);
+    for (uint32_t k = 0; k < all; k++) {
+        uint32_t e = order[k], from, to;
+        if (e < n) {
+            from = node_out(g, g->edges[e].from);
+            to = g->edges[e].to;
+        } else {
+            from = e - n;
+            to = node_out(g, e - n);
+        }
+        uint32_t a = uf_find(parent, from), b = uf_find(parent, to);
         if (a != b) {
             parent[a] = b;
-            in_tree[order[k]] = 1;
+            in_tree[e] = 1;
         }
     }
     for (uint32_t e = 0; e < n; e++)
@@ -260,16 +303,21 @@ qp_place(drv_graph_t *g, drv_result_t *res, const char **why)
              * sharing one jump table's targets): count this procedure's blocks instead,
              * which gives every block count and the calls; the report says which edge
              * counts stay unknown. */
-            for (uint32_t i = 0; i < g->nblocks; i++)
+            for (uint32_t i = 0; i < nb; i++)
                 g->block_counter[i] = drv_alloc_counter(res);
             res->nblock_counted++;
             goto out;
         }
-    for (uint32_t e = 0; e < n; e++)
-        if (!in_tree[e])
-            g->edges[e].counter = drv_alloc_counter(res);
+    for (uint32_t e = 0; e < all; e++)
+        if (!in_tree[e]) {
+            if (e < n)
+                g->edges[e].counter = drv_alloc_counter(res);
+            else
+                g->block_counter[e - n] = drv_alloc_counter(res);
+        }
 out:
     free(w);
+    free(freq);
     free(order);
     free(parent);
     free(in_tree);
