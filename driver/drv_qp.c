@@ -15,7 +15,9 @@
  *
  * The estimate (estimate_freq) propagates one call's flow through the graph with branch
  * probabilities, as compilers do: a loop's back edge is taken 9 times in 10, a loop exit
- * 1 in 10, a path that can only end the process (abort, __chk_fail) almost never, other
+ * 1 in 10, a path that can only end the process (abort, __chk_fail) almost never, a
+ * conditional branch's fall-through twice as often as its forward jump (compilers lay the
+ * likelier way out straight: lua's `if (l_unlikely(trap))` before every bytecode), other
  * ways out of a block alike. Loop depth alone (10 per level) rates every edge of a loop
  * the same: in an interpreter's dispatch loop it then counts the loop head's edge to the
  * dispatch (every instruction) besides each handler's edge back (lua: 1.9 increments
@@ -41,6 +43,7 @@ uf_find(uint32_t *parent, uint32_t x)
 /* Relative odds of taking an edge, before normalising over its block's ways out. */
 #define ODDS_BACK 9.0    /* a loop's back edge against staying in the body... */
 #define ODDS_EXIT 0.111  /* ... a loop exit against staying in the loop */
+#define ODDS_FALL 2.0    /* a conditional branch falling through against a forward jump */
 #define ODDS_COLD 0.001  /* towards code that can only end the process */
 #define FREQ_SWEEPS 400  /* propagation rounds at most (a loop converges 10% a round) */
 #define FREQ_MAX 1e30
@@ -107,9 +110,12 @@ edge_odds(const drv_graph_t *g, const drv_edge_t *ed, const uint8_t *cold)
     if (ed->to != X && b[ed->to].is_loop_head
         && dominates(g->prog, g->first + ed->to, g->first + ed->from))
         return ODDS_BACK;
-    if (dt < df)
-        return ODDS_EXIT;
-    return 1.0;
+    double odds = dt < df ? ODDS_EXIT : 1.0;
+    /* A compiler lays the likelier way out as the fall-through, the other forward. */
+    if (ed->kind == CFG_EDGE_FALL && g->last_kind[ed->from] == ARCH_KIND_JCC
+        && g->last_target[ed->from] > b[ed->from].start)
+        odds *= ODDS_FALL;
+    return odds;
 }
 
 /*
