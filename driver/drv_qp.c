@@ -192,24 +192,42 @@ counter_cost(const drv_edge_t *e)
 {
     double cost = 1.0;
     if (e->place == DRV_PLACE_TAKEN)
-        cost += 1.0; /* the stub's extra jump */
+        cost += 1.0; /* the stub's jump back */
     if (e->save_flags)
-        cost += 3.0; /* pushf/popf */
+        cost += 4.0; /* lea, pushf ... popf, lea */
     return cost;
 }
 
-/* How often E runs: measured (--weights) or ESTIMATE. */
+/* A block counter's cost (SAVE: it saves the flags). */
 static double
-edge_freq(const drv_graph_t *g, const drv_edge_t *e, double estimate)
+block_cost(int save)
+{
+    return save ? 5.0 : 1.0;
+}
+
+/* The measured count of edge E, or -1 when the profile lacks it. */
+static int64_t
+measured_count(const drv_graph_t *g, const drv_edge_t *e)
 {
     const cfg_block_t *b = g->prog->blocks + g->first;
     uint32_t X = g->nblocks;
-    int64_t c = -1;
-    if (g->weights != NULL)
-        c = drv_weights_get(g->weights, e->from == X ? 0 : b[e->from].start,
-                            e->to == X ? 0 : b[e->to].start, e->kind);
-    if (c >= 0) /* measured; the estimate only orders edges that ran as often */
-        return (double)c + estimate / (1.0 + estimate);
+    return drv_weights_get(g->weights, e->from == X ? 0 : b[e->from].start,
+                           e->to == X ? 0 : b[e->to].start, e->kind);
+}
+
+/*
+ * How often E runs: measured (--weights) or ESTIMATE. A measured count gets a fraction of
+ * the estimate, to order edges that ran as often; the fractions of all the chords sum to
+ * less than one instruction (costs <= 6, each edge in at most two weights), so the tree
+ * stays the cheapest for the measured counts.
+ */
+static double
+edge_freq(const drv_graph_t *g, const drv_edge_t *e, double estimate)
+{
+    int64_t c = g->weights != NULL ? measured_count(g, e) : -1;
+    if (c >= 0)
+        return (double)c
+            + estimate / (1.0 + estimate) / (12.0 * (g->nedges + g->nblocks + 1));
     return estimate;
 }
 
@@ -243,6 +261,40 @@ node_out(const drv_graph_t *g, uint32_t v) /* its way in is node V itself */
     return v == g->nblocks ? v : g->nblocks + 1 + v;
 }
 
+/*
+ * Add what the counters on the chords (IN_TREE[e] == 0; NEDGES + block for a block's
+ * own edge) cost over the profiled run to RES (--weights). A block runs as often as its
+ * ways in.
+ */
+static int
+add_weighted_cost(const drv_graph_t *g, const uint8_t *in_tree, drv_result_t *res)
+{
+    uint32_t n = g->nedges, X = g->nblocks;
+    int64_t *runs = calloc(X + 1, sizeof(int64_t)); /* per block; -1: not measured */
+    if (runs == NULL)
+        return QP_ENOMEM;
+    for (uint32_t e = 0; e < n; e++) {
+        const drv_edge_t *ed = &g->edges[e];
+        int64_t c = measured_count(g, ed);
+        if (ed->to != X)
+            runs[ed->to] = c < 0 || runs[ed->to] < 0 ? -1 : runs[ed->to] + c;
+        if (!in_tree[e] && c >= 0) {
+            res->weighted_incs += (uint64_t)c;
+            res->weighted_insns += (uint64_t)c * (uint64_t)counter_cost(ed);
+        } else if (!in_tree[e])
+            res->weighted_unknown++;
+    }
+    for (uint32_t i = 0; i < X; i++)
+        if (!in_tree[n + i] && runs[i] >= 0) {
+            res->weighted_incs += (uint64_t)runs[i];
+            res->weighted_insns
+                += (uint64_t)runs[i] * (uint64_t)block_cost(g->block_save[i]);
+        } else if (!in_tree[n + i])
+            res->weighted_unknown++;
+    free(runs);
+    return 0;
+}
+
 /* Weights of the NEDGES edges and then of the blocks' own edges into W, from the
  * estimated edge frequencies FREQ_E. */
 static void
@@ -260,7 +312,7 @@ split_weights(const drv_graph_t *g, const double *freq_e, double *w)
             ? INF : f * counter_cost(ed);
     }
     for (uint32_t i = 0; i < X; i++)
-        w[n + i] *= g->block_save[i] ? 4.0 : 1.0;
+        w[n + i] *= block_cost(g->block_save[i]);
 }
 
 static int
@@ -314,6 +366,8 @@ qp_place(drv_graph_t *g, drv_result_t *res, const char **why)
             res->nblock_counted++;
             goto out;
         }
+    if (g->weights != NULL && (rc = add_weighted_cost(g, in_tree, res)) < 0)
+        goto out;
     for (uint32_t e = 0; e < all; e++)
         if (!in_tree[e]) {
             if (e < n)
