@@ -9,7 +9,8 @@
 #   sqlite  sqlite3's speedtest1 (--memdb --verify)
 # Variants of each: native (gcc -O2), none (qpt-rewrite --driver=none of native), qp and
 # naive (--driver=qp / --driver=naive of native; skipped with a note while qpt-rewrite
-# refuses them), gcc (gcc -O2 -fprofile-arcs).
+# refuses them), qpw (qp with --weights: counters placed by the counts of a first qp run
+# on the small input, the one the valgrind part measures), gcc (gcc -O2 -fprofile-arcs).
 #
 # 1. Wall time: a warm-up run of every variant, then ROUNDS rounds; each round runs
 #    native and every variant once, in an order rotated from round to round, so that
@@ -27,7 +28,7 @@
 #
 # Usage: bench/overhead.sh [DIR [path/to/qpt-rewrite]]
 #   DIR defaults to $QPT_BENCH_DIR or ./bench-workloads
-# Environment: ROUNDS (10), WORKLOADS ("lua bzip2 sqlite"), VARIANTS ("none qp naive
+# Environment: ROUNDS (10), WORKLOADS ("lua bzip2 sqlite"), VARIANTS ("none qp qpw naive
 #   gcc"), VALGRIND (1), LUA_SCALE (30) / LUA_SMALL_SCALE (3), SQLITE_SIZE (100) /
 #   SQLITE_SMALL_SIZE (15); bzip2 input sizes: see bench/workloads.sh.
 set -eu
@@ -36,7 +37,7 @@ DIR=${1:-${QPT_BENCH_DIR:-bench-workloads}}
 QPT=${2:-tools/qpt-rewrite}
 ROUNDS=${ROUNDS:-10}
 WORKLOADS=${WORKLOADS:-lua bzip2 sqlite}
-VARIANTS=${VARIANTS:-none qp naive gcc}
+VARIANTS=${VARIANTS:-none qp qpw naive gcc}
 VALGRIND=${VALGRIND:-1}
 LUA_SCALE=${LUA_SCALE:-30}
 LUA_SMALL_SCALE=${LUA_SMALL_SCALE:-3}
@@ -144,7 +145,22 @@ for wl in $WORKLOADS; do
                 [ "$v" != none ] || fail "$wl: the null rewrite failed: ${NOTE[$wl.$v]}"
             fi
             ;;
-        *) die "unknown variant $v (none qp naive gcc)" ;;
+        qpw)
+            # A first qp run on the small input; its counts place the counters.
+            mkdir -p "$T/bin/qpw.first"
+            args "$wl" small
+            if "$QPT" "$DIR/native/$p" -o "$T/bin/qpw.first/$p" >"$T/rewrite.log" 2>&1 &&
+                QP_PROFILE=$T/qpw.first.qp "$T/bin/qpw.first/$p" "${ARGS[@]}" </dev/null >/dev/null 2>>"$T/rewrite.log" &&
+                "$QPT" --weights="$T/qpw.first.qp" "$DIR/native/$p" -o "$T/bin/qpw/$p" >"$T/rewrite.log" 2>&1; then
+                HAVE[$wl.$v]=1
+                echo "overhead: $wl/$v: $(grep -- '--weights' "$T/rewrite.log" | tail -n 1)"
+            else
+                NOTE[$wl.$v]=$(head -n 1 "$T/rewrite.log")
+                echo "overhead: $wl/$v: skipped: ${NOTE[$wl.$v]}"
+            fi
+            rm -f "$T/qpw.first.qp"
+            ;;
+        *) die "unknown variant $v (none qp qpw naive gcc)" ;;
         esac
     done
 done
@@ -244,7 +260,7 @@ if [ "$VALGRIND" != 0 ]; then
 fi
 
 # --- table ---------------------------------------------------------------------------
-label() { case $1 in none) echo "none/native" ;; qp) echo "qp/native" ;; naive) echo "naive/native" ;; gcc) echo "gcc -fprofile-arcs/native" ;; esac; }
+label() { case $1 in none) echo "none/native" ;; qp) echo "qp/native" ;; qpw) echo "qp --weights/native" ;; naive) echo "naive/native" ;; gcc) echo "gcc -fprofile-arcs/native" ;; esac; }
 # table KIND(wall|cpu|paired|instr) TITLE
 table() {
     local kind=$1 v wl row cell nat

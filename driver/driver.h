@@ -124,6 +124,12 @@ typedef struct drv_result {
     uint32_t nexit_hooks;    /* exit hooks placed */
     uint32_t nblock_counted; /* qp: procedures counted per block (a cycle of edges that
                               * cannot carry a counter) */
+    /* qp --weights: the instructions the counters add over the run the weights measured
+     * (increments, stub jumps, flag saves), the least of any spanning tree for those
+     * counts; of them, increments; counters left out (the profile has no count there). */
+    uint64_t weighted_insns;
+    uint64_t weighted_incs;
+    uint32_t weighted_unknown;
     uint32_t nfork_hooks;    /* fork hooks placed */
     uint32_t nfork_unseen;   /* fork sites in procedures not measured (no hook) */
     uint64_t *xlate_site;    /* jumps of unknown targets, translated at run time ... */

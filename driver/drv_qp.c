@@ -8,13 +8,23 @@
  * every edge and block count follows by flow conservation. Edges that cannot carry a
  * counter (jump-table and other indirect edges into blocks with several ways in) and
  * the X -> entry edge (a counter there would need a stub of its own) weigh infinitely,
- * so the tree takes them first. Other weights estimate how often an edge runs (10 per
- * loop level, the static heuristic of the seed) times what a counter there costs (a
- * stub or a flags save cost more than an increment), so that hot and expensive edges
- * stay in the tree and go uncounted. With --weights, the counts of an earlier run replace
- * the estimate.
+ * so the tree takes them first. Other weights estimate how often an edge runs times what
+ * a counter there costs (a stub or a flags save cost more than an increment), so that hot
+ * and expensive edges stay in the tree and go uncounted. With --weights, the counts of an
+ * earlier run replace the estimate.
+ *
+ * The estimate (estimate_freq) propagates one call's flow through the graph with branch
+ * probabilities, as compilers do: a loop's back edge is taken 9 times in 10, a loop exit
+ * 1 in 10, a path that can only end the process (abort, __chk_fail) almost never, a
+ * conditional branch's fall-through twice as often as its forward jump (compilers lay the
+ * likelier way out straight: lua's `if (l_unlikely(trap))` before every bytecode), other
+ * ways out of a block alike. Loop depth alone (10 per level) rates every edge of a loop
+ * the same: in an interpreter's dispatch loop it then counts the loop head's edge to the
+ * dispatch (every instruction) besides each handler's edge back (lua: 1.9 increments
+ * per bytecode instead of 1).
  */
 #include <stdlib.h>
+#include <string.h>
 
 #include "driver/driver.h"
 
@@ -30,36 +40,201 @@ uf_find(uint32_t *parent, uint32_t x)
     return x;
 }
 
-static double
-edge_weight(const drv_graph_t *g, const drv_edge_t *e)
+/* Relative odds of taking an edge, before normalising over its block's ways out. */
+#define ODDS_BACK 9.0    /* a loop's back edge against staying in the body... */
+#define ODDS_EXIT 0.111  /* ... a loop exit against staying in the loop */
+#define ODDS_FALL 2.0    /* a conditional branch falling through against a forward jump */
+#define ODDS_COLD 0.001  /* towards code that can only end the process */
+#define FREQ_SWEEPS 400  /* propagation rounds at most (a loop converges 10% a round) */
+#define FREQ_MAX 1e30
+
+/* Does block A (global index) dominate block B? */
+static int
+dominates(const cfg_prog_t *prog, uint32_t a, uint32_t b)
 {
-    if (e->place == DRV_PLACE_NONE || e->kind == QP_EDGE_ENTRY)
-        return INF;
-    const cfg_block_t *b = g->prog->blocks + g->first;
-    uint32_t X = g->nblocks;
-    unsigned df = e->from == X ? 0 : b[e->from].loop_depth;
-    unsigned dt = e->to == X ? 0 : b[e->to].loop_depth;
-    unsigned d = df < dt ? df : dt;
-    double freq = 1;
-    int64_t c = -1;
-    if (g->weights != NULL)
-        c = drv_weights_get(g->weights, e->from == X ? 0 : b[e->from].start,
-                            e->to == X ? 0 : b[e->to].start, e->kind);
-    if (c >= 0)
-        freq = (double)c + 1; /* measured: never-run edges still weigh a little */
-    else
-        for (unsigned i = 0; i < d && i < 30; i++)
-            freq *= 10;
-    double cost = 1.0;
-    if (e->place == DRV_PLACE_TAKEN)
-        cost += 1.0; /* the stub's extra jump */
-    if (e->save_flags)
-        cost += 3.0; /* pushf/popf */
-    return freq * cost;
+    for (uint32_t k = 0; b != CFG_NONE && k < 1u << 20; k++) {
+        if (b == a)
+            return 1;
+        b = prog->blocks[b].idom;
+    }
+    return 0;
 }
 
-/* Sort edge indices by weight, heaviest first; ties by index (deterministic output). */
+/* Blocks from which every path ends the process (noreturn calls, ud2, hlt) into COLD;
+ * OUT_OFF/OUT: each node's outgoing edges. */
+static void
+mark_cold(const drv_graph_t *g, const uint32_t *out_off, const uint32_t *out, uint8_t *cold)
+{
+    uint32_t X = g->nblocks;
+    memset(cold, 0, X + 1);
+    for (int changed = 1; changed;) {
+        changed = 0;
+        for (uint32_t i = X; i-- > 0;) {
+            int all = !cold[i] && out_off[i + 1] > out_off[i];
+            for (uint32_t k = out_off[i]; k < out_off[i + 1] && all; k++) {
+                const drv_edge_t *ed = &g->edges[out[k]];
+                all = ed->kind == CFG_EDGE_NORETURN || (ed->to != X && cold[ed->to]);
+            }
+            if (all)
+                cold[i] = changed = 1;
+        }
+    }
+}
+
+/* Each node's edges as lists: for node v, IDX[OFF[v] .. OFF[v + 1]) (OFF: X + 2 entries,
+ * zeroed). BY_TO: incoming edges, else outgoing. */
+static void
+edge_lists(const drv_graph_t *g, int by_to, uint32_t *off, uint32_t *idx)
+{
+    uint32_t X = g->nblocks;
+    for (uint32_t e = 0; e < g->nedges; e++)
+        off[(by_to ? g->edges[e].to : g->edges[e].from) + 1]++;
+    for (uint32_t v = 0; v <= X; v++)
+        off[v + 1] += off[v];
+    for (uint32_t e = 0; e < g->nedges; e++)
+        idx[off[by_to ? g->edges[e].to : g->edges[e].from]++] = e;
+    for (uint32_t v = X + 1; v > 0; v--) /* each off[v] moved to off[v + 1]: back */
+        off[v] = off[v - 1];
+    off[0] = 0;
+}
+
+/* The odds of edge ED against its siblings (see the top of this file). */
+static double
+edge_odds(const drv_graph_t *g, const drv_edge_t *ed, const uint8_t *cold)
+{
+    uint32_t X = g->nblocks;
+    const cfg_block_t *b = g->prog->blocks + g->first;
+    if (ed->kind == CFG_EDGE_NORETURN || (ed->to != X && cold[ed->to]))
+        return ODDS_COLD;
+    unsigned df = b[ed->from].loop_depth, dt = ed->to == X ? 0 : b[ed->to].loop_depth;
+    if (ed->to != X && b[ed->to].is_loop_head
+        && dominates(g->prog, g->first + ed->to, g->first + ed->from))
+        return ODDS_BACK;
+    double odds = dt < df ? ODDS_EXIT : 1.0;
+    /* A compiler lays the likelier way out as the fall-through, the other forward. */
+    if (ed->kind == CFG_EDGE_FALL && g->last_kind[ed->from] == ARCH_KIND_JCC
+        && g->last_target[ed->from] > b[ed->from].start)
+        odds *= ODDS_FALL;
+    return odds;
+}
+
+/*
+ * Estimated traversals of each edge per call into FREQ (NEDGES of them): the flow of one
+ * call from X (and a little from other roots) propagated with edge_odds' probabilities,
+ * block by block in address order until it settles. Returns 0 or QP_ENOMEM.
+ */
+static int
+estimate_freq(const drv_graph_t *g, double *freq)
+{
+    uint32_t n = g->nedges, X = g->nblocks;
+    double *prob = malloc((n + 1) * sizeof(double));
+    double *node = calloc(X + 1, sizeof(double));
+    uint32_t *in_off = calloc(X + 2, sizeof(uint32_t));
+    uint32_t *out_off = calloc(X + 2, sizeof(uint32_t));
+    uint32_t *in = malloc((n + 1) * sizeof(uint32_t));
+    uint32_t *out = malloc((n + 1) * sizeof(uint32_t));
+    uint8_t *cold = malloc(X + 1);
+    int rc = 0;
+    if (!prob || !node || !in_off || !out_off || !in || !out || !cold) {
+        rc = QP_ENOMEM;
+        goto out;
+    }
+    edge_lists(g, 1, in_off, in);
+    edge_lists(g, 0, out_off, out);
+    mark_cold(g, out_off, out, cold);
+    for (uint32_t v = 0; v <= X; v++) {
+        double sum = 0;
+        for (uint32_t k = out_off[v]; k < out_off[v + 1]; k++) {
+            const drv_edge_t *ed = &g->edges[out[k]];
+            prob[out[k]] = v == X ? (ed->kind == QP_EDGE_ENTRY ? 1.0 : 0.1)
+                                  : edge_odds(g, ed, cold);
+            sum += prob[out[k]];
+        }
+        for (uint32_t k = out_off[v]; k < out_off[v + 1] && v != X; k++)
+            prob[out[k]] /= sum;
+    }
+    for (int sweep = 0; sweep < FREQ_SWEEPS; sweep++) {
+        double moved = 0; /* the largest relative change of this round */
+        for (uint32_t v = 0; v < X; v++) {
+            double f = 0;
+            for (uint32_t k = in_off[v]; k < in_off[v + 1]; k++) {
+                const drv_edge_t *ed = &g->edges[in[k]];
+                f += prob[in[k]] * (ed->from == X ? 1.0 : node[ed->from]);
+            }
+            if (f > FREQ_MAX)
+                f = FREQ_MAX;
+            double d = (f > node[v] ? f - node[v] : node[v] - f) / (f > 1 ? f : 1);
+            if (d > moved)
+                moved = d;
+            node[v] = f;
+        }
+        if (moved < 1e-6)
+            break;
+    }
+    for (uint32_t e = 0; e < n; e++) {
+        const drv_edge_t *ed = &g->edges[e];
+        freq[e] = prob[e] * (ed->from == X ? 1.0 : node[ed->from]);
+    }
+out:
+    free(prob);
+    free(node);
+    free(in_off);
+    free(out_off);
+    free(in);
+    free(out);
+    free(cold);
+    return rc;
+}
+
+/* What a counter on E costs, in instructions run per traversal. */
+static double
+counter_cost(const drv_edge_t *e)
+{
+    double cost = 1.0;
+    if (e->place == DRV_PLACE_TAKEN)
+        cost += 1.0; /* the stub's jump back */
+    if (e->save_flags)
+        cost += 4.0; /* lea, pushf ... popf, lea */
+    return cost;
+}
+
+/* A block counter's cost (SAVE: it saves the flags). */
+static double
+block_cost(int save)
+{
+    return save ? 5.0 : 1.0;
+}
+
+/* The measured count of edge E, or -1 when the profile lacks it. */
+static int64_t
+measured_count(const drv_graph_t *g, const drv_edge_t *e)
+{
+    const cfg_block_t *b = g->prog->blocks + g->first;
+    uint32_t X = g->nblocks;
+    return drv_weights_get(g->weights, e->from == X ? 0 : b[e->from].start,
+                           e->to == X ? 0 : b[e->to].start, e->kind);
+}
+
+/*
+ * How often E runs: measured (--weights) or ESTIMATE. A measured count gets a fraction of
+ * the estimate, to order edges that ran as often; the fractions of all the chords sum to
+ * less than one instruction (costs <= 6, each edge in at most two weights), so the tree
+ * stays the cheapest for the measured counts.
+ */
+static double
+edge_freq(const drv_graph_t *g, const drv_edge_t *e, double estimate)
+{
+    int64_t c = g->weights != NULL ? measured_count(g, e) : -1;
+    if (c >= 0)
+        return (double)c
+            + estimate / (1.0 + estimate) / (12.0 * (g->nedges + g->nblocks + 1));
+    return estimate;
+}
+
+/* Sort edge indices by weight, heaviest first; ties: blocks' own edges first (a counter
+ * then goes on the edge, as without them), then by index (deterministic output). */
 static const double *sort_w;
+static uint32_t sort_nedges;
 
 static int
 cmp_heavy(const void *a, const void *b)
@@ -67,37 +242,117 @@ cmp_heavy(const void *a, const void *b)
     uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
     if (sort_w[x] != sort_w[y])
         return sort_w[x] > sort_w[y] ? -1 : 1;
+    if ((x >= sort_nedges) != (y >= sort_nedges))
+        return x >= sort_nedges ? -1 : 1;
     return x < y ? -1 : x > y;
+}
+
+/*
+ * The spanning tree is taken over the graph with each block split in two, its way in and
+ * its way out, joined by the block's own edge (index NEDGES + block): a counter on that
+ * one is a block counter, which costs an increment where an edge counter may need a stub
+ * and a jump (a one-block loop's back edge). The report's flow solver takes a measured
+ * block count as the sum of its in-edges and of its out-edges, so any spanning tree of
+ * the split graph still determines every count.
+ */
+static uint32_t
+node_out(const drv_graph_t *g, uint32_t v) /* its way in is node V itself */
+{
+    return v == g->nblocks ? v : g->nblocks + 1 + v;
+}
+
+/*
+ * Add what the counters on the chords (IN_TREE[e] == 0; NEDGES + block for a block's
+ * own edge) cost over the profiled run to RES (--weights). A block runs as often as its
+ * ways in.
+ */
+static int
+add_weighted_cost(const drv_graph_t *g, const uint8_t *in_tree, drv_result_t *res)
+{
+    uint32_t n = g->nedges, X = g->nblocks;
+    int64_t *runs = calloc(X + 1, sizeof(int64_t)); /* per block; -1: not measured */
+    if (runs == NULL)
+        return QP_ENOMEM;
+    for (uint32_t e = 0; e < n; e++) {
+        const drv_edge_t *ed = &g->edges[e];
+        int64_t c = measured_count(g, ed);
+        if (ed->to != X)
+            runs[ed->to] = c < 0 || runs[ed->to] < 0 ? -1 : runs[ed->to] + c;
+        if (!in_tree[e] && c >= 0) {
+            res->weighted_incs += (uint64_t)c;
+            res->weighted_insns += (uint64_t)c * (uint64_t)counter_cost(ed);
+        } else if (!in_tree[e])
+            res->weighted_unknown++;
+    }
+    for (uint32_t i = 0; i < X; i++)
+        if (!in_tree[n + i] && runs[i] >= 0) {
+            res->weighted_incs += (uint64_t)runs[i];
+            res->weighted_insns
+                += (uint64_t)runs[i] * (uint64_t)block_cost(g->block_save[i]);
+        } else if (!in_tree[n + i])
+            res->weighted_unknown++;
+    free(runs);
+    return 0;
+}
+
+/* Weights of the NEDGES edges and then of the blocks' own edges into W, from the
+ * estimated edge frequencies FREQ_E. */
+static void
+split_weights(const drv_graph_t *g, const double *freq_e, double *w)
+{
+    uint32_t n = g->nedges, X = g->nblocks;
+    for (uint32_t i = 0; i < X; i++)
+        w[n + i] = 0;
+    for (uint32_t e = 0; e < n; e++) {
+        const drv_edge_t *ed = &g->edges[e];
+        double f = edge_freq(g, ed, freq_e[e]);
+        if (ed->to != X)
+            w[n + ed->to] += f;
+        w[e] = ed->place == DRV_PLACE_NONE || ed->kind == QP_EDGE_ENTRY
+            ? INF : f * counter_cost(ed);
+    }
+    for (uint32_t i = 0; i < X; i++)
+        w[n + i] *= block_cost(g->block_save[i]);
 }
 
 static int
 qp_place(drv_graph_t *g, drv_result_t *res, const char **why)
 {
-    uint32_t n = g->nedges, nodes = g->nblocks + 1;
-    double *w = malloc((n + 1) * sizeof(double));
-    uint32_t *order = malloc((n + 1) * sizeof(uint32_t));
+    uint32_t n = g->nedges, nb = g->nblocks, all = n + nb, nodes = 2 * nb + 1;
+    double *w = malloc((all + 1) * sizeof(double));
+    double *freq = malloc((n + 1) * sizeof(double));
+    uint32_t *order = malloc((all + 1) * sizeof(uint32_t));
     uint32_t *parent = malloc(nodes * sizeof(uint32_t));
-    uint8_t *in_tree = calloc(n + 1, 1);
+    uint8_t *in_tree = calloc(all + 1, 1);
     int rc = 0;
     (void)why; /* qp measures every procedure it gets: per block when it must */
-    if (w == NULL || order == NULL || parent == NULL || in_tree == NULL) {
+    if (w == NULL || freq == NULL || order == NULL || parent == NULL || in_tree == NULL) {
         rc = QP_ENOMEM;
         goto out;
     }
-    for (uint32_t e = 0; e < n; e++) {
-        w[e] = edge_weight(g, &g->edges[e]);
+    if ((rc = estimate_freq(g, freq)) < 0)
+        goto out;
+    split_weights(g, freq, w);
+    for (uint32_t e = 0; e < all; e++)
         order[e] = e;
-    }
     sort_w = w;
-    qsort(order, n, sizeof(uint32_t), cmp_heavy);
+    sort_nedges = n;
+    qsort(order, all, sizeof(uint32_t), cmp_heavy);
     for (uint32_t v = 0; v < nodes; v++)
         parent[v] = v;
-    for (uint32_t k = 0; k < n; k++) {
-        const drv_edge_t *e = &g->edges[order[k]];
-        uint32_t a = uf_find(parent, e->from), b = uf_find(parent, e->to);
+    for (uint32_t k = 0; k < all; k++) {
+        uint32_t e = order[k], from, to;
+        if (e < n) {
+            from = node_out(g, g->edges[e].from);
+            to = g->edges[e].to;
+        } else {
+            from = e - n;
+            to = node_out(g, e - n);
+        }
+        uint32_t a = uf_find(parent, from), b = uf_find(parent, to);
         if (a != b) {
             parent[a] = b;
-            in_tree[order[k]] = 1;
+            in_tree[e] = 1;
         }
     }
     for (uint32_t e = 0; e < n; e++)
@@ -106,16 +361,23 @@ qp_place(drv_graph_t *g, drv_result_t *res, const char **why)
              * sharing one jump table's targets): count this procedure's blocks instead,
              * which gives every block count and the calls; the report says which edge
              * counts stay unknown. */
-            for (uint32_t i = 0; i < g->nblocks; i++)
+            for (uint32_t i = 0; i < nb; i++)
                 g->block_counter[i] = drv_alloc_counter(res);
             res->nblock_counted++;
             goto out;
         }
-    for (uint32_t e = 0; e < n; e++)
-        if (!in_tree[e])
-            g->edges[e].counter = drv_alloc_counter(res);
+    if (g->weights != NULL && (rc = add_weighted_cost(g, in_tree, res)) < 0)
+        goto out;
+    for (uint32_t e = 0; e < all; e++)
+        if (!in_tree[e]) {
+            if (e < n)
+                g->edges[e].counter = drv_alloc_counter(res);
+            else
+                g->block_counter[e - n] = drv_alloc_counter(res);
+        }
 out:
     free(w);
+    free(freq);
     free(order);
     free(parent);
     free(in_tree);

@@ -123,6 +123,12 @@ if [ -s "$w.main.qp" ]; then
         else
             bad "--weights: counts differ"
         fi
+        # It says what its counters cost over the profiled run (the least for its counts).
+        if grep -Eq -- '--weights: over the profiled run the counters add [1-9][0-9]* instructions \([1-9][0-9]* increments\)' "$w.w.log"; then
+            echo "ok $(grep -o -- '--weights: over.*' "$w.w.log")"
+        else
+            bad "--weights: no cost line: $(tail -n 1 "$w.w.log")"
+        fi
     else
         bad "--weights: $(head -n 1 "$w.w.log")"
     fi

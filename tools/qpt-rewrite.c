@@ -437,9 +437,18 @@ rewrite(const cfg_prog_t *prog, const char *input, const char *output, const cha
                     "points, %u events described in .qpt.trace; each thread writes "
                     "%s.trace.TID (qp trace blocks)\n", prog_name, output, ntraced,
                     res.nmeasured - ntraced, npoints, nevents, output);
-        } else
+        } else {
             fprintf(stderr, "%s: %s: counters: %s (%s); %u thread hooks\n", prog_name, output,
                     mode[inc.mode], inc.why, res.nthread_hooks);
+            if (weights != NULL)
+                fprintf(stderr,
+                        "%s: %s: --weights: over the profiled run the counters add %llu "
+                        "instructions (%llu increments), the least of any spanning tree "
+                        "for its counts%s\n",
+                        prog_name, output, (unsigned long long)res.weighted_insns,
+                        (unsigned long long)res.weighted_incs,
+                        res.weighted_unknown ? " (some counters on edges it lacks)" : "");
+        }
         if (res.nfork_unseen > 0 && verbose)
             fprintf(stderr, "%s: %s: %u call%s or system call%s that may fork are in code "
                     "left in place: a child forked there counts into its parent's counters\n",
