@@ -459,6 +459,11 @@ size_t cfg_u64_lower_bound(const uint64_t *v, size_t n, uint64_t x);
 /* True when the sorted array V (N elements) holds X. */
 int cfg_u64_contains(const uint64_t *v, size_t n, uint64_t x);
 
+/* Make array *V (elements of ELEM bytes, capacity *CAP) hold NEED elements at least,
+ * doubling: 0, or QP_ENOMEM (then *V is unchanged). */
+int
+cfg_vec_grow(void **v, size_t *cap, size_t need, size_t elem);
+
 /* The procedure that owns procedure I's code: a cold fragment's parent, else I (and
  * CFG_NONE for CFG_NONE). */
 uint32_t cfg_proc_owner(const cfg_prog_t *prog, uint32_t i);

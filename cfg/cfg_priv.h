@@ -28,8 +28,6 @@
     (CFG_VEC_GROW(vec) < 0 ? QP_ENOMEM : ((vec).v[(vec).n++] = (x), 0))
 #define CFG_VEC_FREE(vec) (free((vec).v), (vec).v = NULL, (vec).n = (vec).cap = 0)
 
-int cfg_vec_grow(void **v, size_t *cap, size_t need, size_t elem);
-
 typedef CFG_VEC(uint64_t) cfg_u64_vec_t;
 
 /* A copy of S owned by the caller, or NULL. */

@@ -31,21 +31,6 @@ drv_alloc_counter(drv_result_t *res)
     return res->ncounters++;
 }
 
-/* Grow array *V of element size SZ to hold N + 1 (capacity *CAP). */
-static int
-grow(void **v, size_t *cap, size_t n, size_t sz)
-{
-    if (n < *cap)
-        return 0;
-    size_t nc = *cap ? *cap * 2 : 64;
-    void *nv = realloc(*v, nc * sz);
-    if (nv == NULL)
-        return QP_ENOMEM;
-    *v = nv;
-    *cap = nc;
-    return 0;
-}
-
 /* A jump translated at run time at SITE, counting its misses into COUNTER. */
 static int
 push_xlate(drv_result_t *res, uint64_t site, uint32_t counter)
@@ -104,7 +89,8 @@ add_string(drv_result_t *res, const char *s, uint32_t *off)
 static int
 add_probe(drv_result_t *res, uint64_t at, int where, int what, int save, uint32_t counter)
 {
-    QP_CHECK(grow((void **)&res->probes, &res->probes_cap, res->nprobes, sizeof(ed_probe_t)));
+    QP_CHECK(cfg_vec_grow(
+        (void **)&res->probes, &res->probes_cap, res->nprobes + 1, sizeof(ed_probe_t)));
     res->probes[res->nprobes++] = (ed_probe_t) { .addr = at, .at = (uint8_t)where,
                                                  .what = (uint8_t)what,
                                                  .save_flags = (uint8_t)save,
@@ -353,7 +339,8 @@ static int
 describe_unmeasured(drv_result_t *res, const cfg_prog_t *prog, const cfg_proc_t *p,
                     const char *prefix, const char *why)
 {
-    QP_CHECK(grow((void **)&res->procs, &res->procs_cap, res->nprocs, sizeof(qp_desc_proc_t)));
+    QP_CHECK(cfg_vec_grow(
+        (void **)&res->procs, &res->procs_cap, res->nprocs + 1, sizeof(qp_desc_proc_t)));
     qp_desc_proc_t *d = &res->procs[res->nprocs];
     memset(d, 0, sizeof(*d));
     char buf[512];
@@ -399,7 +386,8 @@ static int
 add_call(drv_result_t *res, uint64_t target, uint32_t block, uint32_t edge, uint8_t kind,
          const cfg_prog_t *prog)
 {
-    QP_CHECK(grow((void **)&res->calls, &res->calls_site_cap, res->ncalls, sizeof(qp_desc_call_t)));
+    QP_CHECK(cfg_vec_grow((void **)&res->calls, &res->calls_site_cap, res->ncalls + 1,
+        sizeof(qp_desc_call_t)));
     qp_desc_call_t c = { .target = target, .block = block, .edge = edge, .kind = kind };
     const cfg_proc_t *cp = target != 0 ? proc_at_entry(prog, target) : NULL;
     if (cp != NULL)
@@ -426,7 +414,8 @@ describe_measured(drv_result_t *res, const drv_graph_t *g, const uint64_t *exits
     const cfg_prog_t *prog = g->prog;
     const cfg_proc_t *p = &prog->procs[g->proc];
     uint32_t X = g->nblocks;
-    QP_CHECK(grow((void **)&res->procs, &res->procs_cap, res->nprocs, sizeof(qp_desc_proc_t)));
+    QP_CHECK(cfg_vec_grow(
+        (void **)&res->procs, &res->procs_cap, res->nprocs + 1, sizeof(qp_desc_proc_t)));
     qp_desc_proc_t *d = &res->procs[res->nprocs];
     memset(d, 0, sizeof(*d));
     QP_CHECK(proc_name(res, prog, p, &d->name));
@@ -503,8 +492,8 @@ describe_measured(drv_result_t *res, const drv_graph_t *g, const uint64_t *exits
                               d->block + i, QP_VIRT,
                               g->last_kind[i] == ARCH_KIND_CALL ? QP_CALL_DIRECT
                                                                 : QP_CALL_INDIRECT, prog));
-        QP_CHECK(grow((void **)&res->blocks, &res->blocks_cap, res->nblocks,
-                      sizeof(qp_desc_block_t)));
+        QP_CHECK(cfg_vec_grow((void **)&res->blocks, &res->blocks_cap, res->nblocks + 1,
+            sizeof(qp_desc_block_t)));
         res->blocks[res->nblocks++] = (qp_desc_block_t) {
             .start = b->start, .size = (uint32_t)(b->end - b->start), .ninsns = b->ninsns,
             .counter = g->block_counter[i],
@@ -536,8 +525,10 @@ describe_measured(drv_result_t *res, const drv_graph_t *g, const uint64_t *exits
         if (ed->kind == QP_EDGE_ROOT && g->prog->blocks[g->first + ed->to].npred == 0)
             d->flags |= QP_PROC_APPROX_EH; /* a landing pad (or code only reached from
                                              * outside): a throw may leave flow unbalanced */
-        QP_CHECK(grow((void **)&res->edges, &res->edges_cap, res->nedges, sizeof(qp_desc_edge_t)));
-        QP_CHECK(grow((void **)&res->edge_call, &res->calls_cap, res->nedges, sizeof(uint64_t)));
+        QP_CHECK(cfg_vec_grow((void **)&res->edges, &res->edges_cap, res->nedges + 1,
+            sizeof(qp_desc_edge_t)));
+        QP_CHECK(cfg_vec_grow((void **)&res->edge_call, &res->calls_cap, res->nedges + 1,
+            sizeof(uint64_t)));
         res->edges[res->nedges] = (qp_desc_edge_t) {
             .from = ed->from == X ? QP_VIRT : d->block + ed->from,
             .to = ed->to == X ? QP_VIRT : d->block + ed->to,

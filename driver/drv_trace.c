@@ -81,25 +81,12 @@ struct drv_trace {
 #define NONE QPT_TRACE_NONE
 
 static int
-grow(void **v, size_t *cap, size_t n, size_t sz)
-{
-    if (n < *cap)
-        return 0;
-    size_t nc = *cap ? *cap * 2 : 256;
-    void *nv = realloc(*v, nc * sz);
-    if (nv == NULL)
-        return QP_ENOMEM;
-    *v = nv;
-    *cap = nc;
-    return 0;
-}
-
-static int
 add_event(drv_trace_t *t, uint32_t kind, uint32_t a, uint32_t *id)
 {
     if (t->nevents >= QPT_TRACE_MAXEVENTS)
         return QP_ERANGE;
-    QP_CHECK(grow((void **)&t->events, &t->events_cap, t->nevents, sizeof(qpt_trace_event_t)));
+    QP_CHECK(cfg_vec_grow(
+        (void **)&t->events, &t->events_cap, t->nevents + 1, sizeof(qpt_trace_event_t)));
     t->events[t->nevents] = (qpt_trace_event_t) { kind, a };
     *id = t->nevents++;
     return 0;
@@ -108,7 +95,8 @@ add_event(drv_trace_t *t, uint32_t kind, uint32_t a, uint32_t *id)
 static int
 add_point(drv_trace_t *t, uint64_t addr, int at, int save, int entry, uint32_t event)
 {
-    QP_CHECK(grow((void **)&t->pts, &t->pts_cap, t->npts, sizeof(trace_point_t)));
+    QP_CHECK(
+        cfg_vec_grow((void **)&t->pts, &t->pts_cap, t->npts + 1, sizeof(trace_point_t)));
     t->pts[t->npts++] = (trace_point_t) { .addr = addr, .at = (uint8_t)at, .save = (uint8_t)save,
                                           .entry = (uint8_t)entry,
                                           .event = event };
@@ -486,7 +474,7 @@ addr_taken(const cfg_prog_t *prog, uint64_t **out, size_t *n)
         const cfg_reloc_t *r = &img->relocs[i];
         if ((r->kind == CFG_RELOC_RELATIVE || r->kind == CFG_RELOC_ABS64)
             && cfg_proc_at(prog, r->value) != NULL) {
-            QP_CHECK(grow((void **)&v, &cap, k, sizeof(uint64_t)));
+            QP_CHECK(cfg_vec_grow((void **)&v, &cap, k + 1, sizeof(uint64_t)));
             v[k++] = r->value;
         }
     }
@@ -495,7 +483,7 @@ addr_taken(const cfg_prog_t *prog, uint64_t **out, size_t *n)
     for (size_t i = 0; i < img->nsymbols; i++) {
         const cfg_symbol_t *sy = &img->symbols[i];
         if (sy->src == CFG_SYMSRC_DYNSYM && sy->kind == CFG_SYM_FUNC && sy->addr != 0) {
-            QP_CHECK(grow((void **)&v, &cap, k, sizeof(uint64_t)));
+            QP_CHECK(cfg_vec_grow((void **)&v, &cap, k + 1, sizeof(uint64_t)));
             v[k++] = sy->addr;
         }
     }
@@ -509,7 +497,7 @@ addr_taken(const cfg_prog_t *prog, uint64_t **out, size_t *n)
             memcpy(&w, s->bytes + (a - s->vma), 8);
             const cfg_proc_t *p = w >= 0x1000 ? cfg_proc_at(prog, w) : NULL;
             if (p != NULL && p->entry == w) {
-                if (grow((void **)&v, &cap, k, sizeof(uint64_t)) < 0) {
+                if (cfg_vec_grow((void **)&v, &cap, k + 1, sizeof(uint64_t)) < 0) {
                     free(v);
                     return QP_ENOMEM;
                 }
@@ -529,7 +517,7 @@ addr_taken(const cfg_prog_t *prog, uint64_t **out, size_t *n)
                 continue;
             const cfg_proc_t *p = cfg_proc_at(prog, in.target);
             if (p != NULL && p->entry == in.target) {
-                if (grow((void **)&v, &cap, k, sizeof(uint64_t)) < 0) {
+                if (cfg_vec_grow((void **)&v, &cap, k + 1, sizeof(uint64_t)) < 0) {
                     free(v);
                     return QP_ENOMEM;
                 }
@@ -595,7 +583,8 @@ describe_proc(drv_trace_t *t, tproc_t *tp, uint32_t k, const uint32_t *of, const
     for (uint32_t i = 0; i < g->nblocks; i++) {
         const cfg_block_t *cb = &prog->blocks[g->first + i];
         uint32_t gb = tp->first + i;
-        QP_CHECK(grow((void **)&t->blocks, &t->blocks_cap, t->nblocks, sizeof(qpt_trace_block_t)));
+        QP_CHECK(cfg_vec_grow((void **)&t->blocks, &t->blocks_cap, t->nblocks + 1,
+            sizeof(qpt_trace_block_t)));
         qpt_trace_block_t *b = &t->blocks[t->nblocks++];
         memset(b, 0, sizeof(*b));
         b->start = cb->start;
@@ -641,7 +630,8 @@ describe_proc(drv_trace_t *t, tproc_t *tp, uint32_t k, const uint32_t *of, const
             const drv_edge_t *ed = &g->edges[e];
             if (ed->from != i)
                 continue;
-            QP_CHECK(grow((void **)&t->edges, &t->edges_cap, t->nedges, sizeof(qpt_trace_edge_t)));
+            QP_CHECK(cfg_vec_grow((void **)&t->edges, &t->edges_cap, t->nedges + 1,
+                sizeof(qpt_trace_edge_t)));
             qpt_trace_edge_t *te = &t->edges[t->nedges];
             te->from = gb;
             te->to = NONE;
@@ -760,7 +750,7 @@ mark_recursive(drv_trace_t *t, tproc_t *tps, const cfg_prog_t *prog, const uint3
             }
             if (q == NONE || (t->procs[q].flags & QPT_TP_ENTER))
                 continue;
-            if ((rc = grow((void **)&adj, &cap, nadj, sizeof(uint32_t))) == 0)
+            if ((rc = cfg_vec_grow((void **)&adj, &cap, nadj + 1, sizeof(uint32_t))) == 0)
                 adj[nadj++] = q;
         }
     }
@@ -855,7 +845,7 @@ on_pad(void *arg, uint64_t func, uint64_t pad)
 {
     (void)func;
     pads_t *p = arg;
-    QP_CHECK(grow((void **)&p->v, &p->cap, p->n, sizeof(uint64_t)));
+    QP_CHECK(cfg_vec_grow((void **)&p->v, &p->cap, p->n + 1, sizeof(uint64_t)));
     p->v[p->n++] = pad;
     return 0;
 }
@@ -1016,7 +1006,8 @@ drv_trace_place(drv_trace_t *t, drv_result_t *res, ed_plan_t *plan, uint64_t ref
          * registers across calls of local functions that leave them alone. The record's
          * temporary is saved and restored (2 instructions). */
         t->snips[i] = (ed_snippet_t) { tr.v, tr.n, root, ctx };
-        QP_CHECK(grow((void **)&res->probes, &res->probes_cap, res->nprobes, sizeof(ed_probe_t)));
+        QP_CHECK(cfg_vec_grow((void **)&res->probes, &res->probes_cap, res->nprobes + 1,
+            sizeof(ed_probe_t)));
         res->probes[res->nprobes++] = (ed_probe_t) {
             .addr = p->addr, .at = p->at, .what = ED_SNIP_CODE, .save_flags = p->save,
             .flags = p->entry ? ED_PROBE_ENTRY : 0, .counter = (uint32_t)i,
