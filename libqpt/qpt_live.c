@@ -262,11 +262,8 @@ qpt_library(qpt_space_t *s, const char *module, qpt_space_t **out, char *why, si
         }
     dyn_proc_t *p = s->proc;
     int pid = dyn_proc_pid(p), rc;
-    if (!dyn_proc_is_stopped(p)) {
-        snprintf(why, whylen, "the process must be stopped (qpt_stop)");
-        return QP_EINVAL;
-    }
-    if (s->at_exec) { /* its libraries are not mapped yet */
+    /* It may run meanwhile: the library is read and analysed without stopping it. */
+    if (s->at_exec) { /* stopped at its execve: its libraries are not mapped yet */
         errno = 0;
         if ((rc = dyn_proc_run_to_entry(p)) < 0) {
             snprintf(why, whylen, "%d: %s before its entry point", pid,

@@ -91,6 +91,12 @@ qm_space(const qm_set_t *set, size_t i, qpt_space_t *s, char *why, size_t whylen
     return qpt_library(s, lib, &l, why, whylen) == 0 ? l : NULL;
 }
 
+int
+qm_is_library(const qm_set_t *set, size_t i)
+{
+    return set != NULL && i < set->n && lib_sep(set->v[i].pattern) != NULL;
+}
+
 /* The space of M (once placed its library's space is open: never NULL then). */
 static qpt_space_t *
 space_of(const qm_set_t *set, const qm_metric_t *m, qpt_space_t *s)
@@ -625,7 +631,9 @@ place_metric(ctx_t *c, qm_metric_t *m)
     const char *lsep = lib_sep(m->pattern);
     int llen = lsep ? (int)(lsep - m->pattern) : 0;
     for (size_t i = 0; rc == 0 && i < n; i++) {
-        const char *mod = sites ? NULL : qpt_proc_module(c->s, procs[i]);
+        /* (the line table is read only for per module: libc's takes 0.1 s) */
+        const char *mod = sites || m->focus != QM_PER_MODULE ? NULL
+                                                               : qpt_proc_module(c->s, procs[i]);
         const char *label = !sites ? qpt_proc_name(c->s, procs[i])
                             : i < nsites ? sites[i].label
                                          : "other calls (through pointers, tail calls)";

@@ -78,6 +78,9 @@ void qm_expr_free(qm_expr_t *e);
  */
 qpt_space_t *qm_space(const qm_set_t *set, size_t i, qpt_space_t *s, char *why, size_t whylen);
 
+/* Does metric I name a shared library's procedures (LIB:PROC)? */
+int qm_is_library(const qm_set_t *set, size_t i);
+
 /* Seconds of CLOCK_MONOTONIC. */
 double qm_now(void);
 

@@ -92,8 +92,9 @@ int qpt_keep_on_exit(qpt_space_t *s, int keep);
  * alone takes its snippets out); stop and run the process through S. The same MODULE
  * (or the same library) again gives the same space. A process started by qpt_spawn that
  * has not run yet is first let run to its entry point (the dynamic loader then has
- * mapped and initialised its libraries; what they did meanwhile is not seen). The process
- * must be stopped. QPT_ENOTFOUND when no library loaded matches (WHY lists those loaded;
+ * mapped and initialised its libraries; what they did meanwhile is not seen). Otherwise
+ * the process may run meanwhile (the library's file is read and analysed then: libc takes
+ * about 0.1 s); it must stay loaded. QPT_ENOTFOUND when no library loaded matches (WHY lists those loaded;
  * one loaded later by dlopen is not there yet), QPT_EINVAL when several do, QPT_EUNSUPP
  * for a file.
  */
