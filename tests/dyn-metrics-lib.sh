@@ -13,7 +13,9 @@
 #      program runs as if dyn were not there), inside() mixing the executable and a
 #      library, per call site in a library;
 #  (c) dyn attach -e to a program serving requests: the counts of a window exact; after
-#      SIGTERM dyn clean finds nothing; the answers are those of plain runs.
+#      SIGTERM dyn clean finds nothing; with --commands, a library's metric added
+#      while attached exact from then on, a library not loaded answered; the answers
+#      are those of plain runs.
 # Skips (77) without gcc or when ptrace is not allowed. Exit: 0 pass, 1 fail, 99 error.
 set -u
 : "${top_srcdir:=.}"
@@ -133,13 +135,37 @@ expect "attach -e: strverscmp in total" \
 grep -q 'nothing of dyn.s found' "$d/clean.out" && ok "attach -e: nothing left after SIGTERM" \
     || bad "attach -e: left behind: $(cat "$d/clean.out")"
 req 3
+# --commands: a library's metric added while attached (exact from then on), a library
+# not loaded answered, the session ends with nothing left.
+mkfifo "$d/cin" || exit 99
+"$DYN" attach "$tpid" --commands <"$d/cin" >"$d/cmd.out" 2>&1 &
+dpid=$!
+exec 8>"$d/cin"
+echo 'add count calls(libqt.so:lib_square) total' >&8
+wait_lines "$d/cmd.out" '^added #1' 1 || bad "--commands: add: $(cat "$d/cmd.out")"
+req 5
+echo 'add count calls(libnope.so:f)' >&8
+echo show >&8
+echo quit >&8
+wait $dpid
+expect "--commands: exit status" $? 0
+exec 8>&-
+expect "--commands: lib_square in total after the add" \
+    "$(awk '/^count calls\(libqt.so:lib_square\) total/ { v = $(NF - 1) } END { print v }' \
+        "$d/cmd.out")" 170
+grep -q '^libnope.so: no such library loaded in process' "$d/cmd.out" \
+    && ok "--commands: a library not loaded answered" || bad "--commands: $(cat "$d/cmd.out")"
+"$DYN" clean "$tpid" >"$d/clean2.out" 2>&1
+grep -q 'nothing of dyn.s found' "$d/clean2.out" && ok "--commands: nothing left after quit" \
+    || bad "--commands: left behind: $(cat "$d/clean2.out")"
+req 2
 
 # The end: the program's answers are those of plain runs.
 exec 7>&-
 wait $tpid
 expect "serve: exit status" $? 3
 tpid=
-for n in 4 20 3; do
+for n in 4 20 3 5 2; do
     want=$("$d/main" run $n | sed 's/^sum=//')
     grep -q "^done $n $want\$" "$d/serve.out" && ok "serve: answer to $n" \
         || bad "serve: answer to $n: want $want: $(cat "$d/serve.out")"
