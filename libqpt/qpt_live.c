@@ -13,6 +13,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <fnmatch.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -188,6 +189,118 @@ qpt_live_spawn(qpt_space_t *s, char *const argv[], char *why, size_t whylen)
     rc = open_process(s, p, why, whylen);
     if (rc == 0)
         link_live(s);
+    s->at_exec = 1;
+    return rc;
+}
+
+/* The loaded libraries of V[N] (not the executable) as "a, b, c" into BUF. */
+static void
+list_libs(const dyn_module_t *v, size_t n, char *buf, size_t cap)
+{
+    size_t len = 0;
+    buf[0] = '\0';
+    for (size_t i = 0; i < n && len + 1 < cap; i++)
+        if (!v[i].exe)
+            len += (size_t)snprintf(buf + len, cap - len, "%s%s", len ? ", " : "", v[i].name);
+    if (len == 0)
+        snprintf(buf, cap, "none");
+}
+
+/* A new space for library M of S's process (its file read and analysed). */
+static int
+open_library(qpt_space_t *s, const dyn_module_t *m, qpt_space_t **out, char *why, size_t whylen)
+{
+    char path[4200];
+    const char *bad = NULL;
+    qpt_space_t *l = calloc(1, sizeof(*l));
+    if (l == NULL)
+        return QP_ENOMEM;
+    l->live = 1;
+    l->parent = s;
+    l->proc = s->proc;
+    l->lib_lo = m->lo;
+    int rc = (l->lib_name = strdup(m->name)) == NULL ? QP_ENOMEM : 0;
+    if (rc == 0 && (rc = dyn_module_path(dyn_proc_pid(s->proc), m, path, sizeof(path), &bad)) < 0)
+        snprintf(why, whylen, "%s: %s", m->name, bad ? bad : qp_strerror(rc));
+    if (rc == 0)
+        rc = qpt_load_live_program(l, path, why, whylen);
+    if (rc == 0 && (rc = dyn_module_bias(m, l->img, &l->bias)) < 0)
+        snprintf(why, whylen, "%s: cannot find where it is loaded: %s", m->name,
+                 qp_strerror(rc));
+    if (rc < 0) {
+        qpt_close(l);
+        return rc;
+    }
+    l->next_lib = s->libs;
+    s->libs = l;
+    *out = l;
+    return 0;
+}
+
+int
+qpt_library(qpt_space_t *s, const char *module, qpt_space_t **out, char *why, size_t whylen)
+{
+    char dummy[8];
+    if (why == NULL || whylen == 0) {
+        why = dummy;
+        whylen = sizeof(dummy);
+    }
+    if (s == NULL || module == NULL || out == NULL)
+        return QP_EINVAL;
+    *out = NULL;
+    if (!s->live) {
+        snprintf(why, whylen, "%s: a shared library is measured in a live process only",
+                 module);
+        return QP_EUNSUPP;
+    }
+    if (s->parent != NULL)
+        s = s->parent;
+    for (qpt_space_t *l = s->libs; l != NULL; l = l->next_lib)
+        if (strcmp(l->lib_name, module) == 0) {
+            *out = l;
+            return 0;
+        }
+    dyn_proc_t *p = s->proc;
+    int pid = dyn_proc_pid(p), rc;
+    /* It may run meanwhile: the library is read and analysed without stopping it. */
+    if (s->at_exec) { /* stopped at its execve: its libraries are not mapped yet */
+        errno = 0;
+        if ((rc = dyn_proc_run_to_entry(p)) < 0) {
+            snprintf(why, whylen, "%d: %s before its entry point", pid,
+                     rc == QP_EIO && errno == ESRCH ? "it ended"
+                     : rc == QP_EIO && errno        ? strerror(errno)
+                                                    : qp_strerror(rc));
+            return rc;
+        }
+        s->at_exec = 0;
+    }
+    dyn_module_t *v = NULL;
+    size_t n = 0, found = 0, k = 0;
+    if ((rc = dyn_proc_modules(pid, &v, &n)) < 0) {
+        snprintf(why, whylen, "%d: cannot read its memory map: %s", pid, strerror(errno));
+        return rc;
+    }
+    for (size_t i = 0; i < n; i++)
+        if (!v[i].exe && fnmatch(module, v[i].name, 0) == 0 && found++ == 0)
+            k = i;
+    char list[1024];
+    list_libs(v, n, list, sizeof(list));
+    if (found != 1) {
+        rc = found == 0 ? QP_ENOTFOUND : QP_EINVAL;
+        if (found == 0)
+            snprintf(why, whylen, "%s: no such library loaded in process %d (one loaded later "
+                     "by dlopen is not seen); loaded: %s", module, pid, list);
+        else
+            snprintf(why, whylen, "%s: %zu libraries loaded in process %d match it (%s): "
+                     "name one", module, found, pid, list);
+    } else {
+        for (qpt_space_t *l = s->libs; l != NULL && *out == NULL; l = l->next_lib)
+            if (l->lib_lo == v[k].lo && strcmp(l->lib_name, v[k].name) == 0)
+                *out = l;
+        if (*out == NULL)
+            rc = open_library(s, &v[k], out, why, whylen);
+    }
+    dyn_modules_free(v, n);
     return rc;
 }
 
@@ -256,10 +369,26 @@ qpt_live_keep_on_exit(qpt_space_t *s, int keep)
     return 0;
 }
 
+/* Library space L out of its executable's list. */
+static void
+unlink_library(qpt_space_t *l)
+{
+    for (qpt_space_t **p = &l->parent->libs; *p != NULL; p = &(*p)->next_lib)
+        if (*p == l) {
+            *p = l->next_lib;
+            break;
+        }
+}
+
 void
 qpt_live_close(qpt_space_t *s)
 {
-    unlink_live(s);
+    while (s->libs != NULL)
+        qpt_close(s->libs); /* unlinks it */
+    if (s->parent != NULL)
+        unlink_library(s);
+    else
+        unlink_live(s);
     live_t *l = s->sess;
     dyn_proc_t *p = s->proc;
     if (p != NULL && l != NULL && l->sess != NULL) {
@@ -285,7 +414,8 @@ qpt_live_close(qpt_space_t *s)
     free(s->lvars);
     s->lvars = NULL;
     s->nlvars = 0;
-    dyn_proc_destroy(p); /* lets it run, detached */
+    if (s->parent == NULL)
+        dyn_proc_destroy(p); /* lets it run, detached */
     s->proc = NULL;
 }
 
@@ -345,6 +475,10 @@ qpt_live_read(qpt_space_t *s, uint64_t addr, void *buf, size_t len)
             memcpy(buf, src, len);
         return 0;
     }
+    /* The variables of its libraries' spaces too (qpt_library). */
+    for (qpt_space_t *l = s->libs; l != NULL; l = l->next_lib)
+        if (vars_at(l, addr, len) != NULL)
+            return qpt_live_read(l, addr, buf, len);
     int rc = dyn_proc_read(s->proc, addr, buf, len);
     if (rc < 0)
         return qpt_fail(s, rc, "cannot read 0x%llx: %s", (unsigned long long)addr,
@@ -718,6 +852,8 @@ qpt_run(qpt_space_t *s)
     if (s == NULL || !s->live)
         return qpt_fail(s, QP_EUNSUPP, "not a process");
     int rc = dyn_proc_resume(s->proc);
+    if (rc == 0)
+        (s->parent != NULL ? s->parent : s)->at_exec = 0;
     return rc < 0 ? qpt_fail(s, rc, "cannot resume: %s", strerror(errno)) : 0;
 }
 

@@ -57,6 +57,16 @@ qpt_live_read(qpt_space_t *s, uint64_t addr, void *buf, size_t len)
 }
 
 int
+qpt_library(qpt_space_t *s, const char *module, qpt_space_t **out, char *why, size_t whylen)
+{
+    (void)s;
+    (void)module;
+    if (out != NULL)
+        *out = NULL;
+    return refuse(why, whylen);
+}
+
+int
 qpt_live_commit(qpt_space_t *s)
 {
     return qpt_fail(s, QP_EUNSUPP, "no live processes in this build");

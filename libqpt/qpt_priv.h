@@ -60,6 +60,12 @@ struct qpt_space {
     int inactive;            /* live mode: qpt_set_active(s, 0) took the snippets out */
     int keep_on_exit;        /* live mode: a mutator's exit leaves the snippets in */
     struct qpt_space *next_live; /* live mode: the spaces restored at exit */
+    int at_exec;             /* live mode: started by qpt_spawn, not run yet */
+    struct qpt_space *parent; /* a library's space (qpt_library): the executable's */
+    struct qpt_space *libs;  /* the executable's: its library spaces, a list */
+    struct qpt_space *next_lib;
+    char *lib_name;          /* a library's space: its base name ("libc.so.6") */
+    uint64_t lib_lo;         /* ... and the lowest address of its mappings */
     void *lvars;             /* live mode: the memory qpt_alloc mapped (vars_t) */
     size_t nlvars;
     char err[512];           /* the last failure */

@@ -159,6 +159,7 @@ qpt_close(qpt_space_t *s)
         return;
     if (s->live)
         qpt_live_close(s);
+    free(s->lib_name);
     for (size_t i = 0; i < s->nins; i++)
         free(s->ins[i].nodes);
     free(s->ins);
@@ -1327,5 +1328,10 @@ qpt_commit(qpt_space_t *s)
         return QP_EINVAL;
     if (!s->live)
         return qpt_fail(s, QP_EUNSUPP, "a file takes its snippets at qpt_write");
-    return qpt_live_commit(s);
+    int rc = qpt_live_commit(s);
+    /* Its libraries' spaces (qpt_library) with it. */
+    for (qpt_space_t *l = s->libs; rc == 0 && l != NULL; l = l->next_lib)
+        if ((rc = qpt_live_commit(l)) < 0)
+            qpt_fail(s, rc, "%s: %s", l->lib_name, l->err);
+    return rc;
 }

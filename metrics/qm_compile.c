@@ -35,14 +35,75 @@
 #define MAX_PER_THREAD (32u << 20) /* bytes of per-thread memory for one metric */
 
 typedef struct ctx {
-    qpt_space_t *s;
+    qpt_space_t *s;       /* the space of the metric placed (qm_space) */
     qm_note_fn note;
     void *arg;
     char *why;
     size_t whylen;
     qpt_handle_t *done;   /* insertions made by this call (taken back on failure) */
+    qpt_space_t **dspace; /* ... and the space of each */
     size_t ndone, capdone;
 } ctx_t;
+
+/*****************************************************************************
+ * Shared libraries: a pattern LIB:PROC whose LIB has ".so" in it
+ */
+
+/* The ':' of PATTERN after a module that names a shared library, or NULL (a plain name,
+ * or a source file's MODULE:PROC). C++'s '::' belongs to the name. */
+static const char *
+lib_sep(const char *pattern)
+{
+    const char *colon = pattern ? strchr(pattern, ':') : NULL;
+    while (colon != NULL && colon[1] == ':')
+        colon = strchr(colon + 2, ':');
+    if (colon == NULL || colon == pattern)
+        return NULL;
+    for (const char *c = pattern; c + 3 <= colon; c++)
+        if (strncmp(c, ".so", 3) == 0)
+            return colon;
+    return NULL;
+}
+
+/* PATTERN as its space's procedures are named (a library's without "LIB:"). */
+static const char *
+proc_pattern(const char *pattern)
+{
+    const char *sep = lib_sep(pattern);
+    return sep != NULL ? sep + 1 : pattern;
+}
+
+qpt_space_t *
+qm_space(const qm_set_t *set, size_t i, qpt_space_t *s, char *why, size_t whylen)
+{
+    char dummy[8], lib[256];
+    if (why == NULL || whylen == 0) {
+        why = dummy;
+        whylen = sizeof(dummy);
+    }
+    if (set == NULL || i >= set->n || s == NULL)
+        return NULL;
+    const char *pattern = set->v[i].pattern, *sep = lib_sep(pattern);
+    if (sep == NULL)
+        return s;
+    snprintf(lib, sizeof(lib), "%.*s", (int)(sep - pattern), pattern);
+    qpt_space_t *l = NULL;
+    return qpt_library(s, lib, &l, why, whylen) == 0 ? l : NULL;
+}
+
+int
+qm_is_library(const qm_set_t *set, size_t i)
+{
+    return set != NULL && i < set->n && lib_sep(set->v[i].pattern) != NULL;
+}
+
+/* The space of M (once placed its library's space is open: never NULL then). */
+static qpt_space_t *
+space_of(const qm_set_t *set, const qm_metric_t *m, qpt_space_t *s)
+{
+    qpt_space_t *l = qm_space(set, (size_t)(m - set->v), s, NULL, 0);
+    return l != NULL ? l : s;
+}
 
 static void
 notef(ctx_t *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -78,7 +139,9 @@ matching(ctx_t *c, const qm_metric_t *m, const char *pattern, size_t *n, size_t 
     *n = *nrefused = 0;
     if (v == NULL)
         return NULL;
-    /* NAME or MODULE:NAME (qpt_proc_match: modules are source files). */
+    /* NAME or MODULE:NAME (qpt_proc_match: modules are source files); a library's
+     * procedures by their names in its space. */
+    pattern = proc_pattern(pattern);
     for (uint32_t i = 0; i < np; i++) {
         const char *name = qpt_proc_name(c->s, i);
         if (name == NULL || !qpt_proc_match(c->s, i, pattern))
@@ -121,8 +184,13 @@ remember(ctx_t *c, qpt_handle_t h)
         if (v == NULL)
             return QPT_ENOMEM;
         c->done = v;
+        qpt_space_t **w = realloc(c->dspace, cap * sizeof(*w));
+        if (w == NULL)
+            return QPT_ENOMEM;
+        c->dspace = w;
         c->capdone = cap;
     }
+    c->dspace[c->ndone] = c->s;
     c->done[c->ndone++] = h;
     return 0;
 }
@@ -272,8 +340,10 @@ points_of(ctx_t *c, uint32_t p, uint32_t kind, size_t *n)
 static void
 undo_to(ctx_t *c, size_t mark)
 {
-    while (c->ndone > mark)
-        qpt_remove(c->s, c->done[--c->ndone]);
+    while (c->ndone > mark) {
+        c->ndone--;
+        qpt_remove(c->dspace[c->ndone], c->done[c->ndone]);
+    }
 }
 
 /* The inside state at the entry and every exit of Q; 0, or 1 when Q cannot take it all
@@ -422,6 +492,18 @@ check_pattern(ctx_t *c, const qm_metric_t *m, const char *pattern, unsigned line
 static int
 check_metric(ctx_t *c, qm_metric_t *m)
 {
+    const char *lsep = lib_sep(m->pattern), *isep = lib_sep(m->inside);
+    size_t llen = lsep ? (size_t)(lsep - m->pattern) : 0;
+    if (m->inside != NULL && (lsep != NULL || isep != NULL)
+        && (lsep == NULL || isep == NULL || (size_t)(isep - m->inside) != llen
+            || strncmp(m->pattern, m->inside, llen) != 0))
+        return qm_error_at(m->src, m->origin, m->in_line, m->in_col, c->why, c->whylen,
+                           "inside() names procedures of the same shared library as the "
+                           "metric's (LIB:PROC in both), or of the executable in both");
+    if (lsep != NULL && m->focus == QM_PER_SITE)
+        return qm_error_at(m->src, m->origin, m->pat_line, m->pat_col, c->why, c->whylen,
+                           "per call site: not for a shared library's procedures (their "
+                           "callers are elsewhere)");
     QM_CHECK(check_pattern(c, m, m->pattern, m->pat_line, m->pat_col));
     if (m->inside != NULL)
         QM_CHECK(check_pattern(c, m, m->inside, m->in_line, m->in_col));
@@ -545,11 +627,24 @@ place_metric(ctx_t *c, qm_metric_t *m)
     m->procs = calloc(n + 1, sizeof(qm_proc_t));
     if (m->procs == NULL)
         rc = QPT_ENOMEM;
+    /* A library's rows are named LIB:PROC, as dyn --count names them. */
+    const char *lsep = lib_sep(m->pattern);
+    int llen = lsep ? (int)(lsep - m->pattern) : 0;
     for (size_t i = 0; rc == 0 && i < n; i++) {
-        const char *mod = sites ? NULL : qpt_proc_module(c->s, procs[i]);
+        /* (the line table is read only for per module: libc's takes 0.1 s) */
+        const char *mod = sites || m->focus != QM_PER_MODULE ? NULL
+                                                               : qpt_proc_module(c->s, procs[i]);
         const char *label = !sites ? qpt_proc_name(c->s, procs[i])
                             : i < nsites ? sites[i].label
                                          : "other calls (through pointers, tail calls)";
+        char full[512], lib[256];
+        if (lsep != NULL) {
+            snprintf(full, sizeof(full), "%.*s:%s", llen, m->pattern, label);
+            label = full;
+            snprintf(lib, sizeof(lib), "%.*s", llen, m->pattern);
+            if (mod == NULL) /* no source file known: per module, the library */
+                mod = lib;
+        }
         if ((m->procs[i].name = strdup(label)) == NULL
             || (m->focus == QM_PER_MODULE
                 && (m->procs[i].module = strdup(mod ? mod : "?")) == NULL))
@@ -623,8 +718,9 @@ place_metric(ctx_t *c, qm_metric_t *m)
 /* What qm_insert gave M, taken back (its insertions are removed by the caller): its
  * memory in the process, its handles, its procedures; M is parsed again. */
 static void
-unplace(qm_metric_t *m, qpt_space_t *s)
+unplace(const qm_set_t *set, qm_metric_t *m, qpt_space_t *s)
 {
+    s = space_of(set, m, s);
     if (m->var != 0)
         qpt_free(s, m->var); /* a process's memory: not kept for nothing */
     if (m->kvar != 0)
@@ -654,19 +750,27 @@ qm_insert(qm_set_t *set, qpt_space_t *s, qm_note_fn note, void *arg, char *why, 
     why[0] = '\0';
     if (set == NULL || s == NULL)
         return QPT_EINVAL;
-    ctx_t c = { s, note, arg, why, whylen, NULL, 0, 0 };
+    ctx_t c = { s, note, arg, why, whylen, NULL, NULL, 0, 0 };
     int rc = 0;
     /* The metrics parsed since the last call. Everything that can be wrong with their
      * text, before anything is inserted. */
     for (size_t i = 0; rc == 0 && i < set->n; i++)
-        if (set->v[i].state == QM_PARSED)
-            rc = check_metric(&c, &set->v[i]);
+        if (set->v[i].state == QM_PARSED) {
+            qm_metric_t *m = &set->v[i];
+            char lwhy[1024] = "";
+            if ((c.s = qm_space(set, i, s, lwhy, sizeof(lwhy))) == NULL)
+                rc = qm_error_at(m->src, m->origin, m->pat_line, m->pat_col, why, whylen,
+                                 "%s", lwhy);
+            else
+                rc = check_metric(&c, m);
+        }
     size_t *mark = calloc(set->n + 1, sizeof(size_t));
     if (mark == NULL)
         rc = QPT_ENOMEM;
     for (size_t i = 0; rc == 0 && i < set->n; i++)
         if (set->v[i].state == QM_PARSED) {
             mark[i] = c.ndone;
+            c.s = space_of(set, &set->v[i], s);
             rc = place_metric(&c, &set->v[i]);
         }
     for (size_t i = 0; rc == 0 && i < set->n; i++) {
@@ -692,7 +796,7 @@ qm_insert(qm_set_t *set, qpt_space_t *s, qm_note_fn note, void *arg, char *why, 
         undo_to(&c, 0);
         for (size_t i = 0; i < set->n; i++) {
             if (set->v[i].state == QM_PARSED)
-                unplace(&set->v[i], s);
+                unplace(set, &set->v[i], s);
         }
         if (why[0] == '\0')
             snprintf(why, whylen, "%s", qpt_strerror(rc));
@@ -704,6 +808,7 @@ qm_insert(qm_set_t *set, qpt_space_t *s, qm_note_fn note, void *arg, char *why, 
     }
     free(mark);
     free(c.done);
+    free(c.dspace);
     return rc;
 }
 
@@ -713,7 +818,10 @@ qm_metric_procs(const qm_set_t *set, size_t i, qpt_space_t *s, uint32_t **procs,
     if (set == NULL || s == NULL || procs == NULL || n == NULL || i >= set->n)
         return QPT_EINVAL;
     const qm_metric_t *m = &set->v[i];
-    ctx_t c = { s, NULL, NULL, NULL, 0, NULL, 0, 0 };
+    char lwhy[8];
+    if ((s = qm_space(set, i, s, lwhy, sizeof(lwhy))) == NULL)
+        return QPT_ENOTFOUND;
+    ctx_t c = { s, NULL, NULL, NULL, 0, NULL, NULL, 0, 0 };
     size_t np, nq = 0, nref;
     uint32_t *p = matching(&c, m, m->pattern, &np, &nref, 0), *q = NULL;
     if (p != NULL && m->inside != NULL)
@@ -763,7 +871,7 @@ qm_metric_predict(const qm_set_t *set, size_t i, qpt_space_t *s,
     *ncalls = 0;
     *ncalled = 0;
     for (size_t k = 0; rc == 0 && k < n; k++) {
-        uint64_t c = calls(arg, qpt_proc_entry(s, procs[k]));
+        uint64_t c = calls(arg, qpt_proc_entry(space_of(set, &set->v[i], s), procs[k]));
         *ns += (double)c * cycles[k] / cpn;
         *ncalls += c;
         *ncalled += c > 0;
@@ -780,8 +888,8 @@ qm_take_back(qm_set_t *set, size_t i, qpt_space_t *s)
         return QPT_EINVAL;
     qm_metric_t *m = &set->v[i];
     for (size_t k = 0; k < m->nhandles; k++)
-        qpt_remove(s, m->handles[k]);
-    unplace(m, s);
+        qpt_remove(space_of(set, m, s), m->handles[k]);
+    unplace(set, m, s);
     return 0;
 }
 
@@ -792,6 +900,7 @@ qm_metric_cost(const qm_set_t *set, size_t i, qpt_space_t *s, const uint32_t *pr
     if (set == NULL || i >= set->n || set->v[i].state != QM_ON || cycles == NULL)
         return QPT_EINVAL;
     const qm_metric_t *m = &set->v[i];
+    s = space_of(set, m, s);
     for (size_t k = 0; k < nprocs; k++)
         cycles[k] = 0;
     for (size_t k = 0; k < m->nhandles; k++) {
@@ -825,6 +934,7 @@ qm_remove(qm_set_t *set, size_t i, qpt_space_t *s, char *why, size_t whylen)
             snprintf(why, whylen, "%s: not in the program", m->name);
         return QPT_EINVAL;
     }
+    s = space_of(set, m, s);
     for (size_t k = 0; k < m->nhandles; k++) {
         int rc = qpt_remove(s, m->handles[k]);
         if (rc < 0) {
@@ -845,9 +955,10 @@ qm_release(qm_set_t *set, qpt_space_t *s)
 {
     for (size_t i = 0; set != NULL && i < set->n; i++) {
         qm_metric_t *m = &set->v[i];
-        if (m->state == QM_OFF && m->var != 0 && qpt_free(s, m->var) == 0)
+        qpt_space_t *ms = m->state == QM_OFF ? space_of(set, m, s) : s;
+        if (m->state == QM_OFF && m->var != 0 && qpt_free(ms, m->var) == 0)
             m->var = 0;
-        if (m->state == QM_OFF && m->kvar != 0 && qpt_free(s, m->kvar) == 0)
+        if (m->state == QM_OFF && m->kvar != 0 && qpt_free(ms, m->kvar) == 0)
             m->kvar = 0;
     }
 }

@@ -26,6 +26,7 @@
 
 typedef struct cost {
     int on;               /* its counters are in */
+    qpt_space_t *s;       /* the metric's space (qm_space: a library's, or the program's) */
     uint32_t *procs;      /* the procedures, and the metric's cycles per call of each */
     double *cycles;
     size_t n;
@@ -136,6 +137,10 @@ qm_costs_count(qm_costs_t *c, const qm_set_t *set, size_t first, qpt_space_t *s,
         }
         cost_clear(k);
         k->predicted = k->observed = k->overall = -1;
+        if ((k->s = qm_space(set, i, s, why, whylen)) == NULL) {
+            rc = QPT_ENOTFOUND;
+            break;
+        }
         if ((rc = qm_metric_procs(set, i, s, &k->procs, &k->n)) < 0)
             break;
         k->cycles = calloc(k->n + 1, sizeof(double));
@@ -148,16 +153,16 @@ qm_costs_count(qm_costs_t *c, const qm_set_t *set, size_t first, qpt_space_t *s,
         }
         if (k->n == 0)
             continue;
-        if ((rc = qpt_alloc(s, 8 * k->n, &k->var)) < 0) {
-            snprintf(why, whylen, "%s: %s", qm_name(set, i), qpt_error(s));
+        if ((rc = qpt_alloc(k->s, 8 * k->n, &k->var)) < 0) {
+            snprintf(why, whylen, "%s: %s", qm_name(set, i), qpt_error(k->s));
             break;
         }
         for (size_t p = 0; p < k->n; p++) {
             qpt_point_t pt;
             size_t np;
             /* A procedure whose entry cannot take it: its calls are not seen (0). */
-            if (qpt_points(s, k->procs[p], QPT_ENTRY, &pt, 1, &np) == 0 && np == 1
-                && qpt_insert(s, &pt, sn, qpt_add_to(sn, k->var + 8 * p, qpt_const(sn, 1), 0),
+            if (qpt_points(k->s, k->procs[p], QPT_ENTRY, &pt, 1, &np) == 0 && np == 1
+                && qpt_insert(k->s, &pt, sn, qpt_add_to(sn, k->var + 8 * p, qpt_const(sn, 1), 0),
                               &k->h[k->nh]) == 0)
                 k->nh++;
         }
@@ -293,7 +298,7 @@ qm_costs_remove(qm_costs_t *c, size_t i, qpt_space_t *s)
         return;
     cost_t *k = &c->v[i];
     for (size_t h = 0; h < k->nh; h++)
-        qpt_remove(s, k->h[h]);
+        qpt_remove(k->s ? k->s : s, k->h[h]);
     k->nh = 0;
     k->on = 0;
     k->freeing = k->var != 0;
@@ -303,7 +308,7 @@ void
 qm_costs_release(qm_costs_t *c, qpt_space_t *s)
 {
     for (size_t i = 0; i < c->n; i++)
-        if (c->v[i].freeing && qpt_free(s, c->v[i].var) == 0) {
+        if (c->v[i].freeing && qpt_free(c->v[i].s ? c->v[i].s : s, c->v[i].var) == 0) {
             c->v[i].freeing = 0;
             c->v[i].var = 0;
         }

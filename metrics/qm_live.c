@@ -140,6 +140,27 @@ set_up_remove(live_t *l, void *arg, char *why, size_t whylen)
     return rc;
 }
 
+/* The spaces of the libraries metrics [FIRST, n) name, opened (qm_space): read and
+ * analysed while the process runs, rather than in the stop that follows. */
+static int
+open_libraries(live_t *l, size_t first, char *why, size_t whylen)
+{
+    for (size_t i = first; i < qm_count(l->set); i++)
+        if (qm_is_library(l->set, i) && qm_space(l->set, i, l->s, why, whylen) == NULL)
+            return QPT_ENOTFOUND;
+    return 0;
+}
+
+/* Does some metric of SET name a shared library's procedures? */
+static int
+any_library(const qm_set_t *set)
+{
+    for (size_t i = 0; i < qm_count(set); i++)
+        if (qm_is_library(set, i))
+            return 1;
+    return 0;
+}
+
 /*
  * Put the metrics [FIRST, n) in. First the call counters of their procedures; with
  * PREDICT, a stop for them alone, SAMPLE seconds of running, and a second stop in which
@@ -154,9 +175,15 @@ place(live_t *l, size_t first, int stopped, int predict, double *stop_ms, unsign
 {
     qpt_space_t *s = l->s;
     size_t n = qm_count(l->set);
+    *refused = 0;
+    *stop_ms = 0;
+    if (!stopped) {
+        int lrc = open_libraries(l, first, why, whylen);
+        if (lrc < 0)
+            return lrc;
+    }
     double t0 = qm_now();
     int rc = stopped ? 0 : qpt_stop(s);
-    *refused = 0;
     if (rc == 0 && (rc = qm_costs_count(l->costs, l->set, first, s, why, whylen)) == 0
         && predict) {
         if ((rc = qpt_commit(s)) == 0 && (rc = qpt_run(s)) == 0) {
@@ -512,7 +539,16 @@ qm_live_run(qm_set_t *set, const qm_live_opts_t *o, qm_live_report_t *rep, char 
     unsigned refused = 0;
     if (qm_count(set) > 0) {
         why[0] = '\0';
-        rc = place(&l, 0, 1, o->pid > 0, &rep->stop_ms, &refused, why, whylen);
+        /* Attached: the libraries named are analysed while it runs again. (A process
+         * started here stays at its execve: qpt_library runs it to its entry.) */
+        int stopped = 1;
+        if (o->pid > 0 && any_library(set)) {
+            if ((rc = qpt_run(s)) < 0)
+                snprintf(why, whylen, "%s", qpt_error(s));
+            stopped = 0;
+        }
+        if (rc == 0)
+            rc = place(&l, 0, stopped, o->pid > 0, &rep->stop_ms, &refused, why, whylen);
     } else if ((rc = qpt_run(s)) < 0)
         snprintf(why, whylen, "%s", qpt_error(s));
     if (rc == 0 && qm_count(set) > 0 && refused == qm_count(set) && !o->commands) {

@@ -70,6 +70,17 @@ struct qm_set {
 
 void qm_expr_free(qm_expr_t *e);
 
+/*
+ * The space metric I is measured in: S, or for a pattern LIB:PROC whose module names a
+ * shared library (has ".so" in it: "libc.so.6:malloc") the space of that library of S's
+ * process (qpt_library: opened the first time, S's from then on). NULL with WHY when the
+ * library cannot be (not loaded, S a file).
+ */
+qpt_space_t *qm_space(const qm_set_t *set, size_t i, qpt_space_t *s, char *why, size_t whylen);
+
+/* Does metric I name a shared library's procedures (LIB:PROC)? */
+int qm_is_library(const qm_set_t *set, size_t i);
+
 /* Seconds of CLOCK_MONOTONIC. */
 double qm_now(void);
 

@@ -152,6 +152,52 @@ run_to_end(qpt_space_t *s)
 }
 #endif
 
+#ifdef ENABLE_DYNAMIC_TESTS
+/* A shared library's space (qpt_library): libc's printf, called once by api_prog, counted
+ * exactly; committed and read through the executable's space; errors. */
+START_TEST(test_libqpt_library)
+{
+    char why[512] = "";
+    qpt_space_t *f = NULL, *l = NULL, *l2 = NULL;
+    ck_assert_msg(qpt_open(PROG, &f, why, sizeof(why)) == 0, "%s", why);
+    ck_assert_int_eq(qpt_library(f, "libc.so*", &l, why, sizeof(why)), QPT_EUNSUPP);
+    qpt_close(f);
+    qpt_space_t *s = spawn_prog();
+    if (s == NULL)
+        return;
+    ck_assert_int_eq(qpt_library(s, "libnope.so", &l, why, sizeof(why)), QPT_ENOTFOUND);
+    ck_assert_msg(strstr(why, "libc.so.6") != NULL, "%s", why); /* the ones loaded */
+    ck_assert_msg(qpt_library(s, "libc.so*", &l, why, sizeof(why)) == 0, "%s", why);
+    ck_assert_int_eq(qpt_library(s, "libc.so.6", &l2, why, sizeof(why)), 0);
+    ck_assert_ptr_eq(l, l2); /* the same library: the same space */
+    ck_assert_int_eq(qpt_is_live(l), 1);
+    uint64_t addr, size, var;
+    uint32_t p = UINT32_MAX;
+    ck_assert_int_eq(qpt_symbol(l, "printf", &addr, &size), 0);
+    for (uint32_t i = 0; i < qpt_nprocs(l); i++)
+        if (qpt_proc_entry(l, i) == addr)
+            p = i;
+    ck_assert_uint_ne(p, UINT32_MAX);
+    ck_assert_msg(qpt_alloc(l, 8, &var) == 0, "%s", qpt_error(l));
+    qpt_point_t pt;
+    size_t n;
+    ck_assert_int_eq(qpt_points(l, p, QPT_ENTRY, &pt, 1, &n), 0);
+    ck_assert_uint_eq(n, 1);
+    qpt_snippet_t *sn = qpt_snippet_create();
+    qpt_handle_t h;
+    ck_assert_msg(qpt_insert(l, &pt, sn, qpt_add_to(sn, var, qpt_const(sn, 1), 1), &h) == 0,
+                  "%s", qpt_error(l));
+    qpt_snippet_destroy(sn);
+    ck_assert_msg(qpt_commit(s) == 0, "%s", qpt_error(s)); /* commits the library's too */
+    ck_assert_int_eq(run_to_end(s), 0);
+    uint64_t calls = 0;
+    ck_assert_int_eq(qpt_read_memory(s, var, &calls, 8), 0); /* the library's variable */
+    ck_assert_uint_eq(calls, 1);
+    qpt_close(s); /* closes L too */
+}
+END_TEST
+#endif
+
 /* Time histograms: buckets fold in pairs as time runs past the last, nothing is lost. */
 START_TEST(test_libqpt_hist)
 {
@@ -1254,6 +1300,7 @@ libqpt_suite(void)
     tcase_add_test(tc, test_libqpt_file);
 #ifdef ENABLE_DYNAMIC_TESTS
     tcase_add_test(tc, test_libqpt_live);
+    tcase_add_test(tc, test_libqpt_library);
     tcase_add_test(tc, test_libqpt_live_exit);
     tcase_add_test(tc, test_libqpt_call_killed);
     tcase_add_test(tc, test_libqpt_threads_live);

@@ -10,8 +10,8 @@
 #      own calls; CSV and table rows named MODULE:name; the program's output and exit
 #      status unchanged; the executable's rows (work) keep their plain names;
 #  (b) --time and --calls-from in a library; a MODULE naming no library loaded during
-#      the run (the program runs, one line at the end) and a metric naming one (one
-#      clear line, exit 2);
+#      the run (the program runs, one line at the end) (metrics of library procedures,
+#      dyn -e: tests/dyn-metrics-lib.sh);
 #  (c) dyn attach to a program serving requests (a FIFO): the counts of a window exact,
 #      live tables (--interval) and --trace name the library rows, SIGTERM and
 #      --duration remove everything (dyn clean finds nothing);
@@ -94,10 +94,6 @@ grep -q '^libqt.so:lib_sum,7,[0-9][0-9]*$' "$d/b.csv" && ok "--time: libqt.so:li
 expect "unknown MODULE: exit status" $? 3
 grep -q "no library matching 'libnope\*' (in 'libnope\*:f') was loaded during the session" \
     "$d/c.err" && ok "unknown MODULE: one clear line" || bad "unknown MODULE: $(cat "$d/c.err")"
-"$DYN" run -e 'count calls(libc.so.6:malloc)' -- "$d/main" run 1 >"$d/e.out" 2>"$d/e.err"
-expect "metric with MODULE: exit status" $? 2
-grep -q "not by metrics" "$d/e.err" && ok "metric with MODULE: refused" \
-    || bad "metric with MODULE: $(cat "$d/e.err")"
 
 # (c) dyn attach to a server
 mkfifo "$d/in" || exit 99

@@ -148,7 +148,8 @@ usage(FILE *f)
         "                         procedures matching FUNC (FUNC+0xOFF->callee;\n"
         "                         repeatable)\n"
         "  -e, --metric=METRIC    measure METRIC (qpt-metrics(5)) instead, e.g.\n"
-        "                         'count calls(lua_*) inside(luaV_execute)'; repeatable\n"
+        "                         'count calls(lua_*) inside(luaV_execute)'; repeatable;\n"
+        "                         a library's procedures: 'count calls(libc.so.6:malloc)'\n"
         "      --metrics=FILE     the metrics defined in FILE (repeatable); with -e or\n"
         "                         --metrics, -o writes metric,focus,kind,value,measured\n"
         "      --commands         steer metrics while attached: read commands from\n"
@@ -203,32 +204,6 @@ show_name(const char *name)
         snprintf(out, n, "%.*s%s", (int)(sep - name) + 1, name, dm);
     free(dm);
     return out;
-}
-
-/*
- * The first pattern of TEXT (a metric, or a metrics file) that names a shared library
- * (MODULE:GLOB whose MODULE has ".so" in it), into BUF; NULL when none does. Metrics
- * measure the executable only (their MODULE: is a source file).
- */
-static const char *
-lib_pattern(const char *text, char *buf, size_t cap)
-{
-    static const char stops[] = " \t\n(),=;\"'";
-    for (const char *c = strchr(text, ':'); c != NULL; c = strchr(c + 1, ':')) {
-        if (c[1] == ':' || (c > text && c[-1] == ':'))
-            continue;
-        const char *b = c, *e = c + 1;
-        while (b > text && strchr(stops, b[-1]) == NULL)
-            b--;
-        while (*e != '\0' && strchr(stops, *e) == NULL)
-            e++;
-        const char *so = strstr(b, ".so");
-        if (so != NULL && so < c) {
-            snprintf(buf, cap, "%.*s", (int)(e - b), b);
-            return buf;
-        }
-    }
-    return NULL;
 }
 
 /* dyn_run_cb_t.live: the live table; nonzero once standard output is gone. */
@@ -1024,29 +999,6 @@ main(int argc, char **argv)
         fprintf(stderr, "%s: -e/--metrics measure the metrics only: not with --count, --all, "
                 "--time, --calls-from, --no-atomic or --follow-exec\n", prog_name);
         return EXIT_USAGE;
-    }
-    for (size_t i = 0; i < o.nm; i++) {
-        char pat[256], *text = NULL;
-        const char *lib;
-        if (o.morder[i] == 'f') { /* a metrics file: its text (unreadable: said later) */
-            FILE *mf = fopen(o.margs[i], "r");
-            size_t len = 0;
-            if (mf != NULL && (text = calloc(1, 1 << 20)) != NULL)
-                len = fread(text, 1, (1 << 20) - 1, mf);
-            if (text != NULL)
-                text[len] = '\0';
-            if (mf != NULL)
-                fclose(mf);
-        }
-        lib = lib_pattern(o.morder[i] == 'f' ? (text ? text : "") : o.margs[i], pat,
-                          sizeof(pat));
-        free(text);
-        if (lib != NULL) {
-            fprintf(stderr, "%s: %s: '%s': procedures of shared libraries (MODULE:GLOB) "
-                    "are measured with --count, --time and --calls-from, not by metrics\n",
-                    prog_name, o.morder[i] == 'f' ? o.margs[i] : "-e", lib);
-            return EXIT_USAGE;
-        }
     }
     if (o.nm == 0 && !o.commands && o.ncount == 0 && !o.all && o.ntime == 0 && o.ncalls == 0) {
         fprintf(stderr,

@@ -83,6 +83,24 @@ void qpt_close(qpt_space_t *s);
  * takes them out (0, the default). */
 int qpt_keep_on_exit(qpt_space_t *s, int keep);
 
+/*
+ * A shared library of the live process of S: the one mapped in it whose base name
+ * matches MODULE (a shell pattern: "libc.so.6", "libfoo*"), as a space of its own: its
+ * procedures, points, symbols, memory (qpt_alloc: near its code) and insertions, at
+ * run-time addresses. It shares S's process and belongs to S: qpt_commit(S) commits
+ * it too, qpt_read_memory(S) reads its variables, qpt_close(S) closes it (closing it
+ * alone takes its snippets out); stop and run the process through S. The same MODULE
+ * (or the same library) again gives the same space. A process started by qpt_spawn that
+ * has not run yet is first let run to its entry point (the dynamic loader then has
+ * mapped and initialised its libraries; what they did meanwhile is not seen). Otherwise
+ * the process may run meanwhile (the library's file is read and analysed then: libc takes
+ * about 0.1 s); it must stay loaded. QPT_ENOTFOUND when no library loaded matches (WHY lists those loaded;
+ * one loaded later by dlopen is not there yet), QPT_EINVAL when several do, QPT_EUNSUPP
+ * for a file.
+ */
+int qpt_library(qpt_space_t *s, const char *module, qpt_space_t **out /*OUT*/, char *why,
+                size_t whylen);
+
 /* 1 for a live process, 0 for a file. */
 int qpt_is_live(const qpt_space_t *s);
 
