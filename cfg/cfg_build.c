@@ -73,17 +73,6 @@ set_unsafe(cfg_builder_t *b, cfg_bproc_t *bp, const char *fmt, ...)
     return 0;
 }
 
-/* Free what a procedure under construction owns. */
-static void
-bproc_free(cfg_bproc_t *bp)
-{
-    CFG_VEC_FREE(bp->ranges);
-    CFG_VEC_FREE(bp->blocks);
-    CFG_VEC_FREE(bp->edges);
-    CFG_VEC_FREE(bp->tables);
-    CFG_VEC_FREE(bp->extra_entries);
-}
-
 /* Offset of ADDR in the traversal map, or -1 when outside the procedure's ranges. */
 static int64_t
 slot(const cfg_bproc_t *bp, uint64_t addr)
@@ -120,14 +109,14 @@ static uint32_t
 proc_by_entry(const cfg_builder_t *b, uint64_t addr)
 {
     uint32_t i = cfg_discover_find(b, addr);
-    return i != CFG_NONE && b->procs.v[i].p.entry == addr ? i : CFG_NONE;
+    return i != CFG_NONE && cfg_discover_proc(b, i)->p.entry == addr ? i : CFG_NONE;
 }
 
 static int
 callee_noreturn(const cfg_builder_t *b, uint64_t target)
 {
     uint32_t i = proc_by_entry(b, target);
-    return i != CFG_NONE && (b->procs.v[i].p.flags & CFG_PROC_NORETURN);
+    return i != CFG_NONE && (cfg_discover_proc(b, i)->p.flags & CFG_PROC_NORETURN);
 }
 
 /* Does the memory slot at SLOT (a GOT entry) hold a function that never returns? */
@@ -169,8 +158,8 @@ note_external(trav_t *t, uint64_t target, uint32_t src)
     if (!cfg_image_is_code(b->img, target))
         return 0;
     uint32_t i = cfg_discover_find(b, target);
-    if (i != CFG_NONE && b->procs.v[i].p.entry == target) {
-        b->procs.v[i].p.sources |= src; /* a known entry: note how it is used */
+    if (i != CFG_NONE && cfg_discover_proc(b, i)->p.entry == target) {
+        cfg_discover_proc(b, i)->p.sources |= src; /* a known entry: note how it is used */
         return 0;
     }
     if (i != CFG_NONE && src != CFG_SRC_CALL)
@@ -878,7 +867,7 @@ form_edges(trav_t *t)
 static int
 build_proc(cfg_builder_t *b, uint32_t i)
 {
-    cfg_bproc_t *bp = &b->procs.v[i];
+    cfg_bproc_t *bp = cfg_discover_proc(b, i);
     bp->blocks.n = bp->edges.n = bp->tables.n = 0;
     bp->p.unsafe = NULL;
     bp->p.nind_unresolved = 0;
@@ -905,7 +894,7 @@ build_proc(cfg_builder_t *b, uint32_t i)
     if (rc == 0)
         rc = form_blocks(&t);
     if (rc == 0) {
-        bp = &b->procs.v[i]; /* b->procs does not move here, but be explicit */
+        bp = cfg_discover_proc(b, i); /* no procedure is added here, but be explicit */
         rc = form_edges(&t);
     }
     bp->entry_block = local_block_at(bp, bp->p.entry);
@@ -1291,7 +1280,7 @@ for_each_gap(cfg_builder_t *b, const span_vec_t *v,
 }
 
 typedef struct gap_ctx {
-    cfg_u64_vec_t *rejected;  /* gap starts that proved not to be code */
+    cfg_u64_vec_t rejected;   /* gap starts that proved not to be code, sorted */
 } gap_ctx_t;
 
 static int
@@ -1307,20 +1296,18 @@ on_gap_new_proc(cfg_builder_t *b, uint64_t start, uint64_t end, void *arg)
     if (pad >= n)
         return 0;
     uint64_t a = start + pad;
-    for (size_t i = 0; i < g->rejected->n; i++)
-        if (g->rejected->v[i] == a)
-            return 0;
+    if (cfg_u64_contains(g->rejected.v, g->rejected.n, a))
+        return 0;
     /* Sweep the gap: a procedure at its first code, then at the first code after what
      * that procedure reaches, and so on (seed 3.6: hidden procedures). */
     while (a < end) {
         if (proc_by_entry(b, a) != CFG_NONE)
             return 0;
-        for (size_t i = 0; i < g->rejected->n; i++)
-            if (g->rejected->v[i] == a)
-                return 0;
+        if (cfg_u64_contains(g->rejected.v, g->rejected.n, a))
+            return 0;
         /* Unreached bytes inside a symbol's or FDE's range belong to that procedure. */
         uint32_t in = cfg_discover_find(b, a);
-        if (in != CFG_NONE && b->procs.v[in].hint_end > a)
+        if (in != CFG_NONE && cfg_discover_proc(b, in)->hint_end > a)
             return 0;
         QP_CHECK(CFG_VEC_PUSH(b->new_entries, a));
         QP_CHECK(CFG_VEC_PUSH(b->new_srcs, (uint32_t)CFG_SRC_GAP));
@@ -1328,15 +1315,16 @@ on_gap_new_proc(cfg_builder_t *b, uint64_t start, uint64_t end, void *arg)
         uint32_t pi = proc_by_entry(b, a);
         if (pi == CFG_NONE)
             return 0;
-        cfg_bproc_t *bp = &b->procs.v[pi];
+        cfg_bproc_t *bp = cfg_discover_proc(b, pi);
         /* Bounded by the gap: what lies beyond is known code already. */
         bp->limit_end = end;
+        bp->p.end = cfg_discover_end(b, pi);
         if (bp->p.end > end)
             bp->p.end = end;
         bp->ranges.n = 0;
         QP_CHECK(CFG_VEC_PUSH(bp->ranges, ((cfg_range_t) { bp->p.start, bp->p.end })));
         QP_CHECK(build_proc(b, pi));
-        bp = &b->procs.v[pi];
+        bp = cfg_discover_proc(b, pi);
         if (bp->p.unsafe != NULL)
             return 0; /* not code: reject_bad_gap_procs drops it */
         uint64_t reach = a;
@@ -1426,7 +1414,7 @@ reject_bad_gap_procs(cfg_builder_t *b, cfg_u64_vec_t *rejected)
         if ((bp->p.sources & CFG_SRC_GAP) && !(bp->p.sources & ~(CFG_SRC_GAP | CFG_SRC_TAILCALL))
             && bp->p.unsafe != NULL) {
             QP_CHECK(CFG_VEC_PUSH(*rejected, bp->p.entry));
-            bproc_free(bp);
+            cfg_bproc_free(bp);
             dropped = 1;
             continue;
         }
@@ -1661,7 +1649,7 @@ static void
 builder_free(cfg_builder_t *b)
 {
     for (size_t i = 0; i < b->procs.n; i++) {
-        bproc_free(&b->procs.v[i]);
+        cfg_bproc_free(&b->procs.v[i]);
     }
     CFG_VEC_FREE(b->procs);
     CFG_VEC_FREE(b->addr_taken);
@@ -1781,7 +1769,7 @@ tie_nameless_fragments(cfg_builder_t *b)
         if (bp->p.flags & CFG_PROC_FRAGMENT)
             cut_end = bp->hint_end ? bp->hint_end : bp->p.end;
         else if (bp->p.sources == CFG_SRC_GAP && bp->p.entry < cut_end) {
-            bproc_free(bp);
+            cfg_bproc_free(bp);
             continue;
         }
         b->procs.v[k++] = *bp;
@@ -1820,6 +1808,18 @@ rebuild_stale_noreturn_callers(cfg_builder_t *b)
         }
     }
     return n;
+}
+
+/* *TO = FROM's values, sorted. */
+static int
+sorted_copy(const cfg_u64_vec_t *from, cfg_u64_vec_t *to)
+{
+    to->n = 0;
+    for (size_t i = 0; i < from->n; i++)
+        QP_CHECK(CFG_VEC_PUSH(*to, from->v[i]));
+    if (to->n > 1)
+        qsort(to->v, to->n, sizeof(uint64_t), cmp_u64);
+    return 0;
 }
 
 static int
@@ -1873,10 +1873,19 @@ build_all(cfg_builder_t *b)
         }
         if (b->opts.no_gap_procs || ++gap_rounds > 6)
             break;
-        gap_ctx_t g = { &b->rejected };
+        gap_ctx_t g = { { 0 } };
         size_t before = b->procs.n;
-        if ((rc = collect_spans(b, &spans)) < 0
-            || (rc = for_each_gap(b, &spans, on_gap_new_proc, &g)) < 0)
+        if ((rc = collect_spans(b, &spans)) < 0 || (rc = sorted_copy(&b->rejected, &g.rejected)) < 0
+            || (rc = cfg_discover_sweep_begin(b)) < 0) {
+            CFG_VEC_FREE(g.rejected);
+            break;
+        }
+        rc = for_each_gap(b, &spans, on_gap_new_proc, &g);
+        int merged = cfg_discover_sweep_end(b);
+        CFG_VEC_FREE(g.rejected);
+        if (rc >= 0)
+            rc = merged;
+        if (rc < 0)
             break;
         DBG_PHASE("gaps");
         if ((rc = cfg_discover_add_new(b)) < 0)

@@ -203,7 +203,17 @@ typedef struct cfg_builder {
     cfg_u64_vec_t landing_pads;       /* exception landing pads (from LSDAs), sorted */
     CFG_VEC(char *) strings;          /* names made up here (handed to the program) */
     cfg_find_index_t *find;           /* lookup index (cfg_discover_find), or NULL */
+    struct cfg_side *side;            /* during a gap sweep: procedures found so far */
 } cfg_builder_t;
+
+/*
+ * Procedure indices: below b->procs.n an index in b->procs; during a gap sweep, the
+ * procedures it found so far (kept aside, see cfg_discover_sweep_begin) follow them.
+ */
+cfg_bproc_t *cfg_discover_proc(const cfg_builder_t *b, uint32_t i);
+
+/* Free what a procedure under construction owns. */
+void cfg_bproc_free(cfg_bproc_t *bp);
 
 /* Collect the procedure entries of the image into B->procs with their extents. */
 int cfg_discover(cfg_builder_t *b);
@@ -212,8 +222,22 @@ int cfg_discover(cfg_builder_t *b);
 uint32_t cfg_discover_find(const cfg_builder_t *b, uint64_t addr);
 
 /* Insert new procedures at B->new_entries (splitting extents), clearing the list.
- * Returns the number added. */
+ * Returns the number added. During a sweep they are kept aside. */
 int cfg_discover_add_new(cfg_builder_t *b);
+
+/*
+ * A gap sweep adds procedures one at a time, each built before the next is looked for.
+ * Between begin and end they are kept aside, in an index of their own, instead of being
+ * merged into b->procs (an O(n) step each); cfg_discover_find, cfg_discover_proc and
+ * cfg_discover_end see b->procs and them as one sorted array would be. End merges
+ * them in, recomputes the extents, and frees what begin allocated (also after an error);
+ * 0 or QP_ENOMEM.
+ */
+int cfg_discover_sweep_begin(cfg_builder_t *b);
+int cfg_discover_sweep_end(cfg_builder_t *b);
+
+/* The end of procedure I's main extent as cfg_discover_extents would compute it now. */
+uint64_t cfg_discover_end(const cfg_builder_t *b, uint32_t i);
 
 /* Recompute every procedure's extent from its neighbours and the image. */
 void cfg_discover_extents(cfg_builder_t *b);
