@@ -899,6 +899,7 @@ build_proc(cfg_builder_t *b, uint32_t i)
     }
     bp->entry_block = local_block_at(bp, bp->p.entry);
     bp->built = 1;
+    bp->nr_dirty = 1;
     CFG_VEC_FREE(t.pending);
     CFG_VEC_FREE(t.last);
     CFG_VEC_FREE(t.labels);
@@ -919,49 +920,64 @@ ranges_hash(const cfg_bproc_t *bp)
     return h;
 }
 
+/* ranges_hash of the one range [START, END). */
+static uint64_t
+range_hash1(uint64_t start, uint64_t end)
+{
+    return 0x100000001b3ull ^ start ^ (end << 1);
+}
+
+/*
+ * Every procedure's ranges: its main extent, then its tied fragments' extents. A
+ * procedure whose ranges changed is built again. Each keeps the hash of its ranges
+ * (ranges_h), so that one with a single, unchanged range is not touched.
+ */
 static int
 assign_ranges(cfg_builder_t *b)
 {
-    uint64_t *old = malloc((b->procs.n + 1) * sizeof(uint64_t));
-    if (old == NULL)
-        return QP_ENOMEM;
-    for (size_t i = 0; i < b->procs.n; i++) {
-        cfg_bproc_t *bp = &b->procs.v[i];
-        cfg_range_t main = { bp->p.start, bp->p.end };
-        old[i] = ranges_hash(bp);
-        bp->ranges.n = 0;
-        if (CFG_VEC_PUSH(bp->ranges, main) < 0) {
-            free(old);
-            return QP_ENOMEM;
-        }
-    }
-    for (size_t i = 0; i < b->procs.n; i++) {
+    size_t n = b->procs.n;
+    uint32_t *parent = malloc((n + 1) * sizeof(uint32_t)); /* per fragment: its parent */
+    uint8_t *is_parent = calloc(n + 1, 1);
+    int rc = parent == NULL || is_parent == NULL ? QP_ENOMEM : 0;
+    for (size_t i = 0; i < n && rc == 0; i++) {
         cfg_bproc_t *f = &b->procs.v[i];
+        parent[i] = CFG_NONE;
         if (!(f->p.flags & CFG_PROC_FRAGMENT))
             continue;
-        uint32_t pi = proc_by_entry(b, f->parent_entry);
-        if (pi == CFG_NONE) {
+        parent[i] = proc_by_entry(b, f->parent_entry);
+        if (parent[i] == CFG_NONE) {
             f->p.flags &= ~(uint32_t)CFG_PROC_FRAGMENT;
+            b->gen++;
+        } else
+            is_parent[parent[i]] = 1;
+    }
+    for (size_t i = 0; i < n && rc == 0; i++) {
+        cfg_bproc_t *bp = &b->procs.v[i];
+        if (!is_parent[i] && range_hash1(bp->p.start, bp->p.end) == bp->ranges_h)
+            continue; /* the one range it has already */
+        bp->ranges.n = 0;
+        rc = CFG_VEC_PUSH(bp->ranges, ((cfg_range_t) { bp->p.start, bp->p.end }));
+    }
+    for (size_t i = 0; i < n && rc == 0; i++) {
+        if (parent[i] == CFG_NONE)
             continue;
-        }
-        cfg_bproc_t *par = &b->procs.v[pi];
-        cfg_range_t fr = { f->p.start, f->p.end };
-        if (CFG_VEC_PUSH(par->ranges, fr) < 0) {
-            free(old);
-            return QP_ENOMEM;
-        }
+        cfg_bproc_t *f = &b->procs.v[i];
+        rc = CFG_VEC_PUSH(b->procs.v[parent[i]].ranges, ((cfg_range_t) { f->p.start, f->p.end }));
         f->blocks.n = f->edges.n = 0; /* a fragment has no blocks of its own */
         f->entry_block = CFG_NONE;
     }
-    for (size_t i = 0; i < b->procs.n; i++) {
+    for (size_t i = 0; i < n && rc == 0; i++) {
         cfg_bproc_t *bp = &b->procs.v[i];
+        uint64_t h = is_parent[i] ? ranges_hash(bp) : range_hash1(bp->p.start, bp->p.end);
         if (bp->p.flags & CFG_PROC_FRAGMENT)
             bp->built = 1;
-        else if (ranges_hash(bp) != old[i])
+        else if (h != bp->ranges_h)
             bp->built = 0;
+        bp->ranges_h = h;
     }
-    free(old);
-    return 0;
+    free(parent);
+    free(is_parent);
+    return rc;
 }
 
 /*****************************************************************************
@@ -1010,45 +1026,137 @@ proc_may_return(const cfg_builder_t *b, const cfg_bproc_t *bp, uint8_t *seen, ui
 }
 
 /*
+ * Who depends on whom for the noreturn analysis: for each procedure, the procedures
+ * that call it or jump to it (a list per callee, linked through `next`). Kept between
+ * analyses while b->gen is unchanged (procedure indices and extents are then the same);
+ * a procedure built again adds its new edges, and its old ones stay (a stale dependency
+ * only makes a procedure be looked at again).
+ */
+typedef struct cfg_nr_deps {
+    uint64_t gen;                     /* b->gen they were collected for */
+    size_t n;                         /* b->procs.n then */
+    uint32_t *head;                   /* per callee: first dependency, or CFG_NONE */
+    CFG_VEC(uint32_t) next;           /* per dependency: the next one of its callee */
+    CFG_VEC(uint32_t) who;            /* per dependency: the caller */
+} cfg_nr_deps_t;
+
+static void
+nr_deps_free(cfg_nr_deps_t *d)
+{
+    if (d == NULL)
+        return;
+    free(d->head);
+    CFG_VEC_FREE(d->next);
+    CFG_VEC_FREE(d->who);
+    free(d);
+}
+
+/* Add the dependencies of procedure I (its calls and tail calls) to D. */
+static int
+nr_deps_add(const cfg_builder_t *b, cfg_nr_deps_t *d, size_t i)
+{
+    const cfg_bproc_t *bp = &b->procs.v[i];
+    for (size_t e = 0; e < bp->edges.n; e++) {
+        const cfg_edge_t *ed = &bp->edges.v[e];
+        uint64_t callee = 0;
+        if (ed->kind == CFG_EDGE_CALLRET)
+            callee = bp->blocks.v[ed->from].call_target;
+        else if (ed->kind == CFG_EDGE_TAILCALL)
+            callee = ed->target;
+        uint32_t ci = callee ? cfg_discover_find(b, callee) : CFG_NONE;
+        if (ci == CFG_NONE || ci == i)
+            continue;
+        QP_CHECK(CFG_VEC_PUSH(d->next, d->head[ci]));
+        QP_CHECK(CFG_VEC_PUSH(d->who, (uint32_t)i));
+        d->head[ci] = (uint32_t)(d->who.n - 1);
+    }
+    return 0;
+}
+
+/* The dependencies of every procedure, or NULL on ENOMEM. */
+static cfg_nr_deps_t *
+nr_deps_collect(const cfg_builder_t *b)
+{
+    cfg_nr_deps_t *d = calloc(1, sizeof(*d));
+    if (d == NULL)
+        return NULL;
+    d->gen = b->gen;
+    d->n = b->procs.n;
+    d->head = malloc((d->n + 1) * sizeof(uint32_t));
+    if (d->head == NULL) {
+        free(d);
+        return NULL;
+    }
+    for (size_t i = 0; i < d->n; i++)
+        d->head[i] = CFG_NONE;
+    for (size_t i = 0; i < d->n; i++)
+        if (nr_deps_add(b, d, i) < 0) {
+            nr_deps_free(d);
+            return NULL;
+        }
+    return d;
+}
+
+/*
  * Least fixpoint of "may return", driven by a worklist: a procedure is looked at again
  * only when one of the procedures it calls or jumps to is found to return.
+ *
+ * When only some procedures were built again since the last analysis (same b->gen), the
+ * fixpoint is updated instead of recomputed: the rebuilt ones and every procedure whose
+ * "may return" might have rested on them (its callers that may return, transitively)
+ * start again from "never returns", the others keep their value (what supports it did
+ * not change), and the worklist starts from the restarted ones. The result is the same
+ * least fixpoint.
  */
 static int
 find_noreturn(cfg_builder_t *b)
 {
     size_t n = b->procs.n, maxb = 1;
-    uint32_t *head = malloc((n + 1) * sizeof(uint32_t)); /* deps list heads per callee */
-    CFG_VEC(uint32_t) next = { 0 }, who = { 0 };          /* linked deps: caller index */
     uint32_t *queue = malloc((n + 1) * sizeof(uint32_t));
     uint8_t *queued = calloc(n + 1, 1);
     int rc = 0;
-    if (head == NULL || queue == NULL || queued == NULL) {
+    if (queue == NULL || queued == NULL) {
         rc = QP_ENOMEM;
         goto out;
     }
-    for (size_t i = 0; i < n; i++) {
-        cfg_bproc_t *bp = &b->procs.v[i];
-        head[i] = CFG_NONE;
-        bp->may_return = 0;
-        if (bp->blocks.n > maxb)
-            maxb = bp->blocks.n;
-    }
-    for (size_t i = 0; i < n; i++) {
-        const cfg_bproc_t *bp = &b->procs.v[i];
-        for (size_t e = 0; e < bp->edges.n; e++) {
-            const cfg_edge_t *ed = &bp->edges.v[e];
-            uint64_t callee = 0;
-            if (ed->kind == CFG_EDGE_CALLRET)
-                callee = bp->blocks.v[ed->from].call_target;
-            else if (ed->kind == CFG_EDGE_TAILCALL)
-                callee = ed->target;
-            uint32_t ci = callee ? cfg_discover_find(b, callee) : CFG_NONE;
-            if (ci == CFG_NONE || ci == i)
-                continue;
-            if ((rc = CFG_VEC_PUSH(next, head[ci])) < 0 || (rc = CFG_VEC_PUSH(who, (uint32_t)i)) < 0)
-                goto out;
-            head[ci] = (uint32_t)(who.n - 1);
+    size_t qh = 0, qt = 0; /* circular queue of at most n entries */
+    cfg_nr_deps_t *d = b->nr;
+    if (d != NULL && d->gen == b->gen && d->n == n) {
+        for (size_t i = 0; i < n && rc == 0; i++)
+            if (b->procs.v[i].nr_dirty) {
+                rc = nr_deps_add(b, d, i);
+                queue[qt++] = (uint32_t)i;
+                queued[i] = 1;
+            }
+        if (rc < 0)
+            goto out;
+        /* The callers that may return, transitively (queue[0..qt) grows as a stack). */
+        for (size_t k = 0; k < qt; k++)
+            for (uint32_t e = d->head[queue[k]]; e != CFG_NONE; e = d->next.v[e]) {
+                uint32_t c = d->who.v[e];
+                if (!queued[c] && b->procs.v[c].may_return) {
+                    queued[c] = 1;
+                    queue[qt++] = c;
+                }
+            }
+    } else {
+        nr_deps_free(d);
+        d = b->nr = nr_deps_collect(b);
+        if (d == NULL) {
+            rc = QP_ENOMEM;
+            goto out;
         }
+        for (size_t i = 0; i < n; i++) {
+            queue[qt++] = (uint32_t)i;
+            queued[i] = 1;
+        }
+    }
+    for (size_t k = 0; k < qt; k++)
+        b->procs.v[queue[k]].may_return = 0;
+    for (size_t i = 0; i < n; i++) {
+        b->procs.v[i].nr_dirty = 0;
+        if (b->procs.v[i].blocks.n > maxb) /* any procedure may be looked at */
+            maxb = b->procs.v[i].blocks.n;
     }
     uint8_t *seen = malloc(maxb);
     uint32_t *stack = malloc(maxb * sizeof(uint32_t));
@@ -1057,11 +1165,6 @@ find_noreturn(cfg_builder_t *b)
         free(stack);
         rc = QP_ENOMEM;
         goto out;
-    }
-    size_t qh = 0, qt = 0; /* circular queue of at most n entries */
-    for (size_t i = 0; i < n; i++) {
-        queue[qt++] = (uint32_t)i;
-        queued[i] = 1;
     }
     qt %= n + 1;
     while (qh != qt) {
@@ -1074,8 +1177,8 @@ find_noreturn(cfg_builder_t *b)
         if (!proc_may_return(b, bp, seen, stack))
             continue;
         bp->may_return = 1;
-        for (uint32_t d = head[i]; d != CFG_NONE; d = next.v[d]) {
-            uint32_t c = who.v[d];
+        for (uint32_t e = d->head[i]; e != CFG_NONE; e = d->next.v[e]) {
+            uint32_t c = d->who.v[e];
             if (!queued[c] && !b->procs.v[c].may_return) {
                 queued[c] = 1;
                 queue[qt] = c;
@@ -1093,11 +1196,8 @@ find_noreturn(cfg_builder_t *b)
             bp->p.flags &= ~(uint32_t)CFG_PROC_NORETURN;
     }
 out:
-    free(head);
     free(queue);
     free(queued);
-    CFG_VEC_FREE(next);
-    CFG_VEC_FREE(who);
     return rc;
 }
 
@@ -1323,6 +1423,7 @@ on_gap_new_proc(cfg_builder_t *b, uint64_t start, uint64_t end, void *arg)
             bp->p.end = end;
         bp->ranges.n = 0;
         QP_CHECK(CFG_VEC_PUSH(bp->ranges, ((cfg_range_t) { bp->p.start, bp->p.end })));
+        bp->ranges_h = ranges_hash(bp);
         QP_CHECK(build_proc(b, pi));
         bp = cfg_discover_proc(b, pi);
         if (bp->p.unsafe != NULL)
@@ -1418,7 +1519,9 @@ reject_bad_gap_procs(cfg_builder_t *b, cfg_u64_vec_t *rejected)
             dropped = 1;
             continue;
         }
-        b->procs.v[k++] = *bp;
+        if (k != i)
+            b->procs.v[k] = *bp;
+        k++;
     }
     b->procs.n = k;
     if (dropped)
@@ -1658,6 +1761,8 @@ builder_free(cfg_builder_t *b)
     CFG_VEC_FREE(b->work);
     CFG_VEC_FREE(b->rejected);
     CFG_VEC_FREE(b->landing_pads);
+    nr_deps_free(b->nr);
+    b->nr = NULL;
     for (size_t i = 0; i < b->strings.n; i++)
         free(b->strings.v[i]);
     CFG_VEC_FREE(b->strings);
@@ -1690,6 +1795,7 @@ tie_nameless_fragments(cfg_builder_t *b)
             fp->p.flags &= ~(uint32_t)CFG_PROC_FRAGMENT;
             fp->tied_nameless = 0;
             fp->built = 0;
+            b->gen++;
             changed++;
         }
     }
@@ -1755,6 +1861,7 @@ tie_nameless_fragments(cfg_builder_t *b)
         fp->p.flags |= CFG_PROC_FRAGMENT;
         fp->parent_entry = pp->p.entry;
         fp->tied_nameless = 1;
+        b->gen++;
         tied++;
     }
     free(from);
@@ -1777,6 +1884,29 @@ tie_nameless_fragments(cfg_builder_t *b)
     b->procs.n = k;
     cfg_discover_extents(b);
     return tied + changed;
+}
+
+/*
+ * Find the procedures that never return, and cut the calls to them. Only their callers
+ * (the dependencies of the analysis list every call) have calls to cut.
+ */
+static int
+noreturn_and_prune(cfg_builder_t *b)
+{
+    size_t n = b->procs.n;
+    uint8_t *prune = calloc(n + 1, 1);
+    int rc = prune == NULL ? QP_ENOMEM : find_noreturn(b);
+    for (size_t i = 0; i < n && rc >= 0; i++) {
+        if (!(b->procs.v[i].p.flags & CFG_PROC_NORETURN))
+            continue;
+        for (uint32_t e = b->nr->head[i]; e != CFG_NONE; e = b->nr->next.v[e])
+            prune[b->nr->who.v[e]] = 1;
+    }
+    for (size_t i = 0; i < n && rc >= 0; i++)
+        if (prune[i])
+            rc = prune_proc(b, &b->procs.v[i]);
+    free(prune);
+    return rc < 0 ? rc : 0;
 }
 
 /*
@@ -1855,11 +1985,7 @@ build_all(cfg_builder_t *b)
         if (built == 0)
             break; /* nothing changed since the last fixpoint and gap scan */
         DBG_PHASE("built");
-        if ((rc = find_noreturn(b)) < 0)
-            break;
-        for (size_t i = 0; i < b->procs.n && rc >= 0; i++)
-            rc = prune_proc(b, &b->procs.v[i]);
-        if (rc < 0)
+        if ((rc = noreturn_and_prune(b)) < 0)
             break;
         rc = 0;
         built = 0;

@@ -486,6 +486,7 @@ cfg_discover_find(const cfg_builder_t *b, uint64_t addr)
 void
 cfg_discover_extents(cfg_builder_t *b)
 {
+    b->gen++;
     for (size_t i = 0; i < b->procs.n; i++) {
         cfg_bproc_t *bp = &b->procs.v[i];
         const cfg_section_t *s = cfg_image_section_at(b->img, bp->p.entry);

@@ -180,6 +180,8 @@ typedef struct cfg_bproc {
     uint8_t built;                    /* blocks are current */
     uint8_t name_noreturn;            /* never returns by its name */
     uint8_t tied_nameless;            /* tied as a fragment by tie_nameless_fragments */
+    uint8_t nr_dirty;                 /* built since the last noreturn analysis */
+    uint64_t ranges_h;                /* hash of `ranges` (assign_ranges) */
 } cfg_bproc_t;
 
 /* The procedures' entries in a compact array, for cfg_discover_find (see there). */
@@ -204,6 +206,8 @@ typedef struct cfg_builder {
     CFG_VEC(char *) strings;          /* names made up here (handed to the program) */
     cfg_find_index_t *find;           /* lookup index (cfg_discover_find), or NULL */
     struct cfg_side *side;            /* during a gap sweep: procedures found so far */
+    uint64_t gen;                     /* bumped when procedures, extents or fragments change */
+    struct cfg_nr_deps *nr;           /* noreturn analysis: who depends on whom, or NULL */
 } cfg_builder_t;
 
 /*
