@@ -947,6 +947,7 @@ assign_ranges(cfg_builder_t *b)
         parent[i] = proc_by_entry(b, f->parent_entry);
         if (parent[i] == CFG_NONE) {
             f->p.flags &= ~(uint32_t)CFG_PROC_FRAGMENT;
+            f->nr_dirty = 1;
             b->gen++;
         } else
             is_parent[parent[i]] = 1;
@@ -1027,17 +1028,25 @@ proc_may_return(const cfg_builder_t *b, const cfg_bproc_t *bp, uint8_t *seen, ui
 
 /*
  * Who depends on whom for the noreturn analysis: for each procedure, the procedures
- * that call it or jump to it (a list per callee, linked through `next`). Kept between
- * analyses while b->gen is unchanged (procedure indices and extents are then the same);
- * a procedure built again adds its new edges, and its old ones stay (a stale dependency
- * only makes a procedure be looked at again).
+ * that call it or jump to it (a list per callee, linked through `next`), and the calls
+ * and jumps to addresses in no procedure. Kept from one analysis to the next: when
+ * procedures were added or removed since, the lists follow them to their new indices
+ * (by entry address). A procedure built again adds its new edges, and its old ones stay
+ * (a stale dependency only makes a procedure be looked at again).
  */
+typedef struct nr_unres {
+    uint64_t target;                  /* an address in no procedure */
+    uint32_t who;                     /* the procedure that calls or jumps there */
+} nr_unres_t;
+
 typedef struct cfg_nr_deps {
-    uint64_t gen;                     /* b->gen they were collected for */
+    uint64_t gen;                     /* b->gen when last brought up to date */
     size_t n;                         /* b->procs.n then */
+    uint64_t *entries;                /* the procedures' entries then */
     uint32_t *head;                   /* per callee: first dependency, or CFG_NONE */
     CFG_VEC(uint32_t) next;           /* per dependency: the next one of its callee */
-    CFG_VEC(uint32_t) who;            /* per dependency: the caller */
+    CFG_VEC(uint32_t) who;            /* per dependency: the caller (CFG_NONE: removed) */
+    CFG_VEC(nr_unres_t) unres;        /* calls and jumps to no procedure */
 } cfg_nr_deps_t;
 
 static void
@@ -1045,9 +1054,11 @@ nr_deps_free(cfg_nr_deps_t *d)
 {
     if (d == NULL)
         return;
+    free(d->entries);
     free(d->head);
     CFG_VEC_FREE(d->next);
     CFG_VEC_FREE(d->who);
+    CFG_VEC_FREE(d->unres);
     free(d);
 }
 
@@ -1064,12 +1075,29 @@ nr_deps_add(const cfg_builder_t *b, cfg_nr_deps_t *d, size_t i)
         else if (ed->kind == CFG_EDGE_TAILCALL)
             callee = ed->target;
         uint32_t ci = callee ? cfg_discover_find(b, callee) : CFG_NONE;
+        if (ci == CFG_NONE && callee != 0)
+            QP_CHECK(CFG_VEC_PUSH(d->unres, ((nr_unres_t) { callee, (uint32_t)i })));
         if (ci == CFG_NONE || ci == i)
             continue;
         QP_CHECK(CFG_VEC_PUSH(d->next, d->head[ci]));
         QP_CHECK(CFG_VEC_PUSH(d->who, (uint32_t)i));
         d->head[ci] = (uint32_t)(d->who.n - 1);
     }
+    return 0;
+}
+
+/* Note the procedures' entries and b->gen in D (after the lists were made to fit). */
+static int
+nr_deps_stamp(const cfg_builder_t *b, cfg_nr_deps_t *d)
+{
+    uint64_t *e = realloc(d->entries, (b->procs.n + 1) * sizeof(uint64_t));
+    if (e == NULL)
+        return QP_ENOMEM;
+    d->entries = e;
+    for (size_t i = 0; i < b->procs.n; i++)
+        e[i] = b->procs.v[i].p.entry;
+    d->n = b->procs.n;
+    d->gen = b->gen;
     return 0;
 }
 
@@ -1080,21 +1108,100 @@ nr_deps_collect(const cfg_builder_t *b)
     cfg_nr_deps_t *d = calloc(1, sizeof(*d));
     if (d == NULL)
         return NULL;
-    d->gen = b->gen;
-    d->n = b->procs.n;
-    d->head = malloc((d->n + 1) * sizeof(uint32_t));
-    if (d->head == NULL) {
-        free(d);
+    d->head = malloc((b->procs.n + 1) * sizeof(uint32_t));
+    int rc = d->head == NULL ? QP_ENOMEM : nr_deps_stamp(b, d);
+    for (size_t i = 0; i < d->n && rc == 0; i++)
+        d->head[i] = CFG_NONE;
+    for (size_t i = 0; i < d->n && rc == 0; i++)
+        rc = nr_deps_add(b, d, i);
+    if (rc < 0) {
+        nr_deps_free(d);
         return NULL;
     }
-    for (size_t i = 0; i < d->n; i++)
-        d->head[i] = CFG_NONE;
-    for (size_t i = 0; i < d->n; i++)
-        if (nr_deps_add(b, d, i) < 0) {
-            nr_deps_free(d);
-            return NULL;
-        }
     return d;
+}
+
+/*
+ * Procedures were added or removed since D was brought up to date: move the lists to
+ * the new indices. ROOT (b->procs.n bytes) gets 1 for the procedures whose calls may
+ * now go to another procedure: new ones, callers of removed ones, callers of an address
+ * that lies in a procedure now. (Callers of one whose extent changed are found by the
+ * caller: that one was built again.)
+ */
+static int
+nr_deps_remap(const cfg_builder_t *b, cfg_nr_deps_t *d, uint8_t *root)
+{
+    size_t n = b->procs.n;
+    uint32_t *old2new = malloc((d->n + 1) * sizeof(uint32_t));
+    uint32_t *head = malloc((n + 1) * sizeof(uint32_t));
+    if (old2new == NULL || head == NULL) {
+        free(old2new);
+        free(head);
+        return QP_ENOMEM;
+    }
+    for (size_t j = 0; j < n; j++) {
+        head[j] = CFG_NONE;
+        root[j] = 1; /* new, until matched below */
+    }
+    for (size_t i = 0, j = 0; i < d->n; i++) {
+        while (j < n && b->procs.v[j].p.entry < d->entries[i])
+            j++;
+        old2new[i] = j < n && b->procs.v[j].p.entry == d->entries[i] ? (uint32_t)j : CFG_NONE;
+        if (old2new[i] != CFG_NONE) {
+            head[j] = d->head[i];
+            root[j] = 0;
+        }
+    }
+    for (size_t e = 0; e < d->who.n; e++)
+        if (d->who.v[e] != CFG_NONE)
+            d->who.v[e] = old2new[d->who.v[e]];
+    for (size_t i = 0; i < d->n; i++)
+        if (old2new[i] == CFG_NONE)
+            for (uint32_t e = d->head[i]; e != CFG_NONE; e = d->next.v[e])
+                if (d->who.v[e] != CFG_NONE)
+                    root[d->who.v[e]] = 1;
+    size_t k = 0;
+    for (size_t u = 0; u < d->unres.n; u++) {
+        nr_unres_t x = d->unres.v[u];
+        x.who = old2new[x.who];
+        if (x.who == CFG_NONE)
+            continue;
+        if (cfg_discover_find(b, x.target) != CFG_NONE)
+            root[x.who] = 1; /* added again with its new dependencies */
+        else
+            d->unres.v[k++] = x;
+    }
+    d->unres.n = k;
+    free(old2new);
+    free(d->head);
+    d->head = head;
+    return nr_deps_stamp(b, d);
+}
+
+/*
+ * Bring D up to date for an analysis that keeps what did not change: ROOT (zeroed,
+ * b->procs.n bytes) gets 1 for every procedure whose "may return" must be looked at
+ * again: those built again (or whose fragment mark changed) since, their callers, and
+ * what nr_deps_remap finds. Their dependencies are added anew.
+ */
+static int
+nr_deps_update(const cfg_builder_t *b, cfg_nr_deps_t *d, uint8_t *root)
+{
+    size_t n = b->procs.n;
+    if (d->gen != b->gen || d->n != n)
+        QP_CHECK(nr_deps_remap(b, d, root));
+    for (size_t j = 0; j < n; j++) {
+        if (!b->procs.v[j].nr_dirty)
+            continue;
+        root[j] = 1;
+        for (uint32_t e = d->head[j]; e != CFG_NONE; e = d->next.v[e])
+            if (d->who.v[e] != CFG_NONE)
+                root[d->who.v[e]] = 1;
+    }
+    for (size_t j = 0; j < n; j++)
+        if (root[j])
+            QP_CHECK(nr_deps_add(b, d, j));
+    return 0;
 }
 
 /*
@@ -1121,26 +1228,22 @@ find_noreturn(cfg_builder_t *b)
     }
     size_t qh = 0, qt = 0; /* circular queue of at most n entries */
     cfg_nr_deps_t *d = b->nr;
-    if (d != NULL && d->gen == b->gen && d->n == n) {
-        for (size_t i = 0; i < n && rc == 0; i++)
-            if (b->procs.v[i].nr_dirty) {
-                rc = nr_deps_add(b, d, i);
-                queue[qt++] = (uint32_t)i;
-                queued[i] = 1;
-            }
-        if (rc < 0)
+    if (d != NULL) {
+        if ((rc = nr_deps_update(b, d, queued)) < 0)
             goto out;
+        for (size_t i = 0; i < n; i++)
+            if (queued[i])
+                queue[qt++] = (uint32_t)i;
         /* The callers that may return, transitively (queue[0..qt) grows as a stack). */
         for (size_t k = 0; k < qt; k++)
             for (uint32_t e = d->head[queue[k]]; e != CFG_NONE; e = d->next.v[e]) {
                 uint32_t c = d->who.v[e];
-                if (!queued[c] && b->procs.v[c].may_return) {
+                if (c != CFG_NONE && !queued[c] && b->procs.v[c].may_return) {
                     queued[c] = 1;
                     queue[qt++] = c;
                 }
             }
     } else {
-        nr_deps_free(d);
         d = b->nr = nr_deps_collect(b);
         if (d == NULL) {
             rc = QP_ENOMEM;
@@ -1179,7 +1282,7 @@ find_noreturn(cfg_builder_t *b)
         bp->may_return = 1;
         for (uint32_t e = d->head[i]; e != CFG_NONE; e = d->next.v[e]) {
             uint32_t c = d->who.v[e];
-            if (!queued[c] && !b->procs.v[c].may_return) {
+            if (c != CFG_NONE && !queued[c] && !b->procs.v[c].may_return) {
                 queued[c] = 1;
                 queue[qt] = c;
                 qt = (qt + 1) % (n + 1);
@@ -1795,6 +1898,7 @@ tie_nameless_fragments(cfg_builder_t *b)
             fp->p.flags &= ~(uint32_t)CFG_PROC_FRAGMENT;
             fp->tied_nameless = 0;
             fp->built = 0;
+            fp->nr_dirty = 1;
             b->gen++;
             changed++;
         }
@@ -1861,6 +1965,7 @@ tie_nameless_fragments(cfg_builder_t *b)
         fp->p.flags |= CFG_PROC_FRAGMENT;
         fp->parent_entry = pp->p.entry;
         fp->tied_nameless = 1;
+        fp->nr_dirty = 1;
         b->gen++;
         tied++;
     }
@@ -1896,11 +2001,30 @@ noreturn_and_prune(cfg_builder_t *b)
     size_t n = b->procs.n;
     uint8_t *prune = calloc(n + 1, 1);
     int rc = prune == NULL ? QP_ENOMEM : find_noreturn(b);
+#ifdef QP_NR_VERIFY
+    {
+        int incr = b->nr != NULL;
+        uint8_t *mr = malloc(n + 1);
+        for (size_t i = 0; i < n; i++)
+            mr[i] = b->procs.v[i].may_return;
+        nr_deps_free(b->nr);
+        b->nr = NULL;
+        find_noreturn(b);
+        size_t bad = 0;
+        for (size_t i = 0; i < n; i++)
+            bad += mr[i] != b->procs.v[i].may_return;
+        fprintf(stderr, "NR_VERIFY incr=%d n=%zu mismatches=%zu\n", incr, n, bad);
+        if (bad)
+            abort();
+        free(mr);
+    }
+#endif
     for (size_t i = 0; i < n && rc >= 0; i++) {
         if (!(b->procs.v[i].p.flags & CFG_PROC_NORETURN))
             continue;
         for (uint32_t e = b->nr->head[i]; e != CFG_NONE; e = b->nr->next.v[e])
-            prune[b->nr->who.v[e]] = 1;
+            if (b->nr->who.v[e] != CFG_NONE)
+                prune[b->nr->who.v[e]] = 1;
     }
     for (size_t i = 0; i < n && rc >= 0; i++)
         if (prune[i])

@@ -497,8 +497,10 @@ cfg_discover_extents(cfg_builder_t *b)
             end = bp->hint_end;
         if (bp->limit_end > bp->p.entry && bp->limit_end < end)
             end = bp->limit_end;
-        if (end != bp->p.end)
+        if (end != bp->p.end) {
             bp->built = 0;
+            bp->nr_dirty = 1; /* calls into its old extent may go elsewhere now */
+        }
         bp->p.start = bp->p.entry;
         bp->p.end = end;
     }
