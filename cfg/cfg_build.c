@@ -900,6 +900,9 @@ build_proc(cfg_builder_t *b, uint32_t i)
     bp->entry_block = local_block_at(bp, bp->p.entry);
     bp->built = 1;
     bp->nr_dirty = 1;
+    bp->has_noret = 0;
+    for (size_t e = 0; e < bp->edges.n && !bp->has_noret; e++)
+        bp->has_noret = bp->edges.v[e].kind == CFG_EDGE_NORETURN && bp->edges.v[e].target != 0;
     CFG_VEC_FREE(t.pending);
     CFG_VEC_FREE(t.last);
     CFG_VEC_FREE(t.labels);
@@ -1213,10 +1216,10 @@ nr_deps_update(const cfg_builder_t *b, cfg_nr_deps_t *d, uint8_t *root)
  * "may return" might have rested on them (its callers that may return, transitively)
  * start again from "never returns", the others keep their value (what supports it did
  * not change), and the worklist starts from the restarted ones. The result is the same
- * least fixpoint.
+ * least fixpoint. RESTARTED (b->procs.n bytes) gets 1 for each procedure restarted.
  */
 static int
-find_noreturn(cfg_builder_t *b)
+find_noreturn(cfg_builder_t *b, uint8_t *restarted)
 {
     size_t n = b->procs.n, maxb = 1;
     uint32_t *queue = malloc((n + 1) * sizeof(uint32_t));
@@ -1254,8 +1257,10 @@ find_noreturn(cfg_builder_t *b)
             queued[i] = 1;
         }
     }
-    for (size_t k = 0; k < qt; k++)
+    for (size_t k = 0; k < qt; k++) {
         b->procs.v[queue[k]].may_return = 0;
+        restarted[queue[k]] = 1;
+    }
     for (size_t i = 0; i < n; i++) {
         b->procs.v[i].nr_dirty = 0;
         if (b->procs.v[i].blocks.n > maxb) /* any procedure may be looked at */
@@ -1318,6 +1323,7 @@ prune_proc(cfg_builder_t *b, cfg_bproc_t *bp)
             ed->to = CFG_NONE;
             ed->target = bl->call_target;
             cut = 1;
+            bp->has_noret = 1;
         }
     }
     if (!cut || bp->entry_block == CFG_NONE)
@@ -1992,15 +1998,17 @@ tie_nameless_fragments(cfg_builder_t *b)
 }
 
 /*
- * Find the procedures that never return, and cut the calls to them. Only their callers
- * (the dependencies of the analysis list every call) have calls to cut.
+ * Find the procedures that never return, and cut the calls to them. Calls to cut are
+ * in the procedures the analysis restarted (built again, or whose calls may go to
+ * another procedure now) and in callers of restarted procedures that never return: a
+ * procedure that never returned before and was not restarted had its calls cut then.
  */
 static int
 noreturn_and_prune(cfg_builder_t *b)
 {
     size_t n = b->procs.n;
-    uint8_t *prune = calloc(n + 1, 1);
-    int rc = prune == NULL ? QP_ENOMEM : find_noreturn(b);
+    uint8_t *prune = calloc(n + 1, 1), *restarted = calloc(n + 1, 1);
+    int rc = prune == NULL || restarted == NULL ? QP_ENOMEM : find_noreturn(b, restarted);
 #ifdef QP_NR_VERIFY
     {
         int incr = b->nr != NULL;
@@ -2009,7 +2017,7 @@ noreturn_and_prune(cfg_builder_t *b)
             mr[i] = b->procs.v[i].may_return;
         nr_deps_free(b->nr);
         b->nr = NULL;
-        find_noreturn(b);
+        find_noreturn(b, restarted);
         size_t bad = 0;
         for (size_t i = 0; i < n; i++)
             bad += mr[i] != b->procs.v[i].may_return;
@@ -2020,7 +2028,8 @@ noreturn_and_prune(cfg_builder_t *b)
     }
 #endif
     for (size_t i = 0; i < n && rc >= 0; i++) {
-        if (!(b->procs.v[i].p.flags & CFG_PROC_NORETURN))
+        prune[i] |= restarted[i];
+        if (!restarted[i] || !(b->procs.v[i].p.flags & CFG_PROC_NORETURN))
             continue;
         for (uint32_t e = b->nr->head[i]; e != CFG_NONE; e = b->nr->next.v[e])
             if (b->nr->who.v[e] != CFG_NONE)
@@ -2030,6 +2039,7 @@ noreturn_and_prune(cfg_builder_t *b)
         if (prune[i])
             rc = prune_proc(b, &b->procs.v[i]);
     free(prune);
+    free(restarted);
     return rc < 0 ? rc : 0;
 }
 
@@ -2048,7 +2058,7 @@ rebuild_stale_noreturn_callers(cfg_builder_t *b)
     size_t n = 0;
     for (size_t i = 0; i < b->procs.n; i++) {
         cfg_bproc_t *bp = &b->procs.v[i];
-        for (size_t e = 0; e < bp->edges.n; e++) {
+        for (size_t e = 0; e < bp->edges.n && bp->has_noret; e++) {
             const cfg_edge_t *ed = &bp->edges.v[e];
             if (ed->kind != CFG_EDGE_NORETURN || ed->target == 0
                 || bp->blocks.v[ed->from].call_target != ed->target)

@@ -182,6 +182,7 @@ typedef struct cfg_bproc {
     uint8_t tied_nameless;            /* tied as a fragment by tie_nameless_fragments */
     uint8_t nr_dirty;                 /* built since the last noreturn analysis */
     uint64_t ranges_h;                /* hash of `ranges` (assign_ranges) */
+    uint8_t has_noret;                /* may have a "never returns" edge to a procedure */
 } cfg_bproc_t;
 
 /* The procedures' entries in a compact array, for cfg_discover_find (see there). */
