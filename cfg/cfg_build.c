@@ -2009,24 +2009,6 @@ noreturn_and_prune(cfg_builder_t *b)
     size_t n = b->procs.n;
     uint8_t *prune = calloc(n + 1, 1), *restarted = calloc(n + 1, 1);
     int rc = prune == NULL || restarted == NULL ? QP_ENOMEM : find_noreturn(b, restarted);
-#ifdef QP_NR_VERIFY
-    {
-        int incr = b->nr != NULL;
-        uint8_t *mr = malloc(n + 1);
-        for (size_t i = 0; i < n; i++)
-            mr[i] = b->procs.v[i].may_return;
-        nr_deps_free(b->nr);
-        b->nr = NULL;
-        find_noreturn(b, restarted);
-        size_t bad = 0;
-        for (size_t i = 0; i < n; i++)
-            bad += mr[i] != b->procs.v[i].may_return;
-        fprintf(stderr, "NR_VERIFY incr=%d n=%zu mismatches=%zu\n", incr, n, bad);
-        if (bad)
-            abort();
-        free(mr);
-    }
-#endif
     for (size_t i = 0; i < n && rc >= 0; i++) {
         prune[i] |= restarted[i];
         if (!restarted[i] || !(b->procs.v[i].p.flags & CFG_PROC_NORETURN))
