@@ -4,10 +4,11 @@
 #
 # How the cost grows with the input (a benchmark, not a test): wall time and peak RSS of
 # the CFG analysis (--dump-cfg), the null rewrite (--driver=none) and the qp rewrite, on
-# ls, bash, python3.11, cc1, gdb and chromium (those installed), per MB of text (RSS/MB:
-# the null rewrite's peak RSS per MB of text); then the
-# growth exponent k of time ~ text^k and of RSS ~ text^k (least squares on the logs;
-# k = 1 is linear). One run each (the large inputs take minutes).
+# ls, bash, python3.11, cc1, gdb and chromium (those installed): wall and CPU (user +
+# system) seconds, peak RSS in MB, CPU seconds per MB of text, and (RSS/MB) the null
+# rewrite's peak RSS per MB of text; then the growth exponent k of time ~ text^k and of
+# RSS ~ text^k (least squares on the logs; k = 1 is linear; the smallest inputs, whose
+# cost is mostly fixed, pull k down). One run each (the large inputs take minutes).
 #
 # Usage: bench/scale.sh [path/to/qpt-rewrite]
 # Environment: SCALE_INPUTS (space-separated paths, instead of the list above),
@@ -24,33 +25,35 @@ if [ -z "$out" ]; then
 fi
 mkdir -p "$out"
 
-# "seconds MB" of one command (peak RSS in MB), or "fail fail".
+# "wall-seconds cpu-seconds MB" of one command (user + system time; peak RSS in MB), or
+# "fail fail fail". On a shared machine the CPU time is the steadier figure.
 measure() {
     local r
-    if r=$(/usr/bin/time -f '%e %M' "$@" 2>&1 >/dev/null | tail -1) && [[ $r =~ ^[0-9.]+\ [0-9]+$ ]]; then
-        echo "$r" | awk '{printf "%.2f %.0f", $1, $2 / 1024}'
+    if r=$(/usr/bin/time -f '%e %U %S %M' "$@" 2>&1 >/dev/null | tail -1) \
+        && [[ $r =~ ^[0-9.]+\ [0-9.]+\ [0-9.]+\ [0-9]+$ ]]; then
+        echo "$r" | awk '{printf "%.2f %.2f %.0f", $1, $2 + $3, $4 / 1024}'
     else
-        echo "fail fail"
+        echo "fail fail fail"
     fi
 }
 
 rows=$out/rows
 : > "$rows"
-printf '%-12s %8s | %8s %8s | %8s %8s %7s | %8s %8s %7s | %6s\n' input "text MB" "cfg s" "cfg MB" \
-    "none s" "none MB" "s/MB" "qp s" "qp MB" "s/MB" "RSS/MB"
+printf '%-11s %7s | %6s %6s %6s | %6s %6s %6s %6s | %6s %6s %6s %6s | %6s\n' input "text MB" \
+    "cfg s" "cpu s" "MB" "none s" "cpu s" "MB" "cpu/MB" "qp s" "cpu s" "MB" "cpu/MB" "RSS/MB"
 for f in $inputs; do
     [ -f "$f" ] || { echo "$f: not installed, skipped"; continue; }
     n=$(basename "$f")
     text=$(size -A "$f" | awk '$1 ~ /^\.(text|init|fini|plt)/ {s += $2} END {printf "%.2f", s / 1048576}')
-    read -r cs cm <<<"$(measure "$QPT" --dump-cfg "$f")"
-    read -r ns nm <<<"$(measure "$QPT" --driver=none "$f" -o "$out/$n.none")"
+    read -r cs cc cm <<<"$(measure "$QPT" --dump-cfg "$f")"
+    read -r ns nc nm <<<"$(measure "$QPT" --driver=none "$f" -o "$out/$n.none")"
     rm -f "$out/$n.none"
-    read -r qs qm <<<"$(measure "$QPT" --driver=qp "$f" -o "$out/$n.qp")"
+    read -r qs qc qm <<<"$(measure "$QPT" --driver=qp "$f" -o "$out/$n.qp")"
     rm -f "$out/$n.qp"
     per() { awk -v a="$1" -v t="$text" 'BEGIN { if (a == "fail") print "-"; else printf "%.2f", a / t }'; }
-    printf '%-12s %8s | %8s %8s | %8s %8s %7s | %8s %8s %7s | %6s\n' "$n" "$text" "$cs" "$cm" \
-        "$ns" "$nm" "$(per "$ns")" "$qs" "$qm" "$(per "$qs")" "$(per "$nm")"
-    echo "$n $text $cs $cm $ns $nm $qs $qm" >> "$rows"
+    printf '%-11s %7s | %6s %6s %6s | %6s %6s %6s %6s | %6s %6s %6s %6s | %6s\n' "$n" "$text" \
+        "$cs" "$cc" "$cm" "$ns" "$nc" "$nm" "$(per "$nc")" "$qs" "$qc" "$qm" "$(per "$qc")" "$(per "$nm")"
+    echo "$n $text $cs $cc $cm $ns $nc $nm $qs $qc $qm" >> "$rows"
 done
 # Growth exponents: slope of log(y) against log(text) over the inputs measured.
 awk '
@@ -64,9 +67,11 @@ function fit(col,    i, sx, sy, sxx, sxy, m, x, y) {
     if (m < 2 || m * sxx - sx * sx == 0) return "-"
     return sprintf("%.2f", (m * sxy - sx * sy) / (m * sxx - sx * sx))
 }
-{ n++; t[n] = $2; for (c = 3; c <= 8; c++) v[n, c] = $c }
+{ n++; t[n] = $2; for (c = 3; c <= 11; c++) v[n, c] = $c }
 END {
     if (n < 2) exit
-    printf "growth exponent (time ~ text^k, RSS ~ text^k): cfg %s s %s MB, none %s s %s MB, qp %s s %s MB\n",
-        fit(3), fit(4), fit(5), fit(6), fit(7), fit(8)
+    printf "growth exponent k (y ~ text^k; 1 is linear):\n"
+    printf "  cfg:  wall %s, cpu %s, RSS %s\n", fit(3), fit(4), fit(5)
+    printf "  none: wall %s, cpu %s, RSS %s\n", fit(6), fit(7), fit(8)
+    printf "  qp:   wall %s, cpu %s, RSS %s\n", fit(9), fit(10), fit(11)
 }' "$rows"
