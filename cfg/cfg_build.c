@@ -73,17 +73,6 @@ set_unsafe(cfg_builder_t *b, cfg_bproc_t *bp, const char *fmt, ...)
     return 0;
 }
 
-/* Free what a procedure under construction owns. */
-static void
-bproc_free(cfg_bproc_t *bp)
-{
-    CFG_VEC_FREE(bp->ranges);
-    CFG_VEC_FREE(bp->blocks);
-    CFG_VEC_FREE(bp->edges);
-    CFG_VEC_FREE(bp->tables);
-    CFG_VEC_FREE(bp->extra_entries);
-}
-
 /* Offset of ADDR in the traversal map, or -1 when outside the procedure's ranges. */
 static int64_t
 slot(const cfg_bproc_t *bp, uint64_t addr)
@@ -120,14 +109,14 @@ static uint32_t
 proc_by_entry(const cfg_builder_t *b, uint64_t addr)
 {
     uint32_t i = cfg_discover_find(b, addr);
-    return i != CFG_NONE && b->procs.v[i].p.entry == addr ? i : CFG_NONE;
+    return i != CFG_NONE && cfg_discover_proc(b, i)->p.entry == addr ? i : CFG_NONE;
 }
 
 static int
 callee_noreturn(const cfg_builder_t *b, uint64_t target)
 {
     uint32_t i = proc_by_entry(b, target);
-    return i != CFG_NONE && (b->procs.v[i].p.flags & CFG_PROC_NORETURN);
+    return i != CFG_NONE && (cfg_discover_proc(b, i)->p.flags & CFG_PROC_NORETURN);
 }
 
 /* Does the memory slot at SLOT (a GOT entry) hold a function that never returns? */
@@ -169,8 +158,8 @@ note_external(trav_t *t, uint64_t target, uint32_t src)
     if (!cfg_image_is_code(b->img, target))
         return 0;
     uint32_t i = cfg_discover_find(b, target);
-    if (i != CFG_NONE && b->procs.v[i].p.entry == target) {
-        b->procs.v[i].p.sources |= src; /* a known entry: note how it is used */
+    if (i != CFG_NONE && cfg_discover_proc(b, i)->p.entry == target) {
+        cfg_discover_proc(b, i)->p.sources |= src; /* a known entry: note how it is used */
         return 0;
     }
     if (i != CFG_NONE && src != CFG_SRC_CALL)
@@ -878,7 +867,7 @@ form_edges(trav_t *t)
 static int
 build_proc(cfg_builder_t *b, uint32_t i)
 {
-    cfg_bproc_t *bp = &b->procs.v[i];
+    cfg_bproc_t *bp = cfg_discover_proc(b, i);
     bp->blocks.n = bp->edges.n = bp->tables.n = 0;
     bp->p.unsafe = NULL;
     bp->p.nind_unresolved = 0;
@@ -905,11 +894,15 @@ build_proc(cfg_builder_t *b, uint32_t i)
     if (rc == 0)
         rc = form_blocks(&t);
     if (rc == 0) {
-        bp = &b->procs.v[i]; /* b->procs does not move here, but be explicit */
+        bp = cfg_discover_proc(b, i); /* no procedure is added here, but be explicit */
         rc = form_edges(&t);
     }
     bp->entry_block = local_block_at(bp, bp->p.entry);
     bp->built = 1;
+    bp->nr_dirty = 1;
+    bp->has_noret = 0;
+    for (size_t e = 0; e < bp->edges.n && !bp->has_noret; e++)
+        bp->has_noret = bp->edges.v[e].kind == CFG_EDGE_NORETURN && bp->edges.v[e].target != 0;
     CFG_VEC_FREE(t.pending);
     CFG_VEC_FREE(t.last);
     CFG_VEC_FREE(t.labels);
@@ -930,49 +923,65 @@ ranges_hash(const cfg_bproc_t *bp)
     return h;
 }
 
+/* ranges_hash of the one range [START, END). */
+static uint64_t
+range_hash1(uint64_t start, uint64_t end)
+{
+    return 0x100000001b3ull ^ start ^ (end << 1);
+}
+
+/*
+ * Every procedure's ranges: its main extent, then its tied fragments' extents. A
+ * procedure whose ranges changed is built again. Each keeps the hash of its ranges
+ * (ranges_h), so that one with a single, unchanged range is not touched.
+ */
 static int
 assign_ranges(cfg_builder_t *b)
 {
-    uint64_t *old = malloc((b->procs.n + 1) * sizeof(uint64_t));
-    if (old == NULL)
-        return QP_ENOMEM;
-    for (size_t i = 0; i < b->procs.n; i++) {
-        cfg_bproc_t *bp = &b->procs.v[i];
-        cfg_range_t main = { bp->p.start, bp->p.end };
-        old[i] = ranges_hash(bp);
-        bp->ranges.n = 0;
-        if (CFG_VEC_PUSH(bp->ranges, main) < 0) {
-            free(old);
-            return QP_ENOMEM;
-        }
-    }
-    for (size_t i = 0; i < b->procs.n; i++) {
+    size_t n = b->procs.n;
+    uint32_t *parent = malloc((n + 1) * sizeof(uint32_t)); /* per fragment: its parent */
+    uint8_t *is_parent = calloc(n + 1, 1);
+    int rc = parent == NULL || is_parent == NULL ? QP_ENOMEM : 0;
+    for (size_t i = 0; i < n && rc == 0; i++) {
         cfg_bproc_t *f = &b->procs.v[i];
+        parent[i] = CFG_NONE;
         if (!(f->p.flags & CFG_PROC_FRAGMENT))
             continue;
-        uint32_t pi = proc_by_entry(b, f->parent_entry);
-        if (pi == CFG_NONE) {
+        parent[i] = proc_by_entry(b, f->parent_entry);
+        if (parent[i] == CFG_NONE) {
             f->p.flags &= ~(uint32_t)CFG_PROC_FRAGMENT;
+            f->nr_dirty = 1;
+            b->gen++;
+        } else
+            is_parent[parent[i]] = 1;
+    }
+    for (size_t i = 0; i < n && rc == 0; i++) {
+        cfg_bproc_t *bp = &b->procs.v[i];
+        if (!is_parent[i] && range_hash1(bp->p.start, bp->p.end) == bp->ranges_h)
+            continue; /* the one range it has already */
+        bp->ranges.n = 0;
+        rc = CFG_VEC_PUSH(bp->ranges, ((cfg_range_t) { bp->p.start, bp->p.end }));
+    }
+    for (size_t i = 0; i < n && rc == 0; i++) {
+        if (parent[i] == CFG_NONE)
             continue;
-        }
-        cfg_bproc_t *par = &b->procs.v[pi];
-        cfg_range_t fr = { f->p.start, f->p.end };
-        if (CFG_VEC_PUSH(par->ranges, fr) < 0) {
-            free(old);
-            return QP_ENOMEM;
-        }
+        cfg_bproc_t *f = &b->procs.v[i];
+        rc = CFG_VEC_PUSH(b->procs.v[parent[i]].ranges, ((cfg_range_t) { f->p.start, f->p.end }));
         f->blocks.n = f->edges.n = 0; /* a fragment has no blocks of its own */
         f->entry_block = CFG_NONE;
     }
-    for (size_t i = 0; i < b->procs.n; i++) {
+    for (size_t i = 0; i < n && rc == 0; i++) {
         cfg_bproc_t *bp = &b->procs.v[i];
+        uint64_t h = is_parent[i] ? ranges_hash(bp) : range_hash1(bp->p.start, bp->p.end);
         if (bp->p.flags & CFG_PROC_FRAGMENT)
             bp->built = 1;
-        else if (ranges_hash(bp) != old[i])
+        else if (h != bp->ranges_h)
             bp->built = 0;
+        bp->ranges_h = h;
     }
-    free(old);
-    return 0;
+    free(parent);
+    free(is_parent);
+    return rc;
 }
 
 /*****************************************************************************
@@ -1021,45 +1030,241 @@ proc_may_return(const cfg_builder_t *b, const cfg_bproc_t *bp, uint8_t *seen, ui
 }
 
 /*
- * Least fixpoint of "may return", driven by a worklist: a procedure is looked at again
- * only when one of the procedures it calls or jumps to is found to return.
+ * Who depends on whom for the noreturn analysis: for each procedure, the procedures
+ * that call it or jump to it (a list per callee, linked through `next`), and the calls
+ * and jumps to addresses in no procedure. Kept from one analysis to the next: when
+ * procedures were added or removed since, the lists follow them to their new indices
+ * (by entry address). A procedure built again adds its new edges, and its old ones stay
+ * (a stale dependency only makes a procedure be looked at again).
+ */
+typedef struct nr_unres {
+    uint64_t target;                  /* an address in no procedure */
+    uint32_t who;                     /* the procedure that calls or jumps there */
+} nr_unres_t;
+
+typedef struct cfg_nr_deps {
+    uint64_t gen;                     /* b->gen when last brought up to date */
+    size_t n;                         /* b->procs.n then */
+    uint64_t *entries;                /* the procedures' entries then */
+    uint32_t *head;                   /* per callee: first dependency, or CFG_NONE */
+    CFG_VEC(uint32_t) next;           /* per dependency: the next one of its callee */
+    CFG_VEC(uint32_t) who;            /* per dependency: the caller (CFG_NONE: removed) */
+    CFG_VEC(nr_unres_t) unres;        /* calls and jumps to no procedure */
+} cfg_nr_deps_t;
+
+static void
+nr_deps_free(cfg_nr_deps_t *d)
+{
+    if (d == NULL)
+        return;
+    free(d->entries);
+    free(d->head);
+    CFG_VEC_FREE(d->next);
+    CFG_VEC_FREE(d->who);
+    CFG_VEC_FREE(d->unres);
+    free(d);
+}
+
+/* Add the dependencies of procedure I (its calls and tail calls) to D. */
+static int
+nr_deps_add(const cfg_builder_t *b, cfg_nr_deps_t *d, size_t i)
+{
+    const cfg_bproc_t *bp = &b->procs.v[i];
+    for (size_t e = 0; e < bp->edges.n; e++) {
+        const cfg_edge_t *ed = &bp->edges.v[e];
+        uint64_t callee = 0;
+        if (ed->kind == CFG_EDGE_CALLRET)
+            callee = bp->blocks.v[ed->from].call_target;
+        else if (ed->kind == CFG_EDGE_TAILCALL)
+            callee = ed->target;
+        uint32_t ci = callee ? cfg_discover_find(b, callee) : CFG_NONE;
+        if (ci == CFG_NONE && callee != 0)
+            QP_CHECK(CFG_VEC_PUSH(d->unres, ((nr_unres_t) { callee, (uint32_t)i })));
+        if (ci == CFG_NONE || ci == i)
+            continue;
+        QP_CHECK(CFG_VEC_PUSH(d->next, d->head[ci]));
+        QP_CHECK(CFG_VEC_PUSH(d->who, (uint32_t)i));
+        d->head[ci] = (uint32_t)(d->who.n - 1);
+    }
+    return 0;
+}
+
+/* Note the procedures' entries and b->gen in D (after the lists were made to fit). */
+static int
+nr_deps_stamp(const cfg_builder_t *b, cfg_nr_deps_t *d)
+{
+    uint64_t *e = realloc(d->entries, (b->procs.n + 1) * sizeof(uint64_t));
+    if (e == NULL)
+        return QP_ENOMEM;
+    d->entries = e;
+    for (size_t i = 0; i < b->procs.n; i++)
+        e[i] = b->procs.v[i].p.entry;
+    d->n = b->procs.n;
+    d->gen = b->gen;
+    return 0;
+}
+
+/* The dependencies of every procedure, or NULL on ENOMEM. */
+static cfg_nr_deps_t *
+nr_deps_collect(const cfg_builder_t *b)
+{
+    cfg_nr_deps_t *d = calloc(1, sizeof(*d));
+    if (d == NULL)
+        return NULL;
+    d->head = malloc((b->procs.n + 1) * sizeof(uint32_t));
+    int rc = d->head == NULL ? QP_ENOMEM : nr_deps_stamp(b, d);
+    for (size_t i = 0; i < d->n && rc == 0; i++)
+        d->head[i] = CFG_NONE;
+    for (size_t i = 0; i < d->n && rc == 0; i++)
+        rc = nr_deps_add(b, d, i);
+    if (rc < 0) {
+        nr_deps_free(d);
+        return NULL;
+    }
+    return d;
+}
+
+/*
+ * Procedures were added or removed since D was brought up to date: move the lists to
+ * the new indices. ROOT (b->procs.n bytes) gets 1 for the procedures whose calls may
+ * now go to another procedure: new ones, callers of removed ones, callers of an address
+ * that lies in a procedure now. (Callers of one whose extent changed are found by the
+ * caller: that one was built again.)
  */
 static int
-find_noreturn(cfg_builder_t *b)
+nr_deps_remap(const cfg_builder_t *b, cfg_nr_deps_t *d, uint8_t *root)
+{
+    size_t n = b->procs.n;
+    uint32_t *old2new = malloc((d->n + 1) * sizeof(uint32_t));
+    uint32_t *head = malloc((n + 1) * sizeof(uint32_t));
+    if (old2new == NULL || head == NULL) {
+        free(old2new);
+        free(head);
+        return QP_ENOMEM;
+    }
+    for (size_t j = 0; j < n; j++) {
+        head[j] = CFG_NONE;
+        root[j] = 1; /* new, until matched below */
+    }
+    for (size_t i = 0, j = 0; i < d->n; i++) {
+        while (j < n && b->procs.v[j].p.entry < d->entries[i])
+            j++;
+        old2new[i] = j < n && b->procs.v[j].p.entry == d->entries[i] ? (uint32_t)j : CFG_NONE;
+        if (old2new[i] != CFG_NONE) {
+            head[j] = d->head[i];
+            root[j] = 0;
+        }
+    }
+    for (size_t e = 0; e < d->who.n; e++)
+        if (d->who.v[e] != CFG_NONE)
+            d->who.v[e] = old2new[d->who.v[e]];
+    for (size_t i = 0; i < d->n; i++)
+        if (old2new[i] == CFG_NONE)
+            for (uint32_t e = d->head[i]; e != CFG_NONE; e = d->next.v[e])
+                if (d->who.v[e] != CFG_NONE)
+                    root[d->who.v[e]] = 1;
+    size_t k = 0;
+    for (size_t u = 0; u < d->unres.n; u++) {
+        nr_unres_t x = d->unres.v[u];
+        x.who = old2new[x.who];
+        if (x.who == CFG_NONE)
+            continue;
+        if (cfg_discover_find(b, x.target) != CFG_NONE)
+            root[x.who] = 1; /* added again with its new dependencies */
+        else
+            d->unres.v[k++] = x;
+    }
+    d->unres.n = k;
+    free(old2new);
+    free(d->head);
+    d->head = head;
+    return nr_deps_stamp(b, d);
+}
+
+/*
+ * Bring D up to date for an analysis that keeps what did not change: ROOT (zeroed,
+ * b->procs.n bytes) gets 1 for every procedure whose "may return" must be looked at
+ * again: those built again (or whose fragment mark changed) since, their callers, and
+ * what nr_deps_remap finds. Their dependencies are added anew.
+ */
+static int
+nr_deps_update(const cfg_builder_t *b, cfg_nr_deps_t *d, uint8_t *root)
+{
+    size_t n = b->procs.n;
+    if (d->gen != b->gen || d->n != n)
+        QP_CHECK(nr_deps_remap(b, d, root));
+    for (size_t j = 0; j < n; j++) {
+        if (!b->procs.v[j].nr_dirty)
+            continue;
+        root[j] = 1;
+        for (uint32_t e = d->head[j]; e != CFG_NONE; e = d->next.v[e])
+            if (d->who.v[e] != CFG_NONE)
+                root[d->who.v[e]] = 1;
+    }
+    for (size_t j = 0; j < n; j++)
+        if (root[j])
+            QP_CHECK(nr_deps_add(b, d, j));
+    return 0;
+}
+
+/*
+ * Least fixpoint of "may return", driven by a worklist: a procedure is looked at again
+ * only when one of the procedures it calls or jumps to is found to return.
+ *
+ * When only some procedures were built again since the last analysis (same b->gen), the
+ * fixpoint is updated instead of recomputed: the rebuilt ones and every procedure whose
+ * "may return" might have rested on them (its callers that may return, transitively)
+ * start again from "never returns", the others keep their value (what supports it did
+ * not change), and the worklist starts from the restarted ones. The result is the same
+ * least fixpoint. RESTARTED (b->procs.n bytes) gets 1 for each procedure restarted.
+ */
+static int
+find_noreturn(cfg_builder_t *b, uint8_t *restarted)
 {
     size_t n = b->procs.n, maxb = 1;
-    uint32_t *head = malloc((n + 1) * sizeof(uint32_t)); /* deps list heads per callee */
-    CFG_VEC(uint32_t) next = { 0 }, who = { 0 };          /* linked deps: caller index */
     uint32_t *queue = malloc((n + 1) * sizeof(uint32_t));
     uint8_t *queued = calloc(n + 1, 1);
     int rc = 0;
-    if (head == NULL || queue == NULL || queued == NULL) {
+    if (queue == NULL || queued == NULL) {
         rc = QP_ENOMEM;
         goto out;
     }
-    for (size_t i = 0; i < n; i++) {
-        cfg_bproc_t *bp = &b->procs.v[i];
-        head[i] = CFG_NONE;
-        bp->may_return = 0;
-        if (bp->blocks.n > maxb)
-            maxb = bp->blocks.n;
+    size_t qh = 0, qt = 0; /* circular queue of at most n entries */
+    cfg_nr_deps_t *d = b->nr;
+    if (d != NULL) {
+        if ((rc = nr_deps_update(b, d, queued)) < 0)
+            goto out;
+        for (size_t i = 0; i < n; i++)
+            if (queued[i])
+                queue[qt++] = (uint32_t)i;
+        /* The callers that may return, transitively (queue[0..qt) grows as a stack). */
+        for (size_t k = 0; k < qt; k++)
+            for (uint32_t e = d->head[queue[k]]; e != CFG_NONE; e = d->next.v[e]) {
+                uint32_t c = d->who.v[e];
+                if (c != CFG_NONE && !queued[c] && b->procs.v[c].may_return) {
+                    queued[c] = 1;
+                    queue[qt++] = c;
+                }
+            }
+    } else {
+        d = b->nr = nr_deps_collect(b);
+        if (d == NULL) {
+            rc = QP_ENOMEM;
+            goto out;
+        }
+        for (size_t i = 0; i < n; i++) {
+            queue[qt++] = (uint32_t)i;
+            queued[i] = 1;
+        }
+    }
+    for (size_t k = 0; k < qt; k++) {
+        b->procs.v[queue[k]].may_return = 0;
+        restarted[queue[k]] = 1;
     }
     for (size_t i = 0; i < n; i++) {
-        const cfg_bproc_t *bp = &b->procs.v[i];
-        for (size_t e = 0; e < bp->edges.n; e++) {
-            const cfg_edge_t *ed = &bp->edges.v[e];
-            uint64_t callee = 0;
-            if (ed->kind == CFG_EDGE_CALLRET)
-                callee = bp->blocks.v[ed->from].call_target;
-            else if (ed->kind == CFG_EDGE_TAILCALL)
-                callee = ed->target;
-            uint32_t ci = callee ? cfg_discover_find(b, callee) : CFG_NONE;
-            if (ci == CFG_NONE || ci == i)
-                continue;
-            if ((rc = CFG_VEC_PUSH(next, head[ci])) < 0 || (rc = CFG_VEC_PUSH(who, (uint32_t)i)) < 0)
-                goto out;
-            head[ci] = (uint32_t)(who.n - 1);
-        }
+        b->procs.v[i].nr_dirty = 0;
+        if (b->procs.v[i].blocks.n > maxb) /* any procedure may be looked at */
+            maxb = b->procs.v[i].blocks.n;
     }
     uint8_t *seen = malloc(maxb);
     uint32_t *stack = malloc(maxb * sizeof(uint32_t));
@@ -1068,11 +1273,6 @@ find_noreturn(cfg_builder_t *b)
         free(stack);
         rc = QP_ENOMEM;
         goto out;
-    }
-    size_t qh = 0, qt = 0; /* circular queue of at most n entries */
-    for (size_t i = 0; i < n; i++) {
-        queue[qt++] = (uint32_t)i;
-        queued[i] = 1;
     }
     qt %= n + 1;
     while (qh != qt) {
@@ -1085,9 +1285,9 @@ find_noreturn(cfg_builder_t *b)
         if (!proc_may_return(b, bp, seen, stack))
             continue;
         bp->may_return = 1;
-        for (uint32_t d = head[i]; d != CFG_NONE; d = next.v[d]) {
-            uint32_t c = who.v[d];
-            if (!queued[c] && !b->procs.v[c].may_return) {
+        for (uint32_t e = d->head[i]; e != CFG_NONE; e = d->next.v[e]) {
+            uint32_t c = d->who.v[e];
+            if (c != CFG_NONE && !queued[c] && !b->procs.v[c].may_return) {
                 queued[c] = 1;
                 queue[qt] = c;
                 qt = (qt + 1) % (n + 1);
@@ -1104,11 +1304,8 @@ find_noreturn(cfg_builder_t *b)
             bp->p.flags &= ~(uint32_t)CFG_PROC_NORETURN;
     }
 out:
-    free(head);
     free(queue);
     free(queued);
-    CFG_VEC_FREE(next);
-    CFG_VEC_FREE(who);
     return rc;
 }
 
@@ -1126,6 +1323,7 @@ prune_proc(cfg_builder_t *b, cfg_bproc_t *bp)
             ed->to = CFG_NONE;
             ed->target = bl->call_target;
             cut = 1;
+            bp->has_noret = 1;
         }
     }
     if (!cut || bp->entry_block == CFG_NONE)
@@ -1291,7 +1489,7 @@ for_each_gap(cfg_builder_t *b, const span_vec_t *v,
 }
 
 typedef struct gap_ctx {
-    cfg_u64_vec_t *rejected;  /* gap starts that proved not to be code */
+    cfg_u64_vec_t rejected;   /* gap starts that proved not to be code, sorted */
 } gap_ctx_t;
 
 static int
@@ -1307,20 +1505,18 @@ on_gap_new_proc(cfg_builder_t *b, uint64_t start, uint64_t end, void *arg)
     if (pad >= n)
         return 0;
     uint64_t a = start + pad;
-    for (size_t i = 0; i < g->rejected->n; i++)
-        if (g->rejected->v[i] == a)
-            return 0;
+    if (cfg_u64_contains(g->rejected.v, g->rejected.n, a))
+        return 0;
     /* Sweep the gap: a procedure at its first code, then at the first code after what
      * that procedure reaches, and so on (seed 3.6: hidden procedures). */
     while (a < end) {
         if (proc_by_entry(b, a) != CFG_NONE)
             return 0;
-        for (size_t i = 0; i < g->rejected->n; i++)
-            if (g->rejected->v[i] == a)
-                return 0;
+        if (cfg_u64_contains(g->rejected.v, g->rejected.n, a))
+            return 0;
         /* Unreached bytes inside a symbol's or FDE's range belong to that procedure. */
         uint32_t in = cfg_discover_find(b, a);
-        if (in != CFG_NONE && b->procs.v[in].hint_end > a)
+        if (in != CFG_NONE && cfg_discover_proc(b, in)->hint_end > a)
             return 0;
         QP_CHECK(CFG_VEC_PUSH(b->new_entries, a));
         QP_CHECK(CFG_VEC_PUSH(b->new_srcs, (uint32_t)CFG_SRC_GAP));
@@ -1328,15 +1524,17 @@ on_gap_new_proc(cfg_builder_t *b, uint64_t start, uint64_t end, void *arg)
         uint32_t pi = proc_by_entry(b, a);
         if (pi == CFG_NONE)
             return 0;
-        cfg_bproc_t *bp = &b->procs.v[pi];
+        cfg_bproc_t *bp = cfg_discover_proc(b, pi);
         /* Bounded by the gap: what lies beyond is known code already. */
         bp->limit_end = end;
+        bp->p.end = cfg_discover_end(b, pi);
         if (bp->p.end > end)
             bp->p.end = end;
         bp->ranges.n = 0;
         QP_CHECK(CFG_VEC_PUSH(bp->ranges, ((cfg_range_t) { bp->p.start, bp->p.end })));
+        bp->ranges_h = ranges_hash(bp);
         QP_CHECK(build_proc(b, pi));
-        bp = &b->procs.v[pi];
+        bp = cfg_discover_proc(b, pi);
         if (bp->p.unsafe != NULL)
             return 0; /* not code: reject_bad_gap_procs drops it */
         uint64_t reach = a;
@@ -1426,11 +1624,13 @@ reject_bad_gap_procs(cfg_builder_t *b, cfg_u64_vec_t *rejected)
         if ((bp->p.sources & CFG_SRC_GAP) && !(bp->p.sources & ~(CFG_SRC_GAP | CFG_SRC_TAILCALL))
             && bp->p.unsafe != NULL) {
             QP_CHECK(CFG_VEC_PUSH(*rejected, bp->p.entry));
-            bproc_free(bp);
+            cfg_bproc_free(bp);
             dropped = 1;
             continue;
         }
-        b->procs.v[k++] = *bp;
+        if (k != i)
+            b->procs.v[k] = *bp;
+        k++;
     }
     b->procs.n = k;
     if (dropped)
@@ -1661,7 +1861,7 @@ static void
 builder_free(cfg_builder_t *b)
 {
     for (size_t i = 0; i < b->procs.n; i++) {
-        bproc_free(&b->procs.v[i]);
+        cfg_bproc_free(&b->procs.v[i]);
     }
     CFG_VEC_FREE(b->procs);
     CFG_VEC_FREE(b->addr_taken);
@@ -1670,6 +1870,8 @@ builder_free(cfg_builder_t *b)
     CFG_VEC_FREE(b->work);
     CFG_VEC_FREE(b->rejected);
     CFG_VEC_FREE(b->landing_pads);
+    nr_deps_free(b->nr);
+    b->nr = NULL;
     for (size_t i = 0; i < b->strings.n; i++)
         free(b->strings.v[i]);
     CFG_VEC_FREE(b->strings);
@@ -1702,6 +1904,8 @@ tie_nameless_fragments(cfg_builder_t *b)
             fp->p.flags &= ~(uint32_t)CFG_PROC_FRAGMENT;
             fp->tied_nameless = 0;
             fp->built = 0;
+            fp->nr_dirty = 1;
+            b->gen++;
             changed++;
         }
     }
@@ -1767,6 +1971,8 @@ tie_nameless_fragments(cfg_builder_t *b)
         fp->p.flags |= CFG_PROC_FRAGMENT;
         fp->parent_entry = pp->p.entry;
         fp->tied_nameless = 1;
+        fp->nr_dirty = 1;
+        b->gen++;
         tied++;
     }
     free(from);
@@ -1781,7 +1987,7 @@ tie_nameless_fragments(cfg_builder_t *b)
         if (bp->p.flags & CFG_PROC_FRAGMENT)
             cut_end = bp->hint_end ? bp->hint_end : bp->p.end;
         else if (bp->p.sources == CFG_SRC_GAP && bp->p.entry < cut_end) {
-            bproc_free(bp);
+            cfg_bproc_free(bp);
             continue;
         }
         b->procs.v[k++] = *bp;
@@ -1789,6 +1995,34 @@ tie_nameless_fragments(cfg_builder_t *b)
     b->procs.n = k;
     cfg_discover_extents(b);
     return tied + changed;
+}
+
+/*
+ * Find the procedures that never return, and cut the calls to them. Calls to cut are
+ * in the procedures the analysis restarted (built again, or whose calls may go to
+ * another procedure now) and in callers of restarted procedures that never return: a
+ * procedure that never returned before and was not restarted had its calls cut then.
+ */
+static int
+noreturn_and_prune(cfg_builder_t *b)
+{
+    size_t n = b->procs.n;
+    uint8_t *prune = calloc(n + 1, 1), *restarted = calloc(n + 1, 1);
+    int rc = prune == NULL || restarted == NULL ? QP_ENOMEM : find_noreturn(b, restarted);
+    for (size_t i = 0; i < n && rc >= 0; i++) {
+        prune[i] |= restarted[i];
+        if (!restarted[i] || !(b->procs.v[i].p.flags & CFG_PROC_NORETURN))
+            continue;
+        for (uint32_t e = b->nr->head[i]; e != CFG_NONE; e = b->nr->next.v[e])
+            if (b->nr->who.v[e] != CFG_NONE)
+                prune[b->nr->who.v[e]] = 1;
+    }
+    for (size_t i = 0; i < n && rc >= 0; i++)
+        if (prune[i])
+            rc = prune_proc(b, &b->procs.v[i]);
+    free(prune);
+    free(restarted);
+    return rc < 0 ? rc : 0;
 }
 
 /*
@@ -1806,7 +2040,7 @@ rebuild_stale_noreturn_callers(cfg_builder_t *b)
     size_t n = 0;
     for (size_t i = 0; i < b->procs.n; i++) {
         cfg_bproc_t *bp = &b->procs.v[i];
-        for (size_t e = 0; e < bp->edges.n; e++) {
+        for (size_t e = 0; e < bp->edges.n && bp->has_noret; e++) {
             const cfg_edge_t *ed = &bp->edges.v[e];
             if (ed->kind != CFG_EDGE_NORETURN || ed->target == 0
                 || bp->blocks.v[ed->from].call_target != ed->target)
@@ -1820,6 +2054,18 @@ rebuild_stale_noreturn_callers(cfg_builder_t *b)
         }
     }
     return n;
+}
+
+/* *TO = FROM's values, sorted. */
+static int
+sorted_copy(const cfg_u64_vec_t *from, cfg_u64_vec_t *to)
+{
+    to->n = 0;
+    for (size_t i = 0; i < from->n; i++)
+        QP_CHECK(CFG_VEC_PUSH(*to, from->v[i]));
+    if (to->n > 1)
+        qsort(to->v, to->n, sizeof(uint64_t), cmp_u64);
+    return 0;
 }
 
 static int
@@ -1855,11 +2101,7 @@ build_all(cfg_builder_t *b)
         if (built == 0)
             break; /* nothing changed since the last fixpoint and gap scan */
         DBG_PHASE("built");
-        if ((rc = find_noreturn(b)) < 0)
-            break;
-        for (size_t i = 0; i < b->procs.n && rc >= 0; i++)
-            rc = prune_proc(b, &b->procs.v[i]);
-        if (rc < 0)
+        if ((rc = noreturn_and_prune(b)) < 0)
             break;
         rc = 0;
         built = 0;
@@ -1873,10 +2115,19 @@ build_all(cfg_builder_t *b)
         }
         if (b->opts.no_gap_procs || ++gap_rounds > 6)
             break;
-        gap_ctx_t g = { &b->rejected };
+        gap_ctx_t g = { { 0 } };
         size_t before = b->procs.n;
-        if ((rc = collect_spans(b, &spans)) < 0
-            || (rc = for_each_gap(b, &spans, on_gap_new_proc, &g)) < 0)
+        if ((rc = collect_spans(b, &spans)) < 0 || (rc = sorted_copy(&b->rejected, &g.rejected)) < 0
+            || (rc = cfg_discover_sweep_begin(b)) < 0) {
+            CFG_VEC_FREE(g.rejected);
+            break;
+        }
+        rc = for_each_gap(b, &spans, on_gap_new_proc, &g);
+        int merged = cfg_discover_sweep_end(b);
+        CFG_VEC_FREE(g.rejected);
+        if (rc >= 0)
+            rc = merged;
+        if (rc < 0)
             break;
         DBG_PHASE("gaps");
         if ((rc = cfg_discover_add_new(b)) < 0)

@@ -146,8 +146,9 @@ make_name(cfg_builder_t *b, uint64_t addr)
     return d;
 }
 
+/* A new procedure at ADDR in *BP (not yet in any array). */
 static int
-new_proc(cfg_builder_t *b, uint64_t addr, uint64_t hint_end, uint32_t sources)
+init_proc(cfg_builder_t *b, uint64_t addr, uint64_t hint_end, uint32_t sources, cfg_bproc_t *bp_out)
 {
     cfg_bproc_t bp;
     memset(&bp, 0, sizeof(bp));
@@ -166,7 +167,248 @@ new_proc(cfg_builder_t *b, uint64_t addr, uint64_t hint_end, uint32_t sources)
         bp.p.flags |= CFG_PROC_NORETURN;
         bp.name_noreturn = 1;
     }
+    *bp_out = bp;
+    return 0;
+}
+
+static int
+new_proc(cfg_builder_t *b, uint64_t addr, uint64_t hint_end, uint32_t sources)
+{
+    cfg_bproc_t bp;
+    QP_CHECK(init_proc(b, addr, hint_end, sources, &bp));
     return CFG_VEC_PUSH(b->procs, bp);
+}
+
+void
+cfg_bproc_free(cfg_bproc_t *bp)
+{
+    CFG_VEC_FREE(bp->ranges);
+    CFG_VEC_FREE(bp->blocks);
+    CFG_VEC_FREE(bp->edges);
+    CFG_VEC_FREE(bp->tables);
+    CFG_VEC_FREE(bp->extra_entries);
+}
+
+/*****************************************************************************
+ * Procedures kept aside during a gap sweep
+ */
+
+/* Entries are added to a small sorted buffer, merged into the main sorted array when
+ * full: a few hundred moved per addition instead of the whole array. */
+#define SIDE_BUF 256
+
+typedef struct cfg_side {
+    CFG_VEC(cfg_bproc_t) procs;   /* in the order found */
+    uint64_t *keys;               /* entries of most of them, sorted */
+    uint32_t *idx;                /* index in procs of each key */
+    size_t n, cap;                /* keys held; allocated */
+    uint64_t bkeys[SIDE_BUF];     /* entries of the last few, sorted */
+    uint32_t bidx[SIDE_BUF];      /* their indices in procs */
+    size_t nb;                    /* how many in the buffer */
+} cfg_side_t;
+
+/* Merge the buffer into the main array. */
+static int
+side_flush(cfg_side_t *s)
+{
+    if (s->nb == 0)
+        return 0;
+    if (s->n + s->nb > s->cap) {
+        size_t cap = 2 * (s->n + s->nb);
+        uint64_t *k = realloc(s->keys, cap * sizeof(uint64_t));
+        if (k == NULL)
+            return QP_ENOMEM;
+        s->keys = k;
+        uint32_t *x = realloc(s->idx, cap * sizeof(uint32_t));
+        if (x == NULL)
+            return QP_ENOMEM;
+        s->idx = x;
+        s->cap = cap;
+    }
+    size_t i = s->n, k = s->nb, o = s->n + s->nb;
+    while (k > 0) {
+        if (i > 0 && s->keys[i - 1] > s->bkeys[k - 1]) {
+            o--, i--;
+            s->keys[o] = s->keys[i];
+            s->idx[o] = s->idx[i];
+        } else {
+            o--, k--;
+            s->keys[o] = s->bkeys[k];
+            s->idx[o] = s->bidx[k];
+        }
+    }
+    s->n += s->nb;
+    s->nb = 0;
+    return 0;
+}
+
+static int
+side_insert(cfg_side_t *s, uint64_t key, uint32_t idx)
+{
+    if (s->nb == SIDE_BUF)
+        QP_CHECK(side_flush(s));
+    size_t at = cfg_u64_lower_bound(s->bkeys, s->nb, key);
+    memmove(s->bkeys + at + 1, s->bkeys + at, (s->nb - at) * sizeof(uint64_t));
+    memmove(s->bidx + at + 1, s->bidx + at, (s->nb - at) * sizeof(uint32_t));
+    s->bkeys[at] = key;
+    s->bidx[at] = idx;
+    s->nb++;
+    return 0;
+}
+
+/* The greatest entry <= ADDR kept aside: 1 and its index in *IDX, or 0. */
+static int
+side_pred(const cfg_side_t *s, uint64_t addr, uint64_t *key, uint32_t *idx)
+{
+    int found = 0;
+    size_t a = cfg_u64_lower_bound(s->keys, s->n, addr + 1);
+    if (a > 0) {
+        *key = s->keys[a - 1];
+        *idx = s->idx[a - 1];
+        found = 1;
+    }
+    size_t c = cfg_u64_lower_bound(s->bkeys, s->nb, addr + 1);
+    if (c > 0 && (!found || s->bkeys[c - 1] > *key)) {
+        *key = s->bkeys[c - 1];
+        *idx = s->bidx[c - 1];
+        found = 1;
+    }
+    return found;
+}
+
+/* The least entry > ADDR kept aside, or UINT64_MAX. */
+static uint64_t
+side_succ(const cfg_side_t *s, uint64_t addr)
+{
+    uint64_t r = UINT64_MAX;
+    size_t a = cfg_u64_lower_bound(s->keys, s->n, addr + 1);
+    if (a < s->n)
+        r = s->keys[a];
+    size_t c = cfg_u64_lower_bound(s->bkeys, s->nb, addr + 1);
+    if (c < s->nb && s->bkeys[c] < r)
+        r = s->bkeys[c];
+    return r;
+}
+
+/* Number of procedures in b->procs whose entry is <= ADDR. */
+static size_t
+procs_upto(const cfg_builder_t *b, uint64_t addr)
+{
+    size_t lo = 0, hi = b->procs.n;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (b->procs.v[mid].p.entry <= addr)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+cfg_bproc_t *
+cfg_discover_proc(const cfg_builder_t *b, uint32_t i)
+{
+    if (i < b->procs.n)
+        return &b->procs.v[i];
+    return &b->side->procs.v[i - b->procs.n];
+}
+
+/*
+ * Procedures in b->procs have their extent computed by cfg_discover_extents (ends only
+ * shrink as procedures are added, so the nearest entry kept aside is the only change);
+ * those kept aside hold in p.end their bound by the section, the gap, or the extent
+ * they were built with.
+ */
+uint64_t
+cfg_discover_end(const cfg_builder_t *b, uint32_t i)
+{
+    const cfg_bproc_t *bp = cfg_discover_proc(b, i);
+    uint64_t end = bp->p.end;
+    if (b->side == NULL)
+        return end;
+    uint64_t next = side_succ(b->side, bp->p.entry);
+    if (i >= b->procs.n) {
+        size_t k = procs_upto(b, bp->p.entry);
+        if (k < b->procs.n && b->procs.v[k].p.entry < next)
+            next = b->procs.v[k].p.entry;
+    }
+    return next < end ? next : end;
+}
+
+int
+cfg_discover_sweep_begin(cfg_builder_t *b)
+{
+    b->side = calloc(1, sizeof(cfg_side_t));
+    return b->side == NULL ? QP_ENOMEM : 0;
+}
+
+/* Add the entries at B->new_entries aside (cfg_discover_add_new during a sweep). */
+static int
+side_add_new(cfg_builder_t *b, cand_t *c, size_t m)
+{
+    cfg_side_t *s = b->side;
+    int added = 0;
+    for (size_t i = 0; i < m;) {
+        cand_t x = c[i++];
+        for (; i < m && c[i].addr == x.addr; i++)
+            x.sources |= c[i].sources;
+        size_t k = procs_upto(b, x.addr);
+        if (k > 0 && b->procs.v[k - 1].p.entry == x.addr) {
+            b->procs.v[k - 1].p.sources |= x.sources;
+            continue;
+        }
+        uint64_t key;
+        uint32_t si;
+        if (side_pred(s, x.addr, &key, &si) && key == x.addr) {
+            s->procs.v[si].p.sources |= x.sources;
+            continue;
+        }
+        cfg_bproc_t bp;
+        QP_CHECK(init_proc(b, x.addr, 0, x.sources, &bp));
+        const cfg_section_t *sec = cfg_image_section_at(b->img, x.addr);
+        bp.p.end = sec ? sec->vma + sec->size : x.addr + 1;
+        QP_CHECK(CFG_VEC_PUSH(s->procs, bp));
+        QP_CHECK(side_insert(s, x.addr, (uint32_t)(s->procs.n - 1)));
+        added++;
+    }
+    return added;
+}
+
+/* Merge the procedures kept aside into b->procs. */
+static int
+side_merge(cfg_builder_t *b, cfg_side_t *s)
+{
+    size_t m = s->procs.n, n = b->procs.n;
+    QP_CHECK(side_flush(s));
+    QP_CHECK(cfg_vec_grow((void **)&b->procs.v, &b->procs.cap, n + m, sizeof(cfg_bproc_t)));
+    size_t i = n, k = m, o = n + m;
+    while (k > 0) {
+        if (i > 0 && b->procs.v[i - 1].p.entry > s->keys[k - 1])
+            b->procs.v[--o] = b->procs.v[--i];
+        else
+            b->procs.v[--o] = s->procs.v[s->idx[--k]];
+    }
+    b->procs.n = n + m;
+    s->procs.n = 0;
+    cfg_discover_extents(b);
+    return 0;
+}
+
+int
+cfg_discover_sweep_end(cfg_builder_t *b)
+{
+    cfg_side_t *s = b->side;
+    if (s == NULL)
+        return 0;
+    b->side = NULL;
+    int rc = s->procs.n ? side_merge(b, s) : 0;
+    for (size_t i = 0; i < s->procs.n; i++) /* only when the merge failed */
+        cfg_bproc_free(&s->procs.v[i]);
+    CFG_VEC_FREE(s->procs);
+    free(s->keys);
+    free(s->idx);
+    free(s);
+    return rc;
 }
 
 
@@ -221,18 +463,20 @@ uint32_t
 cfg_discover_find(const cfg_builder_t *b, uint64_t addr)
 {
     size_t lo = b->find != NULL ? find_indexed(b, addr) : SIZE_MAX;
-    if (lo != SIZE_MAX)
-        goto found;
-    lo = 0;
-    size_t hi = b->procs.n;
-    while (lo < hi) {
-        size_t mid = (lo + hi) / 2;
-        if (b->procs.v[mid].p.entry <= addr)
-            lo = mid + 1;
+    if (lo == SIZE_MAX)
+        lo = procs_upto(b, addr);
+    if (b->side != NULL && b->side->procs.n > 0) {
+        /* The nearest entry below in either array, then its extent as it is now. */
+        uint64_t key;
+        uint32_t si, i;
+        if (side_pred(b->side, addr, &key, &si) && (lo == 0 || key > b->procs.v[lo - 1].p.entry))
+            i = (uint32_t)(b->procs.n + si);
+        else if (lo == 0)
+            return CFG_NONE;
         else
-            hi = mid;
+            i = (uint32_t)(lo - 1);
+        return addr < cfg_discover_end(b, i) ? i : CFG_NONE;
     }
-found:
     if (lo == 0)
         return CFG_NONE;
     const cfg_bproc_t *p = &b->procs.v[lo - 1];
@@ -242,6 +486,7 @@ found:
 void
 cfg_discover_extents(cfg_builder_t *b)
 {
+    b->gen++;
     for (size_t i = 0; i < b->procs.n; i++) {
         cfg_bproc_t *bp = &b->procs.v[i];
         const cfg_section_t *s = cfg_image_section_at(b->img, bp->p.entry);
@@ -252,8 +497,10 @@ cfg_discover_extents(cfg_builder_t *b)
             end = bp->hint_end;
         if (bp->limit_end > bp->p.entry && bp->limit_end < end)
             end = bp->limit_end;
-        if (end != bp->p.end)
+        if (end != bp->p.end) {
             bp->built = 0;
+            bp->nr_dirty = 1; /* calls into its old extent may go elsewhere now */
+        }
         bp->p.start = bp->p.entry;
         bp->p.end = end;
     }
@@ -273,6 +520,11 @@ cfg_discover_add_new(cfg_builder_t *b)
     qsort(c, m, sizeof(cand_t), cmp_cand);
     b->new_entries.n = 0;
     b->new_srcs.n = 0;
+    if (b->side != NULL) {
+        int r = side_add_new(b, c, m);
+        free(c);
+        return r;
+    }
     int added = 0, rc = 0;
     size_t n0 = b->procs.n;
     for (size_t i = 0; i < m && rc == 0;) {

@@ -178,6 +178,9 @@ typedef struct cfg_bproc {
     uint8_t built;                    /* blocks are current */
     uint8_t name_noreturn;            /* never returns by its name */
     uint8_t tied_nameless;            /* tied as a fragment by tie_nameless_fragments */
+    uint8_t nr_dirty;                 /* built since the last noreturn analysis */
+    uint64_t ranges_h;                /* hash of `ranges` (assign_ranges) */
+    uint8_t has_noret;                /* may have a "never returns" edge to a procedure */
 } cfg_bproc_t;
 
 /* The procedures' entries in a compact array, for cfg_discover_find (see there). */
@@ -201,7 +204,19 @@ typedef struct cfg_builder {
     cfg_u64_vec_t landing_pads;       /* exception landing pads (from LSDAs), sorted */
     CFG_VEC(char *) strings;          /* names made up here (handed to the program) */
     cfg_find_index_t *find;           /* lookup index (cfg_discover_find), or NULL */
+    struct cfg_side *side;            /* during a gap sweep: procedures found so far */
+    uint64_t gen;                     /* bumped when procedures, extents or fragments change */
+    struct cfg_nr_deps *nr;           /* noreturn analysis: who depends on whom, or NULL */
 } cfg_builder_t;
+
+/*
+ * Procedure indices: below b->procs.n an index in b->procs; during a gap sweep, the
+ * procedures it found so far (kept aside, see cfg_discover_sweep_begin) follow them.
+ */
+cfg_bproc_t *cfg_discover_proc(const cfg_builder_t *b, uint32_t i);
+
+/* Free what a procedure under construction owns. */
+void cfg_bproc_free(cfg_bproc_t *bp);
 
 /* Collect the procedure entries of the image into B->procs with their extents. */
 int cfg_discover(cfg_builder_t *b);
@@ -210,8 +225,22 @@ int cfg_discover(cfg_builder_t *b);
 uint32_t cfg_discover_find(const cfg_builder_t *b, uint64_t addr);
 
 /* Insert new procedures at B->new_entries (splitting extents), clearing the list.
- * Returns the number added. */
+ * Returns the number added. During a sweep they are kept aside. */
 int cfg_discover_add_new(cfg_builder_t *b);
+
+/*
+ * A gap sweep adds procedures one at a time, each built before the next is looked for.
+ * Between begin and end they are kept aside, in an index of their own, instead of being
+ * merged into b->procs (an O(n) step each); cfg_discover_find, cfg_discover_proc and
+ * cfg_discover_end see b->procs and them as one sorted array would be. End merges
+ * them in, recomputes the extents, and frees what begin allocated (also after an error);
+ * 0 or QP_ENOMEM.
+ */
+int cfg_discover_sweep_begin(cfg_builder_t *b);
+int cfg_discover_sweep_end(cfg_builder_t *b);
+
+/* The end of procedure I's main extent as cfg_discover_extents would compute it now. */
+uint64_t cfg_discover_end(const cfg_builder_t *b, uint32_t i);
 
 /* Recompute every procedure's extent from its neighbours and the image. */
 void cfg_discover_extents(cfg_builder_t *b);

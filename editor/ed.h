@@ -270,6 +270,10 @@ typedef struct ed_opts {
                                * only), to find which procedure a misbehaving rewrite
                                * depends on (qpt-rewrite fills it from QPT_LEAVE) */
     size_t nleave;
+    void (*on_progress)(void *arg, size_t done, size_t total); /* or NULL: called while
+                                * the new code is emitted (ed_plan_apply), DONE of TOTAL
+                                * instructions, about 100 times */
+    void *progress_arg;         /* its ARG */
 } ed_opts_t;
 
 typedef struct ed_stats {

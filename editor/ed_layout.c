@@ -66,6 +66,8 @@ typedef struct ed_seg {
 struct ed_plan {
     const cfg_prog_t *prog;   /* the program */
     ed_opts_t opts;           /* options */
+    const char **leave;       /* opts.leave sorted (decide only), or NULL */
+    size_t nleave;            /* how many */
     const char **reason;      /* per procedure: why it stays, NULL when it moves */
     uint64_t *dropped;        /* redirects not written: entries and interior entries that
                                * only direct branches reach, in the way of a redirect
@@ -687,11 +689,31 @@ collect_jump_targets(ed_plan_t *plan)
 /* Testing aid: is NAME one of the procedures the caller asked to leave in place
  * (ed_opts_t.leave, from QPT_LEAVE in qpt-rewrite)? */
 static int
+cmp_name(const void *a, const void *b)
+{
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+static int
 leave_by_request(const ed_plan_t *plan, const char *name)
 {
+    return plan->nleave > 0
+        && bsearch(&name, plan->leave, plan->nleave, sizeof(char *), cmp_name) != NULL;
+}
+
+/* Sort the names of opts.leave (a bisection may name hundreds of thousands). */
+static int
+sort_leave(ed_plan_t *plan)
+{
+    if (plan->opts.nleave == 0)
+        return 0;
+    plan->leave = malloc(plan->opts.nleave * sizeof(char *));
+    if (plan->leave == NULL)
+        return QP_ENOMEM;
     for (size_t i = 0; i < plan->opts.nleave; i++)
-        if (plan->opts.leave[i] != NULL && strcmp(plan->opts.leave[i], name) == 0)
-            return 1;
+        if (plan->opts.leave[i] != NULL)
+            plan->leave[plan->nleave++] = plan->opts.leave[i];
+    qsort(plan->leave, plan->nleave, sizeof(char *), cmp_name);
     return 0;
 }
 
@@ -1536,11 +1558,16 @@ ed_plan_create(const cfg_prog_t *prog, const ed_opts_t *opts, ed_plan_t **out)
     if (opts)
         plan->opts = *opts;
     plan->reason = calloc(prog->nprocs + 1, sizeof(char *));
-    int rc = plan->reason ? decide(plan) : QP_ENOMEM;
+    int rc = plan->reason ? sort_leave(plan) : QP_ENOMEM;
+    if (rc == 0)
+        rc = decide(plan);
     plan->opts.stay = NULL; /* the caller's: read by decide only */
     plan->opts.nstay = 0;
     plan->opts.leave = NULL; /* the caller's too */
     plan->opts.nleave = 0;
+    free(plan->leave);
+    plan->leave = NULL;
+    plan->nleave = 0;
     if (rc == 0)
         rc = build_segments(plan);
     if (rc < 0) {
@@ -1907,7 +1934,10 @@ emit_code(ed_plan_t *plan, const qp_space_ops_t *ops, void *space)
     int rc = 0;
     int stretch = plan->opts.stretch ? 1 : 0;
     size_t fall = 0; /* the next of plan->fall */
+    size_t step = plan->nslots / 100 + 1;
     for (size_t i = 0; i < plan->nslots && rc == 0; i++) {
+        if (plan->opts.on_progress != NULL && i % step == 0)
+            plan->opts.on_progress(plan->opts.progress_arg, i, plan->nslots);
         const ed_slot_t *s = &plan->lay[i];
         const uint8_t *bytes = cfg_image_ptr(prog->img, s->old, NULL);
         arch_insn_t in;
@@ -1992,6 +2022,8 @@ emit_code(ed_plan_t *plan, const qp_space_ops_t *ops, void *space)
     if (rc == 0)
         rc = ops->write(space, plan->text, buf, plan->text_size);
     free(buf);
+    if (rc == 0 && plan->opts.on_progress != NULL)
+        plan->opts.on_progress(plan->opts.progress_arg, plan->nslots, plan->nslots);
     return rc;
 }
 

@@ -106,6 +106,20 @@ analysis_progress(void *arg, size_t done, size_t total)
     fflush(stderr);
 }
 
+/* ed_opts_t.on_progress: "relocating... 45%", then "writing..." for the rest. */
+static void
+relocation_progress(void *arg, size_t done, size_t total)
+{
+    (void)arg;
+    if (!show_progress || total == 0)
+        return;
+    if (done < total)
+        fprintf(stderr, "\r%s: relocating... %zu%%\033[K", prog_name, 100 * done / total);
+    else
+        fprintf(stderr, "\r%s: writing...\033[K", prog_name);
+    fflush(stderr);
+}
+
 static void
 progress(const char *phase)
 {
@@ -258,6 +272,7 @@ rewrite(const cfg_prog_t *prog, const char *input, const char *output, const cha
     ed_opts_t eo = { 0 };
     eo.stretch = getenv("QPT_STRETCH") != NULL; /* testing aid, see README */
     eo.keep_tables = getenv("QPT_KEEP_TABLES") != NULL; /* testing aid, see README */
+    eo.on_progress = relocation_progress;
     const drv_ops_t *drv = strcmp(driver, "none") == 0 ? NULL : drv_find(driver);
     drv_result_t res;
     memset(&res, 0, sizeof(res));
