@@ -11,7 +11,8 @@
 # `qp trace text`); the rewritten program runs under valgrind --tool=none so that its
 # stack and heap lie where lackey's run had them (the same path length, hence the same
 # stack contents). tests/trace/lackey-compare.py states the three differences it allows.
-# Both tracers regenerate the same address trace. Bad input is refused.
+# Both tracers regenerate the same address trace. qp trace cachesim agrees with
+# cachegrind (see below). Bad input is refused.
 # Exit status: 0 pass, 1 fail, 77 skip, 99 hard error.
 set -u
 . "${top_srcdir:-.}/tests/lib.sh"
@@ -60,6 +61,60 @@ for v in "O0 -O0 -fno-pie -no-pie" "O2 -O2 -fno-pie -no-pie -fstack-protector-al
     fi
     grep -q '^#' "$d/t/mem" && bad "$tag: marks in the address trace: $(grep '^#' "$d/t/mem" | head -n 1)"
 done
+
+# qp trace cachesim against cachegrind configured alike (D1 32k:8:64, LL 8m:16:64) on
+# tests/trace/cache.c (all in main, -O2): the references of main equal cachegrind's for
+# main (ours less the accesses of the program's other code: _start, the destructors),
+# and the misses differ by at most those few accesses (their cold misses; cachegrind's
+# state also holds the C library's lines, ours does not).
+d=$dir/cache
+mkdir -p "$d/orig" "$d/t" || exit 99
+if gcc -O2 -fno-pie -no-pie -o "$d/prog" "$T/cache.c" >"$d/cc.log" 2>&1 &&
+    "$QPT_REWRITE" --driver=trace --trace-mem "$d/prog" -o "$d/t/p" >"$d/rw.log" 2>&1; then
+    cp "$d/prog" "$d/orig/p"
+    (cd "$d/orig" && valgrind --tool=cachegrind --cache-sim=yes --I1=32768,8,64 --D1=32768,8,64 \
+        --LL=8388608,16,64 --cachegrind-out-file=cg.out ./p >out 2>cg.log)
+    (cd "$d/t" && valgrind --tool=none -q ./p >out 2>&1)
+    "$QP" trace cachesim --l1 32k:8:64 --ll 8m:16:64 "$d/t/p" >"$d/sim" 2>&1 ||
+        bad "cachesim: $(head -n 1 "$d/sim")"
+    cg=$(python3 "$T/cg-sum.py" "$d/orig/cg.out" main)
+    main=$(nm "$d/prog" | awk '$3 == "main" {print $1}')
+    "$QP" trace mem "$d/t/p" >"$d/mem"
+    if python3 - "$d/sim" "$cg" "$d/mem" "$main" "$d/prog" >"$d/cmp" 2>&1 <<'PY2'
+import re, subprocess, sys
+sim = open(sys.argv[1]).read()
+cg = dict(kv.split('=') for kv in sys.argv[2].split())
+cg = {k: int(v) for k, v in cg.items()}
+refs = re.search(r'D   refs: \d+ \((\d+) reads, (\d+) writes', sim)
+d1 = re.search(r'D1  misses: \d+ \((\d+) reads, (\d+) writes', sim)
+ll = re.search(r'LLd misses: \d+ \((\d+) reads, (\d+) writes', sim)
+# main's extent: from its symbol to the next one
+syms = sorted(int(l.split()[0], 16) for l in subprocess.run(['nm', sys.argv[5]], capture_output=True,
+              text=True).stdout.splitlines() if len(l.split()) == 3 and l.split()[1] in 'tT')
+lo = int(sys.argv[4], 16)
+hi = min(a for a in syms if a > lo)
+outr = outw = 0
+for l in open(sys.argv[3]):
+    f = l.split()
+    if f and not f[0].startswith('#') and not lo <= int(f[3], 16) < hi:
+        outr += f[0] != 'S'
+        outw += f[0] == 'S'
+ok = (int(refs[1]) - outr == cg['Dr'] and int(refs[2]) - outw == cg['Dw']
+      and 0 <= int(d1[1]) - cg['D1mr'] <= outr and 0 <= int(d1[2]) - cg['D1mw'] <= outw
+      and 0 <= int(ll[1]) - cg['DLmr'] <= outr and 0 <= int(ll[2]) - cg['DLmw'] <= outw)
+print('main: %d reads, %d writes as cachegrind; D1 misses %s+%s (cachegrind %d+%d), LL %s+%s '
+      '(cachegrind %d+%d); %d+%d accesses outside main' % (int(refs[1]) - outr, int(refs[2]) - outw,
+      d1[1], d1[2], cg['D1mr'], cg['D1mw'], ll[1], ll[2], cg['DLmr'], cg['DLmw'], outr, outw))
+sys.exit(0 if ok else 1)
+PY2
+    then
+        ok "cachesim: $(cat "$d/cmp")"
+    else
+        bad "cachesim differs from cachegrind: $(tr '\n' ' ' <"$d/cmp")"
+    fi
+else
+    bad "cache: not built or rewritten"
+fi
 
 # Bad input: --trace-mem without a tracer; qp trace mem of a trace without addresses.
 "$QPT_REWRITE" --driver=qp --trace-mem "$dir/O0/prog" -o "$dir/x" >/dev/null 2>"$dir/err1" &&
