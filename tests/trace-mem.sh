@@ -9,8 +9,8 @@
 # Truth: `qp trace mem` equals valgrind --tool=lackey --trace-mem=yes of the original
 # program, access for access, for the program's own code (the instructions of
 # `qp trace text`); the rewritten program runs under valgrind --tool=none so that its
-# stack and heap lie where lackey's run had them (the same path length, hence the same
-# stack contents). tests/trace/lackey-compare.py states the three differences it allows.
+# stack and heap lie where lackey's run had them (program and folder names of one
+# length: the same environment ($PWD) and arguments, hence the same stack). tests/trace/lackey-compare.py states the three differences it allows.
 # Both tracers regenerate the same address trace. qp trace cachesim agrees with
 # cachegrind (see below). Bad input is refused.
 # Exit status: 0 pass, 1 fail, 77 skip, 99 hard error.
@@ -33,17 +33,17 @@ for v in "O0 -O0 -fno-pie -no-pie" "O2 -O2 -fno-pie -no-pie -fstack-protector-al
     tag=$1
     shift
     d=$dir/$tag
-    mkdir -p "$d/orig" "$d/t" "$d/n" || exit 99
+    mkdir -p "$d/o" "$d/t" "$d/n" || exit 99
     gcc "$@" -o "$d/prog" "$T/mem.c" >"$d/cc.log" 2>&1 || { bad "$tag: does not build"; continue; }
-    cp "$d/prog" "$d/orig/p"
+    cp "$d/prog" "$d/o/p"
     "$QPT_REWRITE" --driver=trace --trace-mem "$d/prog" -o "$d/t/p" >"$d/rw.log" 2>&1 ||
         { bad "$tag: rewrite failed: $(tail -n 1 "$d/rw.log")"; continue; }
     "$QPT_REWRITE" --driver=trace-naive --trace-mem "$d/prog" -o "$d/n/p" >"$d/rwn.log" 2>&1 ||
         { bad "$tag: naive rewrite failed: $(tail -n 1 "$d/rwn.log")"; continue; }
-    (cd "$d/orig" && valgrind --tool=lackey --trace-mem=yes --log-file=lackey ./p >out 2>&1)
+    (cd "$d/o" && valgrind --tool=lackey --trace-mem=yes --log-file=lackey ./p >out 2>&1)
     for k in t n; do
         (cd "$d/$k" && valgrind --tool=none -q ./p >out 2>&1)
-        cmp -s "$d/orig/out" "$d/$k/out" || { bad "$tag ($k): output differs"; continue 2; }
+        cmp -s "$d/o/out" "$d/$k/out" || { bad "$tag ($k): output differs"; continue 2; }
         "$QP" trace mem "$d/$k/p" >"$d/$k/mem" 2>"$d/$k/err" ||
             { bad "$tag ($k): qp trace mem: $(head -n 1 "$d/$k/err")"; continue 2; }
     done
@@ -54,7 +54,7 @@ for v in "O0 -O0 -fno-pie -no-pie" "O2 -O2 -fno-pie -no-pie -fstack-protector-al
     # code run at exit by the dynamic linker's fini (destructors): one frame deeper
     nm -n "$d/prog" | awk '/ (__do_global_dtors_aux|deregister_tm_clones|_fini)$/ {
         s = $1; if ((getline) > 0) printf "0x%s 0x%s\n", s, $1 }' >"$d/exit"
-    if $CMP "$d/text" "$bias" "$d/orig/lackey" "$d/t/mem" "$d/exit" >"$d/cmp" 2>&1; then
+    if $CMP "$d/text" "$bias" "$d/o/lackey" "$d/t/mem" "$d/exit" >"$d/cmp" 2>&1; then
         ok "$tag: equals lackey: $(cat "$d/cmp")"
     else
         bad "$tag: differs from lackey: $(head -n 2 "$d/cmp" | tr '\n' ' ')"
@@ -68,16 +68,16 @@ done
 # and the misses differ by at most those few accesses (their cold misses; cachegrind's
 # state also holds the C library's lines, ours does not).
 d=$dir/cache
-mkdir -p "$d/orig" "$d/t" || exit 99
+mkdir -p "$d/o" "$d/t" || exit 99
 if gcc -O2 -fno-pie -no-pie -o "$d/prog" "$T/cache.c" >"$d/cc.log" 2>&1 &&
     "$QPT_REWRITE" --driver=trace --trace-mem "$d/prog" -o "$d/t/p" >"$d/rw.log" 2>&1; then
-    cp "$d/prog" "$d/orig/p"
-    (cd "$d/orig" && valgrind --tool=cachegrind --cache-sim=yes --I1=32768,8,64 --D1=32768,8,64 \
+    cp "$d/prog" "$d/o/p"
+    (cd "$d/o" && valgrind --tool=cachegrind --cache-sim=yes --I1=32768,8,64 --D1=32768,8,64 \
         --LL=8388608,16,64 --cachegrind-out-file=cg.out ./p >out 2>cg.log)
     (cd "$d/t" && valgrind --tool=none -q ./p >out 2>&1)
     "$QP" trace cachesim --l1 32k:8:64 --ll 8m:16:64 "$d/t/p" >"$d/sim" 2>&1 ||
         bad "cachesim: $(head -n 1 "$d/sim")"
-    cg=$(python3 "$T/cg-sum.py" "$d/orig/cg.out" main)
+    cg=$(python3 "$T/cg-sum.py" "$d/o/cg.out" main)
     main=$(nm "$d/prog" | awk '$3 == "main" {print $1}')
     "$QP" trace mem "$d/t/p" >"$d/mem"
     if python3 - "$d/sim" "$cg" "$d/mem" "$main" "$d/prog" >"$d/cmp" 2>&1 <<'PY2'
