@@ -864,8 +864,18 @@ typedef struct mem_walk {
     const qp_trace_mem_sink_t *sink;
     uint64_t nacc;
     int ran_out;
+    int signalled; /* the walk marked a signal handler or a longjmp */
     uint64_t v[256]; /* the current block's values, by access (EA), for `from` */
 } mem_walk_t;
+
+/* Values that do not match the blocks after a signal handler ran or a longjmp: a block
+ * was left in the middle (a faulting access whose handler jumped away), its remaining
+ * accesses' values never recorded, so the values from there on went to the wrong
+ * accesses. */
+#define SIGNALLED_END                                                                    \
+    "cut: the address values do not match the blocks: a block was left in the middle "  \
+    "(a faulting access, a longjmp out of a signal handler) after an async or longjmp "  \
+    "mark above; the addresses after it may be wrong"
 
 /* The next value, or 0 with RAN_OUT set (marked once). */
 static int
@@ -879,7 +889,7 @@ next_val(mem_walk_t *m, uint64_t insn, uint64_t *x)
     if (!m->ran_out) {
         m->ran_out = 1;
         if (m->sink->mark != NULL)
-            return m->sink->mark(m->sink->arg, "cut: the address values end here", insn);
+            return m->sink->mark(m->sink->arg, m->signalled ? SIGNALLED_END : "cut: the address values end here", insn);
     }
     return 0;
 }
@@ -947,6 +957,8 @@ static int
 mem_mark(void *arg, const char *what, uint64_t addr)
 {
     mem_walk_t *m = arg;
+    if (strncmp(what, "async", 5) == 0 || strncmp(what, "longjmp", 7) == 0)
+        m->signalled = 1;
     return m->sink->mark != NULL ? m->sink->mark(m->sink->arg, what, addr) : 0;
 }
 
@@ -961,7 +973,8 @@ qp_trace_mem_regen(const qp_trace_desc_t *d, const uint32_t *rec, size_t n,
     qp_trace_sink_t s = { mem_block, mem_mark, &m };
     int rc = qp_trace_regen(d, rec, n, &s, st);
     if (rc == 0 && m.next < m.nvals && !m.ran_out && sink->mark != NULL)
-        rc = sink->mark(sink->arg, "cut: address values left over (their blocks were not regenerated)", 0);
+        rc = sink->mark(sink->arg, m.signalled ? SIGNALLED_END
+                                    : "cut: address values left over (their blocks were not regenerated)", 0);
     if (nacc != NULL)
         *nacc = m.nacc;
     return rc;
