@@ -1020,7 +1020,7 @@ END_TEST
  * The suite
  */
 
-static /* Address tracing: arch_decode_mem's accesses for the shapes drv_trace.c records. */
+/* Address tracing: arch_decode_mem's accesses for the shapes drv_trace.c records. */
 typedef struct mem_case {
     const char* name;
     uint8_t b[16];
@@ -1088,7 +1088,7 @@ START_TEST(test_arch_decode_mem_table)
 }
 END_TEST
 
-Suite*
+static Suite*
 arch_suite(void)
 {
     Suite* s = suite_create("arch");
