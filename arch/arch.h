@@ -164,6 +164,42 @@ int arch_decode_ops(const uint8_t *buf, size_t len, uint64_t addr, arch_ops_t *o
  */
 int arch_is_padding(const uint8_t *buf, size_t len);
 
+/*
+ * The data memory accesses of one instruction, in the order it makes them (address
+ * tracing, driver/drv_trace.c). Instruction fetches, lea, nop and prefetches make none.
+ */
+enum { ARCH_MEM_LOAD = 1, ARCH_MEM_STORE = 2 }; /* both: read and written (a modify) */
+
+typedef enum arch_mref_kind {
+    ARCH_MREF_EA = 0,  /* at seg + base + index * scale + disp (base ARCH_REG_SP: rsp as the
+                        * instruction finds it; seg nonzero: %fs's base) */
+    ARCH_MREF_STATIC,  /* at the address disp (rip-relative or absolute): known statically */
+    ARCH_MREF_STRING,  /* a string instruction: at rsi (access, unless 0) then at rdi
+                        * (access2, unless 0), size bytes each; rep: rcx times, rsi and rdi
+                        * stepping by size (the direction flag clear) */
+    ARCH_MREF_UNTRACED,/* an access whose addresses this cannot describe (gather/scatter,
+                        * repe/repne cmps/scas, xsave, bt with a register offset, gs, ...) */
+} arch_mref_kind_t;
+
+typedef struct arch_mref {
+    uint8_t kind;      /* arch_mref_kind_t */
+    uint8_t access;    /* ARCH_MEM_* (STRING: at rsi) */
+    uint8_t access2;   /* STRING: at rdi */
+    uint8_t rep;       /* STRING: a rep prefix */
+    uint8_t base, index, scale, seg; /* EA */
+    uint16_t size;     /* bytes */
+    uint16_t pad;
+    uint32_t pad2;
+    int64_t disp;      /* EA: displacement; STATIC: the address */
+} arch_mref_t;
+
+#define ARCH_MAX_MREFS 4
+
+/* Decode the accesses of the instruction at BUF/ADDR into OUT[0..*N). 0, QP_EDECODE or
+ * QP_EINVAL. */
+int arch_decode_mem(const uint8_t *buf, size_t len, uint64_t addr, arch_mref_t *out /*OUT*/,
+                    int *n /*OUT*/);
+
 /* A short printable name for a register number ("rax"), for messages and tests. */
 const char *arch_reg_name(int reg);
 
@@ -332,6 +368,9 @@ typedef enum arch_snip_op {
                         * call the procedure at the address that node a (a CONST) holds,
                         * which keeps every register and the flags and makes room
                         * (control-flow tracing, driver/drv_trace.c) */
+    ARCH_SN_TRACE_VAL, /* append the 4-byte record imm, then the 8-byte value of node b, to
+                        * the trace buffer (12 bytes; the limit leaves room), as
+                        * TRACE_REC (node a: the refill) - address tracing */
 } arch_snip_op_t;
 
 #define ARCH_TRACE_CUR 0x38 /* x86-64: glibc's tcbhead_t.unused_vgetcpu_cache[0] */

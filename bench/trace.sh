@@ -131,3 +131,37 @@ for wl in $WORKLOADS; do
     unset wall cpu bytes
     rm -rf "$T/qp" "$T/v1" "$T/v2" "$T/v3" "$T/run"
 done
+
+# Address tracing (--trace-mem) against valgrind lackey: bzip2 -9 on the first MEM_KB
+# (300) kB of the small text (lackey runs some 200x slower than native: a short run).
+# Medians of ROUNDS runs of the rewritten program (cpu: user + sys); lackey once, its
+# log to /dev/null. bytes/access: every record of the trace (events and values) over
+# the accesses of bzip2's own code that qp trace mem regenerates.
+if [[ " $WORKLOADS " == *" bzip2 "* ]]; then
+    head -c $((${MEM_KB:-300} * 1000)) "$DIR/inputs/bzip2-small.txt" >"$T/mem.in"
+    mkdir -p "$T/m"
+    "$QPT" --driver=trace --trace-mem "$DIR/native/bzip2" -o "$T/m/bzip2" >/dev/null 2>&1 ||
+        die "bzip2: --trace-mem rewrite failed"
+    ARGS=(-9 -c "$T/mem.in")
+    ts=() cs=() ns=()
+    for r in $(seq 0 "$ROUNDS"); do
+        read -r t c < <(run "$DIR/native/bzip2" "$T/mem.native")
+        [ "$r" -eq 0 ] || ns+=("$c")
+        read -r t c < <(run "$T/m/bzip2" "$T/mem.out")
+        [ "$r" -eq 0 ] || { ts+=("$t"); cs+=("$c"); }
+    done
+    cmp -s "$T/mem.out" "$T/mem.native" || die "bzip2 --trace-mem: output differs from native's"
+    bytes=$(cat "$T"/run/p.trace.* | wc -c)
+    "$QP" trace stats "$T/m/bzip2" "$T"/run/p.trace.* >"$T/mem.stats" || die "bzip2 --trace-mem: qp trace stats failed"
+    grep -q ' 0 marks' "$T/mem.stats" || die "bzip2 --trace-mem: marks: $(cat "$T/mem.stats")"
+    acc=$(grep -o '[0-9]* data accesses' "$T/mem.stats" | awk '{s += $1} END {print s}')
+    /usr/bin/time -f '%e %U %S' -o "$T/time" valgrind --tool=lackey --trace-mem=yes \
+        --log-file=/dev/null "$DIR/native/bzip2" "${ARGS[@]}" >/dev/null 2>&1 </dev/null
+    read -r lw lu ls <"$T/time"
+    wall_m=$(printf '%s\n' "${ts[@]}" | median)
+    cpu_m=$(printf '%s\n' "${cs[@]}" | median)
+    cpu_n=$(printf '%s\n' "${ns[@]}" | median)
+    printf 'bzip2 --trace-mem (%s kB): %d accesses, %d bytes, %.2f bytes/access; cpu %.3f s (native %.3f), wall %.3f s; lackey wall %.1f s, cpu %.1f s: %.0fx faster (cpu)\n' \
+        "${MEM_KB:-300}" "$acc" "$bytes" "$(echo "$bytes / $acc" | bc -l)" "$cpu_m" "$cpu_n" "$wall_m" \
+        "$lw" "$(echo "$lu + $ls" | bc -l)" "$(echo "($lu + $ls) / $cpu_m" | bc -l)"
+fi

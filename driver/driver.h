@@ -308,6 +308,15 @@ int drv_trace_plan(const cfg_prog_t *prog, const drv_result_t *res, int naive,
                    const drv_weights_t *weights, drv_trace_t **out /*OUT*/,
                    uint32_t *ntraced /*OUT*/);
 
+/*
+ * --trace-mem: after drv_trace_plan, the data accesses of every traced block (the
+ * description's mem part) and a probe before each instruction whose address is not
+ * known statically, recording the values it needs (QPT_TRACE_VAL). *NREFS and *NVALS
+ * (may be NULL): accesses described, values recorded per run of their instructions.
+ * 0 or QP_E*.
+ */
+int drv_trace_plan_mem(drv_trace_t *t, const cfg_prog_t *prog, uint32_t *nrefs, uint32_t *nvals);
+
 /* Once the runtime's place is known (elfw_instr_t.placed): the snippets, REFILL the
  * address of the runtime's buffer refill; appends the probes to RES's and gives PLAN
  * both. 0 or QP_E*. */

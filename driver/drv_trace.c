@@ -73,6 +73,14 @@ struct drv_trace {
     uint32_t nevents;
     trace_point_t *pts;
     size_t npts;
+    /* --trace-mem */
+    int mem;
+    qpt_trace_mblock_t *mblocks; /* per block */
+    qpt_trace_mref_t *mrefs;
+    arch_mref_t *marefs;         /* the same accesses, as decoded (registers) */
+    uint32_t nmrefs;
+    struct mem_point *mpts;
+    size_t nmpts, mrefs_cap, marefs_cap, mpts_cap;
     arch_snip_t *nodes;
     ed_snippet_t *snips;
     size_t blocks_cap, edges_cap, events_cap, pts_cap;
@@ -812,6 +820,10 @@ drv_trace_free(drv_trace_t *t)
     free(t->edges);
     free(t->events);
     free(t->pts);
+    free(t->mblocks);
+    free(t->mrefs);
+    free(t->marefs);
+    free(t->mpts);
     free(t->nodes);
     free(t->snips);
     free(t);
@@ -983,13 +995,219 @@ event_tree(tree_t *t, uint32_t id, uint64_t refill)
     return nd(t, ARCH_SN_TRACE_REC, 4, r, SN, SN, id, 0);
 }
 
+/*****************************************************************************
+ * Address tracing (--trace-mem; seed 004, section 2: record only what an address slice
+ * cannot recompute). A rip-relative or absolute access is known statically and records
+ * nothing. Any other access records, in a probe before its instruction, the value of its
+ * address registers (base + index * scale, plus %fs's base), unless an earlier access of
+ * the same block used the same registers and nothing wrote them in between (the
+ * simplest slice: the regenerator adds the displacement to that value). A string
+ * instruction records rsi and rdi (as it uses them) and with rep rcx first. What cannot be
+ * described (arch_decode_mem's UNTRACED) is described as such and marked by the walk.
+ */
+
+typedef struct mem_point {
+    uint64_t addr;     /* the instruction */
+    uint32_t ref, nrefs;
+    uint8_t save;      /* flags live */
+} mem_point_t;
+
+#define MEM_NODES 64 /* a point's snippet: at most 4 values of at most 10 nodes, and SEQs */
+
+/* Values access R records itself (0 when it reuses another's or needs none). */
+static unsigned
+mref_values(const qpt_trace_mref_t *r)
+{
+    if (r->kind == QPT_TM_EA)
+        return r->from == QPT_TRACE_MNEW;
+    if (r->kind == QPT_TM_STRING)
+        return (r->rep != 0) + (r->access != 0) + (r->access2 != 0);
+    return 0;
+}
+
+/* Flags live before each of the block's N instructions (INSNS), conservatively live at
+ * its end. */
+static void
+flags_live(const arch_insn_t *insns, uint32_t n, uint8_t *live)
+{
+    uint8_t l = ARCH_FLAGS_STATUS;
+    for (uint32_t i = n; i-- > 0;) {
+        l = (uint8_t)((l & ~insns[i].flags_written) | insns[i].flags_read);
+        live[i] = l & ARCH_FLAGS_STATUS;
+    }
+}
+
+typedef struct avail {
+    uint8_t base, index, scale, seg;
+    uint16_t ref; /* the access (of its block) that records the value */
+} avail_t;
+
+/* The accesses of instruction IN (bytes BUF) of block B (its accesses from BREF on). */
+static int
+mem_insn(drv_trace_t *t, const uint8_t *buf, size_t avail_bytes, const arch_insn_t *in,
+         uint32_t bref, avail_t *av, int *nav, unsigned *nvals)
+{
+    arch_mref_t r[ARCH_MAX_MREFS];
+    int n = 0;
+    QP_CHECK(arch_decode_mem(buf, avail_bytes, in->addr, r, &n));
+    for (int k = 0; k < n; k++) {
+        QP_CHECK(grow((void **)&t->mrefs, &t->mrefs_cap, t->nmrefs, sizeof(qpt_trace_mref_t)));
+        QP_CHECK(grow((void **)&t->marefs, &t->marefs_cap, t->nmrefs, sizeof(arch_mref_t)));
+        qpt_trace_mref_t m = { .insn = in->addr, .disp = r[k].disp, .access = r[k].access,
+                               .access2 = r[k].access2, .rep = r[k].rep, .size = r[k].size,
+                               .from = QPT_TRACE_MNEW };
+        m.kind = r[k].kind == ARCH_MREF_EA       ? QPT_TM_EA
+            : r[k].kind == ARCH_MREF_STATIC      ? QPT_TM_STATIC
+            : r[k].kind == ARCH_MREF_STRING      ? QPT_TM_STRING
+                                                 : QPT_TM_UNTRACED;
+        uint16_t local = (uint16_t)(t->nmrefs - bref);
+        if (m.kind == QPT_TM_EA) {
+            for (int j = 0; j < *nav; j++)
+                if (av[j].base == r[k].base && av[j].index == r[k].index
+                    && av[j].scale == r[k].scale && av[j].seg == r[k].seg)
+                    m.from = av[j].ref;
+            if (m.from == QPT_TRACE_MNEW && *nav < 64 && local < QPT_TRACE_MNEW)
+                av[(*nav)++] = (avail_t) { r[k].base, r[k].index, r[k].scale, r[k].seg, local };
+        }
+        *nvals += mref_values(&m);
+        t->marefs[t->nmrefs] = r[k];
+        t->mrefs[t->nmrefs++] = m;
+    }
+    /* What the instruction writes is no longer what those values hold. */
+    arch_ops_t ops;
+    uint32_t written = ~0u;
+    if (n > 0 || *nav > 0) {
+        if (arch_decode_ops(buf, avail_bytes, in->addr, &ops) == 0)
+            written = ops.regs_written;
+        for (int j = 0; j < *nav;)
+            if ((written >> av[j].base & 1) || (written >> av[j].index & 1))
+                av[j] = av[--*nav];
+            else
+                j++;
+    }
+    return 0;
+}
+
+int
+drv_trace_plan_mem(drv_trace_t *t, const cfg_prog_t *prog, uint32_t *nrefs, uint32_t *nvals)
+{
+    t->mem = 1;
+    free(t->mblocks);
+    t->mblocks = calloc(t->nblocks + 1, sizeof(qpt_trace_mblock_t));
+    if (t->mblocks == NULL)
+        return QP_ENOMEM;
+    uint32_t vals = 0;
+    for (uint32_t b = 0; b < t->nblocks; b++) {
+        uint32_t cb = cfg_block_at(prog, t->blocks[b].start);
+        if (cb == CFG_NONE)
+            return QP_EINVAL;
+        const cfg_block_t *c = &prog->blocks[cb];
+        t->mblocks[b] = (qpt_trace_mblock_t) { t->nmrefs, 0, c->end };
+        arch_insn_t *insns = calloc(c->ninsns + 1, sizeof(arch_insn_t));
+        uint8_t *live = calloc(c->ninsns + 1, 1);
+        int rc = insns && live ? 0 : QP_ENOMEM;
+        uint32_t ni = 0;
+        for (uint64_t a = c->start; rc == 0 && a < c->end && ni < c->ninsns; ni++) {
+            size_t avail_bytes = 0;
+            const uint8_t *p = cfg_image_ptr(prog->img, a, &avail_bytes);
+            rc = p == NULL ? QP_EINVAL : arch_decode(p, avail_bytes, a, &insns[ni]);
+            a += insns[ni].len;
+        }
+        if (rc == 0)
+            flags_live(insns, ni, live);
+        avail_t av[64];
+        int nav = 0;
+        for (uint32_t i = 0; rc == 0 && i < ni; i++) {
+            size_t avail_bytes = 0;
+            const uint8_t *p = cfg_image_ptr(prog->img, insns[i].addr, &avail_bytes);
+            uint32_t first = t->nmrefs;
+            unsigned v = 0;
+            rc = mem_insn(t, p, avail_bytes, &insns[i], t->mblocks[b].ref, av, &nav, &v);
+            if (rc == 0 && v > 0) {
+                rc = grow((void **)&t->mpts, &t->mpts_cap, t->nmpts, sizeof(mem_point_t));
+                if (rc == 0)
+                    t->mpts[t->nmpts++] = (mem_point_t) { insns[i].addr, first,
+                                                          t->nmrefs - first, live[i] != 0 };
+                vals += v;
+            }
+        }
+        free(insns);
+        free(live);
+        QP_CHECK(rc);
+        t->mblocks[b].nrefs = t->nmrefs - t->mblocks[b].ref;
+    }
+    if (nrefs != NULL)
+        *nrefs = t->nmrefs;
+    if (nvals != NULL)
+        *nvals = vals;
+    return 0;
+}
+
+static uint32_t
+log2_scale(uint8_t s)
+{
+    return s == 8 ? 3 : s == 4 ? 2 : s == 2 ? 1 : 0;
+}
+
+/* The value access R records: base + index * scale (+ %fs's base). */
+static uint32_t
+mem_value(tree_t *tr, const arch_mref_t *r)
+{
+    uint32_t v = SN;
+    if (r->base == ARCH_REG_SP)
+        v = nd(tr, ARCH_SN_SP, 8, SN, SN, SN, 0, 0);
+    else if (r->base != ARCH_REG_NONE)
+        v = nd(tr, ARCH_SN_REG, 8, SN, SN, SN, r->base, 0);
+    if (r->index != ARCH_REG_NONE) {
+        uint32_t x = nd(tr, ARCH_SN_REG, 8, SN, SN, SN, r->index, 0);
+        if (r->scale > 1)
+            x = nd(tr, ARCH_SN_SHL, 8, x, nd(tr, ARCH_SN_CONST, 8, SN, SN, SN, log2_scale(r->scale), 0),
+                   SN, 0, 0);
+        v = v == SN ? x : nd(tr, ARCH_SN_ADD, 8, v, x, SN, 0, 0);
+    }
+    if (r->seg) {
+        uint32_t f = nd(tr, ARCH_SN_THREAD_PTR, 8, SN, SN, SN, 0, 0);
+        v = v == SN ? f : nd(tr, ARCH_SN_ADD, 8, v, f, SN, 0, 0);
+    }
+    return v == SN ? nd(tr, ARCH_SN_CONST, 8, SN, SN, SN, 0, 0) : v;
+}
+
+static uint32_t
+val_rec(tree_t *tr, uint32_t v, uint64_t refill, uint32_t seq)
+{
+    uint32_t r = nd(tr, ARCH_SN_CONST, 8, SN, SN, SN, (int64_t)refill, 0);
+    uint32_t rec = nd(tr, ARCH_SN_TRACE_VAL, 8, r, v, SN, QPT_TRACE_VAL, 0);
+    return seq == SN ? rec : nd(tr, ARCH_SN_SEQ, 0, seq, rec, SN, 0, 0);
+}
+
+/* The snippet of mem point P. */
+static uint32_t
+mem_tree(const drv_trace_t *t, tree_t *tr, const mem_point_t *p, uint64_t refill)
+{
+    uint32_t seq = SN;
+    for (uint32_t k = p->ref; k < p->ref + p->nrefs; k++) {
+        const qpt_trace_mref_t *m = &t->mrefs[k];
+        if (m->kind == QPT_TM_EA && m->from == QPT_TRACE_MNEW)
+            seq = val_rec(tr, mem_value(tr, &t->marefs[k]), refill, seq);
+        if (m->kind != QPT_TM_STRING)
+            continue;
+        if (m->rep)
+            seq = val_rec(tr, nd(tr, ARCH_SN_REG, 8, SN, SN, SN, 2 /* rcx */, 0), refill, seq);
+        if (m->access)
+            seq = val_rec(tr, nd(tr, ARCH_SN_REG, 8, SN, SN, SN, 7 /* rsi */, 0), refill, seq);
+        if (m->access2)
+            seq = val_rec(tr, nd(tr, ARCH_SN_REG, 8, SN, SN, SN, 8 /* rdi */, 0), refill, seq);
+    }
+    return seq;
+}
+
 int
 drv_trace_place(drv_trace_t *t, drv_result_t *res, ed_plan_t *plan, uint64_t refill)
 {
     free(t->nodes);
     free(t->snips);
-    t->nodes = calloc(t->npts * TREE_NODES + 1, sizeof(arch_snip_t));
-    t->snips = calloc(t->npts + 1, sizeof(ed_snippet_t));
+    t->nodes = calloc(t->npts * TREE_NODES + t->nmpts * MEM_NODES + 1, sizeof(arch_snip_t));
+    t->snips = calloc(t->npts + t->nmpts + 1, sizeof(ed_snippet_t));
     if (t->nodes == NULL || t->snips == NULL)
         return QP_ENOMEM;
     for (size_t i = 0; i < t->npts; i++) {
@@ -1013,7 +1231,19 @@ drv_trace_place(drv_trace_t *t, drv_result_t *res, ed_plan_t *plan, uint64_t ref
             .flags = p->entry ? ED_PROBE_ENTRY : 0, .counter = (uint32_t)i,
         };
     }
-    QP_CHECK(ed_plan_set_snippets(plan, t->snips, t->npts));
+    for (size_t i = 0; i < t->nmpts; i++) {
+        const mem_point_t *p = &t->mpts[i];
+        tree_t tr = { t->nodes + t->npts * TREE_NODES + i * MEM_NODES, 0 };
+        uint32_t root = mem_tree(t, &tr, p, refill);
+        arch_snip_ctx_t ctx = { 0 };
+        t->snips[t->npts + i] = (ed_snippet_t) { tr.v, tr.n, root, ctx };
+        QP_CHECK(grow((void **)&res->probes, &res->probes_cap, res->nprobes, sizeof(ed_probe_t)));
+        res->probes[res->nprobes++] = (ed_probe_t) {
+            .addr = p->addr, .at = ED_AT_BEFORE, .what = ED_SNIP_CODE, .save_flags = p->save,
+            .counter = (uint32_t)(t->npts + i),
+        };
+    }
+    QP_CHECK(ed_plan_set_snippets(plan, t->snips, t->npts + t->nmpts));
     return ed_plan_set_probes(plan, res->probes, res->nprobes);
 }
 
@@ -1048,6 +1278,15 @@ drv_trace_section(const drv_trace_t *t, uint8_t **buf, size_t *len)
         + (size_t)t->nblocks * sizeof(qpt_trace_block_t) + 8
         + (size_t)t->nedges * sizeof(qpt_trace_edge_t) + 8
         + (size_t)t->nevents * sizeof(qpt_trace_event_t) + 8;
+    qpt_trace_mem_hdr_t mh;
+    memset(&mh, 0, sizeof(mh));
+    if (t->mem) {
+        memcpy(mh.magic, QPT_TRACE_MMAGIC, 8);
+        mh.nblocks = t->nblocks;
+        mh.nrefs = t->nmrefs;
+        n += sizeof(mh) + 8 + (size_t)t->nblocks * sizeof(qpt_trace_mblock_t) + 8
+            + (size_t)t->nmrefs * sizeof(qpt_trace_mref_t) + 8;
+    }
     uint8_t *b = calloc(1, n);
     if (b == NULL)
         return QP_ENOMEM;
@@ -1057,6 +1296,11 @@ drv_trace_section(const drv_trace_t *t, uint8_t **buf, size_t *len)
     put(b, &off, t->blocks, (size_t)t->nblocks * sizeof(qpt_trace_block_t));
     put(b, &off, t->edges, (size_t)t->nedges * sizeof(qpt_trace_edge_t));
     put(b, &off, t->events, (size_t)t->nevents * sizeof(qpt_trace_event_t));
+    if (t->mem) {
+        put(b, &off, &mh, sizeof(mh));
+        put(b, &off, t->mblocks, (size_t)t->nblocks * sizeof(qpt_trace_mblock_t));
+        put(b, &off, t->mrefs, (size_t)t->nmrefs * sizeof(qpt_trace_mref_t));
+    }
     *buf = b;
     *len = off;
     return 0;

@@ -28,6 +28,12 @@
 #define QPT_TRACE_END 0xffffffffu   /* the process flushed its buffers at exit */
 #define QPT_TRACE_LOST 0xfffffffeu  /* the buffer may hold another thread's events (a
                                      * thread control block reused unseen) */
+#define QPT_TRACE_VAL 0xfffffff0u   /* a value record (--trace-mem): this word, then an
+                                     * 8-byte value (two words, low first), not counted
+                                     * in runs */
+#define QPT_TRACE_BIAS 0xfffffff1u  /* the same, the value being the load bias (run-time
+                                     * address - link-time address) of the program:
+                                     * each file's first record */
 #define QPT_TRACE_MAXEVENTS 0xf0000000u
 /* QPT_TRACE_REPEAT + N (N < QPT_TRACE_REPEAT_MAX): the record before it, N more times (the
  * runtime writes a run of equal records so: a loop of one block, one record a turn). */
@@ -123,6 +129,51 @@ typedef struct qpt_trace_event {
     uint32_t kind;     /* enum qpt_trace_event_kind */
     uint32_t a;
 } qpt_trace_event_t;
+
+/*
+ * Address tracing (--trace-mem): after the events, the description may go on with a
+ * qpt_trace_mem_hdr_t, then one qpt_trace_mblock_t per block (the same indices) and the
+ * accesses (qpt_trace_mref_t), each 8-byte aligned. Each access names an instruction of
+ * its block, in the order they run. A block's accesses consume the value records
+ * (QPT_TRACE_VAL) of a thread's trace in order, block after regenerated block.
+ */
+#define QPT_TRACE_MMAGIC "QPTTRMEM"
+#define QPT_TRACE_MNEW 0xffffu /* qpt_trace_mref_t.from: the access records its value */
+
+typedef struct qpt_trace_mem_hdr {
+    char magic[8];     /* QPT_TRACE_MMAGIC */
+    uint32_t nblocks;  /* qpt_trace_hdr_t.nblocks */
+    uint32_t nrefs;
+} qpt_trace_mem_hdr_t;
+
+typedef struct qpt_trace_mblock {
+    uint32_t ref, nrefs; /* its accesses */
+    uint64_t end;        /* the address after its last instruction */
+} qpt_trace_mblock_t;
+
+enum qpt_trace_mref_kind {
+    QPT_TM_STATIC = 0, /* at disp (rip-relative or absolute): no value */
+    QPT_TM_EA,         /* at V + disp: V the value it records (from == MNEW: base + index *
+                        * scale, plus %fs's base), or the V of access `from` of its block
+                        * (same base and index, not written in between) */
+    QPT_TM_STRING,     /* a string instruction: values rcx (rep only), rsi (access != 0),
+                        * rdi (access2 != 0); rcx times (1 without rep): at rsi (access),
+                        * then at rdi (access2); both step by size */
+    QPT_TM_UNTRACED,   /* an access this does not describe (the walk marks it) */
+};
+
+enum { QPT_TM_LOAD = 1, QPT_TM_STORE = 2 }; /* both: a modify */
+
+typedef struct qpt_trace_mref {
+    uint64_t insn;     /* the instruction (link-time address) */
+    int64_t disp;
+    uint8_t kind;      /* enum qpt_trace_mref_kind */
+    uint8_t access;    /* QPT_TM_LOAD | QPT_TM_STORE */
+    uint8_t access2;   /* STRING: at rdi */
+    uint8_t rep;       /* STRING */
+    uint16_t size;     /* bytes */
+    uint16_t from;     /* EA: QPT_TRACE_MNEW, or an earlier access of the block */
+} qpt_trace_mref_t;
 
 typedef struct qpt_trace_file {
     char magic[8];     /* QPT_TRACE_FMAGIC */

@@ -149,6 +149,39 @@ desc_valid(const qp_trace_desc_t *d)
     return 1;
 }
 
+/* The address-tracing part (--trace-mem) of D's description from OFF (of N bytes). */
+static int
+mem_part(qp_trace_desc_t *d, size_t off, size_t n)
+{
+    qpt_trace_mem_hdr_t mh;
+    if (n - off < sizeof(mh))
+        return QP_EFORMAT;
+    memcpy(&mh, d->mem + off, sizeof(mh));
+    if (memcmp(mh.magic, QPT_TRACE_MMAGIC, 8) != 0 || mh.nblocks != d->hdr.nblocks)
+        return QP_EFORMAT;
+    off += rounded(sizeof(mh));
+    size_t nb = (size_t)mh.nblocks * sizeof(qpt_trace_mblock_t);
+    size_t nr = (size_t)mh.nrefs * sizeof(qpt_trace_mref_t);
+    if (off > n || nb > n - off || rounded(nb) > n - off || nr > n - off - rounded(nb))
+        return QP_EFORMAT;
+    const qpt_trace_mblock_t *mb = (const qpt_trace_mblock_t *)(d->mem + off);
+    const qpt_trace_mref_t *mr = (const qpt_trace_mref_t *)(d->mem + off + rounded(nb));
+    for (uint32_t b = 0; b < mh.nblocks; b++) {
+        if (mb[b].ref > mh.nrefs || mb[b].nrefs > mh.nrefs - mb[b].ref)
+            return QP_EFORMAT;
+        for (uint32_t k = 0; k < mb[b].nrefs; k++) {
+            const qpt_trace_mref_t *r = &mr[mb[b].ref + k];
+            if (r->kind > QPT_TM_UNTRACED
+                || (r->kind == QPT_TM_EA && r->from != QPT_TRACE_MNEW && r->from >= k))
+                return QP_EFORMAT;
+        }
+    }
+    d->mblocks = mb;
+    d->mrefs = mr;
+    d->nmrefs = mh.nrefs;
+    return 0;
+}
+
 int
 qp_trace_desc_read(const char *path, qp_trace_desc_t *d, char *why, size_t whylen)
 {
@@ -199,6 +232,10 @@ qp_trace_desc_read(const char *path, qp_trace_desc_t *d, char *why, size_t whyle
     d->blocks = part[1];
     d->edges = part[2];
     d->events = part[3];
+    if (off < n && mem_part(d, off, n) < 0) {
+        qp_trace_desc_free(d);
+        return fail(why, whylen, QP_EFORMAT, path, "malformed address-trace description");
+    }
     if (!desc_valid(d)) {
         qp_trace_desc_free(d);
         return fail(why, whylen, QP_EFORMAT, path, "trace description with an index out of range");
@@ -217,6 +254,35 @@ int
 qp_trace_file_read(const char *path, qpt_trace_file_t *hdr, uint32_t **rec, size_t *n,
                    uint64_t *bytes, char *why, size_t whylen)
 {
+    return qp_trace_file_read_vals(path, hdr, rec, n, NULL, NULL, NULL, bytes, why, whylen);
+}
+
+/* Append X to the value array *V (K used, *CAP). */
+static int
+push_val(uint64_t **v, size_t *k, size_t *cap, uint64_t x)
+{
+    if (*k == *cap) {
+        size_t nc = *cap ? *cap * 2 : 1 << 16;
+        uint64_t *nv = realloc(*v, nc * sizeof(uint64_t));
+        if (nv == NULL)
+            return QP_ENOMEM;
+        *v = nv;
+        *cap = nc;
+    }
+    (*v)[(*k)++] = x;
+    return 0;
+}
+
+int
+qp_trace_file_read_vals(const char *path, qpt_trace_file_t *hdr, uint32_t **rec, size_t *n,
+                        uint64_t **vals, size_t *nvals, uint64_t *bias, uint64_t *bytes,
+                        char *why, size_t whylen)
+{
+    uint64_t *vv = NULL, part = 0;
+    size_t nv = 0, vcap = 0;
+    int pending = 0, is_bias = 0; /* words of a value record still to read */
+    if (bias != NULL)
+        *bias = 0;
     FILE *f = fopen(path, "rb");
     if (f == NULL)
         return fail(why, whylen, QP_EIO, path, strerror(errno));
@@ -234,7 +300,21 @@ qp_trace_file_read(const char *path, qpt_trace_file_t *hdr, uint32_t **rec, size
         for (size_t i = 0; rc == 0 && i < got; i++) {
             uint32_t x = chunk[i];
             uint64_t times = 1;
-            if (x >= QPT_TRACE_REPEAT && x < QPT_TRACE_LOST) { /* a run: the last again */
+            if (pending > 0) { /* a value record's words, low first */
+                part |= (uint64_t)x << (pending == 2 ? 0 : 32);
+                if (--pending == 0 && is_bias && bias != NULL)
+                    *bias = part;
+                else if (pending == 0 && !is_bias && vals != NULL)
+                    rc = push_val(&vv, &nv, &vcap, part);
+                continue;
+            }
+            if (x == QPT_TRACE_VAL || x == QPT_TRACE_BIAS) {
+                pending = 2;
+                part = 0;
+                is_bias = x == QPT_TRACE_BIAS;
+                continue;
+            }
+            if (x >= QPT_TRACE_REPEAT && x < QPT_TRACE_VAL) { /* a run: the last again */
                 if (k == 0) {
                     rc = QP_EFORMAT;
                     break;
@@ -263,14 +343,21 @@ qp_trace_file_read(const char *path, qpt_trace_file_t *hdr, uint32_t **rec, size
     fclose(f);
     if (rc == 0 && err)
         rc = QP_EIO;
+    if (rc == 0 && pending > 0)
+        rc = QP_EFORMAT;
     if (rc < 0) {
         free(v);
+        free(vv);
         return fail(why, whylen, rc, path,
                     rc == QP_ENOMEM ? "out of memory" : rc == QP_EIO ? "read error"
-                                                       : "a repeat count with nothing before it");
+                                                       : "a repeat count with nothing before it, or a value record cut short");
     }
     *rec = v;
     *n = k;
+    if (vals != NULL) {
+        *vals = vv;
+        *nvals = nv;
+    }
     if (bytes != NULL)
         *bytes = total;
     return 0;
@@ -761,5 +848,134 @@ qp_trace_regen(const qp_trace_desc_t *d, const uint32_t *rec, size_t n,
     int rc = walk(&w);
     free(w.f);
     free(v);
+    return rc;
+}
+
+/*****************************************************************************
+ * Address traces (--trace-mem): each regenerated block's accesses, their addresses
+ * from the value records in order.
+ */
+
+typedef struct mem_walk {
+    const qp_trace_desc_t *d;
+    const uint64_t *vals;
+    size_t nvals, next;
+    uint64_t bias;
+    const qp_trace_mem_sink_t *sink;
+    uint64_t nacc;
+    int ran_out;
+    int signalled; /* the walk marked a signal handler or a longjmp */
+    uint64_t v[256]; /* the current block's values, by access (EA), for `from` */
+} mem_walk_t;
+
+/* Values that do not match the blocks after a signal handler ran or a longjmp: a block
+ * was left in the middle (a faulting access whose handler jumped away), its remaining
+ * accesses' values never recorded, so the values from there on went to the wrong
+ * accesses. */
+#define SIGNALLED_END                                                                    \
+    "cut: the address values do not match the blocks: a block was left in the middle "  \
+    "(a faulting access, a longjmp out of a signal handler) after an async or longjmp "  \
+    "mark above; the addresses after it may be wrong"
+
+/* The next value, or 0 with RAN_OUT set (marked once). */
+static int
+next_val(mem_walk_t *m, uint64_t insn, uint64_t *x)
+{
+    if (m->next < m->nvals) {
+        *x = m->vals[m->next++];
+        return 0;
+    }
+    *x = 0;
+    if (!m->ran_out) {
+        m->ran_out = 1;
+        if (m->sink->mark != NULL)
+            return m->sink->mark(m->sink->arg, m->signalled ? SIGNALLED_END : "cut: the address values end here", insn);
+    }
+    return 0;
+}
+
+static int
+mem_string(mem_walk_t *m, const qpt_trace_mref_t *r)
+{
+    uint64_t count = 1, si = 0, di = 0;
+    if (r->rep)
+        QP_CHECK(next_val(m, r->insn, &count));
+    if (r->access)
+        QP_CHECK(next_val(m, r->insn, &si));
+    if (r->access2)
+        QP_CHECK(next_val(m, r->insn, &di));
+    if (m->ran_out)
+        return 0;
+    for (uint64_t i = 0; i < count; i++) {
+        if (r->access) {
+            QP_CHECK(m->sink->access(m->sink->arg, r->access, si + i * r->size, r->size, r->insn));
+            m->nacc++;
+        }
+        if (r->access2) {
+            QP_CHECK(m->sink->access(m->sink->arg, r->access2, di + i * r->size, r->size, r->insn));
+            m->nacc++;
+        }
+    }
+    return 0;
+}
+
+static int
+mem_block(void *arg, uint32_t block, uint64_t addr)
+{
+    (void)addr;
+    mem_walk_t *m = arg;
+    const qpt_trace_mblock_t *b = &m->d->mblocks[block];
+    for (uint32_t k = 0; k < b->nrefs; k++) {
+        const qpt_trace_mref_t *r = &m->d->mrefs[b->ref + k];
+        uint64_t a = 0;
+        switch (r->kind) {
+        case QPT_TM_STATIC: a = (uint64_t)r->disp + m->bias; break;
+        case QPT_TM_EA:
+            if (r->from == QPT_TRACE_MNEW) {
+                QP_CHECK(next_val(m, r->insn, &a));
+                if (k < 256)
+                    m->v[k] = a;
+            } else
+                a = r->from < 256 ? m->v[r->from] : 0;
+            a += (uint64_t)r->disp;
+            break;
+        case QPT_TM_STRING: QP_CHECK(mem_string(m, r)); continue;
+        default:
+            if (m->sink->mark != NULL)
+                QP_CHECK(m->sink->mark(m->sink->arg, "untraced: an access whose address is not recorded", r->insn));
+            continue;
+        }
+        if (m->ran_out)
+            return 0;
+        QP_CHECK(m->sink->access(m->sink->arg, r->access, a, r->size, r->insn));
+        m->nacc++;
+    }
+    return 0;
+}
+
+static int
+mem_mark(void *arg, const char *what, uint64_t addr)
+{
+    mem_walk_t *m = arg;
+    if (strncmp(what, "async", 5) == 0 || strncmp(what, "longjmp", 7) == 0)
+        m->signalled = 1;
+    return m->sink->mark != NULL ? m->sink->mark(m->sink->arg, what, addr) : 0;
+}
+
+int
+qp_trace_mem_regen(const qp_trace_desc_t *d, const uint32_t *rec, size_t n,
+                   const uint64_t *vals, size_t nvals, uint64_t bias,
+                   const qp_trace_mem_sink_t *sink, qp_trace_stats_t *st, uint64_t *nacc)
+{
+    if (d->mblocks == NULL)
+        return QP_EINVAL;
+    mem_walk_t m = { .d = d, .vals = vals, .nvals = nvals, .bias = bias, .sink = sink };
+    qp_trace_sink_t s = { mem_block, mem_mark, &m };
+    int rc = qp_trace_regen(d, rec, n, &s, st);
+    if (rc == 0 && m.next < m.nvals && !m.ran_out && sink->mark != NULL)
+        rc = sink->mark(sink->arg, m.signalled ? SIGNALLED_END
+                                    : "cut: address values left over (their blocks were not regenerated)", 0);
+    if (nacc != NULL)
+        *nacc = m.nacc;
     return rc;
 }

@@ -22,6 +22,10 @@ typedef struct qp_trace_desc {
     const qpt_trace_block_t *blocks;
     const qpt_trace_edge_t *edges;
     const qpt_trace_event_t *events;
+    /* --trace-mem (NULL without): per block its accesses, and the accesses */
+    const qpt_trace_mblock_t *mblocks;
+    const qpt_trace_mref_t *mrefs;
+    uint32_t nmrefs;
     uint8_t *mem;   /* owns the above */
 } qp_trace_desc_t;
 
@@ -37,6 +41,14 @@ void qp_trace_desc_free(qp_trace_desc_t *d);
  * and the file's size in *BYTES (may be NULL). 0 or QP_E* with WHY. */
 int qp_trace_file_read(const char *path, qpt_trace_file_t *hdr /*OUT*/, uint32_t **rec /*OUT*/,
                        size_t *n /*OUT*/, uint64_t *bytes /*OUT*/, char *why, size_t whylen);
+
+/* The same, and the values of QPT_TRACE_VAL records in *VALS[0..*NVALS) (malloc'ed;
+ * VALS may be NULL: dropped), the program's load bias in *BIAS (0 when the file does not
+ * say; may be NULL). */
+int qp_trace_file_read_vals(const char *path, qpt_trace_file_t *hdr /*OUT*/,
+                            uint32_t **rec /*OUT*/, size_t *n /*OUT*/, uint64_t **vals /*OUT*/,
+                            size_t *nvals /*OUT*/, uint64_t *bias /*OUT*/, uint64_t *bytes /*OUT*/,
+                            char *why, size_t whylen);
 
 /* Where the regenerated trace goes. */
 typedef struct qp_trace_sink {
@@ -61,5 +73,26 @@ typedef struct qp_trace_stats {
  */
 int qp_trace_regen(const qp_trace_desc_t *d, const uint32_t *rec, size_t n,
                    const qp_trace_sink_t *sink, qp_trace_stats_t *st /*OUT*/);
+
+/* Where a regenerated address trace goes. */
+typedef struct qp_trace_mem_sink {
+    /* The instruction at INSN (link-time address) accessed SIZE bytes at ADDR (ACCESS:
+     * QPT_TM_LOAD, QPT_TM_STORE, or both: a modify). Non-zero stops. */
+    int (*access)(void *arg, unsigned access, uint64_t addr, uint32_t size, uint64_t insn);
+    /* As qp_trace_sink_t's (also: an access not traced, values that ran out). */
+    int (*mark)(void *arg, const char *what, uint64_t addr);
+    void *arg;
+} qp_trace_mem_sink_t;
+
+/*
+ * Regenerate the data accesses of one thread's trace: the walk of qp_trace_regen, each
+ * block's accesses (D's mem part, QP_EINVAL without) taking their values from
+ * VALS[0..NVALS) in order; BIAS (the file's) is added to statically known addresses. *NACC (may be NULL): accesses given to the sink. Values that
+ * run out (a cut trace) or are left over are marked.
+ */
+int qp_trace_mem_regen(const qp_trace_desc_t *d, const uint32_t *rec, size_t n,
+                       const uint64_t *vals, size_t nvals, uint64_t bias,
+                       const qp_trace_mem_sink_t *sink,
+                       qp_trace_stats_t *st /*OUT*/, uint64_t *nacc /*OUT*/);
 
 #endif

@@ -1381,6 +1381,8 @@ qprt_exit_dump(uint64_t *saved)
 #define TR_BYTES (1u << 20) /* a thread's buffer */
 #define TR_MAX 1024         /* buffers at once */
 #define TR_SCRATCH 4096     /* where events go when no buffer can be had (discarded) */
+#define TR_SLACK 16         /* room past the limit: a value record (12 bytes) is written
+                             * after the check that the cursor is below the limit */
 
 enum { SYS_tgkill = 234, SYS_arch_prctl = 158, SYS_process_vm_writev = 311,
        ARCH_SET_FS = 0x1002, ARCH_GET_FS = 0x1003, O_WRONLY_ = 1, O_TRUNC_ = 01000 };
@@ -1511,6 +1513,13 @@ tr_flush(tr_buf_t *b, uint64_t cur)
     uint64_t n = (cur - b->flushed) / 4, k = 0;
     for (uint64_t i = 0; i < n;) {
         uint32_t x = v[i];
+        if (x == QPT_TRACE_VAL && i + 3 <= n) { /* a value record: copied as it is */
+            o[k++] = x;
+            o[k++] = v[i + 1];
+            o[k++] = v[i + 2];
+            i += 3;
+            continue;
+        }
         uint64_t j = i + 1;
         while (j < n && v[j] == x && j - i < QPT_TRACE_REPEAT_MAX)
             j++;
@@ -1584,6 +1593,11 @@ tr_open_file(tr_reg_t *r, tr_buf_t *b)
     h.pid = r->pid;
     h.tid = b->tid;
     tr_write(b->fd, &h, sizeof(h));
+    /* Where the program was loaded (link-time addresses + bias), for address traces. */
+    const qprt_params_t *p = &qprt_params;
+    uint64_t bias = (uint64_t)(uintptr_t)p - p->self;
+    uint32_t rb[3] = { QPT_TRACE_BIAS, (uint32_t)bias, (uint32_t)(bias >> 32) };
+    tr_write(b->fd, rb, sizeof(rb));
 }
 
 void
@@ -1626,9 +1640,10 @@ qprt_trace_refill(void)
         tr_flush(b, cur);
     if (b != NULL) {
         b->flushed = b->data;
-        tcb_set(b->data, b->data + TR_BYTES);
+        tcb_set(b->data, b->data + TR_BYTES - TR_SLACK);
     } else {
-        tcb_set((uint64_t)(uintptr_t)r->scratch, (uint64_t)(uintptr_t)r->scratch + TR_SCRATCH);
+        tcb_set((uint64_t)(uintptr_t)r->scratch,
+                (uint64_t)(uintptr_t)r->scratch + TR_SCRATCH - TR_SLACK);
     }
     tr_unlock(r);
 }

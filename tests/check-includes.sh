@@ -96,7 +96,7 @@ out=$(
             "bfd.h libelf.h gelf.h sys/ptrace.h dis-asm.h"
     done
     for f in tools/*.[ch]; do
-        [ -f "$f" ] && check "$f" "arch/arch.h arch/qp_err.h cfg/cfg.h editor/ed.h editor/elfw.h driver/drv.h driver/driver.h driver/qp_format.h driver/qp_desc.h report/qp_profile.h report/qp_flow.h report/qp_backtrace.h report/qp_report.h report/qp_callgraph.h report/qp_trace.h dynamic/dyn.h include/qpt/qpt.h metrics/qm.h tools/*" \
+        [ -f "$f" ] && check "$f" "arch/arch.h arch/qp_err.h cfg/cfg.h editor/ed.h editor/elfw.h driver/drv.h driver/driver.h driver/qp_format.h driver/qp_desc.h report/qp_profile.h report/qp_flow.h report/qp_backtrace.h report/qp_report.h report/qp_callgraph.h report/qp_trace.h report/qp_cachesim.h dynamic/dyn.h include/qpt/qpt.h metrics/qm.h tools/*" \
             "bfd.h libelf.h gelf.h sys/ptrace.h"
     done
 )

@@ -1020,6 +1020,74 @@ END_TEST
  * The suite
  */
 
+/* Address tracing: arch_decode_mem's accesses for the shapes drv_trace.c records. */
+typedef struct mem_case {
+    const char* name;
+    uint8_t b[16];
+    size_t n;
+    int nrefs;
+    uint8_t kind, access, base, index, scale, seg;
+    uint16_t size;
+    int64_t disp;
+} mem_case_t;
+
+START_TEST(test_arch_decode_mem_table)
+{
+    static const mem_case_t cases[] = {
+        { "mov (%rax),%rbx", { 0x48, 0x8b, 0x18 }, 3, 1, ARCH_MREF_EA, ARCH_MEM_LOAD, 1, 0, 1, 0, 8, 0 },
+        { "mov %ecx,0x10(%rbx,%rsi,4)", { 0x89, 0x4c, 0xb3, 0x10 }, 4, 1, ARCH_MREF_EA, ARCH_MEM_STORE, 4, 7, 4, 0, 4, 0x10 },
+        { "add %eax,(%rdx)", { 0x01, 0x02 }, 2, 1, ARCH_MREF_EA, ARCH_MEM_LOAD | ARCH_MEM_STORE, 3, 0, 1, 0, 4, 0 },
+        { "mov 0x10(%rip),%rax", { 0x48, 0x8b, 0x05, 0x10, 0, 0, 0 }, 7, 1, ARCH_MREF_STATIC, ARCH_MEM_LOAD, 0, 0, 0, 0, 8, ADDR + 7 + 0x10 },
+        { "mov %fs:0x28,%rax", { 0x64, 0x48, 0x8b, 0x04, 0x25, 0x28, 0, 0, 0 }, 9, 1, ARCH_MREF_EA, ARCH_MEM_LOAD, 0, 0, 1, 1, 8, 0x28 },
+        { "push %rbp", { 0x55 }, 1, 1, ARCH_MREF_EA, ARCH_MEM_STORE, ARCH_REG_SP, 0, 1, 0, 8, -8 },
+        { "pop %rbp", { 0x5d }, 1, 1, ARCH_MREF_EA, ARCH_MEM_LOAD, ARCH_REG_SP, 0, 1, 0, 8, 0 },
+        { "ret", { 0xc3 }, 1, 1, ARCH_MREF_EA, ARCH_MEM_LOAD, ARCH_REG_SP, 0, 1, 0, 8, 0 },
+        { "leave", { 0xc9 }, 1, 1, ARCH_MREF_EA, ARCH_MEM_LOAD, 6, 0, 1, 0, 8, 0 },
+        { "call rel32", { 0xe8, 0, 0, 0, 0 }, 5, 1, ARCH_MREF_EA, ARCH_MEM_STORE, ARCH_REG_SP, 0, 1, 0, 8, -8 },
+        { "rep movsb", { 0xf3, 0xa4 }, 2, 1, ARCH_MREF_STRING, ARCH_MEM_LOAD, 0, 0, 0, 0, 1, 0 },
+        { "repe cmpsb", { 0xf3, 0xa6 }, 2, 1, ARCH_MREF_UNTRACED, 0, 0, 0, 0, 0, 0, 0 },
+        { "lea 8(%rax),%rbx", { 0x48, 0x8d, 0x58, 0x08 }, 4, 0, 0, 0, 0, 0, 0, 0, 0, 0 },
+        { "nopw 0(%rax,%rax)", { 0x66, 0x0f, 0x1f, 0x44, 0, 0 }, 6, 0, 0, 0, 0, 0, 0, 0, 0, 0 },
+        { "movdqa (%rsi),%xmm0", { 0x66, 0x0f, 0x6f, 0x06 }, 4, 1, ARCH_MREF_EA, ARCH_MEM_LOAD, 7, 0, 1, 0, 16, 0 },
+        { "mov %eax,%ebx", { 0x89, 0xc3 }, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0 },
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        const mem_case_t* c = &cases[i];
+        arch_mref_t r[ARCH_MAX_MREFS];
+        int n = -1;
+        ck_assert_msg(arch_decode_mem(c->b, c->n, ADDR, r, &n) == 0, "%s: not decoded", c->name);
+        ck_assert_msg(n == c->nrefs, "%s: %d accesses, want %d", c->name, n, c->nrefs);
+        if (n == 0)
+            continue;
+        ck_assert_msg(r[0].kind == c->kind, "%s: kind %u", c->name, r[0].kind);
+        if (c->kind == ARCH_MREF_UNTRACED)
+            continue;
+        ck_assert_msg(r[0].access == c->access && r[0].size == c->size, "%s: access %u size %u",
+            c->name, r[0].access, r[0].size);
+        if (c->kind == ARCH_MREF_STRING) {
+            ck_assert_msg(r[0].rep && r[0].access2 == ARCH_MEM_STORE, "%s: rep %u access2 %u",
+                c->name, r[0].rep, r[0].access2);
+            continue;
+        }
+        ck_assert_msg(r[0].disp == c->disp, "%s: disp %lld", c->name, (long long)r[0].disp);
+        if (c->kind == ARCH_MREF_EA)
+            ck_assert_msg(r[0].base == c->base && r[0].index == c->index && r[0].scale == c->scale
+                    && (r[0].seg != 0) == (c->seg != 0),
+                "%s: base %u index %u scale %u seg %u", c->name, r[0].base, r[0].index,
+                r[0].scale, r[0].seg);
+    }
+    /* push (%rax): the load, then the stack store */
+    static const uint8_t pushm[] = { 0xff, 0x30 };
+    arch_mref_t r[ARCH_MAX_MREFS];
+    int n = 0;
+    ck_assert_int_eq(arch_decode_mem(pushm, sizeof(pushm), ADDR, r, &n), 0);
+    ck_assert_int_eq(n, 2);
+    ck_assert(r[0].access == ARCH_MEM_LOAD && r[0].base == 1);
+    ck_assert(r[1].access == ARCH_MEM_STORE && r[1].base == ARCH_REG_SP && r[1].disp == -8);
+    ck_assert_int_eq(arch_decode_mem(NULL, 1, ADDR, r, &n), QP_EINVAL);
+}
+END_TEST
+
 static Suite*
 arch_suite(void)
 {
@@ -1062,6 +1130,10 @@ arch_suite(void)
     tc = tcase_create("padding");
     tcase_add_test(tc, test_arch_is_padding_table);
     tcase_add_test(tc, test_arch_is_padding_null);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("mem");
+    tcase_add_test(tc, test_arch_decode_mem_table);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("names");

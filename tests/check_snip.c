@@ -379,6 +379,44 @@ START_TEST(test_snip_trace_rec)
 }
 END_TEST
 
+/* Address-trace values (ARCH_SN_TRACE_VAL): the record word, then the 8-byte value, 12
+ * bytes at the cursor; the refill when the cursor is at the limit. */
+START_TEST(test_snip_trace_val)
+{
+    uint64_t old_cur = fs_word(ARCH_TRACE_CUR), old_lim = fs_word(ARCH_TRACE_LIM);
+    uint32_t *buf1 = (uint32_t *)(page + DATA), *buf2 = (uint32_t *)(page + DATA + 64);
+    uint8_t *stub = page + 0x1000; /* as test_snip_trace_rec's */
+    uint8_t code[] = { 0x50, 0x48, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0,
+                       0x64, 0x48, 0x89, 0x04, 0x25, 0x38, 0, 0, 0,
+                       0x48, 0x8d, 0x40, 0x10,
+                       0x64, 0x48, 0x89, 0x04, 0x25, 0x40, 0, 0, 0,
+                       0x58, 0xc3 };
+    uint64_t b2 = (uint64_t)(uintptr_t)buf2;
+    memcpy(code + 3, &b2, 8);
+    memcpy(stub, code, sizeof(code));
+    sn_t s = { .n = 0 };
+    uint32_t r = cnst(&s, (int64_t)(uintptr_t)stub);
+    uint32_t v = cnst(&s, 0x1122334455667788);
+    uint32_t root = node(&s, ARCH_SN_TRACE_VAL, r, v, 0xfffffff0);
+    memset(buf1, 0, 128);
+    fs_set((uint64_t)(uintptr_t)buf1, (uint64_t)(uintptr_t)(buf1 + 1));
+    for (int i = 0; i < 2; i++) {
+        uint64_t regs[18];
+        init_regs(regs, 0x8d5 | 0x2);
+        run_ctx(&s, root, &anywhere, regs);
+    }
+    uint64_t cur = fs_word(ARCH_TRACE_CUR);
+    fs_set(old_cur, old_lim);
+    ck_assert_uint_eq(buf1[0], 0xfffffff0);
+    ck_assert_uint_eq(buf1[1], 0x55667788);
+    ck_assert_uint_eq(buf1[2], 0x11223344);
+    ck_assert_uint_eq(buf1[3], 0); /* past the limit: the second went to the refilled buffer */
+    ck_assert_uint_eq(buf2[0], 0xfffffff0);
+    ck_assert_uint_eq(buf2[1], 0x55667788);
+    ck_assert_uint_eq(cur, (uint64_t)(uintptr_t)(buf2 + 3));
+}
+END_TEST
+
 /* The return value where one exists; dead registers are used without being saved. */
 START_TEST(test_snip_retval_dead)
 {
@@ -741,6 +779,7 @@ snip_suite(void)
     tcase_add_test(tc, test_snip_at_and_cpu);
     tcase_add_test(tc, test_snip_sp_cycles);
     tcase_add_test(tc, test_snip_trace_rec);
+    tcase_add_test(tc, test_snip_trace_val);
     suite_add_tcase(s, tc);
     return s;
 }

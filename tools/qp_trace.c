@@ -9,7 +9,19 @@
  *                                     walk could not follow exactly (report/qp_trace.h)
  *   qp trace stats PROG [TRACE...]    per trace: records, bytes, blocks, bytes per block,
  *                                     marks, and a hash of the block sequence (equal
- *                                     traces have equal hashes)
+ *                                     traces have equal hashes); with --trace-mem
+ *                                     also accesses and bytes per access
+ *   qp trace mem PROG [TRACE...]      (--trace-mem) one line per data access, in order:
+ *                                     "L|S|M ADDR SIZE INSN" (load, store, modify: a
+ *                                     load and a store of the same bytes), hex 0x
+ *                                     addresses (run-time ones), INSN the instruction's
+ *                                     link-time address
+ *   qp trace text PROG                the traced code: one line "0xSTART 0xEND" per
+ *                                     block (to filter other tools' traces)
+ *   qp trace cachesim [--l1 SIZE:WAYS:LINE] [--ll SIZE:WAYS:LINE] PROG [TRACE...]
+ *                                     the address trace through a two-level LRU data
+ *                                     cache (default 32k:8:64 and 8m:16:64), as
+ *                                     cachegrind's D1 and LL; threads one after another
  *
  * Without TRACE, every PROG.trace.TID beside PROG (thread ids ascending); with several,
  * each thread's trace follows a line "# thread TID".
@@ -23,6 +35,7 @@
 #include <string.h>
 
 #include "arch/qp_err.h"
+#include "report/qp_cachesim.h"
 #include "report/qp_trace.h"
 #include "tools/qp_tool.h"
 #include "tools/tool.h"
@@ -32,6 +45,9 @@ usage(FILE *f, int rc)
 {
     fprintf(f, "usage: qp trace blocks PROG [TRACE...]\n"
                "       qp trace stats PROG [TRACE...]\n"
+               "       qp trace mem PROG [TRACE...]   (rewritten with --trace-mem)\n"
+               "       qp trace text PROG\n"
+               "       qp trace cachesim [--l1 SIZE:WAYS:LINE] [--ll SIZE:WAYS:LINE] PROG [TRACE...]\n"
                "PROG: a program rewritten with qpt-rewrite --driver=trace or trace-naive;\n"
                "TRACE: its trace files (default: every PROG.trace.TID)\n");
     return rc;
@@ -39,6 +55,7 @@ usage(FILE *f, int rc)
 
 typedef struct out {
     FILE *f;
+    qp_cachesim_t *sim; /* cachesim */
     uint64_t hash; /* FNV-1a over the blocks' addresses, in order (stats) */
     char buf[1 << 16];
 } out_t;
@@ -72,6 +89,35 @@ on_mark(void *arg, const char *what, uint64_t addr)
         fprintf(o->f, "# %s (at 0x%llx)\n", what, (unsigned long long)addr);
     else
         fprintf(o->f, "# %s\n", what);
+    return 0;
+}
+
+static int
+on_access(void *arg, unsigned access, uint64_t addr, uint32_t size, uint64_t insn)
+{
+    out_t *o = arg;
+    fprintf(o->f, "%c 0x%llx %u 0x%llx\n", access == 3 ? 'M' : access == 2 ? 'S' : 'L',
+            (unsigned long long)addr, size, (unsigned long long)insn);
+    return 0;
+}
+
+static int
+sim_access(void *arg, unsigned access, uint64_t addr, uint32_t size, uint64_t insn)
+{
+    (void)insn;
+    out_t *o = arg;
+    qp_cachesim_access(o->sim, addr, size, access == QPT_TM_STORE);
+    return 0;
+}
+
+static int
+count_access(void *arg, unsigned access, uint64_t addr, uint32_t size, uint64_t insn)
+{
+    (void)arg;
+    (void)access;
+    (void)addr;
+    (void)size;
+    (void)insn;
     return 0;
 }
 
@@ -141,15 +187,20 @@ find_traces(const char *prog, char ***v, size_t *n)
     return 0;
 }
 
+enum { MODE_BLOCKS, MODE_STATS, MODE_MEM, MODE_SIM };
+
 static int
-one_trace(const qp_trace_desc_t *d, const char *path, int stats, int header, out_t *o)
+one_trace(const qp_trace_desc_t *d, const char *path, int mode, int header, out_t *o)
 {
     char why[600];
     qpt_trace_file_t h;
     uint32_t *rec = NULL;
-    size_t n = 0;
-    uint64_t bytes = 0;
-    if (qp_trace_file_read(path, &h, &rec, &n, &bytes, why, sizeof(why)) < 0) {
+    uint64_t *vals = NULL;
+    size_t n = 0, nvals = 0;
+    uint64_t bytes = 0, nacc = 0, bias = 0;
+    int stats = mode == MODE_STATS;
+    if (qp_trace_file_read_vals(path, &h, &rec, &n, &vals, &nvals, &bias, &bytes, why,
+                                sizeof(why)) < 0) {
         fprintf(stderr, "qp: %s\n", why);
         return 1;
     }
@@ -157,15 +208,24 @@ one_trace(const qp_trace_desc_t *d, const char *path, int stats, int header, out
         fprintf(stderr, "qp: %s: a trace of another program (or of another rewrite of it)\n",
                 path);
         free(rec);
+        free(vals);
         return 1;
     }
-    if (header && !stats)
+    if (header && mode != MODE_STATS && mode != MODE_SIM)
         fprintf(o->f, "# thread %llu\n", (unsigned long long)h.tid);
     o->hash = 0xcbf29ce484222325ull;
     qp_trace_sink_t sink = { stats ? hash_block : on_block, stats ? count_mark : on_mark, o };
     qp_trace_stats_t st;
-    int rc = qp_trace_regen(d, rec, n, &sink, &st);
+    qp_trace_mem_sink_t msink = { stats ? count_access : mode == MODE_SIM ? sim_access : on_access,
+                                  stats || mode == MODE_SIM ? count_mark : on_mark, o };
+    int rc = mode == MODE_MEM || mode == MODE_SIM ? qp_trace_mem_regen(d, rec, n, vals, nvals, bias, &msink, &st, &nacc)
+                              : qp_trace_regen(d, rec, n, &sink, &st);
+    if (rc == 0 && stats && d->mblocks != NULL) {
+        qp_trace_stats_t st2;
+        rc = qp_trace_mem_regen(d, rec, n, vals, nvals, bias, &msink, &st2, &nacc);
+    }
     free(rec);
+    free(vals);
     if (rc < 0) {
         fprintf(stderr, "qp: %s: %s\n", path,
                 rc == QP_EINVAL ? "a record names no event of the program's trace description"
@@ -180,6 +240,12 @@ one_trace(const qp_trace_desc_t *d, const char *path, int stats, int header, out
                 st.blocks ? (double)bytes / (double)st.blocks : 0.0,
                 (unsigned long long)st.marks, (unsigned long long)o->hash,
                 st.complete ? "" : ", incomplete");
+        if (d->mblocks != NULL)
+            fprintf(o->f, "%s: tid %llu: %llu data accesses, %llu address values, %.3f bytes "
+                          "per access (all records), load bias 0x%llx\n",
+                    path, (unsigned long long)h.tid, (unsigned long long)nacc,
+                    (unsigned long long)nvals, nacc ? (double)bytes / (double)nacc : 0.0,
+                    (unsigned long long)bias);
     }
     return 0;
 }
@@ -191,9 +257,41 @@ qp_trace_main(int argc, char **argv)
         return usage(stdout, 0);
     if (argc < 4)
         return usage(stderr, 2);
-    int stats = strcmp(argv[2], "stats") == 0;
-    if (!stats && strcmp(argv[2], "blocks") != 0) {
-        fprintf(stderr, "qp: trace: unknown command '%s' (blocks, stats)\n", argv[2]);
+    int mode = strcmp(argv[2], "stats") == 0 ? MODE_STATS
+        : strcmp(argv[2], "mem") == 0        ? MODE_MEM
+        : strcmp(argv[2], "cachesim") == 0   ? MODE_SIM
+                                             : MODE_BLOCKS;
+    static qp_cachesim_t sim;
+    const char *l1 = "32k:8:64", *ll = "8m:16:64";
+    int first = 3;
+    while (mode == MODE_SIM && first + 1 < argc
+           && (strcmp(argv[first], "--l1") == 0 || strcmp(argv[first], "--ll") == 0)) {
+        if (strcmp(argv[first], "--l1") == 0)
+            l1 = argv[first + 1];
+        else
+            ll = argv[first + 1];
+        first += 2;
+    }
+    if (mode == MODE_SIM) {
+        if (qp_cache_parse(l1, &sim.l1) < 0 || qp_cache_parse(ll, &sim.ll) < 0) {
+            fprintf(stderr, "qp: trace cachesim: a cache is SIZE:WAYS:LINE (e.g. 32k:8:64; "
+                            "LINE and SIZE/(WAYS*LINE) powers of 2): %s\n",
+                    qp_cache_parse(l1, &sim.l1) < 0 ? l1 : ll);
+            return 2;
+        }
+        if (first >= argc)
+            return usage(stderr, 2);
+        if (qp_cache_init(&sim.l1) < 0 || qp_cache_init(&sim.ll) < 0) {
+            fprintf(stderr, "qp: trace cachesim: out of memory\n");
+            return 1;
+        }
+        argv += first - 3;
+        argc -= first - 3;
+    }
+    int text = strcmp(argv[2], "text") == 0;
+    if (!text && mode == MODE_BLOCKS && strcmp(argv[2], "blocks") != 0) {
+        fprintf(stderr, "qp: trace: unknown command '%s' (blocks, stats, mem, text, cachesim)\n",
+                argv[2]);
         return 2;
     }
     const char *prog = argv[3];
@@ -202,6 +300,19 @@ qp_trace_main(int argc, char **argv)
     if (qp_trace_desc_read(prog, &d, why, sizeof(why)) < 0) {
         fprintf(stderr, "qp: %s\n", why);
         return 1;
+    }
+    if ((mode == MODE_MEM || mode == MODE_SIM || text) && d.mblocks == NULL) {
+        fprintf(stderr, "qp: %s: no address-trace description: not rewritten with --trace-mem\n",
+                prog);
+        qp_trace_desc_free(&d);
+        return 1;
+    }
+    if (text) {
+        for (uint32_t b = 0; b < d.hdr.nblocks; b++)
+            printf("0x%llx 0x%llx\n", (unsigned long long)d.blocks[b].start,
+                   (unsigned long long)d.mblocks[b].end);
+        qp_trace_desc_free(&d);
+        return fflush(stdout) != 0;
     }
     char **files = NULL;
     size_t nfiles = 0;
@@ -219,10 +330,29 @@ qp_trace_main(int argc, char **argv)
         owned = 1;
     static out_t o;
     o.f = stdout;
+    o.sim = &sim;
     setvbuf(stdout, o.buf, _IOFBF, sizeof(o.buf));
     int rc = 0;
     for (size_t i = 0; i < nfiles && rc == 0; i++)
-        rc = one_trace(&d, files[i], stats, nfiles > 1, &o);
+        rc = one_trace(&d, files[i], mode, nfiles > 1, &o);
+    if (rc == 0 && mode == MODE_SIM) {
+        uint64_t refs = sim.reads + sim.writes;
+        uint64_t m1 = sim.l1_read_misses + sim.l1_write_misses;
+        uint64_t ml = sim.ll_read_misses + sim.ll_write_misses;
+        printf("D   refs: %llu (%llu reads, %llu writes; a modify is a read)\n",
+               (unsigned long long)refs, (unsigned long long)sim.reads,
+               (unsigned long long)sim.writes);
+        printf("D1  misses: %llu (%llu reads, %llu writes), %.4f%%  [%s]\n",
+               (unsigned long long)m1, (unsigned long long)sim.l1_read_misses,
+               (unsigned long long)sim.l1_write_misses, refs ? 100.0 * (double)m1 / (double)refs : 0.0,
+               l1);
+        printf("LLd misses: %llu (%llu reads, %llu writes), %.4f%%  [%s]\n",
+               (unsigned long long)ml, (unsigned long long)sim.ll_read_misses,
+               (unsigned long long)sim.ll_write_misses, refs ? 100.0 * (double)ml / (double)refs : 0.0,
+               ll);
+    }
+    qp_cache_free(&sim.l1);
+    qp_cache_free(&sim.ll);
     if (owned) {
         for (size_t i = 0; i < nfiles; i++)
             free(files[i]);

@@ -46,6 +46,8 @@ usage(FILE *f)
             "  -o, --output=FILE      write the rewritten executable to FILE\n"
             "      --driver=NAME      measurement: qp (edge profiling, default), naive, none;\n"
             "                         trace (control-flow trace, qp trace), trace-naive\n"
+            "      --trace-mem        trace, trace-naive: also the program's load and store\n"
+            "                         addresses (qp trace mem)\n"
             "      --atomic           counters with locked increments (the default when\n"
             "                         the program can start threads)\n"
             "      --no-atomic        plain increments even then (faster; counts may be\n"
@@ -86,6 +88,7 @@ usage(FILE *f)
 /* Progress on a terminal: the phase of a long rewrite, overwritten in place. */
 static int show_progress;
 static int call_targets; /* --call-targets */
+static int trace_mem;    /* --trace-mem */
 static int with_libs;    /* --with-libs: outputs look for libraries beside them first */
 static int analysis_pass; /* passes of the analysis seen (the percentage restarts) */
 
@@ -281,7 +284,7 @@ rewrite(const cfg_prog_t *prog, const char *input, const char *output, const cha
     drv_inc_t inc = { 0 };
     const int tracing = drv == &drv_trace_ops || drv == &drv_trace_naive_ops;
     trace_ctx_t tctx = { &res, NULL };
-    uint32_t ntraced = 0;
+    uint32_t ntraced = 0, nmrefs = 0, nmvals = 0;
     int rc;
     if (weights != NULL) {
         char why[600];
@@ -333,6 +336,8 @@ rewrite(const cfg_prog_t *prog, const char *input, const char *output, const cha
             if (rc == 0 && tracing)
                 rc = drv_trace_plan(prog, &res, drv == &drv_trace_naive_ops, weights ? &w : NULL,
                                     &tctx.tr, &ntraced);
+            if (rc == 0 && tracing && trace_mem)
+                rc = drv_trace_plan_mem(tctx.tr, prog, &nmrefs, &nmvals);
             if (rc < 0 || (rc = ed_plan_set_probes(plan, res.probes, res.nprobes)) < 0) {
                 ed_plan_destroy(plan);
                 drv_result_free(&res);
@@ -452,6 +457,10 @@ rewrite(const cfg_prog_t *prog, const char *input, const char *output, const cha
                     "points, %u events described in .qpt.trace; each thread writes "
                     "%s.trace.TID (qp trace blocks)\n", prog_name, output, ntraced,
                     res.nmeasured - ntraced, npoints, nevents, output);
+            if (trace_mem)
+                fprintf(stderr, "%s: %s: trace-mem: %u data accesses described, %u values "
+                        "recorded per run of their instructions (qp trace mem)\n", prog_name,
+                        output, nmrefs, nmvals);
         } else {
             fprintf(stderr, "%s: %s: counters: %s (%s); %u thread hooks\n", prog_name, output,
                     mode[inc.mode], inc.why, res.nthread_hooks);
@@ -768,6 +777,7 @@ main(int argc, char **argv)
         { "metrics", required_argument, NULL, 'M' },
         { "debug-dir", required_argument, NULL, 'g' },
         { "call-targets", no_argument, NULL, 'T' },
+        { "trace-mem", no_argument, NULL, 'm' },
         { "with-libs", no_argument, NULL, 'L' },
         { "force", no_argument, NULL, 'F' },
         { "help", no_argument, NULL, 'h' },
@@ -799,6 +809,7 @@ main(int argc, char **argv)
         case 'w': weights = optarg; break;
         case 'P': profile = optarg; break;
         case 'T': call_targets = 1; break;
+        case 'm': trace_mem = 1; break;
         case 'L': with_libs = 1; break;
         case 'F': force = 1; break;
         case 'g':
@@ -833,6 +844,11 @@ main(int argc, char **argv)
         && strcmp(driver, "trace") != 0 && strcmp(driver, "trace-naive") != 0) {
         fprintf(stderr, "%s: --driver: unknown driver '%s' (qp, naive, trace, trace-naive, none)\n",
                 prog_name, driver);
+        return EXIT_USAGE;
+    }
+    if (trace_mem && strcmp(driver, "trace") != 0 && strcmp(driver, "trace-naive") != 0) {
+        fprintf(stderr, "%s: --trace-mem needs --driver=trace or --driver=trace-naive\n",
+                prog_name);
         return EXIT_USAGE;
     }
     if (dump == DUMP_DOT && proc == NULL) {

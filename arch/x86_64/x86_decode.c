@@ -654,3 +654,237 @@ arch_decode_ops(const uint8_t* buf, size_t len, uint64_t addr, arch_ops_t* out /
         x86_opnd(&zi, &ops[w], addr, &out->dst);
     return 0;
 }
+
+/*****************************************************************************
+ * Memory accesses (address tracing)
+ */
+
+static int
+x86_mref_add(arch_mref_t* out, int* n, arch_mref_t r)
+{
+    if (*n >= ARCH_MAX_MREFS)
+        return 0;
+    out[(*n)++] = r;
+    return 1;
+}
+
+/* The access at [base + disp] (a stack slot, leave's rbp), SIZE bytes. */
+static arch_mref_t
+x86_mref_at(uint8_t base, int64_t disp, uint8_t access, uint16_t size)
+{
+    arch_mref_t r;
+    memset(&r, 0, sizeof(r));
+    r.kind = ARCH_MREF_EA;
+    r.access = access;
+    r.base = base;
+    r.scale = 1;
+    r.size = size;
+    r.disp = disp;
+    return r;
+}
+
+static arch_mref_t
+x86_mref_untraced(void)
+{
+    arch_mref_t r;
+    memset(&r, 0, sizeof(r));
+    r.kind = ARCH_MREF_UNTRACED;
+    return r;
+}
+
+/* An explicit memory operand ZO as an access. */
+static arch_mref_t
+x86_mref_opnd(const ZydisDecodedInstruction* zi, const ZydisDecodedOperand* zo, uint64_t addr)
+{
+    arch_opnd_t o;
+    arch_mref_t r;
+    int plain = x86_opnd(zi, zo, addr, &o);
+    memset(&r, 0, sizeof(r));
+    r.access = (uint8_t)(((zo->actions & ZYDIS_OPERAND_ACTION_MASK_READ) ? ARCH_MEM_LOAD : 0)
+        | ((zo->actions & ZYDIS_OPERAND_ACTION_MASK_WRITE) ? ARCH_MEM_STORE : 0));
+    r.size = (uint16_t)(zo->size / 8);
+    if (!plain || zo->mem.type != ZYDIS_MEMOP_TYPE_MEM || zo->mem.segment == ZYDIS_REGISTER_GS
+        || r.size == 0 || r.size > 64 || (zo->size % 8) != 0)
+        return x86_mref_untraced();
+    r.base = o.base;
+    r.index = o.index;
+    r.scale = o.scale;
+    r.seg = o.seg;
+    r.disp = o.disp;
+    if (o.base == ARCH_REG_PC || (o.base == ARCH_REG_NONE && o.index == ARCH_REG_NONE && !o.seg)) {
+        r.kind = ARCH_MREF_STATIC;
+        r.base = ARCH_REG_NONE;
+        r.index = ARCH_REG_NONE;
+        r.disp = o.base == ARCH_REG_PC ? o.disp : (int64_t)(uint64_t)zo->mem.disp.value;
+    } else
+        r.kind = ARCH_MREF_EA;
+    return r;
+}
+
+/* A string instruction: its accesses at rsi and rdi. */
+static arch_mref_t
+x86_mref_string(const ZydisDecodedInstruction* zi, const ZydisDecodedOperand* ops)
+{
+    arch_mref_t r;
+    memset(&r, 0, sizeof(r));
+    r.kind = ARCH_MREF_STRING;
+    for (int i = 0; i < zi->operand_count; i++) {
+        const ZydisDecodedOperand* zo = &ops[i];
+        if (zo->type != ZYDIS_OPERAND_TYPE_MEMORY)
+            continue;
+        uint8_t a = (uint8_t)(((zo->actions & ZYDIS_OPERAND_ACTION_MASK_READ) ? ARCH_MEM_LOAD : 0)
+            | ((zo->actions & ZYDIS_OPERAND_ACTION_MASK_WRITE) ? ARCH_MEM_STORE : 0));
+        uint8_t b = x86_reg_map(zo->mem.base);
+        if (b == 7 /* rsi */)
+            r.access = a;
+        else if (b == 8 /* rdi */ && zo->mem.segment != ZYDIS_REGISTER_NONE
+                 && zo->mem.segment != ZYDIS_REGISTER_ES && zo->mem.segment != ZYDIS_REGISTER_DS)
+            return x86_mref_untraced();
+        else if (b == 8)
+            r.access2 = a;
+        else
+            return x86_mref_untraced();
+        r.size = (uint16_t)(zo->size / 8);
+    }
+    if (zi->attributes & (ZYDIS_ATTRIB_HAS_REPE | ZYDIS_ATTRIB_HAS_REPNE))
+        return x86_mref_untraced(); /* how many times depends on the data */
+    r.rep = (zi->attributes & ZYDIS_ATTRIB_HAS_REP) != 0;
+    if (r.size == 0 || zi->address_width != 64)
+        return x86_mref_untraced();
+    return r;
+}
+
+/* Instructions whose memory operand is not one plain access. */
+static int
+x86_mem_odd(ZydisMnemonic m)
+{
+    switch (m) {
+    case ZYDIS_MNEMONIC_ENTER:
+    case ZYDIS_MNEMONIC_XSAVE:
+    case ZYDIS_MNEMONIC_XSAVE64:
+    case ZYDIS_MNEMONIC_XSAVEC:
+    case ZYDIS_MNEMONIC_XSAVEC64:
+    case ZYDIS_MNEMONIC_XSAVEOPT:
+    case ZYDIS_MNEMONIC_XSAVEOPT64:
+    case ZYDIS_MNEMONIC_XRSTOR:
+    case ZYDIS_MNEMONIC_XRSTOR64:
+    case ZYDIS_MNEMONIC_FXSAVE:
+    case ZYDIS_MNEMONIC_FXSAVE64:
+    case ZYDIS_MNEMONIC_FXRSTOR:
+    case ZYDIS_MNEMONIC_FXRSTOR64:
+    case ZYDIS_MNEMONIC_FLDENV:
+    case ZYDIS_MNEMONIC_FNSTENV:
+    case ZYDIS_MNEMONIC_FRSTOR:
+    case ZYDIS_MNEMONIC_FNSAVE:
+    case ZYDIS_MNEMONIC_XLAT:
+    case ZYDIS_MNEMONIC_MASKMOVQ:
+    case ZYDIS_MNEMONIC_MASKMOVDQU:
+    case ZYDIS_MNEMONIC_VMASKMOVDQU:
+    case ZYDIS_MNEMONIC_VMASKMOVPS:
+    case ZYDIS_MNEMONIC_VMASKMOVPD:
+    case ZYDIS_MNEMONIC_VPMASKMOVD:
+    case ZYDIS_MNEMONIC_VPMASKMOVQ:
+    case ZYDIS_MNEMONIC_CLFLUSH:
+    case ZYDIS_MNEMONIC_CLFLUSHOPT:
+    case ZYDIS_MNEMONIC_CLWB: return 1;
+    default: return 0;
+    }
+}
+
+static int
+x86_no_access(ZydisMnemonic m)
+{
+    switch (m) {
+    case ZYDIS_MNEMONIC_LEA:
+    case ZYDIS_MNEMONIC_NOP:
+    case ZYDIS_MNEMONIC_PREFETCH:
+    case ZYDIS_MNEMONIC_PREFETCHNTA:
+    case ZYDIS_MNEMONIC_PREFETCHT0:
+    case ZYDIS_MNEMONIC_PREFETCHT1:
+    case ZYDIS_MNEMONIC_PREFETCHT2:
+    case ZYDIS_MNEMONIC_PREFETCHW:
+    case ZYDIS_MNEMONIC_PREFETCHWT1: return 1;
+    default: return 0;
+    }
+}
+
+int
+arch_decode_mem(const uint8_t* buf, size_t len, uint64_t addr, arch_mref_t* out /*OUT*/,
+    int* n /*OUT*/)
+{
+    ZydisDecodedInstruction zi;
+    ZydisDecodedOperand ops[ZYDIS_MAX_OPERAND_COUNT];
+    const ZydisDecodedOperand* mem = NULL; /* the explicit memory operand */
+    int hidden_mem = 0;
+
+    if (buf == NULL || out == NULL || n == NULL)
+        return QP_EINVAL;
+    *n = 0;
+    if (ZYAN_FAILED(ZydisDecoderDecodeFull(x86_decoder_get(), buf, len, &zi, ops))
+        || x86_is_knc(&zi))
+        return QP_EDECODE;
+    if (x86_no_access(zi.mnemonic))
+        return 0;
+    for (int i = 0; i < zi.operand_count; i++) {
+        if (ops[i].type != ZYDIS_OPERAND_TYPE_MEMORY || ops[i].mem.type == ZYDIS_MEMOP_TYPE_AGEN)
+            continue;
+        if (ops[i].visibility == ZYDIS_OPERAND_VISIBILITY_EXPLICIT && mem == NULL)
+            mem = &ops[i];
+        else
+            hidden_mem = 1;
+    }
+    if (mem == NULL && !hidden_mem)
+        return 0;
+    if (x86_mem_odd(zi.mnemonic) || zi.meta.branch_type == ZYDIS_BRANCH_TYPE_FAR) {
+        x86_mref_add(out, n, x86_mref_untraced());
+        return 0;
+    }
+    if (zi.meta.category == ZYDIS_CATEGORY_STRINGOP) {
+        x86_mref_add(out, n, x86_mref_string(&zi, ops));
+        return 0;
+    }
+    uint16_t w = zi.operand_width ? (uint16_t)(zi.operand_width / 8) : 8;
+    switch (zi.mnemonic) {
+    case ZYDIS_MNEMONIC_PUSH:  /* the pushed value is loaded first (valgrind's order) */
+    case ZYDIS_MNEMONIC_PUSHF:
+    case ZYDIS_MNEMONIC_PUSHFQ:
+        if (mem != NULL)
+            x86_mref_add(out, n, x86_mref_opnd(&zi, mem, addr));
+        x86_mref_add(out, n, x86_mref_at(ARCH_REG_SP, -(int64_t)w, ARCH_MEM_STORE, w));
+        return 0;
+    case ZYDIS_MNEMONIC_CALL:
+        if (mem != NULL)
+            x86_mref_add(out, n, x86_mref_opnd(&zi, mem, addr));
+        x86_mref_add(out, n, x86_mref_at(ARCH_REG_SP, -8, ARCH_MEM_STORE, 8));
+        return 0;
+    case ZYDIS_MNEMONIC_POP:
+    case ZYDIS_MNEMONIC_POPF:
+    case ZYDIS_MNEMONIC_POPFQ:
+        x86_mref_add(out, n, x86_mref_at(ARCH_REG_SP, 0, ARCH_MEM_LOAD, w));
+        if (mem != NULL) /* its address would be computed with rsp already popped */
+            x86_mref_add(out, n, x86_mref_untraced());
+        return 0;
+    case ZYDIS_MNEMONIC_RET:
+        x86_mref_add(out, n, x86_mref_at(ARCH_REG_SP, 0, ARCH_MEM_LOAD, 8));
+        return 0;
+    case ZYDIS_MNEMONIC_LEAVE:
+        x86_mref_add(out, n, x86_mref_at(6 /* rbp */, 0, ARCH_MEM_LOAD, 8));
+        return 0;
+    case ZYDIS_MNEMONIC_BT:
+    case ZYDIS_MNEMONIC_BTS:
+    case ZYDIS_MNEMONIC_BTR:
+    case ZYDIS_MNEMONIC_BTC:
+        if (mem != NULL && zi.operand_count > 1 && ops[1].type == ZYDIS_OPERAND_TYPE_REGISTER) {
+            x86_mref_add(out, n, x86_mref_untraced()); /* the bit offset moves the address */
+            return 0;
+        }
+        break;
+    default: break;
+    }
+    if (hidden_mem) {
+        x86_mref_add(out, n, x86_mref_untraced());
+        return 0;
+    }
+    x86_mref_add(out, n, x86_mref_opnd(&zi, mem, addr));
+    return 0;
+}

@@ -1052,6 +1052,52 @@ trace_rec(gen_t *g, const arch_snip_t *s)
     free_temp(g, t);
 }
 
+/*
+ * ARCH_SN_TRACE_VAL: v = value; mov %fs:CUR,t; cmp %fs:LIM,t; jb 1f; call REFILL;
+ * mov %fs:CUR,t; 1: movl $imm,(t); mov v,4(t); lea 12(t),t; mov t,%fs:CUR.
+ */
+static void
+trace_val(gen_t *g, const arch_snip_t *s)
+{
+    const arch_snip_t *r = &g->nodes[s->a];
+    int v = eval(g, s->b);
+    int t = pick_temp(g), room = new_label(g);
+    fs_op(g, 0x8b, t, ARCH_TRACE_CUR);
+    fs_op(g, 0x3b, t, ARCH_TRACE_LIM);
+    jump_to(g, CC_B, room);
+    int64_t d = (int64_t)((uint64_t)r->imm - (g->addr + g->len + 5));
+    if (!fits32(d))
+        fail(g, QP_ERANGE);
+    put8(g, 0xe8);
+    put32(g, (uint32_t)d);
+    fs_op(g, 0x8b, t, ARCH_TRACE_CUR);
+    bind(g, room);
+    /* movl $imm, 0(t) */
+    rex(g, 0, 0, t);
+    put8(g, 0xc7);
+    put8(g, (uint8_t)(0x40 | (t & 7)));
+    if ((t & 7) == RSP)
+        put8(g, 0x24);
+    put8(g, 0);
+    put32(g, (uint32_t)s->imm);
+    /* mov v, 4(t) */
+    rex(g, 1, v, t);
+    put8(g, 0x89);
+    put8(g, (uint8_t)(0x40 | ((v & 7) << 3) | (t & 7)));
+    if ((t & 7) == RSP)
+        put8(g, 0x24);
+    put8(g, 4);
+    rex(g, 1, t, t); /* lea 12(t), t */
+    put8(g, 0x8d);
+    put8(g, (uint8_t)(0x40 | ((t & 7) << 3) | (t & 7)));
+    if ((t & 7) == RSP)
+        put8(g, 0x24);
+    put8(g, 12);
+    fs_op(g, 0x89, t, ARCH_TRACE_CUR);
+    free_temp(g, t);
+    free_temp(g, v);
+}
+
 static void
 stmt(gen_t *g, uint32_t i)
 {
@@ -1079,6 +1125,7 @@ stmt(gen_t *g, uint32_t i)
     case ARCH_SN_TIMER_STOP: timer(g, s); return;
     case ARCH_SN_CALL: call(g, s, -1); return;
     case ARCH_SN_TRACE_REC: trace_rec(g, s); return;
+    case ARCH_SN_TRACE_VAL: trace_val(g, s); return;
     case ARCH_SN_NOPS: return;
     case ARCH_SN_STORE_AT: {
         static const uint8_t mov8[] = { 0x88 }, mov[] = { 0x89 };
@@ -1136,6 +1183,7 @@ arity(const arch_snip_t *s, int *nb, int *nc)
     case ARCH_SN_TRACE_REC:
     case ARCH_SN_LOAD_AT: return 1;
     case ARCH_SN_STORE_AT:
+    case ARCH_SN_TRACE_VAL:
     case ARCH_SN_ADD_AT: *nb = 1; return 1;
     case ARCH_SN_IF: *nb = 1; *nc = 1; return 1; /* c optional */
     default:
@@ -1194,9 +1242,11 @@ check_node(const arch_snip_t *nodes, size_t n, uint32_t i, const arch_snip_ctx_t
          || s->op == ARCH_SN_STORE_AT)
         && s->size != 1 && s->size != 2 && s->size != 4 && s->size != 8)
         BAD("node %u: a %u-byte access (1, 2, 4 or 8)", i, s->size);
-    if (s->op == ARCH_SN_TRACE_REC && (s->a >= n || nodes[s->a].op != ARCH_SN_CONST))
+    if ((s->op == ARCH_SN_TRACE_REC || s->op == ARCH_SN_TRACE_VAL)
+        && (s->a >= n || nodes[s->a].op != ARCH_SN_CONST))
         BAD("node %u: a trace record's refill must be a constant address", i);
-    if (s->op == ARCH_SN_TRACE_REC && (s->imm < 0 || s->imm > UINT32_MAX))
+    if ((s->op == ARCH_SN_TRACE_REC || s->op == ARCH_SN_TRACE_VAL)
+        && (s->imm < 0 || s->imm > UINT32_MAX))
         BAD("node %u: a trace record is 4 bytes", i);
     if (s->op == ARCH_SN_CALL && s->nargs > ARCH_SNIP_MAXARGS)
         BAD("node %u: a call with %u arguments (at most 6)", i, s->nargs);
