@@ -236,8 +236,9 @@ enum {
     DYN_EV_NONE = 0,  /* nothing: the process runs (or ended: dyn_proc_ended) */
     DYN_EV_BREAK = 1, /* a thread is on the breakpoint: P is stopped; dyn_proc_resume */
     DYN_EV_FORK = 2,  /* a child was forked (not a thread, nor vfork): CHILD holds it
-                       * stopped, with the parent's code (the breakpoint taken out);
-                       * dyn_proc_destroy lets it go. The parent runs. */
+                       * stopped, with the parent's code, patches included (the
+                       * breakpoint taken out); dyn_proc_destroy lets it go (detached).
+                       * The parent runs. */
     DYN_EV_EXEC = 3,  /* the process ran execve: P is stopped (one thread) in the new
                        * image; the old code, sessions' memory included, is gone */
 };
@@ -504,6 +505,16 @@ dyn_session_remove(dyn_session_t *s, int *leaked /*OUT*/);
  */
 int
 dyn_session_drop(dyn_session_t *s, int gone_all);
+
+/*
+ * Would a copy of S's process (a fork) that keeps the patches add its calls to S's
+ * counters? 1 when they are shared memory (dyn_session_shared), or nothing is
+ * installed; 0 when they are the process's own anonymous memory (the child's copy
+ * would count apart, unseen): then take the patches out of the copy
+ * (dyn_session_unpatch_copy).
+ */
+int
+dyn_session_counts_copies(const dyn_session_t *s);
 
 /*
  * Put the original bytes back at every point of S in CHILD, a stopped copy of S's

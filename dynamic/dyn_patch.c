@@ -2368,6 +2368,12 @@ dyn_session_drop(dyn_session_t *s, int gone_all)
 }
 
 int
+dyn_session_counts_copies(const dyn_session_t *s)
+{
+    return s != NULL && (!s->installed || s->local != NULL);
+}
+
+int
 dyn_session_unpatch_copy(const dyn_session_t *s, dyn_proc_t *child)
 {
     int rc = 0;

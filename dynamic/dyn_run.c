@@ -296,7 +296,8 @@ typedef struct run {
     uint64_t rdebug, brk;    /* ... the loader's r_debug and r_brk */
     unsigned char *seen;     /* per MODULE:GLOB pattern (count, time, calls): a
                               * library it names was read */
-    size_t forks;            /* children forked while followed (not measured) */
+    size_t forks;            /* children forked while followed, not measured */
+    size_t forks_counted;    /* ... counted with the parent (shared counters) */
     size_t image;            /* the current image (execs while followed so far) */
     char **progs;            /* per image: its program's base name (or NULL) */
     size_t nprogs;           /* ... how many are known */
@@ -997,16 +998,31 @@ on_break(run_t *r)
     r->late = 0;
 }
 
-/* A child forked (CHILD, stopped): the parent's patches out of it, then let it go. */
+/*
+ * A child forked (CHILD, stopped, the loader's breakpoint already out of its copy of the
+ * code). With shared counters it keeps the parent's patches and adds its calls to the
+ * same rows (its trampolines are its own copy, never touched again); otherwise its
+ * copy would count apart, unseen, so the patches are taken out of it. Either way it is
+ * let go (detached): its own dlopen and exec are not followed, and dyn dying later
+ * leaves it as a killed dyn leaves any process (`dyn clean`).
+ */
 static void
 on_fork(run_t *r, dyn_proc_t *child)
 {
+    int counted = 1;
     for (size_t i = 0; i < r->nm; i++)
+        if (!r->m[i].dropped && !dyn_session_counts_copies(r->m[i].s))
+            counted = 0;
+    for (size_t i = 0; i < r->nm && !counted; i++)
         if (!r->m[i].dropped)
             dyn_session_unpatch_copy(r->m[i].s, child);
-    note(r->cb, 1, "%d: child %d forked: not measured", r->pid, dyn_proc_pid(child));
+    note(r->cb, 1, "%d: child %d forked: %s", r->pid, dyn_proc_pid(child),
+        counted ? "counted with the parent" : "not measured");
     dyn_proc_destroy(child);
-    r->forks++;
+    if (counted)
+        r->forks_counted++;
+    else
+        r->forks++;
 }
 
 /* The base name of the program of R's process now, into r->progs[r->image]. */
@@ -1154,6 +1170,12 @@ session(run_t *r, dyn_run_report_t *rep, int *started, char *why, size_t whylen)
     else
         watch(r, t0, &hist);
     rc = take_out(r, why, whylen);
+    if (r->forks_counted > 0)
+        note(r->cb, 0,
+            "%d: %zu %s forked: counted with the parent (%s later dlopen and exec not "
+            "followed)", r->pid, r->forks_counted,
+            r->forks_counted == 1 ? "child" : "children",
+            r->forks_counted == 1 ? "its" : "their");
     if (r->forks > 0)
         note(r->cb, 0, "%d: %zu %s forked: not measured", r->pid, r->forks,
             r->forks == 1 ? "child" : "children");

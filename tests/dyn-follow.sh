@@ -8,12 +8,18 @@
 #      counts, its dlclose says the counts are those until then; a MODULE never loaded
 #      is reported at the end, not an error;
 #  (2) threads calling the library: every call counted;
-#  (3) fork: the child runs unpatched (its status unchanged), the parent's counts exact;
+#  (3) fork: the children keep the patches and add to the same rows (shared counters):
+#      counts of the executable's, a library's and a timed procedure's rows equal parent
+#      plus children exactly, the children's status unchanged and the loader's int3 out
+#      of them (their dlopen works);
 #  (4) exec: the new program is run to its entry and instrumented again; the counts of
 #      each image exact and apart (the first image's rows named main[1]:...), with a
 #      MODULE: pattern and with --follow-exec and bare patterns only;
 #  (5) dyn killed (SIGKILL) while its breakpoint is in: dyn clean puts it back and the
-#      program's dlopen then works.
+#      program's dlopen then works;
+#  (6) dyn killed (SIGKILL) with forked children running: they were let go (not traced,
+#      not stopped), run the patched code on and dlopen (no int3 left in them) and exit
+#      right, one with `dyn clean` run on it, one without.
 # The program's output and exit status (3) are unchanged in every case.
 # Skips (77) without gcc or when ptrace is not allowed. Exit: 0 pass, 1 fail, 99 error.
 set -u
@@ -34,6 +40,7 @@ lib=$(cd "$d" && pwd)/libqt.so
 
 cleanup() {
     exec 7>&- 2>/dev/null
+    touch "$d/go" 2>/dev/null # (6): the program and its children end
     [ -n "$dpid" ] && kill -9 "$dpid" 2>/dev/null
 }
 trap cleanup EXIT
@@ -85,9 +92,32 @@ expect "threads: libqt.so:lib_sum" "$(csv "$d/th.csv" libqt.so:lib_sum)" 2000
     >"$d/fork.out" 2>"$d/fork.err"
 rc=$?
 same fork
-expect "fork: work (the parent's)" "$(csv "$d/fork.csv" work)" 11
-grep -q ': 1 child forked: not measured' "$d/fork.err" && ok "fork: child note" \
-    || bad "fork: no child note: $(cat "$d/fork.err")"
+expect "fork: work (parent 11, child 5)" "$(csv "$d/fork.csv" work)" 16
+grep -q ': 1 child forked: counted with the parent (its later dlopen and exec not followed)' \
+    "$d/fork.err" && ok "fork: child note" || bad "fork: no child note: $(cat "$d/fork.err")"
+# ... 3 children, each (and the parent) calling work and libqt.so's lib_sum 40 times
+"$d/main" forks "$lib" 3 40 >"$d/forks.plain"
+"$DYN" run -c work -c 'libqt.so:lib_sum' -c 'libc.so.6:fork' -o "$d/forks.csv" \
+    -- "$d/main" forks "$lib" 3 40 >"$d/forks.out" 2>"$d/forks.err"
+rc=$?
+same forks
+grep -q '^forks 3 children, 3 ran right$' "$d/forks.out" && ok "forks: children ran right" \
+    || bad "forks: output '$(cat "$d/forks.out")'"
+expect "forks: work (4 x 40)" "$(csv "$d/forks.csv" work)" 160
+expect "forks: libqt.so:lib_sum (4 x 40)" "$(csv "$d/forks.csv" libqt.so:lib_sum)" 160
+expect "forks: libc.so.6:fork" "$(csv "$d/forks.csv" libc.so.6:fork)" 3
+grep -q ': 3 children forked: counted with the parent' "$d/forks.err" \
+    && ok "forks: children note" || bad "forks: no children note: $(cat "$d/forks.err")"
+# ... timed (the depth is shared too: the time some thread of any of them was inside)
+"$DYN" run --follow-exec -t work -o "$d/ft.csv" -- "$d/main" forks "$lib" 3 40 \
+    >"$d/ft.out" 2>"$d/ft.err"
+rc=$?
+cp "$d/forks.plain" "$d/ft.plain"
+same ft
+expect "forks timed: work" "$(csv "$d/ft.csv" work)" 160
+ns=$(awk -F, '$1 == "work" { print $3 }' "$d/ft.csv")
+[ -n "$ns" ] && [ "$ns" -gt 0 ] && [ "$ns" -lt 1000000000 ] && ok "forks timed: $ns ns" \
+    || bad "forks timed: time '$ns'"
 
 # (4) exec
 "$d/main" exec 4 6 >"$d/exec.plain"
@@ -140,6 +170,44 @@ else
     for _ in $(seq 100); do kill -0 "$ppid" 2>/dev/null || break; sleep 0.1; done
     grep -q '^dl ' "$d/kill.out" && ok "kill: the program's dlopen worked after clean" \
         || bad "kill: program output '$(cat "$d/kill.out")'"
+fi
+
+# (6) dyn killed with forked children running; they wait for the file go
+pids_of() { awk -v p="$1" '$4 == p { print $1 }' /proc/[0-9]*/stat 2>/dev/null; }
+tracer() { awk '/^TracerPid:/ { print $2 }' "/proc/$1/status" 2>/dev/null; }
+"$DYN" run -c work -c 'libqt.so:lib_sum' -- "$d/main" forks "$lib" 2 30 "$d/go" \
+    >"$d/fk.out" 2>"$d/fk.err" &
+dpid=$!
+ppid= kids= free=0
+for _ in $(seq 100); do
+    ppid=$(pids_of "$dpid")
+    [ -n "$ppid" ] && kids=$(pids_of "$ppid")
+    free=0
+    for k in $kids; do [ "$(tracer "$k")" = 0 ] && free=$((free + 1)); done
+    [ $free = 2 ] && break
+    sleep 0.1
+done
+[ $free = 2 ] && ok "kill+fork: both children let go (not traced)" \
+    || bad "kill+fork: children '$kids' not let go: $(cat "$d/fk.err")"
+kill -9 "$dpid"
+wait "$dpid" 2>/dev/null
+dpid=
+set -- $kids
+if [ -z "$ppid" ] || [ $# != 2 ]; then
+    bad "kill+fork: no parent or children: $(cat "$d/fk.err")"
+else
+    stopped=$(awk '/^State:/ { print $2 }' "/proc/$ppid/status" "/proc/$1/status" \
+        "/proc/$2/status" | grep -c '[tT]')
+    expect "kill+fork: processes left stopped" "$stopped" 0
+    "$DYN" clean "$ppid" >"$d/fk-clean.out" 2>&1
+    "$DYN" clean "$1" >"$d/fk-clean1.out" 2>&1
+    grep -q "$1: 2 jumps put back" "$d/fk-clean1.out" && ok "kill+fork: clean of a child" \
+        || bad "kill+fork: clean of child $1 said: $(cat "$d/fk-clean1.out")"
+    touch "$d/go"
+    for _ in $(seq 100); do kill -0 "$ppid" 2>/dev/null || break; sleep 0.1; done
+    grep -q '^forks 2 children, 2 ran right$' "$d/fk.out" \
+        && ok "kill+fork: parent and children ran right (one child not cleaned)" \
+        || bad "kill+fork: program output '$(cat "$d/fk.out")'"
 fi
 
 [ $fails = 0 ] && exit 0 || exit 1

@@ -7,6 +7,11 @@
  *   threads LIB T N dlopen LIB, T threads each call lib_sum(100) N times
  *   fork N          a child calls work 5 times and exits 7; the parent calls work N
  *                   times and prints the child's status
+ *   forks LIB N K [GO]  dlopen LIB, fork N children; each one (and then the parent)
+ *                   waits for the file GO to exist (if given), calls work and lib_sum(100)
+ *                   K times each, and the children dlopen libm.so.6 (a process left with
+ *                   the loader's int3 dies there) and exit 10+i when all went right; the
+ *                   parent prints how many did
  *   exec K M        call work K times, then exec itself as `work M`
  *   work M          call work M times
  */
@@ -38,6 +43,29 @@ thread_main(void *arg)
     for (int i = 0; i < per_thread; i++)
         s += sum(100);
     return (void *)s;
+}
+
+/* Wait until the file GO exists (NULL: no wait). */
+static void
+wait_go(const char *go)
+{
+    while (go != NULL && access(go, F_OK) != 0)
+        usleep(10000);
+}
+
+/* Call work and sum(100) K times each: 1 when every sum was the same. */
+static int
+work_and_sum(int k)
+{
+    long first = 0;
+    int same = 1;
+    for (int i = 0; i < k; i++) {
+        long v = sum(100);
+        work(i);
+        first = i == 0 ? v : first;
+        same &= v == first;
+    }
+    return same;
 }
 
 static void *
@@ -93,6 +121,25 @@ main(int argc, char **argv)
             work(i);
         waitpid(c, &st, 0);
         printf("fork child exit %d\n", WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+    } else if ((argc == 5 || argc == 6) && strcmp(argv[1], "forks") == 0) {
+        int n = atoi(argv[3]), k = atoi(argv[4]), good = 0;
+        const char *go = argc == 6 ? argv[5] : NULL;
+        pid_t c[16];
+        open_lib(argv[2]);
+        for (int j = 0; j < n && j < 16; j++)
+            if ((c[j] = fork()) == 0) {
+                wait_go(go);
+                int ok = work_and_sum(k) && dlopen("libm.so.6", RTLD_NOW) != NULL;
+                _exit(ok ? 10 + j : 1);
+            }
+        wait_go(go);
+        work_and_sum(k);
+        for (int j = 0; j < n && j < 16; j++) {
+            int st = 0;
+            waitpid(c[j], &st, 0);
+            good += WIFEXITED(st) && WEXITSTATUS(st) == 10 + j;
+        }
+        printf("forks %d children, %d ran right\n", n, good);
     } else if (argc == 4 && strcmp(argv[1], "exec") == 0) {
         for (int i = 0, k = atoi(argv[2]); i < k; i++)
             work(i);
@@ -106,7 +153,7 @@ main(int argc, char **argv)
             work(i);
         printf("work %s\n", argv[2]);
     } else {
-        fprintf(stderr, "usage: main dl|threads|fork|exec|work ...\n");
+        fprintf(stderr, "usage: main dl|dlwait|threads|fork|forks|exec|work ...\n");
         return 2;
     }
     return 3;
