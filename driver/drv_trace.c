@@ -1051,8 +1051,8 @@ mem_insn(drv_trace_t *t, const uint8_t *buf, size_t avail_bytes, const arch_insn
     int n = 0;
     QP_CHECK(arch_decode_mem(buf, avail_bytes, in->addr, r, &n));
     for (int k = 0; k < n; k++) {
-        QP_CHECK(grow((void **)&t->mrefs, &t->mrefs_cap, t->nmrefs, sizeof(qpt_trace_mref_t)));
-        QP_CHECK(grow((void **)&t->marefs, &t->marefs_cap, t->nmrefs, sizeof(arch_mref_t)));
+        QP_CHECK(cfg_vec_grow((void **)&t->mrefs, &t->mrefs_cap, t->nmrefs + 1, sizeof(qpt_trace_mref_t)));
+        QP_CHECK(cfg_vec_grow((void **)&t->marefs, &t->marefs_cap, t->nmrefs + 1, sizeof(arch_mref_t)));
         qpt_trace_mref_t m = { .insn = in->addr, .disp = r[k].disp, .access = r[k].access,
                                .access2 = r[k].access2, .rep = r[k].rep, .size = r[k].size,
                                .from = QPT_TRACE_MNEW };
@@ -1124,7 +1124,7 @@ drv_trace_plan_mem(drv_trace_t *t, const cfg_prog_t *prog, uint32_t *nrefs, uint
             unsigned v = 0;
             rc = mem_insn(t, p, avail_bytes, &insns[i], t->mblocks[b].ref, av, &nav, &v);
             if (rc == 0 && v > 0) {
-                rc = grow((void **)&t->mpts, &t->mpts_cap, t->nmpts, sizeof(mem_point_t));
+                rc = cfg_vec_grow((void **)&t->mpts, &t->mpts_cap, t->nmpts + 1, sizeof(mem_point_t));
                 if (rc == 0)
                     t->mpts[t->nmpts++] = (mem_point_t) { insns[i].addr, first,
                                                           t->nmrefs - first, live[i] != 0 };
@@ -1237,7 +1237,7 @@ drv_trace_place(drv_trace_t *t, drv_result_t *res, ed_plan_t *plan, uint64_t ref
         uint32_t root = mem_tree(t, &tr, p, refill);
         arch_snip_ctx_t ctx = { 0 };
         t->snips[t->npts + i] = (ed_snippet_t) { tr.v, tr.n, root, ctx };
-        QP_CHECK(grow((void **)&res->probes, &res->probes_cap, res->nprobes, sizeof(ed_probe_t)));
+        QP_CHECK(cfg_vec_grow((void **)&res->probes, &res->probes_cap, res->nprobes + 1, sizeof(ed_probe_t)));
         res->probes[res->nprobes++] = (ed_probe_t) {
             .addr = p->addr, .at = ED_AT_BEFORE, .what = ED_SNIP_CODE, .save_flags = p->save,
             .counter = (uint32_t)(t->npts + i),
