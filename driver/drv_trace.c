@@ -73,6 +73,9 @@ struct drv_trace {
     uint32_t nevents;
     trace_point_t *pts;
     size_t npts;
+    uint32_t *ifirst; /* per block, its first instruction (nblocks + 1) */
+    uint8_t *ilen;    /* the instructions' lengths */
+    uint32_t ninsns;
     /* --trace-mem */
     int mem;
     qpt_trace_mblock_t *mblocks; /* per block */
@@ -820,6 +823,8 @@ drv_trace_free(drv_trace_t *t)
     free(t->edges);
     free(t->events);
     free(t->pts);
+    free(t->ifirst);
+    free(t->ilen);
     free(t->mblocks);
     free(t->mrefs);
     free(t->marefs);
@@ -859,6 +864,35 @@ on_pad(void *arg, uint64_t func, uint64_t pad)
     pads_t *p = arg;
     QP_CHECK(cfg_vec_grow((void **)&p->v, &p->cap, p->n + 1, sizeof(uint64_t)));
     p->v[p->n++] = pad;
+    return 0;
+}
+
+/* The lengths of the instructions of every block of T (qp trace insns). */
+static int
+plan_insns(drv_trace_t *t, const cfg_prog_t *prog)
+{
+    size_t cap = 0;
+    t->ifirst = calloc((size_t)t->nblocks + 1, sizeof(uint32_t));
+    if (t->ifirst == NULL)
+        return QP_ENOMEM;
+    for (uint32_t b = 0; b < t->nblocks; b++) {
+        uint32_t cb = cfg_block_at(prog, t->blocks[b].start);
+        if (cb == CFG_NONE)
+            return QP_EINVAL;
+        const cfg_block_t *c = &prog->blocks[cb];
+        t->ifirst[b] = t->ninsns;
+        for (uint64_t a = c->start; a < c->end;) {
+            size_t avail = 0;
+            const uint8_t *p = cfg_image_ptr(prog->img, a, &avail);
+            arch_insn_t in;
+            if (p == NULL || arch_decode(p, avail, a, &in) < 0 || in.len == 0)
+                return QP_EINVAL;
+            QP_CHECK(cfg_vec_grow((void **)&t->ilen, &cap, (size_t)t->ninsns + 1, 1));
+            t->ilen[t->ninsns++] = (uint8_t)in.len;
+            a += in.len;
+        }
+    }
+    t->ifirst[t->nblocks] = t->ninsns;
     return 0;
 }
 
@@ -953,6 +987,8 @@ drv_trace_plan(const cfg_prog_t *prog, const drv_result_t *res, int naive,
     free(xt);
     free(taken);
     free(pv.v);
+    if (rc == 0)
+        rc = plan_insns(t, prog);
     if (rc < 0) {
         drv_trace_free(t);
         return rc;
@@ -1278,6 +1314,12 @@ drv_trace_section(const drv_trace_t *t, uint8_t **buf, size_t *len)
         + (size_t)t->nblocks * sizeof(qpt_trace_block_t) + 8
         + (size_t)t->nedges * sizeof(qpt_trace_edge_t) + 8
         + (size_t)t->nevents * sizeof(qpt_trace_event_t) + 8;
+    qpt_trace_ins_hdr_t ih;
+    memset(&ih, 0, sizeof(ih));
+    memcpy(ih.magic, QPT_TRACE_IMAGIC, 8);
+    ih.nblocks = t->nblocks;
+    ih.ninsns = t->ninsns;
+    n += sizeof(ih) + 8 + ((size_t)t->nblocks + 1) * sizeof(uint32_t) + 8 + t->ninsns + 8;
     qpt_trace_mem_hdr_t mh;
     memset(&mh, 0, sizeof(mh));
     if (t->mem) {
@@ -1296,6 +1338,9 @@ drv_trace_section(const drv_trace_t *t, uint8_t **buf, size_t *len)
     put(b, &off, t->blocks, (size_t)t->nblocks * sizeof(qpt_trace_block_t));
     put(b, &off, t->edges, (size_t)t->nedges * sizeof(qpt_trace_edge_t));
     put(b, &off, t->events, (size_t)t->nevents * sizeof(qpt_trace_event_t));
+    put(b, &off, &ih, sizeof(ih));
+    put(b, &off, t->ifirst, ((size_t)t->nblocks + 1) * sizeof(uint32_t));
+    put(b, &off, t->ilen, t->ninsns);
     if (t->mem) {
         put(b, &off, &mh, sizeof(mh));
         put(b, &off, t->mblocks, (size_t)t->nblocks * sizeof(qpt_trace_mblock_t));

@@ -21,7 +21,7 @@
 
 #define QPT_TRACE_MAGIC "QPTTRDS1"  /* description */
 #define QPT_TRACE_FMAGIC "QPTTRFL1" /* trace file */
-#define QPT_TRACE_VERSION 1u
+#define QPT_TRACE_VERSION 2u /* 2: the instruction part (qpt_trace_ins_hdr_t) */
 #define QPT_TRACE_NONE UINT32_MAX
 
 /* Records of a trace file that are no event of the description. */
@@ -131,7 +131,22 @@ typedef struct qpt_trace_event {
 } qpt_trace_event_t;
 
 /*
- * Address tracing (--trace-mem): after the events, the description may go on with a
+ * The instructions of every block (qp trace insns), after the events: a
+ * qpt_trace_ins_hdr_t, then uint32_t first[nblocks + 1] (block b's instructions are
+ * first[b] .. first[b + 1] - 1) and uint8_t len[ninsns], their lengths in bytes, in
+ * address order from the block's start; each piece 8-byte aligned. (The rewritten file's
+ * old text cannot tell them: redirects overwrite its entries.)
+ */
+#define QPT_TRACE_IMAGIC "QPTTRINS"
+
+typedef struct qpt_trace_ins_hdr {
+    char magic[8];     /* QPT_TRACE_IMAGIC */
+    uint32_t nblocks;  /* qpt_trace_hdr_t.nblocks */
+    uint32_t ninsns;
+} qpt_trace_ins_hdr_t;
+
+/*
+ * Address tracing (--trace-mem): after the instructions, the description may go on with a
  * qpt_trace_mem_hdr_t, then one qpt_trace_mblock_t per block (the same indices) and the
  * accesses (qpt_trace_mref_t), each 8-byte aligned. Each access names an instruction of
  * its block, in the order they run. A block's accesses consume the value records

@@ -149,6 +149,36 @@ desc_valid(const qp_trace_desc_t *d)
     return 1;
 }
 
+/* The instruction part of D's description at *OFF (of N bytes); *OFF goes past it. */
+static int
+ins_part(qp_trace_desc_t *d, size_t *off, size_t n)
+{
+    qpt_trace_ins_hdr_t ih;
+    if (*off > n || n - *off < sizeof(ih))
+        return QP_EFORMAT;
+    memcpy(&ih, d->mem + *off, sizeof(ih));
+    if (memcmp(ih.magic, QPT_TRACE_IMAGIC, 8) != 0 || ih.nblocks != d->hdr.nblocks)
+        return QP_EFORMAT;
+    size_t o = *off + rounded(sizeof(ih));
+    size_t nf = ((size_t)ih.nblocks + 1) * sizeof(uint32_t);
+    if (o > n || nf > n - o || rounded(nf) > n - o || ih.ninsns > n - o - rounded(nf))
+        return QP_EFORMAT;
+    const uint32_t *first = (const uint32_t *)(d->mem + o);
+    const uint8_t *len = d->mem + o + rounded(nf);
+    if (first[0] != 0 || first[ih.nblocks] != ih.ninsns)
+        return QP_EFORMAT;
+    for (uint32_t b = 0; b < ih.nblocks; b++)
+        if (first[b + 1] < first[b])
+            return QP_EFORMAT;
+    for (uint32_t i = 0; i < ih.ninsns; i++)
+        if (len[i] == 0 || len[i] > 15)
+            return QP_EFORMAT;
+    d->ifirst = first;
+    d->ilen = len;
+    *off = o + rounded(nf) + rounded(ih.ninsns);
+    return 0;
+}
+
 /* The address-tracing part (--trace-mem) of D's description from OFF (of N bytes). */
 static int
 mem_part(qp_trace_desc_t *d, size_t off, size_t n)
@@ -232,6 +262,10 @@ qp_trace_desc_read(const char *path, qp_trace_desc_t *d, char *why, size_t whyle
     d->blocks = part[1];
     d->edges = part[2];
     d->events = part[3];
+    if (ins_part(d, &off, n) < 0) {
+        qp_trace_desc_free(d);
+        return fail(why, whylen, QP_EFORMAT, path, "malformed instruction part");
+    }
     if (off < n && mem_part(d, off, n) < 0) {
         qp_trace_desc_free(d);
         return fail(why, whylen, QP_EFORMAT, path, "malformed address-trace description");

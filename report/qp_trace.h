@@ -22,6 +22,9 @@ typedef struct qp_trace_desc {
     const qpt_trace_block_t *blocks;
     const qpt_trace_edge_t *edges;
     const qpt_trace_event_t *events;
+    /* per block its first instruction (nblocks + 1), and the instructions' lengths */
+    const uint32_t *ifirst;
+    const uint8_t *ilen;
     /* --trace-mem (NULL without): per block its accesses, and the accesses */
     const qpt_trace_mblock_t *mblocks;
     const qpt_trace_mref_t *mrefs;

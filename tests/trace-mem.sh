@@ -6,7 +6,7 @@
 # structs, rep movs/stos, movs, %fs, SSE, locked read-modify-writes, calls through
 # pointers, recursion, a switch table) at -O0/-O2, non-PIE and PIE (stack protector on),
 # rewritten with --driver=trace --trace-mem and with --driver=trace-naive --trace-mem.
-# Truth: `qp trace mem` equals valgrind --tool=lackey --trace-mem=yes of the original
+# Truth: `qp trace mem` (and `qp trace insns`, the instructions run) equals valgrind --tool=lackey --trace-mem=yes of the original
 # program, access for access, for the program's own code (the instructions of
 # `qp trace text`); the rewritten program runs under valgrind --tool=none so that its
 # stack and heap lie where lackey's run had them (program and folder names of one
@@ -60,6 +60,13 @@ for v in "O0 -O0 -fno-pie -no-pie" "O2 -O2 -fno-pie -no-pie -fstack-protector-al
         bad "$tag: differs from lackey: $(head -n 2 "$d/cmp" | tr '\n' ' ')"
     fi
     grep -q '^#' "$d/t/mem" && bad "$tag: marks in the address trace: $(grep '^#' "$d/t/mem" | head -n 1)"
+    # qp trace insns: the instructions run, against lackey's "I" lines
+    if "$QP" trace insns "$d/t/p" >"$d/t/insns" 2>"$d/t/ierr" &&
+        python3 "$T/lackey-insns.py" "$d/text" "$bias" "$d/o/lackey" "$d/t/insns" >"$d/icmp" 2>&1; then
+        ok "$tag: qp trace insns equals lackey: $(cat "$d/icmp")"
+    else
+        bad "$tag: qp trace insns differs from lackey: $(head -n 1 "$d/icmp" "$d/t/ierr" | tr '\n' ' ')"
+    fi
 done
 
 # qp trace cachesim against cachegrind configured alike (D1 32k:8:64, LL 8m:16:64) on

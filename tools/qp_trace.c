@@ -7,6 +7,8 @@
  *   qp trace blocks PROG [TRACE...]   one line per block run: its address (0x...), in
  *                                     order; lines starting with '#' mark where the
  *                                     walk could not follow exactly (report/qp_trace.h)
+ *   qp trace insns PROG [TRACE...]    one line per instruction run: its address, in
+ *                                     order (the blocks' instructions; '#' marks alike)
  *   qp trace stats PROG [TRACE...]    per trace: records, bytes, blocks, bytes per block,
  *                                     marks, and a hash of the block sequence (equal
  *                                     traces have equal hashes); with --trace-mem
@@ -44,6 +46,7 @@ static int
 usage(FILE *f, int rc)
 {
     fprintf(f, "usage: qp trace blocks PROG [TRACE...]\n"
+               "       qp trace insns PROG [TRACE...]\n"
                "       qp trace stats PROG [TRACE...]\n"
                "       qp trace mem PROG [TRACE...]   (rewritten with --trace-mem)\n"
                "       qp trace text PROG\n"
@@ -55,6 +58,7 @@ usage(FILE *f, int rc)
 
 typedef struct out {
     FILE *f;
+    const qp_trace_desc_t *d; /* insns */
     qp_cachesim_t *sim; /* cachesim */
     uint64_t hash; /* FNV-1a over the blocks' addresses, in order (stats) */
     char buf[1 << 16];
@@ -78,6 +82,17 @@ on_block(void *arg, uint32_t block, uint64_t addr)
     (void)block;
     out_t *o = arg;
     fprintf(o->f, "0x%llx\n", (unsigned long long)addr);
+    return 0;
+}
+
+static int
+on_block_insns(void *arg, uint32_t block, uint64_t addr)
+{
+    out_t *o = arg;
+    for (uint32_t i = o->d->ifirst[block]; i < o->d->ifirst[block + 1]; i++) {
+        fprintf(o->f, "0x%llx\n", (unsigned long long)addr);
+        addr += o->d->ilen[i];
+    }
     return 0;
 }
 
@@ -187,7 +202,7 @@ find_traces(const char *prog, char ***v, size_t *n)
     return 0;
 }
 
-enum { MODE_BLOCKS, MODE_STATS, MODE_MEM, MODE_SIM };
+enum { MODE_BLOCKS, MODE_STATS, MODE_MEM, MODE_SIM, MODE_INSNS };
 
 static int
 one_trace(const qp_trace_desc_t *d, const char *path, int mode, int header, out_t *o)
@@ -214,7 +229,8 @@ one_trace(const qp_trace_desc_t *d, const char *path, int mode, int header, out_
     if (header && mode != MODE_STATS && mode != MODE_SIM)
         fprintf(o->f, "# thread %llu\n", (unsigned long long)h.tid);
     o->hash = 0xcbf29ce484222325ull;
-    qp_trace_sink_t sink = { stats ? hash_block : on_block, stats ? count_mark : on_mark, o };
+    qp_trace_sink_t sink = { stats ? hash_block : mode == MODE_INSNS ? on_block_insns : on_block,
+                             stats ? count_mark : on_mark, o };
     qp_trace_stats_t st;
     qp_trace_mem_sink_t msink = { stats ? count_access : mode == MODE_SIM ? sim_access : on_access,
                                   stats || mode == MODE_SIM ? count_mark : on_mark, o };
@@ -260,6 +276,7 @@ qp_trace_main(int argc, char **argv)
     int mode = strcmp(argv[2], "stats") == 0 ? MODE_STATS
         : strcmp(argv[2], "mem") == 0        ? MODE_MEM
         : strcmp(argv[2], "cachesim") == 0   ? MODE_SIM
+        : strcmp(argv[2], "insns") == 0      ? MODE_INSNS
                                              : MODE_BLOCKS;
     static qp_cachesim_t sim;
     const char *l1 = "32k:8:64", *ll = "8m:16:64";
@@ -290,7 +307,7 @@ qp_trace_main(int argc, char **argv)
     }
     int text = strcmp(argv[2], "text") == 0;
     if (!text && mode == MODE_BLOCKS && strcmp(argv[2], "blocks") != 0) {
-        fprintf(stderr, "qp: trace: unknown command '%s' (blocks, stats, mem, text, cachesim)\n",
+        fprintf(stderr, "qp: trace: unknown command '%s' (blocks, insns, stats, mem, text, cachesim)\n",
                 argv[2]);
         return 2;
     }
@@ -330,6 +347,7 @@ qp_trace_main(int argc, char **argv)
         owned = 1;
     static out_t o;
     o.f = stdout;
+    o.d = &d;
     o.sim = &sim;
     setvbuf(stdout, o.buf, _IOFBF, sizeof(o.buf));
     int rc = 0;
