@@ -189,6 +189,12 @@ const drv_ops_t *drv_find(const char *name);
 int drv_run(const drv_ops_t *drv, const cfg_prog_t *prog, const ed_plan_t *plan,
             const drv_weights_t *weights, drv_result_t *res /*OUT*/);
 
+/* drv_run, calling ON_PROGRESS(ARG, procedures done, all of them) now and then (a long
+ * run on a large program is seen to move). */
+int drv_run_progress(const drv_ops_t *drv, const cfg_prog_t *prog, const ed_plan_t *plan,
+                     const drv_weights_t *weights, drv_result_t *res /*OUT*/,
+                     void (*on_progress)(void *arg, size_t done, size_t total), void *arg);
+
 /* After ed_plan_apply: fill in the new addresses of the description (entries, blocks,
  * return sites of calls). */
 void drv_result_finish(drv_result_t *res, const ed_plan_t *plan, uint64_t counters_vaddr);

@@ -552,6 +552,14 @@ int
 drv_run(const drv_ops_t *drv, const cfg_prog_t *prog, const ed_plan_t *plan,
         const drv_weights_t *weights, drv_result_t *res)
 {
+    return drv_run_progress(drv, prog, plan, weights, res, NULL, NULL);
+}
+
+int
+drv_run_progress(const drv_ops_t *drv, const cfg_prog_t *prog, const ed_plan_t *plan,
+                 const drv_weights_t *weights, drv_result_t *res,
+                 void (*on_progress)(void *arg, size_t done, size_t total), void *arg)
+{
     memset(res, 0, sizeof(*res));
     res->driver = drv->kind;
     uint32_t off;
@@ -593,6 +601,8 @@ drv_run(const drv_ops_t *drv, const cfg_prog_t *prog, const ed_plan_t *plan,
             exits[nexits++] = prog->procs[i].entry; /* procs are sorted by entry */
     for (uint32_t i = 0; rc == 0 && i < prog->nprocs; i++) {
         const cfg_proc_t *p = &prog->procs[i];
+        if (on_progress != NULL && (i & 1023) == 0)
+            on_progress(arg, i, prog->nprocs);
         if (p->flags & (CFG_PROC_FRAGMENT | CFG_PROC_PLT))
             continue;
         const char *left = ed_plan_left_reason(plan, i);

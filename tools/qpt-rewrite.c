@@ -109,6 +109,17 @@ analysis_progress(void *arg, size_t done, size_t total)
     fflush(stderr);
 }
 
+/* drv_run_progress's callback: "placing counters... 45%". */
+static void
+placing_progress(void *arg, size_t done, size_t total)
+{
+    (void)arg;
+    if (!show_progress || total == 0)
+        return;
+    fprintf(stderr, "\r%s: placing counters... %zu%%\033[K", prog_name, 100 * done / total);
+    fflush(stderr);
+}
+
 /* ed_opts_t.on_progress: "relocating... 45%", then "writing..." for the rest. */
 static void
 relocation_progress(void *arg, size_t done, size_t total)
@@ -328,7 +339,8 @@ rewrite(const cfg_prog_t *prog, const char *input, const char *output, const cha
         }
         if (drv != NULL) {
             progress("placing counters");
-            rc = drv_run(drv, prog, plan, weights ? &w : NULL, &res);
+            rc = drv_run_progress(drv, prog, plan, weights ? &w : NULL, &res, placing_progress,
+                                  NULL);
             if (rc == 0 && call_targets && !tracing)
                 rc = drv_indirect_tables(&res, prog);
             drv_trace_free(tctx.tr);
