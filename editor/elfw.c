@@ -20,8 +20,9 @@
  * more entry). Entries are reused when there are enough of them: PT_NULL entries and a
  * PT_NOTE whose range PT_GNU_PROPERTY repeats exactly. Otherwise the whole table moves to
  * the end of the file into a read-only PT_LOAD of its own, at the highest address, and
- * PT_PHDR follows it (AT_PHDR is then right on Linux >= 5.18, which derives it from the
- * PT_LOAD that contains e_phoff). Either way the new PT_LOADs come right after the last
+ * PT_PHDR follows it. Its address is the first PT_LOAD's less that one's offset, plus
+ * its own offset, as Linux before 5.18 and valgrind compute AT_PHDR (later kernels derive
+ * it from the PT_LOAD that contains e_phoff, which is right either way). Either way the new PT_LOADs come right after the last
  * original one, so PT_PHDR stays first, PT_INTERP before the loads and the loads sorted.
  *
  * Symbols: a request that names a defined STT_FUNC of .symtab moves it (value, size,
@@ -117,11 +118,14 @@ typedef struct elfw_ctx {
     size_t *region_scn;        /* the section index of each region */
     uint64_t *region_off;      /* the file offset of each region */
     uint64_t load_end;         /* end of the highest original PT_LOAD (memory) */
+    uint64_t load_delta;       /* the first PT_LOAD's p_vaddr - p_offset */
+    int load_seen;             /* load_delta is set */
     GElf_Phdr *oph;            /* the output's program headers */
     size_t ophnum;             /* their number */
     size_t oph_new;            /* index in oph of the first new PT_LOAD */
     size_t oph_eh;             /* index in oph of PT_GNU_EH_FRAME, or SIZE_MAX */
     int ph_moved;              /* 1 when the table moves to the end of the file */
+    int ph_in_first;           /* ... or into the padding after the first PT_LOAD */
     uint64_t ph_off;           /* the output's e_phoff */
     uint64_t ph_vaddr;         /* the moved table's address */
     uint64_t sh_off;           /* the output's e_shoff */
@@ -327,6 +331,10 @@ elfw_parse_input(elfw_ctx_t *c)
                 c, QP_EFORMAT, "PT_LOAD %zu is outside the file", i);
         if (p->p_vaddr + p->p_memsz > c->load_end)
             c->load_end = p->p_vaddr + p->p_memsz;
+        if (!c->load_seen) {
+            c->load_seen = 1;
+            c->load_delta = p->p_vaddr - p->p_offset;
+        }
     }
     if (c->load_end == 0)
         return elfw_fail(c, QP_EFORMAT, "no PT_LOAD segment");
@@ -1121,11 +1129,23 @@ elfw_finish_phdrs(elfw_ctx_t *c)
 
     for (i = 0; i < r->nregions; i++)
         c->oph[c->oph_new + i].p_offset = c->region_off[i];
+    if (c->ph_moved && c->ph_in_first) {
+        memset(&c->oph[c->oph_new + r->nregions], 0, sizeof(GElf_Phdr)); /* PT_NULL */
+        for (i = 0; i < c->ophnum; i++) {
+            GElf_Phdr *f = &c->oph[i];
+            if (f->p_type != PT_LOAD)
+                continue;
+            f->p_filesz = f->p_memsz = c->ph_off + phsize - f->p_offset;
+            break;
+        }
+    }
     if (c->ph_moved) {
         GElf_Phdr *p = &c->oph[c->oph_new + r->nregions];
-        p->p_offset = c->ph_off;
-        p->p_vaddr = p->p_paddr = c->ph_vaddr;
-        p->p_filesz = p->p_memsz = phsize;
+        if (!c->ph_in_first) {
+            p->p_offset = c->ph_off;
+            p->p_vaddr = p->p_paddr = c->ph_vaddr;
+            p->p_filesz = p->p_memsz = phsize;
+        }
         for (i = 0; i < c->ophnum; i++) {
             p = &c->oph[i];
             if (p->p_type != PT_PHDR)
@@ -1160,6 +1180,53 @@ elfw_finish_phdrs(elfw_ctx_t *c)
  * moved program header table, the sections that grew, and the section header table when
  * the number of sections changed (otherwise it stays where it was).
  */
+/*
+ * The moved table in the padding after the first PT_LOAD, in the rest of its last page,
+ * when no segment and no section has bytes there: that segment then grows over it, and
+ * AT_PHDR is right however it is computed, with no byte added. Sets ph_off and ph_vaddr.
+ */
+static int
+elfw_ph_fits_first(elfw_ctx_t *c)
+{
+    const GElf_Phdr *f = NULL;
+    size_t i;
+    for (i = 0; i < c->phnum && f == NULL; i++)
+        if (c->ph[i].p_type == PT_LOAD)
+            f = &c->ph[i];
+    if (f == NULL || f->p_filesz != f->p_memsz || f->p_vaddr - f->p_offset != c->load_delta)
+        return 0;
+    uint64_t end_off = f->p_offset + f->p_filesz;
+    uint64_t off = elfw_align_up(end_off, 8), end = off + c->ophnum * ELFW_PHENT;
+    if (end > c->insize
+        || elfw_align_up(c->load_delta + end, ELFW_PAGE)
+            != elfw_align_up(c->load_delta + end_off, ELFW_PAGE))
+        return 0;
+    for (i = 0; i < c->phnum; i++) {
+        const GElf_Phdr *p = &c->ph[i];
+        if (p == f || p->p_type != PT_LOAD)
+            continue;
+        if (p->p_offset < end && p->p_offset + p->p_filesz > off)
+            return 0;
+        if (p->p_vaddr < elfw_align_up(c->load_delta + end, ELFW_PAGE)
+            && p->p_vaddr + p->p_memsz > f->p_vaddr)
+            return 0;
+    }
+    for (i = 1; i < c->nscn; i++) {
+        const GElf_Shdr *sh = &c->scn[i].sh;
+        if (c->scn[i].is_new)
+            continue; /* placed after the input's end */
+        if (sh->sh_type != SHT_NOBITS && sh->sh_size != 0 && sh->sh_offset < end
+            && sh->sh_offset + sh->sh_size > off)
+            return 0;
+    }
+    c->ph_off = off;
+    c->ph_vaddr = c->load_delta + off;
+    return 1;
+}
+
+/* The most zero bytes added so that old kernels find the moved program headers. */
+#define ELFW_PH_PAD_MAX (16u << 20)
+
 static int
 elfw_layout(elfw_ctx_t *c)
 {
@@ -1172,6 +1239,10 @@ elfw_layout(elfw_ctx_t *c)
         uint64_t m = g->align > ELFW_PAGE ? g->align : ELFW_PAGE;
         uint64_t off = elfw_congruent(cur, g->vaddr, m);
 
+        /* A region with no bytes (memory only) never sets the file's end: its offset,
+         * congruent to its address, stays below what is written. */
+        if (g->bytes == NULL && off > cur && off >= m)
+            off -= m;
         c->region_off[i] = off;
         c->scn[c->region_scn[i]].sh.sh_offset = off;
         if (g->bytes != NULL)
@@ -1179,9 +1250,27 @@ elfw_layout(elfw_ctx_t *c)
         if (g->vaddr + g->size > vend)
             vend = g->vaddr + g->size;
     }
-    if (c->ph_moved) {
+    if (c->ph_moved && elfw_ph_fits_first(c)) {
+        c->ph_in_first = 1; /* ph_off, ph_vaddr set */
+    } else if (c->ph_moved) {
         c->ph_vaddr = elfw_align_up(vend, ELFW_PAGE);
         c->ph_off = elfw_congruent(cur, c->ph_vaddr, ELFW_PAGE);
+        /*
+         * Linux before 5.18 and valgrind take AT_PHDR to be the first PT_LOAD's address
+         * less its offset, plus e_phoff: put the table there too (after some padding,
+         * when the memory image runs past the file's end; a static program's libc reads
+         * its TLS segment through AT_PHDR). Beyond ELFW_PH_PAD_MAX of padding (a huge
+         * .bss) the table stays at the first free address: right on Linux >= 5.18.
+         */
+        if ((c->load_delta & (ELFW_PAGE - 1)) == 0 && c->ph_vaddr >= c->load_delta) {
+            uint64_t off = c->ph_vaddr - c->load_delta;
+            if (off < cur)
+                off = elfw_align_up(cur, 8); /* the table's entries are 8-byte aligned */
+            if (off - cur <= ELFW_PH_PAD_MAX && c->load_delta + off >= c->ph_vaddr) {
+                c->ph_off = off;
+                c->ph_vaddr = c->load_delta + off;
+            }
+        }
         cur = c->ph_off + c->ophnum * ELFW_PHENT;
     } else {
         c->ph_off = c->eh.e_phoff;
