@@ -246,6 +246,10 @@ enum { DRV_SITE_FORK = 1, DRV_SITE_THREAD = 2 };
 int drv_site_kind(const cfg_prog_t *prog, const arch_insn_t *prev, const arch_insn_t *in,
                   const drv_prog_info_t *info);
 
+/* The sorted, unique targets of jumps between procedures (blocks entered from outside
+ * their procedure are roots of its graph); *OUT is malloc'ed. 0 or QP_ENOMEM. */
+int drv_cross_targets(const cfg_prog_t *prog, uint64_t **out /*OUT*/, size_t *n /*OUT*/);
+
 /*
  * Processes and threads (drv_procs.c).
  * drv_forkers: the sorted entries of PROG's procedures that may return in a new child

@@ -276,9 +276,8 @@ cmp_u64_asc(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-/* Sorted, unique targets of jumps between procedures. */
-static int
-cross_targets(const cfg_prog_t *prog, uint64_t **out, size_t *n)
+int
+drv_cross_targets(const cfg_prog_t *prog, uint64_t **out, size_t *n)
 {
     size_t k = 0;
     uint64_t *v = malloc((prog->nedges + 1) * sizeof(uint64_t));
@@ -584,7 +583,7 @@ drv_run_progress(const drv_ops_t *drv, const cfg_prog_t *prog, const ed_plan_t *
     uint64_t *xt = NULL, *exits = NULL, *forkers = NULL, *starters = NULL;
     size_t nxt = 0, nexits = 0, nforkers = 0, nstarters = 0;
     int taken = 0;
-    int rc = cross_targets(prog, &xt, &nxt);
+    int rc = drv_cross_targets(prog, &xt, &nxt);
     if (rc == 0)
         rc = drv_forkers(prog, &forkers, &nforkers);
     if (rc == 0)

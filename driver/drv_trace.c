@@ -834,24 +834,6 @@ drv_trace_free(drv_trace_t *t)
     free(t);
 }
 
-/* Sorted targets of jumps between procedures (as drv_run finds them: blocks entered
- * from outside are roots). */
-static int
-cross_targets(const cfg_prog_t *prog, uint64_t **out, size_t *n)
-{
-    size_t k = 0;
-    uint64_t *v = malloc((prog->nedges + 1) * sizeof(uint64_t));
-    if (v == NULL)
-        return QP_ENOMEM;
-    for (uint32_t e = 0; e < prog->nedges; e++)
-        if (prog->edges[e].kind == CFG_EDGE_TAILCALL && prog->edges[e].target != 0)
-            v[k++] = prog->edges[e].target;
-    qsort(v, k, sizeof(uint64_t), cmp_u64);
-    *out = v;
-    *n = k;
-    return 0;
-}
-
 typedef struct pads {
     uint64_t *v;
     size_t n, cap;
@@ -912,7 +894,7 @@ drv_trace_plan(const cfg_prog_t *prog, const drv_result_t *res, int naive,
     drv_prog_info_t info = { 0 };
     uint64_t *xt = NULL;
     if (rc == 0)
-        rc = cross_targets(prog, &xt, &info.nxt);
+        rc = drv_cross_targets(prog, &xt, &info.nxt);
     info.xt = xt;
     uint64_t *taken = NULL;
     size_t ntaken = 0;

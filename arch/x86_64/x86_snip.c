@@ -1013,55 +1013,27 @@ fs_op(gen_t *g, uint8_t opc, int reg, int32_t off)
     put32(g, (uint32_t)off);
 }
 
-/*
- * ARCH_SN_TRACE_REC: mov %fs:CUR,t; cmp %fs:LIM,t; jb 1f; call REFILL; mov %fs:CUR,t;
- * 1: movl $imm,(t); lea 4(t),t; mov t,%fs:CUR.
- */
+/* OPC REG, DISP8(BASE) (W: 64-bit), REX only when needed; SIB when BASE is %rsp. */
 static void
-trace_rec(gen_t *g, const arch_snip_t *s)
+op_disp8(gen_t *g, int w, uint8_t opc, int reg, int base, int8_t disp)
 {
-    const arch_snip_t *r = &g->nodes[s->a];
-    int t = pick_temp(g), room = new_label(g);
-    fs_op(g, 0x8b, t, ARCH_TRACE_CUR);
-    fs_op(g, 0x3b, t, ARCH_TRACE_LIM);
-    jump_to(g, CC_B, room);
-    int64_t d = (int64_t)((uint64_t)r->imm - (g->addr + g->len + 5));
-    if (!fits32(d))
-        fail(g, QP_ERANGE);
-    put8(g, 0xe8);
-    put32(g, (uint32_t)d);
-    fs_op(g, 0x8b, t, ARCH_TRACE_CUR);
-    bind(g, room);
-    if (t & 8) /* movl $imm, 0(t) */
-        put8(g, 0x41);
-    put8(g, 0xc7);
-    if ((t & 7) == RSP) {
-        put8(g, 0x44);
+    if (w || (reg & 8) || (base & 8))
+        rex(g, w, reg, base);
+    put8(g, opc);
+    put8(g, (uint8_t)(0x40 | ((reg & 7) << 3) | (base & 7)));
+    if ((base & 7) == RSP)
         put8(g, 0x24);
-    } else
-        put8(g, (uint8_t)(0x40 | (t & 7)));
-    put8(g, 0);
-    put32(g, (uint32_t)s->imm);
-    rex(g, 1, t, t); /* lea 4(t), t */
-    put8(g, 0x8d);
-    put8(g, (uint8_t)(0x40 | ((t & 7) << 3) | (t & 7)));
-    if ((t & 7) == RSP)
-        put8(g, 0x24);
-    put8(g, 4);
-    fs_op(g, 0x89, t, ARCH_TRACE_CUR);
-    free_temp(g, t);
+    put8(g, (uint8_t)disp);
 }
 
 /*
- * ARCH_SN_TRACE_VAL: v = value; mov %fs:CUR,t; cmp %fs:LIM,t; jb 1f; call REFILL;
- * mov %fs:CUR,t; 1: movl $imm,(t); mov v,4(t); lea 12(t),t; mov t,%fs:CUR.
+ * The start of a trace record: t = %fs:CUR, with room for a record (mov %fs:CUR,t;
+ * cmp %fs:LIM,t; jb 1f; call REFILL (REFILL: node R's address); mov %fs:CUR,t; 1:).
  */
 static void
-trace_val(gen_t *g, const arch_snip_t *s)
+trace_room(gen_t *g, const arch_snip_t *r, int t)
 {
-    const arch_snip_t *r = &g->nodes[s->a];
-    int v = eval(g, s->b);
-    int t = pick_temp(g), room = new_label(g);
+    int room = new_label(g);
     fs_op(g, 0x8b, t, ARCH_TRACE_CUR);
     fs_op(g, 0x3b, t, ARCH_TRACE_LIM);
     jump_to(g, CC_B, room);
@@ -1072,28 +1044,39 @@ trace_val(gen_t *g, const arch_snip_t *s)
     put32(g, (uint32_t)d);
     fs_op(g, 0x8b, t, ARCH_TRACE_CUR);
     bind(g, room);
-    /* movl $imm, 0(t) */
-    rex(g, 0, 0, t);
-    put8(g, 0xc7);
-    put8(g, (uint8_t)(0x40 | (t & 7)));
-    if ((t & 7) == RSP)
-        put8(g, 0x24);
-    put8(g, 0);
-    put32(g, (uint32_t)s->imm);
-    /* mov v, 4(t) */
-    rex(g, 1, v, t);
-    put8(g, 0x89);
-    put8(g, (uint8_t)(0x40 | ((v & 7) << 3) | (t & 7)));
-    if ((t & 7) == RSP)
-        put8(g, 0x24);
-    put8(g, 4);
-    rex(g, 1, t, t); /* lea 12(t), t */
-    put8(g, 0x8d);
-    put8(g, (uint8_t)(0x40 | ((t & 7) << 3) | (t & 7)));
-    if ((t & 7) == RSP)
-        put8(g, 0x24);
-    put8(g, 12);
+}
+
+/* The end of a record of N bytes at t: the cursor moves past it (lea N(t),t; mov t,%fs:CUR). */
+static void
+trace_advance(gen_t *g, int t, int8_t n)
+{
+    op_disp8(g, 1, 0x8d, t, t, n);
     fs_op(g, 0x89, t, ARCH_TRACE_CUR);
+}
+
+/* ARCH_SN_TRACE_REC: the room; movl $imm,(t); the cursor past 4 bytes. */
+static void
+trace_rec(gen_t *g, const arch_snip_t *s)
+{
+    int t = pick_temp(g);
+    trace_room(g, &g->nodes[s->a], t);
+    op_disp8(g, 0, 0xc7, 0, t, 0); /* movl $imm, 0(t) */
+    put32(g, (uint32_t)s->imm);
+    trace_advance(g, t, 4);
+    free_temp(g, t);
+}
+
+/* ARCH_SN_TRACE_VAL: v = value; the room; movl $imm,(t); mov v,4(t); past 12 bytes. */
+static void
+trace_val(gen_t *g, const arch_snip_t *s)
+{
+    int v = eval(g, s->b);
+    int t = pick_temp(g);
+    trace_room(g, &g->nodes[s->a], t);
+    op_disp8(g, 0, 0xc7, 0, t, 0); /* movl $imm, 0(t) */
+    put32(g, (uint32_t)s->imm);
+    op_disp8(g, 1, 0x89, v, t, 4); /* mov v, 4(t) */
+    trace_advance(g, t, 12);
     free_temp(g, t);
     free_temp(g, v);
 }
