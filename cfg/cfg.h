@@ -213,6 +213,9 @@ const cfg_symbol_t *cfg_image_symbol_at(const cfg_image_t *img, uint64_t addr);
 /* The section holding ADDR (loaded contents only), or NULL. */
 const cfg_section_t *cfg_image_section_at(const cfg_image_t *img, uint64_t addr);
 
+/* The section named NAME that has contents (allocated or not: e.g. .qpt.desc), or NULL. */
+const cfg_section_t *cfg_image_section_named(const cfg_image_t *img, const char *name);
+
 /*
  * A pointer to the loaded bytes at ADDR and how many follow in the same section
  * (*AVAIL), or NULL when ADDR is not in a section with contents.

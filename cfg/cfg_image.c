@@ -337,6 +337,15 @@ cfg_image_symbol_at(const cfg_image_t *img, uint64_t addr)
 }
 
 const cfg_section_t *
+cfg_image_section_named(const cfg_image_t *img, const char *name)
+{
+    for (size_t i = 0; img != NULL && i < img->nsections; i++)
+        if (img->sections[i].bytes != NULL && strcmp(img->sections[i].name, name) == 0)
+            return &img->sections[i];
+    return NULL;
+}
+
+const cfg_section_t *
 cfg_image_section_at(const cfg_image_t *img, uint64_t addr)
 {
     if (img == NULL)

@@ -18,13 +18,13 @@
  * RETURNED of a frame further down is a second return (longjmp to a setjmp); the BLOCK
  * of a landing pad is an exception caught there; anything else restarts the walk.
  */
-#include <elf.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "arch/qp_err.h"
+#include "cfg/cfg.h"
 #include "report/qp_trace.h"
 
 #define NONE QPT_TRACE_NONE
@@ -34,73 +34,6 @@ fail(char *why, size_t whylen, int rc, const char *path, const char *what)
 {
     snprintf(why, whylen, "%s: %s", path, what);
     return rc;
-}
-
-/* The whole file PATH, malloc'ed. */
-static int
-slurp(const char *path, uint8_t **buf, size_t *len, char *why, size_t whylen)
-{
-    FILE *f = fopen(path, "rb");
-    if (f == NULL)
-        return fail(why, whylen, QP_EIO, path, strerror(errno));
-    size_t cap = 1 << 16, n = 0;
-    uint8_t *b = malloc(cap);
-    while (b != NULL) {
-        size_t r = fread(b + n, 1, cap - n, f);
-        n += r;
-        if (n < cap)
-            break;
-        uint8_t *nb = realloc(b, cap * 2);
-        if (nb == NULL) {
-            free(b);
-            b = NULL;
-            break;
-        }
-        b = nb;
-        cap *= 2;
-    }
-    int err = ferror(f);
-    fclose(f);
-    if (b == NULL)
-        return fail(why, whylen, QP_ENOMEM, path, "out of memory");
-    if (err) {
-        free(b);
-        return fail(why, whylen, QP_EIO, path, "read error");
-    }
-    *buf = b;
-    *len = n;
-    return 0;
-}
-
-/* The bytes of section NAME of the ELF file image B (N bytes), or NULL. */
-static const uint8_t *
-elf_section(const uint8_t *b, size_t n, const char *name, size_t *size)
-{
-    Elf64_Ehdr eh;
-    if (n < sizeof(eh))
-        return NULL;
-    memcpy(&eh, b, sizeof(eh));
-    if (memcmp(eh.e_ident, ELFMAG, SELFMAG) != 0 || eh.e_ident[EI_CLASS] != ELFCLASS64
-        || eh.e_shentsize != sizeof(Elf64_Shdr) || eh.e_shoff > n
-        || (uint64_t)eh.e_shnum * sizeof(Elf64_Shdr) > n - eh.e_shoff || eh.e_shstrndx >= eh.e_shnum)
-        return NULL;
-    Elf64_Shdr strs;
-    memcpy(&strs, b + eh.e_shoff + (size_t)eh.e_shstrndx * sizeof(Elf64_Shdr), sizeof(strs));
-    if (strs.sh_offset > n || strs.sh_size > n - strs.sh_offset)
-        return NULL;
-    size_t len = strlen(name);
-    for (size_t i = 0; i < eh.e_shnum; i++) {
-        Elf64_Shdr sh;
-        memcpy(&sh, b + eh.e_shoff + i * sizeof(Elf64_Shdr), sizeof(sh));
-        if (sh.sh_name >= strs.sh_size || strs.sh_size - sh.sh_name < len + 1
-            || memcmp(b + strs.sh_offset + sh.sh_name, name, len + 1) != 0)
-            continue;
-        if (sh.sh_type == SHT_NOBITS || sh.sh_offset > n || sh.sh_size > n - sh.sh_offset)
-            return NULL;
-        *size = sh.sh_size;
-        return b + sh.sh_offset;
-    }
-    return NULL;
 }
 
 static size_t
@@ -216,27 +149,28 @@ int
 qp_trace_desc_read(const char *path, qp_trace_desc_t *d, char *why, size_t whylen)
 {
     memset(d, 0, sizeof(*d));
-    uint8_t *file = NULL;
-    size_t flen = 0;
-    QP_CHECK(slurp(path, &file, &flen, why, whylen));
-    size_t n = 0;
-    const uint8_t *s = elf_section(file, flen, ".qpt.trace", &n);
-    if (s == NULL) {
-        free(file);
+    cfg_image_t *img = NULL;
+    int rc = cfg_image_open_bfd(path, &img);
+    if (rc < 0)
+        return fail(why, whylen, rc, path, qp_strerror(rc));
+    const cfg_section_t *sec = cfg_image_section_named(img, ".qpt.trace");
+    size_t n = sec != NULL ? sec->size : 0;
+    if (sec == NULL) {
+        cfg_image_destroy(img);
         return fail(why, whylen, QP_EFORMAT, path,
                     "no trace description (.qpt.trace): not rewritten with --driver=trace or trace-naive");
     }
     if (n < sizeof(qpt_trace_hdr_t)) {
-        free(file);
+        cfg_image_destroy(img);
         return fail(why, whylen, QP_EFORMAT, path, "trace description too short");
     }
     d->mem = malloc(n);
     if (d->mem == NULL) {
-        free(file);
+        cfg_image_destroy(img);
         return fail(why, whylen, QP_ENOMEM, path, "out of memory");
     }
-    memcpy(d->mem, s, n);
-    free(file);
+    memcpy(d->mem, sec->bytes, n);
+    cfg_image_destroy(img);
     memcpy(&d->hdr, d->mem, sizeof(d->hdr));
     const qpt_trace_hdr_t *h = &d->hdr;
     if (memcmp(h->magic, QPT_TRACE_MAGIC, 8) != 0 || h->version != QPT_TRACE_VERSION

@@ -73,10 +73,7 @@ qp_edge_counts_read(
             p.hdr.exe, qp_strerror(rc));
         goto out;
     }
-    const cfg_section_t *s = NULL;
-    for (size_t i = 0; i < img->nsections && s == NULL; i++)
-        if (strcmp(img->sections[i].name, QP_DESC_SECTION) == 0 && img->sections[i].bytes)
-            s = &img->sections[i];
+    const cfg_section_t *s = cfg_image_section_named(img, QP_DESC_SECTION);
     if (s == NULL) {
         qp_why(why, whylen, "%s: %s has no %s section", path, p.hdr.exe, QP_DESC_SECTION);
         rc = QP_EFORMAT;

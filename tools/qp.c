@@ -397,18 +397,13 @@ static int
 load_desc(const char *exe, const cfg_image_t *img, qp_desc_t *d)
 {
     char why[512];
-    for (size_t i = 0; i < img->nsections; i++) {
-        const cfg_section_t *s = &img->sections[i];
-        if (strcmp(s->name, QP_DESC_SECTION) != 0)
-            continue;
-        if (s->bytes == NULL)
-            return fail(exe, "the .qpt.desc section has no contents");
-        if (qp_desc_parse(s->bytes, s->size, d, why, sizeof(why)) < 0)
-            return fail(exe, why);
-        return 0;
-    }
-    return fail(exe, "no .qpt.desc section: not rewritten by qpt-rewrite --driver=qp or "
-                     "--driver=naive");
+    const cfg_section_t *s = cfg_image_section_named(img, QP_DESC_SECTION);
+    if (s == NULL)
+        return fail(exe, "no .qpt.desc section: not rewritten by qpt-rewrite --driver=qp or "
+                         "--driver=naive");
+    if (qp_desc_parse(s->bytes, s->size, d, why, sizeof(why)) < 0)
+        return fail(exe, why);
+    return 0;
 }
 
 static int
