@@ -1385,7 +1385,7 @@ qprt_exit_dump(uint64_t *saved)
                              * after the check that the cursor is below the limit */
 
 enum { SYS_tgkill = 234, SYS_arch_prctl = 158, SYS_process_vm_writev = 311,
-       ARCH_SET_FS = 0x1002, ARCH_GET_FS = 0x1003, O_WRONLY_ = 1, O_TRUNC_ = 01000 };
+       ARCH_SET_FS = 0x1002, ARCH_GET_FS = 0x1003, O_WRONLY_ = 1 };
 
 typedef struct tr_buf {
     uint64_t tp;      /* the thread control block it belongs to */
@@ -1402,6 +1402,7 @@ typedef struct tr_reg {
     uint64_t pid;
     uint64_t id;
     uint64_t n;       /* entries of b[] in use (live or not) */
+    uint64_t secure;  /* secure execution: no symbolic link, files the effective user owns */
     char base[PATH_CAP]; /* file names: base ".trace." tid */
     uint8_t scratch[TR_SCRATCH];
     tr_buf_t b[TR_MAX];
@@ -1580,9 +1581,24 @@ tr_open_file(tr_reg_t *r, tr_buf_t *b)
     append(path, sizeof(path), &n, r->base);
     append(path, sizeof(path), &n, ".trace.");
     append_u64(path, sizeof(path), &n, b->tid);
-    long fd = sys3(SYS_open, (long)path, O_WRONLY_ | O_CREAT | O_TRUNC_ | O_CLOEXEC, 0644);
+    /* Checked before it is emptied, as a profile is: a regular file and, in a
+     * secure-execution program, reached without a symbolic link, owned by the effective
+     * user, one link (a planted link must never let a set-user-ID program clobber a file). */
+    long fd = sys3(SYS_open, (long)path,
+                   O_WRONLY_ | O_CREAT | O_CLOEXEC | O_NOCTTY | O_NONBLOCK
+                       | (r->secure ? O_NOFOLLOW : 0),
+                   r->secure ? 0600 : 0644);
     if (fd < 0) {
         warn(path, "cannot write the trace");
+        return;
+    }
+    kstat_t ks;
+    if (sys3(SYS_fstat, fd, (long)&ks, 0) < 0 || (ks.mode & S_IFMT) != S_IFREG
+        || (r->secure
+            && (ks.uid != (uint32_t)sys3(SYS_geteuid, 0, 0, 0) || ks.nlink != 1))
+        || sys3(SYS_ftruncate, fd, 0, 0) < 0) {
+        sys3(SYS_close, fd, 0, 0);
+        warn(path, "not a regular file of the effective user: the trace is not written");
         return;
     }
     b->fd = fd;
@@ -1743,6 +1759,7 @@ trace_start(const qprt_params_t *p, qprt_state_t *st, uint64_t *sp)
         n -= 3;
     mem_copy(r->base, st->path, n);
     r->base[n] = '\0';
+    r->secure = st->secure;
     for (uint64_t i = 0; i < r->n && r->base[0]; i++) /* threads that ran before */
         if (r->b[i].live && r->b[i].fd < 0)
             tr_open_file(r, &r->b[i]);

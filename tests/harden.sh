@@ -196,6 +196,30 @@ if [ "$(id -u)" -eq 0 ] && command -v setpriv >/dev/null; then
     m=$(stat -c '%U %a' "$D/sec/prog.qp" 2>/dev/null)
     [ "$m" = "root 600" ] && [ "$(calls_of "$D/sec/prog.qp")" = 5 ] \
         && ok "secure execution counts into a root-only profile" || bad "secure profile: $m"
+    # A trace rewrite (--driver=trace) writes PROG.trace.TID files: links planted at
+    # every likely TID are not followed, and no file of another owner is emptied.
+    if "$QPT_REWRITE" --driver=trace "$D/work" -o "$D/sec/tprog" >/dev/null 2>&1 &&
+        chown root:root "$D/sec/tprog" && chmod 4755 "$D/sec/tprog"; then
+        echo keep >"$D/victim/ttarget" && chmod 600 "$D/victim/ttarget"
+        python3 -c "
+import os, sys
+base = int(open('/proc/sys/kernel/ns_last_pid').read())
+for i in range(base, base + 3000):
+    os.symlink(sys.argv[1], '%s.trace.%d' % (sys.argv[2], i))" "$D/victim/ttarget" "$D/sec/tprog"
+        (cd / && setpriv --reuid=nobody --regid=nogroup --clear-groups "$D/sec/tprog" one 1 5 \
+            >/dev/null 2>&1)
+        [ "$(cat "$D/victim/ttarget")" = keep ] &&
+            ok "secure execution: a trace does not follow links planted at its file names" ||
+            bad "secure execution: a trace wrote through a planted link"
+        find "$D/sec" -name 'tprog.trace.*' -type l -delete
+        (cd / && setpriv --reuid=nobody --regid=nogroup --clear-groups "$D/sec/tprog" one 1 5 \
+            >/dev/null 2>&1)
+        m=$(stat -c '%U %a' "$D"/sec/tprog.trace.* 2>/dev/null | sort -u)
+        [ "$m" = "root 600" ] && ok "secure execution: root-only trace files" ||
+            bad "secure trace files: ${m:-none}"
+    else
+        bad "secure execution: the trace rewrite failed"
+    fi
 else
     echo "skip secure execution (needs root and setpriv)"
 fi
