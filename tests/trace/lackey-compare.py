@@ -72,6 +72,9 @@ for line in open(sys.argv[4]):
         continue
     ours.append((f[0], int(f[1], 16), int(f[2]), int(f[3], 16)))
 
+if len(ours) < 100 or len(lk) < 100:
+    print('too few accesses to compare (lackey %d, qp %d)' % (len(lk), len(ours)))
+    sys.exit(1)
 i = j = 0
 equal = dead = shifted = 0
 while i < len(lk) or j < len(ours):

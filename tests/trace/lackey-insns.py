@@ -39,6 +39,9 @@ for line in open(sys.argv[3]):
         if inside(a):
             lackey.append(a)
 ours = [int(line, 16) for line in open(sys.argv[4]) if not line.startswith("#")]
+if len(ours) < 100 or len(lackey) < 100:
+    print("too few instructions to compare (lackey %d, qp %d)" % (len(lackey), len(ours)))
+    sys.exit(1)
 a, b = runs(lackey), runs(ours)
 if a != b:
     i = next((k for k in range(min(len(a), len(b))) if a[k] != b[k]), min(len(a), len(b)))
