@@ -254,6 +254,26 @@ qp_report_mark_leaving(qp_report_t *r, int ran)
     }
 }
 
+void
+qp_report_mark_leaving_all(qp_report_t *const *r, size_t n)
+{
+    int ran = 0;
+    for (size_t k = 0; k < n; k++)
+        ran |= r[k]->leaving_ran;
+    for (size_t k = 0; k < n; k++)
+        qp_report_mark_leaving(r[k], ran);
+}
+
+uint32_t
+qp_report_unseen_leaving(const qp_report_t *r)
+{
+    uint32_t n = 0;
+    for (uint32_t k = 0; k < r->nprocs; k++)
+        n += (r->desc->procs[r->procs[k].proc].flags & (QP_PROC_LEAVE_EH | QP_PROC_LEAVE_JMP))
+            && !(r->procs[k].flags & (QP_RES_APPROX_EH | QP_RES_APPROX_JMP));
+    return n;
+}
+
 static int
 collect_results(qp_report_t *r)
 {

@@ -130,6 +130,21 @@ void
 qp_report_mark_leaving(qp_report_t *r, int ran);
 
 /*
+ * The reports R[0..N-1] of one process's modules: mark each with what any of them saw
+ * of a throw or a longjmp (qp_report_mark_leaving with the union of their leaving_ran).
+ */
+void
+qp_report_mark_leaving_all(qp_report_t *const *r, size_t n);
+
+/*
+ * A library's report read alone: how many of its procedures a throw or a longjmp of
+ * another module (a callback that threw) may leave without R seeing it, and that are not
+ * marked approximate for it.
+ */
+uint32_t
+qp_report_unseen_leaving(const qp_report_t *r);
+
+/*
  * PLT stubs, counted from their callers (qp_plt.c). A PLT stub is never relocated nor
  * measured, and the description does not list it; the call sites of the measured
  * procedures name it (their target, and a name such as "puts@plt"). Each call runs the

@@ -866,11 +866,13 @@ static int
 report_several(const qp_args_t *a, module_t *mods, int n)
 {
     /* What one module saw of a throw or a longjmp holds for every module's frames. */
-    int ran = 0;
+    qp_report_t **reps = malloc((size_t)n * sizeof(*reps));
+    if (reps == NULL)
+        return fail(mods[0].exe, qp_strerror(QP_ENOMEM));
     for (int k = 0; k < n; k++)
-        ran |= mods[k].rep.leaving_ran;
-    for (int k = 0; k < n; k++)
-        qp_report_mark_leaving(&mods[k].rep, ran);
+        reps[k] = &mods[k].rep;
+    qp_report_mark_leaving_all(reps, (size_t)n);
+    free(reps);
     if (a->func == NULL)
         return print_several(a, mods, n);
     int k;

@@ -338,12 +338,8 @@ sum_notes(const flat_view_t *v, flat_notes_t *n)
             n->nsaturated += (fl & QP_RES_SATURATED) != 0;
         }
     }
-    const qp_report_t *r = v->mods[0].rep;
     if (v->nmods == 1 && (v->mods[0].img->flags & CFG_IMG_SHLIB))
-        for (uint32_t k = 0; k < r->nprocs; k++)
-            n->nlib_leave += (r->desc->procs[r->procs[k].proc].flags
-                                 & (QP_PROC_LEAVE_EH | QP_PROC_LEAVE_JMP))
-                    && !(r->procs[k].flags & (QP_RES_APPROX_EH | QP_RES_APPROX_JMP));
+        n->nlib_leave = qp_report_unseen_leaving(v->mods[0].rep);
 }
 
 static void
