@@ -269,7 +269,8 @@ qp_report_unseen_leaving(const qp_report_t *r)
 {
     uint32_t n = 0;
     for (uint32_t k = 0; k < r->nprocs; k++)
-        n += (r->desc->procs[r->procs[k].proc].flags & (QP_PROC_LEAVE_EH | QP_PROC_LEAVE_JMP))
+        n += (r->desc->procs[r->procs[k].proc].flags
+                 & (QP_PROC_LEAVE_EH | QP_PROC_LEAVE_JMP))
             && !(r->procs[k].flags & (QP_RES_APPROX_EH | QP_RES_APPROX_JMP));
     return n;
 }
