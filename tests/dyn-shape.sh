@@ -22,26 +22,11 @@
 #      was; at the end every result it computed meanwhile was right.
 # Skips (77) when ptrace is not allowed. Exit status: 0 pass, 1 fail, 99 error.
 set -u
-: "${top_builddir:=.}"
-: "${srcdir:=.}"
+: "${top_srcdir:=${srcdir:-.}}"
+: "${srcdir:=$top_srcdir}"
+. "$top_srcdir/tests/lib.sh"
 DYN=$top_builddir/tools/dyn
-dir=$top_builddir/tests/dyn-shape.d
-rm -rf "$dir"
-mkdir -p "$dir" || exit 99
-fail=0
-tpid=
-dpid=
-
-bad() {
-    echo "FAIL $*"
-    fail=1
-}
-
-cleanup() {
-    [ -n "$dpid" ] && kill -9 "$dpid" 2>/dev/null
-    [ -n "$tpid" ] && kill "$tpid" 2>/dev/null
-}
-trap cleanup EXIT
+dyn_setup dyn-shape
 
 command -v python3 >/dev/null || { echo "SKIP: no python3"; exit 77; }
 ${CC:-cc} -O2 -pthread -o "$dir/prog" "$srcdir/tests/dynshape/main.c" || exit 99
@@ -53,10 +38,7 @@ SHAPES="--count ret_only --count call_first --count call_first_slow --count ind_
     --calls-from call_reg --calls-from call_far"
 
 "$DYN" run --count ret_only -- "$P" 1 >"$dir/probe.out" 2>"$dir/probe.err"
-if grep -q -i -e 'ptrace' -e 'not permitted' "$dir/probe.err"; then
-    echo "SKIP: dyn cannot trace here: $(head -n 1 "$dir/probe.err")"
-    exit 77
-fi
+dyn_skip_untraced "$dir/probe.err"
 
 # The executable mappings of the files of process $1 (the program, libc, the loader), as
 # a hash of their bytes.
@@ -101,7 +83,7 @@ awk -v n=$N '
     $NF ~ /^timed_/ { if ($2 < n * 2 || $2 > n * 2 * 2) { print "FAIL (a) " $NF " " $2 " ms"; bad = 1 }
                       t[$NF] = $2 }
     END { if (leaf == "" || leaf > t["timed_tail"] / 10) { print "FAIL (a) leaf " leaf " ms"; bad = 1 }
-          exit bad }' "$dir/run.out" || fail=1
+          exit bad }' "$dir/run.out" || fails=$((fails + 1))
 
 # (b) attach for a window, detach: the code as it was, the results right.
 rm -f "$dir/stop"
@@ -177,5 +159,5 @@ tpid=
 [ $trc -eq 0 ] || bad "program exit status $trc"
 [ "$(cat "$dir/wait.out")" = "ok same" ] || bad "program: $(cat "$dir/wait.out")"
 
-[ $fail -eq 0 ] && echo "PASS dyn-shape"
-exit $fail
+[ $fails -eq 0 ] || exit 1
+echo "PASS dyn-shape"

@@ -11,35 +11,17 @@
 #      second clean finds nothing.
 # Skips (77) when ptrace is not allowed. Exit status: 0 pass, 1 fail, 99 error.
 set -u
-: "${top_builddir:=.}"
-: "${srcdir:=.}"
+: "${top_srcdir:=${srcdir:-.}}"
+: "${srcdir:=$top_srcdir}"
+. "$top_srcdir/tests/lib.sh"
 DYN=$top_builddir/tools/dyn
-dir=$top_builddir/tests/dyn-short.d
-rm -rf "$dir"
-mkdir -p "$dir" || exit 99
-fail=0
-tpid=
-dpid=
-
-bad() {
-    echo "FAIL $*"
-    fail=1
-}
-
-cleanup() {
-    [ -n "$dpid" ] && kill -9 "$dpid" 2>/dev/null
-    [ -n "$tpid" ] && kill "$tpid" 2>/dev/null
-}
-trap cleanup EXIT
+dyn_setup dyn-short
 
 ${CC:-cc} -O2 -o "$dir/prog" "$srcdir/tests/dynshort/main.c" || exit 99
 P=$dir/prog
 
 "$DYN" run --count short_fn -- "$P" 1 >"$dir/probe.out" 2>"$dir/probe.err"
-if grep -q -i -e 'ptrace' -e 'not permitted' "$dir/probe.err"; then
-    echo "SKIP: dyn cannot trace here: $(head -n 1 "$dir/probe.err")"
-    exit 77
-fi
+dyn_skip_untraced "$dir/probe.err"
 
 # (a) exact count, output and status unchanged.
 "$P" 4321 >"$dir/plain.out"
@@ -84,5 +66,5 @@ tpid=
 [ $trc -eq 0 ] || bad "(b) program exit status $trc"
 [ "$(cat "$dir/wait.out")" = same ] || bad "(b) code after clean: $(cat "$dir/wait.out")"
 
-[ $fail -eq 0 ] && echo "PASS dyn-short"
-exit $fail
+[ $fails -eq 0 ] || exit 1
+echo "PASS dyn-short"

@@ -186,6 +186,25 @@ bad() {
     fails=$((fails + 1))
 }
 
+# dyn_setup NAME: the dyn tests' start. $dir is tests/NAME.d, emptied; $fails is 0; a
+# target ($tpid) and a dyn ($dpid) left running in the background are killed at exit.
+dyn_setup() {
+    dir=$top_builddir/tests/$1.d
+    rm -rf "$dir"
+    mkdir -p "$dir" || exit 99
+    fails=0 tpid= dpid=
+    trap '[ -n "$dpid" ] && kill -9 "$dpid" 2>/dev/null; [ -n "$tpid" ] && kill "$tpid" 2>/dev/null' EXIT
+}
+
+# dyn_skip_untraced ERRFILE: exit 77 when ERRFILE (dyn's stderr of a probe run) says
+# that ptrace is not allowed here.
+dyn_skip_untraced() {
+    if grep -q -i -e 'ptrace' -e 'not permitted' "$1"; then
+        echo "SKIP: dyn cannot trace here: $(head -n 1 "$1")"
+        exit 77
+    fi
+}
+
 # The lines of file $1 that match pattern $2: 0 when the file is not there (yet).
 count_lines() {
     _n=$(grep -c -- "$2" "$1" 2>/dev/null)
