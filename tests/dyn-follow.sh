@@ -46,12 +46,9 @@ cleanup() {
 trap cleanup EXIT
 
 csv() { awk -F, -v n="$2" '$1 == n { print $2 }' "$1"; }
-expect() {
-    if [ "$2" = "$3" ]; then ok "$1 = $3"; else bad "$1: got '$2', want '$3'"; fi
-}
 # same NAME: dyn's run NAME exited 3 with the plain run's output
 same() {
-    expect "$1: exit status" "$rc" 3
+    expect_eq "$1: exit status" "$rc" 3
     if [ "$(head -n 1 "$d/$1.out")" = "$(head -n 1 "$d/$1.plain")" ]; then
         ok "$1: output unchanged"
     else
@@ -69,8 +66,8 @@ if [ $rc != 3 ] && grep -q -i 'ptrace\|not permitted' "$d/dl.err"; then
     exit 77
 fi
 same dl
-expect "dl: libqt.so:lib_sum" "$(csv "$d/dl.csv" libqt.so:lib_sum)" 7
-expect "dl: libqt.so:lib_square" "$(csv "$d/dl.csv" libqt.so:lib_square)" 238
+expect_eq "dl: libqt.so:lib_sum" "$(csv "$d/dl.csv" libqt.so:lib_sum)" 7
+expect_eq "dl: libqt.so:lib_square" "$(csv "$d/dl.csv" libqt.so:lib_square)" 238
 grep -q 'libqt.so loaded: 2 procedures instrumented' "$d/dl.err" && ok "dl: loaded note" \
     || bad "dl: no 'loaded' note: $(cat "$d/dl.err")"
 grep -q 'libqt.so unloaded: its counts are those until then' "$d/dl.err" \
@@ -84,7 +81,7 @@ grep -q "no library matching 'libnone.so' (in 'libnone.so:x') was loaded" "$d/dl
     >"$d/th.out" 2>"$d/th.err"
 rc=$?
 same th
-expect "threads: libqt.so:lib_sum" "$(csv "$d/th.csv" libqt.so:lib_sum)" 2000
+expect_eq "threads: libqt.so:lib_sum" "$(csv "$d/th.csv" libqt.so:lib_sum)" 2000
 
 # (3) fork (followed: a library pattern)
 "$d/main" fork 11 >"$d/fork.plain"
@@ -92,7 +89,7 @@ expect "threads: libqt.so:lib_sum" "$(csv "$d/th.csv" libqt.so:lib_sum)" 2000
     >"$d/fork.out" 2>"$d/fork.err"
 rc=$?
 same fork
-expect "fork: work (parent 11, child 5)" "$(csv "$d/fork.csv" work)" 16
+expect_eq "fork: work (parent 11, child 5)" "$(csv "$d/fork.csv" work)" 16
 grep -q ': 1 child forked: counted with the parent (its later dlopen and exec not followed)' \
     "$d/fork.err" && ok "fork: child note" || bad "fork: no child note: $(cat "$d/fork.err")"
 # ... 3 children, each (and the parent) calling work and libqt.so's lib_sum 40 times
@@ -103,9 +100,9 @@ rc=$?
 same forks
 grep -q '^forks 3 children, 3 ran right$' "$d/forks.out" && ok "forks: children ran right" \
     || bad "forks: output '$(cat "$d/forks.out")'"
-expect "forks: work (4 x 40)" "$(csv "$d/forks.csv" work)" 160
-expect "forks: libqt.so:lib_sum (4 x 40)" "$(csv "$d/forks.csv" libqt.so:lib_sum)" 160
-expect "forks: libc.so.6:fork" "$(csv "$d/forks.csv" libc.so.6:fork)" 3
+expect_eq "forks: work (4 x 40)" "$(csv "$d/forks.csv" work)" 160
+expect_eq "forks: libqt.so:lib_sum (4 x 40)" "$(csv "$d/forks.csv" libqt.so:lib_sum)" 160
+expect_eq "forks: libc.so.6:fork" "$(csv "$d/forks.csv" libc.so.6:fork)" 3
 grep -q ': 3 children forked: counted with the parent' "$d/forks.err" \
     && ok "forks: children note" || bad "forks: no children note: $(cat "$d/forks.err")"
 # ... timed (the depth is shared too: the time some thread of any of them was inside)
@@ -114,7 +111,7 @@ grep -q ': 3 children forked: counted with the parent' "$d/forks.err" \
 rc=$?
 cp "$d/forks.plain" "$d/ft.plain"
 same ft
-expect "forks timed: work" "$(csv "$d/ft.csv" work)" 160
+expect_eq "forks timed: work" "$(csv "$d/ft.csv" work)" 160
 ns=$(awk -F, '$1 == "work" { print $3 }' "$d/ft.csv")
 [ -n "$ns" ] && [ "$ns" -gt 0 ] && [ "$ns" -lt 1000000000 ] && ok "forks timed: $ns ns" \
     || bad "forks timed: time '$ns'"
@@ -126,11 +123,11 @@ ns=$(awk -F, '$1 == "work" { print $3 }' "$d/ft.csv")
 rc=$?
 same exec
 grep -q '^work 6$' "$d/exec.out" && ok "exec: the new program ran" || bad "exec: output"
-expect "exec: work of the first image" "$(csv "$d/exec.csv" 'main[1]:work')" 4
-expect "exec: work of the new image" "$(csv "$d/exec.csv" work)" 6
-expect "exec: execl of the first image" \
+expect_eq "exec: work of the first image" "$(csv "$d/exec.csv" 'main[1]:work')" 4
+expect_eq "exec: work of the new image" "$(csv "$d/exec.csv" work)" 6
+expect_eq "exec: execl of the first image" \
     "$(csv "$d/exec.csv" 'main[1]:libc.so.6:execl')" 1
-expect "exec: execl of the new image" "$(csv "$d/exec.csv" libc.so.6:execl)" 0
+expect_eq "exec: execl of the new image" "$(csv "$d/exec.csv" libc.so.6:execl)" 0
 grep -q 'ran execve.*kept apart (rows main\[1\]:' "$d/exec.err" && ok "exec: note" \
     || bad "exec: no note: $(cat "$d/exec.err")"
 [ "$(grep -c 'procedures instrumented' "$d/exec.err")" = 2 ] \
@@ -141,8 +138,8 @@ grep -q 'ran execve.*kept apart (rows main\[1\]:' "$d/exec.err" && ok "exec: not
 rc=$?
 "$d/main" exec 3 5 >"$d/fx.plain"
 same fx
-expect "follow-exec: work of the first image" "$(csv "$d/fx.csv" 'main[1]:work')" 3
-expect "follow-exec: work of the new image" "$(csv "$d/fx.csv" work)" 5
+expect_eq "follow-exec: work of the first image" "$(csv "$d/fx.csv" 'main[1]:work')" 3
+expect_eq "follow-exec: work of the new image" "$(csv "$d/fx.csv" work)" 5
 
 # (5) dyn killed while its breakpoint is in; the program waits on a FIFO to dlopen
 mkfifo "$d/fifo" || exit 99
@@ -198,7 +195,7 @@ if [ -z "$ppid" ] || [ $# != 2 ]; then
 else
     stopped=$(awk '/^State:/ { print $2 }' "/proc/$ppid/status" "/proc/$1/status" \
         "/proc/$2/status" | grep -c '[tT]')
-    expect "kill+fork: processes left stopped" "$stopped" 0
+    expect_eq "kill+fork: processes left stopped" "$stopped" 0
     "$DYN" clean "$ppid" >"$d/fk-clean.out" 2>&1
     "$DYN" clean "$1" >"$d/fk-clean1.out" 2>&1
     grep -q "$1: 2 jumps put back" "$d/fk-clean1.out" && ok "kill+fork: clean of a child" \

@@ -24,30 +24,13 @@ set -u
 : "${top_builddir:=.}"
 . "$top_srcdir/tests/lib.sh"
 DYN=$top_builddir/tools/dyn
-src=$top_srcdir/tests/dynlib
-d=$top_builddir/tests/dyn-libs.d
-fails=0
-tpid=
-
-rm -rf "$d"
-mkdir -p "$d" || exit 99
-qp_have gcc || { echo "SKIP: gcc not installed"; exit 77; }
-gcc -O2 -fPIC -shared -o "$d/libqt.so" "$src/lib.c" || exit 99
-gcc -O2 -o "$d/main" "$src/main.c" -L"$d" -lqt -Wl,-rpath,'$ORIGIN' || exit 99
-
-cleanup() {
-    exec 7>&- 2>/dev/null
-    [ -n "$tpid" ] && kill "$tpid" 2>/dev/null
-}
-trap cleanup EXIT
+dyn_setup dyn-libs
+d=$dir
+dyn_build_qtlib "$d"
 
 # csv FILE NAME: the calls of row NAME in the CSV FILE (empty when there is none).
 csv() {
     awk -F, -v n="$2" '$1 == n { print $2 }' "$1"
-}
-# expect WHAT GOT WANT
-expect() {
-    if [ "$2" = "$3" ]; then ok "$1 = $3"; else bad "$1: got '$2', want '$3'"; fi
 }
 
 "$d/main" run 10 >"$d/plain.out"
@@ -63,16 +46,16 @@ if [ $rc != 3 ] && grep -q -i 'ptrace\|not permitted' "$d/a.err"; then
     echo "SKIP: dyn cannot trace here: $(head -n 1 "$d/a.err")"
     exit 77
 fi
-expect "dyn run: exit status" "$rc" 3
+expect_eq "dyn run: exit status" "$rc" 3
 if [ "$(head -n 1 "$d/a.out")" = "$(cat "$d/plain.out")" ]; then
     ok "dyn run: the program's output unchanged"
 else
     bad "dyn run: output $(head -n 1 "$d/a.out"), plain $(cat "$d/plain.out")"
 fi
-expect "run: libqt.so:lib_sum" "$(csv "$d/a.csv" libqt.so:lib_sum)" 10
-expect "run: libqt.so:lib_square" "$(csv "$d/a.csv" libqt.so:lib_square)" 340
-expect "run: libc.so.6:strverscmp" "$(csv "$d/a.csv" libc.so.6:strverscmp)" 10
-expect "run: work (the executable's)" "$(csv "$d/a.csv" work)" 1
+expect_eq "run: libqt.so:lib_sum" "$(csv "$d/a.csv" libqt.so:lib_sum)" 10
+expect_eq "run: libqt.so:lib_square" "$(csv "$d/a.csv" libqt.so:lib_square)" 340
+expect_eq "run: libc.so.6:strverscmp" "$(csv "$d/a.csv" libc.so.6:strverscmp)" 10
+expect_eq "run: work (the executable's)" "$(csv "$d/a.csv" work)" 1
 m=$(csv "$d/a.csv" libc.so.6:malloc)
 if [ -n "$m" ] && [ "$m" -ge 10 ]; then ok "run: libc.so.6:malloc $m >= 10"; else
     bad "run: libc.so.6:malloc '$m', want >= 10"; fi
@@ -84,14 +67,14 @@ grep -q ': 5 procedures instrumented, 0 refused' "$d/a.err" && ok "run: 5 instru
 # (b) --time, --calls-from; errors
 "$DYN" run --time 'libqt.so:lib_sum' -f 'libqt.so:lib_sum' -o "$d/b.csv" \
     -- "$d/main" run 7 >"$d/b.out" 2>"$d/b.err"
-expect "--time/--calls-from: exit status" $? 3
-expect "--calls-from: the call of lib_square" \
+expect_eq "--time/--calls-from: exit status" $? 3
+expect_eq "--calls-from: the call of lib_square" \
     "$(grep -c '^libqt.so:lib_sum+0x[0-9a-f]*->lib_square@plt,238,$' "$d/b.csv")" 1
 grep -q '^libqt.so:lib_sum,7,[0-9][0-9]*$' "$d/b.csv" && ok "--time: libqt.so:lib_sum timed" \
     || bad "--time: $(cat "$d/b.csv")"
 "$DYN" run -c 'libnope*:f' -- "$d/main" run 1 >"$d/c.out" 2>"$d/c.err"
 # (the program may still dlopen it: it runs, and the end says the MODULE never matched)
-expect "unknown MODULE: exit status" $? 3
+expect_eq "unknown MODULE: exit status" $? 3
 grep -q "no library matching 'libnope\*' (in 'libnope\*:f') was loaded during the session" \
     "$d/c.err" && ok "unknown MODULE: one clear line" || bad "unknown MODULE: $(cat "$d/c.err")"
 
@@ -122,10 +105,10 @@ req 20
 sleep 0.2
 kill -TERM $dpid
 wait $dpid
-expect "attach: exit status after SIGTERM" $? 0
-expect "attach: libqt.so:lib_sum" "$(csv "$d/att.csv" libqt.so:lib_sum)" 20
-expect "attach: libqt.so:lib_square" "$(csv "$d/att.csv" libqt.so:lib_square)" 680
-expect "attach: libc.so.6:strverscmp" "$(csv "$d/att.csv" libc.so.6:strverscmp)" 20
+expect_eq "attach: exit status after SIGTERM" $? 0
+expect_eq "attach: libqt.so:lib_sum" "$(csv "$d/att.csv" libqt.so:lib_sum)" 20
+expect_eq "attach: libqt.so:lib_square" "$(csv "$d/att.csv" libqt.so:lib_square)" 680
+expect_eq "attach: libc.so.6:strverscmp" "$(csv "$d/att.csv" libc.so.6:strverscmp)" 20
 grep -q ' libqt.so:lib_sum$' "$d/att.out" && ok "attach: live tables name libqt.so:lib_sum" \
     || bad "attach: live tables: $(head -n 5 "$d/att.out")"
 grep -q '"name":"libqt.so:lib_square"' "$d/att.json" && ok "attach: --trace names the rows" \
@@ -135,8 +118,8 @@ grep -q 'nothing of dyn.s found' "$d/clean0.out" && ok "attach: nothing left aft
     || bad "attach: left behind: $(cat "$d/clean0.out")"
 "$DYN" attach "$tpid" -c 'libqt.so:lib_sum' -c 'libc.so.6:malloc' --duration 0.3 \
     -o "$d/dur.csv" >"$d/dur.out" 2>"$d/dur.err"
-expect "attach --duration: exit status" $? 0
-expect "attach --duration: rows" "$(grep -c '^libqt.so:lib_sum,0,$\|^libc.so.6:malloc,' "$d/dur.csv")" 2
+expect_eq "attach --duration: exit status" $? 0
+expect_eq "attach --duration: rows" "$(grep -c '^libqt.so:lib_sum,0,$\|^libc.so.6:malloc,' "$d/dur.csv")" 2
 
 # (d) dyn killed, dyn clean
 attach kill -c 'libqt.so:lib_*' -c 'libc.so.6:strverscmp'
@@ -144,7 +127,7 @@ req 3
 kill -KILL $dpid
 wait $dpid 2>/dev/null
 "$DYN" clean "$tpid" >"$d/clean.out" 2>&1
-expect "clean: exit status" $? 0
+expect_eq "clean: exit status" $? 0
 grep -q '4 jumps put back' "$d/clean.out" && ok "clean: library jumps put back" \
     || bad "clean: $(cat "$d/clean.out")"
 req 4
@@ -152,14 +135,14 @@ attach again -c 'libqt.so:lib_sum' -c 'libc.so.6:strverscmp' -o "$d/again.csv"
 req 6
 kill -INT $dpid
 wait $dpid
-expect "after clean: attach exit status" $? 0
-expect "after clean: libqt.so:lib_sum" "$(csv "$d/again.csv" libqt.so:lib_sum)" 6
-expect "after clean: libc.so.6:strverscmp" "$(csv "$d/again.csv" libc.so.6:strverscmp)" 6
+expect_eq "after clean: attach exit status" $? 0
+expect_eq "after clean: libqt.so:lib_sum" "$(csv "$d/again.csv" libqt.so:lib_sum)" 6
+expect_eq "after clean: libc.so.6:strverscmp" "$(csv "$d/again.csv" libc.so.6:strverscmp)" 6
 
 # The end: the program's answers are those of plain runs.
 exec 7>&-
 wait $tpid
-expect "serve: exit status" $? 3
+expect_eq "serve: exit status" $? 3
 tpid=
 for n in 20 3 4 6; do
     want=$("$d/main" run $n | sed 's/^sum=//')

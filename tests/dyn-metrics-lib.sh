@@ -22,30 +22,13 @@ set -u
 : "${top_builddir:=.}"
 . "$top_srcdir/tests/lib.sh"
 DYN=$top_builddir/tools/dyn
-src=$top_srcdir/tests/dynlib
-d=$top_builddir/tests/dyn-metrics-lib.d
-fails=0
-tpid=
-
-rm -rf "$d"
-mkdir -p "$d" || exit 99
-qp_have gcc || { echo "SKIP: gcc not installed"; exit 77; }
-gcc -O2 -fPIC -shared -o "$d/libqt.so" "$src/lib.c" || exit 99
-gcc -O2 -o "$d/main" "$src/main.c" -L"$d" -lqt -Wl,-rpath,'$ORIGIN' || exit 99
-
-cleanup() {
-    exec 7>&- 2>/dev/null
-    [ -n "$tpid" ] && kill "$tpid" 2>/dev/null
-}
-trap cleanup EXIT
+dyn_setup dyn-metrics-lib
+d=$dir
+dyn_build_qtlib "$d"
 
 # row FILE METRIC FOCUS: the value of a row of the CSV FILE (empty when there is none).
 row() {
     awk -F, -v m="$2" -v f="$3" '$1 == m && $2 == f { print $4 }' "$1"
-}
-# expect WHAT GOT WANT
-expect() {
-    if [ "$2" = "$3" ]; then ok "$1 = $3"; else bad "$1: got '$2', want '$3'"; fi
 }
 
 "$d/main" run 10 >"$d/plain.out"
@@ -61,19 +44,19 @@ if [ $rc != 3 ] && grep -q -i 'ptrace\|not permitted' "$d/a.err"; then
     echo "SKIP: dyn cannot trace here: $(head -n 1 "$d/a.err")"
     exit 77
 fi
-expect "run -e: exit status" "$rc" 3
-expect "run -e: the program's output" "$(head -n 1 "$d/a.out")" "$(cat "$d/plain.out")"
-expect "run -e: libqt.so:lib_sum" \
+expect_eq "run -e: exit status" "$rc" 3
+expect_eq "run -e: the program's output" "$(head -n 1 "$d/a.out")" "$(cat "$d/plain.out")"
+expect_eq "run -e: libqt.so:lib_sum" \
     "$(row "$d/a.csv" 'count calls(libqt.so:lib_sum)' libqt.so:lib_sum)" 10
-expect "run -e: lib_square in total" \
+expect_eq "run -e: lib_square in total" \
     "$(row "$d/a.csv" 'count calls(libqt.so:lib_square) total' total)" 340
-expect "run -e: libc.so.6 strverscmp (its procedure's name)" \
+expect_eq "run -e: libc.so.6 strverscmp (its procedure's name)" \
     "$(grep -c '^count calls(libc.so.6:strverscmp),libc.so.6:[_a-z]*strverscmp,count,10,1$' \
         "$d/a.csv")" 1
 # i = 0, 3, ..., 99: those over 50 are 51, 54, ..., 99 (17 of them) a call of lib_sum
-expect "run -e: lib_square where arg1 > 50" \
+expect_eq "run -e: lib_square where arg1 > 50" \
     "$(row "$d/a.csv" 'count calls(libqt.so:lib_square) where arg1 > 50' libqt.so:lib_square)" 170
-expect "run -e: the executable's work beside them" \
+expect_eq "run -e: the executable's work beside them" \
     "$(row "$d/a.csv" 'count calls(work) total' total)" 1
 ns=$(row "$d/a.csv" 'time wall(libqt.so:lib_sum)' libqt.so:lib_sum)
 if [ -n "$ns" ] && [ "$ns" -gt 0 ]; then ok "run -e: time wall(libqt.so:lib_sum) $ns ns"; else
@@ -81,23 +64,23 @@ if [ -n "$ns" ] && [ "$ns" -gt 0 ]; then ok "run -e: time wall(libqt.so:lib_sum)
 
 # (b) errors
 "$DYN" run -e 'count calls(libnope.so:f)' -- "$d/main" run 1 >"$d/b.out" 2>"$d/b.err"
-expect "library not loaded: exit status" $? 2
+expect_eq "library not loaded: exit status" $? 2
 grep -q 'libnope.so: no such library loaded in process [0-9]* (one loaded later by dlopen is not seen); loaded: .*libqt.so' \
     "$d/b.err" && [ "$(wc -l <"$d/b.err")" = 1 ] && ok "library not loaded: one clear line" \
     || bad "library not loaded: $(cat "$d/b.err")"
-expect "library not loaded: the program ran" "$(cat "$d/b.out")" "$("$d/main" run 1)"
+expect_eq "library not loaded: the program ran" "$(cat "$d/b.out")" "$("$d/main" run 1)"
 "$DYN" run -e 'count calls(libqt.so:lib_square) inside(work)' -- "$d/main" run 1 \
     >/dev/null 2>"$d/b2.err"
-expect "inside() of the executable for a library: exit status" $? 2
+expect_eq "inside() of the executable for a library: exit status" $? 2
 grep -q 'inside() names procedures of the same shared library' "$d/b2.err" \
     && ok "inside() mixing: refused with its caret" || bad "inside() mixing: $(cat "$d/b2.err")"
 "$DYN" run -e 'count calls(libqt.so:lib_square) inside(libqt.so:lib_sum)' -o "$d/b3.csv" \
     -- "$d/main" run 2 >/dev/null 2>"$d/b3.err"
-expect "inside() in the same library" \
+expect_eq "inside() in the same library" \
     "$(row "$d/b3.csv" 'count calls(libqt.so:lib_square) inside(libqt.so:lib_sum)' libqt.so:lib_square)" 68
 "$DYN" run -e 'count calls(libqt.so:lib_square) per call site' -- "$d/main" run 1 \
     >/dev/null 2>"$d/b4.err"
-expect "per call site in a library: exit status" $? 2
+expect_eq "per call site in a library: exit status" $? 2
 grep -q 'per call site: not for a shared library' "$d/b4.err" \
     && ok "per call site in a library: refused" || bad "call site: $(cat "$d/b4.err")"
 
@@ -124,12 +107,12 @@ wait_lines "$d/att.out" '^metric' 1 || bad "attach -e: no live table: $(cat "$d/
 req 20
 kill -TERM $dpid
 wait $dpid
-expect "attach -e: exit status after SIGTERM" $? 0
-expect "attach -e: libqt.so:lib_sum" \
+expect_eq "attach -e: exit status after SIGTERM" $? 0
+expect_eq "attach -e: libqt.so:lib_sum" \
     "$(row "$d/att.csv" 'count calls(libqt.so:lib_sum)' libqt.so:lib_sum)" 20
-expect "attach -e: lib_square in total" \
+expect_eq "attach -e: lib_square in total" \
     "$(row "$d/att.csv" 'count calls(libqt.so:lib_square) total' total)" 680
-expect "attach -e: strverscmp in total" \
+expect_eq "attach -e: strverscmp in total" \
     "$(row "$d/att.csv" 'count calls(libc.so.6:strverscmp) total' total)" 20
 "$DYN" clean "$tpid" >"$d/clean.out" 2>&1
 grep -q 'nothing of dyn.s found' "$d/clean.out" && ok "attach -e: nothing left after SIGTERM" \
@@ -148,9 +131,9 @@ echo 'add count calls(libnope.so:f)' >&8
 echo show >&8
 echo quit >&8
 wait $dpid
-expect "--commands: exit status" $? 0
+expect_eq "--commands: exit status" $? 0
 exec 8>&-
-expect "--commands: lib_square in total after the add" \
+expect_eq "--commands: lib_square in total after the add" \
     "$(awk '/^count calls\(libqt.so:lib_square\) total/ { v = $(NF - 1) } END { print v }' \
         "$d/cmd.out")" 170
 grep -q '^libnope.so: no such library loaded in process' "$d/cmd.out" \
@@ -163,7 +146,7 @@ req 2
 # The end: the program's answers are those of plain runs.
 exec 7>&-
 wait $tpid
-expect "serve: exit status" $? 3
+expect_eq "serve: exit status" $? 3
 tpid=
 for n in 4 20 3 5 2; do
     want=$("$d/main" run $n | sed 's/^sum=//')

@@ -193,7 +193,21 @@ dyn_setup() {
     rm -rf "$dir"
     mkdir -p "$dir" || exit 99
     fails=0 tpid= dpid=
-    trap '[ -n "$dpid" ] && kill -9 "$dpid" 2>/dev/null; [ -n "$tpid" ] && kill "$tpid" 2>/dev/null' EXIT
+    trap 'exec 7>&- 2>/dev/null; [ -n "$dpid" ] && kill -9 "$dpid" 2>/dev/null; [ -n "$tpid" ] && kill "$tpid" 2>/dev/null' EXIT
+}
+
+# dyn_build_qtlib DIR: tests/dynlib's library DIR/libqt.so and its program DIR/main
+# (linked to it, found beside it); exit 77 without gcc, 99 when they do not build.
+dyn_build_qtlib() {
+    qp_have gcc || { echo "SKIP: gcc not installed"; exit 77; }
+    gcc -O2 -fPIC -shared -o "$1/libqt.so" "$top_srcdir/tests/dynlib/lib.c" || exit 99
+    gcc -O2 -o "$1/main" "$top_srcdir/tests/dynlib/main.c" -L"$1" -lqt -Wl,-rpath,'$ORIGIN' ||
+        exit 99
+}
+
+# expect_eq WHAT GOT WANT: ok when GOT is WANT, else bad.
+expect_eq() {
+    if [ "$2" = "$3" ]; then ok "$1 = $3"; else bad "$1: got '$2', want '$3'"; fi
 }
 
 # dyn_skip_untraced ERRFILE: exit 77 when ERRFILE (dyn's stderr of a probe run) says
