@@ -126,6 +126,7 @@ typedef struct elfw_ctx {
     size_t oph_eh;             /* index in oph of PT_GNU_EH_FRAME, or SIZE_MAX */
     int ph_moved;              /* 1 when the table moves to the end of the file */
     int ph_in_first;           /* ... or into the padding after the first PT_LOAD */
+    int ph_far;                /* ... or where only Linux >= 5.18 finds it (AT_PHDR) */
     uint64_t ph_off;           /* the output's e_phoff */
     uint64_t ph_vaddr;         /* the moved table's address */
     uint64_t sh_off;           /* the output's e_shoff */
@@ -1271,6 +1272,7 @@ elfw_layout(elfw_ctx_t *c)
                 c->ph_vaddr = c->load_delta + off;
             }
         }
+        c->ph_far = c->ph_vaddr != c->load_delta + c->ph_off;
         cur = c->ph_off + c->ophnum * ELFW_PHENT;
     } else {
         c->ph_off = c->eh.e_phoff;
@@ -1616,6 +1618,8 @@ elfw_write(const elfw_request_t *req, char *err, size_t errlen)
         return rc;
     }
     rc = elfw_run(&c);
+    if (req->phdr_far != NULL)
+        *req->phdr_far = rc == 0 && c.ph_far;
     e = errno;
     elfw_ctx_free(&c);
     errno = e;

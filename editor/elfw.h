@@ -76,6 +76,9 @@ typedef struct elfw_request {
                                    * .eh_frame replaces them (gdb reads that name) */
     uint64_t entry;               /* new e_entry, or 0 to keep the input's */
     const struct elfw_tmp_hook *tmp_hook; /* told about the temporary file, or NULL */
+    int *phdr_far;                /* OUT (or NULL): 1 when the moved program header
+                                   * table is where only Linux >= 5.18 finds it (see
+                                   * elfw_layout), else 0 */
 } elfw_request_t;
 
 /*
@@ -111,6 +114,9 @@ typedef struct elfw_rewrite_stats {
     uint32_t nfde_moved;    /* FDEs rewritten for moved code */
     uint64_t desc_size;     /* bytes of the measurement description */
     uint32_t setid_dropped; /* the input's S_ISUID/S_ISGID bits the output did not get */
+    int phdr_far;           /* the program headers are where only Linux >= 5.18 finds
+                             * them (elfw_request_t.phdr_far): older kernels and valgrind
+                             * give the program a wrong AT_PHDR */
     ed_dwarf_out_t dwarf;   /* DWARF rewriting figures (secs freed: nsecs is 0) */
     ed_fde_fail_t unwind_fail; /* set when the rewrite failed because an FDE of moved
                                 * code could not be rewritten: a plan made with it in

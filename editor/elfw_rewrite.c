@@ -595,6 +595,7 @@ elfw_rewrite(const cfg_prog_t *prog, ed_plan_t *plan, const elfw_instr_t *instr,
         .rename_old_unwind = unw.size != 0,
         .entry = instr != NULL && !shlib ? rr.rt + QPRT_START_OFF : 0,
         .tmp_hook = opts->tmp_hook,
+        .phdr_far = &stats->phdr_far,
     };
     rc = elfw_write(&req, err, errlen);
     if (rc == 0) {

@@ -677,7 +677,10 @@ START_TEST(test_elfw_phdr_move)
         req.output = out;
         req.regions = rg;
         req.nregions = 3;
+        int far = -1;
+        req.phdr_far = &far;
         ck_assert_msg(elfw_write(&req, err, sizeof(err)) == 0, "%s: %s", in, err);
+        ck_assert_int_eq(far, 0); /* where every kernel finds it (checked below) */
         assert_runs_like_input(in, out);
         assert_clean(in, out, 0);
         elf_load(&fo, out);
@@ -716,6 +719,24 @@ START_TEST(test_elfw_phdr_move)
         ck_assert_int_eq(memcmp(fo.p + fi.eh.e_phoff, fi.p + fi.eh.e_phoff,
                              fi.phnum * sizeof(Elf64_Phdr)),
             0);
+        elf_free(&fo);
+
+        /* A region of 64 MiB of zeros last: phdr_far says whether the table is where
+         * Linux before 5.18 looks (here it fits in the first page: 0 on every variant). */
+        rg[2].size = 64u << 20;
+        far = -1;
+        ck_assert_msg(elfw_write(&req, err, sizeof(err)) == 0, "%s: %s", in, err);
+        elf_load(&fo, out);
+        {
+            const Elf64_Phdr *first = find_phdr(&fo, PT_LOAD, 0, 1);
+            const Elf64_Phdr *ph = find_phdr(&fo, PT_PHDR, 0, 1);
+            ck_assert_ptr_nonnull(first);
+            if (ph != NULL)
+                ck_assert_int_eq(far, ph->p_vaddr
+                        != first->p_vaddr - first->p_offset + fo.eh.e_phoff);
+            else
+                ck_assert_int_eq(far, 0);
+        }
         elf_free(&fi);
         elf_free(&fo);
         unlink(out);

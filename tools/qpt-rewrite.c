@@ -411,6 +411,12 @@ rewrite(const cfg_prog_t *prog, const char *input, const char *output, const cha
                 "%s: %s: written without the set-user-ID/set-group-ID bits of %s (an "
                 "instrumented program is not the audited one; chmod deliberately)\n",
                 prog_name, output, input);
+    if (st.phdr_far)
+        fprintf(stderr,
+                "%s: %s: note: the program headers moved past a large .bss, where only "
+                "Linux 5.18 and later find them: older kernels and valgrind will not run "
+                "it correctly\n",
+                prog_name, output);
     if (verbose) {
         for (uint32_t i = 0; i < prog->nprocs; i++) {
             const char *why = ed_plan_left_reason(plan, i);
