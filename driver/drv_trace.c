@@ -891,7 +891,9 @@ drv_trace_plan(const cfg_prog_t *prog, const drv_result_t *res, int naive,
         t->procs = calloc(prog->nprocs + 1, sizeof(qpt_trace_proc_t));
         rc = t->procs ? 0 : QP_ENOMEM;
     }
-    drv_prog_info_t info = { 0 };
+    /* A record compares its cursor with the limit: CF changes too (a counter's
+     * increment keeps it), so a record before a lone `jae` saves the flags. */
+    drv_prog_info_t info = { .clobbers = ARCH_FLAGS_STATUS };
     uint64_t *xt = NULL;
     if (rc == 0)
         rc = drv_cross_targets(prog, &xt, &info.nxt);

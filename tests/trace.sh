@@ -7,7 +7,7 @@
 # say the way), both run (same output as the original), and `qp trace blocks` of the two
 # must be equal record for record - C at -O0/-O2, PIE, non-PIE and static, calls,
 # recursion, function pointers, switch tables, computed gotos, threads (a trace per
-# thread). Where the walk cannot follow exactly (longjmp, signal handlers, exceptions)
+# thread), a record where only the carry flag is live (tests/trace/flags.c). Where the walk cannot follow exactly (longjmp, signal handlers, exceptions)
 # the blocks must still be equal and the places marked ('#' lines); a process killed
 # before it could flush ends with a cut mark. The chord trace must be the smaller.
 # Exit status: 0 pass, 1 fail, 77 skip, 99 hard error.
@@ -103,7 +103,7 @@ done
 for v in "gcc -O0" "gcc -O2"; do
     tag=$(echo "$v" | tr -d ' ' | tr -c 'a-zA-Z0-9\n' _)
     for prog in "$P/tailcall.c" "$P/switch_sparse.c" "$P/computed_goto.c" "$P/cold.c" \
-        "$P/noreturn.c" "$P/threads.c" "$P/signal.c"; do
+        "$P/noreturn.c" "$P/threads.c" "$P/signal.c" "$T/flags.c"; do
         base=${prog##*/}
         name=${base%.c}.$tag
         build "$name" "$prog" $v || continue
@@ -126,6 +126,11 @@ for v in "gcc -O0" "gcc -O2"; do
     fi
 done
 build interp.O2 "$P/interp.c" gcc -O2 && pair interp.O2 exact
+# Static at -O0 too (the C library's code is traced with the program's).
+for prog in "$T/calls.c" "$P/recursion.c"; do
+    base=${prog##*/}
+    build "${base%.c}.gcc_O0_static" "$prog" gcc -O0 -static && pair "${base%.c}.gcc_O0_static" exact
+done
 
 # A process killed before its exit: what filled buffers wrote, then a cut mark.
 if build killed "$T/killed.c" gcc -O2 &&
