@@ -5,7 +5,8 @@
 # Address tracing (issue 17, --trace-mem): tests/trace/mem.c (globals, stack, heap,
 # structs, rep movs/stos, movs, %fs, SSE, locked read-modify-writes, calls through
 # pointers, recursion, a switch table) at -O0/-O2, non-PIE and PIE (stack protector on),
-# rewritten with --driver=trace --trace-mem and with --driver=trace-naive --trace-mem.
+# rewritten with --driver=trace --trace-mem and with --driver=trace-naive --trace-mem;
+# and statically linked (-O2, -O0): lackey on the program's own code (static_own below).
 # Truth: `qp trace mem` (and `qp trace insns`, the instructions run) equals valgrind --tool=lackey --trace-mem=yes of the original
 # program, access for access, for the program's own code (the instructions of
 # `qp trace text`); the rewritten program runs under valgrind --tool=none so that its

@@ -132,6 +132,36 @@ for prog in "$T/calls.c" "$P/recursion.c"; do
     build "${base%.c}.gcc_O0_static" "$prog" gcc -O0 -static && pair "${base%.c}.gcc_O0_static" exact
 done
 
+# Never silently partial: what ran outside the traced code is stated - qp trace stats
+# (per trace: the calls of code not traced, by name; the procedures left in place) and a
+# note on stderr after qp trace blocks. calls.c calls qsort and printf through the PLT,
+# _start calls __libc_start_main through the GOT; both tracers count alike (the counts
+# come from the regenerated blocks). A static program has no PLT calls left.
+untraced_line() {
+    "$QP" trace stats "$1" | sed -n 's/^[^:]*: tid [0-9]*: not traced: //p'
+}
+if [ -f "$dir/t/calls.gcc_O2.blocks" ]; then
+    u=$(untraced_line "$dir/t/calls.gcc_O2")
+    case $u in
+    [1-9]*" calls of code that is not traced"*qsort@plt*printf@plt*__libc_start_main*)
+        ok "calls.gcc_O2: stats: not traced: ${u%% (*}" ;;
+    *) bad "calls.gcc_O2: stats do not state the calls of code not traced: $u" ;;
+    esac
+    [ "$u" = "$(untraced_line "$dir/n/calls.gcc_O2")" ] || bad "calls.gcc_O2: the naive trace counts other calls: $(untraced_line "$dir/n/calls.gcc_O2")"
+    grep -q '^qp: trace: not traced: [1-9][0-9]* calls .*qsort@plt' "$dir/t/calls.gcc_O2.err" &&
+        ok "calls.gcc_O2: qp trace blocks notes them on stderr" ||
+        bad "calls.gcc_O2: no note of the calls not traced: $(cat "$dir/t/calls.gcc_O2.err")"
+fi
+if [ -f "$dir/t/calls.gcc_O2_static.blocks" ]; then
+    u=$(untraced_line "$dir/t/calls.gcc_O2_static")
+    p=$("$QP" trace stats "$dir/t/calls.gcc_O2_static" | grep -m 1 ' procedures traced, ')
+    case $u in
+    *@plt*) bad "calls.gcc_O2_static: PLT calls in a static program: $u" ;;
+    *" calls of code that is not traced"*) ok "calls.gcc_O2_static: not traced: ${u%% (*}; ${p#*: }" ;;
+    *) bad "calls.gcc_O2_static: no not-traced line: $u" ;;
+    esac
+fi
+
 # A process killed before its exit: what filled buffers wrote, then a cut mark.
 if build killed "$T/killed.c" gcc -O2 &&
     "$QPT_REWRITE" --driver=trace "$dir/bin/killed" -o "$dir/t/killed" >/dev/null 2>&1; then
@@ -141,7 +171,9 @@ if build killed "$T/killed.c" gcc -O2 &&
     n=$(grep -vc '^#' "$dir/t/killed.blocks")
     case $last in
     "# cut: the trace ends here"*) [ "$n" -gt 100000 ] && ok "killed: $n blocks, then the cut mark" ||
-        bad "killed: only $n blocks before the cut" ;;
+        bad "killed: only $n blocks before the cut"
+        untraced_line "$dir/t/killed" | grep -q ', 1 places cut' ||
+            bad "killed: qp trace stats does not count the cut: $(untraced_line "$dir/t/killed")" ;;
     *) bad "killed: the trace does not end with a cut mark: $last" ;;
     esac
 else
