@@ -139,14 +139,15 @@ untraced_callees(FILE *f, const qp_trace_desc_t *d, const untraced_t *u)
         if (by[i] == 0)
             continue;
         named += by[i];
-        uint32_t j = k < SHOWN ? k++ : SHOWN;
-        if (j == SHOWN && by[i] <= by[top[SHOWN - 1]]) {
+        if (k == SHOWN && by[i] <= by[top[SHOWN - 1]]) {
             more++;
             continue;
         }
-        more += j == SHOWN;
-        if (j == SHOWN)
-            j = SHOWN - 1;
+        if (k == SHOWN)
+            more++; /* the last shown drops out */
+        else
+            k++;
+        uint32_t j = k - 1; /* insertion, most called first */
         while (j > 0 && by[top[j - 1]] < by[i]) {
             top[j] = top[j - 1];
             j--;
@@ -308,6 +309,11 @@ untraced_stats(FILE *f, const qp_trace_desc_t *d, const char *path, uint64_t tid
 static void
 untraced_procs(FILE *f, const char *prog, const qp_trace_desc_t *d)
 {
+    if (d->outs == NULL) {
+        fprintf(f, "%s: %u procedures traced; the description does not list the code not "
+                   "traced (rewritten by an older qpt-rewrite)\n", prog, d->hdr.nprocs);
+        return;
+    }
     uint32_t n = 0;
     for (uint32_t i = 0; i < d->nouts; i++)
         n += d->outs[i].kind == QPT_TO_LEFT;
