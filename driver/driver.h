@@ -98,6 +98,7 @@ typedef struct drv_graph {
     uint64_t *thread_before; /* calls that may start a thread (calls of starters) */
     uint32_t nthread_before;
     const char *why;         /* DRV_NOT_MEASURED: the reason */
+    uint8_t clobbers;        /* flags a probe changes: saved where any of them is live */
     const drv_weights_t *weights; /* an earlier profile's edge counts, or NULL */
 } drv_graph_t;
 
@@ -231,6 +232,8 @@ typedef struct drv_prog_info {
     size_t nforkers;
     const uint64_t *starters;/* entries of procedures that may start a thread */
     size_t nstarters;
+    uint8_t clobbers;        /* flags the probes change (ARCH_FLAG_*); 0: a counter
+                              * increment's, every status flag but CF */
 } drv_prog_info_t;
 
 /*

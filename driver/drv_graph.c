@@ -159,7 +159,7 @@ dead_spot_forward(const drv_graph_t *g, uint32_t bi, const insn_list_t *l, uint8
             before[i] = live;
     }
     for (size_t i = 0; i < n; i++)
-        if ((before[i] & INC_FLAGS) == 0) {
+        if ((before[i] & g->clobbers) == 0) {
             *save = 0;
             return l->v[i].addr;
         }
@@ -181,7 +181,7 @@ spot_in_source(const drv_graph_t *g, uint32_t bi, const insn_list_t *l, drv_edge
         /* Count returns, after the call: the callee left the flags undefined. */
         e->place = DRV_PLACE_AFTER;
         e->at = last->addr;
-        e->save_flags = (live & INC_FLAGS) != 0;
+        e->save_flags = (live & g->clobbers) != 0;
         return;
     }
     /* After the last instruction only when the edge is its fall-through: a system call
@@ -189,7 +189,7 @@ spot_in_source(const drv_graph_t *g, uint32_t bi, const insn_list_t *l, drv_edge
     int falls = e->kind == CFG_EDGE_FALL
         && (last->kind == ARCH_KIND_SEQ || last->kind == ARCH_KIND_NOP
             || last->kind == ARCH_KIND_ENDBR || last->kind == ARCH_KIND_SYSCALL);
-    if (falls && (live & INC_FLAGS) == 0) {
+    if (falls && (live & g->clobbers) == 0) {
         e->place = DRV_PLACE_AFTER;
         e->at = last->addr;
         e->save_flags = 0;
@@ -197,7 +197,7 @@ spot_in_source(const drv_graph_t *g, uint32_t bi, const insn_list_t *l, drv_edge
     }
     for (size_t i = l->n; i-- > 0;) {
         live = live_before(&l->v[i], live);
-        if ((live & INC_FLAGS) == 0) {
+        if ((live & g->clobbers) == 0) {
             e->place = DRV_PLACE_BEFORE;
             e->at = l->v[i].addr;
             e->save_flags = 0;
@@ -269,7 +269,7 @@ place_edge(drv_graph_t *g, const insns_t *l, drv_edge_t *ed)
     uint8_t live = ed->to == X ? leave_live(prog, &prog->edges[ed->cfg_edge]) : g->live_in[ed->to];
     ed->place = taken ? DRV_PLACE_TAKEN : DRV_PLACE_AFTER;
     ed->at = last->addr;
-    ed->save_flags = (live & INC_FLAGS) != 0;
+    ed->save_flags = (live & g->clobbers) != 0;
 }
 
 /* Append ADDR to *V (room for every instruction of the procedure, N). */
@@ -330,6 +330,7 @@ drv_graph_build(const cfg_prog_t *prog, uint32_t proc, const drv_prog_info_t *in
     const cfg_proc_t *p = &prog->procs[proc];
     g->prog = prog;
     g->proc = proc;
+    g->clobbers = info->clobbers ? info->clobbers : INC_FLAGS;
     g->first = p->block;
     g->nblocks = p->nblocks;
     uint32_t nb = p->nblocks, X = nb;

@@ -87,6 +87,12 @@ struct drv_trace {
     arch_snip_t *nodes;
     ed_snippet_t *snips;
     size_t blocks_cap, edges_cap, events_cap, pts_cap;
+    /* code that is not traced (the QPTTROUT part) */
+    qpt_trace_out_t *outs;
+    uint32_t nouts;
+    char *out_names;
+    size_t out_nbytes;
+    uint32_t *out_of; /* per procedure of the program: its entry in outs, or NONE */
 };
 
 #define NONE QPT_TRACE_NONE
@@ -578,6 +584,93 @@ needs_enter(const cfg_prog_t *prog, const cfg_proc_t *p, const uint64_t *taken, 
     return strcmp(p->name, "main") == 0;
 }
 
+/*
+ * The code that is not traced, so that qp trace can say which of it the traced code
+ * called: the PLT stubs and the procedures left in place (OF[i] NONE: not traced;
+ * fragments go with their procedure).
+ */
+static int
+list_outside(drv_trace_t *t, const cfg_prog_t *prog, const uint32_t *of)
+{
+    size_t bytes = 0;
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < prog->nprocs; i++)
+        if (of[i] == NONE && !(prog->procs[i].flags & CFG_PROC_FRAGMENT)) {
+            n++;
+            bytes += strlen(prog->procs[i].name) + 1;
+        }
+    t->outs = calloc((size_t)n + 1, sizeof(qpt_trace_out_t));
+    t->out_names = malloc(bytes + 1);
+    t->out_of = malloc(((size_t)prog->nprocs + 1) * sizeof(uint32_t));
+    if (t->outs == NULL || t->out_names == NULL || t->out_of == NULL || bytes > UINT32_MAX)
+        return t->outs && t->out_names && t->out_of ? QP_ERANGE : QP_ENOMEM;
+    for (uint32_t i = 0; i < prog->nprocs; i++) {
+        const cfg_proc_t *p = &prog->procs[i];
+        t->out_of[i] = NONE;
+        if (of[i] != NONE || (p->flags & CFG_PROC_FRAGMENT))
+            continue;
+        size_t len = strlen(p->name) + 1;
+        memcpy(t->out_names + t->out_nbytes, p->name, len);
+        t->outs[t->nouts] = (qpt_trace_out_t) { p->entry, (uint32_t)t->out_nbytes,
+                                                (p->flags & CFG_PROC_PLT) ? QPT_TO_PLT : QPT_TO_LEFT };
+        t->out_of[i] = t->nouts++;
+        t->out_nbytes += len;
+    }
+    return 0;
+}
+
+/*
+ * The entry of OUTS for the indirect call at AT when it reads a GOT slot of a shared
+ * library's function (`call *__libc_start_main@GOTPCREL(%rip)`): not a pointer to
+ * traced code. NONE otherwise (a name of the program's own code: a pointer).
+ */
+static int
+got_callee(drv_trace_t *t, const cfg_prog_t *prog, uint64_t at, uint32_t *out)
+{
+    *out = NONE;
+    size_t avail = 0;
+    const uint8_t *p = cfg_image_ptr(prog->img, at, &avail);
+    arch_insn_t in;
+    const char *name = NULL;
+    if ((prog->img->flags & CFG_IMG_DYNAMIC) && p != NULL && arch_decode(p, avail, at, &in) == 0)
+        name = cfg_callee_name(prog, &in);
+    if (name == NULL)
+        return 0;
+    for (uint32_t i = 0; i < prog->nprocs; i++)
+        if (strcmp(prog->procs[i].name, name) == 0)
+            return 0;
+    for (uint32_t i = 0; i < t->nouts; i++)
+        if (t->outs[i].kind == QPT_TO_GOT && strcmp(t->out_names + t->outs[i].name, name) == 0) {
+            *out = i;
+            return 0;
+        }
+    size_t len = strlen(name) + 1;
+    if (t->out_nbytes + len > UINT32_MAX)
+        return QP_ERANGE;
+    qpt_trace_out_t *v = realloc(t->outs, ((size_t)t->nouts + 1) * sizeof(*v));
+    if (v != NULL)
+        t->outs = v;
+    char *s = realloc(t->out_names, t->out_nbytes + len);
+    if (s != NULL)
+        t->out_names = s;
+    if (v == NULL || s == NULL)
+        return QP_ENOMEM;
+    memcpy(s + t->out_nbytes, name, len);
+    v[t->nouts] = (qpt_trace_out_t) { 0, (uint32_t)t->out_nbytes, QPT_TO_GOT };
+    t->out_nbytes += len;
+    *out = t->nouts++;
+    return 0;
+}
+
+/* The entry of OUTS for a direct call of TARGET (CP: the procedure there), or NONE. */
+static uint32_t
+outside_of(const drv_trace_t *t, const cfg_prog_t *prog, const cfg_proc_t *cp, uint64_t target)
+{
+    if (cp == NULL || cp->entry != target || t->out_of == NULL)
+        return NONE;
+    return t->out_of[cp - prog->procs];
+}
+
 /* The description of procedure K's blocks and edges, and its events' points. */
 static int
 describe_proc(drv_trace_t *t, tproc_t *tp, uint32_t k, const uint32_t *of, const tproc_t *all)
@@ -623,15 +716,27 @@ describe_proc(drv_trace_t *t, tproc_t *tp, uint32_t k, const uint32_t *of, const
             int twice = cp != NULL && cp->entry == g->last_target[i] && name_is(cp->name, twice_names);
             if (twice)
                 b->flags |= QPT_TB_SETJMP;
-            if (q == NONE)
-                b->call = leaf_plt(prog, g->last_target[i]) ? QPT_TC_NONE : QPT_TC_OUTSIDE;
+            if (q == NONE && leaf_plt(prog, g->last_target[i])) {
+                b->flags |= QPT_TB_LEAFCALL; /* b->call stays QPT_TC_NONE */
+                b->callee = outside_of(t, prog, cp, g->last_target[i]);
+            } else if (q == NONE) {
+                b->call = QPT_TC_OUTSIDE;
+                b->callee = outside_of(t, prog, cp, g->last_target[i]);
+                /* A static program's PLT jumps through its GOT to its own code (IFUNC) */
+                if (cp != NULL && (cp->flags & CFG_PROC_PLT) && !(prog->img->flags & CFG_IMG_DYNAMIC))
+                    b->flags |= QPT_TB_CALLPTR;
+            }
             else {
                 b->callee = q;
                 b->call = twice || (t->procs[q].flags & QPT_TP_UNCLEAN) ? QPT_TC_DIRECT_RET
                                                                         : QPT_TC_DIRECT;
             }
-        } else if (g->last_kind[i] == ARCH_KIND_CALL_IND)
+        } else if (g->last_kind[i] == ARCH_KIND_CALL_IND) {
             b->call = QPT_TC_OUTSIDE;
+            QP_CHECK(got_callee(t, prog, g->last[i], &b->callee));
+            if (b->callee == NONE)
+                b->flags |= QPT_TB_CALLPTR;
+        }
         if (!t->naive && (b->call == QPT_TC_OUTSIDE || b->call == QPT_TC_DIRECT_RET)) {
             QP_CHECK(add_event(t, QPT_TV_RETURNED, gb, &b->ret_event));
             QP_CHECK(add_point(t, g->last[i], ED_AT_AFTER, 0, 0, b->ret_event));
@@ -831,6 +936,9 @@ drv_trace_free(drv_trace_t *t)
     free(t->mpts);
     free(t->nodes);
     free(t->snips);
+    free(t->outs);
+    free(t->out_names);
+    free(t->out_of);
     free(t);
 }
 
@@ -891,7 +999,9 @@ drv_trace_plan(const cfg_prog_t *prog, const drv_result_t *res, int naive,
         t->procs = calloc(prog->nprocs + 1, sizeof(qpt_trace_proc_t));
         rc = t->procs ? 0 : QP_ENOMEM;
     }
-    drv_prog_info_t info = { 0 };
+    /* A record compares its cursor with the limit: CF changes too (a counter's
+     * increment keeps it), so a record before a lone `jae` saves the flags. */
+    drv_prog_info_t info = { .clobbers = ARCH_FLAGS_STATUS };
     uint64_t *xt = NULL;
     if (rc == 0)
         rc = drv_cross_targets(prog, &xt, &info.nxt);
@@ -957,6 +1067,8 @@ drv_trace_plan(const cfg_prog_t *prog, const drv_result_t *res, int naive,
         t->procs[k].block = nb;
         nb += tps[k].g.nblocks;
     }
+    if (rc == 0)
+        rc = list_outside(t, prog, of);
     for (uint32_t k = 0; rc == 0 && k < t->nprocs; k++)
         rc = describe_proc(t, &tps[k], k, of, tps);
     for (uint32_t k = 0; tps && k < t->nprocs; k++) {
@@ -1311,6 +1423,12 @@ drv_trace_section(const drv_trace_t *t, uint8_t **buf, size_t *len)
         n += sizeof(mh) + 8 + (size_t)t->nblocks * sizeof(qpt_trace_mblock_t) + 8
             + (size_t)t->nmrefs * sizeof(qpt_trace_mref_t) + 8;
     }
+    qpt_trace_out_hdr_t oh;
+    memset(&oh, 0, sizeof(oh));
+    memcpy(oh.magic, QPT_TRACE_OMAGIC, 8);
+    oh.nouts = t->nouts;
+    oh.nbytes = (uint32_t)t->out_nbytes;
+    n += sizeof(oh) + 8 + (size_t)t->nouts * sizeof(qpt_trace_out_t) + 8 + t->out_nbytes + 8;
     uint8_t *b = calloc(1, n);
     if (b == NULL)
         return QP_ENOMEM;
@@ -1328,6 +1446,9 @@ drv_trace_section(const drv_trace_t *t, uint8_t **buf, size_t *len)
         put(b, &off, t->mblocks, (size_t)t->nblocks * sizeof(qpt_trace_mblock_t));
         put(b, &off, t->mrefs, (size_t)t->nmrefs * sizeof(qpt_trace_mref_t));
     }
+    put(b, &off, &oh, sizeof(oh));
+    put(b, &off, t->outs, (size_t)t->nouts * sizeof(qpt_trace_out_t));
+    put(b, &off, t->out_names, t->out_nbytes);
     *buf = b;
     *len = off;
     return 0;

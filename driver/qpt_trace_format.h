@@ -79,6 +79,10 @@ enum {
     QPT_TB_BLOCKEV = 1u << 0, /* entering it records BLOCK (any way in) */
     QPT_TB_ROOT = 1u << 1,    /* entered from outside its procedure (landing pad) */
     QPT_TB_SETJMP = 1u << 2,  /* its call may return twice (setjmp, vfork) */
+    QPT_TB_LEAFCALL = 1u << 3,/* it ends in a call of a C library function that never
+                               * calls back (memcpy, ...): not traced, records nothing */
+    QPT_TB_CALLPTR = 1u << 4, /* its call (QPT_TC_OUTSIDE) goes through a pointer: to
+                               * traced code when the next block is a procedure's entry */
 };
 
 enum qpt_trace_call {
@@ -95,7 +99,8 @@ typedef struct qpt_trace_block {
     uint32_t edge, nedges; /* its out-edges: edge .. edge + nedges - 1 */
     uint32_t tree;       /* the out-edge taken when no event says otherwise, or NONE */
     uint32_t call;       /* enum qpt_trace_call */
-    uint32_t callee;     /* DIRECT*: the procedure */
+    uint32_t callee;     /* DIRECT*: the procedure; OUTSIDE or LEAFCALL: its
+                          * qpt_trace_out_t, or NONE (a pointer; no such list) */
     uint32_t block_event;/* its BLOCK event, or NONE */
     uint32_t ret_event;  /* its RETURNED event, or NONE */
     uint32_t pad;
@@ -189,6 +194,33 @@ typedef struct qpt_trace_mref {
     uint16_t size;     /* bytes */
     uint16_t from;     /* EA: QPT_TRACE_MNEW, or an earlier access of the block */
 } qpt_trace_mref_t;
+
+/*
+ * Code that is not traced: the description may end (after the address part, if any)
+ * with a qpt_trace_out_hdr_t, qpt_trace_out_t[nouts] and the names (nbytes of
+ * NUL-terminated strings), each piece 8-byte aligned: the program's PLT stubs and the
+ * procedures the rewrite left in place. A block whose call goes there directly
+ * (QPT_TC_OUTSIDE, or QPT_TB_LEAFCALL) names it in `callee` (else QPT_TRACE_NONE).
+ */
+#define QPT_TRACE_OMAGIC "QPTTROUT"
+
+typedef struct qpt_trace_out_hdr {
+    char magic[8];     /* QPT_TRACE_OMAGIC */
+    uint32_t nouts;
+    uint32_t nbytes;   /* of the names */
+} qpt_trace_out_hdr_t;
+
+enum {
+    QPT_TO_PLT = 0,  /* a PLT stub */
+    QPT_TO_LEFT = 1, /* a procedure left in place */
+    QPT_TO_GOT = 2,  /* a shared library's function called through the GOT (entry 0) */
+};
+
+typedef struct qpt_trace_out {
+    uint64_t entry;    /* link-time address */
+    uint32_t name;     /* offset of its name in the names */
+    uint32_t kind;     /* QPT_TO_* */
+} qpt_trace_out_t;
 
 typedef struct qpt_trace_file {
     char magic[8];     /* QPT_TRACE_FMAGIC */

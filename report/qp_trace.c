@@ -59,6 +59,8 @@ desc_valid(const qp_trace_desc_t *d)
             || (x->tree != NONE && (x->tree < x->edge || x->tree >= x->edge + x->nedges))
             || x->call > QPT_TC_OUTSIDE
             || ((x->call == QPT_TC_DIRECT || x->call == QPT_TC_DIRECT_RET) && x->callee >= h->nprocs)
+            || ((x->call == QPT_TC_OUTSIDE || (x->flags & QPT_TB_LEAFCALL)) && x->callee != NONE
+                && x->callee >= d->nouts)
             || (x->block_event != NONE && x->block_event >= h->nevents)
             || (x->ret_event != NONE && x->ret_event >= h->nevents))
             return 0;
@@ -112,10 +114,46 @@ ins_part(qp_trace_desc_t *d, size_t *off, size_t n)
     return 0;
 }
 
-/* The address-tracing part (--trace-mem) of D's description from OFF (of N bytes). */
+/* Does the part at OFF (of N bytes) of D's description start with MAGIC? */
 static int
-mem_part(qp_trace_desc_t *d, size_t off, size_t n)
+part_is(const qp_trace_desc_t *d, size_t off, size_t n, const char *magic)
 {
+    return off <= n && n - off >= 8 && memcmp(d->mem + off, magic, 8) == 0;
+}
+
+/* The list of code that is not traced at *OFF (of N bytes); *OFF goes past it. */
+static int
+out_part(qp_trace_desc_t *d, size_t *off, size_t n)
+{
+    qpt_trace_out_hdr_t oh;
+    if (*off > n || n - *off < sizeof(oh))
+        return QP_EFORMAT;
+    memcpy(&oh, d->mem + *off, sizeof(oh));
+    size_t o = *off + rounded(sizeof(oh));
+    size_t no = (size_t)oh.nouts * sizeof(qpt_trace_out_t);
+    if (memcmp(oh.magic, QPT_TRACE_OMAGIC, 8) != 0 || o > n || no > n - o
+        || rounded(no) > n - o || oh.nbytes > n - o - rounded(no))
+        return QP_EFORMAT;
+    const qpt_trace_out_t *v = (const qpt_trace_out_t *)(d->mem + o);
+    const char *names = (const char *)(d->mem + o + rounded(no));
+    if (oh.nouts > 0 && (oh.nbytes == 0 || names[oh.nbytes - 1] != '\0'))
+        return QP_EFORMAT;
+    for (uint32_t i = 0; i < oh.nouts; i++)
+        if (v[i].name >= oh.nbytes || v[i].kind > QPT_TO_GOT)
+            return QP_EFORMAT;
+    d->outs = v;
+    d->nouts = oh.nouts;
+    d->out_names = names;
+    *off = o + rounded(no) + rounded(oh.nbytes);
+    return 0;
+}
+
+/* The address-tracing part (--trace-mem) of D's description at *OFFP (of N bytes);
+ * *OFFP goes past it. */
+static int
+mem_part(qp_trace_desc_t *d, size_t *offp, size_t n)
+{
+    size_t off = *offp;
     qpt_trace_mem_hdr_t mh;
     if (n - off < sizeof(mh))
         return QP_EFORMAT;
@@ -142,6 +180,7 @@ mem_part(qp_trace_desc_t *d, size_t off, size_t n)
     d->mblocks = mb;
     d->mrefs = mr;
     d->nmrefs = mh.nrefs;
+    *offp = off + rounded(nb) + rounded(nr);
     return 0;
 }
 
@@ -200,9 +239,13 @@ qp_trace_desc_read(const char *path, qp_trace_desc_t *d, char *why, size_t whyle
         qp_trace_desc_free(d);
         return fail(why, whylen, QP_EFORMAT, path, "malformed instruction part");
     }
-    if (off < n && mem_part(d, off, n) < 0) {
+    if (part_is(d, off, n, QPT_TRACE_MMAGIC) && mem_part(d, &off, n) < 0) {
         qp_trace_desc_free(d);
         return fail(why, whylen, QP_EFORMAT, path, "malformed address-trace description");
+    }
+    if (off < n && out_part(d, &off, n) < 0) {
+        qp_trace_desc_free(d);
+        return fail(why, whylen, QP_EFORMAT, path, "malformed list of the code not traced");
     }
     if (!desc_valid(d)) {
         qp_trace_desc_free(d);

@@ -29,6 +29,11 @@ typedef struct qp_trace_desc {
     const qpt_trace_mblock_t *mblocks;
     const qpt_trace_mref_t *mrefs;
     uint32_t nmrefs;
+    /* code that is not traced: PLT stubs, procedures left in place (nouts 0 when the
+     * description does not list them); blocks' `callee` for their direct calls */
+    const qpt_trace_out_t *outs;
+    uint32_t nouts;
+    const char *out_names; /* outs[i].name: an offset in it, NUL-terminated */
     uint8_t *mem;   /* owns the above */
 } qp_trace_desc_t;
 

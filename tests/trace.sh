@@ -7,7 +7,7 @@
 # say the way), both run (same output as the original), and `qp trace blocks` of the two
 # must be equal record for record - C at -O0/-O2, PIE, non-PIE and static, calls,
 # recursion, function pointers, switch tables, computed gotos, threads (a trace per
-# thread). Where the walk cannot follow exactly (longjmp, signal handlers, exceptions)
+# thread), a record where only the carry flag is live (tests/trace/flags.c). Where the walk cannot follow exactly (longjmp, signal handlers, exceptions)
 # the blocks must still be equal and the places marked ('#' lines); a process killed
 # before it could flush ends with a cut mark. The chord trace must be the smaller.
 # Exit status: 0 pass, 1 fail, 77 skip, 99 hard error.
@@ -103,7 +103,7 @@ done
 for v in "gcc -O0" "gcc -O2"; do
     tag=$(echo "$v" | tr -d ' ' | tr -c 'a-zA-Z0-9\n' _)
     for prog in "$P/tailcall.c" "$P/switch_sparse.c" "$P/computed_goto.c" "$P/cold.c" \
-        "$P/noreturn.c" "$P/threads.c" "$P/signal.c"; do
+        "$P/noreturn.c" "$P/threads.c" "$P/signal.c" "$T/flags.c"; do
         base=${prog##*/}
         name=${base%.c}.$tag
         build "$name" "$prog" $v || continue
@@ -126,6 +126,41 @@ for v in "gcc -O0" "gcc -O2"; do
     fi
 done
 build interp.O2 "$P/interp.c" gcc -O2 && pair interp.O2 exact
+# Static at -O0 too (the C library's code is traced with the program's).
+for prog in "$T/calls.c" "$P/recursion.c"; do
+    base=${prog##*/}
+    build "${base%.c}.gcc_O0_static" "$prog" gcc -O0 -static && pair "${base%.c}.gcc_O0_static" exact
+done
+
+# Never silently partial: what ran outside the traced code is stated - qp trace stats
+# (per trace: the calls of code not traced, by name; the procedures left in place) and a
+# note on stderr after qp trace blocks. calls.c calls qsort and printf through the PLT,
+# _start calls __libc_start_main through the GOT; both tracers count alike (the counts
+# come from the regenerated blocks). A static program has no PLT calls left.
+untraced_line() {
+    "$QP" trace stats "$1" | sed -n 's/^[^:]*: tid [0-9]*: not traced: //p'
+}
+if [ -f "$dir/t/calls.gcc_O2.blocks" ]; then
+    u=$(untraced_line "$dir/t/calls.gcc_O2")
+    case $u in
+    [1-9]*" calls of code that is not traced"*qsort@plt*printf@plt*__libc_start_main*)
+        ok "calls.gcc_O2: stats: not traced: ${u%% (*}" ;;
+    *) bad "calls.gcc_O2: stats do not state the calls of code not traced: $u" ;;
+    esac
+    [ "$u" = "$(untraced_line "$dir/n/calls.gcc_O2")" ] || bad "calls.gcc_O2: the naive trace counts other calls: $(untraced_line "$dir/n/calls.gcc_O2")"
+    grep -q '^qp: trace: not traced: [1-9][0-9]* calls .*qsort@plt' "$dir/t/calls.gcc_O2.err" &&
+        ok "calls.gcc_O2: qp trace blocks notes them on stderr" ||
+        bad "calls.gcc_O2: no note of the calls not traced: $(cat "$dir/t/calls.gcc_O2.err")"
+fi
+if [ -f "$dir/t/calls.gcc_O2_static.blocks" ]; then
+    u=$(untraced_line "$dir/t/calls.gcc_O2_static")
+    p=$("$QP" trace stats "$dir/t/calls.gcc_O2_static" | grep -m 1 ' procedures traced, ')
+    case $u in
+    *@plt*) bad "calls.gcc_O2_static: PLT calls in a static program: $u" ;;
+    *" calls of code that is not traced"*) ok "calls.gcc_O2_static: not traced: ${u%% (*}; ${p#*: }" ;;
+    *) bad "calls.gcc_O2_static: no not-traced line: $u" ;;
+    esac
+fi
 
 # A process killed before its exit: what filled buffers wrote, then a cut mark.
 if build killed "$T/killed.c" gcc -O2 &&
@@ -136,7 +171,9 @@ if build killed "$T/killed.c" gcc -O2 &&
     n=$(grep -vc '^#' "$dir/t/killed.blocks")
     case $last in
     "# cut: the trace ends here"*) [ "$n" -gt 100000 ] && ok "killed: $n blocks, then the cut mark" ||
-        bad "killed: only $n blocks before the cut" ;;
+        bad "killed: only $n blocks before the cut"
+        untraced_line "$dir/t/killed" | grep -q ', 1 places cut' ||
+            bad "killed: qp trace stats does not count the cut: $(untraced_line "$dir/t/killed")" ;;
     *) bad "killed: the trace does not end with a cut mark: $last" ;;
     esac
 else

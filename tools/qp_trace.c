@@ -12,7 +12,10 @@
  *   qp trace stats PROG [TRACE...]    per trace: records, bytes, blocks, bytes per block,
  *                                     marks, and a hash of the block sequence (equal
  *                                     traces have equal hashes); with --trace-mem
- *                                     also accesses and bytes per access
+ *                                     also accesses and bytes per access; what was not
+ *                                     traced (calls of code not traced, by name; the
+ *                                     procedures left in place; cuts). The other
+ *                                     commands note those calls on stderr
  *   qp trace mem PROG [TRACE...]      (--trace-mem) one line per data access, in order:
  *                                     "L|S|M ADDR SIZE INSN" (load, store, modify: a
  *                                     load and a store of the same bytes), hex 0x
@@ -56,8 +59,116 @@ usage(FILE *f, int rc)
     return rc;
 }
 
+/* What a trace does not cover (a summary, never a silent gap): the regenerated blocks
+ * that end in a call of code that is not traced - the C library and other shared
+ * objects, the loader, code reached through a pointer or the PLT (QPT_TC_OUTSIDE: what
+ * it ran is not in the trace; callbacks into traced code are) and C library functions
+ * that never call back (QPT_TB_LEAFCALL: they record nothing) - and the cut marks. */
+typedef struct untraced {
+    uint64_t calls, leaf, cuts;
+    int ptr;             /* the last block called through a pointer: where to is not
+                          * known yet (a procedure's entry next: traced code) */
+    uint32_t ptr_callee; /* ... its entry in the description's list, or NONE */
+    uint64_t *by;        /* calls per entry of that list (of code not traced) */
+} untraced_t;
+
+/* A call of code not traced: CALLEE, D's entry of it, or QPT_TRACE_NONE. */
+static void
+untraced_call(untraced_t *u, const qp_trace_desc_t *d, uint32_t callee)
+{
+    u->calls++;
+    if (callee < d->nouts)
+        u->by[callee]++;
+}
+
+static void
+untraced_block(untraced_t *u, const qp_trace_desc_t *d, uint32_t block)
+{
+    const qpt_trace_block_t *b = &d->blocks[block];
+    /* A call through a pointer went to traced code when a procedure's entry follows
+     * (the callee's ENTER; an untraced callee calling back at once counts as traced). */
+    if (u->ptr && d->procs[b->proc].block != block)
+        untraced_call(u, d, u->ptr_callee);
+    u->ptr = b->call == QPT_TC_OUTSIDE && (b->flags & QPT_TB_CALLPTR);
+    u->ptr_callee = b->callee;
+    if (b->call == QPT_TC_OUTSIDE && !(b->flags & QPT_TB_CALLPTR))
+        untraced_call(u, d, b->callee);
+    if (b->flags & QPT_TB_LEAFCALL) {
+        u->leaf++;
+        if (b->callee < d->nouts)
+            u->by[b->callee]++;
+    }
+}
+
+static void
+untraced_mark(untraced_t *u, const char *what)
+{
+    u->cuts += strncmp(what, "cut:", 4) == 0;
+}
+
+static void
+untraced_add(untraced_t *to, const untraced_t *u, uint32_t nouts)
+{
+    to->calls += u->calls;
+    to->leaf += u->leaf;
+    to->cuts += u->cuts;
+    for (uint32_t i = 0; i < nouts; i++)
+        to->by[i] += u->by[i];
+}
+
+/* Reset U, keeping its array of NOUTS counts (zeroed). */
+static void
+untraced_reset(untraced_t *u, uint32_t nouts)
+{
+    uint64_t *by = u->by;
+    memset(u, 0, sizeof(*u));
+    u->by = by;
+    memset(by, 0, (size_t)nouts * sizeof(uint64_t));
+}
+
+/* The callees most called of U (D's list of code not traced): ": name N, ...", and
+ * the calls through pointers (no name). */
+static void
+untraced_callees(FILE *f, const qp_trace_desc_t *d, const untraced_t *u)
+{
+    const uint64_t *by = u->by;
+    uint64_t named = 0;
+    enum { SHOWN = 8 };
+    uint32_t top[SHOWN], k = 0, more = 0;
+    for (uint32_t i = 0; i < d->nouts; i++) {
+        if (by[i] == 0)
+            continue;
+        named += by[i];
+        if (k == SHOWN && by[i] <= by[top[SHOWN - 1]]) {
+            more++;
+            continue;
+        }
+        if (k == SHOWN)
+            more++; /* the last shown drops out */
+        else
+            k++;
+        uint32_t j = k - 1; /* insertion, most called first */
+        while (j > 0 && by[top[j - 1]] < by[i]) {
+            top[j] = top[j - 1];
+            j--;
+        }
+        top[j] = i;
+    }
+    for (uint32_t j = 0; j < k; j++)
+        fprintf(f, "%s%s%s %llu", j ? ", " : ": ", d->out_names + d->outs[top[j]].name,
+                d->outs[top[j]].kind == QPT_TO_LEFT ? " (left in place)" : "",
+                (unsigned long long)by[top[j]]);
+    if (more)
+        fprintf(f, ", %u more", more);
+    if (u->calls + u->leaf > named)
+        fprintf(f, "%sthrough pointers %llu", k ? ", " : ": ",
+                (unsigned long long)(u->calls + u->leaf - named));
+}
+
 typedef struct out {
     FILE *f;
+    untraced_t u, total; /* this trace's, all traces' */
+    uint32_t nouts; /* of the description's list of code not traced */
     const qp_trace_desc_t *d; /* insns */
     qp_cachesim_t *sim; /* cachesim */
     uint64_t hash; /* FNV-1a over the blocks' addresses, in order (stats) */
@@ -67,8 +178,8 @@ typedef struct out {
 static int
 hash_block(void *arg, uint32_t block, uint64_t addr)
 {
-    (void)block;
     out_t *o = arg;
+    untraced_block(&o->u, o->d, block);
     for (int i = 0; i < 8; i++) {
         o->hash ^= (addr >> (8 * i)) & 0xff;
         o->hash *= 0x100000001b3ull;
@@ -79,8 +190,8 @@ hash_block(void *arg, uint32_t block, uint64_t addr)
 static int
 on_block(void *arg, uint32_t block, uint64_t addr)
 {
-    (void)block;
     out_t *o = arg;
+    untraced_block(&o->u, o->d, block);
     fprintf(o->f, "0x%llx\n", (unsigned long long)addr);
     return 0;
 }
@@ -89,6 +200,7 @@ static int
 on_block_insns(void *arg, uint32_t block, uint64_t addr)
 {
     out_t *o = arg;
+    untraced_block(&o->u, o->d, block);
     for (uint32_t i = o->d->ifirst[block]; i < o->d->ifirst[block + 1]; i++) {
         fprintf(o->f, "0x%llx\n", (unsigned long long)addr);
         addr += o->d->ilen[i];
@@ -100,6 +212,7 @@ static int
 on_mark(void *arg, const char *what, uint64_t addr)
 {
     out_t *o = arg;
+    untraced_mark(&o->u, what);
     if (addr)
         fprintf(o->f, "# %s (at 0x%llx)\n", what, (unsigned long long)addr);
     else
@@ -139,10 +252,99 @@ count_access(void *arg, unsigned access, uint64_t addr, uint32_t size, uint64_t 
 static int
 count_mark(void *arg, const char *what, uint64_t addr)
 {
+    (void)addr;
+    out_t *o = arg;
+    untraced_mark(&o->u, what);
+    return 0;
+}
+
+static int
+untraced_only(void *arg, uint32_t block, uint64_t addr)
+{
+    (void)addr;
+    out_t *o = arg;
+    untraced_block(&o->u, o->d, block);
+    return 0;
+}
+
+static int
+ignore_mark(void *arg, const char *what, uint64_t addr)
+{
     (void)arg;
     (void)what;
     (void)addr;
     return 0;
+}
+
+/* The address walk gives no blocks to its sink: a walk of the blocks alone counts the
+ * calls into code that is not traced (its marks are the address walk's too). */
+static int
+untraced_calls(const qp_trace_desc_t *d, const uint32_t *rec, size_t n, out_t *o)
+{
+    uint64_t cuts = o->u.cuts;
+    qp_trace_stats_t st;
+    qp_trace_sink_t s = { untraced_only, ignore_mark, o };
+    int rc = qp_trace_regen(d, rec, n, &s, &st);
+    o->u.cuts = cuts;
+    return rc;
+}
+
+/* One line of qp trace stats: what this trace does not cover. */
+static void
+untraced_stats(FILE *f, const qp_trace_desc_t *d, const char *path, uint64_t tid,
+               const untraced_t *u)
+{
+    fprintf(f, "%s: tid %llu: not traced: %llu calls of code that is not traced (shared "
+               "libraries through the PLT or GOT, procedures left in place, pointers to such code: "
+               "what it ran is not in this trace, its callbacks into traced code are), %llu "
+               "calls of C library functions that never call back (memcpy, ...), %llu places "
+               "cut; calls",
+            path, (unsigned long long)tid, (unsigned long long)u->calls,
+            (unsigned long long)u->leaf, (unsigned long long)u->cuts);
+    untraced_callees(f, d, u);
+    fputc('\n', f);
+}
+
+/* qp trace stats: the procedures the rewrite left in place (not traced), once. */
+static void
+untraced_procs(FILE *f, const char *prog, const qp_trace_desc_t *d)
+{
+    if (d->outs == NULL) {
+        fprintf(f, "%s: %u procedures traced; the description does not list the code not "
+                   "traced (rewritten by an older qpt-rewrite)\n", prog, d->hdr.nprocs);
+        return;
+    }
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < d->nouts; i++)
+        n += d->outs[i].kind == QPT_TO_LEFT;
+    fprintf(f, "%s: %u procedures traced, %u left in place by the rewrite (not traced)", prog,
+            d->hdr.nprocs, n);
+    uint32_t k = 0;
+    for (uint32_t i = 0; i < d->nouts && k <= 8; i++) {
+        if (d->outs[i].kind != QPT_TO_LEFT)
+            continue;
+        if (k == 8)
+            fprintf(f, ", ...");
+        else
+            fprintf(f, "%s%s", k == 0 ? ": " : ", ", d->out_names + d->outs[i].name);
+        k++;
+    }
+    fputc('\n', f);
+}
+
+/* The note at the end of qp trace blocks, insns, mem and cachesim (stderr: their output
+ * stays a list of blocks, instructions or accesses). */
+static void
+untraced_note(const qp_trace_desc_t *d, const untraced_t *u)
+{
+    if (u->calls + u->leaf == 0)
+        return;
+    fprintf(stderr, "qp: trace: not traced: %llu calls of code that is not traced and %llu "
+                    "of C library functions that never call back: what they ran is not in "
+                    "this trace (qp trace stats); calls",
+            (unsigned long long)u->calls, (unsigned long long)u->leaf);
+    untraced_callees(stderr, d, u);
+    fputc('\n', stderr);
 }
 
 static int
@@ -229,6 +431,7 @@ one_trace(const qp_trace_desc_t *d, const char *path, int mode, int header, out_
     if (header && mode != MODE_STATS && mode != MODE_SIM)
         fprintf(o->f, "# thread %llu\n", (unsigned long long)h.tid);
     o->hash = 0xcbf29ce484222325ull;
+    untraced_reset(&o->u, o->nouts);
     qp_trace_sink_t sink = { stats ? hash_block : mode == MODE_INSNS ? on_block_insns : on_block,
                              stats ? count_mark : on_mark, o };
     qp_trace_stats_t st;
@@ -238,8 +441,16 @@ one_trace(const qp_trace_desc_t *d, const char *path, int mode, int header, out_
                               : qp_trace_regen(d, rec, n, &sink, &st);
     if (rc == 0 && stats && d->mblocks != NULL) {
         qp_trace_stats_t st2;
+        untraced_t keep = o->u; /* the second walk marks the same places again */
         rc = qp_trace_mem_regen(d, rec, n, vals, nvals, bias, &msink, &st2, &nacc);
+        o->u = keep;
     }
+    if (rc == 0 && (mode == MODE_MEM || mode == MODE_SIM))
+        rc = untraced_calls(d, rec, n, o);
+    if (o->u.ptr) /* the trace ended in a call through a pointer */
+        untraced_call(&o->u, d, o->u.ptr_callee);
+    o->u.ptr = 0;
+    untraced_add(&o->total, &o->u, o->nouts);
     free(rec);
     free(vals);
     if (rc < 0) {
@@ -262,6 +473,7 @@ one_trace(const qp_trace_desc_t *d, const char *path, int mode, int header, out_
                     path, (unsigned long long)h.tid, (unsigned long long)nacc,
                     (unsigned long long)nvals, nacc ? (double)bytes / (double)nacc : 0.0,
                     (unsigned long long)bias);
+        untraced_stats(o->f, d, path, h.tid, &o->u);
     }
     return 0;
 }
@@ -349,10 +561,21 @@ qp_trace_main(int argc, char **argv)
     o.f = stdout;
     o.d = &d;
     o.sim = &sim;
+    o.nouts = d.nouts;
+    o.u.by = calloc((size_t)d.nouts + 1, sizeof(uint64_t));
+    o.total.by = calloc((size_t)d.nouts + 1, sizeof(uint64_t));
+    if (o.u.by == NULL || o.total.by == NULL) {
+        fprintf(stderr, "qp: trace: out of memory\n");
+        return 1;
+    }
     setvbuf(stdout, o.buf, _IOFBF, sizeof(o.buf));
     int rc = 0;
+    if (mode == MODE_STATS)
+        untraced_procs(o.f, prog, &d);
     for (size_t i = 0; i < nfiles && rc == 0; i++)
         rc = one_trace(&d, files[i], mode, nfiles > 1, &o);
+    if (rc == 0 && mode != MODE_STATS)
+        untraced_note(&d, &o.total);
     if (rc == 0 && mode == MODE_SIM) {
         uint64_t refs = sim.reads + sim.writes;
         uint64_t m1 = sim.l1_read_misses + sim.l1_write_misses;
@@ -377,6 +600,8 @@ qp_trace_main(int argc, char **argv)
         free(files);
     }
     qp_trace_desc_free(&d);
+    free(o.u.by);
+    free(o.total.by);
     if (fflush(stdout) != 0 && rc == 0) {
         fprintf(stderr, "qp: trace: write error\n");
         rc = 1;

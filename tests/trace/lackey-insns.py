@@ -5,8 +5,8 @@
 
 Compare `qp trace insns` (OURS: an instruction address a line, '#' marks) with the
 "I addr,size" lines of valgrind --tool=lackey --trace-mem=yes (LACKEY) for the program's
-own code: the instructions in the ranges "0xSTART 0xEND" of TEXT (qp trace text), their
-addresses less BIAS (hex, the load bias of the lackey run). One difference is allowed:
+own code: the instructions in the ranges "0xSTART 0xEND" of TEXT (qp trace text; for a
+static program the functions of its own objects), lackey's addresses less BIAS (hex, the load bias of the lackey run). One difference is allowed:
 valgrind runs a `rep` string instruction as a loop and prints it once per iteration; qp
 counts it once, so runs of one address are compared as one. Prints a summary; exit
 status 1 on any other difference.
@@ -38,7 +38,8 @@ for line in open(sys.argv[3]):
         a = int(line.split()[1].split(",")[0], 16) - bias
         if inside(a):
             lackey.append(a)
-ours = [int(line, 16) for line in open(sys.argv[4]) if not line.startswith("#")]
+ours = [a for a in (int(line, 16) for line in open(sys.argv[4]) if not line.startswith("#"))
+        if inside(a)]
 if len(ours) < 100 or len(lackey) < 100:
     print("too few instructions to compare (lackey %d, qp %d)" % (len(lackey), len(ours)))
     sys.exit(1)
