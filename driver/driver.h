@@ -99,6 +99,8 @@ typedef struct drv_graph {
     uint32_t nthread_before;
     const char *why;         /* DRV_NOT_MEASURED: the reason */
     const drv_weights_t *weights; /* an earlier profile's edge counts, or NULL */
+    uint8_t entry_by_calls;  /* the entry edge's count comes from the call sites (set by
+                              * drv_run for qp: QP_PROC_BY_CALLS): no counter needs it */
 } drv_graph_t;
 
 /* A positive return of drv_graph_build or drv_ops_t.place: the procedure is relocated
@@ -249,6 +251,17 @@ int drv_site_kind(const cfg_prog_t *prog, const arch_insn_t *prev, const arch_in
 /* The sorted, unique targets of jumps between procedures (blocks entered from outside
  * their procedure are roots of its graph); *OUT is malloc'ed. 0 or QP_ENOMEM. */
 int drv_cross_targets(const cfg_prog_t *prog, uint64_t **out /*OUT*/, size_t *n /*OUT*/);
+
+/*
+ * Which procedures qp counts by their calls (QP_PROC_BY_CALLS, drv_bycalls.c): BY_CALLS
+ * (prog->nprocs bytes) gets 1 for each. SOLID[i]: procedure i will be measured and its
+ * counts are exact by themselves apart from its entry edge (no landing pads, setjmp,
+ * longjmp or throw calls, guessed or translated indirect jumps). LEAVE (leaving bits, see
+ * drv_run.c) grows: a procedure counted by its calls may be left as its callers may.
+ * Returns 0 or QP_ENOMEM (then nothing is counted by calls).
+ */
+int drv_by_calls(const cfg_prog_t *prog, const uint8_t *solid, uint8_t *leave,
+                 uint8_t *by_calls /*OUT*/);
 
 /*
  * Processes and threads (drv_procs.c).
