@@ -124,6 +124,8 @@ typedef struct drv_result {
     uint32_t nunmeasured;    /* relocated procedures the driver could not measure */
     uint32_t nedges_total;   /* edges of the measured procedures, virtual ones included */
     uint32_t nexit_hooks;    /* exit hooks placed */
+    uint32_t nby_calls;      /* qp: procedures whose calls are counted at their call
+                              * sites (QP_PROC_BY_CALLS) */
     uint32_t nblock_counted; /* qp: procedures counted per block (a cycle of edges that
                               * cannot carry a counter) */
     /* qp --weights: the instructions the counters add over the run the weights measured

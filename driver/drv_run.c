@@ -452,6 +452,7 @@ describe_measured(drv_result_t *res, const drv_graph_t *g, const uint64_t *exits
     memset(d, 0, sizeof(*d));
     QP_CHECK(proc_name(res, prog, p, &d->name));
     d->flags = QP_PROC_MEASURED | (g->entry_by_calls ? QP_PROC_BY_CALLS : 0);
+    res->nby_calls += g->entry_by_calls;
     /* May be left by a longjmp or an exception below it: its frame would be abandoned
      * (qp looks at whether one happened). */
     if (leave[g->proc] & 1)
