@@ -490,8 +490,9 @@ hand_down(entries_ctx_t *c, uint32_t proc, int pending_too)
         const qp_desc_call_t *call = &d->calls[k];
         int tail = qp_call_is_tail(call);
         uint32_t i = tail ? call->edge - p->edge : call->block - p->block;
-        uint8_t st = tail ? f.edge_state[i] : f.block_state[i];
-        uint64_t n = tail ? f.edge_count[i] : f.block_count[i];
+        int inside = i < (tail ? f.nedges : f.nblocks); /* else a bad description */
+        uint8_t st = !inside ? QP_FLOW_UNKNOWN : tail ? f.edge_state[i] : f.block_state[i];
+        uint64_t n = !inside ? 0 : tail ? f.edge_count[i] : f.block_count[i];
         if ((st != QP_FLOW_MEASURED && st != QP_FLOW_SOLVED)
             || __builtin_add_overflow(c->out->count[callee], n, &c->out->count[callee]))
             c->bad[callee] = 1;
