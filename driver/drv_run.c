@@ -602,8 +602,8 @@ plan_by_calls(const drv_ops_t *drv, const cfg_prog_t *prog, const ed_plan_t *pla
     *by_calls = calloc(prog->nprocs + 1, 1);
     if (*solid == NULL || *by_calls == NULL)
         return QP_ENOMEM;
-    if (drv->kind != QP_DRIVER_QP || !by_calls_ok)
-        return 0;
+    if (drv->kind != QP_DRIVER_QP || !by_calls_ok || !(prog->img->flags & CFG_IMG_PIE))
+        return 0; /* (drv_by_calls: position-independent images only) */
     solid_procs(prog, plan, *solid);
     return drv_by_calls(prog, *solid, leave, *by_calls);
 }
