@@ -100,6 +100,8 @@ typedef struct drv_graph {
     const char *why;         /* DRV_NOT_MEASURED: the reason */
     uint8_t clobbers;        /* flags a probe changes: saved where any of them is live */
     const drv_weights_t *weights; /* an earlier profile's edge counts, or NULL */
+    uint8_t entry_by_calls;  /* the entry edge's count comes from the call sites (set by
+                              * drv_run for qp: QP_PROC_BY_CALLS): no counter needs it */
 } drv_graph_t;
 
 /* A positive return of drv_graph_build or drv_ops_t.place: the procedure is relocated
@@ -123,6 +125,8 @@ typedef struct drv_result {
     uint32_t nunmeasured;    /* relocated procedures the driver could not measure */
     uint32_t nedges_total;   /* edges of the measured procedures, virtual ones included */
     uint32_t nexit_hooks;    /* exit hooks placed */
+    uint32_t nby_calls;      /* qp: procedures whose calls are counted at their call
+                              * sites (QP_PROC_BY_CALLS) */
     uint32_t nblock_counted; /* qp: procedures counted per block (a cycle of edges that
                               * cannot carry a counter) */
     /* qp --weights: the instructions the counters add over the run the weights measured
@@ -252,6 +256,17 @@ int drv_site_kind(const cfg_prog_t *prog, const arch_insn_t *prev, const arch_in
 /* The sorted, unique targets of jumps between procedures (blocks entered from outside
  * their procedure are roots of its graph); *OUT is malloc'ed. 0 or QP_ENOMEM. */
 int drv_cross_targets(const cfg_prog_t *prog, uint64_t **out /*OUT*/, size_t *n /*OUT*/);
+
+/*
+ * Which procedures qp counts by their calls (QP_PROC_BY_CALLS, drv_bycalls.c): BY_CALLS
+ * (prog->nprocs bytes) gets 1 for each. SOLID[i]: procedure i will be measured and its
+ * counts are exact by themselves apart from its entry edge (no landing pads, setjmp,
+ * longjmp or throw calls, guessed or translated indirect jumps). LEAVE (leaving bits, see
+ * drv_run.c) grows: a procedure counted by its calls may be left as its callers may.
+ * Returns 0 or QP_ENOMEM (then nothing is counted by calls).
+ */
+int drv_by_calls(const cfg_prog_t *prog, const uint8_t *solid, uint8_t *leave,
+                 uint8_t *by_calls /*OUT*/);
 
 /*
  * Processes and threads (drv_procs.c).

@@ -13,6 +13,11 @@
  * and expensive edges stay in the tree and go uncounted. With --weights, the counts of an
  * earlier run replace the estimate.
  *
+ * When every call of the procedure is a direct call or tail call made in other measured
+ * procedures (drv_run decides: QP_PROC_BY_CALLS), its entry edge's count is known from
+ * theirs: the edge weighs nothing (the tree takes it last, only if nothing else joins X)
+ * and never gets a counter, which saves one increment per call.
+ *
  * The estimate (estimate_freq) propagates one call's flow through the graph with branch
  * probabilities, as compilers do: a loop's back edge is taken 9 times in 10, a loop exit
  * 1 in 10, a path that can only end the process (abort, __chk_fail) almost never, a
@@ -261,6 +266,13 @@ node_out(const drv_graph_t *g, uint32_t v) /* its way in is node V itself */
     return v == g->nblocks ? v : g->nblocks + 1 + v;
 }
 
+/* Does edge ED need no counter (its count known from the callers)? */
+static int
+is_free(const drv_graph_t *g, const drv_edge_t *ed)
+{
+    return ed->kind == QP_EDGE_ENTRY && g->entry_by_calls;
+}
+
 /*
  * Add what the counters on the chords (IN_TREE[e] == 0; NEDGES + block for a block's
  * own edge) cost over the profiled run to RES (--weights). A block runs as often as its
@@ -278,10 +290,12 @@ add_weighted_cost(const drv_graph_t *g, const uint8_t *in_tree, drv_result_t *re
         int64_t c = measured_count(g, ed);
         if (ed->to != X)
             runs[ed->to] = c < 0 || runs[ed->to] < 0 ? -1 : runs[ed->to] + c;
-        if (!in_tree[e] && c >= 0) {
+        if (in_tree[e] || is_free(g, ed))
+            continue; /* no counter */
+        if (c >= 0) {
             res->weighted_incs += (uint64_t)c;
             res->weighted_insns += (uint64_t)c * (uint64_t)counter_cost(ed);
-        } else if (!in_tree[e])
+        } else
             res->weighted_unknown++;
     }
     for (uint32_t i = 0; i < X; i++)
@@ -308,8 +322,11 @@ split_weights(const drv_graph_t *g, const double *freq_e, double *w)
         double f = edge_freq(g, ed, freq_e[e]);
         if (ed->to != X)
             w[n + ed->to] += f;
-        w[e] = ed->place == DRV_PLACE_NONE || ed->kind == QP_EDGE_ENTRY
-            ? INF : f * counter_cost(ed);
+        if (ed->kind == QP_EDGE_ENTRY && g->entry_by_calls)
+            w[e] = -INF; /* known from the callers: free */
+        else
+            w[e] = ed->place == DRV_PLACE_NONE || ed->kind == QP_EDGE_ENTRY
+                ? INF : f * counter_cost(ed);
     }
     for (uint32_t i = 0; i < X; i++)
         w[n + i] *= block_cost(g->block_save[i]);
@@ -356,7 +373,7 @@ qp_place(drv_graph_t *g, drv_result_t *res, const char **why)
         }
     }
     for (uint32_t e = 0; e < n; e++)
-        if (!in_tree[e] && g->edges[e].place == DRV_PLACE_NONE) {
+        if (!in_tree[e] && g->edges[e].place == DRV_PLACE_NONE && !is_free(g, &g->edges[e])) {
             /* Edges that cannot carry a counter form a cycle (several dispatch blocks
              * sharing one jump table's targets): count this procedure's blocks instead,
              * which gives every block count and the calls; the report says which edge
@@ -369,7 +386,7 @@ qp_place(drv_graph_t *g, drv_result_t *res, const char **why)
     if (g->weights != NULL && (rc = add_weighted_cost(g, in_tree, res)) < 0)
         goto out;
     for (uint32_t e = 0; e < all; e++)
-        if (!in_tree[e]) {
+        if (!in_tree[e] && !(e < n && is_free(g, &g->edges[e]))) {
             if (e < n)
                 g->edges[e].counter = drv_alloc_counter(res);
             else

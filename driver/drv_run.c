@@ -406,6 +406,39 @@ cmp_call(const void *a, const void *b)
     return x->edge < y->edge ? -1 : x->edge > y->edge;
 }
 
+/*
+ * Procedures that will be measured and whose counts are exact by themselves, their entry
+ * edge's count given (drv_by_calls): into SOLID (a byte per procedure). The same tests as
+ * drv_graph_build's refusals and describe_measured's approximation flags.
+ */
+static void
+solid_procs(const cfg_prog_t *prog, const ed_plan_t *plan, uint8_t *solid)
+{
+    for (uint32_t i = 0; i < prog->nprocs; i++) {
+        const cfg_proc_t *p = &prog->procs[i];
+        int ok = !(p->flags & (CFG_PROC_FRAGMENT | CFG_PROC_PLT)) && p->nblocks > 0
+            && ed_plan_left_reason(plan, i) == NULL
+            && !(name_in(p->name, exit_names) && has_syscall(prog, p));
+        for (uint32_t k = 0; ok && k < p->nblocks; k++) {
+            const cfg_block_t *b = &prog->blocks[p->block + k];
+            if (k > 0 && b->npred == 0)
+                ok = 0; /* a landing pad, or code reached from outside only */
+            for (uint32_t j = 0; ok && j < b->nsucc; j++) {
+                const cfg_edge_t *ed = cfg_block_succ(prog, b, j);
+                ok = ed->kind != CFG_EDGE_INDIRECT && ed->kind != CFG_EDGE_UNRESOLVED
+                    && (ed->to == CFG_NONE
+                        || (ed->to >= p->block && ed->to < p->block + p->nblocks));
+            }
+            const cfg_proc_t *cp = b->last_kind == ARCH_KIND_CALL && b->call_target
+                ? proc_at_entry(prog, b->call_target) : NULL;
+            if (ok && cp != NULL)
+                ok = !name_in(cp->name, setjmp_names)
+                    && !(callee_flags(cp->name) & (QP_CALLF_LONGJMP | QP_CALLF_THROW));
+        }
+        solid[i] = (uint8_t)ok;
+    }
+}
+
 static int
 describe_measured(drv_result_t *res, const drv_graph_t *g, const uint64_t *exits, size_t nexits,
                   const uint8_t *leave)
@@ -418,7 +451,8 @@ describe_measured(drv_result_t *res, const drv_graph_t *g, const uint64_t *exits
     qp_desc_proc_t *d = &res->procs[res->nprocs];
     memset(d, 0, sizeof(*d));
     QP_CHECK(proc_name(res, prog, p, &d->name));
-    d->flags = QP_PROC_MEASURED;
+    d->flags = QP_PROC_MEASURED | (g->entry_by_calls ? QP_PROC_BY_CALLS : 0);
+    res->nby_calls += g->entry_by_calls;
     /* May be left by a longjmp or an exception below it: its frame would be abandoned
      * (qp looks at whether one happened). */
     if (leave[g->proc] & 1)
@@ -554,10 +588,30 @@ drv_run(const drv_ops_t *drv, const cfg_prog_t *prog, const ed_plan_t *plan,
     return drv_run_progress(drv, prog, plan, weights, res, NULL, NULL);
 }
 
-int
-drv_run_progress(const drv_ops_t *drv, const cfg_prog_t *prog, const ed_plan_t *plan,
-                 const drv_weights_t *weights, drv_result_t *res,
-                 void (*on_progress)(void *arg, size_t done, size_t total), void *arg)
+/* run_pass's answer when a procedure that drv_by_calls counted on was not measured after
+ * all: run again without counting by calls. */
+#define DRV_AGAIN 2
+
+/* Solid procedures and those counted by their calls (qp only; else none), into the
+ * malloc'd *SOLID and *BY_CALLS. */
+static int
+plan_by_calls(const drv_ops_t *drv, const cfg_prog_t *prog, const ed_plan_t *plan,
+              int by_calls_ok, uint8_t *leave, uint8_t **solid, uint8_t **by_calls)
+{
+    *solid = calloc(prog->nprocs + 1, 1);
+    *by_calls = calloc(prog->nprocs + 1, 1);
+    if (*solid == NULL || *by_calls == NULL)
+        return QP_ENOMEM;
+    if (drv->kind != QP_DRIVER_QP || !by_calls_ok || !(prog->img->flags & CFG_IMG_PIE))
+        return 0; /* (drv_by_calls: position-independent images only) */
+    solid_procs(prog, plan, *solid);
+    return drv_by_calls(prog, *solid, leave, *by_calls);
+}
+
+static int
+run_pass(const drv_ops_t *drv, const cfg_prog_t *prog, const ed_plan_t *plan,
+         const drv_weights_t *weights, drv_result_t *res,
+         void (*on_progress)(void *arg, size_t done, size_t total), void *arg, int by_calls_ok)
 {
     memset(res, 0, sizeof(*res));
     res->driver = drv->kind;
@@ -592,9 +646,11 @@ drv_run_progress(const drv_ops_t *drv, const cfg_prog_t *prog, const ed_plan_t *
     drv_prog_info_t info = { xt, nxt, forkers, nforkers, starters, nstarters, 0 };
     if (rc == 0 && (exits = malloc((prog->nprocs + 1) * sizeof(uint64_t))) == NULL)
         rc = QP_ENOMEM;
-    uint8_t *leave = rc == 0 ? leaving_procs(prog) : NULL;
+    uint8_t *leave = rc == 0 ? leaving_procs(prog) : NULL, *solid = NULL, *by_calls = NULL;
     if (rc == 0 && leave == NULL)
         rc = QP_ENOMEM;
+    if (rc == 0)
+        rc = plan_by_calls(drv, prog, plan, by_calls_ok, leave, &solid, &by_calls);
     for (uint32_t i = 0; rc == 0 && i < prog->nprocs; i++)
         if (name_in(prog->procs[i].name, exit_names))
             exits[nexits++] = prog->procs[i].entry; /* procs are sorted by entry */
@@ -621,6 +677,7 @@ drv_run_progress(const drv_ops_t *drv, const cfg_prog_t *prog, const ed_plan_t *
         rc = drv_graph_build(prog, i, &info, &g);
         const char *why = g.why;
         g.weights = weights;
+        g.entry_by_calls = by_calls[i];
         if (rc == 0) {
             uint32_t c0 = res->ncounters;
             rc = drv->place(&g, res, &why);
@@ -629,6 +686,10 @@ drv_run_progress(const drv_ops_t *drv, const cfg_prog_t *prog, const ed_plan_t *
             else if (rc == 0)
                 rc = describe_measured(res, &g, exits, nexits, leave);
             drv_graph_free(&g);
+        }
+        if (rc == DRV_NOT_MEASURED && solid[i]) {
+            rc = DRV_AGAIN; /* its callees may count on its counts */
+            break;
         }
         if (rc == DRV_NOT_MEASURED) {
             res->nunmeasured++;
@@ -640,10 +701,23 @@ drv_run_progress(const drv_ops_t *drv, const cfg_prog_t *prog, const ed_plan_t *
     free(xt);
     free(exits);
     free(leave);
+    free(solid);
+    free(by_calls);
     free(forkers);
     free(starters);
-    if (rc < 0)
+    if (rc < 0 || rc == DRV_AGAIN)
         drv_result_free(res);
+    return rc;
+}
+
+int
+drv_run_progress(const drv_ops_t *drv, const cfg_prog_t *prog, const ed_plan_t *plan,
+                 const drv_weights_t *weights, drv_result_t *res,
+                 void (*on_progress)(void *arg, size_t done, size_t total), void *arg)
+{
+    int rc = run_pass(drv, prog, plan, weights, res, on_progress, arg, 1);
+    if (rc == DRV_AGAIN)
+        rc = run_pass(drv, prog, plan, weights, res, on_progress, arg, 0);
     return rc;
 }
 

@@ -31,8 +31,9 @@
 
 #define QP_DESC_MAGIC "QPTDESC1" /* 8 bytes, no NUL */
 #define QP_DESC_SECTION ".qpt.desc"
-#define QP_FORMAT_VERSION 3 /* 2: the call sites (qp_desc_call_t); 3: compact (below), the
-                             * section no longer loaded. qp refuses other versions. */
+#define QP_FORMAT_VERSION 4 /* 2: the call sites (qp_desc_call_t); 3: compact (below), the
+                             * section no longer loaded; 4: QP_PROC_BY_CALLS. qp refuses
+                             * other versions. */
 
 /*
  * Version 3 on disk: qp_desc_hdr_t (64 bytes, as below), then the body: a zlib stream
@@ -125,6 +126,12 @@ enum {
                                    * run time and counted as leaving it (tail calls):
                                    * approximate when its miss counter (qp_desc_proc_t.miss)
                                    * is not 0: one went into the middle of code */
+    QP_PROC_BY_CALLS = 1u << 8,   /* its calls are counted where they are made: nothing in
+                                   * it counts its entry edge, whose count is the sum of
+                                   * its call sites (the direct calls and tail calls that
+                                   * name its entry in other measured procedures, each
+                                   * solved first; the rewriter guarantees they are its
+                                   * only ways in and that the dependencies are acyclic) */
 };
 
 typedef struct qp_desc_proc {

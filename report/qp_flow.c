@@ -224,10 +224,19 @@ set_node_count(flow_solver_t *s, uint32_t v, u128 count, uint8_t state)
     }
 }
 
-/* The measured counts, the abandoned flow, and the initial worklist. */
+/* The measured counts, the abandoned flow, the calls of a procedure counted by its
+ * calls (ENTRIES), and the initial worklist. */
 static void
-seed(flow_solver_t *s, const uint64_t *counters, const uint64_t *abandoned)
+seed(flow_solver_t *s, const uint64_t *counters, const uint64_t *abandoned,
+    const qp_flow_entries_t *entries)
 {
+    uint32_t proc = s->f->proc;
+    if ((s->p->flags & QP_PROC_BY_CALLS) && entries != NULL && proc < entries->nprocs
+        && entries->known[proc]) {
+        uint32_t e = qp_desc_entry_edge(s->d, proc);
+        if (e != QP_VIRT)
+            set_edge(s, e - s->p->edge, entries->count[proc], QP_FLOW_SOLVED);
+    }
     const qp_desc_edge_t *edges = &s->d->edges[s->p->edge];
     const qp_desc_block_t *blocks = &s->d->blocks[s->p->block];
     uint32_t nb = s->f->nblocks;
@@ -351,6 +360,14 @@ int
 qp_flow_solve(const qp_desc_t *d, uint32_t proc, const uint64_t *counters,
     size_t ncounters, const uint64_t *abandoned, qp_flow_t *out)
 {
+    return qp_flow_solve_in(d, proc, counters, ncounters, abandoned, NULL, out);
+}
+
+int
+qp_flow_solve_in(const qp_desc_t *d, uint32_t proc, const uint64_t *counters,
+    size_t ncounters, const uint64_t *abandoned, const qp_flow_entries_t *entries,
+    qp_flow_t *out)
+{
     if (out != NULL)
         memset(out, 0, sizeof(*out));
     if (d == NULL || out == NULL || proc >= d->hdr.nprocs
@@ -367,7 +384,7 @@ qp_flow_solve(const qp_desc_t *d, uint32_t proc, const uint64_t *counters,
     int rc = alloc_solver(&s);
     if (rc == 0) {
         build_adjacency(&s);
-        seed(&s, counters, abandoned);
+        seed(&s, counters, abandoned, entries);
         while (rc == 0 && s.nwork > 0) {
             uint32_t v = s.work[--s.nwork];
             s.nodes[v].queued = 0;
@@ -381,5 +398,191 @@ qp_flow_solve(const qp_desc_t *d, uint32_t proc, const uint64_t *counters,
     free_solver(&s);
     if (rc < 0)
         qp_flow_free(out);
+    return rc;
+}
+
+/*****************************************************************************
+ * The calls of procedures counted by their calls
+ */
+
+void
+qp_flow_entries_free(qp_flow_entries_t *e)
+{
+    if (e == NULL)
+        return;
+    free(e->count);
+    free(e->known);
+    memset(e, 0, sizeof(*e));
+}
+
+/* An entry address and the procedure counted by its calls there. */
+typedef struct entry_ref {
+    uint64_t entry;
+    uint32_t proc;
+} entry_ref_t;
+
+static int
+cmp_entry_ref(const void *a, const void *b)
+{
+    const entry_ref_t *x = a, *y = b;
+    if (x->entry != y->entry)
+        return x->entry < y->entry ? -1 : 1;
+    return x->proc < y->proc ? -1 : x->proc > y->proc;
+}
+
+/* The state shared by the steps of qp_flow_entries. */
+typedef struct entries_ctx {
+    const qp_desc_t *d;
+    const uint64_t *counters;
+    size_t ncounters;
+    const uint64_t *abandoned;
+    qp_flow_entries_t *out;
+    entry_ref_t *refs; /* sorted by entry */
+    uint32_t nrefs;
+    uint32_t *pending; /* per procedure: sites in callers counted by their calls, unsolved */
+    uint8_t *bad;      /* per procedure: a site's count is unknown, or the sum overflowed */
+    uint32_t *queue;
+    uint32_t nqueue;
+} entries_ctx_t;
+
+/* The procedure counted by its calls whose entry is ADDR, or QP_VIRT. */
+static uint32_t
+by_calls_at(const entries_ctx_t *c, uint64_t addr)
+{
+    uint32_t lo = 0, hi = c->nrefs;
+    while (lo < hi) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        if (c->refs[mid].entry < addr)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < c->nrefs && c->refs[lo].entry == addr ? c->refs[lo].proc : QP_VIRT;
+}
+
+/* The procedure counted by its calls that site K calls, or QP_VIRT. */
+static uint32_t
+site_callee(const entries_ctx_t *c, uint32_t k)
+{
+    const qp_desc_call_t *call = &c->d->calls[k];
+    if (call->kind != QP_CALL_DIRECT && call->kind != QP_CALL_TAIL)
+        return QP_VIRT;
+    return by_calls_at(c, call->target);
+}
+
+/*
+ * Solve procedure PROC (measured; if counted by its calls, its count is final) and add
+ * the counts of its sites to their callees; queue each callee counted by its calls
+ * whose last pending caller this was (PENDING_TOO: PROC counts in their pending).
+ */
+static int
+hand_down(entries_ctx_t *c, uint32_t proc, int pending_too)
+{
+    const qp_desc_t *d = c->d;
+    const qp_desc_proc_t *p = &d->procs[proc];
+    qp_flow_t f;
+    QP_CHECK(qp_flow_solve_in(d, proc, c->counters, c->ncounters, c->abandoned, c->out, &f));
+    for (uint32_t k = qp_desc_first_call(d, proc);
+         k < d->hdr.ncalls && d->calls[k].block - p->block < p->nblocks; k++) {
+        uint32_t callee = site_callee(c, k);
+        if (callee == QP_VIRT)
+            continue;
+        const qp_desc_call_t *call = &d->calls[k];
+        int tail = qp_call_is_tail(call);
+        uint32_t i = tail ? call->edge - p->edge : call->block - p->block;
+        int inside = i < (tail ? f.nedges : f.nblocks); /* else a bad description */
+        uint8_t st = !inside ? QP_FLOW_UNKNOWN : tail ? f.edge_state[i] : f.block_state[i];
+        uint64_t n = !inside ? 0 : tail ? f.edge_count[i] : f.block_count[i];
+        if ((st != QP_FLOW_MEASURED && st != QP_FLOW_SOLVED)
+            || __builtin_add_overflow(c->out->count[callee], n, &c->out->count[callee]))
+            c->bad[callee] = 1;
+        if (pending_too && --c->pending[callee] == 0)
+            c->queue[c->nqueue++] = callee;
+    }
+    qp_flow_free(&f);
+    return 0;
+}
+
+/* Callers counted by their calls: how many sites each such callee waits for. */
+static void
+count_pending(entries_ctx_t *c)
+{
+    const qp_desc_t *d = c->d;
+    for (uint32_t pi = 0; pi < d->hdr.nprocs; pi++) {
+        const qp_desc_proc_t *p = &d->procs[pi];
+        if ((p->flags & (QP_PROC_MEASURED | QP_PROC_BY_CALLS))
+            != (QP_PROC_MEASURED | QP_PROC_BY_CALLS))
+            continue;
+        for (uint32_t k = qp_desc_first_call(d, pi);
+             k < d->hdr.ncalls && d->calls[k].block - p->block < p->nblocks; k++) {
+            uint32_t callee = site_callee(c, k);
+            if (callee != QP_VIRT)
+                c->pending[callee]++;
+        }
+    }
+}
+
+static int
+entries_run(entries_ctx_t *c)
+{
+    const qp_desc_t *d = c->d;
+    uint32_t n = d->hdr.nprocs;
+    for (uint32_t pi = 0; pi < n; pi++)
+        if ((d->procs[pi].flags & (QP_PROC_MEASURED | QP_PROC_BY_CALLS))
+            == (QP_PROC_MEASURED | QP_PROC_BY_CALLS))
+            c->refs[c->nrefs++] = (entry_ref_t) { d->procs[pi].entry, pi };
+    if (c->nrefs == 0)
+        return 0;
+    qsort(c->refs, c->nrefs, sizeof(entry_ref_t), cmp_entry_ref);
+    count_pending(c);
+    /* Every other measured procedure first: their counts need nobody's. */
+    for (uint32_t pi = 0; pi < n; pi++) {
+        const qp_desc_proc_t *p = &d->procs[pi];
+        if (!(p->flags & QP_PROC_MEASURED) || (p->flags & QP_PROC_BY_CALLS))
+            continue;
+        uint32_t k = qp_desc_first_call(d, pi);
+        int calls_one = 0;
+        for (; k < d->hdr.ncalls && d->calls[k].block - p->block < p->nblocks && !calls_one; k++)
+            calls_one = site_callee(c, k) != QP_VIRT;
+        if (calls_one)
+            QP_CHECK(hand_down(c, pi, 0));
+    }
+    /* Then those counted by their calls, callers first. */
+    for (uint32_t r = 0; r < c->nrefs; r++)
+        if (c->pending[c->refs[r].proc] == 0)
+            c->queue[c->nqueue++] = c->refs[r].proc;
+    for (uint32_t qh = 0; qh < c->nqueue; qh++) {
+        uint32_t pi = c->queue[qh];
+        c->out->known[pi] = !c->bad[pi];
+        QP_CHECK(hand_down(c, pi, 1));
+    }
+    return 0;
+}
+
+int
+qp_flow_entries(const qp_desc_t *d, const uint64_t *counters, size_t ncounters,
+    const uint64_t *abandoned, qp_flow_entries_t *out)
+{
+    if (out != NULL)
+        memset(out, 0, sizeof(*out));
+    if (d == NULL || out == NULL || ncounters != d->hdr.ncounters || (ncounters && counters == NULL))
+        return QP_EINVAL;
+    uint32_t n = d->hdr.nprocs;
+    entries_ctx_t c = { d, counters, ncounters, abandoned, out, NULL, 0, NULL, NULL, NULL, 0 };
+    out->nprocs = n;
+    out->count = calloc(n + 1, sizeof(uint64_t));
+    out->known = calloc(n + 1, 1);
+    c.refs = malloc((n + 1) * sizeof(entry_ref_t));
+    c.pending = calloc(n + 1, sizeof(uint32_t));
+    c.bad = calloc(n + 1, 1);
+    c.queue = malloc((n + 1) * sizeof(uint32_t));
+    int rc = !out->count || !out->known || !c.refs || !c.pending || !c.bad || !c.queue
+        ? QP_ENOMEM : entries_run(&c);
+    free(c.refs);
+    free(c.pending);
+    free(c.bad);
+    free(c.queue);
+    if (rc < 0)
+        qp_flow_entries_free(out);
     return rc;
 }

@@ -71,6 +71,41 @@ int
 qp_flow_solve(const qp_desc_t *d, uint32_t proc, const uint64_t *counters,
     size_t ncounters, const uint64_t *abandoned, qp_flow_t *out /*OUT*/);
 
+/*
+ * The calls of the procedures counted where they are called (QP_PROC_BY_CALLS): for
+ * each, the sum of the counts of the direct calls and tail calls naming its entry, from
+ * the solved flow of their procedures (callers first; the description's dependencies are
+ * acyclic). known[i] is 0 when a site's count is not known, the sum overflows, or the
+ * procedure's callers could not be ordered (a cycle: then the description is bad).
+ */
+typedef struct qp_flow_entries {
+    uint32_t nprocs;
+    uint64_t *count; /* per procedure (0 for the others) */
+    uint8_t *known;  /* per procedure: count[i] is exact */
+} qp_flow_entries_t;
+
+/*
+ * The entry counts of every QP_PROC_BY_CALLS procedure of D into *OUT, with COUNTERS and
+ * ABANDONED as for qp_flow_solve. Returns 0, QP_EINVAL or QP_ENOMEM. Free *OUT with
+ * qp_flow_entries_free.
+ */
+int
+qp_flow_entries(const qp_desc_t *d, const uint64_t *counters, size_t ncounters,
+    const uint64_t *abandoned, qp_flow_entries_t *out /*OUT*/);
+
+void
+qp_flow_entries_free(qp_flow_entries_t *e);
+
+/*
+ * qp_flow_solve with the calls of the procedures counted by their calls (ENTRIES, from
+ * qp_flow_entries with the same counters): without them (NULL, or not known), such a
+ * procedure's entry edge and what follows from it stay unknown.
+ */
+int
+qp_flow_solve_in(const qp_desc_t *d, uint32_t proc, const uint64_t *counters,
+    size_t ncounters, const uint64_t *abandoned, const qp_flow_entries_t *entries,
+    qp_flow_t *out /*OUT*/);
+
 /* Free F's arrays and zero it. NULL is fine. */
 void
 qp_flow_free(qp_flow_t *f);

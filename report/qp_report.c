@@ -18,6 +18,7 @@ qp_report_free(qp_report_t *r)
     if (r == NULL)
         return;
     free(r->abandoned);
+    qp_flow_entries_free(&r->entries);
     free(r->procs);
     free(r->unmeasured);
     free(r->unmeasured_calls);
@@ -52,8 +53,8 @@ qp_report_flow(const qp_report_t *r, uint32_t proc, qp_flow_t *out)
 {
     if (r == NULL || r->desc == NULL || r->prof == NULL)
         return QP_EINVAL;
-    return qp_flow_solve(
-        r->desc, proc, r->prof->counters, r->prof->hdr.ncounters, r->abandoned, out);
+    return qp_flow_solve_in(r->desc, proc, r->prof->counters, r->prof->hdr.ncounters,
+        r->abandoned, &r->entries, out);
 }
 
 int
@@ -321,6 +322,8 @@ qp_report_build(
         rc = qp_backtrace_abandoned(u, d, p, out->abandoned, &out->bt);
     else if (p->ndumps > 0)
         out->bt.incomplete = p->ndumps; /* no unwinder: every dump is unused */
+    if (rc == 0)
+        rc = qp_flow_entries(d, p->counters, p->hdr.ncounters, out->abandoned, &out->entries);
     if (rc == 0)
         rc = collect_results(out);
     if (rc < 0)

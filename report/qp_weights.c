@@ -32,14 +32,15 @@ collect(const qp_desc_t *d, const qp_profile_t *p, qp_edge_count_t **out, size_t
     if (v == NULL)
         return QP_ENOMEM;
     *out = v;
-    for (uint32_t pi = 0; pi < d->hdr.nprocs; pi++) {
+    qp_flow_entries_t calls;
+    int rc = qp_flow_entries(d, p->counters, p->hdr.ncounters, NULL, &calls);
+    for (uint32_t pi = 0; rc == 0 && pi < d->hdr.nprocs; pi++) {
         const qp_desc_proc_t *pr = &d->procs[pi];
         if (!(pr->flags & QP_PROC_MEASURED))
             continue;
         qp_flow_t f;
-        int rc = qp_flow_solve(d, pi, p->counters, p->hdr.ncounters, NULL, &f);
-        if (rc < 0)
-            return rc;
+        if ((rc = qp_flow_solve_in(d, pi, p->counters, p->hdr.ncounters, NULL, &calls, &f)) < 0)
+            break;
         for (uint32_t e = 0; e < f.nedges; e++) {
             const qp_desc_edge_t *ed = &d->edges[pr->edge + e];
             if (f.edge_state[e] == QP_FLOW_UNKNOWN)
@@ -49,7 +50,8 @@ collect(const qp_desc_t *d, const qp_profile_t *p, qp_edge_count_t **out, size_t
         }
         qp_flow_free(&f);
     }
-    return 0;
+    qp_flow_entries_free(&calls);
+    return rc;
 }
 
 int

@@ -146,7 +146,7 @@ START_TEST(test_qp_desc_round_trip)
     /* Compact: smaller than the structs it holds (version 2 wrote those as they are). */
     ck_assert_uint_lt(len, 64 + 2 * 48 + 4 * 32 + 6 * 24 + 2 * 24 + d.hdr.strtab_size);
     ck_assert_int_eq(memcmp(buf, QP_DESC_MAGIC, 8), 0);
-    ck_assert_uint_eq(((qp_desc_hdr_t *)buf)->version, 3);
+    ck_assert_uint_eq(((qp_desc_hdr_t *)buf)->version, QP_FORMAT_VERSION);
     /* Deterministic: the same description gives the same bytes and id. */
     ck_assert_int_eq(qp_desc_serialize(&d, &buf2, &len2), 0);
     ck_assert_uint_eq(len, len2);
@@ -387,19 +387,25 @@ START_TEST(test_qp_desc_versions_and_sizes)
     size_t len;
     uint8_t *b = raw_serialize(&d, &len);
     char why[512] = "";
-    /* A description of version 2 (or any other) is refused, saying what to do. */
+    /* A description of version 2 or 3 (or any other) is refused, saying what to do:
+     * version 3 had no QP_PROC_BY_CALLS, an older qp would leave those calls unknown. */
     uint32_t v = 2;
     memcpy(b + 8, &v, 4);
     rehash(b, len);
     ck_assert_int_eq(qp_desc_parse(b, len, &back, why, sizeof(why)), QP_EFORMAT);
     ck_assert_msg(strstr(why, "version 2, made by an older qpt") != NULL
                   && strstr(why, "rewrite the program again") != NULL, "%s", why);
-    v = 4;
+    v = 3;
+    memcpy(b + 8, &v, 4);
+    rehash(b, len);
+    ck_assert_int_eq(qp_desc_parse(b, len, &back, why, sizeof(why)), QP_EFORMAT);
+    ck_assert_msg(strstr(why, "version 3, made by an older qpt") != NULL, "%s", why);
+    v = 5;
     memcpy(b + 8, &v, 4);
     rehash(b, len);
     ck_assert_int_eq(qp_desc_parse(b, len, &back, why, sizeof(why)), QP_EFORMAT);
     ck_assert_msg(strstr(why, "newer") != NULL, "%s", why);
-    v = 3;
+    v = QP_FORMAT_VERSION;
     memcpy(b + 8, &v, 4);
     /* Counts its few bytes could not hold are refused before anything is allocated. */
     uint32_t big = UINT32_MAX;
@@ -1475,6 +1481,120 @@ START_TEST(test_qp_report_order)
 }
 END_TEST
 
+/*
+ * Procedures counted by their calls (QP_PROC_BY_CALLS): A (counted itself) calls B at the
+ * end of block 0 and tail-calls it from block 1; B calls C; D calls itself. Truth: A
+ * called 5 times, its tail call taken twice: B and C are called 7 times. D's calls
+ * cannot be ordered (it waits for itself): unknown, never guessed.
+ */
+static void
+by_calls_desc(qp_desc_t *d)
+{
+    memset(d, 0, sizeof(*d));
+    d->hdr.driver = QP_DRIVER_QP;
+    d->procs = calloc(4, sizeof(qp_desc_proc_t));
+    d->blocks = calloc(8, sizeof(qp_desc_block_t));
+    d->edges = calloc(16, sizeof(qp_desc_edge_t));
+    d->calls = calloc(4, sizeof(qp_desc_call_t));
+    ck_assert(d->procs && d->blocks && d->edges && d->calls);
+    const char *names[] = { "A", "B", "C", "D" };
+    /* proc: first block, blocks, first edge, edges, entry */
+    const uint32_t shape[4][4] = { { 0, 3, 0, 5 }, { 3, 2, 5, 3 }, { 5, 1, 8, 2 }, { 6, 2, 10, 3 } };
+    for (uint32_t i = 0; i < 4; i++) {
+        uint32_t name;
+        ck_assert_int_eq(qp_desc_add_string(d, names[i], &name), 0);
+        d->procs[i] = (qp_desc_proc_t) { .name = name,
+            .flags = QP_PROC_MEASURED | (i > 0 ? QP_PROC_BY_CALLS : 0),
+            .entry = 0x1000 * (i + 1), .block = shape[i][0], .nblocks = shape[i][1],
+            .edge = shape[i][2], .nedges = shape[i][3] };
+    }
+    for (uint32_t b = 0; b < 8; b++)
+        d->blocks[b] = (qp_desc_block_t) { .start = 0x1000 * (b < 3 ? 1 : b < 5 ? 2 : b < 6 ? 3 : 4) + 16 * b,
+                                           .size = 4, .ninsns = 2, .counter = QP_NOCOUNTER };
+    const qp_desc_edge_t edges[] = {
+        { X, 0, 0, QP_EDGE_ENTRY, { 0 }, 0 },            /* A: 0, counted */
+        { 0, 1, QP_NOCOUNTER, CFG_EDGE_CALLRET, { 0 }, 0 },
+        { 1, X, QP_NOCOUNTER, CFG_EDGE_TAILCALL, { 0 }, 0 }, /* 2: tail call of B */
+        { 1, 2, 1, CFG_EDGE_FALL, { 0 }, 0 },             /* 3: counted */
+        { 2, X, QP_NOCOUNTER, CFG_EDGE_RETURN, { 0 }, 0 },
+        { X, 3, QP_NOCOUNTER, QP_EDGE_ENTRY, { 0 }, 0 },   /* B: no counter at all */
+        { 3, 4, QP_NOCOUNTER, CFG_EDGE_CALLRET, { 0 }, 0 },
+        { 4, X, QP_NOCOUNTER, CFG_EDGE_RETURN, { 0 }, 0 },
+        { X, 5, QP_NOCOUNTER, QP_EDGE_ENTRY, { 0 }, 0 },   /* C */
+        { 5, X, QP_NOCOUNTER, CFG_EDGE_RETURN, { 0 }, 0 },
+        { X, 6, QP_NOCOUNTER, QP_EDGE_ENTRY, { 0 }, 0 },   /* D */
+        { 6, 7, QP_NOCOUNTER, CFG_EDGE_CALLRET, { 0 }, 0 },
+        { 7, X, QP_NOCOUNTER, CFG_EDGE_RETURN, { 0 }, 0 },
+    };
+    memcpy(d->edges, edges, sizeof(edges));
+    d->hdr.nprocs = 4;
+    d->hdr.nblocks = 8;
+    d->hdr.nedges = 13;
+    d->hdr.ncounters = 2;
+    d->calls[0] = (qp_desc_call_t) { .target = 0x2000, .block = 0, .edge = X, .kind = QP_CALL_DIRECT };
+    d->calls[1] = (qp_desc_call_t) { .target = 0x2000, .block = 1, .edge = 2, .kind = QP_CALL_TAIL };
+    d->calls[2] = (qp_desc_call_t) { .target = 0x3000, .block = 3, .edge = X, .kind = QP_CALL_DIRECT };
+    d->calls[3] = (qp_desc_call_t) { .target = 0x4000, .block = 6, .edge = X, .kind = QP_CALL_DIRECT };
+    d->hdr.ncalls = 4;
+}
+
+START_TEST(test_qp_flow_by_calls)
+{
+    qp_desc_t d;
+    by_calls_desc(&d);
+    /* The description format keeps the flag (version 4). */
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    ck_assert_int_eq(qp_desc_serialize(&d, &buf, &len), 0);
+    qp_desc_t back;
+    char why[200] = "";
+    ck_assert_msg(qp_desc_parse(buf, len, &back, why, sizeof(why)) == 0, "%s", why);
+    for (uint32_t i = 0; i < 4; i++)
+        ck_assert_uint_eq(back.procs[i].flags, d.procs[i].flags);
+    qp_desc_free(&back);
+    free(buf);
+
+    const uint64_t counters[] = { 5, 3 };
+    qp_flow_entries_t en;
+    ck_assert_int_eq(qp_flow_entries(&d, counters, 2, NULL, &en), 0);
+    ck_assert(!en.known[0]);
+    ck_assert(en.known[1] && en.count[1] == 7);
+    ck_assert(en.known[2] && en.count[2] == 7);
+    ck_assert(!en.known[3]);
+    qp_flow_t f;
+    ck_assert_int_eq(qp_flow_solve_in(&d, 1, counters, 2, NULL, &en, &f), 0);
+    ck_assert(f.calls_known && f.calls == 7 && f.insns_exact && f.nviolations == 0);
+    ck_assert_uint_eq(f.insns, 2 * 7 * 2);
+    qp_flow_free(&f);
+    /* Without the callers' counts: unknown. */
+    ck_assert_int_eq(qp_flow_solve(&d, 2, counters, 2, NULL, &f), 0);
+    ck_assert(!f.calls_known && !f.insns_exact);
+    qp_flow_free(&f);
+    qp_flow_entries_free(&en);
+
+    /* The report solves the callers first. */
+    qp_profile_t prof;
+    make_profile(&prof, 1, 2, 0, 0);
+    prof.counters[0] = 5;
+    prof.counters[1] = 3;
+    qp_report_t r;
+    ck_assert_int_eq(qp_report_build(&d, &prof, NULL, &r), 0);
+    for (uint32_t k = 0; k < r.nprocs; k++) {
+        const qp_proc_result_t *res = &r.procs[k];
+        uint64_t want[] = { 5, 7, 7, 0 };
+        if (res->proc == 3) {
+            ck_assert(res->flags & QP_RES_UNKNOWN);
+        } else {
+            ck_assert_uint_eq(res->calls, want[res->proc]);
+            ck_assert(!(res->flags & QP_RES_UNKNOWN));
+        }
+    }
+    qp_report_free(&r);
+    qp_profile_free(&prof);
+    qp_desc_free(&d);
+}
+END_TEST
+
 /* A report of procedure "f" (a diamond) entered CALLS times, LEFT of them to the left. */
 static void
 one_proc_report(qp_desc_t *d, qp_profile_t *prof, qp_report_t *r, uint64_t calls,
@@ -1746,6 +1866,7 @@ qp_suite(void)
     tcase_add_test(tc, test_qp_image_line);
     tcase_add_test(tc, test_qp_csv_field);
     tcase_add_test(tc, test_qp_report_order);
+    tcase_add_test(tc, test_qp_flow_by_calls);
     tcase_add_test(tc, test_qp_process_order);
     tcase_add_test(tc, test_qp_report_plt);
     suite_add_tcase(s, tc);

@@ -458,11 +458,12 @@ rewrite(const cfg_prog_t *prog, const char *input, const char *output, const cha
     }
     if (drv != NULL) {
         fprintf(stderr,
-                "%s: %s: driver %s: %u procedures measured (%u per block), %u not; %u "
+                "%s: %s: driver %s: %u procedures measured (%u per block, %u counted by their "
+                "call sites), %u not; %u "
                 "counters for %u edges (%.1f%% with the flags saved), %u taken-edge stubs, "
                 "%u exit hooks, %u fork hooks\n",
                 prog_name, output, drv->name, res.nmeasured, res.nblock_counted,
-                res.nunmeasured, res.ncounters, res.nedges_total,
+                res.nby_calls, res.nunmeasured, res.ncounters, res.nedges_total,
                 es->nprobes ? 100.0 * es->nflag_saves / (double)es->nprobes : 0.0, es->nstubs,
                 res.nexit_hooks, res.nfork_hooks);
         static const char *const mode[] = { "plain increments", "locked increments",
