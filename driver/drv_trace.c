@@ -177,25 +177,142 @@ edge_cost(const drv_edge_t *e)
     return cost;
 }
 
+/* Does block A (global index) dominate block B? */
+static int
+dominates(const cfg_prog_t *prog, uint32_t a, uint32_t b)
+{
+    for (uint32_t k = 0; b != CFG_NONE && k < 1u << 20; k++) {
+        if (b == a)
+            return 1;
+        b = prog->blocks[b].idom;
+    }
+    return 0;
+}
+
+#define FLAT_MAX 64 /* blocks looked at by flat_path */
+
+/* Is there a way from block T back to block B (global indices, of G's procedure) within
+ * FLAT_MAX blocks and through no jump table or indirect jump? */
+static int
+flat_path(const drv_graph_t *g, uint32_t t, uint32_t b)
+{
+    uint32_t seen[FLAT_MAX], nseen = 0;
+    seen[nseen++] = t;
+    for (uint32_t k = 0; k < nseen; k++) { /* breadth first: SEEN is the queue */
+        const cfg_block_t *bv = &g->prog->blocks[seen[k]];
+        for (uint32_t e = bv->succ; e < bv->succ + bv->nsucc; e++) {
+            const cfg_edge_t *ce = &g->prog->edges[e];
+            uint32_t w = ce->to;
+            if (w == b)
+                return 1;
+            if (w == CFG_NONE || w < g->first || w >= g->first + g->nblocks
+                || ce->kind == CFG_EDGE_TABLE || ce->kind == CFG_EDGE_INDIRECT)
+                continue;
+            int dup = 0;
+            for (uint32_t j = 0; j < nseen && !dup; j++)
+                dup = seen[j] == w;
+            if (dup)
+                continue;
+            if (nseen == FLAT_MAX)
+                return 0;
+            seen[nseen++] = w;
+        }
+    }
+    return 0;
+}
+
+/*
+ * Is the backward branch of block I (local) to block T (global) a loop's: T a loop head
+ * that dominates it, a loop head I jumping back into its (rotated) body, or a short way
+ * from T back to I? A backward jump to code shared by several paths (an interpreter's
+ * slow paths, laid out before the fast ones) is not: its fall-through is the likely way.
+ */
+static int
+loop_branch(const drv_graph_t *g, uint32_t i, uint32_t t)
+{
+    const cfg_prog_t *prog = g->prog;
+    uint32_t b = g->first + i;
+    if (t == CFG_NONE || t == b)
+        return t == b;
+    if ((prog->blocks[t].is_loop_head && dominates(prog, t, b))
+        || (prog->blocks[b].is_loop_head && dominates(prog, b, t)))
+        return 1;
+    return flat_path(g, t, b);
+}
+
+/* C library functions that never call the program back; defined below. */
+static int leaf_plt(const cfg_prog_t *prog, uint64_t addr);
+
+/* Does block I (local) of G end in a call of something else than a C library leaf? */
+static int
+calls_out(const drv_graph_t *g, uint32_t i)
+{
+    return (g->last_kind[i] == ARCH_KIND_CALL && !leaf_plt(g->prog, g->last_target[i]))
+        || g->last_kind[i] == ARCH_KIND_CALL_IND;
+}
+
+/*
+ * Ball and Larus's call heuristic, as a reachability: CALM[i] says whether block I can
+ * reach a loop's back edge or a return through blocks that make no call. The way out of
+ * a branch that reaches one so, against one that cannot without a call, is the likely
+ * one (a fast path that goes round the loop against a slow one that calls for help).
+ */
+static void
+calm_blocks(const drv_graph_t *g, uint8_t *calm)
+{
+    uint32_t X = g->nblocks;
+    memset(calm, 0, X + 1);
+    for (uint32_t e = 0; e < g->nedges; e++) {
+        const drv_edge_t *ed = &g->edges[e];
+        if (ed->from == X || calls_out(g, ed->from))
+            continue;
+        if (ed->to == X ? ed->kind == CFG_EDGE_RETURN
+                        : g->prog->blocks[g->first + ed->to].is_loop_head
+                              && dominates(g->prog, g->first + ed->to, g->first + ed->from))
+            calm[ed->from] = 1;
+    }
+    for (int changed = 1; changed;) {
+        changed = 0;
+        for (uint32_t e = 0; e < g->nedges; e++) {
+            const drv_edge_t *ed = &g->edges[e];
+            if (ed->from != X && ed->to != X && calm[ed->to] && !calm[ed->from]
+                && !calls_out(g, ed->from))
+                calm[ed->from] = changed = 1;
+        }
+    }
+}
+
 /*
  * How much keeping edge ED (out of block I) silent saves: how often it runs, estimated
- * from loop depth, and - between the ways out of one block - the compiler's layout: the
- * way it falls through to is the likely one, except that a branch back (a loop's) is
- * likely taken. A record costs the same wherever it goes, so unlike qp's spanning tree
- * the cost of a probe only breaks ties.
+ * from loop depth, and - between the ways out of one conditional branch - a static
+ * prediction: a loop's branch back (loop_branch) is likely taken; else the way that goes
+ * round a loop or returns without a call (CALM) against one that cannot; else the
+ * compiler's layout: the way it falls through to. A record costs the same wherever it
+ * goes, so unlike qp's spanning tree the cost of a probe only breaks ties.
  */
 static double
-silent_weight(const drv_graph_t *g, uint32_t i, const drv_edge_t *ed)
+silent_weight(const drv_graph_t *g, uint32_t i, const drv_edge_t *ed, const uint8_t *calm)
 {
     double w = edge_weight(g, ed);
     const cfg_block_t *b = &g->prog->blocks[g->first + i];
+    uint32_t X = g->nblocks;
     double like = 1.0;
     if (g->last_kind[i] == ARCH_KIND_JCC && ed->cfg_edge != CFG_NONE && g->weights == NULL) {
         const cfg_edge_t *ce = &g->prog->edges[ed->cfg_edge];
         int backward = g->last_target[i] != 0 && g->last_target[i] <= b->start;
         int taken = ce->kind == CFG_EDGE_TAKEN
-            || (ed->to == g->nblocks && ce->target == g->last_target[i]);
-        like = taken == backward ? 4.0 : 1.0;
+            || (ed->to == X && ce->target == g->last_target[i]);
+        uint32_t tt = CFG_NONE, other = NONE; /* the taken target; the other way's */
+        for (uint32_t k = b->succ; k < b->succ + b->nsucc; k++)
+            if (g->prog->edges[k].kind == CFG_EDGE_TAKEN)
+                tt = g->prog->edges[k].to;
+        for (uint32_t e = 0; e < g->nedges; e++)
+            if (g->edges[e].from == i && &g->edges[e] != ed)
+                other = g->edges[e].to;
+        int loop = backward && loop_branch(g, i, tt);
+        like = taken == loop ? 4.0 : 1.0;
+        if (!loop && ed->to != X && other != NONE && other != X && calm[ed->to] != calm[other])
+            like = calm[ed->to] ? 8.0 : 1.0;
     }
     double cost = ed->place == DRV_PLACE_TAKEN ? 1.01 : 1.0;
     return w / (ed->save_flags ? 1.02 : 1.0) * like * cost / (edge_cost(ed));
@@ -410,6 +527,10 @@ classify(tproc_t *p, int naive, int enter, const uint8_t *recursive, const uint6
         g->why = "its entry is also the target of a jump table or entered from outside";
         return DRV_NOT_MEASURED;
     }
+    uint8_t *calm = malloc(g->nblocks + 1);
+    if (calm == NULL)
+        return QP_ENOMEM;
+    calm_blocks(g, calm);
     for (uint32_t i = 0; i < g->nblocks; i++) {
         uint32_t best = NONE, unplaceable = 0, to_blockev_np = 0;
         double bw = -1;
@@ -422,7 +543,7 @@ classify(tproc_t *p, int naive, int enter, const uint8_t *recursive, const uint6
                 continue;
             }
             /* an edge no probe can go on must be the silent one */
-            double w = ed->place == DRV_PLACE_NONE ? 1e300 : silent_weight(g, i, ed);
+            double w = ed->place == DRV_PLACE_NONE ? 1e300 : silent_weight(g, i, ed, calm);
             unplaceable += ed->place == DRV_PLACE_NONE;
             if (w > bw) {
                 bw = w;
@@ -435,16 +556,19 @@ classify(tproc_t *p, int naive, int enter, const uint8_t *recursive, const uint6
         if (to_blockev_np > 0) {
             if (unplaceable > 0) {
                 g->why = "a block jumps through a table and elsewhere without a probe";
+                free(calm);
                 return DRV_NOT_MEASURED;
             }
             best = NONE;
         }
         if (unplaceable > 1) {
             g->why = "a block has two ways out that no probe can tell apart";
+            free(calm);
             return DRV_NOT_MEASURED;
         }
         p->tree[i] = best;
     }
+    free(calm);
     QP_CHECK(break_cycles(p, enter));
     QP_CHECK(break_returns(p, g->prog, recursive));
     if (naive) /* the same procedures as the tracer, every block recording */
