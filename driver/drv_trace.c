@@ -8,9 +8,9 @@
  *
  * trace-naive: every block records its BLOCK event (the baseline, and the oracle).
  *
- * trace: in every traced procedure each block with several ways out keeps its heaviest
- * way (loop depth x cost of a probe there, as qp's spanning tree weighs edges) silent:
- * the "tree" edge. Every other way out records a CHORD event, except ways into blocks
+ * trace: in every traced procedure each block with several ways out keeps its likeliest
+ * way (loop depth, then a static branch prediction: silent_weight; or the counts of a
+ * profile) silent: the "tree" edge. Every other way out records a CHORD event, except ways into blocks
  * that record a BLOCK event themselves (targets of jump tables and indirect jumps, where
  * no probe can go on the edge, and blocks entered from outside: landing pads). Between
  * two events the path is then unique: from a block, take the edge the next event names
@@ -257,29 +257,49 @@ calls_out(const drv_graph_t *g, uint32_t i)
  * a branch that reaches one so, against one that cannot without a call, is the likely
  * one (a fast path that goes round the loop against a slow one that calls for help).
  */
-static void
+static int
 calm_blocks(const drv_graph_t *g, uint8_t *calm)
 {
     uint32_t X = g->nblocks;
+    uint32_t *off = calloc(X + 2, sizeof(uint32_t)), *in = malloc((g->nedges + 1) * sizeof(uint32_t));
+    uint32_t *queue = malloc((X + 1) * sizeof(uint32_t)), nq = 0;
+    if (off == NULL || in == NULL || queue == NULL) {
+        free(off);
+        free(in);
+        free(queue);
+        return QP_ENOMEM;
+    }
     memset(calm, 0, X + 1);
-    for (uint32_t e = 0; e < g->nedges; e++) {
+    for (uint32_t e = 0; e < g->nedges; e++) { /* each block's ways in, and the seeds */
         const drv_edge_t *ed = &g->edges[e];
         if (ed->from == X || calls_out(g, ed->from))
             continue;
-        if (ed->to == X ? ed->kind == CFG_EDGE_RETURN
-                        : g->prog->blocks[g->first + ed->to].is_loop_head
-                              && dominates(g->prog, g->first + ed->to, g->first + ed->from))
-            calm[ed->from] = 1;
+        if (ed->to != X)
+            off[ed->to + 1]++;
+        else if (ed->kind == CFG_EDGE_RETURN && !calm[ed->from])
+            calm[queue[nq++] = ed->from] = 1;
+        if (ed->to != X && !calm[ed->from] && g->prog->blocks[g->first + ed->to].is_loop_head
+            && dominates(g->prog, g->first + ed->to, g->first + ed->from))
+            calm[queue[nq++] = ed->from] = 1;
     }
-    for (int changed = 1; changed;) {
-        changed = 0;
-        for (uint32_t e = 0; e < g->nedges; e++) {
-            const drv_edge_t *ed = &g->edges[e];
-            if (ed->from != X && ed->to != X && calm[ed->to] && !calm[ed->from]
-                && !calls_out(g, ed->from))
-                calm[ed->from] = changed = 1;
-        }
+    for (uint32_t v = 0; v < X; v++)
+        off[v + 1] += off[v];
+    for (uint32_t e = 0; e < g->nedges; e++) {
+        const drv_edge_t *ed = &g->edges[e];
+        if (ed->from != X && ed->to != X && !calls_out(g, ed->from))
+            in[off[ed->to]++] = ed->from;
     }
+    for (uint32_t v = X; v > 0; v--) /* each off[v] moved to off[v + 1]: back */
+        off[v] = off[v - 1];
+    off[0] = 0;
+    for (uint32_t k = 0; k < nq; k++) /* backwards through blocks that make no call */
+        for (uint32_t j = off[queue[k]]; j < off[queue[k] + 1]; j++)
+            if (!calm[in[j]])
+                calm[queue[nq++] = in[j]] = 1;
+    free(off);
+    free(in);
+    free(queue);
+    return 0;
 }
 
 /*
@@ -303,12 +323,13 @@ silent_weight(const drv_graph_t *g, uint32_t i, const drv_edge_t *ed, const uint
         int taken = ce->kind == CFG_EDGE_TAKEN
             || (ed->to == X && ce->target == g->last_target[i]);
         uint32_t tt = CFG_NONE, other = NONE; /* the taken target; the other way's */
-        for (uint32_t k = b->succ; k < b->succ + b->nsucc; k++)
+        for (uint32_t k = b->succ; k < b->succ + b->nsucc; k++) {
+            uint32_t to = g->prog->edges[k].to;
             if (g->prog->edges[k].kind == CFG_EDGE_TAKEN)
-                tt = g->prog->edges[k].to;
-        for (uint32_t e = 0; e < g->nedges; e++)
-            if (g->edges[e].from == i && &g->edges[e] != ed)
-                other = g->edges[e].to;
+                tt = to;
+            if (k != ed->cfg_edge)
+                other = to != CFG_NONE && to >= g->first && to < g->first + X ? to - g->first : X;
+        }
         int loop = backward && loop_branch(g, i, tt);
         like = taken == loop ? 4.0 : 1.0;
         if (!loop && ed->to != X && other != NONE && other != X && calm[ed->to] != calm[other])
@@ -530,7 +551,10 @@ classify(tproc_t *p, int naive, int enter, const uint8_t *recursive, const uint6
     uint8_t *calm = malloc(g->nblocks + 1);
     if (calm == NULL)
         return QP_ENOMEM;
-    calm_blocks(g, calm);
+    if (calm_blocks(g, calm) < 0) {
+        free(calm);
+        return QP_ENOMEM;
+    }
     for (uint32_t i = 0; i < g->nblocks; i++) {
         uint32_t best = NONE, unplaceable = 0, to_blockev_np = 0;
         double bw = -1;
