@@ -514,6 +514,75 @@ break_returns(tproc_t *p, const cfg_prog_t *prog, const uint8_t *recursive)
 }
 
 /*
+ * A recursive procedure that does not record ENTER: every silent way from its entry to a
+ * call (or tail jump) of a recursive procedure (RECURSIVE, by program procedure) makes a
+ * record of its own first - else the walk could go down the recursion without end, or
+ * take an activation's first record for a deeper one's. Calls of other procedures are
+ * gone through (their records are theirs). The cheapest edge of each such way becomes a
+ * chord. 0, or 1 when a way has none a probe can go on (the procedure then records
+ * ENTER).
+ */
+static int
+break_recursion(tproc_t *p, const uint8_t *recursive)
+{
+    drv_graph_t *g = &p->g;
+    const cfg_prog_t *prog = g->prog;
+    uint32_t X = g->nblocks;
+    uint32_t *path = malloc((X + 1) * sizeof(uint32_t));
+    if (path == NULL)
+        return QP_ENOMEM;
+    for (;;) {
+        uint32_t len = 0, v = 0;
+        int found = 0;
+        for (uint32_t steps = 0; steps <= X && !found; steps++) {
+            if (p->blockev[v] || g->last_kind[v] == ARCH_KIND_CALL_IND)
+                break; /* it records (BLOCK, RETURNED) */
+            if (g->last_kind[v] == ARCH_KIND_CALL) {
+                const cfg_proc_t *cp = g->last_target[v] ? cfg_proc_at(prog, g->last_target[v]) : NULL;
+                if (cp == NULL || cp->entry != g->last_target[v]
+                    || ((cp->flags & CFG_PROC_PLT) && !leaf_plt(prog, g->last_target[v])))
+                    break; /* RETURNED after it */
+                if (recursive[cp - prog->procs]) {
+                    found = 1;
+                    break;
+                }
+            }
+            path[len++] = v;
+            if (p->tree[v] == NONE)
+                break;
+            const drv_edge_t *ed = &g->edges[p->tree[v]];
+            if (ed->to == X) {
+                uint64_t target = ed->kind == CFG_EDGE_TAILCALL && ed->cfg_edge != CFG_NONE
+                    ? prog->edges[ed->cfg_edge].target : 0;
+                const cfg_proc_t *cp = target ? cfg_proc_at(prog, target) : NULL;
+                found = cp != NULL && cp->entry == target && recursive[cp - prog->procs];
+                break;
+            }
+            v = ed->to;
+        }
+        if (!found)
+            break;
+        uint32_t best = NONE;
+        double bw = 1e308;
+        for (uint32_t k = 0; k < len; k++) {
+            const drv_edge_t *ed = &g->edges[p->tree[path[k]]];
+            double w = edge_weight(g, ed);
+            if (ed->place != DRV_PLACE_NONE && w < bw) {
+                bw = w;
+                best = path[k];
+            }
+        }
+        if (best == NONE) {
+            free(path);
+            return 1;
+        }
+        p->tree[best] = NONE;
+    }
+    free(path);
+    return 0;
+}
+
+/*
  * Which blocks record BLOCK, each block's tree edge, and the cycles broken (ENTER: the
  * procedure records its entry). 0, or DRV_NOT_MEASURED when the procedure cannot be
  * traced (its entry would record BLOCK, a block has two ways out that no probe can tell
@@ -882,7 +951,10 @@ mark_unclean(drv_trace_t *t, tproc_t *tps, const cfg_prog_t *prog, const uint32_
  * A procedure that may call itself (directly or through others) without recording its
  * entry could be entered again before its activation records anything: the next record
  * would not say which activation made it. Such procedures (those on a cycle of direct
- * calls and tail calls among procedures that do not record ENTER) record ENTER.
+ * calls and tail calls among procedures that do not record ENTER) are RECURSIVE: each
+ * records before it calls a recursive procedure (break_recursion; ENTER where no edge
+ * can), and no silent way leads from the return site of such a call to a return
+ * (break_returns).
  */
 static int
 mark_recursive(drv_trace_t *t, tproc_t *tps, const cfg_prog_t *prog, const uint32_t *of)
@@ -934,7 +1006,7 @@ mark_recursive(drv_trace_t *t, tproc_t *tps, const cfg_prog_t *prog, const uint3
     }
     for (uint32_t k = 0; rc == 0 && k < n; k++)
         if (rec[k])
-            t->procs[k].flags |= QPT_TP_ENTER | QPT_TP_RECURSIVE;
+            t->procs[k].flags |= QPT_TP_RECURSIVE;
     free(first);
     free(adj);
     free(stamp);
@@ -1094,10 +1166,18 @@ drv_trace_plan(const cfg_prog_t *prog, const drv_result_t *res, int naive,
         rc = QP_ENOMEM;
     for (uint32_t k = 0; rc == 0 && k < t->nprocs; k++)
         recursive[tps[k].prog_proc] = (t->procs[k].flags & QPT_TP_RECURSIVE) != 0;
-    for (uint32_t k = 0; rc == 0 && !naive && k < t->nprocs; k++)
-        if ((rc = classify(&tps[k], naive, (t->procs[k].flags & QPT_TP_ENTER) != 0, recursive,
-                           pads, npads)) > 0)
+    for (uint32_t k = 0; rc == 0 && !naive && k < t->nprocs; k++) {
+        uint32_t *flags = &t->procs[k].flags;
+        if ((rc = classify(&tps[k], naive, (*flags & QPT_TP_ENTER) != 0, recursive, pads,
+                           npads)) > 0)
             rc = QP_EINVAL; /* fewer cycles than before: cannot fail */
+        if (rc == 0 && (*flags & QPT_TP_RECURSIVE) && !(*flags & QPT_TP_ENTER)
+            && (rc = break_recursion(&tps[k], recursive)) > 0) {
+            *flags |= QPT_TP_ENTER; /* no edge can record before its recursive call */
+            if ((rc = classify(&tps[k], naive, 1, recursive, pads, npads)) > 0)
+                rc = QP_EINVAL;
+        }
+    }
     free(recursive);
     uint32_t nb = 0;
     for (uint32_t k = 0; rc == 0 && k < t->nprocs; k++) {
