@@ -8,9 +8,9 @@
  *
  * trace-naive: every block records its BLOCK event (the baseline, and the oracle).
  *
- * trace: in every traced procedure each block with several ways out keeps its heaviest
- * way (loop depth x cost of a probe there, as qp's spanning tree weighs edges) silent:
- * the "tree" edge. Every other way out records a CHORD event, except ways into blocks
+ * trace: in every traced procedure each block with several ways out keeps its likeliest
+ * way (loop depth, then a static branch prediction: silent_weight; or the counts of a
+ * profile) silent: the "tree" edge. Every other way out records a CHORD event, except ways into blocks
  * that record a BLOCK event themselves (targets of jump tables and indirect jumps, where
  * no probe can go on the edge, and blocks entered from outside: landing pads). Between
  * two events the path is then unique: from a block, take the edge the next event names
@@ -183,25 +183,163 @@ edge_cost(const drv_edge_t *e)
     return cost;
 }
 
+/* Does block A (global index) dominate block B? */
+static int
+dominates(const cfg_prog_t *prog, uint32_t a, uint32_t b)
+{
+    for (uint32_t k = 0; b != CFG_NONE && k < 1u << 20; k++) {
+        if (b == a)
+            return 1;
+        b = prog->blocks[b].idom;
+    }
+    return 0;
+}
+
+#define FLAT_MAX 64 /* blocks looked at by flat_path */
+
+/* Is there a way from block T back to block B (global indices, of G's procedure) within
+ * FLAT_MAX blocks and through no jump table or indirect jump? */
+static int
+flat_path(const drv_graph_t *g, uint32_t t, uint32_t b)
+{
+    uint32_t seen[FLAT_MAX], nseen = 0;
+    seen[nseen++] = t;
+    for (uint32_t k = 0; k < nseen; k++) { /* breadth first: SEEN is the queue */
+        const cfg_block_t *bv = &g->prog->blocks[seen[k]];
+        for (uint32_t e = bv->succ; e < bv->succ + bv->nsucc; e++) {
+            const cfg_edge_t *ce = &g->prog->edges[e];
+            uint32_t w = ce->to;
+            if (w == b)
+                return 1;
+            if (w == CFG_NONE || w < g->first || w >= g->first + g->nblocks
+                || ce->kind == CFG_EDGE_TABLE || ce->kind == CFG_EDGE_INDIRECT)
+                continue;
+            int dup = 0;
+            for (uint32_t j = 0; j < nseen && !dup; j++)
+                dup = seen[j] == w;
+            if (dup)
+                continue;
+            if (nseen == FLAT_MAX)
+                return 0;
+            seen[nseen++] = w;
+        }
+    }
+    return 0;
+}
+
+/*
+ * Is the backward branch of block I (local) to block T (global) a loop's: T a loop head
+ * that dominates it, a loop head I jumping back into its (rotated) body, or a short way
+ * from T back to I? A backward jump to code shared by several paths (an interpreter's
+ * slow paths, laid out before the fast ones) is not: its fall-through is the likely way.
+ */
+static int
+loop_branch(const drv_graph_t *g, uint32_t i, uint32_t t)
+{
+    const cfg_prog_t *prog = g->prog;
+    uint32_t b = g->first + i;
+    if (t == CFG_NONE || t == b)
+        return t == b;
+    if ((prog->blocks[t].is_loop_head && dominates(prog, t, b))
+        || (prog->blocks[b].is_loop_head && dominates(prog, b, t)))
+        return 1;
+    return flat_path(g, t, b);
+}
+
+/* C library functions that never call the program back; defined below. */
+static int leaf_plt(const cfg_prog_t *prog, uint64_t addr);
+
+/* Does block I (local) of G end in a call of something else than a C library leaf? */
+static int
+calls_out(const drv_graph_t *g, uint32_t i)
+{
+    return (g->last_kind[i] == ARCH_KIND_CALL && !leaf_plt(g->prog, g->last_target[i]))
+        || g->last_kind[i] == ARCH_KIND_CALL_IND;
+}
+
+/*
+ * Ball and Larus's call heuristic, as a reachability: CALM[i] says whether block I can
+ * reach a loop's back edge or a return through blocks that make no call. The way out of
+ * a branch that reaches one so, against one that cannot without a call, is the likely
+ * one (a fast path that goes round the loop against a slow one that calls for help).
+ */
+static int
+calm_blocks(const drv_graph_t *g, uint8_t *calm)
+{
+    uint32_t X = g->nblocks;
+    uint32_t *off = calloc(X + 2, sizeof(uint32_t)), *in = malloc((g->nedges + 1) * sizeof(uint32_t));
+    uint32_t *queue = malloc((X + 1) * sizeof(uint32_t)), nq = 0;
+    if (off == NULL || in == NULL || queue == NULL) {
+        free(off);
+        free(in);
+        free(queue);
+        return QP_ENOMEM;
+    }
+    memset(calm, 0, X + 1);
+    for (uint32_t e = 0; e < g->nedges; e++) { /* each block's ways in, and the seeds */
+        const drv_edge_t *ed = &g->edges[e];
+        if (ed->from == X || calls_out(g, ed->from))
+            continue;
+        if (ed->to != X)
+            off[ed->to + 1]++;
+        else if (ed->kind == CFG_EDGE_RETURN && !calm[ed->from])
+            calm[queue[nq++] = ed->from] = 1;
+        if (ed->to != X && !calm[ed->from] && g->prog->blocks[g->first + ed->to].is_loop_head
+            && dominates(g->prog, g->first + ed->to, g->first + ed->from))
+            calm[queue[nq++] = ed->from] = 1;
+    }
+    for (uint32_t v = 0; v < X; v++)
+        off[v + 1] += off[v];
+    for (uint32_t e = 0; e < g->nedges; e++) {
+        const drv_edge_t *ed = &g->edges[e];
+        if (ed->from != X && ed->to != X && !calls_out(g, ed->from))
+            in[off[ed->to]++] = ed->from;
+    }
+    for (uint32_t v = X; v > 0; v--) /* each off[v] moved to off[v + 1]: back */
+        off[v] = off[v - 1];
+    off[0] = 0;
+    for (uint32_t k = 0; k < nq; k++) /* backwards through blocks that make no call */
+        for (uint32_t j = off[queue[k]]; j < off[queue[k] + 1]; j++)
+            if (!calm[in[j]])
+                calm[queue[nq++] = in[j]] = 1;
+    free(off);
+    free(in);
+    free(queue);
+    return 0;
+}
+
 /*
  * How much keeping edge ED (out of block I) silent saves: how often it runs, estimated
- * from loop depth, and - between the ways out of one block - the compiler's layout: the
- * way it falls through to is the likely one, except that a branch back (a loop's) is
- * likely taken. A record costs the same wherever it goes, so unlike qp's spanning tree
- * the cost of a probe only breaks ties.
+ * from loop depth, and - between the ways out of one conditional branch - a static
+ * prediction: a loop's branch back (loop_branch) is likely taken; else the way that goes
+ * round a loop or returns without a call (CALM) against one that cannot; else the
+ * compiler's layout: the way it falls through to. A record costs the same wherever it
+ * goes, so unlike qp's spanning tree the cost of a probe only breaks ties.
  */
 static double
-silent_weight(const drv_graph_t *g, uint32_t i, const drv_edge_t *ed)
+silent_weight(const drv_graph_t *g, uint32_t i, const drv_edge_t *ed, const uint8_t *calm)
 {
     double w = edge_weight(g, ed);
     const cfg_block_t *b = &g->prog->blocks[g->first + i];
+    uint32_t X = g->nblocks;
     double like = 1.0;
     if (g->last_kind[i] == ARCH_KIND_JCC && ed->cfg_edge != CFG_NONE && g->weights == NULL) {
         const cfg_edge_t *ce = &g->prog->edges[ed->cfg_edge];
         int backward = g->last_target[i] != 0 && g->last_target[i] <= b->start;
         int taken = ce->kind == CFG_EDGE_TAKEN
-            || (ed->to == g->nblocks && ce->target == g->last_target[i]);
-        like = taken == backward ? 4.0 : 1.0;
+            || (ed->to == X && ce->target == g->last_target[i]);
+        uint32_t tt = CFG_NONE, other = NONE; /* the taken target; the other way's */
+        for (uint32_t k = b->succ; k < b->succ + b->nsucc; k++) {
+            uint32_t to = g->prog->edges[k].to;
+            if (g->prog->edges[k].kind == CFG_EDGE_TAKEN)
+                tt = to;
+            if (k != ed->cfg_edge)
+                other = to != CFG_NONE && to >= g->first && to < g->first + X ? to - g->first : X;
+        }
+        int loop = backward && loop_branch(g, i, tt);
+        like = taken == loop ? 4.0 : 1.0;
+        if (!loop && ed->to != X && other != NONE && other != X && calm[ed->to] != calm[other])
+            like = calm[ed->to] ? 8.0 : 1.0;
     }
     double cost = ed->place == DRV_PLACE_TAKEN ? 1.01 : 1.0;
     return w / (ed->save_flags ? 1.02 : 1.0) * like * cost / (edge_cost(ed));
@@ -382,6 +520,75 @@ break_returns(tproc_t *p, const cfg_prog_t *prog, const uint8_t *recursive)
 }
 
 /*
+ * A recursive procedure that does not record ENTER: every silent way from its entry to a
+ * call (or tail jump) of a recursive procedure (RECURSIVE, by program procedure) makes a
+ * record of its own first - else the walk could go down the recursion without end, or
+ * take an activation's first record for a deeper one's. Calls of other procedures are
+ * gone through (their records are theirs). The cheapest edge of each such way becomes a
+ * chord. 0, or 1 when a way has none a probe can go on (the procedure then records
+ * ENTER).
+ */
+static int
+break_recursion(tproc_t *p, const uint8_t *recursive)
+{
+    drv_graph_t *g = &p->g;
+    const cfg_prog_t *prog = g->prog;
+    uint32_t X = g->nblocks;
+    uint32_t *path = malloc((X + 1) * sizeof(uint32_t));
+    if (path == NULL)
+        return QP_ENOMEM;
+    for (;;) {
+        uint32_t len = 0, v = 0;
+        int found = 0;
+        for (uint32_t steps = 0; steps <= X && !found; steps++) {
+            if (p->blockev[v] || g->last_kind[v] == ARCH_KIND_CALL_IND)
+                break; /* it records (BLOCK, RETURNED) */
+            if (g->last_kind[v] == ARCH_KIND_CALL) {
+                const cfg_proc_t *cp = g->last_target[v] ? cfg_proc_at(prog, g->last_target[v]) : NULL;
+                if (cp == NULL || cp->entry != g->last_target[v]
+                    || ((cp->flags & CFG_PROC_PLT) && !leaf_plt(prog, g->last_target[v])))
+                    break; /* RETURNED after it */
+                if (recursive[cp - prog->procs]) {
+                    found = 1;
+                    break;
+                }
+            }
+            path[len++] = v;
+            if (p->tree[v] == NONE)
+                break;
+            const drv_edge_t *ed = &g->edges[p->tree[v]];
+            if (ed->to == X) {
+                uint64_t target = ed->kind == CFG_EDGE_TAILCALL && ed->cfg_edge != CFG_NONE
+                    ? prog->edges[ed->cfg_edge].target : 0;
+                const cfg_proc_t *cp = target ? cfg_proc_at(prog, target) : NULL;
+                found = cp != NULL && cp->entry == target && recursive[cp - prog->procs];
+                break;
+            }
+            v = ed->to;
+        }
+        if (!found)
+            break;
+        uint32_t best = NONE;
+        double bw = 1e308;
+        for (uint32_t k = 0; k < len; k++) {
+            const drv_edge_t *ed = &g->edges[p->tree[path[k]]];
+            double w = edge_weight(g, ed);
+            if (ed->place != DRV_PLACE_NONE && w < bw) {
+                bw = w;
+                best = path[k];
+            }
+        }
+        if (best == NONE) {
+            free(path);
+            return 1;
+        }
+        p->tree[best] = NONE;
+    }
+    free(path);
+    return 0;
+}
+
+/*
  * Which blocks record BLOCK, each block's tree edge, and the cycles broken (ENTER: the
  * procedure records its entry). 0, or DRV_NOT_MEASURED when the procedure cannot be
  * traced (its entry would record BLOCK, a block has two ways out that no probe can tell
@@ -416,6 +623,13 @@ classify(tproc_t *p, int naive, int enter, const uint8_t *recursive, const uint6
         g->why = "its entry is also the target of a jump table or entered from outside";
         return DRV_NOT_MEASURED;
     }
+    uint8_t *calm = malloc(g->nblocks + 1);
+    if (calm == NULL)
+        return QP_ENOMEM;
+    if (calm_blocks(g, calm) < 0) {
+        free(calm);
+        return QP_ENOMEM;
+    }
     for (uint32_t i = 0; i < g->nblocks; i++) {
         uint32_t best = NONE, unplaceable = 0, to_blockev_np = 0;
         double bw = -1;
@@ -428,7 +642,7 @@ classify(tproc_t *p, int naive, int enter, const uint8_t *recursive, const uint6
                 continue;
             }
             /* an edge no probe can go on must be the silent one */
-            double w = ed->place == DRV_PLACE_NONE ? 1e300 : silent_weight(g, i, ed);
+            double w = ed->place == DRV_PLACE_NONE ? 1e300 : silent_weight(g, i, ed, calm);
             unplaceable += ed->place == DRV_PLACE_NONE;
             if (w > bw) {
                 bw = w;
@@ -441,16 +655,19 @@ classify(tproc_t *p, int naive, int enter, const uint8_t *recursive, const uint6
         if (to_blockev_np > 0) {
             if (unplaceable > 0) {
                 g->why = "a block jumps through a table and elsewhere without a probe";
+                free(calm);
                 return DRV_NOT_MEASURED;
             }
             best = NONE;
         }
         if (unplaceable > 1) {
             g->why = "a block has two ways out that no probe can tell apart";
+            free(calm);
             return DRV_NOT_MEASURED;
         }
         p->tree[i] = best;
     }
+    free(calm);
     QP_CHECK(break_cycles(p, enter));
     QP_CHECK(break_returns(p, g->prog, recursive));
     if (naive) /* the same procedures as the tracer, every block recording */
@@ -839,7 +1056,10 @@ mark_unclean(drv_trace_t *t, tproc_t *tps, const cfg_prog_t *prog, const uint32_
  * A procedure that may call itself (directly or through others) without recording its
  * entry could be entered again before its activation records anything: the next record
  * would not say which activation made it. Such procedures (those on a cycle of direct
- * calls and tail calls among procedures that do not record ENTER) record ENTER.
+ * calls and tail calls among procedures that do not record ENTER) are RECURSIVE: each
+ * records before it calls a recursive procedure (break_recursion; ENTER where no edge
+ * can), and no silent way leads from the return site of such a call to a return
+ * (break_returns).
  */
 static int
 mark_recursive(drv_trace_t *t, tproc_t *tps, const cfg_prog_t *prog, const uint32_t *of)
@@ -891,7 +1111,7 @@ mark_recursive(drv_trace_t *t, tproc_t *tps, const cfg_prog_t *prog, const uint3
     }
     for (uint32_t k = 0; rc == 0 && k < n; k++)
         if (rec[k])
-            t->procs[k].flags |= QPT_TP_ENTER | QPT_TP_RECURSIVE;
+            t->procs[k].flags |= QPT_TP_RECURSIVE;
     free(first);
     free(adj);
     free(stamp);
@@ -1056,10 +1276,18 @@ drv_trace_plan(const cfg_prog_t *prog, const drv_result_t *res, int naive,
         rc = QP_ENOMEM;
     for (uint32_t k = 0; rc == 0 && k < t->nprocs; k++)
         recursive[tps[k].prog_proc] = (t->procs[k].flags & QPT_TP_RECURSIVE) != 0;
-    for (uint32_t k = 0; rc == 0 && !naive && k < t->nprocs; k++)
-        if ((rc = classify(&tps[k], naive, (t->procs[k].flags & QPT_TP_ENTER) != 0, recursive,
-                           pads, npads)) > 0)
+    for (uint32_t k = 0; rc == 0 && !naive && k < t->nprocs; k++) {
+        uint32_t *flags = &t->procs[k].flags;
+        if ((rc = classify(&tps[k], naive, (*flags & QPT_TP_ENTER) != 0, recursive, pads,
+                           npads)) > 0)
             rc = QP_EINVAL; /* fewer cycles than before: cannot fail */
+        if (rc == 0 && (*flags & QPT_TP_RECURSIVE) && !(*flags & QPT_TP_ENTER)
+            && (rc = break_recursion(&tps[k], recursive)) > 0) {
+            *flags |= QPT_TP_ENTER; /* no edge can record before its recursive call */
+            if ((rc = classify(&tps[k], naive, 1, recursive, pads, npads)) > 0)
+                rc = QP_EINVAL;
+        }
+    }
     free(recursive);
     uint32_t nb = 0;
     for (uint32_t k = 0; rc == 0 && k < t->nprocs; k++) {
