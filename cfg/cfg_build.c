@@ -35,8 +35,25 @@ enum {
 /* The longest backward window handed to the jump-table recogniser. */
 #define JT_WINDOW 24
 
+/*
+ * What one worker of a round of builds (cfg_parallel_for) needs to itself: the traversal
+ * scratch, and what it found that concerns other procedures, handed to the builder in
+ * worker order once the round is over (scratch_flush). Nothing else is written during a
+ * round but the procedure being built.
+ */
+typedef struct cfg_scratch {
+    uint8_t *map;                 /* a byte per byte of extent (M_* marks) */
+    size_t mapcap;                /* its size */
+    cfg_u64_vec_t work;           /* traversal worklist */
+    cfg_u64_vec_t new_entries;    /* call/jump targets found (for b->new_entries) */
+    CFG_VEC(uint32_t) new_srcs;   /* their CFG_SRC_* bits */
+    CFG_VEC(uint32_t) known;      /* pairs: index of a known procedure, CFG_SRC_* bit */
+    cfg_str_vec_t strings;        /* reasons made up (for b->strings) */
+} cfg_scratch_t;
+
 typedef struct trav {
     cfg_builder_t *b;
+    cfg_scratch_t *sc;        /* this worker's scratch and findings */
     cfg_bproc_t *bp;
     uint32_t self;            /* index of bp in b->procs */
     cfg_u64_vec_t pending;    /* indirect jumps not yet looked at */
@@ -54,8 +71,9 @@ typedef struct trav {
  * Small helpers
  */
 
+/* Mark BP unsafe for the reason FMT..., kept in STRINGS. */
 static int
-set_unsafe(cfg_builder_t *b, cfg_bproc_t *bp, const char *fmt, ...)
+set_unsafe(cfg_str_vec_t *strings, cfg_bproc_t *bp, const char *fmt, ...)
 {
     if (bp->p.unsafe != NULL)
         return 0; /* the first reason is the one reported */
@@ -65,7 +83,7 @@ set_unsafe(cfg_builder_t *b, cfg_bproc_t *bp, const char *fmt, ...)
     vsnprintf(buf, sizeof(buf), fmt, ap);
     va_end(ap);
     char *d = cfg_strdup(buf);
-    if (d == NULL || CFG_VEC_PUSH(b->strings, d) < 0) {
+    if (d == NULL || CFG_VEC_PUSH(*strings, d) < 0) {
         free(d);
         return QP_ENOMEM;
     }
@@ -159,13 +177,17 @@ note_external(trav_t *t, uint64_t target, uint32_t src)
         return 0;
     uint32_t i = cfg_discover_find(b, target);
     if (i != CFG_NONE && cfg_discover_proc(b, i)->p.entry == target) {
-        cfg_discover_proc(b, i)->p.sources |= src; /* a known entry: note how it is used */
-        return 0;
+        /* A known entry: how it is used is noted after the round (another worker may
+         * be building it). */
+        if (cfg_discover_proc(b, i)->p.sources & src)
+            return 0;
+        QP_CHECK(CFG_VEC_PUSH(t->sc->known, i));
+        return CFG_VEC_PUSH(t->sc->known, src);
     }
     if (i != CFG_NONE && src != CFG_SRC_CALL)
         return 0; /* a jump into another procedure's interior */
-    QP_CHECK(CFG_VEC_PUSH(b->new_entries, target));
-    return CFG_VEC_PUSH(b->new_srcs, src);
+    QP_CHECK(CFG_VEC_PUSH(t->sc->new_entries, target));
+    return CFG_VEC_PUSH(t->sc->new_srcs, src);
 }
 
 /*****************************************************************************
@@ -178,10 +200,10 @@ push_work(trav_t *t, uint64_t addr)
     int64_t s = slot(t->bp, addr);
     if (s < 0)
         return 0;
-    t->b->map[s] |= M_LEADER;
-    if (t->b->map[s] & M_START)
+    t->sc->map[s] |= M_LEADER;
+    if (t->sc->map[s] & M_START)
         return 0;
-    return CFG_VEC_PUSH(t->b->work, addr);
+    return CFG_VEC_PUSH(t->sc->work, addr);
 }
 
 /*
@@ -214,7 +236,7 @@ branch_to(trav_t *t, uint64_t next, uint64_t target)
     if (slot(t->bp, target) >= 0)
         return push_work(t, target);
     if (!cfg_image_is_code(t->b->img, target))
-        return set_unsafe(t->b, t->bp, "branch to non-code address 0x%llx",
+        return set_unsafe(&t->sc->strings, t->bp, "branch to non-code address 0x%llx",
                           (unsigned long long)target);
     return note_external(t, target, CFG_SRC_TAILCALL);
 }
@@ -225,7 +247,7 @@ trace_from(trav_t *t, uint64_t addr)
 {
     cfg_builder_t *b = t->b;
     cfg_bproc_t *bp = t->bp;
-    uint8_t *map = b->map;
+    uint8_t *map = t->sc->map;
     arch_insn_t prev = { 0 };
     for (;;) {
         int64_t s = slot(bp, addr);
@@ -237,22 +259,22 @@ trace_from(trav_t *t, uint64_t addr)
             /* glibc skips the lock prefix when single-threaded: je 1f; lock; 1: op. */
             const uint8_t *pb = cfg_image_ptr(b->img, addr - 1, NULL);
             if (s > 0 && (map[s - 1] & M_START) && pb != NULL && *pb == 0xf0)
-                return set_unsafe(b, bp, "jump over a lock prefix at 0x%llx",
+                return set_unsafe(&t->sc->strings, bp, "jump over a lock prefix at 0x%llx",
                                   (unsigned long long)addr - 1);
-            return set_unsafe(b, bp, "jump into the middle of an instruction at 0x%llx",
+            return set_unsafe(&t->sc->strings, bp, "jump into the middle of an instruction at 0x%llx",
                               (unsigned long long)addr);
         }
         uint64_t lim = range_end(bp, addr);
         arch_insn_t in;
         if (decode_at(b, addr, lim, &in) < 0)
-            return set_unsafe(b, bp, "invalid instruction at 0x%llx", (unsigned long long)addr);
+            return set_unsafe(&t->sc->strings, bp, "invalid instruction at 0x%llx", (unsigned long long)addr);
         for (uint8_t k = 1; k < in.len; k++)
             if (map[s + k] & (M_START | M_INSIDE)) {
                 const uint8_t *pb = cfg_image_ptr(b->img, addr, NULL);
                 if (k == 1 && pb != NULL && *pb == 0xf0)
-                    return set_unsafe(b, bp, "jump over a lock prefix at 0x%llx",
+                    return set_unsafe(&t->sc->strings, bp, "jump over a lock prefix at 0x%llx",
                                       (unsigned long long)addr);
-                return set_unsafe(b, bp, "overlapping instructions at 0x%llx",
+                return set_unsafe(&t->sc->strings, bp, "overlapping instructions at 0x%llx",
                                   (unsigned long long)addr);
             }
         map[s] |= M_START | (uint8_t)(in.len << M_LEN_SHIFT);
@@ -276,7 +298,7 @@ trace_from(trav_t *t, uint64_t addr)
         default: break;
         }
         if ((in.flags & ARCH_F_PRIV) && in.kind != ARCH_KIND_HALT)
-            QP_CHECK(set_unsafe(b, bp, "privileged instruction at 0x%llx",
+            QP_CHECK(set_unsafe(&t->sc->strings, bp, "privileged instruction at 0x%llx",
                                 (unsigned long long)addr));
         uint64_t next = addr + in.len;
         /* lea main(%rip),%rdi: a code address taken by code names a procedure. */
@@ -340,7 +362,7 @@ jump_window(trav_t *t, uint64_t j, arch_insn_t *w)
             int64_t s = slot(t->bp, cur - back);
             if (s < 0)
                 break;
-            if (!(b->map[s] & M_START))
+            if (!(t->sc->map[s] & M_START))
                 continue;
             arch_insn_t in;
             if (decode_at(b, cur - back, lim, &in) == 0 && in.len == back) {
@@ -459,7 +481,7 @@ collect_leas(trav_t *t, arch_insn_t *out, size_t cap)
     for (size_t r = 0; r < bp->ranges.n && n < cap; r++) {
         const cfg_range_t *rg = &bp->ranges.v[r];
         for (uint64_t a = rg->start; a < rg->end && n < cap; a++) {
-            uint8_t m = b->map[base + (a - rg->start)];
+            uint8_t m = t->sc->map[base + (a - rg->start)];
             if (!(m & M_START))
                 continue;
             arch_insn_t in;
@@ -574,8 +596,8 @@ traverse(trav_t *t)
             QP_CHECK(push_work(t, lp->v[lo]));
     }
     for (;;) {
-        while (b->work.n > 0) {
-            uint64_t a = b->work.v[--b->work.n];
+        while (t->sc->work.n > 0) {
+            uint64_t a = t->sc->work.v[--t->sc->work.n];
             QP_CHECK(trace_from(t, a));
         }
         if (t->pending.n == 0)
@@ -610,7 +632,7 @@ form_blocks(trav_t *t)
 {
     cfg_builder_t *b = t->b;
     cfg_bproc_t *bp = t->bp;
-    const uint8_t *map = b->map;
+    const uint8_t *map = t->sc->map;
     uint64_t base = 0;
     for (size_t r = 0; r < bp->ranges.n; r++) {
         const cfg_range_t *rg = &bp->ranges.v[r];
@@ -701,7 +723,7 @@ edge_to_next(trav_t *t, uint32_t i, uint64_t next, uint8_t kind)
 {
     cfg_bproc_t *bp = t->bp;
     int64_t s = slot(bp, next);
-    if (s >= 0 && (t->b->map[s] & M_START)) {
+    if (s >= 0 && (t->sc->map[s] & M_START)) {
         uint32_t to = local_block_at(bp, next);
         return add_edge(bp, i, to, 0, kind);
     }
@@ -720,7 +742,7 @@ edge_to_next(trav_t *t, uint32_t i, uint64_t next, uint8_t kind)
         return add_edge(bp, i, CFG_NONE, bp->blocks.v[i].call_target, CFG_EDGE_NORETURN);
     if (proc_by_entry(t->b, after) != CFG_NONE)
         return add_edge(bp, i, CFG_NONE, after, CFG_EDGE_TAILCALL);
-    QP_CHECK(set_unsafe(t->b, bp, "runs past the end of its code at 0x%llx",
+    QP_CHECK(set_unsafe(&t->sc->strings, bp, "runs past the end of its code at 0x%llx",
                         (unsigned long long)next));
     return add_edge(bp, i, CFG_NONE, next, CFG_EDGE_UNRESOLVED);
 }
@@ -863,9 +885,9 @@ form_edges(trav_t *t)
     return 0;
 }
 
-/* (Re)build the CFG of procedure I. */
+/* (Re)build the CFG of procedure I with the scratch SC (see cfg_scratch_t). */
 static int
-build_proc(cfg_builder_t *b, uint32_t i)
+build_proc(cfg_builder_t *b, cfg_scratch_t *sc, uint32_t i)
 {
     cfg_bproc_t *bp = cfg_discover_proc(b, i);
     bp->blocks.n = bp->edges.n = bp->tables.n = 0;
@@ -874,22 +896,23 @@ build_proc(cfg_builder_t *b, uint32_t i)
     uint64_t total = 0;
     for (size_t r = 0; r < bp->ranges.n; r++)
         total += bp->ranges.v[r].end - bp->ranges.v[r].start;
-    if (total > b->mapcap) {
-        free(b->map);
-        b->map = malloc(total);
-        if (b->map == NULL) {
-            b->mapcap = 0;
+    if (total > sc->mapcap) {
+        free(sc->map);
+        sc->map = malloc(total);
+        if (sc->map == NULL) {
+            sc->mapcap = 0;
             return QP_ENOMEM;
         }
-        b->mapcap = total;
+        sc->mapcap = total;
     }
-    memset(b->map, 0, total);
+    memset(sc->map, 0, total);
     trav_t t;
     memset(&t, 0, sizeof(t));
     t.b = b;
+    t.sc = sc;
     t.bp = bp;
     t.self = i;
-    b->work.n = 0;
+    sc->work.n = 0;
     int rc = traverse(&t);
     if (rc == 0)
         rc = form_blocks(&t);
@@ -908,6 +931,93 @@ build_proc(cfg_builder_t *b, uint32_t i)
     CFG_VEC_FREE(t.labels);
     CFG_VEC_FREE(t.ptr_jumps);
     return rc == QP_EDECODE ? 0 : rc;
+}
+
+/* Hand what the builds with SC found to the builder, and empty SC's lists. */
+static int
+scratch_flush(cfg_builder_t *b, cfg_scratch_t *sc)
+{
+    for (size_t k = 0; k < sc->new_entries.n; k++) {
+        QP_CHECK(CFG_VEC_PUSH(b->new_entries, sc->new_entries.v[k]));
+        QP_CHECK(CFG_VEC_PUSH(b->new_srcs, sc->new_srcs.v[k]));
+    }
+    for (size_t k = 0; k + 1 < sc->known.n; k += 2)
+        cfg_discover_proc(b, sc->known.v[k])->p.sources |= sc->known.v[k + 1];
+    for (size_t k = 0; k < sc->strings.n; k++) {
+        int rc = CFG_VEC_PUSH(b->strings, sc->strings.v[k]);
+        if (rc < 0) {
+            for (; k < sc->strings.n; k++)
+                free(sc->strings.v[k]); /* the procedures' reasons are lost: ENOMEM */
+            sc->strings.n = 0;
+            return rc;
+        }
+    }
+    sc->new_entries.n = sc->new_srcs.n = sc->known.n = sc->strings.n = 0;
+    return 0;
+}
+
+static void
+scratch_free(cfg_scratch_t *sc)
+{
+    free(sc->map);
+    CFG_VEC_FREE(sc->work);
+    CFG_VEC_FREE(sc->new_entries);
+    CFG_VEC_FREE(sc->new_srcs);
+    CFG_VEC_FREE(sc->known);
+    for (size_t k = 0; k < sc->strings.n; k++)
+        free(sc->strings.v[k]);
+    CFG_VEC_FREE(sc->strings);
+}
+
+/* A round of builds: the procedures TODO, each built by one of the workers. */
+typedef struct round_ctx {
+    cfg_builder_t *b;
+    const uint32_t *todo;     /* procedure indices */
+    size_t n;                 /* how many */
+    size_t step;              /* progress is told every STEP procedures */
+    size_t told;              /* progress told last at */
+} round_ctx_t;
+
+static int
+round_task(void *arg, unsigned worker, size_t k)
+{
+    round_ctx_t *r = arg;
+    return build_proc(r->b, &r->b->scratch[worker], r->todo[k]);
+}
+
+static void
+round_progress(void *arg, size_t done)
+{
+    round_ctx_t *r = arg;
+    if (r->b->opts.on_progress != NULL && done >= r->told + r->step) {
+        r->told = done;
+        r->b->opts.on_progress(r->b->opts.cb_arg, done, r->n);
+    }
+}
+
+/*
+ * Build the procedures TODO (N indices). Procedures are independent once discovered: a
+ * build writes only its own procedure and its worker's scratch, so the round runs on
+ * b->nscratch threads, and the findings are handed over in worker order.
+ */
+static int
+build_round(cfg_builder_t *b, const uint32_t *todo, size_t n)
+{
+    round_ctx_t r = { b, todo, n, n / 128 + 1, 0 };
+    if (b->opts.on_progress != NULL)
+        b->opts.on_progress(b->opts.cb_arg, 0, n);
+    unsigned nt = n >= 64 ? b->nscratch : 1;
+    if (nt > 1)
+        cfg_discover_freeze(b, 1);
+    int rc = cfg_parallel_for(nt, n, 16, round_task, &r, round_progress);
+    if (nt > 1)
+        cfg_discover_freeze(b, 0);
+    for (unsigned w = 0; w < nt; w++) {
+        int frc = scratch_flush(b, &b->scratch[w]);
+        if (rc == 0)
+            rc = frc;
+    }
+    return rc;
 }
 
 /*****************************************************************************
@@ -1533,7 +1643,8 @@ on_gap_new_proc(cfg_builder_t *b, uint64_t start, uint64_t end, void *arg)
         bp->ranges.n = 0;
         QP_CHECK(CFG_VEC_PUSH(bp->ranges, ((cfg_range_t) { bp->p.start, bp->p.end })));
         bp->ranges_h = ranges_hash(bp);
-        QP_CHECK(build_proc(b, pi));
+        QP_CHECK(build_proc(b, &b->scratch[0], pi));
+        QP_CHECK(scratch_flush(b, &b->scratch[0]));
         bp = cfg_discover_proc(b, pi);
         if (bp->p.unsafe != NULL)
             return 0; /* not code: reject_bad_gap_procs drops it */
@@ -1797,7 +1908,7 @@ check_extra_entries(cfg_builder_t *b)
             uint64_t a = bp->extra_entries.v[k];
             uint32_t bl = local_block_at(bp, a);
             if (bl == CFG_NONE || bp->blocks.v[bl].start != a)
-                QP_CHECK(set_unsafe(b, bp, "entered at 0x%llx, not an instruction boundary",
+                QP_CHECK(set_unsafe(&b->strings, bp, "entered at 0x%llx, not an instruction boundary",
                                     (unsigned long long)a));
         }
     }
@@ -1867,7 +1978,6 @@ builder_free(cfg_builder_t *b)
     CFG_VEC_FREE(b->addr_taken);
     CFG_VEC_FREE(b->new_entries);
     CFG_VEC_FREE(b->new_srcs);
-    CFG_VEC_FREE(b->work);
     CFG_VEC_FREE(b->rejected);
     CFG_VEC_FREE(b->landing_pads);
     nr_deps_free(b->nr);
@@ -1875,7 +1985,9 @@ builder_free(cfg_builder_t *b)
     for (size_t i = 0; i < b->strings.n; i++)
         free(b->strings.v[i]);
     CFG_VEC_FREE(b->strings);
-    free(b->map);
+    for (unsigned w = 0; b->scratch != NULL && w < b->nscratch; w++)
+        scratch_free(&b->scratch[w]);
+    free(b->scratch);
 }
 
 /* Is ED the way on after a call that ends its procedure (a tail call into the next)? */
@@ -2072,21 +2184,20 @@ static int
 build_all(cfg_builder_t *b)
 {
     span_vec_t spans = { 0 };
+    CFG_VEC(uint32_t) todo = { 0 };
     int rc = 0, gap_rounds = 0, stale_rounds = 0;
     size_t built = 0;
     for (int round = 0; round < 64; round++) {
         DBG_PHASE("round");
         if ((rc = assign_ranges(b)) < 0)
             break;
-        size_t step = b->procs.n / 128 + 1;
-        for (size_t i = 0; i < b->procs.n && rc == 0; i++) {
-            if (b->opts.on_progress != NULL && i % step == 0)
-                b->opts.on_progress(b->opts.cb_arg, i, b->procs.n);
-            if (!b->procs.v[i].built) {
-                rc = build_proc(b, (uint32_t)i);
-                built++;
-            }
-        }
+        todo.n = 0;
+        for (size_t i = 0; i < b->procs.n && rc == 0; i++)
+            if (!b->procs.v[i].built)
+                rc = CFG_VEC_PUSH(todo, (uint32_t)i);
+        if (rc == 0 && todo.n > 0)
+            rc = build_round(b, todo.v, todo.n);
+        built += todo.n;
         if (rc < 0)
             break;
         if ((rc = cfg_discover_add_new(b)) < 0)
@@ -2138,6 +2249,7 @@ build_all(cfg_builder_t *b)
         rc = 0;
     }
     CFG_VEC_FREE(spans);
+    CFG_VEC_FREE(todo);
     return rc < 0 ? rc : 0;
 }
 
@@ -2195,11 +2307,16 @@ cfg_prog_build(const cfg_image_t *img, const cfg_opts_t *opts, cfg_prog_t **out)
     b.img = img;
     if (opts != NULL)
         b.opts = *opts;
+    b.nscratch = b.opts.threads > CFG_MAX_THREADS ? CFG_MAX_THREADS
+                 : b.opts.threads > 1                ? b.opts.threads
+                                                     : 1;
+    b.scratch = calloc(b.nscratch, sizeof(cfg_scratch_t));
     cfg_prog_t *prog = calloc(1, sizeof(*prog));
     prog_priv_t *pp = calloc(1, sizeof(*pp));
-    if (prog == NULL || pp == NULL) {
+    if (prog == NULL || pp == NULL || b.scratch == NULL) {
         free(prog);
         free(pp);
+        free(b.scratch);
         return QP_ENOMEM;
     }
     prog->img = img;
