@@ -885,6 +885,13 @@ form_edges(trav_t *t)
     return 0;
 }
 
+/* A new cfg_bproc_t.blocks_ver, for blocks that changed (any thread may ask). */
+static uint64_t
+blocks_changed(cfg_builder_t *b)
+{
+    return atomic_fetch_add_explicit(&b->blocks_ver, 1, memory_order_relaxed) + 1;
+}
+
 /* (Re)build the CFG of procedure I with the scratch SC (see cfg_scratch_t). */
 static int
 build_proc(cfg_builder_t *b, cfg_scratch_t *sc, uint32_t i)
@@ -921,6 +928,7 @@ build_proc(cfg_builder_t *b, cfg_scratch_t *sc, uint32_t i)
         rc = form_edges(&t);
     }
     bp->entry_block = local_block_at(bp, bp->p.entry);
+    bp->blocks_ver = blocks_changed(b);
     bp->built = 1;
     bp->nr_dirty = 1;
     bp->has_noret = 0;
@@ -1078,6 +1086,7 @@ assign_ranges(cfg_builder_t *b)
         cfg_bproc_t *f = &b->procs.v[i];
         rc = CFG_VEC_PUSH(b->procs.v[parent[i]].ranges, ((cfg_range_t) { f->p.start, f->p.end }));
         f->blocks.n = f->edges.n = 0; /* a fragment has no blocks of its own */
+        f->blocks_ver = blocks_changed(b);
         f->entry_block = CFG_NONE;
     }
     for (size_t i = 0; i < n && rc == 0; i++) {
@@ -1501,6 +1510,7 @@ prune_proc(cfg_builder_t *b, cfg_bproc_t *bp)
     }
     bp->entry_block = newidx[bp->entry_block];
     bp->blocks.n = nb;
+    bp->blocks_ver = blocks_changed(b);
     bp->edges.n = ne;
     free(newidx);
     free(stack);
@@ -1537,37 +1547,59 @@ padding_len(const uint8_t *p, size_t n, uint64_t addr)
 
 typedef CFG_VEC(span_t) span_vec_t;
 
-/* Push the blocks of BP that start in [LO, HI) (blocks are in address order). */
+/*
+ * Push the blocks of BP that start in [LO, HI) (blocks are in address order), adjacent
+ * ones as one span: the gaps between them are the same. Those of one procedure's extent
+ * lie in one section (for_each_gap must not see a span across sections). The spans are
+ * kept in HOLDER (BP, or a fragment of it) for the next sweep, which takes them as they
+ * are if BP's blocks did not change since.
+ */
 static int
-push_spans_in(const cfg_bproc_t *bp, uint64_t lo, uint64_t hi, span_vec_t *v)
+push_spans_in(cfg_bproc_t *holder, const cfg_bproc_t *bp, uint64_t lo, uint64_t hi,
+              span_vec_t *v)
 {
-    size_t a = 0, z = bp->blocks.n;
-    while (a < z) {
-        size_t mid = (a + z) / 2;
-        if (bp->blocks.v[mid].start < lo)
-            a = mid + 1;
-        else
-            z = mid;
+    if (bp->blocks_ver != holder->covered_ver || lo != holder->covered_lo
+        || hi != holder->covered_hi) {
+        size_t a = 0, z = bp->blocks.n;
+        while (a < z) {
+            size_t mid = (a + z) / 2;
+            if (bp->blocks.v[mid].start < lo)
+                a = mid + 1;
+            else
+                z = mid;
+        }
+        holder->covered.n = 0;
+        for (; a < bp->blocks.n && bp->blocks.v[a].start < hi; a++) {
+            const cfg_block_t *bl = &bp->blocks.v[a];
+            cfg_range_t *last = holder->covered.n ? &holder->covered.v[holder->covered.n - 1] : NULL;
+            if (last != NULL && last->end == bl->start)
+                last->end = bl->end;
+            else
+                QP_CHECK(CFG_VEC_PUSH(holder->covered, ((cfg_range_t) { bl->start, bl->end })));
+        }
+        holder->covered_ver = bp->blocks_ver;
+        holder->covered_lo = lo;
+        holder->covered_hi = hi;
     }
-    for (; a < bp->blocks.n && bp->blocks.v[a].start < hi; a++)
-        QP_CHECK(CFG_VEC_PUSH(*v, ((span_t) { bp->blocks.v[a].start, bp->blocks.v[a].end })));
+    for (size_t k = 0; k < holder->covered.n; k++)
+        QP_CHECK(CFG_VEC_PUSH(*v, ((span_t) { holder->covered.v[k].start, holder->covered.v[k].end })));
     return 0;
 }
 
 /* Every block as a span, in address order without sorting: procedures are in address
  * order with disjoint extents; a fragment's blocks are its parent's, within its extent. */
 static int
-collect_spans(const cfg_builder_t *b, span_vec_t *v)
+collect_spans(cfg_builder_t *b, span_vec_t *v)
 {
     v->n = 0;
     for (size_t i = 0; i < b->procs.n; i++) {
-        const cfg_bproc_t *bp = &b->procs.v[i];
+        cfg_bproc_t *bp = &b->procs.v[i];
         if (bp->p.flags & CFG_PROC_FRAGMENT) {
             uint32_t pi = proc_by_entry(b, bp->parent_entry);
             if (pi != CFG_NONE)
-                QP_CHECK(push_spans_in(&b->procs.v[pi], bp->p.start, bp->p.end, v));
+                QP_CHECK(push_spans_in(bp, &b->procs.v[pi], bp->p.start, bp->p.end, v));
         } else
-            QP_CHECK(push_spans_in(bp, bp->p.start, bp->p.end, v));
+            QP_CHECK(push_spans_in(bp, bp, bp->p.start, bp->p.end, v));
     }
     return 0;
 }
@@ -2146,6 +2178,25 @@ noreturn_and_prune(cfg_builder_t *b)
  * return: marked to be built again. Their call then gets its return edge (or a tail call
  * into the next procedure, when nothing follows it). Returns how many.
  */
+/*
+ * Would a call of BP that returns to NEXT get anything but a "never returns" edge, were
+ * BP built again with its callee returning? Yes when NEXT is in BP's ranges (the code
+ * there is traversed) or a procedure starts after the padding there (a tail call to it,
+ * see edge_to_next). No: the call ends the procedure's code and nothing follows, and
+ * building it again would give the same edge (the compiler knew the call never returns
+ * there).
+ */
+static int
+return_site_used(const cfg_builder_t *b, const cfg_bproc_t *bp, uint64_t next)
+{
+    if (slot(bp, next) >= 0)
+        return 1;
+    size_t avail;
+    const uint8_t *p = cfg_image_ptr(b->img, next, &avail);
+    uint64_t after = next + (p ? padding_len(p, avail < 32 ? avail : 32, next) : 0);
+    return proc_by_entry(b, after) != CFG_NONE;
+}
+
 static size_t
 rebuild_stale_noreturn_callers(cfg_builder_t *b)
 {
@@ -2158,7 +2209,8 @@ rebuild_stale_noreturn_callers(cfg_builder_t *b)
                 || bp->blocks.v[ed->from].call_target != ed->target)
                 continue;
             uint32_t c = proc_by_entry(b, ed->target);
-            if (c != CFG_NONE && !(b->procs.v[c].p.flags & CFG_PROC_NORETURN)) {
+            if (c != CFG_NONE && !(b->procs.v[c].p.flags & CFG_PROC_NORETURN)
+                && return_site_used(b, bp, bp->blocks.v[ed->from].end)) {
                 bp->built = 0;
                 n++;
                 break;
@@ -2295,6 +2347,15 @@ check_noreturn_calls(cfg_prog_t *prog)
     }
 }
 
+/* Loops of procedure K: each procedure's blocks are its own. */
+static int
+loops_task(void *arg, unsigned worker, size_t k)
+{
+    cfg_prog_t *prog = arg;
+    (void)worker;
+    return cfg_loops_proc(prog, &prog->procs[k]);
+}
+
 int
 cfg_prog_build(const cfg_image_t *img, const cfg_opts_t *opts, cfg_prog_t **out)
 {
@@ -2343,8 +2404,8 @@ cfg_prog_build(const cfg_image_t *img, const cfg_opts_t *opts, cfg_prog_t **out)
     dbg_phase(&b, "flattened");
     if (rc == 0)
         check_noreturn_calls(prog);
-    for (uint32_t i = 0; rc == 0 && i < prog->nprocs; i++)
-        rc = cfg_loops_proc(prog, &prog->procs[i]);
+    if (rc == 0)
+        rc = cfg_parallel_for(b.nscratch, prog->nprocs, 64, loops_task, prog, NULL);
     dbg_phase(&b, "loops");
     if (rc == 0)
         rc = compute_stats(&b, prog);

@@ -202,6 +202,11 @@ typedef struct cfg_bproc {
     uint8_t nr_dirty;                 /* built since the last noreturn analysis */
     uint64_t ranges_h;                /* hash of `ranges` (assign_ranges) */
     uint8_t has_noret;                /* may have a "never returns" edge to a procedure */
+    uint64_t blocks_ver;              /* a new value (b->blocks_ver) whenever `blocks`
+                                       * change; 0: never had any */
+    CFG_VEC(cfg_range_t) covered;     /* gap sweep: runs of adjacent blocks, as last found */
+    uint64_t covered_ver;             /* ... among the blocks of that version */
+    uint64_t covered_lo, covered_hi;  /* ... starting in [lo, hi) */
 } cfg_bproc_t;
 
 /* The procedures' entries in a compact array, for cfg_discover_find (see there). */
@@ -228,6 +233,7 @@ typedef struct cfg_builder {
     struct cfg_side *side;            /* during a gap sweep: procedures found so far */
     uint64_t gen;                     /* bumped when procedures, extents or fragments change */
     struct cfg_nr_deps *nr;           /* noreturn analysis: who depends on whom, or NULL */
+    atomic_uint_least64_t blocks_ver; /* the last cfg_bproc_t.blocks_ver given out */
 } cfg_builder_t;
 
 /*
