@@ -1057,6 +1057,10 @@ static int
 assign_ranges(cfg_builder_t *b)
 {
     size_t n = b->procs.n;
+    /* Nothing it looks at changed since it last ran (procedures, extents, fragments
+     * all bump b->gen): it would change nothing. */
+    if (b->ranges_done && b->ranges_gen == b->gen && b->ranges_n == n)
+        return 0;
     uint32_t *parent = malloc((n + 1) * sizeof(uint32_t)); /* per fragment: its parent */
     uint8_t *is_parent = calloc(n + 1, 1);
     int rc = parent == NULL || is_parent == NULL ? QP_ENOMEM : 0;
@@ -1085,8 +1089,9 @@ assign_ranges(cfg_builder_t *b)
             continue;
         cfg_bproc_t *f = &b->procs.v[i];
         rc = CFG_VEC_PUSH(b->procs.v[parent[i]].ranges, ((cfg_range_t) { f->p.start, f->p.end }));
+        if (f->blocks.n > 0)
+            f->blocks_ver = blocks_changed(b);
         f->blocks.n = f->edges.n = 0; /* a fragment has no blocks of its own */
-        f->blocks_ver = blocks_changed(b);
         f->entry_block = CFG_NONE;
     }
     for (size_t i = 0; i < n && rc == 0; i++) {
@@ -1100,6 +1105,9 @@ assign_ranges(cfg_builder_t *b)
     }
     free(parent);
     free(is_parent);
+    b->ranges_done = rc == 0;
+    b->ranges_gen = b->gen;
+    b->ranges_n = n;
     return rc;
 }
 
@@ -1924,6 +1932,8 @@ collect_interior_entries(cfg_builder_t *b)
             QP_CHECK(CFG_VEC_PUSH(tp->extra_entries, ed->target));
             tp->p.flags |= CFG_PROC_MULTI_ENTRY;
             tp->built = 0;
+            if (tp->p.flags & CFG_PROC_FRAGMENT)
+                b->ranges_done = 0; /* assign_ranges marks it built (it has no blocks) */
             added++;
         }
     }
@@ -2212,6 +2222,8 @@ rebuild_stale_noreturn_callers(cfg_builder_t *b)
             if (c != CFG_NONE && !(b->procs.v[c].p.flags & CFG_PROC_NORETURN)
                 && return_site_used(b, bp, bp->blocks.v[ed->from].end)) {
                 bp->built = 0;
+                if (bp->p.flags & CFG_PROC_FRAGMENT)
+                    b->ranges_done = 0; /* see assign_ranges */
                 n++;
                 break;
             }
@@ -2232,12 +2244,95 @@ sorted_copy(const cfg_u64_vec_t *from, cfg_u64_vec_t *to)
     return 0;
 }
 
+/*
+ * What a stale round (see build_all) may change: every procedure's flags and "may
+ * return", and what it builds again. A round that changes none of it leaves the state
+ * as it found it, so the rounds after it would do the same again, to no effect.
+ */
+typedef struct stale_snap {
+    size_t n;                 /* b->procs.n */
+    CFG_VEC(uint32_t) flags;  /* per procedure: p.flags */
+    CFG_VEC(uint8_t) mayret;  /* per procedure: may_return */
+    CFG_VEC(uint8_t) bytes;   /* the procedures to be built again: their blocks, edges */
+} stale_snap_t;
+
+static int
+snap_push(stale_snap_t *sn, const void *p, size_t len)
+{
+    QP_CHECK(cfg_vec_grow((void **)&sn->bytes.v, &sn->bytes.cap, sn->bytes.n + len, 1));
+    memcpy(sn->bytes.v + sn->bytes.n, p, len);
+    sn->bytes.n += len;
+    return 0;
+}
+
+/* Append what can change of procedure I (one to be built again). */
+static int
+snap_proc(const cfg_builder_t *b, size_t i, stale_snap_t *sn)
+{
+    const cfg_bproc_t *bp = &b->procs.v[i];
+    size_t u = bp->p.unsafe ? strlen(bp->p.unsafe) + 1 : 0;
+    size_t head[4] = { i, bp->blocks.n, bp->edges.n, u };
+    QP_CHECK(snap_push(sn, head, sizeof(head)));
+    QP_CHECK(snap_push(sn, bp->blocks.v, bp->blocks.n * sizeof(cfg_block_t)));
+    QP_CHECK(snap_push(sn, bp->edges.v, bp->edges.n * sizeof(cfg_edge_t)));
+    QP_CHECK(snap_push(sn, &bp->entry_block, sizeof(bp->entry_block)));
+    QP_CHECK(snap_push(sn, &bp->p.nind_unresolved, sizeof(bp->p.nind_unresolved)));
+    if (u > 0)
+        QP_CHECK(snap_push(sn, bp->p.unsafe, u));
+    return 0;
+}
+
+/* Take SN of B, whose procedures to be built again are marked. */
+static int
+snap_take(const cfg_builder_t *b, stale_snap_t *sn)
+{
+    sn->n = b->procs.n;
+    sn->flags.n = sn->mayret.n = sn->bytes.n = 0;
+    for (size_t i = 0; i < b->procs.n; i++) {
+        QP_CHECK(CFG_VEC_PUSH(sn->flags, b->procs.v[i].p.flags));
+        QP_CHECK(CFG_VEC_PUSH(sn->mayret, b->procs.v[i].may_return));
+        if (!b->procs.v[i].built)
+            QP_CHECK(snap_proc(b, i, sn));
+    }
+    return 0;
+}
+
+/*
+ * Is B as SN found it (the procedures SN marked now built again)? 1 yes, 0 no (or not
+ * sure: padding bytes may differ), QP_ENOMEM.
+ */
+static int
+snap_same(const cfg_builder_t *b, const stale_snap_t *sn)
+{
+    if (b->procs.n != sn->n)
+        return 0;
+    for (size_t i = 0; i < sn->n; i++)
+        if (b->procs.v[i].p.flags != sn->flags.v[i] || b->procs.v[i].may_return != sn->mayret.v[i])
+            return 0;
+    /* The same procedures, as they are now. */
+    stale_snap_t now = { 0 };
+    size_t at = 0;
+    int rc = 0, same = 1;
+    while (at < sn->bytes.n && rc == 0 && same) {
+        size_t head[4];
+        memcpy(head, sn->bytes.v + at, sizeof(head));
+        now.bytes.n = 0;
+        rc = snap_proc(b, head[0], &now);
+        size_t len = now.bytes.n;
+        same = rc == 0 && at + len <= sn->bytes.n && memcmp(now.bytes.v, sn->bytes.v + at, len) == 0;
+        at += len;
+    }
+    CFG_VEC_FREE(now.bytes);
+    return rc < 0 ? rc : same;
+}
+
 static int
 build_all(cfg_builder_t *b)
 {
     span_vec_t spans = { 0 };
     CFG_VEC(uint32_t) todo = { 0 };
-    int rc = 0, gap_rounds = 0, stale_rounds = 0;
+    int rc = 0, gap_rounds = 0, stale_rounds = 0, in_stale = 0;
+    stale_snap_t snap = { 0 };
     size_t built = 0;
     for (int round = 0; round < 64; round++) {
         DBG_PHASE("round");
@@ -2269,11 +2364,27 @@ build_all(cfg_builder_t *b)
         rc = 0;
         built = 0;
         DBG_PHASE("noreturn");
+        /* A stale round that changed nothing: the next ones would repeat it (they are
+         * counted as if they ran). */
+        if (in_stale && (rc = snap_same(b, &snap)) != 0) {
+            if (rc < 0)
+                break;
+            round += 4 - stale_rounds;
+            stale_rounds = 4;
+            if (round >= 64)
+                break; /* where the rounds would have stopped */
+        }
+        rc = in_stale = 0;
         /* Callers built while a callee seemed never to return, which returns after all:
          * built again, the code after the call now traversed (a few times at most). */
         if (stale_rounds < 4 && rebuild_stale_noreturn_callers(b) > 0) {
             stale_rounds++;
             built = 1;
+            if (stale_rounds < 4) {
+                if ((rc = snap_take(b, &snap)) < 0)
+                    break;
+                in_stale = 1;
+            }
             continue;
         }
         if (b->opts.no_gap_procs || ++gap_rounds > 6)
@@ -2302,6 +2413,9 @@ build_all(cfg_builder_t *b)
     }
     CFG_VEC_FREE(spans);
     CFG_VEC_FREE(todo);
+    CFG_VEC_FREE(snap.flags);
+    CFG_VEC_FREE(snap.mayret);
+    CFG_VEC_FREE(snap.bytes);
     return rc < 0 ? rc : 0;
 }
 

@@ -234,6 +234,9 @@ typedef struct cfg_builder {
     uint64_t gen;                     /* bumped when procedures, extents or fragments change */
     struct cfg_nr_deps *nr;           /* noreturn analysis: who depends on whom, or NULL */
     atomic_uint_least64_t blocks_ver; /* the last cfg_bproc_t.blocks_ver given out */
+    int ranges_done;                  /* assign_ranges ran, when b->gen was ranges_gen */
+    uint64_t ranges_gen;              /* ... and b->procs.n ranges_n */
+    size_t ranges_n;
 } cfg_builder_t;
 
 /*
