@@ -2427,25 +2427,31 @@ build_all(cfg_builder_t *b)
  * whatever follows it in the new layout. Such callers are unsafe, so they stay in place
  * (seen in Debian's python3.11, built with hot/cold splitting).
  */
-static void
+static int
 check_noreturn_calls(cfg_prog_t *prog)
 {
+    /* The calls that matter: "never returns" edges to a procedure's entry (what else
+     * there is does not change below). */
+    CFG_VEC(uint32_t) calls = { 0 };
+    for (uint32_t k = 0; k < prog->nblocks; k++) {
+        const cfg_block_t *bl = &prog->blocks[k];
+        if (bl->last_kind != ARCH_KIND_CALL || bl->call_target == 0 || bl->nsucc == 0)
+            continue;
+        int noret = 0;
+        for (uint32_t e = 0; e < bl->nsucc; e++)
+            noret |= prog->edges[bl->succ + e].kind == CFG_EDGE_NORETURN;
+        const cfg_proc_t *callee = noret ? cfg_proc_at(prog, bl->call_target) : NULL;
+        if (callee != NULL && callee->entry == bl->call_target)
+            QP_CHECK(CFG_VEC_PUSH(calls, k));
+    }
     /* To a fixpoint: a caller found this way may itself be marked "never returns" on the
      * strength of that call, so its own callers' edges are suspect too. */
     for (int changed = 1; changed;) {
         changed = 0;
-        for (uint32_t k = 0; k < prog->nblocks; k++) {
-            const cfg_block_t *bl = &prog->blocks[k];
-            if (bl->last_kind != ARCH_KIND_CALL || bl->call_target == 0 || bl->nsucc == 0)
-                continue;
-            int noret = 0;
-            for (uint32_t e = 0; e < bl->nsucc; e++)
-                noret |= prog->edges[bl->succ + e].kind == CFG_EDGE_NORETURN;
-            if (!noret)
-                continue;
+        for (size_t c = 0; c < calls.n; c++) {
+            const cfg_block_t *bl = &prog->blocks[calls.v[c]];
             const cfg_proc_t *callee = cfg_proc_at(prog, bl->call_target);
-            if (callee == NULL || callee->entry != bl->call_target
-                || (callee->flags & CFG_PROC_NORETURN))
+            if (callee->flags & CFG_PROC_NORETURN)
                 continue;
             cfg_proc_t *caller = &prog->procs[bl->proc];
             if ((caller->flags & CFG_PROC_FRAGMENT) && caller->parent != CFG_NONE)
@@ -2459,6 +2465,8 @@ check_noreturn_calls(cfg_prog_t *prog)
             }
         }
     }
+    CFG_VEC_FREE(calls);
+    return 0;
 }
 
 /* Loops of procedure K: each procedure's blocks are its own. */
@@ -2517,7 +2525,7 @@ cfg_prog_build(const cfg_image_t *img, const cfg_opts_t *opts, cfg_prog_t **out)
     }
     dbg_phase(&b, "flattened");
     if (rc == 0)
-        check_noreturn_calls(prog);
+        rc = check_noreturn_calls(prog);
     if (rc == 0)
         rc = cfg_parallel_for(b.nscratch, prog->nprocs, 64, loops_task, prog, NULL);
     dbg_phase(&b, "loops");
