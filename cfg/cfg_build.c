@@ -1576,6 +1576,17 @@ push_spans_in(cfg_bproc_t *holder, const cfg_bproc_t *bp, uint64_t lo, uint64_t 
             else
                 z = mid;
         }
+        /* Kept at their exact size: most procedures have one run. */
+        size_t nruns = 0;
+        for (size_t k = a; k < bp->blocks.n && bp->blocks.v[k].start < hi; k++)
+            nruns += k == a || bp->blocks.v[k - 1].end != bp->blocks.v[k].start;
+        if (nruns != holder->covered.cap) {
+            cfg_range_t *r = realloc(holder->covered.v, (nruns ? nruns : 1) * sizeof(*r));
+            if (r == NULL)
+                return QP_ENOMEM;
+            holder->covered.v = r;
+            holder->covered.cap = nruns;
+        }
         holder->covered.n = 0;
         for (; a < bp->blocks.n && bp->blocks.v[a].start < hi; a++) {
             const cfg_block_t *bl = &bp->blocks.v[a];
@@ -1583,7 +1594,7 @@ push_spans_in(cfg_bproc_t *holder, const cfg_bproc_t *bp, uint64_t lo, uint64_t 
             if (last != NULL && last->end == bl->start)
                 last->end = bl->end;
             else
-                QP_CHECK(CFG_VEC_PUSH(holder->covered, ((cfg_range_t) { bl->start, bl->end })));
+                holder->covered.v[holder->covered.n++] = (cfg_range_t) { bl->start, bl->end };
         }
         holder->covered_ver = bp->blocks_ver;
         holder->covered_lo = lo;

@@ -169,8 +169,9 @@ dcache_put(cfg_dcache_t *dc, _Atomic uint32_t *at, uint64_t off, const arch_insn
                                             memory_order_release, memory_order_relaxed);
 }
 
-/* The section used last by this thread (decoding goes in address order). */
-static _Thread_local const cfg_section_t *dc_last;
+/* The index of the section this thread used last (decoding goes in address order); it
+ * may be another image's: it is only a guess, checked against the address. */
+static _Thread_local size_t dc_last;
 
 int
 cfg_image_decode(const cfg_image_t *img, uint64_t addr, uint64_t limit, arch_insn_t *out)
@@ -178,13 +179,12 @@ cfg_image_decode(const cfg_image_t *img, uint64_t addr, uint64_t limit, arch_ins
     if (img == NULL || out == NULL)
         return QP_EINVAL;
     cfg_dcache_t *dc = dcache_get(img);
-    const cfg_section_t *s = dc_last;
-    if (s == NULL || s < img->sections || s >= img->sections + img->nsections
-        || addr < s->vma || addr - s->vma >= s->size) {
+    const cfg_section_t *s = dc_last < img->nsections ? &img->sections[dc_last] : NULL;
+    if (s == NULL || addr < s->vma || addr - s->vma >= s->size) {
         s = cfg_image_section_at(img, addr);
         if (s == NULL)
             return QP_EDECODE;
-        dc_last = s;
+        dc_last = (size_t)(s - img->sections);
     }
     uint64_t off = addr - s->vma;
     size_t avail = (size_t)(s->size - off);
