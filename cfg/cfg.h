@@ -429,6 +429,9 @@ typedef struct cfg_opts {
      * are a few). Called every 1/128 of a pass at most. NULL: not told. */
     void (*on_progress)(void *arg, size_t done, size_t total);
     void *cb_arg; /* ARG of the callbacks */
+    /* Threads for the work that splits by procedure (0 or 1: the caller's alone; at
+     * most 16). The result is the same for any number. */
+    unsigned threads;
 } cfg_opts_t;
 
 /*

@@ -35,8 +35,25 @@ enum {
 /* The longest backward window handed to the jump-table recogniser. */
 #define JT_WINDOW 24
 
+/*
+ * What one worker of a round of builds (cfg_parallel_for) needs to itself: the traversal
+ * scratch, and what it found that concerns other procedures, handed to the builder in
+ * worker order once the round is over (scratch_flush). Nothing else is written during a
+ * round but the procedure being built.
+ */
+typedef struct cfg_scratch {
+    uint8_t *map;                 /* a byte per byte of extent (M_* marks) */
+    size_t mapcap;                /* its size */
+    cfg_u64_vec_t work;           /* traversal worklist */
+    cfg_u64_vec_t new_entries;    /* call/jump targets found (for b->new_entries) */
+    CFG_VEC(uint32_t) new_srcs;   /* their CFG_SRC_* bits */
+    CFG_VEC(uint32_t) known;      /* pairs: index of a known procedure, CFG_SRC_* bit */
+    cfg_str_vec_t strings;        /* reasons made up (for b->strings) */
+} cfg_scratch_t;
+
 typedef struct trav {
     cfg_builder_t *b;
+    cfg_scratch_t *sc;        /* this worker's scratch and findings */
     cfg_bproc_t *bp;
     uint32_t self;            /* index of bp in b->procs */
     cfg_u64_vec_t pending;    /* indirect jumps not yet looked at */
@@ -54,8 +71,9 @@ typedef struct trav {
  * Small helpers
  */
 
+/* Mark BP unsafe for the reason FMT..., kept in STRINGS. */
 static int
-set_unsafe(cfg_builder_t *b, cfg_bproc_t *bp, const char *fmt, ...)
+set_unsafe(cfg_str_vec_t *strings, cfg_bproc_t *bp, const char *fmt, ...)
 {
     if (bp->p.unsafe != NULL)
         return 0; /* the first reason is the one reported */
@@ -65,7 +83,7 @@ set_unsafe(cfg_builder_t *b, cfg_bproc_t *bp, const char *fmt, ...)
     vsnprintf(buf, sizeof(buf), fmt, ap);
     va_end(ap);
     char *d = cfg_strdup(buf);
-    if (d == NULL || CFG_VEC_PUSH(b->strings, d) < 0) {
+    if (d == NULL || CFG_VEC_PUSH(*strings, d) < 0) {
         free(d);
         return QP_ENOMEM;
     }
@@ -159,13 +177,17 @@ note_external(trav_t *t, uint64_t target, uint32_t src)
         return 0;
     uint32_t i = cfg_discover_find(b, target);
     if (i != CFG_NONE && cfg_discover_proc(b, i)->p.entry == target) {
-        cfg_discover_proc(b, i)->p.sources |= src; /* a known entry: note how it is used */
-        return 0;
+        /* A known entry: how it is used is noted after the round (another worker may
+         * be building it). */
+        if (cfg_discover_proc(b, i)->p.sources & src)
+            return 0;
+        QP_CHECK(CFG_VEC_PUSH(t->sc->known, i));
+        return CFG_VEC_PUSH(t->sc->known, src);
     }
     if (i != CFG_NONE && src != CFG_SRC_CALL)
         return 0; /* a jump into another procedure's interior */
-    QP_CHECK(CFG_VEC_PUSH(b->new_entries, target));
-    return CFG_VEC_PUSH(b->new_srcs, src);
+    QP_CHECK(CFG_VEC_PUSH(t->sc->new_entries, target));
+    return CFG_VEC_PUSH(t->sc->new_srcs, src);
 }
 
 /*****************************************************************************
@@ -178,10 +200,10 @@ push_work(trav_t *t, uint64_t addr)
     int64_t s = slot(t->bp, addr);
     if (s < 0)
         return 0;
-    t->b->map[s] |= M_LEADER;
-    if (t->b->map[s] & M_START)
+    t->sc->map[s] |= M_LEADER;
+    if (t->sc->map[s] & M_START)
         return 0;
-    return CFG_VEC_PUSH(t->b->work, addr);
+    return CFG_VEC_PUSH(t->sc->work, addr);
 }
 
 /*
@@ -214,7 +236,7 @@ branch_to(trav_t *t, uint64_t next, uint64_t target)
     if (slot(t->bp, target) >= 0)
         return push_work(t, target);
     if (!cfg_image_is_code(t->b->img, target))
-        return set_unsafe(t->b, t->bp, "branch to non-code address 0x%llx",
+        return set_unsafe(&t->sc->strings, t->bp, "branch to non-code address 0x%llx",
                           (unsigned long long)target);
     return note_external(t, target, CFG_SRC_TAILCALL);
 }
@@ -225,7 +247,7 @@ trace_from(trav_t *t, uint64_t addr)
 {
     cfg_builder_t *b = t->b;
     cfg_bproc_t *bp = t->bp;
-    uint8_t *map = b->map;
+    uint8_t *map = t->sc->map;
     arch_insn_t prev = { 0 };
     for (;;) {
         int64_t s = slot(bp, addr);
@@ -237,22 +259,22 @@ trace_from(trav_t *t, uint64_t addr)
             /* glibc skips the lock prefix when single-threaded: je 1f; lock; 1: op. */
             const uint8_t *pb = cfg_image_ptr(b->img, addr - 1, NULL);
             if (s > 0 && (map[s - 1] & M_START) && pb != NULL && *pb == 0xf0)
-                return set_unsafe(b, bp, "jump over a lock prefix at 0x%llx",
+                return set_unsafe(&t->sc->strings, bp, "jump over a lock prefix at 0x%llx",
                                   (unsigned long long)addr - 1);
-            return set_unsafe(b, bp, "jump into the middle of an instruction at 0x%llx",
+            return set_unsafe(&t->sc->strings, bp, "jump into the middle of an instruction at 0x%llx",
                               (unsigned long long)addr);
         }
         uint64_t lim = range_end(bp, addr);
         arch_insn_t in;
         if (decode_at(b, addr, lim, &in) < 0)
-            return set_unsafe(b, bp, "invalid instruction at 0x%llx", (unsigned long long)addr);
+            return set_unsafe(&t->sc->strings, bp, "invalid instruction at 0x%llx", (unsigned long long)addr);
         for (uint8_t k = 1; k < in.len; k++)
             if (map[s + k] & (M_START | M_INSIDE)) {
                 const uint8_t *pb = cfg_image_ptr(b->img, addr, NULL);
                 if (k == 1 && pb != NULL && *pb == 0xf0)
-                    return set_unsafe(b, bp, "jump over a lock prefix at 0x%llx",
+                    return set_unsafe(&t->sc->strings, bp, "jump over a lock prefix at 0x%llx",
                                       (unsigned long long)addr);
-                return set_unsafe(b, bp, "overlapping instructions at 0x%llx",
+                return set_unsafe(&t->sc->strings, bp, "overlapping instructions at 0x%llx",
                                   (unsigned long long)addr);
             }
         map[s] |= M_START | (uint8_t)(in.len << M_LEN_SHIFT);
@@ -276,7 +298,7 @@ trace_from(trav_t *t, uint64_t addr)
         default: break;
         }
         if ((in.flags & ARCH_F_PRIV) && in.kind != ARCH_KIND_HALT)
-            QP_CHECK(set_unsafe(b, bp, "privileged instruction at 0x%llx",
+            QP_CHECK(set_unsafe(&t->sc->strings, bp, "privileged instruction at 0x%llx",
                                 (unsigned long long)addr));
         uint64_t next = addr + in.len;
         /* lea main(%rip),%rdi: a code address taken by code names a procedure. */
@@ -340,7 +362,7 @@ jump_window(trav_t *t, uint64_t j, arch_insn_t *w)
             int64_t s = slot(t->bp, cur - back);
             if (s < 0)
                 break;
-            if (!(b->map[s] & M_START))
+            if (!(t->sc->map[s] & M_START))
                 continue;
             arch_insn_t in;
             if (decode_at(b, cur - back, lim, &in) == 0 && in.len == back) {
@@ -459,7 +481,7 @@ collect_leas(trav_t *t, arch_insn_t *out, size_t cap)
     for (size_t r = 0; r < bp->ranges.n && n < cap; r++) {
         const cfg_range_t *rg = &bp->ranges.v[r];
         for (uint64_t a = rg->start; a < rg->end && n < cap; a++) {
-            uint8_t m = b->map[base + (a - rg->start)];
+            uint8_t m = t->sc->map[base + (a - rg->start)];
             if (!(m & M_START))
                 continue;
             arch_insn_t in;
@@ -574,8 +596,8 @@ traverse(trav_t *t)
             QP_CHECK(push_work(t, lp->v[lo]));
     }
     for (;;) {
-        while (b->work.n > 0) {
-            uint64_t a = b->work.v[--b->work.n];
+        while (t->sc->work.n > 0) {
+            uint64_t a = t->sc->work.v[--t->sc->work.n];
             QP_CHECK(trace_from(t, a));
         }
         if (t->pending.n == 0)
@@ -610,7 +632,7 @@ form_blocks(trav_t *t)
 {
     cfg_builder_t *b = t->b;
     cfg_bproc_t *bp = t->bp;
-    const uint8_t *map = b->map;
+    const uint8_t *map = t->sc->map;
     uint64_t base = 0;
     for (size_t r = 0; r < bp->ranges.n; r++) {
         const cfg_range_t *rg = &bp->ranges.v[r];
@@ -701,7 +723,7 @@ edge_to_next(trav_t *t, uint32_t i, uint64_t next, uint8_t kind)
 {
     cfg_bproc_t *bp = t->bp;
     int64_t s = slot(bp, next);
-    if (s >= 0 && (t->b->map[s] & M_START)) {
+    if (s >= 0 && (t->sc->map[s] & M_START)) {
         uint32_t to = local_block_at(bp, next);
         return add_edge(bp, i, to, 0, kind);
     }
@@ -720,7 +742,7 @@ edge_to_next(trav_t *t, uint32_t i, uint64_t next, uint8_t kind)
         return add_edge(bp, i, CFG_NONE, bp->blocks.v[i].call_target, CFG_EDGE_NORETURN);
     if (proc_by_entry(t->b, after) != CFG_NONE)
         return add_edge(bp, i, CFG_NONE, after, CFG_EDGE_TAILCALL);
-    QP_CHECK(set_unsafe(t->b, bp, "runs past the end of its code at 0x%llx",
+    QP_CHECK(set_unsafe(&t->sc->strings, bp, "runs past the end of its code at 0x%llx",
                         (unsigned long long)next));
     return add_edge(bp, i, CFG_NONE, next, CFG_EDGE_UNRESOLVED);
 }
@@ -863,9 +885,16 @@ form_edges(trav_t *t)
     return 0;
 }
 
-/* (Re)build the CFG of procedure I. */
+/* A new cfg_bproc_t.blocks_ver, for blocks that changed (any thread may ask). */
+static uint64_t
+blocks_changed(cfg_builder_t *b)
+{
+    return atomic_fetch_add_explicit(&b->blocks_ver, 1, memory_order_relaxed) + 1;
+}
+
+/* (Re)build the CFG of procedure I with the scratch SC (see cfg_scratch_t). */
 static int
-build_proc(cfg_builder_t *b, uint32_t i)
+build_proc(cfg_builder_t *b, cfg_scratch_t *sc, uint32_t i)
 {
     cfg_bproc_t *bp = cfg_discover_proc(b, i);
     bp->blocks.n = bp->edges.n = bp->tables.n = 0;
@@ -874,22 +903,23 @@ build_proc(cfg_builder_t *b, uint32_t i)
     uint64_t total = 0;
     for (size_t r = 0; r < bp->ranges.n; r++)
         total += bp->ranges.v[r].end - bp->ranges.v[r].start;
-    if (total > b->mapcap) {
-        free(b->map);
-        b->map = malloc(total);
-        if (b->map == NULL) {
-            b->mapcap = 0;
+    if (total > sc->mapcap) {
+        free(sc->map);
+        sc->map = malloc(total);
+        if (sc->map == NULL) {
+            sc->mapcap = 0;
             return QP_ENOMEM;
         }
-        b->mapcap = total;
+        sc->mapcap = total;
     }
-    memset(b->map, 0, total);
+    memset(sc->map, 0, total);
     trav_t t;
     memset(&t, 0, sizeof(t));
     t.b = b;
+    t.sc = sc;
     t.bp = bp;
     t.self = i;
-    b->work.n = 0;
+    sc->work.n = 0;
     int rc = traverse(&t);
     if (rc == 0)
         rc = form_blocks(&t);
@@ -898,6 +928,7 @@ build_proc(cfg_builder_t *b, uint32_t i)
         rc = form_edges(&t);
     }
     bp->entry_block = local_block_at(bp, bp->p.entry);
+    bp->blocks_ver = blocks_changed(b);
     bp->built = 1;
     bp->nr_dirty = 1;
     bp->has_noret = 0;
@@ -908,6 +939,93 @@ build_proc(cfg_builder_t *b, uint32_t i)
     CFG_VEC_FREE(t.labels);
     CFG_VEC_FREE(t.ptr_jumps);
     return rc == QP_EDECODE ? 0 : rc;
+}
+
+/* Hand what the builds with SC found to the builder, and empty SC's lists. */
+static int
+scratch_flush(cfg_builder_t *b, cfg_scratch_t *sc)
+{
+    for (size_t k = 0; k < sc->new_entries.n; k++) {
+        QP_CHECK(CFG_VEC_PUSH(b->new_entries, sc->new_entries.v[k]));
+        QP_CHECK(CFG_VEC_PUSH(b->new_srcs, sc->new_srcs.v[k]));
+    }
+    for (size_t k = 0; k + 1 < sc->known.n; k += 2)
+        cfg_discover_proc(b, sc->known.v[k])->p.sources |= sc->known.v[k + 1];
+    for (size_t k = 0; k < sc->strings.n; k++) {
+        int rc = CFG_VEC_PUSH(b->strings, sc->strings.v[k]);
+        if (rc < 0) {
+            for (; k < sc->strings.n; k++)
+                free(sc->strings.v[k]); /* the procedures' reasons are lost: ENOMEM */
+            sc->strings.n = 0;
+            return rc;
+        }
+    }
+    sc->new_entries.n = sc->new_srcs.n = sc->known.n = sc->strings.n = 0;
+    return 0;
+}
+
+static void
+scratch_free(cfg_scratch_t *sc)
+{
+    free(sc->map);
+    CFG_VEC_FREE(sc->work);
+    CFG_VEC_FREE(sc->new_entries);
+    CFG_VEC_FREE(sc->new_srcs);
+    CFG_VEC_FREE(sc->known);
+    for (size_t k = 0; k < sc->strings.n; k++)
+        free(sc->strings.v[k]);
+    CFG_VEC_FREE(sc->strings);
+}
+
+/* A round of builds: the procedures TODO, each built by one of the workers. */
+typedef struct round_ctx {
+    cfg_builder_t *b;
+    const uint32_t *todo;     /* procedure indices */
+    size_t n;                 /* how many */
+    size_t step;              /* progress is told every STEP procedures */
+    size_t told;              /* progress told last at */
+} round_ctx_t;
+
+static int
+round_task(void *arg, unsigned worker, size_t k)
+{
+    round_ctx_t *r = arg;
+    return build_proc(r->b, &r->b->scratch[worker], r->todo[k]);
+}
+
+static void
+round_progress(void *arg, size_t done)
+{
+    round_ctx_t *r = arg;
+    if (r->b->opts.on_progress != NULL && done >= r->told + r->step) {
+        r->told = done;
+        r->b->opts.on_progress(r->b->opts.cb_arg, done, r->n);
+    }
+}
+
+/*
+ * Build the procedures TODO (N indices). Procedures are independent once discovered: a
+ * build writes only its own procedure and its worker's scratch, so the round runs on
+ * b->nscratch threads, and the findings are handed over in worker order.
+ */
+static int
+build_round(cfg_builder_t *b, const uint32_t *todo, size_t n)
+{
+    round_ctx_t r = { b, todo, n, n / 128 + 1, 0 };
+    if (b->opts.on_progress != NULL)
+        b->opts.on_progress(b->opts.cb_arg, 0, n);
+    unsigned nt = n >= 64 ? b->nscratch : 1;
+    if (nt > 1)
+        cfg_discover_freeze(b, 1);
+    int rc = cfg_parallel_for(nt, n, 16, round_task, &r, round_progress);
+    if (nt > 1)
+        cfg_discover_freeze(b, 0);
+    for (unsigned w = 0; w < nt; w++) {
+        int frc = scratch_flush(b, &b->scratch[w]);
+        if (rc == 0)
+            rc = frc;
+    }
+    return rc;
 }
 
 /*****************************************************************************
@@ -939,6 +1057,10 @@ static int
 assign_ranges(cfg_builder_t *b)
 {
     size_t n = b->procs.n;
+    /* Nothing it looks at changed since it last ran (procedures, extents, fragments
+     * all bump b->gen): it would change nothing. */
+    if (b->ranges_done && b->ranges_gen == b->gen && b->ranges_n == n)
+        return 0;
     uint32_t *parent = malloc((n + 1) * sizeof(uint32_t)); /* per fragment: its parent */
     uint8_t *is_parent = calloc(n + 1, 1);
     int rc = parent == NULL || is_parent == NULL ? QP_ENOMEM : 0;
@@ -967,6 +1089,8 @@ assign_ranges(cfg_builder_t *b)
             continue;
         cfg_bproc_t *f = &b->procs.v[i];
         rc = CFG_VEC_PUSH(b->procs.v[parent[i]].ranges, ((cfg_range_t) { f->p.start, f->p.end }));
+        if (f->blocks.n > 0)
+            f->blocks_ver = blocks_changed(b);
         f->blocks.n = f->edges.n = 0; /* a fragment has no blocks of its own */
         f->entry_block = CFG_NONE;
     }
@@ -981,6 +1105,9 @@ assign_ranges(cfg_builder_t *b)
     }
     free(parent);
     free(is_parent);
+    b->ranges_done = rc == 0;
+    b->ranges_gen = b->gen;
+    b->ranges_n = n;
     return rc;
 }
 
@@ -1391,6 +1518,7 @@ prune_proc(cfg_builder_t *b, cfg_bproc_t *bp)
     }
     bp->entry_block = newidx[bp->entry_block];
     bp->blocks.n = nb;
+    bp->blocks_ver = blocks_changed(b);
     bp->edges.n = ne;
     free(newidx);
     free(stack);
@@ -1427,37 +1555,70 @@ padding_len(const uint8_t *p, size_t n, uint64_t addr)
 
 typedef CFG_VEC(span_t) span_vec_t;
 
-/* Push the blocks of BP that start in [LO, HI) (blocks are in address order). */
+/*
+ * Push the blocks of BP that start in [LO, HI) (blocks are in address order), adjacent
+ * ones as one span: the gaps between them are the same. Those of one procedure's extent
+ * lie in one section (for_each_gap must not see a span across sections). The spans are
+ * kept in HOLDER (BP, or a fragment of it) for the next sweep, which takes them as they
+ * are if BP's blocks did not change since.
+ */
 static int
-push_spans_in(const cfg_bproc_t *bp, uint64_t lo, uint64_t hi, span_vec_t *v)
+push_spans_in(cfg_bproc_t *holder, const cfg_bproc_t *bp, uint64_t lo, uint64_t hi,
+              span_vec_t *v)
 {
-    size_t a = 0, z = bp->blocks.n;
-    while (a < z) {
-        size_t mid = (a + z) / 2;
-        if (bp->blocks.v[mid].start < lo)
-            a = mid + 1;
-        else
-            z = mid;
+    if (bp->blocks_ver != holder->covered_ver || lo != holder->covered_lo
+        || hi != holder->covered_hi) {
+        size_t a = 0, z = bp->blocks.n;
+        while (a < z) {
+            size_t mid = (a + z) / 2;
+            if (bp->blocks.v[mid].start < lo)
+                a = mid + 1;
+            else
+                z = mid;
+        }
+        /* Kept at their exact size: most procedures have one run. */
+        size_t nruns = 0;
+        for (size_t k = a; k < bp->blocks.n && bp->blocks.v[k].start < hi; k++)
+            nruns += k == a || bp->blocks.v[k - 1].end != bp->blocks.v[k].start;
+        if (nruns != holder->covered.cap) {
+            cfg_range_t *r = realloc(holder->covered.v, (nruns ? nruns : 1) * sizeof(*r));
+            if (r == NULL)
+                return QP_ENOMEM;
+            holder->covered.v = r;
+            holder->covered.cap = nruns;
+        }
+        holder->covered.n = 0;
+        for (; a < bp->blocks.n && bp->blocks.v[a].start < hi; a++) {
+            const cfg_block_t *bl = &bp->blocks.v[a];
+            cfg_range_t *last = holder->covered.n ? &holder->covered.v[holder->covered.n - 1] : NULL;
+            if (last != NULL && last->end == bl->start)
+                last->end = bl->end;
+            else
+                holder->covered.v[holder->covered.n++] = (cfg_range_t) { bl->start, bl->end };
+        }
+        holder->covered_ver = bp->blocks_ver;
+        holder->covered_lo = lo;
+        holder->covered_hi = hi;
     }
-    for (; a < bp->blocks.n && bp->blocks.v[a].start < hi; a++)
-        QP_CHECK(CFG_VEC_PUSH(*v, ((span_t) { bp->blocks.v[a].start, bp->blocks.v[a].end })));
+    for (size_t k = 0; k < holder->covered.n; k++)
+        QP_CHECK(CFG_VEC_PUSH(*v, ((span_t) { holder->covered.v[k].start, holder->covered.v[k].end })));
     return 0;
 }
 
 /* Every block as a span, in address order without sorting: procedures are in address
  * order with disjoint extents; a fragment's blocks are its parent's, within its extent. */
 static int
-collect_spans(const cfg_builder_t *b, span_vec_t *v)
+collect_spans(cfg_builder_t *b, span_vec_t *v)
 {
     v->n = 0;
     for (size_t i = 0; i < b->procs.n; i++) {
-        const cfg_bproc_t *bp = &b->procs.v[i];
+        cfg_bproc_t *bp = &b->procs.v[i];
         if (bp->p.flags & CFG_PROC_FRAGMENT) {
             uint32_t pi = proc_by_entry(b, bp->parent_entry);
             if (pi != CFG_NONE)
-                QP_CHECK(push_spans_in(&b->procs.v[pi], bp->p.start, bp->p.end, v));
+                QP_CHECK(push_spans_in(bp, &b->procs.v[pi], bp->p.start, bp->p.end, v));
         } else
-            QP_CHECK(push_spans_in(bp, bp->p.start, bp->p.end, v));
+            QP_CHECK(push_spans_in(bp, bp, bp->p.start, bp->p.end, v));
     }
     return 0;
 }
@@ -1533,7 +1694,8 @@ on_gap_new_proc(cfg_builder_t *b, uint64_t start, uint64_t end, void *arg)
         bp->ranges.n = 0;
         QP_CHECK(CFG_VEC_PUSH(bp->ranges, ((cfg_range_t) { bp->p.start, bp->p.end })));
         bp->ranges_h = ranges_hash(bp);
-        QP_CHECK(build_proc(b, pi));
+        QP_CHECK(build_proc(b, &b->scratch[0], pi));
+        QP_CHECK(scratch_flush(b, &b->scratch[0]));
         bp = cfg_discover_proc(b, pi);
         if (bp->p.unsafe != NULL)
             return 0; /* not code: reject_bad_gap_procs drops it */
@@ -1781,6 +1943,8 @@ collect_interior_entries(cfg_builder_t *b)
             QP_CHECK(CFG_VEC_PUSH(tp->extra_entries, ed->target));
             tp->p.flags |= CFG_PROC_MULTI_ENTRY;
             tp->built = 0;
+            if (tp->p.flags & CFG_PROC_FRAGMENT)
+                b->ranges_done = 0; /* assign_ranges marks it built (it has no blocks) */
             added++;
         }
     }
@@ -1797,7 +1961,7 @@ check_extra_entries(cfg_builder_t *b)
             uint64_t a = bp->extra_entries.v[k];
             uint32_t bl = local_block_at(bp, a);
             if (bl == CFG_NONE || bp->blocks.v[bl].start != a)
-                QP_CHECK(set_unsafe(b, bp, "entered at 0x%llx, not an instruction boundary",
+                QP_CHECK(set_unsafe(&b->strings, bp, "entered at 0x%llx, not an instruction boundary",
                                     (unsigned long long)a));
         }
     }
@@ -1867,7 +2031,6 @@ builder_free(cfg_builder_t *b)
     CFG_VEC_FREE(b->addr_taken);
     CFG_VEC_FREE(b->new_entries);
     CFG_VEC_FREE(b->new_srcs);
-    CFG_VEC_FREE(b->work);
     CFG_VEC_FREE(b->rejected);
     CFG_VEC_FREE(b->landing_pads);
     nr_deps_free(b->nr);
@@ -1875,7 +2038,9 @@ builder_free(cfg_builder_t *b)
     for (size_t i = 0; i < b->strings.n; i++)
         free(b->strings.v[i]);
     CFG_VEC_FREE(b->strings);
-    free(b->map);
+    for (unsigned w = 0; b->scratch != NULL && w < b->nscratch; w++)
+        scratch_free(&b->scratch[w]);
+    free(b->scratch);
 }
 
 /* Is ED the way on after a call that ends its procedure (a tail call into the next)? */
@@ -2034,6 +2199,25 @@ noreturn_and_prune(cfg_builder_t *b)
  * return: marked to be built again. Their call then gets its return edge (or a tail call
  * into the next procedure, when nothing follows it). Returns how many.
  */
+/*
+ * Would a call of BP that returns to NEXT get anything but a "never returns" edge, were
+ * BP built again with its callee returning? Yes when NEXT is in BP's ranges (the code
+ * there is traversed) or a procedure starts after the padding there (a tail call to it,
+ * see edge_to_next). No: the call ends the procedure's code and nothing follows, and
+ * building it again would give the same edge (the compiler knew the call never returns
+ * there).
+ */
+static int
+return_site_used(const cfg_builder_t *b, const cfg_bproc_t *bp, uint64_t next)
+{
+    if (slot(bp, next) >= 0)
+        return 1;
+    size_t avail;
+    const uint8_t *p = cfg_image_ptr(b->img, next, &avail);
+    uint64_t after = next + (p ? padding_len(p, avail < 32 ? avail : 32, next) : 0);
+    return proc_by_entry(b, after) != CFG_NONE;
+}
+
 static size_t
 rebuild_stale_noreturn_callers(cfg_builder_t *b)
 {
@@ -2046,8 +2230,11 @@ rebuild_stale_noreturn_callers(cfg_builder_t *b)
                 || bp->blocks.v[ed->from].call_target != ed->target)
                 continue;
             uint32_t c = proc_by_entry(b, ed->target);
-            if (c != CFG_NONE && !(b->procs.v[c].p.flags & CFG_PROC_NORETURN)) {
+            if (c != CFG_NONE && !(b->procs.v[c].p.flags & CFG_PROC_NORETURN)
+                && return_site_used(b, bp, bp->blocks.v[ed->from].end)) {
                 bp->built = 0;
+                if (bp->p.flags & CFG_PROC_FRAGMENT)
+                    b->ranges_done = 0; /* see assign_ranges */
                 n++;
                 break;
             }
@@ -2068,25 +2255,107 @@ sorted_copy(const cfg_u64_vec_t *from, cfg_u64_vec_t *to)
     return 0;
 }
 
+/*
+ * What a stale round (see build_all) may change: every procedure's flags and "may
+ * return", and what it builds again. A round that changes none of it leaves the state
+ * as it found it, so the rounds after it would do the same again, to no effect.
+ */
+typedef struct stale_snap {
+    size_t n;                 /* b->procs.n */
+    CFG_VEC(uint32_t) flags;  /* per procedure: p.flags */
+    CFG_VEC(uint8_t) mayret;  /* per procedure: may_return */
+    CFG_VEC(uint8_t) bytes;   /* the procedures to be built again: their blocks, edges */
+} stale_snap_t;
+
+static int
+snap_push(stale_snap_t *sn, const void *p, size_t len)
+{
+    QP_CHECK(cfg_vec_grow((void **)&sn->bytes.v, &sn->bytes.cap, sn->bytes.n + len, 1));
+    memcpy(sn->bytes.v + sn->bytes.n, p, len);
+    sn->bytes.n += len;
+    return 0;
+}
+
+/* Append what can change of procedure I (one to be built again). */
+static int
+snap_proc(const cfg_builder_t *b, size_t i, stale_snap_t *sn)
+{
+    const cfg_bproc_t *bp = &b->procs.v[i];
+    size_t u = bp->p.unsafe ? strlen(bp->p.unsafe) + 1 : 0;
+    size_t head[4] = { i, bp->blocks.n, bp->edges.n, u };
+    QP_CHECK(snap_push(sn, head, sizeof(head)));
+    QP_CHECK(snap_push(sn, bp->blocks.v, bp->blocks.n * sizeof(cfg_block_t)));
+    QP_CHECK(snap_push(sn, bp->edges.v, bp->edges.n * sizeof(cfg_edge_t)));
+    QP_CHECK(snap_push(sn, &bp->entry_block, sizeof(bp->entry_block)));
+    QP_CHECK(snap_push(sn, &bp->p.nind_unresolved, sizeof(bp->p.nind_unresolved)));
+    if (u > 0)
+        QP_CHECK(snap_push(sn, bp->p.unsafe, u));
+    return 0;
+}
+
+/* Take SN of B, whose procedures to be built again are marked. */
+static int
+snap_take(const cfg_builder_t *b, stale_snap_t *sn)
+{
+    sn->n = b->procs.n;
+    sn->flags.n = sn->mayret.n = sn->bytes.n = 0;
+    for (size_t i = 0; i < b->procs.n; i++) {
+        QP_CHECK(CFG_VEC_PUSH(sn->flags, b->procs.v[i].p.flags));
+        QP_CHECK(CFG_VEC_PUSH(sn->mayret, b->procs.v[i].may_return));
+        if (!b->procs.v[i].built)
+            QP_CHECK(snap_proc(b, i, sn));
+    }
+    return 0;
+}
+
+/*
+ * Is B as SN found it (the procedures SN marked now built again)? 1 yes, 0 no (or not
+ * sure: padding bytes may differ), QP_ENOMEM.
+ */
+static int
+snap_same(const cfg_builder_t *b, const stale_snap_t *sn)
+{
+    if (b->procs.n != sn->n)
+        return 0;
+    for (size_t i = 0; i < sn->n; i++)
+        if (b->procs.v[i].p.flags != sn->flags.v[i] || b->procs.v[i].may_return != sn->mayret.v[i])
+            return 0;
+    /* The same procedures, as they are now. */
+    stale_snap_t now = { 0 };
+    size_t at = 0;
+    int rc = 0, same = 1;
+    while (at < sn->bytes.n && rc == 0 && same) {
+        size_t head[4];
+        memcpy(head, sn->bytes.v + at, sizeof(head));
+        now.bytes.n = 0;
+        rc = snap_proc(b, head[0], &now);
+        size_t len = now.bytes.n;
+        same = rc == 0 && at + len <= sn->bytes.n && memcmp(now.bytes.v, sn->bytes.v + at, len) == 0;
+        at += len;
+    }
+    CFG_VEC_FREE(now.bytes);
+    return rc < 0 ? rc : same;
+}
+
 static int
 build_all(cfg_builder_t *b)
 {
     span_vec_t spans = { 0 };
-    int rc = 0, gap_rounds = 0, stale_rounds = 0;
+    CFG_VEC(uint32_t) todo = { 0 };
+    int rc = 0, gap_rounds = 0, stale_rounds = 0, in_stale = 0;
+    stale_snap_t snap = { 0 };
     size_t built = 0;
     for (int round = 0; round < 64; round++) {
         DBG_PHASE("round");
         if ((rc = assign_ranges(b)) < 0)
             break;
-        size_t step = b->procs.n / 128 + 1;
-        for (size_t i = 0; i < b->procs.n && rc == 0; i++) {
-            if (b->opts.on_progress != NULL && i % step == 0)
-                b->opts.on_progress(b->opts.cb_arg, i, b->procs.n);
-            if (!b->procs.v[i].built) {
-                rc = build_proc(b, (uint32_t)i);
-                built++;
-            }
-        }
+        todo.n = 0;
+        for (size_t i = 0; i < b->procs.n && rc == 0; i++)
+            if (!b->procs.v[i].built)
+                rc = CFG_VEC_PUSH(todo, (uint32_t)i);
+        if (rc == 0 && todo.n > 0)
+            rc = build_round(b, todo.v, todo.n);
+        built += todo.n;
         if (rc < 0)
             break;
         if ((rc = cfg_discover_add_new(b)) < 0)
@@ -2106,11 +2375,27 @@ build_all(cfg_builder_t *b)
         rc = 0;
         built = 0;
         DBG_PHASE("noreturn");
+        /* A stale round that changed nothing: the next ones would repeat it (they are
+         * counted as if they ran). */
+        if (in_stale && (rc = snap_same(b, &snap)) != 0) {
+            if (rc < 0)
+                break;
+            round += 4 - stale_rounds;
+            stale_rounds = 4;
+            if (round >= 64)
+                break; /* where the rounds would have stopped */
+        }
+        rc = in_stale = 0;
         /* Callers built while a callee seemed never to return, which returns after all:
          * built again, the code after the call now traversed (a few times at most). */
         if (stale_rounds < 4 && rebuild_stale_noreturn_callers(b) > 0) {
             stale_rounds++;
             built = 1;
+            if (stale_rounds < 4) {
+                if ((rc = snap_take(b, &snap)) < 0)
+                    break;
+                in_stale = 1;
+            }
             continue;
         }
         if (b->opts.no_gap_procs || ++gap_rounds > 6)
@@ -2138,6 +2423,10 @@ build_all(cfg_builder_t *b)
         rc = 0;
     }
     CFG_VEC_FREE(spans);
+    CFG_VEC_FREE(todo);
+    CFG_VEC_FREE(snap.flags);
+    CFG_VEC_FREE(snap.mayret);
+    CFG_VEC_FREE(snap.bytes);
     return rc < 0 ? rc : 0;
 }
 
@@ -2149,25 +2438,31 @@ build_all(cfg_builder_t *b)
  * whatever follows it in the new layout. Such callers are unsafe, so they stay in place
  * (seen in Debian's python3.11, built with hot/cold splitting).
  */
-static void
+static int
 check_noreturn_calls(cfg_prog_t *prog)
 {
+    /* The calls that matter: "never returns" edges to a procedure's entry (what else
+     * there is does not change below). */
+    CFG_VEC(uint32_t) calls = { 0 };
+    for (uint32_t k = 0; k < prog->nblocks; k++) {
+        const cfg_block_t *bl = &prog->blocks[k];
+        if (bl->last_kind != ARCH_KIND_CALL || bl->call_target == 0 || bl->nsucc == 0)
+            continue;
+        int noret = 0;
+        for (uint32_t e = 0; e < bl->nsucc; e++)
+            noret |= prog->edges[bl->succ + e].kind == CFG_EDGE_NORETURN;
+        const cfg_proc_t *callee = noret ? cfg_proc_at(prog, bl->call_target) : NULL;
+        if (callee != NULL && callee->entry == bl->call_target)
+            QP_CHECK(CFG_VEC_PUSH(calls, k));
+    }
     /* To a fixpoint: a caller found this way may itself be marked "never returns" on the
      * strength of that call, so its own callers' edges are suspect too. */
     for (int changed = 1; changed;) {
         changed = 0;
-        for (uint32_t k = 0; k < prog->nblocks; k++) {
-            const cfg_block_t *bl = &prog->blocks[k];
-            if (bl->last_kind != ARCH_KIND_CALL || bl->call_target == 0 || bl->nsucc == 0)
-                continue;
-            int noret = 0;
-            for (uint32_t e = 0; e < bl->nsucc; e++)
-                noret |= prog->edges[bl->succ + e].kind == CFG_EDGE_NORETURN;
-            if (!noret)
-                continue;
+        for (size_t c = 0; c < calls.n; c++) {
+            const cfg_block_t *bl = &prog->blocks[calls.v[c]];
             const cfg_proc_t *callee = cfg_proc_at(prog, bl->call_target);
-            if (callee == NULL || callee->entry != bl->call_target
-                || (callee->flags & CFG_PROC_NORETURN))
+            if (callee->flags & CFG_PROC_NORETURN)
                 continue;
             cfg_proc_t *caller = &prog->procs[bl->proc];
             if ((caller->flags & CFG_PROC_FRAGMENT) && caller->parent != CFG_NONE)
@@ -2181,6 +2476,17 @@ check_noreturn_calls(cfg_prog_t *prog)
             }
         }
     }
+    CFG_VEC_FREE(calls);
+    return 0;
+}
+
+/* Loops of procedure K: each procedure's blocks are its own. */
+static int
+loops_task(void *arg, unsigned worker, size_t k)
+{
+    cfg_prog_t *prog = arg;
+    (void)worker;
+    return cfg_loops_proc(prog, &prog->procs[k]);
 }
 
 int
@@ -2195,11 +2501,16 @@ cfg_prog_build(const cfg_image_t *img, const cfg_opts_t *opts, cfg_prog_t **out)
     b.img = img;
     if (opts != NULL)
         b.opts = *opts;
+    b.nscratch = b.opts.threads > CFG_MAX_THREADS ? CFG_MAX_THREADS
+                 : b.opts.threads > 1                ? b.opts.threads
+                                                     : 1;
+    b.scratch = calloc(b.nscratch, sizeof(cfg_scratch_t));
     cfg_prog_t *prog = calloc(1, sizeof(*prog));
     prog_priv_t *pp = calloc(1, sizeof(*pp));
-    if (prog == NULL || pp == NULL) {
+    if (prog == NULL || pp == NULL || b.scratch == NULL) {
         free(prog);
         free(pp);
+        free(b.scratch);
         return QP_ENOMEM;
     }
     prog->img = img;
@@ -2225,9 +2536,9 @@ cfg_prog_build(const cfg_image_t *img, const cfg_opts_t *opts, cfg_prog_t **out)
     }
     dbg_phase(&b, "flattened");
     if (rc == 0)
-        check_noreturn_calls(prog);
-    for (uint32_t i = 0; rc == 0 && i < prog->nprocs; i++)
-        rc = cfg_loops_proc(prog, &prog->procs[i]);
+        rc = check_noreturn_calls(prog);
+    if (rc == 0)
+        rc = cfg_parallel_for(b.nscratch, prog->nprocs, 64, loops_task, prog, NULL);
     dbg_phase(&b, "loops");
     if (rc == 0)
         rc = compute_stats(&b, prog);

@@ -187,6 +187,7 @@ cfg_bproc_free(cfg_bproc_t *bp)
     CFG_VEC_FREE(bp->edges);
     CFG_VEC_FREE(bp->tables);
     CFG_VEC_FREE(bp->extra_entries);
+    CFG_VEC_FREE(bp->covered);
 }
 
 /*****************************************************************************
@@ -442,7 +443,7 @@ find_indexed(const cfg_builder_t *b, uint64_t addr)
 {
     cfg_find_index_t *fx = b->find;
     size_t n = b->procs.n;
-    if (fx->n == 0 || fx->misses > n / 32 + 16)
+    if (!fx->frozen && (fx->n == 0 || fx->misses > n / 32 + 16))
         find_index_copy(b, fx);
     size_t lo = 0, hi = fx->n;
     while (lo < hi) {
@@ -455,8 +456,21 @@ find_indexed(const cfg_builder_t *b, uint64_t addr)
     if (lo <= n && (lo == 0 || b->procs.v[lo - 1].p.entry <= addr)
         && (lo == n || b->procs.v[lo].p.entry > addr))
         return lo;
-    fx->misses++;
+    if (!fx->frozen)
+        fx->misses++;
     return SIZE_MAX;
+}
+
+void
+cfg_discover_freeze(cfg_builder_t *b, int frozen)
+{
+    cfg_find_index_t *fx = b->find;
+    if (fx == NULL)
+        return;
+    fx->frozen = 0;
+    if (frozen)
+        find_index_copy(b, fx);
+    fx->frozen = frozen;
 }
 
 uint32_t

@@ -52,102 +52,150 @@ typedef struct dc_insn {
 
 #define DC_CHUNK_BITS 16 /* instructions per chunk (1 MiB): chunks never move */
 #define DC_CHUNK ((size_t)1 << DC_CHUNK_BITS)
+#define DC_MAX_CHUNKS (((size_t)UINT32_MAX >> DC_CHUNK_BITS) + 1)
 
+/*
+ * The cache is shared by the threads of cfg_parallel_for without a lock: an instruction
+ * is written to a slot of its own (taken from an atomic counter) and then published by
+ * storing its index in the section's per-byte table (release; readers acquire). Two
+ * threads decoding the same bytes at once both decode; one publishes, the other's slot
+ * stays unused. Whatever thread decoded it, the instruction is the same.
+ */
 typedef struct cfg_dcache {
-    uint32_t **at;             /* per section: per byte, 1 + the index of the instruction
-                                * decoded there, or 0; NULL for sections not kept */
-    uint8_t *tried;            /* per section: `at` was allocated (or could not be) */
-    dc_insn_t **chunks;        /* the instructions */
-    size_t nchunks;            /* chunks allocated */
-    size_t n;                  /* instructions kept */
-    const cfg_section_t *last; /* the section used last (decoding goes in address order) */
+    _Atomic(_Atomic uint32_t *) *at; /* per section: per byte, 1 + the index of the
+                                      * instruction decoded there, or 0; NULL until used */
+    _Atomic(dc_insn_t *) *chunks;    /* DC_MAX_CHUNKS chunk pointers, NULL until used */
+    atomic_size_t n;                 /* slots taken */
 } cfg_dcache_t;
+
+/* A section whose instructions are not kept (not code, or no memory): its `at` entry. */
+static _Atomic uint32_t dc_not_kept;
 
 static void
 dcache_free(cfg_image_priv_t *priv, size_t nsections)
 {
-    cfg_dcache_t *dc = priv->dcache;
+    cfg_dcache_t *dc = atomic_exchange(&priv->dcache, NULL);
     if (dc == NULL)
         return;
     for (size_t i = 0; dc->at != NULL && i < nsections; i++)
-        free(dc->at[i]);
-    for (size_t i = 0; i < dc->nchunks; i++)
+        if (dc->at[i] != &dc_not_kept)
+            free((void *)dc->at[i]);
+    for (size_t i = 0; dc->chunks != NULL && i < DC_MAX_CHUNKS; i++)
         free(dc->chunks[i]);
-    free(dc->at);
-    free(dc->tried);
-    free(dc->chunks);
+    free((void *)dc->at);
+    free((void *)dc->chunks);
     free(dc);
-    priv->dcache = NULL;
+}
+
+/* The cache of IMG, made on first use; NULL without memory. */
+static cfg_dcache_t *
+dcache_get(const cfg_image_t *img)
+{
+    cfg_image_priv_t *priv = img->priv;
+    cfg_dcache_t *dc = atomic_load_explicit(&priv->dcache, memory_order_acquire);
+    if (dc != NULL)
+        return dc;
+    if ((dc = calloc(1, sizeof(*dc))) == NULL)
+        return NULL;
+    dc->at = calloc(img->nsections + 1, sizeof(*dc->at));
+    dc->chunks = calloc(DC_MAX_CHUNKS, sizeof(*dc->chunks));
+    atomic_init(&dc->n, 0);
+    cfg_dcache_t *none = NULL;
+    if (dc->at == NULL || dc->chunks == NULL
+        || !atomic_compare_exchange_strong(&priv->dcache, &none, dc)) {
+        free((void *)dc->at);
+        free((void *)dc->chunks);
+        free(dc);
+        return none; /* another thread's (or NULL: no memory) */
+    }
+    return dc;
 }
 
 /* The per-byte index of section S, allocated on first use; NULL when S is not kept. */
-static uint32_t *
+static _Atomic uint32_t *
 dcache_index(const cfg_image_t *img, cfg_dcache_t *dc, const cfg_section_t *s)
 {
     size_t si = (size_t)(s - img->sections);
-    if (!dc->tried[si]) {
-        dc->tried[si] = 1;
+    _Atomic uint32_t *at = atomic_load_explicit(&dc->at[si], memory_order_acquire);
+    if (at == NULL) {
         /* Only code is worth keeping; without the memory, decode every time. */
         if ((s->flags & CFG_SEC_CODE) && s->size < UINT32_MAX)
-            dc->at[si] = calloc((size_t)s->size + 1, sizeof(uint32_t));
+            at = calloc((size_t)s->size + 1, sizeof(uint32_t));
+        if (at == NULL)
+            at = &dc_not_kept;
+        _Atomic uint32_t *none = NULL;
+        if (!atomic_compare_exchange_strong(&dc->at[si], &none, at)) {
+            if (at != &dc_not_kept)
+                free((void *)at);
+            at = none;
+        }
     }
-    return dc->at[si];
+    return at == &dc_not_kept ? NULL : at;
+}
+
+/* Chunk K of the instructions, allocated on first use; NULL without memory. */
+static dc_insn_t *
+dcache_chunk(cfg_dcache_t *dc, size_t k)
+{
+    dc_insn_t *c = atomic_load_explicit(&dc->chunks[k], memory_order_acquire);
+    if (c != NULL)
+        return c;
+    if ((c = malloc(DC_CHUNK * sizeof(dc_insn_t))) == NULL)
+        return NULL;
+    dc_insn_t *none = NULL;
+    if (!atomic_compare_exchange_strong(&dc->chunks[k], &none, c)) {
+        free(c);
+        c = none;
+    }
+    return c;
 }
 
 /* Keep IN, decoded at byte OFF of the section whose index is AT. */
 static void
-dcache_put(cfg_dcache_t *dc, uint32_t *at, uint64_t off, const arch_insn_t *in)
+dcache_put(cfg_dcache_t *dc, _Atomic uint32_t *at, uint64_t off, const arch_insn_t *in)
 {
-    if (dc->n >= UINT32_MAX - 1)
+    size_t k = atomic_fetch_add_explicit(&dc->n, 1, memory_order_relaxed);
+    if (k >= UINT32_MAX - 1)
         return;
-    if ((dc->n >> DC_CHUNK_BITS) >= dc->nchunks) {
-        dc_insn_t **v = realloc(dc->chunks, (dc->nchunks + 1) * sizeof(dc_insn_t *));
-        if (v == NULL)
-            return;
-        dc->chunks = v;
-        if ((v[dc->nchunks] = malloc(DC_CHUNK * sizeof(dc_insn_t))) == NULL)
-            return;
-        dc->nchunks++;
-    }
-    dc->chunks[dc->n >> DC_CHUNK_BITS][dc->n & (DC_CHUNK - 1)] = (dc_insn_t) {
+    dc_insn_t *c = dcache_chunk(dc, k >> DC_CHUNK_BITS);
+    if (c == NULL)
+        return;
+    c[k & (DC_CHUNK - 1)] = (dc_insn_t) {
         in->target, in->len, in->kind, in->rel_off, in->rel_size, in->flags, in->flags_read,
         in->flags_written,
     };
-    at[off] = (uint32_t)++dc->n;
+    uint32_t none = 0;
+    atomic_compare_exchange_strong_explicit(&at[off], &none, (uint32_t)k + 1,
+                                            memory_order_release, memory_order_relaxed);
 }
+
+/* The index of the section this thread used last (decoding goes in address order); it
+ * may be another image's: it is only a guess, checked against the address. */
+static _Thread_local size_t dc_last;
 
 int
 cfg_image_decode(const cfg_image_t *img, uint64_t addr, uint64_t limit, arch_insn_t *out)
 {
     if (img == NULL || out == NULL)
         return QP_EINVAL;
-    cfg_image_priv_t *priv = img->priv;
-    cfg_dcache_t *dc = priv->dcache;
-    if (dc == NULL && (dc = calloc(1, sizeof(*dc))) != NULL) {
-        dc->at = calloc(img->nsections + 1, sizeof(uint32_t *));
-        dc->tried = calloc(img->nsections + 1, 1);
-        priv->dcache = dc;
-        if (dc->at == NULL || dc->tried == NULL) {
-            dcache_free(priv, img->nsections);
-            dc = NULL;
-        }
-    }
-    const cfg_section_t *s = dc != NULL ? dc->last : NULL;
+    cfg_dcache_t *dc = dcache_get(img);
+    const cfg_section_t *s = dc_last < img->nsections ? &img->sections[dc_last] : NULL;
     if (s == NULL || addr < s->vma || addr - s->vma >= s->size) {
         s = cfg_image_section_at(img, addr);
         if (s == NULL)
             return QP_EDECODE;
-        if (dc != NULL)
-            dc->last = s;
+        dc_last = (size_t)(s - img->sections);
     }
     uint64_t off = addr - s->vma;
     size_t avail = (size_t)(s->size - off);
     if (limit > addr && avail > limit - addr)
         avail = (size_t)(limit - addr);
-    uint32_t *at = dc != NULL ? dcache_index(img, dc, s) : NULL;
-    if (at != NULL && at[off] != 0) {
-        size_t k = at[off] - 1;
-        const dc_insn_t *c = &dc->chunks[k >> DC_CHUNK_BITS][k & (DC_CHUNK - 1)];
+    _Atomic uint32_t *at = dc != NULL ? dcache_index(img, dc, s) : NULL;
+    uint32_t idx = at != NULL ? atomic_load_explicit(&at[off], memory_order_acquire) : 0;
+    if (idx != 0) {
+        size_t k = idx - 1;
+        const dc_insn_t *c = &atomic_load_explicit(&dc->chunks[k >> DC_CHUNK_BITS],
+                                                   memory_order_relaxed)[k & (DC_CHUNK - 1)];
         /* Decoding reads the instruction's bytes and no more: the same result, unless
          * the limit cuts it short (then decode, and fail, as arch_decode does). */
         if (c->len <= avail) {
@@ -157,7 +205,7 @@ cfg_image_decode(const cfg_image_t *img, uint64_t addr, uint64_t limit, arch_ins
         }
     }
     int rc = arch_decode(s->bytes + off, avail, addr, out);
-    if (rc == 0 && at != NULL && at[off] == 0)
+    if (rc == 0 && at != NULL && idx == 0)
         dcache_put(dc, at, off, out);
     return rc;
 }

@@ -7,6 +7,7 @@
  * the FDE reader, the jump-table recogniser and the loop analysis. No other folder may
  * include this header.
  */
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -29,9 +30,29 @@
 #define CFG_VEC_FREE(vec) (free((vec).v), (vec).v = NULL, (vec).n = (vec).cap = 0)
 
 typedef CFG_VEC(uint64_t) cfg_u64_vec_t;
+typedef CFG_VEC(char *) cfg_str_vec_t;
 
 /* A copy of S owned by the caller, or NULL. */
 char *cfg_strdup(const char *s);
+
+/*****************************************************************************
+ * A parallel loop (cfg_pool.c, the only thread code)
+ */
+
+/* The most threads cfg_parallel_for runs. */
+#define CFG_MAX_THREADS 16
+
+/* The work of item K, run by worker WORKER (0 .. nthreads-1; 0 is the caller's thread). */
+typedef int (*cfg_task_fn)(void *arg, unsigned worker, size_t k);
+
+/*
+ * Call FN(ARG, worker, k) once for every k in [0, N), on up to NTHREADS threads (at
+ * most CFG_MAX_THREADS; 0 or 1: on the caller's thread alone), GRAIN items at a time.
+ * PROGRESS (or NULL) is called on the caller's thread with the items handed out so far.
+ * After an error no more items are started. Returns 0, or an error FN returned.
+ */
+int cfg_parallel_for(unsigned nthreads, size_t n, size_t grain, cfg_task_fn fn, void *arg,
+                     void (*progress)(void *arg, size_t done));
 
 /*****************************************************************************
  * Image internals (cfg_image.c)
@@ -109,7 +130,7 @@ typedef struct cfg_image_priv {
     uint8_t *bytes;                             /* copied bytes (cfg_image_from_bytes) */
     uint64_t *sec_order;                        /* loaded sections sorted by vma (indices) */
     size_t nsec_order;
-    struct cfg_dcache *dcache;                  /* decoded instructions (cfg_image_decode) */
+    _Atomic(struct cfg_dcache *) dcache;        /* decoded instructions (cfg_image_decode) */
 } cfg_image_priv_t;
 
 /*****************************************************************************
@@ -181,6 +202,11 @@ typedef struct cfg_bproc {
     uint8_t nr_dirty;                 /* built since the last noreturn analysis */
     uint64_t ranges_h;                /* hash of `ranges` (assign_ranges) */
     uint8_t has_noret;                /* may have a "never returns" edge to a procedure */
+    uint64_t blocks_ver;              /* a new value (b->blocks_ver) whenever `blocks`
+                                       * change; 0: never had any */
+    CFG_VEC(cfg_range_t) covered;     /* gap sweep: runs of adjacent blocks, as last found */
+    uint64_t covered_ver;             /* ... among the blocks of that version */
+    uint64_t covered_lo, covered_hi;  /* ... starting in [lo, hi) */
 } cfg_bproc_t;
 
 /* The procedures' entries in a compact array, for cfg_discover_find (see there). */
@@ -188,6 +214,7 @@ typedef struct cfg_find_index {
     uint64_t *v;                      /* entries, as b->procs was when last copied */
     size_t n, cap;                    /* how many; allocated */
     size_t misses;                    /* lookups it could not answer since */
+    int frozen;                       /* not to be changed (cfg_discover_freeze) */
 } cfg_find_index_t;
 
 typedef struct cfg_builder {
@@ -197,16 +224,19 @@ typedef struct cfg_builder {
     cfg_u64_vec_t addr_taken;         /* code addresses held as data, sorted */
     cfg_u64_vec_t new_entries;        /* call/jump targets found while building */
     CFG_VEC(uint32_t) new_srcs;       /* their CFG_SRC_* bits */
-    uint8_t *map;                     /* traversal scratch: a byte per byte of extent */
-    size_t mapcap;
-    cfg_u64_vec_t work;               /* traversal worklist */
+    struct cfg_scratch *scratch;      /* per worker: traversal scratch, findings (cfg_build.c) */
+    unsigned nscratch;                /* workers (opts.threads, at least 1) */
     cfg_u64_vec_t rejected;           /* gap starts that proved not to be code */
     cfg_u64_vec_t landing_pads;       /* exception landing pads (from LSDAs), sorted */
-    CFG_VEC(char *) strings;          /* names made up here (handed to the program) */
+    cfg_str_vec_t strings;            /* names made up here (handed to the program) */
     cfg_find_index_t *find;           /* lookup index (cfg_discover_find), or NULL */
     struct cfg_side *side;            /* during a gap sweep: procedures found so far */
     uint64_t gen;                     /* bumped when procedures, extents or fragments change */
     struct cfg_nr_deps *nr;           /* noreturn analysis: who depends on whom, or NULL */
+    atomic_uint_least64_t blocks_ver; /* the last cfg_bproc_t.blocks_ver given out */
+    int ranges_done;                  /* assign_ranges ran, when b->gen was ranges_gen */
+    uint64_t ranges_gen;              /* ... and b->procs.n ranges_n */
+    size_t ranges_n;
 } cfg_builder_t;
 
 /*
@@ -220,6 +250,13 @@ void cfg_bproc_free(cfg_bproc_t *bp);
 
 /* Collect the procedure entries of the image into B->procs with their extents. */
 int cfg_discover(cfg_builder_t *b);
+
+/*
+ * Bring the lookup index of cfg_discover_find up to date and keep it as it is until
+ * FROZEN is 0 again: while frozen, cfg_discover_find changes nothing (threads may call it
+ * at once) and B's procedures must not change.
+ */
+void cfg_discover_freeze(cfg_builder_t *b, int frozen);
 
 /* Index in B->procs of the procedure whose main extent holds ADDR, or CFG_NONE. */
 uint32_t cfg_discover_find(const cfg_builder_t *b, uint64_t addr);

@@ -1928,7 +1928,9 @@ static int
 emit_code(ed_plan_t *plan, const qp_space_ops_t *ops, void *space)
 {
     const cfg_prog_t *prog = plan->prog;
-    uint8_t *buf = malloc(plan->text_size + 1);
+    /* Zeroed: the bytes nothing is emitted to (alignment before the translation table)
+     * are then the same in every run, whatever the heap held. */
+    uint8_t *buf = calloc(plan->text_size + 1, 1);
     if (buf == NULL)
         return QP_ENOMEM;
     int rc = 0;

@@ -77,6 +77,8 @@ usage(FILE *f)
             "      --debug-dir=DIRS   where a stripped INPUT's separate debug file is looked\n"
             "                         for (by build-id or .gnu_debuglink; colon-separated;\n"
             "                         default /usr/lib/debug)\n"
+            "      --threads=N        analyse on N threads (default: the CPUs online, at\n"
+            "                         most 8; 1: no threads); the output is the same\n"
             "  -v, --verbose          say more (every unsafe procedure and why)\n"
             "  -h, --help             print this help and exit\n"
             "  -V, --version          print the version and exit\n"
@@ -91,6 +93,7 @@ static int call_targets; /* --call-targets */
 static int trace_mem;    /* --trace-mem */
 static int with_libs;    /* --with-libs: outputs look for libraries beside them first */
 static int analysis_pass; /* passes of the analysis seen (the percentage restarts) */
+static unsigned nthreads; /* --threads, or 0: the CPUs online (at most 8) */
 
 /* cfg_opts_t.on_progress: "analysing... 45%" (and the pass, after the first). */
 static void
@@ -644,6 +647,7 @@ rewrite_file(const char *input, const char *output, int dump, const char *proc,
     cfg_opts_t co = { 0 };
     tool_cfg_debug(&co); /* QP_DEBUG: development aid, see qpt-rewrite(1) */
     co.on_progress = analysis_progress;
+    co.threads = nthreads;
     rc = cfg_prog_build(img, &co, &prog);
     if (dump != DUMP_NONE || rc < 0)
         progress(NULL);
@@ -799,6 +803,7 @@ main(int argc, char **argv)
         { "trace-mem", no_argument, NULL, 'm' },
         { "with-libs", no_argument, NULL, 'L' },
         { "force", no_argument, NULL, 'F' },
+        { "threads", required_argument, NULL, 'j' },
         { "help", no_argument, NULL, 'h' },
         { "version", no_argument, NULL, 'V' },
         { NULL, 0, NULL, 0 },
@@ -831,6 +836,17 @@ main(int argc, char **argv)
         case 'm': trace_mem = 1; break;
         case 'L': with_libs = 1; break;
         case 'F': force = 1; break;
+        case 'j': {
+            char *end;
+            unsigned long v = strtoul(optarg, &end, 10);
+            if (end == optarg || *end != '\0' || v < 1 || v > 16 || optarg[0] == '-') {
+                fprintf(stderr, "%s: --threads: '%s' is not a number from 1 to 16\n",
+                        prog_name, optarg);
+                return EXIT_USAGE;
+            }
+            nthreads = (unsigned)v;
+            break;
+        }
         case 'g':
             if (cfg_set_debug_dirs(optarg) < 0)
                 return fail_input("-", QP_ENOMEM);
@@ -859,6 +875,10 @@ main(int argc, char **argv)
         return EXIT_USAGE;
     }
     const char *input = argv[optind];
+    if (nthreads == 0) {
+        long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+        nthreads = cpus < 1 ? 1 : cpus > 8 ? 8 : (unsigned)cpus;
+    }
     if (strcmp(driver, "qp") != 0 && strcmp(driver, "naive") != 0 && strcmp(driver, "none") != 0
         && strcmp(driver, "trace") != 0 && strcmp(driver, "trace-naive") != 0) {
         fprintf(stderr, "%s: --driver: unknown driver '%s' (qp, naive, trace, trace-naive, none)\n",

@@ -1,0 +1,83 @@
+/* Copyright 2026 the qpt authors
+ * SPDX-License-Identifier: MIT */
+
+/*
+ * A parallel loop over independent items: the only thread code of qpt. Items are handed
+ * out in small grains from one atomic counter, so a slow item does not hold up the rest;
+ * what each item computes must not depend on which worker ran it or when, and the
+ * caller merges per-worker results in a fixed order, so that the outcome is the same for
+ * any number of threads.
+ */
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include "cfg/cfg_priv.h"
+
+typedef struct pool_run {
+    size_t n, grain;             /* items, and how many a worker takes at a time */
+    cfg_task_fn fn;              /* the work of one item */
+    void *arg;                   /* FN's first argument */
+    atomic_size_t next;          /* the first item not handed out */
+    atomic_int rc;               /* the first error, or 0 */
+    void (*progress)(void *arg, size_t done); /* called by worker 0 between grains */
+} pool_run_t;
+
+typedef struct pool_worker {
+    pool_run_t *run;
+    unsigned id;                 /* 0: the caller's own thread */
+    pthread_t tid;
+} pool_worker_t;
+
+static void *
+pool_work(void *p)
+{
+    pool_worker_t *w = p;
+    pool_run_t *r = w->run;
+    while (atomic_load_explicit(&r->rc, memory_order_relaxed) == 0) {
+        size_t k = atomic_fetch_add_explicit(&r->next, r->grain, memory_order_relaxed);
+        if (k >= r->n)
+            break;
+        if (w->id == 0 && r->progress != NULL)
+            r->progress(r->arg, k);
+        size_t end = k + r->grain < r->n ? k + r->grain : r->n;
+        for (; k < end; k++) {
+            int rc = r->fn(r->arg, w->id, k);
+            if (rc < 0) {
+                int zero = 0;
+                atomic_compare_exchange_strong(&r->rc, &zero, rc);
+                break;
+            }
+        }
+    }
+    return NULL;
+}
+
+int
+cfg_parallel_for(unsigned nthreads, size_t n, size_t grain, cfg_task_fn fn, void *arg,
+                 void (*progress)(void *arg, size_t done))
+{
+    if (fn == NULL)
+        return QP_EINVAL;
+    if (nthreads > CFG_MAX_THREADS)
+        nthreads = CFG_MAX_THREADS;
+    if (nthreads == 0)
+        nthreads = 1;
+    pool_run_t r = { .n = n, .grain = grain ? grain : 1, .fn = fn, .arg = arg,
+                     .progress = progress };
+    atomic_init(&r.next, 0);
+    atomic_init(&r.rc, 0);
+    pool_worker_t w[CFG_MAX_THREADS];
+    unsigned started = 1;
+    /* More threads than grains would only wait. */
+    for (unsigned i = 1; i < nthreads && (size_t)i * r.grain < n; i++) {
+        w[i] = (pool_worker_t) { &r, i, 0 };
+        if (pthread_create(&w[i].tid, NULL, pool_work, &w[i]) != 0)
+            break; /* fewer threads: the same result, later */
+        started++;
+    }
+    w[0] = (pool_worker_t) { &r, 0, 0 };
+    pool_work(&w[0]);
+    for (unsigned i = 1; i < started; i++)
+        pthread_join(w[i].tid, NULL);
+    return atomic_load(&r.rc);
+}
