@@ -11,10 +11,15 @@
  * a builtin's entry as blob start + offset, decides whether a pc (a return address in a
  * stack walk, a pc in a signal handler) is a builtin's by testing start <= pc < start +
  * code size and finds which one by its offset, then reads the builtin's safepoint and
- * handler tables by the same offset. A builtin that runs elsewhere (relocated code, with
- * a redirect at its old entry) leaves return addresses V8 does not recognise: the
- * renderer of a rewritten chromium crashes in the stack walk of the first garbage
- * collection or exception. So the whole blob stays in place.
+ * handler tables by the same offset; and it computes return points inside builtins
+ * (the interpreter's, the deoptimizer's) as blob start + offset. A builtin that runs
+ * elsewhere (relocated code, with a redirect at its old entry only) leaves return
+ * addresses V8 does not recognise, and those computed return points land in its old
+ * bytes. Measured on chromium 156 (bisection with QPT_LEAVE): relocating one CEntry
+ * builtin alone (the code through which builtins call C++) crashes the renderer, so do
+ * the 257 first other builtins that make calls, while relocating all 1,366 procedures of
+ * the blob that make no call runs; node 20 rewritten without this rule dies of SIGSEGV
+ * at its first script. So the whole blob stays in place.
  *
  * Its bounds come from V8's own description of it, the embedded data blob (read-only
  * data; src/snapshot/embedded/embedded-data.h): three 8-byte hashes, then a layout
