@@ -16,10 +16,11 @@
  * elsewhere (relocated code, with a redirect at its old entry only) leaves return
  * addresses V8 does not recognise, and those computed return points land in its old
  * bytes. Measured on chromium 156 (bisection with QPT_LEAVE): relocating one CEntry
- * builtin alone (the code through which builtins call C++) crashes the renderer, so do
- * the 257 first other builtins that make calls, while relocating all 1,366 procedures of
- * the blob that make no call runs; node 20 rewritten without this rule dies of SIGSEGV
- * at its first script. So the whole blob stays in place.
+ * builtin alone (the code through which builtins call C++) crashes the renderer, and so
+ * does JSEntry alone (C++'s way into JavaScript: its return point is V8's entry frame,
+ * its exception handler is reached at blob start + offset, never by a jump), while
+ * relocating all 1,366 procedures of the blob that make no call runs; node 20 rewritten
+ * without this rule dies of SIGSEGV at its first script. So the whole blob stays.
  *
  * Its bounds come from V8's own description of it, the embedded data blob (read-only
  * data; src/snapshot/embedded/embedded-data.h): three 8-byte hashes, then a layout
