@@ -493,6 +493,16 @@ const char *ed_image_unsupported(const cfg_image_t *img);
  */
 const char *ed_image_rewritten(const cfg_image_t *img);
 
+/*
+ * V8's embedded builtins (editor/ed_v8.c): when IMG carries the V8 JavaScript engine's
+ * embedded code blob (its builtins, compiled when V8 was built and linked into .text),
+ * returns 1 with its bounds [*LO, *HI); V8 finds those builtins by their offsets from
+ * the blob's start and recognises their pcs by the blob's bounds, so they must stay in
+ * place. Returns 0 (*LO = *HI = 0) when IMG has none, QP_EINVAL on NULL arguments.
+ * Found from V8's own layout table in read-only data, not from symbols.
+ */
+int ed_v8_builtins(const cfg_image_t *img, uint64_t *lo /*OUT*/, uint64_t *hi /*OUT*/);
+
 /* The ops of an ed_image_t, to pass with it as SPACE. */
 extern const qp_space_ops_t ed_image_ops;
 

@@ -806,6 +806,31 @@ leave_code_ranges(ed_plan_t *plan)
     }
 }
 
+/*
+ * V8's embedded builtins (ed_v8_builtins): V8 finds them by offset from the start of
+ * their block and recognises their pcs by its bounds; every procedure in it stays.
+ */
+static void
+leave_v8_builtins(ed_plan_t *plan)
+{
+    const cfg_prog_t *prog = plan->prog;
+    uint64_t lo, hi;
+    if (ed_v8_builtins(prog->img, &lo, &hi) != 1)
+        return;
+    const char *why = NULL;
+    for (uint32_t i = 0; i < prog->nprocs; i++) {
+        const cfg_proc_t *p = &prog->procs[i];
+        if (p->entry < lo || p->entry >= hi || (p->flags & CFG_PROC_FRAGMENT)
+            || plan->reason[i] != NULL)
+            continue;
+        if (why == NULL)
+            why = owned_reason(plan, "one of V8's embedded builtins [0x%llx, 0x%llx): V8 "
+                                     "finds them by their offsets in that block",
+                               (unsigned long long)lo, (unsigned long long)hi);
+        plan->reason[i] = why;
+    }
+}
+
 static int
 decide(ed_plan_t *plan)
 {
@@ -814,11 +839,12 @@ decide(ed_plan_t *plan)
     uint8_t *vouched = vouched_procs(prog);
     if (vouched == NULL)
         return QP_ENOMEM;
+    leave_v8_builtins(plan);
     for (uint32_t i = 0; i < prog->nprocs; i++) {
         const cfg_proc_t *p = &prog->procs[i];
         const char **r = &plan->reason[i];
-        if (p->flags & CFG_PROC_FRAGMENT)
-            continue; /* decided with its parent below */
+        if ((p->flags & CFG_PROC_FRAGMENT) || *r != NULL)
+            continue; /* a fragment is decided with its parent below */
         if (p->unsafe != NULL) {
             *r = p->unsafe;
             continue;
