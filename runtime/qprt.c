@@ -1514,7 +1514,8 @@ tr_flush(tr_buf_t *b, uint64_t cur)
     uint64_t n = (cur - b->flushed) / 4, k = 0;
     for (uint64_t i = 0; i < n;) {
         uint32_t x = v[i];
-        if (x == QPT_TRACE_VAL && i + 3 <= n) { /* a value record: copied as it is */
+        if ((x == QPT_TRACE_VAL || x == QPT_TRACE_SIGNAL || x == QPT_TRACE_FAULT)
+            && i + 3 <= n) { /* a value record: copied as it is */
             o[k++] = x;
             o[k++] = v[i + 1];
             o[k++] = v[i + 2];

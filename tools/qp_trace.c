@@ -230,7 +230,7 @@ one_trace(const qp_trace_desc_t *d, const char *path, int mode, int header, out_
         fprintf(o->f, "# thread %llu\n", (unsigned long long)h.tid);
     o->hash = 0xcbf29ce484222325ull;
     qp_trace_sink_t sink = { stats ? hash_block : mode == MODE_INSNS ? on_block_insns : on_block,
-                             stats ? count_mark : on_mark, o };
+                             stats ? count_mark : on_mark, o, NULL };
     qp_trace_stats_t st;
     qp_trace_mem_sink_t msink = { stats ? count_access : mode == MODE_SIM ? sim_access : on_access,
                                   stats || mode == MODE_SIM ? count_mark : on_mark, o };
