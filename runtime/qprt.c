@@ -1383,7 +1383,9 @@ qprt_exit_dump(uint64_t *saved)
 #define TR_MAX 1024         /* buffers at once */
 #define TR_SCRATCH 4096     /* where events go when no buffer can be had (discarded) */
 #define TR_SLACK 16         /* room past the limit: a value record (12 bytes) is written
-                             * after the check that the cursor is below the limit */
+                             * after the check that the cursor is below the limit; a slot
+                             * reserved past it gets QPT_TRACE_PAD words */
+_Static_assert(TR_SLACK == QPT_TRACE_SLACK, "the snippets know the slack");
 
 enum { SYS_tgkill = 234, SYS_arch_prctl = 158, SYS_process_vm_writev = 311,
        ARCH_SET_FS = 0x1002, ARCH_GET_FS = 0x1003, O_WRONLY_ = 1 };
@@ -1534,6 +1536,10 @@ tr_flush(tr_buf_t *b, uint64_t cur)
     uint64_t n = (cur - b->flushed) / 4, k = 0;
     for (uint64_t i = 0; i < n;) {
         uint32_t x = v[i];
+        if (x == QPT_TRACE_PAD) { /* a slot the refill got instead */
+            i++;
+            continue;
+        }
         if ((x == QPT_TRACE_VAL || x == QPT_TRACE_SIGNAL || x == QPT_TRACE_FAULT)
             && i + 3 <= n) { /* a value record: copied as it is */
             o[k++] = x;
