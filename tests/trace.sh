@@ -132,6 +132,39 @@ for v in "gcc -O0" "gcc -O2"; do
 done
 build interp.O2 "$P/interp.c" gcc -O2 && pair interp.O2 exact
 
+# Asynchronous signals (tests/trace/timer.c: SIGALRM every 100 us, hundreds of handlers
+# anywhere): where they come differs from run to run, so the program's own blocks (the
+# handler's dropped) must be equal, no cut mark, and every handler either placed exactly
+# or marked "async".
+for v in "gcc -O2" "gcc -O0" "clang -O2"; do
+    cc=${v%% *}
+    qp_have "$cc" && qp_have python3 || continue
+    tag=$(echo "$v" | tr -d ' ' | tr -c 'a-zA-Z0-9\n' _)
+    name=timer.$tag
+    build "$name" "$T/timer.c" $v || continue
+    for d in n t; do
+        drv=trace-naive
+        [ $d = t ] && drv=trace
+        "$QPT_REWRITE" --driver=$drv "$dir/bin/$name" -o "$dir/$d/$name" >/dev/null 2>&1 &&
+            (cd "$dir/$d" && timeout 120 ./"$name" >"$name.out" 2>&1) &&
+            "$QP" trace blocks "$dir/$d/$name" >"$dir/$d/$name.blocks" 2>"$dir/$d/$name.err" &&
+            python3 "$T/drop-procs.py" "$dir/bin/$name" on_alarm tick_work \
+                <"$dir/$d/$name.blocks" >"$dir/$d/$name.own" ||
+            { bad "$name ($d): rewrite, run or qp trace blocks failed: $(head -n 1 "$dir/$d/$name.err" 2>/dev/null)"; continue 2; }
+    done
+    h=$(nm "$dir/bin/$name" | awk '$3 == "on_alarm" {print $1}' | sed 's/^0*/0x/')
+    nh=$(grep -c "^$h\$" "$dir/t/$name.blocks")
+    marks=$(grep -c '^#' "$dir/t/$name.blocks")
+    other=$(grep '^#' "$dir/t/$name.blocks" | grep -vc '^# async: a signal handler')
+    nb=$(wc -l <"$dir/n/$name.own")
+    [ "$nb" -ge 100000 ] || bad "$name: only $nb blocks in the naive trace"
+    [ "$nh" -gt 0 ] || bad "$name: no handler ran in the chord run"
+    cmp -s "$dir/n/$name.own" "$dir/t/$name.own" &&
+        ok "$name: the program's $nb blocks equal; $nh handlers, $((nh - marks)) placed exactly, $marks marked" ||
+        bad "$name: the program's blocks differ: $(diff "$dir/n/$name.own" "$dir/t/$name.own" | head -n 3 | tr '\n' ' ')"
+    [ "$other" -eq 0 ] || bad "$name: $other marks other than a signal handler's: $(grep '^#' "$dir/t/$name.blocks" | grep -v '^# async: a signal handler' | head -n 1)"
+done
+
 # A process killed before its exit: what filled buffers wrote, then a cut mark.
 if build killed "$T/killed.c" gcc -O2 &&
     "$QPT_REWRITE" --driver=trace "$dir/bin/killed" -o "$dir/t/killed" >/dev/null 2>&1; then
