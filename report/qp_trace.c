@@ -152,6 +152,21 @@ new_part(qp_trace_desc_t *d, size_t *off, size_t n)
     return 0;
 }
 
+/* The new code's bytes of the program PATH (where a signal came in a snippet); none when
+ * they cannot be read (the walk then marks such places). */
+static void
+read_new_text(qp_trace_desc_t *d, const char *path)
+{
+    cfg_image_t *img = NULL;
+    size_t avail = 0;
+    if (d->nhdr.size == 0 || d->nhdr.size > SIZE_MAX || cfg_image_open_bfd(path, &img) < 0)
+        return;
+    const uint8_t *p = cfg_image_ptr(img, d->nhdr.base, &avail);
+    if (p != NULL && avail >= d->nhdr.size && (d->ntext = malloc(d->nhdr.size)) != NULL)
+        memcpy(d->ntext, p, d->nhdr.size);
+    cfg_image_destroy(img);
+}
+
 /* The address-tracing part (--trace-mem) of D's description from OFF (of N bytes). */
 static int
 mem_part(qp_trace_desc_t *d, size_t off, size_t n)
@@ -257,6 +272,7 @@ qp_trace_desc_read(const char *path, qp_trace_desc_t *d, char *why, size_t whyle
         qp_trace_desc_free(d);
         return fail(why, whylen, QP_EFORMAT, path, "trace description with an index out of range");
     }
+    read_new_text(d, path);
     return 0;
 }
 
@@ -266,6 +282,7 @@ qp_trace_desc_free(qp_trace_desc_t *d)
     free(d->mem);
     free(d->norder);
     free(d->iblock);
+    free(d->ntext);
     memset(d, 0, sizeof(*d));
 }
 
@@ -643,6 +660,46 @@ unexpected(walk_t *w, uint32_t r)
     }
 }
 
+/* Is the instruction at P (N bytes) a record's reservation, xadd %r,%fs:CUR
+ * (runtime: 64 REX.W 0f c1 modrm(r, disp32) 25 disp32)? */
+static int
+is_reserve(const uint8_t *p, size_t n)
+{
+    return n == 10 && p[0] == 0x64 && (p[1] & 0xf8) == 0x48 && p[2] == 0x0f && p[3] == 0xc1
+        && (p[4] & 0xc7) == 0x04 && p[5] == 0x25 && p[6] == QPT_TRACE_TCB_CUR && p[7] == 0
+        && p[8] == 0 && p[9] == 0;
+}
+
+/*
+ * A signal at OFF in the snippets before block B's first instruction X (the records of
+ * its way in: BLOCK, ENTER, a chord): before every record's reservation, the block is
+ * next (SIG_BEFORE); after all of them, their records came before the handler's and
+ * the block started (SIG_INSN); between them, or the code unknown: SIG_PROBE.
+ */
+static int
+in_snippets(const qp_trace_desc_t *d, const qpt_trace_new_t *x, uint64_t off, int fault)
+{
+    if (d->ntext == NULL)
+        return SIG_PROBE;
+    unsigned before = 0, after = 0;
+    int at_insn = 0;
+    uint64_t a = x->slot, end = (uint64_t)x->slot + x->pre;
+    while (a < end) {
+        arch_insn_t in;
+        if (arch_decode(d->ntext + a, d->nhdr.size - a, d->nhdr.base + a, &in) < 0 || in.len == 0)
+            return SIG_PROBE;
+        at_insn |= a == off;
+        if (is_reserve(d->ntext + a, in.len))
+            *(a < off ? &before : &after) += 1;
+        a += in.len;
+    }
+    if (a != end || !at_insn)
+        return SIG_PROBE;
+    if (before == 0 && !fault)
+        return SIG_BEFORE;
+    return before > 0 && after == 0 ? SIG_INSN : SIG_PROBE;
+}
+
 /* Where the new code address RIP is (SIG_*; FAULT: the instruction there began), the
  * block in *BLOCK and the instruction's link-time address in *INSN. */
 static int
@@ -685,7 +742,7 @@ rip_place(const qp_trace_desc_t *d, uint64_t rip, int fault, uint32_t *block, ui
     if (i == d->ifirst[b] && off == x->slot && !fault)
         return SIG_BEFORE;
     if (off < (uint64_t)x->slot + x->pre && i == d->ifirst[b])
-        return SIG_PROBE;
+        return in_snippets(d, x, off, fault);
     for (uint32_t k = d->ifirst[b]; k < i; k++)
         *insn += d->ilen[k];
     return SIG_INSN;

@@ -31,6 +31,7 @@ typedef struct qp_trace_desc {
     uint32_t *norder;  /* the instructions with a known place, by address (malloc'ed) */
     uint32_t nnorder;
     uint32_t *iblock;  /* per instruction, its block (malloc'ed) */
+    uint8_t *ntext;    /* the new code's bytes (nhdr.size; malloc'ed; NULL: not read) */
     /* --trace-mem (NULL without): per block its accesses, and the accesses */
     const qpt_trace_mblock_t *mblocks;
     const qpt_trace_mref_t *mrefs;
