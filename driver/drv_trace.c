@@ -1034,7 +1034,7 @@ nd(tree_t *t, uint8_t op, uint8_t size, uint32_t a, uint32_t b, uint32_t c, int6
 #define SN ARCH_SNIP_NONE
 
 _Static_assert(ARCH_TRACE_CUR == QPT_TRACE_TCB_CUR && ARCH_TRACE_LIM == QPT_TRACE_TCB_LIM
-                   && ARCH_TRACE_SLACK == QPT_TRACE_SLACK && ARCH_TRACE_PAD == QPT_TRACE_PAD,
+                   && ARCH_TRACE_SLACK == QPT_TRACE_SLACK,
                "the runtime and the snippets agree on the thread's words");
 
 /* Record ID (ARCH_SN_TRACE_REC), REFILL when the buffer is full. */

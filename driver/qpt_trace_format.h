@@ -46,8 +46,6 @@
 #define QPT_TRACE_FAULT 0xfffffff3u  /* the same for a fault (SIGSEGV, SIGBUS, SIGILL,
                                      * SIGFPE from the kernel): the rip is the instruction
                                      * that faulted, begun */
-#define QPT_TRACE_PAD 0xfffffff4u    /* in a buffer only (the runtime drops it): a slot
-                                     * reserved past the limit */
 #define QPT_TRACE_SLACK 16           /* a buffer's bytes past its limit */
 #define QPT_TRACE_MAXEVENTS 0xf0000000u
 /* QPT_TRACE_REPEAT + N (N < QPT_TRACE_REPEAT_MAX): the record before it, N more times (the

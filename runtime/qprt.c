@@ -1383,8 +1383,8 @@ qprt_exit_dump(uint64_t *saved)
 #define TR_MAX 1024         /* buffers at once */
 #define TR_SCRATCH 4096     /* where events go when no buffer can be had (discarded) */
 #define TR_SLACK 16         /* room past the limit: a value record (12 bytes) is written
-                             * after the check that the cursor is below the limit; a slot
-                             * reserved past it gets QPT_TRACE_PAD words */
+                             * after the check that the cursor is below the limit; slots
+                             * reserved past it are not written */
 _Static_assert(TR_SLACK == QPT_TRACE_SLACK, "the snippets know the slack");
 
 enum { SYS_tgkill = 234, SYS_arch_prctl = 158, SYS_process_vm_writev = 311,
@@ -1534,12 +1534,11 @@ tr_flush(tr_buf_t *b, uint64_t cur)
     uint32_t *o = tr_reg()->pack;
     const uint32_t *v = (const uint32_t *)(uintptr_t)b->flushed;
     uint64_t n = (cur - b->flushed) / 4, k = 0;
-    for (uint64_t i = 0; i < n;) {
+    /* Slots reserved at or past the limit were never written (their records went to
+     * the next buffer): up to the first record that starts there. */
+    uint64_t lim = b->data + TR_BYTES - TR_SLACK;
+    for (uint64_t i = 0; i < n && b->flushed + 4 * i < lim;) {
         uint32_t x = v[i];
-        if (x == QPT_TRACE_PAD) { /* a slot the refill got instead */
-            i++;
-            continue;
-        }
         if ((x == QPT_TRACE_VAL || x == QPT_TRACE_SIGNAL || x == QPT_TRACE_FAULT)
             && i + 3 <= n) { /* a value record: copied as it is */
             o[k++] = x;

@@ -1031,19 +1031,15 @@ op_disp8(gen_t *g, int w, uint8_t opc, int reg, int base, int8_t disp)
  * t = N bytes reserved at the cursor for a record, the cursor moved past them in one
  * instruction (xadd), so that a signal handler's records, whenever it runs, go before
  * or after them and the cursor is never set back. A slot at or past the limit (or no
- * buffer yet: cursor and limit 0): the slot is filled with ARCH_TRACE_PAD words when it
- * lies within the ARCH_TRACE_SLACK bytes past the limit, the refill (node R) called,
- * and the reservation made again.
- *   retry: mov $N,%t32; xadd t,%fs:CUR; cmp %fs:LIM,t; jb ok
- *          cmpq $0,%fs:LIM; je refill; sub %fs:LIM,t; cmp $(SLACK-N),t; ja refill
- *          add %fs:LIM,t; movl $PAD,0(t) (.. N-4(t))
- *   refill: call R; jmp retry
+ * buffer yet: cursor and limit 0) stays empty - the refill (node R) writes the buffer up
+ * to the first slot at or past its limit - and the reservation is made again.
+ *   retry: mov $N,%t32; xadd t,%fs:CUR; cmp %fs:LIM,t; jb ok; call R; jmp retry
  *   ok:
  */
 static void
 trace_reserve(gen_t *g, const arch_snip_t *r, int t, int n)
 {
-    int retry = new_label(g), refill = new_label(g), ok = new_label(g);
+    int retry = new_label(g), ok = new_label(g);
     bind(g, retry);
     if (t & 8)
         put8(g, 0x41);
@@ -1058,23 +1054,6 @@ trace_reserve(gen_t *g, const arch_snip_t *r, int t, int n)
     put32(g, (uint32_t)ARCH_TRACE_CUR);
     fs_op(g, 0x3b, t, ARCH_TRACE_LIM);
     jump_to(g, CC_B, ok);
-    static const uint8_t cmp0[] = { 0x64, 0x48, 0x83, 0x3c, 0x25 }; /* cmpq $0, %fs:LIM */
-    put(g, cmp0, sizeof(cmp0));
-    put32(g, (uint32_t)ARCH_TRACE_LIM);
-    put8(g, 0);
-    jump_to(g, CC_E, refill);
-    fs_op(g, 0x2b, t, ARCH_TRACE_LIM);
-    rex(g, 1, 0, t); /* cmp $(SLACK - n), t */
-    put8(g, 0x83);
-    put8(g, (uint8_t)(0xf8 | (t & 7)));
-    put8(g, (uint8_t)(ARCH_TRACE_SLACK - n));
-    jump_to(g, CC_A, refill);
-    fs_op(g, 0x03, t, ARCH_TRACE_LIM);
-    for (int k = 0; k < n; k += 4) {
-        op_disp8(g, 0, 0xc7, 0, t, (int8_t)k); /* movl $PAD, k(t) */
-        put32(g, ARCH_TRACE_PAD);
-    }
-    bind(g, refill);
     int64_t d = (int64_t)((uint64_t)r->imm - (g->addr + g->len + 5));
     if (!fits32(d))
         fail(g, QP_ERANGE);
