@@ -364,10 +364,14 @@ typedef enum arch_snip_op {
                         * numbering, 1..16, not the stack pointer: ARCH_SN_SP) */
     ARCH_SN_TRACE_REC, /* append the 4-byte record imm to the calling thread's trace
                         * buffer, whose cursor and limit are the words at %fs:
-                        * ARCH_TRACE_CUR and ARCH_TRACE_LIM; when cursor >= limit, first
-                        * call the procedure at the address that node a (a CONST) holds,
-                        * which keeps every register and the flags and makes room
-                        * (control-flow tracing, driver/drv_trace.c) */
+                        * ARCH_TRACE_CUR and ARCH_TRACE_LIM: the slot is reserved and the
+                        * cursor moved in one instruction (a signal handler's records go
+                        * before or after it); a slot at or past the limit stays empty,
+                        * the procedure at the address that node a (a CONST) holds is
+                        * called, which keeps every register and the flags and makes room
+                        * (the buffer is written up to the first slot at or past its
+                        * limit), and the slot reserved again (control-flow tracing,
+                        * driver/drv_trace.c) */
     ARCH_SN_TRACE_VAL, /* append the 4-byte record imm, then the 8-byte value of node b, to
                         * the trace buffer (12 bytes; the limit leaves room), as
                         * TRACE_REC (node a: the refill) - address tracing */
@@ -375,6 +379,7 @@ typedef enum arch_snip_op {
 
 #define ARCH_TRACE_CUR 0x38 /* x86-64: glibc's tcbhead_t.unused_vgetcpu_cache[0] */
 #define ARCH_TRACE_LIM 0x40 /* ... [1] */
+#define ARCH_TRACE_SLACK 16 /* bytes a buffer has past its limit */
 
 #define ARCH_SNIP_NONE UINT32_MAX /* no operand */
 #define ARCH_SNIP_MAXARGS 6

@@ -353,6 +353,11 @@ int drv_trace_place(drv_trace_t *t, drv_result_t *res, ed_plan_t *plan, uint64_t
 /* The id that trace files of the program carry (the qp description's). */
 void drv_trace_set_id(drv_trace_t *t, uint64_t id);
 
+/* Once PLAN is laid out: where every traced instruction went (the description's new code
+ * part, which places signal handlers), and the runtime's code [RT, RT + RT_SIZE). 0 or
+ * QP_ENOMEM. */
+int drv_trace_set_layout(drv_trace_t *t, const ed_plan_t *plan, uint64_t rt, uint64_t rt_size);
+
 /* The serialized description (`.qpt.trace`), malloc'ed. 0 or QP_ENOMEM. */
 int drv_trace_section(const drv_trace_t *t, uint8_t **buf /*OUT*/, size_t *len /*OUT*/);
 

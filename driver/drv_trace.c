@@ -76,6 +76,9 @@ struct drv_trace {
     uint32_t *ifirst; /* per block, its first instruction (nblocks + 1) */
     uint8_t *ilen;    /* the instructions' lengths */
     uint32_t ninsns;
+    uint64_t restorer;     /* the program's own signal restorer (a static glibc's), or 0 */
+    qpt_trace_new_t *inew; /* per instruction, where it went (drv_trace_set_layout) */
+    uint64_t new_base, new_size, rt, rt_size;
     /* --trace-mem */
     int mem;
     qpt_trace_mblock_t *mblocks; /* per block */
@@ -1008,6 +1011,15 @@ describe_proc(drv_trace_t *t, tproc_t *tp, uint32_t k, const uint32_t *of, const
             b->nedges++;
         }
     }
+    /* Chords recorded in their target block, before its first instruction. */
+    for (uint32_t e = 0; !t->naive && e < g->nedges; e++) {
+        const drv_edge_t *ed = &g->edges[e];
+        if (ed->from == X || ed->to == X || ed->place != DRV_PLACE_BEFORE || e == tp->tree[ed->from])
+            continue;
+        const cfg_block_t *cb = &prog->blocks[g->first + ed->to];
+        if (ed->at >= cb->start && ed->at < cb->end)
+            t->blocks[tp->first + ed->to].flags |= QPT_TB_CHORD_IN;
+    }
     return 0;
 }
 
@@ -1120,6 +1132,16 @@ mark_recursive(drv_trace_t *t, tproc_t *tps, const cfg_prog_t *prog, const uint3
     return rc;
 }
 
+/* Is P a signal restorer (glibc's __restore_rt: mov $15,%rax; syscall)? */
+static int
+is_restorer(const cfg_prog_t *prog, const cfg_proc_t *p)
+{
+    static const uint8_t code[] = { 0x48, 0xc7, 0xc0, 0x0f, 0, 0, 0, 0x0f, 0x05 };
+    size_t avail = 0;
+    const uint8_t *b = cfg_image_ptr(prog->img, p->entry, &avail);
+    return b != NULL && avail >= sizeof(code) && memcmp(b, code, sizeof(code)) == 0;
+}
+
 /* Was program procedure I measured by drv_run (RES)? */
 static int
 was_measured(const drv_result_t *res, const cfg_proc_t *p)
@@ -1150,6 +1172,7 @@ drv_trace_free(drv_trace_t *t)
     free(t->pts);
     free(t->ifirst);
     free(t->ilen);
+    free(t->inew);
     free(t->mblocks);
     free(t->mrefs);
     free(t->marefs);
@@ -1242,6 +1265,10 @@ drv_trace_plan(const cfg_prog_t *prog, const drv_result_t *res, int naive,
         of[i] = NONE;
         if ((p->flags & (CFG_PROC_FRAGMENT | CFG_PROC_PLT)) || !was_measured(res, p))
             continue;
+        if (is_restorer(prog, p)) { /* not traced: handlers return to it (sigreturn) */
+            t->restorer = p->entry;
+            continue;
+        }
         tproc_t *tp = &tps[t->nprocs];
         int r = drv_graph_build(prog, i, &info, &tp->g);
         tp->g.weights = weights;
@@ -1324,7 +1351,8 @@ drv_trace_plan(const cfg_prog_t *prog, const drv_result_t *res, int naive,
  * The snippet of one event
  */
 
-#define TREE_NODES 2 /* event_tree's */
+#define TREE_NODES 2   /* event_tree's */
+#define ENTER_NODES 96 /* enter_tree's (at most) */
 
 typedef struct tree {
     arch_snip_t *v;
@@ -1342,7 +1370,8 @@ nd(tree_t *t, uint8_t op, uint8_t size, uint32_t a, uint32_t b, uint32_t c, int6
 
 #define SN ARCH_SNIP_NONE
 
-_Static_assert(ARCH_TRACE_CUR == QPT_TRACE_TCB_CUR && ARCH_TRACE_LIM == QPT_TRACE_TCB_LIM,
+_Static_assert(ARCH_TRACE_CUR == QPT_TRACE_TCB_CUR && ARCH_TRACE_LIM == QPT_TRACE_TCB_LIM
+                   && ARCH_TRACE_SLACK == QPT_TRACE_SLACK,
                "the runtime and the snippets agree on the thread's words");
 
 /* Record ID (ARCH_SN_TRACE_REC), REFILL when the buffer is full. */
@@ -1351,6 +1380,99 @@ event_tree(tree_t *t, uint32_t id, uint64_t refill)
 {
     uint32_t r = nd(t, ARCH_SN_CONST, 8, SN, SN, SN, (int64_t)refill, 0);
     return nd(t, ARCH_SN_TRACE_REC, 4, r, SN, SN, id, 0);
+}
+
+/*
+ * Signal handlers. The kernel enters a handler with its signal frame at %rsp (x86-64
+ * rt_sigframe): the restorer's address (the return address), then the ucontext, whose
+ * saved registers end with the interrupted rip at 176(%rsp); %rdx holds the ucontext's
+ * address, %rsp + 8. glibc's restorer (__restore_rt) is `mov $15,%rax; syscall`.
+ */
+#define SIGFRAME_UC 8
+#define SIGFRAME_RIP 176
+#define RESTORER_HEAD 0x0f0000000fc0c748ull /* 48 c7 c0 0f 00 00 00 0f */
+#define RESTORER_TAIL 0x05                  /* ... 05 */
+#define REG_RDX 3                           /* ARCH_REG_* numbering */
+#define REG_RSI 7
+#define REG_RDI 8
+#define SIGINFO_CODE 8                      /* siginfo_t.si_code */
+
+static uint32_t
+sp_plus(tree_t *t, int64_t off)
+{
+    uint32_t sp = nd(t, ARCH_SN_SP, 8, SN, SN, SN, 0, 0);
+    return off == 0 ? sp : nd(t, ARCH_SN_ADD, 8, sp, nd(t, ARCH_SN_CONST, 8, SN, SN, SN, off, 0), SN, 0, 0);
+}
+
+/* The 8-byte word at %rsp + OFF (the return address at 0). */
+static uint32_t
+stack_word(tree_t *t, int64_t off)
+{
+    return nd(t, ARCH_SN_LOAD_AT, 8, sp_plus(t, off), SN, SN, 0, 0);
+}
+
+static uint32_t
+konst(tree_t *t, int64_t v)
+{
+    return nd(t, ARCH_SN_CONST, 8, SN, SN, SN, v, 0);
+}
+
+/* Is the signal (%rdi, siginfo at %rsi) a fault of the instruction at the saved rip: a
+ * SIGSEGV, SIGBUS, SIGILL or SIGFPE that the kernel sent (si_code > 0)? */
+static uint32_t
+is_fault(tree_t *t)
+{
+    static const int sigs[] = { 11 /* SEGV */, 7 /* BUS */, 4 /* ILL */, 8 /* FPE */ };
+    uint32_t any = SN;
+    for (size_t k = 0; k < sizeof(sigs) / sizeof(sigs[0]); k++) {
+        uint32_t is = nd(t, ARCH_SN_EQ, 8, nd(t, ARCH_SN_REG, 8, SN, SN, SN, REG_RDI, 0),
+                         konst(t, sigs[k]), SN, 0, 0);
+        any = any == SN ? is : nd(t, ARCH_SN_LOR, 8, any, is, SN, 0, 0);
+    }
+    uint32_t at = nd(t, ARCH_SN_ADD, 8, nd(t, ARCH_SN_REG, 8, SN, SN, SN, REG_RSI, 0),
+                     konst(t, SIGINFO_CODE), SN, 0, 0);
+    uint32_t code = nd(t, ARCH_SN_LOAD_AT, 4, at, SN, SN, 0, 0);
+    /* si_code is an int: positive as an unsigned 32-bit value below 2^31 */
+    uint32_t pos = nd(t, ARCH_SN_LAND, 8, nd(t, ARCH_SN_NE, 8, code, konst(t, 0), SN, 0, 0),
+                      nd(t, ARCH_SN_LT, 8, code, konst(t, 0x80000000ll), SN, 0, 0), SN, 0, 0);
+    return nd(t, ARCH_SN_LAND, 8, any, pos, SN, 0, 0);
+}
+
+/*
+ * The ENTER record of a procedure entry, preceded by a QPT_TRACE_SIGNAL (or FAULT) record
+ * of the interrupted rip when the entry finds a signal frame: %rdx == %rsp + 8 first
+ * (registers only: nothing is read unless it holds), then the restorer at the return
+ * address (a code address on every call): glibc's 9 bytes, or the program's own
+ * restorer's address (RESTORER, a static program's; 0: none). Flags and the red zone
+ * are free at an entry.
+ */
+static uint32_t
+enter_tree(tree_t *t, uint32_t id, uint64_t refill, uint64_t restorer)
+{
+    uint32_t rdx = nd(t, ARCH_SN_REG, 8, SN, SN, SN, REG_RDX, 0);
+    uint32_t is_uc = nd(t, ARCH_SN_EQ, 8, rdx, sp_plus(t, SIGFRAME_UC), SN, 0, 0);
+    uint32_t head = nd(t, ARCH_SN_LOAD_AT, 8, stack_word(t, 0), SN, SN, 0, 0);
+    uint32_t is_head = nd(t, ARCH_SN_EQ, 8, head,
+                          nd(t, ARCH_SN_CONST, 8, SN, SN, SN, (int64_t)RESTORER_HEAD, 0), SN, 0, 0);
+    uint32_t at_tail = nd(t, ARCH_SN_ADD, 8, stack_word(t, 0),
+                          nd(t, ARCH_SN_CONST, 8, SN, SN, SN, 8, 0), SN, 0, 0);
+    uint32_t tail = nd(t, ARCH_SN_LOAD_AT, 1, at_tail, SN, SN, 0, 0);
+    uint32_t is_tail = nd(t, ARCH_SN_EQ, 8, tail,
+                          nd(t, ARCH_SN_CONST, 8, SN, SN, SN, RESTORER_TAIL, 0), SN, 0, 0);
+    uint32_t is_restorer = nd(t, ARCH_SN_LAND, 8, is_head, is_tail, SN, 0, 0);
+    if (restorer != 0) {
+        uint32_t own = nd(t, ARCH_SN_EQ, 8, stack_word(t, 0),
+                          nd(t, ARCH_SN_ADDR, 8, SN, SN, SN, (int64_t)restorer, 0), SN, 0, 0);
+        is_restorer = nd(t, ARCH_SN_LOR, 8, own, is_restorer, SN, 0, 0);
+    }
+    uint32_t is_frame = nd(t, ARCH_SN_LAND, 8, is_uc, is_restorer, SN, 0, 0);
+    uint32_t sig = nd(t, ARCH_SN_TRACE_VAL, 8, konst(t, (int64_t)refill),
+                      stack_word(t, SIGFRAME_RIP), SN, QPT_TRACE_SIGNAL, 0);
+    uint32_t fault = nd(t, ARCH_SN_TRACE_VAL, 8, konst(t, (int64_t)refill),
+                        stack_word(t, SIGFRAME_RIP), SN, QPT_TRACE_FAULT, 0);
+    uint32_t which = nd(t, ARCH_SN_IF, 0, is_fault(t), fault, sig, 0, 0);
+    uint32_t cond = nd(t, ARCH_SN_IF, 0, is_frame, which, SN, 0, 0);
+    return nd(t, ARCH_SN_SEQ, 0, cond, event_tree(t, id, refill), SN, 0, 0);
 }
 
 /*****************************************************************************
@@ -1564,14 +1686,22 @@ drv_trace_place(drv_trace_t *t, drv_result_t *res, ed_plan_t *plan, uint64_t ref
 {
     free(t->nodes);
     free(t->snips);
-    t->nodes = calloc(t->npts * TREE_NODES + t->nmpts * MEM_NODES + 1, sizeof(arch_snip_t));
+    size_t nentries = 0, next = 0;
+    for (size_t i = 0; i < t->npts; i++)
+        nentries += t->pts[i].entry;
+    size_t ev_nodes = t->npts * TREE_NODES + nentries * (ENTER_NODES - TREE_NODES);
+    t->nodes = calloc(ev_nodes + t->nmpts * MEM_NODES + 1, sizeof(arch_snip_t));
     t->snips = calloc(t->npts + t->nmpts + 1, sizeof(ed_snippet_t));
     if (t->nodes == NULL || t->snips == NULL)
         return QP_ENOMEM;
     for (size_t i = 0; i < t->npts; i++) {
         const trace_point_t *p = &t->pts[i];
-        tree_t tr = { t->nodes + i * TREE_NODES, 0 };
-        uint32_t root = event_tree(&tr, p->event, refill);
+        tree_t tr = { t->nodes + next, 0 };
+        uint32_t root = p->entry ? enter_tree(&tr, p->event, refill, t->restorer)
+                                 : event_tree(&tr, p->event, refill);
+        if (tr.n > (p->entry ? ENTER_NODES : TREE_NODES))
+            return QP_EINVAL; /* (cannot happen: the trees' sizes are fixed) */
+        next += p->entry ? ENTER_NODES : TREE_NODES;
         arch_snip_ctx_t ctx = { 0 };
         if (p->entry) {
             ctx.where = ARCH_SNX_ENTRY;
@@ -1591,7 +1721,7 @@ drv_trace_place(drv_trace_t *t, drv_result_t *res, ed_plan_t *plan, uint64_t ref
     }
     for (size_t i = 0; i < t->nmpts; i++) {
         const mem_point_t *p = &t->mpts[i];
-        tree_t tr = { t->nodes + t->npts * TREE_NODES + i * MEM_NODES, 0 };
+        tree_t tr = { t->nodes + ev_nodes + i * MEM_NODES, 0 };
         uint32_t root = mem_tree(t, &tr, p, refill);
         arch_snip_ctx_t ctx = { 0 };
         t->snips[t->npts + i] = (ed_snippet_t) { tr.v, tr.n, root, ctx };
@@ -1609,6 +1739,37 @@ void
 drv_trace_set_id(drv_trace_t *t, uint64_t id)
 {
     t->id = id;
+}
+
+int
+drv_trace_set_layout(drv_trace_t *t, const ed_plan_t *plan, uint64_t rt, uint64_t rt_size)
+{
+    t->rt = rt;
+    t->rt_size = rt_size;
+    free(t->inew);
+    t->inew = calloc((size_t)t->ninsns + 1, sizeof(qpt_trace_new_t));
+    if (t->inew == NULL)
+        return QP_ENOMEM;
+    t->new_base = ed_plan_text(plan, &t->new_size);
+    for (uint32_t b = 0; b < t->nblocks; b++) {
+        uint64_t a = t->blocks[b].start;
+        for (uint32_t i = t->ifirst[b]; i < t->ifirst[b + 1]; a += t->ilen[i], i++) {
+            uint64_t after = 0, slot = ed_plan_map_insn((void *)plan, a);
+            uint64_t at = ed_plan_insn_new(plan, a, &after);
+            uint64_t end = ed_plan_map_end((void *)plan, a + t->ilen[i]);
+            qpt_trace_new_t *x = &t->inew[i];
+            x->slot = QPT_TRACE_NEW_NONE;
+            if (slot < t->new_base || at < slot || after < at || end < after
+                || slot - t->new_base >= UINT32_MAX || at - slot > UINT16_MAX
+                || after - at > UINT16_MAX || end - after > UINT16_MAX)
+                continue; /* not moved, or out of the format's reach: not known */
+            x->slot = (uint32_t)(slot - t->new_base);
+            x->pre = (uint16_t)(at - slot);
+            x->len = (uint16_t)(after - at);
+            x->post = (uint16_t)(end - after);
+        }
+    }
+    return 0;
 }
 
 /* Append N bytes of P to *BUF (8-byte aligned pieces). */
@@ -1642,6 +1803,15 @@ drv_trace_section(const drv_trace_t *t, uint8_t **buf, size_t *len)
     ih.nblocks = t->nblocks;
     ih.ninsns = t->ninsns;
     n += sizeof(ih) + 8 + ((size_t)t->nblocks + 1) * sizeof(uint32_t) + 8 + t->ninsns + 8;
+    qpt_trace_new_hdr_t nh;
+    memset(&nh, 0, sizeof(nh));
+    memcpy(nh.magic, QPT_TRACE_NMAGIC, 8);
+    nh.ninsns = t->ninsns;
+    nh.base = t->new_base;
+    nh.size = t->new_size;
+    nh.rt = t->rt;
+    nh.rt_size = t->rt_size;
+    n += sizeof(nh) + 8 + (size_t)t->ninsns * sizeof(qpt_trace_new_t) + 8;
     qpt_trace_mem_hdr_t mh;
     memset(&mh, 0, sizeof(mh));
     if (t->mem) {
@@ -1669,6 +1839,16 @@ drv_trace_section(const drv_trace_t *t, uint8_t **buf, size_t *len)
     put(b, &off, &ih, sizeof(ih));
     put(b, &off, t->ifirst, ((size_t)t->nblocks + 1) * sizeof(uint32_t));
     put(b, &off, t->ilen, t->ninsns);
+    put(b, &off, &nh, sizeof(nh));
+    if (t->inew != NULL)
+        put(b, &off, t->inew, (size_t)t->ninsns * sizeof(qpt_trace_new_t));
+    else { /* no layout given: nothing is known */
+        for (uint32_t i = 0; i < t->ninsns; i++) {
+            qpt_trace_new_t x = { .slot = QPT_TRACE_NEW_NONE };
+            memcpy(b + off + (size_t)i * sizeof(x), &x, sizeof(x));
+        }
+        off += ((size_t)t->ninsns * sizeof(qpt_trace_new_t) + 7) & ~(size_t)7;
+    }
     if (t->mem) {
         put(b, &off, &mh, sizeof(mh));
         put(b, &off, t->mblocks, (size_t)t->nblocks * sizeof(qpt_trace_mblock_t));

@@ -9,19 +9,25 @@
  * report/qp_trace.c reads both. Independent of the qp description (qp_format.h).
  *
  * The description (all little-endian, packed as the structs below, each array 8-byte
- * aligned in this order): qpt_trace_hdr_t, procs, blocks, edges, events. Block and
+ * aligned in this order): qpt_trace_hdr_t, procs, blocks, edges, events, then the
+ * instruction part, the new code part, (--trace-mem) the address part and the part of
+ * the code not traced. Block and
  * procedure indices are the description's own; addresses are link-time (old) ones.
  *
  * A trace file (PROG.trace.TID, beside the profile: its name with ".qp" replaced, or
  * $QP_PROFILE's likewise): a qpt_trace_file_t, then 32-bit event ids (the index of an
- * event of the description), QPT_TRACE_REPEAT counts, and QPT_TRACE_END where the process
- * flushed it at its exit.
+ * event of the description), QPT_TRACE_REPEAT counts, value records (QPT_TRACE_BIAS
+ * first, QPT_TRACE_VAL, QPT_TRACE_SIGNAL: the word, then 8 bytes) and QPT_TRACE_END where
+ * the process flushed it at its exit.
  */
 #include <stdint.h>
 
 #define QPT_TRACE_MAGIC "QPTTRDS1"  /* description */
 #define QPT_TRACE_FMAGIC "QPTTRFL1" /* trace file */
-#define QPT_TRACE_VERSION 2u /* 2: the instruction part (qpt_trace_ins_hdr_t) */
+#define QPT_TRACE_VERSION 3u /* 2: the instruction part (qpt_trace_ins_hdr_t); 3: the new
+                              * code part (qpt_trace_new_hdr_t), QPT_TRACE_SIGNAL records,
+                              * QPT_TB_LEAFCALL, QPT_TB_CALLPTR, the part of the code
+                              * not traced (qpt_trace_out_hdr_t) */
 #define QPT_TRACE_NONE UINT32_MAX
 
 /* Records of a trace file that are no event of the description. */
@@ -34,6 +40,15 @@
 #define QPT_TRACE_BIAS 0xfffffff1u  /* the same, the value being the load bias (run-time
                                      * address - link-time address) of the program:
                                      * each file's first record */
+#define QPT_TRACE_SIGNAL 0xfffffff2u /* the same, the value being the run-time address
+                                     * of the instruction the program was to run next (the
+                                     * rip the kernel saved) when a signal came: the next
+                                     * record is the ENTER of its handler (its entry found
+                                     * the kernel's signal frame) */
+#define QPT_TRACE_FAULT 0xfffffff3u  /* the same for a fault (SIGSEGV, SIGBUS, SIGILL,
+                                     * SIGFPE from the kernel): the rip is the instruction
+                                     * that faulted, begun */
+#define QPT_TRACE_SLACK 16           /* a buffer's bytes past its limit */
 #define QPT_TRACE_MAXEVENTS 0xf0000000u
 /* QPT_TRACE_REPEAT + N (N < QPT_TRACE_REPEAT_MAX): the record before it, N more times (the
  * runtime writes a run of equal records so: a loop of one block, one record a turn). */
@@ -80,8 +95,11 @@ enum {
     QPT_TB_ROOT = 1u << 1,    /* entered from outside its procedure (landing pad) */
     QPT_TB_SETJMP = 1u << 2,  /* its call may return twice (setjmp, vfork) */
     QPT_TB_LEAFCALL = 1u << 3,/* it ends in a call of a C library function that never
-                               * calls back (memcpy, ...): not traced, records nothing */
-    QPT_TB_CALLPTR = 1u << 4, /* its call (QPT_TC_OUTSIDE) goes through a pointer: to
+                               * calls back (memcpy, ...; through the PLT: QPT_TC_NONE):
+                               * not traced, records nothing */
+    QPT_TB_CHORD_IN = 1u << 4,/* the CHORD of a way into it is recorded in it, before its
+                               * first instruction (its only way in) */
+    QPT_TB_CALLPTR = 1u << 5, /* its call (QPT_TC_OUTSIDE) goes through a pointer: to
                                * traced code when the next block is a procedure's entry */
 };
 
@@ -151,7 +169,37 @@ typedef struct qpt_trace_ins_hdr {
 } qpt_trace_ins_hdr_t;
 
 /*
- * Address tracing (--trace-mem): after the instructions, the description may go on with a
+ * The new code (version 3), after the instructions: where each instruction of the
+ * instruction part went in the rewritten program, to place a signal handler's entry at
+ * the instruction it interrupted (or to know that it interrupted the runtime or code not
+ * traced). A qpt_trace_new_hdr_t, then one qpt_trace_new_t per
+ * instruction (the same order), 8-byte aligned. Instruction i's slot starts at base +
+ * slot (the snippets placed before it, then the instruction at base + slot + pre, ending
+ * at base + slot + pre + len, its slot at base + slot + pre + len + post); slot
+ * QPT_TRACE_NEW_NONE: not known.
+ */
+#define QPT_TRACE_NMAGIC "QPTTRNEW"
+#define QPT_TRACE_NEW_NONE UINT32_MAX
+
+typedef struct qpt_trace_new_hdr {
+    char magic[8];     /* QPT_TRACE_NMAGIC */
+    uint32_t ninsns;   /* qpt_trace_ins_hdr_t.ninsns */
+    uint32_t pad;
+    uint64_t base;     /* link-time address of the new code */
+    uint64_t size;     /* its bytes */
+    uint64_t rt, rt_size; /* the runtime's code (the trace buffer refill, the hooks) */
+} qpt_trace_new_hdr_t;
+
+typedef struct qpt_trace_new {
+    uint32_t slot;     /* offset from base, or QPT_TRACE_NEW_NONE */
+    uint16_t pre;      /* bytes of snippets before the instruction */
+    uint16_t len;      /* bytes of the relocated instruction */
+    uint16_t post;     /* bytes after it in its slot (snippets after it, a jump) */
+    uint16_t pad;
+} qpt_trace_new_t;
+
+/*
+ * Address tracing (--trace-mem): after the new code, the description may go on with a
  * qpt_trace_mem_hdr_t, then one qpt_trace_mblock_t per block (the same indices) and the
  * accesses (qpt_trace_mref_t), each 8-byte aligned. Each access names an instruction of
  * its block, in the order they run. A block's accesses consume the value records

@@ -160,6 +160,9 @@ typedef struct elfw_instr {
  * the runtime is placed (from elfw_instr_t.placed on). */
 uint64_t elfw_trace_refill(const struct ed_plan *plan);
 
+/* The runtime blob's address and its size in *SIZE, once it is placed (0: not yet). */
+uint64_t elfw_runtime(const struct ed_plan *plan, uint64_t *size /*OUT*/);
+
 /*****************************************************************************
  * The libraries a program loads (elfw_deps.c)
  */

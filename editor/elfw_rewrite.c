@@ -66,6 +66,14 @@ reserve_runtime(ed_image_t *im, const cfg_image_t *img, ed_plan_t *plan,
 }
 
 uint64_t
+elfw_runtime(const ed_plan_t *plan, uint64_t *size)
+{
+    uint64_t hook = ed_plan_exit_hook(plan);
+    *size = hook != 0 ? qprt_blob_size : 0;
+    return hook != 0 ? hook - QPRT_HOOK_OFF : 0;
+}
+
+uint64_t
 elfw_trace_refill(const ed_plan_t *plan)
 {
     uint64_t hook = ed_plan_exit_hook(plan);

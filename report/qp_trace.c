@@ -114,6 +114,61 @@ ins_part(qp_trace_desc_t *d, size_t *off, size_t n)
     return 0;
 }
 
+static const qp_trace_desc_t *sort_desc; /* cmp_slot's (qsort has no argument) */
+
+static int
+cmp_slot(const void *a, const void *b)
+{
+    uint32_t x = sort_desc->inew[*(const uint32_t *)a].slot;
+    uint32_t y = sort_desc->inew[*(const uint32_t *)b].slot;
+    return x < y ? -1 : x > y;
+}
+
+/* The new code part of D's description at *OFF (of N bytes); *OFF goes past it. */
+static int
+new_part(qp_trace_desc_t *d, size_t *off, size_t n)
+{
+    qpt_trace_new_hdr_t nh;
+    uint32_t ninsns = d->ifirst[d->hdr.nblocks];
+    if (*off > n || n - *off < sizeof(nh))
+        return QP_EFORMAT;
+    memcpy(&nh, d->mem + *off, sizeof(nh));
+    size_t o = *off + rounded(sizeof(nh)), ns = (size_t)ninsns * sizeof(qpt_trace_new_t);
+    if (memcmp(nh.magic, QPT_TRACE_NMAGIC, 8) != 0 || nh.ninsns != ninsns || o > n || ns > n - o)
+        return QP_EFORMAT;
+    d->nhdr = nh;
+    d->inew = (const qpt_trace_new_t *)(d->mem + o);
+    *off = o + rounded(ns);
+    d->norder = malloc(((size_t)ninsns + 1) * sizeof(uint32_t));
+    d->iblock = malloc(((size_t)ninsns + 1) * sizeof(uint32_t));
+    if (d->norder == NULL || d->iblock == NULL)
+        return QP_ENOMEM;
+    for (uint32_t b = 0; b < d->hdr.nblocks; b++)
+        for (uint32_t i = d->ifirst[b]; i < d->ifirst[b + 1]; i++) {
+            d->iblock[i] = b;
+            if (d->inew[i].slot != QPT_TRACE_NEW_NONE)
+                d->norder[d->nnorder++] = i;
+        }
+    sort_desc = d;
+    qsort(d->norder, d->nnorder, sizeof(uint32_t), cmp_slot);
+    return 0;
+}
+
+/* The new code's bytes of the program PATH (where a signal came in a snippet); none when
+ * they cannot be read (the walk then marks such places). */
+static void
+read_new_text(qp_trace_desc_t *d, const char *path)
+{
+    cfg_image_t *img = NULL;
+    size_t avail = 0;
+    if (d->nhdr.size == 0 || d->nhdr.size > SIZE_MAX || cfg_image_open_bfd(path, &img) < 0)
+        return;
+    const uint8_t *p = cfg_image_ptr(img, d->nhdr.base, &avail);
+    if (p != NULL && avail >= d->nhdr.size && (d->ntext = malloc(d->nhdr.size)) != NULL)
+        memcpy(d->ntext, p, d->nhdr.size);
+    cfg_image_destroy(img);
+}
+
 /* Does the part at OFF (of N bytes) of D's description start with MAGIC? */
 static int
 part_is(const qp_trace_desc_t *d, size_t off, size_t n, const char *magic)
@@ -212,10 +267,15 @@ qp_trace_desc_read(const char *path, qp_trace_desc_t *d, char *why, size_t whyle
     cfg_image_destroy(img);
     memcpy(&d->hdr, d->mem, sizeof(d->hdr));
     const qpt_trace_hdr_t *h = &d->hdr;
-    if (memcmp(h->magic, QPT_TRACE_MAGIC, 8) != 0 || h->version != QPT_TRACE_VERSION
-        || h->kind > QPT_TRACE_CHORDS) {
+    if (memcmp(h->magic, QPT_TRACE_MAGIC, 8) != 0 || h->kind > QPT_TRACE_CHORDS) {
         qp_trace_desc_free(d);
-        return fail(why, whylen, QP_EFORMAT, path, "trace description of another version");
+        return fail(why, whylen, QP_EFORMAT, path, "malformed trace description");
+    }
+    if (h->version != QPT_TRACE_VERSION) {
+        snprintf(why, whylen, "%s: trace description of version %u; this qp reads version %u "
+                 "only: rewrite the program again", path, h->version, QPT_TRACE_VERSION);
+        qp_trace_desc_free(d);
+        return QP_EFORMAT;
     }
     size_t need[4] = { (size_t)h->nprocs * sizeof(qpt_trace_proc_t),
                        (size_t)h->nblocks * sizeof(qpt_trace_block_t),
@@ -239,6 +299,10 @@ qp_trace_desc_read(const char *path, qp_trace_desc_t *d, char *why, size_t whyle
         qp_trace_desc_free(d);
         return fail(why, whylen, QP_EFORMAT, path, "malformed instruction part");
     }
+    if ((rc = new_part(d, &off, n)) < 0) {
+        qp_trace_desc_free(d);
+        return fail(why, whylen, rc, path, rc == QP_ENOMEM ? "out of memory" : "malformed new code part");
+    }
     if (part_is(d, off, n, QPT_TRACE_MMAGIC) && mem_part(d, &off, n) < 0) {
         qp_trace_desc_free(d);
         return fail(why, whylen, QP_EFORMAT, path, "malformed address-trace description");
@@ -251,6 +315,7 @@ qp_trace_desc_read(const char *path, qp_trace_desc_t *d, char *why, size_t whyle
         qp_trace_desc_free(d);
         return fail(why, whylen, QP_EFORMAT, path, "trace description with an index out of range");
     }
+    read_new_text(d, path);
     return 0;
 }
 
@@ -258,6 +323,9 @@ void
 qp_trace_desc_free(qp_trace_desc_t *d)
 {
     free(d->mem);
+    free(d->norder);
+    free(d->iblock);
+    free(d->ntext);
     memset(d, 0, sizeof(*d));
 }
 
@@ -284,16 +352,35 @@ push_val(uint64_t **v, size_t *k, size_t *cap, uint64_t x)
     return 0;
 }
 
+/* Append X TIMES to the records *V (*K used, *CAP). */
+static int
+push_rec(uint32_t **v, size_t *k, size_t *cap, uint32_t x, uint64_t times)
+{
+    while (times > 0) {
+        if (*k == *cap) {
+            uint32_t *nv = *cap < (SIZE_MAX / 8) ? realloc(*v, 2 * *cap * sizeof(uint32_t)) : NULL;
+            if (nv == NULL)
+                return QP_ENOMEM;
+            *v = nv;
+            *cap *= 2;
+        }
+        size_t m = *cap - *k < times ? *cap - *k : (size_t)times;
+        for (size_t j = 0; j < m; j++)
+            (*v)[(*k)++] = x;
+        times -= m;
+    }
+    return 0;
+}
+
 int
 qp_trace_file_read_vals(const char *path, qpt_trace_file_t *hdr, uint32_t **rec, size_t *n,
                         uint64_t **vals, size_t *nvals, uint64_t *bias, uint64_t *bytes,
                         char *why, size_t whylen)
 {
-    uint64_t *vv = NULL, part = 0;
-    size_t nv = 0, vcap = 0;
-    int pending = 0, is_bias = 0; /* words of a value record still to read */
-    if (bias != NULL)
-        *bias = 0;
+    uint64_t *vv = NULL, part = 0, lbias = 0;
+    size_t nv = 0, vcap = 0, after_sig = SIZE_MAX;
+    int pending = 0; /* words of a value record still to read */
+    uint32_t vkind = 0; /* its kind */
     FILE *f = fopen(path, "rb");
     if (f == NULL)
         return fail(why, whylen, QP_EIO, path, strerror(errno));
@@ -313,43 +400,43 @@ qp_trace_file_read_vals(const char *path, qpt_trace_file_t *hdr, uint32_t **rec,
             uint64_t times = 1;
             if (pending > 0) { /* a value record's words, low first */
                 part |= (uint64_t)x << (pending == 2 ? 0 : 32);
-                if (--pending == 0 && is_bias && bias != NULL)
-                    *bias = part;
-                else if (pending == 0 && !is_bias && vals != NULL)
+                if (--pending > 0)
+                    continue;
+                if (vkind == QPT_TRACE_BIAS)
+                    lbias = part;
+                else if (vkind == QPT_TRACE_VAL && vals != NULL)
                     rc = push_val(&vv, &nv, &vcap, part);
+                if (vkind != QPT_TRACE_SIGNAL && vkind != QPT_TRACE_FAULT)
+                    continue;
+                /* In the records: the marker, then the rip as a link-time address. */
+                part -= lbias;
+                uint32_t w3[3] = { vkind, (uint32_t)part, (uint32_t)(part >> 32) };
+                for (int j = 0; rc == 0 && j < 3; j++)
+                    rc = push_rec(&v, &k, &cap, w3[j], 1);
+                after_sig = k;
                 continue;
             }
-            if (x == QPT_TRACE_VAL || x == QPT_TRACE_BIAS) {
+            if (x == QPT_TRACE_VAL || x == QPT_TRACE_BIAS || x == QPT_TRACE_SIGNAL
+                || x == QPT_TRACE_FAULT) {
                 pending = 2;
                 part = 0;
-                is_bias = x == QPT_TRACE_BIAS;
+                vkind = x;
                 continue;
             }
             if (x >= QPT_TRACE_REPEAT && x < QPT_TRACE_VAL) { /* a run: the last again */
-                if (k == 0) {
+                if (k == 0 || k == after_sig) {
                     rc = QP_EFORMAT;
                     break;
                 }
                 times = x - QPT_TRACE_REPEAT;
                 x = v[k - 1];
             }
-            while (rc == 0 && times > 0) {
-                if (k == cap) {
-                    uint32_t *nv = cap < (SIZE_MAX / 8) ? realloc(v, 2 * cap * sizeof(uint32_t)) : NULL;
-                    if (nv == NULL) {
-                        rc = QP_ENOMEM;
-                        break;
-                    }
-                    v = nv;
-                    cap *= 2;
-                }
-                size_t m = cap - k < times ? cap - k : (size_t)times;
-                for (size_t j = 0; j < m; j++)
-                    v[k++] = x;
-                times -= m;
-            }
+            if (rc == 0)
+                rc = push_rec(&v, &k, &cap, x, times);
         }
     }
+    if (bias != NULL)
+        *bias = lbias;
     int err = ferror(f);
     fclose(f);
     if (rc == 0 && err)
@@ -379,7 +466,24 @@ qp_trace_file_read_vals(const char *path, qpt_trace_file_t *hdr, uint32_t **rec,
  */
 
 enum { F_PROC, F_OUT };
-enum { S_ENTER, S_LEAVE };
+enum { S_ENTER, S_CALL, S_LEAVE }; /* S_CALL: printed, its call not made yet */
+
+/* Where a signal handler's entry (a QPT_TRACE_SIGNAL record) interrupted the program. */
+enum {
+    SIG_INSN,    /* an instruction of a traced block (sig_block): exact */
+    SIG_BEFORE,  /* the start of a traced block's slot (sig_block), before its snippets:
+                  * the block did not start (a signal, not a fault): exact */
+    SIG_PROBE,   /* the new code, but no instruction of a block: a probe, a stub */
+    SIG_RUNTIME, /* the runtime (a record's buffer refill, a hook) */
+    SIG_OUTSIDE, /* code that is not traced */
+};
+
+/* Is record R a signal record (three words: the kind, then the rip)? */
+static int
+is_sig(uint32_t r)
+{
+    return r == QPT_TRACE_SIGNAL || r == QPT_TRACE_FAULT;
+}
 
 typedef struct frame {
     uint8_t kind;      /* F_* */
@@ -387,6 +491,8 @@ typedef struct frame {
     uint8_t consumed;  /* S_ENTER: its BLOCK record was taken already */
     uint8_t ret;       /* F_PROC: its caller's call records RETURNED after it returns */
     uint8_t async;     /* F_PROC: entered asynchronously: its caller's state is kept */
+    uint32_t want;     /* S_ENTER: 1 + the CHORD record entering the block takes (a chord
+                        * recorded in the block, after a signal handler), or 0 */
     uint32_t proc;     /* F_PROC */
     uint32_t block;    /* F_PROC: the block; F_OUT: the call's block, or NONE */
 } frame_t;
@@ -402,6 +508,12 @@ typedef struct walk {
     int rc;
     int done;
     uint64_t silent;   /* blocks since the last record */
+    size_t sig_at;     /* the record index of the signal record sig_* describe, or NONE */
+    int sig_kind;      /* SIG_* */
+    uint32_t sig_block;/* SIG_INSN: the block */
+    uint64_t sig_insn; /* SIG_INSN: the instruction's link-time address */
+    size_t leaf_at;    /* i + 1 when a block calling a leaf (code not traced, no record)
+                        * was entered: untraced code ran since the last record */
 } walk_t;
 
 #define SILENT_MAX 100000000ull /* blocks without a record: the trace cannot be right */
@@ -506,6 +618,8 @@ return_from(walk_t *w)
     c->state = S_LEAVE;
 }
 
+static void take_signal(walk_t *w, int marked);
+
 /* Handle a record that the walk did not expect at this point. */
 static void
 unexpected(walk_t *w, uint32_t r)
@@ -524,6 +638,10 @@ unexpected(walk_t *w, uint32_t r)
         w->i++;
         reset(w, "cut: events of another thread may follow (a thread control block "
                  "reused unseen)", 0);
+        return;
+    }
+    if (is_sig(r)) { /* a record is needed here: the handler ran before */
+        take_signal(w, 1);
         return;
     }
     const qpt_trace_event_t *e = event(w, r);
@@ -585,6 +703,178 @@ unexpected(walk_t *w, uint32_t r)
     }
 }
 
+/* Is the instruction at P (N bytes) a record's reservation, xadd %r,%fs:CUR
+ * (runtime: 64 REX.W 0f c1 modrm(r, disp32) 25 disp32)? */
+static int
+is_reserve(const uint8_t *p, size_t n)
+{
+    return n == 10 && p[0] == 0x64 && (p[1] & 0xf8) == 0x48 && p[2] == 0x0f && p[3] == 0xc1
+        && (p[4] & 0xc7) == 0x04 && p[5] == 0x25 && p[6] == QPT_TRACE_TCB_CUR && p[7] == 0
+        && p[8] == 0 && p[9] == 0;
+}
+
+/*
+ * A signal at OFF in the snippets before block B's first instruction X (the records of
+ * its way in: BLOCK, ENTER, a chord): before every record's reservation, the block is
+ * next (SIG_BEFORE); after all of them, their records came before the handler's and
+ * the block started (SIG_INSN); between them, or the code unknown: SIG_PROBE.
+ */
+static int
+in_snippets(const qp_trace_desc_t *d, const qpt_trace_new_t *x, uint64_t off, int fault)
+{
+    if (d->ntext == NULL)
+        return SIG_PROBE;
+    unsigned before = 0, after = 0;
+    int at_insn = 0;
+    uint64_t a = x->slot, end = (uint64_t)x->slot + x->pre;
+    while (a < end) {
+        arch_insn_t in;
+        if (arch_decode(d->ntext + a, d->nhdr.size - a, d->nhdr.base + a, &in) < 0 || in.len == 0)
+            return SIG_PROBE;
+        at_insn |= a == off;
+        if (is_reserve(d->ntext + a, in.len))
+            *(a < off ? &before : &after) += 1;
+        a += in.len;
+    }
+    if (a != end || !at_insn)
+        return SIG_PROBE;
+    if (before == 0 && !fault)
+        return SIG_BEFORE;
+    return before > 0 && after == 0 ? SIG_INSN : SIG_PROBE;
+}
+
+/* Where the new code address RIP is (SIG_*; FAULT: the instruction there began), the
+ * block in *BLOCK and the instruction's link-time address in *INSN. */
+static int
+rip_place(const qp_trace_desc_t *d, uint64_t rip, int fault, uint32_t *block, uint64_t *insn)
+{
+    const qpt_trace_new_hdr_t *h = &d->nhdr;
+    if (rip - h->rt < h->rt_size)
+        return SIG_RUNTIME;
+    if (rip - h->base >= h->size)
+        return SIG_OUTSIDE;
+    uint64_t off = rip - h->base;
+    size_t lo = 0, hi = d->nnorder;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (d->inew[d->norder[mid]].slot <= off)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (lo == 0)
+        return SIG_PROBE;
+    uint32_t i = d->norder[lo - 1], b = d->iblock[i];
+    const qpt_trace_new_t *x = &d->inew[i];
+    /* Past its slot: a taken-edge stub, padding. In the snippets after it (a hook after
+     * a system call, a chord after a branch): the block ran, its way out was not taken
+     * or its record not consumed yet (else the walk is past it) - unless it is a call:
+     * the RETURNED after it comes after the callee ran. */
+    uint64_t after = (uint64_t)x->slot + x->pre + x->len;
+    if (off >= after + x->post)
+        return SIG_PROBE;
+    if (off >= after && i + 1 == d->ifirst[b + 1]
+        && (d->blocks[b].call != QPT_TC_NONE || (d->blocks[b].flags & QPT_TB_LEAFCALL)))
+        return SIG_PROBE;
+    /* In the snippets before it: in the middle of the block (a value record, a record
+     * that the way out names) the block ran; before its first instruction, its own
+     * records (BLOCK, ENTER, a chord of the way in) may have been written or not, except
+     * at their start (a signal comes between two instructions: the block is next). */
+    *block = b;
+    *insn = d->blocks[b].start;
+    if (i == d->ifirst[b] && off == x->slot && !fault)
+        return SIG_BEFORE;
+    if (off < (uint64_t)x->slot + x->pre && i == d->ifirst[b])
+        return in_snippets(d, x, off, fault);
+    for (uint32_t k = d->ifirst[b]; k < i; k++)
+        *insn += d->ilen[k];
+    return SIG_INSN;
+}
+
+/* The place of the signal record at the walk's position (SIG_*; -1: cut short). */
+static int
+signal_kind(walk_t *w)
+{
+    if (w->sig_at != w->i) {
+        if (w->i + 2 >= w->n)
+            return -1;
+        uint64_t rip = w->rec[w->i + 1] | (uint64_t)w->rec[w->i + 2] << 32;
+        w->sig_at = w->i;
+        w->sig_kind = rip_place(w->d, rip, w->rec[w->i] == QPT_TRACE_FAULT, &w->sig_block,
+                                &w->sig_insn);
+    }
+    return w->sig_kind;
+}
+
+/*
+ * The signal record at the walk's position: its handler (the ENTER after it) runs here,
+ * in a frame of its own after which the walk goes on where it is. MARKED: the place is
+ * not known to be exact.
+ */
+static void
+take_signal(walk_t *w, int marked)
+{
+    const qp_trace_desc_t *d = w->d;
+    int kind = signal_kind(w);
+    if (kind < 0) {
+        w->rc = QP_EINVAL;
+        return;
+    }
+    w->i += 3;
+    w->silent = 0;
+    const qpt_trace_event_t *e = event(w, peek(w));
+    if (e == NULL || e->kind != QPT_TV_ENTER) {
+        reset(w, "cut: a signal record without its handler's entry", 0);
+        return;
+    }
+    w->i++;
+    if (marked && (kind == SIG_INSN || kind == SIG_BEFORE))
+        mark(w, "async: a signal handler interrupted the instruction at the address given, "
+                "which the walk did not reach before a record; it ran somewhere in the "
+                "blocks since the last record", w->sig_insn);
+    else if (marked && kind == SIG_OUTSIDE)
+        mark(w, "async: a signal handler interrupted code not traced (a library function "
+                "called without a record) somewhere in the blocks since the last record",
+             d->procs[e->a].entry);
+    else if (marked)
+        mark(w, "async: a signal handler interrupted the tracing code (a record being "
+                "written) somewhere in the blocks since the last record", d->procs[e->a].entry);
+    else if (w->sink->signal != NULL && w->rc == 0)
+        w->rc = w->sink->signal(w->sink->arg, kind == SIG_INSN || kind == SIG_BEFORE ? w->sig_insn : 0);
+    enter_proc(w, e->a, 0, 1, 1);
+}
+
+/* Does the walk stand where the signal record next says its handler ran? */
+static int
+signal_here(walk_t *w, const frame_t *f)
+{
+    if (!is_sig(peek(w)) || f->kind != F_PROC)
+        return 0;
+    int kind = signal_kind(w);
+    if (kind == SIG_INSN) /* the block printed, its call not made */
+        return f->state == S_CALL && f->block == w->sig_block;
+    if (kind == SIG_BEFORE) /* about to enter it, none of its records taken */
+        return f->state == S_ENTER && !f->consumed
+            && (f->block == w->sig_block
+                || (f->block == NONE && w->d->procs[f->proc].block == w->sig_block));
+    return 0;
+}
+
+/* Leaving block B with a signal record next whose handler ran before block U started
+ * (SIG_BEFORE): the way into U when it records its chord in U (then unwritten, and U's
+ * only way in: the program took it), else NONE. */
+static uint32_t
+way_before(const qp_trace_desc_t *d, const qpt_trace_block_t *b, uint32_t u)
+{
+    if (!(d->blocks[u].flags & QPT_TB_CHORD_IN))
+        return NONE;
+    for (uint32_t k = b->edge; k < b->edge + b->nedges; k++)
+        if (k != b->tree && d->edges[k].kind == QPT_TE_BLOCK && d->edges[k].to == u
+            && d->edges[k].event != NONE)
+            return k;
+    return NONE;
+}
+
 /* The top frame enters its block. */
 static void
 enter_block(walk_t *w, frame_t *f)
@@ -601,6 +891,16 @@ enter_block(walk_t *w, frame_t *f)
         return;
     }
     const qpt_trace_block_t *b = &d->blocks[f->block];
+    if (f->want) { /* the chord of the way in, after a handler */
+        uint32_t r = peek(w);
+        if (r != f->want - 1) {
+            unexpected(w, r);
+            return;
+        }
+        f->want = 0;
+        w->i++;
+        w->silent = 0;
+    }
     if ((b->flags & QPT_TB_BLOCKEV) && !f->consumed) {
         uint32_t r = peek(w);
         if (r != b->block_event) {
@@ -624,6 +924,16 @@ enter_block(walk_t *w, frame_t *f)
             return;
         }
     }
+    if (b->flags & QPT_TB_LEAFCALL)
+        w->leaf_at = w->i + 1;
+    f->state = S_CALL;
+}
+
+/* The top frame, its block printed, makes the block's call. */
+static void
+call_block(walk_t *w, frame_t *f)
+{
+    const qpt_trace_block_t *b = &w->d->blocks[f->block];
     f->state = S_LEAVE;
     uint32_t site = f->block;
     switch (b->call) {
@@ -679,6 +989,20 @@ leave_block(walk_t *w, frame_t *f)
             unexpected(w, r); /* a handler ran here, before the way out was taken */
             return;
         }
+        /* A handler that interrupted a probe: its record may be this way out's. */
+        int kind = is_sig(r) ? signal_kind(w) : -1;
+        if (kind == SIG_PROBE || kind == SIG_RUNTIME) {
+            unexpected(w, r);
+            return;
+        }
+        uint32_t before = kind == SIG_BEFORE ? way_before(d, b, w->sig_block) : NONE;
+        if (before != NONE) {
+            f->block = d->edges[before].to;
+            f->state = S_ENTER;
+            f->consumed = 0;
+            f->want = d->edges[before].event + 1;
+            return;
+        }
         if (e != NULL && e->kind == QPT_TV_CHORD && d->edges[e->a].from == f->block) {
             chosen = e->a;
             w->i++;
@@ -708,6 +1032,10 @@ leave_block(walk_t *w, frame_t *f)
         f->consumed = (uint8_t)consumed;
         return;
     case QPT_TE_RETURN:
+        if (f->ret && is_sig(peek(w))) { /* before the RETURNED it needs */
+            unexpected(w, peek(w));
+            return;
+        }
         return_from(w);
         return;
     case QPT_TE_TAIL: {
@@ -772,6 +1100,12 @@ outside(walk_t *w, frame_t *f)
         unexpected(w, r);
         return;
     }
+    if (is_sig(r)) {
+        /* Exact when the handler interrupted code not traced and none ran silently
+         * since the last record (a leaf call): this code. */
+        take_signal(w, signal_kind(w) != SIG_OUTSIDE || w->leaf_at == w->i + 1);
+        return;
+    }
     const qpt_trace_event_t *e = event(w, r);
     if (e != NULL && e->kind == QPT_TV_ENTER) {
         w->i++;
@@ -829,10 +1163,14 @@ walk(walk_t *w)
             unexpected(w, NONE);
             break;
         }
-        if (f->kind == F_OUT)
+        if (signal_here(w, f))
+            take_signal(w, 0);
+        else if (f->kind == F_OUT)
             outside(w, f);
         else if (f->state == S_ENTER)
             enter_block(w, f);
+        else if (f->state == S_CALL)
+            call_block(w, f);
         else
             leave_block(w, f);
     }
@@ -852,10 +1190,16 @@ qp_trace_regen(const qp_trace_desc_t *d, const uint32_t *rec, size_t n,
     if (v == NULL)
         return QP_ENOMEM;
     size_t k = 0;
-    for (size_t i = 0; i < n; i++)
+    for (size_t i = 0; i < n; i++) {
+        if (is_sig(rec[i]) && i + 2 < n) { /* its rip's words as they are */
+            v[k++] = rec[i++];
+            v[k++] = rec[i++];
+            st->records -= 2;
+        }
         if (rec[i] != QPT_TRACE_END)
             v[k++] = rec[i];
-    walk_t w = { .d = d, .rec = v, .n = k, .sink = sink, .st = st };
+    }
+    walk_t w = { .d = d, .rec = v, .n = k, .sink = sink, .st = st, .sig_at = NONE };
     int rc = walk(&w);
     free(w.f);
     free(v);
@@ -875,7 +1219,7 @@ typedef struct mem_walk {
     const qp_trace_mem_sink_t *sink;
     uint64_t nacc;
     int ran_out;
-    int signalled; /* the walk marked a signal handler or a longjmp */
+    int signalled; /* the walk placed or marked a signal handler, or marked a longjmp */
     uint64_t v[256]; /* the current block's values, by access (EA), for `from` */
 } mem_walk_t;
 
@@ -885,8 +1229,8 @@ typedef struct mem_walk {
  * accesses. */
 #define SIGNALLED_END                                                                    \
     "cut: the address values do not match the blocks: a block was left in the middle "  \
-    "(a faulting access, a longjmp out of a signal handler) after an async or longjmp "  \
-    "mark above; the addresses after it may be wrong"
+    "(a faulting access, a longjmp out of a signal handler) after a signal handler or "  \
+    "a longjmp above; the addresses after it may be wrong"
 
 /* The next value, or 0 with RAN_OUT set (marked once). */
 static int
@@ -973,6 +1317,16 @@ mem_mark(void *arg, const char *what, uint64_t addr)
     return m->sink->mark != NULL ? m->sink->mark(m->sink->arg, what, addr) : 0;
 }
 
+/* A signal handler placed exactly: its values come between those of the interrupted
+ * block (which the walk gave all at once). */
+static int
+mem_signal(void *arg, uint64_t insn)
+{
+    (void)insn;
+    ((mem_walk_t *)arg)->signalled = 1;
+    return 0;
+}
+
 int
 qp_trace_mem_regen(const qp_trace_desc_t *d, const uint32_t *rec, size_t n,
                    const uint64_t *vals, size_t nvals, uint64_t bias,
@@ -981,7 +1335,7 @@ qp_trace_mem_regen(const qp_trace_desc_t *d, const uint32_t *rec, size_t n,
     if (d->mblocks == NULL)
         return QP_EINVAL;
     mem_walk_t m = { .d = d, .vals = vals, .nvals = nvals, .bias = bias, .sink = sink };
-    qp_trace_sink_t s = { mem_block, mem_mark, &m };
+    qp_trace_sink_t s = { mem_block, mem_mark, &m, mem_signal };
     int rc = qp_trace_regen(d, rec, n, &s, st);
     if (rc == 0 && m.next < m.nvals && !m.ran_out && sink->mark != NULL)
         rc = sink->mark(sink->arg, m.signalled ? SIGNALLED_END

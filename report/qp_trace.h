@@ -25,6 +25,13 @@ typedef struct qp_trace_desc {
     /* per block its first instruction (nblocks + 1), and the instructions' lengths */
     const uint32_t *ifirst;
     const uint8_t *ilen;
+    /* where each instruction went in the rewritten program (placing signal handlers) */
+    qpt_trace_new_hdr_t nhdr;
+    const qpt_trace_new_t *inew;
+    uint32_t *norder;  /* the instructions with a known place, by address (malloc'ed) */
+    uint32_t nnorder;
+    uint32_t *iblock;  /* per instruction, its block (malloc'ed) */
+    uint8_t *ntext;    /* the new code's bytes (nhdr.size; malloc'ed; NULL: not read) */
     /* --trace-mem (NULL without): per block its accesses, and the accesses */
     const qpt_trace_mblock_t *mblocks;
     const qpt_trace_mref_t *mrefs;
@@ -52,7 +59,8 @@ int qp_trace_file_read(const char *path, qpt_trace_file_t *hdr /*OUT*/, uint32_t
 
 /* The same, and the values of QPT_TRACE_VAL records in *VALS[0..*NVALS) (malloc'ed;
  * VALS may be NULL: dropped), the program's load bias in *BIAS (0 when the file does not
- * say; may be NULL). */
+ * say; may be NULL). A QPT_TRACE_SIGNAL record stays in the records as three words:
+ * QPT_TRACE_SIGNAL, then the interrupted rip less the load bias, low word first. */
 int qp_trace_file_read_vals(const char *path, qpt_trace_file_t *hdr /*OUT*/,
                             uint32_t **rec /*OUT*/, size_t *n /*OUT*/, uint64_t **vals /*OUT*/,
                             size_t *nvals /*OUT*/, uint64_t *bias /*OUT*/, uint64_t *bytes /*OUT*/,
@@ -65,6 +73,9 @@ typedef struct qp_trace_sink {
     /* The walk could not follow exactly here: WHAT says why; ADDR a block's start or 0. */
     int (*mark)(void *arg, const char *what, uint64_t addr);
     void *arg;
+    /* When not NULL: a signal handler placed exactly starts; it interrupted the
+     * instruction at INSN (link-time address; 0: code not traced). Non-zero stops. */
+    int (*signal)(void *arg, uint64_t insn);
 } qp_trace_sink_t;
 
 typedef struct qp_trace_stats {

@@ -121,6 +121,7 @@ enum {
     SYS_mmap = 9,
     SYS_mprotect = 10,
     SYS_munmap = 11,
+    SYS_rt_sigprocmask = 14,
     SYS_pread64 = 17,
     SYS_lseek = 8,
     SYS_pwrite64 = 18,
@@ -1382,7 +1383,9 @@ qprt_exit_dump(uint64_t *saved)
 #define TR_MAX 1024         /* buffers at once */
 #define TR_SCRATCH 4096     /* where events go when no buffer can be had (discarded) */
 #define TR_SLACK 16         /* room past the limit: a value record (12 bytes) is written
-                             * after the check that the cursor is below the limit */
+                             * after the check that the cursor is below the limit; slots
+                             * reserved past it are not written */
+_Static_assert(TR_SLACK == QPT_TRACE_SLACK, "the snippets know the slack");
 
 enum { SYS_tgkill = 234, SYS_arch_prctl = 158, SYS_process_vm_writev = 311,
        ARCH_SET_FS = 0x1002, ARCH_GET_FS = 0x1003, O_WRONLY_ = 1 };
@@ -1453,6 +1456,25 @@ tr_unlock(tr_reg_t *r)
     __atomic_store_n(&r->lock, 0, __ATOMIC_RELEASE);
 }
 
+/* The lock with every signal blocked (*OLD: the mask before): a handler that ran while
+ * this thread holds it would record events, call the refill again and wait for the lock
+ * forever. A signal that comes meanwhile runs once the mask is back (tr_unlock_sig). */
+static void
+tr_lock_sig(tr_reg_t *r, uint64_t *old)
+{
+    uint64_t all = ~0ull;
+    *old = 0;
+    sys6(SYS_rt_sigprocmask, 0 /* SIG_BLOCK */, (long)&all, (long)old, 8, 0, 0);
+    tr_lock(r);
+}
+
+static void
+tr_unlock_sig(tr_reg_t *r, const uint64_t *old)
+{
+    tr_unlock(r);
+    sys6(SYS_rt_sigprocmask, 2 /* SIG_SETMASK */, (long)old, 0, 8, 0, 0);
+}
+
 static uint64_t
 tp_self(void)
 {
@@ -1512,9 +1534,13 @@ tr_flush(tr_buf_t *b, uint64_t cur)
     uint32_t *o = tr_reg()->pack;
     const uint32_t *v = (const uint32_t *)(uintptr_t)b->flushed;
     uint64_t n = (cur - b->flushed) / 4, k = 0;
-    for (uint64_t i = 0; i < n;) {
+    /* Slots reserved at or past the limit were never written (their records went to
+     * the next buffer): up to the first record that starts there. */
+    uint64_t lim = b->data + TR_BYTES - TR_SLACK;
+    for (uint64_t i = 0; i < n && b->flushed + 4 * i < lim;) {
         uint32_t x = v[i];
-        if (x == QPT_TRACE_VAL && i + 3 <= n) { /* a value record: copied as it is */
+        if ((x == QPT_TRACE_VAL || x == QPT_TRACE_SIGNAL || x == QPT_TRACE_FAULT)
+            && i + 3 <= n) { /* a value record: copied as it is */
             o[k++] = x;
             o[k++] = v[i + 1];
             o[k++] = v[i + 2];
@@ -1625,7 +1651,8 @@ qprt_trace_refill(void)
         sys3(SYS_kill, sys3(SYS_getpid, 0, 0, 0), 9, 0);
         return;
     }
-    tr_lock(r);
+    uint64_t mask;
+    tr_lock_sig(r, &mask);
     uint64_t tp = tp_self(), cur = tcb_cur(), tid = (uint64_t)sys3(SYS_gettid, 0, 0, 0);
     tr_buf_t *b = NULL, *same_thread = NULL;
     for (uint64_t i = 0; i < r->n; i++) {
@@ -1661,7 +1688,7 @@ qprt_trace_refill(void)
         tcb_set((uint64_t)(uintptr_t)r->scratch,
                 (uint64_t)(uintptr_t)r->scratch + TR_SCRATCH - TR_SLACK);
     }
-    tr_unlock(r);
+    tr_unlock_sig(r, &mask);
 }
 
 /* Write every buffer, then QPT_TRACE_END in each file. */
@@ -1671,7 +1698,8 @@ trace_flush_all(void)
     tr_reg_t *r = tr_reg();
     if (r == NULL)
         return;
-    tr_lock(r);
+    uint64_t mask;
+    tr_lock_sig(r, &mask);
     uint64_t tp = tp_self();
     for (uint64_t i = 0; i < r->n; i++) {
         tr_buf_t *b = &r->b[i];
@@ -1685,7 +1713,7 @@ trace_flush_all(void)
         tr_flush(b, cur);
         tr_mark(b, QPT_TRACE_END);
     }
-    tr_unlock(r);
+    tr_unlock_sig(r, &mask);
 }
 
 /* Before a thread starts: forget the buffers of threads that ended (their control
@@ -1696,7 +1724,8 @@ trace_reap(void)
     tr_reg_t *r = tr_reg();
     if (r == NULL)
         return;
-    tr_lock(r);
+    uint64_t mask;
+    tr_lock_sig(r, &mask);
     long pid = sys3(SYS_getpid, 0, 0, 0);
     for (uint64_t i = 0; i < r->n; i++) {
         tr_buf_t *b = &r->b[i];
@@ -1710,7 +1739,7 @@ trace_reap(void)
         tr_mark(b, QPT_TRACE_END);
         tr_close(b);
     }
-    tr_unlock(r);
+    tr_unlock_sig(r, &mask);
 }
 
 /* After a fork: in the child, the parent's buffers are the parent's (it writes them);

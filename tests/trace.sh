@@ -7,7 +7,10 @@
 # say the way), both run (same output as the original), and `qp trace blocks` of the two
 # must be equal record for record - C at -O0/-O2, PIE, non-PIE and static, calls,
 # recursion, function pointers, switch tables, computed gotos, threads (a trace per
-# thread), a record where only the carry flag is live (tests/trace/flags.c). Where the walk cannot follow exactly (longjmp, signal handlers, exceptions)
+# thread), a record where only the carry flag is live (tests/trace/flags.c), signal
+# handlers that interrupt traced code and return (their entry records the interrupted
+# instruction: tests/trace/sighandler.c). Where the walk cannot follow exactly (longjmp,
+# signal handlers, exceptions)
 # the blocks must still be equal and the places marked ('#' lines); a process killed
 # before it could flush ends with a cut mark. The chord trace must be the smaller.
 # Exit status: 0 pass, 1 fail, 77 skip, 99 hard error.
@@ -35,9 +38,12 @@ build() {
         { bad "$name: does not build: $(head -n 1 "$dir/bin/$name.log")"; return 1; }
 }
 
-# Sum of the sizes of the trace files PREFIX.trace.*.
+# Sum of the sizes of the trace files PREFIX.trace.*, less their signal records (12 bytes
+# each, which the naive tracer does not write: a handler's entry and where it came).
 trace_bytes() {
-    cat "$1".trace.* 2>/dev/null | wc -c
+    all=$(cat "$1".trace.* 2>/dev/null | wc -c)
+    sig=$(cat "$1".trace.* 2>/dev/null | od -An -v -tx4 -w4 | grep -c -e fffffff2 -e fffffff3)
+    echo $((all - 12 * sig))
 }
 
 # pair NAME EXPECT: both tracers on $dir/bin/NAME; EXPECT is "exact", or a word every
@@ -90,7 +96,8 @@ for v in "gcc -O0" "gcc -O2" "gcc -O2 -fno-pie -no-pie" "gcc -O2 -static" "clang
     cc=${v%% *}
     qp_have "$cc" || continue
     tag=$(echo "$v" | tr -d ' ' | tr -c 'a-zA-Z0-9\n' _)
-    for prog in "$T/calls.c" "$P/recursion.c" "$P/fptr.c" "$P/switch_dense.c" "$P/setjmp.c"; do
+    for prog in "$T/calls.c" "$P/recursion.c" "$P/fptr.c" "$P/switch_dense.c" "$P/setjmp.c" \
+        "$T/sighandler.c"; do
         base=${prog##*/}
         name=${base%.c}.$tag
         build "$name" "$prog" $v || continue
@@ -161,6 +168,39 @@ if [ -f "$dir/t/calls.gcc_O2_static.blocks" ]; then
     *) bad "calls.gcc_O2_static: no not-traced line: $u" ;;
     esac
 fi
+
+# Asynchronous signals (tests/trace/timer.c: SIGALRM every 100 us, hundreds of handlers
+# anywhere): where they come differs from run to run, so the program's own blocks (the
+# handler's dropped) must be equal, no cut mark, and every handler either placed exactly
+# or marked "async".
+for v in "gcc -O2" "gcc -O0" "clang -O2"; do
+    cc=${v%% *}
+    qp_have "$cc" && qp_have python3 || continue
+    tag=$(echo "$v" | tr -d ' ' | tr -c 'a-zA-Z0-9\n' _)
+    name=timer.$tag
+    build "$name" "$T/timer.c" $v || continue
+    for d in n t; do
+        drv=trace-naive
+        [ $d = t ] && drv=trace
+        "$QPT_REWRITE" --driver=$drv "$dir/bin/$name" -o "$dir/$d/$name" >/dev/null 2>&1 &&
+            (cd "$dir/$d" && timeout 120 ./"$name" >"$name.out" 2>&1) &&
+            "$QP" trace blocks "$dir/$d/$name" >"$dir/$d/$name.blocks" 2>"$dir/$d/$name.err" &&
+            python3 "$T/drop-procs.py" "$dir/bin/$name" on_alarm tick_work \
+                <"$dir/$d/$name.blocks" >"$dir/$d/$name.own" ||
+            { bad "$name ($d): rewrite, run or qp trace blocks failed: $(head -n 1 "$dir/$d/$name.err" 2>/dev/null)"; continue 2; }
+    done
+    h=$(nm "$dir/bin/$name" | awk '$3 == "on_alarm" {print $1}' | sed 's/^0*/0x/')
+    nh=$(grep -c "^$h\$" "$dir/t/$name.blocks")
+    marks=$(grep -c '^#' "$dir/t/$name.blocks")
+    other=$(grep '^#' "$dir/t/$name.blocks" | grep -vc '^# async: a signal handler')
+    nb=$(wc -l <"$dir/n/$name.own")
+    [ "$nb" -ge 100000 ] || bad "$name: only $nb blocks in the naive trace"
+    [ "$nh" -gt 0 ] || bad "$name: no handler ran in the chord run"
+    cmp -s "$dir/n/$name.own" "$dir/t/$name.own" &&
+        ok "$name: the program's $nb blocks equal; $nh handlers, $((nh - marks)) placed exactly, $marks marked" ||
+        bad "$name: the program's blocks differ: $(diff "$dir/n/$name.own" "$dir/t/$name.own" | head -n 3 | tr '\n' ' ')"
+    [ "$other" -eq 0 ] || bad "$name: $other marks other than a signal handler's: $(grep '^#' "$dir/t/$name.blocks" | grep -v '^# async: a signal handler' | head -n 1)"
+done
 
 # A process killed before its exit: what filled buffers wrote, then a cut mark.
 if build killed "$T/killed.c" gcc -O2 &&

@@ -283,7 +283,7 @@ untraced_calls(const qp_trace_desc_t *d, const uint32_t *rec, size_t n, out_t *o
 {
     uint64_t cuts = o->u.cuts;
     qp_trace_stats_t st;
-    qp_trace_sink_t s = { untraced_only, ignore_mark, o };
+    qp_trace_sink_t s = { untraced_only, ignore_mark, o, NULL };
     int rc = qp_trace_regen(d, rec, n, &s, &st);
     o->u.cuts = cuts;
     return rc;
@@ -433,7 +433,7 @@ one_trace(const qp_trace_desc_t *d, const char *path, int mode, int header, out_
     o->hash = 0xcbf29ce484222325ull;
     untraced_reset(&o->u, o->nouts);
     qp_trace_sink_t sink = { stats ? hash_block : mode == MODE_INSNS ? on_block_insns : on_block,
-                             stats ? count_mark : on_mark, o };
+                             stats ? count_mark : on_mark, o, NULL };
     qp_trace_stats_t st;
     qp_trace_mem_sink_t msink = { stats ? count_access : mode == MODE_SIM ? sim_access : on_access,
                                   stats || mode == MODE_SIM ? count_mark : on_mark, o };

@@ -243,7 +243,8 @@ trace_describe(void *arg, const ed_plan_t *plan, uint64_t counters, uint8_t **de
     trace_ctx_t *c = arg;
     QP_CHECK(drv_describe(c->res, plan, counters, desc, len, id));
     drv_trace_set_id(c->tr, *id);
-    return 0;
+    uint64_t rt_size = 0, rt = elfw_runtime(plan, &rt_size);
+    return drv_trace_set_layout(c->tr, plan, rt, rt_size);
 }
 
 static int

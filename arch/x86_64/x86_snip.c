@@ -1026,57 +1026,64 @@ op_disp8(gen_t *g, int w, uint8_t opc, int reg, int base, int8_t disp)
     put8(g, (uint8_t)disp);
 }
 
+
 /*
- * The start of a trace record: t = %fs:CUR, with room for a record (mov %fs:CUR,t;
- * cmp %fs:LIM,t; jb 1f; call REFILL (REFILL: node R's address); mov %fs:CUR,t; 1:).
+ * t = N bytes reserved at the cursor for a record, the cursor moved past them in one
+ * instruction (xadd), so that a signal handler's records, whenever it runs, go before
+ * or after them and the cursor is never set back. A slot at or past the limit (or no
+ * buffer yet: cursor and limit 0) stays empty - the refill (node R) writes the buffer up
+ * to the first slot at or past its limit - and the reservation is made again.
+ *   retry: mov $N,%t32; xadd t,%fs:CUR; cmp %fs:LIM,t; jb ok; call R; jmp retry
+ *   ok:
  */
 static void
-trace_room(gen_t *g, const arch_snip_t *r, int t)
+trace_reserve(gen_t *g, const arch_snip_t *r, int t, int n)
 {
-    int room = new_label(g);
-    fs_op(g, 0x8b, t, ARCH_TRACE_CUR);
+    int retry = new_label(g), ok = new_label(g);
+    bind(g, retry);
+    if (t & 8)
+        put8(g, 0x41);
+    put8(g, (uint8_t)(0xb8 | (t & 7))); /* mov $n, %t32 */
+    put32(g, (uint32_t)n);
+    put8(g, 0x64); /* xadd t, %fs:CUR */
+    rex(g, 1, t, 0);
+    put8(g, 0x0f);
+    put8(g, 0xc1);
+    put8(g, (uint8_t)(0x04 | ((t & 7) << 3)));
+    put8(g, 0x25);
+    put32(g, (uint32_t)ARCH_TRACE_CUR);
     fs_op(g, 0x3b, t, ARCH_TRACE_LIM);
-    jump_to(g, CC_B, room);
+    jump_to(g, CC_B, ok);
     int64_t d = (int64_t)((uint64_t)r->imm - (g->addr + g->len + 5));
     if (!fits32(d))
         fail(g, QP_ERANGE);
     put8(g, 0xe8);
     put32(g, (uint32_t)d);
-    fs_op(g, 0x8b, t, ARCH_TRACE_CUR);
-    bind(g, room);
+    jump_to(g, -1, retry);
+    bind(g, ok);
 }
 
-/* The end of a record of N bytes at t: the cursor moves past it (lea N(t),t; mov t,%fs:CUR). */
-static void
-trace_advance(gen_t *g, int t, int8_t n)
-{
-    op_disp8(g, 1, 0x8d, t, t, n);
-    fs_op(g, 0x89, t, ARCH_TRACE_CUR);
-}
-
-/* ARCH_SN_TRACE_REC: the room; movl $imm,(t); the cursor past 4 bytes. */
+/* ARCH_SN_TRACE_REC: 4 bytes reserved; movl $imm,(t). */
 static void
 trace_rec(gen_t *g, const arch_snip_t *s)
 {
     int t = pick_temp(g);
-    trace_room(g, &g->nodes[s->a], t);
+    trace_reserve(g, &g->nodes[s->a], t, 4);
     op_disp8(g, 0, 0xc7, 0, t, 0); /* movl $imm, 0(t) */
     put32(g, (uint32_t)s->imm);
-    trace_advance(g, t, 4);
     free_temp(g, t);
 }
 
-/* ARCH_SN_TRACE_VAL: v = value; the room; movl $imm,(t); mov v,4(t); past 12 bytes. */
+/* ARCH_SN_TRACE_VAL: v = value; 12 bytes reserved; movl $imm,(t); mov v,4(t). */
 static void
 trace_val(gen_t *g, const arch_snip_t *s)
 {
     int v = eval(g, s->b);
     int t = pick_temp(g);
-    trace_room(g, &g->nodes[s->a], t);
+    trace_reserve(g, &g->nodes[s->a], t, 12);
     op_disp8(g, 0, 0xc7, 0, t, 0); /* movl $imm, 0(t) */
     put32(g, (uint32_t)s->imm);
     op_disp8(g, 1, 0x89, v, t, 4); /* mov v, 4(t) */
-    trace_advance(g, t, 12);
     free_temp(g, t);
     free_temp(g, v);
 }
