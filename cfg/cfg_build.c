@@ -892,6 +892,24 @@ blocks_changed(cfg_builder_t *b)
     return atomic_fetch_add_explicit(&b->blocks_ver, 1, memory_order_relaxed) + 1;
 }
 
+/*
+ * Note BP's "never returns" edges that are calls of a procedure's entry in
+ * bp->noret_sites, for rebuild_stale_noreturn_callers (which would otherwise look at
+ * every edge of their procedures each round). Called whenever BP's edges change.
+ */
+static int
+note_noret_sites(cfg_bproc_t *bp)
+{
+    bp->noret_sites.n = 0;
+    for (size_t e = 0; e < bp->edges.n; e++) {
+        const cfg_edge_t *ed = &bp->edges.v[e];
+        const cfg_block_t *bl = &bp->blocks.v[ed->from];
+        if (ed->kind == CFG_EDGE_NORETURN && ed->target != 0 && bl->call_target == ed->target)
+            QP_CHECK(CFG_VEC_PUSH(bp->noret_sites, ((cfg_noret_site_t) { ed->target, bl->end })));
+    }
+    return 0;
+}
+
 /* (Re)build the CFG of procedure I with the scratch SC (see cfg_scratch_t). */
 static int
 build_proc(cfg_builder_t *b, cfg_scratch_t *sc, uint32_t i)
@@ -931,9 +949,8 @@ build_proc(cfg_builder_t *b, cfg_scratch_t *sc, uint32_t i)
     bp->blocks_ver = blocks_changed(b);
     bp->built = 1;
     bp->nr_dirty = 1;
-    bp->has_noret = 0;
-    for (size_t e = 0; e < bp->edges.n && !bp->has_noret; e++)
-        bp->has_noret = bp->edges.v[e].kind == CFG_EDGE_NORETURN && bp->edges.v[e].target != 0;
+    if (note_noret_sites(bp) < 0)
+        rc = QP_ENOMEM;
     CFG_VEC_FREE(t.pending);
     CFG_VEC_FREE(t.last);
     CFG_VEC_FREE(t.labels);
@@ -1091,7 +1108,7 @@ assign_ranges(cfg_builder_t *b)
         rc = CFG_VEC_PUSH(b->procs.v[parent[i]].ranges, ((cfg_range_t) { f->p.start, f->p.end }));
         if (f->blocks.n > 0)
             f->blocks_ver = blocks_changed(b);
-        f->blocks.n = f->edges.n = 0; /* a fragment has no blocks of its own */
+        f->blocks.n = f->edges.n = f->noret_sites.n = 0; /* a fragment has no blocks of its own */
         f->entry_block = CFG_NONE;
     }
     for (size_t i = 0; i < n && rc == 0; i++) {
@@ -1450,11 +1467,12 @@ prune_proc(cfg_builder_t *b, cfg_bproc_t *bp)
             ed->to = CFG_NONE;
             ed->target = bl->call_target;
             cut = 1;
-            bp->has_noret = 1;
         }
     }
-    if (!cut || bp->entry_block == CFG_NONE)
+    if (!cut)
         return 0;
+    if (bp->entry_block == CFG_NONE)
+        return note_noret_sites(bp);
     size_t n = bp->blocks.n;
     uint32_t *newidx = malloc(n * sizeof(uint32_t));
     uint32_t *stack = malloc(n * sizeof(uint32_t));
@@ -1497,7 +1515,7 @@ prune_proc(cfg_builder_t *b, cfg_bproc_t *bp)
     if (nb == n) {
         free(newidx);
         free(stack);
-        return 0;
+        return note_noret_sites(bp);
     }
     /* Compact blocks and edges in place (both are in block order). */
     size_t ne = 0;
@@ -1522,6 +1540,7 @@ prune_proc(cfg_builder_t *b, cfg_bproc_t *bp)
     bp->edges.n = ne;
     free(newidx);
     free(stack);
+    QP_CHECK(note_noret_sites(bp));
     return 1;
 }
 
@@ -2224,14 +2243,11 @@ rebuild_stale_noreturn_callers(cfg_builder_t *b)
     size_t n = 0;
     for (size_t i = 0; i < b->procs.n; i++) {
         cfg_bproc_t *bp = &b->procs.v[i];
-        for (size_t e = 0; e < bp->edges.n && bp->has_noret; e++) {
-            const cfg_edge_t *ed = &bp->edges.v[e];
-            if (ed->kind != CFG_EDGE_NORETURN || ed->target == 0
-                || bp->blocks.v[ed->from].call_target != ed->target)
-                continue;
-            uint32_t c = proc_by_entry(b, ed->target);
+        for (size_t s = 0; s < bp->noret_sites.n; s++) {
+            const cfg_noret_site_t *ns = &bp->noret_sites.v[s];
+            uint32_t c = proc_by_entry(b, ns->callee);
             if (c != CFG_NONE && !(b->procs.v[c].p.flags & CFG_PROC_NORETURN)
-                && return_site_used(b, bp, bp->blocks.v[ed->from].end)) {
+                && return_site_used(b, bp, ns->ret)) {
                 bp->built = 0;
                 if (bp->p.flags & CFG_PROC_FRAGMENT)
                     b->ranges_done = 0; /* see assign_ranges */

@@ -188,6 +188,7 @@ cfg_bproc_free(cfg_bproc_t *bp)
     CFG_VEC_FREE(bp->tables);
     CFG_VEC_FREE(bp->extra_entries);
     CFG_VEC_FREE(bp->covered);
+    CFG_VEC_FREE(bp->noret_sites);
 }
 
 /*****************************************************************************
