@@ -1360,10 +1360,12 @@ nr_deps_update(const cfg_builder_t *b, cfg_nr_deps_t *d, uint8_t *root)
  * "may return" might have rested on them (its callers that may return, transitively)
  * start again from "never returns", the others keep their value (what supports it did
  * not change), and the worklist starts from the restarted ones. The result is the same
- * least fixpoint. RESTARTED (b->procs.n bytes) gets 1 for each procedure restarted.
+ * least fixpoint. RESTARTED (b->procs.n bytes) gets 1 for each procedure restarted,
+ * ROOT (the same) for each whose calls may have changed: built again, callers of those,
+ * and what nr_deps_remap finds (every procedure, the first time).
  */
 static int
-find_noreturn(cfg_builder_t *b, uint8_t *restarted)
+find_noreturn(cfg_builder_t *b, uint8_t *restarted, uint8_t *root)
 {
     size_t n = b->procs.n, maxb = 1;
     uint32_t *queue = malloc((n + 1) * sizeof(uint32_t));
@@ -1379,8 +1381,10 @@ find_noreturn(cfg_builder_t *b, uint8_t *restarted)
         if ((rc = nr_deps_update(b, d, queued)) < 0)
             goto out;
         for (size_t i = 0; i < n; i++)
-            if (queued[i])
+            if (queued[i]) {
                 queue[qt++] = (uint32_t)i;
+                root[i] = 1;
+            }
         /* The callers that may return, transitively (queue[0..qt) grows as a stack). */
         for (size_t k = 0; k < qt; k++)
             for (uint32_t e = d->head[queue[k]]; e != CFG_NONE; e = d->next.v[e]) {
@@ -1398,7 +1402,7 @@ find_noreturn(cfg_builder_t *b, uint8_t *restarted)
         }
         for (size_t i = 0; i < n; i++) {
             queue[qt++] = (uint32_t)i;
-            queued[i] = 1;
+            queued[i] = root[i] = 1;
         }
     }
     for (size_t k = 0; k < qt; k++) {
@@ -2183,18 +2187,20 @@ tie_nameless_fragments(cfg_builder_t *b)
 
 /*
  * Find the procedures that never return, and cut the calls to them. Calls to cut are
- * in the procedures the analysis restarted (built again, or whose calls may go to
- * another procedure now) and in callers of restarted procedures that never return: a
- * procedure that never returned before and was not restarted had its calls cut then.
+ * in the procedures whose calls may have changed (built again, or whose calls may go to
+ * another procedure now) and in callers of restarted procedures that never return. No
+ * other procedure has one: after the last analysis none had a call to a procedure that
+ * never returns, and a procedure that never returns now but did not then was restarted.
+ * (The others restarted, callers that may return of those built again, have nothing
+ * to cut: looking at them all cost more than the rest of the analysis.)
  */
 static int
 noreturn_and_prune(cfg_builder_t *b)
 {
     size_t n = b->procs.n;
     uint8_t *prune = calloc(n + 1, 1), *restarted = calloc(n + 1, 1);
-    int rc = prune == NULL || restarted == NULL ? QP_ENOMEM : find_noreturn(b, restarted);
+    int rc = prune == NULL || restarted == NULL ? QP_ENOMEM : find_noreturn(b, restarted, prune);
     for (size_t i = 0; i < n && rc >= 0; i++) {
-        prune[i] |= restarted[i];
         if (!restarted[i] || !(b->procs.v[i].p.flags & CFG_PROC_NORETURN))
             continue;
         for (uint32_t e = b->nr->head[i]; e != CFG_NONE; e = b->nr->next.v[e])
