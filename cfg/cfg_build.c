@@ -1132,11 +1132,34 @@ assign_ranges(cfg_builder_t *b)
  * Procedures that never return
  */
 
+/* The DFS scratch of proc_may_return, grown as needed. */
+typedef struct nr_scratch {
+    uint8_t *seen;
+    uint32_t *stack;
+    size_t cap;
+} nr_scratch_t;
+
+/*
+ * May BP return, by the current "may return" of the procedures it calls and jumps to?
+ * ALONE: whatever those are (every procedure it calls or jumps to taken as never
+ * returning); then BP returns in every fixpoint.
+ */
 static int
-proc_may_return(const cfg_builder_t *b, const cfg_bproc_t *bp, uint8_t *seen, uint32_t *stack)
+proc_may_return(const cfg_builder_t *b, const cfg_bproc_t *bp, nr_scratch_t *sc, int alone)
 {
     if (bp->blocks.n == 0 || bp->entry_block == CFG_NONE || bp->p.unsafe != NULL)
         return 1; /* not analysable: assume it returns */
+    if (bp->blocks.n > sc->cap) {
+        free(sc->seen);
+        free(sc->stack);
+        sc->seen = malloc(bp->blocks.n);
+        sc->stack = malloc(bp->blocks.n * sizeof(uint32_t));
+        sc->cap = sc->seen != NULL && sc->stack != NULL ? bp->blocks.n : 0;
+        if (sc->cap == 0)
+            return QP_ENOMEM;
+    }
+    uint8_t *seen = sc->seen;
+    uint32_t *stack = sc->stack;
     memset(seen, 0, bp->blocks.n);
     size_t sp = 0;
     stack[sp++] = bp->entry_block;
@@ -1151,14 +1174,14 @@ proc_may_return(const cfg_builder_t *b, const cfg_bproc_t *bp, uint8_t *seen, ui
             case CFG_EDGE_NORETURN: continue;
             case CFG_EDGE_TAILCALL: {
                 uint32_t ti = e->target ? cfg_discover_find(b, e->target) : CFG_NONE;
-                if (ti == CFG_NONE || b->procs.v[ti].may_return)
+                if (ti == CFG_NONE || (!alone && b->procs.v[ti].may_return))
                     return 1;
                 continue;
             }
             case CFG_EDGE_CALLRET:
                 if (bl->call_target) {
                     uint32_t ci = proc_by_entry(b, bl->call_target);
-                    if (ci != CFG_NONE && !b->procs.v[ci].may_return)
+                    if (ci != CFG_NONE && (alone || !b->procs.v[ci].may_return))
                         continue;
                 }
                 break;
@@ -1367,7 +1390,8 @@ nr_deps_update(const cfg_builder_t *b, cfg_nr_deps_t *d, uint8_t *root)
 static int
 find_noreturn(cfg_builder_t *b, uint8_t *restarted, uint8_t *root)
 {
-    size_t n = b->procs.n, maxb = 1;
+    size_t n = b->procs.n;
+    nr_scratch_t sc = { 0 };
     uint32_t *queue = malloc((n + 1) * sizeof(uint32_t));
     uint8_t *queued = calloc(n + 1, 1);
     int rc = 0;
@@ -1385,15 +1409,28 @@ find_noreturn(cfg_builder_t *b, uint8_t *restarted, uint8_t *root)
                 queue[qt++] = (uint32_t)i;
                 root[i] = 1;
             }
-        /* The callers that may return, transitively (queue[0..qt) grows as a stack). */
+        /* The callers that may return, transitively (queue[0..qt) grows as a stack),
+         * but for those that return whatever they call: they keep "may return" (noted
+         * from the queue's end down, to be unmarked after). */
+        size_t nkept = 0;
         for (size_t k = 0; k < qt; k++)
             for (uint32_t e = d->head[queue[k]]; e != CFG_NONE; e = d->next.v[e]) {
                 uint32_t c = d->who.v[e];
-                if (c != CFG_NONE && !queued[c] && b->procs.v[c].may_return) {
-                    queued[c] = 1;
-                    queue[qt++] = c;
+                if (c == CFG_NONE || queued[c] || !b->procs.v[c].may_return)
+                    continue;
+                queued[c] = 1; /* looked at */
+                int alone = proc_may_return(b, &b->procs.v[c], &sc, 1);
+                if (alone < 0) {
+                    rc = alone;
+                    goto out;
                 }
+                if (!alone)
+                    queue[qt++] = c;
+                else
+                    queue[n - ++nkept] = c;
             }
+        for (size_t k = 0; k < nkept; k++)
+            queued[queue[n - 1 - k]] = 0;
     } else {
         d = b->nr = nr_deps_collect(b);
         if (d == NULL) {
@@ -1409,19 +1446,8 @@ find_noreturn(cfg_builder_t *b, uint8_t *restarted, uint8_t *root)
         b->procs.v[queue[k]].may_return = 0;
         restarted[queue[k]] = 1;
     }
-    for (size_t i = 0; i < n; i++) {
+    for (size_t i = 0; i < n; i++)
         b->procs.v[i].nr_dirty = 0;
-        if (b->procs.v[i].blocks.n > maxb) /* any procedure may be looked at */
-            maxb = b->procs.v[i].blocks.n;
-    }
-    uint8_t *seen = malloc(maxb);
-    uint32_t *stack = malloc(maxb * sizeof(uint32_t));
-    if (seen == NULL || stack == NULL) {
-        free(seen);
-        free(stack);
-        rc = QP_ENOMEM;
-        goto out;
-    }
     qt %= n + 1;
     while (qh != qt) {
         uint32_t i = queue[qh];
@@ -1430,7 +1456,12 @@ find_noreturn(cfg_builder_t *b, uint8_t *restarted, uint8_t *root)
         cfg_bproc_t *bp = &b->procs.v[i];
         if (bp->may_return || (bp->p.flags & CFG_PROC_FRAGMENT) || bp->name_noreturn)
             continue;
-        if (!proc_may_return(b, bp, seen, stack))
+        int r = proc_may_return(b, bp, &sc, 0);
+        if (r < 0) {
+            rc = r;
+            goto out;
+        }
+        if (!r)
             continue;
         bp->may_return = 1;
         for (uint32_t e = d->head[i]; e != CFG_NONE; e = d->next.v[e]) {
@@ -1442,8 +1473,6 @@ find_noreturn(cfg_builder_t *b, uint8_t *restarted, uint8_t *root)
             }
         }
     }
-    free(seen);
-    free(stack);
     for (size_t i = 0; i < n; i++) {
         cfg_bproc_t *bp = &b->procs.v[i];
         if (!bp->may_return && !(bp->p.flags & CFG_PROC_FRAGMENT))
@@ -1452,6 +1481,8 @@ find_noreturn(cfg_builder_t *b, uint8_t *restarted, uint8_t *root)
             bp->p.flags &= ~(uint32_t)CFG_PROC_NORETURN;
     }
 out:
+    free(sc.seen);
+    free(sc.stack);
     free(queue);
     free(queued);
     return rc;
