@@ -1094,12 +1094,18 @@ assign_ranges(cfg_builder_t *b)
         } else
             is_parent[parent[i]] = 1;
     }
+    /* A procedure that is neither a fragment nor a parent is done here, in one look. */
     for (size_t i = 0; i < n && rc == 0; i++) {
         cfg_bproc_t *bp = &b->procs.v[i];
-        if (!is_parent[i] && range_hash1(bp->p.start, bp->p.end) == bp->ranges_h)
+        uint64_t h1 = range_hash1(bp->p.start, bp->p.end);
+        if (!is_parent[i] && h1 == bp->ranges_h)
             continue; /* the one range it has already */
         bp->ranges.n = 0;
         rc = CFG_VEC_PUSH(bp->ranges, ((cfg_range_t) { bp->p.start, bp->p.end }));
+        if (!is_parent[i] && parent[i] == CFG_NONE) {
+            bp->built = 0;
+            bp->ranges_h = h1;
+        }
     }
     for (size_t i = 0; i < n && rc == 0; i++) {
         if (parent[i] == CFG_NONE)
@@ -1112,6 +1118,8 @@ assign_ranges(cfg_builder_t *b)
         f->entry_block = CFG_NONE;
     }
     for (size_t i = 0; i < n && rc == 0; i++) {
+        if (!is_parent[i] && parent[i] == CFG_NONE)
+            continue;
         cfg_bproc_t *bp = &b->procs.v[i];
         uint64_t h = is_parent[i] ? ranges_hash(bp) : range_hash1(bp->p.start, bp->p.end);
         if (bp->p.flags & CFG_PROC_FRAGMENT)
