@@ -892,6 +892,24 @@ blocks_changed(cfg_builder_t *b)
     return atomic_fetch_add_explicit(&b->blocks_ver, 1, memory_order_relaxed) + 1;
 }
 
+/*
+ * Note BP's "never returns" edges that are calls of a procedure's entry in
+ * bp->noret_sites, for rebuild_stale_noreturn_callers (which would otherwise look at
+ * every edge of their procedures each round). Called whenever BP's edges change.
+ */
+static int
+note_noret_sites(cfg_bproc_t *bp)
+{
+    bp->noret_sites.n = 0;
+    for (size_t e = 0; e < bp->edges.n; e++) {
+        const cfg_edge_t *ed = &bp->edges.v[e];
+        const cfg_block_t *bl = &bp->blocks.v[ed->from];
+        if (ed->kind == CFG_EDGE_NORETURN && ed->target != 0 && bl->call_target == ed->target)
+            QP_CHECK(CFG_VEC_PUSH(bp->noret_sites, ((cfg_noret_site_t) { ed->target, bl->end })));
+    }
+    return 0;
+}
+
 /* (Re)build the CFG of procedure I with the scratch SC (see cfg_scratch_t). */
 static int
 build_proc(cfg_builder_t *b, cfg_scratch_t *sc, uint32_t i)
@@ -931,9 +949,8 @@ build_proc(cfg_builder_t *b, cfg_scratch_t *sc, uint32_t i)
     bp->blocks_ver = blocks_changed(b);
     bp->built = 1;
     bp->nr_dirty = 1;
-    bp->has_noret = 0;
-    for (size_t e = 0; e < bp->edges.n && !bp->has_noret; e++)
-        bp->has_noret = bp->edges.v[e].kind == CFG_EDGE_NORETURN && bp->edges.v[e].target != 0;
+    if (note_noret_sites(bp) < 0)
+        rc = QP_ENOMEM;
     CFG_VEC_FREE(t.pending);
     CFG_VEC_FREE(t.last);
     CFG_VEC_FREE(t.labels);
@@ -1077,12 +1094,18 @@ assign_ranges(cfg_builder_t *b)
         } else
             is_parent[parent[i]] = 1;
     }
+    /* A procedure that is neither a fragment nor a parent is done here, in one look. */
     for (size_t i = 0; i < n && rc == 0; i++) {
         cfg_bproc_t *bp = &b->procs.v[i];
-        if (!is_parent[i] && range_hash1(bp->p.start, bp->p.end) == bp->ranges_h)
+        uint64_t h1 = range_hash1(bp->p.start, bp->p.end);
+        if (!is_parent[i] && h1 == bp->ranges_h)
             continue; /* the one range it has already */
         bp->ranges.n = 0;
         rc = CFG_VEC_PUSH(bp->ranges, ((cfg_range_t) { bp->p.start, bp->p.end }));
+        if (!is_parent[i] && parent[i] == CFG_NONE) {
+            bp->built = 0;
+            bp->ranges_h = h1;
+        }
     }
     for (size_t i = 0; i < n && rc == 0; i++) {
         if (parent[i] == CFG_NONE)
@@ -1091,10 +1114,12 @@ assign_ranges(cfg_builder_t *b)
         rc = CFG_VEC_PUSH(b->procs.v[parent[i]].ranges, ((cfg_range_t) { f->p.start, f->p.end }));
         if (f->blocks.n > 0)
             f->blocks_ver = blocks_changed(b);
-        f->blocks.n = f->edges.n = 0; /* a fragment has no blocks of its own */
+        f->blocks.n = f->edges.n = f->noret_sites.n = 0; /* a fragment has no blocks of its own */
         f->entry_block = CFG_NONE;
     }
     for (size_t i = 0; i < n && rc == 0; i++) {
+        if (!is_parent[i] && parent[i] == CFG_NONE)
+            continue;
         cfg_bproc_t *bp = &b->procs.v[i];
         uint64_t h = is_parent[i] ? ranges_hash(bp) : range_hash1(bp->p.start, bp->p.end);
         if (bp->p.flags & CFG_PROC_FRAGMENT)
@@ -1115,11 +1140,34 @@ assign_ranges(cfg_builder_t *b)
  * Procedures that never return
  */
 
+/* The DFS scratch of proc_may_return, grown as needed. */
+typedef struct nr_scratch {
+    uint8_t *seen;
+    uint32_t *stack;
+    size_t cap;
+} nr_scratch_t;
+
+/*
+ * May BP return, by the current "may return" of the procedures it calls and jumps to?
+ * ALONE: whatever those are (every procedure it calls or jumps to taken as never
+ * returning); then BP returns in every fixpoint.
+ */
 static int
-proc_may_return(const cfg_builder_t *b, const cfg_bproc_t *bp, uint8_t *seen, uint32_t *stack)
+proc_may_return(const cfg_builder_t *b, const cfg_bproc_t *bp, nr_scratch_t *sc, int alone)
 {
     if (bp->blocks.n == 0 || bp->entry_block == CFG_NONE || bp->p.unsafe != NULL)
         return 1; /* not analysable: assume it returns */
+    if (bp->blocks.n > sc->cap) {
+        free(sc->seen);
+        free(sc->stack);
+        sc->seen = malloc(bp->blocks.n);
+        sc->stack = malloc(bp->blocks.n * sizeof(uint32_t));
+        sc->cap = sc->seen != NULL && sc->stack != NULL ? bp->blocks.n : 0;
+        if (sc->cap == 0)
+            return QP_ENOMEM;
+    }
+    uint8_t *seen = sc->seen;
+    uint32_t *stack = sc->stack;
     memset(seen, 0, bp->blocks.n);
     size_t sp = 0;
     stack[sp++] = bp->entry_block;
@@ -1134,14 +1182,14 @@ proc_may_return(const cfg_builder_t *b, const cfg_bproc_t *bp, uint8_t *seen, ui
             case CFG_EDGE_NORETURN: continue;
             case CFG_EDGE_TAILCALL: {
                 uint32_t ti = e->target ? cfg_discover_find(b, e->target) : CFG_NONE;
-                if (ti == CFG_NONE || b->procs.v[ti].may_return)
+                if (ti == CFG_NONE || (!alone && b->procs.v[ti].may_return))
                     return 1;
                 continue;
             }
             case CFG_EDGE_CALLRET:
                 if (bl->call_target) {
                     uint32_t ci = proc_by_entry(b, bl->call_target);
-                    if (ci != CFG_NONE && !b->procs.v[ci].may_return)
+                    if (ci != CFG_NONE && (alone || !b->procs.v[ci].may_return))
                         continue;
                 }
                 break;
@@ -1343,12 +1391,15 @@ nr_deps_update(const cfg_builder_t *b, cfg_nr_deps_t *d, uint8_t *root)
  * "may return" might have rested on them (its callers that may return, transitively)
  * start again from "never returns", the others keep their value (what supports it did
  * not change), and the worklist starts from the restarted ones. The result is the same
- * least fixpoint. RESTARTED (b->procs.n bytes) gets 1 for each procedure restarted.
+ * least fixpoint. RESTARTED (b->procs.n bytes) gets 1 for each procedure restarted,
+ * ROOT (the same) for each whose calls may have changed: built again, callers of those,
+ * and what nr_deps_remap finds (every procedure, the first time).
  */
 static int
-find_noreturn(cfg_builder_t *b, uint8_t *restarted)
+find_noreturn(cfg_builder_t *b, uint8_t *restarted, uint8_t *root)
 {
-    size_t n = b->procs.n, maxb = 1;
+    size_t n = b->procs.n;
+    nr_scratch_t sc = { 0 };
     uint32_t *queue = malloc((n + 1) * sizeof(uint32_t));
     uint8_t *queued = calloc(n + 1, 1);
     int rc = 0;
@@ -1362,17 +1413,32 @@ find_noreturn(cfg_builder_t *b, uint8_t *restarted)
         if ((rc = nr_deps_update(b, d, queued)) < 0)
             goto out;
         for (size_t i = 0; i < n; i++)
-            if (queued[i])
+            if (queued[i]) {
                 queue[qt++] = (uint32_t)i;
-        /* The callers that may return, transitively (queue[0..qt) grows as a stack). */
+                root[i] = 1;
+            }
+        /* The callers that may return, transitively (queue[0..qt) grows as a stack),
+         * but for those that return whatever they call: they keep "may return" (noted
+         * from the queue's end down, to be unmarked after). */
+        size_t nkept = 0;
         for (size_t k = 0; k < qt; k++)
             for (uint32_t e = d->head[queue[k]]; e != CFG_NONE; e = d->next.v[e]) {
                 uint32_t c = d->who.v[e];
-                if (c != CFG_NONE && !queued[c] && b->procs.v[c].may_return) {
-                    queued[c] = 1;
-                    queue[qt++] = c;
+                if (c == CFG_NONE || queued[c] || !b->procs.v[c].may_return)
+                    continue;
+                queued[c] = 1; /* looked at */
+                int alone = proc_may_return(b, &b->procs.v[c], &sc, 1);
+                if (alone < 0) {
+                    rc = alone;
+                    goto out;
                 }
+                if (!alone)
+                    queue[qt++] = c;
+                else
+                    queue[n - ++nkept] = c;
             }
+        for (size_t k = 0; k < nkept; k++)
+            queued[queue[n - 1 - k]] = 0;
     } else {
         d = b->nr = nr_deps_collect(b);
         if (d == NULL) {
@@ -1381,26 +1447,15 @@ find_noreturn(cfg_builder_t *b, uint8_t *restarted)
         }
         for (size_t i = 0; i < n; i++) {
             queue[qt++] = (uint32_t)i;
-            queued[i] = 1;
+            queued[i] = root[i] = 1;
         }
     }
     for (size_t k = 0; k < qt; k++) {
         b->procs.v[queue[k]].may_return = 0;
         restarted[queue[k]] = 1;
     }
-    for (size_t i = 0; i < n; i++) {
+    for (size_t i = 0; i < n; i++)
         b->procs.v[i].nr_dirty = 0;
-        if (b->procs.v[i].blocks.n > maxb) /* any procedure may be looked at */
-            maxb = b->procs.v[i].blocks.n;
-    }
-    uint8_t *seen = malloc(maxb);
-    uint32_t *stack = malloc(maxb * sizeof(uint32_t));
-    if (seen == NULL || stack == NULL) {
-        free(seen);
-        free(stack);
-        rc = QP_ENOMEM;
-        goto out;
-    }
     qt %= n + 1;
     while (qh != qt) {
         uint32_t i = queue[qh];
@@ -1409,7 +1464,12 @@ find_noreturn(cfg_builder_t *b, uint8_t *restarted)
         cfg_bproc_t *bp = &b->procs.v[i];
         if (bp->may_return || (bp->p.flags & CFG_PROC_FRAGMENT) || bp->name_noreturn)
             continue;
-        if (!proc_may_return(b, bp, seen, stack))
+        int r = proc_may_return(b, bp, &sc, 0);
+        if (r < 0) {
+            rc = r;
+            goto out;
+        }
+        if (!r)
             continue;
         bp->may_return = 1;
         for (uint32_t e = d->head[i]; e != CFG_NONE; e = d->next.v[e]) {
@@ -1421,8 +1481,6 @@ find_noreturn(cfg_builder_t *b, uint8_t *restarted)
             }
         }
     }
-    free(seen);
-    free(stack);
     for (size_t i = 0; i < n; i++) {
         cfg_bproc_t *bp = &b->procs.v[i];
         if (!bp->may_return && !(bp->p.flags & CFG_PROC_FRAGMENT))
@@ -1431,6 +1489,8 @@ find_noreturn(cfg_builder_t *b, uint8_t *restarted)
             bp->p.flags &= ~(uint32_t)CFG_PROC_NORETURN;
     }
 out:
+    free(sc.seen);
+    free(sc.stack);
     free(queue);
     free(queued);
     return rc;
@@ -1450,11 +1510,12 @@ prune_proc(cfg_builder_t *b, cfg_bproc_t *bp)
             ed->to = CFG_NONE;
             ed->target = bl->call_target;
             cut = 1;
-            bp->has_noret = 1;
         }
     }
-    if (!cut || bp->entry_block == CFG_NONE)
+    if (!cut)
         return 0;
+    if (bp->entry_block == CFG_NONE)
+        return note_noret_sites(bp);
     size_t n = bp->blocks.n;
     uint32_t *newidx = malloc(n * sizeof(uint32_t));
     uint32_t *stack = malloc(n * sizeof(uint32_t));
@@ -1497,7 +1558,7 @@ prune_proc(cfg_builder_t *b, cfg_bproc_t *bp)
     if (nb == n) {
         free(newidx);
         free(stack);
-        return 0;
+        return note_noret_sites(bp);
     }
     /* Compact blocks and edges in place (both are in block order). */
     size_t ne = 0;
@@ -1522,6 +1583,7 @@ prune_proc(cfg_builder_t *b, cfg_bproc_t *bp)
     bp->edges.n = ne;
     free(newidx);
     free(stack);
+    QP_CHECK(note_noret_sites(bp));
     return 1;
 }
 
@@ -2164,18 +2226,20 @@ tie_nameless_fragments(cfg_builder_t *b)
 
 /*
  * Find the procedures that never return, and cut the calls to them. Calls to cut are
- * in the procedures the analysis restarted (built again, or whose calls may go to
- * another procedure now) and in callers of restarted procedures that never return: a
- * procedure that never returned before and was not restarted had its calls cut then.
+ * in the procedures whose calls may have changed (built again, or whose calls may go to
+ * another procedure now) and in callers of restarted procedures that never return. No
+ * other procedure has one: after the last analysis none had a call to a procedure that
+ * never returns, and a procedure that never returns now but did not then was restarted.
+ * (The others restarted, callers that may return of those built again, have nothing
+ * to cut: looking at them all cost more than the rest of the analysis.)
  */
 static int
 noreturn_and_prune(cfg_builder_t *b)
 {
     size_t n = b->procs.n;
     uint8_t *prune = calloc(n + 1, 1), *restarted = calloc(n + 1, 1);
-    int rc = prune == NULL || restarted == NULL ? QP_ENOMEM : find_noreturn(b, restarted);
+    int rc = prune == NULL || restarted == NULL ? QP_ENOMEM : find_noreturn(b, restarted, prune);
     for (size_t i = 0; i < n && rc >= 0; i++) {
-        prune[i] |= restarted[i];
         if (!restarted[i] || !(b->procs.v[i].p.flags & CFG_PROC_NORETURN))
             continue;
         for (uint32_t e = b->nr->head[i]; e != CFG_NONE; e = b->nr->next.v[e])
@@ -2224,14 +2288,11 @@ rebuild_stale_noreturn_callers(cfg_builder_t *b)
     size_t n = 0;
     for (size_t i = 0; i < b->procs.n; i++) {
         cfg_bproc_t *bp = &b->procs.v[i];
-        for (size_t e = 0; e < bp->edges.n && bp->has_noret; e++) {
-            const cfg_edge_t *ed = &bp->edges.v[e];
-            if (ed->kind != CFG_EDGE_NORETURN || ed->target == 0
-                || bp->blocks.v[ed->from].call_target != ed->target)
-                continue;
-            uint32_t c = proc_by_entry(b, ed->target);
+        for (size_t s = 0; s < bp->noret_sites.n; s++) {
+            const cfg_noret_site_t *ns = &bp->noret_sites.v[s];
+            uint32_t c = proc_by_entry(b, ns->callee);
             if (c != CFG_NONE && !(b->procs.v[c].p.flags & CFG_PROC_NORETURN)
-                && return_site_used(b, bp, bp->blocks.v[ed->from].end)) {
+                && return_site_used(b, bp, ns->ret)) {
                 bp->built = 0;
                 if (bp->p.flags & CFG_PROC_FRAGMENT)
                     b->ranges_done = 0; /* see assign_ranges */

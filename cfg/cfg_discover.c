@@ -188,6 +188,7 @@ cfg_bproc_free(cfg_bproc_t *bp)
     CFG_VEC_FREE(bp->tables);
     CFG_VEC_FREE(bp->extra_entries);
     CFG_VEC_FREE(bp->covered);
+    CFG_VEC_FREE(bp->noret_sites);
 }
 
 /*****************************************************************************
@@ -573,10 +574,20 @@ cfg_discover_add_new(cfg_builder_t *b)
         memcpy(tmp, b->procs.v + n0, na * sizeof(cfg_bproc_t));
         size_t i = n0, k = na, o = n;
         while (k > 0) {
-            if (i > 0 && b->procs.v[i - 1].p.entry > tmp[k - 1].p.entry)
-                b->procs.v[--o] = b->procs.v[--i];
-            else
-                b->procs.v[--o] = tmp[--k];
+            /* The old ones after the new one tmp[k - 1] move up in one piece. */
+            uint64_t at = tmp[k - 1].p.entry;
+            size_t lo = 0, hi = i;
+            while (lo < hi) {
+                size_t mid = (lo + hi) / 2;
+                if (b->procs.v[mid].p.entry > at)
+                    hi = mid;
+                else
+                    lo = mid + 1;
+            }
+            memmove(b->procs.v + o - (i - lo), b->procs.v + lo, (i - lo) * sizeof(cfg_bproc_t));
+            o -= i - lo;
+            i = lo;
+            b->procs.v[--o] = tmp[--k];
         }
         free(tmp);
         cfg_discover_extents(b);

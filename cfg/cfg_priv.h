@@ -183,6 +183,11 @@ typedef struct cfg_range {
     uint64_t start, end; /* [start, end) */
 } cfg_range_t;
 
+/* A call of a procedure marked "never returns": its callee and where it would return. */
+typedef struct cfg_noret_site {
+    uint64_t callee, ret;
+} cfg_noret_site_t;
+
 /* A procedure under construction; block and edge indices are local to it. */
 typedef struct cfg_bproc {
     cfg_proc_t p;                     /* name, entry, extent, sources, flags, unsafe */
@@ -201,7 +206,8 @@ typedef struct cfg_bproc {
     uint8_t tied_nameless;            /* tied as a fragment by tie_nameless_fragments */
     uint8_t nr_dirty;                 /* built since the last noreturn analysis */
     uint64_t ranges_h;                /* hash of `ranges` (assign_ranges) */
-    uint8_t has_noret;                /* may have a "never returns" edge to a procedure */
+    CFG_VEC(cfg_noret_site_t) noret_sites; /* its "never returns" edges that are calls,
+                                       * in edge order (kept with `edges`) */
     uint64_t blocks_ver;              /* a new value (b->blocks_ver) whenever `blocks`
                                        * change; 0: never had any */
     CFG_VEC(cfg_range_t) covered;     /* gap sweep: runs of adjacent blocks, as last found */
