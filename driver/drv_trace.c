@@ -475,6 +475,24 @@ break_cycles(tproc_t *p, int enter)
  * site of a call of a recursive procedure (RECURSIVE, by program procedure; NULL: every
  * direct call) to X: the cheapest edge of each becomes a chord. 0 or DRV_NOT_MEASURED.
  */
+/* Of the blocks PATH[0..LEN-1] (each with a silent way out), the one whose silent edge
+ * is the cheapest that a probe can go on, or NONE. */
+static uint32_t
+cheapest_tree_edge(const tproc_t *p, const uint32_t *path, uint32_t len)
+{
+    uint32_t best = NONE;
+    double bw = 1e308;
+    for (uint32_t k = 0; k < len; k++) {
+        const drv_edge_t *ed = &p->g.edges[p->tree[path[k]]];
+        double w = edge_weight(&p->g, ed);
+        if (ed->place != DRV_PLACE_NONE && w < bw) {
+            bw = w;
+            best = path[k];
+        }
+    }
+    return best;
+}
+
 static int
 break_returns(tproc_t *p, const cfg_prog_t *prog, const uint8_t *recursive)
 {
@@ -501,16 +519,7 @@ break_returns(tproc_t *p, const cfg_prog_t *prog, const uint8_t *recursive)
         }
         if (v != X)
             continue;
-        uint32_t best = NONE;
-        double bw = 1e308;
-        for (uint32_t k = 0; k < len; k++) {
-            const drv_edge_t *ed = &g->edges[p->tree[path[k]]];
-            double w = edge_weight(g, ed);
-            if (ed->place != DRV_PLACE_NONE && w < bw) {
-                bw = w;
-                best = path[k];
-            }
-        }
+        uint32_t best = cheapest_tree_edge(p, path, len);
         if (best == NONE) {
             g->why = "a return path that no probe can mark";
             rc = DRV_NOT_MEASURED;
@@ -571,16 +580,7 @@ break_recursion(tproc_t *p, const uint8_t *recursive)
         }
         if (!found)
             break;
-        uint32_t best = NONE;
-        double bw = 1e308;
-        for (uint32_t k = 0; k < len; k++) {
-            const drv_edge_t *ed = &g->edges[p->tree[path[k]]];
-            double w = edge_weight(g, ed);
-            if (ed->place != DRV_PLACE_NONE && w < bw) {
-                bw = w;
-                best = path[k];
-            }
-        }
+        uint32_t best = cheapest_tree_edge(p, path, len);
         if (best == NONE) {
             free(path);
             return 1;
