@@ -452,6 +452,10 @@ const cfg_proc_t *cfg_proc_at(const cfg_prog_t *prog, uint64_t addr);
 /* The index of the block containing ADDR, or CFG_NONE. */
 uint32_t cfg_block_at(const cfg_prog_t *prog, uint64_t addr);
 
+/* Does block A dominate block B (global indices; a chain of over 2^20 immediate
+ * dominators counts as no)? */
+int cfg_block_dominates(const cfg_prog_t *prog, uint32_t a, uint32_t b);
+
 /*
  * The blocks in address order: *N gets prog->nblocks and the result holds their indices
  * sorted by start address (owned by PROG). NULL for a NULL PROG.

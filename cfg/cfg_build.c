@@ -2666,6 +2666,17 @@ cfg_block_at(const cfg_prog_t *prog, uint64_t addr)
     return CFG_NONE;
 }
 
+int
+cfg_block_dominates(const cfg_prog_t *prog, uint32_t a, uint32_t b)
+{
+    for (uint32_t k = 0; b != CFG_NONE && k < 1u << 20; k++) {
+        if (b == a)
+            return 1;
+        b = prog->blocks[b].idom;
+    }
+    return 0;
+}
+
 const uint32_t *
 cfg_blocks_by_addr(const cfg_prog_t *prog, size_t *n)
 {

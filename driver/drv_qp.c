@@ -53,18 +53,6 @@ uf_find(uint32_t *parent, uint32_t x)
 #define FREQ_SWEEPS 400  /* propagation rounds at most (a loop converges 10% a round) */
 #define FREQ_MAX 1e30
 
-/* Does block A (global index) dominate block B? */
-static int
-dominates(const cfg_prog_t *prog, uint32_t a, uint32_t b)
-{
-    for (uint32_t k = 0; b != CFG_NONE && k < 1u << 20; k++) {
-        if (b == a)
-            return 1;
-        b = prog->blocks[b].idom;
-    }
-    return 0;
-}
-
 /* Blocks from which every path ends the process (noreturn calls, ud2, hlt) into COLD;
  * OUT_OFF/OUT: each node's outgoing edges. */
 static void
@@ -113,7 +101,7 @@ edge_odds(const drv_graph_t *g, const drv_edge_t *ed, const uint8_t *cold)
         return ODDS_COLD;
     unsigned df = b[ed->from].loop_depth, dt = ed->to == X ? 0 : b[ed->to].loop_depth;
     if (ed->to != X && b[ed->to].is_loop_head
-        && dominates(g->prog, g->first + ed->to, g->first + ed->from))
+        && cfg_block_dominates(g->prog, g->first + ed->to, g->first + ed->from))
         return ODDS_BACK;
     double odds = dt < df ? ODDS_EXIT : 1.0;
     /* A compiler lays the likelier way out as the fall-through, the other forward. */

@@ -186,18 +186,6 @@ edge_cost(const drv_edge_t *e)
     return cost;
 }
 
-/* Does block A (global index) dominate block B? */
-static int
-dominates(const cfg_prog_t *prog, uint32_t a, uint32_t b)
-{
-    for (uint32_t k = 0; b != CFG_NONE && k < 1u << 20; k++) {
-        if (b == a)
-            return 1;
-        b = prog->blocks[b].idom;
-    }
-    return 0;
-}
-
 #define FLAT_MAX 64 /* blocks looked at by flat_path */
 
 /* Is there a way from block T back to block B (global indices, of G's procedure) within
@@ -243,8 +231,8 @@ loop_branch(const drv_graph_t *g, uint32_t i, uint32_t t)
     uint32_t b = g->first + i;
     if (t == CFG_NONE || t == b)
         return t == b;
-    if ((prog->blocks[t].is_loop_head && dominates(prog, t, b))
-        || (prog->blocks[b].is_loop_head && dominates(prog, b, t)))
+    if ((prog->blocks[t].is_loop_head && cfg_block_dominates(prog, t, b))
+        || (prog->blocks[b].is_loop_head && cfg_block_dominates(prog, b, t)))
         return 1;
     return flat_path(g, t, b);
 }
@@ -288,7 +276,7 @@ calm_blocks(const drv_graph_t *g, uint8_t *calm)
         else if (ed->kind == CFG_EDGE_RETURN && !calm[ed->from])
             calm[queue[nq++] = ed->from] = 1;
         if (ed->to != X && !calm[ed->from] && g->prog->blocks[g->first + ed->to].is_loop_head
-            && dominates(g->prog, g->first + ed->to, g->first + ed->from))
+            && cfg_block_dominates(g->prog, g->first + ed->to, g->first + ed->from))
             calm[queue[nq++] = ed->from] = 1;
     }
     for (uint32_t v = 0; v < X; v++)
