@@ -75,6 +75,16 @@ double drv_weights_match(const drv_weights_t *w, const cfg_prog_t *prog);
 /* The count of the edge FROM -> TO of KIND, or -1 when the profile does not have it. */
 int64_t drv_weights_get(const drv_weights_t *w, uint64_t from, uint64_t to, uint8_t kind);
 
+/*
+ * Code addresses PROG holds as values, sorted, with repeats, into *OUT (malloc'ed, *N
+ * of them): the values of relocations (any kind: an IFUNC resolver's too) that lie in
+ * code, functions of the dynamic symbol table, aligned words of a non-PIE file's data
+ * that are entries, and entries named by RIP-relative operands (lea fn(%rip)). The CFG's
+ * CFG_SRC_ADDR names only procedures found that way, not those a symbol names as well.
+ * Returns 0 or QP_ENOMEM.
+ */
+int drv_addr_taken(const cfg_prog_t *prog, uint64_t **out, size_t *n);
+
 /* One procedure's graph, built by drv_graph_build. */
 typedef struct drv_graph {
     const cfg_prog_t *prog;

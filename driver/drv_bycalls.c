@@ -65,35 +65,20 @@ candidate(const cfg_prog_t *prog, const uint8_t *solid, uint32_t i)
         && !exported(prog->img, p->entry);
 }
 
-/*
- * Candidates whose address the program holds (CFG_SRC_ADDR says so only for procedures
- * found that way): the value of a dynamic relocation, or a rip-relative operand that is
- * not a branch's target (lea f(%rip): also in f itself, which cfg does not note).
- */
-static void
+/* Candidates whose address the program holds (drv_addr_taken). */
+static int
 drop_taken(const cfg_prog_t *prog, uint8_t *cand)
 {
-    const cfg_image_t *img = prog->img;
-    for (size_t i = 0; i < img->nrelocs; i++) {
-        uint32_t p = entry_proc(prog, img->relocs[i].value);
+    uint64_t *taken;
+    size_t n;
+    QP_CHECK(drv_addr_taken(prog, &taken, &n));
+    for (size_t i = 0; i < n; i++) {
+        uint32_t p = entry_proc(prog, taken[i]);
         if (p != CFG_NONE)
             cand[p] = 0;
     }
-    for (uint32_t bi = 0; bi < prog->nblocks; bi++) {
-        const cfg_block_t *b = &prog->blocks[bi];
-        for (uint64_t a = b->start; a < b->end;) {
-            arch_insn_t in;
-            if (cfg_image_decode(img, a, 0, &in) < 0 || in.len == 0)
-                break; /* decoded before: cannot happen */
-            if ((in.flags & ARCH_F_RIPREL) && in.kind != ARCH_KIND_JMP
-                && in.kind != ARCH_KIND_JCC && in.kind != ARCH_KIND_CALL) {
-                uint32_t p = entry_proc(prog, in.target);
-                if (p != CFG_NONE)
-                    cand[p] = 0;
-            }
-            a += in.len;
-        }
-    }
+    free(taken);
+    return 0;
 }
 
 /* Call-graph edges caller -> callee among the program's procedures. */
@@ -279,7 +264,7 @@ drv_by_calls(const cfg_prog_t *prog, const uint8_t *solid, uint8_t *leave, uint8
         return 0; /* absolute code addresses may hide in immediates: no way to tell */
     for (uint32_t i = 0; i < n; i++)
         by_calls[i] = (uint8_t)candidate(prog, solid, i);
-    drop_taken(prog, by_calls);
+    QP_CHECK(drop_taken(prog, by_calls));
     dep_t *deps = NULL;
     size_t ndeps = 0, cap = 0;
     uint32_t *first = calloc(n + 2, sizeof(uint32_t));
