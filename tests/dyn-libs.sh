@@ -79,18 +79,7 @@ grep -q "no library matching 'libnope\*' (in 'libnope\*:f') was loaded during th
     "$d/c.err" && ok "unknown MODULE: one clear line" || bad "unknown MODULE: $(cat "$d/c.err")"
 
 # (c) dyn attach to a server
-mkfifo "$d/in" || exit 99
-"$d/main" serve <"$d/in" >"$d/serve.out" 2>&1 &
-tpid=$!
-exec 7>"$d/in"
-wait_lines "$d/serve.out" '^ready' 1 || { bad "serve: never ready"; exit 1; }
-nreq=0
-# req N: the target does the work of N and answers.
-req() {
-    echo "$1" >&7
-    nreq=$((nreq + 1))
-    wait_lines "$d/serve.out" '^done' $nreq || bad "serve: no answer to request $nreq"
-}
+dyn_serve "$d"
 # attach TAG ARGS...: dyn attach in the background, once its points are in.
 attach() {
     tag=$1
@@ -101,7 +90,7 @@ attach() {
 }
 attach att -c 'libqt.so:lib_*' -c 'libc.so.6:strverscmp' -o "$d/att.csv" -i 0.05 \
     --trace "$d/att.json"
-req 20
+dyn_req 20
 sleep 0.2
 kill -TERM $dpid
 wait $dpid
@@ -123,16 +112,16 @@ expect_eq "attach --duration: rows" "$(grep -c '^libqt.so:lib_sum,0,$\|^libc.so.
 
 # (d) dyn killed, dyn clean
 attach kill -c 'libqt.so:lib_*' -c 'libc.so.6:strverscmp'
-req 3
+dyn_req 3
 kill -KILL $dpid
 wait $dpid 2>/dev/null
 "$DYN" clean "$tpid" >"$d/clean.out" 2>&1
 expect_eq "clean: exit status" $? 0
 grep -q '4 jumps put back' "$d/clean.out" && ok "clean: library jumps put back" \
     || bad "clean: $(cat "$d/clean.out")"
-req 4
+dyn_req 4
 attach again -c 'libqt.so:lib_sum' -c 'libc.so.6:strverscmp' -o "$d/again.csv"
-req 6
+dyn_req 6
 kill -INT $dpid
 wait $dpid
 expect_eq "after clean: attach exit status" $? 0

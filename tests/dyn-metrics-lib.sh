@@ -85,26 +85,15 @@ grep -q 'per call site: not for a shared library' "$d/b4.err" \
     && ok "per call site in a library: refused" || bad "call site: $(cat "$d/b4.err")"
 
 # (c) dyn attach -e to a server
-mkfifo "$d/in" || exit 99
-"$d/main" serve <"$d/in" >"$d/serve.out" 2>&1 &
-tpid=$!
-exec 7>"$d/in"
-wait_lines "$d/serve.out" '^ready' 1 || { bad "serve: never ready"; exit 1; }
-nreq=0
-# req N: the target does the work of N and answers.
-req() {
-    echo "$1" >&7
-    nreq=$((nreq + 1))
-    wait_lines "$d/serve.out" '^done' $nreq || bad "serve: no answer to request $nreq"
-}
-req 4
+dyn_serve "$d"
+dyn_req 4
 # The live tables (-i) start once the metrics are in.
 "$DYN" attach "$tpid" -e 'count calls(libqt.so:lib_sum)' \
     -e 'count calls(libqt.so:lib_square) total' -e 'count calls(libc.so.6:strverscmp) total' \
     -i 0.05 -o "$d/att.csv" >"$d/att.out" 2>"$d/att.err" &
 dpid=$!
 wait_lines "$d/att.out" '^metric' 1 || bad "attach -e: no live table: $(cat "$d/att.err")"
-req 20
+dyn_req 20
 kill -TERM $dpid
 wait $dpid
 expect_eq "attach -e: exit status after SIGTERM" $? 0
@@ -117,7 +106,7 @@ expect_eq "attach -e: strverscmp in total" \
 "$DYN" clean "$tpid" >"$d/clean.out" 2>&1
 grep -q 'nothing of dyn.s found' "$d/clean.out" && ok "attach -e: nothing left after SIGTERM" \
     || bad "attach -e: left behind: $(cat "$d/clean.out")"
-req 3
+dyn_req 3
 # --commands: a library's metric added while attached (exact from then on), a library
 # not loaded answered, the session ends with nothing left.
 mkfifo "$d/cin" || exit 99
@@ -126,7 +115,7 @@ dpid=$!
 exec 8>"$d/cin"
 echo 'add count calls(libqt.so:lib_square) total' >&8
 wait_lines "$d/cmd.out" '^added #1' 1 || bad "--commands: add: $(cat "$d/cmd.out")"
-req 5
+dyn_req 5
 echo 'add count calls(libnope.so:f)' >&8
 echo show >&8
 echo quit >&8
@@ -141,7 +130,7 @@ grep -q '^libnope.so: no such library loaded in process' "$d/cmd.out" \
 "$DYN" clean "$tpid" >"$d/clean2.out" 2>&1
 grep -q 'nothing of dyn.s found' "$d/clean2.out" && ok "--commands: nothing left after quit" \
     || bad "--commands: left behind: $(cat "$d/clean2.out")"
-req 2
+dyn_req 2
 
 # The end: the program's answers are those of plain runs.
 exec 7>&-

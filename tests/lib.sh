@@ -205,6 +205,23 @@ dyn_build_qtlib() {
         exit 99
 }
 
+# dyn_serve DIR: DIR/main (dyn_build_qtlib) serving requests from the FIFO DIR/in on
+# descriptor 7, its output in DIR/serve.out, its pid in $tpid; exit 1 when never ready.
+# dyn_req N: it does the work of N and answers (a failure when it does not).
+dyn_serve() {
+    mkfifo "$1/in" || exit 99
+    "$1/main" serve <"$1/in" >"$1/serve.out" 2>&1 &
+    tpid=$!
+    exec 7>"$1/in"
+    serve_dir=$1 nreq=0
+    wait_lines "$1/serve.out" '^ready' 1 || { bad "serve: never ready"; exit 1; }
+}
+dyn_req() {
+    echo "$1" >&7
+    nreq=$((nreq + 1))
+    wait_lines "$serve_dir/serve.out" '^done' $nreq || bad "serve: no answer to request $nreq"
+}
+
 # expect_eq WHAT GOT WANT: ok when GOT is WANT, else bad.
 expect_eq() {
     if [ "$2" = "$3" ]; then ok "$1 = $3"; else bad "$1: got '$2', want '$3'"; fi
