@@ -145,9 +145,14 @@ new_part(qp_trace_desc_t *d, size_t *off, size_t n)
         return QP_ENOMEM;
     for (uint32_t b = 0; b < d->hdr.nblocks; b++)
         for (uint32_t i = d->ifirst[b]; i < d->ifirst[b + 1]; i++) {
+            const qpt_trace_new_t *x = &d->inew[i];
             d->iblock[i] = b;
-            if (d->inew[i].slot != QPT_TRACE_NEW_NONE)
-                d->norder[d->nnorder++] = i;
+            if (x->slot == QPT_TRACE_NEW_NONE)
+                continue;
+            /* A slot past the new code (a damaged description) would read past ntext. */
+            if ((uint64_t)x->slot + x->pre + x->len + x->post > nh.size)
+                return QP_EFORMAT;
+            d->norder[d->nnorder++] = i;
         }
     sort_desc = d;
     qsort(d->norder, d->nnorder, sizeof(uint32_t), cmp_slot);
