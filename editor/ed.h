@@ -31,6 +31,15 @@ typedef struct qp_space_ops {
      */
     int (*alloc_near)(void *self, uint64_t lo, uint64_t hi, size_t len, uint32_t prot,
                       uint64_t *out /*OUT*/);
+    /*
+     * Optional (NULL where the old code may be running: a live process). As alloc_near,
+     * for LEN + EXTRA bytes, whose first LEN show the target's bytes at OLD (page-aligned,
+     * loaded from the file) at a new address: writes there land in those bytes, which
+     * the old addresses then show too; the EXTRA bytes after them (from the next page)
+     * are new memory. The static editor maps the same file bytes twice.
+     */
+    int (*alloc_over)(void *self, uint64_t lo, uint64_t hi, uint64_t old, size_t len,
+                      size_t extra, uint32_t prot, uint64_t *out /*OUT*/);
 } qp_space_ops_t;
 
 enum {
@@ -274,6 +283,12 @@ typedef struct ed_opts {
                                 * the new code is emitted (ed_plan_apply), DONE of TOTAL
                                 * instructions, about 100 times */
     void *progress_arg;         /* its ARG */
+    int reuse_text;     /* put new code into the old bytes of moved code that nothing
+                         * reaches any more (between the redirects), through a second
+                         * mapping of the old text (qp_space_ops_t.alloc_over, when the
+                         * space has it), and only what does not fit into new memory:
+                         * smaller files. The old instructions are then gone from the
+                         * output (a tool that decodes them needs the input) */
 } ed_opts_t;
 
 typedef struct ed_stats {
@@ -290,6 +305,8 @@ typedef struct ed_stats {
     uint32_t nstubs;        /* taken-edge stubs (a conditional branch goes through one) */
     uint64_t bytes_probes;  /* bytes of snippets and stubs in the new code */
     uint32_t nxlate;        /* indirect jumps of unknown targets translated at run time */
+    uint64_t bytes_reused;  /* bytes of new code placed in the old text (reuse_text) */
+    uint64_t bytes_holes;   /* bytes of the old text free for it */
 } ed_stats_t;
 
 /*
@@ -471,7 +488,9 @@ typedef struct ed_region {
     uint64_t vaddr;     /* address */
     uint64_t size;      /* size */
     uint32_t prot;      /* ED_PROT_* */
-    uint8_t *bytes;     /* contents, owned by the image */
+    uint8_t *bytes;     /* contents, owned by the image (NULL for a mirror) */
+    uint64_t mirror;    /* a mirror of the input's bytes at this address (alloc_over),
+                         * whose writes are patches there; else 0 */
 } ed_region_t;
 
 /* Bytes written over the input's loaded contents (redirects in the old text). */

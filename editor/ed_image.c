@@ -82,7 +82,9 @@ image_read(void *self, uint64_t addr, void *buf, size_t len)
 {
     ed_image_t *im = self;
     ed_region_t *r = region_at(im, addr, len);
-    if (r != NULL) {
+    if (r != NULL && r->mirror != 0)
+        addr = r->mirror + (addr - r->vaddr);
+    else if (r != NULL) {
         memcpy(buf, r->bytes + (addr - r->vaddr), len);
         return 0;
     }
@@ -94,6 +96,8 @@ image_read(void *self, uint64_t addr, void *buf, size_t len)
     /* Later patches win. */
     for (size_t i = 0; i < im->npatches; i++) {
         const ed_patch_t *pt = &im->patches[i];
+        if (pt->vaddr >= addr + len || pt->vaddr + pt->len <= addr)
+            continue;
         for (uint64_t k = 0; k < pt->len; k++)
             if (pt->vaddr + k >= addr && pt->vaddr + k < addr + len)
                 ((uint8_t *)buf)[pt->vaddr + k - addr] = pt->bytes[k];
@@ -106,7 +110,9 @@ image_write(void *self, uint64_t addr, const void *buf, size_t len)
 {
     ed_image_t *im = self;
     ed_region_t *r = region_at(im, addr, len);
-    if (r != NULL) {
+    if (r != NULL && r->mirror != 0)
+        addr = r->mirror + (addr - r->vaddr); /* a patch of the bytes it shows */
+    else if (r != NULL) {
         memcpy(r->bytes + (addr - r->vaddr), buf, len);
         return 0;
     }
@@ -131,10 +137,10 @@ image_write(void *self, uint64_t addr, const void *buf, size_t len)
 }
 
 /* A new region of LEN bytes near [LO, HI) with contents BYTES (owned from then on), or
- * zero-filled ones when BYTES is NULL. */
+ * zero-filled ones when BYTES is NULL, or - MIRROR not 0 - the input's bytes there. */
 static int
 region_add(ed_image_t *im, uint64_t lo, uint64_t hi, size_t len, uint32_t prot, uint8_t *bytes,
-           uint64_t *out)
+           uint64_t mirror, uint64_t *out)
 {
     if ((prot & ED_PROT_W) && (prot & ED_PROT_X))
         return QP_EINVAL; /* never writable and executable at once */
@@ -145,9 +151,9 @@ region_add(ed_image_t *im, uint64_t lo, uint64_t hi, size_t len, uint32_t prot, 
     if (v == NULL)
         return QP_ENOMEM;
     im->regions = v;
-    if (bytes == NULL && (bytes = calloc(1, len ? len : 1)) == NULL)
+    if (mirror == 0 && bytes == NULL && (bytes = calloc(1, len ? len : 1)) == NULL)
         return QP_ENOMEM;
-    im->regions[im->nregions++] = (ed_region_t) { at, len, prot, bytes };
+    im->regions[im->nregions++] = (ed_region_t) { at, len, prot, bytes, mirror };
     im->next = at + len;
     *out = at;
     return 0;
@@ -156,7 +162,36 @@ region_add(ed_image_t *im, uint64_t lo, uint64_t hi, size_t len, uint32_t prot, 
 static int
 image_alloc_near(void *self, uint64_t lo, uint64_t hi, size_t len, uint32_t prot, uint64_t *out)
 {
-    return region_add(self, lo, hi, len, prot, NULL, out);
+    return region_add(self, lo, hi, len, prot, NULL, 0, out);
+}
+
+/* The input's file bytes at OLD (a page of a PT_LOAD's, loaded from the file) mirrored at
+ * a new address, then EXTRA new bytes from the next page. */
+static int
+image_alloc_over(void *self, uint64_t lo, uint64_t hi, uint64_t old, size_t len, size_t extra,
+                 uint32_t prot, uint64_t *out)
+{
+    ed_image_t *im = self;
+    if (old == 0 || old % PAGE != 0 || len == 0)
+        return QP_EINVAL;
+    int in_file = 0;
+    for (size_t i = 0; i < im->img->nsegments && !in_file; i++) {
+        const cfg_segment_t *g = &im->img->segments[i];
+        in_file = g->type == 1 /* PT_LOAD */ && old + (g->vaddr % PAGE) == g->vaddr
+            && g->offset >= g->vaddr - old && old + len <= g->vaddr + g->filesz;
+    }
+    if (!in_file)
+        return QP_EINVAL; /* only a loaded segment's file bytes can be mapped again */
+    if (page_up(im->next) + page_up(len) + extra - lo > REACH)
+        return QP_ERANGE;
+    QP_CHECK(region_add(im, lo, hi, len, prot, NULL, old, out));
+    uint64_t more;
+    if (extra > 0) {
+        QP_CHECK(region_add(im, lo, hi, extra, prot, NULL, 0, &more));
+        if (more != *out + page_up(len))
+            return QP_ERANGE;
+    }
+    return 0;
 }
 
 int
@@ -165,13 +200,14 @@ ed_image_alloc_bytes(ed_image_t *im, uint64_t lo, uint64_t hi, uint8_t *bytes, s
 {
     if (im == NULL || bytes == NULL || out == NULL)
         return QP_EINVAL;
-    return region_add(im, lo, hi, len, prot, bytes, out);
+    return region_add(im, lo, hi, len, prot, bytes, 0, out);
 }
 
 const qp_space_ops_t ed_image_ops = {
     .read = image_read,
     .write = image_write,
     .alloc_near = image_alloc_near,
+    .alloc_over = image_alloc_over,
 };
 
 const ed_region_t *

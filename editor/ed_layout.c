@@ -43,6 +43,7 @@ typedef struct ed_slot {
 } ed_slot_t;
 
 #define NO_STUB UINT32_MAX
+#define NO_HOLE UINT64_MAX
 
 /* A taken-edge stub: the TAKEN snippets of a conditional branch, then a jmp to its target. */
 typedef struct ed_stub {
@@ -114,6 +115,20 @@ struct ed_plan {
     size_t nsnips;
     uint64_t *lock_sites;     /* ARCH_INC_SWITCH: where each increment's first byte went */
     size_t nlock_sites, lock_cap;
+    uint32_t *chunk;          /* per moved procedure, in layout order: its first slot
+                               * (nchunks + 1 entries: the last is nslots) */
+    size_t nchunks, chunkcap;
+    uint64_t *chunk_at;       /* reuse_text: per chunk, its layout-relative address in
+                               * a hole of the old text, or NO_HOLE ... */
+    uint64_t *stub_at;        /* ... and per stub */
+    uint64_t mirror;          /* reuse_text: the old address whose page the new code's
+                               * first bytes mirror (0: no reuse) ... */
+    uint64_t mirror_len;      /* ... for this many bytes: new code at layout-relative
+                               * address A (< mirror_len) is written to old address
+                               * mirror + A */
+    uint64_t overflow;        /* layout-relative start of what found no hole */
+    uint64_t *holes;          /* (start, end, fill) triples, layout-relative */
+    size_t nholes;
     int laid_out;             /* layout() has run */
     uint64_t text;            /* address of the new code */
     uint64_t text_size;       /* its size */
@@ -1235,6 +1250,23 @@ size_probes(ed_plan_t *plan, const arch_insn_t *in, ed_slot_t *s, ed_stub_t **st
     return 0;
 }
 
+/* A chunk starts at slot N: a procedure, or procedures sharing an FDE (one entry is
+ * kept free for the end). */
+static int
+push_chunk(ed_plan_t *plan, size_t n)
+{
+    if (plan->nchunks + 1 >= plan->chunkcap) {
+        size_t c = plan->chunkcap ? plan->chunkcap * 2 : 1024;
+        uint32_t *nc = realloc(plan->chunk, c * sizeof(uint32_t));
+        if (nc == NULL)
+            return QP_ENOMEM;
+        plan->chunk = nc;
+        plan->chunkcap = c;
+    }
+    plan->chunk[plan->nchunks++] = (uint32_t)n;
+    return 0;
+}
+
 /* Fill plan->lay with every moved instruction in layout order, sizes long. */
 static int
 collect_slots(ed_plan_t *plan)
@@ -1251,12 +1283,20 @@ collect_slots(ed_plan_t *plan)
             cap += prog->blocks[p->block + k].ninsns;
     }
     ed_slot_t *v = malloc(cap * sizeof(ed_slot_t));
+    /* Procedures that share an FDE are one chunk: the FDE describes one range. */
+    uint8_t *in_group = calloc(prog->nprocs + 1, 1);
+    for (size_t g = 0; in_group != NULL && g + 1 < plan->ngroups; g += 2)
+        for (uint64_t pi = plan->groups[g] + 1; pi <= plan->groups[g + 1] && pi < prog->nprocs; pi++)
+            in_group[pi] = 1;
     uint32_t *order = NULL;
     size_t ordercap = 0, stubcap = 0, fallcap = 0;
     int rc = 0;
     uint8_t scratch[ARCH_MAX_RELOC];
-    if (v == NULL)
+    if (v == NULL || in_group == NULL) {
+        free(v);
+        free(in_group);
         return QP_ENOMEM;
+    }
     for (uint32_t pi = 0; pi < prog->nprocs && rc == 0; pi++) {
         const cfg_proc_t *p = &prog->procs[pi];
         if (plan->reason[pi] != NULL || (p->flags & CFG_PROC_FRAGMENT))
@@ -1283,6 +1323,8 @@ collect_slots(ed_plan_t *plan)
         for (uint32_t k = k0 + 1; k < p->nblocks; k++)
             order[o++] = p->block + k;
         plan->stats.nmoved++;
+        if ((!in_group[pi] || plan->nchunks == 0) && (rc = push_chunk(plan, n)) < 0)
+            break; /* else the chunk of the group's first procedure goes on */
         for (uint32_t k = 0; k < p->nblocks && rc == 0; k++) {
             const cfg_block_t *b = &prog->blocks[order[k]];
             plan->stats.bytes_old += b->end - b->start;
@@ -1336,12 +1378,15 @@ collect_slots(ed_plan_t *plan)
         }
     }
     free(order);
+    free(in_group);
     if (rc < 0) {
         free(v);
         return rc;
     }
     plan->lay = v;
     plan->nslots = n;
+    if (plan->chunk != NULL)
+        plan->chunk[plan->nchunks] = (uint32_t)n; /* room kept above */
     return 0;
 }
 
@@ -1526,8 +1571,404 @@ segment_ends(ed_plan_t *plan)
     }
 }
 
+/*****************************************************************************
+ * Reusing the old text (ed_opts_t.reuse_text)
+ *
+ * Once a procedure moved, its old bytes serve only as the redirects at its entries and
+ * indirect targets: nothing runs or reads the rest. New code goes there, seen through a
+ * second mapping of the old text's pages (qp_space_ops_t.alloc_over), so that every new
+ * address still differs from every old one (unwind tables, symbols, descriptions and
+ * reports tell old from new code by address). A procedure's new code stays in one piece
+ * (one FDE, and its LSDA, describe one contiguous range), placed whole into the first
+ * hole it fits, largest first (a taken-edge stub is a piece of its own); what fits
+ * nowhere goes after the mirror, as without reuse. Branches
+ * between pieces keep their long form: pieces are placed apart. Never reused: the bytes
+ * of code that stays, of procedures with a jump translated at run time (a miss runs the
+ * old code), jump tables, and the redirects themselves.
+ */
+
+/* Holes smaller than this are not worth a patch. */
+#define MIN_HOLE 16
+
 static int
-layout(ed_plan_t *plan)
+cmp_span(const void *a, const void *b)
+{
+    const cfg_span_t *x = a, *y = b;
+    if (x->start != y->start)
+        return x->start < y->start ? -1 : 1;
+    return (x->end > y->end) - (x->end < y->end);
+}
+
+/* Append [START, END) to *V, extending the last span when they touch. */
+static int
+push_span(cfg_span_t **v, size_t *n, size_t *cap, uint64_t start, uint64_t end)
+{
+    if (end <= start)
+        return 0;
+    if (*n > 0 && (*v)[*n - 1].end == start) {
+        (*v)[*n - 1].end = end;
+        return 0;
+    }
+    if (*n == *cap) {
+        size_t c = *cap ? *cap * 2 : 1024;
+        cfg_span_t *nv = realloc(*v, c * sizeof(cfg_span_t));
+        if (nv == NULL)
+            return QP_ENOMEM;
+        *v = nv;
+        *cap = c;
+    }
+    (*v)[(*n)++] = (cfg_span_t) { start, end };
+    return 0;
+}
+
+/* Sort and merge overlapping or touching spans in place; returns the new count. */
+static size_t
+merge_spans(cfg_span_t *v, size_t n)
+{
+    if (n == 0)
+        return 0;
+    qsort(v, n, sizeof(cfg_span_t), cmp_span);
+    size_t u = 0;
+    for (size_t i = 1; i < n; i++) {
+        if (v[i].start <= v[u].end) {
+            if (v[i].end > v[u].end)
+                v[u].end = v[i].end;
+        } else
+            v[++u] = v[i];
+    }
+    return u + 1;
+}
+
+/* Does procedure PI move (its fragments with their parent)? */
+static int
+proc_moves(const ed_plan_t *plan, uint32_t pi)
+{
+    const cfg_proc_t *p = &plan->prog->procs[pi];
+    if (plan->reason[pi] != NULL)
+        return 0;
+    return !(p->flags & CFG_PROC_FRAGMENT)
+        || (p->parent != CFG_NONE && plan->reason[p->parent] == NULL);
+}
+
+/* The executable segment holding most of the moved code (by chunk), or NULL. */
+static const cfg_segment_t *
+reuse_segment(const ed_plan_t *plan)
+{
+    const cfg_image_t *img = plan->prog->img;
+    const cfg_segment_t *best = NULL;
+    uint64_t best_n = 0;
+    for (size_t g = 0; g < img->nsegments; g++) {
+        const cfg_segment_t *sg = &img->segments[g];
+        if (sg->type != 1 /* PT_LOAD */ || !(sg->flags & CFG_SEG_X) || sg->filesz == 0
+            || sg->offset < sg->vaddr % 4096)
+            continue;
+        uint64_t n = 0;
+        for (size_t c = 0; c < plan->nchunks; c++) {
+            uint64_t a = plan->lay[plan->chunk[c]].old;
+            n += plan->chunk[c + 1] > plan->chunk[c] && a >= sg->vaddr
+                && a < sg->vaddr + sg->filesz;
+        }
+        if (n > best_n) {
+            best = sg;
+            best_n = n;
+        }
+    }
+    return best;
+}
+
+/* The spans no new code may take: code that stays (extents and blocks), procedures
+ * that keep their bytes (KEEP), redirects, jump tables, section ends (as empty cuts). */
+static int
+taken_spans(const ed_plan_t *plan, const uint8_t *keep, cfg_span_t **v, size_t *n)
+{
+    const cfg_prog_t *prog = plan->prog;
+    size_t cap = 0;
+    int rc = 0;
+    for (uint32_t pi = 0; pi < prog->nprocs && rc == 0; pi++) {
+        const cfg_proc_t *p = &prog->procs[pi];
+        uint32_t owner = (p->flags & CFG_PROC_FRAGMENT) ? p->parent : pi;
+        if (proc_moves(plan, pi) && owner != CFG_NONE && !keep[owner]) {
+            if (p->flags & CFG_PROC_FRAGMENT)
+                continue;
+            uint64_t *pads;
+            size_t npads;
+            uint32_t nind;
+            if ((rc = collect_pads(plan, pi, &pads, &npads, &nind)) < 0)
+                break;
+            for (size_t k = 0; k < npads && rc == 0; k++)
+                rc = push_span(v, n, &cap, pads[k], pads[k] + PAD_LEN);
+            free(pads);
+            continue;
+        }
+        rc = push_span(v, n, &cap, p->start, p->end);
+        for (uint32_t k = 0; k < p->nblocks && rc == 0; k++) {
+            const cfg_block_t *b = &prog->blocks[p->block + k];
+            rc = push_span(v, n, &cap, b->start, b->end);
+        }
+    }
+    for (uint32_t t = 0; t < prog->ntables && rc == 0; t++) {
+        const cfg_table_t *tb = &prog->tables[t];
+        rc = push_span(v, n, &cap, tb->addr, tb->addr + (uint64_t)tb->nentries * tb->entry_size);
+    }
+    return rc;
+}
+
+/* The bytes of moved procedures' blocks (but those in KEEP), within [LO, HI). */
+static int
+given_spans(const ed_plan_t *plan, const uint8_t *keep, uint64_t lo, uint64_t hi,
+            cfg_span_t **v, size_t *n)
+{
+    const cfg_prog_t *prog = plan->prog;
+    size_t cap = 0;
+    int rc = 0;
+    for (uint32_t pi = 0; pi < prog->nprocs && rc == 0; pi++) {
+        const cfg_proc_t *p = &prog->procs[pi];
+        if (!proc_moves(plan, pi) || (p->flags & CFG_PROC_FRAGMENT) || keep[pi])
+            continue;
+        for (uint32_t k = 0; k < p->nblocks && rc == 0; k++) {
+            const cfg_block_t *b = &prog->blocks[p->block + k];
+            uint64_t s = b->start < lo ? lo : b->start, e = b->end > hi ? hi : b->end;
+            rc = push_span(v, n, &cap, s, e);
+        }
+    }
+    return rc;
+}
+
+/*
+ * plan->holes: the free bytes of the segment SG's old text (given minus taken, split
+ * at section boundaries), layout-relative to plan->mirror, its first page.
+ */
+static int
+find_holes(ed_plan_t *plan, const cfg_segment_t *sg)
+{
+    const cfg_prog_t *prog = plan->prog;
+    uint8_t *keep = calloc(prog->nprocs + 1, 1);
+    cfg_span_t *give = NULL, *take = NULL;
+    size_t ngive = 0, ntake = 0;
+    uint64_t *cut = NULL;
+    size_t ncut = 0;
+    int rc = keep != NULL ? 0 : QP_ENOMEM;
+    for (size_t i = 0; i < plan->nslots && rc == 0; i++)
+        if (plan->lay[i].flags & SLOT_XLATE) {
+            const ed_seg_t *g = seg_at(plan, plan->lay[i].old, NULL);
+            if (g != NULL)
+                keep[g->owner] = 1;
+        }
+    if (rc == 0)
+        rc = given_spans(plan, keep, sg->vaddr, sg->vaddr + sg->filesz, &give, &ngive);
+    if (rc == 0)
+        rc = taken_spans(plan, keep, &take, &ntake);
+    if (rc == 0 && (cut = malloc((2 * prog->img->nsections + 1) * sizeof(uint64_t))) == NULL)
+        rc = QP_ENOMEM;
+    for (size_t i = 0; rc == 0 && i < prog->img->nsections; i++)
+        if (prog->img->sections[i].flags & CFG_SEC_ALLOC) {
+            cut[ncut++] = prog->img->sections[i].vma;
+            cut[ncut++] = prog->img->sections[i].vma + prog->img->sections[i].size;
+        }
+    size_t cap = 0;
+    if (rc == 0) {
+        ngive = merge_spans(give, ngive);
+        ntake = merge_spans(take, ntake);
+        qsort(cut, ncut, sizeof(uint64_t), cmp_u64);
+        plan->mirror = sg->vaddr & ~(uint64_t)4095;
+        plan->mirror_len = sg->vaddr + sg->filesz - plan->mirror;
+    }
+    /* give minus take, cut at section boundaries */
+    size_t t = 0, c = 0;
+    for (size_t i = 0; i < ngive && rc == 0; i++) {
+        uint64_t s = give[i].start;
+        while (s < give[i].end && rc == 0) {
+            while (t < ntake && take[t].end <= s)
+                t++;
+            uint64_t e = give[i].end;
+            if (t < ntake && take[t].start <= s) {
+                s = take[t].end;
+                continue;
+            }
+            if (t < ntake && take[t].start < e)
+                e = take[t].start;
+            while (c < ncut && cut[c] <= s)
+                c++;
+            if (c < ncut && cut[c] < e)
+                e = cut[c];
+            if (e - s >= MIN_HOLE) {
+                if (3 * plan->nholes + 3 > cap) {
+                    size_t nc = cap ? cap * 2 : 3 * 1024;
+                    uint64_t *nh = realloc(plan->holes, nc * sizeof(uint64_t));
+                    if (nh == NULL) {
+                        rc = QP_ENOMEM;
+                        break;
+                    }
+                    plan->holes = nh;
+                    cap = nc;
+                }
+                uint64_t *h = &plan->holes[plan->nholes * 3];
+                h[0] = s - plan->mirror;
+                h[1] = e - plan->mirror;
+                h[2] = 0;
+                plan->nholes++;
+                plan->stats.bytes_holes += e - s;
+            }
+            s = e;
+        }
+    }
+    free(keep);
+    free(give);
+    free(take);
+    free(cut);
+    return rc;
+}
+
+typedef struct piece {
+    uint64_t size;
+    uint32_t idx; /* a chunk, or nchunks + a stub */
+} piece_t;
+
+static int
+cmp_piece(const void *a, const void *b)
+{
+    const piece_t *x = a, *y = b;
+    if (x->size != y->size)
+        return x->size > y->size ? -1 : 1;
+    return (x->idx > y->idx) - (x->idx < y->idx);
+}
+
+/* The layout-relative end of chunk C in the contiguous layout (pass 1). */
+static uint64_t
+chunk_end(const ed_plan_t *plan, size_t c)
+{
+    if (c + 1 < plan->nchunks)
+        return plan->lay[plan->chunk[c + 1]].new_;
+    const ed_slot_t *last = &plan->lay[plan->nslots - 1];
+    return last->new_ + slot_size(last);
+}
+
+/*
+ * First fit, largest first: every chunk and stub gets the first hole (by address) with
+ * room for it - a tree of the largest room under each node finds it in log time - or
+ * NO_HOLE. Sizes are those of the long-branch layout: upper bounds.
+ */
+static int
+pack_pieces(ed_plan_t *plan)
+{
+    size_t np = plan->nchunks + plan->nstubs, w = 1;
+    piece_t *pc = malloc((np + 1) * sizeof(piece_t));
+    plan->chunk_at = malloc((plan->nchunks + 1) * sizeof(uint64_t));
+    plan->stub_at = malloc((plan->nstubs + 1) * sizeof(uint64_t));
+    while (w < plan->nholes)
+        w *= 2;
+    uint64_t *room = calloc(2 * w, sizeof(uint64_t));
+    if (pc == NULL || plan->chunk_at == NULL || plan->stub_at == NULL || room == NULL) {
+        free(pc);
+        free(room);
+        return QP_ENOMEM;
+    }
+    for (size_t c = 0; c < plan->nchunks; c++) {
+        plan->chunk_at[c] = NO_HOLE;
+        pc[c] = (piece_t) { chunk_end(plan, c) - plan->lay[plan->chunk[c]].new_, (uint32_t)c };
+    }
+    for (size_t k = 0; k < plan->nstubs; k++) {
+        plan->stub_at[k] = NO_HOLE;
+        pc[plan->nchunks + k] = (piece_t) { plan->stubs[k].len, (uint32_t)(plan->nchunks + k) };
+    }
+    qsort(pc, np, sizeof(piece_t), cmp_piece);
+    for (size_t h = 0; h < plan->nholes; h++)
+        room[w + h] = plan->holes[3 * h + 1] - plan->holes[3 * h];
+    for (size_t i = w - 1; i >= 1; i--)
+        room[i] = room[2 * i] > room[2 * i + 1] ? room[2 * i] : room[2 * i + 1];
+    for (size_t i = 0; i < np; i++) {
+        uint64_t size = pc[i].size;
+        if (size == 0 || room[1] < size)
+            continue;
+        size_t node = 1;
+        while (node < w)
+            node = room[2 * node] >= size ? 2 * node : 2 * node + 1;
+        uint64_t *hole = &plan->holes[3 * (node - w)];
+        uint64_t at = hole[0] + hole[2];
+        hole[2] += size;
+        room[node] -= size;
+        for (node /= 2; node >= 1; node /= 2)
+            room[node] = room[2 * node] > room[2 * node + 1] ? room[2 * node] : room[2 * node + 1];
+        if (pc[i].idx < plan->nchunks)
+            plan->chunk_at[pc[i].idx] = at;
+        else
+            plan->stub_at[pc[i].idx - plan->nchunks] = at;
+        plan->stats.bytes_reused += size;
+    }
+    free(pc);
+    free(room);
+    return 0;
+}
+
+/* The chunk of slot I (a binary search over the chunks' first slots). */
+static size_t
+chunk_of(const ed_plan_t *plan, size_t i)
+{
+    size_t lo = 0, hi = plan->nchunks;
+    while (hi - lo > 1) {
+        size_t mid = (lo + hi) / 2;
+        if (plan->chunk[mid] <= i)
+            lo = mid;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+/*
+ * Decide where the new code goes in the old text: plan->mirror, holes, chunk_at and
+ * stub_at, from the long-branch layout. No reuse (mirror 0) when no piece finds a hole.
+ */
+static int
+plan_reuse(ed_plan_t *plan)
+{
+    const cfg_segment_t *sg = reuse_segment(plan);
+    if (sg == NULL || plan->nslots == 0 || (sg->vaddr & ~(uint64_t)4095) == 0)
+        return 0; /* mirror 0 means no reuse */
+    QP_CHECK(find_holes(plan, sg));
+    if (plan->nholes > 0)
+        QP_CHECK(pack_pieces(plan));
+    if (plan->stats.bytes_reused == 0) {
+        plan->mirror = 0;
+        plan->mirror_len = 0;
+        return 0;
+    }
+    plan->overflow = (plan->mirror_len + 4095) & ~(uint64_t)4095;
+    return 0;
+}
+
+/* As assign, with the chunks and stubs that found a hole there, the rest from the
+ * overflow; returns the size from layout-relative 0 (the mirror's first byte). */
+static uint64_t
+assign_reuse(ed_plan_t *plan)
+{
+    uint64_t at = plan->overflow;
+    for (size_t c = 0; c < plan->nchunks; c++) {
+        uint64_t a = plan->chunk_at[c] != NO_HOLE ? plan->chunk_at[c] : at;
+        for (size_t i = plan->chunk[c]; i < plan->chunk[c + 1]; i++) {
+            plan->lay[i].new_ = a;
+            a += slot_size(&plan->lay[i]);
+        }
+        if (plan->chunk_at[c] == NO_HOLE)
+            at = a;
+    }
+    for (size_t i = 0; i < plan->nstubs; i++) {
+        if (plan->stub_at[i] != NO_HOLE) {
+            plan->stubs[i].new_ = plan->stub_at[i];
+            continue;
+        }
+        plan->stubs[i].new_ = at;
+        at += plan->stubs[i].len;
+    }
+    if (plan->nxlate > 0) {
+        plan->xlate = at;
+        at = xlate_table_at(plan) + xlate_table_size(plan->prog);
+    }
+    return at;
+}
+
+static int
+layout(ed_plan_t *plan, int reuse)
 {
     plan->laid_out = 1;
     QP_CHECK(collect_slots(plan));
@@ -1536,7 +1977,10 @@ layout(ed_plan_t *plan)
     /* Pass 1: long forms. */
     assign(plan, 0);
     QP_CHECK(index_slots(plan));
-    /* Pass 2: rel8 where the target is in reach in the long layout. */
+    if (reuse)
+        QP_CHECK(plan_reuse(plan));
+    /* Pass 2: rel8 where the target is in reach in the long layout (in the same
+     * chunk when chunks go into holes: chunks are placed apart). */
     for (size_t i = 0; i < plan->nslots && !plan->opts.long_branches; i++) {
         ed_slot_t *s = &plan->lay[i];
         if (!(s->flags & SLOT_BRANCH) || s->stub != NO_STUB)
@@ -1548,7 +1992,8 @@ layout(ed_plan_t *plan)
         if ((in.kind != ARCH_KIND_JMP && in.kind != ARCH_KIND_JCC) || s->stub != NO_STUB)
             continue;
         const ed_slot_t *t = slot_at(plan, in.target);
-        if (t == NULL)
+        if (t == NULL
+            || (plan->mirror != 0 && chunk_of(plan, i) != chunk_of(plan, (size_t)(t - plan->lay))))
             continue;
         int64_t d = (int64_t)t->new_ - (int64_t)(s->new_ + s->pre + 2);
         if (d < -128 || d > 127)
@@ -1562,7 +2007,7 @@ layout(ed_plan_t *plan)
             s->flags |= SLOT_SHORT;
         }
     }
-    plan->text_size = assign(plan, 0);
+    plan->text_size = plan->mirror != 0 ? assign_reuse(plan) : assign(plan, 0);
     QP_CHECK(index_slots(plan));
     segment_ends(plan);
     return 0;
@@ -1632,6 +2077,10 @@ ed_plan_destroy(ed_plan_t *plan)
     free(plan->snips);
     free(plan->xlate_sites);
     free(plan->xlate_counters);
+    free(plan->chunk);
+    free(plan->chunk_at);
+    free(plan->stub_at);
+    free(plan->holes);
     free(plan);
 }
 
@@ -1959,6 +2408,10 @@ emit_code(ed_plan_t *plan, const qp_space_ops_t *ops, void *space)
     uint8_t *buf = calloc(plan->text_size + 1, 1);
     if (buf == NULL)
         return QP_ENOMEM;
+    /* Holes in the old text: what no code fills traps (int3), never old code. */
+    for (size_t h = 0; h < plan->nholes; h++)
+        if (plan->holes[3 * h + 2] > 0)
+            memset(buf + plan->holes[3 * h], 0xcc, plan->holes[3 * h + 1] - plan->holes[3 * h]);
     int rc = 0;
     int stretch = plan->opts.stretch ? 1 : 0;
     size_t fall = 0; /* the next of plan->fall */
@@ -2047,8 +2500,16 @@ emit_code(ed_plan_t *plan, const qp_space_ops_t *ops, void *space)
     }
     if (rc == 0 && plan->nxlate > 0)
         rc = emit_xlate(plan, buf);
-    if (rc == 0)
+    if (rc == 0 && plan->mirror == 0)
         rc = ops->write(space, plan->text, buf, plan->text_size);
+    for (size_t h = 0; h < plan->nholes && rc == 0 && plan->mirror != 0; h++) {
+        const uint64_t *hole = &plan->holes[3 * h];
+        if (hole[2] > 0)
+            rc = ops->write(space, plan->text + hole[0], buf + hole[0], hole[1] - hole[0]);
+    }
+    if (rc == 0 && plan->mirror != 0 && plan->text_size > plan->overflow)
+        rc = ops->write(space, plan->text + plan->overflow, buf + plan->overflow,
+                        plan->text_size - plan->overflow);
     free(buf);
     if (rc == 0 && plan->opts.on_progress != NULL)
         plan->opts.on_progress(plan->opts.progress_arg, plan->nslots, plan->nslots);
@@ -2181,7 +2642,7 @@ ed_plan_apply(ed_plan_t *plan, const qp_space_ops_t *ops, void *space)
     if (plan == NULL || ops == NULL)
         return QP_EINVAL;
     if (!plan->laid_out)
-        QP_CHECK(layout(plan));
+        QP_CHECK(layout(plan, plan->opts.reuse_text && ops->alloc_over != NULL));
     if (plan->nslots == 0)
         return 0;
     /* The new code must reach the whole image (rip-relative data, calls to code that
@@ -2195,9 +2656,16 @@ ed_plan_apply(ed_plan_t *plan, const qp_space_ops_t *ops, void *space)
             if (img->sections[i].vma + img->sections[i].size > hi)
                 hi = img->sections[i].vma + img->sections[i].size;
         }
-    QP_CHECK(ops->alloc_near(space, lo, hi, plan->text_size, ED_PROT_R | ED_PROT_X, &plan->text));
+    if (plan->mirror != 0)
+        QP_CHECK(ops->alloc_over(space, lo, hi, plan->mirror, plan->mirror_len,
+                                 plan->text_size - plan->overflow, ED_PROT_R | ED_PROT_X,
+                                 &plan->text));
+    else
+        QP_CHECK(ops->alloc_near(space, lo, hi, plan->text_size, ED_PROT_R | ED_PROT_X,
+                                 &plan->text));
     rebase(plan, plan->text);
-    plan->stats.bytes_new = plan->text_size;
+    plan->stats.bytes_new = plan->mirror != 0
+        ? plan->stats.bytes_reused + plan->text_size - plan->overflow : plan->text_size;
     plan->stats.nprobes = (uint32_t)plan->nprobes;
     plan->stats.nstubs = (uint32_t)plan->nstubs;
     plan->stats.nxlate = (uint32_t)plan->nxlate;

@@ -394,6 +394,23 @@ elfw_parse_input(elfw_ctx_t *c)
  * Checking the request
  */
 
+/* The file offset of the input's bytes that mirror region G shows, or UINT64_MAX when
+ * they are not all a PT_LOAD's file bytes. */
+static uint64_t
+elfw_mirror_off(const elfw_ctx_t *c, const elfw_region_t *g)
+{
+    for (size_t j = 0; j < c->phnum; j++) {
+        const GElf_Phdr *ph = &c->ph[j];
+        if (ph->p_type != PT_LOAD || g->mirror > ph->p_vaddr
+            || ph->p_vaddr - g->mirror >= ELFW_PAGE || ph->p_offset < ph->p_vaddr - g->mirror
+            || g->mirror + g->size > ph->p_vaddr + ph->p_filesz)
+            continue;
+        uint64_t off = ph->p_offset - (ph->p_vaddr - g->mirror);
+        return off + g->size <= c->insize ? off : UINT64_MAX;
+    }
+    return UINT64_MAX;
+}
+
 static int
 elfw_check_request(elfw_ctx_t *c)
 {
@@ -422,6 +439,12 @@ elfw_check_request(elfw_ctx_t *c)
             return elfw_fail(c, QP_EINVAL,
                 "region %s at %#llx overlaps the page of the segment or region before it",
                 g->name, (unsigned long long)g->vaddr);
+        if (g->mirror != 0
+            && (g->bytes != NULL || g->mirror % ELFW_PAGE != g->vaddr % ELFW_PAGE
+                || elfw_mirror_off(c, g) == UINT64_MAX))
+            return elfw_fail(c, QP_EINVAL,
+                "region %s: %#llx is not a loaded segment's file bytes to map again", g->name,
+                (unsigned long long)g->mirror);
         prev_end = g->vaddr + g->size;
         if (prev_end > UINT64_MAX - 2 * (uint64_t)ELFW_PAGE)
             return elfw_fail(c, QP_EINVAL, "region %s: address out of range", g->name);
@@ -682,7 +705,7 @@ elfw_add_regions(elfw_ctx_t *c)
         QP_CHECK(elfw_add_section_name(c, g->name, &name));
         s->is_new = 1;
         s->sh.sh_name = name;
-        s->sh.sh_type = g->bytes != NULL ? SHT_PROGBITS : SHT_NOBITS;
+        s->sh.sh_type = g->bytes != NULL || g->mirror != 0 ? SHT_PROGBITS : SHT_NOBITS;
         s->sh.sh_flags = SHF_ALLOC;
         if (g->prot & ED_PROT_X)
             s->sh.sh_flags |= SHF_EXECINSTR;
@@ -691,7 +714,9 @@ elfw_add_regions(elfw_ctx_t *c)
         s->sh.sh_addr = g->vaddr;
         s->sh.sh_size = g->size;
         s->sh.sh_addralign = g->align ? g->align : 1;
-        s->bytes = g->bytes;
+        /* A mirror's section shows the input's (patched) bytes: the same file bytes
+         * as the old text's sections, written twice with the same contents. */
+        s->bytes = g->mirror != 0 ? c->img + elfw_mirror_off(c, g) : g->bytes;
         c->region_scn[i] = c->nscn++;
     }
     if (c->nscn - 1 >= SHN_LORESERVE && r->nsymbols > 0)
@@ -1096,7 +1121,7 @@ elfw_plan_phdrs(elfw_ctx_t *c)
             p->p_flags = ((g->prot & ED_PROT_R) ? PF_R : 0)
                 | ((g->prot & ED_PROT_W) ? PF_W : 0) | ((g->prot & ED_PROT_X) ? PF_X : 0);
             p->p_vaddr = p->p_paddr = g->vaddr;
-            p->p_filesz = g->bytes != NULL ? g->size : 0;
+            p->p_filesz = g->bytes != NULL || g->mirror != 0 ? g->size : 0;
             p->p_memsz = g->size;
             p->p_align = ELFW_PAGE;
         }
@@ -1239,6 +1264,15 @@ elfw_layout(elfw_ctx_t *c)
         const elfw_region_t *g = &r->regions[i];
         uint64_t m = g->align > ELFW_PAGE ? g->align : ELFW_PAGE;
         uint64_t off = elfw_congruent(cur, g->vaddr, m);
+
+        if (g->mirror != 0) {
+            off = elfw_mirror_off(c, g); /* the input's bytes: nothing added */
+            c->region_off[i] = off;
+            c->scn[c->region_scn[i]].sh.sh_offset = off;
+            if (g->vaddr + g->size > vend)
+                vend = g->vaddr + g->size;
+            continue;
+        }
 
         /* A region with no bytes (memory only) never sets the file's end: its offset,
          * congruent to its address, stays below what is written. */

@@ -23,6 +23,9 @@ typedef struct elfw_region {
     uint64_t size;           /* size in bytes */
     uint32_t prot;           /* ED_PROT_* bits (R, W, X); never W and X together */
     uint64_t align;          /* section alignment (the segment is page-aligned) */
+    uint64_t mirror;         /* not 0: BYTES is NULL and the region maps the input's file
+                              * bytes (patched) that are loaded at this address, whose
+                              * page offset it shares: a second view of old text */
 } elfw_region_t;
 
 /* New bytes for part of an existing loaded section (old text redirects). */

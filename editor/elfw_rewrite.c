@@ -340,11 +340,15 @@ renew_build_id(ed_image_t *im, const cfg_image_t *img)
         || s->size < 16 + n || memcmp(s->bytes + 16, img->build_id, n) != 0)
         return 0;
     uint64_t h = fnv1a(0xcbf29ce484222325ull, img->build_id, n);
-    size_t nreg;
+    size_t nreg, npat;
     const ed_region_t *r = ed_image_regions(im, &nreg);
     for (size_t i = 0; i < nreg; i++)
         if (r[i].bytes != NULL)
             h = fnv1a(h, r[i].bytes, r[i].size);
+    /* New code in the old text (a mirror) is in patches; so are the redirects. */
+    const ed_patch_t *p = ed_image_patches(im, &npat);
+    for (size_t i = 0; i < npat; i++)
+        h = fnv1a(h, p[i].bytes, p[i].len);
     uint8_t id[sizeof(img->build_id)];
     for (size_t i = 0; i < n; i++) {
         if (i % 8 == 0)
@@ -356,10 +360,10 @@ renew_build_id(ed_image_t *im, const cfg_image_t *img)
 
 /* The section name of region R. */
 static const char *
-region_name(const ed_region_t *reg, const rt_regions_t *r, uint64_t text)
+region_name(const ed_region_t *reg, const rt_regions_t *r, uint64_t text, uint64_t text_end)
 {
-    if (reg->vaddr == text)
-        return ".qpt.text";
+    if (reg->vaddr >= text && reg->vaddr < text_end)
+        return ".qpt.text"; /* the new code: in a mirror of the old text and after it */
     if (reg->vaddr == r->state)
         return ".qpt.counters";
     if (reg->vaddr == r->rt)
@@ -525,20 +529,18 @@ elfw_rewrite(const cfg_prog_t *prog, ed_plan_t *plan, const elfw_instr_t *instr,
     }
     uint64_t text_size = 0;
     uint64_t text = ed_plan_text(plan, &text_size);
-    uint32_t text_region = 0;
     for (size_t i = 0; i < nreg; i++) {
         regs[i] = (elfw_region_t) {
-            .name = region_name(&r[i], &rr, text),
+            .name = region_name(&r[i], &rr, text, text + text_size),
             .vaddr = r[i].vaddr,
             .bytes = r[i].bytes,
             .size = r[i].size,
             .prot = r[i].prot,
-            .align = 16,
+            .align = r[i].mirror != 0 ? 4096 : 16,
+            .mirror = r[i].mirror,
         };
         if (r[i].vaddr == rr.state && instr != NULL)
             regs[i].bytes = NULL; /* zero-filled: counters cost no file space */
-        if (r[i].vaddr == text)
-            text_region = (uint32_t)i;
     }
     for (size_t i = 0; i < npat; i++)
         pats[i] = (elfw_patch_t) { p[i].vaddr, p[i].bytes, p[i].len };
@@ -561,8 +563,12 @@ elfw_rewrite(const cfg_prog_t *prog, ed_plan_t *plan, const elfw_instr_t *instr,
             if (ne != 0 && ed_plan_insn_new(plan, last, NULL) != 0)
                 ne++; /* a one-byte instruction ends the extent */
         }
+        uint32_t in_region = 0; /* the new code's region that holds it */
+        for (size_t k = 0; k < nreg; k++)
+            if (na >= r[k].vaddr && na - r[k].vaddr < r[k].size)
+                in_region = (uint32_t)k;
         syms[nsym++]
-            = (elfw_symbol_t) { pr->name, na, ne > na ? ne - na : 1, text_region };
+            = (elfw_symbol_t) { pr->name, na, ne > na ? ne - na : 1, in_region };
     }
     /* Debug information: line tables, DIEs and CU ranges name the new code. */
     ed_dwarf_map_t dmap = { ed_plan_map, ed_plan_map_return, ed_plan_pieces, plan };

@@ -360,3 +360,21 @@ qp_report_branch_edges(const qp_desc_t *d, uint32_t proc, uint8_t *keep)
     free(cond);
     return 0;
 }
+
+int
+qp_old_text_reused(const cfg_image_t *img)
+{
+    for (size_t i = 0; i < img->nsections; i++) {
+        const cfg_section_t *m = &img->sections[i];
+        if (strcmp(m->name, ".qpt.text") != 0 || m->file_off == 0)
+            continue;
+        for (size_t k = 0; k < img->nsections; k++) {
+            const cfg_section_t *o = &img->sections[k];
+            if (k != i && (o->flags & CFG_SEC_CODE) && o->file_off != 0
+                && strcmp(o->name, ".qpt.text") != 0 && o->file_off < m->file_off + m->size
+                && m->file_off < o->file_off + o->size)
+                return 1;
+        }
+    }
+    return 0;
+}

@@ -195,6 +195,13 @@ qp_report_flow(const qp_report_t *r, uint32_t proc, qp_flow_t *out /*OUT*/);
 int qp_name_matches(const char *mangled, const char *name);
 
 /*
+ * Does the rewritten program IMG keep new code in its old text (qpt-rewrite without
+ * --keep-old-text: a .qpt.text section over the file bytes of the old code)? Then the
+ * old bytes of moved code are not the original instructions any more.
+ */
+int qp_old_text_reused(const cfg_image_t *img);
+
+/*
  * The index of the procedure named NAME in D (the measured one first when several
  * share the name), or QP_VIRT. NAME may be demangled, with or without the parameters
  * (qp_name_matches); an exact match of the stored name comes first.

@@ -513,9 +513,9 @@ START_TEST(test_elfw_regions)
         base = first_free_vaddr(&fi);
         memset(rg, 0, sizeof(rg));
         rg[0] = (elfw_region_t) { ".qpt.text", base, code, sizeof(code),
-            ED_PROT_R | ED_PROT_X, 16 };
+            ED_PROT_R | ED_PROT_X, 16, 0 };
         rg[1] = (elfw_region_t) { ".qpt.rodata", base + 0x2000, data, sizeof(data),
-            ED_PROT_R, 8 };
+            ED_PROT_R, 8, 0 };
         memset(&req, 0, sizeof(req));
         req.input = in;
         req.output = out;
@@ -578,7 +578,7 @@ redirect_request(elfw_request_t *req, const elf_file_t *fi, const char *in,
     jmp[0] = 0xe9;
     memcpy(jmp + 1, &rel, 4);
     *rg = (elfw_region_t) { ".qpt.text", base, payload, sizeof(payload),
-        ED_PROT_R | ED_PROT_X, 16 };
+        ED_PROT_R | ED_PROT_X, 16, 0 };
     *pt = (elfw_patch_t) { main_addr, jmp, 5 };
     *sym = (elfw_symbol_t) { "main", base, PAYLOAD_CODE, 0 };
     memset(req, 0, sizeof(*req));
@@ -667,11 +667,11 @@ START_TEST(test_elfw_phdr_move)
         elf_load(&fi, in);
         base = first_free_vaddr(&fi);
         rg[0] = (elfw_region_t) { ".qpt.text", base + 0x1000, ret, 1,
-            ED_PROT_R | ED_PROT_X, 1 };
+            ED_PROT_R | ED_PROT_X, 1, 0 };
         rg[1] = (elfw_region_t) { ".qpt.rodata", base + 0x3000, ro, sizeof(ro), ED_PROT_R,
-            1 };
+            1, 0 };
         rg[2] = (elfw_region_t) { ".qpt.bss", base + 0x5000, NULL, 0x3000,
-            ED_PROT_R | ED_PROT_W, 64 };
+            ED_PROT_R | ED_PROT_W, 64, 0 };
         memset(&req, 0, sizeof(req));
         req.input = in;
         req.output = out;
@@ -769,7 +769,7 @@ START_TEST(test_elfw_symbol_add)
         base = first_free_vaddr(&fi);
         elf_free(&fi);
         rg = (elfw_region_t) { ".qpt.text", base, code, sizeof(code),
-            ED_PROT_R | ED_PROT_X, 1 };
+            ED_PROT_R | ED_PROT_X, 1, 0 };
         sy[0] = (elfw_symbol_t) { "qpt_added_one", base, 1, 0 };
         sy[1] = (elfw_symbol_t) { "qpt_added_two", base + 1, 1, 0 };
         /* Pass 0 on the binary with .symtab, pass 1 on the stripped one. */
@@ -819,7 +819,7 @@ START_TEST(test_elfw_symbol_add_emit_relocs)
     base = first_free_vaddr(&fi);
     elf_free(&fi);
     rg = (elfw_region_t) { ".qpt.text", base, code, sizeof(code), ED_PROT_R | ED_PROT_X,
-        1 };
+        1, 0 };
     sy = (elfw_symbol_t) { "qpt_added", base, 1, 0 };
     memset(&req, 0, sizeof(req));
     req.input = in;
@@ -964,7 +964,7 @@ START_TEST(test_elfw_eh_frame_hdr)
     ptr = (int32_t)(eh_frame - (base + 8));
     memcpy(blob + 8, &ptr, 4);
     memcpy(blob + 12, &zero, 4);
-    rg = (elfw_region_t) { ".qpt.eh", base, blob, sizeof(blob), ED_PROT_R, 4 };
+    rg = (elfw_region_t) { ".qpt.eh", base, blob, sizeof(blob), ED_PROT_R, 4, 0 };
     memset(&req, 0, sizeof(req));
     req.input = in;
     req.output = out;
@@ -1017,9 +1017,9 @@ START_TEST(test_elfw_deterministic)
         elf_load(&fi, in);
         redirect_request(&req, &fi, in, out1, &rg[0], &pt, jmp, &sy[0]);
         rg[1] = (elfw_region_t) { ".qpt.rodata", rg[0].vaddr + 0x1000, ro, sizeof(ro),
-            ED_PROT_R, 1 };
+            ED_PROT_R, 1, 0 };
         rg[2] = (elfw_region_t) { ".qpt.bss", rg[0].vaddr + 0x2000, NULL, 100,
-            ED_PROT_R | ED_PROT_W, 8 };
+            ED_PROT_R | ED_PROT_W, 8, 0 };
         sy[1] = (elfw_symbol_t) { "qpt_table", rg[1].vaddr, sizeof(ro), 1 };
         req.nregions = 3;
         req.nsymbols = 2;
@@ -1233,7 +1233,7 @@ START_TEST(test_elfw_errors)
 
     /* Bad requests: W+X, a region inside the old image, a patch outside the sections. */
     rg = (elfw_region_t) { ".qpt.wx", base, ret, 1, ED_PROT_R | ED_PROT_W | ED_PROT_X,
-        1 };
+        1, 0 };
     req.regions = &rg;
     req.nregions = 1;
     expect_failure(&req, QP_EINVAL, "writable and executable");

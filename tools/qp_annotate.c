@@ -250,7 +250,19 @@ typedef struct recovery {
     size_t lost;               /* offset of an instruction whose bytes stay unknown, or
                                 * SIZE_MAX */
     size_t lost_len;           /* its length */
+    const cfg_image_t *img;    /* the rewritten program */
 } recovery_t;
+
+/* Is ADDR in the new code of IMG (a .qpt.text section)? */
+static int
+in_new_code(const cfg_image_t *img, uint64_t addr)
+{
+    for (size_t i = 0; i < img->nsections; i++)
+        if (strcmp(img->sections[i].name, ".qpt.text") == 0 && addr >= img->sections[i].vma
+            && addr - img->sections[i].vma < img->sections[i].size)
+            return 1;
+    return 0;
+}
 
 static void
 mark_lost(recovery_t *r, size_t off, size_t len)
@@ -274,6 +286,8 @@ fix_pc_relative(recovery_t *r, const arch_insn_t *in, size_t off)
         return;
     uint64_t target = (in->flags & ARCH_F_BRANCH_REL) ? map_back(r->desc, in->target)
                                                       : in->target;
+    if (target == 0 && !in_new_code(r->img, in->target))
+        target = in->target; /* code that did not move (a PLT stub): the same address */
     int64_t disp = (int64_t)(target - (r->b->start + off + in->len));
     if (target != 0 && in->rel_size == 4 && disp == (int32_t)disp) {
         int32_t d32 = (int32_t)disp;
@@ -302,6 +316,8 @@ same_but_rel(const uint8_t *a, const uint8_t *b, const arch_insn_t *in)
  * instruction may differ (a branch re-encoded, counter code before a call that leaves):
  * its original bytes are used when intact, the copy's when it has the same length.
  */
+static int is_snippet(const uint8_t *p, size_t n);
+
 static int
 try_copy(dis_t *d, recovery_t *r, const uint8_t *copy, size_t avail, uint64_t copy_vma)
 {
@@ -330,7 +346,22 @@ try_copy(dis_t *d, recovery_t *r, const uint8_t *copy, size_t avail, uint64_t co
         } else if (off >= r->head) {
             off = size; /* a last instruction left intact */
         } else {
-            mark_lost(r, off, size - off); /* overwritten and re-encoded: unknown */
+            /* Counter code before the last instruction (a call or return that leaves
+             * the procedure's counted paths): the instruction follows it in the copy. */
+            size_t c = off;
+            arch_insn_t ci = in;
+            while (is_snippet(copy + c, avail - c)) {
+                size_t next = c + ci.len;
+                if (next >= avail
+                    || arch_decode(copy + next, avail - next, copy_vma + next, &ci) != 0)
+                    break;
+                c = next;
+            }
+            if (c != off && off + ci.len == size && !is_snippet(copy + c, avail - c)) {
+                memcpy(r->out + off, copy + c, ci.len);
+                fix_pc_relative(r, &ci, off);
+            } else
+                mark_lost(r, off, size - off); /* overwritten and re-encoded: unknown */
             off = size;
         }
     }
@@ -490,7 +521,7 @@ static void
 list_overwritten(FILE *f, dis_t *d, const cfg_image_t *img, const qp_desc_block_t *b,
                  const char *count, const uint8_t *buf, size_t head)
 {
-    recovery_t r = { d->desc, b, buf, head, malloc(b->size), SIZE_MAX, 0 };
+    recovery_t r = { d->desc, b, buf, head, malloc(b->size), SIZE_MAX, 0, img };
     if (r.out != NULL && recover_original(d, img, &r)) {
         list_bytes(f, d, count, r.out, 0, b->size, b->start, r.lost, r.lost_len);
         free(r.out);
@@ -528,6 +559,8 @@ list_block(FILE *f, dis_t *d, const qp_inputs_t *in, const qp_desc_block_t *b,
     size_t head = 0;
     if (in->original == NULL && *over_end > b->start)
         head = *over_end - b->start < b->size ? *over_end - b->start : b->size;
+    if (in->original == NULL && b->new_start != 0 && qp_old_text_reused(img))
+        head = b->size; /* new code went over it: all rebuilt from the copy */
     if (head > 0)
         list_overwritten(f, d, img, b, count, buf, head);
     else

@@ -79,6 +79,10 @@ usage(FILE *f)
             "                         default /usr/lib/debug)\n"
             "      --threads=N        analyse on N threads (default: the CPUs online, at\n"
             "                         most 8; 1: no threads); the output is the same\n"
+            "      --keep-old-text    keep the old code's bytes: new code goes only into\n"
+            "                         new segments (a larger output; by default it also\n"
+            "                         fills the dead bytes of moved code, except when\n"
+            "                         tracing, whose regenerator decodes the old code)\n"
             "  -v, --verbose          say more (every unsafe procedure and why)\n"
             "  -h, --help             print this help and exit\n"
             "  -V, --version          print the version and exit\n"
@@ -94,6 +98,7 @@ static int trace_mem;    /* --trace-mem */
 static int with_libs;    /* --with-libs: outputs look for libraries beside them first */
 static int analysis_pass; /* passes of the analysis seen (the percentage restarts) */
 static unsigned nthreads; /* --threads, or 0: the CPUs online (at most 8) */
+static int keep_old_text; /* --keep-old-text */
 
 /* cfg_opts_t.on_progress: "analysing... 45%" (and the pass, after the first). */
 static void
@@ -299,6 +304,7 @@ rewrite(const cfg_prog_t *prog, const char *input, const char *output, const cha
     drv_inc_t inc = { 0 };
     const int tracing = drv == &drv_trace_ops || drv == &drv_trace_naive_ops;
     trace_ctx_t tctx = { &res, NULL };
+    eo.reuse_text = !tracing && !keep_old_text;
     uint32_t ntraced = 0, nmrefs = 0, nmvals = 0;
     int rc;
     if (weights != NULL) {
@@ -444,6 +450,14 @@ rewrite(const cfg_prog_t *prog, const char *input, const char *output, const cha
             (unsigned long long)es->bytes_new, es->npads, es->nind_pads, es->ntables,
             es->nxlate, (unsigned long long)st.output_size,
             st.input_size ? (double)st.output_size / (double)st.input_size : 0.0);
+    if (verbose && es->bytes_holes > 0)
+        fprintf(stderr,
+                "%s: %s: old text reused: %llu bytes of new code in %llu free bytes of moved "
+                "code (%.0f%%), %llu in new segments\n",
+                prog_name, output, (unsigned long long)es->bytes_reused,
+                (unsigned long long)es->bytes_holes,
+                100.0 * (double)es->bytes_reused / (double)es->bytes_holes,
+                (unsigned long long)(es->bytes_new - es->bytes_reused));
     if (verbose) {
         const ed_dwarf_out_t *d = &st.dwarf;
         fprintf(stderr,
@@ -805,6 +819,7 @@ main(int argc, char **argv)
         { "with-libs", no_argument, NULL, 'L' },
         { "force", no_argument, NULL, 'F' },
         { "threads", required_argument, NULL, 'j' },
+        { "keep-old-text", no_argument, NULL, 'K' },
         { "help", no_argument, NULL, 'h' },
         { "version", no_argument, NULL, 'V' },
         { NULL, 0, NULL, 0 },
@@ -837,6 +852,7 @@ main(int argc, char **argv)
         case 'm': trace_mem = 1; break;
         case 'L': with_libs = 1; break;
         case 'F': force = 1; break;
+        case 'K': keep_old_text = 1; break;
         case 'j': {
             char *end;
             unsigned long v = strtoul(optarg, &end, 10);
