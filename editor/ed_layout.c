@@ -1579,12 +1579,14 @@ segment_ends(ed_plan_t *plan)
  * second mapping of the old text's pages (qp_space_ops_t.alloc_over), so that every new
  * address still differs from every old one (unwind tables, symbols, descriptions and
  * reports tell old from new code by address). A procedure's new code stays in one piece
- * (one FDE, and its LSDA, describe one contiguous range), placed whole into the first
- * hole it fits, largest first (a taken-edge stub is a piece of its own); what fits
+ * (one FDE, and its LSDA, describe one contiguous range), placed whole into the hole
+ * with the least room that takes it, largest first (a taken-edge stub is a piece of its own); what fits
  * nowhere goes after the mirror, as without reuse. Branches
- * between pieces keep their long form: pieces are placed apart. Never reused: the bytes
- * of code that stays, of procedures with a jump translated at run time (a miss runs the
- * old code), jump tables, and the redirects themselves.
+ * between pieces keep their long form: pieces are placed apart. Reused: the extents of
+ * moved procedures (blocks, padding, dead code after calls that never return). Never
+ * reused: the bytes of code that stays, of procedures with a jump translated at run time
+ * (a miss runs the old code), jump tables, bytes in no block that are not padding (maybe
+ * data), and the redirects themselves.
  */
 
 /* Holes smaller than this are not worth a patch. */
@@ -1710,10 +1712,14 @@ taken_spans(const ed_plan_t *plan, const uint8_t *keep, cfg_span_t **v, size_t *
         const cfg_table_t *tb = &prog->tables[t];
         rc = push_span(v, n, &cap, tb->addr, tb->addr + (uint64_t)tb->nentries * tb->entry_size);
     }
+    /* Bytes in no block that are neither padding nor dead code: maybe data. */
+    for (uint32_t k = 0; k < prog->nunreached && rc == 0; k++)
+        rc = push_span(v, n, &cap, prog->unreached[k].start, prog->unreached[k].end);
     return rc;
 }
 
-/* The bytes of moved procedures' blocks (but those in KEEP), within [LO, HI). */
+/* The bytes of moved procedures (but those in KEEP), within [LO, HI): their extents
+ * (padding and dead code in them included) and blocks. */
 static int
 given_spans(const ed_plan_t *plan, const uint8_t *keep, uint64_t lo, uint64_t hi,
             cfg_span_t **v, size_t *n)
@@ -1723,11 +1729,15 @@ given_spans(const ed_plan_t *plan, const uint8_t *keep, uint64_t lo, uint64_t hi
     int rc = 0;
     for (uint32_t pi = 0; pi < prog->nprocs && rc == 0; pi++) {
         const cfg_proc_t *p = &prog->procs[pi];
-        if (!proc_moves(plan, pi) || (p->flags & CFG_PROC_FRAGMENT) || keep[pi])
+        uint32_t owner = (p->flags & CFG_PROC_FRAGMENT) ? p->parent : pi;
+        if (!proc_moves(plan, pi) || owner == CFG_NONE || keep[owner])
             continue;
+        uint64_t s = p->start < lo ? lo : p->start, e = p->end > hi ? hi : p->end;
+        rc = push_span(v, n, &cap, s, e);
         for (uint32_t k = 0; k < p->nblocks && rc == 0; k++) {
             const cfg_block_t *b = &prog->blocks[p->block + k];
-            uint64_t s = b->start < lo ? lo : b->start, e = b->end > hi ? hi : b->end;
+            s = b->start < lo ? lo : b->start;
+            e = b->end > hi ? hi : b->end;
             rc = push_span(v, n, &cap, s, e);
         }
     }
@@ -1844,25 +1854,80 @@ chunk_end(const ed_plan_t *plan, size_t c)
 }
 
 /*
- * First fit, largest first: every chunk and stub gets the first hole (by address) with
- * room for it - a tree of the largest room under each node finds it in log time - or
- * NO_HOLE. Sizes are those of the long-branch layout: upper bounds.
+ * Holes by room, for best fit: a count per room value in a tree (the smallest room at
+ * least N is found in log time) and, per value, a stack of the holes with that room.
+ */
+typedef struct rooms {
+    uint32_t *count; /* 2 * width nodes: leaves width + room */
+    uint32_t *head;  /* per room value: a hole with it, or NO_ROOM */
+    uint32_t *next;  /* per hole: the next hole of the same room */
+    size_t width;    /* a power of two above the largest room */
+} rooms_t;
+
+#define NO_ROOM UINT32_MAX
+
+static void
+rooms_add(rooms_t *r, uint32_t hole, uint64_t room)
+{
+    r->next[hole] = r->head[room];
+    r->head[room] = hole;
+    for (size_t i = r->width + room; i >= 1; i /= 2)
+        r->count[i]++;
+}
+
+/* Take a hole of the smallest room at least N (its room in *ROOM), or NO_ROOM. */
+static uint32_t
+rooms_take(rooms_t *r, uint64_t n, uint64_t *room)
+{
+    if (n >= r->width)
+        return NO_ROOM;
+    size_t i = r->width + n;
+    if (r->count[i] == 0) {
+        while (i > 1 && ((i & 1) || r->count[i + 1] == 0))
+            i /= 2;
+        if (i == 1)
+            return NO_ROOM;
+        i++;
+        while (i < r->width)
+            i = r->count[2 * i] ? 2 * i : 2 * i + 1;
+    }
+    *room = i - r->width;
+    uint32_t hole = r->head[*room];
+    r->head[*room] = r->next[hole];
+    for (; i >= 1; i /= 2)
+        r->count[i]--;
+    return hole;
+}
+
+/*
+ * Best fit, largest first: every chunk and stub gets the hole with the least room that
+ * takes it (large holes stay free for large procedures), or NO_HOLE. Sizes are those of
+ * the long-branch layout: upper bounds.
  */
 static int
 pack_pieces(ed_plan_t *plan)
 {
-    size_t np = plan->nchunks + plan->nstubs, w = 1;
+    size_t np = plan->nchunks + plan->nstubs;
+    uint64_t maxroom = 0;
+    for (size_t h = 0; h < plan->nholes; h++)
+        if (plan->holes[3 * h + 1] - plan->holes[3 * h] > maxroom)
+            maxroom = plan->holes[3 * h + 1] - plan->holes[3 * h];
+    rooms_t r = { NULL, NULL, NULL, 1 };
+    while (r.width <= maxroom)
+        r.width *= 2;
     piece_t *pc = malloc((np + 1) * sizeof(piece_t));
     plan->chunk_at = malloc((plan->nchunks + 1) * sizeof(uint64_t));
     plan->stub_at = malloc((plan->nstubs + 1) * sizeof(uint64_t));
-    while (w < plan->nholes)
-        w *= 2;
-    uint64_t *room = calloc(2 * w, sizeof(uint64_t));
-    if (pc == NULL || plan->chunk_at == NULL || plan->stub_at == NULL || room == NULL) {
-        free(pc);
-        free(room);
-        return QP_ENOMEM;
+    r.count = calloc(2 * r.width, sizeof(uint32_t));
+    r.head = malloc(r.width * sizeof(uint32_t));
+    r.next = malloc((plan->nholes + 1) * sizeof(uint32_t));
+    int rc = 0;
+    if (pc == NULL || plan->chunk_at == NULL || plan->stub_at == NULL || r.count == NULL
+        || r.head == NULL || r.next == NULL || plan->nholes >= NO_ROOM) {
+        rc = QP_ENOMEM;
+        goto out;
     }
+    memset(r.head, 0xff, r.width * sizeof(uint32_t));
     for (size_t c = 0; c < plan->nchunks; c++) {
         plan->chunk_at[c] = NO_HOLE;
         pc[c] = (piece_t) { chunk_end(plan, c) - plan->lay[plan->chunk[c]].new_, (uint32_t)c };
@@ -1872,32 +1937,31 @@ pack_pieces(ed_plan_t *plan)
         pc[plan->nchunks + k] = (piece_t) { plan->stubs[k].len, (uint32_t)(plan->nchunks + k) };
     }
     qsort(pc, np, sizeof(piece_t), cmp_piece);
-    for (size_t h = 0; h < plan->nholes; h++)
-        room[w + h] = plan->holes[3 * h + 1] - plan->holes[3 * h];
-    for (size_t i = w - 1; i >= 1; i--)
-        room[i] = room[2 * i] > room[2 * i + 1] ? room[2 * i] : room[2 * i + 1];
+    /* Pushed from the last hole down: holes of one room are taken by address. */
+    for (size_t h = plan->nholes; h-- > 0;)
+        rooms_add(&r, (uint32_t)h, plan->holes[3 * h + 1] - plan->holes[3 * h]);
     for (size_t i = 0; i < np; i++) {
-        uint64_t size = pc[i].size;
-        if (size == 0 || room[1] < size)
+        uint64_t size = pc[i].size, room;
+        uint32_t h = size == 0 ? NO_ROOM : rooms_take(&r, size, &room);
+        if (h == NO_ROOM)
             continue;
-        size_t node = 1;
-        while (node < w)
-            node = room[2 * node] >= size ? 2 * node : 2 * node + 1;
-        uint64_t *hole = &plan->holes[3 * (node - w)];
+        uint64_t *hole = &plan->holes[3 * h];
         uint64_t at = hole[0] + hole[2];
         hole[2] += size;
-        room[node] -= size;
-        for (node /= 2; node >= 1; node /= 2)
-            room[node] = room[2 * node] > room[2 * node + 1] ? room[2 * node] : room[2 * node + 1];
+        if (room > size)
+            rooms_add(&r, h, room - size);
         if (pc[i].idx < plan->nchunks)
             plan->chunk_at[pc[i].idx] = at;
         else
             plan->stub_at[pc[i].idx - plan->nchunks] = at;
         plan->stats.bytes_reused += size;
     }
+out:
     free(pc);
-    free(room);
-    return 0;
+    free(r.count);
+    free(r.head);
+    free(r.next);
+    return rc;
 }
 
 /* The chunk of slot I (a binary search over the chunks' first slots). */
