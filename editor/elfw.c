@@ -803,40 +803,129 @@ elfw_sym_new(const elfw_ctx_t *c, size_t k, uint32_t name)
     return s;
 }
 
-/* No .symtab: make one, and its .strtab, holding only the new symbols. */
+/* For qsort_r over offsets into a string table (ARG): by the strings. */
+static int
+elfw_cmp_stroff(const void *a, const void *b, void *arg)
+{
+    const char *str = arg;
+    return strcmp(str + *(const uint32_t *)a, str + *(const uint32_t *)b);
+}
+
+/*
+ * The names of the request's symbols as offsets into .dynstr (malloc'd into *OFF), when
+ * every one of them is the name of a .dynsym symbol (a stripped program whose symbols
+ * all come from its dynamic symbol table: .symtab can then use .dynstr, instead of a
+ * second copy of the same strings). Sets *NDX to .dynstr's index; 0 when not so.
+ */
+static int
+elfw_names_in_dynstr(elfw_ctx_t *c, uint32_t **off, size_t *ndx)
+{
+    const elfw_request_t *r = c->req;
+    size_t dsym = 0, i, k, n;
+    *off = NULL;
+    *ndx = 0;
+    for (i = 1; i < c->in_shnum && dsym == 0; i++)
+        if (c->scn[i].sh.sh_type == SHT_DYNSYM)
+            dsym = i;
+    if (dsym == 0 || c->scn[dsym].bytes == NULL || c->scn[dsym].sh.sh_entsize != ELFW_SYMENT)
+        return 0;
+    size_t dstr = c->scn[dsym].sh.sh_link;
+    if (dstr == 0 || dstr >= c->in_shnum || c->scn[dstr].sh.sh_type != SHT_STRTAB
+        || c->scn[dstr].bytes == NULL || c->scn[dstr].sh.sh_size == 0
+        || c->scn[dstr].bytes[c->scn[dstr].sh.sh_size - 1] != '\0')
+        return 0;
+    const char *str = (const char *)c->scn[dstr].bytes;
+    uint64_t strsz = c->scn[dstr].sh.sh_size;
+    n = c->scn[dsym].sh.sh_size / ELFW_SYMENT;
+    uint32_t *names = malloc((n + 1) * sizeof(uint32_t));
+    uint32_t *v = malloc((r->nsymbols + 1) * sizeof(uint32_t));
+    if (names == NULL || v == NULL) {
+        free(names);
+        free(v);
+        return elfw_fail(c, QP_ENOMEM, "out of memory");
+    }
+    for (i = k = 0; i < n; i++) {
+        Elf64_Sym sy;
+        memcpy(&sy, c->scn[dsym].bytes + i * ELFW_SYMENT, sizeof(sy));
+        if (sy.st_name != 0 && sy.st_name < strsz)
+            names[k++] = sy.st_name;
+    }
+    qsort_r(names, k, sizeof(uint32_t), elfw_cmp_stroff, (void *)str);
+    for (i = 0; i < r->nsymbols; i++) {
+        size_t lo = 0, hi = k;
+        while (lo < hi) {
+            size_t mid = (lo + hi) / 2;
+            if (strcmp(str + names[mid], r->symbols[i].name) < 0)
+                lo = mid + 1;
+            else
+                hi = mid;
+        }
+        if (lo == k || strcmp(str + names[lo], r->symbols[i].name) != 0)
+            break;
+        v[i] = names[lo];
+    }
+    free(names);
+    if (i < r->nsymbols) {
+        free(v);
+        return 0;
+    }
+    *off = v;
+    *ndx = dstr;
+    return 0;
+}
+
+/* No .symtab: make one, and its .strtab (or .dynstr, see elfw_names_in_dynstr),
+ * holding only the new symbols. */
 static int
 elfw_symtab_create(elfw_ctx_t *c)
 {
     const elfw_request_t *r = c->req;
-    size_t symndx = c->nscn, strndx = c->nscn + 1;
-    elfw_scn_t *sym = &c->scn[symndx], *str = &c->scn[strndx];
+    uint32_t *dynoff;
+    size_t dynstr;
+    QP_CHECK(elfw_names_in_dynstr(c, &dynoff, &dynstr));
+    size_t symndx = c->nscn, strndx = dynoff != NULL ? dynstr : c->nscn + 1;
+    elfw_scn_t *sym = &c->scn[symndx], *str = &c->scn[c->nscn + 1];
     Elf64_Sym s;
     uint32_t name;
     size_t k;
 
-    QP_CHECK(elfw_add_section_name(c, ".symtab", &sym->sh.sh_name));
-    QP_CHECK(elfw_add_section_name(c, ".strtab", &str->sh.sh_name));
-    c->nscn += 2;
+    if (elfw_add_section_name(c, ".symtab", &sym->sh.sh_name) < 0
+        || (dynoff == NULL && elfw_add_section_name(c, ".strtab", &str->sh.sh_name) < 0)) {
+        free(dynoff);
+        return QP_ENOMEM;
+    }
+    c->nscn += dynoff != NULL ? 1 : 2;
     sym->is_new = str->is_new = 1;
     sym->sh.sh_type = SHT_SYMTAB;
     sym->sh.sh_link = (Elf64_Word)strndx;
     sym->sh.sh_info = (Elf64_Word)(r->nsymbols + 1); /* all local */
     sym->sh.sh_addralign = 8;
     sym->sh.sh_entsize = ELFW_SYMENT;
-    str->sh.sh_type = SHT_STRTAB;
-    str->sh.sh_addralign = 1;
-    if (elfw_buf_append(&str->buf, "", 1) < 0)
-        return elfw_fail(c, QP_ENOMEM, "out of memory");
+    if (dynoff == NULL) {
+        str->sh.sh_type = SHT_STRTAB;
+        str->sh.sh_addralign = 1;
+    } else
+        str->is_new = 0; /* not used */
     memset(&s, 0, sizeof(s));
-    if (elfw_buf_append(&sym->buf, &s, sizeof(s)) < 0)
+    if ((dynoff == NULL && elfw_buf_append(&str->buf, "", 1) < 0)
+        || elfw_buf_append(&sym->buf, &s, sizeof(s)) < 0) {
+        free(dynoff);
         return elfw_fail(c, QP_ENOMEM, "out of memory");
-    for (k = 0; k < r->nsymbols; k++) {
-        if (elfw_str_add(c, strndx, r->symbols[k].name, 0, &name) < 0)
-            return elfw_fail(c, QP_ENOMEM, "out of memory");
-        s = elfw_sym_new(c, k, name);
-        if (elfw_buf_append(&sym->buf, &s, sizeof(s)) < 0)
-            return elfw_fail(c, QP_ENOMEM, "out of memory");
     }
+    for (k = 0; k < r->nsymbols; k++) {
+        if (dynoff != NULL)
+            name = dynoff[k];
+        else if (elfw_str_add(c, strndx, r->symbols[k].name, 0, &name) < 0) {
+            free(dynoff);
+            return elfw_fail(c, QP_ENOMEM, "out of memory");
+        }
+        s = elfw_sym_new(c, k, name);
+        if (elfw_buf_append(&sym->buf, &s, sizeof(s)) < 0) {
+            free(dynoff);
+            return elfw_fail(c, QP_ENOMEM, "out of memory");
+        }
+    }
+    free(dynoff);
     return 0;
 }
 

@@ -80,6 +80,13 @@ elfw_trace_refill(const ed_plan_t *plan)
     return hook != 0 ? hook - QPRT_HOOK_OFF + QPRT_TRACE_OFF : 0;
 }
 
+static int
+cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return (x > y) - (x < y);
+}
+
 /* The sites of the switchable increments, as offsets from the new code, in a region. */
 static int
 write_lock_sites(
@@ -90,20 +97,34 @@ write_lock_sites(
     uint64_t text = ed_plan_text(plan, NULL);
     if (n == 0)
         return 0;
-    uint32_t *v = malloc(n * sizeof(uint32_t));
-    if (v == NULL)
+    /* Ascending offsets as LEB128 differences (runtime/qprt.h): 1-2 bytes a site. */
+    uint64_t *off = malloc(n * sizeof(uint64_t));
+    uint8_t *v = malloc(n * 5 + 1);
+    if (off == NULL || v == NULL) {
+        free(off);
+        free(v);
         return QP_ENOMEM;
+    }
     for (size_t i = 0; i < n; i++) {
         if (site[i] < text || site[i] - text > UINT32_MAX) {
+            free(off);
             free(v);
             return QP_ERANGE;
         }
-        v[i] = (uint32_t)(site[i] - text);
+        off[i] = site[i] - text;
     }
+    qsort(off, n, sizeof(uint64_t), cmp_u64);
+    size_t len = 0;
+    for (size_t i = 0; i < n; i++)
+        for (uint64_t d = off[i] - (i > 0 ? off[i - 1] : 0);; d >>= 7) {
+            v[len++] = (uint8_t)((d & 0x7f) | (d >= 0x80 ? 0x80 : 0));
+            if (d < 0x80)
+                break;
+        }
+    free(off);
     uint64_t lo, hi;
     image_extent(img, &lo, &hi);
-    int rc = ed_image_alloc_bytes(
-        im, lo, hi, (uint8_t *)v, n * sizeof(uint32_t), ED_PROT_R, &r->locks);
+    int rc = ed_image_alloc_bytes(im, lo, hi, v, len, ED_PROT_R, &r->locks);
     if (rc < 0)
         free(v); /* else the image has it */
     r->nlocks = n;

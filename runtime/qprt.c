@@ -1021,11 +1021,22 @@ make_atomic(const qprt_params_t *p, uint64_t bias, qprt_state_t *st)
             "refused)",
             "; counts may be lost where threads race\n");
     } else {
-        const uint32_t *site = (const uint32_t *)(uintptr_t)(p->locks + bias);
+        const uint8_t *q = (const uint8_t *)(uintptr_t)(p->locks + bias);
         volatile uint8_t *code = (volatile uint8_t *)(uintptr_t)text;
-        for (uint64_t i = 0; i < p->nlocks; i++)
-            if (site[i] < p->text_size && code[site[i]] == p->plain_byte)
-                code[site[i]] = p->lock_byte;
+        uint64_t site = 0;
+        for (uint64_t i = 0; i < p->nlocks; i++) {
+            uint64_t d = 0;
+            unsigned shift = 0;
+            uint8_t c;
+            do {
+                c = *q++;
+                d |= (uint64_t)(c & 0x7f) << shift;
+                shift += 7;
+            } while ((c & 0x80) && shift < 35);
+            site += d;
+            if (site < p->text_size && code[site] == p->plain_byte)
+                code[site] = p->lock_byte;
+        }
         sys3(SYS_mprotect, (long)lo, (long)(hi - lo), PROT_READ | PROT_EXEC);
         profile_flag(st, QP_PROF_LOCKED);
     }

@@ -56,8 +56,9 @@ typedef struct qprt_params {
     uint64_t flags;         /* QPRT_F_* */
     uint64_t text;          /* link-time address of the relocated code */
     uint64_t text_size;     /* its size */
-    uint64_t locks;         /* link-time address of the lock-site table: uint32_t offsets
-                             * from `text` of each switchable increment, ascending */
+    uint64_t locks;         /* link-time address of the lock-site table: the offsets from
+                             * `text` of each switchable increment, ascending, as LEB128
+                             * differences (the first from 0): 1-2 bytes a site */
     uint64_t nlocks;        /* its entries */
     uint8_t plain_byte;     /* ARCH_INC_PLAIN_BYTE: what a site holds until switched */
     uint8_t lock_byte;      /* ARCH_INC_LOCK_BYTE: what makes it atomic */
