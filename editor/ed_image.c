@@ -23,6 +23,9 @@ struct ed_image {
     size_t npatches, cappatches;
     int sorted;               /* patches sorted and merged */
     uint64_t next;            /* where the next region may start */
+    uint64_t file_end;        /* where elfw will put the next region's file bytes, as
+                               * far as the image can tell (a guess: a wrong one costs
+                               * padding in the file, nothing else) */
 };
 
 static uint64_t
@@ -48,6 +51,7 @@ ed_image_create(const cfg_image_t *img, ed_image_t **out)
     /* A guard page between the program's last segment (often .bss, which the program may
      * extend with brk) and the new code. */
     im->next = page_up(end) + PAGE;
+    im->file_end = img->file_size;
     *out = im;
     return 0;
 }
@@ -136,15 +140,28 @@ image_write(void *self, uint64_t addr, const void *buf, size_t len)
     return 0;
 }
 
-/* A new region of LEN bytes near [LO, HI) with contents BYTES (owned from then on), or
- * zero-filled ones when BYTES is NULL, or - MIRROR not 0 - the input's bytes there. */
+/*
+ * A new region of LEN bytes near [LO, HI) with contents BYTES (owned from then on), or
+ * zero-filled ones when BYTES is NULL, or - MIRROR not 0 - the input's bytes there. It
+ * starts on a page of its own, at the page offset its bytes will have in the file
+ * (elfw puts them one after the other after the input's, each at an offset congruent to
+ * its address), so that the file needs no padding before them; at the page's start
+ * when AT_PAGE. A writable zero-filled region is taken to have no file bytes (the
+ * counters: elfw_rewrite.c writes them as NOBITS).
+ */
 static int
 region_add(ed_image_t *im, uint64_t lo, uint64_t hi, size_t len, uint32_t prot, uint8_t *bytes,
-           uint64_t mirror, uint64_t *out)
+           uint64_t mirror, int at_page, uint64_t *out)
 {
     if ((prot & ED_PROT_W) && (prot & ED_PROT_X))
         return QP_EINVAL; /* never writable and executable at once */
     uint64_t at = page_up(im->next);
+    int file_bytes = mirror == 0 && !(bytes == NULL && (prot & ED_PROT_W));
+    uint64_t off = (im->file_end + 15) & ~(uint64_t)15;
+    if (file_bytes && at_page)
+        off = im->file_end + ((at - im->file_end) & (PAGE - 1));
+    else if (file_bytes)
+        at += off & (PAGE - 1);
     if (at + len - lo > REACH || (hi > at && hi - at > REACH))
         return QP_ERANGE;
     ed_region_t *v = realloc(im->regions, (im->nregions + 1) * sizeof(ed_region_t));
@@ -155,6 +172,8 @@ region_add(ed_image_t *im, uint64_t lo, uint64_t hi, size_t len, uint32_t prot, 
         return QP_ENOMEM;
     im->regions[im->nregions++] = (ed_region_t) { at, len, prot, bytes, mirror };
     im->next = at + len;
+    if (file_bytes)
+        im->file_end = off + len;
     *out = at;
     return 0;
 }
@@ -162,7 +181,7 @@ region_add(ed_image_t *im, uint64_t lo, uint64_t hi, size_t len, uint32_t prot, 
 static int
 image_alloc_near(void *self, uint64_t lo, uint64_t hi, size_t len, uint32_t prot, uint64_t *out)
 {
-    return region_add(self, lo, hi, len, prot, NULL, 0, out);
+    return region_add(self, lo, hi, len, prot, NULL, 0, 0, out);
 }
 
 /* The input's file bytes at OLD (a page of a PT_LOAD's, loaded from the file) mirrored at
@@ -184,10 +203,10 @@ image_alloc_over(void *self, uint64_t lo, uint64_t hi, uint64_t old, size_t len,
         return QP_EINVAL; /* only a loaded segment's file bytes can be mapped again */
     if (page_up(im->next) + page_up(len) + extra - lo > REACH)
         return QP_ERANGE;
-    QP_CHECK(region_add(im, lo, hi, len, prot, NULL, old, out));
+    QP_CHECK(region_add(im, lo, hi, len, prot, NULL, old, 1, out));
     uint64_t more;
     if (extra > 0) {
-        QP_CHECK(region_add(im, lo, hi, extra, prot, NULL, 0, &more));
+        QP_CHECK(region_add(im, lo, hi, extra, prot, NULL, 0, 1, &more));
         if (more != *out + page_up(len))
             return QP_ERANGE;
     }
@@ -200,7 +219,7 @@ ed_image_alloc_bytes(ed_image_t *im, uint64_t lo, uint64_t hi, uint8_t *bytes, s
 {
     if (im == NULL || bytes == NULL || out == NULL)
         return QP_EINVAL;
-    return region_add(im, lo, hi, len, prot, bytes, 0, out);
+    return region_add(im, lo, hi, len, prot, bytes, 0, 0, out);
 }
 
 const qp_space_ops_t ed_image_ops = {
