@@ -1582,15 +1582,20 @@ segment_ends(ed_plan_t *plan)
  * (one FDE, and its LSDA, describe one contiguous range), placed whole into the hole
  * with the least room that takes it, largest first (a taken-edge stub is a piece of its own); what fits
  * nowhere goes after the mirror, as without reuse. Branches
- * between pieces keep their long form: pieces are placed apart. Reused: the extents of
- * moved procedures (blocks, padding, dead code after calls that never return). Never
- * reused: the bytes of code that stays, of procedures with a jump translated at run time
- * (a miss runs the old code), jump tables, bytes in no block that are not padding (maybe
- * data), and the redirects themselves.
+ * between pieces keep their long form: pieces are placed apart. Reused: the blocks of
+ * moved procedures and the padding (nops, int3) between and around them in their
+ * extents. Never reused: the bytes of code that stays, of procedures with a jump
+ * translated at run time (a miss runs the old code) or an address the program holds that
+ * is no redirect (keep_referenced: the old code runs there, as it did), jump tables,
+ * bytes in no block that are not padding (maybe data: zeros too, dead code too), and the
+ * redirects.
  */
 
 /* Holes smaller than this are not worth a patch. */
 #define MIN_HOLE 16
+/* Reuse saving less than this is not worth a second segment (and the page-aligned
+ * overflow after it: up to a page of padding in the file). */
+#define REUSE_MIN 8192
 
 static int
 cmp_span(const void *a, const void *b)
@@ -1686,6 +1691,8 @@ taken_spans(const ed_plan_t *plan, const uint8_t *keep, cfg_span_t **v, size_t *
     const cfg_prog_t *prog = plan->prog;
     size_t cap = 0;
     int rc = 0;
+    /* Pads are where held addresses may point; so is the rest of a procedure that
+     * keeps its bytes. */
     for (uint32_t pi = 0; pi < prog->nprocs && rc == 0; pi++) {
         const cfg_proc_t *p = &prog->procs[pi];
         uint32_t owner = (p->flags & CFG_PROC_FRAGMENT) ? p->parent : pi;
@@ -1718,29 +1725,170 @@ taken_spans(const ed_plan_t *plan, const uint8_t *keep, cfg_span_t **v, size_t *
     return rc;
 }
 
-/* The bytes of moved procedures (but those in KEEP), within [LO, HI): their extents
- * (padding and dead code in them included) and blocks. */
+/* Are the bytes [S, E) padding: int3 and nop instructions only (no zeros: they may end
+ * a table of data)? */
+static int
+all_padding(const cfg_image_t *img, uint64_t s, uint64_t e)
+{
+    size_t avail;
+    const uint8_t *p = cfg_image_ptr(img, s, &avail);
+    if (p == NULL || avail < e - s)
+        return 0;
+    for (uint64_t off = 0; off < e - s;) {
+        arch_insn_t in;
+        if (p[off] == 0xcc)
+            off++;
+        else if (arch_decode(p + off, e - s - off, s + off, &in) == 0 && in.kind == ARCH_KIND_NOP)
+            off += in.len;
+        else
+            return 0;
+    }
+    return 1;
+}
+
+/* The bytes of moved procedures (but those in KEEP), within [LO, HI): their blocks and
+ * the padding between them and around them in their extents. */
 static int
 given_spans(const ed_plan_t *plan, const uint8_t *keep, uint64_t lo, uint64_t hi,
             cfg_span_t **v, size_t *n)
 {
     const cfg_prog_t *prog = plan->prog;
-    size_t cap = 0;
+    size_t cap = 0, bcap = 0;
+    cfg_span_t *bl = NULL;
     int rc = 0;
     for (uint32_t pi = 0; pi < prog->nprocs && rc == 0; pi++) {
         const cfg_proc_t *p = &prog->procs[pi];
         uint32_t owner = (p->flags & CFG_PROC_FRAGMENT) ? p->parent : pi;
-        if (!proc_moves(plan, pi) || owner == CFG_NONE || keep[owner])
+        if (!proc_moves(plan, pi) || owner == CFG_NONE || keep[owner] || p->nblocks == 0)
             continue;
-        uint64_t s = p->start < lo ? lo : p->start, e = p->end > hi ? hi : p->end;
-        rc = push_span(v, n, &cap, s, e);
-        for (uint32_t k = 0; k < p->nblocks && rc == 0; k++) {
-            const cfg_block_t *b = &prog->blocks[p->block + k];
-            s = b->start < lo ? lo : b->start;
-            e = b->end > hi ? hi : b->end;
+        if (p->nblocks > bcap) {
+            cfg_span_t *nb = realloc(bl, p->nblocks * sizeof(cfg_span_t));
+            if (nb == NULL) {
+                rc = QP_ENOMEM;
+                break;
+            }
+            bl = nb;
+            bcap = p->nblocks;
+        }
+        for (uint32_t k = 0; k < p->nblocks; k++)
+            bl[k] = (cfg_span_t) { prog->blocks[p->block + k].start, prog->blocks[p->block + k].end };
+        qsort(bl, p->nblocks, sizeof(cfg_span_t), cmp_span);
+        uint64_t at = p->start < bl[0].start ? p->start : bl[0].start;
+        for (uint32_t k = 0; k <= p->nblocks && rc == 0; k++) {
+            uint64_t gap_end = k < p->nblocks ? bl[k].start : p->end;
+            if (gap_end > at && all_padding(prog->img, at, gap_end)) {
+                uint64_t s = at < lo ? lo : at, e = gap_end > hi ? hi : gap_end;
+                rc = push_span(v, n, &cap, s, e);
+            }
+            if (k == p->nblocks || rc < 0)
+                break;
+            uint64_t s = bl[k].start < lo ? lo : bl[k].start, e = bl[k].end > hi ? hi : bl[k].end;
             rc = push_span(v, n, &cap, s, e);
+            if (bl[k].end > at)
+                at = bl[k].end;
         }
     }
+    free(bl);
+    return rc;
+}
+
+/* Is ADDR a redirect of a moved procedure (an entry or an indirect target)? */
+static int
+is_pad(const ed_plan_t *plan, uint32_t owner, uint64_t addr, uint64_t **scratch, size_t *n)
+{
+    uint32_t nind;
+    free(*scratch);
+    *scratch = NULL;
+    if (collect_pads(plan, owner, scratch, n, &nind) < 0)
+        return -1;
+    return cfg_u64_contains(*scratch, *n, addr);
+}
+
+/*
+ * Procedures whose code the program may reach at an address that is no redirect keep
+ * their bytes (KEEP): such an address runs the old code, as it did before, rather than
+ * new code of another procedure. The addresses the program holds: relocated words,
+ * rip-relative operands (a `lea` of a label that is stored and called later), and in a
+ * program that is not position independent, the aligned words of its data that are a
+ * block's address (not every word that falls into the text: strings would).
+ */
+static int
+keep_referenced(const ed_plan_t *plan, uint8_t *keep)
+{
+    const cfg_prog_t *prog = plan->prog;
+    const cfg_image_t *img = prog->img;
+    uint64_t *pads = NULL;
+    size_t npads = 0;
+    int rc = 0;
+#define REF(addr)                                                                         \
+    do {                                                                                  \
+        uint64_t a_ = (addr);                                                             \
+        uint32_t o_ = a_ != 0 ? owner_at(prog, a_) : CFG_NONE;                            \
+        if (o_ != CFG_NONE && !keep[o_] && plan->reason[o_] == NULL) {                    \
+            int r_ = is_pad(plan, o_, a_, &pads, &npads);                                 \
+            if (r_ < 0)                                                                   \
+                rc = QP_ENOMEM;                                                           \
+            else if (!r_)                                                                 \
+                keep[o_] = 1;                                                             \
+        }                                                                                 \
+    } while (0)
+    for (size_t i = 0; i < img->nrelocs && rc == 0; i++)
+        REF(img->relocs[i].value);
+    for (uint32_t b = 0; b < prog->nblocks && rc == 0; b++) {
+        const cfg_block_t *bl = &prog->blocks[b];
+        for (uint64_t a = bl->start; a < bl->end && rc == 0;) {
+            arch_insn_t in;
+            if (cfg_image_decode(img, a, 0, &in) < 0)
+                break;
+            a += in.len;
+            if ((in.flags & ARCH_F_RIPREL) && in.kind != ARCH_KIND_JMP_IND
+                && in.kind != ARCH_KIND_CALL_IND)
+                REF(in.target);
+        }
+    }
+    /* A jump table's entries are the cases: redirects, or rewritten with the table. */
+    cfg_span_t *tab = malloc((prog->ntables + 1) * sizeof(cfg_span_t));
+    if (tab == NULL)
+        rc = QP_ENOMEM;
+    for (uint32_t t = 0; rc == 0 && t < prog->ntables; t++)
+        tab[t] = (cfg_span_t) { prog->tables[t].addr, prog->tables[t].addr
+                                + (uint64_t)prog->tables[t].nentries * prog->tables[t].entry_size };
+    size_t ntab = rc == 0 ? merge_spans(tab, prog->ntables) : 0;
+    for (size_t i = 0; !(img->flags & CFG_IMG_PIE) && i < img->nsections && rc == 0; i++) {
+        const cfg_section_t *sc = &img->sections[i];
+        if ((sc->flags & CFG_SEC_CODE) || sc->bytes == NULL || !(sc->flags & CFG_SEC_ALLOC)
+            || strncmp(sc->name, ".eh_frame", 9) == 0)
+            continue;
+        for (uint64_t a = (sc->vma + 7) & ~(uint64_t)7; a + 8 <= sc->vma + sc->size && rc == 0;
+             a += 8) {
+            uint64_t w;
+            memcpy(&w, sc->bytes + (a - sc->vma), 8);
+            size_t lo = 0, hi = ntab; /* the first table ending after a */
+            while (lo < hi) {
+                size_t mid = (lo + hi) / 2;
+                if (tab[mid].end <= a)
+                    lo = mid + 1;
+                else
+                    hi = mid;
+            }
+            if (lo < ntab && tab[lo].start <= a)
+                continue;
+            /* Only a block's start (code pointers point there, bytes of text rarely), and
+             * not the end of a string ("ant\0\0\0\0\0" is a word of eight bytes of
+             * text before it). */
+            int in_string = a >= sc->vma + 8;
+            for (int k = 1; k <= 8 && in_string; k++)
+                in_string = sc->bytes[a - sc->vma - k] >= 0x20 && sc->bytes[a - sc->vma - k] < 0x7f;
+            if (in_string)
+                continue;
+            uint32_t bi = w >= 0x1000 ? cfg_block_at(prog, w) : CFG_NONE;
+            if (bi != CFG_NONE && prog->blocks[bi].start == w)
+                REF(w);
+        }
+    }
+#undef REF
+    free(tab);
+    free(pads);
     return rc;
 }
 
@@ -1764,6 +1912,8 @@ find_holes(ed_plan_t *plan, const cfg_segment_t *sg)
             if (g != NULL)
                 keep[g->owner] = 1;
         }
+    if (rc == 0)
+        rc = keep_referenced(plan, keep);
     if (rc == 0)
         rc = given_spans(plan, keep, sg->vaddr, sg->vaddr + sg->filesz, &give, &ngive);
     if (rc == 0)
@@ -1992,9 +2142,12 @@ plan_reuse(ed_plan_t *plan)
     QP_CHECK(find_holes(plan, sg));
     if (plan->nholes > 0)
         QP_CHECK(pack_pieces(plan));
-    if (plan->stats.bytes_reused == 0) {
-        plan->mirror = 0;
+    if (plan->stats.bytes_reused < REUSE_MIN) {
+        plan->mirror = 0; /* not worth a segment and the padding before what follows */
         plan->mirror_len = 0;
+        plan->nholes = 0;
+        plan->stats.bytes_reused = 0;
+        plan->stats.bytes_holes = 0;
         return 0;
     }
     plan->overflow = (plan->mirror_len + 4095) & ~(uint64_t)4095;

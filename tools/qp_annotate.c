@@ -279,15 +279,15 @@ mark_lost(recovery_t *r, size_t off, size_t len)
  * rip-relative operand addresses the same data, a branch goes to the original of its
  * target. When that is impossible the instruction is marked lost.
  */
+static uint64_t original_target(const recovery_t *r, uint64_t new);
+
 static void
 fix_pc_relative(recovery_t *r, const arch_insn_t *in, size_t off)
 {
     if (in->rel_size == 0)
         return;
-    uint64_t target = (in->flags & ARCH_F_BRANCH_REL) ? map_back(r->desc, in->target)
+    uint64_t target = (in->flags & ARCH_F_BRANCH_REL) ? original_target(r, in->target)
                                                       : in->target;
-    if (target == 0 && !in_new_code(r->img, in->target))
-        target = in->target; /* code that did not move (a PLT stub): the same address */
     int64_t disp = (int64_t)(target - (r->b->start + off + in->len));
     if (target != 0 && in->rel_size == 4 && disp == (int32_t)disp) {
         int32_t d32 = (int32_t)disp;
@@ -317,6 +317,71 @@ same_but_rel(const uint8_t *a, const uint8_t *b, const arch_insn_t *in)
  * its original bytes are used when intact, the copy's when it has the same length.
  */
 static int is_snippet(const uint8_t *p, size_t n);
+
+/*
+ * The original address of a branch target NEW of the relocated code: a block's or a
+ * procedure's; through a taken-edge stub (counter code, then a jmp to where the branch
+ * went); or NEW itself when it is not new code (a PLT stub). 0 when unknown.
+ */
+static uint64_t
+original_target(const recovery_t *r, uint64_t new)
+{
+    for (int steps = 0; steps < 16; steps++) {
+        if (!in_new_code(r->img, new))
+            return new;
+        uint64_t old = map_back(r->desc, new);
+        size_t avail;
+        const uint8_t *q = cfg_image_ptr(r->img, new, &avail);
+        arch_insn_t s;
+        if (old != 0 || q == NULL || arch_decode(q, avail, new, &s) != 0)
+            return old;
+        if (s.kind == ARCH_KIND_JMP)
+            new = s.target;
+        else if (is_snippet(q, avail))
+            new += s.len;
+        else
+            return 0;
+    }
+    return 0;
+}
+
+/*
+ * The direct jmp or jcc IN (its bytes at P in the copy) in the form of LEN bytes (2:
+ * rel8, 5 or 6: rel32) at offset OFF of the block, to the original of its target: the
+ * relocated code widens short branches that no longer reach and shortens others. 0, or
+ * -1 when it is no such branch or the target does not fit.
+ */
+static int
+reencode_branch(recovery_t *r, const arch_insn_t *in, const uint8_t *p, size_t off, size_t len)
+{
+    if ((in->kind != ARCH_KIND_JMP && in->kind != ARCH_KIND_JCC) || in->target == 0)
+        return -1;
+    uint64_t target = original_target(r, in->target);
+    if (target == 0)
+        return -1;
+    int cc = p[0] >= 0x70 && p[0] <= 0x7f ? p[0] & 0xf
+        : p[0] == 0x0f && p[1] >= 0x80 && p[1] <= 0x8f ? p[1] & 0xf : -1;
+    if ((in->kind == ARCH_KIND_JCC) != (cc >= 0))
+        return -1;
+    int64_t disp = (int64_t)(target - (r->b->start + off + len));
+    uint8_t *o = r->out + off;
+    if (len == 2 && disp == (int8_t)disp) {
+        o[0] = cc >= 0 ? (uint8_t)(0x70 | cc) : 0xeb;
+        o[1] = (uint8_t)(int8_t)disp;
+        return 0;
+    }
+    size_t head = cc >= 0 ? 2 : 1;
+    if (len != head + 4 || disp != (int32_t)disp)
+        return -1;
+    if (cc >= 0) {
+        o[0] = 0x0f;
+        o[1] = (uint8_t)(0x80 | cc);
+    } else
+        o[0] = 0xe9;
+    int32_t d32 = (int32_t)disp;
+    memcpy(o + head, &d32, 4);
+    return 0;
+}
 
 static int
 try_copy(dis_t *d, recovery_t *r, const uint8_t *copy, size_t avail, uint64_t copy_vma)
@@ -360,6 +425,9 @@ try_copy(dis_t *d, recovery_t *r, const uint8_t *copy, size_t avail, uint64_t co
             if (c != off && off + ci.len == size && !is_snippet(copy + c, avail - c)) {
                 memcpy(r->out + off, copy + c, ci.len);
                 fix_pc_relative(r, &ci, off);
+            } else if (!is_snippet(copy + c, avail - c)
+                       && reencode_branch(r, &ci, copy + c, off, size - off) == 0) {
+                /* a branch the layout gave the other length */
             } else
                 mark_lost(r, off, size - off); /* overwritten and re-encoded: unknown */
             off = size;

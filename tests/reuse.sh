@@ -1,0 +1,112 @@
+#!/bin/sh
+# Copyright 2026 the qpt authors
+# SPDX-License-Identifier: MIT
+#
+# New code in the old text (issue 14's output sizes): by default qpt-rewrite puts the
+# new code into the bytes of moved procedures that nothing reaches any more, seen
+# through a second PT_LOAD that maps the old text's file bytes again; --keep-old-text
+# and tracing leave those bytes alone. For a program with jump tables and function
+# pointers, at -O0 and -O2:
+#  - both rewrites (qp) print what the original prints and exit as it does;
+#  - the default output is the smaller one, has a PT_LOAD at a new address over the
+#    file offset of the old text's, and says with -v how many bytes it reused;
+#  - --keep-old-text's output has no such segment, nor has a --driver=trace output;
+#  - qp report --annotate of each procedure lists the same instructions from either
+#    output (the original ones, rebuilt from the relocated copies when overwritten).
+# Exit status: 0 pass, 1 fail, 77 skip, 99 hard error.
+set -u
+. "${top_srcdir:-.}/tests/lib.sh"
+QP=${QP:-$top_builddir/tools/qp}
+dir=$top_builddir/tests/reuse.d
+rm -rf "$dir"
+mkdir -p "$dir" || exit 99
+qp_have gcc || exit 77
+
+# The file offsets of the executable PT_LOADs of FILE, one per line with its address.
+x_loads() {
+    readelf -lW "$1" | awk '$1 == "LOAD" && / R E / { print $2, $3 }'
+}
+
+# A program with enough code to reuse (at least 8 KB: below that a second segment is
+# not worth it): 300 procedures of many sizes with a switch each, called through a table
+# of pointers.
+{
+    echo '#include <stdio.h>'
+    i=0
+    while [ $i -lt 300 ]; do
+        # sizes from 1 to 8 steps: procedures of many sizes, so that some fit into others
+        echo "__attribute__((noinline)) unsigned f$i(unsigned x) {"
+        k=0
+        while [ $k -le $((i % 8)) ]; do
+            echo "    if (x & $((1 << k))) x = x * $((k * 2 + 3)) + $i; else x ^= x >> $((k + 1));"
+            k=$((k + 1))
+        done
+        echo "    switch (x % 9) {"
+        echo "case 0: return x * $i + 1; case 1: return x ^ $((i * 7)); case 2: return x / 3 + $i;"
+        echo "case 3: return x << 2; case 4: return x - $i; case 5: return (x >> 1) + $((i * 3));"
+        echo "case 6: return x * x; case 7: return x + x / 7; default: return x | $i; } }"
+        i=$((i + 1))
+    done
+    echo 'static unsigned (*const table[])(unsigned) = {'
+    i=0
+    while [ $i -lt 300 ]; do echo "f$i,"; i=$((i + 1)); done
+    echo '};'
+    echo 'int main(int argc, char **argv) { unsigned acc = (unsigned)argc;'
+    echo '    (void)argv; for (unsigned k = 0; k < 3000; k++) acc = table[(acc + k) % 300](acc + k);'
+    printf '%s\n' '    printf("%u\n", acc); return (int)(acc & 3); }'
+} >"$dir/many.c"
+
+for opt in -O0 -O2; do
+    exe=$dir/many$opt
+    gcc $opt -o "$exe" "$dir/many.c" || exit 99
+    "$exe" >"$exe.want" 2>&1
+    want_st=$?
+    "$QPT_REWRITE" -v "$exe" -o "$exe.qp" >"$exe.log" 2>&1 || { bad "$opt: rewrite: $(tail -n 1 "$exe.log")"; continue; }
+    "$QPT_REWRITE" --keep-old-text "$exe" -o "$exe.keep" >/dev/null 2>&1 || { bad "$opt: --keep-old-text rewrite failed"; continue; }
+    QP_PROFILE=$exe.qp.qp "$exe.qp" >"$exe.got" 2>&1
+    st=$?
+    QP_PROFILE=$exe.keep.qp "$exe.keep" >"$exe.got2" 2>&1
+    st2=$?
+    if [ $st -eq $want_st ] && [ $st2 -eq $want_st ] && cmp -s "$exe.want" "$exe.got" && cmp -s "$exe.want" "$exe.got2"; then
+        ok "$opt: both rewrites print what the original prints"
+    else
+        bad "$opt: outputs differ (exit $st, $st2, want $want_st)"
+    fi
+    small=$(stat -c %s "$exe.qp") big=$(stat -c %s "$exe.keep")
+    [ "$small" -lt "$big" ] && ok "$opt: the default output is smaller ($small < $big bytes)" ||
+        bad "$opt: default output $small bytes, --keep-old-text $big"
+    grep -q 'old text reused: [1-9][0-9]* bytes of new code' "$exe.log" &&
+        ok "$opt: -v says how much of the old text was reused" || bad "$opt: no 'old text reused' line"
+    # The mirror: an executable PT_LOAD whose file offset is the old text's, at another address.
+    x_loads "$exe" >"$dir/old"
+    x_loads "$exe.qp" >"$dir/new"
+    mirror=$(awk 'NR == FNR { off[$1] = $2; next } ($1 in off) && off[$1] != $2' "$dir/old" "$dir/new")
+    [ -n "$mirror" ] && ok "$opt: a second PT_LOAD maps the old text ($mirror)" || bad "$opt: no mirror segment"
+    x_loads "$exe.keep" >"$dir/keep"
+    mirror=$(awk 'NR == FNR { off[$1] = $2; next } ($1 in off) && off[$1] != $2' "$dir/old" "$dir/keep")
+    [ -z "$mirror" ] && ok "$opt: --keep-old-text maps the old text once" || bad "$opt: --keep-old-text has a mirror: $mirror"
+    # The same instructions listed from both outputs.
+    for f in f0 f150 f299 main; do
+        "$QP" report --annotate=$f "$exe.qp.qp" >"$dir/a1" 2>&1
+        "$QP" report --annotate=$f "$exe.keep.qp" >"$dir/a2" 2>&1
+        if cmp -s "$dir/a1" "$dir/a2"; then
+            ok "$opt: annotate $f lists the original instructions"
+        else
+            bad "$opt: annotate $f differs: $(diff "$dir/a1" "$dir/a2" | head -n 3 | tr '\n' ' ')"
+        fi
+    done
+done
+
+# Tracing decodes the old code: never reused.
+exe=$dir/many-O2
+if "$QPT_REWRITE" --driver=trace "$exe" -o "$exe.tr" >/dev/null 2>&1; then
+    x_loads "$exe.tr" >"$dir/tr"
+    mirror=$(awk 'NR == FNR { off[$1] = $2; next } ($1 in off) && off[$1] != $2' "$dir/old" "$dir/tr")
+    [ -z "$mirror" ] && ok "trace: the old text stays as it was" || bad "trace: a mirror segment: $mirror"
+else
+    bad "trace: rewrite failed"
+fi
+
+[ $fails -eq 0 ] || exit 1
+echo "reuse: all checks passed"
+exit 0
