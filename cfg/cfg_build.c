@@ -895,15 +895,18 @@ blocks_changed(cfg_builder_t *b)
 /*
  * Note BP's "never returns" edges that are calls of a procedure's entry in
  * bp->noret_sites, for rebuild_stale_noreturn_callers (which would otherwise look at
- * every edge of their procedures each round). Called whenever BP's edges change.
+ * every edge of their procedures each round), and count its tail calls (bp->ntail).
+ * Called whenever BP's edges change.
  */
 static int
 note_noret_sites(cfg_bproc_t *bp)
 {
     bp->noret_sites.n = 0;
+    bp->ntail = 0;
     for (size_t e = 0; e < bp->edges.n; e++) {
         const cfg_edge_t *ed = &bp->edges.v[e];
         const cfg_block_t *bl = &bp->blocks.v[ed->from];
+        bp->ntail += ed->kind == CFG_EDGE_TAILCALL && ed->target != 0;
         if (ed->kind == CFG_EDGE_NORETURN && ed->target != 0 && bl->call_target == ed->target)
             QP_CHECK(CFG_VEC_PUSH(bp->noret_sites, ((cfg_noret_site_t) { ed->target, bl->end })));
     }
@@ -1114,7 +1117,8 @@ assign_ranges(cfg_builder_t *b)
         rc = CFG_VEC_PUSH(b->procs.v[parent[i]].ranges, ((cfg_range_t) { f->p.start, f->p.end }));
         if (f->blocks.n > 0)
             f->blocks_ver = blocks_changed(b);
-        f->blocks.n = f->edges.n = f->noret_sites.n = 0; /* a fragment has no blocks of its own */
+        f->blocks.n = f->edges.n = f->noret_sites.n = f->ntail = 0; /* a fragment has no
+                                                                     * blocks of its own */
         f->entry_block = CFG_NONE;
     }
     for (size_t i = 0; i < n && rc == 0; i++) {
@@ -1713,7 +1717,31 @@ for_each_gap(cfg_builder_t *b, const span_vec_t *v,
 
 typedef struct gap_ctx {
     cfg_u64_vec_t rejected;   /* gap starts that proved not to be code, sorted */
+    const span_vec_t *pad;    /* gaps that were all padding in the last sweep, sorted */
+    span_vec_t pad_now;       /* ... and in this one, in the order met */
 } gap_ctx_t;
+
+/* Was [START, END) a gap of nothing but padding in the last sweep (G->pad)? */
+static int
+gap_was_padding(const gap_ctx_t *g, uint64_t start, uint64_t end)
+{
+    size_t lo = 0, hi = g->pad->n;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (g->pad->v[mid].start < start)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < g->pad->n && g->pad->v[lo].start == start && g->pad->v[lo].end == end;
+}
+
+static int
+cmp_span(const void *a, const void *b)
+{
+    const span_t *x = a, *y = b;
+    return x->start < y->start ? -1 : x->start > y->start;
+}
 
 static int
 on_gap_new_proc(cfg_builder_t *b, uint64_t start, uint64_t end, void *arg)
@@ -1723,10 +1751,14 @@ on_gap_new_proc(cfg_builder_t *b, uint64_t start, uint64_t end, void *arg)
     const uint8_t *p = cfg_image_ptr(b->img, start, &avail);
     if (p == NULL)
         return 0;
+    /* Most gaps are padding between procedures, and the same from sweep to sweep: the
+     * bytes are decoded once. */
+    if (gap_was_padding(g, start, end))
+        return CFG_VEC_PUSH(g->pad_now, ((span_t) { start, end }));
     size_t n = (size_t)(end - start) < avail ? (size_t)(end - start) : avail;
     size_t pad = padding_len(p, n, start);
     if (pad >= n)
-        return 0;
+        return CFG_VEC_PUSH(g->pad_now, ((span_t) { start, end }));
     uint64_t a = start + pad;
     if (cfg_u64_contains(g->rejected.v, g->rejected.n, a))
         return 0;
@@ -1985,7 +2017,7 @@ collect_interior_entries(cfg_builder_t *b)
     int added = 0;
     for (size_t i = 0; i < b->procs.n; i++) {
         const cfg_bproc_t *bp = &b->procs.v[i];
-        for (size_t e = 0; e < bp->edges.n; e++) {
+        for (size_t e = 0; bp->ntail > 0 && e < bp->edges.n; e++) {
             const cfg_edge_t *ed = &bp->edges.v[e];
             if (ed->kind != CFG_EDGE_TAILCALL || ed->target == 0)
                 continue;
@@ -2147,7 +2179,7 @@ tie_nameless_fragments(cfg_builder_t *b)
         from[i] = CFG_NONE;
     for (size_t i = 0; i < n; i++) {
         const cfg_bproc_t *bp = &b->procs.v[i];
-        for (size_t e = 0; e < bp->edges.n; e++) {
+        for (size_t e = 0; bp->ntail > 0 && e < bp->edges.n; e++) {
             const cfg_edge_t *ed = &bp->edges.v[e];
             /* (A call's way on into the next procedure is no jump to a fragment.) */
             if (ed->kind != CFG_EDGE_TAILCALL || ed->target == 0 || after_call(bp, ed))
@@ -2401,7 +2433,7 @@ snap_same(const cfg_builder_t *b, const stale_snap_t *sn)
 static int
 build_all(cfg_builder_t *b)
 {
-    span_vec_t spans = { 0 };
+    span_vec_t spans = { 0 }, pad_gaps = { 0 };
     CFG_VEC(uint32_t) todo = { 0 };
     int rc = 0, gap_rounds = 0, stale_rounds = 0, in_stale = 0;
     stale_snap_t snap = { 0 };
@@ -2461,7 +2493,7 @@ build_all(cfg_builder_t *b)
         }
         if (b->opts.no_gap_procs || ++gap_rounds > 6)
             break;
-        gap_ctx_t g = { { 0 } };
+        gap_ctx_t g = { { 0 }, &pad_gaps, { 0 } };
         size_t before = b->procs.n;
         if ((rc = collect_spans(b, &spans)) < 0 || (rc = sorted_copy(&b->rejected, &g.rejected)) < 0
             || (rc = cfg_discover_sweep_begin(b)) < 0) {
@@ -2471,6 +2503,10 @@ build_all(cfg_builder_t *b)
         rc = for_each_gap(b, &spans, on_gap_new_proc, &g);
         int merged = cfg_discover_sweep_end(b);
         CFG_VEC_FREE(g.rejected);
+        CFG_VEC_FREE(pad_gaps);
+        pad_gaps = g.pad_now;
+        if (pad_gaps.n > 0)
+            qsort(pad_gaps.v, pad_gaps.n, sizeof(span_t), cmp_span);
         if (rc >= 0)
             rc = merged;
         if (rc < 0)
@@ -2484,6 +2520,7 @@ build_all(cfg_builder_t *b)
         rc = 0;
     }
     CFG_VEC_FREE(spans);
+    CFG_VEC_FREE(pad_gaps);
     CFG_VEC_FREE(todo);
     CFG_VEC_FREE(snap.flags);
     CFG_VEC_FREE(snap.mayret);

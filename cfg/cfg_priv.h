@@ -208,6 +208,9 @@ typedef struct cfg_bproc {
     uint64_t ranges_h;                /* hash of `ranges` (assign_ranges) */
     CFG_VEC(cfg_noret_site_t) noret_sites; /* its "never returns" edges that are calls,
                                        * in edge order (kept with `edges`) */
+    uint32_t ntail;                   /* its tail-call edges to a known address (kept
+                                       * with `edges`): procedures without any are
+                                       * skipped by the passes that look for them */
     uint64_t blocks_ver;              /* a new value (b->blocks_ver) whenever `blocks`
                                        * change; 0: never had any */
     CFG_VEC(cfg_range_t) covered;     /* gap sweep: runs of adjacent blocks, as last found */
