@@ -168,6 +168,26 @@ init_proc(cfg_builder_t *b, uint64_t addr, uint64_t hint_end, uint32_t sources, 
         bp.name_noreturn = 1;
     }
     *bp_out = bp;
+    if (CFG_VEC_PUSH(b->unbuilt, addr) < 0) /* not built yet */
+        b->unbuilt_lost = 1;
+    return 0;
+}
+
+void
+cfg_mark_unbuilt(cfg_builder_t *b, cfg_bproc_t *bp)
+{
+    bp->built = 0;
+    if (CFG_VEC_PUSH(b->unbuilt, bp->p.entry) < 0)
+        b->unbuilt_lost = 1;
+}
+
+int
+cfg_list_fragments(cfg_builder_t *b)
+{
+    b->frags.n = 0;
+    for (size_t i = 0; i < b->procs.n; i++)
+        if (b->procs.v[i].p.flags & CFG_PROC_FRAGMENT)
+            QP_CHECK(CFG_VEC_PUSH(b->frags, b->procs.v[i].p.entry));
     return 0;
 }
 
@@ -513,7 +533,7 @@ cfg_discover_extents(cfg_builder_t *b)
         if (bp->limit_end > bp->p.entry && bp->limit_end < end)
             end = bp->limit_end;
         if (end != bp->p.end) {
-            bp->built = 0;
+            cfg_mark_unbuilt(b, bp);
             bp->nr_dirty = 1; /* calls into its old extent may go elsewhere now */
         }
         bp->p.start = bp->p.entry;
@@ -757,6 +777,8 @@ cfg_discover(cfg_builder_t *b)
     rc = cfg_discover_add_new(b);
     if (rc >= 0)
         rc = tie_fragments(b);
+    if (rc >= 0)
+        rc = cfg_list_fragments(b);
 out:
     CFG_VEC_FREE(v);
     return rc;

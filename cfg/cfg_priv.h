@@ -243,6 +243,15 @@ typedef struct cfg_builder {
     uint64_t gen;                     /* bumped when procedures, extents or fragments change */
     struct cfg_nr_deps *nr;           /* noreturn analysis: who depends on whom, or NULL */
     atomic_uint_least64_t blocks_ver; /* the last cfg_bproc_t.blocks_ver given out */
+    atomic_int unsafe_built;          /* a build made a procedure unsafe since
+                                       * reject_bad_gap_procs last looked */
+    cfg_u64_vec_t unbuilt;            /* entries of the procedures marked not built
+                                       * (cfg_mark_unbuilt) since the last round */
+    int unbuilt_lost;                 /* one could not be noted (no memory): look at all */
+    cfg_u64_vec_t frags;              /* entries of the fragments as last listed
+                                       * (cfg_list_fragments; some may be no more) */
+    cfg_u64_vec_t parents;            /* entries of the procedures that had fragments
+                                       * when assign_ranges last ran */
     int ranges_done;                  /* assign_ranges ran, when b->gen was ranges_gen */
     uint64_t ranges_gen;              /* ... and b->procs.n ranges_n */
     size_t ranges_n;
@@ -253,6 +262,12 @@ typedef struct cfg_builder {
  * procedures it found so far (kept aside, see cfg_discover_sweep_begin) follow them.
  */
 cfg_bproc_t *cfg_discover_proc(const cfg_builder_t *b, uint32_t i);
+
+/* BP is to be built (again): clear its mark and note its entry in b->unbuilt. */
+void cfg_mark_unbuilt(cfg_builder_t *b, cfg_bproc_t *bp);
+
+/* List the fragments' entries in b->frags (after fragments were tied); 0 or QP_ENOMEM. */
+int cfg_list_fragments(cfg_builder_t *b);
 
 /* Free what a procedure under construction owns. */
 void cfg_bproc_free(cfg_bproc_t *bp);
