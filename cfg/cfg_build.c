@@ -913,6 +913,27 @@ note_noret_sites(cfg_bproc_t *bp)
     return 0;
 }
 
+/* Was BP found only in a gap (perhaps jumped to by code that is no better)? */
+static int
+gap_only(const cfg_bproc_t *bp)
+{
+    return (bp->p.sources & CFG_SRC_GAP) && !(bp->p.sources & ~(CFG_SRC_GAP | CFG_SRC_TAILCALL));
+}
+
+/*
+ * Note procedure I, just built, for the passes that look only at what changed: its
+ * calls may go elsewhere now (nr_dirty, set by build_proc) and it may have noret_sites.
+ */
+static void
+note_built(cfg_builder_t *b, uint32_t i)
+{
+    cfg_bproc_t *bp = cfg_discover_proc(b, i);
+    if (CFG_VEC_PUSH(b->nr_dirty, bp->p.entry) < 0)
+        b->nr_dirty_lost = 1;
+    if (bp->noret_sites.n > 0 && CFG_VEC_PUSH(b->noret_procs, bp->p.entry) < 0)
+        b->noret_lost = 1;
+}
+
 /* (Re)build the CFG of procedure I with the scratch SC (see cfg_scratch_t). */
 static int
 build_proc(cfg_builder_t *b, cfg_scratch_t *sc, uint32_t i)
@@ -949,7 +970,7 @@ build_proc(cfg_builder_t *b, cfg_scratch_t *sc, uint32_t i)
         rc = form_edges(&t);
     }
     bp->entry_block = local_block_at(bp, bp->p.entry);
-    if (bp->p.unsafe != NULL)
+    if (bp->p.unsafe != NULL && gap_only(bp))
         atomic_store_explicit(&b->unsafe_built, 1, memory_order_relaxed);
     bp->blocks_ver = blocks_changed(b);
     bp->built = 1;
@@ -1042,6 +1063,8 @@ build_round(cfg_builder_t *b, const uint32_t *todo, size_t n)
     int rc = cfg_parallel_for(nt, n, 16, round_task, &r, round_progress);
     if (nt > 1)
         cfg_discover_freeze(b, 0);
+    for (size_t k = 0; k < n; k++)
+        note_built(b, todo[k]);
     for (unsigned w = 0; w < nt; w++) {
         int frc = scratch_flush(b, &b->scratch[w]);
         if (rc == 0)
@@ -1157,7 +1180,7 @@ ranges_to_look_at(cfg_builder_t *b, idx_vec_t *look, idx_vec_t *frag, idx_vec_t 
         QP_CHECK(CFG_VEC_PUSH(*parent, pi));
         if (pi == CFG_NONE) {
             f->p.flags &= ~(uint32_t)CFG_PROC_FRAGMENT;
-            f->nr_dirty = 1;
+            cfg_mark_nr_dirty(b, f);
             b->gen++;
         } else {
             QP_CHECK(CFG_VEC_PUSH(*parents, pi));
@@ -1490,13 +1513,16 @@ nr_deps_remap(const cfg_builder_t *b, cfg_nr_deps_t *d, uint8_t *root)
  * what nr_deps_remap finds. Their dependencies are added anew.
  */
 static int
-nr_deps_update(const cfg_builder_t *b, cfg_nr_deps_t *d, uint8_t *root)
+nr_deps_update(cfg_builder_t *b, cfg_nr_deps_t *d, uint8_t *root)
 {
     size_t n = b->procs.n;
     if (d->gen != b->gen || d->n != n)
         QP_CHECK(nr_deps_remap(b, d, root));
-    for (size_t j = 0; j < n; j++) {
-        if (!b->procs.v[j].nr_dirty)
+    /* Those marked nr_dirty: noted in b->nr_dirty (all looked at when one was not). */
+    size_t nd = b->nr_dirty_lost ? n : b->nr_dirty.n;
+    for (size_t k = 0; k < nd; k++) {
+        uint32_t j = b->nr_dirty_lost ? (uint32_t)k : proc_by_entry(b, b->nr_dirty.v[k]);
+        if (j == CFG_NONE || !b->procs.v[j].nr_dirty)
             continue;
         b->procs.v[j].nr_dirty = 0; /* (find_noreturn would clear it) */
         root[j] = 1;
@@ -1504,6 +1530,13 @@ nr_deps_update(const cfg_builder_t *b, cfg_nr_deps_t *d, uint8_t *root)
             if (d->who.v[e] != CFG_NONE)
                 root[d->who.v[e]] = 1;
     }
+    b->nr_dirty.n = 0;
+    b->nr_dirty_lost = 0;
+#ifdef CFG_VERIFY_INCR
+    for (size_t j = 0; j < n; j++)
+        if (b->procs.v[j].nr_dirty)
+            abort();
+#endif
     for (size_t j = 0; j < n; j++)
         if (root[j])
             QP_CHECK(nr_deps_add(b, d, j));
@@ -1594,9 +1627,12 @@ find_noreturn(cfg_builder_t *b, uint8_t *restarted, uint8_t *root)
         b->procs.v[queue[k]].may_return = 0;
         restarted[queue[k]] = 1;
     }
-    if (first)
+    if (first) {
         for (size_t i = 0; i < n; i++)
             b->procs.v[i].nr_dirty = 0; /* (else cleared by nr_deps_update) */
+        b->nr_dirty.n = 0;
+        b->nr_dirty_lost = 0;
+    }
     qt %= n + 1;
     while (qh != qt) {
         uint32_t i = queue[qh];
@@ -1653,7 +1689,7 @@ out:
 /* Remove blocks not reachable from the entry, after cutting return edges of noreturn
  * calls. Returns 1 when something changed. */
 static int
-prune_proc(cfg_builder_t *b, cfg_bproc_t *bp)
+prune_proc_edges(cfg_builder_t *b, cfg_bproc_t *bp)
 {
     int cut = 0;
     for (size_t e = 0; e < bp->edges.n; e++) {
@@ -1739,6 +1775,16 @@ prune_proc(cfg_builder_t *b, cfg_bproc_t *bp)
     free(stack);
     QP_CHECK(note_noret_sites(bp));
     return 1;
+}
+
+/* prune_proc_edges, and BP noted in b->noret_procs when it has noret_sites now. */
+static int
+prune_proc(cfg_builder_t *b, cfg_bproc_t *bp)
+{
+    int rc = prune_proc_edges(b, bp);
+    if (rc >= 0 && bp->noret_sites.n > 0 && CFG_VEC_PUSH(b->noret_procs, bp->p.entry) < 0)
+        b->noret_lost = 1;
+    return rc;
 }
 
 /*****************************************************************************
@@ -1939,6 +1985,7 @@ on_gap_new_proc(cfg_builder_t *b, uint64_t start, uint64_t end, void *arg)
         QP_CHECK(CFG_VEC_PUSH(bp->ranges, ((cfg_range_t) { bp->p.start, bp->p.end })));
         bp->ranges_h = ranges_hash(bp);
         QP_CHECK(build_proc(b, &b->scratch[0], pi));
+        note_built(b, pi);
         QP_CHECK(scratch_flush(b, &b->scratch[0]));
         bp = cfg_discover_proc(b, pi);
         if (bp->p.unsafe != NULL)
@@ -2024,14 +2071,14 @@ reject_bad_gap_procs(cfg_builder_t *b, cfg_u64_vec_t *rejected)
 {
     size_t k = 0;
     int dropped = 0;
-    /* Only builds make procedures unsafe (and sources are only ever added). */
+    /* Only builds make procedures unsafe, and sources are only ever added: none is
+     * to be dropped unless a build made one found only in a gap unsafe. */
     if (!atomic_exchange_explicit(&b->unsafe_built, 0, memory_order_relaxed))
         return 0;
     for (size_t i = 0; i < b->procs.n; i++) {
         cfg_bproc_t *bp = &b->procs.v[i];
         /* Found only in a gap (perhaps jumped to by code that is no better): data. */
-        if ((bp->p.sources & CFG_SRC_GAP) && !(bp->p.sources & ~(CFG_SRC_GAP | CFG_SRC_TAILCALL))
-            && bp->p.unsafe != NULL) {
+        if (gap_only(bp) && bp->p.unsafe != NULL) {
             QP_CHECK(CFG_VEC_PUSH(*rejected, bp->p.entry));
             cfg_bproc_free(bp);
             dropped = 1;
@@ -2343,6 +2390,8 @@ builder_free(cfg_builder_t *b)
     CFG_VEC_FREE(b->unbuilt);
     CFG_VEC_FREE(b->frags);
     CFG_VEC_FREE(b->parents);
+    CFG_VEC_FREE(b->nr_dirty);
+    CFG_VEC_FREE(b->noret_procs);
     nr_deps_free(b->nr);
     b->nr = NULL;
     for (size_t i = 0; i < b->strings.n; i++)
@@ -2379,7 +2428,7 @@ tie_nameless_fragments(cfg_builder_t *b)
             fp->p.flags &= ~(uint32_t)CFG_PROC_FRAGMENT;
             fp->tied_nameless = 0;
             cfg_mark_unbuilt(b, fp);
-            fp->nr_dirty = 1;
+            cfg_mark_nr_dirty(b, fp);
             b->gen++;
             changed++;
         }
@@ -2446,7 +2495,7 @@ tie_nameless_fragments(cfg_builder_t *b)
         fp->p.flags |= CFG_PROC_FRAGMENT;
         fp->parent_entry = pp->p.entry;
         fp->tied_nameless = 1;
-        fp->nr_dirty = 1;
+        cfg_mark_nr_dirty(b, fp);
         b->gen++;
         tied++;
     }
@@ -2531,25 +2580,66 @@ return_site_used(const cfg_builder_t *b, const cfg_bproc_t *bp, uint64_t next)
     return proc_by_entry(b, after) != CFG_NONE;
 }
 
+/* Mark BP to be built again when one of its "never returns" calls goes to a callee
+ * that may return (see rebuild_stale_noreturn_callers); 1 when marked. */
+static size_t
+rebuild_if_stale(cfg_builder_t *b, cfg_bproc_t *bp)
+{
+    for (size_t s = 0; s < bp->noret_sites.n; s++) {
+        const cfg_noret_site_t *ns = &bp->noret_sites.v[s];
+        uint32_t c = proc_by_entry(b, ns->callee);
+        if (c != CFG_NONE && !(b->procs.v[c].p.flags & CFG_PROC_NORETURN)
+            && return_site_used(b, bp, ns->ret)) {
+            cfg_mark_unbuilt(b, bp);
+            if (bp->p.flags & CFG_PROC_FRAGMENT)
+                b->ranges_done = 0; /* see assign_ranges */
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* Every procedure looked at (no memory for the list). */
+static size_t
+rebuild_stale_all(cfg_builder_t *b)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < b->procs.n; i++)
+        n += rebuild_if_stale(b, &b->procs.v[i]);
+    return n;
+}
+
 static size_t
 rebuild_stale_noreturn_callers(cfg_builder_t *b)
 {
-    size_t n = 0;
-    for (size_t i = 0; i < b->procs.n; i++) {
-        cfg_bproc_t *bp = &b->procs.v[i];
-        for (size_t s = 0; s < bp->noret_sites.n; s++) {
-            const cfg_noret_site_t *ns = &bp->noret_sites.v[s];
-            uint32_t c = proc_by_entry(b, ns->callee);
-            if (c != CFG_NONE && !(b->procs.v[c].p.flags & CFG_PROC_NORETURN)
-                && return_site_used(b, bp, ns->ret)) {
-                cfg_mark_unbuilt(b, bp);
-                if (bp->p.flags & CFG_PROC_FRAGMENT)
-                    b->ranges_done = 0; /* see assign_ranges */
-                n++;
-                break;
+    /* Those with noret_sites: noted in b->noret_procs (all looked at when one was not);
+     * the list keeps those that still have some. */
+    idx_vec_t look = { 0 };
+    if (b->noret_lost || idx_push_entries(b, &look, &b->noret_procs) < 0) {
+        look.n = 0;
+        for (size_t i = 0; i < b->procs.n; i++)
+            if (b->procs.v[i].noret_sites.n > 0 && CFG_VEC_PUSH(look, (uint32_t)i) < 0) {
+                CFG_VEC_FREE(look);
+                return rebuild_stale_all(b);
             }
-        }
     }
+    idx_sort_unique(&look);
+    size_t n = 0;
+    b->noret_procs.n = 0;
+    b->noret_lost = 0;
+    for (size_t k = 0; k < look.n; k++) {
+        cfg_bproc_t *bp = &b->procs.v[look.v[k]];
+        if (bp->noret_sites.n > 0 && CFG_VEC_PUSH(b->noret_procs, bp->p.entry) < 0)
+            b->noret_lost = 1;
+        n += rebuild_if_stale(b, bp);
+    }
+    CFG_VEC_FREE(look);
+#ifdef CFG_VERIFY_INCR
+    for (size_t i = 0; i < b->procs.n; i++)
+        if (b->procs.v[i].noret_sites.n > 0 && b->procs.v[i].built
+            && rebuild_if_stale(b, &b->procs.v[i]))
+            abort();
+#endif
     return n;
 }
 

@@ -181,6 +181,14 @@ cfg_mark_unbuilt(cfg_builder_t *b, cfg_bproc_t *bp)
         b->unbuilt_lost = 1;
 }
 
+void
+cfg_mark_nr_dirty(cfg_builder_t *b, cfg_bproc_t *bp)
+{
+    bp->nr_dirty = 1;
+    if (CFG_VEC_PUSH(b->nr_dirty, bp->p.entry) < 0)
+        b->nr_dirty_lost = 1;
+}
+
 int
 cfg_list_fragments(cfg_builder_t *b)
 {
@@ -518,27 +526,43 @@ cfg_discover_find(const cfg_builder_t *b, uint64_t addr)
     return addr < p->p.end ? (uint32_t)(lo - 1) : CFG_NONE;
 }
 
+/* The end of procedure I's extent in b->procs: its section's end, the next entry, or
+ * the end its symbol, FDE or gap gave, whichever comes first. */
+static uint64_t
+extent_end(const cfg_builder_t *b, size_t i)
+{
+    const cfg_bproc_t *bp = &b->procs.v[i];
+    const cfg_section_t *s = cfg_image_section_at(b->img, bp->p.entry);
+    uint64_t end = s ? s->vma + s->size : bp->p.entry + 1;
+    if (i + 1 < b->procs.n && b->procs.v[i + 1].p.entry < end)
+        end = b->procs.v[i + 1].p.entry;
+    if (bp->hint_end > bp->p.entry && bp->hint_end < end)
+        end = bp->hint_end;
+    if (bp->limit_end > bp->p.entry && bp->limit_end < end)
+        end = bp->limit_end;
+    return end;
+}
+
+/* Set procedure I's extent (a changed one is to be built again). */
+static void
+set_extent(cfg_builder_t *b, size_t i)
+{
+    cfg_bproc_t *bp = &b->procs.v[i];
+    uint64_t end = extent_end(b, i);
+    if (end != bp->p.end) {
+        cfg_mark_unbuilt(b, bp);
+        cfg_mark_nr_dirty(b, bp); /* calls into its old extent may go elsewhere now */
+    }
+    bp->p.start = bp->p.entry;
+    bp->p.end = end;
+}
+
 void
 cfg_discover_extents(cfg_builder_t *b)
 {
     b->gen++;
-    for (size_t i = 0; i < b->procs.n; i++) {
-        cfg_bproc_t *bp = &b->procs.v[i];
-        const cfg_section_t *s = cfg_image_section_at(b->img, bp->p.entry);
-        uint64_t end = s ? s->vma + s->size : bp->p.entry + 1;
-        if (i + 1 < b->procs.n && b->procs.v[i + 1].p.entry < end)
-            end = b->procs.v[i + 1].p.entry;
-        if (bp->hint_end > bp->p.entry && bp->hint_end < end)
-            end = bp->hint_end;
-        if (bp->limit_end > bp->p.entry && bp->limit_end < end)
-            end = bp->limit_end;
-        if (end != bp->p.end) {
-            cfg_mark_unbuilt(b, bp);
-            bp->nr_dirty = 1; /* calls into its old extent may go elsewhere now */
-        }
-        bp->p.start = bp->p.entry;
-        bp->p.end = end;
-    }
+    for (size_t i = 0; i < b->procs.n; i++)
+        set_extent(b, i);
 }
 
 int
@@ -592,6 +616,7 @@ cfg_discover_add_new(cfg_builder_t *b)
         if (tmp == NULL)
             return QP_ENOMEM;
         memcpy(tmp, b->procs.v + n0, na * sizeof(cfg_bproc_t));
+        size_t *pos = malloc(na * sizeof(size_t)); /* where the new ones went */
         size_t i = n0, k = na, o = n;
         while (k > 0) {
             /* The old ones after the new one tmp[k - 1] move up in one piece. */
@@ -608,9 +633,27 @@ cfg_discover_add_new(cfg_builder_t *b)
             o -= i - lo;
             i = lo;
             b->procs.v[--o] = tmp[--k];
+            if (pos != NULL)
+                pos[k] = o;
         }
         free(tmp);
-        cfg_discover_extents(b);
+        if (pos == NULL) {
+            cfg_discover_extents(b);
+            return added;
+        }
+        /* Only the new ones' extents and their predecessors' changed. */
+        b->gen++;
+        for (k = 0; k < na; k++) {
+            if (pos[k] > 0)
+                set_extent(b, pos[k] - 1);
+            set_extent(b, pos[k]);
+        }
+        free(pos);
+#ifdef CFG_VERIFY_INCR
+        for (size_t j = 0; j < b->procs.n; j++)
+            if (b->procs.v[j].p.end != extent_end(b, j) || b->procs.v[j].p.start != b->procs.v[j].p.entry)
+                abort();
+#endif
     }
     return added;
 }

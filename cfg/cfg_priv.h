@@ -252,6 +252,12 @@ typedef struct cfg_builder {
                                        * (cfg_list_fragments; some may be no more) */
     cfg_u64_vec_t parents;            /* entries of the procedures that had fragments
                                        * when assign_ranges last ran */
+    cfg_u64_vec_t nr_dirty;           /* entries of the procedures marked nr_dirty
+                                       * since the noreturn analysis last ran */
+    int nr_dirty_lost;                /* one could not be noted: look at all */
+    cfg_u64_vec_t noret_procs;        /* entries of the procedures that may have
+                                       * noret_sites (some may have none now) */
+    int noret_lost;                   /* one could not be noted: look at all */
     int ranges_done;                  /* assign_ranges ran, when b->gen was ranges_gen */
     uint64_t ranges_gen;              /* ... and b->procs.n ranges_n */
     size_t ranges_n;
@@ -265,6 +271,9 @@ cfg_bproc_t *cfg_discover_proc(const cfg_builder_t *b, uint32_t i);
 
 /* BP is to be built (again): clear its mark and note its entry in b->unbuilt. */
 void cfg_mark_unbuilt(cfg_builder_t *b, cfg_bproc_t *bp);
+
+/* BP's calls may go elsewhere now: set bp->nr_dirty and note its entry in b->nr_dirty. */
+void cfg_mark_nr_dirty(cfg_builder_t *b, cfg_bproc_t *bp);
 
 /* List the fragments' entries in b->frags (after fragments were tied); 0 or QP_ENOMEM. */
 int cfg_list_fragments(cfg_builder_t *b);
