@@ -920,18 +920,14 @@ gap_only(const cfg_bproc_t *bp)
     return (bp->p.sources & CFG_SRC_GAP) && !(bp->p.sources & ~(CFG_SRC_GAP | CFG_SRC_TAILCALL));
 }
 
-/*
- * Note procedure I, just built, for the passes that look only at what changed: its
- * calls may go elsewhere now (nr_dirty, set by build_proc) and it may have noret_sites.
- */
+/* Note procedure I, just built, for the noreturn analysis: its calls may go elsewhere
+ * now (build_proc set nr_dirty). */
 static void
 note_built(cfg_builder_t *b, uint32_t i)
 {
     cfg_bproc_t *bp = cfg_discover_proc(b, i);
     if (CFG_VEC_PUSH(b->nr_dirty, bp->p.entry) < 0)
         b->nr_dirty_lost = 1;
-    if (bp->noret_sites.n > 0 && CFG_VEC_PUSH(b->noret_procs, bp->p.entry) < 0)
-        b->noret_lost = 1;
 }
 
 /* (Re)build the CFG of procedure I with the scratch SC (see cfg_scratch_t). */
@@ -1689,7 +1685,7 @@ out:
 /* Remove blocks not reachable from the entry, after cutting return edges of noreturn
  * calls. Returns 1 when something changed. */
 static int
-prune_proc_edges(cfg_builder_t *b, cfg_bproc_t *bp)
+prune_proc(cfg_builder_t *b, cfg_bproc_t *bp)
 {
     int cut = 0;
     for (size_t e = 0; e < bp->edges.n; e++) {
@@ -1775,16 +1771,6 @@ prune_proc_edges(cfg_builder_t *b, cfg_bproc_t *bp)
     free(stack);
     QP_CHECK(note_noret_sites(bp));
     return 1;
-}
-
-/* prune_proc_edges, and BP noted in b->noret_procs when it has noret_sites now. */
-static int
-prune_proc(cfg_builder_t *b, cfg_bproc_t *bp)
-{
-    int rc = prune_proc_edges(b, bp);
-    if (rc >= 0 && bp->noret_sites.n > 0 && CFG_VEC_PUSH(b->noret_procs, bp->p.entry) < 0)
-        b->noret_lost = 1;
-    return rc;
 }
 
 /*****************************************************************************
@@ -2391,7 +2377,6 @@ builder_free(cfg_builder_t *b)
     CFG_VEC_FREE(b->frags);
     CFG_VEC_FREE(b->parents);
     CFG_VEC_FREE(b->nr_dirty);
-    CFG_VEC_FREE(b->noret_procs);
     nr_deps_free(b->nr);
     b->nr = NULL;
     for (size_t i = 0; i < b->strings.n; i++)
@@ -2557,11 +2542,6 @@ noreturn_and_prune(cfg_builder_t *b)
  * code in gaps, until nothing changes. Work is only redone where something changed.
  */
 /*
- * Procedures with a "never returns" call to a callee that the last fixpoint says may
- * return: marked to be built again. Their call then gets its return edge (or a tail call
- * into the next procedure, when nothing follows it). Returns how many.
- */
-/*
  * Would a call of BP that returns to NEXT get anything but a "never returns" edge, were
  * BP built again with its callee returning? Yes when NEXT is in BP's ranges (the code
  * there is traversed) or a procedure starts after the padding there (a tail call to it,
@@ -2580,13 +2560,19 @@ return_site_used(const cfg_builder_t *b, const cfg_bproc_t *bp, uint64_t next)
     return proc_by_entry(b, after) != CFG_NONE;
 }
 
-/* Mark BP to be built again when one of its "never returns" calls goes to a callee
- * that may return (see rebuild_stale_noreturn_callers); 1 when marked. */
+/*
+ * Mark BP to be built again when one of its "never returns" calls goes to a callee
+ * that may return (see rebuild_stale_noreturn_callers); 1 when marked. NORET: the
+ * entries of the procedures that never return (sorted), most callees: one look there
+ * instead of a search of the procedures.
+ */
 static size_t
-rebuild_if_stale(cfg_builder_t *b, cfg_bproc_t *bp)
+rebuild_if_stale(cfg_builder_t *b, cfg_bproc_t *bp, const cfg_u64_vec_t *noret)
 {
     for (size_t s = 0; s < bp->noret_sites.n; s++) {
         const cfg_noret_site_t *ns = &bp->noret_sites.v[s];
+        if (cfg_u64_contains(noret->v, noret->n, ns->callee))
+            continue; /* never returns still */
         uint32_t c = proc_by_entry(b, ns->callee);
         if (c != CFG_NONE && !(b->procs.v[c].p.flags & CFG_PROC_NORETURN)
             && return_site_used(b, bp, ns->ret)) {
@@ -2599,47 +2585,25 @@ rebuild_if_stale(cfg_builder_t *b, cfg_bproc_t *bp)
     return 0;
 }
 
-/* Every procedure looked at (no memory for the list). */
-static size_t
-rebuild_stale_all(cfg_builder_t *b)
-{
-    size_t n = 0;
-    for (size_t i = 0; i < b->procs.n; i++)
-        n += rebuild_if_stale(b, &b->procs.v[i]);
-    return n;
-}
-
+/*
+ * Procedures with a "never returns" call to a callee that the last fixpoint says may
+ * return: marked to be built again. Their call then gets its return edge (or a tail call
+ * into the next procedure, when nothing follows it). Returns how many.
+ */
 static size_t
 rebuild_stale_noreturn_callers(cfg_builder_t *b)
 {
-    /* Those with noret_sites: noted in b->noret_procs (all looked at when one was not);
-     * the list keeps those that still have some. */
-    idx_vec_t look = { 0 };
-    if (b->noret_lost || idx_push_entries(b, &look, &b->noret_procs) < 0) {
-        look.n = 0;
-        for (size_t i = 0; i < b->procs.n; i++)
-            if (b->procs.v[i].noret_sites.n > 0 && CFG_VEC_PUSH(look, (uint32_t)i) < 0) {
-                CFG_VEC_FREE(look);
-                return rebuild_stale_all(b);
-            }
-    }
-    idx_sort_unique(&look);
-    size_t n = 0;
-    b->noret_procs.n = 0;
-    b->noret_lost = 0;
-    for (size_t k = 0; k < look.n; k++) {
-        cfg_bproc_t *bp = &b->procs.v[look.v[k]];
-        if (bp->noret_sites.n > 0 && CFG_VEC_PUSH(b->noret_procs, bp->p.entry) < 0)
-            b->noret_lost = 1;
-        n += rebuild_if_stale(b, bp);
-    }
-    CFG_VEC_FREE(look);
-#ifdef CFG_VERIFY_INCR
+    cfg_u64_vec_t noret = { 0 };
     for (size_t i = 0; i < b->procs.n; i++)
-        if (b->procs.v[i].noret_sites.n > 0 && b->procs.v[i].built
-            && rebuild_if_stale(b, &b->procs.v[i]))
-            abort();
-#endif
+        if ((b->procs.v[i].p.flags & CFG_PROC_NORETURN)
+            && CFG_VEC_PUSH(noret, b->procs.v[i].p.entry) < 0) {
+            noret.n = 0; /* (no memory: every callee searched) */
+            break;
+        }
+    size_t n = 0;
+    for (size_t i = 0; i < b->procs.n; i++)
+        n += rebuild_if_stale(b, &b->procs.v[i], &noret);
+    CFG_VEC_FREE(noret);
     return n;
 }
 

@@ -255,9 +255,6 @@ typedef struct cfg_builder {
     cfg_u64_vec_t nr_dirty;           /* entries of the procedures marked nr_dirty
                                        * since the noreturn analysis last ran */
     int nr_dirty_lost;                /* one could not be noted: look at all */
-    cfg_u64_vec_t noret_procs;        /* entries of the procedures that may have
-                                       * noret_sites (some may have none now) */
-    int noret_lost;                   /* one could not be noted: look at all */
     int ranges_done;                  /* assign_ranges ran, when b->gen was ranges_gen */
     uint64_t ranges_gen;              /* ... and b->procs.n ranges_n */
     size_t ranges_n;
