@@ -1683,15 +1683,17 @@ out:
 }
 
 /* Remove blocks not reachable from the entry, after cutting return edges of noreturn
- * calls. Returns 1 when something changed. */
+ * calls (NORET: the entries of the procedures that never return, sorted). Returns 1
+ * when something changed. */
 static int
-prune_proc(cfg_builder_t *b, cfg_bproc_t *bp)
+prune_proc(cfg_builder_t *b, cfg_bproc_t *bp, const cfg_u64_vec_t *noret)
 {
     int cut = 0;
     for (size_t e = 0; e < bp->edges.n; e++) {
         cfg_edge_t *ed = &bp->edges.v[e];
         const cfg_block_t *bl = &bp->blocks.v[ed->from];
-        if (ed->kind == CFG_EDGE_CALLRET && bl->call_target && callee_noreturn(b, bl->call_target)) {
+        if (ed->kind == CFG_EDGE_CALLRET && bl->call_target
+            && cfg_u64_contains(noret->v, noret->n, bl->call_target)) {
             ed->kind = CFG_EDGE_NORETURN;
             ed->to = CFG_NONE;
             ed->target = bl->call_target;
@@ -1901,13 +1903,29 @@ typedef struct gap_ctx {
     cfg_u64_vec_t rejected;   /* gap starts that proved not to be code, sorted */
     const span_vec_t *pad;    /* gaps that were all padding in the last sweep, sorted */
     span_vec_t pad_now;       /* ... and in this one, in the order met */
+    size_t pad_at;            /* where the last look in `pad` ended */
 } gap_ctx_t;
 
-/* Was [START, END) a gap of nothing but padding in the last sweep (G->pad)? */
+/* Was [START, END) a gap of nothing but padding in the last sweep (G->pad)? Gaps come
+ * in address order (within a section): the search goes on from where the last ended. */
 static int
-gap_was_padding(const gap_ctx_t *g, uint64_t start, uint64_t end)
+gap_was_padding(gap_ctx_t *g, uint64_t start, uint64_t end)
 {
-    size_t lo = 0, hi = g->pad->n;
+    const span_t *v = g->pad->v;
+    size_t n = g->pad->n, lo = g->pad_at, hi;
+    if (lo > n || (lo > 0 && v[lo - 1].start >= start))
+        lo = 0; /* (an earlier address: another section) */
+    /* v[lo - 1].start < start: the first start >= START is in [lo, hi). */
+    for (size_t step = 1;; step *= 2) {
+        hi = lo + step;
+        if (hi >= n) {
+            hi = n;
+            break;
+        }
+        if (v[hi - 1].start >= start)
+            break;
+        lo = hi;
+    }
     while (lo < hi) {
         size_t mid = (lo + hi) / 2;
         if (g->pad->v[mid].start < start)
@@ -1915,7 +1933,17 @@ gap_was_padding(const gap_ctx_t *g, uint64_t start, uint64_t end)
         else
             hi = mid;
     }
+    g->pad_at = lo;
     return lo < g->pad->n && g->pad->v[lo].start == start && g->pad->v[lo].end == end;
+}
+
+static int
+spans_sorted(const span_vec_t *v)
+{
+    for (size_t i = 1; i < v->n; i++)
+        if (v->v[i - 1].start > v->v[i].start)
+            return 0;
+    return 1;
 }
 
 static int
@@ -2508,7 +2536,8 @@ tie_nameless_fragments(cfg_builder_t *b)
 }
 
 /*
- * Find the procedures that never return, and cut the calls to them. Calls to cut are
+ * Find the procedures that never return, and cut the calls to them. *NORET gets their
+ * entries, sorted. Calls to cut are
  * in the procedures whose calls may have changed (built again, or whose calls may go to
  * another procedure now) and in callers of restarted procedures that never return. No
  * other procedure has one: after the last analysis none had a call to a procedure that
@@ -2517,11 +2546,15 @@ tie_nameless_fragments(cfg_builder_t *b)
  * to cut: looking at them all cost more than the rest of the analysis.)
  */
 static int
-noreturn_and_prune(cfg_builder_t *b)
+noreturn_and_prune(cfg_builder_t *b, cfg_u64_vec_t *noret)
 {
     size_t n = b->procs.n;
     uint8_t *prune = calloc(n + 1, 1), *restarted = calloc(n + 1, 1);
     int rc = prune == NULL || restarted == NULL ? QP_ENOMEM : find_noreturn(b, restarted, prune);
+    noret->n = 0;
+    for (size_t i = 0; i < n && rc >= 0; i++)
+        if (b->procs.v[i].p.flags & CFG_PROC_NORETURN)
+            rc = CFG_VEC_PUSH(*noret, b->procs.v[i].p.entry);
     for (size_t i = 0; i < n && rc >= 0; i++) {
         if (!restarted[i] || !(b->procs.v[i].p.flags & CFG_PROC_NORETURN))
             continue;
@@ -2531,7 +2564,7 @@ noreturn_and_prune(cfg_builder_t *b)
     }
     for (size_t i = 0; i < n && rc >= 0; i++)
         if (prune[i])
-            rc = prune_proc(b, &b->procs.v[i]);
+            rc = prune_proc(b, &b->procs.v[i], noret);
     free(prune);
     free(restarted);
     return rc < 0 ? rc : 0;
@@ -2588,22 +2621,15 @@ rebuild_if_stale(cfg_builder_t *b, cfg_bproc_t *bp, const cfg_u64_vec_t *noret)
 /*
  * Procedures with a "never returns" call to a callee that the last fixpoint says may
  * return: marked to be built again. Their call then gets its return edge (or a tail call
- * into the next procedure, when nothing follows it). Returns how many.
+ * into the next procedure, when nothing follows it). NORET: the entries of the procedures
+ * that never return (noreturn_and_prune), sorted. Returns how many.
  */
 static size_t
-rebuild_stale_noreturn_callers(cfg_builder_t *b)
+rebuild_stale_noreturn_callers(cfg_builder_t *b, const cfg_u64_vec_t *noret)
 {
-    cfg_u64_vec_t noret = { 0 };
-    for (size_t i = 0; i < b->procs.n; i++)
-        if ((b->procs.v[i].p.flags & CFG_PROC_NORETURN)
-            && CFG_VEC_PUSH(noret, b->procs.v[i].p.entry) < 0) {
-            noret.n = 0; /* (no memory: every callee searched) */
-            break;
-        }
     size_t n = 0;
     for (size_t i = 0; i < b->procs.n; i++)
-        n += rebuild_if_stale(b, &b->procs.v[i], &noret);
-    CFG_VEC_FREE(noret);
+        n += rebuild_if_stale(b, &b->procs.v[i], noret);
     return n;
 }
 
@@ -2739,6 +2765,7 @@ static int
 build_all(cfg_builder_t *b)
 {
     span_vec_t spans = { 0 }, pad_gaps = { 0 };
+    cfg_u64_vec_t noret = { 0 }; /* procedures that never return (noreturn_and_prune) */
     idx_vec_t todo = { 0 };
     int rc = 0, gap_rounds = 0, stale_rounds = 0, in_stale = 0;
     stale_snap_t snap = { 0 };
@@ -2766,7 +2793,7 @@ build_all(cfg_builder_t *b)
         if (built == 0)
             break; /* nothing changed since the last fixpoint and gap scan */
         DBG_PHASE("built");
-        if ((rc = noreturn_and_prune(b)) < 0)
+        if ((rc = noreturn_and_prune(b, &noret)) < 0)
             break;
         rc = 0;
         built = 0;
@@ -2784,7 +2811,7 @@ build_all(cfg_builder_t *b)
         rc = in_stale = 0;
         /* Callers built while a callee seemed never to return, which returns after all:
          * built again, the code after the call now traversed (a few times at most). */
-        if (stale_rounds < 4 && rebuild_stale_noreturn_callers(b) > 0) {
+        if (stale_rounds < 4 && rebuild_stale_noreturn_callers(b, &noret) > 0) {
             stale_rounds++;
             built = 1;
             if (stale_rounds < 4) {
@@ -2796,7 +2823,7 @@ build_all(cfg_builder_t *b)
         }
         if (b->opts.no_gap_procs || ++gap_rounds > 6)
             break;
-        gap_ctx_t g = { { 0 }, &pad_gaps, { 0 } };
+        gap_ctx_t g = { { 0 }, &pad_gaps, { 0 }, 0 };
         size_t before = b->procs.n;
         if ((rc = collect_spans(b, &spans)) < 0 || (rc = sorted_copy(&b->rejected, &g.rejected)) < 0
             || (rc = cfg_discover_sweep_begin(b)) < 0) {
@@ -2808,7 +2835,7 @@ build_all(cfg_builder_t *b)
         CFG_VEC_FREE(g.rejected);
         CFG_VEC_FREE(pad_gaps);
         pad_gaps = g.pad_now;
-        if (pad_gaps.n > 0)
+        if (!spans_sorted(&pad_gaps)) /* (met in address order but for the sections') */
             qsort(pad_gaps.v, pad_gaps.n, sizeof(span_t), cmp_span);
         if (rc >= 0)
             rc = merged;
@@ -2824,6 +2851,7 @@ build_all(cfg_builder_t *b)
     }
     CFG_VEC_FREE(spans);
     CFG_VEC_FREE(pad_gaps);
+    CFG_VEC_FREE(noret);
     CFG_VEC_FREE(todo);
     CFG_VEC_FREE(snap.flags);
     CFG_VEC_FREE(snap.mayret);

@@ -413,10 +413,19 @@ side_merge(cfg_builder_t *b, cfg_side_t *s)
     QP_CHECK(cfg_vec_grow((void **)&b->procs.v, &b->procs.cap, n + m, sizeof(cfg_bproc_t)));
     size_t i = n, k = m, o = n + m;
     while (k > 0) {
-        if (i > 0 && b->procs.v[i - 1].p.entry > s->keys[k - 1])
-            b->procs.v[--o] = b->procs.v[--i];
-        else
-            b->procs.v[--o] = s->procs.v[s->idx[--k]];
+        /* The old ones after the new one k - 1 move up in one piece. */
+        size_t lo = 0, hi = i;
+        while (lo < hi) {
+            size_t mid = (lo + hi) / 2;
+            if (b->procs.v[mid].p.entry > s->keys[k - 1])
+                hi = mid;
+            else
+                lo = mid + 1;
+        }
+        memmove(b->procs.v + o - (i - lo), b->procs.v + lo, (i - lo) * sizeof(cfg_bproc_t));
+        o -= i - lo;
+        i = lo;
+        b->procs.v[--o] = s->procs.v[s->idx[--k]];
     }
     b->procs.n = n + m;
     s->procs.n = 0;
