@@ -930,6 +930,19 @@ note_built(cfg_builder_t *b, uint32_t i)
         b->nr_dirty_lost = 1;
 }
 
+/* Give back the room past the N elements (of ELEM bytes) of a list, when there is some. */
+static void
+vec_trim(void **v, size_t *cap, size_t n, size_t elem)
+{
+    if (n == 0 || n == *cap)
+        return;
+    void *nv = realloc(*v, n * elem);
+    if (nv != NULL) {
+        *v = nv;
+        *cap = n;
+    }
+}
+
 /* (Re)build the CFG of procedure I with the scratch SC (see cfg_scratch_t). */
 static int
 build_proc(cfg_builder_t *b, cfg_scratch_t *sc, uint32_t i)
@@ -973,6 +986,10 @@ build_proc(cfg_builder_t *b, cfg_scratch_t *sc, uint32_t i)
     bp->nr_dirty = 1;
     if (note_noret_sites(bp) < 0)
         rc = QP_ENOMEM;
+    /* Blocks and edges are the analysis's largest lists, and most procedures small:
+     * kept at their size, not at the next power of two. */
+    vec_trim((void **)&bp->blocks.v, &bp->blocks.cap, bp->blocks.n, sizeof(*bp->blocks.v));
+    vec_trim((void **)&bp->edges.v, &bp->edges.cap, bp->edges.n, sizeof(*bp->edges.v));
     CFG_VEC_FREE(t.pending);
     CFG_VEC_FREE(t.last);
     CFG_VEC_FREE(t.labels);
