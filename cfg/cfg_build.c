@@ -2977,6 +2977,10 @@ cfg_prog_build(const cfg_image_t *img, const cfg_opts_t *opts, cfg_prog_t **out)
     if (rc == 0) {
         rc = check_extra_entries(&b);
         dbg_phase(&b, "converged");
+        /* What the noreturn analysis kept is no longer needed: its memory serves the
+         * program's arrays. */
+        nr_deps_free(b.nr);
+        b.nr = NULL;
         if (rc == 0)
             rc = flatten(&b, prog);
     }
