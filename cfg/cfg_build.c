@@ -1280,15 +1280,6 @@ assign_ranges(cfg_builder_t *b)
             cfg_mark_unbuilt(b, bp);
         bp->ranges_h = h;
     }
-#ifdef CFG_VERIFY_INCR
-    for (size_t i = 0; i < n && rc == 0; i++) {
-        cfg_bproc_t *bp = &b->procs.v[i];
-        if (idx_find(&look, (uint32_t)i) < 0
-            && ((bp->p.flags & CFG_PROC_FRAGMENT) || is_parent_of(&parents, (uint32_t)i)
-                || range_hash1(bp->p.start, bp->p.end) != bp->ranges_h))
-            abort();
-    }
-#endif
     CFG_VEC_FREE(look);
     CFG_VEC_FREE(frag);
     CFG_VEC_FREE(parent);
@@ -1545,11 +1536,6 @@ nr_deps_update(cfg_builder_t *b, cfg_nr_deps_t *d, uint8_t *root)
     }
     b->nr_dirty.n = 0;
     b->nr_dirty_lost = 0;
-#ifdef CFG_VERIFY_INCR
-    for (size_t j = 0; j < n; j++)
-        if (b->procs.v[j].nr_dirty)
-            abort();
-#endif
     for (size_t j = 0; j < n; j++)
         if (root[j])
             QP_CHECK(nr_deps_add(b, d, j));
@@ -1681,15 +1667,6 @@ find_noreturn(cfg_builder_t *b, uint8_t *restarted, uint8_t *root)
             set_noreturn_mark(&b->procs.v[i]);
     for (size_t k = 0; k < now_returning.n; k++)
         set_noreturn_mark(&b->procs.v[now_returning.v[k]]);
-#ifdef CFG_VERIFY_INCR
-    for (size_t i = 0; i < n; i++) {
-        cfg_bproc_t *bp = &b->procs.v[i];
-        uint32_t f = bp->p.flags;
-        set_noreturn_mark(bp);
-        if (f != bp->p.flags)
-            abort();
-    }
-#endif
 out:
     CFG_VEC_FREE(now_returning);
     free(sc.seen);
@@ -2765,14 +2742,6 @@ unbuilt_procs(cfg_builder_t *b, idx_vec_t *todo)
                 todo->v[k++] = todo->v[j];
         todo->n = k;
     }
-#ifdef CFG_VERIFY_INCR
-    size_t k = 0;
-    for (size_t i = 0; i < b->procs.n; i++)
-        if (!b->procs.v[i].built && (k >= todo->n || todo->v[k++] != i))
-            abort();
-    if (k != todo->n)
-        abort();
-#endif
     b->unbuilt.n = 0;
     b->unbuilt_lost = 0;
     return 0;

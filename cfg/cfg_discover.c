@@ -658,11 +658,6 @@ cfg_discover_add_new(cfg_builder_t *b)
             set_extent(b, pos[k]);
         }
         free(pos);
-#ifdef CFG_VERIFY_INCR
-        for (size_t j = 0; j < b->procs.n; j++)
-            if (b->procs.v[j].p.end != extent_end(b, j) || b->procs.v[j].p.start != b->procs.v[j].p.entry)
-                abort();
-#endif
     }
     return added;
 }
