@@ -895,19 +895,52 @@ blocks_changed(cfg_builder_t *b)
 /*
  * Note BP's "never returns" edges that are calls of a procedure's entry in
  * bp->noret_sites, for rebuild_stale_noreturn_callers (which would otherwise look at
- * every edge of their procedures each round). Called whenever BP's edges change.
+ * every edge of their procedures each round), and count its tail calls (bp->ntail).
+ * Called whenever BP's edges change.
  */
 static int
 note_noret_sites(cfg_bproc_t *bp)
 {
     bp->noret_sites.n = 0;
+    bp->ntail = 0;
     for (size_t e = 0; e < bp->edges.n; e++) {
         const cfg_edge_t *ed = &bp->edges.v[e];
         const cfg_block_t *bl = &bp->blocks.v[ed->from];
+        bp->ntail += ed->kind == CFG_EDGE_TAILCALL && ed->target != 0;
         if (ed->kind == CFG_EDGE_NORETURN && ed->target != 0 && bl->call_target == ed->target)
             QP_CHECK(CFG_VEC_PUSH(bp->noret_sites, ((cfg_noret_site_t) { ed->target, bl->end })));
     }
     return 0;
+}
+
+/* Was BP found only in a gap (perhaps jumped to by code that is no better)? */
+static int
+gap_only(const cfg_bproc_t *bp)
+{
+    return (bp->p.sources & CFG_SRC_GAP) && !(bp->p.sources & ~(CFG_SRC_GAP | CFG_SRC_TAILCALL));
+}
+
+/* Note procedure I, just built, for the noreturn analysis: its calls may go elsewhere
+ * now (build_proc set nr_dirty). */
+static void
+note_built(cfg_builder_t *b, uint32_t i)
+{
+    cfg_bproc_t *bp = cfg_discover_proc(b, i);
+    if (CFG_VEC_PUSH(b->nr_dirty, bp->p.entry) < 0)
+        b->nr_dirty_lost = 1;
+}
+
+/* Give back the room past the N elements (of ELEM bytes) of a list, when there is some. */
+static void
+vec_trim(void **v, size_t *cap, size_t n, size_t elem)
+{
+    if (n == 0 || n == *cap)
+        return;
+    void *nv = realloc(*v, n * elem);
+    if (nv != NULL) {
+        *v = nv;
+        *cap = n;
+    }
 }
 
 /* (Re)build the CFG of procedure I with the scratch SC (see cfg_scratch_t). */
@@ -946,11 +979,17 @@ build_proc(cfg_builder_t *b, cfg_scratch_t *sc, uint32_t i)
         rc = form_edges(&t);
     }
     bp->entry_block = local_block_at(bp, bp->p.entry);
+    if (bp->p.unsafe != NULL && gap_only(bp))
+        atomic_store_explicit(&b->unsafe_built, 1, memory_order_relaxed);
     bp->blocks_ver = blocks_changed(b);
     bp->built = 1;
     bp->nr_dirty = 1;
     if (note_noret_sites(bp) < 0)
         rc = QP_ENOMEM;
+    /* Blocks and edges are the analysis's largest lists, and most procedures small:
+     * kept at their size, not at the next power of two. */
+    vec_trim((void **)&bp->blocks.v, &bp->blocks.cap, bp->blocks.n, sizeof(*bp->blocks.v));
+    vec_trim((void **)&bp->edges.v, &bp->edges.cap, bp->edges.n, sizeof(*bp->edges.v));
     CFG_VEC_FREE(t.pending);
     CFG_VEC_FREE(t.last);
     CFG_VEC_FREE(t.labels);
@@ -1037,6 +1076,8 @@ build_round(cfg_builder_t *b, const uint32_t *todo, size_t n)
     int rc = cfg_parallel_for(nt, n, 16, round_task, &r, round_progress);
     if (nt > 1)
         cfg_discover_freeze(b, 0);
+    for (size_t k = 0; k < n; k++)
+        note_built(b, todo[k]);
     for (unsigned w = 0; w < nt; w++) {
         int frc = scratch_flush(b, &b->scratch[w]);
         if (rc == 0)
@@ -1065,10 +1106,130 @@ range_hash1(uint64_t start, uint64_t end)
     return 0x100000001b3ull ^ start ^ (end << 1);
 }
 
+typedef CFG_VEC(uint32_t) idx_vec_t;
+
+static int
+cmp_u32(const void *a, const void *b)
+{
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Sort V and drop repeats. */
+static void
+idx_sort_unique(idx_vec_t *v)
+{
+    if (v->n > 1)
+        qsort(v->v, v->n, sizeof(uint32_t), cmp_u32);
+    size_t k = 0;
+    for (size_t i = 0; i < v->n; i++)
+        if (k == 0 || v->v[k - 1] != v->v[i])
+            v->v[k++] = v->v[i];
+    v->n = k;
+}
+
+/* Where X is in the sorted V, or -1. */
+static ptrdiff_t
+idx_find(const idx_vec_t *v, uint32_t x)
+{
+    size_t lo = 0, hi = v->n;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (v->v[mid] < x)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < v->n && v->v[lo] == x ? (ptrdiff_t)lo : -1;
+}
+
+/* Push the indices of the procedures whose entries are in E (those still there). */
+static int
+idx_push_entries(const cfg_builder_t *b, idx_vec_t *v, const cfg_u64_vec_t *e)
+{
+    for (size_t k = 0; k < e->n; k++) {
+        uint32_t i = proc_by_entry(b, e->v[k]);
+        if (i != CFG_NONE)
+            QP_CHECK(CFG_VEC_PUSH(*v, i));
+    }
+    return 0;
+}
+
+/*
+ * The procedures assign_ranges must look at, in *LOOK (sorted): the fragments (*FRAG,
+ * sorted, their parents in *PARENT: CFG_NONE when gone, and then no longer fragments),
+ * the parents (*PARENTS, sorted), the procedures that had fragments when it last ran,
+ * and those marked not built since (among them every one whose extent changed, and the
+ * new ones). Any other is neither a fragment nor a parent and has the one range it had.
+ */
+static int
+ranges_to_look_at(cfg_builder_t *b, idx_vec_t *look, idx_vec_t *frag, idx_vec_t *parent,
+                  idx_vec_t *parents)
+{
+    size_t n = b->procs.n;
+    if (b->unbuilt_lost) {
+        for (size_t i = 0; i < n; i++) {
+            QP_CHECK(CFG_VEC_PUSH(*look, (uint32_t)i));
+            if (b->procs.v[i].p.flags & CFG_PROC_FRAGMENT)
+                QP_CHECK(CFG_VEC_PUSH(*frag, (uint32_t)i));
+        }
+    } else {
+        QP_CHECK(idx_push_entries(b, frag, &b->frags));
+        idx_sort_unique(frag);
+        size_t k = 0;
+        for (size_t j = 0; j < frag->n; j++)
+            if (b->procs.v[frag->v[j]].p.flags & CFG_PROC_FRAGMENT)
+                frag->v[k++] = frag->v[j];
+        frag->n = k;
+        QP_CHECK(idx_push_entries(b, look, &b->unbuilt));
+        QP_CHECK(idx_push_entries(b, look, &b->parents));
+        for (size_t j = 0; j < frag->n; j++)
+            QP_CHECK(CFG_VEC_PUSH(*look, frag->v[j]));
+    }
+    b->frags.n = 0;
+    for (size_t j = 0; j < frag->n; j++) {
+        cfg_bproc_t *f = &b->procs.v[frag->v[j]];
+        uint32_t pi = proc_by_entry(b, f->parent_entry);
+        QP_CHECK(CFG_VEC_PUSH(*parent, pi));
+        if (pi == CFG_NONE) {
+            f->p.flags &= ~(uint32_t)CFG_PROC_FRAGMENT;
+            cfg_mark_nr_dirty(b, f);
+            b->gen++;
+        } else {
+            QP_CHECK(CFG_VEC_PUSH(*parents, pi));
+            QP_CHECK(CFG_VEC_PUSH(b->frags, f->p.entry));
+        }
+    }
+    idx_sort_unique(parents);
+    b->parents.n = 0;
+    for (size_t j = 0; j < parents->n; j++) {
+        QP_CHECK(CFG_VEC_PUSH(b->parents, b->procs.v[parents->v[j]].p.entry));
+        if (!b->unbuilt_lost)
+            QP_CHECK(CFG_VEC_PUSH(*look, parents->v[j]));
+    }
+    idx_sort_unique(look);
+    return 0;
+}
+
+/* Is procedure I a parent, or a fragment (with a parent), as ranges_to_look_at found? */
+static int
+is_parent_of(const idx_vec_t *parents, uint32_t i)
+{
+    return idx_find(parents, i) >= 0;
+}
+
+static int
+is_fragment_of(const idx_vec_t *frag, const idx_vec_t *parent, uint32_t i)
+{
+    ptrdiff_t j = idx_find(frag, i);
+    return j >= 0 && parent->v[j] != CFG_NONE;
+}
+
 /*
  * Every procedure's ranges: its main extent, then its tied fragments' extents. A
  * procedure whose ranges changed is built again. Each keeps the hash of its ranges
- * (ranges_h), so that one with a single, unchanged range is not touched.
+ * (ranges_h), so that one with a single, unchanged range is not touched; only those
+ * that may have changed are looked at (ranges_to_look_at).
  */
 static int
 assign_ranges(cfg_builder_t *b)
@@ -1078,58 +1239,51 @@ assign_ranges(cfg_builder_t *b)
      * all bump b->gen): it would change nothing. */
     if (b->ranges_done && b->ranges_gen == b->gen && b->ranges_n == n)
         return 0;
-    uint32_t *parent = malloc((n + 1) * sizeof(uint32_t)); /* per fragment: its parent */
-    uint8_t *is_parent = calloc(n + 1, 1);
-    int rc = parent == NULL || is_parent == NULL ? QP_ENOMEM : 0;
-    for (size_t i = 0; i < n && rc == 0; i++) {
-        cfg_bproc_t *f = &b->procs.v[i];
-        parent[i] = CFG_NONE;
-        if (!(f->p.flags & CFG_PROC_FRAGMENT))
-            continue;
-        parent[i] = proc_by_entry(b, f->parent_entry);
-        if (parent[i] == CFG_NONE) {
-            f->p.flags &= ~(uint32_t)CFG_PROC_FRAGMENT;
-            f->nr_dirty = 1;
-            b->gen++;
-        } else
-            is_parent[parent[i]] = 1;
-    }
+    idx_vec_t look = { 0 }, frag = { 0 }, parent = { 0 }, parents = { 0 };
+    int rc = ranges_to_look_at(b, &look, &frag, &parent, &parents);
     /* A procedure that is neither a fragment nor a parent is done here, in one look. */
-    for (size_t i = 0; i < n && rc == 0; i++) {
+    for (size_t j = 0; j < look.n && rc == 0; j++) {
+        uint32_t i = look.v[j];
         cfg_bproc_t *bp = &b->procs.v[i];
+        int is_parent = is_parent_of(&parents, i);
         uint64_t h1 = range_hash1(bp->p.start, bp->p.end);
-        if (!is_parent[i] && h1 == bp->ranges_h)
+        if (!is_parent && h1 == bp->ranges_h)
             continue; /* the one range it has already */
         bp->ranges.n = 0;
         rc = CFG_VEC_PUSH(bp->ranges, ((cfg_range_t) { bp->p.start, bp->p.end }));
-        if (!is_parent[i] && parent[i] == CFG_NONE) {
-            bp->built = 0;
+        if (!is_parent && !is_fragment_of(&frag, &parent, i)) {
+            cfg_mark_unbuilt(b, bp);
             bp->ranges_h = h1;
         }
     }
-    for (size_t i = 0; i < n && rc == 0; i++) {
-        if (parent[i] == CFG_NONE)
+    for (size_t j = 0; j < frag.n && rc == 0; j++) {
+        if (parent.v[j] == CFG_NONE)
             continue;
-        cfg_bproc_t *f = &b->procs.v[i];
-        rc = CFG_VEC_PUSH(b->procs.v[parent[i]].ranges, ((cfg_range_t) { f->p.start, f->p.end }));
+        cfg_bproc_t *f = &b->procs.v[frag.v[j]];
+        rc = CFG_VEC_PUSH(b->procs.v[parent.v[j]].ranges, ((cfg_range_t) { f->p.start, f->p.end }));
         if (f->blocks.n > 0)
             f->blocks_ver = blocks_changed(b);
-        f->blocks.n = f->edges.n = f->noret_sites.n = 0; /* a fragment has no blocks of its own */
+        f->blocks.n = f->edges.n = f->noret_sites.n = f->ntail = 0; /* a fragment has no
+                                                                     * blocks of its own */
         f->entry_block = CFG_NONE;
     }
-    for (size_t i = 0; i < n && rc == 0; i++) {
-        if (!is_parent[i] && parent[i] == CFG_NONE)
+    for (size_t j = 0; j < look.n && rc == 0; j++) {
+        uint32_t i = look.v[j];
+        int is_parent = is_parent_of(&parents, i);
+        if (!is_parent && !is_fragment_of(&frag, &parent, i))
             continue;
         cfg_bproc_t *bp = &b->procs.v[i];
-        uint64_t h = is_parent[i] ? ranges_hash(bp) : range_hash1(bp->p.start, bp->p.end);
+        uint64_t h = is_parent ? ranges_hash(bp) : range_hash1(bp->p.start, bp->p.end);
         if (bp->p.flags & CFG_PROC_FRAGMENT)
             bp->built = 1;
         else if (h != bp->ranges_h)
-            bp->built = 0;
+            cfg_mark_unbuilt(b, bp);
         bp->ranges_h = h;
     }
-    free(parent);
-    free(is_parent);
+    CFG_VEC_FREE(look);
+    CFG_VEC_FREE(frag);
+    CFG_VEC_FREE(parent);
+    CFG_VEC_FREE(parents);
     b->ranges_done = rc == 0;
     b->ranges_gen = b->gen;
     b->ranges_n = n;
@@ -1363,23 +1517,39 @@ nr_deps_remap(const cfg_builder_t *b, cfg_nr_deps_t *d, uint8_t *root)
  * what nr_deps_remap finds. Their dependencies are added anew.
  */
 static int
-nr_deps_update(const cfg_builder_t *b, cfg_nr_deps_t *d, uint8_t *root)
+nr_deps_update(cfg_builder_t *b, cfg_nr_deps_t *d, uint8_t *root)
 {
     size_t n = b->procs.n;
     if (d->gen != b->gen || d->n != n)
         QP_CHECK(nr_deps_remap(b, d, root));
-    for (size_t j = 0; j < n; j++) {
-        if (!b->procs.v[j].nr_dirty)
+    /* Those marked nr_dirty: noted in b->nr_dirty (all looked at when one was not). */
+    size_t nd = b->nr_dirty_lost ? n : b->nr_dirty.n;
+    for (size_t k = 0; k < nd; k++) {
+        uint32_t j = b->nr_dirty_lost ? (uint32_t)k : proc_by_entry(b, b->nr_dirty.v[k]);
+        if (j == CFG_NONE || !b->procs.v[j].nr_dirty)
             continue;
+        b->procs.v[j].nr_dirty = 0; /* (find_noreturn would clear it) */
         root[j] = 1;
         for (uint32_t e = d->head[j]; e != CFG_NONE; e = d->next.v[e])
             if (d->who.v[e] != CFG_NONE)
                 root[d->who.v[e]] = 1;
     }
+    b->nr_dirty.n = 0;
+    b->nr_dirty_lost = 0;
     for (size_t j = 0; j < n; j++)
         if (root[j])
             QP_CHECK(nr_deps_add(b, d, j));
     return 0;
+}
+
+/* BP's CFG_PROC_NORETURN mark, from its "may return" (fragments have none). */
+static void
+set_noreturn_mark(cfg_bproc_t *bp)
+{
+    if (!bp->may_return && !(bp->p.flags & CFG_PROC_FRAGMENT))
+        bp->p.flags |= CFG_PROC_NORETURN;
+    else
+        bp->p.flags &= ~(uint32_t)CFG_PROC_NORETURN;
 }
 
 /*
@@ -1400,6 +1570,8 @@ find_noreturn(cfg_builder_t *b, uint8_t *restarted, uint8_t *root)
 {
     size_t n = b->procs.n;
     nr_scratch_t sc = { 0 };
+    CFG_VEC(uint32_t) now_returning = { 0 }; /* found to return, not restarted */
+    int first = b->nr == NULL;
     uint32_t *queue = malloc((n + 1) * sizeof(uint32_t));
     uint8_t *queued = calloc(n + 1, 1);
     int rc = 0;
@@ -1454,8 +1626,12 @@ find_noreturn(cfg_builder_t *b, uint8_t *restarted, uint8_t *root)
         b->procs.v[queue[k]].may_return = 0;
         restarted[queue[k]] = 1;
     }
-    for (size_t i = 0; i < n; i++)
-        b->procs.v[i].nr_dirty = 0;
+    if (first) {
+        for (size_t i = 0; i < n; i++)
+            b->procs.v[i].nr_dirty = 0; /* (else cleared by nr_deps_update) */
+        b->nr_dirty.n = 0;
+        b->nr_dirty_lost = 0;
+    }
     qt %= n + 1;
     while (qh != qt) {
         uint32_t i = queue[qh];
@@ -1472,6 +1648,8 @@ find_noreturn(cfg_builder_t *b, uint8_t *restarted, uint8_t *root)
         if (!r)
             continue;
         bp->may_return = 1;
+        if (!restarted[i] && (rc = CFG_VEC_PUSH(now_returning, i)) < 0)
+            goto out;
         for (uint32_t e = d->head[i]; e != CFG_NONE; e = d->next.v[e]) {
             uint32_t c = d->who.v[e];
             if (c != CFG_NONE && !queued[c] && !b->procs.v[c].may_return) {
@@ -1481,14 +1659,16 @@ find_noreturn(cfg_builder_t *b, uint8_t *restarted, uint8_t *root)
             }
         }
     }
-    for (size_t i = 0; i < n; i++) {
-        cfg_bproc_t *bp = &b->procs.v[i];
-        if (!bp->may_return && !(bp->p.flags & CFG_PROC_FRAGMENT))
-            bp->p.flags |= CFG_PROC_NORETURN;
-        else
-            bp->p.flags &= ~(uint32_t)CFG_PROC_NORETURN;
-    }
+    /* The mark follows "may return" where that may have changed: the procedures
+     * restarted (new ones, fragments tied or untied since: all restarted), and those
+     * found to return that were not. */
+    for (size_t i = 0; i < n; i++)
+        if (restarted[i])
+            set_noreturn_mark(&b->procs.v[i]);
+    for (size_t k = 0; k < now_returning.n; k++)
+        set_noreturn_mark(&b->procs.v[now_returning.v[k]]);
 out:
+    CFG_VEC_FREE(now_returning);
     free(sc.seen);
     free(sc.stack);
     free(queue);
@@ -1497,15 +1677,17 @@ out:
 }
 
 /* Remove blocks not reachable from the entry, after cutting return edges of noreturn
- * calls. Returns 1 when something changed. */
+ * calls (NORET: the entries of the procedures that never return, sorted). Returns 1
+ * when something changed. */
 static int
-prune_proc(cfg_builder_t *b, cfg_bproc_t *bp)
+prune_proc(cfg_builder_t *b, cfg_bproc_t *bp, const cfg_u64_vec_t *noret)
 {
     int cut = 0;
     for (size_t e = 0; e < bp->edges.n; e++) {
         cfg_edge_t *ed = &bp->edges.v[e];
         const cfg_block_t *bl = &bp->blocks.v[ed->from];
-        if (ed->kind == CFG_EDGE_CALLRET && bl->call_target && callee_noreturn(b, bl->call_target)) {
+        if (ed->kind == CFG_EDGE_CALLRET && bl->call_target
+            && cfg_u64_contains(noret->v, noret->n, bl->call_target)) {
             ed->kind = CFG_EDGE_NORETURN;
             ed->to = CFG_NONE;
             ed->target = bl->call_target;
@@ -1713,7 +1895,57 @@ for_each_gap(cfg_builder_t *b, const span_vec_t *v,
 
 typedef struct gap_ctx {
     cfg_u64_vec_t rejected;   /* gap starts that proved not to be code, sorted */
+    const span_vec_t *pad;    /* gaps that were all padding in the last sweep, sorted */
+    span_vec_t pad_now;       /* ... and in this one, in the order met */
+    size_t pad_at;            /* where the last look in `pad` ended */
 } gap_ctx_t;
+
+/* Was [START, END) a gap of nothing but padding in the last sweep (G->pad)? Gaps come
+ * in address order (within a section): the search goes on from where the last ended. */
+static int
+gap_was_padding(gap_ctx_t *g, uint64_t start, uint64_t end)
+{
+    const span_t *v = g->pad->v;
+    size_t n = g->pad->n, lo = g->pad_at, hi;
+    if (lo > n || (lo > 0 && v[lo - 1].start >= start))
+        lo = 0; /* (an earlier address: another section) */
+    /* v[lo - 1].start < start: the first start >= START is in [lo, hi). */
+    for (size_t step = 1;; step *= 2) {
+        hi = lo + step;
+        if (hi >= n) {
+            hi = n;
+            break;
+        }
+        if (v[hi - 1].start >= start)
+            break;
+        lo = hi;
+    }
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (g->pad->v[mid].start < start)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    g->pad_at = lo;
+    return lo < g->pad->n && g->pad->v[lo].start == start && g->pad->v[lo].end == end;
+}
+
+static int
+spans_sorted(const span_vec_t *v)
+{
+    for (size_t i = 1; i < v->n; i++)
+        if (v->v[i - 1].start > v->v[i].start)
+            return 0;
+    return 1;
+}
+
+static int
+cmp_span(const void *a, const void *b)
+{
+    const span_t *x = a, *y = b;
+    return x->start < y->start ? -1 : x->start > y->start;
+}
 
 static int
 on_gap_new_proc(cfg_builder_t *b, uint64_t start, uint64_t end, void *arg)
@@ -1723,10 +1955,14 @@ on_gap_new_proc(cfg_builder_t *b, uint64_t start, uint64_t end, void *arg)
     const uint8_t *p = cfg_image_ptr(b->img, start, &avail);
     if (p == NULL)
         return 0;
+    /* Most gaps are padding between procedures, and the same from sweep to sweep: the
+     * bytes are decoded once. */
+    if (gap_was_padding(g, start, end))
+        return CFG_VEC_PUSH(g->pad_now, ((span_t) { start, end }));
     size_t n = (size_t)(end - start) < avail ? (size_t)(end - start) : avail;
     size_t pad = padding_len(p, n, start);
     if (pad >= n)
-        return 0;
+        return CFG_VEC_PUSH(g->pad_now, ((span_t) { start, end }));
     uint64_t a = start + pad;
     if (cfg_u64_contains(g->rejected.v, g->rejected.n, a))
         return 0;
@@ -1757,6 +1993,7 @@ on_gap_new_proc(cfg_builder_t *b, uint64_t start, uint64_t end, void *arg)
         QP_CHECK(CFG_VEC_PUSH(bp->ranges, ((cfg_range_t) { bp->p.start, bp->p.end })));
         bp->ranges_h = ranges_hash(bp);
         QP_CHECK(build_proc(b, &b->scratch[0], pi));
+        note_built(b, pi);
         QP_CHECK(scratch_flush(b, &b->scratch[0]));
         bp = cfg_discover_proc(b, pi);
         if (bp->p.unsafe != NULL)
@@ -1842,11 +2079,14 @@ reject_bad_gap_procs(cfg_builder_t *b, cfg_u64_vec_t *rejected)
 {
     size_t k = 0;
     int dropped = 0;
+    /* Only builds make procedures unsafe, and sources are only ever added: none is
+     * to be dropped unless a build made one found only in a gap unsafe. */
+    if (!atomic_exchange_explicit(&b->unsafe_built, 0, memory_order_relaxed))
+        return 0;
     for (size_t i = 0; i < b->procs.n; i++) {
         cfg_bproc_t *bp = &b->procs.v[i];
         /* Found only in a gap (perhaps jumped to by code that is no better): data. */
-        if ((bp->p.sources & CFG_SRC_GAP) && !(bp->p.sources & ~(CFG_SRC_GAP | CFG_SRC_TAILCALL))
-            && bp->p.unsafe != NULL) {
+        if (gap_only(bp) && bp->p.unsafe != NULL) {
             QP_CHECK(CFG_VEC_PUSH(*rejected, bp->p.entry));
             cfg_bproc_free(bp);
             dropped = 1;
@@ -1871,14 +2111,65 @@ typedef struct prog_priv {
     uint32_t *by_addr;       /* block indices sorted by start address */
 } prog_priv_t;
 
-static const cfg_prog_t *sort_prog;
-
+/* Block X before block Y by address (then by index: the order is total). */
 static int
-cmp_block_idx(const void *a, const void *b)
+block_before(const cfg_prog_t *prog, uint32_t x, uint32_t y)
 {
-    const cfg_block_t *x = &sort_prog->blocks[*(const uint32_t *)a];
-    const cfg_block_t *y = &sort_prog->blocks[*(const uint32_t *)b];
-    return x->start < y->start ? -1 : x->start > y->start;
+    uint64_t sx = prog->blocks[x].start, sy = prog->blocks[y].start;
+    return sx < sy || (sx == sy && x < y);
+}
+
+/*
+ * Sort the N block indices V by address. They come as runs in address order, one per
+ * procedure, nearly all in order one after the other (a procedure's cold fragments
+ * break the order): runs are merged, pairwise, until one is left. TMP holds N.
+ */
+static void
+sort_block_runs(const cfg_prog_t *prog, uint32_t *v, uint32_t *tmp, size_t n)
+{
+    CFG_VEC(size_t) runs = { 0 }; /* run starts, then n */
+    for (size_t i = 0; i < n; i++)
+        if ((i == 0 || !block_before(prog, v[i - 1], v[i])) && CFG_VEC_PUSH(runs, i) < 0)
+            goto fallback;
+    if (CFG_VEC_PUSH(runs, n) < 0)
+        goto fallback;
+    uint32_t *from = v, *to = tmp;
+    while (runs.n > 2) {
+        size_t r = 0, k = 0;
+        for (; r + 2 < runs.n; r += 2) {
+            size_t a = runs.v[r], am = runs.v[r + 1], bm = runs.v[r + 2], o = a, c = am;
+            while (a < am && c < bm)
+                to[o++] = block_before(prog, from[c], from[a]) ? from[c++] : from[a++];
+            while (a < am)
+                to[o++] = from[a++];
+            while (c < bm)
+                to[o++] = from[c++];
+            runs.v[k++] = runs.v[r];
+        }
+        if (r + 1 < runs.n) { /* an odd run out: copied as it is */
+            memcpy(to + runs.v[r], from + runs.v[r], (runs.v[r + 1] - runs.v[r]) * sizeof(*v));
+            runs.v[k++] = runs.v[r];
+        }
+        runs.v[k++] = n;
+        runs.n = k;
+        uint32_t *t = from;
+        from = to;
+        to = t;
+    }
+    if (from != v)
+        memcpy(v, from, n * sizeof(*v));
+    CFG_VEC_FREE(runs);
+    return;
+fallback:
+    /* Without memory for the runs: one element at a time (insertion). */
+    CFG_VEC_FREE(runs);
+    for (size_t i = 1; i < n; i++) {
+        uint32_t x = v[i];
+        size_t k = i;
+        for (; k > 0 && block_before(prog, x, v[k - 1]); k--)
+            v[k] = v[k - 1];
+        v[k] = x;
+    }
 }
 
 static int
@@ -1898,8 +2189,13 @@ flatten(cfg_builder_t *b, cfg_prog_t *prog)
     if (!prog->procs || !prog->blocks || !prog->edges || !prog->preds || !prog->tables)
         return QP_ENOMEM;
     uint32_t *local_to_global = malloc((nb + 1) * sizeof(uint32_t));
-    if (local_to_global == NULL)
+    prog_priv_t *pp = prog->priv;
+    pp->by_addr = malloc((nb + 1) * sizeof(uint32_t));
+    if (local_to_global == NULL || pp->by_addr == NULL) {
+        free(local_to_global);
         return QP_ENOMEM;
+    }
+    size_t nsorted = 0;
     for (size_t i = 0; i < b->procs.n; i++) {
         cfg_bproc_t *bp = &b->procs.v[i];
         cfg_proc_t *p = &prog->procs[prog->nprocs++];
@@ -1935,13 +2231,14 @@ flatten(cfg_builder_t *b, cfg_prog_t *prog)
             prog->blocks[local_to_global[k]] = bl;
         }
         prog->nblocks = g;
+        for (uint32_t k = 0; k < bp->blocks.n; k++) /* local blocks are in address order */
+            pp->by_addr[nsorted++] = local_to_global[k];
         for (size_t k = 0; k < bp->tables.n; k++)
             prog->tables[prog->ntables++] = bp->tables.v[k];
         /* The builder's copy is no longer needed. */
         CFG_VEC_FREE(bp->blocks);
         CFG_VEC_FREE(bp->edges);
     }
-    free(local_to_global);
     /* Predecessors: counting sort of edge indices by destination. */
     for (uint32_t e = 0; e < prog->nedges; e++)
         if (prog->edges[e].to != CFG_NONE)
@@ -1957,15 +2254,9 @@ flatten(cfg_builder_t *b, cfg_prog_t *prog)
         if (to != CFG_NONE)
             prog->preds[prog->blocks[to].pred + prog->blocks[to].npred++] = e;
     }
-    /* Block lookup by address. */
-    prog_priv_t *pp = prog->priv;
-    pp->by_addr = malloc((prog->nblocks + 1) * sizeof(uint32_t));
-    if (pp->by_addr == NULL)
-        return QP_ENOMEM;
-    for (uint32_t k = 0; k < prog->nblocks; k++)
-        pp->by_addr[k] = k;
-    sort_prog = prog;
-    qsort(pp->by_addr, prog->nblocks, sizeof(uint32_t), cmp_block_idx);
+    /* Block lookup by address (local_to_global is scratch enough). */
+    sort_block_runs(prog, pp->by_addr, local_to_global, prog->nblocks);
+    free(local_to_global);
     return 0;
 }
 
@@ -1985,7 +2276,7 @@ collect_interior_entries(cfg_builder_t *b)
     int added = 0;
     for (size_t i = 0; i < b->procs.n; i++) {
         const cfg_bproc_t *bp = &b->procs.v[i];
-        for (size_t e = 0; e < bp->edges.n; e++) {
+        for (size_t e = 0; bp->ntail > 0 && e < bp->edges.n; e++) {
             const cfg_edge_t *ed = &bp->edges.v[e];
             if (ed->kind != CFG_EDGE_TAILCALL || ed->target == 0)
                 continue;
@@ -2004,7 +2295,7 @@ collect_interior_entries(cfg_builder_t *b)
                 continue;
             QP_CHECK(CFG_VEC_PUSH(tp->extra_entries, ed->target));
             tp->p.flags |= CFG_PROC_MULTI_ENTRY;
-            tp->built = 0;
+            cfg_mark_unbuilt(b, tp);
             if (tp->p.flags & CFG_PROC_FRAGMENT)
                 b->ranges_done = 0; /* assign_ranges marks it built (it has no blocks) */
             added++;
@@ -2063,11 +2354,20 @@ compute_stats(cfg_builder_t *b, cfg_prog_t *prog)
             if (p->sources & (1u << s))
                 st->nprocs_by_src[s]++;
     }
+    /* The blocks as spans, adjacent ones of a section as one (the gaps are the same). */
     span_vec_t v = { 0 };
     const prog_priv_t *pp = prog->priv;
+    const cfg_section_t *sec = NULL; /* the section of the last span's start */
     int rc = 0;
     for (uint32_t k = 0; k < prog->nblocks && rc == 0; k++) {
         const cfg_block_t *bl = &prog->blocks[pp->by_addr[k]];
+        span_t *last = v.n > 0 ? &v.v[v.n - 1] : NULL;
+        if (last != NULL && last->end == bl->start && sec != NULL && bl->start > sec->vma
+            && bl->start < sec->vma + sec->size) {
+            last->end = bl->end;
+            continue;
+        }
+        sec = cfg_image_section_at(b->img, bl->start);
         rc = CFG_VEC_PUSH(v, ((span_t) { bl->start, bl->end }));
     }
     stat_ctx_t c = { st, prog, { 0 } };
@@ -2095,6 +2395,10 @@ builder_free(cfg_builder_t *b)
     CFG_VEC_FREE(b->new_srcs);
     CFG_VEC_FREE(b->rejected);
     CFG_VEC_FREE(b->landing_pads);
+    CFG_VEC_FREE(b->unbuilt);
+    CFG_VEC_FREE(b->frags);
+    CFG_VEC_FREE(b->parents);
+    CFG_VEC_FREE(b->nr_dirty);
     nr_deps_free(b->nr);
     b->nr = NULL;
     for (size_t i = 0; i < b->strings.n; i++)
@@ -2130,8 +2434,8 @@ tie_nameless_fragments(cfg_builder_t *b)
         if (fp->tied_nameless && (fp->p.sources & not_fragment)) {
             fp->p.flags &= ~(uint32_t)CFG_PROC_FRAGMENT;
             fp->tied_nameless = 0;
-            fp->built = 0;
-            fp->nr_dirty = 1;
+            cfg_mark_unbuilt(b, fp);
+            cfg_mark_nr_dirty(b, fp);
             b->gen++;
             changed++;
         }
@@ -2147,7 +2451,7 @@ tie_nameless_fragments(cfg_builder_t *b)
         from[i] = CFG_NONE;
     for (size_t i = 0; i < n; i++) {
         const cfg_bproc_t *bp = &b->procs.v[i];
-        for (size_t e = 0; e < bp->edges.n; e++) {
+        for (size_t e = 0; bp->ntail > 0 && e < bp->edges.n; e++) {
             const cfg_edge_t *ed = &bp->edges.v[e];
             /* (A call's way on into the next procedure is no jump to a fragment.) */
             if (ed->kind != CFG_EDGE_TAILCALL || ed->target == 0 || after_call(bp, ed))
@@ -2198,12 +2502,13 @@ tie_nameless_fragments(cfg_builder_t *b)
         fp->p.flags |= CFG_PROC_FRAGMENT;
         fp->parent_entry = pp->p.entry;
         fp->tied_nameless = 1;
-        fp->nr_dirty = 1;
+        cfg_mark_nr_dirty(b, fp);
         b->gen++;
         tied++;
     }
     free(from);
     free(many);
+    QP_CHECK(cfg_list_fragments(b));
     if (!tied)
         return changed;
     /* Gap procedures inside a tied fragment's FDE range are part of it. */
@@ -2225,7 +2530,8 @@ tie_nameless_fragments(cfg_builder_t *b)
 }
 
 /*
- * Find the procedures that never return, and cut the calls to them. Calls to cut are
+ * Find the procedures that never return, and cut the calls to them. *NORET gets their
+ * entries, sorted. Calls to cut are
  * in the procedures whose calls may have changed (built again, or whose calls may go to
  * another procedure now) and in callers of restarted procedures that never return. No
  * other procedure has one: after the last analysis none had a call to a procedure that
@@ -2234,11 +2540,15 @@ tie_nameless_fragments(cfg_builder_t *b)
  * to cut: looking at them all cost more than the rest of the analysis.)
  */
 static int
-noreturn_and_prune(cfg_builder_t *b)
+noreturn_and_prune(cfg_builder_t *b, cfg_u64_vec_t *noret)
 {
     size_t n = b->procs.n;
     uint8_t *prune = calloc(n + 1, 1), *restarted = calloc(n + 1, 1);
     int rc = prune == NULL || restarted == NULL ? QP_ENOMEM : find_noreturn(b, restarted, prune);
+    noret->n = 0;
+    for (size_t i = 0; i < n && rc >= 0; i++)
+        if (b->procs.v[i].p.flags & CFG_PROC_NORETURN)
+            rc = CFG_VEC_PUSH(*noret, b->procs.v[i].p.entry);
     for (size_t i = 0; i < n && rc >= 0; i++) {
         if (!restarted[i] || !(b->procs.v[i].p.flags & CFG_PROC_NORETURN))
             continue;
@@ -2248,7 +2558,7 @@ noreturn_and_prune(cfg_builder_t *b)
     }
     for (size_t i = 0; i < n && rc >= 0; i++)
         if (prune[i])
-            rc = prune_proc(b, &b->procs.v[i]);
+            rc = prune_proc(b, &b->procs.v[i], noret);
     free(prune);
     free(restarted);
     return rc < 0 ? rc : 0;
@@ -2257,11 +2567,6 @@ noreturn_and_prune(cfg_builder_t *b)
 /*
  * Build every procedure that is not current, then find procedures that never return and
  * code in gaps, until nothing changes. Work is only redone where something changed.
- */
-/*
- * Procedures with a "never returns" call to a callee that the last fixpoint says may
- * return: marked to be built again. Their call then gets its return edge (or a tail call
- * into the next procedure, when nothing follows it). Returns how many.
  */
 /*
  * Would a call of BP that returns to NEXT get anything but a "never returns" edge, were
@@ -2282,25 +2587,43 @@ return_site_used(const cfg_builder_t *b, const cfg_bproc_t *bp, uint64_t next)
     return proc_by_entry(b, after) != CFG_NONE;
 }
 
+/*
+ * Mark BP to be built again when one of its "never returns" calls goes to a callee
+ * that may return (see rebuild_stale_noreturn_callers); 1 when marked. NORET: the
+ * entries of the procedures that never return (sorted), most callees: one look there
+ * instead of a search of the procedures.
+ */
 static size_t
-rebuild_stale_noreturn_callers(cfg_builder_t *b)
+rebuild_if_stale(cfg_builder_t *b, cfg_bproc_t *bp, const cfg_u64_vec_t *noret)
 {
-    size_t n = 0;
-    for (size_t i = 0; i < b->procs.n; i++) {
-        cfg_bproc_t *bp = &b->procs.v[i];
-        for (size_t s = 0; s < bp->noret_sites.n; s++) {
-            const cfg_noret_site_t *ns = &bp->noret_sites.v[s];
-            uint32_t c = proc_by_entry(b, ns->callee);
-            if (c != CFG_NONE && !(b->procs.v[c].p.flags & CFG_PROC_NORETURN)
-                && return_site_used(b, bp, ns->ret)) {
-                bp->built = 0;
-                if (bp->p.flags & CFG_PROC_FRAGMENT)
-                    b->ranges_done = 0; /* see assign_ranges */
-                n++;
-                break;
-            }
+    for (size_t s = 0; s < bp->noret_sites.n; s++) {
+        const cfg_noret_site_t *ns = &bp->noret_sites.v[s];
+        if (cfg_u64_contains(noret->v, noret->n, ns->callee))
+            continue; /* never returns still */
+        uint32_t c = proc_by_entry(b, ns->callee);
+        if (c != CFG_NONE && !(b->procs.v[c].p.flags & CFG_PROC_NORETURN)
+            && return_site_used(b, bp, ns->ret)) {
+            cfg_mark_unbuilt(b, bp);
+            if (bp->p.flags & CFG_PROC_FRAGMENT)
+                b->ranges_done = 0; /* see assign_ranges */
+            return 1;
         }
     }
+    return 0;
+}
+
+/*
+ * Procedures with a "never returns" call to a callee that the last fixpoint says may
+ * return: marked to be built again. Their call then gets its return edge (or a tail call
+ * into the next procedure, when nothing follows it). NORET: the entries of the procedures
+ * that never return (noreturn_and_prune), sorted. Returns how many.
+ */
+static size_t
+rebuild_stale_noreturn_callers(cfg_builder_t *b, const cfg_u64_vec_t *noret)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < b->procs.n; i++)
+        n += rebuild_if_stale(b, &b->procs.v[i], noret);
     return n;
 }
 
@@ -2398,11 +2721,38 @@ snap_same(const cfg_builder_t *b, const stale_snap_t *sn)
     return rc < 0 ? rc : same;
 }
 
+/*
+ * The procedures not built, in *TODO (in order): those marked since the last round
+ * (b->unbuilt, emptied), or every procedure looked at when one could not be noted.
+ */
+static int
+unbuilt_procs(cfg_builder_t *b, idx_vec_t *todo)
+{
+    todo->n = 0;
+    if (b->unbuilt_lost) {
+        for (size_t i = 0; i < b->procs.n; i++)
+            if (!b->procs.v[i].built)
+                QP_CHECK(CFG_VEC_PUSH(*todo, (uint32_t)i));
+    } else {
+        QP_CHECK(idx_push_entries(b, todo, &b->unbuilt));
+        idx_sort_unique(todo);
+        size_t k = 0;
+        for (size_t j = 0; j < todo->n; j++)
+            if (!b->procs.v[todo->v[j]].built)
+                todo->v[k++] = todo->v[j];
+        todo->n = k;
+    }
+    b->unbuilt.n = 0;
+    b->unbuilt_lost = 0;
+    return 0;
+}
+
 static int
 build_all(cfg_builder_t *b)
 {
-    span_vec_t spans = { 0 };
-    CFG_VEC(uint32_t) todo = { 0 };
+    span_vec_t spans = { 0 }, pad_gaps = { 0 };
+    cfg_u64_vec_t noret = { 0 }; /* procedures that never return (noreturn_and_prune) */
+    idx_vec_t todo = { 0 };
     int rc = 0, gap_rounds = 0, stale_rounds = 0, in_stale = 0;
     stale_snap_t snap = { 0 };
     size_t built = 0;
@@ -2410,10 +2760,8 @@ build_all(cfg_builder_t *b)
         DBG_PHASE("round");
         if ((rc = assign_ranges(b)) < 0)
             break;
-        todo.n = 0;
-        for (size_t i = 0; i < b->procs.n && rc == 0; i++)
-            if (!b->procs.v[i].built)
-                rc = CFG_VEC_PUSH(todo, (uint32_t)i);
+        if ((rc = unbuilt_procs(b, &todo)) < 0)
+            break;
         if (rc == 0 && todo.n > 0)
             rc = build_round(b, todo.v, todo.n);
         built += todo.n;
@@ -2431,7 +2779,7 @@ build_all(cfg_builder_t *b)
         if (built == 0)
             break; /* nothing changed since the last fixpoint and gap scan */
         DBG_PHASE("built");
-        if ((rc = noreturn_and_prune(b)) < 0)
+        if ((rc = noreturn_and_prune(b, &noret)) < 0)
             break;
         rc = 0;
         built = 0;
@@ -2449,7 +2797,7 @@ build_all(cfg_builder_t *b)
         rc = in_stale = 0;
         /* Callers built while a callee seemed never to return, which returns after all:
          * built again, the code after the call now traversed (a few times at most). */
-        if (stale_rounds < 4 && rebuild_stale_noreturn_callers(b) > 0) {
+        if (stale_rounds < 4 && rebuild_stale_noreturn_callers(b, &noret) > 0) {
             stale_rounds++;
             built = 1;
             if (stale_rounds < 4) {
@@ -2461,7 +2809,7 @@ build_all(cfg_builder_t *b)
         }
         if (b->opts.no_gap_procs || ++gap_rounds > 6)
             break;
-        gap_ctx_t g = { { 0 } };
+        gap_ctx_t g = { { 0 }, &pad_gaps, { 0 }, 0 };
         size_t before = b->procs.n;
         if ((rc = collect_spans(b, &spans)) < 0 || (rc = sorted_copy(&b->rejected, &g.rejected)) < 0
             || (rc = cfg_discover_sweep_begin(b)) < 0) {
@@ -2471,6 +2819,10 @@ build_all(cfg_builder_t *b)
         rc = for_each_gap(b, &spans, on_gap_new_proc, &g);
         int merged = cfg_discover_sweep_end(b);
         CFG_VEC_FREE(g.rejected);
+        CFG_VEC_FREE(pad_gaps);
+        pad_gaps = g.pad_now;
+        if (!spans_sorted(&pad_gaps)) /* (met in address order but for the sections') */
+            qsort(pad_gaps.v, pad_gaps.n, sizeof(span_t), cmp_span);
         if (rc >= 0)
             rc = merged;
         if (rc < 0)
@@ -2484,6 +2836,8 @@ build_all(cfg_builder_t *b)
         rc = 0;
     }
     CFG_VEC_FREE(spans);
+    CFG_VEC_FREE(pad_gaps);
+    CFG_VEC_FREE(noret);
     CFG_VEC_FREE(todo);
     CFG_VEC_FREE(snap.flags);
     CFG_VEC_FREE(snap.mayret);
@@ -2592,6 +2946,10 @@ cfg_prog_build(const cfg_image_t *img, const cfg_opts_t *opts, cfg_prog_t **out)
     if (rc == 0) {
         rc = check_extra_entries(&b);
         dbg_phase(&b, "converged");
+        /* What the noreturn analysis kept is no longer needed: its memory serves the
+         * program's arrays. */
+        nr_deps_free(b.nr);
+        b.nr = NULL;
         if (rc == 0)
             rc = flatten(&b, prog);
     }

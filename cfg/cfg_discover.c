@@ -168,6 +168,34 @@ init_proc(cfg_builder_t *b, uint64_t addr, uint64_t hint_end, uint32_t sources, 
         bp.name_noreturn = 1;
     }
     *bp_out = bp;
+    if (CFG_VEC_PUSH(b->unbuilt, addr) < 0) /* not built yet */
+        b->unbuilt_lost = 1;
+    return 0;
+}
+
+void
+cfg_mark_unbuilt(cfg_builder_t *b, cfg_bproc_t *bp)
+{
+    bp->built = 0;
+    if (CFG_VEC_PUSH(b->unbuilt, bp->p.entry) < 0)
+        b->unbuilt_lost = 1;
+}
+
+void
+cfg_mark_nr_dirty(cfg_builder_t *b, cfg_bproc_t *bp)
+{
+    bp->nr_dirty = 1;
+    if (CFG_VEC_PUSH(b->nr_dirty, bp->p.entry) < 0)
+        b->nr_dirty_lost = 1;
+}
+
+int
+cfg_list_fragments(cfg_builder_t *b)
+{
+    b->frags.n = 0;
+    for (size_t i = 0; i < b->procs.n; i++)
+        if (b->procs.v[i].p.flags & CFG_PROC_FRAGMENT)
+            QP_CHECK(CFG_VEC_PUSH(b->frags, b->procs.v[i].p.entry));
     return 0;
 }
 
@@ -385,10 +413,19 @@ side_merge(cfg_builder_t *b, cfg_side_t *s)
     QP_CHECK(cfg_vec_grow((void **)&b->procs.v, &b->procs.cap, n + m, sizeof(cfg_bproc_t)));
     size_t i = n, k = m, o = n + m;
     while (k > 0) {
-        if (i > 0 && b->procs.v[i - 1].p.entry > s->keys[k - 1])
-            b->procs.v[--o] = b->procs.v[--i];
-        else
-            b->procs.v[--o] = s->procs.v[s->idx[--k]];
+        /* The old ones after the new one k - 1 move up in one piece. */
+        size_t lo = 0, hi = i;
+        while (lo < hi) {
+            size_t mid = (lo + hi) / 2;
+            if (b->procs.v[mid].p.entry > s->keys[k - 1])
+                hi = mid;
+            else
+                lo = mid + 1;
+        }
+        memmove(b->procs.v + o - (i - lo), b->procs.v + lo, (i - lo) * sizeof(cfg_bproc_t));
+        o -= i - lo;
+        i = lo;
+        b->procs.v[--o] = s->procs.v[s->idx[--k]];
     }
     b->procs.n = n + m;
     s->procs.n = 0;
@@ -498,27 +535,43 @@ cfg_discover_find(const cfg_builder_t *b, uint64_t addr)
     return addr < p->p.end ? (uint32_t)(lo - 1) : CFG_NONE;
 }
 
+/* The end of procedure I's extent in b->procs: its section's end, the next entry, or
+ * the end its symbol, FDE or gap gave, whichever comes first. */
+static uint64_t
+extent_end(const cfg_builder_t *b, size_t i)
+{
+    const cfg_bproc_t *bp = &b->procs.v[i];
+    const cfg_section_t *s = cfg_image_section_at(b->img, bp->p.entry);
+    uint64_t end = s ? s->vma + s->size : bp->p.entry + 1;
+    if (i + 1 < b->procs.n && b->procs.v[i + 1].p.entry < end)
+        end = b->procs.v[i + 1].p.entry;
+    if (bp->hint_end > bp->p.entry && bp->hint_end < end)
+        end = bp->hint_end;
+    if (bp->limit_end > bp->p.entry && bp->limit_end < end)
+        end = bp->limit_end;
+    return end;
+}
+
+/* Set procedure I's extent (a changed one is to be built again). */
+static void
+set_extent(cfg_builder_t *b, size_t i)
+{
+    cfg_bproc_t *bp = &b->procs.v[i];
+    uint64_t end = extent_end(b, i);
+    if (end != bp->p.end) {
+        cfg_mark_unbuilt(b, bp);
+        cfg_mark_nr_dirty(b, bp); /* calls into its old extent may go elsewhere now */
+    }
+    bp->p.start = bp->p.entry;
+    bp->p.end = end;
+}
+
 void
 cfg_discover_extents(cfg_builder_t *b)
 {
     b->gen++;
-    for (size_t i = 0; i < b->procs.n; i++) {
-        cfg_bproc_t *bp = &b->procs.v[i];
-        const cfg_section_t *s = cfg_image_section_at(b->img, bp->p.entry);
-        uint64_t end = s ? s->vma + s->size : bp->p.entry + 1;
-        if (i + 1 < b->procs.n && b->procs.v[i + 1].p.entry < end)
-            end = b->procs.v[i + 1].p.entry;
-        if (bp->hint_end > bp->p.entry && bp->hint_end < end)
-            end = bp->hint_end;
-        if (bp->limit_end > bp->p.entry && bp->limit_end < end)
-            end = bp->limit_end;
-        if (end != bp->p.end) {
-            bp->built = 0;
-            bp->nr_dirty = 1; /* calls into its old extent may go elsewhere now */
-        }
-        bp->p.start = bp->p.entry;
-        bp->p.end = end;
-    }
+    for (size_t i = 0; i < b->procs.n; i++)
+        set_extent(b, i);
 }
 
 int
@@ -572,6 +625,7 @@ cfg_discover_add_new(cfg_builder_t *b)
         if (tmp == NULL)
             return QP_ENOMEM;
         memcpy(tmp, b->procs.v + n0, na * sizeof(cfg_bproc_t));
+        size_t *pos = malloc(na * sizeof(size_t)); /* where the new ones went */
         size_t i = n0, k = na, o = n;
         while (k > 0) {
             /* The old ones after the new one tmp[k - 1] move up in one piece. */
@@ -588,9 +642,22 @@ cfg_discover_add_new(cfg_builder_t *b)
             o -= i - lo;
             i = lo;
             b->procs.v[--o] = tmp[--k];
+            if (pos != NULL)
+                pos[k] = o;
         }
         free(tmp);
-        cfg_discover_extents(b);
+        if (pos == NULL) {
+            cfg_discover_extents(b);
+            return added;
+        }
+        /* Only the new ones' extents and their predecessors' changed. */
+        b->gen++;
+        for (k = 0; k < na; k++) {
+            if (pos[k] > 0)
+                set_extent(b, pos[k] - 1);
+            set_extent(b, pos[k]);
+        }
+        free(pos);
     }
     return added;
 }
@@ -757,6 +824,8 @@ cfg_discover(cfg_builder_t *b)
     rc = cfg_discover_add_new(b);
     if (rc >= 0)
         rc = tie_fragments(b);
+    if (rc >= 0)
+        rc = cfg_list_fragments(b);
 out:
     CFG_VEC_FREE(v);
     return rc;

@@ -38,9 +38,13 @@ cfg_image_intern(cfg_image_t *img, const char *s)
  * Decoded instructions, kept (cfg_image_decode)
  */
 
-/* An instruction as arch_decode gave it, less its address (known from where it is kept). */
+/*
+ * An instruction as arch_decode gave it, less its address (known from where it is kept)
+ * and its target: that is the pc-relative field's value added to the next address, read
+ * again from the bytes (an instruction whose target is not that is not kept). Eight
+ * bytes: the analysis of a large program keeps tens of millions.
+ */
 typedef struct dc_insn {
-    uint64_t target;       /* arch_insn_t.target */
     uint8_t len;           /* arch_insn_t.len */
     uint8_t kind;          /* arch_insn_t.kind */
     uint8_t rel_off;       /* arch_insn_t.rel_off */
@@ -50,7 +54,7 @@ typedef struct dc_insn {
     uint8_t flags_written; /* arch_insn_t.flags_written */
 } dc_insn_t;
 
-#define DC_CHUNK_BITS 16 /* instructions per chunk (1 MiB): chunks never move */
+#define DC_CHUNK_BITS 16 /* instructions per chunk (512 KiB): chunks never move */
 #define DC_CHUNK ((size_t)1 << DC_CHUNK_BITS)
 #define DC_MAX_CHUNKS (((size_t)UINT32_MAX >> DC_CHUNK_BITS) + 1)
 
@@ -150,10 +154,39 @@ dcache_chunk(cfg_dcache_t *dc, size_t k)
     return c;
 }
 
-/* Keep IN, decoded at byte OFF of the section whose index is AT. */
-static void
-dcache_put(cfg_dcache_t *dc, _Atomic uint32_t *at, uint64_t off, const arch_insn_t *in)
+/* The target of an instruction of LEN bytes at ADDR (bytes P) with its pc-relative field
+ * at REL_OFF (REL_SIZE bytes; 0: none, and no target). */
+static uint64_t
+dc_target(const uint8_t *p, uint64_t addr, uint8_t len, uint8_t rel_off, uint8_t rel_size)
 {
+    int64_t v;
+    switch (rel_size) {
+    case 1: v = (int8_t)p[rel_off]; break;
+    case 2: {
+        int16_t x;
+        memcpy(&x, p + rel_off, 2);
+        v = x;
+        break;
+    }
+    case 4: {
+        int32_t x;
+        memcpy(&x, p + rel_off, 4);
+        v = x;
+        break;
+    }
+    default: return 0;
+    }
+    return addr + len + (uint64_t)v;
+}
+
+/* Keep IN, decoded at byte OFF (bytes P) of the section whose index is AT. */
+static void
+dcache_put(cfg_dcache_t *dc, _Atomic uint32_t *at, uint64_t off, const uint8_t *p,
+           const arch_insn_t *in)
+{
+    if (in->rel_off + in->rel_size > in->len
+        || dc_target(p, in->addr, in->len, in->rel_off, in->rel_size) != in->target)
+        return; /* (a 32-bit address wrapped, say: decoded each time) */
     size_t k = atomic_fetch_add_explicit(&dc->n, 1, memory_order_relaxed);
     if (k >= UINT32_MAX - 1)
         return;
@@ -161,7 +194,7 @@ dcache_put(cfg_dcache_t *dc, _Atomic uint32_t *at, uint64_t off, const arch_insn
     if (c == NULL)
         return;
     c[k & (DC_CHUNK - 1)] = (dc_insn_t) {
-        in->target, in->len, in->kind, in->rel_off, in->rel_size, in->flags, in->flags_read,
+        in->len, in->kind, in->rel_off, in->rel_size, in->flags, in->flags_read,
         in->flags_written,
     };
     uint32_t none = 0;
@@ -199,14 +232,15 @@ cfg_image_decode(const cfg_image_t *img, uint64_t addr, uint64_t limit, arch_ins
         /* Decoding reads the instruction's bytes and no more: the same result, unless
          * the limit cuts it short (then decode, and fail, as arch_decode does). */
         if (c->len <= avail) {
-            *out = (arch_insn_t) { addr, c->target, c->len, c->kind, c->rel_off, c->rel_size,
+            uint64_t target = dc_target(s->bytes + off, addr, c->len, c->rel_off, c->rel_size);
+            *out = (arch_insn_t) { addr, target, c->len, c->kind, c->rel_off, c->rel_size,
                                    c->flags, c->flags_read, c->flags_written };
             return 0;
         }
     }
     int rc = arch_decode(s->bytes + off, avail, addr, out);
     if (rc == 0 && at != NULL && idx == 0)
-        dcache_put(dc, at, off, out);
+        dcache_put(dc, at, off, s->bytes + off, out);
     return rc;
 }
 

@@ -208,6 +208,9 @@ typedef struct cfg_bproc {
     uint64_t ranges_h;                /* hash of `ranges` (assign_ranges) */
     CFG_VEC(cfg_noret_site_t) noret_sites; /* its "never returns" edges that are calls,
                                        * in edge order (kept with `edges`) */
+    uint32_t ntail;                   /* its tail-call edges to a known address (kept
+                                       * with `edges`): procedures without any are
+                                       * skipped by the passes that look for them */
     uint64_t blocks_ver;              /* a new value (b->blocks_ver) whenever `blocks`
                                        * change; 0: never had any */
     CFG_VEC(cfg_range_t) covered;     /* gap sweep: runs of adjacent blocks, as last found */
@@ -240,6 +243,18 @@ typedef struct cfg_builder {
     uint64_t gen;                     /* bumped when procedures, extents or fragments change */
     struct cfg_nr_deps *nr;           /* noreturn analysis: who depends on whom, or NULL */
     atomic_uint_least64_t blocks_ver; /* the last cfg_bproc_t.blocks_ver given out */
+    atomic_int unsafe_built;          /* a build made a procedure unsafe since
+                                       * reject_bad_gap_procs last looked */
+    cfg_u64_vec_t unbuilt;            /* entries of the procedures marked not built
+                                       * (cfg_mark_unbuilt) since the last round */
+    int unbuilt_lost;                 /* one could not be noted (no memory): look at all */
+    cfg_u64_vec_t frags;              /* entries of the fragments as last listed
+                                       * (cfg_list_fragments; some may be no more) */
+    cfg_u64_vec_t parents;            /* entries of the procedures that had fragments
+                                       * when assign_ranges last ran */
+    cfg_u64_vec_t nr_dirty;           /* entries of the procedures marked nr_dirty
+                                       * since the noreturn analysis last ran */
+    int nr_dirty_lost;                /* one could not be noted: look at all */
     int ranges_done;                  /* assign_ranges ran, when b->gen was ranges_gen */
     uint64_t ranges_gen;              /* ... and b->procs.n ranges_n */
     size_t ranges_n;
@@ -250,6 +265,15 @@ typedef struct cfg_builder {
  * procedures it found so far (kept aside, see cfg_discover_sweep_begin) follow them.
  */
 cfg_bproc_t *cfg_discover_proc(const cfg_builder_t *b, uint32_t i);
+
+/* BP is to be built (again): clear its mark and note its entry in b->unbuilt. */
+void cfg_mark_unbuilt(cfg_builder_t *b, cfg_bproc_t *bp);
+
+/* BP's calls may go elsewhere now: set bp->nr_dirty and note its entry in b->nr_dirty. */
+void cfg_mark_nr_dirty(cfg_builder_t *b, cfg_bproc_t *bp);
+
+/* List the fragments' entries in b->frags (after fragments were tied); 0 or QP_ENOMEM. */
+int cfg_list_fragments(cfg_builder_t *b);
 
 /* Free what a procedure under construction owns. */
 void cfg_bproc_free(cfg_bproc_t *bp);
