@@ -404,6 +404,27 @@ side_add_new(cfg_builder_t *b, cand_t *c, size_t m)
     return added;
 }
 
+/*
+ * One step of merging new procedures into the sorted b->procs from the end: the old
+ * procedures among the first I whose entry is above ENTRY move up in one piece to end
+ * at *O (which goes down by as many). Returns how many old ones are left below.
+ */
+static size_t
+move_up_after(cfg_builder_t *b, size_t i, size_t *o, uint64_t entry)
+{
+    size_t lo = 0, hi = i;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (b->procs.v[mid].p.entry > entry)
+            hi = mid;
+        else
+            lo = mid + 1;
+    }
+    memmove(b->procs.v + *o - (i - lo), b->procs.v + lo, (i - lo) * sizeof(cfg_bproc_t));
+    *o -= i - lo;
+    return lo;
+}
+
 /* Merge the procedures kept aside into b->procs. */
 static int
 side_merge(cfg_builder_t *b, cfg_side_t *s)
@@ -414,17 +435,7 @@ side_merge(cfg_builder_t *b, cfg_side_t *s)
     size_t i = n, k = m, o = n + m;
     while (k > 0) {
         /* The old ones after the new one k - 1 move up in one piece. */
-        size_t lo = 0, hi = i;
-        while (lo < hi) {
-            size_t mid = (lo + hi) / 2;
-            if (b->procs.v[mid].p.entry > s->keys[k - 1])
-                hi = mid;
-            else
-                lo = mid + 1;
-        }
-        memmove(b->procs.v + o - (i - lo), b->procs.v + lo, (i - lo) * sizeof(cfg_bproc_t));
-        o -= i - lo;
-        i = lo;
+        i = move_up_after(b, i, &o, s->keys[k - 1]);
         b->procs.v[--o] = s->procs.v[s->idx[--k]];
     }
     b->procs.n = n + m;
@@ -629,18 +640,7 @@ cfg_discover_add_new(cfg_builder_t *b)
         size_t i = n0, k = na, o = n;
         while (k > 0) {
             /* The old ones after the new one tmp[k - 1] move up in one piece. */
-            uint64_t at = tmp[k - 1].p.entry;
-            size_t lo = 0, hi = i;
-            while (lo < hi) {
-                size_t mid = (lo + hi) / 2;
-                if (b->procs.v[mid].p.entry > at)
-                    hi = mid;
-                else
-                    lo = mid + 1;
-            }
-            memmove(b->procs.v + o - (i - lo), b->procs.v + lo, (i - lo) * sizeof(cfg_bproc_t));
-            o -= i - lo;
-            i = lo;
+            i = move_up_after(b, i, &o, tmp[k - 1].p.entry);
             b->procs.v[--o] = tmp[--k];
             if (pos != NULL)
                 pos[k] = o;

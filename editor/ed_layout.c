@@ -1255,14 +1255,8 @@ size_probes(ed_plan_t *plan, const arch_insn_t *in, ed_slot_t *s, ed_stub_t **st
 static int
 push_chunk(ed_plan_t *plan, size_t n)
 {
-    if (plan->nchunks + 1 >= plan->chunkcap) {
-        size_t c = plan->chunkcap ? plan->chunkcap * 2 : 1024;
-        uint32_t *nc = realloc(plan->chunk, c * sizeof(uint32_t));
-        if (nc == NULL)
-            return QP_ENOMEM;
-        plan->chunk = nc;
-        plan->chunkcap = c;
-    }
+    QP_CHECK(cfg_vec_grow((void **)&plan->chunk, &plan->chunkcap, plan->nchunks + 2,
+                          sizeof(uint32_t)));
     plan->chunk[plan->nchunks++] = (uint32_t)n;
     return 0;
 }
@@ -1616,14 +1610,7 @@ push_span(cfg_span_t **v, size_t *n, size_t *cap, uint64_t start, uint64_t end)
         (*v)[*n - 1].end = end;
         return 0;
     }
-    if (*n == *cap) {
-        size_t c = *cap ? *cap * 2 : 1024;
-        cfg_span_t *nv = realloc(*v, c * sizeof(cfg_span_t));
-        if (nv == NULL)
-            return QP_ENOMEM;
-        *v = nv;
-        *cap = c;
-    }
+    QP_CHECK(cfg_vec_grow((void **)v, cap, *n + 1, sizeof(cfg_span_t)));
     (*v)[(*n)++] = (cfg_span_t) { start, end };
     return 0;
 }
