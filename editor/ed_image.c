@@ -196,8 +196,9 @@ image_alloc_over(void *self, uint64_t lo, uint64_t hi, uint64_t old, size_t len,
     int in_file = 0;
     for (size_t i = 0; i < im->img->nsegments && !in_file; i++) {
         const cfg_segment_t *g = &im->img->segments[i];
-        in_file = g->type == 1 /* PT_LOAD */ && old + (g->vaddr % PAGE) == g->vaddr
-            && g->offset >= g->vaddr - old && old + len <= g->vaddr + g->filesz;
+        uint64_t first = g->vaddr - g->vaddr % PAGE; /* its first page */
+        in_file = g->type == 1 /* PT_LOAD */ && old >= first && g->offset >= g->vaddr - first
+            && old + len <= g->vaddr + g->filesz;
     }
     if (!in_file)
         return QP_EINVAL; /* only a loaded segment's file bytes can be mapped again */

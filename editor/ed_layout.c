@@ -1901,8 +1901,15 @@ find_holes(ed_plan_t *plan, const cfg_segment_t *sg)
         }
     if (rc == 0)
         rc = keep_referenced(plan, keep);
-    if (rc == 0)
-        rc = given_spans(plan, keep, sg->vaddr, sg->vaddr + sg->filesz, &give, &ngive);
+    /* The mirror starts at the segment's page, or the next one when that holds the
+     * file's first bytes: the ELF header and program headers that the output file
+     * changes must not be written twice (the mirror shows the input's bytes). */
+    uint64_t mirror = sg->vaddr & ~(uint64_t)4095;
+    if (sg->offset == sg->vaddr - mirror)
+        mirror += 4096;
+    uint64_t lo = sg->vaddr > mirror ? sg->vaddr : mirror, hi = sg->vaddr + sg->filesz;
+    if (rc == 0 && lo < hi)
+        rc = given_spans(plan, keep, lo, hi, &give, &ngive);
     if (rc == 0)
         rc = taken_spans(plan, keep, &take, &ntake);
     if (rc == 0 && (cut = malloc((2 * prog->img->nsections + 1) * sizeof(uint64_t))) == NULL)
@@ -1917,8 +1924,8 @@ find_holes(ed_plan_t *plan, const cfg_segment_t *sg)
         ngive = merge_spans(give, ngive);
         ntake = merge_spans(take, ntake);
         qsort(cut, ncut, sizeof(uint64_t), cmp_u64);
-        plan->mirror = sg->vaddr & ~(uint64_t)4095;
-        plan->mirror_len = sg->vaddr + sg->filesz - plan->mirror;
+        plan->mirror = mirror;
+        plan->mirror_len = hi > mirror ? hi - mirror : 0;
     }
     /* give minus take, cut at section boundaries */
     size_t t = 0, c = 0;

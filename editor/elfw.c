@@ -395,18 +395,20 @@ elfw_parse_input(elfw_ctx_t *c)
  */
 
 /* The file offset of the input's bytes that mirror region G shows, or UINT64_MAX when
- * they are not all a PT_LOAD's file bytes. */
+ * they are not all a PT_LOAD's file bytes. A mirror never shows the file's first page
+ * (the ELF header and program headers, which the output changes: the mirror's section
+ * writes the input's bytes). */
 static uint64_t
 elfw_mirror_off(const elfw_ctx_t *c, const elfw_region_t *g)
 {
     for (size_t j = 0; j < c->phnum; j++) {
         const GElf_Phdr *ph = &c->ph[j];
-        if (ph->p_type != PT_LOAD || g->mirror > ph->p_vaddr
-            || ph->p_vaddr - g->mirror >= ELFW_PAGE || ph->p_offset < ph->p_vaddr - g->mirror
+        uint64_t first = ph->p_vaddr & ~(uint64_t)(ELFW_PAGE - 1); /* its first page */
+        if (ph->p_type != PT_LOAD || g->mirror < first || ph->p_offset < ph->p_vaddr - first
             || g->mirror + g->size > ph->p_vaddr + ph->p_filesz)
             continue;
-        uint64_t off = ph->p_offset - (ph->p_vaddr - g->mirror);
-        return off + g->size <= c->insize ? off : UINT64_MAX;
+        uint64_t off = ph->p_offset + g->mirror - ph->p_vaddr; /* mirror >= first: >= 0 */
+        return off >= ELFW_PAGE && off + g->size <= c->insize ? off : UINT64_MAX;
     }
     return UINT64_MAX;
 }
