@@ -522,6 +522,8 @@ typedef struct walk {
     size_t leaf_at;    /* i + 1 when a block calling a leaf (code not traced, no record)
                         * was entered: untraced code ran since the last record */
     uint64_t resets;   /* reset() calls */
+    const struct walk *parent; /* after_handler's copies: the walk they were made of */
+    size_t sim_at;     /* ... the signal record whose handler they walk, else NONE */
     size_t run_at, run_end; /* a run of signal records of handlers in code not traced
                         * (with their handlers' records) from run_at: the first record
                         * after it (NONE: unknown), or run_at NONE */
@@ -780,6 +782,43 @@ interrupted_record(const qp_trace_desc_t *d, uint64_t rip)
 }
 
 /*
+ * Is the new code address RIP (link-time) in a record's snippet after its reservation
+ * (xadd) and before its write (ARCH_SN_TRACE_REC: cmp %fs:LIM; jb 2f; call refill; jmp
+ * 1b; 2: movl $id)? WIN_CHECK at the cmp or jb (the slot may lie past the limit: then
+ * the refill runs and the record is reserved again, after a handler's records),
+ * WIN_AGAIN at the call or jmp (it will be), WIN_WRITE at the movl (it lies before
+ * them); 0 otherwise. *START: the reservation's start (label 1), *ID: the record.
+ */
+enum { WIN_CHECK = 1, WIN_AGAIN, WIN_WRITE };
+
+static int
+record_window(const qp_trace_desc_t *d, uint64_t rip, uint64_t *start, uint32_t *id)
+{
+    if (d->ntext == NULL || rip - d->nhdr.base >= d->nhdr.size)
+        return 0;
+    uint64_t a = rip - d->nhdr.base;
+    arch_insn_t in, prev = { 0 };
+    int first = -1;
+    for (int n = 0; n < 5 && a < d->nhdr.size; n++) { /* cmp jb call jmp movl at most */
+        if (arch_decode(d->ntext + a, d->nhdr.size - a, d->nhdr.base + a, &in) < 0 || in.len == 0)
+            return 0;
+        if (is_record_write(d->ntext + a, in.len, id)) {
+            if (n == 0)
+                return *id < d->hdr.nevents ? WIN_WRITE : 0;
+            if (prev.kind != ARCH_KIND_JMP || prev.target >= prev.addr || *id >= d->hdr.nevents)
+                return 0;
+            *start = prev.target;
+            return first == ARCH_KIND_CALL || first == ARCH_KIND_JMP ? WIN_AGAIN : WIN_CHECK;
+        }
+        if (first < 0)
+            first = in.kind;
+        prev = in;
+        a += in.len;
+    }
+    return 0;
+}
+
+/*
  * A signal at OFF in the snippets before block B's first instruction X (the records of
  * its way in: BLOCK, ENTER, a chord): before every record's reservation, the block is
  * next (SIG_BEFORE); after all of them, their records came before the handler's and
@@ -857,14 +896,51 @@ rip_place(const qp_trace_desc_t *d, uint64_t rip, int fault, uint32_t *block, ui
     return SIG_INSN;
 }
 
-/* The place of the signal record at index AT (SIG_*; -1: cut short), its block and
- * instruction as rip_place's. */
+static size_t after_handler(walk_t *w, size_t at);
+
+/* The rip of the signal record at AT. */
+static uint64_t
+sig_rip(const walk_t *w, size_t at)
+{
+    return w->rec[at + 1] | (uint64_t)w->rec[at + 2] << 32;
+}
+
+/*
+ * A signal at AT came between a record's reservation and its check against the limit
+ * (WIN_CHECK; the record ID, RIP): was the record written before the handler's? Then it
+ * is the record before the handler, or before the first of the handlers in a row that
+ * interrupted the same place (each signal record right after the handler before it).
+ * Else its slot lay past the limit and it is reserved again after them.
+ */
 static int
-signal_kind_at(const walk_t *w, size_t at, uint32_t *block, uint64_t *insn)
+written_before(walk_t *w, size_t at, uint64_t rip, uint32_t id)
+{
+    size_t first = at;
+    /* Not in after_handler's walks (they look for a handler's end, whatever its place),
+     * which would ask it again for every earlier handler. */
+    for (size_t k = at; w->parent == NULL && k-- > 0 && first - k < 512;) {
+        if (k + 2 < w->n && is_sig(w->rec[k]) && sig_rip(w, k) == rip) {
+            if (after_handler(w, k) != first)
+                break;
+            first = k;
+        }
+    }
+    return first > 0 && w->rec[first - 1] == id;
+}
+
+/* The place of the signal record at index AT (SIG_*; -1: cut short), its block and
+ * instruction as rip_place's. A signal in a record's snippet after its reservation
+ * whose record comes after the handler's is placed as one before the reservation. */
+static int
+signal_kind_at(walk_t *w, size_t at, uint32_t *block, uint64_t *insn)
 {
     if (at + 2 >= w->n)
         return -1;
-    uint64_t rip = w->rec[at + 1] | (uint64_t)w->rec[at + 2] << 32;
+    uint64_t rip = sig_rip(w, at), start;
+    uint32_t id;
+    int win = record_window(w->d, rip, &start, &id);
+    if (win == WIN_AGAIN || (win == WIN_CHECK && !written_before(w, at, rip, id)))
+        rip = start;
     return rip_place(w->d, rip, w->rec[at] == QPT_TRACE_FAULT, block, insn);
 }
 
@@ -921,15 +997,21 @@ take_signal(walk_t *w, int marked)
 
 static void step(walk_t *w);
 static int enter_can_follow(const qp_trace_desc_t *d, uint32_t b);
+static uint32_t way_before(const qp_trace_desc_t *d, const qpt_trace_block_t *b, uint32_t u);
 
 /*
  * The index of the first record after the handler of the signal record at AT, or NONE
  * (the handler does not return, or its records do not fit): a walk of the handler
  * alone, on a copy of the walk that prints nothing.
  */
+#define HANDLER_STEPS (1u << 20) /* a handler walked longer: its end is not looked for */
+
 static size_t
 after_handler(walk_t *w, size_t at)
 {
+    for (const walk_t *p = w; p != NULL; p = p->parent)
+        if (p->sim_at == at) /* asked again while walking it: not known */
+            return NONE;
     static const qp_trace_sink_t quiet = { NULL, NULL, NULL, NULL };
     qp_trace_stats_t st = *w->st;
     walk_t c = *w;
@@ -937,6 +1019,8 @@ after_handler(walk_t *w, size_t at)
     c.st = &st;
     c.i = at;
     c.sig_at = NONE;
+    c.parent = w;
+    c.sim_at = at;
     c.cap = w->nf + 8;
     c.f = malloc(c.cap * sizeof(frame_t));
     if (c.f == NULL)
@@ -944,7 +1028,7 @@ after_handler(walk_t *w, size_t at)
     memcpy(c.f, w->f, w->nf * sizeof(frame_t));
     size_t base = c.nf, to = NONE;
     take_signal(&c, 1);
-    for (uint64_t steps = 0; c.rc == 0 && !c.done && c.nf > base && steps < SILENT_MAX; steps++)
+    for (uint64_t steps = 0; c.rc == 0 && !c.done && c.nf > base && steps < HANDLER_STEPS; steps++)
         step(&c);
     if (c.rc == 0 && !c.done && c.nf == base && c.resets == w->resets)
         to = c.i;
@@ -1034,6 +1118,11 @@ signal_here(walk_t *w, const frame_t *f)
     uint32_t sb = NONE;
     uint64_t si;
     int next = signal_kind_at(w, j, &sb, &si);
+    /* a handler before block SB started, which a way out of this one enters with its
+     * chord in SB (leave_block takes it then) */
+    if (next == SIG_BEFORE && f->state == S_LEAVE
+        && way_before(w->d, &w->d->blocks[f->block], sb) != NONE)
+        return 2;
     return exact_here(w, f, next, sb) ? 2 : 0;
 }
 
@@ -1404,7 +1493,7 @@ qp_trace_regen(const qp_trace_desc_t *d, const uint32_t *rec, size_t n,
             v[k++] = rec[i];
     }
     walk_t w = { .d = d, .rec = v, .n = k, .sink = sink, .st = st, .sig_at = NONE,
-                 .run_at = NONE };
+                 .run_at = NONE, .sim_at = NONE };
     int rc = walk(&w);
     free(w.f);
     free(v);
