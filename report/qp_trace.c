@@ -22,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "arch/qp_err.h"
 #include "cfg/cfg.h"
@@ -397,6 +398,7 @@ qp_trace_file_read_vals(const char *path, qpt_trace_file_t *hdr, uint32_t **rec,
     uint32_t *v = malloc(cap * sizeof(uint32_t)), chunk[4096];
     uint64_t total = sizeof(*hdr);
     int rc = v ? 0 : QP_ENOMEM;
+    const char *bad = "a repeat count with no record before it (or right after a signal record)";
     size_t got;
     while (rc == 0 && (got = fread(chunk, 4, 4096, f)) > 0) {
         total += got * 4;
@@ -443,17 +445,24 @@ qp_trace_file_read_vals(const char *path, qpt_trace_file_t *hdr, uint32_t **rec,
     if (bias != NULL)
         *bias = lbias;
     int err = ferror(f);
+    struct stat sb;
+    if (rc == 0 && !err && fstat(fileno(f), &sb) == 0 && (uint64_t)sb.st_size != total) {
+        rc = QP_EFORMAT; /* fread dropped the bytes of a word cut short */
+        bad = "the file ends in the middle of a record (cut short: its size after the "
+              "header is no multiple of 4 bytes)";
+    }
     fclose(f);
     if (rc == 0 && err)
         rc = QP_EIO;
-    if (rc == 0 && pending > 0)
+    if (rc == 0 && pending > 0) {
         rc = QP_EFORMAT;
+        bad = "a value or signal record cut short at the end of the file";
+    }
     if (rc < 0) {
         free(v);
         free(vv);
         return fail(why, whylen, rc, path,
-                    rc == QP_ENOMEM ? "out of memory" : rc == QP_EIO ? "read error"
-                                                       : "a repeat count with nothing before it, or a value record cut short");
+                    rc == QP_ENOMEM ? "out of memory" : rc == QP_EIO ? "read error" : bad);
     }
     *rec = v;
     *n = k;
