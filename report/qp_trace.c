@@ -914,32 +914,11 @@ sig_rip(const walk_t *w, size_t at)
     return w->rec[at + 1] | (uint64_t)w->rec[at + 2] << 32;
 }
 
-/*
- * A signal at AT came between a record's reservation and its check against the limit
- * (WIN_CHECK; the record ID, RIP): was the record written before the handler's? Then it
- * is the record before the handler, or before the first of the handlers in a row that
- * interrupted the same place (each signal record right after the handler before it).
- * Else its slot lay past the limit and it is reserved again after them.
- */
-static int
-written_before(walk_t *w, size_t at, uint64_t rip, uint32_t id)
-{
-    size_t first = at;
-    /* Not in after_handler's walks (they look for a handler's end, whatever its place),
-     * which would ask it again for every earlier handler. */
-    for (size_t k = at; w->parent == NULL && k-- > 0 && first - k < 512;) {
-        if (k + 2 < w->n && is_sig(w->rec[k]) && sig_rip(w, k) == rip) {
-            if (after_handler(w, k) != first)
-                break;
-            first = k;
-        }
-    }
-    return first > 0 && w->rec[first - 1] == id;
-}
-
 /* The place of the signal record at index AT (SIG_*; -1: cut short), its block and
- * instruction as rip_place's. A signal in a record's snippet after its reservation
- * whose record comes after the handler's is placed as one before the reservation. */
+ * instruction as rip_place's. A signal in a record's refill path (its record comes
+ * after the handler's) is placed as one before the reservation. At the check (cmp,
+ * jb) the record came first unless the slot lay past the limit: taken as first (telling
+ * the two by the record before the handler misplaced more than it placed). */
 static int
 signal_kind_at(walk_t *w, size_t at, uint32_t *block, uint64_t *insn)
 {
@@ -948,7 +927,7 @@ signal_kind_at(walk_t *w, size_t at, uint32_t *block, uint64_t *insn)
     uint64_t rip = sig_rip(w, at), start;
     uint32_t id;
     int win = record_window(w->d, rip, &start, &id);
-    if (win == WIN_AGAIN || (win == WIN_CHECK && !written_before(w, at, rip, id)))
+    if (win == WIN_AGAIN)
         rip = start;
     return rip_place(w->d, rip, w->rec[at] == QPT_TRACE_FAULT, block, insn);
 }
