@@ -48,6 +48,12 @@
 #define QPT_TRACE_FAULT 0xfffffff3u  /* the same for a fault (SIGSEGV, SIGBUS, SIGILL,
                                      * SIGFPE from the kernel): the rip is the instruction
                                      * that faulted, begun */
+#define QPT_TRACE_EMPTY 0xfffffffcu  /* a slot reserved but not written when its buffer
+                                     * was written out: a record interrupted between its
+                                     * reservation and its write by a signal handler
+                                     * whose records filled the buffer (the next record
+                                     * is then the handler's QPT_TRACE_SIGNAL, whose rip
+                                     * is in the record's snippet) */
 #define QPT_TRACE_SLACK 16           /* a buffer's bytes past its limit */
 #define QPT_TRACE_MAXEVENTS 0xf0000000u
 /* QPT_TRACE_REPEAT + N (N < QPT_TRACE_REPEAT_MAX): the record before it, N more times (the

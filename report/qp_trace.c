@@ -22,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "arch/qp_err.h"
 #include "cfg/cfg.h"
@@ -397,6 +398,7 @@ qp_trace_file_read_vals(const char *path, qpt_trace_file_t *hdr, uint32_t **rec,
     uint32_t *v = malloc(cap * sizeof(uint32_t)), chunk[4096];
     uint64_t total = sizeof(*hdr);
     int rc = v ? 0 : QP_ENOMEM;
+    const char *bad = "a repeat count with no record before it (or right after a signal record)";
     size_t got;
     while (rc == 0 && (got = fread(chunk, 4, 4096, f)) > 0) {
         total += got * 4;
@@ -443,17 +445,24 @@ qp_trace_file_read_vals(const char *path, qpt_trace_file_t *hdr, uint32_t **rec,
     if (bias != NULL)
         *bias = lbias;
     int err = ferror(f);
+    struct stat sb;
+    if (rc == 0 && !err && fstat(fileno(f), &sb) == 0 && (uint64_t)sb.st_size != total) {
+        rc = QP_EFORMAT; /* fread dropped the bytes of a word cut short */
+        bad = "the file ends in the middle of a record (cut short: its size after the "
+              "header is no multiple of 4 bytes)";
+    }
     fclose(f);
     if (rc == 0 && err)
         rc = QP_EIO;
-    if (rc == 0 && pending > 0)
+    if (rc == 0 && pending > 0) {
         rc = QP_EFORMAT;
+        bad = "a value or signal record cut short at the end of the file";
+    }
     if (rc < 0) {
         free(v);
         free(vv);
         return fail(why, whylen, rc, path,
-                    rc == QP_ENOMEM ? "out of memory" : rc == QP_EIO ? "read error"
-                                                       : "a repeat count with nothing before it, or a value record cut short");
+                    rc == QP_ENOMEM ? "out of memory" : rc == QP_EIO ? "read error" : bad);
     }
     *rec = v;
     *n = k;
@@ -496,6 +505,8 @@ typedef struct frame {
     uint8_t consumed;  /* S_ENTER: its BLOCK record was taken already */
     uint8_t ret;       /* F_PROC: its caller's call records RETURNED after it returns */
     uint8_t async;     /* F_PROC: entered asynchronously: its caller's state is kept */
+    uint8_t leaf;      /* async: the interrupted code had called a leaf since its last
+                        * record (walk_t.leaf_at), which holds again when it returns */
     uint32_t want;     /* S_ENTER: 1 + the CHORD record entering the block takes (a chord
                         * recorded in the block, after a signal handler), or 0 */
     uint32_t proc;     /* F_PROC */
@@ -519,6 +530,12 @@ typedef struct walk {
     uint64_t sig_insn; /* SIG_INSN: the instruction's link-time address */
     size_t leaf_at;    /* i + 1 when a block calling a leaf (code not traced, no record)
                         * was entered: untraced code ran since the last record */
+    uint64_t resets;   /* reset() calls */
+    const struct walk *parent; /* after_handler's copies: the walk they were made of */
+    size_t sim_at;     /* ... the signal record whose handler they walk, else NONE */
+    size_t run_at, run_end; /* a run of signal records of handlers in code not traced
+                        * (with their handlers' records) from run_at: the first record
+                        * after it (NONE: unknown), or run_at NONE */
 } walk_t;
 
 #define SILENT_MAX 100000000ull /* blocks without a record: the trace cannot be right */
@@ -581,6 +598,7 @@ static void
 reset(walk_t *w, const char *what, uint64_t addr)
 {
     mark(w, what, addr);
+    w->resets++;
     w->nf = 0;
     push(w, out_frame(NONE));
 }
@@ -603,6 +621,8 @@ static void
 return_from(walk_t *w)
 {
     frame_t top = w->f[--w->nf];
+    if (top.async) /* the handler's leaf calls were not the interrupted code's */
+        w->leaf_at = top.leaf ? w->i + 1 : 0;
     if (w->nf == 0) {
         push(w, out_frame(NONE));
         return;
@@ -625,6 +645,11 @@ return_from(walk_t *w)
 
 static void take_signal(walk_t *w, int marked);
 
+/* A QPT_TRACE_EMPTY slot the walk meets: its record is not known. */
+#define LOST_RECORD                                                                      \
+    "cut: a record lost (its slot was written out before the record: a signal handler "  \
+    "filled the buffer)"
+
 /* Handle a record that the walk did not expect at this point. */
 static void
 unexpected(walk_t *w, uint32_t r)
@@ -643,6 +668,11 @@ unexpected(walk_t *w, uint32_t r)
         w->i++;
         reset(w, "cut: events of another thread may follow (a thread control block "
                  "reused unseen)", 0);
+        return;
+    }
+    if (r == QPT_TRACE_EMPTY) {
+        w->i++;
+        reset(w, LOST_RECORD, 0);
         return;
     }
     if (is_sig(r)) { /* a record is needed here: the handler ran before */
@@ -716,6 +746,85 @@ is_reserve(const uint8_t *p, size_t n)
     return n == 10 && p[0] == 0x64 && (p[1] & 0xf8) == 0x48 && p[2] == 0x0f && p[3] == 0xc1
         && (p[4] & 0xc7) == 0x04 && p[5] == 0x25 && p[6] == QPT_TRACE_TCB_CUR && p[7] == 0
         && p[8] == 0 && p[9] == 0;
+}
+
+/* Is the instruction at P (N bytes) a record's write, movl $ID,0(%r) (arch trace_rec:
+ * [REX.B] c7 modrm(mod 1, reg 0) [SIB 24] 00 imm32)? The record in *ID. */
+static int
+is_record_write(const uint8_t *p, size_t n, uint32_t *id)
+{
+    size_t i = (p[0] & 0xf8) == 0x40 ? 1 : 0; /* REX without W */
+    if (n < i + 7 || p[i] != 0xc7 || (p[i + 1] & 0xf8) != 0x40)
+        return 0;
+    size_t j = i + 2;
+    if ((p[i + 1] & 7) == 4 && p[j++] != 0x24)
+        return 0;
+    if (n != j + 5 || p[j] != 0)
+        return 0;
+    *id = (uint32_t)p[j + 1] | (uint32_t)p[j + 2] << 8 | (uint32_t)p[j + 3] << 16
+        | (uint32_t)p[j + 4] << 24;
+    return 1;
+}
+
+/*
+ * The record that the snippet a signal interrupted at RIP (a link-time address) had
+ * reserved its slot for and not yet written: the first record write in the few
+ * instructions from RIP (the limit's cmp, jb, the refill's call and jmp, the write),
+ * or NONE.
+ */
+static uint32_t
+interrupted_record(const qp_trace_desc_t *d, uint64_t rip)
+{
+    if (d->ntext == NULL || rip - d->nhdr.base >= d->nhdr.size)
+        return NONE;
+    uint64_t a = rip - d->nhdr.base;
+    for (int k = 0; k < 5 && a < d->nhdr.size; k++) {
+        arch_insn_t in;
+        uint32_t id;
+        if (arch_decode(d->ntext + a, d->nhdr.size - a, d->nhdr.base + a, &in) < 0 || in.len == 0)
+            return NONE;
+        if (is_record_write(d->ntext + a, in.len, &id))
+            return id < d->hdr.nevents ? id : NONE;
+        a += in.len;
+    }
+    return NONE;
+}
+
+/*
+ * Is the new code address RIP (link-time) in a record's snippet after its reservation
+ * (xadd) and before its write (ARCH_SN_TRACE_REC: cmp %fs:LIM; jb 2f; call refill; jmp
+ * 1b; 2: movl $id)? WIN_CHECK at the cmp or jb (the slot may lie past the limit: then
+ * the refill runs and the record is reserved again, after a handler's records),
+ * WIN_AGAIN at the call or jmp (it will be), WIN_WRITE at the movl (it lies before
+ * them); 0 otherwise. *START: the reservation's start (label 1), *ID: the record.
+ */
+enum { WIN_CHECK = 1, WIN_AGAIN, WIN_WRITE };
+
+static int
+record_window(const qp_trace_desc_t *d, uint64_t rip, uint64_t *start, uint32_t *id)
+{
+    if (d->ntext == NULL || rip - d->nhdr.base >= d->nhdr.size)
+        return 0;
+    uint64_t a = rip - d->nhdr.base;
+    arch_insn_t in, prev = { 0 };
+    int first = -1;
+    for (int n = 0; n < 5 && a < d->nhdr.size; n++) { /* cmp jb call jmp movl at most */
+        if (arch_decode(d->ntext + a, d->nhdr.size - a, d->nhdr.base + a, &in) < 0 || in.len == 0)
+            return 0;
+        if (is_record_write(d->ntext + a, in.len, id)) {
+            if (n == 0)
+                return *id < d->hdr.nevents ? WIN_WRITE : 0;
+            if (prev.kind != ARCH_KIND_JMP || prev.target >= prev.addr || *id >= d->hdr.nevents)
+                return 0;
+            *start = prev.target;
+            return first == ARCH_KIND_CALL || first == ARCH_KIND_JMP ? WIN_AGAIN : WIN_CHECK;
+        }
+        if (first < 0)
+            first = in.kind;
+        prev = in;
+        a += in.len;
+    }
+    return 0;
 }
 
 /*
@@ -796,17 +905,40 @@ rip_place(const qp_trace_desc_t *d, uint64_t rip, int fault, uint32_t *block, ui
     return SIG_INSN;
 }
 
+static size_t after_handler(walk_t *w, size_t at);
+
+/* The rip of the signal record at AT. */
+static uint64_t
+sig_rip(const walk_t *w, size_t at)
+{
+    return w->rec[at + 1] | (uint64_t)w->rec[at + 2] << 32;
+}
+
+/* The place of the signal record at index AT (SIG_*; -1: cut short), its block and
+ * instruction as rip_place's. A signal in a record's refill path (its record comes
+ * after the handler's) is placed as one before the reservation. At the check (cmp,
+ * jb) the record came first unless the slot lay past the limit: taken as first (telling
+ * the two by the record before the handler misplaced more than it placed). */
+static int
+signal_kind_at(walk_t *w, size_t at, uint32_t *block, uint64_t *insn)
+{
+    if (at + 2 >= w->n)
+        return -1;
+    uint64_t rip = sig_rip(w, at), start;
+    uint32_t id;
+    int win = record_window(w->d, rip, &start, &id);
+    if (win == WIN_AGAIN)
+        rip = start;
+    return rip_place(w->d, rip, w->rec[at] == QPT_TRACE_FAULT, block, insn);
+}
+
 /* The place of the signal record at the walk's position (SIG_*; -1: cut short). */
 static int
 signal_kind(walk_t *w)
 {
     if (w->sig_at != w->i) {
-        if (w->i + 2 >= w->n)
-            return -1;
-        uint64_t rip = w->rec[w->i + 1] | (uint64_t)w->rec[w->i + 2] << 32;
         w->sig_at = w->i;
-        w->sig_kind = rip_place(w->d, rip, w->rec[w->i] == QPT_TRACE_FAULT, &w->sig_block,
-                                &w->sig_insn);
+        w->sig_kind = signal_kind_at(w, w->i, &w->sig_block, &w->sig_insn);
     }
     return w->sig_kind;
 }
@@ -825,6 +957,7 @@ take_signal(walk_t *w, int marked)
         w->rc = QP_EINVAL;
         return;
     }
+    int leaf = w->leaf_at == w->i + 1;
     w->i += 3;
     w->silent = 0;
     const qpt_trace_event_t *e = event(w, peek(w));
@@ -847,22 +980,138 @@ take_signal(walk_t *w, int marked)
     else if (w->sink->signal != NULL && w->rc == 0)
         w->rc = w->sink->signal(w->sink->arg, kind == SIG_INSN || kind == SIG_BEFORE ? w->sig_insn : 0);
     enter_proc(w, e->a, 0, 1, 1);
+    w->f[w->nf - 1].leaf = (uint8_t)leaf;
 }
 
-/* Does the walk stand where the signal record next says its handler ran? */
+static void step(walk_t *w);
+static int enter_can_follow(const qp_trace_desc_t *d, uint32_t b);
+static uint32_t way_before(const qp_trace_desc_t *d, const qpt_trace_block_t *b, uint32_t u);
+
+/*
+ * The index of the first record after the handler of the signal record at AT, or NONE
+ * (the handler does not return, or its records do not fit): a walk of the handler
+ * alone, on a copy of the walk that prints nothing.
+ */
+#define HANDLER_STEPS (1u << 20) /* a handler walked longer: its end is not looked for */
+
+static size_t
+after_handler(walk_t *w, size_t at)
+{
+    for (const walk_t *p = w; p != NULL; p = p->parent)
+        if (p->sim_at == at) /* asked again while walking it: not known */
+            return NONE;
+    static const qp_trace_sink_t quiet = { NULL, NULL, NULL, NULL };
+    qp_trace_stats_t st = *w->st;
+    walk_t c = *w;
+    c.sink = &quiet;
+    c.st = &st;
+    c.i = at;
+    c.sig_at = NONE;
+    c.parent = w;
+    c.sim_at = at;
+    c.cap = w->nf + 8;
+    c.f = malloc(c.cap * sizeof(frame_t));
+    if (c.f == NULL)
+        return NONE;
+    memcpy(c.f, w->f, w->nf * sizeof(frame_t));
+    size_t base = c.nf, to = NONE;
+    take_signal(&c, 1);
+    for (uint64_t steps = 0; c.rc == 0 && !c.done && c.nf > base && steps < HANDLER_STEPS; steps++)
+        step(&c);
+    if (c.rc == 0 && !c.done && c.nf == base && c.resets == w->resets)
+        to = c.i;
+    free(c.f);
+    return to;
+}
+
+/* Does record R name the way out of the block the frame F leaves (a chord of it, or an
+ * ENTER that cannot come on its silent way)? */
+static int
+names_way_out(const walk_t *w, const frame_t *f, uint32_t r)
+{
+    const qpt_trace_block_t *b = &w->d->blocks[f->block];
+    const qpt_trace_event_t *e = event(w, r);
+    if (f->state != S_LEAVE || b->nedges < 2 || e == NULL)
+        return 0;
+    if (e->kind == QPT_TV_CHORD)
+        return w->d->edges[e->a].from == f->block;
+    return e->kind == QPT_TV_ENTER && !enter_can_follow(w->d, f->block);
+}
+
+/* Is the walk, at frame F, exactly where a handler that interrupted the program at a
+ * place of KIND (SIG_*) in block SB ran? */
+static int
+exact_here(const walk_t *w, const frame_t *f, int kind, uint32_t sb)
+{
+    const qpt_trace_block_t *b = f->block != NONE ? &w->d->blocks[f->block] : NULL;
+    /* The block printed, its call not made; or a block without a call, its way out
+     * not taken (a handler placed before this one left the walk there). */
+    if (kind == SIG_INSN)
+        return f->block == sb
+            && (f->state == S_CALL
+                || (f->state == S_LEAVE && b->call == QPT_TC_NONE
+                    && !(b->flags & QPT_TB_LEAFCALL)));
+    if (kind == SIG_BEFORE) /* about to enter it, none of its records taken */
+        return f->state == S_ENTER && !f->consumed
+            && (f->block == sb || (f->block == NONE && w->d->procs[f->proc].block == sb));
+    return 0;
+}
+
+/* The first record after the run of handlers in code not traced from the walk's
+ * position (kept while the walk is in it), or NONE. */
+static size_t
+outside_run_end(walk_t *w)
+{
+    if (w->run_at != NONE && w->run_at <= w->i && w->i < w->run_end)
+        return w->run_end;
+    size_t j = w->i;
+    uint32_t sb;
+    uint64_t si;
+    do
+        j = after_handler(w, j);
+    while (j != NONE && j < w->n && is_sig(w->rec[j])
+           && signal_kind_at(w, j, &sb, &si) == SIG_OUTSIDE);
+    w->run_at = w->i;
+    w->run_end = j;
+    return j;
+}
+
+/*
+ * Does the walk stand where the signal record at the walk's position says its handler
+ * ran? 1: exactly there; 2: perhaps earlier, marked.
+ *
+ * A handler that interrupted code not traced, after a call of a C library leaf (it
+ * records nothing) since the last record, ran in that leaf, in a later one, or in the
+ * next call of code not traced (where the walk waits in an outside frame: there,
+ * marked). It ran here, before the way on, when what comes after it (and after the
+ * handlers in a row of the same kind) needs the walk here: a record of this block's
+ * way out (a second pass here would need a record in between: no cycle is silent), or
+ * a signal record whose handler ran here.
+ */
 static int
 signal_here(walk_t *w, const frame_t *f)
 {
     if (!is_sig(peek(w)) || f->kind != F_PROC)
         return 0;
     int kind = signal_kind(w);
-    if (kind == SIG_INSN) /* the block printed, its call not made */
-        return f->state == S_CALL && f->block == w->sig_block;
-    if (kind == SIG_BEFORE) /* about to enter it, none of its records taken */
-        return f->state == S_ENTER && !f->consumed
-            && (f->block == w->sig_block
-                || (f->block == NONE && w->d->procs[f->proc].block == w->sig_block));
-    return 0;
+    if (kind != SIG_OUTSIDE)
+        return exact_here(w, f, kind, w->sig_block);
+    if (f->block == NONE || w->leaf_at != w->i + 1)
+        return 0;
+    size_t j = outside_run_end(w);
+    if (j == NONE || j >= w->n)
+        return 0;
+    if (!is_sig(w->rec[j]))
+        return names_way_out(w, f, w->rec[j]) ? 2 : 0;
+    uint32_t sb = NONE;
+    uint64_t si;
+    int next = signal_kind_at(w, j, &sb, &si);
+    /* a handler before block SB started, which a way out of this one enters with its
+     * chord in SB (leave_block takes it then) */
+    if (next == SIG_BEFORE && f->state == S_LEAVE
+        && way_before(w->d, &w->d->blocks[f->block], sb) != NONE)
+        return 2;
+    return exact_here(w, f, next, sb) ? 2 : 0;
 }
 
 /* Leaving block B with a signal record next whose handler ran before block U started
@@ -1046,12 +1295,14 @@ leave_block(walk_t *w, frame_t *f)
     case QPT_TE_TAIL: {
         frame_t top = w->f[--w->nf];
         enter_proc(w, x->to, top.ret, top.async, 0);
+        w->f[w->nf - 1].leaf = top.leaf;
         return;
     }
     case QPT_TE_TAIL_INTO: {
         frame_t top = w->f[--w->nf];
         frame_t fr = proc_frame(d->blocks[x->to].proc, x->to, S_ENTER, top.ret);
         fr.async = top.async;
+        fr.leaf = top.leaf;
         push(w, fr);
         return;
     }
@@ -1065,6 +1316,7 @@ leave_block(walk_t *w, frame_t *f)
             frame_t top = w->f[--w->nf];
             frame_t fr = proc_frame(d->blocks[e->a].proc, e->a, S_ENTER, top.ret);
             fr.async = top.async;
+            fr.leaf = top.leaf;
             fr.consumed = 1;
             w->i++;
             w->silent = 0;
@@ -1076,9 +1328,12 @@ leave_block(walk_t *w, frame_t *f)
             w->i++;
             w->silent = 0;
             enter_proc(w, e->a, top.ret, top.async, 1);
+            w->f[w->nf - 1].leaf = top.leaf;
             return;
         }
         frame_t top = w->f[--w->nf];
+        if (top.async) /* a handler's tail jump out of traced code */
+            w->leaf_at = top.leaf ? w->i + 1 : 0;
         if (top.ret && w->nf > 0 && w->f[w->nf - 1].kind == F_PROC) {
             push(w, out_frame(w->f[w->nf - 1].block));
             return;
@@ -1142,6 +1397,10 @@ regen_naive(walk_t *w)
                     "reused unseen)", 0);
             continue;
         }
+        if (r == QPT_TRACE_EMPTY) {
+            mark(w, LOST_RECORD, 0);
+            continue;
+        }
         const qpt_trace_event_t *e = event(w, r);
         if (e == NULL || e->kind != QPT_TV_BLOCK)
             return QP_EINVAL;
@@ -1155,30 +1414,38 @@ regen_naive(walk_t *w)
     return w->rc;
 }
 
+/* One step of the walk. */
+static void
+step(walk_t *w)
+{
+    frame_t *f = &w->f[w->nf - 1];
+    if (w->i >= w->n && !w->st->complete) {
+        /* Cut short: how far the program got after its last record is unknown. */
+        unexpected(w, NONE);
+        w->done = 1;
+        return;
+    }
+    int here = signal_here(w, f);
+    if (here)
+        take_signal(w, here == 2);
+    else if (f->kind == F_OUT)
+        outside(w, f);
+    else if (f->state == S_ENTER)
+        enter_block(w, f);
+    else if (f->state == S_CALL)
+        call_block(w, f);
+    else
+        leave_block(w, f);
+}
+
 static int
 walk(walk_t *w)
 {
     if (w->d->hdr.kind == QPT_TRACE_NAIVE)
         return regen_naive(w);
     push(w, out_frame(NONE));
-    while (w->rc == 0 && !w->done) {
-        frame_t *f = &w->f[w->nf - 1];
-        if (w->i >= w->n && !w->st->complete) {
-            /* Cut short: how far the program got after its last record is unknown. */
-            unexpected(w, NONE);
-            break;
-        }
-        if (signal_here(w, f))
-            take_signal(w, 0);
-        else if (f->kind == F_OUT)
-            outside(w, f);
-        else if (f->state == S_ENTER)
-            enter_block(w, f);
-        else if (f->state == S_CALL)
-            call_block(w, f);
-        else
-            leave_block(w, f);
-    }
+    while (w->rc == 0 && !w->done)
+        step(w);
     return w->rc;
 }
 
@@ -1196,6 +1463,15 @@ qp_trace_regen(const qp_trace_desc_t *d, const uint32_t *rec, size_t n,
         return QP_ENOMEM;
     size_t k = 0;
     for (size_t i = 0; i < n; i++) {
+        if (rec[i] == QPT_TRACE_EMPTY && i + 3 < n && is_sig(rec[i + 1])) {
+            /* A record interrupted after its reservation by a handler that filled the
+             * buffer: the snippet at the handler's rip says which it was. */
+            uint32_t id = interrupted_record(d, rec[i + 2] | (uint64_t)rec[i + 3] << 32);
+            if (id != NONE) {
+                v[k++] = id;
+                continue;
+            }
+        }
         if (is_sig(rec[i]) && i + 2 < n) { /* its rip's words as they are */
             v[k++] = rec[i++];
             v[k++] = rec[i++];
@@ -1204,7 +1480,8 @@ qp_trace_regen(const qp_trace_desc_t *d, const uint32_t *rec, size_t n,
         if (rec[i] != QPT_TRACE_END)
             v[k++] = rec[i];
     }
-    walk_t w = { .d = d, .rec = v, .n = k, .sink = sink, .st = st, .sig_at = NONE };
+    walk_t w = { .d = d, .rec = v, .n = k, .sink = sink, .st = st, .sig_at = NONE,
+                 .run_at = NONE, .sim_at = NONE };
     int rc = walk(&w);
     free(w.f);
     free(v);

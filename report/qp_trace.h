@@ -114,4 +114,54 @@ int qp_trace_mem_regen(const qp_trace_desc_t *d, const uint32_t *rec, size_t n,
                        const qp_trace_mem_sink_t *sink,
                        qp_trace_stats_t *st /*OUT*/, uint64_t *nacc /*OUT*/);
 
+/*
+ * What a trace does not cover (a summary, never a silent gap; report/qp_trace_cover.c):
+ * the regenerated blocks that end in a call of code that is not traced - the C library
+ * and other shared objects, the loader, code reached through a pointer or the PLT
+ * (QPT_TC_OUTSIDE: what it ran is not in the trace; callbacks into traced code are) and
+ * C library functions that never call back (QPT_TB_LEAFCALL: they record nothing) - and
+ * the cut marks. Fed block by block and mark by mark from a sink (the walk that prints
+ * them), or by a walk of its own (qp_trace_untraced_walk).
+ */
+typedef struct qp_trace_untraced {
+    uint64_t calls;      /* calls of code not traced */
+    uint64_t leaf;       /* calls of C library functions that never call back */
+    uint64_t cuts;       /* "cut:" marks */
+    uint64_t *by;        /* calls (both kinds) per entry of the description's list of code
+                          * not traced (d->outs; nouts + 1 counts, malloc'ed) */
+    int ptr;             /* the last block called through a pointer: whether to traced
+                          * code is known at the next block */
+    uint32_t ptr_callee; /* ... its entry in d->outs, or QPT_TRACE_NONE */
+    const qp_trace_desc_t *desc; /* during qp_trace_untraced_walk */
+} qp_trace_untraced_t;
+
+/* Zeroed counts for D's code not traced in *U (free with qp_trace_untraced_free). 0,
+ * QP_EINVAL or QP_ENOMEM. */
+int qp_trace_untraced_init(qp_trace_untraced_t *u /*OUT*/, const qp_trace_desc_t *d);
+void qp_trace_untraced_free(qp_trace_untraced_t *u);
+/* Every count back to 0 (the array kept). */
+void qp_trace_untraced_reset(qp_trace_untraced_t *u, const qp_trace_desc_t *d);
+/* Block BLOCK of D was regenerated (a sink's block callback passes each on). */
+void qp_trace_untraced_block(qp_trace_untraced_t *u, const qp_trace_desc_t *d, uint32_t block);
+/* The walk marked WHAT (a sink's mark callback passes each on). */
+void qp_trace_untraced_mark(qp_trace_untraced_t *u, const char *what);
+/* The trace ended: a call through a pointer in its last block counts. */
+void qp_trace_untraced_end(qp_trace_untraced_t *u, const qp_trace_desc_t *d);
+/* Add U's counts to TO's. */
+void qp_trace_untraced_add(qp_trace_untraced_t *to, const qp_trace_untraced_t *u,
+                           const qp_trace_desc_t *d);
+/* Count the blocks of trace REC[0..N) into U with a walk of their own (its marks not
+ * counted: an address walk gives no blocks, and marks them itself). qp_trace_regen's
+ * return. */
+int qp_trace_untraced_walk(const qp_trace_desc_t *d, const uint32_t *rec, size_t n,
+                           qp_trace_untraced_t *u);
+/* The entries of d->outs most called in U: at most MAX indexes in TOP, most called
+ * first; the number of other entries called in *MORE, and the calls of no entry
+ * (through pointers) in *POINTERS. Returns how many TOP holds. */
+uint32_t qp_trace_untraced_top(const qp_trace_desc_t *d, const qp_trace_untraced_t *u,
+                               uint32_t *top /*OUT*/, uint32_t max, uint32_t *more /*OUT*/,
+                               uint64_t *pointers /*OUT*/);
+/* How many procedures the rewrite left in place (d->outs of kind QPT_TO_LEFT). */
+uint32_t qp_trace_left_in_place(const qp_trace_desc_t *d);
+
 #endif

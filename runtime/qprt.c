@@ -1570,6 +1570,23 @@ tr_flush(tr_buf_t *b, uint64_t cur)
     b->flushed = cur;
 }
 
+/*
+ * Fill B's slots below its limit with QPT_TRACE_EMPTY before it takes records again. A
+ * record reserves its slot (xadd) and writes it in the next instructions; a signal
+ * handler that comes between them and fills the buffer has it written out unwritten,
+ * and the interrupted record is then written into the buffer's next round, where later
+ * records overwrite it. Its slot then says so (not a stale record of the round before),
+ * and the regenerator reads the lost record's id in the snippet at the handler's rip.
+ */
+static void
+tr_empty(tr_buf_t *b)
+{
+    /* volatile: no call of memset, which the blob does not have */
+    volatile uint64_t *v = (volatile uint64_t *)(uintptr_t)b->data;
+    for (uint64_t i = 0; i < (TR_BYTES - TR_SLACK) / 8; i++)
+        v[i] = (uint64_t)QPT_TRACE_EMPTY << 32 | QPT_TRACE_EMPTY;
+}
+
 static void
 tr_mark(tr_buf_t *b, uint32_t what)
 {
@@ -1594,6 +1611,7 @@ tr_open(tr_reg_t *r, uint64_t tp, uint64_t tid)
     if (is_err(m))
         return NULL;
     *b = (tr_buf_t) { tp, tid, (uint64_t)m, (uint64_t)m, -1, 1 };
+    tr_empty(b);
     if (r->base[0])
         tr_open_file(r, b);
     return b;
@@ -1690,8 +1708,10 @@ qprt_trace_refill(void)
     }
     if (b == NULL)
         b = tr_open(r, tp, tid);
-    else
+    else {
         tr_flush(b, cur);
+        tr_empty(b);
+    }
     if (b != NULL) {
         b->flushed = b->data;
         tcb_set(b->data, b->data + TR_BYTES - TR_SLACK);

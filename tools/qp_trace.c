@@ -59,116 +59,28 @@ usage(FILE *f, int rc)
     return rc;
 }
 
-/* What a trace does not cover (a summary, never a silent gap): the regenerated blocks
- * that end in a call of code that is not traced - the C library and other shared
- * objects, the loader, code reached through a pointer or the PLT (QPT_TC_OUTSIDE: what
- * it ran is not in the trace; callbacks into traced code are) and C library functions
- * that never call back (QPT_TB_LEAFCALL: they record nothing) - and the cut marks. */
-typedef struct untraced {
-    uint64_t calls, leaf, cuts;
-    int ptr;             /* the last block called through a pointer: where to is not
-                          * known yet (a procedure's entry next: traced code) */
-    uint32_t ptr_callee; /* ... its entry in the description's list, or NONE */
-    uint64_t *by;        /* calls per entry of that list (of code not traced) */
-} untraced_t;
-
-/* A call of code not traced: CALLEE, D's entry of it, or QPT_TRACE_NONE. */
-static void
-untraced_call(untraced_t *u, const qp_trace_desc_t *d, uint32_t callee)
-{
-    u->calls++;
-    if (callee < d->nouts)
-        u->by[callee]++;
-}
-
-static void
-untraced_block(untraced_t *u, const qp_trace_desc_t *d, uint32_t block)
-{
-    const qpt_trace_block_t *b = &d->blocks[block];
-    /* A call through a pointer went to traced code when a procedure's entry follows
-     * (the callee's ENTER; an untraced callee calling back at once counts as traced). */
-    if (u->ptr && d->procs[b->proc].block != block)
-        untraced_call(u, d, u->ptr_callee);
-    u->ptr = b->call == QPT_TC_OUTSIDE && (b->flags & QPT_TB_CALLPTR);
-    u->ptr_callee = b->callee;
-    if (b->call == QPT_TC_OUTSIDE && !(b->flags & QPT_TB_CALLPTR))
-        untraced_call(u, d, b->callee);
-    if (b->flags & QPT_TB_LEAFCALL) {
-        u->leaf++;
-        if (b->callee < d->nouts)
-            u->by[b->callee]++;
-    }
-}
-
-static void
-untraced_mark(untraced_t *u, const char *what)
-{
-    u->cuts += strncmp(what, "cut:", 4) == 0;
-}
-
-static void
-untraced_add(untraced_t *to, const untraced_t *u, uint32_t nouts)
-{
-    to->calls += u->calls;
-    to->leaf += u->leaf;
-    to->cuts += u->cuts;
-    for (uint32_t i = 0; i < nouts; i++)
-        to->by[i] += u->by[i];
-}
-
-/* Reset U, keeping its array of NOUTS counts (zeroed). */
-static void
-untraced_reset(untraced_t *u, uint32_t nouts)
-{
-    uint64_t *by = u->by;
-    memset(u, 0, sizeof(*u));
-    u->by = by;
-    memset(by, 0, (size_t)nouts * sizeof(uint64_t));
-}
-
 /* The callees most called of U (D's list of code not traced): ": name N, ...", and
  * the calls through pointers (no name). */
 static void
-untraced_callees(FILE *f, const qp_trace_desc_t *d, const untraced_t *u)
+untraced_callees(FILE *f, const qp_trace_desc_t *d, const qp_trace_untraced_t *u)
 {
-    const uint64_t *by = u->by;
-    uint64_t named = 0;
     enum { SHOWN = 8 };
-    uint32_t top[SHOWN], k = 0, more = 0;
-    for (uint32_t i = 0; i < d->nouts; i++) {
-        if (by[i] == 0)
-            continue;
-        named += by[i];
-        if (k == SHOWN && by[i] <= by[top[SHOWN - 1]]) {
-            more++;
-            continue;
-        }
-        if (k == SHOWN)
-            more++; /* the last shown drops out */
-        else
-            k++;
-        uint32_t j = k - 1; /* insertion, most called first */
-        while (j > 0 && by[top[j - 1]] < by[i]) {
-            top[j] = top[j - 1];
-            j--;
-        }
-        top[j] = i;
-    }
+    uint32_t top[SHOWN], more;
+    uint64_t pointers;
+    uint32_t k = qp_trace_untraced_top(d, u, top, SHOWN, &more, &pointers);
     for (uint32_t j = 0; j < k; j++)
         fprintf(f, "%s%s%s %llu", j ? ", " : ": ", d->out_names + d->outs[top[j]].name,
                 d->outs[top[j]].kind == QPT_TO_LEFT ? " (left in place)" : "",
-                (unsigned long long)by[top[j]]);
+                (unsigned long long)u->by[top[j]]);
     if (more)
         fprintf(f, ", %u more", more);
-    if (u->calls + u->leaf > named)
-        fprintf(f, "%sthrough pointers %llu", k ? ", " : ": ",
-                (unsigned long long)(u->calls + u->leaf - named));
+    if (pointers)
+        fprintf(f, "%sthrough pointers %llu", k ? ", " : ": ", (unsigned long long)pointers);
 }
 
 typedef struct out {
     FILE *f;
-    untraced_t u, total; /* this trace's, all traces' */
-    uint32_t nouts; /* of the description's list of code not traced */
+    qp_trace_untraced_t u, total; /* what this trace, all traces, do not cover */
     const qp_trace_desc_t *d; /* insns */
     qp_cachesim_t *sim; /* cachesim */
     uint64_t hash; /* FNV-1a over the blocks' addresses, in order (stats) */
@@ -179,7 +91,7 @@ static int
 hash_block(void *arg, uint32_t block, uint64_t addr)
 {
     out_t *o = arg;
-    untraced_block(&o->u, o->d, block);
+    qp_trace_untraced_block(&o->u, o->d, block);
     for (int i = 0; i < 8; i++) {
         o->hash ^= (addr >> (8 * i)) & 0xff;
         o->hash *= 0x100000001b3ull;
@@ -191,7 +103,7 @@ static int
 on_block(void *arg, uint32_t block, uint64_t addr)
 {
     out_t *o = arg;
-    untraced_block(&o->u, o->d, block);
+    qp_trace_untraced_block(&o->u, o->d, block);
     fprintf(o->f, "0x%llx\n", (unsigned long long)addr);
     return 0;
 }
@@ -200,7 +112,7 @@ static int
 on_block_insns(void *arg, uint32_t block, uint64_t addr)
 {
     out_t *o = arg;
-    untraced_block(&o->u, o->d, block);
+    qp_trace_untraced_block(&o->u, o->d, block);
     for (uint32_t i = o->d->ifirst[block]; i < o->d->ifirst[block + 1]; i++) {
         fprintf(o->f, "0x%llx\n", (unsigned long long)addr);
         addr += o->d->ilen[i];
@@ -212,7 +124,7 @@ static int
 on_mark(void *arg, const char *what, uint64_t addr)
 {
     out_t *o = arg;
-    untraced_mark(&o->u, what);
+    qp_trace_untraced_mark(&o->u, what);
     if (addr)
         fprintf(o->f, "# %s (at 0x%llx)\n", what, (unsigned long long)addr);
     else
@@ -254,45 +166,14 @@ count_mark(void *arg, const char *what, uint64_t addr)
 {
     (void)addr;
     out_t *o = arg;
-    untraced_mark(&o->u, what);
+    qp_trace_untraced_mark(&o->u, what);
     return 0;
-}
-
-static int
-untraced_only(void *arg, uint32_t block, uint64_t addr)
-{
-    (void)addr;
-    out_t *o = arg;
-    untraced_block(&o->u, o->d, block);
-    return 0;
-}
-
-static int
-ignore_mark(void *arg, const char *what, uint64_t addr)
-{
-    (void)arg;
-    (void)what;
-    (void)addr;
-    return 0;
-}
-
-/* The address walk gives no blocks to its sink: a walk of the blocks alone counts the
- * calls into code that is not traced (its marks are the address walk's too). */
-static int
-untraced_calls(const qp_trace_desc_t *d, const uint32_t *rec, size_t n, out_t *o)
-{
-    uint64_t cuts = o->u.cuts;
-    qp_trace_stats_t st;
-    qp_trace_sink_t s = { untraced_only, ignore_mark, o, NULL };
-    int rc = qp_trace_regen(d, rec, n, &s, &st);
-    o->u.cuts = cuts;
-    return rc;
 }
 
 /* One line of qp trace stats: what this trace does not cover. */
 static void
 untraced_stats(FILE *f, const qp_trace_desc_t *d, const char *path, uint64_t tid,
-               const untraced_t *u)
+               const qp_trace_untraced_t *u)
 {
     fprintf(f, "%s: tid %llu: not traced: %llu calls of code that is not traced (shared "
                "libraries through the PLT or GOT, procedures left in place, pointers to such code: "
@@ -314,11 +195,8 @@ untraced_procs(FILE *f, const char *prog, const qp_trace_desc_t *d)
                    "traced (rewritten by an older qpt-rewrite)\n", prog, d->hdr.nprocs);
         return;
     }
-    uint32_t n = 0;
-    for (uint32_t i = 0; i < d->nouts; i++)
-        n += d->outs[i].kind == QPT_TO_LEFT;
     fprintf(f, "%s: %u procedures traced, %u left in place by the rewrite (not traced)", prog,
-            d->hdr.nprocs, n);
+            d->hdr.nprocs, qp_trace_left_in_place(d));
     uint32_t k = 0;
     for (uint32_t i = 0; i < d->nouts && k <= 8; i++) {
         if (d->outs[i].kind != QPT_TO_LEFT)
@@ -335,7 +213,7 @@ untraced_procs(FILE *f, const char *prog, const qp_trace_desc_t *d)
 /* The note at the end of qp trace blocks, insns, mem and cachesim (stderr: their output
  * stays a list of blocks, instructions or accesses). */
 static void
-untraced_note(const qp_trace_desc_t *d, const untraced_t *u)
+untraced_note(const qp_trace_desc_t *d, const qp_trace_untraced_t *u)
 {
     if (u->calls + u->leaf == 0)
         return;
@@ -431,7 +309,7 @@ one_trace(const qp_trace_desc_t *d, const char *path, int mode, int header, out_
     if (header && mode != MODE_STATS && mode != MODE_SIM)
         fprintf(o->f, "# thread %llu\n", (unsigned long long)h.tid);
     o->hash = 0xcbf29ce484222325ull;
-    untraced_reset(&o->u, o->nouts);
+    qp_trace_untraced_reset(&o->u, d);
     qp_trace_sink_t sink = { stats ? hash_block : mode == MODE_INSNS ? on_block_insns : on_block,
                              stats ? count_mark : on_mark, o, NULL };
     qp_trace_stats_t st;
@@ -441,16 +319,14 @@ one_trace(const qp_trace_desc_t *d, const char *path, int mode, int header, out_
                               : qp_trace_regen(d, rec, n, &sink, &st);
     if (rc == 0 && stats && d->mblocks != NULL) {
         qp_trace_stats_t st2;
-        untraced_t keep = o->u; /* the second walk marks the same places again */
+        qp_trace_untraced_t keep = o->u; /* the second walk marks the same places again */
         rc = qp_trace_mem_regen(d, rec, n, vals, nvals, bias, &msink, &st2, &nacc);
         o->u = keep;
     }
-    if (rc == 0 && (mode == MODE_MEM || mode == MODE_SIM))
-        rc = untraced_calls(d, rec, n, o);
-    if (o->u.ptr) /* the trace ended in a call through a pointer */
-        untraced_call(&o->u, d, o->u.ptr_callee);
-    o->u.ptr = 0;
-    untraced_add(&o->total, &o->u, o->nouts);
+    if (rc == 0 && (mode == MODE_MEM || mode == MODE_SIM)) /* no blocks in the address walk */
+        rc = qp_trace_untraced_walk(d, rec, n, &o->u);
+    qp_trace_untraced_end(&o->u, d);
+    qp_trace_untraced_add(&o->total, &o->u, d);
     free(rec);
     free(vals);
     if (rc < 0) {
@@ -561,10 +437,7 @@ qp_trace_main(int argc, char **argv)
     o.f = stdout;
     o.d = &d;
     o.sim = &sim;
-    o.nouts = d.nouts;
-    o.u.by = calloc((size_t)d.nouts + 1, sizeof(uint64_t));
-    o.total.by = calloc((size_t)d.nouts + 1, sizeof(uint64_t));
-    if (o.u.by == NULL || o.total.by == NULL) {
+    if (qp_trace_untraced_init(&o.u, &d) < 0 || qp_trace_untraced_init(&o.total, &d) < 0) {
         fprintf(stderr, "qp: trace: out of memory\n");
         return 1;
     }
@@ -600,8 +473,8 @@ qp_trace_main(int argc, char **argv)
         free(files);
     }
     qp_trace_desc_free(&d);
-    free(o.u.by);
-    free(o.total.by);
+    qp_trace_untraced_free(&o.u);
+    qp_trace_untraced_free(&o.total);
     if (fflush(stdout) != 0 && rc == 0) {
         fprintf(stderr, "qp: trace: write error\n");
         rc = 1;

@@ -1,12 +1,13 @@
 /* Copyright 2026 the qpt authors
  * SPDX-License-Identifier: MIT */
 /*
- * Asynchronous signals: an interval timer (SIGALRM every 100 us) interrupts a loop of
- * branches and calls (direct, through a pointer, of the C library) anywhere, hundreds of
- * times; the handler runs code of its own (on_alarm, tick_work) and returns. Where the
- * signals come differs from run to run, so tests/trace.sh compares the naive and chord
- * traces without the handler's blocks (the program's own path is the same), and requires
- * no cut mark: every handler placed exactly or marked "async".
+ * Asynchronous signals: an interval timer (SIGALRM every argv[2] us, default 100)
+ * interrupts a loop of argv[1] turns (default 300000) of branches and calls (direct,
+ * through a pointer, of the C library) anywhere, hundreds of times; the handler runs code
+ * of its own (on_alarm, tick_work) and returns. Where the signals come differs from run
+ * to run, so tests/trace.sh compares the naive and chord traces without the handler's
+ * blocks (the program's own path is the same), and requires no cut mark: every handler
+ * placed exactly or marked "async".
  */
 #include <signal.h>
 #include <stdio.h>
@@ -56,7 +57,8 @@ main(int argc, char **argv)
     sa.sa_flags = SA_RESTART;
     sigemptyset(&sa.sa_mask);
     sigaction(SIGALRM, &sa, NULL);
-    struct itimerval it = { { 0, 100 }, { 0, 100 } };
+    long us = argc > 2 ? atol(argv[2]) : 100;
+    struct itimerval it = { { 0, us }, { 0, us } };
     setitimer(ITIMER_REAL, &it, NULL);
     char buf[32];
     for (long i = 0; i < n; i++) {
