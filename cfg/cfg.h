@@ -474,6 +474,42 @@ int cfg_u64_contains(const uint64_t *v, size_t n, uint64_t x);
 int
 cfg_vec_grow(void **v, size_t *cap, size_t need, size_t elem);
 
+/* Where a program holds a code address (cfg_held_t.src). */
+enum {
+    CFG_HELD_RELOC = 1, /* a dynamic relocation's value (at: the relocated word) */
+    CFG_HELD_DYNSYM,    /* a function of the dynamic symbol table (at: 0) */
+    CFG_HELD_RIPREL,    /* the rip-relative operand of an instruction that is no branch,
+                         * as `lea label(%rip)` (at: the instruction) */
+    CFG_HELD_IMM,       /* an immediate, in a program that is not position independent
+                         * (at: the instruction) */
+    CFG_HELD_DATA,      /* an aligned word of a loaded data section, likewise (at: the
+                         * word); a guess: any number may look like an address */
+    CFG_HELD_TEXTWORD,  /* ... one right after eight printable bytes: likelier the end
+                         * of a string ("ant\0\0\0\0\0" is a word) */
+};
+
+typedef struct cfg_held {
+    uint64_t addr; /* an address inside a procedure's blocks */
+    uint64_t at;   /* where the program holds it (see the sources above) */
+    uint32_t src;  /* CFG_HELD_* */
+} cfg_held_t;
+
+/*
+ * The code addresses PROG holds, through which it may call or jump where no branch
+ * names the place (cfg/cfg_held.c), sorted by address: *OUT (free it) gets *N of them,
+ * one per (address, source, place). 0, or QP_ENOMEM / QP_EINVAL.
+ */
+int cfg_held_addrs(const cfg_prog_t *prog, cfg_held_t **out /*OUT*/, size_t *n /*OUT*/);
+
+/*
+ * The addresses where code may enter a procedure other than through its entry's edges:
+ * the targets of jumps from other procedures (tail-call edges, entries included), and
+ * the blocks whose address the program holds (cfg_held_addrs but for CFG_HELD_TEXTWORD;
+ * not an entry and not the target of an indirect jump of its own procedure: a label
+ * stored with a `lea` and called later through a pointer). Sorted, unique; *OUT is to be freed. 0, or QP_ENOMEM.
+ */
+int cfg_interior_entries(const cfg_prog_t *prog, uint64_t **out /*OUT*/, size_t *n /*OUT*/);
+
 /* The procedure that owns procedure I's code: a cold fragment's parent, else I (and
  * CFG_NONE for CFG_NONE). */
 uint32_t cfg_proc_owner(const cfg_prog_t *prog, uint32_t i);

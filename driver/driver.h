@@ -76,12 +76,11 @@ double drv_weights_match(const drv_weights_t *w, const cfg_prog_t *prog);
 int64_t drv_weights_get(const drv_weights_t *w, uint64_t from, uint64_t to, uint8_t kind);
 
 /*
- * Code addresses PROG holds as values, sorted, with repeats, into *OUT (malloc'ed, *N
- * of them): the values of relocations (any kind: an IFUNC resolver's too) that lie in
- * code, functions of the dynamic symbol table, aligned words of a non-PIE file's data
- * that are entries, and entries named by RIP-relative operands (lea fn(%rip)). The CFG's
- * CFG_SRC_ADDR names only procedures found that way, not those a symbol names as well.
- * Returns 0 or QP_ENOMEM.
+ * The procedure entries PROG holds (cfg_held_addrs: relocated words of any kind, an
+ * IFUNC resolver's too; functions of the dynamic symbol table; rip-relative operands;
+ * and in a non-PIE file immediates and aligned data words), sorted and unique, into
+ * *OUT (malloc'ed, *N of them). The CFG's CFG_SRC_ADDR names only procedures found that
+ * way, not those a symbol names as well. Returns 0 or QP_ENOMEM.
  */
 int drv_addr_taken(const cfg_prog_t *prog, uint64_t **out, size_t *n);
 
@@ -240,7 +239,7 @@ uint32_t drv_alloc_counter(drv_result_t *res);
 
 /* What drv_graph_build needs to know of the whole program (sorted address arrays). */
 typedef struct drv_prog_info {
-    const uint64_t *xt;      /* targets of jumps from other procedures (entered from outside) */
+    const uint64_t *xt;      /* interior entries (cfg_interior_entries): roots of the graph */
     size_t nxt;
     const uint64_t *forkers; /* entries of procedures after whose call a child may run */
     size_t nforkers;
@@ -263,9 +262,6 @@ enum { DRV_SITE_FORK = 1, DRV_SITE_THREAD = 2 };
 int drv_site_kind(const cfg_prog_t *prog, const arch_insn_t *prev, const arch_insn_t *in,
                   const drv_prog_info_t *info);
 
-/* The sorted, unique targets of jumps between procedures (blocks entered from outside
- * their procedure are roots of its graph); *OUT is malloc'ed. 0 or QP_ENOMEM. */
-int drv_cross_targets(const cfg_prog_t *prog, uint64_t **out /*OUT*/, size_t *n /*OUT*/);
 
 /*
  * Which procedures qp counts by their calls (QP_PROC_BY_CALLS, drv_bycalls.c): BY_CALLS

@@ -457,74 +457,23 @@ drv_graph_free(drv_graph_t *g)
     memset(g, 0, sizeof(*g));
 }
 
-static int
-cmp_addr(const void *a, const void *b)
-{
-    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-    return x < y ? -1 : x > y;
-}
-
 int
 drv_addr_taken(const cfg_prog_t *prog, uint64_t **out, size_t *n)
 {
-    const cfg_image_t *img = prog->img;
-    size_t k = 0, cap = 0;
-    uint64_t *v = NULL;
-    for (size_t i = 0; i < img->nrelocs; i++) {
-        const cfg_reloc_t *r = &img->relocs[i];
-        if (r->value != 0 && cfg_proc_at(prog, r->value) != NULL) {
-            QP_CHECK(cfg_vec_grow((void **)&v, &cap, k + 1, sizeof(uint64_t)));
-            v[k++] = r->value;
-        }
+    cfg_held_t *h;
+    size_t nh, k = 0;
+    QP_CHECK(cfg_held_addrs(prog, &h, &nh));
+    uint64_t *v = malloc((nh + 1) * sizeof(uint64_t));
+    if (v == NULL) {
+        free(h);
+        return QP_ENOMEM;
     }
-    /* Functions in the dynamic symbol table: a library may call them (a C++ template
-     * instantiation that libstdc++'s own calls bind to). */
-    for (size_t i = 0; i < img->nsymbols; i++) {
-        const cfg_symbol_t *sy = &img->symbols[i];
-        if (sy->src == CFG_SYMSRC_DYNSYM && sy->kind == CFG_SYM_FUNC && sy->addr != 0) {
-            QP_CHECK(cfg_vec_grow((void **)&v, &cap, k + 1, sizeof(uint64_t)));
-            v[k++] = sy->addr;
-        }
+    for (size_t i = 0; i < nh; i++) {
+        const cfg_proc_t *p = cfg_proc_at(prog, h[i].addr);
+        if (p != NULL && p->entry == h[i].addr && (k == 0 || v[k - 1] != h[i].addr))
+            v[k++] = h[i].addr; /* sorted: cfg_held_addrs is */
     }
-    for (size_t i = 0; !(img->flags & CFG_IMG_PIE) && i < img->nsections; i++) {
-        const cfg_section_t *s = &img->sections[i];
-        if ((s->flags & CFG_SEC_CODE) || s->bytes == NULL || !(s->flags & CFG_SEC_ALLOC)
-            || strncmp(s->name, ".eh_frame", 9) == 0)
-            continue;
-        for (uint64_t a = (s->vma + 7) & ~(uint64_t)7; a + 8 <= s->vma + s->size; a += 8) {
-            uint64_t w;
-            memcpy(&w, s->bytes + (a - s->vma), 8);
-            const cfg_proc_t *p = w >= 0x1000 ? cfg_proc_at(prog, w) : NULL;
-            if (p != NULL && p->entry == w) {
-                if (cfg_vec_grow((void **)&v, &cap, k + 1, sizeof(uint64_t)) < 0) {
-                    free(v);
-                    return QP_ENOMEM;
-                }
-                v[k++] = w;
-            }
-        }
-    }
-    for (uint32_t b = 0; b < prog->nblocks; b++) {
-        const cfg_block_t *bl = &prog->blocks[b];
-        for (uint64_t a = bl->start; a < bl->end;) {
-            arch_insn_t in;
-            if (cfg_image_decode(img, a, 0, &in) < 0)
-                break;
-            a += in.len;
-            if (!(in.flags & ARCH_F_RIPREL) || in.kind == ARCH_KIND_JMP_IND
-                || in.kind == ARCH_KIND_CALL_IND || in.target == 0)
-                continue;
-            const cfg_proc_t *p = cfg_proc_at(prog, in.target);
-            if (p != NULL && p->entry == in.target) {
-                if (cfg_vec_grow((void **)&v, &cap, k + 1, sizeof(uint64_t)) < 0) {
-                    free(v);
-                    return QP_ENOMEM;
-                }
-                v[k++] = in.target;
-            }
-        }
-    }
-    qsort(v, k, sizeof(uint64_t), cmp_addr);
+    free(h);
     *out = v;
     *n = k;
     return 0;

@@ -269,32 +269,6 @@ fail:
     return NULL;
 }
 
-static int
-cmp_u64_asc(const void *a, const void *b)
-{
-    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-    return x < y ? -1 : x > y;
-}
-
-int
-drv_cross_targets(const cfg_prog_t *prog, uint64_t **out, size_t *n)
-{
-    size_t k = 0;
-    uint64_t *v = malloc((prog->nedges + 1) * sizeof(uint64_t));
-    if (v == NULL)
-        return QP_ENOMEM;
-    for (uint32_t e = 0; e < prog->nedges; e++)
-        if (prog->edges[e].kind == CFG_EDGE_TAILCALL && prog->edges[e].target != 0)
-            v[k++] = prog->edges[e].target;
-    qsort(v, k, sizeof(uint64_t), cmp_u64_asc);
-    size_t u = 0;
-    for (size_t i = 0; i < k; i++)
-        if (u == 0 || v[u - 1] != v[i])
-            v[u++] = v[i];
-    *out = v;
-    *n = u;
-    return 0;
-}
 
 /* Decode the instruction at ADDR. */
 static int
@@ -637,7 +611,7 @@ run_pass(const drv_ops_t *drv, const cfg_prog_t *prog, const ed_plan_t *plan,
     uint64_t *xt = NULL, *exits = NULL, *forkers = NULL, *starters = NULL;
     size_t nxt = 0, nexits = 0, nforkers = 0, nstarters = 0;
     int taken = 0;
-    int rc = drv_cross_targets(prog, &xt, &nxt);
+    int rc = cfg_interior_entries(prog, &xt, &nxt);
     if (rc == 0)
         rc = drv_forkers(prog, &forkers, &nforkers);
     if (rc == 0)

@@ -1162,7 +1162,7 @@ drv_trace_plan(const cfg_prog_t *prog, const drv_result_t *res, int naive,
     drv_prog_info_t info = { .clobbers = ARCH_FLAGS_STATUS };
     uint64_t *xt = NULL;
     if (rc == 0)
-        rc = drv_cross_targets(prog, &xt, &info.nxt);
+        rc = cfg_interior_entries(prog, &xt, &info.nxt);
     info.xt = xt;
     uint64_t *taken = NULL;
     size_t ntaken = 0;

@@ -92,7 +92,7 @@ struct ed_plan {
     ed_seg_t *segs;           /* old extents of moved procedures, sorted */
     size_t nsegs;
     uint64_t *seg_new_end;    /* per segment: new address after its last instruction */
-    uint64_t *xt;             /* targets of jumps between procedures, sorted */
+    uint64_t *xt;             /* interior entries (cfg_interior_entries), sorted */
     size_t nxt;
     ed_probe_t *probes;       /* the drivers' snippets, sorted by address then place */
     size_t nprobes;
@@ -495,9 +495,9 @@ collect_pads(const ed_plan_t *plan, uint32_t pi, uint64_t **out, size_t *n, uint
             }
         }
     }
-    /* Interior entries: blocks that other procedures jump to directly. A direct jump
+    /* Interior entries: blocks that other procedures jump to directly (a direct jump
      * from moved code is retargeted through the map, but one from code that stays
-     * needs the redirect. */
+     * needs the redirect), and blocks whose address the program holds. */
     for (uint32_t b = p->block; b < p->block + p->nblocks; b++) {
         uint64_t st = prog->blocks[b].start;
         if (st == p->entry || !cfg_u64_contains(xt, nxt, st))
@@ -686,19 +686,11 @@ settle_groups(ed_plan_t *plan)
     }
 }
 
-/* Every target of a tail-call edge (jumps between procedures), sorted. */
+/* Where code may enter a procedure in its interior (cfg_interior_entries), sorted. */
 static int
 collect_jump_targets(ed_plan_t *plan)
 {
-    const cfg_prog_t *prog = plan->prog;
-    plan->xt = malloc((prog->nedges + 1) * sizeof(uint64_t));
-    if (plan->xt == NULL)
-        return QP_ENOMEM;
-    for (uint32_t e = 0; e < prog->nedges; e++)
-        if (prog->edges[e].kind == CFG_EDGE_TAILCALL && prog->edges[e].target)
-            plan->xt[plan->nxt++] = prog->edges[e].target;
-    qsort(plan->xt, plan->nxt, sizeof(uint64_t), cmp_u64);
-    return 0;
+    return cfg_interior_entries(plan->prog, &plan->xt, &plan->nxt);
 }
 
 /* Testing aid: is NAME one of the procedures the caller asked to leave in place
@@ -1794,88 +1786,59 @@ is_pad(const ed_plan_t *plan, uint32_t owner, uint64_t addr, uint64_t **scratch,
 /*
  * Procedures whose code the program may reach at an address that is no redirect keep
  * their bytes (KEEP): such an address runs the old code, as it did before, rather than
- * new code of another procedure. The addresses the program holds: relocated words,
- * rip-relative operands (a `lea` of a label that is stored and called later), and in a
- * program that is not position independent, the aligned words of its data that are a
- * block's address (not every word that falls into the text: strings would).
+ * new code of another procedure. The addresses the program holds (cfg_held_addrs); of
+ * the aligned data words of a program that is not position independent, only those
+ * that are a block's address (not every word that falls into the text: strings would),
+ * outside jump tables and not the end of a string (CFG_HELD_TEXTWORD).
  */
 static int
 keep_referenced(const ed_plan_t *plan, uint8_t *keep)
 {
     const cfg_prog_t *prog = plan->prog;
-    const cfg_image_t *img = prog->img;
+    cfg_held_t *held = NULL;
+    size_t nheld = 0;
     uint64_t *pads = NULL;
     size_t npads = 0;
-    int rc = 0;
-#define REF(addr)                                                                         \
-    do {                                                                                  \
-        uint64_t a_ = (addr);                                                             \
-        uint32_t o_ = a_ != 0 ? owner_at(prog, a_) : CFG_NONE;                            \
-        if (o_ != CFG_NONE && !keep[o_] && plan->reason[o_] == NULL) {                    \
-            int r_ = is_pad(plan, o_, a_, &pads, &npads);                                 \
-            if (r_ < 0)                                                                   \
-                rc = QP_ENOMEM;                                                           \
-            else if (!r_)                                                                 \
-                keep[o_] = 1;                                                             \
-        }                                                                                 \
-    } while (0)
-    for (size_t i = 0; i < img->nrelocs && rc == 0; i++)
-        REF(img->relocs[i].value);
-    for (uint32_t b = 0; b < prog->nblocks && rc == 0; b++) {
-        const cfg_block_t *bl = &prog->blocks[b];
-        for (uint64_t a = bl->start; a < bl->end && rc == 0;) {
-            arch_insn_t in;
-            if (cfg_image_decode(img, a, 0, &in) < 0)
-                break;
-            a += in.len;
-            if ((in.flags & ARCH_F_RIPREL) && in.kind != ARCH_KIND_JMP_IND
-                && in.kind != ARCH_KIND_CALL_IND)
-                REF(in.target);
-        }
-    }
+    int rc = cfg_held_addrs(prog, &held, &nheld);
     /* A jump table's entries are the cases: redirects, or rewritten with the table. */
-    cfg_span_t *tab = malloc((prog->ntables + 1) * sizeof(cfg_span_t));
-    if (tab == NULL)
+    cfg_span_t *tab = rc == 0 ? malloc((prog->ntables + 1) * sizeof(cfg_span_t)) : NULL;
+    if (rc == 0 && tab == NULL)
         rc = QP_ENOMEM;
     for (uint32_t t = 0; rc == 0 && t < prog->ntables; t++)
         tab[t] = (cfg_span_t) { prog->tables[t].addr, prog->tables[t].addr
                                 + (uint64_t)prog->tables[t].nentries * prog->tables[t].entry_size };
     size_t ntab = rc == 0 ? merge_spans(tab, prog->ntables) : 0;
-    for (size_t i = 0; !(img->flags & CFG_IMG_PIE) && i < img->nsections && rc == 0; i++) {
-        const cfg_section_t *sc = &img->sections[i];
-        if ((sc->flags & CFG_SEC_CODE) || sc->bytes == NULL || !(sc->flags & CFG_SEC_ALLOC)
-            || strncmp(sc->name, ".eh_frame", 9) == 0)
+    for (size_t i = 0; i < nheld && rc == 0; i++) {
+        uint64_t a = held[i].addr, at = held[i].at;
+        if (held[i].src == CFG_HELD_TEXTWORD)
             continue;
-        for (uint64_t a = (sc->vma + 7) & ~(uint64_t)7; a + 8 <= sc->vma + sc->size && rc == 0;
-             a += 8) {
-            uint64_t w;
-            memcpy(&w, sc->bytes + (a - sc->vma), 8);
-            size_t lo = 0, hi = ntab; /* the first table ending after a */
+        if (held[i].src == CFG_HELD_DATA) {
+            size_t lo = 0, hi = ntab; /* the first table ending after the word */
             while (lo < hi) {
                 size_t mid = (lo + hi) / 2;
-                if (tab[mid].end <= a)
+                if (tab[mid].end <= at)
                     lo = mid + 1;
                 else
                     hi = mid;
             }
-            if (lo < ntab && tab[lo].start <= a)
+            if (lo < ntab && tab[lo].start <= at)
                 continue;
-            /* Only a block's start (code pointers point there, bytes of text rarely), and
-             * not the end of a string ("ant\0\0\0\0\0" is a word of eight bytes of
-             * text before it). */
-            int in_string = a >= sc->vma + 8;
-            for (int k = 1; k <= 8 && in_string; k++)
-                in_string = sc->bytes[a - sc->vma - k] >= 0x20 && sc->bytes[a - sc->vma - k] < 0x7f;
-            if (in_string)
+            uint32_t bi = cfg_block_at(prog, a);
+            if (bi == CFG_NONE || prog->blocks[bi].start != a)
                 continue;
-            uint32_t bi = w >= 0x1000 ? cfg_block_at(prog, w) : CFG_NONE;
-            if (bi != CFG_NONE && prog->blocks[bi].start == w)
-                REF(w);
         }
+        uint32_t o = owner_at(prog, a);
+        if (o == CFG_NONE || keep[o] || plan->reason[o] != NULL)
+            continue;
+        int r = is_pad(plan, o, a, &pads, &npads);
+        if (r < 0)
+            rc = QP_ENOMEM;
+        else if (!r)
+            keep[o] = 1;
     }
-#undef REF
     free(tab);
     free(pads);
+    free(held);
     return rc;
 }
 

@@ -7,8 +7,9 @@
 # rewrite says it translated jumps; the output is the original's; tail calls through
 # pointers count exactly (the translated jump lands on the callee's new entry); a jump into
 # the middle of another procedure runs the original code there, and the procedure that
-# made it is marked approximate (~), while the others stay exact; calls into a procedure
-# left in place (QPT_LEAVE) are counted in the report's summary.
+# made it is marked approximate (~), while the others stay exact; a label whose address
+# the program holds gets a redirect and is counted (interior entry); calls into a
+# procedure left in place (QPT_LEAVE) are counted in the report's summary.
 # Exit status: 0 pass, 1 fail, 77 skip, 99 hard error.
 set -u
 . "${top_srcdir:-.}/tests/lib.sh"
@@ -53,6 +54,20 @@ for v in "gcc -O2 -fPIE -pie" "gcc -O2 -fno-pie -no-pie" "clang -O2 -fPIE -pie";
     row "$v" "$exe.csv" sub 333 ""
     row "$v" "$exe.csv" twoentry 104 ""
     row "$v" "$exe.csv" jumper 107 "~"
+    # twoentry_inner: main holds its address; its redirect runs the new, measured code.
+    # 2 runs through the je, 3 through the pointer.
+    got=$("$QP" report --annotate twoentry "$exe.qp.qp" 2>&1 | awk '/mov +\$0x2,%eax/ { print $1 }')
+    [ "$got" = 5 ] && ok "$v: twoentry_inner's block ran 5 times" ||
+        bad "$v: twoentry_inner's block: '$got' runs, expected 5"
+    # The trace regenerates the naive trace (an interior entry writes a record).
+    for drv in trace trace-naive; do
+        "$QPT_REWRITE" --driver=$drv "$exe" -o "$exe.$drv" >/dev/null 2>&1 && "$exe.$drv" >/dev/null &&
+            "$QP" trace blocks "$exe.$drv" 2>/dev/null | grep -v '^# thread ' >"$exe.$drv.blocks" ||
+            bad "$v: $drv failed"
+    done
+    cmp -s "$exe.trace.blocks" "$exe.trace-naive.blocks" &&
+        ok "$v: trace equals the naive trace ($(wc -l <"$exe.trace.blocks") blocks)" ||
+        bad "$v: trace differs from the naive trace"
     # A procedure left in place: the report says how often measured code went into it.
     if [ "$tag" = gccO2fPIEpie ]; then
         QPT_LEAVE=apply "$QPT_REWRITE" "$exe" -o "$exe.left" >/dev/null 2>&1 && "$exe.left" >/dev/null

@@ -1,0 +1,207 @@
+/* Copyright 2026 the qpt authors
+ * SPDX-License-Identifier: MIT */
+
+/*
+ * The code addresses a program holds, through which it may call or jump without a
+ * branch naming the place: relocated words, functions of the dynamic symbol table,
+ * rip-relative operands of instructions that are no branches (`lea label(%rip)`), and in
+ * a program that is not position independent, instructions' immediates (`mov $f,%ecx`)
+ * and aligned words of its data. The driver asks which entries are held (a procedure
+ * whose entry is held may be called by unseen ways), the editor which bytes the program
+ * may still reach after its procedure moved, and both which interior blocks are entered
+ * that way (cfg_interior_entries).
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "cfg/cfg.h"
+
+typedef struct held_vec {
+    cfg_held_t *v;
+    size_t n, cap;
+} held_vec_t;
+
+static int
+push(const cfg_prog_t *prog, held_vec_t *h, uint64_t addr, uint64_t at, uint32_t src)
+{
+    if (addr == 0 || cfg_proc_at(prog, addr) == NULL)
+        return 0;
+    QP_CHECK(cfg_vec_grow((void **)&h->v, &h->cap, h->n + 1, sizeof(cfg_held_t)));
+    h->v[h->n++] = (cfg_held_t) { addr, at, src };
+    return 0;
+}
+
+/* An immediate of IN (decoded from its last 4 or 8 bytes, confirmed by its operands)
+ * that is an address of code, or 0. */
+static uint64_t
+code_immediate(const cfg_prog_t *prog, const arch_insn_t *in)
+{
+    const cfg_image_t *img = prog->img;
+    size_t avail;
+    const uint8_t *p = cfg_image_ptr(img, in->addr, &avail);
+    if (p == NULL || avail < in->len || in->len < 5)
+        return 0;
+    uint64_t v = 0;
+    int32_t v32;
+    memcpy(&v32, p + in->len - 4, 4);
+    if (cfg_proc_at(prog, (uint64_t)(int64_t)v32) != NULL)
+        v = (uint64_t)(int64_t)v32;
+    else if (in->len >= 10) {
+        memcpy(&v, p + in->len - 8, 8); /* movabs $imm64 */
+        if (cfg_proc_at(prog, v) == NULL)
+            v = 0;
+    }
+    if (v == 0)
+        return 0;
+    arch_ops_t ops;
+    if (arch_decode_ops(p, in->len, in->addr, &ops) < 0)
+        return 0;
+    if ((ops.src.kind == ARCH_OPND_IMM && (uint64_t)ops.src.imm == v)
+        || (ops.dst.kind == ARCH_OPND_IMM && (uint64_t)ops.dst.imm == v))
+        return v;
+    return 0;
+}
+
+static int
+cmp_held(const void *a, const void *b)
+{
+    const cfg_held_t *x = a, *y = b;
+    if (x->addr != y->addr)
+        return x->addr < y->addr ? -1 : 1;
+    if (x->src != y->src)
+        return x->src < y->src ? -1 : 1;
+    return x->at < y->at ? -1 : x->at > y->at;
+}
+
+int
+cfg_held_addrs(const cfg_prog_t *prog, cfg_held_t **out, size_t *n)
+{
+    if (prog == NULL || out == NULL || n == NULL)
+        return QP_EINVAL;
+    const cfg_image_t *img = prog->img;
+    const int pie = (img->flags & CFG_IMG_PIE) != 0;
+    held_vec_t h = { NULL, 0, 0 };
+    int rc = 0;
+    for (size_t i = 0; i < img->nrelocs && rc == 0; i++)
+        rc = push(prog, &h, img->relocs[i].value, img->relocs[i].where, CFG_HELD_RELOC);
+    /* A library may call them (a C++ template instantiation that libstdc++'s own calls
+     * bind to). */
+    for (size_t i = 0; i < img->nsymbols && rc == 0; i++) {
+        const cfg_symbol_t *sy = &img->symbols[i];
+        if (sy->src == CFG_SYMSRC_DYNSYM && sy->kind == CFG_SYM_FUNC)
+            rc = push(prog, &h, sy->addr, 0, CFG_HELD_DYNSYM);
+    }
+    for (size_t i = 0; !pie && i < img->nsections && rc == 0; i++) {
+        const cfg_section_t *s = &img->sections[i];
+        if ((s->flags & CFG_SEC_CODE) || s->bytes == NULL || !(s->flags & CFG_SEC_ALLOC)
+            || strncmp(s->name, ".eh_frame", 9) == 0)
+            continue;
+        for (uint64_t a = (s->vma + 7) & ~(uint64_t)7; a + 8 <= s->vma + s->size && rc == 0;
+             a += 8) {
+            uint64_t w;
+            memcpy(&w, s->bytes + (a - s->vma), 8);
+            if (w < 0x1000)
+                continue;
+            /* "ant\0\0\0\0\0" is a word of eight bytes of text before it. */
+            int text = a >= s->vma + 8;
+            for (int k = 1; k <= 8 && text; k++)
+                text = s->bytes[a - s->vma - k] >= 0x20 && s->bytes[a - s->vma - k] < 0x7f;
+            rc = push(prog, &h, w, a, text ? CFG_HELD_TEXTWORD : CFG_HELD_DATA);
+        }
+    }
+    for (uint32_t b = 0; b < prog->nblocks && rc == 0; b++) {
+        const cfg_block_t *bl = &prog->blocks[b];
+        for (uint64_t a = bl->start; a < bl->end && rc == 0;) {
+            arch_insn_t in;
+            if (cfg_image_decode(img, a, 0, &in) < 0)
+                break;
+            a += in.len;
+            if (in.kind == ARCH_KIND_JMP || in.kind == ARCH_KIND_JCC
+                || in.kind == ARCH_KIND_CALL || in.kind == ARCH_KIND_JMP_IND
+                || in.kind == ARCH_KIND_CALL_IND)
+                continue;
+            if ((in.flags & ARCH_F_RIPREL) && in.target != 0)
+                rc = push(prog, &h, in.target, in.addr, CFG_HELD_RIPREL);
+            if (!pie && rc == 0) { /* movq $label, tab(%rip) has both */
+                uint64_t v = code_immediate(prog, &in);
+                if (v != 0)
+                    rc = push(prog, &h, v, in.addr, CFG_HELD_IMM);
+            }
+        }
+    }
+    if (rc < 0) {
+        free(h.v);
+        return rc;
+    }
+    if (h.n > 1)
+        qsort(h.v, h.n, sizeof(cfg_held_t), cmp_held);
+    *out = h.v;
+    *n = h.n;
+    return 0;
+}
+
+static int
+cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Is block BI the target of a jump-table or address-taken edge (its procedure's own)? */
+static int
+indirect_target(const cfg_prog_t *prog, uint32_t bi)
+{
+    const cfg_block_t *t = &prog->blocks[bi];
+    for (uint32_t k = 0; k < t->npred; k++) {
+        const cfg_edge_t *ed = &prog->edges[prog->preds[t->pred + k]];
+        if (ed->kind == CFG_EDGE_TABLE || ed->kind == CFG_EDGE_INDIRECT)
+            return 1;
+    }
+    return 0;
+}
+
+int
+cfg_interior_entries(const cfg_prog_t *prog, uint64_t **out, size_t *n)
+{
+    if (prog == NULL || out == NULL || n == NULL)
+        return QP_EINVAL;
+    size_t k = 0, cap = 0;
+    uint64_t *v = NULL;
+    int rc = 0;
+    for (uint32_t e = 0; e < prog->nedges && rc == 0; e++)
+        if (prog->edges[e].kind == CFG_EDGE_TAILCALL && prog->edges[e].target != 0) {
+            rc = cfg_vec_grow((void **)&v, &cap, k + 1, sizeof(uint64_t));
+            if (rc == 0)
+                v[k++] = prog->edges[e].target;
+        }
+    cfg_held_t *h = NULL;
+    size_t nh = 0;
+    if (rc == 0)
+        rc = cfg_held_addrs(prog, &h, &nh);
+    for (size_t i = 0; i < nh && rc == 0; i++) {
+        if (h[i].src == CFG_HELD_DYNSYM || h[i].src == CFG_HELD_TEXTWORD)
+            continue;
+        uint32_t bi = cfg_block_at(prog, h[i].addr);
+        if (bi == CFG_NONE || prog->blocks[bi].start != h[i].addr
+            || h[i].addr == prog->procs[prog->blocks[bi].proc].entry
+            || indirect_target(prog, bi))
+            continue;
+        rc = cfg_vec_grow((void **)&v, &cap, k + 1, sizeof(uint64_t));
+        if (rc == 0)
+            v[k++] = h[i].addr;
+    }
+    free(h);
+    if (rc < 0) {
+        free(v);
+        return rc;
+    }
+    if (k > 1)
+        qsort(v, k, sizeof(uint64_t), cmp_u64);
+    size_t u = 0;
+    for (size_t i = 0; i < k; i++)
+        if (u == 0 || v[u - 1] != v[i])
+            v[u++] = v[i];
+    *out = v;
+    *n = u;
+    return 0;
+}
