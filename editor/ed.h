@@ -77,7 +77,8 @@ typedef struct ed_unwind_out {
     size_t size;            /* its size */
     uint64_t eh_frame;      /* address of the new FDEs (start of the blob) */
     size_t eh_frame_size;   /* bytes of CIE/FDE records, terminator included */
-    uint64_t hdr;           /* address of the new .eh_frame_hdr inside the blob */
+    uint64_t hdr;           /* address of the new .eh_frame_hdr */
+    size_t hdr_off;         /* its offset in data (the bytes before it go at eh_frame) */
     size_t hdr_size;        /* its size */
     uint32_t nfde_moved;    /* FDEs rewritten for relocated code */
     uint32_t nlsda_moved;   /* LSDAs rewritten */
@@ -151,6 +152,13 @@ typedef struct ed_unwind_map {
 int
 ed_unwind_build_ex(const cfg_image_t *img, const ed_unwind_map_t *m, uint64_t at,
     uint32_t flags, ed_unwind_out_t *out /*OUT*/);
+
+/* As ed_unwind_build_ex, with the .eh_frame_hdr at HDR_AT (a multiple of 4) rather than
+ * right after the rest (HDR_AT 0): out->data's first out->hdr_off bytes go at AT, the
+ * rest at HDR_AT. The sizes do not depend on either address. */
+int
+ed_unwind_build_at(const cfg_image_t *img, const ed_unwind_map_t *m, uint64_t at,
+    uint64_t hdr_at, uint32_t flags, ed_unwind_out_t *out /*OUT*/);
 
 /* What ed_unwind_fdes says of one FDE. */
 typedef struct ed_fde_info {

@@ -432,6 +432,7 @@ typedef struct ctx {
     ed_pieces_fn pieces; /* optional: the moved runs of an old range */
     void *arg;
     uint64_t at;            /* address of the blob */
+    uint64_t hdr_at;        /* address of the .eh_frame_hdr, or 0: right after the rest */
     const uint8_t *sec;     /* .eh_frame contents */
     size_t secsize;
     uint64_t vma;           /* .eh_frame address */
@@ -1547,12 +1548,12 @@ hdr_write(ctx_t *cx, size_t *hdr_off)
     obuf_t *b = &cx->blob;
     ob_align(b, cx->at, 4);
     *hdr_off = b->n;
-    uint64_t hdr = cx->at + b->n;
+    uint64_t hdr = cx->hdr_at != 0 ? cx->hdr_at : cx->at + b->n;
     ob_u8(b, 1);
     ob_u8(b, HDR_PTR_ENC);
     ob_u8(b, HDR_COUNT_ENC);
     ob_u8(b, HDR_TABLE_ENC);
-    QP_CHECK(wr_ptr(b, HDR_PTR_ENC, cx->at, cx->at + b->n));
+    QP_CHECK(wr_ptr(b, HDR_PTR_ENC, cx->at, hdr + (b->n - *hdr_off)));
     ob_uint(b, n, 4);
     for (size_t i = 0; i < n; i++) {
         QP_CHECK(wr_fmt(b, HDR_TABLE_ENC, cx->ents[i].loc - hdr));
@@ -1731,7 +1732,8 @@ build(ctx_t *cx, ed_unwind_out_t *out)
     out->size = cx->blob.n;
     out->eh_frame = cx->at;
     out->eh_frame_size = eh_size;
-    out->hdr = cx->at + hdr_off;
+    out->hdr = cx->hdr_at != 0 ? cx->hdr_at : cx->at + hdr_off;
+    out->hdr_off = hdr_off;
     out->hdr_size = cx->blob.n - hdr_off;
     out->nfde_moved = cx->nfde_moved;
     out->nlsda_moved = (uint32_t)cx->nlsdas;
@@ -1785,8 +1787,15 @@ int
 ed_unwind_build_ex(const cfg_image_t *img, const ed_unwind_map_t *m, uint64_t at,
     uint32_t flags, ed_unwind_out_t *out)
 {
+    return ed_unwind_build_at(img, m, at, 0, flags, out);
+}
+
+int
+ed_unwind_build_at(const cfg_image_t *img, const ed_unwind_map_t *m, uint64_t at,
+    uint64_t hdr_at, uint32_t flags, ed_unwind_out_t *out)
+{
     if (img == NULL || m == NULL || m->map == NULL || out == NULL
-        || (flags & ~(uint32_t)(ED_UNWIND_ALL | ED_UNWIND_STRICT)))
+        || (flags & ~(uint32_t)(ED_UNWIND_ALL | ED_UNWIND_STRICT)) || hdr_at % 4 != 0)
         return QP_EINVAL;
     memset(out, 0, sizeof(*out));
     ctx_t cx;
@@ -1798,6 +1807,7 @@ ed_unwind_build_ex(const cfg_image_t *img, const ed_unwind_map_t *m, uint64_t at
         cx.pieces = m->pieces;
         cx.arg = m->arg;
         cx.at = at;
+        cx.hdr_at = hdr_at;
         cx.flags = flags;
         rc = build(&cx, out);
         if (rc < 0) {

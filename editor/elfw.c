@@ -472,7 +472,25 @@ elfw_check_request(elfw_ctx_t *c)
             return elfw_fail(c, QP_EINVAL, "symbol %s at %#llx is not inside region %s",
                 s->name, (unsigned long long)s->value, g->name);
     }
-    if (r->eh_frame_hdr != 0) {
+    if (r->unwind_in_place != 0) {
+        const GElf_Shdr *eh = NULL, *hdr = NULL;
+        int has_ph = 0;
+        for (i = 1; i < c->in_shnum; i++) {
+            const char *nm = elfw_scn_name(c, i);
+            if (strcmp(nm, ".eh_frame") == 0 && eh == NULL)
+                eh = &c->scn[i].sh;
+            else if (strcmp(nm, ".eh_frame_hdr") == 0 && hdr == NULL)
+                hdr = &c->scn[i].sh;
+        }
+        for (i = 0; i < c->phnum; i++)
+            has_ph |= c->ph[i].p_type == PT_GNU_EH_FRAME && hdr != NULL
+                && c->ph[i].p_vaddr == hdr->sh_addr;
+        if (eh == NULL || hdr == NULL || !has_ph || r->rename_old_unwind
+            || r->unwind_in_place > eh->sh_size || r->eh_frame_hdr != hdr->sh_addr
+            || r->eh_frame_hdr_size > hdr->sh_size)
+            return elfw_fail(c, QP_EINVAL,
+                "the unwind tables do not fit over the input's .eh_frame and .eh_frame_hdr");
+    } else if (r->eh_frame_hdr != 0) {
         for (i = 0; i < r->nregions; i++) {
             const elfw_region_t *g = &r->regions[i];
             if (g->bytes != NULL && r->eh_frame_hdr >= g->vaddr
@@ -665,6 +683,19 @@ elfw_add_section_name(elfw_ctx_t *c, const char *name, uint32_t *off)
     if (rc < 0)
         return elfw_fail(c, rc, "cannot add section name %s", name);
     return 0;
+}
+
+/* The new unwind tables over the input's: its sections shrink to them. */
+static void
+elfw_shrink_old_unwind(elfw_ctx_t *c)
+{
+    for (size_t i = 1; i < c->in_shnum; i++) {
+        const char *nm = elfw_scn_name(c, i);
+        if (strcmp(nm, ".eh_frame") == 0)
+            c->scn[i].sh.sh_size = c->req->unwind_in_place;
+        else if (strcmp(nm, ".eh_frame_hdr") == 0)
+            c->scn[i].sh.sh_size = c->req->eh_frame_hdr_size;
+    }
 }
 
 /* The input's unwind sections get other names: a new region takes over ".eh_frame". */
@@ -1165,7 +1196,7 @@ elfw_plan_phdrs(elfw_ctx_t *c)
         if (c->ph[i].p_type == PT_LOAD)
             last_load = i;
     }
-    if (r->eh_frame_hdr != 0 && !has_eh)
+    if (r->eh_frame_hdr != 0 && !has_eh && r->unwind_in_place == 0)
         need++;
 
     drop = calloc(c->phnum, 1);
@@ -1223,7 +1254,7 @@ elfw_plan_phdrs(elfw_ctx_t *c)
             p->p_align = ELFW_PAGE;
         }
     }
-    if (r->eh_frame_hdr != 0 && !has_eh) {
+    if (r->eh_frame_hdr != 0 && !has_eh && r->unwind_in_place == 0) {
         GElf_Phdr *p = &c->oph[n];
         p->p_type = PT_GNU_EH_FRAME;
         p->p_flags = PF_R;
@@ -1272,7 +1303,10 @@ elfw_finish_phdrs(elfw_ctx_t *c)
             p->p_filesz = p->p_memsz = phsize;
         }
     }
-    if (r->eh_frame_hdr != 0 && c->oph_eh != SIZE_MAX) {
+    if (r->unwind_in_place != 0 && c->oph_eh != SIZE_MAX) {
+        GElf_Phdr *p = &c->oph[c->oph_eh];
+        p->p_filesz = p->p_memsz = r->eh_frame_hdr_size; /* where it was */
+    } else if (r->eh_frame_hdr != 0 && c->oph_eh != SIZE_MAX) {
         GElf_Phdr *p = &c->oph[c->oph_eh];
         for (i = 0; i < r->nregions; i++) {
             const elfw_region_t *g = &r->regions[i];
@@ -1687,6 +1721,8 @@ elfw_run(elfw_ctx_t *c)
     QP_CHECK(elfw_plan_phdrs(c));
     /* The image is modified only after everything libelf reads from it has been read. */
     QP_CHECK(elfw_apply_patches(c));
+    if (c->req->unwind_in_place) /* after the patches that wrote over the old bytes */
+        elfw_shrink_old_unwind(c);
     if (c->req->clear_cet)
         elfw_clear_cet(c);
     QP_CHECK(elfw_layout(c));

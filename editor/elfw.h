@@ -71,8 +71,14 @@ typedef struct elfw_request {
     size_t nsymbols;
     const elfw_section_t *sections; /* non-alloc sections to replace or add, by name */
     size_t nsections;
-    uint64_t eh_frame_hdr;        /* new PT_GNU_EH_FRAME address (inside a region), or 0 */
+    uint64_t eh_frame_hdr;        /* new PT_GNU_EH_FRAME address (inside a region, or
+                                   * the input's with unwind_in_place), or 0 */
     uint64_t eh_frame_hdr_size;   /* its size */
+    uint64_t unwind_in_place;     /* not 0: the new unwind tables were patched over the
+                                   * input's, .eh_frame at its address with this many
+                                   * bytes, .eh_frame_hdr at its address (eh_frame_hdr)
+                                   * with eh_frame_hdr_size: both sections and
+                                   * PT_GNU_EH_FRAME keep their places and shrink */
     int clear_cet;                /* clear IBT and SHSTK in .note.gnu.property */
     int rename_old_unwind;        /* rename the input's .eh_frame and .eh_frame_hdr to
                                    * .qpt.old.eh_frame*, because a new region named

@@ -31,6 +31,74 @@ typedef struct rt_regions {
     uint64_t dynstr; /* a copy of .dynstr with $ORIGIN in the search path (R), or 0 */
 } rt_regions_t;
 
+/* Write LEN bytes of DATA at ADDR of the image, then zeros up to SPAN bytes. */
+static int
+write_padded(ed_image_t *im, uint64_t addr, const uint8_t *data, size_t len, uint64_t span)
+{
+    uint8_t *buf = calloc(1, span ? span : 1);
+    if (buf == NULL)
+        return QP_ENOMEM;
+    memcpy(buf, data, len);
+    int rc = ed_image_ops.write(im, addr, buf, span);
+    free(buf);
+    return rc;
+}
+
+/* Is there no dynamic relocation in [LO, HI) of IMG? */
+static int
+no_reloc_in(const cfg_image_t *img, uint64_t lo, uint64_t hi)
+{
+    size_t a = 0, b = img->nrelocs;
+    while (a < b) { /* the first relocation at or after LO */
+        size_t m = a + (b - a) / 2;
+        if (img->relocs[m].where < lo)
+            a = m + 1;
+        else
+            b = m;
+    }
+    return a == img->nrelocs || img->relocs[a].where >= hi;
+}
+
+/*
+ * May the unwind tables U (sized at address 0) go over the input's: its .eh_frame takes
+ * the CIEs, FDEs and LSDAs, its .eh_frame_hdr (PT_GNU_EH_FRAME's) the search table? Both
+ * must be loaded file bytes that no dynamic relocation writes, aligned as the build
+ * needs. U is complete (ED_UNWIND_ALL), so nothing needs the old tables afterwards, but
+ * for one reader: a static program's crtbeginT.o registers its .eh_frame from
+ * __EH_FRAME_BEGIN__, which is not the section's start (crt1.o's records come first),
+ * and libgcc walks the records from there. So only programs with an interpreter and
+ * libraries, which find their tables through PT_GNU_EH_FRAME, and none that defines
+ * __register_frame_info itself.
+ */
+static int
+unwind_fits_over(const cfg_image_t *img, const ed_unwind_out_t *u, const cfg_section_t **eh,
+                 const cfg_section_t **hdr)
+{
+    if (!(img->flags & (CFG_IMG_DYNAMIC | CFG_IMG_SHLIB)))
+        return 0;
+    for (size_t i = 0; i < img->nsymbols; i++)
+        if (img->symbols[i].name != NULL
+            && strcmp(img->symbols[i].name, "__register_frame_info") == 0)
+            return 0;
+    *eh = cfg_image_section_named(img, ".eh_frame");
+    *hdr = cfg_image_section_named(img, ".eh_frame_hdr");
+    const cfg_section_t *e = *eh, *h = *hdr;
+    if (e == NULL || h == NULL || e->bytes == NULL || h->bytes == NULL
+        || !(e->flags & CFG_SEC_ALLOC) || !(h->flags & CFG_SEC_ALLOC) || e->vma % 8 != 0
+        || h->vma % 4 != 0 || u->hdr_off > e->size || u->hdr_size > h->size
+        || (e->vma < h->vma + h->size && h->vma < e->vma + e->size))
+        return 0;
+    int ph = 0;
+    for (size_t i = 0; i < img->nsegments; i++)
+        ph |= img->segments[i].type == 0x6474e550 /* PT_GNU_EH_FRAME */
+            && img->segments[i].vaddr == h->vma;
+    size_t avail;
+    return ph && no_reloc_in(img, e->vma, e->vma + e->size)
+        && no_reloc_in(img, h->vma, h->vma + h->size)
+        && cfg_image_ptr(img, e->vma, &avail) != NULL && avail >= e->size
+        && cfg_image_ptr(img, h->vma, &avail) != NULL && avail >= h->size;
+}
+
 /* The image's loaded extent, for rel32 reach. */
 static void
 image_extent(const cfg_image_t *img, uint64_t *lo, uint64_t *hi)
@@ -500,8 +568,28 @@ elfw_rewrite(const cfg_prog_t *prog, ed_plan_t *plan, const elfw_instr_t *instr,
         unwind_fail(err, errlen, rc, &unw, &stats->unwind_fail);
         goto out;
     }
-    uint64_t unw_at = 0;
-    if (unw.size > 0) {
+    uint64_t unw_at = 0, in_place = 0;
+    const cfg_section_t *old_eh = NULL, *old_hdr = NULL;
+    if (unw.size > 0 && unwind_fits_over(prog->img, &unw, &old_eh, &old_hdr)) {
+        /* Over the input's tables: .eh_frame stays where crtbeginT's frame registry of a
+         * static program reads it, and the file grows by nothing. */
+        size_t size = unw.size, hdr_off = unw.hdr_off;
+        free(unw.data);
+        memset(&unw, 0, sizeof(unw));
+        rc = ed_unwind_build_at(prog->img, &um, old_eh->vma, old_hdr->vma, uflags, &unw);
+        if (rc == 0 && (unw.size != size || unw.hdr_off != hdr_off))
+            rc = QP_EFORMAT; /* the size must not depend on the address */
+        if (rc == 0)
+            rc = write_padded(im, old_eh->vma, unw.data, unw.hdr_off, old_eh->size);
+        if (rc == 0)
+            rc = write_padded(im, old_hdr->vma, unw.data + unw.hdr_off, unw.hdr_size,
+                              old_hdr->size);
+        if (rc < 0) {
+            unwind_fail(err, errlen, rc, &unw, &stats->unwind_fail);
+            goto out;
+        }
+        in_place = unw.eh_frame_size;
+    } else if (unw.size > 0) {
         size_t size = unw.size;
         free(unw.data);
         memset(&unw, 0, sizeof(unw));
@@ -626,8 +714,9 @@ elfw_rewrite(const cfg_prog_t *prog, ed_plan_t *plan, const elfw_instr_t *instr,
         .nsections = nsecs,
         .eh_frame_hdr = unw.size ? unw.hdr : 0,
         .eh_frame_hdr_size = unw.hdr_size,
+        .unwind_in_place = in_place,
         .clear_cet = 1,
-        .rename_old_unwind = unw.size != 0,
+        .rename_old_unwind = unw.size != 0 && in_place == 0,
         .entry = instr != NULL && !shlib ? rr.rt + QPRT_START_OFF : 0,
         .tmp_hook = opts->tmp_hook,
         .phdr_far = &stats->phdr_far,

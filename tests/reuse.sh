@@ -12,7 +12,9 @@
 #    file offset of the old text's, and says with -v how many bytes it reused;
 #  - --keep-old-text's output has no such segment, nor has a --driver=trace output;
 #  - qp report --annotate of each procedure lists the same instructions from either
-#    output (the original ones, rebuilt from the relocated copies when overwritten).
+#    output (the original ones, rebuilt from the relocated copies when overwritten);
+#  - the new unwind tables go over the old ones when they fit (not in static programs),
+#    and backtrace() still walks through moved code.
 # Exit status: 0 pass, 1 fail, 77 skip, 99 hard error.
 set -u
 . "${top_srcdir:-.}/tests/lib.sh"
@@ -109,6 +111,46 @@ if "$QPT_REWRITE" --driver=trace "$exe" -o "$exe.tr" >/dev/null 2>&1; then
 else
     bad "trace: rewrite failed"
 fi
+
+# The unwind tables over the old ones (a program with an interpreter and no LSDA to copy):
+# .eh_frame and .eh_frame_hdr keep their addresses and PT_GNU_EH_FRAME its place, the
+# output has no second table, and backtrace() (libgcc's unwinder, through
+# PT_GNU_EH_FRAME) walks through moved code as far as in the original: the same
+# functions, at the same depth. A static program keeps the old tables where crtbeginT's
+# registry reads them (its records do not start at the section's start).
+cat >"$dir/bt.c" <<'EOF2'
+#include <execinfo.h>
+#include <stdio.h>
+__attribute__((noinline)) int down(int n) {
+    if (n > 0) return down(n - 1) + 1;
+    void *pc[64];
+    return backtrace(pc, 64);
+}
+int main(void) { printf("%d frames\n", down(5)); return 0; }
+EOF2
+for link in -pie -static; do
+    exe=$dir/bt$link
+    gcc -O0 $link -o "$exe" "$dir/bt.c" 2>/dev/null || { [ $link = -static ] && continue; exit 99; }
+    want=$("$exe")
+    for drv in none qp; do
+        "$QPT_REWRITE" --driver=$drv "$exe" -o "$exe.$drv" >/dev/null 2>&1 || { bad "bt$link $drv: rewrite failed"; continue; }
+        got=$(QP_PROFILE=$exe.$drv.qp "$exe.$drv")
+        [ "$got" = "$want" ] && ok "bt$link $drv: backtrace() walks moved code ($got)" ||
+            bad "bt$link $drv: backtrace() gives '$got', the original '$want'"
+        sec() { readelf -SW "$1" | awk -v n="$2" '$2 == n { print $4 } $3 == n { print $5 }'; }
+        if [ $link = -pie ]; then
+            [ "$(sec "$exe.$drv" .eh_frame)" = "$(sec "$exe" .eh_frame)" ] &&
+                [ "$(sec "$exe.$drv" .eh_frame_hdr)" = "$(sec "$exe" .eh_frame_hdr)" ] &&
+                ! readelf -SW "$exe.$drv" | grep -q qpt.old.eh_frame &&
+                ok "bt$link $drv: the unwind tables went over the old ones" ||
+                bad "bt$link $drv: the unwind tables did not go over the old ones"
+        else
+            readelf -SW "$exe.$drv" | grep -q qpt.old.eh_frame &&
+                ok "bt$link $drv: the old tables stay (crtbeginT's registry)" ||
+                bad "bt$link $drv: a static program's old unwind tables were overwritten"
+        fi
+    done
+done
 
 [ $fails -eq 0 ] || exit 1
 echo "reuse: all checks passed"
