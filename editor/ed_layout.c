@@ -1787,9 +1787,10 @@ is_pad(const ed_plan_t *plan, uint32_t owner, uint64_t addr, uint64_t **scratch,
  * Procedures whose code the program may reach at an address that is no redirect keep
  * their bytes (KEEP): such an address runs the old code, as it did before, rather than
  * new code of another procedure. The addresses the program holds (cfg_held_addrs); of
- * the aligned data words of a program that is not position independent, only those
- * that are a block's address (not every word that falls into the text: strings would),
- * outside jump tables and not the end of a string (CFG_HELD_TEXTWORD).
+ * the immediates and aligned data words of a program that is not position independent,
+ * only those that are a block's address (not every number that falls into the text),
+ * and of the words, those outside jump tables and not at the end of a string
+ * (CFG_HELD_TEXTWORD).
  */
 static int
 keep_referenced(const ed_plan_t *plan, uint8_t *keep)
@@ -1823,6 +1824,10 @@ keep_referenced(const ed_plan_t *plan, uint8_t *keep)
             }
             if (lo < ntab && tab[lo].start <= at)
                 continue;
+        }
+        /* A number that falls into the text is no pointer unless a block starts there
+         * (cc1 has `mov $0x1380000,%eax`). */
+        if (held[i].src == CFG_HELD_DATA || held[i].src == CFG_HELD_IMM) {
             uint32_t bi = cfg_block_at(prog, a);
             if (bi == CFG_NONE || prog->blocks[bi].start != a)
                 continue;
