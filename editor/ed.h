@@ -35,11 +35,14 @@ typedef struct qp_space_ops {
      * Optional (NULL where the old code may be running: a live process). As alloc_near,
      * for LEN + EXTRA bytes, whose first LEN show the target's bytes at OLD (page-aligned,
      * loaded from the file) at a new address: writes there land in those bytes, which
-     * the old addresses then show too; the EXTRA bytes after them (from the next page)
-     * are new memory. The static editor maps the same file bytes twice.
+     * the old addresses then show too; the EXTRA bytes after them are new memory, from
+     * *SKIP bytes into the next page (a multiple of 64: the static editor puts them at
+     * the page offset their file bytes get, so that the file needs no padding before
+     * them). The static editor maps the same file bytes twice.
      */
     int (*alloc_over)(void *self, uint64_t lo, uint64_t hi, uint64_t old, size_t len,
-                      size_t extra, uint32_t prot, uint64_t *out /*OUT*/);
+                      size_t extra, uint32_t prot, uint64_t *out /*OUT*/,
+                      size_t *skip /*OUT*/);
 } qp_space_ops_t;
 
 enum {

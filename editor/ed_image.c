@@ -145,9 +145,10 @@ image_write(void *self, uint64_t addr, const void *buf, size_t len)
  * zero-filled ones when BYTES is NULL, or - MIRROR not 0 - the input's bytes there. It
  * starts on a page of its own, at the page offset its bytes will have in the file
  * (elfw puts them one after the other after the input's, each at an offset congruent to
- * its address), so that the file needs no padding before them; at the page's start
- * when AT_PAGE. A writable zero-filled region is taken to have no file bytes (the
- * counters: elfw_rewrite.c writes them as NOBITS).
+ * its address), so that the file needs no padding before them, 16-byte aligned, or
+ * AT_PAGE-byte aligned for an AT_PAGE above 1 (a power of two below the page size); at
+ * the page's start when AT_PAGE is 1. A writable zero-filled region is taken to have no
+ * file bytes (the counters: elfw_rewrite.c writes them as NOBITS).
  */
 static int
 region_add(ed_image_t *im, uint64_t lo, uint64_t hi, size_t len, uint32_t prot, uint8_t *bytes,
@@ -157,8 +158,9 @@ region_add(ed_image_t *im, uint64_t lo, uint64_t hi, size_t len, uint32_t prot, 
         return QP_EINVAL; /* never writable and executable at once */
     uint64_t at = page_up(im->next);
     int file_bytes = mirror == 0 && !(bytes == NULL && (prot & ED_PROT_W));
-    uint64_t off = (im->file_end + 15) & ~(uint64_t)15;
-    if (file_bytes && at_page)
+    uint64_t align = at_page > 1 ? (uint64_t)at_page : 16;
+    uint64_t off = (im->file_end + align - 1) & ~(align - 1);
+    if (file_bytes && at_page == 1)
         off = im->file_end + ((at - im->file_end) & (PAGE - 1));
     else if (file_bytes)
         at += off & (PAGE - 1);
@@ -185,10 +187,10 @@ image_alloc_near(void *self, uint64_t lo, uint64_t hi, size_t len, uint32_t prot
 }
 
 /* The input's file bytes at OLD (a page of a PT_LOAD's, loaded from the file) mirrored at
- * a new address, then EXTRA new bytes from the next page. */
+ * a new address, then EXTRA new bytes from *SKIP bytes into the next page. */
 static int
 image_alloc_over(void *self, uint64_t lo, uint64_t hi, uint64_t old, size_t len, size_t extra,
-                 uint32_t prot, uint64_t *out)
+                 uint32_t prot, uint64_t *out, size_t *skip)
 {
     ed_image_t *im = self;
     if (old == 0 || old % PAGE != 0 || len == 0)
@@ -202,14 +204,16 @@ image_alloc_over(void *self, uint64_t lo, uint64_t hi, uint64_t old, size_t len,
     }
     if (!in_file)
         return QP_EINVAL; /* only a loaded segment's file bytes can be mapped again */
-    if (page_up(im->next) + page_up(len) + extra - lo > REACH)
+    if (page_up(im->next) + page_up(len) + PAGE + extra - lo > REACH)
         return QP_ERANGE;
     QP_CHECK(region_add(im, lo, hi, len, prot, NULL, old, 1, out));
     uint64_t more;
+    *skip = 0;
     if (extra > 0) {
-        QP_CHECK(region_add(im, lo, hi, extra, prot, NULL, 0, 1, &more));
-        if (more != *out + page_up(len))
+        QP_CHECK(region_add(im, lo, hi, extra, prot, NULL, 0, 64, &more));
+        if (more < *out + page_up(len) || more - (*out + page_up(len)) >= PAGE)
             return QP_ERANGE;
+        *skip = (size_t)(more - (*out + page_up(len)));
     }
     return 0;
 }

@@ -1396,14 +1396,39 @@ xlate_table_at(const ed_plan_t *plan)
     return (plan->xlate + ARCH_XLATE_STUB_LEN + 7) & ~(uint64_t)7;
 }
 
-/* Slots of the translation table: a power of two, at least twice the entries (every
- * procedure entry: PLT stubs and procedures that stay map to themselves, a jump there is
- * a call, not a miss). */
+/* The addresses the translation table's keys are relative to: the loaded sections'. */
+static void
+xlate_range(const cfg_prog_t *prog, uint64_t *lo, uint64_t *hi)
+{
+    *lo = UINT64_MAX;
+    *hi = 0;
+    for (size_t i = 0; i < prog->img->nsections; i++)
+        if (prog->img->sections[i].flags & CFG_SEC_ALLOC) {
+            const cfg_section_t *sec = &prog->img->sections[i];
+            *lo = sec->vma < *lo ? sec->vma : *lo;
+            *hi = sec->vma + sec->size > *hi ? sec->vma + sec->size : *hi;
+        }
+}
+
+/* Is procedure P's entry a key of the translation table? */
+static int
+xlate_key(const cfg_proc_t *p, uint64_t lo, uint64_t hi)
+{
+    return !(p->flags & CFG_PROC_FRAGMENT) && p->entry >= lo && p->entry < hi;
+}
+
+/* Slots of the translation table: a power of two, a third more than the entries at
+ * least (every procedure entry: PLT stubs and procedures that stay map to themselves, a
+ * jump there is a call, not a miss), so that a lookup probes about two slots and always
+ * ends at an empty one. */
 static uint64_t
 xlate_slots(const cfg_prog_t *prog)
 {
-    uint64_t n = 16;
-    while (n < 2ull * prog->nprocs)
+    uint64_t lo, hi, keys = 0, n = 16;
+    xlate_range(prog, &lo, &hi);
+    for (uint32_t i = 0; i < prog->nprocs; i++)
+        keys += xlate_key(&prog->procs[i], lo, hi);
+    while (3 * n < 4 * keys)
         n *= 2;
     return n;
 }
@@ -2511,6 +2536,28 @@ ed_plan_pieces(void *arg, uint64_t lo, uint64_t hi, ed_piece_fn fn, void *fnarg)
 }
 
 /* Rebase every new address by DELTA (layout was computed from 0). */
+/* The overflow (what found no hole) SKIP bytes further from the mirror: the layout is
+ * still relative to the mirror's first byte. Pieces are placed apart (long branches
+ * between them), so nothing inside one changes. */
+static void
+shift_overflow(ed_plan_t *plan, size_t skip)
+{
+    if (skip == 0)
+        return;
+    for (size_t i = 0; i < plan->nslots; i++)
+        if (plan->lay[i].new_ >= plan->overflow)
+            plan->lay[i].new_ += skip;
+    for (size_t i = 0; i < plan->nstubs; i++)
+        if (plan->stubs[i].new_ >= plan->overflow)
+            plan->stubs[i].new_ += skip;
+    if (plan->nxlate > 0 && plan->xlate >= plan->overflow)
+        plan->xlate += skip;
+    memset(plan->seg_new_end, 0, (plan->prog->nprocs + 1) * sizeof(uint64_t));
+    segment_ends(plan);
+    plan->overflow += skip;
+    plan->text_size += skip;
+}
+
 static void
 rebase(ed_plan_t *plan, uint64_t delta)
 {
@@ -2537,13 +2584,8 @@ emit_xlate(ed_plan_t *plan, uint8_t *buf)
                                   ARCH_XLATE_STUB_LEN);
     if (rc < 0)
         return rc;
-    uint64_t lo = UINT64_MAX, hi = 0;
-    for (size_t i = 0; i < prog->img->nsections; i++)
-        if (prog->img->sections[i].flags & CFG_SEC_ALLOC) {
-            const cfg_section_t *sec = &prog->img->sections[i];
-            lo = sec->vma < lo ? sec->vma : lo;
-            hi = sec->vma + sec->size > hi ? sec->vma + sec->size : hi;
-        }
+    uint64_t lo, hi;
+    xlate_range(prog, &lo, &hi);
     if (hi - lo >= UINT32_MAX)
         return QP_ERANGE;
     uint64_t at = xlate_table_at(plan), nslots = xlate_slots(prog), shift = 32;
@@ -2554,7 +2596,7 @@ emit_xlate(ed_plan_t *plan, uint8_t *buf)
     memset(slots, 0, 8 * nslots);
     for (uint32_t i = 0; i < prog->nprocs; i++) {
         const cfg_proc_t *p = &prog->procs[i];
-        if ((p->flags & CFG_PROC_FRAGMENT) || p->entry < lo || p->entry >= hi)
+        if (!xlate_key(p, lo, hi))
             continue;
         uint32_t key = (uint32_t)(p->entry - lo);
         const ed_slot_t *s = slot_at(plan, p->entry);
@@ -2835,11 +2877,15 @@ ed_plan_apply(ed_plan_t *plan, const qp_space_ops_t *ops, void *space)
             if (img->sections[i].vma + img->sections[i].size > hi)
                 hi = img->sections[i].vma + img->sections[i].size;
         }
-    if (plan->mirror != 0)
+    if (plan->mirror != 0) {
+        size_t skip = 0;
         QP_CHECK(ops->alloc_over(space, lo, hi, plan->mirror, plan->mirror_len,
                                  plan->text_size - plan->overflow, ED_PROT_R | ED_PROT_X,
-                                 &plan->text));
-    else
+                                 &plan->text, &skip));
+        if (skip % 64 != 0)
+            return QP_ERANGE;
+        shift_overflow(plan, skip);
+    } else
         QP_CHECK(ops->alloc_near(space, lo, hi, plan->text_size, ED_PROT_R | ED_PROT_X,
                                  &plan->text));
     rebase(plan, plan->text);
