@@ -539,6 +539,10 @@ extern const qp_space_ops_t ed_image_ops;
 /* An empty editable image over IMG (which must outlive it). */
 int ed_image_create(const cfg_image_t *img, ed_image_t **out /*OUT*/);
 
+/* Where the output file's new bytes will start (elfw_new_bytes_at), before any region is
+ * allocated: regions are placed so that their file bytes need no padding. */
+void ed_image_set_file_end(ed_image_t *im, uint64_t off);
+
 void ed_image_destroy(ed_image_t *im);
 
 /*

@@ -57,6 +57,13 @@ ed_image_create(const cfg_image_t *img, ed_image_t **out)
 }
 
 void
+ed_image_set_file_end(ed_image_t *im, uint64_t off)
+{
+    if (im != NULL && im->nregions == 0)
+        im->file_end = off;
+}
+
+void
 ed_image_destroy(ed_image_t *im)
 {
     if (im == NULL)

@@ -1375,6 +1375,101 @@ elfw_ph_fits_first(elfw_ctx_t *c)
     return 1;
 }
 
+/*
+ * Where a rewrite that adds sections may put new bytes: the input's end, or before it
+ * the input's section header table when that ends the file, and the section name table
+ * when it comes right before (8-byte alignment apart) and no segment holds it: such a
+ * rewrite writes both anew after the rest (elfw_layout), so their old bytes are dead.
+ * EH, SH (SHNUM headers, SHSTRNDX the names' index) and PH (PHNUM) are the input's.
+ */
+static uint64_t
+elfw_tail_from(const GElf_Ehdr *eh, const GElf_Shdr *sh, size_t shnum, size_t shstrndx,
+               const GElf_Phdr *ph, size_t phnum, uint64_t insize)
+{
+    if (shnum == 0 || eh->e_shoff + (uint64_t)shnum * ELFW_SHENT != insize)
+        return insize;
+    uint64_t tail = eh->e_shoff;
+    if (shstrndx != 0 && shstrndx < shnum) {
+        const GElf_Shdr *n = &sh[shstrndx];
+        uint64_t end = n->sh_offset + n->sh_size;
+        int alone = n->sh_type == SHT_STRTAB && !(n->sh_flags & SHF_ALLOC) && end <= tail
+            && tail - end < 8 && n->sh_size > 0;
+        for (size_t i = 1; i < shnum && alone; i++)
+            alone = i == shstrndx || sh[i].sh_type == SHT_NOBITS || sh[i].sh_size == 0
+                || sh[i].sh_offset + sh[i].sh_size <= n->sh_offset;
+        for (size_t i = 0; i < phnum && alone; i++)
+            alone = ph[i].p_filesz == 0 || ph[i].p_offset + ph[i].p_filesz <= n->sh_offset;
+        if (alone)
+            tail = n->sh_offset;
+    }
+    for (size_t i = 0; i < phnum; i++)
+        if (ph[i].p_filesz != 0 && ph[i].p_offset + ph[i].p_filesz > tail)
+            return insize; /* a segment holds them after all */
+    return tail;
+}
+
+/* elfw_tail_from for the input of C; insize when the rewrite does not write the section
+ * header table and the section names anew. */
+static uint64_t
+elfw_tail(const elfw_ctx_t *c)
+{
+    if (c->nscn == c->in_shnum || c->shstrndx == 0)
+        return c->insize;
+    const elfw_scn_t *n = &c->scn[c->shstrndx];
+    if (n->buf.p == NULL || n->buf.len == n->in_size)
+        return c->insize; /* the names stay where they are */
+    GElf_Shdr *sh = malloc((c->in_shnum + 1) * sizeof(GElf_Shdr));
+    if (sh == NULL)
+        return c->insize;
+    for (size_t i = 0; i < c->in_shnum; i++) {
+        sh[i] = c->scn[i].sh;
+        sh[i].sh_size = c->scn[i].in_size; /* as in the input */
+    }
+    uint64_t t = elfw_tail_from(&c->eh, sh, c->in_shnum, c->shstrndx, c->ph, c->phnum,
+                                c->insize);
+    free(sh);
+    return t;
+}
+
+int
+elfw_new_bytes_at(const char *input, uint64_t *off)
+{
+    if (input == NULL || off == NULL)
+        return QP_EINVAL;
+    if (elf_version(EV_CURRENT) == EV_NONE)
+        return QP_EFORMAT;
+    int fd = open(input, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return QP_EIO;
+    struct stat st;
+    Elf *e = fstat(fd, &st) == 0 ? elf_begin(fd, ELF_C_READ_MMAP, NULL) : NULL;
+    GElf_Ehdr eh;
+    size_t shnum = 0, shstrndx = 0, phnum = 0;
+    GElf_Shdr *sh = NULL;
+    GElf_Phdr *ph = NULL;
+    int rc = QP_EFORMAT;
+    if (e != NULL && gelf_getehdr(e, &eh) != NULL && elf_getshdrnum(e, &shnum) == 0
+        && elf_getshdrstrndx(e, &shstrndx) == 0 && elf_getphdrnum(e, &phnum) == 0
+        && (sh = calloc(shnum + 1, sizeof(*sh))) != NULL
+        && (ph = calloc(phnum + 1, sizeof(*ph))) != NULL) {
+        rc = 0;
+        for (size_t i = 0; i < shnum && rc == 0; i++)
+            if (gelf_getshdr(elf_getscn(e, i), &sh[i]) == NULL)
+                rc = QP_EFORMAT;
+        for (size_t i = 0; i < phnum && rc == 0; i++)
+            if (gelf_getphdr(e, (int)i, &ph[i]) == NULL)
+                rc = QP_EFORMAT;
+        if (rc == 0)
+            *off = elfw_tail_from(&eh, sh, shnum, shstrndx, ph, phnum, (uint64_t)st.st_size);
+    }
+    free(sh);
+    free(ph);
+    if (e != NULL)
+        elf_end(e);
+    close(fd);
+    return rc;
+}
+
 /* The most zero bytes added so that old kernels find the moved program headers. */
 #define ELFW_PH_PAD_MAX (16u << 20)
 
@@ -1382,7 +1477,7 @@ static int
 elfw_layout(elfw_ctx_t *c)
 {
     const elfw_request_t *r = c->req;
-    uint64_t cur = c->insize, vend = c->load_end;
+    uint64_t cur = elfw_tail(c), vend = c->load_end;
     size_t i;
 
     for (i = 0; i < r->nregions; i++) {

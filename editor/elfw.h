@@ -218,4 +218,12 @@ int elfw_rewrite(const struct cfg_prog *prog, struct ed_plan *plan, const elfw_i
                  const char *input, const char *output, const elfw_rewrite_opts_t *opts,
                  elfw_rewrite_stats_t *stats /*OUT*/, char *err, size_t errlen);
 
+/*
+ * Where elfw_write puts the first new bytes of a rewrite of INPUT that adds sections and
+ * section names (the file half's answer to ed_image's guess): the input's end, or the
+ * offset of its section header table and name table when they end the file (they are
+ * written anew). 0, or QP_EIO / QP_EFORMAT.
+ */
+int elfw_new_bytes_at(const char *input, uint64_t *off /*OUT*/);
+
 #endif

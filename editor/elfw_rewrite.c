@@ -546,6 +546,9 @@ elfw_rewrite(const cfg_prog_t *prog, ed_plan_t *plan, const elfw_instr_t *instr,
     int rc = ed_image_create(prog->img, &im);
     if (rc < 0)
         return fail(err, errlen, rc, "image");
+    uint64_t tail;
+    if (elfw_new_bytes_at(input, &tail) == 0)
+        ed_image_set_file_end(im, tail); /* else the input's end: padding at worst */
     if (instr != NULL && (rc = reserve_runtime(im, prog->img, plan, instr, &rr)) < 0) {
         fail_reach(err, errlen, rc, prog->img, "runtime");
         goto out;
