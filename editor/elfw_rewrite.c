@@ -115,17 +115,27 @@ image_extent(const cfg_image_t *img, uint64_t *lo, uint64_t *hi)
 
 /* Reserve the counters and the runtime before the code is laid out (snippets refer to
  * both with rip-relative operands). */
+/* The runtime INSTR needs: with tracing, or the smaller one without. */
+static const unsigned char *
+rt_blob(const elfw_instr_t *instr, size_t *size)
+{
+    *size = instr->trace ? qprt_blob_size : qprt_blob_plain_size;
+    return instr->trace ? qprt_blob : qprt_blob_plain;
+}
+
 static int
 reserve_runtime(ed_image_t *im, const cfg_image_t *img, ed_plan_t *plan,
     const elfw_instr_t *instr, rt_regions_t *r)
 {
+    size_t blob_size;
+    (void)rt_blob(instr, &blob_size);
     uint64_t lo, hi;
     image_extent(img, &lo, &hi);
     uint64_t cbytes = ((uint64_t)instr->ncounters * 8 + PAGE - 1) / PAGE * PAGE;
     QP_CHECK(ed_image_ops.alloc_near(
         im, lo, hi, QPRT_STATE_SIZE + cbytes, ED_PROT_R | ED_PROT_W, &r->state));
     QP_CHECK(ed_image_ops.alloc_near(
-        im, lo, hi, qprt_blob_size, ED_PROT_R | ED_PROT_X, &r->rt));
+        im, lo, hi, blob_size, ED_PROT_R | ED_PROT_X, &r->rt));
     ed_plan_set_runtime(plan, r->state + QPRT_STATE_SIZE, r->rt + QPRT_HOOK_OFF,
         r->rt + QPRT_FORK_OFF, r->rt + QPRT_THREAD_OFF, r->rt + QPRT_EXEC_OFF);
     if (instr->placed != NULL)
@@ -133,6 +143,7 @@ reserve_runtime(ed_image_t *im, const cfg_image_t *img, ed_plan_t *plan,
     return 0;
 }
 
+/* (Asked by the trace driver: the runtime with tracing.) */
 uint64_t
 elfw_runtime(const ed_plan_t *plan, uint64_t *size)
 {
@@ -236,10 +247,12 @@ write_runtime(ed_image_t *im, const cfg_image_t *img, ed_plan_t *plan,
     *desc_size = r->desc_len;
     QP_CHECK(write_lock_sites(im, img, plan, r));
     int rc;
-    uint8_t *blob = malloc(qprt_blob_size);
+    size_t blob_size;
+    const unsigned char *rt = rt_blob(instr, &blob_size);
+    uint8_t *blob = malloc(blob_size);
     if (blob == NULL)
         return QP_ENOMEM;
-    memcpy(blob, qprt_blob, qprt_blob_size);
+    memcpy(blob, rt, blob_size);
     qprt_params_t par;
     memcpy(&par, blob, sizeof(par));
     if (memcmp(par.magic, QPRT_MAGIC, 8) != 0) {
@@ -277,7 +290,7 @@ write_runtime(ed_image_t *im, const cfg_image_t *img, ed_plan_t *plan,
     par.ncounters = instr->ncounters;
     par.id = id;
     memcpy(blob, &par, sizeof(par));
-    rc = ed_image_ops.write(im, r->rt, blob, qprt_blob_size);
+    rc = ed_image_ops.write(im, r->rt, blob, blob_size);
     free(blob);
     return rc;
 }

@@ -1368,6 +1368,24 @@ qprt_exit_dump(uint64_t *saved)
     __atomic_store_n(&d->valid, 1, __ATOMIC_RELEASE);
 }
 
+#ifdef QPRT_NO_TRACE
+/* The runtime without tracing (qprt_blob_plain): the drivers that count carry it. A
+ * refill call cannot come (nothing traces), and the other entries do nothing. */
+static void trace_start(const qprt_params_t *p, qprt_state_t *st, uint64_t *sp)
+{
+    (void)p;
+    (void)st;
+    (void)sp;
+}
+static void trace_flush_all(void) {}
+static void trace_after_fork(void) {}
+static void trace_reap(void) {}
+void
+qprt_trace_refill(void)
+{
+    __builtin_trap();
+}
+#else
 /*****************************************************************************
  * Control-flow tracing (QPRT_F_TRACE; driver/drv_trace.c, driver/qpt_trace_format.h)
  *
@@ -1839,3 +1857,4 @@ trace_start(const qprt_params_t *p, qprt_state_t *st, uint64_t *sp)
         }
     }
 }
+#endif /* QPRT_NO_TRACE */

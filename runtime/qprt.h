@@ -72,6 +72,10 @@ typedef struct qprt_params {
 /* The runtime, linked into one blob at build time (runtime/qprt_blob.c, generated). */
 extern const unsigned char qprt_blob[];
 extern const size_t qprt_blob_size;
+/* The same without tracing (QPRT_F_TRACE unsupported: its refill entry traps), 3 KB
+ * smaller: what the counting drivers carry. */
+extern const unsigned char qprt_blob_plain[];
+extern const size_t qprt_blob_plain_size;
 #endif
 
 #endif
