@@ -93,9 +93,10 @@ if [ -z "$(ls seeds-desc)" ]; then
         for drv in qp naive; do
             "$qpt" --driver=$drv seeds-elf/$p -o desc.inst 2>/dev/null &&
                 objcopy --dump-section .qpt.desc="seeds-desc/$p.$drv" desc.inst 2>/dev/null &&
-                # also inflated: the target reads its input both ways (tests/fuzz_desc.c)
-                python3 -c 'import sys, zlib; d = open(sys.argv[1], "rb").read();
-sys.stdout.buffer.write(d[:64] + zlib.decompress(d[64:]))' "seeds-desc/$p.$drv" \
+                # also decompressed: the target reads its input both ways (tests/fuzz_desc.c)
+                python3 -c 'import sys, lzma; d = open(sys.argv[1], "rb").read();
+f = [{"id": lzma.FILTER_LZMA2, "dict_size": 8 << 20, "lc": 1, "lp": 0, "pb": 0}]
+sys.stdout.buffer.write(d[:64] + lzma.LZMADecompressor(lzma.FORMAT_RAW, filters=f).decompress(d[64:]))' "seeds-desc/$p.$drv" \
                     >"seeds-desc/$p.$drv.inflated" 2>/dev/null
         done
     done

@@ -12,8 +12,8 @@
  *    file, the runtime only needs its id, which it gets from its own parameters). For
  *    every measured procedure: its blocks and edges, with the virtual node X that stands
  *    for both EXIT and ENTRY, and which counter measures which edge (qp) or block (naive).
- *    Its 64-bit id is a hash of its bytes. On disk it is compact (version 3, below): a
- *    fixed header, then a zlib stream of LEB128 varints and deltas, a few bytes per block
+ *    Its 64-bit id is a hash of its bytes. On disk it is compact (version 5, below): a
+ *    fixed header, then an LZMA2 stream of LEB128 varints and deltas, a few bytes per block
  *    and edge; in memory (driver/qp_desc.h) it is the fixed-size structs below.
  *  - The profile: `a.inst.qp` (or $QP_PROFILE), a 4096-byte header, the counters
  *    (mapped MAP_SHARED by the runtime, so they survive a crash; one slot of counters
@@ -31,15 +31,16 @@
 
 #define QP_DESC_MAGIC "QPTDESC1" /* 8 bytes, no NUL */
 #define QP_DESC_SECTION ".qpt.desc"
-#define QP_FORMAT_VERSION 4 /* 2: the call sites (qp_desc_call_t); 3: compact (below), the
-                             * section no longer loaded; 4: QP_PROC_BY_CALLS. qp refuses
-                             * other versions. */
+#define QP_FORMAT_VERSION 5 /* 2: the call sites (qp_desc_call_t); 3: compact (below), the
+                             * section no longer loaded; 4: QP_PROC_BY_CALLS; 5: LZMA2, not
+                             * zlib. qp refuses other versions. */
 
 /*
- * Version 3 on disk: qp_desc_hdr_t (64 bytes, as below), then the body: a zlib stream
- * (RFC 1950) of exactly hdr.body_size bytes once inflated; only zero bytes may follow
- * the stream. The id (qp_desc_id) hashes the header and the stream. The inflated body
- * is a sequence of unsigned LEB128 varints, the records in this order:
+ * Version 5 on disk: qp_desc_hdr_t (64 bytes, as below), then the body: a raw LZMA2
+ * stream (liblzma's lzma_raw_buffer_decode with LZMA2, lc 1, lp 0, pb 0 and a
+ * dictionary of 8 MiB; no .xz container) of exactly hdr.body_size bytes once
+ * decompressed; only zero bytes may follow the stream. The id (qp_desc_id) hashes the
+ * header and the stream. The decompressed body is a sequence of unsigned LEB128 varints, the records in this order:
  *   nprocs procedures, nblocks blocks, nedges edges, ncalls call sites (each record
  *   below), then the string table (strtab_size raw bytes).
  * Deltas: "d(x, p)" is x - p wrapped to the field's width (32 or 64 bits) as a signed
@@ -66,9 +67,10 @@
  *     be), d(name, previous name given).
  * Every value must fit its field; the decoded description then passes every rule of
  * qp_desc_validate (driver/qp_desc.h). Addresses mostly follow one another, so most
- * varints are one byte: about 4 bytes a block or an edge before zlib; with everything
- * else (procedures, call sites, strings) 1.6 bytes per block and edge after it (cc1:
- * 5.3 MB for 1.3 million blocks and 2 million edges; version 2 took 105 MB).
+ * varints are one byte: about 4 bytes a block or an edge before compression; with
+ * everything else (procedures, call sites, strings) 1.4 bytes per block and edge after
+ * it (cc1: 4.5 MB for 1.3 million blocks and 2 million edges; zlib, version 4, 4.8 MB;
+ * version 2 took 105 MB).
  */
 
 /* A block or counter index that does not exist: the virtual node X, or "no counter". */
@@ -105,7 +107,7 @@ typedef struct qp_desc_hdr {
     uint32_t nedges;         /* ... edges (qp_desc_edge_t) */
     uint32_t ncalls;         /* ... call sites (qp_desc_call_t) */
     uint32_t strtab_size;    /* then the string table: NUL-terminated names, offset 0 is "" */
-    uint32_t body_size;      /* bytes of the inflated body (set by qp_desc_serialize) */
+    uint32_t body_size;      /* bytes of the decompressed body (set by qp_desc_serialize) */
 } qp_desc_hdr_t;
 _Static_assert(sizeof(qp_desc_hdr_t) == 64, "qp_desc_hdr_t layout");
 

@@ -4,9 +4,9 @@
 /*
  * A fuzz target for the description parser (driver/qp_desc.c). The input bytes are
  * parsed twice: as a .qpt.desc section, as qp finds it in an instrumented file (anyone
- * may hand qp a file), and as a header followed by the inflated body, which the target
- * compresses and signs with its id (else a mutation would rarely get past the zlib
- * stream and the id to the record decoder and the validation). parse must refuse or
+ * may hand qp a file), and as a header followed by the decompressed body, which the
+ * target compresses and signs with its id (else a mutation would rarely get past the
+ * LZMA2 stream and the id to the record decoder and the validation). parse must refuse or
  * accept without a crash, hang, leak or sanitizer report; what it accepts must
  * serialize again into bytes that parse to the same description and be safe to solve
  * per procedure.
@@ -16,7 +16,7 @@
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
-#include <zlib.h>
+#include <lzma.h>
 
 #include "driver/qp_desc.h"
 #include "report/qp_flow.h"
@@ -69,15 +69,17 @@ parse_one(const uint8_t *data, size_t size)
     qp_desc_free(&d);
 }
 
-/* DATA as a header and an inflated body: compressed, its size and id made right. */
+/* DATA as a header and a decompressed body: compressed (qp_format.h: raw LZMA2, lc 1,
+ * lp 0, pb 0, a small dictionary here: the decoder's is larger), its size and id made
+ * right. */
 static void
 parse_inflated(const uint8_t *data, size_t size)
 {
     const size_t hs = sizeof(qp_desc_hdr_t);
     if (size < hs || size - hs > UINT32_MAX)
         return;
-    uLongf zlen = compressBound(size - hs);
-    uint8_t *b = malloc(hs + zlen);
+    size_t cap = 2 * (size - hs) + 4096, zlen = 0;
+    uint8_t *b = malloc(hs + cap);
     if (b == NULL)
         return;
     qp_desc_hdr_t h;
@@ -85,7 +87,14 @@ parse_inflated(const uint8_t *data, size_t size)
     memcpy(h.magic, QP_DESC_MAGIC, sizeof(h.magic));
     h.version = QP_FORMAT_VERSION;
     h.body_size = (uint32_t)(size - hs);
-    if (compress2(b + hs, &zlen, data + hs, size - hs, Z_BEST_SPEED) == Z_OK) {
+    lzma_options_lzma o;
+    if (lzma_lzma_preset(&o, 0))
+        abort();
+    o.lc = 1;
+    o.lp = 0;
+    o.pb = 0;
+    lzma_filter f[2] = { { LZMA_FILTER_LZMA2, &o }, { LZMA_VLI_UNKNOWN, NULL } };
+    if (lzma_raw_buffer_encode(f, NULL, data + hs, size - hs, b + hs, &zlen, cap) == LZMA_OK) {
         memcpy(b, &h, hs);
         qp_desc_id(b, hs + zlen, &h.id);
         memcpy(b + offsetof(qp_desc_hdr_t, id), &h.id, sizeof(h.id));
