@@ -5,10 +5,11 @@
 # Output sizes (issue 14): for ls, python3.11 and cc1 (those installed, or the files
 # named), the input file, the null rewrite and the qp rewrite in bytes and as a ratio to
 # the input (targets: null <= 1.3x, qp <= 1.5x), and where the added bytes go: the new
-# code that did not fit into the dead bytes of moved code (.qpt.text after the input's
-# bytes; the rest is in the old text, seen again through a mirror), the runtime (.qpt.rt), the new unwind tables (.eh_frame), the
+# code that did not fit into the dead bytes of moved code (the .qpt.text that is not a
+# mirror; the rest is in the old text, seen again through a mirror), the runtime
+# (.qpt.rt), the new unwind tables (.eh_frame, when they did not go over the old), the
 # lock-site table (.qpt.locks), the symbols of moved procedures (.symtab + .strtab) and
-# the description (.qpt.desc, never loaded: format version 4). The input's own sections
+# the description (.qpt.desc, never loaded: format version 5). The input's own sections
 # stay in the output (its old text is the translation target of the old addresses).
 # Usage: bench/output-size.sh [path/to/qpt-rewrite] [FILE...]
 set -u
@@ -24,13 +25,14 @@ dir=$(mktemp -d /tmp/qpt-size.XXXXXX) || exit 1
 trap 'rm -rf "$dir"' EXIT
 
 # The bytes of the sections named NAME of FILE (0 when absent; NOBITS count 0: no file
-# bytes) whose file offset is at least MIN (default 0): with MIN the input's size, only
-# bytes added after it (a .qpt.text that maps the old text again adds none).
+# bytes) whose file offset is at least MIN (default 0) and that do not map the old text
+# again (a .qpt.text aligned to a page adds no bytes): with MIN the input's size, only
+# bytes added after it (unwind tables written over the old ones add none).
 sec() {
     local t=0 off size
     while read -r off size; do
         [ $((0x$off)) -ge "${3:-0}" ] && t=$((t + 0x$size))
-    done < <(readelf -SW "$2" | awk -v n="$1" '{ sub(/^.*\]/, "") } $1 == n && $2 != "NOBITS" { print $4, $5 }')
+    done < <(readelf -SW "$2" | awk -v n="$1" '{ sub(/^.*\]/, "") } $1 == n && $2 != "NOBITS" && $NF != 4096 { print $4, $5 }')
     echo "$t"
 }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2fx", a / b }'; }
@@ -53,8 +55,8 @@ for f in "${files[@]}"; do
     sym=$(( $(sec .symtab "$q") + $(sec .strtab "$q") - $(sec .symtab "$f") - $(sec .strtab "$f") ))
     printf '%-12s %8s %8s %6s %8s %6s | qp: %7s %6s %6s %6s %6s %6s\n' "$b" "$(mb "$in")" \
         "$(mb "$none")" "$(ratio "$none" "$in")" "$(mb "$qp")" "$(ratio "$qp" "$in")" \
-        "$(mb "$(sec .qpt.text "$q" "$in")")" "$(mb "$(sec .qpt.rt "$q")")" \
-        "$(mb "$(sec .eh_frame "$q")")" "$(mb "$(sec .qpt.locks "$q")")" "$(mb "$sym")" \
+        "$(mb "$(sec .qpt.text "$q")")" "$(mb "$(sec .qpt.rt "$q")")" \
+        "$(mb "$(sec .eh_frame "$q" "$in")")" "$(mb "$(sec .qpt.locks "$q")")" "$(mb "$sym")" \
         "$(mb "$(sec .qpt.desc "$q")")"
     rm -f "$dir/$b.none" "$dir/$b.qp"
 done
