@@ -2109,7 +2109,15 @@ reject_bad_gap_procs(cfg_builder_t *b, cfg_u64_vec_t *rejected)
 typedef struct prog_priv {
     CFG_VEC(char *) strings; /* names and reasons made up by the builder */
     uint32_t *by_addr;       /* block indices sorted by start address */
+    cfg_held_cache_t held;   /* cfg_held_addrs, once asked */
 } prog_priv_t;
+
+cfg_held_cache_t *
+cfg_prog_held_cache(const cfg_prog_t *prog)
+{
+    prog_priv_t *pp = prog->priv;
+    return pp != NULL ? &pp->held : NULL;
+}
 
 /* Block X before block Y by address (then by index: the order is total). */
 static int
@@ -2989,6 +2997,7 @@ cfg_prog_destroy(cfg_prog_t *prog)
             free(pp->strings.v[i]);
         CFG_VEC_FREE(pp->strings);
         free(pp->by_addr);
+        free(pp->held.v);
         free(pp);
     }
     free(prog->procs);

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "cfg/cfg.h"
+#include "cfg/cfg_priv.h"
 
 typedef struct held_vec {
     cfg_held_t *v;
@@ -73,11 +74,34 @@ cmp_held(const void *a, const void *b)
     return x->at < y->at ? -1 : x->at > y->at;
 }
 
+static int held_scan(const cfg_prog_t *prog, cfg_held_t **out, size_t *n);
+
 int
 cfg_held_addrs(const cfg_prog_t *prog, cfg_held_t **out, size_t *n)
 {
     if (prog == NULL || out == NULL || n == NULL)
         return QP_EINVAL;
+    /* Computed once: the editor and the drivers ask several times, and the scan decodes
+     * every instruction (chromium: seconds). */
+    cfg_held_cache_t *c = cfg_prog_held_cache(prog);
+    if (c == NULL)
+        return held_scan(prog, out, n);
+    if (!c->done) {
+        QP_CHECK(held_scan(prog, &c->v, &c->n));
+        c->done = 1;
+    }
+    *out = malloc((c->n + 1) * sizeof(cfg_held_t));
+    if (*out == NULL)
+        return QP_ENOMEM;
+    if (c->n > 0)
+        memcpy(*out, c->v, c->n * sizeof(cfg_held_t));
+    *n = c->n;
+    return 0;
+}
+
+static int
+held_scan(const cfg_prog_t *prog, cfg_held_t **out, size_t *n)
+{
     const cfg_image_t *img = prog->img;
     const int pie = (img->flags & CFG_IMG_PIE) != 0;
     held_vec_t h = { NULL, 0, 0 };

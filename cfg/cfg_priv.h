@@ -315,4 +315,13 @@ void cfg_discover_extents(cfg_builder_t *b);
 /* True when NAME (possibly "foo@plt" or "foo@@GLIBC_2.2.5") never returns by convention. */
 int cfg_name_is_noreturn(const char *name);
 
+/* cfg_held_addrs's answer, computed once per program (cfg_held.c; the first call is not
+ * to race another on the same program). */
+typedef struct cfg_held_cache {
+    cfg_held_t *v;
+    size_t n;
+    int done;
+} cfg_held_cache_t;
+cfg_held_cache_t *cfg_prog_held_cache(const cfg_prog_t *prog);
+
 #endif
