@@ -26,127 +26,7 @@
 
 #include "editor/ed.h"
 
-/* The length of a `jmp rel32`: a redirect in the old text. */
-#define PAD_LEN 5
-
-typedef struct ed_slot {
-    uint64_t old;      /* old address of the instruction */
-    uint64_t new_;     /* new address of the slot: its BEFORE snippets, then the instruction
-                        * (layout-relative until applied) */
-    uint32_t stub;     /* its taken-edge stub in plan->stubs, or NO_STUB */
-    uint16_t pre;      /* bytes of snippets before the instruction */
-    uint16_t entry_pre;/* ... of which the first ones run for calls only (ED_PROBE_ENTRY) */
-    uint16_t post;     /* bytes of snippets after it (fall-through path) */
-    uint8_t len;       /* new length, stretch nop included */
-    uint8_t olen;      /* old length */
-    uint8_t flags;     /* SLOT_* */
-} ed_slot_t;
-
-#define NO_STUB UINT32_MAX
-#define NO_HOLE UINT64_MAX
-
-/* A taken-edge stub: the TAKEN snippets of a conditional branch, then a jmp to its target. */
-typedef struct ed_stub {
-    uint64_t jcc;      /* old address of the conditional branch */
-    uint64_t new_;     /* address of the stub */
-    uint32_t len;      /* bytes, jmp included */
-} ed_stub_t;
-
-enum {
-    SLOT_SHORT = 1,    /* branch encoded in its rel8 form */
-    SLOT_JMP_AFTER = 2, /* a `jmp` follows (fall-through to a block not next in layout) */
-    SLOT_BRANCH = 4,   /* a direct jmp or jcc: a candidate for the rel8 form */
-    SLOT_XLATE = 8     /* an indirect jump of unknown targets, translated at run time */
-};
-
-typedef struct ed_seg {
-    uint64_t start, end; /* an old extent (main part or cold fragment) of a moved proc */
-    uint32_t owner;      /* the moved procedure */
-} ed_seg_t;
-
-struct ed_plan {
-    const cfg_prog_t *prog;   /* the program */
-    ed_opts_t opts;           /* options */
-    const char **leave;       /* opts.leave sorted (decide only), or NULL */
-    size_t nleave;            /* how many */
-    const char **reason;      /* per procedure: why it stays, NULL when it moves */
-    uint64_t *dropped;        /* redirects not written: entries and interior entries that
-                               * only direct branches reach, in the way of a redirect
-                               * (settle_unpadded: those branches must all move) ... */
-    uint32_t *dropped_owner;  /* ... and the procedure of each (sorted by address) */
-    size_t ndropped, dropped_cap;
-    char **owned;             /* reasons formatted here */
-    size_t nowned;
-    uint64_t *groups;         /* FDEs over several procedures: (first, last) pairs of
-                               * procedures that move together or not at all */
-    size_t ngroups, capgroups;
-    ed_slot_t *lay;           /* every moved instruction, in layout (new address) order */
-    uint64_t *fall;           /* per SLOT_JMP_AFTER slot, in layout order: the old address
-                               * its added jmp goes to (kept apart: slots are millions) */
-    size_t nfall;
-    uint32_t *idx;            /* indices into lay, sorted by old address (lookups) */
-    size_t nslots;
-    uint32_t *bucket;         /* per BUCKET_BYTES of old addresses from the lowest slot's:
-                               * the first position in idx at or above (nbuckets + 1) */
-    size_t nbuckets;
-    ed_seg_t *segs;           /* old extents of moved procedures, sorted */
-    size_t nsegs;
-    uint64_t *seg_new_end;    /* per segment: new address after its last instruction */
-    uint64_t *xt;             /* interior entries (cfg_interior_entries), sorted */
-    size_t nxt;
-    ed_probe_t *probes;       /* the drivers' snippets, sorted by address then place */
-    size_t nprobes;
-    size_t nprobes_placed;    /* probes that found their instruction during layout */
-    ed_stub_t *stubs;         /* taken-edge stubs, after all slots in the new code */
-    size_t nstubs;
-    uint64_t counters;        /* address of counter 0 */
-    uint64_t exit_hook;       /* address of the runtime's exit hook */
-    uint64_t fork_hook;       /* address of the runtime's fork hook */
-    uint64_t thread_hook;     /* address of the runtime's thread hook */
-    uint64_t exec_hook;       /* address of the runtime's exec hook */
-    uint64_t xlate;           /* the translation stub (arch_emit_xlate_stub), then its
-                               * table, after the stubs: layout-relative until applied;
-                               * 0 when no jump is translated */
-    size_t nxlate;            /* jumps translated */
-    uint64_t *xlate_sites;    /* translated jumps (old addresses, ascending) and ... */
-    uint64_t *xlate_counters; /* ... their miss counters (ed_plan_set_xlate_miss) */
-    size_t nxlate_sites;
-    ed_snippet_t *snips;      /* ED_SNIP_CODE snippets, by index */
-    size_t nsnips;
-    uint64_t *lock_sites;     /* ARCH_INC_SWITCH: where each increment's first byte went */
-    size_t nlock_sites, lock_cap;
-    uint32_t *chunk;          /* per moved procedure, in layout order: its first slot
-                               * (nchunks + 1 entries: the last is nslots) */
-    size_t nchunks, chunkcap;
-    uint64_t *chunk_at;       /* reuse_text: per chunk, its layout-relative address in
-                               * a hole of the old text, or NO_HOLE ... */
-    uint64_t *stub_at;        /* ... and per stub */
-    uint64_t mirror;          /* reuse_text: the old address whose page the new code's
-                               * first bytes mirror (0: no reuse) ... */
-    uint64_t mirror_len;      /* ... for this many bytes: new code at layout-relative
-                               * address A (< mirror_len) is written to old address
-                               * mirror + A */
-    uint64_t overflow;        /* layout-relative start of what found no hole */
-    uint64_t *holes;          /* (start, end, fill) triples, layout-relative */
-    size_t nholes;
-    int laid_out;             /* layout() has run */
-    uint64_t text;            /* address of the new code */
-    uint64_t text_size;       /* its size */
-    ed_stats_t stats;         /* figures */
-};
-
-/* The K-th slot by old address. */
-#define SLOT(plan, k) (&(plan)->lay[(plan)->idx[k]])
-
-/* Old addresses per bucket of the lookup index: a lookup searches a few slots, not all. */
-#define BUCKET_SHIFT 6
-
-/* Bytes of a slot in the new code: snippets, instruction, snippets, added jmp. */
-static inline uint64_t
-slot_size(const ed_slot_t *s)
-{
-    return (uint64_t)s->pre + s->len + s->post + ((s->flags & SLOT_JMP_AFTER) ? PAD_LEN : 0);
-}
+#include "editor/ed_layout_priv.h"
 
 /*****************************************************************************
  * Which procedures move
@@ -414,8 +294,8 @@ push_u64(uint64_t **v, size_t *n, size_t *cap, uint64_t x)
 }
 
 /* The procedure that owns the code at ADDR (a fragment's parent), or CFG_NONE. */
-static uint32_t
-owner_at(const cfg_prog_t *prog, uint64_t addr)
+uint32_t
+edl_owner_at(const cfg_prog_t *prog, uint64_t addr)
 {
     const cfg_proc_t *p = cfg_proc_at(prog, addr);
     return p != NULL ? cfg_proc_owner(prog, (uint32_t)(p - prog->procs)) : CFG_NONE;
@@ -440,7 +320,7 @@ table_sure(const ed_plan_t *plan, uint32_t t, uint32_t pi)
     for (uint32_t u = 0; u < prog->ntables; u++) {
         const cfg_table_t *o = &prog->tables[u];
         uint64_t oend = o->addr + (uint64_t)o->nentries * o->entry_size;
-        if (o->addr < tend && tb->addr < oend && (u != t || owner_at(prog, o->jump) != pi))
+        if (o->addr < tend && tb->addr < oend && (u != t || edl_owner_at(prog, o->jump) != pi))
             return 0; /* (another table over the same bytes: retarget_tables skips both) */
     }
     return 1;
@@ -465,8 +345,8 @@ cases_retargeted(const ed_plan_t *plan, const cfg_block_t *bl, uint32_t pi)
 
 /* Old addresses of P that need a redirect: entry, indirect targets, interior entries.
  * The cases of a table retargeted whenever P moves need none. */
-static int
-collect_pads(const ed_plan_t *plan, uint32_t pi, uint64_t **out, size_t *n, uint32_t *nind)
+int
+edl_collect_pads(const ed_plan_t *plan, uint32_t pi, uint64_t **out, size_t *n, uint32_t *nind)
 {
     const cfg_prog_t *prog = plan->prog;
     const uint64_t *xt = plan->xt;
@@ -884,7 +764,7 @@ decide(ed_plan_t *plan)
         uint64_t *pads;
         size_t npads;
         uint32_t nind;
-        int prc = collect_pads(plan, i, &pads, &npads, &nind);
+        int prc = edl_collect_pads(plan, i, &pads, &npads, &nind);
         if (prc < 0) {
             free(vouched);
             return prc;
@@ -996,8 +876,8 @@ index_buckets(ed_plan_t *plan)
     return 0;
 }
 
-static const ed_seg_t *
-seg_at(const ed_plan_t *plan, uint64_t old, size_t *idx)
+const ed_seg_t *
+edl_seg_at(const ed_plan_t *plan, uint64_t old, size_t *idx)
 {
     size_t lo = 0, hi = plan->nsegs;
     while (lo < hi) {
@@ -1376,9 +1256,6 @@ collect_slots(ed_plan_t *plan)
     return 0;
 }
 
-/* The translation table: 8-byte aligned after the stub (arch_emit_xlate_stub). */
-static uint64_t xlate_table_at(const ed_plan_t *plan);
-
 /* The miss counter of the jump translated at OLD, relative to the table, or 0. */
 static int32_t
 xlate_miss_rel(const ed_plan_t *plan, uint64_t old)
@@ -1386,12 +1263,12 @@ xlate_miss_rel(const ed_plan_t *plan, uint64_t old)
     size_t k = cfg_u64_lower_bound(plan->xlate_sites, plan->nxlate_sites, old);
     if (k == plan->nxlate_sites || plan->xlate_sites[k] != old)
         return 0;
-    int64_t d = (int64_t)(plan->xlate_counters[k] - xlate_table_at(plan));
+    int64_t d = (int64_t)(plan->xlate_counters[k] - edl_xlate_table_at(plan));
     return d >= INT32_MIN && d <= INT32_MAX ? (int32_t)d : 0;
 }
 
-static uint64_t
-xlate_table_at(const ed_plan_t *plan)
+uint64_t
+edl_xlate_table_at(const ed_plan_t *plan)
 {
     return (plan->xlate + ARCH_XLATE_STUB_LEN + 7) & ~(uint64_t)7;
 }
@@ -1433,8 +1310,8 @@ xlate_slots(const cfg_prog_t *prog)
     return n;
 }
 
-static uint64_t
-xlate_table_size(const cfg_prog_t *prog)
+uint64_t
+edl_xlate_table_size(const cfg_prog_t *prog)
 {
     return ARCH_XLATE_HDR + 8 * xlate_slots(prog);
 }
@@ -1455,7 +1332,7 @@ assign(ed_plan_t *plan, uint64_t base)
     }
     if (plan->nxlate > 0) {
         plan->xlate = at;
-        at = xlate_table_at(plan) + xlate_table_size(plan->prog);
+        at = edl_xlate_table_at(plan) + edl_xlate_table_size(plan->prog);
     }
     return at - base;
 }
@@ -1529,7 +1406,6 @@ map_target(const ed_plan_t *plan, uint64_t target)
     return s ? s->new_ : target;
 }
 
-static const ed_seg_t *seg_at(const ed_plan_t *plan, uint64_t old, size_t *idx);
 
 /* The target of a branch at FROM: a jump inside a procedure to its own entry skips the
  * snippets that run for calls only (ED_PROBE_ENTRY). */
@@ -1540,7 +1416,7 @@ map_branch(const ed_plan_t *plan, uint64_t from, uint64_t target)
     if (s == NULL)
         return target;
     if (s->entry_pre > 0) {
-        const ed_seg_t *a = seg_at(plan, from, NULL), *b = seg_at(plan, target, NULL);
+        const ed_seg_t *a = edl_seg_at(plan, from, NULL), *b = edl_seg_at(plan, target, NULL);
         if (a != NULL && b != NULL && a->owner == b->owner)
             return s->new_ + s->entry_pre;
     }
@@ -1582,595 +1458,6 @@ segment_ends(ed_plan_t *plan)
     }
 }
 
-/*****************************************************************************
- * Reusing the old text (ed_opts_t.reuse_text)
- *
- * Once a procedure moved, its old bytes serve only as the redirects at its entries and
- * indirect targets: nothing runs or reads the rest. New code goes there, seen through a
- * second mapping of the old text's pages (qp_space_ops_t.alloc_over), so that every new
- * address still differs from every old one (unwind tables, symbols, descriptions and
- * reports tell old from new code by address). A procedure's new code stays in one piece
- * (one FDE, and its LSDA, describe one contiguous range), placed whole into the hole
- * with the least room that takes it, largest first (a taken-edge stub is a piece of its own); what fits
- * nowhere goes after the mirror, as without reuse. Branches
- * between pieces keep their long form: pieces are placed apart. Reused: the blocks of
- * moved procedures and the padding (nops, int3) between and around them in their
- * extents. Never reused: the bytes of code that stays, of procedures with a jump
- * translated at run time (a miss runs the old code) or an address the program holds that
- * is no redirect (keep_referenced: the old code runs there, as it did), jump tables,
- * bytes in no block that are not padding (maybe data: zeros too, dead code too), and the
- * redirects.
- */
-
-/* Holes smaller than this are not worth a patch. */
-#define MIN_HOLE 16
-/* Reuse saving less than this is not worth a second segment (and the page-aligned
- * overflow after it: up to a page of padding in the file). */
-#define REUSE_MIN 8192
-
-static int
-cmp_span(const void *a, const void *b)
-{
-    const cfg_span_t *x = a, *y = b;
-    if (x->start != y->start)
-        return x->start < y->start ? -1 : 1;
-    return (x->end > y->end) - (x->end < y->end);
-}
-
-/* Append [START, END) to *V, extending the last span when they touch. */
-static int
-push_span(cfg_span_t **v, size_t *n, size_t *cap, uint64_t start, uint64_t end)
-{
-    if (end <= start)
-        return 0;
-    if (*n > 0 && (*v)[*n - 1].end == start) {
-        (*v)[*n - 1].end = end;
-        return 0;
-    }
-    QP_CHECK(cfg_vec_grow((void **)v, cap, *n + 1, sizeof(cfg_span_t)));
-    (*v)[(*n)++] = (cfg_span_t) { start, end };
-    return 0;
-}
-
-/* Sort and merge overlapping or touching spans in place; returns the new count. */
-static size_t
-merge_spans(cfg_span_t *v, size_t n)
-{
-    if (n == 0)
-        return 0;
-    qsort(v, n, sizeof(cfg_span_t), cmp_span);
-    size_t u = 0;
-    for (size_t i = 1; i < n; i++) {
-        if (v[i].start <= v[u].end) {
-            if (v[i].end > v[u].end)
-                v[u].end = v[i].end;
-        } else
-            v[++u] = v[i];
-    }
-    return u + 1;
-}
-
-/* Does procedure PI move (its fragments with their parent)? */
-static int
-proc_moves(const ed_plan_t *plan, uint32_t pi)
-{
-    const cfg_proc_t *p = &plan->prog->procs[pi];
-    if (plan->reason[pi] != NULL)
-        return 0;
-    return !(p->flags & CFG_PROC_FRAGMENT)
-        || (p->parent != CFG_NONE && plan->reason[p->parent] == NULL);
-}
-
-/* The executable segment holding most of the moved code (by chunk), or NULL. */
-static const cfg_segment_t *
-reuse_segment(const ed_plan_t *plan)
-{
-    const cfg_image_t *img = plan->prog->img;
-    const cfg_segment_t *best = NULL;
-    uint64_t best_n = 0;
-    for (size_t g = 0; g < img->nsegments; g++) {
-        const cfg_segment_t *sg = &img->segments[g];
-        if (sg->type != 1 /* PT_LOAD */ || !(sg->flags & CFG_SEG_X) || sg->filesz == 0
-            || sg->offset < sg->vaddr % 4096)
-            continue;
-        uint64_t n = 0;
-        for (size_t c = 0; c < plan->nchunks; c++) {
-            uint64_t a = plan->lay[plan->chunk[c]].old;
-            n += plan->chunk[c + 1] > plan->chunk[c] && a >= sg->vaddr
-                && a < sg->vaddr + sg->filesz;
-        }
-        if (n > best_n) {
-            best = sg;
-            best_n = n;
-        }
-    }
-    return best;
-}
-
-/* The spans no new code may take: code that stays (extents and blocks), procedures
- * that keep their bytes (KEEP), redirects, jump tables, section ends (as empty cuts). */
-static int
-taken_spans(const ed_plan_t *plan, const uint8_t *keep, cfg_span_t **v, size_t *n)
-{
-    const cfg_prog_t *prog = plan->prog;
-    size_t cap = 0;
-    int rc = 0;
-    /* Pads are where held addresses may point; so is the rest of a procedure that
-     * keeps its bytes. */
-    for (uint32_t pi = 0; pi < prog->nprocs && rc == 0; pi++) {
-        const cfg_proc_t *p = &prog->procs[pi];
-        uint32_t owner = (p->flags & CFG_PROC_FRAGMENT) ? p->parent : pi;
-        if (proc_moves(plan, pi) && owner != CFG_NONE && !keep[owner]) {
-            if (p->flags & CFG_PROC_FRAGMENT)
-                continue;
-            uint64_t *pads;
-            size_t npads;
-            uint32_t nind;
-            if ((rc = collect_pads(plan, pi, &pads, &npads, &nind)) < 0)
-                break;
-            for (size_t k = 0; k < npads && rc == 0; k++)
-                rc = push_span(v, n, &cap, pads[k], pads[k] + PAD_LEN);
-            free(pads);
-            continue;
-        }
-        rc = push_span(v, n, &cap, p->start, p->end);
-        for (uint32_t k = 0; k < p->nblocks && rc == 0; k++) {
-            const cfg_block_t *b = &prog->blocks[p->block + k];
-            rc = push_span(v, n, &cap, b->start, b->end);
-        }
-    }
-    for (uint32_t t = 0; t < prog->ntables && rc == 0; t++) {
-        const cfg_table_t *tb = &prog->tables[t];
-        rc = push_span(v, n, &cap, tb->addr, tb->addr + (uint64_t)tb->nentries * tb->entry_size);
-    }
-    /* Bytes in no block that are neither padding nor dead code: maybe data. */
-    for (uint32_t k = 0; k < prog->nunreached && rc == 0; k++)
-        rc = push_span(v, n, &cap, prog->unreached[k].start, prog->unreached[k].end);
-    return rc;
-}
-
-/* Are the bytes [S, E) padding: int3 and nop instructions only (no zeros: they may end
- * a table of data)? */
-static int
-all_padding(const cfg_image_t *img, uint64_t s, uint64_t e)
-{
-    size_t avail;
-    const uint8_t *p = cfg_image_ptr(img, s, &avail);
-    if (p == NULL || avail < e - s)
-        return 0;
-    for (uint64_t off = 0; off < e - s;) {
-        arch_insn_t in;
-        if (p[off] == 0xcc)
-            off++;
-        else if (arch_decode(p + off, e - s - off, s + off, &in) == 0 && in.kind == ARCH_KIND_NOP)
-            off += in.len;
-        else
-            return 0;
-    }
-    return 1;
-}
-
-/* The bytes of moved procedures (but those in KEEP), within [LO, HI): their blocks and
- * the padding between them and around them in their extents. */
-static int
-given_spans(const ed_plan_t *plan, const uint8_t *keep, uint64_t lo, uint64_t hi,
-            cfg_span_t **v, size_t *n)
-{
-    const cfg_prog_t *prog = plan->prog;
-    size_t cap = 0, bcap = 0;
-    cfg_span_t *bl = NULL;
-    int rc = 0;
-    for (uint32_t pi = 0; pi < prog->nprocs && rc == 0; pi++) {
-        const cfg_proc_t *p = &prog->procs[pi];
-        uint32_t owner = (p->flags & CFG_PROC_FRAGMENT) ? p->parent : pi;
-        if (!proc_moves(plan, pi) || owner == CFG_NONE || keep[owner] || p->nblocks == 0)
-            continue;
-        if (p->nblocks > bcap) {
-            cfg_span_t *nb = realloc(bl, p->nblocks * sizeof(cfg_span_t));
-            if (nb == NULL) {
-                rc = QP_ENOMEM;
-                break;
-            }
-            bl = nb;
-            bcap = p->nblocks;
-        }
-        for (uint32_t k = 0; k < p->nblocks; k++)
-            bl[k] = (cfg_span_t) { prog->blocks[p->block + k].start, prog->blocks[p->block + k].end };
-        qsort(bl, p->nblocks, sizeof(cfg_span_t), cmp_span);
-        uint64_t at = p->start < bl[0].start ? p->start : bl[0].start;
-        for (uint32_t k = 0; k <= p->nblocks && rc == 0; k++) {
-            uint64_t gap_end = k < p->nblocks ? bl[k].start : p->end;
-            if (gap_end > at && all_padding(prog->img, at, gap_end)) {
-                uint64_t s = at < lo ? lo : at, e = gap_end > hi ? hi : gap_end;
-                rc = push_span(v, n, &cap, s, e);
-            }
-            if (k == p->nblocks || rc < 0)
-                break;
-            uint64_t s = bl[k].start < lo ? lo : bl[k].start, e = bl[k].end > hi ? hi : bl[k].end;
-            rc = push_span(v, n, &cap, s, e);
-            if (bl[k].end > at)
-                at = bl[k].end;
-        }
-    }
-    free(bl);
-    return rc;
-}
-
-/* Is ADDR a redirect of a moved procedure (an entry or an indirect target)? */
-static int
-is_pad(const ed_plan_t *plan, uint32_t owner, uint64_t addr, uint64_t **scratch, size_t *n)
-{
-    uint32_t nind;
-    free(*scratch);
-    *scratch = NULL;
-    if (collect_pads(plan, owner, scratch, n, &nind) < 0)
-        return -1;
-    return cfg_u64_contains(*scratch, *n, addr);
-}
-
-/*
- * Procedures whose code the program may reach at an address that is no redirect keep
- * their bytes (KEEP): such an address runs the old code, as it did before, rather than
- * new code of another procedure. The addresses the program holds (cfg_held_addrs); of
- * the immediates and aligned data words of a program that is not position independent,
- * only those that are a block's address (not every number that falls into the text),
- * and of the words, those outside jump tables and not at the end of a string
- * (CFG_HELD_TEXTWORD).
- */
-static int
-keep_referenced(const ed_plan_t *plan, uint8_t *keep)
-{
-    const cfg_prog_t *prog = plan->prog;
-    cfg_held_t *held = NULL;
-    size_t nheld = 0;
-    uint64_t *pads = NULL;
-    size_t npads = 0;
-    int rc = cfg_held_addrs(prog, &held, &nheld);
-    /* A jump table's entries are the cases: redirects, or rewritten with the table. */
-    cfg_span_t *tab = rc == 0 ? malloc((prog->ntables + 1) * sizeof(cfg_span_t)) : NULL;
-    if (rc == 0 && tab == NULL)
-        rc = QP_ENOMEM;
-    for (uint32_t t = 0; rc == 0 && t < prog->ntables; t++)
-        tab[t] = (cfg_span_t) { prog->tables[t].addr, prog->tables[t].addr
-                                + (uint64_t)prog->tables[t].nentries * prog->tables[t].entry_size };
-    size_t ntab = rc == 0 ? merge_spans(tab, prog->ntables) : 0;
-    for (size_t i = 0; i < nheld && rc == 0; i++) {
-        uint64_t a = held[i].addr, at = held[i].at;
-        if (held[i].src == CFG_HELD_TEXTWORD)
-            continue;
-        if (held[i].src == CFG_HELD_DATA) {
-            size_t lo = 0, hi = ntab; /* the first table ending after the word */
-            while (lo < hi) {
-                size_t mid = (lo + hi) / 2;
-                if (tab[mid].end <= at)
-                    lo = mid + 1;
-                else
-                    hi = mid;
-            }
-            if (lo < ntab && tab[lo].start <= at)
-                continue;
-        }
-        /* A number that falls into the text is no pointer unless a block starts there
-         * (cc1 has `mov $0x1380000,%eax`). */
-        if (held[i].src == CFG_HELD_DATA || held[i].src == CFG_HELD_IMM) {
-            uint32_t bi = cfg_block_at(prog, a);
-            if (bi == CFG_NONE || prog->blocks[bi].start != a)
-                continue;
-        }
-        uint32_t o = owner_at(prog, a);
-        if (o == CFG_NONE || keep[o] || plan->reason[o] != NULL)
-            continue;
-        int r = is_pad(plan, o, a, &pads, &npads);
-        if (r < 0)
-            rc = QP_ENOMEM;
-        else if (!r)
-            keep[o] = 1;
-    }
-    free(tab);
-    free(pads);
-    free(held);
-    return rc;
-}
-
-/*
- * plan->holes: the free bytes of the segment SG's old text (given minus taken, split
- * at section boundaries), layout-relative to plan->mirror, its first page.
- */
-static int
-find_holes(ed_plan_t *plan, const cfg_segment_t *sg)
-{
-    const cfg_prog_t *prog = plan->prog;
-    uint8_t *keep = calloc(prog->nprocs + 1, 1);
-    cfg_span_t *give = NULL, *take = NULL;
-    size_t ngive = 0, ntake = 0;
-    uint64_t *cut = NULL;
-    size_t ncut = 0;
-    int rc = keep != NULL ? 0 : QP_ENOMEM;
-    for (size_t i = 0; i < plan->nslots && rc == 0; i++)
-        if (plan->lay[i].flags & SLOT_XLATE) {
-            const ed_seg_t *g = seg_at(plan, plan->lay[i].old, NULL);
-            if (g != NULL)
-                keep[g->owner] = 1;
-        }
-    if (rc == 0)
-        rc = keep_referenced(plan, keep);
-    /* The mirror starts at the segment's page, or the next one when that holds the
-     * file's first bytes: the ELF header and program headers that the output file
-     * changes must not be written twice (the mirror shows the input's bytes). */
-    uint64_t mirror = sg->vaddr & ~(uint64_t)4095;
-    if (sg->offset == sg->vaddr - mirror)
-        mirror += 4096;
-    uint64_t lo = sg->vaddr > mirror ? sg->vaddr : mirror, hi = sg->vaddr + sg->filesz;
-    if (rc == 0 && lo < hi)
-        rc = given_spans(plan, keep, lo, hi, &give, &ngive);
-    if (rc == 0)
-        rc = taken_spans(plan, keep, &take, &ntake);
-    if (rc == 0 && (cut = malloc((2 * prog->img->nsections + 1) * sizeof(uint64_t))) == NULL)
-        rc = QP_ENOMEM;
-    for (size_t i = 0; rc == 0 && i < prog->img->nsections; i++)
-        if (prog->img->sections[i].flags & CFG_SEC_ALLOC) {
-            cut[ncut++] = prog->img->sections[i].vma;
-            cut[ncut++] = prog->img->sections[i].vma + prog->img->sections[i].size;
-        }
-    size_t cap = 0;
-    if (rc == 0) {
-        ngive = merge_spans(give, ngive);
-        ntake = merge_spans(take, ntake);
-        qsort(cut, ncut, sizeof(uint64_t), cmp_u64);
-        plan->mirror = mirror;
-        plan->mirror_len = hi > mirror ? hi - mirror : 0;
-    }
-    /* give minus take, cut at section boundaries */
-    size_t t = 0, c = 0;
-    for (size_t i = 0; i < ngive && rc == 0; i++) {
-        uint64_t s = give[i].start;
-        while (s < give[i].end && rc == 0) {
-            while (t < ntake && take[t].end <= s)
-                t++;
-            uint64_t e = give[i].end;
-            if (t < ntake && take[t].start <= s) {
-                s = take[t].end;
-                continue;
-            }
-            if (t < ntake && take[t].start < e)
-                e = take[t].start;
-            while (c < ncut && cut[c] <= s)
-                c++;
-            if (c < ncut && cut[c] < e)
-                e = cut[c];
-            if (e - s >= MIN_HOLE) {
-                if (3 * plan->nholes + 3 > cap) {
-                    size_t nc = cap ? cap * 2 : 3 * 1024;
-                    uint64_t *nh = realloc(plan->holes, nc * sizeof(uint64_t));
-                    if (nh == NULL) {
-                        rc = QP_ENOMEM;
-                        break;
-                    }
-                    plan->holes = nh;
-                    cap = nc;
-                }
-                uint64_t *h = &plan->holes[plan->nholes * 3];
-                h[0] = s - plan->mirror;
-                h[1] = e - plan->mirror;
-                h[2] = 0;
-                plan->nholes++;
-                plan->stats.bytes_holes += e - s;
-            }
-            s = e;
-        }
-    }
-    free(keep);
-    free(give);
-    free(take);
-    free(cut);
-    return rc;
-}
-
-typedef struct piece {
-    uint64_t size;
-    uint32_t idx; /* a chunk, or nchunks + a stub */
-} piece_t;
-
-static int
-cmp_piece(const void *a, const void *b)
-{
-    const piece_t *x = a, *y = b;
-    if (x->size != y->size)
-        return x->size > y->size ? -1 : 1;
-    return (x->idx > y->idx) - (x->idx < y->idx);
-}
-
-/* The layout-relative end of chunk C in the contiguous layout (pass 1). */
-static uint64_t
-chunk_end(const ed_plan_t *plan, size_t c)
-{
-    if (c + 1 < plan->nchunks)
-        return plan->lay[plan->chunk[c + 1]].new_;
-    const ed_slot_t *last = &plan->lay[plan->nslots - 1];
-    return last->new_ + slot_size(last);
-}
-
-/*
- * Holes by room, for best fit: a count per room value in a tree (the smallest room at
- * least N is found in log time) and, per value, a stack of the holes with that room.
- */
-typedef struct rooms {
-    uint32_t *count; /* 2 * width nodes: leaves width + room */
-    uint32_t *head;  /* per room value: a hole with it, or NO_ROOM */
-    uint32_t *next;  /* per hole: the next hole of the same room */
-    size_t width;    /* a power of two above the largest room */
-} rooms_t;
-
-#define NO_ROOM UINT32_MAX
-
-static void
-rooms_add(rooms_t *r, uint32_t hole, uint64_t room)
-{
-    r->next[hole] = r->head[room];
-    r->head[room] = hole;
-    for (size_t i = r->width + room; i >= 1; i /= 2)
-        r->count[i]++;
-}
-
-/* Take a hole of the smallest room at least N (its room in *ROOM), or NO_ROOM. */
-static uint32_t
-rooms_take(rooms_t *r, uint64_t n, uint64_t *room)
-{
-    if (n >= r->width)
-        return NO_ROOM;
-    size_t i = r->width + n;
-    if (r->count[i] == 0) {
-        while (i > 1 && ((i & 1) || r->count[i + 1] == 0))
-            i /= 2;
-        if (i == 1)
-            return NO_ROOM;
-        i++;
-        while (i < r->width)
-            i = r->count[2 * i] ? 2 * i : 2 * i + 1;
-    }
-    *room = i - r->width;
-    uint32_t hole = r->head[*room];
-    r->head[*room] = r->next[hole];
-    for (; i >= 1; i /= 2)
-        r->count[i]--;
-    return hole;
-}
-
-/*
- * Best fit, largest first: every chunk and stub gets the hole with the least room that
- * takes it (large holes stay free for large procedures), or NO_HOLE. Sizes are those of
- * the long-branch layout: upper bounds.
- */
-static int
-pack_pieces(ed_plan_t *plan)
-{
-    size_t np = plan->nchunks + plan->nstubs;
-    uint64_t maxroom = 0;
-    for (size_t h = 0; h < plan->nholes; h++)
-        if (plan->holes[3 * h + 1] - plan->holes[3 * h] > maxroom)
-            maxroom = plan->holes[3 * h + 1] - plan->holes[3 * h];
-    rooms_t r = { NULL, NULL, NULL, 1 };
-    while (r.width <= maxroom)
-        r.width *= 2;
-    piece_t *pc = malloc((np + 1) * sizeof(piece_t));
-    plan->chunk_at = malloc((plan->nchunks + 1) * sizeof(uint64_t));
-    plan->stub_at = malloc((plan->nstubs + 1) * sizeof(uint64_t));
-    r.count = calloc(2 * r.width, sizeof(uint32_t));
-    r.head = malloc(r.width * sizeof(uint32_t));
-    r.next = malloc((plan->nholes + 1) * sizeof(uint32_t));
-    int rc = 0;
-    if (pc == NULL || plan->chunk_at == NULL || plan->stub_at == NULL || r.count == NULL
-        || r.head == NULL || r.next == NULL || plan->nholes >= NO_ROOM) {
-        rc = QP_ENOMEM;
-        goto out;
-    }
-    memset(r.head, 0xff, r.width * sizeof(uint32_t));
-    for (size_t c = 0; c < plan->nchunks; c++) {
-        plan->chunk_at[c] = NO_HOLE;
-        pc[c] = (piece_t) { chunk_end(plan, c) - plan->lay[plan->chunk[c]].new_, (uint32_t)c };
-    }
-    for (size_t k = 0; k < plan->nstubs; k++) {
-        plan->stub_at[k] = NO_HOLE;
-        pc[plan->nchunks + k] = (piece_t) { plan->stubs[k].len, (uint32_t)(plan->nchunks + k) };
-    }
-    qsort(pc, np, sizeof(piece_t), cmp_piece);
-    /* Pushed from the last hole down: holes of one room are taken by address. */
-    for (size_t h = plan->nholes; h-- > 0;)
-        rooms_add(&r, (uint32_t)h, plan->holes[3 * h + 1] - plan->holes[3 * h]);
-    for (size_t i = 0; i < np; i++) {
-        uint64_t size = pc[i].size, room;
-        uint32_t h = size == 0 ? NO_ROOM : rooms_take(&r, size, &room);
-        if (h == NO_ROOM)
-            continue;
-        uint64_t *hole = &plan->holes[3 * h];
-        uint64_t at = hole[0] + hole[2];
-        hole[2] += size;
-        if (room > size)
-            rooms_add(&r, h, room - size);
-        if (pc[i].idx < plan->nchunks)
-            plan->chunk_at[pc[i].idx] = at;
-        else
-            plan->stub_at[pc[i].idx - plan->nchunks] = at;
-        plan->stats.bytes_reused += size;
-    }
-out:
-    free(pc);
-    free(r.count);
-    free(r.head);
-    free(r.next);
-    return rc;
-}
-
-/* The chunk of slot I (a binary search over the chunks' first slots). */
-static size_t
-chunk_of(const ed_plan_t *plan, size_t i)
-{
-    size_t lo = 0, hi = plan->nchunks;
-    while (hi - lo > 1) {
-        size_t mid = (lo + hi) / 2;
-        if (plan->chunk[mid] <= i)
-            lo = mid;
-        else
-            hi = mid;
-    }
-    return lo;
-}
-
-/*
- * Decide where the new code goes in the old text: plan->mirror, holes, chunk_at and
- * stub_at, from the long-branch layout. No reuse (mirror 0) when no piece finds a hole.
- */
-static int
-plan_reuse(ed_plan_t *plan)
-{
-    const cfg_segment_t *sg = reuse_segment(plan);
-    if (sg == NULL || plan->nslots == 0 || (sg->vaddr & ~(uint64_t)4095) == 0)
-        return 0; /* mirror 0 means no reuse */
-    QP_CHECK(find_holes(plan, sg));
-    if (plan->nholes > 0)
-        QP_CHECK(pack_pieces(plan));
-    if (plan->stats.bytes_reused < REUSE_MIN) {
-        plan->mirror = 0; /* not worth a segment and the padding before what follows */
-        plan->mirror_len = 0;
-        plan->nholes = 0;
-        plan->stats.bytes_reused = 0;
-        plan->stats.bytes_holes = 0;
-        return 0;
-    }
-    plan->overflow = (plan->mirror_len + 4095) & ~(uint64_t)4095;
-    return 0;
-}
-
-/* As assign, with the chunks and stubs that found a hole there, the rest from the
- * overflow; returns the size from layout-relative 0 (the mirror's first byte). */
-static uint64_t
-assign_reuse(ed_plan_t *plan)
-{
-    uint64_t at = plan->overflow;
-    for (size_t c = 0; c < plan->nchunks; c++) {
-        uint64_t a = plan->chunk_at[c] != NO_HOLE ? plan->chunk_at[c] : at;
-        for (size_t i = plan->chunk[c]; i < plan->chunk[c + 1]; i++) {
-            plan->lay[i].new_ = a;
-            a += slot_size(&plan->lay[i]);
-        }
-        if (plan->chunk_at[c] == NO_HOLE)
-            at = a;
-    }
-    for (size_t i = 0; i < plan->nstubs; i++) {
-        if (plan->stub_at[i] != NO_HOLE) {
-            plan->stubs[i].new_ = plan->stub_at[i];
-            continue;
-        }
-        plan->stubs[i].new_ = at;
-        at += plan->stubs[i].len;
-    }
-    if (plan->nxlate > 0) {
-        plan->xlate = at;
-        at = xlate_table_at(plan) + xlate_table_size(plan->prog);
-    }
-    return at;
-}
-
 static int
 layout(ed_plan_t *plan, int reuse)
 {
@@ -2182,7 +1469,7 @@ layout(ed_plan_t *plan, int reuse)
     assign(plan, 0);
     QP_CHECK(index_slots(plan));
     if (reuse)
-        QP_CHECK(plan_reuse(plan));
+        QP_CHECK(edl_plan_reuse(plan));
     /* Pass 2: rel8 where the target is in reach in the long layout (in the same
      * chunk when chunks go into holes: chunks are placed apart). */
     for (size_t i = 0; i < plan->nslots && !plan->opts.long_branches; i++) {
@@ -2197,7 +1484,7 @@ layout(ed_plan_t *plan, int reuse)
             continue;
         const ed_slot_t *t = slot_at(plan, in.target);
         if (t == NULL
-            || (plan->mirror != 0 && chunk_of(plan, i) != chunk_of(plan, (size_t)(t - plan->lay))))
+            || (plan->mirror != 0 && edl_chunk_of(plan, i) != edl_chunk_of(plan, (size_t)(t - plan->lay))))
             continue;
         int64_t d = (int64_t)t->new_ - (int64_t)(s->new_ + s->pre + 2);
         if (d < -128 || d > 127)
@@ -2211,7 +1498,7 @@ layout(ed_plan_t *plan, int reuse)
             s->flags |= SLOT_SHORT;
         }
     }
-    plan->text_size = plan->mirror != 0 ? assign_reuse(plan) : assign(plan, 0);
+    plan->text_size = plan->mirror != 0 ? edl_assign_reuse(plan) : assign(plan, 0);
     QP_CHECK(index_slots(plan));
     segment_ends(plan);
     return 0;
@@ -2425,7 +1712,7 @@ ed_plan_map(void *arg, uint64_t old)
     if (s != NULL)
         return s->new_;
     size_t si;
-    const ed_seg_t *seg = seg_at(plan, old, &si);
+    const ed_seg_t *seg = edl_seg_at(plan, old, &si);
     if (seg == NULL)
         return 0;
     /* Not an instruction start: the next moved instruction of the same extent, or the
@@ -2580,7 +1867,7 @@ static int
 emit_xlate(ed_plan_t *plan, uint8_t *buf)
 {
     const cfg_prog_t *prog = plan->prog;
-    int rc = arch_emit_xlate_stub(plan->xlate, xlate_table_at(plan), buf + (plan->xlate - plan->text),
+    int rc = arch_emit_xlate_stub(plan->xlate, edl_xlate_table_at(plan), buf + (plan->xlate - plan->text),
                                   ARCH_XLATE_STUB_LEN);
     if (rc < 0)
         return rc;
@@ -2588,7 +1875,7 @@ emit_xlate(ed_plan_t *plan, uint8_t *buf)
     xlate_range(prog, &lo, &hi);
     if (hi - lo >= UINT32_MAX)
         return QP_ERANGE;
-    uint64_t at = xlate_table_at(plan), nslots = xlate_slots(prog), shift = 32;
+    uint64_t at = edl_xlate_table_at(plan), nslots = xlate_slots(prog), shift = 32;
     for (uint64_t k = nslots; k > 1; k /= 2)
         shift--;
     uint8_t *t = buf + (at - plan->text);
@@ -2748,7 +2035,7 @@ emit_pads(ed_plan_t *plan, const qp_space_ops_t *ops, void *space)
         uint64_t *pads;
         size_t npads;
         uint32_t nind;
-        QP_CHECK(collect_pads(plan, pi, &pads, &npads, &nind));
+        QP_CHECK(edl_collect_pads(plan, pi, &pads, &npads, &nind));
         int rc = 0;
         for (size_t k = 0; k < npads && rc == 0; k++) {
             uint8_t jmp[PAD_LEN];
@@ -2799,8 +2086,8 @@ retarget_tables(ed_plan_t *plan, const qp_space_ops_t *ops, void *space)
         }
         if (!ok)
             continue;
-        /* Its cases got no redirects (collect_pads): every entry must be rewritten. */
-        uint32_t owner = owner_at(prog, tb->jump);
+        /* Its cases got no redirects (edl_collect_pads): every entry must be rewritten. */
+        uint32_t owner = edl_owner_at(prog, tb->jump);
         int sure = owner != CFG_NONE && plan->reason[owner] == NULL && table_sure(plan, t, owner);
         size_t avail;
         const uint8_t *old = cfg_image_ptr(prog->img, tb->addr, &avail);
@@ -2825,7 +2112,7 @@ retarget_tables(ed_plan_t *plan, const qp_space_ops_t *ops, void *space)
             } else
                 memcpy(&target, e, 8);
             const ed_slot_t *s = slot_at(plan, target);
-            if (s == NULL && sure && owner_at(prog, target) == owner) {
+            if (s == NULL && sure && edl_owner_at(prog, target) == owner) {
                 free(buf);
                 return QP_ERANGE; /* a case of moved code without its redirect */
             }

@@ -1,0 +1,170 @@
+/* Copyright 2026 the qpt authors
+ * SPDX-License-Identifier: MIT */
+
+/*
+ * The relocation plan's private state, shared by editor/ed_layout.c (which procedures
+ * move, where each instruction goes, the new code's bytes) and editor/ed_reuse.c (new
+ * code in the dead bytes of the old text). Nothing else includes it.
+ */
+#ifndef QPT_EDITOR_ED_LAYOUT_PRIV_H
+#define QPT_EDITOR_ED_LAYOUT_PRIV_H
+
+#include <stdint.h>
+
+#include "editor/ed.h"
+
+/* The length of a `jmp rel32`: a redirect in the old text. */
+#define PAD_LEN 5
+
+typedef struct ed_slot {
+    uint64_t old;      /* old address of the instruction */
+    uint64_t new_;     /* new address of the slot: its BEFORE snippets, then the instruction
+                        * (layout-relative until applied) */
+    uint32_t stub;     /* its taken-edge stub in plan->stubs, or NO_STUB */
+    uint16_t pre;      /* bytes of snippets before the instruction */
+    uint16_t entry_pre;/* ... of which the first ones run for calls only (ED_PROBE_ENTRY) */
+    uint16_t post;     /* bytes of snippets after it (fall-through path) */
+    uint8_t len;       /* new length, stretch nop included */
+    uint8_t olen;      /* old length */
+    uint8_t flags;     /* SLOT_* */
+} ed_slot_t;
+
+#define NO_STUB UINT32_MAX
+#define NO_HOLE UINT64_MAX
+
+/* A taken-edge stub: the TAKEN snippets of a conditional branch, then a jmp to its target. */
+typedef struct ed_stub {
+    uint64_t jcc;      /* old address of the conditional branch */
+    uint64_t new_;     /* address of the stub */
+    uint32_t len;      /* bytes, jmp included */
+} ed_stub_t;
+
+enum {
+    SLOT_SHORT = 1,    /* branch encoded in its rel8 form */
+    SLOT_JMP_AFTER = 2, /* a `jmp` follows (fall-through to a block not next in layout) */
+    SLOT_BRANCH = 4,   /* a direct jmp or jcc: a candidate for the rel8 form */
+    SLOT_XLATE = 8     /* an indirect jump of unknown targets, translated at run time */
+};
+
+typedef struct ed_seg {
+    uint64_t start, end; /* an old extent (main part or cold fragment) of a moved proc */
+    uint32_t owner;      /* the moved procedure */
+} ed_seg_t;
+
+struct ed_plan {
+    const cfg_prog_t *prog;   /* the program */
+    ed_opts_t opts;           /* options */
+    const char **leave;       /* opts.leave sorted (decide only), or NULL */
+    size_t nleave;            /* how many */
+    const char **reason;      /* per procedure: why it stays, NULL when it moves */
+    uint64_t *dropped;        /* redirects not written: entries and interior entries that
+                               * only direct branches reach, in the way of a redirect
+                               * (settle_unpadded: those branches must all move) ... */
+    uint32_t *dropped_owner;  /* ... and the procedure of each (sorted by address) */
+    size_t ndropped, dropped_cap;
+    char **owned;             /* reasons formatted here */
+    size_t nowned;
+    uint64_t *groups;         /* FDEs over several procedures: (first, last) pairs of
+                               * procedures that move together or not at all */
+    size_t ngroups, capgroups;
+    ed_slot_t *lay;           /* every moved instruction, in layout (new address) order */
+    uint64_t *fall;           /* per SLOT_JMP_AFTER slot, in layout order: the old address
+                               * its added jmp goes to (kept apart: slots are millions) */
+    size_t nfall;
+    uint32_t *idx;            /* indices into lay, sorted by old address (lookups) */
+    size_t nslots;
+    uint32_t *bucket;         /* per BUCKET_BYTES of old addresses from the lowest slot's:
+                               * the first position in idx at or above (nbuckets + 1) */
+    size_t nbuckets;
+    ed_seg_t *segs;           /* old extents of moved procedures, sorted */
+    size_t nsegs;
+    uint64_t *seg_new_end;    /* per segment: new address after its last instruction */
+    uint64_t *xt;             /* interior entries (cfg_interior_entries), sorted */
+    size_t nxt;
+    ed_probe_t *probes;       /* the drivers' snippets, sorted by address then place */
+    size_t nprobes;
+    size_t nprobes_placed;    /* probes that found their instruction during layout */
+    ed_stub_t *stubs;         /* taken-edge stubs, after all slots in the new code */
+    size_t nstubs;
+    uint64_t counters;        /* address of counter 0 */
+    uint64_t exit_hook;       /* address of the runtime's exit hook */
+    uint64_t fork_hook;       /* address of the runtime's fork hook */
+    uint64_t thread_hook;     /* address of the runtime's thread hook */
+    uint64_t exec_hook;       /* address of the runtime's exec hook */
+    uint64_t xlate;           /* the translation stub (arch_emit_xlate_stub), then its
+                               * table, after the stubs: layout-relative until applied;
+                               * 0 when no jump is translated */
+    size_t nxlate;            /* jumps translated */
+    uint64_t *xlate_sites;    /* translated jumps (old addresses, ascending) and ... */
+    uint64_t *xlate_counters; /* ... their miss counters (ed_plan_set_xlate_miss) */
+    size_t nxlate_sites;
+    ed_snippet_t *snips;      /* ED_SNIP_CODE snippets, by index */
+    size_t nsnips;
+    uint64_t *lock_sites;     /* ARCH_INC_SWITCH: where each increment's first byte went */
+    size_t nlock_sites, lock_cap;
+    uint32_t *chunk;          /* per moved procedure, in layout order: its first slot
+                               * (nchunks + 1 entries: the last is nslots) */
+    size_t nchunks, chunkcap;
+    uint64_t *chunk_at;       /* reuse_text: per chunk, its layout-relative address in
+                               * a hole of the old text, or NO_HOLE ... */
+    uint64_t *stub_at;        /* ... and per stub */
+    uint64_t mirror;          /* reuse_text: the old address whose page the new code's
+                               * first bytes mirror (0: no reuse) ... */
+    uint64_t mirror_len;      /* ... for this many bytes: new code at layout-relative
+                               * address A (< mirror_len) is written to old address
+                               * mirror + A */
+    uint64_t overflow;        /* layout-relative start of what found no hole */
+    uint64_t *holes;          /* (start, end, fill) triples, layout-relative */
+    size_t nholes;
+    int laid_out;             /* layout() has run */
+    uint64_t text;            /* address of the new code */
+    uint64_t text_size;       /* its size */
+    ed_stats_t stats;         /* figures */
+};
+
+/* The K-th slot by old address. */
+#define SLOT(plan, k) (&(plan)->lay[(plan)->idx[k]])
+
+/* Old addresses per bucket of the lookup index: a lookup searches a few slots, not all. */
+#define BUCKET_SHIFT 6
+
+/* Bytes of a slot in the new code: snippets, instruction, snippets, added jmp. */
+static inline uint64_t
+slot_size(const ed_slot_t *s)
+{
+    return (uint64_t)s->pre + s->len + s->post + ((s->flags & SLOT_JMP_AFTER) ? PAD_LEN : 0);
+}
+
+/* ed_layout.c, for ed_reuse.c */
+
+/* The procedure that owns the code at ADDR (a fragment's parent), or CFG_NONE. */
+uint32_t edl_owner_at(const cfg_prog_t *prog, uint64_t addr);
+
+/* Old addresses of procedure PI that need a redirect (*OUT, *N of them, sorted; *NIND of
+ * them not its entry). 0 or QP_ENOMEM. */
+int edl_collect_pads(const ed_plan_t *plan, uint32_t pi, uint64_t **out, size_t *n,
+                     uint32_t *nind);
+
+/* The moved extent containing OLD (*IDX its index when IDX is not NULL), or NULL. */
+const ed_seg_t *edl_seg_at(const ed_plan_t *plan, uint64_t old, size_t *idx);
+
+/* The translation table: its address (8-byte aligned after the stub) and size. */
+uint64_t edl_xlate_table_at(const ed_plan_t *plan);
+uint64_t edl_xlate_table_size(const cfg_prog_t *prog);
+
+/* ed_reuse.c, for ed_layout.c */
+
+/* Plan new code in the old text (plan->holes, plan->chunk_at, plan->stub_at,
+ * plan->mirror, plan->overflow), or nothing when it would save too little. 0 or
+ * QP_ENOMEM. */
+int edl_plan_reuse(ed_plan_t *plan);
+
+/* As the plain layout's assign, with the chunks and stubs that found a hole there, the
+ * rest from the overflow; returns the size from layout-relative 0 (the mirror's first
+ * byte). */
+uint64_t edl_assign_reuse(ed_plan_t *plan);
+
+/* The chunk of slot I (a procedure, or the procedures one FDE covers). */
+size_t edl_chunk_of(const ed_plan_t *plan, size_t i);
+
+#endif /* QPT_EDITOR_ED_LAYOUT_PRIV_H */
