@@ -463,6 +463,9 @@ int cfg_block_dominates(const cfg_prog_t *prog, uint32_t a, uint32_t b);
 const uint32_t *
 cfg_blocks_by_addr(const cfg_prog_t *prog, size_t *n /*OUT*/);
 
+/* qsort's comparison of two uint64_t, ascending. */
+int cfg_u64_cmp(const void *a, const void *b);
+
 /* The index of the first element of the sorted array V (N elements) that is >= X. */
 size_t cfg_u64_lower_bound(const uint64_t *v, size_t n, uint64_t x);
 

@@ -771,13 +771,6 @@ table_for(const cfg_bproc_t *bp, uint64_t jump)
     return NULL;
 }
 
-static int
-cmp_u64(const void *a, const void *b)
-{
-    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-    return x < y ? -1 : x > y;
-}
-
 /*
  * Possible targets of a computed jump in this procedure: blocks whose address the program
  * holds as data, except the entry and the targets of the jump tables already recovered
@@ -794,7 +787,7 @@ computed_goto_labels(trav_t *t)
         for (uint32_t e = 0; e < bp->tables.v[k].nentries && rc == 0; e++)
             rc = CFG_VEC_PUSH(tabt, cfg_jtab_entry(b->img, &bp->tables.v[k], e));
     if (rc == 0 && tabt.n)
-        qsort(tabt.v, tabt.n, sizeof(uint64_t), cmp_u64);
+        qsort(tabt.v, tabt.n, sizeof(uint64_t), cfg_u64_cmp);
     for (uint32_t k = 0; k < bp->blocks.n && rc == 0; k++) {
         uint64_t st = bp->blocks.v[k].start;
         if (st != bp->p.entry && cfg_u64_contains(b->addr_taken.v, b->addr_taken.n, st)
@@ -2643,7 +2636,7 @@ sorted_copy(const cfg_u64_vec_t *from, cfg_u64_vec_t *to)
     for (size_t i = 0; i < from->n; i++)
         QP_CHECK(CFG_VEC_PUSH(*to, from->v[i]));
     if (to->n > 1)
-        qsort(to->v, to->n, sizeof(uint64_t), cmp_u64);
+        qsort(to->v, to->n, sizeof(uint64_t), cfg_u64_cmp);
     return 0;
 }
 

@@ -109,13 +109,6 @@ on_fde(void *arg, const cfg_fde_t *fde)
     return add_cand(c->v, c->img, start, fde->end, CFG_SRC_EH_FRAME);
 }
 
-static int
-cmp_u64(const void *a, const void *b)
-{
-    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-    return x < y ? -1 : x > y;
-}
-
 /* Is NAME "<parent>.cold" or "<parent>.cold.N"? Returns the parent's length or 0. */
 static size_t
 cold_parent_len(const char *name)
@@ -727,7 +720,7 @@ collect_addr_taken(cfg_builder_t *b)
         }
     }
     if (b->addr_taken.n) {
-        qsort(b->addr_taken.v, b->addr_taken.n, sizeof(uint64_t), cmp_u64);
+        qsort(b->addr_taken.v, b->addr_taken.n, sizeof(uint64_t), cfg_u64_cmp);
         size_t k = 0;
         for (size_t i = 0; i < b->addr_taken.n; i++)
             if (k == 0 || b->addr_taken.v[k - 1] != b->addr_taken.v[i])
@@ -800,7 +793,7 @@ cfg_discover(cfg_builder_t *b)
     if (v.n)
         qsort(v.v, v.n, sizeof(cand_t), cmp_cand);
     if (b->landing_pads.n)
-        qsort(b->landing_pads.v, b->landing_pads.n, sizeof(uint64_t), cmp_u64);
+        qsort(b->landing_pads.v, b->landing_pads.n, sizeof(uint64_t), cfg_u64_cmp);
     for (size_t i = 0; i < v.n;) {
         cand_t c = v.v[i++];
         for (; i < v.n && v.v[i].addr == c.addr; i++) {

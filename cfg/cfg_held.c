@@ -164,13 +164,6 @@ held_scan(const cfg_prog_t *prog, cfg_held_t **out, size_t *n)
     return 0;
 }
 
-static int
-cmp_u64(const void *a, const void *b)
-{
-    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-    return x < y ? -1 : x > y;
-}
-
 /* Is block BI the target of a jump-table or address-taken edge (its procedure's own)? */
 static int
 indirect_target(const cfg_prog_t *prog, uint32_t bi)
@@ -220,7 +213,7 @@ cfg_interior_entries(const cfg_prog_t *prog, uint64_t **out, size_t *n)
         return rc;
     }
     if (k > 1)
-        qsort(v, k, sizeof(uint64_t), cmp_u64);
+        qsort(v, k, sizeof(uint64_t), cfg_u64_cmp);
     size_t u = 0;
     for (size_t i = 0; i < k; i++)
         if (u == 0 || v[u - 1] != v[i])

@@ -354,13 +354,6 @@ cmp_reloc(const void *a, const void *b)
     return x->where < y->where ? -1 : x->where > y->where;
 }
 
-static int
-cmp_u64(const void *a, const void *b)
-{
-    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-    return x < y ? -1 : x > y;
-}
-
 int
 cfg_image_finish(cfg_image_t *img)
 {
@@ -384,7 +377,7 @@ cfg_image_finish(cfg_image_t *img)
     if (img->nrelocs)
         qsort(img->relocs, img->nrelocs, sizeof(*img->relocs), cmp_reloc);
     if (img->ninit_funcs)
-        qsort(img->init_funcs, img->ninit_funcs, sizeof(uint64_t), cmp_u64);
+        qsort(img->init_funcs, img->ninit_funcs, sizeof(uint64_t), cfg_u64_cmp);
     return 0;
 }
 

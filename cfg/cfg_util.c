@@ -42,6 +42,13 @@ cfg_strdup(const char *s)
     return d;
 }
 
+int
+cfg_u64_cmp(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
 size_t
 cfg_u64_lower_bound(const uint64_t *v, size_t n, uint64_t x)
 {

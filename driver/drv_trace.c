@@ -123,13 +123,6 @@ add_point(drv_trace_t *t, uint64_t addr, int at, int save, int entry, uint32_t e
     return 0;
 }
 
-static int
-cmp_u64(const void *a, const void *b)
-{
-    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-    return x < y ? -1 : x > y;
-}
-
 /* NAME without "@plt" is one of NAMES. */
 static int
 name_is(const char *name, const char *const *names)
@@ -1170,7 +1163,7 @@ drv_trace_plan(const cfg_prog_t *prog, const drv_result_t *res, int naive,
     if (rc == 0 && ed_unwind_landing_pads(prog->img, on_pad, &pv) == QP_ENOMEM)
         rc = QP_ENOMEM;
     if (rc == 0)
-        qsort(pv.v, pv.n, sizeof(uint64_t), cmp_u64);
+        qsort(pv.v, pv.n, sizeof(uint64_t), cfg_u64_cmp);
     const uint64_t *pads = pv.v;
     size_t npads = pv.n;
     if (rc == 0 && !naive)

@@ -58,13 +58,6 @@ owned_reason(ed_plan_t *plan, const char *fmt, ...)
     return d;
 }
 
-static int
-cmp_u64(const void *a, const void *b)
-{
-    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-    return x < y ? -1 : x > y;
-}
-
 /* The end of the old extent (main part or fragment) of P that holds ADDR. */
 static uint64_t
 extent_end(const cfg_prog_t *prog, uint32_t pi, uint64_t addr)
@@ -387,7 +380,7 @@ edl_collect_pads(const ed_plan_t *plan, uint32_t pi, uint64_t **out, size_t *n, 
             return QP_ENOMEM;
         }
     }
-    qsort(v, k, sizeof(uint64_t), cmp_u64);
+    qsort(v, k, sizeof(uint64_t), cfg_u64_cmp);
     size_t u = 0;
     for (size_t i = 0; i < k; i++)
         if (u == 0 || v[u - 1] != v[i])

@@ -26,13 +26,6 @@
 
 #include "editor/ed_layout_priv.h"
 
-static int
-cmp_u64(const void *a, const void *b)
-{
-    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-    return x < y ? -1 : x > y;
-}
-
 /* Holes smaller than this are not worth a patch. */
 #define MIN_HOLE 16
 /* Reuse saving less than this is not worth a second segment (and the page-aligned
@@ -347,7 +340,7 @@ find_holes(ed_plan_t *plan, const cfg_segment_t *sg)
     if (rc == 0) {
         ngive = merge_spans(give, ngive);
         ntake = merge_spans(take, ntake);
-        qsort(cut, ncut, sizeof(uint64_t), cmp_u64);
+        qsort(cut, ncut, sizeof(uint64_t), cfg_u64_cmp);
         plan->mirror = mirror;
         plan->mirror_len = hi > mirror ? hi - mirror : 0;
     }

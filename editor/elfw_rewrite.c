@@ -159,13 +159,6 @@ elfw_trace_refill(const ed_plan_t *plan)
     return hook != 0 ? hook - QPRT_HOOK_OFF + QPRT_TRACE_OFF : 0;
 }
 
-static int
-cmp_u64(const void *a, const void *b)
-{
-    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-    return (x > y) - (x < y);
-}
-
 /* The sites of the switchable increments, as offsets from the new code, in a region. */
 static int
 write_lock_sites(
@@ -192,7 +185,7 @@ write_lock_sites(
         }
         off[i] = site[i] - text;
     }
-    qsort(off, n, sizeof(uint64_t), cmp_u64);
+    qsort(off, n, sizeof(uint64_t), cfg_u64_cmp);
     size_t len = 0;
     for (size_t i = 0; i < n; i++)
         for (uint64_t d = off[i] - (i > 0 ? off[i - 1] : 0);; d >>= 7) {

@@ -30,13 +30,6 @@ sat_add(uint64_t a, uint64_t b)
     return __builtin_add_overflow(a, b, &t) ? UINT64_MAX : t;
 }
 
-static int
-cmp_u64(const void *a, const void *b)
-{
-    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-    return x < y ? -1 : x > y;
-}
-
 
 /*
  * Is the code at ADDR a PLT stub? As cfg/ classes procedures (cfg_discover.c): in a
@@ -166,7 +159,7 @@ find_stubs(qp_report_t *r, const cfg_image_t *img, uint8_t *calls_stub)
         return QP_ENOMEM;
     for (uint32_t i = 0; i < d->hdr.nprocs; i++)
         entries[i] = d->procs[i].entry;
-    qsort(entries, d->hdr.nprocs, sizeof(uint64_t), cmp_u64);
+    qsort(entries, d->hdr.nprocs, sizeof(uint64_t), cfg_u64_cmp);
     int rc = 0;
     for (uint32_t k = 0; k < r->nprocs && rc == 0; k++) {
         uint32_t proc = r->procs[k].proc;
