@@ -202,6 +202,18 @@ int qp_name_matches(const char *mangled, const char *name);
 int qp_old_text_reused(const cfg_image_t *img);
 
 /*
+ * The original bytes of block B of DESC (B->size of them into OUT) in the rewritten
+ * program IMG, whose first HEAD bytes at BUF (its bytes in the file) were overwritten -
+ * by the redirect to its copy, or by new code placed in the old text - rebuilt from the
+ * block's relocated copy (report/qp_original.c). 1 when rebuilt: *LOST is then the
+ * offset of an instruction whose bytes stay unknown (re-encoded where they were
+ * overwritten), or SIZE_MAX, *LOST_LEN its length; 0 when no copy fits.
+ */
+int qp_original_block(const cfg_image_t *img, const qp_desc_t *desc, const qp_desc_block_t *b,
+                      const uint8_t *buf, size_t head, uint8_t *out, size_t *lost,
+                      size_t *lost_len);
+
+/*
  * The index of the procedure named NAME in D (the measured one first when several
  * share the name), or QP_VIRT. NAME may be demangled, with or without the parameters
  * (qp_name_matches); an exact match of the stored name comes first.
