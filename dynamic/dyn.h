@@ -80,7 +80,10 @@ dyn_proc_pid(const dyn_proc_t *p);
 /*
  * The stopped process P's bytes where dyn_proc_syscall puts its stub (the slack after the
  * executable's code segment), back to the file's when they differ (a dyn killed while
- * its stub was in): 1 when they were put back, 0 when they were right, QP_E*.
+ * its stub was in), once every thread inside the stub has finished it (a thread the
+ * killed dyn set to run a system call there, not run since): 1 when they were put back,
+ * 0 when they were right, QP_ERANGE when a thread would not leave (the bytes stay),
+ * QP_E*.
  */
 int
 dyn_proc_stub_reset(dyn_proc_t *p);

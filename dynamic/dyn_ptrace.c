@@ -878,6 +878,37 @@ find_stub(dyn_proc_t *p)
     return 0;
 }
 
+/* Times a thread is let run alone at most to finish a killed dyn's stub. */
+#define STUB_LEAVE_TRIES 100
+
+/*
+ * Let every thread whose pc is in the stub finish it. A dyn killed after it set a
+ * thread to run a system call there leaves that thread to make the call, pop its
+ * registers and jump back (write_stub); a thread the scheduler had not run yet when
+ * this process stopped it is still inside, and the bytes must not go back under it.
+ * 0 when none is inside, QP_ERANGE when one stays (its bytes then stay too).
+ */
+static int
+stub_leave(dyn_proc_t *p)
+{
+    dyn_thread_info_t *ti;
+    size_t nt = 0;
+    int rc = 0;
+
+    QP_CHECK(dyn_proc_threads(p, NULL, 0, &nt));
+    if ((ti = calloc(nt ? nt : 1, sizeof(*ti))) == NULL)
+        return QP_ENOMEM;
+    if (dyn_proc_threads(p, ti, nt, &nt) < 0) {
+        free(ti);
+        return QP_EIO;
+    }
+    for (size_t i = 0; i < nt && rc == 0; i++)
+        if (ti[i].pc >= p->stub && ti[i].pc < p->stub + STUB_LEN)
+            rc = dyn_proc_leave(p, ti[i].tid, p->stub, p->stub + STUB_LEN, STUB_LEAVE_TRIES);
+    free(ti);
+    return rc;
+}
+
 int
 dyn_proc_stub_reset(dyn_proc_t *p)
 {
@@ -896,6 +927,7 @@ dyn_proc_stub_reset(dyn_proc_t *p)
         return 0;
     if (p->stub_dirty) /* our own stub is in: it goes at the next resume */
         return 0;
+    QP_CHECK(stub_leave(p));
     QP_CHECK(dyn_proc_write(p, p->stub, p->stub_orig, STUB_LEN));
     return 1;
 }
@@ -989,6 +1021,10 @@ dyn_proc_syscall(dyn_proc_t *p, long nr, const uint64_t args[6], int64_t *ret /*
     }
     if (p->stub == 0)
         QP_CHECK(find_stub(p));
+    /* A thread still inside a killed dyn's stub finishes it before the stub is written
+     * again (its jump back is the stub's last word). */
+    if (!p->stub_dirty)
+        QP_CHECK(stub_leave(p));
     if (ptrace(PTRACE_GETREGS, t->tid, NULL, &saved) < 0)
         return QP_EIO;
     QP_CHECK(write_stub(p, &saved, &block));
