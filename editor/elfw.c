@@ -1386,24 +1386,29 @@ static uint64_t
 elfw_tail_from(const GElf_Ehdr *eh, const GElf_Shdr *sh, size_t shnum, size_t shstrndx,
                const GElf_Phdr *ph, size_t phnum, uint64_t insize)
 {
-    if (shnum == 0 || eh->e_shoff + (uint64_t)shnum * ELFW_SHENT != insize)
+    /* Every sum below checked against the file's size first: the headers may be hostile. */
+    if (shnum == 0 || eh->e_shoff > insize || shnum > (insize - eh->e_shoff) / ELFW_SHENT
+        || eh->e_shoff + (uint64_t)shnum * ELFW_SHENT != insize)
         return insize;
     uint64_t tail = eh->e_shoff;
     if (shstrndx != 0 && shstrndx < shnum) {
         const GElf_Shdr *n = &sh[shstrndx];
-        uint64_t end = n->sh_offset + n->sh_size;
-        int alone = n->sh_type == SHT_STRTAB && !(n->sh_flags & SHF_ALLOC) && end <= tail
-            && tail - end < 8 && n->sh_size > 0;
+        int alone = n->sh_type == SHT_STRTAB && !(n->sh_flags & SHF_ALLOC) && n->sh_size > 0
+            && n->sh_offset <= tail && n->sh_size <= tail - n->sh_offset
+            && tail - (n->sh_offset + n->sh_size) < 8;
         for (size_t i = 1; i < shnum && alone; i++)
             alone = i == shstrndx || sh[i].sh_type == SHT_NOBITS || sh[i].sh_size == 0
-                || sh[i].sh_offset + sh[i].sh_size <= n->sh_offset;
+                || (sh[i].sh_offset <= n->sh_offset
+                    && sh[i].sh_size <= n->sh_offset - sh[i].sh_offset);
         for (size_t i = 0; i < phnum && alone; i++)
-            alone = ph[i].p_filesz == 0 || ph[i].p_offset + ph[i].p_filesz <= n->sh_offset;
+            alone = ph[i].p_filesz == 0 || (ph[i].p_offset <= n->sh_offset
+                && ph[i].p_filesz <= n->sh_offset - ph[i].p_offset);
         if (alone)
             tail = n->sh_offset;
     }
     for (size_t i = 0; i < phnum; i++)
-        if (ph[i].p_filesz != 0 && ph[i].p_offset + ph[i].p_filesz > tail)
+        if (ph[i].p_filesz != 0
+            && (ph[i].p_offset > tail || ph[i].p_filesz > tail - ph[i].p_offset))
             return insize; /* a segment holds them after all */
     return tail;
 }

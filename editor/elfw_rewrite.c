@@ -88,6 +88,15 @@ unwind_fits_over(const cfg_image_t *img, const ed_unwind_out_t *u, const cfg_sec
         || h->vma % 4 != 0 || u->hdr_off > e->size || u->hdr_size > h->size
         || (e->vma < h->vma + h->size && h->vma < e->vma + e->size))
         return 0;
+    /* No other section's bytes under them (a hostile file could name anything so). */
+    for (size_t i = 0; i < img->nsections; i++) {
+        const cfg_section_t *o = &img->sections[i];
+        if (o == e || o == h || !(o->flags & CFG_SEC_ALLOC) || o->size == 0)
+            continue;
+        if ((o->vma < e->vma + e->size && e->vma < o->vma + o->size)
+            || (o->vma < h->vma + h->size && h->vma < o->vma + o->size))
+            return 0;
+    }
     int ph = 0;
     for (size_t i = 0; i < img->nsegments; i++)
         ph |= img->segments[i].type == 0x6474e550 /* PT_GNU_EH_FRAME */
