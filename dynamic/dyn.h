@@ -179,6 +179,15 @@ int
 dyn_proc_leave(dyn_proc_t *p, int tid, uint64_t lo, uint64_t hi, unsigned max_tries);
 
 /*
+ * dyn_proc_leave for every thread whose pc is in [LO, HI); *MOVED (when not NULL) counts
+ * those that left. 0, or the first error (QP_ERANGE: one is still inside) after trying
+ * them all.
+ */
+int
+dyn_proc_leave_range(dyn_proc_t *p, uint64_t lo, uint64_t hi, unsigned max_tries,
+                     unsigned *moved);
+
+/*
  * The load bias of the main executable: AT_ENTRY of /proc/PID/auxv minus LINK_ENTRY (the
  * ELF entry of the file); 0 for a non-PIE executable. QP_EIO, QP_EFORMAT.
  */

@@ -325,26 +325,16 @@ restore_lib_jumps(
     return rc;
 }
 
-/* Let every thread whose pc is in a region run out of it. */
+/* Let every thread whose pc is in a region run out of it (one that stays keeps its
+ * region mapped: free_region sees its pc). */
 static int
 move_threads(dyn_proc_t *p, const regions_t *r, unsigned *moved)
 {
-    dyn_thread_info_t *ti;
-    size_t nt = 0;
-
-    QP_CHECK(dyn_proc_threads(p, NULL, 0, &nt));
-    if ((ti = calloc(nt ? nt : 1, sizeof(*ti))) == NULL)
-        return QP_ENOMEM;
-    if (dyn_proc_threads(p, ti, nt, &nt) < 0) {
-        free(ti);
-        return QP_EIO;
+    for (size_t i = 0; i < r->n; i++) {
+        int rc = dyn_proc_leave_range(p, r->v[i].lo, r->v[i].hi, LEAVE_TRIES, moved);
+        if (rc < 0 && rc != QP_ERANGE)
+            return rc == QP_ENOMEM ? rc : 0;
     }
-    for (size_t i = 0; i < nt; i++) {
-        const region_t *g = region_at(r, ti[i].pc);
-        if (g != NULL && dyn_proc_leave(p, ti[i].tid, g->lo, g->hi, LEAVE_TRIES) == 0)
-            (*moved)++;
-    }
-    free(ti);
     return 0;
 }
 

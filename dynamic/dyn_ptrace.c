@@ -881,15 +881,9 @@ find_stub(dyn_proc_t *p)
 /* Times a thread is let run alone at most to finish a killed dyn's stub. */
 #define STUB_LEAVE_TRIES 100
 
-/*
- * Let every thread whose pc is in the stub finish it. A dyn killed after it set a
- * thread to run a system call there leaves that thread to make the call, pop its
- * registers and jump back (write_stub); a thread the scheduler had not run yet when
- * this process stopped it is still inside, and the bytes must not go back under it.
- * 0 when none is inside, QP_ERANGE when one stays (its bytes then stay too).
- */
-static int
-stub_leave(dyn_proc_t *p)
+int
+dyn_proc_leave_range(dyn_proc_t *p, uint64_t lo, uint64_t hi, unsigned max_tries,
+                     unsigned *moved)
 {
     dyn_thread_info_t *ti;
     size_t nt = 0;
@@ -902,11 +896,30 @@ stub_leave(dyn_proc_t *p)
         free(ti);
         return QP_EIO;
     }
-    for (size_t i = 0; i < nt && rc == 0; i++)
-        if (ti[i].pc >= p->stub && ti[i].pc < p->stub + STUB_LEN)
-            rc = dyn_proc_leave(p, ti[i].tid, p->stub, p->stub + STUB_LEN, STUB_LEAVE_TRIES);
+    for (size_t i = 0; i < nt; i++) {
+        if (ti[i].pc < lo || ti[i].pc >= hi)
+            continue;
+        int r = dyn_proc_leave(p, ti[i].tid, lo, hi, max_tries);
+        if (r == 0 && moved != NULL)
+            (*moved)++;
+        else if (r < 0 && rc == 0)
+            rc = r;
+    }
     free(ti);
     return rc;
+}
+
+/*
+ * Let every thread whose pc is in the stub finish it. A dyn killed after it set a
+ * thread to run a system call there leaves that thread to make the call, pop its
+ * registers and jump back (write_stub); a thread the scheduler had not run yet when
+ * this process stopped it is still inside, and the bytes must not go back under it.
+ * 0 when none is inside, QP_ERANGE when one stays (its bytes then stay too).
+ */
+static int
+stub_leave(dyn_proc_t *p)
+{
+    return dyn_proc_leave_range(p, p->stub, p->stub + STUB_LEN, STUB_LEAVE_TRIES, NULL);
 }
 
 int
