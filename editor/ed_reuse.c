@@ -220,16 +220,27 @@ given_spans(const ed_plan_t *plan, const uint8_t *keep, uint64_t lo, uint64_t hi
     return rc;
 }
 
-/* Is ADDR a redirect of a moved procedure (an entry or an indirect target)? */
+/* The redirects of one procedure, kept while the held addresses (sorted) stay in it. */
+typedef struct pads_memo {
+    uint32_t owner; /* whose, or CFG_NONE */
+    uint64_t *v;
+    size_t n;
+} pads_memo_t;
+
+/* Is ADDR a redirect of moved procedure OWNER (an entry or an indirect target)? */
 static int
-is_pad(const ed_plan_t *plan, uint32_t owner, uint64_t addr, uint64_t **scratch, size_t *n)
+is_pad(const ed_plan_t *plan, uint32_t owner, uint64_t addr, pads_memo_t *m)
 {
     uint32_t nind;
-    free(*scratch);
-    *scratch = NULL;
-    if (edl_collect_pads(plan, owner, scratch, n, &nind) < 0)
-        return -1;
-    return cfg_u64_contains(*scratch, *n, addr);
+    if (m->owner != owner) {
+        free(m->v);
+        m->v = NULL;
+        m->owner = CFG_NONE;
+        if (edl_collect_pads(plan, owner, &m->v, &m->n, &nind) < 0)
+            return -1;
+        m->owner = owner;
+    }
+    return cfg_u64_contains(m->v, m->n, addr);
 }
 
 /*
@@ -247,8 +258,7 @@ keep_referenced(const ed_plan_t *plan, uint8_t *keep)
     const cfg_prog_t *prog = plan->prog;
     cfg_held_t *held = NULL;
     size_t nheld = 0;
-    uint64_t *pads = NULL;
-    size_t npads = 0;
+    pads_memo_t pads = { CFG_NONE, NULL, 0 };
     int rc = cfg_held_addrs(prog, &held, &nheld);
     /* A jump table's entries are the cases: redirects, or rewritten with the table. */
     cfg_span_t *tab = rc == 0 ? malloc((prog->ntables + 1) * sizeof(cfg_span_t)) : NULL;
@@ -284,14 +294,14 @@ keep_referenced(const ed_plan_t *plan, uint8_t *keep)
         uint32_t o = edl_owner_at(prog, a);
         if (o == CFG_NONE || keep[o] || plan->reason[o] != NULL)
             continue;
-        int r = is_pad(plan, o, a, &pads, &npads);
+        int r = is_pad(plan, o, a, &pads);
         if (r < 0)
             rc = QP_ENOMEM;
         else if (!r)
             keep[o] = 1;
     }
     free(tab);
-    free(pads);
+    free(pads.v);
     free(held);
     return rc;
 }
