@@ -152,24 +152,20 @@ image_write(void *self, uint64_t addr, const void *buf, size_t len)
  * zero-filled ones when BYTES is NULL, or - MIRROR not 0 - the input's bytes there. It
  * starts on a page of its own, at the page offset its bytes will have in the file
  * (elfw puts them one after the other after the input's, each at an offset congruent to
- * its address), so that the file needs no padding before them, 16-byte aligned, or
- * AT_PAGE-byte aligned for an AT_PAGE above 1 (a power of two below the page size); at
- * the page's start when AT_PAGE is 1. A writable zero-filled region is taken to have no
+ * its address), so that the file needs no padding before them, ALIGN-aligned (a power
+ * of two up to the page size). A writable zero-filled region is taken to have no
  * file bytes (the counters: elfw_rewrite.c writes them as NOBITS).
  */
 static int
 region_add(ed_image_t *im, uint64_t lo, uint64_t hi, size_t len, uint32_t prot, uint8_t *bytes,
-           uint64_t mirror, int at_page, uint64_t *out)
+           uint64_t mirror, uint64_t align, uint64_t *out)
 {
     if ((prot & ED_PROT_W) && (prot & ED_PROT_X))
         return QP_EINVAL; /* never writable and executable at once */
     uint64_t at = page_up(im->next);
     int file_bytes = mirror == 0 && !(bytes == NULL && (prot & ED_PROT_W));
-    uint64_t align = at_page > 1 ? (uint64_t)at_page : 16;
     uint64_t off = (im->file_end + align - 1) & ~(align - 1);
-    if (file_bytes && at_page == 1)
-        off = im->file_end + ((at - im->file_end) & (PAGE - 1));
-    else if (file_bytes)
+    if (file_bytes)
         at += off & (PAGE - 1);
     if (at + len - lo > REACH || (hi > at && hi - at > REACH))
         return QP_ERANGE;
@@ -190,7 +186,7 @@ region_add(ed_image_t *im, uint64_t lo, uint64_t hi, size_t len, uint32_t prot, 
 static int
 image_alloc_near(void *self, uint64_t lo, uint64_t hi, size_t len, uint32_t prot, uint64_t *out)
 {
-    return region_add(self, lo, hi, len, prot, NULL, 0, 0, out);
+    return region_add(self, lo, hi, len, prot, NULL, 0, 16, out);
 }
 
 /* The input's file bytes at OLD (a page of a PT_LOAD's, loaded from the file) mirrored at
@@ -213,7 +209,7 @@ image_alloc_over(void *self, uint64_t lo, uint64_t hi, uint64_t old, size_t len,
         return QP_EINVAL; /* only a loaded segment's file bytes can be mapped again */
     if (page_up(im->next) + page_up(len) + PAGE + extra - lo > REACH)
         return QP_ERANGE;
-    QP_CHECK(region_add(im, lo, hi, len, prot, NULL, old, 1, out));
+    QP_CHECK(region_add(im, lo, hi, len, prot, NULL, old, PAGE, out));
     uint64_t more;
     *skip = 0;
     if (extra > 0) {
@@ -231,7 +227,7 @@ ed_image_alloc_bytes(ed_image_t *im, uint64_t lo, uint64_t hi, uint8_t *bytes, s
 {
     if (im == NULL || bytes == NULL || out == NULL)
         return QP_EINVAL;
-    return region_add(im, lo, hi, len, prot, bytes, 0, 0, out);
+    return region_add(im, lo, hi, len, prot, bytes, 0, 16, out);
 }
 
 const qp_space_ops_t ed_image_ops = {
