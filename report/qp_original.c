@@ -310,3 +310,35 @@ qp_original_block(const cfg_image_t *img, const qp_desc_t *desc, const qp_desc_b
     *lost_len = r.lost_len;
     return 1;
 }
+
+#define REDIRECT_LEN 5 /* jmp rel32 */
+
+/*
+ * True when the bytes at BUF (N readable) hold the jump qpt-rewrite writes over the
+ * start of a moved block: a jmp rel32 into a section of its own (.qpt.*).
+ */
+static int
+is_redirect(const cfg_image_t *img, const uint8_t *buf, size_t n, uint64_t vma)
+{
+    if (n < REDIRECT_LEN || buf[0] != 0xe9)
+        return 0;
+    int32_t rel;
+    memcpy(&rel, buf + 1, 4);
+    uint64_t target = vma + REDIRECT_LEN + (uint64_t)(int64_t)rel;
+    const cfg_section_t *s = cfg_image_section_at(img, target);
+    return s != NULL && strncmp(s->name, ".qpt", 4) == 0;
+}
+
+size_t
+qp_overwritten(const cfg_image_t *img, const qp_desc_block_t *b, const uint8_t *buf,
+               size_t avail, uint64_t *over_end)
+{
+    if (is_redirect(img, buf, avail, b->start))
+        *over_end = b->start + REDIRECT_LEN;
+    size_t head = 0;
+    if (*over_end > b->start)
+        head = *over_end - b->start < b->size ? *over_end - b->start : b->size;
+    if (b->new_start != 0 && qp_old_text_reused(img))
+        head = b->size; /* new code went over it: all rebuilt from the copy */
+    return head;
+}

@@ -202,6 +202,15 @@ int qp_name_matches(const char *mangled, const char *name);
 int qp_old_text_reused(const cfg_image_t *img);
 
 /*
+ * How many of block B's first bytes (its bytes in the rewritten program IMG at BUF, AVAIL
+ * readable) qpt-rewrite overwrote: the redirect to its copy there, or the one of the
+ * block before it running on (*OVER_END: where the last redirect ended, 0 at first;
+ * updated), or all of them when new code went into the old text. Blocks in address order.
+ */
+size_t qp_overwritten(const cfg_image_t *img, const qp_desc_block_t *b, const uint8_t *buf,
+                      size_t avail, uint64_t *over_end);
+
+/*
  * The original bytes of block B of DESC (B->size of them into OUT) in the rewritten
  * program IMG, whose first HEAD bytes at BUF (its bytes in the file) were overwritten -
  * by the redirect to its copy, or by new code placed in the old text - rebuilt from the

@@ -21,7 +21,6 @@
 #include "arch/arch.h"
 #include "tools/qp_tool.h"
 
-#define REDIRECT_LEN 5 /* jmp rel32 */
 
 typedef struct dis {
     disassemble_info info;
@@ -189,22 +188,6 @@ lands_at_end(dis_t *d, const uint8_t *buf, size_t k, size_t size, uint64_t vma)
     return k == size;
 }
 
-/*
- * True when the bytes at BUF (N readable) hold the jump qpt-rewrite writes over the
- * start of a moved block: a jmp rel32 into a section of its own (.qpt.*).
- */
-static int
-is_redirect(const cfg_image_t *img, const uint8_t *buf, size_t n, uint64_t vma)
-{
-    if (n < REDIRECT_LEN || buf[0] != 0xe9)
-        return 0;
-    int32_t rel;
-    memcpy(&rel, buf + 1, 4);
-    uint64_t target = vma + REDIRECT_LEN + (uint64_t)(int64_t)rel;
-    const cfg_section_t *s = cfg_image_section_at(img, target);
-    return s != NULL && strncmp(s->name, ".qpt", 4) == 0;
-}
-
 /* Load the lines of source file PATH into D (once per file). */
 static void
 load_source(dis_t *d, const char *path)
@@ -344,13 +327,7 @@ list_block(FILE *f, dis_t *d, const qp_inputs_t *in, const qp_desc_block_t *b,
                 img->path);
         return;
     }
-    if (in->original == NULL && is_redirect(img, buf, avail, b->start))
-        *over_end = b->start + REDIRECT_LEN;
-    size_t head = 0;
-    if (in->original == NULL && *over_end > b->start)
-        head = *over_end - b->start < b->size ? *over_end - b->start : b->size;
-    if (in->original == NULL && b->new_start != 0 && qp_old_text_reused(img))
-        head = b->size; /* new code went over it: all rebuilt from the copy */
+    size_t head = in->original == NULL ? qp_overwritten(img, b, buf, avail, over_end) : 0;
     if (head > 0)
         list_overwritten(f, d, img, b, count, buf, head);
     else
