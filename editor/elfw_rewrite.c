@@ -59,6 +59,13 @@ no_reloc_in(const cfg_image_t *img, uint64_t lo, uint64_t hi)
     return a == img->nrelocs || img->relocs[a].where >= hi;
 }
 
+/* Does NAME register unwind tables with libgcc by address (crtbeginT.o's way)? */
+static int
+registers_frames(const char *name)
+{
+    return strncmp(name, "__register_frame", 16) == 0;
+}
+
 /*
  * May the unwind tables U (sized at address 0) go over the input's: its .eh_frame takes
  * the CIEs, FDEs and LSDAs, its .eh_frame_hdr (PT_GNU_EH_FRAME's) the search table? Both
@@ -67,8 +74,8 @@ no_reloc_in(const cfg_image_t *img, uint64_t lo, uint64_t hi)
  * for one reader: a static program's crtbeginT.o registers its .eh_frame from
  * __EH_FRAME_BEGIN__, which is not the section's start (crt1.o's records come first),
  * and libgcc walks the records from there. So only programs with an interpreter and
- * libraries, which find their tables through PT_GNU_EH_FRAME, and none that defines
- * __register_frame_info itself.
+ * libraries, which find their tables through PT_GNU_EH_FRAME, and none that defines or
+ * imports __register_frame* (libgcc's registry of tables by address).
  */
 static int
 unwind_fits_over(const cfg_image_t *img, const ed_unwind_out_t *u, const cfg_section_t **eh,
@@ -77,8 +84,10 @@ unwind_fits_over(const cfg_image_t *img, const ed_unwind_out_t *u, const cfg_sec
     if (!(img->flags & (CFG_IMG_DYNAMIC | CFG_IMG_SHLIB)))
         return 0;
     for (size_t i = 0; i < img->nsymbols; i++)
-        if (img->symbols[i].name != NULL
-            && strcmp(img->symbols[i].name, "__register_frame_info") == 0)
+        if (img->symbols[i].name != NULL && registers_frames(img->symbols[i].name))
+            return 0;
+    for (size_t i = 0; i < img->nrelocs; i++) /* imported from libgcc_s */
+        if (img->relocs[i].sym != NULL && registers_frames(img->relocs[i].sym))
             return 0;
     *eh = cfg_image_section_named(img, ".eh_frame");
     *hdr = cfg_image_section_named(img, ".eh_frame_hdr");
