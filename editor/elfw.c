@@ -689,12 +689,16 @@ elfw_add_section_name(elfw_ctx_t *c, const char *name, uint32_t *off)
 static void
 elfw_shrink_old_unwind(elfw_ctx_t *c)
 {
+    int eh = 0, hdr = 0; /* the first of each name, as elfw_check_request checked */
     for (size_t i = 1; i < c->in_shnum; i++) {
         const char *nm = elfw_scn_name(c, i);
-        if (strcmp(nm, ".eh_frame") == 0)
+        if (!eh && strcmp(nm, ".eh_frame") == 0) {
             c->scn[i].sh.sh_size = c->req->unwind_in_place;
-        else if (strcmp(nm, ".eh_frame_hdr") == 0)
+            eh = 1;
+        } else if (!hdr && strcmp(nm, ".eh_frame_hdr") == 0) {
             c->scn[i].sh.sh_size = c->req->eh_frame_hdr_size;
+            hdr = 1;
+        }
     }
 }
 

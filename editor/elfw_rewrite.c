@@ -97,9 +97,13 @@ unwind_fits_over(const cfg_image_t *img, const ed_unwind_out_t *u, const cfg_sec
         || h->vma % 4 != 0 || u->hdr_off > e->size || u->hdr_size > h->size
         || (e->vma < h->vma + h->size && h->vma < e->vma + e->size))
         return 0;
-    /* No other section's bytes under them (a hostile file could name anything so). */
+    /* No other section's bytes under them (a hostile file could name anything so), and
+     * no second section of either name (elfw shrinks the first of each). */
     for (size_t i = 0; i < img->nsections; i++) {
         const cfg_section_t *o = &img->sections[i];
+        if (o != e && o != h && o->name != NULL
+            && (strcmp(o->name, ".eh_frame") == 0 || strcmp(o->name, ".eh_frame_hdr") == 0))
+            return 0;
         if (o == e || o == h || !(o->flags & CFG_SEC_ALLOC) || o->size == 0)
             continue;
         if ((o->vma < e->vma + e->size && e->vma < o->vma + o->size)
