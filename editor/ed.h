@@ -318,6 +318,10 @@ typedef struct ed_stats {
     uint32_t nxlate;        /* indirect jumps of unknown targets translated at run time */
     uint64_t bytes_reused;  /* bytes of new code placed in the old text (reuse_text) */
     uint64_t bytes_holes;   /* bytes of the old text free for it */
+    uint32_t nheld_inside;  /* addresses the program holds (a relocated word, a `lea`)
+                             * inside a block of a moved procedure, not at its start:
+                             * code entered there runs the old copy, unmeasured */
+    uint64_t held_inside;   /* ... the first of them, 0 when none */
 } ed_stats_t;
 
 /*

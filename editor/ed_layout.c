@@ -2137,6 +2137,33 @@ retarget_tables(ed_plan_t *plan, const qp_space_ops_t *ops, void *space)
     return 0;
 }
 
+/*
+ * The addresses the program holds inside a block of a moved procedure, not at its start
+ * (never a redirect: entered there, the old code runs, unmeasured), for the report
+ * (plan->stats.nheld_inside). Immediates and data words count only at block starts: a
+ * number that falls inside the text is no pointer.
+ */
+static int
+count_held_inside(ed_plan_t *plan)
+{
+    const cfg_prog_t *prog = plan->prog;
+    cfg_held_t *h;
+    size_t n;
+    QP_CHECK(cfg_held_addrs(prog, &h, &n));
+    for (size_t i = 0; i < n; i++) {
+        if (h[i].src != CFG_HELD_RELOC && h[i].src != CFG_HELD_RIPREL)
+            continue;
+        uint32_t bi = cfg_block_at(prog, h[i].addr), o = edl_owner_at(prog, h[i].addr);
+        if (bi == CFG_NONE || prog->blocks[bi].start == h[i].addr || o == CFG_NONE
+            || plan->reason[o] != NULL || (i > 0 && h[i - 1].addr == h[i].addr))
+            continue;
+        if (plan->stats.nheld_inside++ == 0)
+            plan->stats.held_inside = h[i].addr;
+    }
+    free(h);
+    return 0;
+}
+
 int
 ed_plan_apply(ed_plan_t *plan, const qp_space_ops_t *ops, void *space)
 {
@@ -2174,6 +2201,7 @@ ed_plan_apply(ed_plan_t *plan, const qp_space_ops_t *ops, void *space)
     plan->stats.nprobes = (uint32_t)plan->nprobes;
     plan->stats.nstubs = (uint32_t)plan->nstubs;
     plan->stats.nxlate = (uint32_t)plan->nxlate;
+    QP_CHECK(count_held_inside(plan));
     for (size_t i = 0; i < plan->nprobes; i++)
         plan->stats.nflag_saves += plan->probes[i].save_flags != 0;
     for (size_t i = 0; i < plan->nslots; i++)

@@ -450,6 +450,13 @@ rewrite(const cfg_prog_t *prog, const char *input, const char *output, const cha
             (unsigned long long)es->bytes_new, es->npads, es->nind_pads, es->ntables,
             es->nxlate, (unsigned long long)st.output_size,
             st.input_size ? (double)st.output_size / (double)st.input_size : 0.0);
+    if (es->nheld_inside > 0)
+        fprintf(stderr,
+                "%s: %s: the program holds %u address%s inside blocks of moved code, not at "
+                "a block's start (the first 0x%llx): code entered there runs its old copy, "
+                "unmeasured\n",
+                prog_name, output, es->nheld_inside, es->nheld_inside == 1 ? "" : "es",
+                (unsigned long long)es->held_inside);
     if (verbose && es->bytes_holes > 0)
         fprintf(stderr,
                 "%s: %s: old text reused: %llu bytes of new code in %llu free bytes of moved "
