@@ -6,7 +6,11 @@
 # one (--driver=trace-naive, a 4-byte record per block run) on the overhead workloads
 # (bench/workloads.sh builds them): lua5.4 running bench/bench.lua, bzip2 -9 on the
 # small generated text, sqlite's speedtest1 --memdb.
-#   bytes/block   trace bytes written per block run (blocks: the naive trace's records)
+#   bytes/block   trace bytes written per block run (blocks: the naive trace's records);
+#                 the naive tracer writes 32-bit records, the chord tracer 16-bit ones
+#   recs/blk      records per block run (events, as qp trace stats counts them: a run of
+#                 equal records counts each): the chord tracer's own gain, apart from the
+#                 width of its records
 #   time          medians of ROUNDS runs: wall time, and cpu time (user + sys), and the
 #                 cpu time added to native's
 # The chord trace is checked against the naive one: `qp trace stats` must regenerate as
@@ -63,8 +67,8 @@ run() {
 }
 
 command -v /usr/bin/time >/dev/null || die "needs /usr/bin/time (apt-get install time)"
-printf '%-7s %-12s %9s %11s %7s %7s %8s %11s\n' workload variant "bytes/blk" bytes "wall s" "cpu s" \
-    "added" "vs naive"
+printf '%-7s %-12s %9s %8s %11s %7s %7s %8s %16s\n' workload variant "bytes/blk" "recs/blk" bytes \
+    "wall s" "cpu s" "added" "vs naive"
 for wl in $WORKLOADS; do
     p=$(prog_of "$wl")
     args "$wl"
@@ -118,16 +122,20 @@ for wl in $WORKLOADS; do
     for v in native trace-naive trace trace+w; do
         added=$(echo "${cpu[$v]} - ${cpu[native]}" | bc -l)
         if [ $v = native ]; then
-            printf '%-7s %-12s %9s %11s %7.3f %7.3f %8s %11s\n' "$wl" "$v" - - "${wall[$v]}" "${cpu[$v]}" - -
+            printf '%-7s %-12s %9s %8s %11s %7.3f %7.3f %8s %16s\n' "$wl" "$v" - - - "${wall[$v]}" "${cpu[$v]}" - -
             continue
         fi
         nadded=$(echo "${cpu[trace-naive]} - ${cpu[native]}" | bc -l)
-        printf '%-7s %-12s %9.3f %11d %7.3f %7.3f %8.3f %11s\n' "$wl" "$v" \
-            "$(echo "${bytes[$v]} / $blocks" | bc -l)" "${bytes[$v]}" "${wall[$v]}" "${cpu[$v]}" \
-            "$added" "$(awk -v a="${bytes[trace-naive]}" -v b="${bytes[$v]}" -v x="$nadded" -v y="$added" \
-                'BEGIN {printf "%.1fx/%s", a / b, (y > 0.001 ? sprintf("%.1fx", x / y) : "-")}')"
+        recs=$(awk '{for (i = 1; i <= NF; i++) if ($(i + 1) == "records,") s += $i} END {print s}' "$T/$v.stats")
+        nrecs=$(awk '{for (i = 1; i <= NF; i++) if ($(i + 1) == "records,") s += $i} END {print s}' "$T/trace-naive.stats")
+        printf '%-7s %-12s %9.3f %8.3f %11d %7.3f %7.3f %8.3f %16s\n' "$wl" "$v" \
+            "$(echo "${bytes[$v]} / $blocks" | bc -l)" "$(echo "$recs / $blocks" | bc -l)" "${bytes[$v]}" \
+            "${wall[$v]}" "${cpu[$v]}" "$added" \
+            "$(awk -v a="${bytes[trace-naive]}" -v b="${bytes[$v]}" -v x="$nadded" -v y="$added" \
+                -v ra="$nrecs" -v rb="$recs" \
+                'BEGIN {printf "%.1fx/%.1fx/%s", a / b, ra / rb, (y > 0.001 ? sprintf("%.1fx", x / y) : "-")}')"
     done
-    echo "$wl: $blocks blocks run; added: cpu s over native's; 'vs naive': bytes and added cpu time, naive's / this one's; the chord traces regenerate the naive one exactly"
+    echo "$wl: $blocks blocks run; added: cpu s over native's; 'vs naive': bytes, records and added cpu time, naive's / this one's; the chord traces regenerate the naive one exactly"
     unset wall cpu bytes
     rm -rf "$T/qp" "$T/v1" "$T/v2" "$T/v3" "$T/run"
 done

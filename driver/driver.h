@@ -367,6 +367,11 @@ int drv_trace_set_layout(drv_trace_t *t, const ed_plan_t *plan, uint64_t rt, uin
 /* The serialized description (`.qpt.trace`), malloc'ed. 0 or QP_ENOMEM. */
 int drv_trace_section(const drv_trace_t *t, uint8_t **buf /*OUT*/, size_t *len /*OUT*/);
 
+/* The width of the trace files' records in bytes (elfw_instr_t.trace): 2 for the chord
+ * tracer (16-bit units, QPT_TRACE_FMAGIC16), 4 for the naive one (the baseline: a
+ * 32-bit word per block run). */
+int drv_trace_unit(const drv_trace_t *t);
+
 /* Probes placed and events described. */
 void drv_trace_stats(const drv_trace_t *t, size_t *npoints /*OUT*/, uint32_t *nevents /*OUT*/);
 

@@ -713,6 +713,49 @@ needs_enter(const cfg_prog_t *prog, const cfg_proc_t *p, const uint64_t *taken, 
 }
 
 /*
+ * The entries that code not traced calls or jumps to directly (a procedure the rewrite
+ * left in place calling a traced one; OF[i] NONE: procedure I is not traced), sorted in
+ * *OUT[0..*N): they record ENTER, as their callers record nothing. 0 or QP_ENOMEM.
+ */
+static int
+untraced_callees(const cfg_prog_t *prog, const uint32_t *of, uint64_t **out, size_t *n)
+{
+    size_t cap = 0;
+    *out = NULL;
+    *n = 0;
+    for (uint32_t b = 0; b < prog->nblocks; b++) {
+        const cfg_block_t *bl = &prog->blocks[b];
+        uint32_t owner = bl->proc;
+        if (owner < prog->nprocs && (prog->procs[owner].flags & CFG_PROC_FRAGMENT))
+            owner = prog->procs[owner].parent;
+        if (owner >= prog->nprocs || of[owner] != NONE
+            || (prog->procs[owner].flags & CFG_PROC_PLT))
+            continue;
+        for (uint32_t e = bl->succ; e <= bl->succ + bl->nsucc; e++) {
+            uint64_t to = e == bl->succ + bl->nsucc ? bl->call_target
+                        : prog->edges[e].kind == CFG_EDGE_TAILCALL ? prog->edges[e].target : 0;
+            if (to == 0)
+                continue;
+            if (*n == cap) {
+                size_t nc = cap ? 2 * cap : 64;
+                uint64_t *nv = realloc(*out, nc * sizeof(uint64_t));
+                if (nv == NULL) {
+                    free(*out);
+                    *out = NULL;
+                    return QP_ENOMEM;
+                }
+                *out = nv;
+                cap = nc;
+            }
+            (*out)[(*n)++] = to;
+        }
+    }
+    if (*n > 0)
+        qsort(*out, *n, sizeof(uint64_t), cfg_u64_cmp);
+    return 0;
+}
+
+/*
  * The code that is not traced, so that qp trace can say which of it the traced code
  * called: the PLT stubs and the procedures left in place (OF[i] NONE: not traced;
  * fragments go with their procedure).
@@ -1202,6 +1245,15 @@ drv_trace_plan(const cfg_prog_t *prog, const drv_result_t *res, int naive,
         d->flags = QPT_TP_TRACED | (!naive && needs_enter(prog, p, taken, ntaken) ? QPT_TP_ENTER : 0);
         t->nprocs++;
     }
+    if (rc == 0 && !naive) { /* entered from code not traced: ENTER */
+        uint64_t *callees = NULL;
+        size_t ncallees = 0;
+        rc = untraced_callees(prog, of, &callees, &ncallees);
+        for (uint32_t k = 0; rc == 0 && k < t->nprocs; k++)
+            if (cfg_u64_contains(callees, ncallees, t->procs[k].entry))
+                t->procs[k].flags |= QPT_TP_ENTER;
+        free(callees);
+    }
     if (rc == 0)
         mark_unclean(t, tps, prog, of);
     if (rc == 0 && !naive)
@@ -1641,6 +1693,12 @@ drv_trace_place(drv_trace_t *t, drv_result_t *res, ed_plan_t *plan, uint64_t ref
     }
     QP_CHECK(ed_plan_set_snippets(plan, t->snips, t->npts + t->nmpts));
     return ed_plan_set_probes(plan, res->probes, res->nprobes);
+}
+
+int
+drv_trace_unit(const drv_trace_t *t)
+{
+    return t->naive ? 4 : 2;
 }
 
 void

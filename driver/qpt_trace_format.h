@@ -15,15 +15,23 @@
  * procedure indices are the description's own; addresses are link-time (old) ones.
  *
  * A trace file (PROG.trace.TID, beside the profile: its name with ".qp" replaced, or
- * $QP_PROFILE's likewise): a qpt_trace_file_t, then 32-bit event ids (the index of an
- * event of the description), QPT_TRACE_REPEAT counts, value records (QPT_TRACE_BIAS
- * first, QPT_TRACE_VAL, QPT_TRACE_SIGNAL: the word, then 8 bytes) and QPT_TRACE_END where
- * the process flushed it at its exit.
+ * $QP_PROFILE's likewise): a qpt_trace_file_t, then its records in one of two encodings,
+ * which its magic tells:
+ *  - QPT_TRACE_FMAGIC (the naive tracer's): 32-bit words: event ids (the index of an
+ *    event of the description), QPT_TRACE_REPEAT counts, value records (QPT_TRACE_BIAS
+ *    first, QPT_TRACE_VAL, QPT_TRACE_SIGNAL: the word, then 8 bytes) and QPT_TRACE_END
+ *    where the process flushed it at its exit;
+ *  - QPT_TRACE_FMAGIC16 (the chord tracer's): the same words in 16-bit units
+ *    (QPT_TRACE_U16_*): an event below QPT_TRACE_U16_LONG is one unit, any other two;
+ *    a chord trace has a few thousand events, so nearly every record takes 2 bytes.
+ *    The runtime writes its buffers (32-bit words) out so; a reader turns the units
+ *    back into the words above.
  */
 #include <stdint.h>
 
 #define QPT_TRACE_MAGIC "QPTTRDS1"  /* description */
-#define QPT_TRACE_FMAGIC "QPTTRFL1" /* trace file */
+#define QPT_TRACE_FMAGIC "QPTTRFL1" /* trace file, 32-bit words */
+#define QPT_TRACE_FMAGIC16 "QPTTRFL2" /* trace file, 16-bit units */
 #define QPT_TRACE_VERSION 3u /* 2: the instruction part (qpt_trace_ins_hdr_t); 3: the new
                               * code part (qpt_trace_new_hdr_t), QPT_TRACE_SIGNAL records,
                               * QPT_TB_LEAFCALL, QPT_TB_CALLPTR, the part of the code
@@ -60,6 +68,29 @@
  * runtime writes a run of equal records so: a loop of one block, one record a turn). */
 #define QPT_TRACE_REPEAT 0xf0000000u
 #define QPT_TRACE_REPEAT_MAX 0x0ffffff0u
+
+/*
+ * The 16-bit units of a QPT_TRACE_FMAGIC16 file (little-endian), each standing for one
+ * word of the 32-bit encoding (or three: a value record):
+ *   U < LONG                 event U
+ *   LONG <= U < REPEAT       event (U - LONG) << 16 | the next unit (events below
+ *                            QPT_TRACE_U16_MAXEVENTS)
+ *   REPEAT <= U < RAW        QPT_TRACE_REPEAT + (U - REPEAT + 1): a run, 1 to 224 more
+ *   RAW                      the word in the next two units, low first (longer runs,
+ *                            any other word)
+ *   VAL, BIAS, SIGNAL, FAULT the same marker word, then its 8-byte value in the next
+ *                            four units, low first
+ *   EMPTY, LOST, END         that marker word
+ * Any other unit is malformed.
+ */
+#define QPT_TRACE_U16_LONG 0xf000u
+#define QPT_TRACE_U16_REPEAT 0xff00u
+#define QPT_TRACE_U16_RAW 0xffe0u
+#define QPT_TRACE_U16_VAL 0xfff0u    /* + (marker - QPT_TRACE_VAL): VAL BIAS SIGNAL FAULT */
+#define QPT_TRACE_U16_EMPTY 0xfffcu
+#define QPT_TRACE_U16_LOST 0xfffeu
+#define QPT_TRACE_U16_END 0xffffu
+#define QPT_TRACE_U16_MAXEVENTS ((QPT_TRACE_U16_REPEAT - QPT_TRACE_U16_LONG) << 16)
 
 /* Where the runtime keeps a thread's buffer cursor and limit: two words of glibc's
  * x86-64 tcbhead_t that glibc does not use (unused_vgetcpu_cache[2]). */

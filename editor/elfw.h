@@ -156,9 +156,11 @@ typedef struct elfw_instr {
     void *placed_arg;
     int watcher;             /* its hooks see every thread start and fork of the process
                               * (QPRT_F_WATCHER) */
-    /* Control-flow tracing: the runtime keeps per-thread trace buffers (QPRT_F_TRACE),
-     * and, when not NULL, SECTION (called after DESCRIBE) gives a non-allocated section
-     * to add (its name, and malloc'ed bytes that the rewrite frees). */
+    /* Control-flow tracing (non-zero): the runtime keeps per-thread trace buffers
+     * (QPRT_F_TRACE) and writes their records in units of TRACE bytes, 4 or 2
+     * (QPRT_F_TRACE16); and, when not NULL, SECTION (called after DESCRIBE) gives a
+     * non-allocated section to add (its name, and malloc'ed bytes that the rewrite
+     * frees). */
     int trace;
     int (*section)(void *arg, const char **name /*OUT*/, uint8_t **bytes /*OUT*/,
                    size_t *len /*OUT*/);

@@ -288,7 +288,7 @@ write_runtime(ed_image_t *im, const cfg_image_t *img, ed_plan_t *plan,
         par.lock_byte = ARCH_INC_LOCK_BYTE;
     }
     if (instr->trace)
-        par.flags |= QPRT_F_TRACE;
+        par.flags |= QPRT_F_TRACE | (instr->trace == 2 ? QPRT_F_TRACE16 : 0);
     par.entry = entry != 0 ? entry : img->entry;
     if (img->flags & CFG_IMG_SHLIB) {
         par.flags |= QPRT_F_LIBRARY;

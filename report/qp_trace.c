@@ -22,7 +22,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "arch/qp_err.h"
 #include "cfg/cfg.h"
@@ -378,6 +377,94 @@ push_rec(uint32_t **v, size_t *k, size_t *cap, uint32_t x, uint64_t times)
     return 0;
 }
 
+/*
+ * The words of a trace file after its header, from either encoding (the 16-bit units of
+ * a QPT_TRACE_FMAGIC16 file turned back into the words they stand for).
+ */
+typedef struct word_src {
+    FILE *f;
+    int narrow;          /* 16-bit units */
+    uint64_t bytes;      /* read so far */
+    int cut;             /* the file ends inside a unit or a word's units */
+    int bad;             /* a unit that stands for nothing */
+    uint16_t u[4096];    /* narrow: units read, not yet decoded */
+    size_t nu, iu;
+} word_src_t;
+
+/* The next unit of S in *U: 1, or 0 at the end of the file. */
+static int
+next_unit(word_src_t *s, uint16_t *u)
+{
+    if (s->iu == s->nu) {
+        uint8_t raw[sizeof(s->u)];
+        size_t got = fread(raw, 1, sizeof(raw), s->f);
+        s->bytes += got;
+        if (got % 2 != 0) {
+            s->cut = 1; /* an odd byte: only at the very end (fread reads all it can) */
+            got--;
+        }
+        for (size_t i = 0; i < got / 2; i++)
+            s->u[i] = (uint16_t)(raw[2 * i] | raw[2 * i + 1] << 8);
+        s->nu = got / 2;
+        s->iu = 0;
+        if (s->nu == 0)
+            return 0;
+    }
+    *u = s->u[s->iu++];
+    return 1;
+}
+
+/* Up to MAX (>= 3) words of S into W; how many (0: the end, or S cut or bad). A value
+ * record's marker comes with its two value words. */
+static size_t
+next_words(word_src_t *s, uint32_t *w, size_t max)
+{
+    if (!s->narrow) {
+        uint8_t raw[4096 * 4];
+        size_t cap = max < 4096 ? max : 4096;
+        size_t got = fread(raw, 1, cap * 4, s->f);
+        s->bytes += got;
+        if (got % 4 != 0)
+            s->cut = 1;
+        for (size_t i = 0; i < got / 4; i++)
+            memcpy(&w[i], raw + 4 * i, 4);
+        return got / 4;
+    }
+    size_t k = 0;
+    uint16_t u, part[4];
+    while (k + 3 <= max && !s->bad && next_unit(s, &u)) {
+        int more = u >= QPT_TRACE_U16_LONG && u < QPT_TRACE_U16_REPEAT ? 1
+                 : u == QPT_TRACE_U16_RAW ? 2
+                 : u >= QPT_TRACE_U16_VAL && u < QPT_TRACE_U16_VAL + 4 ? 4 : 0;
+        for (int j = 0; j < more; j++)
+            if (!next_unit(s, &part[j])) {
+                s->cut = 1;
+                return k;
+            }
+        if (u < QPT_TRACE_U16_LONG)
+            w[k++] = u;
+        else if (u < QPT_TRACE_U16_REPEAT)
+            w[k++] = (uint32_t)(u - QPT_TRACE_U16_LONG) << 16 | part[0];
+        else if (u < QPT_TRACE_U16_RAW)
+            w[k++] = QPT_TRACE_REPEAT + (u - QPT_TRACE_U16_REPEAT) + 1;
+        else if (u == QPT_TRACE_U16_RAW)
+            w[k++] = (uint32_t)part[1] << 16 | part[0];
+        else if (more == 4) {
+            w[k++] = QPT_TRACE_VAL + (u - QPT_TRACE_U16_VAL);
+            w[k++] = (uint32_t)part[1] << 16 | part[0];
+            w[k++] = (uint32_t)part[3] << 16 | part[2];
+        } else if (u == QPT_TRACE_U16_EMPTY)
+            w[k++] = QPT_TRACE_EMPTY;
+        else if (u == QPT_TRACE_U16_LOST)
+            w[k++] = QPT_TRACE_LOST;
+        else if (u == QPT_TRACE_U16_END)
+            w[k++] = QPT_TRACE_END;
+        else
+            s->bad = 1;
+    }
+    return k;
+}
+
 int
 qp_trace_file_read_vals(const char *path, qpt_trace_file_t *hdr, uint32_t **rec, size_t *n,
                         uint64_t **vals, size_t *nvals, uint64_t *bias, uint64_t *bytes,
@@ -390,18 +477,23 @@ qp_trace_file_read_vals(const char *path, qpt_trace_file_t *hdr, uint32_t **rec,
     FILE *f = fopen(path, "rb");
     if (f == NULL)
         return fail(why, whylen, QP_EIO, path, strerror(errno));
-    if (fread(hdr, sizeof(*hdr), 1, f) != 1 || memcmp(hdr->magic, QPT_TRACE_FMAGIC, 8) != 0) {
+    if (fread(hdr, sizeof(*hdr), 1, f) != 1
+        || (memcmp(hdr->magic, QPT_TRACE_FMAGIC, 8) != 0
+            && memcmp(hdr->magic, QPT_TRACE_FMAGIC16, 8) != 0)) {
         fclose(f);
         return fail(why, whylen, QP_EFORMAT, path, "not a qpt trace file");
     }
+    word_src_t *src = calloc(1, sizeof(*src));
     size_t k = 0, cap = 1 << 16;
     uint32_t *v = malloc(cap * sizeof(uint32_t)), chunk[4096];
-    uint64_t total = sizeof(*hdr);
-    int rc = v ? 0 : QP_ENOMEM;
+    int rc = v && src ? 0 : QP_ENOMEM;
+    if (src != NULL) {
+        src->f = f;
+        src->narrow = memcmp(hdr->magic, QPT_TRACE_FMAGIC16, 8) == 0;
+    }
     const char *bad = "a repeat count with no record before it (or right after a signal record)";
     size_t got;
-    while (rc == 0 && (got = fread(chunk, 4, 4096, f)) > 0) {
-        total += got * 4;
+    while (rc == 0 && (got = next_words(src, chunk, 4096)) > 0) {
         for (size_t i = 0; rc == 0 && i < got; i++) {
             uint32_t x = chunk[i];
             uint64_t times = 1;
@@ -445,13 +537,19 @@ qp_trace_file_read_vals(const char *path, qpt_trace_file_t *hdr, uint32_t **rec,
     if (bias != NULL)
         *bias = lbias;
     int err = ferror(f);
-    struct stat sb;
-    if (rc == 0 && !err && fstat(fileno(f), &sb) == 0 && (uint64_t)sb.st_size != total) {
-        rc = QP_EFORMAT; /* fread dropped the bytes of a word cut short */
-        bad = "the file ends in the middle of a record (cut short: its size after the "
-              "header is no multiple of 4 bytes)";
+    uint64_t total = sizeof(*hdr) + (src ? src->bytes : 0);
+    if (rc == 0 && !err && src->bad) {
+        rc = QP_EFORMAT;
+        bad = "a 16-bit unit that stands for no record";
+    }
+    if (rc == 0 && !err && src->cut) {
+        rc = QP_EFORMAT;
+        bad = src->narrow ? "the file ends in the middle of a record (cut short)"
+                         : "the file ends in the middle of a record (cut short: its size after "
+                           "the header is no multiple of 4 bytes)";
     }
     fclose(f);
+    free(src);
     if (rc == 0 && err)
         rc = QP_EIO;
     if (rc == 0 && pending > 0) {
@@ -1323,7 +1421,12 @@ leave_block(walk_t *w, frame_t *f)
             push(w, fr);
             return;
         }
-        if (e != NULL && e->kind == QPT_TV_ENTER) {
+        /* An ENTER: the jump's target, or traced code that code not traced there calls
+         * (and may call more of before it returns). When the caller's call records
+         * RETURNED, both come to the same: callbacks of that call until its RETURNED
+         * (below). Else (no caller waiting, a handler) the target. */
+        int caller_waits = w->f[w->nf - 1].ret && w->nf > 1 && w->f[w->nf - 2].kind == F_PROC;
+        if (e != NULL && e->kind == QPT_TV_ENTER && !caller_waits) {
             frame_t top = w->f[--w->nf];
             w->i++;
             w->silent = 0;

@@ -1553,8 +1553,64 @@ tr_write(int64_t fd, const void *p, uint64_t n)
     }
 }
 
+/* Do the files take 16-bit units (QPT_TRACE_FMAGIC16)? */
+static int
+tr_narrow(void)
+{
+    return (qprt_params.flags & QPRT_F_TRACE16) != 0;
+}
+
+/* Append word X to O[*K]: as it is, or in 16-bit units (O as uint16_t[]; *K counts
+ * units). A value record's marker says so with VALUE: its two value words follow as
+ * plain words (the units of the marker tell the reader). */
+static void
+tr_put(void *o, uint64_t *k, uint32_t x, int narrow, int value)
+{
+    if (!narrow) {
+        ((uint32_t *)o)[(*k)++] = x;
+        return;
+    }
+    uint16_t *u = o;
+    if (value && x >= QPT_TRACE_VAL && x <= QPT_TRACE_FAULT)
+        u[(*k)++] = (uint16_t)(QPT_TRACE_U16_VAL + (x - QPT_TRACE_VAL));
+    else if (x < QPT_TRACE_U16_LONG)
+        u[(*k)++] = (uint16_t)x;
+    else if (x < QPT_TRACE_U16_MAXEVENTS) {
+        u[(*k)++] = (uint16_t)(QPT_TRACE_U16_LONG + (x >> 16));
+        u[(*k)++] = (uint16_t)x;
+    } else if (x > QPT_TRACE_REPEAT
+               && x - QPT_TRACE_REPEAT <= QPT_TRACE_U16_RAW - QPT_TRACE_U16_REPEAT)
+        u[(*k)++] = (uint16_t)(QPT_TRACE_U16_REPEAT + (x - QPT_TRACE_REPEAT - 1));
+    else if (x == QPT_TRACE_EMPTY)
+        u[(*k)++] = QPT_TRACE_U16_EMPTY;
+    else if (x == QPT_TRACE_LOST)
+        u[(*k)++] = QPT_TRACE_U16_LOST;
+    else if (x == QPT_TRACE_END)
+        u[(*k)++] = QPT_TRACE_U16_END;
+    else {
+        u[(*k)++] = QPT_TRACE_U16_RAW;
+        u[(*k)++] = (uint16_t)x;
+        u[(*k)++] = (uint16_t)(x >> 16);
+    }
+}
+
+/* A value word (after a marker put with VALUE): two units, or a word. */
+static void
+tr_put_value(void *o, uint64_t *k, uint32_t x, int narrow)
+{
+    if (!narrow) {
+        ((uint32_t *)o)[(*k)++] = x;
+        return;
+    }
+    uint16_t *u = o;
+    u[(*k)++] = (uint16_t)x;
+    u[(*k)++] = (uint16_t)(x >> 16);
+}
+
 /* Write B's records up to CUR, a run of equal ones as one and a QPT_TRACE_REPEAT count
- * (packed into the registry's buffer: B's own may be another thread's, still writing). */
+ * (packed into the registry's buffer: B's own may be another thread's, still writing;
+ * no larger in 16-bit units, where a word takes at most three and a run's two words at
+ * most five). */
 static void
 tr_flush(tr_buf_t *b, uint64_t cur)
 {
@@ -1563,6 +1619,7 @@ tr_flush(tr_buf_t *b, uint64_t cur)
     uint32_t *o = tr_reg()->pack;
     const uint32_t *v = (const uint32_t *)(uintptr_t)b->flushed;
     uint64_t n = (cur - b->flushed) / 4, k = 0;
+    int narrow = tr_narrow();
     /* Slots reserved at or past the limit were never written (their records went to
      * the next buffer): up to the first record that starts there. */
     uint64_t lim = b->data + TR_BYTES - TR_SLACK;
@@ -1570,21 +1627,21 @@ tr_flush(tr_buf_t *b, uint64_t cur)
         uint32_t x = v[i];
         if ((x == QPT_TRACE_VAL || x == QPT_TRACE_SIGNAL || x == QPT_TRACE_FAULT)
             && i + 3 <= n) { /* a value record: copied as it is */
-            o[k++] = x;
-            o[k++] = v[i + 1];
-            o[k++] = v[i + 2];
+            tr_put(o, &k, x, narrow, 1);
+            tr_put_value(o, &k, v[i + 1], narrow);
+            tr_put_value(o, &k, v[i + 2], narrow);
             i += 3;
             continue;
         }
         uint64_t j = i + 1;
         while (j < n && v[j] == x && j - i < QPT_TRACE_REPEAT_MAX)
             j++;
-        o[k++] = x;
+        tr_put(o, &k, x, narrow, 0);
         if (j - i > 1)
-            o[k++] = QPT_TRACE_REPEAT + (uint32_t)(j - i - 1);
+            tr_put(o, &k, QPT_TRACE_REPEAT + (uint32_t)(j - i - 1), narrow, 0);
         i = j;
     }
-    tr_write(b->fd, o, k * 4);
+    tr_write(b->fd, o, k * (narrow ? 2 : 4));
     b->flushed = cur;
 }
 
@@ -1608,7 +1665,11 @@ tr_empty(tr_buf_t *b)
 static void
 tr_mark(tr_buf_t *b, uint32_t what)
 {
-    tr_write(b->fd, &what, 4);
+    uint32_t o[2];
+    uint64_t k = 0;
+    int narrow = tr_narrow();
+    tr_put(o, &k, what, narrow, 0);
+    tr_write(b->fd, o, k * (narrow ? 2 : 4));
 }
 
 static void tr_open_file(tr_reg_t *r, tr_buf_t *b);
@@ -1677,7 +1738,8 @@ tr_open_file(tr_reg_t *r, tr_buf_t *b)
     b->fd = fd;
     qpt_trace_file_t h;
     mem_zero(&h, sizeof(h));
-    mem_copy(h.magic, QPT_TRACE_FMAGIC, 8);
+    int narrow = tr_narrow();
+    mem_copy(h.magic, narrow ? QPT_TRACE_FMAGIC16 : QPT_TRACE_FMAGIC, 8);
     h.id = r->id;
     h.pid = r->pid;
     h.tid = b->tid;
@@ -1685,8 +1747,12 @@ tr_open_file(tr_reg_t *r, tr_buf_t *b)
     /* Where the program was loaded (link-time addresses + bias), for address traces. */
     const qprt_params_t *p = &qprt_params;
     uint64_t bias = (uint64_t)(uintptr_t)p - p->self;
-    uint32_t rb[3] = { QPT_TRACE_BIAS, (uint32_t)bias, (uint32_t)(bias >> 32) };
-    tr_write(b->fd, rb, sizeof(rb));
+    uint32_t rb[3];
+    uint64_t k = 0;
+    tr_put(rb, &k, QPT_TRACE_BIAS, narrow, 1);
+    tr_put_value(rb, &k, (uint32_t)bias, narrow);
+    tr_put_value(rb, &k, (uint32_t)(bias >> 32), narrow);
+    tr_write(b->fd, rb, k * (narrow ? 2 : 4));
 }
 
 void

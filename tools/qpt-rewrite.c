@@ -382,7 +382,7 @@ rewrite(const cfg_prog_t *prog, const char *input, const char *output, const cha
                 instr.arg = &tctx;
                 instr.placed = trace_placed;
                 instr.placed_arg = &tctx;
-                instr.trace = 1;
+                instr.trace = drv_trace_unit(tctx.tr);
                 instr.section = trace_section;
                 instr.section_arg = &tctx;
             }

@@ -6,7 +6,8 @@ whose .qpt.trace section is damaged one way each (patched in place, or cut short
 its section header's size); damage.py trace TRACE NEVENTS OUTDIR: damaged copies of the
 trace file TRACE. Prints one line per copy: its name, a tab, and a piece of the one-line
 error qp must give for it (tests/trace-bad.sh). damage.py fuzz TRACE NEVENTS COUNT OUTDIR:
-COUNT trace files of random records with TRACE's header (their names)."""
+COUNT trace files of random records with TRACE's header (their names). damage.py bytes
+TRACE...: the bytes of the trace files less those of their signal records."""
 import os
 import struct
 import sys
@@ -106,21 +107,119 @@ def desc(prog, out):
         print(name + "\t" + expect)
 
 
+FL1, FL2 = b"QPTTRFL1", b"QPTTRFL2"  # 32-bit words; 16-bit units (qpt_trace_format.h)
+
+
+def words_of(data):
+    """The words of a trace file's records, whichever its encoding."""
+    body = data[32:]
+    if data[:8] == FL1:
+        return list(struct.unpack("<%dI" % (len(body) // 4), body))
+    u = list(struct.unpack("<%dH" % (len(body) // 2), body))
+    words, i = [], 0
+    while i < len(u):
+        x = u[i]
+        i += 1
+        if x < 0xf000:
+            words.append(x)
+        elif x < 0xff00:
+            words.append((x - 0xf000) << 16 | u[i])
+            i += 1
+        elif x < 0xffe0:
+            words.append(0xf0000000 + x - 0xff00 + 1)
+        elif x == 0xffe0:
+            words.append(u[i + 1] << 16 | u[i])
+            i += 2
+        elif 0xfff0 <= x < 0xfff4:
+            words += [0xfffffff0 + x - 0xfff0, u[i + 1] << 16 | u[i], u[i + 3] << 16 | u[i + 2]]
+            i += 4
+        else:
+            words.append({0xfffc: 0xfffffffc, 0xfffe: 0xfffffffe, 0xffff: 0xffffffff}[x])
+    return words
+
+
+def signal_bytes(data):
+    """Bytes of the signal and fault records of a trace file."""
+    body, n = data[32:], 0
+    if data[:8] == FL1:
+        w = struct.unpack("<%dI" % (len(body) // 4), body[:len(body) // 4 * 4])
+        i = 0
+        while i < len(w):
+            if w[i] in (0xfffffff0, 0xfffffff1, 0xfffffff2, 0xfffffff3):
+                n += 12 if w[i] >= 0xfffffff2 else 0
+                i += 3
+            else:
+                i += 1
+        return n
+    u = struct.unpack("<%dH" % (len(body) // 2), body[:len(body) // 2 * 2])
+    i = 0
+    while i < len(u):
+        x = u[i]
+        if 0xf000 <= x < 0xff00:
+            i += 2
+        elif x == 0xffe0:
+            i += 3
+        elif 0xfff0 <= x < 0xfff4:
+            n += 10 if x >= 0xfff2 else 0
+            i += 5
+        else:
+            i += 1
+    return n
+
+
+def units_of(words):
+    """WORDS in 16-bit units, as the runtime writes them (bytes)."""
+    u, i = [], 0
+    while i < len(words):
+        x = words[i]
+        i += 1
+        if 0xfffffff0 <= x <= 0xfffffff3 and i + 2 <= len(words):
+            u += [0xfff0 + x - 0xfffffff0, words[i] & 0xffff, words[i] >> 16,
+                  words[i + 1] & 0xffff, words[i + 1] >> 16]
+            i += 2
+        elif x < 0xf000:
+            u.append(x)
+        elif x < 0x0f000000:
+            u += [0xf000 + (x >> 16), x & 0xffff]
+        elif 0xf0000000 < x <= 0xf00000e0:
+            u.append(0xff00 + x - 0xf0000001)
+        elif x in (0xfffffffc, 0xfffffffe, 0xffffffff):
+            u.append(x - 0xffff0000)
+        else:
+            u += [0xffe0, x & 0xffff, x >> 16]
+    return struct.pack("<%dH" % len(u), *u)
+
+
+def encode(head, words):
+    """A trace file of WORDS in HEAD's encoding."""
+    if head[:8] == FL2:
+        return head + units_of(words)
+    return head + struct.pack("<%dI" % len(words), *words)
+
+
 def trace(path, nevents, out):
     data = open(path, "rb").read()
-    head, body = data[:32], data[32:]
-    words = list(struct.unpack("<%dI" % (len(body) // 4), body))
+    head = data[:32]
+    words = words_of(data)
     cases = [
         ("short-header", data[:20], "not a qpt trace file"),
         ("magic", b"QPTTRFL9" + data[8:], "not a qpt trace file"),
-        ("other-id", head[:8] + bytes([head[8] ^ 1]) + head[9:] + body, "another program"),
-        ("event", head + struct.pack("<%dI" % (len(words) + 1), *(words[:-1] + [nevents + 3, words[-1]])),
-         "a record names no event"),
-        ("half-word", data[:-2], "ends in the middle of a record"),
-        ("signal-cut", head + struct.pack("<%dI" % (len(words[:-1]) + 2), *(words[:-1] + [0xfffffff2, 7])),
+        ("other-id", head[:8] + bytes([head[8] ^ 1]) + data[9:], "another program"),
+        ("event", encode(head, words[:-1] + [nevents + 3, words[-1]]), "a record names no event"),
+        ("half-word", data[:-1] if head[:8] == FL2 else data[:-2], "ends in the middle of a record"),
+        ("signal-cut", encode(head, words[:-1] + [0xfffffff2, 7]),
          "value or signal record cut short"),
-        ("repeat-first", head + struct.pack("<2I", 0xf0000005, 1), "repeat count with no record before it"),
+        ("repeat-first", encode(head, [0xf0000005, 1]), "repeat count with no record before it"),
+        # the other encoding of the same records is read alike: one wrong record in it
+        ("event-words", encode(FL1 + head[8:], words[:-1] + [nevents + 3, words[-1]]),
+         "a record names no event"),
     ]
+    if head[:8] == FL2:
+        cases += [
+            ("unit-none", data + struct.pack("<H", 0xfff5), "a 16-bit unit that stands for no record"),
+            ("unit-long-cut", data + struct.pack("<H", 0xf001), "ends in the middle of a record"),
+            ("unit-value-cut", data + struct.pack("<3H", 0xfff0, 1, 2), "ends in the middle of a record"),
+        ]
     os.makedirs(out, exist_ok=True)
     for name, d, expect in cases:
         open(os.path.join(out, name + ".trace"), "wb").write(d)
@@ -134,8 +233,8 @@ def fuzz(path, nevents, count, out):
     import random
     rnd = random.Random(17)
     data = open(path, "rb").read()
-    head, body = data[:32], data[32:]
-    words = list(struct.unpack("<%dI" % (len(body) // 4), body))
+    head = data[:32]
+    words = words_of(data)
     rips = [w for w in words if w > 0x1000 and w < 0xf0000000] or [0x1000]
     os.makedirs(out, exist_ok=True)
     for i in range(count):
@@ -161,7 +260,14 @@ def fuzz(path, nevents, count, out):
             else:
                 rec.append(rnd.choice((0xfffffffc, 0xfffffffe, 0xffffffff)))
         name = "fuzz%03d.trace" % i
-        open(os.path.join(out, name), "wb").write(head + struct.pack("<%dI" % len(rec), *rec))
+        if i % 4 == 3 and head[:8] == FL2:  # random units too
+            d = head + units_of(rec)
+            d = d + bytes(rnd.getrandbits(8) for _ in range(rnd.randrange(0, 9)))
+        elif i % 2:  # the other encoding
+            d = encode((FL1 if head[:8] == FL2 else FL2) + head[8:], rec)
+        else:
+            d = encode(head, rec)
+        open(os.path.join(out, name), "wb").write(d)
         print(name)
 
 
@@ -170,6 +276,14 @@ if __name__ == "__main__":
         desc(sys.argv[2], sys.argv[3])
     elif len(sys.argv) == 6 and sys.argv[1] == "fuzz":
         fuzz(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5])
+    elif len(sys.argv) >= 2 and sys.argv[1] == "bytes":
+        total = 0
+        for p in sys.argv[2:]:
+            if not os.path.exists(p):  # an unmatched pattern: no trace
+                continue
+            data = open(p, "rb").read()
+            total += len(data) - signal_bytes(data)
+        print(total)
     elif len(sys.argv) == 5 and sys.argv[1] == "trace":
         trace(sys.argv[2], int(sys.argv[3]), sys.argv[4])
     else:
