@@ -1611,22 +1611,37 @@ tr_put_value(void *o, uint64_t *k, uint32_t x, int narrow)
  * (packed into the registry's buffer: B's own may be another thread's, still writing;
  * no larger in 16-bit units, where a word takes at most three and a run's two words at
  * most five). */
+static void tr_mark(tr_buf_t *b, uint32_t what);
+
 static void
 tr_flush(tr_buf_t *b, uint64_t cur)
 {
-    if (cur <= b->flushed || cur > b->data + TR_BYTES)
+    if (cur <= b->flushed)
         return;
+    /* The cursor's furthest: a value record (12 bytes) that starts just below the limit
+     * ends 8 bytes past it, and the next reservation (12 more) finds it full. Past
+     * that the cursor is not this buffer's: say the records are lost, never silently. */
+    if (cur > b->data + TR_BYTES + TR_SLACK) {
+        tr_mark(b, QPT_TRACE_LOST);
+        b->flushed = cur;
+        return;
+    }
     uint32_t *o = tr_reg()->pack;
     const uint32_t *v = (const uint32_t *)(uintptr_t)b->flushed;
-    uint64_t n = (cur - b->flushed) / 4, k = 0;
+    uint64_t k = 0;
     int narrow = tr_narrow();
     /* Slots reserved at or past the limit were never written (their records went to
-     * the next buffer): up to the first record that starts there. */
+     * the next buffer): the records that start below it, and no further (a stale word
+     * past it must not extend a run; the cursor may lie past the mapping). */
     uint64_t lim = b->data + TR_BYTES - TR_SLACK;
-    for (uint64_t i = 0; i < n && b->flushed + 4 * i < lim;) {
+    uint64_t all = ((cur < b->data + TR_BYTES ? cur : b->data + TR_BYTES) - b->flushed) / 4;
+    uint64_t n = b->flushed < lim ? (lim - b->flushed) / 4 : 0;
+    if (n > all)
+        n = all;
+    for (uint64_t i = 0; i < n;) {
         uint32_t x = v[i];
         if ((x == QPT_TRACE_VAL || x == QPT_TRACE_SIGNAL || x == QPT_TRACE_FAULT)
-            && i + 3 <= n) { /* a value record: copied as it is */
+            && i + 3 <= all) { /* a value record: copied as it is */
             tr_put(o, &k, x, narrow, 1);
             tr_put_value(o, &k, v[i + 1], narrow);
             tr_put_value(o, &k, v[i + 2], narrow);
@@ -1634,7 +1649,7 @@ tr_flush(tr_buf_t *b, uint64_t cur)
             continue;
         }
         uint64_t j = i + 1;
-        while (j < n && v[j] == x && j - i < QPT_TRACE_REPEAT_MAX)
+        while (j < n && j < all && v[j] == x && j - i < QPT_TRACE_REPEAT_MAX)
             j++;
         tr_put(o, &k, x, narrow, 0);
         if (j - i > 1)
