@@ -539,20 +539,81 @@ lookup_size(const sym_size_t *v, size_t n, uint64_t addr)
     return best;
 }
 
+/* The 8-byte word at link-time address ADDR in the file bytes of a PT_LOAD segment:
+ * 1 and *OUT, or 0 (not in a segment's file bytes). */
+static int
+load_word(const bfd_reader_t *r, uint64_t addr, uint64_t *out)
+{
+    const Elf64_Ehdr *eh = (const Elf64_Ehdr *)r->map;
+    const Elf64_Phdr *ph = (const Elf64_Phdr *)(r->map + eh->e_phoff);
+    for (size_t i = 0; i < eh->e_phnum; i++)
+        if (ph[i].p_type == PT_LOAD && addr >= ph[i].p_vaddr && addr - ph[i].p_vaddr <= ph[i].p_filesz
+            && ph[i].p_filesz - (addr - ph[i].p_vaddr) >= 8) {
+            memcpy(out, r->map + ph[i].p_offset + (addr - ph[i].p_vaddr), 8);
+            return 1;
+        }
+    return 0;
+}
+
+/*
+ * The relative relocations of an SHT_RELR section (-z pack-relative-relocs: glibc's
+ * static-pie programs, newer distributions' default) as RELATIVE ones: an even entry is
+ * the address of a relocated word (the next one follows it), an odd one a bitmap of the
+ * 63 words after that (bit i: the word at next + (i - 1) * 8), and the addend is the
+ * word in place (a code address held in data: functions called through pointers).
+ * WANT: count only (*N), else append to img->relocs.
+ */
+static void
+relr_relocs(cfg_image_t *img, const bfd_reader_t *r, const Elf64_Shdr *sh, int want, size_t *n)
+{
+    const uint64_t *e = (const uint64_t *)(r->map + sh->sh_offset);
+    size_t cnt = sh->sh_size / 8;
+    uint64_t next = 0;
+    for (size_t k = 0; k < cnt; k++) {
+        uint64_t where[63];
+        size_t m = 0;
+        if ((e[k] & 1) == 0) {
+            where[m++] = e[k];
+            next = e[k] + 8;
+        } else {
+            for (unsigned b = 1; b < 64; b++)
+                if (e[k] >> b & 1)
+                    where[m++] = next + (b - 1) * 8;
+            next += 63 * 8;
+        }
+        for (size_t j = 0; j < m; j++) {
+            uint64_t v;
+            if (!want) {
+                (*n)++;
+                continue;
+            }
+            if (!load_word(r, where[j], &v))
+                continue;
+            img->relocs[img->nrelocs++] = (cfg_reloc_t) { .where = where[j], .value = v,
+                                                          .kind = CFG_RELOC_RELATIVE };
+        }
+    }
+}
+
 static int
 read_relocs(cfg_image_t *img, const bfd_reader_t *r)
 {
     size_t n, total = 0;
     const Elf64_Shdr *sh = raw_shdrs(r, &n);
-    for (size_t i = 0; i < n; i++)
+    for (size_t i = 0; i < n; i++) {
         if (sh[i].sh_type == SHT_RELA && (sh[i].sh_flags & SHF_ALLOC))
             total += sh[i].sh_size / sizeof(Elf64_Rela);
+        if (sh[i].sh_type == SHT_RELR && (sh[i].sh_flags & SHF_ALLOC) && sh[i].sh_offset % 8 == 0)
+            relr_relocs(img, r, &sh[i], 0, &total);
+    }
     if (total == 0)
         return 0;
     img->relocs = calloc(total, sizeof(cfg_reloc_t));
     if (img->relocs == NULL)
         return QP_ENOMEM;
     for (size_t i = 0; i < n; i++) {
+        if (sh[i].sh_type == SHT_RELR && (sh[i].sh_flags & SHF_ALLOC) && sh[i].sh_offset % 8 == 0)
+            relr_relocs(img, r, &sh[i], 1, NULL);
         if (sh[i].sh_type != SHT_RELA || !(sh[i].sh_flags & SHF_ALLOC) || sh[i].sh_offset % 8)
             continue;
         const Elf64_Rela *ra = (const Elf64_Rela *)(r->map + sh[i].sh_offset);

@@ -132,6 +132,14 @@ for v in "gcc -O0" "gcc -O2"; do
     fi
 done
 build interp.O2 "$P/interp.c" gcc -O2 && pair interp.O2 exact
+# A procedure called directly and through a pointer held only by an RELR relocation
+# (-z pack-relative-relocs): it records ENTER (tests/qp/relr.c: 300 marks before).
+if gcc -O2 -fPIE -pie -Wl,-z,pack-relative-relocs -o "$dir/bin/relr.O2" "$top_srcdir/tests/qp/relr.c" \
+    >/dev/null 2>&1 && readelf -SW "$dir/bin/relr.O2" | grep -q ' RELR '; then
+    pair relr.O2 exact
+else
+    echo "skip relr: no -z pack-relative-relocs"
+fi
 # Traced code called directly by code left in place, and a tail jump through a pointer
 # into such code that calls traced code twice before it returns (tests/trace/leave.c).
 for v in "gcc -O0" "gcc -O2" "clang -O2"; do
