@@ -389,8 +389,14 @@ silent_next(const tproc_t *p, uint32_t v, int enter)
         return NONE;
     else {
         const drv_edge_t *ed = &g->edges[p->tree[v]];
-        if (ed->to == X)
-            return ed->kind == CFG_EDGE_RETURN ? X : NONE; /* a tail call's callee records */
+        if (ed->to == X) {
+            /* A tail call's callee records - unless it is a C library leaf, which
+             * records nothing and returns for this activation (QPT_TE_RETURN). */
+            uint64_t target = ed->kind == CFG_EDGE_TAILCALL && ed->cfg_edge != CFG_NONE
+                ? g->prog->edges[ed->cfg_edge].target : 0;
+            return ed->kind == CFG_EDGE_RETURN || (target != 0 && leaf_plt(g->prog, target))
+                ? X : NONE;
+        }
         t = ed->to;
     }
     return t == NONE || stops_at(p, t) ? NONE : t;

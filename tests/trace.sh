@@ -7,7 +7,8 @@
 # say the way), both run (same output as the original), and `qp trace blocks` of the two
 # must be equal record for record - C at -O0/-O2, PIE, non-PIE and static, calls,
 # recursion, function pointers, switch tables, computed gotos, threads (a trace per
-# thread), a record where only the carry flag is live (tests/trace/flags.c), signal
+# thread), a record where only the carry flag is live (tests/trace/flags.c), a procedure
+# that is only a tail call of a C library leaf, called in a loop (tests/trace/leaftail.c), signal
 # handlers that interrupt traced code and return (their entry records the interrupted
 # instruction: tests/trace/sighandler.c). Where the walk cannot follow exactly (longjmp,
 # signal handlers, exceptions)
@@ -96,7 +97,7 @@ for v in "gcc -O0" "gcc -O2" "gcc -O2 -fno-pie -no-pie" "gcc -O2 -static" "clang
     qp_have "$cc" || continue
     tag=$(echo "$v" | tr -d ' ' | tr -c 'a-zA-Z0-9\n' _)
     for prog in "$T/calls.c" "$P/recursion.c" "$P/fptr.c" "$P/switch_dense.c" "$P/setjmp.c" \
-        "$T/sighandler.c"; do
+        "$T/sighandler.c" "$T/leaftail.c"; do
         base=${prog##*/}
         name=${base%.c}.$tag
         build "$name" "$prog" $v || continue
