@@ -87,6 +87,9 @@ struct drv_trace {
     uint32_t nmrefs;
     struct mem_point *mpts;
     size_t nmpts, mrefs_cap, marefs_cap, mpts_cap;
+    /* indirect jumps of unknown targets that record their target (QPT_TB_JUMPVAL) */
+    struct jump_point *jpts;
+    size_t njpts, jpts_cap;
     arch_snip_t *nodes;
     ed_snippet_t *snips;
     size_t blocks_cap, edges_cap, events_cap, pts_cap;
@@ -122,6 +125,40 @@ add_point(drv_trace_t *t, uint64_t addr, int at, int save, int entry, uint32_t e
                                           .event = event };
     return 0;
 }
+
+/* An indirect jump of unknown target that records where it goes (QPT_TRACE_JUMP). */
+typedef struct jump_point {
+    uint64_t addr;   /* the jump */
+    arch_opnd_t op;  /* its target operand (a register, or memory holding the target) */
+} jump_point_t;
+
+/*
+ * Block B (of the description) ends in a tail call through a pointer at ADDR (an
+ * indirect jump of unknown target that leaves its procedure): make it record its target
+ * first, when its operand can be read (a register, or memory
+ * without a segment override), and say so (QPT_TB_JUMPVAL). The walk then follows it
+ * into traced code without guessing from the next record.
+ */
+static int
+add_jump_point(drv_trace_t *t, const cfg_prog_t *prog, qpt_trace_block_t *b, uint64_t addr)
+{
+    size_t avail = 0;
+    const uint8_t *p = cfg_image_ptr(prog->img, addr, &avail);
+    arch_ops_t ops;
+    if (p == NULL || arch_decode_ops(p, avail, addr, &ops) < 0 || ops.op != ARCH_OP_JMP)
+        return 0;
+    const arch_opnd_t *o = &ops.src;
+    if (!(o->kind == ARCH_OPND_REG && o->reg != ARCH_REG_SP && o->size == 8)
+        && !(o->kind == ARCH_OPND_MEM && !o->seg && o->size == 8))
+        return 0;
+    QP_CHECK(cfg_vec_grow((void **)&t->jpts, &t->jpts_cap, t->njpts + 1, sizeof(jump_point_t)));
+    t->jpts[t->njpts++] = (jump_point_t) { addr, *o };
+    b->flags |= QPT_TB_JUMPVAL;
+    return 0;
+}
+
+struct tproc;
+static int interior_targets(const struct tproc *p);
 
 /* NAME without "@plt" is one of NAMES. */
 static int
@@ -338,6 +375,17 @@ typedef struct tproc {
     uint32_t first;     /* its first block in the description */
     uint32_t flags;     /* QPT_TP_* */
 } tproc_t;
+
+/* Does a block of P other than its entry record BLOCK (a jump table's or held label's
+ * target, a landing pad, a block entered from another procedure)? */
+static int
+interior_targets(const tproc_t *p)
+{
+    for (uint32_t j = 1; j < p->g.nblocks; j++)
+        if (p->blockev[j])
+            return 1;
+    return 0;
+}
 
 /* C library functions that never call the program back (no callbacks, no hooks): a call
  * of one through the PLT needs no RETURNED, and a tail jump to one is a return. */
@@ -950,6 +998,15 @@ describe_proc(drv_trace_t *t, tproc_t *tp, uint32_t k, const uint32_t *of, const
             } else {
                 te->kind = QPT_TE_OUT; /* unresolved */
             }
+            /* A tail call through a pointer: its target, an entry that may record
+             * nothing, or code not traced that calls traced code. (Not a jump of a
+             * procedure with labels the program holds or other blocks entered from
+             * afar: a computed goto, whose targets record BLOCK; a record at each would
+             * cost more than the blocks.) */
+            if (te->kind == QPT_TE_OUT && !t->naive && g->last_kind[i] == ARCH_KIND_JMP_IND
+                && (ed->kind == CFG_EDGE_TAILCALL || !interior_targets(tp))
+                && !(b->flags & QPT_TB_JUMPVAL))
+                QP_CHECK(add_jump_point(t, prog, b, g->last[i]));
             /* With a silent way out, every other way records; without, the ways into
              * blocks that record BLOCK need nothing more. */
             int chord = tp->tree[i] != NONE || ed->to == X || !tp->blockev[ed->to];
@@ -1134,6 +1191,7 @@ drv_trace_free(drv_trace_t *t)
     free(t->mrefs);
     free(t->marefs);
     free(t->mpts);
+    free(t->jpts);
     free(t->nodes);
     free(t->snips);
     free(t->outs);
@@ -1647,6 +1705,42 @@ mem_tree(const drv_trace_t *t, tree_t *tr, const mem_point_t *p, uint64_t refill
     return seq;
 }
 
+#define JUMP_NODES 16 /* a jump point's snippet */
+
+/* The snippet of jump point P: its target (the register, or the word its memory operand
+ * addresses) as a QPT_TRACE_JUMP value record. */
+static uint32_t
+jump_tree(tree_t *tr, const jump_point_t *p, uint64_t refill)
+{
+    const arch_opnd_t *o = &p->op;
+    uint32_t v;
+    if (o->kind == ARCH_OPND_REG)
+        v = nd(tr, ARCH_SN_REG, 8, SN, SN, SN, o->reg, 0);
+    else {
+        uint32_t ea = SN;
+        if (o->base == ARCH_REG_PC) /* the displacement is the (link-time) address */
+            ea = nd(tr, ARCH_SN_ADDR, 8, SN, SN, SN, o->disp, 0);
+        else {
+            if (o->base == ARCH_REG_SP)
+                ea = nd(tr, ARCH_SN_SP, 8, SN, SN, SN, 0, 0);
+            else if (o->base != ARCH_REG_NONE)
+                ea = nd(tr, ARCH_SN_REG, 8, SN, SN, SN, o->base, 0);
+            if (o->index != ARCH_REG_NONE) {
+                uint32_t x = nd(tr, ARCH_SN_REG, 8, SN, SN, SN, o->index, 0);
+                if (o->scale > 1)
+                    x = nd(tr, ARCH_SN_SHL, 8, x,
+                           nd(tr, ARCH_SN_CONST, 8, SN, SN, SN, log2_scale(o->scale), 0), SN, 0, 0);
+                ea = ea == SN ? x : nd(tr, ARCH_SN_ADD, 8, ea, x, SN, 0, 0);
+            }
+            uint32_t d = nd(tr, ARCH_SN_CONST, 8, SN, SN, SN, o->disp, 0);
+            ea = ea == SN ? d : nd(tr, ARCH_SN_ADD, 8, ea, d, SN, 0, 0);
+        }
+        v = nd(tr, ARCH_SN_LOAD_AT, 8, ea, SN, SN, 0, 0);
+    }
+    uint32_t r = nd(tr, ARCH_SN_CONST, 8, SN, SN, SN, (int64_t)refill, 0);
+    return nd(tr, ARCH_SN_TRACE_VAL, 8, r, v, SN, QPT_TRACE_JUMP, 0);
+}
+
 int
 drv_trace_place(drv_trace_t *t, drv_result_t *res, ed_plan_t *plan, uint64_t refill)
 {
@@ -1656,8 +1750,9 @@ drv_trace_place(drv_trace_t *t, drv_result_t *res, ed_plan_t *plan, uint64_t ref
     for (size_t i = 0; i < t->npts; i++)
         nentries += t->pts[i].entry;
     size_t ev_nodes = t->npts * TREE_NODES + nentries * (ENTER_NODES - TREE_NODES);
-    t->nodes = calloc(ev_nodes + t->nmpts * MEM_NODES + 1, sizeof(arch_snip_t));
-    t->snips = calloc(t->npts + t->nmpts + 1, sizeof(ed_snippet_t));
+    t->nodes = calloc(ev_nodes + t->nmpts * MEM_NODES + t->njpts * JUMP_NODES + 1,
+                      sizeof(arch_snip_t));
+    t->snips = calloc(t->npts + t->nmpts + t->njpts + 1, sizeof(ed_snippet_t));
     if (t->nodes == NULL || t->snips == NULL)
         return QP_ENOMEM;
     for (size_t i = 0; i < t->npts; i++) {
@@ -1697,7 +1792,24 @@ drv_trace_place(drv_trace_t *t, drv_result_t *res, ed_plan_t *plan, uint64_t ref
             .counter = (uint32_t)(t->npts + i),
         };
     }
-    QP_CHECK(ed_plan_set_snippets(plan, t->snips, t->npts + t->nmpts));
+    /* After the mem points: a jump's target follows the values of its own access. The
+     * flags are saved: they may be live where it goes. */
+    for (size_t i = 0; i < t->njpts; i++) {
+        const jump_point_t *p = &t->jpts[i];
+        size_t s = t->npts + t->nmpts + i;
+        tree_t tr = { t->nodes + ev_nodes + t->nmpts * MEM_NODES + i * JUMP_NODES, 0 };
+        uint32_t root = jump_tree(&tr, p, refill);
+        if (tr.n > JUMP_NODES)
+            return QP_EINVAL; /* (cannot happen: at most 11 nodes) */
+        arch_snip_ctx_t ctx = { 0 };
+        t->snips[s] = (ed_snippet_t) { tr.v, tr.n, root, ctx };
+        QP_CHECK(cfg_vec_grow((void **)&res->probes, &res->probes_cap, res->nprobes + 1, sizeof(ed_probe_t)));
+        res->probes[res->nprobes++] = (ed_probe_t) {
+            .addr = p->addr, .at = ED_AT_BEFORE, .what = ED_SNIP_CODE, .save_flags = 1,
+            .counter = (uint32_t)s,
+        };
+    }
+    QP_CHECK(ed_plan_set_snippets(plan, t->snips, t->npts + t->nmpts + t->njpts));
     return ed_plan_set_probes(plan, res->probes, res->nprobes);
 }
 
@@ -1837,6 +1949,6 @@ drv_trace_section(const drv_trace_t *t, uint8_t **buf, size_t *len)
 void
 drv_trace_stats(const drv_trace_t *t, size_t *npoints, uint32_t *nevents)
 {
-    *npoints = t->npts;
+    *npoints = t->npts + t->njpts;
     *nevents = t->nevents;
 }

@@ -32,10 +32,11 @@
 #define QPT_TRACE_MAGIC "QPTTRDS1"  /* description */
 #define QPT_TRACE_FMAGIC "QPTTRFL1" /* trace file, 32-bit words */
 #define QPT_TRACE_FMAGIC16 "QPTTRFL2" /* trace file, 16-bit units */
-#define QPT_TRACE_VERSION 3u /* 2: the instruction part (qpt_trace_ins_hdr_t); 3: the new
+#define QPT_TRACE_VERSION 4u /* 2: the instruction part (qpt_trace_ins_hdr_t); 3: the new
                               * code part (qpt_trace_new_hdr_t), QPT_TRACE_SIGNAL records,
                               * QPT_TB_LEAFCALL, QPT_TB_CALLPTR, the part of the code
-                              * not traced (qpt_trace_out_hdr_t) */
+                              * not traced (qpt_trace_out_hdr_t); 4: QPT_TB_JUMPVAL and
+                              * QPT_TRACE_JUMP records */
 #define QPT_TRACE_NONE UINT32_MAX
 
 /* Records of a trace file that are no event of the description. */
@@ -56,6 +57,9 @@
 #define QPT_TRACE_FAULT 0xfffffff3u  /* the same for a fault (SIGSEGV, SIGBUS, SIGILL,
                                      * SIGFPE from the kernel): the rip is the instruction
                                      * that faulted, begun */
+#define QPT_TRACE_JUMP 0xfffffff4u  /* the same, the value being the run-time target of the
+                                     * indirect jump that ends a QPT_TB_JUMPVAL block,
+                                     * recorded just before it jumps */
 #define QPT_TRACE_EMPTY 0xfffffffcu  /* a slot reserved but not written when its buffer
                                      * was written out: a record interrupted between its
                                      * reservation and its write by a signal handler
@@ -78,15 +82,16 @@
  *   REPEAT <= U < RAW        QPT_TRACE_REPEAT + (U - REPEAT + 1): a run, 1 to 224 more
  *   RAW                      the word in the next two units, low first (longer runs,
  *                            any other word)
- *   VAL, BIAS, SIGNAL, FAULT the same marker word, then its 8-byte value in the next
- *                            four units, low first
+ *   VAL, BIAS, SIGNAL, FAULT, JUMP  the same marker word, then its 8-byte value in
+ *                            the next four units, low first
  *   EMPTY, LOST, END         that marker word
  * Any other unit is malformed.
  */
 #define QPT_TRACE_U16_LONG 0xf000u
 #define QPT_TRACE_U16_REPEAT 0xff00u
 #define QPT_TRACE_U16_RAW 0xffe0u
-#define QPT_TRACE_U16_VAL 0xfff0u    /* + (marker - QPT_TRACE_VAL): VAL BIAS SIGNAL FAULT */
+#define QPT_TRACE_U16_VAL 0xfff0u    /* + (marker - QPT_TRACE_VAL): VAL BIAS SIGNAL FAULT
+                                      * JUMP */
 #define QPT_TRACE_U16_EMPTY 0xfffcu
 #define QPT_TRACE_U16_LOST 0xfffeu
 #define QPT_TRACE_U16_END 0xffffu
@@ -138,6 +143,9 @@ enum {
                                * first instruction (its only way in) */
     QPT_TB_CALLPTR = 1u << 5, /* its call (QPT_TC_OUTSIDE) goes through a pointer: to
                                * traced code when the next block is a procedure's entry */
+    QPT_TB_JUMPVAL = 1u << 6, /* it ends in an indirect jump of unknown target
+                               * (QPT_TE_OUT), which records its target first
+                               * (QPT_TRACE_JUMP) */
 };
 
 enum qpt_trace_call {

@@ -52,6 +52,13 @@ is_sig(uint32_t r)
     return r == QPT_TRACE_SIGNAL || r == QPT_TRACE_FAULT;
 }
 
+/* Is record R one of three words (a signal record, a jump's target)? */
+static int
+is_triple(uint32_t r)
+{
+    return is_sig(r) || r == QPT_TRACE_JUMP;
+}
+
 typedef struct frame {
     uint8_t kind;      /* F_* */
     uint8_t state;     /* F_PROC: S_* */
@@ -89,7 +96,14 @@ typedef struct walk {
     size_t run_at, run_end; /* a run of signal records of handlers in code not traced
                         * (with their handlers' records) from run_at: the first record
                         * after it (NONE: unknown), or run_at NONE */
+    const struct bstart *by_start; /* the blocks by address (jump records' targets) */
+    size_t nby_start;
 } walk_t;
+
+typedef struct bstart {
+    uint64_t start;
+    uint32_t block;
+} bstart_t;
 
 #define SILENT_MAX 100000000ull /* blocks without a record: the trace cannot be right */
 
@@ -198,6 +212,30 @@ return_from(walk_t *w)
 
 static void take_signal(walk_t *w, int marked);
 
+/*
+ * The traced block a jump record's target TO (link-time) enters, or NONE (code not
+ * traced): a traced procedure's entry (moved code: the jump's translation, or the
+ * redirect at its old entry, goes to its new code), or a block that records BLOCK (which
+ * says so itself; any other address inside moved code runs its old, untraced copy).
+ */
+static uint32_t
+jump_target(const walk_t *w, uint64_t to)
+{
+    size_t lo = 0, hi = w->nby_start;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (w->by_start[mid].start < to)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (lo == w->nby_start || w->by_start[lo].start != to)
+        return NONE;
+    uint32_t b = w->by_start[lo].block;
+    const qpt_trace_block_t *x = &w->d->blocks[b];
+    return w->d->procs[x->proc].block == b || (x->flags & QPT_TB_BLOCKEV) ? b : NONE;
+}
+
 /* A QPT_TRACE_EMPTY slot the walk meets: its record is not known. */
 #define LOST_RECORD                                                                      \
     "cut: a record lost (its slot was written out before the record: a signal handler "  \
@@ -230,6 +268,16 @@ unexpected(walk_t *w, uint32_t r)
     }
     if (is_sig(r)) { /* a record is needed here: the handler ran before */
         take_signal(w, 1);
+        return;
+    }
+    if (r == QPT_TRACE_JUMP) { /* a jump the walk is not at: on from its target */
+        uint64_t to = w->i + 2 < w->n ? w->rec[w->i + 1] | (uint64_t)w->rec[w->i + 2] << 32 : 0;
+        w->i += 3;
+        w->silent = 0;
+        uint32_t tb = jump_target(w, to);
+        reset(w, "cut: a jump taken from where the walk is not", to);
+        if (tb != NONE)
+            push(w, proc_frame(d->blocks[tb].proc, tb, S_ENTER, 0));
         return;
     }
     const qpt_trace_event_t *e = event(w, r);
@@ -864,7 +912,29 @@ leave_block(walk_t *w, frame_t *f)
          * traced code (a block that records BLOCK: a computed goto, a jump into another
          * procedure; an entry that records ENTER: a tail call through a pointer). */
         uint32_t r = peek(w);
-        const qpt_trace_event_t *e = event(w, r);
+        int known_out = 0; /* the jump's record said: to code not traced */
+        if (r == QPT_TRACE_JUMP && (b->flags & QPT_TB_JUMPVAL) && w->i + 2 < w->n) {
+            uint64_t to = w->rec[w->i + 1] | (uint64_t)w->rec[w->i + 2] << 32;
+            uint32_t tb = jump_target(w, to);
+            w->i += 3;
+            w->silent = 0;
+            if (tb != NONE) {
+                frame_t top = w->f[--w->nf];
+                const qpt_trace_block_t *t = &d->blocks[tb];
+                if (d->procs[t->proc].block == tb) /* an entry: as a tail call */
+                    enter_proc(w, t->proc, top.ret, top.async, 0);
+                else {
+                    frame_t fr = proc_frame(t->proc, tb, S_ENTER, top.ret);
+                    fr.async = top.async;
+                    push(w, fr);
+                }
+                w->f[w->nf - 1].leaf = top.leaf;
+                return;
+            }
+            known_out = 1;
+            r = peek(w);
+        }
+        const qpt_trace_event_t *e = known_out ? NULL : event(w, r);
         if (e != NULL && e->kind == QPT_TV_BLOCK) {
             frame_t top = w->f[--w->nf];
             frame_t fr = proc_frame(d->blocks[e->a].proc, e->a, S_ENTER, top.ret);
@@ -1007,6 +1077,13 @@ walk(walk_t *w)
     return w->rc;
 }
 
+static int
+cmp_bstart(const void *a, const void *b)
+{
+    const bstart_t *x = a, *y = b;
+    return x->start < y->start ? -1 : x->start > y->start;
+}
+
 int
 qp_trace_regen(const qp_trace_desc_t *d, const uint32_t *rec, size_t n,
                const qp_trace_sink_t *sink, qp_trace_stats_t *st)
@@ -1030,7 +1107,7 @@ qp_trace_regen(const qp_trace_desc_t *d, const uint32_t *rec, size_t n,
                 continue;
             }
         }
-        if (is_sig(rec[i]) && i + 2 < n) { /* its rip's words as they are */
+        if (is_triple(rec[i]) && i + 2 < n) { /* its address's words as they are */
             v[k++] = rec[i++];
             v[k++] = rec[i++];
             st->records -= 2;
@@ -1038,11 +1115,20 @@ qp_trace_regen(const qp_trace_desc_t *d, const uint32_t *rec, size_t n,
         if (rec[i] != QPT_TRACE_END)
             v[k++] = rec[i];
     }
+    bstart_t *bs = malloc(((size_t)d->hdr.nblocks + 1) * sizeof(bstart_t));
+    if (bs == NULL) {
+        free(v);
+        return QP_ENOMEM;
+    }
+    for (uint32_t b = 0; b < d->hdr.nblocks; b++)
+        bs[b] = (bstart_t) { d->blocks[b].start, b };
+    qsort(bs, d->hdr.nblocks, sizeof(bstart_t), cmp_bstart);
     walk_t w = { .d = d, .rec = v, .n = k, .sink = sink, .st = st, .sig_at = NONE,
-                 .run_at = NONE, .sim_at = NONE };
+                 .run_at = NONE, .sim_at = NONE, .by_start = bs, .nby_start = d->hdr.nblocks };
     int rc = walk(&w);
     free(w.f);
     free(v);
+    free(bs);
     return rc;
 }
 

@@ -59,8 +59,9 @@ int qp_trace_file_read(const char *path, qpt_trace_file_t *hdr /*OUT*/, uint32_t
 
 /* The same, and the values of QPT_TRACE_VAL records in *VALS[0..*NVALS) (malloc'ed;
  * VALS may be NULL: dropped), the program's load bias in *BIAS (0 when the file does not
- * say; may be NULL). A QPT_TRACE_SIGNAL record stays in the records as three words:
- * QPT_TRACE_SIGNAL, then the interrupted rip less the load bias, low word first. */
+ * say; may be NULL). A QPT_TRACE_SIGNAL, QPT_TRACE_FAULT or QPT_TRACE_JUMP record stays in
+ * the records as three words: the marker, then the address (the interrupted rip, the
+ * jump's target) less the load bias, low word first. */
 int qp_trace_file_read_vals(const char *path, qpt_trace_file_t *hdr /*OUT*/,
                             uint32_t **rec /*OUT*/, size_t *n /*OUT*/, uint64_t **vals /*OUT*/,
                             size_t *nvals /*OUT*/, uint64_t *bias /*OUT*/, uint64_t *bytes /*OUT*/,

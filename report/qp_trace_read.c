@@ -424,7 +424,8 @@ next_words(word_src_t *s, uint32_t *w, size_t max)
     while (k + 3 <= max && !s->bad && next_unit(s, &u)) {
         int more = u >= QPT_TRACE_U16_LONG && u < QPT_TRACE_U16_REPEAT ? 1
                  : u == QPT_TRACE_U16_RAW ? 2
-                 : u >= QPT_TRACE_U16_VAL && u < QPT_TRACE_U16_VAL + 4 ? 4 : 0;
+                 : u >= QPT_TRACE_U16_VAL && u <= QPT_TRACE_U16_VAL + (QPT_TRACE_JUMP - QPT_TRACE_VAL)
+                 ? 4 : 0;
         for (int j = 0; j < more; j++)
             if (!next_unit(s, &part[j])) {
                 s->cut = 1;
@@ -494,7 +495,8 @@ qp_trace_file_read_vals(const char *path, qpt_trace_file_t *hdr, uint32_t **rec,
                     lbias = part;
                 else if (vkind == QPT_TRACE_VAL && vals != NULL)
                     rc = push_val(&vv, &nv, &vcap, part);
-                if (vkind != QPT_TRACE_SIGNAL && vkind != QPT_TRACE_FAULT)
+                if (vkind != QPT_TRACE_SIGNAL && vkind != QPT_TRACE_FAULT
+                    && vkind != QPT_TRACE_JUMP)
                     continue;
                 /* In the records: the marker, then the rip as a link-time address. */
                 part -= lbias;
@@ -505,7 +507,7 @@ qp_trace_file_read_vals(const char *path, qpt_trace_file_t *hdr, uint32_t **rec,
                 continue;
             }
             if (x == QPT_TRACE_VAL || x == QPT_TRACE_BIAS || x == QPT_TRACE_SIGNAL
-                || x == QPT_TRACE_FAULT) {
+                || x == QPT_TRACE_FAULT || x == QPT_TRACE_JUMP) {
                 pending = 2;
                 part = 0;
                 vkind = x;

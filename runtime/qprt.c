@@ -1571,7 +1571,7 @@ tr_put(void *o, uint64_t *k, uint32_t x, int narrow, int value)
         return;
     }
     uint16_t *u = o;
-    if (value && x >= QPT_TRACE_VAL && x <= QPT_TRACE_FAULT)
+    if (value && x >= QPT_TRACE_VAL && x <= QPT_TRACE_JUMP)
         u[(*k)++] = (uint16_t)(QPT_TRACE_U16_VAL + (x - QPT_TRACE_VAL));
     else if (x < QPT_TRACE_U16_LONG)
         u[(*k)++] = (uint16_t)x;
@@ -1640,7 +1640,8 @@ tr_flush(tr_buf_t *b, uint64_t cur)
         n = all;
     for (uint64_t i = 0; i < n;) {
         uint32_t x = v[i];
-        if ((x == QPT_TRACE_VAL || x == QPT_TRACE_SIGNAL || x == QPT_TRACE_FAULT)
+        if ((x == QPT_TRACE_VAL || x == QPT_TRACE_SIGNAL || x == QPT_TRACE_FAULT
+             || x == QPT_TRACE_JUMP)
             && i + 3 <= all) { /* a value record: copied as it is */
             tr_put(o, &k, x, narrow, 1);
             tr_put_value(o, &k, v[i + 1], narrow);

@@ -47,7 +47,7 @@ trace_bytes() {
 
 # pair NAME EXPECT: both tracers on $dir/bin/NAME; EXPECT is "exact", or a word every
 # mark must contain ("longjmp", "async|longjmp", "exception"). $LEAVE: procedures the
-# rewrites leave in place (QPT_LEAVE).
+# rewrites leave in place (QPT_LEAVE); $ARGS: the program's arguments.
 pair() {
     name=$1 expect=$2
     exe=$dir/bin/$name
@@ -57,9 +57,11 @@ pair() {
         QPT_LEAVE=${LEAVE:-} "$QPT_REWRITE" --driver=$drv "$exe" -o "$dir/$d/$name" >/dev/null 2>&1 ||
             { bad "$name: --driver=$drv: rewrite failed"; return; }
     done
-    (cd "$dir/bin" && $norand "./$name" >"$name.out" 2>&1)
+    # shellcheck disable=SC2086
+    (cd "$dir/bin" && $norand "./$name" ${ARGS:-} >"$name.out" 2>&1)
     for d in n t; do
-        (cd "$dir/$d" && $norand "./$name" >"$name.out" 2>&1)
+        # shellcheck disable=SC2086
+        (cd "$dir/$d" && $norand "./$name" ${ARGS:-} >"$name.out" 2>&1)
         cmp -s "$dir/bin/$name.out" "$dir/$d/$name.out" ||
             { bad "$name ($d): output differs: $(diff "$dir/bin/$name.out" "$dir/$d/$name.out" | head -n 2)"; return; }
         "$QP" trace blocks "$dir/$d/$name" >"$dir/$d/$name.blocks" 2>"$dir/$d/$name.err" ||
@@ -141,6 +143,16 @@ if gcc -O2 -fPIE -pie -Wl,-z,pack-relative-relocs -o "$dir/bin/relr.O2" "$top_sr
 else
     echo "skip relr: no -z pack-relative-relocs"
 fi
+# A tail call through a register to a procedure whose address the program computes
+# (no ENTER): the jump records its target (tests/trace/jumpval.c: f's address less g's).
+for v in "gcc -O2" "clang -O2"; do
+    qp_have "${v%% *}" || continue
+    tag=$(echo "$v" | tr -d ' ' | tr -c 'a-zA-Z0-9\n' _)
+    build "jumpval.$tag" "$T/jumpval.c" $v || continue
+    syms=$(nm "$dir/bin/jumpval.$tag")
+    f=$(echo "$syms" | awk '$3 == "f" { print $1 }') g=$(echo "$syms" | awk '$3 == "g" { print $1 }')
+    ARGS=$((0x$f - 0x$g)) pair "jumpval.$tag" exact
+done
 # Traced code called directly by code left in place, and a tail jump through a pointer
 # into such code that calls traced code twice before it returns (tests/trace/leave.c).
 for v in "gcc -O0" "gcc -O2" "clang -O2"; do

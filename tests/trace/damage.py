@@ -69,7 +69,7 @@ def desc(prog, out):
         cases.append((name, d, expect))
 
     patch("magic", 0, "<8s", b"QPTTRXX1", "malformed trace description")
-    patch("version", 8, "<I", 2, "trace description of version 2; this qp reads version 3")
+    patch("version", 8, "<I", 2, "trace description of version 2; this qp reads version 4")
     patch("version-new", 8, "<I", 99, "of version 99")
     patch("kind", 12, "<I", 7, "malformed trace description")
     patch("nblocks-huge", 28, "<I", 0x7fffffff, "trace description truncated")
@@ -130,7 +130,7 @@ def words_of(data):
         elif x == 0xffe0:
             words.append(u[i + 1] << 16 | u[i])
             i += 2
-        elif 0xfff0 <= x < 0xfff4:
+        elif 0xfff0 <= x < 0xfff5:
             words += [0xfffffff0 + x - 0xfff0, u[i + 1] << 16 | u[i], u[i + 3] << 16 | u[i + 2]]
             i += 4
         else:
@@ -145,8 +145,8 @@ def signal_bytes(data):
         w = struct.unpack("<%dI" % (len(body) // 4), body[:len(body) // 4 * 4])
         i = 0
         while i < len(w):
-            if w[i] in (0xfffffff0, 0xfffffff1, 0xfffffff2, 0xfffffff3):
-                n += 12 if w[i] >= 0xfffffff2 else 0
+            if w[i] in (0xfffffff0, 0xfffffff1, 0xfffffff2, 0xfffffff3, 0xfffffff4):
+                n += 12 if w[i] in (0xfffffff2, 0xfffffff3) else 0
                 i += 3
             else:
                 i += 1
@@ -159,8 +159,8 @@ def signal_bytes(data):
             i += 2
         elif x == 0xffe0:
             i += 3
-        elif 0xfff0 <= x < 0xfff4:
-            n += 10 if x >= 0xfff2 else 0
+        elif 0xfff0 <= x < 0xfff5:
+            n += 10 if x in (0xfff2, 0xfff3) else 0
             i += 5
         else:
             i += 1
@@ -173,7 +173,7 @@ def units_of(words):
     while i < len(words):
         x = words[i]
         i += 1
-        if 0xfffffff0 <= x <= 0xfffffff3 and i + 2 <= len(words):
+        if 0xfffffff0 <= x <= 0xfffffff4 and i + 2 <= len(words):
             u += [0xfff0 + x - 0xfffffff0, words[i] & 0xffff, words[i] >> 16,
                   words[i + 1] & 0xffff, words[i + 1] >> 16]
             i += 2
@@ -250,7 +250,7 @@ def fuzz(path, nevents, count, out):
                 event = True
             elif x < 0.83:
                 rip = rnd.choice(rips) + rnd.randrange(-64, 64) if rnd.random() < 0.7 else rnd.getrandbits(32)
-                rec += [rnd.choice((0xfffffff2, 0xfffffff3)), rip & 0xffffffff, 0]
+                rec += [rnd.choice((0xfffffff2, 0xfffffff3, 0xfffffff4)), rip & 0xffffffff, 0]
             elif x < 0.87:
                 if last:  # else refused at once (tested above)
                     rec.append(0xf0000000 + rnd.randrange(1, 5))
