@@ -1653,22 +1653,31 @@ log2_scale(uint8_t s)
     return s == 8 ? 3 : s == 4 ? 2 : s == 2 ? 1 : 0;
 }
 
+/* BASE + INDEX * SCALE (registers, ARCH_REG_NONE when absent) as the program has them
+ * at the point, or SN when both are absent. */
+static uint32_t
+base_index(tree_t *tr, uint8_t base, uint8_t index, uint8_t scale)
+{
+    uint32_t v = SN;
+    if (base == ARCH_REG_SP)
+        v = nd(tr, ARCH_SN_SP, 8, SN, SN, SN, 0, 0);
+    else if (base != ARCH_REG_NONE)
+        v = nd(tr, ARCH_SN_REG, 8, SN, SN, SN, base, 0);
+    if (index != ARCH_REG_NONE) {
+        uint32_t x = nd(tr, ARCH_SN_REG, 8, SN, SN, SN, index, 0);
+        if (scale > 1)
+            x = nd(tr, ARCH_SN_SHL, 8, x, nd(tr, ARCH_SN_CONST, 8, SN, SN, SN, log2_scale(scale), 0),
+                   SN, 0, 0);
+        v = v == SN ? x : nd(tr, ARCH_SN_ADD, 8, v, x, SN, 0, 0);
+    }
+    return v;
+}
+
 /* The value access R records: base + index * scale (+ %fs's base). */
 static uint32_t
 mem_value(tree_t *tr, const arch_mref_t *r)
 {
-    uint32_t v = SN;
-    if (r->base == ARCH_REG_SP)
-        v = nd(tr, ARCH_SN_SP, 8, SN, SN, SN, 0, 0);
-    else if (r->base != ARCH_REG_NONE)
-        v = nd(tr, ARCH_SN_REG, 8, SN, SN, SN, r->base, 0);
-    if (r->index != ARCH_REG_NONE) {
-        uint32_t x = nd(tr, ARCH_SN_REG, 8, SN, SN, SN, r->index, 0);
-        if (r->scale > 1)
-            x = nd(tr, ARCH_SN_SHL, 8, x, nd(tr, ARCH_SN_CONST, 8, SN, SN, SN, log2_scale(r->scale), 0),
-                   SN, 0, 0);
-        v = v == SN ? x : nd(tr, ARCH_SN_ADD, 8, v, x, SN, 0, 0);
-    }
+    uint32_t v = base_index(tr, r->base, r->index, r->scale);
     if (r->seg) {
         uint32_t f = nd(tr, ARCH_SN_THREAD_PTR, 8, SN, SN, SN, 0, 0);
         v = v == SN ? f : nd(tr, ARCH_SN_ADD, 8, v, f, SN, 0, 0);
@@ -1717,21 +1726,11 @@ jump_tree(tree_t *tr, const jump_point_t *p, uint64_t refill)
     if (o->kind == ARCH_OPND_REG)
         v = nd(tr, ARCH_SN_REG, 8, SN, SN, SN, o->reg, 0);
     else {
-        uint32_t ea = SN;
+        uint32_t ea;
         if (o->base == ARCH_REG_PC) /* the displacement is the (link-time) address */
             ea = nd(tr, ARCH_SN_ADDR, 8, SN, SN, SN, o->disp, 0);
         else {
-            if (o->base == ARCH_REG_SP)
-                ea = nd(tr, ARCH_SN_SP, 8, SN, SN, SN, 0, 0);
-            else if (o->base != ARCH_REG_NONE)
-                ea = nd(tr, ARCH_SN_REG, 8, SN, SN, SN, o->base, 0);
-            if (o->index != ARCH_REG_NONE) {
-                uint32_t x = nd(tr, ARCH_SN_REG, 8, SN, SN, SN, o->index, 0);
-                if (o->scale > 1)
-                    x = nd(tr, ARCH_SN_SHL, 8, x,
-                           nd(tr, ARCH_SN_CONST, 8, SN, SN, SN, log2_scale(o->scale), 0), SN, 0, 0);
-                ea = ea == SN ? x : nd(tr, ARCH_SN_ADD, 8, ea, x, SN, 0, 0);
-            }
+            ea = base_index(tr, o->base, o->index, o->scale);
             uint32_t d = nd(tr, ARCH_SN_CONST, 8, SN, SN, SN, o->disp, 0);
             ea = ea == SN ? d : nd(tr, ARCH_SN_ADD, 8, ea, d, SN, 0, 0);
         }

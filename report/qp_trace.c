@@ -24,6 +24,7 @@
 
 #include "arch/arch.h"
 #include "arch/qp_err.h"
+#include "cfg/cfg.h"
 #include "report/qp_trace.h"
 
 #define NONE QPT_TRACE_NONE
@@ -96,14 +97,10 @@ typedef struct walk {
     size_t run_at, run_end; /* a run of signal records of handlers in code not traced
                         * (with their handlers' records) from run_at: the first record
                         * after it (NONE: unknown), or run_at NONE */
-    const struct bstart *by_start; /* the blocks by address (jump records' targets) */
-    size_t nby_start;
+    const uint64_t *starts; /* the blocks' starts, ascending (jump records' targets) */
+    const uint32_t *start_block; /* ... and their blocks */
+    size_t nstarts;
 } walk_t;
-
-typedef struct bstart {
-    uint64_t start;
-    uint32_t block;
-} bstart_t;
 
 #define SILENT_MAX 100000000ull /* blocks without a record: the trace cannot be right */
 
@@ -221,17 +218,10 @@ static void take_signal(walk_t *w, int marked);
 static uint32_t
 jump_target(const walk_t *w, uint64_t to)
 {
-    size_t lo = 0, hi = w->nby_start;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (w->by_start[mid].start < to)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    if (lo == w->nby_start || w->by_start[lo].start != to)
+    size_t k = cfg_u64_lower_bound(w->starts, w->nstarts, to);
+    if (k == w->nstarts || w->starts[k] != to)
         return NONE;
-    uint32_t b = w->by_start[lo].block;
+    uint32_t b = w->start_block[k];
     const qpt_trace_block_t *x = &w->d->blocks[b];
     return w->d->procs[x->proc].block == b || (x->flags & QPT_TB_BLOCKEV) ? b : NONE;
 }
@@ -1077,11 +1067,39 @@ walk(walk_t *w)
     return w->rc;
 }
 
+typedef struct start_block {
+    uint64_t start;
+    uint32_t block;
+} start_block_t;
+
 static int
-cmp_bstart(const void *a, const void *b)
+cmp_start_block(const void *a, const void *b)
 {
-    const bstart_t *x = a, *y = b;
-    return x->start < y->start ? -1 : x->start > y->start;
+    const start_block_t *x = a, *y = b;
+    return x->start != y->start ? (x->start < y->start ? -1 : 1) : (x->block > y->block) - (x->block < y->block);
+}
+
+/* The blocks of D by start address: *STARTS ascending, *BLOCKS theirs (malloc'ed). */
+static int
+blocks_by_start(const qp_trace_desc_t *d, uint64_t **starts, uint32_t **blocks)
+{
+    uint32_t n = d->hdr.nblocks;
+    *starts = malloc(((size_t)n + 1) * sizeof(uint64_t));
+    *blocks = malloc(((size_t)n + 1) * sizeof(uint32_t));
+    start_block_t *v = malloc(((size_t)n + 1) * sizeof(start_block_t));
+    if (*starts == NULL || *blocks == NULL || v == NULL) {
+        free(v);
+        return QP_ENOMEM;
+    }
+    for (uint32_t b = 0; b < n; b++)
+        v[b] = (start_block_t) { d->blocks[b].start, b };
+    qsort(v, n, sizeof(start_block_t), cmp_start_block);
+    for (uint32_t k = 0; k < n; k++) {
+        (*starts)[k] = v[k].start;
+        (*blocks)[k] = v[k].block;
+    }
+    free(v);
+    return 0;
 }
 
 int
@@ -1115,20 +1133,22 @@ qp_trace_regen(const qp_trace_desc_t *d, const uint32_t *rec, size_t n,
         if (rec[i] != QPT_TRACE_END)
             v[k++] = rec[i];
     }
-    bstart_t *bs = malloc(((size_t)d->hdr.nblocks + 1) * sizeof(bstart_t));
-    if (bs == NULL) {
+    uint64_t *starts = NULL;
+    uint32_t *start_block = NULL;
+    if (blocks_by_start(d, &starts, &start_block) < 0) {
+        free(starts);
+        free(start_block);
         free(v);
         return QP_ENOMEM;
     }
-    for (uint32_t b = 0; b < d->hdr.nblocks; b++)
-        bs[b] = (bstart_t) { d->blocks[b].start, b };
-    qsort(bs, d->hdr.nblocks, sizeof(bstart_t), cmp_bstart);
     walk_t w = { .d = d, .rec = v, .n = k, .sink = sink, .st = st, .sig_at = NONE,
-                 .run_at = NONE, .sim_at = NONE, .by_start = bs, .nby_start = d->hdr.nblocks };
+                 .run_at = NONE, .sim_at = NONE, .starts = starts, .start_block = start_block,
+                 .nstarts = d->hdr.nblocks };
     int rc = walk(&w);
     free(w.f);
     free(v);
-    free(bs);
+    free(starts);
+    free(start_block);
     return rc;
 }
 
