@@ -61,7 +61,17 @@ typedef struct trav {
     CFG_VEC(uint32_t) labels; /* computed-goto targets: local blocks (see form_edges) */
     cfg_u64_vec_t ptr_jumps;  /* jumps through a loaded pointer: tail calls */
     int labels_done;          /* labels computed */
+    CFG_VEC(struct hoist_proof) proofs; /* tables whose hoisted base is to be proven */
+    const cfg_u64_vec_t *no_far; /* jumps whose far `lea`s did not hold: not tried again */
 } trav_t;
+
+/* A table matched with a base register loaded far before its jump (an `lea` the
+ * procedure has among many), to be proven once the procedure is traversed: no way into
+ * the jump passes another write of the register after the lea (verify_hoisted). */
+typedef struct hoist_proof {
+    uint64_t jump, lea;
+    uint8_t reg;
+} hoist_proof_t;
 
 /* More possible targets than this for one computed jump: leave it unresolved (the
  * editor translates it at run time) rather than bloat the graph. */
@@ -516,7 +526,7 @@ collect_leas(trav_t *t, arch_insn_t *out, size_t cap)
  */
 static int
 match_hoisted_base(trav_t *t, const arch_insn_t *leas, size_t nleas, const arch_insn_t *w,
-                   size_t n, uint64_t lo, uint64_t hi, cfg_table_t *tab)
+                   size_t n, uint64_t lo, uint64_t hi, cfg_table_t *tab, size_t *which)
 {
     arch_insn_t w2[JT_WINDOW + 1];
     /* Calls keep the base (callee-saved) register: start after the last one. */
@@ -529,10 +539,45 @@ match_hoisted_base(trav_t *t, const arch_insn_t *leas, size_t nleas, const arch_
         memcpy(w2 + 1, w + from, (n - from) * sizeof(arch_insn_t));
         cfg_insn_window_t win = { w2, n - from + 1 };
         if (cfg_jtab_match(t->b->img, &win, lo, hi, tab) && tab->bounded
-            && table_in_ranges(t->b, t->bp, tab))
+            && table_in_ranges(t->b, t->bp, tab)) {
+            if (which != NULL)
+                *which = c;
             return 1;
+        }
     }
     return 0;
+}
+
+/* Callee-saved registers (ARCH_REG_* numbering: rbx, rbp, r12-r15), which calls keep. */
+static int
+callee_saved(uint8_t r)
+{
+    return r == 4 || r == 6 || (r >= 13 && r <= 16);
+}
+
+#define HOIST_MAX 64 /* `lea`s tried when the first 8 were not the table's */
+
+/* The procedure's rip-relative `lea`s of read-only data into callee-saved registers
+ * (a base kept across calls), after the first SKIP of collect_leas' (at most CAP; their
+ * destinations in REGS). The first 8 are matched without a proof, as before; the proof
+ * would reject 12 of gdb's, mostly because another jump of the procedure is not
+ * resolved (it may go anywhere): whether any of them is wrong is not known. */
+static size_t
+collect_far_leas(trav_t *t, size_t skip, arch_insn_t *out, uint8_t *regs, size_t cap)
+{
+    arch_insn_t all[8 + HOIST_MAX];
+    size_t n = collect_leas(t, all, skip + cap < 8 + HOIST_MAX ? skip + cap : 8 + HOIST_MAX), k = 0;
+    for (size_t i = skip; i < n && k < cap; i++) {
+        size_t avail;
+        const uint8_t *p = cfg_image_ptr(t->b->img, all[i].addr, &avail);
+        arch_ops_t ops;
+        if (p == NULL || arch_decode_ops(p, avail, all[i].addr, &ops) < 0
+            || !callee_saved(ops.dst.reg))
+            continue;
+        regs[k] = ops.dst.reg;
+        out[k++] = all[i];
+    }
+    return k;
 }
 
 static int
@@ -541,8 +586,9 @@ resolve_pending(trav_t *t)
     cfg_builder_t *b = t->b;
     cfg_bproc_t *bp = t->bp;
     int labels_pushed = 0;
-    arch_insn_t leas[8];
-    long nleas = -1; /* collected at the first jump that needs them */
+    arch_insn_t leas[8], far[HOIST_MAX];
+    uint8_t far_regs[HOIST_MAX];
+    long nleas = -1, nfar = -1; /* collected at the first jump that needs them */
     while (t->pending.n > 0) {
         uint64_t j = t->pending.v[--t->pending.n];
         arch_insn_t w[JT_WINDOW];
@@ -565,7 +611,18 @@ resolve_pending(trav_t *t)
         if (!found && nleas < 0)
             nleas = (long)collect_leas(t, leas, sizeof(leas) / sizeof(leas[0]));
         if (!found)
-            found = match_hoisted_base(t, leas, (size_t)nleas, w, n, lo, hi, &tab);
+            found = match_hoisted_base(t, leas, (size_t)nleas, w, n, lo, hi, &tab, NULL);
+        int far_ok = 1;
+        for (size_t k = 0; t->no_far != NULL && k < t->no_far->n && far_ok; k++)
+            far_ok = t->no_far->v[k] != j;
+        if (!found && nleas == 8 && far_ok) { /* more: proven after the traversal */
+            size_t c;
+            if (nfar < 0)
+                nfar = (long)collect_far_leas(t, 8, far, far_regs, HOIST_MAX);
+            found = match_hoisted_base(t, far, (size_t)nfar, w, n, lo, hi, &tab, &c);
+            if (found)
+                QP_CHECK(CFG_VEC_PUSH(t->proofs, ((hoist_proof_t) { j, far[c].addr, far_regs[c] })));
+        }
         if (found) {
             QP_CHECK(CFG_VEC_PUSH(bp->tables, tab));
             for (uint32_t i = 0; i < tab.nentries; i++)
@@ -604,6 +661,127 @@ traverse(trav_t *t)
             return 0;
         QP_CHECK(resolve_pending(t));
     }
+}
+
+/*
+ * Proving a hoisted table base (the tables resolve_pending matched with one of the
+ * procedure's many `lea`s): from every place where the base register may hold another
+ * value - the procedure's entries (the caller's value), right after each other write of
+ * it (pop, mov, xor...; any call, for a register calls need not keep) - no way through
+ * the traversed code reaches the jump without passing the `lea`. Ways go through calls, both ways of
+ * a branch, the tables' entries; a jump whose targets are not known (other than a tail
+ * call through a pointer) makes the proof fail. 1 proven, 0 not, or QP_ENOMEM.
+ */
+static int
+hoist_holds(trav_t *t, const hoist_proof_t *pf)
+{
+    cfg_builder_t *b = t->b;
+    const cfg_bproc_t *bp = t->bp;
+    size_t total = 0;
+    for (size_t r = 0; r < bp->ranges.n; r++)
+        total += bp->ranges.v[r].end - bp->ranges.v[r].start;
+    uint8_t *seen = calloc(total + 1, 1);
+    cfg_u64_vec_t q = { 0 };
+    int rc = seen ? 0 : QP_ENOMEM, proven = 1;
+    rc = rc ? rc : CFG_VEC_PUSH(q, bp->p.entry);
+    for (size_t k = 0; rc == 0 && k < bp->extra_entries.n; k++)
+        rc = CFG_VEC_PUSH(q, bp->extra_entries.v[k]);
+    for (size_t k = 0; rc == 0 && k < b->landing_pads.n; k++)
+        if (slot(bp, b->landing_pads.v[k]) >= 0)
+            rc = CFG_VEC_PUSH(q, b->landing_pads.v[k]);
+    /* Each other write of the register: the next instruction holds another value. The
+     * queue's entries from here on are "after A" (marked by the high bit). */
+    uint64_t base = 0;
+    for (size_t r = 0; rc == 0 && r < bp->ranges.n; r++) {
+        const cfg_range_t *rg = &bp->ranges.v[r];
+        for (uint64_t off = 0; rc == 0 && off < rg->end - rg->start; off++) {
+            uint8_t m = t->sc->map[base + off];
+            uint64_t a = rg->start + off;
+            if (!(m & M_START) || a == pf->lea)
+                continue;
+            size_t avail;
+            const uint8_t *p = cfg_image_ptr(b->img, a, &avail);
+            arch_ops_t ops;
+            if (p == NULL || arch_decode_ops(p, avail, a, &ops) < 0)
+                proven = 0; /* decoded during the traversal: cannot happen */
+            else if ((ops.regs_written & (1u << pf->reg))
+                     || (ops.op == ARCH_OP_CALL && !callee_saved(pf->reg)))
+                rc = CFG_VEC_PUSH(q, a | (1ull << 63)); /* a call clobbers a scratch one */
+        }
+        base += rg->end - rg->start;
+    }
+    while (rc == 0 && proven && q.n > 0) {
+        uint64_t a = q.v[--q.n];
+        int after = (a >> 63) != 0; /* the instruction at A wrote the register: its ways on */
+        a &= ~(1ull << 63);
+        int64_t s = slot(bp, a);
+        if (s < 0 || !(t->sc->map[s] & M_START))
+            continue; /* out of the procedure (a tail call), or not code */
+        if (!after) {
+            if (seen[s] || a == pf->lea)
+                continue;
+            if (a == pf->jump) {
+                proven = 0;
+                break;
+            }
+            seen[s] = 1;
+        }
+        arch_insn_t in;
+        if (decode_at(b, a, range_end(bp, a), &in) < 0) {
+            proven = 0;
+            break;
+        }
+        uint64_t next = a + in.len;
+        switch (in.kind) {
+        case ARCH_KIND_RET:
+        case ARCH_KIND_HALT: break;
+        case ARCH_KIND_JMP: rc = CFG_VEC_PUSH(q, in.target); break;
+        case ARCH_KIND_JCC:
+            rc = CFG_VEC_PUSH(q, in.target);
+            rc = rc ? rc : CFG_VEC_PUSH(q, next);
+            break;
+        case ARCH_KIND_JMP_IND: {
+            const cfg_table_t *tab = NULL;
+            for (size_t k = 0; k < bp->tables.n && tab == NULL; k++)
+                if (bp->tables.v[k].jump == a)
+                    tab = &bp->tables.v[k];
+            if (tab != NULL) {
+                for (uint32_t i = 0; rc == 0 && i < tab->nentries; i++)
+                    rc = CFG_VEC_PUSH(q, cfg_jtab_entry(b->img, tab, i));
+                break;
+            }
+            int tail = 0;
+            for (size_t k = 0; k < t->ptr_jumps.n && !tail; k++)
+                tail = t->ptr_jumps.v[k] == a;
+            if (!tail)
+                proven = 0; /* it may go anywhere */
+            break;
+        }
+        default: rc = CFG_VEC_PUSH(q, next); break; /* calls keep the register */
+        }
+    }
+    free(seen);
+    CFG_VEC_FREE(q);
+    return rc < 0 ? rc : proven;
+}
+
+/* Prove the hoisted table bases resolve_pending took: 0, or 1 when one does not hold
+ * (its jump added to NO_FAR: the procedure is built again without that table, whose
+ * jump stays unresolved as before), or QP_ENOMEM. */
+static int
+verify_hoisted(trav_t *t, cfg_u64_vec_t *no_far)
+{
+    for (size_t k = 0; k < t->proofs.n; k++) {
+        const hoist_proof_t *pf = &t->proofs.v[k];
+        int ok = hoist_holds(t, pf);
+        if (ok < 0)
+            return ok;
+        if (!ok) {
+            QP_CHECK(CFG_VEC_PUSH(*no_far, pf->jump));
+            return 1;
+        }
+    }
+    return 0;
 }
 
 /*****************************************************************************
@@ -956,15 +1134,41 @@ build_proc(cfg_builder_t *b, cfg_scratch_t *sc, uint32_t i)
         }
         sc->mapcap = total;
     }
-    memset(sc->map, 0, total);
     trav_t t;
-    memset(&t, 0, sizeof(t));
-    t.b = b;
-    t.sc = sc;
-    t.bp = bp;
-    t.self = i;
-    sc->work.n = 0;
-    int rc = traverse(&t);
+    cfg_u64_vec_t no_far = { 0 };
+    size_t n_entries = sc->new_entries.n, n_srcs = sc->new_srcs.n, n_known = sc->known.n,
+           n_strings = sc->strings.n;
+    int rc;
+    for (;;) {
+        memset(sc->map, 0, total);
+        memset(&t, 0, sizeof(t));
+        t.b = b;
+        t.sc = sc;
+        t.bp = bp;
+        t.self = i;
+        t.no_far = &no_far;
+        sc->work.n = 0;
+        rc = traverse(&t);
+        if (rc == 0)
+            rc = verify_hoisted(&t, &no_far);
+        if (rc != 1)
+            break;
+        /* A hoisted table base that does not hold: again without it, from scratch. */
+        CFG_VEC_FREE(t.pending);
+        CFG_VEC_FREE(t.last);
+        CFG_VEC_FREE(t.labels);
+        CFG_VEC_FREE(t.ptr_jumps);
+        CFG_VEC_FREE(t.proofs);
+        sc->new_entries.n = n_entries;
+        sc->new_srcs.n = n_srcs;
+        sc->known.n = n_known;
+        while (sc->strings.n > n_strings)
+            free(sc->strings.v[--sc->strings.n]);
+        bp->blocks.n = bp->edges.n = bp->tables.n = 0;
+        bp->p.unsafe = NULL;
+        bp->p.nind_unresolved = 0;
+    }
+    CFG_VEC_FREE(no_far);
     if (rc == 0)
         rc = form_blocks(&t);
     if (rc == 0) {
@@ -987,6 +1191,7 @@ build_proc(cfg_builder_t *b, cfg_scratch_t *sc, uint32_t i)
     CFG_VEC_FREE(t.last);
     CFG_VEC_FREE(t.labels);
     CFG_VEC_FREE(t.ptr_jumps);
+    CFG_VEC_FREE(t.proofs);
     return rc == QP_EDECODE ? 0 : rc;
 }
 

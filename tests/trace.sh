@@ -143,6 +143,20 @@ if gcc -O2 -fPIE -pie -Wl,-z,pack-relative-relocs -o "$dir/bin/relr.O2" "$top_sr
 else
     echo "skip relr: no -z pack-relative-relocs"
 fi
+# A switch whose table base is loaded far before its jump, after more `lea`s than the
+# CFG tries at first (tests/trace/hoisted.c): resolved when no other write of the
+# register reaches the jump (hoisted), not when one does (clobbered).
+for v in "gcc -O0" "gcc -O2"; do
+    tag=$(echo "$v" | tr -d ' ' | tr -c 'a-zA-Z0-9\n' _)
+    build "hoisted.$tag" "$T/hoisted.c" $v || continue
+    cfgs=$("$QPT_REWRITE" --dump-cfg=text "$dir/bin/hoisted.$tag" 2>/dev/null)
+    if echo "$cfgs" | grep -q '^proc hoisted .* tables=1' && echo "$cfgs" | grep -q '^proc clobbered .* tables=0'; then
+        ok "hoisted.$tag: the proven table resolved, the clobbered one not"
+    else
+        bad "hoisted.$tag: $(echo "$cfgs" | grep -E '^proc (hoisted|clobbered) ' | tr '\n' ' ')"
+    fi
+    pair "hoisted.$tag" exact
+done
 # A tail call through a register to a procedure whose address the program computes
 # (no ENTER): the jump records its target (tests/trace/jumpval.c: f's address less g's).
 for v in "gcc -O2" "clang -O2"; do
