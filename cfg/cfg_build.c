@@ -354,9 +354,11 @@ trace_from(trav_t *t, uint64_t addr)
     }
 }
 
-/* The instructions linearly before the jump at J (J last), for the table recogniser. */
+/* The instructions linearly before the jump at J (J last), for the table recogniser;
+ * PATH: not through an instruction that does not fall through (a jmp, ret, ud2: the
+ * code after it is reached by other ways only). */
 static size_t
-jump_window(trav_t *t, uint64_t j, arch_insn_t *w)
+jump_window(trav_t *t, uint64_t j, arch_insn_t *w, int path)
 {
     cfg_builder_t *b = t->b;
     arch_insn_t tmp[JT_WINDOW];
@@ -375,7 +377,9 @@ jump_window(trav_t *t, uint64_t j, arch_insn_t *w)
             if (!(t->sc->map[s] & M_START))
                 continue;
             arch_insn_t in;
-            if (decode_at(b, cur - back, lim, &in) == 0 && in.len == back) {
+            if (decode_at(b, cur - back, lim, &in) == 0 && in.len == back
+                && (!path || (in.kind != ARCH_KIND_JMP && in.kind != ARCH_KIND_JMP_IND
+                              && in.kind != ARCH_KIND_RET && in.kind != ARCH_KIND_HALT))) {
                 tmp[n++] = in;
                 cur -= back;
                 found = 1;
@@ -557,6 +561,17 @@ callee_saved(uint8_t r)
 
 #define HOIST_MAX 64 /* `lea`s tried when the first 8 were not the table's */
 
+/* The register the `lea` IN writes, or ARCH_REG_NONE. */
+static uint8_t
+lea_dst(trav_t *t, const arch_insn_t *in)
+{
+    size_t avail;
+    const uint8_t *p = cfg_image_ptr(t->b->img, in->addr, &avail);
+    arch_ops_t ops;
+    return p != NULL && arch_decode_ops(p, avail, in->addr, &ops) == 0 && ops.op == ARCH_OP_LEA
+        ? ops.dst.reg : ARCH_REG_NONE;
+}
+
 /* The procedure's rip-relative `lea`s of read-only data into callee-saved registers
  * (a base kept across calls), after the first SKIP of collect_leas' (at most CAP; their
  * destinations in REGS). The first 8 are matched without a proof, as before; the proof
@@ -592,7 +607,7 @@ resolve_pending(trav_t *t)
     while (t->pending.n > 0) {
         uint64_t j = t->pending.v[--t->pending.n];
         arch_insn_t w[JT_WINDOW];
-        size_t n = jump_window(t, j, w);
+        size_t n = jump_window(t, j, w, 0);
         if (n == 0)
             continue;
         const arch_insn_t *jmp = &w[n - 1];
@@ -622,6 +637,30 @@ resolve_pending(trav_t *t)
             found = match_hoisted_base(t, far, (size_t)nfar, w, n, lo, hi, &tab, &c);
             if (found)
                 QP_CHECK(CFG_VEC_PUSH(t->proofs, ((hoist_proof_t) { j, far[c].addr, far_regs[c] })));
+        }
+        if (!found && far_ok) {
+            /* The linear window ran through a jmp into code that is not this path
+             * (lua5.4: `jbe; jmp` before the switch's block, reached by a jg): the
+             * window of the path alone, its base among all the leas, proven. */
+            arch_insn_t wp[JT_WINDOW];
+            size_t np = jump_window(t, j, wp, 1), c;
+            if (np > 0 && np < n) {
+                cfg_insn_window_t winp = { wp, np };
+                found = cfg_jtab_match(b->img, &winp, lo, hi, &tab) && table_in_ranges(b, bp, &tab);
+                if (!found && match_hoisted_base(t, leas, (size_t)nleas, wp, np, lo, hi, &tab, &c)) {
+                    uint8_t reg = lea_dst(t, &leas[c]);
+                    found = reg != ARCH_REG_NONE;
+                    if (found)
+                        QP_CHECK(CFG_VEC_PUSH(t->proofs, ((hoist_proof_t) { j, leas[c].addr, reg })));
+                }
+                if (!found && nleas == 8) {
+                    if (nfar < 0)
+                        nfar = (long)collect_far_leas(t, 8, far, far_regs, HOIST_MAX);
+                    found = match_hoisted_base(t, far, (size_t)nfar, wp, np, lo, hi, &tab, &c);
+                    if (found)
+                        QP_CHECK(CFG_VEC_PUSH(t->proofs, ((hoist_proof_t) { j, far[c].addr, far_regs[c] })));
+                }
+            }
         }
         if (found) {
             QP_CHECK(CFG_VEC_PUSH(bp->tables, tab));
