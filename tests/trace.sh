@@ -150,10 +150,11 @@ for v in "gcc -O0" "gcc -O2"; do
     tag=$(echo "$v" | tr -d ' ' | tr -c 'a-zA-Z0-9\n' _)
     build "hoisted.$tag" "$T/hoisted.c" $v || continue
     cfgs=$("$QPT_REWRITE" --dump-cfg=text "$dir/bin/hoisted.$tag" 2>/dev/null)
-    if echo "$cfgs" | grep -q '^proc hoisted .* tables=1' && echo "$cfgs" | grep -q '^proc clobbered .* tables=0'; then
-        ok "hoisted.$tag: the proven table resolved, the clobbered one not"
+    if echo "$cfgs" | grep -q '^proc hoisted .* tables=1' && echo "$cfgs" | grep -q '^proc clobbered .* tables=0' \
+        && echo "$cfgs" | grep -q '^proc pathwin .* tables=1'; then
+        ok "hoisted.$tag: the proven tables resolved (hoisted, pathwin), the clobbered one not"
     else
-        bad "hoisted.$tag: $(echo "$cfgs" | grep -E '^proc (hoisted|clobbered) ' | tr '\n' ' ')"
+        bad "hoisted.$tag: $(echo "$cfgs" | grep -E '^proc (hoisted|clobbered|pathwin) ' | tr '\n' ' ')"
     fi
     pair "hoisted.$tag" exact
 done
