@@ -572,6 +572,7 @@ lea_dst(trav_t *t, const arch_insn_t *in)
         ? ops.dst.reg : ARCH_REG_NONE;
 }
 
+
 /* The procedure's rip-relative `lea`s of read-only data into callee-saved registers
  * (a base kept across calls), after the first SKIP of collect_leas' (at most CAP; their
  * destinations in REGS). The first 8 are matched without a proof, as before; the proof
@@ -583,16 +584,26 @@ collect_far_leas(trav_t *t, size_t skip, arch_insn_t *out, uint8_t *regs, size_t
     arch_insn_t all[8 + HOIST_MAX];
     size_t n = collect_leas(t, all, skip + cap < 8 + HOIST_MAX ? skip + cap : 8 + HOIST_MAX), k = 0;
     for (size_t i = skip; i < n && k < cap; i++) {
-        size_t avail;
-        const uint8_t *p = cfg_image_ptr(t->b->img, all[i].addr, &avail);
-        arch_ops_t ops;
-        if (p == NULL || arch_decode_ops(p, avail, all[i].addr, &ops) < 0
-            || !callee_saved(ops.dst.reg))
+        uint8_t r = lea_dst(t, &all[i]);
+        if (!callee_saved(r))
             continue;
-        regs[k] = ops.dst.reg;
+        regs[k] = r;
         out[k++] = all[i];
     }
     return k;
+}
+
+/* A table for jump J with a base among the `lea`s CANDS (their registers REGS) in front of
+ * window W[0..N), proven after the traversal (a hoist_proof_t): 1, 0, or QP_ENOMEM. */
+static int
+match_proven(trav_t *t, uint64_t j, const arch_insn_t *cands, const uint8_t *regs, size_t ncands,
+             const arch_insn_t *w, size_t n, uint64_t lo, uint64_t hi, cfg_table_t *tab)
+{
+    size_t c;
+    if (!match_hoisted_base(t, cands, ncands, w, n, lo, hi, tab, &c) || regs[c] == ARCH_REG_NONE)
+        return 0;
+    QP_CHECK(CFG_VEC_PUSH(t->proofs, ((hoist_proof_t) { j, cands[c].addr, regs[c] })));
+    return 1;
 }
 
 static int
@@ -602,7 +613,7 @@ resolve_pending(trav_t *t)
     cfg_bproc_t *bp = t->bp;
     int labels_pushed = 0;
     arch_insn_t leas[8], far[HOIST_MAX];
-    uint8_t far_regs[HOIST_MAX];
+    uint8_t lea_regs[8], far_regs[HOIST_MAX];
     long nleas = -1, nfar = -1; /* collected at the first jump that needs them */
     while (t->pending.n > 0) {
         uint64_t j = t->pending.v[--t->pending.n];
@@ -623,44 +634,32 @@ resolve_pending(trav_t *t)
             hi = bp->ranges.v[r].end > hi ? bp->ranges.v[r].end : hi;
         }
         int found = cfg_jtab_match(b->img, &win, lo, hi, &tab) && table_in_ranges(b, bp, &tab);
-        if (!found && nleas < 0)
+        if (!found && nleas < 0) {
             nleas = (long)collect_leas(t, leas, sizeof(leas) / sizeof(leas[0]));
+            for (long k = 0; k < nleas; k++)
+                lea_regs[k] = lea_dst(t, &leas[k]);
+        }
+        if (!found && nleas == 8 && nfar < 0)
+            nfar = (long)collect_far_leas(t, 8, far, far_regs, HOIST_MAX);
         if (!found)
             found = match_hoisted_base(t, leas, (size_t)nleas, w, n, lo, hi, &tab, NULL);
         int far_ok = 1;
         for (size_t k = 0; t->no_far != NULL && k < t->no_far->n && far_ok; k++)
             far_ok = t->no_far->v[k] != j;
-        if (!found && nleas == 8 && far_ok) { /* more: proven after the traversal */
-            size_t c;
-            if (nfar < 0)
-                nfar = (long)collect_far_leas(t, 8, far, far_regs, HOIST_MAX);
-            found = match_hoisted_base(t, far, (size_t)nfar, w, n, lo, hi, &tab, &c);
-            if (found)
-                QP_CHECK(CFG_VEC_PUSH(t->proofs, ((hoist_proof_t) { j, far[c].addr, far_regs[c] })));
-        }
-        if (!found && far_ok) {
-            /* The linear window ran through a jmp into code that is not this path
-             * (lua5.4: `jbe; jmp` before the switch's block, reached by a jg): the
-             * window of the path alone, its base among all the leas, proven. */
-            arch_insn_t wp[JT_WINDOW];
-            size_t np = jump_window(t, j, wp, 1), c;
-            if (np > 0 && np < n) {
-                cfg_insn_window_t winp = { wp, np };
-                found = cfg_jtab_match(b->img, &winp, lo, hi, &tab) && table_in_ranges(b, bp, &tab);
-                if (!found && match_hoisted_base(t, leas, (size_t)nleas, wp, np, lo, hi, &tab, &c)) {
-                    uint8_t reg = lea_dst(t, &leas[c]);
-                    found = reg != ARCH_REG_NONE;
-                    if (found)
-                        QP_CHECK(CFG_VEC_PUSH(t->proofs, ((hoist_proof_t) { j, leas[c].addr, reg })));
-                }
-                if (!found && nleas == 8) {
-                    if (nfar < 0)
-                        nfar = (long)collect_far_leas(t, 8, far, far_regs, HOIST_MAX);
-                    found = match_hoisted_base(t, far, (size_t)nfar, wp, np, lo, hi, &tab, &c);
-                    if (found)
-                        QP_CHECK(CFG_VEC_PUSH(t->proofs, ((hoist_proof_t) { j, far[c].addr, far_regs[c] })));
-                }
-            }
+        /* More `lea`s (proven after the traversal), then, when the linear window ran
+         * through a jmp into code that is not this path (lua5.4: `jbe; jmp` before the
+         * switch's block, reached by a jg), the path's window alone with any `lea`. */
+        arch_insn_t wp[JT_WINDOW];
+        size_t np = !found && far_ok ? jump_window(t, j, wp, 1) : 0;
+        if (!found && far_ok && nfar > 0)
+            QP_CHECK(found = match_proven(t, j, far, far_regs, (size_t)nfar, w, n, lo, hi, &tab));
+        if (!found && np > 0 && np < n) {
+            cfg_insn_window_t winp = { wp, np };
+            found = cfg_jtab_match(b->img, &winp, lo, hi, &tab) && table_in_ranges(b, bp, &tab);
+            if (!found)
+                QP_CHECK(found = match_proven(t, j, leas, lea_regs, (size_t)nleas, wp, np, lo, hi, &tab));
+            if (!found && nfar > 0)
+                QP_CHECK(found = match_proven(t, j, far, far_regs, (size_t)nfar, wp, np, lo, hi, &tab));
         }
         if (found) {
             QP_CHECK(CFG_VEC_PUSH(bp->tables, tab));

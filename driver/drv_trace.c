@@ -412,6 +412,14 @@ leaf_plt(const cfg_prog_t *prog, uint64_t addr)
     return p != NULL && p->entry == addr && (p->flags & CFG_PROC_PLT) && name_is(p->name, leaf_names);
 }
 
+/* The target of graph edge ED when it is a tail call (direct or known), else 0. */
+static uint64_t
+tail_target(const drv_graph_t *g, const drv_edge_t *ed)
+{
+    return ed->kind == CFG_EDGE_TAILCALL && ed->cfg_edge != CFG_NONE
+        ? g->prog->edges[ed->cfg_edge].target : 0;
+}
+
 /* Does the silent path stop on entering local block T (it records, or a call there
  * makes the callee record before anything else of this procedure can)? */
 static int
@@ -440,10 +448,7 @@ silent_next(const tproc_t *p, uint32_t v, int enter)
         if (ed->to == X) {
             /* A tail call's callee records - unless it is a C library leaf, which
              * records nothing and returns for this activation (QPT_TE_RETURN). */
-            uint64_t target = ed->kind == CFG_EDGE_TAILCALL && ed->cfg_edge != CFG_NONE
-                ? g->prog->edges[ed->cfg_edge].target : 0;
-            return ed->kind == CFG_EDGE_RETURN || (target != 0 && leaf_plt(g->prog, target))
-                ? X : NONE;
+            return ed->kind == CFG_EDGE_RETURN || leaf_plt(g->prog, tail_target(g, ed)) ? X : NONE;
         }
         t = ed->to;
     }
@@ -605,8 +610,7 @@ break_recursion(tproc_t *p, const uint8_t *recursive)
                 break;
             const drv_edge_t *ed = &g->edges[p->tree[v]];
             if (ed->to == X) {
-                uint64_t target = ed->kind == CFG_EDGE_TAILCALL && ed->cfg_edge != CFG_NONE
-                    ? prog->edges[ed->cfg_edge].target : 0;
+                uint64_t target = tail_target(g, ed);
                 const cfg_proc_t *cp = target ? cfg_proc_at(prog, target) : NULL;
                 found = cp != NULL && cp->entry == target && recursive[cp - prog->procs];
                 break;
@@ -767,16 +771,13 @@ needs_enter(const cfg_prog_t *prog, const cfg_proc_t *p, const uint64_t *taken, 
 }
 
 /*
- * The entries that code not traced calls or jumps to directly (a procedure the rewrite
- * left in place calling a traced one; OF[i] NONE: procedure I is not traced), sorted in
- * *OUT[0..*N): they record ENTER, as their callers record nothing. 0 or QP_ENOMEM.
+ * Traced procedures that code not traced calls or jumps to directly (a procedure the
+ * rewrite left in place calling a traced one; OF[i] NONE: procedure I is not traced)
+ * record ENTER, as their callers record nothing.
  */
-static int
-untraced_callees(const cfg_prog_t *prog, const uint32_t *of, uint64_t **out, size_t *n)
+static void
+mark_untraced_callees(drv_trace_t *t, const cfg_prog_t *prog, const uint32_t *of)
 {
-    size_t cap = 0;
-    *out = NULL;
-    *n = 0;
     for (uint32_t b = 0; b < prog->nblocks; b++) {
         const cfg_block_t *bl = &prog->blocks[b];
         uint32_t owner = bl->proc;
@@ -788,25 +789,11 @@ untraced_callees(const cfg_prog_t *prog, const uint32_t *of, uint64_t **out, siz
         for (uint32_t e = bl->succ; e <= bl->succ + bl->nsucc; e++) {
             uint64_t to = e == bl->succ + bl->nsucc ? bl->call_target
                         : prog->edges[e].kind == CFG_EDGE_TAILCALL ? prog->edges[e].target : 0;
-            if (to == 0)
-                continue;
-            if (*n == cap) {
-                size_t nc = cap ? 2 * cap : 64;
-                uint64_t *nv = realloc(*out, nc * sizeof(uint64_t));
-                if (nv == NULL) {
-                    free(*out);
-                    *out = NULL;
-                    return QP_ENOMEM;
-                }
-                *out = nv;
-                cap = nc;
-            }
-            (*out)[(*n)++] = to;
+            uint32_t q = proc_entry_index(prog, of, to);
+            if (q != NONE)
+                t->procs[q].flags |= QPT_TP_ENTER;
         }
     }
-    if (*n > 0)
-        qsort(*out, *n, sizeof(uint64_t), cfg_u64_cmp);
-    return 0;
 }
 
 /*
@@ -983,7 +970,7 @@ describe_proc(drv_trace_t *t, tproc_t *tp, uint32_t k, const uint32_t *of, const
             } else if (ed->kind == CFG_EDGE_RETURN) {
                 te->kind = QPT_TE_RETURN;
             } else if (ed->kind == CFG_EDGE_TAILCALL) {
-                uint64_t target = ed->cfg_edge != CFG_NONE ? prog->edges[ed->cfg_edge].target : 0;
+                uint64_t target = tail_target(g, ed);
                 uint32_t q = proc_entry_index(prog, of, target), into = NONE;
                 if (q == NONE)
                     into = block_into(prog, of, all, target);
@@ -1107,8 +1094,7 @@ mark_recursive(drv_trace_t *t, tproc_t *tps, const cfg_prog_t *prog, const uint3
                     q = proc_entry_index(prog, of, g->last_target[i]);
             } else {
                 const drv_edge_t *ed = &g->edges[i - g->nblocks];
-                if (ed->kind == CFG_EDGE_TAILCALL && ed->cfg_edge != CFG_NONE)
-                    q = proc_entry_index(prog, of, prog->edges[ed->cfg_edge].target);
+                q = proc_entry_index(prog, of, tail_target(g, ed));
             }
             if (q == NONE || (t->procs[q].flags & QPT_TP_ENTER))
                 continue;
@@ -1309,15 +1295,8 @@ drv_trace_plan(const cfg_prog_t *prog, const drv_result_t *res, int naive,
         d->flags = QPT_TP_TRACED | (!naive && needs_enter(prog, p, taken, ntaken) ? QPT_TP_ENTER : 0);
         t->nprocs++;
     }
-    if (rc == 0 && !naive) { /* entered from code not traced: ENTER */
-        uint64_t *callees = NULL;
-        size_t ncallees = 0;
-        rc = untraced_callees(prog, of, &callees, &ncallees);
-        for (uint32_t k = 0; rc == 0 && k < t->nprocs; k++)
-            if (cfg_u64_contains(callees, ncallees, t->procs[k].entry))
-                t->procs[k].flags |= QPT_TP_ENTER;
-        free(callees);
-    }
+    if (rc == 0 && !naive)
+        mark_untraced_callees(t, prog, of);
     if (rc == 0)
         mark_unclean(t, tps, prog, of);
     if (rc == 0 && !naive)

@@ -180,6 +180,29 @@ enter_proc(walk_t *w, uint32_t q, int ret, int async, int entered)
     push(w, fr);
 }
 
+/* The top frame goes on in procedure Q's entry, as a tail call (ENTERED: its ENTER was
+ * taken). */
+static void
+jump_to_proc(walk_t *w, uint32_t q, int entered)
+{
+    frame_t top = w->f[--w->nf];
+    enter_proc(w, q, top.ret, top.async, entered);
+    w->f[w->nf - 1].leaf = top.leaf;
+}
+
+/* The top frame goes on in block B of another procedure (CONSUMED: its BLOCK record was
+ * taken). */
+static void
+jump_to_block(walk_t *w, uint32_t b, int consumed)
+{
+    frame_t top = w->f[--w->nf];
+    frame_t fr = proc_frame(w->d->blocks[b].proc, b, S_ENTER, top.ret);
+    fr.async = top.async;
+    fr.leaf = top.leaf;
+    fr.consumed = (uint8_t)consumed;
+    push(w, fr);
+}
+
 /* Back from the top frame to its caller. */
 static void
 return_from(walk_t *w)
@@ -883,20 +906,12 @@ leave_block(walk_t *w, frame_t *f)
         }
         return_from(w);
         return;
-    case QPT_TE_TAIL: {
-        frame_t top = w->f[--w->nf];
-        enter_proc(w, x->to, top.ret, top.async, 0);
-        w->f[w->nf - 1].leaf = top.leaf;
+    case QPT_TE_TAIL:
+        jump_to_proc(w, x->to, 0);
         return;
-    }
-    case QPT_TE_TAIL_INTO: {
-        frame_t top = w->f[--w->nf];
-        frame_t fr = proc_frame(d->blocks[x->to].proc, x->to, S_ENTER, top.ret);
-        fr.async = top.async;
-        fr.leaf = top.leaf;
-        push(w, fr);
+    case QPT_TE_TAIL_INTO:
+        jump_to_block(w, x->to, 0);
         return;
-    }
     case QPT_TE_OUT: {
         /* A jump of unknown target: the next record says where it went when it went to
          * traced code (a block that records BLOCK: a computed goto, a jump into another
@@ -908,32 +923,20 @@ leave_block(walk_t *w, frame_t *f)
             uint32_t tb = jump_target(w, to);
             w->i += 3;
             w->silent = 0;
-            if (tb != NONE) {
-                frame_t top = w->f[--w->nf];
-                const qpt_trace_block_t *t = &d->blocks[tb];
-                if (d->procs[t->proc].block == tb) /* an entry: as a tail call */
-                    enter_proc(w, t->proc, top.ret, top.async, 0);
-                else {
-                    frame_t fr = proc_frame(t->proc, tb, S_ENTER, top.ret);
-                    fr.async = top.async;
-                    push(w, fr);
-                }
-                w->f[w->nf - 1].leaf = top.leaf;
+            if (tb != NONE && d->procs[d->blocks[tb].proc].block == tb)
+                jump_to_proc(w, d->blocks[tb].proc, 0); /* an entry: as a tail call */
+            else if (tb != NONE)
+                jump_to_block(w, tb, 0);
+            if (tb != NONE)
                 return;
-            }
             known_out = 1;
             r = peek(w);
         }
         const qpt_trace_event_t *e = known_out ? NULL : event(w, r);
         if (e != NULL && e->kind == QPT_TV_BLOCK) {
-            frame_t top = w->f[--w->nf];
-            frame_t fr = proc_frame(d->blocks[e->a].proc, e->a, S_ENTER, top.ret);
-            fr.async = top.async;
-            fr.leaf = top.leaf;
-            fr.consumed = 1;
             w->i++;
             w->silent = 0;
-            push(w, fr);
+            jump_to_block(w, e->a, 1);
             return;
         }
         /* An ENTER: the jump's target, or traced code that code not traced there calls
@@ -942,11 +945,9 @@ leave_block(walk_t *w, frame_t *f)
          * (below). Else (no caller waiting, a handler) the target. */
         int caller_waits = w->f[w->nf - 1].ret && w->nf > 1 && w->f[w->nf - 2].kind == F_PROC;
         if (e != NULL && e->kind == QPT_TV_ENTER && !caller_waits) {
-            frame_t top = w->f[--w->nf];
             w->i++;
             w->silent = 0;
-            enter_proc(w, e->a, top.ret, top.async, 1);
-            w->f[w->nf - 1].leaf = top.leaf;
+            jump_to_proc(w, e->a, 1);
             return;
         }
         frame_t top = w->f[--w->nf];
