@@ -103,6 +103,11 @@ for v in "gcc -O0" "gcc -O2" "gcc -O2 -fno-pie -no-pie" "gcc -O2 -static" "clang
         base=${prog##*/}
         name=${base%.c}.$tag
         build "$name" "$prog" $v || continue
+        # leaftail's comparator must be the tail call it is about (gcc and clang -O2)
+        if [ "$base" = leaftail.c ] && [ "$tag" = gcc_O2 ] && qp_have objdump; then
+            objdump -d "$dir/bin/$name" | awk '/<cmp>:/ {f = 1} f && /jmp/ {print; exit}' |
+                grep -q 'strcmp@plt' || bad "$name: cmp is not a tail call of strcmp@plt"
+        fi
         case $base in
         setjmp.c) pair "$name" "longjmp" ;;
         *) pair "$name" exact ;;
@@ -166,14 +171,23 @@ for v in "gcc -O2" "clang -O2"; do
     build "jumpval.$tag" "$T/jumpval.c" $v || continue
     syms=$(nm "$dir/bin/jumpval.$tag")
     f=$(echo "$syms" | awk '$3 == "f" { print $1 }') g=$(echo "$syms" | awk '$3 == "g" { print $1 }')
+    [ -n "$f" ] && [ -n "$g" ] || { bad "jumpval.$tag: no symbols f and g"; continue; }
     ARGS=$((0x$f - 0x$g)) pair "jumpval.$tag" exact
+    # the jump did go to f (not g): sink counts g's calls only
+    [ "$(cut -d' ' -f2 "$dir/bin/jumpval.$tag.out")" = 0 ] ||
+        bad "jumpval.$tag: the computed target was not f: $(cat "$dir/bin/jumpval.$tag.out")"
 done
 # Traced code called directly by code left in place, and a tail jump through a pointer
 # into such code that calls traced code twice before it returns (tests/trace/leave.c).
 for v in "gcc -O0" "gcc -O2" "clang -O2"; do
     qp_have "${v%% *}" || continue
     tag=$(echo "$v" | tr -d ' ' | tr -c 'a-zA-Z0-9\n' _)
-    build "leave.$tag" "$T/leave.c" $v && LEAVE=stay,stay2 pair "leave.$tag" exact
+    build "leave.$tag" "$T/leave.c" $v || continue
+    # (the procedures must really stay: else the test proves nothing)
+    n=$(QPT_LEAVE=stay,stay2 "$QPT_REWRITE" -v --driver=trace "$dir/bin/leave.$tag" -o "$dir/leave.chk" 2>&1 |
+        grep -c 'left in place: stay2\? at .*QPT_LEAVE')
+    [ "$n" -eq 2 ] || bad "leave.$tag: $n of stay, stay2 left in place"
+    LEAVE=stay,stay2 pair "leave.$tag" exact
 done
 # Static at -O0 too (the C library's code is traced with the program's).
 for prog in "$T/calls.c" "$P/recursion.c"; do
