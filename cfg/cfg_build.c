@@ -2661,13 +2661,30 @@ after_call(const cfg_bproc_t *bp, const cfg_edge_t *ed)
     return k == ARCH_KIND_CALL || k == ARCH_KIND_CALL_IND;
 }
 
+/* Does procedure BP's CFG, as built, have a block at ADDR? */
+static int
+has_block_at(const cfg_bproc_t *bp, uint64_t addr)
+{
+    for (size_t k = 0; k < bp->blocks.n; k++)
+        if (bp->blocks.v[k].start == addr)
+            return 1;
+    return 0;
+}
+
 /*
  * Stripped binaries have no "foo.cold" names: a nameless procedure that is never called
  * nor address-taken, that is entered only by jumps from one procedure P, and that
- * jumps back into P or never returns, is P's cold fragment. Returns the number tied.
+ * jumps back into P or never returns, is P's cold fragment. P is no fragment itself, nor
+ * becoming one this round: a fragment's fragment is not built with the blocks of the
+ * root. A tie holds only while P's CFG, built with the fragment, reaches the fragment's
+ * start: a start that P does not reach is reached some other way (a pointer in data,
+ * which a program that is not position independent holds without a relocation), and it
+ * is a procedure; left tied, its head would stay in place, unreached, while the rest
+ * moved with P. Such a procedure is never tied again. UNTIE_ONLY: undo ties that do not
+ * hold, tie nothing. Returns the number tied or untied.
  */
 static int
-tie_nameless_fragments(cfg_builder_t *b)
+tie_nameless_fragments(cfg_builder_t *b, int untie_only)
 {
     const uint32_t not_fragment = CFG_SRC_SYMBOL | CFG_SRC_CALL | CFG_SRC_ENTRY | CFG_SRC_INIT
         | CFG_SRC_PLT | CFG_SRC_ADDR | CFG_SRC_SECTION;
@@ -2675,20 +2692,36 @@ tie_nameless_fragments(cfg_builder_t *b)
     int changed = 0;
     for (size_t i = 0; i < n; i++) {
         cfg_bproc_t *fp = &b->procs.v[i];
-        if (fp->tied_nameless && (fp->p.sources & not_fragment)) {
+        if (!fp->tied_nameless)
+            continue;
+        uint32_t pi = proc_by_entry(b, fp->parent_entry);
+        const cfg_bproc_t *pp = pi != CFG_NONE ? cfg_discover_proc(b, pi) : NULL;
+        fp->never_tie |= pp != NULL && pp->built && !(pp->p.flags & CFG_PROC_FRAGMENT)
+            && !has_block_at(pp, fp->p.entry);
+        if ((fp->p.sources & not_fragment) || fp->never_tie || pp == NULL
+            || (pp->p.flags & CFG_PROC_FRAGMENT)) {
             fp->p.flags &= ~(uint32_t)CFG_PROC_FRAGMENT;
             fp->tied_nameless = 0;
+            if (pi != CFG_NONE && pi < b->procs.n)
+                cfg_mark_unbuilt(b, &b->procs.v[pi]); /* without the fragment's blocks */
             cfg_mark_unbuilt(b, fp);
             cfg_mark_nr_dirty(b, fp);
             b->gen++;
             changed++;
         }
     }
+    if (untie_only) {
+        if (changed)
+            QP_CHECK(cfg_list_fragments(b));
+        return changed;
+    }
     uint32_t *from = malloc((n + 1) * sizeof(uint32_t)); /* sole jumping proc, or NONE */
     uint8_t *many = calloc(n + 1, 1);                    /* jumped to from several */
-    if (from == NULL || many == NULL) {
+    uint32_t *cand = malloc((n + 1) * sizeof(uint32_t)); /* the parent to tie to, or NONE */
+    if (from == NULL || many == NULL || cand == NULL) {
         free(from);
         free(many);
+        free(cand);
         return QP_ENOMEM;
     }
     for (size_t i = 0; i < n; i++)
@@ -2722,10 +2755,10 @@ tie_nameless_fragments(cfg_builder_t *b)
                 many[head] = 1;
         }
     }
-    int tied = 0;
     for (size_t f = 0; f < n; f++) {
         cfg_bproc_t *fp = &b->procs.v[f];
-        if (from[f] == CFG_NONE || many[f] || (fp->p.sources & not_fragment)
+        cand[f] = CFG_NONE;
+        if (from[f] == CFG_NONE || many[f] || (fp->p.sources & not_fragment) || fp->never_tie
             || (fp->p.flags & CFG_PROC_FRAGMENT) || !(fp->p.sources & CFG_SRC_EH_FRAME))
             continue;
         const cfg_bproc_t *pp = &b->procs.v[from[f]];
@@ -2743,6 +2776,16 @@ tie_nameless_fragments(cfg_builder_t *b)
             }
         if (!back && returns)
             continue;
+        cand[f] = from[f];
+    }
+    int tied = 0;
+    for (size_t f = 0; f < n; f++) {
+        /* (Of two that only jump to each other, the first is tied: the cold part comes
+         * first in GNU ld's layout, and a wrong guess does not hold.) */
+        if (cand[f] == CFG_NONE || (cand[cand[f]] != CFG_NONE && !(cand[cand[f]] == f && f < cand[f])))
+            continue;
+        cfg_bproc_t *fp = &b->procs.v[f];
+        const cfg_bproc_t *pp = &b->procs.v[cand[f]];
         fp->p.flags |= CFG_PROC_FRAGMENT;
         fp->parent_entry = pp->p.entry;
         fp->tied_nameless = 1;
@@ -2752,6 +2795,7 @@ tie_nameless_fragments(cfg_builder_t *b)
     }
     free(from);
     free(many);
+    free(cand);
     QP_CHECK(cfg_list_fragments(b));
     if (!tied)
         return changed;
@@ -3180,11 +3224,20 @@ cfg_prog_build(const cfg_image_t *img, const cfg_opts_t *opts, cfg_prog_t **out)
     if (rc == 0)
         rc = build_all(&b);
     for (int round = 0; rc == 0 && round < 8; round++) {
-        int tied = tie_nameless_fragments(&b);
+        int tied = tie_nameless_fragments(&b, 0);
         int entries = tied < 0 ? tied : collect_interior_entries(&b);
         rc = entries < 0 ? entries : 0;
         if (rc < 0 || tied + entries == 0)
             break;
+        rc = build_all(&b);
+    }
+    /* The last round's ties must hold too. */
+    for (int round = 0; rc == 0 && round < 8; round++) {
+        int untied = tie_nameless_fragments(&b, 1);
+        if (untied <= 0) {
+            rc = untied;
+            break;
+        }
         rc = build_all(&b);
     }
     if (rc == 0) {

@@ -204,6 +204,7 @@ typedef struct cfg_bproc {
     uint8_t built;                    /* blocks are current */
     uint8_t name_noreturn;            /* never returns by its name */
     uint8_t tied_nameless;            /* tied as a fragment by tie_nameless_fragments */
+    uint8_t never_tie;                /* was tied, and its parent did not reach its start */
     uint8_t nr_dirty;                 /* built since the last noreturn analysis */
     uint64_t ranges_h;                /* hash of `ranges` (assign_ranges) */
     CFG_VEC(cfg_noret_site_t) noret_sites; /* its "never returns" edges that are calls,

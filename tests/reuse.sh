@@ -14,7 +14,9 @@
 #  - qp report --annotate of each procedure lists the same instructions from either
 #    output (the original ones, rebuilt from the relocated copies when overwritten);
 #  - the new unwind tables go over the old ones when they fit (not in static programs),
-#    and backtrace() still walks through moved code.
+#    and backtrace() still walks through moved code;
+#  - a hot procedure reached through data whose cold part jumps into its middle is not
+#    taken for that cold part's fragment (its head would stay and run into new code).
 # Exit status: 0 pass, 1 fail, 77 skip, 99 hard error.
 set -u
 . "${top_srcdir:-.}/tests/lib.sh"
@@ -101,6 +103,111 @@ for opt in -O0 -O2; do
         fi
     done
 done
+
+# A hot procedure that only a pointer in data reaches (no relocation holds it: the
+# program is not position independent) and that only its cold part jumps into, in its
+# middle, while another procedure jumps to the cold part too: the hot part is no
+# fragment of the cold one (tied, its head stayed in place, unreached, and ran into new
+# code placed over the rest: SIGSEGV). Stripped, so that no name tells them apart.
+cat >"$dir/cycle.S" <<'EOF2'
+/* A hot procedure reached only through a pointer in .data (no relocation: not position
+ * independent) whose cold part is also entered by another procedure: the cold part is
+ * jumped to from two procedures, the hot one only from its cold part, in its middle. */
+        .section .text.unlikely,"ax",@progbits
+        .type   cold, @function
+cold:
+        .cfi_startproc
+        .cfi_def_cfa_offset 16
+        .cfi_offset %rbx, -16
+        subl    $5, %ebx
+        jmp     .Lback
+        .cfi_endproc
+        .size   cold, .-cold
+
+        .text
+        .p2align 4
+        .type   hot, @function
+hot:
+        .cfi_startproc
+        pushq   %rbx
+        .cfi_def_cfa_offset 16
+        .cfi_offset %rbx, -16
+        movl    %edi, %ebx
+        addl    $7, %ebx
+        imull   $3, %ebx, %ebx
+        testl   $1, %ebx
+        jne     cold
+.Lback:
+        leal    1(%rbx), %eax
+        imull   $5, %eax, %eax
+        xorl    $0x55, %eax
+        leal    11(%rax,%rax,2), %eax
+        imull   $7, %eax, %eax
+        xorl    $0x1234, %eax
+        leal    3(%rax,%rax,4), %eax
+        imull   $9, %eax, %eax
+        xorl    $0x4321, %eax
+        leal    17(%rax,%rax,8), %eax
+        imull   $13, %eax, %eax
+        xorl    $0x777, %eax
+        popq    %rbx
+        .cfi_def_cfa_offset 8
+        ret
+        .cfi_endproc
+        .size   hot, .-hot
+
+        .p2align 4
+        .globl  other
+        .type   other, @function
+other:
+        .cfi_startproc
+        pushq   %rbx
+        .cfi_def_cfa_offset 16
+        .cfi_offset %rbx, -16
+        movl    %edi, %ebx
+        jmp     cold
+        .cfi_endproc
+        .size   other, .-other
+
+        .data
+        .p2align 3
+        .globl  hook_ops
+hook_ops:
+        .quad   hot
+        .section .note.GNU-stack,"",@progbits
+EOF2
+cat >"$dir/cyc.c" <<'EOF2'
+#include <stdio.h>
+extern int other(int);
+extern int (*hook_ops)(int);
+int many_main(int, char **);
+int main(int argc, char **argv) {
+    many_main(argc, argv);
+    (void)argv;
+    int (*volatile f)(int) = hook_ops;
+    int a = f(argc + 1), b = f(argc + 2), c = other(argc + 10);
+    printf("%d %d %d\n", a, b, c);
+    return 0;
+}
+EOF2
+if gcc -O2 -no-pie -Dmain=many_main -c "$dir/many.c" -o "$dir/many-nopie.o" &&
+    gcc -O2 -no-pie -o "$dir/cyc" "$dir/cyc.c" "$dir/cycle.S" "$dir/many-nopie.o" && strip "$dir/cyc"; then
+    want=$("$dir/cyc")
+    for drv in none qp; do
+        "$QPT_REWRITE" -v --driver=$drv "$dir/cyc" -o "$dir/cyc.$drv" >"$dir/cyc.$drv.log" 2>&1 ||
+            { bad "cycle $drv: rewrite: $(tail -n 1 "$dir/cyc.$drv.log")"; continue; }
+        # Not vacuous: new code went into the old text.
+        grep -q 'old text reused: [1-9]' "$dir/cyc.$drv.log" || bad "cycle $drv: no old text reused"
+        got=$(QP_PROFILE=$dir/cyc.$drv.qp "$dir/cyc.$drv" 2>&1)
+        [ "$got" = "$want" ] && ok "cycle $drv: the hot part reached through data runs as it did" ||
+            bad "cycle $drv: prints '$got', the original '$want'"
+    done
+    "$QPT_REWRITE" --dump-cfg=text "$dir/cyc" | grep -q 'fragment-of' &&
+        bad "cycle: a procedure was tied as a fragment: $("$QPT_REWRITE" --dump-cfg=text "$dir/cyc" | grep fragment-of)" ||
+        ok "cycle: neither procedure is tied to the other"
+else
+    exit 99
+fi
 
 # Tracing decodes the old code: never reused.
 exe=$dir/many-O2
