@@ -22,6 +22,7 @@ qp_strerror(int err)
     case QP_ENOTEXEC: return "not an executable (relocatable object or core file)";
     case QP_ENOTREG: return "not a regular file (a device, FIFO or socket)";
     case QP_EINTR: return "interrupted";
+    case QP_EBUG: return "an internal check failed (a bug in qpt: please report it); nothing was written";
     default: return "unknown error";
     }
 }

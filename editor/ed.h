@@ -322,6 +322,12 @@ typedef struct ed_stats {
                              * inside a block of a moved procedure, not at its start:
                              * code entered there runs the old copy, unmeasured */
     uint64_t held_inside;   /* ... the first of them, 0 when none */
+    uint32_t nkept_reached; /* moved procedures that keep their old bytes (reuse_text):
+                             * code that stays runs into them, not at a redirect (there
+                             * the old copy runs, unmeasured) */
+    uint64_t kept_reached;  /* ... the first such address, 0 when none */
+    uint64_t bad_exit_from; /* QP_EBUG: code that stays, at this address, would run ... */
+    uint64_t bad_exit_to;   /* ... into new code placed here (a bug: the plan fails) */
 } ed_stats_t;
 
 /*

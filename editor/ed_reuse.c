@@ -17,13 +17,19 @@
  * extents. Never reused: the bytes of code that stays, of procedures with a jump
  * translated at run time (a miss runs the old code) or an address the program holds that
  * is no redirect (keep_referenced: the old code runs there, as it did), jump tables,
- * bytes in no block that are not padding (maybe data: zeros too, dead code too), and the
- * redirects.
+ * bytes in no block that are not padding (maybe data: zeros too, dead code too), the
+ * redirects, and the procedures into which code that stays runs other than at a
+ * redirect (keep_reached: a fall-through, a jump, a call or its return, from a block
+ * that stays or from unreached bytes that decode). That last rule is checked again once
+ * the new code is placed (check_kept_exits): no way out of code that stays lands in
+ * reused bytes, or the plan fails (QP_EBUG) rather than write a program that would run
+ * into new code.
  */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "arch/arch.h"
 #include "editor/ed_layout_priv.h"
 
 /* Holes smaller than this are not worth a patch. */
@@ -306,20 +312,165 @@ keep_referenced(const ed_plan_t *plan, uint8_t *keep)
     return rc;
 }
 
+/* A way out of code that stays, from the instruction or block at FROM to TO. */
+typedef int (*exit_fn_t)(ed_plan_t *plan, uint64_t from, uint64_t to, void *arg);
+
+/* The ways out of the blocks of procedure PI (its fragments' blocks are its own): their
+ * edges that leave for another address (tail calls, the fall-through past its end,
+ * calls that never return) and their direct calls. */
+static int
+block_exits(ed_plan_t *plan, uint32_t pi, exit_fn_t fn, void *arg)
+{
+    const cfg_prog_t *prog = plan->prog;
+    const cfg_proc_t *p = &prog->procs[pi];
+    for (uint32_t b = p->block; b < p->block + p->nblocks; b++) {
+        const cfg_block_t *bl = &prog->blocks[b];
+        if (bl->call_target != 0)
+            QP_CHECK(fn(plan, bl->start, bl->call_target, arg));
+        for (uint32_t e = 0; e < bl->nsucc; e++) {
+            const cfg_edge_t *ed = cfg_block_succ(prog, bl, e);
+            uint64_t to = ed->to != CFG_NONE ? prog->blocks[ed->to].start : ed->target;
+            if (ed->kind != CFG_EDGE_RETURN && to != 0 && (ed->to == CFG_NONE
+                    || prog->blocks[ed->to].proc != bl->proc))
+                QP_CHECK(fn(plan, bl->start, to, arg));
+        }
+    }
+    return 0;
+}
+
+/* The ways out of unreached bytes SP, decoded from their start: direct branches, and
+ * the fall-through past their end. Where they do not decode they are data: no way out. */
+static int
+unreached_exits(ed_plan_t *plan, cfg_span_t sp, exit_fn_t fn, void *arg)
+{
+    size_t avail;
+    const uint8_t *p = cfg_image_ptr(plan->prog->img, sp.start, &avail);
+    if (p == NULL || sp.end <= sp.start)
+        return 0;
+    uint64_t len = sp.end - sp.start < avail ? sp.end - sp.start : avail, off = 0;
+    arch_insn_t in = { 0 };
+    while (off < len) {
+        if (arch_decode(p + off, len - off, sp.start + off, &in) < 0)
+            return 0;
+        if (in.kind == ARCH_KIND_JMP || in.kind == ARCH_KIND_JCC || in.kind == ARCH_KIND_CALL)
+            QP_CHECK(fn(plan, sp.start + off, in.target, arg));
+        off += in.len;
+    }
+    int falls = in.kind != ARCH_KIND_JMP && in.kind != ARCH_KIND_JMP_IND
+        && in.kind != ARCH_KIND_RET && in.kind != ARCH_KIND_HALT;
+    return falls && len == sp.end - sp.start ? fn(plan, in.addr, sp.end, arg) : 0;
+}
+
+/* Does the code of procedure PI stay where it is, old bytes and all? */
+static int
+code_stays(const ed_plan_t *plan, const uint8_t *keep, uint32_t pi)
+{
+    const cfg_proc_t *p = &plan->prog->procs[pi];
+    uint32_t owner = (p->flags & CFG_PROC_FRAGMENT) ? p->parent : pi;
+    return !proc_moves(plan, pi) || owner == CFG_NONE || keep[owner];
+}
+
+/* The ways out of all code that stays (with KEEP) to FN. */
+static int
+kept_exits(ed_plan_t *plan, const uint8_t *keep, exit_fn_t fn, void *arg)
+{
+    const cfg_prog_t *prog = plan->prog;
+    for (uint32_t pi = 0; pi < prog->nprocs; pi++)
+        if (code_stays(plan, keep, pi))
+            QP_CHECK(block_exits(plan, pi, fn, arg));
+    for (uint32_t k = 0; k < prog->nunreached; k++)
+        QP_CHECK(unreached_exits(plan, prog->unreached[k], fn, arg));
+    return 0;
+}
+
+typedef struct reach_ctx {
+    uint8_t *keep;
+    pads_memo_t pads;
+    uint32_t *work; /* owners kept since their exits were looked at */
+    size_t nwork, cap;
+} reach_ctx_t;
+
+static int
+on_exit_keep(ed_plan_t *plan, uint64_t from, uint64_t to, void *arg)
+{
+    (void)from;
+    reach_ctx_t *c = arg;
+    uint32_t o = edl_owner_at(plan->prog, to);
+    if (o == CFG_NONE || code_stays(plan, c->keep, o))
+        return 0;
+    int r = is_pad(plan, o, to, &c->pads);
+    if (r != 0)
+        return r < 0 ? QP_ENOMEM : 0;
+    QP_CHECK(cfg_vec_grow((void **)&c->work, &c->cap, c->nwork + 1, sizeof(uint32_t)));
+    c->work[c->nwork++] = o;
+    c->keep[o] = 1;
+    if (plan->stats.nkept_reached++ == 0)
+        plan->stats.kept_reached = to;
+    return 0;
+}
+
+/*
+ * Procedures into which code that stays runs, other than at a redirect, keep their
+ * bytes (KEEP): there the old code runs, as it did (unmeasured), never new code placed
+ * over it. A procedure kept so is code that stays in its turn.
+ */
+static int
+keep_reached(ed_plan_t *plan, uint8_t *keep)
+{
+    reach_ctx_t c = { keep, { CFG_NONE, NULL, 0 }, NULL, 0, 0 };
+    int rc = kept_exits(plan, keep, on_exit_keep, &c);
+    while (rc == 0 && c.nwork > 0)
+        rc = block_exits(plan, c.work[--c.nwork], on_exit_keep, &c);
+    free(c.pads.v);
+    free(c.work);
+    return rc;
+}
+
+/* Is TO in reused bytes: in the part of a hole that new code took? */
+static int
+on_exit_check(ed_plan_t *plan, uint64_t from, uint64_t to, void *arg)
+{
+    (void)arg;
+    if (to < plan->mirror)
+        return 0;
+    uint64_t rel = to - plan->mirror;
+    size_t lo = 0, hi = plan->nholes; /* the first hole ending after REL */
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (plan->holes[3 * mid + 1] <= rel)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    const uint64_t *h = lo < plan->nholes ? &plan->holes[3 * lo] : NULL;
+    if (h == NULL || rel < h[0] || rel >= h[0] + h[2])
+        return 0;
+    plan->stats.bad_exit_from = from;
+    plan->stats.bad_exit_to = to;
+    return QP_EBUG;
+}
+
+/* The invariant, on the placed code: no way out of code that stays lands in bytes that
+ * new code took (QP_EBUG, with the first one in the stats). */
+static int
+check_kept_exits(ed_plan_t *plan, const uint8_t *keep)
+{
+    return kept_exits(plan, keep, on_exit_check, NULL);
+}
+
 /*
  * plan->holes: the free bytes of the segment SG's old text (given minus taken, split
  * at section boundaries), layout-relative to plan->mirror, its first page.
  */
 static int
-find_holes(ed_plan_t *plan, const cfg_segment_t *sg)
+find_holes(ed_plan_t *plan, const cfg_segment_t *sg, uint8_t *keep)
 {
     const cfg_prog_t *prog = plan->prog;
-    uint8_t *keep = calloc(prog->nprocs + 1, 1);
     cfg_span_t *give = NULL, *take = NULL;
     size_t ngive = 0, ntake = 0;
     uint64_t *cut = NULL;
     size_t ncut = 0;
-    int rc = keep != NULL ? 0 : QP_ENOMEM;
+    int rc = 0;
     for (size_t i = 0; i < plan->nslots && rc == 0; i++)
         if (plan->lay[i].flags & SLOT_XLATE) {
             const ed_seg_t *g = edl_seg_at(plan, plan->lay[i].old, NULL);
@@ -328,6 +479,8 @@ find_holes(ed_plan_t *plan, const cfg_segment_t *sg)
         }
     if (rc == 0)
         rc = keep_referenced(plan, keep);
+    if (rc == 0)
+        rc = keep_reached(plan, keep);
     /* The mirror starts at the segment's page, or the next one when that holds the
      * file's first bytes: the ELF header and program headers that the output file
      * changes must not be written twice (the mirror shows the input's bytes). */
@@ -393,7 +546,6 @@ find_holes(ed_plan_t *plan, const cfg_segment_t *sg)
             s = e;
         }
     }
-    free(keep);
     free(give);
     free(take);
     free(cut);
@@ -560,9 +712,14 @@ edl_plan_reuse(ed_plan_t *plan)
     const cfg_segment_t *sg = reuse_segment(plan);
     if (sg == NULL || plan->nslots == 0 || (sg->vaddr & ~(uint64_t)4095) == 0)
         return 0; /* mirror 0 means no reuse */
-    QP_CHECK(find_holes(plan, sg));
-    if (plan->nholes > 0)
-        QP_CHECK(pack_pieces(plan));
+    uint8_t *keep = calloc(plan->prog->nprocs + 1, 1);
+    int rc = keep != NULL ? find_holes(plan, sg, keep) : QP_ENOMEM;
+    if (rc == 0 && plan->nholes > 0)
+        rc = pack_pieces(plan);
+    if (rc == 0)
+        rc = check_kept_exits(plan, keep);
+    free(keep);
+    QP_CHECK(rc);
     if (plan->stats.bytes_reused < REUSE_MIN) {
         plan->mirror = 0; /* not worth a segment and the padding before what follows */
         plan->mirror_len = 0;

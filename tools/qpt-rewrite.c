@@ -408,6 +408,11 @@ rewrite(const cfg_prog_t *prog, const char *input, const char *output, const cha
     }
     drv_weights_free(&w);
     tool_names_free(&leave);
+    if (rc == QP_EBUG && plan != NULL && ed_plan_stats(plan)->bad_exit_to != 0)
+        snprintf(err, sizeof(err),
+                 "code left in place at 0x%llx would run into new code placed at 0x%llx: %s",
+                 (unsigned long long)ed_plan_stats(plan)->bad_exit_from,
+                 (unsigned long long)ed_plan_stats(plan)->bad_exit_to, qp_strerror(rc));
     if (rc < 0) {
         fprintf(stderr, "%s: %s: %s\n", prog_name, input, err[0] ? err : qp_strerror(rc));
         ed_plan_destroy(plan);
@@ -457,6 +462,13 @@ rewrite(const cfg_prog_t *prog, const char *input, const char *output, const cha
                 "unmeasured\n",
                 prog_name, output, es->nheld_inside, es->nheld_inside == 1 ? "" : "es",
                 (unsigned long long)es->held_inside);
+    if (es->nkept_reached > 0)
+        fprintf(stderr,
+                "%s: %s: code left in place runs into %u moved procedure%s other than at "
+                "a redirect (the first at 0x%llx): their old bytes stay, and code entered "
+                "there runs its old copy, unmeasured\n",
+                prog_name, output, es->nkept_reached, es->nkept_reached == 1 ? "" : "s",
+                (unsigned long long)es->kept_reached);
     if (verbose && es->bytes_holes > 0)
         fprintf(stderr,
                 "%s: %s: old text reused: %llu bytes of new code in %llu free bytes of moved "

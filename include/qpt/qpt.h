@@ -42,6 +42,7 @@ enum {
     QPT_ERANGE = -9,   /* out of range (rel32 reach, too complex) */
     QPT_ENOTFOUND = -10, /* no such procedure, point or symbol */
     QPT_EUNSUPP = -11, /* valid, but not supported here (see the message) */
+    QPT_EBUG = -16,    /* an invariant of qpt's failed: nothing was written (a bug) */
 };
 
 /* The text of a QPT_E* code. */
