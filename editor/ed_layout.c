@@ -1492,6 +1492,8 @@ layout(ed_plan_t *plan, int reuse)
         }
     }
     plan->text_size = plan->mirror != 0 ? edl_assign_reuse(plan) : assign(plan, 0);
+    if (plan->mirror == 0)
+        QP_CHECK(edl_check_kept_exits(plan, NULL)); /* (with reuse: checked in there) */
     QP_CHECK(index_slots(plan));
     segment_ends(plan);
     return 0;

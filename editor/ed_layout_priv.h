@@ -158,6 +158,9 @@ uint64_t edl_xlate_table_size(const cfg_prog_t *prog);
  * plan->mirror, plan->overflow), or nothing when it would save too little. 0 or
  * QP_ENOMEM. */
 int edl_plan_reuse(ed_plan_t *plan);
+/* No way out of code that stays (KEEP: procedures that keep their bytes, or NULL) lands
+ * in bytes that new code or a redirect took: 0, or QP_EBUG with the first in the stats. */
+int edl_check_kept_exits(ed_plan_t *plan, const uint8_t *keep);
 
 /* As the plain layout's assign, with the chunks and stubs that found a hole there, the
  * rest from the overflow; returns the size from layout-relative 0 (the mirror's first

@@ -426,12 +426,38 @@ keep_reached(ed_plan_t *plan, uint8_t *keep)
     return rc;
 }
 
-/* Is TO in reused bytes: in the part of a hole that new code took? */
+/* Is TO inside a redirect of moved procedure OWNER, not at its start (0 or 1), or -1? */
+static int
+inside_pad(const ed_plan_t *plan, uint32_t owner, uint64_t to, pads_memo_t *m)
+{
+    if (is_pad(plan, owner, to, m) < 0)
+        return -1;
+    for (size_t k = 0; k < m->n; k++)
+        if (to > m->v[k] && to < m->v[k] + PAD_LEN
+            && !cfg_u64_contains(plan->dropped, plan->ndropped, m->v[k]))
+            return 1;
+    return 0;
+}
+
+/* Is TO in bytes that new code took: the part of a hole that new code took, or inside
+ * a redirect? */
+typedef struct check_ctx {
+    pads_memo_t pads;
+    int redirects; /* check the redirects too */
+} check_ctx_t;
+
 static int
 on_exit_check(ed_plan_t *plan, uint64_t from, uint64_t to, void *arg)
 {
-    (void)arg;
-    if (to < plan->mirror)
+    check_ctx_t *c = arg;
+    uint32_t o = edl_owner_at(plan->prog, to);
+    int r = c->redirects && o != CFG_NONE && plan->reason[o] == NULL
+        ? inside_pad(plan, o, to, &c->pads) : 0;
+    if (r < 0)
+        return QP_ENOMEM;
+    if (r > 0)
+        goto bad;
+    if (to < plan->mirror || plan->mirror == 0)
         return 0;
     uint64_t rel = to - plan->mirror;
     size_t lo = 0, hi = plan->nholes; /* the first hole ending after REL */
@@ -445,17 +471,34 @@ on_exit_check(ed_plan_t *plan, uint64_t from, uint64_t to, void *arg)
     const uint64_t *h = lo < plan->nholes ? &plan->holes[3 * lo] : NULL;
     if (h == NULL || rel < h[0] || rel >= h[0] + h[2])
         return 0;
+bad:
     plan->stats.bad_exit_from = from;
     plan->stats.bad_exit_to = to;
     return QP_EBUG;
 }
 
-/* The invariant, on the placed code: no way out of code that stays lands in bytes that
- * new code took (QP_EBUG, with the first one in the stats). */
-static int
-check_kept_exits(ed_plan_t *plan, const uint8_t *keep)
+/*
+ * The invariant, on the placed code: no way out of code left in place (and unreached
+ * bytes) lands in bytes that new code or a redirect took, nor one out of the procedures
+ * that keep their bytes (KEEP, or NULL: no reuse) in reused bytes. QP_EBUG, with the
+ * first in the stats. (The old copy of a procedure that keeps its bytes runs only where
+ * the program holds an address inside it, which qpt-rewrite reports; its jumps into the
+ * middle of a redirect are as they were without reuse.)
+ */
+int
+edl_check_kept_exits(ed_plan_t *plan, const uint8_t *keep)
 {
-    return kept_exits(plan, keep, on_exit_check, NULL);
+    uint8_t *none = calloc(plan->prog->nprocs + 1, 1);
+    if (none == NULL)
+        return QP_ENOMEM;
+    check_ctx_t c = { { CFG_NONE, NULL, 0 }, 1 };
+    int rc = kept_exits(plan, none, on_exit_check, &c);
+    c.redirects = 0;
+    if (rc == 0 && keep != NULL && plan->mirror != 0)
+        rc = kept_exits(plan, keep, on_exit_check, &c);
+    free(c.pads.v);
+    free(none);
+    return rc;
 }
 
 /*
@@ -717,7 +760,7 @@ edl_plan_reuse(ed_plan_t *plan)
     if (rc == 0 && plan->nholes > 0)
         rc = pack_pieces(plan);
     if (rc == 0)
-        rc = check_kept_exits(plan, keep);
+        rc = edl_check_kept_exits(plan, keep);
     free(keep);
     QP_CHECK(rc);
     if (plan->stats.bytes_reused < REUSE_MIN) {
