@@ -338,13 +338,36 @@ block_exits(ed_plan_t *plan, uint32_t pi, exit_fn_t fn, void *arg)
     return 0;
 }
 
-/* The ways out of unreached bytes SP, decoded from their start: direct branches, and
- * the fall-through past their end. Where they do not decode they are data: no way out. */
+/* Is ADDR, in a block, not where one of the block's instructions starts? */
 static int
-unreached_exits(ed_plan_t *plan, cfg_span_t sp, exit_fn_t fn, void *arg)
+inside_insn(const cfg_prog_t *prog, uint64_t addr)
+{
+    uint32_t bi = cfg_block_at(prog, addr);
+    if (bi == CFG_NONE)
+        return 0;
+    const cfg_block_t *bl = &prog->blocks[bi];
+    size_t avail;
+    const uint8_t *p = cfg_image_ptr(prog->img, bl->start, &avail);
+    uint64_t at = bl->start;
+    arch_insn_t in;
+    while (p != NULL && at < addr && at - bl->start < avail
+           && arch_decode(p + (at - bl->start), avail - (at - bl->start), at, &in) == 0)
+        at += in.len;
+    return at != addr;
+}
+
+/*
+ * The ways out of unreached bytes SP, decoded from their start: direct branches, and
+ * the fall-through past their end. Bytes that do not decode, or whose branches land
+ * inside an instruction of a block, are data (a string in .text decodes too): no way
+ * out. Returns the number of ways out in *N, handed to FN when FN is not NULL.
+ */
+static int
+unreached_walk(ed_plan_t *plan, cfg_span_t sp, exit_fn_t fn, void *arg, size_t *n)
 {
     size_t avail;
     const uint8_t *p = cfg_image_ptr(plan->prog->img, sp.start, &avail);
+    *n = 0;
     if (p == NULL || sp.end <= sp.start)
         return 0;
     uint64_t len = sp.end - sp.start < avail ? sp.end - sp.start : avail, off = 0;
@@ -352,13 +375,31 @@ unreached_exits(ed_plan_t *plan, cfg_span_t sp, exit_fn_t fn, void *arg)
     while (off < len) {
         if (arch_decode(p + off, len - off, sp.start + off, &in) < 0)
             return 0;
-        if (in.kind == ARCH_KIND_JMP || in.kind == ARCH_KIND_JCC || in.kind == ARCH_KIND_CALL)
-            QP_CHECK(fn(plan, sp.start + off, in.target, arg));
+        if (in.kind == ARCH_KIND_JMP || in.kind == ARCH_KIND_JCC || in.kind == ARCH_KIND_CALL) {
+            if (fn == NULL && inside_insn(plan->prog, in.target))
+                return 0;
+            if (fn != NULL)
+                QP_CHECK(fn(plan, sp.start + off, in.target, arg));
+            (*n)++;
+        }
         off += in.len;
     }
     int falls = in.kind != ARCH_KIND_JMP && in.kind != ARCH_KIND_JMP_IND
         && in.kind != ARCH_KIND_RET && in.kind != ARCH_KIND_HALT;
-    return falls && len == sp.end - sp.start ? fn(plan, in.addr, sp.end, arg) : 0;
+    if (!falls || len != sp.end - sp.start)
+        return 0;
+    if (fn == NULL && inside_insn(plan->prog, sp.end))
+        return 0;
+    (*n)++;
+    return fn != NULL ? fn(plan, in.addr, sp.end, arg) : 0;
+}
+
+static int
+unreached_exits(ed_plan_t *plan, cfg_span_t sp, exit_fn_t fn, void *arg)
+{
+    size_t n;
+    QP_CHECK(unreached_walk(plan, sp, NULL, NULL, &n));
+    return n > 0 ? unreached_walk(plan, sp, fn, arg, &n) : 0;
 }
 
 /* Does the code of procedure PI stay where it is, old bytes and all? */
