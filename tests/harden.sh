@@ -281,6 +281,25 @@ if command -v flock >/dev/null; then
 else
     echo "skip the profile's lock (needs flock)"
 fi
+# The same with an instrumented run as the holder: strace holds it 5 s inside the flock
+# that got the lock. Another run ends long before; then both runs' counts are there.
+if command -v strace >/dev/null && strace -o /dev/null true 2>/dev/null; then
+    rm -f "$D/work.inst.qp" "$D/lock.err"
+    (cd "$D" && ./work.inst one 1 1000 >/dev/null)
+    (cd "$D" && exec strace -o /dev/null -e trace=flock -e inject=flock:delay_exit=5000000:when=1 \
+        ./work.inst one 1 700 >/dev/null) &
+    holder=$!
+    for i in $(seq 100); do flock -n "$D/work.inst.qp" true || break; sleep 0.02; done
+    t0=$(date +%s%N)
+    o1=$(cd "$D" && timeout 20 ./work.inst one 1 2000 2>>"$D/lock.err")
+    t=$((($(date +%s%N) - t0) / 1000000))
+    wait "$holder"
+    (cd "$D" && ./work.inst one 1 500 >/dev/null)
+    c=$(calls_of "$D/work.inst.qp")
+    [ "$o1" = done ] && [ "$t" -lt 2500 ] && [ "$c" = 4200 ] && [ ! -s "$D/lock.err" ] \
+        && ok "a run holding the profile's lock 5 s: another ends in ${t} ms; counts exact" \
+        || bad "a run holding the lock 5 s: another took $t ms, $c calls (4200): $(head -n 2 "$D/lock.err")"
+fi
 
 if [ "$(id -u)" -eq 0 ] && command -v setpriv >/dev/null; then
     # A folder the attacker (nobody) owns holds a program root runs, a counting one and a
