@@ -9,12 +9,14 @@
  * At start (qprt_init, before the program's entry point): find the profile path
  * ($QP_PROFILE with %p expanded to the process id and %r to the job rank, else the
  * executable's path + ".qp";
- * in a secure-execution program, AT_SECURE, only the latter), open or create the
- * profile, check that it belongs to this rewrite, claim a slot of counters of its own
- * (qp_format.h) and map it MAP_SHARED|MAP_FIXED over the program's counter pages. From
- * then on every increment lands in the page cache: counts survive a crash or SIGKILL
- * and cost nothing extra per hit; no other process increments the same words, so plain
- * increments lose nothing between processes. If anything fails the program runs on
+ * in a secure-execution program, AT_SECURE, only the latter), open the profile (never
+ * through a symbolic link; only a profile of the effective user's) or create it (its
+ * header written before it appears: a file found there is never filled), check that it
+ * belongs to this rewrite, claim a slot of counters of its own (qp_format.h; no run
+ * waits for another's lock more than a moment) and map it MAP_SHARED|MAP_FIXED over the
+ * program's counter pages. From then on every increment lands in the page cache: counts
+ * survive a crash or SIGKILL and cost nothing extra per hit; no other process increments
+ * the same words, so plain increments lose nothing between processes. If anything fails the program runs on
  * with its anonymous counters and one line on stderr says the counts are not saved.
  *
  * After fork (qprt_after_fork, called by a snippet after every call or system call that
@@ -863,10 +865,9 @@ lock_profile(long fd)
 }
 
 /*
- * Open or create the profile, lock it if it can be had at once, check it, claim a slot
- * and map it. CHILD: a
- * forked child, whose profile is already mapped (ST->prof) and is found again by path
- * and inode. Returns 0, or with *WHY -2 when no slot could be claimed (the profile's
+ * Open or create the profile, lock it if it can be had soon (lock_profile), check it,
+ * claim a slot and map it. CHILD: a forked child, whose profile is already mapped
+ * (ST->prof) and is found again by path and inode. Returns 0, or with *WHY -2 when no slot could be claimed (the profile's
  * `unsaved` counts it) or -1 when the profile could not be used at all.
  */
 static int
