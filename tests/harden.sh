@@ -267,7 +267,8 @@ if command -v flock >/dev/null; then
         (cd "$D" && timeout 20 ./work.inst one 1 3000 >/dev/null 2>>"$D/lock.err") &
         many="$many $!"
     done
-    wait $many # (word splitting wanted)
+    # shellcheck disable=SC2086 # (word splitting wanted)
+    wait $many
     t=$(($(date +%s) - t0))
     kill -CONT "$(cat "$D/holder.pid")"
     wait "$holder"
