@@ -236,8 +236,13 @@ _Static_assert(sizeof(qp_desc_call_t) == 24, "qp_desc_call_t layout");
  * The count of a counter is the sum of the base counters and of that counter in every
  * slot. When a process starts it folds the slots of processes that are gone into the
  * base counters and frees them, so the file holds as many slots as processes ever ran
- * at once. Claims and folds happen under flock(LOCK_EX) on the file; a fold keeps a
- * journal in its slot record so that a folder killed half-way loses and doubles nothing.
+ * at once. Folds happen under flock(LOCK_EX) on the file, taken only if it can be had
+ * within a moment (its holder may be stopped); a fold keeps a journal in its slot record
+ * so that a folder killed half-way loses and doubles nothing. A claim needs no lock: a
+ * compare-and-swap of a free slot's state and pad (one 64-bit word) to owned, pad 1 (being
+ * claimed: no folder touches it) until its owner is written, then pad 0. The runtime
+ * creates a profile with its header written before the file appears at its name, and
+ * never fills a file it finds there.
  *
  * Layout (every offset a multiple of 4096):
  *   0              the header (qp_prof_hdr_t), padded to 4096
@@ -304,7 +309,7 @@ enum {
  */
 typedef struct qp_prof_slot {
     uint32_t state;      /* QP_SLOT_* */
-    uint32_t pad;
+    uint32_t pad;        /* 1: being claimed (owned; pid, start, pidns not written yet) */
     uint64_t pid;        /* the owner */
     uint64_t start;      /* its start time (clock ticks after boot, /proc), 0 unknown */
     uint64_t pidns;      /* inode of its pid namespace, 0 unknown */

@@ -9,12 +9,14 @@
  * At start (qprt_init, before the program's entry point): find the profile path
  * ($QP_PROFILE with %p expanded to the process id and %r to the job rank, else the
  * executable's path + ".qp";
- * in a secure-execution program, AT_SECURE, only the latter), open or create the
- * profile, check that it belongs to this rewrite, claim a slot of counters of its own
- * (qp_format.h) and map it MAP_SHARED|MAP_FIXED over the program's counter pages. From
- * then on every increment lands in the page cache: counts survive a crash or SIGKILL
- * and cost nothing extra per hit; no other process increments the same words, so plain
- * increments lose nothing between processes. If anything fails the program runs on
+ * in a secure-execution program, AT_SECURE, only the latter), open the profile (never
+ * through a symbolic link; only a profile of the effective user's) or create it (its
+ * header written before it appears: a file found there is never filled), check that it
+ * belongs to this rewrite, claim a slot of counters of its own (qp_format.h; no run
+ * waits for another's lock more than a moment) and map it MAP_SHARED|MAP_FIXED over the
+ * program's counter pages. From then on every increment lands in the page cache: counts
+ * survive a crash or SIGKILL and cost nothing extra per hit; no other process increments
+ * the same words, so plain increments lose nothing between processes. If anything fails the program runs on
  * with its anonymous counters and one line on stderr says the counts are not saved.
  *
  * After fork (qprt_after_fork, called by a snippet after every call or system call that
@@ -121,6 +123,7 @@ enum {
     SYS_mmap = 9,
     SYS_mprotect = 10,
     SYS_munmap = 11,
+    SYS_nanosleep = 35,
     SYS_rt_sigprocmask = 14,
     SYS_pread64 = 17,
     SYS_lseek = 8,
@@ -132,9 +135,12 @@ enum {
     SYS_ftruncate = 77,
     SYS_getcwd = 79,
     SYS_rename = 82,
+    SYS_link = 86,
+    SYS_unlink = 87,
     SYS_readlink = 89,
     SYS_geteuid = 107,
     SYS_gettid = 186,
+    SYS_linkat = 265,
     SYS_fallocate = 285,
     SYS_process_vm_readv = 310,
 };
@@ -142,10 +148,12 @@ enum {
     O_RDONLY = 0,
     O_RDWR = 2,
     O_CREAT = 0100,
+    O_EXCL = 0200,
     O_NOCTTY = 0400,
     O_NONBLOCK = 04000,
     O_NOFOLLOW = 0400000,
     O_CLOEXEC = 02000000,
+    O_TMPFILE = 020200000, /* with O_DIRECTORY */
 };
 enum {
     PROT_READ = 1,
@@ -157,8 +165,10 @@ enum {
     MAP_ANONYMOUS = 0x20,
     MAP_FIXED_NOREPLACE = 0x100000
 };
-enum { LOCK_EX = 2, LOCK_UN = 8, MADV_WIPEONFORK = 18, AT_SECURE = 23 };
-enum { ESRCH = 3, EINTR = 4, EEXIST = 17, EOPNOTSUPP = 95, S_IFMT = 0170000, S_IFREG = 0100000 };
+enum { LOCK_EX = 2, LOCK_NB = 4, LOCK_UN = 8, MADV_WIPEONFORK = 18, AT_SECURE = 23 };
+enum { ENOENT = 2, ESRCH = 3, EINTR = 4, EAGAIN = 11, EEXIST = 17, ELOOP = 40,
+       EOPNOTSUPP = 95, S_IFMT = 0170000, S_IFREG = 0100000 };
+enum { AT_FDCWD = -100, AT_SYMLINK_FOLLOW = 0x400 };
 
 /* The kernel's struct stat on x86-64 (the fields used). */
 typedef struct kstat {
@@ -495,34 +505,29 @@ profile_path(uint64_t argc, char **argv, char **envp, qprt_state_t *st)
     return 0;
 }
 
-/*
- * Open (creating it if need be) the profile at ST->path and check what it is: a regular
- * file, and in a secure-execution program one the effective user owns with one link,
- * reached without a symbolic link. Returns the fd or -1 with *WHY.
- */
-static long
-open_profile(qprt_state_t *st, int create, kstat_t *ks, const char **why)
+/* Sleep NS nanoseconds (below a second). */
+static void
+nap(long ns)
 {
-    long flags = O_RDWR | O_CLOEXEC | O_NOCTTY | O_NONBLOCK | (create ? O_CREAT : 0);
-    if (st->secure)
-        flags |= O_NOFOLLOW;
-    long fd = sys3(SYS_open, (long)st->path, flags, st->secure ? 0600 : 0666);
-    if (fd < 0) {
-        *why = create ? "cannot open or create the profile" : "cannot open the profile";
-        return -1;
-    }
-    if (sys3(SYS_fstat, fd, (long)ks, 0) < 0 || (ks->mode & S_IFMT) != S_IFREG) {
-        *why = "not a regular file";
-    } else if (st->secure
-        && (ks->uid != (uint32_t)sys3(SYS_geteuid, 0, 0, 0) || ks->nlink != 1)) {
-        *why = "not owned by the effective user, or has several links (secure execution)";
-    } else
-        return fd;
-    sys3(SYS_close, fd, 0, 0);
-    return -1;
+    int64_t t[2] = { 0, ns };
+    sys3(SYS_nanosleep, (long)t, 0, 0);
 }
 
-/* Write the header of a new profile (the file is locked and empty) and size it. */
+/* May this run write FD's file (*KS: its status)? It must be a regular file of the
+ * effective user and, in a secure-execution program, have one link. NULL, or why not. */
+static const char *
+not_ours(long fd, int secure, kstat_t *ks)
+{
+    if (sys3(SYS_fstat, fd, (long)ks, 0) < 0 || (ks->mode & S_IFMT) != S_IFREG)
+        return "not a regular file";
+    if (ks->uid != (uint32_t)sys3(SYS_geteuid, 0, 0, 0))
+        return "not owned by the effective user";
+    if (secure && ks->nlink != 1)
+        return "has several links (secure execution)";
+    return NULL;
+}
+
+/* Write the header of a new profile (no other process sees the file yet) and size it. */
 static int
 init_profile(long fd, const qprt_params_t *p, const layout_t *l, const qprt_state_t *st)
 {
@@ -548,22 +553,111 @@ init_profile(long fd, const qprt_params_t *p, const layout_t *l, const qprt_stat
                                                                                    : -1;
 }
 
-/* Is the locked file a profile of this program? 1 yes, 0 empty (never written), -1 no,
- * -2 a profile of another rewrite (of this qp version: it can be moved aside). */
+static uint64_t
+tsc(void)
+{
+    uint32_t lo, hi;
+    __asm__ volatile("rdtsc" : "=a"(lo), "=d"(hi));
+    return (uint64_t)hi << 32 | lo;
+}
+
+/*
+ * Create the profile at ST->path, its header written before it appears there: an
+ * unnamed file (O_TMPFILE) linked in place or, where the file system has none, a file
+ * of a new name (O_EXCL, never through a symbolic link) linked there and unlinked. A
+ * link never replaces anything, so a file already there is never filled by this run.
+ * Returns the fd, -EEXIST when a file appeared there meanwhile, or another error.
+ */
+static long
+new_profile(const qprt_state_t *st, const qprt_params_t *p, const layout_t *l)
+{
+    long mode = st->secure ? 0600 : 0666;
+    char dir[PATH_CAP], tmp[PATH_CAP + 48];
+    size_t n = 0, cut = 0;
+    append(dir, sizeof(dir), &n, st->path);
+    for (size_t i = 0; i < n; i++)
+        if (dir[i] == '/')
+            cut = i;
+    dir[cut == 0 ? 1 : cut] = '\0';
+    long fd = sys3(SYS_open, (long)dir, O_TMPFILE | O_RDWR | O_CLOEXEC, mode);
+    if (fd >= 0) {
+        n = 0;
+        append(tmp, sizeof(tmp), &n, "/proc/self/fd/");
+        append_u64(tmp, sizeof(tmp), &n, (uint64_t)fd);
+        long r = init_profile(fd, p, l, st) < 0 ? -1
+            : sys6(SYS_linkat, AT_FDCWD, (long)tmp, AT_FDCWD, (long)st->path,
+                AT_SYMLINK_FOLLOW, 0);
+        if (r == 0)
+            return fd;
+        sys3(SYS_close, fd, 0, 0);
+        if (r == -EEXIST)
+            return r;
+    }
+    /* PATH.PID.TSC.new: left behind only by a run killed in the next lines. */
+    n = 0;
+    append(tmp, sizeof(tmp), &n, st->path);
+    append(tmp, sizeof(tmp), &n, ".");
+    append_u64(tmp, sizeof(tmp), &n, (uint64_t)sys3(SYS_getpid, 0, 0, 0));
+    append(tmp, sizeof(tmp), &n, ".");
+    append_u64(tmp, sizeof(tmp), &n, tsc() & 0xffffffff);
+    append(tmp, sizeof(tmp), &n, ".new");
+    if (n + 1 >= sizeof(tmp))
+        return -1;
+    fd = sys3(SYS_open, (long)tmp,
+        O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY, mode);
+    if (fd < 0)
+        return -1; /* (not EEXIST: that one would be of the temporary name) */
+    long r = init_profile(fd, p, l, st) < 0 ? -1 : sys3(SYS_link, (long)tmp, (long)st->path, 0);
+    sys3(SYS_unlink, (long)tmp, 0, 0);
+    if (r < 0) {
+        sys3(SYS_close, fd, 0, 0);
+        return r;
+    }
+    return fd;
+}
+
+/*
+ * Open the profile at ST->path (CREATE: creating it if there is none, new_profile) and
+ * check what it is: reached without a symbolic link, a regular file of the effective
+ * user, in a secure-execution program with one link. Its contents are check_profile's.
+ * Returns the fd or -1 with *WHY.
+ */
+static long
+open_profile(qprt_state_t *st, const qprt_params_t *p, const layout_t *l, int create,
+    kstat_t *ks, const char **why)
+{
+    long flags = O_RDWR | O_CLOEXEC | O_NOCTTY | O_NONBLOCK | O_NOFOLLOW;
+    long fd = sys3(SYS_open, (long)st->path, flags, 0);
+    for (int i = 0; create && fd == -ENOENT && i < 3; i++) {
+        fd = new_profile(st, p, l);
+        if (fd == -EEXIST)
+            fd = sys3(SYS_open, (long)st->path, flags, 0);
+    }
+    if (fd < 0) {
+        *why = fd == -ELOOP ? "a symbolic link (never followed)"
+            : create        ? "cannot open or create the profile"
+                            : "cannot open the profile";
+        return -1;
+    }
+    *why = not_ours(fd, (int)st->secure, ks);
+    if (*why == NULL)
+        return fd;
+    sys3(SYS_close, fd, 0, 0);
+    return -1;
+}
+
+/* Is the file a profile of this program? 1 yes, -1 no, -2 a profile of another rewrite
+ * (of this qp version: it can be moved aside). An empty file is none: a run creates its
+ * profile with its header (new_profile) and never fills a file it finds. */
 static int
 check_profile(long fd, const qprt_params_t *p, const layout_t *l, const kstat_t *ks,
     const char **why)
 {
     qp_prof_hdr_t h;
     long r = ks->size == 0 ? 0 : sys6(SYS_pread64, fd, (long)&h, sizeof(h), 0, 0, 0);
-    static const char zero[8];
-    /* Empty, or sized by a first run killed before it wrote the header (exactly that
-     * size: a file of the user's that merely starts with zeros is never taken over). */
-    if (r == 0
-        || (r == (long)sizeof(h) && (uint64_t)ks->size == l->slotc_off
-            && mem_eq(h.magic, zero, 8) && h.version == 0))
-        return 0;
-    if (r != (long)sizeof(h) || !mem_eq(h.magic, QP_PROF_MAGIC, 8)) {
+    if (r == 0) {
+        *why = "an empty file, not a qp profile (a run creates its own: remove it)";
+    } else if (r != (long)sizeof(h) || !mem_eq(h.magic, QP_PROF_MAGIC, 8)) {
         *why = "not a qp profile";
     } else if (h.version != QP_PROF_VERSION) {
         *why = "a profile of another qp version (remove it, or set QP_PROFILE)";
@@ -669,37 +763,57 @@ add_early_counts(const qprt_params_t *p, uint64_t bias, uint64_t early)
     sys3(SYS_munmap, (long)early, (long)p->counters_size, 0);
 }
 
+/* A slot's state and pad as one word (qp_prof_slot_t: state, then pad). */
+static volatile uint64_t *
+slot_word(volatile qp_prof_slot_t *s)
+{
+    return (volatile uint64_t *)(uintptr_t)&s->state;
+}
+
+#define SLOT_FREE ((uint64_t)QP_SLOT_FREE)
+#define SLOT_OWNED ((uint64_t)QP_SLOT_OWNED)
+#define SLOT_CLAIMING ((uint64_t)1 << 32 | QP_SLOT_OWNED) /* owned, its owner not written */
+
 /*
- * With the file locked: fold the slots of processes that are gone, then claim the first
- * free slot for ME (CHILD: a forked child) and map its counters over the program's.
- * Returns the slot, or -1.
+ * Fold the slots of processes that are gone when LOCKED (the file's lock held: only
+ * its holder folds), then claim the first free slot for ME (CHILD: a forked child) and
+ * map its counters over the program's. A claim needs no lock: it takes a free slot
+ * with one compare-and-swap and marks it being claimed (pad 1) until its owner is
+ * written, and a folder leaves such a slot alone. Returns the slot, or -1.
  */
 static long
 claim_slot(long fd, volatile qp_prof_hdr_t *h, const qprt_params_t *p, uint64_t bias,
-    const layout_t *l, const owner_t *me, int child, const char **why)
+    const layout_t *l, const owner_t *me, int child, int locked, const char **why)
 {
     volatile qp_prof_slot_t *tab
         = (volatile qp_prof_slot_t *)((uintptr_t)h + l->slots_off);
     long k = -1;
     /* First the folds a killed process left half-done: their journals name base
      * counters that no other fold may change before they are completed. */
-    for (uint64_t i = 0; i < QP_PROF_MAX_SLOTS; i++)
+    for (uint64_t i = 0; locked && i < QP_PROF_MAX_SLOTS; i++)
         if (tab[i].state == QP_SLOT_FOLDING)
             fold_slot(fd, h, i, p, l);
-    for (uint64_t i = 0; i < QP_PROF_MAX_SLOTS; i++) {
-        volatile qp_prof_slot_t *s = &tab[i];
-        if (s->state == QP_SLOT_OWNED && owner_gone(s, me))
+    for (uint64_t i = 0; locked && i < QP_PROF_MAX_SLOTS; i++)
+        if (__atomic_load_n(slot_word(&tab[i]), __ATOMIC_ACQUIRE) == SLOT_OWNED
+            && owner_gone(&tab[i], me))
             fold_slot(fd, h, i, p, l);
-        if (k < 0 && s->state == QP_SLOT_FREE)
+    for (uint64_t i = 0; k < 0 && i < QP_PROF_MAX_SLOTS; i++) {
+        uint64_t w = SLOT_FREE;
+        if (*slot_word(&tab[i]) == SLOT_FREE
+            && __atomic_compare_exchange_n(slot_word(&tab[i]), &w, SLOT_CLAIMING, 0,
+                __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST))
             k = (long)i;
     }
     *why = "more processes than profile slots at once";
     if (k < 0)
         return -1;
+    volatile qp_prof_slot_t *s = &tab[k];
     uint64_t off = l->slotc_off + (uint64_t)k * l->cbytes;
     *why = "no space for the counters";
-    if (l->cbytes > 0 && reserve(fd, off, l->cbytes) < 0)
+    if (l->cbytes > 0 && reserve(fd, off, l->cbytes) < 0) {
+        store64(slot_word(s), SLOT_FREE);
         return -1;
+    }
     *why = "cannot map the profile";
     /* (Not in a forked child: what its counters hold is its parent's.) */
     uint64_t early = (p->flags & QPRT_F_LIBRARY) && !child ? save_early_counts(p, bias) : 0;
@@ -708,16 +822,16 @@ claim_slot(long fd, volatile qp_prof_hdr_t *h, const qprt_params_t *p, uint64_t 
             PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, (long)off))) {
         if (early != 0)
             sys3(SYS_munmap, (long)early, (long)p->counters_size, 0);
+        store64(slot_word(s), SLOT_FREE);
         return -1;
     }
     if (early != 0)
         add_early_counts(p, bias, early);
-    volatile qp_prof_slot_t *s = &tab[k];
     s->pid = me->pid;
     s->start = me->start;
     s->pidns = me->pidns;
     s->jour_valid = 0;
-    __atomic_store_n(&s->state, QP_SLOT_OWNED, __ATOMIC_SEQ_CST);
+    store64(slot_word(s), SLOT_OWNED);
     return k;
 }
 
@@ -732,9 +846,28 @@ private_counters(const qprt_params_t *p, uint64_t bias)
 }
 
 /*
- * Open the profile, lock it, create or check it, claim a slot and map it. CHILD: a
- * forked child, whose profile is already mapped (ST->prof) and is found again by path
- * and inode. Returns 0, or with *WHY -2 when no slot could be claimed (the profile's
+ * Take the profile's lock, waiting a quarter of a second at most: its holder may be
+ * stopped (SIGSTOP, Ctrl-Z, a debugger) and must never hang every later run, root's
+ * included. 1 locked; 0 not (the run then claims a slot without folding any).
+ */
+static int
+lock_profile(long fd)
+{
+    for (int i = 0; i < 50; i++) {
+        long r = sys3(SYS_flock, fd, LOCK_EX | LOCK_NB, 0);
+        if (r == 0)
+            return 1;
+        if (r != -EAGAIN && r != -EINTR)
+            return 0;
+        nap(5000000);
+    }
+    return 0;
+}
+
+/*
+ * Open or create the profile, lock it if it can be had soon (lock_profile), check it,
+ * claim a slot and map it. CHILD: a forked child, whose profile is already mapped
+ * (ST->prof) and is found again by path and inode. Returns 0, or with *WHY -2 when no slot could be claimed (the profile's
  * `unsaved` counts it) or -1 when the profile could not be used at all.
  */
 static int
@@ -744,7 +877,7 @@ attach(
     layout_t l;
     layout_of(p, &l);
     kstat_t ks;
-    long fd = open_profile(st, !child, &ks, why);
+    long fd = open_profile(st, p, &l, !child, &ks, why);
     if (fd < 0)
         return -1;
     int rc = -1;
@@ -752,18 +885,16 @@ attach(
         *why = "the profile was replaced since the program started";
         goto out;
     }
-    long r;
-    do
-        r = sys3(SYS_flock, fd, LOCK_EX, 0);
-    while (r == -EINTR);
-    *why = "cannot lock the profile";
-    if (r < 0)
-        goto out;
+    int locked = lock_profile(fd);
     if (!child) {
+        *why = "cannot read the profile";
         if (sys3(SYS_fstat, fd, (long)&ks, 0) < 0)
             goto out;
         int c = check_profile(fd, p, &l, &ks, why);
-        if (c == -2 && !st->secure) {
+        if (c == -2 && !st->secure && !locked) {
+            *why = "profile of another rewrite, its lock held by a process that does not "
+                   "let it go (stopped?)";
+        } else if (c == -2 && !st->secure) {
             /* A run never drops its counts: the other rewrite's profile goes to PATH.old
              * (replacing an older one), and this run starts a new PATH. Only the process
              * holding the lock of the file PATH names renames it, so a profile another
@@ -785,9 +916,6 @@ attach(
         }
         if (c < 0)
             goto out;
-        *why = "cannot write the profile";
-        if (c == 0 && init_profile(fd, p, &l, st) < 0)
-            goto out;
         long m = sys6(
             SYS_mmap, 0, (long)l.slotc_off, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
         *why = "cannot map the profile";
@@ -801,7 +929,7 @@ attach(
     volatile qp_prof_hdr_t *h = (volatile qp_prof_hdr_t *)(uintptr_t)st->prof;
     owner_t me;
     owner_self(&me);
-    long k = claim_slot(fd, h, p, bias, &l, &me, child, why);
+    long k = claim_slot(fd, h, p, bias, &l, &me, child, locked, why);
     if (k < 0) {
         __atomic_fetch_add(&h->unsaved, 1, __ATOMIC_RELAXED);
         if (!child) {
@@ -1731,24 +1859,36 @@ tr_open_file(tr_reg_t *r, tr_buf_t *b)
     append(path, sizeof(path), &n, r->base);
     append(path, sizeof(path), &n, ".trace.");
     append_u64(path, sizeof(path), &n, b->tid);
-    /* Checked before it is emptied, as a profile is: a regular file and, in a
-     * secure-execution program, reached without a symbolic link, owned by the effective
-     * user, one link (a planted link must never let a set-user-ID program clobber a file). */
-    long fd = sys3(SYS_open, (long)path,
-                   O_WRONLY_ | O_CREAT | O_CLOEXEC | O_NOCTTY | O_NONBLOCK
-                       | (r->secure ? O_NOFOLLOW : 0),
+    /* Created here (O_EXCL), never through a symbolic link. A file already there is
+     * an earlier run's of the same thread id: emptied only if it is a trace of the
+     * effective user, and never in a secure-execution program (the earlier run may have
+     * been another user's; the file is kept and this thread's trace is not written). */
+    long flags = O_CLOEXEC | O_NOCTTY | O_NONBLOCK | O_NOFOLLOW;
+    long fd = sys3(SYS_open, (long)path, O_WRONLY_ | O_CREAT | O_EXCL | flags,
                    r->secure ? 0600 : 0644);
-    if (fd < 0) {
-        warn(path, "cannot write the trace");
-        return;
+    const char *why = fd == -ELOOP ? "a symbolic link (never followed)"
+                                   : "cannot create the trace";
+    if (fd == -EEXIST && r->secure) {
+        why = "a file of an earlier run is there (kept in secure execution)";
+    } else if (fd == -EEXIST) {
+        kstat_t ks;
+        char magic[8];
+        fd = sys3(SYS_open, (long)path, O_RDWR | flags, 0);
+        why = fd == -ELOOP ? "a symbolic link (never followed)" : "cannot open the trace";
+        if (fd >= 0 && (why = not_ours(fd, 0, &ks)) == NULL
+            && (sys6(SYS_pread64, fd, (long)magic, 8, 0, 0, 0) != 8
+                || (!mem_eq(magic, QPT_TRACE_FMAGIC, 8)
+                    && !mem_eq(magic, QPT_TRACE_FMAGIC16, 8))))
+            why = "a file that is not a trace is there (it is kept)";
+        if (fd >= 0 && why == NULL && sys3(SYS_ftruncate, fd, 0, 0) < 0)
+            why = "cannot empty the earlier trace";
+        if (fd >= 0 && why != NULL) {
+            sys3(SYS_close, fd, 0, 0);
+            fd = -1;
+        }
     }
-    kstat_t ks;
-    if (sys3(SYS_fstat, fd, (long)&ks, 0) < 0 || (ks.mode & S_IFMT) != S_IFREG
-        || (r->secure
-            && (ks.uid != (uint32_t)sys3(SYS_geteuid, 0, 0, 0) || ks.nlink != 1))
-        || sys3(SYS_ftruncate, fd, 0, 0) < 0) {
-        sys3(SYS_close, fd, 0, 0);
-        warn(path, "not a regular file of the effective user: the trace is not written");
+    if (fd < 0) {
+        warn_line(path, why, "; this thread's trace is not written\n");
         return;
     }
     b->fd = fd;

@@ -10,6 +10,12 @@
 #             output never keeps set-user-ID; a rewritten program is not rewritten again;
 #             qp report -o never truncates its inputs; SIGTERM leaves no temporary file
 #   secure    a set-user-ID-root rewrite run by nobody ignores QP_PROFILE (root only)
+#   attacks   a run stopped while it holds the profile's lock hangs no other run, and
+#             the counts stay exact; links planted at a profile's or a trace file's name
+#             are not followed; an empty file or a file of another user at a profile's
+#             name, and a file at a trace file's name that is not a trace of the user's,
+#             are neither filled nor emptied; a set-user-ID program's trace left by an
+#             earlier run (another user's) is kept when a later run gets its thread id
 #   counts    forked children, simultaneous starts, threads, kill -9, a rewrite again
 #             (the stale profile moved aside by one of 6 simultaneous runs): exact counts
 #   saturate  a saturated counter is marked in the flat report, the CSV and after merge
@@ -222,6 +228,152 @@ for i in range(base, base + 3000):
     fi
 else
     echo "skip secure execution (needs root and setpriv)"
+fi
+
+# --- local attacks on instrumented programs ------------------------------------------
+# planted PLANT CMD...: run CMD once `PLANT PID` has planted what an attacker would at
+# the names CMD will use (CMD is exec'd by a shell whose pid, its main thread's id and so
+# its trace file's name, is known before it starts: no guess). CMD's stdout is its own.
+planted() {
+    local plant=$1 w
+    shift
+    rm -f "$D/run.pid" "$D/run.go"
+    sh -c 'echo $$ >"$0.pid"; while [ ! -e "$0.go" ]; do sleep 0.02; done; exec "$@"' \
+        "$D/run" "$@" &
+    w=$!
+    while [ ! -s "$D/run.pid" ]; do sleep 0.02; done
+    "$plant" "$(cat "$D/run.pid")"
+    touch "$D/run.go"
+    wait "$w"
+}
+# as_nobody CMD...: CMD as the unprivileged user (the attacker, or another user).
+as_nobody() { setpriv --reuid=nobody --regid=nogroup --clear-groups "$@"; }
+
+# The profile's lock: a run that holds it and is stopped (SIGSTOP, Ctrl-Z) hangs no other
+# run; the runs meanwhile keep their counts, exactly, once the stopped one goes on.
+if command -v flock >/dev/null; then
+    rm -f "$D/work.inst.qp" "$D/lock.err" "$D/holder.pid"
+    (cd "$D" && ./work.inst one 1 1000 >/dev/null)
+    flock "$D/work.inst.qp" sh -c 'echo $$ >"$0"; kill -STOP $$' "$D/holder.pid" &
+    holder=$!
+    while [ ! -s "$D/holder.pid" ]; do sleep 0.02; done
+    t0=$(date +%s)
+    o1=$(cd "$D" && timeout 20 ./work.inst one 1 2000 2>>"$D/lock.err")
+    s1=$?
+    o2=$(cd "$D" && timeout 20 ./work.inst fork 3 1000 2>>"$D/lock.err")
+    s2=$?
+    many=
+    for i in 1 2 3 4 5 6; do # at once: slots claimed without the lock never collide
+        (cd "$D" && timeout 20 ./work.inst one 1 3000 >/dev/null 2>>"$D/lock.err") &
+        many="$many $!"
+    done
+    # shellcheck disable=SC2086 # (word splitting wanted)
+    wait $many
+    t=$(($(date +%s) - t0))
+    kill -CONT "$(cat "$D/holder.pid")"
+    wait "$holder"
+    (cd "$D" && ./work.inst one 1 500 >/dev/null)
+    c=$(calls_of "$D/work.inst.qp")
+    if [ "$s1 $s2 $o1 $o2" = "0 0 done done" ] && [ "$c" = 25500 ] && [ ! -s "$D/lock.err" ]; then
+        ok "a run stopped holding the profile's lock hangs no other (8 runs, ${t}s); counts exact"
+    else
+        bad "profile lock held by a stopped run: status $s1 $s2, $c calls (25500), $(head -n 2 "$D/lock.err")"
+    fi
+else
+    echo "skip the profile's lock (needs flock)"
+fi
+# The same with an instrumented run as the holder: strace holds it 5 s inside the flock
+# that got the lock. Another run ends long before; then both runs' counts are there.
+if command -v strace >/dev/null && strace -o /dev/null true 2>/dev/null; then
+    rm -f "$D/work.inst.qp" "$D/lock.err"
+    (cd "$D" && ./work.inst one 1 1000 >/dev/null)
+    (cd "$D" && exec strace -o /dev/null -e trace=flock -e inject=flock:delay_exit=5000000:when=1 \
+        ./work.inst one 1 700 >/dev/null) &
+    holder=$!
+    for i in $(seq 100); do flock -n "$D/work.inst.qp" true || break; sleep 0.02; done
+    t0=$(date +%s%N)
+    o1=$(cd "$D" && timeout 20 ./work.inst one 1 2000 2>>"$D/lock.err")
+    t=$((($(date +%s%N) - t0) / 1000000))
+    wait "$holder"
+    (cd "$D" && ./work.inst one 1 500 >/dev/null)
+    c=$(calls_of "$D/work.inst.qp")
+    [ "$o1" = done ] && [ "$t" -lt 2500 ] && [ "$c" = 4200 ] && [ ! -s "$D/lock.err" ] \
+        && ok "a run holding the profile's lock 5 s: another ends in ${t} ms; counts exact" \
+        || bad "a run holding the lock 5 s: another took $t ms, $c calls (4200): $(head -n 2 "$D/lock.err")"
+fi
+
+if [ "$(id -u)" -eq 0 ] && command -v setpriv >/dev/null; then
+    # A folder the attacker (nobody) owns holds a program root runs, a counting one and a
+    # tracing one: links planted at its profile and at its trace file are never followed
+    # (whatever fs.protected_symlinks says: the links are the folder owner's).
+    A=$D/attacker
+    mkdir -p "$A" "$D/owner" && chmod 755 "$D/owner" || exit 99
+    cp "$D/work.inst" "$A/prog" || exit 99
+    "$QPT_REWRITE" --driver=trace "$D/work" -o "$A/tprog" >/dev/null 2>&1 || exit 99
+    chown nobody "$A" && chmod 755 "$A"
+    : >"$D/owner/empty"
+    echo keep >"$D/owner/keep"
+    as_nobody ln -s "$D/owner/empty" "$A/prog.qp"
+    out=$(cd / && "$A/prog" one 1 5 2>"$D/att.err")
+    [ "$out" = done ] && [ ! -s "$D/owner/empty" ] && grep -q "symbolic link" "$D/att.err" \
+        && ok "a link planted at a program's profile is not followed" \
+        || bad "a link at the profile: $(stat -c %s "$D/owner/empty") bytes written: $out $(cat "$D/att.err")"
+    plant_link() { as_nobody ln -s "$D/owner/keep" "$A/tprog.trace.$1"; }
+    out=$(cd / && planted plant_link "$A/tprog" one 1 5 2>"$D/att.err")
+    [ "$out" = done ] && [ "$(cat "$D/owner/keep")" = keep ] && grep -q "symbolic link" "$D/att.err" \
+        && ok "a link planted at a trace file's name is not followed" \
+        || bad "a link at the trace name: $(head -c 20 "$D/owner/keep" | od -c | head -n 1): $out"
+
+    # A sticky world-writable folder: a file another user left where a run writes is never
+    # filled nor emptied: an empty profile, a trace-named file; a file of the user's own
+    # that is not a profile (empty) or not a trace is kept as well.
+    P=$D/pub
+    mkdir -p "$P" && chmod 1777 "$P"
+    cp "$A/tprog" "$P/tprog"
+    : >"$P/shared.qp" && chmod 666 "$P/shared.qp"
+    as_nobody sh -c ": >'$P/mine.qp'"
+    for f in shared mine; do
+        out=$(cd / && QP_PROFILE=$P/$f.qp as_nobody "$D/work.inst" one 1 5 2>"$D/pub.err")
+        [ "$out" = done ] && [ ! -s "$P/$f.qp" ] && [ -s "$D/pub.err" ] \
+            && ok "an empty file ($f.qp, $(stat -c %U "$P/$f.qp")'s) is not taken for a profile" \
+            || bad "QP_PROFILE=$f.qp, empty, $(stat -c %U "$P/$f.qp")'s: filled ($(stat -c %s "$P/$f.qp") bytes)"
+    done
+    (cd / && QP_PROFILE=$P/nob.qp as_nobody "$D/work.inst" one 1 5 >/dev/null 2>&1)
+    sum=$(cksum <"$P/nob.qp")
+    out=$(cd / && QP_PROFILE=$P/nob.qp "$D/work.inst" one 1 5 2>"$D/pub.err")
+    [ "$(stat -c %U "$P/nob.qp")" = nobody ] && [ "$(calls_of "$P/nob.qp")" = 5 ] \
+        && [ "$(cksum <"$P/nob.qp")" = "$sum" ] && [ "$out" = done ] \
+        && grep -q "not owned by the effective user" "$D/pub.err" \
+        && ok "a profile is its creator's: another user's run does not count into it" \
+        || bad "another user's profile: $(calls_of "$P/nob.qp") calls: $out $(cat "$D/pub.err")"
+    plant_other() { as_nobody sh -c "echo theirs >'$P/tprog.trace.$1'"; }
+    plant_mine() { echo notes >"$P/tprog.trace.$1"; }
+    for who in other mine; do
+        out=$(cd / && planted plant_$who "$P/tprog" one 1 5 2>"$D/pub.err")
+        kept=$(cat "$P"/tprog.trace.* 2>/dev/null | tr -d '\000\n')
+        rm -f "$P"/tprog.trace.*
+        [ "$out" = done ] && { [ "$kept" = theirs ] || [ "$kept" = notes ]; } \
+            && ok "a file at a trace file's name ($who, not a trace) is kept" \
+            || bad "a file at a trace name ($who) emptied: '$kept' $out $(cat "$D/pub.err")"
+    done
+
+    # A set-user-ID program: a trace its earlier run left (as another user, root's file
+    # and our format) is not emptied by a later run that gets the same thread id.
+    if [ -x "$D/sec/tprog" ]; then
+        rm -f "$D"/sec/tprog.trace.*
+        (cd / && as_nobody "$D/sec/tprog" one 1 7 >/dev/null 2>&1)
+        earlier=$(ls "$D"/sec/tprog.trace.* | head -n 1)
+        plant_reuse() { cp -p "$earlier" "$D/sec/tprog.trace.$1"; }
+        out=$(cd / && planted plant_reuse setpriv --reuid=12345 --regid=12345 --clear-groups \
+            "$D/sec/tprog" one 1 5 2>"$D/reuse.err")
+        changed=0
+        for f in "$D"/sec/tprog.trace.*; do cmp -s "$f" "$earlier" || changed=$((changed + 1)); done
+        [ "$out" = done ] && [ "$changed" = 0 ] && [ "$(ls "$D"/sec/tprog.trace.* | wc -l)" = 2 ] \
+            && ok "secure execution: another user's earlier trace at a reused thread id is kept" \
+            || bad "secure execution: an earlier trace emptied at a reused thread id ($changed changed): $out"
+    fi
+else
+    echo "skip local attacks (needs root and setpriv)"
 fi
 
 # --- counts --------------------------------------------------------------------------

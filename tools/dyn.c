@@ -13,12 +13,14 @@
 #include "config.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -328,6 +330,36 @@ print_metric_histogram(const qm_set_t *set, const qm_live_report_t *rep)
     }
 }
 
+
+/*
+ * Create PART (the trace's FILE.part) for writing: never through a symbolic link, never
+ * over a file that is not the user's (a name beside FILE can be predicted). One that a
+ * dyn killed before left there, a regular file of the user's, is replaced. NULL with
+ * errno set when it cannot be.
+ */
+static FILE *
+open_part(const char *part)
+{
+    for (int again = 0; again < 2; again++) {
+        int fd = open(part, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
+        if (fd >= 0) {
+            FILE *f = fdopen(fd, "w");
+            if (f == NULL)
+                close(fd);
+            return f;
+        }
+        struct stat st;
+        if (errno != EEXIST || lstat(part, &st) != 0 || !S_ISREG(st.st_mode)
+            || st.st_uid != geteuid() || st.st_nlink != 1) {
+            errno = EEXIST;
+            return NULL;
+        }
+        if (unlink(part) != 0)
+            return NULL;
+    }
+    errno = EEXIST;
+    return NULL;
+}
 
 /* The CSV (CSV, may be NULL) and the final table of REP: the rows never called only
  * with ZEROS (the CSV has every row). 0, or -1 (message printed). */
@@ -1035,10 +1067,11 @@ main(int argc, char **argv)
             o.interval = 0.1;
         /* Written beside FILE and renamed when complete: a dyn killed on the way leaves
          * FILE.part, never a FILE cut short. */
-        if (snprintf(trace.part, sizeof(trace.part), "%s.part", o.trace) >= (int)sizeof(trace.part)
-            || (trace.f = fopen(trace.part, "w")) == NULL) {
-            fprintf(stderr, "%s: %s: %s\n", prog_name, o.trace,
-                    trace.f == NULL && errno ? strerror(errno) : "path too long");
+        int too_long = snprintf(trace.part, sizeof(trace.part), "%s.part", o.trace)
+                       >= (int)sizeof(trace.part);
+        if (too_long || (trace.f = open_part(trace.part)) == NULL) {
+            fprintf(stderr, "%s: %s: %s\n", prog_name, too_long ? o.trace : trace.part,
+                    too_long ? "path too long" : strerror(errno));
             return EXIT_FAIL;
         }
         fprintf(trace.f, "{\"displayTimeUnit\":\"ms\",\"otherData\":{\"creator\":\"dyn (%s) %s\"},"
