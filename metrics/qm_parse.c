@@ -32,6 +32,7 @@ typedef struct parser {
     char *why;
     size_t whylen;
     int failed;
+    unsigned nest;        /* parentheses and unary operators being parsed */
 } parser_t;
 
 int
@@ -230,6 +231,14 @@ pattern(parser_t *p, unsigned *line, unsigned *col)
 static qm_expr_t *
 mk(parser_t *p, int op, unsigned line, unsigned col, qm_expr_t *a, qm_expr_t *b)
 {
+    unsigned depth = 1 + (a && b ? (a->depth > b->depth ? a->depth : b->depth)
+                                 : a ? a->depth : b ? b->depth : 0);
+    if (depth > QM_MAX_DEPTH) {
+        qm_expr_free(a);
+        qm_expr_free(b);
+        fail_at(p, line, col, "the expression is nested deeper than %d levels", QM_MAX_DEPTH);
+        return NULL;
+    }
     qm_expr_t *e = calloc(1, sizeof(*e));
     if (e == NULL) {
         qm_expr_free(a);
@@ -240,12 +249,24 @@ mk(parser_t *p, int op, unsigned line, unsigned col, qm_expr_t *a, qm_expr_t *b)
     e->op = op;
     e->line = line;
     e->col = col;
+    e->depth = depth;
     e->a = a;
     e->b = b;
     return e;
 }
 
 static qm_expr_t *expr(parser_t *p);
+
+/* Enter a parenthesis or a unary operator at LINE:COL: 0, or -1 (after an error) past
+ * QM_MAX_DEPTH of them (the parser recurses on each). */
+static int
+enter(parser_t *p, unsigned line, unsigned col)
+{
+    if (++p->nest <= QM_MAX_DEPTH)
+        return 0;
+    fail_at(p, line, col, "the expression is nested deeper than %d levels", QM_MAX_DEPTH);
+    return -1;
+}
 
 static qm_expr_t *
 primary(parser_t *p)
@@ -254,7 +275,10 @@ primary(parser_t *p)
     unsigned line = p->line, col = p->col;
     int c = peekc(p);
     if (accept_char(p, '(')) {
+        if (enter(p, line, col) < 0)
+            return NULL;
         qm_expr_t *e = expr(p);
+        p->nest--;
         if (e != NULL && expect_char(p, ')', "')'") < 0) {
             qm_expr_free(e);
             return NULL;
@@ -310,16 +334,19 @@ unary(parser_t *p)
 {
     skip_space(p);
     unsigned line = p->line, col = p->col;
+    int op = 0;
     if (peekc(p) == '!' && p->text[p->pos + 1] != '=') {
         advance(p);
-        qm_expr_t *a = unary(p);
-        return a ? mk(p, QE_NOT, line, col, a, NULL) : NULL;
-    }
-    if (accept_char(p, '-')) {
-        qm_expr_t *a = unary(p);
-        return a ? mk(p, QE_NEG, line, col, a, NULL) : NULL;
-    }
-    return primary(p);
+        op = QE_NOT;
+    } else if (accept_char(p, '-'))
+        op = QE_NEG;
+    else
+        return primary(p);
+    if (enter(p, line, col) < 0)
+        return NULL;
+    qm_expr_t *a = unary(p);
+    p->nest--;
+    return a ? mk(p, op, line, col, a, NULL) : NULL;
 }
 
 /* Binary levels, loosest first; within a level, the longest operators first. */
@@ -566,7 +593,7 @@ qm_parse(const char *text, const char *origin, int one, qm_set_t **setp, char *w
     if (made && (set = calloc(1, sizeof(*set))) == NULL)
         return QPT_ENOMEM;
     size_t before = set->n;
-    parser_t p = { text, origin, 0, 1, 1, why, whylen, 0 };
+    parser_t p = { text, origin, 0, 1, 1, why, whylen, 0, 0 };
     int rc = 0;
     while (rc == 0) {
         qm_metric_t m;
