@@ -476,6 +476,7 @@ body(parser_t *p, qm_metric_t *m)
     if ((m->pattern = pattern(p, &m->pat_line, &m->pat_col)) == NULL)
         return QPT_EINVAL;
     m->focus = QM_PER_PROC;
+    int focused = 0;   /* a 'per' or 'total' was read: one focus only */
     for (;;) {
         skip_space(p);
         unsigned l = p->line, c = p->col;
@@ -489,7 +490,15 @@ body(parser_t *p, qm_metric_t *m)
                 return fail_at(p, l, c, "a second 'where' (combine them with &&)");
             if ((m->where = expr(p)) == NULL)
                 return QPT_EINVAL;
-        } else if (accept_word(p, "per")) {
+        } else if (at_word(p, "per") || at_word(p, "total")) {
+            if (focused++)
+                return fail_at(p, l, c, "a second focus: one of 'per ...' or 'total' (they "
+                               "cannot be combined)");
+            if (accept_word(p, "total")) {
+                m->focus = QM_TOTAL;
+                continue;
+            }
+            accept_word(p, "per");
             skip_space(p);
             unsigned kl = p->line, kc = p->col;
             size_t from = p->pos;
@@ -513,8 +522,6 @@ body(parser_t *p, qm_metric_t *m)
                     return QPT_EINVAL;
                 skip_space(p);
                 from = p->pos;
-                if (m->key != NULL)
-                    return fail_at(p, kl, kc, "a second 'per value'");
                 if ((m->key = expr(p)) == NULL)
                     return QPT_EINVAL;
                 size_t to = p->pos;
@@ -547,9 +554,7 @@ body(parser_t *p, qm_metric_t *m)
             if (m->focus == QM_PER_VALUE && m->kind != QM_COUNT)
                 return fail_at(p, kl, kc, "a row per value is for counts (a timer's value at "
                                "its stop is not known)");
-        } else if (accept_word(p, "total"))
-            m->focus = QM_TOTAL;
-        else if (accept_word(p, "pre"))
+        } else if (accept_word(p, "pre"))
             m->post = 0;
         else if (accept_word(p, "post")) {
             if (m->kind != QM_COUNT)
