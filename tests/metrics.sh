@@ -383,6 +383,14 @@ if [ -x "$DYN" ]; then
             [ $st2 = 2 ] && echo "$out2" | grep -q -- '-e:1:73: the expression is nested deeper' &&
             ok "dyn run -e, dyn attach -e: 10,000 parentheses refused, positioned" ||
             bad "dyn deep nesting ($st $st2): $(echo "$out" "$out2" | cut -c1-200)"
+        # A refused metric: the command is not run (as with --count), exit 2.
+        out=$("$DYN" run -e 'count calls(nosuch)' -- "$D/prog" 2>&1)
+        st=$?
+        out2=$("$DYN" run -e 'count calls(libc.so.6:nosuch)' -- "$D/prog" 2>&1)
+        st2=$?
+        [ $st = 2 ] && [ $st2 = 2 ] && echo "$out" | grep -q "no procedure matches 'nosuch'" &&
+            ! echo "$out" "$out2" | grep -qw 203 && ok "dyn run -e: a refused metric, the command not run, exit 2" ||
+            bad "dyn run -e refused ($st $st2): $out $out2"
         out=$("$DYN" run -e 'count calls(leaf)' --count leaf -- "$D/prog" 2>&1)
         [ $? = 2 ] && ok "dyn: -e with --count refused" || bad "dyn -e --count: $out"
         # Attached to a busy program for 0.5 s, with a live table every 0.2 s.

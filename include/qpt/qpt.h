@@ -79,6 +79,10 @@ int qpt_spawn(char *const argv[], qpt_space_t **out /*OUT*/, char *why, size_t w
  */
 void qpt_close(qpt_space_t *s);
 
+/* Close S, a process started by qpt_spawn, ending it (SIGKILL) instead of letting it run:
+ * a program that cannot be measured is not run. Any other space: as qpt_close. */
+void qpt_kill(qpt_space_t *s);
+
 /* A process: whether the mutator's exit without qpt_close leaves the snippets in (1) or
  * takes them out (0, the default). */
 int qpt_keep_on_exit(qpt_space_t *s, int keep);
