@@ -15,6 +15,7 @@
  * uses libqpt's public header only.
  */
 #include <stddef.h>
+#include <stdio.h>
 #include <stdint.h>
 
 #include "include/qpt/qpt.h"
@@ -104,6 +105,8 @@ void qm_drop_parsed(qm_set_t *set);
  * set that can give results but not insert. */
 int qm_layout_save(const qm_set_t *set, const char *path, char *why, size_t whylen);
 int qm_layout_load(const char *path, qm_set_t **set, char *why, size_t whylen);
+/* ... from F, opened by the caller (a tool checks it is a regular file), named PATH. */
+int qm_layout_read(FILE *f, const char *path, qm_set_t **set, char *why, size_t whylen);
 
 /* Words of memory: NWORDS from ADDR (a process's memory, or a profile's words). */
 typedef int (*qm_read_fn)(void *arg, uint64_t addr, uint64_t *words, size_t nwords);

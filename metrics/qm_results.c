@@ -148,6 +148,17 @@ qm_layout_load(const char *path, qm_set_t **out, char *why, size_t whylen)
             snprintf(why, whylen, "%s: %s", path, strerror(errno));
         return QPT_EIO;
     }
+    int rc = qm_layout_read(f, path, out, why, whylen);
+    fclose(f);
+    return rc;
+}
+
+int
+qm_layout_read(FILE *f, const char *path, qm_set_t **out, char *why, size_t whylen)
+{
+    if (f == NULL || path == NULL || out == NULL)
+        return QPT_EINVAL;
+    *out = NULL;
     qm_set_t *set = calloc(1, sizeof(*set));
     char *line = malloc(MAX_LINE);
     unsigned lineno = 1;
@@ -253,7 +264,6 @@ qm_layout_load(const char *path, qm_set_t **out, char *why, size_t whylen)
     }
     if (rc == 0 && (!ended || set->n == 0))
         rc = QPT_EFORMAT;
-    fclose(f);
     free(line);
     if (rc < 0) {
         if (why != NULL && whylen > 0)

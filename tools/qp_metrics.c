@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "tools/qp_tool.h"
+#include "tools/tool.h"
 #include "tools/tool_metrics.h"
 
 enum { EXIT_INPUT = 1, EXIT_USAGE = 2 };
@@ -99,7 +100,15 @@ qp_metrics_main(int argc, char **argv)
         layout = lay;
     }
     qm_set_t *set = NULL;
-    if (qm_layout_load(layout, &set, why, sizeof(why)) < 0) {
+    FILE *lf = tool_fopen_read(layout, why, sizeof(why)); /* a FIFO is refused */
+    if (lf == NULL) {
+        fprintf(stderr, "qp: %s: %s%s\n", layout, why,
+                np > 1 && layout == lay ? " (give the program's layout with --layout)" : "");
+        return EXIT_INPUT;
+    }
+    int lrc = qm_layout_read(lf, layout, &set, why, sizeof(why));
+    fclose(lf);
+    if (lrc < 0) {
         fprintf(stderr, "qp: %s%s\n", why,
                 np > 1 && layout == lay ? " (give the program's layout with --layout)" : "");
         return EXIT_INPUT;
@@ -151,18 +160,16 @@ qp_metrics_main(int argc, char **argv)
         qm_free(set);
         return EXIT_INPUT;
     }
-    FILE *f = stdout;
-    if (output != NULL && (f = fopen(output, "w")) == NULL) {
-        perror(output);
+    tool_out_t t;
+    if (tool_out_open(&t, "qp", output) < 0) {
         free(rows);
         qm_free(set);
         return EXIT_INPUT;
     }
-    int bad = tool_metrics_print(f, set, rows, n, kind) < 0;
-    if (f != stdout && fclose(f) != 0)
-        bad = 1;
+    int bad = tool_metrics_print(t.f, set, rows, n, kind) < 0;
     if (bad)
-        fprintf(stderr, "qp: %s: writing failed\n", output ? output : "standard output");
+        fprintf(stderr, "qp: %s: writing failed\n", t.name);
+    bad |= tool_out_close(&t, "qp", !bad) < 0;
     free(rows);
     qm_free(set);
     return bad ? EXIT_INPUT : 0;
