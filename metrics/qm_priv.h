@@ -72,6 +72,7 @@ struct qm_set {
     qm_metric_t *v;
     size_t n, cap;
     int placed;            /* a metric was placed (qm_insert) or read (qm_layout_load) */
+    uint64_t id;           /* read from a layout: the rewrite's id (0: an older layout) */
 };
 
 void qm_expr_free(qm_expr_t *e);

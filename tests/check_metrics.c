@@ -230,7 +230,9 @@ START_TEST(test_metrics_file)
     ck_assert_msg(qm_insert(set, s, on_note, NULL, why, sizeof(why)) == 0, "%s\nnotes:\n%s", why,
                   notes);
     ck_assert_msg(qpt_write(s, "tests/qpt/metric_prog.inst") == 0, "%s", qpt_error(s));
-    ck_assert_int_eq(qm_layout_save(set, "tests/qpt/metric_prog.inst.qpm", why, sizeof(why)), 0);
+    uint64_t id = qpt_written_id(s);
+    ck_assert_uint_ne(id, 0);
+    ck_assert_int_eq(qm_layout_save(set, id, "tests/qpt/metric_prog.inst.qpm", why, sizeof(why)), 0);
     qpt_close(s);
     unlink("tests/qpt/metric_prog.inst.qp");
     ck_assert_int_eq(system("tests/qpt/metric_prog.inst > tests/qpt/metric.out && "
@@ -246,6 +248,10 @@ START_TEST(test_metrics_file)
     set = NULL;
     ck_assert_msg(qm_layout_load("tests/qpt/metric_prog.inst.qpm", &set, why, sizeof(why)) == 0,
                   "%s", why);
+    uint64_t pid_;
+    ck_assert_int_eq(qpt_profile_id("tests/qpt/metric_prog.inst.qp", &pid_, why, sizeof(why)), 0);
+    ck_assert_uint_eq(qm_layout_id(set), id);
+    ck_assert_uint_eq(pid_, id);
     ck_assert_int_eq(qm_results(set, read_profile, "tests/qpt/metric_prog.inst.qp",
                                 qm_cycles_per_ns(), &rows, &n, why, sizeof(why)), 0);
     check_truth(set, rows, n);
@@ -386,7 +392,8 @@ START_TEST(test_metrics_modules)
     ck_assert_int_eq(qm_parse(mod_text, "m", 0, &set, why, sizeof(why)), 0);
     ck_assert_msg(qm_insert(set, s, NULL, NULL, why, sizeof(why)) == 0, "%s", why);
     ck_assert_msg(qpt_write(s, "tests/qpt/mod.inst") == 0, "%s", qpt_error(s));
-    ck_assert_int_eq(qm_layout_save(set, "tests/qpt/mod.inst.qpm", why, sizeof(why)), 0);
+    ck_assert_int_eq(qm_layout_save(set, qpt_written_id(s), "tests/qpt/mod.inst.qpm", why,
+                                    sizeof(why)), 0);
     qpt_close(s);
     unlink("tests/qpt/mod.inst.qp");
     ck_assert_int_eq(system("tests/qpt/mod.inst > tests/qpt/metric.out"), 0);

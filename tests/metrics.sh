@@ -91,6 +91,20 @@ out=$("$R" -e 'count calls(leaf)' --driver=qp "$D/prog" -o "$D/x.inst" 2>&1)
     bad "-e --driver: $out"
 out=$("$Q" metrics "$D/nothing.qp" 2>&1)
 [ $? = 1 ] && ok "qp metrics without a layout: $out" || bad "qp metrics no layout: $out"
+# The profile of another rewrite (other metrics) against a layout: refused in one line,
+# not values read from the wrong words.
+if "$R" -e 'count calls(rec) total' -e 'count calls(leaf) total' "$D/prog" -o "$D/other.inst" 2>/dev/null &&
+    "$D/other.inst" >/dev/null; then
+    out=$("$Q" metrics --layout "$D/other.inst.qpm" "$D/prog.inst.qp" 2>&1)
+    st=$?
+    [ $st = 1 ] && [ "$(echo "$out" | wc -l)" = 1 ] && echo "$out" | grep -q "the profile of another rewrite than the layout" &&
+        ok "qp metrics: a layout and the profile of another rewrite refused" ||
+        bad "layout/profile mismatch ($st): $out"
+    "$Q" metrics --csv "$D/other.inst.qp" >"$D/other.csv" 2>&1 && grep -q '^count calls(leaf) total,total,count,51,' "$D/other.csv" &&
+        ok "qp metrics: the matching layout still read" || bad "other layout: $(cat "$D/other.csv")"
+else
+    bad "the second rewrite"
+fi
 
 # dyn attach --commands on `target serve 1` (each line N: work() called N times, then
 # "done"): add a metric, N calls, show; remove it, calls, add it again, calls, show, quit.

@@ -120,6 +120,18 @@ qp_metrics_main(int argc, char **argv)
     double cpn = qm_cycles_per_ns();
     int rc = per && nper ? 0 : -1;
     for (size_t j = 0; rc == 0 && j < np; j++) {
+        /* The profile of another rewrite holds other words: its values would be wrong. */
+        const char *pf = argv[optind + (int)j];
+        uint64_t id;
+        if (qm_layout_id(set) != 0 && qpt_profile_id(pf, &id, why, sizeof(why)) == 0
+            && id != qm_layout_id(set)) {
+            fprintf(stderr, "qp: %s: the profile of another rewrite than the layout %s "
+                    "(id %016llx, the layout's %016llx)%s\n", pf, layout,
+                    (unsigned long long)id, (unsigned long long)qm_layout_id(set),
+                    layout == lay ? "" : ": give the program's layout with --layout");
+            rc = -1;
+            break;
+        }
         read_why[0] = '\0';
         if (qm_results(set, read_profile, argv[optind + (int)j], cpn, &per[j], &nper[j], why,
                        sizeof(why)) < 0) {

@@ -630,8 +630,9 @@ metrics_rewrite(qm_set_t *set, const char *input, const char *output, const char
         qpt_close(s);
         return EXIT_INPUT;
     }
+    uint64_t id = qpt_written_id(s); /* its profiles carry it: matched by qp metrics */
     qpt_close(s);
-    if (qm_layout_save(set, layout, why, sizeof(why)) < 0) {
+    if (qm_layout_save(set, id, layout, why, sizeof(why)) < 0) {
         fprintf(stderr, "%s: %s\n", prog_name, why);
         unlink(output); /* no program whose values could not be read */
         return EXIT_INPUT;
