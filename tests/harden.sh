@@ -279,6 +279,39 @@ for v in work.inst work.static.inst; do
     [ "$wrong" -eq 0 ] && ok "$v: 4 forked children and the parent, 8 threads: exact ($reps times)" \
         || bad "$v: $wrong of $((2 * reps)) runs wrong"
 done
+# What a forked child's calls are (qp(1), FORKED PROCESSES): main forks once, the child
+# calls work(5) and _exit()s inside main, the parent calls work(3). One entry of main
+# happened (gcov: 1), but the child, counted from where fork returned, ran main's code:
+# flow conservation credits it with main's entry and the path to the fork (work(10)):
+# main 2 calls, work 4 (3 ran); the report says so in a note.
+cat >"$D/fk.c" <<'EOF'
+#include <sys/wait.h>
+#include <unistd.h>
+volatile long sink;
+__attribute__((noinline)) void work(long n) { for (long i = 0; i < n; i++) sink += i; }
+int main(void) {
+    work(10);
+    pid_t p = fork();
+    if (p == 0) { work(5); _exit(0); }
+    waitpid(p, 0, 0);
+    work(3);
+    return 0;
+}
+EOF
+if gcc -O1 -o "$D/fk" "$D/fk.c" && "$QPT_REWRITE" "$D/fk" -o "$D/fk.inst" 2>/dev/null &&
+    (cd "$D" && ./fk.inst); then
+    "$QP" report --csv "$D/fk.inst.qp" >"$D/fk.csv" 2>&1
+    "$QP" report "$D/fk.inst.qp" >"$D/fk.txt" 2>&1
+    m=$(awk -F, '$1 == "main" { print $2 }' "$D/fk.csv")
+    w=$(awk -F, '$1 == "work" { print $2 }' "$D/fk.csv")
+    [ "$m" = 2 ] && [ "$w" = 4 ] &&
+        grep -q "^note: 1 forked process counted from where fork returned" "$D/fk.txt" &&
+        ok "a child forked in main: main 2 calls, work 4, as documented, with the note" ||
+        bad "fork in main: main $m, work $w: $(grep note "$D/fk.txt")"
+else
+    bad "fork in main: the program"
+fi
+
 # Simultaneous starts with no profile yet: none lost, every run counted.
 rounds=5
 [ -n "${HARDEN_HEAVY:-}" ] && rounds=40
