@@ -82,7 +82,7 @@ static int
 dyn_obj_read(const char *path, dyn_obj_t *o)
 {
     memset(o, 0, sizeof(*o));
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK); /* a FIFO is refused, not waited on */
     if (fd < 0)
         return QP_EIO;
     struct stat st;
@@ -231,7 +231,7 @@ conf_dirs(const char *file, strs_t *out, int depth)
 static int
 loadable(const char *path)
 {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK); /* a FIFO is not waited on */
     if (fd < 0)
         return 0;
     Elf64_Ehdr eh;

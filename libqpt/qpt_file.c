@@ -64,7 +64,7 @@ describe(void *arg, const ed_plan_t *plan, uint64_t counters, uint8_t **buf, siz
     if (rc == 0)
         rc = qp_desc_serialize(&d, buf, len);
     if (rc == 0)
-        *id = ((const qp_desc_hdr_t *)*buf)->id;
+        w->s->written_id = *id = ((const qp_desc_hdr_t *)*buf)->id;
     qp_desc_free(&d);
     return rc;
 }
@@ -169,6 +169,26 @@ qpt_write(qpt_space_t *s, const char *output)
     free(probes);
     free(order);
     return rc;
+}
+
+uint64_t
+qpt_written_id(const qpt_space_t *s)
+{
+    return s != NULL && !s->live ? s->written_id : 0;
+}
+
+int
+qpt_profile_id(const char *profile, uint64_t *id, char *why, size_t whylen)
+{
+    if (profile == NULL || id == NULL)
+        return QP_EINVAL;
+    qp_profile_t p;
+    int rc = qp_profile_read(profile, &p, why, whylen);
+    if (rc < 0)
+        return rc;
+    *id = p.hdr.id;
+    qp_profile_free(&p);
+    return 0;
 }
 
 int

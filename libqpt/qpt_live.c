@@ -186,6 +186,7 @@ qpt_live_spawn(qpt_space_t *s, char *const argv[], char *why, size_t whylen)
                      rc == QP_EIO && errno ? strerror(errno) : qp_strerror(rc));
         return rc;
     }
+    s->spawned = 1;
     rc = open_process(s, p, why, whylen);
     if (rc == 0)
         link_live(s);
@@ -414,7 +415,9 @@ qpt_live_close(qpt_space_t *s)
     free(s->lvars);
     s->lvars = NULL;
     s->nlvars = 0;
-    if (s->parent == NULL)
+    if (s->parent == NULL && s->kill_on_close)
+        dyn_proc_kill(p);
+    else if (s->parent == NULL)
         dyn_proc_destroy(p); /* lets it run, detached */
     s->proc = NULL;
 }

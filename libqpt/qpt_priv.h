@@ -61,6 +61,9 @@ struct qpt_space {
     int keep_on_exit;        /* live mode: a mutator's exit leaves the snippets in */
     struct qpt_space *next_live; /* live mode: the spaces restored at exit */
     int at_exec;             /* live mode: started by qpt_spawn, not run yet */
+    int spawned;             /* live mode: started by qpt_spawn */
+    uint64_t written_id;     /* file mode: the description id of the last qpt_write */
+    int kill_on_close;       /* live mode: qpt_kill: the process ended, not let run */
     struct qpt_space *parent; /* a library's space (qpt_library): the executable's */
     struct qpt_space *libs;  /* the executable's: its library spaces, a list */
     struct qpt_space *next_lib;

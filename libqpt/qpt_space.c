@@ -137,11 +137,19 @@ qpt_spawn(char *const argv[], qpt_space_t **out, char *why, size_t whylen)
     s->live = 1;
     int rc = qpt_live_spawn(s, argv, why, whylen);
     if (rc < 0) {
-        qpt_close(s);
+        qpt_kill(s); /* not run */
         return rc;
     }
     *out = s;
     return 0;
+}
+
+void
+qpt_kill(qpt_space_t *s)
+{
+    if (s != NULL && s->live && s->parent == NULL && s->spawned)
+        s->kill_on_close = 1;
+    qpt_close(s);
 }
 
 /* Load the program of a live process (qpt_live.c calls this once it knows the exe). */

@@ -15,6 +15,7 @@
  * uses libqpt's public header only.
  */
 #include <stddef.h>
+#include <stdio.h>
 #include <stdint.h>
 
 #include "include/qpt/qpt.h"
@@ -100,10 +101,15 @@ int qm_take_back(qm_set_t *set, size_t i, qpt_space_t *s);
 /* Forget the metrics parsed but not placed (after a qm_insert that failed). */
 void qm_drop_parsed(qm_set_t *set);
 
-/* The layout of SET after qm_insert, to PATH (text; replaced atomically), and back: a
- * set that can give results but not insert. */
-int qm_layout_save(const qm_set_t *set, const char *path, char *why, size_t whylen);
+/* The layout of SET after qm_insert, to PATH (text; replaced atomically), with ID, the
+ * rewrite's (qpt_written_id), and back: a set that can give results but not insert.
+ * qm_layout_id: the id a layout read has (0: one written before ids, not checked). */
+int qm_layout_save(const qm_set_t *set, uint64_t id, const char *path, char *why,
+                   size_t whylen);
+uint64_t qm_layout_id(const qm_set_t *set);
 int qm_layout_load(const char *path, qm_set_t **set, char *why, size_t whylen);
+/* ... from F, opened by the caller (a tool checks it is a regular file), named PATH. */
+int qm_layout_read(FILE *f, const char *path, qm_set_t **set, char *why, size_t whylen);
 
 /* Words of memory: NWORDS from ADDR (a process's memory, or a profile's words). */
 typedef int (*qm_read_fn)(void *arg, uint64_t addr, uint64_t *words, size_t nwords);

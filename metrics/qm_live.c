@@ -525,13 +525,13 @@ qm_live_run(qm_set_t *set, const qm_live_opts_t *o, qm_live_report_t *rep, char 
     live_t l = { set, o, rep, s, 0, cpn, qm_costs_new(), NULL, 0, "", 0, 0, 0 };
     int histo = o->hist_buckets >= 2 && o->hist_buckets % 2 == 0 && o->hist_width > 0;
     if (l.costs == NULL) {
-        qpt_close(s);
+        qpt_kill(s);
         return QPT_ENOMEM;
     }
     if (qm_count(set) == 0 && !o->commands) {
         snprintf(why, whylen, "no metric to measure");
         qm_costs_free(l.costs);
-        qpt_close(s);
+        qpt_kill(s);
         return QPT_EINVAL;
     }
     /* Attached: the process runs, so its calls can be sampled first; a process started
@@ -560,7 +560,7 @@ qm_live_run(qm_set_t *set, const qm_live_opts_t *o, qm_live_report_t *rep, char 
         snprintf(msg, sizeof(msg), "%d: %s", rep->pid, why);
         snprintf(why, whylen, "%s", msg);
         qm_costs_free(l.costs);
-        qpt_close(s);
+        qpt_kill(s); /* a command whose metrics are refused is not run */
         return rc;
     }
     if (o->on_ready != NULL)

@@ -32,6 +32,7 @@ typedef struct parser {
     char *why;
     size_t whylen;
     int failed;
+    unsigned nest;        /* parentheses and unary operators being parsed */
 } parser_t;
 
 int
@@ -230,6 +231,14 @@ pattern(parser_t *p, unsigned *line, unsigned *col)
 static qm_expr_t *
 mk(parser_t *p, int op, unsigned line, unsigned col, qm_expr_t *a, qm_expr_t *b)
 {
+    unsigned depth = 1 + (a && b ? (a->depth > b->depth ? a->depth : b->depth)
+                                 : a ? a->depth : b ? b->depth : 0);
+    if (depth > QM_MAX_DEPTH) {
+        qm_expr_free(a);
+        qm_expr_free(b);
+        fail_at(p, line, col, "the expression is nested deeper than %d levels", QM_MAX_DEPTH);
+        return NULL;
+    }
     qm_expr_t *e = calloc(1, sizeof(*e));
     if (e == NULL) {
         qm_expr_free(a);
@@ -240,12 +249,24 @@ mk(parser_t *p, int op, unsigned line, unsigned col, qm_expr_t *a, qm_expr_t *b)
     e->op = op;
     e->line = line;
     e->col = col;
+    e->depth = depth;
     e->a = a;
     e->b = b;
     return e;
 }
 
 static qm_expr_t *expr(parser_t *p);
+
+/* Enter a parenthesis or a unary operator at LINE:COL: 0, or -1 (after an error) past
+ * QM_MAX_DEPTH of them (the parser recurses on each). */
+static int
+enter(parser_t *p, unsigned line, unsigned col)
+{
+    if (++p->nest <= QM_MAX_DEPTH)
+        return 0;
+    fail_at(p, line, col, "the expression is nested deeper than %d levels", QM_MAX_DEPTH);
+    return -1;
+}
 
 static qm_expr_t *
 primary(parser_t *p)
@@ -254,7 +275,10 @@ primary(parser_t *p)
     unsigned line = p->line, col = p->col;
     int c = peekc(p);
     if (accept_char(p, '(')) {
+        if (enter(p, line, col) < 0)
+            return NULL;
         qm_expr_t *e = expr(p);
+        p->nest--;
         if (e != NULL && expect_char(p, ')', "')'") < 0) {
             qm_expr_free(e);
             return NULL;
@@ -310,16 +334,19 @@ unary(parser_t *p)
 {
     skip_space(p);
     unsigned line = p->line, col = p->col;
+    int op = 0;
     if (peekc(p) == '!' && p->text[p->pos + 1] != '=') {
         advance(p);
-        qm_expr_t *a = unary(p);
-        return a ? mk(p, QE_NOT, line, col, a, NULL) : NULL;
-    }
-    if (accept_char(p, '-')) {
-        qm_expr_t *a = unary(p);
-        return a ? mk(p, QE_NEG, line, col, a, NULL) : NULL;
-    }
-    return primary(p);
+        op = QE_NOT;
+    } else if (accept_char(p, '-'))
+        op = QE_NEG;
+    else
+        return primary(p);
+    if (enter(p, line, col) < 0)
+        return NULL;
+    qm_expr_t *a = unary(p);
+    p->nest--;
+    return a ? mk(p, op, line, col, a, NULL) : NULL;
 }
 
 /* Binary levels, loosest first; within a level, the longest operators first. */
@@ -449,6 +476,7 @@ body(parser_t *p, qm_metric_t *m)
     if ((m->pattern = pattern(p, &m->pat_line, &m->pat_col)) == NULL)
         return QPT_EINVAL;
     m->focus = QM_PER_PROC;
+    int focused = 0;   /* a 'per' or 'total' was read: one focus only */
     for (;;) {
         skip_space(p);
         unsigned l = p->line, c = p->col;
@@ -462,7 +490,15 @@ body(parser_t *p, qm_metric_t *m)
                 return fail_at(p, l, c, "a second 'where' (combine them with &&)");
             if ((m->where = expr(p)) == NULL)
                 return QPT_EINVAL;
-        } else if (accept_word(p, "per")) {
+        } else if (at_word(p, "per") || at_word(p, "total")) {
+            if (focused++)
+                return fail_at(p, l, c, "a second focus: one of 'per ...' or 'total' (they "
+                               "cannot be combined)");
+            if (accept_word(p, "total")) {
+                m->focus = QM_TOTAL;
+                continue;
+            }
+            accept_word(p, "per");
             skip_space(p);
             unsigned kl = p->line, kc = p->col;
             size_t from = p->pos;
@@ -486,8 +522,6 @@ body(parser_t *p, qm_metric_t *m)
                     return QPT_EINVAL;
                 skip_space(p);
                 from = p->pos;
-                if (m->key != NULL)
-                    return fail_at(p, kl, kc, "a second 'per value'");
                 if ((m->key = expr(p)) == NULL)
                     return QPT_EINVAL;
                 size_t to = p->pos;
@@ -520,9 +554,7 @@ body(parser_t *p, qm_metric_t *m)
             if (m->focus == QM_PER_VALUE && m->kind != QM_COUNT)
                 return fail_at(p, kl, kc, "a row per value is for counts (a timer's value at "
                                "its stop is not known)");
-        } else if (accept_word(p, "total"))
-            m->focus = QM_TOTAL;
-        else if (accept_word(p, "pre"))
+        } else if (accept_word(p, "pre"))
             m->post = 0;
         else if (accept_word(p, "post")) {
             if (m->kind != QM_COUNT)
@@ -566,7 +598,7 @@ qm_parse(const char *text, const char *origin, int one, qm_set_t **setp, char *w
     if (made && (set = calloc(1, sizeof(*set))) == NULL)
         return QPT_ENOMEM;
     size_t before = set->n;
-    parser_t p = { text, origin, 0, 1, 1, why, whylen, 0 };
+    parser_t p = { text, origin, 0, 1, 1, why, whylen, 0, 0 };
     int rc = 0;
     while (rc == 0) {
         qm_metric_t m;

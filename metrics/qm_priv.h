@@ -26,8 +26,14 @@ typedef struct qm_expr {
     int64_t num;           /* QE_NUM; QE_ARG: 0..5 */
     char *name;            /* QE_VAR */
     unsigned line, col;    /* where it was written */
+    unsigned depth;        /* of the tree under it: 1 for a leaf */
     struct qm_expr *a, *b;
 } qm_expr_t;
+
+/* The deepest expression (and the most nested parentheses and unary operators) the parser
+ * takes: the parser recurses, and a snippet is at most 64 nodes deep (with a few above
+ * the expression's). */
+#define QM_MAX_DEPTH 48
 
 /* One procedure of a metric (a row when per procedure). */
 typedef struct qm_proc {
@@ -66,6 +72,7 @@ struct qm_set {
     qm_metric_t *v;
     size_t n, cap;
     int placed;            /* a metric was placed (qm_insert) or read (qm_layout_load) */
+    uint64_t id;           /* read from a layout: the rewrite's id (0: an older layout) */
 };
 
 void qm_expr_free(qm_expr_t *e);

@@ -66,7 +66,7 @@ sb_printf(strbuf_t *b, const char *fmt, ...)
 }
 
 int
-qm_layout_save(const qm_set_t *set, const char *path, char *why, size_t whylen)
+qm_layout_save(const qm_set_t *set, uint64_t id, const char *path, char *why, size_t whylen)
 {
     if (set == NULL || path == NULL || !set->placed)
         return QPT_EINVAL;
@@ -74,7 +74,7 @@ qm_layout_save(const qm_set_t *set, const char *path, char *why, size_t whylen)
     if (snprintf(tmp, sizeof(tmp), "%s.tmp%d", path, (int)getpid()) >= (int)sizeof(tmp))
         return QPT_EINVAL;
     strbuf_t b = { 0 };
-    sb_printf(&b, "qpt-metrics-layout 1\n");
+    sb_printf(&b, "qpt-metrics-layout 2\nid %016llx\n", (unsigned long long)id);
     for (size_t i = 0; i < set->n; i++) {
         const qm_metric_t *m = &set->v[i];
         if (m->state != QM_ON)
@@ -148,12 +148,35 @@ qm_layout_load(const char *path, qm_set_t **out, char *why, size_t whylen)
             snprintf(why, whylen, "%s: %s", path, strerror(errno));
         return QPT_EIO;
     }
+    int rc = qm_layout_read(f, path, out, why, whylen);
+    fclose(f);
+    return rc;
+}
+
+int
+qm_layout_read(FILE *f, const char *path, qm_set_t **out, char *why, size_t whylen)
+{
+    if (f == NULL || path == NULL || out == NULL)
+        return QPT_EINVAL;
+    *out = NULL;
     qm_set_t *set = calloc(1, sizeof(*set));
     char *line = malloc(MAX_LINE);
     unsigned lineno = 1;
     int rc = set && line ? 0 : QPT_ENOMEM, ended = 0;
-    if (rc == 0 && (read_line(f, line, MAX_LINE) != 1 || strcmp(line, "qpt-metrics-layout 1") != 0))
+    /* Version 2 has the rewrite's id; 1 (before ids) is read, unchecked. */
+    int v2 = 0;
+    if (rc == 0 && (read_line(f, line, MAX_LINE) != 1
+                    || (strcmp(line, "qpt-metrics-layout 1") != 0
+                        && !(v2 = strcmp(line, "qpt-metrics-layout 2") == 0))))
         rc = QPT_EFORMAT;
+    if (rc == 0 && v2) {
+        unsigned long long id = 0;
+        char tail;
+        lineno++;
+        if (read_line(f, line, MAX_LINE) != 1 || sscanf(line, "id %llx%c", &id, &tail) != 1)
+            rc = QPT_EFORMAT;
+        set->id = id;
+    }
     while (rc == 0) {
         lineno++;
         int r = read_line(f, line, MAX_LINE);
@@ -253,7 +276,6 @@ qm_layout_load(const char *path, qm_set_t **out, char *why, size_t whylen)
     }
     if (rc == 0 && (!ended || set->n == 0))
         rc = QPT_EFORMAT;
-    fclose(f);
     free(line);
     if (rc < 0) {
         if (why != NULL && whylen > 0)
@@ -267,6 +289,12 @@ qm_layout_load(const char *path, qm_set_t **out, char *why, size_t whylen)
     set->placed = 1;
     *out = set;
     return 0;
+}
+
+uint64_t
+qm_layout_id(const qm_set_t *set)
+{
+    return set != NULL ? set->id : 0;
 }
 
 double

@@ -308,17 +308,51 @@ read_profile_fd(int fd, qp_profile_t *out, char *why, size_t whylen)
 }
 
 int
+qp_file_open_read(const char *path, char *why, size_t whylen)
+{
+    if (path == NULL)
+        return QP_EINVAL;
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK); /* a FIFO must not block */
+    if (fd < 0) {
+        int saved = errno;
+        qp_why(why, whylen, "%s", strerror(saved));
+        errno = saved;
+        return saved == EISDIR ? QP_EDIR : QP_EIO;
+    }
+    struct stat st;
+    int rc = 0;
+    if (fstat(fd, &st) < 0) {
+        qp_why(why, whylen, "%s", strerror(errno));
+        rc = QP_EIO;
+    } else if (S_ISDIR(st.st_mode)) {
+        qp_why(why, whylen, "is a directory");
+        rc = QP_EDIR;
+    } else if (!S_ISREG(st.st_mode)) {
+        qp_why(why, whylen, "not a regular file (a FIFO, device or socket): not read");
+        rc = QP_ENOTREG;
+    } else if (fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK) < 0) {
+        qp_why(why, whylen, "%s", strerror(errno));
+        rc = QP_EIO;
+    }
+    if (rc < 0) {
+        close(fd);
+        return rc;
+    }
+    return fd;
+}
+
+int
 qp_profile_read(const char *path, qp_profile_t *out, char *why, size_t whylen)
 {
     if (path == NULL || out == NULL)
         return QP_EINVAL;
     memset(out, 0, sizeof(*out));
     qp_why(why, whylen, "%s", "");
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK); /* a FIFO must not block */
-    if (fd < 0) {
-        qp_why(why, whylen, "%s", strerror(errno));
-        return errno == EISDIR ? QP_EDIR : QP_EIO;
-    }
+    int fd = qp_file_open_read(path, why, whylen);
+    if (fd == QP_ENOTREG)
+        qp_why(why, whylen, "not a qp profile (not a regular file)");
+    if (fd < 0)
+        return fd;
     int rc = read_profile_fd(fd, out, why, whylen);
     int saved = errno;
     close(fd);
@@ -504,9 +538,12 @@ write_profile_fd(int fd, const qp_profile_t *p)
 }
 
 int
-qp_profile_write(const char *path, const qp_profile_t *p, char *why, size_t whylen)
+qp_out_open(qp_out_t *o, const char *path, char *why, size_t whylen)
 {
-    if (path == NULL || p == NULL || (p->hdr.ncounters && p->counters == NULL))
+    o->fd = -1;
+    o->tmp = NULL;
+    o->path = path;
+    if (path == NULL)
         return QP_EINVAL;
     /* The result is renamed over PATH: that must never replace a device or FIFO. */
     struct stat st;
@@ -517,38 +554,82 @@ qp_profile_write(const char *path, const qp_profile_t *p, char *why, size_t whyl
         return S_ISDIR(st.st_mode) ? QP_EDIR : QP_ENOTREG;
     }
     size_t n = strlen(path);
-    char *tmp = malloc(n + 16);
-    if (tmp == NULL)
+    if ((o->tmp = malloc(n + 16)) == NULL)
         return QP_ENOMEM;
-    snprintf(tmp, n + 16, "%s.tmpXXXXXX", path);
-    int fd = mkstemp(tmp);
-    if (fd < 0) {
-        qp_why(why, whylen, "%s", strerror(errno));
-        free(tmp);
+    snprintf(o->tmp, n + 16, "%s.tmpXXXXXX", path);
+    o->fd = mkstemp(o->tmp);
+    if (o->fd < 0) {
+        int saved = errno;
+        qp_why(why, whylen, "%s", strerror(saved));
+        free(o->tmp);
+        o->tmp = NULL;
+        errno = saved;
         return QP_EIO;
     }
     /* mkstemp makes the file 0600: give it the mode a new file would have. */
     mode_t mask = umask(0);
     umask(mask);
-    int rc = fchmod(fd, 0666 & ~mask) < 0 ? QP_EIO : 0;
-    if (rc == 0)
-        rc = write_profile_fd(fd, p);
-    if (rc == 0 && fsync(fd) < 0)
-        rc = QP_EIO;
-    int saved = errno;
-    if (close(fd) < 0 && rc == 0) {
-        rc = QP_EIO;
-        saved = errno;
-    }
-    if (rc == 0 && rename(tmp, path) < 0) {
-        rc = QP_EIO;
-        saved = errno;
-    }
-    if (rc < 0) {
-        unlink(tmp);
+    if (fchmod(o->fd, 0666 & ~mask) < 0) {
+        int saved = errno;
         qp_why(why, whylen, "%s", strerror(saved));
+        qp_out_abort(o);
         errno = saved;
+        return QP_EIO;
     }
-    free(tmp);
-    return rc;
+    return 0;
+}
+
+int
+qp_out_commit(qp_out_t *o, char *why, size_t whylen)
+{
+    int rc = 0, saved = 0;
+    if (o->fd >= 0) {
+        if (fsync(o->fd) < 0)
+            rc = QP_EIO, saved = errno;
+        if (close(o->fd) < 0 && rc == 0)
+            rc = QP_EIO, saved = errno;
+        o->fd = -1;
+    }
+    if (rc == 0 && rename(o->tmp, o->path) < 0)
+        rc = QP_EIO, saved = errno;
+    if (rc < 0) {
+        qp_why(why, whylen, "%s", strerror(saved));
+        qp_out_abort(o);
+        errno = saved;
+        return rc;
+    }
+    free(o->tmp);
+    o->tmp = NULL;
+    return 0;
+}
+
+void
+qp_out_abort(qp_out_t *o)
+{
+    int saved = errno;
+    if (o->fd >= 0)
+        close(o->fd);
+    o->fd = -1;
+    if (o->tmp != NULL)
+        unlink(o->tmp);
+    free(o->tmp);
+    o->tmp = NULL;
+    errno = saved;
+}
+
+int
+qp_profile_write(const char *path, const qp_profile_t *p, char *why, size_t whylen)
+{
+    if (path == NULL || p == NULL || (p->hdr.ncounters && p->counters == NULL))
+        return QP_EINVAL;
+    qp_out_t o;
+    int rc = qp_out_open(&o, path, why, whylen);
+    if (rc < 0)
+        return rc;
+    if ((rc = write_profile_fd(o.fd, p)) < 0) {
+        qp_why(why, whylen, "%s", strerror(errno));
+        qp_out_abort(&o);
+        return rc;
+    }
+    return qp_out_commit(&o, why, whylen);
 }

@@ -84,6 +84,31 @@ qp_profile_merge(qp_profile_t *into, const qp_profile_t *from, char *why, size_t
 int
 qp_profile_write(const char *path, const qp_profile_t *p, char *why, size_t whylen);
 
+/*
+ * The checked file access every tool input and output goes through (the profiles' own).
+ *
+ * qp_file_open_read: PATH opened for reading, a regular file only: a FIFO, device or
+ * socket is refused without blocking (QP_ENOTREG), a folder is QP_EDIR, and WHY says so.
+ * Returns the descriptor (O_CLOEXEC, blocking reads), or a QP_E* code.
+ *
+ * qp_out_t: an output written atomically: qp_out_open makes a temporary file beside PATH
+ * (PATH must not be a folder, FIFO or device: those are refused, never replaced);
+ * write to FD (or fdopen it, then set FD to -1 after fclose); qp_out_commit syncs,
+ * closes and renames it over PATH; qp_out_abort (also after a failed commit) removes it.
+ * A reader never sees PATH half written, and a failure leaves PATH as it was.
+ */
+int qp_file_open_read(const char *path, char *why, size_t whylen);
+
+typedef struct qp_out {
+    int fd;
+    char *tmp;        /* the temporary file's path */
+    const char *path; /* the final one (not owned) */
+} qp_out_t;
+
+int qp_out_open(qp_out_t *o /*OUT*/, const char *path, char *why, size_t whylen);
+int qp_out_commit(qp_out_t *o, char *why, size_t whylen);
+void qp_out_abort(qp_out_t *o);
+
 /* Free P's arrays and zero it. NULL is fine. */
 void
 qp_profile_free(qp_profile_t *p);

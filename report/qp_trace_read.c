@@ -11,9 +11,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "arch/qp_err.h"
 #include "cfg/cfg.h"
+#include "report/qp_profile.h"
 #include "report/qp_trace.h"
 
 #define NONE QPT_TRACE_NONE
@@ -464,9 +466,15 @@ qp_trace_file_read_vals(const char *path, qpt_trace_file_t *hdr, uint32_t **rec,
     size_t nv = 0, vcap = 0, after_sig = SIZE_MAX;
     int pending = 0; /* words of a value record still to read */
     uint32_t vkind = 0; /* its kind */
-    FILE *f = fopen(path, "rb");
-    if (f == NULL)
+    char msg[256] = "";
+    int fd = qp_file_open_read(path, msg, sizeof(msg)); /* a FIFO is refused, not waited on */
+    if (fd < 0)
+        return fail(why, whylen, fd, path, msg);
+    FILE *f = fdopen(fd, "rb");
+    if (f == NULL) {
+        close(fd);
         return fail(why, whylen, QP_EIO, path, strerror(errno));
+    }
     if (fread(hdr, sizeof(*hdr), 1, f) != 1
         || (memcmp(hdr->magic, QPT_TRACE_FMAGIC, 8) != 0
             && memcmp(hdr->magic, QPT_TRACE_FMAGIC16, 8) != 0)) {

@@ -144,6 +144,10 @@ START_TEST(test_metrics_syntax)
         { "metric a = time wall(f) per arg1;", "a row per value is for counts", "t:1:29:" },
         { "metric a = time wall(f) post;", "'post' is for counts", "t:1:25:" },
         { "metric a = count calls(f) per value(arg1;", "expected ')'", "t:1:41:" },
+        { "metric a = count calls(f) per procedure per thread;", "a second focus", "t:1:41:" },
+        { "metric a = count calls(f) total where arg1 > 1 per arg1;", "a second focus", "t:1:48:" },
+        { "metric a = count calls(f) per arg1 per arg2;", "a second focus", "t:1:36:" },
+        { "metric a = count calls(f) per value(arg1) total;", "a second focus", "t:1:43:" },
         { "metrik a = count calls(f);", "expected 'metric'", "t:1:1:" },
         { "metric 9 = count calls(f);", "expected the metric's name", "t:1:8:" },
         { "metric a = count calls(f) where 12ab > 1;", "a malformed number", "t:1:33:" },
@@ -226,7 +230,9 @@ START_TEST(test_metrics_file)
     ck_assert_msg(qm_insert(set, s, on_note, NULL, why, sizeof(why)) == 0, "%s\nnotes:\n%s", why,
                   notes);
     ck_assert_msg(qpt_write(s, "tests/qpt/metric_prog.inst") == 0, "%s", qpt_error(s));
-    ck_assert_int_eq(qm_layout_save(set, "tests/qpt/metric_prog.inst.qpm", why, sizeof(why)), 0);
+    uint64_t id = qpt_written_id(s);
+    ck_assert_uint_ne(id, 0);
+    ck_assert_int_eq(qm_layout_save(set, id, "tests/qpt/metric_prog.inst.qpm", why, sizeof(why)), 0);
     qpt_close(s);
     unlink("tests/qpt/metric_prog.inst.qp");
     ck_assert_int_eq(system("tests/qpt/metric_prog.inst > tests/qpt/metric.out && "
@@ -242,6 +248,10 @@ START_TEST(test_metrics_file)
     set = NULL;
     ck_assert_msg(qm_layout_load("tests/qpt/metric_prog.inst.qpm", &set, why, sizeof(why)) == 0,
                   "%s", why);
+    uint64_t pid_;
+    ck_assert_int_eq(qpt_profile_id("tests/qpt/metric_prog.inst.qp", &pid_, why, sizeof(why)), 0);
+    ck_assert_uint_eq(qm_layout_id(set), id);
+    ck_assert_uint_eq(pid_, id);
     ck_assert_int_eq(qm_results(set, read_profile, "tests/qpt/metric_prog.inst.qp",
                                 qm_cycles_per_ns(), &rows, &n, why, sizeof(why)), 0);
     check_truth(set, rows, n);
@@ -382,7 +392,8 @@ START_TEST(test_metrics_modules)
     ck_assert_int_eq(qm_parse(mod_text, "m", 0, &set, why, sizeof(why)), 0);
     ck_assert_msg(qm_insert(set, s, NULL, NULL, why, sizeof(why)) == 0, "%s", why);
     ck_assert_msg(qpt_write(s, "tests/qpt/mod.inst") == 0, "%s", qpt_error(s));
-    ck_assert_int_eq(qm_layout_save(set, "tests/qpt/mod.inst.qpm", why, sizeof(why)), 0);
+    ck_assert_int_eq(qm_layout_save(set, qpt_written_id(s), "tests/qpt/mod.inst.qpm", why,
+                                    sizeof(why)), 0);
     qpt_close(s);
     unlink("tests/qpt/mod.inst.qp");
     ck_assert_int_eq(system("tests/qpt/mod.inst > tests/qpt/metric.out"), 0);

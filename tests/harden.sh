@@ -120,6 +120,43 @@ timeout 20 "$QP" report "$D/fifo" >/dev/null 2>"$D/err"
 st=$?
 [ "$st" -eq 1 ] && ok "qp report FIFO refused at once" || bad "qp report FIFO: status $st"
 
+# Every tool's inputs and outputs as the profiles': a FIFO input refused at once, a FIFO
+# output refused and left a FIFO (outputs are written beside and renamed), exit 1 (2 for
+# a --metrics file, a usage error), one line, no temporary file left.
+(cd "$D" && ./work.inst one 1 10 >/dev/null)
+"$QPT_REWRITE" --driver=trace --trace-mem "$D/work" -o "$D/work.t" >/dev/null 2>&1 &&
+    "$QPT_REWRITE" -e 'count calls(work) total' "$D/work" -o "$D/work.m" >/dev/null 2>&1 &&
+    (cd "$D" && ./work.m one 1 10 >/dev/null) || exit 99
+fifo_case() { # WANT-STATUS DESCRIPTION CMD...
+    local want=$1 what=$2
+    shift 2
+    timeout 10 "$@" >/dev/null 2>"$D/err"
+    local st=$?
+    [ "$st" -eq "$want" ] && [ "$(wc -l <"$D/err")" -eq 1 ] && [ -p "$D/fifo" ] &&
+        grep -q "not a regular file" "$D/err" && ok "$what: refused at once" ||
+        bad "$what: status $st: $(head -c 300 "$D/err")"
+}
+for c in blocks stats insns mem; do
+    fifo_case 1 "qp trace $c PROG FIFO" "$QP" trace $c "$D/work.t" "$D/fifo"
+done
+fifo_case 1 "qp report -o FIFO" "$QP" report "$D/work.inst.qp" -o "$D/fifo"
+fifo_case 1 "qp report --lcov -o FIFO" "$QP" report --lcov "$D/work.inst.qp" -o "$D/fifo"
+fifo_case 1 "qp report --csv -o FIFO" "$QP" report --csv "$D/work.inst.qp" -o "$D/fifo"
+fifo_case 1 "qp metrics --layout FIFO" "$QP" metrics --layout "$D/fifo" "$D/work.m.qp"
+fifo_case 1 "qp metrics -o FIFO" "$QP" metrics "$D/work.m.qp" -o "$D/fifo"
+fifo_case 2 "qpt-rewrite --metrics FIFO" "$QPT_REWRITE" --metrics "$D/fifo" "$D/work" -o "$D/x.inst"
+if [ -x "$top_builddir/tools/dyn" ]; then
+    DYN=$top_builddir/tools/dyn
+    fifo_case 2 "dyn run --metrics FIFO" "$DYN" run --metrics "$D/fifo" -- "$D/work" one 1 10
+    fifo_case 1 "dyn run -o FIFO" "$DYN" run --count work -o "$D/fifo" -- "$D/work" one 1 10
+    fifo_case 1 "dyn run --trace FIFO" "$DYN" run --count work --trace "$D/fifo" -- "$D/work" one 1 10
+    fifo_case 1 "dyn run -e -o FIFO" "$DYN" run -e 'count calls(work)' -o "$D/fifo" -- "$D/work" one 1 10
+fi
+"$QP" report "$D/work.inst.qp" -o "$D/rep.txt" 2>"$D/err" && grep -q work "$D/rep.txt" &&
+    "$QP" metrics "$D/work.m.qp" -o "$D/met.txt" 2>>"$D/err" && grep -q 10 "$D/met.txt" &&
+    ! ls "$D" | grep -q '\.tmp' && ok "qp report -o, qp metrics -o: written, no temporary file left" ||
+    bad "qp -o: $(cat "$D/err"; ls "$D" | grep tmp)"
+
 cp "$D/work" "$D/suid" && chmod 4755 "$D/suid"
 "$QPT_REWRITE" --driver=none "$D/suid" -o "$D/suid.inst" 2>"$D/err"
 mode=$(stat -c %a "$D/suid.inst")
@@ -394,6 +431,39 @@ for v in work.inst work.static.inst; do
     [ "$wrong" -eq 0 ] && ok "$v: 4 forked children and the parent, 8 threads: exact ($reps times)" \
         || bad "$v: $wrong of $((2 * reps)) runs wrong"
 done
+# What a forked child's calls are (qp(1), FORKED PROCESSES): main forks once, the child
+# calls work(5) and _exit()s inside main, the parent calls work(3). One entry of main
+# happened (gcov: 1), but the child, counted from where fork returned, ran main's code:
+# flow conservation credits it with main's entry and the path to the fork (work(10)):
+# main 2 calls, work 4 (3 ran); the report says so in a note.
+cat >"$D/fk.c" <<'EOF'
+#include <sys/wait.h>
+#include <unistd.h>
+volatile long sink;
+__attribute__((noinline)) void work(long n) { for (long i = 0; i < n; i++) sink += i; }
+int main(void) {
+    work(10);
+    pid_t p = fork();
+    if (p == 0) { work(5); _exit(0); }
+    waitpid(p, 0, 0);
+    work(3);
+    return 0;
+}
+EOF
+if gcc -O1 -o "$D/fk" "$D/fk.c" && "$QPT_REWRITE" "$D/fk" -o "$D/fk.inst" 2>/dev/null &&
+    (cd "$D" && ./fk.inst); then
+    "$QP" report --csv "$D/fk.inst.qp" >"$D/fk.csv" 2>&1
+    "$QP" report "$D/fk.inst.qp" >"$D/fk.txt" 2>&1
+    m=$(awk -F, '$1 == "main" { print $2 }' "$D/fk.csv")
+    w=$(awk -F, '$1 == "work" { print $2 }' "$D/fk.csv")
+    [ "$m" = 2 ] && [ "$w" = 4 ] &&
+        grep -q "^note: 1 forked process counted from where fork returned" "$D/fk.txt" &&
+        ok "a child forked in main: main 2 calls, work 4, as documented, with the note" ||
+        bad "fork in main: main $m, work $w: $(grep note "$D/fk.txt")"
+else
+    bad "fork in main: the program"
+fi
+
 # Simultaneous starts with no profile yet: none lost, every run counted.
 rounds=5
 [ -n "${HARDEN_HEAVY:-}" ] && rounds=40

@@ -61,6 +61,22 @@ st=$?
 [ $st = 2 ] && echo "$out" | grep -q -- '-e:1:19: expected' && echo "$out" | grep -q '^ *\^$' &&
     [ ! -e "$D/x.inst" ] && ok "a syntax error: line:column, caret, exit 2, nothing written" ||
     bad "syntax error ($st): $out"
+# Deep nesting: a positioned error, not a crash (the parser recurses).
+deep=$(printf '%*s' 10000 '' | tr ' ' '(')1$(printf '%*s' 10000 '' | tr ' ' ')')
+neg=$(printf '%*s' 200000 '' | tr ' ' '-')
+printf 'metric n = count calls(leaf) where %s1;\n' "$neg" >"$D/neg.qm"
+plus=$(printf '%*s' 1000 '' | sed 's/ /+1/g')
+out=$("$R" -e "count calls(leaf) where $deep" "$D/prog" -o "$D/x.inst" 2>&1)
+st=$?
+out2=$("$R" --metrics "$D/neg.qm" "$D/prog" -o "$D/x.inst" 2>&1)
+st2=$?
+out3=$("$R" -e "count calls(leaf) where 1$plus" "$D/prog" -o "$D/x.inst" 2>&1)
+st3=$?
+[ $st = 2 ] && echo "$out" | grep -q -- '-e:1:73: the expression is nested deeper than 48 levels' &&
+    [ $st2 = 2 ] && echo "$out2" | grep -q 'neg.qm:1:84: the expression is nested deeper' &&
+    [ $st3 = 2 ] && echo "$out3" | grep -q -- '-e:1:120: the expression is nested deeper' &&
+    [ ! -e "$D/x.inst" ] && ok "10,000 parentheses, 200,000 minus signs, 1,000 additions: nested too deep, positioned, exit 2" ||
+    bad "deep nesting ($st $st2 $st3): $(echo "$out" "$out2" "$out3" | cut -c1-200)"
 printf 'metric a = count calls(leaf);\nmetric b = count calls(no_such_proc);\n' >"$D/bad.qm"
 out=$("$R" --metrics "$D/bad.qm" "$D/prog" -o "$D/x.inst" 2>&1)
 st=$?
@@ -75,6 +91,20 @@ out=$("$R" -e 'count calls(leaf)' --driver=qp "$D/prog" -o "$D/x.inst" 2>&1)
     bad "-e --driver: $out"
 out=$("$Q" metrics "$D/nothing.qp" 2>&1)
 [ $? = 1 ] && ok "qp metrics without a layout: $out" || bad "qp metrics no layout: $out"
+# The profile of another rewrite (other metrics) against a layout: refused in one line,
+# not values read from the wrong words.
+if "$R" -e 'count calls(rec) total' -e 'count calls(leaf) total' "$D/prog" -o "$D/other.inst" 2>/dev/null &&
+    "$D/other.inst" >/dev/null; then
+    out=$("$Q" metrics --layout "$D/other.inst.qpm" "$D/prog.inst.qp" 2>&1)
+    st=$?
+    [ $st = 1 ] && [ "$(echo "$out" | wc -l)" = 1 ] && echo "$out" | grep -q "the profile of another rewrite than the layout" &&
+        ok "qp metrics: a layout and the profile of another rewrite refused" ||
+        bad "layout/profile mismatch ($st): $out"
+    "$Q" metrics --csv "$D/other.inst.qp" >"$D/other.csv" 2>&1 && grep -q '^count calls(leaf) total,total,count,51,' "$D/other.csv" &&
+        ok "qp metrics: the matching layout still read" || bad "other layout: $(cat "$D/other.csv")"
+else
+    bad "the second rewrite"
+fi
 
 # dyn attach --commands on `target serve 1` (each line N: work() called N times, then
 # "done"): add a metric, N calls, show; remove it, calls, add it again, calls, show, quit.
@@ -356,6 +386,25 @@ if [ -x "$DYN" ]; then
         out=$("$DYN" run -e 'count calls(leaf) where' -- "$D/prog" 2>&1)
         [ $? = 2 ] && echo "$out" | grep -q -- '-e:1:24:' && ok "dyn: a syntax error, exit 2" ||
             bad "dyn syntax: $out"
+        out=$("$DYN" run -e "count calls(leaf) where $deep" -- "$D/prog" 2>&1)
+        st=$?
+        sleep 5 &
+        sp=$!
+        out2=$("$DYN" attach $sp -e "count calls(leaf) where $deep" 2>&1)
+        st2=$?
+        kill $sp 2>/dev/null
+        [ $st = 2 ] && echo "$out" | grep -q -- '-e:1:73: the expression is nested deeper' &&
+            [ $st2 = 2 ] && echo "$out2" | grep -q -- '-e:1:73: the expression is nested deeper' &&
+            ok "dyn run -e, dyn attach -e: 10,000 parentheses refused, positioned" ||
+            bad "dyn deep nesting ($st $st2): $(echo "$out" "$out2" | cut -c1-200)"
+        # A refused metric: the command is not run (as with --count), exit 2.
+        out=$("$DYN" run -e 'count calls(nosuch)' -- "$D/prog" 2>&1)
+        st=$?
+        out2=$("$DYN" run -e 'count calls(libc.so.6:nosuch)' -- "$D/prog" 2>&1)
+        st2=$?
+        [ $st = 2 ] && [ $st2 = 2 ] && echo "$out" | grep -q "no procedure matches 'nosuch'" &&
+            ! echo "$out" "$out2" | grep -qw 203 && ok "dyn run -e: a refused metric, the command not run, exit 2" ||
+            bad "dyn run -e refused ($st $st2): $out $out2"
         out=$("$DYN" run -e 'count calls(leaf)' --count leaf -- "$D/prog" 2>&1)
         [ $? = 2 ] && ok "dyn: -e with --count refused" || bad "dyn -e --count: $out"
         # Attached to a busy program for 0.5 s, with a live table every 0.2 s.

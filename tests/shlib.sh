@@ -164,6 +164,23 @@ for v in "gcc -O0" "gcc -O2" "clang -O0" "clang -O2" "gcc -O2 -fno-plt" "clang -
                 bad "$v --with-libs: again into $w: status $st: $(cat "$d/log.again")"
             "$QPT_REWRITE" --with-libs --force "$d/mainw" -o "$w" >/dev/null 2>&1 &&
                 ok "$v --with-libs --force" || bad "$v --with-libs --force failed"
+            # A folder where a library would go: the program would load it, and not start.
+            wd=$d/whole.dir
+            mkdir -p "$wd/libqt.so"
+            "$QPT_REWRITE" --with-libs --force "$d/mainw" -o "$wd" >"$d/log.dir" 2>&1
+            st=$?
+            [ "$st" = 1 ] && [ "$(wc -l <"$d/log.dir")" = 1 ] && grep -q "$wd/libqt.so: exists and is not a regular file" "$d/log.dir" &&
+                [ ! -e "$wd/mainw" ] && ok "$v --with-libs --force: a folder named as a library refused, nothing written" ||
+                bad "$v --with-libs --force, a folder libqt.so: status $st: $(cat "$d/log.dir")"
+            # A FIFO named as the library in a folder searched first: passed over, not
+            # waited on (the next folder has the library).
+            mkdir -p "$d/fifodir" && rm -f "$d/fifodir/libqt.so" && mkfifo "$d/fifodir/libqt.so"
+            gcc -O2 -o "$d/mainf" "$src/main.c" -L"$d" -lqt -pthread -ldl -Wl,-rpath,"$(cd "$d" && pwd)/fifodir:$(cd "$d" && pwd)" || exit 99
+            timeout 60 "$QPT_REWRITE" --with-libs "$d/mainf" -o "$d/whole.fifo" >"$d/log.fifo" 2>&1
+            st=$?
+            [ "$st" = 0 ] && [ -f "$d/whole.fifo/libqt.so" ] && [ -p "$d/fifodir/libqt.so" ] &&
+                ok "$v --with-libs: a FIFO in the library path passed over, not waited on" ||
+                bad "$v --with-libs, a FIFO libqt.so: status $st: $(tail -n 2 "$d/log.fifo")"
             # A library named by a path in DT_NEEDED never chooses where a file is written
             # (../libevil.so once made OUT/../libevil.so).
             h=$(cd "$d" && pwd)/hostile

@@ -46,9 +46,9 @@ static int out_closed;
  * first call; after its last, one event brings it back to 0.
  */
 typedef struct trace_out {
-    FILE *f;
+    FILE *f;          /* OUT's stream while tracing, else NULL */
     const char *path;
-    char part[4096];  /* PATH.part, written until complete */
+    tool_out_t out;   /* written beside PATH, renamed over it when complete */
     size_t nevents;
     uint64_t *last;   /* per point: its rate in the previous sample (0: none) */
     int64_t *wall;    /* per point: its time inside at the previous sample */
@@ -330,37 +330,6 @@ print_metric_histogram(const qm_set_t *set, const qm_live_report_t *rep)
     }
 }
 
-
-/*
- * Create PART (the trace's FILE.part) for writing: never through a symbolic link, never
- * over a file that is not the user's (a name beside FILE can be predicted). One that a
- * dyn killed before left there, a regular file of the user's, is replaced. NULL with
- * errno set when it cannot be.
- */
-static FILE *
-open_part(const char *part)
-{
-    for (int again = 0; again < 2; again++) {
-        int fd = open(part, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
-        if (fd >= 0) {
-            FILE *f = fdopen(fd, "w");
-            if (f == NULL)
-                close(fd);
-            return f;
-        }
-        struct stat st;
-        if (errno != EEXIST || lstat(part, &st) != 0 || !S_ISREG(st.st_mode)
-            || st.st_uid != geteuid() || st.st_nlink != 1) {
-            errno = EEXIST;
-            return NULL;
-        }
-        if (unlink(part) != 0)
-            return NULL;
-    }
-    errno = EEXIST;
-    return NULL;
-}
-
 /* The CSV (CSV, may be NULL) and the final table of REP: the rows never called only
  * with ZEROS (the CSV has every row). 0, or -1 (message printed). */
 static int
@@ -372,11 +341,10 @@ report(const dyn_run_report_t *rep, const char *csv, int zeros)
 
     /* The CSV first: scripts rely on it even when stdout is a closed pipe. */
     if (csv != NULL) {
-        f = fopen(csv, "w");
-        if (f == NULL) {
-            fprintf(stderr, "%s: %s: %s\n", prog_name, csv, strerror(errno));
+        tool_out_t t;
+        if (tool_out_open(&t, prog_name, csv) < 0)
             return -1;
-        }
+        f = t.f;
         fprintf(f, "name,calls,wall_ns\n");
         for (size_t i = 0; i < n; i++) {
             tool_csv_field(f, r[i].name);
@@ -385,10 +353,8 @@ report(const dyn_run_report_t *rep, const char *csv, int zeros)
                 fprintf(f, "%lld", (long long)r[i].wall_ns);
             fputc('\n', f);
         }
-        if (fclose(f) != 0) {
-            fprintf(stderr, "%s: %s: %s\n", prog_name, csv, strerror(errno));
+        if (tool_out_close(&t, prog_name, 1) < 0)
             return -1;
-        }
     }
     printf("dyn: %zu %s, %.3f s\n", n, what, rep->secs);
     if (rep->timed)
@@ -599,12 +565,11 @@ metrics_session(const opts_t *o, int pid, char *const *argv)
         }
         free(agg);
         if (o->csv != NULL) {
-            FILE *f = fopen(o->csv, "w");
-            if (f == NULL || tool_metrics_print(f, set, rep.rows, rep.nrows, TM_CSV) < 0
-                || fclose(f) != 0) {
-                fprintf(stderr, "%s: %s: %s\n", prog_name, o->csv, strerror(errno));
+            tool_out_t t;
+            if (tool_out_open(&t, prog_name, o->csv) < 0
+                || tool_out_close(&t, prog_name,
+                                  tool_metrics_print(t.f, set, rep.rows, rep.nrows, TM_CSV) == 0) < 0)
                 ret = EXIT_FAIL;
-            }
         }
         printf("dyn: pid %d, %.3f s (stopped %.1f ms to insert)", rep.pid, rep.secs,
                rep.stop_ms);
@@ -786,12 +751,11 @@ many_session(const opts_t *o)
         if (tool_metrics_print(stdout, set, all, n + nagg, TM_TEXT) < 0)
             out_closed = 1;
         if (o->csv != NULL) {
-            FILE *f = fopen(o->csv, "w");
-            if (f == NULL || tool_metrics_print(f, set, all, n + nagg, TM_CSV) < 0
-                || fclose(f) != 0) {
-                fprintf(stderr, "%s: %s: %s\n", prog_name, o->csv, strerror(errno));
+            tool_out_t t;
+            if (tool_out_open(&t, prog_name, o->csv) < 0
+                || tool_out_close(&t, prog_name,
+                                  tool_metrics_print(t.f, set, all, n + nagg, TM_CSV) == 0) < 0)
                 ret = EXIT_FAIL;
-            }
         }
     }
     if (out_closed)
@@ -1051,10 +1015,11 @@ main(int argc, char **argv)
     }
 
     /* A CSV that cannot be written must fail now, not after the whole session. */
-    if (o.csv != NULL && !tool_writable(o.csv, 0)) {
-        fprintf(stderr, "%s: %s: %s\n", prog_name, o.csv, strerror(errno));
+    tool_out_t t;
+    if (o.csv != NULL && tool_out_open(&t, prog_name, o.csv) < 0)
         return EXIT_FAIL;
-    }
+    if (o.csv != NULL)
+        tool_out_close(&t, prog_name, 0); /* a trial: nothing written */
     if (o.trace != NULL) {
         if (o.nm > 0 || o.commands || o.npids > 1 || o.children) {
             fprintf(stderr, "%s: --trace records --count, --all, --time or --calls-from "
@@ -1066,14 +1031,10 @@ main(int argc, char **argv)
         if (o.interval <= 0)
             o.interval = 0.1;
         /* Written beside FILE and renamed when complete: a dyn killed on the way leaves
-         * FILE.part, never a FILE cut short. */
-        int too_long = snprintf(trace.part, sizeof(trace.part), "%s.part", o.trace)
-                       >= (int)sizeof(trace.part);
-        if (too_long || (trace.f = open_part(trace.part)) == NULL) {
-            fprintf(stderr, "%s: %s: %s\n", prog_name, too_long ? o.trace : trace.part,
-                    too_long ? "path too long" : strerror(errno));
+         * FILE.tmpXXXXXX, never a FILE cut short; a FIFO or device is refused. */
+        if (tool_out_open(&trace.out, prog_name, o.trace) < 0)
             return EXIT_FAIL;
-        }
+        trace.f = trace.out.f;
         fprintf(trace.f, "{\"displayTimeUnit\":\"ms\",\"otherData\":{\"creator\":\"dyn (%s) %s\"},"
                 "\"traceEvents\":[", PACKAGE_NAME, PACKAGE_VERSION);
     }
@@ -1087,9 +1048,7 @@ main(int argc, char **argv)
         ret = session(&o, pid, run ? argv + optind : NULL, t_started);
     if (trace.f != NULL) {
         fprintf(trace.f, "\n]}\n");
-        if (fclose(trace.f) != 0 || rename(trace.part, trace.path) != 0) {
-            fprintf(stderr, "%s: %s: %s\n", prog_name, trace.path, strerror(errno));
-            unlink(trace.part);
+        if (tool_out_close(&trace.out, prog_name, 1) < 0) {
             ret = EXIT_FAIL;
         } else {
             fprintf(stderr, "%s: %s: %zu counter events (Chrome trace: Perfetto, "

@@ -23,6 +23,7 @@
 
 #include "report/qp_report.h"
 #include "tools/qp_tool.h"
+#include "tools/tool.h"
 
 enum { EXIT_INPUT = 1, EXIT_USAGE = 2 };
 
@@ -626,39 +627,29 @@ same_file(const char *output, const char *path)
         && o.st_ino == p.st_ino;
 }
 
-/* Open -o FILE, or standard output, as *F named *NAME. -o never truncates an input (a
- * profile, or the file of one of the NMODS modules MODS). */
+/* Open -o FILE (written beside it, renamed when complete), or standard output, as T. -o
+ * never replaces an input (a profile, or the file of one of the NMODS modules MODS). */
 static int
-output_open(const qp_args_t *a, const module_t *mods, int nmods, FILE **f, const char **name)
+output_open(const qp_args_t *a, const module_t *mods, int nmods, tool_out_t *t)
 {
-    *f = stdout;
-    *name = "standard output";
-    if (a->output == NULL)
-        return 0;
-    *name = a->output;
-    for (int k = 0; k < nmods; k++)
+    for (int k = 0; a->output != NULL && k < nmods; k++)
         if (same_file(a->output, mods[k].exe))
             return fail(a->output, mods[k].img->flags & CFG_IMG_SHLIB
                                        ? "is a library read: not overwritten"
                                        : "is the executable: not overwritten");
-    for (int i = 0; i < a->nfiles; i++)
+    for (int i = 0; a->output != NULL && i < a->nfiles; i++)
         if (same_file(a->output, a->files[i]))
             return fail(a->output, "is a profile read: not overwritten");
-    *f = fopen(a->output, "w");
-    if (*f == NULL)
-        return fail(a->output, strerror(errno));
-    return 0;
+    return tool_out_open(t, "qp", a->output) < 0 ? EXIT_INPUT : 0;
 }
 
 /* Close what output_open opened, ST being the printer's status: a failed write is an
- * error. */
+ * error, and a failed report leaves -o FILE as it was. */
 static int
-output_close(FILE *f, const char *name, int st)
+output_close(tool_out_t *t, int st)
 {
-    if (fflush(f) != 0 || ferror(f))
-        st = fail(name, strerror(errno ? errno : EIO));
-    if (f != stdout && fclose(f) != 0 && st == 0)
-        st = fail(name, strerror(errno));
+    if (tool_out_close(t, "qp", st == 0) < 0 && st == 0)
+        st = EXIT_INPUT;
     return st;
 }
 
@@ -712,10 +703,9 @@ module_inputs(const qp_args_t *a, module_t *m, const cfg_image_t *orig)
 static int
 report_module(const qp_args_t *a, const module_t *mods, int nmods, const module_t *m)
 {
-    FILE *f;
-    const char *name;
-    int st = output_open(a, mods, nmods, &f, &name);
-    return st != 0 ? st : output_close(f, name, print_report(f, a, &m->in));
+    tool_out_t t;
+    int st = output_open(a, mods, nmods, &t);
+    return st != 0 ? st : output_close(&t, print_report(t.f, a, &m->in));
 }
 
 /*****************************************************************************
@@ -842,15 +832,14 @@ print_several(const qp_args_t *a, const module_t *mods, int n)
         if (qp_process_build(reps, (uint32_t)n, &pr) < 0)
             st = fail(mods[0].exe, qp_strerror(QP_ENOMEM));
     }
-    FILE *f;
-    const char *name;
-    if (st == 0 && (st = output_open(a, mods, n, &f, &name)) == 0) {
+    tool_out_t t;
+    if (st == 0 && (st = output_open(a, mods, n, &t)) == 0) {
         qp_modules_t qm = { ins, labels, (uint32_t)n, &pr };
         if (a->out == OUT_CSV)
-            qp_print_csv_modules(f, &qm);
+            qp_print_csv_modules(t.f, &qm);
         else
-            qp_print_flat_modules(f, &qm);
-        st = output_close(f, name, 0);
+            qp_print_flat_modules(t.f, &qm);
+        st = output_close(&t, 0);
     }
     qp_process_free(&pr);
     free(order);

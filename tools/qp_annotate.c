@@ -20,6 +20,7 @@
 
 #include "arch/arch.h"
 #include "tools/qp_tool.h"
+#include "tools/tool.h"
 
 
 typedef struct dis {
@@ -200,7 +201,8 @@ load_source(dis_t *d, const char *path)
     d->lines = NULL;
     d->nlines = 0;
     d->text_of = path;
-    FILE *src = fopen(path, "r");
+    char why[256];
+    FILE *src = tool_fopen_read(path, why, sizeof(why)); /* a FIFO is not waited on */
     if (src == NULL)
         return;
     char *line = NULL;

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "tools/qp_tool.h"
+#include "tools/tool.h"
 #include "tools/tool_metrics.h"
 
 enum { EXIT_INPUT = 1, EXIT_USAGE = 2 };
@@ -99,7 +100,15 @@ qp_metrics_main(int argc, char **argv)
         layout = lay;
     }
     qm_set_t *set = NULL;
-    if (qm_layout_load(layout, &set, why, sizeof(why)) < 0) {
+    FILE *lf = tool_fopen_read(layout, why, sizeof(why)); /* a FIFO is refused */
+    if (lf == NULL) {
+        fprintf(stderr, "qp: %s: %s%s\n", layout, why,
+                np > 1 && layout == lay ? " (give the program's layout with --layout)" : "");
+        return EXIT_INPUT;
+    }
+    int lrc = qm_layout_read(lf, layout, &set, why, sizeof(why));
+    fclose(lf);
+    if (lrc < 0) {
         fprintf(stderr, "qp: %s%s\n", why,
                 np > 1 && layout == lay ? " (give the program's layout with --layout)" : "");
         return EXIT_INPUT;
@@ -111,6 +120,18 @@ qp_metrics_main(int argc, char **argv)
     double cpn = qm_cycles_per_ns();
     int rc = per && nper ? 0 : -1;
     for (size_t j = 0; rc == 0 && j < np; j++) {
+        /* The profile of another rewrite holds other words: its values would be wrong. */
+        const char *pf = argv[optind + (int)j];
+        uint64_t id;
+        if (qm_layout_id(set) != 0 && qpt_profile_id(pf, &id, why, sizeof(why)) == 0
+            && id != qm_layout_id(set)) {
+            fprintf(stderr, "qp: %s: the profile of another rewrite than the layout %s "
+                    "(id %016llx, the layout's %016llx)%s\n", pf, layout,
+                    (unsigned long long)id, (unsigned long long)qm_layout_id(set),
+                    layout == lay ? "" : ": give the program's layout with --layout");
+            rc = -1;
+            break;
+        }
         read_why[0] = '\0';
         if (qm_results(set, read_profile, argv[optind + (int)j], cpn, &per[j], &nper[j], why,
                        sizeof(why)) < 0) {
@@ -151,18 +172,16 @@ qp_metrics_main(int argc, char **argv)
         qm_free(set);
         return EXIT_INPUT;
     }
-    FILE *f = stdout;
-    if (output != NULL && (f = fopen(output, "w")) == NULL) {
-        perror(output);
+    tool_out_t t;
+    if (tool_out_open(&t, "qp", output) < 0) {
         free(rows);
         qm_free(set);
         return EXIT_INPUT;
     }
-    int bad = tool_metrics_print(f, set, rows, n, kind) < 0;
-    if (f != stdout && fclose(f) != 0)
-        bad = 1;
+    int bad = tool_metrics_print(t.f, set, rows, n, kind) < 0;
     if (bad)
-        fprintf(stderr, "qp: %s: writing failed\n", output ? output : "standard output");
+        fprintf(stderr, "qp: %s: writing failed\n", t.name);
+    bad |= tool_out_close(&t, "qp", !bad) < 0;
     free(rows);
     qm_free(set);
     return bad ? EXIT_INPUT : 0;

@@ -308,6 +308,8 @@ typedef struct flat_notes {
     uint32_t nviolating, napprox, nunknown, nsaturated; /* procedures (qp_report_t), and
                                                          * PLT stubs for the last two */
     uint64_t ndropped, incomplete;                      /* exits (profile, back-traces) */
+    uint64_t forks;                                     /* forked children (the most of
+                                                         * any module's profile) */
     int saturated;                                      /* a sum of profiles saturated */
     uint32_t nplt, nlazy, ncaller;                      /* PLT stubs: all, bound lazily,
                                                          * called from approximate code */
@@ -327,6 +329,7 @@ sum_notes(const flat_view_t *v, flat_notes_t *n)
         n->nunknown += r->nunknown;
         n->nsaturated += r->nsaturated;
         n->ndropped += p->ndropped;
+        n->forks = p->hdr.forks > n->forks ? p->hdr.forks : n->forks;
         n->incomplete += r->bt.incomplete;
         n->saturated |= p->saturated;
         n->nplt += r->nplt;
@@ -348,7 +351,7 @@ print_footnotes(FILE *f, const flat_view_t *v)
     flat_notes_t n;
     sum_notes(v, &n);
     int any = n.nviolating || n.napprox || n.nunknown || n.ndropped || n.incomplete
-        || n.saturated || n.nsaturated || n.nplt || n.nlib_leave;
+        || n.saturated || n.nsaturated || n.nplt || n.nlib_leave || n.forks;
     if (!any)
         return;
     fprintf(f, "\n");
@@ -391,6 +394,13 @@ print_footnotes(FILE *f, const flat_view_t *v)
         fprintf(f, "note: %" PRIu64 " exit back-trace(s) could not be followed to the "
                    "outermost frame: counts of the procedures above may be approximate\n",
                 n.incomplete);
+    if (n.forks)
+        fprintf(f, "note: %" PRIu64 " forked process%s counted from where fork returned: each "
+                   "counts once more the procedures it inherited active at the fork and then "
+                   "ran in (one call each, and their blocks from the entry to the fork), "
+                   "as flow conservation makes them; gcov counts the one entry (qp(1), "
+                   "FORKED PROCESSES)\n",
+                n.forks, n.forks == 1 ? "" : "es");
     if (n.nsaturated)
         fprintf(f, "+  a counter reached 2^64-1, the most it holds (or the profile is "
                    "damaged): its counts are lower bounds\n");

@@ -642,8 +642,9 @@ metrics_rewrite(qm_set_t *set, const char *input, const char *output, const char
         qpt_close(s);
         return EXIT_INPUT;
     }
+    uint64_t id = qpt_written_id(s); /* its profiles carry it: matched by qp metrics */
     qpt_close(s);
-    if (qm_layout_save(set, layout, why, sizeof(why)) < 0) {
+    if (qm_layout_save(set, id, layout, why, sizeof(why)) < 0) {
         fprintf(stderr, "%s: %s\n", prog_name, why);
         unlink(output); /* no program whose values could not be read */
         return EXIT_INPUT;
@@ -717,6 +718,36 @@ rewrite_file(const char *input, const char *output, int dump, const char *proc,
     return status;
 }
 
+/* Is library D (of a program whose dynamic linker is INTERP, LOADER its real path) one
+ * --with-libs writes as DIR/NAME? 0: the dynamic linker; -1: named by a path, or not found
+ * (said in a line when SAY). */
+static int
+lib_written(const elfw_dep_t *d, const char *interp, const char *loader, int say)
+{
+    char *real = d->path != NULL ? realpath(d->path, NULL) : NULL;
+    int is_loader = (loader != NULL && real != NULL && strcmp(loader, real) == 0)
+        || (interp != NULL && strrchr(interp, '/') != NULL
+            && strcmp(d->name, strrchr(interp, '/') + 1) == 0);
+    free(real);
+    if (is_loader)
+        return 0; /* the dynamic linker: it runs before any runtime could */
+    if (strchr(d->name, '/') != NULL || strcmp(d->name, "..") == 0
+        || strcmp(d->name, ".") == 0 || d->name[0] == '\0') {
+        /* Loaded by its path, not searched for: a copy in DIR would not be the one
+         * loaded (and such a name must never choose where a file is written). */
+        if (say)
+            fprintf(stderr, "%s: %s: named by a path: left as it is\n", prog_name, d->name);
+        return -1;
+    }
+    if (d->path == NULL) {
+        if (say)
+            fprintf(stderr, "%s: %s: not found; the program will not find it either\n",
+                prog_name, d->name);
+        return -1;
+    }
+    return 1;
+}
+
 /*
  * --with-libs: PROGRAM and every library it loads at start, rewritten into the folder
  * DIR (created if need be; one holding other files only with --force): DIR/PROGRAM and
@@ -771,38 +802,39 @@ rewrite_with_libs(const char *input, const char *dir, const char *driver, int at
     const char *base = strrchr(input, '/') ? strrchr(input, '/') + 1 : input;
     char out[PATH_MAX];
     int status = EXIT_INPUT;
+    char *loader = interp != NULL ? realpath(interp, NULL) : NULL;
+    /* DIR/NAME is what the program loads (DIR comes first in its search path): a folder,
+     * FIFO or device there would be loaded instead of any library, and fail. */
+    for (size_t i = 0; i < n; i++) {
+        struct stat ls;
+        if (lib_written(&deps[i], interp, loader, 0) == 1
+            && snprintf(out, sizeof(out), "%s/%s", dir, deps[i].name) < (int)sizeof(out)
+            && stat(out, &ls) == 0 && !S_ISREG(ls.st_mode)) {
+            fprintf(stderr, "%s: %s: exists and is not a regular file: the program would load "
+                    "it instead of %s (remove it)\n", prog_name, out, deps[i].name);
+            free(loader);
+            elfw_deps_free(deps, n);
+            free(interp);
+            return EXIT_INPUT;
+        }
+    }
     if (snprintf(out, sizeof(out), "%s/%s", dir, base) < (int)sizeof(out))
         status = rewrite_file(input, out, DUMP_NONE, NULL, driver, atomic, NULL, verbose);
-    char *loader = interp != NULL ? realpath(interp, NULL) : NULL;
     size_t done = 0, libs = 0;
     for (size_t i = 0; status == 0 && i < n; i++) {
-        char *real = deps[i].path != NULL ? realpath(deps[i].path, NULL) : NULL;
-        int is_loader = (loader != NULL && real != NULL && strcmp(loader, real) == 0)
-            || (interp != NULL && strrchr(interp, '/') != NULL
-                && strcmp(deps[i].name, strrchr(interp, '/') + 1) == 0);
-        free(real);
-        if (is_loader)
-            continue; /* the dynamic linker: it runs before any runtime could */
-        libs++;
-        if (strchr(deps[i].name, '/') != NULL || strcmp(deps[i].name, "..") == 0
-            || strcmp(deps[i].name, ".") == 0 || deps[i].name[0] == '\0') {
-            /* Loaded by its path, not searched for: a copy in DIR would not be the one
-             * loaded (and such a name must never choose where a file is written). */
-            fprintf(stderr, "%s: %s: named by a path: left as it is\n", prog_name,
-                deps[i].name);
+        int w = lib_written(&deps[i], interp, loader, 1);
+        libs += w != 0;
+        if (w < 1)
             continue;
-        }
-        if (deps[i].path == NULL) {
-            fprintf(stderr, "%s: %s: not found; the program will not find it either\n",
-                prog_name, deps[i].name);
-            continue;
-        }
         if (snprintf(out, sizeof(out), "%s/%s", dir, deps[i].name) >= (int)sizeof(out)
             || rewrite_file(deps[i].path, out, DUMP_NONE, NULL, driver, atomic, NULL, verbose)
-                != 0)
-            fprintf(stderr, "%s: %s: left as it is: the program loads the original %s\n",
-                prog_name, deps[i].name, deps[i].path);
-        else
+                != 0) {
+            /* An earlier run's DIR/NAME would be loaded instead of the original. */
+            int stale = unlink(out) == 0;
+            fprintf(stderr, "%s: %s: left as it is%s: the program loads the original %s\n",
+                prog_name, deps[i].name, stale ? " (the earlier copy in the folder removed)" : "",
+                deps[i].path);
+        } else
             done++;
     }
     if (status != 0 && made)

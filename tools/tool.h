@@ -10,6 +10,7 @@
 #include <stdio.h>
 
 #include "cfg/cfg.h"
+#include "report/qp_profile.h"
 
 /* The summary of --dump-cfg (includes the `coverage: NN.NN% of text bytes` line). */
 void tool_dump_summary(FILE *f, const cfg_prog_t *prog, int verbose);
@@ -61,5 +62,23 @@ void tool_names_free(tool_names_t *names);
  * writable in any case, and PATH must not be a folder. 1, or 0 with errno set.
  */
 int tool_writable(const char *path, int via_rename);
+
+/*
+ * Files (tool_file.c), through report/'s checked access. tool_fopen_read: PATH for
+ * reading, a regular file only (a FIFO is refused, never waited on); NULL with WHY.
+ * tool_out_open: -o PATH (NULL: standard output) written to a temporary file beside it;
+ * tool_out_close renames it over PATH when OK and every write succeeded, else removes
+ * it, PATH left as it was. Both print "PROG: PATH: why" and return -1 on failure.
+ */
+FILE *tool_fopen_read(const char *path, char *why, size_t whylen);
+
+typedef struct tool_out {
+    FILE *f;          /* where to print */
+    const char *name; /* PATH, or "standard output" */
+    qp_out_t o;
+} tool_out_t;
+
+int tool_out_open(tool_out_t *t /*OUT*/, const char *prog, const char *path);
+int tool_out_close(tool_out_t *t, const char *prog, int ok);
 
 #endif

@@ -69,7 +69,8 @@ tool_cfg_debug(cfg_opts_t *o)
 static char *
 read_file(const char *path)
 {
-    FILE *f = fopen(path, "r");
+    char why[256];
+    FILE *f = tool_fopen_read(path, why, sizeof(why)); /* a FIFO is not waited on */
     if (f == NULL)
         return NULL;
     size_t cap = 1 << 16, n = 0;

@@ -9,22 +9,23 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "tools/tool.h"
 #include "tools/tool_metrics.h"
 
 #define MAX_METRICS_FILE (1u << 20)
 
-/* The contents of PATH (a regular file, at most 1 MiB), NUL-terminated; NULL (errno). */
+/* The contents of PATH (a regular file, at most 1 MiB), NUL-terminated; NULL (errno, or
+ * WHY when it is not a regular file). */
 static char *
-slurp(const char *path)
+slurp(const char *path, char *why, size_t whylen)
 {
-    FILE *f = fopen(path, "r");
+    FILE *f = tool_fopen_read(path, why, whylen); /* a FIFO is refused, not waited on */
     if (f == NULL)
         return NULL;
     struct stat st;
-    if (fstat(fileno(f), &st) < 0 || !S_ISREG(st.st_mode) || st.st_size > MAX_METRICS_FILE) {
-        int e = S_ISREG(st.st_mode) ? EFBIG : EINVAL;
+    if (fstat(fileno(f), &st) < 0 || st.st_size > MAX_METRICS_FILE) {
         fclose(f);
-        errno = e;
+        errno = EFBIG;
         return NULL;
     }
     char *buf = malloc((size_t)st.st_size + 1);
@@ -55,10 +56,11 @@ tool_metrics_parse(const char *prog, const char *const *args, const char *order,
         if (order[i] == 'e')
             rc = qm_parse(args[i], "-e", 1, set, why, sizeof(why));
         else {
-            char *text = slurp(args[i]);
+            why[0] = '\0';
+            char *text = slurp(args[i], why, sizeof(why));
             if (text == NULL) {
                 fprintf(stderr, "%s: --metrics %s: %s\n", prog, args[i],
-                        errno == EINVAL ? "not a text file" : strerror(errno));
+                        why[0] ? why : errno == EINVAL ? "not a text file" : strerror(errno));
                 return -1;
             }
             rc = qm_parse(text, args[i], 0, set, why, sizeof(why));

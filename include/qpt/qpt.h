@@ -80,6 +80,10 @@ int qpt_spawn(char *const argv[], qpt_space_t **out /*OUT*/, char *why, size_t w
  */
 void qpt_close(qpt_space_t *s);
 
+/* Close S, a process started by qpt_spawn, ending it (SIGKILL) instead of letting it run:
+ * a program that cannot be measured is not run. Any other space: as qpt_close. */
+void qpt_kill(qpt_space_t *s);
+
 /* A process: whether the mutator's exit without qpt_close leaves the snippets in (1) or
  * takes them out (0, the default). */
 int qpt_keep_on_exit(qpt_space_t *s, int keep);
@@ -423,6 +427,15 @@ int qpt_call_now(qpt_space_t *s, uint64_t fn, const uint64_t *args, int nargs,
  */
 int qpt_profile_read(const char *profile, uint64_t addr, uint64_t *out /*OUT*/,
                      size_t nwords, char *why, size_t whylen);
+
+/*
+ * The id of a rewrite (a hash of what was inserted where): of the program the last
+ * qpt_write of file S wrote (0 before one, or for a process), and the one a profile
+ * carries (of the program that wrote it). A profile whose id is not the rewrite's is
+ * another program's: its words mean something else.
+ */
+uint64_t qpt_written_id(const qpt_space_t *s);
+int qpt_profile_id(const char *profile, uint64_t *id /*OUT*/, char *why, size_t whylen);
 
 
 /*****************************************************************************
