@@ -209,6 +209,18 @@ fail_input(const char *input, int rc)
     return EXIT_INPUT;
 }
 
+/* One line about code that runs its old copy, unmeasured: WHAT (a format taking a count
+ * and a plural ending), the first address FIRST. */
+static void
+note_old_copies(const char *output, uint64_t first, const char *what, unsigned n,
+                const char *plural)
+{
+    fprintf(stderr, "%s: %s: ", prog_name, output);
+    fprintf(stderr, what, n, plural);
+    fprintf(stderr, " (the first 0x%llx): code entered there runs its old copy, unmeasured\n",
+            (unsigned long long)first);
+}
+
 /* elfw_instr_t.describe over a driver's result. */
 /* elfw_instr_t.placed: the snippets that record indirect calls' targets. */
 static int
@@ -456,19 +468,13 @@ rewrite(const cfg_prog_t *prog, const char *input, const char *output, const cha
             es->nxlate, (unsigned long long)st.output_size,
             st.input_size ? (double)st.output_size / (double)st.input_size : 0.0);
     if (es->nheld_inside > 0)
-        fprintf(stderr,
-                "%s: %s: the program holds %u address%s inside blocks of moved code, not at "
-                "a block's start (the first 0x%llx): code entered there runs its old copy, "
-                "unmeasured\n",
-                prog_name, output, es->nheld_inside, es->nheld_inside == 1 ? "" : "es",
-                (unsigned long long)es->held_inside);
+        note_old_copies(output, es->held_inside, "the program holds %u address%s inside "
+                        "blocks of moved code, not at a block's start", es->nheld_inside,
+                        es->nheld_inside == 1 ? "" : "es");
     if (es->nkept_reached > 0)
-        fprintf(stderr,
-                "%s: %s: code left in place runs into %u moved procedure%s other than at "
-                "a redirect (the first at 0x%llx): their old bytes stay, and code entered "
-                "there runs its old copy, unmeasured\n",
-                prog_name, output, es->nkept_reached, es->nkept_reached == 1 ? "" : "s",
-                (unsigned long long)es->kept_reached);
+        note_old_copies(output, es->kept_reached, "code left in place runs into %u moved "
+                        "procedure%s other than at a redirect (their old bytes stay)",
+                        es->nkept_reached, es->nkept_reached == 1 ? "" : "s");
     if (verbose && es->bytes_holes > 0)
         fprintf(stderr,
                 "%s: %s: old text reused: %llu bytes of new code in %llu free bytes of moved "
