@@ -241,6 +241,10 @@ find_runs(const cfg_prog_t *prog, const label_t *lab, size_t nlab, run_t **out, 
                 = o != CFG_NONE && at % 8 == 0 ? rodata_at(img, at) : NULL;
             if (s == NULL)
                 continue;
+            if (k > 0 && at < v[k - 1].hi) {
+                v[k - 1].bad = 1; /* two relocations of one word */
+                continue;
+            }
             if (k > 0 && v[k - 1].hi == at && v[k - 1].owner == o
                 && rodata_at(img, v[k - 1].lo) == s) {
                 v[k - 1].hi = at + 8;
