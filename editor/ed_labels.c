@@ -10,20 +10,24 @@
  * dispatch targets of one moved procedure P:
  *   - it is a maximal run of aligned 8-byte words in read-only data (a section that is
  *     not writable, or .data.rel.ro*), each the address of a label of P: the start of a
- *     block that is the target of one of P's computed gotos (a CFG_EDGE_INDIRECT edge);
+ *     block that is the target of one of P's computed gotos (a CFG_EDGE_INDIRECT edge),
+ *     or a case of a table of 8-byte absolute entries that retarget_tables leaves alone
+ *     (in a PIE, or unbounded: the analysis takes `jmp *table(,%rax,8)` for a jump
+ *     table, and a switch whose bound it cannot prove is the same thing);
  *   - no data symbol says the array is larger or smaller (a symbol overlapping the run
  *     must cover exactly it), and none is global (another module could read it);
  *   - nothing in data points into it (no relocation's value, and in a program that is
  *     not position independent no aligned data word);
  *   - code refers to it (a rip-relative operand; outside a PIE also any 4-byte field of
- *     an instruction, as an absolute displacement or immediate), from 64 bytes before it
- *     to its end, only in P, at least once; the bytes of code sections in no block are
- *     decoded at every offset and must not refer to it either;
+ *     an instruction, as an absolute displacement or immediate) only in P, at least
+ *     once: to its words, or up to BEFORE bytes before them from a `lea`, an indexed
+ *     operand or an instruction the decoder does not describe; the bytes of code
+ *     sections in no block are decoded at every offset and must not refer to it either;
  *   - P has no indirect jump of unknown targets (which would read a word and translate
- *     it as an old address), it moves, every label has its new address, and no jump
- *     table shares the words.
- * P's loads from it are taken to feed its computed gotos (GCC emits nothing else for
- * `goto *table[i]`). In a PIE each word is written at load time from its
+ *     it as an old address), it moves, every label has its new address, and no table
+ *     that retarget_tables may write shares the words.
+ * P's loads from it are taken to feed its indirect jumps (GCC emits nothing else for
+ * `goto *table[i]` or a switch). ed_opts_t.keep_tables turns this off too. In a PIE each word is written at load time from its
  * R_X86_64_RELATIVE relocation: the addend in the loaded .rela.dyn is rewritten (and the
  * word in place, which RELR relocations add the load base to). The redirects at the old
  * labels stay: anything else that reaches an old label address still works. The words
