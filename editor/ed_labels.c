@@ -27,12 +27,13 @@
  *     it as an old address), it moves, every label has its new address, and no table
  *     that retarget_tables may write shares the words.
  * P's loads from it are taken to feed its indirect jumps (GCC emits nothing else for
- * `goto *table[i]` or a switch). ed_opts_t.keep_tables turns this off too. In a PIE each word is written at load time from its
- * R_X86_64_RELATIVE relocation: the addend in the loaded .rela.dyn is rewritten (and the
- * word in place, which RELR relocations add the load base to). The redirects at the old
- * labels stay: anything else that reaches an old label address still works. The words
- * then land where the redirects would have jumped (the slot's new address, snippets
- * before the instruction included), so drivers' counts and traces are the same.
+ * `goto *table[i]` or a switch). ed_opts_t.keep_tables turns this off too. In a PIE each
+ * word is written at load time from its R_X86_64_RELATIVE relocation: the addend in the
+ * loaded .rela.dyn is rewritten (and the word in place, which RELR relocations add the
+ * load base to). The redirects at the old labels stay: anything else that reaches an old
+ * label address still works. The words then land where the redirects would have jumped
+ * (the slot's new address, snippets before the instruction included), so drivers' counts
+ * and traces are the same.
  */
 #include <stdlib.h>
 #include <string.h>
