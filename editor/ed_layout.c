@@ -2064,8 +2064,10 @@ emit_pads(ed_plan_t *plan, const qp_space_ops_t *ops, void *space)
  * bound a guarding compare proves, whose every user is a moved procedure, and whose
  * entries can be rewritten without a dynamic relocation: 4-byte entries relative to a
  * base, or 8-byte absolute entries in a program that is not position independent (in a
- * PIE those are relocated at load time from addends, which stay as they are). The
- * redirects stay too, for anything else that reaches the old addresses.
+ * PIE those are relocated at load time from addends, which stay as they are here;
+ * edl_retarget_labels rewrites the addends of such tables, and of unbounded ones, that
+ * it proves only their procedure reads). The redirects stay too, for anything else that
+ * reaches the old addresses.
  */
 static int
 retarget_tables(ed_plan_t *plan, const qp_space_ops_t *ops, void *space)
