@@ -136,9 +136,20 @@ collect_labels(const ed_plan_t *plan, label_t **out, size_t *n)
     const cfg_prog_t *prog = plan->prog;
     label_t *v = NULL;
     size_t k = 0, cap = 0;
+    /* Procedures with an indirect jump of unknown targets, cold fragments included. */
+    uint8_t *unres = calloc(prog->nprocs ? prog->nprocs : 1, 1);
+    if (unres == NULL)
+        return QP_ENOMEM;
+    for (uint32_t b = 0; b < prog->nblocks; b++) {
+        const cfg_block_t *bl = &prog->blocks[b];
+        uint32_t o = cfg_proc_owner(prog, bl->proc);
+        for (uint32_t e = 0; e < bl->nsucc && o < prog->nprocs; e++)
+            if (cfg_block_succ(prog, bl, e)->kind == CFG_EDGE_UNRESOLVED)
+                unres[o] = 1;
+    }
     for (uint32_t pi = 0; pi < prog->nprocs; pi++) {
         const cfg_proc_t *p = &prog->procs[pi];
-        if (plan->reason[pi] != NULL || (p->flags & CFG_PROC_FRAGMENT)
+        if (plan->reason[pi] != NULL || (p->flags & CFG_PROC_FRAGMENT) || unres[pi]
             || p->nind_unresolved)
             continue;
         for (uint32_t b = p->block; b < p->block + p->nblocks; b++) {
@@ -151,12 +162,14 @@ collect_labels(const ed_plan_t *plan, label_t **out, size_t *n)
                     continue;
                 if (cfg_vec_grow((void **)&v, &cap, k + 1, sizeof(label_t)) < 0) {
                     free(v);
+                    free(unres);
                     return QP_ENOMEM;
                 }
                 v[k++] = (label_t) { prog->blocks[ed->to].start, pi };
             }
         }
     }
+    free(unres);
     if (k > 0)
         qsort(v, k, sizeof(label_t), label_cmp);
     size_t u = 0;
