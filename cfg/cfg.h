@@ -95,6 +95,9 @@ typedef struct cfg_reloc {
     uint64_t where;      /* address of the relocated word */
     uint64_t value;      /* addend, or symbol value + addend for ABS64 to a defined symbol */
     const char *sym;     /* symbol name or NULL */
+    uint64_t addend_at;  /* link-time address of the entry's r_addend when it is in a
+                          * loaded SHT_RELA section, else 0 (RELR: the addend is the
+                          * word in place) */
     uint8_t kind;        /* cfg_reloc_kind_t */
 } cfg_reloc_t;
 

@@ -635,6 +635,8 @@ read_relocs(cfg_image_t *img, const bfd_reader_t *r)
             uint32_t type = ELF64_R_TYPE(ra[k].r_info), si = ELF64_R_SYM(ra[k].r_info);
             o->where = ra[k].r_offset;
             o->value = (uint64_t)ra[k].r_addend;
+            o->addend_at = sh[i].sh_addr != 0
+                ? sh[i].sh_addr + k * sizeof(Elf64_Rela) + offsetof(Elf64_Rela, r_addend) : 0;
             switch (type) {
             case R_X86_64_RELATIVE: o->kind = CFG_RELOC_RELATIVE; break;
             case R_X86_64_IRELATIVE: o->kind = CFG_RELOC_IRELATIVE; break;

@@ -279,8 +279,9 @@ typedef struct ed_opts {
     int atomic;         /* counter increments: ARCH_INC_PLAIN (0), ARCH_INC_ATOMIC (1), or
                          * ARCH_INC_SWITCH (plain until the runtime makes them atomic in
                          * place, see ed_plan_lock_sites) */
-    int keep_tables;    /* do not retarget proven jump tables: every dispatch then goes
-                         * through the redirect at the old case address */
+    int keep_tables;    /* do not retarget proven jump tables nor tables of label
+                         * addresses (computed gotos): every dispatch then goes through
+                         * the redirect at the old case address */
     const ed_fde_fail_t *stay; /* FDEs an earlier rewrite could not rewrite for its layout
                                 * (nstay of them; read by ed_plan_create only): the code
                                 * they cover stays in place */

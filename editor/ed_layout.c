@@ -845,6 +845,13 @@ slot_at(const ed_plan_t *plan, uint64_t old)
     return lo < plan->nslots && SLOT(plan, lo)->old == old ? SLOT(plan, lo) : NULL;
 }
 
+uint64_t
+edl_slot_new(const ed_plan_t *plan, uint64_t old)
+{
+    const ed_slot_t *s = slot_at(plan, old);
+    return s != NULL ? s->new_ : 0;
+}
+
 /* Build plan->bucket from plan->idx. */
 static int
 index_buckets(ed_plan_t *plan)
@@ -2057,8 +2064,10 @@ emit_pads(ed_plan_t *plan, const qp_space_ops_t *ops, void *space)
  * bound a guarding compare proves, whose every user is a moved procedure, and whose
  * entries can be rewritten without a dynamic relocation: 4-byte entries relative to a
  * base, or 8-byte absolute entries in a program that is not position independent (in a
- * PIE those are relocated at load time from addends, which stay as they are). The
- * redirects stay too, for anything else that reaches the old addresses.
+ * PIE those are relocated at load time from addends, which stay as they are here;
+ * edl_retarget_labels rewrites the addends of such tables, and of unbounded ones, that
+ * it proves only their procedure reads). The redirects stay too, for anything else that
+ * reaches the old addresses.
  */
 static int
 retarget_tables(ed_plan_t *plan, const qp_space_ops_t *ops, void *space)
@@ -2212,5 +2221,8 @@ ed_plan_apply(ed_plan_t *plan, const qp_space_ops_t *ops, void *space)
         plan->stats.bytes_probes += plan->stubs[i].len;
     QP_CHECK(emit_code(plan, ops, space));
     QP_CHECK(emit_pads(plan, ops, space));
-    return plan->opts.keep_tables ? 0 : retarget_tables(plan, ops, space);
+    if (plan->opts.keep_tables)
+        return 0;
+    QP_CHECK(retarget_tables(plan, ops, space));
+    return edl_retarget_labels(plan, ops, space);
 }

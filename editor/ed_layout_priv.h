@@ -152,6 +152,16 @@ const ed_seg_t *edl_seg_at(const ed_plan_t *plan, uint64_t old, size_t *idx);
 uint64_t edl_xlate_table_at(const ed_plan_t *plan);
 uint64_t edl_xlate_table_size(const cfg_prog_t *prog);
 
+/* After ed_plan_apply: the new address of the slot of the instruction at OLD (where a
+ * redirect there jumps), or 0 when OLD starts no moved instruction. */
+uint64_t edl_slot_new(const ed_plan_t *plan, uint64_t old);
+
+/* ed_labels.c, for ed_layout.c */
+
+/* Retarget the tables of label addresses that only computed gotos of one moved procedure
+ * read (see there). 0 or QP_E*. */
+int edl_retarget_labels(ed_plan_t *plan, const qp_space_ops_t *ops, void *space);
+
 /* ed_reuse.c, for ed_layout.c */
 
 /* Plan new code in the old text (plan->holes, plan->chunk_at, plan->stub_at,

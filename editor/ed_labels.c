@@ -1,0 +1,469 @@
+/* Copyright 2026 the qpt authors
+ * SPDX-License-Identifier: MIT */
+
+/*
+ * Tables of label addresses retargeted to the new code (issue 29). An interpreter built
+ * with GNU computed gotos (lua's `disptab`, `goto *disptab[op]`) dispatches through a
+ * static array of `&&label` words. After a rewrite those words still hold the old label
+ * addresses, each a redirect jump in the old text: one more jump per dispatch. Here such
+ * an array gets the new addresses instead, when it is proven to be nothing but the
+ * dispatch targets of one moved procedure P:
+ *   - it is a maximal run of aligned 8-byte words in read-only data (a section that is
+ *     not writable, or .data.rel.ro*), each the address of a label of P: the start of a
+ *     block that is the target of one of P's computed gotos (a CFG_EDGE_INDIRECT edge),
+ *     or a case of a table of 8-byte absolute entries that retarget_tables leaves alone
+ *     (in a PIE, or unbounded: the analysis takes `jmp *table(,%rax,8)` for a jump
+ *     table, and a switch whose bound it cannot prove is the same thing);
+ *   - no data symbol says the array is larger or smaller (a symbol overlapping the run
+ *     must cover exactly it), and none is global (another module could read it);
+ *   - nothing in data points into it (no relocation's value, and in a program that is
+ *     not position independent no aligned data word);
+ *   - code refers to it (a rip-relative operand; outside a PIE also any 4-byte field of
+ *     an instruction, as an absolute displacement or immediate) only in P, at least
+ *     once: to its words, or up to BEFORE bytes before them from a `lea`, an indexed
+ *     operand or an instruction the decoder does not describe; the bytes of code
+ *     sections in no block are decoded at every offset and must not refer to it either;
+ *   - P has no indirect jump of unknown targets (which would read a word and translate
+ *     it as an old address), it moves, every label has its new address, and no table
+ *     that retarget_tables may write shares the words.
+ * P's loads from it are taken to feed its indirect jumps (GCC emits nothing else for
+ * `goto *table[i]` or a switch). ed_opts_t.keep_tables turns this off too. In a PIE each
+ * word is written at load time from its R_X86_64_RELATIVE relocation: the addend in the
+ * loaded .rela.dyn is rewritten (and the word in place, which RELR relocations add the
+ * load base to). The redirects at the old labels stay: anything else that reaches an old
+ * label address still works. The words then land where the redirects would have jumped
+ * (the slot's new address, snippets before the instruction included), so drivers' counts
+ * and traces are the same.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "cfg/cfg.h"
+#include "editor/ed_layout_priv.h"
+
+/* How far before a table a reference may point and still be one to it
+ * (`jmp *table-8(,%rax,8)` when the first index is 1). */
+#define BEFORE 64
+
+typedef struct label {
+    uint64_t addr;  /* a block start that a computed goto of OWNER may jump to */
+    uint32_t owner; /* the moved procedure */
+} label_t;
+
+typedef struct run {
+    uint64_t lo, hi; /* [lo, hi): words, each a label of OWNER */
+    uint32_t owner;
+    uint32_t refs; /* references from OWNER's code */
+    int bad;       /* a reason not to touch it was found */
+} run_t;
+
+static int
+label_cmp(const void *a, const void *b)
+{
+    const label_t *x = a, *y = b;
+    return x->addr < y->addr ? -1 : x->addr > y->addr;
+}
+
+static int
+run_cmp(const void *a, const void *b)
+{
+    const run_t *x = a, *y = b;
+    return x->lo < y->lo ? -1 : x->lo > y->lo;
+}
+
+/* The owner of the label at ADDR, or CFG_NONE. */
+static uint32_t
+label_owner(const label_t *v, size_t n, uint64_t addr)
+{
+    size_t lo = 0, hi = n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (v[mid].addr < addr)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < n && v[lo].addr == addr ? v[lo].owner : CFG_NONE;
+}
+
+/* The run that [ADDR - BEFORE .. ADDR] falls into (sorted RUNS), or NULL. */
+static run_t *
+run_near(run_t *r, size_t n, uint64_t addr)
+{
+    size_t lo = 0, hi = n;
+    while (lo < hi) { /* the first run that ends after ADDR */
+        size_t mid = lo + (hi - lo) / 2;
+        if (r[mid].hi <= addr)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < n && addr + BEFORE >= r[lo].lo ? &r[lo] : NULL;
+}
+
+/*
+ * A table of 8-byte absolute entries that retarget_tables leaves as they are (in a PIE,
+ * or whose bound no compare proves): the analysis may take a computed goto's `jmp
+ * *table(,%rax,8)` for one, found by scanning the words.
+ */
+static int
+word_table(const cfg_prog_t *prog, const cfg_table_t *tb)
+{
+    return !tb->relative && tb->entry_size == 8
+        && ((prog->img->flags & CFG_IMG_PIE) || !tb->bounded);
+}
+
+/* Are the tables of the jump ending block BL all such tables? */
+static int
+word_tables_only(const cfg_prog_t *prog, const cfg_block_t *bl)
+{
+    int found = 0;
+    for (uint32_t t = 0; t < prog->ntables; t++) {
+        const cfg_table_t *tb = &prog->tables[t];
+        if (tb->jump < bl->start || tb->jump >= bl->end)
+            continue;
+        if (!word_table(prog, tb))
+            return 0;
+        found = 1;
+    }
+    return found;
+}
+
+/* The labels of moved procedures without indirect jumps of unknown targets, sorted. */
+static int
+collect_labels(const ed_plan_t *plan, label_t **out, size_t *n)
+{
+    const cfg_prog_t *prog = plan->prog;
+    label_t *v = NULL;
+    size_t k = 0, cap = 0;
+    /* Procedures with an indirect jump of unknown targets, cold fragments included. */
+    uint8_t *unres = calloc(prog->nprocs ? prog->nprocs : 1, 1);
+    if (unres == NULL)
+        return QP_ENOMEM;
+    for (uint32_t b = 0; b < prog->nblocks; b++) {
+        const cfg_block_t *bl = &prog->blocks[b];
+        uint32_t o = cfg_proc_owner(prog, bl->proc);
+        for (uint32_t e = 0; e < bl->nsucc && o < prog->nprocs; e++)
+            if (cfg_block_succ(prog, bl, e)->kind == CFG_EDGE_UNRESOLVED)
+                unres[o] = 1;
+    }
+    for (uint32_t pi = 0; pi < prog->nprocs; pi++) {
+        const cfg_proc_t *p = &prog->procs[pi];
+        if (plan->reason[pi] != NULL || (p->flags & CFG_PROC_FRAGMENT) || unres[pi]
+            || p->nind_unresolved)
+            continue;
+        for (uint32_t b = p->block; b < p->block + p->nblocks; b++) {
+            const cfg_block_t *bl = &prog->blocks[b];
+            for (uint32_t e = 0; e < bl->nsucc; e++) {
+                const cfg_edge_t *ed = cfg_block_succ(prog, bl, e);
+                if (ed->to == CFG_NONE
+                    || !(ed->kind == CFG_EDGE_INDIRECT
+                        || (ed->kind == CFG_EDGE_TABLE && word_tables_only(prog, bl))))
+                    continue;
+                if (cfg_vec_grow((void **)&v, &cap, k + 1, sizeof(label_t)) < 0) {
+                    free(v);
+                    free(unres);
+                    return QP_ENOMEM;
+                }
+                v[k++] = (label_t) { prog->blocks[ed->to].start, pi };
+            }
+        }
+    }
+    free(unres);
+    if (k > 0)
+        qsort(v, k, sizeof(label_t), label_cmp);
+    size_t u = 0;
+    for (size_t i = 0; i < k; i++)
+        if (u == 0 || v[u - 1].addr != v[i].addr)
+            v[u++] = v[i];
+        else if (v[u - 1].owner != v[i].owner)
+            v[u - 1].owner = CFG_NONE; /* (two owners: no table of one procedure) */
+    *out = v;
+    *n = u;
+    return 0;
+}
+
+/* Read-only data: loaded, not code, not writable but for .data.rel.ro (read-only once
+ * relocated). The section holding [ADDR, ADDR + 8), or NULL. */
+static const cfg_section_t *
+rodata_at(const cfg_image_t *img, uint64_t addr)
+{
+    for (size_t i = 0; i < img->nsections; i++) {
+        const cfg_section_t *s = &img->sections[i];
+        if (addr < s->vma || addr - s->vma >= s->size || s->size - (addr - s->vma) < 8)
+            continue;
+        uint32_t need = CFG_SEC_ALLOC | CFG_SEC_LOAD;
+        if ((s->flags & need) != need || (s->flags & CFG_SEC_CODE)
+            || ((s->flags & CFG_SEC_WRITE) && strncmp(s->name, ".data.rel.ro", 12) != 0))
+            return NULL;
+        return s;
+    }
+    return NULL;
+}
+
+/* The value of the 8-byte word at AT once loaded, if it is a label: its owner, else
+ * CFG_NONE. In a PIE only a RELATIVE relocation makes it an address. */
+static uint32_t
+word_label(const cfg_image_t *img, int pie, const label_t *lab, size_t nlab, uint64_t at)
+{
+    uint64_t w;
+    if (pie) {
+        const cfg_reloc_t *r = cfg_image_reloc_at(img, at);
+        if (r == NULL || r->kind != CFG_RELOC_RELATIVE)
+            return CFG_NONE;
+        w = r->value;
+    } else {
+        size_t avail;
+        const uint8_t *p = cfg_image_ptr(img, at, &avail);
+        if (p == NULL || avail < 8)
+            return CFG_NONE;
+        memcpy(&w, p, 8);
+    }
+    return label_owner(lab, nlab, w);
+}
+
+/* The runs of label words in read-only data (*OUT, *N, sorted). */
+static int
+find_runs(const cfg_prog_t *prog, const label_t *lab, size_t nlab, run_t **out, size_t *n)
+{
+    const cfg_image_t *img = prog->img;
+    int pie = (img->flags & CFG_IMG_PIE) != 0;
+    run_t *v = NULL;
+    size_t k = 0, cap = 0;
+    /* The words to look at: relocated ones in a PIE, else every aligned word. */
+    size_t nsec = pie ? 1 : img->nsections;
+    for (size_t si = 0; si < nsec; si++) {
+        uint64_t first = 0, end = 0;
+        size_t ri = 0;
+        if (!pie) {
+            const cfg_section_t *s = &img->sections[si];
+            if (s->size < 8 || rodata_at(img, s->vma) != s)
+                continue;
+            first = (s->vma + 7) & ~(uint64_t)7;
+            end = s->vma + s->size;
+        }
+        for (;;) {
+            uint64_t at;
+            if (pie) {
+                if (ri >= img->nrelocs)
+                    break;
+                at = img->relocs[ri++].where;
+            } else {
+                if (first + 8 > end)
+                    break;
+                at = first;
+                first += 8;
+            }
+            uint32_t o = word_label(img, pie, lab, nlab, at);
+            const cfg_section_t *s
+                = o != CFG_NONE && at % 8 == 0 ? rodata_at(img, at) : NULL;
+            if (s == NULL)
+                continue;
+            if (k > 0 && at < v[k - 1].hi) {
+                v[k - 1].bad = 1; /* two relocations of one word */
+                continue;
+            }
+            if (k > 0 && v[k - 1].hi == at && v[k - 1].owner == o
+                && rodata_at(img, v[k - 1].lo) == s) {
+                v[k - 1].hi = at + 8;
+                continue;
+            }
+            if (cfg_vec_grow((void **)&v, &cap, k + 1, sizeof(run_t)) < 0) {
+                free(v);
+                return QP_ENOMEM;
+            }
+            v[k++] = (run_t) { .lo = at, .hi = at + 8, .owner = o };
+        }
+    }
+    if (k > 1)
+        qsort(v, k, sizeof(run_t), run_cmp);
+    *out = v;
+    *n = k;
+    return 0;
+}
+
+/* Data that says a run is more, or is read from elsewhere: symbols, pointers in data. */
+static void
+check_data(const cfg_prog_t *prog, run_t *r, size_t n)
+{
+    const cfg_image_t *img = prog->img;
+    int pie = (img->flags & CFG_IMG_PIE) != 0;
+    for (size_t i = 0; i < img->nvariables; i++) {
+        const cfg_symbol_t *y = &img->variables[i];
+        if (y->kind == CFG_SYM_TLS)
+            continue;
+        uint64_t yend = y->addr + (y->size ? y->size : 1);
+        for (size_t k = 0; k < n; k++)
+            if (y->addr < r[k].hi && r[k].lo < yend
+                && (y->global || y->addr != r[k].lo || y->size != r[k].hi - r[k].lo))
+                r[k].bad = 1;
+    }
+    for (size_t i = 0; i < img->nrelocs; i++) {
+        run_t *x = run_near(r, n, img->relocs[i].value);
+        if (x != NULL && img->relocs[i].value >= x->lo)
+            x->bad = 1;
+    }
+    for (size_t si = 0; si < img->nsections && !pie; si++) {
+        const cfg_section_t *s = &img->sections[si];
+        uint32_t need = CFG_SEC_ALLOC | CFG_SEC_LOAD;
+        if ((s->flags & need) != need || (s->flags & CFG_SEC_CODE) || s->bytes == NULL)
+            continue;
+        for (uint64_t off = (8 - s->vma % 8) % 8; off + 8 <= s->size; off += 8) {
+            uint64_t w;
+            memcpy(&w, s->bytes + off, 8);
+            run_t *x = run_near(r, n, w);
+            if (x != NULL && w >= x->lo)
+                x->bad = 1;
+        }
+    }
+}
+
+/* A reference to VALUE from code of procedure OWNER (CFG_NONE: none, or not known);
+ * NEAR: count one up to BEFORE bytes before a run too. */
+static void
+note_ref(run_t *r, size_t n, uint64_t value, uint32_t owner, int near)
+{
+    run_t *x = run_near(r, n, value);
+    if (x == NULL || (value < x->lo && !near))
+        return;
+    if (owner == x->owner)
+        x->refs++;
+    else
+        x->bad = 1;
+}
+
+/*
+ * The references of instruction IN of OWNER's code. An address a little before a table
+ * is one to it only from a `lea` or an indexed memory operand (`table-8(,%rax,8)`), or
+ * from an instruction whose operands the decoder does not describe; else it names the
+ * data there (a string).
+ */
+static void
+insn_refs(const cfg_image_t *img, int pie, const arch_insn_t *in, run_t *r, size_t n,
+    uint32_t owner)
+{
+    size_t avail;
+    const uint8_t *p = cfg_image_ptr(img, in->addr, &avail);
+    arch_ops_t ops;
+    int near = 1;
+    if (p != NULL && arch_decode_ops(p, avail, in->addr, &ops) == 0
+        && (ops.src.kind != ARCH_OPND_NONE || ops.dst.kind != ARCH_OPND_NONE))
+        near = ops.op == ARCH_OP_LEA
+            || (ops.src.kind == ARCH_OPND_MEM && ops.src.index != ARCH_REG_NONE)
+            || (ops.dst.kind == ARCH_OPND_MEM && ops.dst.index != ARCH_REG_NONE);
+    if (in->flags & ARCH_F_RIPREL)
+        note_ref(r, n, in->target, owner, near);
+    for (size_t o = 0; !pie && p != NULL && o + 4 <= in->len && o + 4 <= avail; o++) {
+        uint32_t u;
+        memcpy(&u, p + o, 4);
+        note_ref(r, n, u, owner, near);                             /* zero-extended */
+        note_ref(r, n, (uint64_t)(int64_t)(int32_t)u, owner, near); /* sign-extended */
+    }
+}
+
+/* References from code: every block's instructions, and the code bytes in no block. */
+static int
+check_code(const cfg_prog_t *prog, run_t *r, size_t n)
+{
+    const cfg_image_t *img = prog->img;
+    int pie = (img->flags & CFG_IMG_PIE) != 0;
+    for (uint32_t b = 0; b < prog->nblocks; b++) {
+        const cfg_block_t *bl = &prog->blocks[b];
+        uint32_t owner = cfg_proc_owner(prog, bl->proc);
+        for (uint64_t a = bl->start; a < bl->end;) {
+            arch_insn_t in;
+            if (cfg_image_decode(img, a, bl->end, &in) < 0)
+                return QP_EDECODE;
+            insn_refs(img, pie, &in, r, n, owner);
+            a += in.len;
+        }
+    }
+    for (uint32_t u = 0; u < prog->nunreached; u++)
+        for (uint64_t a = prog->unreached[u].start; a < prog->unreached[u].end; a++) {
+            size_t avail;
+            const uint8_t *p = cfg_image_ptr(img, a, &avail);
+            arch_insn_t in;
+            if (p != NULL && arch_decode(p, avail, a, &in) == 0)
+                insn_refs(img, pie, &in, r, n, CFG_NONE);
+        }
+    return 0;
+}
+
+/* Does a jump table that retarget_tables may write share bytes with run R? */
+static int
+overlaps_table(const cfg_prog_t *prog, const run_t *r)
+{
+    for (uint32_t t = 0; t < prog->ntables; t++) {
+        const cfg_table_t *tb = &prog->tables[t];
+        if (!word_table(prog, tb) && tb->addr < r->hi
+            && r->lo < tb->addr + (uint64_t)tb->nentries * tb->entry_size)
+            return 1;
+    }
+    return 0;
+}
+
+/* Write run R's words (and in a PIE their relocations' addends) with the new addresses:
+ * 1 when written, 0 when a word cannot be (then nothing is), or QP_E*. */
+static int
+write_run(ed_plan_t *plan, const run_t *r, const qp_space_ops_t *ops, void *space)
+{
+    const cfg_image_t *img = plan->prog->img;
+    int pie = (img->flags & CFG_IMG_PIE) != 0;
+    size_t nw = (size_t)((r->hi - r->lo) / 8);
+    uint64_t *w = malloc(nw * sizeof(uint64_t));
+    if (w == NULL)
+        return QP_ENOMEM;
+    for (size_t i = 0; i < nw; i++) {
+        uint64_t at = r->lo + 8 * i, old;
+        const cfg_reloc_t *rl = pie ? cfg_image_reloc_at(img, at) : NULL;
+        if (pie) {
+            old = rl->value;
+            /* (addend_at 0: a RELR relocation, which adds the base to the word in place;
+             * the reader takes RELA entries from loaded sections only) */
+        } else {
+            size_t avail;
+            memcpy(&old, cfg_image_ptr(img, at, &avail), 8);
+        }
+        w[i] = edl_slot_new(plan, old);
+        if (w[i] == 0) {
+            free(w);
+            return 0;
+        }
+    }
+    int rc = ops->write(space, r->lo, w, nw * sizeof(uint64_t));
+    for (size_t i = 0; i < nw && rc == 0 && pie; i++) {
+        const cfg_reloc_t *rl = cfg_image_reloc_at(img, r->lo + 8 * i);
+        if (rl->addend_at != 0)
+            rc = ops->write(space, rl->addend_at, &w[i], 8);
+    }
+    free(w);
+    return rc < 0 ? rc : 1;
+}
+
+int
+edl_retarget_labels(ed_plan_t *plan, const qp_space_ops_t *ops, void *space)
+{
+    const cfg_prog_t *prog = plan->prog;
+    label_t *lab;
+    size_t nlab, nrun = 0;
+    run_t *run = NULL;
+    QP_CHECK(collect_labels(plan, &lab, &nlab));
+    int rc = nlab > 0 ? find_runs(prog, lab, nlab, &run, &nrun) : 0;
+    free(lab);
+    if (rc == 0 && nrun > 0) {
+        check_data(prog, run, nrun);
+        rc = check_code(prog, run, nrun);
+    }
+    for (size_t k = 0; k < nrun && rc == 0; k++) {
+        if (run[k].bad || run[k].refs == 0 || overlaps_table(prog, &run[k]))
+            continue;
+        rc = write_run(plan, &run[k], ops, space);
+        if (rc > 0) {
+            plan->stats.ntables++;
+            plan->stats.ntable_entries += (uint32_t)((run[k].hi - run[k].lo) / 8);
+            rc = 0;
+        }
+    }
+    free(run);
+    return rc;
+}
