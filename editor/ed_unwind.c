@@ -22,6 +22,7 @@
  * specification lists after TTBase).
  */
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -374,7 +375,31 @@ typedef struct fde {
     size_t lsda_size;    /* bytes of the LSDA pointer field (first in the augmentation) */
     int err;             /* 0, or why the record cannot be decoded at all */
     int lsda_err;        /* 0, or why its LSDA pointer cannot be read (it cannot move) */
+    uint64_t hdr_loc;    /* its start by the .eh_frame_hdr table, 0 when not named there */
+    uint64_t next;       /* the start of the next FDE in address order (or its section's
+                          * end): where its code ends for the unwinder when its own range
+                          * cannot be trusted */
+    uint8_t defect;      /* DEF_*: an inconsistency; it is never rewritten, its code stays */
+    uint8_t kept;        /* build(): the old FDE stays in the search table */
+    uint64_t def_at;     /* the address the defect is about */
 } fde_t;
+
+/*
+ * Inconsistencies between .eh_frame_hdr, .eh_frame and the code that a program can carry
+ * and still run (libgcc searches the table, takes the start of the code from there, and
+ * only ever asks about return addresses). The code of such an FDE stays in place and its
+ * old FDE stays in the search table under the table's start (ed_unwind_fdes says why).
+ */
+enum {
+    DEF_NONE,
+    DEF_UNREAD,     /* named by the table, but the record cannot be decoded */
+    DEF_HDR_NONE,   /* the table does not name it */
+    DEF_HDR_START,  /* the table gives another start (def_at) */
+    DEF_HDR_TWICE,  /* the table names it twice */
+    DEF_HDR_ORDER,  /* its table entry is out of order */
+    DEF_SECTION,    /* its range is not inside one executable section */
+    DEF_OVERLAP,    /* its range overlaps the next FDE's code (at def_at) */
+};
 
 /* One call-site record of an LSDA, as read. */
 typedef struct cs_rec {
@@ -458,6 +483,13 @@ typedef struct ctx {
     uint32_t nfde_moved;
     uint32_t nfde_failed;
     uint32_t nfde_old;      /* FDEs only the old .eh_frame has */
+    int have_hdr;           /* the old .eh_frame_hdr has a table libgcc searches */
+    hdr_ent_t *old_ents;    /* its entries, as read */
+    size_t nold_ents;
+    ed_code_loc_t *locs;    /* ed_unwind_fdes: code locations of the FDE being tried */
+    size_t nlocs, caplocs;
+    int collect;            /* record locations into locs */
+    int locs_oom;           /* ... and one could not be recorded */
 } ctx_t;
 
 /*
@@ -481,6 +513,21 @@ grow(void *v, size_t *cap, size_t n, size_t size)
 /*****************************************************************************
  * Mapping code locations of one procedure
  */
+
+/* Record the old code location X of KIND (ED_LOC_*) when ed_unwind_fdes asks for them. */
+static void
+note_loc(ctx_t *cx, uint64_t x, uint32_t kind)
+{
+    if (!cx->collect)
+        return;
+    ed_code_loc_t *v = grow(cx->locs, &cx->caplocs, cx->nlocs, sizeof(*v));
+    if (v == NULL) {
+        cx->locs_oom = 1;
+        return;
+    }
+    cx->locs = v;
+    cx->locs[cx->nlocs++] = (ed_code_loc_t) { x, kind };
+}
 
 typedef struct fmap {
     ctx_t *cx;
@@ -723,6 +770,7 @@ cfa_copy(ctx_t *cx, const cie_t *ci, size_t pos, size_t end, fmap_t *fm, obuf_t 
             return QP_EFORMAT; /* DW_CFA_set_loc may not go backwards */
         }
         old_loc = target;
+        note_loc(cx, target, ED_LOC_CFA);
         uint64_t nl = loc_map(fm, target);
         if (nl < new_loc)
             return QP_ERANGE; /* the map reorders code inside the procedure */
@@ -991,6 +1039,156 @@ parse_all(ctx_t *cx)
 }
 
 /*****************************************************************************
+ * Consistency of .eh_frame_hdr, .eh_frame and the code
+ */
+
+/*
+ * Read the search table of the image's .eh_frame_hdr into cx->old_ents and give each FDE
+ * it names its start there. Only a table libgcc searches counts (datarel sdata4 pairs
+ * after an absolute count; without one libgcc reads .eh_frame itself and the FDEs' own
+ * starts hold). QP_EFORMAT when the table runs past its section.
+ */
+static int
+hdr_read(ctx_t *cx)
+{
+    const cfg_section_t *h = NULL;
+    for (size_t i = 0; i < cx->img->nsections && h == NULL; i++)
+        if (cx->img->sections[i].name != NULL && cx->img->sections[i].bytes != NULL
+            && strcmp(cx->img->sections[i].name, ".eh_frame_hdr") == 0)
+            h = &cx->img->sections[i];
+    if (h == NULL || h->size < 4 || h->size > SIZE_MAX / 2)
+        return 0;
+    cursor_t c = { h->bytes, (size_t)h->size, 0, 0 };
+    uint8_t version = rd_u8(&c), ptr_enc = rd_u8(&c), cnt_enc = rd_u8(&c);
+    uint8_t tab_enc = rd_u8(&c);
+    if (version != 1 || tab_enc != HDR_TABLE_ENC || !pe_valid(ptr_enc)
+        || !pe_valid(cnt_enc) || (cnt_enc & 0x70) != DW_EH_PE_absptr)
+        return 0;
+    rd_fmt(&c, ptr_enc);
+    uint64_t n = rd_fmt(&c, cnt_enc);
+    if (c.err || n > (c.len - c.pos) / 8)
+        return QP_EFORMAT;
+    cx->old_ents = calloc(n ? (size_t)n : 1, sizeof(*cx->old_ents));
+    if (cx->old_ents == NULL)
+        return QP_ENOMEM;
+    cx->have_hdr = 1;
+    cx->nold_ents = (size_t)n;
+    for (size_t i = 0; i < n; i++) {
+        hdr_ent_t *e = &cx->old_ents[i];
+        e->loc = h->vma + (uint64_t)(int64_t)(int32_t)rd_uint(&c, 4);
+        e->fde = h->vma + (uint64_t)(int64_t)(int32_t)rd_uint(&c, 4);
+        const rec_t *r = e->fde >= cx->vma && e->fde - cx->vma < cx->secsize
+                             ? rec_at(cx, (size_t)(e->fde - cx->vma)) : NULL;
+        if (r == NULL || r->is_cie)
+            continue; /* names no FDE: kept as it is (ed_unwind_fdes says so) */
+        fde_t *f = &cx->fdes[r->idx];
+        if (f->hdr_loc != 0)
+            f->defect = DEF_HDR_TWICE;
+        else
+            f->hdr_loc = e->loc;
+        if (i > 0 && e->loc <= cx->old_ents[i - 1].loc)
+            f->defect = DEF_HDR_ORDER; /* libgcc's binary search may miss it */
+    }
+    return 0;
+}
+
+/* Where the unwinder takes F's code to start: the table's start when it names F. */
+static uint64_t
+fde_start(const fde_t *f)
+{
+    return f->hdr_loc != 0 ? f->hdr_loc : f->err < 0 ? 0 : f->pc_begin;
+}
+
+static int
+cmp_start(const void *a, const void *b)
+{
+    const uint64_t *x = a, *y = b; /* pairs: start, index */
+    return x[0] != y[0] ? (x[0] < y[0] ? -1 : 1) : (x[1] > y[1]) - (x[1] < y[1]);
+}
+
+/*
+ * Find the defects of every FDE (DEF_*): its start and the table's, its range inside one
+ * executable section and clear of the next FDE's code; set f->next.
+ */
+static int
+check_fdes(ctx_t *cx)
+{
+    uint64_t *v = calloc(2 * cx->nfdes + 2, sizeof(uint64_t));
+    if (v == NULL)
+        return QP_ENOMEM;
+    /* An image of bare tables without code (unit tests) is not checked against code
+     * sections, nor for overlaps. */
+    int has_code = 0;
+    for (size_t i = 0; i < cx->img->nsections; i++)
+        has_code |= (cx->img->sections[i].flags & CFG_SEC_CODE) != 0;
+    size_t n = 0;
+    for (size_t i = 0; i < cx->nfdes; i++) {
+        fde_t *f = &cx->fdes[i];
+        uint64_t start = fde_start(f);
+        if (start == 0)
+            continue; /* discarded by the linker, or not readable and not in the table */
+        v[2 * n] = start;
+        v[2 * n++ + 1] = i;
+        if (f->defect != DEF_NONE)
+            continue;
+        const cfg_section_t *s = cfg_image_section_at(cx->img, f->pc_begin);
+        if (f->err < 0)
+            f->defect = DEF_UNREAD;
+        else if (cx->have_hdr && f->hdr_loc == 0 && f->pc_range > 0)
+            f->defect = DEF_HDR_NONE;
+        else if (cx->have_hdr && f->hdr_loc != 0 && f->hdr_loc != f->pc_begin)
+            f->defect = DEF_HDR_START;
+        else if (s == NULL ? has_code
+                 : !(s->flags & CFG_SEC_CODE) || f->pc_range > s->vma + s->size - f->pc_begin)
+            f->defect = DEF_SECTION;
+        f->def_at = f->hdr_loc;
+    }
+    if (n > 1)
+        qsort(v, n, 2 * sizeof(uint64_t), cmp_start);
+    for (size_t k = 0; k < n; k++) {
+        fde_t *f = &cx->fdes[v[2 * k + 1]];
+        const cfg_section_t *s = cfg_image_section_at(cx->img, v[2 * k]);
+        uint64_t end = s != NULL ? s->vma + s->size : v[2 * k] + 1;
+        f->next = k + 1 < n && v[2 * k + 2] < end ? v[2 * k + 2] : end;
+        if (has_code && f->defect == DEF_NONE && f->pc_range > 0 && k + 1 < n
+            && f->pc_range > v[2 * k + 2] - v[2 * k]) {
+            f->defect = DEF_OVERLAP;
+            f->def_at = v[2 * k + 2];
+        }
+    }
+    free(v);
+    return 0;
+}
+
+/*
+ * Describe the defect of F into BUF and set [*LO, *HI) to the code the unwinder may take
+ * it for: from the lower of its two starts to the next FDE's start.
+ */
+static void
+defect_str(const fde_t *f, char *buf, size_t size, uint64_t *lo, uint64_t *hi)
+{
+    unsigned long long a = f->def_at, pb = f->pc_begin, pe = f->pc_begin + f->pc_range;
+    uint64_t start = fde_start(f);
+    *lo = f->err == 0 && f->pc_begin != 0 && f->pc_begin < start ? f->pc_begin : start;
+    *hi = f->next > *lo ? f->next : *lo + 1;
+    switch (f->defect) {
+    case DEF_UNREAD: snprintf(buf, size, "cannot be read"); break;
+    case DEF_HDR_NONE: snprintf(buf, size, "is not in .eh_frame_hdr's table"); break;
+    case DEF_HDR_START:
+        snprintf(buf, size, "starts at 0x%llx, .eh_frame_hdr says 0x%llx", pb, a);
+        break;
+    case DEF_HDR_TWICE: snprintf(buf, size, "is named twice in .eh_frame_hdr"); break;
+    case DEF_HDR_ORDER: snprintf(buf, size, "is out of order in .eh_frame_hdr"); break;
+    case DEF_SECTION:
+        snprintf(buf, size, "range 0x%llx-0x%llx is not inside one code section", pb, pe);
+        break;
+    default:
+        snprintf(buf, size, "range 0x%llx-0x%llx overlaps the FDE at 0x%llx", pb, pe, a);
+        break;
+    }
+}
+
+/*****************************************************************************
  * LSDAs (.gcc_except_table)
  */
 
@@ -1163,6 +1361,8 @@ lsda_rewrite(ctx_t *cx, const fde_t *f, fmap_t *fm, lsda_t *l)
             break;
         if (r.action != 0 && (rc = lsda_walk_actions(&sc, r.action)) < 0)
             break;
+        note_loc(cx, f->pc_begin + r.start, ED_LOC_CS_START);
+        note_loc(cx, f->pc_begin + r.start + r.len, ED_LOC_CS_END);
         uint64_t ns = loc_map(fm, f->pc_begin + r.start);
         uint64_t ne = end_map(fm, f->pc_begin + r.start + r.len);
         if (ns < prev_end || ne < ns) {
@@ -1423,6 +1623,8 @@ fde_rewrite(ctx_t *cx, const fde_t *f, uint64_t new_lo, uint64_t new_hi, int ide
         return f->err;
     if (f->lsda_err < 0)
         return f->lsda_err;
+    if (f->defect != DEF_NONE)
+        return QP_EFORMAT; /* its code stays, described by the old FDE */
     /* Moved code changes every distance: only a code alignment of 1 expresses them. */
     if (!identity && ci->code_align != 1)
         return QP_EUNSUPP;
@@ -1598,15 +1800,15 @@ span_piece(void *arg, uint64_t old, uint64_t olen, uint64_t new_, uint64_t nlen)
  * that stay (padding, a nop before a landing pad) begin or end the old range.
  */
 static int
-moved_span(ctx_t *cx, const fde_t *f, uint64_t *lo, uint64_t *hi)
+moved_span(ctx_t *cx, uint64_t old_lo, uint64_t old_hi, uint64_t *lo, uint64_t *hi)
 {
     *lo = *hi = 0;
     if (cx->pieces == NULL) {
-        *lo = cx->map(cx->arg, f->pc_begin);
+        *lo = cx->map(cx->arg, old_lo);
         return *lo ? 0 : 1;
     }
     span_acc_t a = { 0, 0, 0, 0 };
-    QP_CHECK(cx->pieces(cx->arg, f->pc_begin, f->pc_begin + f->pc_range, span_piece, &a));
+    QP_CHECK(cx->pieces(cx->arg, old_lo, old_hi, span_piece, &a));
     if (a.n == 0)
         return 1;
     if (a.split)
@@ -1668,16 +1870,23 @@ build(ctx_t *cx, ed_unwind_out_t *out)
      * they are, or with ED_UNWIND_ALL are copied too (the old code is still there).
      */
     for (size_t i = 0; i < cx->nfdes; i++) {
-        const fde_t *f = &cx->fdes[i];
+        fde_t *f = &cx->fdes[i];
         if (f->err < 0) {
-            cx->nfde_failed++; /* cannot even say where it is: left out */
+            cx->nfde_failed++; /* cannot even say where it is: kept where the table has it */
             cx->nfde_old++;
+            f->kept = 1;
             continue;
         }
-        if (f->pc_begin == 0)
+        if (f->pc_begin == 0 && f->hdr_loc == 0)
             continue; /* discarded by the linker */
-        uint64_t new_lo = 0, new_hi = 0;
-        int rc = moved_span(cx, f, &new_lo, &new_hi);
+        uint64_t new_lo = 0, new_hi = 0, old_lo = f->pc_begin;
+        uint64_t old_hi = f->pc_begin + f->pc_range;
+        if (f->defect != DEF_NONE) {
+            /* The code the unwinder may take it for must not have moved. */
+            char why[160];
+            defect_str(f, why, sizeof(why), &old_lo, &old_hi);
+        }
+        int rc = moved_span(cx, old_lo, old_hi, &new_lo, &new_hi);
         if (rc == 0)
             rc = fde_rewrite(cx, f, new_lo, new_hi, 0);
         if (rc == QP_ENOMEM)
@@ -1689,8 +1898,8 @@ build(ctx_t *cx, ed_unwind_out_t *out)
         }
         if (rc < 0 && (cx->flags & ED_UNWIND_STRICT)) {
             /* Its code moved and the new code would have no unwind entry. */
-            out->fail_lo = f->pc_begin;
-            out->fail_hi = f->pc_begin + f->pc_range;
+            out->fail_lo = old_lo;
+            out->fail_hi = old_hi;
             return rc;
         }
         if (rc < 0)
@@ -1700,9 +1909,22 @@ build(ctx_t *cx, ed_unwind_out_t *out)
         if (rc == QP_ENOMEM)
             return rc;
         if (rc != 0) {
-            QP_CHECK(add_ent(cx, f->pc_begin, cx->vma + f->off));
+            if (!cx->have_hdr)
+                QP_CHECK(add_ent(cx, f->pc_begin, cx->vma + f->off));
+            f->kept = 1;
             cx->nfde_old++;
         }
+    }
+    /*
+     * The old table's entries of the FDEs kept, and those that name no FDE, as they were:
+     * the unwinder finds the old code as before, whatever .eh_frame says.
+     */
+    for (size_t i = 0; i < cx->nold_ents; i++) {
+        const hdr_ent_t *e = &cx->old_ents[i];
+        const rec_t *r = e->fde >= cx->vma && e->fde - cx->vma < cx->secsize
+                             ? rec_at(cx, (size_t)(e->fde - cx->vma)) : NULL;
+        if (r == NULL || r->is_cie || cx->fdes[r->idx].kept)
+            QP_CHECK(add_ent(cx, e->loc, e->fde));
     }
     if (cx->flags & ED_UNWIND_STRICT)
         QP_CHECK(check_spans(cx, out));
@@ -1764,7 +1986,9 @@ ctx_open(ctx_t *cx, const cfg_image_t *img)
     cx->secsize = (size_t)eh->size;
     cx->vma = eh->vma;
     QP_CHECK(split_records(cx));
-    return parse_all(cx);
+    QP_CHECK(parse_all(cx));
+    QP_CHECK(hdr_read(cx));
+    return check_fdes(cx);
 }
 
 static void
@@ -1776,6 +2000,8 @@ ctx_close(ctx_t *cx)
     free(cx->lsda_hash);
     free(cx->patches);
     free(cx->ents);
+    free(cx->old_ents);
+    free(cx->locs);
     free(cx->spans);
     free(cx->recs);
     free(cx->cies);
@@ -1927,15 +2153,41 @@ ed_unwind_fdes(
     size_t npads = 0, cap = 0;
     for (size_t i = 0; rc == 0 && i < cx.nfdes; i++) {
         const fde_t *f = &cx.fdes[i];
-        if (f->err < 0 || f->pc_begin == 0)
+        if (fde_start(f) == 0)
             continue; /* no range to speak of */
+        cx.nlocs = 0;
+        cx.collect = 1;
         int err = fde_rewrite(&cx, f, f->pc_begin, 0, 0);
-        if (err == QP_ENOMEM || (rc = fde_pads(&cx, f, &pads, &npads, &cap)) < 0) {
+        cx.collect = 0;
+        npads = 0;
+        if (err == QP_ENOMEM || cx.locs_oom
+            || (f->err == 0 && (rc = fde_pads(&cx, f, &pads, &npads, &cap)) < 0)) {
             rc = QP_ENOMEM;
             break;
         }
-        ed_fde_info_t info
-            = { f->pc_begin, f->pc_begin + f->pc_range, err < 0 ? err : 0, pads, npads };
+        ed_fde_info_t info = { f->pc_begin, f->pc_begin + f->pc_range, err < 0 ? err : 0,
+            pads, npads, NULL, cx.locs, cx.nlocs };
+        char why[160];
+        if (f->defect != DEF_NONE) {
+            defect_str(f, why, sizeof(why), &info.lo, &info.hi);
+            info.defect = why;
+            info.err = QP_EFORMAT;
+        }
+        rc = fn(arg, &info);
+    }
+    /* Table entries that name no FDE: the code there must keep the table's view. */
+    for (size_t i = 0; rc == 0 && i < cx.nold_ents; i++) {
+        const hdr_ent_t *e = &cx.old_ents[i];
+        const rec_t *r = e->fde >= cx.vma && e->fde - cx.vma < cx.secsize
+                             ? rec_at(&cx, (size_t)(e->fde - cx.vma)) : NULL;
+        if (r != NULL && !r->is_cie)
+            continue;
+        uint64_t next = i + 1 < cx.nold_ents && cx.old_ents[i + 1].loc > e->loc
+                            ? cx.old_ents[i + 1].loc : e->loc + 1;
+        char why[96];
+        snprintf(why, sizeof(why), "has an .eh_frame_hdr entry naming no FDE (0x%llx)",
+            (unsigned long long)e->fde);
+        ed_fde_info_t info = { e->loc, next, QP_EFORMAT, NULL, 0, why, NULL, 0 };
         rc = fn(arg, &info);
     }
     free(pads);
