@@ -181,9 +181,10 @@ typedef struct ed_fde_info {
                            * (QP_EFORMAT, QP_EUNSUPP, QP_ERANGE) */
     const uint64_t *pads; /* the landing pads its LSDA names (absolute), npads of them */
     size_t npads;
-    const char *defect;   /* NULL, or an inconsistency between .eh_frame_hdr and .eh_frame
-                           * (then err is QP_EFORMAT and [lo, hi) is the code the unwinder
-                           * may take it for: it must stay in place) */
+    const char *defect;   /* NULL, or in words what is wrong with its tables when err is
+                           * set: a malformed CFA program or LSDA, or an inconsistency
+                           * between .eh_frame_hdr and .eh_frame (then [lo, hi) is the
+                           * code the unwinder may take it for: it must stay in place) */
     const ed_code_loc_t *locs; /* the code locations its CFA program and LSDA name, nlocs */
     size_t nlocs;
 } ed_fde_info_t;

@@ -490,6 +490,7 @@ typedef struct ctx {
     size_t nlocs, caplocs;
     int collect;            /* record locations into locs */
     int locs_oom;           /* ... and one could not be recorded */
+    const char *why;        /* NULL, or what is wrong with the last FDE rewritten */
 } ctx_t;
 
 /*
@@ -1336,7 +1337,11 @@ lsda_rewrite(ctx_t *cx, const fde_t *f, fmap_t *fm, lsda_t *l)
     l->old_addr = f->lsda;
     l->old_fs = f->pc_begin;
     lsda_hdr_t h;
-    QP_CHECK(lsda_read_header(cx->img, f->lsda, f->pc_begin, &h));
+    int hrc = lsda_read_header(cx->img, f->lsda, f->pc_begin, &h);
+    if (hrc < 0) {
+        cx->why = "has an LSDA whose header cannot be read";
+        return hrc;
+    }
     l->lpstart_enc = h.lpstart_enc;
     l->ttype_enc = h.ttype_enc;
     l->cs_enc = h.cs_enc;
@@ -1357,16 +1362,21 @@ lsda_rewrite(ctx_t *cx, const fde_t *f, fmap_t *fm, lsda_t *l)
     int rc = 0;
     while (rc == 0 && cs.pos < cs.len) {
         cs_rec_t r;
-        if ((rc = lsda_read_cs(&h, &cs, f->pc_range, &r)) < 0)
+        if ((rc = lsda_read_cs(&h, &cs, f->pc_range, &r)) < 0) {
+            cx->why = "has an LSDA call-site record that is truncated or outside its code";
             break;
-        if (r.action != 0 && (rc = lsda_walk_actions(&sc, r.action)) < 0)
+        }
+        if (r.action != 0 && (rc = lsda_walk_actions(&sc, r.action)) < 0) {
+            cx->why = "has an LSDA action chain that is malformed";
             break;
+        }
         note_loc(cx, f->pc_begin + r.start, ED_LOC_CS_START);
         note_loc(cx, f->pc_begin + r.start + r.len, ED_LOC_CS_END);
         uint64_t ns = loc_map(fm, f->pc_begin + r.start);
         uint64_t ne = end_map(fm, f->pc_begin + r.start + r.len);
         if (ns < prev_end || ne < ns) {
             rc = QP_ERANGE; /* the table must stay sorted */
+            cx->why = "has LSDA call sites out of order or overlapping";
             break;
         }
         prev_end = ne;
@@ -1420,8 +1430,10 @@ lsda_rewrite(ctx_t *cx, const fde_t *f, fmap_t *fm, lsda_t *l)
     l->actions = p + act_base;
     l->actions_len = sc.ext;
     if (l->ttype_enc != DW_EH_PE_omit) {
-        if (sc.ntypes > (ttbase - act_base - sc.ext) / (size_t)l->esize)
-            return QP_EFORMAT; /* the type table would overlap the actions */
+        if (sc.ntypes > (ttbase - act_base - sc.ext) / (size_t)l->esize) {
+            cx->why = "has an LSDA type table that overlaps its actions";
+            return QP_EFORMAT;
+        }
         l->ntypes = (size_t)sc.ntypes;
         size_t tstart = ttbase - l->ntypes * (size_t)l->esize;
         l->types = p + tstart;
@@ -1647,6 +1659,9 @@ fde_rewrite(ctx_t *cx, const fde_t *f, uint64_t new_lo, uint64_t new_hi, int ide
     obuf_t prog = { 0 };
     size_t keep = 0;
     int rc = cfa_copy(cx, ci, f->insn_pos, f->insn_end, &fm, &prog, &keep);
+    if (rc == QP_EFORMAT)
+        cx->why = "has a CFA program that is malformed (an unknown opcode, truncated, or "
+                  "going backwards)";
     if (rc == 0 && prog.oom)
         rc = QP_ENOMEM;
     prog.n = keep;
@@ -2157,6 +2172,7 @@ ed_unwind_fdes(
             continue; /* no range to speak of */
         cx.nlocs = 0;
         cx.collect = 1;
+        cx.why = NULL;
         int err = fde_rewrite(&cx, f, f->pc_begin, 0, 0);
         cx.collect = 0;
         npads = 0;
@@ -2172,6 +2188,8 @@ ed_unwind_fdes(
             defect_str(f, why, sizeof(why), &info.lo, &info.hi);
             info.defect = why;
             info.err = QP_EFORMAT;
+        } else if (err < 0 && err != QP_EUNSUPP) {
+            info.defect = cx.why; /* or NULL: the error alone says it */
         }
         rc = fn(arg, &info);
     }
