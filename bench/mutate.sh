@@ -90,7 +90,7 @@ unwind_run() {
         done < <(python3 "$gen" "$seed" "$W/u" "${MUTATE_PER_CLASS:-1000}")
     done
     echo "mutate --unwind: class: tried (running natively), left in place with a note, refused, harmed, silent"
-    for cls in pcbegin hdrloc range overlap advance csstart; do
+    for cls in pcbegin hdrloc range overlap advance csstart lpad; do
         printf '  %-8s %4d %4d %4d %4d %4d\n' "$cls" "${tried[$cls]:-0}" "${noted[$cls]:-0}" \
             "${refused[$cls]:-0}" "${harmed[$cls]:-0}" "${silent[$cls]:-0}"
     done

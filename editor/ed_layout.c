@@ -440,16 +440,27 @@ group_fits(
 
 /*
  * Is X an instruction boundary of the decoded code: the start of an instruction of the
- * block that holds it? An address in no block (the end of a block, bytes not decoded)
+ * block that starts last below X, when that block reaches over X? (A landing pad is a
+ * root of the CFG, so a block starts there whatever; the block before tells whether that
+ * cuts an instruction.) An address in no block (the end of a block, bytes not decoded)
  * contradicts nothing.
  */
 static int
 insn_boundary(const cfg_prog_t *prog, uint64_t x)
 {
-    uint32_t b = cfg_block_at(prog, x);
-    if (b == CFG_NONE)
+    size_t n;
+    const uint32_t *by = cfg_blocks_by_addr(prog, &n);
+    size_t lo = 0, hi = n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (prog->blocks[by[mid]].start < x)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (lo == 0 || prog->blocks[by[lo - 1]].end <= x)
         return 1;
-    const cfg_block_t *bl = &prog->blocks[b];
+    const cfg_block_t *bl = &prog->blocks[by[lo - 1]];
     uint64_t a = bl->start;
     for (uint32_t k = 0; k < bl->ninsns && a < x; k++) {
         arch_insn_t in;
@@ -549,6 +560,11 @@ check_fde(void *arg, const ed_fde_info_t *fi)
             || prog->blocks[b].proc < first || prog->blocks[b].proc > last)
             why = owned_reason(plan, "exception landing pad 0x%llx not analysed",
                 (unsigned long long)fi->pads[i]);
+        else if (!insn_boundary(prog, fi->pads[i]))
+            why = owned_reason(plan,
+                "its unwind entry (FDE of 0x%llx-0x%llx) puts a landing pad at 0x%llx, "
+                "inside an instruction",
+                flo, fhi, (unsigned long long)fi->pads[i]);
     }
     if (why != NULL) {
         for (size_t k = k0; k < n && prog->blocks[by[k]].start < fi->hi; k++)

@@ -12,6 +12,9 @@
 #   overlap   an FDE's pc_range reaching 16 bytes into the next FDE's code
 #   csstart   an LSDA call-site start 4 bytes later (9 -> 13), its length unchanged
 #   hdrloc    an .eh_frame_hdr initial location off by one (bit 0 flipped)
+#   lpad      an LSDA landing pad one byte later (never MUST: after a call that does not
+#             return, the byte skipped is decoded by nothing but a linear disassembly, so
+#             the pad may well start the instruction the program means)
 # Usage: unwind-mutants.py SEED OUTDIR [MAX-PER-CLASS]
 # Writes OUTDIR/CLASS.N and prints one line per mutant:
 #   NAME CLASS START MUST
@@ -188,15 +191,20 @@ def main():
                 continue
             cslen, q = uleb(b, q + 1)
             cend = q + cslen
+            cs_done = lp_done = False
             while q < cend:
                 s0 = q
                 s, q = uleb(b, q)
                 ln, q = uleb(b, q)
+                l0 = q
+                lp, q = uleb(b, q)
                 _, q = uleb(b, q)
-                _, q = uleb(b, q)
-                if q - s0 >= 1 and s < 0x7C and b[s0] < 0x80 and ln > 4:
+                if not cs_done and s < 0x7C and b[s0] < 0x80 and ln > 4:
                     emit("csstart", f, [(s0, bytes([s + 4]))], start + s + 4 not in starts)
-                    break
+                    cs_done = True
+                if not lp_done and lp > 0 and b[l0] & 0x7F < 0x7F:  # lp + 1, same length
+                    emit("lpad", f, [(l0, bytes([b[l0] + 1]))], False)
+                    lp_done = True
 
 
 main()

@@ -7,7 +7,8 @@
 # tests/unwind-mutants.py, that still run natively with the program's output: an FDE's
 # pc_begin off by one, an .eh_frame_hdr start off by one, an FDE range past its section
 # or over the next FDE, a DW_CFA_advance_loc or an LSDA call-site start moved inside an
-# instruction. Each is rewritten with --driver=none and with qp (bench/mutate.sh
+# instruction, a landing pad a byte later (that one need only behave alike: see the
+# generator). Each is rewritten with --driver=none and with qp (bench/mutate.sh
 # --unwind): the rewritten program must behave as the mutant does, and the procedure of
 # a defective FDE must be left in place with a note naming the unwind defect (or the
 # input refused in one line). Exit status: 0 pass, 1 fail, 77 skip, 99 hard error.
