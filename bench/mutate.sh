@@ -13,7 +13,8 @@
 #   - on 0, when the mutant runs to completion natively (exit status below 128), the
 #     rewritten one gives the same stdout, stderr and exit status (--driver=none and qp).
 # Usage: bench/mutate.sh QPT-REWRITE N [SEED...]   (default seeds: a few corpus programs
-# and /usr/bin/true, /usr/bin/ls). Failing mutants are kept in $MUTATE_DIR (default
+# and /usr/bin/true, /usr/bin/ls). MUTATE_SECTIONS="NAME..." changes bytes of those
+# sections only (".eh_frame .eh_frame_hdr .gcc_except_table": the unwind tables). Failing mutants are kept in $MUTATE_DIR (default
 # ./mutate.d/fail; with MUTATE_SHOW=1 every refusal is printed and its mutant kept as rN).
 # Prints the totals; exit 1 when anything failed.
 #
@@ -122,13 +123,29 @@ mutate() {
         my ($in, $out, $seed) = @ARGV; srand($seed);
         open(my $f, "<", $in) or die; binmode $f; local $/; my $b = <$f>; close $f;
         my $n = length($b);
-        my ($phoff, $shoff) = unpack("Q<", substr($b, 32, 8)), unpack("Q<", substr($b, 40, 8));
+        my ($phoff, $shoff) = (unpack("Q<", substr($b, 32, 8)), unpack("Q<", substr($b, 40, 8)));
         my ($phnum, $shentsize, $shnum) = (unpack("v", substr($b, 56, 2)), 64,
                                             unpack("v", substr($b, 60, 2)));
+        # MUTATE_SECTIONS: the file ranges of the sections named there, if any.
+        my %want = map { $_ => 1 } split(" ", $ENV{MUTATE_SECTIONS} // "");
+        my @ranges;
+        if (%want && $shoff + $shnum * 64 <= $n) {
+            my $shstrndx = unpack("v", substr($b, 62, 2));
+            my $stroff = $shstrndx < $shnum
+                ? unpack("Q<", substr($b, $shoff + 64 * $shstrndx + 24, 8)) : $n;
+            for my $i (0 .. $shnum - 1) {
+                my ($name, $type) = unpack("VV", substr($b, $shoff + 64 * $i, 8));
+                my ($off, $size) = unpack("Q<Q<", substr($b, $shoff + 64 * $i + 24, 16));
+                next if $stroff + $name >= $n || $off + $size > $n || $size == 0;
+                my $nm = unpack("Z*", substr($b, $stroff + $name, 64));
+                push @ranges, [$off, $size] if $want{$nm};
+            }
+        }
         my $k = 1 + int(rand(4));
         for (1 .. $k) {
             my $where = int(rand(4)); my $off;
-            if ($where == 0) { $off = int(rand(64)); }
+            if (@ranges) { my $r = $ranges[int(rand(@ranges))]; $off = $r->[0] + int(rand($r->[1])); }
+            elsif ($where == 0) { $off = int(rand(64)); }
             elsif ($where == 1 && $phnum) { $off = $phoff + int(rand($phnum * 56)); }
             elsif ($where == 2 && $shnum) { $off = $shoff + int(rand($shnum * 64)); }
             else { $off = int(rand($n)); }

@@ -87,6 +87,8 @@ typedef struct ed_unwind_out {
     uint32_t nlsda_moved;   /* LSDAs rewritten */
     uint32_t nfde_failed;   /* FDEs not read or not rewritten (left out, or kept old) */
     uint32_t nfde_old;      /* FDEs only in the old .eh_frame (listed there, or unread) */
+    uint32_t nold_refs;     /* entries of the new search table that point into the old
+                             * .eh_frame: then it must stay where it is */
     uint64_t fail_lo;       /* ED_UNWIND_STRICT failures: the old range of the FDE */
     uint64_t fail_hi;       /* (kept when the build fails; 0 when unknown) */
 } ed_unwind_out_t;

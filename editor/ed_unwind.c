@@ -376,6 +376,8 @@ typedef struct fde {
     int err;             /* 0, or why the record cannot be decoded at all */
     int lsda_err;        /* 0, or why its LSDA pointer cannot be read (it cannot move) */
     uint64_t hdr_loc;    /* its start by the .eh_frame_hdr table, 0 when not named there */
+    uint64_t code_lo;    /* where its code starts for the unwinder: hdr_loc, else (or when
+                          * that is in no code section) pc_begin; 0 when neither is known */
     uint64_t next;       /* the start of the next FDE in address order (or its section's
                           * end): where its code ends for the unwinder when its own range
                           * cannot be trusted */
@@ -483,7 +485,9 @@ typedef struct ctx {
     uint32_t nfde_moved;
     uint32_t nfde_failed;
     uint32_t nfde_old;      /* FDEs only the old .eh_frame has */
+    uint32_t nold_refs;     /* search table entries into the old .eh_frame */
     int have_hdr;           /* the old .eh_frame_hdr has a table libgcc searches */
+    int has_code;           /* the image has code sections (else bare tables: unit tests) */
     hdr_ent_t *old_ents;    /* its entries, as read */
     size_t nold_ents;
     ed_code_loc_t *locs;    /* ed_unwind_fdes: code locations of the FDE being tried */
@@ -1093,11 +1097,24 @@ hdr_read(ctx_t *cx)
     return 0;
 }
 
-/* Where the unwinder takes F's code to start: the table's start when it names F. */
-static uint64_t
-fde_start(const fde_t *f)
+/* Is X in a code section (always, in an image of bare tables)? */
+static int
+in_code(const ctx_t *cx, uint64_t x)
 {
-    return f->hdr_loc != 0 ? f->hdr_loc : f->err < 0 ? 0 : f->pc_begin;
+    const cfg_section_t *s = cfg_image_section_at(cx->img, x);
+    return !cx->has_code || (s != NULL && (s->flags & CFG_SEC_CODE));
+}
+
+/*
+ * Where the unwinder takes F's code to start: the table's start when it names F (an entry
+ * whose start is in no code section describes no code: the FDE's own start then).
+ */
+static uint64_t
+fde_start(const ctx_t *cx, const fde_t *f)
+{
+    if (f->hdr_loc != 0 && in_code(cx, f->hdr_loc))
+        return f->hdr_loc;
+    return f->err < 0 ? 0 : f->pc_begin;
 }
 
 static int
@@ -1122,10 +1139,11 @@ check_fdes(ctx_t *cx)
     int has_code = 0;
     for (size_t i = 0; i < cx->img->nsections; i++)
         has_code |= (cx->img->sections[i].flags & CFG_SEC_CODE) != 0;
+    cx->has_code = has_code;
     size_t n = 0;
     for (size_t i = 0; i < cx->nfdes; i++) {
         fde_t *f = &cx->fdes[i];
-        uint64_t start = fde_start(f);
+        uint64_t start = f->code_lo = fde_start(cx, f);
         if (start == 0)
             continue; /* discarded by the linker, or not readable and not in the table */
         v[2 * n] = start;
@@ -1166,17 +1184,19 @@ check_fdes(ctx_t *cx)
  * it for: from the lower of its two starts to the next FDE's start.
  */
 static void
-defect_str(const fde_t *f, char *buf, size_t size, uint64_t *lo, uint64_t *hi)
+defect_str(const ctx_t *cx, const fde_t *f, char *buf, size_t size, uint64_t *lo,
+    uint64_t *hi)
 {
     unsigned long long a = f->def_at, pb = f->pc_begin, pe = f->pc_begin + f->pc_range;
-    uint64_t start = fde_start(f);
+    uint64_t start = f->code_lo;
     *lo = f->err == 0 && f->pc_begin != 0 && f->pc_begin < start ? f->pc_begin : start;
     *hi = f->next > *lo ? f->next : *lo + 1;
     switch (f->defect) {
     case DEF_UNREAD: snprintf(buf, size, "cannot be read"); break;
     case DEF_HDR_NONE: snprintf(buf, size, "is not in .eh_frame_hdr's table"); break;
     case DEF_HDR_START:
-        snprintf(buf, size, "starts at 0x%llx, .eh_frame_hdr says 0x%llx", pb, a);
+        snprintf(buf, size, "starts at 0x%llx, .eh_frame_hdr says 0x%llx%s", pb, a,
+            in_code(cx, a) ? "" : " (in no code: that entry is dropped)");
         break;
     case DEF_HDR_TWICE: snprintf(buf, size, "is named twice in .eh_frame_hdr"); break;
     case DEF_HDR_ORDER: snprintf(buf, size, "is out of order in .eh_frame_hdr"); break;
@@ -1899,7 +1919,7 @@ build(ctx_t *cx, ed_unwind_out_t *out)
         if (f->defect != DEF_NONE) {
             /* The code the unwinder may take it for must not have moved. */
             char why[160];
-            defect_str(f, why, sizeof(why), &old_lo, &old_hi);
+            defect_str(cx, f, why, sizeof(why), &old_lo, &old_hi);
         }
         int rc = moved_span(cx, old_lo, old_hi, &new_lo, &new_hi);
         if (rc == 0)
@@ -1924,8 +1944,10 @@ build(ctx_t *cx, ed_unwind_out_t *out)
         if (rc == QP_ENOMEM)
             return rc;
         if (rc != 0) {
-            if (!cx->have_hdr)
+            if (!cx->have_hdr) {
                 QP_CHECK(add_ent(cx, f->pc_begin, cx->vma + f->off));
+                cx->nold_refs++;
+            }
             f->kept = 1;
             cx->nfde_old++;
         }
@@ -1938,8 +1960,12 @@ build(ctx_t *cx, ed_unwind_out_t *out)
         const hdr_ent_t *e = &cx->old_ents[i];
         const rec_t *r = e->fde >= cx->vma && e->fde - cx->vma < cx->secsize
                              ? rec_at(cx, (size_t)(e->fde - cx->vma)) : NULL;
-        if (r == NULL || r->is_cie || cx->fdes[r->idx].kept)
+        /* An entry whose start is in no code section describes no code (a PIE's base
+         * may even wrap it around below the others): the table stays sorted without it. */
+        if ((r == NULL || r->is_cie || cx->fdes[r->idx].kept) && in_code(cx, e->loc)) {
             QP_CHECK(add_ent(cx, e->loc, e->fde));
+            cx->nold_refs++;
+        }
     }
     if (cx->flags & ED_UNWIND_STRICT)
         QP_CHECK(check_spans(cx, out));
@@ -1976,6 +2002,7 @@ build(ctx_t *cx, ed_unwind_out_t *out)
     out->nlsda_moved = (uint32_t)cx->nlsdas;
     out->nfde_failed = cx->nfde_failed;
     out->nfde_old = cx->nfde_old;
+    out->nold_refs = cx->nold_refs;
     cx->blob.p = NULL;
     return 0;
 }
@@ -2168,7 +2195,7 @@ ed_unwind_fdes(
     size_t npads = 0, cap = 0;
     for (size_t i = 0; rc == 0 && i < cx.nfdes; i++) {
         const fde_t *f = &cx.fdes[i];
-        if (fde_start(f) == 0)
+        if (f->code_lo == 0)
             continue; /* no range to speak of */
         cx.nlocs = 0;
         cx.collect = 1;
@@ -2185,7 +2212,7 @@ ed_unwind_fdes(
             pads, npads, NULL, cx.locs, cx.nlocs };
         char why[160];
         if (f->defect != DEF_NONE) {
-            defect_str(f, why, sizeof(why), &info.lo, &info.hi);
+            defect_str(&cx, f, why, sizeof(why), &info.lo, &info.hi);
             info.defect = why;
             info.err = QP_EFORMAT;
         } else if (err < 0 && err != QP_EUNSUPP) {
@@ -2198,8 +2225,8 @@ ed_unwind_fdes(
         const hdr_ent_t *e = &cx.old_ents[i];
         const rec_t *r = e->fde >= cx.vma && e->fde - cx.vma < cx.secsize
                              ? rec_at(&cx, (size_t)(e->fde - cx.vma)) : NULL;
-        if (r != NULL && !r->is_cie)
-            continue;
+        if ((r != NULL && !r->is_cie) || !in_code(&cx, e->loc))
+            continue; /* an FDE's, or one that describes no code (dropped) */
         uint64_t next = i + 1 < cx.nold_ents && cx.old_ents[i + 1].loc > e->loc
                             ? cx.old_ents[i + 1].loc : e->loc + 1;
         char why[96];
