@@ -15,6 +15,15 @@
  * references). The new .eh_frame_hdr's search table lists the old FDEs of code that did
  * not move and the new FDEs, so libgcc finds either through PT_GNU_EH_FRAME.
  *
+ * Which view counts: libgcc finds an FDE through the .eh_frame_hdr search table
+ * (PT_GNU_EH_FRAME), takes the start of its code from the table's entry and only the
+ * length from the FDE, and only ever looks up return addresses; gdb, and a program that
+ * registers its frames with libgcc, read .eh_frame's own pc_begin. So a program whose
+ * tables disagree with each other or with the code can run, and a rewrite must not pick
+ * one view: such an FDE is never rewritten, the code the unwinder may take it for stays
+ * in place (ed_unwind_fdes says why, ed_layout.c leaves the procedures), and its old
+ * table entries are copied as they were.
+ *
  * Formats: LSB "Exception Frames" (.eh_frame, pointer encodings), DWARF 4 section 6.4
  * (CFA instructions), and the Itanium C++ ABI LSDA as read by libgcc's
  * unwind-c.c/eh_personality.cc (landing pads relative to LPStart, call sites relative to
@@ -398,7 +407,7 @@ enum {
     DEF_HDR_NONE,   /* the table does not name it */
     DEF_HDR_START,  /* the table gives another start (def_at) */
     DEF_HDR_TWICE,  /* the table names it twice */
-    DEF_HDR_ORDER,  /* its table entry is out of order */
+    DEF_HDR_DROP,   /* a table entry for it is out of order or in no code (def_at) */
     DEF_SECTION,    /* its range is not inside one executable section */
     DEF_OVERLAP,    /* its range overlaps the next FDE's code (at def_at) */
 };
@@ -489,6 +498,7 @@ typedef struct ctx {
     int have_hdr;           /* the old .eh_frame_hdr has a table libgcc searches */
     int has_code;           /* the image has code sections (else bare tables: unit tests) */
     hdr_ent_t *old_ents;    /* its entries, as read */
+    uint8_t *old_keep;      /* ... 1 for those copied into the new table (in order, in code) */
     size_t nold_ents;
     ed_code_loc_t *locs;    /* ed_unwind_fdes: code locations of the FDE being tried */
     size_t nlocs, caplocs;
@@ -1047,6 +1057,43 @@ parse_all(ctx_t *cx)
  * Consistency of .eh_frame_hdr, .eh_frame and the code
  */
 
+static int in_code(const ctx_t *cx, uint64_t x);
+
+/*
+ * Mark in KEEP the entries of a longest strictly increasing run of the locations of V (N
+ * entries, in table order): what libgcc's binary search finds as the table says.
+ */
+static int
+hdr_in_order(const hdr_ent_t *v, size_t n, uint8_t *keep)
+{
+    size_t *tail = malloc((n ? n : 1) * sizeof(size_t));
+    size_t *prev = malloc((n ? n : 1) * sizeof(size_t));
+    if (tail == NULL || prev == NULL) {
+        free(tail);
+        free(prev);
+        return QP_ENOMEM;
+    }
+    size_t len = 0;
+    for (size_t i = 0; i < n; i++) {
+        size_t lo = 0, hi = len;
+        while (lo < hi) {
+            size_t mid = lo + (hi - lo) / 2;
+            if (v[tail[mid]].loc < v[i].loc)
+                lo = mid + 1;
+            else
+                hi = mid;
+        }
+        prev[i] = lo > 0 ? tail[lo - 1] : SIZE_MAX;
+        tail[lo] = i;
+        len += lo == len;
+    }
+    for (size_t i = len > 0 ? tail[len - 1] : SIZE_MAX; i != SIZE_MAX; i = prev[i])
+        keep[i] = 1;
+    free(tail);
+    free(prev);
+    return 0;
+}
+
 /*
  * Read the search table of the image's .eh_frame_hdr into cx->old_ents and give each FDE
  * it names its start there. Only a table libgcc searches counts (datarel sdata4 pairs
@@ -1074,7 +1121,8 @@ hdr_read(ctx_t *cx)
     if (c.err || n > (c.len - c.pos) / 8)
         return QP_EFORMAT;
     cx->old_ents = calloc(n ? (size_t)n : 1, sizeof(*cx->old_ents));
-    if (cx->old_ents == NULL)
+    cx->old_keep = calloc(n ? (size_t)n : 1, 1);
+    if (cx->old_ents == NULL || cx->old_keep == NULL)
         return QP_ENOMEM;
     cx->have_hdr = 1;
     cx->nold_ents = (size_t)n;
@@ -1082,17 +1130,29 @@ hdr_read(ctx_t *cx)
         hdr_ent_t *e = &cx->old_ents[i];
         e->loc = h->vma + (uint64_t)(int64_t)(int32_t)rd_uint(&c, 4);
         e->fde = h->vma + (uint64_t)(int64_t)(int32_t)rd_uint(&c, 4);
+    }
+    /*
+     * libgcc's binary search needs the table sorted. An entry out of order (not in a
+     * longest sorted run), or whose start is in no code (a PIE's base may wrap it below
+     * the others), describes no code for sure: it is not copied, and its FDE has a defect.
+     */
+    QP_CHECK(hdr_in_order(cx->old_ents, cx->nold_ents, cx->old_keep));
+    for (size_t i = 0; i < n; i++) {
+        hdr_ent_t *e = &cx->old_ents[i];
+        cx->old_keep[i] &= in_code(cx, e->loc);
         const rec_t *r = e->fde >= cx->vma && e->fde - cx->vma < cx->secsize
                              ? rec_at(cx, (size_t)(e->fde - cx->vma)) : NULL;
         if (r == NULL || r->is_cie)
-            continue; /* names no FDE: kept as it is (ed_unwind_fdes says so) */
+            continue; /* names no FDE: copied as it is (ed_unwind_fdes says so) */
         fde_t *f = &cx->fdes[r->idx];
-        if (f->hdr_loc != 0)
+        if (!cx->old_keep[i]) {
+            f->defect = DEF_HDR_DROP;
+            f->def_at = e->loc;
+        } else if (f->hdr_loc != 0) {
             f->defect = DEF_HDR_TWICE;
-        else
+        } else {
             f->hdr_loc = e->loc;
-        if (i > 0 && e->loc <= cx->old_ents[i - 1].loc)
-            f->defect = DEF_HDR_ORDER; /* libgcc's binary search may miss it */
+        }
     }
     return 0;
 }
@@ -1105,16 +1165,11 @@ in_code(const ctx_t *cx, uint64_t x)
     return !cx->has_code || (s != NULL && (s->flags & CFG_SEC_CODE));
 }
 
-/*
- * Where the unwinder takes F's code to start: the table's start when it names F (an entry
- * whose start is in no code section describes no code: the FDE's own start then).
- */
+/* Where the unwinder takes F's code to start: the table's start when it names F. */
 static uint64_t
-fde_start(const ctx_t *cx, const fde_t *f)
+fde_start(const fde_t *f)
 {
-    if (f->hdr_loc != 0 && in_code(cx, f->hdr_loc))
-        return f->hdr_loc;
-    return f->err < 0 ? 0 : f->pc_begin;
+    return f->hdr_loc != 0 ? f->hdr_loc : f->err < 0 ? 0 : f->pc_begin;
 }
 
 static int
@@ -1136,14 +1191,11 @@ check_fdes(ctx_t *cx)
         return QP_ENOMEM;
     /* An image of bare tables without code (unit tests) is not checked against code
      * sections, nor for overlaps. */
-    int has_code = 0;
-    for (size_t i = 0; i < cx->img->nsections; i++)
-        has_code |= (cx->img->sections[i].flags & CFG_SEC_CODE) != 0;
-    cx->has_code = has_code;
+    int has_code = cx->has_code;
     size_t n = 0;
     for (size_t i = 0; i < cx->nfdes; i++) {
         fde_t *f = &cx->fdes[i];
-        uint64_t start = f->code_lo = fde_start(cx, f);
+        uint64_t start = f->code_lo = fde_start(f);
         if (start == 0)
             continue; /* discarded by the linker, or not readable and not in the table */
         v[2 * n] = start;
@@ -1195,11 +1247,13 @@ defect_str(const ctx_t *cx, const fde_t *f, char *buf, size_t size, uint64_t *lo
     case DEF_UNREAD: snprintf(buf, size, "cannot be read"); break;
     case DEF_HDR_NONE: snprintf(buf, size, "is not in .eh_frame_hdr's table"); break;
     case DEF_HDR_START:
-        snprintf(buf, size, "starts at 0x%llx, .eh_frame_hdr says 0x%llx%s", pb, a,
-            in_code(cx, a) ? "" : " (in no code: that entry is dropped)");
+        snprintf(buf, size, "starts at 0x%llx, .eh_frame_hdr says 0x%llx", pb, a);
         break;
     case DEF_HDR_TWICE: snprintf(buf, size, "is named twice in .eh_frame_hdr"); break;
-    case DEF_HDR_ORDER: snprintf(buf, size, "is out of order in .eh_frame_hdr"); break;
+    case DEF_HDR_DROP:
+        snprintf(buf, size, "has an .eh_frame_hdr entry at 0x%llx %s: not copied", a,
+            in_code(cx, a) ? "out of order" : "in no code");
+        break;
     case DEF_SECTION:
         snprintf(buf, size, "range 0x%llx-0x%llx is not inside one code section", pb, pe);
         break;
@@ -1960,9 +2014,7 @@ build(ctx_t *cx, ed_unwind_out_t *out)
         const hdr_ent_t *e = &cx->old_ents[i];
         const rec_t *r = e->fde >= cx->vma && e->fde - cx->vma < cx->secsize
                              ? rec_at(cx, (size_t)(e->fde - cx->vma)) : NULL;
-        /* An entry whose start is in no code section describes no code (a PIE's base
-         * may even wrap it around below the others): the table stays sorted without it. */
-        if ((r == NULL || r->is_cie || cx->fdes[r->idx].kept) && in_code(cx, e->loc)) {
+        if (cx->old_keep[i] && (r == NULL || r->is_cie || cx->fdes[r->idx].kept)) {
             QP_CHECK(add_ent(cx, e->loc, e->fde));
             cx->nold_refs++;
         }
@@ -2027,6 +2079,8 @@ ctx_open(ctx_t *cx, const cfg_image_t *img)
     cx->sec = eh->bytes;
     cx->secsize = (size_t)eh->size;
     cx->vma = eh->vma;
+    for (size_t i = 0; i < img->nsections; i++)
+        cx->has_code |= (img->sections[i].flags & CFG_SEC_CODE) != 0;
     QP_CHECK(split_records(cx));
     QP_CHECK(parse_all(cx));
     QP_CHECK(hdr_read(cx));
@@ -2043,6 +2097,7 @@ ctx_close(ctx_t *cx)
     free(cx->patches);
     free(cx->ents);
     free(cx->old_ents);
+    free(cx->old_keep);
     free(cx->locs);
     free(cx->spans);
     free(cx->recs);
@@ -2225,8 +2280,8 @@ ed_unwind_fdes(
         const hdr_ent_t *e = &cx.old_ents[i];
         const rec_t *r = e->fde >= cx.vma && e->fde - cx.vma < cx.secsize
                              ? rec_at(&cx, (size_t)(e->fde - cx.vma)) : NULL;
-        if ((r != NULL && !r->is_cie) || !in_code(&cx, e->loc))
-            continue; /* an FDE's, or one that describes no code (dropped) */
+        if ((r != NULL && !r->is_cie) || !cx.old_keep[i])
+            continue; /* an FDE's, or one that describes no code (not copied) */
         uint64_t next = i + 1 < cx.nold_ents && cx.old_ents[i + 1].loc > e->loc
                             ? cx.old_ents[i + 1].loc : e->loc + 1;
         char why[96];
