@@ -187,7 +187,7 @@ typedef struct ed_fde_info {
                            * set: a malformed CFA program or LSDA, or an inconsistency
                            * between .eh_frame_hdr and .eh_frame (then [lo, hi) is the
                            * code the unwinder may take it for: it must stay in place) */
-    const ed_code_loc_t *locs; /* the code locations its CFA program and LSDA name, nlocs */
+    const ed_code_loc_t *locs; /* the code locations its CFA program and LSDA name */
     size_t nlocs;
 } ed_fde_info_t;
 
@@ -196,13 +196,13 @@ typedef struct ed_fde_info {
  * what the plan needs before it moves code (ed_layout.c). ERR is the result of rewriting
  * the FDE and its LSDA for code shifted as a whole, so it names what no layout can
  * represent (formats, encodings, opcodes); INFO, PADS and LOCS are valid during the call
- * only. The .eh_frame_hdr table is what the unwinder searches, and it takes an FDE's start
- * from there: an FDE that the table does not name once and in order with its own start,
- * whose range leaves its code section or overlaps the next FDE, or that cannot be read
- * while the table names it, comes with a DEFECT (and after the FDEs, an entry of the table
- * that names no FDE). Returns 0, FN's first negative return, QP_EINVAL or QP_ENOMEM;
- * malformed tables are reported through ERR, a table that cannot be split into records or
- * a search table past its section as QP_EFORMAT.
+ * only. The .eh_frame_hdr table is what the unwinder searches, and it takes an FDE's
+ * start from there: an FDE that the table does not name once, in order and with its own
+ * start, whose range leaves its code section or overlaps the next FDE, or that cannot be
+ * read while the table names it, comes with a DEFECT (and after the FDEs, each entry of
+ * the table that names no FDE). Returns 0, FN's first negative return, QP_EINVAL or
+ * QP_ENOMEM; malformed tables are reported through ERR, a table that cannot be split into
+ * records or a search table past its section as QP_EFORMAT.
  */
 int
 ed_unwind_fdes(

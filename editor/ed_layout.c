@@ -480,8 +480,9 @@ insn_boundary(const cfg_prog_t *prog, uint64_t x)
  * not keep together in order, when a location its CFA program or LSDA names (a rule
  * change, a call-site start or end) lies outside it or inside an instruction (the rewrite
  * would move it to another instruction), or when a landing pad its LSDA names is not a
- * block of an owner (only the unwinder goes there, so the CFG must know it). Owners that can share it are recorded as a group: they move
- * together or not at all (settled in settle_groups).
+ * block of an owner (only the unwinder goes there, so the CFG must know it). Owners that
+ * can share it are recorded as a group: they move together or not at all (settled in
+ * settle_groups).
  */
 static int
 check_fde(void *arg, const ed_fde_info_t *fi)

@@ -384,13 +384,13 @@ typedef struct fde {
     size_t lsda_size;    /* bytes of the LSDA pointer field (first in the augmentation) */
     int err;             /* 0, or why the record cannot be decoded at all */
     int lsda_err;        /* 0, or why its LSDA pointer cannot be read (it cannot move) */
-    uint64_t hdr_loc;    /* its start by the .eh_frame_hdr table, 0 when not named there */
-    uint64_t code_lo;    /* where its code starts for the unwinder: hdr_loc, else (or when
-                          * that is in no code section) pc_begin; 0 when neither is known */
+    uint64_t hdr_loc;    /* its start by the .eh_frame_hdr table, 0 when not there */
+    uint64_t code_lo;    /* where its code starts for the unwinder: hdr_loc, else
+                          * pc_begin; 0 when neither is known */
     uint64_t next;       /* the start of the next FDE in address order (or its section's
                           * end): where its code ends for the unwinder when its own range
                           * cannot be trusted */
-    uint8_t defect;      /* DEF_*: an inconsistency; it is never rewritten, its code stays */
+    uint8_t defect;      /* DEF_*: an inconsistency; never rewritten, its code stays */
     uint8_t kept;        /* build(): the old FDE stays in the search table */
     uint64_t def_at;     /* the address the defect is about */
 } fde_t;
@@ -496,9 +496,10 @@ typedef struct ctx {
     uint32_t nfde_old;      /* FDEs only the old .eh_frame has */
     uint32_t nold_refs;     /* search table entries into the old .eh_frame */
     int have_hdr;           /* the old .eh_frame_hdr has a table libgcc searches */
-    int has_code;           /* the image has code sections (else bare tables: unit tests) */
+    int has_code;           /* the image has code sections (else bare tables: tests) */
     hdr_ent_t *old_ents;    /* its entries, as read */
-    uint8_t *old_keep;      /* ... 1 for those copied into the new table (in order, in code) */
+    uint8_t *old_keep;      /* ... 1 for those copied into the new table (in order and
+                             * in code) */
     size_t nold_ents;
     ed_code_loc_t *locs;    /* ed_unwind_fdes: code locations of the FDE being tried */
     size_t nlocs, caplocs;
@@ -1134,7 +1135,7 @@ hdr_read(ctx_t *cx)
     /*
      * libgcc's binary search needs the table sorted. An entry out of order (not in a
      * longest sorted run), or whose start is in no code (a PIE's base may wrap it below
-     * the others), describes no code for sure: it is not copied, and its FDE has a defect.
+     * the others), describes no code for sure: it is not copied, its FDE has a defect.
      */
     QP_CHECK(hdr_in_order(cx->old_ents, cx->nold_ents, cx->old_keep));
     for (size_t i = 0; i < n; i++) {
@@ -1210,7 +1211,8 @@ check_fdes(ctx_t *cx)
         else if (cx->have_hdr && f->hdr_loc != 0 && f->hdr_loc != f->pc_begin)
             f->defect = DEF_HDR_START;
         else if (s == NULL ? has_code
-                 : !(s->flags & CFG_SEC_CODE) || f->pc_range > s->vma + s->size - f->pc_begin)
+                           : !(s->flags & CFG_SEC_CODE)
+                                 || f->pc_range > s->vma + s->size - f->pc_begin)
             f->defect = DEF_SECTION;
         f->def_at = f->hdr_loc;
     }
@@ -1437,7 +1439,7 @@ lsda_rewrite(ctx_t *cx, const fde_t *f, fmap_t *fm, lsda_t *l)
     while (rc == 0 && cs.pos < cs.len) {
         cs_rec_t r;
         if ((rc = lsda_read_cs(&h, &cs, f->pc_range, &r)) < 0) {
-            cx->why = "has an LSDA call-site record that is truncated or outside its code";
+            cx->why = "has an LSDA call-site record truncated or outside its code";
             break;
         }
         if (r.action != 0 && (rc = lsda_walk_actions(&sc, r.action)) < 0) {
@@ -1961,7 +1963,7 @@ build(ctx_t *cx, ed_unwind_out_t *out)
     for (size_t i = 0; i < cx->nfdes; i++) {
         fde_t *f = &cx->fdes[i];
         if (f->err < 0) {
-            cx->nfde_failed++; /* cannot even say where it is: kept where the table has it */
+            cx->nfde_failed++; /* where it is: where the table has it, if anywhere */
             cx->nfde_old++;
             f->kept = 1;
             continue;
