@@ -84,6 +84,8 @@ typedef struct fde_ctx {
     cand_vec_t *v;
     const cfg_image_t *img;
     cfg_builder_t *b;
+    const uint64_t *hdr; /* .eh_frame_hdr's table: (FDE, start) pairs by FDE, or NULL */
+    size_t nhdr;
 } fde_ctx_t;
 
 static int
@@ -97,6 +99,21 @@ static int
 on_fde(void *arg, const cfg_fde_t *fde)
 {
     fde_ctx_t *c = arg;
+    /*
+     * The unwinder takes the start from .eh_frame_hdr's table, when it has one: an FDE
+     * that says otherwise names no procedure start and no landing pad for sure (the
+     * editor leaves its code in place, ed_unwind.c).
+     */
+    size_t lo = 0, hi = c->nhdr;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (c->hdr[2 * mid] < fde->addr)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (lo < c->nhdr && c->hdr[2 * lo] == fde->addr && c->hdr[2 * lo + 1] != fde->start)
+        return 0;
     if (fde->lsda) {
         /* Landing pads are entered by the unwinder: roots of the CFG traversal. */
         size_t avail;
@@ -673,8 +690,16 @@ collect_candidates(cfg_builder_t *b, cand_vec_t *v)
     for (size_t i = 0; i < img->nsections; i++) {
         const cfg_section_t *s = &img->sections[i];
         if (strcmp(s->name, ".eh_frame") == 0 && s->bytes != NULL) {
-            fde_ctx_t c = { v, img, b };
+            fde_ctx_t c = { v, img, b, NULL, 0 };
+            uint64_t *hdr = NULL;
+            for (size_t k = 0; k < img->nsections && hdr == NULL; k++)
+                if (strcmp(img->sections[k].name, ".eh_frame_hdr") == 0
+                    && cfg_ehhdr_table(img->sections[k].bytes, img->sections[k].size,
+                           img->sections[k].vma, &hdr, &c.nhdr) == QP_ENOMEM)
+                    return QP_ENOMEM;
+            c.hdr = hdr;
             int rc = cfg_ehframe_walk(s->bytes, s->size, s->vma, on_fde, &c);
+            free(hdr);
             if (rc == QP_ENOMEM)
                 return rc;
         }

@@ -216,6 +216,7 @@ cfg_ehframe_walk(const uint8_t *buf, size_t len, uint64_t vma,
             fde.end = fde.start + range;
             fde.signal = cache.signal;
             fde.lsda = 0;
+            fde.addr = vma + off;
             if (cache.zaug) {
                 uint64_t alen = rd_uleb(&c);
                 const uint8_t *adata = c.p;
@@ -237,6 +238,49 @@ cfg_ehframe_walk(const uint8_t *buf, size_t len, uint64_t vma,
         off = (uint64_t)(next - buf);
     }
     return nfde;
+}
+
+/*****************************************************************************
+ * .eh_frame_hdr: the search table
+ */
+
+static int
+pair_cmp(const void *a, const void *b)
+{
+    const uint64_t *x = a, *y = b;
+    return x[0] != y[0] ? (x[0] < y[0] ? -1 : 1) : (x[1] > y[1]) - (x[1] < y[1]);
+}
+
+int
+cfg_ehhdr_table(const uint8_t *buf, size_t len, uint64_t vma, uint64_t **out, size_t *n)
+{
+    *out = NULL;
+    *n = 0;
+    if (buf == NULL || len < 4)
+        return 0;
+    cursor_t c = { buf + 4, buf + len, 0 };
+    uint8_t ptr_enc = buf[1], cnt_enc = buf[2], tab_enc = buf[3];
+    /* libgcc searches only this shape; else it reads .eh_frame itself. */
+    if (buf[0] != 1 || tab_enc != (DW_EH_PE_datarel | DW_EH_PE_sdata4)
+        || ptr_enc == DW_EH_PE_omit || (ptr_enc & 0x70) > DW_EH_PE_pcrel
+        || cnt_enc == DW_EH_PE_omit || (cnt_enc & 0x70) != DW_EH_PE_absptr)
+        return 0;
+    rd_encoded(&c, ptr_enc, 0);
+    uint64_t count = rd_encoded(&c, cnt_enc, 0);
+    if (c.bad || count > (uint64_t)(c.end - c.p) / 8)
+        return c.bad ? 0 : QP_EFORMAT;
+    uint64_t *v = malloc((count ? count : 1) * 2 * sizeof(uint64_t));
+    if (v == NULL)
+        return QP_ENOMEM;
+    for (uint64_t i = 0; i < count; i++) {
+        uint64_t loc = vma + (uint64_t)(int64_t)(int32_t)rd_fixed(&c, 4);
+        v[2 * i] = vma + (uint64_t)(int64_t)(int32_t)rd_fixed(&c, 4);
+        v[2 * i + 1] = loc;
+    }
+    qsort(v, (size_t)count, 2 * sizeof(uint64_t), pair_cmp);
+    *out = v;
+    *n = (size_t)count;
+    return 0;
 }
 
 /*****************************************************************************

@@ -70,6 +70,7 @@ typedef struct cfg_fde {
     int signal;      /* 'S' augmentation: a signal trampoline, whose FDE starts one byte
                       * before the code so that unwinders can use pc - 1 */
     uint64_t lsda;   /* address of the LSDA (.gcc_except_table), or 0 */
+    uint64_t addr;   /* address of the FDE record */
 } cfg_fde_t;
 
 /*
@@ -79,6 +80,16 @@ typedef struct cfg_fde {
  */
 int cfg_ehframe_walk(const uint8_t *buf, size_t len, uint64_t vma,
                      int (*fn)(void *arg, const cfg_fde_t *fde), void *arg);
+
+/*
+ * The search table of the .eh_frame_hdr bytes BUF (LEN bytes at VMA), the one libgcc
+ * searches: *OUT gets *N pairs (FDE address, initial location) sorted by FDE address
+ * (free it), NULL when there is no such table. The unwinder takes an FDE's start from
+ * there, not from the FDE. Returns 0, QP_EFORMAT (a table past the section's end) or
+ * QP_ENOMEM.
+ */
+int cfg_ehhdr_table(const uint8_t *buf, size_t len, uint64_t vma, uint64_t **out /*OUT*/,
+                    size_t *n /*OUT*/);
 
 /*
  * Parse the LSDA at BUF (LEN readable bytes, at VMA) of the function starting at

@@ -87,6 +87,8 @@ typedef struct ed_unwind_out {
     uint32_t nlsda_moved;   /* LSDAs rewritten */
     uint32_t nfde_failed;   /* FDEs not read or not rewritten (left out, or kept old) */
     uint32_t nfde_old;      /* FDEs only in the old .eh_frame (listed there, or unread) */
+    uint32_t nold_refs;     /* entries of the new search table that point into the old
+                             * .eh_frame: then it must stay where it is */
     uint64_t fail_lo;       /* ED_UNWIND_STRICT failures: the old range of the FDE */
     uint64_t fail_hi;       /* (kept when the build fails; 0 when unknown) */
 } ed_unwind_out_t;
@@ -163,6 +165,17 @@ int
 ed_unwind_build_at(const cfg_image_t *img, const ed_unwind_map_t *m, uint64_t at,
     uint64_t hdr_at, uint32_t flags, ed_unwind_out_t *out /*OUT*/);
 
+/* A code location that unwind tables name: it must be an instruction boundary. */
+enum {
+    ED_LOC_CFA,      /* where the FDE's CFA program changes the rules */
+    ED_LOC_CS_START, /* where a call-site range of its LSDA starts */
+    ED_LOC_CS_END,   /* ... ends */
+};
+typedef struct ed_code_loc {
+    uint64_t addr;
+    uint32_t kind; /* ED_LOC_* */
+} ed_code_loc_t;
+
 /* What ed_unwind_fdes says of one FDE. */
 typedef struct ed_fde_info {
     uint64_t lo, hi;      /* the code it covers */
@@ -170,15 +183,26 @@ typedef struct ed_fde_info {
                            * (QP_EFORMAT, QP_EUNSUPP, QP_ERANGE) */
     const uint64_t *pads; /* the landing pads its LSDA names (absolute), npads of them */
     size_t npads;
+    const char *defect;   /* NULL, or in words what is wrong with its tables when err is
+                           * set: a malformed CFA program or LSDA, or an inconsistency
+                           * between .eh_frame_hdr and .eh_frame (then [lo, hi) is the
+                           * code the unwinder may take it for: it must stay in place) */
+    const ed_code_loc_t *locs; /* the code locations its CFA program and LSDA name */
+    size_t nlocs;
 } ed_fde_info_t;
 
 /*
  * Call FN(ARG, INFO) for every FDE of IMG whose range can be read, in .eh_frame order:
  * what the plan needs before it moves code (ed_layout.c). ERR is the result of rewriting
  * the FDE and its LSDA for code shifted as a whole, so it names what no layout can
- * represent (formats, encodings, opcodes); INFO and PADS are valid during the call only.
- * Returns 0, FN's first negative return, QP_EINVAL or QP_ENOMEM; malformed tables are
- * reported through ERR, a table that cannot be split into records as QP_EFORMAT.
+ * represent (formats, encodings, opcodes); INFO, PADS and LOCS are valid during the call
+ * only. The .eh_frame_hdr table is what the unwinder searches, and it takes an FDE's
+ * start from there: an FDE that the table does not name once, in order and with its own
+ * start, whose range leaves its code section or overlaps the next FDE, or that cannot be
+ * read while the table names it, comes with a DEFECT (and after the FDEs, each entry of
+ * the table that names no FDE). Returns 0, FN's first negative return, QP_EINVAL or
+ * QP_ENOMEM; malformed tables are reported through ERR, a table that cannot be split into
+ * records or a search table past its section as QP_EFORMAT.
  */
 int
 ed_unwind_fdes(

@@ -439,14 +439,50 @@ group_fits(
 }
 
 /*
+ * Is X an instruction boundary of the decoded code: the start of an instruction of the
+ * block that starts last below X, when that block reaches over X? (A landing pad is a
+ * root of the CFG, so a block starts there whatever; the block before tells whether that
+ * cuts an instruction.) An address in no block (the end of a block, bytes not decoded)
+ * contradicts nothing.
+ */
+static int
+insn_boundary(const cfg_prog_t *prog, uint64_t x)
+{
+    size_t n;
+    const uint32_t *by = cfg_blocks_by_addr(prog, &n);
+    size_t lo = 0, hi = n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (prog->blocks[by[mid]].start < x)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (lo == 0 || prog->blocks[by[lo - 1]].end <= x)
+        return 1;
+    const cfg_block_t *bl = &prog->blocks[by[lo - 1]];
+    uint64_t a = bl->start;
+    for (uint32_t k = 0; k < bl->ninsns && a < x; k++) {
+        arch_insn_t in;
+        if (cfg_image_decode(prog->img, a, bl->end, &in) < 0)
+            return 0;
+        a += in.len;
+    }
+    return a == x;
+}
+
+/*
  * The unwind entry of moved code is rewritten from the old one (ed_unwind.c), which
  * works when the FDE's code moves as one contiguous run in address order: then the new
  * FDE covers exactly that run. So the owners of an FDE's code (a cold fragment counts as
- * its parent) stay in place when its tables cannot be rewritten at all, when it covers
- * code of several procedures that layout would not keep together in order, or when a
- * landing pad its LSDA names is not a block of an owner (only the unwinder goes there,
- * so the CFG must know it). Owners that can share it are recorded as a group: they move
- * together or not at all (settled in settle_groups).
+ * its parent) stay in place when its tables cannot be rewritten at all or disagree with
+ * .eh_frame_hdr (fi->defect), when it covers code of several procedures that layout would
+ * not keep together in order, when a location its CFA program or LSDA names (a rule
+ * change, a call-site start or end) lies outside it or inside an instruction (the rewrite
+ * would move it to another instruction), or when a landing pad its LSDA names is not a
+ * block of an owner (only the unwinder goes there, so the CFG must know it). Owners that
+ * can share it are recorded as a group: they move together or not at all (settled in
+ * settle_groups).
  */
 static int
 check_fde(void *arg, const ed_fde_info_t *fi)
@@ -484,7 +520,10 @@ check_fde(void *arg, const ed_fde_info_t *fi)
         return 0; /* none of its code is in a block: nothing there moves */
     const char *why = NULL;
     unsigned long long flo = fi->lo, fhi = fi->hi;
-    if (fi->err < 0)
+    if (fi->defect != NULL)
+        why = owned_reason(plan, "its unwind entry (FDE of 0x%llx-0x%llx) %s", flo, fhi,
+            fi->defect);
+    else if (fi->err < 0)
         why = owned_reason(plan,
             "its unwind entry (FDE of 0x%llx-0x%llx) cannot be "
             "rewritten: %s",
@@ -501,12 +540,32 @@ check_fde(void *arg, const ed_fde_info_t *fi)
                 "its unwind entry (FDE of 0x%llx-0x%llx) could not be "
                 "rewritten for the new code: %s",
                 flo, fhi, qp_strerror(plan->opts.stay[i].err));
+    for (size_t i = 0; why == NULL && i < fi->nlocs; i++) {
+        static const char *const what[] = { "a CFA rule change", "a call-site start",
+            "a call-site end" };
+        const ed_code_loc_t *l = &fi->locs[i];
+        const char *w = what[l->kind <= ED_LOC_CS_END ? l->kind : 0];
+        if (l->addr < fi->lo || l->addr > fi->hi)
+            why = owned_reason(plan,
+                "its unwind entry (FDE of 0x%llx-0x%llx) puts %s at 0x%llx, outside it",
+                flo, fhi, w, (unsigned long long)l->addr);
+        else if (!insn_boundary(prog, l->addr))
+            why = owned_reason(plan,
+                "its unwind entry (FDE of 0x%llx-0x%llx) puts %s at 0x%llx, inside an "
+                "instruction",
+                flo, fhi, w, (unsigned long long)l->addr);
+    }
     for (size_t i = 0; why == NULL && i < fi->npads; i++) {
         uint32_t b = cfg_block_at(prog, fi->pads[i]);
         if (b == CFG_NONE || prog->blocks[b].start != fi->pads[i]
             || prog->blocks[b].proc < first || prog->blocks[b].proc > last)
             why = owned_reason(plan, "exception landing pad 0x%llx not analysed",
                 (unsigned long long)fi->pads[i]);
+        else if (!insn_boundary(prog, fi->pads[i]))
+            why = owned_reason(plan,
+                "its unwind entry (FDE of 0x%llx-0x%llx) puts a landing pad at 0x%llx, "
+                "inside an instruction",
+                flo, fhi, (unsigned long long)fi->pads[i]);
     }
     if (why != NULL) {
         for (size_t k = k0; k < n && prog->blocks[by[k]].start < fi->hi; k++)

@@ -15,6 +15,15 @@
  * references). The new .eh_frame_hdr's search table lists the old FDEs of code that did
  * not move and the new FDEs, so libgcc finds either through PT_GNU_EH_FRAME.
  *
+ * Which view counts: libgcc finds an FDE through the .eh_frame_hdr search table
+ * (PT_GNU_EH_FRAME), takes the start of its code from the table's entry and only the
+ * length from the FDE, and only ever looks up return addresses; gdb, and a program that
+ * registers its frames with libgcc, read .eh_frame's own pc_begin. So a program whose
+ * tables disagree with each other or with the code can run, and a rewrite must not pick
+ * one view: such an FDE is never rewritten, the code the unwinder may take it for stays
+ * in place (ed_unwind_fdes says why, ed_layout.c leaves the procedures), and its old
+ * table entries are copied as they were.
+ *
  * Formats: LSB "Exception Frames" (.eh_frame, pointer encodings), DWARF 4 section 6.4
  * (CFA instructions), and the Itanium C++ ABI LSDA as read by libgcc's
  * unwind-c.c/eh_personality.cc (landing pads relative to LPStart, call sites relative to
@@ -22,6 +31,7 @@
  * specification lists after TTBase).
  */
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -374,7 +384,33 @@ typedef struct fde {
     size_t lsda_size;    /* bytes of the LSDA pointer field (first in the augmentation) */
     int err;             /* 0, or why the record cannot be decoded at all */
     int lsda_err;        /* 0, or why its LSDA pointer cannot be read (it cannot move) */
+    uint64_t hdr_loc;    /* its start by the .eh_frame_hdr table, 0 when not there */
+    uint64_t code_lo;    /* where its code starts for the unwinder: hdr_loc, else
+                          * pc_begin; 0 when neither is known */
+    uint64_t next;       /* the start of the next FDE in address order (or its section's
+                          * end): where its code ends for the unwinder when its own range
+                          * cannot be trusted */
+    uint8_t defect;      /* DEF_*: an inconsistency; never rewritten, its code stays */
+    uint8_t kept;        /* build(): the old FDE stays in the search table */
+    uint64_t def_at;     /* the address the defect is about */
 } fde_t;
+
+/*
+ * Inconsistencies between .eh_frame_hdr, .eh_frame and the code that a program can carry
+ * and still run (libgcc searches the table, takes the start of the code from there, and
+ * only ever asks about return addresses). The code of such an FDE stays in place and its
+ * old FDE stays in the search table under the table's start (ed_unwind_fdes says why).
+ */
+enum {
+    DEF_NONE,
+    DEF_UNREAD,     /* named by the table, but the record cannot be decoded */
+    DEF_HDR_NONE,   /* the table does not name it */
+    DEF_HDR_START,  /* the table gives another start (def_at) */
+    DEF_HDR_TWICE,  /* the table names it twice */
+    DEF_HDR_DROP,   /* a table entry for it is out of order or in no code (def_at) */
+    DEF_SECTION,    /* its range is not inside one executable section */
+    DEF_OVERLAP,    /* its range overlaps the next FDE's code (at def_at) */
+};
 
 /* One call-site record of an LSDA, as read. */
 typedef struct cs_rec {
@@ -458,6 +494,18 @@ typedef struct ctx {
     uint32_t nfde_moved;
     uint32_t nfde_failed;
     uint32_t nfde_old;      /* FDEs only the old .eh_frame has */
+    uint32_t nold_refs;     /* search table entries into the old .eh_frame */
+    int have_hdr;           /* the old .eh_frame_hdr has a table libgcc searches */
+    int has_code;           /* the image has code sections (else bare tables: tests) */
+    hdr_ent_t *old_ents;    /* its entries, as read */
+    uint8_t *old_keep;      /* ... 1 for those copied into the new table (in order and
+                             * in code) */
+    size_t nold_ents;
+    ed_code_loc_t *locs;    /* ed_unwind_fdes: code locations of the FDE being tried */
+    size_t nlocs, caplocs;
+    int collect;            /* record locations into locs */
+    int locs_oom;           /* ... and one could not be recorded */
+    const char *why;        /* NULL, or what is wrong with the last FDE rewritten */
 } ctx_t;
 
 /*
@@ -481,6 +529,21 @@ grow(void *v, size_t *cap, size_t n, size_t size)
 /*****************************************************************************
  * Mapping code locations of one procedure
  */
+
+/* Record the old code location X of KIND (ED_LOC_*) when ed_unwind_fdes asks for them. */
+static void
+note_loc(ctx_t *cx, uint64_t x, uint32_t kind)
+{
+    if (!cx->collect)
+        return;
+    ed_code_loc_t *v = grow(cx->locs, &cx->caplocs, cx->nlocs, sizeof(*v));
+    if (v == NULL) {
+        cx->locs_oom = 1;
+        return;
+    }
+    cx->locs = v;
+    cx->locs[cx->nlocs++] = (ed_code_loc_t) { x, kind };
+}
 
 typedef struct fmap {
     ctx_t *cx;
@@ -723,6 +786,7 @@ cfa_copy(ctx_t *cx, const cie_t *ci, size_t pos, size_t end, fmap_t *fm, obuf_t 
             return QP_EFORMAT; /* DW_CFA_set_loc may not go backwards */
         }
         old_loc = target;
+        note_loc(cx, target, ED_LOC_CFA);
         uint64_t nl = loc_map(fm, target);
         if (nl < new_loc)
             return QP_ERANGE; /* the map reorders code inside the procedure */
@@ -991,6 +1055,217 @@ parse_all(ctx_t *cx)
 }
 
 /*****************************************************************************
+ * Consistency of .eh_frame_hdr, .eh_frame and the code
+ */
+
+static int in_code(const ctx_t *cx, uint64_t x);
+
+/*
+ * Mark in KEEP the entries of a longest strictly increasing run of the locations of V (N
+ * entries, in table order): what libgcc's binary search finds as the table says.
+ */
+static int
+hdr_in_order(const hdr_ent_t *v, size_t n, uint8_t *keep)
+{
+    size_t *tail = malloc((n ? n : 1) * sizeof(size_t));
+    size_t *prev = malloc((n ? n : 1) * sizeof(size_t));
+    if (tail == NULL || prev == NULL) {
+        free(tail);
+        free(prev);
+        return QP_ENOMEM;
+    }
+    size_t len = 0;
+    for (size_t i = 0; i < n; i++) {
+        size_t lo = 0, hi = len;
+        while (lo < hi) {
+            size_t mid = lo + (hi - lo) / 2;
+            if (v[tail[mid]].loc < v[i].loc)
+                lo = mid + 1;
+            else
+                hi = mid;
+        }
+        prev[i] = lo > 0 ? tail[lo - 1] : SIZE_MAX;
+        tail[lo] = i;
+        len += lo == len;
+    }
+    for (size_t i = len > 0 ? tail[len - 1] : SIZE_MAX; i != SIZE_MAX; i = prev[i])
+        keep[i] = 1;
+    free(tail);
+    free(prev);
+    return 0;
+}
+
+/*
+ * Read the search table of the image's .eh_frame_hdr into cx->old_ents and give each FDE
+ * it names its start there. Only a table libgcc searches counts (datarel sdata4 pairs
+ * after an absolute count; without one libgcc reads .eh_frame itself and the FDEs' own
+ * starts hold). QP_EFORMAT when the table runs past its section.
+ */
+static int
+hdr_read(ctx_t *cx)
+{
+    const cfg_section_t *h = NULL;
+    for (size_t i = 0; i < cx->img->nsections && h == NULL; i++)
+        if (cx->img->sections[i].name != NULL && cx->img->sections[i].bytes != NULL
+            && strcmp(cx->img->sections[i].name, ".eh_frame_hdr") == 0)
+            h = &cx->img->sections[i];
+    if (h == NULL || h->size < 4 || h->size > SIZE_MAX / 2)
+        return 0;
+    cursor_t c = { h->bytes, (size_t)h->size, 0, 0 };
+    uint8_t version = rd_u8(&c), ptr_enc = rd_u8(&c), cnt_enc = rd_u8(&c);
+    uint8_t tab_enc = rd_u8(&c);
+    if (version != 1 || tab_enc != HDR_TABLE_ENC || !pe_valid(ptr_enc)
+        || !pe_valid(cnt_enc) || (cnt_enc & 0x70) != DW_EH_PE_absptr)
+        return 0;
+    rd_fmt(&c, ptr_enc);
+    uint64_t n = rd_fmt(&c, cnt_enc);
+    if (c.err || n > (c.len - c.pos) / 8)
+        return QP_EFORMAT;
+    cx->old_ents = calloc(n ? (size_t)n : 1, sizeof(*cx->old_ents));
+    cx->old_keep = calloc(n ? (size_t)n : 1, 1);
+    if (cx->old_ents == NULL || cx->old_keep == NULL)
+        return QP_ENOMEM;
+    cx->have_hdr = 1;
+    cx->nold_ents = (size_t)n;
+    for (size_t i = 0; i < n; i++) {
+        hdr_ent_t *e = &cx->old_ents[i];
+        e->loc = h->vma + (uint64_t)(int64_t)(int32_t)rd_uint(&c, 4);
+        e->fde = h->vma + (uint64_t)(int64_t)(int32_t)rd_uint(&c, 4);
+    }
+    /*
+     * libgcc's binary search needs the table sorted. An entry out of order (not in a
+     * longest sorted run), or whose start is in no code (a PIE's base may wrap it below
+     * the others), describes no code for sure: it is not copied, its FDE has a defect.
+     */
+    QP_CHECK(hdr_in_order(cx->old_ents, cx->nold_ents, cx->old_keep));
+    for (size_t i = 0; i < n; i++) {
+        hdr_ent_t *e = &cx->old_ents[i];
+        cx->old_keep[i] &= in_code(cx, e->loc);
+        const rec_t *r = e->fde >= cx->vma && e->fde - cx->vma < cx->secsize
+                             ? rec_at(cx, (size_t)(e->fde - cx->vma)) : NULL;
+        if (r == NULL || r->is_cie)
+            continue; /* names no FDE: copied as it is (ed_unwind_fdes says so) */
+        fde_t *f = &cx->fdes[r->idx];
+        if (!cx->old_keep[i]) {
+            f->defect = DEF_HDR_DROP;
+            f->def_at = e->loc;
+        } else if (f->hdr_loc != 0) {
+            f->defect = DEF_HDR_TWICE;
+        } else {
+            f->hdr_loc = e->loc;
+        }
+    }
+    return 0;
+}
+
+/* Is X in a code section (always, in an image of bare tables)? */
+static int
+in_code(const ctx_t *cx, uint64_t x)
+{
+    const cfg_section_t *s = cfg_image_section_at(cx->img, x);
+    return !cx->has_code || (s != NULL && (s->flags & CFG_SEC_CODE));
+}
+
+/* Where the unwinder takes F's code to start: the table's start when it names F. */
+static uint64_t
+fde_start(const fde_t *f)
+{
+    return f->hdr_loc != 0 ? f->hdr_loc : f->err < 0 ? 0 : f->pc_begin;
+}
+
+static int
+cmp_start(const void *a, const void *b)
+{
+    const uint64_t *x = a, *y = b; /* pairs: start, index */
+    return x[0] != y[0] ? (x[0] < y[0] ? -1 : 1) : (x[1] > y[1]) - (x[1] < y[1]);
+}
+
+/*
+ * Find the defects of every FDE (DEF_*): its start and the table's, its range inside one
+ * executable section and clear of the next FDE's code; set f->next.
+ */
+static int
+check_fdes(ctx_t *cx)
+{
+    uint64_t *v = calloc(2 * cx->nfdes + 2, sizeof(uint64_t));
+    if (v == NULL)
+        return QP_ENOMEM;
+    /* An image of bare tables without code (unit tests) is not checked against code
+     * sections, nor for overlaps. */
+    int has_code = cx->has_code;
+    size_t n = 0;
+    for (size_t i = 0; i < cx->nfdes; i++) {
+        fde_t *f = &cx->fdes[i];
+        uint64_t start = f->code_lo = fde_start(f);
+        if (start == 0)
+            continue; /* discarded by the linker, or not readable and not in the table */
+        v[2 * n] = start;
+        v[2 * n++ + 1] = i;
+        if (f->defect != DEF_NONE)
+            continue;
+        const cfg_section_t *s = cfg_image_section_at(cx->img, f->pc_begin);
+        if (f->err < 0)
+            f->defect = DEF_UNREAD;
+        else if (cx->have_hdr && f->hdr_loc == 0 && f->pc_range > 0)
+            f->defect = DEF_HDR_NONE;
+        else if (cx->have_hdr && f->hdr_loc != 0 && f->hdr_loc != f->pc_begin)
+            f->defect = DEF_HDR_START;
+        else if (s == NULL ? has_code
+                           : !(s->flags & CFG_SEC_CODE)
+                                 || f->pc_range > s->vma + s->size - f->pc_begin)
+            f->defect = DEF_SECTION;
+        f->def_at = f->hdr_loc;
+    }
+    if (n > 1)
+        qsort(v, n, 2 * sizeof(uint64_t), cmp_start);
+    for (size_t k = 0; k < n; k++) {
+        fde_t *f = &cx->fdes[v[2 * k + 1]];
+        const cfg_section_t *s = cfg_image_section_at(cx->img, v[2 * k]);
+        uint64_t end = s != NULL ? s->vma + s->size : v[2 * k] + 1;
+        f->next = k + 1 < n && v[2 * k + 2] < end ? v[2 * k + 2] : end;
+        if (has_code && f->defect == DEF_NONE && f->pc_range > 0 && k + 1 < n
+            && f->pc_range > v[2 * k + 2] - v[2 * k]) {
+            f->defect = DEF_OVERLAP;
+            f->def_at = v[2 * k + 2];
+        }
+    }
+    free(v);
+    return 0;
+}
+
+/*
+ * Describe the defect of F into BUF and set [*LO, *HI) to the code the unwinder may take
+ * it for: from the lower of its two starts to the next FDE's start.
+ */
+static void
+defect_str(const ctx_t *cx, const fde_t *f, char *buf, size_t size, uint64_t *lo,
+    uint64_t *hi)
+{
+    unsigned long long a = f->def_at, pb = f->pc_begin, pe = f->pc_begin + f->pc_range;
+    uint64_t start = f->code_lo;
+    *lo = f->err == 0 && f->pc_begin != 0 && f->pc_begin < start ? f->pc_begin : start;
+    *hi = f->next > *lo ? f->next : *lo + 1;
+    switch (f->defect) {
+    case DEF_UNREAD: snprintf(buf, size, "cannot be read"); break;
+    case DEF_HDR_NONE: snprintf(buf, size, "is not in .eh_frame_hdr's table"); break;
+    case DEF_HDR_START:
+        snprintf(buf, size, "starts at 0x%llx, .eh_frame_hdr says 0x%llx", pb, a);
+        break;
+    case DEF_HDR_TWICE: snprintf(buf, size, "is named twice in .eh_frame_hdr"); break;
+    case DEF_HDR_DROP:
+        snprintf(buf, size, "has an .eh_frame_hdr entry at 0x%llx %s: not copied", a,
+            in_code(cx, a) ? "out of order" : "in no code");
+        break;
+    case DEF_SECTION:
+        snprintf(buf, size, "range 0x%llx-0x%llx is not inside one code section", pb, pe);
+        break;
+    default:
+        snprintf(buf, size, "range 0x%llx-0x%llx overlaps the FDE at 0x%llx", pb, pe, a);
+        break;
+    }
+}
+
+/*****************************************************************************
  * LSDAs (.gcc_except_table)
  */
 
@@ -1138,7 +1413,11 @@ lsda_rewrite(ctx_t *cx, const fde_t *f, fmap_t *fm, lsda_t *l)
     l->old_addr = f->lsda;
     l->old_fs = f->pc_begin;
     lsda_hdr_t h;
-    QP_CHECK(lsda_read_header(cx->img, f->lsda, f->pc_begin, &h));
+    int hrc = lsda_read_header(cx->img, f->lsda, f->pc_begin, &h);
+    if (hrc < 0) {
+        cx->why = "has an LSDA whose header cannot be read";
+        return hrc;
+    }
     l->lpstart_enc = h.lpstart_enc;
     l->ttype_enc = h.ttype_enc;
     l->cs_enc = h.cs_enc;
@@ -1159,14 +1438,21 @@ lsda_rewrite(ctx_t *cx, const fde_t *f, fmap_t *fm, lsda_t *l)
     int rc = 0;
     while (rc == 0 && cs.pos < cs.len) {
         cs_rec_t r;
-        if ((rc = lsda_read_cs(&h, &cs, f->pc_range, &r)) < 0)
+        if ((rc = lsda_read_cs(&h, &cs, f->pc_range, &r)) < 0) {
+            cx->why = "has an LSDA call-site record truncated or outside its code";
             break;
-        if (r.action != 0 && (rc = lsda_walk_actions(&sc, r.action)) < 0)
+        }
+        if (r.action != 0 && (rc = lsda_walk_actions(&sc, r.action)) < 0) {
+            cx->why = "has an LSDA action chain that is malformed";
             break;
+        }
+        note_loc(cx, f->pc_begin + r.start, ED_LOC_CS_START);
+        note_loc(cx, f->pc_begin + r.start + r.len, ED_LOC_CS_END);
         uint64_t ns = loc_map(fm, f->pc_begin + r.start);
         uint64_t ne = end_map(fm, f->pc_begin + r.start + r.len);
         if (ns < prev_end || ne < ns) {
             rc = QP_ERANGE; /* the table must stay sorted */
+            cx->why = "has LSDA call sites out of order or overlapping";
             break;
         }
         prev_end = ne;
@@ -1220,8 +1506,10 @@ lsda_rewrite(ctx_t *cx, const fde_t *f, fmap_t *fm, lsda_t *l)
     l->actions = p + act_base;
     l->actions_len = sc.ext;
     if (l->ttype_enc != DW_EH_PE_omit) {
-        if (sc.ntypes > (ttbase - act_base - sc.ext) / (size_t)l->esize)
-            return QP_EFORMAT; /* the type table would overlap the actions */
+        if (sc.ntypes > (ttbase - act_base - sc.ext) / (size_t)l->esize) {
+            cx->why = "has an LSDA type table that overlaps its actions";
+            return QP_EFORMAT;
+        }
         l->ntypes = (size_t)sc.ntypes;
         size_t tstart = ttbase - l->ntypes * (size_t)l->esize;
         l->types = p + tstart;
@@ -1423,6 +1711,8 @@ fde_rewrite(ctx_t *cx, const fde_t *f, uint64_t new_lo, uint64_t new_hi, int ide
         return f->err;
     if (f->lsda_err < 0)
         return f->lsda_err;
+    if (f->defect != DEF_NONE)
+        return QP_EFORMAT; /* its code stays, described by the old FDE */
     /* Moved code changes every distance: only a code alignment of 1 expresses them. */
     if (!identity && ci->code_align != 1)
         return QP_EUNSUPP;
@@ -1445,6 +1735,9 @@ fde_rewrite(ctx_t *cx, const fde_t *f, uint64_t new_lo, uint64_t new_hi, int ide
     obuf_t prog = { 0 };
     size_t keep = 0;
     int rc = cfa_copy(cx, ci, f->insn_pos, f->insn_end, &fm, &prog, &keep);
+    if (rc == QP_EFORMAT)
+        cx->why = "has a CFA program that is malformed (an unknown opcode, truncated, or "
+                  "going backwards)";
     if (rc == 0 && prog.oom)
         rc = QP_ENOMEM;
     prog.n = keep;
@@ -1598,15 +1891,15 @@ span_piece(void *arg, uint64_t old, uint64_t olen, uint64_t new_, uint64_t nlen)
  * that stay (padding, a nop before a landing pad) begin or end the old range.
  */
 static int
-moved_span(ctx_t *cx, const fde_t *f, uint64_t *lo, uint64_t *hi)
+moved_span(ctx_t *cx, uint64_t old_lo, uint64_t old_hi, uint64_t *lo, uint64_t *hi)
 {
     *lo = *hi = 0;
     if (cx->pieces == NULL) {
-        *lo = cx->map(cx->arg, f->pc_begin);
+        *lo = cx->map(cx->arg, old_lo);
         return *lo ? 0 : 1;
     }
     span_acc_t a = { 0, 0, 0, 0 };
-    QP_CHECK(cx->pieces(cx->arg, f->pc_begin, f->pc_begin + f->pc_range, span_piece, &a));
+    QP_CHECK(cx->pieces(cx->arg, old_lo, old_hi, span_piece, &a));
     if (a.n == 0)
         return 1;
     if (a.split)
@@ -1668,16 +1961,23 @@ build(ctx_t *cx, ed_unwind_out_t *out)
      * they are, or with ED_UNWIND_ALL are copied too (the old code is still there).
      */
     for (size_t i = 0; i < cx->nfdes; i++) {
-        const fde_t *f = &cx->fdes[i];
+        fde_t *f = &cx->fdes[i];
         if (f->err < 0) {
-            cx->nfde_failed++; /* cannot even say where it is: left out */
+            cx->nfde_failed++; /* where it is: where the table has it, if anywhere */
             cx->nfde_old++;
+            f->kept = 1;
             continue;
         }
-        if (f->pc_begin == 0)
+        if (f->pc_begin == 0 && f->hdr_loc == 0)
             continue; /* discarded by the linker */
-        uint64_t new_lo = 0, new_hi = 0;
-        int rc = moved_span(cx, f, &new_lo, &new_hi);
+        uint64_t new_lo = 0, new_hi = 0, old_lo = f->pc_begin;
+        uint64_t old_hi = f->pc_begin + f->pc_range;
+        if (f->defect != DEF_NONE) {
+            /* The code the unwinder may take it for must not have moved. */
+            char why[160];
+            defect_str(cx, f, why, sizeof(why), &old_lo, &old_hi);
+        }
+        int rc = moved_span(cx, old_lo, old_hi, &new_lo, &new_hi);
         if (rc == 0)
             rc = fde_rewrite(cx, f, new_lo, new_hi, 0);
         if (rc == QP_ENOMEM)
@@ -1689,8 +1989,8 @@ build(ctx_t *cx, ed_unwind_out_t *out)
         }
         if (rc < 0 && (cx->flags & ED_UNWIND_STRICT)) {
             /* Its code moved and the new code would have no unwind entry. */
-            out->fail_lo = f->pc_begin;
-            out->fail_hi = f->pc_begin + f->pc_range;
+            out->fail_lo = old_lo;
+            out->fail_hi = old_hi;
             return rc;
         }
         if (rc < 0)
@@ -1700,8 +2000,25 @@ build(ctx_t *cx, ed_unwind_out_t *out)
         if (rc == QP_ENOMEM)
             return rc;
         if (rc != 0) {
-            QP_CHECK(add_ent(cx, f->pc_begin, cx->vma + f->off));
+            if (!cx->have_hdr) {
+                QP_CHECK(add_ent(cx, f->pc_begin, cx->vma + f->off));
+                cx->nold_refs++;
+            }
+            f->kept = 1;
             cx->nfde_old++;
+        }
+    }
+    /*
+     * The old table's entries of the FDEs kept, and those that name no FDE, as they were:
+     * the unwinder finds the old code as before, whatever .eh_frame says.
+     */
+    for (size_t i = 0; i < cx->nold_ents; i++) {
+        const hdr_ent_t *e = &cx->old_ents[i];
+        const rec_t *r = e->fde >= cx->vma && e->fde - cx->vma < cx->secsize
+                             ? rec_at(cx, (size_t)(e->fde - cx->vma)) : NULL;
+        if (cx->old_keep[i] && (r == NULL || r->is_cie || cx->fdes[r->idx].kept)) {
+            QP_CHECK(add_ent(cx, e->loc, e->fde));
+            cx->nold_refs++;
         }
     }
     if (cx->flags & ED_UNWIND_STRICT)
@@ -1739,6 +2056,7 @@ build(ctx_t *cx, ed_unwind_out_t *out)
     out->nlsda_moved = (uint32_t)cx->nlsdas;
     out->nfde_failed = cx->nfde_failed;
     out->nfde_old = cx->nfde_old;
+    out->nold_refs = cx->nold_refs;
     cx->blob.p = NULL;
     return 0;
 }
@@ -1763,8 +2081,12 @@ ctx_open(ctx_t *cx, const cfg_image_t *img)
     cx->sec = eh->bytes;
     cx->secsize = (size_t)eh->size;
     cx->vma = eh->vma;
+    for (size_t i = 0; i < img->nsections; i++)
+        cx->has_code |= (img->sections[i].flags & CFG_SEC_CODE) != 0;
     QP_CHECK(split_records(cx));
-    return parse_all(cx);
+    QP_CHECK(parse_all(cx));
+    QP_CHECK(hdr_read(cx));
+    return check_fdes(cx);
 }
 
 static void
@@ -1776,6 +2098,9 @@ ctx_close(ctx_t *cx)
     free(cx->lsda_hash);
     free(cx->patches);
     free(cx->ents);
+    free(cx->old_ents);
+    free(cx->old_keep);
+    free(cx->locs);
     free(cx->spans);
     free(cx->recs);
     free(cx->cies);
@@ -1927,15 +2252,44 @@ ed_unwind_fdes(
     size_t npads = 0, cap = 0;
     for (size_t i = 0; rc == 0 && i < cx.nfdes; i++) {
         const fde_t *f = &cx.fdes[i];
-        if (f->err < 0 || f->pc_begin == 0)
+        if (f->code_lo == 0)
             continue; /* no range to speak of */
+        cx.nlocs = 0;
+        cx.collect = 1;
+        cx.why = NULL;
         int err = fde_rewrite(&cx, f, f->pc_begin, 0, 0);
-        if (err == QP_ENOMEM || (rc = fde_pads(&cx, f, &pads, &npads, &cap)) < 0) {
+        cx.collect = 0;
+        npads = 0;
+        if (err == QP_ENOMEM || cx.locs_oom
+            || (f->err == 0 && (rc = fde_pads(&cx, f, &pads, &npads, &cap)) < 0)) {
             rc = QP_ENOMEM;
             break;
         }
-        ed_fde_info_t info
-            = { f->pc_begin, f->pc_begin + f->pc_range, err < 0 ? err : 0, pads, npads };
+        ed_fde_info_t info = { f->pc_begin, f->pc_begin + f->pc_range, err < 0 ? err : 0,
+            pads, npads, NULL, cx.locs, cx.nlocs };
+        char why[160];
+        if (f->defect != DEF_NONE) {
+            defect_str(&cx, f, why, sizeof(why), &info.lo, &info.hi);
+            info.defect = why;
+            info.err = QP_EFORMAT;
+        } else if (err < 0 && err != QP_EUNSUPP) {
+            info.defect = cx.why; /* or NULL: the error alone says it */
+        }
+        rc = fn(arg, &info);
+    }
+    /* Table entries that name no FDE: the code there must keep the table's view. */
+    for (size_t i = 0; rc == 0 && i < cx.nold_ents; i++) {
+        const hdr_ent_t *e = &cx.old_ents[i];
+        const rec_t *r = e->fde >= cx.vma && e->fde - cx.vma < cx.secsize
+                             ? rec_at(&cx, (size_t)(e->fde - cx.vma)) : NULL;
+        if ((r != NULL && !r->is_cie) || !cx.old_keep[i])
+            continue; /* an FDE's, or one that describes no code (not copied) */
+        uint64_t next = i + 1 < cx.nold_ents && cx.old_ents[i + 1].loc > e->loc
+                            ? cx.old_ents[i + 1].loc : e->loc + 1;
+        char why[96];
+        snprintf(why, sizeof(why), "has an .eh_frame_hdr entry naming no FDE (0x%llx)",
+            (unsigned long long)e->fde);
+        ed_fde_info_t info = { e->loc, next, QP_EFORMAT, NULL, 0, why, NULL, 0 };
         rc = fn(arg, &info);
     }
     free(pads);

@@ -601,7 +601,10 @@ elfw_rewrite(const cfg_prog_t *prog, ed_plan_t *plan, const elfw_instr_t *instr,
     }
     uint64_t unw_at = 0, in_place = 0;
     const cfg_section_t *old_eh = NULL, *old_hdr = NULL;
-    if (unw.size > 0 && unwind_fits_over(prog->img, &unw, &old_eh, &old_hdr)) {
+    /* Not when the new search table still points into the old .eh_frame (FDEs of code
+     * that stays whose tables could not be copied, or disagree with .eh_frame_hdr). */
+    if (unw.size > 0 && unw.nold_refs == 0
+        && unwind_fits_over(prog->img, &unw, &old_eh, &old_hdr)) {
         /* Over the input's tables: .eh_frame stays where crtbeginT's frame registry of a
          * static program reads it, and the file grows by nothing. */
         size_t size = unw.size, hdr_off = unw.hdr_off;

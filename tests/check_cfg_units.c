@@ -1349,6 +1349,35 @@ END_TEST
  * The suite
  */
 
+/* .eh_frame_hdr's search table: pairs (FDE, start) by FDE; other shapes are no table. */
+START_TEST(test_cfg_ehhdr_table)
+{
+    /* version 1, eh_frame_ptr pcrel sdata4, count udata4, table datarel sdata4 */
+    uint8_t h[12 + 3 * 8] = { 1, 0x1b, 0x03, 0x3b, 0, 0, 0, 0, 3, 0, 0, 0 };
+    const int32_t ent[6] = { 0x100, 0x900, 0x200, 0x800, 0x300, 0x700 }; /* loc, fde */
+    memcpy(h + 12, ent, sizeof(ent));
+    uint64_t *v = NULL;
+    size_t n = 0;
+    ck_assert_int_eq(cfg_ehhdr_table(h, sizeof(h), 0x1000, &v, &n), 0);
+    ck_assert_uint_eq(n, 3);
+    ck_assert_uint_eq(v[0], 0x1700); /* sorted by FDE */
+    ck_assert_uint_eq(v[1], 0x1300);
+    ck_assert_uint_eq(v[4], 0x1900);
+    ck_assert_uint_eq(v[5], 0x1100);
+    free(v);
+    /* A count past the section: malformed. */
+    h[8] = 4;
+    ck_assert_int_eq(cfg_ehhdr_table(h, sizeof(h), 0x1000, &v, &n), QP_EFORMAT);
+    ck_assert_ptr_null(v);
+    /* Another table encoding: libgcc searches .eh_frame itself, no table. */
+    h[8] = 3;
+    h[3] = 0x03;
+    ck_assert_int_eq(cfg_ehhdr_table(h, sizeof(h), 0x1000, &v, &n), 0);
+    ck_assert_ptr_null(v);
+    ck_assert_uint_eq(n, 0);
+}
+END_TEST
+
 static Suite *
 cfg_units_suite(void)
 {
@@ -1392,6 +1421,7 @@ cfg_units_suite(void)
     tcase_add_test(tc, test_cfg_loops_bad_args);
     tcase_add_loop_test(tc, test_cfg_loops_random_vs_reference, 0, 10);
     tcase_add_test(tc, test_cfg_loops_large_is_fast);
+    tcase_add_test(tc, test_cfg_ehhdr_table);
     tcase_set_timeout(tc, 30);
     suite_add_tcase(s, tc);
     return s;
