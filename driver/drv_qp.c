@@ -208,6 +208,24 @@ measured_count(const drv_graph_t *g, const drv_edge_t *e)
                            e->to == X ? 0 : b[e->to].start, e->kind);
 }
 
+/* The measured count of block I, or -1 when the profile lacks it (an older profile:
+ * then the sum of its measured in-edges, if all are). */
+static int64_t
+measured_block(const drv_graph_t *g, uint32_t i)
+{
+    uint64_t at = g->prog->blocks[g->first + i].start;
+    int64_t c = drv_weights_get(g->weights, at, at, QP_EDGE_BLOCK);
+    if (c >= 0)
+        return c;
+    c = 0;
+    for (uint32_t e = 0; e < g->nedges && c >= 0; e++)
+        if (g->edges[e].to == i) {
+            int64_t k = measured_count(g, &g->edges[e]);
+            c = k < 0 ? -1 : c + k;
+        }
+    return c;
+}
+
 /*
  * How often E runs: measured (--weights) or ESTIMATE. A measured count gets a fraction of
  * the estimate, to order edges that ran as often; the fractions of all the chords sum to
@@ -263,38 +281,33 @@ is_free(const drv_graph_t *g, const drv_edge_t *ed)
 
 /*
  * Add what the counters on the chords (IN_TREE[e] == 0; NEDGES + block for a block's
- * own edge) cost over the profiled run to RES (--weights). A block runs as often as its
- * ways in.
+ * own edge) cost over the profiled run to RES (--weights).
  */
-static int
+static void
 add_weighted_cost(const drv_graph_t *g, const uint8_t *in_tree, drv_result_t *res)
 {
     uint32_t n = g->nedges, X = g->nblocks;
-    int64_t *runs = calloc(X + 1, sizeof(int64_t)); /* per block; -1: not measured */
-    if (runs == NULL)
-        return QP_ENOMEM;
     for (uint32_t e = 0; e < n; e++) {
         const drv_edge_t *ed = &g->edges[e];
-        int64_t c = measured_count(g, ed);
-        if (ed->to != X)
-            runs[ed->to] = c < 0 || runs[ed->to] < 0 ? -1 : runs[ed->to] + c;
         if (in_tree[e] || is_free(g, ed))
             continue; /* no counter */
+        int64_t c = measured_count(g, ed);
         if (c >= 0) {
             res->weighted_incs += (uint64_t)c;
             res->weighted_insns += (uint64_t)c * (uint64_t)counter_cost(ed);
         } else
             res->weighted_unknown++;
     }
-    for (uint32_t i = 0; i < X; i++)
-        if (!in_tree[n + i] && runs[i] >= 0) {
-            res->weighted_incs += (uint64_t)runs[i];
-            res->weighted_insns
-                += (uint64_t)runs[i] * (uint64_t)block_cost(g->block_save[i]);
-        } else if (!in_tree[n + i])
+    for (uint32_t i = 0; i < X; i++) {
+        if (in_tree[n + i])
+            continue;
+        int64_t c = measured_block(g, i);
+        if (c >= 0) {
+            res->weighted_incs += (uint64_t)c;
+            res->weighted_insns += (uint64_t)c * (uint64_t)block_cost(g->block_save[i]);
+        } else
             res->weighted_unknown++;
-    free(runs);
-    return 0;
+    }
 }
 
 /* Weights of the NEDGES edges and then of the blocks' own edges into W, from the
@@ -316,8 +329,12 @@ split_weights(const drv_graph_t *g, const double *freq_e, double *w)
             w[e] = ed->place == DRV_PLACE_NONE || ed->kind == QP_EDGE_ENTRY
                 ? INF : f * counter_cost(ed);
     }
-    for (uint32_t i = 0; i < X; i++)
+    for (uint32_t i = 0; i < X; i++) {
+        int64_t c = g->weights != NULL ? measured_block(g, i) : -1;
+        if (c >= 0) /* the in-edges' estimates may stand in for unknown counts */
+            w[n + i] = (double)c;
         w[n + i] *= block_cost(g->block_save[i]);
+    }
 }
 
 static int
@@ -366,13 +383,17 @@ qp_place(drv_graph_t *g, drv_result_t *res, const char **why)
              * sharing one jump table's targets): count this procedure's blocks instead,
              * which gives every block count and the calls; the report says which edge
              * counts stay unknown. */
+            memset(in_tree, 1, n);
+            memset(in_tree + n, 0, nb);
+            if (g->weights != NULL)
+                add_weighted_cost(g, in_tree, res);
             for (uint32_t i = 0; i < nb; i++)
                 g->block_counter[i] = drv_alloc_counter(res);
             res->nblock_counted++;
             goto out;
         }
-    if (g->weights != NULL && (rc = add_weighted_cost(g, in_tree, res)) < 0)
-        goto out;
+    if (g->weights != NULL)
+        add_weighted_cost(g, in_tree, res);
     for (uint32_t e = 0; e < all; e++)
         if (!in_tree[e] && !(e < n && is_free(g, &g->edges[e]))) {
             if (e < n)
