@@ -212,22 +212,26 @@ measured_count(const drv_graph_t *g, const drv_edge_t *e)
                            e->to == X ? 0 : b[e->to].start, e->kind);
 }
 
-/* The measured count of block I, or -1 when the profile lacks it (an older profile:
- * then the sum of its measured in-edges, if all are). */
-static int64_t
-measured_block(const drv_graph_t *g, uint32_t i)
+/* Each block's measured count into RUNS (NBLOCKS of them), -1 when the profile lacks
+ * it (an older profile: then the sum of its in-edges' measured counts, if all are). */
+static void
+measured_blocks(const drv_graph_t *g, int64_t *runs)
 {
-    uint64_t at = g->prog->blocks[g->first + i].start;
-    int64_t c = drv_weights_get(g->weights, at, at, QP_EDGE_BLOCK);
-    if (c >= 0)
-        return c;
-    c = 0;
-    for (uint32_t e = 0; e < g->nedges && c >= 0; e++)
-        if (g->edges[e].to == i) {
-            int64_t k = measured_count(g, &g->edges[e]);
-            c = k < 0 ? -1 : c + k;
-        }
-    return c;
+    uint32_t X = g->nblocks;
+    for (uint32_t i = 0; i < X; i++)
+        runs[i] = 0;
+    for (uint32_t e = 0; e < g->nedges; e++) {
+        const drv_edge_t *ed = &g->edges[e];
+        int64_t c = measured_count(g, ed);
+        if (ed->to != X)
+            runs[ed->to] = c < 0 || runs[ed->to] < 0 ? -1 : runs[ed->to] + c;
+    }
+    for (uint32_t i = 0; i < X; i++) {
+        uint64_t at = g->prog->blocks[g->first + i].start;
+        int64_t c = drv_weights_get(g->weights, at, at, QP_EDGE_BLOCK);
+        if (c >= 0)
+            runs[i] = c;
+    }
 }
 
 /*
@@ -288,7 +292,8 @@ is_free(const drv_graph_t *g, const drv_edge_t *ed)
  * own edge) cost over the profiled run to RES (--weights).
  */
 static void
-add_weighted_cost(const drv_graph_t *g, const uint8_t *in_tree, drv_result_t *res)
+add_weighted_cost(const drv_graph_t *g, const uint8_t *in_tree, const int64_t *runs,
+                  drv_result_t *res)
 {
     uint32_t n = g->nedges, X = g->nblocks;
     for (uint32_t e = 0; e < n; e++) {
@@ -305,7 +310,7 @@ add_weighted_cost(const drv_graph_t *g, const uint8_t *in_tree, drv_result_t *re
     for (uint32_t i = 0; i < X; i++) {
         if (in_tree[n + i])
             continue;
-        int64_t c = measured_block(g, i);
+        int64_t c = runs[i];
         if (c >= 0) {
             res->weighted_incs += (uint64_t)c;
             res->weighted_insns += (uint64_t)c * (uint64_t)block_cost(g->block_save[i]);
@@ -317,7 +322,7 @@ add_weighted_cost(const drv_graph_t *g, const uint8_t *in_tree, drv_result_t *re
 /* Weights of the NEDGES edges and then of the blocks' own edges into W, from the
  * estimated edge frequencies FREQ_E. */
 static void
-split_weights(const drv_graph_t *g, const double *freq_e, double *w)
+split_weights(const drv_graph_t *g, const double *freq_e, const int64_t *runs, double *w)
 {
     uint32_t n = g->nedges, X = g->nblocks;
     for (uint32_t i = 0; i < X; i++)
@@ -334,9 +339,10 @@ split_weights(const drv_graph_t *g, const double *freq_e, double *w)
                 ? INF : f * counter_cost(ed);
     }
     for (uint32_t i = 0; i < X; i++) {
-        int64_t c = g->weights != NULL ? measured_block(g, i) : -1;
-        if (c >= 0) /* the in-edges' estimates may stand in for unknown counts */
-            w[n + i] = (double)c;
+        /* Where in-edges' counts are unknown (their estimates stand in), the measured
+         * block count: with all of them known, their sum is that count already. */
+        if (runs != NULL && (double)runs[i] > w[n + i])
+            w[n + i] = (double)runs[i];
         w[n + i] *= block_cost(g->block_save[i]);
     }
 }
@@ -419,15 +425,19 @@ qp_place(drv_graph_t *g, drv_result_t *res, const char **why)
     uint32_t *parent = malloc(nodes * sizeof(uint32_t));
     uint8_t *in_tree = calloc(all + 1, 1); /* 2: given up (no counter, unknown) */
     uint8_t *ground = calloc(nodes, 1);
+    int64_t *runs = g->weights != NULL ? malloc((nb + 1) * sizeof(int64_t)) : NULL;
     int rc = 0;
     (void)why; /* qp measures every procedure it gets */
-    if (!w || !freq || !order || !parent || !in_tree || !ground) {
+    if (!w || !freq || !order || !parent || !in_tree || !ground
+        || (g->weights != NULL && runs == NULL)) {
         rc = QP_ENOMEM;
         goto out;
     }
     if ((rc = estimate_freq(g, freq)) < 0)
         goto out;
-    split_weights(g, freq, w);
+    if (runs != NULL)
+        measured_blocks(g, runs);
+    split_weights(g, freq, runs, w);
     give_up_cycles(g, parent, ground, in_tree);
     for (uint32_t e = 0; e < n; e++)
         in_tree[e] *= 2;
@@ -466,14 +476,14 @@ qp_place(drv_graph_t *g, drv_result_t *res, const char **why)
         memset(in_tree, 1, n);
         memset(in_tree + n, 0, nb);
         if (g->weights != NULL)
-            add_weighted_cost(g, in_tree, res);
+            add_weighted_cost(g, in_tree, runs, res);
         for (uint32_t i = 0; i < nb; i++)
             g->block_counter[i] = drv_alloc_counter(res);
         res->nblock_counted++;
         goto out;
     }
     if (g->weights != NULL)
-        add_weighted_cost(g, in_tree, res);
+        add_weighted_cost(g, in_tree, runs, res);
     for (uint32_t e = 0; e < all; e++)
         if (!in_tree[e] && !(e < n && is_free(g, &g->edges[e]))) {
             if (e < n)
@@ -488,6 +498,7 @@ out:
     free(parent);
     free(in_tree);
     free(ground);
+    free(runs);
     return rc;
 }
 
