@@ -12,10 +12,10 @@
  * each dispatching through one table of label addresses), no counters determine them
  * all: give_up_cycles leaves the counts of the edges on such cycles unknown (naive knows
  * none of them either) and the tree spans the rest, so every block count and every
- * other edge count still follows. Other weights estimate how often an edge runs times what
- * a counter there costs (a stub or a flags save cost more than an increment), so that hot
- * and expensive edges stay in the tree and go uncounted. With --weights, the counts of an
- * earlier run replace the estimate.
+ * other edge count still follows. Other weights estimate how often an edge runs times
+ * what a counter there costs (a stub or a flags save cost more than an increment), so
+ * that hot and expensive edges stay in the tree and go uncounted. With --weights, the
+ * counts of an earlier run replace the estimate.
  *
  * When every call of the procedure is a direct call or tail call made in other measured
  * procedures (drv_run decides: QP_PROC_BY_CALLS), its entry edge's count is known from
