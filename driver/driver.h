@@ -137,7 +137,8 @@ typedef struct drv_result {
     uint32_t nby_calls;      /* qp: procedures whose calls are counted at their call
                               * sites (QP_PROC_BY_CALLS) */
     uint32_t nblock_counted; /* qp: procedures counted per block (a cycle of edges that
-                              * cannot carry a counter) */
+                              * cannot carry a counter, with a jump translated at run
+                              * time) */
     /* qp --weights: the instructions the counters add over the run the weights measured
      * (increments, stub jumps, flag saves), the least of any spanning tree for those
      * counts; of them, increments; counters left out (the profile has no count there). */

@@ -8,10 +8,14 @@
  * every edge and block count follows by flow conservation. Edges that cannot carry a
  * counter (jump-table and other indirect edges into blocks with several ways in) and
  * the X -> entry edge (a counter there would need a stub of its own) weigh infinitely,
- * so the tree takes them first. Other weights estimate how often an edge runs times what
- * a counter there costs (a stub or a flags save cost more than an increment), so that hot
- * and expensive edges stay in the tree and go uncounted. With --weights, the counts of an
- * earlier run replace the estimate.
+ * so the tree takes them first. Where those edges make cycles (an interpreter's handlers
+ * each dispatching through one table of label addresses), no counters determine them
+ * all: give_up_cycles leaves the counts of the edges on such cycles unknown (naive knows
+ * none of them either) and the tree spans the rest, so every block count and every
+ * other edge count still follows. Other weights estimate how often an edge runs times
+ * what a counter there costs (a stub or a flags save cost more than an increment), so
+ * that hot and expensive edges stay in the tree and go uncounted. With --weights, the
+ * counts of an earlier run replace the estimate.
  *
  * When every call of the procedure is a direct call or tail call made in other measured
  * procedures (drv_run decides: QP_PROC_BY_CALLS), its entry edge's count is known from
@@ -208,6 +212,28 @@ measured_count(const drv_graph_t *g, const drv_edge_t *e)
                            e->to == X ? 0 : b[e->to].start, e->kind);
 }
 
+/* Each block's measured count into RUNS (NBLOCKS of them), -1 when the profile lacks
+ * it (an older profile: then the sum of its in-edges' measured counts, if all are). */
+static void
+measured_blocks(const drv_graph_t *g, int64_t *runs)
+{
+    uint32_t X = g->nblocks;
+    for (uint32_t i = 0; i < X; i++)
+        runs[i] = 0;
+    for (uint32_t e = 0; e < g->nedges; e++) {
+        const drv_edge_t *ed = &g->edges[e];
+        int64_t c = measured_count(g, ed);
+        if (ed->to != X)
+            runs[ed->to] = c < 0 || runs[ed->to] < 0 ? -1 : runs[ed->to] + c;
+    }
+    for (uint32_t i = 0; i < X; i++) {
+        uint64_t at = g->prog->blocks[g->first + i].start;
+        int64_t c = drv_weights_get(g->weights, at, at, QP_EDGE_BLOCK);
+        if (c >= 0)
+            runs[i] = c;
+    }
+}
+
 /*
  * How often E runs: measured (--weights) or ESTIMATE. A measured count gets a fraction of
  * the estimate, to order edges that ran as often; the fractions of all the chords sum to
@@ -263,44 +289,40 @@ is_free(const drv_graph_t *g, const drv_edge_t *ed)
 
 /*
  * Add what the counters on the chords (IN_TREE[e] == 0; NEDGES + block for a block's
- * own edge) cost over the profiled run to RES (--weights). A block runs as often as its
- * ways in.
+ * own edge) cost over the profiled run to RES (--weights).
  */
-static int
-add_weighted_cost(const drv_graph_t *g, const uint8_t *in_tree, drv_result_t *res)
+static void
+add_weighted_cost(const drv_graph_t *g, const uint8_t *in_tree, const int64_t *runs,
+                  drv_result_t *res)
 {
     uint32_t n = g->nedges, X = g->nblocks;
-    int64_t *runs = calloc(X + 1, sizeof(int64_t)); /* per block; -1: not measured */
-    if (runs == NULL)
-        return QP_ENOMEM;
     for (uint32_t e = 0; e < n; e++) {
         const drv_edge_t *ed = &g->edges[e];
-        int64_t c = measured_count(g, ed);
-        if (ed->to != X)
-            runs[ed->to] = c < 0 || runs[ed->to] < 0 ? -1 : runs[ed->to] + c;
         if (in_tree[e] || is_free(g, ed))
             continue; /* no counter */
+        int64_t c = measured_count(g, ed);
         if (c >= 0) {
             res->weighted_incs += (uint64_t)c;
             res->weighted_insns += (uint64_t)c * (uint64_t)counter_cost(ed);
         } else
             res->weighted_unknown++;
     }
-    for (uint32_t i = 0; i < X; i++)
-        if (!in_tree[n + i] && runs[i] >= 0) {
-            res->weighted_incs += (uint64_t)runs[i];
-            res->weighted_insns
-                += (uint64_t)runs[i] * (uint64_t)block_cost(g->block_save[i]);
-        } else if (!in_tree[n + i])
+    for (uint32_t i = 0; i < X; i++) {
+        if (in_tree[n + i])
+            continue;
+        int64_t c = runs[i];
+        if (c >= 0) {
+            res->weighted_incs += (uint64_t)c;
+            res->weighted_insns += (uint64_t)c * (uint64_t)block_cost(g->block_save[i]);
+        } else
             res->weighted_unknown++;
-    free(runs);
-    return 0;
+    }
 }
 
 /* Weights of the NEDGES edges and then of the blocks' own edges into W, from the
  * estimated edge frequencies FREQ_E. */
 static void
-split_weights(const drv_graph_t *g, const double *freq_e, double *w)
+split_weights(const drv_graph_t *g, const double *freq_e, const int64_t *runs, double *w)
 {
     uint32_t n = g->nedges, X = g->nblocks;
     for (uint32_t i = 0; i < X; i++)
@@ -316,8 +338,81 @@ split_weights(const drv_graph_t *g, const double *freq_e, double *w)
             w[e] = ed->place == DRV_PLACE_NONE || ed->kind == QP_EDGE_ENTRY
                 ? INF : f * counter_cost(ed);
     }
-    for (uint32_t i = 0; i < X; i++)
+    for (uint32_t i = 0; i < X; i++) {
+        /* Where in-edges' counts are unknown (their estimates stand in), the measured
+         * block count: with all of them known, their sum is that count already. */
+        if (runs != NULL && (double)runs[i] > w[n + i])
+            w[n + i] = (double)runs[i];
         w[n + i] *= block_cost(g->block_save[i]);
+    }
+}
+
+/* Does edge E need a counter that it cannot have (jump-table and other indirect edges
+ * into blocks with several ways in)? */
+static int
+is_uncountable(const drv_graph_t *g, uint32_t e)
+{
+    return g->edges[e].place == DRV_PLACE_NONE && !is_free(g, &g->edges[e]);
+}
+
+/* The ends of edge E in the split graph (NEDGES + block: that block's own edge). */
+static void
+split_ends(const drv_graph_t *g, uint32_t e, uint32_t *from, uint32_t *to)
+{
+    uint32_t n = g->nedges;
+    if (e < n) {
+        *from = node_out(g, g->edges[e].from);
+        *to = g->edges[e].to;
+    } else {
+        *from = e - n;
+        *to = node_out(g, e - n);
+    }
+}
+
+/* Reset PARENT (NODES of them) to single nodes, but for those in GROUND: one node. */
+static void
+uf_ground(uint32_t *parent, uint32_t nodes, const uint8_t *ground)
+{
+    uint32_t root = nodes;
+    for (uint32_t v = 0; v < nodes; v++) {
+        parent[v] = v;
+        if (ground[v] && root == nodes)
+            root = v;
+        else if (ground[v])
+            parent[v] = root;
+    }
+}
+
+/*
+ * Uncountable edges on cycles of uncountable edges (several dispatch blocks sharing one
+ * table's targets, as an interpreter's computed gotos): no counters elsewhere determine
+ * their counts (of a dispatch block's ways out, only their sum follows), so they cannot
+ * all be in the tree, and none can be a chord. GIVEN_UP[e] = 1 for each: an edge closing
+ * a cycle of uncountable edges in which the ends of the edges given up so far (GROUND[v]
+ * = 1) count as one node, until none does. Flow conservation is then not used at the
+ * GROUND nodes: merged into one, they are where the spanning tree of the rest hangs, and
+ * every other count (every block's, every other edge's) still follows from the chords.
+ * The nodes of the split graph: PARENT and GROUND have 2 * NBLOCKS + 1.
+ */
+static void
+give_up_cycles(const drv_graph_t *g, uint32_t *parent, uint8_t *ground, uint8_t *given_up)
+{
+    uint32_t nodes = 2 * g->nblocks + 1;
+    for (int changed = 1; changed;) {
+        changed = 0;
+        uf_ground(parent, nodes, ground);
+        for (uint32_t e = 0; e < g->nedges; e++) {
+            if (!is_uncountable(g, e) || given_up[e])
+                continue;
+            uint32_t from, to;
+            split_ends(g, e, &from, &to);
+            uint32_t a = uf_find(parent, from), b = uf_find(parent, to);
+            if (a != b)
+                parent[a] = b;
+            else
+                given_up[e] = ground[from] = ground[to] = changed = 1;
+        }
+    }
 }
 
 static int
@@ -328,51 +423,67 @@ qp_place(drv_graph_t *g, drv_result_t *res, const char **why)
     double *freq = malloc((n + 1) * sizeof(double));
     uint32_t *order = malloc((all + 1) * sizeof(uint32_t));
     uint32_t *parent = malloc(nodes * sizeof(uint32_t));
-    uint8_t *in_tree = calloc(all + 1, 1);
+    uint8_t *in_tree = calloc(all + 1, 1); /* 2: given up (no counter, unknown) */
+    uint8_t *ground = calloc(nodes, 1);
+    int64_t *runs = g->weights != NULL ? malloc((nb + 1) * sizeof(int64_t)) : NULL;
     int rc = 0;
-    (void)why; /* qp measures every procedure it gets: per block when it must */
-    if (w == NULL || freq == NULL || order == NULL || parent == NULL || in_tree == NULL) {
+    (void)why; /* qp measures every procedure it gets */
+    if (!w || !freq || !order || !parent || !in_tree || !ground
+        || (g->weights != NULL && runs == NULL)) {
         rc = QP_ENOMEM;
         goto out;
     }
     if ((rc = estimate_freq(g, freq)) < 0)
         goto out;
-    split_weights(g, freq, w);
+    if (runs != NULL)
+        measured_blocks(g, runs);
+    split_weights(g, freq, runs, w);
+    give_up_cycles(g, parent, ground, in_tree);
+    for (uint32_t e = 0; e < n; e++)
+        in_tree[e] *= 2;
     for (uint32_t e = 0; e < all; e++)
         order[e] = e;
     sort_w = w;
     sort_nedges = n;
     qsort(order, all, sizeof(uint32_t), cmp_heavy);
-    for (uint32_t v = 0; v < nodes; v++)
-        parent[v] = v;
+    uf_ground(parent, nodes, ground);
     for (uint32_t k = 0; k < all; k++) {
         uint32_t e = order[k], from, to;
-        if (e < n) {
-            from = node_out(g, g->edges[e].from);
-            to = g->edges[e].to;
-        } else {
-            from = e - n;
-            to = node_out(g, e - n);
-        }
+        if (in_tree[e] == 2)
+            continue;
+        split_ends(g, e, &from, &to);
         uint32_t a = uf_find(parent, from), b = uf_find(parent, to);
         if (a != b) {
             parent[a] = b;
             in_tree[e] = 1;
         }
     }
-    for (uint32_t e = 0; e < n; e++)
-        if (!in_tree[e] && g->edges[e].place == DRV_PLACE_NONE && !is_free(g, &g->edges[e])) {
-            /* Edges that cannot carry a counter form a cycle (several dispatch blocks
-             * sharing one jump table's targets): count this procedure's blocks instead,
-             * which gives every block count and the calls; the report says which edge
-             * counts stay unknown. */
-            for (uint32_t i = 0; i < nb; i++)
-                g->block_counter[i] = drv_alloc_counter(res);
-            res->nblock_counted++;
-            goto out;
-        }
-    if (g->weights != NULL && (rc = add_weighted_cost(g, in_tree, res)) < 0)
+    int per_block = 0, gave_up = 0, xlated = 0;
+    for (uint32_t e = 0; e < n; e++) {
+        gave_up |= in_tree[e] == 2;
+        xlated |= g->edges[e].kind == CFG_EDGE_UNRESOLVED && g->edges[e].from != nb;
+        /* Not expected: give_up_cycles left the other uncountable edges a forest,
+         * and the tree takes them first. */
+        per_block |= !in_tree[e] && is_uncountable(g, e);
+    }
+    /* A jump translated at run time may land inside the procedure (its miss counter
+     * says so) where no edge goes: then flow is not conserved at X or at the block it
+     * lands in, which the given-up edges' ends would need. */
+    per_block |= gave_up && xlated;
+    if (per_block) {
+        /* Count this procedure's blocks instead: that gives every block count and
+         * the calls; the report says which edge counts stay unknown. */
+        memset(in_tree, 1, n);
+        memset(in_tree + n, 0, nb);
+        if (g->weights != NULL)
+            add_weighted_cost(g, in_tree, runs, res);
+        for (uint32_t i = 0; i < nb; i++)
+            g->block_counter[i] = drv_alloc_counter(res);
+        res->nblock_counted++;
         goto out;
+    }
+    if (g->weights != NULL)
+        add_weighted_cost(g, in_tree, runs, res);
     for (uint32_t e = 0; e < all; e++)
         if (!in_tree[e] && !(e < n && is_free(g, &g->edges[e]))) {
             if (e < n)
@@ -386,6 +497,8 @@ out:
     free(order);
     free(parent);
     free(in_tree);
+    free(ground);
+    free(runs);
     return rc;
 }
 

@@ -166,6 +166,8 @@ enum {
     QP_EDGE_ENTRY = 32, /* X -> entry block: one per call of the procedure */
     QP_EDGE_ROOT = 33,  /* X -> another block entered from outside (landing pad, interior
                          * entry from another procedure) */
+    QP_EDGE_BLOCK = 34, /* never in a description: in lists of counts (--weights), a
+                         * block's own count, from = to = its start */
 };
 
 typedef struct qp_desc_edge {

@@ -358,13 +358,15 @@ qp_lines_free(qp_lines_t *l);
 typedef struct qp_edge_count {
     uint64_t from, to; /* original starts of the blocks at its ends, 0 for X */
     uint64_t count;    /* times it ran */
-    uint8_t kind;      /* cfg_edge_kind_t, QP_EDGE_ENTRY or QP_EDGE_ROOT */
+    uint8_t kind;      /* cfg_edge_kind_t, QP_EDGE_ENTRY or QP_EDGE_ROOT; QP_EDGE_BLOCK:
+                        * the count of the block at from = to */
 } qp_edge_count_t;
 
 /*
  * Read the profile PATH and the description of the program that wrote it (the executable
  * its header names, read through cfg/), check one against the other, and reconstruct
- * every edge count the counters determine (edges left unknown are not listed). *OUT
+ * every edge and block count the counters determine (those left unknown are not listed;
+ * blocks come after their procedure's edges, as QP_EDGE_BLOCK). *OUT
  * (malloc'd, the caller frees it) gets *N counts in description order. Returns 0 or
  * QP_E* with one line in WHY (which names PATH); *OUT is NULL on failure.
  */

@@ -27,7 +27,7 @@ block_addr(const qp_desc_t *d, uint32_t b)
 static int
 collect(const qp_desc_t *d, const qp_profile_t *p, qp_edge_count_t **out, size_t *n)
 {
-    size_t cap = d->hdr.nedges + 1;
+    size_t cap = (size_t)d->hdr.nedges + d->hdr.nblocks + 1;
     qp_edge_count_t *v = malloc(cap * sizeof(*v));
     if (v == NULL)
         return QP_ENOMEM;
@@ -48,6 +48,13 @@ collect(const qp_desc_t *d, const qp_profile_t *p, qp_edge_count_t **out, size_t
             v[(*n)++] = (qp_edge_count_t) { block_addr(d, ed->from),
                 block_addr(d, ed->to), f.edge_count[e], ed->kind };
         }
+        /* Block counts too: those of blocks whose edges are unknown (dispatch blocks
+         * sharing a table's targets) are known all the same. */
+        for (uint32_t b = 0; b < f.nblocks; b++)
+            if (f.block_state[b] != QP_FLOW_UNKNOWN) {
+                uint64_t at = block_addr(d, pr->block + b);
+                v[(*n)++] = (qp_edge_count_t) { at, at, f.block_count[b], QP_EDGE_BLOCK };
+            }
         qp_flow_free(&f);
     }
     qp_flow_entries_free(&calls);
