@@ -351,6 +351,9 @@ typedef struct ed_stats {
                              * code that stays runs into them, not at a redirect (there
                              * the old copy runs, unmeasured) */
     uint64_t kept_reached;  /* ... the first such address, 0 when none */
+    uint32_t nunreached_into_pad; /* unreached bytes that decode as code and jump into
+                                   * the middle of a redirect (should they run: a crash) */
+    uint64_t unreached_into_pad_from, unreached_into_pad_to; /* ... the first */
     uint64_t bad_exit_from; /* QP_EBUG: code that stays, at this address, would run ... */
     uint64_t bad_exit_to;   /* ... into new code placed here (a bug: the plan fails) */
 } ed_stats_t;

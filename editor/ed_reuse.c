@@ -411,15 +411,18 @@ code_stays(const ed_plan_t *plan, const uint8_t *keep, uint32_t pi)
     return !proc_moves(plan, pi) || owner == CFG_NONE || keep[owner];
 }
 
-/* The ways out of all code that stays (with KEEP) to FN. */
+enum { KEPT_BLOCKS = 1, KEPT_UNREACHED = 2 };
+
+/* The ways out of code that stays (with KEEP) to FN: WHAT, the blocks of procedures
+ * (KEPT_BLOCKS), the unreached bytes (KEPT_UNREACHED), or both. */
 static int
-kept_exits(ed_plan_t *plan, const uint8_t *keep, exit_fn_t fn, void *arg)
+kept_exits(ed_plan_t *plan, const uint8_t *keep, int what, exit_fn_t fn, void *arg)
 {
     const cfg_prog_t *prog = plan->prog;
-    for (uint32_t pi = 0; pi < prog->nprocs; pi++)
+    for (uint32_t pi = 0; (what & KEPT_BLOCKS) && pi < prog->nprocs; pi++)
         if (code_stays(plan, keep, pi))
             QP_CHECK(block_exits(plan, pi, fn, arg));
-    for (uint32_t k = 0; k < prog->nunreached; k++)
+    for (uint32_t k = 0; (what & KEPT_UNREACHED) && k < prog->nunreached; k++)
         QP_CHECK(unreached_exits(plan, prog->unreached[k], fn, arg));
     return 0;
 }
@@ -459,7 +462,7 @@ static int
 keep_reached(ed_plan_t *plan, uint8_t *keep)
 {
     reach_ctx_t c = { keep, { CFG_NONE, NULL, 0 }, NULL, 0, 0 };
-    int rc = kept_exits(plan, keep, on_exit_keep, &c);
+    int rc = kept_exits(plan, keep, KEPT_BLOCKS | KEPT_UNREACHED, on_exit_keep, &c);
     while (rc == 0 && c.nwork > 0)
         rc = block_exits(plan, c.work[--c.nwork], on_exit_keep, &c);
     free(c.pads.v);
@@ -484,7 +487,7 @@ inside_pad(const ed_plan_t *plan, uint32_t owner, uint64_t to, pads_memo_t *m)
  * a redirect? */
 typedef struct check_ctx {
     pads_memo_t pads;
-    int redirects; /* check the redirects too */
+    int redirects; /* into a redirect: 0 not looked at, 1 a failure, 2 counted */
 } check_ctx_t;
 
 static int
@@ -496,6 +499,13 @@ on_exit_check(ed_plan_t *plan, uint64_t from, uint64_t to, void *arg)
         ? inside_pad(plan, o, to, &c->pads) : 0;
     if (r < 0)
         return QP_ENOMEM;
+    if (r > 0 && c->redirects == 2) {
+        if (plan->stats.nunreached_into_pad++ == 0) {
+            plan->stats.unreached_into_pad_from = from;
+            plan->stats.unreached_into_pad_to = to;
+        }
+        return 0;
+    }
     if (r > 0)
         goto bad;
     if (to < plan->mirror || plan->mirror == 0)
@@ -519,12 +529,15 @@ bad:
 }
 
 /*
- * The invariant, on the placed code: no way out of code left in place (and unreached
- * bytes) lands in bytes that new code or a redirect took, nor one out of the procedures
+ * The invariant, on the placed code: no way out of code left in place lands in bytes
+ * that new code or a redirect took, nor one out of unreached bytes or of the procedures
  * that keep their bytes (KEEP, or NULL: no reuse) in reused bytes. QP_EBUG, with the
- * first in the stats. (The old copy of a procedure that keeps its bytes runs only where
- * the program holds an address inside it, which qpt-rewrite reports; its jumps into the
- * middle of a redirect are as they were without reuse.)
+ * first in the stats. Unreached bytes that jump into the middle of a redirect are
+ * counted (stats.nunreached_into_pad): nothing known runs them (a switch's cases the
+ * CFG did not find, or dead code), and they did so without reuse as well. (The old copy
+ * of a procedure that keeps its bytes runs only where the program holds an address
+ * inside it, which qpt-rewrite reports; its jumps into the middle of a redirect are as
+ * they were without reuse.)
  */
 int
 edl_check_kept_exits(ed_plan_t *plan, const uint8_t *keep)
@@ -533,10 +546,14 @@ edl_check_kept_exits(ed_plan_t *plan, const uint8_t *keep)
     if (none == NULL)
         return QP_ENOMEM;
     check_ctx_t c = { { CFG_NONE, NULL, 0 }, 1 };
-    int rc = kept_exits(plan, none, on_exit_check, &c);
+    plan->stats.nunreached_into_pad = 0;
+    int rc = kept_exits(plan, none, KEPT_BLOCKS, on_exit_check, &c);
+    c.redirects = 2;
+    if (rc == 0)
+        rc = kept_exits(plan, none, KEPT_UNREACHED, on_exit_check, &c);
     c.redirects = 0;
     if (rc == 0 && keep != NULL && plan->mirror != 0)
-        rc = kept_exits(plan, keep, on_exit_check, &c);
+        rc = kept_exits(plan, keep, KEPT_BLOCKS | KEPT_UNREACHED, on_exit_check, &c);
     free(c.pads.v);
     free(none);
     return rc;

@@ -475,6 +475,15 @@ rewrite(const cfg_prog_t *prog, const char *input, const char *output, const cha
         note_old_copies(output, es->kept_reached, "code left in place runs into %u moved "
                         "procedure%s other than at a redirect (their old bytes stay)",
                         es->nkept_reached, es->nkept_reached == 1 ? "" : "s");
+    if (es->nunreached_into_pad > 0)
+        fprintf(stderr,
+                "%s: %s: note: %u jump%s out of bytes that no known path reaches land inside "
+                "a redirect (the first from 0x%llx to 0x%llx): should that code ever run, "
+                "it would fail there\n",
+                prog_name, output, es->nunreached_into_pad,
+                es->nunreached_into_pad == 1 ? "" : "s",
+                (unsigned long long)es->unreached_into_pad_from,
+                (unsigned long long)es->unreached_into_pad_to);
     if (verbose && es->bytes_holes > 0)
         fprintf(stderr,
                 "%s: %s: old text reused: %llu bytes of new code in %llu free bytes of moved "
