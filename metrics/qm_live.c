@@ -236,7 +236,10 @@ place(live_t *l, size_t first, int stopped, int predict, double *stop_ms, unsign
         }
         qpt_commit(s);
     }
-    rc2 = qpt_run(s);
+    /* A process that was stopped when this began and whose metrics failed stays
+     * stopped: the caller ends a command it started (qpt_kill) before its code runs, or
+     * lets an attached one go when it closes the space. */
+    rc2 = rc < 0 && stopped ? 0 : qpt_run(s);
     *stop_ms = (qm_now() - t0) * 1e3;
     qm_costs_release(l->costs, s);
     if (rc == 0 && rc2 < 0) {
