@@ -402,13 +402,14 @@ unreached_exits(ed_plan_t *plan, cfg_span_t sp, exit_fn_t fn, void *arg)
     return n > 0 ? unreached_walk(plan, sp, fn, arg, &n) : 0;
 }
 
-/* Does the code of procedure PI stay where it is, old bytes and all? */
+/* Does the code of procedure PI stay where it is, old bytes and all? (KEEP may be NULL:
+ * no procedure keeps its bytes.) */
 static int
 code_stays(const ed_plan_t *plan, const uint8_t *keep, uint32_t pi)
 {
     const cfg_proc_t *p = &plan->prog->procs[pi];
     uint32_t owner = (p->flags & CFG_PROC_FRAGMENT) ? p->parent : pi;
-    return !proc_moves(plan, pi) || owner == CFG_NONE || keep[owner];
+    return !proc_moves(plan, pi) || owner == CFG_NONE || (keep != NULL && keep[owner]);
 }
 
 enum { KEPT_BLOCKS = 1, KEPT_UNREACHED = 2 };
@@ -542,20 +543,16 @@ bad:
 int
 edl_check_kept_exits(ed_plan_t *plan, const uint8_t *keep)
 {
-    uint8_t *none = calloc(plan->prog->nprocs + 1, 1);
-    if (none == NULL)
-        return QP_ENOMEM;
     check_ctx_t c = { { CFG_NONE, NULL, 0 }, 1 };
     plan->stats.nunreached_into_pad = 0;
-    int rc = kept_exits(plan, none, KEPT_BLOCKS, on_exit_check, &c);
+    int rc = kept_exits(plan, NULL, KEPT_BLOCKS, on_exit_check, &c);
     c.redirects = 2;
     if (rc == 0)
-        rc = kept_exits(plan, none, KEPT_UNREACHED, on_exit_check, &c);
+        rc = kept_exits(plan, NULL, KEPT_UNREACHED, on_exit_check, &c);
     c.redirects = 0;
     if (rc == 0 && keep != NULL && plan->mirror != 0)
         rc = kept_exits(plan, keep, KEPT_BLOCKS | KEPT_UNREACHED, on_exit_check, &c);
     free(c.pads.v);
-    free(none);
     return rc;
 }
 
