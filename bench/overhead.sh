@@ -4,7 +4,7 @@
 #
 # Run-time overhead of rewritten programs against the original, on three workloads built
 # from Debian source packages by bench/workloads.sh (run first, cached in DIR):
-#   lua     lua5.4 (switch-dispatch VM) running bench/bench.lua
+#   lua     lua5.4 (its VM dispatching by computed gotos, as Debian builds it) running bench/bench.lua
 #   bzip2   bzip2 -9 compressing a generated 30 MB text file
 #   sqlite  sqlite3's speedtest1 (--memdb --verify)
 # Variants of each: native (gcc -O2), none (qpt-rewrite --driver=none of native), qp and

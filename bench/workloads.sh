@@ -4,9 +4,9 @@
 #
 # Builds the workloads of the run-time overhead benchmark (bench/overhead.sh) in DIR,
 # once (every step is cached; delete DIR or a file in it to redo that step):
-#   lua        lua5.4 from Debian's source, the VM built with a switch as its dispatch
-#              loop (LUA_USE_JUMPTABLE=0; LUA_JUMPTABLE=1 keeps gcc's computed gotos),
-#              running bench/bench.lua
+#   lua        lua5.4 from Debian's source, built as Debian builds it: gcc makes its VM
+#              dispatch by computed gotos (lvm.c's default; LUA_JUMPTABLE=0 builds the
+#              switch-dispatch VM instead), running bench/bench.lua
 #   bzip2      bzip2 from Debian's source, compressing a generated 30 MB text file
 #   sqlite     sqlite3's test/speedtest1.c with the amalgamation sqlite3.c, both from
 #              Debian's sqlite3 source (the amalgamation is made with its makefile)
@@ -120,7 +120,7 @@ for f in "$LUA_SRC"/src/*.c; do
     [ "${f##*/}" = luac.c ] || LUA_SRCS+=("$f")
 done
 LUA_FLAGS=(-I"$DIR/lua-include" -DLUA_COMPAT_5_3 -DLUA_USE_LINUX
-    -DLUA_USE_JUMPTABLE="${LUA_JUMPTABLE:-0}" "-Dluai_makeseed(L)=0x2545f491u")
+    ${LUA_JUMPTABLE:+-DLUA_USE_JUMPTABLE="$LUA_JUMPTABLE"} "-Dluai_makeseed(L)=0x2545f491u")
 
 # bzip2: the command-line program and the library, linked statically together.
 BZ_SRCS=()

@@ -989,8 +989,11 @@ table_for(const cfg_bproc_t *bp, uint64_t jump)
 
 /*
  * Possible targets of a computed jump in this procedure: blocks whose address the program
- * holds as data, except the entry and the targets of the jump tables already recovered
- * (in non-PIE files those tables are exactly such words).
+ * holds as data, except the entry and the targets of the switch tables already recovered
+ * (in non-PIE files those tables are exactly such words). Only tables whose bound a
+ * compare proves are switches: a table found by scanning may be the computed-goto table
+ * itself, read by one dispatch that was taken for a jump table, and its labels are the
+ * targets of the other dispatches.
  */
 static int
 computed_goto_labels(trav_t *t)
@@ -1000,7 +1003,8 @@ computed_goto_labels(trav_t *t)
     cfg_u64_vec_t tabt = { 0 };
     int rc = 0;
     for (size_t k = 0; k < bp->tables.n && rc == 0; k++)
-        for (uint32_t e = 0; e < bp->tables.v[k].nentries && rc == 0; e++)
+        for (uint32_t e = 0; bp->tables.v[k].bounded && e < bp->tables.v[k].nentries && rc == 0;
+             e++)
             rc = CFG_VEC_PUSH(tabt, cfg_jtab_entry(b->img, &bp->tables.v[k], e));
     if (rc == 0 && tabt.n)
         qsort(tabt.v, tabt.n, sizeof(uint64_t), cfg_u64_cmp);
