@@ -6,23 +6,9 @@
  * stripped binaries. Follows the LSB "Exception Frames" format: CIEs give the pointer
  * encoding of their FDEs in the 'R' augmentation.
  */
-#include "cfg/cfg_priv.h"
+#include <dwarf.h> /* elfutils: the DWARF constants */
 
-enum {
-    DW_EH_PE_absptr = 0x00,
-    DW_EH_PE_uleb128 = 0x01,
-    DW_EH_PE_udata2 = 0x02,
-    DW_EH_PE_udata4 = 0x03,
-    DW_EH_PE_udata8 = 0x04,
-    DW_EH_PE_sleb128 = 0x09,
-    DW_EH_PE_sdata2 = 0x0a,
-    DW_EH_PE_sdata4 = 0x0b,
-    DW_EH_PE_sdata8 = 0x0c,
-    DW_EH_PE_pcrel = 0x10,
-    DW_EH_PE_datarel = 0x30,
-    DW_EH_PE_indirect = 0x80,
-    DW_EH_PE_omit = 0xff,
-};
+#include "cfg/cfg_priv.h"
 
 typedef struct cursor {
     const uint8_t *p, *end; /* unread bytes */

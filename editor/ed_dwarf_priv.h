@@ -13,116 +13,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <dwarf.h> /* elfutils: the DWARF constants */
+
 #include "arch/qp_err.h"
 #include "editor/ed.h"
 #include "editor/ed_read.h"
 
-enum {
-    DW_FORM_addr = 0x01,
-    DW_FORM_block2 = 0x03,
-    DW_FORM_block4 = 0x04,
-    DW_FORM_data2 = 0x05,
-    DW_FORM_data4 = 0x06,
-    DW_FORM_data8 = 0x07,
-    DW_FORM_string = 0x08,
-    DW_FORM_block = 0x09,
-    DW_FORM_block1 = 0x0a,
-    DW_FORM_data1 = 0x0b,
-    DW_FORM_flag = 0x0c,
-    DW_FORM_sdata = 0x0d,
-    DW_FORM_strp = 0x0e,
-    DW_FORM_udata = 0x0f,
-    DW_FORM_ref_addr = 0x10,
-    DW_FORM_ref1 = 0x11,
-    DW_FORM_ref2 = 0x12,
-    DW_FORM_ref4 = 0x13,
-    DW_FORM_ref8 = 0x14,
-    DW_FORM_ref_udata = 0x15,
-    DW_FORM_indirect = 0x16,
-    DW_FORM_sec_offset = 0x17,
-    DW_FORM_exprloc = 0x18,
-    DW_FORM_flag_present = 0x19,
-    DW_FORM_strx = 0x1a,
-    DW_FORM_addrx = 0x1b,
-    DW_FORM_ref_sup4 = 0x1c,
-    DW_FORM_strp_sup = 0x1d,
-    DW_FORM_data16 = 0x1e,
-    DW_FORM_line_strp = 0x1f,
-    DW_FORM_ref_sig8 = 0x20,
-    DW_FORM_implicit_const = 0x21,
-    DW_FORM_loclistx = 0x22,
-    DW_FORM_rnglistx = 0x23,
-    DW_FORM_ref_sup8 = 0x24,
-    DW_FORM_strx1 = 0x25,
-    DW_FORM_strx2 = 0x26,
-    DW_FORM_strx3 = 0x27,
-    DW_FORM_strx4 = 0x28,
-    DW_FORM_addrx1 = 0x29,
-    DW_FORM_addrx2 = 0x2a,
-    DW_FORM_addrx3 = 0x2b,
-    DW_FORM_addrx4 = 0x2c,
-    DW_FORM_GNU_addr_index = 0x1f01,
-    DW_FORM_GNU_str_index = 0x1f02,
-    DW_FORM_GNU_ref_alt = 0x1f20,
-    DW_FORM_GNU_strp_alt = 0x1f21,
-};
-
-enum {
-    DW_TAG_label = 0x0a,
-    DW_TAG_lexical_block = 0x0b,
-    DW_TAG_compile_unit = 0x11,
-    DW_TAG_inlined_subroutine = 0x1d,
-    DW_TAG_subprogram = 0x2e,
-    DW_TAG_partial_unit = 0x3c,
-    DW_TAG_call_site = 0x48,
-    DW_TAG_GNU_call_site = 0x4109,
-};
-
-enum {
-    DW_AT_low_pc = 0x11,
-    DW_AT_high_pc = 0x12,
-    DW_AT_stmt_list = 0x10,
-    DW_AT_identifier_case = 0x42,
-    DW_AT_entry_pc = 0x52,
-    DW_AT_ranges = 0x55,
-    DW_AT_addr_base = 0x73,
-    DW_AT_rnglists_base = 0x74,
-    DW_AT_dwo_name = 0x76,
-    DW_AT_GNU_dwo_name = 0x2130,
-    DW_AT_GNU_dwo_id = 0x2131,
-    DW_AT_macros = 0x79,
-    DW_AT_call_return_pc = 0x7d,
-    DW_AT_GNU_macros = 0x2119,
-};
-
-enum {
-    DW_UT_compile = 1,
-    DW_UT_type = 2,
-    DW_UT_partial = 3,
-    DW_UT_skeleton = 4,
-    DW_UT_split_compile = 5,
-    DW_UT_split_type = 6,
-};
-
-enum {
-    DW_LNS_copy = 1,
-    DW_LNS_advance_pc = 2,
-    DW_LNS_advance_line = 3,
-    DW_LNS_set_file = 4,
-    DW_LNS_set_column = 5,
-    DW_LNS_negate_stmt = 6,
-    DW_LNS_set_basic_block = 7,
-    DW_LNS_const_add_pc = 8,
-    DW_LNS_fixed_advance_pc = 9,
-    DW_LNS_set_prologue_end = 10,
-    DW_LNS_set_epilogue_begin = 11,
-    DW_LNS_set_isa = 12,
-    DW_LNE_end_sequence = 1,
-    DW_LNE_set_address = 2,
-    DW_LNE_set_discriminator = 4,
-};
-
-enum { DW_RLE_end_of_list = 0, DW_RLE_start_length = 7 };
 
 /*****************************************************************************
  * Reading and writing bytes
