@@ -6,83 +6,15 @@
  * stripped binaries. Follows the LSB "Exception Frames" format: CIEs give the pointer
  * encoding of their FDEs in the 'R' augmentation.
  */
-#include <dwarf.h> /* elfutils: the DWARF constants */
-
+#include "base/qp_bytes.h"
+#include "base/qp_eh.h"
 #include "cfg/cfg_priv.h"
-
-typedef struct cursor {
-    const uint8_t *p, *end; /* unread bytes */
-    int bad;                /* set once a read ran past the end */
-} cursor_t;
-
-static uint64_t
-rd_uleb(cursor_t *c)
-{
-    uint64_t v = 0;
-    for (unsigned shift = 0; c->p < c->end; shift += 7) {
-        uint8_t b = *c->p++;
-        if (shift < 64)
-            v |= (uint64_t)(b & 0x7f) << shift;
-        if (!(b & 0x80))
-            return v;
-    }
-    c->bad = 1;
-    return 0;
-}
-
-static int64_t
-rd_sleb(cursor_t *c)
-{
-    int64_t v = 0;
-    unsigned shift = 0;
-    uint8_t b = 0;
-    do {
-        if (c->p >= c->end) {
-            c->bad = 1;
-            return 0;
-        }
-        b = *c->p++;
-        if (shift < 64)
-            v |= (int64_t)((uint64_t)(b & 0x7f) << shift);
-        shift += 7;
-    } while (b & 0x80);
-    if (shift < 64 && (b & 0x40))
-        v |= -((int64_t)1 << shift);
-    return v;
-}
-
-static uint64_t
-rd_fixed(cursor_t *c, size_t n)
-{
-    if ((size_t)(c->end - c->p) < n) {
-        c->bad = 1;
-        c->p = c->end;
-        return 0;
-    }
-    uint64_t v = 0;
-    for (size_t i = 0; i < n; i++)
-        v |= (uint64_t)c->p[i] << (8 * i);
-    c->p += n;
-    return v;
-}
 
 /* Read a pointer in encoding ENC; FIELD_VMA is the address of the field (for pcrel). */
 static uint64_t
-rd_encoded(cursor_t *c, uint8_t enc, uint64_t field_vma)
+rd_encoded(rd_t *c, uint8_t enc, uint64_t field_vma)
 {
-    uint64_t v;
-    switch (enc & 0x0f) {
-    case DW_EH_PE_absptr: v = rd_fixed(c, 8); break;
-    case DW_EH_PE_uleb128: v = rd_uleb(c); break;
-    case DW_EH_PE_udata2: v = rd_fixed(c, 2); break;
-    case DW_EH_PE_udata4: v = rd_fixed(c, 4); break;
-    case DW_EH_PE_udata8: v = rd_fixed(c, 8); break;
-    case DW_EH_PE_sleb128: v = (uint64_t)rd_sleb(c); break;
-    case DW_EH_PE_sdata2: v = (uint64_t)(int64_t)(int16_t)rd_fixed(c, 2); break;
-    case DW_EH_PE_sdata4: v = (uint64_t)(int64_t)(int32_t)rd_fixed(c, 4); break;
-    case DW_EH_PE_sdata8: v = rd_fixed(c, 8); break;
-    default: c->bad = 1; return 0;
-    }
+    uint64_t v = eh_rd_raw(c, enc);
     if ((enc & 0x70) == DW_EH_PE_pcrel)
         v += field_vma;
     return v;
@@ -101,31 +33,31 @@ static int
 parse_cie(const uint8_t *buf, size_t len, uint64_t off, uint8_t *enc, int *signal, int *zaug,
           uint8_t *lsda_enc)
 {
-    cursor_t c = { buf + off, buf + len, 0 };
-    uint64_t l = rd_fixed(&c, 4);
+    rd_t c = { buf, len, off, 0 };
+    uint64_t l = rd_n(&c, 4);
     if (l == 0xffffffff)
-        l = rd_fixed(&c, 8);
-    if (c.bad || l > (uint64_t)(c.end - c.p))
+        l = rd_n(&c, 8);
+    if (c.err || l > (uint64_t)(c.len - c.pos))
         return -1;
-    c.end = c.p + l;
-    if (rd_fixed(&c, 4) != 0) /* CIE id */
+    c.len = c.pos + l;
+    if (rd_n(&c, 4) != 0) /* CIE id */
         return -1;
-    uint8_t version = (uint8_t)rd_fixed(&c, 1);
-    const char *aug = (const char *)c.p;
-    const uint8_t *nul = memchr(c.p, 0, c.end - c.p);
+    uint8_t version = (uint8_t)rd_n(&c, 1);
+    const char *aug = (const char *)c.p + c.pos;
+    const uint8_t *nul = memchr(c.p + c.pos, 0, c.len - c.pos);
     if (nul == NULL)
         return -1;
-    c.p = nul + 1;
+    c.pos = (size_t)(nul - c.p) + 1;
     if (strstr(aug, "eh") != NULL)
-        rd_fixed(&c, 8);
+        rd_n(&c, 8);
     if (version >= 4) {
-        rd_fixed(&c, 1); /* address size */
-        rd_fixed(&c, 1); /* segment size */
+        rd_n(&c, 1); /* address size */
+        rd_n(&c, 1); /* segment size */
     }
     rd_uleb(&c);                          /* code alignment */
     rd_sleb(&c);                          /* data alignment */
     if (version == 1)
-        rd_fixed(&c, 1);
+        rd_n(&c, 1);
     else
         rd_uleb(&c);                      /* return address register */
     *enc = DW_EH_PE_absptr;
@@ -133,14 +65,14 @@ parse_cie(const uint8_t *buf, size_t len, uint64_t off, uint8_t *enc, int *signa
     *zaug = aug[0] == 'z';
     *lsda_enc = DW_EH_PE_omit;
     if (aug[0] != 'z')
-        return c.bad ? -1 : 0;
+        return c.err ? -1 : 0;
     rd_uleb(&c); /* augmentation data length */
-    for (const char *a = aug + 1; *a && !c.bad; a++) {
+    for (const char *a = aug + 1; *a && !c.err; a++) {
         switch (*a) {
-        case 'L': *lsda_enc = (uint8_t)rd_fixed(&c, 1); break;
-        case 'R': *enc = (uint8_t)rd_fixed(&c, 1); break;
+        case 'L': *lsda_enc = (uint8_t)rd_n(&c, 1); break;
+        case 'R': *enc = (uint8_t)rd_n(&c, 1); break;
         case 'P': {
-            uint8_t penc = (uint8_t)rd_fixed(&c, 1);
+            uint8_t penc = (uint8_t)rd_n(&c, 1);
             rd_encoded(&c, penc & 0x7f, 0);
             break;
         }
@@ -150,7 +82,7 @@ parse_cie(const uint8_t *buf, size_t len, uint64_t off, uint8_t *enc, int *signa
         default: return 0; /* unknown augmentation: the rest cannot be parsed, enc may be right */
         }
     }
-    return c.bad ? -1 : 0;
+    return c.err ? -1 : 0;
 }
 
 int
@@ -164,18 +96,18 @@ cfg_ehframe_walk(const uint8_t *buf, size_t len, uint64_t vma,
     cie_info_t cache = { UINT64_MAX, 0, 0, 0, DW_EH_PE_omit };
     uint64_t off = 0;
     while (off + 4 <= len) {
-        cursor_t c = { buf + off, buf + len, 0 };
-        uint64_t l = rd_fixed(&c, 4);
+        rd_t c = { buf, len, off, 0 };
+        uint64_t l = rd_n(&c, 4);
         if (l == 0) /* terminator */
             break;
         if (l == 0xffffffff)
-            l = rd_fixed(&c, 8);
-        if (c.bad || l > (uint64_t)(c.end - c.p) || l < 4)
+            l = rd_n(&c, 8);
+        if (c.err || l > (uint64_t)(c.len - c.pos) || l < 4)
             return nfde ? nfde : QP_EFORMAT;
-        const uint8_t *next = c.p + l;
-        c.end = next;
-        uint64_t id_pos = (uint64_t)(c.p - buf);
-        uint32_t id = (uint32_t)rd_fixed(&c, 4);
+        size_t next = c.pos + l;
+        c.len = next;
+        uint64_t id_pos = c.pos;
+        uint32_t id = (uint32_t)rd_n(&c, 4);
         if (id != 0) {
             /* An FDE: id is the distance back to its CIE from the id field. */
             if (id > id_pos)
@@ -195,7 +127,7 @@ cfg_ehframe_walk(const uint8_t *buf, size_t len, uint64_t vma,
             if (cache.fde_enc == DW_EH_PE_omit || (cache.fde_enc & DW_EH_PE_indirect)
                 || (cache.fde_enc & 0x70) == DW_EH_PE_datarel)
                 goto next;
-            uint64_t field = vma + (uint64_t)(c.p - buf);
+            uint64_t field = vma + c.pos;
             cfg_fde_t fde;
             fde.start = rd_encoded(&c, cache.fde_enc, field);
             uint64_t range = rd_encoded(&c, cache.fde_enc & 0x0f, 0);
@@ -205,15 +137,15 @@ cfg_ehframe_walk(const uint8_t *buf, size_t len, uint64_t vma,
             fde.addr = vma + off;
             if (cache.zaug) {
                 uint64_t alen = rd_uleb(&c);
-                const uint8_t *adata = c.p;
+                size_t adata = c.pos;
                 if (cache.lsda_enc != DW_EH_PE_omit && !(cache.lsda_enc & DW_EH_PE_indirect)
                     && (cache.lsda_enc & 0x70) != DW_EH_PE_datarel && alen > 0) {
-                    uint64_t lfield = vma + (uint64_t)(c.p - buf);
+                    uint64_t lfield = vma + c.pos;
                     fde.lsda = rd_encoded(&c, cache.lsda_enc, lfield);
                 }
-                c.p = adata; /* the rest of the augmentation data is not needed */
+                c.pos = adata; /* the rest of the augmentation data is not needed */
             }
-            if (!c.bad && range > 0 && fde.end > fde.start && fde.start != 0) {
+            if (!c.err && range > 0 && fde.end > fde.start && fde.start != 0) {
                 nfde++;
                 int rc = fn(arg, &fde);
                 if (rc < 0)
@@ -221,7 +153,7 @@ cfg_ehframe_walk(const uint8_t *buf, size_t len, uint64_t vma,
             }
         }
     next:
-        off = (uint64_t)(next - buf);
+        off = next;
     }
     return nfde;
 }
@@ -244,7 +176,7 @@ cfg_ehhdr_table(const uint8_t *buf, size_t len, uint64_t vma, uint64_t **out, si
     *n = 0;
     if (buf == NULL || len < 4)
         return 0;
-    cursor_t c = { buf + 4, buf + len, 0 };
+    rd_t c = { buf, len, 4, 0 };
     uint8_t ptr_enc = buf[1], cnt_enc = buf[2], tab_enc = buf[3];
     /* libgcc searches only this shape; else it reads .eh_frame itself. */
     if (buf[0] != 1 || tab_enc != (DW_EH_PE_datarel | DW_EH_PE_sdata4)
@@ -253,14 +185,14 @@ cfg_ehhdr_table(const uint8_t *buf, size_t len, uint64_t vma, uint64_t **out, si
         return 0;
     rd_encoded(&c, ptr_enc, 0);
     uint64_t count = rd_encoded(&c, cnt_enc, 0);
-    if (c.bad || count > (uint64_t)(c.end - c.p) / 8)
-        return c.bad ? 0 : QP_EFORMAT;
+    if (c.err || count > (uint64_t)(c.len - c.pos) / 8)
+        return c.err ? 0 : QP_EFORMAT;
     uint64_t *v = malloc((count ? count : 1) * 2 * sizeof(uint64_t));
     if (v == NULL)
         return QP_ENOMEM;
     for (uint64_t i = 0; i < count; i++) {
-        uint64_t loc = vma + (uint64_t)(int64_t)(int32_t)rd_fixed(&c, 4);
-        v[2 * i] = vma + (uint64_t)(int64_t)(int32_t)rd_fixed(&c, 4);
+        uint64_t loc = vma + (uint64_t)(int64_t)(int32_t)rd_n(&c, 4);
+        v[2 * i] = vma + (uint64_t)(int64_t)(int32_t)rd_n(&c, 4);
         v[2 * i + 1] = loc;
     }
     qsort(v, (size_t)count, 2 * sizeof(uint64_t), pair_cmp);
@@ -279,26 +211,26 @@ cfg_lsda_walk(const uint8_t *buf, size_t len, uint64_t vma, uint64_t func_start,
 {
     if (buf == NULL || fn == NULL)
         return QP_EINVAL;
-    cursor_t c = { buf, buf + len, 0 };
-    uint8_t lpstart_enc = (uint8_t)rd_fixed(&c, 1);
+    rd_t c = { buf, len, 0, 0 };
+    uint8_t lpstart_enc = (uint8_t)rd_n(&c, 1);
     uint64_t lpstart = func_start;
     if (lpstart_enc != DW_EH_PE_omit)
-        lpstart = rd_encoded(&c, lpstart_enc, vma + (uint64_t)(c.p - buf));
-    uint8_t ttype_enc = (uint8_t)rd_fixed(&c, 1);
+        lpstart = rd_encoded(&c, lpstart_enc, vma + c.pos);
+    uint8_t ttype_enc = (uint8_t)rd_n(&c, 1);
     if (ttype_enc != DW_EH_PE_omit)
         rd_uleb(&c);
-    uint8_t cs_enc = (uint8_t)rd_fixed(&c, 1);
+    uint8_t cs_enc = (uint8_t)rd_n(&c, 1);
     uint64_t cs_len = rd_uleb(&c);
-    if (c.bad || cs_len > (uint64_t)(c.end - c.p))
+    if (c.err || cs_len > (uint64_t)(c.len - c.pos))
         return QP_EFORMAT;
-    c.end = c.p + cs_len;
+    c.len = c.pos + cs_len;
     int n = 0;
-    while (c.p < c.end && !c.bad) {
+    while (c.pos < c.len && !c.err) {
         rd_encoded(&c, cs_enc & 0x0f, 0); /* start */
         rd_encoded(&c, cs_enc & 0x0f, 0); /* length */
         uint64_t lp = rd_encoded(&c, cs_enc & 0x0f, 0);
         rd_uleb(&c); /* action */
-        if (c.bad)
+        if (c.err)
             return QP_EFORMAT;
         if (lp != 0) {
             QP_CHECK(fn(arg, lpstart + lp));

@@ -324,7 +324,7 @@ addr_index(const dctx_t *c, uint64_t idx, uint64_t *val)
 {
     if (!c->have_addr_base || idx >= c->addr_count)
         return 0;
-    *val = get_n(c->s[S_ADDR].in + c->addr_base + 8 * idx, 8);
+    *val = le_get(c->s[S_ADDR].in + c->addr_base + 8 * idx, 8);
     return 1;
 }
 
@@ -334,7 +334,7 @@ addr_get(dctx_t *c, int sec, const aval_t *v, uint64_t *val)
 {
     const dsec_t *d = &c->s[sec];
     if (v->form == DW_FORM_addr) {
-        *val = get_n(d->out.p + v->pos, 8);
+        *val = le_get(d->out.p + v->pos, 8);
         return 1;
     }
     size_t n = addrx_size(d, v->form, v->pos);
@@ -345,11 +345,11 @@ addr_get(dctx_t *c, int sec, const aval_t *v, uint64_t *val)
         rd_t r = { d->in, d->in_len, v->pos, 0 };
         idx = rd_uleb(&r);
     } else {
-        idx = get_n(d->in + v->pos, n);
+        idx = le_get(d->in + v->pos, n);
     }
     if (idx >= c->addr_count)
         return 0;
-    *val = get_n(c->s[S_ADDR].in + c->addr_base + 8 * idx, 8);
+    *val = le_get(c->s[S_ADDR].in + c->addr_base + 8 * idx, 8);
     return 1;
 }
 
@@ -364,7 +364,7 @@ addr_put(dctx_t *c, int sec, const aval_t *v, uint64_t val)
 {
     dsec_t *d = &c->s[sec];
     if (v->form == DW_FORM_addr) {
-        put_n(d->out.p + v->pos, val, 8);
+        le_put(d->out.p + v->pos, val, 8);
         return 1;
     }
     size_t n = addrx_size(d, v->form, v->pos);
@@ -402,11 +402,9 @@ addr_put(dctx_t *c, int sec, const aval_t *v, uint64_t val)
     }
     if (v->form == DW_FORM_addrx) {
         /* The same number of bytes: a padded ULEB128 reads the same. */
-        for (size_t i = 0; i < n; i++)
-            d->out.p[v->pos + i]
-                = (uint8_t)(((idx >> (7 * i)) & 0x7f) | (i + 1 < n ? 0x80 : 0));
+        uleb_encode(d->out.p + v->pos, idx, n);
     } else {
-        put_n(d->out.p + v->pos, idx, n);
+        le_put(d->out.p + v->pos, idx, n);
     }
     return 1;
 }
@@ -442,9 +440,9 @@ die_range(dctx_t *c, int sec, const die_t *e, uint64_t *lo, uint64_t *hi)
         return 0;
     }
     if (e->high.form == DW_FORM_addr)
-        *hi = get_n(b + e->high.pos, 8);
+        *hi = le_get(b + e->high.pos, 8);
     else if (const_size(e->high.form))
-        *hi = *lo + get_n(b + e->high.pos, const_size(e->high.form));
+        *hi = *lo + le_get(b + e->high.pos, const_size(e->high.form));
     else
         return 0;
     return *hi > *lo;
@@ -515,9 +513,9 @@ die_patch(dctx_t *c, int sec, const die_t *e, pieces_t *pc)
                 stale = 1;
             } else {
                 if (e->high.form == DW_FORM_addr)
-                    put_n(b + e->high.pos, p->new_ + p->nlen, 8);
+                    le_put(b + e->high.pos, p->new_ + p->nlen, 8);
                 else
-                    put_n(b + e->high.pos, p->nlen, n);
+                    le_put(b + e->high.pos, p->nlen, n);
                 c->out->ndie_moved++;
             }
         } else if (moved) {
@@ -555,7 +553,7 @@ addr_unit_end(dctx_t *c, int sec)
         return QP_ENOMEM;
     if (w->len > UINT32_MAX)
         return QP_ERANGE;
-    put_n(c->s[sec].out.p + c->addr_base_pos, base, 4);
+    le_put(c->s[sec].out.p + c->addr_base_pos, base, 4);
     c->out->naddr_added += (uint32_t)c->nnaddr;
     c->nnaddr = 0;
     if (c->nhash != NULL)
@@ -575,12 +573,12 @@ addr_unit_start(dctx_t *c, int sec, const aval_t *v)
     const dsec_t *a = &c->s[S_ADDR];
     if (v->pos == 0 || v->form != DW_FORM_sec_offset || a->in == NULL)
         return;
-    uint64_t base = get_n(c->s[sec].in + v->pos, 4);
+    uint64_t base = le_get(c->s[sec].in + v->pos, 4);
     /* The contribution's header is just before the first entry. */
     if (base < 8 || base > a->in_len)
         return;
-    uint64_t len = get_n(a->in + base - 8, 4);
-    if (get_n(a->in + base - 4, 2) != 5 || a->in[base - 2] != 8 || a->in[base - 1] != 0
+    uint64_t len = le_get(a->in + base - 8, 4);
+    if (le_get(a->in + base - 4, 2) != 5 || a->in[base - 2] != 8 || a->in[base - 1] != 0
         || len < 4 || (len - 4) % 8 != 0 || len - 4 > a->in_len - base)
         return;
     c->addr_base = base;
@@ -746,7 +744,7 @@ cr_write_list(dctx_t *c, unsigned version, uint64_t *off)
         }
         wb_n(w, DW_RLE_end_of_list, 1);
         if (!w->err)
-            put_n(w->p + c->rng_hdr, w->len - c->rng_hdr - 4, 4);
+            le_put(w->p + c->rng_hdr, w->len - c->rng_hdr - 4, 4);
         c->rng_end = w->len;
     } else {
         wb_n(w, UINT64_MAX, 8); /* base address 0: the pairs are absolute */
@@ -783,13 +781,13 @@ rl_unit_start(dctx_t *c, int sec, const aval_t *v)
     c->rl_new.len = 0;
     if (v->pos == 0 || v->form != DW_FORM_sec_offset || d->in == NULL)
         return;
-    uint64_t base = get_n(c->s[sec].in + v->pos, 4);
+    uint64_t base = le_get(c->s[sec].in + v->pos, 4);
     if (base < 12 || base > d->in_len)
         return;
-    uint64_t hdr = base - 12, len = get_n(d->in + hdr, 4);
-    uint64_t count = get_n(d->in + base - 4, 4);
+    uint64_t hdr = base - 12, len = le_get(d->in + hdr, 4);
+    uint64_t count = le_get(d->in + base - 4, 4);
     if (len >= 0xfffffff0u || len < 8 || len > d->in_len - hdr - 4
-        || get_n(d->in + hdr + 4, 2) != 5 || d->in[hdr + 6] != 8 || d->in[hdr + 7] != 0
+        || le_get(d->in + hdr + 4, 2) != 5 || d->in[hdr + 6] != 8 || d->in[hdr + 7] != 0
         || count > (len - 8) / 4)
         return;
     c->rl_have = 1;
@@ -805,7 +803,7 @@ rl_offset(const dctx_t *c, uint64_t idx)
 {
     if (!c->rl_have || idx >= c->rl_count)
         return 0;
-    uint64_t off = c->rl_base + get_n(c->s[S_RNGLISTS].in + c->rl_base + 4 * idx, 4);
+    uint64_t off = c->rl_base + le_get(c->s[S_RNGLISTS].in + c->rl_base + 4 * idx, 4);
     return off < c->rl_end ? off : 0;
 }
 
@@ -845,12 +843,12 @@ rl_unit_end(dctx_t *c, int sec)
         return QP_ENOMEM;
     if (w->len > UINT32_MAX || old_len + c->rl_new.len >= 0xfffffff0u)
         return QP_ERANGE;
-    put_n(w->p + at, old_len + c->rl_new.len, 4);
+    le_put(w->p + at, old_len + c->rl_new.len, 4);
     uint64_t nbase = at + 12;
     for (size_t i = 0; i < c->rl_nidx; i++)
-        put_n(w->p + nbase + 4 * c->rl_idx[i].idx,
+        le_put(w->p + nbase + 4 * c->rl_idx[i].idx,
             (c->rl_end - c->rl_base) + c->rl_idx[i].off, 4);
-    put_n(c->s[sec].out.p + c->rl_pos, nbase, 4);
+    le_put(c->s[sec].out.p + c->rl_pos, nbase, 4);
     c->rl_nidx = 0;
     c->rl_new.len = 0;
     return 0;
@@ -868,7 +866,7 @@ ranges_read(dctx_t *c, int sec, const aval_t *v, uint64_t base, int have_base,
     const dsec_t *d = &c->s[sec];
     *idx = UINT64_MAX;
     if (v->form == DW_FORM_sec_offset) {
-        *off = get_n(d->out.p + v->pos, 4);
+        *off = le_get(d->out.p + v->pos, 4);
     } else if (v->form == DW_FORM_rnglistx && c->version >= 5) {
         rd_t r = { d->in, d->in_len, v->pos, 0 };
         *idx = rd_uleb(&r);
@@ -888,7 +886,7 @@ ranges_write(dctx_t *c, int sec, const aval_t *v, uint64_t idx)
         return rl_set(c, idx);
     uint64_t off;
     QP_CHECK(cr_write_list(c, c->version, &off));
-    put_n(c->s[sec].out.p + v->pos, off, 4);
+    le_put(c->s[sec].out.p + v->pos, off, 4);
     return 0;
 }
 
@@ -988,10 +986,10 @@ cu_ranges_1(dctx_t *c, int sec, unsigned version, size_t abbrev_pos, const atabl
     QP_CHECK(cr_write_list(c, version, &list));
     QP_CHECK(cu_new_abbrev(c, t, e, hsize == 8, &abbrev));
     b = c->s[sec].out.p;
-    put_n(b + e->high.pos, list, 4);
+    le_put(b + e->high.pos, list, 4);
     if (hsize == 8)
-        put_n(b + e->high.pos + 4, 0, 4); /* DW_ID_case_sensitive */
-    put_n(b + abbrev_pos, abbrev, 4);
+        le_put(b + e->high.pos + 4, 0, 4); /* DW_ID_case_sensitive */
+    le_put(b + abbrev_pos, abbrev, 4);
     c->out->ncu_moved++;
     return 0;
 }
@@ -1135,7 +1133,7 @@ unit_walk(dctx_t *c, int sec, size_t off, atable_t *t, pieces_t *pc, size_t *nex
                 && e.stmt.form != DW_FORM_data4)
                 c->line_unsafe = 1;
             else if (e.stmt.pos != 0)
-                QP_CHECK(lkeep_add(c, get_n(d->in + e.stmt.pos, 4)));
+                QP_CHECK(lkeep_add(c, le_get(d->in + e.stmt.pos, 4)));
             return ukeep_add(c, sec, off);
         }
         if (first) {
@@ -1147,7 +1145,7 @@ unit_walk(dctx_t *c, int sec, size_t off, atable_t *t, pieces_t *pc, size_t *nex
                     QP_CHECK(lref_add(c, sec, e.stmt.pos));
             }
             if (e.macros.pos != 0 && e.macros.form == DW_FORM_sec_offset)
-                QP_CHECK(macro_ref(c, get_n(d->in + e.macros.pos, 4)));
+                QP_CHECK(macro_ref(c, le_get(d->in + e.macros.pos, 4)));
             addr_unit_start(c, sec, &e.addr_base);
             rl_unit_start(c, sec, &e.rnglists_base);
             c->version = version;
@@ -1250,7 +1248,7 @@ aranges_rewrite(dctx_t *c, pieces_t *pc)
         wb_n(w, 0, 8);
         if (w->err)
             return QP_ENOMEM;
-        put_n(w->p + start, w->len - start - 4, 4);
+        le_put(w->p + start, w->len - start - 4, 4);
         c->out->naranges_moved++;
         off = end;
     }
@@ -1312,7 +1310,7 @@ build(dctx_t *c, const cfg_image_t *img)
         moved = c->lunits[i].old_off != c->lunits[i].new_off;
     for (size_t i = 0; i < c->nlrefs && moved && !c->line_unsafe; i++) {
         const lref_t *f = &c->lrefs[i];
-        if (ed_dwarf_line_new_off(c, get_n(c->s[f->sec].in + f->pos, 4)) < 0)
+        if (ed_dwarf_line_new_off(c, le_get(c->s[f->sec].in + f->pos, 4)) < 0)
             c->line_unsafe = 1;
     }
     if (c->line_unsafe && c->s[S_LINE].out.p != NULL) {
@@ -1327,10 +1325,10 @@ build(dctx_t *c, const cfg_image_t *img)
     for (size_t i = 0; i < c->nlrefs && moved; i++) {
         const lref_t *f = &c->lrefs[i];
         QP_CHECK(sec_copy(c, f->sec));
-        int64_t n = ed_dwarf_line_new_off(c, get_n(c->s[f->sec].in + f->pos, 4));
+        int64_t n = ed_dwarf_line_new_off(c, le_get(c->s[f->sec].in + f->pos, 4));
         if (n > UINT32_MAX)
             return QP_ERANGE;
-        put_n(c->s[f->sec].out.p + f->pos, (uint64_t)n, 4);
+        le_put(c->s[f->sec].out.p + f->pos, (uint64_t)n, 4);
     }
     return 0;
 }

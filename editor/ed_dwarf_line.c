@@ -442,7 +442,7 @@ ed_dwarf_line_rewrite(dctx_t *c)
             rc = QP_ERANGE;
             break;
         }
-        put_n(w->p + start, w->len - start - 4, 4);
+        le_put(w->p + start, w->len - start - 4, 4);
         c->out->nline_rows_moved += b.nmoved;
         c->out->nline_rows_kept += b.nkept;
         c->out->nline_seqs += nseq;

@@ -4,8 +4,7 @@
 #define QP_ED_DWARF_PRIV_H
 /*
  * PURPOSE: what the two halves of the DWARF rewriter share: ed_dwarf.c (DIEs, ranges,
- * aranges, the entry point) and ed_dwarf_line.c (line programs). Bounded readers and
- * growable writers of DWARF's little-endian and LEB128 encodings, the state of one
+ * aranges, the entry point) and ed_dwarf_line.c (line programs): the state of one
  * ed_dwarf_build call, and the cutting of old ranges into pieces through the editor's
  * map. Only editor/ed_dwarf*.c include it.
  */
@@ -16,94 +15,9 @@
 #include <dwarf.h> /* elfutils: the DWARF constants */
 
 #include "arch/qp_err.h"
+#include "base/qp_bytes.h"
 #include "editor/ed.h"
-#include "editor/ed_read.h"
 
-
-/*****************************************************************************
- * Reading and writing bytes
- */
-
-/* A growable output buffer; ERR is set when memory runs out. */
-typedef struct wb {
-    uint8_t *p; /* the bytes (malloc) */
-    size_t len; /* used */
-    size_t cap; /* allocated */
-    int err;    /* out of memory */
-} wb_t;
-
-static inline void
-wb_put(wb_t *w, const void *src, size_t n)
-{
-    if (w->err)
-        return;
-    if (n > w->cap - w->len) {
-        size_t cap = w->cap ? w->cap : 256;
-        while (cap - w->len < n)
-            cap *= 2;
-        uint8_t *p = realloc(w->p, cap);
-        if (p == NULL) {
-            w->err = 1;
-            return;
-        }
-        w->p = p;
-        w->cap = cap;
-    }
-    memcpy(w->p + w->len, src, n);
-    w->len += n;
-}
-
-static inline void
-wb_n(wb_t *w, uint64_t v, size_t n)
-{
-    uint8_t b[8];
-    for (size_t i = 0; i < n; i++)
-        b[i] = (uint8_t)(v >> (8 * i));
-    wb_put(w, b, n);
-}
-
-static inline void
-wb_uleb(wb_t *w, uint64_t v)
-{
-    do {
-        uint8_t b = v & 0x7f;
-        v >>= 7;
-        if (v)
-            b |= 0x80;
-        wb_put(w, &b, 1);
-    } while (v);
-}
-
-static inline void
-wb_sleb(wb_t *w, int64_t v)
-{
-    for (;;) {
-        uint8_t b = v & 0x7f;
-        v >>= 7; /* arithmetic shift: gcc and clang on x86-64 */
-        if ((v == 0 && !(b & 0x40)) || (v == -1 && (b & 0x40))) {
-            wb_put(w, &b, 1);
-            return;
-        }
-        b |= 0x80;
-        wb_put(w, &b, 1);
-    }
-}
-
-static inline void
-put_n(uint8_t *p, uint64_t v, size_t n)
-{
-    for (size_t i = 0; i < n; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static inline uint64_t
-get_n(const uint8_t *p, size_t n)
-{
-    uint64_t v = 0;
-    for (size_t i = 0; i < n; i++)
-        v |= (uint64_t)p[i] << (8 * i);
-    return v;
-}
 
 /* Make room for element N of *V (SIZE bytes each). */
 static inline int

@@ -38,8 +38,9 @@
 #include <dwarf.h> /* elfutils: the DWARF constants */
 
 #include "arch/qp_err.h"
+#include "base/qp_bytes.h"
+#include "base/qp_eh.h"
 #include "editor/ed.h"
-#include "editor/ed_read.h"
 
 /* The .eh_frame_hdr encodings we write (the ones libgcc's binary search requires). */
 #define HDR_PTR_ENC (DW_EH_PE_pcrel | DW_EH_PE_sdata4)
@@ -54,121 +55,17 @@
  * Byte buffers: a growable output with a sticky out-of-memory flag, and a bounded reader
  */
 
-typedef struct obuf {
-    uint8_t *p;    /* bytes */
-    size_t n;      /* bytes used */
-    size_t cap;    /* bytes allocated */
-    int oom;       /* an allocation failed: the contents are incomplete */
-} obuf_t;
-
+/* Zero bytes until the absolute address BASE + b->len is a multiple of ALIGN. */
 static void
-ob_put(obuf_t *b, const void *src, size_t n)
+wb_align(wb_t *b, uint64_t base, unsigned align)
 {
-    if (b->oom || n == 0)
-        return;
-    if (n > b->cap - b->n) {
-        size_t cap = b->cap ? b->cap : 256;
-        while (cap - b->n < n) {
-            if (cap > SIZE_MAX / 2) {
-                b->oom = 1;
-                return;
-            }
-            cap *= 2;
-        }
-        uint8_t *p = realloc(b->p, cap);
-        if (p == NULL) {
-            b->oom = 1;
-            return;
-        }
-        b->p = p;
-        b->cap = cap;
-    }
-    if (src != NULL)
-        memcpy(b->p + b->n, src, n);
-    else
-        memset(b->p + b->n, 0, n);
-    b->n += n;
-}
-
-static void
-ob_u8(obuf_t *b, uint8_t v)
-{
-    ob_put(b, &v, 1);
-}
-
-/* Little-endian integer of N bytes. */
-static void
-ob_uint(obuf_t *b, uint64_t v, size_t n)
-{
-    uint8_t t[8];
-    for (size_t i = 0; i < n; i++)
-        t[i] = (uint8_t)(v >> (8 * i));
-    ob_put(b, t, n);
-}
-
-/* ULEB128 of V, padded with continuation bytes to at least WIDTH bytes. */
-static void
-ob_uleb(obuf_t *b, uint64_t v, size_t width)
-{
-    size_t n = 0;
-    do {
-        uint8_t byte = v & 0x7f;
-        v >>= 7;
-        n++;
-        if (v != 0 || n < width)
-            byte |= 0x80;
-        ob_u8(b, byte);
-    } while (v != 0 || n < width);
-}
-
-static void
-ob_sleb(obuf_t *b, int64_t v)
-{
-    for (;;) {
-        uint8_t byte = (uint8_t)((uint64_t)v & 0x7f);
-        v = (int64_t)((uint64_t)v >> 7) | (v < 0 ? (int64_t)(~(UINT64_MAX >> 7)) : 0);
-        if ((v == 0 && !(byte & 0x40)) || (v == -1 && (byte & 0x40))) {
-            ob_u8(b, byte);
-            return;
-        }
-        ob_u8(b, byte | 0x80);
-    }
-}
-
-static size_t
-uleb_size(uint64_t v)
-{
-    size_t n = 1;
-    while (v >>= 7)
-        n++;
-    return n;
-}
-
-/* Zero bytes until the absolute address BASE + b->n is a multiple of ALIGN. */
-static void
-ob_align(obuf_t *b, uint64_t base, unsigned align)
-{
-    while ((base + b->n) % align != 0)
-        ob_u8(b, 0);
-}
-
-typedef rd_t cursor_t;
-
-static uint64_t
-rd_uint(cursor_t *c, size_t n)
-{
-    return rd_n(c, n);
-}
-
-static uint8_t
-rd_u8(cursor_t *c)
-{
-    return (uint8_t)rd_n(c, 1);
+    while ((base + b->len) % align != 0)
+        wb_u8(b, 0);
 }
 
 /* Skip a block: a ULEB128 length and that many bytes. */
 static void
-rd_block(cursor_t *c)
+rd_block(rd_t *c)
 {
     rd_skip(c, rd_uleb(c));
 }
@@ -177,105 +74,44 @@ rd_block(cursor_t *c)
  * Pointer encodings (DW_EH_PE_*)
  */
 
-/* Bytes of the value format of ENC: 2, 4 or 8, 0 for LEB128, -1 when invalid. */
-static int
-pe_size(uint8_t enc)
-{
-    switch (enc & 0x0f) {
-    case DW_EH_PE_absptr:
-    case DW_EH_PE_udata8:
-    case DW_EH_PE_sdata8: return 8;
-    case DW_EH_PE_udata2:
-    case DW_EH_PE_sdata2: return 2;
-    case DW_EH_PE_udata4:
-    case DW_EH_PE_sdata4: return 4;
-    case DW_EH_PE_uleb128:
-    case DW_EH_PE_sleb128: return 0;
-    default: return -1;
-    }
-}
-
-/* A well-formed encoding (omit excluded): a known format and application. */
-static int
-pe_valid(uint8_t enc)
-{
-    return enc != DW_EH_PE_omit && pe_size(enc) >= 0 && (enc & 0x70) < DW_EH_PE_aligned;
-}
-
 /* An encoding whose value we can compute and write: absolute or pc-relative. */
 static int
 pe_addressable(uint8_t enc)
 {
-    return pe_valid(enc)
+    return eh_pe_valid(enc)
            && ((enc & 0x70) == DW_EH_PE_absptr || (enc & 0x70) == DW_EH_PE_pcrel);
-}
-
-/* Read the raw value of format ENC (signed formats sign-extended). */
-static uint64_t
-rd_fmt(cursor_t *c, uint8_t enc)
-{
-    switch (enc & 0x0f) {
-    case DW_EH_PE_absptr:
-    case DW_EH_PE_udata8:
-    case DW_EH_PE_sdata8: return rd_uint(c, 8);
-    case DW_EH_PE_uleb128: return rd_uleb(c);
-    case DW_EH_PE_udata2: return rd_uint(c, 2);
-    case DW_EH_PE_udata4: return rd_uint(c, 4);
-    case DW_EH_PE_sleb128: return (uint64_t)rd_sleb(c);
-    case DW_EH_PE_sdata2: return (uint64_t)(int64_t)(int16_t)rd_uint(c, 2);
-    case DW_EH_PE_sdata4: return (uint64_t)(int64_t)(int32_t)rd_uint(c, 4);
-    default: c->err = 1; return 0;
-    }
-}
-
-/*
- * The address a raw pointer RAW of encoding ENC read from a field at FIELD stands for.
- * As in libgcc, a raw zero is a null pointer whatever the application.
- */
-static int
-pe_value(uint8_t enc, uint64_t raw, uint64_t field, uint64_t *val /*OUT*/)
-{
-    if (raw == 0) {
-        *val = 0;
-        return 0;
-    }
-    switch (enc & 0x70) {
-    case DW_EH_PE_absptr: *val = raw; return 0;
-    case DW_EH_PE_pcrel: *val = raw + field; return 0;
-    default: return QP_EUNSUPP;
-    }
 }
 
 /* Write RAW in the format of ENC; QP_ERANGE when it does not fit. */
 static int
-wr_fmt(obuf_t *b, uint8_t enc, uint64_t raw)
+wr_fmt(wb_t *b, uint8_t enc, uint64_t raw)
 {
     int64_t s = (int64_t)raw;
     switch (enc & 0x0f) {
     case DW_EH_PE_absptr:
     case DW_EH_PE_udata8:
-    case DW_EH_PE_sdata8: ob_uint(b, raw, 8); return 0;
-    case DW_EH_PE_uleb128: ob_uleb(b, raw, 0); return 0;
-    case DW_EH_PE_sleb128: ob_sleb(b, s); return 0;
+    case DW_EH_PE_sdata8: wb_n(b, raw, 8); return 0;
+    case DW_EH_PE_uleb128: wb_uleb(b, raw); return 0;
+    case DW_EH_PE_sleb128: wb_sleb(b, s); return 0;
     case DW_EH_PE_udata2:
         if (raw > UINT16_MAX)
             return QP_ERANGE;
-        ob_uint(b, raw, 2);
+        wb_n(b, raw, 2);
         return 0;
     case DW_EH_PE_sdata2:
         if (s < INT16_MIN || s > INT16_MAX)
             return QP_ERANGE;
-        ob_uint(b, raw, 2);
+        wb_n(b, raw, 2);
         return 0;
     case DW_EH_PE_udata4:
         if (raw > UINT32_MAX)
             return QP_ERANGE;
-        ob_uint(b, raw, 4);
+        wb_n(b, raw, 4);
         return 0;
     case DW_EH_PE_sdata4:
         if (s < INT32_MIN || s > INT32_MAX)
             return QP_ERANGE;
-        ob_uint(b, raw, 4);
+        wb_n(b, raw, 4);
         return 0;
     default: return QP_EUNSUPP;
     }
@@ -283,7 +119,7 @@ wr_fmt(obuf_t *b, uint8_t enc, uint64_t raw)
 
 /* Write the address VAL in encoding ENC for a field that will live at FIELD. */
 static int
-wr_ptr(obuf_t *b, uint8_t enc, uint64_t val, uint64_t field)
+wr_ptr(wb_t *b, uint8_t enc, uint64_t val, uint64_t field)
 {
     uint64_t raw = val;
     if (val != 0 && (enc & 0x70) == DW_EH_PE_pcrel) {
@@ -380,7 +216,7 @@ typedef struct lsda {
     uint8_t ttype_enc;      /* type table encoding, omit without a type table */
     uint8_t cs_enc;         /* call-site encoding */
     uint64_t new_lpstart;   /* the new LPStart when lpstart_enc is not omit */
-    obuf_t cs;              /* the new call-site table, encoded */
+    wb_t cs;              /* the new call-site table, encoded */
     const uint8_t *actions; /* the action table, verbatim (points into the image) */
     size_t actions_len;
     const uint8_t *types;   /* the old type table (entry 1 is the last one) */
@@ -431,7 +267,7 @@ typedef struct ctx {
     size_t ncies;
     fde_t *fdes;
     size_t nfdes;
-    obuf_t blob;            /* the output */
+    wb_t blob;            /* the output */
     lsda_t *lsdas;          /* rewritten LSDAs in creation order */
     size_t nlsdas, caplsdas;
     size_t *lsda_hash;      /* open addressing: 1 + index into lsdas, 0 empty */
@@ -617,22 +453,22 @@ fmap_init(fmap_t *fm, ctx_t *cx, const fde_t *f, uint64_t new_lo, uint64_t new_h
 
 /* Append the smallest advance of DELTA bytes (a multiple of CODE_ALIGN) to OUT. */
 static int
-emit_advance(obuf_t *out, uint64_t delta, uint64_t code_align)
+emit_advance(wb_t *out, uint64_t delta, uint64_t code_align)
 {
     if (delta % code_align != 0)
         return QP_ERANGE;
     uint64_t f = delta / code_align;
     if (f < 0x40) {
-        ob_u8(out, (uint8_t)(DW_CFA_advance_loc | f));
+        wb_u8(out, (uint8_t)(DW_CFA_advance_loc | f));
     } else if (f <= UINT8_MAX) {
-        ob_u8(out, DW_CFA_advance_loc1);
-        ob_uint(out, f, 1);
+        wb_u8(out, DW_CFA_advance_loc1);
+        wb_n(out, f, 1);
     } else if (f <= UINT16_MAX) {
-        ob_u8(out, DW_CFA_advance_loc2);
-        ob_uint(out, f, 2);
+        wb_u8(out, DW_CFA_advance_loc2);
+        wb_n(out, f, 2);
     } else if (f <= UINT32_MAX) {
-        ob_u8(out, DW_CFA_advance_loc4);
-        ob_uint(out, f, 4);
+        wb_u8(out, DW_CFA_advance_loc4);
+        wb_n(out, f, 4);
     } else {
         return QP_ERANGE;
     }
@@ -649,12 +485,12 @@ emit_advance(obuf_t *out, uint64_t delta, uint64_t code_align)
  * locations go backwards.
  */
 static int
-cfa_copy(ctx_t *cx, const cie_t *ci, size_t pos, size_t end, fmap_t *fm, obuf_t *out,
+cfa_copy(ctx_t *cx, const cie_t *ci, size_t pos, size_t end, fmap_t *fm, wb_t *out,
          size_t *keep)
 {
-    cursor_t c = { cx->sec, end, pos, 0 };
+    rd_t c = { cx->sec, end, pos, 0 };
     uint64_t old_loc = fm ? fm->old_lo : 0, new_loc = fm ? fm->new_lo : 0;
-    size_t start_n = out ? out->n : 0;
+    size_t start_n = out ? out->len : 0;
     if (keep)
         *keep = start_n;
     while (c.pos < c.len) {
@@ -677,16 +513,16 @@ cfa_copy(ctx_t *cx, const cie_t *ci, size_t pos, size_t end, fmap_t *fm, obuf_t 
             case DW_CFA_GNU_window_save: break;
             case DW_CFA_set_loc: {
                 uint64_t field = cx->vma + c.pos;
-                uint64_t raw = rd_fmt(&c, ci->fde_enc);
-                if (!c.err && pe_value(ci->fde_enc, raw, field, &target) < 0)
+                uint64_t raw = eh_rd_raw(&c, ci->fde_enc);
+                if (!c.err && eh_pe_value(ci->fde_enc, raw, field, &target) < 0)
                     return QP_EUNSUPP;
                 loc = 2;
                 break;
             }
-            case DW_CFA_advance_loc1: delta = rd_uint(&c, 1); loc = 1; break;
-            case DW_CFA_advance_loc2: delta = rd_uint(&c, 2); loc = 1; break;
-            case DW_CFA_advance_loc4: delta = rd_uint(&c, 4); loc = 1; break;
-            case DW_CFA_MIPS_advance_loc8: delta = rd_uint(&c, 8); loc = 1; break;
+            case DW_CFA_advance_loc1: delta = rd_n(&c, 1); loc = 1; break;
+            case DW_CFA_advance_loc2: delta = rd_n(&c, 2); loc = 1; break;
+            case DW_CFA_advance_loc4: delta = rd_n(&c, 4); loc = 1; break;
+            case DW_CFA_MIPS_advance_loc8: delta = rd_n(&c, 8); loc = 1; break;
             case DW_CFA_offset_extended:
             case DW_CFA_register:
             case DW_CFA_def_cfa:
@@ -721,9 +557,9 @@ cfa_copy(ctx_t *cx, const cie_t *ci, size_t pos, size_t end, fmap_t *fm, obuf_t 
             return QP_EFORMAT;
         if (!loc) {
             if (out != NULL) {
-                ob_put(out, cx->sec + start, c.pos - start);
+                wb_put(out, cx->sec + start, c.pos - start);
                 if (op != DW_CFA_nop && keep)
-                    *keep = out->n;
+                    *keep = out->len;
             }
             continue;
         }
@@ -746,7 +582,7 @@ cfa_copy(ctx_t *cx, const cie_t *ci, size_t pos, size_t end, fmap_t *fm, obuf_t 
             QP_CHECK(emit_advance(out, nl - new_loc, ci->code_align));
             new_loc = nl;
             if (keep)
-                *keep = out->n;
+                *keep = out->len;
         }
     }
     return 0;
@@ -763,12 +599,12 @@ split_records(ctx_t *cx)
     size_t cap = 0, off = 0;
     int align8 = 1, align4 = 1;
     while (cx->secsize - off >= 4) {
-        cursor_t c = { cx->sec, cx->secsize, off, 0 };
-        uint64_t len = rd_uint(&c, 4);
+        rd_t c = { cx->sec, cx->secsize, off, 0 };
+        uint64_t len = rd_n(&c, 4);
         if (len == 0) /* the terminator */
             break;
         if (len == 0xffffffff)
-            len = rd_uint(&c, 8);
+            len = rd_n(&c, 8);
         if (c.err || len < 4 || len > cx->secsize - c.pos)
             return QP_EFORMAT;
         rec_t *recs = grow(cx->recs, &cap, cx->nrecs, sizeof(*recs));
@@ -779,7 +615,7 @@ split_records(ctx_t *cx)
         r->off = off;
         r->body = c.pos;
         r->end = c.pos + (size_t)len;
-        r->is_cie = rd_uint(&c, 4) == 0;
+        r->is_cie = rd_n(&c, 4) == 0;
         r->idx = 0;
         align8 &= (r->end - r->off) % 8 == 0;
         align4 &= (r->end - r->off) % 4 == 0;
@@ -800,7 +636,7 @@ parse_cie(ctx_t *cx, const rec_t *r, cie_t *ci)
     ci->lsda_enc = DW_EH_PE_omit;
     ci->pers_enc = DW_EH_PE_omit;
     ci->new_off = SIZE_MAX;
-    cursor_t c = { cx->sec, r->end, r->body + 4, 0 };
+    rd_t c = { cx->sec, r->end, r->body + 4, 0 };
     uint8_t version = rd_u8(&c);
     if (version != 1 && version != 3 && version != 4) {
         ci->err = QP_EUNSUPP;
@@ -814,7 +650,7 @@ parse_cie(ctx_t *cx, const rec_t *r, cie_t *ci)
     }
     c.pos = (size_t)(nul - cx->sec) + 1;
     if (aug[0] == 'e' && aug[1] == 'h') { /* old GCC: an 8-byte pointer to EH data */
-        rd_uint(&c, 8);
+        rd_n(&c, 8);
         aug += 2;
     }
     if (version == 4 && (rd_u8(&c) != 8 || rd_u8(&c) != 0)) { /* address, segment size */
@@ -840,7 +676,7 @@ parse_cie(ctx_t *cx, const rec_t *r, cie_t *ci)
             return;
         }
         size_t aend = c.pos + (size_t)alen;
-        cursor_t a = { cx->sec, aend, c.pos, 0 };
+        rd_t a = { cx->sec, aend, c.pos, 0 };
         for (const char *p = aug + 1; *p && !a.err && !unknown; p++) {
             switch (*p) {
             case 'L': ci->lsda_enc = rd_u8(&a); break;
@@ -851,14 +687,14 @@ parse_cie(ctx_t *cx, const rec_t *r, cie_t *ci)
             case 'P': {
                 ci->pers_enc = rd_u8(&a);
                 ci->pers_off = a.pos - r->off;
-                if (!pe_valid(ci->pers_enc)) {
+                if (!eh_pe_valid(ci->pers_enc)) {
                     unknown = 1; /* the field's size is unknown: what follows is lost */
                     break;
                 }
                 uint64_t field = cx->vma + a.pos;
-                uint64_t raw = rd_fmt(&a, ci->pers_enc);
+                uint64_t raw = eh_rd_raw(&a, ci->pers_enc);
                 if (pe_addressable(ci->pers_enc))
-                    pe_value(ci->pers_enc, raw, field, &ci->pers);
+                    eh_pe_value(ci->pers_enc, raw, field, &ci->pers);
                 break;
             }
             case 'S':
@@ -893,14 +729,14 @@ parse_cie(ctx_t *cx, const rec_t *r, cie_t *ci)
         return;
     }
     if (ci->lsda_enc != DW_EH_PE_omit
-        && (!pe_addressable(ci->lsda_enc) || pe_size(ci->lsda_enc) <= 0
+        && (!pe_addressable(ci->lsda_enc) || eh_pe_size(ci->lsda_enc) <= 0
             || (ci->lsda_enc & DW_EH_PE_indirect))) {
         ci->err = QP_EUNSUPP;
         return;
     }
     /* A pc-relative personality is patched in place: its size must not depend on it. */
     if (ci->pers_enc != DW_EH_PE_omit && (ci->pers_enc & 0x70) == DW_EH_PE_pcrel
-        && pe_size(ci->pers_enc) <= 0) {
+        && eh_pe_size(ci->pers_enc) <= 0) {
         ci->err = QP_EUNSUPP;
         return;
     }
@@ -918,11 +754,11 @@ parse_fde(ctx_t *cx, const rec_t *r, fde_t *f)
         f->err = ci->err ? ci->err : QP_EUNSUPP;
         return;
     }
-    cursor_t c = { cx->sec, r->end, r->body + 4, 0 };
+    rd_t c = { cx->sec, r->end, r->body + 4, 0 };
     uint64_t field = cx->vma + c.pos;
-    uint64_t raw = rd_fmt(&c, ci->fde_enc);
-    f->pc_range = rd_fmt(&c, ci->fde_enc & 0x0f);
-    if (c.err || pe_value(ci->fde_enc, raw, field, &f->pc_begin) < 0
+    uint64_t raw = eh_rd_raw(&c, ci->fde_enc);
+    f->pc_range = eh_rd_raw(&c, ci->fde_enc & 0x0f);
+    if (c.err || eh_pe_value(ci->fde_enc, raw, field, &f->pc_begin) < 0
         || f->pc_begin + f->pc_range < f->pc_begin) {
         f->err = QP_EFORMAT;
         return;
@@ -939,10 +775,10 @@ parse_fde(ctx_t *cx, const rec_t *r, fde_t *f)
         if (ci->lsda_enc != DW_EH_PE_omit && !pe_addressable(ci->lsda_enc)) {
             f->lsda_err = QP_EUNSUPP;
         } else if (ci->lsda_enc != DW_EH_PE_omit) {
-            cursor_t a = { cx->sec, f->aug_end, c.pos, 0 };
-            uint64_t lraw = rd_fmt(&a, ci->lsda_enc);
+            rd_t a = { cx->sec, f->aug_end, c.pos, 0 };
+            uint64_t lraw = eh_rd_raw(&a, ci->lsda_enc);
             f->lsda_size = a.pos - c.pos;
-            if (a.err || pe_value(ci->lsda_enc, lraw, cx->vma + c.pos, &f->lsda) < 0)
+            if (a.err || eh_pe_value(ci->lsda_enc, lraw, cx->vma + c.pos, &f->lsda) < 0)
                 f->lsda_err = QP_EFORMAT;
         }
     }
@@ -993,8 +829,8 @@ parse_all(ctx_t *cx)
         rec_t *r = &cx->recs[i];
         if (r->is_cie)
             continue;
-        cursor_t c = { cx->sec, r->end, r->body, 0 };
-        uint32_t delta = (uint32_t)rd_uint(&c, 4);
+        rd_t c = { cx->sec, r->end, r->body, 0 };
+        uint32_t delta = (uint32_t)rd_n(&c, 4);
         const rec_t *cr = delta <= r->body ? rec_at(cx, r->body - delta) : NULL;
         if (cr == NULL || !cr->is_cie)
             return QP_EFORMAT;
@@ -1063,14 +899,14 @@ hdr_read(ctx_t *cx)
             h = &cx->img->sections[i];
     if (h == NULL || h->size < 4 || h->size > SIZE_MAX / 2)
         return 0;
-    cursor_t c = { h->bytes, (size_t)h->size, 0, 0 };
+    rd_t c = { h->bytes, (size_t)h->size, 0, 0 };
     uint8_t version = rd_u8(&c), ptr_enc = rd_u8(&c), cnt_enc = rd_u8(&c);
     uint8_t tab_enc = rd_u8(&c);
-    if (version != 1 || tab_enc != HDR_TABLE_ENC || !pe_valid(ptr_enc)
-        || !pe_valid(cnt_enc) || (cnt_enc & 0x70) != DW_EH_PE_absptr)
+    if (version != 1 || tab_enc != HDR_TABLE_ENC || !eh_pe_valid(ptr_enc)
+        || !eh_pe_valid(cnt_enc) || (cnt_enc & 0x70) != DW_EH_PE_absptr)
         return 0;
-    rd_fmt(&c, ptr_enc);
-    uint64_t n = rd_fmt(&c, cnt_enc);
+    eh_rd_raw(&c, ptr_enc);
+    uint64_t n = eh_rd_raw(&c, cnt_enc);
     if (c.err || n > (c.len - c.pos) / 8)
         return QP_EFORMAT;
     cx->old_ents = calloc(n ? (size_t)n : 1, sizeof(*cx->old_ents));
@@ -1081,8 +917,8 @@ hdr_read(ctx_t *cx)
     cx->nold_ents = (size_t)n;
     for (size_t i = 0; i < n; i++) {
         hdr_ent_t *e = &cx->old_ents[i];
-        e->loc = h->vma + (uint64_t)(int64_t)(int32_t)rd_uint(&c, 4);
-        e->fde = h->vma + (uint64_t)(int64_t)(int32_t)rd_uint(&c, 4);
+        e->loc = h->vma + (uint64_t)(int64_t)(int32_t)rd_n(&c, 4);
+        e->fde = h->vma + (uint64_t)(int64_t)(int32_t)rd_n(&c, 4);
     }
     /*
      * libgcc's binary search needs the table sorted. An entry out of order (not in a
@@ -1241,7 +1077,7 @@ lsda_walk_actions(lsda_scan_t *sc, uint64_t action)
     for (int steps = 0;; steps++) {
         if (steps > MAX_ACTION_STEPS || off >= sc->ttbase - sc->act_base)
             return QP_EFORMAT;
-        cursor_t c = { sc->p, sc->ttbase, sc->act_base + (size_t)off, 0 };
+        rd_t c = { sc->p, sc->ttbase, sc->act_base + (size_t)off, 0 };
         int64_t filter = rd_sleb(&c);
         size_t dpos = c.pos;
         int64_t disp = rd_sleb(&c);
@@ -1256,7 +1092,7 @@ lsda_walk_actions(lsda_scan_t *sc, uint64_t action)
             /* An exception specification: type indices from TTBase + (-filter - 1). */
             if (filter < -(int64_t)(sc->avail - sc->ttbase))
                 return QP_EFORMAT;
-            cursor_t sp = { sc->p, sc->avail, sc->ttbase + (size_t)(-filter - 1), 0 };
+            rd_t sp = { sc->p, sc->avail, sc->ttbase + (size_t)(-filter - 1), 0 };
             uint64_t idx;
             while ((idx = rd_uleb(&sp)) != 0 && !sp.err)
                 if (idx > sc->ntypes)
@@ -1296,24 +1132,25 @@ lsda_read_header(const cfg_image_t *img, uint64_t addr, uint64_t fs, lsda_hdr_t 
     h->p = cfg_image_ptr(img, addr, &h->avail);
     if (h->p == NULL)
         return QP_EFORMAT;
-    cursor_t c = { h->p, h->avail, 0, 0 };
+    rd_t c = { h->p, h->avail, 0, 0 };
     h->lpstart = fs;
     h->lpstart_enc = rd_u8(&c);
     if (h->lpstart_enc != DW_EH_PE_omit) {
         if (!pe_addressable(h->lpstart_enc) || (h->lpstart_enc & DW_EH_PE_indirect))
             return QP_EUNSUPP;
         uint64_t field = addr + c.pos;
-        uint64_t raw = rd_fmt(&c, h->lpstart_enc);
+        uint64_t raw = eh_rd_raw(&c, h->lpstart_enc);
         if (c.err)
             return QP_EFORMAT;
-        QP_CHECK(pe_value(h->lpstart_enc, raw, field, &h->lpstart));
+        if (eh_pe_value(h->lpstart_enc, raw, field, &h->lpstart) < 0)
+            return QP_EUNSUPP;
     }
     h->ttype_enc = rd_u8(&c);
     h->ttbase = h->avail;
     if (h->ttype_enc != DW_EH_PE_omit) {
-        if (!pe_valid(h->ttype_enc))
+        if (!eh_pe_valid(h->ttype_enc))
             return QP_EUNSUPP;
-        h->esize = pe_size(h->ttype_enc);
+        h->esize = eh_pe_size(h->ttype_enc);
         if (h->esize == 0)
             return QP_EUNSUPP; /* the table must be indexable */
         uint64_t off = rd_uleb(&c);
@@ -1322,7 +1159,7 @@ lsda_read_header(const cfg_image_t *img, uint64_t addr, uint64_t fs, lsda_hdr_t 
         h->ttbase = c.pos + (size_t)off;
     }
     h->cs_enc = rd_u8(&c);
-    if (!pe_valid(h->cs_enc) || (h->cs_enc & 0x70) != DW_EH_PE_absptr)
+    if (!eh_pe_valid(h->cs_enc) || (h->cs_enc & 0x70) != DW_EH_PE_absptr)
         return QP_EUNSUPP;
     uint64_t cs_len = rd_uleb(&c);
     if (c.err || c.pos > h->ttbase || cs_len > h->ttbase - c.pos)
@@ -1334,11 +1171,11 @@ lsda_read_header(const cfg_image_t *img, uint64_t addr, uint64_t fs, lsda_hdr_t 
 
 /* Read the call-site record at CS of an LSDA whose function has RANGE bytes. */
 static int
-lsda_read_cs(const lsda_hdr_t *h, cursor_t *cs, uint64_t range, cs_rec_t *r)
+lsda_read_cs(const lsda_hdr_t *h, rd_t *cs, uint64_t range, cs_rec_t *r)
 {
-    r->start = rd_fmt(cs, h->cs_enc);
-    r->len = rd_fmt(cs, h->cs_enc);
-    r->lp = rd_fmt(cs, h->cs_enc);
+    r->start = eh_rd_raw(cs, h->cs_enc);
+    r->len = eh_rd_raw(cs, h->cs_enc);
+    r->lp = eh_rd_raw(cs, h->cs_enc);
     r->action = rd_uleb(cs);
     if (cs->err || r->start > range || r->len > range - r->start)
         return QP_EFORMAT;
@@ -1380,7 +1217,7 @@ lsda_rewrite(ctx_t *cx, const fde_t *f, fmap_t *fm, lsda_t *l)
     }
     const uint8_t *p = h.p;
     size_t ttbase = h.ttbase, act_base = h.cs_end;
-    cursor_t cs = { p, h.cs_end, h.cs_pos, 0 };
+    rd_t cs = { p, h.cs_end, h.cs_pos, 0 };
     lsda_scan_t sc = { p, h.avail, act_base, ttbase, 0, 0, 0, 0 };
     sc.has_tt = h.ttype_enc != DW_EH_PE_omit;
     /* Pass 1: every record mapped, and the lowest new landing pad. */
@@ -1448,12 +1285,12 @@ lsda_rewrite(ctx_t *cx, const fde_t *f, fmap_t *fm, lsda_t *l)
             rc = wr_fmt(&l->cs, l->cs_enc, r->end - r->start);
         if (rc == 0)
             rc = wr_fmt(&l->cs, l->cs_enc, r->lp ? r->lp - base : 0);
-        ob_uleb(&l->cs, r->action, 0);
+        wb_uleb(&l->cs, r->action);
     }
     free(recs);
     if (rc < 0)
         return rc;
-    if (l->cs.oom)
+    if (l->cs.err)
         return QP_ENOMEM;
     l->actions = p + act_base;
     l->actions_len = sc.ext;
@@ -1476,17 +1313,17 @@ lsda_rewrite(ctx_t *cx, const fde_t *f, fmap_t *fm, lsda_t *l)
 
 /* Write L at the end of the blob (which lies at address AT); sets l->new_addr. */
 static int
-lsda_write(obuf_t *b, uint64_t at, lsda_t *l)
+lsda_write(wb_t *b, uint64_t at, lsda_t *l)
 {
-    ob_align(b, at, 4);
-    size_t start = b->n;
+    wb_align(b, at, 4);
+    size_t start = b->len;
     l->new_addr = at + start;
-    ob_u8(b, l->lpstart_enc);
+    wb_u8(b, l->lpstart_enc);
     if (l->lpstart_enc != DW_EH_PE_omit)
-        QP_CHECK(wr_ptr(b, l->lpstart_enc, l->new_lpstart, at + b->n));
-    ob_u8(b, l->ttype_enc);
+        QP_CHECK(wr_ptr(b, l->lpstart_enc, l->new_lpstart, at + b->len));
+    wb_u8(b, l->ttype_enc);
     /* The bytes from the call-site encoding to the end of the action table. */
-    size_t tail = 1 + uleb_size(l->cs.n) + l->cs.n + l->actions_len;
+    size_t tail = 1 + uleb_size(l->cs.len) + l->cs.len + l->actions_len;
     if (l->ttype_enc != DW_EH_PE_omit) {
         /*
          * The TType base offset counts from after itself to the end of the type table,
@@ -1496,7 +1333,7 @@ lsda_write(obuf_t *b, uint64_t at, lsda_t *l)
         size_t width = 1;
         uint64_t off;
         for (;;) {
-            uint64_t after = at + b->n + width;
+            uint64_t after = at + b->len + width;
             uint64_t tstart = after + tail;
             uint64_t pad = (l->tt_align - tstart % l->tt_align) % l->tt_align;
             off = tail + pad + (uint64_t)l->ntypes * (uint64_t)l->esize;
@@ -1504,29 +1341,30 @@ lsda_write(obuf_t *b, uint64_t at, lsda_t *l)
                 break;
             width = uleb_size(off);
         }
-        ob_uleb(b, off, width);
+        wb_uleb_pad(b, off, width);
     }
-    ob_u8(b, l->cs_enc);
-    ob_uleb(b, l->cs.n, 0);
-    ob_put(b, l->cs.p, l->cs.n);
-    ob_put(b, l->actions, l->actions_len);
+    wb_u8(b, l->cs_enc);
+    wb_uleb(b, l->cs.len);
+    wb_put(b, l->cs.p, l->cs.len);
+    wb_put(b, l->actions, l->actions_len);
     if (l->ttype_enc != DW_EH_PE_omit) {
-        ob_align(b, at, l->tt_align);
+        wb_align(b, at, l->tt_align);
         for (size_t j = 0; j < l->ntypes; j++) {
             const uint8_t *e = l->types + j * (size_t)l->esize;
             uint64_t old_field = l->types_addr + j * (uint64_t)l->esize;
             if ((l->ttype_enc & 0x70) != DW_EH_PE_pcrel) {
-                ob_put(b, e, (size_t)l->esize); /* absolute or base-relative: unchanged */
+                wb_put(b, e, (size_t)l->esize); /* absolute or base-relative: unchanged */
                 continue;
             }
-            cursor_t c = { e, (size_t)l->esize, 0, 0 };
-            uint64_t raw = rd_fmt(&c, l->ttype_enc), target;
-            QP_CHECK(pe_value(l->ttype_enc, raw, old_field, &target));
-            QP_CHECK(wr_ptr(b, l->ttype_enc, target, at + b->n));
+            rd_t c = { e, (size_t)l->esize, 0, 0 };
+            uint64_t raw = eh_rd_raw(&c, l->ttype_enc), target;
+            if (eh_pe_value(l->ttype_enc, raw, old_field, &target) < 0)
+                return QP_EUNSUPP;
+            QP_CHECK(wr_ptr(b, l->ttype_enc, target, at + b->len));
         }
-        ob_put(b, l->spec, l->spec_len);
+        wb_put(b, l->spec, l->spec_len);
     }
-    return b->oom ? QP_ENOMEM : 0;
+    return b->err ? QP_ENOMEM : 0;
 }
 
 static size_t
@@ -1615,20 +1453,20 @@ cie_copy(ctx_t *cx, cie_t *ci)
 {
     if (ci->new_off != SIZE_MAX)
         return 0;
-    size_t off = cx->blob.n;
-    ob_put(&cx->blob, cx->sec + ci->off, ci->size);
-    if (cx->blob.oom)
+    size_t off = cx->blob.len;
+    wb_put(&cx->blob, cx->sec + ci->off, ci->size);
+    if (cx->blob.err)
         return QP_ENOMEM;
     if (ci->pers_enc != DW_EH_PE_omit && (ci->pers_enc & 0x70) == DW_EH_PE_pcrel) {
-        obuf_t t = { 0 };
+        wb_t t = { 0 };
         int rc = wr_ptr(&t, ci->pers_enc, ci->pers, cx->at + off + ci->pers_off);
-        if (rc == 0 && t.oom)
+        if (rc == 0 && t.err)
             rc = QP_ENOMEM;
         if (rc == 0)
-            memcpy(cx->blob.p + off + ci->pers_off, t.p, t.n); /* same fixed size */
+            memcpy(cx->blob.p + off + ci->pers_off, t.p, t.len); /* same fixed size */
         free(t.p);
         if (rc < 0) {
-            cx->blob.n = off;
+            cx->blob.len = off;
             return rc;
         }
     }
@@ -1684,15 +1522,15 @@ fde_rewrite(ctx_t *cx, const fde_t *f, uint64_t new_lo, uint64_t new_hi, int ide
     }
 
     /* The parts that do not depend on where the FDE goes: the program and the LSDA. */
-    obuf_t prog = { 0 };
+    wb_t prog = { 0 };
     size_t keep = 0;
     int rc = cfa_copy(cx, ci, f->insn_pos, f->insn_end, &fm, &prog, &keep);
     if (rc == QP_EFORMAT)
         cx->why = "has a CFA program that is malformed (an unknown opcode, truncated, or "
                   "going backwards)";
-    if (rc == 0 && prog.oom)
+    if (rc == 0 && prog.err)
         rc = QP_ENOMEM;
-    prog.n = keep;
+    prog.len = keep;
     size_t lsda_idx = SIZE_MAX, nlsdas = cx->nlsdas;
     if (rc == 0 && f->lsda != 0 && !identity)
         rc = lsda_for(cx, f, &fm, &lsda_idx);
@@ -1700,27 +1538,27 @@ fde_rewrite(ctx_t *cx, const fde_t *f, uint64_t new_lo, uint64_t new_hi, int ide
         rc = fm.err;
 
     /* The record: CIE copy (first use), then the FDE. */
-    size_t save = cx->blob.n, npatches = cx->npatches;
+    size_t save = cx->blob.len, npatches = cx->npatches;
     size_t cie_saved = ci->new_off;
     if (rc == 0)
         rc = cie_copy(cx, ci);
-    obuf_t *b = &cx->blob;
-    size_t rec = b->n;
+    wb_t *b = &cx->blob;
+    size_t rec = b->len;
     if (rc == 0) {
-        ob_uint(b, 0, 4); /* length, patched below */
-        ob_uint(b, rec + 4 - ci->new_off, 4);
-        rc = wr_ptr(b, ci->fde_enc, new_lo, cx->at + b->n);
+        wb_n(b, 0, 4); /* length, patched below */
+        wb_n(b, rec + 4 - ci->new_off, 4);
+        rc = wr_ptr(b, ci->fde_enc, new_lo, cx->at + b->len);
     }
     if (rc == 0)
         rc = wr_fmt(b, ci->fde_enc & 0x0f, fm.new_hi - new_lo);
     if (rc == 0 && ci->has_z) {
         /* The LSDA pointer (if any) first, then the rest of the augmentation verbatim. */
         size_t alen = f->aug_end - f->aug_pos;
-        ob_uleb(b, alen, 0);
+        wb_uleb(b, alen);
         if (ci->lsda_enc != DW_EH_PE_omit && identity) {
-            size_t at = b->n;
+            size_t at = b->len;
             rc = wr_ptr(b, ci->lsda_enc, f->lsda, cx->at + at); /* the old LSDA */
-            if (rc == 0 && b->n - at != f->lsda_size)
+            if (rc == 0 && b->len - at != f->lsda_size)
                 rc = QP_ERANGE;
         } else if (ci->lsda_enc != DW_EH_PE_omit) {
             if (lsda_idx != SIZE_MAX) {
@@ -1730,30 +1568,30 @@ fde_rewrite(ctx_t *cx, const fde_t *f, uint64_t new_lo, uint64_t new_hi, int ide
                     rc = QP_ENOMEM;
                 } else {
                     cx->patches = pt;
-                    pt[cx->npatches++] = (patch_t) { b->n, ci->lsda_enc, lsda_idx };
+                    pt[cx->npatches++] = (patch_t) { b->len, ci->lsda_enc, lsda_idx };
                 }
             }
-            ob_put(b, NULL, f->lsda_size); /* a null pointer, or the placeholder */
+            wb_put(b, NULL, f->lsda_size); /* a null pointer, or the placeholder */
         }
-        ob_put(b, cx->sec + f->aug_pos + f->lsda_size, alen - f->lsda_size);
+        wb_put(b, cx->sec + f->aug_pos + f->lsda_size, alen - f->lsda_size);
     }
     if (rc == 0) {
-        ob_put(b, prog.p, prog.n);
-        while ((b->n - rec) % cx->rec_align != 0)
-            ob_u8(b, DW_CFA_nop);
-        if (b->n - rec - 4 > UINT32_MAX)
+        wb_put(b, prog.p, prog.len);
+        while ((b->len - rec) % cx->rec_align != 0)
+            wb_u8(b, DW_CFA_nop);
+        if (b->len - rec - 4 > UINT32_MAX)
             rc = QP_ERANGE;
-        else if (!b->oom)
+        else if (!b->err)
             for (int i = 0; i < 4; i++)
-                b->p[rec + i] = (uint8_t)((b->n - rec - 4) >> (8 * i));
+                b->p[rec + i] = (uint8_t)((b->len - rec - 4) >> (8 * i));
     }
-    if (rc == 0 && b->oom)
+    if (rc == 0 && b->err)
         rc = QP_ENOMEM;
     if (rc == 0)
         rc = add_ent(cx, new_lo, cx->at + rec);
     free(prog.p);
     if (rc < 0) {
-        cx->blob.n = save;
+        cx->blob.len = save;
         ci->new_off = cie_saved;
         cx->npatches = npatches;
         if (cx->nlsdas > nlsdas) {
@@ -1790,21 +1628,21 @@ hdr_write(ctx_t *cx, size_t *hdr_off)
             cx->ents[n++] = cx->ents[i];
     if (n > UINT32_MAX)
         return QP_ERANGE;
-    obuf_t *b = &cx->blob;
-    ob_align(b, cx->at, 4);
-    *hdr_off = b->n;
-    uint64_t hdr = cx->hdr_at != 0 ? cx->hdr_at : cx->at + b->n;
-    ob_u8(b, 1);
-    ob_u8(b, HDR_PTR_ENC);
-    ob_u8(b, HDR_COUNT_ENC);
-    ob_u8(b, HDR_TABLE_ENC);
-    QP_CHECK(wr_ptr(b, HDR_PTR_ENC, cx->at, hdr + (b->n - *hdr_off)));
-    ob_uint(b, n, 4);
+    wb_t *b = &cx->blob;
+    wb_align(b, cx->at, 4);
+    *hdr_off = b->len;
+    uint64_t hdr = cx->hdr_at != 0 ? cx->hdr_at : cx->at + b->len;
+    wb_u8(b, 1);
+    wb_u8(b, HDR_PTR_ENC);
+    wb_u8(b, HDR_COUNT_ENC);
+    wb_u8(b, HDR_TABLE_ENC);
+    QP_CHECK(wr_ptr(b, HDR_PTR_ENC, cx->at, hdr + (b->len - *hdr_off)));
+    wb_n(b, n, 4);
     for (size_t i = 0; i < n; i++) {
         QP_CHECK(wr_fmt(b, HDR_TABLE_ENC, cx->ents[i].loc - hdr));
         QP_CHECK(wr_fmt(b, HDR_TABLE_ENC, cx->ents[i].fde - hdr));
     }
-    return b->oom ? QP_ENOMEM : 0;
+    return b->err ? QP_ENOMEM : 0;
 }
 
 /*****************************************************************************
@@ -1975,35 +1813,35 @@ build(ctx_t *cx, ed_unwind_out_t *out)
     }
     if (cx->flags & ED_UNWIND_STRICT)
         QP_CHECK(check_spans(cx, out));
-    ob_uint(&cx->blob, 0, 4); /* the terminator */
-    size_t eh_size = cx->blob.n;
+    wb_n(&cx->blob, 0, 4); /* the terminator */
+    size_t eh_size = cx->blob.len;
 
     /* LSDAs, then the pointers to them. */
     for (size_t i = 0; i < cx->nlsdas; i++)
         QP_CHECK(lsda_write(&cx->blob, cx->at, &cx->lsdas[i]));
     for (size_t i = 0; i < cx->npatches; i++) {
         const patch_t *pt = &cx->patches[i];
-        obuf_t t = { 0 };
+        wb_t t = { 0 };
         int rc = wr_ptr(&t, pt->enc, cx->lsdas[pt->lsda].new_addr, cx->at + pt->at);
-        if (rc == 0 && t.oom)
+        if (rc == 0 && t.err)
             rc = QP_ENOMEM;
         if (rc == 0)
-            memcpy(cx->blob.p + pt->at, t.p, t.n); /* fixed size, checked at parse */
+            memcpy(cx->blob.p + pt->at, t.p, t.len); /* fixed size, checked at parse */
         free(t.p);
         QP_CHECK(rc);
     }
 
     size_t hdr_off = 0;
     QP_CHECK(hdr_write(cx, &hdr_off));
-    if (cx->blob.oom)
+    if (cx->blob.err)
         return QP_ENOMEM;
     out->data = cx->blob.p;
-    out->size = cx->blob.n;
+    out->size = cx->blob.len;
     out->eh_frame = cx->at;
     out->eh_frame_size = eh_size;
     out->hdr = cx->hdr_at != 0 ? cx->hdr_at : cx->at + hdr_off;
     out->hdr_off = hdr_off;
-    out->hdr_size = cx->blob.n - hdr_off;
+    out->hdr_size = cx->blob.len - hdr_off;
     out->nfde_moved = cx->nfde_moved;
     out->nlsda_moved = (uint32_t)cx->nlsdas;
     out->nfde_failed = cx->nfde_failed;
@@ -2127,7 +1965,7 @@ ed_unwind_landing_pads(const cfg_image_t *img,
             bad = 1;
             continue;
         }
-        cursor_t cs = { h.p, h.cs_end, h.cs_pos, 0 };
+        rd_t cs = { h.p, h.cs_end, h.cs_pos, 0 };
         while (rc == 0 && cs.pos < cs.len) {
             cs_rec_t r;
             if (lsda_read_cs(&h, &cs, f->pc_range, &r) < 0) {
@@ -2161,7 +1999,7 @@ fde_pads(const ctx_t *cx, const fde_t *f, uint64_t **pads, size_t *n, size_t *ca
     lsda_hdr_t h;
     if (lsda_read_header(cx->img, f->lsda, f->pc_begin, &h) < 0)
         return 0; /* reported through the rewrite's error */
-    cursor_t cs = { h.p, h.cs_end, h.cs_pos, 0 };
+    rd_t cs = { h.p, h.cs_end, h.cs_pos, 0 };
     while (cs.pos < cs.len) {
         cs_rec_t r;
         if (lsda_read_cs(&h, &cs, f->pc_range, &r) < 0)

@@ -13,6 +13,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "base/qp_bytes.h"
 #include "editor/ed.h"
 #include "editor/elfw.h"
 #include "runtime/qprt.h"
@@ -210,11 +211,7 @@ write_lock_sites(
     qsort(off, n, sizeof(uint64_t), cfg_u64_cmp);
     size_t len = 0;
     for (size_t i = 0; i < n; i++)
-        for (uint64_t d = off[i] - (i > 0 ? off[i - 1] : 0);; d >>= 7) {
-            v[len++] = (uint8_t)((d & 0x7f) | (d >= 0x80 ? 0x80 : 0));
-            if (d < 0x80)
-                break;
-        }
+        len += uleb_encode(v + len, off[i] - (i > 0 ? off[i - 1] : 0), 0);
     free(off);
     uint64_t lo, hi;
     image_extent(img, &lo, &hi);

@@ -40,6 +40,10 @@ check() {
     done
 }
 out=$(
+    # base/: byte readers and writers, formats; below every other folder.
+    for f in base/*.[ch]; do
+        [ -f "$f" ] && check "$f" "base/*" "bfd.h libelf.h gelf.h sys/ptrace.h dis-asm.h"
+    done
     for f in arch/*.[ch] arch/*/*.[ch]; do
         [ -f "$f" ] && check "$f" "arch/*" "bfd.h libelf.h gelf.h sys/ptrace.h dis-asm.h"
     done
@@ -47,7 +51,7 @@ out=$(
         [ -f "$f" ] || continue
         forb="libelf.h gelf.h sys/ptrace.h dis-asm.h"
         [ "$f" = cfg/cfg_bfd.c ] || forb="$forb bfd.h"
-        check "$f" "arch/arch.h arch/qp_err.h cfg/*" "$forb"
+        check "$f" "arch/arch.h arch/qp_err.h base/* cfg/*" "$forb"
     done
     # driver/: what to measure where; never report/ (reading profiles), never elfutils.
     for f in driver/*.[ch]; do
@@ -67,8 +71,8 @@ out=$(
     for f in editor/*.[ch]; do
         [ -f "$f" ] || continue
         case $f in
-        editor/elfw*) check "$f" "arch/arch.h arch/qp_err.h cfg/cfg.h editor/* runtime/qprt.h" "bfd.h sys/ptrace.h" ;;
-        *) check "$f" "arch/arch.h arch/qp_err.h cfg/cfg.h editor/ed*" "bfd.h libelf.h gelf.h sys/ptrace.h" ;;
+        editor/elfw*) check "$f" "arch/arch.h arch/qp_err.h base/* cfg/cfg.h editor/* runtime/qprt.h" "bfd.h sys/ptrace.h" ;;
+        *) check "$f" "arch/arch.h arch/qp_err.h base/* cfg/cfg.h editor/ed*" "bfd.h libelf.h gelf.h sys/ptrace.h" ;;
         esac
     done
     # runtime/: freestanding, no system headers but the compiler's own.
