@@ -22,7 +22,7 @@
 #include <stdint.h>
 
 #include "cfg/cfg.h"
-#include "driver/qp_format.h"
+#include "base/qp_format.h"
 #include "editor/ed.h"
 
 /* A node of a procedure's graph: blocks 0..nblocks-1, then X. */

@@ -4,7 +4,7 @@
 /*
  * Control-flow tracing (seed 004, sections 1-2): record which way the program went only
  * where the CFG cannot say it, and regenerate every block it ran offline
- * (report/qp_trace.c). The format is driver/qpt_trace_format.h.
+ * (report/qp_trace.c). The format is base/qpt_trace_format.h.
  *
  * trace-naive: every block records its BLOCK event (the baseline, and the oracle).
  *
@@ -35,7 +35,7 @@
 #include <string.h>
 
 #include "driver/driver.h"
-#include "driver/qpt_trace_format.h"
+#include "base/qpt_trace_format.h"
 
 /* Names the drivers answer to (drv_find); they place no counter themselves. */
 static int

@@ -17,7 +17,7 @@
 #include <stdint.h>
 
 #include "arch/qp_err.h"
-#include "driver/qp_format.h"
+#include "base/qp_format.h"
 
 /*
  * Write one line (printf FMT) into WHY (WHYLEN bytes); nothing when WHY is NULL or

@@ -3,7 +3,7 @@
 #ifndef QP_TRACE_H
 #define QP_TRACE_H
 /*
- * PURPOSE: reading control-flow traces (driver/qpt_trace_format.h) and regenerating the
+ * PURPOSE: reading control-flow traces (base/qpt_trace_format.h) and regenerating the
  * complete block trace from them: a naive trace lists every block; a chord trace
  * (--driver=trace) lists only the events the CFG cannot foresee, and the walk here
  * follows the CFG between them (driver/drv_trace.c says which events there are).
@@ -14,7 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "driver/qpt_trace_format.h"
+#include "base/qpt_trace_format.h"
 
 typedef struct qp_trace_desc {
     qpt_trace_hdr_t hdr;

@@ -31,7 +31,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "driver/qp_format.h"
+#include "base/qp_format.h"
 #include "runtime/qprt.h"
 
 #define HIDDEN __attribute__((visibility("hidden")))
@@ -1515,7 +1515,7 @@ qprt_trace_refill(void)
 }
 #else
 /*****************************************************************************
- * Control-flow tracing (QPRT_F_TRACE; driver/drv_trace.c, driver/qpt_trace_format.h)
+ * Control-flow tracing (QPRT_F_TRACE; driver/drv_trace.c, base/qpt_trace_format.h)
  *
  * Each thread appends 32-bit event ids to a buffer of its own. The blob has no
  * thread-local storage, so a thread's cursor and limit live in two words of glibc's
@@ -1534,7 +1534,7 @@ qprt_trace_refill(void)
  * __libc_start_main registers with atexit, and called after it) write every buffer and
  * QPT_TRACE_END.
  */
-#include "driver/qpt_trace_format.h"
+#include "base/qpt_trace_format.h"
 
 #define TR_BYTES (1u << 20) /* a thread's buffer */
 #define TR_MAX 1024         /* buffers at once */

@@ -40,7 +40,7 @@ enum {
                                   * fork system calls are hooked): they act for every
                                   * module of the process (runtime/qprt.c, registry) */
     QPRT_F_TRACE = 1u << 5,      /* control-flow tracing: per-thread trace buffers and
-                                  * files (driver/qpt_trace_format.h) */
+                                  * files (base/qpt_trace_format.h) */
     QPRT_F_TRACE16 = 1u << 6,    /* ... files in 16-bit units (QPT_TRACE_FMAGIC16) */
 };
 #define QPRT_STATE_SIZE 4096u /* the runtime's writable page, just before counter 0 */

@@ -55,17 +55,17 @@ out=$(
     done
     # driver/: what to measure where; never report/ (reading profiles), never elfutils.
     for f in driver/*.[ch]; do
-        [ -f "$f" ] && check "$f" "arch/arch.h arch/qp_err.h cfg/cfg.h driver/* editor/ed.h" \
+        [ -f "$f" ] && check "$f" "arch/arch.h arch/qp_err.h base/* cfg/cfg.h driver/* editor/ed.h" \
             "bfd.h libelf.h gelf.h sys/ptrace.h dis-asm.h elfutils/libdw.h dwarf.h"
     done
-    # report/: reading what was measured. The formats come from driver/ (qp_format.h,
-    # qp_desc.h), nothing else of it; exit back-traces need libdw's CFI reader:
+    # report/: reading what was measured. The formats come from base/ and driver/'s
+    # qp_desc.h, nothing else of driver/; exit back-traces need libdw's CFI reader:
     # qp_backtrace.c only.
     for f in report/*.[ch]; do
         [ -f "$f" ] || continue
         forb="bfd.h sys/ptrace.h dis-asm.h"
         [ "$f" = report/qp_backtrace.c ] || forb="$forb libelf.h gelf.h elfutils/libdw.h dwarf.h"
-        check "$f" "arch/arch.h arch/qp_err.h cfg/cfg.h driver/qp_format.h driver/qp_desc.h driver/qpt_trace_format.h report/*" \
+        check "$f" "arch/arch.h arch/qp_err.h base/* cfg/cfg.h driver/qp_desc.h report/*" \
             "$forb"
     done
     for f in editor/*.[ch]; do
@@ -77,7 +77,7 @@ out=$(
     done
     # runtime/: freestanding, no system headers but the compiler's own.
     for f in runtime/*.[ch]; do
-        [ -f "$f" ] && check "$f" "runtime/qprt.h driver/qp_format.h driver/qpt_trace_format.h" \
+        [ -f "$f" ] && check "$f" "runtime/qprt.h base/qp_format.h base/qpt_trace_format.h base/qp_bytes.h" \
             "stdio.h stdlib.h string.h unistd.h fcntl.h sys/mman.h bfd.h libelf.h"
     done
     for f in dynamic/*.[ch]; do
@@ -91,7 +91,7 @@ out=$(
     # libqpt/: the public face over every library folder (never BFD, libelf or ptrace
     # itself).
     for f in libqpt/*.[ch]; do
-        [ -f "$f" ] && check "$f" "arch/arch.h arch/qp_err.h cfg/cfg.h editor/ed.h editor/elfw.h driver/qp_desc.h driver/qp_format.h driver/driver.h driver/drv_hist.h report/qp_profile.h dynamic/dyn.h include/qpt/qpt.h libqpt/*" \
+        [ -f "$f" ] && check "$f" "arch/arch.h arch/qp_err.h cfg/cfg.h editor/ed.h editor/elfw.h driver/qp_desc.h base/qp_format.h driver/driver.h driver/drv_hist.h report/qp_profile.h dynamic/dyn.h include/qpt/qpt.h libqpt/*" \
             "bfd.h libelf.h gelf.h sys/ptrace.h dis-asm.h"
     done
     # metrics/: the metric language, on libqpt's public header only.
@@ -100,7 +100,7 @@ out=$(
             "bfd.h libelf.h gelf.h sys/ptrace.h dis-asm.h"
     done
     for f in tools/*.[ch]; do
-        [ -f "$f" ] && check "$f" "arch/arch.h arch/qp_err.h cfg/cfg.h editor/ed.h editor/elfw.h driver/drv.h driver/driver.h driver/qp_format.h driver/qp_desc.h report/qp_profile.h report/qp_flow.h report/qp_backtrace.h report/qp_report.h report/qp_callgraph.h report/qp_trace.h report/qp_cachesim.h dynamic/dyn.h include/qpt/qpt.h metrics/qm.h tools/*" \
+        [ -f "$f" ] && check "$f" "arch/arch.h arch/qp_err.h cfg/cfg.h editor/ed.h editor/elfw.h driver/drv.h driver/driver.h base/qp_format.h driver/qp_desc.h report/qp_profile.h report/qp_flow.h report/qp_backtrace.h report/qp_report.h report/qp_callgraph.h report/qp_trace.h report/qp_cachesim.h dynamic/dyn.h include/qpt/qpt.h metrics/qm.h tools/*" \
             "bfd.h libelf.h gelf.h sys/ptrace.h"
     done
 )
