@@ -363,7 +363,8 @@ qp_desc_id(const uint8_t *buf, size_t len, uint64_t *id)
 }
 
 /*****************************************************************************
- * The compact body (version 3, qp_format.h): LEB128 varints, zigzag deltas, zlib
+ * The compact body (since version 3, qp_format.h): LEB128 varints, zigzag deltas, raw
+ * LZMA2 (version 5; zlib before)
  */
 
 /* A growing buffer of encoded bytes; `oom` once an allocation failed. */

@@ -79,8 +79,8 @@ uint32_t qp_desc_first_call(const qp_desc_t *d, uint32_t proc);
 int qp_desc_validate(const qp_desc_t *d, char *why, size_t whylen);
 
 /*
- * The on-disk bytes of D (version 3, qp_format.h): the header (magic, version, body_size
- * and id filled in here, other fields from D->hdr), then the zlib stream of its records
+ * The on-disk bytes of D (QP_FORMAT_VERSION, qp_format.h): the header (magic, version,
+ * body_size and id filled in here, other fields from D->hdr), then the raw LZMA2 stream of its records
  * and string table. D is validated first (QP_EINVAL when it breaks a rule: call
  * qp_desc_validate to learn which). On success *BUF (malloc'd, the caller frees it)
  * holds *LEN bytes and ((qp_desc_hdr_t *)*BUF)->id is the id the runtime must write into
@@ -94,7 +94,7 @@ int qp_desc_encode(const qp_desc_t *d, uint8_t **buf /*OUT*/, size_t *len /*OUT*
 
 /*
  * The id of a serialized description BUF (LEN bytes, at least the header; LEN ends the
- * zlib stream): FNV-1a 64 over the header bytes before `id` (magic, version, driver),
+ * LZMA2 stream): FNV-1a 64 over the header bytes before `id` (magic, version, driver),
  * then the header bytes after it, then every byte after the header up to LEN. Deterministic; any single
  * changed byte changes it. Returns 0 or QP_EINVAL.
  */
