@@ -535,8 +535,7 @@ const arch_isa_t *arch_isa_for_machine(unsigned machine);
 
 /*
  * As arch_isa_for_machine, and on NULL one line in WHY (WHYLEN bytes; may be NULL)
- * naming the machine and the supported ones, e.g. "ELF machine 40 (32-bit ARM) is not
- * supported (qpt handles x86-64 and AArch64)".
+ * naming the machine: "ELF machine 40 (32-bit ARM) is not supported".
  */
 const arch_isa_t *arch_isa_select(unsigned machine, char *why, size_t whylen);
 

@@ -88,8 +88,8 @@ arch_isa_select(unsigned machine, char *why, size_t whylen)
 {
     const arch_isa_t *isa = arch_isa_for_machine(machine);
     if (!isa && why && whylen)
-        snprintf(why, whylen, "ELF machine %u (%s) is not supported (qpt handles x86-64 and "
-                 "AArch64)", machine, machine_name(machine));
+        snprintf(why, whylen, "ELF machine %u (%s) is not supported", machine,
+                 machine_name(machine));
     return isa;
 }
 

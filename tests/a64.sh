@@ -9,7 +9,8 @@
 #     direct target, pc-relative address, PAC, NZCV), and every pc-relative one is
 #     relocated 64 KiB, 64 MiB and 2 GiB away and its effect checked
 #     (tests/check_arch_a64 --xcheck).
-#  2. tests/a64/harness.c, cross-compiled with arch/aarch64/, runs relocated snippets,
+#  2. qpt-rewrite refuses an AArch64 program with one line (only arch/ knows AArch64).
+#  3. tests/a64/harness.c, cross-compiled with arch/aarch64/, runs relocated snippets,
 #     the counter increments (plain, and atomic from 4 threads) and the NZCV
 #     save/restore under qemu-aarch64.
 # A64_XCHECK_EXTRA may name more AArch64 ELF files (e.g. Debian's coreutils:arm64).
@@ -87,6 +88,18 @@ for f in "$@"; do
     fi
     sed "s|$tmp/dis|$f|" "$tmp/out"
 done
+
+# The rewriter chooses the architecture from e_machine and refuses AArch64 in one line.
+REWRITE=$top_builddir/tools/qpt-rewrite
+if [ -x "$REWRITE" ]; then
+    "$REWRITE" "$tmp/hello-O2" -o "$tmp/rewritten" 2> "$tmp/err"
+    rc=$?
+    want="qpt-rewrite: $tmp/hello-O2: an AArch64 program: only x86-64 programs can be rewritten so far"
+    if [ $rc -ne 1 ] || [ "$(cat "$tmp/err")" != "$want" ] || [ -e "$tmp/rewritten" ]; then
+        echo "FAIL: qpt-rewrite on an AArch64 program: exit $rc, stderr: $(cat "$tmp/err")"
+        fail=1
+    fi
+fi
 
 if ! $CC -std=c11 -D_GNU_SOURCE -O2 -Wall -Wextra -Werror -static -march=armv8.3-a \
     -I"$top_srcdir" -I"$top_builddir" "$top_srcdir/tests/a64/harness.c" \

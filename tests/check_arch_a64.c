@@ -507,8 +507,7 @@ START_TEST(test_isa_select)
     ck_assert_str_eq(A64->name, "AArch64");
     ck_assert_ptr_eq(arch_isa_select(ARCH_EM_X86_64, why, sizeof why), arch_isa_host());
     ck_assert_ptr_null(arch_isa_select(40, why, sizeof why));
-    ck_assert_str_eq(why, "ELF machine 40 (32-bit ARM) is not supported (qpt handles x86-64 "
-                          "and AArch64)");
+    ck_assert_str_eq(why, "ELF machine 40 (32-bit ARM) is not supported");
     ck_assert(strchr(why, '\n') == NULL);
     ck_assert_ptr_null(arch_isa_for_machine(0));
 }
