@@ -506,6 +506,22 @@ int arch_emit_trap(uint8_t *out /*OUT*/, size_t cap);
  * does not have that emitter yet.
  */
 #define ARCH_EM_X86_64 62   /* ELF e_machine numbers (arch/ never reads ELF itself) */
+
+/*
+ * A switch table found before an indirect jump (arch_isa_t.jump_table): entry k is the
+ * ENTRY_SIZE-byte word at TABLE + k * ENTRY_SIZE (sign-extended when IS_SIGNED) and the
+ * jump goes to BASE + (entry << SHIFT). COUNT entries when a bound check proves it, else
+ * 0 (unknown: the caller must find the extent another way or give up).
+ */
+typedef struct arch_jtab {
+    uint64_t table;
+    uint64_t base;
+    uint32_t count;
+    uint8_t entry_size; /* 1, 2 or 4 */
+    uint8_t is_signed;
+    uint8_t shift;
+    uint8_t pad;
+} arch_jtab_t;
 #define ARCH_EM_AARCH64 183
 
 typedef struct arch_isa {
@@ -528,6 +544,10 @@ typedef struct arch_isa {
     int (*emit_flags_restore)(uint8_t *out, size_t cap);
     int (*emit_nops)(size_t len, uint8_t *out, size_t cap);
     int (*emit_trap)(uint8_t *out, size_t cap);
+    /* The switch table whose indirect jump is the last instruction of BUF[0..LEN) (code
+     * at ADDR, normally the procedure up to that jump): 0, QP_ENOTFOUND, QP_EINVAL.
+     * NULL for x86-64, whose tables cfg/cfg_jtab.c finds with arch_decode_ops. */
+    int (*jump_table)(const uint8_t *buf, size_t len, uint64_t addr, arch_jtab_t *out);
 } arch_isa_t;
 
 /* The ISA for ELF machine number MACHINE, or NULL when qpt has none. */

@@ -48,6 +48,7 @@ static const arch_isa_t isa_aarch64 = {
     .emit_flags_restore = a64_emit_flags_restore,
     .emit_nops = a64_emit_nops,
     .emit_trap = a64_emit_trap,
+    .jump_table = a64_jump_table,
 };
 
 const arch_isa_t *

@@ -9,6 +9,7 @@
 #     direct target, pc-relative address, PAC, NZCV), and every pc-relative one is
 #     relocated 64 KiB, 64 MiB and 2 GiB away and its effect checked
 #     (tests/check_arch_a64 --xcheck).
+#     Switch tables are found before every br and their entries checked (--jtab).
 #  2. qpt-rewrite refuses an AArch64 program with one line (only arch/ knows AArch64).
 #  3. tests/a64/harness.c, cross-compiled with arch/aarch64/, runs relocated snippets,
 #     the counter increments (plain, and atomic from 4 threads) and the NZCV
@@ -87,6 +88,13 @@ for f in "$@"; do
         fail=1
     fi
     sed "s|$tmp/dis|$f|" "$tmp/out"
+    # switch tables (gcc's adrp/add/ldrb|ldrh/adr/add/br): every entry of a bounded one
+    # must lead into the code near its br
+    if ! "$CHECK" --jtab "$f" 2> "$tmp/err"; then
+        echo "FAIL: switch tables of $f:"
+        head -20 "$tmp/err"
+        fail=1
+    fi
 done
 
 # The rewriter chooses the architecture from e_machine and refuses AArch64 in one line.

@@ -11,6 +11,8 @@
  * The evaluator is the test's own (it reads the encodings from the Arm ARM, not from
  * a64_emit.c). Execution under qemu is tests/a64.sh's part.
  *
+ * With `--jtab ELF` it finds the switch tables before every `br` of an AArch64 file and
+ * checks that each entry of a bounded one leads into its code (tests/a64.sh).
  * With `--xcheck LISTING` it instead cross-checks every instruction of an objdump -d
  * listing of an AArch64 program (binutils' disassembly as the oracle): kind, direct
  * target, pc-relative address, PAC/BTI, NZCV read/written, and relocates every
@@ -18,6 +20,7 @@
  * a mismatch (tests/a64.sh).
  */
 #include <check.h>
+#include <elf.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -500,6 +503,51 @@ START_TEST(test_emitters)
 }
 END_TEST
 
+/* gcc's switch in Debian's arm64 ls (coreutils 9.1, at 0x5cb0) */
+START_TEST(test_jump_table)
+{
+    uint32_t words[] = {
+        0x5100c102, /* sub w2, w8, #0x30 */
+        0x12001c47, /* and w7, w2, #0xff */
+        0x710120ff, /* cmp w7, #0x48 */
+        0x54fffae8, /* b.hi */
+        0x7101205f, /* cmp w2, #0x48 */
+        0x54fffaa8, /* b.hi */
+        0x900000a4, /* adrp x4, 0x19000 */
+        0x911b0084, /* add x4, x4, #0x6c0 */
+        0x38624884, /* ldrb w4, [x4, w2, uxtw] */
+        0x10000062, /* adr x2, 0x5ce0 */
+        0x8b248844, /* add x4, x2, w4, sxtb #2 */
+        0xd61f0080, /* br x4 */
+    };
+    uint8_t b[sizeof words];
+    for (size_t i = 0; i < sizeof words / 4; i++)
+        le32(b + 4 * i, words[i]);
+    arch_jtab_t jt;
+    ck_assert_int_eq(A64->jump_table(b, sizeof b, 0x5cb0, &jt), 0);
+    ck_assert_uint_eq(jt.table, 0x196c0);
+    ck_assert_uint_eq(jt.base, 0x5ce0);
+    ck_assert_uint_eq(jt.count, 0x49);
+    ck_assert_uint_eq(jt.entry_size, 1);
+    ck_assert_uint_eq(jt.is_signed, 1);
+    ck_assert_uint_eq(jt.shift, 2);
+    /* the index changed between the bound check and the load: bound unknown */
+    le32(b + 4 * 7, 0x911b0042); /* add x2, x2, #0x6c0 ... */
+    le32(b + 4 * 6, 0x900000a2);
+    ck_assert_int_eq(A64->jump_table(b, sizeof b, 0x5cb0, &jt), QP_ENOTFOUND); /* and x4 unset */
+    le32(b + 4 * 6, 0x900000a4);
+    le32(b + 4 * 7, 0x911b00a4); /* add x4, x5, #0x6c0: not the adrp's register */
+    ck_assert_int_eq(A64->jump_table(b, sizeof b, 0x5cb0, &jt), QP_ENOTFOUND);
+    le32(b + 4 * 7, 0x911b0084);
+    le32(b + 4 * 3, 0x54fffae8);
+    le32(b + 4 * 5, 0x54fffaa0); /* b.eq instead of b.hi: no bound */
+    ck_assert_int_eq(A64->jump_table(b, sizeof b, 0x5cb0, &jt), 0);
+    ck_assert_uint_eq(jt.count, 0);
+    ck_assert_int_eq(A64->jump_table(b, 8, 0x5cb0, &jt), QP_ENOTFOUND);
+    ck_assert_ptr_null(arch_isa_host()->jump_table);
+}
+END_TEST
+
 START_TEST(test_isa_select)
 {
     char why[128] = "";
@@ -691,6 +739,93 @@ xcheck(const char *path)
     return (bad || reloc_bad || n == 0) ? 1 : 0;
 }
 
+/*****************************************************************************
+ * --jtab: switch tables of a real AArch64 ELF file (arch_isa_t.jump_table)
+ */
+
+/* The file's bytes at virtual address VA (LEN bytes), or NULL. */
+static const uint8_t *
+at_va(const uint8_t *f, size_t fsize, uint64_t va, size_t len)
+{
+    const Elf64_Ehdr *eh = (const Elf64_Ehdr *)f;
+    for (unsigned k = 0; k < eh->e_phnum; k++) {
+        const Elf64_Phdr *ph = (const Elf64_Phdr *)(f + eh->e_phoff) + k;
+        if (ph->p_type == PT_LOAD && va >= ph->p_vaddr && va + len <= ph->p_vaddr + ph->p_filesz
+            && ph->p_offset + (va - ph->p_vaddr) + len <= fsize)
+            return f + ph->p_offset + (va - ph->p_vaddr);
+    }
+    return NULL;
+}
+
+/*
+ * Every `br` of every executable section: is it a switch table, and when the bound is
+ * known, does every entry lead to a 4-aligned address in the same section within 1 MiB
+ * of the br (a wrong shift, sign or base does not)? Prints the numbers; 1 on a bad table.
+ */
+static int
+jtab_check(const char *path)
+{
+    FILE *fp = fopen(path, "rb");
+    if (!fp) {
+        perror(path);
+        return 2;
+    }
+    static uint8_t f[64 << 20];
+    size_t fsize = fread(f, 1, sizeof f, fp);
+    fclose(fp);
+    const Elf64_Ehdr *eh = (const Elf64_Ehdr *)f;
+    if (fsize < sizeof *eh || memcmp(f, ELFMAG, SELFMAG) || eh->e_machine != EM_AARCH64) {
+        fprintf(stderr, "%s: not an AArch64 ELF file\n", path);
+        return 2;
+    }
+    long brs = 0, found = 0, bounded = 0, entries = 0, bad = 0;
+    for (unsigned s = 0; s < eh->e_shnum; s++) {
+        const Elf64_Shdr *sh = (const Elf64_Shdr *)(f + eh->e_shoff) + s;
+        if (sh->sh_type != SHT_PROGBITS || !(sh->sh_flags & SHF_EXECINSTR)
+            || sh->sh_offset + sh->sh_size > fsize)
+            continue;
+        const uint8_t *code = f + sh->sh_offset;
+        for (uint64_t off = 0; off + 4 <= sh->sh_size; off += 4) {
+            if ((rd32(code + off) & 0xfffffc1fu) != 0xd61f0000u)
+                continue;
+            brs++;
+            uint64_t from = off > 256 ? off - 256 : 0;
+            arch_jtab_t jt;
+            if (A64->jump_table(code + from, off + 4 - from, sh->sh_addr + from, &jt) != 0)
+                continue;
+            found++;
+            if (jt.count == 0)
+                continue;
+            bounded++;
+            uint64_t br = sh->sh_addr + off;
+            const uint8_t *t = at_va(f, fsize, jt.table, (size_t)jt.count * jt.entry_size);
+            if (!t) {
+                fprintf(stderr, "%#" PRIx64 ": table %#" PRIx64 " not in the file\n", br, jt.table);
+                bad++;
+                continue;
+            }
+            for (uint32_t k = 0; k < jt.count; k++) {
+                uint64_t e = 0;
+                memcpy(&e, t + (size_t)k * jt.entry_size, jt.entry_size);
+                int64_t v = jt.is_signed ? sx(e, 8 * jt.entry_size) : (int64_t)e;
+                uint64_t target = jt.base + (uint64_t)(v * (1 << jt.shift));
+                entries++;
+                if (target % 4 || target < sh->sh_addr || target >= sh->sh_addr + sh->sh_size
+                    || target + 0x100000 < br || target > br + 0x100000) {
+                    fprintf(stderr, "%#" PRIx64 ": entry %u -> %#" PRIx64 " (table %#" PRIx64
+                            " base %#" PRIx64 " size %u shift %u signed %u)\n", br, k, target,
+                            jt.table, jt.base, jt.entry_size, jt.shift, jt.is_signed);
+                    bad++;
+                    break;
+                }
+            }
+        }
+    }
+    printf("jtab %s: %ld br, %ld switch tables (%ld with a proven bound, %ld entries), %ld bad\n",
+           path, brs, found, bounded, entries, bad);
+    return bad ? 1 : 0;
+}
+
 static Suite *
 a64_suite(void)
 {
@@ -702,6 +837,7 @@ a64_suite(void)
     tcase_add_test(tc, test_reloc_effects);
     tcase_add_test(tc, test_reloc_shapes);
     tcase_add_test(tc, test_emitters);
+    tcase_add_test(tc, test_jump_table);
     tcase_add_test(tc, test_isa_select);
     suite_add_tcase(s, tc);
     return s;
@@ -713,6 +849,10 @@ main(int argc, char **argv)
     if (argc == 3 && strcmp(argv[1], "--xcheck") == 0) {
         setup();
         return xcheck(argv[2]);
+    }
+    if (argc == 3 && strcmp(argv[1], "--jtab") == 0) {
+        setup();
+        return jtab_check(argv[2]);
     }
     SRunner *sr = srunner_create(a64_suite());
     srunner_run_all(sr, CK_NORMAL);

@@ -85,6 +85,9 @@ int a64_emit_counter_inc(uint64_t addr, uint64_t counter, int mode, uint8_t *out
 int a64_emit_flags_save(uint8_t *out /*OUT*/, size_t cap);
 int a64_emit_flags_restore(uint8_t *out /*OUT*/, size_t cap);
 
+/* arch_isa_t.jump_table for A64 (a64_jtab.c): gcc's and clang's switch tables. */
+int a64_jump_table(const uint8_t *buf, size_t len, uint64_t addr, arch_jtab_t *out /*OUT*/);
+
 /* LEN bytes (a multiple of 4) of nops; a trap (udf #0xdead). */
 int a64_emit_nops(size_t len, uint8_t *out /*OUT*/, size_t cap);
 int a64_emit_trap(uint8_t *out /*OUT*/, size_t cap);
