@@ -71,6 +71,42 @@ for v in "O0 -O0 -mbranch-protection=standard" "O2 -O2 -mbranch-protection=stand
     fi
     set -- "$@" "$tmp/hello-$name"
 done
+# clang's switch tables (ldrb [x, x] + add ..., lsl #2), when clang can target AArch64
+cat > "$tmp/sw.c" <<'PROG'
+extern int g(int);
+extern int h(int, int);
+int sw(int n)
+{
+    switch (n) {
+    case 0: return g(1); case 1: return h(7, n); case 2: return g(3) + 1;
+    case 3: return h(9, 2) * 2; case 4: return g(11) - 3; case 5: return g(2) ^ 5;
+    case 6: return h(5, n) + n; case 9: return g(n); default: return 0;
+    }
+}
+PROG
+cat > "$tmp/swmain.c" <<'PROG'
+#include <stdio.h>
+extern int sw(int);
+int g(int x) { return x * 3; }
+int h(int x, int y) { return x - y; }
+int main(void)
+{
+    long s = 0;
+    for (int i = -2; i < 12; i++)
+        s += sw(i) * (i + 3);
+    printf("%ld\n", s);
+    return 0;
+}
+PROG
+if command -v clang >/dev/null 2>&1 &&
+    clang --target=aarch64-linux-gnu -O2 -c "$tmp/sw.c" -o "$tmp/sw.o" 2>/dev/null &&
+    $CC -static "$tmp/swmain.c" "$tmp/sw.o" -o "$tmp/sw-clang"; then
+    out=$($QEMU "$tmp/sw-clang")
+    [ "$out" = 770 ] || { echo "a64: sw-clang printed '$out'" >&2; exit 99; }
+    set -- "$@" "$tmp/sw-clang"
+else
+    echo "a64: clang cannot target AArch64 here: its switch tables are not checked"
+fi
 for f in /usr/aarch64-linux-gnu/lib/libc.so.6 /usr/aarch64-linux-gnu/lib/libstdc++.so.6 \
     $A64_XCHECK_EXTRA; do
     [ -f "$f" ] && set -- "$@" "$f"

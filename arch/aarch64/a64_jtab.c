@@ -15,7 +15,9 @@
  * The scan is linear and backwards over the instructions the caller gives (normally the
  * procedure's code up to the `br`), stopping at the first instruction that may write a
  * register it still needs in another way than the pattern says: a miss, never a wrong
- * table. A zero-extending add (uxtb/uxth/uxtw) gives unsigned entries.
+ * table. A zero-extending add (uxtb/uxth/uxtw) gives unsigned entries. Clang's form is
+ * the same with `ldrb w11, [x9, x8]` and `add x10, x10, x11, lsl #2` (unsigned entries),
+ * and a `mov w8, w8` (zero-extension) between the bound check and the load.
  */
 #include <string.h>
 
@@ -32,6 +34,9 @@ may_write(uint32_t w, unsigned r)
         return 1; /* bl: the callee may change anything caller-saved */
     if ((w & 0xfffffc1fu) == 0xd63f0000u)
         return 1; /* blr */
+    a64_form_t f = a64_form(w);
+    if (f == A64_FORM_B || f == A64_FORM_BCOND || f == A64_FORM_CBZ || f == A64_FORM_TBZ)
+        return 0; /* their low bits are a condition or a register read */
     if ((w & 0x0a000000u) == 0x08000000u) { /* loads and stores */
         unsigned rn = (w >> 5) & 31u, rt2 = (w >> 10) & 31u;
         int pair = (w & 0x3a000000u) == 0x28000000u;
@@ -63,6 +68,25 @@ writer_of(const uint8_t *buf, long *i, long stop, unsigned r)
     return 0;
 }
 
+/* Is W `mov wR, wR` (clang's zero-extension of the index: the value is unchanged)? */
+static int
+is_zext(uint32_t w, unsigned r)
+{
+    return w == (0x2a0003e0u | r << 16 | r);
+}
+
+/* Does nothing in [FROM, TO) change register R's value (a zero-extension aside)? */
+static int
+index_kept(const uint8_t *buf, long from, long to, unsigned r)
+{
+    for (long k = from; k < to; k++) {
+        uint32_t w = a64_word(buf + 4 * k);
+        if (may_write(w, r) && !is_zext(w, r))
+            return 0;
+    }
+    return 1;
+}
+
 int
 a64_jump_table(const uint8_t *buf, size_t len, uint64_t addr, arch_jtab_t *out)
 {
@@ -78,13 +102,21 @@ a64_jump_table(const uint8_t *buf, size_t len, uint64_t addr, arch_jtab_t *out)
 
     /* add xD, xB, wE, {s,u}xt{b,h,w} #shift */
     w = writer_of(buf, &i, stop, rd);
-    if (i < 0 || (w & 0xffe00000u) != 0x8b200000u || (w & 31u) != rd)
+    if (i < 0 || (w & 31u) != rd)
         return QP_ENOTFOUND;
-    unsigned rb = (w >> 5) & 31u, re = (w >> 16) & 31u, opt = (w >> 13) & 7u;
+    unsigned rb = (w >> 5) & 31u, re = (w >> 16) & 31u, opt, ext_size;
+    if ((w & 0xffe00000u) == 0x8b200000u) { /* gcc: add xD, xB, wE, sxtb #s */
+        opt = (w >> 13) & 7u;
+        out->shift = (uint8_t)((w >> 10) & 7u);
+        ext_size = 1u << (opt & 3u); /* b h w x */
+    } else if ((w & 0xffe00000u) == 0x8b000000u && ((w >> 10) & 63u) <= 4) {
+        opt = 3; /* clang: add xD, xB, xE, lsl #s (a zero-extended entry) */
+        out->shift = (uint8_t)((w >> 10) & 63u);
+        ext_size = 8;
+    } else
+        return QP_ENOTFOUND;
     long add_at = i;
-    out->shift = (uint8_t)((w >> 10) & 7u);
     out->is_signed = opt >= 4;
-    unsigned ext_size = 1u << (opt & 3u); /* b h w x */
 
     /* adr xB, base */
     long j = add_at;
@@ -101,9 +133,9 @@ a64_jump_table(const uint8_t *buf, size_t len, uint64_t addr, arch_jtab_t *out)
     if (j < 0 || (w & 0x3fe00c00u) != 0x38600800u || (w & 31u) != re)
         return QP_ENOTFOUND;
     unsigned size = 1u << (w >> 30), iopt = (w >> 13) & 7u;
-    if (size > 4 || (iopt != 2 && iopt != 6)) /* index: uxtw or sxtw */
+    if (size > 4 || (iopt != 2 && iopt != 3 && iopt != 6)) /* index: uxtw, lsl, sxtw */
         return QP_ENOTFOUND;
-    if (out->is_signed ? ext_size != size : (opt == 3 || ext_size < size))
+    if (out->is_signed ? ext_size != size : ext_size < size)
         return QP_ENOTFOUND; /* sxtb after ldrb, sxth after ldrh, sxtw after ldr w */
     out->entry_size = (uint8_t)size;
     unsigned rt = (w >> 5) & 31u, ri = (w >> 16) & 31u;
@@ -127,13 +159,12 @@ a64_jump_table(const uint8_t *buf, size_t len, uint64_t addr, arch_jtab_t *out)
                      && ((c >> 5) & 31u) == ri;
         if (is_cmp) {
             unsigned cond = b & 0xfu;
-            long x = ld_at;
             if ((b & 0xff000010u) == 0x54000000u && (cond == 8 || cond == 9)
-                && (writer_of(buf, &x, k + 2, ri), x < 0))
+                && index_kept(buf, k + 2, ld_at, ri))
                 out->count = (uint32_t)((c >> 10) & 0xfffu) + 1;
             break;
         }
-        if (may_write(c, ri))
+        if (may_write(c, ri) && !is_zext(c, ri))
             break;
     }
     return 0;
