@@ -506,6 +506,7 @@ int arch_emit_trap(uint8_t *out /*OUT*/, size_t cap);
  * does not have that emitter yet.
  */
 #define ARCH_EM_X86_64 62   /* ELF e_machine numbers (arch/ never reads ELF itself) */
+#define ARCH_EM_AARCH64 183
 
 /*
  * A switch table found before an indirect jump (arch_isa_t.jump_table): entry k is the
@@ -522,7 +523,6 @@ typedef struct arch_jtab {
     uint8_t shift;
     uint8_t pad;
 } arch_jtab_t;
-#define ARCH_EM_AARCH64 183
 
 typedef struct arch_isa {
     const char *name;       /* "x86-64", "AArch64" */
