@@ -15,7 +15,7 @@
 
 #include "arch/qp_err.h"
 
-/* The longest instruction of any supported ISA, in bytes. */
+/* The longest instruction of any supported ISA, in bytes (AArch64: always 4). */
 #define ARCH_MAX_INSN 15
 
 /* What an instruction does to control flow. */
@@ -41,9 +41,16 @@ enum {
     ARCH_F_LOCK = 1u << 3,    /* lock prefix */
     ARCH_F_PRIV = 1u << 4,    /* privileged instruction (invalid in user code) */
     ARCH_F_READS_SP = 1u << 5, /* reads or writes the stack pointer (push/pop/call/ret/rsp op) */
+    /* AArch64 pointer authentication (high bits, to stay clear of new x86 flags): */
+    ARCH_F_PAC_SIGN = 1u << 14, /* signs the return address (paciasp, pacibsp, pacia1716,
+                                 * ...); paciasp/pacibsp are also implicit `bti c` pads */
+    ARCH_F_PAC_AUTH = 1u << 15, /* authenticates a signed pointer (autiasp, retaa, braa,
+                                 * ...): code between a sign and its authenticate must
+                                 * keep the same sp and never move the return address */
 };
 
-/* Status flags, as a bit set (arch_insn_t.flags_read / flags_written). */
+/* Status flags, as a bit set (arch_insn_t.flags_read / flags_written). AArch64's NZCV
+ * map onto SF (N), ZF (Z), CF (C) and OF (V). */
 enum {
     ARCH_FLAG_CF = 1u << 0,
     ARCH_FLAG_PF = 1u << 1,
@@ -490,5 +497,69 @@ int arch_emit_nops(size_t len, uint8_t *out /*OUT*/, size_t cap);
 
 /* A trap (ud2, 2 bytes) for places control must never reach. */
 int arch_emit_trap(uint8_t *out /*OUT*/, size_t cap);
+
+/*****************************************************************************
+ * ISA selection at run time (Capstone's per-architecture module table). The functions
+ * above are the host ISA's (x86-64) and are what cfg/, driver/ and editor/ call today;
+ * an arch_isa_t offers the same contracts for any supported ISA, chosen from the ELF
+ * header's e_machine. Only the fields listed are provided; a NULL member means the ISA
+ * does not have that emitter yet.
+ */
+#define ARCH_EM_X86_64 62   /* ELF e_machine numbers (arch/ never reads ELF itself) */
+#define ARCH_EM_AARCH64 183
+
+/*
+ * A switch table found before an indirect jump (arch_isa_t.jump_table): entry k is the
+ * ENTRY_SIZE-byte word at TABLE + k * ENTRY_SIZE (sign-extended when IS_SIGNED) and the
+ * jump goes to BASE + (entry << SHIFT). COUNT entries when a bound check proves it, else
+ * 0 (unknown: the caller must find the extent another way or give up).
+ */
+typedef struct arch_jtab {
+    uint64_t table;
+    uint64_t base;
+    uint32_t count;
+    uint8_t entry_size; /* 1, 2 or 4 */
+    uint8_t is_signed;
+    uint8_t shift;
+    uint8_t pad;
+} arch_jtab_t;
+
+typedef struct arch_isa {
+    const char *name;       /* "x86-64", "AArch64" */
+    uint16_t elf_machine;   /* ARCH_EM_* */
+    uint8_t insn_align;     /* every instruction starts at a multiple of this (1, 4) */
+    uint8_t max_insn;       /* longest instruction in bytes (15, 4) */
+    uint8_t jmp_len;        /* bytes of emit_jmp (5, 4) */
+    uint8_t has_red_zone;   /* the ABI lets leaf code use memory below sp (x86-64: 128) */
+    uint32_t jmp_reach_log2;/* emit_jmp reaches +-2^this bytes (31; 27) */
+    int (*decode)(const uint8_t *buf, size_t len, uint64_t addr, arch_insn_t *out);
+    int (*is_padding)(const uint8_t *buf, size_t len);
+    int (*reloc_insn)(const uint8_t *buf, const arch_insn_t *in, uint64_t new_addr,
+                      uint64_t new_target, int short_ok, uint8_t *out, size_t cap);
+    int (*emit_jmp)(uint64_t addr, uint64_t target, uint8_t *out, size_t cap);
+    int (*emit_call)(uint64_t addr, uint64_t target, uint8_t *out, size_t cap);
+    int (*emit_counter_inc)(uint64_t addr, uint64_t counter, int mode, uint8_t *out,
+                            size_t cap);
+    int (*emit_flags_save)(uint8_t *out, size_t cap);
+    int (*emit_flags_restore)(uint8_t *out, size_t cap);
+    int (*emit_nops)(size_t len, uint8_t *out, size_t cap);
+    int (*emit_trap)(uint8_t *out, size_t cap);
+    /* The switch table whose indirect jump is the last instruction of BUF[0..LEN) (code
+     * at ADDR, normally the procedure up to that jump): 0, QP_ENOTFOUND, QP_EINVAL.
+     * NULL for x86-64, whose tables cfg/cfg_jtab.c finds with arch_decode_ops. */
+    int (*jump_table)(const uint8_t *buf, size_t len, uint64_t addr, arch_jtab_t *out);
+} arch_isa_t;
+
+/* The ISA for ELF machine number MACHINE, or NULL when qpt has none. */
+const arch_isa_t *arch_isa_for_machine(unsigned machine);
+
+/*
+ * As arch_isa_for_machine, and on NULL one line in WHY (WHYLEN bytes; may be NULL)
+ * naming the machine: "ELF machine 40 (32-bit ARM) is not supported".
+ */
+const arch_isa_t *arch_isa_select(unsigned machine, char *why, size_t whylen);
+
+/* The ISA the free functions above implement (the one cfg/ and editor/ use): x86-64. */
+const arch_isa_t *arch_isa_host(void);
 
 #endif

@@ -150,7 +150,9 @@ typedef struct cfg_image {
 
 /*
  * Read the executable or shared library at PATH (CFG_IMG_SHLIB). Fails with QP_EIO
- * (cannot open; errno is kept), QP_EDIR, QP_ENOTELF, QP_EARCH (not x86-64 ELF64), QP_EFORMAT,
+ * (cannot open; errno is kept), QP_EDIR, QP_ENOTELF, QP_EARCH (not ELF64 little-endian, or a
+ * machine arch/ does not know), QP_EUNSUPP (a machine arch/ knows that the rest does not:
+ * AArch64; cfg_image_open_bfd_why says so), QP_EFORMAT,
  * QP_ENOMEM. On success *OUT is owned by the caller (cfg_image_destroy).
  */
 int cfg_image_open_bfd(const char *path, cfg_image_t **out /*OUT*/);

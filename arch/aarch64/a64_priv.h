@@ -1,0 +1,100 @@
+/* Copyright 2026 the qpt authors
+ * SPDX-License-Identifier: MIT */
+#ifndef QP_A64_PRIV_H
+#define QP_A64_PRIV_H
+/*
+ * PURPOSE: AArch64 (A64, little-endian) behind arch/arch.h's ISA table (arch_isa_t):
+ * decoding of what the analyses and the editor need, relocation of each pc-relative form,
+ * and the emitters. Instructions are 4 bytes, 4-aligned. Like the rest of arch/ it knows
+ * nothing of ELF, files or processes and never allocates. Other folders reach it only
+ * through arch_isa_for_machine(); tests may include this header.
+ *
+ * Register convention of the emitted code: x16 and x17 (IP0/IP1) are the scratch
+ * registers; they are spilled to a 16-byte slot below sp (`stp x16, x17, [sp, #-16]!`),
+ * which keeps sp 16-aligned. AAPCS64 on Linux has no red zone, so nothing below sp is
+ * live. The only place x16 is clobbered without a spill is a far `bl` (the AAPCS64
+ * veneer rule: x16/x17 may be changed by any call).
+ */
+#include <stddef.h>
+#include <stdint.h>
+
+#include "arch/arch.h"
+
+/* The form of an instruction as far as relocation cares (a64_form). */
+typedef enum a64_form {
+    A64_FORM_OTHER = 0, /* position-independent: copied */
+    A64_FORM_B,         /* b imm26 */
+    A64_FORM_BL,        /* bl imm26 */
+    A64_FORM_BCOND,     /* b.cond / bc.cond imm19 */
+    A64_FORM_CBZ,       /* cbz / cbnz imm19 */
+    A64_FORM_TBZ,       /* tbz / tbnz imm14 */
+    A64_FORM_ADR,       /* adr imm21 */
+    A64_FORM_ADRP,      /* adrp imm21 pages */
+    A64_FORM_LDR_LIT,   /* ldr/ldrsw/prfm literal imm19 (GPR or SIMD&FP) */
+} a64_form_t;
+
+/* The form of the instruction word W. */
+a64_form_t a64_form(uint32_t w);
+
+/* The instruction word at BUF (little-endian). */
+uint32_t a64_word(const uint8_t *buf);
+
+/* arch_decode for A64 (the same contract). */
+int a64_decode(const uint8_t *buf, size_t len, uint64_t addr, arch_insn_t *out /*OUT*/);
+
+/* arch_is_padding for A64: nops, udf #0 (zero words). */
+int a64_is_padding(const uint8_t *buf, size_t len);
+
+/*
+ * arch_reloc_insn for A64. SHORT_OK is ignored (every form has one size). Forms whose
+ * reach no longer covers the target become longer sequences:
+ *   b.cond/cbz/cbnz/tbz/tbnz -> the inverted branch over a `b` (8 bytes);
+ *   bl beyond +-128 MiB -> adrp x16; add x16; blr x16 (12 bytes, +-4 GiB; x16 is free at
+ *     a call by AAPCS64; the callee must be a valid BLR target under BTI);
+ *   adr beyond +-1 MiB -> adrp; add (8 bytes);
+ *   ldr/ldrsw literal beyond +-1 MiB -> adrp Rt; ldr Rt, [Rt, #lo12] (8 bytes) or adrp;
+ *     add; ldr (12) when the literal is not aligned to its size; SIMD&FP and xzr
+ *     destinations load through x16, spilled (20 bytes);
+ *   prfm literal beyond +-1 MiB -> nop (a hint).
+ * b beyond +-128 MiB and adrp beyond +-4 GiB are QP_ERANGE (no free register there).
+ * Writes at most A64_MAX_RELOC bytes.
+ */
+#define A64_MAX_RELOC 20
+int a64_reloc_insn(const uint8_t *buf, const arch_insn_t *in, uint64_t new_addr,
+                   uint64_t new_target, int short_ok, uint8_t *out /*OUT*/, size_t cap);
+
+/* b / bl at ADDR to TARGET (4 bytes; QP_ERANGE beyond +-128 MiB, QP_EINVAL unaligned). */
+int a64_emit_jmp(uint64_t addr, uint64_t target, uint8_t *out /*OUT*/, size_t cap);
+int a64_emit_call(uint64_t addr, uint64_t target, uint8_t *out /*OUT*/, size_t cap);
+
+/*
+ * Add one to the 8-byte counter at COUNTER (8-aligned, within +-4 GiB of ADDR), keeping
+ * every register, sp and NZCV (nothing here sets flags: no MRS/MSR is needed):
+ *   ARCH_INC_PLAIN:  stp x16,x17,[sp,#-16]!; adrp x16; ldr x17,[x16,#lo]; add x17,x17,#1;
+ *                    str x17,[x16,#lo]; ldp x16,x17,[sp],#16            (24 bytes)
+ *   ARCH_INC_ATOMIC: an ldxr/stxr loop with x15 as the status register (44 bytes)
+ *   ARCH_INC_SWITCH: QP_EUNSUPP (the x86 prefix-byte patch has no A64 equivalent).
+ */
+int a64_emit_counter_inc(uint64_t addr, uint64_t counter, int mode, uint8_t *out /*OUT*/,
+                         size_t cap);
+
+/*
+ * Save NZCV in a 16-byte slot pushed below sp, and pop it back (`mrs`/`msr nzcv` through
+ * x16, which both keep): 20 bytes each. Use only where liveness says NZCV is live.
+ */
+int a64_emit_flags_save(uint8_t *out /*OUT*/, size_t cap);
+int a64_emit_flags_restore(uint8_t *out /*OUT*/, size_t cap);
+
+/* arch_isa_t.jump_table for A64 (a64_jtab.c): gcc's and clang's switch tables. */
+int a64_jump_table(const uint8_t *buf, size_t len, uint64_t addr, arch_jtab_t *out /*OUT*/);
+
+/* LEN bytes (a multiple of 4) of nops; a trap (udf #0xdead). */
+int a64_emit_nops(size_t len, uint8_t *out /*OUT*/, size_t cap);
+int a64_emit_trap(uint8_t *out /*OUT*/, size_t cap);
+
+/* Encoders used by the emitters and the tests (no range checks beyond the field's). */
+uint32_t a64_enc_b(int link, int64_t off);           /* off: bytes, multiple of 4 */
+uint32_t a64_enc_adrp(unsigned rd, int64_t pages);
+uint32_t a64_enc_add_imm(unsigned rd, unsigned rn, unsigned imm12);
+
+#endif

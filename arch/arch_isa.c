@@ -1,0 +1,101 @@
+/* Copyright 2026 the qpt authors
+ * SPDX-License-Identifier: MIT */
+/*
+ * The table of supported ISAs (arch_isa_t) and the choice of one from an ELF machine
+ * number. x86-64's entry points at the free functions of arch/arch.h; AArch64's at
+ * arch/aarch64/.
+ */
+#include <stdio.h>
+
+#include "arch/aarch64/a64_priv.h"
+#include "arch/arch.h"
+
+static const arch_isa_t isa_x86_64 = {
+    .name = "x86-64",
+    .elf_machine = ARCH_EM_X86_64,
+    .insn_align = 1,
+    .max_insn = 15,
+    .jmp_len = 5,
+    .has_red_zone = 1,
+    .jmp_reach_log2 = 31,
+    .decode = arch_decode,
+    .is_padding = arch_is_padding,
+    .reloc_insn = arch_reloc_insn,
+    .emit_jmp = arch_emit_jmp,
+    .emit_call = arch_emit_call,
+    .emit_counter_inc = arch_emit_counter_inc,
+    .emit_flags_save = arch_emit_flags_save,
+    .emit_flags_restore = arch_emit_flags_restore,
+    .emit_nops = arch_emit_nops,
+    .emit_trap = arch_emit_trap,
+};
+
+static const arch_isa_t isa_aarch64 = {
+    .name = "AArch64",
+    .elf_machine = ARCH_EM_AARCH64,
+    .insn_align = 4,
+    .max_insn = 4,
+    .jmp_len = 4,
+    .has_red_zone = 0,
+    .jmp_reach_log2 = 27,
+    .decode = a64_decode,
+    .is_padding = a64_is_padding,
+    .reloc_insn = a64_reloc_insn,
+    .emit_jmp = a64_emit_jmp,
+    .emit_call = a64_emit_call,
+    .emit_counter_inc = a64_emit_counter_inc,
+    .emit_flags_save = a64_emit_flags_save,
+    .emit_flags_restore = a64_emit_flags_restore,
+    .emit_nops = a64_emit_nops,
+    .emit_trap = a64_emit_trap,
+    .jump_table = a64_jump_table,
+};
+
+const arch_isa_t *
+arch_isa_for_machine(unsigned machine)
+{
+    switch (machine) {
+    case ARCH_EM_X86_64:
+        return &isa_x86_64;
+    case ARCH_EM_AARCH64:
+        return &isa_aarch64;
+    default:
+        return NULL;
+    }
+}
+
+/* A name for the machines one is likely to meet, for the refusal. */
+static const char *
+machine_name(unsigned machine)
+{
+    switch (machine) {
+    case 2: return "SPARC";
+    case 3: return "i386";
+    case 8: return "MIPS";
+    case 20: return "PowerPC";
+    case 21: return "PowerPC64";
+    case 22: return "S/390";
+    case 40: return "32-bit ARM";
+    case 43: return "SPARC V9";
+    case 50: return "IA-64";
+    case 243: return "RISC-V";
+    case 258: return "LoongArch";
+    default: return "unknown";
+    }
+}
+
+const arch_isa_t *
+arch_isa_select(unsigned machine, char *why, size_t whylen)
+{
+    const arch_isa_t *isa = arch_isa_for_machine(machine);
+    if (!isa && why && whylen)
+        snprintf(why, whylen, "ELF machine %u (%s) is not supported", machine,
+                 machine_name(machine));
+    return isa;
+}
+
+const arch_isa_t *
+arch_isa_host(void)
+{
+    return &isa_x86_64;
+}

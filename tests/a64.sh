@@ -1,0 +1,161 @@
+#!/bin/sh
+# Copyright 2026 the qpt authors
+# SPDX-License-Identifier: MIT
+#
+# AArch64 (issue 34): arch/aarch64/ checked against binutils and run under qemu.
+#  1. Every instruction of AArch64 programs - a static hello cross-compiled at -O0 and
+#     -O2 with PAC+BTI (a-key and b-key), and Debian's own arm64 glibc and libstdc++ from
+#     the cross toolchain - is decoded and compared with objdump's disassembly (kind,
+#     direct target, pc-relative address, PAC, NZCV), and every pc-relative one is
+#     relocated 64 KiB, 64 MiB and 2 GiB away and its effect checked
+#     (tests/check_arch_a64 --xcheck).
+#     Switch tables are found before every br and their entries checked (--jtab).
+#  2. qpt-rewrite refuses an AArch64 program with one line (only arch/ knows AArch64).
+#  3. tests/a64/harness.c, cross-compiled with arch/aarch64/, runs relocated snippets,
+#     the counter increments (plain, and atomic from 4 threads) and the NZCV
+#     save/restore under qemu-aarch64.
+# A64_XCHECK_EXTRA may name more AArch64 ELF files (e.g. Debian's coreutils:arm64).
+# Exit status: 0 pass, 1 a failure, 77 skip (no cross compiler, objdump or qemu), 99
+# hard error.
+
+: "${top_srcdir:=.}"
+: "${top_builddir:=.}"
+export LC_ALL=C
+CC=aarch64-linux-gnu-gcc
+OBJDUMP=aarch64-linux-gnu-objdump
+QEMU=qemu-aarch64
+for t in $CC $OBJDUMP $QEMU; do
+    if ! command -v "$t" >/dev/null 2>&1; then
+        echo "a64: $t not found (apt-get install gcc-aarch64-linux-gnu qemu-user): skipped"
+        exit 77
+    fi
+done
+CHECK=$top_builddir/tests/check_arch_a64
+[ -x "$CHECK" ] || { echo "a64: $CHECK is not built" >&2; exit 99; }
+
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/qp-a64.XXXXXX") || exit 99
+trap 'rm -rf "$tmp"' EXIT INT TERM
+fail=0
+
+cat > "$tmp/hello.c" <<'PROG'
+#include <stdio.h>
+static int f(int n)
+{
+    switch (n & 7) {
+    case 0: return n * 3; case 1: return n + 7; case 2: return n ^ 5; case 3: return n - 1;
+    case 4: return n * n; case 5: return 2; default: return n;
+    }
+}
+int main(int argc, char **argv)
+{
+    long s = 0;
+    for (int i = 0; i < 100 + argc; i++)
+        s += f(i);
+    printf("hello %ld %s\n", s, argv[0] ? "x" : "y");
+    return 0;
+}
+PROG
+set --
+for v in "O0 -O0 -mbranch-protection=standard" "O2 -O2 -mbranch-protection=standard" \
+    "O2b -O2 -mbranch-protection=pac-ret+b-key+bti"; do
+    name=${v%% *} flags=${v#* }
+    # shellcheck disable=SC2086
+    if ! $CC $flags -static "$tmp/hello.c" -o "$tmp/hello-$name"; then
+        echo "a64: cannot cross-compile hello ($flags)" >&2
+        exit 99
+    fi
+    out=$($QEMU "$tmp/hello-$name")
+    if [ "$out" != "hello 52001 x" ]; then
+        echo "a64: hello-$name under qemu printed '$out'" >&2
+        exit 99
+    fi
+    set -- "$@" "$tmp/hello-$name"
+done
+# clang's switch tables (ldrb [x, x] + add ..., lsl #2), when clang can target AArch64
+cat > "$tmp/sw.c" <<'PROG'
+extern int g(int);
+extern int h(int, int);
+int sw(int n)
+{
+    switch (n) {
+    case 0: return g(1); case 1: return h(7, n); case 2: return g(3) + 1;
+    case 3: return h(9, 2) * 2; case 4: return g(11) - 3; case 5: return g(2) ^ 5;
+    case 6: return h(5, n) + n; case 9: return g(n); default: return 0;
+    }
+}
+PROG
+cat > "$tmp/swmain.c" <<'PROG'
+#include <stdio.h>
+extern int sw(int);
+int g(int x) { return x * 3; }
+int h(int x, int y) { return x - y; }
+int main(void)
+{
+    long s = 0;
+    for (int i = -2; i < 12; i++)
+        s += sw(i) * (i + 3);
+    printf("%ld\n", s);
+    return 0;
+}
+PROG
+if command -v clang >/dev/null 2>&1 &&
+    clang --target=aarch64-linux-gnu -O2 -c "$tmp/sw.c" -o "$tmp/sw.o" 2>/dev/null &&
+    $CC -static "$tmp/swmain.c" "$tmp/sw.o" -o "$tmp/sw-clang"; then
+    out=$($QEMU "$tmp/sw-clang")
+    [ "$out" = 770 ] || { echo "a64: sw-clang printed '$out'" >&2; exit 99; }
+    set -- "$@" "$tmp/sw-clang"
+else
+    echo "a64: clang cannot target AArch64 here: its switch tables are not checked"
+fi
+for f in /usr/aarch64-linux-gnu/lib/libc.so.6 /usr/aarch64-linux-gnu/lib/libstdc++.so.6 \
+    $A64_XCHECK_EXTRA; do
+    [ -f "$f" ] && set -- "$@" "$f"
+done
+
+for f in "$@"; do
+    if ! $OBJDUMP -d "$f" > "$tmp/dis" 2>"$tmp/err"; then
+        echo "a64: objdump failed on $f: $(head -1 "$tmp/err")" >&2
+        fail=1
+        continue
+    fi
+    if ! "$CHECK" --xcheck "$tmp/dis" > "$tmp/out" 2> "$tmp/err"; then
+        echo "FAIL: decoding $f differs from objdump:"
+        head -20 "$tmp/err"
+        fail=1
+    fi
+    sed "s|$tmp/dis|$f|" "$tmp/out"
+    # switch tables (gcc's adrp/add/ldrb|ldrh/adr/add/br): every entry of a bounded one
+    # must lead into the code near its br
+    if ! "$CHECK" --jtab "$f" 2> "$tmp/err"; then
+        echo "FAIL: switch tables of $f:"
+        head -20 "$tmp/err"
+        fail=1
+    fi
+done
+
+# The rewriter chooses the architecture from e_machine and refuses AArch64 in one line.
+REWRITE=$top_builddir/tools/qpt-rewrite
+if [ -x "$REWRITE" ]; then
+    "$REWRITE" "$tmp/hello-O2" -o "$tmp/rewritten" 2> "$tmp/err"
+    rc=$?
+    want="qpt-rewrite: $tmp/hello-O2: an AArch64 program: only x86-64 programs can be rewritten so far"
+    if [ $rc -ne 1 ] || [ "$(cat "$tmp/err")" != "$want" ] || [ -e "$tmp/rewritten" ]; then
+        echo "FAIL: qpt-rewrite on an AArch64 program: exit $rc, stderr: $(cat "$tmp/err")"
+        fail=1
+    fi
+fi
+
+if ! $CC -std=c11 -D_GNU_SOURCE -O2 -Wall -Wextra -Werror -static -march=armv8.3-a \
+    -I"$top_srcdir" -I"$top_builddir" "$top_srcdir/tests/a64/harness.c" \
+    "$top_srcdir/tests/a64/snippets.S" "$top_srcdir/arch/aarch64/a64_decode.c" \
+    "$top_srcdir/arch/aarch64/a64_emit.c" "$top_srcdir/arch/qp_err.c" -lpthread \
+    -o "$tmp/harness"; then
+    echo "a64: cannot cross-compile the harness" >&2
+    exit 99
+fi
+# -cpu max: pointer authentication (paciasp/autiasp really sign and check)
+if ! $QEMU -cpu max "$tmp/harness"; then
+    echo "FAIL: relocated or emitted code misbehaved under qemu"
+    fail=1
+fi
+exit $fail
