@@ -1263,7 +1263,11 @@ start(const qprt_params_t *p, uint64_t bias, qprt_state_t *st, uint64_t argc, ch
     char **envp)
 {
     const char *why = "cannot name the profile";
-    int rc = profile_path(argc, argv, envp, st) < 0 ? -1 : attach(st, p, bias, 0, &why);
+    int rc = profile_path(argc, argv, envp, st);
+    /* A trace has no counts to save (metrics are not made with a tracing driver): no
+     * profile is made, its path only names the trace files. */
+    if (rc == 0 && !(p->flags & QPRT_F_TRACE))
+        rc = attach(st, p, bias, 0, &why);
     for (int again = 0; rc == -3 && again < 3; again++)
         rc = attach(st, p, bias, 0, &why);
     if (rc < 0)
