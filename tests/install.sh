@@ -45,9 +45,9 @@ other=$(nm -D --defined-only "$so" | awk '$3 !~ /^qpt_[a-z0-9_]*@@QPT_0$/ && $3 
 [ -z "$other" ] && ok "libqpt.so exports qpt_* only ($(nm -D --defined-only "$so" | wc -l) symbols)" \
     || bad "libqpt.so exports: $other"
 
-# The man page's example, as printed.
-sed -n '/^\.EX$/,/^\.EE$/p' "$S/doc/qpt.3" | sed '1d;$d' | sed -e 's/\\-/-/g' -e 's/\\e/\\/g' \
-    >"$D/manex.c"
+# The man page's example (its EXAMPLE section's .EX block), as printed.
+awk '/^\.SH EXAMPLE/ { on = 1 } on && /^\.EE$/ { exit } on && ex { print } on && /^\.EX$/ { ex = 1 }' \
+    "$S/doc/qpt.3" | sed -e 's/\\-/-/g' -e 's/\\e/\\/g' >"$D/manex.c"
 for ex in "$S/examples/callcount.c" "$S/examples/coverage.c" "$S/examples/repipe.c" "$D/manex.c"; do
     n=$(basename "$ex" .c)
     # shellcheck disable=SC2086
