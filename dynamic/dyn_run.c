@@ -14,6 +14,7 @@
  */
 #include "config.h"
 
+#include <dlfcn.h>
 #include <errno.h>
 #include <fnmatch.h>
 #include <stdarg.h>
@@ -395,6 +396,31 @@ make_names(run_t *r)
 }
 
 /*
+ * Does the glob MG name the library NAME (the base name of its file)? As the file is
+ * named, or as ldd and DT_NEEDED name it, without the file's trailing version numbers
+ * ("libsqlite3.so.0" for libsqlite3.so.0.8.6).
+ */
+static int
+lib_name_matches(const char *mg, const char *name)
+{
+    char *n = strdup(name);
+    int yes = 0;
+    if (n == NULL)
+        return fnmatch(mg, name, 0) == 0;
+    for (;;) {
+        if ((yes = fnmatch(mg, n, 0) == 0))
+            break;
+        char *dot = strrchr(n, '.');
+        if (dot == NULL || dot[1] == '\0' || strspn(dot + 1, "0123456789") != strlen(dot + 1)
+            || strstr(n, ".so.") == NULL)
+            break;
+        *dot = '\0';
+    }
+    free(n);
+    return yes;
+}
+
+/*
  * Does PATTERN choose in M, and with which glob (*GLOB)? A bare pattern chooses in the
  * executable, MODULE:GLOB in the libraries whose base name matches MODULE.
  */
@@ -410,9 +436,46 @@ applies(const mod_t *m, const char *pattern, const char **glob /*OUT*/)
     if (m->name == NULL)
         return 0;
     char *mg = strndup(pattern, (size_t)(sep - pattern));
-    int yes = mg != NULL && fnmatch(mg, m->name, 0) == 0;
+    int yes = mg != NULL && lib_name_matches(mg, m->name);
     free(mg);
     return yes;
+}
+
+/*
+ * When a bare name matches nothing in the executable but the executable calls it through
+ * its PLT, or it is a library function here, what to write instead, into HINT: the
+ * library that defines it in dyn's own process (libc's functions are the usual case:
+ * the same libc.so.6), or the MODULE:NAME form with '*'.
+ */
+static void
+import_hint(const run_t *r, const char *name, char *hint, size_t len)
+{
+    char plt[300];
+    const cfg_prog_t *exe = NULL;
+    hint[0] = '\0';
+    for (size_t i = 0; i < r->nm && exe == NULL; i++)
+        if (r->m[i].name == NULL)
+            exe = r->m[i].prog;
+    if (exe == NULL || name[strcspn(name, "*?[")] != '\0')
+        return;
+    snprintf(plt, sizeof(plt), "%s@plt", name);
+    void *f = dlsym(RTLD_DEFAULT, name);
+    Dl_info info;
+    const char *lib = NULL;
+    if (f != NULL && dladdr(f, &info) != 0 && info.dli_fname != NULL) {
+        lib = strrchr(info.dli_fname, '/');
+        lib = lib != NULL ? lib + 1 : info.dli_fname;
+        if (strstr(lib, ".so") == NULL)
+            lib = NULL; /* dyn's own (static) code */
+    }
+    if (cfg_proc_by_name(exe, plt) == NULL && lib == NULL)
+        return;
+    if (lib != NULL)
+        snprintf(hint, len, " in the executable; a shared library's procedure is named with "
+                 "its library: '%s:%s' (or '*:%s', any library)", lib, name, name);
+    else
+        snprintf(hint, len, " in the executable; it calls %s in a shared library: name it "
+                 "'LIBRARY:%s' (LIBRARY as ldd shows it, or '*', any library)", name, name);
 }
 
 enum { SEL_COUNT, SEL_TIME, SEL_CALLS };
@@ -442,8 +505,12 @@ select_all(
         total += nm;
     }
     /* (A MODULE that names no library read: read_libs said so.) */
-    if (total == 0 && (nmod > 0 || (!r->late && cfg_module_sep(pattern) == NULL)))
-        note(r->cb, 0, "no procedure matches '%s'", pattern);
+    if (total == 0 && (nmod > 0 || (!r->late && cfg_module_sep(pattern) == NULL))) {
+        char hint[512] = "";
+        if (cfg_module_sep(pattern) == NULL)
+            import_hint(r, pattern, hint, sizeof(hint));
+        note(r->cb, 0, "no procedure matches '%s'%s", pattern, hint);
+    }
     return 0;
 }
 

@@ -168,7 +168,7 @@ qpt_write(qpt_space_t *s, const char *output)
     free(w.snips);
     free(probes);
     free(order);
-    return rc;
+    return qpt_public_rc(rc);
 }
 
 uint64_t
@@ -185,7 +185,7 @@ qpt_profile_id(const char *profile, uint64_t *id, char *why, size_t whylen)
     qp_profile_t p;
     int rc = qp_profile_read(profile, &p, why, whylen);
     if (rc < 0)
-        return rc;
+        return qpt_public_rc(rc);
     *id = p.hdr.id;
     qp_profile_free(&p);
     return 0;
@@ -200,7 +200,7 @@ qpt_profile_read(const char *profile, uint64_t addr, uint64_t *out, size_t nword
     qp_profile_t p;
     int rc = qp_profile_read(profile, &p, why, whylen);
     if (rc < 0)
-        return rc;
+        return qpt_public_rc(rc);
     uint64_t first = (addr - QPT_VAR_BASE) / 8;
     if (addr < QPT_VAR_BASE || (addr - QPT_VAR_BASE) % 8 != 0 || first > p.hdr.ncounters
         || nwords > p.hdr.ncounters - first) {

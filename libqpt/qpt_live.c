@@ -302,7 +302,7 @@ qpt_library(qpt_space_t *s, const char *module, qpt_space_t **out, char *why, si
             rc = open_library(s, &v[k], out, why, whylen);
     }
     dyn_modules_free(v, n);
-    return rc;
+    return qpt_public_rc(rc);
 }
 
 /*
@@ -895,6 +895,11 @@ qpt_call_now(qpt_space_t *s, uint64_t fn, const uint64_t *args, int nargs, uint6
         return qpt_fail(s, QP_EUNSUPP, "not a process");
     if (!dyn_proc_is_stopped(s->proc))
         return qpt_fail(s, QP_EINVAL, "the process must be stopped (qpt_stop)");
+    /* Right after qpt_spawn nothing is loaded or initialised: a call would run in a
+     * process without its libraries (or fail in the loader), so it is refused. */
+    if ((s->parent != NULL ? s->parent : s)->at_exec)
+        return qpt_fail(s, QP_EINVAL, "the process has not started: qpt_run it (and "
+                                      "qpt_stop) before qpt_call_now");
     int rc = dyn_proc_call(s->proc, fn, args, nargs, ret);
     return rc < 0 ? qpt_fail(s, rc, "calling 0x%llx: %s", (unsigned long long)fn,
                              rc == QP_EIO ? strerror(errno) : qp_strerror(rc))

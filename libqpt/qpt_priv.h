@@ -76,6 +76,8 @@ struct qpt_space {
 
 /* Set S's message (printf-style) and return RC. */
 int qpt_fail(qpt_space_t *s, int rc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* RC as one of the public QPT_E* codes (the core has a few more). */
+int qpt_public_rc(int rc);
 
 /* The context, probe place and flags of a point (shared by both modes). */
 int qpt_point_setup(qpt_space_t *s, const qpt_point_t *pt, qpt_ins_t *ins);

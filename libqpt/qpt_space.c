@@ -19,6 +19,7 @@
 int
 qpt_fail(qpt_space_t *s, int rc, const char *fmt, ...)
 {
+    rc = qpt_public_rc(rc);
     if (s != NULL) {
         va_list ap;
         va_start(ap, fmt);
@@ -26,6 +27,33 @@ qpt_fail(qpt_space_t *s, int rc, const char *fmt, ...)
         va_end(ap);
     }
     return rc;
+}
+
+/*
+ * The core's codes the public enum does not have, as the public code a caller acts on
+ * alike: QPT_E* values are the core's own, so the rest pass through.
+ */
+int
+qpt_public_rc(int rc)
+{
+    switch (rc) {
+    case QP_EDECODE:
+        return QPT_EFORMAT;
+    case QP_EDIR:
+    case QP_ENOTEXEC:
+    case QP_ENOTREG:
+        return QPT_ENOTELF;
+    case QP_EINTR:
+        return QPT_EIO;
+    default:
+        return rc > 0 ? QPT_OK : rc;
+    }
+}
+
+const char *
+qpt_version(void)
+{
+    return PACKAGE_VERSION;
 }
 
 const char *
@@ -100,7 +128,7 @@ qpt_open(const char *path, qpt_space_t **out, char *why, size_t whylen)
         why_set(why, whylen, "%s: %s", path, qp_strerror(rc));
     if (rc < 0) {
         qpt_close(s);
-        return rc;
+        return qpt_public_rc(rc);
     }
     *out = s;
     return 0;
@@ -119,7 +147,7 @@ qpt_attach(int pid, qpt_space_t **out, char *why, size_t whylen)
     int rc = qpt_live_attach(s, pid, why, whylen);
     if (rc < 0) {
         qpt_close(s);
-        return rc;
+        return qpt_public_rc(rc);
     }
     *out = s;
     return 0;
@@ -138,7 +166,7 @@ qpt_spawn(char *const argv[], qpt_space_t **out, char *why, size_t whylen)
     int rc = qpt_live_spawn(s, argv, why, whylen);
     if (rc < 0) {
         qpt_kill(s); /* not run */
-        return rc;
+        return qpt_public_rc(rc);
     }
     *out = s;
     return 0;
@@ -1221,7 +1249,7 @@ qpt_set_active(qpt_space_t *s, int on)
     if (!s->live)
         return qpt_fail(s, QP_EUNSUPP, "a file has no running snippets (leave them out of "
                                        "qpt_write instead)");
-    return qpt_live_set_active(s, on);
+    return qpt_public_rc(qpt_live_set_active(s, on));
 }
 
 int
@@ -1341,5 +1369,5 @@ qpt_commit(qpt_space_t *s)
     for (qpt_space_t *l = s->libs; rc == 0 && l != NULL; l = l->next_lib)
         if ((rc = qpt_live_commit(l)) < 0)
             qpt_fail(s, rc, "%s: %s", l->lib_name, l->err);
-    return rc;
+    return qpt_public_rc(rc);
 }

@@ -62,6 +62,7 @@ typedef struct qprt_state {
     char module[PATH_CAP]; /* a library: its file (as mapped); empty for the executable */
     uint64_t trace;      /* QPRT_F_TRACE: the trace registry (tr_reg_t), or 0 */
     uint64_t trace_fini; /* ... the dynamic linker's fini function it calls first, or 0 */
+    uint64_t err;        /* the errno of the call that kept the profile from use, or 0 */
 } qprt_state_t;
 _Static_assert(sizeof(qprt_state_t) <= QPRT_STATE_SIZE, "state fits its page");
 
@@ -168,6 +169,8 @@ enum {
 enum { LOCK_EX = 2, LOCK_NB = 4, LOCK_UN = 8, MADV_WIPEONFORK = 18, AT_SECURE = 23 };
 enum { ENOENT = 2, ESRCH = 3, EINTR = 4, EAGAIN = 11, EEXIST = 17, ELOOP = 40,
        EOPNOTSUPP = 95, S_IFMT = 0170000, S_IFREG = 0100000 };
+enum { EPERM = 1, EIO = 5, ENOMEM = 12, EACCES = 13, ENOTDIR = 20, EISDIR = 21, ENFILE = 23,
+       EMFILE = 24, EFBIG = 27, ENOSPC = 28, EROFS = 30, ENAMETOOLONG = 36, EDQUOT = 122 };
 enum { AT_FDCWD = -100, AT_SYMLINK_FOLLOW = 0x400 };
 
 /* The kernel's struct stat on x86-64 (the fields used). */
@@ -267,10 +270,47 @@ warn_line(const char *what, const char *why, const char *tail)
     sys3(SYS_write, 2, (long)line, (long)n);
 }
 
-static void
-warn(const char *path, const char *why)
+/* strerror's text for the errors a profile's file meets (no libc here). */
+static const char *
+errno_text(uint64_t e)
 {
-    warn_line(path, why, "; counts of this process are not saved\n");
+    switch (e) {
+    case EPERM: return "Operation not permitted";
+    case ENOENT: return "No such file or directory";
+    case EIO: return "Input/output error";
+    case ENOMEM: return "Cannot allocate memory";
+    case EACCES: return "Permission denied";
+    case ENOTDIR: return "Not a directory";
+    case EISDIR: return "Is a directory";
+    case ENFILE: return "Too many open files in system";
+    case EMFILE: return "Too many open files";
+    case EFBIG: return "File too large";
+    case ENOSPC: return "No space left on device";
+    case EROFS: return "Read-only file system";
+    case ENAMETOOLONG: return "File name too long";
+    case EDQUOT: return "Disk quota exceeded";
+    default: return NULL;
+    }
+}
+
+/* "qp: PATH: WHY[: ERRNO TEXT]; counts of this process are not saved". */
+static void
+warn(const char *path, const char *why, uint64_t err)
+{
+    char text[400];
+    size_t n = 0;
+    append(text, sizeof(text), &n, why);
+    if (err != 0) {
+        const char *e = errno_text(err);
+        append(text, sizeof(text), &n, ": ");
+        if (e != NULL)
+            append(text, sizeof(text), &n, e);
+        else {
+            append(text, sizeof(text), &n, "errno ");
+            append_u64(text, sizeof(text), &n, err);
+        }
+    }
+    warn_line(path, text, "; counts of this process are not saved\n");
 }
 
 /*****************************************************************************
@@ -386,14 +426,14 @@ reserve(long fd, uint64_t off, uint64_t len)
     while (r == -EINTR);
     if (r == -EOPNOTSUPP) {
         kstat_t st;
-        if (sys3(SYS_fstat, fd, (long)&st, 0) < 0)
-            return -1;
+        if ((r = sys3(SYS_fstat, fd, (long)&st, 0)) < 0)
+            return (int)r;
         if ((uint64_t)st.size < off + len)
             r = sys3(SYS_ftruncate, fd, (long)(off + len), 0);
         else
             r = 0;
     }
-    return r < 0 ? -1 : 0;
+    return r < 0 ? (int)r : 0; /* -errno */
 }
 
 /*
@@ -547,10 +587,11 @@ init_profile(long fd, const qprt_params_t *p, const layout_t *l, const qprt_stat
     } else if (sys3(SYS_readlink, (long)"/proc/self/exe", (long)h.exe, sizeof(h.exe) - 1)
         < 0)
         h.exe[0] = '\0';
-    if (reserve(fd, 0, l->slotc_off) < 0)
-        return -1;
-    return sys6(SYS_pwrite64, fd, (long)&h, sizeof(h), 0, 0, 0) == (long)sizeof(h) ? 0
-                                                                                   : -1;
+    int r = reserve(fd, 0, l->slotc_off);
+    if (r < 0)
+        return r;
+    long w = sys6(SYS_pwrite64, fd, (long)&h, sizeof(h), 0, 0, 0);
+    return w == (long)sizeof(h) ? 0 : w < 0 ? (int)w : -ENOSPC; /* -errno */
 }
 
 static uint64_t
@@ -605,9 +646,11 @@ new_profile(const qprt_state_t *st, const qprt_params_t *p, const layout_t *l)
         return -1;
     fd = sys3(SYS_open, (long)tmp,
         O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY, mode);
-    if (fd < 0)
-        return -1; /* (not EEXIST: that one would be of the temporary name) */
-    long r = init_profile(fd, p, l, st) < 0 ? -1 : sys3(SYS_link, (long)tmp, (long)st->path, 0);
+    if (fd < 0) /* (not EEXIST: that one would be of the temporary name) */
+        return fd == -EEXIST ? -EIO : fd;
+    long r = init_profile(fd, p, l, st);
+    if (r == 0)
+        r = sys3(SYS_link, (long)tmp, (long)st->path, 0);
     sys3(SYS_unlink, (long)tmp, 0, 0);
     if (r < 0) {
         sys3(SYS_close, fd, 0, 0);
@@ -637,6 +680,7 @@ open_profile(qprt_state_t *st, const qprt_params_t *p, const layout_t *l, int cr
         *why = fd == -ELOOP ? "a symbolic link (never followed)"
             : create        ? "cannot open or create the profile"
                             : "cannot open the profile";
+        st->err = fd == -ELOOP ? 0 : (uint64_t)-fd;
         return -1;
     }
     *why = not_ours(fd, (int)st->secure, ks);
@@ -877,6 +921,7 @@ attach(
     layout_t l;
     layout_of(p, &l);
     kstat_t ks;
+    st->err = 0;
     long fd = open_profile(st, p, &l, !child, &ks, why);
     if (fd < 0)
         return -1;
@@ -919,8 +964,10 @@ attach(
         long m = sys6(
             SYS_mmap, 0, (long)l.slotc_off, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
         *why = "cannot map the profile";
-        if (is_err(m))
+        if (is_err(m)) {
+            st->err = (uint64_t)-m;
             goto out;
+        }
         st->prof = (uint64_t)m;
         st->prof_len = l.slotc_off;
         st->dev = ks.dev;
@@ -1216,11 +1263,15 @@ start(const qprt_params_t *p, uint64_t bias, qprt_state_t *st, uint64_t argc, ch
     char **envp)
 {
     const char *why = "cannot name the profile";
-    int rc = profile_path(argc, argv, envp, st) < 0 ? -1 : attach(st, p, bias, 0, &why);
+    int rc = profile_path(argc, argv, envp, st);
+    /* A trace has no counts to save (metrics are not made with a tracing driver): no
+     * profile is made, its path only names the trace files. */
+    if (rc == 0 && !(p->flags & QPRT_F_TRACE))
+        rc = attach(st, p, bias, 0, &why);
     for (int again = 0; rc == -3 && again < 3; again++)
         rc = attach(st, p, bias, 0, &why);
     if (rc < 0)
-        warn(st->path[0] ? st->path : "profile", why);
+        warn(st->path[0] ? st->path : "profile", why, st->err);
     else
         st->marker = fork_marker();
     if (register_module(p) || (p->flags & QPRT_F_LOCK_AT_START))
@@ -1355,7 +1406,7 @@ qprt_lib_init(long argc, char **argv, char **envp)
     st->slot = UINT64_MAX;
     st->secure = (uint64_t)secure_from_auxv();
     if (module_path((uint64_t)(uintptr_t)p, st->module, sizeof(st->module)) < 0) {
-        warn("profile", "cannot find the library's file in /proc/self/maps");
+        warn("profile", "cannot find the library's file in /proc/self/maps", 0);
         return init;
     }
     start(p, bias, st, argc < 0 ? 0 : (uint64_t)argc, argv, envp);
@@ -1380,7 +1431,7 @@ fork_module(const qprt_params_t *p, uint64_t bias, qprt_state_t *st)
         if (rc == -1)
             __atomic_fetch_add(&((volatile qp_prof_hdr_t *)(uintptr_t)st->prof)->unsaved,
                 1, __ATOMIC_RELAXED);
-        warn(st->path, why);
+        warn(st->path, why, st->err);
     }
 }
 
@@ -2047,7 +2098,7 @@ trace_start(const qprt_params_t *p, qprt_state_t *st, uint64_t *sp)
 {
     tr_reg_t *r = tr_reg_make();
     if (r == NULL) {
-        warn("trace", "no memory for the trace registry");
+        warn("trace", "no memory for the trace registry", 0);
         return;
     }
     r->id = p->id;

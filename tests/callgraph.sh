@@ -7,7 +7,8 @@
 # with the calls through a pointer in their own line, tail calls marked, mutual recursion
 # as a cycle, a library function by its PLT stub's name, callees with inclusive counts
 # (a leaf's is its own; a caller's is its own plus its share), and the callgrind export
-# read by callgrind_annotate (same total and same inclusive count for main).
+# read by callgrind_annotate (same total and same inclusive count for main), its C++ names
+# demangled.
 # Exit status: 0 pass, 1 fail, 77 skip, 99 hard error.
 set -u
 . "${top_srcdir:-.}/tests/lib.sh"
@@ -83,6 +84,21 @@ for v in "gcc -O0" "gcc -O2" "clang -O2"; do
             bad "$v: callgrind_annotate says main's inclusive is '$inc', qp '$ours'"
     fi
 done
+# C++: callgrind's fn= and cfn= names are demangled, as callgrind writes them (--mangled
+# keeps them as stored).
+if qp_have g++; then
+    g++ -O1 -o "$dir/virt" "$top_srcdir/tests/progs/virtual.cc" || exit 99
+    "$QPT_REWRITE" "$dir/virt" -o "$dir/virt.inst" >/dev/null 2>&1 || bad "virtual.cc: rewrite failed"
+    "$dir/virt.inst" >/dev/null # (it exits 5)
+    "$QP" report --callgrind -o "$dir/virt.cg" "$dir/virt.inst.qp" || bad "virtual.cc: --callgrind failed"
+    grep -q '^fn=_Z' "$dir/virt.cg" && bad "--callgrind: mangled names: $(grep -m 1 '^fn=_Z' "$dir/virt.cg")"
+    grep -q '^fn=Shape::' "$dir/virt.cg" && ok "--callgrind: demangled (fn=$(sed -n 's/^fn=\(Shape::.*\)/\1/p' "$dir/virt.cg" | head -n 1))" \
+        || bad "--callgrind: no fn=Shape:: in $(grep '^fn=' "$dir/virt.cg" | head -n 3 | tr '\n' ' ')"
+    "$QP" report --callgrind --mangled -o "$dir/virt.m.cg" "$dir/virt.inst.qp"
+    grep -q '^fn=_ZNK5Shape4nameEv$' "$dir/virt.m.cg" && ok "--callgrind --mangled: stored names" \
+        || bad "--callgrind --mangled: $(grep '^fn=' "$dir/virt.m.cg" | head -n 3 | tr '\n' ' ')"
+fi
+
 "$QP" report --callers=nonesuch "$dir/gccO0.inst.qp" >/dev/null 2>"$dir/err"
 [ $? -eq 1 ] && grep -q "no procedure named 'nonesuch'" "$dir/err" && ok "unknown FUNC refused" ||
     bad "unknown FUNC: $(cat "$dir/err")"

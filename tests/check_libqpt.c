@@ -138,6 +138,22 @@ spawn_prog(void)
     return s;
 }
 
+/* qpt_call_now right after qpt_spawn (nothing loaded yet): refused, as qpt(3) says. */
+START_TEST(test_libqpt_call_before_start)
+{
+    qpt_space_t *s = spawn_prog();
+    if (s == NULL)
+        return;
+    uint32_t work;
+    ck_assert_int_eq(qpt_proc_find(s, "work", &work), 0);
+    uint64_t a = 1, r = 0;
+    ck_assert_int_eq(qpt_call_now(s, qpt_proc_entry(s, work), &a, 1, &r), QPT_EINVAL);
+    ck_assert_str_eq(qpt_error(s), "the process has not started: qpt_run it (and qpt_stop) "
+                                   "before qpt_call_now");
+    qpt_kill(s);
+}
+END_TEST
+
 /* Let S run to its end; its wait status. */
 static int
 run_to_end(qpt_space_t *s)
@@ -593,6 +609,14 @@ START_TEST(test_libqpt_errors)
     ck_assert_int_ne(qpt_open("/nonexistent", &s, why, sizeof(why)), 0);
     ck_assert_ptr_null(s);
     ck_assert_ptr_nonnull(strstr(why, "/nonexistent"));
+    /* Only public codes leave the library: a directory or an object file is not an ELF
+     * executable (the core's QP_EDIR, QP_ENOTEXEC are not in the public enum). */
+    ck_assert_int_eq(qpt_open("/", &s, why, sizeof(why)), QPT_ENOTELF);
+    ck_assert_int_eq(qpt_open("runtime/qprt.o", &s, why, sizeof(why)),
+                     QPT_ENOTELF);
+    /* One version: the header's, the library's and the package's. */
+    ck_assert_str_eq(qpt_version(), QPT_VERSION_STRING);
+    ck_assert_str_eq(qpt_version(), PACKAGE_VERSION);
     ck_assert_int_eq(qpt_open(PROG, &s, why, sizeof(why)), 0);
     uint32_t work;
     ck_assert_int_eq(qpt_proc_find(s, "work", &work), 0);
@@ -1303,6 +1327,7 @@ libqpt_suite(void)
     tcase_add_test(tc, test_libqpt_library);
     tcase_add_test(tc, test_libqpt_live_exit);
     tcase_add_test(tc, test_libqpt_call_killed);
+    tcase_add_test(tc, test_libqpt_call_before_start);
     tcase_add_test(tc, test_libqpt_threads_live);
     tcase_add_test(tc, test_libqpt_edges_live);
     tcase_add_test(tc, test_libqpt_after_live);

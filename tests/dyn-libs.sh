@@ -11,7 +11,8 @@
 #      status unchanged; the executable's rows (work) keep their plain names;
 #  (b) --time and --calls-from in a library; a MODULE naming no library loaded during
 #      the run (the program runs, one line at the end) (metrics of library procedures,
-#      dyn -e: tests/dyn-metrics-lib.sh);
+#      dyn -e: tests/dyn-metrics-lib.sh); a bare library name (malloc) answered with the
+#      MODULE:NAME spelling; a library named by its soname as well as by its file name;
 #  (c) dyn attach to a program serving requests (a FIFO): the counts of a window exact,
 #      live tables (--interval) and --trace name the library rows, SIGTERM and
 #      --duration remove everything (dyn clean finds nothing);
@@ -77,6 +78,25 @@ grep -q '^libqt.so:lib_sum,7,[0-9][0-9]*$' "$d/b.csv" && ok "--time: libqt.so:li
 expect_eq "unknown MODULE: exit status" $? 3
 grep -q "no library matching 'libnope\*' (in 'libnope\*:f') was loaded during the session" \
     "$d/c.err" && ok "unknown MODULE: one clear line" || bad "unknown MODULE: $(cat "$d/c.err")"
+
+# A bare name of a library's procedure: the line says how to name it (issue 32).
+"$DYN" run -c malloc -- "$d/main" run 1 >"$d/h.out" 2>"$d/h.err"
+expect_eq "bare library name: the hint" "$(grep -c "^dyn: no procedure matches 'malloc' in the \
+executable; a shared library's procedure is named with its library: 'libc.so.6:malloc' \
+(or '\*:malloc', any library)\$" "$d/h.err")" 1
+# A library named as ldd shows it (its soname, libqv.so.0) while its file, as the
+# process maps it, is libqv.so.0.8.6: both names choose it; rows keep the file's name.
+mkdir -p "$d/v"
+gcc -O2 -fPIC -shared -Wl,-soname,libqv.so.0 -o "$d/v/libqv.so.0.8.6" \
+    "$top_srcdir/tests/dynlib/lib.c" && ln -sf libqv.so.0.8.6 "$d/v/libqv.so.0" \
+    && ln -sf libqv.so.0 "$d/v/libqv.so" \
+    && gcc -O2 -o "$d/v/main" "$top_srcdir/tests/dynlib/main.c" -L"$d/v" -lqv -Wl,-rpath,'$ORIGIN' \
+    || exit 99
+for name in libqv.so.0 libqv.so.0.8.6; do
+    "$DYN" run -c "$name:lib_sum" -o "$d/v/$name.csv" -- "$d/v/main" run 4 >/dev/null 2>"$d/v/$name.err"
+    expect_eq "library named $name: libqv.so.0.8.6:lib_sum" \
+        "$(csv "$d/v/$name.csv" libqv.so.0.8.6:lib_sum)" 4
+done
 
 # (c) dyn attach to a server
 dyn_serve "$d"

@@ -5,8 +5,9 @@
 # libqpt as a user gets it: `make install` into a scratch DESTDIR, then the examples and
 # the qpt(3) man page's example built with `cc tool.c $(pkg-config --cflags --libs qpt)`
 # against the installed header and library (shared, then static), and run; the shared
-# library exports qpt_* only; the man pages render without warnings; `make uninstall`
-# takes every file away again.
+# library exports qpt_* only; one version everywhere; the man pages render without
+# warnings; `make uninstall` takes every file away again. Then `make install prefix=P`:
+# the examples built with plain pkg-config and run from P.
 set -u
 : "${top_builddir:=.}"
 : "${top_srcdir:=.}"
@@ -37,14 +38,16 @@ export PKG_CONFIG_PATH=${pc%/*} PKG_CONFIG_SYSROOT_DIR=$D/root
 flags=$(pkg-config --cflags --libs qpt) || { echo "FAIL pkg-config qpt"; exit 1; }
 libdir=${so%/*}
 
-# Only the public names leave the shared library.
-other=$(nm -D --defined-only "$so" | awk '$3 !~ /^qpt_/ { print $3 }' | head -n 5)
+# Only the public names leave the shared library, each with the symbol version QPT_0
+# (the version node itself is the one other name).
+other=$(nm -D --defined-only "$so" | awk '$3 !~ /^qpt_[a-z0-9_]*@@QPT_0$/ && $3 != "QPT_0" { print $3 }' \
+    | head -n 5)
 [ -z "$other" ] && ok "libqpt.so exports qpt_* only ($(nm -D --defined-only "$so" | wc -l) symbols)" \
     || bad "libqpt.so exports: $other"
 
-# The man page's example, as printed.
-sed -n '/^\.EX$/,/^\.EE$/p' "$S/doc/qpt.3" | sed '1d;$d' | sed -e 's/\\-/-/g' -e 's/\\e/\\/g' \
-    >"$D/manex.c"
+# The man page's example (its EXAMPLE section's .EX block), as printed.
+awk '/^\.SH EXAMPLE/ { on = 1 } on && /^\.EE$/ { exit } on && ex { print } on && /^\.EX$/ { ex = 1 }' \
+    "$S/doc/qpt.3" | sed -e 's/\\-/-/g' -e 's/\\e/\\/g' >"$D/manex.c"
 for ex in "$S/examples/callcount.c" "$S/examples/coverage.c" "$S/examples/repipe.c" "$D/manex.c"; do
     n=$(basename "$ex" .c)
     # shellcheck disable=SC2086
@@ -83,11 +86,11 @@ if [ -x "$D/manex" ]; then
     wait $pid 2>/dev/null
 fi
 
-# The static library: the same tool, no libqpt.so needed.
-static_libs=$(pkg-config --static --libs-only-l qpt | sed 's/-lqpt//')
-# shellcheck disable=SC2086
-if cc -std=gnu11 -Wall -Werror "$S/examples/callcount.c" $(pkg-config --cflags qpt) "$ar" \
-    $static_libs -o "$D/callcount.static" 2>"$D/static.err"; then
+# The static library: the same tool, no libqpt.so needed, linked as qpt(3) says.
+# shellcheck disable=SC2046
+if cc -std=gnu11 -Wall -Werror "$S/examples/callcount.c" $(pkg-config --cflags qpt) \
+    -Wl,-Bstatic -lqpt -Wl,-Bdynamic,--as-needed $(pkg-config --static --libs qpt) \
+    -o "$D/callcount.static" 2>"$D/static.err"; then
     out=$("$D/callcount.static" work "$D/prog" 20 2>&1)
     ldd "$D/callcount.static" | grep -q libqpt && bad "callcount.static needs libqpt.so"
     [ "$(echo "$out" | awk '$2 == "work" { print $1 }')" = 20 ] \
@@ -105,9 +108,48 @@ if command -v groff >/dev/null; then
     ok "man pages render without warnings"
 fi
 
+# One version: the package's (qpt.pc), the header's, the library file's, the man pages'.
+v=$(pkg-config --modversion qpt)
+hv=$(sed -n 's/^#define QPT_VERSION_STRING "\(.*\)"$/\1/p' "$hdr")
+[ "$hv" = "$v" ] || bad "version: qpt.pc $v, qpt.h $hv"
+[ -e "$libdir/libqpt.so.0.${v#0.}" ] || bad "version: no libqpt.so.0.${v#0.} for $v"
+for m in "$S"/doc/*.[135]; do
+    grep -q "^\.TH .* \"qpt $v\"" "$m" || bad "version: $(basename "$m") is not qpt $v"
+done
+[ "$fails" -eq 0 ] && ok "one version $v: qpt.pc, qpt.h, libqpt.so.0.${v#0.}, man pages"
+
 make -s -C "$B" uninstall DESTDIR="$D/root" >>"$D/install.log" 2>&1 || bad "make uninstall"
 left=$(find "$D/root" -type f | head -n 3)
 [ -z "$left" ] && ok "make uninstall leaves no file" || bad "make uninstall left: $left"
+
+# `make install prefix=P` (no DESTDIR, no sysroot): qpt.pc names P, and a plain
+# `cc x.c $(pkg-config --cflags --libs qpt)` builds the examples, which find libqpt.so in
+# P by the run path qpt(3) gives.
+P=$D/prefix
+make -s -C "$B" install prefix="$P" >>"$D/install.log" 2>&1 || bad "make install prefix=$P"
+unset PKG_CONFIG_SYSROOT_DIR
+export PKG_CONFIG_PATH=$P/lib/pkgconfig
+[ "$(pkg-config --variable=prefix qpt)" = "$P" ] && ok "make install prefix=P: qpt.pc says P" \
+    || bad "qpt.pc after prefix=P: $(head -n 3 "$P/lib/pkgconfig/qpt.pc" | tr '\n' ' ')"
+for n in callcount coverage; do
+    # shellcheck disable=SC2046
+    cc -std=gnu11 -Wall -Werror "$S/examples/$n.c" $(pkg-config --cflags --libs qpt) \
+        -Wl,-rpath,"$(pkg-config --variable=libdir qpt)" -o "$D/p-$n" 2>"$D/p-$n.err" \
+        || bad "prefix: cc $n.c: $(head -n 3 "$D/p-$n.err")"
+done
+if [ -x "$D/p-callcount" ]; then
+    out=$("$D/p-callcount" work "$D/prog" 20 2>&1)
+    [ "$(echo "$out" | awk '$2 == "work" { print $1 }')" = 20 ] \
+        && ok "prefix: callcount runs on $P/lib/libqpt.so.0 (run path): 20 calls" \
+        || bad "prefix: callcount: $out"
+fi
+if [ -x "$D/p-coverage" ]; then
+    "$D/p-coverage" "$D/prog" 20 2>&1 | grep -q 'blocks covered' && ok "prefix: coverage runs" \
+        || bad "prefix: coverage: $("$D/p-coverage" "$D/prog" 20 2>&1 | tail -n 2)"
+fi
+make -s -C "$B" uninstall prefix="$P" >>"$D/install.log" 2>&1 || bad "make uninstall prefix=P"
+left=$(find "$P" -type f | head -n 3)
+[ -z "$left" ] && ok "make uninstall prefix=P leaves no file" || bad "make uninstall prefix=P left: $left"
 
 [ "$fails" -eq 0 ] || exit 1
 rm -rf "$D"

@@ -208,6 +208,22 @@ expect 0 "$QP" report --lcov -o "$dir/p.info" "$prof"
 grep -q '^SF:.*p\.c$' "$dir/p.info" || bad "--lcov: no SF line"
 grep -q '^FNDA:2,mid$' "$dir/p.info" || bad "--lcov: no FNDA:2,mid"
 grep -q '^end_of_record$' "$dir/p.info" || bad "--lcov: no end_of_record"
+# A profile that cannot be written: the line names the system's reason (errno).
+QP_PROFILE=$dir/nodir/x.qp "$dir/p.qp.inst" >/dev/null 2>"$dir/err"
+[ "$(sed 's|^qp: .*/nodir/|qp: nodir/|' "$dir/err")" = "qp: nodir/x.qp: cannot open or create the profile: No such file or directory; counts of this process are not saved" ] \
+    || bad "unwritable profile: $(cat "$dir/err")"
+QP_PROFILE=/sys/x.qp "$dir/p.qp.inst" >/dev/null 2>"$dir/err"
+[ "$(cat "$dir/err")" = "qp: /sys/x.qp: cannot open or create the profile: Permission denied; counts of this process are not saved" ] \
+    || bad "profile in /sys: $(cat "$dir/err")"
+# A stripped program has no line information: refused, -o FILE not written (an empty
+# tracefile would read as "nothing covered").
+strip -o "$dir/ps" "$dir/p" && "$QPT_REWRITE" "$dir/ps" -o "$dir/ps.inst" 2>/dev/null \
+    && { "$dir/ps.inst" >/dev/null; true; } || bad "stripped p: not rewritten"
+rm -f "$dir/ps.info"
+expect 1 "$QP" report --lcov -o "$dir/ps.info" "$dir/ps.inst.qp"
+[ "$(sed 's|^qp: .*/ps\.inst: |qp: ps.inst: |' "$dir/err")" = "qp: ps.inst: no line information for the measured code (build it with -g, unstripped): no tracefile written" ] \
+    || bad "--lcov, stripped: $(cat "$dir/err")"
+[ -e "$dir/ps.info" ] && bad "--lcov, stripped: $dir/ps.info written"
 
 if [ "$fail" -eq 0 ]; then
     echo "qp-cli: PASS"

@@ -13,7 +13,8 @@
 # instruction: tests/trace/sighandler.c). Where the walk cannot follow exactly (longjmp,
 # signal handlers, exceptions)
 # the blocks must still be equal and the places marked ('#' lines); a process killed
-# before it could flush ends with a cut mark. The chord trace must be the smaller.
+# before it could flush ends with a cut mark. The chord trace must be the smaller, and no
+# profile (.qp) is left beside a trace.
 # Exit status: 0 pass, 1 fail, 77 skip, 99 hard error.
 set -u
 . "${top_srcdir:-.}/tests/lib.sh"
@@ -66,6 +67,8 @@ pair() {
             { bad "$name ($d): output differs: $(diff "$dir/bin/$name.out" "$dir/$d/$name.out" | head -n 2)"; return; }
         "$QP" trace blocks "$dir/$d/$name" >"$dir/$d/$name.blocks" 2>"$dir/$d/$name.err" ||
             { bad "$name ($d): qp trace blocks: $(head -n 1 "$dir/$d/$name.err")"; return; }
+        # A trace leaves no (empty) profile beside it.
+        [ -e "$dir/$d/$name.qp" ] && bad "$name ($d): a profile $name.qp was left beside the trace"
     done
     # Threads' traces are headed by their (different) ids; which thread runs what may
     # differ from run to run (pthread_once): then the blocks are compared sorted.

@@ -686,10 +686,10 @@ module_inputs(const qp_args_t *a, module_t *m, const cfg_image_t *orig)
 {
     m->in = (qp_inputs_t) { m->exe, m->files, m->nfiles, m->img, orig, &m->desc, &m->prof,
                             &m->rep, a->verbose, a->limit, a->min_pct, NULL, NULL };
-    /* C++, Rust and D names demangled, unless --mangled; lcov keeps them as stored
-     * (genhtml --demangle-cpp does it, as for gcov's). */
-    int demangle
-        = !a->mangled && a->out != OUT_LCOV && a->out != OUT_CALLGRIND && a->out != OUT_BOLT;
+    /* C++, Rust and D names demangled, unless --mangled (callgrind's files too, as
+     * callgrind writes them); lcov keeps them as stored (genhtml --demangle-cpp does it,
+     * as for gcov's), BOLT needs its symbols. */
+    int demangle = !a->mangled && a->out != OUT_LCOV && a->out != OUT_BOLT;
     if (demangle) {
         m->in.names = demangled_names(&m->desc);
         m->in.plt_names = demangled_plt_names(&m->rep);

@@ -333,8 +333,9 @@ qp_print_callgrind(FILE *f, const qp_inputs_t *in, const qp_callgraph_t *cg)
         if (cfg_image_line(in->img, pr->entry, &file, &line) != 0)
             file = NULL;
         cg_name(f, "fl", file != NULL ? file : "???");
-        /* Mangled names: callgrind_annotate and KCachegrind demangle themselves. */
-        cg_name(f, "fn", qp_desc_str(d, pr->name));
+        /* Demangled unless --mangled, as callgrind writes them: callgrind_annotate
+         * prints names as it reads them. */
+        cg_name(f, "fn", qp_proc_name(in, p));
         for (uint32_t b = 0; b < pr->nblocks; b++) {
             const qp_desc_block_t *blk = &d->blocks[pr->block + b];
             uint64_t cost = fl.block_count[b] * blk->ninsns;
@@ -347,14 +348,13 @@ qp_print_callgrind(FILE *f, const qp_inputs_t *in, const qp_callgraph_t *cg)
             const qp_cg_arc_t *arc = &cg->arcs[a];
             if (arc->count == 0 || arc->target == 0)
                 continue;
-            const char *callee = arc->callee != QP_VIRT ? qp_desc_str(d, d->procs[arc->callee].name)
-                                                        : arc->name;
+            const char *callee = arc->callee != QP_VIRT ? qp_proc_name(in, arc->callee) : arc->name;
             const qp_proc_result_t *stub
                 = arc->callee == QP_VIRT ? qp_report_plt_at(in->rep, arc->target) : NULL;
             if (stub != NULL) {
                 /* The stub's own entry below (fn=, in no source file). */
                 cg_name(f, "cfi", "???");
-                callee = stub->name;
+                callee = qp_row_name(in, stub);
             }
             cg_name(f, "cfn", callee[0] ? callee : "?");
             fprintf(f, "calls=%" PRIu64 " 0x%" PRIx64 "\n", arc->count, arc->target);
@@ -374,7 +374,7 @@ qp_print_callgrind(FILE *f, const qp_inputs_t *in, const qp_callgraph_t *cg)
         if (s->insns == 0)
             continue;
         cg_name(f, "fl", "???");
-        cg_name(f, "fn", s->name);
+        cg_name(f, "fn", qp_row_name(in, s));
         fprintf(f, "0x%" PRIx64 " 0 %" PRIu64 "\n", s->entry, s->insns);
     }
     fprintf(f, "\ntotals: %" PRIu64 "\n", qp_report_insns(in->rep));

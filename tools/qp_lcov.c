@@ -76,9 +76,13 @@ qp_print_lcov(FILE *f, const qp_inputs_t *in)
         fprintf(stderr, "qp: %s: %s\n", in->exe, qp_strerror(QP_ENOMEM));
         return 1;
     }
-    if (l.nlines == 0)
-        fprintf(stderr, "qp: %s: no line information for the measured code (compile with "
-                        "-g); the tracefile is empty\n", in->exe);
+    if (l.nlines == 0) {
+        /* An empty tracefile would read as "nothing covered": refuse instead. */
+        fprintf(stderr, "qp: %s: no line information for the measured code (build it with "
+                        "-g, unstripped): no tracefile written\n", in->exe);
+        qp_lines_free(&l);
+        return 1;
+    }
     size_t fi = 0, li = 0, bi = 0;
     const char *file;
     /* The lists are sorted by file name, and one name is one pointer. */

@@ -26,19 +26,32 @@
 extern "C" {
 #endif
 
+/*
+ * The version of this header; qpt_version() gives the library's, which may be newer
+ * (a program built against 0.2 runs on any libqpt.so.0 of 0.2 or later: qpt(3), VERSIONS).
+ */
 #define QPT_VERSION_MAJOR 0
 #define QPT_VERSION_MINOR 2
+#define QPT_VERSION_PATCH 0
+#define QPT_VERSION_STRING "0.2.0"
 
-/* Errors (the values of the core's QP_E* codes). */
+/* The version of the libqpt that runs ("0.2.0"); a static string. */
+const char *qpt_version(void);
+
+/*
+ * Errors: every call that fails returns one of these (never another negative value),
+ * and qpt_error() has its one-line message.
+ */
 enum {
     QPT_OK = 0,
     QPT_EINVAL = -1,   /* an invalid argument or snippet */
     QPT_ENOMEM = -2,   /* out of memory */
     QPT_EIO = -3,      /* a system call failed (see the message) */
-    QPT_ENOTELF = -4,  /* not an ELF file */
+    QPT_ENOTELF = -4,  /* not an ELF executable or library: a directory, a device, an
+                        * object file, a core dump, or not ELF at all */
     QPT_EARCH = -5,    /* not x86-64 */
     QPT_ESHARED = -6,  /* a shared library, not an executable */
-    QPT_EFORMAT = -7,  /* a malformed file */
+    QPT_EFORMAT = -7,  /* a malformed file (or bytes that do not decode) */
     QPT_ERANGE = -9,   /* out of range (rel32 reach, too complex) */
     QPT_ENOTFOUND = -10, /* no such procedure, point or symbol */
     QPT_EUNSUPP = -11, /* valid, but not supported here (see the message) */
@@ -408,8 +421,9 @@ int qpt_syscall(qpt_space_t *s, long nr, const uint64_t args[6], int64_t *ret /*
  * Call the program's procedure at FN once, now, with NARGS (<= 6) integer arguments, in
  * the stopped process on one of its threads (the others stay stopped); its return value
  * into *RET. The thread's registers and vector state are restored afterwards, and the
- * snippets inserted in the procedure run as for any call. The process must have started
- * (not right after qpt_spawn: its libraries are not loaded yet), and the procedure must
+ * snippets inserted in the procedure run as for any call. The process must have started:
+ * right after qpt_spawn (its libraries are not loaded yet) the call is refused with
+ * QPT_EINVAL until it has been let run (qpt_run) and stopped again. The procedure must
  * not wait for another thread. If the mutator dies during the call, the thread finishes
  * it and goes on where it was.
  */
