@@ -227,7 +227,15 @@ add_calls(qp_report_t *r, const qp_proc_result_t *res)
     const qp_desc_t *d = r->desc;
     const qp_desc_proc_t *p = &d->procs[res->proc];
     qp_flow_t f;
-    QP_CHECK(qp_report_flow(r, res->proc, &f));
+    qp_flow_zero_t z;
+    /* Known to count 0 everywhere: every site adds 0 and is known. */
+    int zero = qp_flow_zero_known(
+                   d, res->proc, r->prof->counters, r->abandoned, &r->entries, &z)
+        && z.all_known;
+    if (zero)
+        memset(&f, 0, sizeof(f));
+    else
+        QP_CHECK(qp_report_flow(r, res->proc, &f));
     for (uint32_t i = qp_desc_first_call(d, res->proc);
          i < d->hdr.ncalls && d->calls[i].block - p->block < p->nblocks; i++) {
         const qp_desc_call_t *c = &d->calls[i];
@@ -235,15 +243,15 @@ add_calls(qp_report_t *r, const qp_proc_result_t *res)
         uint64_t *um = is_direct(c) ? unmeasured_at(r, c->target) : NULL;
         int tail = qp_call_is_tail(c);
         uint32_t at = tail ? c->edge - p->edge : c->block - p->block;
+        uint64_t n = zero ? 0 : tail ? f.edge_count[at] : f.block_count[at];
         if (um != NULL) {
-            *um = sat_add(*um, tail ? f.edge_count[at] : f.block_count[at]);
-            r->calls_unmeasured = sat_add(r->calls_unmeasured, tail ? f.edge_count[at] : f.block_count[at]);
+            *um = sat_add(*um, n);
+            r->calls_unmeasured = sat_add(r->calls_unmeasured, n);
         }
         if (!is_direct(c)
             || (s = (qp_proc_result_t *)qp_report_plt_at(r, c->target)) == NULL)
             continue;
-        uint8_t state = tail ? f.edge_state[at] : f.block_state[at];
-        uint64_t n = tail ? f.edge_count[at] : f.block_count[at];
+        uint8_t state = zero ? QP_FLOW_SOLVED : tail ? f.edge_state[at] : f.block_state[at];
         s->calls = sat_add(s->calls, n);
         if (state == QP_FLOW_UNKNOWN)
             s->calls_known = 0;
