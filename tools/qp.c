@@ -295,7 +295,8 @@ typedef struct module {
     const char *exe;          /* the file: what its first profile names, or --exe */
     uint64_t id;              /* its first profile's description id */
     const char **files;       /* its profiles, in the order given */
-    const qp_profile_t **ps;  /* ... as read (not owned) */
+    qp_profile_t **ps;        /* ... as read (not owned; their counters are freed once
+                               * summed into prof) */
     int nfiles;               /* how many */
     const char *label;        /* the module column: the file name, or the path when
                                * two modules share a file name */
@@ -317,6 +318,9 @@ merge_profiles(module_t *m, const qp_desc_t *d)
             return fail(m->files[i], why);
         if (qp_profile_merge(&m->prof, m->ps[i], why, sizeof(why)) < 0)
             return fail(m->files[i], why);
+        /* Only the sum is used from here (chromium's counters: 33 MB a copy). */
+        free(m->ps[i]->counters);
+        m->ps[i]->counters = NULL;
     }
     return 0;
 }
@@ -380,7 +384,7 @@ module_of(const qp_args_t *a, const module_t *mods, int nmods, const qp_profile_
  * module, which refuses them later (as with --exe).
  */
 static int
-group_profiles(const qp_args_t *a, const qp_profile_t *ps, int all, module_t **mods,
+group_profiles(const qp_args_t *a, qp_profile_t *ps, int all, module_t **mods,
                int *nmods)
 {
     *nmods = 0;
