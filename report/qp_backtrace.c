@@ -421,7 +421,7 @@ qp_backtrace_walk(
  */
 typedef struct ret_site {
     uint64_t ret_addr; /* link-time address a call pushes */
-    uint32_t block;    /* the call block with the lowest index that pushes it, or QP_VIRT */
+    uint32_t block; /* the call block with the lowest index that pushes it, or QP_VIRT */
 } ret_site_t;
 
 static int
@@ -432,9 +432,9 @@ cmp_ret_site(const void *a, const void *b)
 }
 
 typedef struct abandon_ctx {
-    uint64_t *ras;     /* every return address walked, in order */
+    uint64_t *ras; /* every return address walked, in order */
     size_t nras, cap;
-    int nomem;         /* growing ras failed */
+    int nomem; /* growing ras failed */
 } abandon_ctx_t;
 
 static int

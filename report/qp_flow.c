@@ -402,17 +402,19 @@ keep_zero(const qp_desc_t *d, uint32_t proc, const uint64_t *counters,
     const uint64_t *abandoned, const qp_flow_entries_t *entries, const qp_flow_t *f)
 {
     if (entries == NULL || entries->zero == NULL || proc >= entries->nprocs
-        || entries->zero[proc].done || !inputs_zero(d, proc, counters, abandoned, entries))
+        || entries->zero[proc].done
+        || !inputs_zero(d, proc, counters, abandoned, entries))
         return;
     uint8_t all = f->nunknown_edges == 0;
     for (uint32_t b = 0; b < f->nblocks && all; b++)
-        all = f->block_state[b] == QP_FLOW_MEASURED || f->block_state[b] == QP_FLOW_SOLVED;
+        all = f->block_state[b] == QP_FLOW_MEASURED
+            || f->block_state[b] == QP_FLOW_SOLVED;
     for (uint32_t e = 0; e < f->nedges && all; e++)
         all = f->edge_state[e] == QP_FLOW_MEASURED || f->edge_state[e] == QP_FLOW_SOLVED;
     /* Zero inputs solve to zero counts: no violation, nothing clamped (asserted here). */
     assert(f->nviolations == 0 && f->calls == 0 && f->insns == 0);
-    entries->zero[proc] = (qp_flow_zero_t) { f->nunknown_edges, 1, (uint8_t)f->calls_known,
-        (uint8_t)f->insns_exact, all };
+    entries->zero[proc] = (qp_flow_zero_t) { f->nunknown_edges, 1,
+        (uint8_t)f->calls_known, (uint8_t)f->insns_exact, all };
 }
 
 int
@@ -543,8 +545,8 @@ hand_down(entries_ctx_t *c, uint32_t proc, int pending_too)
     if (zero)
         memset(&f, 0, sizeof(f));
     else
-        QP_CHECK(
-            qp_flow_solve_in(d, proc, c->counters, c->ncounters, c->abandoned, c->out, &f));
+        QP_CHECK(qp_flow_solve_in(
+            d, proc, c->counters, c->ncounters, c->abandoned, c->out, &f));
     for (uint32_t k = qp_desc_first_call(d, proc);
          k < d->hdr.ncalls && d->calls[k].block - p->block < p->nblocks; k++) {
         uint32_t callee = site_callee(c, k);
@@ -643,8 +645,10 @@ qp_flow_entries(const qp_desc_t *d, const uint64_t *counters, size_t ncounters,
     c.pending = calloc(n + 1, sizeof(uint32_t));
     c.bad = calloc(n + 1, 1);
     c.queue = malloc((n + 1) * sizeof(uint32_t));
-    int rc = !out->count || !out->known || !out->zero || !c.refs || !c.pending || !c.bad || !c.queue
-        ? QP_ENOMEM : entries_run(&c);
+    int rc = !out->count || !out->known || !out->zero || !c.refs || !c.pending || !c.bad
+            || !c.queue
+        ? QP_ENOMEM
+        : entries_run(&c);
     free(c.refs);
     free(c.pending);
     free(c.bad);

@@ -96,8 +96,8 @@ typedef struct qp_flow_zero {
 
 typedef struct qp_flow_entries {
     uint32_t nprocs;
-    uint64_t *count; /* per procedure (0 for the others) */
-    uint8_t *known;  /* per procedure: count[i] is exact */
+    uint64_t *count;      /* per procedure (0 for the others) */
+    uint8_t *known;       /* per procedure: count[i] is exact */
     qp_flow_zero_t *zero; /* per procedure: its solution with zero inputs, once one was
                            * solved (a cache qp_flow_solve_in fills; NULL: none kept) */
 } qp_flow_entries_t;
@@ -133,7 +133,8 @@ qp_flow_solve_in(const qp_desc_t *d, uint32_t proc, const uint64_t *counters,
  */
 int
 qp_flow_zero_known(const qp_desc_t *d, uint32_t proc, const uint64_t *counters,
-    const uint64_t *abandoned, const qp_flow_entries_t *entries, qp_flow_zero_t *out /*OUT*/);
+    const uint64_t *abandoned, const qp_flow_entries_t *entries,
+    qp_flow_zero_t *out /*OUT*/);
 
 /* Free F's arrays and zero it. NULL is fine. */
 void

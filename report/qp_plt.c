@@ -152,7 +152,8 @@ unmeasured_at(const qp_report_t *r, const uint64_t *ue, uint64_t target)
 /* The stubs that the measured procedures of R call (R->plt, by entry, with their names),
  * and per measured procedure (in R->procs order) whether it calls one. */
 static int
-find_stubs(qp_report_t *r, const uint64_t *ue, const cfg_image_t *img, uint8_t *calls_stub)
+find_stubs(
+    qp_report_t *r, const uint64_t *ue, const cfg_image_t *img, uint8_t *calls_stub)
 {
     const qp_desc_t *d = r->desc;
     size_t n = 0, cap = 0;
@@ -253,7 +254,9 @@ add_calls(qp_report_t *r, const uint64_t *ue, const qp_proc_result_t *res)
         if (!is_direct(c)
             || (s = (qp_proc_result_t *)qp_report_plt_at(r, c->target)) == NULL)
             continue;
-        uint8_t state = zero ? QP_FLOW_SOLVED : tail ? f.edge_state[at] : f.block_state[at];
+        uint8_t state = zero ? QP_FLOW_SOLVED
+            : tail           ? f.edge_state[at]
+                             : f.block_state[at];
         s->calls = sat_add(s->calls, n);
         if (state == QP_FLOW_UNKNOWN)
             s->calls_known = 0;
