@@ -1016,6 +1016,15 @@ finish_stream(rbuf_t *b, const qp_desc_hdr_t *h, size_t *end, char *why, size_t 
     return 0;
 }
 
+/*
+ * TODO(#31): chromium's description (9.6 million blocks, 13.9 million edges) takes 2.5 s
+ * of CPU to read (1.4 s of it LZMA) and 780 MB as structs, though only 16% of its
+ * procedures ran. Reading it lazily needs a new version: the records of consecutive
+ * procedures in chunks that are streams of their own, an index of them (first
+ * procedure, block, edge and call site, the counters they use, where the stream is),
+ * and per procedure what solving it with zero inputs gives, so that a report decodes
+ * only the chunks with a counter that counted (version 5 still read whole).
+ */
 int
 qp_desc_parse(const uint8_t *buf, size_t len, qp_desc_t *out, char *why, size_t whylen)
 {
