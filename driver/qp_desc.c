@@ -695,18 +695,56 @@ qp_desc_serialize(const qp_desc_t *d, uint8_t **buf, size_t *len)
  * Parsing
  */
 
-/* The inflated body being read; `bad` once a varint ran past the end or out of range. */
+/*
+ * The body being read, inflated a window at a time (a whole body held at once cost
+ * chromium's qp 150 MB more at its peak); `bad` once a varint ran past the end or out
+ * of range. Without a stream (Z NULL), P holds the whole body.
+ */
 typedef struct rbuf {
     const uint8_t *p;
     size_t n, off;
     int bad;
+    lzma_stream *z;   /* the body's stream, or NULL */
+    uint8_t *win;     /* the window it inflates into (WINSIZE bytes) */
+    size_t winsize;   /* WINDOW, or less for a smaller body */
+    uint64_t left;    /* body bytes (header's body_size) not inflated yet */
+    lzma_ret zret;    /* the stream's last status (LZMA_OK while it runs) */
 } rbuf_t;
+
+enum { WINDOW = 1u << 20 };
+
+/* Inflate the next window of R's stream (at most the LEFT bytes the header promises).
+ * Returns the bytes now in R->p, 0 at the end or on a stream error (R->zret). */
+static size_t
+refill(rbuf_t *r)
+{
+    if (r->z == NULL || r->left == 0 || r->zret != LZMA_OK)
+        return 0;
+    size_t want = r->left < r->winsize ? (size_t)r->left : r->winsize;
+    r->z->next_out = r->win;
+    r->z->avail_out = want;
+    while (r->z->avail_out > 0 && r->zret == LZMA_OK) {
+        r->zret = lzma_code(r->z, LZMA_FINISH);
+        if (r->zret == LZMA_OK && r->z->avail_in == 0 && r->z->avail_out > 0)
+            r->zret = LZMA_BUF_ERROR; /* the input ended inside the stream */
+    }
+    size_t got = want - r->z->avail_out;
+    if (r->zret == LZMA_STREAM_END && got == want)
+        r->zret = LZMA_OK; /* ended exactly here: said again by the next call */
+    r->left -= got;
+    r->p = r->win;
+    r->n = got;
+    r->off = 0;
+    return got;
+}
 
 static uint64_t
 get_u(rbuf_t *r)
 {
     uint64_t v = 0;
-    for (unsigned shift = 0; r->off < r->n && shift < 64; shift += 7) {
+    for (unsigned shift = 0; shift < 64; shift += 7) {
+        if (r->off == r->n && refill(r) == 0)
+            break;
         uint8_t b = r->p[r->off++];
         if (shift == 63 && b > 1)
             break; /* more than 64 bits */
@@ -715,6 +753,22 @@ get_u(rbuf_t *r)
             return v;
     }
     r->bad = 1;
+    return 0;
+}
+
+/* Copy the next N body bytes of R into OUT; 0, or -1 when fewer are left. */
+static int
+get_bytes(rbuf_t *r, uint8_t *out, size_t n)
+{
+    while (n > 0) {
+        if (r->off == r->n && refill(r) == 0)
+            return -1;
+        size_t k = r->n - r->off < n ? r->n - r->off : n;
+        memcpy(out, r->p + r->off, k);
+        out += k;
+        r->off += k;
+        n -= k;
+    }
     return 0;
 }
 
@@ -829,9 +883,10 @@ alloc_part(void **p, uint32_t n, size_t size)
     return n && *p == NULL ? QP_ENOMEM : 0;
 }
 
-/* The records of the inflated BODY into OUT (whose header has the counts). */
+/* The records of the body B into OUT (whose header has the counts), then its string
+ * table: the body's last strtab_size bytes. */
 static int
-decode_body(const uint8_t *body, size_t n, qp_desc_t *out, char *why, size_t whylen)
+decode_body(rbuf_t *b, qp_desc_t *out, char *why, size_t whylen)
 {
     const qp_desc_hdr_t *h = &out->hdr;
     if (alloc_part((void **)&out->procs, h->nprocs, sizeof(qp_desc_proc_t)) < 0
@@ -842,41 +897,40 @@ decode_body(const uint8_t *body, size_t n, qp_desc_t *out, char *why, size_t why
         qp_why(why, whylen, "%s", qp_strerror(QP_ENOMEM));
         return QP_ENOMEM;
     }
-    rbuf_t b = { body, n, 0, 0 };
     run_t r;
     memset(&r, 0, sizeof(r));
     r.d = out;
     const char *part = NULL;
     uint32_t i = 0;
-    for (i = 0; i < h->nprocs && !b.bad; i++)
-        get_proc(&b, &r, &out->procs[i]);
-    part = b.bad ? "procedure" : NULL;
+    for (i = 0; i < h->nprocs && !b->bad; i++)
+        get_proc(b, &r, &out->procs[i]);
+    part = b->bad ? "procedure" : NULL;
     if (part == NULL && index_entries(&r) < 0) {
         qp_why(why, whylen, "%s", qp_strerror(QP_ENOMEM));
         return QP_ENOMEM;
     }
-    for (i = 0; part == NULL && i < h->nblocks && !b.bad; i++)
-        get_block(&b, &r, &out->blocks[i]);
-    part = part ? part : b.bad ? "block" : NULL;
-    for (i = 0; part == NULL && i < h->nedges && !b.bad; i++)
-        get_edge(&b, &r, &out->edges[i]);
-    part = part ? part : b.bad ? "edge" : NULL;
-    for (i = 0; part == NULL && i < h->ncalls && !b.bad; i++)
-        get_call(&b, &r, &out->calls[i]);
-    part = part ? part : b.bad ? "call site" : NULL;
+    for (i = 0; part == NULL && i < h->nblocks && !b->bad; i++)
+        get_block(b, &r, &out->blocks[i]);
+    part = part ? part : b->bad ? "block" : NULL;
+    for (i = 0; part == NULL && i < h->nedges && !b->bad; i++)
+        get_edge(b, &r, &out->edges[i]);
+    part = part ? part : b->bad ? "edge" : NULL;
+    for (i = 0; part == NULL && i < h->ncalls && !b->bad; i++)
+        get_call(b, &r, &out->calls[i]);
+    part = part ? part : b->bad ? "call site" : NULL;
     free(r.entries);
     if (part != NULL) {
         qp_why(why, whylen, "description body: %s %u truncated or a value out of range", part,
                i - 1);
         return QP_EFORMAT;
     }
-    if (n - b.off != h->strtab_size) {
-        qp_why(why, whylen, "description body: %zu bytes after the records, the string table "
-               "has %u", n - b.off, h->strtab_size);
+    /* What is left of the body is the string table, exactly. */
+    uint64_t rest = (uint64_t)(b->n - b->off) + b->left;
+    if (rest != h->strtab_size || get_bytes(b, (uint8_t *)out->strtab, h->strtab_size) < 0) {
+        qp_why(why, whylen, "description body: %llu bytes after the records, the string "
+               "table has %u", (unsigned long long)rest, h->strtab_size);
         return QP_EFORMAT;
     }
-    if (h->strtab_size > 0)
-        memcpy(out->strtab, body + b.off, h->strtab_size);
     return 0;
 }
 
@@ -926,36 +980,51 @@ check_header(const uint8_t *buf, size_t len, qp_desc_hdr_t *h, char *why, size_t
     return check_sizes(h, len - sizeof(*h), why, whylen);
 }
 
-/* Inflate the body of BUF (LEN bytes, header H) into *BODY; *END is where its stream
- * ends. */
+/*
+ * The end of B's stream, after the records were read (or refused): the rest inflated
+ * and dropped, then whether the stream gave exactly the header's body_size bytes and
+ * ended (a stream that fails is reported before anything read from it). *END is where
+ * the stream ended in BUF.
+ */
 static int
-inflate_body(const uint8_t *buf, size_t len, const qp_desc_hdr_t *h, uint8_t **body,
-             size_t *end, char *why, size_t whylen)
+finish_stream(rbuf_t *b, const qp_desc_hdr_t *h, size_t *end, char *why, size_t whylen)
 {
-    *body = malloc(h->body_size ? h->body_size : 1);
-    if (*body == NULL) {
-        qp_why(why, whylen, "%s", qp_strerror(QP_ENOMEM));
-        return QP_ENOMEM;
+    while (refill(b) > 0)
+        ;
+    lzma_ret lr = b->zret;
+    int more = 0;
+    if (lr == LZMA_OK && b->left == 0) {
+        /* Every promised byte came: the stream must end here, with nothing more. */
+        uint8_t one;
+        b->z->next_out = &one;
+        b->z->avail_out = 1;
+        lr = lzma_code(b->z, LZMA_FINISH);
+        more = b->z->avail_out == 0;
+        if (lr == LZMA_OK && !more)
+            lr = LZMA_BUF_ERROR; /* the input ended without the end of the stream */
     }
-    lzma_options_lzma o;
-    if (lzma_options(6, &o) < 0)
-        return QP_EINVAL;
-    o.dict_size = LZMA_DICT_MAX;
-    lzma_filter f[2] = { { LZMA_FILTER_LZMA2, &o }, { LZMA_VLI_UNKNOWN, NULL } };
-    size_t in = 0, n = 0;
-    lzma_ret lr = lzma_raw_buffer_decode(f, NULL, buf + sizeof(*h), &in, len - sizeof(*h),
-                                         *body, &n, h->body_size);
-    if (lr != LZMA_OK || n != h->body_size) {
+    if (lr != LZMA_STREAM_END || more || b->left != 0) {
         qp_why(why, whylen, "description corrupted or truncated (its body does not "
                "decompress to the %u bytes its header says: %s)", h->body_size,
-               lr == LZMA_OK ? "fewer" : lr == LZMA_MEM_ERROR ? "out of memory"
-               : lr == LZMA_BUF_ERROR ? "more, or the stream ends early" : "bad stream");
+               lr == LZMA_STREAM_END && !more ? "fewer"
+               : lr == LZMA_MEM_ERROR ? "out of memory"
+               : lr == LZMA_BUF_ERROR || more ? "more, or the stream ends early"
+                                              : "bad stream");
         return lr == LZMA_MEM_ERROR ? QP_ENOMEM : QP_EFORMAT;
     }
-    *end = sizeof(*h) + in;
+    *end = sizeof(*h) + (size_t)b->z->total_in;
     return 0;
 }
 
+/*
+ * TODO(#31): chromium's description (9.6 million blocks, 13.9 million edges) takes 2.5 s
+ * of CPU to read (1.4 s of it LZMA) and 780 MB as structs, though only 16% of its
+ * procedures ran. Reading it lazily needs a new version: the records of consecutive
+ * procedures in chunks that are streams of their own, an index of them (first
+ * procedure, block, edge and call site, the counters they use, where the stream is),
+ * and per procedure what solving it with zero inputs gives, so that a report decodes
+ * only the chunks with a counter that counted (version 5 still read whole).
+ */
 int
 qp_desc_parse(const uint8_t *buf, size_t len, qp_desc_t *out, char *why, size_t whylen)
 {
@@ -963,10 +1032,32 @@ qp_desc_parse(const uint8_t *buf, size_t len, qp_desc_t *out, char *why, size_t 
         return QP_EINVAL;
     memset(out, 0, sizeof(*out));
     qp_desc_hdr_t h;
-    uint8_t *body = NULL;
-    size_t end = 0;
     QP_CHECK(check_header(buf, len, &h, why, whylen));
-    int rc = inflate_body(buf, len, &h, &body, &end, why, whylen);
+    lzma_options_lzma o;
+    if (lzma_options(6, &o) < 0)
+        return QP_EINVAL;
+    o.dict_size = LZMA_DICT_MAX;
+    lzma_filter f[2] = { { LZMA_FILTER_LZMA2, &o }, { LZMA_VLI_UNKNOWN, NULL } };
+    lzma_stream z = LZMA_STREAM_INIT;
+    size_t win = h.body_size < WINDOW ? h.body_size + 1 : WINDOW;
+    rbuf_t b = { NULL, 0, 0, 0, &z, malloc(win), win, h.body_size, LZMA_OK };
+    if (b.win == NULL || lzma_raw_decoder(&z, f) != LZMA_OK) {
+        free(b.win);
+        lzma_end(&z);
+        qp_why(why, whylen, "%s", qp_strerror(QP_ENOMEM));
+        return QP_ENOMEM;
+    }
+    z.next_in = buf + sizeof(h);
+    z.avail_in = len - sizeof(h);
+    /* The records are read as the stream inflates; a failure of the stream itself, stray
+     * bytes or another id are said before what the records would say. */
+    out->hdr = h;
+    char rwhy[512] = "";
+    int rrc = decode_body(&b, out, rwhy, sizeof(rwhy));
+    size_t end = 0;
+    int rc = finish_stream(&b, &h, &end, why, whylen);
+    lzma_end(&z);
+    free(b.win);
     /* Only zero padding (section alignment) may follow the stream. */
     for (size_t i = end; rc == 0 && i < len; i++)
         if (buf[i] != 0) {
@@ -979,10 +1070,10 @@ qp_desc_parse(const uint8_t *buf, size_t len, qp_desc_t *out, char *why, size_t 
                (unsigned long long)h.id);
         rc = QP_EFORMAT;
     }
-    out->hdr = h;
-    if (rc == 0)
-        rc = decode_body(body, h.body_size, out, why, whylen);
-    free(body);
+    if (rc == 0 && rrc < 0) {
+        qp_why(why, whylen, "%s", rwhy);
+        rc = rrc;
+    }
     if (rc == 0)
         rc = qp_desc_validate(out, why, whylen);
     if (rc < 0) {

@@ -413,85 +413,137 @@ qp_backtrace_walk(
  * Abandoned call blocks
  */
 
+/*
+ * The return addresses found in the dumps, collected first (the walks need nothing
+ * else), so that one pass over the description's edges finds their call blocks: no
+ * table of every call site or moved block, which on a big program (chromium: 9.6 million
+ * blocks) cost hundreds of megabytes and two sorts.
+ */
 typedef struct ret_site {
     uint64_t ret_addr; /* link-time address a call pushes */
-    uint32_t block;    /* the call block */
+    uint32_t block; /* the call block with the lowest index that pushes it, or QP_VIRT */
 } ret_site_t;
 
 static int
 cmp_ret_site(const void *a, const void *b)
 {
     const ret_site_t *x = a, *y = b;
-    if (x->ret_addr != y->ret_addr)
-        return x->ret_addr < y->ret_addr ? -1 : 1;
-    return x->block < y->block ? -1 : x->block > y->block;
+    return x->ret_addr < y->ret_addr ? -1 : x->ret_addr > y->ret_addr;
 }
 
 typedef struct abandon_ctx {
-    const ret_site_t *sites;
-    size_t nsites;
-    uint64_t *abandoned;
-    qp_backtrace_stats_t *st;
+    uint64_t *ras; /* every return address walked, in order */
+    size_t nras, cap;
+    int nomem; /* growing ras failed */
 } abandon_ctx_t;
 
 static int
 on_return_address(void *arg, uint64_t ra)
 {
     abandon_ctx_t *c = arg;
-    c->st->frames++;
-    size_t lo = 0, hi = c->nsites;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (c->sites[mid].ret_addr < ra)
-            lo = mid + 1;
-        else
-            hi = mid;
+    if (c->nras == c->cap) {
+        size_t cap = c->cap ? 2 * c->cap : 256;
+        uint64_t *v = realloc(c->ras, cap * sizeof(*v));
+        if (v == NULL) {
+            c->nomem = 1;
+            return 1; /* ends the walk */
+        }
+        c->ras = v;
+        c->cap = cap;
     }
-    if (lo < c->nsites && c->sites[lo].ret_addr == ra) {
-        c->abandoned[c->sites[lo].block]++;
-        c->st->matched++;
-    }
+    c->ras[c->nras++] = ra;
     return 0;
 }
 
-typedef struct new_block {
-    uint64_t new_start; /* link-time address of the relocated copy */
-    uint32_t block;
-} new_block_t;
-
-static int
-cmp_new_block(const void *a, const void *b)
+/* The site of SITES (N, sorted, distinct) whose return address is RA, or NULL. */
+static ret_site_t *
+site_at(ret_site_t *sites, size_t n, uint64_t ra)
 {
-    const new_block_t *x = a, *y = b;
-    return x->new_start < y->new_start ? -1 : x->new_start > y->new_start;
-}
-
-/*
- * A dump taken before an exec that succeeded: the frame it was taken in is abandoned at
- * the exec's call block, which has a return edge (an exec may fail and return), unlike
- * exit's. The block holding the dump's pc (the hook before the call) gets it.
- */
-static void
-abandon_exec_block(const qp_desc_t *d, const new_block_t *nb, size_t n, const qp_dump_t *dump,
-    uint64_t *abandoned)
-{
-    uint64_t pc = dump->hdr.pc - dump->hdr.bias;
     size_t lo = 0, hi = n;
     while (lo < hi) {
         size_t mid = lo + (hi - lo) / 2;
-        if (nb[mid].new_start <= pc)
+        if (sites[mid].ret_addr < ra)
             lo = mid + 1;
         else
             hi = mid;
     }
-    if (lo == 0)
-        return;
-    uint32_t b = nb[lo - 1].block;
-    for (uint32_t i = 0; i < d->hdr.ncalls; i++)
-        if (d->calls[i].block == b && (d->calls[i].flags & QP_CALLF_EXEC)) {
-            abandoned[b]++;
-            return;
+    return lo < n && sites[lo].ret_addr == ra ? &sites[lo] : NULL;
+}
+
+/* Each frame of C (its return address) whose call block a call site names: one more
+ * abandoned execution of that block. */
+static int
+abandon_frames(const qp_desc_t *d, const abandon_ctx_t *c, uint64_t *abandoned,
+    qp_backtrace_stats_t *st)
+{
+    ret_site_t *sites = malloc((c->nras ? c->nras : 1) * sizeof(*sites));
+    if (sites == NULL)
+        return QP_ENOMEM;
+    for (size_t i = 0; i < c->nras; i++)
+        sites[i] = (ret_site_t) { c->ras[i], QP_VIRT };
+    qsort(sites, c->nras, sizeof(*sites), cmp_ret_site);
+    size_t n = 0;
+    for (size_t i = 0; i < c->nras; i++)
+        if (n == 0 || sites[n - 1].ret_addr != sites[i].ret_addr)
+            sites[n++] = sites[i];
+    for (uint32_t i = 0; n > 0 && i < d->hdr.nedges; i++) {
+        const qp_desc_edge_t *e = &d->edges[i];
+        ret_site_t *s;
+        if (e->kind == CFG_EDGE_CALLRET && e->ret_addr != 0
+            && (s = site_at(sites, n, e->ret_addr)) != NULL
+            && (s->block == QP_VIRT || e->from < s->block))
+            s->block = e->from;
+    }
+    st->frames += c->nras;
+    for (size_t i = 0; i < c->nras; i++) {
+        const ret_site_t *s = site_at(sites, n, c->ras[i]);
+        if (s != NULL && s->block != QP_VIRT) {
+            abandoned[s->block]++;
+            st->matched++;
         }
+    }
+    free(sites);
+    return 0;
+}
+
+/*
+ * Dumps taken before an exec that succeeded: the frame each was taken in is abandoned at
+ * the exec's call block, which has a return edge (an exec may fail and return), unlike
+ * exit's. The block holding the dump's pc (the hook before the call: the moved block
+ * starting last at or before it, the one of highest index among equal starts) gets it.
+ * One pass over the blocks for every dump of P.
+ */
+static int
+abandon_exec_blocks(const qp_desc_t *d, const qp_profile_t *p, uint64_t *abandoned)
+{
+    size_t n = p->ndumps;
+    uint64_t *best = calloc(n, sizeof(uint64_t));
+    uint32_t *at = malloc(n * sizeof(uint32_t));
+    if (best == NULL || at == NULL) {
+        free(best);
+        free(at);
+        return QP_ENOMEM;
+    }
+    for (size_t k = 0; k < n; k++)
+        at[k] = QP_VIRT;
+    for (uint32_t i = 0; i < d->hdr.nblocks; i++) {
+        uint64_t ns = d->blocks[i].new_start;
+        for (size_t k = 0; ns != 0 && k < n; k++)
+            if (ns <= p->dumps[k].hdr.pc - p->dumps[k].hdr.bias
+                && (at[k] == QP_VIRT || ns >= best[k])) {
+                best[k] = ns;
+                at[k] = i;
+            }
+    }
+    for (size_t k = 0; k < n; k++)
+        for (uint32_t i = 0; at[k] != QP_VIRT && i < d->hdr.ncalls; i++)
+            if (d->calls[i].block == at[k] && (d->calls[i].flags & QP_CALLF_EXEC)) {
+                abandoned[at[k]]++;
+                break;
+            }
+    free(best);
+    free(at);
+    return 0;
 }
 
 int
@@ -507,32 +559,14 @@ qp_backtrace_abandoned(qp_unwinder_t *u, const qp_desc_t *d, const qp_profile_t 
         return QP_EINVAL;
     if (p->ndumps == 0)
         return 0;
-    ret_site_t *sites = malloc((d->hdr.nedges ? d->hdr.nedges : 1) * sizeof(ret_site_t));
-    if (sites == NULL)
-        return QP_ENOMEM;
-    size_t n = 0;
-    for (uint32_t i = 0; i < d->hdr.nedges; i++)
-        if (d->edges[i].kind == CFG_EDGE_CALLRET && d->edges[i].ret_addr != 0)
-            sites[n++] = (ret_site_t) { d->edges[i].ret_addr, d->edges[i].from };
-    qsort(sites, n, sizeof(*sites), cmp_ret_site);
-    new_block_t *nb = malloc((d->hdr.nblocks ? d->hdr.nblocks : 1) * sizeof(new_block_t));
-    if (nb == NULL) {
-        free(sites);
-        return QP_ENOMEM;
-    }
-    size_t nnb = 0;
-    for (uint32_t b = 0; b < d->hdr.nblocks; b++)
-        if (d->blocks[b].new_start != 0)
-            nb[nnb++] = (new_block_t) { d->blocks[b].new_start, b };
-    qsort(nb, nnb, sizeof(*nb), cmp_new_block);
-    abandon_ctx_t c = { sites, n, abandoned, st };
-    for (size_t i = 0; i < p->ndumps; i++) {
-        abandon_exec_block(d, nb, nnb, &p->dumps[i], abandoned);
+    QP_CHECK(abandon_exec_blocks(d, p, abandoned));
+    abandon_ctx_t c = { NULL, 0, 0, 0 };
+    for (size_t i = 0; i < p->ndumps && !c.nomem; i++) {
         int why = qp_backtrace_walk(u, &p->dumps[i], on_return_address, &c);
         st->dumps++;
         st->incomplete += why != QP_BT_END && why != QP_BT_FOREIGN;
     }
-    free(nb);
-    free(sites);
-    return 0;
+    int rc = c.nomem ? QP_ENOMEM : abandon_frames(d, &c, abandoned, st);
+    free(c.ras);
+    return rc;
 }

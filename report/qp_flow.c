@@ -363,6 +363,60 @@ qp_flow_solve(const qp_desc_t *d, uint32_t proc, const uint64_t *counters,
     return qp_flow_solve_in(d, proc, counters, ncounters, abandoned, NULL, out);
 }
 
+/* Are PROC's inputs all zero (qp_flow_zero_known)? */
+static int
+inputs_zero(const qp_desc_t *d, uint32_t proc, const uint64_t *counters,
+    const uint64_t *abandoned, const qp_flow_entries_t *entries)
+{
+    const qp_desc_proc_t *p = &d->procs[proc];
+    if ((p->flags & QP_PROC_BY_CALLS) && entries != NULL && proc < entries->nprocs
+        && entries->known[proc] && entries->count[proc] != 0)
+        return 0;
+    const qp_desc_block_t *blocks = &d->blocks[p->block];
+    for (uint32_t b = 0; b < p->nblocks; b++)
+        if ((blocks[b].counter != QP_NOCOUNTER && counters[blocks[b].counter] != 0)
+            || (abandoned != NULL && abandoned[p->block + b] != 0))
+            return 0;
+    const qp_desc_edge_t *edges = &d->edges[p->edge];
+    for (uint32_t e = 0; e < p->nedges; e++)
+        if (edges[e].counter != QP_NOCOUNTER && counters[edges[e].counter] != 0)
+            return 0;
+    return 1;
+}
+
+int
+qp_flow_zero_known(const qp_desc_t *d, uint32_t proc, const uint64_t *counters,
+    const uint64_t *abandoned, const qp_flow_entries_t *entries, qp_flow_zero_t *out)
+{
+    if (d == NULL || entries == NULL || entries->zero == NULL || proc >= entries->nprocs
+        || proc >= d->hdr.nprocs || !entries->zero[proc].done
+        || !inputs_zero(d, proc, counters, abandoned, entries))
+        return 0;
+    *out = entries->zero[proc];
+    return 1;
+}
+
+/* Keep F, the solution of PROC, in ENTRIES' cache when its inputs were all zero. */
+static void
+keep_zero(const qp_desc_t *d, uint32_t proc, const uint64_t *counters,
+    const uint64_t *abandoned, const qp_flow_entries_t *entries, const qp_flow_t *f)
+{
+    if (entries == NULL || entries->zero == NULL || proc >= entries->nprocs
+        || entries->zero[proc].done
+        || !inputs_zero(d, proc, counters, abandoned, entries))
+        return;
+    uint8_t all = f->nunknown_edges == 0;
+    for (uint32_t b = 0; b < f->nblocks && all; b++)
+        all = f->block_state[b] == QP_FLOW_MEASURED
+            || f->block_state[b] == QP_FLOW_SOLVED;
+    for (uint32_t e = 0; e < f->nedges && all; e++)
+        all = f->edge_state[e] == QP_FLOW_MEASURED || f->edge_state[e] == QP_FLOW_SOLVED;
+    /* Zero inputs solve to zero counts: no violation, nothing clamped (asserted here). */
+    assert(f->nviolations == 0 && f->calls == 0 && f->insns == 0);
+    entries->zero[proc] = (qp_flow_zero_t) { f->nunknown_edges, 1,
+        (uint8_t)f->calls_known, (uint8_t)f->insns_exact, all };
+}
+
 int
 qp_flow_solve_in(const qp_desc_t *d, uint32_t proc, const uint64_t *counters,
     size_t ncounters, const uint64_t *abandoned, const qp_flow_entries_t *entries,
@@ -396,6 +450,8 @@ qp_flow_solve_in(const qp_desc_t *d, uint32_t proc, const uint64_t *counters,
     if (rc == 0)
         summarize(&s);
     free_solver(&s);
+    if (rc == 0)
+        keep_zero(d, proc, counters, abandoned, entries, out);
     if (rc < 0)
         qp_flow_free(out);
     return rc;
@@ -412,6 +468,7 @@ qp_flow_entries_free(qp_flow_entries_t *e)
         return;
     free(e->count);
     free(e->known);
+    free(e->zero);
     memset(e, 0, sizeof(*e));
 }
 
@@ -481,7 +538,15 @@ hand_down(entries_ctx_t *c, uint32_t proc, int pending_too)
     const qp_desc_t *d = c->d;
     const qp_desc_proc_t *p = &d->procs[proc];
     qp_flow_t f;
-    QP_CHECK(qp_flow_solve_in(d, proc, c->counters, c->ncounters, c->abandoned, c->out, &f));
+    qp_flow_zero_t z;
+    /* Known to count 0 everywhere: nothing to add, nothing unknown. */
+    int zero = qp_flow_zero_known(d, proc, c->counters, c->abandoned, c->out, &z)
+        && z.all_known;
+    if (zero)
+        memset(&f, 0, sizeof(f));
+    else
+        QP_CHECK(qp_flow_solve_in(
+            d, proc, c->counters, c->ncounters, c->abandoned, c->out, &f));
     for (uint32_t k = qp_desc_first_call(d, proc);
          k < d->hdr.ncalls && d->calls[k].block - p->block < p->nblocks; k++) {
         uint32_t callee = site_callee(c, k);
@@ -490,9 +555,12 @@ hand_down(entries_ctx_t *c, uint32_t proc, int pending_too)
         const qp_desc_call_t *call = &d->calls[k];
         int tail = qp_call_is_tail(call);
         uint32_t i = tail ? call->edge - p->edge : call->block - p->block;
-        int inside = i < (tail ? f.nedges : f.nblocks); /* else a bad description */
-        uint8_t st = !inside ? QP_FLOW_UNKNOWN : tail ? f.edge_state[i] : f.block_state[i];
-        uint64_t n = !inside ? 0 : tail ? f.edge_count[i] : f.block_count[i];
+        int inside = i < (tail ? p->nedges : p->nblocks); /* else a bad description */
+        uint8_t st = !inside ? QP_FLOW_UNKNOWN
+            : zero           ? QP_FLOW_SOLVED
+            : tail           ? f.edge_state[i]
+                             : f.block_state[i];
+        uint64_t n = !inside || zero ? 0 : tail ? f.edge_count[i] : f.block_count[i];
         if ((st != QP_FLOW_MEASURED && st != QP_FLOW_SOLVED)
             || __builtin_add_overflow(c->out->count[callee], n, &c->out->count[callee]))
             c->bad[callee] = 1;
@@ -572,12 +640,15 @@ qp_flow_entries(const qp_desc_t *d, const uint64_t *counters, size_t ncounters,
     out->nprocs = n;
     out->count = calloc(n + 1, sizeof(uint64_t));
     out->known = calloc(n + 1, 1);
+    out->zero = calloc(n + 1, sizeof(qp_flow_zero_t));
     c.refs = malloc((n + 1) * sizeof(entry_ref_t));
     c.pending = calloc(n + 1, sizeof(uint32_t));
     c.bad = calloc(n + 1, 1);
     c.queue = malloc((n + 1) * sizeof(uint32_t));
-    int rc = !out->count || !out->known || !c.refs || !c.pending || !c.bad || !c.queue
-        ? QP_ENOMEM : entries_run(&c);
+    int rc = !out->count || !out->known || !out->zero || !c.refs || !c.pending || !c.bad
+            || !c.queue
+        ? QP_ENOMEM
+        : entries_run(&c);
     free(c.refs);
     free(c.pending);
     free(c.bad);

@@ -78,10 +78,28 @@ qp_flow_solve(const qp_desc_t *d, uint32_t proc, const uint64_t *counters,
  * acyclic). known[i] is 0 when a site's count is not known, the sum overflows, or the
  * procedure's callers could not be ordered (a cycle: then the description is bad).
  */
+/*
+ * A procedure whose inputs are all zero (no counter of it counted, nothing abandoned in
+ * it, and, counted by its calls, no call) solves to 0 everywhere; only which counts are
+ * known depends on it, through its graph. Most procedures of a big program never run,
+ * and a report solves each several times (the calls of those counted by their calls,
+ * the flat profile, the PLT stubs): so the first solution of such a procedure is kept
+ * in this summary and the later ones are not solved again.
+ */
+typedef struct qp_flow_zero {
+    uint32_t nunknown_edges; /* qp_flow_t's, with zero inputs */
+    uint8_t done;            /* the fields below are filled */
+    uint8_t calls_known;     /* qp_flow_t's */
+    uint8_t insns_exact;     /* qp_flow_t's */
+    uint8_t all_known;       /* every edge and block count is known (0) */
+} qp_flow_zero_t;
+
 typedef struct qp_flow_entries {
     uint32_t nprocs;
-    uint64_t *count; /* per procedure (0 for the others) */
-    uint8_t *known;  /* per procedure: count[i] is exact */
+    uint64_t *count;      /* per procedure (0 for the others) */
+    uint8_t *known;       /* per procedure: count[i] is exact */
+    qp_flow_zero_t *zero; /* per procedure: its solution with zero inputs, once one was
+                           * solved (a cache qp_flow_solve_in fills; NULL: none kept) */
 } qp_flow_entries_t;
 
 /*
@@ -105,6 +123,18 @@ int
 qp_flow_solve_in(const qp_desc_t *d, uint32_t proc, const uint64_t *counters,
     size_t ncounters, const uint64_t *abandoned, const qp_flow_entries_t *entries,
     qp_flow_t *out /*OUT*/);
+
+/*
+ * Are the inputs of measured procedure PROC of D all zero (as qp_flow_solve_in would
+ * read them: its counters, the ABANDONED counts of its blocks, and, when it is counted
+ * by its calls, ENTRIES' count of it), and was such a solution of it kept in ENTRIES
+ * (qp_flow_zero_t)? Then 1 with *OUT filled: every count of PROC is 0, and *OUT says
+ * which are known. Else 0: solve it.
+ */
+int
+qp_flow_zero_known(const qp_desc_t *d, uint32_t proc, const uint64_t *counters,
+    const uint64_t *abandoned, const qp_flow_entries_t *entries,
+    qp_flow_zero_t *out /*OUT*/);
 
 /* Free F's arrays and zero it. NULL is fine. */
 void

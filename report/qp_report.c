@@ -175,12 +175,32 @@ xlate_missed(const qp_desc_t *d, const qp_profile_t *p, uint32_t proc)
         : 0;
 }
 
+/* The flow of PROC as far as result_of needs it (counts, states and violations left
+ * out) from its zero-input summary Z: everything 0. */
+static void
+zero_flow(uint32_t proc, const qp_flow_zero_t *z, qp_flow_t *f)
+{
+    memset(f, 0, sizeof(*f));
+    f->proc = proc;
+    f->calls_known = z->calls_known;
+    f->insns_exact = z->insns_exact;
+    f->nunknown_edges = z->nunknown_edges;
+}
+
 static int
 result_of(const qp_report_t *r, uint32_t proc, qp_proc_result_t *res, int *ran)
 {
     qp_flow_t f;
-    QP_CHECK(qp_report_flow(r, proc, &f));
-    *ran |= leaving_ran(r->desc, proc, &f);
+    qp_flow_zero_t z;
+    /* A procedure known to count 0 everywhere did not run: no leaving, no violation,
+     * no saturated counter (saturated() reads no count of F then). */
+    if (qp_flow_zero_known(
+            r->desc, proc, r->prof->counters, r->abandoned, &r->entries, &z))
+        zero_flow(proc, &z, &f);
+    else {
+        QP_CHECK(qp_report_flow(r, proc, &f));
+        *ran |= leaving_ran(r->desc, proc, &f);
+    }
     uint32_t pflags = r->desc->procs[proc].flags;
     memset(res, 0, sizeof(*res));
     res->proc = proc;

@@ -1628,6 +1628,67 @@ START_TEST(test_qp_flow_by_calls)
 }
 END_TEST
 
+/*
+ * A procedure whose inputs are all zero is solved once and its summary kept: the summary
+ * must be what solving it again gives (B and C known to be 0, D's calls unknown), a
+ * procedure that ran has none, and the report's results are those of fresh solutions.
+ */
+START_TEST(test_qp_flow_zero_summary)
+{
+    qp_desc_t d;
+    by_calls_desc(&d);
+    for (int ran = 0; ran < 2; ran++) {
+        const uint64_t counters[] = { ran ? 5 : 0, ran ? 3 : 0 };
+        qp_flow_entries_t en;
+        ck_assert_int_eq(qp_flow_entries(&d, counters, 2, NULL, &en), 0);
+        qp_flow_entries_t plain = en; /* the same counts without the cache */
+        plain.zero = NULL;
+        for (uint32_t p = 0; p < 4; p++) {
+            qp_flow_t f, again;
+            qp_flow_zero_t z;
+            ck_assert_int_eq(qp_flow_solve_in(&d, p, counters, 2, NULL, &plain, &f), 0);
+            ck_assert(!qp_flow_zero_known(&d, p, counters, NULL, &plain, &z));
+            ck_assert_int_eq(qp_flow_solve_in(&d, p, counters, 2, NULL, &en, &again), 0);
+            qp_flow_free(&again);
+            int zero = !ran || p == 3; /* D's inputs are zero in both runs */
+            ck_assert_int_eq(qp_flow_zero_known(&d, p, counters, NULL, &en, &z), zero);
+            if (zero) {
+                ck_assert_uint_eq(z.calls_known, f.calls_known);
+                ck_assert_uint_eq(z.insns_exact, f.insns_exact);
+                ck_assert_uint_eq(z.nunknown_edges, f.nunknown_edges);
+                ck_assert_uint_eq(z.all_known, p != 3);
+                ck_assert(f.calls == 0 && f.insns == 0 && f.nviolations == 0);
+            }
+            qp_flow_free(&f);
+        }
+        /* The report (which uses the summaries) gives what fresh solutions give. */
+        qp_profile_t prof;
+        make_profile(&prof, 1, 2, 0, 0);
+        prof.counters[0] = counters[0];
+        prof.counters[1] = counters[1];
+        qp_report_t r;
+        ck_assert_int_eq(qp_report_build(&d, &prof, NULL, &r), 0);
+        for (uint32_t k = 0; k < r.nprocs; k++) {
+            const qp_proc_result_t *res = &r.procs[k];
+            qp_flow_t f;
+            ck_assert_int_eq(
+                qp_flow_solve_in(&d, res->proc, counters, 2, NULL, &plain, &f), 0);
+            ck_assert_uint_eq(res->calls, f.calls);
+            ck_assert_uint_eq(res->calls_known, f.calls_known);
+            ck_assert_uint_eq(res->insns, f.insns);
+            ck_assert_uint_eq(res->insns_exact, f.insns_exact);
+            ck_assert_uint_eq(res->nunknown_edges, f.nunknown_edges);
+            ck_assert_uint_eq(res->nviolations, f.nviolations);
+            qp_flow_free(&f);
+        }
+        qp_report_free(&r);
+        qp_profile_free(&prof);
+        qp_flow_entries_free(&en);
+    }
+    qp_desc_free(&d);
+}
+END_TEST
+
 /* A report of procedure "f" (a diamond) entered CALLS times, LEFT of them to the left. */
 static void
 one_proc_report(qp_desc_t *d, qp_profile_t *prof, qp_report_t *r, uint64_t calls,
@@ -1900,6 +1961,7 @@ qp_suite(void)
     tcase_add_test(tc, test_qp_csv_field);
     tcase_add_test(tc, test_qp_report_order);
     tcase_add_test(tc, test_qp_flow_by_calls);
+    tcase_add_test(tc, test_qp_flow_zero_summary);
     tcase_add_test(tc, test_qp_process_order);
     tcase_add_test(tc, test_qp_report_plt);
     suite_add_tcase(s, tc);
