@@ -513,6 +513,13 @@ static void
 split_weights(const drv_graph_t *g, const double *freq_e, const int64_t *runs, double *w)
 {
     uint32_t n = g->nedges, X = g->nblocks;
+    /*
+     * main's ways out get counters, whatever they cost (once a run): then a run killed
+     * inside main leaves main's calls, which follow from them, below the runs, and the
+     * report says how many runs ended there. With an edge out of main in the tree, the
+     * calls would follow from a counter inside it and count the killed run as returned.
+     */
+    int is_main = strcmp(g->prog->procs[g->proc].name, "main") == 0;
     for (uint32_t i = 0; i < X; i++)
         w[n + i] = 0;
     for (uint32_t e = 0; e < n; e++) {
@@ -522,6 +529,8 @@ split_weights(const drv_graph_t *g, const double *freq_e, const int64_t *runs, d
             w[n + ed->to] += f;
         if (ed->kind == QP_EDGE_ENTRY && g->entry_by_calls)
             w[e] = -INF; /* known from the callers: free */
+        else if (ed->to == X && ed->place != DRV_PLACE_NONE && is_main)
+            w[e] = -1; /* a counter (below) */
         else
             w[e] = ed->place == DRV_PLACE_NONE || ed->kind == QP_EDGE_ENTRY
                 ? INF : f * counter_cost(ed);
