@@ -1,0 +1,220 @@
+/* Copyright 2026 the qpt authors
+ * SPDX-License-Identifier: MIT */
+/*
+ * `dyn search`: option parsing and printing for the automated bottleneck search.
+ */
+#include "config.h"
+
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "metrics/qm.h"
+#include "tools/dyn_search.h"
+#include "tools/tool_metrics.h"
+
+static volatile int stop_flag;
+
+static void
+on_signal(int sig)
+{
+    (void)sig;
+    stop_flag = 1;
+}
+
+static void
+usage(FILE *f)
+{
+    fprintf(f,
+            "usage: dyn search [OPTIONS] attach PID\n"
+            "       dyn search [OPTIONS] run -- COMMAND [ARGS...]\n"
+            "Find a running program's bottlenecks by itself (Paradyn's W3 search): test\n"
+            "hypotheses (CPU-bound, sync-waiting, IO-waiting, syscall-blocked) program-wide,\n"
+            "refine those above the threshold (threads; procedures -> callees; locks ->\n"
+            "lock objects; I/O -> callers), take refuted metrics out.\n"
+            "  --threshold PCT     a hypothesis holds above PCT%% of wall time (20)\n"
+            "  --step SECS         how long each test measures (0.5)\n"
+            "  --max-overhead PCT  keep the metrics' cost under PCT%% (the cost model)\n"
+            "  --duration SECS     end the search after SECS\n"
+            "  --from PROCS        procedures (comma-separated) the CPU search refines\n"
+            "                      from (main)\n"
+            "  --interval SECS     progress: each conclusion, and a line every SECS\n"
+            "  --json              the tree and the bottlenecks as JSON\n");
+}
+
+static void
+print_node(void *arg, const qm_search_node_t *nd, double t, size_t n, size_t tested,
+           size_t ntrue)
+{
+    (void)arg;
+    if (nd == NULL)
+        fprintf(stderr, "dyn search: %.1f s: %zu nodes, %zu tested, %zu true\n", t, n, tested,
+                ntrue);
+    else
+        fprintf(stderr, "dyn search: %.1f s: %s %s: %.1f%% -> %s\n", t,
+                qm_search_hyp_name(nd->hyp), nd->focus, 100 * nd->value,
+                qm_search_state_name(nd->state));
+}
+
+static void
+print_tree(const qm_search_report_t *r, long parent, int depth)
+{
+    for (size_t i = 0; i < r->n; i++) {
+        const qm_search_node_t *nd = &r->nodes[i];
+        if (nd->parent != parent)
+            continue;
+        /* The untested roots of hypotheses never called are noise: left out. */
+        if (parent < 0 && nd->state == QM_NODE_FALSE && nd->value == 0
+            && nd->hyp != QM_HYP_CPU)
+            continue;
+        printf("%*s%-15s %-44s %7.1f%% %5.0f%%  %-12s %5.1f-%.1f s", 2 * depth, "",
+               qm_search_hyp_name(nd->hyp), nd->focus, 100 * nd->value, 100 * nd->threshold,
+               qm_search_state_name(nd->state), nd->t_start, nd->t_end);
+        if (nd->why[0])
+            printf("  (%s)", nd->why);
+        printf("\n");
+        print_tree(r, (long)i, depth + 1);
+    }
+}
+
+static void
+print_json(const qm_search_report_t *r)
+{
+    printf("{\"pid\":%d,\"secs\":%.3f,\"metrics_added\":%u,\"metrics_removed\":%u,\"tree\":[",
+           r->pid, r->secs, r->added, r->removed);
+    for (size_t i = 0; i < r->n; i++) {
+        const qm_search_node_t *nd = &r->nodes[i];
+        printf("%s\n{\"id\":%zu,\"parent\":%ld,\"hypothesis\":", i ? "," : "", i, nd->parent);
+        tool_json_string(stdout, qm_search_hyp_name(nd->hyp));
+        printf(",\"focus\":");
+        tool_json_string(stdout, nd->focus);
+        printf(",\"metric\":");
+        tool_json_string(stdout, nd->metric);
+        printf(",\"value\":%.4f,\"threshold\":%.4f,\"state\":", nd->value, nd->threshold);
+        tool_json_string(stdout, qm_search_state_name(nd->state));
+        printf(",\"tested_from\":%.3f,\"tested_to\":%.3f", nd->t_start, nd->t_end);
+        if (nd->why[0]) {
+            printf(",\"why\":");
+            tool_json_string(stdout, nd->why);
+        }
+        printf("}");
+    }
+    printf("],\n\"bottlenecks\":[");
+    for (size_t k = 0; k < r->nranked; k++)
+        printf("%s%zu", k ? "," : "", r->ranked[k]);
+    printf("]}\n");
+}
+
+static int
+parse_num(const char *opt, const char *arg, double *out)
+{
+    char *end;
+    *out = strtod(arg, &end);
+    if (end == arg || (*end != '\0' && strcmp(end, "%") != 0) || !(*out > 0)) {
+        fprintf(stderr, "dyn search: %s: not a positive number: '%s'\n", opt, arg);
+        return -1;
+    }
+    return 0;
+}
+
+int
+dyn_search_main(int argc, char **argv)
+{
+    static const struct option lopts[] = {
+        { "threshold", required_argument, NULL, 'T' },
+        { "step", required_argument, NULL, 's' },
+        { "max-overhead", required_argument, NULL, 'O' },
+        { "duration", required_argument, NULL, 'd' },
+        { "from", required_argument, NULL, 'f' },
+        { "interval", required_argument, NULL, 'i' },
+        { "json", no_argument, NULL, 'j' },
+        { "help", no_argument, NULL, 'h' },
+        { NULL, 0, NULL, 0 },
+    };
+    qm_search_opts_t o = { 0 };
+    int opt, json = 0;
+    double v;
+    while ((opt = getopt_long(argc, argv, "+hi:d:", lopts, NULL)) != -1) {
+        switch (opt) {
+        case 'T':
+            if (parse_num("--threshold", optarg, &v) < 0)
+                return 2;
+            o.threshold = v / 100;
+            break;
+        case 's':
+            if (parse_num("--step", optarg, &o.step) < 0)
+                return 2;
+            break;
+        case 'O':
+            if (parse_num("--max-overhead", optarg, &o.max_overhead) < 0)
+                return 2;
+            break;
+        case 'd':
+            if (parse_num("--duration", optarg, &o.duration) < 0)
+                return 2;
+            break;
+        case 'i':
+            if (parse_num("--interval", optarg, &o.interval) < 0)
+                return 2;
+            break;
+        case 'f': o.roots = optarg; break;
+        case 'j': json = 1; break;
+        case 'h': usage(stdout); return 0;
+        default: usage(stderr); return 2;
+        }
+    }
+    if (optind < argc && strcmp(argv[optind], "attach") == 0 && optind + 1 < argc) {
+        char *end;
+        long pid = strtol(argv[optind + 1], &end, 10);
+        if (*end != '\0' || pid <= 0) {
+            fprintf(stderr, "dyn search: attach: not a process id: '%s'\n", argv[optind + 1]);
+            return 2;
+        }
+        o.pid = (int)pid;
+    } else if (optind < argc && strcmp(argv[optind], "run") == 0) {
+        int k = optind + 1;
+        if (k < argc && strcmp(argv[k], "--") == 0)
+            k++;
+        if (k >= argc) {
+            usage(stderr);
+            return 2;
+        }
+        o.argv = argv + k;
+    } else {
+        usage(stderr);
+        return 2;
+    }
+    o.note = tool_metrics_note;
+    o.note_arg = (void *)"dyn search";
+    o.on_node = print_node;
+    if (o.interval <= 0)
+        o.on_node = NULL;
+    o.stop = &stop_flag;
+    signal(SIGINT, on_signal);
+    signal(SIGTERM, on_signal);
+    qm_search_report_t rep;
+    char why[2048] = "";
+    int rc = qm_search_run(&o, &rep, why, sizeof(why));
+    if (rc < 0)
+        fprintf(stderr, "dyn search: %s\n", why[0] ? why : qpt_strerror(rc));
+    if (json)
+        print_json(&rep);
+    else if (rep.n > 0) {
+        printf("search tree (hypothesis, focus, value, threshold, outcome, when tested):\n");
+        print_tree(&rep, -1, 0);
+        printf("\nbottlenecks, ranked:\n");
+        for (size_t k = 0; k < rep.nranked; k++) {
+            const qm_search_node_t *nd = &rep.nodes[rep.ranked[k]];
+            printf("%2zu. %-15s %-44s %6.1f%% of wall time\n", k + 1,
+                   qm_search_hyp_name(nd->hyp), nd->focus, 100 * nd->value);
+        }
+        if (rep.nranked == 0)
+            printf("   none above the threshold\n");
+    }
+    fprintf(stderr, "dyn search: %.1f s, %u metrics inserted, %u taken out%s\n", rep.secs,
+            rep.added, rep.removed, rep.ended ? ", the process ended" : "");
+    qm_search_report_free(&rep);
+    return rc < 0 ? 1 : 0;
+}
