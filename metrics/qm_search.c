@@ -304,6 +304,9 @@ callee_name(search_t *S, const qpt_point_t *pt, char *out, size_t len)
     for (uint32_t p = 0; p < np; p++)
         if (qpt_proc_entry(S->exe, p) == to) {
             snprintf(out, len, "%s", qpt_proc_name(S->exe, p));
+            char *at = strstr(out, "@plt");
+            if (at != NULL)
+                *at = '\0';
             return;
         }
     const char *sym = qpt_symbol_at(S->exe, to, &off);
@@ -320,7 +323,7 @@ static int
 exe_proc(search_t *S, const char *name)
 {
     uint32_t p;
-    return name[0] != '\0' && strchr(name, '@') == NULL && qpt_proc_find(S->exe, name, &p) == 0;
+    return name[0] != '\0' && qpt_proc_find(S->exe, name, &p) == 0;
 }
 
 /* The points of KIND in procedure P (malloc'ed), *N. */
@@ -362,7 +365,7 @@ refine_callees(search_t *S, long i)
     for (size_t j = 0; j < n && k < MAX_CHILDREN; j++) {
         char name[160];
         callee_name(S, &v[j], name, sizeof(name));
-        if (!exe_proc(S, name) || strcmp(name, proc) == 0 || seen(names, k, name))
+        if (!exe_proc(S, name) || strchr(name, '@') != NULL || strcmp(name, proc) == 0 || seen(names, k, name))
             continue;
         snprintf(names[k++], sizeof(names[0]), "%s", name);
         char metric[320], focus[256];

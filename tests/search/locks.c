@@ -1,9 +1,10 @@
 /* Copyright 2026 the qpt authors
  * SPDX-License-Identifier: MIT */
 /* Two threads contending on one of three mutexes: both take lock_a and lock_c often and
- * briefly (no contention worth a name), and lock_b around 2 ms of work each (the planted
- * bottleneck: one thread waits while the other works). A short sleep outside lock_b
- * lets the waiter in (no barging). Runs for argv[1] seconds. */
+ * briefly (no contention worth a name), and lock_b around a 2 ms wait each (the planted
+ * bottleneck: one thread waits for the lock while the other holds it), then 0.5 ms of
+ * work outside any lock, which gives the waiter its turn. The holder sleeps rather than
+ * computes, so a busy machine does not change who waits. Runs for argv[1] seconds. */
 #include <pthread.h>
 #include <stdlib.h>
 #include <time.h>
@@ -34,8 +35,9 @@ busy_ms(double ms)
 __attribute__((noinline)) static void
 update_b(void)
 {
+    struct timespec hold = { 0, 2 * 1000 * 1000 };
     pthread_mutex_lock(&lock_b);
-    busy_ms(2);
+    nanosleep(&hold, NULL);
     pthread_mutex_unlock(&lock_b);
 }
 
@@ -43,7 +45,6 @@ static void *
 worker(void *arg)
 {
     (void)arg;
-    struct timespec pause = { 0, 200 * 1000 };
     double end = now() + secs;
     while (now() < end) {
         for (int i = 0; i < 20; i++) {
@@ -55,7 +56,7 @@ worker(void *arg)
             pthread_mutex_unlock(&lock_c);
         }
         update_b();
-        nanosleep(&pause, NULL);
+        busy_ms(0.5);
     }
     return NULL;
 }

@@ -9,11 +9,14 @@
 #include <unistd.h>
 
 volatile unsigned sum;
+volatile int last_n; /* a store after the call: room for a live exit snippet */
 
 __attribute__((noinline)) static int
 next_message(int fd, char *buf, size_t len)
 {
-    return (int)read(fd, buf, len);
+    int n = (int)read(fd, buf, len);
+    last_n = n;
+    return n;
 }
 
 __attribute__((noinline)) static void
