@@ -288,6 +288,7 @@ typedef struct qm_search_node {
     double threshold;
     double t_start, t_end;   /* when tested: seconds since the search began */
     char why[256];           /* QM_NODE_UNMEASURED: why */
+    int round;               /* the when axis: which round of the search (0, 1, ...) */
 } qm_search_node_t;
 
 typedef struct qm_search_opts {
@@ -307,6 +308,8 @@ typedef struct qm_search_opts {
     void (*on_node)(void *arg, const qm_search_node_t *node, double t, size_t n,
                     size_t tested, size_t ntrue);
     double interval;
+    int repeat;              /* search again from the roots after each round, until
+                              * DURATION or the process ends (the when axis) */
     void *arg;
 } qm_search_opts_t;
 
@@ -317,8 +320,8 @@ typedef struct qm_search_report {
     qm_search_node_t *nodes; /* the tree in order of creation (malloc'ed) */
     size_t n;
     size_t *ranked;          /* the bottlenecks: indices of true nodes with no true
-                              * child, refined ones (depth > 0, threads aside) first, then
-                              * by value (malloc'ed) */
+                              * descendant, by round, then refined ones (depth > 0,
+                              * threads aside) first, then by value (malloc'ed) */
     size_t nranked;
     unsigned added, removed; /* metrics inserted and taken out */
 } qm_search_report_t;

@@ -58,6 +58,7 @@ typedef struct node_ext {
                               * window began */
     int from_proc;           /* measured from /proc, not by a metric */
     double run_base;         /* CPU: the program's CPU seconds when its window began */
+    double want_base;        /* ... and its CPU seconds with the run-queue waits */
     int tid;
 } node_ext_t;
 
@@ -73,6 +74,8 @@ typedef struct search {
     qpt_space_t *exe;        /* the executable, for its call graph */
     double t0, next_tick;
     int pid, done;
+    int round;               /* the round being searched (o->repeat) */
+    long cpu_root;           /* its CPU-bound root */
 } search_t;
 
 const char *
@@ -126,6 +129,7 @@ node_new(search_t *S, int hyp, int fk, long parent, const char *focus, const cha
     snprintf(nd->focus, sizeof(nd->focus), "%s", focus);
     snprintf(nd->metric, sizeof(nd->metric), "%s", metric ? metric : "");
     S->ext[r->n].metric = -1;
+    nd->round = S->round;
     return (long)r->n++;
 }
 
@@ -506,6 +510,8 @@ metric_total(const search_t *S, long i, const qm_row_t *rows, size_t n, int *mea
     return v;
 }
 
+static void roots(search_t *S);
+
 static int
 on_sample(void *arg, const qm_set_t *set, const qm_row_t *rows, size_t n,
           const qm_cost_t *costs, size_t ncosts, double t)
@@ -567,6 +573,7 @@ on_sample(void *arg, const qm_set_t *set, const qm_row_t *rows, size_t n,
             e->t_added = now;
             e->base = total;
             e->run_base = sched_secs(S->pid, 0, 0);
+            e->want_base = sched_secs(S->pid, 0, 1);
             continue;
         }
         if (now - e->t_added < step)
@@ -583,11 +590,12 @@ on_sample(void *arg, const qm_set_t *set, const qm_row_t *rows, size_t n,
         }
         nd->value = (total - e->base) / (now - e->t_added);
         double ran = sched_secs(S->pid, 0, 0) - e->run_base;
-        if (nd->hyp == QM_HYP_CPU && nd->focus_kind == QM_FOCUS_PROC && ran > 0
-            && r->nodes[0].value > 0)
+        double want = sched_secs(S->pid, 0, 1) - e->want_base;
+        if (nd->hyp == QM_HYP_CPU && nd->focus_kind == QM_FOCUS_PROC && ran > 0)
             /* A procedure's CPU time as a share of the program's (which got less than
-             * the CPU it wanted on a busy machine), scaled to the whole program's. */
-            nd->value = (total - e->base) / ran * r->nodes[0].value;
+             * the CPU it wanted on a busy machine), scaled by the CPU the program
+             * wanted in the same window. */
+            nd->value = (total - e->base) / ran * want / (now - e->t_added);
         if (nd->hyp == QM_HYP_CPU && nd->focus_kind == QM_FOCUS_PROC && total == 0
             && r->n < 400) {
             /* No call returned while measured: a procedure active since before its
@@ -606,6 +614,18 @@ on_sample(void *arg, const qm_set_t *set, const qm_row_t *rows, size_t n,
     }
     if (S->o->duration > 0 && now - S->t0 >= S->o->duration)
         return 1;
+    if (busy == 0 && S->o->repeat && !S->done) {
+        /* The when axis: a new round from the roots, the last one's metrics out. */
+        for (size_t i = 0; i < r->n; i++)
+            if (S->ext[i].metric >= 0 && !S->ext[i].removed) {
+                command(S, "remove #%ld\n", NULL, S->ext[i].metric + 1);
+                S->ext[i].removed = 1;
+                r->removed++;
+            }
+        S->round++;
+        roots(S);
+        return 0;
+    }
     return busy == 0 || S->done;
 }
 
@@ -617,11 +637,19 @@ on_ready(void *arg, int pid, double stop_ms)
     S->pid = pid;
     S->t0 = qm_now();
     S->next_tick = S->t0 + S->o->interval;
-    /* The roots: every hypothesis, program-wide. */
+    roots(S);
+}
+
+/* A round's roots: every hypothesis, program-wide. */
+static void
+roots(search_t *S)
+{
     long c = node_new(S, QM_HYP_CPU, QM_FOCUS_PROGRAM, -1, "whole program", NULL);
     if (c >= 0) {
         S->ext[c].from_proc = 1;
         S->rep->nodes[c].state = QM_NODE_TESTING;
+        S->rep->nodes[c].t_start = qm_now() - S->t0;
+        S->cpu_root = c;
     }
     for (size_t h = 0; h < sizeof(hyp_procs) / sizeof(hyp_procs[0]); h++) {
         char metric[320], focus[256];
@@ -637,6 +665,8 @@ static int
 rank_cmp(const void *a, const void *b, void *arg)
 {
     const qm_search_node_t *v = arg, *x = &v[*(const size_t *)a], *y = &v[*(const size_t *)b];
+    if (x->round != y->round)
+        return x->round - y->round;
     int rx = x->depth > 0, ry = y->depth > 0;
     if (rx != ry)
         return ry - rx;
@@ -726,6 +756,7 @@ qm_search_run(const qm_search_opts_t *o, qm_search_report_t *rep, char *why, siz
     for (size_t i = 0; i < rep->n; i++)
         if (rep->nodes[i].state == QM_NODE_TESTING) {
             rep->nodes[i].state = QM_NODE_UNMEASURED;
+            rep->nodes[i].t_end = rep->secs;
             snprintf(rep->nodes[i].why, sizeof(rep->nodes[i].why), "%s",
                      rep->ended ? "the process ended first" : "the search ended first");
         }

@@ -7,7 +7,9 @@
 #  (a) deep.c: a CPU-bound procedure (crunch) under main -> run_app -> stage1 -> stage2;
 #  (b) locks.c: two threads contending on lock_b, one of three mutexes: the object named;
 #  (c) piperead.c: next_message blocked in read on a pipe;
-#  (d) --json holds the tree and the bottlenecks; refuted metrics were taken out.
+#  (d) --json holds the tree and the bottlenecks; refuted metrics were taken out;
+#  (e) phase.c (dyn search --repeat run): computes (crunch) for 5 s, then waits in read
+#      (next_message): an early round finds crunch, a later one next_message.
 # Skips (77) when ptrace is not allowed. Exit status: 0 pass, 1 fail, 99 error.
 set -u
 : "${top_srcdir:=${srcdir:-.}}"
@@ -16,7 +18,7 @@ set -u
 DYN=$top_builddir/tools/dyn
 dyn_setup search
 
-for p in deep locks piperead; do
+for p in deep locks piperead phase; do
     # -O0: every procedure has room for a live entry and exit snippet.
     ${CC:-cc} -O0 -g -pthread -o "$dir/$p" "$srcdir/tests/search/$p.c" || exit 99
 done
@@ -65,6 +67,21 @@ assert top["state"] == "true" and top["value"] > top["threshold"], top
 refuted = [n for n in r["tree"] if n["state"] == "false" and n["metric"]]
 assert refuted and r["metrics_removed"] >= len(refuted), (refuted, r["metrics_removed"])
 print("ok   (c) piperead:", top["focus"], "%.0f%%" % (100 * top["value"]))
+PY
+
+"$DYN" search --repeat --step 0.3 --json run -- "$dir/phase" 10 >"$dir/phase.out" 2>"$dir/phase.err" ||
+    bad "(e) phase: dyn search: $(cat "$dir/phase.err")"
+python3 - "$dir/phase.out" <<'PY' || bad "(e) phase: $(cat "$dir/phase.out")"
+import json, sys
+r = json.load(open(sys.argv[1]))
+tops = {}
+for i in r["bottlenecks"]:  # ranked by round: the first of each round is its top
+    tops.setdefault(r["tree"][i]["round"], r["tree"][i])
+cpu = [k for k, n in tops.items() if n["hypothesis"] == "CPU-bound" and n["focus"] == "crunch"]
+io = [k for k, n in tops.items() if n["hypothesis"] == "IO-waiting" and n["focus"].startswith("next_message")]
+assert cpu and io and min(cpu) < min(io) and max(cpu) < min(io), tops
+print("ok   (e) phase: crunch (CPU) in round %d at %.1f s, next_message (I/O) from round %d at %.1f s"
+      % (min(cpu) + 1, tops[min(cpu)]["tested_to"], min(io) + 1, tops[min(io)]["tested_to"]))
 PY
 
 [ $fails -eq 0 ] || exit 1

@@ -41,6 +41,8 @@ usage(FILE *f)
             "  --from PROCS        procedures (comma-separated) the CPU search refines\n"
             "                      from (main)\n"
             "  --interval SECS     progress: each conclusion, and a line every SECS\n"
+            "  --repeat            search again from the roots after each round, until\n"
+            "                      --duration or the end (the when axis)\n"
             "  --json              the tree and the bottlenecks as JSON\n");
 }
 
@@ -69,6 +71,8 @@ print_tree(const qm_search_report_t *r, long parent, int depth)
         if (parent < 0 && nd->state == QM_NODE_FALSE && nd->value == 0
             && nd->hyp != QM_HYP_CPU)
             continue;
+        if (parent < 0 && (i == 0 || r->nodes[i - 1].round != nd->round) && r->nodes[r->n - 1].round > 0)
+            printf("round %d (from %.1f s):\n", nd->round + 1, nd->t_start);
         printf("%*s%-15s %-44s %7.1f%% %5.0f%%  %-12s %5.1f-%.1f s", 2 * depth, "",
                qm_search_hyp_name(nd->hyp), nd->focus, 100 * nd->value, 100 * nd->threshold,
                qm_search_state_name(nd->state), nd->t_start, nd->t_end);
@@ -94,7 +98,8 @@ print_json(const qm_search_report_t *r)
         tool_json_string(stdout, nd->metric);
         printf(",\"value\":%.4f,\"threshold\":%.4f,\"state\":", nd->value, nd->threshold);
         tool_json_string(stdout, qm_search_state_name(nd->state));
-        printf(",\"tested_from\":%.3f,\"tested_to\":%.3f", nd->t_start, nd->t_end);
+        printf(",\"round\":%d,\"tested_from\":%.3f,\"tested_to\":%.3f", nd->round, nd->t_start,
+               nd->t_end);
         if (nd->why[0]) {
             printf(",\"why\":");
             tool_json_string(stdout, nd->why);
@@ -130,6 +135,7 @@ dyn_search_main(int argc, char **argv)
         { "from", required_argument, NULL, 'f' },
         { "interval", required_argument, NULL, 'i' },
         { "json", no_argument, NULL, 'j' },
+        { "repeat", no_argument, NULL, 'r' },
         { "help", no_argument, NULL, 'h' },
         { NULL, 0, NULL, 0 },
     };
@@ -161,6 +167,7 @@ dyn_search_main(int argc, char **argv)
             break;
         case 'f': o.roots = optarg; break;
         case 'j': json = 1; break;
+        case 'r': o.repeat = 1; break;
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;
         }
@@ -207,8 +214,11 @@ dyn_search_main(int argc, char **argv)
         printf("\nbottlenecks, ranked:\n");
         for (size_t k = 0; k < rep.nranked; k++) {
             const qm_search_node_t *nd = &rep.nodes[rep.ranked[k]];
-            printf("%2zu. %-15s %-44s %6.1f%% of wall time\n", k + 1,
+            printf("%2zu. %-15s %-44s %6.1f%% of wall time", k + 1,
                    qm_search_hyp_name(nd->hyp), nd->focus, 100 * nd->value);
+            if (rep.nodes[rep.n - 1].round > 0)
+                printf("  round %d, %.1f-%.1f s", nd->round + 1, nd->t_start, nd->t_end);
+            printf("\n");
         }
         if (rep.nranked == 0)
             printf("   none above the threshold\n");
