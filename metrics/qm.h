@@ -324,6 +324,7 @@ typedef struct qm_search_report {
                               * threads aside) first, then by value (malloc'ed) */
     size_t nranked;
     unsigned added, removed; /* metrics inserted and taken out */
+    double stopped_ms;       /* how long the process was stopped for them, in all */
 } qm_search_report_t;
 
 /*

@@ -42,7 +42,9 @@ static const struct hyp_proc {
     { QM_HYP_SYSCALL, "wait4", 0 },
 };
 #define LIBC "libc.so.6"
-enum { MAX_CHILDREN = 24, MAX_OBJECTS = 4 };
+/* MAX_PASSED: procedures not measured (a timer reads 0 for one active all along, as
+ * main is, and for one never called alike) refined into anyway, per round. */
+enum { MAX_CHILDREN = 16, MAX_OBJECTS = 4, MAX_PASSED = 4 };
 
 /* A node's bookkeeping beside the public part. */
 typedef struct node_ext {
@@ -75,6 +77,7 @@ typedef struct search {
     double t0, next_tick;
     int pid, done;
     int round;               /* the round being searched (o->repeat) */
+    int passed;              /* procedures not measured refined into, this round */
     long cpu_root;           /* its CPU-bound root */
 } search_t;
 
@@ -189,6 +192,9 @@ on_reply(void *arg, const char *line)
     if (line == NULL)
         return;
     size_t k;
+    const char *st = strstr(line, "(stopped ");
+    if (st != NULL && (strncmp(line, "added #", 7) == 0 || strncmp(line, "removed #", 9) == 0))
+        S->rep->stopped_ms += strtod(st + 9, NULL);
     if (sscanf(line, "added #%zu", &k) == 1 && S->nadding > 0) {
         long i = S->adding[0];
         memmove(S->adding, S->adding + 1, --S->nadding * sizeof(long));
@@ -539,8 +545,11 @@ on_sample(void *arg, const qm_set_t *set, const qm_row_t *rows, size_t n,
                      /* A procedure not measured (active all along, or no room for a
                       * snippet) does not stop the search: its callees are tested. */
                      || (nd->state == QM_NODE_UNMEASURED && nd->hyp == QM_HYP_CPU
-                         && nd->focus_kind == QM_FOCUS_PROC && r->n < 400)))
+                         && nd->focus_kind == QM_FOCUS_PROC && S->passed < MAX_PASSED))) {
+            if (nd->state == QM_NODE_UNMEASURED)
+                S->passed++;
             refine(S, (long)i);
+        }
     }
     /* A test's window opens once every `add` asked for is in: each stops the process,
      * which a window must not straddle (the time stopped is neither CPU nor waiting). */
@@ -623,6 +632,7 @@ on_sample(void *arg, const qm_set_t *set, const qm_row_t *rows, size_t n,
                 r->removed++;
             }
         S->round++;
+        S->passed = 0;
         roots(S);
         return 0;
     }

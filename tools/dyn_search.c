@@ -86,8 +86,9 @@ print_tree(const qm_search_report_t *r, long parent, int depth)
 static void
 print_json(const qm_search_report_t *r)
 {
-    printf("{\"pid\":%d,\"secs\":%.3f,\"metrics_added\":%u,\"metrics_removed\":%u,\"tree\":[",
-           r->pid, r->secs, r->added, r->removed);
+    printf("{\"pid\":%d,\"secs\":%.3f,\"metrics_added\":%u,\"metrics_removed\":%u,"
+           "\"stopped_ms\":%.1f,\"tree\":[",
+           r->pid, r->secs, r->added, r->removed, r->stopped_ms);
     for (size_t i = 0; i < r->n; i++) {
         const qm_search_node_t *nd = &r->nodes[i];
         printf("%s\n{\"id\":%zu,\"parent\":%ld,\"hypothesis\":", i ? "," : "", i, nd->parent);
@@ -223,8 +224,9 @@ dyn_search_main(int argc, char **argv)
         if (rep.nranked == 0)
             printf("   none above the threshold\n");
     }
-    fprintf(stderr, "dyn search: %.1f s, %u metrics inserted, %u taken out%s\n", rep.secs,
-            rep.added, rep.removed, rep.ended ? ", the process ended" : "");
+    fprintf(stderr, "dyn search: %.1f s, %u metrics inserted, %u taken out, the process "
+            "stopped %.0f ms for them%s\n", rep.secs, rep.added, rep.removed, rep.stopped_ms,
+            rep.ended ? ", the process ended" : "");
     qm_search_report_free(&rep);
     return rc < 0 ? 1 : 0;
 }
