@@ -554,7 +554,6 @@ on_sample(void *arg, const qm_set_t *set, const qm_row_t *rows, size_t n,
     /* A test's window opens once every `add` asked for is in: each stops the process,
      * which a window must not straddle (the time stopped is neither CPU nor waiting). */
     int settled = S->nadding == 0;
-    if (getenv("QM_SEARCH_DEBUG")) fprintf(stderr, "DEBUG t=%.2f nodes=%zu nadding=%zu\n", now - S->t0, r->n, S->nadding);
     for (size_t i = 0; i < r->n; i++) {
         qm_search_node_t *nd = &r->nodes[i];
         node_ext_t *e = &S->ext[i];
