@@ -337,6 +337,16 @@ typedef struct qm_search_report {
 int qm_search_run(const qm_search_opts_t *o, qm_search_report_t *rep, char *why,
                   size_t whylen);
 void qm_search_report_free(qm_search_report_t *rep);
+
+/*
+ * The search in each of PIDS[N] at once (a parallel job's ranks), a child process per
+ * target: REPS[N] (each freed with qm_search_report_free), RANKS[N] (the job rank from
+ * its environment, or -1), RCS[N] (each search's status). QPT_E* with WHY when the
+ * searches could not be started.
+ */
+int qm_search_run_many(const qm_search_opts_t *o, const int *pids, size_t n,
+                       qm_search_report_t *reps, long *ranks, int *rcs, char *why,
+                       size_t whylen);
 const char *qm_search_hyp_name(int hyp);
 const char *qm_search_state_name(int state);
 

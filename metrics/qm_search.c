@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "metrics/qm_priv.h"
@@ -806,4 +807,122 @@ qm_search_report_free(qm_search_report_t *rep)
     rep->nodes = NULL;
     rep->ranked = NULL;
     rep->n = rep->nranked = 0;
+}
+
+/*****************************************************************************
+ * Several processes: a search each, in a child of its own
+ */
+
+typedef struct wire {
+    int rc, pid, ended, status;
+    double secs, stopped_ms;
+    unsigned added, removed;
+    size_t n, nranked;
+} wire_t;
+
+static int
+write_all(int fd, const void *buf, size_t len)
+{
+    for (size_t done = 0; done < len;) {
+        ssize_t k = write(fd, (const char *)buf + done, len - done);
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k <= 0)
+            return -1;
+        done += (size_t)k;
+    }
+    return 0;
+}
+
+static int
+read_all(int fd, void *buf, size_t len)
+{
+    for (size_t done = 0; done < len;) {
+        ssize_t k = read(fd, (char *)buf + done, len - done);
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k <= 0)
+            return -1;
+        done += (size_t)k;
+    }
+    return 0;
+}
+
+int
+qm_search_run_many(const qm_search_opts_t *o, const int *pids, size_t n,
+                   qm_search_report_t *reps, long *ranks, int *rcs, char *why, size_t whylen)
+{
+    if (o == NULL || pids == NULL || n == 0 || reps == NULL || ranks == NULL || rcs == NULL)
+        return QPT_EINVAL;
+    memset(reps, 0, n * sizeof(*reps));
+    int *fds = calloc(n, sizeof(int));
+    pid_t *kids = calloc(n, sizeof(pid_t));
+    if (fds == NULL || kids == NULL) {
+        free(fds);
+        free(kids);
+        return QPT_ENOMEM;
+    }
+    size_t started = 0;
+    for (size_t i = 0; i < n; i++) {
+        ranks[i] = qm_rank_of(pids[i]);
+        rcs[i] = QPT_EIO;
+        int p[2];
+        if (pipe(p) < 0)
+            break;
+        pid_t k = fork();
+        if (k < 0) {
+            close(p[0]);
+            close(p[1]);
+            break;
+        }
+        if (k == 0) {
+            close(p[0]);
+            qm_search_opts_t mine = *o;
+            mine.pid = pids[i];
+            mine.argv = NULL;
+            mine.on_node = NULL;
+            qm_search_report_t r;
+            char w[1024] = "";
+            wire_t h = { 0 };
+            h.rc = qm_search_run(&mine, &r, w, sizeof(w));
+            h.pid = r.pid, h.ended = r.ended, h.status = r.status;
+            h.secs = r.secs, h.stopped_ms = r.stopped_ms;
+            h.added = r.added, h.removed = r.removed;
+            h.n = r.n, h.nranked = r.nranked;
+            int bad = write_all(p[1], &h, sizeof(h)) < 0
+                      || write_all(p[1], r.nodes, r.n * sizeof(*r.nodes)) < 0
+                      || write_all(p[1], r.ranked, r.nranked * sizeof(size_t)) < 0;
+            _exit(bad);
+        }
+        close(p[1]);
+        fds[i] = p[0];
+        kids[i] = k;
+        started++;
+    }
+    for (size_t i = 0; i < started; i++) {
+        wire_t h;
+        if (read_all(fds[i], &h, sizeof(h)) == 0) {
+            qm_search_report_t *r = &reps[i];
+            r->nodes = calloc(h.n ? h.n : 1, sizeof(*r->nodes));
+            r->ranked = calloc(h.nranked ? h.nranked : 1, sizeof(size_t));
+            if (r->nodes != NULL && r->ranked != NULL
+                && read_all(fds[i], r->nodes, h.n * sizeof(*r->nodes)) == 0
+                && read_all(fds[i], r->ranked, h.nranked * sizeof(size_t)) == 0) {
+                r->n = h.n, r->nranked = h.nranked;
+                r->pid = h.pid, r->ended = h.ended, r->status = h.status;
+                r->secs = h.secs, r->stopped_ms = h.stopped_ms;
+                r->added = h.added, r->removed = h.removed;
+                rcs[i] = h.rc;
+            }
+        }
+        close(fds[i]);
+        waitpid(kids[i], NULL, 0);
+    }
+    free(fds);
+    free(kids);
+    if (started < n) {
+        snprintf(why, whylen, "could not start a search for each process: %s", strerror(errno));
+        return QPT_EIO;
+    }
+    return 0;
 }

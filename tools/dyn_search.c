@@ -28,7 +28,7 @@ static void
 usage(FILE *f)
 {
     fprintf(f,
-            "usage: dyn search [OPTIONS] attach PID\n"
+            "usage: dyn search [OPTIONS] attach PID[,PID...]\n"
             "       dyn search [OPTIONS] run -- COMMAND [ARGS...]\n"
             "Find a running program's bottlenecks by itself (Paradyn's W3 search): test\n"
             "hypotheses (CPU-bound, sync-waiting, IO-waiting, syscall-blocked) program-wide,\n"
@@ -113,6 +113,94 @@ print_json(const qm_search_report_t *r)
     printf("]}\n");
 }
 
+static void
+print_text(const qm_search_report_t *r)
+{
+    if (r->n == 0)
+        return;
+    printf("search tree (hypothesis, focus, value, threshold, outcome, when tested):\n");
+    print_tree(r, -1, 0);
+    printf("\nbottlenecks, ranked:\n");
+    for (size_t k = 0; k < r->nranked; k++) {
+        const qm_search_node_t *nd = &r->nodes[r->ranked[k]];
+        printf("%2zu. %-15s %-44s %6.1f%% of wall time", k + 1, qm_search_hyp_name(nd->hyp),
+               nd->focus, 100 * nd->value);
+        if (r->nodes[r->n - 1].round > 0)
+            printf("  round %d, %.1f-%.1f s", nd->round + 1, nd->t_start, nd->t_end);
+        printf("\n");
+    }
+    if (r->nranked == 0)
+        printf("   none above the threshold\n");
+}
+
+/* Several processes: the foci of procedures, callers and objects that hold in some,
+ * compared: one whose value is 1.5 times the mean of the others' is an imbalance (the
+ * rank that computes longest, while the others wait for it). */
+static void
+print_compare(const qm_search_report_t *reps, const long *ranks, size_t n, int json)
+{
+    int first = 1;
+    if (!json)
+        printf("\nacross the %zu processes (value in each; imbalance: one 1.5x the others' "
+               "mean):\n", n);
+    for (size_t i = 0; i < n; i++)
+        for (size_t a = 0; a < reps[i].n; a++) {
+            const qm_search_node_t *x = &reps[i].nodes[a];
+            if (x->state != QM_NODE_TRUE || x->focus_kind == QM_FOCUS_THREAD
+                || x->depth == 0 || x->round > 0)
+                continue;
+            /* Once per focus: at its first process. */
+            int dup = 0;
+            for (size_t j = 0; j <= i && !dup; j++)
+                for (size_t b = 0; b < reps[j].n && !dup; b++) {
+                    const qm_search_node_t *y = &reps[j].nodes[b];
+                    if ((j < i || b < a) && y->state == QM_NODE_TRUE && y->hyp == x->hyp
+                        && y->round == 0 && strcmp(y->focus, x->focus) == 0)
+                        dup = 1;
+                }
+            if (dup)
+                continue;
+            double v[256] = { 0 }, sum = 0, max = -1;
+            size_t top = 0, m = n < 256 ? n : 256;
+            for (size_t j = 0; j < m; j++) {
+                for (size_t b = 0; b < reps[j].n; b++) {
+                    const qm_search_node_t *y = &reps[j].nodes[b];
+                    if (y->hyp == x->hyp && y->round == 0 && strcmp(y->focus, x->focus) == 0
+                        && (y->state == QM_NODE_TRUE || y->state == QM_NODE_FALSE))
+                        v[j] = y->value;
+                }
+                sum += v[j];
+                if (v[j] > max)
+                    max = v[j], top = j;
+            }
+            double others = m > 1 ? (sum - max) / (double)(m - 1) : 0;
+            int imbalance = m > 1 && max >= 1.5 * others;
+            if (json) {
+                printf("%s{\"hypothesis\":", first ? "" : ",");
+                tool_json_string(stdout, qm_search_hyp_name(x->hyp));
+                printf(",\"focus\":");
+                tool_json_string(stdout, x->focus);
+                printf(",\"values\":[");
+                for (size_t j = 0; j < m; j++)
+                    printf("%s%.4f", j ? "," : "", v[j]);
+                printf("],\"top_pid\":%d,\"top_rank\":%ld,\"imbalance\":%s}", reps[top].pid,
+                       ranks[top], imbalance ? "true" : "false");
+            } else {
+                printf("  %-15s %-36s", qm_search_hyp_name(x->hyp), x->focus);
+                for (size_t j = 0; j < m; j++)
+                    printf(" %6.1f%%", 100 * v[j]);
+                if (imbalance) {
+                    printf("  imbalance: pid %d", reps[top].pid);
+                    if (ranks[top] >= 0)
+                        printf(" (rank %ld)", ranks[top]);
+                    printf(" %.1fx the others", others > 0 ? max / others : 0.0);
+                }
+                printf("\n");
+            }
+            first = 0;
+        }
+}
+
 static int
 parse_num(const char *opt, const char *arg, double *out)
 {
@@ -123,6 +211,48 @@ parse_num(const char *opt, const char *arg, double *out)
         return -1;
     }
     return 0;
+}
+
+/* dyn search attach PID,PID,...: a search each, then the comparison. */
+static int
+search_many(const qm_search_opts_t *o, const int *pids, size_t n, int json)
+{
+    qm_search_report_t reps[256];
+    long ranks[256];
+    int rcs[256], bad = 0;
+    char why[1024] = "";
+    if (qm_search_run_many(o, pids, n, reps, ranks, rcs, why, sizeof(why)) < 0) {
+        fprintf(stderr, "dyn search: %s\n", why);
+        return 1;
+    }
+    if (json)
+        printf("{\"processes\":[");
+    for (size_t i = 0; i < n; i++) {
+        if (rcs[i] < 0) {
+            fprintf(stderr, "dyn search: %d: the search failed (%s)\n", pids[i],
+                    qpt_strerror(rcs[i]));
+            bad = 1;
+        }
+        if (json) {
+            printf("%s{\"rank\":%ld,\"search\":", i ? "," : "", ranks[i]);
+            print_json(&reps[i]);
+            printf("}");
+        } else {
+            printf("%sprocess %d", i ? "\n" : "", pids[i]);
+            if (ranks[i] >= 0)
+                printf(" (rank %ld)", ranks[i]);
+            printf(":\n");
+            print_text(&reps[i]);
+        }
+    }
+    if (json)
+        printf("],\"compare\":[");
+    print_compare(reps, ranks, n, json);
+    if (json)
+        printf("]}\n");
+    for (size_t i = 0; i < n; i++)
+        qm_search_report_free(&reps[i]);
+    return bad;
 }
 
 int
@@ -173,14 +303,22 @@ dyn_search_main(int argc, char **argv)
         default: usage(stderr); return 2;
         }
     }
+    int pids[256];
+    size_t npids = 0;
     if (optind < argc && strcmp(argv[optind], "attach") == 0 && optind + 1 < argc) {
-        char *end;
-        long pid = strtol(argv[optind + 1], &end, 10);
-        if (*end != '\0' || pid <= 0) {
-            fprintf(stderr, "dyn search: attach: not a process id: '%s'\n", argv[optind + 1]);
-            return 2;
+        /* PID, or PID,PID,... (a parallel job's ranks: a search in each). */
+        for (char *t = argv[optind + 1], *end;; t = end + 1) {
+            long pid = strtol(t, &end, 10);
+            if (end == t || (*end != '\0' && *end != ',') || pid <= 0 || npids == 256) {
+                fprintf(stderr, "dyn search: attach: not a process id (or list): '%s'\n",
+                        argv[optind + 1]);
+                return 2;
+            }
+            pids[npids++] = (int)pid;
+            if (*end == '\0')
+                break;
         }
-        o.pid = (int)pid;
+        o.pid = pids[0];
     } else if (optind < argc && strcmp(argv[optind], "run") == 0) {
         int k = optind + 1;
         if (k < argc && strcmp(argv[k], "--") == 0)
@@ -202,28 +340,17 @@ dyn_search_main(int argc, char **argv)
     o.stop = &stop_flag;
     signal(SIGINT, on_signal);
     signal(SIGTERM, on_signal);
-    qm_search_report_t rep;
     char why[2048] = "";
+    if (npids > 1)
+        return search_many(&o, pids, npids, json);
+    qm_search_report_t rep;
     int rc = qm_search_run(&o, &rep, why, sizeof(why));
     if (rc < 0)
         fprintf(stderr, "dyn search: %s\n", why[0] ? why : qpt_strerror(rc));
     if (json)
         print_json(&rep);
-    else if (rep.n > 0) {
-        printf("search tree (hypothesis, focus, value, threshold, outcome, when tested):\n");
-        print_tree(&rep, -1, 0);
-        printf("\nbottlenecks, ranked:\n");
-        for (size_t k = 0; k < rep.nranked; k++) {
-            const qm_search_node_t *nd = &rep.nodes[rep.ranked[k]];
-            printf("%2zu. %-15s %-44s %6.1f%% of wall time", k + 1,
-                   qm_search_hyp_name(nd->hyp), nd->focus, 100 * nd->value);
-            if (rep.nodes[rep.n - 1].round > 0)
-                printf("  round %d, %.1f-%.1f s", nd->round + 1, nd->t_start, nd->t_end);
-            printf("\n");
-        }
-        if (rep.nranked == 0)
-            printf("   none above the threshold\n");
-    }
+    else
+        print_text(&rep);
     fprintf(stderr, "dyn search: %.1f s, %u metrics inserted, %u taken out, the process "
             "stopped %.0f ms for them%s\n", rep.secs, rep.added, rep.removed, rep.stopped_ms,
             rep.ended ? ", the process ended" : "");
