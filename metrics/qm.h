@@ -265,4 +265,89 @@ int qm_live_run_many(qm_set_t *set, const qm_live_opts_t *o, const int *pids, si
                      qm_many_report_t *rep, char *why, size_t whylen);
 void qm_many_report_free(qm_many_report_t *rep);
 
+
+/*****************************************************************************
+ * The automated bottleneck search (qm_search.c): Paradyn's Performance Consultant
+ */
+
+enum { QM_HYP_CPU = 1, QM_HYP_SYNC, QM_HYP_IO, QM_HYP_SYSCALL };   /* why */
+enum { QM_NODE_UNTESTED = 0, QM_NODE_TESTING, QM_NODE_TRUE, QM_NODE_FALSE,
+       QM_NODE_UNMEASURED };                                         /* its outcome */
+enum { QM_FOCUS_PROGRAM = 1, QM_FOCUS_THREAD, QM_FOCUS_PROC, QM_FOCUS_CALLER,
+       QM_FOCUS_OBJECT };                                            /* where */
+
+typedef struct qm_search_node {
+    int hyp;                 /* QM_HYP_* */
+    int focus_kind;          /* QM_FOCUS_* */
+    char focus[256];         /* "whole program", "thread 1234", "crunch", "mutex 0x... (m)" */
+    char metric[320];        /* the metric that tested it ("" from /proc: no snippets) */
+    long parent;             /* index of its parent in the tree, or -1 */
+    int depth;
+    int state;               /* QM_NODE_* */
+    double value;            /* the share of wall time (summed over threads: may pass 1) */
+    double threshold;
+    double t_start, t_end;   /* when tested: seconds since the search began */
+    char why[256];           /* QM_NODE_UNMEASURED: why */
+    int round;               /* the when axis: which round of the search (0, 1, ...) */
+} qm_search_node_t;
+
+typedef struct qm_search_opts {
+    int pid;                 /* attach to this process, or (0) */
+    char *const *argv;       /* start this program */
+    double threshold;        /* a hypothesis holds above this share of wall time (0.2) */
+    double step;             /* seconds each test measures (0.5) */
+    double max_overhead;     /* > 0: the cost budget in percent (qm_live_opts_t) */
+    double duration;         /* > 0: end the search after this many seconds */
+    const char *roots;       /* comma-separated procedures the CPU search refines from
+                              * ("main") */
+    const volatile int *stop;
+    qm_note_fn note;         /* notes (procedures left out, metrics refused), NOTE_ARG */
+    void *note_arg;
+    /* Each node as it is concluded (ARG); with INTERVAL > 0 also every INTERVAL s with
+     * NODE NULL (a progress tick: T seconds, the number of nodes, tested, true). */
+    void (*on_node)(void *arg, const qm_search_node_t *node, double t, size_t n,
+                    size_t tested, size_t ntrue);
+    double interval;
+    int repeat;              /* search again from the roots after each round, until
+                              * DURATION or the process ends (the when axis) */
+    void *arg;
+} qm_search_opts_t;
+
+typedef struct qm_search_report {
+    int pid;
+    int ended, status;       /* the process ended during the search */
+    double secs;
+    qm_search_node_t *nodes; /* the tree in order of creation (malloc'ed) */
+    size_t n;
+    size_t *ranked;          /* the bottlenecks: indices of true nodes with no true
+                              * descendant, by round, then refined ones (depth > 0,
+                              * threads aside) first, then by value (malloc'ed) */
+    size_t nranked;
+    unsigned added, removed; /* metrics inserted and taken out */
+    double stopped_ms;       /* how long the process was stopped for them, in all */
+} qm_search_report_t;
+
+/*
+ * Search the process for its bottlenecks (W3: why, where, when): test each hypothesis
+ * program-wide, refine those above the threshold down the resource hierarchy (process ->
+ * threads; procedure -> callees; lock procedure -> lock object; I/O procedure -> its
+ * callers), take the metrics of refuted nodes out, keep within O->max_overhead. QPT_E*
+ * with WHY; REP holds the tree even then.
+ */
+int qm_search_run(const qm_search_opts_t *o, qm_search_report_t *rep, char *why,
+                  size_t whylen);
+void qm_search_report_free(qm_search_report_t *rep);
+
+/*
+ * The search in each of PIDS[N] at once (a parallel job's ranks), a child process per
+ * target: REPS[N] (each freed with qm_search_report_free), RANKS[N] (the job rank from
+ * its environment, or -1), RCS[N] (each search's status). QPT_E* with WHY when the
+ * searches could not be started.
+ */
+int qm_search_run_many(const qm_search_opts_t *o, const int *pids, size_t n,
+                       qm_search_report_t *reps, long *ranks, int *rcs, char *why,
+                       size_t whylen);
+const char *qm_search_hyp_name(int hyp);
+const char *qm_search_state_name(int state);
+
 #endif

@@ -590,7 +590,10 @@ qm_live_run(qm_set_t *set, const qm_live_opts_t *o, qm_live_report_t *rep, char 
         if (next > 0 && t >= next) {
             if (o->on_sample != NULL && sample(&l, why, whylen) > 0)
                 break;
-            next += o->interval;
+            /* Past samples are not made up for: a command that stopped the process
+             * longer than an interval must not leave NEXT behind (a negative wait). */
+            while (next <= qm_now())
+                next += o->interval;
         }
         if (next_hist > 0 && t >= next_hist) {
             hist_sample(&l);
@@ -610,6 +613,8 @@ qm_live_run(qm_set_t *set, const qm_live_opts_t *o, qm_live_report_t *rep, char 
             until = next - t;
         if (next_hist > 0 && next_hist - t < until)
             until = next_hist - t;
+        if (until < 0)
+            until = 0;
         if (o->commands)
             commands(&l, until);
         else

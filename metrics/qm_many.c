@@ -29,9 +29,8 @@ typedef struct wire {
     char why[1024];
 } wire_t;
 
-/* The job rank of PID from its environment (Open MPI, PMI, PMIx, Slurm), or -1. */
-static long
-rank_of(int pid)
+long
+qm_rank_of(int pid)
 {
     static const char *const vars[] = { "OMPI_COMM_WORLD_RANK=", "PMI_RANK=", "PMIX_RANK=",
                                         "SLURM_PROCID=" };
@@ -131,7 +130,7 @@ qm_live_run_many(qm_set_t *set, const qm_live_opts_t *o, const int *pids, size_t
     pid_t parent = getpid();
     for (size_t i = 0; i < n; i++) {
         rep->v[i].pid = pids[i];
-        rep->v[i].rank = rank_of(pids[i]);
+        rep->v[i].rank = qm_rank_of(pids[i]);
         fds[i] = -1;
         int pf[2];
         if (pipe(pf) < 0) {

@@ -91,6 +91,9 @@ int qm_is_library(const qm_set_t *set, size_t i);
 /* Seconds of CLOCK_MONOTONIC. */
 double qm_now(void);
 
+/* The job rank of PID from its environment (Open MPI, PMI, PMIx, Slurm), or -1. */
+long qm_rank_of(int pid);
+
 /* Costs of the metrics of a live session (qm_cost.c). */
 typedef struct qm_costs qm_costs_t;
 qm_costs_t *qm_costs_new(void);

@@ -28,6 +28,7 @@
 #include "dynamic/dyn.h"
 #include "tools/tool.h"
 #include "tools/tool_metrics.h"
+#include "tools/dyn_search.h"
 
 enum { EXIT_FAIL = 1, EXIT_USAGE = 2 };
 
@@ -173,6 +174,8 @@ usage(FILE *f)
         "min, max and mean over them.\n"
         "\n"
         "`dyn clean PID` takes out what a dyn that was killed (SIGKILL) left in PID.\n"
+        "`dyn search attach PID` / `dyn search run -- CMD` finds the bottlenecks by itself\n"
+        "(see dyn search --help).\n"
         "\n"
         "Ctrl-C (SIGINT), SIGTERM or SIGHUP ends the session cleanly, at any moment. "
         "Exit\n"
@@ -882,12 +885,14 @@ main(int argc, char **argv)
     }
     if (argc < 2
         || (strcmp(argv[1], "attach") != 0 && strcmp(argv[1], "run") != 0
-            && strcmp(argv[1], "clean") != 0)) {
+            && strcmp(argv[1], "clean") != 0 && strcmp(argv[1], "search") != 0)) {
         usage(stderr);
         return EXIT_USAGE;
     }
     if (strcmp(argv[1], "clean") == 0)
         return clean_main(argc - 1, argv + 1);
+    if (strcmp(argv[1], "search") == 0)
+        return dyn_search_main(argc - 1, argv + 1);
     cmd = argv[1];
     run = strcmp(cmd, "run") == 0;
     o.count = calloc((size_t)argc, sizeof(*o.count));

@@ -1,0 +1,88 @@
+#!/bin/sh
+# Copyright 2026 the qpt authors
+# SPDX-License-Identifier: MIT
+#
+# dyn search finds planted bottlenecks as its top result (tests/search/*.c), attached
+# to each program while it runs:
+#  (a) deep.c: a CPU-bound procedure (crunch) under main -> run_app -> stage1 -> stage2;
+#  (b) locks.c: two threads contending on lock_b, one of three mutexes: the object named;
+#  (c) piperead.c: next_message blocked in read on a pipe;
+#  (d) --json holds the tree and the bottlenecks; refuted metrics were taken out;
+#  (e) phase.c (dyn search --repeat run): computes (crunch) for 5 s, then waits in read
+#      (next_message): an early round finds crunch, a later one next_message.
+# Skips (77) when ptrace is not allowed. Exit status: 0 pass, 1 fail, 99 error.
+set -u
+: "${top_srcdir:=${srcdir:-.}}"
+: "${srcdir:=$top_srcdir}"
+. "$top_srcdir/tests/lib.sh"
+DYN=$top_builddir/tools/dyn
+dyn_setup search
+
+for p in deep locks piperead phase; do
+    # -O0: every procedure has room for a live entry and exit snippet.
+    ${CC:-cc} -O0 -g -pthread -o "$dir/$p" "$srcdir/tests/search/$p.c" || exit 99
+done
+
+# search NAME EXPECTED [OPTIONS]: attach to NAME, the first bottleneck must match.
+search() {
+    name=$1 want=$2
+    shift 2
+    "$dir/$name" 30 &
+    tpid=$!
+    sleep 0.3
+    "$DYN" search --step 0.3 "$@" attach $tpid >"$dir/$name.out" 2>"$dir/$name.err"
+    rc=$?
+    kill $tpid 2>/dev/null
+    wait $tpid 2>/dev/null
+    tpid=
+    dyn_skip_untraced "$dir/$name.err"
+    [ $rc -eq 0 ] || bad "$name: dyn search exit $rc: $(cat "$dir/$name.err")"
+}
+
+search deep crunch
+top=$(grep -A1 '^bottlenecks, ranked' "$dir/deep.out" | sed -n 2p)
+case $top in
+*CPU-bound*crunch*) ok "(a) deep: $top" ;;
+*) bad "(a) deep: top result '$top'"; cat "$dir/deep.out" ;;
+esac
+
+search locks lock_b
+top=$(grep -A1 '^bottlenecks, ranked' "$dir/locks.out" | sed -n 2p)
+if grep -q "__lll_lock_wait.*not measured" "$dir/locks.out"; then
+    echo "SKIP (b): glibc's __lll_lock_wait has no symbol here (libc6-dbg)"
+else
+    case $top in
+    *sync-waiting*lock_b*) ok "(b) locks: $top" ;;
+    *) bad "(b) locks: top result '$top'"; cat "$dir/locks.out" ;;
+    esac
+fi
+
+search piperead next_message --json
+python3 - "$dir/piperead.out" <<'PY' || bad "(c)/(d) piperead: $(cat "$dir/piperead.out")"
+import json, sys
+r = json.load(open(sys.argv[1]))
+top = r["tree"][r["bottlenecks"][0]]
+assert top["hypothesis"] == "IO-waiting" and top["focus"].startswith("next_message"), top
+assert top["state"] == "true" and top["value"] > top["threshold"], top
+refuted = [n for n in r["tree"] if n["state"] == "false" and n["metric"]]
+assert refuted and r["metrics_removed"] >= len(refuted), (refuted, r["metrics_removed"])
+print("ok   (c) piperead:", top["focus"], "%.0f%%" % (100 * top["value"]))
+PY
+
+"$DYN" search --repeat --step 0.3 --json run -- "$dir/phase" 10 >"$dir/phase.out" 2>"$dir/phase.err" ||
+    bad "(e) phase: dyn search: $(cat "$dir/phase.err")"
+python3 - "$dir/phase.out" <<'PY' || bad "(e) phase: $(cat "$dir/phase.out")"
+import json, sys
+r = json.load(open(sys.argv[1]))
+tops = {}
+for i in r["bottlenecks"]:  # ranked by round: the first of each round is its top
+    tops.setdefault(r["tree"][i]["round"], r["tree"][i])
+cpu = [k for k, n in tops.items() if n["hypothesis"] == "CPU-bound" and n["focus"] == "crunch"]
+io = [k for k, n in tops.items() if n["hypothesis"] == "IO-waiting" and n["focus"].startswith("next_message")]
+assert cpu and io and min(cpu) < min(io) and max(cpu) < min(io), tops
+print("ok   (e) phase: crunch (CPU) in round %d at %.1f s, next_message (I/O) from round %d at %.1f s"
+      % (min(cpu) + 1, tops[min(cpu)]["tested_to"], min(io) + 1, tops[min(io)]["tested_to"]))
+PY
+
+[ $fails -eq 0 ] || exit 1
+echo "PASS search"
