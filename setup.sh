@@ -7,7 +7,7 @@ SUDO=
 [ "$(id -u)" -eq 0 ] || SUDO=sudo
 PKGS="build-essential autoconf automake libtool pkg-config binutils-dev libelf-dev libdw-dev \
 libzydis-dev liblzma-dev zlib1g-dev check clang g++ gfortran gdb valgrind file openmpi-bin libopenmpi-dev bpftrace lcov bolt-16 golang-go graphviz jq sqlite3 lua5.4 python3 \
-gcc-aarch64-linux-gnu binutils-aarch64-linux-gnu qemu-user"
+gcc-aarch64-linux-gnu binutils-aarch64-linux-gnu qemu-user libc6-dbg"
 missing=
 for p in $PKGS; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing="$missing $p"
