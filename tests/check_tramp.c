@@ -1,7 +1,7 @@
 /* Copyright 2026 the qpt authors
  * SPDX-License-Identifier: MIT */
 /*
- * The trampoline layer (editor/ed_tramp.c: what dyn writes into a live process) unit-
+ * The trampoline layer (patch/pt_tramp.c: what dyn writes into a live process) unit-
  * tested on an in-memory image: five small procedures assembled into this process's own
  * memory, analysed as an image of raw bytes (cfg_image_from_bytes), their points chosen
  * from the CFG, trampolines built next to them and jumped to, and the procedures called:
@@ -19,7 +19,7 @@
 #include <sys/mman.h>
 
 #include "cfg/cfg.h"
-#include "editor/ed.h"
+#include "patch/patch.h"
 
 #define PAGE 4096u
 
@@ -127,9 +127,9 @@ teardown(void)
 
 /*
  * The point at ADDR from the CFG: the whole instructions of its block from ADDR that
- * cover a jump (ED_TRAMP_EXIT: those that end with the block's ret).
+ * cover a jump (PT_TRAMP_EXIT: those that end with the block's ret).
  */
-static ed_tramp_t
+static pt_tramp_t
 point(uint32_t kind, uint64_t addr)
 {
     const cfg_proc_t *p = cfg_proc_at(prog, addr);
@@ -137,9 +137,9 @@ point(uint32_t kind, uint64_t addr)
     uint32_t bi = cfg_block_at(prog, addr);
     ck_assert_uint_ne(bi, CFG_NONE);
     const cfg_block_t *b = &prog->blocks[bi];
-    ed_tramp_t t = { .kind = kind, .addr = addr };
+    pt_tramp_t t = { .shape = kind, .addr = addr };
     arch_insn_t in;
-    if (kind == ED_TRAMP_EXIT) {
+    if (kind == PT_TRAMP_EXIT) {
         /* The tail of the block: back from its ret until 5 bytes are covered. */
         uint64_t starts[16];
         uint32_t n = 0;
@@ -168,14 +168,14 @@ point(uint32_t kind, uint64_t addr)
 /* Build T's trampoline in TRAMP (from the procedure's bytes, still in place), then
  * write the jump over them. */
 static void
-install(ed_tramp_t *t, uint64_t *ret_at)
+install(pt_tramp_t *t, uint64_t *ret_at)
 {
     uint8_t *tr = TRAMP + tramp_used;
-    int n = ed_tramp_emit(t, (uint64_t)(uintptr_t)tr, tr, PAGE - tramp_used, ret_at);
+    int n = pt_tramp_emit(t, (uint64_t)(uintptr_t)tr, tr, PAGE - tramp_used, ret_at);
     ck_assert_int_gt(n, 0);
     tramp_used += ((size_t)n + 15) & ~(size_t)15;
     uint8_t jmp[8];
-    ck_assert_int_eq(ed_tramp_patch(t, (uint64_t)(uintptr_t)tr, jmp, sizeof(jmp)), 5);
+    ck_assert_int_eq(pt_tramp_patch(t->addr, (uint64_t)(uintptr_t)tr, jmp, sizeof(jmp)), 5);
     memcpy((uint8_t *)(uintptr_t)t->addr, jmp, 5);
 }
 
@@ -184,13 +184,13 @@ install(ed_tramp_t *t, uint64_t *ret_at)
                                    .c = ARCH_SNIP_NONE, __VA_ARGS__ })
 
 /* WORDS[W] += VALUE (a leaf), where WHERE holds and LIVE_FLAGS are live. */
-static ed_tramp_snip_t
+static pt_snip_t
 add_to(arch_snip_t v[2], int w, arch_snip_t value, uint32_t where, uint8_t live_flags)
 {
     v[0] = value;
     v[1] = NODE(.op = ARCH_SN_ADD_TO, .imm = (int64_t)(uintptr_t)&WORDS[w]);
     v[1].a = 0;
-    return (ed_tramp_snip_t) { v, 2, 1, { where, 0, live_flags, live_flags ? 0 : 1 } };
+    return (pt_snip_t) { v, 2, 1, { where, 0, live_flags, live_flags ? 0 : 1 } };
 }
 
 START_TEST(test_tramp_kinds)
@@ -210,17 +210,17 @@ START_TEST(test_tramp_kinds)
 
     arch_snip_t ve[2], vx[2], vc[2], va[2], vk[2], vm[2];
     /* f's entry: WORDS[0] += argument 0 (two instructions moved). */
-    ed_tramp_t e = point(ED_TRAMP_BEFORE, at(OFF_F));
+    pt_tramp_t e = point(PT_TRAMP_BEFORE, at(OFF_F));
     ck_assert_uint_eq(e.ninsns, 2);
     e.before = add_to(ve, 0, NODE(.op = ARCH_SN_ARG, .imm = 0), ARCH_SNX_ENTRY, 0);
     install(&e, NULL);
     /* g's exit: WORDS[1] += the return value (the lea and the ret). */
-    ed_tramp_t x = point(ED_TRAMP_EXIT, at(OFF_G));
+    pt_tramp_t x = point(PT_TRAMP_EXIT, at(OFF_G));
     ck_assert_uint_eq(x.ninsns, 2);
     x.before = add_to(vx, 1, NODE(.op = ARCH_SN_RETVAL), ARCH_SNX_RETURN, 0);
     install(&x, NULL);
     /* h's call of f: WORDS[2] += its argument, WORDS[3] += what it returned. */
-    ed_tramp_t c = point(ED_TRAMP_CALL, at(OFF_H + 4));
+    pt_tramp_t c = point(PT_TRAMP_CALL, at(OFF_H + 4));
     ck_assert_uint_eq(c.ninsns, 1);
     c.before = add_to(vc, 2, NODE(.op = ARCH_SN_ARG, .imm = 0), ARCH_SNX_CALL, 0);
     c.after = add_to(va, 3, NODE(.op = ARCH_SN_RETVAL), ARCH_SNX_AFTER_CALL, 0);
@@ -228,11 +228,11 @@ START_TEST(test_tramp_kinds)
     install(&c, &ret_at);
     ck_assert_uint_gt(ret_at, (uint64_t)(uintptr_t)TRAMP);
     /* k's mov between its cmp and setl: flags live; WORDS[4] += 1 (an add: clobbers). */
-    ed_tramp_t kk = point(ED_TRAMP_BEFORE, at(OFF_K + 3));
+    pt_tramp_t kk = point(PT_TRAMP_BEFORE, at(OFF_K + 3));
     kk.before = add_to(vk, 4, NODE(.op = ARCH_SN_CONST, .imm = 1), 0, ARCH_FLAGS_STATUS);
     install(&kk, NULL);
     /* m's entry: the rip-relative load moved; WORDS[5] += 1. */
-    ed_tramp_t m = point(ED_TRAMP_BEFORE, at(OFF_M));
+    pt_tramp_t m = point(PT_TRAMP_BEFORE, at(OFF_M));
     m.before = add_to(vm, 5, NODE(.op = ARCH_SN_CONST, .imm = 1), ARCH_SNX_ENTRY, 0);
     install(&m, NULL);
 
@@ -260,24 +260,24 @@ START_TEST(test_tramp_refusals)
     if (map == NULL)
         return;
     arch_snip_t v[2];
-    ed_tramp_t e = point(ED_TRAMP_BEFORE, at(OFF_F));
+    pt_tramp_t e = point(PT_TRAMP_BEFORE, at(OFF_F));
     e.before = add_to(v, 0, NODE(.op = ARCH_SN_CONST, .imm = 1), ARCH_SNX_ENTRY, 0);
     uint8_t out[512];
     uint64_t here = (uint64_t)(uintptr_t)TRAMP;
     /* The bytes do not hold a jump; the instructions do not cover them. */
-    ed_tramp_t shrt = e;
+    pt_tramp_t shrt = e;
     shrt.len = 4;
-    ck_assert_int_eq(ed_tramp_emit(&shrt, here, out, sizeof(out), NULL), QP_EINVAL);
-    ck_assert_int_eq(ed_tramp_patch(&shrt, here, out, sizeof(out)), QP_EINVAL);
-    ed_tramp_t one = e;
+    ck_assert_int_eq(pt_tramp_emit(&shrt, here, out, sizeof(out), NULL), QP_EINVAL);
+    ck_assert_int_eq(pt_tramp_patch(shrt.addr, here, out, 4), QP_EINVAL);
+    pt_tramp_t one = e;
     one.ninsns = 1;
-    ck_assert_int_eq(ed_tramp_emit(&one, here, out, sizeof(out), NULL), QP_EINVAL);
+    ck_assert_int_eq(pt_tramp_emit(&one, here, out, sizeof(out), NULL), QP_EINVAL);
     /* No room. */
-    ck_assert_int_lt(ed_tramp_emit(&e, here, out, 8, NULL), 0);
+    ck_assert_int_lt(pt_tramp_emit(&e, here, out, 8, NULL), 0);
     /* Out of reach: a trampoline 8 GiB away cannot jump back, nor reach the words. */
-    ck_assert_int_eq(ed_tramp_emit(&e, here + (8ull << 30), out, sizeof(out), NULL),
+    ck_assert_int_eq(pt_tramp_emit(&e, here + (8ull << 30), out, sizeof(out), NULL),
                      QP_ERANGE);
-    ck_assert_int_eq(ed_tramp_patch(&e, here + (8ull << 30), out, sizeof(out)), QP_ERANGE);
+    ck_assert_int_eq(pt_tramp_patch(e.addr, here + (8ull << 30), out, sizeof(out)), QP_ERANGE);
     /* And nothing was written over the procedure. */
     ck_assert_uint_eq(call(OFF_F, 1, 0), 6);
 }
