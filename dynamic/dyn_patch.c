@@ -70,9 +70,10 @@ typedef struct point {
     uint8_t save_flags; /* flags may be live at the entry */
     uint8_t spill;      /* bytes of padding at the end of orig (after a ret or a jmp that
                          * ends the block: never run), covered by the jump, not moved */
-    uint8_t call_ret;   /* PT_ENTRY whose last replaced instruction is a direct call: the
-                         * trampoline pushes its return address in the original code and
-                         * jumps to the callee (nothing returns into the trampoline) */
+    uint8_t call_ret;   /* the last replaced instruction is a direct call (an entry's, or
+                         * the end of a block): the trampoline pushes its return address
+                         * in the original code and jumps to the callee (nothing returns
+                         * into the trampoline) */
     uint8_t whole;      /* PT_ENTRY of a timed procedure whose entry block ends in a ret
                          * or a tail jump: the whole block moves, timer stop before its
                          * last instruction */
@@ -643,9 +644,13 @@ check_head(const dyn_session_t *s, const cfg_block_t *b, uint64_t addr, point_t 
             return "its block is shorter than the 5-byte jump";
         if (in.flags & ARCH_F_PRIV)
             return "a privileged instruction in the bytes to patch";
-        if (in.kind == ARCH_KIND_CALL || in.kind == ARCH_KIND_CALL_IND)
-            return "a call in the bytes to patch (its return address would be in the "
-                   "trampoline)";
+        if (in.kind == ARCH_KIND_CALL_IND)
+            return "an indirect call in the bytes to patch (its return address would be "
+                   "in the trampoline)";
+        /* A direct call ends the block: the trampoline makes it with its original
+         * return address (call_ret), so nothing returns into the trampoline. */
+        if (in.kind == ARCH_KIND_CALL && has_shadow_stack(s))
+            return "a call in the bytes to patch (the process has a shadow stack)";
         if (in.kind == ARCH_KIND_SYSCALL)
             return "a system call in the bytes to patch";
         if (in.kind == ARCH_KIND_HALT)
@@ -655,6 +660,7 @@ check_head(const dyn_session_t *s, const cfg_block_t *b, uint64_t addr, point_t 
             return "a branch in the bytes to patch targets them";
         len += in.len;
         pt->ninsns++;
+        pt->call_ret = in.kind == ARCH_KIND_CALL;
     }
     if (len > sizeof(pt->orig))
         return "the instructions to move are too long";

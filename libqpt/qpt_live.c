@@ -502,6 +502,7 @@ qpt_live_write(qpt_space_t *s, uint64_t addr, const void *buf, size_t len)
 }
 
 static int dyn_kind(uint32_t kind);
+static int group_of(uint32_t kind);
 
 int
 qpt_live_point_ok(qpt_space_t *s, qpt_ins_t *ins, const char **why)
@@ -528,7 +529,7 @@ qpt_live_point_ok(qpt_space_t *s, qpt_ins_t *ins, const char **why)
     /* Another point's jump over the same bytes (one point shares its jump). */
     for (size_t i = 0; i < s->nins; i++) {
         const qpt_ins_t *o = &s->ins[i];
-        if (o->removed || (o->where == ins->where && dyn_kind(o->pt.kind) == dyn_kind(pt->kind)))
+        if (o->removed || (o->where == ins->where && group_of(o->pt.kind) == group_of(pt->kind)))
             continue;
         if (o->patch_lo < ins->patch_hi && ins->patch_lo < o->patch_hi) {
             *why = "its bytes overlap those of another point with a snippet (a procedure "
@@ -551,6 +552,43 @@ dyn_kind(uint32_t kind)
     case QPT_INSN: return DYN_PT_INSN;
     default: return DYN_PT_CALL;
     }
+}
+
+/*
+ * Which insertions at one address share one dyn point (one trampoline): the points
+ * before an instruction (an entry, a block's start, an edge at its destination, an
+ * instruction) are one, their snippets joined in the order they were made; a call with
+ * what runs after it another; an exit a third.
+ */
+static int
+group_of(uint32_t kind)
+{
+    switch (kind) {
+    case QPT_ENTRY:
+    case QPT_BLOCK:
+    case QPT_EDGE:
+    case QPT_INSN: return 0;
+    case QPT_EXIT: return 2;
+    default: return 1;
+    }
+}
+
+/*
+ * The dyn point of a group of insertions at one address with the kinds in MASK
+ * (1u << qpt_point_kind_t): an entry when one is there (its block is entered only by
+ * calls, or the entry is refused: the other points there run exactly when it does),
+ * else a block's start, else an instruction.
+ */
+static int
+group_kind(uint32_t mask, int kind)
+{
+    if (kind != DYN_PT_BLOCK && kind != DYN_PT_INSN && kind != DYN_PT_ENTRY)
+        return kind;
+    if (mask & (1u << QPT_ENTRY))
+        return DYN_PT_ENTRY;
+    if (mask & ((1u << QPT_BLOCK) | (1u << QPT_EDGE)))
+        return DYN_PT_BLOCK;
+    return DYN_PT_INSN;
 }
 
 /*
@@ -601,7 +639,7 @@ ins_cmp(const void *x, const void *y, void *arg)
     const qpt_space_t *s = arg;
     size_t i = *(const size_t *)x, j = *(const size_t *)y;
     const qpt_ins_t *a = &s->ins[i], *b = &s->ins[j];
-    int ka = dyn_kind(a->pt.kind), kb = dyn_kind(b->pt.kind);
+    int ka = group_of(a->pt.kind), kb = group_of(b->pt.kind);
     if (ka != kb)
         return ka < kb ? -1 : 1;
     if (a->where != b->where)
@@ -642,21 +680,24 @@ build(qpt_space_t *s, live_t **out)
             continue;
         /* Every insertion at the same dyn point: before (ix) and after a call (jx). */
         size_t ni = 0, nj = 0;
-        int kind = dyn_kind(a->pt.kind);
+        int group = group_of(a->pt.kind);
+        uint32_t mask = 0;
         for (size_t q = o; q < s->nins; q++) {
             size_t k = order[q];
             const qpt_ins_t *b = &s->ins[k];
-            if (b->where != a->where || dyn_kind(b->pt.kind) != kind)
+            if (b->where != a->where || group_of(b->pt.kind) != group)
                 break;
             if (b->removed || done[k])
                 continue;
             done[k] = 1;
+            mask |= 1u << b->pt.kind;
             if (b->pt.kind == QPT_AFTER_CALL)
                 jx[nj++] = k;
             else
                 ix[ni++] = k;
             l->in[k] = 1;
         }
+        int kind = group_kind(mask, dyn_kind(a->pt.kind));
         dyn_snippet_t before = { 0 }, after = { 0 };
         size_t nn;
         uint32_t root;
