@@ -669,6 +669,35 @@ check_head(const dyn_session_t *s, const cfg_block_t *b, uint64_t addr, point_t 
     return NULL;
 }
 
+/*
+ * The entry of procedure I with its entry block moved whole (DYN_PT_WHOLE: it ends in
+ * the procedure's ret, which the trampoline runs after the exit's snippet): why not, or
+ * NULL with *PT filled (as timed_entry's whole entries, the padding after the block
+ * covered by the jump, but no jump through other padding: that would take it).
+ */
+static const char *
+whole_entry(const dyn_session_t *s, uint32_t i, point_t *pt /*OUT*/)
+{
+    const cfg_proc_t *pr = &s->prog->procs[i];
+    const cfg_block_t *eb = &s->prog->blocks[pr->block];
+    const char *why;
+    int first_only, want_pad;
+
+    if ((why = entry_ok(s, i, &first_only)) != NULL)
+        return why;
+    if (eb->last_kind != ARCH_KIND_RET)
+        return "its entry block does not end in a ret";
+    if (eb->end - eb->start > sizeof(pt->orig))
+        return "its entry block is too long to move whole";
+    if ((why = check_exit(s, eb, pr->entry, 1, pt, &want_pad)) != NULL)
+        return why;
+    if (want_pad)
+        return "its entry block and the padding after it are shorter than the 5-byte jump";
+    pt->whole = 1;
+    pt->save_flags = entry_save_flags(pr);
+    return NULL;
+}
+
 /* What the file says of the point of KIND at ADDR in PROC: 0 with *PT filled, or
  * QP_EUNSUPP with *WHY. */
 static int
@@ -681,7 +710,7 @@ check_point(const dyn_session_t *s, int kind, uint32_t proc, uint64_t addr, poin
     uint32_t b;
 
     *why = NULL;
-    if (kind < DYN_PT_ENTRY || kind > DYN_PT_INSN)
+    if (kind < DYN_PT_ENTRY || kind > DYN_PT_WHOLE)
         return QP_EINVAL;
     prog = s->prog;
     if (proc >= prog->nprocs)
@@ -696,6 +725,10 @@ check_point(const dyn_session_t *s, int kind, uint32_t proc, uint64_t addr, poin
         *why = "not an instruction of the procedure";
     else if (kind == DYN_PT_ENTRY) {
         *why = check_proc(s, proc, &pt);
+        if (*why == NULL && addr != pr->entry)
+            *why = "not the procedure's entry";
+    } else if (kind == DYN_PT_WHOLE) {
+        *why = whole_entry(s, proc, &pt);
         if (*why == NULL && addr != pr->entry)
             *why = "not the procedure's entry";
     } else if (kind == DYN_PT_BLOCK) {
@@ -763,7 +796,7 @@ check_point(const dyn_session_t *s, int kind, uint32_t proc, uint64_t addr, poin
                "one piece)";
     if (*why != NULL)
         return QP_EUNSUPP;
-    pt.kind = (uint8_t)kind;
+    pt.kind = (uint8_t)(kind == DYN_PT_WHOLE ? PT_ENTRY : kind);
     pt.proc = proc;
     *out = pt;
     return 0;
@@ -801,7 +834,7 @@ dyn_session_add_point(dyn_session_t *s, int kind, uint32_t proc, uint64_t addr,
         why = &unused;
     *why = NULL;
     if (s == NULL || s->installed || (before == NULL && after == NULL)
-        || (after != NULL && kind != DYN_PT_CALL))
+        || (after != NULL && kind != DYN_PT_CALL && kind != DYN_PT_WHOLE))
         return QP_EINVAL;
     QP_CHECK(check_point(s, kind, proc, addr, &pt, why));
     pt.name = name;
@@ -1591,7 +1624,8 @@ snip_ctx(const point_t *pt, int after)
 {
     uint8_t flags = pt->save_flags ? ARCH_FLAGS_STATUS : 0;
     switch (pt->kind) {
-    case PT_ENTRY: return pt_point_ctx(PT_POINT_ENTRY, flags);
+    /* After: an entry moved whole, before its ret. */
+    case PT_ENTRY: return pt_point_ctx(after ? PT_POINT_EXIT : PT_POINT_ENTRY, flags);
     /* Before a call and after it returned the flags are dead (the callee clobbers them). */
     case PT_CALL: return pt_point_ctx(after ? PT_POINT_AFTER_CALL : PT_POINT_CALL, 0);
     case PT_EXIT: return pt_point_ctx(PT_POINT_EXIT, flags);
@@ -1652,7 +1686,9 @@ emit_tramp(const dyn_session_t *s, point_t *pt, uint64_t at, uint64_t words, uin
         t.tail = pt->tail;
         if (pt->kind != PT_EXIT)
             t.before = tramp_snip(pt, pre, 0);
-        if (pt->kind == PT_EXIT || pt->whole)
+        if (pt->whole && pt->after.nodes != NULL)
+            t.after = tramp_snip(pt, &pt->after, 1); /* the point's own, before the ret */
+        else if (pt->kind == PT_EXIT || pt->whole)
             t.after = (pt_snip_t) { &stop, 1, 0, { 0, 0, fl, !fl } };
         if (pt->rlen) {
             t.rbytes = pt->rbytes;

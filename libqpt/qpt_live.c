@@ -504,6 +504,20 @@ qpt_live_write(qpt_space_t *s, uint64_t addr, const void *buf, size_t len)
 static int dyn_kind(uint32_t kind);
 static int group_of(uint32_t kind);
 
+/* Which dyn point insertion IN goes to: a group (group_of) at an address; an exit joined
+ * with its entry (whole) goes to the entry's. */
+static int
+key_group(const qpt_ins_t *in)
+{
+    return in->whole ? 0 : group_of(in->pt.kind);
+}
+
+static uint64_t
+key_where(const qpt_space_t *s, const qpt_ins_t *in)
+{
+    return in->whole ? s->prog->procs[in->pt.proc].entry + s->bias : in->where;
+}
+
 int
 qpt_live_point_ok(qpt_space_t *s, qpt_ins_t *ins, const char **why)
 {
@@ -524,12 +538,26 @@ qpt_live_point_ok(qpt_space_t *s, qpt_ins_t *ins, const char **why)
         QP_CHECK(dyn_session_create(s->proc, s->prog, s->bias, &c));
         s->check = c;
     }
-    QP_CHECK(dyn_session_check_point(s->check, dyn_kind(pt->kind), pt->proc,
-                                     ins->where - s->bias, &ins->patch_lo, &ins->patch_hi, why));
+    ins->whole = 0;
+    if (pt->kind == QPT_EXIT && pt->proc < s->prog->nprocs
+        && cfg_block_at(s->prog, pt->addr - s->bias) == s->prog->procs[pt->proc].block) {
+        /* The ret of the entry block: the block moved whole with the entry's point (a
+         * procedure too short for a jump at its entry and one at its ret, a lone ret). */
+        const char *w2 = NULL;
+        ins->whole = dyn_session_check_point(s->check, DYN_PT_WHOLE, pt->proc,
+                                             s->prog->procs[pt->proc].entry, &ins->patch_lo,
+                                             &ins->patch_hi, &w2)
+            == 0;
+    }
+    if (!ins->whole)
+        QP_CHECK(dyn_session_check_point(s->check, dyn_kind(pt->kind), pt->proc,
+                                         ins->where - s->bias, &ins->patch_lo, &ins->patch_hi,
+                                         why));
     /* Another point's jump over the same bytes (one point shares its jump). */
     for (size_t i = 0; i < s->nins; i++) {
         const qpt_ins_t *o = &s->ins[i];
-        if (o->removed || (o->where == ins->where && group_of(o->pt.kind) == group_of(pt->kind)))
+        if (o->removed
+            || (key_where(s, o) == key_where(s, ins) && key_group(o) == key_group(ins)))
             continue;
         if (o->patch_lo < ins->patch_hi && ins->patch_lo < o->patch_hi) {
             *why = "its bytes overlap those of another point with a snippet (a procedure "
@@ -574,16 +602,17 @@ group_of(uint32_t kind)
 }
 
 /*
- * The dyn point of a group of insertions at one address with the kinds in MASK
- * (1u << qpt_point_kind_t): an entry when one is there (its block is entered only by
- * calls, or the entry is refused: the other points there run exactly when it does),
- * else a block's start, else an instruction.
+ * The dyn point of group 0 of insertions at one address with the kinds in MASK
+ * (1u << qpt_point_kind_t): an entry moved whole with its ret when an exit joined it;
+ * an entry when one is there (its block is entered only by calls, or the entry is
+ * refused: the other points there run exactly when it does); else a block's start,
+ * else an instruction.
  */
 static int
-group_kind(uint32_t mask, int kind)
+group_kind(uint32_t mask)
 {
-    if (kind != DYN_PT_BLOCK && kind != DYN_PT_INSN && kind != DYN_PT_ENTRY)
-        return kind;
+    if (mask & (1u << QPT_EXIT))
+        return DYN_PT_WHOLE;
     if (mask & (1u << QPT_ENTRY))
         return DYN_PT_ENTRY;
     if (mask & ((1u << QPT_BLOCK) | (1u << QPT_EDGE)))
@@ -639,11 +668,12 @@ ins_cmp(const void *x, const void *y, void *arg)
     const qpt_space_t *s = arg;
     size_t i = *(const size_t *)x, j = *(const size_t *)y;
     const qpt_ins_t *a = &s->ins[i], *b = &s->ins[j];
-    int ka = group_of(a->pt.kind), kb = group_of(b->pt.kind);
+    int ka = key_group(a), kb = key_group(b);
+    uint64_t wa = key_where(s, a), wb = key_where(s, b);
     if (ka != kb)
         return ka < kb ? -1 : 1;
-    if (a->where != b->where)
-        return a->where < b->where ? -1 : 1;
+    if (wa != wb)
+        return wa < wb ? -1 : 1;
     return a->order < b->order ? -1 : a->order > b->order;
 }
 
@@ -680,24 +710,25 @@ build(qpt_space_t *s, live_t **out)
             continue;
         /* Every insertion at the same dyn point: before (ix) and after a call (jx). */
         size_t ni = 0, nj = 0;
-        int group = group_of(a->pt.kind);
+        int group = key_group(a);
+        uint64_t where = key_where(s, a);
         uint32_t mask = 0;
         for (size_t q = o; q < s->nins; q++) {
             size_t k = order[q];
             const qpt_ins_t *b = &s->ins[k];
-            if (b->where != a->where || group_of(b->pt.kind) != group)
+            if (key_where(s, b) != where || key_group(b) != group)
                 break;
             if (b->removed || done[k])
                 continue;
             done[k] = 1;
             mask |= 1u << b->pt.kind;
-            if (b->pt.kind == QPT_AFTER_CALL)
+            if (b->pt.kind == QPT_AFTER_CALL || b->whole)
                 jx[nj++] = k;
             else
                 ix[ni++] = k;
             l->in[k] = 1;
         }
-        int kind = group_kind(mask, dyn_kind(a->pt.kind));
+        int kind = group == 0 ? group_kind(mask) : dyn_kind(a->pt.kind);
         dyn_snippet_t before = { 0 }, after = { 0 };
         size_t nn;
         uint32_t root;
@@ -720,7 +751,7 @@ build(qpt_space_t *s, live_t **out)
             after = (dyn_snippet_t) { v, nn, root };
         }
         const char *why = NULL;
-        rc = dyn_session_add_point(l->sess, kind, a->pt.proc, a->where - s->bias,
+        rc = dyn_session_add_point(l->sess, kind, a->pt.proc, where - s->bias,
                                    ni ? &before : NULL, nj ? &after : NULL,
                                    qpt_proc_name(s, a->pt.proc), NULL, &why);
         if (rc < 0)
