@@ -87,6 +87,8 @@ typedef struct point {
     uint8_t rninsns;    /* ... their instructions */
     uint8_t rbytes[16];
     uint64_t raddr;     /* ... their runtime address */
+    uint8_t by_jump;    /* a whole entry block ending in a tail jump, not a ret: no return
+                         * value where its exit snippet runs */
     uint8_t tail;       /* PT_EXIT ending in a tail jump instead of a ret: 1, or 2 for a
                          * conditional one (jcc: the timer stops only when it is taken),
                          * 3 for a jcc whose both sides leave (it stops on both) */
@@ -608,6 +610,8 @@ static const char *
 check_tail(const dyn_session_t *s, const cfg_block_t *b, uint64_t own, int whole,
     int plain, point_t *pt, int *want_pad);
 static int has_except_table(const cfg_image_t *img);
+static int is_tail_block(const cfg_prog_t *prog, const cfg_block_t *b);
+static int is_cond_tail_block(const cfg_prog_t *prog, const cfg_block_t *b);
 
 /*
  * The first 5 bytes of whole instructions from ADDR, in block B, for a jump: why not, or
@@ -672,8 +676,8 @@ check_head(const dyn_session_t *s, const cfg_block_t *b, uint64_t addr, point_t 
 /*
  * The entry of procedure I with its entry block moved whole (DYN_PT_WHOLE: it ends in
  * the procedure's ret, which the trampoline runs after the exit's snippet): why not, or
- * NULL with *PT filled (as timed_entry's whole entries, the padding after the block
- * covered by the jump, but no jump through other padding: that would take it).
+ * NULL with *PT filled (as timed_entry's whole entries: the padding after the block
+ * covered by the jump, or a short jump to a jump in padding, which it takes).
  */
 static const char *
 whole_entry(const dyn_session_t *s, uint32_t i, point_t *pt /*OUT*/)
@@ -681,19 +685,22 @@ whole_entry(const dyn_session_t *s, uint32_t i, point_t *pt /*OUT*/)
     const cfg_proc_t *pr = &s->prog->procs[i];
     const cfg_block_t *eb = &s->prog->blocks[pr->block];
     const char *why;
-    int first_only, want_pad;
+    int first_only, want_pad, both;
 
     if ((why = entry_ok(s, i, &first_only)) != NULL)
         return why;
-    if (eb->last_kind != ARCH_KIND_RET)
-        return "its entry block does not end in a ret";
+    both = is_cond_tail_block(s->prog, eb) == 3;
+    if (eb->last_kind != ARCH_KIND_RET && !is_tail_block(s->prog, eb) && !both)
+        return "its entry block does not end in a ret or a tail call";
     if (eb->end - eb->start > sizeof(pt->orig))
         return "its entry block is too long to move whole";
     if ((why = check_exit(s, eb, pr->entry, 1, pt, &want_pad)) != NULL)
         return why;
-    if (want_pad)
-        return "its entry block and the padding after it are shorter than the 5-byte jump";
+    if (want_pad && (why = find_pad((dyn_session_t *)s, pr->entry, pt)) != NULL)
+        return why;
+    pt->by_jump = eb->last_kind != ARCH_KIND_RET;
     pt->whole = 1;
+    pt->tail = both ? 3 : 0;
     pt->save_flags = entry_save_flags(pr);
     return NULL;
 }
@@ -752,21 +759,28 @@ check_point(const dyn_session_t *s, int kind, uint32_t proc, uint64_t addr, poin
             *why = check_head(s, &prog->blocks[b], addr, &pt);
         pt.save_flags = 1;
     } else if (kind == DYN_PT_EXIT) {
-        if (prog->blocks[b].last_kind != ARCH_KIND_RET)
-            *why = "not a block ending in ret";
+        /* A ret, or a tail call (a jmp, or a jcc whose taken side leaves: its snippet
+         * runs on the way out only, 3 when both sides leave). */
+        const cfg_block_t *bl = &prog->blocks[b];
+        int ctail = is_cond_tail_block(prog, bl);
+        if (bl->last_kind != ARCH_KIND_RET && !is_tail_block(prog, bl) && !ctail)
+            *why = "not a block ending in ret or a tail call";
         else {
             int want_pad;
-            *why = check_exit(s, &prog->blocks[b], pr->entry, 0, &pt, &want_pad);
+            *why = check_exit(s, bl, pr->entry, 0, &pt, &want_pad);
+            /* Too short: a jmp rel8 to a jump in padding (as --time's exits). */
             if (*why == NULL && want_pad)
-                *why = "a block ending in ret is shorter than the 5-byte jump";
+                *why = find_pad((dyn_session_t *)s, bl->start, &pt);
+            if (*why == NULL && ctail == 3)
+                pt.tail = 3;
         }
         if (*why == NULL) {
             arch_insn_t in;
             size_t avail;
             const uint8_t *bytes = cfg_image_ptr(prog->img, addr, &avail);
             if (bytes == NULL || arch_decode(bytes, avail, addr, &in) < 0
-                || in.kind != ARCH_KIND_RET || addr + in.len != prog->blocks[b].end)
-                *why = "not the ret of its block";
+                || addr + in.len != bl->end)
+                *why = "not the ret or the tail call of its block";
         }
     } else { /* a call */
         const cfg_block_t *bl = &prog->blocks[b];
@@ -814,7 +828,11 @@ dyn_session_check_point(const dyn_session_t *s, int kind, uint32_t proc, uint64_
     *why = NULL;
     if (s == NULL)
         return QP_EINVAL;
-    QP_CHECK(check_point(s, kind, proc, addr, &pt, why));
+    /* A point through padding takes it: given back, nothing is added here. */
+    size_t npads = s->npads;
+    int rc = check_point(s, kind, proc, addr, &pt, why);
+    ((dyn_session_t *)s)->npads = npads;
+    QP_CHECK(rc);
     if (lo != NULL)
         *lo = pt.entry;
     if (hi != NULL)
@@ -1624,11 +1642,17 @@ snip_ctx(const point_t *pt, int after)
 {
     uint8_t flags = pt->save_flags ? ARCH_FLAGS_STATUS : 0;
     switch (pt->kind) {
-    /* After: an entry moved whole, before its ret. */
-    case PT_ENTRY: return pt_point_ctx(after ? PT_POINT_EXIT : PT_POINT_ENTRY, flags);
+    /* After: an entry moved whole, before its ret (or its tail jump: no return value
+     * there, and the flags saved, as they may be live for a jump into other code). */
+    case PT_ENTRY:
+        if (after && pt->by_jump)
+            return pt_point_ctx(PT_POINT_INSN, ARCH_FLAGS_STATUS);
+        return pt_point_ctx(after ? PT_POINT_EXIT : PT_POINT_ENTRY, flags);
     /* Before a call and after it returned the flags are dead (the callee clobbers them). */
     case PT_CALL: return pt_point_ctx(after ? PT_POINT_AFTER_CALL : PT_POINT_CALL, 0);
-    case PT_EXIT: return pt_point_ctx(PT_POINT_EXIT, flags);
+    case PT_EXIT: /* a tail call: no return value, the flags saved (as above) */
+        return pt->tail ? pt_point_ctx(PT_POINT_INSN, ARCH_FLAGS_STATUS)
+                        : pt_point_ctx(PT_POINT_EXIT, flags);
     default: return pt_point_ctx(PT_POINT_BLOCK, ARCH_FLAGS_STATUS); /* a block */
     }
 }
@@ -1688,6 +1712,8 @@ emit_tramp(const dyn_session_t *s, point_t *pt, uint64_t at, uint64_t words, uin
             t.before = tramp_snip(pt, pre, 0);
         if (pt->whole && pt->after.nodes != NULL)
             t.after = tramp_snip(pt, &pt->after, 1); /* the point's own, before the ret */
+        else if (pt->kind == PT_EXIT && pt->before.nodes != NULL)
+            t.after = tramp_snip(pt, &pt->before, 0); /* the point's own, on the way out */
         else if (pt->kind == PT_EXIT || pt->whole)
             t.after = (pt_snip_t) { &stop, 1, 0, { 0, 0, fl, !fl } };
         if (pt->rlen) {

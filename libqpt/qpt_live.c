@@ -522,13 +522,15 @@ int
 qpt_live_point_ok(qpt_space_t *s, qpt_ins_t *ins, const char **why)
 {
     const qpt_point_t *pt = &ins->pt;
-    if (pt->kind == QPT_EXIT) { /* a ret only (a tail call has no trampoline form yet) */
+    if (pt->kind == QPT_EXIT) { /* a ret, or a tail call (a jmp at a block's end) */
         arch_insn_t in;
         uint64_t a = pt->addr - s->bias;
         size_t avail;
         const uint8_t *b = cfg_image_ptr(s->img, a, &avail);
-        if (b == NULL || arch_decode(b, avail, a, &in) < 0 || in.kind != ARCH_KIND_RET) {
-            *why = "a tail call cannot get a snippet in a live process (only a ret)";
+        if (b == NULL || arch_decode(b, avail, a, &in) < 0
+            || (in.kind != ARCH_KIND_RET && in.kind != ARCH_KIND_JMP
+                && in.kind != ARCH_KIND_JMP_IND && in.kind != ARCH_KIND_JCC)) {
+            *why = "not a ret or a tail call";
             return QP_EUNSUPP;
         }
     }
@@ -541,18 +543,32 @@ qpt_live_point_ok(qpt_space_t *s, qpt_ins_t *ins, const char **why)
     ins->whole = 0;
     if (pt->kind == QPT_EXIT && pt->proc < s->prog->nprocs
         && cfg_block_at(s->prog, pt->addr - s->bias) == s->prog->procs[pt->proc].block) {
-        /* The ret of the entry block: the block moved whole with the entry's point (a
-         * procedure too short for a jump at its entry and one at its ret, a lone ret). */
+        /* The ret (or tail call) of the entry block: the block moved whole with the
+         * entry's point (a procedure too short for a jump at its entry and one at its
+         * exit: a lone ret, a PLT-like `jmp *`). */
         const char *w2 = NULL;
         ins->whole = dyn_session_check_point(s->check, DYN_PT_WHOLE, pt->proc,
                                              s->prog->procs[pt->proc].entry, &ins->patch_lo,
                                              &ins->patch_hi, &w2)
             == 0;
     }
-    if (!ins->whole)
-        QP_CHECK(dyn_session_check_point(s->check, dyn_kind(pt->kind), pt->proc,
+    if (!ins->whole) {
+        int rc = dyn_session_check_point(s->check, dyn_kind(pt->kind), pt->proc,
                                          ins->where - s->bias, &ins->patch_lo, &ins->patch_hi,
-                                         why));
+                                         why);
+        /* An entry too short for its own jump (another procedure right after it): its
+         * block moved whole when it ends the procedure (through padding). */
+        const char *w2 = NULL;
+        if (rc == QP_EUNSUPP && pt->kind == QPT_ENTRY
+            && dyn_session_check_point(s->check, DYN_PT_WHOLE, pt->proc,
+                                       ins->where - s->bias, &ins->patch_lo, &ins->patch_hi,
+                                       &w2)
+                == 0) {
+            ins->whole = 1;
+            rc = 0;
+        }
+        QP_CHECK(rc);
+    }
     /* Another point's jump over the same bytes (one point shares its jump). */
     for (size_t i = 0; i < s->nins; i++) {
         const qpt_ins_t *o = &s->ins[i];
@@ -721,8 +737,8 @@ build(qpt_space_t *s, live_t **out)
             if (b->removed || done[k])
                 continue;
             done[k] = 1;
-            mask |= 1u << b->pt.kind;
-            if (b->pt.kind == QPT_AFTER_CALL || b->whole)
+            mask |= 1u << b->pt.kind | (b->whole ? 1u << QPT_EXIT : 0);
+            if (b->pt.kind == QPT_AFTER_CALL || (b->whole && b->pt.kind == QPT_EXIT))
                 jx[nj++] = k;
             else
                 ix[ni++] = k;
