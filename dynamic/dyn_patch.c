@@ -731,7 +731,12 @@ check_point(const dyn_session_t *s, int kind, uint32_t proc, uint64_t addr, poin
     else if ((b = cfg_block_at(prog, addr)) == CFG_NONE)
         *why = "not an instruction of the procedure";
     else if (kind == DYN_PT_ENTRY) {
+        int first_only;
         *why = check_proc(s, proc, &pt);
+        /* Too short for the jump: a short one through padding, as --count does. */
+        if (*why != NULL && entry_ok(s, proc, &first_only) == NULL
+            && check_short((dyn_session_t *)s, proc, first_only, &pt) == NULL)
+            *why = NULL;
         if (*why == NULL && addr != pr->entry)
             *why = "not the procedure's entry";
     } else if (kind == DYN_PT_WHOLE) {

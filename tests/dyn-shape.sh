@@ -165,9 +165,9 @@ tpid=
 # conditional, both sides leaving), a call first with short ret blocks, one block leaving
 # by a jcc to two procedures; each timed within [1, 2] x its sleeps (a missed stop
 # would leave its timer running), quick_chk under 100 ms.
-E="-e 'time wall(ret_only)' -e 'time wall(timed_tail)' -e 'time wall(timed_ctail)'
-    -e 'time wall(timed_dtail)' -e 'time wall(timed_short)' -e 'time wall(quick_chk)'"
-eval "\"\$DYN\" run $E -- \"\$P\" $N 2000" >"$dir/e.out" 2>"$dir/e.err"
+"$DYN" run -e 'time wall(ret_only)' -e 'time wall(timed_tail)' -e 'time wall(timed_ctail)' \
+    -e 'time wall(timed_dtail)' -e 'time wall(timed_short)' -e 'time wall(quick_chk)' \
+    -- "$P" $N 2000 >"$dir/e.out" 2>"$dir/e.err"
 grep -q "^ok n=$N" "$dir/e.out" || bad "(e) results: $(cat "$dir/e.out" "$dir/e.err")"
 grep -q 'not measured' "$dir/e.err" && bad "(e) refused: $(grep 'not measured' "$dir/e.err")"
 awk -v n=$N '
