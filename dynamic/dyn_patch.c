@@ -696,6 +696,10 @@ whole_entry(const dyn_session_t *s, uint32_t i, point_t *pt /*OUT*/)
         return "its entry block is too long to move whole";
     if ((why = check_exit(s, eb, pr->entry, 1, pt, &want_pad)) != NULL)
         return why;
+    /* (entry_ok: only a first instruction may move when an indirect jump of unknown
+     * targets might land after it.) */
+    if (first_only && pt->ninsns > 1)
+        return "an indirect jump with unknown targets might land in its entry block";
     if (want_pad && (why = find_pad((dyn_session_t *)s, pr->entry, pt)) != NULL)
         return why;
     pt->by_jump = eb->last_kind != ARCH_KIND_RET;
@@ -726,7 +730,7 @@ check_point(const dyn_session_t *s, int kind, uint32_t proc, uint64_t addr, poin
     memset(&pt, 0, sizeof(pt));
     if (pr->unsafe != NULL)
         *why = "the analysis could not prove its code safe";
-    else if (pr->nind_unresolved > 0)
+    else if (pr->nind_unresolved > 0 && kind != DYN_PT_ENTRY && kind != DYN_PT_WHOLE)
         *why = "an indirect jump with unknown targets might land in the bytes to patch";
     else if ((b = cfg_block_at(prog, addr)) == CFG_NONE)
         *why = "not an instruction of the procedure";
