@@ -825,6 +825,63 @@ check_point(const dyn_session_t *s, int kind, uint32_t proc, uint64_t addr, poin
     return 0;
 }
 
+static const char *exits_before(dyn_session_t *s, uint32_t i, const cfg_block_t *r,
+    uint32_t row, const char *name, const point_t *entry, unsigned *nexit, int *err);
+
+/*
+ * The ret block of an exit of procedure PROC at link address ADDR when it is too short
+ * for a jump and the blocks that lead to it may be patched instead (exits_before, as
+ * --time's exits); NULL otherwise.
+ */
+static const cfg_block_t *
+short_ret_block(const dyn_session_t *s, uint32_t proc, uint64_t addr)
+{
+    const cfg_prog_t *prog = s->prog;
+    const cfg_proc_t *pr = &prog->procs[proc];
+    uint32_t b = cfg_block_at(prog, addr);
+    if (pr->unsafe != NULL || pr->nind_unresolved > 0 || b == CFG_NONE)
+        return NULL;
+    const cfg_block_t *bl = &prog->blocks[b];
+    if (bl->last_kind != ARCH_KIND_RET || bl->end - bl->start >= JMP_LEN
+        || addr + 1 != bl->end)
+        return NULL;
+    return bl;
+}
+
+/*
+ * An exit at short ret block R of procedure PROC: the blocks that lead to it patched,
+ * their trampolines running R's bytes with SNIP (may be NULL) before its ret. Candidates
+ * added for ROW (NAME); *LO, *HI: the run-time bytes of them all and of R. Why not (the
+ * session as it was), or NULL; *ERR: QP_ENOMEM.
+ */
+static const char *
+exit_via_preds(dyn_session_t *s, uint32_t proc, const cfg_block_t *r, uint32_t row,
+    const char *name, const dyn_snippet_t *snip, uint64_t *lo, uint64_t *hi, int *err)
+{
+    point_t none;
+    unsigned n = 0;
+    size_t c0 = s->ncand, p0 = s->npads;
+
+    memset(&none, 0, sizeof(none));
+    none.save_flags = entry_save_flags(&s->prog->procs[proc]);
+    const char *why = exits_before(s, proc, r, row, name, &none, &n, err);
+    if (why != NULL || *err < 0 || n == 0) {
+        s->ncand = c0;
+        s->npads = p0;
+        return why != NULL ? why : "a return block is too short for a jump and cannot move";
+    }
+    *lo = r->start + s->bias;
+    *hi = r->end + s->bias;
+    for (size_t k = c0; k < s->ncand; k++) {
+        point_t *pt = &s->cand[k];
+        if (snip != NULL)
+            pt->before = *snip;
+        *lo = pt->entry < *lo ? pt->entry : *lo;
+        *hi = pt->entry + pt->len > *hi ? pt->entry + pt->len : *hi;
+    }
+    return NULL;
+}
+
 int
 dyn_session_check_point(const dyn_session_t *s, int kind, uint32_t proc, uint64_t addr,
     uint64_t *lo, uint64_t *hi, const char **why)
@@ -841,6 +898,27 @@ dyn_session_check_point(const dyn_session_t *s, int kind, uint32_t proc, uint64_
     size_t npads = s->npads;
     int rc = check_point(s, kind, proc, addr, &pt, why);
     ((dyn_session_t *)s)->npads = npads;
+    const cfg_block_t *r;
+    if (rc == QP_EUNSUPP && kind == DYN_PT_EXIT && proc < s->prog->nprocs
+        && (r = short_ret_block(s, proc, addr)) != NULL) {
+        /* Through the blocks before it: every bytes they replace in [*LO, *HI). */
+        dyn_session_t *w = (dyn_session_t *)s;
+        size_t c0 = w->ncand;
+        uint64_t l, h;
+        int err = 0;
+        const char *w2 = exit_via_preds(w, proc, r, 0, NULL, NULL, &l, &h, &err);
+        w->ncand = c0;
+        w->npads = npads;
+        QP_CHECK(err);
+        if (w2 == NULL) {
+            *why = NULL;
+            if (lo != NULL)
+                *lo = l;
+            if (hi != NULL)
+                *hi = h;
+            return 0;
+        }
+    }
     QP_CHECK(rc);
     if (lo != NULL)
         *lo = pt.entry;
@@ -863,7 +941,26 @@ dyn_session_add_point(dyn_session_t *s, int kind, uint32_t proc, uint64_t addr,
     if (s == NULL || s->installed || (before == NULL && after == NULL)
         || (after != NULL && kind != DYN_PT_CALL && kind != DYN_PT_WHOLE))
         return QP_EINVAL;
-    QP_CHECK(check_point(s, kind, proc, addr, &pt, why));
+    int rc = check_point(s, kind, proc, addr, &pt, why);
+    const cfg_block_t *r;
+    if (rc == QP_EUNSUPP && kind == DYN_PT_EXIT && before != NULL
+        && proc < s->prog->nprocs && (r = short_ret_block(s, proc, addr)) != NULL) {
+        /* A ret block too short for its jump: the blocks before it instead. */
+        size_t r0 = s->nrows;
+        uint32_t nrow;
+        uint64_t l, h;
+        int err = 0;
+        QP_CHECK(add_row(s, name, proc, 0, &nrow));
+        if (exit_via_preds(s, proc, r, nrow, name, before, &l, &h, &err) == NULL && err == 0) {
+            *why = NULL;
+            if (row != NULL)
+                *row = nrow;
+            return 0;
+        }
+        s->nrows = r0;
+        QP_CHECK(err);
+    }
+    QP_CHECK(rc);
     pt.name = name;
     if (before != NULL)
         pt.before = *before;
@@ -1659,9 +1756,10 @@ snip_ctx(const point_t *pt, int after)
         return pt_point_ctx(after ? PT_POINT_EXIT : PT_POINT_ENTRY, flags);
     /* Before a call and after it returned the flags are dead (the callee clobbers them). */
     case PT_CALL: return pt_point_ctx(after ? PT_POINT_AFTER_CALL : PT_POINT_CALL, 0);
-    case PT_EXIT: /* a tail call: no return value, the flags saved (as above) */
-        return pt->tail ? pt_point_ctx(PT_POINT_INSN, ARCH_FLAGS_STATUS)
-                        : pt_point_ctx(PT_POINT_EXIT, flags);
+    case PT_EXIT: /* a tail call: no return value, the flags saved (as above); before a
+                   * short ret block's ret (rlen) it is a return again */
+        return pt->tail && !pt->rlen ? pt_point_ctx(PT_POINT_INSN, ARCH_FLAGS_STATUS)
+                                     : pt_point_ctx(PT_POINT_EXIT, flags);
     default: return pt_point_ctx(PT_POINT_BLOCK, ARCH_FLAGS_STATUS); /* a block */
     }
 }

@@ -163,10 +163,11 @@ tpid=
 
 # (e) -e takes the shapes --time takes (issue 29): a lone ret, tail calls (plain,
 # conditional, both sides leaving), a call first with short ret blocks, one block leaving
-# by a jcc to two procedures; each timed within [1, 2] x its sleeps (a missed stop
+# by a jcc to two procedures, a one-byte ret reached three ways; each timed within [1, 2] x its sleeps (a missed stop
 # would leave its timer running), quick_chk under 100 ms.
 "$DYN" run -e 'time wall(ret_only)' -e 'time wall(timed_tail)' -e 'time wall(timed_ctail)' \
     -e 'time wall(timed_dtail)' -e 'time wall(timed_short)' -e 'time wall(quick_chk)' \
+    -e 'time wall(timed_mid)' \
     -- "$P" $N 2000 >"$dir/e.out" 2>"$dir/e.err"
 grep -q "^ok n=$N" "$dir/e.out" || bad "(e) results: $(cat "$dir/e.out" "$dir/e.err")"
 grep -q 'not measured' "$dir/e.err" && bad "(e) refused: $(grep 'not measured' "$dir/e.err")"
@@ -175,7 +176,7 @@ awk -v n=$N '
     $1 == "time" && $NF == "ret_only" { seen++ }
     $1 == "time" && $NF ~ /^timed_/ { seen++
         if ($3 < n * 2 || $3 > n * 2 * 2) { print "FAIL (e) " $0; bad = 1 } }
-    END { if (seen != 6) { print "FAIL (e) rows: " seen; bad = 1 }; exit bad }' "$dir/e.out" ||
+    END { if (seen != 7) { print "FAIL (e) rows: " seen; bad = 1 }; exit bad }' "$dir/e.out" ||
     fails=$((fails + 1))
 
 [ $fails -eq 0 ] || exit 1
