@@ -27,7 +27,7 @@
  * (advancing *K); the bytes taken. */
 static int
 emit_moved(const uint8_t *orig, uint32_t len, uint64_t addr, uint32_t ninsns, uint64_t at,
-           uint8_t *out, size_t cap, size_t *k)
+    uint8_t *out, size_t cap, size_t *k)
 {
     size_t off = 0;
     for (uint32_t i = 0; i < ninsns; i++) {
@@ -36,8 +36,8 @@ emit_moved(const uint8_t *orig, uint32_t len, uint64_t addr, uint32_t ninsns, ui
         if (off >= len)
             return QP_EINVAL;
         QP_CHECK(arch_decode(orig + off, len - off, addr + off, &in));
-        QP_CHECK(n = arch_reloc_insn(orig + off, &in, at + *k, in.target, 0, out + *k,
-                                     cap - *k));
+        QP_CHECK(n = arch_reloc_insn(
+                     orig + off, &in, at + *k, in.target, 0, out + *k, cap - *k));
         *k += (size_t)n;
         off += in.len;
     }
@@ -49,7 +49,8 @@ emit_snip(const pt_snip_t *sn, uint64_t at, uint8_t *out, size_t cap, size_t *k)
 {
     if (sn == NULL || sn->nodes == NULL)
         return 0;
-    int n = arch_snip_emit(sn->nodes, sn->n, sn->root, &sn->ctx, at + *k, out + *k, cap - *k);
+    int n = arch_snip_emit(
+        sn->nodes, sn->n, sn->root, &sn->ctx, at + *k, out + *k, cap - *k);
     QP_CHECK(n);
     *k += (size_t)n;
     return 0;
@@ -128,24 +129,24 @@ emit_simple(const pt_tramp_t *t, uint64_t at, uint8_t *out, size_t cap, uint64_t
  */
 static int
 emit_via_ret(const pt_tramp_t *t, const arch_insn_t *in, size_t off, size_t code,
-             const pt_snip_t *post, uint64_t at, uint8_t *out, size_t cap, size_t k)
+    const pt_snip_t *post, uint64_t at, uint8_t *out, size_t cap, size_t k)
 {
     size_t roff = 0;
     int n, m;
 
     if (in->kind == ARCH_KIND_JCC && in->target == t->raddr) {
         QP_CHECK(n = arch_reloc_insn(t->orig + off, in, at + k, at + k + 6 + JMP_LEN, 0,
-                                     out + k, cap - k));
+                     out + k, cap - k));
         QP_CHECK(m = arch_reloc_insn(t->orig + off, in, at + k, at + k + n + JMP_LEN, 0,
-                                     out + k, cap - k));
+                     out + k, cap - k));
         if (m != n)
             return QP_EINVAL;
         k += (size_t)n;
         QP_CHECK(n = arch_emit_jmp(at + k, t->addr + code, out + k, cap - k));
         k += (size_t)n;
     } else if (in->kind != ARCH_KIND_JMP) {
-        QP_CHECK(n = arch_reloc_insn(t->orig + off, in, at + k, in->target, 0, out + k,
-                                     cap - k));
+        QP_CHECK(n = arch_reloc_insn(
+                     t->orig + off, in, at + k, in->target, 0, out + k, cap - k));
         k += (size_t)n;
     }
     for (uint32_t i = 0; i < t->rninsns; i++) {
@@ -153,8 +154,8 @@ emit_via_ret(const pt_tramp_t *t, const arch_insn_t *in, size_t off, size_t code
         QP_CHECK(arch_decode(t->rbytes + roff, t->rlen - roff, t->raddr + roff, &r));
         if (i + 1 == t->rninsns)
             QP_CHECK(emit_snip(post, at, out, cap, &k));
-        QP_CHECK(n = arch_reloc_insn(t->rbytes + roff, &r, at + k, r.target, 0, out + k,
-                                     cap - k));
+        QP_CHECK(n = arch_reloc_insn(
+                     t->rbytes + roff, &r, at + k, r.target, 0, out + k, cap - k));
         k += (size_t)n;
         roff += r.len;
     }
@@ -185,8 +186,8 @@ emit_own(const pt_tramp_t *t, uint64_t at, uint8_t *out, size_t cap)
         QP_CHECK(arch_decode(t->orig + off, code - off, t->addr + off, &in));
         if (i + 1 == t->ninsns)
             break;
-        QP_CHECK(n = arch_reloc_insn(t->orig + off, &in, at + k, in.target, 0, out + k,
-                                     cap - k));
+        QP_CHECK(n = arch_reloc_insn(
+                     t->orig + off, &in, at + k, in.target, 0, out + k, cap - k));
         k += (size_t)n;
         off += in.len;
     }
@@ -218,11 +219,9 @@ emit_own(const pt_tramp_t *t, uint64_t at, uint8_t *out, size_t cap)
         if (t->tail == 3 && post->nodes != NULL)
             QP_CHECK(sl = pt_snip_size(post, at));
         QP_CHECK(n = arch_reloc_insn(t->orig + off, &in, at + k,
-                                     at + k + 6 + (uint64_t)sl + JMP_LEN, 0, out + k,
-                                     cap - k));
+                     at + k + 6 + (uint64_t)sl + JMP_LEN, 0, out + k, cap - k));
         QP_CHECK(m = arch_reloc_insn(t->orig + off, &in, at + k,
-                                     at + k + (uint64_t)n + (uint64_t)sl + JMP_LEN, 0,
-                                     out + k, cap - k));
+                     at + k + (uint64_t)n + (uint64_t)sl + JMP_LEN, 0, out + k, cap - k));
         if (m != n)
             return QP_EINVAL;
         k += (size_t)n;
@@ -239,8 +238,8 @@ emit_own(const pt_tramp_t *t, uint64_t at, uint8_t *out, size_t cap)
     if (t->tail >= 2)
         QP_CHECK(n = arch_emit_jmp(at + k, in.target, out + k, cap - k));
     else
-        QP_CHECK(n = arch_reloc_insn(t->orig + off, &in, at + k, in.target, 0, out + k,
-                                     cap - k));
+        QP_CHECK(n = arch_reloc_insn(
+                     t->orig + off, &in, at + k, in.target, 0, out + k, cap - k));
     return (int)(k + (size_t)n);
 }
 
@@ -249,7 +248,8 @@ emit_own(const pt_tramp_t *t, uint64_t at, uint8_t *out, size_t cap)
  * follows it here), the instructions after it relocated, a jmp back.
  */
 static int
-emit_call_next(const pt_tramp_t *t, uint64_t at, uint8_t *out, size_t cap, uint64_t *ret_at)
+emit_call_next(
+    const pt_tramp_t *t, uint64_t at, uint8_t *out, size_t cap, uint64_t *ret_at)
 {
     size_t k = 0, off = 0;
     int n;
@@ -260,8 +260,8 @@ emit_call_next(const pt_tramp_t *t, uint64_t at, uint8_t *out, size_t cap, uint6
         if (off >= t->len)
             return QP_EINVAL;
         QP_CHECK(arch_decode(t->orig + off, t->len - off, t->addr + off, &in));
-        QP_CHECK(n = arch_reloc_insn(t->orig + off, &in, at + k, in.target, 0, out + k,
-                                     cap - k));
+        QP_CHECK(n = arch_reloc_insn(
+                     t->orig + off, &in, at + k, in.target, 0, out + k, cap - k));
         k += (size_t)n;
         off += in.len;
         if (off == t->call_len && ret_at != NULL)
@@ -274,7 +274,8 @@ emit_call_next(const pt_tramp_t *t, uint64_t at, uint8_t *out, size_t cap, uint6
 }
 
 int
-pt_tramp_emit(const pt_tramp_t *t, uint64_t at, uint8_t *out, size_t cap, uint64_t *ret_at)
+pt_tramp_emit(
+    const pt_tramp_t *t, uint64_t at, uint8_t *out, size_t cap, uint64_t *ret_at)
 {
     if (t == NULL || out == NULL || t->orig == NULL || t->len == 0 || t->ninsns == 0)
         return QP_EINVAL;

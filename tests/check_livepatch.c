@@ -67,7 +67,8 @@ point(qpt_space_t *s, const char *name, uint32_t kind, uint64_t addr, uint64_t t
     for (size_t i = 0; i < n && i < 64; i++)
         if ((addr == 0 || pt[i].addr == addr) && (to == 0 || pt[i].to == to))
             return pt[i];
-    ck_abort_msg("%s: no point of kind %u at 0x%llx", name, kind, (unsigned long long)addr);
+    ck_abort_msg(
+        "%s: no point of kind %u at 0x%llx", name, kind, (unsigned long long)addr);
     return pt[0];
 }
 
@@ -77,7 +78,8 @@ count(qpt_space_t *s, const qpt_point_t *pt, uint64_t vars, int w, int first)
 {
     qpt_snippet_t *sn = qpt_snippet_create();
     qpt_expr_t e = qpt_add_to(sn, vars + 8 * (uint64_t)w, qpt_const(sn, 1), 1);
-    int rc = first ? qpt_insert_first(s, pt, sn, e, NULL) : qpt_insert(s, pt, sn, e, NULL);
+    int rc
+        = first ? qpt_insert_first(s, pt, sn, e, NULL) : qpt_insert(s, pt, sn, e, NULL);
     ck_assert_msg(rc == 0, "%s", qpt_error(s));
     qpt_snippet_destroy(sn);
 }
@@ -88,7 +90,8 @@ store(qpt_space_t *s, const qpt_point_t *pt, uint64_t vars, int w, int64_t v, in
 {
     qpt_snippet_t *sn = qpt_snippet_create();
     qpt_expr_t e = qpt_store(sn, vars + 8 * (uint64_t)w, 8, qpt_const(sn, v));
-    int rc = first ? qpt_insert_first(s, pt, sn, e, NULL) : qpt_insert(s, pt, sn, e, NULL);
+    int rc
+        = first ? qpt_insert_first(s, pt, sn, e, NULL) : qpt_insert(s, pt, sn, e, NULL);
     ck_assert_msg(rc == 0, "%s", qpt_error(s));
     qpt_snippet_destroy(sn);
 }
