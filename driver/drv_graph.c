@@ -24,6 +24,7 @@
 #include <string.h>
 
 #include "driver/driver.h"
+#include "patch/patch.h"
 
 /* The flags `inc` changes (it leaves CF alone). */
 #define INC_FLAGS (ARCH_FLAGS_STATUS & ~ARCH_FLAG_CF)
@@ -74,20 +75,6 @@ static insn_list_t
 block_insns(const insns_t *l, uint32_t i)
 {
     return (insn_list_t) { l->v + l->off[i], l->off[i + 1] - l->off[i] };
-}
-
-/* Flags live before instruction IN given LIVE after it. */
-static uint8_t
-live_before(const arch_insn_t *in, uint8_t live)
-{
-    switch (in->kind) {
-    case ARCH_KIND_CALL:
-    case ARCH_KIND_CALL_IND:
-        /* The callee may change every flag: nothing after a call reads them unset. */
-        return in->flags_read;
-    case ARCH_KIND_RET: return 0;
-    default: return (uint8_t)((live & ~in->flags_written) | in->flags_read);
-    }
 }
 
 /*
@@ -154,12 +141,12 @@ dead_spot_forward(const drv_graph_t *g, uint32_t bi, const insn_list_t *l, uint8
     uint8_t before[256];
     size_t n = l->n < 256 ? l->n : 256;
     for (size_t i = l->n; i-- > 0;) {
-        live = live_before(&l->v[i], live);
+        live = pt_flags_live_before(&l->v[i], live);
         if (i < n)
             before[i] = live;
     }
     for (size_t i = 0; i < n; i++)
-        if ((before[i] & g->clobbers) == 0) {
+        if (!pt_flags_must_save(before[i], g->clobbers)) {
             *save = 0;
             return l->v[i].addr;
         }
@@ -181,7 +168,7 @@ spot_in_source(const drv_graph_t *g, uint32_t bi, const insn_list_t *l, drv_edge
         /* Count returns, after the call: the callee left the flags undefined. */
         e->place = DRV_PLACE_AFTER;
         e->at = last->addr;
-        e->save_flags = (live & g->clobbers) != 0;
+        e->save_flags = pt_flags_must_save(live, g->clobbers);
         return;
     }
     /* After the last instruction only when the edge is its fall-through: a system call
@@ -189,15 +176,15 @@ spot_in_source(const drv_graph_t *g, uint32_t bi, const insn_list_t *l, drv_edge
     int falls = e->kind == CFG_EDGE_FALL
         && (last->kind == ARCH_KIND_SEQ || last->kind == ARCH_KIND_NOP
             || last->kind == ARCH_KIND_ENDBR || last->kind == ARCH_KIND_SYSCALL);
-    if (falls && (live & g->clobbers) == 0) {
+    if (falls && !pt_flags_must_save(live, g->clobbers)) {
         e->place = DRV_PLACE_AFTER;
         e->at = last->addr;
         e->save_flags = 0;
         return;
     }
     for (size_t i = l->n; i-- > 0;) {
-        live = live_before(&l->v[i], live);
-        if ((live & g->clobbers) == 0) {
+        live = pt_flags_live_before(&l->v[i], live);
+        if (!pt_flags_must_save(live, g->clobbers)) {
             e->place = DRV_PLACE_BEFORE;
             e->at = l->v[i].addr;
             e->save_flags = 0;
@@ -269,7 +256,7 @@ place_edge(drv_graph_t *g, const insns_t *l, drv_edge_t *ed)
     uint8_t live = ed->to == X ? leave_live(prog, &prog->edges[ed->cfg_edge]) : g->live_in[ed->to];
     ed->place = taken ? DRV_PLACE_TAKEN : DRV_PLACE_AFTER;
     ed->at = last->addr;
-    ed->save_flags = (live & g->clobbers) != 0;
+    ed->save_flags = pt_flags_must_save(live, g->clobbers);
 }
 
 /* Append ADDR to *V (room for every instruction of the procedure, N). */
@@ -412,7 +399,7 @@ drv_graph_build(const cfg_prog_t *prog, uint32_t proc, const drv_prog_info_t *in
             uint8_t live = block_live_out(g, i);
             g->live_out[i] = live;
             for (uint32_t k = l.off[i + 1]; k-- > l.off[i];)
-                live = live_before(&l.v[k], live);
+                live = pt_flags_live_before(&l.v[k], live);
             if (live != g->live_in[i]) {
                 g->live_in[i] = live;
                 changed = 1;

@@ -35,6 +35,7 @@
 #include <string.h>
 
 #include "driver/driver.h"
+#include "patch/patch.h"
 #include "base/qpt_trace_format.h"
 
 /* Names the drivers answer to (drv_find); they place no counter themselves. */
@@ -1509,15 +1510,11 @@ mref_values(const qpt_trace_mref_t *r)
 }
 
 /* Flags live before each of the block's N instructions (INSNS), conservatively live at
- * its end. */
+ * its end (patch/'s one rule). */
 static void
 flags_live(const arch_insn_t *insns, uint32_t n, uint8_t *live)
 {
-    uint8_t l = ARCH_FLAGS_STATUS;
-    for (uint32_t i = n; i-- > 0;) {
-        l = (uint8_t)((l & ~insns[i].flags_written) | insns[i].flags_read);
-        live[i] = l & ARCH_FLAGS_STATUS;
-    }
+    pt_flags_live_in(insns, n, ARCH_FLAGS_STATUS, live);
 }
 
 typedef struct avail {

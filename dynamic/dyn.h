@@ -373,6 +373,9 @@ enum {
     DYN_PT_BLOCK = 3, /* a block's start (its first 5 bytes of instructions move) */
     DYN_PT_INSN = 4,  /* any instruction, when 5 bytes of instructions from it stay in
                        * its block (they move, as for a block) */
+    DYN_PT_WHOLE = 5, /* a procedure's entry whose block ends in its ret, the block moved
+                       * whole (short ones too, with padding): BEFORE at the entry, AFTER
+                       * before the ret */
 };
 
 /*
@@ -434,7 +437,8 @@ int
 dyn_session_select_calls(dyn_session_t *s, const char *pattern, unsigned *nmatch /*OUT*/);
 
 /*
- * Ask for snippet BEFORE (and, at a DYN_PT_CALL, AFTER; either may be NULL, not both)
+ * Ask for snippet BEFORE (and, at a DYN_PT_CALL or DYN_PT_WHOLE, AFTER; either may be
+ * NULL, not both)
  * at the point of KIND at link-time address ADDR (the entry, the call, the ret, the
  * block's start) of procedure PROC; NAME names its row. *ROW (may be NULL) gets the row.
  * QP_EUNSUPP with *WHY (static text) when the point cannot be patched as the file shows

@@ -6,8 +6,8 @@
  * the three kinds of trampoline; a timed procedure is patched at its entry and at every
  * exit, all or nothing). Each patched procedure entry gets a 5-byte jump to
  * its trampoline: `lock incq counter(%rip)` (flags saved around it only where the ABI
- * does not say they are dead), the original instructions it replaced, relocated with
- * arch_reloc_insn, and a jump back. A point is patched only when the CFG proves that no
+ * does not say they are dead), the original instructions it replaced, relocated, and a
+ * jump back (built by patch/'s pt_tramp_emit). A point is patched only when the CFG proves that no
  * branch lands inside the replaced bytes and no thread is inside them (pcs, and return
  * addresses found near the top of each stack for signal frames). Removal writes back
  * every original byte; the trampoline memory is unmapped unless a thread may still be
@@ -29,6 +29,7 @@
 #include <unistd.h>
 
 #include "dynamic/dyn.h"
+#include "patch/patch.h"
 
 /*
  * Bytes of a trampoline at most: flags save, counter, timer, restore, 5 relocated
@@ -69,9 +70,10 @@ typedef struct point {
     uint8_t save_flags; /* flags may be live at the entry */
     uint8_t spill;      /* bytes of padding at the end of orig (after a ret or a jmp that
                          * ends the block: never run), covered by the jump, not moved */
-    uint8_t call_ret;   /* PT_ENTRY whose last replaced instruction is a direct call: the
-                         * trampoline pushes its return address in the original code and
-                         * jumps to the callee (nothing returns into the trampoline) */
+    uint8_t call_ret;   /* the last replaced instruction is a direct call (an entry's, or
+                         * the end of a block): the trampoline pushes its return address
+                         * in the original code and jumps to the callee (nothing returns
+                         * into the trampoline) */
     uint8_t whole;      /* PT_ENTRY of a timed procedure whose entry block ends in a ret
                          * or a tail jump: the whole block moves, timer stop before its
                          * last instruction */
@@ -85,6 +87,8 @@ typedef struct point {
     uint8_t rninsns;    /* ... their instructions */
     uint8_t rbytes[16];
     uint64_t raddr;     /* ... their runtime address */
+    uint8_t by_jump;    /* a whole entry block ending in a tail jump, not a ret: no return
+                         * value where its exit snippet runs */
     uint8_t tail;       /* PT_EXIT ending in a tail jump instead of a ret: 1, or 2 for a
                          * conditional one (jcc: the timer stops only when it is taken),
                          * 3 for a jcc whose both sides leave (it stops on both) */
@@ -387,10 +391,11 @@ has_shadow_stack(const dyn_session_t *s)
 static uint8_t
 entry_save_flags(const cfg_proc_t *pr)
 {
-    return (pr->sources
-               & (CFG_SRC_SYMBOL | CFG_SRC_EH_FRAME | CFG_SRC_CALL | CFG_SRC_ENTRY
-                   | CFG_SRC_INIT | CFG_SRC_PLT))
-        == 0;
+    int abi = (pr->sources
+                  & (CFG_SRC_SYMBOL | CFG_SRC_EH_FRAME | CFG_SRC_CALL | CFG_SRC_ENTRY
+                      | CFG_SRC_INIT | CFG_SRC_PLT))
+        != 0;
+    return pt_flags_at_entry(abi) != 0;
 }
 
 /*
@@ -605,6 +610,8 @@ static const char *
 check_tail(const dyn_session_t *s, const cfg_block_t *b, uint64_t own, int whole,
     int plain, point_t *pt, int *want_pad);
 static int has_except_table(const cfg_image_t *img);
+static int is_tail_block(const cfg_prog_t *prog, const cfg_block_t *b);
+static int is_cond_tail_block(const cfg_prog_t *prog, const cfg_block_t *b);
 
 /*
  * The first 5 bytes of whole instructions from ADDR, in block B, for a jump: why not, or
@@ -641,9 +648,13 @@ check_head(const dyn_session_t *s, const cfg_block_t *b, uint64_t addr, point_t 
             return "its block is shorter than the 5-byte jump";
         if (in.flags & ARCH_F_PRIV)
             return "a privileged instruction in the bytes to patch";
-        if (in.kind == ARCH_KIND_CALL || in.kind == ARCH_KIND_CALL_IND)
-            return "a call in the bytes to patch (its return address would be in the "
-                   "trampoline)";
+        if (in.kind == ARCH_KIND_CALL_IND)
+            return "an indirect call in the bytes to patch (its return address would be "
+                   "in the trampoline)";
+        /* A direct call ends the block: the trampoline makes it with its original
+         * return address (call_ret), so nothing returns into the trampoline. */
+        if (in.kind == ARCH_KIND_CALL && has_shadow_stack(s))
+            return "a call in the bytes to patch (the process has a shadow stack)";
         if (in.kind == ARCH_KIND_SYSCALL)
             return "a system call in the bytes to patch";
         if (in.kind == ARCH_KIND_HALT)
@@ -653,11 +664,48 @@ check_head(const dyn_session_t *s, const cfg_block_t *b, uint64_t addr, point_t 
             return "a branch in the bytes to patch targets them";
         len += in.len;
         pt->ninsns++;
+        pt->call_ret = in.kind == ARCH_KIND_CALL;
     }
     if (len > sizeof(pt->orig))
         return "the instructions to move are too long";
     pt->len = (uint8_t)len;
     memcpy(pt->orig, bytes, len);
+    return NULL;
+}
+
+/*
+ * The entry of procedure I with its entry block moved whole (DYN_PT_WHOLE: it ends in
+ * the procedure's ret, which the trampoline runs after the exit's snippet): why not, or
+ * NULL with *PT filled (as timed_entry's whole entries: the padding after the block
+ * covered by the jump, or a short jump to a jump in padding, which it takes).
+ */
+static const char *
+whole_entry(const dyn_session_t *s, uint32_t i, point_t *pt /*OUT*/)
+{
+    const cfg_proc_t *pr = &s->prog->procs[i];
+    const cfg_block_t *eb = &s->prog->blocks[pr->block];
+    const char *why;
+    int first_only, want_pad, both;
+
+    if ((why = entry_ok(s, i, &first_only)) != NULL)
+        return why;
+    both = is_cond_tail_block(s->prog, eb) == 3;
+    if (eb->last_kind != ARCH_KIND_RET && !is_tail_block(s->prog, eb) && !both)
+        return "its entry block does not end in a ret or a tail call";
+    if (eb->end - eb->start > sizeof(pt->orig))
+        return "its entry block is too long to move whole";
+    if ((why = check_exit(s, eb, pr->entry, 1, pt, &want_pad)) != NULL)
+        return why;
+    /* (entry_ok: only a first instruction may move when an indirect jump of unknown
+     * targets might land after it.) */
+    if (first_only && pt->ninsns > 1)
+        return "an indirect jump with unknown targets might land in its entry block";
+    if (want_pad && (why = find_pad((dyn_session_t *)s, pr->entry, pt)) != NULL)
+        return why;
+    pt->by_jump = eb->last_kind != ARCH_KIND_RET;
+    pt->whole = 1;
+    pt->tail = both ? 3 : 0;
+    pt->save_flags = entry_save_flags(pr);
     return NULL;
 }
 
@@ -673,7 +721,7 @@ check_point(const dyn_session_t *s, int kind, uint32_t proc, uint64_t addr, poin
     uint32_t b;
 
     *why = NULL;
-    if (kind < DYN_PT_ENTRY || kind > DYN_PT_INSN)
+    if (kind < DYN_PT_ENTRY || kind > DYN_PT_WHOLE)
         return QP_EINVAL;
     prog = s->prog;
     if (proc >= prog->nprocs)
@@ -682,12 +730,21 @@ check_point(const dyn_session_t *s, int kind, uint32_t proc, uint64_t addr, poin
     memset(&pt, 0, sizeof(pt));
     if (pr->unsafe != NULL)
         *why = "the analysis could not prove its code safe";
-    else if (pr->nind_unresolved > 0)
+    else if (pr->nind_unresolved > 0 && kind != DYN_PT_ENTRY && kind != DYN_PT_WHOLE)
         *why = "an indirect jump with unknown targets might land in the bytes to patch";
     else if ((b = cfg_block_at(prog, addr)) == CFG_NONE)
         *why = "not an instruction of the procedure";
     else if (kind == DYN_PT_ENTRY) {
+        int first_only;
         *why = check_proc(s, proc, &pt);
+        /* Too short for the jump: a short one through padding, as --count does. */
+        if (*why != NULL && entry_ok(s, proc, &first_only) == NULL
+            && check_short((dyn_session_t *)s, proc, first_only, &pt) == NULL)
+            *why = NULL;
+        if (*why == NULL && addr != pr->entry)
+            *why = "not the procedure's entry";
+    } else if (kind == DYN_PT_WHOLE) {
+        *why = whole_entry(s, proc, &pt);
         if (*why == NULL && addr != pr->entry)
             *why = "not the procedure's entry";
     } else if (kind == DYN_PT_BLOCK) {
@@ -711,21 +768,28 @@ check_point(const dyn_session_t *s, int kind, uint32_t proc, uint64_t addr, poin
             *why = check_head(s, &prog->blocks[b], addr, &pt);
         pt.save_flags = 1;
     } else if (kind == DYN_PT_EXIT) {
-        if (prog->blocks[b].last_kind != ARCH_KIND_RET)
-            *why = "not a block ending in ret";
+        /* A ret, or a tail call (a jmp, or a jcc whose taken side leaves: its snippet
+         * runs on the way out only, 3 when both sides leave). */
+        const cfg_block_t *bl = &prog->blocks[b];
+        int ctail = is_cond_tail_block(prog, bl);
+        if (bl->last_kind != ARCH_KIND_RET && !is_tail_block(prog, bl) && !ctail)
+            *why = "not a block ending in ret or a tail call";
         else {
             int want_pad;
-            *why = check_exit(s, &prog->blocks[b], pr->entry, 0, &pt, &want_pad);
+            *why = check_exit(s, bl, pr->entry, 0, &pt, &want_pad);
+            /* Too short: a jmp rel8 to a jump in padding (as --time's exits). */
             if (*why == NULL && want_pad)
-                *why = "a block ending in ret is shorter than the 5-byte jump";
+                *why = find_pad((dyn_session_t *)s, bl->start, &pt);
+            if (*why == NULL && ctail == 3)
+                pt.tail = 3;
         }
         if (*why == NULL) {
             arch_insn_t in;
             size_t avail;
             const uint8_t *bytes = cfg_image_ptr(prog->img, addr, &avail);
             if (bytes == NULL || arch_decode(bytes, avail, addr, &in) < 0
-                || in.kind != ARCH_KIND_RET || addr + in.len != prog->blocks[b].end)
-                *why = "not the ret of its block";
+                || addr + in.len != bl->end)
+                *why = "not the ret or the tail call of its block";
         }
     } else { /* a call */
         const cfg_block_t *bl = &prog->blocks[b];
@@ -755,10 +819,67 @@ check_point(const dyn_session_t *s, int kind, uint32_t proc, uint64_t addr, poin
                "one piece)";
     if (*why != NULL)
         return QP_EUNSUPP;
-    pt.kind = (uint8_t)kind;
+    pt.kind = (uint8_t)(kind == DYN_PT_WHOLE ? PT_ENTRY : kind);
     pt.proc = proc;
     *out = pt;
     return 0;
+}
+
+static const char *exits_before(dyn_session_t *s, uint32_t i, const cfg_block_t *r,
+    uint32_t row, const char *name, const point_t *entry, unsigned *nexit, int *err);
+
+/*
+ * The ret block of an exit of procedure PROC at link address ADDR when it is too short
+ * for a jump and the blocks that lead to it may be patched instead (exits_before, as
+ * --time's exits); NULL otherwise.
+ */
+static const cfg_block_t *
+short_ret_block(const dyn_session_t *s, uint32_t proc, uint64_t addr)
+{
+    const cfg_prog_t *prog = s->prog;
+    const cfg_proc_t *pr = &prog->procs[proc];
+    uint32_t b = cfg_block_at(prog, addr);
+    if (pr->unsafe != NULL || pr->nind_unresolved > 0 || b == CFG_NONE)
+        return NULL;
+    const cfg_block_t *bl = &prog->blocks[b];
+    if (bl->last_kind != ARCH_KIND_RET || bl->end - bl->start >= JMP_LEN
+        || addr + 1 != bl->end)
+        return NULL;
+    return bl;
+}
+
+/*
+ * An exit at short ret block R of procedure PROC: the blocks that lead to it patched,
+ * their trampolines running R's bytes with SNIP (may be NULL) before its ret. Candidates
+ * added for ROW (NAME); *LO, *HI: the run-time bytes of them all and of R. Why not (the
+ * session as it was), or NULL; *ERR: QP_ENOMEM.
+ */
+static const char *
+exit_via_preds(dyn_session_t *s, uint32_t proc, const cfg_block_t *r, uint32_t row,
+    const char *name, const dyn_snippet_t *snip, uint64_t *lo, uint64_t *hi, int *err)
+{
+    point_t none;
+    unsigned n = 0;
+    size_t c0 = s->ncand, p0 = s->npads;
+
+    memset(&none, 0, sizeof(none));
+    none.save_flags = entry_save_flags(&s->prog->procs[proc]);
+    const char *why = exits_before(s, proc, r, row, name, &none, &n, err);
+    if (why != NULL || *err < 0 || n == 0) {
+        s->ncand = c0;
+        s->npads = p0;
+        return why != NULL ? why : "a return block is too short for a jump and cannot move";
+    }
+    *lo = r->start + s->bias;
+    *hi = r->end + s->bias;
+    for (size_t k = c0; k < s->ncand; k++) {
+        point_t *pt = &s->cand[k];
+        if (snip != NULL)
+            pt->before = *snip;
+        *lo = pt->entry < *lo ? pt->entry : *lo;
+        *hi = pt->entry + pt->len > *hi ? pt->entry + pt->len : *hi;
+    }
+    return NULL;
 }
 
 int
@@ -773,7 +894,32 @@ dyn_session_check_point(const dyn_session_t *s, int kind, uint32_t proc, uint64_
     *why = NULL;
     if (s == NULL)
         return QP_EINVAL;
-    QP_CHECK(check_point(s, kind, proc, addr, &pt, why));
+    /* A point through padding takes it: given back, nothing is added here. */
+    size_t npads = s->npads;
+    int rc = check_point(s, kind, proc, addr, &pt, why);
+    ((dyn_session_t *)s)->npads = npads;
+    const cfg_block_t *r;
+    if (rc == QP_EUNSUPP && kind == DYN_PT_EXIT && proc < s->prog->nprocs
+        && (r = short_ret_block(s, proc, addr)) != NULL) {
+        /* Through the blocks before it: every bytes they replace in [*LO, *HI). */
+        dyn_session_t *w = (dyn_session_t *)s;
+        size_t c0 = w->ncand;
+        uint64_t l, h;
+        int err = 0;
+        const char *w2 = exit_via_preds(w, proc, r, 0, NULL, NULL, &l, &h, &err);
+        w->ncand = c0;
+        w->npads = npads;
+        QP_CHECK(err);
+        if (w2 == NULL) {
+            *why = NULL;
+            if (lo != NULL)
+                *lo = l;
+            if (hi != NULL)
+                *hi = h;
+            return 0;
+        }
+    }
+    QP_CHECK(rc);
     if (lo != NULL)
         *lo = pt.entry;
     if (hi != NULL)
@@ -793,9 +939,28 @@ dyn_session_add_point(dyn_session_t *s, int kind, uint32_t proc, uint64_t addr,
         why = &unused;
     *why = NULL;
     if (s == NULL || s->installed || (before == NULL && after == NULL)
-        || (after != NULL && kind != DYN_PT_CALL))
+        || (after != NULL && kind != DYN_PT_CALL && kind != DYN_PT_WHOLE))
         return QP_EINVAL;
-    QP_CHECK(check_point(s, kind, proc, addr, &pt, why));
+    int rc = check_point(s, kind, proc, addr, &pt, why);
+    const cfg_block_t *r;
+    if (rc == QP_EUNSUPP && kind == DYN_PT_EXIT && before != NULL
+        && proc < s->prog->nprocs && (r = short_ret_block(s, proc, addr)) != NULL) {
+        /* A ret block too short for its jump: the blocks before it instead. */
+        size_t r0 = s->nrows;
+        uint32_t nrow;
+        uint64_t l, h;
+        int err = 0;
+        QP_CHECK(add_row(s, name, proc, 0, &nrow));
+        if (exit_via_preds(s, proc, r, nrow, name, before, &l, &h, &err) == NULL && err == 0) {
+            *why = NULL;
+            if (row != NULL)
+                *row = nrow;
+            return 0;
+        }
+        s->nrows = r0;
+        QP_CHECK(err);
+    }
+    QP_CHECK(rc);
     pt.name = name;
     if (before != NULL)
         pt.before = *before;
@@ -1571,27 +1736,32 @@ counters_alloc(dyn_session_t *s, size_t n)
  */
 
 /*
- * A point's trampoline is built by editor/'s ed_tramp_emit (see there the three shapes)
- * from its bytes and snippets: the snippet is the point's own, or the row's counter and
- * timer, compiled by arch_snip_emit, which saves the flags where they may be live (at a
- * ret they are dead by the ABI, unless the procedure is not known to be called by it).
+ * A point's trampoline is built by patch/'s pt_tramp_emit (see there the shapes) from
+ * its bytes and snippets: the snippet is the point's own, or the row's counter and
+ * timer, compiled by the snippet compiler, which saves the flags where they may be live
+ * (at a ret they are dead by the ABI, unless the procedure is not known to be called by
+ * it).
  */
 /* What holds where a snippet of PT runs (AFTER: after its call). */
 static arch_snip_ctx_t
 snip_ctx(const point_t *pt, int after)
 {
-    arch_snip_ctx_t c = { 0 };
     uint8_t flags = pt->save_flags ? ARCH_FLAGS_STATUS : 0;
-    /* Not known to be called by the ABI (save_flags): its red zone may be in use. */
     switch (pt->kind) {
-    case PT_ENTRY: c = (arch_snip_ctx_t) { ARCH_SNX_ENTRY, 0, flags, !flags }; break;
-    case PT_CALL:
-        c = (arch_snip_ctx_t) { after ? ARCH_SNX_AFTER_CALL : ARCH_SNX_CALL, 0, 0, 1 };
-        break;
-    case PT_EXIT: c = (arch_snip_ctx_t) { ARCH_SNX_RETURN, 0, flags, !flags }; break;
-    default: c = (arch_snip_ctx_t) { 0, 0, ARCH_FLAGS_STATUS, 0 }; break; /* a block */
+    /* After: an entry moved whole, before its ret (or its tail jump: no return value
+     * there, and the flags saved, as they may be live for a jump into other code). */
+    case PT_ENTRY:
+        if (after && pt->by_jump)
+            return pt_point_ctx(PT_POINT_INSN, ARCH_FLAGS_STATUS);
+        return pt_point_ctx(after ? PT_POINT_EXIT : PT_POINT_ENTRY, flags);
+    /* Before a call and after it returned the flags are dead (the callee clobbers them). */
+    case PT_CALL: return pt_point_ctx(after ? PT_POINT_AFTER_CALL : PT_POINT_CALL, 0);
+    case PT_EXIT: /* a tail call: no return value, the flags saved (as above); before a
+                   * short ret block's ret (rlen) it is a return again */
+        return pt->tail && !pt->rlen ? pt_point_ctx(PT_POINT_INSN, ARCH_FLAGS_STATUS)
+                                     : pt_point_ctx(PT_POINT_EXIT, flags);
+    default: return pt_point_ctx(PT_POINT_BLOCK, ARCH_FLAGS_STATUS); /* a block */
     }
-    return c;
 }
 
 /* The counter (and timer start) of a row's entry as a snippet, at WORDS. */
@@ -1611,182 +1781,14 @@ count_snip(const dyn_session_t *s, int timed, uint64_t words, arch_snip_t v[4],
 }
 
 /* SN and what holds where it runs at PT (AFTER: after its call). */
-static ed_tramp_snip_t
+static pt_snip_t
 tramp_snip(const point_t *pt, const dyn_snippet_t *sn, int after)
 {
-    return (ed_tramp_snip_t) { sn->nodes, sn->n, sn->root, snip_ctx(pt, after) };
+    return (pt_snip_t) { sn->nodes, sn->n, sn->root, snip_ctx(pt, after) };
 }
 
-/*
- * The end of emit_own for an exit before a short return block (pt->rlen), from *K on:
- * the tail's last instruction IN (at OFF; CODE bytes in all) then R's instructions with
- * POST before their ret, where the tail goes to R: after a plain instruction or a jcc
- * elsewhere (it falls into R), instead of a jmp to R, or on the taken side of a jcc to R
- * (not taken: jmp back).
- */
-static int
-emit_via_ret(const point_t *pt, const arch_insn_t *in, size_t off, size_t code,
-    const ed_tramp_snip_t *post, uint64_t at, uint8_t *out, size_t cap, size_t k)
-{
-    size_t roff = 0;
-    int n, m;
-
-    if (in->kind == ARCH_KIND_JCC && in->target == pt->raddr) {
-        QP_CHECK(n = arch_reloc_insn(pt->orig + off, in, at + k, at + k + 6 + JMP_LEN, 0,
-                     out + k, cap - k));
-        QP_CHECK(m = arch_reloc_insn(pt->orig + off, in, at + k, at + k + n + JMP_LEN, 0,
-                     out + k, cap - k));
-        if (m != n)
-            return QP_EINVAL;
-        k += (size_t)n;
-        QP_CHECK(n = arch_emit_jmp(at + k, pt->entry + code, out + k, cap - k));
-        k += (size_t)n;
-    } else if (in->kind != ARCH_KIND_JMP) {
-        QP_CHECK(n = arch_reloc_insn(
-                     pt->orig + off, in, at + k, in->target, 0, out + k, cap - k));
-        k += (size_t)n;
-    }
-    for (uint32_t i = 0; i < pt->rninsns; i++) {
-        arch_insn_t r;
-        QP_CHECK(arch_decode(pt->rbytes + roff, pt->rlen - roff, pt->raddr + roff, &r));
-        if (i + 1 == pt->rninsns) {
-            if (post != NULL && post->nodes != NULL) {
-                QP_CHECK(n = arch_snip_emit(post->nodes, post->n, post->root, &post->ctx,
-                             at + k, out + k, cap - k));
-                k += (size_t)n;
-            }
-        }
-        QP_CHECK(n = arch_reloc_insn(
-                     pt->rbytes + roff, &r, at + k, r.target, 0, out + k, cap - k));
-        k += (size_t)n;
-        roff += r.len;
-    }
-    return roff == pt->rlen ? (int)k : QP_EINVAL;
-}
-
-/*
- * The trampolines ed_tramp_emit has no shape for, at AT into OUT: PRE (may be NULL:
- * nodes NULL), every instruction of PT but the last relocated, then either (call_ret)
- * a push of the call's return address in the original code and a jmp to its callee, or
- * POST and the last instruction (a ret, or a tail jump) relocated. Its length or QP_E*.
- */
-static int
-emit_own(const point_t *pt, const ed_tramp_snip_t *pre, const ed_tramp_snip_t *post,
-    uint64_t at, uint8_t *out, size_t cap)
-{
-    size_t k = 0, off = 0, code = (size_t)pt->len - pt->spill;
-    arch_insn_t in;
-    int n;
-
-    if (pt->ninsns == 0)
-        return QP_EINVAL;
-    if (pre != NULL && pre->nodes != NULL) {
-        QP_CHECK(n = arch_snip_emit(
-                     pre->nodes, pre->n, pre->root, &pre->ctx, at + k, out + k, cap - k));
-        k += (size_t)n;
-    }
-    for (uint32_t i = 0; i < pt->ninsns; i++) {
-        if (off >= code)
-            return QP_EINVAL;
-        QP_CHECK(arch_decode(pt->orig + off, code - off, pt->entry + off, &in));
-        if (i + 1 == pt->ninsns)
-            break;
-        QP_CHECK(n = arch_reloc_insn(
-                     pt->orig + off, &in, at + k, in.target, 0, out + k, cap - k));
-        k += (size_t)n;
-        off += in.len;
-    }
-    if (off + in.len != code)
-        return QP_EINVAL; /* the instructions do not cover the replaced bytes */
-    if (pt->call_ret) {
-        /*
-         * `call T; int3; T: <return address := the original one>; jmp callee`: a real
-         * call keeps the return stack buffer balanced (a push and a jmp cost three
-         * mispredicted returns up the chain, one here), and the callee returns into the
-         * original code. (The int3 is never run: it keeps T away from the call's end.)
-         */
-        if (in.kind != ARCH_KIND_CALL || cap - k < JMP_LEN + 1)
-            return QP_EINVAL;
-        QP_CHECK(n = arch_emit_call(at + k, at + k + JMP_LEN + 1, out + k, cap - k));
-        k += (size_t)n;
-        out[k++] = 0xcc;
-        QP_CHECK(n = arch_emit_store_ret64(pt->entry + code, out + k, cap - k));
-        k += (size_t)n;
-        QP_CHECK(n = arch_emit_jmp(at + k, in.target, out + k, cap - k));
-        return (int)(k + (size_t)n);
-    }
-    if (pt->rlen)
-        return emit_via_ret(pt, &in, off, code, post, at, out, cap, k);
-    if (pt->tail >= 2) {
-        /* jcc TAKEN; (3: POST, the code after it being another procedure's;) jmp back
-         * (2: not taken, the procedure goes on); TAKEN: POST, jmp. */
-        int m, sl = 0;
-        if (pt->tail == 3 && post != NULL && post->nodes != NULL)
-            QP_CHECK(sl = arch_snip_emit(
-                         post->nodes, post->n, post->root, &post->ctx, at, NULL, 0));
-        QP_CHECK(n = arch_reloc_insn(pt->orig + off, &in, at + k,
-                     at + k + 6 + (uint64_t)sl + JMP_LEN, 0, out + k, cap - k));
-        QP_CHECK(m = arch_reloc_insn(pt->orig + off, &in, at + k,
-                     at + k + (uint64_t)n + (uint64_t)sl + JMP_LEN, 0, out + k, cap - k));
-        if (m != n)
-            return QP_EINVAL;
-        k += (size_t)n;
-        if (sl > 0) {
-            QP_CHECK(n = arch_snip_emit(post->nodes, post->n, post->root, &post->ctx,
-                         at + k, out + k, cap - k));
-            if (n != sl)
-                return QP_EINVAL;
-            k += (size_t)n;
-        }
-        QP_CHECK(n = arch_emit_jmp(at + k, pt->entry + code, out + k, cap - k));
-        k += (size_t)n;
-    }
-    if (post != NULL && post->nodes != NULL) {
-        QP_CHECK(n = arch_snip_emit(post->nodes, post->n, post->root, &post->ctx, at + k,
-                     out + k, cap - k));
-        k += (size_t)n;
-    }
-    if (pt->tail >= 2)
-        QP_CHECK(n = arch_emit_jmp(at + k, in.target, out + k, cap - k));
-    else
-        QP_CHECK(n = arch_reloc_insn(
-                     pt->orig + off, &in, at + k, in.target, 0, out + k, cap - k));
-    return (int)(k + (size_t)n);
-}
-
-/*
- * The trampoline of a short call moved with the instructions after it (call_len): SN,
- * the call (its return address, *pt->ret_at, is what follows it here), those
- * instructions relocated, a jmp back. Its length or QP_E*.
- */
-static int
-emit_call_next(point_t *pt, ed_tramp_snip_t sn, uint64_t at, uint8_t *out, size_t cap)
-{
-    size_t k = 0, off = 0;
-    int n;
-
-    if (sn.nodes != NULL) {
-        QP_CHECK(n = arch_snip_emit(sn.nodes, sn.n, sn.root, &sn.ctx, at, out, cap));
-        k += (size_t)n;
-    }
-    for (uint32_t i = 0; i < pt->ninsns; i++) {
-        arch_insn_t in;
-        if (off >= pt->len)
-            return QP_EINVAL;
-        QP_CHECK(arch_decode(pt->orig + off, pt->len - off, pt->entry + off, &in));
-        QP_CHECK(n = arch_reloc_insn(
-                     pt->orig + off, &in, at + k, in.target, 0, out + k, cap - k));
-        k += (size_t)n;
-        off += in.len;
-        if (off == pt->call_len)
-            pt->ret_at = at + k;
-    }
-    if (off != pt->len)
-        return QP_EINVAL;
-    QP_CHECK(n = arch_emit_jmp(at + k, pt->entry + pt->len, out + k, cap - k));
-    return (int)(k + (size_t)n);
-}
-
+/* The trampoline of PT (counting or timing for its row at WORDS) at AT into OUT: its
+ * length or QP_E*. */
 static int
 emit_tramp(const dyn_session_t *s, point_t *pt, uint64_t at, uint64_t words, uint8_t *out,
     size_t cap)
@@ -1794,40 +1796,49 @@ emit_tramp(const dyn_session_t *s, point_t *pt, uint64_t at, uint64_t words, uin
     arch_snip_t cv[4], stop = { .op = ARCH_SN_TIMER_STOP, .a = ARCH_SNIP_NONE,
         .b = ARCH_SNIP_NONE, .c = ARCH_SNIP_NONE, .imm = (int64_t)(words + 8) };
     dyn_snippet_t count, st = { &stop, 1, 0 };
+    pt_tramp_t t = { .addr = pt->entry, .orig = pt->orig, .len = pt->len,
+        .ninsns = pt->ninsns, .spill = pt->spill };
 
     /* Every snippet goes through the snippet compiler, the counters' and timers' too. */
     count_snip(s, s->rows[pt->row].timed, words, cv, &count);
-    if (pt->call_len)
-        return emit_call_next(
-            pt, tramp_snip(pt, pt->before.nodes ? &pt->before : &count, 0), at, out, cap);
+    const dyn_snippet_t *pre = pt->before.nodes ? &pt->before : &count;
+    if (pt->call_len) {
+        t.shape = PT_TRAMP_CALL_NEXT;
+        t.spill = 0;
+        t.call_len = pt->call_len;
+        t.before = tramp_snip(pt, pre, 0);
+        return pt_tramp_emit(&t, at, out, cap, &pt->ret_at);
+    }
     if (pt->call_ret || pt->whole || pt->tail || pt->rlen) {
         /* A timer stop runs where a ret's would: the flags are dead at an ABI exit. */
         uint8_t fl = pt->save_flags ? ARCH_FLAGS_STATUS : 0;
-        ed_tramp_snip_t pre = tramp_snip(pt, pt->before.nodes ? &pt->before : &count, 0);
-        ed_tramp_snip_t post = { &stop, 1, 0, { 0, 0, fl, !fl } };
-        return emit_own(pt, pt->kind == PT_EXIT ? NULL : &pre,
-            pt->kind == PT_EXIT || pt->whole ? &post : NULL, at, out, cap);
+        t.shape = PT_TRAMP_OWN;
+        t.call_ret = pt->call_ret;
+        t.tail = pt->tail;
+        if (pt->kind != PT_EXIT)
+            t.before = tramp_snip(pt, pre, 0);
+        if (pt->whole && pt->after.nodes != NULL)
+            t.after = tramp_snip(pt, &pt->after, 1); /* the point's own, before the ret */
+        else if (pt->kind == PT_EXIT && pt->before.nodes != NULL)
+            t.after = tramp_snip(pt, &pt->before, 0); /* the point's own, on the way out */
+        else if (pt->kind == PT_EXIT || pt->whole)
+            t.after = (pt_snip_t) { &stop, 1, 0, { 0, 0, fl, !fl } };
+        if (pt->rlen) {
+            t.rbytes = pt->rbytes;
+            t.rlen = pt->rlen;
+            t.rninsns = pt->rninsns;
+            t.raddr = pt->raddr;
+        }
+        return pt_tramp_emit(&t, at, out, cap, NULL);
     }
-    /*
-     * Fewer than 5 bytes replaced (a short entry): nops before them make the 5 that the
-     * trampoline moves, so that its jump back lands right after them.
-     */
-    uint8_t orig[JMP_LEN + sizeof(pt->orig)];
-    uint32_t code = (uint32_t)pt->len - pt->spill; /* the padding covered is not moved */
-    uint32_t fill = code < JMP_LEN ? JMP_LEN - code : 0;
-    memset(orig, 0x90, fill);
-    memcpy(orig + fill, pt->orig, code);
-    ed_tramp_t t = { pt->kind == PT_EXIT ? ED_TRAMP_EXIT
-            : pt->after.nodes != NULL    ? ED_TRAMP_CALL
-                                         : ED_TRAMP_BEFORE,
-        pt->entry - fill, orig, code + fill, pt->ninsns + fill,
-        tramp_snip(pt,
-            pt->before.nodes          ? &pt->before
-                : pt->kind == PT_EXIT ? &st
-                                      : &count,
-            0),
-        tramp_snip(pt, &pt->after, 1) };
-    return ed_tramp_emit(&t, at, out, cap, &pt->ret_at);
+    /* A short entry reached through padding (pt->pad) replaces fewer than 5 bytes. */
+    t.shape = pt->kind == PT_EXIT ? PT_TRAMP_EXIT
+        : pt->after.nodes != NULL ? PT_TRAMP_CALL
+                                  : PT_TRAMP_BEFORE;
+    t.padded = 1;
+    t.before = tramp_snip(pt, pt->before.nodes ? &pt->before : pt->kind == PT_EXIT ? &st : pre, 0);
+    t.after = tramp_snip(pt, &pt->after, 1);
+    return pt_tramp_emit(&t, at, out, cap, &pt->ret_at);
 }
 
 static int
@@ -2073,9 +2084,8 @@ dyn_session_install(dyn_session_t *s)
                 /* Sized where the trampolines will be (near the point: the variables
                  * are in rel32 reach from there, not from 0); a length that cannot be
                  * known is given room anyway (emitting then says what is wrong). */
-                int n = sn->nodes ? arch_snip_emit(sn->nodes, sn->n, sn->root, &c, pt->entry,
-                                                   NULL, 0)
-                                  : 0;
+                pt_snip_t ps = { sn->nodes, sn->n, sn->root, c };
+                int n = pt_snip_size(&ps, pt->entry);
                 need += n > 0 ? (uint64_t)n : sn->nodes ? 4096 : 0;
             }
         }
@@ -2128,8 +2138,7 @@ dyn_session_install(dyn_session_t *s)
         point_t *pt = &s->pts[i];
         if (pt->pad != 0) {
             /* The jump in the padding first, then the entry's jmp rel8 to it. */
-            ed_tramp_t t = { .addr = pt->pad, .orig = pt->pad_orig, .len = JMP_LEN };
-            if ((rc = ed_tramp_patch(&t, pt->tramp, pt->pad_patch, sizeof(pt->pad_patch)))
+            if ((rc = pt_tramp_patch(pt->pad, pt->tramp, pt->pad_patch, sizeof(pt->pad_patch)))
                     < 0
                 || (rc = dyn_proc_write(s->p, pt->pad, pt->pad_patch, JMP_LEN)) < 0) {
                 s->npts = i;
@@ -2140,8 +2149,7 @@ dyn_session_install(dyn_session_t *s)
             pt->patch[1] = (uint8_t)(int8_t)(int64_t)(pt->pad - (pt->entry + SHORT_LEN));
             rc = dyn_proc_write(s->p, pt->entry, pt->patch, SHORT_LEN);
         } else {
-            ed_tramp_t t = { .addr = pt->entry, .orig = pt->orig, .len = pt->len };
-            if ((rc = ed_tramp_patch(&t, pt->tramp, pt->patch, sizeof(pt->patch))) >= 0)
+            if ((rc = pt_tramp_patch(pt->entry, pt->tramp, pt->patch, sizeof(pt->patch))) >= 0)
                 rc = dyn_proc_write(s->p, pt->entry, pt->patch, JMP_LEN);
         }
         if (rc < 0) {

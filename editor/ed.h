@@ -599,47 +599,4 @@ const ed_region_t *ed_image_regions(const ed_image_t *im, size_t *n /*OUT*/);
 const ed_patch_t *ed_image_patches(ed_image_t *im, size_t *n /*OUT*/);
 
 
-/*****************************************************************************
- * Trampolines of points patched in place (a live process): the memory half's other
- * layout. A point's first instructions (at least the 5 bytes of a jump) are replaced by
- * a jump to a trampoline that runs its snippets and the moved instructions, then jumps
- * back. Pure: bytes for an address, written by the caller (dyn, or a test in memory).
- */
-
-typedef enum ed_tramp_kind {
-    ED_TRAMP_BEFORE = 0, /* snippet, the moved instructions, jump back (an entry, a block,
-                          * an instruction) */
-    ED_TRAMP_CALL,       /* snippet, the moved instructions ending with a call, the after
-                          * snippet (where the callee returns), jump back */
-    ED_TRAMP_EXIT,       /* the moved instructions but the last (a ret), snippet, the ret */
-} ed_tramp_kind_t;
-
-/* A snippet tree and what holds where it runs. */
-typedef struct ed_tramp_snip {
-    const arch_snip_t *nodes; /* NULL: none */
-    size_t n;
-    uint32_t root;
-    arch_snip_ctx_t ctx;
-} ed_tramp_snip_t;
-
-typedef struct ed_tramp {
-    uint32_t kind;           /* ed_tramp_kind_t */
-    uint64_t addr;           /* the first replaced byte */
-    const uint8_t *orig;     /* the replaced bytes: whole instructions, >= 5 */
-    uint32_t len, ninsns;
-    ed_tramp_snip_t before;  /* ED_TRAMP_EXIT: the snippet before the ret */
-    ed_tramp_snip_t after;   /* ED_TRAMP_CALL only */
-} ed_tramp_t;
-
-/*
- * The trampoline of T placed at AT into OUT (CAP bytes):
- * its length, or QP_E* (QP_ERANGE when a moved instruction or a jump cannot reach).
- * *RET_AT (may be NULL): ED_TRAMP_CALL, the return address the moved call pushes.
- */
-int ed_tramp_emit(const ed_tramp_t *t, uint64_t at, uint8_t *out, size_t cap,
-                  uint64_t *ret_at /*OUT*/);
-
-/* The jump written over T's first bytes to the trampoline at TRAMP: 5 bytes into OUT. */
-int ed_tramp_patch(const ed_tramp_t *t, uint64_t tramp, uint8_t *out, size_t cap);
-
 #endif

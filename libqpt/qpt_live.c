@@ -502,18 +502,35 @@ qpt_live_write(qpt_space_t *s, uint64_t addr, const void *buf, size_t len)
 }
 
 static int dyn_kind(uint32_t kind);
+static int group_of(uint32_t kind);
+
+/* Which dyn point insertion IN goes to: a group (group_of) at an address; an exit joined
+ * with its entry (whole) goes to the entry's. */
+static int
+key_group(const qpt_ins_t *in)
+{
+    return in->whole ? 0 : group_of(in->pt.kind);
+}
+
+static uint64_t
+key_where(const qpt_space_t *s, const qpt_ins_t *in)
+{
+    return in->whole ? s->prog->procs[in->pt.proc].entry + s->bias : in->where;
+}
 
 int
 qpt_live_point_ok(qpt_space_t *s, qpt_ins_t *ins, const char **why)
 {
     const qpt_point_t *pt = &ins->pt;
-    if (pt->kind == QPT_EXIT) { /* a ret only (a tail call has no trampoline form yet) */
+    if (pt->kind == QPT_EXIT) { /* a ret, or a tail call (a jmp at a block's end) */
         arch_insn_t in;
         uint64_t a = pt->addr - s->bias;
         size_t avail;
         const uint8_t *b = cfg_image_ptr(s->img, a, &avail);
-        if (b == NULL || arch_decode(b, avail, a, &in) < 0 || in.kind != ARCH_KIND_RET) {
-            *why = "a tail call cannot get a snippet in a live process (only a ret)";
+        if (b == NULL || arch_decode(b, avail, a, &in) < 0
+            || (in.kind != ARCH_KIND_RET && in.kind != ARCH_KIND_JMP
+                && in.kind != ARCH_KIND_JMP_IND && in.kind != ARCH_KIND_JCC)) {
+            *why = "not a ret or a tail call";
             return QP_EUNSUPP;
         }
     }
@@ -523,12 +540,40 @@ qpt_live_point_ok(qpt_space_t *s, qpt_ins_t *ins, const char **why)
         QP_CHECK(dyn_session_create(s->proc, s->prog, s->bias, &c));
         s->check = c;
     }
-    QP_CHECK(dyn_session_check_point(s->check, dyn_kind(pt->kind), pt->proc,
-                                     ins->where - s->bias, &ins->patch_lo, &ins->patch_hi, why));
+    ins->whole = 0;
+    if (pt->kind == QPT_EXIT && pt->proc < s->prog->nprocs
+        && cfg_block_at(s->prog, pt->addr - s->bias) == s->prog->procs[pt->proc].block) {
+        /* The ret (or tail call) of the entry block: the block moved whole with the
+         * entry's point (a procedure too short for a jump at its entry and one at its
+         * exit: a lone ret, a PLT-like `jmp *`). */
+        const char *w2 = NULL;
+        ins->whole = dyn_session_check_point(s->check, DYN_PT_WHOLE, pt->proc,
+                                             s->prog->procs[pt->proc].entry, &ins->patch_lo,
+                                             &ins->patch_hi, &w2)
+            == 0;
+    }
+    if (!ins->whole) {
+        int rc = dyn_session_check_point(s->check, dyn_kind(pt->kind), pt->proc,
+                                         ins->where - s->bias, &ins->patch_lo, &ins->patch_hi,
+                                         why);
+        /* An entry too short for its own jump (another procedure right after it): its
+         * block moved whole when it ends the procedure (through padding). */
+        const char *w2 = NULL;
+        if (rc == QP_EUNSUPP && pt->kind == QPT_ENTRY
+            && dyn_session_check_point(s->check, DYN_PT_WHOLE, pt->proc,
+                                       ins->where - s->bias, &ins->patch_lo, &ins->patch_hi,
+                                       &w2)
+                == 0) {
+            ins->whole = 1;
+            rc = 0;
+        }
+        QP_CHECK(rc);
+    }
     /* Another point's jump over the same bytes (one point shares its jump). */
     for (size_t i = 0; i < s->nins; i++) {
         const qpt_ins_t *o = &s->ins[i];
-        if (o->removed || (o->where == ins->where && dyn_kind(o->pt.kind) == dyn_kind(pt->kind)))
+        if (o->removed
+            || (key_where(s, o) == key_where(s, ins) && key_group(o) == key_group(ins)))
             continue;
         if (o->patch_lo < ins->patch_hi && ins->patch_lo < o->patch_hi) {
             *why = "its bytes overlap those of another point with a snippet (a procedure "
@@ -551,6 +596,44 @@ dyn_kind(uint32_t kind)
     case QPT_INSN: return DYN_PT_INSN;
     default: return DYN_PT_CALL;
     }
+}
+
+/*
+ * Which insertions at one address share one dyn point (one trampoline): the points
+ * before an instruction (an entry, a block's start, an edge at its destination, an
+ * instruction) are one, their snippets joined in the order they were made; a call with
+ * what runs after it another; an exit a third.
+ */
+static int
+group_of(uint32_t kind)
+{
+    switch (kind) {
+    case QPT_ENTRY:
+    case QPT_BLOCK:
+    case QPT_EDGE:
+    case QPT_INSN: return 0;
+    case QPT_EXIT: return 2;
+    default: return 1;
+    }
+}
+
+/*
+ * The dyn point of group 0 of insertions at one address with the kinds in MASK
+ * (1u << qpt_point_kind_t): an entry moved whole with its ret when an exit joined it;
+ * an entry when one is there (its block is entered only by calls, or the entry is
+ * refused: the other points there run exactly when it does); else a block's start,
+ * else an instruction.
+ */
+static int
+group_kind(uint32_t mask)
+{
+    if (mask & (1u << QPT_EXIT))
+        return DYN_PT_WHOLE;
+    if (mask & (1u << QPT_ENTRY))
+        return DYN_PT_ENTRY;
+    if (mask & ((1u << QPT_BLOCK) | (1u << QPT_EDGE)))
+        return DYN_PT_BLOCK;
+    return DYN_PT_INSN;
 }
 
 /*
@@ -601,11 +684,12 @@ ins_cmp(const void *x, const void *y, void *arg)
     const qpt_space_t *s = arg;
     size_t i = *(const size_t *)x, j = *(const size_t *)y;
     const qpt_ins_t *a = &s->ins[i], *b = &s->ins[j];
-    int ka = dyn_kind(a->pt.kind), kb = dyn_kind(b->pt.kind);
+    int ka = key_group(a), kb = key_group(b);
+    uint64_t wa = key_where(s, a), wb = key_where(s, b);
     if (ka != kb)
         return ka < kb ? -1 : 1;
-    if (a->where != b->where)
-        return a->where < b->where ? -1 : 1;
+    if (wa != wb)
+        return wa < wb ? -1 : 1;
     return a->order < b->order ? -1 : a->order > b->order;
 }
 
@@ -642,21 +726,25 @@ build(qpt_space_t *s, live_t **out)
             continue;
         /* Every insertion at the same dyn point: before (ix) and after a call (jx). */
         size_t ni = 0, nj = 0;
-        int kind = dyn_kind(a->pt.kind);
+        int group = key_group(a);
+        uint64_t where = key_where(s, a);
+        uint32_t mask = 0;
         for (size_t q = o; q < s->nins; q++) {
             size_t k = order[q];
             const qpt_ins_t *b = &s->ins[k];
-            if (b->where != a->where || dyn_kind(b->pt.kind) != kind)
+            if (key_where(s, b) != where || key_group(b) != group)
                 break;
             if (b->removed || done[k])
                 continue;
             done[k] = 1;
-            if (b->pt.kind == QPT_AFTER_CALL)
+            mask |= 1u << b->pt.kind | (b->whole ? 1u << QPT_EXIT : 0);
+            if (b->pt.kind == QPT_AFTER_CALL || (b->whole && b->pt.kind == QPT_EXIT))
                 jx[nj++] = k;
             else
                 ix[ni++] = k;
             l->in[k] = 1;
         }
+        int kind = group == 0 ? group_kind(mask) : dyn_kind(a->pt.kind);
         dyn_snippet_t before = { 0 }, after = { 0 };
         size_t nn;
         uint32_t root;
@@ -679,7 +767,7 @@ build(qpt_space_t *s, live_t **out)
             after = (dyn_snippet_t) { v, nn, root };
         }
         const char *why = NULL;
-        rc = dyn_session_add_point(l->sess, kind, a->pt.proc, a->where - s->bias,
+        rc = dyn_session_add_point(l->sess, kind, a->pt.proc, where - s->bias,
                                    ni ? &before : NULL, nj ? &after : NULL,
                                    qpt_proc_name(s, a->pt.proc), NULL, &why);
         if (rc < 0)

@@ -39,6 +39,9 @@ typedef struct qpt_ins {
     uint8_t entry;        /* ED_PROBE_ENTRY */
     uint8_t save_flags;   /* flags may be live there */
     uint8_t removed;      /* qpt_remove'd */
+    uint8_t whole;        /* live: its point is its procedure's entry block moved whole
+                           * (DYN_PT_WHOLE): a QPT_EXIT at the ret or tail call that ends
+                           * it, or a QPT_ENTRY too short for a jump of its own */
     uint8_t live_in;      /* live: in the process now */
     void *live;           /* live: the session's record of it */
 } qpt_ins_t;

@@ -343,7 +343,11 @@ visit(void *arg, const arch_insn_t *in, const arch_insn_t *prev)
     case QPT_EXIT:
         if (in->kind == ARCH_KIND_RET)
             add_point(c, in->addr);
-        else if (last && (in->kind == ARCH_KIND_JMP || in->kind == ARCH_KIND_JMP_IND)) {
+        else if (last
+                 && (in->kind == ARCH_KIND_JMP || in->kind == ARCH_KIND_JMP_IND
+                     || in->kind == ARCH_KIND_JCC)) {
+            /* A tail call; a conditional one too (its taken side leaves: an exit that a
+             * timer must see, or its time would be wrong). */
             for (uint32_t e = 0; e < c->block->nsucc; e++)
                 if (cfg_block_succ(c->s->prog, c->block, e)->kind == CFG_EDGE_TAILCALL) {
                     add_point(c, in->addr);
@@ -938,6 +942,13 @@ qpt_point_setup(qpt_space_t *s, const qpt_point_t *pt, qpt_ins_t *ins)
                                                          | R_R11, 0, 1 };
         else if (in.kind == ARCH_KIND_JMP || in.kind == ARCH_KIND_JMP_IND)
             c = (arch_snip_ctx_t) { 0, 0, 0, 1 }; /* a tail call: the callee's arguments */
+        else if (in.kind == ARCH_KIND_JCC && s->live)
+            /* A conditional tail call: the snippet runs on its taken side only. */
+            c = (arch_snip_ctx_t) { 0, 0, ARCH_FLAGS_STATUS, 1 };
+        else if (in.kind == ARCH_KIND_JCC)
+            return qpt_fail(s, QP_EUNSUPP,
+                            "0x%llx: a conditional tail call gets no snippet in a file yet",
+                            (unsigned long long)pt->addr);
         else
             return qpt_fail(s, QP_EINVAL, "0x%llx: not a return or tail call",
                             (unsigned long long)pt->addr);

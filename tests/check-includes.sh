@@ -53,6 +53,10 @@ out=$(
     for f in arch/*.[ch] arch/*/*.[ch]; do
         [ -f "$f" ] && check "$f" "arch/*" "bfd.h libelf.h gelf.h sys/ptrace.h dis-asm.h"
     done
+    # patch/: the point model, the flags rule, the trampoline builder; on arch/ only.
+    for f in patch/*.[ch]; do
+        [ -f "$f" ] && check "$f" "arch/*.h patch/*" "bfd.h libelf.h gelf.h sys/ptrace.h dis-asm.h"
+    done
     for f in cfg/*.[ch]; do
         [ -f "$f" ] || continue
         forb="libelf.h gelf.h sys/ptrace.h dis-asm.h"
@@ -61,7 +65,7 @@ out=$(
     done
     # driver/: what to measure where; never report/ (reading profiles), never elfutils.
     for f in driver/*.[ch]; do
-        [ -f "$f" ] && check "$f" "arch/arch.h arch/qp_err.h base/* cfg/cfg.h driver/* editor/ed.h" \
+        [ -f "$f" ] && check "$f" "arch/arch.h arch/qp_err.h base/* cfg/cfg.h driver/* editor/ed.h patch/patch.h" \
             "bfd.h libelf.h gelf.h sys/ptrace.h dis-asm.h elfutils/libdw.h dwarf.h"
     done
     # report/: reading what was measured. The formats come from base/ and driver/'s
@@ -78,7 +82,7 @@ out=$(
         [ -f "$f" ] || continue
         case $f in
         editor/elfw*) check "$f" "arch/arch.h arch/qp_err.h base/* cfg/cfg.h editor/* runtime/qprt.h" "bfd.h sys/ptrace.h" ;;
-        *) check "$f" "arch/arch.h arch/qp_err.h base/* cfg/cfg.h editor/ed*" "bfd.h libelf.h gelf.h sys/ptrace.h" ;;
+        *) check "$f" "arch/arch.h arch/qp_err.h base/* cfg/cfg.h editor/ed* patch/patch.h" "bfd.h libelf.h gelf.h sys/ptrace.h" ;;
         esac
     done
     # runtime/: freestanding, no system headers but the compiler's own.
@@ -87,7 +91,7 @@ out=$(
             "stdio.h stdlib.h string.h unistd.h fcntl.h sys/mman.h bfd.h libelf.h"
     done
     for f in dynamic/*.[ch]; do
-        [ -f "$f" ] && check "$f" "arch/arch.h arch/qp_err.h cfg/cfg.h editor/ed.h dynamic/* driver/drv_hist.h" \
+        [ -f "$f" ] && check "$f" "arch/arch.h arch/qp_err.h cfg/cfg.h editor/ed.h patch/patch.h dynamic/* driver/drv_hist.h" \
             "bfd.h libelf.h gelf.h"
     done
     # The public header: the C library's headers only.

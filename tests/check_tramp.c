@@ -1,14 +1,18 @@
 /* Copyright 2026 the qpt authors
  * SPDX-License-Identifier: MIT */
 /*
- * The trampoline layer (editor/ed_tramp.c: what dyn writes into a live process) unit-
+ * The trampoline layer (patch/pt_tramp.c: what dyn writes into a live process) unit-
  * tested on an in-memory image: five small procedures assembled into this process's own
  * memory, analysed as an image of raw bytes (cfg_image_from_bytes), their points chosen
  * from the CFG, trampolines built next to them and jumped to, and the procedures called:
  * their results unchanged, the snippets' words exact. Kinds: an entry (argument summed),
  * an exit (return value summed), a call site (argument before, return value after), an
  * instruction where the flags are live (a snippet that clobbers them), a moved
- * rip-relative load; and the refusals (too few bytes, out of reach, no room).
+ * rip-relative load; the shapes dyn needs beyond those (a call made with its original
+ * return address, a block moved whole with an entry and an exit snippet, a short
+ * indirect call moved with what follows it, a conditional tail call, an entry reached
+ * through padding); the one flags rule; and the refusals (too few bytes, out of reach,
+ * no room).
  */
 #include "config.h"
 
@@ -19,7 +23,7 @@
 #include <sys/mman.h>
 
 #include "cfg/cfg.h"
-#include "editor/ed.h"
+#include "patch/patch.h"
 
 #define PAGE 4096u
 
@@ -30,7 +34,8 @@ static uint8_t *map;
 #define WORDS ((volatile uint64_t *)(map + 2 * PAGE))
 
 /* The procedures' offsets in CODE. */
-enum { OFF_D = 0, OFF_F = 0x40, OFF_G = 0x50, OFF_H = 0x60, OFF_K = 0x80, OFF_M = 0xa0 };
+enum { OFF_D = 0, OFF_F = 0x40, OFF_G = 0x50, OFF_H = 0x60, OFF_K = 0x80, OFF_M = 0xa0,
+       OFF_N = 0xc0, OFF_T = 0xe0 };
 
 static uint64_t
 at(size_t off)
@@ -85,6 +90,15 @@ assemble(void)
     memcpy(mov + 3, &d, 4);
     put(&k, mov, 7);
     put(&k, (const uint8_t[]) { 0xc3 }, 1);
+    k = OFF_N; /* n(x, fn) = fn(x) + 1: mov %rsi,%rax; call *%rax; add $1,%rax; ret */
+    put(&k, (const uint8_t[]) { 0x48, 0x89, 0xf0, 0xff, 0xd0, 0x48, 0x83, 0xc0, 0x01, 0xc3 },
+        10);
+    k = OFF_T; /* t(x) = x != 0 ? f(x) : 42: cmp $0,%rdi; jne f; mov $42,%eax; ret */
+    put(&k, (const uint8_t[]) { 0x48, 0x83, 0xff, 0x00, 0x0f, 0x85 }, 6);
+    int32_t dj = (int32_t)(at(OFF_F) - (at(k) + 4));
+    memcpy(CODE + k, &dj, 4);
+    k += 4;
+    put(&k, (const uint8_t[]) { 0xb8, 42, 0, 0, 0, 0xc3 }, 6);
 }
 
 typedef uint64_t (*fn2_t)(uint64_t, uint64_t);
@@ -127,9 +141,9 @@ teardown(void)
 
 /*
  * The point at ADDR from the CFG: the whole instructions of its block from ADDR that
- * cover a jump (ED_TRAMP_EXIT: those that end with the block's ret).
+ * cover a jump (PT_TRAMP_EXIT: those that end with the block's ret).
  */
-static ed_tramp_t
+static pt_tramp_t
 point(uint32_t kind, uint64_t addr)
 {
     const cfg_proc_t *p = cfg_proc_at(prog, addr);
@@ -137,9 +151,9 @@ point(uint32_t kind, uint64_t addr)
     uint32_t bi = cfg_block_at(prog, addr);
     ck_assert_uint_ne(bi, CFG_NONE);
     const cfg_block_t *b = &prog->blocks[bi];
-    ed_tramp_t t = { .kind = kind, .addr = addr };
+    pt_tramp_t t = { .shape = kind, .addr = addr };
     arch_insn_t in;
-    if (kind == ED_TRAMP_EXIT) {
+    if (kind == PT_TRAMP_EXIT) {
         /* The tail of the block: back from its ret until 5 bytes are covered. */
         uint64_t starts[16];
         uint32_t n = 0;
@@ -168,14 +182,14 @@ point(uint32_t kind, uint64_t addr)
 /* Build T's trampoline in TRAMP (from the procedure's bytes, still in place), then
  * write the jump over them. */
 static void
-install(ed_tramp_t *t, uint64_t *ret_at)
+install(pt_tramp_t *t, uint64_t *ret_at)
 {
     uint8_t *tr = TRAMP + tramp_used;
-    int n = ed_tramp_emit(t, (uint64_t)(uintptr_t)tr, tr, PAGE - tramp_used, ret_at);
+    int n = pt_tramp_emit(t, (uint64_t)(uintptr_t)tr, tr, PAGE - tramp_used, ret_at);
     ck_assert_int_gt(n, 0);
     tramp_used += ((size_t)n + 15) & ~(size_t)15;
     uint8_t jmp[8];
-    ck_assert_int_eq(ed_tramp_patch(t, (uint64_t)(uintptr_t)tr, jmp, sizeof(jmp)), 5);
+    ck_assert_int_eq(pt_tramp_patch(t->addr, (uint64_t)(uintptr_t)tr, jmp, sizeof(jmp)), 5);
     memcpy((uint8_t *)(uintptr_t)t->addr, jmp, 5);
 }
 
@@ -184,13 +198,13 @@ install(ed_tramp_t *t, uint64_t *ret_at)
                                    .c = ARCH_SNIP_NONE, __VA_ARGS__ })
 
 /* WORDS[W] += VALUE (a leaf), where WHERE holds and LIVE_FLAGS are live. */
-static ed_tramp_snip_t
+static pt_snip_t
 add_to(arch_snip_t v[2], int w, arch_snip_t value, uint32_t where, uint8_t live_flags)
 {
     v[0] = value;
     v[1] = NODE(.op = ARCH_SN_ADD_TO, .imm = (int64_t)(uintptr_t)&WORDS[w]);
     v[1].a = 0;
-    return (ed_tramp_snip_t) { v, 2, 1, { where, 0, live_flags, live_flags ? 0 : 1 } };
+    return (pt_snip_t) { v, 2, 1, { where, 0, live_flags, live_flags ? 0 : 1 } };
 }
 
 START_TEST(test_tramp_kinds)
@@ -210,17 +224,17 @@ START_TEST(test_tramp_kinds)
 
     arch_snip_t ve[2], vx[2], vc[2], va[2], vk[2], vm[2];
     /* f's entry: WORDS[0] += argument 0 (two instructions moved). */
-    ed_tramp_t e = point(ED_TRAMP_BEFORE, at(OFF_F));
+    pt_tramp_t e = point(PT_TRAMP_BEFORE, at(OFF_F));
     ck_assert_uint_eq(e.ninsns, 2);
     e.before = add_to(ve, 0, NODE(.op = ARCH_SN_ARG, .imm = 0), ARCH_SNX_ENTRY, 0);
     install(&e, NULL);
     /* g's exit: WORDS[1] += the return value (the lea and the ret). */
-    ed_tramp_t x = point(ED_TRAMP_EXIT, at(OFF_G));
+    pt_tramp_t x = point(PT_TRAMP_EXIT, at(OFF_G));
     ck_assert_uint_eq(x.ninsns, 2);
     x.before = add_to(vx, 1, NODE(.op = ARCH_SN_RETVAL), ARCH_SNX_RETURN, 0);
     install(&x, NULL);
     /* h's call of f: WORDS[2] += its argument, WORDS[3] += what it returned. */
-    ed_tramp_t c = point(ED_TRAMP_CALL, at(OFF_H + 4));
+    pt_tramp_t c = point(PT_TRAMP_CALL, at(OFF_H + 4));
     ck_assert_uint_eq(c.ninsns, 1);
     c.before = add_to(vc, 2, NODE(.op = ARCH_SN_ARG, .imm = 0), ARCH_SNX_CALL, 0);
     c.after = add_to(va, 3, NODE(.op = ARCH_SN_RETVAL), ARCH_SNX_AFTER_CALL, 0);
@@ -228,11 +242,11 @@ START_TEST(test_tramp_kinds)
     install(&c, &ret_at);
     ck_assert_uint_gt(ret_at, (uint64_t)(uintptr_t)TRAMP);
     /* k's mov between its cmp and setl: flags live; WORDS[4] += 1 (an add: clobbers). */
-    ed_tramp_t kk = point(ED_TRAMP_BEFORE, at(OFF_K + 3));
+    pt_tramp_t kk = point(PT_TRAMP_BEFORE, at(OFF_K + 3));
     kk.before = add_to(vk, 4, NODE(.op = ARCH_SN_CONST, .imm = 1), 0, ARCH_FLAGS_STATUS);
     install(&kk, NULL);
     /* m's entry: the rip-relative load moved; WORDS[5] += 1. */
-    ed_tramp_t m = point(ED_TRAMP_BEFORE, at(OFF_M));
+    pt_tramp_t m = point(PT_TRAMP_BEFORE, at(OFF_M));
     m.before = add_to(vm, 5, NODE(.op = ARCH_SN_CONST, .imm = 1), ARCH_SNX_ENTRY, 0);
     install(&m, NULL);
 
@@ -255,29 +269,152 @@ START_TEST(test_tramp_kinds)
 }
 END_TEST
 
+/* A point at OFF of LEN bytes, NINSNS instructions, of SHAPE (built by hand). */
+static pt_tramp_t
+raw(uint32_t shape, size_t off, uint32_t len, uint32_t ninsns)
+{
+    return (pt_tramp_t) { .shape = shape, .addr = at(off), .orig = CODE + off, .len = len,
+                          .ninsns = ninsns };
+}
+
+/* The shapes a process needs beyond before/call/exit, each run in this process. */
+START_TEST(test_tramp_own_shapes)
+{
+    if (map == NULL)
+        return;
+    arch_snip_t v1[2], v2[2], v3[2], v4[2], v5[2], v6[2];
+    /* h's entry: `sub $8,%rsp; call f` moved, the call made with its original return
+     * address (call_ret): f returns into h itself. */
+    pt_tramp_t h = raw(PT_TRAMP_OWN, OFF_H, 9, 2);
+    h.call_ret = 1;
+    h.before = add_to(v1, 0, NODE(.op = ARCH_SN_ARG, .imm = 0), ARCH_SNX_ENTRY, 0);
+    install(&h, NULL);
+    /* g moved whole: the entry's snippet, the lea, the exit's snippet, the ret. */
+    pt_tramp_t g = raw(PT_TRAMP_OWN, OFF_G, 5, 2);
+    g.before = add_to(v2, 1, NODE(.op = ARCH_SN_CONST, .imm = 1), ARCH_SNX_ENTRY, 0);
+    g.after = add_to(v3, 2, NODE(.op = ARCH_SN_RETVAL), ARCH_SNX_RETURN, 0);
+    install(&g, NULL);
+    /* n's `call *%rax` (2 bytes) moved with the add after it (call_len). */
+    pt_tramp_t n = raw(PT_TRAMP_CALL_NEXT, OFF_N + 3, 6, 2);
+    n.call_len = 2;
+    n.before = add_to(v4, 3, NODE(.op = ARCH_SN_CONST, .imm = 1), 0, ARCH_FLAGS_STATUS);
+    uint64_t ret_at = 0;
+    install(&n, &ret_at);
+    ck_assert_uint_gt(ret_at, (uint64_t)(uintptr_t)TRAMP);
+    /* t's conditional tail call (tail 2): the snippet only when it is taken. */
+    pt_tramp_t t = raw(PT_TRAMP_OWN, OFF_T, 10, 2);
+    t.tail = 2;
+    t.before = add_to(v5, 4, NODE(.op = ARCH_SN_CONST, .imm = 1), ARCH_SNX_ENTRY, 0);
+    t.after = add_to(v6, 5, NODE(.op = ARCH_SN_CONST, .imm = 1), 0, ARCH_FLAGS_STATUS);
+    install(&t, NULL);
+
+    uint64_t sum = 0, nz = 0;
+    for (uint64_t i = 0; i < 40; i++) {
+        ck_assert_uint_eq(call(OFF_H, i, 0), i + 5);
+        ck_assert_uint_eq(call(OFF_G, i, 0), i + 7);
+        ck_assert_uint_eq(call(OFF_N, i, at(OFF_F)), i + 6);
+        ck_assert_uint_eq(call(OFF_T, i % 3, 0), i % 3 ? i % 3 + 5 : 42);
+        sum += i;
+        nz += i % 3 != 0;
+    }
+    ck_assert_uint_eq(WORDS[0], sum);
+    ck_assert_uint_eq(WORDS[1], 40);
+    ck_assert_uint_eq(WORDS[2], sum + 7 * 40);
+    ck_assert_uint_eq(WORDS[3], 40);
+    ck_assert_uint_eq(WORDS[4], 40);
+    ck_assert_uint_eq(WORDS[5], nz);
+}
+END_TEST
+
+/* An entry of fewer than 5 bytes reached through padding: a jmp rel8 at g to a jmp in
+ * the padding after it, the trampoline moving g's 4-byte lea (nops make up the 5). */
+START_TEST(test_tramp_padded)
+{
+    if (map == NULL)
+        return;
+    arch_snip_t v[2];
+    pt_tramp_t g = raw(PT_TRAMP_BEFORE, OFF_G, 4, 1);
+    g.before = add_to(v, 0, NODE(.op = ARCH_SN_CONST, .imm = 1), ARCH_SNX_ENTRY, 0);
+    uint8_t out[256];
+    ck_assert_int_eq(pt_tramp_emit(&g, (uint64_t)(uintptr_t)TRAMP, out, sizeof(out), NULL),
+                     QP_EINVAL); /* not padded: the bytes do not hold a jump */
+    g.padded = 1;
+    uint8_t *tr = TRAMP;
+    int n = pt_tramp_emit(&g, (uint64_t)(uintptr_t)tr, tr, PAGE, NULL);
+    ck_assert_int_gt(n, 0);
+    uint64_t pad = at(OFF_G + 8);
+    ck_assert_int_eq(pt_tramp_patch(pad, (uint64_t)(uintptr_t)tr, CODE + OFF_G + 8, 5), 5);
+    CODE[OFF_G] = 0xeb;
+    CODE[OFF_G + 1] = (uint8_t)(pad - (at(OFF_G) + 2));
+    for (uint64_t i = 0; i < 30; i++)
+        ck_assert_uint_eq(call(OFF_G, i, 0), i + 7);
+    ck_assert_uint_eq(WORDS[0], 30);
+}
+END_TEST
+
+/* The flags rule: what each instruction reads and writes; a call and a ret end
+ * liveness; the context of each point kind. */
+START_TEST(test_flags_rule)
+{
+    if (map == NULL)
+        return;
+    /* cmp %rsi,%rdi; mov $0,%eax; setl %al; ret (k) */
+    arch_insn_t v[4];
+    uint64_t a = at(OFF_K);
+    for (int i = 0; i < 4; i++) {
+        ck_assert_int_eq(arch_decode(CODE + (a - at(0)), 16, a, &v[i]), 0);
+        a += v[i].len;
+    }
+    uint8_t live[4];
+    pt_flags_live_in(v, 4, ARCH_FLAGS_STATUS, live);
+    ck_assert_uint_eq(live[0], 0);    /* cmp writes them all */
+    ck_assert_uint_ne(live[1], 0);    /* setl reads SF and OF */
+    ck_assert_uint_ne(live[2], 0);
+    ck_assert_uint_eq(live[3], 0);    /* a ret: dead by the ABI */
+    ck_assert(pt_flags_must_save(live[1], ARCH_FLAGS_STATUS));
+    ck_assert(!pt_flags_must_save(live[0], ARCH_FLAGS_STATUS));
+    /* A call: the callee may change every flag. */
+    arch_insn_t c;
+    ck_assert_int_eq(arch_decode(CODE + OFF_D, 16, at(OFF_D), &c), 0);
+    ck_assert_uint_eq(pt_flags_live_before(&c, ARCH_FLAGS_STATUS), 0);
+    ck_assert_uint_eq(pt_flags_at_entry(1), 0);
+    ck_assert_uint_eq(pt_flags_at_entry(0), ARCH_FLAGS_STATUS);
+    arch_snip_ctx_t x = pt_point_ctx(PT_POINT_ENTRY, 0);
+    ck_assert_uint_eq(x.where, ARCH_SNX_ENTRY);
+    ck_assert_uint_eq(x.no_red_zone, 1);
+    x = pt_point_ctx(PT_POINT_ENTRY, ARCH_FLAGS_STATUS); /* not called by the ABI */
+    ck_assert_uint_eq(x.no_red_zone, 0);
+    x = pt_point_ctx(PT_POINT_AFTER_CALL, 0);
+    ck_assert_uint_eq(x.where, ARCH_SNX_AFTER_CALL);
+    x = pt_point_ctx(PT_POINT_BLOCK, ARCH_FLAGS_STATUS);
+    ck_assert_uint_eq(x.where, 0);
+    ck_assert_uint_eq(x.live_flags, ARCH_FLAGS_STATUS);
+}
+END_TEST
+
 START_TEST(test_tramp_refusals)
 {
     if (map == NULL)
         return;
     arch_snip_t v[2];
-    ed_tramp_t e = point(ED_TRAMP_BEFORE, at(OFF_F));
+    pt_tramp_t e = point(PT_TRAMP_BEFORE, at(OFF_F));
     e.before = add_to(v, 0, NODE(.op = ARCH_SN_CONST, .imm = 1), ARCH_SNX_ENTRY, 0);
     uint8_t out[512];
     uint64_t here = (uint64_t)(uintptr_t)TRAMP;
     /* The bytes do not hold a jump; the instructions do not cover them. */
-    ed_tramp_t shrt = e;
+    pt_tramp_t shrt = e;
     shrt.len = 4;
-    ck_assert_int_eq(ed_tramp_emit(&shrt, here, out, sizeof(out), NULL), QP_EINVAL);
-    ck_assert_int_eq(ed_tramp_patch(&shrt, here, out, sizeof(out)), QP_EINVAL);
-    ed_tramp_t one = e;
+    ck_assert_int_eq(pt_tramp_emit(&shrt, here, out, sizeof(out), NULL), QP_EINVAL);
+    ck_assert_int_eq(pt_tramp_patch(shrt.addr, here, out, 4), QP_EINVAL);
+    pt_tramp_t one = e;
     one.ninsns = 1;
-    ck_assert_int_eq(ed_tramp_emit(&one, here, out, sizeof(out), NULL), QP_EINVAL);
+    ck_assert_int_eq(pt_tramp_emit(&one, here, out, sizeof(out), NULL), QP_EINVAL);
     /* No room. */
-    ck_assert_int_lt(ed_tramp_emit(&e, here, out, 8, NULL), 0);
+    ck_assert_int_lt(pt_tramp_emit(&e, here, out, 8, NULL), 0);
     /* Out of reach: a trampoline 8 GiB away cannot jump back, nor reach the words. */
-    ck_assert_int_eq(ed_tramp_emit(&e, here + (8ull << 30), out, sizeof(out), NULL),
+    ck_assert_int_eq(pt_tramp_emit(&e, here + (8ull << 30), out, sizeof(out), NULL),
                      QP_ERANGE);
-    ck_assert_int_eq(ed_tramp_patch(&e, here + (8ull << 30), out, sizeof(out)), QP_ERANGE);
+    ck_assert_int_eq(pt_tramp_patch(e.addr, here + (8ull << 30), out, sizeof(out)), QP_ERANGE);
     /* And nothing was written over the procedure. */
     ck_assert_uint_eq(call(OFF_F, 1, 0), 6);
 }
@@ -291,6 +428,9 @@ tramp_suite(void)
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_test(tc, test_tramp_kinds);
     tcase_add_test(tc, test_tramp_refusals);
+    tcase_add_test(tc, test_tramp_own_shapes);
+    tcase_add_test(tc, test_tramp_padded);
+    tcase_add_test(tc, test_flags_rule);
     suite_add_tcase(s, tc);
     return s;
 }

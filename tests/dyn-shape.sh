@@ -19,7 +19,9 @@
 #  (d) with strace: dyn killed at every 2nd write of process memory (trampolines,
 #      padding jumps, jumps, the stub) and every 6th ptrace call of a session with all
 #      the shapes: each time the program goes on and `dyn clean` leaves its code as it
-#      was; at the end every result it computed meanwhile was right.
+#      was; at the end every result it computed meanwhile was right;
+#  (e) -e 'time wall(...)' times the shapes --time times (a lone ret, tail calls, short
+#      ret blocks after a call first, a jcc leaving both ways), within the same bounds.
 # Skips (77) when ptrace is not allowed. Exit status: 0 pass, 1 fail, 99 error.
 set -u
 : "${top_srcdir:=${srcdir:-.}}"
@@ -158,6 +160,24 @@ trc=$?
 tpid=
 [ $trc -eq 0 ] || bad "program exit status $trc"
 [ "$(cat "$dir/wait.out")" = "ok same" ] || bad "program: $(cat "$dir/wait.out")"
+
+# (e) -e takes the shapes --time takes (issue 29): a lone ret, tail calls (plain,
+# conditional, both sides leaving), a call first with short ret blocks, one block leaving
+# by a jcc to two procedures, a one-byte ret reached three ways; each timed within [1, 2] x its sleeps (a missed stop
+# would leave its timer running), quick_chk under 100 ms.
+"$DYN" run -e 'time wall(ret_only)' -e 'time wall(timed_tail)' -e 'time wall(timed_ctail)' \
+    -e 'time wall(timed_dtail)' -e 'time wall(timed_short)' -e 'time wall(quick_chk)' \
+    -e 'time wall(timed_mid)' \
+    -- "$P" $N 2000 >"$dir/e.out" 2>"$dir/e.err"
+grep -q "^ok n=$N" "$dir/e.out" || bad "(e) results: $(cat "$dir/e.out" "$dir/e.err")"
+grep -q 'not measured' "$dir/e.err" && bad "(e) refused: $(grep 'not measured' "$dir/e.err")"
+awk -v n=$N '
+    $1 == "time" && $NF == "quick_chk" { seen++; if ($3 > 100) { print "FAIL (e) " $0; bad = 1 } }
+    $1 == "time" && $NF == "ret_only" { seen++ }
+    $1 == "time" && $NF ~ /^timed_/ { seen++
+        if ($3 < n * 2 || $3 > n * 2 * 2) { print "FAIL (e) " $0; bad = 1 } }
+    END { if (seen != 7) { print "FAIL (e) rows: " seen; bad = 1 }; exit bad }' "$dir/e.out" ||
+    fails=$((fails + 1))
 
 [ $fails -eq 0 ] || exit 1
 echo "PASS dyn-shape"

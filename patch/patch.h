@@ -1,0 +1,155 @@
+/* Copyright 2026 the qpt authors
+ * SPDX-License-Identifier: MIT */
+
+/*
+ * PURPOSE: the patch layer between arch/ and the two ways of placing code (editor/ for
+ * files, dynamic/ for processes): one point model, one rule for which flags are live
+ * where (and so when a snippet must save them), and one trampoline builder with every
+ * shape either mode needs. Pure: from (what, where) to bytes, written by the caller (dyn
+ * into a process, a test into its own memory). patch/ includes arch/ only: it never
+ * knows of CFGs, ELF files or ptrace.
+ */
+#ifndef QPT_PATCH_H
+#define QPT_PATCH_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "arch/arch.h"
+
+/*****************************************************************************
+ * Points
+ */
+
+/*
+ * Where a snippet runs, the one vocabulary of the layer (the values of the public
+ * qpt_point_kind_t; dyn's DYN_PT_* and the editor's probes name a subset of them).
+ */
+typedef enum pt_point_kind {
+    PT_POINT_ENTRY = 1,  /* a procedure's first instruction (called by the ABI) */
+    PT_POINT_EXIT,       /* before a return (the return value is set) */
+    PT_POINT_CALL,       /* before a call instruction (its arguments are set) */
+    PT_POINT_AFTER_CALL, /* right after a call returned */
+    PT_POINT_BLOCK,      /* a basic block's first instruction */
+    PT_POINT_EDGE,       /* control going from one block to another */
+    PT_POINT_INSN,       /* before any instruction (a source line's first, an address) */
+} pt_point_kind_t;
+
+/*
+ * What holds where a snippet runs at a point of KIND with the flags LIVE_FLAGS live
+ * there (pt_flags_*): the arguments at an entry or a call, the return value at an exit
+ * or after a call, and the red zone free where the ABI says so (an ABI entry: live
+ * flags 0 say it is one). The context arch_snip_emit compiles for.
+ */
+arch_snip_ctx_t
+pt_point_ctx(uint32_t kind, uint8_t live_flags);
+
+/*****************************************************************************
+ * Flags liveness: the one rule for when flags must be saved
+ */
+
+/*
+ * The flags live before instruction IN given LIVE after it: what it reads, plus what was
+ * live and it does not always write. A call reads only what the call itself reads (the
+ * callee may change every flag, nothing after it reads them unset); a ret leaves none
+ * live (the ABI leaves them undefined).
+ */
+uint8_t
+pt_flags_live_before(const arch_insn_t *in, uint8_t live);
+
+/*
+ * LIVE[i] = the flags live before each of the N instructions V given LIVE_OUT after the
+ * last (ARCH_FLAGS_STATUS when nothing is known of what follows).
+ */
+void
+pt_flags_live_in(
+    const arch_insn_t *v, size_t n, uint8_t live_out, uint8_t *live /*OUT: n*/);
+
+/* The flags live at a procedure's entry: none where it is entered by the ABI (ABI_ENTRY:
+ * it is called, or exported by name), else all of them. */
+uint8_t
+pt_flags_at_entry(int abi_entry);
+
+/* Must a snippet that changes CLOBBERS save the flags where LIVE are live? */
+static inline int
+pt_flags_must_save(uint8_t live, uint8_t clobbers)
+{
+    return (live & clobbers) != 0;
+}
+
+/*****************************************************************************
+ * Trampolines of points patched in place. A point's first instructions (at least the 5
+ * bytes of a jump) are replaced by a jump to a trampoline that runs its snippets and
+ * the moved instructions, then goes back (or leaves as the moved code did).
+ */
+
+typedef enum pt_shape {
+    PT_TRAMP_BEFORE = 0, /* snippet, the moved instructions, jump back (an entry, a block,
+                          * an instruction) */
+    PT_TRAMP_CALL,       /* snippet, the moved instructions ending with a call, the after
+                          * snippet (where the callee returns), jump back */
+    PT_TRAMP_EXIT, /* the moved instructions but the last (a ret), snippet, the ret */
+    PT_TRAMP_OWN,  /* the code runs to its own end: before snippet, every
+                    * instruction but the last moved, then per call_ret, rlen and
+                    * tail below (else: after snippet, the last one moved) */
+    PT_TRAMP_CALL_NEXT, /* a short call moved with what follows it (call_len): snippet,
+                         * the call (returning into the trampoline, after it), the
+                         * rest moved, jump back */
+} pt_shape_t;
+
+/* A snippet tree and what holds where it runs. */
+typedef struct pt_snip {
+    const arch_snip_t *nodes; /* NULL: none */
+    size_t n;                 /* nodes */
+    uint32_t root;            /* the tree's root node */
+    arch_snip_ctx_t ctx;      /* what holds there (pt_point_ctx) */
+} pt_snip_t;
+
+typedef struct pt_tramp {
+    uint32_t shape;        /* pt_shape_t */
+    uint64_t addr;         /* runtime address of the first replaced byte */
+    const uint8_t *orig;   /* the replaced bytes: whole instructions */
+    uint32_t len;          /* bytes replaced (spill included): at least 5 unless padded */
+    uint32_t ninsns;       /* instructions in them */
+    pt_snip_t before;      /* before the moved code; EXIT: before the ret */
+    pt_snip_t after;       /* CALL: after the call; OWN: before the last instruction */
+    uint8_t spill;         /* bytes of padding at the end of orig (never run), covered by
+                            * the jump, not moved */
+    uint8_t call_ret;      /* OWN: the last instruction is a direct call: the trampoline
+                            * calls a stub that stores the original return address over
+                            * its own and jumps to the callee (nothing returns into it) */
+    uint8_t tail;          /* OWN: the last instruction is a tail jump: 1; 2 a jcc (the
+                            * after snippet only when taken, not taken: jump back); 3 a
+                            * jcc whose both sides leave (the after snippet on both) */
+    uint8_t padded;        /* BEFORE, CALL, EXIT: the point is entered by a short jump to
+                            * a jump in padding, so fewer than 5 bytes are replaced: nops
+                            * before them make up the 5 the trampoline moves */
+    uint8_t call_len;      /* CALL_NEXT: the call's length (the first instruction) */
+    const uint8_t *rbytes; /* OWN: a short return block's bytes (plain instructions,
+                            * then its ret) that the last instruction goes to: they run
+                            * here, the after snippet before their ret; NULL: none */
+    uint32_t rlen, rninsns; /* ... their bytes and instructions */
+    uint64_t raddr;         /* ... their runtime address */
+} pt_tramp_t;
+
+/*
+ * The trampoline of T placed at AT into OUT (CAP bytes):
+ * its length, or QP_E* (QP_EINVAL when T's instructions do not cover its bytes,
+ * QP_ERANGE when a moved instruction or a jump cannot reach). *RET_AT (may be NULL):
+ * CALL and CALL_NEXT, the return address the moved call pushes (in the trampoline).
+ */
+int
+pt_tramp_emit(
+    const pt_tramp_t *t, uint64_t at, uint8_t *out, size_t cap, uint64_t *ret_at /*OUT*/);
+
+/* The jump written at ADDR (over a point's first bytes, or padding) to the trampoline at
+ * TRAMP: 5 bytes into OUT (CAP >= 5), or QP_E*. */
+int
+pt_tramp_patch(uint64_t addr, uint64_t tramp, uint8_t *out, size_t cap);
+
+/* The bytes snippet SN compiles to where it runs at AT (its variables are in rel32
+ * reach from there), or QP_E* (the length cannot be known). */
+int
+pt_snip_size(const pt_snip_t *sn, uint64_t at);
+
+#endif
