@@ -69,7 +69,7 @@ def desc(prog, out):
         cases.append((name, d, expect))
 
     patch("magic", 0, "<8s", b"QPTTRXX1", "malformed trace description")
-    patch("version", 8, "<I", 2, "trace description of version 2; this qp reads version 4")
+    patch("version", 8, "<I", 2, "trace description of version 2; this qp reads versions 4 to 5")
     patch("version-new", 8, "<I", 99, "of version 99")
     patch("kind", 12, "<I", 7, "malformed trace description")
     patch("nblocks-huge", 28, "<I", 0x7fffffff, "trace description truncated")
