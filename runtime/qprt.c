@@ -1770,31 +1770,36 @@ tr_pack16(uint16_t *o, const uint16_t *v, uint64_t n, uint64_t all)
     /* The unit put last when a repeat count may follow it (an event, EMPTY), else END,
      * which no record equals. */
     uint64_t last = QPT_TRACE_U16_END;
+    /* The fast stretch runs while four units start below N. */
+    const uint16_t *fast = n >= 4 ? v + n - 3 : v;
     while (p < stop) {
-        if (stop - p >= 4) {
-            /* `high`: bit 4 of a lane set when its unit is QPT_TRACE_U16_LONG (0xf000) or
-             * more, its top 4 bits set; `same`: bit 15 of a lane set when its unit equals
-             * the one before (a lane of d is 0), exact in the lowest such lane (enough:
-             * any sends the four the slow way) */
-            uint64_t q = *(const tr_u64_any *)p;
-            uint64_t high = ((q >> 12) & TR_LANES(0xf)) + TR_LANES(1);
-            uint64_t d = q ^ (q << 16 | last);
-            uint64_t same = (d - TR_LANES(1)) & ~d;
-            uint64_t stops = ((high << 11) | same) & TR_LANES(0x8000);
+        /* Four units that are all events below 0x8000 (QPT_TRACE_U16_LONG and more, and
+         * a few events, have bit 15 set) with no two equal side by side (nor the first
+         * equal to LAST) are put as they are. `same`: bit 15 of a lane set when its unit
+         * equals the one before (a lane of d is 0), exact in the lowest such lane. The
+         * lowest lane that stops is exact: the units below it go as they are, and the
+         * one there goes the slow way. */
+        uint64_t top = last << 48;
+        while (p < fast) {
+            uint64_t q = *(const tr_u64_any *)p, d = q;
+            __asm__("shldq $16, %1, %0" : "+r"(d) : "r"(top)); /* q << 16 | top >> 48 */
+            d ^= q;
+            uint64_t stops = (((d - TR_LANES(1)) & ~d) | q) & TR_LANES(0x8000);
             *(tr_u64_any *)w = q; /* (O has room: W never passes P) */
-            if (stops == 0) {
-                w += 4;
-                p += 4;
-                last = q >> 48;
-                continue;
+            if (stops != 0) {
+                uint64_t lanes = (uint64_t)__builtin_ctzll(stops) >> 4;
+                top = lanes > 0 ? q << (16 * (4 - lanes)) : top;
+                w += lanes;
+                p += lanes;
+                break;
             }
-            /* The units below the lowest lane that stops are events put as they are. */
-            uint64_t lanes = (uint64_t)__builtin_ctzll(stops) >> 4;
-            if (lanes > 0)
-                last = (q >> (16 * (lanes - 1))) & 0xffff;
-            w += lanes;
-            p += lanes;
+            w += 4;
+            p += 4;
+            top = q;
         }
+        last = top >> 48;
+        if (p >= stop)
+            break;
         uint64_t u = *p;
         if (u == last) { /* a run of the unit put last: its count */
             uint64_t max = QPT_TRACE_REPEAT_MAX - 1;
