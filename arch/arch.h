@@ -363,10 +363,11 @@ typedef enum arch_snip_op {
     ARCH_SN_REG,       /* the program's value of general-purpose register imm (ARCH_REG_*
                         * numbering, 1..16, not the stack pointer: ARCH_SN_SP) */
     ARCH_SN_TRACE_REC, /* append the 4-byte record imm (size 2: 2 bytes) to the calling
-                        * thread's trace buffer, whose cursor and limit are the words at %fs:
-                        * ARCH_TRACE_CUR and ARCH_TRACE_LIM: the slot is reserved and the
-                        * cursor moved in one instruction (a signal handler's records go
-                        * before or after it); a slot at or past the limit stays empty,
+                        * thread's trace buffer, whose cursor and limit are the words
+                        * at %fs:ARCH_TRACE_CUR and ARCH_TRACE_LIM: the slot is reserved
+                        * and the cursor moved in one instruction (a signal handler's
+                        * records go before or after it); a slot at or past the limit
+                        * stays empty,
                         * the procedure at the address that node a (a CONST) holds is
                         * called, which keeps every register and the flags and makes room
                         * (the buffer is written up to the first slot at or past its

@@ -1400,7 +1400,8 @@ value_rec(tree_t *t, uint32_t marker, uint32_t v, uint64_t refill)
 {
     uint32_t r = nd(t, ARCH_SN_CONST, 8, SN, SN, SN, (int64_t)refill, 0);
     if (t->narrow)
-        return nd(t, ARCH_SN_TRACE_VAL, 2, r, v, SN, QPT_TRACE_U16_VAL + (marker - QPT_TRACE_VAL), 0);
+        return nd(t, ARCH_SN_TRACE_VAL, 2, r, v, SN,
+                  QPT_TRACE_U16_VAL + (marker - QPT_TRACE_VAL), 0);
     return nd(t, ARCH_SN_TRACE_VAL, 4, r, v, SN, marker, 0);
 }
 
@@ -1794,7 +1795,8 @@ drv_trace_place(drv_trace_t *t, drv_result_t *res, ed_plan_t *plan, uint64_t ref
     for (size_t i = 0; i < t->njpts; i++) {
         const jump_point_t *p = &t->jpts[i];
         size_t s = t->npts + t->nmpts + i;
-        tree_t tr = { t->nodes + ev_nodes + t->nmpts * MEM_NODES + i * JUMP_NODES, 0, !t->naive };
+        tree_t tr = { t->nodes + ev_nodes + t->nmpts * MEM_NODES + i * JUMP_NODES, 0,
+                      !t->naive };
         uint32_t root = jump_tree(&tr, p, refill);
         if (tr.n > JUMP_NODES)
             return QP_EINVAL; /* (cannot happen: at most 11 nodes) */

@@ -268,8 +268,9 @@ qp_trace_desc_read(const char *path, qp_trace_desc_t *d, char *why, size_t whyle
         return fail(why, whylen, QP_EFORMAT, path, "malformed trace description");
     }
     if (h->version < QPT_TRACE_VERSION_MIN || h->version > QPT_TRACE_VERSION) {
-        snprintf(why, whylen, "%s: trace description of version %u; this qp reads versions "
-                 "%u to %u only: rewrite the program again", path, h->version,
+        snprintf(why, whylen,
+                 "%s: trace description of version %u; this qp reads versions %u to %u "
+                 "only: rewrite the program again", path, h->version,
                  QPT_TRACE_VERSION_MIN, QPT_TRACE_VERSION);
         qp_trace_desc_free(d);
         return QP_EFORMAT;

@@ -1803,7 +1803,8 @@ tr_pack16(uint16_t *o, const uint16_t *v, uint64_t n, uint64_t all)
         uint64_t u = *p;
         if (u == last) { /* a run of the unit put last: its count */
             uint64_t max = QPT_TRACE_REPEAT_MAX - 1;
-            const uint16_t *r = p + 1, *rstop = (uint64_t)(stop - p) > max ? p + max : stop;
+            const uint16_t *r = p + 1;
+            const uint16_t *rstop = (uint64_t)(stop - p) > max ? p + max : stop;
             while (rstop - r >= 4 && *(const tr_u64_any *)r == TR_LANES(u))
                 r += 4;
             while (r < rstop && *r == u)
@@ -1823,7 +1824,8 @@ tr_pack16(uint16_t *o, const uint16_t *v, uint64_t n, uint64_t all)
         }
         last = QPT_TRACE_U16_END;
         uint64_t len = u < QPT_TRACE_U16_REPEAT ? 2
-                     : u >= QPT_TRACE_U16_VAL && u <= QPT_TRACE_U16_VAL + (QPT_TRACE_JUMP - QPT_TRACE_VAL)
+                     : u >= QPT_TRACE_U16_VAL
+                         && u <= QPT_TRACE_U16_VAL + (QPT_TRACE_JUMP - QPT_TRACE_VAL)
                      ? 5 : 0;
         if (len == 0 || (uint64_t)(end - p) < len) {
             /* No unit the snippets write, or a record cut: say so, never silently. */
@@ -2007,7 +2009,8 @@ tr_open_file(tr_reg_t *r, tr_buf_t *b)
         why = fd == -ELOOP ? "a symbolic link (never followed)" : "cannot open the trace";
         if (fd >= 0 && (why = not_ours(fd, 0, &ks)) == NULL
             && (sys6(SYS_pread64, fd, (long)magic, 8, 0, 0, 0) != 8
-                || (!mem_eq(magic, QPT_TRACE_FMAGIC, 8) && !mem_eq(magic, QPT_TRACE_FMAGIC16, 8)
+                || (!mem_eq(magic, QPT_TRACE_FMAGIC, 8)
+                    && !mem_eq(magic, QPT_TRACE_FMAGIC16, 8)
                     && !mem_eq(magic, QPT_TRACE_FMAGIC3, 8))))
             why = "a file that is not a trace is there (it is kept)";
         if (fd >= 0 && why == NULL && sys3(SYS_ftruncate, fd, 0, 0) < 0)

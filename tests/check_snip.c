@@ -451,7 +451,8 @@ START_TEST(test_snip_trace_units)
     }
     uint64_t cur = fs_word(ARCH_TRACE_CUR);
     fs_set(old_cur, old_lim);
-    static const uint16_t want[] = { 0xbeef, 0xfff2, 0x7788, 0x5566, 0x3344, 0x1122, 0xbeef };
+    static const uint16_t want[] = { 0xbeef, 0xfff2, 0x7788, 0x5566,
+                                     0x3344, 0x1122, 0xbeef };
     for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++)
         ck_assert_uint_eq(buf1[i], want[i]);
     ck_assert_uint_eq(buf1[7], 0xeeee); /* the second value went to the refilled buffer */
