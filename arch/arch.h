@@ -369,19 +369,20 @@ typedef enum arch_snip_op {
                         * the table is full or the value is ARCH_SNIP_KEY_XOR itself */
     ARCH_SN_REG,       /* the program's value of general-purpose register imm (ARCH_REG_*
                         * numbering, 1..16, not the stack pointer: ARCH_SN_SP) */
-    ARCH_SN_TRACE_REC, /* append the 4-byte record imm to the calling thread's trace
-                        * buffer, whose cursor and limit are the words at %fs:
-                        * ARCH_TRACE_CUR and ARCH_TRACE_LIM: the slot is reserved and the
-                        * cursor moved in one instruction (a signal handler's records go
-                        * before or after it); a slot at or past the limit stays empty,
+    ARCH_SN_TRACE_REC, /* append the 4-byte record imm (size 2: 2 bytes) to the calling
+                        * thread's trace buffer, whose cursor and limit are the words
+                        * at %fs:ARCH_TRACE_CUR and ARCH_TRACE_LIM: the slot is reserved
+                        * and the cursor moved in one instruction (a signal handler's
+                        * records go before or after it); a slot at or past the limit
+                        * stays empty,
                         * the procedure at the address that node a (a CONST) holds is
                         * called, which keeps every register and the flags and makes room
                         * (the buffer is written up to the first slot at or past its
                         * limit), and the slot reserved again (control-flow tracing,
                         * driver/drv_trace.c) */
-    ARCH_SN_TRACE_VAL, /* append the 4-byte record imm, then the 8-byte value of node b, to
-                        * the trace buffer (12 bytes; the limit leaves room), as
-                        * TRACE_REC (node a: the refill) - address tracing */
+    ARCH_SN_TRACE_VAL, /* append the 4-byte record imm (size 2: 2 bytes), then the
+                        * 8-byte value of node b, to the trace buffer (12 bytes, or 10;
+                        * the limit leaves room), as TRACE_REC (node a: the refill) */
 } arch_snip_op_t;
 
 #define ARCH_TRACE_CUR 0x38 /* x86-64: glibc's tcbhead_t.unused_vgetcpu_cache[0] */

@@ -21,22 +21,31 @@
  *    event of the description), QPT_TRACE_REPEAT counts, value records (QPT_TRACE_BIAS
  *    first, QPT_TRACE_VAL, QPT_TRACE_SIGNAL: the word, then 8 bytes) and QPT_TRACE_END
  *    where the process flushed it at its exit;
- *  - QPT_TRACE_FMAGIC16 (the chord tracer's): the same words in 16-bit units
- *    (QPT_TRACE_U16_*): an event below QPT_TRACE_U16_LONG is one unit, any other two;
- *    a chord trace has a few thousand events, so nearly every record takes 2 bytes.
- *    The runtime writes its buffers (32-bit words) out so; a reader turns the units
- *    back into the words above.
+ *  - QPT_TRACE_FMAGIC16 (the chord tracer's before description version 5): the same
+ *    words in 16-bit units (QPT_TRACE_U16_*): an event below QPT_TRACE_U16_LONG is one
+ *    unit, any other two; a chord trace has a few thousand events, so nearly every
+ *    record takes 2 bytes. The runtime turned its buffers (32-bit words) into units when
+ *    it wrote them out; a reader turns the units back into the words above;
+ *  - QPT_TRACE_FMAGIC3 (the chord tracer's since version 5): the same units, which the
+ *    snippets themselves write into the buffer (an event one unit, a long event two, a
+ *    value record five), so that writing a buffer out is a scan for runs and a copy
+ *    (issue 31: the conversion took about 70% of the tracer's added instructions). The
+ *    one difference: a slot reserved and not written (QPT_TRACE_EMPTY) is one EMPTY
+ *    unit per unit of its record (a long event's: two).
  */
 #include <stdint.h>
 
 #define QPT_TRACE_MAGIC "QPTTRDS1"  /* description */
 #define QPT_TRACE_FMAGIC "QPTTRFL1" /* trace file, 32-bit words */
-#define QPT_TRACE_FMAGIC16 "QPTTRFL2" /* trace file, 16-bit units */
-#define QPT_TRACE_VERSION 4u /* 2: the instruction part (qpt_trace_ins_hdr_t); 3: the new
+#define QPT_TRACE_FMAGIC16 "QPTTRFL2" /* trace file, 16-bit units (the runtime's) */
+#define QPT_TRACE_FMAGIC3 "QPTTRFL3"  /* trace file, 16-bit units (the snippets') */
+#define QPT_TRACE_VERSION 5u /* 2: the instruction part (qpt_trace_ins_hdr_t); 3: the new
                               * code part (qpt_trace_new_hdr_t), QPT_TRACE_SIGNAL records,
                               * QPT_TB_LEAFCALL, QPT_TB_CALLPTR, the part of the code
                               * not traced (qpt_trace_out_hdr_t); 4: QPT_TB_JUMPVAL and
-                              * QPT_TRACE_JUMP records */
+                              * QPT_TRACE_JUMP records; 5: the chord tracer's snippets
+                              * write 16-bit units (QPT_TRACE_FMAGIC3) */
+#define QPT_TRACE_VERSION_MIN 4u /* the oldest a reader still reads */
 #define QPT_TRACE_NONE UINT32_MAX
 
 /* Records of a trace file that are no event of the description. */
@@ -74,8 +83,8 @@
 #define QPT_TRACE_REPEAT_MAX 0x0ffffff0u
 
 /*
- * The 16-bit units of a QPT_TRACE_FMAGIC16 file (little-endian), each standing for one
- * word of the 32-bit encoding (or three: a value record):
+ * The 16-bit units of a QPT_TRACE_FMAGIC16 or QPT_TRACE_FMAGIC3 file (little-endian),
+ * each standing for one word of the 32-bit encoding (or three: a value record):
  *   U < LONG                 event U
  *   LONG <= U < REPEAT       event (U - LONG) << 16 | the next unit (events below
  *                            QPT_TRACE_U16_MAXEVENTS)
@@ -85,7 +94,10 @@
  *   VAL, BIAS, SIGNAL, FAULT, JUMP  the same marker word, then its 8-byte value in
  *                            the next four units, low first
  *   EMPTY, LOST, END         that marker word
- * Any other unit is malformed.
+ * Any other unit is malformed. The snippets of a version-5 chord tracer write events,
+ * long events and value records so (a long event as one 4-byte store of its two units,
+ * QPT_TRACE_U16_PACK); the runtime adds the REPEAT, RAW, LOST and END units, and a
+ * buffer is filled with EMPTY units before it takes records.
  */
 #define QPT_TRACE_U16_LONG 0xf000u
 #define QPT_TRACE_U16_REPEAT 0xff00u
@@ -96,6 +108,10 @@
 #define QPT_TRACE_U16_LOST 0xfffeu
 #define QPT_TRACE_U16_END 0xffffu
 #define QPT_TRACE_U16_MAXEVENTS ((QPT_TRACE_U16_REPEAT - QPT_TRACE_U16_LONG) << 16)
+/* Event X (QPT_TRACE_U16_LONG <= X < QPT_TRACE_U16_MAXEVENTS) as the 32-bit
+ * little-endian word of its two units. */
+#define QPT_TRACE_U16_PACK(x) \
+    ((QPT_TRACE_U16_LONG + ((uint32_t)(x) >> 16)) | ((uint32_t)(x) & 0xffffu) << 16)
 
 /* Where the runtime keeps a thread's buffer cursor and limit: two words of glibc's
  * x86-64 tcbhead_t that glibc does not use (unused_vgetcpu_cache[2]). */

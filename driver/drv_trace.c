@@ -1361,6 +1361,7 @@ drv_trace_plan(const cfg_prog_t *prog, const drv_result_t *res, int naive,
 typedef struct tree {
     arch_snip_t *v;
     size_t n;
+    int narrow; /* the chord tracer's 16-bit units (QPT_TRACE_FMAGIC3) */
 } tree_t;
 
 static uint32_t
@@ -1378,12 +1379,31 @@ _Static_assert(ARCH_TRACE_CUR == QPT_TRACE_TCB_CUR && ARCH_TRACE_LIM == QPT_TRAC
                    && ARCH_TRACE_SLACK == QPT_TRACE_SLACK,
                "the runtime and the snippets agree on the thread's words");
 
-/* Record ID (ARCH_SN_TRACE_REC), REFILL when the buffer is full. */
+/* Record ID (ARCH_SN_TRACE_REC), REFILL when the buffer is full: a 32-bit word, or
+ * (narrow) its 16-bit units as the trace file takes them, one unit below
+ * QPT_TRACE_U16_LONG, else two in one store (drv_trace_place keeps ids below
+ * QPT_TRACE_U16_MAXEVENTS), so that the runtime writes buffers out unconverted. */
 static uint32_t
 event_tree(tree_t *t, uint32_t id, uint64_t refill)
 {
     uint32_t r = nd(t, ARCH_SN_CONST, 8, SN, SN, SN, (int64_t)refill, 0);
+    if (t->narrow && id < QPT_TRACE_U16_LONG)
+        return nd(t, ARCH_SN_TRACE_REC, 2, r, SN, SN, id, 0);
+    if (t->narrow)
+        return nd(t, ARCH_SN_TRACE_REC, 4, r, SN, SN, QPT_TRACE_U16_PACK(id), 0);
     return nd(t, ARCH_SN_TRACE_REC, 4, r, SN, SN, id, 0);
+}
+
+/* A value record: MARKER (QPT_TRACE_VAL ... QPT_TRACE_JUMP), then the 8-byte value V
+ * (ARCH_SN_TRACE_VAL): a 32-bit marker word, or (narrow) its unit. */
+static uint32_t
+value_rec(tree_t *t, uint32_t marker, uint32_t v, uint64_t refill)
+{
+    uint32_t r = nd(t, ARCH_SN_CONST, 8, SN, SN, SN, (int64_t)refill, 0);
+    if (t->narrow)
+        return nd(t, ARCH_SN_TRACE_VAL, 2, r, v, SN,
+                  QPT_TRACE_U16_VAL + (marker - QPT_TRACE_VAL), 0);
+    return nd(t, ARCH_SN_TRACE_VAL, 4, r, v, SN, marker, 0);
 }
 
 /*
@@ -1470,10 +1490,8 @@ enter_tree(tree_t *t, uint32_t id, uint64_t refill, uint64_t restorer)
         is_restorer = nd(t, ARCH_SN_LOR, 8, own, is_restorer, SN, 0, 0);
     }
     uint32_t is_frame = nd(t, ARCH_SN_LAND, 8, is_uc, is_restorer, SN, 0, 0);
-    uint32_t sig = nd(t, ARCH_SN_TRACE_VAL, 8, konst(t, (int64_t)refill),
-                      stack_word(t, SIGFRAME_RIP), SN, QPT_TRACE_SIGNAL, 0);
-    uint32_t fault = nd(t, ARCH_SN_TRACE_VAL, 8, konst(t, (int64_t)refill),
-                        stack_word(t, SIGFRAME_RIP), SN, QPT_TRACE_FAULT, 0);
+    uint32_t sig = value_rec(t, QPT_TRACE_SIGNAL, stack_word(t, SIGFRAME_RIP), refill);
+    uint32_t fault = value_rec(t, QPT_TRACE_FAULT, stack_word(t, SIGFRAME_RIP), refill);
     uint32_t which = nd(t, ARCH_SN_IF, 0, is_fault(t), fault, sig, 0, 0);
     uint32_t cond = nd(t, ARCH_SN_IF, 0, is_frame, which, SN, 0, 0);
     return nd(t, ARCH_SN_SEQ, 0, cond, event_tree(t, id, refill), SN, 0, 0);
@@ -1664,8 +1682,7 @@ mem_value(tree_t *tr, const arch_mref_t *r)
 static uint32_t
 val_rec(tree_t *tr, uint32_t v, uint64_t refill, uint32_t seq)
 {
-    uint32_t r = nd(tr, ARCH_SN_CONST, 8, SN, SN, SN, (int64_t)refill, 0);
-    uint32_t rec = nd(tr, ARCH_SN_TRACE_VAL, 8, r, v, SN, QPT_TRACE_VAL, 0);
+    uint32_t rec = value_rec(tr, QPT_TRACE_VAL, v, refill);
     return seq == SN ? rec : nd(tr, ARCH_SN_SEQ, 0, seq, rec, SN, 0, 0);
 }
 
@@ -1712,8 +1729,7 @@ jump_tree(tree_t *tr, const jump_point_t *p, uint64_t refill)
         }
         v = nd(tr, ARCH_SN_LOAD_AT, 8, ea, SN, SN, 0, 0);
     }
-    uint32_t r = nd(tr, ARCH_SN_CONST, 8, SN, SN, SN, (int64_t)refill, 0);
-    return nd(tr, ARCH_SN_TRACE_VAL, 8, r, v, SN, QPT_TRACE_JUMP, 0);
+    return value_rec(tr, QPT_TRACE_JUMP, v, refill);
 }
 
 int
@@ -1721,6 +1737,10 @@ drv_trace_place(drv_trace_t *t, drv_result_t *res, ed_plan_t *plan, uint64_t ref
 {
     free(t->nodes);
     free(t->snips);
+    t->nodes = NULL;
+    t->snips = NULL;
+    if (!t->naive && t->nevents > QPT_TRACE_U16_MAXEVENTS)
+        return QP_ERANGE; /* more events than 16-bit units can name */
     size_t nentries = 0, next = 0;
     for (size_t i = 0; i < t->npts; i++)
         nentries += t->pts[i].entry;
@@ -1732,7 +1752,7 @@ drv_trace_place(drv_trace_t *t, drv_result_t *res, ed_plan_t *plan, uint64_t ref
         return QP_ENOMEM;
     for (size_t i = 0; i < t->npts; i++) {
         const trace_point_t *p = &t->pts[i];
-        tree_t tr = { t->nodes + next, 0 };
+        tree_t tr = { t->nodes + next, 0, !t->naive };
         uint32_t root = p->entry ? enter_tree(&tr, p->event, refill, t->restorer)
                                  : event_tree(&tr, p->event, refill);
         if (tr.n > (p->entry ? ENTER_NODES : TREE_NODES))
@@ -1757,7 +1777,7 @@ drv_trace_place(drv_trace_t *t, drv_result_t *res, ed_plan_t *plan, uint64_t ref
     }
     for (size_t i = 0; i < t->nmpts; i++) {
         const mem_point_t *p = &t->mpts[i];
-        tree_t tr = { t->nodes + ev_nodes + i * MEM_NODES, 0 };
+        tree_t tr = { t->nodes + ev_nodes + i * MEM_NODES, 0, !t->naive };
         uint32_t root = mem_tree(t, &tr, p, refill);
         arch_snip_ctx_t ctx = { 0 };
         t->snips[t->npts + i] = (ed_snippet_t) { tr.v, tr.n, root, ctx };
@@ -1772,7 +1792,8 @@ drv_trace_place(drv_trace_t *t, drv_result_t *res, ed_plan_t *plan, uint64_t ref
     for (size_t i = 0; i < t->njpts; i++) {
         const jump_point_t *p = &t->jpts[i];
         size_t s = t->npts + t->nmpts + i;
-        tree_t tr = { t->nodes + ev_nodes + t->nmpts * MEM_NODES + i * JUMP_NODES, 0 };
+        tree_t tr = { t->nodes + ev_nodes + t->nmpts * MEM_NODES + i * JUMP_NODES, 0,
+                      !t->naive };
         uint32_t root = jump_tree(&tr, p, refill);
         if (tr.n > JUMP_NODES)
             return QP_EINVAL; /* (cannot happen: at most 11 nodes) */

@@ -362,21 +362,43 @@ is_reserve(const uint8_t *p, size_t n)
         && p[8] == 0 && p[9] == 0;
 }
 
-/* Is the instruction at P (N bytes) a record's write, movl $ID,0(%r) (arch trace_rec:
- * [REX.B] c7 modrm(mod 1, reg 0) [SIB 24] 00 imm32)? The record in *ID. */
+/* Do D's snippets write 16-bit units (QPT_TRACE_FMAGIC3: a version-5 chord tracer)? */
 static int
-is_record_write(const uint8_t *p, size_t n, uint32_t *id)
+units_written(const qp_trace_desc_t *d)
 {
-    size_t i = (p[0] & 0xf8) == 0x40 ? 1 : 0; /* REX without W */
-    if (n < i + 7 || p[i] != 0xc7 || (p[i + 1] & 0xf8) != 0x40)
+    return d->hdr.version >= 5 && d->hdr.kind == QPT_TRACE_CHORDS;
+}
+
+/* Is the instruction at P (N bytes) a record's write, movl $ID,0(%r) (arch trace_rec:
+ * [REX.B] c7 modrm(mod 1, reg 0) [SIB 24] 00 imm32), or where D's snippets write units,
+ * movw $ID,0(%r) (66 first, imm16; a long event's two units by movl)? The record in
+ * *ID (NONE: a value record's marker). */
+static int
+is_record_write(const qp_trace_desc_t *d, const uint8_t *p, size_t n, uint32_t *id)
+{
+    int w16 = n > 0 && p[0] == 0x66;
+    size_t i = w16 ? 1 : 0;
+    if (n > i && (p[i] & 0xf8) == 0x40) /* REX without W */
+        i++;
+    if (n < i + 3 || p[i] != 0xc7 || (p[i + 1] & 0xf8) != 0x40)
         return 0;
     size_t j = i + 2;
     if ((p[i + 1] & 7) == 4 && p[j++] != 0x24)
         return 0;
-    if (n != j + 5 || p[j] != 0)
+    if (n != j + (w16 ? 3 : 5) || p[j] != 0 || (w16 && !units_written(d)))
         return 0;
+    if (w16) {
+        uint32_t u = (uint32_t)p[j + 1] | (uint32_t)p[j + 2] << 8;
+        *id = u < QPT_TRACE_U16_LONG ? u : NONE;
+        return 1;
+    }
     *id = (uint32_t)p[j + 1] | (uint32_t)p[j + 2] << 8 | (uint32_t)p[j + 3] << 16
         | (uint32_t)p[j + 4] << 24;
+    if (units_written(d)) { /* QPT_TRACE_U16_PACK */
+        uint32_t lo = *id & 0xffff;
+        *id = lo >= QPT_TRACE_U16_LONG && lo < QPT_TRACE_U16_REPEAT
+            ? (lo - QPT_TRACE_U16_LONG) << 16 | *id >> 16 : NONE;
+    }
     return 1;
 }
 
@@ -397,7 +419,7 @@ interrupted_record(const qp_trace_desc_t *d, uint64_t rip)
         uint32_t id;
         if (arch_decode(d->ntext + a, d->nhdr.size - a, d->nhdr.base + a, &in) < 0 || in.len == 0)
             return NONE;
-        if (is_record_write(d->ntext + a, in.len, &id))
+        if (is_record_write(d, d->ntext + a, in.len, &id))
             return id < d->hdr.nevents ? id : NONE;
         a += in.len;
     }
@@ -425,7 +447,7 @@ record_window(const qp_trace_desc_t *d, uint64_t rip, uint64_t *start, uint32_t 
     for (int n = 0; n < 5 && a < d->nhdr.size; n++) { /* cmp jb call jmp movl at most */
         if (arch_decode(d->ntext + a, d->nhdr.size - a, d->nhdr.base + a, &in) < 0 || in.len == 0)
             return 0;
-        if (is_record_write(d->ntext + a, in.len, id)) {
+        if (is_record_write(d, d->ntext + a, in.len, id)) {
             if (n == 0)
                 return *id < d->hdr.nevents ? WIN_WRITE : 0;
             if (prev.kind != ARCH_KIND_JMP || prev.target >= prev.addr || *id >= d->hdr.nevents)
@@ -1122,6 +1144,11 @@ qp_trace_regen(const qp_trace_desc_t *d, const uint32_t *rec, size_t n,
              * buffer: the snippet at the handler's rip says which it was. */
             uint32_t id = interrupted_record(d, rec[i + 2] | (uint64_t)rec[i + 3] << 32);
             if (id != NONE) {
+                /* Where snippets write units, a long event's slot was two EMPTY units
+                 * (this one the second, unless the first was written out alone). */
+                if (units_written(d) && id >= QPT_TRACE_U16_LONG && k > 0 && i > 0
+                    && rec[i - 1] == QPT_TRACE_EMPTY && v[k - 1] == QPT_TRACE_EMPTY)
+                    k--;
                 v[k++] = id;
                 continue;
             }

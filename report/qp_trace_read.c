@@ -267,9 +267,11 @@ qp_trace_desc_read(const char *path, qp_trace_desc_t *d, char *why, size_t whyle
         qp_trace_desc_free(d);
         return fail(why, whylen, QP_EFORMAT, path, "malformed trace description");
     }
-    if (h->version != QPT_TRACE_VERSION) {
-        snprintf(why, whylen, "%s: trace description of version %u; this qp reads version %u "
-                 "only: rewrite the program again", path, h->version, QPT_TRACE_VERSION);
+    if (h->version < QPT_TRACE_VERSION_MIN || h->version > QPT_TRACE_VERSION) {
+        snprintf(why, whylen,
+                 "%s: trace description of version %u; this qp reads versions %u to %u "
+                 "only: rewrite the program again", path, h->version,
+                 QPT_TRACE_VERSION_MIN, QPT_TRACE_VERSION);
         qp_trace_desc_free(d);
         return QP_EFORMAT;
     }
@@ -475,9 +477,11 @@ qp_trace_file_read_vals(const char *path, qpt_trace_file_t *hdr, uint32_t **rec,
         close(fd);
         return fail(why, whylen, QP_EIO, path, strerror(errno));
     }
-    if (fread(hdr, sizeof(*hdr), 1, f) != 1
-        || (memcmp(hdr->magic, QPT_TRACE_FMAGIC, 8) != 0
-            && memcmp(hdr->magic, QPT_TRACE_FMAGIC16, 8) != 0)) {
+    int narrow = 0;
+    if (fread(hdr, sizeof(*hdr), 1, f) == 1)
+        narrow = memcmp(hdr->magic, QPT_TRACE_FMAGIC16, 8) == 0
+            || memcmp(hdr->magic, QPT_TRACE_FMAGIC3, 8) == 0;
+    if (!narrow && memcmp(hdr->magic, QPT_TRACE_FMAGIC, 8) != 0) {
         fclose(f);
         return fail(why, whylen, QP_EFORMAT, path, "not a qpt trace file");
     }
@@ -487,7 +491,7 @@ qp_trace_file_read_vals(const char *path, qpt_trace_file_t *hdr, uint32_t **rec,
     int rc = v && src ? 0 : QP_ENOMEM;
     if (src != NULL) {
         src->f = f;
-        src->narrow = memcmp(hdr->magic, QPT_TRACE_FMAGIC16, 8) == 0;
+        src->narrow = narrow; /* both encodings of units read alike */
     }
     const char *bad = "a repeat count with no record before it (or right after a signal record)";
     size_t got;

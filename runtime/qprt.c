@@ -1617,7 +1617,8 @@ typedef struct tr_reg {
     char base[PATH_CAP]; /* file names: base ".trace." tid */
     uint8_t scratch[TR_SCRATCH];
     tr_buf_t b[TR_MAX];
-    uint32_t pack[TR_BYTES / 4]; /* a buffer's records as written (runs counted) */
+    uint32_t pack[TR_BYTES / 4]; /* a buffer's records as written (runs counted; no
+                                  * more units than the buffer's) */
 } tr_reg_t;
 
 static qprt_state_t *
@@ -1732,7 +1733,7 @@ tr_write(int64_t fd, const void *p, uint64_t n)
     }
 }
 
-/* Do the files take 16-bit units (QPT_TRACE_FMAGIC16)? */
+/* Do the files take 16-bit units, which the snippets write (QPT_TRACE_FMAGIC3)? */
 static int
 tr_narrow(void)
 {
@@ -1786,10 +1787,127 @@ tr_put_value(void *o, uint64_t *k, uint32_t x, int narrow)
     u[(*k)++] = (uint16_t)(x >> 16);
 }
 
+/* Append run count N (>= 1 more times) to units O[*K]. */
+static void
+tr_put_repeat(uint16_t *o, uint64_t *k, uint64_t n)
+{
+    if (n <= QPT_TRACE_U16_RAW - QPT_TRACE_U16_REPEAT) {
+        o[(*k)++] = (uint16_t)(QPT_TRACE_U16_REPEAT + n - 1);
+        return;
+    }
+    uint32_t x = QPT_TRACE_REPEAT + (uint32_t)n;
+    o[(*k)++] = QPT_TRACE_U16_RAW;
+    o[(*k)++] = (uint16_t)x;
+    o[(*k)++] = (uint16_t)(x >> 16);
+}
+
+typedef uint64_t tr_u64_any __attribute__((aligned(1), may_alias));
+#define TR_LANES(x) (0x0001000100010001ull * (uint64_t)(x)) /* X in each 16-bit lane */
+
+/*
+ * The units the snippets wrote at V (QPT_TRACE_FMAGIC3), as the file takes them, into O:
+ * a run of equal records as one and a count. Records start below unit N and end by
+ * unit ALL (N <= ALL). Returns the units put in O (never more than ALL). Most of a
+ * buffer is events of one unit, none equal to the one before: those go four at a time,
+ * copied as they are after one test of the four (no unit at or above
+ * QPT_TRACE_U16_LONG, none equal to the one before it); the others one at a time.
+ */
+static uint64_t __attribute__((noinline, optimize("O2")))
+tr_pack16(uint16_t *o, const uint16_t *v, uint64_t n, uint64_t all)
+{
+    const uint16_t *p = v, *stop = v + n, *end = v + all;
+    uint16_t *w = o;
+    _Static_assert(sizeof(uint64_t) == sizeof(unsigned long long), "ctzll on 64 bits");
+    /* The unit put last when a repeat count may follow it (an event, EMPTY), else END,
+     * which no record equals. */
+    uint64_t last = QPT_TRACE_U16_END;
+    /* The fast stretch runs while four units start below N. */
+    const uint16_t *fast = n >= 4 ? v + n - 3 : v;
+    while (p < stop) {
+        /* Four units that are all events below 0x8000 (QPT_TRACE_U16_LONG and more, and
+         * a few events, have bit 15 set) with no two equal side by side (nor the first
+         * equal to LAST) are put as they are. `same`: bit 15 of a lane set when its unit
+         * equals the one before (a lane of d is 0), exact in the lowest such lane. The
+         * lowest lane that stops is exact: the units below it go as they are, and the
+         * one there goes the slow way. */
+        uint64_t top = last << 48;
+        while (p < fast) {
+            uint64_t q = *(const tr_u64_any *)p, d = q;
+            __asm__("shldq $16, %1, %0" : "+r"(d) : "r"(top)); /* q << 16 | top >> 48 */
+            d ^= q;
+            uint64_t stops = (((d - TR_LANES(1)) & ~d) | q) & TR_LANES(0x8000);
+            *(tr_u64_any *)w = q; /* (O has room: W never passes P) */
+            if (stops != 0) {
+                uint64_t lanes = (uint64_t)__builtin_ctzll(stops) >> 4;
+                top = lanes > 0 ? q << (16 * (4 - lanes)) : top;
+                w += lanes;
+                p += lanes;
+                break;
+            }
+            w += 4;
+            p += 4;
+            top = q;
+        }
+        last = top >> 48;
+        if (p >= stop)
+            break;
+        uint64_t u = *p;
+        if (u == last) { /* a run of the unit put last: its count */
+            uint64_t max = QPT_TRACE_REPEAT_MAX - 1;
+            const uint16_t *r = p + 1;
+            const uint16_t *rstop = (uint64_t)(stop - p) > max ? p + max : stop;
+            while (rstop - r >= 4 && *(const tr_u64_any *)r == TR_LANES(u))
+                r += 4;
+            while (r < rstop && *r == u)
+                r++;
+            uint64_t k = 0;
+            tr_put_repeat(w, &k, (uint64_t)(r - p));
+            w += k;
+            p = r;
+            last = QPT_TRACE_U16_END;
+            continue;
+        }
+        if (u < QPT_TRACE_U16_LONG || u == QPT_TRACE_U16_EMPTY) {
+            *w++ = (uint16_t)u;
+            p++;
+            last = u;
+            continue;
+        }
+        last = QPT_TRACE_U16_END;
+        uint64_t len = u < QPT_TRACE_U16_REPEAT ? 2
+                     : u >= QPT_TRACE_U16_VAL
+                         && u <= QPT_TRACE_U16_VAL + (QPT_TRACE_JUMP - QPT_TRACE_VAL)
+                     ? 5 : 0;
+        if (len == 0 || (uint64_t)(end - p) < len) {
+            /* No unit the snippets write, or a record cut: say so, never silently. */
+            *w++ = QPT_TRACE_U16_LOST;
+            p += len ? len : 1;
+            continue;
+        }
+        for (uint64_t m = 0; m < len; m++)
+            *w++ = p[m];
+        p += len;
+        if (len == 5)
+            continue;
+        /* A long event: a run of it, pair by pair. */
+        uint64_t c = 0;
+        while (p < stop && end - p >= 2 && c < QPT_TRACE_REPEAT_MAX - 1 && p[0] == w[-2]
+               && p[1] == w[-1]) {
+            p += 2;
+            c++;
+        }
+        if (c > 0) {
+            uint64_t k = 0;
+            tr_put_repeat(w, &k, c);
+            w += k;
+        }
+    }
+    return (uint64_t)(w - o);
+}
+
 /* Write B's records up to CUR, a run of equal ones as one and a QPT_TRACE_REPEAT count
  * (packed into the registry's buffer: B's own may be another thread's, still writing;
- * no larger in 16-bit units, where a word takes at most three and a run's two words at
- * most five). */
+ * no larger than B's records). */
 static void tr_mark(tr_buf_t *b, uint32_t what);
 
 static void
@@ -1808,35 +1926,41 @@ tr_flush(tr_buf_t *b, uint64_t cur)
     uint32_t *o = tr_reg()->pack;
     const uint32_t *v = (const uint32_t *)(uintptr_t)b->flushed;
     uint64_t k = 0;
-    int narrow = tr_narrow();
     /* Slots reserved at or past the limit were never written (their records went to
      * the next buffer): the records that start below it, and no further (a stale word
      * past it must not extend a run; the cursor may lie past the mapping). */
     uint64_t lim = b->data + TR_BYTES - TR_SLACK;
-    uint64_t all = ((cur < b->data + TR_BYTES ? cur : b->data + TR_BYTES) - b->flushed) / 4;
-    uint64_t n = b->flushed < lim ? (lim - b->flushed) / 4 : 0;
-    if (n > all)
-        n = all;
+    uint64_t end = (cur < b->data + TR_BYTES ? cur : b->data + TR_BYTES) - b->flushed;
+    uint64_t below = b->flushed < lim ? lim - b->flushed : 0;
+    if (below > end)
+        below = end;
+    if (tr_narrow()) {
+        k = tr_pack16((uint16_t *)o, (const uint16_t *)v, below / 2, end / 2);
+        tr_write(b->fd, o, k * 2);
+        b->flushed = cur;
+        return;
+    }
+    uint64_t all = end / 4, n = below / 4;
     for (uint64_t i = 0; i < n;) {
         uint32_t x = v[i];
         if ((x == QPT_TRACE_VAL || x == QPT_TRACE_SIGNAL || x == QPT_TRACE_FAULT
              || x == QPT_TRACE_JUMP)
             && i + 3 <= all) { /* a value record: copied as it is */
-            tr_put(o, &k, x, narrow, 1);
-            tr_put_value(o, &k, v[i + 1], narrow);
-            tr_put_value(o, &k, v[i + 2], narrow);
+            tr_put(o, &k, x, 0, 1);
+            tr_put_value(o, &k, v[i + 1], 0);
+            tr_put_value(o, &k, v[i + 2], 0);
             i += 3;
             continue;
         }
         uint64_t j = i + 1;
         while (j < n && j < all && v[j] == x && j - i < QPT_TRACE_REPEAT_MAX)
             j++;
-        tr_put(o, &k, x, narrow, 0);
+        tr_put(o, &k, x, 0, 0);
         if (j - i > 1)
-            tr_put(o, &k, QPT_TRACE_REPEAT + (uint32_t)(j - i - 1), narrow, 0);
+            tr_put(o, &k, QPT_TRACE_REPEAT + (uint32_t)(j - i - 1), 0, 0);
         i = j;
     }
-    tr_write(b->fd, o, k * (narrow ? 2 : 4));
+    tr_write(b->fd, o, k * 4);
     b->flushed = cur;
 }
 
@@ -1851,6 +1975,14 @@ tr_flush(tr_buf_t *b, uint64_t cur)
 static void
 tr_empty(tr_buf_t *b)
 {
+    if (tr_narrow()) { /* EMPTY units, one rep stosq (the slot of a record: as many) */
+        uint64_t dst = b->data, cnt = (TR_BYTES - TR_SLACK) / 8;
+        __asm__ volatile("rep stosq"
+                         : "+D"(dst), "+c"(cnt)
+                         : "a"(TR_LANES(QPT_TRACE_U16_EMPTY))
+                         : "memory");
+        return;
+    }
     /* volatile: no call of memset, which the blob does not have */
     volatile uint64_t *v = (volatile uint64_t *)(uintptr_t)b->data;
     for (uint64_t i = 0; i < (TR_BYTES - TR_SLACK) / 8; i++)
@@ -1929,7 +2061,8 @@ tr_open_file(tr_reg_t *r, tr_buf_t *b)
         if (fd >= 0 && (why = not_ours(fd, 0, &ks)) == NULL
             && (sys6(SYS_pread64, fd, (long)magic, 8, 0, 0, 0) != 8
                 || (!mem_eq(magic, QPT_TRACE_FMAGIC, 8)
-                    && !mem_eq(magic, QPT_TRACE_FMAGIC16, 8))))
+                    && !mem_eq(magic, QPT_TRACE_FMAGIC16, 8)
+                    && !mem_eq(magic, QPT_TRACE_FMAGIC3, 8))))
             why = "a file that is not a trace is there (it is kept)";
         if (fd >= 0 && why == NULL && sys3(SYS_ftruncate, fd, 0, 0) < 0)
             why = "cannot empty the earlier trace";
@@ -1946,7 +2079,7 @@ tr_open_file(tr_reg_t *r, tr_buf_t *b)
     qpt_trace_file_t h;
     mem_zero(&h, sizeof(h));
     int narrow = tr_narrow();
-    mem_copy(h.magic, narrow ? QPT_TRACE_FMAGIC16 : QPT_TRACE_FMAGIC, 8);
+    mem_copy(h.magic, narrow ? QPT_TRACE_FMAGIC3 : QPT_TRACE_FMAGIC, 8);
     h.id = r->id;
     h.pid = r->pid;
     h.tid = b->tid;

@@ -417,6 +417,57 @@ START_TEST(test_snip_trace_val)
 }
 END_TEST
 
+/* The chord tracer's 16-bit units (issue 31): a size-2 TRACE_REC reserves and writes 2
+ * bytes, a size-2 TRACE_VAL 10 (its 2-byte marker, then the value); the limit as for
+ * 4-byte records; an imm above 0xffff is refused. */
+START_TEST(test_snip_trace_units)
+{
+    uint64_t old_cur = fs_word(ARCH_TRACE_CUR), old_lim = fs_word(ARCH_TRACE_LIM);
+    uint16_t *buf1 = (uint16_t *)(page + DATA), *buf2 = (uint16_t *)(page + DATA + 64);
+    uint8_t *stub = page + 0x1000; /* as test_snip_trace_rec's */
+    uint8_t code[] = { 0x50, 0x48, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0,
+                       0x64, 0x48, 0x89, 0x04, 0x25, 0x38, 0, 0, 0,
+                       0x48, 0x8d, 0x40, 0x10,
+                       0x64, 0x48, 0x89, 0x04, 0x25, 0x40, 0, 0, 0,
+                       0x58, 0xc3 };
+    uint64_t b2 = (uint64_t)(uintptr_t)buf2;
+    memcpy(code + 3, &b2, 8);
+    memcpy(stub, code, sizeof(code));
+    sn_t s = { .n = 0 };
+    uint32_t r = cnst(&s, (int64_t)(uintptr_t)stub);
+    uint32_t rec = node(&s, ARCH_SN_TRACE_REC, r, ARCH_SNIP_NONE, 0xbeef);
+    s.v[rec].size = 2;
+    uint32_t v = cnst(&s, 0x1122334455667788);
+    uint32_t val = node(&s, ARCH_SN_TRACE_VAL, r, v, 0xfff2);
+    s.v[val].size = 2;
+    uint32_t root = node(&s, ARCH_SN_SEQ, rec, val, 0);
+    memset(buf1, 0xee, 128);
+    /* the limit at 14 bytes: the second record starts below it, its value not */
+    fs_set((uint64_t)(uintptr_t)buf1, (uint64_t)(uintptr_t)(buf1 + 7));
+    for (int i = 0; i < 2; i++) {
+        uint64_t regs[18];
+        init_regs(regs, 0x8d5 | 0x2);
+        run_ctx(&s, root, &anywhere, regs);
+    }
+    uint64_t cur = fs_word(ARCH_TRACE_CUR);
+    fs_set(old_cur, old_lim);
+    static const uint16_t want[] = { 0xbeef, 0xfff2, 0x7788, 0x5566,
+                                     0x3344, 0x1122, 0xbeef };
+    for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++)
+        ck_assert_uint_eq(buf1[i], want[i]);
+    ck_assert_uint_eq(buf1[7], 0xeeee); /* the second value went to the refilled buffer */
+    ck_assert_uint_eq(buf2[0], 0xfff2);
+    ck_assert_uint_eq(buf2[1], 0x7788);
+    ck_assert_uint_eq(buf2[4], 0x1122);
+    ck_assert_uint_eq(cur, (uint64_t)(uintptr_t)(buf2 + 5));
+    sn_t t = { .n = 0 };
+    uint32_t big = node(&t, ARCH_SN_TRACE_REC, cnst(&t, (int64_t)(uintptr_t)stub),
+                        ARCH_SNIP_NONE, 0x10000);
+    t.v[big].size = 2;
+    ck_assert_int_eq(arch_snip_check(t.v, t.n, big, &anywhere, NULL, 0), QP_EINVAL);
+}
+END_TEST
+
 /* The return value where one exists; dead registers are used without being saved. */
 START_TEST(test_snip_retval_dead)
 {
@@ -780,6 +831,7 @@ snip_suite(void)
     tcase_add_test(tc, test_snip_sp_cycles);
     tcase_add_test(tc, test_snip_trace_rec);
     tcase_add_test(tc, test_snip_trace_val);
+    tcase_add_test(tc, test_snip_trace_units);
     suite_add_tcase(s, tc);
     return s;
 }

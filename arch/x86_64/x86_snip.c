@@ -92,6 +92,13 @@ put8(gen_t *g, uint8_t b)
 }
 
 static void
+put16(gen_t *g, uint16_t v)
+{
+    uint8_t b[2] = { (uint8_t)v, (uint8_t)(v >> 8) };
+    put(g, b, 2);
+}
+
+static void
 put32(gen_t *g, uint32_t v)
 {
     uint8_t b[4] = { (uint8_t)v, (uint8_t)(v >> 8), (uint8_t)(v >> 16), (uint8_t)(v >> 24) };
@@ -1063,27 +1070,39 @@ trace_reserve(gen_t *g, const arch_snip_t *r, int t, int n)
     bind(g, ok);
 }
 
-/* ARCH_SN_TRACE_REC: 4 bytes reserved; movl $imm,(t). */
+/* movw $IMM,0(t) (a 2-byte record: W 2) or movl $IMM,0(t). */
+static void
+trace_store(gen_t *g, int t, int w, uint32_t imm)
+{
+    if (w == 2)
+        put8(g, 0x66);
+    op_disp8(g, 0, 0xc7, 0, t, 0);
+    if (w == 2)
+        put16(g, (uint16_t)imm);
+    else
+        put32(g, imm);
+}
+
+/* ARCH_SN_TRACE_REC: 4 bytes reserved; movl $imm,(t) (size 2: 2 bytes; movw). */
 static void
 trace_rec(gen_t *g, const arch_snip_t *s)
 {
-    int t = pick_temp(g);
-    trace_reserve(g, &g->nodes[s->a], t, 4);
-    op_disp8(g, 0, 0xc7, 0, t, 0); /* movl $imm, 0(t) */
-    put32(g, (uint32_t)s->imm);
+    int t = pick_temp(g), w = s->size == 2 ? 2 : 4;
+    trace_reserve(g, &g->nodes[s->a], t, w);
+    trace_store(g, t, w, (uint32_t)s->imm);
     free_temp(g, t);
 }
 
-/* ARCH_SN_TRACE_VAL: v = value; 12 bytes reserved; movl $imm,(t); mov v,4(t). */
+/* ARCH_SN_TRACE_VAL: v = value; 12 bytes reserved; movl $imm,(t); mov v,4(t) (size 2:
+ * 10 bytes; movw $imm,(t); mov v,2(t)). */
 static void
 trace_val(gen_t *g, const arch_snip_t *s)
 {
     int v = eval(g, s->b);
-    int t = pick_temp(g);
-    trace_reserve(g, &g->nodes[s->a], t, 12);
-    op_disp8(g, 0, 0xc7, 0, t, 0); /* movl $imm, 0(t) */
-    put32(g, (uint32_t)s->imm);
-    op_disp8(g, 1, 0x89, v, t, 4); /* mov v, 4(t) */
+    int t = pick_temp(g), w = s->size == 2 ? 2 : 4;
+    trace_reserve(g, &g->nodes[s->a], t, w + 8);
+    trace_store(g, t, w, (uint32_t)s->imm);
+    op_disp8(g, 1, 0x89, v, t, (int8_t)w); /* mov v, w(t) */
     free_temp(g, t);
     free_temp(g, v);
 }
@@ -1236,8 +1255,8 @@ check_node(const arch_snip_t *nodes, size_t n, uint32_t i, const arch_snip_ctx_t
         && (s->a >= n || nodes[s->a].op != ARCH_SN_CONST))
         BAD("node %u: a trace record's refill must be a constant address", i);
     if ((s->op == ARCH_SN_TRACE_REC || s->op == ARCH_SN_TRACE_VAL)
-        && (s->imm < 0 || s->imm > UINT32_MAX))
-        BAD("node %u: a trace record is 4 bytes", i);
+        && (s->imm < 0 || s->imm > (s->size == 2 ? 0xffff : UINT32_MAX)))
+        BAD("node %u: a trace record is %d bytes", i, s->size == 2 ? 2 : 4);
     if (s->op == ARCH_SN_CALL && s->nargs > ARCH_SNIP_MAXARGS)
         BAD("node %u: a call with %u arguments (at most 6)", i, s->nargs);
     uint32_t ops[3 + ARCH_SNIP_MAXARGS];

@@ -69,7 +69,7 @@ def desc(prog, out):
         cases.append((name, d, expect))
 
     patch("magic", 0, "<8s", b"QPTTRXX1", "malformed trace description")
-    patch("version", 8, "<I", 2, "trace description of version 2; this qp reads version 4")
+    patch("version", 8, "<I", 2, "trace description of version 2; this qp reads versions 4 to 5")
     patch("version-new", 8, "<I", 99, "of version 99")
     patch("kind", 12, "<I", 7, "malformed trace description")
     patch("nblocks-huge", 28, "<I", 0x7fffffff, "trace description truncated")
@@ -108,6 +108,7 @@ def desc(prog, out):
 
 
 FL1, FL2 = b"QPTTRFL1", b"QPTTRFL2"  # 32-bit words; 16-bit units (qpt_trace_format.h)
+NARROW = (FL2, b"QPTTRFL3")  # 16-bit units, converted by the runtime or the snippets' own
 
 
 def words_of(data):
@@ -192,7 +193,7 @@ def units_of(words):
 
 def encode(head, words):
     """A trace file of WORDS in HEAD's encoding."""
-    if head[:8] == FL2:
+    if head[:8] in NARROW:
         return head + units_of(words)
     return head + struct.pack("<%dI" % len(words), *words)
 
@@ -206,7 +207,7 @@ def trace(path, nevents, out):
         ("magic", b"QPTTRFL9" + data[8:], "not a qpt trace file"),
         ("other-id", head[:8] + bytes([head[8] ^ 1]) + data[9:], "another program"),
         ("event", encode(head, words[:-1] + [nevents + 3, words[-1]]), "a record names no event"),
-        ("half-word", data[:-1] if head[:8] == FL2 else data[:-2], "ends in the middle of a record"),
+        ("half-word", data[:-1] if head[:8] in NARROW else data[:-2], "ends in the middle of a record"),
         ("signal-cut", encode(head, words[:-1] + [0xfffffff2, 7]),
          "value or signal record cut short"),
         ("repeat-first", encode(head, [0xf0000005, 1]), "repeat count with no record before it"),
@@ -214,7 +215,7 @@ def trace(path, nevents, out):
         ("event-words", encode(FL1 + head[8:], words[:-1] + [nevents + 3, words[-1]]),
          "a record names no event"),
     ]
-    if head[:8] == FL2:
+    if head[:8] in NARROW:
         cases += [
             ("unit-none", data + struct.pack("<H", 0xfff5), "a 16-bit unit that stands for no record"),
             ("unit-long-cut", data + struct.pack("<H", 0xf001), "ends in the middle of a record"),
@@ -260,11 +261,11 @@ def fuzz(path, nevents, count, out):
             else:
                 rec.append(rnd.choice((0xfffffffc, 0xfffffffe, 0xffffffff)))
         name = "fuzz%03d.trace" % i
-        if i % 4 == 3 and head[:8] == FL2:  # random units too
+        if i % 4 == 3 and head[:8] in NARROW:  # random units too
             d = head + units_of(rec)
             d = d + bytes(rnd.getrandbits(8) for _ in range(rnd.randrange(0, 9)))
         elif i % 2:  # the other encoding
-            d = encode((FL1 if head[:8] == FL2 else FL2) + head[8:], rec)
+            d = encode((FL1 if head[:8] in NARROW else FL2) + head[8:], rec)
         else:
             d = encode(head, rec)
         open(os.path.join(out, name), "wb").write(d)
