@@ -108,6 +108,8 @@ typedef struct drv_graph {
     uint32_t nthread_before;
     const char *why;         /* DRV_NOT_MEASURED: the reason */
     uint8_t clobbers;        /* flags a probe changes: saved where any of them is live */
+    uint8_t abi_flags_unsure;/* flags may be live across calls, returns and jumps out
+                              * (drv_prog_info_t) */
     const drv_weights_t *weights; /* an earlier profile's edge counts, or NULL */
     uint8_t entry_by_calls;  /* the entry edge's count comes from the call sites (set by
                               * drv_run for qp: QP_PROC_BY_CALLS): no counter needs it */
@@ -268,6 +270,8 @@ typedef struct drv_prog_info {
     size_t nstarters;
     uint8_t clobbers;        /* flags the probes change (ARCH_FLAG_*); 0: a counter
                               * increment's, every status flag but CF */
+    uint8_t abi_flags_unsure;/* assume the flags live across calls and at returns (Go: its
+                              * assembly helpers keep them for their callers) */
 } drv_prog_info_t;
 
 /*

@@ -78,14 +78,15 @@ block_insns(const insns_t *l, uint32_t i)
 
 /* Flags live before instruction IN given LIVE after it. */
 static uint8_t
-live_before(const arch_insn_t *in, uint8_t live)
+live_before(const drv_graph_t *g, const arch_insn_t *in, uint8_t live)
 {
     switch (in->kind) {
     case ARCH_KIND_CALL:
     case ARCH_KIND_CALL_IND:
-        /* The callee may change every flag: nothing after a call reads them unset. */
-        return in->flags_read;
-    case ARCH_KIND_RET: return 0;
+        /* The callee may change every flag: nothing after a call reads them unset. (Not
+         * so in Go: runtime.duffzero keeps them, and its callers count on it.) */
+        return g->abi_flags_unsure ? (uint8_t)(live | in->flags_read) : in->flags_read;
+    case ARCH_KIND_RET: return g->abi_flags_unsure ? ARCH_FLAGS_STATUS : 0;
     default: return (uint8_t)((live & ~in->flags_written) | in->flags_read);
     }
 }
@@ -97,8 +98,10 @@ live_before(const arch_insn_t *in, uint8_t live)
  * entry) may go to a conditional branch that tests flags set here: all live.
  */
 static uint8_t
-leave_live(const cfg_prog_t *prog, const cfg_edge_t *ed)
+leave_live(const drv_graph_t *g, const cfg_prog_t *prog, const cfg_edge_t *ed)
 {
+    if (g->abi_flags_unsure)
+        return ARCH_FLAGS_STATUS;
     if (ed->kind != CFG_EDGE_TAILCALL && ed->kind != CFG_EDGE_UNRESOLVED)
         return 0;
     if (ed->kind == CFG_EDGE_TAILCALL && ed->target != 0) {
@@ -121,7 +124,7 @@ block_live_out(const drv_graph_t *g, uint32_t bi)
         if (ed->to != CFG_NONE && ed->to >= g->first && ed->to < g->first + g->nblocks)
             live |= g->live_in[ed->to - g->first];
         else
-            live |= leave_live(prog, ed);
+            live |= leave_live(g, prog, ed);
     }
     return live;
 }
@@ -154,7 +157,7 @@ dead_spot_forward(const drv_graph_t *g, uint32_t bi, const insn_list_t *l, uint8
     uint8_t before[256];
     size_t n = l->n < 256 ? l->n : 256;
     for (size_t i = l->n; i-- > 0;) {
-        live = live_before(&l->v[i], live);
+        live = live_before(g, &l->v[i], live);
         if (i < n)
             before[i] = live;
     }
@@ -196,7 +199,7 @@ spot_in_source(const drv_graph_t *g, uint32_t bi, const insn_list_t *l, drv_edge
         return;
     }
     for (size_t i = l->n; i-- > 0;) {
-        live = live_before(&l->v[i], live);
+        live = live_before(g, &l->v[i], live);
         if ((live & g->clobbers) == 0) {
             e->place = DRV_PLACE_BEFORE;
             e->at = l->v[i].addr;
@@ -266,7 +269,7 @@ place_edge(drv_graph_t *g, const insns_t *l, drv_edge_t *ed)
         || (leaves && target != last->target && target >= b->end); /* maybe past padding */
     if (taken == fall)
         return; /* cannot tell which way it goes: no counter */
-    uint8_t live = ed->to == X ? leave_live(prog, &prog->edges[ed->cfg_edge]) : g->live_in[ed->to];
+    uint8_t live = ed->to == X ? leave_live(g, prog, &prog->edges[ed->cfg_edge]) : g->live_in[ed->to];
     ed->place = taken ? DRV_PLACE_TAKEN : DRV_PLACE_AFTER;
     ed->at = last->addr;
     ed->save_flags = (live & g->clobbers) != 0;
@@ -331,6 +334,7 @@ drv_graph_build(const cfg_prog_t *prog, uint32_t proc, const drv_prog_info_t *in
     g->prog = prog;
     g->proc = proc;
     g->clobbers = info->clobbers ? info->clobbers : INC_FLAGS;
+    g->abi_flags_unsure = info->abi_flags_unsure;
     g->first = p->block;
     g->nblocks = p->nblocks;
     uint32_t nb = p->nblocks, X = nb;
@@ -412,7 +416,7 @@ drv_graph_build(const cfg_prog_t *prog, uint32_t proc, const drv_prog_info_t *in
             uint8_t live = block_live_out(g, i);
             g->live_out[i] = live;
             for (uint32_t k = l.off[i + 1]; k-- > l.off[i];)
-                live = live_before(&l.v[k], live);
+                live = live_before(g, &l.v[k], live);
             if (live != g->live_in[i]) {
                 g->live_in[i] = live;
                 changed = 1;

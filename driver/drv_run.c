@@ -735,7 +735,8 @@ run_pass(const drv_ops_t *drv, const cfg_prog_t *prog, const ed_plan_t *plan,
     if (rc == 0)
         rc = drv_starters(prog, &starters, &nstarters, &taken);
     res->nthread_unseen = taken != 0; /* called through a pointer: no hook sees it */
-    drv_prog_info_t info = { xt, nxt, forkers, nforkers, starters, nstarters, 0 };
+    drv_prog_info_t info = { xt, nxt, forkers, nforkers, starters, nstarters, 0,
+                             cfg_image_runtime(prog->img) != CFG_RUNTIME_C };
     if (rc == 0 && (exits = malloc((prog->nprocs + 1) * sizeof(uint64_t))) == NULL)
         rc = QP_ENOMEM;
     uint8_t *leave = rc == 0 ? leaving_procs(prog) : NULL, *solid = NULL, *by_calls = NULL;

@@ -212,7 +212,6 @@ edl_inplace_apply(ed_plan_t *plan, const qp_space_ops_t *ops, void *space)
         int fit = ed_inplace_fit(ip, blk, pr->addr, &lens[2 * i], &lens[2 * i + 1]);
         if (fit != ED_IP_OK)
             rc = fit < 0 ? fit : QP_EBUG;
-        size += ED_IP_TRAMP_MAX(lens[2 * i]);
     }
     const cfg_image_t *img = prog->img;
     uint64_t lo = UINT64_MAX, hi = 0, region = 0;
@@ -222,6 +221,24 @@ edl_inplace_apply(ed_plan_t *plan, const qp_space_ops_t *ops, void *space)
             lo = s->vma < lo ? s->vma : lo;
             hi = s->vma + s->size > hi ? s->vma + s->size : hi;
         }
+    /* Sizes: the trampolines emitted once past the image (a size depends on the address
+     * only for a loop/jrcxz whose target would be in rel8 reach: never from there). */
+    int mode = plan->opts.atomic == ARCH_INC_PLAIN ? ARCH_INC_PLAIN : ARCH_INC_ATOMIC;
+    for (size_t i = 0; rc == 0 && i < plan->nip_probes; i++) {
+        const ed_probe_t *pr = &plan->ip_probes[i];
+        uint8_t scratch[ED_IP_TRAMP_MAX(24)];
+        ed_ip_tramp_t t = {
+            .addr = pr->addr, .orig = cfg_image_ptr(img, pr->addr, NULL), .len = lens[2 * i],
+            .counter = plan->counters + 8 * (uint64_t)pr->counter, .inc_mode = mode,
+            .save_flags = pr->save_flags,
+        };
+        int n = ed_ip_tramp_emit(&t, (hi + 4096 + size + 15) & ~(uint64_t)15, scratch,
+                                 sizeof(scratch));
+        if (n < 0)
+            rc = n;
+        size += n > 0 ? (uint64_t)n : 0;
+    }
+    size += 16; /* (slack: never needed) */
     if (rc == 0)
         rc = ops->alloc_near(space, lo, hi, size, ED_PROT_R | ED_PROT_X, &region);
     uint8_t *buf = rc == 0 ? malloc(size) : NULL;
@@ -229,7 +246,6 @@ edl_inplace_apply(ed_plan_t *plan, const qp_space_ops_t *ops, void *space)
         rc = QP_ENOMEM;
     if (buf != NULL)
         memset(buf, 0xcc, size); /* int3 after the last trampoline */
-    int mode = plan->opts.atomic == ARCH_INC_PLAIN ? ARCH_INC_PLAIN : ARCH_INC_ATOMIC;
     size_t k = 0;
     for (size_t i = 0; rc == 0 && i < plan->nip_probes; i++) {
         const ed_probe_t *pr = &plan->ip_probes[i];
