@@ -101,6 +101,27 @@ ed_inplace_create(const cfg_prog_t *prog, ed_inplace_t **out)
     for (size_t i = 0; rc == 0 && i < nxt; i++)
         rc = push_entry(ip, xt[i]);
     free(xt);
+    /* Go enters code right after a 1-byte nop that its compiler and assembler put
+     * there for that: every goroutine returns to runtime.goexit + 1 (past its nop:
+     * PCQuantum), and recover() resumes a function at its deferreturn call (after a
+     * nop, so that it is not the return address of the call to gopanic). */
+    int go = cfg_image_runtime(prog->img) == CFG_RUNTIME_GO;
+    for (uint32_t i = 0; rc == 0 && go && i < prog->nblocks; i++) {
+        arch_insn_t in;
+        for (uint64_t a = prog->blocks[i].start; rc == 0 && a < prog->blocks[i].end;
+             a += in.len) {
+            if (cfg_image_decode(prog->img, a, prog->blocks[i].end, &in) < 0)
+                break;
+            if (in.kind == ARCH_KIND_NOP && in.len == 1)
+                rc = push_entry(ip, a + 1);
+        }
+    }
+    /* Every return address is an entry, also after a call the CFG takes for one that
+     * never returns (Go's mcall does return). */
+    for (uint32_t i = 0; rc == 0 && i < prog->nblocks; i++)
+        if (prog->blocks[i].last_kind == ARCH_KIND_CALL
+            || prog->blocks[i].last_kind == ARCH_KIND_CALL_IND)
+            rc = push_entry(ip, prog->blocks[i].end);
     if (rc == 0) {
         rc = ed_unwind_landing_pads(prog->img, on_pad, ip);
         if (rc == QP_EFORMAT)
