@@ -328,10 +328,12 @@ print_in_place(const cfg_prog_t *prog, const char *output, drv_result_t *res,
         nblocks += res->nip_block_why[r];
     }
     fprintf(stderr,
-            "%s: %s: in place: %u procedures measured where they are (%u blocks counted "
-            "through %u jumps to %llu bytes of trampolines; %u procedures partly); "
-            "unmeasured: %u procedures and %u blocks, %llu of %llu bytes of code (%.2f%%)\n",
-            prog_name, output, res->ninplace, res->nip_points, es->ninplace,
+            "%s: %s: in place: %u procedures measured where they are (%u blocks, %llu "
+            "bytes of code, counted through %u jumps to %llu bytes of trampolines; %u "
+            "procedures partly); unmeasured: %u procedures and %u blocks, %llu of %llu "
+            "bytes of code (%.2f%%)\n",
+            prog_name, output, res->ninplace, res->nip_points,
+            (unsigned long long)res->ip_bytes, es->ninplace,
             (unsigned long long)es->bytes_inplace, res->ninplace_partial, nprocs, nblocks,
             (unsigned long long)(procs_bytes + blocks_bytes), (unsigned long long)total,
             total ? 100.0 * (double)(procs_bytes + blocks_bytes) / (double)total : 0.0);
