@@ -761,6 +761,9 @@ rewrite_file(const char *input, const char *output, int dump, const char *proc,
     if (cfg_image_runtime(img) == CFG_RUNTIME_GO)
         all_in_place = "a Go program: its runtime finds functions by return address through "
                        ".gopclntab, so every procedure stays in place";
+    else if (cfg_image_runtime(img) == CFG_RUNTIME_GHC)
+        all_in_place = "a GHC program: its info tables sit right before the code they "
+                       "describe, so every procedure stays in place";
     else if (dump == DUMP_NONE)
         unsupported = ed_image_unsupported(img);
     if (dump == DUMP_NONE && unsupported == NULL)
