@@ -327,14 +327,18 @@ print_in_place(const cfg_prog_t *prog, const char *output, drv_result_t *res,
         blocks_bytes += res->ip_block_why_bytes[r];
         nblocks += res->nip_block_why[r];
     }
+    uint32_t nsaves = 0;
+    for (size_t i = 0; i < res->nprobes; i++)
+        nsaves += (res->probes[i].flags & ED_PROBE_INPLACE) && res->probes[i].save_flags;
     fprintf(stderr,
             "%s: %s: in place: %u procedures measured where they are (%u blocks, %llu "
-            "bytes of code, counted through %u jumps to %llu bytes of trampolines; %u "
-            "procedures partly); unmeasured: %u procedures and %u blocks, %llu of %llu "
-            "bytes of code (%.2f%%)\n",
+            "bytes of code, counted through %u jumps to %llu bytes of trampolines, %u "
+            "saving the flags; %u procedures partly); unmeasured: %u procedures and %u "
+            "blocks, %llu of %llu bytes of code (%.2f%%)\n",
             prog_name, output, res->ninplace, res->nip_points,
             (unsigned long long)res->ip_bytes, es->ninplace,
-            (unsigned long long)es->bytes_inplace, res->ninplace_partial, nprocs, nblocks,
+            (unsigned long long)es->bytes_inplace, nsaves, res->ninplace_partial, nprocs,
+            nblocks,
             (unsigned long long)(procs_bytes + blocks_bytes), (unsigned long long)total,
             total ? 100.0 * (double)(procs_bytes + blocks_bytes) / (double)total : 0.0);
     if (res->nip_why > 1)
