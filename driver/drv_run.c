@@ -748,7 +748,7 @@ run_pass(const drv_ops_t *drv, const cfg_prog_t *prog, const ed_plan_t *plan,
     ed_inplace_t *ip = NULL;
     if (rc == 0 && (drv->kind == QP_DRIVER_QP || drv->kind == QP_DRIVER_NAIVE)
         && ed_plan_stats(plan)->nleft > 0)
-        rc = ed_inplace_create(prog, &ip);
+        rc = ed_inplace_create(prog, plan, &ip);
     for (uint32_t i = 0; rc == 0 && i < prog->nprocs; i++)
         if (name_in(prog->procs[i].name, exit_names))
             exits[nexits++] = prog->procs[i].entry; /* procs are sorted by entry */

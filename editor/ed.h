@@ -558,9 +558,11 @@ const char *ed_inplace_why(int code);
 
 typedef struct ed_inplace ed_inplace_t;
 
-/* What ed_inplace_fit needs of PROG (its entries, held addresses, landing pads; PROG must
- * outlive it). 0, QP_EINVAL or QP_ENOMEM. */
-int ed_inplace_create(const cfg_prog_t *prog, ed_inplace_t **out /*OUT*/);
+/* What ed_inplace_fit needs of PROG (its entries, held addresses, landing pads) and of
+ * PLAN (the bytes of moved code, which padding must not lend; may be NULL). Both must
+ * outlive it. 0, QP_EINVAL or QP_ENOMEM. */
+int ed_inplace_create(const cfg_prog_t *prog, const ed_plan_t *plan,
+                      ed_inplace_t **out /*OUT*/);
 void ed_inplace_destroy(ed_inplace_t *ip);
 
 /*

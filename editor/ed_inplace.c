@@ -25,6 +25,7 @@
 
 struct ed_inplace {
     const cfg_prog_t *prog;
+    const ed_plan_t *plan; /* or NULL */
     uint64_t *starts;   /* every block start and procedure entry, sorted */
     size_t nstarts;
     uint64_t *entries;  /* held addresses, interior entries, landing pads, sorted */
@@ -71,7 +72,7 @@ ed_inplace_destroy(ed_inplace_t *ip)
 }
 
 int
-ed_inplace_create(const cfg_prog_t *prog, ed_inplace_t **out)
+ed_inplace_create(const cfg_prog_t *prog, const ed_plan_t *plan, ed_inplace_t **out)
 {
     if (prog == NULL || out == NULL)
         return QP_EINVAL;
@@ -79,6 +80,7 @@ ed_inplace_create(const cfg_prog_t *prog, ed_inplace_t **out)
     if (ip == NULL)
         return QP_ENOMEM;
     ip->prog = prog;
+    ip->plan = plan;
     int rc = 0;
     ip->starts = malloc(((size_t)prog->nblocks + prog->nprocs + 1) * sizeof(uint64_t));
     if (ip->starts == NULL)
@@ -179,6 +181,9 @@ ed_inplace_fit(const ed_inplace_t *ip, uint32_t block, uint64_t at, uint32_t *le
             || !cfg_image_is_code(img, at + 4))
             return ED_IP_SHORT;
         end = at + 5;
+        for (uint64_t q = a; ip->plan != NULL && q < end; q++)
+            if (edl_seg_at(ip->plan, q, NULL) != NULL)
+                return ED_IP_SHORT; /* padding of moved code: redirects and reuse take it */
     }
     if (any_inside(ip->starts, ip->nstarts, at, end)
         || any_inside(ip->entries, ip->nentries, at, end))
@@ -216,7 +221,7 @@ edl_inplace_apply(ed_plan_t *plan, const qp_space_ops_t *ops, void *space)
         return 0; /* none, or applied already */
     const cfg_prog_t *prog = plan->prog;
     ed_inplace_t *ip;
-    QP_CHECK(ed_inplace_create(prog, &ip));
+    QP_CHECK(ed_inplace_create(prog, plan, &ip));
     uint32_t *lens = malloc(plan->nip_probes * 2 * sizeof(uint32_t));
     int rc = lens == NULL ? QP_ENOMEM : 0;
     uint64_t size = 0;
