@@ -746,7 +746,7 @@ run_pass(const drv_ops_t *drv, const cfg_prog_t *prog, const ed_plan_t *plan,
         rc = plan_by_calls(drv, prog, plan, by_calls_ok, leave, &solid, &by_calls);
     /* Counting drivers measure procedures left in place where they are. */
     ed_inplace_t *ip = NULL;
-    if (rc == 0 && (drv->kind == QP_DRIVER_QP || drv->kind == QP_DRIVER_NAIVE)
+    if (rc == 0 && (drv == &drv_qp_ops || drv == &drv_naive_ops)
         && ed_plan_stats(plan)->nleft > 0)
         rc = ed_inplace_create(prog, plan, &ip);
     for (uint32_t i = 0; rc == 0 && i < prog->nprocs; i++)

@@ -518,6 +518,11 @@ check_fde(void *arg, const ed_fde_info_t *fi)
     }
     if (first == CFG_NONE)
         return 0; /* none of its code is in a block: nothing there moves */
+    /* Tables that cannot be read or do not agree: where the unwinder lands (landing
+     * pads) is unknown, so no jump may be patched in there either. */
+    for (size_t k = k0; (fi->defect != NULL || fi->err < 0) && k < n
+                        && prog->blocks[by[k]].start < fi->hi; k++)
+        plan->copied[prog->blocks[by[k]].proc] = 2;
     const char *why = NULL;
     unsigned long long flo = fi->lo, fhi = fi->hi;
     if (fi->defect != NULL)
@@ -737,6 +742,8 @@ leave_code_ranges(ed_plan_t *plan)
             }
         }
         for (uint32_t k = first; found && k < i; k++)
+            plan->copied[k] = 1;
+        for (uint32_t k = first; found && k < i; k++)
             if (plan->reason[k] == NULL)
                 plan->reason[k] = owned_reason(plan, "in a range of code that ends at a taken "
                                                      "address (0x%llx): the program may copy "
@@ -759,6 +766,8 @@ leave_v8_builtins(ed_plan_t *plan)
     const char *why = NULL;
     for (uint32_t i = 0; i < prog->nprocs; i++) {
         const cfg_proc_t *p = &prog->procs[i];
+        if (p->entry >= lo && p->entry < hi)
+            plan->copied[i] = 1; /* V8 may remap them (short builtin calls) */
         if (p->entry < lo || p->entry >= hi || (p->flags & CFG_PROC_FRAGMENT)
             || plan->reason[i] != NULL)
             continue;
@@ -789,6 +798,12 @@ decide_unfit(ed_plan_t *plan, const uint8_t *vouched)
             continue;
         if (p->flags & CFG_PROC_FRAGMENT)
             *u = "a fragment: measured with its parent or not at all";
+        else if (plan->copied[i] == 1)
+            *u = "the program may copy its code or find it by offset (a code range it "
+                 "hands out, V8's builtins)";
+        else if (plan->copied[i] == 2)
+            *u = "its unwind tables cannot be read or disagree (where the unwinder lands "
+                 "is unknown)";
         else if (p->unsafe != NULL)
             *u = p->unsafe;
         else if (p->flags & CFG_PROC_PLT)
@@ -814,6 +829,9 @@ decide(ed_plan_t *plan)
 {
     const cfg_prog_t *prog = plan->prog;
     QP_CHECK(collect_jump_targets(plan));
+    plan->copied = calloc(prog->nprocs + 1, 1);
+    if (plan->copied == NULL)
+        return QP_ENOMEM;
     uint8_t *vouched = vouched_procs(prog);
     if (vouched == NULL)
         return QP_ENOMEM;
@@ -1661,6 +1679,7 @@ ed_plan_destroy(ed_plan_t *plan)
     free(plan->owned);
     free(plan->reason);
     free(plan->unfit);
+    free(plan->copied);
     free(plan->ip_probes);
     free(plan->dropped);
     free(plan->dropped_owner);
