@@ -255,6 +255,19 @@ int arch_emit_call(uint64_t addr, uint64_t target, uint8_t *out /*OUT*/, size_t 
  */
 int arch_emit_store_ret64(uint64_t value, uint8_t *out /*OUT*/, size_t cap);
 
+/*
+ * The call IN (decoded from BUF; direct or indirect) made from ADDR so that it pushes RET
+ * as its return address, not an address after ADDR: `lea -8(%rsp),%rsp; push %rax;
+ * lea RET(%rip),%rax; mov %rax,8(%rsp); pop %rax` (19 bytes), then `jmp TARGET` or the
+ * call's own operand as `jmp *OP` (a rip-relative one re-addressed). Code patched in
+ * place calls from a trampoline this way: no return address ever points into new code.
+ * Keeps every register and the flags; writes only the 16 bytes below %rsp (the callee
+ * owns them anyway). Returns the length, QP_EUNSUPP when the operand uses %rsp (it would
+ * see the pushed word), QP_ERANGE, QP_EINVAL.
+ */
+int arch_emit_call_ret(const uint8_t *buf, const arch_insn_t *in, uint64_t addr, uint64_t ret,
+                       uint8_t *out /*OUT*/, size_t cap);
+
 /* jcc rel32 with condition COND (arch_cond_t or ARCH_COND_OTHER not allowed) at ADDR. */
 int arch_emit_jcc(uint64_t addr, int cond, uint64_t target, uint8_t *out /*OUT*/, size_t cap);
 

@@ -108,6 +108,8 @@ typedef struct drv_graph {
     uint32_t nthread_before;
     const char *why;         /* DRV_NOT_MEASURED: the reason */
     uint8_t clobbers;        /* flags a probe changes: saved where any of them is live */
+    uint8_t abi_flags_unsure;/* flags may be live across calls, returns and jumps out
+                              * (drv_prog_info_t) */
     const drv_weights_t *weights; /* an earlier profile's edge counts, or NULL */
     uint8_t entry_by_calls;  /* the entry edge's count comes from the call sites (set by
                               * drv_run for qp: QP_PROC_BY_CALLS): no counter needs it */
@@ -124,6 +126,15 @@ typedef struct drv_ind_site {
     arch_opnd_t opnd;   /* where its target comes from */
     uint32_t table;     /* its first counter (QP_TARGET_WORDS of them) */
 } drv_ind_site_t;
+
+/* Procedures left in place and not measured for one reason (its text up to the first
+ * address in it: "invalid instruction at"). */
+typedef struct drv_ip_why {
+    const char *why;         /* the reason (the plan's or the program's string) */
+    uint32_t keylen;         /* bytes of it that name the reason */
+    uint32_t nprocs;         /* procedures */
+    uint64_t bytes;          /* bytes of their blocks */
+} drv_ip_why_t;
 
 typedef struct drv_result {
     ed_probe_t *probes;      /* for ed_plan_set_probes */
@@ -153,6 +164,17 @@ typedef struct drv_result {
     uint32_t nthread_hooks;  /* thread hooks placed */
     uint32_t nthread_unseen; /* thread-start sites in procedures not measured, plus one when
                               * a starter's address is taken */
+    /* Procedures left in place, measured where they are (editor/ed_inplace.c): per-block
+     * counters in trampolines, so every block count claimed is exact by itself. */
+    uint32_t ninplace;       /* procedures left in place and measured there */
+    uint32_t ninplace_partial; /* ... of which some blocks have no counter */
+    uint32_t nip_points;     /* blocks counted in place */
+    uint64_t ip_bytes;       /* bytes of the blocks counted in place */
+    uint32_t nip_block_why[ED_IP_NREASONS]; /* blocks of them without a counter, by
+                              * ED_IP_* ... */
+    uint64_t ip_block_why_bytes[ED_IP_NREASONS]; /* ... and their bytes */
+    drv_ip_why_t *ip_why;    /* procedures left in place and not measured, by reason */
+    size_t nip_why, ip_why_cap;
     int atomic;              /* counters use locked increments (QP_DESC_ATOMIC) */
     int threads;             /* the program can start threads (QP_DESC_THREADS) */
     int watcher;             /* a shared library that defines pthread_create (a libc): its
@@ -248,6 +270,8 @@ typedef struct drv_prog_info {
     size_t nstarters;
     uint8_t clobbers;        /* flags the probes change (ARCH_FLAG_*); 0: a counter
                               * increment's, every status flag but CF */
+    uint8_t abi_flags_unsure;/* assume the flags live across calls and at returns (Go: its
+                              * assembly helpers keep them for their callers) */
 } drv_prog_info_t;
 
 /*

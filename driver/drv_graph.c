@@ -78,14 +78,31 @@ block_insns(const insns_t *l, uint32_t i)
 }
 
 /*
+ * Flags live before instruction IN given LIVE after it: patch/'s rule, but where the
+ * program does not keep the ABI's promise that calls and returns leave no flags live
+ * (Go: runtime.duffzero keeps them, and its callers count on it).
+ */
+static uint8_t
+live_before(const drv_graph_t *g, const arch_insn_t *in, uint8_t live)
+{
+    if (g->abi_flags_unsure && (in->kind == ARCH_KIND_CALL || in->kind == ARCH_KIND_CALL_IND))
+        return (uint8_t)(live | in->flags_read);
+    if (g->abi_flags_unsure && in->kind == ARCH_KIND_RET)
+        return ARCH_FLAGS_STATUS;
+    return pt_flags_live_before(in, live);
+}
+
+/*
  * Flags live where an edge leaves the procedure. Returns and calls: none (the ABI leaves
  * them undefined). A jump to another procedure's entry is a call too; but a jump into the
  * middle of other code (a cold fragment analysed as a procedure of its own, an interior
  * entry) may go to a conditional branch that tests flags set here: all live.
  */
 static uint8_t
-leave_live(const cfg_prog_t *prog, const cfg_edge_t *ed)
+leave_live(const drv_graph_t *g, const cfg_prog_t *prog, const cfg_edge_t *ed)
 {
+    if (g->abi_flags_unsure)
+        return ARCH_FLAGS_STATUS;
     if (ed->kind != CFG_EDGE_TAILCALL && ed->kind != CFG_EDGE_UNRESOLVED)
         return 0;
     if (ed->kind == CFG_EDGE_TAILCALL && ed->target != 0) {
@@ -108,7 +125,7 @@ block_live_out(const drv_graph_t *g, uint32_t bi)
         if (ed->to != CFG_NONE && ed->to >= g->first && ed->to < g->first + g->nblocks)
             live |= g->live_in[ed->to - g->first];
         else
-            live |= leave_live(prog, ed);
+            live |= leave_live(g, prog, ed);
     }
     return live;
 }
@@ -141,7 +158,7 @@ dead_spot_forward(const drv_graph_t *g, uint32_t bi, const insn_list_t *l, uint8
     uint8_t before[256];
     size_t n = l->n < 256 ? l->n : 256;
     for (size_t i = l->n; i-- > 0;) {
-        live = pt_flags_live_before(&l->v[i], live);
+        live = live_before(g, &l->v[i], live);
         if (i < n)
             before[i] = live;
     }
@@ -183,7 +200,7 @@ spot_in_source(const drv_graph_t *g, uint32_t bi, const insn_list_t *l, drv_edge
         return;
     }
     for (size_t i = l->n; i-- > 0;) {
-        live = pt_flags_live_before(&l->v[i], live);
+        live = live_before(g, &l->v[i], live);
         if (!pt_flags_must_save(live, g->clobbers)) {
             e->place = DRV_PLACE_BEFORE;
             e->at = l->v[i].addr;
@@ -253,7 +270,7 @@ place_edge(drv_graph_t *g, const insns_t *l, drv_edge_t *ed)
         || (leaves && target != last->target && target >= b->end); /* maybe past padding */
     if (taken == fall)
         return; /* cannot tell which way it goes: no counter */
-    uint8_t live = ed->to == X ? leave_live(prog, &prog->edges[ed->cfg_edge]) : g->live_in[ed->to];
+    uint8_t live = ed->to == X ? leave_live(g, prog, &prog->edges[ed->cfg_edge]) : g->live_in[ed->to];
     ed->place = taken ? DRV_PLACE_TAKEN : DRV_PLACE_AFTER;
     ed->at = last->addr;
     ed->save_flags = pt_flags_must_save(live, g->clobbers);
@@ -318,6 +335,7 @@ drv_graph_build(const cfg_prog_t *prog, uint32_t proc, const drv_prog_info_t *in
     g->prog = prog;
     g->proc = proc;
     g->clobbers = info->clobbers ? info->clobbers : INC_FLAGS;
+    g->abi_flags_unsure = info->abi_flags_unsure;
     g->first = p->block;
     g->nblocks = p->nblocks;
     uint32_t nb = p->nblocks, X = nb;
@@ -399,7 +417,7 @@ drv_graph_build(const cfg_prog_t *prog, uint32_t proc, const drv_prog_info_t *in
             uint8_t live = block_live_out(g, i);
             g->live_out[i] = live;
             for (uint32_t k = l.off[i + 1]; k-- > l.off[i];)
-                live = pt_flags_live_before(&l.v[k], live);
+                live = live_before(g, &l.v[k], live);
             if (live != g->live_in[i]) {
                 g->live_in[i] = live;
                 changed = 1;

@@ -415,7 +415,7 @@ solid_procs(const cfg_prog_t *prog, const ed_plan_t *plan, uint8_t *solid)
 
 static int
 describe_measured(drv_result_t *res, const drv_graph_t *g, const uint64_t *exits, size_t nexits,
-                  const uint8_t *leave)
+                  const uint8_t *leave, int inplace)
 {
     const cfg_prog_t *prog = g->prog;
     const cfg_proc_t *p = &prog->procs[g->proc];
@@ -441,15 +441,17 @@ describe_measured(drv_result_t *res, const drv_graph_t *g, const uint64_t *exits
 
     /* Probes: the fork hooks (they run before the counters at their place), one per
      * counted edge or block, an exit hook before each call to exit(). */
-    for (uint32_t k = 0; k < g->nfork_after; k++)
+    /* (In place: block counters only, which need no hook to be exact; the fork and
+     * thread sites are counted unseen by the caller.) */
+    for (uint32_t k = 0; !inplace && k < g->nfork_after; k++)
         QP_CHECK(add_probe(res, g->fork_after[k], ED_AT_AFTER, ED_SNIP_FORK_HOOK, 0, 0));
-    res->nfork_hooks += g->nfork_after;
-    for (uint32_t k = 0; k < g->nthread_before; k++)
+    res->nfork_hooks += inplace ? 0 : g->nfork_after;
+    for (uint32_t k = 0; !inplace && k < g->nthread_before; k++)
         QP_CHECK(add_probe(res, g->thread_before[k], ED_AT_BEFORE, ED_SNIP_THREAD_HOOK, 0, 0));
-    res->nthread_hooks += g->nthread_before;
+    res->nthread_hooks += inplace ? 0 : g->nthread_before;
     /* A library's own pthread_create: every thread of the process starts there (the
      * runtime then acts for every module: QPRT_F_WATCHER). */
-    if ((prog->img->flags & CFG_IMG_SHLIB) && strncmp(p->name, "pthread_create", 14) == 0
+    if (!inplace && (prog->img->flags & CFG_IMG_SHLIB) && strncmp(p->name, "pthread_create", 14) == 0
         && (p->name[14] == '\0' || p->name[14] == '@')) {
         QP_CHECK(add_probe(res, p->entry, ED_AT_BEFORE, ED_SNIP_THREAD_HOOK, 0, 0));
         res->nthread_hooks++;
@@ -469,21 +471,24 @@ describe_measured(drv_result_t *res, const drv_graph_t *g, const uint64_t *exits
     }
     for (uint32_t i = 0; i < g->nblocks; i++) {
         const cfg_block_t *b = &prog->blocks[g->first + i];
-        if (g->block_counter[i] != QP_NOCOUNTER)
+        if (g->block_counter[i] != QP_NOCOUNTER) {
             QP_CHECK(add_probe(res, g->block_at[i], ED_AT_BEFORE, ED_SNIP_COUNT,
                                g->block_save[i], g->block_counter[i]));
+            if (inplace)
+                res->probes[res->nprobes - 1].flags |= ED_PROBE_INPLACE;
+        }
         uint64_t callee = 0;
         if (g->last_kind[i] == ARCH_KIND_CALL || g->last_kind[i] == ARCH_KIND_JMP)
             callee = g->last_target[i];
         const cfg_proc_t *cp = callee ? proc_at_entry(prog, callee) : NULL;
         int exec = cp != NULL && g->last_kind[i] == ARCH_KIND_CALL
             && (callee_flags(cp->name) & QP_CALLF_EXEC);
-        if ((callee != 0 && cfg_u64_contains(exits, nexits, callee)) || exec) {
+        if (!inplace && ((callee != 0 && cfg_u64_contains(exits, nexits, callee)) || exec)) {
             QP_CHECK(add_probe(res, g->last[i], ED_AT_BEFORE, ED_SNIP_EXIT_HOOK, 0, 0));
             d->flags |= QP_PROC_EXIT_SITE;
             res->nexit_hooks++;
         }
-        if (exec)
+        if (exec && !inplace)
             QP_CHECK(add_probe(res, g->last[i], ED_AT_AFTER, ED_SNIP_EXEC_HOOK, 0, 0));
         uint8_t cf = cp != NULL ? callee_flags(cp->name) : 0;
         if (cp != NULL && (name_in(cp->name, setjmp_names) || (cf & QP_CALLF_LONGJMP)))
@@ -511,7 +516,7 @@ describe_measured(drv_result_t *res, const drv_graph_t *g, const uint64_t *exits
         const drv_edge_t *ed = &g->edges[e];
         if (ed->kind == CFG_EDGE_INDIRECT)
             d->flags |= QP_PROC_APPROX_IND;
-        if (ed->kind == CFG_EDGE_UNRESOLVED && ed->from != X) {
+        if (ed->kind == CFG_EDGE_UNRESOLVED && ed->from != X && !inplace) {
             /* Translated at run time (ed_plan_set_xlate_miss): a tail call through a
              * pointer, unless the procedure's miss counter says otherwise. */
             d->flags |= QP_PROC_XLATE;
@@ -552,6 +557,119 @@ describe_measured(drv_result_t *res, const drv_graph_t *g, const uint64_t *exits
         qsort(res->calls + first, res->ncalls - first, sizeof(qp_desc_call_t), cmp_call);
     res->nedges_total += g->nedges;
     res->nprocs++;
+    return 0;
+}
+
+/*****************************************************************************
+ * Procedures left in place, measured where they are (editor/ed_inplace.c)
+ */
+
+/* Count procedure P, left in place and not measured, under reason WHY. */
+static int
+note_ip_why(drv_result_t *res, const cfg_prog_t *prog, const cfg_proc_t *p, const char *why)
+{
+    uint64_t bytes = 0;
+    for (uint32_t k = 0; k < p->nblocks; k++)
+        bytes += prog->blocks[p->block + k].end - prog->blocks[p->block + k].start;
+    const char *addr = strstr(why, " 0x");
+    uint32_t keylen = (uint32_t)(addr != NULL ? (size_t)(addr - why) : strlen(why));
+    for (size_t i = 0; i < res->nip_why; i++)
+        if (res->ip_why[i].keylen == keylen && strncmp(res->ip_why[i].why, why, keylen) == 0) {
+            res->ip_why[i].nprocs++;
+            res->ip_why[i].bytes += bytes;
+            return 0;
+        }
+    QP_CHECK(cfg_vec_grow((void **)&res->ip_why, &res->ip_why_cap, res->nip_why + 1,
+                          sizeof(drv_ip_why_t)));
+    res->ip_why[res->nip_why++] = (drv_ip_why_t) { why, keylen, 1, bytes };
+    return 0;
+}
+
+/*
+ * Measure procedure I, left in place, with a counter in every block that can take a
+ * jump (the naive way: the qp spanning tree needs every block measurable, and a block
+ * count needs nothing else to be exact). Its counter goes at the block's spot with dead
+ * flags, else at its start, else at any of its instructions (saving the flags). 0 when
+ * measured, DRV_NOT_MEASURED (counted in res->ip_why), QP_E*.
+ */
+static int
+measure_in_place(drv_result_t *res, const cfg_prog_t *prog, const ed_plan_t *plan,
+                 const ed_inplace_t *ip, uint32_t i, const drv_prog_info_t *info,
+                 const uint64_t *exits, size_t nexits, const uint8_t *leave)
+{
+    const cfg_proc_t *p = &prog->procs[i];
+    const char *unfit = ed_plan_inplace_unfit(plan, i);
+    if (unfit != NULL) {
+        QP_CHECK(note_ip_why(res, prog, p, unfit));
+        return DRV_NOT_MEASURED;
+    }
+    drv_graph_t g;
+    int rc = drv_graph_build(prog, i, info, &g);
+    if (rc < 0)
+        return rc;
+    if (rc == DRV_NOT_MEASURED) {
+        QP_CHECK(note_ip_why(res, prog, p, g.why != NULL ? g.why : "?"));
+        return DRV_NOT_MEASURED;
+    }
+    uint32_t c0 = res->ncounters, nok = 0, why[ED_IP_NREASONS] = { 0 };
+    uint64_t why_bytes[ED_IP_NREASONS] = { 0 }, bytes = 0;
+    for (uint32_t k = 0; k < g.nblocks && rc >= 0; k++) {
+        const cfg_block_t *b = &prog->blocks[g.first + k];
+        uint64_t at = g.block_at[k];
+        int save = g.block_save[k];
+        uint32_t len, span;
+        rc = ed_inplace_fit(ip, g.first + k, at, &len, &span);
+        if (rc > 0 && at != b->start) {
+            at = b->start;
+            save = (g.live_in[k] & g.clobbers) != 0;
+            rc = ed_inplace_fit(ip, g.first + k, at, &len, &span);
+        }
+        arch_insn_t in;
+        for (uint64_t a = b->start; rc > 0 && a < b->end; a += in.len) {
+            if (decode_at(prog, a, &in) < 0)
+                break;
+            int r = ed_inplace_fit(ip, g.first + k, a, &len, &span);
+            if (r <= 0) {
+                rc = r;
+                at = a;
+                save = 1;
+            }
+        }
+        if (rc > 0) {
+            why[rc]++;
+            why_bytes[rc] += b->end - b->start;
+            rc = 0;
+            continue;
+        }
+        if (rc < 0)
+            break;
+        g.block_at[k] = at;
+        g.block_save[k] = (uint8_t)save;
+        g.block_counter[k] = drv_alloc_counter(res);
+        bytes += b->end - b->start;
+        nok++;
+    }
+    if (rc == 0 && nok == 0) {
+        res->ncounters = c0;
+        rc = note_ip_why(res, prog, p, "no block can take a jump");
+        drv_graph_free(&g);
+        return rc < 0 ? rc : DRV_NOT_MEASURED;
+    }
+    g.entry_by_calls = 0;
+    uint32_t nblocks = g.nblocks;
+    if (rc == 0)
+        rc = describe_measured(res, &g, exits, nexits, leave, 1);
+    drv_graph_free(&g);
+    if (rc < 0)
+        return rc;
+    for (int r = 1; r < ED_IP_NREASONS; r++) {
+        res->nip_block_why[r] += why[r];
+        res->ip_block_why_bytes[r] += why_bytes[r];
+    }
+    res->ninplace++;
+    res->ninplace_partial += nok < nblocks;
+    res->nip_points += nok;
+    res->ip_bytes += bytes;
     return 0;
 }
 
@@ -617,7 +735,8 @@ run_pass(const drv_ops_t *drv, const cfg_prog_t *prog, const ed_plan_t *plan,
     if (rc == 0)
         rc = drv_starters(prog, &starters, &nstarters, &taken);
     res->nthread_unseen = taken != 0; /* called through a pointer: no hook sees it */
-    drv_prog_info_t info = { xt, nxt, forkers, nforkers, starters, nstarters, 0 };
+    drv_prog_info_t info = { xt, nxt, forkers, nforkers, starters, nstarters, 0,
+                             cfg_image_runtime(prog->img) != CFG_RUNTIME_C };
     if (rc == 0 && (exits = malloc((prog->nprocs + 1) * sizeof(uint64_t))) == NULL)
         rc = QP_ENOMEM;
     uint8_t *leave = rc == 0 ? leaving_procs(prog) : NULL, *solid = NULL, *by_calls = NULL;
@@ -625,6 +744,11 @@ run_pass(const drv_ops_t *drv, const cfg_prog_t *prog, const ed_plan_t *plan,
         rc = QP_ENOMEM;
     if (rc == 0)
         rc = plan_by_calls(drv, prog, plan, by_calls_ok, leave, &solid, &by_calls);
+    /* Counting drivers measure procedures left in place where they are. */
+    ed_inplace_t *ip = NULL;
+    if (rc == 0 && (drv == &drv_qp_ops || drv == &drv_naive_ops)
+        && ed_plan_stats(plan)->nleft > 0)
+        rc = ed_inplace_create(prog, plan, &ip);
     for (uint32_t i = 0; rc == 0 && i < prog->nprocs; i++)
         if (name_in(prog->procs[i].name, exit_names))
             exits[nexits++] = prog->procs[i].entry; /* procs are sorted by entry */
@@ -635,6 +759,17 @@ run_pass(const drv_ops_t *drv, const cfg_prog_t *prog, const ed_plan_t *plan,
         if (p->flags & (CFG_PROC_FRAGMENT | CFG_PROC_PLT))
             continue;
         const char *left = ed_plan_left_reason(plan, i);
+        if (left != NULL && ip != NULL) {
+            rc = measure_in_place(res, prog, plan, ip, i, &info, exits, nexits, leave);
+            if (rc == 0) {
+                res->nmeasured++;
+                count_unseen_sites(res, prog, p, &info); /* (in place: no hooks) */
+                continue;
+            }
+            if (rc < 0)
+                break;
+            rc = 0;
+        }
         if (left != NULL) {
             count_unseen_sites(res, prog, p, &info);
             rc = describe_unmeasured(res, prog, p, "left in place: ", left);
@@ -658,7 +793,7 @@ run_pass(const drv_ops_t *drv, const cfg_prog_t *prog, const ed_plan_t *plan,
             if (rc == DRV_NOT_MEASURED)
                 res->ncounters = c0; /* nothing of it is used */
             else if (rc == 0)
-                rc = describe_measured(res, &g, exits, nexits, leave);
+                rc = describe_measured(res, &g, exits, nexits, leave, 0);
             drv_graph_free(&g);
         }
         if (rc == DRV_NOT_MEASURED && solid[i]) {
@@ -672,6 +807,7 @@ run_pass(const drv_ops_t *drv, const cfg_prog_t *prog, const ed_plan_t *plan,
         } else if (rc == 0)
             res->nmeasured++;
     }
+    ed_inplace_destroy(ip);
     free(xt);
     free(exits);
     free(leave);
@@ -728,6 +864,7 @@ drv_result_free(drv_result_t *res)
     free(res->strtab);
     free(res->xlate_site);
     free(res->xlate_miss);
+    free(res->ip_why);
     memset(res, 0, sizeof(*res));
 }
 

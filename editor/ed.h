@@ -319,6 +319,9 @@ typedef struct ed_opts {
                                 * the new code is emitted (ed_plan_apply), DONE of TOTAL
                                 * instructions, about 100 times */
     void *progress_arg;         /* its ARG */
+    const char *all_in_place; /* when set: every procedure stays in place, for this
+                               * reason (a runtime that finds code by its addresses: Go,
+                               * GHC); counting drivers then patch them in place */
     int reuse_text;     /* put new code into the old bytes of moved code that nothing
                          * reaches any more (between the redirects), through a second
                          * mapping of the old text (qp_space_ops_t.alloc_over, when the
@@ -354,6 +357,9 @@ typedef struct ed_stats {
     uint32_t nunreached_into_pad; /* unreached bytes that decode as code and jump into
                                    * the middle of a redirect (should they run: a crash) */
     uint64_t unreached_into_pad_from, unreached_into_pad_to; /* ... the first */
+    uint32_t ninplace;      /* points patched in place (a jump to a trampoline) */
+    uint64_t bytes_inplace; /* bytes of their trampolines */
+    uint64_t inplace_text;  /* address of the trampolines' region, 0 when none */
     uint64_t bad_exit_from; /* QP_EBUG: code that stays, at this address, would run ... */
     uint64_t bad_exit_to;   /* ... into new code placed here (a bug: the plan fails) */
 } ed_stats_t;
@@ -411,6 +417,9 @@ typedef enum ed_snip {
 enum {
     ED_PROBE_ENTRY = 1u << 0, /* ED_AT_BEFORE a procedure's entry, for calls only: jumps
                                * from inside the procedure to its entry land after it */
+    ED_PROBE_INPLACE = 1u << 1, /* in a procedure left in place: patched where it is with
+                               * a jump to a trampoline (ed_inplace.c; ED_AT_BEFORE and
+                               * ED_SNIP_COUNT only, at a point ed_inplace_fit accepts) */
 };
 
 typedef struct ed_probe {
@@ -525,6 +534,75 @@ int ed_plan_pieces(void *plan, uint64_t lo, uint64_t hi, ed_piece_fn fn, void *f
 /* Figures for the summary line. */
 const ed_stats_t *ed_plan_stats(const ed_plan_t *plan);
 
+
+/*****************************************************************************
+ * In-place measurement for files (ed_inplace.c, ed_inplace_tramp.c): code that does not
+ * move is patched where it is, a 5-byte jmp at each point into a trampoline that counts,
+ * runs the displaced instructions (a call among them pushes its original return address
+ * and jumps: no return address ever points into new code) and jumps back. To join the
+ * shared patch layer (issue 29) with editor/ed_tramp.c.
+ */
+
+/* Why a point cannot take a jump (ed_inplace_fit's positive returns). */
+enum {
+    ED_IP_OK = 0,
+    ED_IP_SHORT,   /* fewer than 5 bytes of its block (and padding) from the point */
+    ED_IP_TARGET,  /* another entry lies in the bytes a jump would cover: a block start,
+                    * a landing pad, an address the program holds, a recovery point */
+    ED_IP_INSN,    /* an instruction there cannot be moved (a call through %rsp) */
+    ED_IP_NREASONS
+};
+
+/* ED_IP_* as a phrase. */
+const char *ed_inplace_why(int code);
+
+typedef struct ed_inplace ed_inplace_t;
+
+/* What ed_inplace_fit needs of PROG (its entries, held addresses, landing pads) and of
+ * PLAN (the bytes of moved code, which padding must not lend; may be NULL). Both must
+ * outlive it. 0, QP_EINVAL or QP_ENOMEM. */
+int ed_inplace_create(const cfg_prog_t *prog, const ed_plan_t *plan,
+                      ed_inplace_t **out /*OUT*/);
+void ed_inplace_destroy(ed_inplace_t *ip);
+
+/*
+ * Can the code at AT, an instruction of block BLOCK (a global index) of a procedure left
+ * in place, take a jump to a trampoline? 0 (ED_IP_OK) with *LEN the bytes of whole
+ * instructions the trampoline runs and *SPAN >= 5 the bytes the patch covers (LEN, or
+ * more when a block that does not fall through is followed by padding); ED_IP_* when it
+ * cannot; QP_E* on errors.
+ */
+int ed_inplace_fit(const ed_inplace_t *ip, uint32_t block, uint64_t at, uint32_t *len /*OUT*/,
+                   uint32_t *span /*OUT*/);
+
+/*
+ * Why procedure PROC, left in place, must not be patched there either (its code may be
+ * data, or control may enter it where its CFG does not say), or NULL when it may. NULL
+ * too for a procedure that moves.
+ */
+const char *ed_plan_inplace_unfit(const ed_plan_t *plan, uint32_t proc);
+
+/* A trampoline of a point patched in place: pure, from (what, where) to bytes. */
+typedef struct ed_ip_tramp {
+    uint64_t addr;       /* the point: the first displaced byte */
+    const uint8_t *orig; /* the displaced bytes: whole instructions */
+    uint32_t len;        /* their number (>= 1) */
+    uint64_t counter;    /* the 8-byte counter to add one to (0: none) */
+    int inc_mode;        /* ARCH_INC_PLAIN or ARCH_INC_ATOMIC */
+    int save_flags;      /* the arithmetic flags are live at the point */
+} ed_ip_tramp_t;
+
+/* An upper bound of the trampoline's size for LEN displaced bytes. */
+#define ED_IP_TRAMP_MAX(len) (32u + 40u * (len))
+
+/*
+ * The trampoline of T placed at AT into OUT (CAP bytes): flags saved if live (below the
+ * red zone), the counter, the displaced instructions relocated (a last call made with
+ * its original return address, a last jump or return kept as it is), a jump back to
+ * T->addr + T->len when they fall through. Its length, or QP_E* (QP_EUNSUPP: an
+ * instruction that cannot be moved; QP_ERANGE: out of rel32 reach).
+ */
+int ed_ip_tramp_emit(const ed_ip_tramp_t *t, uint64_t at, uint8_t *out /*OUT*/, size_t cap);
 
 /*****************************************************************************
  * The static address space: an executable file's image in memory (ed_image.c)

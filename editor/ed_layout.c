@@ -518,6 +518,11 @@ check_fde(void *arg, const ed_fde_info_t *fi)
     }
     if (first == CFG_NONE)
         return 0; /* none of its code is in a block: nothing there moves */
+    /* Tables that cannot be read or do not agree: where the unwinder lands (landing
+     * pads) is unknown, so no jump may be patched in there either. */
+    for (size_t k = k0; (fi->defect != NULL || fi->err < 0) && k < n
+                        && prog->blocks[by[k]].start < fi->hi; k++)
+        plan->copied[prog->blocks[by[k]].proc] = 2;
     const char *why = NULL;
     unsigned long long flo = fi->lo, fhi = fi->hi;
     if (fi->defect != NULL)
@@ -737,6 +742,8 @@ leave_code_ranges(ed_plan_t *plan)
             }
         }
         for (uint32_t k = first; found && k < i; k++)
+            plan->copied[k] = 1;
+        for (uint32_t k = first; found && k < i; k++)
             if (plan->reason[k] == NULL)
                 plan->reason[k] = owned_reason(plan, "in a range of code that ends at a taken "
                                                      "address (0x%llx): the program may copy "
@@ -759,6 +766,8 @@ leave_v8_builtins(ed_plan_t *plan)
     const char *why = NULL;
     for (uint32_t i = 0; i < prog->nprocs; i++) {
         const cfg_proc_t *p = &prog->procs[i];
+        if (p->entry >= lo && p->entry < hi)
+            plan->copied[i] = 1; /* V8 may remap them (short builtin calls) */
         if (p->entry < lo || p->entry >= hi || (p->flags & CFG_PROC_FRAGMENT)
             || plan->reason[i] != NULL)
             continue;
@@ -770,15 +779,66 @@ leave_v8_builtins(ed_plan_t *plan)
     }
 }
 
+/*
+ * Why each procedure left in place cannot be patched there either (plan->unfit): code
+ * that may be data, code whose CFG may miss where control enters (an unsafe procedure, an
+ * indirect jump of unknown targets), PLT stubs, and bytes shared with moved code.
+ */
+static int
+decide_unfit(ed_plan_t *plan, const uint8_t *vouched)
+{
+    const cfg_prog_t *prog = plan->prog;
+    plan->unfit = calloc(prog->nprocs + 1, sizeof(char *));
+    if (plan->unfit == NULL)
+        return QP_ENOMEM;
+    for (uint32_t i = 0; i < prog->nprocs; i++) {
+        const cfg_proc_t *p = &prog->procs[i];
+        const char **u = &plan->unfit[i];
+        if (plan->reason[i] == NULL)
+            continue;
+        if (p->flags & CFG_PROC_FRAGMENT)
+            *u = "a fragment: measured with its parent or not at all";
+        else if (plan->copied[i] == 1)
+            *u = "the program may copy its code or find it by offset (a code range it "
+                 "hands out, V8's builtins)";
+        else if (plan->copied[i] == 2)
+            *u = "its unwind tables cannot be read or disagree (where the unwinder lands "
+                 "is unknown)";
+        else if (p->unsafe != NULL)
+            *u = p->unsafe;
+        else if (p->flags & CFG_PROC_PLT)
+            *u = "PLT stub";
+        else if (!vouched[i])
+            *u = "may be data";
+        else if (p->nblocks == 0 || prog->blocks[p->block].start != p->entry)
+            *u = "no code decoded at its entry";
+        for (uint32_t b = p->block; *u == NULL && b < p->block + p->nblocks; b++) {
+            const cfg_block_t *bl = &prog->blocks[b];
+            if (block_unresolved(prog, bl))
+                *u = "an indirect jump of unknown targets (control may enter anywhere)";
+            for (uint64_t a = bl->start; *u == NULL && a < bl->end; a++)
+                if (edl_seg_at(plan, a, NULL) != NULL)
+                    *u = "its bytes are shared with moved code";
+        }
+    }
+    return 0;
+}
+
 static int
 decide(ed_plan_t *plan)
 {
     const cfg_prog_t *prog = plan->prog;
     QP_CHECK(collect_jump_targets(plan));
+    plan->copied = calloc(prog->nprocs + 1, 1);
+    if (plan->copied == NULL)
+        return QP_ENOMEM;
     uint8_t *vouched = vouched_procs(prog);
     if (vouched == NULL)
         return QP_ENOMEM;
     leave_v8_builtins(plan);
+    for (uint32_t i = 0; plan->opts.all_in_place != NULL && i < prog->nprocs; i++)
+        if (!(prog->procs[i].flags & CFG_PROC_FRAGMENT))
+            plan->reason[i] = plan->opts.all_in_place;
     for (uint32_t i = 0; i < prog->nprocs; i++) {
         const cfg_proc_t *p = &prog->procs[i];
         const char **r = &plan->reason[i];
@@ -1593,6 +1653,11 @@ ed_plan_create(const cfg_prog_t *prog, const ed_opts_t *opts, ed_plan_t **out)
     plan->nleave = 0;
     if (rc == 0)
         rc = build_segments(plan);
+    if (rc == 0) {
+        uint8_t *vouched = vouched_procs(prog);
+        rc = vouched != NULL ? decide_unfit(plan, vouched) : QP_ENOMEM;
+        free(vouched);
+    }
     if (rc < 0) {
         ed_plan_destroy(plan);
         return rc;
@@ -1613,6 +1678,9 @@ ed_plan_destroy(ed_plan_t *plan)
         free(plan->owned[i]);
     free(plan->owned);
     free(plan->reason);
+    free(plan->unfit);
+    free(plan->copied);
+    free(plan->ip_probes);
     free(plan->dropped);
     free(plan->dropped_owner);
     free(plan->idx);
@@ -1650,13 +1718,28 @@ ed_plan_set_probes(ed_plan_t *plan, const ed_probe_t *probes, size_t n)
     if (plan == NULL || (n > 0 && probes == NULL) || plan->laid_out)
         return QP_EINVAL;
     ed_probe_t *v = malloc((n + 1) * sizeof(ed_probe_t));
-    if (v == NULL)
+    ed_probe_t *w = malloc((n + 1) * sizeof(ed_probe_t));
+    if (v == NULL || w == NULL) {
+        free(v);
+        free(w);
         return QP_ENOMEM;
-    memcpy(v, probes, n * sizeof(ed_probe_t));
-    qsort(v, n, sizeof(ed_probe_t), cmp_probe);
+    }
+    /* Probes of procedures left in place go to ed_inplace.c. */
+    size_t nv = 0, nw = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (probes[i].flags & ED_PROBE_INPLACE)
+            w[nw++] = probes[i];
+        else
+            v[nv++] = probes[i];
+    }
+    qsort(v, nv, sizeof(ed_probe_t), cmp_probe);
+    qsort(w, nw, sizeof(ed_probe_t), cmp_probe);
     free(plan->probes);
+    free(plan->ip_probes);
     plan->probes = v;
-    plan->nprobes = n;
+    plan->nprobes = nv;
+    plan->ip_probes = w;
+    plan->nip_probes = nw;
     return 0;
 }
 
@@ -2241,6 +2324,7 @@ ed_plan_apply(ed_plan_t *plan, const qp_space_ops_t *ops, void *space)
         return QP_EINVAL;
     if (!plan->laid_out)
         QP_CHECK(layout(plan, plan->opts.reuse_text && ops->alloc_over != NULL));
+    QP_CHECK(edl_inplace_apply(plan, ops, space));
     if (plan->nslots == 0)
         return 0;
     /* The new code must reach the whole image (rip-relative data, calls to code that

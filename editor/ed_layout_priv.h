@@ -120,6 +120,14 @@ struct ed_plan {
     uint64_t text;            /* address of the new code */
     uint64_t text_size;       /* its size */
     ed_stats_t stats;         /* figures */
+    uint8_t *copied;          /* per procedure: 1, the program may copy its code or find
+                               * it by offset (a code range it hands out, V8's builtins);
+                               * 2, its unwind tables cannot be read or disagree */
+    const char **unfit;       /* per procedure left in place: why it cannot be patched
+                               * in place either, NULL when it can (ed_inplace.c) */
+    ed_probe_t *ip_probes;    /* the probes of procedures left in place (ED_PROBE_INPLACE),
+                               * sorted by address */
+    size_t nip_probes;
 };
 
 /* The K-th slot by old address. */
@@ -161,6 +169,12 @@ uint64_t edl_slot_new(const ed_plan_t *plan, uint64_t old);
 /* Retarget the tables of label addresses that only computed gotos of one moved procedure
  * read (see there). 0 or QP_E*. */
 int edl_retarget_labels(ed_plan_t *plan, const qp_space_ops_t *ops, void *space);
+
+/* ed_inplace.c, for ed_layout.c */
+
+/* Patch the points of plan->ip_probes in place, their trampolines in a new region of
+ * SPACE (stats: ninplace, bytes_inplace). 0 or QP_E*. */
+int edl_inplace_apply(ed_plan_t *plan, const qp_space_ops_t *ops, void *space);
 
 /* ed_reuse.c, for ed_layout.c */
 

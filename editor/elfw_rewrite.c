@@ -671,7 +671,9 @@ elfw_rewrite(const cfg_prog_t *prog, ed_plan_t *plan, const elfw_instr_t *instr,
     uint64_t text = ed_plan_text(plan, &text_size);
     for (size_t i = 0; i < nreg; i++) {
         regs[i] = (elfw_region_t) {
-            .name = region_name(&r[i], &rr, text, text + text_size),
+            .name = r[i].vaddr != 0 && r[i].vaddr == ed_plan_stats(plan)->inplace_text
+                ? ".qpt.tramp" /* trampolines of code patched in place */
+                : region_name(&r[i], &rr, text, text + text_size),
             .vaddr = r[i].vaddr,
             .bytes = r[i].bytes,
             .size = r[i].size,

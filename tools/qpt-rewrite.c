@@ -99,6 +99,7 @@ static int with_libs;    /* --with-libs: outputs look for libraries beside them 
 static int analysis_pass; /* passes of the analysis seen (the percentage restarts) */
 static unsigned nthreads; /* --threads, or 0: the CPUs online (at most 8) */
 static int keep_old_text; /* --keep-old-text */
+static const char *all_in_place; /* every procedure stays in place (Go; QPT_LEAVE_ALL) */
 
 /* cfg_opts_t.on_progress: "analysing... 45%" (and the pass, after the first). */
 static void
@@ -295,6 +296,75 @@ load_weights(const char *path, drv_weights_t *w, char *why, size_t whylen)
     return rc;
 }
 
+static int
+cmp_ip_why(const void *a, const void *b)
+{
+    const drv_ip_why_t *x = a, *y = b;
+    return x->bytes != y->bytes ? (x->bytes < y->bytes ? 1 : -1)
+                                : (x->nprocs < y->nprocs) - (x->nprocs > y->nprocs);
+}
+
+/*
+ * The summary of in-place measurement: procedures left in place measured where they
+ * are, and a table of what stayed unmeasured and why (procedures, then blocks of the
+ * measured ones), with the bytes of code that runs unmeasured.
+ */
+static void
+print_in_place(const cfg_prog_t *prog, const char *output, drv_result_t *res,
+               const ed_stats_t *es)
+{
+    if (es->nleft == 0)
+        return;
+    uint64_t total = 0, procs_bytes = 0, blocks_bytes = 0;
+    uint32_t nprocs = 0, nblocks = 0;
+    for (uint32_t i = 0; i < prog->nblocks; i++)
+        total += prog->blocks[i].end - prog->blocks[i].start;
+    for (size_t i = 0; i < res->nip_why; i++) {
+        procs_bytes += res->ip_why[i].bytes;
+        nprocs += res->ip_why[i].nprocs;
+    }
+    for (int r = 1; r < ED_IP_NREASONS; r++) {
+        blocks_bytes += res->ip_block_why_bytes[r];
+        nblocks += res->nip_block_why[r];
+    }
+    uint32_t nsaves = 0;
+    for (size_t i = 0; i < res->nprobes; i++)
+        nsaves += (res->probes[i].flags & ED_PROBE_INPLACE) && res->probes[i].save_flags;
+    fprintf(stderr,
+            "%s: %s: in place: %u procedures measured where they are (%u blocks, %llu "
+            "bytes of code, counted through %u jumps to %llu bytes of trampolines, %u "
+            "saving the flags; %u procedures partly); unmeasured: %u procedures and %u "
+            "blocks, %llu of %llu bytes of code (%.2f%%)\n",
+            prog_name, output, res->ninplace, res->nip_points,
+            (unsigned long long)res->ip_bytes, es->ninplace,
+            (unsigned long long)es->bytes_inplace, nsaves, res->ninplace_partial, nprocs,
+            nblocks,
+            (unsigned long long)(procs_bytes + blocks_bytes), (unsigned long long)total,
+            total ? 100.0 * (double)(procs_bytes + blocks_bytes) / (double)total : 0.0);
+    if (res->nip_why > 1)
+        qsort(res->ip_why, res->nip_why, sizeof(drv_ip_why_t), cmp_ip_why);
+    for (size_t i = 0; i < res->nip_why && i < 12; i++)
+        fprintf(stderr, "%s: %s:   unmeasured %8u procedures %10llu bytes: %.*s\n",
+                prog_name, output, res->ip_why[i].nprocs,
+                (unsigned long long)res->ip_why[i].bytes, (int)res->ip_why[i].keylen,
+                res->ip_why[i].why);
+    if (res->nip_why > 12) {
+        uint32_t n = 0;
+        uint64_t b = 0;
+        for (size_t i = 12; i < res->nip_why; i++) {
+            n += res->ip_why[i].nprocs;
+            b += res->ip_why[i].bytes;
+        }
+        fprintf(stderr, "%s: %s:   unmeasured %8u procedures %10llu bytes: %zu other reasons\n",
+                prog_name, output, n, (unsigned long long)b, res->nip_why - 12);
+    }
+    for (int r = 1; r < ED_IP_NREASONS; r++)
+        if (res->nip_block_why[r] > 0)
+            fprintf(stderr, "%s: %s:   unmeasured %8u blocks     %10llu bytes: %s\n",
+                    prog_name, output, res->nip_block_why[r],
+                    (unsigned long long)res->ip_block_why_bytes[r], ed_inplace_why(r));
+}
+
 /* Rewrites made again, at most, when an FDE of moved code cannot be rewritten. */
 #define MAX_RETRIES 16
 
@@ -317,6 +387,9 @@ rewrite(const cfg_prog_t *prog, const char *input, const char *output, const cha
     const int tracing = drv == &drv_trace_ops || drv == &drv_trace_naive_ops;
     trace_ctx_t tctx = { &res, NULL };
     eo.reuse_text = !tracing && !keep_old_text;
+    eo.all_in_place = all_in_place;
+    if (all_in_place != NULL && cfg_image_runtime(prog->img) == CFG_RUNTIME_GO && atomic < 0)
+        atomic = 1; /* its threads start from raw clone system calls: no hook sees them */
     uint32_t ntraced = 0, nmrefs = 0, nmvals = 0;
     int rc;
     if (weights != NULL) {
@@ -467,6 +540,8 @@ rewrite(const cfg_prog_t *prog, const char *input, const char *output, const cha
             (unsigned long long)es->bytes_new, es->npads, es->nind_pads, es->ntables,
             es->nxlate, (unsigned long long)st.output_size,
             st.input_size ? (double)st.output_size / (double)st.input_size : 0.0);
+    if (drv != NULL)
+        print_in_place(prog, output, &res, es);
     if (es->nheld_inside > 0)
         note_old_copies(output, es->held_inside, "the program holds %u address%s inside "
                         "blocks of moved code, not at a block's start", es->nheld_inside,
@@ -685,7 +760,17 @@ rewrite_file(const char *input, const char *output, int dump, const char *proc,
     if (rc < 0)
         return fail_input(input, rc);
     const char *unsupported = NULL;
-    if (dump == DUMP_NONE && (unsupported = ed_image_unsupported(img)) == NULL)
+    all_in_place = getenv("QPT_LEAVE_ALL") != NULL /* testing aid, see README */
+        ? "named by QPT_LEAVE_ALL" : NULL;
+    if (cfg_image_runtime(img) == CFG_RUNTIME_GO)
+        all_in_place = "a Go program: its runtime finds functions by return address through "
+                       ".gopclntab, so every procedure stays in place";
+    else if (cfg_image_runtime(img) == CFG_RUNTIME_GHC)
+        all_in_place = "a GHC program: its info tables sit right before the code they "
+                       "describe, so every procedure stays in place";
+    else if (dump == DUMP_NONE)
+        unsupported = ed_image_unsupported(img);
+    if (dump == DUMP_NONE && unsupported == NULL)
         unsupported = ed_image_rewritten(img);
     if (unsupported != NULL) {
         fprintf(stderr, "%s: %s: %s\n", prog_name, input, unsupported);

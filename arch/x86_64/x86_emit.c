@@ -359,6 +359,62 @@ arch_emit_store_ret64(uint64_t value, uint8_t* out /*OUT*/, size_t cap)
 }
 
 int
+arch_emit_call_ret(const uint8_t *buf, const arch_insn_t *in, uint64_t addr, uint64_t ret,
+                   uint8_t *out /*OUT*/, size_t cap)
+{
+    static const uint8_t below[] = { 0x48, 0x8d, 0x64, 0x24, 0xf8, 0x50 }; /* lea; push */
+    static const uint8_t store[] = { 0x48, 0x89, 0x44, 0x24, 0x08, 0x58 }; /* mov; pop */
+    if (buf == NULL || in == NULL || out == NULL || cap < 19 + 5
+        || (in->kind != ARCH_KIND_CALL && in->kind != ARCH_KIND_CALL_IND))
+        return QP_EINVAL;
+    memcpy(out, below, sizeof(below));
+    out[6] = 0x48; /* lea RET(%rip),%rax */
+    out[7] = 0x8d;
+    out[8] = 0x05;
+    int64_t d = (int64_t)ret - (int64_t)(addr + 13);
+    if (d < INT32_MIN || d > INT32_MAX)
+        return QP_ERANGE;
+    x86_put32(out + 9, (uint32_t)(int32_t)d);
+    memcpy(out + 13, store, sizeof(store));
+    if (in->kind == ARCH_KIND_CALL) {
+        int n = arch_emit_jmp(addr + 19, in->target, out + 19, cap - 19);
+        return n < 0 ? n : 19 + n;
+    }
+    /* call *OP is FF /2: the same bytes with /4 are jmp *OP. */
+    arch_ops_t ops;
+    if (arch_decode_ops(buf, in->len, in->addr, &ops) < 0)
+        return QP_EUNSUPP;
+    if (ops.src.kind == ARCH_OPND_MEM
+        && (ops.src.base == ARCH_REG_SP || ops.src.index == ARCH_REG_SP))
+        return QP_EUNSUPP;
+    if (ops.src.kind == ARCH_OPND_REG && ops.src.reg == ARCH_REG_SP)
+        return QP_EUNSUPP;
+    size_t k = 0;
+    while (k < in->len && (buf[k] == 0xf0 || buf[k] == 0xf2 || buf[k] == 0xf3 || buf[k] == 0x2e
+                           || buf[k] == 0x36 || buf[k] == 0x3e || buf[k] == 0x26
+                           || buf[k] == 0x64 || buf[k] == 0x65 || buf[k] == 0x66
+                           || buf[k] == 0x67))
+        k++;
+    if (k < in->len && (buf[k] & 0xf0) == 0x40)
+        k++;
+    if (k + 1 >= in->len || buf[k] != 0xff || ((buf[k + 1] >> 3) & 7) != 2
+        || cap - 19 < in->len)
+        return QP_EUNSUPP;
+    uint8_t *j = out + 19;
+    memcpy(j, buf, in->len);
+    j[k + 1] = (uint8_t)((j[k + 1] & ~0x38) | (4 << 3));
+    if (in->flags & ARCH_F_RIPREL) {
+        if (in->rel_size != 4)
+            return QP_EUNSUPP;
+        int64_t r = (int64_t)in->target - (int64_t)(addr + 19 + in->len);
+        if (r < INT32_MIN || r > INT32_MAX)
+            return QP_ERANGE;
+        x86_put32(j + in->rel_off, (uint32_t)(int32_t)r);
+    }
+    return 19 + in->len;
+}
+
+int
 arch_emit_jcc(uint64_t addr, int cond, uint64_t target, uint8_t* out /*OUT*/, size_t cap)
 {
     /* The x86 condition code of each arch_cond_t, indexed by the enum value. */

@@ -1,0 +1,112 @@
+#!/bin/sh
+# Copyright 2026 the qpt authors
+# SPDX-License-Identifier: MIT
+#
+# Go programs, every procedure patched in place (editor/ed_inplace.c): their runtime
+# finds functions by return address, so nothing moves and no return address may point
+# into new code.
+#  - tests/inplace/truth.go (calls fixed by construction; goroutines on several threads,
+#    panics recovered, the GC running) rewritten with qp and naive: same output, and
+#    main.leaf, main.mayPanic, main.churn and main.main called exactly as it says;
+#  - Debian's gofmt rewritten with none and qp formats Go's own go/ sources exactly as
+#    the original does;
+#  - Debian's go rewritten with none and qp builds a small module into the same binary.
+# Skipped without Go (Debian's golang-go).
+set -u
+. "${top_srcdir:-.}/tests/lib.sh"
+QP=${QP:-$top_builddir/tools/qp}
+goroot=/usr/lib/go-1.19
+GO=$goroot/bin/go
+[ -x "$GO" ] || { echo "inplace-go.sh: SKIP: no $GO (apt-get install golang-go)"; exit 77; }
+dir=$top_builddir/tests/inplace-go.d
+rm -rf "$dir"
+mkdir -p "$dir" && dir=$(cd "$dir" && pwd) || exit 99
+mkdir -p "$dir/mod/greet" || exit 99
+fail=0
+bad() {
+    echo "FAIL $*"
+    fail=1
+}
+GOCACHE=$dir/gocache GOPATH=$dir/gopath GOFLAGS=-mod=mod GOTOOLCHAIN=local HOME=$dir
+export GOCACHE GOPATH GOFLAGS GOTOOLCHAIN HOME
+
+# The truth program.
+cp "$top_srcdir/tests/inplace/truth.go" "$dir/truth.go" || exit 99
+(cd "$dir" && "$GO" build -o truth truth.go) >"$dir/build.log" 2>&1 || {
+    echo "inplace-go.sh: SKIP: cannot build a Go program: $(head -n 1 "$dir/build.log")"
+    exit 77
+}
+"$dir/truth" >"$dir/truth.out" 2>&1 || bad "truth: the original fails"
+for drv in qp naive; do
+    inst=$dir/truth.$drv
+    "$QPT_REWRITE" --driver=$drv "$dir/truth" -o "$inst" 2>"$inst.log" || {
+        bad "truth $drv: qpt-rewrite: $(head -n 1 "$inst.log")"
+        continue
+    }
+    grep -q 'in place: [1-9][0-9]* procedures measured' "$inst.log" \
+        || bad "truth $drv: nothing measured in place"
+    for run in 1 2; do
+        rm -f "$inst.qp"
+        GOGC=5 "$inst" >"$inst.out" 2>&1
+        cmp -s "$dir/truth.out" "$inst.out" || { bad "truth $drv run $run: output differs"; continue; }
+        "$QP" report --csv "$inst.qp" >"$inst.csv" 2>"$inst.err" || {
+            bad "truth $drv: qp report: $(head -n 1 "$inst.err")"
+            continue
+        }
+        wrong=
+        for want in main.leaf,40600 main.mayPanic,700 main.churn,1 main.main,1; do
+            name=${want%,*}
+            got=$(awk -F, -v n="$name" '$1 == n { print $2 }' "$inst.csv")
+            [ "$got" = "${want#*,}" ] || wrong="$wrong $name=$got (expected ${want#*,})"
+        done
+        if [ -z "$wrong" ]; then
+            echo "ok truth $drv run $run: calls exact (leaf 40600 from 8 goroutines, mayPanic 700 with 100 panics recovered)"
+        else
+            bad "truth $drv run $run: wrong calls:$wrong"
+        fi
+    done
+done
+
+# gofmt of Go's own sources.
+src=$(readlink -f "$goroot/src")
+for drv in none qp; do
+    g=$dir/gofmt.$drv
+    "$QPT_REWRITE" --driver=$drv "$goroot/bin/gofmt" -o "$g" 2>"$g.log" || {
+        bad "gofmt $drv: qpt-rewrite: $(head -n 1 "$g.log")"
+        continue
+    }
+    "$goroot/bin/gofmt" -l -d "$src/go" >"$dir/gofmt.ref" 2>&1
+    echo $? >>"$dir/gofmt.ref"
+    "$g" -l -d "$src/go" >"$g.out" 2>&1
+    echo $? >>"$g.out"
+    if cmp -s "$dir/gofmt.ref" "$g.out"; then
+        echo "ok gofmt $drv: $src/go formatted as the original does ($(wc -l <"$g.out") lines)"
+    else
+        bad "gofmt $drv: output differs"
+    fi
+done
+
+# go build of a small module.
+printf 'module example.com/hello\n\ngo 1.19\n' >"$dir/mod/go.mod"
+printf 'package greet\n\nimport "strings"\n\nfunc Hello(n string) string { return "hello, " + strings.ToUpper(n) }\n' \
+    >"$dir/mod/greet/greet.go"
+printf 'package main\n\nimport (\n\t"fmt"\n\n\t"example.com/hello/greet"\n)\n\nfunc main() { fmt.Println(greet.Hello("qpt")) }\n' \
+    >"$dir/mod/main.go"
+(cd "$dir/mod" && GOCACHE=$dir/gc.ref "$GO" build -trimpath -o ../hello.ref .) || bad "go build: the original fails"
+for drv in none qp; do
+    g=$dir/go.$drv
+    "$QPT_REWRITE" --driver=$drv "$GO" -o "$g" 2>"$g.log" || {
+        bad "go $drv: qpt-rewrite: $(head -n 1 "$g.log")"
+        continue
+    }
+    (cd "$dir/mod" && GOCACHE=$dir/gc.$drv "$g" build -trimpath -o "../hello.$drv" .) >"$g.out" 2>&1 || {
+        bad "go $drv: go build fails: $(head -n 1 "$g.out")"
+        continue
+    }
+    if cmp -s "$dir/hello.ref" "$dir/hello.$drv" && [ "$("$dir/hello.$drv")" = "hello, QPT" ]; then
+        echo "ok go $drv: go build gives the same binary"
+    else
+        bad "go $drv: go build gives another binary"
+    fi
+done
+exit $fail
