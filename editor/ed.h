@@ -536,11 +536,11 @@ const ed_stats_t *ed_plan_stats(const ed_plan_t *plan);
 
 
 /*****************************************************************************
- * In-place measurement for files (ed_inplace.c, ed_inplace_tramp.c): code that does not
- * move is patched where it is, a 5-byte jmp at each point into a trampoline that counts,
- * runs the displaced instructions (a call among them pushes its original return address
- * and jumps: no return address ever points into new code) and jumps back. To join the
- * shared patch layer (issue 29) with editor/ed_tramp.c.
+ * In-place measurement for files (ed_inplace.c; its trampolines: patch/'s
+ * pt_inplace_emit): code that does not move is patched where it is, a 5-byte jmp at each
+ * point into a trampoline that counts, runs the displaced instructions (a call among them
+ * pushes its original return address and jumps: no return address ever points into new
+ * code) and jumps back.
  */
 
 /* Why a point cannot take a jump (ed_inplace_fit's positive returns). */
@@ -582,27 +582,6 @@ int ed_inplace_fit(const ed_inplace_t *ip, uint32_t block, uint64_t at, uint32_t
  */
 const char *ed_plan_inplace_unfit(const ed_plan_t *plan, uint32_t proc);
 
-/* A trampoline of a point patched in place: pure, from (what, where) to bytes. */
-typedef struct ed_ip_tramp {
-    uint64_t addr;       /* the point: the first displaced byte */
-    const uint8_t *orig; /* the displaced bytes: whole instructions */
-    uint32_t len;        /* their number (>= 1) */
-    uint64_t counter;    /* the 8-byte counter to add one to (0: none) */
-    int inc_mode;        /* ARCH_INC_PLAIN or ARCH_INC_ATOMIC */
-    int save_flags;      /* the arithmetic flags are live at the point */
-} ed_ip_tramp_t;
-
-/* An upper bound of the trampoline's size for LEN displaced bytes. */
-#define ED_IP_TRAMP_MAX(len) (32u + 40u * (len))
-
-/*
- * The trampoline of T placed at AT into OUT (CAP bytes): flags saved if live (below the
- * red zone), the counter, the displaced instructions relocated (a last call made with
- * its original return address, a last jump or return kept as it is), a jump back to
- * T->addr + T->len when they fall through. Its length, or QP_E* (QP_EUNSUPP: an
- * instruction that cannot be moved; QP_ERANGE: out of rel32 reach).
- */
-int ed_ip_tramp_emit(const ed_ip_tramp_t *t, uint64_t at, uint8_t *out /*OUT*/, size_t cap);
 
 /*****************************************************************************
  * The static address space: an executable file's image in memory (ed_image.c)

@@ -4,7 +4,7 @@
 /*
  * In-place measurement for files: the points of procedures left in place (their code
  * must keep its address, or cannot be moved) get a 5-byte jmp to a trampoline
- * (ed_inplace_tramp.c) in a new executable region; the live technique applied to a file.
+ * (patch/pt_inplace.c) in a new executable region; the live technique applied to a file.
  * To join the shared patch layer (issue 29).
  *
  * A point may take a jump only when no control can enter the bytes the jump covers but
@@ -22,6 +22,7 @@
 
 #include "editor/ed.h"
 #include "editor/ed_layout_priv.h"
+#include "patch/patch.h"
 
 struct ed_inplace {
     const cfg_prog_t *prog;
@@ -192,10 +193,10 @@ ed_inplace_fit(const ed_inplace_t *ip, uint32_t block, uint64_t at, uint32_t *le
     const uint8_t *orig = cfg_image_ptr(img, at, NULL);
     if (orig == NULL)
         return ED_IP_INSN;
-    uint8_t scratch[ED_IP_TRAMP_MAX(24)];
-    ed_ip_tramp_t t = { .addr = at, .orig = orig, .len = (uint32_t)(a - at),
+    uint8_t scratch[PT_INPLACE_MAX(24)];
+    pt_inplace_t t = { .addr = at, .orig = orig, .len = (uint32_t)(a - at),
                         .counter = at, .inc_mode = ARCH_INC_ATOMIC, .save_flags = 1 };
-    if (ed_ip_tramp_emit(&t, at, scratch, sizeof(scratch)) < 0)
+    if (pt_inplace_emit(&t, at, scratch, sizeof(scratch)) < 0)
         return ED_IP_INSN;
     *len = (uint32_t)(a - at);
     *span = (uint32_t)(end - at);
@@ -252,13 +253,13 @@ edl_inplace_apply(ed_plan_t *plan, const qp_space_ops_t *ops, void *space)
     int mode = plan->opts.atomic == ARCH_INC_PLAIN ? ARCH_INC_PLAIN : ARCH_INC_ATOMIC;
     for (size_t i = 0; rc == 0 && i < plan->nip_probes; i++) {
         const ed_probe_t *pr = &plan->ip_probes[i];
-        uint8_t scratch[ED_IP_TRAMP_MAX(24)];
-        ed_ip_tramp_t t = {
+        uint8_t scratch[PT_INPLACE_MAX(24)];
+        pt_inplace_t t = {
             .addr = pr->addr, .orig = cfg_image_ptr(img, pr->addr, NULL), .len = lens[2 * i],
             .counter = plan->counters + 8 * (uint64_t)pr->counter, .inc_mode = mode,
             .save_flags = pr->save_flags,
         };
-        int n = ed_ip_tramp_emit(&t, (hi + 4096 + size + 15) & ~(uint64_t)15, scratch,
+        int n = pt_inplace_emit(&t, (hi + 4096 + size + 15) & ~(uint64_t)15, scratch,
                                  sizeof(scratch));
         if (n < 0)
             rc = n;
@@ -275,12 +276,12 @@ edl_inplace_apply(ed_plan_t *plan, const qp_space_ops_t *ops, void *space)
     size_t k = 0;
     for (size_t i = 0; rc == 0 && i < plan->nip_probes; i++) {
         const ed_probe_t *pr = &plan->ip_probes[i];
-        ed_ip_tramp_t t = {
+        pt_inplace_t t = {
             .addr = pr->addr, .orig = cfg_image_ptr(img, pr->addr, NULL), .len = lens[2 * i],
             .counter = plan->counters + 8 * (uint64_t)pr->counter, .inc_mode = mode,
             .save_flags = pr->save_flags,
         };
-        int n = ed_ip_tramp_emit(&t, region + k, buf + k, size - k);
+        int n = pt_inplace_emit(&t, region + k, buf + k, size - k);
         if (n < 0) {
             rc = n;
             break;

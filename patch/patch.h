@@ -152,4 +152,32 @@ pt_tramp_patch(uint64_t addr, uint64_t tramp, uint8_t *out, size_t cap);
 int
 pt_snip_size(const pt_snip_t *sn, uint64_t at);
 
+/*****************************************************************************
+ * Counting code of a file where it is (pt_inplace.c)
+ */
+
+/* The trampoline of a point of a file patched in place (editor/ed_inplace.c) to count
+ * a block: pure, from (what, where) to bytes (pt_inplace.c). */
+typedef struct pt_inplace {
+    uint64_t addr;       /* the point: the first displaced byte */
+    const uint8_t *orig; /* the displaced bytes: whole instructions */
+    uint32_t len;        /* their number (>= 1) */
+    uint64_t counter;    /* the 8-byte counter to add one to (0: none) */
+    int inc_mode;        /* ARCH_INC_PLAIN or ARCH_INC_ATOMIC */
+    int save_flags;      /* the arithmetic flags are live at the point */
+} pt_inplace_t;
+
+/* An upper bound of the trampoline's size for LEN displaced bytes. */
+#define PT_INPLACE_MAX(len) (32u + 40u * (len))
+
+/*
+ * The trampoline of T placed at AT into OUT (CAP bytes): flags saved if live (below the
+ * red zone), the counter, the displaced instructions relocated (a last call made with
+ * its original return address, a last jump or return kept as it is), a jump back to
+ * T->addr + T->len when they fall through. Its length, or QP_E* (QP_EUNSUPP: an
+ * instruction that cannot be moved; QP_ERANGE: out of rel32 reach).
+ */
+int
+pt_inplace_emit(const pt_inplace_t *t, uint64_t at, uint8_t *out /*OUT*/, size_t cap);
+
 #endif

@@ -1,9 +1,9 @@
 /* Copyright 2026 the qpt authors
  * SPDX-License-Identifier: MIT */
 /*
- * Trampolines of code patched in place in a file (editor/ed_inplace_tramp.c), unit-tested
+ * Trampolines of code patched in place in a file (patch/pt_inplace.c), unit-tested
  * in this process's memory: small procedures assembled into a mapping, a point of each
- * patched with a jump to its trampoline (ed_ip_tramp_emit), the procedures called: their
+ * patched with a jump to its trampoline (pt_inplace_emit), the procedures called: their
  * results unchanged, the counters exact. Shapes: a displaced direct call (the callee
  * sees its original return address), an indirect call, a conditional branch last, the
  * flags live at the point, and the refusal of a call whose operand uses %rsp.
@@ -16,6 +16,7 @@
 #include <sys/mman.h>
 
 #include "editor/ed.h"
+#include "patch/patch.h"
 
 #define PAGE 4096u
 
@@ -50,16 +51,16 @@ put_call(size_t off, size_t to)
 }
 
 /* Patch LEN bytes at OFF with a jump to a trampoline at TRAMP + TOFF counting into
- * WORDS[W]. Returns ed_ip_tramp_emit's result. */
+ * WORDS[W]. Returns pt_inplace_emit's result. */
 static int
 patch(size_t off, uint32_t len, size_t toff, int w, int save_flags)
 {
     uint8_t orig[32];
     memcpy(orig, CODE + off, len);
-    ed_ip_tramp_t t = { .addr = at(off), .orig = orig, .len = len,
+    pt_inplace_t t = { .addr = at(off), .orig = orig, .len = len,
                         .counter = (uint64_t)(uintptr_t)&WORDS[w],
                         .inc_mode = ARCH_INC_PLAIN, .save_flags = save_flags };
-    int n = ed_ip_tramp_emit(&t, (uint64_t)(uintptr_t)(TRAMP + toff), TRAMP + toff, 256);
+    int n = pt_inplace_emit(&t, (uint64_t)(uintptr_t)(TRAMP + toff), TRAMP + toff, 256);
     if (n < 0)
         return n;
     memset(CODE + off, 0xcc, len);
@@ -155,15 +156,15 @@ END_TEST
 START_TEST(test_inplace_refuses_rsp_operand)
 {
     uint8_t out[256];
-    ed_ip_tramp_t t = { .addr = at(OFF_S), .orig = CODE + OFF_S, .len = 4,
+    pt_inplace_t t = { .addr = at(OFF_S), .orig = CODE + OFF_S, .len = 4,
                         .counter = (uint64_t)(uintptr_t)&WORDS[5] };
-    ck_assert_int_eq(ed_ip_tramp_emit(&t, (uint64_t)(uintptr_t)TRAMP, out, sizeof(out)),
+    ck_assert_int_eq(pt_inplace_emit(&t, (uint64_t)(uintptr_t)TRAMP, out, sizeof(out)),
                      QP_EUNSUPP);
     /* A call that is not the last displaced instruction cannot be moved either. */
     t.addr = at(OFF_H);
     t.orig = CODE + OFF_H;
     t.len = 8;
-    ck_assert_int_eq(ed_ip_tramp_emit(&t, (uint64_t)(uintptr_t)TRAMP, out, sizeof(out)),
+    ck_assert_int_eq(pt_inplace_emit(&t, (uint64_t)(uintptr_t)TRAMP, out, sizeof(out)),
                      QP_EUNSUPP);
 }
 END_TEST

@@ -2,8 +2,8 @@
  * SPDX-License-Identifier: MIT */
 
 /*
- * Trampolines of code patched in place in a file: pure functions from (what, where) to
- * bytes, to join the shared patch layer (issue 29) beside editor/ed_tramp.c.
+ * Trampolines of code patched in place in a file (editor/ed_inplace.c): pure functions
+ * from (what, where) to bytes, beside pt_tramp.c's shapes.
  *
  *   [lea -128(%rsp),%rsp; pushfq]      only where the flags are live
  *   incq COUNTER(%rip)                 (lock incq in atomic mode)
@@ -20,10 +20,10 @@
  */
 #include <string.h>
 
-#include "editor/ed.h"
+#include "patch/patch.h"
 
 int
-ed_ip_tramp_emit(const ed_ip_tramp_t *t, uint64_t at, uint8_t *out, size_t cap)
+pt_inplace_emit(const pt_inplace_t *t, uint64_t at, uint8_t *out, size_t cap)
 {
     if (t == NULL || out == NULL || t->orig == NULL || t->len == 0)
         return QP_EINVAL;
