@@ -29,7 +29,10 @@ names="stdout stderr environ"
 #  - qm_many.c: the child qm_live_run_many forks for each measured process (its tracer)
 #    ends with _exit once it sent its report (the same reasons as dyn_ptrace.c); the
 #    caller's process never exits.
-allowed="dynamic/dyn_ptrace.c:_exit cfg/cfg_bfd.c:stderr metrics/qm_many.c:_exit"
+#  - qm_search.c: the child qm_search_run_many forks for each searched process ends with
+#    _exit once it sent its search's report (the same reasons); the caller's process
+#    never exits.
+allowed="dynamic/dyn_ptrace.c:_exit cfg/cfg_bfd.c:stderr metrics/qm_many.c:_exit metrics/qm_search.c:_exit"
 
 # strip FILE...: FILE:LINE:code, without comments and with string and character
 # literals emptied ("" and '').
