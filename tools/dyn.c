@@ -883,10 +883,17 @@ main(int argc, char **argv)
         printf("dyn (%s) %s\n", PACKAGE_NAME, PACKAGE_VERSION);
         return 0;
     }
-    if (argc < 2
-        || (strcmp(argv[1], "attach") != 0 && strcmp(argv[1], "run") != 0
-            && strcmp(argv[1], "clean") != 0 && strcmp(argv[1], "search") != 0)) {
+    if (argc < 2) {
         usage(stderr);
+        return EXIT_USAGE;
+    }
+    if (strcmp(argv[1], "attach") != 0 && strcmp(argv[1], "run") != 0
+        && strcmp(argv[1], "clean") != 0 && strcmp(argv[1], "search") != 0) {
+        if (argv[1][0] == '-')
+            fprintf(stderr, "dyn: unknown option '%s' (try --help)\n", argv[1]);
+        else
+            fprintf(stderr, "dyn: unknown command '%s' (attach, run, search or clean; try --help)\n",
+                    argv[1]);
         return EXIT_USAGE;
     }
     if (strcmp(argv[1], "clean") == 0)
@@ -918,7 +925,8 @@ main(int argc, char **argv)
         argv++;
         argc--;
     }
-    while ((opt = getopt_long(argc, argv, "+c:at:f:i:d:o:vhVe:", lopts, NULL)) != -1) {
+    opterr = 0; /* tool_option_error says it in one line */
+    while ((opt = getopt_long(argc, argv, "+:c:at:f:i:d:o:vhVe:", lopts, NULL)) != -1) {
         switch (opt) {
         case 'e':
         case 'M':
@@ -969,7 +977,7 @@ main(int argc, char **argv)
             break;
         case 'h': usage(stdout); return 0;
         case 'V': printf("dyn (%s) %s\n", PACKAGE_NAME, PACKAGE_VERSION); return 0;
-        default: usage(stderr); return EXIT_USAGE;
+        default: return tool_option_error("dyn", argv, opt);
         }
     }
     if (o.max_overhead > 0 && o.nm == 0 && !o.commands) {

@@ -13,6 +13,7 @@
 
 #include "metrics/qm.h"
 #include "tools/dyn_search.h"
+#include "tools/tool.h"
 #include "tools/tool_metrics.h"
 
 static volatile int stop_flag;
@@ -273,7 +274,8 @@ dyn_search_main(int argc, char **argv)
     qm_search_opts_t o = { 0 };
     int opt, json = 0;
     double v;
-    while ((opt = getopt_long(argc, argv, "+hi:d:", lopts, NULL)) != -1) {
+    opterr = 0; /* tool_option_error says it in one line */
+    while ((opt = getopt_long(argc, argv, "+:hi:d:", lopts, NULL)) != -1) {
         switch (opt) {
         case 'T':
             if (parse_num("--threshold", optarg, &v) < 0)
@@ -300,7 +302,7 @@ dyn_search_main(int argc, char **argv)
         case 'j': json = 1; break;
         case 'r': o.repeat = 1; break;
         case 'h': usage(stdout); return 0;
-        default: usage(stderr); return 2;
+        default: return tool_option_error("dyn search", argv, opt);
         }
     }
     int pids[256];

@@ -984,7 +984,8 @@ main(int argc, char **argv)
     if (margs == NULL || morder == NULL)
         return fail_input("-", QP_ENOMEM);
     tool_heap_setup();
-    while ((c = getopt_long(argc, argv, "o:vhVe:", longopts, NULL)) != -1) {
+    opterr = 0; /* tool_option_error says it in one line */
+    while ((c = getopt_long(argc, argv, ":o:vhVe:", longopts, NULL)) != -1) {
         switch (c) {
         case 'e':
         case 'M':
@@ -1034,7 +1035,7 @@ main(int argc, char **argv)
                 return EXIT_USAGE;
             }
             break;
-        default: usage(stderr); return EXIT_USAGE;
+        default: return tool_option_error(prog_name, argv, c);
         }
     }
     if (optind != argc - 1) {

@@ -81,4 +81,12 @@ typedef struct tool_out {
 int tool_out_open(tool_out_t *t /*OUT*/, const char *prog, const char *path);
 int tool_out_close(tool_out_t *t, const char *prog, int ok);
 
+/*
+ * The one-line message of a bad command line, after getopt_long (called with opterr 0
+ * and an option string starting with ':') returned C ('?': an unknown option; ':': a
+ * missing argument): "PROG: unknown option '--bogus' (try --help)". Returns 2, the
+ * tools' usage-error status.
+ */
+int tool_option_error(const char *prog, char *const *argv, int c);
+
 #endif

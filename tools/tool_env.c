@@ -9,6 +9,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -159,4 +160,17 @@ tool_writable(const char *path, int via_rename)
     memcpy(dir, path, n);
     strcpy(dir + n, slash == NULL ? "." : n == 0 ? "/" : "");
     return access(dir, W_OK | X_OK) == 0;
+}
+
+int
+tool_option_error(const char *prog, char *const *argv, int c)
+{
+    /* A long option as written (without "=VALUE"), else the short one getopt saw. */
+    char name[64] = { '-', (char)optopt, '\0' };
+    const char *arg = optind > 0 ? argv[optind - 1] : "";
+    if (strncmp(arg, "--", 2) == 0 || optopt == 0)
+        snprintf(name, sizeof(name), "%.*s", (int)strcspn(arg, "="), arg);
+    fprintf(stderr, "%s: %s '%s' (try --help)\n", prog,
+            c == ':' ? "missing argument to" : "unknown option", name);
+    return 2;
 }
