@@ -315,6 +315,14 @@ primary(parser_t *p)
             free(name);
             return e;
         }
+        if (strncmp(name, "arg", 3) == 0 && name[3] != 0
+            && strspn(name + 3, "0123456789") == strlen(name + 3)) {
+            /* arg0, arg7: an argument the language cannot read, not an unknown variable */
+            fail_at(p, line, col, "'%s': the arguments are arg1 to arg6 (counted from 1; "
+                    "the C API's qpt_arg counts from 0)", name);
+            free(name);
+            return NULL;
+        }
         qm_expr_t *e = mk(p, QE_VAR, line, col, NULL, NULL);
         if (e == NULL) {
             free(name);

@@ -90,7 +90,18 @@ out=$("$R" -e 'count calls(leaf)' --driver=qp "$D/prog" -o "$D/x.inst" 2>&1)
 [ $? = 2 ] && echo "$out" | grep -q "not with --driver" && ok "-e with --driver refused" ||
     bad "-e --driver: $out"
 out=$("$Q" metrics "$D/nothing.qp" 2>&1)
-[ $? = 1 ] && ok "qp metrics without a layout: $out" || bad "qp metrics no layout: $out"
+[ $? = 1 ] && [ "$out" = "qp: $D/nothing.qp: No such file or directory" ] &&
+    ok "qp metrics without a profile: $out" || bad "qp metrics without a profile: $out"
+# arg0, arg7: the language's arguments count from 1 (issue 32: it said "no variable").
+out=$("$R" -e 'count calls(leaf) where arg7 > 1' "$D/prog" -o "$D/x.inst" 2>&1 | head -n 1)
+[ "$out" = "qpt-rewrite: -e:1:25: 'arg7': the arguments are arg1 to arg6 (counted from 1; the C API's qpt_arg counts from 0)" ] &&
+    ok "arg7 named as an argument" || bad "arg7: $out"
+# A qp profile without metrics: said so, not "X.qpm: No such file" (an internal file).
+if "$R" "$D/prog" -o "$D/plain.inst" 2>/dev/null && "$D/plain.inst" >/dev/null; then
+    out=$("$Q" metrics "$D/plain.inst.qp" 2>&1)
+    [ $? = 1 ] && [ "$out" = "qp: $D/plain.inst.qp: the profile of a rewrite without metrics (qpt-rewrite -e or --metrics; its counts: qp report $D/plain.inst.qp)" ] &&
+        ok "qp metrics of a plain profile" || bad "qp metrics of a plain profile: $out"
+fi
 # The profile of another rewrite (other metrics) against a layout: refused in one line,
 # not values read from the wrong words.
 if "$R" -e 'count calls(rec) total' -e 'count calls(leaf) total' "$D/prog" -o "$D/other.inst" 2>/dev/null &&

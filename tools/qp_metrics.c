@@ -8,10 +8,12 @@
  */
 #include "config.h"
 
+#include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "tools/qp_tool.h"
 #include "tools/tool.h"
@@ -100,6 +102,16 @@ qp_metrics_main(int argc, char **argv)
         layout = lay;
     }
     qm_set_t *set = NULL;
+    struct stat st;
+    if (layout == lay && stat(lay, &st) < 0 && errno == ENOENT) {
+        /* The layout is an internal file: name the profile, and what it lacks. */
+        if (stat(profile, &st) < 0)
+            fprintf(stderr, "qp: %s: %s\n", profile, strerror(errno));
+        else
+            fprintf(stderr, "qp: %s: the profile of a rewrite without metrics (qpt-rewrite -e "
+                    "or --metrics; its counts: qp report %s)\n", profile, profile);
+        return EXIT_INPUT;
+    }
     FILE *lf = tool_fopen_read(layout, why, sizeof(why)); /* a FIFO is refused */
     if (lf == NULL) {
         fprintf(stderr, "qp: %s: %s%s\n", layout, why,
