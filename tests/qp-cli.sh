@@ -204,6 +204,16 @@ grep -q 'call.*<maybe>' "$dir/out" || bad "--annotate: no call to maybe"
 grep -q 'push *%rbp' "$dir/out" || bad "--annotate: the entry's original code is not shown"
 grep -Eq '^ +[0-9]+ +[0-9]+\.[0-9][0-9] +[0-9a-f]+:  ' "$dir/out" || bad "--annotate: no percentages"
 grep -Eq '^ +[0-9]+:  .*[a-z]' "$dir/out" || bad "--annotate: no source lines between the instructions"
+# A RIP-relative operand that addresses data (a string literal in .rodata) is named by
+# its section, not as an offset into the code before it (issue 32: stderr showed as
+# <sub_35988+0x15cd8>).
+printf '#include <stdio.h>\nint main(void) { puts("a literal"); return 0; }\n' >"$dir/lit.c"
+if gcc -O1 -o "$dir/lit" "$dir/lit.c" && "$QPT_REWRITE" "$dir/lit" -o "$dir/lit.inst" 2>/dev/null &&
+    "$dir/lit.inst" >/dev/null; then
+    expect 0 "$QP" report --annotate=main "$dir/lit.inst.qp"
+    { grep -q 'lea .*(%rip).*<\.rodata+0x' "$dir/out" && ! grep -q 'lea .*(%rip).*<_fini' "$dir/out"; } ||
+        bad "--annotate: data named after code: $(grep 'lea .*(%rip)' "$dir/out")"
+fi
 expect 0 "$QP" report --lcov -o "$dir/p.info" "$prof"
 grep -q '^SF:.*p\.c$' "$dir/p.info" || bad "--lcov: no SF line"
 grep -q '^FNDA:2,mid$' "$dir/p.info" || bad "--lcov: no FNDA:2,mid"

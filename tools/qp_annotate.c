@@ -105,6 +105,14 @@ dis_print_address(bfd_vma addr, struct disassemble_info *info)
         free(dm);
         return;
     }
+    /* Data (a variable's address in a RIP-relative operand) is no place in code: by its
+     * section, as stderr is not <sub_35988+0x15cd8>. */
+    const cfg_section_t *sec = cfg_image_section_at(d->in->img, addr);
+    if (sec == NULL || !(sec->flags & CFG_SEC_CODE)) {
+        if (sec != NULL)
+            dis_fprintf(d, " <%s+%#" PRIx64 ">", sec->name, (uint64_t)(addr - sec->vma));
+        return;
+    }
     uint32_t p = proc_before(d, addr);
     if (p == QP_VIRT)
         return;
