@@ -96,6 +96,13 @@ out=$("$Q" metrics "$D/nothing.qp" 2>&1)
 out=$("$R" -e 'count calls(leaf) where arg7 > 1' "$D/prog" -o "$D/x.inst" 2>&1 | head -n 1)
 [ "$out" = "qpt-rewrite: -e:1:25: 'arg7': the arguments are arg1 to arg6 (counted from 1; the C API's qpt_arg counts from 0)" ] &&
     ok "arg7 named as an argument" || bad "arg7: $out"
+# A metric's name longer than the column is printed whole (dyn and qp metrics cut it at
+# 40 characters).
+long='count calls(leaf) where arg1 >= 0 && arg1 < 1000000 && arg1 != 77'
+if "$R" -e "$long" "$D/prog" -o "$D/long.inst" 2>/dev/null && "$D/long.inst" >/dev/null; then
+    "$Q" metrics "$D/long.inst.qp" 2>&1 | grep -qF "$long " && ok "a long metric name printed whole" ||
+        bad "a long metric name: $("$Q" metrics "$D/long.inst.qp" 2>&1 | sed -n 2p)"
+fi
 # A qp profile without metrics: said so, not "X.qpm: No such file" (an internal file).
 if "$R" "$D/prog" -o "$D/plain.inst" 2>/dev/null && "$D/plain.inst" >/dev/null; then
     out=$("$Q" metrics "$D/plain.inst.qp" 2>&1)

@@ -146,8 +146,9 @@ tool_metrics_print_costs(FILE *f, const qm_set_t *set, const qm_cost_t *costs, s
         percent(p, sizeof(p), costs[i].predicted);
         percent(o, sizeof(o), overall ? costs[i].overall : costs[i].observed);
         percent(m, sizeof(m), costs[i].slowdown);
-        fprintf(f, "  %-*.*s  %9s  %9s  %9s  %12.0f\n", (int)w, (int)w,
-                qm_name(set, costs[i].metric), p, o, m, costs[i].calls_per_s);
+        /* A longer name is printed whole (the columns move for its row only). */
+        fprintf(f, "  %-*s  %9s  %9s  %9s  %12.0f\n", (int)w, qm_name(set, costs[i].metric),
+                p, o, m, costs[i].calls_per_s);
     }
     return fflush(f) != 0 || ferror(f) ? -1 : 0;
 }
@@ -192,7 +193,8 @@ tool_metrics_print(FILE *f, const qm_set_t *set, const qm_row_t *rows, size_t n,
                 snprintf(v, sizeof(v), "%llu", (unsigned long long)rows[i].value);
             else
                 snprintf(v, sizeof(v), "%.3f ms", (double)rows[i].value / 1e6);
-            fprintf(f, "%-*.*s  %16s  %s\n", (int)w, (int)w, qm_name(set, rows[i].metric), v,
+            /* A longer name is printed whole (the columns move for its row only). */
+            fprintf(f, "%-*s  %16s  %s\n", (int)w, qm_name(set, rows[i].metric), v,
                     rows[i].focus);
         }
     }
