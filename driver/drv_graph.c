@@ -77,19 +77,11 @@ block_insns(const insns_t *l, uint32_t i)
     return (insn_list_t) { l->v + l->off[i], l->off[i + 1] - l->off[i] };
 }
 
-/*
- * Flags live before instruction IN given LIVE after it: patch/'s rule, but where the
- * program does not keep the ABI's promise that calls and returns leave no flags live
- * (Go: runtime.duffzero keeps them, and its callers count on it).
- */
+/* Flags live before instruction IN given LIVE after it, under G's ABI. */
 static uint8_t
 live_before(const drv_graph_t *g, const arch_insn_t *in, uint8_t live)
 {
-    if (g->abi_flags_unsure && (in->kind == ARCH_KIND_CALL || in->kind == ARCH_KIND_CALL_IND))
-        return (uint8_t)(live | in->flags_read);
-    if (g->abi_flags_unsure && in->kind == ARCH_KIND_RET)
-        return ARCH_FLAGS_STATUS;
-    return pt_flags_live_before(in, live);
+    return pt_flags_live_before(in, live, g->abi_flags_unsure ? PT_ABI_FLAGS_KEPT : PT_ABI_SYSV);
 }
 
 /*

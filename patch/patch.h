@@ -48,18 +48,26 @@ pt_point_ctx(uint32_t kind, uint8_t live_flags);
  * Flags liveness: the one rule for when flags must be saved
  */
 
-/*
- * The flags live before instruction IN given LIVE after it: what it reads, plus what was
- * live and it does not always write. A call reads only what the call itself reads (the
- * callee may change every flag, nothing after it reads them unset); a ret leaves none
- * live (the ABI leaves them undefined).
- */
-uint8_t
-pt_flags_live_before(const arch_insn_t *in, uint8_t live);
+/* What calls and returns do to the flags. */
+typedef enum pt_abi {
+    PT_ABI_SYSV = 0,      /* the SysV ABI: a call may change every flag, a return leaves
+                           * them undefined */
+    PT_ABI_FLAGS_KEPT = 1 /* no such promise: a callee may keep them for its caller (Go:
+                           * runtime.duffzero), so they stay live across calls and returns */
+} pt_abi_t;
 
 /*
- * LIVE[i] = the flags live before each of the N instructions V given LIVE_OUT after the
- * last (ARCH_FLAGS_STATUS when nothing is known of what follows).
+ * The flags live before instruction IN given LIVE after it: what it reads, plus what was
+ * live and it does not always write. Under PT_ABI_SYSV a call reads only what the call
+ * itself reads (nothing after it reads the flags unset) and a ret leaves none live; under
+ * PT_ABI_FLAGS_KEPT a call passes LIVE through and a ret leaves them all live.
+ */
+uint8_t
+pt_flags_live_before(const arch_insn_t *in, uint8_t live, pt_abi_t abi);
+
+/*
+ * LIVE[i] = the flags live before each of the N instructions V under PT_ABI_SYSV, given
+ * LIVE_OUT after the last (ARCH_FLAGS_STATUS when nothing is known of what follows).
  */
 void
 pt_flags_live_in(

@@ -26,14 +26,15 @@ pt_point_ctx(uint32_t kind, uint8_t live_flags)
 }
 
 uint8_t
-pt_flags_live_before(const arch_insn_t *in, uint8_t live)
+pt_flags_live_before(const arch_insn_t *in, uint8_t live, pt_abi_t abi)
 {
     switch (in->kind) {
     case ARCH_KIND_CALL:
     case ARCH_KIND_CALL_IND:
-        /* The callee may change every flag: nothing after a call reads them unset. */
-        return in->flags_read;
-    case ARCH_KIND_RET: return 0;
+        /* Under the ABI the callee may change every flag: nothing after a call reads
+         * them unset. */
+        return abi == PT_ABI_SYSV ? in->flags_read : (uint8_t)(live | in->flags_read);
+    case ARCH_KIND_RET: return abi == PT_ABI_SYSV ? 0 : ARCH_FLAGS_STATUS;
     default: return (uint8_t)((live & ~in->flags_written) | in->flags_read);
     }
 }
@@ -43,7 +44,7 @@ pt_flags_live_in(const arch_insn_t *v, size_t n, uint8_t live_out, uint8_t *live
 {
     uint8_t l = live_out;
     for (size_t i = n; i-- > 0;) {
-        l = pt_flags_live_before(&v[i], l);
+        l = pt_flags_live_before(&v[i], l, PT_ABI_SYSV);
         live[i] = l & ARCH_FLAGS_STATUS;
     }
 }

@@ -376,7 +376,7 @@ START_TEST(test_flags_rule)
     /* A call: the callee may change every flag. */
     arch_insn_t c;
     ck_assert_int_eq(arch_decode(CODE + OFF_D, 16, at(OFF_D), &c), 0);
-    ck_assert_uint_eq(pt_flags_live_before(&c, ARCH_FLAGS_STATUS), 0);
+    ck_assert_uint_eq(pt_flags_live_before(&c, ARCH_FLAGS_STATUS, PT_ABI_SYSV), 0);
     ck_assert_uint_eq(pt_flags_at_entry(1), 0);
     ck_assert_uint_eq(pt_flags_at_entry(0), ARCH_FLAGS_STATUS);
     arch_snip_ctx_t x = pt_point_ctx(PT_POINT_ENTRY, 0);
