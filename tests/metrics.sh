@@ -102,12 +102,16 @@ long='count calls(leaf) where arg1 >= 0 && arg1 < 1000000 && arg1 != 77'
 if "$R" -e "$long" "$D/prog" -o "$D/long.inst" 2>/dev/null && "$D/long.inst" >/dev/null; then
     "$Q" metrics "$D/long.inst.qp" 2>&1 | grep -qF "$long " && ok "a long metric name printed whole" ||
         bad "a long metric name: $("$Q" metrics "$D/long.inst.qp" 2>&1 | sed -n 2p)"
+else
+    bad "a long metric name: the rewrite or its run failed"
 fi
 # A qp profile without metrics: said so, not "X.qpm: No such file" (an internal file).
 if "$R" "$D/prog" -o "$D/plain.inst" 2>/dev/null && "$D/plain.inst" >/dev/null; then
     out=$("$Q" metrics "$D/plain.inst.qp" 2>&1)
     [ $? = 1 ] && [ "$out" = "qp: $D/plain.inst.qp: the profile of a rewrite without metrics (qpt-rewrite -e or --metrics; its counts: qp report $D/plain.inst.qp)" ] &&
         ok "qp metrics of a plain profile" || bad "qp metrics of a plain profile: $out"
+else
+    bad "qp metrics of a plain profile: the plain rewrite or its run failed"
 fi
 # The profile of another rewrite (other metrics) against a layout: refused in one line,
 # not values read from the wrong words.

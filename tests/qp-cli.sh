@@ -213,6 +213,8 @@ if gcc -O1 -o "$dir/lit" "$dir/lit.c" && "$QPT_REWRITE" "$dir/lit" -o "$dir/lit.
     expect 0 "$QP" report --annotate=main "$dir/lit.inst.qp"
     { grep -q 'lea .*(%rip).*<\.rodata+0x' "$dir/out" && ! grep -q 'lea .*(%rip).*<_fini' "$dir/out"; } ||
         bad "--annotate: data named after code: $(grep 'lea .*(%rip)' "$dir/out")"
+else
+    bad "--annotate of data: the literal program could not be built, rewritten or run"
 fi
 expect 0 "$QP" report --lcov -o "$dir/p.info" "$prof"
 grep -q '^SF:.*p\.c$' "$dir/p.info" || bad "--lcov: no SF line"
