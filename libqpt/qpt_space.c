@@ -1305,6 +1305,16 @@ qpt_keep_on_exit(qpt_space_t *s, int keep)
     return qpt_live_keep_on_exit(s, keep);
 }
 
+/* Is symbol HAVE the one named WANT? A dynamic symbol's name carries its version
+ * (BFD: "_thread_db_pthread_tid@@GLIBC_PRIVATE"); WANT without one matches any. */
+static int
+same_symbol(const char *have, const char *want)
+{
+    size_t n = strlen(want);
+    return strncmp(have, want, n) == 0
+        && (have[n] == '\0' || (have[n] == '@' && strchr(want, '@') == NULL));
+}
+
 int
 qpt_symbol(const qpt_space_t *s, const char *name, uint64_t *addr, uint64_t *size)
 {
@@ -1314,9 +1324,9 @@ qpt_symbol(const qpt_space_t *s, const char *name, uint64_t *addr, uint64_t *siz
         const cfg_symbol_t *v = pass ? s->img->symbols : s->img->variables;
         size_t n = pass ? s->img->nsymbols : s->img->nvariables;
         for (size_t i = 0; i < n; i++)
-            if (v[i].kind == CFG_SYM_TLS && strcmp(v[i].name, name) == 0)
+            if (v[i].kind == CFG_SYM_TLS && same_symbol(v[i].name, name))
                 return QP_EUNSUPP; /* thread-local: qpt_tls_offset */
-            else if (v[i].addr != 0 && strcmp(v[i].name, name) == 0) {
+            else if (v[i].addr != 0 && same_symbol(v[i].name, name)) {
                 *addr = v[i].addr + s->bias;
                 if (size != NULL)
                     *size = v[i].size;

@@ -122,11 +122,26 @@ typedef struct qm_row {
     int measured;       /* 0: the procedure was left out (value 0) */
     int keyed;          /* per value: KEY is the row's value (the focus names it) */
     uint64_t key;
+    uint64_t thread;    /* per thread: the thread's pointer (its key), 0 otherwise */
 } qm_row_t;
 
 /* Per-value rows whose value is the address of a symbol of the program in S (a lock, a
  * buffer): " (NAME)" or " (NAME+0xOFF)" after their focus. */
 void qm_symbolize(qpt_space_t *s, qm_row_t *rows, size_t n);
+
+/*
+ * Thread names for per-thread rows of a live process: its threads' ids and names
+ * (/proc/PID/task/TID/comm), learnt while they are alive (qm_threads_learn, often:
+ * a thread's id is gone with it), then put in the rows' focus ("thread TID (NAME)") and
+ * the rows of each metric sorted by thread id (qm_threads_apply). glibc programs only:
+ * the id is read from the thread's descriptor at the offset libc publishes for
+ * libthread_db; elsewhere rows keep "thread 0xPOINTER".
+ */
+typedef struct qm_threads qm_threads_t;
+qm_threads_t *qm_threads_new(qpt_space_t *s);
+void qm_threads_learn(qm_threads_t *t, const qm_set_t *set, qm_read_fn read, void *arg);
+void qm_threads_apply(qm_threads_t *t, qm_row_t *rows, size_t n);
+void qm_threads_free(qm_threads_t *t);
 
 /*
  * The metric x focus table of SET (after qm_insert or qm_layout_load), its words read

@@ -56,6 +56,7 @@ typedef struct live {
     qm_costs_t *costs;       /* what each metric costs */
     qpt_hist_t **hist;       /* per metric: its total over time (with hist_buckets) */
     size_t nhist;
+    qm_threads_t *threads;   /* the ids and names of the threads of per-thread rows */
     char buf[8192];          /* a command line being read */
     size_t nbuf;
     int eof, quit;
@@ -391,6 +392,7 @@ sample(live_t *l, char *why, size_t whylen)
     if (rc < 0)
         return rc;
     qm_symbolize(l->s, rows, n);
+    qm_threads_apply(l->threads, rows, n);
     qm_costs_observe(l->costs, l->set, l->s, l->cpn);
     qm_cost_t *costs = NULL;
     size_t nc = qm_costs_table(l->costs, l->set, &costs);
@@ -525,7 +527,7 @@ qm_live_run(qm_set_t *set, const qm_live_opts_t *o, qm_live_report_t *rep, char 
         return rc;
     rep->pid = qpt_pid(s);
     double cpn = qm_cycles_per_ns();
-    live_t l = { set, o, rep, s, 0, cpn, qm_costs_new(), NULL, 0, "", 0, 0, 0 };
+    live_t l = { set, o, rep, s, 0, cpn, qm_costs_new(), NULL, 0, qm_threads_new(s), "", 0, 0, 0 };
     int histo = o->hist_buckets >= 2 && o->hist_buckets % 2 == 0 && o->hist_width > 0;
     if (l.costs == NULL) {
         qpt_kill(s);
@@ -534,6 +536,7 @@ qm_live_run(qm_set_t *set, const qm_live_opts_t *o, qm_live_report_t *rep, char 
     if (qm_count(set) == 0 && !o->commands) {
         snprintf(why, whylen, "no metric to measure");
         qm_costs_free(l.costs);
+        qm_threads_free(l.threads);
         qpt_kill(s);
         return QPT_EINVAL;
     }
@@ -608,6 +611,8 @@ qm_live_run(qm_set_t *set, const qm_live_opts_t *o, qm_live_report_t *rep, char 
             enforce(&l); /* each second: a window long enough to be steady */
             next_check += 1;
         }
+        /* A thread's id is learnt while it lives (a short one may live 20 ms). */
+        qm_threads_learn(l.threads, set, read_words, s);
         double until = 0.02;
         if (next > 0 && next - t < until)
             until = next - t;
@@ -626,8 +631,11 @@ qm_live_run(qm_set_t *set, const qm_live_opts_t *o, qm_live_report_t *rep, char 
     rep->hist = l.hist;
     rep->nhist = l.nhist;
     rc = qm_results(set, read_words, s, cpn, &rep->rows, &rep->nrows, why, whylen);
-    if (rc == 0)
+    if (rc == 0) {
         qm_symbolize(s, rep->rows, rep->nrows);
+        qm_threads_apply(l.threads, rep->rows, rep->nrows);
+    }
+    qm_threads_free(l.threads);
     if (!rep->ended) {
         qm_costs_observe(l.costs, set, s, cpn);
         rep->ncosts = qm_costs_table(l.costs, set, &rep->costs);

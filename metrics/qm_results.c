@@ -411,7 +411,7 @@ qm_aggregate(const qm_set_t *set, qm_row_t *const *rows, const size_t *n, size_t
         uint64_t v[4] = { g[x].sum, min, g[x].max, over ? g[x].sum / over : 0 };
         for (int w = 0; w < 4; w++) {
             qm_row_t *r = &o[4 * x + (size_t)w];
-            *r = (qm_row_t) { g[x].metric, g[x].kind, "", v[w], 1, 0, 0 };
+            *r = (qm_row_t) { g[x].metric, g[x].kind, "", v[w], 1, 0, 0, 0 };
             snprintf(r->focus, sizeof(r->focus), "%s: %.150s", what[w], g[x].focus);
         }
     }
@@ -447,7 +447,7 @@ module_rows(const qm_metric_t *m, size_t i, const uint64_t *sum, double cpn, qm_
             v += sum[b];
             measured |= m->procs[b].measured;
         }
-        qm_row_t r = { i, m->kind, "", in_unit(m, v, cpn), measured, 0, 0 };
+        qm_row_t r = { i, m->kind, "", in_unit(m, v, cpn), measured, 0, 0, 0 };
         snprintf(r.focus, sizeof(r.focus), "module %s", mod);
         rc = push_row(rows, nrows, cap, &r);
     }
@@ -505,7 +505,7 @@ value_rows(const qm_set_t *set, size_t i, qm_read_fn read, void *arg, qm_row_t *
         if (w[k] == 0)
             continue;
         uint64_t v = w[k] ^ QPT_KEY_XOR;
-        qm_row_t r = { i, m->kind, "", count[k], 1, 1, v };
+        qm_row_t r = { i, m->kind, "", count[k], 1, 1, v, 0 };
         if ((int64_t)v > -1000000 && (int64_t)v < 1000000)
             snprintf(r.focus, sizeof(r.focus), "%s=%lld", m->key_text, (long long)v);
         else
@@ -515,7 +515,7 @@ value_rows(const qm_set_t *set, size_t i, qm_read_fn read, void *arg, qm_row_t *
     if (rc == 0)
         qsort(*rows + first, *nrows - first, sizeof(qm_row_t), cmp_row_value);
     if (rc == 0 && (count[QPT_MAX_THREADS] != 0 || *nrows == first)) {
-        qm_row_t r = { i, m->kind, "", count[QPT_MAX_THREADS], 1, 0, 0 };
+        qm_row_t r = { i, m->kind, "", count[QPT_MAX_THREADS], 1, 0, 0, 0 };
         snprintf(r.focus, sizeof(r.focus), *nrows == first ? "no value seen"
                                                            : "values beyond the first %d",
                  QPT_MAX_THREADS);
@@ -574,7 +574,8 @@ qm_results(const qm_set_t *set, qm_read_fn read, void *arg, double cpn, qm_row_t
                     continue;
                 const uint64_t *b = blocks + k * sw;
                 if (m->focus == QM_PER_THREAD) {
-                    qm_row_t r = { i, m->kind, "", in_unit(m, b[m->base + off], cpn), 1, 0, 0 };
+                    qm_row_t r = { i, m->kind, "", in_unit(m, b[m->base + off], cpn), 1, 0, 0,
+                                   k < QPT_MAX_THREADS ? w[k] : 0 };
                     if (k < QPT_MAX_THREADS)
                         snprintf(r.focus, sizeof(r.focus), "thread 0x%llx",
                                  (unsigned long long)w[k]);
@@ -592,7 +593,7 @@ qm_results(const qm_set_t *set, qm_read_fn read, void *arg, double cpn, qm_row_t
             for (size_t row = 0; row < nr; row++)
                 sum[row] = w[row];
         if (rc == 0 && m->focus == QM_PER_THREAD && nrows == before) {
-            qm_row_t r = { i, m->kind, "no thread ran it", 0, 1, 0, 0 };
+            qm_row_t r = { i, m->kind, "no thread ran it", 0, 1, 0, 0, 0 };
             rc = push_row(&rows, &nrows, &cap, &r);
         }
         if (rc == 0 && m->focus == QM_PER_SITE && nr > 0) {
@@ -607,7 +608,7 @@ qm_results(const qm_set_t *set, qm_read_fn read, void *arg, double cpn, qm_row_t
             rc = module_rows(m, i, sum, cpn, &rows, &nrows, &cap);
         else if (rc == 0 && m->focus != QM_PER_THREAD)
             for (size_t row = 0; row < nr && rc == 0; row++) {
-                qm_row_t r = { i, m->kind, "", in_unit(m, sum[row], cpn), 1, 0, 0 };
+                qm_row_t r = { i, m->kind, "", in_unit(m, sum[row], cpn), 1, 0, 0, 0 };
                 if (m->focus == QM_TOTAL)
                     snprintf(r.focus, sizeof(r.focus), "total");
                 else {

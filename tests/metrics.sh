@@ -162,7 +162,7 @@ steer_test() {
     exec 8>&-
     local first second
     first=$(awk '/^count calls\(work\) total/ { print $(NF - 1); exit }' "$D/dout")
-    second=$(awk '/^count calls\(work\) per thread/ { print $(NF - 2) }' "$D/dout" | tail -1)
+    second=$(awk '/^count calls\(work\) per thread/ { print $5 }' "$D/dout" | tail -1)
     if [ $st = 0 ] && [ "$first" = 1000 ] && [ "$second" = 300 ] &&
         grep -q "no_such_proc" "$D/dout" && grep -q "unknown command" "$D/dout" &&
         grep -q '^#1 count calls(work) total  (removed)' "$D/dout" &&
@@ -319,6 +319,24 @@ if [ -x "$DYN" ]; then
     if ! echo "$out" | grep -q "ermission"; then
         got=$(grep -E ',(sum|min|max|mean): threads,' "$D/agg.csv" | cut -d, -f2- | tr '\n' ' ')
         [ "$got" = "$want_agg" ] && ok "dyn --aggregate: the same live" || bad "dyn --aggregate: $got / $out"
+    fi
+fi
+
+# Per-thread rows live: named by thread id and name, in id order (main first), each
+# thread's calls exact (7 in main, 100..400 in worker0..3).
+if [ -x "$DYN" ]; then
+    out=$("$DYN" run -e 'count calls(tick) per thread' -- "$B/tests/qpt/named_threads" 2>&1)
+    if ! echo "$out" | grep -q "ermission"; then
+        rows=$(echo "$out" | awk '/^count calls\(tick\) per thread/ { print $(NF - 3), $(NF - 1), $NF }')
+        names=$(echo "$rows" | awk '{ print $1 "/" $3 }' | tr '\n' ' ')
+        tids=$(echo "$rows" | awk '{ print $2 }' | tr '\n' ' ')
+        sorted=$(echo "$rows" | awk '{ print $2 }' | sort -n | tr '\n' ' ')
+        if [ "$names" = "7/(named_threads) 100/(worker0) 200/(worker1) 300/(worker2) 400/(worker3) " ] &&
+            [ "$tids" = "$sorted" ]; then
+            ok "dyn per-thread rows: thread id and name, in id order, counts exact"
+        else
+            bad "dyn per-thread rows: $out"
+        fi
     fi
 fi
 
