@@ -320,5 +320,19 @@ fi
     { grep -q 'repeat count' "$dir/err3" && ok "a repeat count first: refused" ||
         bad "a repeat count first: $(cat "$dir/err3")"; }
 
+# Progress on a terminal (stderr a terminal, the output not): each trace's phase on one
+# line rewritten in place, then cleared; the output itself the same as without.
+if command -v script >/dev/null 2>&1 && [ -n "$f" ]; then
+    "$QP" trace stats "$dir/t/calls.gcc_O2" "$f" >"$dir/plain.st" 2>/dev/null
+    script -qec "'$QP' trace stats '$dir/t/calls.gcc_O2' '$f' >'$dir/tty.st'" /dev/null >"$dir/tty.err" 2>&1
+    if grep -q "qp: trace: .* (1 of 1): regenerating" "$dir/tty.err" &&
+        [ "$(tail -c 4 "$dir/tty.err" | od -An -c | tr -d ' ')" = '\r033[K' ] &&
+        cmp -s "$dir/plain.st" "$dir/tty.st"; then
+        ok "qp trace: progress on a terminal, cleared at the end; the same output"
+    else
+        bad "qp trace progress: $(od -c "$dir/tty.err" | head -5)"
+    fi
+fi
+
 [ $fails -eq 0 ] || exit 1
 exit 0

@@ -38,6 +38,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "arch/qp_err.h"
 #include "report/qp_cachesim.h"
@@ -84,13 +85,44 @@ typedef struct out {
     const qp_trace_desc_t *d; /* insns */
     qp_cachesim_t *sim; /* cachesim */
     uint64_t hash; /* FNV-1a over the blocks' addresses, in order (stats) */
+    /* Progress on stderr when it is a terminal and the output is not. */
+    int progress;
+    const char *path;       /* the trace being walked, the K-th of N */
+    size_t k, n;
+    uint64_t done;          /* blocks (or accesses) given to the sink so far */
     char buf[1 << 16];
 } out_t;
+
+/* "qp: trace: PATH (K of N): 24M blocks..." every 2^22 blocks or accesses; WHAT NULL:
+ * the phase line, or "" to clear it. */
+static void
+show(out_t *o, const char *what)
+{
+    if (!o->progress)
+        return;
+    if (what == NULL)
+        fprintf(stderr, "\rqp: trace: %s (%zu of %zu): %lluM blocks or accesses...\033[K",
+                o->path, o->k, o->n, (unsigned long long)(o->done >> 20));
+    else if (what[0])
+        fprintf(stderr, "\rqp: trace: %s (%zu of %zu): %s...\033[K", o->path, o->k, o->n,
+                what);
+    else
+        fprintf(stderr, "\r\033[K");
+    fflush(stderr);
+}
+
+static inline void
+tick(out_t *o)
+{
+    if ((++o->done & ((1u << 22) - 1)) == 0)
+        show(o, NULL);
+}
 
 static int
 hash_block(void *arg, uint32_t block, uint64_t addr)
 {
     out_t *o = arg;
+    tick(o);
     qp_trace_untraced_block(&o->u, o->d, block);
     for (int i = 0; i < 8; i++) {
         o->hash ^= (addr >> (8 * i)) & 0xff;
@@ -103,6 +135,7 @@ static int
 on_block(void *arg, uint32_t block, uint64_t addr)
 {
     out_t *o = arg;
+    tick(o);
     qp_trace_untraced_block(&o->u, o->d, block);
     fprintf(o->f, "0x%llx\n", (unsigned long long)addr);
     return 0;
@@ -112,6 +145,7 @@ static int
 on_block_insns(void *arg, uint32_t block, uint64_t addr)
 {
     out_t *o = arg;
+    tick(o);
     qp_trace_untraced_block(&o->u, o->d, block);
     for (uint32_t i = o->d->ifirst[block]; i < o->d->ifirst[block + 1]; i++) {
         fprintf(o->f, "0x%llx\n", (unsigned long long)addr);
@@ -136,6 +170,7 @@ static int
 on_access(void *arg, unsigned access, uint64_t addr, uint32_t size, uint64_t insn)
 {
     out_t *o = arg;
+    tick(o);
     fprintf(o->f, "%c 0x%llx %u 0x%llx\n", access == 3 ? 'M' : access == 2 ? 'S' : 'L',
             (unsigned long long)addr, size, (unsigned long long)insn);
     return 0;
@@ -146,6 +181,7 @@ sim_access(void *arg, unsigned access, uint64_t addr, uint32_t size, uint64_t in
 {
     (void)insn;
     out_t *o = arg;
+    tick(o);
     qp_cachesim_access(o->sim, addr, size, access == QPT_TM_STORE);
     return 0;
 }
@@ -153,7 +189,7 @@ sim_access(void *arg, unsigned access, uint64_t addr, uint32_t size, uint64_t in
 static int
 count_access(void *arg, unsigned access, uint64_t addr, uint32_t size, uint64_t insn)
 {
-    (void)arg;
+    tick(arg);
     (void)access;
     (void)addr;
     (void)size;
@@ -294,12 +330,19 @@ one_trace(const qp_trace_desc_t *d, const char *path, int mode, int header, out_
     size_t n = 0, nvals = 0;
     uint64_t bytes = 0, nacc = 0, bias = 0;
     int stats = mode == MODE_STATS;
+    o->path = path;
+    o->k++;
+    o->done = 0;
+    show(o, "reading");
     if (qp_trace_file_read_vals(path, &h, &rec, &n, &vals, &nvals, &bias, &bytes, why,
                                 sizeof(why)) < 0) {
+        show(o, "");
         fprintf(stderr, "qp: %s\n", why);
         return 1;
     }
+    show(o, "regenerating");
     if (h.id != d->hdr.id) {
+        show(o, "");
         fprintf(stderr, "qp: %s: a trace of another program (or of another rewrite of it)\n",
                 path);
         free(rec);
@@ -329,6 +372,7 @@ one_trace(const qp_trace_desc_t *d, const char *path, int mode, int header, out_
     qp_trace_untraced_add(&o->total, &o->u, d);
     free(rec);
     free(vals);
+    show(o, "");
     if (rc < 0) {
         fprintf(stderr, "qp: %s: %s\n", path,
                 rc == QP_EINVAL ? "a record names no event of the program's trace description"
@@ -442,6 +486,8 @@ qp_trace_main(int argc, char **argv)
         return 1;
     }
     setvbuf(stdout, o.buf, _IOFBF, sizeof(o.buf));
+    o.progress = isatty(STDERR_FILENO) && !isatty(STDOUT_FILENO);
+    o.n = nfiles;
     int rc = 0;
     if (mode == MODE_STATS)
         untraced_procs(o.f, prog, &d);
