@@ -140,15 +140,72 @@ cold_parent_len(const char *name)
     return *t == '\0' ? (size_t)(c - name) : 0;
 }
 
+/* The GOT slot a PLT stub at P jumps through ([endbr64] [bnd] jmp *disp(%rip)), or 0. */
+static uint64_t
+plt_slot(const cfg_image_t *img, uint64_t p)
+{
+    size_t avail;
+    const uint8_t *c = cfg_image_ptr(img, p, &avail);
+    size_t i = 0;
+    if (c == NULL)
+        return 0;
+    if (avail >= 4 && c[0] == 0xf3 && c[1] == 0x0f && c[2] == 0x1e && c[3] == 0xfa)
+        i = 4; /* endbr64 */
+    if (i < avail && c[i] == 0xf2)
+        i++; /* bnd */
+    if (i + 6 > avail || c[i] != 0xff || c[i + 1] != 0x25)
+        return 0;
+    int32_t disp = (int32_t)((uint32_t)c[i + 2] | (uint32_t)c[i + 3] << 8
+                             | (uint32_t)c[i + 4] << 16 | (uint32_t)c[i + 5] << 24);
+    return p + i + 6 + (uint64_t)(int64_t)disp;
+}
+
+/*
+ * A name for code in a .plt section without a symbol: the lazy-binding half of a PLT
+ * entry (push N; jmp PLT0 - where the entry's GOT slot points until the symbol is bound)
+ * is "NAME@plt.lazy" after the stub whose slot holds its address; the first entry,
+ * which calls the dynamic linker's resolver, is ".plt". NULL when neither.
+ */
+static const char *
+plt_name(const cfg_builder_t *b, uint64_t addr, char *buf, size_t cap)
+{
+    const cfg_section_t *sec = cfg_image_section_at(b->img, addr);
+    if (sec == NULL || strcmp(sec->name, ".plt") != 0)
+        return NULL;
+    if (addr == sec->vma)
+        return ".plt";
+    for (size_t i = 0; i < b->img->nsymbols; i++) {
+        const cfg_symbol_t *s = &b->img->symbols[i];
+        uint64_t slot;
+        size_t avail;
+        const uint8_t *w;
+        if (s->src != CFG_SYMSRC_PLT || (slot = plt_slot(b->img, s->addr)) == 0
+            || (w = cfg_image_ptr(b->img, slot, &avail)) == NULL || avail < 8)
+            continue;
+        uint64_t held = 0;
+        for (int k = 7; k >= 0; k--)
+            held = held << 8 | w[k];
+        if (held == addr) {
+            snprintf(buf, cap, "%s.lazy", s->name);
+            return buf;
+        }
+    }
+    return NULL;
+}
+
 static const char *
 make_name(cfg_builder_t *b, uint64_t addr)
 {
     const cfg_symbol_t *s = cfg_image_symbol_at(b->img, addr);
     if (s != NULL)
         return s->name;
-    char buf[32];
-    snprintf(buf, sizeof(buf), "sub_%llx", (unsigned long long)addr);
-    char *d = cfg_strdup(buf);
+    char buf[256];
+    const char *name = plt_name(b, addr, buf, sizeof(buf));
+    if (name == NULL) {
+        snprintf(buf, sizeof(buf), "sub_%llx", (unsigned long long)addr);
+        name = buf;
+    }
+    char *d = cfg_strdup(name);
     if (d == NULL || CFG_VEC_PUSH(b->strings, d) < 0) {
         free(d);
         return NULL;

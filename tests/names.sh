@@ -183,6 +183,17 @@ else
     echo "SKIP dyn checks: dyn cannot trace here"
 fi
 
+# The lazy-binding halves of PLT entries are named after their stub, the resolver's
+# entry ".plt": no sub_ADDR in .plt (a lazily bound PIE, as gcc links by default).
+gcc -O1 -fPIE -pie -Wl,-z,lazy -o "$dir/lazy" "$dir/p.c" 2>/dev/null &&
+    "$top_builddir/tools/qpt-rewrite" --dump-cfg=text "$dir/lazy" >"$dir/lazy.cfg" 2>&1
+if grep -q '^proc printf@plt.lazy ' "$dir/lazy.cfg" && grep -q '^proc \.plt ' "$dir/lazy.cfg" &&
+    ! grep '^proc sub_' "$dir/lazy.cfg" | grep -q plt; then
+    ok "PLT: lazy halves named printf@plt.lazy, the first entry .plt"
+else
+    bad "PLT lazy halves: $(grep -i 'plt\|sub_' "$dir/lazy.cfg" | head -5)"
+fi
+
 [ $fails -eq 0 ] || exit 1
 echo "names: all checks passed"
 exit 0
