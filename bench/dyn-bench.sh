@@ -37,11 +37,12 @@ sleep 1
 i=0
 while [ $i -lt 5 ]; do
     i=$((i + 1))
-    /usr/bin/time -f '%e' "$DYN" attach $pid --all --duration 0.5 -v -o /dev/null 2>&1 >/dev/null |
+    rm -f /tmp/dyn-bench.$$.csv # dyn -o replaces only a regular file
+    /usr/bin/time -f '%e' "$DYN" attach $pid --all --duration 0.5 -v -o /tmp/dyn-bench.$$.csv 2>&1 >/dev/null |
         sed -n -e 's/.*instrumented, \([0-9]*\) refused, stopped \([0-9.]*\) ms, \([0-9.]*\) s after.*/install \2 ready \3 /p' \
             -e 's/.*removed, stopped \([0-9.]*\) ms/remove \1 /p' -e '/^[0-9.]*$/p' | tr -d '\n'
     echo
 done | awk '{print $2, $6, $7, $4}' | sort -n > /tmp/dyn-bench.$$
 echo "python3.11 --all (median of 5): attached and instrumented $(awk '{print $4}' /tmp/dyn-bench.$$ | med) s after dyn started (reading and analysis included), stopped for install $(awk '{print $1}' /tmp/dyn-bench.$$ | med) ms, for removal $(awk '{print $2}' /tmp/dyn-bench.$$ | med) ms, whole session incl. the 0.5 s window $(awk '{print $3}' /tmp/dyn-bench.$$ | med) s"
-rm -f /tmp/dyn-bench.$$
+rm -f /tmp/dyn-bench.$$ /tmp/dyn-bench.$$.csv
 kill $pid
