@@ -134,7 +134,14 @@ match_part(const char *pat, const char *s, size_t n, int glob)
 int
 cfg_name_match(const char *pat, const char *name, int glob)
 {
-    if (match_part(pat, name, strlen(name), glob))
+    /* The lazy-binding halves of PLT entries (NAME@plt.lazy) and the resolver's entry
+     * (.plt) are no procedures a user means by "lib_*" or "*": only a pattern that
+     * names the PLT matches them. */
+    size_t len = strlen(name);
+    if (glob && strstr(pat, "plt") == NULL
+        && (strcmp(name, ".plt") == 0 || (len > 9 && strcmp(name + len - 9, "@plt.lazy") == 0)))
+        return 0;
+    if (match_part(pat, name, len, glob))
         return 1;
     char *dm = cfg_demangle(name);
     if (dm == NULL)
