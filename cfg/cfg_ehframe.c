@@ -8,6 +8,7 @@
  */
 #include "base/qp_bytes.h"
 #include "base/qp_eh.h"
+#include "base/qp_ehframe.h"
 #include "cfg/cfg_priv.h"
 
 /* Read a pointer in encoding ENC; FIELD_VMA is the address of the field (for pcrel). */
@@ -20,69 +21,15 @@ rd_encoded(rd_t *c, uint8_t enc, uint64_t field_vma)
     return v;
 }
 
-typedef struct cie_info {
-    uint64_t off;     /* offset of the CIE in the section */
-    uint8_t fde_enc;  /* pointer encoding of FDE pc_begin */
-    int signal;       /* 'S' augmentation */
-    int zaug;         /* 'z': FDEs carry augmentation data */
-    uint8_t lsda_enc; /* 'L': encoding of the FDE's LSDA pointer, or omit */
-} cie_info_t;
-
-/* Parse the CIE at OFF (its length field) and return its FDE pointer encoding. */
+/* The CIE at OFF (base/qp_ehframe.h), for its FDEs' encodings: any version, an unknown
+ * augmentation read up to the letter not understood. -1 when it is no CIE. */
 static int
-parse_cie(const uint8_t *buf, size_t len, uint64_t off, uint8_t *enc, int *signal, int *zaug,
-          uint8_t *lsda_enc)
+read_cie(const uint8_t *buf, size_t len, uint64_t off, eh_cie_t *ci)
 {
-    rd_t c = { buf, len, off, 0 };
-    uint64_t l = rd_n(&c, 4);
-    if (l == 0xffffffff)
-        l = rd_n(&c, 8);
-    if (c.err || l > (uint64_t)(c.len - c.pos))
+    eh_rec_t r;
+    if (eh_rec_read(buf, len, off, &r) != 1 || !r.is_cie)
         return -1;
-    c.len = c.pos + l;
-    if (rd_n(&c, 4) != 0) /* CIE id */
-        return -1;
-    uint8_t version = (uint8_t)rd_n(&c, 1);
-    const char *aug = (const char *)c.p + c.pos;
-    const uint8_t *nul = memchr(c.p + c.pos, 0, c.len - c.pos);
-    if (nul == NULL)
-        return -1;
-    c.pos = (size_t)(nul - c.p) + 1;
-    if (strstr(aug, "eh") != NULL)
-        rd_n(&c, 8);
-    if (version >= 4) {
-        rd_n(&c, 1); /* address size */
-        rd_n(&c, 1); /* segment size */
-    }
-    rd_uleb(&c);                          /* code alignment */
-    rd_sleb(&c);                          /* data alignment */
-    if (version == 1)
-        rd_n(&c, 1);
-    else
-        rd_uleb(&c);                      /* return address register */
-    *enc = DW_EH_PE_absptr;
-    *signal = 0;
-    *zaug = aug[0] == 'z';
-    *lsda_enc = DW_EH_PE_omit;
-    if (aug[0] != 'z')
-        return c.err ? -1 : 0;
-    rd_uleb(&c); /* augmentation data length */
-    for (const char *a = aug + 1; *a && !c.err; a++) {
-        switch (*a) {
-        case 'L': *lsda_enc = (uint8_t)rd_n(&c, 1); break;
-        case 'R': *enc = (uint8_t)rd_n(&c, 1); break;
-        case 'P': {
-            uint8_t penc = (uint8_t)rd_n(&c, 1);
-            rd_encoded(&c, penc & 0x7f, 0);
-            break;
-        }
-        case 'S': *signal = 1; break;
-        case 'B':
-        case 'G': break;
-        default: return 0; /* unknown augmentation: the rest cannot be parsed, enc may be right */
-        }
-    }
-    return c.err ? -1 : 0;
+    return eh_cie_parse(buf, &r, ci);
 }
 
 int
@@ -93,68 +40,51 @@ cfg_ehframe_walk(const uint8_t *buf, size_t len, uint64_t vma,
         return QP_EINVAL;
     int nfde = 0;
     /* A one-entry cache: consecutive FDEs almost always share their CIE. */
-    cie_info_t cache = { UINT64_MAX, 0, 0, 0, DW_EH_PE_omit };
+    uint64_t cached = UINT64_MAX;
+    eh_cie_t ci;
     uint64_t off = 0;
-    while (off + 4 <= len) {
-        rd_t c = { buf, len, off, 0 };
-        uint64_t l = rd_n(&c, 4);
-        if (l == 0) /* terminator */
-            break;
-        if (l == 0xffffffff)
-            l = rd_n(&c, 8);
-        if (c.err || l > (uint64_t)(c.len - c.pos) || l < 4)
+    eh_rec_t r;
+    int got;
+    while ((got = eh_rec_read(buf, len, off, &r)) == 1) {
+        off = r.end;
+        if (r.is_cie)
+            continue;
+        /* An FDE: its CIE pointer is the distance back from its own field. */
+        if (r.cie_ptr > r.body)
             return nfde ? nfde : QP_EFORMAT;
-        size_t next = c.pos + l;
-        c.len = next;
-        uint64_t id_pos = c.pos;
-        uint32_t id = (uint32_t)rd_n(&c, 4);
-        if (id != 0) {
-            /* An FDE: id is the distance back to its CIE from the id field. */
-            if (id > id_pos)
+        uint64_t cie_off = r.body - r.cie_ptr;
+        if (cached != cie_off) {
+            if (read_cie(buf, len, cie_off, &ci) < 0)
                 return nfde ? nfde : QP_EFORMAT;
-            uint64_t cie_off = id_pos - id;
-            if (cache.off != cie_off) {
-                uint8_t enc, lenc;
-                int signal, zaug;
-                if (parse_cie(buf, len, cie_off, &enc, &signal, &zaug, &lenc) < 0)
-                    return nfde ? nfde : QP_EFORMAT;
-                cache.off = cie_off;
-                cache.fde_enc = enc;
-                cache.signal = signal;
-                cache.zaug = zaug;
-                cache.lsda_enc = lenc;
-            }
-            if (cache.fde_enc == DW_EH_PE_omit || (cache.fde_enc & DW_EH_PE_indirect)
-                || (cache.fde_enc & 0x70) == DW_EH_PE_datarel)
-                goto next;
-            uint64_t field = vma + c.pos;
-            cfg_fde_t fde;
-            fde.start = rd_encoded(&c, cache.fde_enc, field);
-            uint64_t range = rd_encoded(&c, cache.fde_enc & 0x0f, 0);
-            fde.end = fde.start + range;
-            fde.signal = cache.signal;
-            fde.lsda = 0;
-            fde.addr = vma + off;
-            if (cache.zaug) {
-                uint64_t alen = rd_uleb(&c);
-                size_t adata = c.pos;
-                if (cache.lsda_enc != DW_EH_PE_omit && !(cache.lsda_enc & DW_EH_PE_indirect)
-                    && (cache.lsda_enc & 0x70) != DW_EH_PE_datarel && alen > 0) {
-                    uint64_t lfield = vma + c.pos;
-                    fde.lsda = rd_encoded(&c, cache.lsda_enc, lfield);
-                }
-                c.pos = adata; /* the rest of the augmentation data is not needed */
-            }
-            if (!c.err && range > 0 && fde.end > fde.start && fde.start != 0) {
-                nfde++;
-                int rc = fn(arg, &fde);
-                if (rc < 0)
-                    return rc;
-            }
+            cached = cie_off;
         }
-    next:
-        off = next;
+        if (ci.fde_enc == DW_EH_PE_omit || (ci.fde_enc & DW_EH_PE_indirect)
+            || (ci.fde_enc & 0x70) == DW_EH_PE_datarel)
+            continue;
+        eh_fde_t f;
+        if (eh_fde_parse(buf, &r, &ci, &f) < 0)
+            continue;
+        cfg_fde_t fde;
+        fde.start = f.begin_raw
+                    + ((ci.fde_enc & 0x70) == DW_EH_PE_pcrel ? vma + f.begin_pos : 0);
+        uint64_t range = f.range;
+        fde.end = fde.start + range;
+        fde.signal = ci.signal;
+        fde.lsda = 0;
+        fde.addr = vma + r.off;
+        rd_t c = { buf, f.aug_end, f.aug_pos, 0 };
+        if (ci.lsda_enc != DW_EH_PE_omit && !(ci.lsda_enc & DW_EH_PE_indirect)
+            && (ci.lsda_enc & 0x70) != DW_EH_PE_datarel && f.aug_end > f.aug_pos)
+            fde.lsda = rd_encoded(&c, ci.lsda_enc, vma + f.aug_pos);
+        if (!c.err && range > 0 && fde.end > fde.start && fde.start != 0) {
+            nfde++;
+            int rc = fn(arg, &fde);
+            if (rc < 0)
+                return rc;
+        }
     }
+    if (got < 0)
+        return nfde ? nfde : QP_EFORMAT;
     return nfde;
 }
 

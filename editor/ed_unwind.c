@@ -40,6 +40,7 @@
 #include "arch/qp_err.h"
 #include "base/qp_bytes.h"
 #include "base/qp_eh.h"
+#include "base/qp_ehframe.h"
 #include "editor/ed.h"
 
 /* The .eh_frame_hdr encodings we write (the ones libgcc's binary search requires). */
@@ -141,6 +142,7 @@ typedef struct rec {
     size_t body;  /* offset of the CIE id / CIE pointer field */
     size_t end;   /* offset after the record */
     int is_cie;   /* CIE id 0 */
+    uint32_t cie_ptr; /* an FDE's: the distance back from BODY to its CIE */
     uint32_t idx; /* index into cies[] or fdes[] */
 } rec_t;
 
@@ -597,35 +599,39 @@ static int
 split_records(ctx_t *cx)
 {
     size_t cap = 0, off = 0;
-    int align8 = 1, align4 = 1;
-    while (cx->secsize - off >= 4) {
-        rd_t c = { cx->sec, cx->secsize, off, 0 };
-        uint64_t len = rd_n(&c, 4);
-        if (len == 0) /* the terminator */
-            break;
-        if (len == 0xffffffff)
-            len = rd_n(&c, 8);
-        if (c.err || len < 4 || len > cx->secsize - c.pos)
-            return QP_EFORMAT;
+    int align8 = 1, align4 = 1, got;
+    eh_rec_t er;
+    while ((got = eh_rec_read(cx->sec, cx->secsize, off, &er)) == 1) {
         rec_t *recs = grow(cx->recs, &cap, cx->nrecs, sizeof(*recs));
         if (recs == NULL)
             return QP_ENOMEM;
         cx->recs = recs;
         rec_t *r = &cx->recs[cx->nrecs++];
-        r->off = off;
-        r->body = c.pos;
-        r->end = c.pos + (size_t)len;
-        r->is_cie = rd_n(&c, 4) == 0;
+        r->off = er.off;
+        r->body = er.body;
+        r->end = er.end;
+        r->is_cie = er.is_cie;
+        r->cie_ptr = er.cie_ptr;
         r->idx = 0;
         align8 &= (r->end - r->off) % 8 == 0;
         align4 &= (r->end - r->off) % 4 == 0;
         off = r->end;
     }
+    if (got < 0)
+        return QP_EFORMAT;
     cx->rec_align = align8 ? 8 : align4 ? 4 : 1;
     return 0;
 }
 
-/* Parse the CIE of record R. Problems are recorded in it (err, fde_ok), not returned. */
+/* The record R as base/qp_ehframe.h reads it. */
+static eh_rec_t
+eh_rec(const rec_t *r)
+{
+    return (eh_rec_t) { r->off, r->body, r->end, r->is_cie, r->cie_ptr };
+}
+
+/* Parse the CIE of record R. Problems are recorded in it (err, fde_ok), not returned:
+ * what the rewrite cannot copy faithfully is QP_EUNSUPP (its FDEs' code stays). */
 static void
 parse_cie(ctx_t *cx, const rec_t *r, cie_t *ci)
 {
@@ -636,79 +642,32 @@ parse_cie(ctx_t *cx, const rec_t *r, cie_t *ci)
     ci->lsda_enc = DW_EH_PE_omit;
     ci->pers_enc = DW_EH_PE_omit;
     ci->new_off = SIZE_MAX;
-    rd_t c = { cx->sec, r->end, r->body + 4, 0 };
-    uint8_t version = rd_u8(&c);
-    if (version != 1 && version != 3 && version != 4) {
+    eh_rec_t er = eh_rec(r);
+    eh_cie_t e;
+    int bad = eh_cie_parse(cx->sec, &er, &e) < 0;
+    if (e.version != 1 && e.version != 3 && e.version != 4) {
         ci->err = QP_EUNSUPP;
         return;
     }
-    const char *aug = (const char *)cx->sec + c.pos;
-    const uint8_t *nul = c.pos < c.len ? memchr(cx->sec + c.pos, 0, c.len - c.pos) : NULL;
-    if (nul == NULL) {
-        ci->err = QP_EFORMAT;
-        return;
-    }
-    c.pos = (size_t)(nul - cx->sec) + 1;
-    if (aug[0] == 'e' && aug[1] == 'h') { /* old GCC: an 8-byte pointer to EH data */
-        rd_n(&c, 8);
-        aug += 2;
-    }
-    if (version == 4 && (rd_u8(&c) != 8 || rd_u8(&c) != 0)) { /* address, segment size */
+    if (e.addr_size != 8 || e.seg_size != 0) { /* version 4's address, segment size */
         ci->err = QP_EUNSUPP;
         return;
     }
-    ci->code_align = rd_uleb(&c);
-    rd_sleb(&c); /* data alignment */
-    if (version == 1)
-        rd_u8(&c);
-    else
-        rd_uleb(&c); /* return address column */
-    if (c.err || ci->code_align == 0) {
+    if (bad || e.code_align == 0) {
         ci->err = QP_EFORMAT;
         return;
     }
-    int unknown = 0, seen_r = 0;
-    if (aug[0] == 'z') {
-        ci->has_z = 1;
-        uint64_t alen = rd_uleb(&c);
-        if (c.err || alen > c.len - c.pos) {
-            ci->err = QP_EFORMAT;
-            return;
-        }
-        size_t aend = c.pos + (size_t)alen;
-        rd_t a = { cx->sec, aend, c.pos, 0 };
-        for (const char *p = aug + 1; *p && !a.err && !unknown; p++) {
-            switch (*p) {
-            case 'L': ci->lsda_enc = rd_u8(&a); break;
-            case 'R':
-                ci->fde_enc = rd_u8(&a);
-                seen_r = 1;
-                break;
-            case 'P': {
-                ci->pers_enc = rd_u8(&a);
-                ci->pers_off = a.pos - r->off;
-                if (!eh_pe_valid(ci->pers_enc)) {
-                    unknown = 1; /* the field's size is unknown: what follows is lost */
-                    break;
-                }
-                uint64_t field = cx->vma + a.pos;
-                uint64_t raw = eh_rd_raw(&a, ci->pers_enc);
-                if (pe_addressable(ci->pers_enc))
-                    eh_pe_value(ci->pers_enc, raw, field, &ci->pers);
-                break;
-            }
-            case 'S':
-            case 'B':
-            case 'G': break; /* signal frame, AArch64 BTI and MTE: no data */
-            default: unknown = 1; break;
-            }
-        }
-        if (a.err) {
-            ci->err = QP_EFORMAT;
-            return;
-        }
-        c.pos = aend; /* the length is authoritative */
-    } else if (aug[0] != 0) {
+    ci->code_align = e.code_align;
+    ci->has_z = (uint8_t)e.has_z;
+    ci->fde_enc = e.fde_enc;
+    ci->lsda_enc = e.lsda_enc;
+    ci->pers_enc = e.pers_enc;
+    if (e.pers_pos != 0) {
+        ci->pers_off = e.pers_pos - r->off;
+        if (pe_addressable(ci->pers_enc))
+            eh_pe_value(ci->pers_enc, e.pers_raw, cx->vma + e.pers_pos, &ci->pers);
+    }
+    if (!e.has_z && e.aug[0] != 0) {
         /* Without 'z' an unknown augmentation hides the layout of the FDEs. */
         ci->err = QP_EUNSUPP;
         return;
@@ -718,8 +677,8 @@ parse_cie(ctx_t *cx, const rec_t *r, cie_t *ci)
      * is known once the encoding is: when 'R' was read or there is none.
      */
     ci->fde_ok = pe_addressable(ci->fde_enc) && !(ci->fde_enc & DW_EH_PE_indirect)
-                 && (seen_r || strchr(aug, 'R') == NULL);
-    if (unknown) {
+                 && (e.seen_r || strchr(e.aug, 'R') == NULL);
+    if (e.unknown) {
         /* An augmentation we cannot copy faithfully: such FDEs cannot move. */
         ci->err = QP_EUNSUPP;
         return;
@@ -741,7 +700,7 @@ parse_cie(ctx_t *cx, const rec_t *r, cie_t *ci)
         return;
     }
     /* Initial instructions: copied verbatim, so they must hold no location. */
-    ci->err = cfa_copy(cx, ci, c.pos, r->end, NULL, NULL, NULL);
+    ci->err = cfa_copy(cx, ci, e.insn_pos, r->end, NULL, NULL, NULL);
 }
 
 /* Decode the FDE of record R (its CIE already parsed). */
@@ -754,36 +713,37 @@ parse_fde(ctx_t *cx, const rec_t *r, fde_t *f)
         f->err = ci->err ? ci->err : QP_EUNSUPP;
         return;
     }
-    rd_t c = { cx->sec, r->end, r->body + 4, 0 };
-    uint64_t field = cx->vma + c.pos;
-    uint64_t raw = eh_rd_raw(&c, ci->fde_enc);
-    f->pc_range = eh_rd_raw(&c, ci->fde_enc & 0x0f);
-    if (c.err || eh_pe_value(ci->fde_enc, raw, field, &f->pc_begin) < 0
+    eh_rec_t er = eh_rec(r);
+    eh_cie_t e = { .fde_enc = ci->fde_enc, .has_z = ci->has_z };
+    eh_fde_t ef;
+    int rc = eh_fde_parse(cx->sec, &er, &e, &ef);
+    f->pc_range = ef.range;
+    /* aug_pos is past pc_begin and pc_range once both were read. */
+    if (ef.aug_pos == 0
+        || eh_pe_value(ci->fde_enc, ef.begin_raw, cx->vma + ef.begin_pos, &f->pc_begin) < 0
         || f->pc_begin + f->pc_range < f->pc_begin) {
         f->err = QP_EFORMAT;
         return;
     }
-    f->aug_pos = f->aug_end = c.pos;
+    f->aug_pos = ef.aug_pos;
+    f->aug_end = ef.aug_end;
+    if (rc < 0) { /* its augmentation data's length runs past the record */
+        f->err = QP_EFORMAT;
+        return;
+    }
     if (ci->has_z) {
-        uint64_t alen = rd_uleb(&c);
-        if (c.err || alen > c.len - c.pos) {
-            f->err = QP_EFORMAT;
-            return;
-        }
-        f->aug_pos = c.pos;
-        f->aug_end = c.pos + (size_t)alen;
         if (ci->lsda_enc != DW_EH_PE_omit && !pe_addressable(ci->lsda_enc)) {
             f->lsda_err = QP_EUNSUPP;
         } else if (ci->lsda_enc != DW_EH_PE_omit) {
-            rd_t a = { cx->sec, f->aug_end, c.pos, 0 };
+            rd_t a = { cx->sec, f->aug_end, f->aug_pos, 0 };
             uint64_t lraw = eh_rd_raw(&a, ci->lsda_enc);
-            f->lsda_size = a.pos - c.pos;
-            if (a.err || eh_pe_value(ci->lsda_enc, lraw, cx->vma + c.pos, &f->lsda) < 0)
+            f->lsda_size = a.pos - f->aug_pos;
+            if (a.err || eh_pe_value(ci->lsda_enc, lraw, cx->vma + f->aug_pos, &f->lsda) < 0)
                 f->lsda_err = QP_EFORMAT;
         }
     }
-    f->insn_pos = f->aug_end;
-    f->insn_end = r->end;
+    f->insn_pos = ef.insn_pos;
+    f->insn_end = ef.insn_end;
 }
 
 /* The record at section offset OFF, or NULL. */
@@ -829,8 +789,7 @@ parse_all(ctx_t *cx)
         rec_t *r = &cx->recs[i];
         if (r->is_cie)
             continue;
-        rd_t c = { cx->sec, r->end, r->body, 0 };
-        uint32_t delta = (uint32_t)rd_n(&c, 4);
+        uint32_t delta = r->cie_ptr;
         const rec_t *cr = delta <= r->body ? rec_at(cx, r->body - delta) : NULL;
         if (cr == NULL || !cr->is_cie)
             return QP_EFORMAT;
