@@ -14,6 +14,7 @@
 #include <lzma.h>
 #include <string.h>
 
+#include "base/qp_bytes.h"
 #include "cfg/cfg.h"
 #include "driver/qp_desc.h"
 
@@ -367,46 +368,6 @@ qp_desc_id(const uint8_t *buf, size_t len, uint64_t *id)
  * LZMA2 (version 5; zlib before)
  */
 
-/* A growing buffer of encoded bytes; `oom` once an allocation failed. */
-typedef struct wbuf {
-    uint8_t *p;
-    size_t n, cap;
-    int oom;
-} wbuf_t;
-
-/* Room for N more bytes. */
-static int
-wbuf_room(wbuf_t *w, size_t n)
-{
-    if (w->oom)
-        return 0;
-    if (w->cap - w->n >= n)
-        return 1;
-    size_t cap = w->cap ? w->cap : 4096;
-    while (cap - w->n < n)
-        cap *= 2;
-    uint8_t *p = realloc(w->p, cap);
-    if (p == NULL) {
-        w->oom = 1;
-        return 0;
-    }
-    w->p = p;
-    w->cap = cap;
-    return 1;
-}
-
-static void
-put_u(wbuf_t *w, uint64_t v)
-{
-    if (!wbuf_room(w, 10))
-        return;
-    do {
-        uint8_t b = v & 0x7f;
-        v >>= 7;
-        w->p[w->n++] = (uint8_t)(b | (v ? 0x80 : 0));
-    } while (v);
-}
-
 /* Zigzag: a difference taken as signed, small magnitudes to small numbers. */
 static uint64_t
 zz64(uint64_t x, uint64_t prev)
@@ -503,47 +464,47 @@ ret_base(const run_t *r, uint32_t to)
 }
 
 static void
-put_proc(wbuf_t *w, run_t *r, const qp_desc_proc_t *p)
+put_proc(wb_t *w, run_t *r, const qp_desc_proc_t *p)
 {
-    put_u(w, (uint64_t)p->flags << 3 | (uint64_t)(p->miss != 0) << 2
+    wb_uleb(w, (uint64_t)p->flags << 3 | (uint64_t)(p->miss != 0) << 2
                  | (uint64_t)(p->reason != 0) << 1 | (p->new_entry != 0));
-    put_u(w, zz32(p->name, r->name));
-    put_u(w, zz64(p->entry, r->entry));
+    wb_uleb(w, zz32(p->name, r->name));
+    wb_uleb(w, zz64(p->entry, r->entry));
     r->name = p->name;
     r->entry = p->entry;
     if (p->new_entry != 0) {
-        put_u(w, zz64(p->new_entry, r->new_entry));
+        wb_uleb(w, zz64(p->new_entry, r->new_entry));
         r->new_entry = p->new_entry;
     }
-    put_u(w, zz32(p->block, r->block));
-    put_u(w, p->nblocks);
-    put_u(w, zz32(p->edge, r->edge));
-    put_u(w, p->nedges);
+    wb_uleb(w, zz32(p->block, r->block));
+    wb_uleb(w, p->nblocks);
+    wb_uleb(w, zz32(p->edge, r->edge));
+    wb_uleb(w, p->nedges);
     r->block = p->block + p->nblocks;
     r->edge = p->edge + p->nedges;
     if (p->reason != 0)
-        put_u(w, p->reason);
+        wb_uleb(w, p->reason);
     if (p->miss != 0)
-        put_u(w, p->miss);
+        wb_uleb(w, p->miss);
 }
 
 static void
-put_counter(wbuf_t *w, run_t *r, uint32_t counter)
+put_counter(wb_t *w, run_t *r, uint32_t counter)
 {
-    put_u(w, zz32(counter, r->counter));
+    wb_uleb(w, zz32(counter, r->counter));
     r->counter = counter + 1;
 }
 
 static void
-put_block(wbuf_t *w, run_t *r, const qp_desc_block_t *b)
+put_block(wb_t *w, run_t *r, const qp_desc_block_t *b)
 {
-    put_u(w, (uint64_t)b->ninsns << 2 | (uint64_t)(b->new_start != 0) << 1
+    wb_uleb(w, (uint64_t)b->ninsns << 2 | (uint64_t)(b->new_start != 0) << 1
                  | (b->counter != QP_NOCOUNTER));
-    put_u(w, zz64(b->start, r->start));
-    put_u(w, b->size);
+    wb_uleb(w, zz64(b->start, r->start));
+    wb_uleb(w, b->size);
     r->start = b->start + b->size;
     if (b->new_start != 0) {
-        put_u(w, zz64(b->new_start, r->new_start));
+        wb_uleb(w, zz64(b->new_start, r->new_start));
         r->new_start = b->new_start + b->size;
     }
     if (b->counter != QP_NOCOUNTER)
@@ -551,50 +512,50 @@ put_block(wbuf_t *w, run_t *r, const qp_desc_block_t *b)
 }
 
 static void
-put_edge(wbuf_t *w, run_t *r, const qp_desc_edge_t *e)
+put_edge(wb_t *w, run_t *r, const qp_desc_edge_t *e)
 {
-    put_u(w, (uint64_t)e->kind << 2 | (uint64_t)(e->counter != QP_NOCOUNTER) << 1
+    wb_uleb(w, (uint64_t)e->kind << 2 | (uint64_t)(e->counter != QP_NOCOUNTER) << 1
                  | (e->ret_addr != 0));
     uint32_t ref = r->from;
     if (e->from != QP_VIRT) {
-        put_u(w, 1 + zz32(e->from, r->from));
+        wb_uleb(w, 1 + zz32(e->from, r->from));
         r->from = ref = e->from;
     } else
-        put_u(w, 0);
-    put_u(w, e->to == QP_VIRT ? 0 : 1 + zz32(e->to, ref));
+        wb_uleb(w, 0);
+    wb_uleb(w, e->to == QP_VIRT ? 0 : 1 + zz32(e->to, ref));
     if (e->counter != QP_NOCOUNTER)
         put_counter(w, r, e->counter);
     if (e->ret_addr != 0) {
-        put_u(w, zz64(e->ret_addr, ret_base(r, e->to)));
+        wb_uleb(w, zz64(e->ret_addr, ret_base(r, e->to)));
         r->ret_addr = e->ret_addr;
     }
 }
 
 static void
-put_call(wbuf_t *w, run_t *r, const qp_desc_call_t *c)
+put_call(wb_t *w, run_t *r, const qp_desc_call_t *c)
 {
     int callees = c->target != 0 && callee_name(r, c->target) == c->name;
-    put_u(w, (uint64_t)c->flags << 11 | (uint64_t)c->kind << 3 | (uint64_t)callees << 2
+    wb_uleb(w, (uint64_t)c->flags << 11 | (uint64_t)c->kind << 3 | (uint64_t)callees << 2
                  | (uint64_t)(c->target != 0) << 1 | (c->edge != QP_VIRT));
-    put_u(w, zz32(c->block, r->call_block));
+    wb_uleb(w, zz32(c->block, r->call_block));
     r->call_block = c->block;
     if (c->edge != QP_VIRT) {
-        put_u(w, zz32(c->edge, r->call_edge));
+        wb_uleb(w, zz32(c->edge, r->call_edge));
         r->call_edge = c->edge;
     }
     if (c->target != 0) {
-        put_u(w, zz64(c->target, r->target));
+        wb_uleb(w, zz64(c->target, r->target));
         r->target = c->target;
     }
     if (!callees) {
-        put_u(w, zz32(c->name, r->call_name));
+        wb_uleb(w, zz32(c->name, r->call_name));
         r->call_name = c->name;
     }
 }
 
 /* The inflated body of D: its records and string table. */
 static int
-encode_body(const qp_desc_t *d, wbuf_t *w)
+encode_body(const qp_desc_t *d, wb_t *w)
 {
     run_t r;
     memset(&r, 0, sizeof(r));
@@ -609,14 +570,11 @@ encode_body(const qp_desc_t *d, wbuf_t *w)
         put_edge(w, &r, &d->edges[i]);
     for (uint32_t i = 0; i < d->hdr.ncalls; i++)
         put_call(w, &r, &d->calls[i]);
-    if (d->hdr.strtab_size > 0 && wbuf_room(w, d->hdr.strtab_size)) {
-        memcpy(w->p + w->n, d->strtab, d->hdr.strtab_size);
-        w->n += d->hdr.strtab_size;
-    }
+    wb_put(w, d->strtab, d->hdr.strtab_size);
     free(r.entries);
-    if (w->oom)
+    if (w->err)
         return QP_ENOMEM;
-    return w->n > UINT32_MAX ? QP_ERANGE : 0;
+    return w->len > UINT32_MAX ? QP_ERANGE : 0;
 }
 
 /*
@@ -645,18 +603,18 @@ qp_desc_encode(const qp_desc_t *d, uint8_t **buf, size_t *len)
 {
     if (d == NULL || buf == NULL || len == NULL)
         return QP_EINVAL;
-    wbuf_t w = { 0 };
+    wb_t w = { 0 };
     int rc = encode_body(d, &w);
-    size_t cap = w.n + (w.n >> 3) + 4096, zlen = 0; /* LZMA2 stores what does not shrink */
+    size_t cap = w.len + (w.len >> 3) + 4096, zlen = 0; /* LZMA2 stores what does not shrink */
     uint8_t *b = rc == 0 ? malloc(sizeof(qp_desc_hdr_t) + cap) : NULL;
     if (rc == 0 && b == NULL)
         rc = QP_ENOMEM;
     lzma_options_lzma o;
     if (rc == 0)
-        rc = lzma_options(w.n <= LZMA_SMALL ? 6 : 1, &o);
+        rc = lzma_options(w.len <= LZMA_SMALL ? 6 : 1, &o);
     if (rc == 0) {
         lzma_filter f[2] = { { LZMA_FILTER_LZMA2, &o }, { LZMA_VLI_UNKNOWN, NULL } };
-        lzma_ret lr = lzma_raw_buffer_encode(f, NULL, w.p, w.n, b + sizeof(qp_desc_hdr_t),
+        lzma_ret lr = lzma_raw_buffer_encode(f, NULL, w.p, w.len, b + sizeof(qp_desc_hdr_t),
                                              &zlen, cap);
         if (lr != LZMA_OK)
             rc = lr == LZMA_MEM_ERROR ? QP_ENOMEM : QP_ERANGE;
@@ -669,7 +627,7 @@ qp_desc_encode(const qp_desc_t *d, uint8_t **buf, size_t *len)
     qp_desc_hdr_t h = d->hdr;
     memcpy(h.magic, QP_DESC_MAGIC, sizeof(h.magic));
     h.version = QP_FORMAT_VERSION;
-    h.body_size = (uint32_t)w.n;
+    h.body_size = (uint32_t)w.len;
     h.id = 0;
     memcpy(b, &h, sizeof(h));
     size_t n = sizeof(h) + zlen;
