@@ -35,18 +35,13 @@ drv_alloc_counter(drv_result_t *res)
 static int
 push_xlate(drv_result_t *res, uint64_t site, uint32_t counter)
 {
-    if (res->nxlate == res->xlate_cap) {
-        size_t cap = res->xlate_cap ? 2 * res->xlate_cap : 16;
-        uint64_t *s = realloc(res->xlate_site, cap * sizeof(uint64_t));
-        if (s == NULL)
-            return QP_ENOMEM;
-        res->xlate_site = s;
-        uint32_t *m = realloc(res->xlate_miss, cap * sizeof(uint32_t));
-        if (m == NULL)
-            return QP_ENOMEM;
-        res->xlate_miss = m;
-        res->xlate_cap = cap;
-    }
+    /* Two arrays of one length: the capacity grows the same for both. */
+    size_t cap_site = res->xlate_cap, cap_miss = res->xlate_cap;
+    if (cfg_vec_grow((void **)&res->xlate_site, &cap_site, res->nxlate + 1, sizeof(uint64_t)) < 0
+        || cfg_vec_grow((void **)&res->xlate_miss, &cap_miss, res->nxlate + 1,
+                        sizeof(uint32_t)) < 0)
+        return QP_ENOMEM;
+    res->xlate_cap = cap_site;
     res->xlate_site[res->nxlate] = site;
     res->xlate_miss[res->nxlate++] = counter;
     return 0;

@@ -556,12 +556,40 @@ dyn_proc_ended(dyn_proc_t *p, int *status /*OUT*/)
  * Memory
  */
 
+/*
+ * LEN bytes at ADDR through PTRACE_PEEKDATA (and, with WRITE, PTRACE_POKEDATA) a word at
+ * a time: each aligned word is read, READ gets its part of it or WRITE's part is put in
+ * it and it goes back. The slow way, for a stopped process whose memory file is closed.
+ */
+static int
+peek_poke(dyn_proc_t *p, uint64_t addr, uint8_t *read, const uint8_t *write, size_t len)
+{
+    for (size_t done = 0; done < len;) {
+        uint64_t a = (addr + done) & ~7ull;
+        size_t off = (size_t)(addr + done - a), n = 8 - off;
+        long w;
+        errno = 0;
+        w = ptrace(PTRACE_PEEKDATA, p->pid, (void *)(uintptr_t)a, NULL);
+        if (errno != 0)
+            return QP_EIO;
+        if (n > len - done)
+            n = len - done;
+        if (read != NULL)
+            memcpy(read + done, (uint8_t *)&w + off, n);
+        else {
+            memcpy((uint8_t *)&w + off, write + done, n);
+            if (ptrace(PTRACE_POKEDATA, p->pid, (void *)(uintptr_t)a, (void *)w) < 0)
+                return QP_EIO;
+        }
+        done += n;
+    }
+    return 0;
+}
+
 int
 dyn_proc_read(dyn_proc_t *p, uint64_t addr, void *buf, size_t len)
 {
     struct iovec l = { buf, len }, r = { (void *)(uintptr_t)addr, len };
-    uint8_t *b = buf;
-    size_t done = 0;
 
     if (p == NULL || (buf == NULL && len != 0))
         return QP_EINVAL;
@@ -573,50 +601,19 @@ dyn_proc_read(dyn_proc_t *p, uint64_t addr, void *buf, size_t len)
         return 0;
     if (!p->stopped)
         return QP_EIO;
-    while (done < len) {
-        uint64_t a = (addr + done) & ~7ull;
-        size_t off = (size_t)(addr + done - a), n = 8 - off;
-        long w;
-        errno = 0;
-        w = ptrace(PTRACE_PEEKDATA, p->pid, (void *)(uintptr_t)a, NULL);
-        if (errno != 0)
-            return QP_EIO;
-        if (n > len - done)
-            n = len - done;
-        memcpy(b + done, (uint8_t *)&w + off, n);
-        done += n;
-    }
-    return 0;
+    return peek_poke(p, addr, buf, NULL, len);
 }
 
 int
 dyn_proc_write(dyn_proc_t *p, uint64_t addr, const void *buf, size_t len)
 {
-    const uint8_t *b = buf;
-    size_t done = 0;
-
     if (p == NULL || (buf == NULL && len != 0) || !p->stopped)
         return QP_EINVAL;
     if (len == 0)
         return 0;
     if (p->memfd >= 0 && pwrite(p->memfd, buf, len, (off_t)addr) == (ssize_t)len)
         return 0;
-    while (done < len) {
-        uint64_t a = (addr + done) & ~7ull;
-        size_t off = (size_t)(addr + done - a), n = 8 - off;
-        long w;
-        errno = 0;
-        w = ptrace(PTRACE_PEEKDATA, p->pid, (void *)(uintptr_t)a, NULL);
-        if (errno != 0)
-            return QP_EIO;
-        if (n > len - done)
-            n = len - done;
-        memcpy((uint8_t *)&w + off, b + done, n);
-        if (ptrace(PTRACE_POKEDATA, p->pid, (void *)(uintptr_t)a, (void *)w) < 0)
-            return QP_EIO;
-        done += n;
-    }
-    return 0;
+    return peek_poke(p, addr, NULL, buf, len);
 }
 
 /*****************************************************************************

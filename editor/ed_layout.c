@@ -151,18 +151,13 @@ padding_end(const cfg_prog_t *prog, uint64_t end)
 static int
 push_dropped(ed_plan_t *plan, uint64_t addr, uint32_t owner)
 {
-    if (plan->ndropped == plan->dropped_cap) {
-        size_t cap = plan->dropped_cap ? 2 * plan->dropped_cap : 64;
-        uint64_t *a = realloc(plan->dropped, cap * sizeof(uint64_t));
-        if (a == NULL)
-            return QP_ENOMEM;
-        plan->dropped = a;
-        uint32_t *o = realloc(plan->dropped_owner, cap * sizeof(uint32_t));
-        if (o == NULL)
-            return QP_ENOMEM;
-        plan->dropped_owner = o;
-        plan->dropped_cap = cap;
-    }
+    /* Two arrays of one length: the capacity grows the same for both. */
+    size_t cap_addr = plan->dropped_cap, cap_owner = plan->dropped_cap;
+    if (cfg_vec_grow((void **)&plan->dropped, &cap_addr, plan->ndropped + 1, sizeof(uint64_t)) < 0
+        || cfg_vec_grow((void **)&plan->dropped_owner, &cap_owner, plan->ndropped + 1,
+                        sizeof(uint32_t)) < 0)
+        return QP_ENOMEM;
+    plan->dropped_cap = cap_addr;
     size_t k = plan->ndropped++; /* kept sorted: mostly appended in address order */
     while (k > 0 && plan->dropped[k - 1] > addr) {
         plan->dropped[k] = plan->dropped[k - 1];
