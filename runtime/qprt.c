@@ -1218,6 +1218,26 @@ make_atomic(const qprt_params_t *p, uint64_t bias, qprt_state_t *st)
     __atomic_store_n(&st->locked, 2, __ATOMIC_RELEASE);
 }
 
+typedef void (*module_fn_t)(const qprt_params_t *p, uint64_t bias, qprt_state_t *st);
+
+/* The watcher (QPRT_F_WATCHER): FN on every module of the process the registry lists
+ * that is still mapped (SET_THREADS: a thread is about to start, as reg_modules takes
+ * it). Nothing for another module. */
+static void
+watched_modules(module_fn_t fn, int set_threads)
+{
+    if (!(qprt_params.flags & QPRT_F_WATCHER))
+        return;
+    qprt_reg_t *r = registry(0);
+    uint64_t mods[REG_MAX];
+    uint64_t n = r != NULL ? reg_modules(r, mods, set_threads) : 0;
+    for (uint64_t i = 0; i < n; i++) {
+        const qprt_params_t *q = (const qprt_params_t *)(uintptr_t)mods[i];
+        if (module_alive(q))
+            fn(q, bias_of(q), state_of(q));
+    }
+}
+
 void
 qprt_before_thread(void)
 {
@@ -1226,17 +1246,8 @@ qprt_before_thread(void)
     make_atomic(p, bias, (qprt_state_t *)(uintptr_t)(p->state + bias));
     if (p->flags & QPRT_F_TRACE)
         trace_reap();
-    if (!(p->flags & QPRT_F_WATCHER))
-        return;
     /* The watcher: every module of the process, before the thread exists. */
-    qprt_reg_t *r = registry(0);
-    uint64_t mods[REG_MAX];
-    uint64_t n = r != NULL ? reg_modules(r, mods, 1) : 0;
-    for (uint64_t i = 0; i < n; i++) {
-        const qprt_params_t *q = (const qprt_params_t *)(uintptr_t)mods[i];
-        if (module_alive(q))
-            make_atomic(q, bias_of(q), state_of(q));
-    }
+    watched_modules(make_atomic, 1);
 }
 
 /*****************************************************************************
@@ -1443,18 +1454,9 @@ qprt_after_fork(void)
     fork_module(p, bias, (qprt_state_t *)(uintptr_t)(p->state + bias));
     if (p->flags & QPRT_F_TRACE)
         trace_after_fork();
-    if (!(p->flags & QPRT_F_WATCHER))
-        return;
     /* The watcher: every module of the process sees the fork (a library sees none of the
      * program's calls). In the parent, and in a vfork child, the markers say so. */
-    qprt_reg_t *r = registry(0);
-    uint64_t mods[REG_MAX];
-    uint64_t n = r != NULL ? reg_modules(r, mods, 0) : 0;
-    for (uint64_t i = 0; i < n; i++) {
-        const qprt_params_t *q = (const qprt_params_t *)(uintptr_t)mods[i];
-        if (module_alive(q))
-            fork_module(q, bias_of(q), state_of(q));
-    }
+    watched_modules(fork_module, 0);
 }
 
 /*****************************************************************************
