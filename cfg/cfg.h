@@ -341,6 +341,10 @@ typedef struct cfg_block {
     uint16_t loop_depth;  /* number of natural loops containing the block */
     uint8_t last_kind;    /* arch_kind_t of the last instruction */
     uint8_t is_loop_head; /* target of a back edge */
+    uint8_t gap_entry;    /* code of its procedure that no known edge reaches, found by
+                           * sweeping the procedure's bytes because one of its jumps has
+                           * unknown targets (an interpreter's handlers): it may be
+                           * entered by that jump (cfg_held_addrs: CFG_HELD_GAP) */
 } cfg_block_t;
 
 /* A recovered jump table. */
@@ -494,6 +498,9 @@ enum {
                          * word); a guess: any number may look like an address */
     CFG_HELD_TEXTWORD,  /* ... one right after eight printable bytes: likelier the end
                          * of a string ("ant\0\0\0\0\0" is a word) */
+    CFG_HELD_GAP,       /* a block of the procedure reached by no known edge, where its
+                         * jump of unknown targets may go (cfg_block_t.gap_entry; at:
+                         * the address itself) */
 };
 
 typedef struct cfg_held {

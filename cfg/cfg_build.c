@@ -63,6 +63,8 @@ typedef struct trav {
     int labels_done;          /* labels computed */
     CFG_VEC(struct hoist_proof) proofs; /* tables whose hoisted base is to be proven */
     const cfg_u64_vec_t *no_far; /* jumps whose far `lea`s did not hold: not tried again */
+    unsigned unresolved;      /* indirect jumps whose targets stay unknown */
+    cfg_u64_vec_t gap_entries;/* code of its own bytes swept because of them */
 } trav_t;
 
 /* A table matched with a base register loaded far before its jump (an `lea` the
@@ -671,7 +673,75 @@ resolve_pending(trav_t *t)
             labels_pushed = 1;
         } else if (jumps_through_pointer(b->img, w, n)) {
             QP_CHECK(CFG_VEC_PUSH(t->ptr_jumps, j));
+        } else
+            t->unresolved++;
+    }
+    return 0;
+}
+
+static size_t padding_len(const uint8_t *p, size_t n, uint64_t addr);
+
+/*
+ * Does [A, END) hold code up to a jump, a return or END: every instruction valid,
+ * none privileged, none reaching past END? Then a jump may well go there.
+ */
+static int
+looks_like_code(trav_t *t, uint64_t a, uint64_t end)
+{
+    while (a < end) {
+        arch_insn_t in;
+        if (decode_at(t->b, a, end, &in) < 0 || (in.flags & ARCH_F_PRIV) || a + in.len > end)
+            return 0;
+        if (in.kind == ARCH_KIND_JMP || in.kind == ARCH_KIND_JMP_IND || in.kind == ARCH_KIND_RET)
+            return 1;
+        a += in.len;
+    }
+    return 1;
+}
+
+/*
+ * A jump of unknown targets may go anywhere in its procedure's bytes (an interpreter
+ * whose handlers sit at fixed strides: `jmp *(base + 32 * op)`). The bytes of the
+ * procedure's ranges no known way reaches are swept: after the padding, each run that
+ * looks like code is traced from its first instruction, a gap entry. Data left alone.
+ * *PUSHED: an entry was found (the traversal goes on, and the sweep again after it).
+ */
+static int
+sweep_own_gaps(trav_t *t, int *pushed)
+{
+    const cfg_bproc_t *bp = t->bp;
+    const uint8_t *map = t->sc->map;
+    uint64_t base = 0;
+    *pushed = 0;
+    for (size_t r = 0; r < bp->ranges.n; r++) {
+        const cfg_range_t *rg = &bp->ranges.v[r];
+        uint64_t len = rg->end - rg->start;
+        for (uint64_t off = 0; off < len;) {
+            if (map[base + off] & (M_START | M_INSIDE)) {
+                off++;
+                continue;
+            }
+            uint64_t e = off;
+            while (e < len && !(map[base + e] & (M_START | M_INSIDE)))
+                e++;
+            uint64_t a = rg->start + off, end = rg->start + e;
+            size_t avail;
+            const uint8_t *p = cfg_image_ptr(t->b->img, a, &avail);
+            if (p != NULL) {
+                size_t n = (size_t)(end - a) < avail ? (size_t)(end - a) : avail;
+                a += padding_len(p, n, a);
+                int seen = 0; /* once traced its bytes are marked: never, but never loop */
+                for (size_t k = 0; k < t->gap_entries.n && !seen; k++)
+                    seen = t->gap_entries.v[k] == a;
+                if (a < end && !seen && looks_like_code(t, a, end)) {
+                    QP_CHECK(CFG_VEC_PUSH(t->gap_entries, a));
+                    *pushed = 1;
+                    return push_work(t, a); /* traced first: it may reach what follows */
+                }
+            }
+            off = e;
         }
+        base += len;
     }
     return 0;
 }
@@ -695,8 +765,14 @@ traverse(trav_t *t)
             uint64_t a = t->sc->work.v[--t->sc->work.n];
             QP_CHECK(trace_from(t, a));
         }
-        if (t->pending.n == 0)
-            return 0;
+        if (t->pending.n == 0) {
+            int pushed = 0;
+            if (t->unresolved > 0)
+                QP_CHECK(sweep_own_gaps(t, &pushed));
+            if (!pushed)
+                return 0;
+            continue;
+        }
         QP_CHECK(resolve_pending(t));
     }
 }
@@ -1201,6 +1277,7 @@ build_proc(cfg_builder_t *b, cfg_scratch_t *sc, uint32_t i)
         CFG_VEC_FREE(t.labels);
         CFG_VEC_FREE(t.ptr_jumps);
         CFG_VEC_FREE(t.proofs);
+        CFG_VEC_FREE(t.gap_entries);
         sc->new_entries.n = n_entries;
         sc->new_srcs.n = n_srcs;
         sc->known.n = n_known;
@@ -1213,6 +1290,11 @@ build_proc(cfg_builder_t *b, cfg_scratch_t *sc, uint32_t i)
     CFG_VEC_FREE(no_far);
     if (rc == 0)
         rc = form_blocks(&t);
+    for (size_t k = 0; rc == 0 && k < t.gap_entries.n; k++) {
+        uint32_t gb = local_block_at(bp, t.gap_entries.v[k]);
+        if (gb != CFG_NONE && bp->blocks.v[gb].start == t.gap_entries.v[k])
+            bp->blocks.v[gb].gap_entry = 1;
+    }
     if (rc == 0) {
         bp = cfg_discover_proc(b, i); /* no procedure is added here, but be explicit */
         rc = form_edges(&t);
@@ -1234,6 +1316,7 @@ build_proc(cfg_builder_t *b, cfg_scratch_t *sc, uint32_t i)
     CFG_VEC_FREE(t.labels);
     CFG_VEC_FREE(t.ptr_jumps);
     CFG_VEC_FREE(t.proofs);
+    CFG_VEC_FREE(t.gap_entries);
     return rc == QP_EDECODE ? 0 : rc;
 }
 

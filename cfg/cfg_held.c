@@ -135,6 +135,8 @@ held_scan(const cfg_prog_t *prog, cfg_held_t **out, size_t *n)
     }
     for (uint32_t b = 0; b < prog->nblocks && rc == 0; b++) {
         const cfg_block_t *bl = &prog->blocks[b];
+        if (bl->gap_entry)
+            rc = push(prog, &h, bl->start, bl->start, CFG_HELD_GAP);
         for (uint64_t a = bl->start; a < bl->end && rc == 0;) {
             arch_insn_t in;
             if (cfg_image_decode(img, a, 0, &in) < 0)
