@@ -324,6 +324,31 @@ uint64_t cfg_discover_end(const cfg_builder_t *b, uint32_t i);
 /* Recompute every procedure's extent from its neighbours and the image. */
 void cfg_discover_extents(cfg_builder_t *b);
 
+/* The procedure (index) whose entry is ADDR, or CFG_NONE. */
+static inline uint32_t
+cfg_proc_by_entry(const cfg_builder_t *b, uint64_t addr)
+{
+    uint32_t i = cfg_discover_find(b, addr);
+    return i != CFG_NONE && cfg_discover_proc(b, i)->p.entry == addr ? i : CFG_NONE;
+}
+
+/* A new cfg_bproc_t.blocks_ver, for blocks that changed (any thread may ask). */
+static inline uint64_t
+cfg_blocks_changed(cfg_builder_t *b)
+{
+    return atomic_fetch_add_explicit(&b->blocks_ver, 1, memory_order_relaxed) + 1;
+}
+
+/* cfg_build.c: note BP's "never returns" call edges and count its tail calls (whenever
+ * its edges change). 0 or QP_ENOMEM. */
+int cfg_note_noret_sites(cfg_bproc_t *bp);
+
+/* cfg_noreturn.c: the noreturn analysis (see there). */
+typedef struct cfg_nr_deps cfg_nr_deps_t;
+void cfg_nr_deps_free(cfg_nr_deps_t *d);
+/* Find the procedures that never return and cut the calls to them (see there). */
+int cfg_nr_noreturn_and_prune(cfg_builder_t *b, cfg_u64_vec_t *noret);
+
 /* True when NAME (possibly "foo@plt" or "foo@@GLIBC_2.2.5") never returns by convention. */
 int cfg_name_is_noreturn(const char *name);
 
