@@ -339,7 +339,37 @@ cfg_blocks_changed(cfg_builder_t *b)
     return atomic_fetch_add_explicit(&b->blocks_ver, 1, memory_order_relaxed) + 1;
 }
 
-/* cfg_build.c: note BP's "never returns" call edges and count its tail calls (whenever
+/*
+ * What one worker of a round of builds (cfg_parallel_for) needs to itself: the traversal
+ * scratch, and what it found that concerns other procedures, handed to the builder in
+ * worker order once the round is over (scratch_flush). Nothing else is written during a
+ * round but the procedure being built.
+ */
+typedef struct cfg_scratch {
+    uint8_t *map;                 /* a byte per byte of extent (M_* marks) */
+    size_t mapcap;                /* its size */
+    cfg_u64_vec_t work;           /* traversal worklist */
+    cfg_u64_vec_t new_entries;    /* call/jump targets found (for b->new_entries) */
+    CFG_VEC(uint32_t) new_srcs;   /* their CFG_SRC_* bits */
+    CFG_VEC(uint32_t) known;      /* pairs: index of a known procedure, CFG_SRC_* bit */
+    cfg_str_vec_t strings;        /* reasons made up (for b->strings) */
+} cfg_scratch_t;
+
+/* cfg_trav.c: building one procedure, and what cfg_build.c's rounds need of it. */
+int cfg_build_proc(cfg_builder_t *b, cfg_scratch_t *sc, uint32_t i);
+int cfg_build_round(cfg_builder_t *b, const uint32_t *todo, size_t n);
+int cfg_scratch_flush(cfg_builder_t *b, cfg_scratch_t *sc);
+void cfg_scratch_free(cfg_scratch_t *sc);
+void cfg_note_built(cfg_builder_t *b, uint32_t i);
+int cfg_gap_only(const cfg_bproc_t *bp);
+uint32_t cfg_local_block_at(const cfg_bproc_t *bp, uint64_t addr);
+int64_t cfg_slot(const cfg_bproc_t *bp, uint64_t addr);
+int cfg_set_unsafe(cfg_str_vec_t *strings, cfg_bproc_t *bp, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* Length of the padding at P (at most N bytes at ADDR): nops, zero bytes and traps. */
+size_t cfg_padding_len(const uint8_t *p, size_t n, uint64_t addr);
+
+/* cfg_trav.c: note BP's "never returns" call edges and count its tail calls (whenever
  * its edges change). 0 or QP_ENOMEM. */
 int cfg_note_noret_sites(cfg_bproc_t *bp);
 

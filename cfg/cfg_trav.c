@@ -1,0 +1,1387 @@
+/* Copyright 2026 the qpt authors
+ * SPDX-License-Identifier: MIT */
+
+/*
+ * Building one procedure (cfg_build.c runs the rounds): its traversal from its entries
+ * (recursive descent, jump tables resolved as they are met, a jump of unknown targets
+ * sweeping its own unreached bytes), then its blocks and edges.
+ */
+#include <stdarg.h>
+#include <stdio.h>
+
+#include "cfg/cfg_priv.h"
+
+/* Traversal marks, one byte per byte of a procedure's extent. */
+enum {
+    M_START = 1,     /* an instruction starts here */
+    M_INSIDE = 2,    /* inside an instruction, not its first byte */
+    M_LEADER = 4,    /* a block starts here */
+    M_LEN_SHIFT = 3, /* bits 3..6 of a start byte: the instruction's length */
+    M_END = 0x80,    /* the instruction ends its block (branch, call, return, trap) */
+};
+#define M_LEN(m) (((m) >> M_LEN_SHIFT) & 15)
+
+/* The longest backward window handed to the jump-table recogniser. */
+#define JT_WINDOW 24
+
+
+typedef struct trav {
+    cfg_builder_t *b;
+    cfg_scratch_t *sc;        /* this worker's scratch and findings */
+    cfg_bproc_t *bp;
+    uint32_t self;            /* index of bp in b->procs */
+    cfg_u64_vec_t pending;    /* indirect jumps not yet looked at */
+    CFG_VEC(arch_insn_t) last;/* per local block: its last instruction */
+    CFG_VEC(uint32_t) labels; /* computed-goto targets: local blocks (see form_edges) */
+    cfg_u64_vec_t ptr_jumps;  /* jumps through a loaded pointer: tail calls */
+    int labels_done;          /* labels computed */
+    CFG_VEC(struct hoist_proof) proofs; /* tables whose hoisted base is to be proven */
+    const cfg_u64_vec_t *no_far; /* jumps whose far `lea`s did not hold: not tried again */
+    unsigned unresolved;      /* indirect jumps whose targets stay unknown */
+    cfg_u64_vec_t gap_entries;/* code of its own bytes swept because of them */
+} trav_t;
+
+/* A table matched with a base register loaded far before its jump (an `lea` the
+ * procedure has among many), to be proven once the procedure is traversed: no way into
+ * the jump passes another write of the register after the lea (verify_hoisted). */
+typedef struct hoist_proof {
+    uint64_t jump, lea;
+    uint8_t reg;
+} hoist_proof_t;
+
+/* More possible targets than this for one computed jump: leave it unresolved (the
+ * editor translates it at run time) rather than bloat the graph. */
+#define CFG_MAX_INDIRECT 1024
+
+/*****************************************************************************
+ * Small helpers
+ */
+
+/* Mark BP unsafe for the reason FMT..., kept in STRINGS. */
+int
+cfg_set_unsafe(cfg_str_vec_t *strings, cfg_bproc_t *bp, const char *fmt, ...)
+{
+    if (bp->p.unsafe != NULL)
+        return 0; /* the first reason is the one reported */
+    char buf[160];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof(buf), fmt, ap);
+    va_end(ap);
+    char *d = cfg_strdup(buf);
+    if (d == NULL || CFG_VEC_PUSH(*strings, d) < 0) {
+        free(d);
+        return QP_ENOMEM;
+    }
+    bp->p.unsafe = d;
+    return 0;
+}
+
+/* Offset of ADDR in the traversal map, or -1 when outside the procedure's ranges. */
+int64_t
+cfg_slot(const cfg_bproc_t *bp, uint64_t addr)
+{
+    uint64_t base = 0;
+    for (size_t i = 0; i < bp->ranges.n; i++) {
+        const cfg_range_t *r = &bp->ranges.v[i];
+        if (addr >= r->start && addr < r->end)
+            return (int64_t)(base + (addr - r->start));
+        base += r->end - r->start;
+    }
+    return -1;
+}
+
+/* End of the range holding ADDR (which must be inside one). */
+static uint64_t
+range_end(const cfg_bproc_t *bp, uint64_t addr)
+{
+    for (size_t i = 0; i < bp->ranges.n; i++)
+        if (addr >= bp->ranges.v[i].start && addr < bp->ranges.v[i].end)
+            return bp->ranges.v[i].end;
+    return addr;
+}
+
+/* Decode at ADDR, reading no further than LIMIT (rebuilds find it decoded already). */
+static int
+decode_at(cfg_builder_t *b, uint64_t addr, uint64_t limit, arch_insn_t *in)
+{
+    return cfg_image_decode(b->img, addr, limit, in);
+}
+
+
+static int
+callee_noreturn(const cfg_builder_t *b, uint64_t target)
+{
+    uint32_t i = cfg_proc_by_entry(b, target);
+    return i != CFG_NONE && (cfg_discover_proc(b, i)->p.flags & CFG_PROC_NORETURN);
+}
+
+/* Does the memory slot at SLOT (a GOT entry) hold a function that never returns? */
+static int
+slot_noreturn(const cfg_image_t *img, uint64_t slot_addr)
+{
+    size_t lo = 0, hi = img->nrelocs;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (img->relocs[mid].where < slot_addr)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < img->nrelocs && img->relocs[lo].where == slot_addr
+        && cfg_name_is_noreturn(img->relocs[lo].sym);
+}
+
+static int
+indirect_call_noreturn(const cfg_image_t *img, const arch_insn_t *in)
+{
+    return (in->flags & ARCH_F_MEM_IND) && (in->flags & ARCH_F_RIPREL)
+        && slot_noreturn(img, in->target);
+}
+
+/* Does the syscall at SC never return: rt_sigreturn (15), exit (60), exit_group (231)? */
+static int
+syscall_noreturn(const cfg_image_t *img, const arch_insn_t *prev, const arch_insn_t *sc)
+{
+    long nr = cfg_syscall_nr(img, prev, sc);
+    return nr == 15 || nr == 60 || nr == 231;
+}
+
+/* Remember TARGET (outside this procedure) as a possible new procedure entry. */
+static int
+note_external(trav_t *t, uint64_t target, uint32_t src)
+{
+    cfg_builder_t *b = t->b;
+    if (!cfg_image_is_code(b->img, target))
+        return 0;
+    uint32_t i = cfg_discover_find(b, target);
+    if (i != CFG_NONE && cfg_discover_proc(b, i)->p.entry == target) {
+        /* A known entry: how it is used is noted after the round (another worker may
+         * be building it). */
+        if (cfg_discover_proc(b, i)->p.sources & src)
+            return 0;
+        QP_CHECK(CFG_VEC_PUSH(t->sc->known, i));
+        return CFG_VEC_PUSH(t->sc->known, src);
+    }
+    if (i != CFG_NONE && src != CFG_SRC_CALL)
+        return 0; /* a jump into another procedure's interior */
+    QP_CHECK(CFG_VEC_PUSH(t->sc->new_entries, target));
+    return CFG_VEC_PUSH(t->sc->new_srcs, src);
+}
+
+/*****************************************************************************
+ * Traversal
+ */
+
+static int
+push_work(trav_t *t, uint64_t addr)
+{
+    int64_t s = cfg_slot(t->bp, addr);
+    if (s < 0)
+        return 0;
+    t->sc->map[s] |= M_LEADER;
+    if (t->sc->map[s] & M_START)
+        return 0;
+    return CFG_VEC_PUSH(t->sc->work, addr);
+}
+
+/*
+ * glibc skips the lock prefix when single-threaded: `je 1f; lock; 1: op`. A branch (whose
+ * next instruction is at NEXT) to TARGET just after the lock prefix byte at NEXT is taken
+ * as a branch to the locked instruction:
+ * the same operation, atomic on that path too (the rewriter makes the jump go there),
+ * so the instruction is one instruction of one block however it is reached. Else TARGET.
+ */
+static uint64_t
+lock_skip_target(cfg_builder_t *b, uint64_t next, uint64_t target)
+{
+    const uint8_t *p = cfg_image_ptr(b->img, target - 1, NULL);
+    arch_insn_t locked, bare;
+    if (target != next + 1 || p == NULL || *p != 0xf0 || decode_at(b, target - 1, target + 15, &locked) < 0
+        || !(locked.flags & ARCH_F_LOCK) || locked.kind != ARCH_KIND_SEQ
+        || decode_at(b, target, target + 15, &bare) < 0
+        || bare.len + 1 != locked.len)
+        return target;
+    return target - 1;
+}
+
+/* Branch to TARGET (the branch's next instruction is at NEXT): inside, a new leader;
+ * outside, a possible new procedure. */
+static int
+branch_to(trav_t *t, uint64_t next, uint64_t target)
+{
+    if (cfg_slot(t->bp, target) >= 0)
+        target = lock_skip_target(t->b, next, target);
+    if (cfg_slot(t->bp, target) >= 0)
+        return push_work(t, target);
+    if (!cfg_image_is_code(t->b->img, target))
+        return cfg_set_unsafe(&t->sc->strings, t->bp, "branch to non-code address 0x%llx",
+                          (unsigned long long)target);
+    return note_external(t, target, CFG_SRC_TAILCALL);
+}
+
+/* Decode linearly from ADDR until control leaves the straight line. */
+static int
+trace_from(trav_t *t, uint64_t addr)
+{
+    cfg_builder_t *b = t->b;
+    cfg_bproc_t *bp = t->bp;
+    uint8_t *map = t->sc->map;
+    arch_insn_t prev = { 0 };
+    for (;;) {
+        int64_t s = cfg_slot(bp, addr);
+        if (s < 0)
+            return 0; /* fell off: block formation reports it */
+        if (map[s] & M_START)
+            return 0;
+        if (map[s] & M_INSIDE) {
+            /* glibc skips the lock prefix when single-threaded: je 1f; lock; 1: op. */
+            const uint8_t *pb = cfg_image_ptr(b->img, addr - 1, NULL);
+            if (s > 0 && (map[s - 1] & M_START) && pb != NULL && *pb == 0xf0)
+                return cfg_set_unsafe(&t->sc->strings, bp, "jump over a lock prefix at 0x%llx",
+                                  (unsigned long long)addr - 1);
+            return cfg_set_unsafe(&t->sc->strings, bp, "jump into the middle of an instruction at 0x%llx",
+                              (unsigned long long)addr);
+        }
+        uint64_t lim = range_end(bp, addr);
+        arch_insn_t in;
+        if (decode_at(b, addr, lim, &in) < 0)
+            return cfg_set_unsafe(&t->sc->strings, bp, "invalid instruction at 0x%llx", (unsigned long long)addr);
+        for (uint8_t k = 1; k < in.len; k++)
+            if (map[s + k] & (M_START | M_INSIDE)) {
+                const uint8_t *pb = cfg_image_ptr(b->img, addr, NULL);
+                if (k == 1 && pb != NULL && *pb == 0xf0)
+                    return cfg_set_unsafe(&t->sc->strings, bp, "jump over a lock prefix at 0x%llx",
+                                      (unsigned long long)addr);
+                return cfg_set_unsafe(&t->sc->strings, bp, "overlapping instructions at 0x%llx",
+                                  (unsigned long long)addr);
+            }
+        map[s] |= M_START | (uint8_t)(in.len << M_LEN_SHIFT);
+        for (uint8_t k = 1; k < in.len; k++)
+            map[s + k] |= M_INSIDE;
+        switch (in.kind) {
+        case ARCH_KIND_CALL:
+            if (in.target == addr + in.len)
+                break;
+            /* fall through */
+        case ARCH_KIND_JCC:
+        case ARCH_KIND_JMP:
+        case ARCH_KIND_CALL_IND:
+        case ARCH_KIND_JMP_IND:
+        case ARCH_KIND_RET:
+        case ARCH_KIND_HALT: map[s] |= M_END; break;
+        case ARCH_KIND_SYSCALL:
+            if (syscall_noreturn(b->img, &prev, &in))
+                map[s] |= M_END;
+            break;
+        default: break;
+        }
+        if ((in.flags & ARCH_F_PRIV) && in.kind != ARCH_KIND_HALT)
+            QP_CHECK(cfg_set_unsafe(&t->sc->strings, bp, "privileged instruction at 0x%llx",
+                                (unsigned long long)addr));
+        uint64_t next = addr + in.len;
+        /* lea main(%rip),%rdi: a code address taken by code names a procedure. */
+        if ((in.flags & ARCH_F_RIPREL) && in.kind != ARCH_KIND_JMP_IND
+            && in.kind != ARCH_KIND_CALL_IND && cfg_slot(bp, in.target) < 0
+            && cfg_image_is_code(b->img, in.target))
+            QP_CHECK(note_external(t, in.target, CFG_SRC_ADDR));
+        switch (in.kind) {
+        case ARCH_KIND_JCC:
+            QP_CHECK(branch_to(t, next, in.target));
+            QP_CHECK(push_work(t, next));
+            return 0;
+        case ARCH_KIND_JMP:
+            return branch_to(t, next, in.target);
+        case ARCH_KIND_CALL:
+            if (in.target == next) /* call next; pop: reads the pc, not a call */
+                break;
+            /* A call to a non-code address is a call to an undefined weak function
+             * (address 0 in static binaries), guarded at run time: it stays a call. */
+            if (cfg_image_is_code(b->img, in.target))
+                QP_CHECK(note_external(t, in.target, CFG_SRC_CALL));
+            if (callee_noreturn(b, in.target))
+                return 0;
+            return push_work(t, next);
+        case ARCH_KIND_CALL_IND:
+            if (indirect_call_noreturn(b->img, &in))
+                return 0;
+            return push_work(t, next);
+        case ARCH_KIND_JMP_IND:
+            return CFG_VEC_PUSH(t->pending, addr);
+        case ARCH_KIND_RET:
+        case ARCH_KIND_HALT:
+            return 0;
+        case ARCH_KIND_SYSCALL:
+            if (syscall_noreturn(b->img, &prev, &in))
+                return 0;
+            break;
+        default:
+            break;
+        }
+        prev = in;
+        addr = next;
+    }
+}
+
+/* The instructions linearly before the jump at J (J last), for the table recogniser;
+ * PATH: not through an instruction that does not fall through (a jmp, ret, ud2: the
+ * code after it is reached by other ways only). */
+static size_t
+jump_window(trav_t *t, uint64_t j, arch_insn_t *w, int path)
+{
+    cfg_builder_t *b = t->b;
+    arch_insn_t tmp[JT_WINDOW];
+    size_t n = 0;
+    uint64_t cur = j;
+    uint64_t lim = range_end(t->bp, j);
+    if (decode_at(b, cur, lim, &tmp[n]) < 0)
+        return 0;
+    n++;
+    while (n < JT_WINDOW) {
+        int found = 0;
+        for (uint64_t back = 1; back <= ARCH_MAX_INSN && back <= cur; back++) {
+            int64_t s = cfg_slot(t->bp, cur - back);
+            if (s < 0)
+                break;
+            if (!(t->sc->map[s] & M_START))
+                continue;
+            arch_insn_t in;
+            if (decode_at(b, cur - back, lim, &in) == 0 && in.len == back
+                && (!path || (in.kind != ARCH_KIND_JMP && in.kind != ARCH_KIND_JMP_IND
+                              && in.kind != ARCH_KIND_RET && in.kind != ARCH_KIND_HALT))) {
+                tmp[n++] = in;
+                cur -= back;
+                found = 1;
+            }
+            break;
+        }
+        if (!found)
+            break;
+    }
+    for (size_t i = 0; i < n; i++)
+        w[i] = tmp[n - 1 - i];
+    return n;
+}
+
+/* Internal code addresses held as data: possible targets of computed jumps. */
+static int
+push_addr_taken_labels(trav_t *t)
+{
+    const cfg_builder_t *b = t->b;
+    for (size_t r = 0; r < t->bp->ranges.n; r++) {
+        const cfg_range_t *rg = &t->bp->ranges.v[r];
+        size_t lo = cfg_u64_lower_bound(b->addr_taken.v, b->addr_taken.n, rg->start);
+        for (; lo < b->addr_taken.n && b->addr_taken.v[lo] < rg->end; lo++)
+            if (b->addr_taken.v[lo] != t->bp->p.entry)
+                QP_CHECK(push_work(t, b->addr_taken.v[lo]));
+    }
+    return 0;
+}
+
+static int
+has_addr_taken_labels(const cfg_builder_t *b, const cfg_bproc_t *bp)
+{
+    for (size_t r = 0; r < bp->ranges.n; r++) {
+        size_t lo = cfg_u64_lower_bound(b->addr_taken.v, b->addr_taken.n, bp->ranges.v[r].start);
+        for (; lo < b->addr_taken.n && b->addr_taken.v[lo] < bp->ranges.v[r].end; lo++)
+            if (b->addr_taken.v[lo] != bp->p.entry)
+                return 1;
+    }
+    return 0;
+}
+
+/* Do all entries of T land in BP's ranges? A scanned (unbounded) table is cut at its
+ * first entry outside; a bounded one is refused. */
+static int
+table_in_ranges(const cfg_builder_t *b, const cfg_bproc_t *bp, cfg_table_t *t)
+{
+    if (bp->ranges.n == 1)
+        return 1; /* the recogniser checked [lo, hi) already */
+    for (uint32_t i = 0; i < t->nentries; i++)
+        if (cfg_slot(bp, cfg_jtab_entry(b->img, t, i)) < 0) {
+            if (t->bounded || i < 2)
+                return 0;
+            t->nentries = i;
+            return 1;
+        }
+    return 1;
+}
+
+/*
+ * Does the jump at the end of W go through a pointer loaded from memory without an index
+ * (`mov 0x20(%rax),%rax; jmp *%rax`, `jmp *0x18(%rdx)`, a GOT slot) or a constant? In a
+ * procedure without
+ * address-taken labels that is a tail call through a function pointer (a vtable, a
+ * callback), not a jump inside the procedure.
+ */
+static int
+jumps_through_pointer(const cfg_image_t *img, const arch_insn_t *w, size_t n)
+{
+    arch_ops_t ops;
+    size_t avail;
+    const uint8_t *p = cfg_image_ptr(img, w[n - 1].addr, &avail);
+    if (p == NULL || arch_decode_ops(p, avail, w[n - 1].addr, &ops) < 0)
+        return 0;
+    const arch_opnd_t *o = &ops.src;
+    if (o->kind == ARCH_OPND_MEM)
+        return o->index == ARCH_REG_NONE && o->base != ARCH_REG_PC && !o->seg;
+    if (o->kind != ARCH_OPND_REG)
+        return 0;
+    uint8_t reg = o->reg;
+    for (size_t i = n - 1; i-- > 0;) {
+        p = cfg_image_ptr(img, w[i].addr, &avail);
+        if (p == NULL || arch_decode_ops(p, avail, w[i].addr, &ops) < 0)
+            return 0;
+        if (!(ops.regs_written & (1u << reg)))
+            continue;
+        if (ops.op != ARCH_OP_MOV || ops.dst.kind != ARCH_OPND_REG || ops.dst.reg != reg)
+            return 0;
+        /* A constant (a weak function's address, 0 if absent) or one memory slot (a
+         * struct field, a GOT entry): not an index into a table of this procedure. */
+        if (ops.src.kind == ARCH_OPND_IMM)
+            return 1;
+        return ops.dst.size == 8 && ops.src.kind == ARCH_OPND_MEM
+            && ops.src.index == ARCH_REG_NONE && !ops.src.seg;
+    }
+    return 0;
+}
+
+/*
+ * A table whose base register was loaded far from the jump (clang hoists
+ * `lea T(%rip),%rbx` out of an interpreter loop): try each rip-relative `lea` of the
+ * procedure into a register, pointing at read-only data, in front of the window. Only a
+ * table bounded by a compare, with every entry on code of the procedure, is accepted.
+ */
+/* Collect up to CAP distinct rip-relative `lea`s of read-only data in the procedure's
+ * decoded code (the candidates for a hoisted table base). */
+static size_t
+collect_leas(trav_t *t, arch_insn_t *out, size_t cap)
+{
+    cfg_builder_t *b = t->b;
+    const cfg_bproc_t *bp = t->bp;
+    size_t n = 0;
+    uint64_t base = 0;
+    for (size_t r = 0; r < bp->ranges.n && n < cap; r++) {
+        const cfg_range_t *rg = &bp->ranges.v[r];
+        for (uint64_t a = rg->start; a < rg->end && n < cap; a++) {
+            uint8_t m = t->sc->map[base + (a - rg->start)];
+            if (!(m & M_START))
+                continue;
+            arch_insn_t in;
+            if (decode_at(b, a, rg->end, &in) < 0 || !(in.flags & ARCH_F_RIPREL)
+                || in.kind != ARCH_KIND_SEQ)
+                continue;
+            const cfg_section_t *sec = cfg_image_section_at(b->img, in.target);
+            if (sec == NULL || (sec->flags & (CFG_SEC_CODE | CFG_SEC_WRITE)))
+                continue;
+            size_t avail;
+            const uint8_t *p = cfg_image_ptr(b->img, a, &avail);
+            arch_ops_t ops;
+            if (p == NULL || arch_decode_ops(p, avail, a, &ops) < 0 || ops.op != ARCH_OP_LEA
+                || ops.dst.kind != ARCH_OPND_REG)
+                continue;
+            int seen = 0;
+            for (size_t k = 0; k < n && !seen; k++)
+                seen = out[k].target == in.target;
+            if (!seen)
+                out[n++] = in;
+        }
+        base += rg->end - rg->start;
+    }
+    return n;
+}
+
+/*
+ * A table whose base register was loaded far from the jump (clang hoists
+ * `lea T(%rip),%rbx` out of an interpreter loop): try each rip-relative `lea` of the
+ * procedure into a register, pointing at read-only data, in front of the window. Only a
+ * table bounded by a compare, with every entry on code of the procedure, is accepted.
+ */
+static int
+match_hoisted_base(trav_t *t, const arch_insn_t *leas, size_t nleas, const arch_insn_t *w,
+                   size_t n, uint64_t lo, uint64_t hi, cfg_table_t *tab, size_t *which)
+{
+    arch_insn_t w2[JT_WINDOW + 1];
+    /* Calls keep the base (callee-saved) register: start after the last one. */
+    size_t from = 0;
+    for (size_t k = 0; k + 1 < n; k++)
+        if (w[k].kind == ARCH_KIND_CALL || w[k].kind == ARCH_KIND_CALL_IND)
+            from = k + 1;
+    for (size_t c = 0; c < nleas; c++) {
+        w2[0] = leas[c];
+        memcpy(w2 + 1, w + from, (n - from) * sizeof(arch_insn_t));
+        cfg_insn_window_t win = { w2, n - from + 1 };
+        if (cfg_jtab_match(t->b->img, &win, lo, hi, tab) && tab->bounded
+            && table_in_ranges(t->b, t->bp, tab)) {
+            if (which != NULL)
+                *which = c;
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* Callee-saved registers (ARCH_REG_* numbering: rbx, rbp, r12-r15), which calls keep. */
+static int
+callee_saved(uint8_t r)
+{
+    return r == 4 || r == 6 || (r >= 13 && r <= 16);
+}
+
+#define HOIST_MAX 64 /* `lea`s tried when the first 8 were not the table's */
+
+/* The register the `lea` IN writes, or ARCH_REG_NONE. */
+static uint8_t
+lea_dst(trav_t *t, const arch_insn_t *in)
+{
+    size_t avail;
+    const uint8_t *p = cfg_image_ptr(t->b->img, in->addr, &avail);
+    arch_ops_t ops;
+    return p != NULL && arch_decode_ops(p, avail, in->addr, &ops) == 0 && ops.op == ARCH_OP_LEA
+        ? ops.dst.reg : ARCH_REG_NONE;
+}
+
+
+/* The procedure's rip-relative `lea`s of read-only data into callee-saved registers
+ * (a base kept across calls), after the first SKIP of collect_leas' (at most CAP; their
+ * destinations in REGS). The first 8 are matched without a proof, as before; the proof
+ * would reject 12 of gdb's, mostly because another jump of the procedure is not
+ * resolved (it may go anywhere): whether any of them is wrong is not known. */
+static size_t
+collect_far_leas(trav_t *t, size_t skip, arch_insn_t *out, uint8_t *regs, size_t cap)
+{
+    arch_insn_t all[8 + HOIST_MAX];
+    size_t n = collect_leas(t, all, skip + cap < 8 + HOIST_MAX ? skip + cap : 8 + HOIST_MAX), k = 0;
+    for (size_t i = skip; i < n && k < cap; i++) {
+        uint8_t r = lea_dst(t, &all[i]);
+        if (!callee_saved(r))
+            continue;
+        regs[k] = r;
+        out[k++] = all[i];
+    }
+    return k;
+}
+
+/* A table for jump J with a base among the `lea`s CANDS (their registers REGS) in front of
+ * window W[0..N), proven after the traversal (a hoist_proof_t): 1, 0, or QP_ENOMEM. */
+static int
+match_proven(trav_t *t, uint64_t j, const arch_insn_t *cands, const uint8_t *regs, size_t ncands,
+             const arch_insn_t *w, size_t n, uint64_t lo, uint64_t hi, cfg_table_t *tab)
+{
+    size_t c;
+    if (!match_hoisted_base(t, cands, ncands, w, n, lo, hi, tab, &c) || regs[c] == ARCH_REG_NONE)
+        return 0;
+    QP_CHECK(CFG_VEC_PUSH(t->proofs, ((hoist_proof_t) { j, cands[c].addr, regs[c] })));
+    return 1;
+}
+
+static int
+resolve_pending(trav_t *t)
+{
+    cfg_builder_t *b = t->b;
+    cfg_bproc_t *bp = t->bp;
+    int labels_pushed = 0;
+    arch_insn_t leas[8], far[HOIST_MAX];
+    uint8_t lea_regs[8], far_regs[HOIST_MAX];
+    long nleas = -1, nfar = -1; /* collected at the first jump that needs them */
+    while (t->pending.n > 0) {
+        uint64_t j = t->pending.v[--t->pending.n];
+        arch_insn_t w[JT_WINDOW];
+        size_t n = jump_window(t, j, w, 0);
+        if (n == 0)
+            continue;
+        const arch_insn_t *jmp = &w[n - 1];
+        if ((jmp->flags & ARCH_F_MEM_IND) && (jmp->flags & ARCH_F_RIPREL))
+            continue; /* through one memory slot (GOT, PLT): a tail call */
+        cfg_insn_window_t win = { w, n };
+        cfg_table_t tab;
+        /* Entries may land in the main part or in a cold fragment (gcc puts rare
+         * cases in foo.cold): match within the hull of the ranges, then check. */
+        uint64_t lo = bp->ranges.v[0].start, hi = bp->ranges.v[0].end;
+        for (size_t r = 1; r < bp->ranges.n; r++) {
+            lo = bp->ranges.v[r].start < lo ? bp->ranges.v[r].start : lo;
+            hi = bp->ranges.v[r].end > hi ? bp->ranges.v[r].end : hi;
+        }
+        int found = cfg_jtab_match(b->img, &win, lo, hi, &tab) && table_in_ranges(b, bp, &tab);
+        if (!found && nleas < 0) {
+            nleas = (long)collect_leas(t, leas, sizeof(leas) / sizeof(leas[0]));
+            for (long k = 0; k < nleas; k++)
+                lea_regs[k] = lea_dst(t, &leas[k]);
+        }
+        if (!found && nleas == 8 && nfar < 0)
+            nfar = (long)collect_far_leas(t, 8, far, far_regs, HOIST_MAX);
+        if (!found)
+            found = match_hoisted_base(t, leas, (size_t)nleas, w, n, lo, hi, &tab, NULL);
+        int far_ok = 1;
+        for (size_t k = 0; t->no_far != NULL && k < t->no_far->n && far_ok; k++)
+            far_ok = t->no_far->v[k] != j;
+        /* More `lea`s (proven after the traversal), then, when the linear window ran
+         * through a jmp into code that is not this path (lua5.4: `jbe; jmp` before the
+         * switch's block, reached by a jg), the path's window alone with any `lea`. */
+        arch_insn_t wp[JT_WINDOW];
+        size_t np = !found && far_ok ? jump_window(t, j, wp, 1) : 0;
+        if (!found && far_ok && nfar > 0)
+            QP_CHECK(found = match_proven(t, j, far, far_regs, (size_t)nfar, w, n, lo, hi, &tab));
+        if (!found && np > 0 && np < n) {
+            cfg_insn_window_t winp = { wp, np };
+            found = cfg_jtab_match(b->img, &winp, lo, hi, &tab) && table_in_ranges(b, bp, &tab);
+            if (!found)
+                QP_CHECK(found = match_proven(t, j, leas, lea_regs, (size_t)nleas, wp, np, lo, hi, &tab));
+            if (!found && nfar > 0)
+                QP_CHECK(found = match_proven(t, j, far, far_regs, (size_t)nfar, wp, np, lo, hi, &tab));
+        }
+        if (found) {
+            QP_CHECK(CFG_VEC_PUSH(bp->tables, tab));
+            for (uint32_t i = 0; i < tab.nentries; i++)
+                QP_CHECK(push_work(t, cfg_jtab_entry(b->img, &tab, i)));
+        } else if (has_addr_taken_labels(b, bp)) {
+            if (!labels_pushed)
+                QP_CHECK(push_addr_taken_labels(t));
+            labels_pushed = 1;
+        } else if (jumps_through_pointer(b->img, w, n)) {
+            QP_CHECK(CFG_VEC_PUSH(t->ptr_jumps, j));
+        } else
+            t->unresolved++;
+    }
+    return 0;
+}
+
+/*
+ * Does [A, END) hold code up to a jump, a return or END: every instruction valid,
+ * none privileged, none reaching past END? Then a jump may well go there.
+ */
+static int
+looks_like_code(trav_t *t, uint64_t a, uint64_t end)
+{
+    while (a < end) {
+        arch_insn_t in;
+        if (decode_at(t->b, a, end, &in) < 0 || (in.flags & ARCH_F_PRIV) || a + in.len > end)
+            return 0;
+        if (in.kind == ARCH_KIND_JMP || in.kind == ARCH_KIND_JMP_IND || in.kind == ARCH_KIND_RET)
+            return 1;
+        a += in.len;
+    }
+    return 1;
+}
+
+/*
+ * A jump of unknown targets may go anywhere in its procedure's bytes (an interpreter
+ * whose handlers sit at fixed strides: `jmp *(base + 32 * op)`). The bytes of the
+ * procedure's ranges no known way reaches are swept: after the padding, each run that
+ * looks like code is traced from its first instruction, a gap entry. Data left alone.
+ * *PUSHED: an entry was found (the traversal goes on, and the sweep again after it).
+ */
+static int
+sweep_own_gaps(trav_t *t, int *pushed)
+{
+    const cfg_bproc_t *bp = t->bp;
+    const uint8_t *map = t->sc->map;
+    uint64_t base = 0;
+    *pushed = 0;
+    for (size_t r = 0; r < bp->ranges.n; r++) {
+        const cfg_range_t *rg = &bp->ranges.v[r];
+        uint64_t len = rg->end - rg->start;
+        for (uint64_t off = 0; off < len;) {
+            if (map[base + off] & (M_START | M_INSIDE)) {
+                off++;
+                continue;
+            }
+            uint64_t e = off;
+            while (e < len && !(map[base + e] & (M_START | M_INSIDE)))
+                e++;
+            uint64_t a = rg->start + off, end = rg->start + e;
+            size_t avail;
+            const uint8_t *p = cfg_image_ptr(t->b->img, a, &avail);
+            if (p != NULL) {
+                size_t n = (size_t)(end - a) < avail ? (size_t)(end - a) : avail;
+                a += cfg_padding_len(p, n, a);
+                int seen = 0; /* once traced its bytes are marked: never, but never loop */
+                for (size_t k = 0; k < t->gap_entries.n && !seen; k++)
+                    seen = t->gap_entries.v[k] == a;
+                if (a < end && !seen && looks_like_code(t, a, end)) {
+                    QP_CHECK(CFG_VEC_PUSH(t->gap_entries, a));
+                    *pushed = 1;
+                    return push_work(t, a); /* traced first: it may reach what follows */
+                }
+            }
+            off = e;
+        }
+        base += len;
+    }
+    return 0;
+}
+
+static int
+traverse(trav_t *t)
+{
+    cfg_builder_t *b = t->b;
+    QP_CHECK(push_work(t, t->bp->p.entry));
+    for (size_t k = 0; k < t->bp->extra_entries.n; k++)
+        QP_CHECK(push_work(t, t->bp->extra_entries.v[k]));
+    /* Exception landing pads in the procedure's ranges: the unwinder jumps there. */
+    const cfg_u64_vec_t *lp = &b->landing_pads;
+    for (size_t r = 0; r < t->bp->ranges.n; r++) {
+        size_t lo = cfg_u64_lower_bound(lp->v, lp->n, t->bp->ranges.v[r].start);
+        for (; lo < lp->n && lp->v[lo] < t->bp->ranges.v[r].end; lo++)
+            QP_CHECK(push_work(t, lp->v[lo]));
+    }
+    for (;;) {
+        while (t->sc->work.n > 0) {
+            uint64_t a = t->sc->work.v[--t->sc->work.n];
+            QP_CHECK(trace_from(t, a));
+        }
+        if (t->pending.n == 0) {
+            int pushed = 0;
+            if (t->unresolved > 0)
+                QP_CHECK(sweep_own_gaps(t, &pushed));
+            if (!pushed)
+                return 0;
+            continue;
+        }
+        QP_CHECK(resolve_pending(t));
+    }
+}
+
+/*
+ * Proving a hoisted table base (the tables resolve_pending matched with one of the
+ * procedure's many `lea`s): from every place where the base register may hold another
+ * value - the procedure's entries (the caller's value), right after each other write of
+ * it (pop, mov, xor...; any call, for a register calls need not keep) - no way through
+ * the traversed code reaches the jump without passing the `lea`. Ways go through calls, both ways of
+ * a branch, the tables' entries; a jump whose targets are not known (other than a tail
+ * call through a pointer) makes the proof fail. 1 proven, 0 not, or QP_ENOMEM.
+ */
+static int
+hoist_holds(trav_t *t, const hoist_proof_t *pf)
+{
+    cfg_builder_t *b = t->b;
+    const cfg_bproc_t *bp = t->bp;
+    size_t total = 0;
+    for (size_t r = 0; r < bp->ranges.n; r++)
+        total += bp->ranges.v[r].end - bp->ranges.v[r].start;
+    uint8_t *seen = calloc(total + 1, 1);
+    cfg_u64_vec_t q = { 0 };
+    int rc = seen ? 0 : QP_ENOMEM, proven = 1;
+    rc = rc ? rc : CFG_VEC_PUSH(q, bp->p.entry);
+    for (size_t k = 0; rc == 0 && k < bp->extra_entries.n; k++)
+        rc = CFG_VEC_PUSH(q, bp->extra_entries.v[k]);
+    for (size_t k = 0; rc == 0 && k < b->landing_pads.n; k++)
+        if (cfg_slot(bp, b->landing_pads.v[k]) >= 0)
+            rc = CFG_VEC_PUSH(q, b->landing_pads.v[k]);
+    /* Each other write of the register: the next instruction holds another value. The
+     * queue's entries from here on are "after A" (marked by the high bit). */
+    uint64_t base = 0;
+    for (size_t r = 0; rc == 0 && r < bp->ranges.n; r++) {
+        const cfg_range_t *rg = &bp->ranges.v[r];
+        for (uint64_t off = 0; rc == 0 && off < rg->end - rg->start; off++) {
+            uint8_t m = t->sc->map[base + off];
+            uint64_t a = rg->start + off;
+            if (!(m & M_START) || a == pf->lea)
+                continue;
+            size_t avail;
+            const uint8_t *p = cfg_image_ptr(b->img, a, &avail);
+            arch_ops_t ops;
+            if (p == NULL || arch_decode_ops(p, avail, a, &ops) < 0)
+                proven = 0; /* decoded during the traversal: cannot happen */
+            else if ((ops.regs_written & (1u << pf->reg))
+                     || (ops.op == ARCH_OP_CALL && !callee_saved(pf->reg)))
+                rc = CFG_VEC_PUSH(q, a | (1ull << 63)); /* a call clobbers a scratch one */
+        }
+        base += rg->end - rg->start;
+    }
+    while (rc == 0 && proven && q.n > 0) {
+        uint64_t a = q.v[--q.n];
+        int after = (a >> 63) != 0; /* the instruction at A wrote the register: its ways on */
+        a &= ~(1ull << 63);
+        int64_t s = cfg_slot(bp, a);
+        if (s < 0 || !(t->sc->map[s] & M_START))
+            continue; /* out of the procedure (a tail call), or not code */
+        if (!after) {
+            if (seen[s] || a == pf->lea)
+                continue;
+            if (a == pf->jump) {
+                proven = 0;
+                break;
+            }
+            seen[s] = 1;
+        }
+        arch_insn_t in;
+        if (decode_at(b, a, range_end(bp, a), &in) < 0) {
+            proven = 0;
+            break;
+        }
+        uint64_t next = a + in.len;
+        switch (in.kind) {
+        case ARCH_KIND_RET:
+        case ARCH_KIND_HALT: break;
+        case ARCH_KIND_JMP: rc = CFG_VEC_PUSH(q, in.target); break;
+        case ARCH_KIND_JCC:
+            rc = CFG_VEC_PUSH(q, in.target);
+            rc = rc ? rc : CFG_VEC_PUSH(q, next);
+            break;
+        case ARCH_KIND_JMP_IND: {
+            const cfg_table_t *tab = NULL;
+            for (size_t k = 0; k < bp->tables.n && tab == NULL; k++)
+                if (bp->tables.v[k].jump == a)
+                    tab = &bp->tables.v[k];
+            if (tab != NULL) {
+                for (uint32_t i = 0; rc == 0 && i < tab->nentries; i++)
+                    rc = CFG_VEC_PUSH(q, cfg_jtab_entry(b->img, tab, i));
+                break;
+            }
+            int tail = 0;
+            for (size_t k = 0; k < t->ptr_jumps.n && !tail; k++)
+                tail = t->ptr_jumps.v[k] == a;
+            if (!tail)
+                proven = 0; /* it may go anywhere */
+            break;
+        }
+        default: rc = CFG_VEC_PUSH(q, next); break; /* calls keep the register */
+        }
+    }
+    free(seen);
+    CFG_VEC_FREE(q);
+    return rc < 0 ? rc : proven;
+}
+
+/* Prove the hoisted table bases resolve_pending took: 0, or 1 when one does not hold
+ * (its jump added to NO_FAR: the procedure is built again without that table, whose
+ * jump stays unresolved as before), or QP_ENOMEM. */
+static int
+verify_hoisted(trav_t *t, cfg_u64_vec_t *no_far)
+{
+    for (size_t k = 0; k < t->proofs.n; k++) {
+        const hoist_proof_t *pf = &t->proofs.v[k];
+        int ok = hoist_holds(t, pf);
+        if (ok < 0)
+            return ok;
+        if (!ok) {
+            QP_CHECK(CFG_VEC_PUSH(*no_far, pf->jump));
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/*****************************************************************************
+ * Blocks and edges
+ */
+
+uint32_t
+cfg_local_block_at(const cfg_bproc_t *bp, uint64_t addr)
+{
+    size_t lo = 0, hi = bp->blocks.n;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        const cfg_block_t *bl = &bp->blocks.v[mid];
+        if (addr < bl->start)
+            hi = mid;
+        else if (addr >= bl->end)
+            lo = mid + 1;
+        else
+            return (uint32_t)mid;
+    }
+    return CFG_NONE;
+}
+
+static int
+form_blocks(trav_t *t)
+{
+    cfg_builder_t *b = t->b;
+    cfg_bproc_t *bp = t->bp;
+    const uint8_t *map = t->sc->map;
+    uint64_t base = 0;
+    for (size_t r = 0; r < bp->ranges.n; r++) {
+        const cfg_range_t *rg = &bp->ranges.v[r];
+        uint64_t len = rg->end - rg->start;
+        int open = 0;
+        for (uint64_t off = 0; off < len;) {
+            uint8_t m = map[base + off];
+            if (!(m & M_START)) {
+                open = 0;
+                off++;
+                continue;
+            }
+            uint64_t a = rg->start + off;
+            if (M_LEN(m) == 0) {
+                if (b->opts.on_note != NULL) {
+                    char line[160];
+                    snprintf(line, sizeof(line), "zero length at 0x%llx m=%x range %llx-%llx",
+                             (unsigned long long)a, m, (unsigned long long)rg->start,
+                             (unsigned long long)rg->end);
+                    b->opts.on_note(b->opts.cb_arg, line);
+                }
+                return QP_EDECODE;
+            }
+            if (!open || (m & M_LEADER)) {
+                cfg_block_t bl;
+                memset(&bl, 0, sizeof(bl));
+                bl.start = a;
+                bl.proc = t->self;
+                bl.idom = CFG_NONE;
+                bl.last_kind = ARCH_KIND_SEQ;
+                arch_insn_t none;
+                memset(&none, 0, sizeof(none));
+                QP_CHECK(CFG_VEC_PUSH(bp->blocks, bl));
+                QP_CHECK(CFG_VEC_PUSH(t->last, none));
+                open = 1;
+            }
+            cfg_block_t *cur = &bp->blocks.v[bp->blocks.n - 1];
+            cur->end = a + M_LEN(m);
+            cur->ninsns++;
+            if (m & M_END) {
+                /* Only a block's last instruction is decoded again: its edges. */
+                arch_insn_t *in = &t->last.v[bp->blocks.n - 1];
+                if (decode_at(b, a, rg->end, in) < 0)
+                    return QP_EDECODE; /* decoded fine during traversal: cannot happen */
+                if (in->kind == ARCH_KIND_SYSCALL) /* one that never returns */
+                    in->kind = ARCH_KIND_HALT;
+                cur->last_kind = in->kind;
+                open = 0;
+            }
+            off += M_LEN(m);
+        }
+        base += len;
+    }
+    /* Fragments may lie below the main part: keep blocks in address order. */
+    if (bp->ranges.n > 1 && bp->blocks.n > 1) {
+        size_t n = bp->blocks.n;
+        cfg_block_t *bl = bp->blocks.v;
+        arch_insn_t *ls = t->last.v;
+        for (size_t i = 1; i < n; i++) { /* insertion sort: ranges are few, runs sorted */
+            cfg_block_t kb = bl[i];
+            arch_insn_t ki = ls[i];
+            size_t k = i;
+            for (; k > 0 && bl[k - 1].start > kb.start; k--) {
+                bl[k] = bl[k - 1];
+                ls[k] = ls[k - 1];
+            }
+            bl[k] = kb;
+            ls[k] = ki;
+        }
+    }
+    return 0;
+}
+
+static int
+add_edge(cfg_bproc_t *bp, uint32_t from, uint32_t to, uint64_t target, uint8_t kind)
+{
+    cfg_edge_t e = { from, to, target, kind };
+    QP_CHECK(CFG_VEC_PUSH(bp->edges, e));
+    bp->blocks.v[from].nsucc++;
+    return 0;
+}
+
+/* Control continues at NEXT after block I (fall-through or return site). */
+static int
+edge_to_next(trav_t *t, uint32_t i, uint64_t next, uint8_t kind)
+{
+    cfg_bproc_t *bp = t->bp;
+    int64_t s = cfg_slot(bp, next);
+    if (s >= 0 && (t->sc->map[s] & M_START)) {
+        uint32_t to = cfg_local_block_at(bp, next);
+        return add_edge(bp, i, to, 0, kind);
+    }
+    /* Falling through alignment nops into the next procedure is a tail call to it. */
+    size_t avail;
+    const uint8_t *p = cfg_image_ptr(t->b->img, next, &avail);
+    uint64_t after = next + (p ? cfg_padding_len(p, avail < 32 ? avail : 32, next) : 0);
+    /*
+     * Nothing of this procedure after a call: the compiler knew the call never returns
+     * here (an error report that longjmps at this level, while the callee returns at
+     * others). When the next procedure starts after it, the return is kept where the
+     * original code sends it, as a tail call to that procedure: the procedure stays
+     * measurable whatever the callee does. Otherwise the call cannot return.
+     */
+    if (kind == CFG_EDGE_CALLRET && cfg_proc_by_entry(t->b, after) == CFG_NONE)
+        return add_edge(bp, i, CFG_NONE, bp->blocks.v[i].call_target, CFG_EDGE_NORETURN);
+    if (cfg_proc_by_entry(t->b, after) != CFG_NONE)
+        return add_edge(bp, i, CFG_NONE, after, CFG_EDGE_TAILCALL);
+    QP_CHECK(cfg_set_unsafe(&t->sc->strings, bp, "runs past the end of its code at 0x%llx",
+                        (unsigned long long)next));
+    return add_edge(bp, i, CFG_NONE, next, CFG_EDGE_UNRESOLVED);
+}
+
+static int
+edge_to_target(trav_t *t, uint32_t i, uint64_t target, uint8_t kind)
+{
+    cfg_bproc_t *bp = t->bp;
+    if (cfg_slot(bp, target) >= 0) {
+        target = lock_skip_target(t->b, bp->blocks.v[i].end, target);
+        uint32_t to = cfg_local_block_at(bp, target);
+        if (to != CFG_NONE && bp->blocks.v[to].start == target)
+            return add_edge(bp, i, to, 0, kind);
+        /* Only when traversal stopped early (unsafe procedure). */
+        return add_edge(bp, i, CFG_NONE, target, CFG_EDGE_UNRESOLVED);
+    }
+    return add_edge(bp, i, CFG_NONE, target, CFG_EDGE_TAILCALL);
+}
+
+static const cfg_table_t *
+table_for(const cfg_bproc_t *bp, uint64_t jump)
+{
+    for (size_t i = 0; i < bp->tables.n; i++)
+        if (bp->tables.v[i].jump == jump)
+            return &bp->tables.v[i];
+    return NULL;
+}
+
+/*
+ * Possible targets of a computed jump in this procedure: blocks whose address the program
+ * holds as data, except the entry and the targets of the switch tables already recovered
+ * (in non-PIE files those tables are exactly such words). Only tables whose bound a
+ * compare proves are switches: a table found by scanning may be the computed-goto table
+ * itself, read by one dispatch that was taken for a jump table, and its labels are the
+ * targets of the other dispatches.
+ */
+static int
+computed_goto_labels(trav_t *t)
+{
+    const cfg_builder_t *b = t->b;
+    const cfg_bproc_t *bp = t->bp;
+    cfg_u64_vec_t tabt = { 0 };
+    int rc = 0;
+    for (size_t k = 0; k < bp->tables.n && rc == 0; k++)
+        for (uint32_t e = 0; bp->tables.v[k].bounded && e < bp->tables.v[k].nentries && rc == 0;
+             e++)
+            rc = CFG_VEC_PUSH(tabt, cfg_jtab_entry(b->img, &bp->tables.v[k], e));
+    if (rc == 0 && tabt.n)
+        qsort(tabt.v, tabt.n, sizeof(uint64_t), cfg_u64_cmp);
+    for (uint32_t k = 0; k < bp->blocks.n && rc == 0; k++) {
+        uint64_t st = bp->blocks.v[k].start;
+        if (st != bp->p.entry && cfg_u64_contains(b->addr_taken.v, b->addr_taken.n, st)
+            && !cfg_u64_contains(tabt.v, tabt.n, st))
+            rc = CFG_VEC_PUSH(t->labels, k);
+    }
+    CFG_VEC_FREE(tabt);
+    return rc;
+}
+
+static int
+form_edges(trav_t *t)
+{
+    cfg_builder_t *b = t->b;
+    cfg_bproc_t *bp = t->bp;
+    for (uint32_t i = 0; i < bp->blocks.n; i++) {
+        cfg_block_t *bl = &bp->blocks.v[i];
+        const arch_insn_t *in = &t->last.v[i];
+        bl->succ = (uint32_t)bp->edges.n;
+        bl->nsucc = 0;
+        switch (in->kind) {
+        case ARCH_KIND_JCC:
+            QP_CHECK(edge_to_target(t, i, in->target, CFG_EDGE_TAKEN));
+            QP_CHECK(edge_to_next(t, i, bl->end, CFG_EDGE_FALL));
+            break;
+        case ARCH_KIND_JMP: QP_CHECK(edge_to_target(t, i, in->target, CFG_EDGE_JUMP)); break;
+        case ARCH_KIND_CALL:
+            if (in->target == bl->end) {
+                QP_CHECK(edge_to_next(t, i, bl->end, CFG_EDGE_FALL));
+                break;
+            }
+            bl->call_target = in->target;
+            if (callee_noreturn(b, in->target))
+                QP_CHECK(add_edge(bp, i, CFG_NONE, in->target, CFG_EDGE_NORETURN));
+            else
+                QP_CHECK(edge_to_next(t, i, bl->end, CFG_EDGE_CALLRET));
+            break;
+        case ARCH_KIND_CALL_IND:
+            if (indirect_call_noreturn(b->img, in))
+                QP_CHECK(add_edge(bp, i, CFG_NONE, 0, CFG_EDGE_NORETURN));
+            else
+                QP_CHECK(edge_to_next(t, i, bl->end, CFG_EDGE_CALLRET));
+            break;
+        case ARCH_KIND_RET: QP_CHECK(add_edge(bp, i, CFG_NONE, 0, CFG_EDGE_RETURN)); break;
+        case ARCH_KIND_HALT: QP_CHECK(add_edge(bp, i, CFG_NONE, 0, CFG_EDGE_NORETURN)); break;
+        case ARCH_KIND_JMP_IND: {
+            const cfg_table_t *tab = table_for(bp, in->addr);
+            if (tab != NULL) {
+                /* One edge per distinct target, in table order. */
+                uint32_t first = (uint32_t)bp->edges.n;
+                for (uint32_t k = 0; k < tab->nentries; k++) {
+                    uint64_t tg = cfg_jtab_entry(b->img, tab, k);
+                    int dup = 0;
+                    for (uint32_t e = first; e < bp->edges.n && !dup; e++)
+                        dup = bp->edges.v[e].target == tg;
+                    if (dup)
+                        continue;
+                    uint32_t to = cfg_local_block_at(bp, tg);
+                    QP_CHECK(add_edge(bp, i, to, tg, CFG_EDGE_TABLE));
+                }
+                break;
+            }
+            int ptr = 0;
+            for (size_t k = 0; k < t->ptr_jumps.n && !ptr; k++)
+                ptr = t->ptr_jumps.v[k] == in->addr;
+            if (((in->flags & ARCH_F_MEM_IND) && (in->flags & ARCH_F_RIPREL)) || ptr) {
+                QP_CHECK(add_edge(bp, i, CFG_NONE, 0, CFG_EDGE_TAILCALL));
+                break;
+            }
+            if (!t->labels_done) {
+                QP_CHECK(computed_goto_labels(t));
+                t->labels_done = 1;
+            }
+            if (t->labels.n > 0 && t->labels.n <= CFG_MAX_INDIRECT) {
+                /* A computed goto: every address-taken label inside may be the target. */
+                for (size_t k = 0; k < t->labels.n; k++)
+                    QP_CHECK(add_edge(bp, i, t->labels.v[k], bp->blocks.v[t->labels.v[k]].start,
+                                      CFG_EDGE_INDIRECT));
+                break;
+            }
+            bp->p.nind_unresolved++;
+            QP_CHECK(add_edge(bp, i, CFG_NONE, 0, CFG_EDGE_UNRESOLVED));
+            break;
+        }
+        default: QP_CHECK(edge_to_next(t, i, bl->end, CFG_EDGE_FALL)); break;
+        }
+    }
+    return 0;
+}
+
+
+/*
+ * Note BP's "never returns" edges that are calls of a procedure's entry in
+ * bp->noret_sites, for rebuild_stale_noreturn_callers (which would otherwise look at
+ * every edge of their procedures each round), and count its tail calls (bp->ntail).
+ * Called whenever BP's edges change.
+ */
+int
+cfg_note_noret_sites(cfg_bproc_t *bp)
+{
+    bp->noret_sites.n = 0;
+    bp->ntail = 0;
+    for (size_t e = 0; e < bp->edges.n; e++) {
+        const cfg_edge_t *ed = &bp->edges.v[e];
+        const cfg_block_t *bl = &bp->blocks.v[ed->from];
+        bp->ntail += ed->kind == CFG_EDGE_TAILCALL && ed->target != 0;
+        if (ed->kind == CFG_EDGE_NORETURN && ed->target != 0 && bl->call_target == ed->target)
+            QP_CHECK(CFG_VEC_PUSH(bp->noret_sites, ((cfg_noret_site_t) { ed->target, bl->end })));
+    }
+    return 0;
+}
+
+/* Was BP found only in a gap (perhaps jumped to by code that is no better)? */
+int
+cfg_gap_only(const cfg_bproc_t *bp)
+{
+    return (bp->p.sources & CFG_SRC_GAP) && !(bp->p.sources & ~(CFG_SRC_GAP | CFG_SRC_TAILCALL));
+}
+
+/* Note procedure I, just built, for the noreturn analysis: its calls may go elsewhere
+ * now (build_proc set nr_dirty). */
+void
+cfg_note_built(cfg_builder_t *b, uint32_t i)
+{
+    cfg_bproc_t *bp = cfg_discover_proc(b, i);
+    if (CFG_VEC_PUSH(b->nr_dirty, bp->p.entry) < 0)
+        b->nr_dirty_lost = 1;
+}
+
+/* Give back the room past the N elements (of ELEM bytes) of a list, when there is some. */
+static void
+vec_trim(void **v, size_t *cap, size_t n, size_t elem)
+{
+    if (n == 0 || n == *cap)
+        return;
+    void *nv = realloc(*v, n * elem);
+    if (nv != NULL) {
+        *v = nv;
+        *cap = n;
+    }
+}
+
+/* (Re)build the CFG of procedure I with the scratch SC (see cfg_scratch_t). */
+int
+cfg_build_proc(cfg_builder_t *b, cfg_scratch_t *sc, uint32_t i)
+{
+    cfg_bproc_t *bp = cfg_discover_proc(b, i);
+    bp->blocks.n = bp->edges.n = bp->tables.n = 0;
+    bp->p.unsafe = NULL;
+    bp->p.nind_unresolved = 0;
+    uint64_t total = 0;
+    for (size_t r = 0; r < bp->ranges.n; r++)
+        total += bp->ranges.v[r].end - bp->ranges.v[r].start;
+    if (total > sc->mapcap) {
+        free(sc->map);
+        sc->map = malloc(total);
+        if (sc->map == NULL) {
+            sc->mapcap = 0;
+            return QP_ENOMEM;
+        }
+        sc->mapcap = total;
+    }
+    trav_t t;
+    cfg_u64_vec_t no_far = { 0 };
+    size_t n_entries = sc->new_entries.n, n_srcs = sc->new_srcs.n, n_known = sc->known.n,
+           n_strings = sc->strings.n;
+    int rc;
+    for (;;) {
+        memset(sc->map, 0, total);
+        memset(&t, 0, sizeof(t));
+        t.b = b;
+        t.sc = sc;
+        t.bp = bp;
+        t.self = i;
+        t.no_far = &no_far;
+        sc->work.n = 0;
+        rc = traverse(&t);
+        if (rc == 0)
+            rc = verify_hoisted(&t, &no_far);
+        if (rc != 1)
+            break;
+        /* A hoisted table base that does not hold: again without it, from scratch. */
+        CFG_VEC_FREE(t.pending);
+        CFG_VEC_FREE(t.last);
+        CFG_VEC_FREE(t.labels);
+        CFG_VEC_FREE(t.ptr_jumps);
+        CFG_VEC_FREE(t.proofs);
+        CFG_VEC_FREE(t.gap_entries);
+        sc->new_entries.n = n_entries;
+        sc->new_srcs.n = n_srcs;
+        sc->known.n = n_known;
+        while (sc->strings.n > n_strings)
+            free(sc->strings.v[--sc->strings.n]);
+        bp->blocks.n = bp->edges.n = bp->tables.n = 0;
+        bp->p.unsafe = NULL;
+        bp->p.nind_unresolved = 0;
+    }
+    CFG_VEC_FREE(no_far);
+    if (rc == 0)
+        rc = form_blocks(&t);
+    for (size_t k = 0; rc == 0 && k < t.gap_entries.n; k++) {
+        uint32_t gb = cfg_local_block_at(bp, t.gap_entries.v[k]);
+        if (gb != CFG_NONE && bp->blocks.v[gb].start == t.gap_entries.v[k])
+            bp->blocks.v[gb].gap_entry = 1;
+    }
+    if (rc == 0) {
+        bp = cfg_discover_proc(b, i); /* no procedure is added here, but be explicit */
+        rc = form_edges(&t);
+    }
+    bp->entry_block = cfg_local_block_at(bp, bp->p.entry);
+    if (bp->p.unsafe != NULL && cfg_gap_only(bp))
+        atomic_store_explicit(&b->unsafe_built, 1, memory_order_relaxed);
+    bp->blocks_ver = cfg_blocks_changed(b);
+    bp->built = 1;
+    bp->nr_dirty = 1;
+    if (cfg_note_noret_sites(bp) < 0)
+        rc = QP_ENOMEM;
+    /* Blocks and edges are the analysis's largest lists, and most procedures small:
+     * kept at their size, not at the next power of two. */
+    vec_trim((void **)&bp->blocks.v, &bp->blocks.cap, bp->blocks.n, sizeof(*bp->blocks.v));
+    vec_trim((void **)&bp->edges.v, &bp->edges.cap, bp->edges.n, sizeof(*bp->edges.v));
+    CFG_VEC_FREE(t.pending);
+    CFG_VEC_FREE(t.last);
+    CFG_VEC_FREE(t.labels);
+    CFG_VEC_FREE(t.ptr_jumps);
+    CFG_VEC_FREE(t.proofs);
+    CFG_VEC_FREE(t.gap_entries);
+    return rc == QP_EDECODE ? 0 : rc;
+}
+
+/* Hand what the builds with SC found to the builder, and empty SC's lists. */
+int
+cfg_scratch_flush(cfg_builder_t *b, cfg_scratch_t *sc)
+{
+    for (size_t k = 0; k < sc->new_entries.n; k++) {
+        QP_CHECK(CFG_VEC_PUSH(b->new_entries, sc->new_entries.v[k]));
+        QP_CHECK(CFG_VEC_PUSH(b->new_srcs, sc->new_srcs.v[k]));
+    }
+    for (size_t k = 0; k + 1 < sc->known.n; k += 2)
+        cfg_discover_proc(b, sc->known.v[k])->p.sources |= sc->known.v[k + 1];
+    for (size_t k = 0; k < sc->strings.n; k++) {
+        int rc = CFG_VEC_PUSH(b->strings, sc->strings.v[k]);
+        if (rc < 0) {
+            for (; k < sc->strings.n; k++)
+                free(sc->strings.v[k]); /* the procedures' reasons are lost: ENOMEM */
+            sc->strings.n = 0;
+            return rc;
+        }
+    }
+    sc->new_entries.n = sc->new_srcs.n = sc->known.n = sc->strings.n = 0;
+    return 0;
+}
+
+void
+cfg_scratch_free(cfg_scratch_t *sc)
+{
+    free(sc->map);
+    CFG_VEC_FREE(sc->work);
+    CFG_VEC_FREE(sc->new_entries);
+    CFG_VEC_FREE(sc->new_srcs);
+    CFG_VEC_FREE(sc->known);
+    for (size_t k = 0; k < sc->strings.n; k++)
+        free(sc->strings.v[k]);
+    CFG_VEC_FREE(sc->strings);
+}
+
+/* A round of builds: the procedures TODO, each built by one of the workers. */
+typedef struct round_ctx {
+    cfg_builder_t *b;
+    const uint32_t *todo;     /* procedure indices */
+    size_t n;                 /* how many */
+    size_t step;              /* progress is told every STEP procedures */
+    size_t told;              /* progress told last at */
+} round_ctx_t;
+
+static int
+round_task(void *arg, unsigned worker, size_t k)
+{
+    round_ctx_t *r = arg;
+    return cfg_build_proc(r->b, &r->b->scratch[worker], r->todo[k]);
+}
+
+static void
+round_progress(void *arg, size_t done)
+{
+    round_ctx_t *r = arg;
+    if (r->b->opts.on_progress != NULL && done >= r->told + r->step) {
+        r->told = done;
+        r->b->opts.on_progress(r->b->opts.cb_arg, done, r->n);
+    }
+}
+
+/*
+ * Build the procedures TODO (N indices). Procedures are independent once discovered: a
+ * build writes only its own procedure and its worker's scratch, so the round runs on
+ * b->nscratch threads, and the findings are handed over in worker order.
+ */
+int
+cfg_build_round(cfg_builder_t *b, const uint32_t *todo, size_t n)
+{
+    round_ctx_t r = { b, todo, n, n / 128 + 1, 0 };
+    if (b->opts.on_progress != NULL)
+        b->opts.on_progress(b->opts.cb_arg, 0, n);
+    unsigned nt = n >= 64 ? b->nscratch : 1;
+    if (nt > 1)
+        cfg_discover_freeze(b, 1);
+    int rc = cfg_parallel_for(nt, n, 16, round_task, &r, round_progress);
+    if (nt > 1)
+        cfg_discover_freeze(b, 0);
+    for (size_t k = 0; k < n; k++)
+        cfg_note_built(b, todo[k]);
+    for (unsigned w = 0; w < nt; w++) {
+        int frc = cfg_scratch_flush(b, &b->scratch[w]);
+        if (rc == 0)
+            rc = frc;
+    }
+    return rc;
+}
+
+/* Length of the padding at P (at most N bytes): nops, zero bytes and traps (hlt, ud2,
+ * int3), which compilers put after calls that never return. */
+size_t
+cfg_padding_len(const uint8_t *p, size_t n, uint64_t addr)
+{
+    size_t off = 0;
+    while (off < n) {
+        if (p[off] == 0x00 || p[off] == 0xcc) {
+            off++;
+            continue;
+        }
+        arch_insn_t in;
+        if (arch_decode(p + off, n - off, addr + off, &in) < 0
+            || (in.kind != ARCH_KIND_NOP && in.kind != ARCH_KIND_HALT))
+            break;
+        off += in.len;
+    }
+    return off;
+}
