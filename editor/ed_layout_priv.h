@@ -194,4 +194,25 @@ uint64_t edl_assign_reuse(ed_plan_t *plan);
 /* The chunk of slot I (a procedure, or the procedures one FDE covers). */
 size_t edl_chunk_of(const ed_plan_t *plan, size_t i);
 
+/* ed_select.c, for ed_layout.c: which procedures move */
+
+/* Which procedures move and which stay: plan->reason[i] says why procedure I stays
+ * (NULL: it moves), plan->copied and the jump targets are filled. 0 or QP_ENOMEM. */
+int edl_decide(ed_plan_t *plan);
+/* Why each procedure left in place cannot be patched there either (plan->unfit). */
+int edl_decide_unfit(ed_plan_t *plan, const uint8_t *vouched);
+/* The procedures something vouches for (a symbol, an FDE, a direct call...): not data in
+ * .text. A malloc'ed byte per procedure, or NULL. */
+uint8_t *edl_vouched_procs(const cfg_prog_t *prog);
+/* Does block B end in an indirect jump whose targets are unknown? */
+int edl_block_unresolved(const cfg_prog_t *prog, const cfg_block_t *b);
+/* The owner of the redirect dropped at ADDR (plan->dropped), or CFG_NONE. */
+uint32_t edl_dropped_at(const ed_plan_t *plan, uint64_t addr);
+/* Will jump table T be retargeted to the new code whenever procedure PI moves? */
+int edl_table_sure(const ed_plan_t *plan, uint32_t t, uint32_t pi);
+/* Sort the names of opts.leave. */
+int edl_sort_leave(ed_plan_t *plan);
+/* Append X to the growable array *V (*N used, *CAP allocated). 0 or QP_ENOMEM. */
+int edl_push_u64(uint64_t **v, size_t *n, size_t *cap, uint64_t x);
+
 #endif /* QPT_EDITOR_ED_LAYOUT_PRIV_H */

@@ -1,0 +1,909 @@
+/* Copyright 2026 the qpt authors
+ * SPDX-License-Identifier: MIT */
+
+/*
+ * The relocation plan's first part (ed_layout.c has the rest): which procedures move -
+ * those the analysis vouches for and whose redirects fit - and which stay, with why.
+ */
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "editor/ed.h"
+
+#include "editor/ed_layout_priv.h"
+
+/*****************************************************************************
+ * Which procedures move
+ */
+
+static const char *
+owned_reason(ed_plan_t *plan, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* A reason made from FMT, kept until the plan is destroyed. */
+static const char *
+owned_reason(ed_plan_t *plan, const char *fmt, ...)
+{
+    char buf[192];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof(buf), fmt, ap);
+    va_end(ap);
+    char *d = malloc(strlen(buf) + 1);
+    char **v = realloc(plan->owned, (plan->nowned + 1) * sizeof(char *));
+    if (d == NULL || v == NULL) {
+        free(d);
+        if (v != NULL)
+            plan->owned = v;
+        return "out of memory";
+    }
+    strcpy(d, buf);
+    plan->owned = v;
+    plan->owned[plan->nowned++] = d;
+    return d;
+}
+
+/* The end of the old extent (main part or fragment) of P that holds ADDR. */
+static uint64_t
+extent_end(const cfg_prog_t *prog, uint32_t pi, uint64_t addr)
+{
+    const cfg_proc_t *p = &prog->procs[pi];
+    if (addr >= p->start && addr < p->end)
+        return p->end;
+    /* A cold fragment of P: procedures are sorted by entry, extents are disjoint. */
+    size_t lo = 0, hi = prog->nprocs;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (prog->procs[mid].entry <= addr)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (lo > 0) {
+        const cfg_proc_t *f = &prog->procs[lo - 1];
+        if (f->parent == pi && (f->flags & CFG_PROC_FRAGMENT) && addr < f->end)
+            return f->end;
+    }
+    return addr; /* not inside: no room */
+}
+
+/* Does block B end in an indirect jump whose targets are unknown? */
+int
+edl_block_unresolved(const cfg_prog_t *prog, const cfg_block_t *b)
+{
+    for (uint32_t e = 0; e < b->nsucc; e++)
+        if (cfg_block_succ(prog, b, e)->kind == CFG_EDGE_UNRESOLVED)
+            return 1;
+    return 0;
+}
+
+/* The instruction that ends block B (decoded into *IN), or NULL. */
+static const uint8_t *
+last_insn(const cfg_prog_t *prog, const cfg_block_t *b, arch_insn_t *in)
+{
+    for (uint64_t a = b->start; a < b->end;) {
+        const uint8_t *bytes = cfg_image_ptr(prog->img, a, NULL);
+        if (bytes == NULL || cfg_image_decode(prog->img, a, 0, in) < 0)
+            return NULL;
+        if (a + in->len >= b->end)
+            return bytes;
+        a += in->len;
+    }
+    return NULL;
+}
+
+/* Can the unknown-target jump ending block B be translated at run time (its operand
+ * re-encoded as a push)? */
+static int
+translatable(const cfg_prog_t *prog, const cfg_block_t *b)
+{
+    arch_insn_t in;
+    uint8_t scratch[ARCH_MAX_RELOC];
+    const uint8_t *bytes = last_insn(prog, b, &in);
+    return bytes != NULL && in.kind == ARCH_KIND_JMP_IND
+        && arch_emit_jmp_xlate(bytes, &in, in.addr, in.addr + 0x1000, 0, scratch, sizeof(scratch)) > 0;
+}
+
+/*
+ * The end of the padding after END (the end of a procedure's extent): alignment nops,
+ * int3 or zero bytes up to the next procedure, which nothing runs (a jump there, or an
+ * address taken, would have made a block or a procedure of it). A redirect may spill
+ * into it. END itself when what follows is not all padding.
+ */
+static uint64_t
+padding_end(const cfg_prog_t *prog, uint64_t end)
+{
+    size_t lo = 0, hi = prog->nprocs;
+    while (lo < hi) { /* the first procedure with its entry at END or after */
+        size_t mid = lo + (hi - lo) / 2;
+        if (prog->procs[mid].entry < end)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    size_t avail = 0;
+    const uint8_t *bytes = cfg_image_ptr(prog->img, end, &avail);
+    uint64_t next = lo < prog->nprocs ? prog->procs[lo].start : end + avail;
+    if (lo < prog->nprocs && prog->procs[lo].entry < next)
+        next = prog->procs[lo].entry;
+    if (bytes == NULL || next <= end || next - end > avail || next - end > 4096
+        || !arch_is_padding(bytes, next - end))
+        return end;
+    return next;
+}
+
+/* Note that the redirect at ADDR of procedure OWNER is not written. */
+static int
+push_dropped(ed_plan_t *plan, uint64_t addr, uint32_t owner)
+{
+    /* Two arrays of one length: the capacity grows the same for both. */
+    size_t cap_addr = plan->dropped_cap, cap_owner = plan->dropped_cap;
+    if (cfg_vec_grow((void **)&plan->dropped, &cap_addr, plan->ndropped + 1, sizeof(uint64_t)) < 0
+        || cfg_vec_grow((void **)&plan->dropped_owner, &cap_owner, plan->ndropped + 1,
+                        sizeof(uint32_t)) < 0)
+        return QP_ENOMEM;
+    plan->dropped_cap = cap_addr;
+    size_t k = plan->ndropped++; /* kept sorted: mostly appended in address order */
+    while (k > 0 && plan->dropped[k - 1] > addr) {
+        plan->dropped[k] = plan->dropped[k - 1];
+        plan->dropped_owner[k] = plan->dropped_owner[k - 1];
+        k--;
+    }
+    plan->dropped[k] = addr;
+    plan->dropped_owner[k] = owner;
+    return 0;
+}
+
+static int branch_target_only(const ed_plan_t *plan, uint32_t pi);
+static int cases_retargeted(const ed_plan_t *plan, const cfg_block_t *bl, uint32_t pi);
+
+/*
+ * May the redirect at ADDR of procedure PI be left out? Its entry: when only direct
+ * branches reach it (branch_target_only). An interior entry: when it is no case of a
+ * table that keeps its old entries and no address-taken label (then only direct jumps
+ * of other procedures reach it, the reason it has a redirect).
+ */
+static int
+pad_optional(const ed_plan_t *plan, uint32_t pi, uint64_t addr)
+{
+    const cfg_prog_t *prog = plan->prog;
+    if (addr == prog->procs[pi].entry)
+        return branch_target_only(plan, pi);
+    uint32_t b = cfg_block_at(prog, addr);
+    if (b == CFG_NONE || prog->blocks[b].start != addr)
+        return 0;
+    const cfg_block_t *bl = &prog->blocks[b];
+    for (uint32_t k = 0; k < bl->npred; k++) {
+        const cfg_edge_t *ed = &prog->edges[prog->preds[bl->pred + k]];
+        if (ed->kind == CFG_EDGE_INDIRECT)
+            return 0;
+        if (ed->kind == CFG_EDGE_TABLE
+            && (ed->from == CFG_NONE || !cases_retargeted(plan, &prog->blocks[ed->from], pi)))
+            return 0;
+    }
+    return 1;
+}
+
+/*
+ * May procedure PI move without a redirect at its entry (too short for one)? Only if
+ * nothing but direct calls and jumps reaches its entry: no symbol (other modules, or a
+ * debugger), no taken address, not the program's entry or an init function, not a
+ * jump-table case. Whether those calls and jumps all move is settled at the end.
+ */
+static int
+branch_target_only(const ed_plan_t *plan, uint32_t pi)
+{
+    const cfg_prog_t *prog = plan->prog;
+    const cfg_proc_t *p = &prog->procs[pi];
+    const uint32_t direct = CFG_SRC_CALL | CFG_SRC_TAILCALL | CFG_SRC_EH_FRAME;
+    if ((p->sources & ~direct) != 0 || (p->flags & CFG_PROC_FRAGMENT) || p->nblocks == 0)
+        return 0;
+    /* A jump-table case or address-taken label has an incoming edge of that kind. */
+    const cfg_block_t *entry = &prog->blocks[p->block];
+    for (uint32_t k = 0; k < entry->npred; k++) {
+        const cfg_edge_t *ed = &prog->edges[prog->preds[entry->pred + k]];
+        if (ed->kind == CFG_EDGE_TABLE || ed->kind == CFG_EDGE_INDIRECT)
+            return 0;
+    }
+    return 1;
+}
+
+/* The owner of the redirect dropped at ADDR (plan->dropped), or CFG_NONE. */
+uint32_t
+edl_dropped_at(const ed_plan_t *plan, uint64_t addr)
+{
+    size_t k = cfg_u64_lower_bound(plan->dropped, plan->ndropped, addr);
+    return k < plan->ndropped && plan->dropped[k] == addr ? plan->dropped_owner[k] : CFG_NONE;
+}
+
+/*
+ * A procedure that moves without some of its redirects (plan->dropped) stays after all
+ * when code that stays reaches one of them by a direct call or jump (which would land on
+ * old, unredirected bytes). Returns whether anything changed.
+ */
+static int
+settle_unpadded(ed_plan_t *plan)
+{
+    const cfg_prog_t *prog = plan->prog;
+    int changed = 0;
+    for (uint32_t b = 0; plan->ndropped > 0 && b < prog->nblocks; b++) {
+        const cfg_block_t *bl = &prog->blocks[b];
+        uint32_t from = cfg_proc_owner(prog, bl->proc);
+        if (from != CFG_NONE && plan->reason[from] == NULL)
+            continue; /* moves: its branches go through the map */
+        uint64_t target = bl->call_target;
+        for (uint32_t e = 0; e <= bl->nsucc; e++) {
+            if (e < bl->nsucc) {
+                const cfg_edge_t *ed = cfg_block_succ(prog, bl, e);
+                if (ed->kind != CFG_EDGE_TAILCALL || ed->target == 0)
+                    continue;
+                target = ed->target;
+            }
+            uint32_t o = target != 0 ? edl_dropped_at(plan, target) : CFG_NONE;
+            if (o == CFG_NONE || o == from || plan->reason[o] != NULL)
+                continue;
+            plan->reason[o] = owned_reason(plan,
+                "no room for a redirect jump at 0x%llx, and code that stays jumps there",
+                (unsigned long long)target);
+            changed = 1;
+        }
+    }
+    return changed;
+}
+
+/* Append X to the growable array *V (*N used, *CAP allocated). */
+int
+edl_push_u64(uint64_t **v, size_t *n, size_t *cap, uint64_t x)
+{
+    if (*n == *cap) {
+        uint64_t *nv = realloc(*v, (*cap ? *cap * 2 : 16) * sizeof(uint64_t));
+        if (nv == NULL)
+            return QP_ENOMEM;
+        *v = nv;
+        *cap = *cap ? *cap * 2 : 16;
+    }
+    (*v)[(*n)++] = x;
+    return 0;
+}
+
+/* The procedure that owns the code at ADDR (a fragment's parent), or CFG_NONE. */
+uint32_t
+edl_owner_at(const cfg_prog_t *prog, uint64_t addr)
+{
+    const cfg_proc_t *p = cfg_proc_at(prog, addr);
+    return p != NULL ? cfg_proc_owner(prog, (uint32_t)(p - prog->procs)) : CFG_NONE;
+}
+
+/*
+ * Will jump table T be retargeted to the new code whenever procedure PI moves
+ * (retarget_tables)? Then its cases need no redirect: nothing else reads it. Its bound
+ * is proven, its entries can be rewritten without a dynamic relocation, no other table
+ * shares its bytes, and its jump is PI's.
+ */
+int
+edl_table_sure(const ed_plan_t *plan, uint32_t t, uint32_t pi)
+{
+    const cfg_prog_t *prog = plan->prog;
+    const cfg_table_t *tb = &prog->tables[t];
+    int pie = (prog->img->flags & CFG_IMG_PIE) != 0;
+    if (plan->opts.keep_tables || !tb->bounded || tb->nentries == 0
+        || !(tb->relative ? tb->entry_size == 4 : tb->entry_size == 8 && !pie))
+        return 0;
+    uint64_t tend = tb->addr + (uint64_t)tb->nentries * tb->entry_size;
+    for (uint32_t u = 0; u < prog->ntables; u++) {
+        const cfg_table_t *o = &prog->tables[u];
+        uint64_t oend = o->addr + (uint64_t)o->nentries * o->entry_size;
+        if (o->addr < tend && tb->addr < oend && (u != t || edl_owner_at(prog, o->jump) != pi))
+            return 0; /* (another table over the same bytes: retarget_tables skips both) */
+    }
+    return 1;
+}
+
+/* Does the table jump ending block BL of procedure PI use only sure tables? */
+static int
+cases_retargeted(const ed_plan_t *plan, const cfg_block_t *bl, uint32_t pi)
+{
+    const cfg_prog_t *prog = plan->prog;
+    int found = 0;
+    for (uint32_t t = 0; t < prog->ntables; t++) {
+        const cfg_table_t *tb = &prog->tables[t];
+        if (tb->jump < bl->start || tb->jump >= bl->end)
+            continue;
+        if (!edl_table_sure(plan, t, pi))
+            return 0;
+        found = 1;
+    }
+    return found;
+}
+
+/* Old addresses of P that need a redirect: entry, indirect targets, interior entries.
+ * The cases of a table retargeted whenever P moves need none. */
+int
+edl_collect_pads(const ed_plan_t *plan, uint32_t pi, uint64_t **out, size_t *n, uint32_t *nind)
+{
+    const cfg_prog_t *prog = plan->prog;
+    const uint64_t *xt = plan->xt;
+    size_t nxt = plan->nxt;
+    const cfg_proc_t *p = &prog->procs[pi];
+    size_t cap = 16, k = 0;
+    uint64_t *v = malloc(cap * sizeof(uint64_t));
+    if (v == NULL)
+        return QP_ENOMEM;
+    v[k++] = p->entry;
+    *nind = 0;
+    for (uint32_t b = p->block; b < p->block + p->nblocks; b++) {
+        const cfg_block_t *bl = &prog->blocks[b];
+        int sure = -1; /* decided at the block's first table edge */
+        for (uint32_t e = 0; e < bl->nsucc; e++) {
+            const cfg_edge_t *ed = cfg_block_succ(prog, bl, e);
+            if ((ed->kind != CFG_EDGE_TABLE && ed->kind != CFG_EDGE_INDIRECT) || ed->to == CFG_NONE)
+                continue;
+            if (ed->kind == CFG_EDGE_TABLE && sure < 0)
+                sure = cases_retargeted(plan, bl, pi);
+            if (ed->kind == CFG_EDGE_TABLE && sure > 0)
+                continue;
+            if (edl_push_u64(&v, &k, &cap, prog->blocks[ed->to].start) < 0) {
+                free(v);
+                return QP_ENOMEM;
+            }
+        }
+    }
+    /* Interior entries: blocks that other procedures jump to directly (a direct jump
+     * from moved code is retargeted through the map, but one from code that stays
+     * needs the redirect), and blocks whose address the program holds. */
+    for (uint32_t b = p->block; b < p->block + p->nblocks; b++) {
+        uint64_t st = prog->blocks[b].start;
+        if (st == p->entry || !cfg_u64_contains(xt, nxt, st))
+            continue;
+        if (edl_push_u64(&v, &k, &cap, st) < 0) {
+            free(v);
+            return QP_ENOMEM;
+        }
+    }
+    qsort(v, k, sizeof(uint64_t), cfg_u64_cmp);
+    size_t u = 0;
+    for (size_t i = 0; i < k; i++)
+        if (u == 0 || v[u - 1] != v[i])
+            v[u++] = v[i];
+    *nind = (uint32_t)(u - 1);
+    *out = v;
+    *n = u;
+    return 0;
+}
+
+/* Set the reason of procedure PI unless it has one already. */
+static void
+leave(ed_plan_t *plan, uint32_t pi, const char *why)
+{
+    if (pi < plan->prog->nprocs && plan->reason[pi] == NULL)
+        plan->reason[pi] = why;
+}
+
+/* The lowest start and the highest end of P's blocks (fragments included). */
+static void
+proc_span(const cfg_prog_t *prog, uint32_t pi, uint64_t *lo, uint64_t *hi)
+{
+    const cfg_proc_t *p = &prog->procs[pi];
+    *lo = UINT64_MAX;
+    *hi = 0;
+    for (uint32_t b = p->block; b < p->block + p->nblocks; b++) {
+        *lo = prog->blocks[b].start < *lo ? prog->blocks[b].start : *lo;
+        *hi = prog->blocks[b].end > *hi ? prog->blocks[b].end : *hi;
+    }
+}
+
+/*
+ * Can the procedures FIRST..LAST, which own the blocks of the FDE over [LO, HI) in that
+ * order, share one new FDE? Layout puts procedures in index order, each with its blocks
+ * (fragments included) in address order, so their code in the FDE is one contiguous run
+ * in address order if no other procedure comes between them and none has code on the
+ * wrong side of the range: the first none above it, the last none below it, the others
+ * none outside it. (glibc's asm puts FDE starts in the padding before a symbol; stripped
+ * files have procedures split at interior call targets.)
+ */
+static int
+group_fits(
+    const cfg_prog_t *prog, uint32_t first, uint32_t last, uint64_t lo, uint64_t hi)
+{
+    for (uint32_t pi = first; pi <= last; pi++) {
+        if (prog->procs[pi].flags & CFG_PROC_FRAGMENT)
+            continue;
+        uint64_t plo, phi;
+        proc_span(prog, pi, &plo, &phi);
+        if (plo == UINT64_MAX)
+            return 0; /* no code there: perhaps not an owner at all */
+        if ((pi != first && plo < lo) || (pi != last && phi > hi))
+            return 0;
+    }
+    return 1;
+}
+
+/*
+ * Is X an instruction boundary of the decoded code: the start of an instruction of the
+ * block that starts last below X, when that block reaches over X? (A landing pad is a
+ * root of the CFG, so a block starts there whatever; the block before tells whether that
+ * cuts an instruction.) An address in no block (the end of a block, bytes not decoded)
+ * contradicts nothing.
+ */
+static int
+insn_boundary(const cfg_prog_t *prog, uint64_t x)
+{
+    size_t n;
+    const uint32_t *by = cfg_blocks_by_addr(prog, &n);
+    size_t lo = 0, hi = n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (prog->blocks[by[mid]].start < x)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (lo == 0 || prog->blocks[by[lo - 1]].end <= x)
+        return 1;
+    const cfg_block_t *bl = &prog->blocks[by[lo - 1]];
+    uint64_t a = bl->start;
+    for (uint32_t k = 0; k < bl->ninsns && a < x; k++) {
+        arch_insn_t in;
+        if (cfg_image_decode(prog->img, a, bl->end, &in) < 0)
+            return 0;
+        a += in.len;
+    }
+    return a == x;
+}
+
+/*
+ * The unwind entry of moved code is rewritten from the old one (ed_unwind.c), which
+ * works when the FDE's code moves as one contiguous run in address order: then the new
+ * FDE covers exactly that run. So the owners of an FDE's code (a cold fragment counts as
+ * its parent) stay in place when its tables cannot be rewritten at all or disagree with
+ * .eh_frame_hdr (fi->defect), when it covers code of several procedures that layout would
+ * not keep together in order, when a location its CFA program or LSDA names (a rule
+ * change, a call-site start or end) lies outside it or inside an instruction (the rewrite
+ * would move it to another instruction), or when a landing pad its LSDA names is not a
+ * block of an owner (only the unwinder goes there, so the CFG must know it). Owners that
+ * can share it are recorded as a group: they move together or not at all (settled in
+ * settle_groups).
+ */
+static int
+check_fde(void *arg, const ed_fde_info_t *fi)
+{
+    ed_plan_t *plan = arg;
+    const cfg_prog_t *prog = plan->prog;
+    if (fi->hi <= fi->lo)
+        return 0;
+    size_t n;
+    const uint32_t *by = cfg_blocks_by_addr(prog, &n);
+    /* The first block that starts at or above lo, then back over any that reach it. */
+    size_t lo = 0, hi = n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (prog->blocks[by[mid]].start < fi->lo)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    while (lo > 0 && prog->blocks[by[lo - 1]].end > fi->lo)
+        lo--;
+    /* Owners in address order: each once, in increasing index order, else no run. */
+    uint32_t first = CFG_NONE, last = CFG_NONE;
+    int in_order = 1;
+    size_t k0 = lo;
+    for (size_t k = k0; k < n && prog->blocks[by[k]].start < fi->hi; k++) {
+        uint32_t p = prog->blocks[by[k]].proc;
+        if (first == CFG_NONE)
+            first = p;
+        else if (p < last)
+            in_order = 0;
+        last = p;
+    }
+    if (first == CFG_NONE)
+        return 0; /* none of its code is in a block: nothing there moves */
+    /* Tables that cannot be read or do not agree: where the unwinder lands (landing
+     * pads) is unknown, so no jump may be patched in there either. */
+    for (size_t k = k0; (fi->defect != NULL || fi->err < 0) && k < n
+                        && prog->blocks[by[k]].start < fi->hi; k++)
+        plan->copied[prog->blocks[by[k]].proc] = 2;
+    const char *why = NULL;
+    unsigned long long flo = fi->lo, fhi = fi->hi;
+    if (fi->defect != NULL)
+        why = owned_reason(plan, "its unwind entry (FDE of 0x%llx-0x%llx) %s", flo, fhi,
+            fi->defect);
+    else if (fi->err < 0)
+        why = owned_reason(plan,
+            "its unwind entry (FDE of 0x%llx-0x%llx) cannot be "
+            "rewritten: %s",
+            flo, fhi, qp_strerror(fi->err));
+    else if (first != last
+        && (!in_order || !group_fits(prog, first, last, fi->lo, fi->hi)))
+        why = owned_reason(plan,
+            "its unwind entry (FDE of 0x%llx-0x%llx) covers code of "
+            "other procedures that is not laid out with it",
+            flo, fhi);
+    for (size_t i = 0; why == NULL && i < plan->opts.nstay; i++)
+        if (plan->opts.stay[i].lo == fi->lo && plan->opts.stay[i].hi == fi->hi)
+            why = owned_reason(plan,
+                "its unwind entry (FDE of 0x%llx-0x%llx) could not be "
+                "rewritten for the new code: %s",
+                flo, fhi, qp_strerror(plan->opts.stay[i].err));
+    for (size_t i = 0; why == NULL && i < fi->nlocs; i++) {
+        static const char *const what[] = { "a CFA rule change", "a call-site start",
+            "a call-site end" };
+        const ed_code_loc_t *l = &fi->locs[i];
+        const char *w = what[l->kind <= ED_LOC_CS_END ? l->kind : 0];
+        if (l->addr < fi->lo || l->addr > fi->hi)
+            why = owned_reason(plan,
+                "its unwind entry (FDE of 0x%llx-0x%llx) puts %s at 0x%llx, outside it",
+                flo, fhi, w, (unsigned long long)l->addr);
+        else if (!insn_boundary(prog, l->addr))
+            why = owned_reason(plan,
+                "its unwind entry (FDE of 0x%llx-0x%llx) puts %s at 0x%llx, inside an "
+                "instruction",
+                flo, fhi, w, (unsigned long long)l->addr);
+    }
+    for (size_t i = 0; why == NULL && i < fi->npads; i++) {
+        uint32_t b = cfg_block_at(prog, fi->pads[i]);
+        if (b == CFG_NONE || prog->blocks[b].start != fi->pads[i]
+            || prog->blocks[b].proc < first || prog->blocks[b].proc > last)
+            why = owned_reason(plan, "exception landing pad 0x%llx not analysed",
+                (unsigned long long)fi->pads[i]);
+        else if (!insn_boundary(prog, fi->pads[i]))
+            why = owned_reason(plan,
+                "its unwind entry (FDE of 0x%llx-0x%llx) puts a landing pad at 0x%llx, "
+                "inside an instruction",
+                flo, fhi, (unsigned long long)fi->pads[i]);
+    }
+    if (why != NULL) {
+        for (size_t k = k0; k < n && prog->blocks[by[k]].start < fi->hi; k++)
+            leave(plan, prog->blocks[by[k]].proc, why);
+        return 0;
+    }
+    if (first != last) {
+        uint64_t *v = plan->groups;
+        if (plan->ngroups + 2 > plan->capgroups) {
+            size_t cap = plan->capgroups ? plan->capgroups * 2 : 16;
+            if ((v = realloc(plan->groups, cap * sizeof(uint64_t))) == NULL)
+                return QP_ENOMEM;
+            plan->groups = v;
+            plan->capgroups = cap;
+        }
+        v[plan->ngroups++] = first;
+        v[plan->ngroups++] = last;
+    }
+    return 0;
+}
+
+/* Procedures that share an FDE move together: one that stays keeps the others. */
+static void
+settle_groups(ed_plan_t *plan)
+{
+    const cfg_prog_t *prog = plan->prog;
+    for (int changed = 1; changed;) {
+        changed = 0;
+        for (size_t g = 0; g + 1 < plan->ngroups; g += 2) {
+            uint32_t first = (uint32_t)plan->groups[g],
+                     last = (uint32_t)plan->groups[g + 1];
+            uint32_t stays = CFG_NONE;
+            for (uint32_t pi = first; pi <= last && stays == CFG_NONE; pi++)
+                if (!(prog->procs[pi].flags & CFG_PROC_FRAGMENT)
+                    && plan->reason[pi] != NULL)
+                    stays = pi;
+            if (stays == CFG_NONE)
+                continue;
+            for (uint32_t pi = first; pi <= last; pi++) {
+                if ((prog->procs[pi].flags & CFG_PROC_FRAGMENT)
+                    || plan->reason[pi] != NULL)
+                    continue;
+                plan->reason[pi] = owned_reason(plan,
+                    "shares its unwind entry with %s, "
+                    "which stays in place",
+                    prog->procs[stays].name);
+                changed = 1;
+            }
+        }
+    }
+}
+
+/* Where code may enter a procedure in its interior (cfg_interior_entries), sorted. */
+static int
+collect_jump_targets(ed_plan_t *plan)
+{
+    return cfg_interior_entries(plan->prog, &plan->xt, &plan->nxt);
+}
+
+/* Testing aid: is NAME one of the procedures the caller asked to leave in place
+ * (ed_opts_t.leave, from QPT_LEAVE in qpt-rewrite)? */
+static int
+cmp_name(const void *a, const void *b)
+{
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+static int
+leave_by_request(const ed_plan_t *plan, const char *name)
+{
+    return plan->nleave > 0
+        && bsearch(&name, plan->leave, plan->nleave, sizeof(char *), cmp_name) != NULL;
+}
+
+/* Sort the names of opts.leave (a bisection may name hundreds of thousands). */
+int
+edl_sort_leave(ed_plan_t *plan)
+{
+    if (plan->opts.nleave == 0)
+        return 0;
+    plan->leave = malloc(plan->opts.nleave * sizeof(char *));
+    if (plan->leave == NULL)
+        return QP_ENOMEM;
+    for (size_t i = 0; i < plan->opts.nleave; i++)
+        if (plan->opts.leave[i] != NULL)
+            plan->leave[plan->nleave++] = plan->opts.leave[i];
+    qsort(plan->leave, plan->nleave, sizeof(char *), cmp_name);
+    return 0;
+}
+
+/*
+ * Bytes that decode but that nothing vouches for may be data in .text (a string behind
+ * a lea, as in BoringSSL's FIPS module): the entry redirect would overwrite them. A
+ * procedure is vouched for by a symbol, an FDE, a direct call, the ELF entry or
+ * init/fini tables, or by a tail call from a procedure that is itself vouched for;
+ * a taken address or unreached bytes that decode are not enough.
+ */
+uint8_t *
+edl_vouched_procs(const cfg_prog_t *prog)
+{
+    const uint32_t weak = CFG_SRC_GAP | CFG_SRC_ADDR | CFG_SRC_TAILCALL;
+    uint8_t *v = calloc(prog->nprocs + 1, 1);
+    uint32_t *work = malloc((prog->nprocs + 1) * sizeof(uint32_t));
+    size_t n = 0;
+    if (v == NULL || work == NULL) {
+        free(v);
+        free(work);
+        return NULL;
+    }
+    for (uint32_t i = 0; i < prog->nprocs; i++)
+        if ((prog->procs[i].sources & ~weak) || (prog->procs[i].flags & CFG_PROC_FRAGMENT)) {
+            v[i] = 1;
+            work[n++] = i;
+        }
+    while (n > 0) {
+        const cfg_proc_t *p = &prog->procs[work[--n]];
+        for (uint32_t b = p->block; b < p->block + p->nblocks; b++)
+            for (uint32_t e = 0; e < prog->blocks[b].nsucc; e++) {
+                const cfg_edge_t *ed = cfg_block_succ(prog, &prog->blocks[b], e);
+                if (ed->kind != CFG_EDGE_TAILCALL || ed->target == 0)
+                    continue;
+                const cfg_proc_t *t = cfg_proc_at(prog, ed->target);
+                if (t == NULL || t->entry != ed->target || v[t - prog->procs])
+                    continue;
+                v[t - prog->procs] = 1;
+                work[n++] = (uint32_t)(t - prog->procs);
+            }
+    }
+    free(work);
+    return v;
+}
+
+/* Do the bytes just before ADDR hold trap padding (two ud2, or four int3)? */
+static int
+trap_padding_before(const cfg_image_t *img, uint64_t addr)
+{
+    size_t avail;
+    const uint8_t *p = addr >= 4 ? cfg_image_ptr(img, addr - 4, &avail) : NULL;
+    if (p == NULL || avail < 4)
+        return 0;
+    static const uint8_t ud2x2[] = { 0x0f, 0x0b, 0x0f, 0x0b }, int3x4[] = { 0xcc, 0xcc, 0xcc, 0xcc };
+    return memcmp(p, ud2x2, 4) == 0 || memcmp(p, int3x4, 4) == 0;
+}
+
+/*
+ * Code the program uses as data. A code address the program takes that points at a trap
+ * (ud2, int3) rather than at code ends a range whose bounds the program holds; the range
+ * starts after the trap padding before it. Valgrind's tools hand the page of such a range
+ * (their "trampoline stuff") to the program they run, whose translation of it must find
+ * the original instructions, not a redirect. Every procedure in the range stays.
+ */
+static void
+leave_code_ranges(ed_plan_t *plan)
+{
+    const cfg_prog_t *prog = plan->prog;
+    for (uint32_t i = 0; i < prog->nprocs; i++) {
+        const cfg_proc_t *p = &prog->procs[i];
+        arch_insn_t in;
+        if (!(p->sources & CFG_SRC_ADDR) || cfg_image_decode(prog->img, p->entry, 0, &in) < 0
+            || in.kind != ARCH_KIND_HALT)
+            continue;
+        uint32_t first = i;
+        int found = 0;
+        for (uint32_t j = i; j-- > 0 && i - j <= 256 && p->entry - prog->procs[j].entry <= 65536;) {
+            first = j;
+            if (trap_padding_before(prog->img, prog->procs[j].entry)) {
+                found = 1;
+                break;
+            }
+        }
+        for (uint32_t k = first; found && k < i; k++)
+            plan->copied[k] = 1;
+        for (uint32_t k = first; found && k < i; k++)
+            if (plan->reason[k] == NULL)
+                plan->reason[k] = owned_reason(plan, "in a range of code that ends at a taken "
+                                                     "address (0x%llx): the program may copy "
+                                                     "or hand out that code",
+                                               (unsigned long long)p->entry);
+    }
+}
+
+/*
+ * V8's embedded builtins (ed_v8_builtins): V8 finds them by offset from the start of
+ * their block and recognises their pcs by its bounds; every procedure in it stays.
+ */
+static void
+leave_v8_builtins(ed_plan_t *plan)
+{
+    const cfg_prog_t *prog = plan->prog;
+    uint64_t lo, hi;
+    if (ed_v8_builtins(prog->img, &lo, &hi) != 1)
+        return;
+    const char *why = NULL;
+    for (uint32_t i = 0; i < prog->nprocs; i++) {
+        const cfg_proc_t *p = &prog->procs[i];
+        if (p->entry >= lo && p->entry < hi)
+            plan->copied[i] = 1; /* V8 may remap them (short builtin calls) */
+        if (p->entry < lo || p->entry >= hi || (p->flags & CFG_PROC_FRAGMENT)
+            || plan->reason[i] != NULL)
+            continue;
+        if (why == NULL)
+            why = owned_reason(plan, "one of V8's embedded builtins [0x%llx, 0x%llx): V8 "
+                                     "finds them by their offsets in that block",
+                               (unsigned long long)lo, (unsigned long long)hi);
+        plan->reason[i] = why;
+    }
+}
+
+/*
+ * Why each procedure left in place cannot be patched there either (plan->unfit): code
+ * that may be data, code whose CFG may miss where control enters (an unsafe procedure, an
+ * indirect jump of unknown targets), PLT stubs, and bytes shared with moved code.
+ */
+int
+edl_decide_unfit(ed_plan_t *plan, const uint8_t *vouched)
+{
+    const cfg_prog_t *prog = plan->prog;
+    plan->unfit = calloc(prog->nprocs + 1, sizeof(char *));
+    if (plan->unfit == NULL)
+        return QP_ENOMEM;
+    for (uint32_t i = 0; i < prog->nprocs; i++) {
+        const cfg_proc_t *p = &prog->procs[i];
+        const char **u = &plan->unfit[i];
+        if (plan->reason[i] == NULL)
+            continue;
+        if (p->flags & CFG_PROC_FRAGMENT)
+            *u = "a fragment: measured with its parent or not at all";
+        else if (plan->copied[i] == 1)
+            *u = "the program may copy its code or find it by offset (a code range it "
+                 "hands out, V8's builtins)";
+        else if (plan->copied[i] == 2)
+            *u = "its unwind tables cannot be read or disagree (where the unwinder lands "
+                 "is unknown)";
+        else if (p->unsafe != NULL)
+            *u = p->unsafe;
+        else if (p->flags & CFG_PROC_PLT)
+            *u = "PLT stub";
+        else if (!vouched[i])
+            *u = "may be data";
+        else if (p->nblocks == 0 || prog->blocks[p->block].start != p->entry)
+            *u = "no code decoded at its entry";
+        for (uint32_t b = p->block; *u == NULL && b < p->block + p->nblocks; b++) {
+            const cfg_block_t *bl = &prog->blocks[b];
+            if (edl_block_unresolved(prog, bl))
+                *u = "an indirect jump of unknown targets (control may enter anywhere)";
+            for (uint64_t a = bl->start; *u == NULL && a < bl->end; a++)
+                if (edl_seg_at(plan, a, NULL) != NULL)
+                    *u = "its bytes are shared with moved code";
+        }
+    }
+    return 0;
+}
+
+int
+edl_decide(ed_plan_t *plan)
+{
+    const cfg_prog_t *prog = plan->prog;
+    QP_CHECK(collect_jump_targets(plan));
+    plan->copied = calloc(prog->nprocs + 1, 1);
+    if (plan->copied == NULL)
+        return QP_ENOMEM;
+    uint8_t *vouched = edl_vouched_procs(prog);
+    if (vouched == NULL)
+        return QP_ENOMEM;
+    leave_v8_builtins(plan);
+    for (uint32_t i = 0; plan->opts.all_in_place != NULL && i < prog->nprocs; i++)
+        if (!(prog->procs[i].flags & CFG_PROC_FRAGMENT))
+            plan->reason[i] = plan->opts.all_in_place;
+    for (uint32_t i = 0; i < prog->nprocs; i++) {
+        const cfg_proc_t *p = &prog->procs[i];
+        const char **r = &plan->reason[i];
+        if ((p->flags & CFG_PROC_FRAGMENT) || *r != NULL)
+            continue; /* a fragment is decided with its parent below */
+        if (p->unsafe != NULL) {
+            *r = p->unsafe;
+            continue;
+        }
+        if (p->flags & CFG_PROC_PLT) {
+            *r = "PLT stub";
+            continue;
+        }
+        if (!vouched[i]) {
+            *r = "found only as unreached bytes, a taken address or a jump target: may be data";
+            continue;
+        }
+        if (leave_by_request(plan, p->name)) {
+            *r = "named in QPT_LEAVE";
+            continue;
+        }
+        if (p->nblocks == 0 || prog->blocks[p->block].start != p->entry) {
+            *r = "no code decoded at its entry";
+            continue;
+        }
+        uint64_t unresolved = 0;
+        for (uint32_t b = p->block; b < p->block + p->nblocks && !unresolved; b++)
+            if (edl_block_unresolved(prog, &prog->blocks[b]) && !translatable(prog, &prog->blocks[b]))
+                unresolved = prog->blocks[b].end;
+        if (unresolved) {
+            *r = owned_reason(plan, "indirect jump with unknown targets before 0x%llx",
+                (unsigned long long)unresolved);
+            continue;
+        }
+        uint64_t *pads;
+        size_t npads;
+        uint32_t nind;
+        int prc = edl_collect_pads(plan, i, &pads, &npads, &nind);
+        if (prc < 0) {
+            free(vouched);
+            return prc;
+        }
+        /* A redirect that does not fit: drop the next one, or this one, when only direct
+         * branches reach it (settle_unpadded checks that they all move). */
+        for (size_t k = 0; k < npads && *r == NULL;) {
+            uint64_t room = k + 1 < npads ? pads[k + 1] : extent_end(prog, i, pads[k]);
+            uint64_t lim = extent_end(prog, i, pads[k]);
+            if (room > lim)
+                room = lim;
+            if (room == lim && room < pads[k] + PAD_LEN) /* short last piece: padding after? */
+                room = padding_end(prog, lim);
+            if (room >= pads[k] + PAD_LEN) {
+                k++;
+                continue;
+            }
+            size_t drop = k + 1 < npads && pads[k + 1] < lim && pad_optional(plan, i, pads[k + 1])
+                ? k + 1
+                : pad_optional(plan, i, pads[k]) ? k : npads;
+            if (drop == npads || push_dropped(plan, pads[drop], i) < 0) {
+                *r = owned_reason(plan, "no room for a redirect jump at 0x%llx",
+                    (unsigned long long)pads[k]);
+                break;
+            }
+            memmove(pads + drop, pads + drop + 1, (npads - drop - 1) * sizeof(uint64_t));
+            npads--;
+        }
+        free(pads);
+    }
+    free(vouched);
+    leave_code_ranges(plan);
+    /* Moved code must get an unwind entry that says what the old one said. */
+    int rc = ed_unwind_fdes(prog->img, check_fde, plan);
+    if (rc == QP_ENOMEM)
+        return rc;
+    do {
+        settle_groups(plan);
+        for (uint32_t i = 0; i < prog->nprocs; i++) {
+            const cfg_proc_t *p = &prog->procs[i];
+            if ((p->flags & CFG_PROC_FRAGMENT) && p->parent != CFG_NONE)
+                plan->reason[i] = plan->reason[p->parent] ? "its parent stays in place" : NULL;
+            else if (p->flags & CFG_PROC_FRAGMENT)
+                plan->reason[i] = "cold fragment without parent";
+        }
+    } while (settle_unpadded(plan));
+    return 0;
+}
