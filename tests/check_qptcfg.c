@@ -603,6 +603,24 @@ START_TEST(test_qptcfg_errors)
 }
 END_TEST
 
+/* Programs named by $QPTCFG_PROGRAMS (space-separated; none by default, for make check
+ * stays small): every procedure of each against the same oracles. */
+START_TEST(test_qptcfg_programs)
+{
+    const char *list = getenv("QPTCFG_PROGRAMS");
+    char buf[4096], *save = NULL;
+    if (list == NULL)
+        return;
+    snprintf(buf, sizeof(buf), "%s", list);
+    for (char *path = strtok_r(buf, " ", &save); path != NULL; path = strtok_r(NULL, " ", &save)) {
+        qpt_space_t *s = open_prog(path);
+        uint32_t n = check_all(s);
+        fprintf(stderr, "%s: %u of %u procedures checked\n", path, n, qpt_nprocs(s));
+        qpt_close(s);
+    }
+}
+END_TEST
+
 #ifdef ENABLE_DYNAMIC_TESTS
 /* The live process gives the CFG of the file, at its own addresses. */
 START_TEST(test_qptcfg_live_same)
@@ -671,6 +689,7 @@ qptcfg_suite(void)
     tcase_add_test(tc, test_qptcfg_file_O0);
     tcase_add_test(tc, test_qptcfg_file_O2);
     tcase_add_test(tc, test_qptcfg_errors);
+    tcase_add_test(tc, test_qptcfg_programs);
 #ifdef ENABLE_DYNAMIC_TESTS
     tcase_add_test(tc, test_qptcfg_live_same);
 #endif
