@@ -40,7 +40,7 @@ open_prog(const char *path)
 
 typedef struct graph {
     uint32_t n;
-    uint32_t *succ, *nsucc; /* succ[b * n + k]: the k-th successor inside (duplicates kept) */
+    uint32_t *succ, *nsucc; /* succ[b * 4n + k]: b's k-th successor inside (duplicates kept) */
     uint8_t *reach;
     uint8_t *dom;           /* dom[b * n + a]: a dominates b */
 } graph_t;
@@ -453,6 +453,26 @@ loops_at_line(qpt_space_t *s, uint32_t proc, const char *mark)
     return depth;
 }
 
+/* Does block BLOCK of PROC hold an instruction of the line of MARK or of MARK2? */
+static int
+block_has_line(qpt_space_t *s, uint32_t proc, uint32_t block, const char *mark,
+               const char *mark2)
+{
+    qpt_block_t bl;
+    qpt_point_t pt[32];
+    size_t n;
+    ck_assert_int_eq(qpt_block(s, proc, block, &bl), 0);
+    for (int k = 0; k < 2; k++) {
+        unsigned line = mark_line(k == 0 ? mark : mark2);
+        if (qpt_line_points(s, "cfg_prog.c", line, pt, 32, &n) < 0)
+            continue;
+        for (size_t i = 0; i < n && i < 32; i++)
+            if (pt[i].addr >= bl.start && pt[i].addr < bl.end)
+                return 1;
+    }
+    return 0;
+}
+
 static void
 check_shape(qpt_space_t *s)
 {
@@ -477,6 +497,9 @@ check_shape(qpt_space_t *s)
     ck_assert_uint_eq(loops_at_line(s, nested, "MARK:inner"), 2);
     ck_assert_uint_eq(loops_at_line(s, nested, "MARK:outer"), 1);
     ck_assert_uint_eq(loops_at_line(s, nested, "MARK:after"), 0);
+    /* Each header is its loop's test (top-tested, -O0) or its body's start (rotated). */
+    ck_assert(block_has_line(s, nested, outer.header, "MARK:ofor", "MARK:outer"));
+    ck_assert(block_has_line(s, nested, inner.header, "MARK:ifor", "MARK:inner"));
     /* The header dominates its loop and each back edge comes from a member. */
     for (uint32_t l = 0; l < 2; l++) {
         qpt_loop_t lp = l ? inner : outer;

@@ -19,9 +19,9 @@ volatile long sink, sink2;
 __attribute__((noinline)) long
 nested(int n)
 {
-    for (int i = 0; i < n; i++) {
-        sink2 += i; /* MARK:outer */
-        for (int j = 0; j < i; j++) {
+    for (int i = 0; i < n; i++) { /* MARK:ofor */
+        sink2 += i;               /* MARK:outer */
+        for (int j = 0; j < i; j++) { /* MARK:ifor */
             if ((i ^ j) & 1) /* MARK:inner */
                 sink += j;
             else
