@@ -9,8 +9,10 @@
  * blocks that reach its source without passing the header), nesting by inclusion of the
  * member sets. The source's shape is checked through its lines (MARK comments): the
  * blocks of nested's inner body are in two loops, its outer body in one, its return in
- * none; classify's switch has table edges; rec has no loop and calls itself. The same
- * walk on the live process (qpt_spawn) gives the same CFG, relative to each entry.
+ * none, each header holds its loop's test or body start; classify's switch has table
+ * edges; rec has no loop and calls itself. The same walk on the live process
+ * (qpt_spawn) gives the same CFG, relative to each entry; its libc (qpt_library) is
+ * walked too.
  */
 #include "config.h"
 
@@ -697,6 +699,18 @@ START_TEST(test_qptcfg_live_same)
     /* The live walk passes the same oracles, and its points are the live ones. */
     check_all(live);
     check_shape(live);
+    /* A shared library's space (qpt_library) is walked the same way, at its addresses. */
+    qpt_space_t *libc = NULL;
+    ck_assert_msg(qpt_library(live, "libc.so.6", &libc, why, sizeof(why)) == 0, "%s", why);
+    uint32_t walked = 0;
+    for (uint32_t p = 0; p < qpt_nprocs(libc); p++) {
+        qpt_cfg_t c;
+        if (qpt_proc_cfg(libc, p, &c) == 0 && c.nblocks > 0 && c.nblocks <= MAXB) {
+            check_blocks(libc, p, &c);
+            walked++;
+        }
+    }
+    ck_assert_uint_gt(walked, 1000);
     qpt_close(file);
     qpt_kill(live);
 }
