@@ -545,6 +545,45 @@ const char *cfg_callee_name(const cfg_prog_t *prog, const arch_insn_t *in);
  */
 long cfg_syscall_nr(const cfg_image_t *img, const arch_insn_t *prev, const arch_insn_t *sc);
 
+/*****************************************************************************
+ * The loop nesting forest of one procedure (cfg_loops.c), for callers that walk loops:
+ * the build keeps only each block's idom, depth and header flag, and this recomputes the
+ * rest on demand (linear in the procedure's blocks and edges).
+ */
+
+typedef struct cfg_loop {
+    uint32_t header;  /* header block (global index) */
+    uint32_t parent;  /* the enclosing loop (index in the forest), CFG_NONE when outermost */
+    uint32_t depth;   /* 1 for an outermost loop, as cfg_block_t.loop_depth */
+    uint32_t nblocks; /* member blocks, those of nested loops and the header included */
+    uint32_t back;    /* its back edges: forest->back_edges[back .. back + nback) */
+    uint32_t nback;   /* (a back edge goes from a member to the header it dominates) */
+} cfg_loop_t;
+
+typedef struct cfg_loop_forest {
+    uint32_t proc;        /* the procedure */
+    uint32_t nblocks;     /* its blocks */
+    uint32_t nloops;      /* natural loops */
+    cfg_loop_t *loops;    /* by their header's reverse-postorder number: an enclosing
+                           * loop before the loops it contains (parent < child) */
+    uint32_t *inner;      /* per block of the procedure (local index): innermost loop,
+                           * CFG_NONE when in none (or unreachable) */
+    uint8_t *reachable;   /* per block (local index): reachable from the entry block */
+    uint32_t *back_edges; /* edge indices (prog->edges), grouped by loop */
+    uint32_t nback_edges;
+    int irreducible;      /* a retreating edge is no back edge: a cycle entered at
+                           * several blocks, which is no natural loop and not listed */
+} cfg_loop_forest_t;
+
+/* The forest of procedure PROC of PROG into *OUT (cfg_loop_forest_destroy): 0,
+ * QP_EINVAL or QP_ENOMEM. Its loops are exactly those the build counted (proc.nloops). */
+int cfg_loop_forest(const cfg_prog_t *prog, uint32_t proc, cfg_loop_forest_t **out /*OUT*/);
+void cfg_loop_forest_destroy(cfg_loop_forest_t *f);
+
+/* Is the block of local index LOCAL a member of loop LOOP of F (nested loops'
+ * members are)? */
+int cfg_loop_contains(const cfg_loop_forest_t *f, uint32_t loop, uint32_t local);
+
 /* Outgoing edges of block B: prog->edges[b->succ .. b->succ + b->nsucc). */
 static inline const cfg_edge_t *
 cfg_block_succ(const cfg_prog_t *prog, const cfg_block_t *b, uint32_t i)

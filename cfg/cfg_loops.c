@@ -281,80 +281,239 @@ lp_loops(lp_scratch_t *s, uint32_t nr, uint32_t nret, int *irreducible)
 }
 
 /*****************************************************************************
- * Entry point
+ * Running the analysis on one procedure
  */
 
-int
-cfg_loops_proc(cfg_prog_t *prog, cfg_proc_t *p)
-{
+/* The scratch of one run, with its allocation and what it found. */
+typedef struct lp_run {
     lp_scratch_t s;
-    uint32_t n, nr, nret;
-    size_t m = 0;
-    int irreducible;
+    uint32_t *mem;    /* the one allocation behind s */
+    uint32_t nr;      /* blocks reachable from the entry */
+    uint32_t nret;    /* retreating edges */
+    uint32_t nloops;  /* natural loops */
+    int irreducible;  /* a retreating edge is not a back edge */
+} lp_run_t;
 
+/* Check P's blocks and edges against PROG; the number of its edges into *M. */
+static int
+lp_check(const cfg_prog_t *prog, const cfg_proc_t *p, size_t *m)
+{
     if (prog == NULL || p == NULL || p->block > prog->nblocks
         || p->nblocks > prog->nblocks - p->block)
         return QP_EINVAL;
-    n = p->nblocks;
-    cfg_block_t *blocks = prog->blocks + p->block;
-    for (uint32_t i = 0; i < n; i++) {
-        if (blocks[i].succ > prog->nedges
-            || blocks[i].nsucc > prog->nedges - blocks[i].succ)
+    *m = 0;
+    for (uint32_t i = 0; i < p->nblocks; i++) {
+        const cfg_block_t *b = &prog->blocks[p->block + i];
+        if (b->succ > prog->nedges || b->nsucc > prog->nedges - b->succ)
             return QP_EINVAL;
-        m += blocks[i].nsucc;
-        blocks[i].idom = CFG_NONE;
-        blocks[i].loop_depth = 0;
-        blocks[i].is_loop_head = 0;
+        *m += b->nsucc;
     }
-    p->nloops = 0;
-    p->flags &= ~(uint32_t)CFG_PROC_IRREDUCIBLE;
-    if (n == 0)
-        return 0;
+    return 0;
+}
+
+/* Depth-first search, dominators and loops of P (at least one block) into R; free
+ * R->mem after. */
+static int
+lp_run(const cfg_prog_t *prog, const cfg_proc_t *p, size_t m, lp_run_t *r)
+{
+    lp_scratch_t *s = &r->s;
+    uint32_t n = p->nblocks;
 
     /* One allocation: 14 arrays of N + 1 words, 4 of M + 1 words, 2 of N + 1 bytes. */
     size_t nw = (size_t)n + 1, mw = m + 1;
     uint32_t *w = malloc((14 * nw + 4 * mw) * sizeof(uint32_t) + 2 * nw);
     if (w == NULL)
         return QP_ENOMEM;
+    r->mem = w;
     uint32_t *q = w;
-    s.rpo_of = q, q += nw;
-    s.order = q, q += nw;
-    s.stack = q, q += nw;
-    s.cursor = q, q += nw;
-    s.pstart = q, q += nw;
-    s.idom = q, q += nw;
-    s.tin = q, q += nw;
-    s.tsize = q, q += nw;
-    s.lstart = q, q += nw;
-    s.uf = q, q += nw;
-    s.mark = q, q += nw;
-    s.inner = q, q += nw;
-    s.lparent = q, q += nw;
-    s.depth = q, q += nw;
-    s.plist = q, q += mw;
-    s.ret_u = q, q += mw;
-    s.ret_v = q, q += mw;
-    s.llist = q, q += mw;
-    s.state = (uint8_t *)q;
-    s.head = s.state + nw;
-    memset(s.state, 0, nw);
+    s->rpo_of = q, q += nw;
+    s->order = q, q += nw;
+    s->stack = q, q += nw;
+    s->cursor = q, q += nw;
+    s->pstart = q, q += nw;
+    s->idom = q, q += nw;
+    s->tin = q, q += nw;
+    s->tsize = q, q += nw;
+    s->lstart = q, q += nw;
+    s->uf = q, q += nw;
+    s->mark = q, q += nw;
+    s->inner = q, q += nw;
+    s->lparent = q, q += nw;
+    s->depth = q, q += nw;
+    s->plist = q, q += mw;
+    s->ret_u = q, q += mw;
+    s->ret_v = q, q += mw;
+    s->llist = q, q += mw;
+    s->state = (uint8_t *)q;
+    s->head = s->state + nw;
+    memset(s->state, 0, nw);
 
-    nr = lp_dfs(prog, p, &s, &nret);
-    lp_preds(prog, p, &s, nr);
-    lp_dominators(&s, nr);
-    p->nloops = lp_loops(&s, nr, nret, &irreducible);
-    if (irreducible)
+    r->nr = lp_dfs(prog, p, s, &r->nret);
+    lp_preds(prog, p, s, r->nr);
+    lp_dominators(s, r->nr);
+    r->nloops = lp_loops(s, r->nr, r->nret, &r->irreducible);
+    return 0;
+}
+
+/*****************************************************************************
+ * Entry points
+ */
+
+int
+cfg_loops_proc(cfg_prog_t *prog, cfg_proc_t *p)
+{
+    lp_run_t r;
+    size_t m;
+
+    QP_CHECK(lp_check(prog, p, &m));
+    cfg_block_t *blocks = prog->blocks + p->block;
+    for (uint32_t i = 0; i < p->nblocks; i++) {
+        blocks[i].idom = CFG_NONE;
+        blocks[i].loop_depth = 0;
+        blocks[i].is_loop_head = 0;
+    }
+    p->nloops = 0;
+    p->flags &= ~(uint32_t)CFG_PROC_IRREDUCIBLE;
+    if (p->nblocks == 0)
+        return 0;
+    QP_CHECK(lp_run(prog, p, m, &r));
+    p->nloops = r.nloops;
+    if (r.irreducible)
         p->flags |= CFG_PROC_IRREDUCIBLE;
 
-    for (uint32_t r = 0; r < nr; r++) {
-        cfg_block_t *b = &blocks[s.order[r]];
-        uint32_t in = s.inner[r];
-        if (s.idom[r] != CFG_NONE)
-            b->idom = p->block + s.order[s.idom[r]];
-        b->is_loop_head = s.head[r];
+    const lp_scratch_t *s = &r.s;
+    for (uint32_t k = 0; k < r.nr; k++) {
+        cfg_block_t *b = &blocks[s->order[k]];
+        uint32_t in = s->inner[k];
+        if (s->idom[k] != CFG_NONE)
+            b->idom = p->block + s->order[s->idom[k]];
+        b->is_loop_head = s->head[k];
         if (in != CFG_NONE)
-            b->loop_depth = s.depth[in] > UINT16_MAX ? UINT16_MAX : (uint16_t)s.depth[in];
+            b->loop_depth = s->depth[in] > UINT16_MAX ? UINT16_MAX : (uint16_t)s->depth[in];
     }
-    free(w);
+    free(r.mem);
+    return 0;
+}
+
+/*
+ * The forest from a finished run: loops numbered by their header's reverse-postorder
+ * number (an enclosing loop's header precedes the headers it contains, so a parent's
+ * number is below its children's); back edges found anew from the edges, as the
+ * retreating-edge list names blocks, not edges (two edges may join the same pair).
+ */
+static int
+lp_forest_fill(const cfg_prog_t *prog, const cfg_proc_t *p, const lp_run_t *r,
+               cfg_loop_forest_t *f)
+{
+    const lp_scratch_t *s = &r->s;
+    uint32_t n = p->nblocks, nr = r->nr;
+    uint32_t *loop_of = malloc(((size_t)nr + 1) * sizeof(uint32_t)); /* header rpo -> loop */
+    if (loop_of == NULL)
+        return QP_ENOMEM;
+    f->nloops = 0;
+    for (uint32_t k = 0; k < nr; k++) {
+        loop_of[k] = CFG_NONE;
+        if (s->head[k]) {
+            cfg_loop_t *l = &f->loops[f->nloops];
+            l->header = p->block + s->order[k];
+            l->parent = s->lparent[k] == CFG_NONE ? CFG_NONE : loop_of[s->lparent[k]];
+            l->depth = s->depth[k];
+            l->nblocks = 0;
+            l->nback = 0;
+            loop_of[k] = f->nloops++;
+        }
+    }
+    for (uint32_t i = 0; i < n; i++) {
+        uint32_t k = s->rpo_of[i];
+        f->reachable[i] = k != CFG_NONE;
+        f->inner[i] = k == CFG_NONE || s->inner[k] == CFG_NONE ? CFG_NONE
+                                                                : loop_of[s->inner[k]];
+        for (uint32_t l = f->inner[i]; l != CFG_NONE; l = f->loops[l].parent)
+            f->loops[l].nblocks++;
+    }
+    /* Back edges, grouped by loop: count, place, fill. */
+    uint32_t nback = 0;
+    for (int pass = 0; pass < 2; pass++) {
+        for (uint32_t i = 0; i < n; i++) {
+            const cfg_block_t *b = &prog->blocks[p->block + i];
+            uint32_t u = s->rpo_of[i];
+            for (uint32_t e = 0; u != CFG_NONE && e < b->nsucc; e++) {
+                uint32_t v = lp_local(p, &prog->edges[b->succ + e]);
+                if (v == CFG_NONE || !lp_dominates(s, s->rpo_of[v], u))
+                    continue;
+                cfg_loop_t *l = &f->loops[loop_of[s->rpo_of[v]]];
+                if (pass == 0)
+                    l->nback++;
+                else
+                    f->back_edges[l->back + l->nback++] = b->succ + e;
+            }
+        }
+        if (pass == 0)
+            for (uint32_t l = 0; l < f->nloops; l++) {
+                f->loops[l].back = nback;
+                nback += f->loops[l].nback;
+                f->loops[l].nback = 0;
+            }
+    }
+    f->nback_edges = nback;
+    free(loop_of);
+    return 0;
+}
+
+int
+cfg_loop_forest(const cfg_prog_t *prog, uint32_t proc, cfg_loop_forest_t **out)
+{
+    lp_run_t r = { 0 };
+    size_t m;
+
+    if (out == NULL || prog == NULL || proc >= prog->nprocs)
+        return QP_EINVAL;
+    *out = NULL;
+    const cfg_proc_t *p = &prog->procs[proc];
+    QP_CHECK(lp_check(prog, p, &m));
+    cfg_loop_forest_t *f = calloc(1, sizeof(*f));
+    if (f == NULL)
+        return QP_ENOMEM;
+    size_t n = (size_t)p->nblocks + 1;
+    f->proc = proc;
+    f->nblocks = p->nblocks;
+    f->inner = malloc(n * sizeof(uint32_t));
+    f->reachable = calloc(n, 1);
+    f->loops = malloc(n * sizeof(cfg_loop_t));
+    f->back_edges = malloc((m + 1) * sizeof(uint32_t));
+    int rc = f->inner && f->reachable && f->loops && f->back_edges ? 0 : QP_ENOMEM;
+    if (rc == 0 && p->nblocks > 0 && (rc = lp_run(prog, p, m, &r)) == 0) {
+        f->irreducible = r.irreducible;
+        rc = lp_forest_fill(prog, p, &r, f);
+    }
+    free(r.mem);
+    if (rc < 0) {
+        cfg_loop_forest_destroy(f);
+        return rc;
+    }
+    *out = f;
+    return 0;
+}
+
+void
+cfg_loop_forest_destroy(cfg_loop_forest_t *f)
+{
+    if (f == NULL)
+        return;
+    free(f->inner);
+    free(f->reachable);
+    free(f->loops);
+    free(f->back_edges);
+    free(f);
+}
+
+int
+cfg_loop_contains(const cfg_loop_forest_t *f, uint32_t loop, uint32_t local)
+{
+    if (f == NULL || loop >= f->nloops || local >= f->nblocks)
+        return 0;
+    for (uint32_t l = f->inner[local]; l != CFG_NONE && l >= loop; l = f->loops[l].parent)
+        if (l == loop)
+            return 1;
     return 0;
 }

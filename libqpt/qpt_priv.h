@@ -74,6 +74,7 @@ struct qpt_space {
     uint64_t lib_lo;         /* ... and the lowest address of its mappings */
     void *lvars;             /* live mode: the memory qpt_alloc mapped (vars_t) */
     size_t nlvars;
+    cfg_loop_forest_t **forests; /* per procedure: its loops, once asked for (qpt_cfg.c) */
     char err[512];           /* the last failure */
 };
 
@@ -84,6 +85,9 @@ int qpt_public_rc(int rc);
 
 /* The context, probe place and flags of a point (shared by both modes). */
 int qpt_point_setup(qpt_space_t *s, const qpt_point_t *pt, qpt_ins_t *ins);
+
+/* Free what the CFG calls keep (qpt_cfg.c). */
+void qpt_cfg_free(qpt_space_t *s);
 
 /* Live mode (qpt_live.c; stubs that refuse without dynamic/). */
 int qpt_live_attach(qpt_space_t *s, int pid, char *why, size_t whylen);

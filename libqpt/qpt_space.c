@@ -200,6 +200,7 @@ qpt_close(qpt_space_t *s)
         free(s->ins[i].nodes);
     free(s->ins);
     ed_plan_destroy(s->plan);
+    qpt_cfg_free(s);
     cfg_prog_destroy(s->prog);
     cfg_image_destroy(s->img);
     free(s->path);

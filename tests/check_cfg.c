@@ -66,6 +66,72 @@ START_TEST(test_cfg_loop_blocks)
 }
 END_TEST
 
+/* The loop nesting forest (cfg_loop_forest) of two nested loops: the outer one with two
+ * back edges, the inner one a block that loops to itself. */
+START_TEST(test_cfg_loop_forest)
+{
+    static const uint8_t code[] = {
+        0x31, 0xc9,       /* 1000: xor ecx,ecx */
+        0x31, 0xd2,       /* 1002: O: xor edx,edx */
+        0xff, 0xc2,       /* 1004: I: inc edx */
+        0x83, 0xfa, 0x05, /* 1006: cmp edx,5 */
+        0x75, 0xf9,       /* 1009: jne I */
+        0xff, 0xc1,       /* 100b: inc ecx */
+        0xf6, 0xc1, 0x01, /* 100d: test cl,1 */
+        0x74, 0xf0,       /* 1010: je O */
+        0x83, 0xf9, 0x0a, /* 1012: cmp ecx,10 */
+        0x75, 0xeb,       /* 1015: jne O */
+        0xc3,             /* 1017: ret */
+    };
+    cfg_image_t *img;
+    cfg_prog_t *prog = build_bytes(code, sizeof(code), &img);
+    ck_assert_uint_eq(prog->nprocs, 1);
+    const cfg_proc_t *p = &prog->procs[0];
+    cfg_loop_forest_t *f = NULL;
+    ck_assert_int_eq(cfg_loop_forest(prog, 0, &f), 0);
+    ck_assert_uint_eq(f->nloops, p->nloops);
+    ck_assert_uint_eq(f->nloops, 2);
+    ck_assert(!f->irreducible);
+    uint32_t outer = cfg_block_at(prog, 0x1002), inner = cfg_block_at(prog, 0x1004);
+    uint32_t mid = cfg_block_at(prog, 0x100b), tail = cfg_block_at(prog, 0x1012);
+    uint32_t ret = cfg_block_at(prog, 0x1017);
+    ck_assert_uint_eq(f->loops[0].header, outer); /* the enclosing loop first */
+    ck_assert_uint_eq(f->loops[0].parent, CFG_NONE);
+    ck_assert_uint_eq(f->loops[0].depth, 1);
+    ck_assert_uint_eq(f->loops[0].nblocks, 4);
+    ck_assert_uint_eq(f->loops[0].nback, 2);
+    ck_assert_uint_eq(f->loops[1].header, inner);
+    ck_assert_uint_eq(f->loops[1].parent, 0);
+    ck_assert_uint_eq(f->loops[1].depth, 2);
+    ck_assert_uint_eq(f->loops[1].nblocks, 1);
+    ck_assert_uint_eq(f->loops[1].nback, 1);
+    ck_assert_uint_eq(f->nback_edges, 3);
+    for (uint32_t k = 0; k < 2; k++) {
+        const cfg_edge_t *e = &prog->edges[f->back_edges[f->loops[0].back + k]];
+        ck_assert(e->to == outer && (e->from == mid || e->from == tail));
+    }
+    const cfg_edge_t *self = &prog->edges[f->back_edges[f->loops[1].back]];
+    ck_assert(self->from == inner && self->to == inner);
+    uint32_t b0 = p->block;
+    ck_assert_uint_eq(f->inner[inner - b0], 1);
+    ck_assert_uint_eq(f->inner[mid - b0], 0);
+    ck_assert_uint_eq(f->inner[ret - b0], CFG_NONE);
+    ck_assert(cfg_loop_contains(f, 0, inner - b0) && cfg_loop_contains(f, 0, tail - b0));
+    ck_assert(!cfg_loop_contains(f, 1, outer - b0) && !cfg_loop_contains(f, 0, ret - b0));
+    ck_assert(!cfg_loop_contains(f, 2, inner - b0) && !cfg_loop_contains(f, 0, p->nblocks));
+    for (uint32_t k = 0; k < p->nblocks; k++)
+        ck_assert(f->reachable[k]);
+    /* The build's own per-block figures agree. */
+    ck_assert_uint_eq(prog->blocks[inner].loop_depth, 2);
+    ck_assert_uint_eq(prog->blocks[tail].loop_depth, 1);
+    ck_assert_uint_eq(prog->blocks[inner].idom, outer);
+    cfg_loop_forest_destroy(f);
+    ck_assert_int_eq(cfg_loop_forest(prog, 1, &f), QP_EINVAL);
+    cfg_prog_destroy(prog);
+    cfg_image_destroy(img);
+}
+END_TEST
+
 START_TEST(test_cfg_overlap_is_unsafe)
 {
     /* je +3 (into the mov); mov eax,0xc3c3c3c3; ret */
@@ -294,6 +360,7 @@ cfg_suite(void)
     Suite *s = suite_create("cfg");
     TCase *tc = tcase_create("bytes");
     tcase_add_test(tc, test_cfg_loop_blocks);
+    tcase_add_test(tc, test_cfg_loop_forest);
     tcase_add_test(tc, test_cfg_overlap_is_unsafe);
     tcase_add_test(tc, test_cfg_invalid_is_unsafe);
     tcase_add_test(tc, test_cfg_padding_not_code);

@@ -4,7 +4,8 @@
 #
 # The mutators of examples/, built on libqpt's public header, on tests/qpt/api_prog:
 # callcount on the file (rewritten and run) and live (started, and attached to a
-# running process), coverage on the file, repipe on a running shell loop.
+# running process), coverage on the file, repipe on a running shell loop; loops on
+# tests/qpt/cfg_prog, file and live.
 set -u
 : "${top_builddir:=.}"
 B=$top_builddir
@@ -23,6 +24,16 @@ out=$("$B/examples/coverage" "$D/prog" 20 2>&1)
 echo "$out" | grep -q '^ *[0-9]*/[0-9]* *work$' && echo "$out" | grep -q 'blocks covered' \
     && ok "coverage, file: $(echo "$out" | tail -n 1)" || bad "coverage: $out"
 
+# loops: nested(10) of tests/qpt/cfg_prog (-O2) has two loops, the second inside the
+# first; their headers run 10 and 45 times (a rotated loop's header runs once an
+# iteration; -O0's tested headers would run 11 and 55).
+cp "$B/tests/qpt/cfg_prog_O2" "$D/cfg_prog" || exit 99
+out=$("$B/examples/loops" nested "$D/cfg_prog" 10 2>&1)
+echo "$out" | grep -q '^loop 1: header block .* depth 2, .* inside loop 0' \
+    && echo "$out" | grep -q '^loop 0: header ran 10 times$' \
+    && echo "$out" | grep -q '^loop 1: header ran 45 times$' \
+    && ok "loops, file: nested's two loops, headers ran 10 and 45 times" || bad "loops: $out"
+
 if [ -x "$B/examples/repipe" ]; then
     out=$("$B/examples/callcount" -r work "$D/prog" 20 2>&1)
     if echo "$out" | grep -q "ermission"; then
@@ -30,6 +41,10 @@ if [ -x "$B/examples/repipe" ]; then
     else
         [ "$(echo "$out" | awk '$2 == "work" { print $1 }' | tail -n 1)" = 20 ] \
             && ok "callcount, started live: 20 calls" || bad "callcount -r: $out"
+        out=$("$B/examples/loops" -r nested "$D/cfg_prog" 10 2>&1)
+        echo "$out" | grep -q '^loop 0: header ran 10 times$' \
+            && echo "$out" | grep -q '^loop 1: header ran 45 times$' \
+            && ok "loops, started live: headers ran 10 and 45 times" || bad "loops -r: $out"
         "$D/prog" 2000000000 >/dev/null &
         pid=$!
         sleep 0.2

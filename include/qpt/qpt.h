@@ -215,6 +215,139 @@ int qpt_point_after(qpt_space_t *s, const qpt_point_t *insn, qpt_point_t *out /*
 uint64_t qpt_point_callee(const qpt_space_t *s, const qpt_point_t *pt);
 
 /*****************************************************************************
+ * Control-flow graphs: blocks, edges, dominators and loops of a procedure
+ *
+ * The analysis's CFG of a procedure, as a mutator walks it (a file and a process give
+ * the same one, at their own addresses). Blocks are numbered 0 to nblocks - 1: block 0
+ * is the entry block, the others follow in address order, and QPT_BLOCK point K of
+ * qpt_points is block K's. Loops are the natural loops (a back edge to a header that
+ * dominates its source), numbered so that an enclosing loop comes before the loops it
+ * contains. The walk reads the analysis only: it works on procedures qpt_proc_refusal
+ * refuses too; qpt_block_point and qpt_edge_point give the points to insert at.
+ */
+
+typedef struct qpt_cfg {
+    uint32_t nblocks;     /* basic blocks; block 0 is the entry block */
+    uint32_t nedges;      /* edges out of them, those that leave the procedure included */
+    uint32_t nloops;      /* natural loops */
+    uint32_t flags;       /* QPT_CFG_* */
+    uint32_t reserved[4];
+} qpt_cfg_t;
+
+enum {
+    QPT_CFG_IRREDUCIBLE = 1u << 0, /* a cycle entered at more than one block: no natural
+                                    * loop, so not among the loops */
+    QPT_CFG_UNRESOLVED = 1u << 1,  /* an indirect jump whose targets are unknown (its
+                                    * block has a QPT_EDGE_UNKNOWN edge): the CFG may lack
+                                    * edges, and qpt_proc_refusal says why */
+};
+
+typedef struct qpt_block {
+    uint64_t start;       /* address of its first instruction */
+    uint64_t end;         /* address after its last instruction */
+    uint32_t ninsns;      /* instructions */
+    uint32_t nsucc;       /* edges out (qpt_block_succ) */
+    uint32_t npred;       /* edges in (qpt_block_pred) */
+    uint32_t idom;        /* immediate dominator; QPT_NONE for block 0 and unreachable
+                           * blocks */
+    uint32_t loop;        /* innermost loop holding it (qpt_loop), QPT_NONE for none */
+    uint32_t depth;       /* loops holding it (0: none) */
+    uint32_t flags;       /* QPT_UNREACHABLE, QPT_LOOP_HEADER */
+    uint32_t reserved[3];
+} qpt_block_t;
+
+enum {
+    QPT_UNREACHABLE = 1u << 0, /* no path from the entry block reaches it (code reached
+                                * only from outside: another procedure's jump, a held
+                                * address) */
+    QPT_LOOP_HEADER = 1u << 1, /* the header of a loop */
+};
+
+typedef enum qpt_edge_kind {
+    QPT_EDGE_FALL = 1,  /* falls through into the next block */
+    QPT_EDGE_TAKEN,     /* a conditional branch taken */
+    QPT_EDGE_JUMP,      /* a direct jump within the procedure */
+    QPT_EDGE_TABLE,     /* one target of a jump table */
+    QPT_EDGE_INDIRECT,  /* a known target of another indirect jump (an address-taken label) */
+    QPT_EDGE_CALL_FALL, /* from a block that ends in a call to the block after the call
+                         * (the callee returns) */
+    QPT_EDGE_RETURN,    /* leaves the procedure: a return */
+    QPT_EDGE_TAILCALL,  /* leaves: a jump to another procedure */
+    QPT_EDGE_NORETURN,  /* leaves: a call that never returns, hlt, ud2 */
+    QPT_EDGE_UNKNOWN,   /* leaves: an indirect jump whose targets are unknown */
+} qpt_edge_kind_t;
+
+typedef struct qpt_edge {
+    uint32_t kind;        /* qpt_edge_kind_t */
+    uint32_t from;        /* source block */
+    uint32_t to;          /* destination block, QPT_NONE when the edge leaves */
+    uint32_t id;          /* the analysis's number of the edge (qpt_point_t.edge) */
+    uint64_t target;      /* where it goes: the destination's start, or outside for a
+                           * tail call or a table entry; 0 when unknown (a return) */
+    uint32_t flags;       /* QPT_BACK_EDGE */
+    uint32_t reserved;
+} qpt_edge_t;
+
+enum {
+    QPT_BACK_EDGE = 1u << 0, /* a loop's back edge: to its header, from a member */
+};
+
+typedef struct qpt_loop {
+    uint32_t header;      /* the header block (it dominates every member) */
+    uint32_t parent;      /* the loop enclosing it, QPT_NONE for an outermost one */
+    uint32_t depth;       /* 1 for an outermost loop, its parent's + 1 inside */
+    uint32_t nblocks;     /* member blocks, the header and nested loops' included */
+    uint32_t nback;       /* back edges (qpt_loop_back_edge) */
+    uint32_t reserved[3];
+} qpt_loop_t;
+
+/*
+ * The size of PROC's CFG into *OUT. QPT_ENOTFOUND for no such procedure, QPT_EUNSUPP for
+ * a cold fragment (its blocks are its parent's).
+ */
+int qpt_proc_cfg(qpt_space_t *s, uint32_t proc, qpt_cfg_t *out /*OUT*/);
+
+/* Block BLOCK of PROC into *OUT (addresses of the space); QPT_ENOTFOUND. */
+int qpt_block(qpt_space_t *s, uint32_t proc, uint32_t block, qpt_block_t *out /*OUT*/);
+
+/* The procedure and block holding the instruction at ADDR (a cold fragment's code is
+ * its parent's); QPT_ENOTFOUND when no block holds it. PROC or BLOCK may be NULL. */
+int qpt_block_at(qpt_space_t *s, uint64_t addr, uint32_t *proc /*OUT*/,
+                 uint32_t *block /*OUT*/);
+
+/* Edge I (0 .. nsucc - 1) out of BLOCK, or (0 .. npred - 1) into it, into *OUT. */
+int qpt_block_succ(qpt_space_t *s, uint32_t proc, uint32_t block, uint32_t i,
+                   qpt_edge_t *out /*OUT*/);
+int qpt_block_pred(qpt_space_t *s, uint32_t proc, uint32_t block, uint32_t i,
+                   qpt_edge_t *out /*OUT*/);
+
+/* 1 when block A dominates block B of PROC (every path from the entry to B passes A; a
+ * block dominates itself; an unreachable B: no), 0 when not, < 0 on a bad argument. */
+int qpt_dominates(qpt_space_t *s, uint32_t proc, uint32_t a, uint32_t b);
+
+/* Loop LOOP (0 .. nloops - 1) of PROC into *OUT. */
+int qpt_loop(qpt_space_t *s, uint32_t proc, uint32_t loop, qpt_loop_t *out /*OUT*/);
+
+/* 1 when BLOCK is a member of LOOP (of a loop nested in it too), 0 when not, < 0 on a
+ * bad argument. */
+int qpt_loop_contains(qpt_space_t *s, uint32_t proc, uint32_t loop, uint32_t block);
+
+/* The member blocks of LOOP, ascending: up to CAP into OUT, their number into *N. */
+int qpt_loop_blocks(qpt_space_t *s, uint32_t proc, uint32_t loop, uint32_t *out /*OUT*/,
+                    size_t cap, size_t *n /*OUT*/);
+
+/* Back edge I (0 .. nback - 1) of LOOP into *OUT. */
+int qpt_loop_back_edge(qpt_space_t *s, uint32_t proc, uint32_t loop, uint32_t i,
+                       qpt_edge_t *out /*OUT*/);
+
+/* The QPT_BLOCK point of BLOCK, and the QPT_EDGE point of edge E (from qpt_block_succ,
+ * qpt_block_pred or qpt_loop_back_edge), as qpt_points gives them, into *OUT: for
+ * qpt_insert. QPT_EUNSUPP when PROC cannot take snippets (qpt_proc_refusal) and for an
+ * edge that leaves the procedure (use its QPT_EXIT point). */
+int qpt_block_point(qpt_space_t *s, uint32_t proc, uint32_t block, qpt_point_t *out /*OUT*/);
+int qpt_edge_point(qpt_space_t *s, uint32_t proc, const qpt_edge_t *e, qpt_point_t *out /*OUT*/);
+
+/*****************************************************************************
  * Variables: memory for snippets
  */
 
