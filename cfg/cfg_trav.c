@@ -38,6 +38,7 @@ typedef struct trav {
     CFG_VEC(struct hoist_proof) proofs; /* tables whose hoisted base is to be proven */
     const cfg_u64_vec_t *no_far; /* jumps whose far `lea`s did not hold: not tried again */
     unsigned unresolved;      /* indirect jumps whose targets stay unknown */
+    cfg_u64_vec_t data_refs;  /* its own bytes read by its rip-relative operands */
     cfg_u64_vec_t gap_entries;/* code of its own bytes swept because of them */
 } trav_t;
 
@@ -220,7 +221,46 @@ branch_to(trav_t *t, uint64_t next, uint64_t target)
     return note_external(t, target, CFG_SRC_TAILCALL);
 }
 
-/* Decode linearly from ADDR until control leaves the straight line. */
+/* Does OP (an operand) address memory through register R? */
+static int
+mem_through(const arch_opnd_t *op, uint8_t r)
+{
+    return op->kind == ARCH_OPND_MEM && (op->base == r || op->index == r);
+}
+
+/*
+ * IN (rip-relative, into the procedure's own bytes) reads or writes them - or is a lea
+ * whose register addresses memory within the next few instructions (`lea tab(%rip),%rax;
+ * movslq (%rax,%rdi,4),%rdx`): those bytes are data; note where, for sweep_own_gaps. A
+ * lea whose register is only jumped through (an interpreter's handler base) is not.
+ */
+static int
+note_data_ref(trav_t *t, const arch_insn_t *in)
+{
+    size_t avail;
+    const uint8_t *p = cfg_image_ptr(t->b->img, in->addr, &avail);
+    arch_ops_t ops;
+    if (p == NULL || arch_decode_ops(p, avail, in->addr, &ops) < 0 || ops.op != ARCH_OP_LEA
+        || ops.dst.kind != ARCH_OPND_REG)
+        return CFG_VEC_PUSH(t->data_refs, in->target);
+    uint8_t r = ops.dst.reg;
+    uint64_t a = in->addr + in->len;
+    for (int k = 0; k < 6; k++) {
+        arch_insn_t next;
+        arch_ops_t o;
+        if ((p = cfg_image_ptr(t->b->img, a, &avail)) == NULL
+            || decode_at(t->b, a, a + avail, &next) < 0
+            || arch_decode_ops(p, avail, a, &o) < 0)
+            return 0;
+        if (mem_through(&o.src, r) || mem_through(&o.dst, r))
+            return CFG_VEC_PUSH(t->data_refs, in->target);
+        if ((o.dst.kind == ARCH_OPND_REG && o.dst.reg == r) || next.kind != ARCH_KIND_SEQ)
+            return 0; /* overwritten, or the block ends */
+        a += next.len;
+    }
+    return 0;
+}
+
 static int
 trace_from(trav_t *t, uint64_t addr)
 {
@@ -285,6 +325,10 @@ trace_from(trav_t *t, uint64_t addr)
             && in.kind != ARCH_KIND_CALL_IND && cfg_slot(bp, in.target) < 0
             && cfg_image_is_code(b->img, in.target))
             QP_CHECK(note_external(t, in.target, CFG_SRC_ADDR));
+        /* Its own bytes read as data (not a lea's address): never swept for code. */
+        if ((in.flags & ARCH_F_RIPREL) && in.kind != ARCH_KIND_JMP_IND
+            && in.kind != ARCH_KIND_CALL_IND && cfg_slot(bp, in.target) >= 0)
+            QP_CHECK(note_data_ref(t, &in));
         switch (in.kind) {
         case ARCH_KIND_JCC:
             QP_CHECK(branch_to(t, next, in.target));
@@ -647,11 +691,12 @@ resolve_pending(trav_t *t)
 }
 
 /*
- * Does [A, END) hold code up to a jump, a return or END: every instruction valid,
- * none privileged, none reaching past END? Then a jump may well go there.
+ * Does [A, END) hold code up to a jump or a return (or up to END, unless JUMP_NEEDED):
+ * every instruction valid, none privileged, none reaching past END? Then a jump may
+ * well go there.
  */
 static int
-looks_like_code(trav_t *t, uint64_t a, uint64_t end)
+looks_like_code(trav_t *t, uint64_t a, uint64_t end, int jump_needed)
 {
     while (a < end) {
         arch_insn_t in;
@@ -661,7 +706,7 @@ looks_like_code(trav_t *t, uint64_t a, uint64_t end)
             return 1;
         a += in.len;
     }
-    return 1;
+    return !jump_needed;
 }
 
 /*
@@ -698,7 +743,17 @@ sweep_own_gaps(trav_t *t, int *pushed)
                 int seen = 0; /* once traced its bytes are marked: never, but never loop */
                 for (size_t k = 0; k < t->gap_entries.n && !seen; k++)
                     seen = t->gap_entries.v[k] == a;
-                if (a < end && !seen && looks_like_code(t, a, end)) {
+                /* Bytes the procedure reads are its data (a table in .text): code may
+                 * come before them in the run, none from them on. */
+                uint64_t lim = end;
+                for (size_t k = 0; k < t->data_refs.n && !seen; k++) {
+                    uint64_t d = t->data_refs.v[k];
+                    if (d >= rg->start + off && d <= a)
+                        seen = 1;
+                    else if (d > a && d < lim)
+                        lim = d;
+                }
+                if (a < lim && !seen && looks_like_code(t, a, lim, lim < end)) {
                     QP_CHECK(CFG_VEC_PUSH(t->gap_entries, a));
                     *pushed = 1;
                     return push_work(t, a); /* traced first: it may reach what follows */
@@ -1235,6 +1290,7 @@ cfg_build_proc(cfg_builder_t *b, cfg_scratch_t *sc, uint32_t i)
         CFG_VEC_FREE(t.ptr_jumps);
         CFG_VEC_FREE(t.proofs);
         CFG_VEC_FREE(t.gap_entries);
+        CFG_VEC_FREE(t.data_refs);
         sc->new_entries.n = n_entries;
         sc->new_srcs.n = n_srcs;
         sc->known.n = n_known;
@@ -1274,6 +1330,7 @@ cfg_build_proc(cfg_builder_t *b, cfg_scratch_t *sc, uint32_t i)
     CFG_VEC_FREE(t.ptr_jumps);
     CFG_VEC_FREE(t.proofs);
     CFG_VEC_FREE(t.gap_entries);
+    CFG_VEC_FREE(t.data_refs);
     return rc == QP_EDECODE ? 0 : rc;
 }
 

@@ -86,6 +86,8 @@ done
 # the procedure's unreached bytes are swept into blocks, entered through redirects, so
 # its handlers are measured: each handler's count is the program's own opcode count and
 # run's instructions equal callgrind's (before: 100 instructions, the loop unmeasured).
+# tabled's bytes that it reads as data (and that decode as code) keep their value: the
+# output is the original's.
 for pie in -fPIE -no-pie; do
     exe=$dir/strides$pie
     gcc -O2 -g $pie -o "$exe" "$top_srcdir/tests/xlate/strides.c" || exit 99
@@ -97,7 +99,7 @@ for pie in -fPIE -no-pie; do
     fi
     got=$("$QP" report --annotate run "$exe.qp.qp" 2>/dev/null |
         awk '/add +\$0x1,%rax/ || /add +%rax,%rax/ || /sub +\$0x3,%rax/ || /imul +\$0x3,%rax,%rax/ { printf "%s ", $1 }')
-    truth=$(echo "$want" | cut -d' ' -f2-)
+    truth=$(echo "$want" | head -n 1 | cut -d' ' -f2-)
     [ "$got" = "$truth " ] && ok "strides $pie: handlers ran $truth times, as the program counted" ||
         bad "strides $pie: handlers '$got', expected '$truth'"
     if qp_have valgrind && qp_have callgrind_annotate; then
