@@ -173,6 +173,8 @@ qpt_block(qpt_space_t *s, uint32_t proc, uint32_t block, qpt_block_t *out)
         out->flags |= QPT_UNREACHABLE;
     if (b->is_loop_head)
         out->flags |= QPT_LOOP_HEADER;
+    if (b->gap_entry)
+        out->flags |= QPT_GAP_ENTRY;
     return 0;
 }
 

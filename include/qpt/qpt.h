@@ -252,7 +252,7 @@ typedef struct qpt_block {
                            * blocks */
     uint32_t loop;        /* innermost loop holding it (qpt_loop), QPT_NONE for none */
     uint32_t depth;       /* loops holding it (0: none) */
-    uint32_t flags;       /* QPT_UNREACHABLE, QPT_LOOP_HEADER */
+    uint32_t flags;       /* QPT_UNREACHABLE, QPT_LOOP_HEADER, QPT_GAP_ENTRY */
     uint32_t reserved[3];
 } qpt_block_t;
 
@@ -261,6 +261,9 @@ enum {
                                 * only from outside: another procedure's jump, a held
                                 * address) */
     QPT_LOOP_HEADER = 1u << 1, /* the header of a loop */
+    QPT_GAP_ENTRY = 1u << 2,   /* code no known edge reaches, found in the procedure's
+                                * own bytes because a jump of it has unknown targets
+                                * (an interpreter's handlers): that jump may enter here */
 };
 
 typedef enum qpt_edge_kind {
