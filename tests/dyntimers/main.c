@@ -7,8 +7,9 @@
  *   prog spin SECS       one call of spin_call: spins SECS of the thread's CPU time
  *   prog threads SECS    two threads in wait_call at once, each for SECS
  *   prog recurse SECS    rec_call 5 levels deep, the innermost sleeps SECS
- *   prog inside SECS FILE  enters wait_call (SECS), then writes FILE: a dyn attached
- *                          now finds the thread inside, with no start recorded
+ *   prog inside SECS FILE  writes FILE inside a call of wait_call (SECS): a dyn that
+ *                          attaches now finds the thread inside, with no start
+ *                          recorded; then one more call of 1 s
  * Each prints what it did; exit status 0.
  */
 #include <pthread.h>
@@ -97,6 +98,8 @@ main(int argc, char **argv)
     else if (strcmp(argv[1], "inside") == 0 && argc > 3) {
         mark = argv[3];
         wait_call(secs);
+        mark = NULL;
+        wait_call(1.0);
     } else
         return 2;
     printf("%s %.1f done\n", argv[1], secs);
