@@ -2218,8 +2218,8 @@ dyn_session_shared(const dyn_session_t *s)
 /*****************************************************************************
  * Timers read while running (seed 001, section 3.3): a row's time so far is its total
  * plus, while some thread is inside (depth > 0), the cycles since its start. The words
- * are read without stopping the process: twice, and again where a row changed between
- * two reads (a thread was starting or stopping it), until two reads agree. The timer
+ * are read without stopping the process; an active row is read again until two reads
+ * agree (a thread was starting or stopping it meanwhile). The timer
  * code writes START before DEPTH leaves 0 (arch_emit_timer_start), so an agreed read
  * never has a stale start; between a stop's decrement and its add the value reads low,
  * never high, and the largest value read so far is kept.
@@ -2275,13 +2275,23 @@ dyn_session_sample(dyn_session_t *s, uint64_t *counts /*OUT*/)
             rc = QP_ENOMEM;
         if (rc == 0)
             rc = read_rows(s, all);
-        for (int k = 1; rc == 0 && k < READ_TRIES; k++) {
+        /* Only an active timer needs a second read: one read at depth 0 can only miss
+         * a stop's add (low), never pair a start with the wrong total. */
+        size_t active = 0;
+        for (size_t i = 0; rc == 0 && i < s->ngood; i++) {
+            const uint64_t *w = all + (size_t)s->good[i] * ROW_WORDS;
+            if (s->rows[s->good[i]].timed && (int64_t)w[1] > 0)
+                active++;
+            else
+                stable[i] = 1; /* (its running part is 0 anyway) */
+        }
+        for (int k = 1; rc == 0 && active > 0 && k < READ_TRIES; k++) {
             size_t left = 0;
             if ((rc = read_rows(s, again)) < 0)
                 break;
             for (size_t i = 0; i < s->ngood; i++) {
                 size_t w = (size_t)s->good[i] * ROW_WORDS;
-                if (stable[i] || !s->rows[s->good[i]].timed)
+                if (stable[i])
                     continue;
                 if (same_timer(all + w, again + w))
                     stable[i] = 1;
