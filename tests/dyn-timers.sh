@@ -10,10 +10,13 @@
 #  (b) -e 'time wall(f)', the same; -e 'time cpu(f)' of a spinning call grows (by at
 #      most the wall time between tables) before it returns, and ends at its 2.5 s;
 #  (c) two threads in the call at once: dyn --time (the union of their intervals)
-#      grows with the time, -e 'time wall(f)' (summed over threads) twice as fast;
+#      grows with the time, -e 'time wall(f)' (summed over threads) twice as fast,
+#      -e 'time cpu(f)' by at most twice the time (each thread's own CPU clock);
 #  (d) recursion: 5 nested activations count once;
 #  (e) a thread inside the call when dyn attaches (no start recorded) reads 0 until its
-#      next call, never garbage; the next call of 1 s counts 1 s.
+#      next call, never garbage; the next call of 1 s counts 1 s;
+#  (f) -e --histogram: the call's time spread over the buckets it ran in (about 0.1 s
+#      each), not all in the bucket of its return.
 # Tolerances are wide (0.15 s and 20% per table, 10% at the end): no timing races.
 # Skips (77) when ptrace is not allowed. Exit status: 0 pass, 1 fail, 99 error.
 set -u
@@ -62,8 +65,9 @@ check() {
                     continue
                 if (mid > 0) {
                     dt = (t[i] - t[p]) * 1000; dv = v[i] - v[p]
-                    if (rate == "cpu") {
-                        if (dv <= 0 || dv > dt + 150)
+                    if (rate ~ /^cpu/) {
+                        k = rate == "cpu2" ? 2 : 1
+                        if (dv <= 0 || dv > k * dt + 150)
                             err = err sprintf(" t=%s: +%.1f ms of CPU in %.0f ms;", t[i], dv, dt)
                     } else if (dv < rate * dt * 0.8 - 150 || dv > rate * dt * 1.2 + 150)
                         err = err sprintf(" t=%s: +%.1f ms in %.0f ms (x%s expected);", t[i], dv, dt, rate)
@@ -102,6 +106,9 @@ check time-threads "$dir/time-threads.out" wait_call 1 2500
 run e-threads run -e 'time wall(wait_call)' --interval 0.5 -- "$P" threads 2.5
 check e-threads "$dir/e-threads.out" 'time wall(wait_call)' 2 5000
 
+run e-spins run -e 'time cpu(spin_call)' --interval 0.5 -- "$P" spins 2.5
+check e-spins "$dir/e-spins.out" 'time cpu(spin_call)' cpu2 5000
+
 # (d) recursion: counted once.
 run time-rec run --time rec_call --interval 0.5 -- "$P" recurse 2.5
 check time-rec "$dir/time-rec.out" rec_call 1 2500
@@ -132,6 +139,13 @@ for how in time e; do
          END { exit !(!bad && fin >= 900 && fin <= 1150) }' "$dir/inside-$how.series" ||
         bad "(e) $how: attached inside the call: $(tr '\n' ' ' <"$dir/inside-$how.series")"
 done
+
+# (f) the histogram: buckets of 0.1 s while the call runs, each about 0.1 s (in ns).
+run e-hist run -e 'time wall(wait_call)' --histogram -- "$P" sleep 2.5
+awk '/^metrics over time/ { on = 1; next } on && NF == 2 && $1 ~ /^[0-9.]+$/ {
+        n++; if ($2 >= 50000000 && $2 <= 150000000) mid++ }
+     END { exit !(n >= 20 && mid >= n / 2) }' "$dir/e-hist.out" ||
+    bad "(f) histogram: $(sed -n '/^metrics over time/,$p' "$dir/e-hist.out" | tr -s ' \n' ' ')"
 
 [ $fails -eq 0 ] || exit 1
 echo "PASS dyn-timers"

@@ -6,6 +6,7 @@
  *   prog sleep SECS      one call of wait_call: sleeps SECS (wall time, no CPU)
  *   prog spin SECS       one call of spin_call: spins SECS of the thread's CPU time
  *   prog threads SECS    two threads in wait_call at once, each for SECS
+ *   prog spins SECS      two threads in spin_call at once, each for SECS of its CPU
  *   prog recurse SECS    rec_call 5 levels deep, the innermost sleeps SECS
  *   prog inside SECS FILE  writes FILE inside a call of wait_call (SECS): a dyn that
  *                          attaches now finds the thread inside, with no start
@@ -74,11 +75,18 @@ thread_main(void *arg)
     return NULL;
 }
 
+static void *
+spin_main(void *arg)
+{
+    spin_call(*(double *)arg);
+    return NULL;
+}
+
 int
 main(int argc, char **argv)
 {
     if (argc < 3) {
-        fprintf(stderr, "usage: %s sleep|spin|threads|recurse|inside SECS [FILE]\n", argv[0]);
+        fprintf(stderr, "usage: %s sleep|spin|threads|spins|recurse|inside SECS [FILE]\n", argv[0]);
         return 2;
     }
     double secs = atof(argv[2]);
@@ -86,10 +94,11 @@ main(int argc, char **argv)
         wait_call(secs);
     else if (strcmp(argv[1], "spin") == 0)
         spin_call(secs);
-    else if (strcmp(argv[1], "threads") == 0) {
+    else if (strcmp(argv[1], "threads") == 0 || strcmp(argv[1], "spins") == 0) {
         pthread_t t[2];
         for (int i = 0; i < 2; i++)
-            if (pthread_create(&t[i], NULL, thread_main, &secs) != 0)
+            if (pthread_create(&t[i], NULL, argv[1][1] == 'h' ? thread_main : spin_main,
+                               &secs) != 0)
                 return 3;
         for (int i = 0; i < 2; i++)
             pthread_join(t[i], NULL);
