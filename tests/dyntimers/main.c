@@ -40,7 +40,8 @@ wait_call(double secs)
     double end = secs_of(CLOCK_MONOTONIC) + secs;
     for (double now; (now = secs_of(CLOCK_MONOTONIC)) < end;) {
         double left = end - now;
-        struct timespec ts = { (time_t)left, (long)((left - (double)(time_t)left) * 1e9) };
+        struct timespec ts
+            = { (time_t)left, (long)((left - (double)(time_t)left) * 1e9) };
         nanosleep(&ts, NULL);
     }
 }
@@ -86,7 +87,8 @@ int
 main(int argc, char **argv)
 {
     if (argc < 3) {
-        fprintf(stderr, "usage: %s sleep|spin|threads|spins|recurse|inside SECS [FILE]\n", argv[0]);
+        fprintf(stderr, "usage: %s sleep|spin|threads|spins|recurse|inside SECS [FILE]\n",
+            argv[0]);
         return 2;
     }
     double secs = atof(argv[2]);
@@ -97,8 +99,9 @@ main(int argc, char **argv)
     else if (strcmp(argv[1], "threads") == 0 || strcmp(argv[1], "spins") == 0) {
         pthread_t t[2];
         for (int i = 0; i < 2; i++)
-            if (pthread_create(&t[i], NULL, argv[1][1] == 'h' ? thread_main : spin_main,
-                               &secs) != 0)
+            if (pthread_create(
+                    &t[i], NULL, argv[1][1] == 'h' ? thread_main : spin_main, &secs)
+                != 0)
                 return 3;
         for (int i = 0; i < 2; i++)
             pthread_join(t[i], NULL);
