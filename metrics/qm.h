@@ -139,8 +139,8 @@ int qm_results(const qm_set_t *set, qm_read_fn read, void *arg, double cycles_pe
 /*
  * qm_results of a running process PID (seed 001, section 3.3, "timers read while
  * running"): a timer's value includes the running part of the calls active in each
- * thread now, read without stopping it. A thread's timer words are read again until two
- * reads agree (it was starting or stopping the timer); an active wall timer adds the
+ * thread now, read without stopping it. An active timer's words are read again until
+ * two reads agree (its thread was starting or stopping it); an active wall timer adds the
  * cycles since its start, an active CPU timer the thread's CPU time since its start
  * (/proc/PID/task/TID/schedstat, the clock the snippets read). A thread that cannot be
  * read, whose words keep changing, or the threads beyond QPT_MAX_THREADS that share a

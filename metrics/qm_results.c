@@ -572,10 +572,12 @@ block_active(const qm_metric_t *m, const uint64_t *b, size_t nr)
 }
 
 /*
- * Add the running part of M's active timers to the totals of block K (at B, read
- * from the process PID by READ), in place. The block is read again until two reads
- * agree: the snippets store a start before the depth leaves 0 and the depth before the
- * total at a stop, so an agreed read shows no start of an inactive timer.
+ * Add the running part of M's active timers to the totals of block K (at B, read from
+ * the process PID by READ; NR rows), in place. An active row is read again until two
+ * reads of its words (depth, start, total, and a CPU timer's thread id) agree: the
+ * snippets store a start before the depth leaves 0 and the depth before the total at a
+ * stop, so an agreed read shows no start of an inactive timer. Rows are judged one by
+ * one: the other procedures the thread calls meanwhile do not hide a long call.
  */
 static void
 add_running(const qm_metric_t *m, size_t k, uint64_t *b, size_t nr, qm_read_fn read,
@@ -583,30 +585,46 @@ add_running(const qm_metric_t *m, size_t k, uint64_t *b, size_t nr, qm_read_fn r
 {
     size_t sw = m->stride / 8;
     uint64_t addr = m->var + 8 * QPT_MAX_THREADS + 8 * (uint64_t)k * sw;
-    uint64_t *again = malloc(m->stride);
-    int stable = 0;
-    for (int t = 1; again != NULL && t < READ_TRIES && !stable; t++) {
-        if (read(arg, addr, again, sw) < 0)
-            break;
-        stable = memcmp(again, b, m->stride) == 0;
-        memcpy(b, again, m->stride);
-    }
-    free(again);
-    if (!stable)
-        return; /* busy starting and stopping: its calls count as they return */
     /* (a CPU timer's block has the thread's id before its rows: base 1 or 4) */
     int has_tid = m->kind == QM_CPU && (m->base == 1 || m->base == 4);
+    uint64_t *again = malloc(m->stride);
+    unsigned char *stable = calloc(nr, 1);
+    size_t left = 0;
+    for (size_t row = 0; stable != NULL && row < nr; row++)
+        if ((int64_t)b[m->base + 3 * row] > 0)
+            left++;
+        else
+            stable[row] = 1; /* inactive: nothing to add */
+    for (int t = 1; again != NULL && stable != NULL && left > 0 && t < READ_TRIES; t++) {
+        if (read(arg, addr, again, sw) < 0)
+            break;
+        int same_tid = !has_tid || again[m->base - 1] == b[m->base - 1];
+        for (size_t row = 0; row < nr; row++) {
+            size_t w = m->base + 3 * row;
+            if (stable[row])
+                continue;
+            if (same_tid && memcmp(again + w, b + w, 24) == 0) {
+                stable[row] = 1;
+                left--;
+            }
+            memcpy(b + w, again + w, 24);
+        }
+        if (has_tid)
+            b[m->base - 1] = again[m->base - 1];
+    }
+    free(again);
     int64_t cpu = has_tid && b[m->base - 1] != 0 ? thread_cpu_ns(pid, b[m->base - 1]) : -1;
     uint64_t now = tsc_now(); /* after the reads: not before a start they saw */
-    for (size_t row = 0; row < nr; row++) {
+    for (size_t row = 0; stable != NULL && row < nr; row++) {
         uint64_t *w = b + m->base + 3 * row; /* depth, start, total */
-        if ((int64_t)w[0] <= 0 || w[1] == 0)
-            continue;
+        if (!stable[row] || (int64_t)w[0] <= 0 || w[1] == 0)
+            continue; /* (unstable: busy starting and stopping; counts as calls return) */
         if (m->kind == QM_WALL && now > w[1])
             w[2] += now - w[1];
         else if (m->kind == QM_CPU && cpu > 0 && (uint64_t)cpu > w[1])
             w[2] += (uint64_t)cpu - w[1];
     }
+    free(stable);
 }
 
 void

@@ -474,20 +474,20 @@ END_TEST
  */
 
 typedef struct fake_mem {
-    uint64_t base[2];  /* the two variables' addresses */
-    uint64_t *w[2];    /* their words */
-    size_t n[2];       /* how many */
-    int churn;         /* each read moves the first block's start (a busy thread) */
+    uint64_t base[3]; /* the variables' addresses */
+    uint64_t *w[3];   /* their words */
+    size_t n[3];      /* how many */
+    size_t churn[3];  /* a word each read adds 1 to (a busy thread), or 0 */
 } fake_mem_t;
 
 static int
 read_fake(void *arg, uint64_t addr, uint64_t *words, size_t nwords)
 {
     fake_mem_t *m = arg;
-    for (int v = 0; v < 2; v++)
+    for (int v = 0; v < 3; v++)
         if (addr >= m->base[v] && (addr - m->base[v]) / 8 + nwords <= m->n[v]) {
-            if (m->churn && v == 0)
-                m->w[v][QPT_MAX_THREADS + 1] += 1;
+            if (m->churn[v])
+                m->w[v][m->churn[v]] += 1;
             memcpy(words, m->w[v] + (addr - m->base[v]) / 8, 8 * nwords);
             return 0;
         }
@@ -511,6 +511,8 @@ START_TEST(test_metrics_running)
     static const char layout[] = "qpt-metrics-layout 1\n"
                                  "metric 2 1 1 1000 24 0 1\nname time wall(f)\nproc 1 f\n"
                                  "metric 3 1 1 9000000 32 1 1\nname time cpu(f)\nproc 1 f\n"
+                                 "metric 2 1 1 20000000 48 0 2\nname time wall(*)\n"
+                                 "proc 1 long\nproc 1 short\n"
                                  "end\n";
     char why[256];
     FILE *f = fmemopen((void *)layout, sizeof(layout) - 1, "r");
@@ -518,9 +520,9 @@ START_TEST(test_metrics_running)
     qm_set_t *set = NULL;
     ck_assert_msg(qm_layout_read(f, "fake.qpm", &set, why, sizeof(why)) == 0, "%s", why);
     fclose(f);
-    fake_mem_t m = { { 0x1000, 0x9000000 }, { NULL, NULL }, { 0, 0 }, 0 };
-    for (int v = 0; v < 2; v++) {
-        m.n[v] = QPT_PER_THREAD_SIZE(v == 0 ? 24 : 32) / 8;
+    fake_mem_t m = { { 0x1000, 0x9000000, 0x20000000 }, { NULL }, { 0 }, { 0 } };
+    for (int v = 0; v < 3; v++) {
+        m.n[v] = QPT_PER_THREAD_SIZE(v == 0 ? 24 : v == 1 ? 32 : 48) / 8;
         m.w[v] = calloc(m.n[v], 8);
         ck_assert_ptr_nonnull(m.w[v]);
     }
@@ -540,35 +542,44 @@ START_TEST(test_metrics_running)
     uint64_t *cpu = m.w[1] + QPT_MAX_THREADS;
     m.w[1][0] = 0x7f0000001000;
     cpu[0] = (uint64_t)syscall(SYS_gettid), cpu[1] = 1, cpu[2] = cpu0 / 2, cpu[3] = 40;
+    /* Two procedures timed in one thread: a long call inside since 1e9 cycles ago, and
+     * short ones it makes all the time (their words change at every read). */
+    uint64_t *two = m.w[2] + QPT_MAX_THREADS;
+    m.w[2][0] = 0x7f0000001000;
+    two[0] = 1, two[1] = tsc() - 1000000000ull, two[2] = 10;
+    two[3] = 0, two[4] = tsc(), two[5] = 20;
+    m.churn[2] = QPT_MAX_THREADS + 5;
 
     qm_row_t *rows;
     size_t n;
     ck_assert_int_eq(qm_results_running(set, read_fake, &m, 1.0, 0, &rows, &n, why, sizeof(why)), 0);
-    ck_assert_uint_eq(n, 2);
+    ck_assert_uint_eq(n, 4);
     ck_assert_uint_eq(rows[0].value, 1200); /* PID 0: the totals only */
     ck_assert_uint_eq(rows[1].value, 40);
     free(rows);
 
     ck_assert_int_eq(qm_results_running(set, read_fake, &m, 1.0, (int)getpid(), &rows, &n, why,
                                         sizeof(why)), 0);
-    ck_assert_uint_eq(n, 2);
+    ck_assert_uint_eq(n, 4);
     ck_assert_uint_ge(rows[0].value, 1200 + 1000000000ull);
     ck_assert_uint_lt(rows[0].value, 1200 + 1000000000ull + 100000000000ull);
     ck_assert_uint_ge(rows[1].value, 40 + cpu0 - cpu0 / 2);
     ck_assert_uint_lt(rows[1].value, 40 + cpu0 - cpu0 / 2 + 60000000000ull);
+    ck_assert_uint_ge(rows[2].value, 10 + 1000000000ull); /* the short calls do not hide it */
+    ck_assert_uint_lt(rows[2].value, 10 + 1000000000ull + 100000000000ull);
     qm_row_t *prev = rows;
     size_t nprev = n;
 
     /* A thread starting and stopping all the time: its running part left out, and the
      * value shown no lower than the last sample's. */
-    m.churn = 1;
+    m.churn[0] = QPT_MAX_THREADS + 1;
     ck_assert_int_eq(qm_results_running(set, read_fake, &m, 1.0, (int)getpid(), &rows, &n, why,
                                         sizeof(why)), 0);
     ck_assert_uint_eq(rows[0].value, 1200);
     qm_rows_keep_larger(rows, n, prev, nprev);
     ck_assert_uint_eq(rows[0].value, prev[0].value);
     free(rows);
-    m.churn = 0;
+    m.churn[0] = 0;
 
     /* The thread gone (an id no task has): the CPU timer's total only. */
     cpu[0] = 0x7ffffffe;
@@ -577,8 +588,8 @@ START_TEST(test_metrics_running)
     ck_assert_uint_eq(rows[1].value, 40);
     free(rows);
     free(prev);
-    free(m.w[0]);
-    free(m.w[1]);
+    for (int v = 0; v < 3; v++)
+        free(m.w[v]);
     qm_free(set);
 }
 END_TEST
