@@ -310,11 +310,14 @@ int arch_emit_flags_restore(uint8_t *out /*OUT*/, size_t cap);
  * Interval timers for the live-process mode (wall time inside a procedure, nested and
  * recursive calls counted once). DEPTH, START and TOTAL are absolute addresses of
  * 8-byte words within rel32 reach of the code at ADDR.
- * arch_emit_timer_start: DEPTH += 1 (locked); when it was 0, START = the cycle counter
- * (rdtsc). 52 bytes.
+ * arch_emit_timer_start: when DEPTH is 0, START = the cycle counter (rdtsc); then
+ * DEPTH += 1 (locked). 52 bytes.
  * arch_emit_timer_stop: when DEPTH > 0, DEPTH -= 1 (locked), and when it reaches 0,
  * TOTAL += cycle counter - START (locked). An exit without a matching start (DEPTH 0:
  * the call began before the timers went in) is ignored. 63 bytes.
+ * A reader in another process may take TOTAL + (now - START) while DEPTH > 0 as the
+ * time so far: START is written before DEPTH leaves 0. Between a stop's decrement and
+ * its add the value reads low for a moment (never high): readers keep the larger.
  * Both keep every register and the red zone (128 bytes below %rsp) but change the
  * arithmetic flags: use only where they are dead (see arch_emit_flags_save). Return the
  * byte count, QP_ERANGE when a word is out of rel32 reach, QP_EINVAL.
@@ -396,6 +399,8 @@ typedef enum arch_snip_op {
     ARCH_SN_TRACE_VAL, /* append the 4-byte record imm (size 2: 2 bytes), then the
                         * 8-byte value of node b, to the trace buffer (12 bytes, or 10;
                         * the limit leaves room), as TRACE_REC (node a: the refill) */
+    ARCH_SN_THREAD_ID, /* the calling thread's kernel id (a gettid system call): what
+                        * names it in /proc/PID/task for a reader outside the process */
 } arch_snip_op_t;
 
 #define ARCH_TRACE_CUR 0x38 /* x86-64: glibc's tcbhead_t.unused_vgetcpu_cache[0] */

@@ -4,11 +4,14 @@
 #
 # dyn speed (a benchmark, not a test): the cost per hit of an entry counter (an empty
 # procedure called 100M times, plain vs under `dyn run --count empty`, locked and plain
-# increments, median of 5), and attach/instrument/detach times with --all on python3.11.
-# Usage: bench/dyn-bench.sh BUILDDIR
+# increments, median of 5), of a timed call (a start and a stop: `--time`, `-e 'time
+# wall(empty)'`, `-e 'time cpu(empty)'`), and attach/instrument/detach times with --all
+# on python3.11.
+# Usage: bench/dyn-bench.sh BUILDDIR   (DYN=PATH: another dyn, e.g. main's, for a
+# side-by-side run; DYN_BENCH_PARTS=timers: the timers only)
 set -u
 b=${1:-.}
-DYN=$b/tools/dyn
+DYN=${DYN:-$b/tools/dyn}
 E=$b/tests/dyn/empty
 n=100000000
 med() { sort -n | awk '{v[NR]=$1} END {print v[int((NR+1)/2)]}'; }
@@ -19,10 +22,27 @@ run5() {
         "$@" 2>/dev/null | sed -n 's/ ns\/call$//p' | head -n 1
     done | med
 }
+# A timed call: a start at the entry and a stop at the exit (cpu: two system calls, so
+# fewer calls).
+timers() {
+    m=$((n / 10))
+    c=$((n / 500))
+    p=$(run5 "$E" $m)
+    pc=$(run5 "$E" $c)
+    tw=$(run5 "$DYN" run --time empty -- "$E" $m)
+    ew=$(run5 "$DYN" run -e 'time wall(empty)' -- "$E" $m)
+    ec=$(run5 "$DYN" run -e 'time cpu(empty)' -- "$E" $c)
+    echo "timed call (start + stop, median of 5; empty call $p ns): --time $tw ns (+$(echo "$tw - $p" | bc) ns), -e 'time wall' $ew ns (+$(echo "$ew - $p" | bc) ns), -e 'time cpu' $ec ns (+$(echo "$ec - $pc" | bc) ns)"
+}
+if [ "${DYN_BENCH_PARTS:-all}" = timers ]; then
+    timers
+    exit 0
+fi
 plain=$(run5 "$E" $n)
 locked=$(run5 "$DYN" run --count empty -- "$E" $n)
 fast=$(run5 "$DYN" run --no-atomic --count empty -- "$E" $n)
 echo "empty call: $plain ns; with entry counter: lock incq $locked ns (+$(echo "$locked - $plain" | bc) ns), incq $fast ns (+$(echo "$fast - $plain" | bc) ns)"
+timers
 
 PY=/usr/bin/python3.11
 [ -x $PY ] || exit 0

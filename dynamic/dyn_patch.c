@@ -2215,6 +2215,49 @@ dyn_session_shared(const dyn_session_t *s)
     return s != NULL && s->local != NULL;
 }
 
+/*****************************************************************************
+ * Timers read while running (seed 001, section 3.3): a row's time so far is its total
+ * plus, while some thread is inside (depth > 0), the cycles since its start. The words
+ * are read without stopping the process; an active row is read again until two reads
+ * agree (a thread was starting or stopping it meanwhile). The timer
+ * code writes START before DEPTH leaves 0 (arch_emit_timer_start), so an agreed read
+ * never has a stale start; between a stop's decrement and its add the value reads low,
+ * never high, and the largest value read so far is kept.
+ */
+
+#define READ_TRIES 4 /* reads of a changing row before its running part is left out */
+
+/* The row words of every row, into ALL (nrows * ROW_WORDS). */
+static int
+read_rows(dyn_session_t *s, uint64_t *all)
+{
+    if (s->local != NULL) {
+        for (size_t i = 0; i < s->nrows * ROW_WORDS; i++)
+            all[i] = __atomic_load_n(&s->local[i], __ATOMIC_RELAXED);
+        return 0;
+    }
+    return dyn_proc_read(s->p, s->ctr, all, s->nrows * 8 * ROW_WORDS);
+}
+
+/* Do rows' timer words (depth, start, total) agree in A and B? */
+static int
+same_timer(const uint64_t *a, const uint64_t *b)
+{
+    return a[1] == b[1] && a[2] == b[2] && a[3] == b[3];
+}
+
+/* The cycles timed by row words W at NOW (STABLE: the words were read twice alike). */
+static uint64_t
+timer_so_far(const uint64_t *w, uint64_t now, int stable)
+{
+    int64_t depth = (int64_t)w[1];
+    uint64_t start = w[2], total = w[3];
+
+    if (!stable || depth <= 0 || start == 0 || now <= start)
+        return total;
+    return total + (now - start);
+}
+
 int
 dyn_session_sample(dyn_session_t *s, uint64_t *counts /*OUT*/)
 {
@@ -2224,23 +2267,52 @@ dyn_session_sample(dyn_session_t *s, uint64_t *counts /*OUT*/)
         return QP_EINVAL;
     if (s->ngood == 0)
         return 0;
-    if (s->local != NULL) {
-        for (size_t i = 0; i < s->ngood; i++) {
-            size_t w = (size_t)s->good[i] * ROW_WORDS;
-            s->last[i] = __atomic_load_n(&s->local[w], __ATOMIC_RELAXED);
-            s->ticks[i] = __atomic_load_n(&s->local[w + 3], __ATOMIC_RELAXED);
-        }
-    } else if (s->ctr != 0 && s->installed) {
-        uint64_t *all = malloc(s->nrows * 8 * ROW_WORDS);
-        if (all == NULL)
-            return QP_ENOMEM;
-        rc = dyn_proc_read(s->p, s->ctr, all, s->nrows * 8 * ROW_WORDS);
+    if (s->local != NULL || (s->ctr != 0 && s->installed)) {
+        size_t nw = s->nrows * ROW_WORDS;
+        uint64_t *all = malloc(nw * 8), *again = malloc(nw * 8);
+        unsigned char *stable = calloc(s->ngood, 1);
+        if (all == NULL || again == NULL || stable == NULL)
+            rc = QP_ENOMEM;
         if (rc == 0)
+            rc = read_rows(s, all);
+        /* Only an active timer needs a second read: one read at depth 0 can only miss
+         * a stop's add (low), never pair a start with the wrong total. */
+        size_t active = 0;
+        for (size_t i = 0; rc == 0 && i < s->ngood; i++) {
+            const uint64_t *w = all + (size_t)s->good[i] * ROW_WORDS;
+            if (s->rows[s->good[i]].timed && (int64_t)w[1] > 0)
+                active++;
+            else
+                stable[i] = 1; /* (its running part is 0 anyway) */
+        }
+        for (int k = 1; rc == 0 && active > 0 && k < READ_TRIES; k++) {
+            size_t left = 0;
+            if ((rc = read_rows(s, again)) < 0)
+                break;
             for (size_t i = 0; i < s->ngood; i++) {
-                s->last[i] = all[(size_t)s->good[i] * ROW_WORDS];
-                s->ticks[i] = all[(size_t)s->good[i] * ROW_WORDS + 3];
+                size_t w = (size_t)s->good[i] * ROW_WORDS;
+                if (stable[i])
+                    continue;
+                if (same_timer(all + w, again + w))
+                    stable[i] = 1;
+                else
+                    left++;
+                memcpy(all + w, again + w, 8 * ROW_WORDS);
             }
+            if (left == 0)
+                break;
+        }
+        uint64_t now = cycles(); /* after the reads: not before any start read */
+        for (size_t i = 0; rc == 0 && i < s->ngood; i++) {
+            const uint64_t *w = all + (size_t)s->good[i] * ROW_WORDS;
+            uint64_t t = timer_so_far(w, now, stable[i]);
+            s->last[i] = w[0];
+            if (t > s->ticks[i])
+                s->ticks[i] = t;
+        }
         free(all);
+        free(again);
+        free(stable);
     }
     if (counts != s->last)
         memcpy(counts, s->last, s->ngood * sizeof(*counts));

@@ -751,6 +751,12 @@ qpt_thread_cpu_ns(qpt_snippet_t *sn)
     return add(sn, ARCH_SN_THREAD_CPU, N, N, N, 0, 0);
 }
 
+qpt_expr_t
+qpt_thread_id(qpt_snippet_t *sn)
+{
+    return add(sn, ARCH_SN_THREAD_ID, N, N, N, 0, 0);
+}
+
 /* The calling thread's word K of the 3-word CPU timer VAR (depth, start, total). */
 static qpt_expr_t
 cpu_word(qpt_snippet_t *sn, uint64_t var, int k)

@@ -152,6 +152,25 @@ int qm_results(const qm_set_t *set, qm_read_fn read, void *arg, double cycles_pe
                qm_row_t **rows, size_t *nrows, char *why, size_t whylen);
 
 /*
+ * qm_results of a running process PID (seed 001, section 3.3, "timers read while
+ * running"): a timer's value includes the running part of the calls active in each
+ * thread now, read without stopping it. An active timer's words are read again until
+ * two reads agree (its thread was starting or stopping it); an active wall timer adds the
+ * cycles since its start, an active CPU timer the thread's CPU time since its start
+ * (/proc/PID/task/TID/schedstat, the clock the snippets read). A thread that cannot be
+ * read, whose words keep changing, or the threads beyond QPT_MAX_THREADS that share a
+ * block, add nothing (their calls count when they return). A value may read low for a
+ * moment (a stop between its two stores), never high. PID 0: as qm_results.
+ */
+int qm_results_running(const qm_set_t *set, qm_read_fn read, void *arg, double cycles_per_ns,
+                       int pid, qm_row_t **rows, size_t *nrows, char *why, size_t whylen);
+
+/* Keep each timer row of ROWS (N) at least at its value in PREV (NPREV, the same
+ * metric and focus, an earlier sample of the same session): what a stop read between
+ * its two stores took away for a moment is not shown as time going back. */
+void qm_rows_keep_larger(qm_row_t *rows, size_t n, const qm_row_t *prev, size_t nprev);
+
+/*
  * Aggregates over K processes' tables of SET (ROWS[j][0..N[j]), e.g. the ranks of a
  * parallel job): for each metric and focus, the sum, min, max and mean over the
  * processes (one without the row counts 0); a per-thread metric's rows are taken all

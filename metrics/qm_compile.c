@@ -440,8 +440,20 @@ place_proc(ctx_t *c, qm_metric_t *m, uint32_t p, uint64_t row)
         }
         if (rc == 0) {
             qpt_expr_t now = m->kind == QM_WALL ? qpt_cycles(sn) : qpt_thread_cpu_ns(sn);
+            /* START is stored before the depth leaves 0 (and the depth before the total
+             * at a stop): a reader outside the process that sees the timer active has
+             * its start; it may see a stop's total late, never early. */
+            qpt_expr_t set = qpt_store_at(sn, tword(sn, m, w + 1), 8, now);
+            if (m->kind == QM_CPU) {
+                /* The thread's id, once a thread (a system call: not on every call). */
+                uint64_t tid = m->base - 1;
+                qpt_expr_t keep = qpt_if(
+                    sn, qpt_op(sn, QPT_EQ, tload(sn, m, tid), qpt_const(sn, 0)),
+                    qpt_store_at(sn, tword(sn, m, tid), 8, qpt_thread_id(sn)), QPT_NONE);
+                set = qpt_seq(sn, keep, set);
+            }
             qpt_expr_t first = qpt_if(sn, qpt_op(sn, QPT_EQ, tload(sn, m, w), qpt_const(sn, 0)),
-                                      qpt_store_at(sn, tword(sn, m, w + 1), 8, now), QPT_NONE);
+                                      set, QPT_NONE);
             qpt_expr_t start = qpt_seq(sn, first, qpt_add_at(sn, tword(sn, m, w), qpt_const(sn, 1), 0));
             if (cond != QPT_NONE)
                 start = qpt_if(sn, cond, start, QPT_NONE);
@@ -622,7 +634,9 @@ place_metric(ctx_t *c, qm_metric_t *m)
     size_t rows = by_proc ? n : m->focus == QM_PER_VALUE ? 0 : 1;
     uint64_t wpr = m->kind == QM_COUNT ? 1 : 3;
     m->per_thread = m->kind != QM_COUNT || m->inside != NULL || m->focus == QM_PER_THREAD;
-    m->base = m->inside != NULL ? 3 : 0;
+    /* A CPU timer's block starts with the thread's kernel id (after the inside state):
+     * a reader outside the process finds the running part of an active call with it. */
+    m->base = (m->inside != NULL ? 3 : 0) + (m->kind == QM_CPU ? 1 : 0);
     m->stride = 8 * (m->base + rows * wpr);
     m->procs = calloc(n + 1, sizeof(qm_proc_t));
     if (m->procs == NULL)

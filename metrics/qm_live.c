@@ -60,7 +60,31 @@ typedef struct live {
     char buf[8192];          /* a command line being read */
     size_t nbuf;
     int eof, quit;
+    qm_row_t *prev;          /* the rows of the last sample (timers never read lower) */
+    size_t nprev;
 } live_t;
+
+/*
+ * The table now into *ROWS (*N): while the process runs, the timers with the running
+ * part of active calls (seed 001, section 3.3), never lower than at the last sample.
+ */
+static int
+results(live_t *l, qm_row_t **rows, size_t *n, char *why, size_t whylen)
+{
+    int pid = l->rep->ended ? 0 : l->rep->pid;
+    int rc = qm_results_running(l->set, read_words, l->s, l->cpn, pid, rows, n, why, whylen);
+    if (rc < 0)
+        return rc;
+    qm_rows_keep_larger(*rows, *n, l->prev, l->nprev);
+    qm_row_t *keep = malloc((*n ? *n : 1) * sizeof(qm_row_t));
+    if (keep != NULL) {
+        memcpy(keep, *rows, *n * sizeof(qm_row_t));
+        free(l->prev);
+        l->prev = keep;
+        l->nprev = *n;
+    }
+    return 0;
+}
 
 static void
 reply(live_t *l, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -338,7 +362,7 @@ hist_sample(live_t *l)
     size_t n, nm = qm_count(l->set);
     char why[256];
     double t = qm_now();
-    if (qm_results(l->set, read_words, l->s, l->cpn, &rows, &n, why, sizeof(why)) < 0)
+    if (results(l, &rows, &n, why, sizeof(why)) < 0)
         return;
     if (nm > l->nhist) {
         qpt_hist_t **v = realloc(l->hist, nm * sizeof(qpt_hist_t *));
@@ -388,7 +412,7 @@ sample(live_t *l, char *why, size_t whylen)
 {
     qm_row_t *rows;
     size_t n;
-    int rc = qm_results(l->set, read_words, l->s, l->cpn, &rows, &n, why, whylen);
+    int rc = results(l, &rows, &n, why, whylen);
     if (rc < 0)
         return rc;
     qm_symbolize(l->s, rows, n);
@@ -527,7 +551,8 @@ qm_live_run(qm_set_t *set, const qm_live_opts_t *o, qm_live_report_t *rep, char 
         return rc;
     rep->pid = qpt_pid(s);
     double cpn = qm_cycles_per_ns();
-    live_t l = { set, o, rep, s, 0, cpn, qm_costs_new(), NULL, 0, qm_threads_new(s), "", 0, 0, 0 };
+    live_t l = { set, o, rep, s, 0, cpn, qm_costs_new(), NULL, 0, qm_threads_new(s), "", 0, 0, 0,
+                 NULL, 0 };
     int histo = o->hist_buckets >= 2 && o->hist_buckets % 2 == 0 && o->hist_width > 0;
     if (l.costs == NULL) {
         qpt_kill(s);
@@ -630,7 +655,8 @@ qm_live_run(qm_set_t *set, const qm_live_opts_t *o, qm_live_report_t *rep, char 
         hist_sample(&l); /* also after the end: the variables are shared */
     rep->hist = l.hist;
     rep->nhist = l.nhist;
-    rc = qm_results(set, read_words, s, cpn, &rep->rows, &rep->nrows, why, whylen);
+    rc = results(&l, &rep->rows, &rep->nrows, why, whylen);
+    free(l.prev);
     if (rc == 0) {
         qm_symbolize(s, rep->rows, rep->nrows);
         qm_threads_apply(l.threads, rep->rows, rep->nrows);

@@ -197,7 +197,8 @@ qm_layout_read(FILE *f, const char *path, qm_set_t **out, char *why, size_t whyl
                    &m.per_thread, &var, &stride, &base, &np, &tail) != 7
             || m.kind < QM_COUNT || m.kind > QM_CPU || m.focus < QM_PER_PROC
             || m.focus > QM_PER_SITE || (m.per_thread != 0 && m.per_thread != 1) || np > MAX_PROCS
-            || stride % 8 != 0 || stride > 65536 || (base != 0 && base != 3)) {
+            || stride % 8 != 0 || stride > 65536
+            || (base != 0 && base != 3 && (m.kind != QM_CPU || (base != 1 && base != 4)))) {
             rc = QPT_EFORMAT;
             break;
         }
@@ -525,9 +526,139 @@ value_rows(const qm_set_t *set, size_t i, qm_read_fn read, void *arg, qm_row_t *
     return rc;
 }
 
+/*****************************************************************************
+ * Timers read while running
+ */
+
+#define READ_TRIES 4 /* reads of a thread's changing block before its running part is
+                      * left out */
+
+static uint64_t
+tsc_now(void)
+{
+#if defined(__x86_64__)
+    uint32_t lo, hi;
+    __asm__ volatile("rdtsc" : "=a"(lo), "=d"(hi));
+    return ((uint64_t)hi << 32) | lo;
+#else
+    return 0;
+#endif
+}
+
+/* Thread TID of PID's CPU time so far in ns (the clock of CLOCK_THREAD_CPUTIME_ID), or
+ * -1 when it cannot be read (the thread is gone). */
+static int64_t
+thread_cpu_ns(int pid, uint64_t tid)
+{
+    char path[96];
+    snprintf(path, sizeof(path), "/proc/%d/task/%llu/schedstat", pid, (unsigned long long)tid);
+    FILE *f = fopen(path, "r");
+    if (f == NULL)
+        return -1;
+    unsigned long long run;
+    int ok = fscanf(f, "%llu", &run) == 1;
+    fclose(f);
+    return ok && run <= INT64_MAX ? (int64_t)run : -1;
+}
+
+/* Is some timer of metric M active in block B (its words, m->stride bytes)? */
+static int
+block_active(const qm_metric_t *m, const uint64_t *b, size_t nr)
+{
+    for (size_t row = 0; row < nr; row++)
+        if ((int64_t)b[m->base + 3 * row] > 0)
+            return 1;
+    return 0;
+}
+
+/*
+ * Add the running part of M's active timers to the totals of block K (at B, read from
+ * the process PID by READ; NR rows), in place. An active row is read again until two
+ * reads of its words (depth, start, total, and a CPU timer's thread id) agree: the
+ * snippets store a start before the depth leaves 0 and the depth before the total at a
+ * stop, so an agreed read shows no start of an inactive timer. Rows are judged one by
+ * one: the other procedures the thread calls meanwhile do not hide a long call.
+ */
+static void
+add_running(const qm_metric_t *m, size_t k, uint64_t *b, size_t nr, qm_read_fn read,
+            void *arg, int pid)
+{
+    size_t sw = m->stride / 8;
+    uint64_t addr = m->var + 8 * QPT_MAX_THREADS + 8 * (uint64_t)k * sw;
+    /* (a CPU timer's block has the thread's id before its rows: base 1 or 4) */
+    int has_tid = m->kind == QM_CPU && (m->base == 1 || m->base == 4);
+    uint64_t *again = malloc(m->stride);
+    unsigned char *stable = calloc(nr, 1);
+    size_t left = 0;
+    for (size_t row = 0; stable != NULL && row < nr; row++)
+        if ((int64_t)b[m->base + 3 * row] > 0)
+            left++;
+        else
+            stable[row] = 1; /* inactive: nothing to add */
+    for (int t = 1; again != NULL && stable != NULL && left > 0 && t < READ_TRIES; t++) {
+        if (read(arg, addr, again, sw) < 0)
+            break;
+        int same_tid = !has_tid || again[m->base - 1] == b[m->base - 1];
+        for (size_t row = 0; row < nr; row++) {
+            size_t w = m->base + 3 * row;
+            if (stable[row])
+                continue;
+            if (same_tid && memcmp(again + w, b + w, 24) == 0) {
+                stable[row] = 1;
+                left--;
+            }
+            memcpy(b + w, again + w, 24);
+        }
+        if (has_tid)
+            b[m->base - 1] = again[m->base - 1];
+    }
+    free(again);
+    int64_t cpu = has_tid && b[m->base - 1] != 0 ? thread_cpu_ns(pid, b[m->base - 1]) : -1;
+    uint64_t now = tsc_now(); /* after the reads: not before a start they saw */
+    for (size_t row = 0; stable != NULL && row < nr; row++) {
+        uint64_t *w = b + m->base + 3 * row; /* depth, start, total */
+        if (!stable[row] || (int64_t)w[0] <= 0 || w[1] == 0)
+            continue; /* (unstable: busy starting and stopping; counts as calls return) */
+        if (m->kind == QM_WALL && now > w[1])
+            w[2] += now - w[1];
+        else if (m->kind == QM_CPU && cpu > 0 && (uint64_t)cpu > w[1])
+            w[2] += (uint64_t)cpu - w[1];
+    }
+    free(stable);
+}
+
+void
+qm_rows_keep_larger(qm_row_t *rows, size_t n, const qm_row_t *prev, size_t nprev)
+{
+    if (rows == NULL || prev == NULL)
+        return;
+    for (size_t i = 0; i < n; i++) {
+        qm_row_t *r = &rows[i];
+        if (r->kind == QM_COUNT)
+            continue;
+        /* Rows come in the same order from sample to sample: try the same index first. */
+        for (size_t k = 0; k < nprev; k++) {
+            const qm_row_t *p = &prev[(i + k) % nprev];
+            if (p->metric == r->metric && p->keyed == r->keyed && p->key == r->key
+                && strcmp(p->focus, r->focus) == 0) {
+                if (p->value > r->value)
+                    r->value = p->value;
+                break;
+            }
+        }
+    }
+}
+
 int
 qm_results(const qm_set_t *set, qm_read_fn read, void *arg, double cpn, qm_row_t **rowsp,
            size_t *nrowsp, char *why, size_t whylen)
+{
+    return qm_results_running(set, read, arg, cpn, 0, rowsp, nrowsp, why, whylen);
+}
+
+int
+qm_results_running(const qm_set_t *set, qm_read_fn read, void *arg, double cpn, int pid,
+                   qm_row_t **rowsp, size_t *nrowsp, char *why, size_t whylen)
 {
     if (set == NULL || read == NULL || rowsp == NULL || nrowsp == NULL)
         return QPT_EINVAL;
@@ -566,8 +697,13 @@ qm_results(const qm_set_t *set, qm_read_fn read, void *arg, double cpn, qm_row_t
         }
         size_t before = nrows;
         if (rc == 0 && m->per_thread) {
-            const uint64_t *blocks = w + QPT_MAX_THREADS;
+            uint64_t *blocks = w + QPT_MAX_THREADS;
             size_t sw = m->stride / 8;
+            /* Running calls, in the threads' own blocks (not the one threads beyond
+             * QPT_MAX_THREADS share: no one start is theirs). */
+            for (size_t k = 0; pid > 0 && m->kind != QM_COUNT && k < QPT_MAX_THREADS; k++)
+                if (w[k] != 0 && block_active(m, blocks + k * sw, nr))
+                    add_running(m, k, blocks + k * sw, nr, read, arg, pid);
             for (size_t k = 0; k <= QPT_MAX_THREADS && rc == 0; k++) {
                 /* Used keys, and the shared copy of the threads beyond them. */
                 if (k < QPT_MAX_THREADS && w[k] == 0)

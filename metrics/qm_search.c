@@ -44,7 +44,8 @@ static const struct hyp_proc {
 };
 #define LIBC "libc.so.6"
 /* MAX_PASSED: procedures not measured (a timer reads 0 for one active all along, as
- * main is, and for one never called alike) refined into anyway, per round. */
+ * main is: it has no start; and for one never called alike) refined into anyway, per
+ * round. */
 enum { MAX_CHILDREN = 16, MAX_OBJECTS = 4, MAX_PASSED = 4 };
 
 /* A node's bookkeeping beside the public part. */
@@ -607,9 +608,9 @@ on_sample(void *arg, const qm_set_t *set, const qm_row_t *rows, size_t n,
             nd->value = (total - e->base) / ran * want / (now - e->t_added);
         if (nd->hyp == QM_HYP_CPU && nd->focus_kind == QM_FOCUS_PROC && total == 0
             && r->n < 400) {
-            /* No call returned while measured: a procedure active since before its
-             * timer went in (main) reads 0 until it returns (timers are read at the
-             * returns). Not refuted: its callees are tested. */
+            /* Nothing timed: a procedure active since before its timer went in (main)
+             * has no start, so it reads 0 (a call that began after the timer went in
+             * is read while it runs). Not refuted: its callees are tested. */
             snprintf(nd->why, sizeof(nd->why), "no call returned: active all along?");
             conclude(S, (long)i, QM_NODE_UNMEASURED);
             continue;

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -467,6 +468,132 @@ START_TEST(test_metrics_live)
 END_TEST
 #endif
 
+/*****************************************************************************
+ * Timers read while running: qm_results_running over words made up here (a process's
+ * memory as a sampler sees it), this process standing for the one measured.
+ */
+
+typedef struct fake_mem {
+    uint64_t base[3]; /* the variables' addresses */
+    uint64_t *w[3];   /* their words */
+    size_t n[3];      /* how many */
+    size_t churn[3];  /* a word each read adds 1 to (a busy thread), or 0 */
+} fake_mem_t;
+
+static int
+read_fake(void *arg, uint64_t addr, uint64_t *words, size_t nwords)
+{
+    fake_mem_t *m = arg;
+    for (int v = 0; v < 3; v++)
+        if (addr >= m->base[v] && (addr - m->base[v]) / 8 + nwords <= m->n[v]) {
+            if (m->churn[v])
+                m->w[v][m->churn[v]] += 1;
+            memcpy(words, m->w[v] + (addr - m->base[v]) / 8, 8 * nwords);
+            return 0;
+        }
+    return QPT_EIO;
+}
+
+static uint64_t
+tsc(void)
+{
+    uint32_t lo, hi;
+    __asm__ volatile("rdtsc" : "=a"(lo), "=d"(hi));
+    return ((uint64_t)hi << 32) | lo;
+}
+
+/* An active wall timer adds the cycles since its start, an active CPU timer its thread's
+ * CPU time since its start (/proc schedstat of the thread id in its block); an inactive
+ * one, a block that keeps changing, or PID 0, add nothing; a value read lower than at
+ * the last sample is kept at the last. */
+START_TEST(test_metrics_running)
+{
+    static const char layout[] = "qpt-metrics-layout 1\n"
+                                 "metric 2 1 1 1000 24 0 1\nname time wall(f)\nproc 1 f\n"
+                                 "metric 3 1 1 9000000 32 1 1\nname time cpu(f)\nproc 1 f\n"
+                                 "metric 2 1 1 20000000 48 0 2\nname time wall(*)\n"
+                                 "proc 1 long\nproc 1 short\n"
+                                 "end\n";
+    char why[256];
+    FILE *f = fmemopen((void *)layout, sizeof(layout) - 1, "r");
+    ck_assert_ptr_nonnull(f);
+    qm_set_t *set = NULL;
+    ck_assert_msg(qm_layout_read(f, "fake.qpm", &set, why, sizeof(why)) == 0, "%s", why);
+    fclose(f);
+    fake_mem_t m = { { 0x1000, 0x9000000, 0x20000000 }, { NULL }, { 0 }, { 0 } };
+    for (int v = 0; v < 3; v++) {
+        m.n[v] = QPT_PER_THREAD_SIZE(v == 0 ? 24 : v == 1 ? 32 : 48) / 8;
+        m.w[v] = calloc(m.n[v], 8);
+        ck_assert_ptr_nonnull(m.w[v]);
+    }
+    /* Wall: thread 0 inside since 1e9 cycles ago (total 500), thread 1 out (total 700). */
+    uint64_t *wall = m.w[0] + QPT_MAX_THREADS;
+    m.w[0][0] = 0x7f0000001000;
+    m.w[0][1] = 0x7f0000002000;
+    wall[0] = 1, wall[1] = tsc() - 1000000000ull, wall[2] = 500;
+    wall[3] = 0, wall[4] = tsc() - 5000000000ull, wall[5] = 700;
+    /* CPU: this thread (its id), inside since half its CPU time so far (total 40). */
+    volatile uint64_t spin = 0;
+    for (int i = 0; i < 3000000; i++)
+        spin += (uint64_t)i;
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    uint64_t cpu0 = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+    uint64_t *cpu = m.w[1] + QPT_MAX_THREADS;
+    m.w[1][0] = 0x7f0000001000;
+    cpu[0] = (uint64_t)syscall(SYS_gettid), cpu[1] = 1, cpu[2] = cpu0 / 2, cpu[3] = 40;
+    /* Two procedures timed in one thread: a long call inside since 1e9 cycles ago, and
+     * short ones it makes all the time (their words change at every read). */
+    uint64_t *two = m.w[2] + QPT_MAX_THREADS;
+    m.w[2][0] = 0x7f0000001000;
+    two[0] = 1, two[1] = tsc() - 1000000000ull, two[2] = 10;
+    two[3] = 0, two[4] = tsc(), two[5] = 20;
+    m.churn[2] = QPT_MAX_THREADS + 5;
+
+    qm_row_t *rows;
+    size_t n;
+    ck_assert_int_eq(qm_results_running(set, read_fake, &m, 1.0, 0, &rows, &n, why, sizeof(why)), 0);
+    ck_assert_uint_eq(n, 4);
+    ck_assert_uint_eq(rows[0].value, 1200); /* PID 0: the totals only */
+    ck_assert_uint_eq(rows[1].value, 40);
+    free(rows);
+
+    ck_assert_int_eq(qm_results_running(set, read_fake, &m, 1.0, (int)getpid(), &rows, &n, why,
+                                        sizeof(why)), 0);
+    ck_assert_uint_eq(n, 4);
+    ck_assert_uint_ge(rows[0].value, 1200 + 1000000000ull);
+    ck_assert_uint_lt(rows[0].value, 1200 + 1000000000ull + 100000000000ull);
+    ck_assert_uint_ge(rows[1].value, 40 + cpu0 - cpu0 / 2);
+    ck_assert_uint_lt(rows[1].value, 40 + cpu0 - cpu0 / 2 + 60000000000ull);
+    ck_assert_uint_ge(rows[2].value, 10 + 1000000000ull); /* the short calls do not hide it */
+    ck_assert_uint_lt(rows[2].value, 10 + 1000000000ull + 100000000000ull);
+    qm_row_t *prev = rows;
+    size_t nprev = n;
+
+    /* A thread starting and stopping all the time: its running part left out, and the
+     * value shown no lower than the last sample's. */
+    m.churn[0] = QPT_MAX_THREADS + 1;
+    ck_assert_int_eq(qm_results_running(set, read_fake, &m, 1.0, (int)getpid(), &rows, &n, why,
+                                        sizeof(why)), 0);
+    ck_assert_uint_eq(rows[0].value, 1200);
+    qm_rows_keep_larger(rows, n, prev, nprev);
+    ck_assert_uint_eq(rows[0].value, prev[0].value);
+    free(rows);
+    m.churn[0] = 0;
+
+    /* The thread gone (an id no task has): the CPU timer's total only. */
+    cpu[0] = 0x7ffffffe;
+    ck_assert_int_eq(qm_results_running(set, read_fake, &m, 1.0, (int)getpid(), &rows, &n, why,
+                                        sizeof(why)), 0);
+    ck_assert_uint_eq(rows[1].value, 40);
+    free(rows);
+    free(prev);
+    for (int v = 0; v < 3; v++)
+        free(m.w[v]);
+    qm_free(set);
+}
+END_TEST
+
 static Suite *
 metrics_suite(void)
 {
@@ -476,6 +603,7 @@ metrics_suite(void)
     tcase_add_test(tc, test_metrics_syntax);
     tcase_add_test(tc, test_metrics_names);
     tcase_add_test(tc, test_metrics_file);
+    tcase_add_test(tc, test_metrics_running);
     tcase_add_test(tc, test_metrics_batches);
     tcase_add_test(tc, test_metrics_eight_threads);
     tcase_add_test(tc, test_metrics_modules);

@@ -16,7 +16,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "arch/arch.h"
 
@@ -809,6 +811,20 @@ START_TEST(test_snip_sp_cycles)
 }
 END_TEST
 
+/* The calling thread's kernel id (what a reader outside names it by), every register
+ * kept around the system call (run_ctx checks them). */
+START_TEST(test_snip_thread_id)
+{
+    sn_t c = { .n = 0 };
+    uint32_t root = store(&c, 6, node(&c, ARCH_SN_THREAD_ID, ARCH_SNIP_NONE, ARCH_SNIP_NONE, 0));
+    uint64_t regs[18];
+    init_regs(regs, 0x8d5 | 0x2);
+    *wordp(6) = 0;
+    run_ctx(&c, root, &anywhere, regs);
+    ck_assert_uint_eq(*wordp(6), (uint64_t)syscall(SYS_gettid));
+}
+END_TEST
+
 static Suite *
 snip_suite(void)
 {
@@ -829,6 +845,7 @@ snip_suite(void)
     tcase_add_test(tc, test_snip_key_slot);
     tcase_add_test(tc, test_snip_at_and_cpu);
     tcase_add_test(tc, test_snip_sp_cycles);
+    tcase_add_test(tc, test_snip_thread_id);
     tcase_add_test(tc, test_snip_trace_rec);
     tcase_add_test(tc, test_snip_trace_val);
     tcase_add_test(tc, test_snip_trace_units);

@@ -226,11 +226,25 @@ print_live(void *arg, const dyn_live_t *l)
         return 0;
     if (isatty(STDOUT_FILENO))
         fputs("\033[H\033[J", stdout);
+    /* Timed rows (--time): their time inside so far, running calls included. */
+    int timed = 0;
+    for (size_t i = 0; i < l->nrows; i++)
+        timed |= l->rows[i].wall_ns >= 0;
     printf("dyn: pid %d  t=%.1fs  %zu %s\n", l->pid, l->t, l->nrows, what);
-    printf("%14s %16s  %s\n", "calls/s", "calls", "procedure");
-    for (size_t i = 0; i < l->nrows && shown < 20; i++, shown++)
-        printf("%14.0f %16llu  %s\n", l->dt > 0 ? (double)l->rows[i].rate / l->dt : 0.0,
-            (unsigned long long)l->rows[i].calls, l->rows[i].name);
+    if (timed)
+        printf("%14s %16s %14s  %s\n", "calls/s", "calls", "wall ms", "procedure");
+    else
+        printf("%14s %16s  %s\n", "calls/s", "calls", "procedure");
+    for (size_t i = 0; i < l->nrows && shown < 20; i++, shown++) {
+        const dyn_row_t *r = &l->rows[i];
+        printf("%14.0f %16llu", l->dt > 0 ? (double)r->rate / l->dt : 0.0,
+            (unsigned long long)r->calls);
+        if (timed && r->wall_ns >= 0)
+            printf(" %14.3f", (double)r->wall_ns * 1e-6);
+        else if (timed)
+            printf(" %14s", "-");
+        printf("  %s\n", r->name);
+    }
     putchar('\n');
     if (fflush(stdout) != 0 || ferror(stdout))
         out_closed = 1; /* EPIPE (SIGPIPE is ignored) or EIO: nobody reads any more */

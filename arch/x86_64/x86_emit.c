@@ -550,21 +550,42 @@ x86_fix_rel32(uint8_t* out, uint64_t addr, size_t end, uint64_t target)
     return 0;
 }
 
+/*
+ * The disp32 at OUT + POS of an instruction that ends at OUT + END (an immediate may
+ * follow the displacement), so that it addresses TARGET from code at ADDR. 0 or
+ * QP_ERANGE.
+ */
+static int
+x86_fix_disp_at(uint8_t* out, uint64_t addr, size_t pos, size_t end, uint64_t target)
+{
+    int64_t d = x86_disp(addr + end, target);
+
+    if (!x86_fits32(d))
+        return QP_ERANGE;
+    x86_put32(out + pos, (uint32_t)d);
+    return 0;
+}
+
 int
 arch_emit_timer_start(uint64_t addr, uint64_t depth, uint64_t start, uint8_t* out /*OUT*/,
     size_t cap)
 {
+    /*
+     * START is written before DEPTH leaves 0, so that a sampler reading the words from
+     * outside (dyn, while the process runs) never sees an active timer with a stale
+     * START. Two threads entering at once may both write START: the later value stays
+     * (the union of their intervals loses the few cycles between them).
+     */
     static const uint8_t seq[] = {
         0x48, 0x8d, 0x64, 0x24, 0x80,             /*  0 lea -0x80(%rsp),%rsp */
         0x50, 0x52,                               /*  5 push %rax; push %rdx */
-        0xb8, 0x01, 0x00, 0x00, 0x00,             /*  7 mov $1,%eax */
-        0xf0, 0x48, 0x0f, 0xc1, 0x05, 0, 0, 0, 0, /* 12 lock xadd %rax,DEPTH(%rip) */
-        0x48, 0x85, 0xc0,                         /* 21 test %rax,%rax */
-        0x75, 0x10,                               /* 24 jne 42 (depth was not 0) */
-        0x0f, 0x31,                               /* 26 rdtsc */
-        0x48, 0xc1, 0xe2, 0x20,                   /* 28 shl $32,%rdx */
-        0x48, 0x09, 0xd0,                         /* 32 or %rdx,%rax */
-        0x48, 0x89, 0x05, 0, 0, 0, 0,             /* 35 mov %rax,START(%rip) */
+        0x48, 0x83, 0x3d, 0, 0, 0, 0, 0x00,       /*  7 cmpq $0,DEPTH(%rip) */
+        0x75, 0x10,                               /* 15 jne 33 (running already) */
+        0x0f, 0x31,                               /* 17 rdtsc */
+        0x48, 0xc1, 0xe2, 0x20,                   /* 19 shl $32,%rdx */
+        0x48, 0x09, 0xd0,                         /* 23 or %rdx,%rax */
+        0x48, 0x89, 0x05, 0, 0, 0, 0,             /* 26 mov %rax,START(%rip) */
+        0xf0, 0x48, 0x83, 0x05, 0, 0, 0, 0, 0x01, /* 33 lock addq $1,DEPTH(%rip) */
         0x5a, 0x58,                               /* 42 pop %rdx; pop %rax */
         0x48, 0x8d, 0xa4, 0x24, 0x80, 0, 0, 0,    /* 44 lea 0x80(%rsp),%rsp */
     };
@@ -573,8 +594,9 @@ arch_emit_timer_start(uint64_t addr, uint64_t depth, uint64_t start, uint8_t* ou
     if (out == NULL || cap < sizeof(seq))
         return QP_EINVAL;
     memcpy(out, seq, sizeof(seq));
-    if ((rc = x86_fix_rel32(out, addr, 21, depth)) < 0
-        || (rc = x86_fix_rel32(out, addr, 42, start)) < 0)
+    if ((rc = x86_fix_disp_at(out, addr, 10, 15, depth)) < 0
+        || (rc = x86_fix_rel32(out, addr, 33, start)) < 0
+        || (rc = x86_fix_disp_at(out, addr, 37, 42, depth)) < 0)
         return rc;
     return (int)sizeof(seq);
 }

@@ -785,6 +785,26 @@ thread_cpu(gen_t *g)
     return t;
 }
 
+/*
+ * The calling thread's kernel id: gettid. rax, rcx and r11 (which the system call takes
+ * or changes) are reserved and kept.
+ */
+static int
+thread_id(gen_t *g)
+{
+    static const int kept[] = { RAX, RCX, R11 };
+    int t = pick_temp(g);
+    for (int k = 0; k < 3; k++)
+        push_reg(g, kept[k]);
+    mov_ri(g, RAX, 186); /* SYS_gettid */
+    put8(g, 0x0f);
+    put8(g, 0x05);
+    mov_rr(g, t, RAX);
+    for (int k = 2; k >= 0; k--)
+        pop_reg(g, kept[k]);
+    return t;
+}
+
 /* The value of node I in a new temporary. */
 static int
 eval(gen_t *g, uint32_t i)
@@ -923,6 +943,7 @@ eval(gen_t *g, uint32_t i)
         return t;
     }
     case ARCH_SN_THREAD_CPU: return thread_cpu(g);
+    case ARCH_SN_THREAD_ID: return thread_id(g);
     default: break;
     }
     /* Truth values (comparisons, !, &&, ||) and statements. */
@@ -1181,6 +1202,7 @@ arity(const arch_snip_t *s, int *nb, int *nc)
     case ARCH_SN_NOPS:
     case ARCH_SN_THREAD_SLOT:
     case ARCH_SN_THREAD_CPU:
+    case ARCH_SN_THREAD_ID:
     case ARCH_SN_ADDR:
     case ARCH_SN_THREAD_PTR:
     case ARCH_SN_SP:
@@ -1317,6 +1339,8 @@ reserved_regs(const arch_snip_t *nodes, size_t n)
             r |= 1u << RAX;
         if (s->op == ARCH_SN_CYCLES)
             r |= (1u << RAX) | (1u << RDX);
+        if (s->op == ARCH_SN_THREAD_ID)
+            r |= (1u << RAX) | (1u << RCX) | (1u << R11);
         if (s->op == ARCH_SN_THREAD_CPU)
             r |= (1u << RAX) | (1u << RCX) | (1u << R11) | (1u << RDI) | (1u << RSI);
     }
@@ -1475,6 +1499,7 @@ arch_snip_cycles(const arch_snip_t *nodes, size_t n, uint32_t root, const arch_s
         if ((rc = arch_decode(buf + k, (size_t)(len - k), addr + (uint64_t)k, &in)) < 0)
             break;
         const uint8_t *b = buf + k;
+        int gettid = k >= 5 && memcmp(b - 5, "\xb8\xba\x00\x00\x00", 5) == 0;
         c += 0.1;
         if (b[0] == 0xf0 && !(b[1] == 0x0f && b[2] == 0xb1) && !(b[2] == 0x0f && b[3] == 0xb1))
             c += lat.lock; /* not cmpxchg: a thread's slot taken, once a thread */
@@ -1482,8 +1507,8 @@ arch_snip_cycles(const arch_snip_t *nodes, size_t n, uint32_t root, const arch_s
             c += lat.popf;
         else if (b[0] == 0x0f && b[1] == 0x31)
             c += lat.rdtsc;
-        else if (b[0] == 0x0f && b[1] == 0x05)
-            c += lat.syscall;
+        else if (b[0] == 0x0f && b[1] == 0x05 && !gettid)
+            c += lat.syscall; /* (gettid: kept once a thread by the CPU timers) */
         else if (in.kind == ARCH_KIND_CALL || in.kind == ARCH_KIND_CALL_IND)
             c += 5;
         k += in.len;

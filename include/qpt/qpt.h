@@ -612,6 +612,15 @@ double qpt_hist_width(const qpt_hist_t *h);
 
 void qpt_hist_destroy(qpt_hist_t *h);
 
+/*****************************************************************************
+ * Timers read while running (seed 001, section 3.3): what a reader outside the process
+ * needs to add the running part of an active per-thread CPU timer.
+ */
+
+/* The calling thread's kernel id (a gettid system call): it names the thread in
+ * /proc/PID/task/, where a reader outside the process finds its CPU time so far. */
+qpt_expr_t qpt_thread_id(qpt_snippet_t *sn);
+
 #ifdef __cplusplus
 }
 #endif
