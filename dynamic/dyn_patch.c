@@ -57,6 +57,8 @@ enum {
                               * stop, ret */
     PT_BLOCK = DYN_PT_BLOCK, /* a block's start: like an entry, loops back to it included */
     PT_INSN = DYN_PT_INSN,   /* an instruction inside a block: like a block's start */
+    PT_RSITE = 16,           /* the return site of a call in a procedure relocated whole:
+                              * a jump into its copy (no trampoline of its own) */
 };
 
 typedef struct point {
@@ -103,6 +105,11 @@ typedef struct point {
     uint64_t ret_at;    /* PT_CALL: the return address the moved call pushes */
     dyn_snippet_t before; /* dyn_session_add_point: what runs instead of the counter */
     dyn_snippet_t after;  /* PT_CALL: what runs after the call returned */
+    uint8_t reloc;        /* PT_ENTRY of a procedure relocated whole (its points do not
+                           * fit in place): its trampoline is the procedure's copy, its
+                           * return sites (PT_RSITE, same row) jump into it */
+    pt_map_t *map;        /* ... the copy's instructions (installed points only) */
+    size_t nmap;
 } point_t;
 
 /* One line of the report: a procedure (entry counter, maybe timed) or a call site. */
@@ -153,6 +160,10 @@ struct dyn_session {
                      * bytes from each are reserved) */
     size_t npads, cappads;
     int shstk; /* the process has a shadow stack (-1: not known yet) */
+    uint64_t *foreign; /* targets of branches from one procedure into another's middle
+                        * (link addresses, sorted; lazily) */
+    size_t nforeign;
+    int foreign_done;
 };
 
 /* Bytes written at PT's first replaced byte: a jmp rel32, or a jmp rel8 to its pad. */
@@ -1346,9 +1357,261 @@ exits_before(dyn_session_t *s, uint32_t i, const cfg_block_t *r, uint32_t row,
     return NULL;
 }
 
-/* Why procedure I cannot be timed, or NULL with its entry and exit candidates added. */
+/*****************************************************************************
+ * Procedures relocated whole: where a procedure's exits do not fit in place (too short,
+ * shared, jumped into by other procedures), it runs as a copy with the snippets in it
+ * (patch/'s pt_proc_emit), entered by the jump at its entry; each call in the copy
+ * pushes its original return address, and a jump at each return site brings the callee
+ * back into the copy. The original keeps every other byte: a thread already inside it,
+ * or another procedure jumping into its middle, runs the original code, unmeasured.
+ */
+
+/* Is link address A the target of a branch from another procedure into the middle of
+ * the procedure whose code holds it? (The targets, collected once.) */
+static int
+foreign_target(dyn_session_t *s, uint64_t a, int *err)
+{
+    const cfg_prog_t *prog = s->prog;
+    *err = 0;
+    if (!s->foreign_done) {
+        size_t n = 0;
+        s->foreign = malloc((prog->nedges + 1) * sizeof(*s->foreign));
+        if (s->foreign == NULL) {
+            *err = QP_ENOMEM;
+            return 0;
+        }
+        for (uint32_t e = 0; e < prog->nedges; e++) {
+            const cfg_edge_t *ed = &prog->edges[e];
+            if (ed->target == 0)
+                continue;
+            const cfg_proc_t *to = cfg_proc_at(prog, ed->target);
+            const cfg_proc_t *from = cfg_proc_at(prog, prog->blocks[ed->from].start);
+            if (to != NULL && to != from && to->entry != ed->target)
+                s->foreign[n++] = ed->target;
+        }
+        qsort(s->foreign, n, sizeof(*s->foreign), cfg_u64_cmp);
+        s->nforeign = n;
+        s->foreign_done = 1;
+    }
+    size_t i = cfg_u64_lower_bound(s->foreign, s->nforeign, a);
+    return i < s->nforeign && s->foreign[i] == a;
+}
+
+static int
+run_cmp(const void *a, const void *b)
+{
+    const pt_run_t *x = a, *y = b;
+    return x->addr < y->addr ? -1 : x->addr > y->addr;
+}
+
+/*
+ * Procedure I's code as runs for pt_proc_emit: its blocks and its cold fragments' (PARTS,
+ * NPARTS), by address, those back to back joined. Into *OUT (malloc'd); their number, or
+ * QP_E*.
+ */
+static int
+proc_runs(const dyn_session_t *s, const uint32_t *parts, int nparts, pt_run_t **out)
+{
+    const cfg_prog_t *prog = s->prog;
+    size_t n = 0, cap = 0;
+    uint32_t b;
+    int k;
+    pt_run_t *v;
+
+    FOR_BLOCKS(prog, parts, nparts, k, b)
+    cap++;
+    if ((v = malloc((cap + 1) * sizeof(*v))) == NULL)
+        return QP_ENOMEM;
+    FOR_BLOCKS(prog, parts, nparts, k, b)
+    {
+        const cfg_block_t *bl = &prog->blocks[b];
+        size_t avail;
+        const uint8_t *bytes = cfg_image_ptr(prog->img, bl->start, &avail);
+        if (bytes == NULL || avail < bl->end - bl->start) {
+            free(v);
+            return QP_EINVAL;
+        }
+        v[n++] = (pt_run_t) { bl->start + s->bias, bytes, (uint32_t)(bl->end - bl->start) };
+    }
+    qsort(v, n, sizeof(*v), run_cmp);
+    size_t m = 0;
+    for (size_t r = 0; r < n; r++) {
+        if (m > 0 && v[m - 1].addr + v[m - 1].len == v[r].addr
+            && v[m - 1].bytes + v[m - 1].len == v[r].bytes)
+            v[m - 1].len += v[r].len;
+        else if (m > 0 && v[m - 1].addr + v[m - 1].len > v[r].addr) {
+            free(v); /* overlapping blocks: not one reading of the bytes */
+            return QP_EINVAL;
+        } else
+            v[m++] = v[r];
+    }
+    *out = v;
+    return (int)m;
+}
+
+/* The blocks of PARTS as one index range per part, for a visited set. */
+static size_t
+part_block_index(const cfg_prog_t *prog, const uint32_t *parts, int nparts, uint32_t b)
+{
+    size_t base = 0;
+    for (int k = 0; k < nparts; k++) {
+        const cfg_proc_t *p = &prog->procs[parts[k]];
+        if (b >= p->block && b < p->block + p->nblocks)
+            return base + (b - p->block);
+        base += p->nblocks;
+    }
+    return SIZE_MAX;
+}
+
+/*
+ * Procedure I relocated whole for a timer (row added, chosen by NAME): its entry jump,
+ * then a jump at the return site of each call. Why not (the session as it was), or NULL
+ * with the candidates added. *ERR: QP_ENOMEM.
+ */
 static const char *
-check_timed(dyn_session_t *s, uint32_t i, const char *name, int *err /*OUT*/)
+check_reloc(dyn_session_t *s, uint32_t i, const char *name, int *err)
+{
+    const cfg_prog_t *prog = s->prog;
+    const cfg_proc_t *pr = &prog->procs[i];
+    size_t ncand0 = s->ncand, nrows0 = s->nrows, npads0 = s->npads, nblk = 0;
+    uint32_t parts[64], b, row;
+    int k, nparts, first_only;
+    const char *why;
+    point_t pt;
+    uint8_t *seen = NULL;
+    uint32_t *todo = NULL;
+
+    *err = 0;
+    if ((nparts = parts_of(s, i, parts, 64)) < 0) {
+        *err = nparts == QP_ERANGE ? 0 : nparts;
+        return "too many cold fragments";
+    }
+    if ((why = entry_ok(s, i, &first_only)) != NULL)
+        return why;
+    if (pr->nind_unresolved > 0)
+        return "an indirect jump with unknown targets might land in the original code";
+    if (has_shadow_stack(s))
+        return "its calls would be made with their original return address (the process "
+               "has a shadow stack)";
+    if ((why = entry_insns(s, i, JMP_LEN, 0, &pt)) != NULL
+        && (why = check_short(s, i, 0, &pt)) != NULL)
+        return why;
+    pt.kind = PT_ENTRY;
+    pt.proc = i;
+    pt.name = name;
+    pt.reloc = 1;
+    pt.call_ret = 0;
+    pt.save_flags = entry_save_flags(pr);
+    for (k = 0; k < nparts; k++)
+        nblk += prog->procs[parts[k]].nblocks;
+    seen = calloc(nblk + 1, 1);
+    todo = malloc((nblk + 1) * sizeof(*todo));
+    if (seen == NULL || todo == NULL) {
+        *err = QP_ENOMEM;
+        goto out;
+    }
+    /* What the copy cannot keep inside: tables and jumps of unknown targets, calls
+     * into other procedures' code. Blocks other procedures jump into: the start of a
+     * search for the calls they reach in the original code. */
+    size_t ntodo = 0;
+    FOR_BLOCKS(prog, parts, nparts, k, b)
+    {
+        const cfg_block_t *bl = &prog->blocks[b];
+        for (uint32_t e = 0; e < bl->nsucc && why == NULL; e++) {
+            const cfg_edge_t *ed = cfg_block_succ(prog, bl, e);
+            if (ed->kind == CFG_EDGE_TABLE || ed->kind == CFG_EDGE_INDIRECT)
+                why = "a jump table (its targets would run the original code)";
+            else if (ed->kind == CFG_EDGE_UNRESOLVED)
+                why = "an indirect jump with unknown targets may leave it";
+            else if (ed->kind == CFG_EDGE_TAILCALL
+                && (bl->last_kind == ARCH_KIND_CALL || bl->last_kind == ARCH_KIND_CALL_IND))
+                why = "a call returns into another procedure's code (its callee is assumed "
+                      "never to return)";
+        }
+        if (why != NULL)
+            goto out;
+        if (b != pr->block && foreign_target(s, bl->start, err)) {
+            size_t x = part_block_index(prog, parts, nparts, b);
+            seen[x] = 1;
+            todo[ntodo++] = b;
+        }
+        if (*err < 0)
+            goto out;
+    }
+    /* The code other procedures run in the original: a call there would return into
+     * the copy (through its return site's jump) and stop the timer it never started. */
+    while (ntodo > 0 && why == NULL) {
+        const cfg_block_t *bl = &prog->blocks[todo[--ntodo]];
+        if (bl->last_kind == ARCH_KIND_CALL || bl->last_kind == ARCH_KIND_CALL_IND)
+            why = "other procedures jump into its middle and reach one of its calls";
+        for (uint32_t e = 0; e < bl->nsucc; e++) {
+            const cfg_edge_t *ed = cfg_block_succ(prog, bl, e);
+            size_t x;
+            if (ed->to == CFG_NONE
+                || (x = part_block_index(prog, parts, nparts, ed->to)) == SIZE_MAX
+                || seen[x])
+                continue;
+            seen[x] = 1;
+            todo[ntodo++] = ed->to;
+        }
+    }
+    if (why != NULL)
+        goto out;
+    if ((*err = add_row(s, name, i, 1, &row)) < 0)
+        goto out;
+    pt.row = row;
+    if ((*err = add_cand(s, &pt)) < 0)
+        goto out;
+    /* A jump at each return site: within its block, clear of every other point. */
+    FOR_BLOCKS(prog, parts, nparts, k, b)
+    {
+        const cfg_block_t *bl = &prog->blocks[b];
+        for (uint32_t e = 0; e < bl->nsucc && why == NULL; e++) {
+            const cfg_edge_t *ed = cfg_block_succ(prog, bl, e);
+            if (ed->kind != CFG_EDGE_CALLRET || ed->to == CFG_NONE)
+                continue;
+            const cfg_block_t *rb = &prog->blocks[ed->to];
+            uint64_t x = rb->start;
+            size_t avail;
+            const uint8_t *bytes = cfg_image_ptr(prog->img, x, &avail);
+            point_t rs;
+            if (x != bl->end || rb->end - x < JMP_LEN || bytes == NULL || avail < JMP_LEN)
+                why = "a call's return site is too short for a jump into the copy";
+            else if (proc_entry_in(prog, x + 1, x + JMP_LEN) || !pad_free(s, x, JMP_LEN))
+                why = "a call's return site shares its bytes with another procedure";
+            else if (((x + s->bias) & 4095) > 4096 - JMP_LEN)
+                why = "a call's return site crosses a page boundary";
+            if (why != NULL)
+                break;
+            memset(&rs, 0, sizeof(rs));
+            rs.kind = PT_RSITE;
+            rs.proc = i;
+            rs.row = row;
+            rs.name = name;
+            rs.entry = x + s->bias;
+            rs.len = JMP_LEN;
+            memcpy(rs.orig, bytes, JMP_LEN);
+            if ((*err = add_cand(s, &rs)) < 0)
+                goto out;
+        }
+        if (why != NULL)
+            break;
+    }
+out:
+    free(seen);
+    free(todo);
+    if (why != NULL || *err < 0) {
+        s->ncand = ncand0;
+        s->nrows = nrows0;
+        s->npads = npads0;
+    }
+    return why;
+}
+
+/* Why procedure I cannot be timed in place, or NULL with its entry and exit candidates
+ * added. */
+static const char *
+check_timed_inplace(dyn_session_t *s, uint32_t i, const char *name, int *err /*OUT*/)
 {
     const cfg_prog_t *prog = s->prog;
     const cfg_proc_t *pr = &prog->procs[i];
@@ -1435,6 +1698,23 @@ done:
         s->nrows = nrows0;
     }
     return why;
+}
+
+/*
+ * Why procedure I cannot be timed, or NULL with its candidates added: in place where its
+ * exits fit (the cheapest), else relocated whole. The reason given is the in-place one
+ * unless that was its being jumped into, which the copy takes care of.
+ */
+static const char *
+check_timed(dyn_session_t *s, uint32_t i, const char *name, int *err /*OUT*/)
+{
+    const char *why = check_timed_inplace(s, i, name, err), *w2;
+    if (why == NULL || *err < 0)
+        return why;
+    w2 = check_reloc(s, i, name, err);
+    if (w2 == NULL || *err < 0)
+        return w2;
+    return s->prog->procs[i].flags & CFG_PROC_MULTI_ENTRY ? w2 : why;
 }
 
 int
@@ -1787,6 +2067,74 @@ tramp_snip(const point_t *pt, const dyn_snippet_t *sn, int after)
     return (pt_snip_t) { sn->nodes, sn->n, sn->root, snip_ctx(pt, after) };
 }
 
+/*
+ * The copy of PT's procedure (relocated whole) at AT into OUT (CAP bytes), with PRE at
+ * its entry and POST (may be NULL) before each ret and each jump that leaves it: its
+ * length, or QP_E*; PT's map of it set.
+ */
+static int
+emit_reloc(const dyn_session_t *s, point_t *pt, uint64_t at, const dyn_snippet_t *pre,
+    const dyn_snippet_t *post, uint8_t *out, size_t cap)
+{
+    uint32_t parts[64];
+    int nparts = parts_of((dyn_session_t *)s, pt->proc, parts, 64), n;
+    pt_run_t *runs;
+    uint8_t fl = pt->save_flags ? ARCH_FLAGS_STATUS : 0;
+
+    QP_CHECK(nparts);
+    QP_CHECK(n = proc_runs(s, parts, nparts, &runs));
+    pt_proc_t p = { runs, (size_t)n, s->prog->procs[pt->proc].entry + s->bias,
+        tramp_snip(pt, pre, 0), { 0 }, { 0 } };
+    if (post != NULL) {
+        /* At a ret the flags are dead where the ABI holds (as a timed exit's); before a
+         * jump that leaves, they are saved (they may be live for its target). */
+        p.ret = (pt_snip_t) { post->nodes, post->n, post->root, pt_point_ctx(PT_POINT_EXIT, fl) };
+        p.leave = (pt_snip_t) { post->nodes, post->n, post->root,
+            pt_point_ctx(PT_POINT_INSN, ARCH_FLAGS_STATUS) };
+    }
+    free(pt->map);
+    pt->nmap = 0;
+    size_t mapcap = pt_proc_mapcap(&p);
+    pt->map = malloc((mapcap + 1) * sizeof(*pt->map));
+    if (pt->map == NULL) {
+        free(runs);
+        return QP_ENOMEM;
+    }
+    n = pt_proc_emit(&p, at, out, cap, pt->map, mapcap, &pt->nmap);
+    free(runs);
+    return n;
+}
+
+/* Bytes enough for the copy of PT's procedure (relocated whole) with its snippets; 0
+ * when it cannot be known (emitting then says what is wrong). */
+static size_t
+reloc_size(const dyn_session_t *s, const point_t *pt)
+{
+    uint32_t parts[64];
+    int nparts = parts_of((dyn_session_t *)s, pt->proc, parts, 64), n;
+    pt_run_t *runs;
+
+    if (nparts < 0 || (n = proc_runs(s, parts, nparts, &runs)) < 0)
+        return 0;
+    pt_proc_t p = { runs, (size_t)n, 0, { 0 }, { 0 }, { 0 } };
+    /* The counter and timer start, or the point's own snippet; the timer stop. */
+    arch_snip_t cv[4], stop = { .op = ARCH_SN_TIMER_STOP, .a = ARCH_SNIP_NONE,
+        .b = ARCH_SNIP_NONE, .c = ARCH_SNIP_NONE, .imm = (int64_t)pt->entry };
+    dyn_snippet_t count;
+    count_snip(s, 1, pt->entry, cv, &count);
+    const dyn_snippet_t *pre = pt->before.nodes ? &pt->before : &count;
+    pt_snip_t a = tramp_snip(pt, pre, 0), z = { &stop, 1, 0, pt_point_ctx(PT_POINT_INSN, ARCH_FLAGS_STATUS) };
+    int na = pt_snip_size(&a, pt->entry), nz = pt_snip_size(&z, pt->entry);
+    if (na < 0 || nz < 0) {
+        free(runs);
+        return 0;
+    }
+    size_t snip = (size_t)(na > nz ? na : nz) + 16;
+    size_t size = pt_proc_size(&p, snip);
+    free(runs);
+    return size;
+}
+
 /* The trampoline of PT (counting or timing for its row at WORDS) at AT into OUT: its
  * length or QP_E*. */
 static int
@@ -1802,6 +2150,8 @@ emit_tramp(const dyn_session_t *s, point_t *pt, uint64_t at, uint64_t words, uin
     /* Every snippet goes through the snippet compiler, the counters' and timers' too. */
     count_snip(s, s->rows[pt->row].timed, words, cv, &count);
     const dyn_snippet_t *pre = pt->before.nodes ? &pt->before : &count;
+    if (pt->reloc)
+        return emit_reloc(s, pt, at, pre, s->rows[pt->row].timed ? &st : NULL, out, cap);
     if (pt->call_len) {
         t.shape = PT_TRAMP_CALL_NEXT;
         t.spill = 0;
@@ -1964,7 +2314,7 @@ emit_all(dyn_session_t *s, uint8_t *code, int *again)
     for (size_t i = 0; i < s->npts; i++) {
         point_t *pt = &s->pts[i];
         int n;
-        if (s->rows[pt->row].bad)
+        if (s->rows[pt->row].bad || pt->kind == PT_RSITE)
             continue;
         n = emit_tramp(s, pt, s->code + at, s->ctr + 8 * ROW_WORDS * pt->row, code + at,
             s->code_size - at);
@@ -1978,6 +2328,21 @@ emit_all(dyn_session_t *s, uint8_t *code, int *again)
         }
         pt->tramp = s->code + at;
         at += (uint64_t)n;
+    }
+    /* Return sites: into their procedure's copy (the relocated point of their row). */
+    for (size_t i = 0; i < s->npts; i++) {
+        point_t *pt = &s->pts[i];
+        if (s->rows[pt->row].bad || pt->kind != PT_RSITE)
+            continue;
+        pt->tramp = 0;
+        for (size_t j = 0; j < s->npts && pt->tramp == 0; j++)
+            if (s->pts[j].reloc && s->pts[j].row == pt->row && s->pts[j].map != NULL)
+                pt->tramp = pt_proc_at(s->pts[j].map, s->pts[j].nmap, pt->entry);
+        if (pt->tramp == 0) {
+            QP_CHECK(row_bad(s, pt->row, "a call's return site has no place in the copy"));
+            *again = 1;
+            return 0;
+        }
     }
     return 0;
 }
@@ -2078,6 +2443,8 @@ dyn_session_install(dyn_session_t *s)
         uint64_t need = HDR_LEN + k * TRAMP_MAX;
         for (size_t i = 0; i < k; i++) {
             const point_t *pt = &s->pts[i];
+            if (pt->reloc)
+                need += reloc_size(s, pt); /* the copy */
             for (int a = 0; a < 2; a++) {
                 const dyn_snippet_t *sn = a ? &pt->after : &pt->before;
                 arch_snip_ctx_t c = snip_ctx(pt, a);
@@ -2427,7 +2794,10 @@ dyn_session_destroy(dyn_session_t *s)
     for (size_t i = 0; i < s->nstrs; i++)
         free(s->strs[i]);
     free(s->strs);
+    for (size_t i = 0; s->pts != NULL && i < s->npts; i++)
+        free(s->pts[i].map);
     free(s->pts);
+    free(s->foreign);
     free(s->cand);
     free(s->ref);
     free(s->chosen);

@@ -290,18 +290,30 @@ pt_proc_mapcap(const pt_proc_t *p)
 size_t
 pt_proc_size(const pt_proc_t *p, size_t snip_max)
 {
-    /* The entry's snippet and jump; per instruction its longest form (a call made with
-     * its original return address: 30 bytes), a snippet and a stub where it leaves; per
-     * run, a jump (and a snippet) where it falls out. Undecodable bytes: as much. */
-    size_t n = snip_max + JMP_LEN;
+    /* The entry's snippet and jump; per run, a jump (and a snippet) where it falls out;
+     * per instruction its longest form: its own bytes (a rip-relative operand keeps its
+     * length), a branch rel32 (a jcc leaving: its stub, a snippet and a jmp), a snippet
+     * before a ret or a jump that leaves, a call made with its original return address
+     * (30 bytes direct, 19 and a jmp indirect). Undecodable bytes: as much each. */
+    size_t n = snip_max + JMP_LEN, s5 = snip_max + JMP_LEN;
     for (size_t r = 0; p != NULL && r < p->nruns; r++) {
         const pt_run_t *run = &p->runs[r];
-        n += snip_max + JMP_LEN;
+        n += s5;
         for (uint32_t off = 0; off < run->len;) {
             arch_insn_t in;
-            n += ARCH_MAX_RELOC + 2 * (snip_max + JMP_LEN);
-            if (arch_decode(run->bytes + off, run->len - off, run->addr + off, &in) < 0)
+            if (arch_decode(run->bytes + off, run->len - off, run->addr + off, &in) < 0) {
+                n += (size_t)(run->len - off) * ARCH_MAX_RELOC;
                 break;
+            }
+            switch (in.kind) {
+            case ARCH_KIND_JMP: n += s5; break;
+            case ARCH_KIND_JCC: n += ARCH_MAX_RELOC + s5; break;
+            case ARCH_KIND_CALL: n += 32; break;
+            case ARCH_KIND_CALL_IND: n += 19 + ARCH_MAX_RELOC; break;
+            case ARCH_KIND_RET:
+            case ARCH_KIND_JMP_IND: n += snip_max + ARCH_MAX_RELOC; break;
+            default: n += in.len + 8u; break;
+            }
             off += in.len;
         }
     }
