@@ -109,6 +109,9 @@ typedef struct point {
                            * fit in place): its trampoline is the procedure's copy, its
                            * return sites (PT_RSITE, same row) jump into it */
     pt_map_t *map;        /* ... the copy's instructions (installed points only) */
+    uint32_t rsize;       /* reloc: the copy's length where it was tried (reloc_trial) */
+    uint8_t wide;         /* PT_RSITE whose jump covers the blocks after its own (or
+                           * padding): the original must be idle when it goes in */
     size_t nmap;
 } point_t;
 
@@ -138,6 +141,7 @@ struct dyn_session {
     refusal_t *ref; /* refused procedures */
     size_t nref, capref;
     uint64_t code, code_size; /* trampoline memory in the process */
+    uint64_t code_used;       /* ... the bytes of it emit_all filled */
     uint64_t ctr, ctr_size;   /* counter memory in the process */
     int memfd;                /* our end of shared counters, or -1 */
     volatile uint64_t *local; /* counters mapped here (shared), or NULL */
@@ -1464,6 +1468,93 @@ part_block_index(const cfg_prog_t *prog, const uint32_t *parts, int nparts, uint
 }
 
 /*
+ * The return site X (link address) of a call in procedure I (its parts PARTS, NPARTS)
+ * for a jump into the copy: why not, or NULL; *WIDE: the jump covers more than X's
+ * block (the blocks after it, of the procedure, or padding). XS (NXS, sorted): every
+ * return site of the procedure, none of which may be under the jump but X.
+ */
+static const char *
+rsite_ok(const dyn_session_t *s, uint32_t i, const uint32_t *parts, int nparts,
+    uint64_t x, const uint64_t *xs, size_t nxs, int *wide)
+{
+    const cfg_prog_t *prog = s->prog;
+    uint32_t b = cfg_block_at(prog, x);
+    uint64_t a;
+
+    *wide = 0;
+    if (b == CFG_NONE || prog->blocks[b].start != x)
+        return "a call's return site does not start a block";
+    if (proc_entry_in(prog, x + 1, x + JMP_LEN) || !pad_free(s, x, JMP_LEN))
+        return "a call's return site shares its bytes with another procedure";
+    if (((x + s->bias) & 4095) > 4096 - JMP_LEN)
+        return "a call's return site crosses a page boundary";
+    size_t j = cfg_u64_lower_bound(xs, nxs, x + 1);
+    if (j < nxs && xs[j] < x + JMP_LEN)
+        return "two return sites within 5 bytes";
+    for (a = prog->blocks[b].end; a < x + JMP_LEN;) {
+        uint32_t c = cfg_block_at(prog, a);
+        *wide = 1;
+        if (c == CFG_NONE) /* padding after a ret or a jmp, the rest of it */
+            return spill_ok(s, a, x + JMP_LEN - a)
+                ? NULL
+                : "a call's return site is too short for a jump into the copy";
+        const cfg_block_t *cb = &prog->blocks[c];
+        int mine = 0;
+        for (int k = 0; k < nparts; k++)
+            mine |= cb->proc == parts[k];
+        if (cb->start != a || !mine || c == prog->procs[i].block)
+            return "a call's return site is too short for a jump into the copy";
+        a = cb->end;
+    }
+    return NULL;
+}
+
+static void count_snip(const dyn_session_t *s, int timed, uint64_t words, arch_snip_t v[4],
+    dyn_snippet_t *sn);
+
+/*
+ * Whether the copy of the procedure of PT (PARTS, NPARTS) can be made (emitted once
+ * where the procedure is, with a counter and a timer): why not, or NULL with PT->rsize
+ * its length. *ERR: QP_ENOMEM.
+ */
+static const char *
+reloc_trial(const dyn_session_t *s, const uint32_t *parts, int nparts, point_t *pt,
+    int *err)
+{
+    pt_run_t *runs;
+    int n = proc_runs(s, parts, nparts, &runs);
+    if (n < 0) {
+        *err = n == QP_ENOMEM ? n : 0;
+        return "its blocks overlap (not one reading of its bytes)";
+    }
+    uint64_t e = s->prog->procs[pt->proc].entry + s->bias;
+    arch_snip_t cv[4], stop = { .op = ARCH_SN_TIMER_STOP, .a = ARCH_SNIP_NONE,
+        .b = ARCH_SNIP_NONE, .c = ARCH_SNIP_NONE, .imm = (int64_t)e };
+    dyn_snippet_t count;
+    count_snip(s, 1, e, cv, &count);
+    pt_proc_t p = { runs, (size_t)n, e,
+        { count.nodes, count.n, count.root, pt_point_ctx(PT_POINT_ENTRY, ARCH_FLAGS_STATUS) },
+        { &stop, 1, 0, pt_point_ctx(PT_POINT_EXIT, ARCH_FLAGS_STATUS) },
+        { &stop, 1, 0, pt_point_ctx(PT_POINT_INSN, ARCH_FLAGS_STATUS) } };
+    size_t cap = pt_proc_size(&p, 256), mapcap = pt_proc_mapcap(&p), nmap;
+    uint8_t *out = malloc(cap + 1);
+    pt_map_t *map = malloc((mapcap + 1) * sizeof(*map));
+    const char *why = NULL;
+    if (out == NULL || map == NULL)
+        *err = QP_ENOMEM;
+    else if ((n = pt_proc_emit(&p, p.entry, out, cap, map, mapcap, &nmap)) < 0)
+        why = n == QP_EUNSUPP ? "an instruction cannot run in a copy (a call to the next "
+                                "one or into its middle, a branch into an instruction)"
+                              : "its instructions cannot be relocated to the trampoline";
+    else
+        pt->rsize = (uint32_t)n;
+    free(out);
+    free(map);
+    free(runs);
+    return why;
+}
+
+/*
  * Procedure I relocated whole for a timer (row added, chosen by NAME): its entry jump,
  * then a jump at the return site of each call. Why not (the session as it was), or NULL
  * with the candidates added. *ERR: QP_ENOMEM.
@@ -1473,13 +1564,14 @@ check_reloc(dyn_session_t *s, uint32_t i, const char *name, int *err)
 {
     const cfg_prog_t *prog = s->prog;
     const cfg_proc_t *pr = &prog->procs[i];
-    size_t ncand0 = s->ncand, nrows0 = s->nrows, npads0 = s->npads, nblk = 0;
+    size_t ncand0 = s->ncand, nrows0 = s->nrows, npads0 = s->npads, nblk = 0, nxs = 0;
     uint32_t parts[64], b, row;
     int k, nparts, first_only;
     const char *why;
     point_t pt;
     uint8_t *seen = NULL;
     uint32_t *todo = NULL;
+    uint64_t *xs = NULL;
 
     *err = 0;
     if ((nparts = parts_of(s, i, parts, 64)) < 0) {
@@ -1506,13 +1598,14 @@ check_reloc(dyn_session_t *s, uint32_t i, const char *name, int *err)
         nblk += prog->procs[parts[k]].nblocks;
     seen = calloc(nblk + 1, 1);
     todo = malloc((nblk + 1) * sizeof(*todo));
-    if (seen == NULL || todo == NULL) {
+    xs = malloc((nblk + 1) * sizeof(*xs));
+    if (seen == NULL || todo == NULL || xs == NULL) {
         *err = QP_ENOMEM;
         goto out;
     }
     /* What the copy cannot keep inside: tables and jumps of unknown targets, calls
-     * into other procedures' code. Blocks other procedures jump into: the start of a
-     * search for the calls they reach in the original code. */
+     * into other procedures' code. The return sites; the blocks other procedures jump
+     * into (the start of a search of what they run of the original). */
     size_t ntodo = 0;
     FOR_BLOCKS(prog, parts, nparts, k, b)
     {
@@ -1527,23 +1620,31 @@ check_reloc(dyn_session_t *s, uint32_t i, const char *name, int *err)
                 && (bl->last_kind == ARCH_KIND_CALL || bl->last_kind == ARCH_KIND_CALL_IND))
                 why = "a call returns into another procedure's code (its callee is assumed "
                       "never to return)";
+            else if (ed->kind == CFG_EDGE_CALLRET && ed->to != CFG_NONE)
+                xs[nxs++] = prog->blocks[ed->to].start;
         }
         if (why != NULL)
             goto out;
         if (b != pr->block && foreign_target(s, bl->start, err)) {
-            size_t x = part_block_index(prog, parts, nparts, b);
-            seen[x] = 1;
+            seen[part_block_index(prog, parts, nparts, b)] = 1;
             todo[ntodo++] = b;
         }
         if (*err < 0)
             goto out;
     }
-    /* The code other procedures run in the original: a call there would return into
-     * the copy (through its return site's jump) and stop the timer it never started. */
+    qsort(xs, nxs, sizeof(*xs), cfg_u64_cmp);
+    /*
+     * The code other procedures run in the original: a call there would return into the
+     * copy (through its return site's jump), and a jump under their feet would take
+     * them there: either stops the timer it never started.
+     */
     while (ntodo > 0 && why == NULL) {
         const cfg_block_t *bl = &prog->blocks[todo[--ntodo]];
+        size_t j = cfg_u64_lower_bound(xs, nxs, bl->start > JMP_LEN ? bl->start - JMP_LEN + 1 : 0);
         if (bl->last_kind == ARCH_KIND_CALL || bl->last_kind == ARCH_KIND_CALL_IND)
             why = "other procedures jump into its middle and reach one of its calls";
+        else if (j < nxs && xs[j] < bl->end)
+            why = "other procedures jump into its middle and reach a return site";
         for (uint32_t e = 0; e < bl->nsucc; e++) {
             const cfg_edge_t *ed = cfg_block_succ(prog, bl, e);
             size_t x;
@@ -1562,44 +1663,38 @@ check_reloc(dyn_session_t *s, uint32_t i, const char *name, int *err)
     pt.row = row;
     if ((*err = add_cand(s, &pt)) < 0)
         goto out;
-    /* A jump at each return site: within its block, clear of every other point. */
-    FOR_BLOCKS(prog, parts, nparts, k, b)
-    {
-        const cfg_block_t *bl = &prog->blocks[b];
-        for (uint32_t e = 0; e < bl->nsucc && why == NULL; e++) {
-            const cfg_edge_t *ed = cfg_block_succ(prog, bl, e);
-            if (ed->kind != CFG_EDGE_CALLRET || ed->to == CFG_NONE)
-                continue;
-            const cfg_block_t *rb = &prog->blocks[ed->to];
-            uint64_t x = rb->start;
-            size_t avail;
-            const uint8_t *bytes = cfg_image_ptr(prog->img, x, &avail);
-            point_t rs;
-            if (x != bl->end || rb->end - x < JMP_LEN || bytes == NULL || avail < JMP_LEN)
-                why = "a call's return site is too short for a jump into the copy";
-            else if (proc_entry_in(prog, x + 1, x + JMP_LEN) || !pad_free(s, x, JMP_LEN))
-                why = "a call's return site shares its bytes with another procedure";
-            else if (((x + s->bias) & 4095) > 4096 - JMP_LEN)
-                why = "a call's return site crosses a page boundary";
-            if (why != NULL)
-                break;
-            memset(&rs, 0, sizeof(rs));
-            rs.kind = PT_RSITE;
-            rs.proc = i;
-            rs.row = row;
-            rs.name = name;
-            rs.entry = x + s->bias;
-            rs.len = JMP_LEN;
-            memcpy(rs.orig, bytes, JMP_LEN);
-            if ((*err = add_cand(s, &rs)) < 0)
-                goto out;
-        }
+    /* A jump at each return site. */
+    for (size_t j = 0; j < nxs && why == NULL; j++) {
+        size_t avail;
+        const uint8_t *bytes = cfg_image_ptr(prog->img, xs[j], &avail);
+        int wide;
+        point_t rs;
+        if (j > 0 && xs[j] == xs[j - 1])
+            continue;
+        if (bytes == NULL || avail < JMP_LEN)
+            why = "no bytes in the file";
+        else
+            why = rsite_ok(s, i, parts, nparts, xs[j], xs, nxs, &wide);
         if (why != NULL)
             break;
+        memset(&rs, 0, sizeof(rs));
+        rs.kind = PT_RSITE;
+        rs.proc = i;
+        rs.row = row;
+        rs.name = name;
+        rs.entry = xs[j] + s->bias;
+        rs.len = JMP_LEN;
+        rs.wide = (uint8_t)wide;
+        memcpy(rs.orig, bytes, JMP_LEN);
+        if ((*err = add_cand(s, &rs)) < 0)
+            goto out;
     }
+    if (why == NULL)
+        why = reloc_trial(s, parts, nparts, &pt, err);
 out:
     free(seen);
     free(todo);
+    free(xs);
     if (why != NULL || *err < 0) {
         s->ncand = ncand0;
         s->nrows = nrows0;
@@ -2110,29 +2205,18 @@ emit_reloc(const dyn_session_t *s, point_t *pt, uint64_t at, const dyn_snippet_t
 static size_t
 reloc_size(const dyn_session_t *s, const point_t *pt)
 {
-    uint32_t parts[64];
-    int nparts = parts_of((dyn_session_t *)s, pt->proc, parts, 64), n;
-    pt_run_t *runs;
-
-    if (nparts < 0 || (n = proc_runs(s, parts, nparts, &runs)) < 0)
-        return 0;
-    pt_proc_t p = { runs, (size_t)n, 0, { 0 }, { 0 }, { 0 } };
-    /* The counter and timer start, or the point's own snippet; the timer stop. */
-    arch_snip_t cv[4], stop = { .op = ARCH_SN_TIMER_STOP, .a = ARCH_SNIP_NONE,
-        .b = ARCH_SNIP_NONE, .c = ARCH_SNIP_NONE, .imm = (int64_t)pt->entry };
-    dyn_snippet_t count;
-    count_snip(s, 1, pt->entry, cv, &count);
-    const dyn_snippet_t *pre = pt->before.nodes ? &pt->before : &count;
-    pt_snip_t a = tramp_snip(pt, pre, 0), z = { &stop, 1, 0, pt_point_ctx(PT_POINT_INSN, ARCH_FLAGS_STATUS) };
-    int na = pt_snip_size(&a, pt->entry), nz = pt_snip_size(&z, pt->entry);
-    if (na < 0 || nz < 0) {
-        free(runs);
-        return 0;
-    }
-    size_t snip = (size_t)(na > nz ? na : nz) + 16;
-    size_t size = pt_proc_size(&p, snip);
-    free(runs);
-    return size;
+    /* As tried, with a counter and a timer; room for snippets of its own and for
+     * encodings that differ where it goes (an emit that does not fit refuses it). */
+    const dyn_snippet_t *sn[2] = { &pt->before, &pt->after };
+    size_t extra = 0;
+    for (int a = 0; a < 2; a++)
+        if (sn[a]->nodes != NULL) {
+            pt_snip_t ps = { sn[a]->nodes, sn[a]->n, sn[a]->root, snip_ctx(pt, a) };
+            int n = pt_snip_size(&ps, pt->entry);
+            extra += n > 0 ? (size_t)n : 4096;
+        }
+    (void)s;
+    return pt->rsize + pt->rsize / 4 + 256 + extra * (pt->rsize / 8 + 1);
 }
 
 /* The trampoline of PT (counting or timing for its row at WORDS) at AT into OUT: its
@@ -2323,21 +2407,36 @@ emit_all(dyn_session_t *s, uint8_t *code, int *again)
                 pt->kind == PT_EXIT ? "the code before a ret cannot be relocated"
                                     : "its instructions cannot be relocated to the "
                                       "trampoline"));
-            *again = 1;
-            return 0;
+            if (!pt->reloc) {
+                *again = 1;
+                return 0;
+            }
+            /* (A copy: not emitted again from the start, its bytes are left unused.) */
+            continue;
         }
         pt->tramp = s->code + at;
         at += (uint64_t)n;
     }
+    s->code_used = at;
     /* Return sites: into their procedure's copy (the relocated point of their row). */
     for (size_t i = 0; i < s->npts; i++) {
         point_t *pt = &s->pts[i];
         if (s->rows[pt->row].bad || pt->kind != PT_RSITE)
             continue;
+        /* Its procedure's entry point (s->pts sorted by address). */
+        uint64_t e = s->prog->procs[pt->proc].entry + s->bias;
+        size_t lo = 0, hi = s->npts;
+        while (lo < hi) {
+            size_t mid = lo + (hi - lo) / 2;
+            if (s->pts[mid].entry < e)
+                lo = mid + 1;
+            else
+                hi = mid;
+        }
         pt->tramp = 0;
-        for (size_t j = 0; j < s->npts && pt->tramp == 0; j++)
-            if (s->pts[j].reloc && s->pts[j].row == pt->row && s->pts[j].map != NULL)
-                pt->tramp = pt_proc_at(s->pts[j].map, s->pts[j].nmap, pt->entry);
+        for (; lo < s->npts && s->pts[lo].entry == e && pt->tramp == 0; lo++)
+            if (s->pts[lo].reloc && s->pts[lo].row == pt->row && s->pts[lo].map != NULL)
+                pt->tramp = pt_proc_at(s->pts[lo].map, s->pts[lo].nmap, pt->entry);
         if (pt->tramp == 0) {
             QP_CHECK(row_bad(s, pt->row, "a call's return site has no place in the copy"));
             *again = 1;
@@ -2369,9 +2468,75 @@ unpatch(dyn_proc_t *p, const point_t *pt, int check)
     return rc;
 }
 
+/*
+ * Is the original code of the procedure of PT (a return site whose jump covers the next
+ * instructions) idle: no word of W (NW, sorted: pcs, return addresses and signal frames
+ * near the top of each stack) inside it but its entry and its return sites (s->cand
+ * sorted), which lead into the copy?
+ */
+static int
+reloc_idle(dyn_session_t *s, const point_t *pt, const uint64_t *w, size_t nw)
+{
+    const cfg_prog_t *prog = s->prog;
+    uint32_t parts[64];
+    int nparts = parts_of(s, pt->proc, parts, 64);
+
+    if (nparts < 0)
+        return 0;
+    for (int k = 0; k < nparts; k++) {
+        const cfg_proc_t *p = &prog->procs[parts[k]];
+        if (p->nblocks == 0)
+            continue;
+        uint64_t lo = prog->blocks[p->block].start + s->bias,
+                 hi = prog->blocks[p->block + p->nblocks - 1].end + s->bias;
+        for (size_t i = cfg_u64_lower_bound(w, nw, lo); i < nw && w[i] < hi; i++) {
+            if (w[i] == prog->procs[pt->proc].entry + s->bias)
+                continue;
+            size_t lo2 = 0, hi2 = s->ncand;
+            while (lo2 < hi2) {
+                size_t mid = lo2 + (hi2 - lo2) / 2;
+                if (s->cand[mid].entry < w[i])
+                    lo2 = mid + 1;
+                else
+                    hi2 = mid;
+            }
+            if (lo2 < s->ncand && s->cand[lo2].entry == w[i]
+                && s->cand[lo2].kind == PT_RSITE && s->cand[lo2].row == pt->row)
+                continue;
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* Reads of process memory in windows (points are checked in address order: one read
+ * per window instead of one per point). */
+#define RD_WINDOW 65536
+typedef struct rd_cache {
+    uint64_t lo, hi; /* what buf holds */
+    uint8_t *buf;    /* RD_WINDOW bytes, or NULL: read directly */
+} rd_cache_t;
+
+static int
+read_cached(dyn_proc_t *p, rd_cache_t *c, uint64_t addr, void *out, size_t len)
+{
+    if (c->buf != NULL && (addr < c->lo || addr + len > c->hi)) {
+        /* A window from ADDR, shorter where the mapping ends (a failed read). */
+        c->lo = c->hi = addr;
+        for (size_t n = RD_WINDOW; n >= 4096 && c->hi == c->lo; n /= 2)
+            if (dyn_proc_read(p, addr, c->buf, n) == 0)
+                c->hi = addr + n;
+    }
+    if (c->buf == NULL || addr < c->lo || addr + len > c->hi)
+        return dyn_proc_read(p, addr, out, len);
+    memcpy(out, c->buf + (addr - c->lo), len);
+    return 0;
+}
+
 int
 dyn_session_install(dyn_session_t *s)
 {
+
     uint64_t *w = NULL, lo = UINT64_MAX, hi = 0, maxend = 0;
     size_t nw = 0, k = 0;
     uint8_t *code = NULL;
@@ -2389,6 +2554,7 @@ dyn_session_install(dyn_session_t *s)
         return QP_ENOMEM;
     }
     /* A row goes in whole or not at all (a timer needs its entry and every exit). */
+    rd_cache_t rd = { 0, 0, malloc(RD_WINDOW) };
     for (size_t i = 0; i < s->ncand; i++) {
         point_t *pt = &s->cand[i];
         uint8_t mem[32];
@@ -2401,9 +2567,13 @@ dyn_session_install(dyn_session_t *s)
                   "in one piece)";
         else if (any_in(w, nw, pt->entry + 1, pt->entry + pt->len))
             why = "a thread is inside the bytes to patch (pc or signal frame): try again";
-        else if (dyn_proc_read(s->p, pt->entry, mem, pt->len) < 0) {
+        else if (pt->wide && !reloc_idle(s, pt, w, nw))
+            why = "a thread is inside its code (pc or signal frame), where a return site's "
+                  "jump covers the next instructions: try again";
+        else if (read_cached(s->p, &rd, pt->entry, mem, pt->len) < 0) {
             if (errno == ESRCH) { /* the process ended: nothing to install into */
                 free(w);
+                free(rd.buf);
                 return QP_EIO;
             }
             why = "its code cannot be read";
@@ -2417,10 +2587,12 @@ dyn_session_install(dyn_session_t *s)
             maxend = pt->entry + pt->len;
         if (why != NULL && (rc = row_bad(s, pt->row, why)) < 0) {
             free(w);
+            free(rd.buf);
             return rc;
         }
     }
     free(w);
+    free(rd.buf);
     for (size_t i = 0; i < s->ncand; i++) {
         point_t *pt = &s->cand[i];
         if (s->rows[pt->row].bad)
@@ -2493,7 +2665,7 @@ dyn_session_install(dyn_session_t *s)
     for (size_t i = 0; i < s->npts; i++)
         s->has_calls |= s->pts[i].kind == PT_CALL;
     if ((rc = write_header(s, code)) < 0
-        || (rc = dyn_proc_write(s->p, s->code, code, s->code_size)) < 0)
+        || (rc = dyn_proc_write(s->p, s->code, code, s->code_used)) < 0)
         goto fail;
     /*
      * The patches, last: until here the process is unchanged but for new memory. Only

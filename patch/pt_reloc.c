@@ -292,7 +292,8 @@ pt_proc_size(const pt_proc_t *p, size_t snip_max)
 {
     /* The entry's snippet and jump; per run, a jump (and a snippet) where it falls out;
      * per instruction its longest form: its own bytes (a rip-relative operand keeps its
-     * length), a branch rel32 (a jcc leaving: its stub, a snippet and a jmp), a snippet
+     * length), a branch rel32 (loop: 9 bytes; a jcc leaving: its stub, a snippet and a
+     * jmp), a snippet
      * before a ret or a jump that leaves, a call made with its original return address
      * (30 bytes direct, 19 and a jmp indirect). Undecodable bytes: as much each. */
     size_t n = snip_max + JMP_LEN, s5 = snip_max + JMP_LEN;
@@ -306,8 +307,8 @@ pt_proc_size(const pt_proc_t *p, size_t snip_max)
                 break;
             }
             switch (in.kind) {
-            case ARCH_KIND_JMP: n += s5; break;
-            case ARCH_KIND_JCC: n += ARCH_MAX_RELOC + s5; break;
+            case ARCH_KIND_JMP: n += in_runs(p, in.target) ? JMP_LEN : s5; break;
+            case ARCH_KIND_JCC: n += 9u + (in_runs(p, in.target) ? 0 : s5); break;
             case ARCH_KIND_CALL: n += 32; break;
             case ARCH_KIND_CALL_IND: n += 19 + ARCH_MAX_RELOC; break;
             case ARCH_KIND_RET:
