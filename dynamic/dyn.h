@@ -178,6 +178,21 @@ dyn_proc_words(dyn_proc_t *p, size_t scan, uint64_t **out /*OUT*/, size_t *n /*O
 int
 dyn_proc_leave(dyn_proc_t *p, int tid, uint64_t lo, uint64_t hi, unsigned max_tries);
 
+/* A pc moved elsewhere (dyn_proc_leave_map). */
+typedef struct dyn_pc_map {
+    uint64_t from; /* an instruction of a copy */
+    uint64_t to;   /* the same instruction in the original */
+} dyn_pc_map_t;
+
+/*
+ * dyn_proc_leave, and a thread parked at the FROM of an entry of MAP (N, sorted by
+ * from) is moved to its TO instead (the original of a relocated procedure, its bytes
+ * back: a thread in a long loop of the copy would not leave it by running).
+ */
+int
+dyn_proc_leave_map(dyn_proc_t *p, int tid, uint64_t lo, uint64_t hi,
+    const dyn_pc_map_t *map, size_t n, unsigned max_tries);
+
 /*
  * dyn_proc_leave for every thread whose pc is in [LO, HI); *MOVED (when not NULL) counts
  * those that left. 0, or the first error (QP_ERANGE: one is still inside) after trying

@@ -2811,6 +2811,32 @@ dyn_session_wall_ns(dyn_session_t *s, int64_t *ns /*OUT*/)
  * Removing
  */
 
+static int
+pc_map_cmp(const void *a, const void *b)
+{
+    const dyn_pc_map_t *x = a, *y = b;
+    return x->from < y->from ? -1 : x->from > y->from;
+}
+
+/* Every instruction of the installed copies, copy to original, sorted (malloc'd: free
+ * it); NULL when there is none or no memory. */
+static dyn_pc_map_t *
+copies_map(const dyn_session_t *s, size_t *n)
+{
+    size_t total = 0, k = 0;
+    for (size_t i = 0; i < s->npts; i++)
+        total += s->pts[i].map != NULL ? s->pts[i].nmap : 0;
+    dyn_pc_map_t *v = total ? malloc(total * sizeof(*v)) : NULL;
+    if (v == NULL)
+        return NULL;
+    for (size_t i = 0; i < s->npts; i++)
+        for (size_t j = 0; s->pts[i].map != NULL && j < s->pts[i].nmap; j++)
+            v[k++] = (dyn_pc_map_t) { s->pts[i].map[j].copy, s->pts[i].map[j].orig };
+    qsort(v, k, sizeof(*v), pc_map_cmp);
+    *n = k;
+    return v;
+}
+
 int
 dyn_session_remove(dyn_session_t *s, int *leaked /*OUT*/)
 {
@@ -2831,19 +2857,27 @@ dyn_session_remove(dyn_session_t *s, int *leaked /*OUT*/)
     for (size_t i = 0; i < s->npts; i++)
         if (unpatch(s->p, &s->pts[i], 1) < 0 && rc == 0)
             rc = QP_EIO;
-    /* Threads inside a trampoline are stepped out (no calls, no loops there). */
+    /* Threads inside a trampoline are let out (no calls, no loops there); inside the
+     * copy of a procedure (loops there) moved to the same instruction of the original. */
+    dyn_pc_map_t *pcs = NULL;
+    size_t npcs = 0;
     if (dyn_proc_threads(s->p, NULL, 0, &nt) == 0 && nt > 0
         && (ti = calloc(nt, sizeof(*ti))) != NULL
         && dyn_proc_threads(s->p, ti, nt, &nt) == 0) {
-        for (size_t i = 0; i < nt; i++)
-            if (ti[i].pc >= s->code && ti[i].pc < s->code + s->code_size
-                && dyn_proc_leave(
-                       s->p, ti[i].tid, s->code, s->code + s->code_size, LEAVE_TRIES)
-                    < 0)
+        for (size_t i = 0; i < nt; i++) {
+            if (ti[i].pc < s->code || ti[i].pc >= s->code + s->code_size)
+                continue;
+            if (pcs == NULL && (pcs = copies_map(s, &npcs)) == NULL)
+                npcs = 0;
+            if (dyn_proc_leave_map(s->p, ti[i].tid, s->code, s->code + s->code_size, pcs,
+                    npcs, LEAVE_TRIES)
+                < 0)
                 keep = 1;
+        }
     } else {
         keep = 1;
     }
+    free(pcs);
     free(ti);
     /*
      * A signal frame or return address pointing into the trampolines keeps them; the

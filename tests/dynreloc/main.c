@@ -12,11 +12,13 @@
  *            jump into the copy covers the next block;
  *  lp        a loop around a call (the callee returns into the copy every time),
  *            then a call whose return site is a 4-byte `pop; pop; pop; ret` followed
- *            by its zero path: in place its exit does not fit.
+ *            by its zero path: in place its exit does not fit;
+ *  spin      a leaf loop jumped into by spin_j (on its ret): in `wait` mode the
+ *            program is mostly inside its copy when dyn leaves.
  * `prog N MS` calls me(MS) N times and me(0) N/2 times, sc(MS) N times and sc(0) N/2
- * times, lp(3) and lp(0) N times each (3 calls of tick), checks every result and prints
- * "ok n=N"; `prog wait FILE` does so in rounds of 20 until FILE exists, then prints
- * "ok same" if every round was right.
+ * times, lp(3) and lp(0) N times each (3 calls of tick), spin(1000) N times, checks every result and prints
+ * "ok n=N"; `prog wait FILE` does so in rounds of one with spin(3e8) (mostly inside
+ * spin) until FILE exists, then prints "ok same" if every round was right.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,6 +29,8 @@ long me(long ms);
 long jumper(void);
 long sc(long ms);
 long lp(long n);
+long spin(long n);
+long spin_j(long x);
 
 static volatile long ticks;
 
@@ -140,18 +144,37 @@ __asm__(".text\n"
         "pop %rbx\n"
         "ret\n"
         ".size lp,.-lp\n"
+        /* spin(n): n turns of a loop, returns n; spin_j(x) jumps into its ret */
+        ".globl spin\n.type spin,@function\n"
+        "spin:\n"
+        "mov %rdi,%rax\n"
+        "mov %rdi,%rcx\n"
+        "test %rcx,%rcx\n"
+        "je .Lspin_tail\n"
+        ".Lspin_loop:\n"
+        "dec %rcx\n"
+        "jne .Lspin_loop\n"
+        ".Lspin_tail:\n"
+        "ret\n"
+        ".size spin,.-spin\n"
+        ".globl spin_j\n.type spin_j,@function\n"
+        "spin_j:\n"
+        "mov %rdi,%rax\n"
+        "jmp .Lspin_tail\n"
+        ".size spin_j,.-spin_j\n"
         ".globl filler_d\n.type filler_d,@function\n"
         "filler_d:\n"
         ".rept 40\nlea 1(%rax),%rax\n.endr\n"
         "ret\n"
         ".size filler_d,.-filler_d\n");
 
-/* N rounds with sleeps of MS: 0 when every result is right. */
+/* N rounds with sleeps of MS and SPIN turns of spin: 0 when every result is right. */
 static int
-rounds(long n, long ms)
+rounds(long n, long ms, long turns)
 {
     int bad = 0;
     for (long i = 0; i < n; i++) {
+        bad |= spin(turns) != turns || spin_j(i) != i;
         bad |= me(ms) != 1 || sc(ms) != ms;
         if (i % 2 == 0)
             bad |= me(0) != 0 || sc(0) != 0;
@@ -169,14 +192,14 @@ main(int argc, char **argv)
     if (argc == 3 && argv[1][0] == 'w') { /* wait FILE */
         int bad = 0;
         while (access(argv[2], F_OK) != 0)
-            bad |= rounds(20, 1);
+            bad |= rounds(1, 1, 300000000);
         printf("ok %s\n", bad ? "differs" : "same");
         return bad;
     }
     if (argc != 3)
         return 2;
     a = atol(argv[1]);
-    if (rounds(a, atol(argv[2])) != 0) {
+    if (rounds(a, atol(argv[2]), 1000) != 0) {
         printf("wrong results\n");
         return 1;
     }
