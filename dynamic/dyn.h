@@ -391,6 +391,9 @@ enum {
     DYN_PT_WHOLE = 5, /* a procedure's entry whose block ends in its ret, the block moved
                        * whole (short ones too, with padding): BEFORE at the entry, AFTER
                        * before the ret */
+    DYN_PT_PROC = 6,  /* a procedure relocated whole (its exits do not fit in place, or
+                       * other code jumps into it): BEFORE at its entry, AFTER before each
+                       * ret and each jump that leaves it, in its copy */
 };
 
 /*
@@ -463,6 +466,14 @@ int
 dyn_session_add_point(dyn_session_t *s, int kind, uint32_t proc, uint64_t addr,
     const dyn_snippet_t *before, const dyn_snippet_t *after, const char *name,
     uint32_t *row /*OUT*/, const char **why /*OUT*/);
+
+/*
+ * The exits of the procedure of ROW (a DYN_PT_PROC point's) where its AFTER snippet runs:
+ * EXITS (N link addresses of rets and leaving jumps, sorted; the caller's until
+ * install); by default every one. 0, QP_ENOTFOUND (no such point), QP_EINVAL.
+ */
+int
+dyn_session_set_exits(dyn_session_t *s, uint32_t row, const uint64_t *exits, size_t n);
 
 /* Whether dyn_session_add_point would take the point (nothing is added): 0 with the
  * run-time bytes its jump would replace, [*LO, *HI) (either may be NULL), or QP_EUNSUPP

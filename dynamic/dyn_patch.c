@@ -110,6 +110,9 @@ typedef struct point {
                            * return sites (PT_RSITE, same row) jump into it */
     pt_map_t *map;        /* ... the copy's instructions (installed points only) */
     uint32_t rsize;       /* reloc: the copy's length where it was tried (reloc_trial) */
+    const uint64_t *exits; /* reloc: the exits (link addresses, sorted; the caller's
+                            * until install) AFTER runs at; NULL: every one */
+    size_t nexits;
     uint8_t wide;         /* PT_RSITE whose jump covers the blocks after its own (or
                            * padding): the original must be idle when it goes in */
     size_t nmap;
@@ -736,7 +739,7 @@ check_point(const dyn_session_t *s, int kind, uint32_t proc, uint64_t addr, poin
     uint32_t b;
 
     *why = NULL;
-    if (kind < DYN_PT_ENTRY || kind > DYN_PT_WHOLE)
+    if (kind < DYN_PT_ENTRY || kind > DYN_PT_PROC)
         return QP_EINVAL;
     prog = s->prog;
     if (proc >= prog->nprocs)
@@ -897,6 +900,51 @@ exit_via_preds(dyn_session_t *s, uint32_t proc, const cfg_block_t *r, uint32_t r
     return NULL;
 }
 
+static const char *check_reloc(dyn_session_t *s, uint32_t i, const char *name, int timed,
+    uint32_t *rowp, int *err);
+
+/* A DYN_PT_PROC point of procedure PROC at ADDR (its entry): as dyn_session_add_point
+ * (with ROW, BEFORE, AFTER, NAME) or, ADD 0, only whether it would go in (the session as
+ * it was; *LO, *HI: its entry's bytes). */
+static int
+reloc_point(dyn_session_t *s, int add, uint32_t proc, uint64_t addr,
+    const dyn_snippet_t *before, const dyn_snippet_t *after, const char *name,
+    uint32_t *row, uint64_t *lo, uint64_t *hi, const char **why)
+{
+    size_t c0 = s->ncand, r0 = s->nrows, p0 = s->npads;
+    uint32_t r;
+    int err = 0;
+
+    if (proc >= s->prog->nprocs)
+        return QP_EINVAL;
+    if (addr != s->prog->procs[proc].entry) {
+        *why = "not the procedure's entry";
+        return QP_EUNSUPP;
+    }
+    *why = check_reloc(s, proc, name, 0, &r, &err);
+    QP_CHECK(err);
+    if (*why != NULL)
+        return QP_EUNSUPP;
+    point_t *pt = &s->cand[c0]; /* the entry's */
+    if (lo != NULL)
+        *lo = pt->entry;
+    if (hi != NULL)
+        *hi = pt->entry + pt->len;
+    if (!add) {
+        s->ncand = c0;
+        s->nrows = r0;
+        s->npads = p0;
+        return 0;
+    }
+    if (before != NULL)
+        pt->before = *before;
+    if (after != NULL)
+        pt->after = *after;
+    if (row != NULL)
+        *row = r;
+    return 0;
+}
+
 int
 dyn_session_check_point(const dyn_session_t *s, int kind, uint32_t proc, uint64_t addr,
     uint64_t *lo, uint64_t *hi, const char **why)
@@ -909,6 +957,9 @@ dyn_session_check_point(const dyn_session_t *s, int kind, uint32_t proc, uint64_
     *why = NULL;
     if (s == NULL)
         return QP_EINVAL;
+    if (kind == DYN_PT_PROC)
+        return reloc_point((dyn_session_t *)s, 0, proc, addr, NULL, NULL, NULL, NULL, lo, hi,
+            why);
     /* A point through padding takes it: given back, nothing is added here. */
     size_t npads = s->npads;
     int rc = check_point(s, kind, proc, addr, &pt, why);
@@ -954,8 +1005,11 @@ dyn_session_add_point(dyn_session_t *s, int kind, uint32_t proc, uint64_t addr,
         why = &unused;
     *why = NULL;
     if (s == NULL || s->installed || (before == NULL && after == NULL)
-        || (after != NULL && kind != DYN_PT_CALL && kind != DYN_PT_WHOLE))
+        || (after != NULL && kind != DYN_PT_CALL && kind != DYN_PT_WHOLE
+            && kind != DYN_PT_PROC))
         return QP_EINVAL;
+    if (kind == DYN_PT_PROC)
+        return reloc_point(s, 1, proc, addr, before, after, name, row, NULL, NULL, why);
     int rc = check_point(s, kind, proc, addr, &pt, why);
     const cfg_block_t *r;
     if (rc == QP_EUNSUPP && kind == DYN_PT_EXIT && before != NULL
@@ -986,6 +1040,20 @@ dyn_session_add_point(dyn_session_t *s, int kind, uint32_t proc, uint64_t addr,
     if (row != NULL)
         *row = pt.row;
     return 0;
+}
+
+int
+dyn_session_set_exits(dyn_session_t *s, uint32_t row, const uint64_t *exits, size_t n)
+{
+    if (s == NULL || s->installed)
+        return QP_EINVAL;
+    for (size_t i = 0; i < s->ncand; i++)
+        if (s->cand[i].row == row && s->cand[i].reloc) {
+            s->cand[i].exits = exits;
+            s->cand[i].nexits = n;
+            return 0;
+        }
+    return QP_ENOTFOUND;
 }
 
 const char *
@@ -1535,7 +1603,7 @@ reloc_trial(const dyn_session_t *s, const uint32_t *parts, int nparts, point_t *
     pt_proc_t p = { runs, (size_t)n, e,
         { count.nodes, count.n, count.root, pt_point_ctx(PT_POINT_ENTRY, ARCH_FLAGS_STATUS) },
         { &stop, 1, 0, pt_point_ctx(PT_POINT_EXIT, ARCH_FLAGS_STATUS) },
-        { &stop, 1, 0, pt_point_ctx(PT_POINT_INSN, ARCH_FLAGS_STATUS) } };
+        { &stop, 1, 0, pt_point_ctx(PT_POINT_INSN, ARCH_FLAGS_STATUS) }, NULL, 0 };
     size_t cap = pt_proc_size(&p, 256), mapcap = pt_proc_mapcap(&p), nmap;
     uint8_t *out = malloc(cap + 1);
     pt_map_t *map = malloc((mapcap + 1) * sizeof(*map));
@@ -1555,12 +1623,14 @@ reloc_trial(const dyn_session_t *s, const uint32_t *parts, int nparts, point_t *
 }
 
 /*
- * Procedure I relocated whole for a timer (row added, chosen by NAME): its entry jump,
- * then a jump at the return site of each call. Why not (the session as it was), or NULL
- * with the candidates added. *ERR: QP_ENOMEM.
+ * Procedure I relocated whole (a row added for NAME, TIMED: a timer's, else the
+ * caller's snippets; *ROW): its entry jump, then a jump at the return site of each
+ * call. Why not (the session as it was), or NULL with the candidates added, the entry's
+ * first. *ERR: QP_ENOMEM.
  */
 static const char *
-check_reloc(dyn_session_t *s, uint32_t i, const char *name, int *err)
+check_reloc(dyn_session_t *s, uint32_t i, const char *name, int timed, uint32_t *rowp,
+    int *err)
 {
     const cfg_prog_t *prog = s->prog;
     const cfg_proc_t *pr = &prog->procs[i];
@@ -1658,8 +1728,10 @@ check_reloc(dyn_session_t *s, uint32_t i, const char *name, int *err)
     }
     if (why != NULL)
         goto out;
-    if ((*err = add_row(s, name, i, 1, &row)) < 0)
+    if ((*err = add_row(s, name, i, timed, &row)) < 0)
         goto out;
+    if (rowp != NULL)
+        *rowp = row;
     pt.row = row;
     if ((*err = add_cand(s, &pt)) < 0)
         goto out;
@@ -1806,7 +1878,7 @@ check_timed(dyn_session_t *s, uint32_t i, const char *name, int *err /*OUT*/)
     const char *why = check_timed_inplace(s, i, name, err), *w2;
     if (why == NULL || *err < 0)
         return why;
-    w2 = check_reloc(s, i, name, err);
+    w2 = check_reloc(s, i, name, 1, NULL, err);
     if (w2 == NULL || *err < 0)
         return w2;
     return s->prog->procs[i].flags & CFG_PROC_MULTI_ENTRY ? w2 : why;
@@ -2179,7 +2251,19 @@ emit_reloc(const dyn_session_t *s, point_t *pt, uint64_t at, const dyn_snippet_t
     QP_CHECK(nparts);
     QP_CHECK(n = proc_runs(s, parts, nparts, &runs));
     pt_proc_t p = { runs, (size_t)n, s->prog->procs[pt->proc].entry + s->bias,
-        tramp_snip(pt, pre, 0), { 0 }, { 0 } };
+        tramp_snip(pt, pre, 0), { 0 }, { 0 }, NULL, 0 };
+    uint64_t *exits = NULL;
+    if (pt->exits != NULL) {
+        /* Only the exits the caller put its snippet at (link addresses, sorted). */
+        if ((exits = malloc((pt->nexits + 1) * sizeof(*exits))) == NULL) {
+            free(runs);
+            return QP_ENOMEM;
+        }
+        for (size_t k = 0; k < pt->nexits; k++)
+            exits[k] = pt->exits[k] + s->bias;
+        p.exits = exits;
+        p.nexits = pt->nexits;
+    }
     if (post != NULL) {
         /* At a ret the flags are dead where the ABI holds (as a timed exit's); before a
          * jump that leaves, they are saved (they may be live for its target). */
@@ -2193,10 +2277,12 @@ emit_reloc(const dyn_session_t *s, point_t *pt, uint64_t at, const dyn_snippet_t
     pt->map = malloc((mapcap + 1) * sizeof(*pt->map));
     if (pt->map == NULL) {
         free(runs);
+        free(exits);
         return QP_ENOMEM;
     }
     n = pt_proc_emit(&p, at, out, cap, pt->map, mapcap, &pt->nmap);
     free(runs);
+    free(exits);
     return n;
 }
 
@@ -2235,7 +2321,9 @@ emit_tramp(const dyn_session_t *s, point_t *pt, uint64_t at, uint64_t words, uin
     count_snip(s, s->rows[pt->row].timed, words, cv, &count);
     const dyn_snippet_t *pre = pt->before.nodes ? &pt->before : &count;
     if (pt->reloc)
-        return emit_reloc(s, pt, at, pre, s->rows[pt->row].timed ? &st : NULL, out, cap);
+        return emit_reloc(s, pt, at, pre,
+            pt->after.nodes != NULL ? &pt->after : s->rows[pt->row].timed ? &st : NULL, out,
+            cap);
     if (pt->call_len) {
         t.shape = PT_TRAMP_CALL_NEXT;
         t.spill = 0;

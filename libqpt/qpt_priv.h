@@ -42,6 +42,9 @@ typedef struct qpt_ins {
     uint8_t whole;        /* live: its point is its procedure's entry block moved whole
                            * (DYN_PT_WHOLE): a QPT_EXIT at the ret or tail call that ends
                            * it, or a QPT_ENTRY too short for a jump of its own */
+    uint8_t reloc;        /* live: its procedure relocated whole (DYN_PT_PROC): a QPT_ENTRY
+                           * or QPT_EXIT whose point does not fit in place, or another of
+                           * the same procedure (one copy holds them all) */
     uint8_t live_in;      /* live: in the process now */
     void *live;           /* live: the session's record of it */
 } qpt_ins_t;

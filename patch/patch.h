@@ -210,6 +210,9 @@ typedef struct pt_proc {
     pt_snip_t ret;        /* before every ret */
     pt_snip_t leave;      /* before every jump out of the runs (a tail call, a jcc
                            * leaving, falling out of the last run) */
+    const uint64_t *exits; /* the rets and leaving jumps (runtime addresses, sorted) that
+                            * get RET or LEAVE; NULL: every one */
+    size_t nexits;
 } pt_proc_t;
 
 /* Where an instruction of the procedure runs in its copy. */

@@ -124,12 +124,31 @@ inside_target(const gen_t *g, uint64_t target, uint64_t *out)
     return *out != 0 ? 0 : QP_EUNSUPP;
 }
 
-/* A jump out of the runs to TARGET at *K: the leave snippet, then jmp. */
+/* Does the exit at ADDR (a ret, a jump out; 0: falling out) get its snippet? */
 static int
-leave_jmp(gen_t *g, uint64_t target, size_t *k)
+chosen(const pt_proc_t *p, uint64_t addr)
+{
+    if (p->exits == NULL)
+        return 1;
+    size_t lo = 0, hi = p->nexits;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (p->exits[mid] < addr)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return addr != 0 && lo < p->nexits && p->exits[lo] == addr;
+}
+
+/* A jump out of the runs to TARGET at *K (from the exit at FROM): the leave snippet
+ * (if chosen), then jmp. */
+static int
+leave_jmp(gen_t *g, uint64_t from, uint64_t target, size_t *k)
 {
     int n;
-    QP_CHECK(snip(g, &g->p->leave, g->sleave, k));
+    if (chosen(g->p, from))
+        QP_CHECK(snip(g, &g->p->leave, g->sleave, k));
     QP_CHECK(n = arch_emit_jmp(g->at + *k, target, g->out + *k, g->cap - *k));
     *k += (size_t)n;
     return 0;
@@ -171,7 +190,7 @@ one(gen_t *g, const uint8_t *b, const arch_insn_t *in)
     switch (in->kind) {
     case ARCH_KIND_JMP:
         if (!in_runs(p, in->target))
-            return leave_jmp(g, in->target, k);
+            return leave_jmp(g, in->addr, in->target, k);
         QP_CHECK(inside_target(g, in->target, &t));
         break;
     case ARCH_KIND_JCC:
@@ -180,7 +199,7 @@ one(gen_t *g, const uint8_t *b, const arch_insn_t *in)
             size_t s = g->pass == 1 ? 0 : g->stub;
             t = g->pass == 1 ? g->at + (1u << 30) : g->at + s;
             if (g->pass == 2) {
-                QP_CHECK(leave_jmp(g, in->target, &g->stub));
+                QP_CHECK(leave_jmp(g, in->addr, in->target, &g->stub));
             }
             g->nstubs++;
         } else
@@ -199,12 +218,14 @@ one(gen_t *g, const uint8_t *b, const arch_insn_t *in)
         *k += (size_t)n;
         return 0;
     case ARCH_KIND_RET:
-        QP_CHECK(snip(g, &p->ret, g->sret, k));
+        if (chosen(p, in->addr))
+            QP_CHECK(snip(g, &p->ret, g->sret, k));
         t = in->target;
         break;
     case ARCH_KIND_JMP_IND:
         /* The caller proved it leaves the procedure (no table into it). */
-        QP_CHECK(snip(g, &p->leave, g->sleave, k));
+        if (chosen(p, in->addr))
+            QP_CHECK(snip(g, &p->leave, g->sleave, k));
         t = in->target;
         break;
     default: t = in->target; break;
@@ -271,7 +292,7 @@ pass(gen_t *g)
                 QP_CHECK(n = arch_emit_jmp(g->at + g->k, t, g->out + g->k, g->cap - g->k));
                 g->k += (size_t)n;
             } else
-                QP_CHECK(leave_jmp(g, end, &g->k));
+                QP_CHECK(leave_jmp(g, 0, end, &g->k));
         }
     }
     g->nmap = m;

@@ -466,7 +466,7 @@ START_TEST(test_reloc_whole)
     pt_proc_t p = { &run, 1, at(OFF_P),
         add_to(ve, 10, NODE(.op = ARCH_SN_CONST, .imm = 1), ARCH_SNX_ENTRY, 0),
         add_to(vr, 11, NODE(.op = ARCH_SN_CONST, .imm = 1), ARCH_SNX_RETURN, 0),
-        add_to(vl, 12, NODE(.op = ARCH_SN_CONST, .imm = 1), 0, ARCH_FLAGS_STATUS) };
+        add_to(vl, 12, NODE(.op = ARCH_SN_CONST, .imm = 1), 0, ARCH_FLAGS_STATUS), NULL, 0 };
     pt_map_t m[64];
     size_t nm = 0;
     ck_assert_uint_ge(sizeof(m) / sizeof(m[0]), pt_proc_mapcap(&p) / 4);
@@ -508,7 +508,7 @@ START_TEST(test_reloc_refusals)
     /* call 1f; 1: pop %rax; ret - reads its own return address */
     const uint8_t self[] = { 0xe8, 0, 0, 0, 0, 0x58, 0xc3 };
     pt_run_t r1 = { 0x400000, self, sizeof(self) };
-    pt_proc_t p = { &r1, 1, 0x400000, { 0 }, { 0 }, { 0 } };
+    pt_proc_t p = { &r1, 1, 0x400000, { 0 }, { 0 }, { 0 }, NULL, 0 };
     ck_assert_int_eq(pt_proc_emit(&p, 0x500000, out, sizeof(out), m, 16, &nm), QP_EUNSUPP);
     /* jmp into the middle of its own instruction */
     const uint8_t mid[] = { 0x48, 0x89, 0xf8, 0xeb, 0xfc, 0xc3 };

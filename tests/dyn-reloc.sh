@@ -14,7 +14,9 @@
 #      executable mapping) byte for byte what it was, no mapping left (a thread inside
 #      a copy is moved to the same instruction of the original), the counts there;
 #  (c) dyn killed (SIGKILL) while instrumented: the program goes on right, `dyn clean`
-#      puts every byte back; at the end every result the program computed was right.
+#      puts every byte back; at the end every result the program computed was right;
+#  (d) -e 'time wall(...)' of the same procedures (entry and exits in the copy): times
+#      within the same bounds, nothing left unmeasured, calls of me exact.
 # Skips (77) when ptrace is not allowed. Exit status: 0 pass, 1 fail, 99 error.
 set -u
 : "${top_srcdir:=${srcdir:-.}}"
@@ -112,6 +114,20 @@ trc=$?
 tpid=
 [ $trc -eq 0 ] || bad "program exit status $trc"
 [ "$(cat "$dir/wait.out")" = "ok same" ] || bad "program: $(cat "$dir/wait.out")"
+
+# (d) -e takes the same shapes (their entry and exits in the copy): each timed within
+# [1, 2] x its sleeps, nothing left unmeasured, the calls of me counted exactly.
+"$DYN" run -e 'time wall(me)' -e 'time wall(sc)' -e 'time wall(lp)' -e 'time wall(spin)' \
+    -e 'count calls(me)' -- "$P" $N 2 >"$dir/e.out" 2>"$dir/e.err"
+grep -q "^ok n=$N" "$dir/e.out" || bad "(d) results: $(cat "$dir/e.out" "$dir/e.err")"
+grep -q 'not measured' "$dir/e.err" && bad "(d) refused: $(grep 'not measured' "$dir/e.err")"
+awk -v n=$N '
+    $1 == "time" && ($NF == "me" || $NF == "sc") { seen++
+        if ($3 < n * 2 || $3 > n * 2 * 2) { print "FAIL (d) " $0; bad = 1 } }
+    $1 == "time" && ($NF == "lp" || $NF == "spin") { seen++ }
+    $1 == "count" && $NF == "me" { seen++; if ($3 != n * 3 / 2) { print "FAIL (d) " $0; bad = 1 } }
+    END { if (seen != 5) { print "FAIL (d) rows: " seen; bad = 1 }; exit bad }' "$dir/e.out" ||
+    fails=$((fails + 1))
 
 [ $fails -eq 0 ] || exit 1
 echo "PASS: dyn-reloc"
