@@ -1658,6 +1658,11 @@ check_reloc(dyn_session_t *s, uint32_t i, const char *name, int timed, uint32_t 
     if ((why = entry_insns(s, i, JMP_LEN, 0, &pt)) != NULL
         && (why = check_short(s, i, 0, &pt)) != NULL)
         return why;
+    if (pt.pad == 0 && (pt.entry & 4095) > 4096 - JMP_LEN) {
+        s->npads = npads0;
+        return "its first 5 bytes cross a page boundary (the jump could not be written in "
+               "one piece)";
+    }
     pt.kind = PT_ENTRY;
     pt.proc = i;
     pt.name = name;
