@@ -1622,6 +1622,73 @@ reloc_trial(const dyn_session_t *s, const uint32_t *parts, int nparts, point_t *
     return why;
 }
 
+/* Is link address A in a block of PARTS (none of those other procedures reach, SEEN)? */
+static int
+own_byte(const dyn_session_t *s, const uint32_t *parts, int nparts, const uint8_t *seen,
+    uint64_t a)
+{
+    uint32_t b = cfg_block_at(s->prog, a);
+    if (b == CFG_NONE)
+        return 0;
+    size_t x = part_block_index(s->prog, parts, nparts, b);
+    return x != SIZE_MAX && (seen == NULL || !seen[x]);
+}
+
+/*
+ * The return site X of a call in the procedure of PARTS for a jmp rel8 (to a slot,
+ * find_slot): its 2 bytes in its own blocks, on instruction boundaries, no other return
+ * site (XS, NXS) or procedure entry under them, not across a page.
+ */
+static int
+short_rsite_ok(const dyn_session_t *s, const uint32_t *parts, int nparts, uint64_t x,
+    const uint64_t *xs, size_t nxs)
+{
+    const cfg_prog_t *prog = s->prog;
+    uint32_t b = cfg_block_at(prog, x), c = cfg_block_at(prog, x + 1);
+    size_t j = cfg_u64_lower_bound(xs, nxs, x + 1);
+    if (b == CFG_NONE || prog->blocks[b].start != x || !own_byte(s, parts, nparts, NULL, x)
+        || !own_byte(s, parts, nparts, NULL, x + 1)
+        || (c != b && prog->blocks[c].start != x + 1))
+        return 0;
+    if (j < nxs && xs[j] == x + 1)
+        return 0;
+    return !proc_entry_in(prog, x + 1, x + SHORT_LEN) && pad_free(s, x, SHORT_LEN)
+        && ((x + s->bias) & 4095) <= 4096 - SHORT_LEN;
+}
+
+/*
+ * A slot for the 5-byte jump of PT's jmp rel8 at link address NEAR: 5 bytes of the
+ * procedure's own original code (PARTS; none SEEN: no other procedure runs them) within
+ * the jmp's reach, clear of the bytes its jumps take (RNG: NRNG / 2 ranges [lo, hi)) and
+ * of other slots and padding taken. Nothing runs there once the copy is in and the
+ * original is idle (checked at install: PT's wide). Why not, or NULL with PT's pad and
+ * pad_orig set and the slot taken.
+ */
+static const char *
+find_slot(dyn_session_t *s, const uint32_t *parts, int nparts, const uint8_t *seen,
+    const uint64_t *rng, size_t nrng, uint64_t near, point_t *pt)
+{
+    uint64_t from = near + SHORT_LEN - 128, to = near + SHORT_LEN + 127;
+    for (uint64_t a = from; a <= to; a++) {
+        int ok = ((a + s->bias) & 4095) <= 4096 - JMP_LEN && pad_free(s, a, JMP_LEN);
+        for (uint64_t x = a; ok && x < a + JMP_LEN; x++)
+            ok = own_byte(s, parts, nparts, seen, x);
+        for (size_t r = 0; ok && r + 1 < nrng; r += 2)
+            ok = a + JMP_LEN <= rng[r] || rng[r + 1] <= a;
+        if (!ok)
+            continue;
+        size_t avail;
+        const uint8_t *bytes = cfg_image_ptr(s->prog->img, a, &avail);
+        if (bytes == NULL || avail < JMP_LEN || pad_take(s, a) < 0)
+            continue;
+        pt->pad = a + s->bias;
+        memcpy(pt->pad_orig, bytes, JMP_LEN);
+        return NULL;
+    }
+    return "a return site or its entry is too short for a jump, with no room within a "
+           "short jump's reach";
+}
+
 /*
  * Procedure I relocated whole (a row added for NAME, TIMED: a timer's, else the
  * caller's snippets; *ROW): its entry jump, then a jump at the return site of each
@@ -1639,9 +1706,9 @@ check_reloc(dyn_session_t *s, uint32_t i, const char *name, int timed, uint32_t 
     int k, nparts, first_only;
     const char *why;
     point_t pt;
-    uint8_t *seen = NULL;
+    uint8_t *seen = NULL, *how = NULL;
     uint32_t *todo = NULL;
-    uint64_t *xs = NULL;
+    uint64_t *xs = NULL, *rng = NULL;
 
     *err = 0;
     if ((nparts = parts_of(s, i, parts, 64)) < 0) {
@@ -1655,10 +1722,16 @@ check_reloc(dyn_session_t *s, uint32_t i, const char *name, int timed, uint32_t 
     if (has_shadow_stack(s))
         return "its calls would be made with their original return address (the process "
                "has a shadow stack)";
-    if ((why = entry_insns(s, i, JMP_LEN, 0, &pt)) != NULL
-        && (why = check_short(s, i, 0, &pt)) != NULL)
-        return why;
-    if (pt.pad == 0 && (pt.entry & 4095) > 4096 - JMP_LEN) {
+    int entry_slot = 0;
+    if ((why = entry_insns(s, i, JMP_LEN, 0, &pt)) != NULL) {
+        /* Too short: a jmp rel8 to a jump in padding, or else in its own original code
+         * (a slot, found once the bytes its other jumps take are known). */
+        if (entry_insns(s, i, SHORT_LEN, 0, &pt) != NULL)
+            return why;
+        entry_slot = find_pad(s, pr->entry, &pt) != NULL;
+        why = NULL;
+    }
+    if (pt.pad == 0 && !entry_slot && (pt.entry & 4095) > 4096 - JMP_LEN) {
         s->npads = npads0;
         return "its first 5 bytes cross a page boundary (the jump could not be written in "
                "one piece)";
@@ -1733,6 +1806,34 @@ check_reloc(dyn_session_t *s, uint32_t i, const char *name, int timed, uint32_t 
     }
     if (why != NULL)
         goto out;
+    /* Each return site: a jump into the copy (covering the blocks after it when the
+     * original is idle), else a jmp rel8 to a jump in a slot of its own code. */
+    if ((how = calloc(nxs + 1, 1)) == NULL
+        || (rng = malloc((2 * nxs + 2) * sizeof(*rng))) == NULL) {
+        *err = QP_ENOMEM;
+        goto out;
+    }
+    size_t nrng = 0;
+    rng[nrng++] = pr->entry;
+    rng[nrng++] = pr->entry + (pt.pad || entry_slot ? SHORT_LEN : JMP_LEN);
+    for (size_t j = 0; j < nxs && why == NULL; j++) {
+        int wide;
+        if (j > 0 && xs[j] == xs[j - 1])
+            continue;
+        why = rsite_ok(s, i, parts, nparts, xs[j], xs, nxs, &wide);
+        how[j] = why == NULL ? (uint8_t)(1 + wide) : 3;
+        if (why != NULL && short_rsite_ok(s, parts, nparts, xs[j], xs, nxs))
+            why = NULL;
+        rng[nrng++] = xs[j];
+        rng[nrng++] = xs[j] + (how[j] == 3 ? SHORT_LEN : JMP_LEN);
+    }
+    if (why != NULL)
+        goto out;
+    if (entry_slot) {
+        if ((why = find_slot(s, parts, nparts, seen, rng, nrng, pr->entry, &pt)) != NULL)
+            goto out;
+        pt.wide = 1;
+    }
     if ((*err = add_row(s, name, i, timed, &row)) < 0)
         goto out;
     if (rowp != NULL)
@@ -1740,29 +1841,28 @@ check_reloc(dyn_session_t *s, uint32_t i, const char *name, int timed, uint32_t 
     pt.row = row;
     if ((*err = add_cand(s, &pt)) < 0)
         goto out;
-    /* A jump at each return site. */
     for (size_t j = 0; j < nxs && why == NULL; j++) {
         size_t avail;
         const uint8_t *bytes = cfg_image_ptr(prog->img, xs[j], &avail);
-        int wide;
         point_t rs;
-        if (j > 0 && xs[j] == xs[j - 1])
+        if (how[j] == 0)
             continue;
-        if (bytes == NULL || avail < JMP_LEN)
+        if (bytes == NULL || avail < JMP_LEN) {
             why = "no bytes in the file";
-        else
-            why = rsite_ok(s, i, parts, nparts, xs[j], xs, nxs, &wide);
-        if (why != NULL)
             break;
+        }
         memset(&rs, 0, sizeof(rs));
         rs.kind = PT_RSITE;
         rs.proc = i;
         rs.row = row;
         rs.name = name;
         rs.entry = xs[j] + s->bias;
-        rs.len = JMP_LEN;
-        rs.wide = (uint8_t)wide;
-        memcpy(rs.orig, bytes, JMP_LEN);
+        rs.len = how[j] == 3 ? SHORT_LEN : JMP_LEN;
+        rs.wide = how[j] >= 2;
+        memcpy(rs.orig, bytes, rs.len);
+        if (how[j] == 3
+            && (why = find_slot(s, parts, nparts, seen, rng, nrng, xs[j], &rs)) != NULL)
+            break;
         if ((*err = add_cand(s, &rs)) < 0)
             goto out;
     }
@@ -1772,6 +1872,8 @@ out:
     free(seen);
     free(todo);
     free(xs);
+    free(how);
+    free(rng);
     if (why != NULL || *err < 0) {
         s->ncand = ncand0;
         s->nrows = nrows0;
