@@ -1119,6 +1119,15 @@ dyn_session_select(
             why = NULL;
         pt.name = name;
         if (why != NULL) {
+            /* Its entry does not fit in place: the procedure relocated whole, its entry
+             * reached through a slot of its own code. */
+            int err = 0;
+            const char *w2 = check_reloc(s, i, name, 0, NULL, &err);
+            QP_CHECK(err);
+            if (w2 == NULL)
+                continue;
+        }
+        if (why != NULL) {
             QP_CHECK(refuse_name(s, name, why));
             continue;
         }
