@@ -4,7 +4,8 @@
 #
 # Live procedures relocated whole (issue 29): dyn --time of procedures whose exits do
 # not fit in place, or that other code jumps into (tests/dynreloc/main.c says which):
-#  (a) `dyn run`: all three timed, none refused; calls exact (me and sc 3N/2, lp 2N);
+#  (a) `dyn run`: all timed, none refused; calls exact (me and sc 3N/2, lp 2N, spin and
+#      se N; --count of se exact too);
 #      me's and sc's wall time within [1, 2] x their sleeps (me's callee runs through
 #      me's middle before its sleep: a timer stopped there would miss the sleep); the
 #      program's results right (a callee returning into the copy at a 3-byte and a
@@ -28,7 +29,7 @@ dyn_setup dyn-reloc
 command -v python3 >/dev/null || { echo "SKIP: no python3"; exit 77; }
 ${CC:-cc} -O2 -o "$dir/prog" "$srcdir/tests/dynreloc/main.c" || exit 99
 P=$dir/prog
-WHAT="--time me --time sc --time lp --time spin"
+WHAT="--time me --time sc --time lp --time spin --time se"
 
 "$DYN" run --count me -- "$P" 1 1 >"$dir/probe.out" 2>"$dir/probe.err"
 dyn_skip_untraced "$dir/probe.err"
@@ -55,7 +56,7 @@ N=200
 # shellcheck disable=SC2086
 "$DYN" run -v $WHAT -- "$P" $N 2 >"$dir/run.out" 2>"$dir/run.err"
 grep -q "^ok n=$N" "$dir/run.out" || bad "(a) results: $(cat "$dir/run.out" "$dir/run.err")"
-grep -q '4 procedures instrumented, 0 refused' "$dir/run.err" ||
+grep -q '5 procedures instrumented, 0 refused' "$dir/run.err" ||
     bad "(a) refused: $(cat "$dir/run.err")"
 awk -v n=$N '
     $NF == "me" || $NF == "sc" {
@@ -63,9 +64,13 @@ awk -v n=$N '
         if ($2 < n * 2 || $2 > n * 2 * 2) { print "FAIL (a) " $NF " time: " $0; bad = 1 }
         seen++ }
     $NF == "lp" { if ($1 != n * 2) { print "FAIL (a) lp calls: " $0; bad = 1 }; seen++ }
-    $NF == "spin" { if ($1 != n) { print "FAIL (a) spin calls: " $0; bad = 1 }; seen++ }
-    END { if (seen != 4) { print "FAIL (a) rows missing"; bad = 1 }; exit bad }' \
+    $NF == "spin" || $NF == "se" { if ($1 != n) { print "FAIL (a) " $NF " calls: " $0; bad = 1 }; seen++ }
+    END { if (seen != 5) { print "FAIL (a) rows missing"; bad = 1 }; exit bad }' \
     "$dir/run.out" || fails=$((fails + 1))
+
+# ... and se counted alone (its entry through a slot of its own code).
+"$DYN" run -v --count se -- "$P" $N 1 >"$dir/cnt.out" 2>"$dir/cnt.err"
+grep -E -q "^ +$N +se\$" "$dir/cnt.out" || bad "(a) --count se: $(cat "$dir/cnt.out" "$dir/cnt.err")"
 
 # (b) attach for a window, detach: the code as it was.
 rm -f "$dir/stop"
@@ -77,7 +82,7 @@ maps_before=$(awk '{ print $1, $6 }' /proc/$tpid/maps)
 # shellcheck disable=SC2086
 "$DYN" attach $tpid $WHAT --duration 0.5 >"$dir/att.out" 2>"$dir/att.err" ||
     bad "(b) attach: $(cat "$dir/att.err")"
-grep -q '4 procedures instrumented, 0 refused' "$dir/att.err" ||
+grep -q '5 procedures instrumented, 0 refused' "$dir/att.err" ||
     bad "(b) refused: $(cat "$dir/att.err")"
 grep -E -q '^ +[1-9][0-9]* +[0-9.]+ +lp$' "$dir/att.out" || bad "(b) counts: $(cat "$dir/att.out")"
 after=$(text_of $tpid)
@@ -96,7 +101,7 @@ until grep -q 'instrumented' "$dir/kill.err" 2>/dev/null; do
     [ $i -gt 400 ] && break
     sleep 0.05
 done
-grep -q '4 procedures instrumented' "$dir/kill.err" || bad "(c) attach: $(cat "$dir/kill.err")"
+grep -q '5 procedures instrumented' "$dir/kill.err" || bad "(c) attach: $(cat "$dir/kill.err")"
 sleep 0.2
 kill -9 $dpid
 wait $dpid 2>/dev/null

@@ -14,9 +14,11 @@
  *            then a call whose return site is a 4-byte `pop; pop; pop; ret` followed
  *            by its zero path: in place its exit does not fit;
  *  spin      a leaf loop jumped into by spin_j (on its ret): in `wait` mode the
- *            program is mostly inside its copy when dyn leaves.
+ *            program is mostly inside its copy when dyn leaves;
+ *  se        its entry block is a 2-byte xor with no padding in reach: entered by a
+ *            jmp rel8 to a jump in a slot of its own original code.
  * `prog N MS` calls me(MS) N times and me(0) N/2 times, sc(MS) N times and sc(0) N/2
- * times, lp(3) and lp(0) N times each (3 calls of tick), spin(1000) N times, checks every result and prints
+ * times, lp(3) and lp(0) N times each (3 calls of tick), spin(1000) and se(5) N times, checks every result and prints
  * "ok n=N"; `prog wait FILE` does so in rounds of one with spin(3e8) (mostly inside
  * spin) until FILE exists, then prints "ok same" if every round was right.
  */
@@ -31,6 +33,7 @@ long sc(long ms);
 long lp(long n);
 long spin(long n);
 long spin_j(long x);
+long se(long n);
 
 static volatile long ticks;
 
@@ -162,6 +165,17 @@ __asm__(".text\n"
         "mov %rdi,%rax\n"
         "jmp .Lspin_tail\n"
         ".size spin_j,.-spin_j\n"
+        /* se(n) = n + ... + 1: its entry block is the 2-byte xor (a loop comes back
+         * after it), with no padding in reach */
+        ".globl se\n.type se,@function\n"
+        "se:\n"
+        "xor %eax,%eax\n"
+        ".Lse_loop:\n"
+        "add %rdi,%rax\n"
+        "dec %rdi\n"
+        "jg .Lse_loop\n"
+        "ret\n"
+        ".size se,.-se\n"
         ".globl filler_d\n.type filler_d,@function\n"
         "filler_d:\n"
         ".rept 40\nlea 1(%rax),%rax\n.endr\n"
@@ -174,7 +188,7 @@ rounds(long n, long ms, long turns)
 {
     int bad = 0;
     for (long i = 0; i < n; i++) {
-        bad |= spin(turns) != turns || spin_j(i) != i;
+        bad |= spin(turns) != turns || spin_j(i) != i || se(5) != 15;
         bad |= me(ms) != 1 || sc(ms) != ms;
         if (i % 2 == 0)
             bad |= me(0) != 0 || sc(0) != 0;
