@@ -901,7 +901,7 @@ exit_via_preds(dyn_session_t *s, uint32_t proc, const cfg_block_t *r, uint32_t r
 }
 
 static const char *check_reloc(dyn_session_t *s, uint32_t i, const char *name, int timed,
-    uint32_t *rowp, int *err);
+    int exits, uint32_t *rowp, int *err);
 
 /* A DYN_PT_PROC point of procedure PROC at ADDR (its entry): as dyn_session_add_point
  * (with ROW, BEFORE, AFTER, NAME) or, ADD 0, only whether it would go in (the session as
@@ -921,7 +921,7 @@ reloc_point(dyn_session_t *s, int add, uint32_t proc, uint64_t addr,
         *why = "not the procedure's entry";
         return QP_EUNSUPP;
     }
-    *why = check_reloc(s, proc, name, 0, &r, &err);
+    *why = check_reloc(s, proc, name, 0, 1, &r, &err);
     QP_CHECK(err);
     if (*why != NULL)
         return QP_EUNSUPP;
@@ -1105,7 +1105,10 @@ dyn_session_select(
         if (!(flags & DYN_SEL_ALL)
             && (name = match_name(s->prog->img, pr, pattern)) == NULL)
             continue;
-        if ((flags & DYN_SEL_ALL) && (pr->flags & CFG_PROC_FRAGMENT))
+        /* A cold fragment is counted in its parent's calls: a glob (as --all, and as
+         * --time) leaves it out; named alone, it is refused with the reason. */
+        if ((pr->flags & CFG_PROC_FRAGMENT)
+            && ((flags & DYN_SEL_ALL) || strpbrk(pattern, "*?[") != NULL))
             continue;
         k++;
         if (s->chosen[i] & 1)
@@ -1122,7 +1125,7 @@ dyn_session_select(
             /* Its entry does not fit in place: the procedure relocated whole, its entry
              * reached through a slot of its own code. */
             int err = 0;
-            const char *w2 = check_reloc(s, i, name, 0, NULL, &err);
+            const char *w2 = check_reloc(s, i, name, 0, 0, NULL, &err);
             QP_CHECK(err);
             if (w2 == NULL)
                 continue;
@@ -1631,6 +1634,24 @@ reloc_trial(const dyn_session_t *s, const uint32_t *parts, int nparts, point_t *
     return why;
 }
 
+/* Why the call that ends block BL makes its procedure catch exceptions (a C++ catch
+ * clause calls __cxa_begin_catch), or NULL. */
+static const char *
+catches(const dyn_session_t *s, const cfg_block_t *bl)
+{
+    arch_insn_t in;
+    uint64_t a = bl->start;
+    while (a < bl->end && cfg_image_decode(s->prog->img, a, 0, &in) >= 0 && a + in.len < bl->end)
+        a += in.len;
+    if (a >= bl->end || in.kind != ARCH_KIND_CALL)
+        return NULL;
+    const cfg_proc_t *c = cfg_proc_at(s->prog, in.target);
+    return c != NULL && c->name != NULL && strstr(c->name, "__cxa_begin_catch") != NULL
+        ? "it catches exceptions (the handler would go on in the original code, past the "
+          "copy's exits)"
+        : NULL;
+}
+
 /* Is link address A in a block of PARTS (none of those other procedures reach, SEEN)? */
 static int
 own_byte(const dyn_session_t *s, const uint32_t *parts, int nparts, const uint8_t *seen,
@@ -1705,8 +1726,8 @@ find_slot(dyn_session_t *s, const uint32_t *parts, int nparts, const uint8_t *se
  * first. *ERR: QP_ENOMEM.
  */
 static const char *
-check_reloc(dyn_session_t *s, uint32_t i, const char *name, int timed, uint32_t *rowp,
-    int *err)
+check_reloc(dyn_session_t *s, uint32_t i, const char *name, int timed, int exits,
+    uint32_t *rowp, int *err)
 {
     const cfg_prog_t *prog = s->prog;
     const cfg_proc_t *pr = &prog->procs[i];
@@ -1731,6 +1752,7 @@ check_reloc(dyn_session_t *s, uint32_t i, const char *name, int timed, uint32_t 
     if (has_shadow_stack(s))
         return "its calls would be made with their original return address (the process "
                "has a shadow stack)";
+
     int entry_slot = 0;
     if ((why = entry_insns(s, i, JMP_LEN, 0, &pt)) != NULL) {
         /* Too short: a jmp rel8 to a jump in padding, or else in its own original code
@@ -1780,6 +1802,11 @@ check_reloc(dyn_session_t *s, uint32_t i, const char *name, int timed, uint32_t 
             else if (ed->kind == CFG_EDGE_CALLRET && ed->to != CFG_NONE)
                 xs[nxs++] = prog->blocks[ed->to].start;
         }
+        /* An exception it catches goes on in the original code (its landing pad), past
+         * the copy: a ret there would miss its exit's snippet. (A cleanup ends in
+         * _Unwind_Resume: no ret runs there, in place or in a copy.) */
+        if (why == NULL && exits && bl->last_kind == ARCH_KIND_CALL)
+            why = catches(s, bl);
         if (why != NULL)
             goto out;
         if (b != pr->block && foreign_target(s, bl->start, err)) {
@@ -1994,7 +2021,7 @@ check_timed(dyn_session_t *s, uint32_t i, const char *name, int *err /*OUT*/)
     const char *why = check_timed_inplace(s, i, name, err), *w2;
     if (why == NULL || *err < 0)
         return why;
-    w2 = check_reloc(s, i, name, 1, NULL, err);
+    w2 = check_reloc(s, i, name, 1, 1, NULL, err);
     if (w2 == NULL || *err < 0)
         return w2;
     return s->prog->procs[i].flags & CFG_PROC_MULTI_ENTRY ? w2 : why;

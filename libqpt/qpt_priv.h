@@ -64,6 +64,8 @@ struct qpt_space {
     void *sess;              /* live mode: its session (dyn_session_t) */
     void *check;             /* live mode: a session never installed, to check points */
     int inactive;            /* live mode: qpt_set_active(s, 0) took the snippets out */
+    int relocate;            /* live mode: qpt_set_relocate(s, 1): points that do not fit
+                              * in place go into a copy of their procedure */
     int keep_on_exit;        /* live mode: a mutator's exit leaves the snippets in */
     struct qpt_space *next_live; /* live mode: the spaces restored at exit */
     int at_exec;             /* live mode: started by qpt_spawn, not run yet */

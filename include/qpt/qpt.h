@@ -476,6 +476,19 @@ double qpt_hist_width(const qpt_hist_t *h);
 
 void qpt_hist_destroy(qpt_hist_t *h);
 
+/*****************************************************************************
+ * Live procedures relocated whole (issue 29)
+ */
+
+/*
+ * Live mode: with ON, an entry or exit insertion whose point does not fit in place
+ * (too short, shared bytes, other code jumping into the procedure) puts its procedure's
+ * entry and exits into one copy of the procedure instead of being refused (dyn(1),
+ * "Procedures relocated whole"); 0 (the default): refused, as before. Applies to the
+ * insertions made after it. QPT_EINVAL; QPT_EUNSUPP for a file.
+ */
+int qpt_set_relocate(qpt_space_t *s, int on);
+
 #ifdef __cplusplus
 }
 #endif
