@@ -535,7 +535,8 @@ reloc_ok(qpt_space_t *s, qpt_ins_t *ins)
 {
     const qpt_point_t *pt = &ins->pt;
     const char *why = NULL;
-    if (!s->relocate)
+    /* (A shared library's space follows its process's.) */
+    if (!s->relocate && (s->parent == NULL || !s->parent->relocate))
         return "not asked for (qpt_set_relocate)";
     if (pt->kind != QPT_ENTRY && pt->kind != QPT_EXIT)
         return "only an entry or an exit goes into a procedure's copy";
