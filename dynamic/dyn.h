@@ -178,6 +178,21 @@ dyn_proc_words(dyn_proc_t *p, size_t scan, uint64_t **out /*OUT*/, size_t *n /*O
 int
 dyn_proc_leave(dyn_proc_t *p, int tid, uint64_t lo, uint64_t hi, unsigned max_tries);
 
+/* A pc moved elsewhere (dyn_proc_leave_map). */
+typedef struct dyn_pc_map {
+    uint64_t from; /* an instruction of a copy */
+    uint64_t to;   /* the same instruction in the original */
+} dyn_pc_map_t;
+
+/*
+ * dyn_proc_leave, and a thread parked at the FROM of an entry of MAP (N, sorted by
+ * from) is moved to its TO instead (the original of a relocated procedure, its bytes
+ * back: a thread in a long loop of the copy would not leave it by running).
+ */
+int
+dyn_proc_leave_map(dyn_proc_t *p, int tid, uint64_t lo, uint64_t hi,
+    const dyn_pc_map_t *map, size_t n, unsigned max_tries);
+
 /*
  * dyn_proc_leave for every thread whose pc is in [LO, HI); *MOVED (when not NULL) counts
  * those that left. 0, or the first error (QP_ERANGE: one is still inside) after trying
@@ -376,6 +391,9 @@ enum {
     DYN_PT_WHOLE = 5, /* a procedure's entry whose block ends in its ret, the block moved
                        * whole (short ones too, with padding): BEFORE at the entry, AFTER
                        * before the ret */
+    DYN_PT_PROC = 6,  /* a procedure relocated whole (its exits do not fit in place, or
+                       * other code jumps into it): BEFORE at its entry, AFTER before each
+                       * ret and each jump that leaves it, in its copy */
 };
 
 /*
@@ -448,6 +466,14 @@ int
 dyn_session_add_point(dyn_session_t *s, int kind, uint32_t proc, uint64_t addr,
     const dyn_snippet_t *before, const dyn_snippet_t *after, const char *name,
     uint32_t *row /*OUT*/, const char **why /*OUT*/);
+
+/*
+ * The exits of the procedure of ROW (a DYN_PT_PROC point's) where its AFTER snippet runs:
+ * EXITS (N link addresses of rets and leaving jumps, sorted; the caller's until
+ * install); by default every one. 0, QP_ENOTFOUND (no such point), QP_EINVAL.
+ */
+int
+dyn_session_set_exits(dyn_session_t *s, uint32_t row, const uint64_t *exits, size_t n);
 
 /* Whether dyn_session_add_point would take the point (nothing is added): 0 with the
  * run-time bytes its jump would replace, [*LO, *HI) (either may be NULL), or QP_EUNSUPP

@@ -57,6 +57,8 @@ enum {
                               * stop, ret */
     PT_BLOCK = DYN_PT_BLOCK, /* a block's start: like an entry, loops back to it included */
     PT_INSN = DYN_PT_INSN,   /* an instruction inside a block: like a block's start */
+    PT_RSITE = 16,           /* the return site of a call in a procedure relocated whole:
+                              * a jump into its copy (no trampoline of its own) */
 };
 
 typedef struct point {
@@ -103,6 +105,17 @@ typedef struct point {
     uint64_t ret_at;    /* PT_CALL: the return address the moved call pushes */
     dyn_snippet_t before; /* dyn_session_add_point: what runs instead of the counter */
     dyn_snippet_t after;  /* PT_CALL: what runs after the call returned */
+    uint8_t reloc;        /* PT_ENTRY of a procedure relocated whole (its points do not
+                           * fit in place): its trampoline is the procedure's copy, its
+                           * return sites (PT_RSITE, same row) jump into it */
+    pt_map_t *map;        /* ... the copy's instructions (installed points only) */
+    uint32_t rsize;       /* reloc: the copy's length where it was tried (reloc_trial) */
+    const uint64_t *exits; /* reloc: the exits (link addresses, sorted; the caller's
+                            * until install) AFTER runs at; NULL: every one */
+    size_t nexits;
+    uint8_t wide;         /* PT_RSITE whose jump covers the blocks after its own (or
+                           * padding): the original must be idle when it goes in */
+    size_t nmap;
 } point_t;
 
 /* One line of the report: a procedure (entry counter, maybe timed) or a call site. */
@@ -131,6 +144,7 @@ struct dyn_session {
     refusal_t *ref; /* refused procedures */
     size_t nref, capref;
     uint64_t code, code_size; /* trampoline memory in the process */
+    uint64_t code_used;       /* ... the bytes of it emit_all filled */
     uint64_t ctr, ctr_size;   /* counter memory in the process */
     int memfd;                /* our end of shared counters, or -1 */
     volatile uint64_t *local; /* counters mapped here (shared), or NULL */
@@ -153,6 +167,10 @@ struct dyn_session {
                      * bytes from each are reserved) */
     size_t npads, cappads;
     int shstk; /* the process has a shadow stack (-1: not known yet) */
+    uint64_t *foreign; /* targets of branches from one procedure into another's middle
+                        * (link addresses, sorted; lazily) */
+    size_t nforeign;
+    int foreign_done;
 };
 
 /* Bytes written at PT's first replaced byte: a jmp rel32, or a jmp rel8 to its pad. */
@@ -721,7 +739,7 @@ check_point(const dyn_session_t *s, int kind, uint32_t proc, uint64_t addr, poin
     uint32_t b;
 
     *why = NULL;
-    if (kind < DYN_PT_ENTRY || kind > DYN_PT_WHOLE)
+    if (kind < DYN_PT_ENTRY || kind > DYN_PT_PROC)
         return QP_EINVAL;
     prog = s->prog;
     if (proc >= prog->nprocs)
@@ -882,6 +900,51 @@ exit_via_preds(dyn_session_t *s, uint32_t proc, const cfg_block_t *r, uint32_t r
     return NULL;
 }
 
+static const char *check_reloc(dyn_session_t *s, uint32_t i, const char *name, int timed,
+    int exits, uint32_t *rowp, int *err);
+
+/* A DYN_PT_PROC point of procedure PROC at ADDR (its entry): as dyn_session_add_point
+ * (with ROW, BEFORE, AFTER, NAME) or, ADD 0, only whether it would go in (the session as
+ * it was; *LO, *HI: its entry's bytes). */
+static int
+reloc_point(dyn_session_t *s, int add, uint32_t proc, uint64_t addr,
+    const dyn_snippet_t *before, const dyn_snippet_t *after, const char *name,
+    uint32_t *row, uint64_t *lo, uint64_t *hi, const char **why)
+{
+    size_t c0 = s->ncand, r0 = s->nrows, p0 = s->npads;
+    uint32_t r;
+    int err = 0;
+
+    if (proc >= s->prog->nprocs)
+        return QP_EINVAL;
+    if (addr != s->prog->procs[proc].entry) {
+        *why = "not the procedure's entry";
+        return QP_EUNSUPP;
+    }
+    *why = check_reloc(s, proc, name, 0, 1, &r, &err);
+    QP_CHECK(err);
+    if (*why != NULL)
+        return QP_EUNSUPP;
+    point_t *pt = &s->cand[c0]; /* the entry's */
+    if (lo != NULL)
+        *lo = pt->entry;
+    if (hi != NULL)
+        *hi = pt->entry + pt->len;
+    if (!add) {
+        s->ncand = c0;
+        s->nrows = r0;
+        s->npads = p0;
+        return 0;
+    }
+    if (before != NULL)
+        pt->before = *before;
+    if (after != NULL)
+        pt->after = *after;
+    if (row != NULL)
+        *row = r;
+    return 0;
+}
+
 int
 dyn_session_check_point(const dyn_session_t *s, int kind, uint32_t proc, uint64_t addr,
     uint64_t *lo, uint64_t *hi, const char **why)
@@ -894,6 +957,9 @@ dyn_session_check_point(const dyn_session_t *s, int kind, uint32_t proc, uint64_
     *why = NULL;
     if (s == NULL)
         return QP_EINVAL;
+    if (kind == DYN_PT_PROC)
+        return reloc_point((dyn_session_t *)s, 0, proc, addr, NULL, NULL, NULL, NULL, lo, hi,
+            why);
     /* A point through padding takes it: given back, nothing is added here. */
     size_t npads = s->npads;
     int rc = check_point(s, kind, proc, addr, &pt, why);
@@ -939,8 +1005,11 @@ dyn_session_add_point(dyn_session_t *s, int kind, uint32_t proc, uint64_t addr,
         why = &unused;
     *why = NULL;
     if (s == NULL || s->installed || (before == NULL && after == NULL)
-        || (after != NULL && kind != DYN_PT_CALL && kind != DYN_PT_WHOLE))
+        || (after != NULL && kind != DYN_PT_CALL && kind != DYN_PT_WHOLE
+            && kind != DYN_PT_PROC))
         return QP_EINVAL;
+    if (kind == DYN_PT_PROC)
+        return reloc_point(s, 1, proc, addr, before, after, name, row, NULL, NULL, why);
     int rc = check_point(s, kind, proc, addr, &pt, why);
     const cfg_block_t *r;
     if (rc == QP_EUNSUPP && kind == DYN_PT_EXIT && before != NULL
@@ -971,6 +1040,20 @@ dyn_session_add_point(dyn_session_t *s, int kind, uint32_t proc, uint64_t addr,
     if (row != NULL)
         *row = pt.row;
     return 0;
+}
+
+int
+dyn_session_set_exits(dyn_session_t *s, uint32_t row, const uint64_t *exits, size_t n)
+{
+    if (s == NULL || s->installed)
+        return QP_EINVAL;
+    for (size_t i = 0; i < s->ncand; i++)
+        if (s->cand[i].row == row && s->cand[i].reloc) {
+            s->cand[i].exits = exits;
+            s->cand[i].nexits = n;
+            return 0;
+        }
+    return QP_ENOTFOUND;
 }
 
 const char *
@@ -1022,7 +1105,10 @@ dyn_session_select(
         if (!(flags & DYN_SEL_ALL)
             && (name = match_name(s->prog->img, pr, pattern)) == NULL)
             continue;
-        if ((flags & DYN_SEL_ALL) && (pr->flags & CFG_PROC_FRAGMENT))
+        /* A cold fragment is counted in its parent's calls: a glob (as --all, and as
+         * --time) leaves it out; named alone, it is refused with the reason. */
+        if ((pr->flags & CFG_PROC_FRAGMENT)
+            && ((flags & DYN_SEL_ALL) || strpbrk(pattern, "*?[") != NULL))
             continue;
         k++;
         if (s->chosen[i] & 1)
@@ -1035,6 +1121,15 @@ dyn_session_select(
             && check_short(s, i, first_only, &pt) == NULL)
             why = NULL;
         pt.name = name;
+        if (why != NULL) {
+            /* Its entry does not fit in place: the procedure relocated whole, its entry
+             * reached through a slot of its own code. */
+            int err = 0;
+            const char *w2 = check_reloc(s, i, name, 0, 0, NULL, &err);
+            QP_CHECK(err);
+            if (w2 == NULL)
+                continue;
+        }
         if (why != NULL) {
             QP_CHECK(refuse_name(s, name, why));
             continue;
@@ -1346,9 +1441,487 @@ exits_before(dyn_session_t *s, uint32_t i, const cfg_block_t *r, uint32_t row,
     return NULL;
 }
 
-/* Why procedure I cannot be timed, or NULL with its entry and exit candidates added. */
+/*****************************************************************************
+ * Procedures relocated whole: where a procedure's exits do not fit in place (too short,
+ * shared, jumped into by other procedures), it runs as a copy with the snippets in it
+ * (patch/'s pt_proc_emit), entered by the jump at its entry; each call in the copy
+ * pushes its original return address, and a jump at each return site brings the callee
+ * back into the copy. The original keeps every other byte: a thread already inside it,
+ * or another procedure jumping into its middle, runs the original code, unmeasured.
+ */
+
+/* Is link address A the target of a branch from another procedure into the middle of
+ * the procedure whose code holds it? (The targets, collected once.) */
+static int
+foreign_target(dyn_session_t *s, uint64_t a, int *err)
+{
+    const cfg_prog_t *prog = s->prog;
+    *err = 0;
+    if (!s->foreign_done) {
+        size_t n = 0;
+        s->foreign = malloc((prog->nedges + 1) * sizeof(*s->foreign));
+        if (s->foreign == NULL) {
+            *err = QP_ENOMEM;
+            return 0;
+        }
+        for (uint32_t e = 0; e < prog->nedges; e++) {
+            const cfg_edge_t *ed = &prog->edges[e];
+            if (ed->target == 0)
+                continue;
+            const cfg_proc_t *to = cfg_proc_at(prog, ed->target);
+            const cfg_proc_t *from = cfg_proc_at(prog, prog->blocks[ed->from].start);
+            if (to != NULL && to != from && to->entry != ed->target)
+                s->foreign[n++] = ed->target;
+        }
+        qsort(s->foreign, n, sizeof(*s->foreign), cfg_u64_cmp);
+        s->nforeign = n;
+        s->foreign_done = 1;
+    }
+    size_t i = cfg_u64_lower_bound(s->foreign, s->nforeign, a);
+    return i < s->nforeign && s->foreign[i] == a;
+}
+
+static int
+run_cmp(const void *a, const void *b)
+{
+    const pt_run_t *x = a, *y = b;
+    return x->addr < y->addr ? -1 : x->addr > y->addr;
+}
+
+/*
+ * Procedure I's code as runs for pt_proc_emit: its blocks and its cold fragments' (PARTS,
+ * NPARTS), by address, those back to back joined. Into *OUT (malloc'd); their number, or
+ * QP_E*.
+ */
+static int
+proc_runs(const dyn_session_t *s, const uint32_t *parts, int nparts, pt_run_t **out)
+{
+    const cfg_prog_t *prog = s->prog;
+    size_t n = 0, cap = 0;
+    uint32_t b;
+    int k;
+    pt_run_t *v;
+
+    FOR_BLOCKS(prog, parts, nparts, k, b)
+    cap++;
+    if ((v = malloc((cap + 1) * sizeof(*v))) == NULL)
+        return QP_ENOMEM;
+    FOR_BLOCKS(prog, parts, nparts, k, b)
+    {
+        const cfg_block_t *bl = &prog->blocks[b];
+        size_t avail;
+        const uint8_t *bytes = cfg_image_ptr(prog->img, bl->start, &avail);
+        if (bytes == NULL || avail < bl->end - bl->start) {
+            free(v);
+            return QP_EINVAL;
+        }
+        v[n++] = (pt_run_t) { bl->start + s->bias, bytes, (uint32_t)(bl->end - bl->start) };
+    }
+    qsort(v, n, sizeof(*v), run_cmp);
+    size_t m = 0;
+    for (size_t r = 0; r < n; r++) {
+        if (m > 0 && v[m - 1].addr + v[m - 1].len == v[r].addr
+            && v[m - 1].bytes + v[m - 1].len == v[r].bytes)
+            v[m - 1].len += v[r].len;
+        else if (m > 0 && v[m - 1].addr + v[m - 1].len > v[r].addr) {
+            free(v); /* overlapping blocks: not one reading of the bytes */
+            return QP_EINVAL;
+        } else
+            v[m++] = v[r];
+    }
+    *out = v;
+    return (int)m;
+}
+
+/* The blocks of PARTS as one index range per part, for a visited set. */
+static size_t
+part_block_index(const cfg_prog_t *prog, const uint32_t *parts, int nparts, uint32_t b)
+{
+    size_t base = 0;
+    for (int k = 0; k < nparts; k++) {
+        const cfg_proc_t *p = &prog->procs[parts[k]];
+        if (b >= p->block && b < p->block + p->nblocks)
+            return base + (b - p->block);
+        base += p->nblocks;
+    }
+    return SIZE_MAX;
+}
+
+/*
+ * The return site X (link address) of a call in procedure I (its parts PARTS, NPARTS)
+ * for a jump into the copy: why not, or NULL; *WIDE: the jump covers more than X's
+ * block (the blocks after it, of the procedure, or padding). XS (NXS, sorted): every
+ * return site of the procedure, none of which may be under the jump but X.
+ */
 static const char *
-check_timed(dyn_session_t *s, uint32_t i, const char *name, int *err /*OUT*/)
+rsite_ok(const dyn_session_t *s, uint32_t i, const uint32_t *parts, int nparts,
+    uint64_t x, const uint64_t *xs, size_t nxs, int *wide)
+{
+    const cfg_prog_t *prog = s->prog;
+    uint32_t b = cfg_block_at(prog, x);
+    uint64_t a;
+
+    *wide = 0;
+    if (b == CFG_NONE || prog->blocks[b].start != x)
+        return "a call's return site does not start a block";
+    if (proc_entry_in(prog, x + 1, x + JMP_LEN) || !pad_free(s, x, JMP_LEN))
+        return "a call's return site shares its bytes with another procedure";
+    if (((x + s->bias) & 4095) > 4096 - JMP_LEN)
+        return "a call's return site crosses a page boundary";
+    size_t j = cfg_u64_lower_bound(xs, nxs, x + 1);
+    if (j < nxs && xs[j] < x + JMP_LEN)
+        return "two return sites within 5 bytes";
+    for (a = prog->blocks[b].end; a < x + JMP_LEN;) {
+        uint32_t c = cfg_block_at(prog, a);
+        *wide = 1;
+        if (c == CFG_NONE) /* padding after a ret or a jmp, the rest of it */
+            return spill_ok(s, a, x + JMP_LEN - a)
+                ? NULL
+                : "a call's return site is too short for a jump into the copy";
+        const cfg_block_t *cb = &prog->blocks[c];
+        int mine = 0;
+        for (int k = 0; k < nparts; k++)
+            mine |= cb->proc == parts[k];
+        if (cb->start != a || !mine || c == prog->procs[i].block)
+            return "a call's return site is too short for a jump into the copy";
+        a = cb->end;
+    }
+    return NULL;
+}
+
+static void count_snip(const dyn_session_t *s, int timed, uint64_t words, arch_snip_t v[4],
+    dyn_snippet_t *sn);
+
+/*
+ * Whether the copy of the procedure of PT (PARTS, NPARTS) can be made (emitted once
+ * where the procedure is, with a counter and a timer): why not, or NULL with PT->rsize
+ * its length. *ERR: QP_ENOMEM.
+ */
+static const char *
+reloc_trial(const dyn_session_t *s, const uint32_t *parts, int nparts, point_t *pt,
+    int *err)
+{
+    pt_run_t *runs;
+    int n = proc_runs(s, parts, nparts, &runs);
+    if (n < 0) {
+        *err = n == QP_ENOMEM ? n : 0;
+        return "its blocks overlap (not one reading of its bytes)";
+    }
+    uint64_t e = s->prog->procs[pt->proc].entry + s->bias;
+    arch_snip_t cv[4], stop = { .op = ARCH_SN_TIMER_STOP, .a = ARCH_SNIP_NONE,
+        .b = ARCH_SNIP_NONE, .c = ARCH_SNIP_NONE, .imm = (int64_t)e };
+    dyn_snippet_t count;
+    count_snip(s, 1, e, cv, &count);
+    pt_proc_t p = { runs, (size_t)n, e,
+        { count.nodes, count.n, count.root, pt_point_ctx(PT_POINT_ENTRY, ARCH_FLAGS_STATUS) },
+        { &stop, 1, 0, pt_point_ctx(PT_POINT_EXIT, ARCH_FLAGS_STATUS) },
+        { &stop, 1, 0, pt_point_ctx(PT_POINT_INSN, ARCH_FLAGS_STATUS) }, NULL, 0 };
+    size_t cap = pt_proc_size(&p, 256), mapcap = pt_proc_mapcap(&p), nmap;
+    uint8_t *out = malloc(cap + 1);
+    pt_map_t *map = malloc((mapcap + 1) * sizeof(*map));
+    const char *why = NULL;
+    if (out == NULL || map == NULL)
+        *err = QP_ENOMEM;
+    else if ((n = pt_proc_emit(&p, p.entry, out, cap, map, mapcap, &nmap)) < 0)
+        why = n == QP_EUNSUPP ? "an instruction cannot run in a copy (a call to the next "
+                                "one or into its middle, a branch into an instruction)"
+                              : "its instructions cannot be relocated to the trampoline";
+    else
+        pt->rsize = (uint32_t)n;
+    free(out);
+    free(map);
+    free(runs);
+    return why;
+}
+
+/* Why the call that ends block BL makes its procedure catch exceptions (a C++ catch
+ * clause calls __cxa_begin_catch), or NULL. */
+static const char *
+catches(const dyn_session_t *s, const cfg_block_t *bl)
+{
+    arch_insn_t in;
+    uint64_t a = bl->start;
+    while (a < bl->end && cfg_image_decode(s->prog->img, a, 0, &in) >= 0 && a + in.len < bl->end)
+        a += in.len;
+    if (a >= bl->end || in.kind != ARCH_KIND_CALL)
+        return NULL;
+    const cfg_proc_t *c = cfg_proc_at(s->prog, in.target);
+    return c != NULL && c->name != NULL && strstr(c->name, "__cxa_begin_catch") != NULL
+        ? "it catches exceptions (the handler would go on in the original code, past the "
+          "copy's exits)"
+        : NULL;
+}
+
+/* Is link address A in a block of PARTS (none of those other procedures reach, SEEN)? */
+static int
+own_byte(const dyn_session_t *s, const uint32_t *parts, int nparts, const uint8_t *seen,
+    uint64_t a)
+{
+    uint32_t b = cfg_block_at(s->prog, a);
+    if (b == CFG_NONE)
+        return 0;
+    size_t x = part_block_index(s->prog, parts, nparts, b);
+    return x != SIZE_MAX && (seen == NULL || !seen[x]);
+}
+
+/*
+ * The return site X of a call in the procedure of PARTS for a jmp rel8 (to a slot,
+ * find_slot): its 2 bytes in its own blocks, on instruction boundaries, no other return
+ * site (XS, NXS) or procedure entry under them, not across a page.
+ */
+static int
+short_rsite_ok(const dyn_session_t *s, const uint32_t *parts, int nparts, uint64_t x,
+    const uint64_t *xs, size_t nxs)
+{
+    const cfg_prog_t *prog = s->prog;
+    uint32_t b = cfg_block_at(prog, x), c = cfg_block_at(prog, x + 1);
+    size_t j = cfg_u64_lower_bound(xs, nxs, x + 1);
+    if (b == CFG_NONE || prog->blocks[b].start != x || !own_byte(s, parts, nparts, NULL, x)
+        || !own_byte(s, parts, nparts, NULL, x + 1)
+        || (c != b && prog->blocks[c].start != x + 1))
+        return 0;
+    if (j < nxs && xs[j] == x + 1)
+        return 0;
+    return !proc_entry_in(prog, x + 1, x + SHORT_LEN) && pad_free(s, x, SHORT_LEN)
+        && ((x + s->bias) & 4095) <= 4096 - SHORT_LEN;
+}
+
+/*
+ * A slot for the 5-byte jump of PT's jmp rel8 at link address NEAR: 5 bytes of the
+ * procedure's own original code (PARTS; none SEEN: no other procedure runs them) within
+ * the jmp's reach, clear of the bytes its jumps take (RNG: NRNG / 2 ranges [lo, hi)) and
+ * of other slots and padding taken. Nothing runs there once the copy is in and the
+ * original is idle (checked at install: PT's wide). Why not, or NULL with PT's pad and
+ * pad_orig set and the slot taken.
+ */
+static const char *
+find_slot(dyn_session_t *s, const uint32_t *parts, int nparts, const uint8_t *seen,
+    const uint64_t *rng, size_t nrng, uint64_t near, point_t *pt)
+{
+    uint64_t from = near + SHORT_LEN - 128, to = near + SHORT_LEN + 127;
+    for (uint64_t a = from; a <= to; a++) {
+        int ok = ((a + s->bias) & 4095) <= 4096 - JMP_LEN && pad_free(s, a, JMP_LEN);
+        for (uint64_t x = a; ok && x < a + JMP_LEN; x++)
+            ok = own_byte(s, parts, nparts, seen, x);
+        for (size_t r = 0; ok && r + 1 < nrng; r += 2)
+            ok = a + JMP_LEN <= rng[r] || rng[r + 1] <= a;
+        if (!ok)
+            continue;
+        size_t avail;
+        const uint8_t *bytes = cfg_image_ptr(s->prog->img, a, &avail);
+        if (bytes == NULL || avail < JMP_LEN || pad_take(s, a) < 0)
+            continue;
+        pt->pad = a + s->bias;
+        memcpy(pt->pad_orig, bytes, JMP_LEN);
+        return NULL;
+    }
+    return "a return site or its entry is too short for a jump, with no room within a "
+           "short jump's reach";
+}
+
+/*
+ * Procedure I relocated whole (a row added for NAME, TIMED: a timer's, else the
+ * caller's snippets; *ROW): its entry jump, then a jump at the return site of each
+ * call. Why not (the session as it was), or NULL with the candidates added, the entry's
+ * first. *ERR: QP_ENOMEM.
+ */
+static const char *
+check_reloc(dyn_session_t *s, uint32_t i, const char *name, int timed, int exits,
+    uint32_t *rowp, int *err)
+{
+    const cfg_prog_t *prog = s->prog;
+    const cfg_proc_t *pr = &prog->procs[i];
+    size_t ncand0 = s->ncand, nrows0 = s->nrows, npads0 = s->npads, nblk = 0, nxs = 0;
+    uint32_t parts[64], b, row;
+    int k, nparts, first_only;
+    const char *why;
+    point_t pt;
+    uint8_t *seen = NULL, *how = NULL;
+    uint32_t *todo = NULL;
+    uint64_t *xs = NULL, *rng = NULL;
+
+    *err = 0;
+    if ((nparts = parts_of(s, i, parts, 64)) < 0) {
+        *err = nparts == QP_ERANGE ? 0 : nparts;
+        return "too many cold fragments";
+    }
+    if ((why = entry_ok(s, i, &first_only)) != NULL)
+        return why;
+    if (pr->nind_unresolved > 0)
+        return "an indirect jump with unknown targets might land in the original code";
+    if (has_shadow_stack(s))
+        return "its calls would be made with their original return address (the process "
+               "has a shadow stack)";
+
+    int entry_slot = 0;
+    if ((why = entry_insns(s, i, JMP_LEN, 0, &pt)) != NULL) {
+        /* Too short: a jmp rel8 to a jump in padding, or else in its own original code
+         * (a slot, found once the bytes its other jumps take are known). */
+        if (entry_insns(s, i, SHORT_LEN, 0, &pt) != NULL)
+            return why;
+        entry_slot = find_pad(s, pr->entry, &pt) != NULL;
+        why = NULL;
+    }
+    if (pt.pad == 0 && !entry_slot && (pt.entry & 4095) > 4096 - JMP_LEN) {
+        s->npads = npads0;
+        return "its first 5 bytes cross a page boundary (the jump could not be written in "
+               "one piece)";
+    }
+    pt.kind = PT_ENTRY;
+    pt.proc = i;
+    pt.name = name;
+    pt.reloc = 1;
+    pt.call_ret = 0;
+    pt.save_flags = entry_save_flags(pr);
+    for (k = 0; k < nparts; k++)
+        nblk += prog->procs[parts[k]].nblocks;
+    seen = calloc(nblk + 1, 1);
+    todo = malloc((nblk + 1) * sizeof(*todo));
+    xs = malloc((nblk + 1) * sizeof(*xs));
+    if (seen == NULL || todo == NULL || xs == NULL) {
+        *err = QP_ENOMEM;
+        goto out;
+    }
+    /* What the copy cannot keep inside: tables and jumps of unknown targets, calls
+     * into other procedures' code. The return sites; the blocks other procedures jump
+     * into (the start of a search of what they run of the original). */
+    size_t ntodo = 0;
+    FOR_BLOCKS(prog, parts, nparts, k, b)
+    {
+        const cfg_block_t *bl = &prog->blocks[b];
+        for (uint32_t e = 0; e < bl->nsucc && why == NULL; e++) {
+            const cfg_edge_t *ed = cfg_block_succ(prog, bl, e);
+            if (ed->kind == CFG_EDGE_TABLE || ed->kind == CFG_EDGE_INDIRECT)
+                why = "a jump table (its targets would run the original code)";
+            else if (ed->kind == CFG_EDGE_UNRESOLVED)
+                why = "an indirect jump with unknown targets may leave it";
+            else if (ed->kind == CFG_EDGE_TAILCALL
+                && (bl->last_kind == ARCH_KIND_CALL || bl->last_kind == ARCH_KIND_CALL_IND))
+                why = "a call returns into another procedure's code (its callee is assumed "
+                      "never to return)";
+            else if (ed->kind == CFG_EDGE_CALLRET && ed->to != CFG_NONE)
+                xs[nxs++] = prog->blocks[ed->to].start;
+        }
+        /* An exception it catches goes on in the original code (its landing pad), past
+         * the copy: a ret there would miss its exit's snippet. (A cleanup ends in
+         * _Unwind_Resume: no ret runs there, in place or in a copy.) */
+        if (why == NULL && exits && bl->last_kind == ARCH_KIND_CALL)
+            why = catches(s, bl);
+        if (why != NULL)
+            goto out;
+        if (b != pr->block && foreign_target(s, bl->start, err)) {
+            seen[part_block_index(prog, parts, nparts, b)] = 1;
+            todo[ntodo++] = b;
+        }
+        if (*err < 0)
+            goto out;
+    }
+    qsort(xs, nxs, sizeof(*xs), cfg_u64_cmp);
+    /*
+     * The code other procedures run in the original: a call there would return into the
+     * copy (through its return site's jump), and a jump under their feet would take
+     * them there: either stops the timer it never started.
+     */
+    while (ntodo > 0 && why == NULL) {
+        const cfg_block_t *bl = &prog->blocks[todo[--ntodo]];
+        size_t j = cfg_u64_lower_bound(xs, nxs, bl->start > JMP_LEN ? bl->start - JMP_LEN + 1 : 0);
+        if (bl->last_kind == ARCH_KIND_CALL || bl->last_kind == ARCH_KIND_CALL_IND)
+            why = "other procedures jump into its middle and reach one of its calls";
+        else if (j < nxs && xs[j] < bl->end)
+            why = "other procedures jump into its middle and reach a return site";
+        for (uint32_t e = 0; e < bl->nsucc; e++) {
+            const cfg_edge_t *ed = cfg_block_succ(prog, bl, e);
+            size_t x;
+            if (ed->to == CFG_NONE
+                || (x = part_block_index(prog, parts, nparts, ed->to)) == SIZE_MAX
+                || seen[x])
+                continue;
+            seen[x] = 1;
+            todo[ntodo++] = ed->to;
+        }
+    }
+    if (why != NULL)
+        goto out;
+    /* Each return site: a jump into the copy (covering the blocks after it when the
+     * original is idle), else a jmp rel8 to a jump in a slot of its own code. */
+    if ((how = calloc(nxs + 1, 1)) == NULL
+        || (rng = malloc((2 * nxs + 2) * sizeof(*rng))) == NULL) {
+        *err = QP_ENOMEM;
+        goto out;
+    }
+    size_t nrng = 0;
+    rng[nrng++] = pr->entry;
+    rng[nrng++] = pr->entry + (pt.pad || entry_slot ? SHORT_LEN : JMP_LEN);
+    for (size_t j = 0; j < nxs && why == NULL; j++) {
+        int wide;
+        if (j > 0 && xs[j] == xs[j - 1])
+            continue;
+        why = rsite_ok(s, i, parts, nparts, xs[j], xs, nxs, &wide);
+        how[j] = why == NULL ? (uint8_t)(1 + wide) : 3;
+        if (why != NULL && short_rsite_ok(s, parts, nparts, xs[j], xs, nxs))
+            why = NULL;
+        rng[nrng++] = xs[j];
+        rng[nrng++] = xs[j] + (how[j] == 3 ? SHORT_LEN : JMP_LEN);
+    }
+    if (why != NULL)
+        goto out;
+    if (entry_slot) {
+        if ((why = find_slot(s, parts, nparts, seen, rng, nrng, pr->entry, &pt)) != NULL)
+            goto out;
+        pt.wide = 1;
+    }
+    if ((*err = add_row(s, name, i, timed, &row)) < 0)
+        goto out;
+    if (rowp != NULL)
+        *rowp = row;
+    pt.row = row;
+    if ((*err = add_cand(s, &pt)) < 0)
+        goto out;
+    for (size_t j = 0; j < nxs && why == NULL; j++) {
+        size_t avail;
+        const uint8_t *bytes = cfg_image_ptr(prog->img, xs[j], &avail);
+        point_t rs;
+        if (how[j] == 0)
+            continue;
+        if (bytes == NULL || avail < JMP_LEN) {
+            why = "no bytes in the file";
+            break;
+        }
+        memset(&rs, 0, sizeof(rs));
+        rs.kind = PT_RSITE;
+        rs.proc = i;
+        rs.row = row;
+        rs.name = name;
+        rs.entry = xs[j] + s->bias;
+        rs.len = how[j] == 3 ? SHORT_LEN : JMP_LEN;
+        rs.wide = how[j] >= 2;
+        memcpy(rs.orig, bytes, rs.len);
+        if (how[j] == 3
+            && (why = find_slot(s, parts, nparts, seen, rng, nrng, xs[j], &rs)) != NULL)
+            break;
+        if ((*err = add_cand(s, &rs)) < 0)
+            goto out;
+    }
+    if (why == NULL)
+        why = reloc_trial(s, parts, nparts, &pt, err);
+out:
+    free(seen);
+    free(todo);
+    free(xs);
+    free(how);
+    free(rng);
+    if (why != NULL || *err < 0) {
+        s->ncand = ncand0;
+        s->nrows = nrows0;
+        s->npads = npads0;
+    }
+    return why;
+}
+
+/* Why procedure I cannot be timed in place, or NULL with its entry and exit candidates
+ * added. */
+static const char *
+check_timed_inplace(dyn_session_t *s, uint32_t i, const char *name, int *err /*OUT*/)
 {
     const cfg_prog_t *prog = s->prog;
     const cfg_proc_t *pr = &prog->procs[i];
@@ -1435,6 +2008,23 @@ done:
         s->nrows = nrows0;
     }
     return why;
+}
+
+/*
+ * Why procedure I cannot be timed, or NULL with its candidates added: in place where its
+ * exits fit (the cheapest), else relocated whole. The reason given is the in-place one
+ * unless that was its being jumped into, which the copy takes care of.
+ */
+static const char *
+check_timed(dyn_session_t *s, uint32_t i, const char *name, int *err /*OUT*/)
+{
+    const char *why = check_timed_inplace(s, i, name, err), *w2;
+    if (why == NULL || *err < 0)
+        return why;
+    w2 = check_reloc(s, i, name, 1, 1, NULL, err);
+    if (w2 == NULL || *err < 0)
+        return w2;
+    return s->prog->procs[i].flags & CFG_PROC_MULTI_ENTRY ? w2 : why;
 }
 
 int
@@ -1787,6 +2377,77 @@ tramp_snip(const point_t *pt, const dyn_snippet_t *sn, int after)
     return (pt_snip_t) { sn->nodes, sn->n, sn->root, snip_ctx(pt, after) };
 }
 
+/*
+ * The copy of PT's procedure (relocated whole) at AT into OUT (CAP bytes), with PRE at
+ * its entry and POST (may be NULL) before each ret and each jump that leaves it: its
+ * length, or QP_E*; PT's map of it set.
+ */
+static int
+emit_reloc(const dyn_session_t *s, point_t *pt, uint64_t at, const dyn_snippet_t *pre,
+    const dyn_snippet_t *post, uint8_t *out, size_t cap)
+{
+    uint32_t parts[64];
+    int nparts = parts_of((dyn_session_t *)s, pt->proc, parts, 64), n;
+    pt_run_t *runs;
+    uint8_t fl = pt->save_flags ? ARCH_FLAGS_STATUS : 0;
+
+    QP_CHECK(nparts);
+    QP_CHECK(n = proc_runs(s, parts, nparts, &runs));
+    pt_proc_t p = { runs, (size_t)n, s->prog->procs[pt->proc].entry + s->bias,
+        tramp_snip(pt, pre, 0), { 0 }, { 0 }, NULL, 0 };
+    uint64_t *exits = NULL;
+    if (pt->exits != NULL) {
+        /* Only the exits the caller put its snippet at (link addresses, sorted). */
+        if ((exits = malloc((pt->nexits + 1) * sizeof(*exits))) == NULL) {
+            free(runs);
+            return QP_ENOMEM;
+        }
+        for (size_t k = 0; k < pt->nexits; k++)
+            exits[k] = pt->exits[k] + s->bias;
+        p.exits = exits;
+        p.nexits = pt->nexits;
+    }
+    if (post != NULL) {
+        /* At a ret the flags are dead where the ABI holds (as a timed exit's); before a
+         * jump that leaves, they are saved (they may be live for its target). */
+        p.ret = (pt_snip_t) { post->nodes, post->n, post->root, pt_point_ctx(PT_POINT_EXIT, fl) };
+        p.leave = (pt_snip_t) { post->nodes, post->n, post->root,
+            pt_point_ctx(PT_POINT_INSN, ARCH_FLAGS_STATUS) };
+    }
+    free(pt->map);
+    pt->nmap = 0;
+    size_t mapcap = pt_proc_mapcap(&p);
+    pt->map = malloc((mapcap + 1) * sizeof(*pt->map));
+    if (pt->map == NULL) {
+        free(runs);
+        free(exits);
+        return QP_ENOMEM;
+    }
+    n = pt_proc_emit(&p, at, out, cap, pt->map, mapcap, &pt->nmap);
+    free(runs);
+    free(exits);
+    return n;
+}
+
+/* Bytes enough for the copy of PT's procedure (relocated whole) with its snippets; 0
+ * when it cannot be known (emitting then says what is wrong). */
+static size_t
+reloc_size(const dyn_session_t *s, const point_t *pt)
+{
+    /* As tried, with a counter and a timer; room for snippets of its own and for
+     * encodings that differ where it goes (an emit that does not fit refuses it). */
+    const dyn_snippet_t *sn[2] = { &pt->before, &pt->after };
+    size_t extra = 0;
+    for (int a = 0; a < 2; a++)
+        if (sn[a]->nodes != NULL) {
+            pt_snip_t ps = { sn[a]->nodes, sn[a]->n, sn[a]->root, snip_ctx(pt, a) };
+            int n = pt_snip_size(&ps, pt->entry);
+            extra += n > 0 ? (size_t)n : 4096;
+        }
+    (void)s;
+    return pt->rsize + pt->rsize / 4 + 256 + extra * (pt->rsize / 8 + 1);
+}
+
 /* The trampoline of PT (counting or timing for its row at WORDS) at AT into OUT: its
  * length or QP_E*. */
 static int
@@ -1802,6 +2463,10 @@ emit_tramp(const dyn_session_t *s, point_t *pt, uint64_t at, uint64_t words, uin
     /* Every snippet goes through the snippet compiler, the counters' and timers' too. */
     count_snip(s, s->rows[pt->row].timed, words, cv, &count);
     const dyn_snippet_t *pre = pt->before.nodes ? &pt->before : &count;
+    if (pt->reloc)
+        return emit_reloc(s, pt, at, pre,
+            pt->after.nodes != NULL ? &pt->after : s->rows[pt->row].timed ? &st : NULL, out,
+            cap);
     if (pt->call_len) {
         t.shape = PT_TRAMP_CALL_NEXT;
         t.spill = 0;
@@ -1964,7 +2629,7 @@ emit_all(dyn_session_t *s, uint8_t *code, int *again)
     for (size_t i = 0; i < s->npts; i++) {
         point_t *pt = &s->pts[i];
         int n;
-        if (s->rows[pt->row].bad)
+        if (s->rows[pt->row].bad || pt->kind == PT_RSITE)
             continue;
         n = emit_tramp(s, pt, s->code + at, s->ctr + 8 * ROW_WORDS * pt->row, code + at,
             s->code_size - at);
@@ -1973,11 +2638,41 @@ emit_all(dyn_session_t *s, uint8_t *code, int *again)
                 pt->kind == PT_EXIT ? "the code before a ret cannot be relocated"
                                     : "its instructions cannot be relocated to the "
                                       "trampoline"));
-            *again = 1;
-            return 0;
+            if (!pt->reloc) {
+                *again = 1;
+                return 0;
+            }
+            /* (A copy: not emitted again from the start, its bytes are left unused.) */
+            continue;
         }
         pt->tramp = s->code + at;
         at += (uint64_t)n;
+    }
+    s->code_used = at;
+    /* Return sites: into their procedure's copy (the relocated point of their row). */
+    for (size_t i = 0; i < s->npts; i++) {
+        point_t *pt = &s->pts[i];
+        if (s->rows[pt->row].bad || pt->kind != PT_RSITE)
+            continue;
+        /* Its procedure's entry point (s->pts sorted by address). */
+        uint64_t e = s->prog->procs[pt->proc].entry + s->bias;
+        size_t lo = 0, hi = s->npts;
+        while (lo < hi) {
+            size_t mid = lo + (hi - lo) / 2;
+            if (s->pts[mid].entry < e)
+                lo = mid + 1;
+            else
+                hi = mid;
+        }
+        pt->tramp = 0;
+        for (; lo < s->npts && s->pts[lo].entry == e && pt->tramp == 0; lo++)
+            if (s->pts[lo].reloc && s->pts[lo].row == pt->row && s->pts[lo].map != NULL)
+                pt->tramp = pt_proc_at(s->pts[lo].map, s->pts[lo].nmap, pt->entry);
+        if (pt->tramp == 0) {
+            QP_CHECK(row_bad(s, pt->row, "a call's return site has no place in the copy"));
+            *again = 1;
+            return 0;
+        }
     }
     return 0;
 }
@@ -2004,9 +2699,75 @@ unpatch(dyn_proc_t *p, const point_t *pt, int check)
     return rc;
 }
 
+/*
+ * Is the original code of the procedure of PT (a return site whose jump covers the next
+ * instructions) idle: no word of W (NW, sorted: pcs, return addresses and signal frames
+ * near the top of each stack) inside it but its entry and its return sites (s->cand
+ * sorted), which lead into the copy?
+ */
+static int
+reloc_idle(dyn_session_t *s, const point_t *pt, const uint64_t *w, size_t nw)
+{
+    const cfg_prog_t *prog = s->prog;
+    uint32_t parts[64];
+    int nparts = parts_of(s, pt->proc, parts, 64);
+
+    if (nparts < 0)
+        return 0;
+    for (int k = 0; k < nparts; k++) {
+        const cfg_proc_t *p = &prog->procs[parts[k]];
+        if (p->nblocks == 0)
+            continue;
+        uint64_t lo = prog->blocks[p->block].start + s->bias,
+                 hi = prog->blocks[p->block + p->nblocks - 1].end + s->bias;
+        for (size_t i = cfg_u64_lower_bound(w, nw, lo); i < nw && w[i] < hi; i++) {
+            if (w[i] == prog->procs[pt->proc].entry + s->bias)
+                continue;
+            size_t lo2 = 0, hi2 = s->ncand;
+            while (lo2 < hi2) {
+                size_t mid = lo2 + (hi2 - lo2) / 2;
+                if (s->cand[mid].entry < w[i])
+                    lo2 = mid + 1;
+                else
+                    hi2 = mid;
+            }
+            if (lo2 < s->ncand && s->cand[lo2].entry == w[i]
+                && s->cand[lo2].kind == PT_RSITE && s->cand[lo2].row == pt->row)
+                continue;
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* Reads of process memory in windows (points are checked in address order: one read
+ * per window instead of one per point). */
+#define RD_WINDOW 65536
+typedef struct rd_cache {
+    uint64_t lo, hi; /* what buf holds */
+    uint8_t *buf;    /* RD_WINDOW bytes, or NULL: read directly */
+} rd_cache_t;
+
+static int
+read_cached(dyn_proc_t *p, rd_cache_t *c, uint64_t addr, void *out, size_t len)
+{
+    if (c->buf != NULL && (addr < c->lo || addr + len > c->hi)) {
+        /* A window from ADDR, shorter where the mapping ends (a failed read). */
+        c->lo = c->hi = addr;
+        for (size_t n = RD_WINDOW; n >= 4096 && c->hi == c->lo; n /= 2)
+            if (dyn_proc_read(p, addr, c->buf, n) == 0)
+                c->hi = addr + n;
+    }
+    if (c->buf == NULL || addr < c->lo || addr + len > c->hi)
+        return dyn_proc_read(p, addr, out, len);
+    memcpy(out, c->buf + (addr - c->lo), len);
+    return 0;
+}
+
 int
 dyn_session_install(dyn_session_t *s)
 {
+
     uint64_t *w = NULL, lo = UINT64_MAX, hi = 0, maxend = 0;
     size_t nw = 0, k = 0;
     uint8_t *code = NULL;
@@ -2024,6 +2785,7 @@ dyn_session_install(dyn_session_t *s)
         return QP_ENOMEM;
     }
     /* A row goes in whole or not at all (a timer needs its entry and every exit). */
+    rd_cache_t rd = { 0, 0, malloc(RD_WINDOW) };
     for (size_t i = 0; i < s->ncand; i++) {
         point_t *pt = &s->cand[i];
         uint8_t mem[32];
@@ -2036,9 +2798,13 @@ dyn_session_install(dyn_session_t *s)
                   "in one piece)";
         else if (any_in(w, nw, pt->entry + 1, pt->entry + pt->len))
             why = "a thread is inside the bytes to patch (pc or signal frame): try again";
-        else if (dyn_proc_read(s->p, pt->entry, mem, pt->len) < 0) {
+        else if (pt->wide && !reloc_idle(s, pt, w, nw))
+            why = "a thread is inside its code (pc or signal frame), where a return site's "
+                  "jump covers the next instructions: try again";
+        else if (read_cached(s->p, &rd, pt->entry, mem, pt->len) < 0) {
             if (errno == ESRCH) { /* the process ended: nothing to install into */
                 free(w);
+                free(rd.buf);
                 return QP_EIO;
             }
             why = "its code cannot be read";
@@ -2052,10 +2818,12 @@ dyn_session_install(dyn_session_t *s)
             maxend = pt->entry + pt->len;
         if (why != NULL && (rc = row_bad(s, pt->row, why)) < 0) {
             free(w);
+            free(rd.buf);
             return rc;
         }
     }
     free(w);
+    free(rd.buf);
     for (size_t i = 0; i < s->ncand; i++) {
         point_t *pt = &s->cand[i];
         if (s->rows[pt->row].bad)
@@ -2078,6 +2846,8 @@ dyn_session_install(dyn_session_t *s)
         uint64_t need = HDR_LEN + k * TRAMP_MAX;
         for (size_t i = 0; i < k; i++) {
             const point_t *pt = &s->pts[i];
+            if (pt->reloc)
+                need += reloc_size(s, pt); /* the copy */
             for (int a = 0; a < 2; a++) {
                 const dyn_snippet_t *sn = a ? &pt->after : &pt->before;
                 arch_snip_ctx_t c = snip_ctx(pt, a);
@@ -2126,7 +2896,7 @@ dyn_session_install(dyn_session_t *s)
     for (size_t i = 0; i < s->npts; i++)
         s->has_calls |= s->pts[i].kind == PT_CALL;
     if ((rc = write_header(s, code)) < 0
-        || (rc = dyn_proc_write(s->p, s->code, code, s->code_size)) < 0)
+        || (rc = dyn_proc_write(s->p, s->code, code, s->code_used)) < 0)
         goto fail;
     /*
      * The patches, last: until here the process is unchanged but for new memory. Only
@@ -2344,6 +3114,32 @@ dyn_session_wall_ns(dyn_session_t *s, int64_t *ns /*OUT*/)
  * Removing
  */
 
+static int
+pc_map_cmp(const void *a, const void *b)
+{
+    const dyn_pc_map_t *x = a, *y = b;
+    return x->from < y->from ? -1 : x->from > y->from;
+}
+
+/* Every instruction of the installed copies, copy to original, sorted (malloc'd: free
+ * it); NULL when there is none or no memory. */
+static dyn_pc_map_t *
+copies_map(const dyn_session_t *s, size_t *n)
+{
+    size_t total = 0, k = 0;
+    for (size_t i = 0; i < s->npts; i++)
+        total += s->pts[i].map != NULL ? s->pts[i].nmap : 0;
+    dyn_pc_map_t *v = total ? malloc(total * sizeof(*v)) : NULL;
+    if (v == NULL)
+        return NULL;
+    for (size_t i = 0; i < s->npts; i++)
+        for (size_t j = 0; s->pts[i].map != NULL && j < s->pts[i].nmap; j++)
+            v[k++] = (dyn_pc_map_t) { s->pts[i].map[j].copy, s->pts[i].map[j].orig };
+    qsort(v, k, sizeof(*v), pc_map_cmp);
+    *n = k;
+    return v;
+}
+
 int
 dyn_session_remove(dyn_session_t *s, int *leaked /*OUT*/)
 {
@@ -2364,19 +3160,27 @@ dyn_session_remove(dyn_session_t *s, int *leaked /*OUT*/)
     for (size_t i = 0; i < s->npts; i++)
         if (unpatch(s->p, &s->pts[i], 1) < 0 && rc == 0)
             rc = QP_EIO;
-    /* Threads inside a trampoline are stepped out (no calls, no loops there). */
+    /* Threads inside a trampoline are let out (no calls, no loops there); inside the
+     * copy of a procedure (loops there) moved to the same instruction of the original. */
+    dyn_pc_map_t *pcs = NULL;
+    size_t npcs = 0;
     if (dyn_proc_threads(s->p, NULL, 0, &nt) == 0 && nt > 0
         && (ti = calloc(nt, sizeof(*ti))) != NULL
         && dyn_proc_threads(s->p, ti, nt, &nt) == 0) {
-        for (size_t i = 0; i < nt; i++)
-            if (ti[i].pc >= s->code && ti[i].pc < s->code + s->code_size
-                && dyn_proc_leave(
-                       s->p, ti[i].tid, s->code, s->code + s->code_size, LEAVE_TRIES)
-                    < 0)
+        for (size_t i = 0; i < nt; i++) {
+            if (ti[i].pc < s->code || ti[i].pc >= s->code + s->code_size)
+                continue;
+            if (pcs == NULL && (pcs = copies_map(s, &npcs)) == NULL)
+                npcs = 0;
+            if (dyn_proc_leave_map(s->p, ti[i].tid, s->code, s->code + s->code_size, pcs,
+                    npcs, LEAVE_TRIES)
+                < 0)
                 keep = 1;
+        }
     } else {
         keep = 1;
     }
+    free(pcs);
     free(ti);
     /*
      * A signal frame or return address pointing into the trampolines keeps them; the
@@ -2499,7 +3303,10 @@ dyn_session_destroy(dyn_session_t *s)
     for (size_t i = 0; i < s->nstrs; i++)
         free(s->strs[i]);
     free(s->strs);
+    for (size_t i = 0; s->pts != NULL && i < s->npts; i++)
+        free(s->pts[i].map);
     free(s->pts);
+    free(s->foreign);
     free(s->cand);
     free(s->ref);
     free(s->chosen);

@@ -1317,6 +1317,13 @@ dyn_proc_words(dyn_proc_t *p, size_t scan, uint64_t **out /*OUT*/, size_t *n /*O
 int
 dyn_proc_leave(dyn_proc_t *p, int tid, uint64_t lo, uint64_t hi, unsigned max_tries)
 {
+    return dyn_proc_leave_map(p, tid, lo, hi, NULL, 0, max_tries);
+}
+
+int
+dyn_proc_leave_map(dyn_proc_t *p, int tid, uint64_t lo, uint64_t hi,
+    const dyn_pc_map_t *map, size_t n, unsigned max_tries)
+{
     dyn_thread_t *t;
     held_t h = { 0 };
     int rc = QP_ERANGE;
@@ -1332,6 +1339,20 @@ dyn_proc_leave(dyn_proc_t *p, int tid, uint64_t lo, uint64_t hi, unsigned max_tr
         }
         if (regs.rip < lo || regs.rip >= hi) {
             rc = 0;
+            break;
+        }
+        /* At an instruction of a copy: on at the same instruction of the original. */
+        size_t a = 0, b = n;
+        while (a < b) {
+            size_t mid = a + (b - a) / 2;
+            if (map[mid].from < regs.rip)
+                a = mid + 1;
+            else
+                b = mid;
+        }
+        if (a < n && map[a].from == regs.rip) {
+            regs.rip = map[a].to;
+            rc = ptrace(PTRACE_SETREGS, tid, NULL, &regs) < 0 ? QP_EIO : 0;
             break;
         }
         if (i == max_tries)

@@ -100,6 +100,9 @@ typedef struct live {
     dyn_session_t *sess;     /* installed, or NULL */
     arch_snip_t **joined;    /* the joined snippets it uses (freed with it) */
     size_t njoined;
+    uint64_t **exits;        /* the exit lists of its procedures relocated whole (freed
+                              * with it) */
+    size_t nexits;
     uint8_t *in;             /* per insertion: in this set */
     size_t nin;
 } live_t;
@@ -113,6 +116,9 @@ live_free(live_t *l)
     for (size_t i = 0; i < l->njoined; i++)
         free(l->joined[i]);
     free(l->joined);
+    for (size_t i = 0; i < l->nexits; i++)
+        free(l->exits[i]);
+    free(l->exits);
     free(l->in);
     free(l);
 }
@@ -509,13 +515,45 @@ static int group_of(uint32_t kind);
 static int
 key_group(const qpt_ins_t *in)
 {
-    return in->whole ? 0 : group_of(in->pt.kind);
+    return in->reloc ? 3 : in->whole ? 0 : group_of(in->pt.kind);
 }
 
 static uint64_t
 key_where(const qpt_space_t *s, const qpt_ins_t *in)
 {
-    return in->whole ? s->prog->procs[in->pt.proc].entry + s->bias : in->where;
+    return in->whole || in->reloc ? s->prog->procs[in->pt.proc].entry + s->bias : in->where;
+}
+
+/*
+ * The procedure of IN relocated whole (DYN_PT_PROC) instead of patched in place: why
+ * not, or NULL with IN's reloc and patch range set. Only entries and exits go into the
+ * copy (one snippet list at the entry, one at every exit): a procedure with another
+ * kind of point stays in place.
+ */
+static const char *
+reloc_ok(qpt_space_t *s, qpt_ins_t *ins)
+{
+    const qpt_point_t *pt = &ins->pt;
+    const char *why = NULL;
+    /* (A shared library's space follows its process's.) */
+    if (!s->relocate && (s->parent == NULL || !s->parent->relocate))
+        return "not asked for (qpt_set_relocate)";
+    if (pt->kind != QPT_ENTRY && pt->kind != QPT_EXIT)
+        return "only an entry or an exit goes into a procedure's copy";
+    for (size_t i = 0; i < s->nins; i++) {
+        const qpt_ins_t *o = &s->ins[i];
+        if (!o->removed && o->pt.proc == pt->proc && o->pt.kind != QPT_ENTRY
+            && o->pt.kind != QPT_EXIT)
+            return "its procedure has points other than its entry and exits";
+    }
+    uint64_t e = s->prog->procs[pt->proc].entry;
+    if (dyn_session_check_point(s->check, DYN_PT_PROC, pt->proc, e, &ins->patch_lo,
+                                &ins->patch_hi, &why)
+        < 0)
+        return why != NULL ? why : "its procedure cannot be relocated";
+    ins->reloc = 1;
+    ins->whole = 0;
+    return NULL;
 }
 
 int
@@ -541,6 +579,23 @@ qpt_live_point_ok(qpt_space_t *s, qpt_ins_t *ins, const char **why)
         s->check = c;
     }
     ins->whole = 0;
+    ins->reloc = 0;
+    /* A procedure already relocated whole takes its other entries and exits in its copy;
+     * no other point. */
+    for (size_t i = 0; i < s->nins; i++) {
+        const qpt_ins_t *o = &s->ins[i];
+        if (o->removed || !o->reloc || o->pt.proc != pt->proc)
+            continue;
+        if (pt->kind != QPT_ENTRY && pt->kind != QPT_EXIT) {
+            *why = "its procedure runs as a copy (relocated whole): only its entry and "
+                   "exits take snippets";
+            return QP_EUNSUPP;
+        }
+        ins->reloc = 1;
+        ins->patch_lo = o->patch_lo;
+        ins->patch_hi = o->patch_hi;
+        return 0;
+    }
     if (pt->kind == QPT_EXIT && pt->proc < s->prog->nprocs
         && cfg_block_at(s->prog, pt->addr - s->bias) == s->prog->procs[pt->proc].block) {
         /* The ret (or tail call) of the entry block: the block moved whole with the
@@ -567,6 +622,9 @@ qpt_live_point_ok(qpt_space_t *s, qpt_ins_t *ins, const char **why)
             ins->whole = 1;
             rc = 0;
         }
+        /* Where it does not fit in place: its procedure relocated whole. */
+        if (rc == QP_EUNSUPP && reloc_ok(s, ins) == NULL)
+            return 0;
         QP_CHECK(rc);
     }
     /* Another point's jump over the same bytes (one point shares its jump). */
@@ -576,6 +634,9 @@ qpt_live_point_ok(qpt_space_t *s, qpt_ins_t *ins, const char **why)
             || (key_where(s, o) == key_where(s, ins) && key_group(o) == key_group(ins)))
             continue;
         if (o->patch_lo < ins->patch_hi && ins->patch_lo < o->patch_hi) {
+            /* Too short for both its entry and its exit: relocated whole. */
+            if (!o->reloc && o->pt.proc == ins->pt.proc && reloc_ok(s, ins) == NULL)
+                return 0;
             *why = "its bytes overlap those of another point with a snippet (a procedure "
                    "too short for both its entry and its exit?)";
             return QP_EUNSUPP;
@@ -693,6 +754,78 @@ ins_cmp(const void *x, const void *y, void *arg)
     return a->order < b->order ? -1 : a->order > b->order;
 }
 
+static int
+exit_cmp(const void *x, const void *y, void *arg)
+{
+    const qpt_space_t *s = arg;
+    const qpt_ins_t *a = &s->ins[*(const size_t *)x], *b = &s->ins[*(const size_t *)y];
+    if (a->where != b->where)
+        return a->where < b->where ? -1 : 1;
+    return a->order < b->order ? -1 : a->order > b->order;
+}
+
+/* Do insertions A and B hold the same snippet? */
+static int
+same_snippet(const qpt_ins_t *a, const qpt_ins_t *b)
+{
+    return a->n == b->n && a->root == b->root
+        && memcmp(a->nodes, b->nodes, a->n * sizeof(arch_snip_t)) == 0;
+}
+
+/*
+ * The insertions of a procedure relocated whole (IX: *NI of them, JX: *NJ, in order; a
+ * QPT_AFTER_CALL never goes there): its entries' stay in IX; its exits' go to JX, those
+ * of one exit only, every exit having the same ones (the copy runs one list before each
+ * of its exits), and their addresses (link, sorted, malloc'd) to *EXITS, *NEXITS. 0, or
+ * QP_EUNSUPP (exits with different snippets), QP_ENOMEM.
+ */
+static int
+reloc_exits(qpt_space_t *s, size_t *ix, size_t *ni, size_t *jx, size_t *nj, uint64_t **exits,
+    size_t *nexits)
+{
+    size_t n = 0, m = 0;
+    /* Exits from IX (where build put entries and exits alike) to JX. */
+    for (size_t k = 0; k < *ni; k++)
+        if (s->ins[ix[k]].pt.kind == QPT_EXIT)
+            jx[(*nj)++] = ix[k];
+        else
+            ix[n++] = ix[k];
+    *ni = n;
+    *exits = NULL;
+    *nexits = 0;
+    if (*nj == 0)
+        return 0;
+    qsort_r(jx, *nj, sizeof(size_t), exit_cmp, s);
+    uint64_t *v = malloc(*nj * sizeof(uint64_t));
+    if (v == NULL)
+        return QP_ENOMEM;
+    /* The first exit's list, and every other exit's the same. */
+    size_t first = 0;
+    while (first < *nj && s->ins[jx[first]].where == s->ins[jx[0]].where)
+        first++;
+    for (size_t k = 0; k < *nj;) {
+        size_t e = k;
+        while (e < *nj && s->ins[jx[e]].where == s->ins[jx[k]].where)
+            e++;
+        int same = e - k == first;
+        for (size_t q = 0; same && q < first; q++)
+            same = same_snippet(&s->ins[jx[k + q]], &s->ins[jx[q]]);
+        if (!same) {
+            free(v);
+            return qpt_fail(s, QP_EUNSUPP,
+                            "%s: its exits have different snippets, and it runs as one copy "
+                            "(relocated whole: its points do not fit in place)",
+                            qpt_proc_name(s, s->ins[jx[0]].pt.proc));
+        }
+        v[m++] = s->ins[jx[k]].where - s->bias;
+        k = e;
+    }
+    *nj = first;
+    *exits = v;
+    *nexits = m;
+    return 0;
+}
+
 /* A session with the current insertions (not installed yet); *L on success. */
 static int
 build(qpt_space_t *s, live_t **out)
@@ -704,10 +837,20 @@ build(qpt_space_t *s, live_t **out)
     int rc = l && ix && jx && done ? 0 : QP_ENOMEM;
     if (rc == 0) {
         l->joined = calloc(2 * s->nins + 1, sizeof(arch_snip_t *));
+        l->exits = calloc(s->nins + 1, sizeof(uint64_t *));
         l->in = calloc(s->nins + 1, 1);
         l->nin = s->nins;
-        if (l->joined == NULL || l->in == NULL)
+        if (l->joined == NULL || l->in == NULL || l->exits == NULL)
             rc = QP_ENOMEM;
+    }
+    /* One copy holds every entry and exit of a procedure relocated whole. */
+    for (size_t i = 0; rc == 0 && i < s->nins; i++) {
+        if (s->ins[i].removed || !s->ins[i].reloc)
+            continue;
+        for (size_t j = 0; j < s->nins; j++)
+            if (!s->ins[j].removed && s->ins[j].pt.proc == s->ins[i].pt.proc
+                && (s->ins[j].pt.kind == QPT_ENTRY || s->ins[j].pt.kind == QPT_EXIT))
+                s->ins[j].reloc = 1;
     }
     if (rc == 0)
         rc = dyn_session_create(s->proc, s->prog, s->bias, &l->sess);
@@ -744,10 +887,16 @@ build(qpt_space_t *s, live_t **out)
                 ix[ni++] = k;
             l->in[k] = 1;
         }
-        int kind = group == 0 ? group_kind(mask) : dyn_kind(a->pt.kind);
+        int kind = group == 0 ? group_kind(mask) : group == 3 ? DYN_PT_PROC : dyn_kind(a->pt.kind);
         dyn_snippet_t before = { 0 }, after = { 0 };
         size_t nn;
         uint32_t root;
+        uint64_t *exits = NULL;
+        size_t nexits = 0;
+        if (group == 3 && (rc = reloc_exits(s, ix, &ni, jx, &nj, &exits, &nexits)) < 0)
+            break;
+        if (exits != NULL)
+            l->exits[l->nexits++] = exits;
         if (ni > 0) {
             arch_snip_t *v = join(s, ix, ni, &nn, &root);
             if (v == NULL) {
@@ -767,9 +916,12 @@ build(qpt_space_t *s, live_t **out)
             after = (dyn_snippet_t) { v, nn, root };
         }
         const char *why = NULL;
+        uint32_t row;
         rc = dyn_session_add_point(l->sess, kind, a->pt.proc, where - s->bias,
                                    ni ? &before : NULL, nj ? &after : NULL,
-                                   qpt_proc_name(s, a->pt.proc), NULL, &why);
+                                   qpt_proc_name(s, a->pt.proc), &row, &why);
+        if (rc == 0 && exits != NULL)
+            rc = dyn_session_set_exits(l->sess, row, exits, nexits);
         if (rc < 0)
             qpt_fail(s, rc, "%s at 0x%llx: %s (nothing changed)", qpt_proc_name(s, a->pt.proc),
                      (unsigned long long)a->where, why ? why : qp_strerror(rc));

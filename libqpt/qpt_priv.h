@@ -42,6 +42,9 @@ typedef struct qpt_ins {
     uint8_t whole;        /* live: its point is its procedure's entry block moved whole
                            * (DYN_PT_WHOLE): a QPT_EXIT at the ret or tail call that ends
                            * it, or a QPT_ENTRY too short for a jump of its own */
+    uint8_t reloc;        /* live: its procedure relocated whole (DYN_PT_PROC): a QPT_ENTRY
+                           * or QPT_EXIT whose point does not fit in place, or another of
+                           * the same procedure (one copy holds them all) */
     uint8_t live_in;      /* live: in the process now */
     void *live;           /* live: the session's record of it */
 } qpt_ins_t;
@@ -61,6 +64,8 @@ struct qpt_space {
     void *sess;              /* live mode: its session (dyn_session_t) */
     void *check;             /* live mode: a session never installed, to check points */
     int inactive;            /* live mode: qpt_set_active(s, 0) took the snippets out */
+    int relocate;            /* live mode: qpt_set_relocate(s, 1): points that do not fit
+                              * in place go into a copy of their procedure */
     int keep_on_exit;        /* live mode: a mutator's exit leaves the snippets in */
     struct qpt_space *next_live; /* live mode: the spaces restored at exit */
     int at_exec;             /* live mode: started by qpt_spawn, not run yet */

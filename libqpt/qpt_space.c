@@ -1271,6 +1271,17 @@ qpt_set_active(qpt_space_t *s, int on)
 }
 
 int
+qpt_set_relocate(qpt_space_t *s, int on)
+{
+    if (s == NULL)
+        return QP_EINVAL;
+    if (!s->live)
+        return qpt_fail(s, QP_EUNSUPP, "a file's procedures are relocated by qpt_write");
+    s->relocate = on != 0;
+    return 0;
+}
+
+int
 qpt_tls_offset(const qpt_space_t *s, const char *name, int64_t *off)
 {
     if (s == NULL || name == NULL || off == NULL || s->img == NULL)

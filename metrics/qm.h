@@ -235,6 +235,8 @@ typedef struct qm_live_opts {
      * for the next command (a prompt's moment). The session may start with no metric. */
     int commands;
     int commands_fd;
+    int relocate;            /* a procedure whose entry or exits do not fit in place is
+                              * measured in a copy of it (qpt_set_relocate) */
     void (*on_reply)(void *arg, const char *line);
 } qm_live_opts_t;
 

@@ -550,6 +550,8 @@ qm_live_run(qm_set_t *set, const qm_live_opts_t *o, qm_live_report_t *rep, char 
     if (rc < 0)
         return rc;
     rep->pid = qpt_pid(s);
+    if (o->relocate)
+        qpt_set_relocate(s, 1);
     double cpn = qm_cycles_per_ns();
     live_t l = { set, o, rep, s, 0, cpn, qm_costs_new(), NULL, 0, qm_threads_new(s), "", 0, 0, 0,
                  NULL, 0 };

@@ -188,4 +188,67 @@ typedef struct pt_inplace {
 int
 pt_inplace_emit(const pt_inplace_t *t, uint64_t at, uint8_t *out /*OUT*/, size_t cap);
 
+/*****************************************************************************
+ * Procedures relocated whole (pt_reloc.c): a live procedure whose points do not fit
+ * in place runs as a copy, entered by the jump at its entry (Dyninst's technique)
+ */
+
+/* A run of whole instructions of the procedure (one block, or several back to back). */
+typedef struct pt_run {
+    uint64_t addr;        /* runtime address of its first instruction */
+    const uint8_t *bytes; /* its bytes */
+    uint32_t len;         /* their number */
+} pt_run_t;
+
+typedef struct pt_proc {
+    const pt_run_t *runs; /* the procedure's code (its cold fragments' too), sorted by
+                           * address, disjoint */
+    size_t nruns;         /* runs */
+    uint64_t entry;       /* runtime address of the entry (an instruction of a run) */
+    pt_snip_t enter;      /* at the copy's start, before the entry's first instruction
+                           * (a jump back to the entry inside the procedure skips it) */
+    pt_snip_t ret;        /* before every ret */
+    pt_snip_t leave;      /* before every jump out of the runs (a tail call, a jcc
+                           * leaving, falling out of the last run) */
+    const uint64_t *exits; /* the rets and leaving jumps (runtime addresses, sorted) that
+                            * get RET or LEAVE; NULL: every one */
+    size_t nexits;
+} pt_proc_t;
+
+/* Where an instruction of the procedure runs in its copy. */
+typedef struct pt_map {
+    uint64_t orig; /* its runtime address */
+    uint64_t copy; /* the address of its relocated code in the copy */
+} pt_map_t;
+
+/*
+ * The copy of P placed at AT into OUT (CAP bytes): its length, or QP_E* (QP_EUNSUPP: an
+ * instruction that cannot run elsewhere - a call to the next instruction or into the
+ * procedure's middle, a branch into an instruction, a privileged one; QP_ERANGE: out of
+ * rel32 reach or CAP). Every instruction relocated; branches inside the runs go to the
+ * copy; a direct call is made with its original return address on the stack (`call T;
+ * int3; T: store the original return address over it; jmp callee`), an indirect one
+ * with arch_emit_call_ret: no return address into the copy is ever left on a stack, the
+ * callee returns to the original code, which the caller patches (a jump from each
+ * return site to its copy, pt_proc_at). A jcc leaving the procedure goes to a stub after
+ * the body (the leave snippet, a jmp to its target). MAP (MAPCAP entries, at least the
+ * number of instructions: PT_PROC_MAPCAP): every instruction's copy address, by
+ * original address; *NMAP their number.
+ */
+int
+pt_proc_emit(const pt_proc_t *p, uint64_t at, uint8_t *out /*OUT*/, size_t cap,
+    pt_map_t *map /*OUT*/, size_t mapcap, size_t *nmap /*OUT*/);
+
+/* Enough map entries for P: its bytes (an instruction has one at least). */
+size_t
+pt_proc_mapcap(const pt_proc_t *p);
+
+/* The copy address of the instruction at ORIG in MAP (N entries, sorted by orig), or 0. */
+uint64_t
+pt_proc_at(const pt_map_t *map, size_t n, uint64_t orig);
+
+/* An upper bound of pt_proc_emit's length for P with snippets of at most SNIP bytes. */
+size_t
+pt_proc_size(const pt_proc_t *p, size_t snip);
+
 #endif

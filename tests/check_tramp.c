@@ -420,6 +420,114 @@ START_TEST(test_tramp_refusals)
 }
 END_TEST
 
+/*
+ * A procedure relocated whole (pt_proc_emit, dyn's shape for a procedure whose points
+ * do not fit): p(x) = x > 100 ? g(x) (a conditional tail call) : x == 0 ? 0 (a short
+ * return block) : sum of f(i) for i = x..1 (a loop around a call). The copy is entered
+ * by a jump at p's entry and back from f's return site; p's results unchanged, the
+ * entry, ret and leave snippets exact, and the callee sees p's original return address.
+ */
+enum { OFF_P = 0x100, P_LOOP = 0x119, P_RET_SITE = 0x121, P_END = 0x132 };
+
+static void
+assemble_p(void)
+{
+    size_t k = OFF_P;
+    put(&k, (const uint8_t[]) { 0x48, 0x81, 0xff, 100, 0, 0, 0 }, 7); /* cmp $100,%rdi */
+    put(&k, (const uint8_t[]) { 0x0f, 0x87 }, 2);                     /* ja g */
+    int32_t dj = (int32_t)(at(OFF_G) - (at(k) + 4));
+    memcpy(CODE + k, &dj, 4);
+    k += 4;
+    put(&k, (const uint8_t[]) { 0x48, 0x85, 0xff, 0x74, 0x1d, /* test; je Z */
+                                0x53, 0x55, 0x48, 0x89, 0xfb, 0x31, 0xed }, /* push; push; mov; xor */
+        12);
+    ck_assert_uint_eq(k, P_LOOP);
+    put(&k, (const uint8_t[]) { 0x48, 0x89, 0xdf }, 3); /* L: mov %rbx,%rdi */
+    put_rel32(&k, 0xe8, at(OFF_F));                      /* call f */
+    ck_assert_uint_eq(k, P_RET_SITE);
+    put(&k, (const uint8_t[]) { 0x48, 0x01, 0xc5, 0x48, 0xff, 0xcb, 0x75, 0xf0, /* add; dec; jne L */
+                                0x48, 0x89, 0xe8, 0x5d, 0x5b, 0xc3,             /* mov; pops; ret */
+                                0x31, 0xc0, 0xc3 },                             /* Z: xor; ret */
+        17);
+    ck_assert_uint_eq(k, P_END);
+}
+
+static uint64_t
+p_truth(uint64_t x)
+{
+    return x > 100 ? x + 7 : x * (x + 1) / 2 + 5 * x;
+}
+
+START_TEST(test_reloc_whole)
+{
+    assemble_p();
+    arch_snip_t ve[2], vr[2], vl[2];
+    pt_run_t run = { at(OFF_P), CODE + OFF_P, P_END - OFF_P };
+    pt_proc_t p = { &run, 1, at(OFF_P),
+        add_to(ve, 10, NODE(.op = ARCH_SN_CONST, .imm = 1), ARCH_SNX_ENTRY, 0),
+        add_to(vr, 11, NODE(.op = ARCH_SN_CONST, .imm = 1), ARCH_SNX_RETURN, 0),
+        add_to(vl, 12, NODE(.op = ARCH_SN_CONST, .imm = 1), 0, ARCH_FLAGS_STATUS), NULL, 0 };
+    pt_map_t m[64];
+    size_t nm = 0;
+    ck_assert_uint_ge(sizeof(m) / sizeof(m[0]), pt_proc_mapcap(&p) / 4);
+    uint8_t *tr = TRAMP;
+    int n = pt_proc_emit(&p, (uint64_t)(uintptr_t)tr, tr, PAGE, m, 64, &nm);
+    ck_assert_int_gt(n, 0);
+    ck_assert_uint_le((size_t)n, pt_proc_size(&p, 64));
+    ck_assert_uint_eq(nm, 19);
+    /* Every instruction has its copy, nothing inside one. */
+    ck_assert_uint_ne(pt_proc_at(m, nm, at(P_LOOP)), 0);
+    ck_assert_uint_eq(pt_proc_at(m, nm, at(P_LOOP) + 1), 0);
+    uint64_t rs = pt_proc_at(m, nm, at(P_RET_SITE));
+    ck_assert_uint_ne(rs, 0);
+    /* The entry's jump and the return site's, as dyn writes them. */
+    uint8_t jmp[8];
+    ck_assert_int_eq(pt_tramp_patch(at(OFF_P), (uint64_t)(uintptr_t)tr, jmp, 8), 5);
+    memcpy(CODE + OFF_P, jmp, 5);
+    ck_assert_int_eq(pt_tramp_patch(at(P_RET_SITE), rs, jmp, 8), 5);
+    memcpy(CODE + P_RET_SITE, jmp, 5);
+    const uint64_t xs[] = { 0, 1, 3, 100, 101, 250, 7 };
+    uint64_t rets = 0, leaves = 0;
+    for (size_t i = 0; i < sizeof(xs) / sizeof(xs[0]); i++) {
+        ck_assert_uint_eq(call(OFF_P, xs[i], 0), p_truth(xs[i]));
+        rets += xs[i] <= 100;
+        leaves += xs[i] > 100;
+    }
+    ck_assert_uint_eq(WORDS[10], sizeof(xs) / sizeof(xs[0]));
+    ck_assert_uint_eq(WORDS[11], rets);
+    ck_assert_uint_eq(WORDS[12], leaves);
+}
+END_TEST
+
+/* What cannot run in a copy is refused, not relocated wrong. */
+START_TEST(test_reloc_refusals)
+{
+    uint8_t out[512];
+    pt_map_t m[16];
+    size_t nm;
+    /* call 1f; 1: pop %rax; ret - reads its own return address */
+    const uint8_t self[] = { 0xe8, 0, 0, 0, 0, 0x58, 0xc3 };
+    pt_run_t r1 = { 0x400000, self, sizeof(self) };
+    pt_proc_t p = { &r1, 1, 0x400000, { 0 }, { 0 }, { 0 }, NULL, 0 };
+    ck_assert_int_eq(pt_proc_emit(&p, 0x500000, out, sizeof(out), m, 16, &nm), QP_EUNSUPP);
+    /* jmp into the middle of its own instruction */
+    const uint8_t mid[] = { 0x48, 0x89, 0xf8, 0xeb, 0xfc, 0xc3 };
+    pt_run_t r2 = { 0x400000, mid, sizeof(mid) };
+    p.runs = &r2;
+    ck_assert_int_eq(pt_proc_emit(&p, 0x500000, out, sizeof(out), m, 16, &nm), QP_EUNSUPP);
+    /* an entry outside its code, and no room */
+    p.entry = 0x300000;
+    ck_assert_int_eq(pt_proc_emit(&p, 0x500000, out, sizeof(out), m, 16, &nm), QP_EINVAL);
+    const uint8_t ok[] = { 0x48, 0x89, 0xf8, 0xc3 };
+    pt_run_t r3 = { 0x400000, ok, sizeof(ok) };
+    p.runs = &r3;
+    p.entry = 0x400000;
+    ck_assert_int_gt(pt_proc_emit(&p, 0x500000, out, sizeof(out), m, 16, &nm), 0);
+    ck_assert_int_lt(pt_proc_emit(&p, 0x500000, out, 3, m, 16, &nm), 0);
+    ck_assert_int_eq(pt_proc_emit(&p, 0x500000, out, sizeof(out), m, 1, &nm), QP_ERANGE);
+}
+END_TEST
+
 static Suite *
 tramp_suite(void)
 {
@@ -431,6 +539,8 @@ tramp_suite(void)
     tcase_add_test(tc, test_tramp_own_shapes);
     tcase_add_test(tc, test_tramp_padded);
     tcase_add_test(tc, test_flags_rule);
+    tcase_add_test(tc, test_reloc_whole);
+    tcase_add_test(tc, test_reloc_refusals);
     suite_add_tcase(s, tc);
     return s;
 }

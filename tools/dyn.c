@@ -560,6 +560,7 @@ metrics_session(const opts_t *o, int pid, char *const *argv)
     lo.on_sample = print_metrics_live;
     lo.arg = &pid;
     lo.commands = o->commands;
+    lo.relocate = 1; /* as --count and --time: what does not fit in place, in a copy */
     lo.max_overhead = o->max_overhead;
     lo.hist_buckets = o->histogram ? HIST_BUCKETS : 0;
     lo.hist_width = HIST_WIDTH;
@@ -724,6 +725,7 @@ many_session(const opts_t *o)
     lo.note = tool_metrics_note;
     lo.note_arg = (void *)prog_name;
     lo.max_overhead = o->max_overhead;
+    lo.relocate = 1;
     lo.on_ready = print_ready;
     qm_many_report_t rep;
     char why[2048];

@@ -621,6 +621,20 @@ void qpt_hist_destroy(qpt_hist_t *h);
  * /proc/PID/task/, where a reader outside the process finds its CPU time so far. */
 qpt_expr_t qpt_thread_id(qpt_snippet_t *sn);
 
+/*****************************************************************************
+ * Live procedures relocated whole
+ */
+
+/*
+ * Live mode: with ON, an entry or exit insertion whose point does not fit in place
+ * (too short, shared bytes, other code jumping into the procedure) puts its procedure's
+ * entry and exits into one copy of the procedure instead of being refused (dyn(1),
+ * "Procedures relocated whole"); 0 (the default): refused, as before. Applies to the
+ * insertions made after it, in S and in its shared libraries' spaces (qpt_library).
+ * QPT_EINVAL; QPT_EUNSUPP for a file.
+ */
+int qpt_set_relocate(qpt_space_t *s, int on);
+
 #ifdef __cplusplus
 }
 #endif

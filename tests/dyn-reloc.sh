@@ -1,0 +1,138 @@
+#!/bin/sh
+# Copyright 2026 the qpt authors
+# SPDX-License-Identifier: MIT
+#
+# Live procedures relocated whole (issue 29): dyn --time of procedures whose exits do
+# not fit in place, or that other code jumps into (tests/dynreloc/main.c says which):
+#  (a) `dyn run`: all timed, none refused; calls exact (me and sc 3N/2, lp 2N, spin and
+#      se N; --count of se exact too);
+#      me's and sc's wall time within [1, 2] x their sleeps (me's callee runs through
+#      me's middle before its sleep: a timer stopped there would miss the sleep); the
+#      program's results right (a callee returning into the copy at a 3-byte and a
+#      4-byte return site, a loop in the copy);
+#  (b) dyn attach to the running program (asleep in the callees, their return addresses
+#      at the return sites, or in spin's loop) for a window, detach: the code (every
+#      executable mapping) byte for byte what it was, no mapping left (a thread inside
+#      a copy is moved to the same instruction of the original), the counts there;
+#  (c) dyn killed (SIGKILL) while instrumented: the program goes on right, `dyn clean`
+#      puts every byte back; at the end every result the program computed was right;
+#  (d) -e 'time wall(...)' of the same procedures (entry and exits in the copy): times
+#      within the same bounds, nothing left unmeasured, calls of me exact.
+# Skips (77) when ptrace is not allowed. Exit status: 0 pass, 1 fail, 99 error.
+set -u
+: "${top_srcdir:=${srcdir:-.}}"
+: "${srcdir:=$top_srcdir}"
+. "$top_srcdir/tests/lib.sh"
+DYN=$top_builddir/tools/dyn
+dyn_setup dyn-reloc
+
+command -v python3 >/dev/null || { echo "SKIP: no python3"; exit 77; }
+${CC:-cc} -O2 -o "$dir/prog" "$srcdir/tests/dynreloc/main.c" || exit 99
+P=$dir/prog
+WHAT="--time me --time sc --time lp --time spin --time se"
+
+"$DYN" run --count me -- "$P" 1 1 >"$dir/probe.out" 2>"$dir/probe.err"
+dyn_skip_untraced "$dir/probe.err"
+
+# The executable mappings of the files of process $1, as a hash of their bytes.
+text_of() {
+    python3 - "$1" <<'PY'
+import hashlib, sys
+pid = sys.argv[1]
+h = hashlib.sha256()
+with open('/proc/%s/maps' % pid) as maps, open('/proc/%s/mem' % pid, 'rb') as mem:
+    for line in maps:
+        f = line.split()
+        if len(f) >= 6 and f[1][2] == 'x' and f[5].startswith('/'):
+            lo, hi = (int(x, 16) for x in f[0].split('-'))
+            mem.seek(lo)
+            h.update(mem.read(hi - lo))
+print(h.hexdigest())
+PY
+}
+
+# (a) exact counts, nothing refused, times within bounds (N rounds of 2 ms sleeps).
+N=200
+# shellcheck disable=SC2086
+"$DYN" run -v $WHAT -- "$P" $N 2 >"$dir/run.out" 2>"$dir/run.err"
+grep -q "^ok n=$N" "$dir/run.out" || bad "(a) results: $(cat "$dir/run.out" "$dir/run.err")"
+grep -q '5 procedures instrumented, 0 refused' "$dir/run.err" ||
+    bad "(a) refused: $(cat "$dir/run.err")"
+awk -v n=$N '
+    $NF == "me" || $NF == "sc" {
+        if ($1 != n * 3 / 2) { print "FAIL (a) " $NF " calls: " $0; bad = 1 }
+        if ($2 < n * 2 || $2 > n * 2 * 2) { print "FAIL (a) " $NF " time: " $0; bad = 1 }
+        seen++ }
+    $NF == "lp" { if ($1 != n * 2) { print "FAIL (a) lp calls: " $0; bad = 1 }; seen++ }
+    $NF == "spin" || $NF == "se" { if ($1 != n) { print "FAIL (a) " $NF " calls: " $0; bad = 1 }; seen++ }
+    END { if (seen != 5) { print "FAIL (a) rows missing"; bad = 1 }; exit bad }' \
+    "$dir/run.out" || fails=$((fails + 1))
+
+# ... and se counted alone (its entry through a slot of its own code).
+"$DYN" run -v --count se -- "$P" $N 1 >"$dir/cnt.out" 2>"$dir/cnt.err"
+grep -E -q "^ +$N +se\$" "$dir/cnt.out" || bad "(a) --count se: $(cat "$dir/cnt.out" "$dir/cnt.err")"
+
+# (b) attach for a window, detach: the code as it was.
+rm -f "$dir/stop"
+"$P" wait "$dir/stop" >"$dir/wait.out" &
+tpid=$!
+sleep 0.3
+before=$(text_of $tpid)
+maps_before=$(awk '{ print $1, $6 }' /proc/$tpid/maps)
+# shellcheck disable=SC2086
+"$DYN" attach $tpid $WHAT --duration 0.5 >"$dir/att.out" 2>"$dir/att.err" ||
+    bad "(b) attach: $(cat "$dir/att.err")"
+grep -q '5 procedures instrumented, 0 refused' "$dir/att.err" ||
+    bad "(b) refused: $(cat "$dir/att.err")"
+grep -E -q '^ +[1-9][0-9]* +[0-9.]+ +lp$' "$dir/att.out" || bad "(b) counts: $(cat "$dir/att.out")"
+after=$(text_of $tpid)
+[ "$before" = "$after" ] || bad "(b) the code differs after the detach"
+# (mostly inside spin's copy when dyn left: moved back to the original, nothing left)
+[ "$maps_before" = "$(awk '{ print $1, $6 }' /proc/$tpid/maps)" ] ||
+    bad "(b) mappings left after the detach: $(cat "$dir/att.err")"
+
+# (c) dyn killed while instrumented: the program goes on right; dyn clean.
+# shellcheck disable=SC2086
+"$DYN" attach $tpid $WHAT >"$dir/kill.out" 2>"$dir/kill.err" &
+dpid=$!
+i=0
+until grep -q 'instrumented' "$dir/kill.err" 2>/dev/null; do
+    i=$((i + 1))
+    [ $i -gt 400 ] && break
+    sleep 0.05
+done
+grep -q '5 procedures instrumented' "$dir/kill.err" || bad "(c) attach: $(cat "$dir/kill.err")"
+sleep 0.2
+kill -9 $dpid
+wait $dpid 2>/dev/null
+dpid=
+sleep 0.3
+kill -0 $tpid 2>/dev/null || bad "(c) the program died with dyn"
+"$DYN" clean $tpid >"$dir/clean.out" 2>"$dir/clean.err" ||
+    bad "(c) dyn clean: $(cat "$dir/clean.err")"
+after=$(text_of $tpid)
+[ "$before" = "$after" ] || bad "(c) the code differs after dyn clean"
+
+touch "$dir/stop"
+wait $tpid
+trc=$?
+tpid=
+[ $trc -eq 0 ] || bad "program exit status $trc"
+[ "$(cat "$dir/wait.out")" = "ok same" ] || bad "program: $(cat "$dir/wait.out")"
+
+# (d) -e takes the same shapes (their entry and exits in the copy): each timed within
+# [1, 2] x its sleeps, nothing left unmeasured, the calls of me counted exactly.
+"$DYN" run -e 'time wall(me)' -e 'time wall(sc)' -e 'time wall(lp)' -e 'time wall(spin)' \
+    -e 'count calls(me)' -- "$P" $N 2 >"$dir/e.out" 2>"$dir/e.err"
+grep -q "^ok n=$N" "$dir/e.out" || bad "(d) results: $(cat "$dir/e.out" "$dir/e.err")"
+grep -q 'not measured' "$dir/e.err" && bad "(d) refused: $(grep 'not measured' "$dir/e.err")"
+awk -v n=$N '
+    $1 == "time" && ($NF == "me" || $NF == "sc") { seen++
+        if ($3 < n * 2 || $3 > n * 2 * 2) { print "FAIL (d) " $0; bad = 1 } }
+    $1 == "time" && ($NF == "lp" || $NF == "spin") { seen++ }
+    $1 == "count" && $NF == "me" { seen++; if ($3 != n * 3 / 2) { print "FAIL (d) " $0; bad = 1 } }
+    END { if (seen != 5) { print "FAIL (d) rows: " seen; bad = 1 }; exit bad }' "$dir/e.out" ||
+    fails=$((fails + 1))
+
+[ $fails -eq 0 ] || exit 1
+echo "PASS: dyn-reloc"
