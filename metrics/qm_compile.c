@@ -588,11 +588,21 @@ check_pattern(ctx_t *c, const qm_metric_t *m, const char *pattern, unsigned line
     free(v);
     if (n > 0)
         return 0;
+    /* A list's patterns shown "a, b" (they are joined by '\n'). */
+    char shown[512];
+    size_t k = 0;
+    for (const char *p = pattern; *p && k + 3 < sizeof(shown); p++) {
+        if (*p == '\n')
+            shown[k++] = ',', shown[k++] = ' ';
+        else
+            shown[k++] = *p;
+    }
+    shown[k] = '\0';
     return qm_error_at(m->src, m->origin, line, col, c->why, c->whylen,
                        nref ? "every procedure matching '%s' is left out (see qpt-rewrite "
                               "-v): none can take snippets"
                             : "no procedure matches '%s'",
-                       pattern);
+                       shown);
 }
 
 /* Check metric M against the program: its procedures, its inside procedures, its names. */

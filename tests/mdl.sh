@@ -1,0 +1,136 @@
+#!/bin/bash
+# Copyright 2026 the qpt authors
+# SPDX-License-Identifier: MIT
+#
+# The metric language's MDL side (qpt-metrics(5), issue 33 part 3) on tests/qpt/mdl_prog,
+# which prints its own truth ("truth NAME VALUE" on stderr): metrics valued by an
+# expression (sum, max, min, avg of an argument, with a unit) over four threads calling
+# at once; per procedure per thread and per module per thread (a row per pair); a list
+# and a constraint defined once and used by several metrics; memory reads (*E, E[I],
+# loadN(E)) with a NULL pointer read as 0. Each exact against the truth in a rewritten
+# file (qp metrics) and live (dyn run); the rewritten program's output is the original's.
+set -u
+# shellcheck source=tests/lib.sh
+. "${top_srcdir:-.}/tests/lib.sh"
+B=$top_builddir
+D=$B/tests/mdl.d
+rm -rf "$D"
+mkdir -p "$D" || exit 99
+R=$B/tools/qpt-rewrite
+Q=$B/tools/qp
+DYN=$B/tools/dyn
+cp "$B/tests/qpt/mdl_prog" "$D/prog" || exit 99
+
+"$D/prog" >"$D/want.out" 2>"$D/truth" || exit 99
+truth() { awk -v n="$1" '$1 == "truth" && $2 == n { print $3 }' "$D/truth"; }
+
+cat >"$D/m.qm" <<'EOF'
+# MDL: a list and a constraint, each used by two metrics
+list locks = { lock_a, lock_b };
+constraint big = arg2 > 4096;
+metric sum = sum(arg2) calls(put) total unit "bytes";
+metric max = max(arg2) calls(put) total;
+metric min = min(arg2) calls(put) total;
+metric avg = avg(arg2) calls(put) total;
+metric big = count calls(put) where big total;
+metric bigmax = max(arg2) calls(put) where big && arg2 < 9000 total;
+metric tsum = sum(arg2) calls(put) per thread;
+metric pairs = count calls(put) per procedure per thread;
+metric lockpairs = count calls(locks) per procedure per thread;
+metric locks = count calls(locks) total;
+metric modthr = count calls(lock_*) per thread per module;
+metric rec = sum(arg1[1]) calls(put_rec) total;
+metric tag = max(*(arg1 + 24)) calls(put_rec) total;
+metric ch = sum(load1(arg1)) calls(put) total;
+metric none = max(arg2) calls(put) where arg2 > 1000000 total;
+EOF
+
+val() { awk -F, -v m="$2" -v f="$3" '$1 == m && $2 == f { print $4 }' "$1"; }
+# The rows of METRIC in a CSV: "FOCUS=VALUE ..." with thread parts cut ("put / thread").
+rows() { awk -F, -v m="$2" '$1 == m { sub(/ [0-9a-fx]+( \(.*\))?$/, "", $2); print $2 "=" $4 }' "$1" | sort | tr '\n' ' '; }
+
+check() { # CSV WHAT
+    local c=$1 w=$2 e=""
+    [ "$(val "$c" sum total)" = "$(truth sum)" ] || e="$e sum"
+    [ "$(val "$c" max total)" = "$(truth max)" ] || e="$e max"
+    [ "$(val "$c" min total)" = "$(truth min)" ] || e="$e min"
+    [ "$(val "$c" avg total)" = "$(truth avg)" ] || e="$e avg"
+    [ "$(val "$c" big total)" = "$(truth big)" ] || e="$e big"
+    [ "$(val "$c" bigmax total)" = 8999 ] || e="$e bigmax"
+    [ "$(val "$c" none total)" = "" ] || e="$e none"
+    # each thread's sum, whichever thread it is
+    [ "$(awk -F, '$1 == "tsum" { print $4 }' "$c" | sort -n | tr '\n' ' ')" = \
+        "$(for t in 0 1 2 3; do truth thread${t}_sum; done | sort -n | tr '\n' ' ')" ] || e="$e tsum"
+    [ "$(rows "$c" pairs)" = "put / thread=20000 put / thread=20000 put / thread=20000 put / thread=20000 " ] || e="$e pairs"
+    [ "$(rows "$c" lockpairs | tr ' ' '\n' | grep -c '=200$')" = 8 ] &&
+        [ "$(awk -F, '$1 == "lockpairs"' "$c" | wc -l)" = 8 ] || e="$e lockpairs"
+    [ "$(val "$c" locks total)" = "$(truth locks)" ] || e="$e locks"
+    [ "$(awk -F, '$1 == "modthr" && $2 ~ /^module .*mdl_prog.c \/ thread / && $4 == 600' "$c" | wc -l)" = 4 ] || e="$e modthr"
+    [ "$(val "$c" rec total)" = "$(truth rec_sum)" ] || e="$e rec"
+    [ "$(val "$c" tag total)" = "$(truth tag_max)" ] || e="$e tag"
+    [ "$(val "$c" ch total)" = $((116 * $(truth calls))) ] || e="$e ch"
+    [ -z "$e" ] && ok "$w: exact against the truth" || { bad "$w:$e"; cat "$c"; }
+}
+
+# A file: rewrite, run, qp metrics.
+if "$R" --metrics "$D/m.qm" "$D/prog" -o "$D/prog.inst" 2>"$D/rw.err"; then
+    "$D/prog.inst" >"$D/got.out" 2>/dev/null
+    st=$?
+    [ $st = 0 ] && cmp -s "$D/want.out" "$D/got.out" && ok "the rewritten program's output is the original's" ||
+        bad "the rewritten program ($st): $(cat "$D/got.out")"
+    "$Q" metrics --csv "$D/prog.inst.qp" >"$D/file.csv" 2>&1
+    check "$D/file.csv" "qpt-rewrite --metrics, qp metrics --csv"
+    "$Q" metrics "$D/prog.inst.qp" >"$D/file.txt" 2>&1
+    grep -Eq "^sum +$(truth sum) bytes +total$" "$D/file.txt" && grep -Eq '^none +- +total$' "$D/file.txt" &&
+        ok "qp metrics (text): the unit after the value, '-' for a max of no call" ||
+        { bad "qp metrics text"; cat "$D/file.txt"; }
+    "$Q" metrics --json "$D/prog.inst.qp" >"$D/file.json" &&
+        python3 -c 'import json,sys; r={x["metric"]: x for x in json.load(open(sys.argv[1]))}; assert r["sum"]["unit"] == "bytes" and r["min"]["value"] < 0 and r["none"]["value"] is None' "$D/file.json" 2>/dev/null &&
+        ok "qp metrics --json: unit, a negative min, null for no call" || { bad "qp metrics --json"; cat "$D/file.json"; }
+else
+    bad "qpt-rewrite --metrics: $(cat "$D/rw.err")"
+fi
+
+# Live: dyn run with the same file.
+if [ -x "$DYN" ]; then
+    out=$("$DYN" run --metrics "$D/m.qm" -o "$D/live.csv" -- "$D/prog" 2>&1)
+    if echo "$out" | grep -q "ermission"; then
+        echo "skip dyn: no ptrace permission"
+    else
+        check "$D/live.csv" "dyn run --metrics"
+    fi
+    # per procedure per thread, live: threads named by id and name, in id order
+    out=$("$DYN" run -e 'count calls(tick) per procedure per thread' -- "$B/tests/qpt/named_threads" 2>&1)
+    if ! echo "$out" | grep -q "ermission"; then
+        got=$(echo "$out" | awk '/^count calls\(tick\) per procedure per thread/ { print $(NF - 5) "/" $(NF - 4) "/" $NF "/" $(NF - 1) }' | tr '\n' ' ')
+        tids=$(echo "$out" | awk '/^count calls\(tick\)/ { print $(NF - 1) }' | tr '\n' ' ')
+        sorted=$(echo "$out" | awk '/^count calls\(tick\)/ { print $(NF - 1) }' | sort -n | tr '\n' ' ')
+        echo "$got" | grep -Eq '^7/tick/\(named_threads\)/[0-9]+ 100/tick/\(worker0\)/[0-9]+ 200/tick/\(worker1\)/[0-9]+ 300/tick/\(worker2\)/[0-9]+ 400/tick/\(worker3\)/[0-9]+ $' &&
+            [ "$tids" = "$sorted" ] && ok "dyn: per procedure per thread rows 'tick / thread TID (NAME)', in id order, exact" ||
+            bad "dyn per procedure per thread: $out"
+    fi
+fi
+
+# Errors: line and column, exit 2, nothing written.
+err() { # WANT TEXT...: the first line of qpt-rewrite's message for a file of TEXT
+    printf '%s\n' "${@:2}" >"$D/e.qm"
+    out=$("$R" --metrics "$D/e.qm" "$D/prog" -o "$D/x.inst" 2>&1 | head -n 1)
+    [ "$out" = "qpt-rewrite: $D/e.qm:$1" ] && [ ! -e "$D/x.inst" ] && ok "error: $1" || bad "error: want '$1', got '$out'"
+}
+err "2:20: a second focus: only 'per procedure' or 'per module' combine, with 'per thread'" \
+    'metric a = count calls(put)' '    per thread per call site;'
+err "1:40: a second focus: 'total' combines with none" 'metric a = count calls(put) per thread total;'
+err "2:6: 'big' is defined twice" 'list big = { put };' 'list big = { put_rec };'
+err "2:35: 'locks' is a list of procedures, not a value" 'list locks = { lock_a };' \
+    'metric a = count calls(put) where locks;'
+err "1:52: no procedure matches 'nope, lock_zz'" 'list l = { nope, lock_zz }; metric a = count calls(l);'
+err "1:41: a unit is up to 15 letters, digits and _ / % . -" 'metric a = sum(arg2) calls(put) unit "by tes";'
+err "1:37: a row per value is for counts (a timer's value at its stop is not known; sum, max... keep two words a row)" \
+    'metric a = max(arg2) calls(put) per arg1;'
+err "1:16: an argument with retval: a count that reads retval is made at the returns, where the arguments are gone" \
+    'metric a = sum(arg1[0] + retval) calls(put);'
+err "1:27: a timer's unit is ns" 'metric a = time wall(put) unit "s";'
+
+[ "$fails" -eq 0 ] || exit 1
+rm -rf "$D"
+exit 0
