@@ -379,6 +379,8 @@ typedef struct agg {
     int kind;
     char focus[160];
     uint64_t sum, min, max, count;
+    int threads;       /* over threads (per thread; "PROC / threads" per procedure per
+                        * thread), not processes */
 } agg_t;
 
 int
@@ -392,10 +394,16 @@ qm_aggregate(const qm_set_t *set, qm_row_t *const *rows, const size_t *n, size_t
     for (size_t j = 0; j < k; j++)
         for (size_t i = 0; i < n[j]; i++) {
             const qm_row_t *r = &rows[j][i];
-            if (!r->measured || r->metric >= set->n)
+            if (!r->measured || r->empty || r->metric >= set->n)
                 continue;
-            int threads = set->v[r->metric].focus == QM_PER_THREAD;
-            const char *focus = threads ? "threads" : r->focus;
+            const qm_metric_t *m = &set->v[r->metric];
+            int threads = m->focus == QM_PER_THREAD || (m->by_thread && r->thread_at >= 3);
+            char pair[160];
+            if (threads && m->focus != QM_PER_THREAD)
+                snprintf(pair, sizeof(pair), "%.*s / threads", (int)(r->thread_at - 3), r->focus);
+            const char *focus = !threads ? r->focus : m->focus == QM_PER_THREAD ? "threads" : pair;
+            /* values of sum, max... are signed: compared with their sign flipped */
+            uint64_t flip = QM_IS_VALUED(r->kind) ? 1ull << 63 : 0, v = r->value ^ flip;
             size_t x = 0;
             while (x < ng && !(g[x].metric == r->metric && strcmp(g[x].focus, focus) == 0))
                 x++;
@@ -409,13 +417,13 @@ qm_aggregate(const qm_set_t *set, qm_row_t *const *rows, const size_t *n, size_t
                     }
                     g = v;
                 }
-                g[ng] = (agg_t) { r->metric, r->kind, "", 0, UINT64_MAX, 0, 0 };
+                g[ng] = (agg_t) { r->metric, r->kind, "", 0, UINT64_MAX, 0, 0, threads };
                 snprintf(g[ng].focus, sizeof(g[ng].focus), "%s", focus);
                 ng++;
             }
             g[x].sum += r->value;
-            g[x].min = r->value < g[x].min ? r->value : g[x].min;
-            g[x].max = r->value > g[x].max ? r->value : g[x].max;
+            g[x].min = v < g[x].min ? v : g[x].min;
+            g[x].max = v > g[x].max || g[x].count == 0 ? v : g[x].max;
             g[x].count++;
         }
     qm_row_t *o = calloc(4 * ng + 1, sizeof(qm_row_t));
@@ -426,17 +434,22 @@ qm_aggregate(const qm_set_t *set, qm_row_t *const *rows, const size_t *n, size_t
     size_t kept = 0;
     for (size_t x = 0; x < ng; x++) {
         /* One process: only threads have something to aggregate. */
-        if (k == 1 && strcmp(g[x].focus, "threads") != 0)
+        if (k == 1 && !g[x].threads)
             continue;
         g[kept++] = g[x];
     }
     ng = kept;
     for (size_t x = 0; x < ng; x++) {
         /* Over processes, a process without the row is a 0; over threads, the threads. */
-        uint64_t over = strcmp(g[x].focus, "threads") == 0 ? g[x].count : k;
-        uint64_t min = g[x].count < over ? 0 : g[x].min;
+        uint64_t over = g[x].threads ? g[x].count : k;
+        uint64_t flip = QM_IS_VALUED(g[x].kind) ? 1ull << 63 : 0;
+        uint64_t min = g[x].count < over ? 0 : g[x].min ^ flip, max = g[x].max ^ flip;
+        if (flip && g[x].count < over && (int64_t)max < 0)
+            max = 0; /* a process without the row is a 0 */
+        uint64_t mean = !over ? 0 : flip ? (uint64_t)((int64_t)g[x].sum / (int64_t)over)
+                                         : g[x].sum / over;
         static const char *const what[] = { "sum", "min", "max", "mean" };
-        uint64_t v[4] = { g[x].sum, min, g[x].max, over ? g[x].sum / over : 0 };
+        uint64_t v[4] = { g[x].sum, min, max, mean };
         for (int w = 0; w < 4; w++) {
             qm_row_t *r = &o[4 * x + (size_t)w];
             *r = (qm_row_t) { g[x].metric, g[x].kind, "", v[w], 1, 0, 0, 0, 0, 0, "" };

@@ -89,6 +89,11 @@ if "$R" --metrics "$D/m.qm" "$D/prog" -o "$D/prog.inst" 2>"$D/rw.err"; then
     "$Q" metrics --json "$D/prog.inst.qp" >"$D/file.json" &&
         python3 -c 'import json,sys; r={x["metric"]: x for x in json.load(open(sys.argv[1]))}; assert r["sum"]["unit"] == "bytes" and r["min"]["value"] < 0 and r["none"]["value"] is None' "$D/file.json" 2>/dev/null &&
         ok "qp metrics --json: unit, a negative min, null for no call" || { bad "qp metrics --json"; cat "$D/file.json"; }
+    "$Q" metrics --aggregate --csv "$D/prog.inst.qp" >"$D/agg.csv" 2>&1
+    [ "$(val "$D/agg.csv" pairs "sum: put / threads")" = "$(truth calls)" ] &&
+        [ "$(val "$D/agg.csv" pairs "min: put / threads")" = 20000 ] &&
+        [ "$(val "$D/agg.csv" tsum "min: threads")" = "$(for t in 0 1 2 3; do truth thread${t}_sum; done | sort -n | head -n 1)" ] &&
+        ok "qp metrics --aggregate: over the threads of each procedure" || { bad "--aggregate"; cat "$D/agg.csv"; }
 else
     bad "qpt-rewrite --metrics: $(cat "$D/rw.err")"
 fi
