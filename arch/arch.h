@@ -396,6 +396,9 @@ typedef enum arch_snip_op {
     ARCH_SN_TRACE_VAL, /* append the 4-byte record imm (size 2: 2 bytes), then the
                         * 8-byte value of node b, to the trace buffer (12 bytes, or 10;
                         * the limit leaves room), as TRACE_REC (node a: the refill) */
+    ARCH_SN_LOAD_SAFE, /* the SIZE-byte (1, 2, 4, 8) value at address a, zero-extended, read
+                        * by the kernel (process_vm_readv of the own process): 0 where any
+                        * of it cannot be read, never a fault. Two system calls. */
 } arch_snip_op_t;
 
 #define ARCH_TRACE_CUR 0x38 /* x86-64: glibc's tcbhead_t.unused_vgetcpu_cache[0] */

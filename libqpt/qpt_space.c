@@ -699,6 +699,15 @@ qpt_load_at(qpt_snippet_t *sn, qpt_expr_t addr, int size)
 }
 
 qpt_expr_t
+qpt_load_safe(qpt_snippet_t *sn, qpt_expr_t addr, int size)
+{
+    qpt_expr_t e = add(sn, ARCH_SN_LOAD_SAFE, addr, N, N, 0, 1);
+    if (e != N)
+        sn->v[e].size = (uint8_t)size;
+    return e;
+}
+
+qpt_expr_t
 qpt_store_at(qpt_snippet_t *sn, qpt_expr_t addr, int size, qpt_expr_t v)
 {
     qpt_expr_t e = add(sn, ARCH_SN_STORE_AT, addr, v, N, 0, 2);

@@ -303,27 +303,6 @@ check_expr(ctx_t *c, const qm_metric_t *m, const qm_expr_t *e)
     return check_expr(c, m, e->b);
 }
 
-/*
- * Memory reads (*E, E[I], loadN(E)): the rule that keeps a snippet from faulting where
- * the program would not. An address below 64 KiB (NULL and small offsets from it, and
- * small integers taken for pointers) or above the canonical user half (2^47 - 8) reads
- * as 0, without a load; any other address is read. So a read faults only where the
- * memory is unmapped: a wild pointer the program itself would not follow (qpt-metrics(5)
- * says so). The snippet language has no value-returning 'if': the address is replaced
- * by the stack pointer (always readable) when out of range, and the value masked.
- */
-static qpt_expr_t
-safe_load(qpt_snippet_t *sn, qpt_expr_t addr, int size)
-{
-    /* ok: 0x10000 <= addr <= 0x7ffffffffff8, as one unsigned comparison */
-    qpt_expr_t ok = qpt_op(sn, QPT_ULE, qpt_op(sn, QPT_SUB, addr, qpt_const(sn, 0x10000)),
-                           qpt_const(sn, 0x7ffffffffff8ll - 0x10000));
-    qpt_expr_t sp = qpt_sp(sn);
-    /* at = ok ? addr : sp, as sp + ok * (addr - sp) */
-    qpt_expr_t at = qpt_op(sn, QPT_ADD, sp, qpt_op(sn, QPT_MUL, ok, qpt_op(sn, QPT_SUB, addr, sp)));
-    return qpt_op(sn, QPT_MUL, qpt_load_at(sn, at, size), ok);
-}
-
 /* E as a snippet node of SN. */
 static qpt_expr_t
 compile_expr(ctx_t *c, qpt_snippet_t *sn, const qm_expr_t *e)
@@ -350,7 +329,9 @@ compile_expr(ctx_t *c, qpt_snippet_t *sn, const qm_expr_t *e)
             return qpt_load_at(sn, qpt_tls_addr(sn, off), 8);
         return QPT_NONE;
     }
-    case QE_LOAD: return safe_load(sn, compile_expr(c, sn, e->a), (int)e->num);
+    case QE_LOAD:
+        /* *E, E[I], loadN(E): read by the kernel, 0 where it cannot be (never a fault) */
+        return qpt_load_safe(sn, compile_expr(c, sn, e->a), (int)e->num);
     case QE_NEG: return qpt_op(sn, QPT_SUB, qpt_const(sn, 0), compile_expr(c, sn, e->a));
     case QE_NOT: return qpt_not(sn, compile_expr(c, sn, e->a));
     default:

@@ -35,9 +35,9 @@ typedef struct qm_expr {
  * takes: the parser recurses, and a snippet is at most 64 nodes deep (with a few above
  * the expression's). */
 #define QM_MAX_DEPTH 48
-/* The levels a memory read (*E, E[I], loadN) takes of those: its snippet checks the
- * address (qm_compile.c's safe_load) and its address is 6 nodes down. */
-#define QM_LOAD_DEPTH 6
+/* The levels a memory read (*E, E[I], loadN) takes of those (one node, qpt_load_safe;
+ * E[I] adds its address's). */
+#define QM_LOAD_DEPTH 1
 
 /* One procedure of a metric (a row when per procedure). */
 typedef struct qm_proc {

@@ -160,7 +160,7 @@ START_TEST(test_metrics_syntax)
         { "list l = { f }; metric a = count calls(g) where l;", "a list of procedures, not a value", "t:1:49:" },
         { "metric a = count calls(f) where arg1[;", "expected a number", "t:1:38:" },
         { "metric a = count calls(f) where load4(arg1;", "expected ')'", "t:1:43:" },
-        { "metric a = count calls(f) where *****************arg1;", "nested deeper than 48", "t:1:"},
+        { "metric a = count calls(f) where **************************************************arg1;", "nested deeper than 48", "t:1:"},
         { "metric a = count calls(f) total where arg1 > 1 per arg1;", "a second focus", "t:1:48:" },
         { "metric a = count calls(f) per arg1 per arg2;", "a second focus", "t:1:36:" },
         { "metric a = count calls(f) per value(arg1) total;", "a second focus", "t:1:43:" },
