@@ -483,7 +483,7 @@ void qpt_hist_destroy(qpt_hist_t *h);
 /* The SIZE-byte (1, 2, 4, 8) value at the computed address ADDR, zero-extended, read by
  * the kernel for the program (process_vm_readv of its own process): 0 where any of it
  * cannot be read (unmapped, a guard page), never a fault. Two system calls each time:
- * about 1 us. A process whose seccomp filter forbids those calls is killed by it. */
+ * about 2 us. A process whose seccomp filter forbids those calls is killed by it. */
 qpt_expr_t qpt_load_safe(qpt_snippet_t *sn, qpt_expr_t addr, int size);
 
 #ifdef __cplusplus
