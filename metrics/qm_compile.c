@@ -295,7 +295,7 @@ check_expr(ctx_t *c, const qm_metric_t *m, const qm_expr_t *e)
         int64_t off;
         if (qpt_symbol(c->s, e->name, &a, &size) == 0 || qpt_tls_offset(c->s, e->name, &off) == 0)
             return 0;
-        return qm_error_at(m->src, m->origin, e->line, e->col, c->why, c->whylen,
+        return qm_error_at(QM_SRC(m, e), QM_ORIGIN(m, e), e->line, e->col, c->why, c->whylen,
                            "no variable '%s' in the program (a stripped program has only its "
                            "dynamic symbols)", e->name);
     }
@@ -619,19 +619,19 @@ check_metric(ctx_t *c, qm_metric_t *m)
     const qm_expr_t *r = NULL, *a;
     if (uses(m->where, QE_RET, &r) || uses(m->key, QE_RET, &r) || uses(m->value, QE_RET, &r)) {
         if (m->kind == QM_WALL || m->kind == QM_CPU)
-            return qm_error_at(m->src, m->origin, r->line, r->col, c->why, c->whylen,
+            return qm_error_at(QM_SRC(m, r), QM_ORIGIN(m, r), r->line, r->col, c->why, c->whylen,
                                "retval is for counts (a timer starts before there is one)");
         if (m->focus == QM_PER_SITE)
-            return qm_error_at(m->src, m->origin, r->line, r->col, c->why, c->whylen,
+            return qm_error_at(QM_SRC(m, r), QM_ORIGIN(m, r), r->line, r->col, c->why, c->whylen,
                                "retval with 'per call site': the sites are counted at the "
                                "calls, before there is one");
         if (uses(m->where, QE_ARG, &a) || uses(m->key, QE_ARG, &a) || uses(m->value, QE_ARG, &a))
-            return qm_error_at(m->src, m->origin, a->line, a->col, c->why, c->whylen,
+            return qm_error_at(QM_SRC(m, a), QM_ORIGIN(m, a), a->line, a->col, c->why, c->whylen,
                                "an argument with retval: a count that reads retval is made at "
                                "the returns, where the arguments are gone");
     } else if (m->post && (uses(m->where, QE_ARG, &a) || uses(m->key, QE_ARG, &a)
                            || uses(m->value, QE_ARG, &a)))
-        return qm_error_at(m->src, m->origin, a->line, a->col, c->why, c->whylen,
+        return qm_error_at(QM_SRC(m, a), QM_ORIGIN(m, a), a->line, a->col, c->why, c->whylen,
                            "an argument with 'post': the count is made at the returns, where "
                            "the arguments are gone");
     return check_expr(c, m, m->where);

@@ -281,10 +281,10 @@ mk(parser_t *p, int op, unsigned line, unsigned col, qm_expr_t *a, qm_expr_t *b)
 
 static qm_expr_t *expr(parser_t *p);
 
-/* A copy of E (a constraint's expression where its name is used); NULL when out of
- * memory. */
+/* A copy of constraint D's expression E (where its name is used), its positions in D's
+ * text; NULL when out of memory. */
 static qm_expr_t *
-expr_copy(const qm_expr_t *e)
+expr_copy(const qm_expr_t *e, const qm_def_t *d)
 {
     if (e == NULL)
         return NULL;
@@ -294,9 +294,11 @@ expr_copy(const qm_expr_t *e)
     *c = *e;
     c->name = NULL;
     c->a = c->b = NULL;
+    c->src = e->src != NULL ? e->src : d->src; /* a constraint used in a constraint: */
+    c->origin = e->src != NULL ? e->origin : d->origin; /* where it was written */
     if ((e->name != NULL && (c->name = strdup(e->name)) == NULL)
-        || (e->a != NULL && (c->a = expr_copy(e->a)) == NULL)
-        || (e->b != NULL && (c->b = expr_copy(e->b)) == NULL)) {
+        || (e->a != NULL && (c->a = expr_copy(e->a, d)) == NULL)
+        || (e->b != NULL && (c->b = expr_copy(e->b, d)) == NULL)) {
         qm_expr_free(c);
         return NULL;
     }
@@ -393,7 +395,7 @@ primary(parser_t *p)
         if (d != NULL && d->expr != NULL) {
             /* a constraint: its expression, as if written here */
             free(name);
-            qm_expr_t *c = expr_copy(d->expr);
+            qm_expr_t *c = expr_copy(d->expr, d);
             if (c == NULL)
                 fail_at(p, line, col, "out of memory");
             else if (c->depth + p->nest > QM_MAX_DEPTH) {
@@ -850,6 +852,8 @@ definition(parser_t *p, qm_set_t *set, int list, qm_def_t *d)
 static void
 def_free(qm_def_t *d)
 {
+    free(d->src);
+    free(d->origin);
     free(d->name);
     free(d->patterns);
     qm_expr_free(d->expr);
@@ -935,6 +939,8 @@ qm_parse(const char *text, const char *origin, int one, qm_set_t **setp, char *w
                     rc = fail_at(&p, p.line, p.col, "expected ';', found %s",
                                  what_is_here(&p, here, sizeof(here)));
             }
+            if (rc == 0 && ((d.src = strdup(text)) == NULL || (d.origin = strdup(origin)) == NULL))
+                rc = QPT_ENOMEM;
             if (rc == 0)
                 rc = add_def(set, &d);
             if (rc < 0)

@@ -29,7 +29,14 @@ typedef struct qm_expr {
     unsigned line, col;    /* where it was written */
     unsigned depth;        /* of the tree under it: 1 for a leaf */
     struct qm_expr *a, *b;
+    /* Copied from a constraint: the text and origin LINE:COL are of (its definition's,
+     * owned by the set's qm_def_t); NULL: the metric's own. */
+    const char *src, *origin;
 } qm_expr_t;
+
+/* The text and origin an error at E of metric M names. */
+#define QM_SRC(m, e) ((e)->src != NULL ? (e)->src : (m)->src)
+#define QM_ORIGIN(m, e) ((e)->origin != NULL ? (e)->origin : (m)->origin)
 
 /* The deepest expression (and the most nested parentheses and unary operators) the parser
  * takes: the parser recurses, and a snippet is at most 64 nodes deep (with a few above
@@ -81,6 +88,7 @@ typedef struct qm_def {
     char *name;
     char *patterns;        /* a list: its patterns joined by '\n' (a pattern has none) */
     qm_expr_t *expr;       /* a constraint */
+    char *src, *origin;    /* the text it was defined in (its expression's positions) */
 } qm_def_t;
 
 struct qm_set {

@@ -149,6 +149,15 @@ err "1:16: an argument with retval: a count that reads retval is made at the ret
     'metric a = sum(arg1[0] + retval) calls(put);'
 err "1:27: a timer's unit is ns" 'metric a = time wall(put) unit "s";'
 
+# A constraint of a --metrics file used by a later -e: an error in it is shown in the
+# file, at its definition.
+printf '# definitions\nconstraint c = nope > 1;\n' >"$D/defs.qm"
+out=$("$R" --metrics "$D/defs.qm" -e 'count calls(put) where arg2 > 0 && c' "$D/prog" -o "$D/x.inst" 2>&1)
+st=$?
+[ $st = 2 ] && [ "$(echo "$out" | head -n 1)" = "qpt-rewrite: $D/defs.qm:2:16: no variable 'nope' in the program (a stripped program has only its dynamic symbols)" ] &&
+    [ "$(echo "$out" | sed -n 2p)" = "    constraint c = nope > 1;" ] && [ ! -e "$D/x.inst" ] &&
+    ok "an error in a constraint used by -e: shown at its definition in the file" || bad "constraint error ($st): $out"
+
 [ "$fails" -eq 0 ] || exit 1
 rm -rf "$D"
 exit 0
