@@ -401,6 +401,9 @@ typedef enum arch_snip_op {
                         * the limit leaves room), as TRACE_REC (node a: the refill) */
     ARCH_SN_THREAD_ID, /* the calling thread's kernel id (a gettid system call): what
                         * names it in /proc/PID/task for a reader outside the process */
+    ARCH_SN_LOAD_SAFE, /* the SIZE-byte (1, 2, 4, 8) value at address a, zero-extended, read
+                        * by the kernel (process_vm_readv of the own process): 0 where any
+                        * of it cannot be read, never a fault. Two system calls. */
 } arch_snip_op_t;
 
 #define ARCH_TRACE_CUR 0x38 /* x86-64: glibc's tcbhead_t.unused_vgetcpu_cache[0] */

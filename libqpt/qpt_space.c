@@ -700,6 +700,15 @@ qpt_load_at(qpt_snippet_t *sn, qpt_expr_t addr, int size)
 }
 
 qpt_expr_t
+qpt_load_safe(qpt_snippet_t *sn, qpt_expr_t addr, int size)
+{
+    qpt_expr_t e = add(sn, ARCH_SN_LOAD_SAFE, addr, N, N, 0, 1);
+    if (e != N)
+        sn->v[e].size = (uint8_t)size;
+    return e;
+}
+
+qpt_expr_t
 qpt_store_at(qpt_snippet_t *sn, qpt_expr_t addr, int size, qpt_expr_t v)
 {
     qpt_expr_t e = add(sn, ARCH_SN_STORE_AT, addr, v, N, 0, 2);
@@ -939,14 +948,17 @@ qpt_point_setup(qpt_space_t *s, const qpt_point_t *pt, qpt_ins_t *ins)
         if (addr != s->prog->procs[pt->proc].entry)
             return qpt_fail(s, QP_EINVAL, "0x%llx: not the entry of %s",
                             (unsigned long long)pt->addr, qpt_proc_name(s, pt->proc));
-        /* The ABI: flags and r11 dead, nothing below %rsp in use. */
-        c = (arch_snip_ctx_t) { ARCH_SNX_ENTRY, R_R11, 0, 1 };
+        /* The ABI: flags dead, nothing below %rsp in use. No register is taken for
+         * dead: GCC's interprocedural register allocation (-fipa-ra, on from -O1) lets a
+         * caller keep r11 (or any call-clobbered register the callee is seen not to
+         * touch) live across a call to a procedure of the same unit. */
+        c = (arch_snip_ctx_t) { ARCH_SNX_ENTRY, 0, 0, 1 };
         ins->entry = 1;
         break;
     case QPT_EXIT:
         if (in.kind == ARCH_KIND_RET)
-            c = (arch_snip_ctx_t) { ARCH_SNX_RETURN, R_RCX | R_RSI | R_RDI | R_R8 | R_R9 | R_R10
-                                                         | R_R11, 0, 1 };
+            /* No register dead either (-fipa-ra: see QPT_ENTRY). */
+            c = (arch_snip_ctx_t) { ARCH_SNX_RETURN, 0, 0, 1 };
         else if (in.kind == ARCH_KIND_JMP || in.kind == ARCH_KIND_JMP_IND)
             c = (arch_snip_ctx_t) { 0, 0, 0, 1 }; /* a tail call: the callee's arguments */
         else if (in.kind == ARCH_KIND_JCC && s->live)
@@ -965,18 +977,12 @@ qpt_point_setup(qpt_space_t *s, const qpt_point_t *pt, qpt_ins_t *ins)
         if (!call)
             return qpt_fail(s, QP_EINVAL, "0x%llx: not a call", (unsigned long long)pt->addr);
         if (pt->kind == QPT_CALL) {
-            arch_ops_t ops;
-            size_t avail;
-            const uint8_t *b = cfg_image_ptr(s->prog->img, addr, &avail);
-            uint32_t dead = R_R11;
-            if (b == NULL || arch_decode_ops(b, avail, addr, &ops) < 0
-                || (ops.regs_read & (1u << 12)))
-                dead = 0; /* the call reads r11 (call *%r11) */
-            c = (arch_snip_ctx_t) { ARCH_SNX_CALL, dead, 0, 1 };
+            /* r11 is not dead before a call: with -fipa-ra the caller may keep it live
+             * across a callee known not to touch it (see QPT_ENTRY). */
+            c = (arch_snip_ctx_t) { ARCH_SNX_CALL, 0, 0, 1 };
         } else {
-            /* After a call: what the callee may change is dead, but the return values. */
-            c = (arch_snip_ctx_t) { ARCH_SNX_AFTER_CALL,
-                                    R_RCX | R_RSI | R_RDI | R_R8 | R_R9 | R_R10 | R_R11, 0, 1 };
+            /* After a call: nothing dead (-fipa-ra: see QPT_ENTRY). */
+            c = (arch_snip_ctx_t) { ARCH_SNX_AFTER_CALL, 0, 0, 1 };
             ins->at = ED_AT_AFTER;
         }
         break;

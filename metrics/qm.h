@@ -22,7 +22,10 @@
 
 typedef struct qm_set qm_set_t;
 
-enum { QM_COUNT = 1, QM_WALL, QM_CPU };                  /* what a metric measures */
+enum { QM_COUNT = 1, QM_WALL, QM_CPU,                    /* what a metric measures */
+       QM_SUM, QM_MAX, QM_MIN, QM_AVG };                 /* ... an expression's value */
+/* A metric valued by an expression (sum(EXPR), max, min, avg): signed 64-bit values. */
+#define QM_IS_VALUED(kind) ((kind) >= QM_SUM && (kind) <= QM_AVG)
 enum { QM_PER_PROC = 1, QM_PER_THREAD, QM_TOTAL, QM_PER_VALUE, QM_PER_MODULE, /* focus */
        QM_PER_SITE };
 
@@ -123,6 +126,10 @@ typedef struct qm_row {
     int keyed;          /* per value: KEY is the row's value (the focus names it) */
     uint64_t key;
     uint64_t thread;    /* per thread: the thread's pointer (its key), 0 otherwise */
+    size_t thread_at;   /* per procedure per thread: where FOCUS's thread part starts
+                         * ("PROC / thread ..."); 0 for a per-thread row */
+    int empty;          /* max, min, avg: no call was counted (VALUE means nothing) */
+    char unit[16];      /* the metric's unit ("bytes": its `unit` clause), or "" */
 } qm_row_t;
 
 /* Per-value rows whose value is the address of a symbol of the program in S (a lock, a

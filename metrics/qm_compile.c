@@ -57,12 +57,32 @@ lib_sep(const char *pattern)
     const char *colon = pattern ? strchr(pattern, ':') : NULL;
     while (colon != NULL && colon[1] == ':')
         colon = strchr(colon + 2, ':');
-    if (colon == NULL || colon == pattern)
+    const char *nl = pattern ? strchr(pattern, '\n') : NULL; /* a list: its first pattern */
+    if (colon == NULL || colon == pattern || (nl != NULL && colon > nl))
         return NULL;
     for (const char *c = pattern; c + 3 <= colon; c++)
         if (strncmp(c, ".so", 3) == 0)
             return colon;
     return NULL;
+}
+
+/* Do the patterns of a list (PATTERN, '\n' between them) all name the same shared
+ * library, or all the executable? (A metric is measured in one space.) */
+static int
+list_in_one_space(const char *pattern)
+{
+    const char *sep = lib_sep(pattern);
+    size_t llen = sep ? (size_t)(sep - pattern) : 0;
+    for (const char *p = strchr(pattern, '\n'); p != NULL; p = strchr(p, '\n')) {
+        p++;
+        char one[1024];
+        snprintf(one, sizeof(one), "%.*s", (int)strcspn(p, "\n"), p);
+        const char *s2 = lib_sep(one);
+        if ((s2 == NULL) != (sep == NULL)
+            || (sep != NULL && ((size_t)(s2 - one) != llen || strncmp(one, pattern, llen) != 0)))
+            return 0;
+    }
+    return 1;
 }
 
 /* PATTERN as its space's procedures are named (a library's without "LIB:"). */
@@ -129,11 +149,43 @@ cmp_u32(const void *a, const void *b)
 }
 
 /* The procedures matching PATTERN that can take snippets; *N of them (malloc'ed). The
- * ones refused are told in notes when NOTE_REFUSED. */
+ * ones refused are told in notes when NOTE_REFUSED. A list's patterns each. */
 static uint32_t *
 matching(ctx_t *c, const qm_metric_t *m, const char *pattern, size_t *n, size_t *nrefused,
          int note_refused)
 {
+    if (strchr(pattern, '\n') != NULL) {
+        /* A list: the union of its patterns', in procedure order, without repeats. */
+        uint32_t np = qpt_nprocs(c->s);
+        uint32_t *v = malloc((np + 1) * sizeof(uint32_t));
+        char *seen = calloc(np + 1, 1);
+        *n = *nrefused = 0;
+        char one[1024];
+        for (const char *p = pattern; v != NULL && seen != NULL && *p;) {
+            size_t len = strcspn(p, "\n"), k, kref;
+            snprintf(one, sizeof(one), "%.*s", (int)len, p);
+            p += len + (p[len] == '\n');
+            uint32_t *w = matching(c, m, one, &k, &kref, note_refused);
+            if (w == NULL) {
+                free(v);
+                v = NULL;
+                break;
+            }
+            *nrefused += kref;
+            for (size_t j = 0; j < k; j++)
+                seen[w[j]] = 1;
+            free(w);
+        }
+        for (uint32_t i = 0; v != NULL && seen != NULL && i < np; i++)
+            if (seen[i])
+                v[(*n)++] = i;
+        if (seen == NULL) {
+            free(v);
+            v = NULL;
+        }
+        free(seen);
+        return v;
+    }
     uint32_t np = qpt_nprocs(c->s);
     uint32_t *v = malloc((np + 1) * sizeof(uint32_t));
     *n = *nrefused = 0;
@@ -228,7 +280,8 @@ static int
 at_returns(const qm_metric_t *m)
 {
     const qm_expr_t *at;
-    return m->post || uses(m->where, QE_RET, &at) || uses(m->key, QE_RET, &at);
+    return m->post || uses(m->where, QE_RET, &at) || uses(m->key, QE_RET, &at)
+           || uses(m->value, QE_RET, &at);
 }
 
 /* Check the names of E (before anything is inserted). */
@@ -242,7 +295,7 @@ check_expr(ctx_t *c, const qm_metric_t *m, const qm_expr_t *e)
         int64_t off;
         if (qpt_symbol(c->s, e->name, &a, &size) == 0 || qpt_tls_offset(c->s, e->name, &off) == 0)
             return 0;
-        return qm_error_at(m->src, m->origin, e->line, e->col, c->why, c->whylen,
+        return qm_error_at(QM_SRC(m, e), QM_ORIGIN(m, e), e->line, e->col, c->why, c->whylen,
                            "no variable '%s' in the program (a stripped program has only its "
                            "dynamic symbols)", e->name);
     }
@@ -276,6 +329,9 @@ compile_expr(ctx_t *c, qpt_snippet_t *sn, const qm_expr_t *e)
             return qpt_load_at(sn, qpt_tls_addr(sn, off), 8);
         return QPT_NONE;
     }
+    case QE_LOAD:
+        /* *E, E[I], loadN(E): read by the kernel, 0 where it cannot be (never a fault) */
+        return qpt_load_safe(sn, compile_expr(c, sn, e->a), (int)e->num);
     case QE_NEG: return qpt_op(sn, QPT_SUB, qpt_const(sn, 0), compile_expr(c, sn, e->a));
     case QE_NOT: return qpt_not(sn, compile_expr(c, sn, e->a));
     default:
@@ -318,6 +374,39 @@ inside_cond(qpt_snippet_t *sn, const qm_metric_t *m)
 {
     return qpt_op(sn, QPT_LAND, qpt_op(sn, QPT_ULT, qpt_sp(sn), tload(sn, m, 1)),
                   live_activation(sn, m));
+}
+
+/* Words a row of M takes in a block: a count 1; a timer 3 (depth, start, total); a value
+ * 2 (calls counted, then the sum, max or min of the values). */
+static uint64_t
+row_words(const qm_metric_t *m)
+{
+    return m->kind == QM_COUNT ? 1 : QM_IS_VALUED(m->kind) ? 2 : 3;
+}
+
+/*
+ * What a call adds to the row at word W of M: a count's 1 (a locked add on a shared word,
+ * or a plain one in the thread's block); a value's [calls, acc] pair in the thread's
+ * block (plain: the block is the thread's own, so max and min need no compare-and-swap
+ * and are exact under threads; qm_results merges the threads' pairs).
+ */
+static qpt_expr_t
+tally(ctx_t *c, qpt_snippet_t *sn, const qm_metric_t *m, uint64_t w)
+{
+    if (!QM_IS_VALUED(m->kind))
+        return m->per_thread ? qpt_add_at(sn, tword(sn, m, w), qpt_const(sn, 1), 0)
+                             : qpt_add_to(sn, m->var + 8 * w, qpt_const(sn, 1), 1);
+    qpt_expr_t v = compile_expr(c, sn, m->value), acc;
+    if (m->kind == QM_SUM || m->kind == QM_AVG)
+        acc = qpt_add_at(sn, tword(sn, m, w + 1), v, 0);
+    else {
+        /* the first value, or one beyond the kept one (signed) */
+        qpt_expr_t first = qpt_op(sn, QPT_EQ, tload(sn, m, w), qpt_const(sn, 0));
+        qpt_expr_t beyond = qpt_op(sn, m->kind == QM_MAX ? QPT_GT : QPT_LT, v, tload(sn, m, w + 1));
+        acc = qpt_if(sn, qpt_op(sn, QPT_LOR, first, beyond),
+                     qpt_store_at(sn, tword(sn, m, w + 1), 8, v), QPT_NONE);
+    }
+    return qpt_seq(sn, acc, qpt_add_at(sn, tword(sn, m, w), qpt_const(sn, 1), 0));
 }
 
 /* The points of KIND of procedure P (malloc'ed), *N. */
@@ -409,7 +498,7 @@ place_proc(ctx_t *c, qm_metric_t *m, uint32_t p, uint64_t row)
     /* A count that reads retval is made at the returns (its "entry" points, here). */
     qpt_point_t *en = points_of(c, p, at_returns(m) ? QPT_EXIT : QPT_ENTRY, &ne), *ex = NULL;
     qpt_snippet_t *sn = qpt_snippet_create();
-    int timer = m->kind != QM_COUNT, rc = en && sn ? 0 : QPT_ENOMEM;
+    int timer = m->kind == QM_WALL || m->kind == QM_CPU, rc = en && sn ? 0 : QPT_ENOMEM;
     if (rc == 0 && timer && (ex = points_of(c, p, QPT_EXIT, &nx)) == NULL)
         rc = QPT_ENOMEM;
     const char *why = NULL;
@@ -422,7 +511,7 @@ place_proc(ctx_t *c, qm_metric_t *m, uint32_t p, uint64_t row)
         cond = compile_expr(c, sn, m->where);
     if (rc == 0 && m->inside != NULL)
         cond = cond == QPT_NONE ? inside_cond(sn, m) : qpt_op(sn, QPT_LAND, cond, inside_cond(sn, m));
-    uint64_t w = m->base + (timer ? 3 : 1) * row;
+    uint64_t w = m->base + row_words(m) * row;
     if (rc == 0 && timer) {
         /* Exits first: a timer that could not stop must not start. */
         for (size_t i = 0; rc == 0 && i < nx; i++) {
@@ -464,8 +553,7 @@ place_proc(ctx_t *c, qm_metric_t *m, uint32_t p, uint64_t row)
         qpt_expr_t inc = m->focus == QM_PER_VALUE
             ? qpt_add_at(sn, qpt_key_var(sn, m->kvar, 8, compile_expr(c, sn, m->key)),
                          qpt_const(sn, 1), 1)
-            : m->per_thread ? qpt_add_at(sn, tword(sn, m, w), qpt_const(sn, 1), 0)
-                            : qpt_add_to(sn, m->var + 8 * w, qpt_const(sn, 1), 1);
+            : tally(c, sn, m, w);
         if (cond != QPT_NONE)
             inc = qpt_if(sn, cond, inc, QPT_NONE);
         for (size_t i = 0; rc == 0 && i < (at_returns(m) ? ne : 1); i++)
@@ -493,11 +581,21 @@ check_pattern(ctx_t *c, const qm_metric_t *m, const char *pattern, unsigned line
     free(v);
     if (n > 0)
         return 0;
+    /* A list's patterns shown "a, b" (they are joined by '\n'). */
+    char shown[512];
+    size_t k = 0;
+    for (const char *p = pattern; *p && k + 3 < sizeof(shown); p++) {
+        if (*p == '\n')
+            shown[k++] = ',', shown[k++] = ' ';
+        else
+            shown[k++] = *p;
+    }
+    shown[k] = '\0';
     return qm_error_at(m->src, m->origin, line, col, c->why, c->whylen,
                        nref ? "every procedure matching '%s' is left out (see qpt-rewrite "
                               "-v): none can take snippets"
                             : "no procedure matches '%s'",
-                       pattern);
+                       shown);
 }
 
 /* Check metric M against the program: its procedures, its inside procedures, its names. */
@@ -512,6 +610,14 @@ check_metric(ctx_t *c, qm_metric_t *m)
         return qm_error_at(m->src, m->origin, m->in_line, m->in_col, c->why, c->whylen,
                            "inside() names procedures of the same shared library as the "
                            "metric's (LIB:PROC in both), or of the executable in both");
+    if (!list_in_one_space(m->pattern) || (m->inside != NULL && !list_in_one_space(m->inside)))
+        return qm_error_at(m->src, m->origin, m->inside != NULL && list_in_one_space(m->pattern)
+                                                  ? m->in_line : m->pat_line,
+                           m->inside != NULL && list_in_one_space(m->pattern) ? m->in_col
+                                                                             : m->pat_col,
+                           c->why, c->whylen,
+                           "a list's procedures are all of one shared library (LIB:PROC in "
+                           "each) or all of the executable");
     if (lsep != NULL && m->focus == QM_PER_SITE)
         return qm_error_at(m->src, m->origin, m->pat_line, m->pat_col, c->why, c->whylen,
                            "per call site: not for a shared library's procedures (their "
@@ -520,18 +626,24 @@ check_metric(ctx_t *c, qm_metric_t *m)
     if (m->inside != NULL)
         QM_CHECK(check_pattern(c, m, m->inside, m->in_line, m->in_col));
     QM_CHECK(check_expr(c, m, m->key));
+    QM_CHECK(check_expr(c, m, m->value));
     /* retval: counted at the returns, where the arguments are gone. */
     const qm_expr_t *r = NULL, *a;
-    if (uses(m->where, QE_RET, &r) || uses(m->key, QE_RET, &r)) {
-        if (m->kind != QM_COUNT)
-            return qm_error_at(m->src, m->origin, r->line, r->col, c->why, c->whylen,
+    if (uses(m->where, QE_RET, &r) || uses(m->key, QE_RET, &r) || uses(m->value, QE_RET, &r)) {
+        if (m->kind == QM_WALL || m->kind == QM_CPU)
+            return qm_error_at(QM_SRC(m, r), QM_ORIGIN(m, r), r->line, r->col, c->why, c->whylen,
                                "retval is for counts (a timer starts before there is one)");
-        if (uses(m->where, QE_ARG, &a) || uses(m->key, QE_ARG, &a))
-            return qm_error_at(m->src, m->origin, a->line, a->col, c->why, c->whylen,
+        if (m->focus == QM_PER_SITE)
+            return qm_error_at(QM_SRC(m, r), QM_ORIGIN(m, r), r->line, r->col, c->why, c->whylen,
+                               "retval with 'per call site': the sites are counted at the "
+                               "calls, before there is one");
+        if (uses(m->where, QE_ARG, &a) || uses(m->key, QE_ARG, &a) || uses(m->value, QE_ARG, &a))
+            return qm_error_at(QM_SRC(m, a), QM_ORIGIN(m, a), a->line, a->col, c->why, c->whylen,
                                "an argument with retval: a count that reads retval is made at "
                                "the returns, where the arguments are gone");
-    } else if (m->post && (uses(m->where, QE_ARG, &a) || uses(m->key, QE_ARG, &a)))
-        return qm_error_at(m->src, m->origin, a->line, a->col, c->why, c->whylen,
+    } else if (m->post && (uses(m->where, QE_ARG, &a) || uses(m->key, QE_ARG, &a)
+                           || uses(m->value, QE_ARG, &a)))
+        return qm_error_at(QM_SRC(m, a), QM_ORIGIN(m, a), a->line, a->col, c->why, c->whylen,
                            "an argument with 'post': the count is made at the returns, where "
                            "the arguments are gone");
     return check_expr(c, m, m->where);
@@ -599,9 +711,7 @@ place_site(ctx_t *c, qm_metric_t *m, const site_t *s, uint64_t row)
         cond = compile_expr(c, sn, m->where); /* the call's arguments */
     if (m->inside != NULL)
         cond = cond == QPT_NONE ? inside_cond(sn, m) : qpt_op(sn, QPT_LAND, cond, inside_cond(sn, m));
-    uint64_t w = m->base + row;
-    qpt_expr_t inc = m->per_thread ? qpt_add_at(sn, tword(sn, m, w), qpt_const(sn, 1), 0)
-                                   : qpt_add_to(sn, m->var + 8 * w, qpt_const(sn, 1), 1);
+    qpt_expr_t inc = tally(c, sn, m, m->base + row_words(m) * row);
     if (cond != QPT_NONE)
         inc = qpt_if(sn, cond, inc, QPT_NONE);
     int rc = put(c, &s->pt, sn, inc, !m->append) != 0;
@@ -632,8 +742,9 @@ place_metric(ctx_t *c, qm_metric_t *m)
      * the inside state. */
     int by_proc = m->focus == QM_PER_PROC || m->focus == QM_PER_MODULE || m->focus == QM_PER_SITE;
     size_t rows = by_proc ? n : m->focus == QM_PER_VALUE ? 0 : 1;
-    uint64_t wpr = m->kind == QM_COUNT ? 1 : 3;
-    m->per_thread = m->kind != QM_COUNT || m->inside != NULL || m->focus == QM_PER_THREAD;
+    uint64_t wpr = row_words(m);
+    m->per_thread = m->kind != QM_COUNT || m->inside != NULL || m->focus == QM_PER_THREAD
+                    || m->by_thread;
     /* A CPU timer's block starts with the thread's kernel id (after the inside state):
      * a reader outside the process finds the running part of an active call with it. */
     m->base = (m->inside != NULL ? 3 : 0) + (m->kind == QM_CPU ? 1 : 0);

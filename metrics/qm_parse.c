@@ -4,14 +4,22 @@
  * The metric language (qpt-metrics(5)): a hand-written lexer and recursive-descent
  * parser. Every error names the origin, line and column, and shows the line with a caret.
  *
- *   file       := { 'metric' NAME '=' body ';' }
+ *   file       := { 'metric' NAME '=' body ';' | 'list' NAME '=' '{' PATTERN {',' PATTERN} '}' ';'
+ *                  | 'constraint' NAME '=' expr ';' }
  *   body       := kind { 'inside' '(' PATTERN ')' | 'where' expr
  *                      | 'per' ('procedure' | 'module' | 'call' 'site' | 'thread' | 'argN'
  *                               | 'value' '(' expr ')')
- *                      | 'total' | 'pre' | 'post' | 'prepend' | 'append' }
+ *                      | 'total' | 'pre' | 'post' | 'prepend' | 'append' | 'unit' STRING }
  *   kind       := 'count' 'calls' '(' PATTERN ')' | 'time' ('wall' | 'cpu') '(' PATTERN ')'
+ *               | ('sum' | 'max' | 'min' | 'avg') '(' expr ')' 'calls' '(' PATTERN ')'
  *   expr       := C's operators || && | ^ & == != < <= > >= << >> + - * / % ! - (unary),
- *                 over integers, arg1..arg6, retval and the program's variables by name
+ *                 * (unary: the 8-byte word at), E[I] (the word at E + 8 * I),
+ *                 load1/2/4/8(E) (1, 2, 4, 8 bytes at E, zero-extended), over integers,
+ *                 arg1..arg6, retval, constraints and the program's variables by name
+ *
+ * A PATTERN that is a list's name stands for the list's patterns (joined by '\n', which
+ * no pattern holds); a name in an expression that is a constraint's stands for a copy of
+ * its expression (positions and all: an error in it points at the definition).
  *
  * `#` starts a comment to the end of the line.
  */
@@ -33,7 +41,18 @@ typedef struct parser {
     size_t whylen;
     int failed;
     unsigned nest;        /* parentheses and unary operators being parsed */
+    const qm_set_t *set;  /* its lists and constraints */
 } parser_t;
+
+/* The list or constraint NAME of SET, or NULL. */
+static const qm_def_t *
+find_def(const qm_set_t *set, const char *name, size_t len)
+{
+    for (size_t i = 0; set != NULL && i < set->ndefs; i++)
+        if (strlen(set->defs[i].name) == len && strncmp(set->defs[i].name, name, len) == 0)
+            return &set->defs[i];
+    return NULL;
+}
 
 int
 qm_error_at(const char *text, const char *origin, unsigned line, unsigned col, char *why,
@@ -221,6 +240,9 @@ pattern(parser_t *p, unsigned *line, unsigned *col)
         fail_at(p, *line, *col, "an empty pattern");
         return NULL;
     }
+    const qm_def_t *d = find_def(p->set, p->text + start, end - start);
+    if (d != NULL && d->patterns != NULL)
+        return strdup(d->patterns); /* a list: its patterns */
     return strndup(p->text + start, end - start);
 }
 
@@ -233,6 +255,8 @@ mk(parser_t *p, int op, unsigned line, unsigned col, qm_expr_t *a, qm_expr_t *b)
 {
     unsigned depth = 1 + (a && b ? (a->depth > b->depth ? a->depth : b->depth)
                                  : a ? a->depth : b ? b->depth : 0);
+    if (op == QE_LOAD)
+        depth += QM_LOAD_DEPTH - 1; /* its snippet checks the address: deeper */
     if (depth > QM_MAX_DEPTH) {
         qm_expr_free(a);
         qm_expr_free(b);
@@ -256,6 +280,30 @@ mk(parser_t *p, int op, unsigned line, unsigned col, qm_expr_t *a, qm_expr_t *b)
 }
 
 static qm_expr_t *expr(parser_t *p);
+
+/* A copy of constraint D's expression E (where its name is used), its positions in D's
+ * text; NULL when out of memory. */
+static qm_expr_t *
+expr_copy(const qm_expr_t *e, const qm_def_t *d)
+{
+    if (e == NULL)
+        return NULL;
+    qm_expr_t *c = malloc(sizeof(*c));
+    if (c == NULL)
+        return NULL;
+    *c = *e;
+    c->name = NULL;
+    c->a = c->b = NULL;
+    c->src = e->src != NULL ? e->src : d->src; /* a constraint used in a constraint: */
+    c->origin = e->src != NULL ? e->origin : d->origin; /* where it was written */
+    if ((e->name != NULL && (c->name = strdup(e->name)) == NULL)
+        || (e->a != NULL && (c->a = expr_copy(e->a, d)) == NULL)
+        || (e->b != NULL && (c->b = expr_copy(e->b, d)) == NULL)) {
+        qm_expr_free(c);
+        return NULL;
+    }
+    return c;
+}
 
 /* Enter a parenthesis or a unary operator at LINE:COL: 0, or -1 (after an error) past
  * QM_MAX_DEPTH of them (the parser recurses on each). */
@@ -323,6 +371,46 @@ primary(parser_t *p)
             free(name);
             return NULL;
         }
+        int size = strcmp(name, "load1") == 0 ? 1 : strcmp(name, "load2") == 0 ? 2
+                   : strcmp(name, "load4") == 0 ? 4 : strcmp(name, "load8") == 0 ? 8 : 0;
+        skip_space(p);
+        if (size != 0 && peekc(p) == '(') {
+            /* loadN(ADDR): N bytes of the program's memory at ADDR */
+            free(name);
+            advance(p);
+            if (enter(p, line, col) < 0)
+                return NULL;
+            qm_expr_t *a = expr(p);
+            p->nest--;
+            if (a != NULL && expect_char(p, ')', "')'") < 0) {
+                qm_expr_free(a);
+                return NULL;
+            }
+            qm_expr_t *e = a ? mk(p, QE_LOAD, line, col, a, NULL) : NULL;
+            if (e != NULL)
+                e->num = size;
+            return e;
+        }
+        const qm_def_t *d = find_def(p->set, name, strlen(name));
+        if (d != NULL && d->expr != NULL) {
+            /* a constraint: its expression, as if written here */
+            free(name);
+            qm_expr_t *c = expr_copy(d->expr, d);
+            if (c == NULL)
+                fail_at(p, line, col, "out of memory");
+            else if (c->depth + p->nest > QM_MAX_DEPTH) {
+                qm_expr_free(c);
+                fail_at(p, line, col, "the expression is nested deeper than %d levels",
+                        QM_MAX_DEPTH);
+                return NULL;
+            }
+            return c;
+        }
+        if (d != NULL) {
+            fail_at(p, line, col, "'%s' is a list of procedures, not a value", name);
+            free(name);
+            return NULL;
+        }
         qm_expr_t *e = mk(p, QE_VAR, line, col, NULL, NULL);
         if (e == NULL) {
             free(name);
@@ -337,6 +425,46 @@ primary(parser_t *p)
     return NULL;
 }
 
+/* primary { '[' expr ']' }: E[I] is the 8-byte word at E + 8 * I. */
+static qm_expr_t *
+postfix(parser_t *p)
+{
+    qm_expr_t *a = primary(p);
+    for (;;) {
+        skip_space(p);
+        unsigned line = p->line, col = p->col;
+        if (a == NULL || !accept_char(p, '['))
+            return a;
+        if (enter(p, line, col) < 0) {
+            qm_expr_free(a);
+            return NULL;
+        }
+        qm_expr_t *i = expr(p);
+        p->nest--;
+        if (i != NULL && expect_char(p, ']', "']'") < 0) {
+            qm_expr_free(i);
+            i = NULL;
+        }
+        if (i == NULL) {
+            qm_expr_free(a);
+            return NULL;
+        }
+        qm_expr_t *eight = mk(p, QE_NUM, line, col, NULL, NULL);
+        if (eight == NULL) {
+            qm_expr_free(a);
+            qm_expr_free(i);
+            return NULL;
+        }
+        eight->num = 8;
+        qm_expr_t *off = mk(p, QE_MUL, line, col, i, eight);
+        qm_expr_t *at = off ? mk(p, QE_ADD, line, col, a, off) : NULL;
+        if (off == NULL)
+            qm_expr_free(a);
+        if ((a = at ? mk(p, QE_LOAD, line, col, at, NULL) : NULL) != NULL)
+            a->num = 8;
+    }
+}
+
 static qm_expr_t *
 unary(parser_t *p)
 {
@@ -348,13 +476,18 @@ unary(parser_t *p)
         op = QE_NOT;
     } else if (accept_char(p, '-'))
         op = QE_NEG;
+    else if (accept_char(p, '*'))
+        op = QE_LOAD; /* *E: the 8-byte word at E */
     else
-        return primary(p);
+        return postfix(p);
     if (enter(p, line, col) < 0)
         return NULL;
     qm_expr_t *a = unary(p);
     p->nest--;
-    return a ? mk(p, op, line, col, a, NULL) : NULL;
+    qm_expr_t *e = a ? mk(p, op, line, col, a, NULL) : NULL;
+    if (e != NULL && op == QE_LOAD)
+        e->num = 8;
+    return e;
 }
 
 /* Binary levels, loosest first; within a level, the longest operators first. */
@@ -449,6 +582,7 @@ qm_metric_free(qm_metric_t *m)
     free(m->inside);
     qm_expr_free(m->where);
     qm_expr_free(m->key);
+    qm_expr_free(m->value);
     free(m->key_text);
     for (size_t i = 0; i < m->nprocs; i++) {
         free(m->procs[i].name);
@@ -476,19 +610,54 @@ body(parser_t *p, qm_metric_t *m)
             m->kind = QM_CPU;
         else
             return fail_at(p, p->line, p->col, "expected 'wall' or 'cpu' after 'time'");
+    } else if (at_word(p, "sum") || at_word(p, "max") || at_word(p, "min")
+               || at_word(p, "avg")) {
+        /* sum(EXPR) calls(PATTERN): EXPR's values at the calls, added up (max...) */
+        m->kind = accept_word(p, "sum") ? QM_SUM : accept_word(p, "max") ? QM_MAX
+                  : accept_word(p, "min") ? QM_MIN : (accept_word(p, "avg"), QM_AVG);
+        if (expect_char(p, '(', "'('") < 0 || (m->value = expr(p)) == NULL
+            || expect_char(p, ')', "')'") < 0)
+            return QPT_EINVAL;
+        if (!accept_word(p, "calls"))
+            return fail_at(p, p->line, p->col, "expected 'calls' after the value");
     } else {
         char here[64];
-        return fail_at(p, line, col, "expected 'count calls(...)' or 'time wall|cpu(...)', "
-                       "found %s", what_is_here(p, here, sizeof(here)));
+        return fail_at(p, line, col, "expected 'count calls(...)', 'time wall|cpu(...)' or "
+                       "'sum|max|min|avg(EXPR) calls(...)', found %s",
+                       what_is_here(p, here, sizeof(here)));
     }
     if ((m->pattern = pattern(p, &m->pat_line, &m->pat_col)) == NULL)
         return QPT_EINVAL;
     m->focus = QM_PER_PROC;
-    int focused = 0;   /* a 'per' or 'total' was read: one focus only */
+    int focused = 0;   /* a 'per' or 'total' was read: one focus, or proc/module x thread */
     for (;;) {
         skip_space(p);
         unsigned l = p->line, c = p->col;
-        if (accept_word(p, "inside")) {
+        if (accept_word(p, "unit")) {
+            /* unit "bytes": how the values are shown */
+            skip_space(p);
+            unsigned ul = p->line, uc = p->col;
+            if (m->kind == QM_WALL || m->kind == QM_CPU)
+                return fail_at(p, l, c, "a timer's unit is ns");
+            if (m->unit[0] != '\0')
+                return fail_at(p, l, c, "a second 'unit'");
+            if (!accept_char(p, '"'))
+                return fail_at(p, ul, uc, "expected the unit in double quotes (unit \"bytes\")");
+            size_t n = 0;
+            while (peekc(p) && peekc(p) != '"' && peekc(p) != '\n') {
+                int ch = peekc(p);
+                if (n + 1 >= sizeof(m->unit) || !(isalnum(ch) || strchr("_/%.-", ch)))
+                    return fail_at(p, p->line, p->col, "a unit is up to %zu letters, digits "
+                                   "and _ / %% . -", sizeof(m->unit) - 1);
+                m->unit[n++] = (char)ch;
+                advance(p);
+            }
+            m->unit[n] = '\0';
+            if (!accept_char(p, '"'))
+                return fail_at(p, p->line, p->col, "expected '\"' after the unit");
+            if (n == 0)
+                return fail_at(p, ul, uc, "an empty unit");
+        } else if (accept_word(p, "inside")) {
             if (m->inside != NULL)
                 return fail_at(p, l, c, "a second 'inside'");
             if ((m->inside = pattern(p, &m->in_line, &m->in_col)) == NULL)
@@ -499,10 +668,14 @@ body(parser_t *p, qm_metric_t *m)
             if ((m->where = expr(p)) == NULL)
                 return QPT_EINVAL;
         } else if (at_word(p, "per") || at_word(p, "total")) {
-            if (focused++)
-                return fail_at(p, l, c, "a second focus: one of 'per ...' or 'total' (they "
-                               "cannot be combined)");
+            int before = focused++ ? m->focus : 0;
+            if (before != 0 && (m->by_thread || !(before == QM_PER_PROC || before == QM_PER_MODULE
+                                                  || before == QM_PER_THREAD)))
+                return fail_at(p, l, c, "a second focus: only 'per procedure' or 'per module' "
+                               "combine, with 'per thread'");
             if (accept_word(p, "total")) {
+                if (before != 0)
+                    return fail_at(p, l, c, "a second focus: 'total' combines with none");
                 m->focus = QM_TOTAL;
                 continue;
             }
@@ -510,6 +683,18 @@ body(parser_t *p, qm_metric_t *m)
             skip_space(p);
             unsigned kl = p->line, kc = p->col;
             size_t from = p->pos;
+            if (before != 0) {
+                /* per procedure per thread, per thread per module...: a row per pair */
+                int other = accept_word(p, "procedure") ? QM_PER_PROC
+                            : accept_word(p, "module")  ? QM_PER_MODULE
+                            : accept_word(p, "thread")  ? QM_PER_THREAD : 0;
+                if (other == 0 || (other == QM_PER_THREAD) == (before == QM_PER_THREAD))
+                    return fail_at(p, kl, kc, "a second focus: only 'per procedure' or 'per "
+                                   "module' combine, with 'per thread'");
+                m->by_thread = 1;
+                m->focus = other == QM_PER_THREAD ? before : other;
+                continue;
+            }
             if (accept_word(p, "procedure"))
                 m->focus = QM_PER_PROC;
             else if (accept_word(p, "thread"))
@@ -520,8 +705,8 @@ body(parser_t *p, qm_metric_t *m)
                 /* per call site: foreach direct call of the procedures */
                 if (!accept_word(p, "site"))
                     return fail_at(p, p->line, p->col, "expected 'site' after 'per call'");
-                if (m->kind != QM_COUNT)
-                    return fail_at(p, kl, kc, "a row per call site is for counts");
+                if (m->kind != QM_COUNT && m->kind != QM_SUM)
+                    return fail_at(p, kl, kc, "a row per call site is for counts and sums");
                 m->focus = QM_PER_SITE;
             }
             else if (accept_word(p, "value")) {
@@ -561,11 +746,11 @@ body(parser_t *p, qm_metric_t *m)
                                "'thread', 'argN' or 'value(EXPR)' after 'per'");
             if (m->focus == QM_PER_VALUE && m->kind != QM_COUNT)
                 return fail_at(p, kl, kc, "a row per value is for counts (a timer's value at "
-                               "its stop is not known)");
+                               "its stop is not known; sum, max... keep two words a row)");
         } else if (accept_word(p, "pre"))
             m->post = 0;
         else if (accept_word(p, "post")) {
-            if (m->kind != QM_COUNT)
+            if (m->kind == QM_WALL || m->kind == QM_CPU)
                 return fail_at(p, l, c, "'post' is for counts (a timer runs from entry to "
                                "return)");
             m->post = 1;
@@ -576,6 +761,114 @@ body(parser_t *p, qm_metric_t *m)
         else
             return 0;
     }
+}
+
+/* The name of a list or constraint at the parser (new, or NULL after an error). */
+static char *
+def_name(parser_t *p, const qm_set_t *set)
+{
+    skip_space(p);
+    unsigned line = p->line, col = p->col;
+    char *name = identifier(p, "a name");
+    if (name == NULL)
+        return NULL;
+    if (find_def(set, name, strlen(name)) != NULL) {
+        fail_at(p, line, col, "'%s' is defined twice", name);
+        free(name);
+        return NULL;
+    }
+    if (strncmp(name, "arg", 3) == 0 || strcmp(name, "retval") == 0
+        || (strncmp(name, "load", 4) == 0 && strlen(name) == 5)) {
+        fail_at(p, line, col, "'%s' is a name of the language", name);
+        free(name);
+        return NULL;
+    }
+    if (expect_char(p, '=', "'='") < 0) {
+        free(name);
+        return NULL;
+    }
+    return name;
+}
+
+/* One pattern of a list: the raw text up to ',' or '}', trimmed; its patterns (a list's
+ * name stands for them). */
+static char *
+list_item(parser_t *p)
+{
+    skip_space(p);
+    unsigned line = p->line, col = p->col;
+    size_t start = p->pos;
+    while (peekc(p) && !strchr(",}()#\n", peekc(p)))
+        advance(p);
+    size_t end = p->pos;
+    while (end > start && isspace((unsigned char)p->text[end - 1]))
+        end--;
+    if (end == start) {
+        char here[64];
+        fail_at(p, line, col, "expected a pattern, found %s", what_is_here(p, here, sizeof(here)));
+        return NULL;
+    }
+    const qm_def_t *d = find_def(p->set, p->text + start, end - start);
+    if (d != NULL && d->expr != NULL) {
+        fail_at(p, line, col, "'%.*s' is a constraint, not a list", (int)(end - start),
+                p->text + start);
+        return NULL;
+    }
+    return d != NULL ? strdup(d->patterns) : strndup(p->text + start, end - start);
+}
+
+/* 'list' NAME '=' '{' PATTERN {',' PATTERN} '}' or 'constraint' NAME '=' EXPR (the
+ * keyword read), into D. */
+static int
+definition(parser_t *p, qm_set_t *set, int list, qm_def_t *d)
+{
+    if ((d->name = def_name(p, set)) == NULL)
+        return QPT_EINVAL;
+    if (!list)
+        return (d->expr = expr(p)) != NULL ? 0 : QPT_EINVAL;
+    if (expect_char(p, '{', "'{'") < 0)
+        return QPT_EINVAL;
+    size_t len = 0;
+    do {
+        char *item = list_item(p);
+        if (item == NULL)
+            return QPT_EINVAL;
+        size_t n = strlen(item);
+        char *v = realloc(d->patterns, len + n + 2);
+        if (v == NULL) {
+            free(item);
+            return QPT_ENOMEM;
+        }
+        if (len > 0)
+            v[len++] = '\n';
+        memcpy(v + len, item, n + 1);
+        len += n;
+        d->patterns = v;
+        free(item);
+    } while (accept_char(p, ','));
+    return expect_char(p, '}', "',' or '}'");
+}
+
+static void
+def_free(qm_def_t *d)
+{
+    free(d->src);
+    free(d->origin);
+    free(d->name);
+    free(d->patterns);
+    qm_expr_free(d->expr);
+    memset(d, 0, sizeof(*d));
+}
+
+static int
+add_def(qm_set_t *set, const qm_def_t *d)
+{
+    qm_def_t *v = realloc(set->defs, (set->ndefs + 1) * sizeof(*v));
+    if (v == NULL)
+        return QPT_ENOMEM;
+    set->defs = v;
+    set->defs[set->ndefs++] = *d;
+    return 0;
 }
 
 static int
@@ -605,8 +898,8 @@ qm_parse(const char *text, const char *origin, int one, qm_set_t **setp, char *w
     int made = set == NULL;
     if (made && (set = calloc(1, sizeof(*set))) == NULL)
         return QPT_ENOMEM;
-    size_t before = set->n;
-    parser_t p = { text, origin, 0, 1, 1, why, whylen, 0, 0 };
+    size_t before = set->n, defs_before = set->ndefs;
+    parser_t p = { text, origin, 0, 1, 1, why, whylen, 0, 0, set };
     int rc = 0;
     while (rc == 0) {
         qm_metric_t m;
@@ -634,12 +927,31 @@ qm_parse(const char *text, const char *origin, int one, qm_set_t **setp, char *w
                     t++, len--;
                 m.name = strndup(t, len);
             }
+        } else if (at_word(&p, "list") || at_word(&p, "constraint")) {
+            /* a definition, for the metrics after it */
+            qm_def_t d = { 0 };
+            int list = accept_word(&p, "list");
+            if (!list)
+                accept_word(&p, "constraint");
+            if ((rc = definition(&p, set, list, &d)) == 0) {
+                char here[64];
+                if (!accept_char(&p, ';'))
+                    rc = fail_at(&p, p.line, p.col, "expected ';', found %s",
+                                 what_is_here(&p, here, sizeof(here)));
+            }
+            if (rc == 0 && ((d.src = strdup(text)) == NULL || (d.origin = strdup(origin)) == NULL))
+                rc = QPT_ENOMEM;
+            if (rc == 0)
+                rc = add_def(set, &d);
+            if (rc < 0)
+                def_free(&d);
+            continue;
         } else {
             unsigned line = p.line, col = p.col;
             if (!accept_word(&p, "metric")) {
                 char here[64];
-                rc = fail_at(&p, line, col, "expected 'metric', found %s",
-                             what_is_here(&p, here, sizeof(here)));
+                rc = fail_at(&p, line, col, "expected 'metric', 'list' or 'constraint', "
+                             "found %s", what_is_here(&p, here, sizeof(here)));
             } else if ((m.name = identifier(&p, "the metric's name")) == NULL)
                 rc = QPT_EINVAL;
             else {
@@ -667,7 +979,7 @@ qm_parse(const char *text, const char *origin, int one, qm_set_t **setp, char *w
         if (one)
             break;
     }
-    if (rc == 0 && set->n == before) {
+    if (rc == 0 && set->n == before && set->ndefs == defs_before) {
         if (why != NULL && whylen > 0)
             snprintf(why, whylen, "%s: no metric", origin);
         rc = QPT_EINVAL;
@@ -676,6 +988,8 @@ qm_parse(const char *text, const char *origin, int one, qm_set_t **setp, char *w
         /* Nothing of this text stays. */
         while (set->n > before)
             qm_metric_free(&set->v[--set->n]);
+        while (set->ndefs > defs_before)
+            def_free(&set->defs[--set->ndefs]);
         if (made) {
             qm_free(set);
             set = NULL;
@@ -714,5 +1028,8 @@ qm_free(qm_set_t *set)
     for (size_t i = 0; i < set->n; i++)
         qm_metric_free(&set->v[i]);
     free(set->v);
+    for (size_t i = 0; i < set->ndefs; i++)
+        def_free(&set->defs[i]);
+    free(set->defs);
     free(set);
 }

@@ -17,6 +17,7 @@
 enum {
     QE_NUM = 1, QE_ARG, QE_VAR, QE_RET,   /* leaves */
     QE_NEG, QE_NOT,                       /* unary (a) */
+    QE_LOAD,                              /* memory at address a, NUM bytes (1, 2, 4, 8) */
     QE_ADD, QE_SUB, QE_MUL, QE_DIV, QE_MOD, QE_SHL, QE_SHR, QE_AND, QE_OR, QE_XOR,
     QE_EQ, QE_NE, QE_LT, QE_LE, QE_GT, QE_GE, QE_LAND, QE_LOR,
 };
@@ -28,12 +29,22 @@ typedef struct qm_expr {
     unsigned line, col;    /* where it was written */
     unsigned depth;        /* of the tree under it: 1 for a leaf */
     struct qm_expr *a, *b;
+    /* Copied from a constraint: the text and origin LINE:COL are of (its definition's,
+     * owned by the set's qm_def_t); NULL: the metric's own. */
+    const char *src, *origin;
 } qm_expr_t;
+
+/* The text and origin an error at E of metric M names. */
+#define QM_SRC(m, e) ((e)->src != NULL ? (e)->src : (m)->src)
+#define QM_ORIGIN(m, e) ((e)->origin != NULL ? (e)->origin : (m)->origin)
 
 /* The deepest expression (and the most nested parentheses and unary operators) the parser
  * takes: the parser recurses, and a snippet is at most 64 nodes deep (with a few above
  * the expression's). */
 #define QM_MAX_DEPTH 48
+/* The levels a memory read (*E, E[I], loadN) takes of those (one node, qpt_load_safe;
+ * E[I] adds its address's). */
+#define QM_LOAD_DEPTH 1
 
 /* One procedure of a metric (a row when per procedure). */
 typedef struct qm_proc {
@@ -46,8 +57,11 @@ typedef struct qm_metric {
     char *name;
     char *origin;          /* for messages */
     char *src;             /* the text it was parsed from (for messages with a caret) */
-    int kind;              /* QM_COUNT, QM_WALL, QM_CPU */
+    int kind;              /* QM_COUNT, QM_WALL, QM_CPU, QM_SUM... */
     int focus;             /* QM_PER_* */
+    int by_thread;         /* per procedure (or module) per thread: a row per pair */
+    qm_expr_t *value;      /* QM_SUM...: the expression summed, maxed... */
+    char unit[16];         /* its `unit "..."` clause, or "" */
     int post;              /* 'post': counted at the returns (calls that returned) */
     int append;            /* 'append': after the other snippets at its points */
     char *pattern, *inside;
@@ -68,9 +82,20 @@ typedef struct qm_metric {
     size_t nhandles;
 } qm_metric_t;
 
+/* A named list of patterns (`list NAME = { P, Q };`) or a constraint
+ * (`constraint NAME = EXPR;`), defined once in a set and used by its later metrics. */
+typedef struct qm_def {
+    char *name;
+    char *patterns;        /* a list: its patterns joined by '\n' (a pattern has none) */
+    qm_expr_t *expr;       /* a constraint */
+    char *src, *origin;    /* the text it was defined in (its expression's positions) */
+} qm_def_t;
+
 struct qm_set {
     qm_metric_t *v;
     size_t n, cap;
+    qm_def_t *defs;        /* lists and constraints, in order of definition */
+    size_t ndefs;
     int placed;            /* a metric was placed (qm_insert) or read (qm_layout_load) */
     uint64_t id;           /* read from a layout: the rewrite's id (0: an older layout) */
 };

@@ -4,11 +4,14 @@
  * Where the metrics are (the layout, saved next to a rewritten program as text) and
  * what they measured: the metric x focus table, per-thread blocks summed over threads.
  *
- * The layout file:
- *   qpt-metrics-layout 1
- *   metric KIND FOCUS PER_THREAD VAR STRIDE BASE NPROCS
+ * The layout file (version 3; 2 and 1 are read too):
+ *   qpt-metrics-layout 3
+ *   id ID                             (the rewrite's; from version 2)
+ *   metric KIND FOCUS PER_THREAD VAR STRIDE BASE NPROCS BY_THREAD  (BY_THREAD from 3)
  *   name THE METRIC'S NAME (the rest of the line)
- *   proc MEASURED NAME                (NPROCS lines)
+ *   unit UNIT                         (from 3; "-": none)
+ *   key KVAR KEY TEXT                 (per value)
+ *   proc MEASURED NAME                (NPROCS lines, each with "module M" per module)
  *   ...
  *   end
  */
@@ -27,6 +30,14 @@
 
 #define MAX_PROCS 10000000u
 #define MAX_LINE 8192
+
+/* Words a row of a metric takes in a block of a KIND (qm_compile.c's row_words). */
+static uint64_t
+row_words(int kind)
+{
+    return kind == QM_COUNT ? 1 : QM_IS_VALUED(kind) ? 2 : 3;
+}
+
 
 /* Text built in memory (the layout), then written in one go. */
 typedef struct strbuf {
@@ -74,14 +85,15 @@ qm_layout_save(const qm_set_t *set, uint64_t id, const char *path, char *why, si
     if (snprintf(tmp, sizeof(tmp), "%s.tmp%d", path, (int)getpid()) >= (int)sizeof(tmp))
         return QPT_EINVAL;
     strbuf_t b = { 0 };
-    sb_printf(&b, "qpt-metrics-layout 2\nid %016llx\n", (unsigned long long)id);
+    sb_printf(&b, "qpt-metrics-layout 3\nid %016llx\n", (unsigned long long)id);
     for (size_t i = 0; i < set->n; i++) {
         const qm_metric_t *m = &set->v[i];
         if (m->state != QM_ON)
             continue;
-        sb_printf(&b, "metric %d %d %d %llx %llu %llu %zu\nname %s\n", m->kind, m->focus,
-                  m->per_thread, (unsigned long long)m->var, (unsigned long long)m->stride,
-                  (unsigned long long)m->base, m->nprocs, m->name);
+        sb_printf(&b, "metric %d %d %d %llx %llu %llu %zu %d\nname %s\nunit %s\n", m->kind,
+                  m->focus, m->per_thread, (unsigned long long)m->var,
+                  (unsigned long long)m->stride, (unsigned long long)m->base, m->nprocs,
+                  m->by_thread, m->name, m->unit[0] ? m->unit : "-");
         if (m->focus == QM_PER_VALUE)
             sb_printf(&b, "key %llx %s\n", (unsigned long long)m->kvar, m->key_text);
         for (size_t k = 0; k < m->nprocs; k++) {
@@ -163,11 +175,13 @@ qm_layout_read(FILE *f, const char *path, qm_set_t **out, char *why, size_t whyl
     char *line = malloc(MAX_LINE);
     unsigned lineno = 1;
     int rc = set && line ? 0 : QPT_ENOMEM, ended = 0;
-    /* Version 2 has the rewrite's id; 1 (before ids) is read, unchecked. */
-    int v2 = 0;
+    /* Version 2 has the rewrite's id; 1 (before ids) is read, unchecked; 3 has units and
+     * combined foci. */
+    int v2 = 0, v3 = 0;
     if (rc == 0 && (read_line(f, line, MAX_LINE) != 1
                     || (strcmp(line, "qpt-metrics-layout 1") != 0
-                        && !(v2 = strcmp(line, "qpt-metrics-layout 2") == 0))))
+                        && !(v2 = strcmp(line, "qpt-metrics-layout 2") == 0)
+                        && !(v2 = v3 = strcmp(line, "qpt-metrics-layout 3") == 0))))
         rc = QPT_EFORMAT;
     if (rc == 0 && v2) {
         unsigned long long id = 0;
@@ -193,16 +207,22 @@ qm_layout_read(FILE *f, const char *path, qm_set_t **out, char *why, size_t whyl
         unsigned long long var, stride, base;
         size_t np;
         char tail;
-        if (sscanf(line, "metric %d %d %d %llx %llu %llu %zu%c", &m.kind, &m.focus,
-                   &m.per_thread, &var, &stride, &base, &np, &tail) != 7
-            || m.kind < QM_COUNT || m.kind > QM_CPU || m.focus < QM_PER_PROC
+        int fields = v3 ? sscanf(line, "metric %d %d %d %llx %llu %llu %zu %d%c", &m.kind,
+                                 &m.focus, &m.per_thread, &var, &stride, &base, &np,
+                                 &m.by_thread, &tail)
+                        : sscanf(line, "metric %d %d %d %llx %llu %llu %zu%c", &m.kind,
+                                 &m.focus, &m.per_thread, &var, &stride, &base, &np, &tail);
+        if (fields != (v3 ? 8 : 7)
+            || m.kind < QM_COUNT || m.kind > QM_AVG || m.focus < QM_PER_PROC
+            || (m.by_thread != 0 && (m.by_thread != 1 || !m.per_thread
+                                     || !(m.focus == QM_PER_PROC || m.focus == QM_PER_MODULE)))
             || m.focus > QM_PER_SITE || (m.per_thread != 0 && m.per_thread != 1) || np > MAX_PROCS
             || stride % 8 != 0 || stride > 65536
             || (base != 0 && base != 3 && (m.kind != QM_CPU || (base != 1 && base != 4)))) {
             rc = QPT_EFORMAT;
             break;
         }
-        uint64_t wpr = m.kind == QM_COUNT ? 1 : 3,
+        uint64_t wpr = row_words(m.kind),
                  rows = m.focus == QM_PER_PROC || m.focus == QM_PER_MODULE
                                 || m.focus == QM_PER_SITE
                             ? np
@@ -224,6 +244,14 @@ qm_layout_read(FILE *f, const char *path, qm_set_t **out, char *why, size_t whyl
                  || (m.src = strdup("")) == NULL || (m.pattern = strdup("")) == NULL
                  || (m.procs = calloc(np + 1, sizeof(qm_proc_t))) == NULL)
             rc = QPT_ENOMEM;
+        if (rc == 0 && v3) {
+            lineno++;
+            if (read_line(f, line, MAX_LINE) != 1 || strncmp(line, "unit ", 5) != 0
+                || line[5] == '\0' || strlen(line + 5) >= sizeof(m.unit))
+                rc = QPT_EFORMAT;
+            else if (strcmp(line + 5, "-") != 0)
+                snprintf(m.unit, sizeof(m.unit), "%s", line + 5);
+        }
         if (rc == 0 && m.focus == QM_PER_VALUE) {
             unsigned long long kv;
             int off = 0;
@@ -352,6 +380,8 @@ typedef struct agg {
     int kind;
     char focus[160];
     uint64_t sum, min, max, count;
+    int threads;       /* over threads (per thread; "PROC / threads" per procedure per
+                        * thread), not processes */
 } agg_t;
 
 int
@@ -365,10 +395,16 @@ qm_aggregate(const qm_set_t *set, qm_row_t *const *rows, const size_t *n, size_t
     for (size_t j = 0; j < k; j++)
         for (size_t i = 0; i < n[j]; i++) {
             const qm_row_t *r = &rows[j][i];
-            if (!r->measured || r->metric >= set->n)
+            if (!r->measured || r->empty || r->metric >= set->n)
                 continue;
-            int threads = set->v[r->metric].focus == QM_PER_THREAD;
-            const char *focus = threads ? "threads" : r->focus;
+            const qm_metric_t *m = &set->v[r->metric];
+            int threads = m->focus == QM_PER_THREAD || (m->by_thread && r->thread_at >= 3);
+            char pair[160];
+            if (threads && m->focus != QM_PER_THREAD)
+                snprintf(pair, sizeof(pair), "%.*s / threads", (int)(r->thread_at - 3), r->focus);
+            const char *focus = !threads ? r->focus : m->focus == QM_PER_THREAD ? "threads" : pair;
+            /* values of sum, max... are signed: compared with their sign flipped */
+            uint64_t flip = QM_IS_VALUED(r->kind) ? 1ull << 63 : 0, v = r->value ^ flip;
             size_t x = 0;
             while (x < ng && !(g[x].metric == r->metric && strcmp(g[x].focus, focus) == 0))
                 x++;
@@ -382,13 +418,13 @@ qm_aggregate(const qm_set_t *set, qm_row_t *const *rows, const size_t *n, size_t
                     }
                     g = v;
                 }
-                g[ng] = (agg_t) { r->metric, r->kind, "", 0, UINT64_MAX, 0, 0 };
+                g[ng] = (agg_t) { r->metric, r->kind, "", 0, UINT64_MAX, 0, 0, threads };
                 snprintf(g[ng].focus, sizeof(g[ng].focus), "%s", focus);
                 ng++;
             }
             g[x].sum += r->value;
-            g[x].min = r->value < g[x].min ? r->value : g[x].min;
-            g[x].max = r->value > g[x].max ? r->value : g[x].max;
+            g[x].min = v < g[x].min ? v : g[x].min;
+            g[x].max = v > g[x].max || g[x].count == 0 ? v : g[x].max;
             g[x].count++;
         }
     qm_row_t *o = calloc(4 * ng + 1, sizeof(qm_row_t));
@@ -399,20 +435,25 @@ qm_aggregate(const qm_set_t *set, qm_row_t *const *rows, const size_t *n, size_t
     size_t kept = 0;
     for (size_t x = 0; x < ng; x++) {
         /* One process: only threads have something to aggregate. */
-        if (k == 1 && strcmp(g[x].focus, "threads") != 0)
+        if (k == 1 && !g[x].threads)
             continue;
         g[kept++] = g[x];
     }
     ng = kept;
     for (size_t x = 0; x < ng; x++) {
         /* Over processes, a process without the row is a 0; over threads, the threads. */
-        uint64_t over = strcmp(g[x].focus, "threads") == 0 ? g[x].count : k;
-        uint64_t min = g[x].count < over ? 0 : g[x].min;
+        uint64_t over = g[x].threads ? g[x].count : k;
+        uint64_t flip = QM_IS_VALUED(g[x].kind) ? 1ull << 63 : 0;
+        uint64_t min = g[x].count < over ? 0 : g[x].min ^ flip, max = g[x].max ^ flip;
+        if (flip && g[x].count < over && (int64_t)max < 0)
+            max = 0; /* a process without the row is a 0 */
+        uint64_t mean = !over ? 0 : flip ? (uint64_t)((int64_t)g[x].sum / (int64_t)over)
+                                         : g[x].sum / over;
         static const char *const what[] = { "sum", "min", "max", "mean" };
-        uint64_t v[4] = { g[x].sum, min, g[x].max, over ? g[x].sum / over : 0 };
+        uint64_t v[4] = { g[x].sum, min, max, mean };
         for (int w = 0; w < 4; w++) {
             qm_row_t *r = &o[4 * x + (size_t)w];
-            *r = (qm_row_t) { g[x].metric, g[x].kind, "", v[w], 1, 0, 0, 0 };
+            *r = (qm_row_t) { g[x].metric, g[x].kind, "", v[w], 1, 0, 0, 0, 0, 0, "" };
             snprintf(r->focus, sizeof(r->focus), "%s: %.150s", what[w], g[x].focus);
         }
     }
@@ -422,37 +463,149 @@ qm_aggregate(const qm_set_t *set, qm_row_t *const *rows, const size_t *n, size_t
     return 0;
 }
 
-static uint64_t in_unit(const qm_metric_t *m, uint64_t v, double cpn);
 
-/* Per module: the procedures' sums SUM added up by module (a module is measured when one
- * of its procedures is), in the order the modules first appear. */
-static int
-module_rows(const qm_metric_t *m, size_t i, const uint64_t *sum, double cpn, qm_row_t **rows,
-            size_t *nrows, size_t *cap)
+/*****************************************************************************
+ * A row's value from the words of the threads' blocks
+ */
+
+/* What a row accumulated: a count's calls (N), a timer's total (ACC), a value metric's
+ * calls and sum, max or min of the values (N, ACC). */
+typedef struct tally {
+    uint64_t n, acc;
+} tally_t;
+
+/* The tally of the row at word W of a block B of M. */
+static tally_t
+block_tally(const qm_metric_t *m, const uint64_t *b, uint64_t w)
 {
-    int rc = 0;
-    char *done = calloc(m->nprocs + 1, 1);
-    if (done == NULL)
-        return QPT_ENOMEM;
-    for (size_t a = 0; a < m->nprocs && rc == 0; a++) {
-        if (done[a])
+    if (m->kind == QM_COUNT)
+        return (tally_t) { b[w], 0 };
+    if (QM_IS_VALUED(m->kind))
+        return (tally_t) { b[w], b[w + 1] };
+    return (tally_t) { 0, b[w + 2] };
+}
+
+/* T merged into *INTO (other threads, other procedures of a module). */
+static void
+merge(int kind, tally_t *into, tally_t t)
+{
+    if ((kind == QM_MAX || kind == QM_MIN) && t.n != 0
+        && (into->n == 0 || (kind == QM_MAX ? (int64_t)t.acc > (int64_t)into->acc
+                                            : (int64_t)t.acc < (int64_t)into->acc)))
+        into->acc = t.acc;
+    else if (kind != QM_MAX && kind != QM_MIN)
+        into->acc += t.acc;
+    into->n += t.n;
+}
+
+/* A row of metric I (M) for tally T. */
+static qm_row_t
+make_row(const qm_metric_t *m, size_t i, tally_t t, double cpn, int measured)
+{
+    qm_row_t r = { i, m->kind, "", 0, measured, 0, 0, 0, 0, 0, "" };
+    if (m->kind == QM_COUNT)
+        r.value = t.n;
+    else if (m->kind == QM_AVG)
+        r.value = t.n ? (uint64_t)((int64_t)t.acc / (int64_t)t.n) : 0; /* toward 0 */
+    else
+        r.value = in_unit(m, t.acc, cpn);
+    r.empty = (m->kind == QM_MAX || m->kind == QM_MIN || m->kind == QM_AVG) && t.n == 0;
+    snprintf(r.unit, sizeof(r.unit), "%s", m->unit);
+    return r;
+}
+
+/* The groups of M's rows: per module, a module's procedures (a group's first row's index
+ * into FIRST[row], and GROUP[row] its group's first row); else a row each. */
+static size_t
+row_groups(const qm_metric_t *m, size_t nr, size_t *group)
+{
+    size_t ng = 0;
+    for (size_t a = 0; a < nr; a++) {
+        group[a] = a;
+        if (m->focus != QM_PER_MODULE)
             continue;
-        const char *mod = m->procs[a].module ? m->procs[a].module : "?";
-        uint64_t v = 0;
-        int measured = 0;
-        for (size_t b = a; b < m->nprocs; b++) {
-            const char *mb = m->procs[b].module ? m->procs[b].module : "?";
-            if (done[b] || strcmp(mb, mod) != 0)
-                continue;
-            done[b] = 1;
-            v += sum[b];
-            measured |= m->procs[b].measured;
-        }
-        qm_row_t r = { i, m->kind, "", in_unit(m, v, cpn), measured, 0, 0, 0 };
-        snprintf(r.focus, sizeof(r.focus), "module %s", mod);
-        rc = push_row(rows, nrows, cap, &r);
+        const char *ma = m->procs[a].module ? m->procs[a].module : "?";
+        for (size_t b = 0; b < a; b++)
+            if (group[b] == b && strcmp(m->procs[b].module ? m->procs[b].module : "?", ma) == 0) {
+                group[a] = b;
+                break;
+            }
     }
-    free(done);
+    for (size_t a = 0; a < nr; a++)
+        ng += group[a] == a;
+    return ng;
+}
+
+/* The focus of group G (its first row) of M. */
+static void
+group_name(const qm_metric_t *m, size_t g, char *buf, size_t len)
+{
+    if (m->focus == QM_TOTAL)
+        snprintf(buf, len, "total");
+    else if (m->focus == QM_PER_MODULE)
+        snprintf(buf, len, "module %s", m->procs[g].module ? m->procs[g].module : "?");
+    else
+        snprintf(buf, len, "%s", m->procs[g].name);
+}
+
+/* Is group G (first row) of M measured: one of its procedures is. */
+static int
+group_measured(const qm_metric_t *m, const size_t *group, size_t nr, size_t g)
+{
+    if (m->focus == QM_TOTAL)
+        return 1;
+    for (size_t a = 0; a < nr; a++)
+        if (group[a] == g && m->procs[a].measured)
+            return 1;
+    return 0;
+}
+
+/*
+ * Per procedure (or module) per thread: a row for each pair in which something was
+ * counted ("PROC / thread 0x..."), procedure-major; a procedure not measured has one
+ * row, "not measured". W: the per-thread variable's words (keys, then blocks).
+ */
+static int
+pair_rows(const qm_metric_t *m, size_t i, const uint64_t *w, size_t nr, const size_t *group,
+          double cpn, qm_row_t **rows, size_t *nrows, size_t *cap)
+{
+    const uint64_t *blocks = w + QPT_MAX_THREADS;
+    size_t sw = m->stride / 8;
+    uint64_t wpr = row_words(m->kind);
+    int rc = 0;
+    for (size_t g = 0; g < nr && rc == 0; g++) {
+        if (group[g] != g)
+            continue;
+        char name[160];
+        group_name(m, g, name, sizeof(name));
+        if (!group_measured(m, group, nr, g)) {
+            qm_row_t r = make_row(m, i, (tally_t) { 0, 0 }, cpn, 0);
+            snprintf(r.focus, sizeof(r.focus), "%s", name);
+            rc = push_row(rows, nrows, cap, &r);
+            continue;
+        }
+        for (size_t k = 0; k <= QPT_MAX_THREADS && rc == 0; k++) {
+            if (k < QPT_MAX_THREADS && w[k] == 0)
+                continue;
+            const uint64_t *b = blocks + k * sw;
+            tally_t t = { 0, 0 };
+            for (size_t a = g; a < nr; a++)
+                if (group[a] == g)
+                    merge(m->kind, &t, block_tally(m, b, m->base + a * wpr));
+            if (t.n == 0 && t.acc == 0)
+                continue; /* the thread did not count here */
+            qm_row_t r = make_row(m, i, t, cpn, 1);
+            if (k < QPT_MAX_THREADS) {
+                snprintf(r.focus, sizeof(r.focus), "%.100s / thread 0x%llx", name,
+                         (unsigned long long)w[k]);
+                r.thread = w[k];
+            } else
+                snprintf(r.focus, sizeof(r.focus), "%.100s / threads beyond %d", name,
+                         QPT_MAX_THREADS);
+            r.thread_at = strlen(name) < 100 ? strlen(name) + 3 : 103;
+            rc = push_row(rows, nrows, cap, &r);
+        }
+    }
     return rc;
 }
 
@@ -506,7 +659,7 @@ value_rows(const qm_set_t *set, size_t i, qm_read_fn read, void *arg, qm_row_t *
         if (w[k] == 0)
             continue;
         uint64_t v = w[k] ^ QPT_KEY_XOR;
-        qm_row_t r = { i, m->kind, "", count[k], 1, 1, v, 0 };
+        qm_row_t r = { i, m->kind, "", count[k], 1, 1, v, 0, 0, 0, "" };
         if ((int64_t)v > -1000000 && (int64_t)v < 1000000)
             snprintf(r.focus, sizeof(r.focus), "%s=%lld", m->key_text, (long long)v);
         else
@@ -516,7 +669,7 @@ value_rows(const qm_set_t *set, size_t i, qm_read_fn read, void *arg, qm_row_t *
     if (rc == 0)
         qsort(*rows + first, *nrows - first, sizeof(qm_row_t), cmp_row_value);
     if (rc == 0 && (count[QPT_MAX_THREADS] != 0 || *nrows == first)) {
-        qm_row_t r = { i, m->kind, "", count[QPT_MAX_THREADS], 1, 0, 0, 0 };
+        qm_row_t r = { i, m->kind, "", count[QPT_MAX_THREADS], 1, 0, 0, 0, 0, 0, "" };
         snprintf(r.focus, sizeof(r.focus), *nrows == first ? "no value seen"
                                                            : "values beyond the first %d",
                  QPT_MAX_THREADS);
@@ -673,14 +826,17 @@ qm_results_running(const qm_set_t *set, qm_read_fn read, void *arg, double cpn, 
             rc = value_rows(set, i, read, arg, &rows, &nrows, &cap, why, whylen);
             continue;
         }
-        uint64_t wpr = m->kind == QM_COUNT ? 1 : 3, off = m->kind == QM_COUNT ? 0 : 2;
+        uint64_t wpr = row_words(m->kind);
         int by_proc = m->focus == QM_PER_PROC || m->focus == QM_PER_MODULE
                       || m->focus == QM_PER_SITE;
         size_t nr = by_proc ? m->nprocs : 1;
-        uint64_t *sum = calloc(nr + 1, sizeof(uint64_t));
+        tally_t *sum = calloc(nr + 1, sizeof(tally_t));
+        size_t *group = calloc(nr + 1, sizeof(size_t));
         uint64_t *w = NULL;
         size_t nw;
-        if (sum == NULL) {
+        if (sum == NULL || group == NULL) {
+            free(sum);
+            free(group);
             rc = QPT_ENOMEM;
             break;
         }
@@ -696,6 +852,15 @@ qm_results_running(const qm_set_t *set, qm_read_fn read, void *arg, double cpn, 
                          qpt_strerror(rc));
         }
         size_t before = nrows;
+        if (rc == 0)
+            row_groups(m, nr, group);
+        if (rc == 0 && m->by_thread && m->per_thread) {
+            rc = pair_rows(m, i, w, nr, group, cpn, &rows, &nrows, &cap);
+            free(sum);
+            free(group);
+            free(w);
+            continue;
+        }
         if (rc == 0 && m->per_thread) {
             uint64_t *blocks = w + QPT_MAX_THREADS;
             size_t sw = m->stride / 8;
@@ -710,8 +875,8 @@ qm_results_running(const qm_set_t *set, qm_read_fn read, void *arg, double cpn, 
                     continue;
                 const uint64_t *b = blocks + k * sw;
                 if (m->focus == QM_PER_THREAD) {
-                    qm_row_t r = { i, m->kind, "", in_unit(m, b[m->base + off], cpn), 1, 0, 0,
-                                   k < QPT_MAX_THREADS ? w[k] : 0 };
+                    qm_row_t r = make_row(m, i, block_tally(m, b, m->base), cpn, 1);
+                    r.thread = k < QPT_MAX_THREADS ? w[k] : 0;
                     if (k < QPT_MAX_THREADS)
                         snprintf(r.focus, sizeof(r.focus), "thread 0x%llx",
                                  (unsigned long long)w[k]);
@@ -723,37 +888,40 @@ qm_results_running(const qm_set_t *set, qm_read_fn read, void *arg, double cpn, 
                     continue;
                 }
                 for (size_t row = 0; row < nr; row++)
-                    sum[row] += b[m->base + row * wpr + off];
+                    merge(m->kind, &sum[row], block_tally(m, b, m->base + row * wpr));
             }
         } else if (rc == 0)
             for (size_t row = 0; row < nr; row++)
-                sum[row] = w[row];
+                sum[row].n = w[row];
         if (rc == 0 && m->focus == QM_PER_THREAD && nrows == before) {
-            qm_row_t r = { i, m->kind, "no thread ran it", 0, 1, 0, 0, 0 };
+            qm_row_t r = make_row(m, i, (tally_t) { 0, 0 }, cpn, 1);
+            snprintf(r.focus, sizeof(r.focus), "no thread ran it");
             rc = push_row(&rows, &nrows, &cap, &r);
         }
         if (rc == 0 && m->focus == QM_PER_SITE && nr > 0) {
             /* The last row holds every call: the calls of no site are those less the
-             * sites'. */
-            uint64_t sites = 0;
+             * sites' (counts and sums only: qm_parse refuses the others). */
+            tally_t sites = { 0, 0 };
             for (size_t row = 0; row + 1 < nr; row++)
-                sites += sum[row];
-            sum[nr - 1] = sum[nr - 1] >= sites ? sum[nr - 1] - sites : 0;
+                merge(m->kind, &sites, sum[row]);
+            tally_t *last = &sum[nr - 1];
+            last->n = last->n >= sites.n ? last->n - sites.n : 0;
+            last->acc -= sites.acc;
         }
-        if (rc == 0 && m->focus == QM_PER_MODULE)
-            rc = module_rows(m, i, sum, cpn, &rows, &nrows, &cap);
-        else if (rc == 0 && m->focus != QM_PER_THREAD)
-            for (size_t row = 0; row < nr && rc == 0; row++) {
-                qm_row_t r = { i, m->kind, "", in_unit(m, sum[row], cpn), 1, 0, 0, 0 };
-                if (m->focus == QM_TOTAL)
-                    snprintf(r.focus, sizeof(r.focus), "total");
-                else {
-                    snprintf(r.focus, sizeof(r.focus), "%s", m->procs[row].name);
-                    r.measured = m->procs[row].measured;
-                }
+        if (rc == 0 && m->focus != QM_PER_THREAD)
+            for (size_t g = 0; g < nr && rc == 0; g++) {
+                if (group[g] != g)
+                    continue;
+                tally_t t = { 0, 0 };
+                for (size_t a = g; a < nr; a++)
+                    if (group[a] == g)
+                        merge(m->kind, &t, sum[a]);
+                qm_row_t r = make_row(m, i, t, cpn, group_measured(m, group, nr, g));
+                group_name(m, g, r.focus, sizeof(r.focus));
                 rc = push_row(&rows, &nrows, &cap, &r);
             }
         free(sum);
+        free(group);
         free(w);
     }
     if (rc < 0) {

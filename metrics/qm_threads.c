@@ -137,7 +137,7 @@ qm_threads_learn(qm_threads_t *t, const qm_set_t *set, qm_read_fn read, void *ar
         return;
     for (size_t i = 0; i < set->n; i++) {
         const qm_metric_t *m = &set->v[i];
-        if (m->state != QM_ON || !m->per_thread || m->focus != QM_PER_THREAD)
+        if (m->state != QM_ON || !m->per_thread || (m->focus != QM_PER_THREAD && !m->by_thread))
             continue;
         if (tid_offset(t) < 0)
             return;
@@ -173,6 +173,10 @@ qm_threads_apply(qm_threads_t *t, qm_row_t *rows, size_t n)
             continue;
         learn(t, rows[i].thread); /* a thread still there that no sample saw yet */
         const thread_name_t *e = find(t, rows[i].thread);
+        /* per procedure per thread: "PROC / " stays, the thread part is named */
+        size_t at = rows[i].thread_at < sizeof(rows[i].focus) - 32 ? rows[i].thread_at : 0;
+        char *focus = rows[i].focus + at;
+        size_t flen = sizeof(rows[i].focus) - at;
         if (e == NULL || e->tid == 0) {
             /* Ids can be read, but this thread's was not while it lived. */
             size_t l = strlen(rows[i].focus);
@@ -181,16 +185,18 @@ qm_threads_apply(qm_threads_t *t, qm_row_t *rows, size_t n)
             continue;
         }
         if (e->name[0])
-            snprintf(rows[i].focus, sizeof(rows[i].focus), "thread %d (%s)", e->tid,
-                     e->name);
+            snprintf(focus, flen, "thread %d (%s)", e->tid, e->name);
         else
-            snprintf(rows[i].focus, sizeof(rows[i].focus), "thread %d", e->tid);
+            snprintf(focus, flen, "thread %d", e->tid);
         rows[i].key = (uint64_t)e->tid; /* the sort's; not KEYED: not a value */
     }
-    /* Each metric's thread rows (consecutive) in id order. */
+    /* Each metric's thread rows (consecutive; per procedure per thread: those of one
+     * procedure) in id order. */
     for (size_t i = 0; i < n;) {
         size_t j = i;
-        while (j < n && rows[j].thread != 0 && rows[j].metric == rows[i].metric)
+        while (j < n && rows[j].thread != 0 && rows[j].metric == rows[i].metric
+               && rows[j].thread_at == rows[i].thread_at
+               && strncmp(rows[j].focus, rows[i].focus, rows[i].thread_at) == 0)
             j++;
         if (j - i > 1)
             qsort(rows + i, j - i, sizeof(*rows), by_thread);

@@ -145,7 +145,23 @@ START_TEST(test_metrics_syntax)
         { "metric a = time wall(f) per arg1;", "a row per value is for counts", "t:1:29:" },
         { "metric a = time wall(f) post;", "'post' is for counts", "t:1:25:" },
         { "metric a = count calls(f) per value(arg1;", "expected ')'", "t:1:41:" },
-        { "metric a = count calls(f) per procedure per thread;", "a second focus", "t:1:41:" },
+        { "metric a = count calls(f) per procedure per module;", "a second focus: only", "t:1:45:" },
+        { "metric a = count calls(f) per procedure per thread per thread;", "a second focus", "t:1:52:" },
+        { "metric a = count calls(f) per call site per thread;", "a second focus: only", "t:1:41:" },
+        { "metric a = sum(arg1) count(f);", "expected 'calls' after the value", "t:1:22:" },
+        { "metric a = avg(arg1 calls(f);", "expected ')'", "t:1:21:" },
+        { "metric a = max(arg1) calls(f) per call site;", "for counts and sums", "t:1:35:" },
+        { "metric a = count calls(f) unit bytes;", "expected the unit in double quotes", "t:1:32:" },
+        { "metric a = count calls(f) unit \"\";", "an empty unit", "t:1:32:" },
+        { "list l = { f, };", "expected a pattern, found '}'", "t:1:15:" },
+        { "list l = f;", "expected '{'", "t:1:10:" },
+        { "list arg1 = { f };", "'arg1' is a name of the language", "t:1:6:" },
+        { "constraint c = arg1 >;", "expected a number", "t:1:22:" },
+        { "constraint c = 1; list c = { f };", "'c' is defined twice", "t:1:24:" },
+        { "list l = { f }; metric a = count calls(g) where l;", "a list of procedures, not a value", "t:1:49:" },
+        { "metric a = count calls(f) where arg1[;", "expected a number", "t:1:38:" },
+        { "metric a = count calls(f) where load4(arg1;", "expected ')'", "t:1:43:" },
+        { "metric a = count calls(f) where **************************************************arg1;", "nested deeper than 48", "t:1:"},
         { "metric a = count calls(f) total where arg1 > 1 per arg1;", "a second focus", "t:1:48:" },
         { "metric a = count calls(f) per arg1 per arg2;", "a second focus", "t:1:36:" },
         { "metric a = count calls(f) per value(arg1) total;", "a second focus", "t:1:43:" },
@@ -178,10 +194,22 @@ START_TEST(test_metrics_syntax)
                                       "3 == 7 || !arg2");
     ck_assert_int_eq(qm_parse(metrics_text, "m", 0, &set, why, sizeof(why)), 0);
     ck_assert_uint_eq(qm_count(set), 16);
+    /* A list and a constraint, defined once and used by two metrics each; memory reads. */
+    ck_assert_int_eq(qm_parse("list l = { f, g* , h };\nconstraint big = arg3 > 4096 && *(arg1 + 8) != 0;\n"
+                              "metric l1 = count calls(l) where big;\n"
+                              "metric l2 = sum(arg3) calls(l) where big || arg2[2] == load1(arg2) "
+                              "per procedure per thread unit \"bytes\";",
+                              "d", 0, &set, why, sizeof(why)), 0);
+    ck_assert_uint_eq(qm_count(set), 18);
     /* A failed text adds nothing. */
     ck_assert_int_eq(qm_parse("metric z = count calls(f); metric", "m2", 0, &set, why, sizeof(why)),
                      QPT_EINVAL);
-    ck_assert_uint_eq(qm_count(set), 16);
+    ck_assert_uint_eq(qm_count(set), 18);
+    /* ... and the definitions of a failed text neither. */
+    ck_assert_int_eq(qm_parse("list z = { f }; metric", "m3", 0, &set, why, sizeof(why)),
+                     QPT_EINVAL);
+    ck_assert_int_eq(qm_parse("metric y = count calls(z);", "m4", 0, &set, why, sizeof(why)), 0);
+    ck_assert_uint_eq(qm_count(set), 19);
     qm_free(set);
 }
 END_TEST

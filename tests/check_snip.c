@@ -719,6 +719,57 @@ START_TEST(test_snip_thread_slot)
 }
 END_TEST
 
+/*
+ * Safe loads (ARCH_SN_LOAD_SAFE): every size from mapped memory; 0, and no fault, from
+ * NULL, an unmapped page, a PROT_NONE page (a guard page) and a word that runs off the
+ * end of a mapping; registers and flags kept (run_ctx), the value usable in arithmetic.
+ */
+START_TEST(test_snip_load_safe)
+{
+    uint8_t *two = mmap(NULL, 2 * 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    ck_assert_ptr_ne(two, MAP_FAILED);
+    memset(two, 0xab, 4096);
+    ck_assert_int_eq(munmap(two + 4096, 4096), 0); /* the second page: unmapped */
+    uint8_t *guard = mmap(NULL, 4096, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    ck_assert_ptr_ne(guard, MAP_FAILED);
+    static const struct {
+        int which, size;   /* 0: word 2, 1: NULL, 2: unmapped, 3: guard, 4: last 4 bytes */
+        uint64_t want;
+    } cases[] = {
+        { 0, 1, 0x11 }, { 0, 2, 0x2211 }, { 0, 4, 0x44332211 }, { 0, 8, 0x8877665544332211ull },
+        { 1, 8, 0 }, { 2, 8, 0 }, { 3, 4, 0 }, { 4, 8, 0 }, { 4, 4, 0xabababab },
+    };
+    for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
+        uint64_t at = cases[k].which == 0   ? word(2)
+                      : cases[k].which == 1 ? 0
+                      : cases[k].which == 2 ? (uint64_t)(uintptr_t)(two + 4096 + 64)
+                      : cases[k].which == 3 ? (uint64_t)(uintptr_t)guard
+                                            : (uint64_t)(uintptr_t)(two + 4092);
+        sn_t t = { .n = 0 };
+        uint32_t ld = node(&t, ARCH_SN_LOAD_SAFE, cnst(&t, (int64_t)at), ARCH_SNIP_NONE, 0);
+        t.v[ld].size = (uint8_t)cases[k].size;
+        /* word 3 = arg1 + load - arg1: the temporaries around the calls kept */
+        uint32_t root = store(&t, 3, node(&t, ARCH_SN_SUB, node(&t, ARCH_SN_ADD, arg(&t, 0), ld, 0),
+                                           arg(&t, 0), 0));
+        *wordp(2) = 0x8877665544332211ull;
+        *wordp(3) = 0x5a5a;
+        run_args(&t, root, 1000, 0, 0);
+        ck_assert_msg(*wordp(3) == cases[k].want, "case %zu: %llx", k, (unsigned long long)*wordp(3));
+        /* ... and where flags are live (a block) */
+        uint64_t regs[18];
+        init_regs(regs, 0x8d5 | 0x2);
+        *wordp(3) = 0x5a5a;
+        sn_t u = { .n = 0 };
+        uint32_t l2 = node(&u, ARCH_SN_LOAD_SAFE, cnst(&u, (int64_t)at), ARCH_SNIP_NONE, 0);
+        u.v[l2].size = (uint8_t)cases[k].size;
+        run_ctx(&u, store(&u, 3, l2), &anywhere, regs);
+        ck_assert_uint_eq(*wordp(3), cases[k].want);
+    }
+    munmap(two, 4096);
+    munmap(guard, 4096);
+}
+END_TEST
+
 /* Loads, stores and adds at computed addresses, every size; the thread's CPU time. */
 START_TEST(test_snip_at_and_cpu)
 {
@@ -844,6 +895,7 @@ snip_suite(void)
     tcase_add_test(tc, test_snip_thread_slot);
     tcase_add_test(tc, test_snip_key_slot);
     tcase_add_test(tc, test_snip_at_and_cpu);
+    tcase_add_test(tc, test_snip_load_safe);
     tcase_add_test(tc, test_snip_sp_cycles);
     tcase_add_test(tc, test_snip_thread_id);
     tcase_add_test(tc, test_snip_trace_rec);

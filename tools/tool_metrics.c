@@ -83,7 +83,18 @@ tool_metrics_note(void *arg, const char *note)
 static const char *
 kind_name(int kind)
 {
-    return kind == QM_WALL ? "wall_ns" : kind == QM_CPU ? "cpu_ns" : "count";
+    return kind == QM_WALL ? "wall_ns" : kind == QM_CPU ? "cpu_ns" : kind == QM_SUM ? "sum"
+           : kind == QM_MAX ? "max" : kind == QM_MIN ? "min" : kind == QM_AVG ? "avg" : "count";
+}
+
+/* A row's value as a number: a count's unsigned, an expression's signed. */
+static void
+value_text(char *buf, size_t len, const qm_row_t *r)
+{
+    if (QM_IS_VALUED(r->kind))
+        snprintf(buf, len, "%lld", (long long)r->value);
+    else
+        snprintf(buf, len, "%llu", (unsigned long long)r->value);
 }
 
 void
@@ -162,8 +173,11 @@ tool_metrics_print(FILE *f, const qm_set_t *set, const qm_row_t *rows, size_t n,
             tool_csv_field(f, qm_name(set, rows[i].metric));
             fputc(',', f);
             tool_csv_field(f, rows[i].focus);
-            fprintf(f, ",%s,%llu,%d\n", kind_name(rows[i].kind),
-                    (unsigned long long)rows[i].value, rows[i].measured);
+            /* max, min, avg of no call: an empty value */
+            char v[32];
+            value_text(v, sizeof(v), &rows[i]);
+            fprintf(f, ",%s,%s,%d\n", kind_name(rows[i].kind), rows[i].empty ? "" : v,
+                    rows[i].measured);
         }
     } else if (kind == TM_JSON) {
         fprintf(f, "[");
@@ -172,9 +186,16 @@ tool_metrics_print(FILE *f, const qm_set_t *set, const qm_row_t *rows, size_t n,
             tool_json_string(f, qm_name(set, rows[i].metric));
             fprintf(f, ", \"focus\": ");
             tool_json_string(f, rows[i].focus);
-            fprintf(f, ", \"kind\": \"%s\", \"value\": %llu, \"measured\": %s}",
-                    kind_name(rows[i].kind), (unsigned long long)rows[i].value,
+            char v[32];
+            value_text(v, sizeof(v), &rows[i]);
+            fprintf(f, ", \"kind\": \"%s\", \"value\": %s, \"measured\": %s",
+                    kind_name(rows[i].kind), rows[i].empty ? "null" : v,
                     rows[i].measured ? "true" : "false");
+            if (rows[i].unit[0]) {
+                fprintf(f, ", \"unit\": ");
+                tool_json_string(f, rows[i].unit);
+            }
+            fprintf(f, "}");
         }
         fprintf(f, "\n]\n");
     } else {
@@ -189,9 +210,15 @@ tool_metrics_print(FILE *f, const qm_set_t *set, const qm_row_t *rows, size_t n,
             char v[32];
             if (!rows[i].measured)
                 snprintf(v, sizeof(v), "not measured");
-            else if (rows[i].kind == QM_COUNT)
-                snprintf(v, sizeof(v), "%llu", (unsigned long long)rows[i].value);
-            else
+            else if (rows[i].empty)
+                snprintf(v, sizeof(v), "-");
+            else if (rows[i].kind == QM_COUNT || QM_IS_VALUED(rows[i].kind)) {
+                value_text(v, sizeof(v), &rows[i]);
+                if (rows[i].unit[0]) {
+                    size_t l = strlen(v);
+                    snprintf(v + l, sizeof(v) - l, " %.15s", rows[i].unit);
+                }
+            } else
                 snprintf(v, sizeof(v), "%.3f ms", (double)rows[i].value / 1e6);
             /* A longer name is printed whole (the columns move for its row only). */
             fprintf(f, "%-*s  %16s  %s\n", (int)w, qm_name(set, rows[i].metric), v,

@@ -805,6 +805,62 @@ thread_id(gen_t *g)
     return t;
 }
 
+/*
+ * ARCH_SN_LOAD_SAFE: the kernel reads the SIZE bytes at the address for us, into a zeroed
+ * word on the stack, with process_vm_readv(getpid(), {word, SIZE}, 1, {addr, SIZE}, 1, 0):
+ * an address it cannot read gives -EFAULT (or a short read), never a signal; the word is
+ * then 0. Every register a system call takes or changes is pushed around the calls and
+ * the value is loaded after they are popped, so nothing is reserved.
+ * Stack (48 bytes under the pushes): [0] the word, [8] local iovec, [24] remote iovec.
+ */
+static int
+load_safe(gen_t *g, const arch_snip_t *s)
+{
+    static const uint8_t store[] = { 0x89 }, load[] = { 0x8b }, lea[] = { 0x8d },
+                         cmp_rr[] = { 0x39 };
+    static const int kept[] = { RAX, RCX, RDX, RSI, RDI, R8, R9, R10, R11 };
+    enum { NKEPT = sizeof(kept) / sizeof(kept[0]), PUSHED = 8 * NKEPT };
+    int a = eval(g, s->a);
+    adjust_rsp(g, -48);
+    op_rsp(g, store, 1, a, 24); /* remote.iov_base = a */
+    free_temp(g, a);
+    for (int k = 0; k < NKEPT; k++)
+        push_reg(g, kept[k]);
+    mov_ri(g, RAX, 0);
+    op_rsp(g, store, 1, RAX, PUSHED + 0);       /* word = 0 */
+    mov_ri(g, RAX, s->size);
+    op_rsp(g, store, 1, RAX, PUSHED + 16);      /* local.iov_len */
+    op_rsp(g, store, 1, RAX, PUSHED + 32);      /* remote.iov_len */
+    op_rsp(g, lea, 1, RAX, PUSHED + 0);
+    op_rsp(g, store, 1, RAX, PUSHED + 8);       /* local.iov_base = &word */
+    mov_ri(g, RAX, 39);                         /* SYS_getpid */
+    put8(g, 0x0f);
+    put8(g, 0x05);
+    mov_rr(g, RDI, RAX);
+    op_rsp(g, lea, 1, RSI, PUSHED + 8);         /* local iovec */
+    mov_ri(g, RDX, 1);
+    op_rsp(g, lea, 1, R10, PUSHED + 24);        /* remote iovec */
+    mov_ri(g, R8, 1);
+    mov_ri(g, R9, 0);
+    mov_ri(g, RAX, 310);                        /* SYS_process_vm_readv */
+    put8(g, 0x0f);
+    put8(g, 0x05);
+    /* A short read or an error: the word is 0. */
+    int done = new_label(g);
+    mov_ri(g, RCX, s->size);
+    op_rr(g, cmp_rr, 1, RCX, RAX);
+    jump_to(g, CC_E, done);
+    mov_ri(g, RAX, 0);
+    op_rsp(g, store, 1, RAX, PUSHED + 0);
+    bind(g, done);
+    for (int k = NKEPT - 1; k >= 0; k--)
+        pop_reg(g, kept[k]);
+    int t = pick_temp(g);
+    op_rsp(g, load, 1, t, 0);
+    adjust_rsp(g, 48);
+    return t;
+}
+
 /* The value of node I in a new temporary. */
 static int
 eval(gen_t *g, uint32_t i)
@@ -944,6 +1000,7 @@ eval(gen_t *g, uint32_t i)
     }
     case ARCH_SN_THREAD_CPU: return thread_cpu(g);
     case ARCH_SN_THREAD_ID: return thread_id(g);
+    case ARCH_SN_LOAD_SAFE: return load_safe(g, s);
     default: break;
     }
     /* Truth values (comparisons, !, &&, ||) and statements. */
@@ -1212,6 +1269,7 @@ arity(const arch_snip_t *s, int *nb, int *nc)
     case ARCH_SN_ADD_TO:
     case ARCH_SN_KEY_SLOT:
     case ARCH_SN_TRACE_REC:
+    case ARCH_SN_LOAD_SAFE:
     case ARCH_SN_LOAD_AT: return 1;
     case ARCH_SN_STORE_AT:
     case ARCH_SN_TRACE_VAL:
@@ -1270,7 +1328,7 @@ check_node(const arch_snip_t *nodes, size_t n, uint32_t i, const arch_snip_ctx_t
         BAD("node %u: a return value where there is none (only at a return or after a "
             "call)", i);
     if ((s->op == ARCH_SN_LOAD || s->op == ARCH_SN_STORE || s->op == ARCH_SN_LOAD_AT
-         || s->op == ARCH_SN_STORE_AT)
+         || s->op == ARCH_SN_STORE_AT || s->op == ARCH_SN_LOAD_SAFE)
         && s->size != 1 && s->size != 2 && s->size != 4 && s->size != 8)
         BAD("node %u: a %u-byte access (1, 2, 4 or 8)", i, s->size);
     if ((s->op == ARCH_SN_TRACE_REC || s->op == ARCH_SN_TRACE_VAL)

@@ -635,6 +635,16 @@ qpt_expr_t qpt_thread_id(qpt_snippet_t *sn);
  */
 int qpt_set_relocate(qpt_space_t *s, int on);
 
+/*****************************************************************************
+ * Memory reads that cannot fault (the metric language's *E, E[I], loadN(E))
+ */
+
+/* The SIZE-byte (1, 2, 4, 8) value at the computed address ADDR, zero-extended, read by
+ * the kernel for the program (process_vm_readv of its own process): 0 where any of it
+ * cannot be read (unmapped, a guard page), never a fault. Two system calls each time:
+ * about 2 us. A process whose seccomp filter forbids those calls is killed by it. */
+qpt_expr_t qpt_load_safe(qpt_snippet_t *sn, qpt_expr_t addr, int size);
+
 #ifdef __cplusplus
 }
 #endif
