@@ -74,6 +74,7 @@ struct qpt_space {
     uint64_t lib_lo;         /* ... and the lowest address of its mappings */
     void *lvars;             /* live mode: the memory qpt_alloc mapped (vars_t) */
     size_t nlvars;
+    const char *all_in_place; /* file mode: why every procedure stays in place (Go, GHC) */
     char err[512];           /* the last failure */
 };
 
