@@ -439,7 +439,7 @@ measure_plan(void *arg, ed_plan_t *plan, const elfw_instr_t **instr)
     drv_trace_free(c->tr);
     c->tr = NULL;
     if (rc == 0 && c->tracing)
-        rc = drv_trace_plan(prog, &c->res, r->drv == &drv_trace_naive_ops, c->w, &c->tr,
+        rc = drv_trace_plan(prog, &c->res, r->drv->trace == DRV_TRACE_BLOCKS, c->w, &c->tr,
                             &c->ntraced);
     if (rc == 0 && c->tracing && r->trace_mem)
         rc = drv_trace_plan_mem(c->tr, prog, &c->nmrefs, &c->nmvals);
@@ -506,7 +506,7 @@ qpt_rw_rewrite(qpt_rewrite_t *r, const cfg_prog_t *prog, const char *input, cons
     memset(&c, 0, sizeof(c));
     c.r = r;
     c.prog = prog;
-    c.tracing = r->drv == &drv_trace_ops || r->drv == &drv_trace_naive_ops;
+    c.tracing = r->drv != NULL && r->drv->trace != 0;
     c.atomic = r->atomic;
     eo.reuse_text = !c.tracing && !r->keep_old_text;
     if (all_in_place != NULL && cfg_image_runtime(prog->img) == CFG_RUNTIME_GO && c.atomic < 0)

@@ -68,41 +68,47 @@ void qpt_engine_defaults(ed_opts_t *eo /*OUT*/, const char *all_in_place);
  */
 
 struct qpt_rewrite {
-    const drv_ops_t *drv;      /* NULL: driver none */
+    const drv_ops_t *drv;      /* the driver; NULL: none */
     const char *driver;        /* its name */
-    char *weights;             /* --weights PROFILE, or NULL */
-    int atomic;                /* 1, 0, -1: decide */
-    int call_targets, trace_mem, keep_old_text, verbose, stretch, keep_tables, local_libs;
+    char *weights;             /* qp: an earlier profile's edge counts, or NULL */
+    int atomic;                /* counters: 1 locked, 0 plain, -1 decide */
+    int call_targets;          /* qp: record indirect calls' targets */
+    int trace_mem;             /* trace drivers: load and store addresses too */
+    int keep_old_text;         /* never reuse the old bytes of moved code */
+    int verbose;               /* more lines (every procedure left in place) */
+    int stretch;               /* testing: a nop after each relocated instruction */
+    int keep_tables;           /* testing: jump tables never retargeted */
+    int local_libs;            /* outputs look in their own folder first */
     unsigned threads;          /* of the analysis */
     char **leave;              /* procedures left in place (testing) */
-    size_t nleave;
+    size_t nleave;             /* how many */
     char *leave_all;           /* every procedure left in place, for this reason */
-    qpt_rewrite_progress_fn progress;
-    void *progress_arg;
-    qpt_rewrite_message_fn message;
-    void *message_arg;
-    qpt_rewrite_temp_fn temp;
-    void *temp_arg;
-    qpt_rewrite_phase_fn debug_phase;
-    qpt_rewrite_message_fn debug_note;
-    void *debug_arg;
-    int analysis_started;      /* a pass of the analysis reported (progress) */
+    qpt_rewrite_progress_fn progress; /* the hooks, each with its argument */
+    void *progress_arg;        /* ... */
+    qpt_rewrite_message_fn message; /* ... */
+    void *message_arg;         /* ... */
+    qpt_rewrite_temp_fn temp;  /* ... */
+    void *temp_arg;            /* ... */
+    qpt_rewrite_phase_fn debug_phase; /* ... */
+    qpt_rewrite_message_fn debug_note; /* ... */
+    void *debug_arg;           /* ... */
     qpt_rewrite_summary_t sum; /* of the last run */
     char err[1024];            /* the last failure */
 };
 
-
+/* One measurement by a driver, remade for each plan of the engine loop. */
 typedef struct measure_ctx {
-    qpt_rewrite_t *r;
-    const cfg_prog_t *prog;
-    drv_weights_t *w;         /* --weights, or NULL */
-    int tracing;
-    int atomic;               /* r->atomic, or 1 for Go */
-    drv_result_t res;
-    drv_trace_t *tr;
-    drv_inc_t inc;
-    elfw_instr_t instr;
-    uint32_t ntraced, nmrefs, nmvals;
+    qpt_rewrite_t *r;          /* the options */
+    const cfg_prog_t *prog;    /* the program */
+    drv_weights_t *w;          /* --weights, or NULL */
+    int tracing;               /* a trace driver */
+    int atomic;                /* r->atomic, or 1 for Go (threads no hook sees) */
+    drv_result_t res;          /* the driver's counters and description */
+    drv_trace_t *tr;           /* tracing: the events */
+    drv_inc_t inc;             /* how counters are incremented */
+    elfw_instr_t instr;        /* what the writer adds */
+    uint32_t ntraced;          /* tracing: procedures traced */
+    uint32_t nmrefs, nmvals;   /* --trace-mem: accesses described, values recorded */
 } measure_ctx_t;
 
 /* Set R's message (printf-style) and return RC. */

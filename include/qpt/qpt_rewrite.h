@@ -18,8 +18,6 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "qpt.h"
-
 #ifdef __cplusplus
 extern "C" {
 #endif
