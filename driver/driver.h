@@ -209,7 +209,11 @@ typedef struct drv_ops {
     const char *name;        /* "qp", "naive" */
     uint32_t kind;           /* enum qp_driver_kind */
     int (*place)(drv_graph_t *g, drv_result_t *res, const char **why /*OUT*/);
+    uint32_t trace;          /* 0: counts only; DRV_TRACE_CHORDS or DRV_TRACE_BLOCKS: a
+                              * tracer (drv_trace_plan decides the events) */
 } drv_ops_t;
+
+enum { DRV_TRACE_CHORDS = 1, DRV_TRACE_BLOCKS = 2 };
 
 extern const drv_ops_t drv_qp_ops;
 extern const drv_ops_t drv_naive_ops;

@@ -699,4 +699,4 @@ out:
     return rc;
 }
 
-const drv_ops_t drv_qp_ops = { "qp", QP_DRIVER_QP, qp_place };
+const drv_ops_t drv_qp_ops = { "qp", QP_DRIVER_QP, qp_place, 0 };

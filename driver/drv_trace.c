@@ -48,8 +48,10 @@ trace_place_none(drv_graph_t *g, drv_result_t *res, const char **why)
     return 0;
 }
 
-const drv_ops_t drv_trace_ops = { "trace", QP_DRIVER_NAIVE, trace_place_none };
-const drv_ops_t drv_trace_naive_ops = { "trace-naive", QP_DRIVER_NAIVE, trace_place_none };
+const drv_ops_t drv_trace_ops = { "trace", QP_DRIVER_NAIVE, trace_place_none,
+                                  DRV_TRACE_CHORDS };
+const drv_ops_t drv_trace_naive_ops = { "trace-naive", QP_DRIVER_NAIVE, trace_place_none,
+                                        DRV_TRACE_BLOCKS };
 
 /* A place where an event is recorded. */
 typedef struct trace_point {

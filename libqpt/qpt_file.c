@@ -18,14 +18,18 @@
 #include "report/qp_profile.h"
 #include "editor/elfw.h"
 #include "libqpt/qpt_priv.h"
+#include "libqpt/qpt_rewrite_priv.h"
 
 /* What the rewrite needs from the space while it runs. */
 typedef struct wctx {
     qpt_space_t *s;
     ed_snippet_t *snips;     /* one per live insertion */
     arch_snip_t **copies;    /* their nodes, with variable addresses translated */
+    ed_probe_t *probes;      /* one per live insertion */
+    size_t *order;           /* the insertions by order */
     size_t n;
     uint64_t counters;       /* where the words went */
+    elfw_instr_t instr;      /* the runtime's, when there are words */
 } wctx_t;
 
 static uint64_t
@@ -86,11 +90,10 @@ static int
 placed(void *arg, const ed_plan_t *plan, uint64_t counters)
 {
     wctx_t *w = arg;
-    (void)plan;
     w->counters = counters;
     for (size_t i = 0; i < w->n; i++)
         translate(w->copies[i], (uint32_t)w->snips[i].n, w->s->vars, counters);
-    return ed_plan_set_snippets(w->s->plan, w->snips, w->n);
+    return ed_plan_set_snippets((ed_plan_t *)plan, w->snips, w->n);
 }
 
 static int
@@ -101,6 +104,51 @@ by_order(const void *x, const void *y, void *arg)
     return a < b ? -1 : a > b;
 }
 
+/* qpt_measure_t.undo: the copies of the last plan (translated to its counters). */
+static void
+write_undo(void *arg)
+{
+    wctx_t *w = arg;
+    for (size_t i = 0; i < w->n; i++)
+        free(w->copies[i]);
+    w->n = 0;
+}
+
+/* qpt_measure_t.plan: the insertions as probes of PLAN, their snippets copied afresh (a
+ * retry places the words elsewhere, and placed() translates the copies). */
+static int
+write_plan(void *arg, ed_plan_t *plan, const elfw_instr_t **instr)
+{
+    wctx_t *w = arg;
+    const qpt_space_t *s = w->s;
+    /* The editor runs the probes of one place in snippet order: the insertions' order. */
+    for (size_t k = 0; k < s->nins; k++) {
+        const qpt_ins_t *in = &s->ins[w->order[k]];
+        if (in->removed)
+            continue;
+        arch_snip_t *c = malloc(in->n * sizeof(arch_snip_t));
+        if (c == NULL)
+            return QP_ENOMEM;
+        memcpy(c, in->nodes, in->n * sizeof(arch_snip_t));
+        w->copies[w->n] = c;
+        w->snips[w->n] = (ed_snippet_t) { c, in->n, in->root, in->ctx };
+        w->probes[w->n] = (ed_probe_t) { .addr = in->where, .at = in->at, .what = ED_SNIP_CODE,
+                                         .save_flags = in->save_flags,
+                                         .flags = in->entry ? ED_PROBE_ENTRY : 0,
+                                         .counter = (uint32_t)w->n };
+        w->n++;
+    }
+    QP_CHECK(ed_plan_set_probes(plan, w->probes, w->n));
+    /* Without words to save there is no runtime: the snippets are final as they are. */
+    if (s->vars == 0)
+        return ed_plan_set_snippets(plan, w->snips, w->n);
+    *instr = &w->instr;
+    return 0;
+}
+
+/* The rewrite engine of qpt-rewrite (qpt_engine_write), with the insertions as the
+ * measurement: the same plan options, and a new plan when unwind data of moved code
+ * cannot be rewritten. */
 int
 qpt_write(qpt_space_t *s, const char *output)
 {
@@ -112,62 +160,37 @@ qpt_write(qpt_space_t *s, const char *output)
     for (size_t i = 0; i < s->nins; i++)
         n += !s->ins[i].removed;
     wctx_t w = { s, calloc(n + 1, sizeof(ed_snippet_t)), calloc(n + 1, sizeof(arch_snip_t *)),
-                 0, 0 };
-    ed_probe_t *probes = calloc(n + 1, sizeof(ed_probe_t));
-    size_t *order = malloc((s->nins + 1) * sizeof(size_t));
-    int rc = w.snips && w.copies && probes && order ? 0 : QP_ENOMEM;
-    /* The editor runs the probes of one place in snippet order: the insertions' order. */
-    for (size_t i = 0; rc == 0 && i < s->nins; i++)
-        order[i] = i;
-    if (rc == 0)
-        qsort_r(order, s->nins, sizeof(size_t), by_order, s);
-    for (size_t k = 0; rc == 0 && k < s->nins; k++) {
-        const qpt_ins_t *in = &s->ins[order[k]];
-        if (in->removed)
-            continue;
-        arch_snip_t *c = malloc(in->n * sizeof(arch_snip_t));
-        if (c == NULL) {
-            rc = QP_ENOMEM;
-            break;
-        }
-        memcpy(c, in->nodes, in->n * sizeof(arch_snip_t));
-        w.copies[w.n] = c;
-        w.snips[w.n] = (ed_snippet_t) { c, in->n, in->root, in->ctx };
-        probes[w.n] = (ed_probe_t) { .addr = in->where, .at = in->at, .what = ED_SNIP_CODE,
-                                     .save_flags = in->save_flags,
-                                     .flags = in->entry ? ED_PROBE_ENTRY : 0,
-                                     .counter = (uint32_t)w.n };
-        w.n++;
-    }
-    /* A plan lays out once: a second qpt_write starts from a new one. */
-    ed_plan_t *plan = NULL;
-    if (rc == 0)
-        rc = ed_plan_create(s->prog, NULL, &plan);
-    if (rc == 0) {
-        ed_plan_destroy(s->plan);
-        s->plan = plan;
-        rc = ed_plan_set_probes(s->plan, probes, w.n);
-    }
-    /* Without words to save there is no runtime: the snippets are final as they are. */
-    if (rc == 0 && s->vars == 0)
-        rc = ed_plan_set_snippets(s->plan, w.snips, w.n);
-    if (rc == 0) {
-        elfw_instr_t instr = { .ncounters = (uint32_t)(s->vars / 8), .describe = describe,
+                 calloc(n + 1, sizeof(ed_probe_t)), malloc((s->nins + 1) * sizeof(size_t)),
+                 0, 0, { 0 } };
+    w.instr = (elfw_instr_t) { .ncounters = (uint32_t)(s->vars / 8), .describe = describe,
                                .arg = &w, .placed = placed, .placed_arg = &w };
-        elfw_rewrite_stats_t st;
-        char err[512] = "";
-        rc = elfw_rewrite(s->prog, s->plan, s->vars ? &instr : NULL, s->path, output, NULL,
-                          &st, err, sizeof(err));
+    qpt_engine_out_t *out = malloc(sizeof(*out));
+    int rc = w.snips && w.copies && w.probes && w.order && out ? 0 : QP_ENOMEM;
+    for (size_t i = 0; rc == 0 && i < s->nins; i++)
+        w.order[i] = i;
+    if (rc == 0)
+        qsort_r(w.order, s->nins, sizeof(size_t), by_order, s);
+    if (rc == 0) {
+        ed_opts_t eo;
+        qpt_engine_defaults(&eo, s->all_in_place);
+        const qpt_measure_t m = { write_plan, write_undo, &w };
+        const qpt_engine_io_t io = { s->path, output, NULL, NULL, NULL };
+        rc = qpt_engine_write(s->prog, &eo, &m, &io, out);
         if (rc < 0)
-            qpt_fail(s, rc, "%s: %s", s->path, err[0] ? err : qp_strerror(rc));
+            qpt_fail(s, rc, "%s: %s", s->path, out->err[0] ? out->err : qp_strerror(rc));
+        /* The plan the output was written from (a retry keeps more code in place). */
+        if (out->plan != NULL) {
+            ed_plan_destroy(s->plan);
+            s->plan = out->plan;
+        }
     } else
         qpt_fail(s, rc, "%s: %s", s->path, qp_strerror(rc));
-    for (size_t i = 0; i < w.n; i++)
-        free(w.copies[i]);
+    write_undo(&w);
     free(w.copies);
     free(w.snips);
-    free(probes);
-    free(order);
+    free(w.probes);
+    free(w.order);
+    free(out);
     return qpt_public_rc(rc);
 }
 

@@ -80,6 +80,7 @@ struct qpt_space {
     void *lvars;             /* live mode: the memory qpt_alloc mapped (vars_t) */
     size_t nlvars;
     cfg_loop_forest_t **forests; /* per procedure: its loops, once asked for (qpt_cfg.c) */
+    const char *all_in_place; /* file mode: why every procedure stays in place (Go, GHC) */
     char err[512];           /* the last failure */
 };
 

@@ -15,6 +15,7 @@
 
 #include "driver/driver.h"
 #include "libqpt/qpt_priv.h"
+#include "libqpt/qpt_rewrite_priv.h"
 
 int
 qpt_fail(qpt_space_t *s, int rc, const char *fmt, ...)
@@ -95,7 +96,11 @@ load_program(qpt_space_t *s, const char *path, char *why, size_t whylen)
         why_set(why, whylen, "%s: %s", path, w[0] ? w : qp_strerror(rc));
         return rc;
     }
-    const char *unsup = ed_image_unsupported(s->img);
+    /* A file of Go or GHC is rewritten as qpt-rewrite does, every procedure in place
+     * (their points then refused with the reason); a process is not instrumented. */
+    if (!s->live)
+        s->all_in_place = qpt_all_in_place_reason(s->img);
+    const char *unsup = s->all_in_place != NULL ? NULL : ed_image_unsupported(s->img);
     if (unsup == NULL && !s->live)
         unsup = ed_image_rewritten(s->img);
     if (unsup != NULL) {
@@ -124,7 +129,9 @@ qpt_open(const char *path, qpt_space_t **out, char *why, size_t whylen)
     if (s == NULL)
         return QP_ENOMEM;
     int rc = load_program(s, path, why, whylen);
-    if (rc == 0 && (rc = ed_plan_create(s->prog, NULL, &s->plan)) < 0)
+    ed_opts_t eo;
+    qpt_engine_defaults(&eo, s->all_in_place);
+    if (rc == 0 && (rc = ed_plan_create(s->prog, &eo, &s->plan)) < 0)
         why_set(why, whylen, "%s: %s", path, qp_strerror(rc));
     if (rc < 0) {
         qpt_close(s);

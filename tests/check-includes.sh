@@ -101,7 +101,7 @@ out=$(
     # libqpt/: the public face over every library folder (never BFD, libelf or ptrace
     # itself).
     for f in libqpt/*.[ch]; do
-        [ -f "$f" ] && check "$f" "arch/arch.h arch/qp_err.h cfg/cfg.h editor/ed.h editor/elfw.h driver/qp_desc.h base/qp_format.h driver/driver.h driver/drv_hist.h report/qp_profile.h dynamic/dyn.h include/qpt/qpt.h libqpt/*" \
+        [ -f "$f" ] && check "$f" "arch/arch.h arch/qp_err.h cfg/cfg.h editor/ed.h editor/elfw.h driver/qp_desc.h base/qp_format.h driver/driver.h driver/drv_hist.h report/qp_profile.h report/qp_report.h dynamic/dyn.h include/qpt/qpt.h include/qpt/qpt_rewrite.h libqpt/*" \
             "bfd.h libelf.h gelf.h sys/ptrace.h dis-asm.h"
     done
     # metrics/: the metric language, on libqpt's public header only.
@@ -109,8 +109,15 @@ out=$(
         [ -f "$f" ] && check "$f" "include/qpt/qpt.h metrics/*" \
             "bfd.h libelf.h gelf.h sys/ptrace.h dis-asm.h"
     done
+    # Thin tools (DESIGN.md section 8): qpt-rewrite.c on the public headers only, and on
+    # tool_cli.h, whose helpers need no library internals (system headers only).
     for f in tools/*.[ch]; do
-        [ -f "$f" ] && check "$f" "arch/arch.h arch/qp_err.h cfg/cfg.h editor/ed.h editor/elfw.h driver/drv.h driver/driver.h base/qp_format.h driver/qp_desc.h report/qp_profile.h report/qp_flow.h report/qp_backtrace.h report/qp_report.h report/qp_callgraph.h report/qp_trace.h report/qp_cachesim.h dynamic/dyn.h include/qpt/qpt.h metrics/qm.h tools/*" \
+        [ -f "$f" ] || continue
+        case $f in
+        tools/qpt-rewrite.c) check "$f" "include/qpt/* tools/tool_cli.h" "bfd.h libelf.h gelf.h sys/ptrace.h dis-asm.h"; continue ;;
+        tools/tool_cli.h) check "$f" "" "bfd.h libelf.h gelf.h sys/ptrace.h dis-asm.h"; continue ;;
+        esac
+        check "$f" "arch/arch.h arch/qp_err.h cfg/cfg.h editor/ed.h editor/elfw.h driver/drv.h driver/driver.h base/qp_format.h driver/qp_desc.h report/qp_profile.h report/qp_flow.h report/qp_backtrace.h report/qp_report.h report/qp_callgraph.h report/qp_trace.h report/qp_cachesim.h dynamic/dyn.h include/qpt/qpt.h include/qpt/qpt_rewrite.h metrics/qm.h tools/*" \
             "bfd.h libelf.h gelf.h sys/ptrace.h"
     done
 )

@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "include/qpt/qpt.h"
+#include "include/qpt/qpt_rewrite.h"
 
 #define PROG "tests/qpt/api_prog"
 #define N 20 /* work(i) for i < N */
@@ -278,6 +279,58 @@ START_TEST(test_libqpt_file)
                                       sizeof(why)), 0);
     ck_assert_uint_eq(w[W_SUM], 2 * (N * (N - 1) / 2));
     qpt_close(s);
+}
+END_TEST
+
+/* The rewrite engine's options and failures (its outputs: tests/rewrite-engine.sh). */
+static void
+count_line(void *arg, const char *line)
+{
+    (void)line;
+    ++*(int *)arg;
+}
+
+START_TEST(test_libqpt_rewrite_engine)
+{
+    qpt_rewrite_t *r = NULL;
+    ck_assert_int_eq(qpt_rewrite_create(&r), 0);
+    ck_assert_str_eq(qpt_rewrite_error(r), "");
+    ck_assert_int_eq(qpt_rewrite_set_driver(r, "bogus"), QPT_EINVAL);
+    ck_assert_ptr_nonnull(strstr(qpt_rewrite_error(r), "unknown driver 'bogus'"));
+    ck_assert_int_eq(qpt_rewrite_set(r, QPT_RW_THREADS, 0), QPT_EINVAL);
+    ck_assert_int_eq(qpt_rewrite_set(r, QPT_RW_THREADS, 17), QPT_EINVAL);
+    ck_assert_int_eq(qpt_rewrite_set(r, QPT_RW_ATOMIC, 2), QPT_EINVAL);
+    ck_assert_int_eq(qpt_rewrite_set(r, 999, 1), QPT_EINVAL);
+    ck_assert_int_eq(qpt_rewrite_set(r, QPT_RW_THREADS, 2), 0);
+    /* A missing input: one line naming it, nothing written. */
+    ck_assert_int_lt(qpt_rewrite_run(r, "tests/qpt/no-such-program", "tests/qpt/x.out"), 0);
+    ck_assert_ptr_nonnull(strstr(qpt_rewrite_error(r), "tests/qpt/no-such-program: "));
+    ck_assert_int_ne(access("tests/qpt/x.out", F_OK), 0);
+    /* --weights from a file that is not a profile: refused before anything is written. */
+    ck_assert_int_eq(qpt_rewrite_set_weights(r, PROG), 0);
+    ck_assert_int_lt(qpt_rewrite_run(r, PROG, "tests/qpt/x.out"), 0);
+    ck_assert_ptr_nonnull(strstr(qpt_rewrite_error(r), "--weights "));
+    ck_assert_int_ne(access("tests/qpt/x.out", F_OK), 0);
+    ck_assert_int_eq(qpt_rewrite_set_weights(r, NULL), 0);
+    /* A rewrite: its lines through the hook, its counts in the summary. */
+    int lines = 0;
+    qpt_rewrite_on_message(r, count_line, &lines);
+    ck_assert_msg(qpt_rewrite_run(r, PROG, "tests/qpt/x.out") == 0, "%s", qpt_rewrite_error(r));
+    qpt_rewrite_summary_t sum;
+    ck_assert_int_eq(qpt_rewrite_summary(r, &sum), 0);
+    ck_assert_uint_gt(sum.relocated, 0);
+    ck_assert_uint_gt(sum.measured, 0);
+    ck_assert_uint_gt(sum.counters, 0);
+    ck_assert_uint_gt(sum.output_size, sum.input_size);
+    ck_assert_int_ge(lines, 2);
+    /* The dump of a procedure that does not exist. */
+    ck_assert_int_eq(qpt_rewrite_dump_cfg(r, PROG, QPT_DUMP_DOT, "no_such_proc", NULL, NULL),
+                     QPT_EINVAL);
+    ck_assert_int_eq(qpt_rewrite_dump_cfg(r, PROG, QPT_DUMP_DOT, "no_such_proc", count_line,
+                                          &lines), QPT_ENOTFOUND);
+    ck_assert_ptr_nonnull(strstr(qpt_rewrite_error(r), "no procedure named 'no_such_proc'"));
+    unlink("tests/qpt/x.out");
+    qpt_rewrite_destroy(r);
 }
 END_TEST
 
@@ -1322,6 +1375,7 @@ libqpt_suite(void)
     TCase *tc = tcase_create("libqpt");
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, test_libqpt_file);
+    tcase_add_test(tc, test_libqpt_rewrite_engine);
 #ifdef ENABLE_DYNAMIC_TESTS
     tcase_add_test(tc, test_libqpt_live);
     tcase_add_test(tc, test_libqpt_library);

@@ -34,8 +34,14 @@ mono_now(void)
 /* Seconds are counted from the first phase of the first analysis. */
 static double debug_t0 = -1;
 
-static void
-debug_phase(void *arg, const char *phase, size_t nprocs)
+int
+tool_debug_on(void)
+{
+    return getenv("QP_DEBUG") != NULL;
+}
+
+void
+tool_debug_phase(void *arg, const char *phase, size_t nprocs)
 {
     (void)arg;
     double t = mono_now();
@@ -45,8 +51,8 @@ debug_phase(void *arg, const char *phase, size_t nprocs)
         stderr, "qp-debug: %8.3f s %s (%zu procedures)\n", t - debug_t0, phase, nprocs);
 }
 
-static void
-debug_note(void *arg, const char *line)
+void
+tool_debug_note(void *arg, const char *line)
 {
     (void)arg;
     fprintf(stderr, "qp-debug: %s\n", line);
@@ -55,10 +61,10 @@ debug_note(void *arg, const char *line)
 void
 tool_cfg_debug(cfg_opts_t *o)
 {
-    if (getenv("QP_DEBUG") == NULL)
+    if (!tool_debug_on())
         return;
-    o->on_phase = debug_phase;
-    o->on_note = debug_note;
+    o->on_phase = tool_debug_phase;
+    o->on_note = tool_debug_note;
     o->cb_arg = NULL;
 }
 

@@ -1,9 +1,41 @@
 /* Copyright 2026 the qpt authors
  * SPDX-License-Identifier: MIT */
+
+/*
+ * --dump-cfg: the analysis of a program as text (a summary, every block and edge) or as
+ * Graphviz DOT, written through the caller's text callback (qpt_rewrite_dump_cfg).
+ */
+#include "config.h"
+
 #include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 
-#include "tools/tool.h"
+#include "libqpt/qpt_rewrite_priv.h"
+
+/* Format into a buffer (grown for a long name) and pass the text on. */
+static void __attribute__((format(printf, 2, 3)))
+put(dump_out_t *f, const char *fmt, ...)
+{
+    char small[512], *buf = small;
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(small, sizeof(small), fmt, ap);
+    va_end(ap);
+    if (n < 0)
+        return;
+    if ((size_t)n >= sizeof(small)) {
+        if ((buf = malloc((size_t)n + 1)) == NULL)
+            return;
+        va_start(ap, fmt);
+        vsnprintf(buf, (size_t)n + 1, fmt, ap);
+        va_end(ap);
+    }
+    f->fn(f->arg, buf);
+    if (buf != small)
+        free(buf);
+}
 
 static double
 percent(uint64_t part, uint64_t whole)
@@ -12,23 +44,23 @@ percent(uint64_t part, uint64_t whole)
 }
 
 static void
-print_sources(FILE *f, uint32_t sources)
+print_sources(dump_out_t *f, uint32_t sources)
 {
     const char *sep = "";
     for (int s = 0; s < CFG_NSRC; s++)
         if (sources & (1u << s)) {
-            fprintf(f, "%s%s", sep, cfg_src_names[s]);
+            put(f, "%s%s", sep, cfg_src_names[s]);
             sep = ",";
         }
 }
 
 void
-tool_dump_summary(FILE *f, const cfg_prog_t *prog, int verbose)
+qpt_dump_summary(dump_out_t *f, const cfg_prog_t *prog, int verbose)
 {
     const cfg_image_t *img = prog->img;
     const cfg_stats_t *st = &prog->stats;
-    fprintf(f, "file: %s\n", img->path);
-    fprintf(f, "type: x86-64 %s, %s, %s%s%s\n",
+    put(f, "file: %s\n", img->path);
+    put(f, "type: x86-64 %s, %s, %s%s%s\n",
             (img->flags & CFG_IMG_SHLIB) ? "shared library"
             : (img->flags & CFG_IMG_PIE) ? ((img->flags & CFG_IMG_DYNAMIC) ? "PIE executable"
                                                                            : "static-pie executable")
@@ -38,14 +70,14 @@ tool_dump_summary(FILE *f, const cfg_prog_t *prog, int verbose)
             (img->flags & CFG_IMG_SYMTAB) ? "not stripped" : "stripped",
             (img->flags & CFG_IMG_IBT) ? ", IBT" : "", (img->flags & CFG_IMG_SHSTK) ? ", SHSTK" : "");
     if (img->build_id_len) {
-        fprintf(f, "build-id: ");
+        put(f, "build-id: ");
         for (size_t i = 0; i < img->build_id_len; i++)
-            fprintf(f, "%02x", img->build_id[i]);
-        fprintf(f, "\n");
+            put(f, "%02x", img->build_id[i]);
+        put(f, "\n");
     }
     if (img->debug_file != NULL)
-        fprintf(f, "symbols from: %s\n", img->debug_file);
-    fprintf(f, "entry: 0x%" PRIx64 "\n", img->entry);
+        put(f, "symbols from: %s\n", img->debug_file);
+    put(f, "entry: 0x%" PRIx64 "\n", img->entry);
     uint32_t nfrag = 0, nnoret = 0, nloops = 0, nplt = 0;
     for (uint32_t i = 0; i < prog->nprocs; i++) {
         const cfg_proc_t *p = &prog->procs[i];
@@ -54,91 +86,91 @@ tool_dump_summary(FILE *f, const cfg_prog_t *prog, int verbose)
         nplt += (p->flags & CFG_PROC_PLT) != 0;
         nloops += p->nloops;
     }
-    fprintf(f, "procedures: %" PRIu32 " (%" PRIu32 " cold fragments tied to their parent)\n",
+    put(f, "procedures: %" PRIu32 " (%" PRIu32 " cold fragments tied to their parent)\n",
             prog->nprocs, nfrag);
-    fprintf(f, "procedures by source:");
+    put(f, "procedures by source:");
     for (int s = 0; s < CFG_NSRC; s++)
         if (st->nprocs_by_src[s])
-            fprintf(f, " %s %" PRIu32 ",", cfg_src_names[s], st->nprocs_by_src[s]);
-    fprintf(f, "\n");
-    fprintf(f, "blocks: %" PRIu32 ", edges: %" PRIu32 ", instructions: %" PRIu64
+            put(f, " %s %" PRIu32 ",", cfg_src_names[s], st->nprocs_by_src[s]);
+    put(f, "\n");
+    put(f, "blocks: %" PRIu32 ", edges: %" PRIu32 ", instructions: %" PRIu64
                ", loops: %" PRIu32 ", noreturn procedures: %" PRIu32 "\n",
             prog->nblocks, prog->nedges, st->ninsns, nloops, nnoret);
-    fprintf(f, "text bytes: %" PRIu64 " (%" PRIu64 " in blocks, %" PRIu64 " padding, %" PRIu64
+    put(f, "text bytes: %" PRIu64 " (%" PRIu64 " in blocks, %" PRIu64 " padding, %" PRIu64
                " dead after noreturn calls, %" PRIu64 " data or unreached)\n",
             st->text_bytes, st->block_bytes, st->padding_bytes, st->dead_bytes, st->data_bytes);
     /* Scripts rely on this exact line: covered = in blocks + padding + dead code. */
-    fprintf(f, "coverage: %.2f%% of text bytes\n",
+    put(f, "coverage: %.2f%% of text bytes\n",
             percent(st->block_bytes + st->padding_bytes + st->dead_bytes, st->text_bytes));
-    fprintf(f, "indirect jumps: %" PRIu32 " resolved (%" PRIu32 " jump tables), %" PRIu32
+    put(f, "indirect jumps: %" PRIu32 " resolved (%" PRIu32 " jump tables), %" PRIu32
                " unresolved; indirect tail calls: %" PRIu32 "\n",
             st->nind_resolved, prog->ntables, st->nind_jumps - st->nind_resolved, st->nind_tailcalls);
-    fprintf(f, "unsafe procedures: %" PRIu32 "\n", st->nunsafe);
+    put(f, "unsafe procedures: %" PRIu32 "\n", st->nunsafe);
     uint32_t shown = 0;
     for (uint32_t i = 0; i < prog->nprocs; i++) {
         const cfg_proc_t *p = &prog->procs[i];
         if (p->unsafe == NULL)
             continue;
         if (!verbose && shown == 20) {
-            fprintf(f, "  ... (%" PRIu32 " more; --verbose lists all)\n", st->nunsafe - shown);
+            put(f, "  ... (%" PRIu32 " more; --verbose lists all)\n", st->nunsafe - shown);
             break;
         }
         char *dm = cfg_demangle(p->name);
-        fprintf(f, "  %s at 0x%" PRIx64 ": %s\n", dm != NULL ? dm : p->name, p->entry, p->unsafe);
+        put(f, "  %s at 0x%" PRIx64 ": %s\n", dm != NULL ? dm : p->name, p->entry, p->unsafe);
         free(dm);
         shown++;
     }
 }
 
 static void
-print_edge(FILE *f, const cfg_prog_t *prog, const cfg_edge_t *e)
+print_edge(dump_out_t *f, const cfg_prog_t *prog, const cfg_edge_t *e)
 {
     if (e->to != CFG_NONE)
-        fprintf(f, " 0x%" PRIx64 ":%s", prog->blocks[e->to].start, cfg_edge_kind_names[e->kind]);
+        put(f, " 0x%" PRIx64 ":%s", prog->blocks[e->to].start, cfg_edge_kind_names[e->kind]);
     else if (e->target)
-        fprintf(f, " ->0x%" PRIx64 ":%s", e->target, cfg_edge_kind_names[e->kind]);
+        put(f, " ->0x%" PRIx64 ":%s", e->target, cfg_edge_kind_names[e->kind]);
     else
-        fprintf(f, " %s", cfg_edge_kind_names[e->kind]);
+        put(f, " %s", cfg_edge_kind_names[e->kind]);
 }
 
 void
-tool_dump_text(FILE *f, const cfg_prog_t *prog)
+qpt_dump_text(dump_out_t *f, const cfg_prog_t *prog)
 {
     for (uint32_t i = 0; i < prog->nprocs; i++) {
         const cfg_proc_t *p = &prog->procs[i];
-        fprintf(f, "proc %s 0x%" PRIx64 "-0x%" PRIx64 " [", p->name, p->start, p->end);
+        put(f, "proc %s 0x%" PRIx64 "-0x%" PRIx64 " [", p->name, p->start, p->end);
         print_sources(f, p->sources);
-        fprintf(f, "] blocks=%" PRIu32 " loops=%" PRIu32 " tables=%" PRIu32, p->nblocks, p->nloops,
+        put(f, "] blocks=%" PRIu32 " loops=%" PRIu32 " tables=%" PRIu32, p->nblocks, p->nloops,
                 p->ntables);
         if (p->flags & CFG_PROC_NORETURN)
-            fprintf(f, " noreturn");
+            put(f, " noreturn");
         if (p->flags & CFG_PROC_FRAGMENT)
-            fprintf(f, " fragment-of=%s", p->parent != CFG_NONE ? prog->procs[p->parent].name : "?");
+            put(f, " fragment-of=%s", p->parent != CFG_NONE ? prog->procs[p->parent].name : "?");
         if (p->unsafe)
-            fprintf(f, " unsafe=\"%s\"", p->unsafe);
+            put(f, " unsafe=\"%s\"", p->unsafe);
         /* The demangled name last: the fields before it stay where scripts find them. */
         char *dm = cfg_demangle(p->name);
         if (dm != NULL)
-            fprintf(f, " demangled=\"%s\"", dm);
+            put(f, " demangled=\"%s\"", dm);
         free(dm);
-        fprintf(f, "\n");
+        put(f, "\n");
         for (uint32_t k = p->block; k < p->block + p->nblocks; k++) {
             const cfg_block_t *b = &prog->blocks[k];
-            fprintf(f, "  block 0x%" PRIx64 "-0x%" PRIx64 " insns=%" PRIu32 " depth=%u", b->start,
+            put(f, "  block 0x%" PRIx64 "-0x%" PRIx64 " insns=%" PRIu32 " depth=%u", b->start,
                     b->end, b->ninsns, b->loop_depth);
             if (b->call_target)
-                fprintf(f, " call=0x%" PRIx64, b->call_target);
-            fprintf(f, " ->");
+                put(f, " call=0x%" PRIx64, b->call_target);
+            put(f, " ->");
             for (uint32_t e = 0; e < b->nsucc; e++)
                 print_edge(f, prog, cfg_block_succ(prog, b, e));
-            fprintf(f, "\n");
+            put(f, "\n");
         }
     }
-    tool_dump_unreached(f, prog);
+    qpt_dump_unreached(f, prog);
 }
 
 void
-tool_dump_unreached(FILE *f, const cfg_prog_t *prog)
+qpt_dump_unreached(dump_out_t *f, const cfg_prog_t *prog)
 {
     for (uint32_t i = 0; i < prog->nunreached; i++) {
         const cfg_span_t *s = &prog->unreached[i];
@@ -147,22 +179,22 @@ tool_dump_unreached(FILE *f, const cfg_prog_t *prog)
         for (uint32_t k = 0; k < prog->nprocs && p == NULL; k++)
             if (s->start >= prog->procs[k].start && s->start < prog->procs[k].end)
                 p = &prog->procs[k];
-        fprintf(f, "unreached 0x%" PRIx64 "-0x%" PRIx64 " (%" PRIu64 " bytes)%s%s\n", s->start,
+        put(f, "unreached 0x%" PRIx64 "-0x%" PRIx64 " (%" PRIu64 " bytes)%s%s\n", s->start,
                 s->end, s->end - s->start, p ? " in " : "", p ? p->name : "");
     }
 }
 
 void
-tool_dump_dot(FILE *f, const cfg_prog_t *prog, const cfg_proc_t *p)
+qpt_dump_dot(dump_out_t *f, const cfg_prog_t *prog, const cfg_proc_t *p)
 {
     char *dm = cfg_demangle(p->name);
-    fprintf(f, "digraph \"%s\" {\n  node [shape=box fontname=monospace];\n",
+    put(f, "digraph \"%s\" {\n  node [shape=box fontname=monospace];\n",
             dm != NULL ? dm : p->name);
     free(dm);
-    fprintf(f, "  exit [shape=ellipse label=\"exit\"];\n");
+    put(f, "  exit [shape=ellipse label=\"exit\"];\n");
     for (uint32_t k = p->block; k < p->block + p->nblocks; k++) {
         const cfg_block_t *b = &prog->blocks[k];
-        fprintf(f, "  b%" PRIx64 " [label=\"0x%" PRIx64 "-0x%" PRIx64 "\\n%" PRIu32 " insns%s\"];\n",
+        put(f, "  b%" PRIx64 " [label=\"0x%" PRIx64 "-0x%" PRIx64 "\\n%" PRIu32 " insns%s\"];\n",
                 b->start, b->start, b->end, b->ninsns, k == p->block ? " (entry)" : "");
     }
     for (uint32_t k = p->block; k < p->block + p->nblocks; k++) {
@@ -170,12 +202,12 @@ tool_dump_dot(FILE *f, const cfg_prog_t *prog, const cfg_proc_t *p)
         for (uint32_t e = 0; e < b->nsucc; e++) {
             const cfg_edge_t *ed = cfg_block_succ(prog, b, e);
             if (ed->to != CFG_NONE)
-                fprintf(f, "  b%" PRIx64 " -> b%" PRIx64 " [label=\"%s\"];\n", b->start,
+                put(f, "  b%" PRIx64 " -> b%" PRIx64 " [label=\"%s\"];\n", b->start,
                         prog->blocks[ed->to].start, cfg_edge_kind_names[ed->kind]);
             else
-                fprintf(f, "  b%" PRIx64 " -> exit [label=\"%s\" style=dashed];\n", b->start,
+                put(f, "  b%" PRIx64 " -> exit [label=\"%s\" style=dashed];\n", b->start,
                         cfg_edge_kind_names[ed->kind]);
         }
     }
-    fprintf(f, "}\n");
+    put(f, "}\n");
 }

@@ -1,0 +1,151 @@
+/* Copyright 2026 the qpt authors
+ * SPDX-License-Identifier: MIT */
+
+/*
+ * qpt-rewrite -e/--metrics: a mutator on libqpt's public API (qpt_open, the metrics'
+ * snippets, qpt_write - the same engine as the drivers), the layout for qp metrics next
+ * to the output, and --predict's costs.
+ */
+#include "config.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "include/qpt/qpt.h"
+#include "report/qp_report.h"
+#include "tools/tool.h"
+#include "tools/tool_metrics.h"
+
+enum { EXIT_INPUT = 1, EXIT_USAGE = 2 };
+
+/* The calls of each procedure in an earlier qp profile: entry address -> calls, sorted. */
+typedef struct entry_calls {
+    uint64_t entry, calls;
+} entry_calls_t;
+
+typedef struct calls_table {
+    entry_calls_t *v;
+    size_t n;
+} calls_table_t;
+
+static int
+cmp_entry(const void *a, const void *b)
+{
+    const entry_calls_t *x = a, *y = b;
+    return x->entry < y->entry ? -1 : x->entry > y->entry;
+}
+
+static uint64_t
+calls_at(void *arg, uint64_t entry)
+{
+    const calls_table_t *t = arg;
+    entry_calls_t key = { entry, 0 }, *e = bsearch(&key, t->v, t->n, sizeof(key), cmp_entry);
+    return e ? e->calls : 0;
+}
+
+/* --predict PROFILE: each metric's cost over a run like the one PROFILE measured. */
+static int
+predict(const char *prog_name, qm_set_t *set, qpt_space_t *s, const char *profile)
+{
+    char why[2048];
+    qp_edge_count_t *v = NULL;
+    size_t n = 0;
+    if (qp_edge_counts_read(profile, &v, &n, why, sizeof(why)) < 0) {
+        fprintf(stderr, "%s: --predict: %s\n", prog_name, why);
+        return -1;
+    }
+    calls_table_t t = { calloc(n + 1, sizeof(entry_calls_t)), 0 };
+    for (size_t i = 0; t.v != NULL && i < n; i++)
+        if (v[i].kind == QP_EDGE_ENTRY)
+            t.v[t.n++] = (entry_calls_t) { v[i].to, v[i].count };
+    free(v);
+    if (t.v == NULL)
+        return -1;
+    qsort(t.v, t.n, sizeof(entry_calls_t), cmp_entry);
+    double cpn = qm_cycles_per_ns();
+    for (size_t i = 0; i < qm_count(set); i++) {
+        double ns;
+        uint64_t calls;
+        size_t called;
+        if (qm_metric_predict(set, i, s, calls_at, &t, cpn, &ns, &calls, &called) < 0)
+            continue;
+        if (called == 0)
+            fprintf(stderr, "%s: predicted cost of '%s': none of its procedures was called "
+                    "in %s (a profile of this program?)\n", prog_name, qm_name(set, i), profile);
+        else
+            fprintf(stderr, "%s: predicted cost of '%s': +%.3f ms a run like %s's (%llu calls "
+                    "of its procedures, %.1f ns each)\n", prog_name, qm_name(set, i), ns / 1e6,
+                    profile, (unsigned long long)calls, ns / (double)calls);
+    }
+    free(t.v);
+    return 0;
+}
+
+/*
+ * The rewrite with metrics (-e, --metrics): through libqpt's public API, the metrics'
+ * layout next to OUTPUT (OUTPUT.qpm) for qp metrics.
+ */
+static int
+metrics_rewrite(const char *prog_name, qm_set_t *set, const char *input, const char *output,
+                const char *profile, void (*progress)(const char *phase))
+{
+    char why[2048], layout[4200];
+    qpt_space_t *s = NULL;
+    if (snprintf(layout, sizeof(layout), "%s.qpm", output) >= (int)sizeof(layout)) {
+        fprintf(stderr, "%s: %s: name too long\n", prog_name, output);
+        return EXIT_USAGE;
+    }
+    if (progress != NULL)
+        progress("analysing");
+    int rc = qpt_open(input, &s, why, sizeof(why));
+    if (progress != NULL)
+        progress(NULL);
+    if (rc < 0) {
+        fprintf(stderr, "%s: %s\n", prog_name, why);
+        return EXIT_INPUT;
+    }
+    if ((rc = qm_insert(set, s, tool_metrics_note, (void *)prog_name, why, sizeof(why))) < 0) {
+        fprintf(stderr, "%s: %s\n", prog_name, why);
+        qpt_close(s);
+        return rc == QPT_EINVAL || rc == QPT_ENOTFOUND ? EXIT_USAGE : EXIT_INPUT;
+    }
+    if (profile != NULL && predict(prog_name, set, s, profile) < 0) {
+        qpt_close(s);
+        return EXIT_INPUT;
+    }
+    if (progress != NULL)
+        progress("relocating and writing");
+    rc = qpt_write(s, output);
+    if (progress != NULL)
+        progress(NULL);
+    if (rc < 0) {
+        fprintf(stderr, "%s: %s\n", prog_name, qpt_error(s));
+        qpt_close(s);
+        return EXIT_INPUT;
+    }
+    uint64_t id = qpt_written_id(s); /* its profiles carry it: matched by qp metrics */
+    qpt_close(s);
+    if (qm_layout_save(set, id, layout, why, sizeof(why)) < 0) {
+        fprintf(stderr, "%s: %s\n", prog_name, why);
+        unlink(output); /* no program whose values could not be read */
+        return EXIT_INPUT;
+    }
+    fprintf(stderr, "%s: %s: %zu metric%s; after a run: qp metrics %s.qp\n", prog_name, output,
+            qm_count(set), qm_count(set) == 1 ? "" : "s", output);
+    return 0;
+}
+
+int
+tool_rewrite_metrics(const char *prog, const char *const *args, const char *order, size_t n,
+                     const char *input, const char *output, const char *profile,
+                     void (*progress)(const char *phase))
+{
+    qm_set_t *set = NULL;
+    if (tool_metrics_parse(prog, args, order, n, &set) < 0)
+        return EXIT_USAGE;
+    int st = metrics_rewrite(prog, set, input, output, profile, progress);
+    qm_free(set);
+    return st;
+}
