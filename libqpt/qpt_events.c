@@ -25,6 +25,7 @@
 /* A mapped file, as the last look at the link map saw it. */
 typedef struct seen {
     uint64_t dev, ino, lo;
+    char name[256];             /* its base name */
 } seen_t;
 
 struct qpt_watch {
@@ -79,7 +80,7 @@ pop(struct qpt_watch *w, qpt_event_t *ev)
  * gone (when watched), the spaces of those gone made stale; the list replaced.
  */
 static int
-look_at_libraries(qpt_space_t *s, struct qpt_watch *w)
+look_at_libraries(qpt_space_t *s, struct qpt_watch *w, int quiet)
 {
     dyn_module_t *v = NULL;
     size_t n = 0;
@@ -94,8 +95,10 @@ look_at_libraries(qpt_space_t *s, struct qpt_watch *w)
     }
     size_t k = 0;
     for (size_t i = 0; i < n; i++)
-        if (!v[i].exe)
-            now[k++] = (seen_t) { v[i].dev, v[i].ino, v[i].lo };
+        if (!v[i].exe) {
+            now[k] = (seen_t) { v[i].dev, v[i].ino, v[i].lo, "" };
+            snprintf(now[k++].name, sizeof(now[0].name), "%s", v[i].name);
+        }
     for (size_t i = 0, j = 0; i < n && rc == 0; i++) {
         if (v[i].exe)
             continue;
@@ -103,7 +106,7 @@ look_at_libraries(qpt_space_t *s, struct qpt_watch *w)
         for (size_t q = 0; q < w->nseen && !known; q++)
             known = w->seen[q].dev == now[j].dev && w->seen[q].ino == now[j].ino
                 && w->seen[q].lo == now[j].lo;
-        if (!known && (w->mask & QPT_EV_BIT(QPT_EV_LIBRARY_LOAD))) {
+        if (!known && !quiet && (w->mask & QPT_EV_BIT(QPT_EV_LIBRARY_LOAD))) {
             qpt_event_t ev = { .kind = QPT_EV_LIBRARY_LOAD, .tid = pid, .status = -1,
                                .base = v[i].lo };
             snprintf(ev.name, sizeof(ev.name), "%s", v[i].name);
@@ -120,12 +123,11 @@ look_at_libraries(qpt_space_t *s, struct qpt_watch *w)
             continue;
         qpt_event_t ev = { .kind = QPT_EV_LIBRARY_UNLOAD, .tid = pid, .status = -1,
                            .base = w->seen[q].lo };
+        snprintf(ev.name, sizeof(ev.name), "%s", w->seen[q].name);
         for (qpt_space_t *l = s->libs; l != NULL; l = l->next_lib)
-            if (!l->stale && l->lib_lo == w->seen[q].lo) {
-                snprintf(ev.name, sizeof(ev.name), "%s", l->lib_name);
+            if (!l->stale && l->lib_lo == w->seen[q].lo)
                 qpt_live_lib_gone(l, 0, "unloaded (dlclose)");
-            }
-        if (w->mask & QPT_EV_BIT(QPT_EV_LIBRARY_UNLOAD))
+        if (!quiet && (w->mask & QPT_EV_BIT(QPT_EV_LIBRARY_UNLOAD)))
             rc = push(w, &ev);
     }
     dyn_modules_free(v, n);
@@ -152,7 +154,7 @@ set_break(qpt_space_t *s, struct qpt_watch *w)
                         rc == QP_EUNSUPP ? "its r_brk is not a bare return"
                                          : qp_strerror(rc));
     w->brk_set = 1;
-    return look_at_libraries(s, w); /* what is there now is not news */
+    return look_at_libraries(s, w, 1); /* what is there now is not news */
 }
 
 int
@@ -265,7 +267,7 @@ poll_once(qpt_space_t *s, struct qpt_watch *w, qpt_event_t *ev)
     switch (de.kind) {
     case DYN_EV_BREAK: /* stopped on the loader's r_brk */
         if (dyn_proc_r_state(s->proc, w->rdebug) == 0 /* RT_CONSISTENT */)
-            QP_CHECK(look_at_libraries(s, w));
+            QP_CHECK(look_at_libraries(s, w, 0));
         if (w->nqueue > 0) {
             pop(w, ev);
             return 1;
@@ -300,9 +302,16 @@ poll_once(qpt_space_t *s, struct qpt_watch *w, qpt_event_t *ev)
     }
     default:
         if (qpt_live_gone(s, 1) < 0) {
-            *ev = (qpt_event_t) { .kind = QPT_EV_EXIT, .tid = qpt_pid(s),
-                                  .status = s->exit_status };
-            w->exit_told = 1;
+            /* The ends of threads seen with the process's, first (dyn_proc_exited reaped
+             * them), then the end. */
+            while (dyn_proc_poll(s->proc, &de) == 0 && de.kind == DYN_EV_THREAD_EXIT)
+                if (w->mask & QPT_EV_BIT(QPT_EV_THREAD_EXIT))
+                    QP_CHECK(push(w, &(qpt_event_t) { .kind = QPT_EV_THREAD_EXIT,
+                                                      .tid = de.tid, .status = de.status }));
+            QP_CHECK(push(w, &(qpt_event_t) { .kind = QPT_EV_EXIT, .tid = qpt_pid(s),
+                                              .status = s->exit_status }));
+            pop(w, ev);
+            w->exit_told = w->nqueue == 0;
             return 1;
         }
         return 0;
@@ -333,11 +342,12 @@ qpt_next_event(qpt_space_t *s, qpt_event_t *ev, int timeout_ms)
         return qpt_live_gone(s, 0) < 0 ? QP_EEXITED
                                        : qpt_fail(s, QP_EEXITED, "the process has exited");
     int rc;
-    if (w->nqueue > 0) { /* more news from the last stop */
-        if (!dyn_proc_is_stopped(s->proc) && (rc = dyn_proc_stop(s->proc)) < 0
+    if (w->nqueue > 0) { /* more news from the last stop (or from the end) */
+        if (!s->exited && !dyn_proc_is_stopped(s->proc) && (rc = dyn_proc_stop(s->proc)) < 0
             && qpt_live_gone(s, 1) == 0)
             return qpt_fail(s, rc, "cannot stop it: %s", strerror(errno));
         pop(w, ev);
+        w->exit_told = ev->kind == QPT_EV_EXIT;
         return 1;
     }
     if (dyn_proc_is_stopped(s->proc) && (rc = qpt_run(s)) < 0 && rc != QPT_EEXITED)
