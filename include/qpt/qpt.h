@@ -410,7 +410,8 @@ int qpt_write(qpt_space_t *s, const char *output);
 int qpt_run(qpt_space_t *s);
 int qpt_stop(qpt_space_t *s);
 
-/* 1 and its wait status once a process started by qpt_spawn has ended, 0 while it runs. */
+/* 1 and its wait status once the process has ended (-1: unknown, for a process that was
+ * attached and not watched: its parent got it), 0 while it runs (see qpt_alive). */
 int qpt_ended(qpt_space_t *s, int *status /*OUT*/);
 
 /*
@@ -557,7 +558,8 @@ int qpt_next_event(qpt_space_t *s, qpt_event_t *ev /*OUT*/, int timeout_ms);
  * Callbacks, the Dyninst way: FN(S, EV, ARG) is called for each event of KIND from
  * qpt_wait, with the process stopped (FN NULL: no callback, and KIND no longer
  * watched). Setting one watches KIND (qpt_watch's rules: S stopped the first time).
- * FN may call every libqpt function on S but qpt_close, qpt_kill and qpt_wait (insert
+ * FN may call every libqpt function on S but qpt_close, qpt_kill, qpt_wait and
+ * qpt_next_event (insert
  * into a library just loaded, read memory, qpt_call_now...); the process goes on when it
  * returns (unless FN already let it run with qpt_run).
  */
