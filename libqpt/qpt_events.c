@@ -37,6 +37,7 @@ struct qpt_watch {
     qpt_event_t *queue;         /* events found, not yet handed over */
     size_t nqueue, capqueue;
     int exit_told;              /* QPT_EV_EXIT was handed over */
+    int in_callback;            /* qpt_wait is calling a callback */
     qpt_event_fn fn[QPT_EV_EXIT + 1]; /* qpt_set_callback's */
     void *arg[QPT_EV_EXIT + 1];
 };
@@ -338,6 +339,9 @@ qpt_next_event(qpt_space_t *s, qpt_event_t *ev, int timeout_ms)
     struct qpt_watch *w = s->watch;
     if (w == NULL)
         return qpt_fail(s, QP_EINVAL, "the process is not watched (qpt_watch)");
+    if (w->in_callback)
+        return qpt_fail(s, QP_EINVAL, "called from a callback of qpt_wait: return from it "
+                                      "instead");
     if (w->exit_told || (s->stale && !s->exited))
         return qpt_live_gone(s, 0) < 0 ? QP_EEXITED
                                        : qpt_fail(s, QP_EEXITED, "the process has exited");
@@ -412,8 +416,11 @@ qpt_wait(qpt_space_t *s, int timeout_ms)
         if (rc <= 0)
             return rc;
         struct qpt_watch *w = s->watch;
-        if (w->fn[ev.kind] != NULL)
+        if (w->fn[ev.kind] != NULL) {
+            w->in_callback = 1;
             w->fn[ev.kind](s, &ev, w->arg[ev.kind]);
+            w->in_callback = 0;
+        }
         if (ev.kind == QPT_EV_EXIT)
             return 1;
         if (dyn_proc_is_stopped(s->proc) && w->nqueue == 0 && (rc = qpt_run(s)) < 0
