@@ -38,6 +38,7 @@ struct qpt_watch {
     size_t nqueue, capqueue;
     int exit_told;              /* QPT_EV_EXIT was handed over */
     int in_callback;            /* qpt_wait is calling a callback */
+    unsigned quiet_polls;       /* polls without news since the last look at /proc */
     qpt_event_fn fn[QPT_EV_EXIT + 1]; /* qpt_set_callback's */
     void *arg[QPT_EV_EXIT + 1];
 };
@@ -301,7 +302,12 @@ poll_once(qpt_space_t *s, struct qpt_watch *w, qpt_event_t *ev)
                               .status = k == QPT_EV_THREAD_EXIT ? de.status : -1 };
         break;
     }
-    default:
+    default: {
+        /* The end is seen by dyn_proc_poll (the first thread's exit); /proc is asked
+         * too, every 100th time (about 0.1 s), for an end it could not see. */
+        int st;
+        if (dyn_proc_ended(s->proc, &st) != 1 && ++w->quiet_polls % 100 != 0)
+            return 0;
         if (qpt_live_gone(s, 1) < 0) {
             /* The ends of threads seen with the process's, first (dyn_proc_exited reaped
              * them), then the end. */
@@ -316,6 +322,7 @@ poll_once(qpt_space_t *s, struct qpt_watch *w, qpt_event_t *ev)
             return 1;
         }
         return 0;
+    }
     }
     /* A fork or a thread: the process is stopped for the mutator. */
     rc = dyn_proc_stop(s->proc);
