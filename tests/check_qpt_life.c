@@ -130,6 +130,49 @@ START_TEST(test_life_attached_exits)
 }
 END_TEST
 
+/* Attached and watched: its end is an event, with its status (not its parent's only). */
+START_TEST(test_life_attached_watched)
+{
+    int in[2];
+    ck_assert_int_eq(pipe(in), 0);
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        dup2(in[0], 0);
+        close(in[1]);
+        execl(PROG, PROG, "wait", (char *)NULL);
+        _exit(127);
+    }
+    close(in[0]);
+    usleep(100000);
+    char why[512];
+    qpt_space_t *s = NULL;
+    int rc = qpt_attach(pid, &s, why, sizeof(why));
+    for (int i = 0; rc < 0 && i < 50; i++) {
+        usleep(20000);
+        rc = qpt_attach(pid, &s, why, sizeof(why));
+    }
+    ck_assert_msg(rc == 0, "%s", why);
+    ck_assert_msg(qpt_watch(s, QPT_EV_ALL) == 0, "%s", qpt_error(s));
+    qpt_event_t ev;
+    ck_assert_int_eq(qpt_next_event(s, &ev, 100), 0); /* it waits: nothing happens */
+    ck_assert_int_eq(qpt_alive(s), 1);
+    close(in[1]);
+    ck_assert_int_eq(qpt_next_event(s, &ev, 20000), 1);
+    ck_assert_int_eq(ev.kind, QPT_EV_EXIT);
+    ck_assert_int_eq(ev.tid, pid);
+    ck_assert(WIFEXITED(ev.status) && WEXITSTATUS(ev.status) == 4);
+    ck_assert_int_eq(qpt_stop(s), QPT_EEXITED);
+    ck_assert_msg(strstr(qpt_error(s), "has exited (status 4)") != NULL, "%s", qpt_error(s));
+    int st;
+    ck_assert_int_eq(qpt_ended(s, &st), 1);
+    ck_assert(WIFEXITED(st) && WEXITSTATUS(st) == 4);
+    qpt_close(s);
+    /* (its parent is this tracer too: the one wait for it was libqpt's) */
+    ck_assert_int_eq(waitpid(pid, &st, WNOHANG), -1);
+}
+END_TEST
+
 /* A started program that exits: the message has its status. */
 START_TEST(test_life_spawned_exits)
 {
@@ -457,6 +500,7 @@ life_suite(void)
     tcase_add_test(tc, test_life_file_not_alive);
 #ifdef ENABLE_DYNAMIC_TESTS
     tcase_add_test(tc, test_life_attached_exits);
+    tcase_add_test(tc, test_life_attached_watched);
     tcase_add_test(tc, test_life_spawned_exits);
     tcase_add_test(tc, test_life_killed_while_stopped);
 #endif
