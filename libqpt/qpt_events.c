@@ -184,21 +184,29 @@ qpt_watch(qpt_space_t *s, unsigned mask)
         return 0;
     }
     int rc;
+    /* A program not run yet has no loader's r_debug: run it to its entry first (not
+     * followed meanwhile: dyn_proc_run_to_entry runs its one thread alone). */
+    if (s->at_exec && (mask & (QPT_EV_BIT(QPT_EV_LIBRARY_LOAD)
+                               | QPT_EV_BIT(QPT_EV_LIBRARY_UNLOAD)))) {
+        if (w != NULL) {
+            dyn_proc_unfollow(s->proc);
+            w->brk_set = 0;
+        }
+        errno = 0;
+        rc = dyn_proc_run_to_entry(s->proc);
+        if (rc == 0)
+            s->at_exec = 0;
+        if (w != NULL && dyn_proc_follow(s->proc) < 0 && rc == 0)
+            rc = QP_EIO;
+        if (rc < 0) {
+            QP_CHECK(qpt_live_gone(s, 1));
+            return qpt_fail(s, rc, "cannot run it to its entry point: %s",
+                            rc == QP_EIO && errno ? strerror(errno) : qp_strerror(rc));
+        }
+    }
     if (w == NULL) {
         if ((w = calloc(1, sizeof(*w))) == NULL)
             return QP_ENOMEM;
-        /* A program not run yet has no loader's r_debug: run it to its entry first. */
-        if (s->at_exec && (mask & (QPT_EV_BIT(QPT_EV_LIBRARY_LOAD)
-                                   | QPT_EV_BIT(QPT_EV_LIBRARY_UNLOAD)))) {
-            errno = 0;
-            if ((rc = dyn_proc_run_to_entry(s->proc)) < 0) {
-                free(w);
-                QP_CHECK(qpt_live_gone(s, 1));
-                return qpt_fail(s, rc, "cannot run it to its entry point: %s",
-                                rc == QP_EIO && errno ? strerror(errno) : qp_strerror(rc));
-            }
-            s->at_exec = 0;
-        }
         if ((rc = dyn_proc_follow(s->proc)) < 0) {
             free(w);
             return qpt_fail(s, rc, "cannot follow the process: %s",
