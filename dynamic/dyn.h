@@ -262,6 +262,8 @@ typedef struct dyn_event {
     dyn_proc_t *child; /* DYN_EV_FORK */
     int tid;           /* DYN_EV_THREAD_*: the thread */
     int status;        /* DYN_EV_THREAD_EXIT: its wait status */
+    int handled;       /* DYN_EV_NONE: stops and ends handled silently (a poller may
+                        * look again soon: the process is busy with them) */
 } dyn_event_t;
 
 /*

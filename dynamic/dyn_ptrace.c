@@ -62,6 +62,8 @@ typedef struct dyn_thread {
     int at_brk;      /* following: stopped on the breakpoint (its int3 done) */
     int group;       /* following: in a group stop (resumed with PTRACE_LISTEN) */
     int exit_seen;   /* its end was waited for: its status is known */
+    int zombie;      /* following: the first thread, ended before the others (gone set:
+                      * it stops no more; its end is reported once theirs are reaped) */
 } dyn_thread_t;
 
 struct dyn_proc {
@@ -549,7 +551,7 @@ dyn_proc_ended(dyn_proc_t *p, int *status /*OUT*/)
     if (p->follow) { /* dyn_proc_poll reaps */
         dyn_thread_t *lead = find_thread(p, p->pid);
         *status = p->status;
-        return p->reaped || lead == NULL || lead->gone;
+        return p->reaped || lead == NULL || (lead->gone && !lead->zombie);
     }
     if (p->child) {
         if (!p->reaped) {
@@ -1756,13 +1758,40 @@ follow_stop_all(dyn_proc_t *p)
         if (!p->th[i].gone && !p->th[i].stopped
             && ptrace(PTRACE_INTERRUPT, p->th[i].tid, NULL, NULL) < 0 && errno != ESRCH)
             rc = QP_EIO;
-    for (size_t i = 0; rc == 0 && i < p->nth; i++) /* (nth grows with new threads) */
-        if (!p->th[i].stopped && !p->th[i].gone) {
-            if (ptrace(PTRACE_INTERRUPT, p->th[i].tid, NULL, NULL) < 0 && errno != ESRCH)
+    /* Waited for without blocking: a first thread that ended before the others (a
+     * zombie, at the process's end or after its pthread_exit) reports nothing until they
+     * are reaped, and a blocking wait for it would never return. */
+    for (unsigned spin = 1; rc == 0; spin++) {
+        int waiting = 0;
+        for (size_t i = 0; rc == 0 && i < p->nth; i++) { /* (nth grows with new threads) */
+            dyn_thread_t *t = &p->th[i];
+            int st;
+            if (t->stopped || t->gone)
+                continue;
+            pid_t r = waitpid(t->tid, &st, WNOHANG | __WALL);
+            if (r < 0 && errno == ECHILD)
+                t->gone = 1;
+            else if (r < 0 && errno != EINTR)
                 rc = QP_EIO;
-            else
-                rc = wait_stop(p, &p->th[i]);
+            else if (r > 0 && (WIFEXITED(st) || WIFSIGNALED(st)))
+                mark_gone(p, t, st);
+            else if (r > 0 && WIFSTOPPED(st)) {
+                t->stopped = 1;
+                t->event = st >> 16;
+                t->pending_sig
+                    = t->event == 0 && WSTOPSIG(st) != SYSCALL_STOP ? WSTOPSIG(st) : 0;
+                follow_seen(p, i, st); /* (may move p->th) */
+            } else if (t->tid == p->pid && spin % 32 == 0 && thread_exiting(p->pid, t->tid)) {
+                t->gone = 1;
+                t->zombie = 1;
+            } else
+                waiting = 1;
         }
+        if (!waiting)
+            break;
+        struct timespec d = { 0, 50000 };
+        nanosleep(&d, NULL);
+    }
     for (size_t i = 0; i < p->nth; i++)
         live += !p->th[i].gone;
     if (rc == 0 && live == 0) {
@@ -1950,12 +1979,22 @@ dyn_proc_poll(dyn_proc_t *p, dyn_event_t *ev /*OUT*/)
         unsigned long msg = 0;
         int st, tid = t->tid, e;
         pid_t r;
-        if (t->gone)
+        if (t->gone && !t->zombie)
             continue;
         while ((r = waitpid(tid, &st, WNOHANG | __WALL)) < 0 && errno == EINTR)
             ;
+        if (t->zombie) { /* only its end is to come */
+            if (r > 0 && (WIFEXITED(st) || WIFSIGNALED(st))) {
+                t->zombie = 0;
+                t->gone = 0;
+                mark_gone(p, t, st);
+            } else if (r < 0)
+                t->zombie = 0;
+            continue;
+        }
         if (r == 0)
             continue;
+        ev->handled++;
         if (r < 0) { /* ECHILD: gone (an exec took it) */
             t->gone = 1;
             continue;

@@ -265,15 +265,16 @@ now_ms(void)
 
 /*
  * One look at the running process: 1 with *EV (the process stopped, but for the end),
- * 0 when nothing to report happened, QPT_E*.
+ * 0 when nothing to report happened (*BUSY: something was handled), QPT_E*.
  */
 static int
-poll_once(qpt_space_t *s, struct qpt_watch *w, qpt_event_t *ev)
+poll_once(qpt_space_t *s, struct qpt_watch *w, qpt_event_t *ev, int *busy)
 {
     dyn_event_t de;
     int rc = dyn_proc_poll(s->proc, &de);
     if (rc < 0)
         return rc;
+    *busy = de.kind != DYN_EV_NONE || de.handled > 0;
     switch (de.kind) {
     case DYN_EV_BREAK: /* stopped on the loader's r_brk */
         if (dyn_proc_r_state(s->proc, w->rdebug) == 0 /* RT_CONSISTENT */)
@@ -372,13 +373,18 @@ qpt_next_event(qpt_space_t *s, qpt_event_t *ev, int timeout_ms)
     if (dyn_proc_is_stopped(s->proc) && (rc = qpt_run(s)) < 0 && rc != QPT_EEXITED)
         return rc;
     double end = now_ms() + timeout_ms;
+    long pause = 20000; /* ns; dyn_proc_poll does not block */
     for (;;) {
-        rc = poll_once(s, w, ev);
+        int busy = 0;
+        rc = poll_once(s, w, ev, &busy);
         if (rc != 0)
             return rc < 0 ? qpt_public_rc(rc) : 1;
         if (timeout_ms >= 0 && now_ms() >= end)
             return 0;
-        struct timespec d = { 0, 1000000 }; /* 1 ms: dyn_proc_poll does not block */
+        /* Soon again while the process has stops for us (a thread waits in each), up to
+         * 1 ms apart when it has none. */
+        pause = busy ? 20000 : pause < 1000000 ? 2 * pause : 1000000;
+        struct timespec d = { 0, pause };
         nanosleep(&d, NULL);
     }
 }

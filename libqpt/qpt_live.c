@@ -343,6 +343,10 @@ qpt_library(qpt_space_t *s, const char *module, qpt_space_t **out, char *why, si
     dyn_module_t *v = NULL;
     size_t n = 0, found = 0, k = 0;
     if ((rc = dyn_proc_modules(pid, &v, &n)) < 0) {
+        if (qpt_live_gone(s, 1) < 0) {
+            snprintf(why, whylen, "%s", s->err);
+            return QP_EEXITED;
+        }
         snprintf(why, whylen, "%d: cannot read its memory map: %s", pid, strerror(errno));
         return rc;
     }
@@ -609,7 +613,8 @@ qpt_live_point_ok(qpt_space_t *s, qpt_ins_t *ins, const char **why)
 {
     const qpt_point_t *pt = &ins->pt;
     const vars_t *vv = s->lvars;
-    if (qpt_live_gone(s, 0) < 0) {
+    /* (/proc is asked only while it runs: not once per insertion into a stopped one) */
+    if (qpt_live_gone(s, !dyn_proc_is_stopped(s->proc)) < 0) {
         *why = "the process has exited";
         return QP_EEXITED;
     }
