@@ -547,7 +547,8 @@ int qpt_watch(qpt_space_t *s, unsigned mask);
  * The next event of the watched process of S into *EV: 1 with an event, 0 when none
  * came within TIMEOUT_MS milliseconds (-1: wait until one does; 0: only what already
  * happened). A stopped process is let run first (qpt_run). Every event but
- * QPT_EV_EXIT is returned with the process stopped: the mutator may then insert,
+ * QPT_EV_EXIT is returned with the process stopped (or ended: events seen before its
+ * end still come, and then calls fail with QPT_EEXITED): the mutator may then insert,
  * commit (into a library just loaded too: qpt_library(s, ev.name, ...)), read memory
  * or call, and lets it go on with qpt_run (or the next qpt_next_event). After
  * QPT_EV_EXIT, QPT_EEXITED.
