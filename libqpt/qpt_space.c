@@ -1246,8 +1246,10 @@ qpt_alloc_named(qpt_space_t *s, const char *name, size_t bytes, uint64_t *addr)
     if (s == NULL || name == NULL || addr == NULL)
         return QP_EINVAL;
     size_t len = strlen(name);
-    if (len == 0 || len > 200)
-        return qpt_fail(s, QP_EINVAL, "a variable's name has 1 to 200 bytes");
+    /* (a profile's description holds it after its offset and size: no space first) */
+    if (len == 0 || len > 200 || name[0] == ' ' || name[0] == '\t' || name[0] == '\n')
+        return qpt_fail(s, QP_EINVAL, "a variable's name has 1 to 200 bytes, the first "
+                                      "not a space");
     for (size_t i = 0; i < s->nnamed; i++)
         if (strcmp(s->named[i].name, name) == 0)
             return qpt_fail(s, QP_EINVAL, "%s: a variable of that name exists", name);

@@ -462,6 +462,8 @@ START_TEST(test_life_named_profile)
     ck_assert_int_eq(qpt_alloc_named(s, "work_calls", 8, &calls), 0);
     ck_assert_int_eq(qpt_alloc_named(s, "work_sum", 16, &sum), 0);
     ck_assert_int_eq(qpt_alloc_named(s, "work_sum", 8, &pad), QPT_EINVAL);
+    ck_assert_int_eq(qpt_alloc_named(s, " spaced", 8, &pad), QPT_EINVAL);
+    ck_assert_int_eq(qpt_alloc_named(s, "", 8, &pad), QPT_EINVAL);
     uint64_t a;
     size_t b;
     ck_assert_int_eq(qpt_var_named(s, "work_sum", &a, &b), 0);

@@ -575,7 +575,8 @@ int qpt_set_callback(qpt_space_t *s, uint32_t kind, qpt_event_fn fn, void *arg);
 int qpt_wait(qpt_space_t *s, int timeout_ms);
 
 /*
- * As qpt_alloc, and the memory gets NAME (unique in S; at most 200 bytes): a rewritten
+ * As qpt_alloc, and the memory gets NAME (unique in S; 1 to 200 bytes, the first not a
+ * space): a rewritten
  * program records the names of its variables, so that a later program reads them from
  * the profile by name (qpt_profile_read_named) without knowing the address; in a
  * process qpt_var_named finds it again.
