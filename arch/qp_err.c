@@ -23,6 +23,7 @@ qp_strerror(int err)
     case QP_ENOTREG: return "not a regular file (a device, FIFO or socket)";
     case QP_EINTR: return "interrupted";
     case QP_EBUG: return "an internal check failed (a bug in qpt: please report it); nothing was written";
+    case QP_EEXITED: return "the process has exited";
     default: return "unknown error";
     }
 }

@@ -27,6 +27,7 @@ enum qp_err {
     QP_ENOTREG = -14,   /* the path names a device, FIFO or socket, not a regular file */
     QP_EINTR = -15,     /* the caller asked to stop (its stop flag) before the work began */
     QP_EBUG = -16,      /* an invariant of ours failed: no output was made (a bug to report) */
+    QP_EEXITED = -17,   /* the live process has exited (or its image is gone: an execve) */
 };
 
 /* The text for an error code; never NULL, never to be freed. */

@@ -268,11 +268,34 @@ enum {
                        * The parent runs. */
     DYN_EV_EXEC = 3,  /* the process ran execve: P is stopped (one thread) in the new
                        * image; the old code, sessions' memory included, is gone */
+    DYN_EV_THREAD_START = 4, /* (dyn_proc_report_threads) thread TID started: it runs */
+    DYN_EV_THREAD_EXIT = 5,  /* (dyn_proc_report_threads) thread TID (not the process's
+                              * first) ended with wait status STATUS (-1: unknown) */
 };
 typedef struct dyn_event {
     int kind;          /* DYN_EV_* */
     dyn_proc_t *child; /* DYN_EV_FORK */
+    int tid;           /* DYN_EV_THREAD_*: the thread */
+    int status;        /* DYN_EV_THREAD_EXIT: its wait status */
+    int handled;       /* DYN_EV_NONE: stops and ends handled silently (a poller may
+                        * look again soon: the process is busy with them) */
 } dyn_event_t;
+
+/*
+ * A followed process P: report its threads' starts and ends through dyn_proc_poll (ON
+ * 1) as well, oldest first, or not (0, the default: they are handled silently).
+ */
+int
+dyn_proc_report_threads(dyn_proc_t *p, int on);
+
+/*
+ * 1 once the process has ended (gone, or a zombie), in any state (stopped by us
+ * included: it may be killed meanwhile), with its wait status in *STATUS when it is
+ * known (our child, or traced by us when it ended: a followed process), else -1; its
+ * threads are then no longer held. 0 while some thread of it is alive.
+ */
+int
+dyn_proc_exited(dyn_proc_t *p, int *status /*OUT*/);
 
 /*
  * Handle what the threads of the running, followed process P did since the last call,

@@ -61,6 +61,9 @@ typedef struct dyn_thread {
     int event;       /* the PTRACE_EVENT_* of its last stop, or 0 */
     int at_brk;      /* following: stopped on the breakpoint (its int3 done) */
     int group;       /* following: in a group stop (resumed with PTRACE_LISTEN) */
+    int exit_seen;   /* its end was waited for: its status is known */
+    int zombie;      /* following: the first thread, ended before the others (gone set:
+                      * it stops no more; its end is reported once theirs are reaped) */
 } dyn_thread_t;
 
 struct dyn_proc {
@@ -83,6 +86,9 @@ struct dyn_proc {
     int execed;       /* ... an exec was seen while stopping (for dyn_proc_poll) */
     int forks[16];    /* ... forked children seen while stopping (for dyn_proc_poll) */
     int nforks;
+    int report_threads; /* ... threads' starts and ends are events (dyn_proc_report_threads) */
+    dyn_event_t *tev; /* ... those not yet returned by dyn_proc_poll, oldest first */
+    size_t ntev, captev;
 };
 
 static void follow_seen(dyn_proc_t *p, size_t i, int st);
@@ -127,14 +133,34 @@ find_thread(dyn_proc_t *p, int tid)
     return NULL;
 }
 
+/* Queue a thread event (dyn_proc_report_threads) for dyn_proc_poll. */
+static void
+thread_event(dyn_proc_t *p, int kind, int tid, int st)
+{
+    if (!p->report_threads)
+        return;
+    if (p->ntev == p->captev) {
+        size_t cap = p->captev ? 2 * p->captev : 16;
+        dyn_event_t *v = realloc(p->tev, cap * sizeof(*v));
+        if (v == NULL)
+            return; /* (out of memory: the event is lost, the thread is still handled) */
+        p->tev = v;
+        p->captev = cap;
+    }
+    p->tev[p->ntev++] = (dyn_event_t) { .kind = kind, .tid = tid, .status = st };
+}
+
 /* Note the end of thread T from wait status ST. */
 static void
 mark_gone(dyn_proc_t *p, dyn_thread_t *t, int st)
 {
+    if (!t->gone && t->tid != p->pid)
+        thread_event(p, DYN_EV_THREAD_EXIT, t->tid, st);
     t->gone = 1;
     t->stopped = 0;
-    if (t->tid == p->pid && p->child) {
-        p->reaped = 1;
+    t->exit_seen = 1;
+    if (t->tid == p->pid) {
+        p->reaped = p->child;
         p->status = st;
     }
 }
@@ -484,6 +510,7 @@ dyn_proc_destroy(dyn_proc_t *p)
     if (p->memfd >= 0)
         close(p->memfd);
     free(p->th);
+    free(p->tev);
     free(p);
 }
 
@@ -524,7 +551,7 @@ dyn_proc_ended(dyn_proc_t *p, int *status /*OUT*/)
     if (p->follow) { /* dyn_proc_poll reaps */
         dyn_thread_t *lead = find_thread(p, p->pid);
         *status = p->status;
-        return p->reaped || lead == NULL || lead->gone;
+        return p->reaped || lead == NULL || (lead->gone && !lead->zombie);
     }
     if (p->child) {
         if (!p->reaped) {
@@ -549,6 +576,79 @@ dyn_proc_ended(dyn_proc_t *p, int *status /*OUT*/)
         return rp != NULL && (rp[2] == 'Z' || rp[2] == 'X');
     }
     fclose(f);
+    return 1;
+}
+
+int
+dyn_proc_report_threads(dyn_proc_t *p, int on)
+{
+    if (p == NULL)
+        return QP_EINVAL;
+    p->report_threads = on != 0;
+    if (!on)
+        p->ntev = 0;
+    return 0;
+}
+
+/* Is some thread of process PID still there (not a zombie, not dead)? */
+static int
+any_thread_alive(int pid)
+{
+    char path[64];
+    snprintf(path, sizeof(path), "/proc/%d/task", pid);
+    DIR *d = opendir(path);
+    struct dirent *e;
+    int alive = 0;
+    if (d == NULL)
+        return 0;
+    while (!alive && (e = readdir(d)) != NULL)
+        if (e->d_name[0] >= '0' && e->d_name[0] <= '9')
+            alive = !thread_exiting(pid, atoi(e->d_name));
+    closedir(d);
+    return alive;
+}
+
+int
+dyn_proc_exited(dyn_proc_t *p, int *status /*OUT*/)
+{
+    if (p == NULL || status == NULL)
+        return QP_EINVAL;
+    dyn_thread_t *lead = find_thread(p, p->pid);
+    if (p->reaped || (lead != NULL && lead->exit_seen)) {
+        *status = p->status;
+        return 1;
+    }
+    if (any_thread_alive(p->pid))
+        return 0;
+    /* Gone, or a zombie. Ours to wait for when it is our child or its threads are
+     * traced by us: their ends come to us, the leader's last (a dead thread is in no
+     * ptrace stop, so no event of a live thread is taken here). */
+    *status = -1;
+    if (p->child || p->nth > 0) {
+        for (size_t i = 0; i < p->nth; i++) {
+            dyn_thread_t *t = &p->th[i];
+            int st;
+            if (t->gone || t->tid == p->pid)
+                continue;
+            if (waitpid(t->tid, &st, WNOHANG | __WALL) == t->tid
+                && (WIFEXITED(st) || WIFSIGNALED(st)))
+                mark_gone(p, t, st);
+        }
+        int st;
+        pid_t r = waitpid(p->pid, &st, WNOHANG | __WALL);
+        if (r == p->pid && (WIFEXITED(st) || WIFSIGNALED(st))) {
+            if (lead != NULL)
+                mark_gone(p, lead, st);
+            p->reaped = p->child;
+            p->status = st;
+            *status = st;
+        }
+    }
+    for (size_t i = 0; i < p->nth; i++) { /* nothing is held any more */
+        p->th[i].gone = 1;
+        p->th[i].stopped = 0;
+    }
+    p->stopped = 0;
     return 1;
 }
 
@@ -1625,12 +1725,13 @@ new_thread(dyn_proc_t *p, int tid)
         return 0;
     QP_CHECK(add_thread(p, tid));
     t = &p->th[p->nth - 1];
+    thread_event(p, DYN_EV_THREAD_START, tid, 0);
     for (;;) {
         pid_t r = waitpid(tid, &st, __WALL);
         if (r < 0 && errno == EINTR)
             continue;
         if (r < 0 || WIFEXITED(st) || WIFSIGNALED(st)) {
-            t->gone = 1;
+            mark_gone(p, t, r < 0 ? -1 : st);
             return 0;
         }
         if (WIFSTOPPED(st))
@@ -1675,13 +1776,40 @@ follow_stop_all(dyn_proc_t *p)
         if (!p->th[i].gone && !p->th[i].stopped
             && ptrace(PTRACE_INTERRUPT, p->th[i].tid, NULL, NULL) < 0 && errno != ESRCH)
             rc = QP_EIO;
-    for (size_t i = 0; rc == 0 && i < p->nth; i++) /* (nth grows with new threads) */
-        if (!p->th[i].stopped && !p->th[i].gone) {
-            if (ptrace(PTRACE_INTERRUPT, p->th[i].tid, NULL, NULL) < 0 && errno != ESRCH)
+    /* Waited for without blocking: a first thread that ended before the others (a
+     * zombie, at the process's end or after its pthread_exit) reports nothing until they
+     * are reaped, and a blocking wait for it would never return. */
+    for (unsigned spin = 1; rc == 0; spin++) {
+        int waiting = 0;
+        for (size_t i = 0; rc == 0 && i < p->nth; i++) { /* (nth grows with new threads) */
+            dyn_thread_t *t = &p->th[i];
+            int st;
+            if (t->stopped || t->gone)
+                continue;
+            pid_t r = waitpid(t->tid, &st, WNOHANG | __WALL);
+            if (r < 0 && errno == ECHILD)
+                t->gone = 1;
+            else if (r < 0 && errno != EINTR)
                 rc = QP_EIO;
-            else
-                rc = wait_stop(p, &p->th[i]);
+            else if (r > 0 && (WIFEXITED(st) || WIFSIGNALED(st)))
+                mark_gone(p, t, st);
+            else if (r > 0 && WIFSTOPPED(st)) {
+                t->stopped = 1;
+                t->event = st >> 16;
+                t->pending_sig
+                    = t->event == 0 && WSTOPSIG(st) != SYSCALL_STOP ? WSTOPSIG(st) : 0;
+                follow_seen(p, i, st); /* (may move p->th) */
+            } else if (t->tid == p->pid && spin % 32 == 0 && thread_exiting(p->pid, t->tid)) {
+                t->gone = 1;
+                t->zombie = 1;
+            } else
+                waiting = 1;
         }
+        if (!waiting)
+            break;
+        struct timespec d = { 0, 50000 };
+        nanosleep(&d, NULL);
+    }
     for (size_t i = 0; i < p->nth; i++)
         live += !p->th[i].gone;
     if (rc == 0 && live == 0) {
@@ -1848,6 +1976,11 @@ dyn_proc_poll(dyn_proc_t *p, dyn_event_t *ev /*OUT*/)
     memset(ev, 0, sizeof(*ev));
     if (!p->follow || p->stopped)
         return QP_EINVAL;
+    if (p->ntev > 0) { /* threads started or ended, seen earlier */
+        *ev = p->tev[0];
+        memmove(p->tev, p->tev + 1, --p->ntev * sizeof(p->tev[0]));
+        return 0;
+    }
     while (p->nforks > 0) { /* seen while stopping */
         int cpid = p->forks[--p->nforks];
         if (take_child(p, cpid, &ev->child) == 0) {
@@ -1864,12 +1997,22 @@ dyn_proc_poll(dyn_proc_t *p, dyn_event_t *ev /*OUT*/)
         unsigned long msg = 0;
         int st, tid = t->tid, e;
         pid_t r;
-        if (t->gone)
+        if (t->gone && !t->zombie)
             continue;
         while ((r = waitpid(tid, &st, WNOHANG | __WALL)) < 0 && errno == EINTR)
             ;
+        if (t->zombie) { /* only its end is to come */
+            if (r > 0 && (WIFEXITED(st) || WIFSIGNALED(st))) {
+                t->zombie = 0;
+                t->gone = 0;
+                mark_gone(p, t, st);
+            } else if (r < 0)
+                t->zombie = 0;
+            continue;
+        }
         if (r == 0)
             continue;
+        ev->handled++;
         if (r < 0) { /* ECHILD: gone (an exec took it) */
             t->gone = 1;
             continue;
@@ -1917,6 +2060,10 @@ dyn_proc_poll(dyn_proc_t *p, dyn_event_t *ev /*OUT*/)
             ptrace(PTRACE_CONT, tid, NULL, NULL);
         else /* the program's own signal */
             ptrace(PTRACE_CONT, tid, NULL, (void *)(long)WSTOPSIG(st));
+    }
+    if (p->ntev > 0) { /* threads that started or ended just now */
+        *ev = p->tev[0];
+        memmove(p->tev, p->tev + 1, --p->ntev * sizeof(p->tev[0]));
     }
     return 0;
 exec:

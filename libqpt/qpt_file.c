@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cfg/cfg.h"
 #include "driver/qp_desc.h"
 #include "report/qp_profile.h"
 #include "editor/elfw.h"
@@ -65,6 +66,17 @@ describe(void *arg, const ed_plan_t *plan, uint64_t counters, uint8_t **buf, siz
     d.hdr.ncounters = (uint32_t)(w->s->vars / 8);
     uint32_t off;
     int rc = qp_desc_add_string(&d, tag, &off);
+    /* The names of qpt_alloc_named's memory: read back by name from a profile. */
+    for (size_t i = 0; rc == 0 && i < w->s->nnamed; i++) {
+        const qpt_named_t *nv = &w->s->named[i];
+        char *str = NULL;
+        if (asprintf(&str, QPT_NAMED_TAG "%llu %zu %s",
+                     (unsigned long long)(nv->addr - QPT_VAR_BASE), nv->bytes, nv->name) < 0)
+            rc = QP_ENOMEM;
+        else
+            rc = qp_desc_add_string(&d, str, &off);
+        free(str);
+    }
     if (rc == 0)
         rc = qp_desc_serialize(&d, buf, len);
     if (rc == 0)
@@ -236,4 +248,126 @@ qpt_profile_read(const char *profile, uint64_t addr, uint64_t *out, size_t nword
     memcpy(out, p.counters + first, nwords * 8);
     qp_profile_free(&p);
     return 0;
+}
+
+/*****************************************************************************
+ * Named memory in profiles (qpt_alloc_named): the names are strings of the rewrite's
+ * description (.qpt.desc of the program the profile names)
+ */
+
+/* The description of the program that wrote profile P into *D, checked against P. */
+static int
+profile_desc(const char *profile, const qp_profile_t *p, qp_desc_t *d, char *why,
+             size_t whylen)
+{
+    cfg_image_t *img = NULL;
+    int rc = cfg_image_open_bfd(p->hdr.exe, &img);
+    if (rc < 0) {
+        snprintf(why, whylen, "%s: cannot read the program that wrote it (%s): %s", profile,
+                 p->hdr.exe, qp_strerror(rc));
+        return rc;
+    }
+    const cfg_section_t *sec = cfg_image_section_named(img, QP_DESC_SECTION);
+    if (sec == NULL) {
+        snprintf(why, whylen, "%s: %s has no %s section: not written by qpt_write", profile,
+                 p->hdr.exe, QP_DESC_SECTION);
+        rc = QP_EFORMAT;
+    }
+    if (rc == 0)
+        rc = qp_desc_parse(sec->bytes, sec->size, d, why, whylen);
+    if (rc == 0)
+        rc = qp_profile_check(p, d, why, whylen);
+    cfg_image_destroy(img);
+    return rc;
+}
+
+/* The named memory NAME of description D: its offset and size; 0 or QP_ENOTFOUND with
+ * the names there are in WHY. */
+static int
+find_named(const qp_desc_t *d, const char *name, uint64_t *off, size_t *bytes, char *why,
+           size_t whylen)
+{
+    size_t tag = strlen(QPT_NAMED_TAG), len = 0;
+    char list[400] = "";
+    for (uint32_t o = 0; o < d->hdr.strtab_size;) {
+        const char *str = qp_desc_str(d, o);
+        size_t n = strlen(str);
+        unsigned long long at;
+        size_t sz;
+        int k = 0;
+        if (strncmp(str, QPT_NAMED_TAG, tag) == 0
+            && sscanf(str + tag, "%llu %zu %n", &at, &sz, &k) == 2 && k > 0) {
+            if (strcmp(str + tag + k, name) == 0) {
+                *off = at;
+                *bytes = sz;
+                return 0;
+            }
+            if (len + 1 < sizeof(list))
+                len += (size_t)snprintf(list + len, sizeof(list) - len, "%s%s",
+                                        len ? ", " : "", str + tag + k);
+        }
+        o += (uint32_t)n + 1;
+    }
+    snprintf(why, whylen, "no memory named '%s' in the program (named: %s)", name,
+             len ? list : "none");
+    return QP_ENOTFOUND;
+}
+
+int
+qpt_profile_var(const char *profile, const char *name, uint64_t *addr, size_t *bytes,
+                char *why, size_t whylen)
+{
+    char dummy[8];
+    if (why == NULL || whylen == 0) {
+        why = dummy;
+        whylen = sizeof(dummy);
+    }
+    if (profile == NULL || name == NULL)
+        return QP_EINVAL;
+    qp_profile_t p;
+    qp_desc_t d;
+    memset(&d, 0, sizeof(d));
+    int rc = qp_profile_read(profile, &p, why, whylen);
+    if (rc < 0)
+        return qpt_public_rc(rc);
+    uint64_t off = 0;
+    size_t sz = 0;
+    rc = profile_desc(profile, &p, &d, why, whylen);
+    if (rc == 0 && (rc = find_named(&d, name, &off, &sz, why, whylen)) < 0) {
+        char w[512];
+        snprintf(w, sizeof(w), "%s: %s", profile, why);
+        snprintf(why, whylen, "%s", w);
+    }
+    if (rc == 0 && (off % 8 != 0 || off / 8 + sz / 8 > p.hdr.ncounters)) {
+        snprintf(why, whylen, "%s: memory '%s' lies outside the profile's words", profile,
+                 name);
+        rc = QP_EFORMAT;
+    }
+    if (rc == 0 && addr != NULL)
+        *addr = QPT_VAR_BASE + off;
+    if (rc == 0 && bytes != NULL)
+        *bytes = sz;
+    qp_desc_free(&d);
+    qp_profile_free(&p);
+    return qpt_public_rc(rc);
+}
+
+int
+qpt_profile_read_named(const char *profile, const char *name, uint64_t *out, size_t nwords,
+                       char *why, size_t whylen)
+{
+    uint64_t addr;
+    size_t bytes;
+    if (out == NULL)
+        return QP_EINVAL;
+    int rc = qpt_profile_var(profile, name, &addr, &bytes, why, whylen);
+    if (rc < 0)
+        return rc;
+    if (nwords > bytes / 8) {
+        if (why != NULL && whylen > 0)
+            snprintf(why, whylen, "%s: '%s' has %zu words, not %zu", profile, name, bytes / 8,
+                     nwords);
+        return QPT_ERANGE;
+    }
+    return qpt_profile_read(profile, addr, out, nwords, why, whylen);
 }

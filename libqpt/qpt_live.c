@@ -21,6 +21,7 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "dynamic/dyn.h"
@@ -35,6 +36,8 @@ typedef struct vars {
     size_t len;
     void *local;             /* our mapping */
     int fd;                  /* our memfd */
+    int gone;                /* its mapping in the process went with an execve: its last
+                              * values stay readable here, no new snippet may use it */
 } vars_t;
 
 /* The variables holding [ADDR, ADDR + LEN) wholly, or NULL. */
@@ -136,6 +139,59 @@ open_process(qpt_space_t *s, dyn_proc_t *p, char *why, size_t whylen)
 }
 
 static void link_live(qpt_space_t *s);
+
+/*****************************************************************************
+ * The end of the process (qpt_alive): one code, QPT_EEXITED, for every call after it
+ */
+
+static int
+say_gone(qpt_space_t *s)
+{
+    const qpt_space_t *top = s->parent != NULL ? s->parent : s;
+    int pid = top->proc != NULL ? dyn_proc_pid(top->proc) : 0, st = top->exit_status;
+    if (s->stale)
+        return QP_EEXITED; /* (its message was set when it went stale) */
+    if (st == -1)
+        return qpt_fail(s, QP_EEXITED, "the process %d has exited (status unknown: it was "
+                        "attached, not watched, and its parent got it)", pid);
+    if (WIFSIGNALED(st))
+        return qpt_fail(s, QP_EEXITED, "the process %d has exited (killed by signal %d, %s)",
+                        pid, WTERMSIG(st), strsignal(WTERMSIG(st)));
+    return qpt_fail(s, QP_EEXITED, "the process %d has exited (status %d)", pid,
+                    WEXITSTATUS(st));
+}
+
+int
+qpt_live_gone(qpt_space_t *s, int probe)
+{
+    qpt_space_t *top = s->parent != NULL ? s->parent : s;
+    if (s->stale || top->exited)
+        return say_gone(s);
+    int st;
+    if (!probe || top->proc == NULL || dyn_proc_exited(top->proc, &st) != 1)
+        return 0;
+    top->exited = 1;
+    top->exit_status = st;
+    return say_gone(s);
+}
+
+/* S must be stopped for this call: QPT_EEXITED when it cannot be, for it has ended. */
+static int
+must_be_stopped(qpt_space_t *s)
+{
+    QP_CHECK(qpt_live_gone(s, 1));
+    return qpt_fail(s, QP_EINVAL, "the process must be stopped (qpt_stop)");
+}
+
+int
+qpt_alive(qpt_space_t *s)
+{
+    if (s == NULL)
+        return QP_EINVAL;
+    if (!s->live)
+        return qpt_fail(s, QP_EUNSUPP, "not a process");
+    return qpt_live_gone(s, 1) == 0;
+}
 
 /*
  * The executable is read and analysed while the process runs (that takes long on a
@@ -262,8 +318,13 @@ qpt_library(qpt_space_t *s, const char *module, qpt_space_t **out, char *why, si
     }
     if (s->parent != NULL)
         s = s->parent;
+    int rc0 = qpt_live_gone(s, 0);
+    if (rc0 < 0) {
+        snprintf(why, whylen, "%s", s->err);
+        return rc0;
+    }
     for (qpt_space_t *l = s->libs; l != NULL; l = l->next_lib)
-        if (strcmp(l->lib_name, module) == 0) {
+        if (!l->stale && strcmp(l->lib_name, module) == 0) {
             *out = l;
             return 0;
         }
@@ -273,6 +334,10 @@ qpt_library(qpt_space_t *s, const char *module, qpt_space_t **out, char *why, si
     if (s->at_exec) { /* stopped at its execve: its libraries are not mapped yet */
         errno = 0;
         if ((rc = dyn_proc_run_to_entry(p)) < 0) {
+            if (qpt_live_gone(s, 1) < 0) {
+                snprintf(why, whylen, "%s (before its entry point)", s->err);
+                return QP_EEXITED;
+            }
             snprintf(why, whylen, "%d: %s before its entry point", pid,
                      rc == QP_EIO && errno == ESRCH ? "it ended"
                      : rc == QP_EIO && errno        ? strerror(errno)
@@ -284,6 +349,10 @@ qpt_library(qpt_space_t *s, const char *module, qpt_space_t **out, char *why, si
     dyn_module_t *v = NULL;
     size_t n = 0, found = 0, k = 0;
     if ((rc = dyn_proc_modules(pid, &v, &n)) < 0) {
+        if (qpt_live_gone(s, 1) < 0) {
+            snprintf(why, whylen, "%s", s->err);
+            return QP_EEXITED;
+        }
         snprintf(why, whylen, "%d: cannot read its memory map: %s", pid, strerror(errno));
         return rc;
     }
@@ -302,7 +371,7 @@ qpt_library(qpt_space_t *s, const char *module, qpt_space_t **out, char *why, si
                      "name one", module, found, pid, list);
     } else {
         for (qpt_space_t *l = s->libs; l != NULL && *out == NULL; l = l->next_lib)
-            if (l->lib_lo == v[k].lo && strcmp(l->lib_name, v[k].name) == 0)
+            if (!l->stale && l->lib_lo == v[k].lo && strcmp(l->lib_name, v[k].name) == 0)
                 *out = l;
         if (*out == NULL)
             rc = open_library(s, &v[k], out, why, whylen);
@@ -390,6 +459,7 @@ unlink_library(qpt_space_t *l)
 void
 qpt_live_close(qpt_space_t *s)
 {
+    qpt_watch_free(s);
     while (s->libs != NULL)
         qpt_close(s->libs); /* unlinks it */
     if (s->parent != NULL)
@@ -432,8 +502,9 @@ int
 qpt_live_alloc(qpt_space_t *s, size_t bytes, uint64_t *addr)
 {
     dyn_proc_t *p = s->proc;
+    QP_CHECK(qpt_live_gone(s, 0));
     if (!dyn_proc_is_stopped(p))
-        return qpt_fail(s, QP_EINVAL, "the process must be stopped (qpt_stop)");
+        return must_be_stopped(s);
     uint64_t lo = UINT64_MAX, hi = 0;
     for (size_t i = 0; i < s->img->nsections; i++)
         if (s->img->sections[i].flags & CFG_SEC_ALLOC) {
@@ -466,6 +537,17 @@ qpt_live_alloc(qpt_space_t *s, size_t bytes, uint64_t *addr)
                         rc == QP_EIO ? strerror(errno) : qp_strerror(rc));
     s->nlvars++;
     *addr = nv->remote;
+    /* Memory of the image before an execve at the same addresses: forgotten, so that a
+     * read there is of the new memory. */
+    uint64_t at = nv->remote;
+    for (size_t i = 0; i < s->nlvars; i++)
+        if (v[i].gone && v[i].remote < at + len && at < v[i].remote + v[i].len) {
+            if (v[i].local != NULL)
+                munmap(v[i].local, v[i].len);
+            if (v[i].fd >= 0)
+                close(v[i].fd);
+            v[i--] = v[--s->nlvars];
+        }
     return 0;
 }
 
@@ -488,7 +570,10 @@ qpt_live_read(qpt_space_t *s, uint64_t addr, void *buf, size_t len)
     for (qpt_space_t *l = s->libs; l != NULL; l = l->next_lib)
         if (vars_at(l, addr, len) != NULL)
             return qpt_live_read(l, addr, buf, len);
+    QP_CHECK(qpt_live_gone(s, 0));
     int rc = dyn_proc_read(s->proc, addr, buf, len);
+    if (rc < 0 && qpt_live_gone(s, 1) < 0)
+        return QP_EEXITED;
     if (rc < 0)
         return qpt_fail(s, rc, "cannot read 0x%llx: %s", (unsigned long long)addr,
                         strerror(errno));
@@ -498,9 +583,12 @@ qpt_live_read(qpt_space_t *s, uint64_t addr, void *buf, size_t len)
 int
 qpt_live_write(qpt_space_t *s, uint64_t addr, const void *buf, size_t len)
 {
+    QP_CHECK(qpt_live_gone(s, 0));
     if (!dyn_proc_is_stopped(s->proc))
-        return qpt_fail(s, QP_EINVAL, "the process must be stopped (qpt_stop)");
+        return must_be_stopped(s);
     int rc = dyn_proc_write(s->proc, addr, buf, len);
+    if (rc < 0 && qpt_live_gone(s, 1) < 0)
+        return QP_EEXITED;
     if (rc < 0)
         return qpt_fail(s, rc, "cannot write 0x%llx: %s", (unsigned long long)addr,
                         strerror(errno));
@@ -556,10 +644,23 @@ reloc_ok(qpt_space_t *s, qpt_ins_t *ins)
     return NULL;
 }
 
+static int ins_uses(const qpt_ins_t *in, uint64_t lo, uint64_t hi);
+
 int
 qpt_live_point_ok(qpt_space_t *s, qpt_ins_t *ins, const char **why)
 {
     const qpt_point_t *pt = &ins->pt;
+    const vars_t *vv = s->lvars;
+    /* (/proc is asked only while it runs: not once per insertion into a stopped one) */
+    if (qpt_live_gone(s, !dyn_proc_is_stopped(s->proc)) < 0) {
+        *why = "the process has exited";
+        return QP_EEXITED;
+    }
+    for (size_t i = 0; i < s->nlvars; i++)
+        if (vv[i].gone && ins_uses(ins, vv[i].remote, vv[i].remote + vv[i].len)) {
+            *why = "it uses memory qpt_alloc gave before the process ran execve (gone)";
+            return QP_EINVAL;
+        }
     if (pt->kind == QPT_EXIT) { /* a ret, or a tail call (a jmp at a block's end) */
         arch_insn_t in;
         uint64_t a = pt->addr - s->bias;
@@ -944,6 +1045,8 @@ install_all(qpt_space_t *s, live_t *l)
 {
     errno = 0;
     int rc = dyn_session_install(l->sess);
+    if (rc < 0 && rc == QP_EIO && errno == ESRCH && qpt_live_gone(s, 1) < 0)
+        return QP_EEXITED;
     if (rc < 0)
         return qpt_fail(s, rc, "installing: %s (nothing changed)",
                         rc == QP_EIO && errno == ESRCH ? "the process ended"
@@ -963,8 +1066,9 @@ install_all(qpt_space_t *s, live_t *l)
 int
 qpt_live_commit(qpt_space_t *s)
 {
+    QP_CHECK(qpt_live_gone(s, 0));
     if (!dyn_proc_is_stopped(s->proc))
-        return qpt_fail(s, QP_EINVAL, "the process must be stopped (qpt_stop)");
+        return must_be_stopped(s);
     live_t *old = s->sess, *next = NULL;
     int rc = build(s, &next);
     if (rc < 0)
@@ -1020,8 +1124,9 @@ qpt_live_commit(qpt_space_t *s)
 int
 qpt_live_set_active(qpt_space_t *s, int on)
 {
+    QP_CHECK(qpt_live_gone(s, 0));
     if (!dyn_proc_is_stopped(s->proc))
-        return qpt_fail(s, QP_EINVAL, "the process must be stopped (qpt_stop)");
+        return must_be_stopped(s);
     if (on) {
         if (!s->inactive)
             return 0;
@@ -1069,7 +1174,7 @@ qpt_live_free(qpt_space_t *s, uint64_t addr)
         return qpt_fail(s, QP_EINVAL, "0x%llx: not an address qpt_alloc gave",
                         (unsigned long long)addr);
     if (!dyn_proc_is_stopped(s->proc))
-        return qpt_fail(s, QP_EINVAL, "the process must be stopped (qpt_stop)");
+        return must_be_stopped(s);
     const live_t *l = s->sess;
     for (size_t k = 0; k < s->nins; k++) {
         int in = l != NULL && k < l->nin && l->in[k];
@@ -1094,9 +1199,12 @@ qpt_run(qpt_space_t *s)
 {
     if (s == NULL || !s->live)
         return qpt_fail(s, QP_EUNSUPP, "not a process");
+    QP_CHECK(qpt_live_gone(s, 0));
     int rc = dyn_proc_resume(s->proc);
     if (rc == 0)
         (s->parent != NULL ? s->parent : s)->at_exec = 0;
+    if (rc < 0 && qpt_live_gone(s, 1) < 0)
+        return QP_EEXITED;
     return rc < 0 ? qpt_fail(s, rc, "cannot resume: %s", strerror(errno)) : 0;
 }
 
@@ -1105,7 +1213,10 @@ qpt_stop(qpt_space_t *s)
 {
     if (s == NULL || !s->live)
         return qpt_fail(s, QP_EUNSUPP, "not a process");
+    QP_CHECK(qpt_live_gone(s, 0));
     int rc = dyn_proc_stop(s->proc);
+    if (rc < 0 && qpt_live_gone(s, 1) < 0)
+        return QP_EEXITED;
     return rc < 0 ? qpt_fail(s, rc, "cannot stop: %s", strerror(errno)) : 0;
 }
 
@@ -1114,7 +1225,12 @@ qpt_ended(qpt_space_t *s, int *status)
 {
     if (s == NULL || !s->live || status == NULL)
         return QP_EINVAL;
-    return dyn_proc_ended(s->proc, status);
+    qpt_space_t *top = s->parent != NULL ? s->parent : s;
+    if (qpt_live_gone(top, 1) < 0) {
+        *status = top->exit_status;
+        return 1;
+    }
+    return 0;
 }
 
 int
@@ -1122,7 +1238,12 @@ qpt_syscall(qpt_space_t *s, long nr, const uint64_t args[6], int64_t *ret)
 {
     if (s == NULL || !s->live || args == NULL || ret == NULL)
         return QP_EINVAL;
+    QP_CHECK(qpt_live_gone(s, 0));
+    if (!dyn_proc_is_stopped(s->proc))
+        return must_be_stopped(s);
     int rc = dyn_proc_syscall(s->proc, nr, args, ret);
+    if (rc < 0 && qpt_live_gone(s, 1) < 0)
+        return QP_EEXITED;
     return rc < 0 ? qpt_fail(s, rc, "system call %ld: %s", nr, strerror(errno)) : 0;
 }
 
@@ -1133,17 +1254,119 @@ qpt_call_now(qpt_space_t *s, uint64_t fn, const uint64_t *args, int nargs, uint6
         return QP_EINVAL;
     if (!s->live)
         return qpt_fail(s, QP_EUNSUPP, "not a process");
+    QP_CHECK(qpt_live_gone(s, 0));
     if (!dyn_proc_is_stopped(s->proc))
-        return qpt_fail(s, QP_EINVAL, "the process must be stopped (qpt_stop)");
+        return must_be_stopped(s);
     /* Right after qpt_spawn nothing is loaded or initialised: a call would run in a
      * process without its libraries (or fail in the loader), so it is refused. */
     if ((s->parent != NULL ? s->parent : s)->at_exec)
         return qpt_fail(s, QP_EINVAL, "the process has not started: qpt_run it (and "
                                       "qpt_stop) before qpt_call_now");
     int rc = dyn_proc_call(s->proc, fn, args, nargs, ret);
+    if (rc < 0 && qpt_live_gone(s, 1) < 0)
+        return QP_EEXITED;
     return rc < 0 ? qpt_fail(s, rc, "calling 0x%llx: %s", (unsigned long long)fn,
                              rc == QP_EIO ? strerror(errno) : qp_strerror(rc))
                   : 0;
+}
+
+/*****************************************************************************
+ * What an event changes (qpt_events.c): an exec, a library unloaded, a fork
+ */
+
+/* Take the insertions of S out of the books (their code is gone, or goes with S). */
+static void
+forget_insertions(qpt_space_t *s, int gone_all)
+{
+    live_t *l = s->sess;
+    if (l != NULL && l->sess != NULL)
+        dyn_session_drop(l->sess, gone_all);
+    live_free(l);
+    s->sess = NULL;
+    dyn_session_destroy(s->check);
+    s->check = NULL;
+    for (size_t i = 0; i < s->nins; i++) {
+        s->ins[i].removed = 1;
+        s->ins[i].live_in = 0;
+        s->ins[i].live = NULL;
+    }
+    s->inactive = 0;
+}
+
+void
+qpt_live_lib_gone(qpt_space_t *l, int gone_all, const char *why)
+{
+    if (l->stale)
+        return;
+    forget_insertions(l, gone_all);
+    vars_t *v = l->lvars;
+    for (size_t i = 0; gone_all && i < l->nlvars; i++)
+        v[i].gone = 1;
+    l->stale = 1;
+    snprintf(l->err, sizeof(l->err), "%s: %s", l->lib_name, why);
+}
+
+int
+qpt_live_new_image(qpt_space_t *s, char *why, size_t whylen)
+{
+    char exe[64];
+    dyn_proc_t *p = s->proc;
+    for (qpt_space_t *l = s->libs; l != NULL; l = l->next_lib)
+        qpt_live_lib_gone(l, 1, "gone with the program that ran execve");
+    forget_insertions(s, 1);
+    /* Memory we shared keeps its values; private memory went with the process's. */
+    vars_t *v = s->lvars;
+    for (size_t i = 0; i < s->nlvars; i++) {
+        v[i].gone = 1;
+        if (v[i].local == NULL)
+            v[i--] = v[--s->nlvars];
+    }
+    for (size_t i = 0; i < s->nnamed; i++)
+        free(s->named[i].name);
+    s->nnamed = 0;
+    /* The new program, into a scratch space first: S keeps the old one on failure. */
+    qpt_space_t *n = calloc(1, sizeof(*n));
+    if (n == NULL)
+        return QP_ENOMEM;
+    n->live = 1;
+    int rc = qpt_load_live_program(n, dyn_proc_exe_path(p, exe, sizeof(exe)), why, whylen);
+    uint64_t bias = 0;
+    if (rc == 0 && (rc = dyn_proc_load_bias(p, n->img->entry, &bias)) < 0)
+        snprintf(why, whylen, "%d: cannot find where the new program is loaded",
+                 dyn_proc_pid(p));
+    if (rc == 0) {
+        cfg_image_t *img = s->img;
+        cfg_prog_t *prog = s->prog;
+        char *path = s->path;
+        s->img = n->img;
+        s->prog = n->prog;
+        s->path = n->path;
+        n->img = img;
+        n->prog = prog;
+        n->path = path;
+        s->bias = bias;
+        s->at_exec = 0;
+    }
+    n->live = 0; /* (closed as a file: its process is S's) */
+    qpt_close(n);
+    return rc;
+}
+
+int
+qpt_live_fork_child(qpt_space_t *s, void *child)
+{
+    int counted = 1;
+    for (qpt_space_t *x = s; x != NULL && counted; x = x == s ? s->libs : x->next_lib) {
+        const vars_t *v = x->lvars;
+        for (size_t i = 0; i < x->nlvars; i++)
+            counted &= v[i].local != NULL || v[i].gone;
+    }
+    for (qpt_space_t *x = s; x != NULL && !counted; x = x == s ? s->libs : x->next_lib) {
+        const live_t *l = x->sess;
+        if (l != NULL && l->sess != NULL && !x->stale)
+            dyn_session_unpatch_copy(l->sess, child);
+    }
+    return counted;
 }
 
 int

@@ -155,3 +155,49 @@ qpt_live_write(qpt_space_t *s, uint64_t addr, const void *buf, size_t len)
     (void)len;
     return qpt_fail(s, QP_EUNSUPP, "no live processes in this build");
 }
+
+/* The life of a process (qpt_alive, events): no process here. */
+int
+qpt_live_gone(qpt_space_t *s, int probe)
+{
+    (void)s;
+    (void)probe;
+    return 0;
+}
+
+int
+qpt_alive(qpt_space_t *s)
+{
+    return qpt_fail(s, QP_EUNSUPP, "not a process");
+}
+
+int
+qpt_watch(qpt_space_t *s, unsigned mask)
+{
+    (void)mask;
+    return qpt_fail(s, QP_EUNSUPP, "not a process");
+}
+
+int
+qpt_next_event(qpt_space_t *s, qpt_event_t *ev, int timeout_ms)
+{
+    (void)ev;
+    (void)timeout_ms;
+    return qpt_fail(s, QP_EUNSUPP, "not a process");
+}
+
+int
+qpt_set_callback(qpt_space_t *s, uint32_t kind, qpt_event_fn fn, void *arg)
+{
+    (void)kind;
+    (void)fn;
+    (void)arg;
+    return qpt_fail(s, QP_EUNSUPP, "not a process");
+}
+
+int
+qpt_wait(qpt_space_t *s, int timeout_ms)
+{
+    (void)timeout_ms;
+    return qpt_fail(s, QP_EUNSUPP, "not a process");
+}

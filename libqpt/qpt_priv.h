@@ -81,8 +81,44 @@ struct qpt_space {
     size_t nlvars;
     cfg_loop_forest_t **forests; /* per procedure: its loops, once asked for (qpt_cfg.c) */
     const char *all_in_place; /* file mode: why every procedure stays in place (Go, GHC) */
+    /* The life of a live process (issue 32: qpt_alive, events, named variables). */
+    int exited;              /* live: the process has ended (qpt_live_gone) */
+    int exit_status;         /* ... its wait status, -1 when unknown */
+    int stale;               /* a library's space whose image is gone: unloaded, or the
+                              * process ran execve (its calls fail with QPT_EEXITED) */
+    struct qpt_watch *watch; /* live: qpt_watch's state (qpt_events.c), or NULL */
+    struct qpt_named *named; /* qpt_alloc_named's names */
+    size_t nnamed;
     char err[512];           /* the last failure */
 };
+
+/* A name of qpt_alloc_named. */
+typedef struct qpt_named {
+    char *name;
+    uint64_t addr;           /* as qpt_alloc gave it */
+    size_t bytes;
+} qpt_named_t;
+
+/* The string a rewrite's description holds for each named variable: the prefix, then
+ * "OFFSET BYTES NAME" (OFFSET from the first variable, decimal). */
+#define QPT_NAMED_TAG "libqpt-var "
+
+/*
+ * Live mode: 0 while the process of S is there; QPT_EEXITED with the message once it
+ * has ended (or S is a library space whose image is gone). PROBE: ask the system (else
+ * only what is already known: cheap, for calls that do not touch the process).
+ */
+int qpt_live_gone(qpt_space_t *s, int probe);
+/* After an execve (S stopped at the new image's entry): S becomes the new program. */
+int qpt_live_new_image(qpt_space_t *s, char *why, size_t whylen);
+/* A library space whose module was unmapped: its session dropped, its calls refused. */
+void qpt_live_lib_gone(qpt_space_t *l, int gone_all, const char *why);
+/* Live mode: the events' state (qpt_events.c), freed with the space. */
+void qpt_watch_free(qpt_space_t *s);
+/* Whether every qpt_alloc'ed memory of S (and its libraries) is shared with the process's
+ * copies (a fork's child adds to it), and dyn's sessions: the child's patches taken out
+ * of CHILD (a dyn_proc_t) when not. */
+int qpt_live_fork_child(qpt_space_t *s, void *child);
 
 /* Set S's message (printf-style) and return RC. */
 int qpt_fail(qpt_space_t *s, int rc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));

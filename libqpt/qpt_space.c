@@ -203,6 +203,9 @@ qpt_close(qpt_space_t *s)
     if (s->live)
         qpt_live_close(s);
     free(s->lib_name);
+    for (size_t i = 0; i < s->nnamed; i++)
+        free(s->named[i].name);
+    free(s->named);
     for (size_t i = 0; i < s->nins; i++)
         free(s->ins[i].nodes);
     free(s->ins);
@@ -1173,13 +1176,18 @@ insert(qpt_space_t *s, const qpt_point_t *pt, const qpt_snippet_t *sn, qpt_expr_
     if (arch_snip_check(sn->v, sn->n, root, &ins.ctx, why, sizeof(why)) < 0)
         return qpt_fail(s, QP_EINVAL, "%s at 0x%llx: %s", qpt_proc_name(s, pt->proc),
                         (unsigned long long)pt->addr, why);
+    QP_CHECK(snip_extract(sn->v, root, &ins.nodes, &ins.n));
     if (s->live) {
         const char *no;
-        if (qpt_live_point_ok(s, &ins, &no) < 0)
-            return qpt_fail(s, QP_EUNSUPP, "%s at 0x%llx: %s", qpt_proc_name(s, pt->proc),
-                            (unsigned long long)ins.where, no);
+        int rc = qpt_live_point_ok(s, &ins, &no);
+        if (rc < 0) {
+            free(ins.nodes);
+            if (rc == QP_EEXITED)
+                return qpt_live_gone(s, 0);
+            return qpt_fail(s, rc == QP_EINVAL ? QP_EINVAL : QP_EUNSUPP, "%s at 0x%llx: %s",
+                            qpt_proc_name(s, pt->proc), (unsigned long long)ins.where, no);
+        }
     }
-    QP_CHECK(snip_extract(sn->v, root, &ins.nodes, &ins.n));
     ins.root = 0;
     ins.order = first ? --s->first : ++s->last;
     if (s->nins == s->capins) {
@@ -1250,6 +1258,51 @@ qpt_alloc(qpt_space_t *s, size_t bytes, uint64_t *addr)
     *addr = QPT_VAR_BASE + s->vars;
     s->vars += bytes;
     return 0;
+}
+
+int
+qpt_alloc_named(qpt_space_t *s, const char *name, size_t bytes, uint64_t *addr)
+{
+    if (s == NULL || name == NULL || addr == NULL)
+        return QP_EINVAL;
+    size_t len = strlen(name);
+    /* (a profile's description holds it after its offset and size: no space first) */
+    if (len == 0 || len > 200 || name[0] == ' ' || name[0] == '\t' || name[0] == '\n')
+        return qpt_fail(s, QP_EINVAL, "a variable's name has 1 to 200 bytes, the first "
+                                      "not a space");
+    for (size_t i = 0; i < s->nnamed; i++)
+        if (strcmp(s->named[i].name, name) == 0)
+            return qpt_fail(s, QP_EINVAL, "%s: a variable of that name exists", name);
+    qpt_named_t *v = realloc(s->named, (s->nnamed + 1) * sizeof(*v));
+    if (v == NULL)
+        return QP_ENOMEM;
+    s->named = v;
+    char *copy = strdup(name);
+    if (copy == NULL)
+        return QP_ENOMEM;
+    int rc = qpt_alloc(s, bytes, addr);
+    if (rc < 0) {
+        free(copy);
+        return rc;
+    }
+    v[s->nnamed++] = (qpt_named_t) { copy, *addr, bytes };
+    return 0;
+}
+
+int
+qpt_var_named(const qpt_space_t *s, const char *name, uint64_t *addr, size_t *bytes)
+{
+    if (s == NULL || name == NULL)
+        return QP_EINVAL;
+    for (size_t i = 0; i < s->nnamed; i++)
+        if (strcmp(s->named[i].name, name) == 0) {
+            if (addr != NULL)
+                *addr = s->named[i].addr;
+            if (bytes != NULL)
+                *bytes = s->named[i].bytes;
+            return 0;
+        }
+    return QP_ENOTFOUND;
 }
 
 int

@@ -334,20 +334,12 @@ qm_now(void)
     return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
 }
 
+/* libqpt's one calibration of the cycle counter (qpt_cycles_per_ns): once a process. */
 double
 qm_cycles_per_ns(void)
 {
-    struct timespec a, b, ts = { 0, 20000000 };
-    uint32_t lo, hi;
-    clock_gettime(CLOCK_MONOTONIC, &a);
-    __asm__ volatile("rdtsc" : "=a"(lo), "=d"(hi));
-    uint64_t c0 = ((uint64_t)hi << 32) | lo;
-    nanosleep(&ts, NULL);
-    clock_gettime(CLOCK_MONOTONIC, &b);
-    __asm__ volatile("rdtsc" : "=a"(lo), "=d"(hi));
-    uint64_t c1 = ((uint64_t)hi << 32) | lo;
-    double ns = (double)(b.tv_sec - a.tv_sec) * 1e9 + (double)(b.tv_nsec - a.tv_nsec);
-    return ns > 0 ? (double)(c1 - c0) / ns : 1;
+    double cpn = qpt_cycles_per_ns();
+    return cpn > 0 ? cpn : 1;
 }
 
 static int

@@ -614,10 +614,11 @@ START_TEST(test_libqpt_target_dies)
     struct timespec ts = { 0, 50000000 };
     nanosleep(&ts, NULL);
     rc = qpt_commit(s);
-    ck_assert_int_lt(rc, 0);
-    ck_assert_msg(strstr(qpt_error(s), "the process ended") != NULL, "%s", qpt_error(s));
+    ck_assert_int_eq(rc, QPT_EEXITED);
+    ck_assert_msg(strstr(qpt_error(s), "has exited (killed by signal 9") != NULL, "%s",
+                  qpt_error(s));
     uint64_t a = 1, r;
-    ck_assert_int_lt(qpt_call_now(s, qpt_proc_entry(s, work), &a, 1, &r), 0);
+    ck_assert_int_eq(qpt_call_now(s, qpt_proc_entry(s, work), &a, 1, &r), QPT_EEXITED);
     qpt_close(s);
 }
 END_TEST

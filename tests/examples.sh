@@ -5,7 +5,8 @@
 # The mutators of examples/, built on libqpt's public header, on tests/qpt/api_prog:
 # callcount on the file (rewritten and run) and live (started, and attached to a
 # running process), coverage on the file, repipe on a running shell loop; loops on
-# tests/qpt/cfg_prog, file and live.
+# tests/qpt/cfg_prog, file and live; libcount (events and callbacks) on
+# tests/qpt/life_prog.
 set -u
 : "${top_builddir:=.}"
 B=$top_builddir
@@ -65,6 +66,23 @@ if [ -x "$B/examples/repipe" ]; then
         [ "$(grep -c tick "$D/piped.txt" 2>/dev/null)" -gt 0 ] \
             && ok "repipe: the loop's output went to the file" \
             || bad "repipe: $(cat "$D/repipe.out")"
+        # libcount: a library loaded by dlopen counted from its load's callback; threads
+        lib=$(cd "$B/tests/qpt" && pwd)/liblife.so
+        out=$("$B/examples/libcount" '*work' "$B/tests/qpt/life_prog" dlopen 5 "$lib" 2>&1)
+        echo "$out" | grep -q '^libcount: library liblife.so loaded$' \
+            && echo "$out" | grep -q '^libcount: library liblife.so unloaded$' \
+            && echo "$out" | grep -q '^libcount: exit status 0$' \
+            && echo "$out" | grep -q '^ *5  liblife.so:lib_work$' \
+            && echo "$out" | grep -q '^ *5  exe:work$' \
+            && ok "libcount: dlopen'ed library instrumented at its load: 5 calls" \
+            || bad "libcount dlopen: $out"
+        out=$("$B/examples/libcount" work "$B/tests/qpt/life_prog" threads 4 2>&1)
+        [ "$(echo "$out" | grep -c '^libcount: thread [0-9]* started$')" = 4 ] \
+            && [ "$(echo "$out" | grep -c '^libcount: thread [0-9]* ended$')" = 4 ] \
+            && echo "$out" | grep -q '^libcount: exit status 3$' \
+            && echo "$out" | grep -q '^ *4  exe:work$' \
+            && ok "libcount: 4 threads started and ended, exit status 3, 4 calls" \
+            || bad "libcount threads: $out"
     fi
 fi
 [ "$fails" -eq 0 ]

@@ -49,7 +49,7 @@ other=$(nm -D --defined-only "$so" | awk '$3 !~ /^qpt_[a-z0-9_]*@@QPT_0$/ && $3 
 awk '/^\.SH EXAMPLE/ { on = 1 } on && /^\.EE$/ { exit } on && ex { print } on && /^\.EX$/ { ex = 1 }' \
     "$S/doc/qpt.3" | sed -e 's/\\-/-/g' -e 's/\\e/\\/g' >"$D/manex.c"
 for ex in "$S/examples/callcount.c" "$S/examples/coverage.c" "$S/examples/repipe.c" \
-    "$S/examples/loops.c" "$D/manex.c"; do
+    "$S/examples/loops.c" "$S/examples/libcount.c" "$S/examples/varread.c" "$D/manex.c"; do
     n=$(basename "$ex" .c)
     # shellcheck disable=SC2086
     if cc -std=gnu11 -Wall -Wextra -Werror "$ex" $flags -o "$D/$n" 2>"$D/$n.err"; then

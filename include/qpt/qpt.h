@@ -56,6 +56,8 @@ enum {
     QPT_ENOTFOUND = -10, /* no such procedure, point or symbol */
     QPT_EUNSUPP = -11, /* valid, but not supported here (see the message) */
     QPT_EBUG = -16,    /* an invariant of qpt's failed: nothing was written (a bug) */
+    QPT_EEXITED = -17, /* the live process has exited (qpt_alive), or the image of a
+                        * library's space is gone (unloaded, or the process ran execve) */
 };
 
 /* The text of a QPT_E* code. */
@@ -544,7 +546,8 @@ int qpt_write(qpt_space_t *s, const char *output);
 int qpt_run(qpt_space_t *s);
 int qpt_stop(qpt_space_t *s);
 
-/* 1 and its wait status once a process started by qpt_spawn has ended, 0 while it runs. */
+/* 1 and its wait status once the process has ended (-1: unknown, for a process that was
+ * attached and not watched: its parent got it), 0 while it runs (see qpt_alive). */
 int qpt_ended(qpt_space_t *s, int *status /*OUT*/);
 
 /*
@@ -644,6 +647,137 @@ int qpt_set_relocate(qpt_space_t *s, int on);
  * cannot be read (unmapped, a guard page), never a fault. Two system calls each time:
  * about 2 us. A process whose seccomp filter forbids those calls is killed by it. */
 qpt_expr_t qpt_load_safe(qpt_snippet_t *sn, qpt_expr_t addr, int size);
+
+/*****************************************************************************
+ * The life of a live process: its end, events (threads, fork, exec, libraries),
+ * named variables, cycles to nanoseconds
+ */
+
+/*
+ * 1 while the process of S (or of the library space S) is there, 0 once it has ended
+ * (gone, or a zombie), also when it was killed while stopped; QPT_EUNSUPP for a file.
+ * Once it has ended every live call on S fails with QPT_EEXITED and qpt_error says "the
+ * process N has exited (status C)" (or "killed by signal K"; "status unknown" when it
+ * was attached and not watched: its wait status went to its parent); qpt_read_memory
+ * of qpt_alloc'ed memory still gives its last values, and qpt_ended its status.
+ */
+int qpt_alive(qpt_space_t *s);
+
+/* Events of a watched process (qpt_watch), one at a time from qpt_next_event. */
+typedef enum qpt_event_kind {
+    QPT_EV_THREAD_START = 1, /* a thread started (TID) */
+    QPT_EV_THREAD_EXIT,      /* a thread other than the first ended (TID, STATUS), also
+                              * when the whole process ends */
+    QPT_EV_FORK,             /* the process forked (TID: the child's pid), see below */
+    QPT_EV_EXEC,             /* the process ran execve (NAME: the new program's path):
+                              * S is now the new program, see below */
+    QPT_EV_LIBRARY_LOAD,     /* a shared library was mapped (NAME: its base name, as
+                              * qpt_library takes it; BASE), its initialisers not run */
+    QPT_EV_LIBRARY_UNLOAD,   /* ... unmapped (dlclose): its space's calls now fail */
+    QPT_EV_EXIT,             /* the process ended (STATUS); always reported, last */
+} qpt_event_kind_t;
+#define QPT_EV_BIT(kind) (1u << (kind))
+#define QPT_EV_ALL 0xfeu     /* every kind above */
+
+typedef struct qpt_event {
+    uint32_t kind;       /* qpt_event_kind_t */
+    int tid;             /* THREAD_*: the thread id; FORK: the child's pid; else the
+                          * process's pid */
+    int status;          /* THREAD_EXIT, EXIT: the wait status (WIFEXITED...); -1 when
+                          * unknown */
+    int child_counted;   /* FORK: 1 when the child runs the parent's snippets, which add
+                          * to the same qpt_alloc'ed memory; 0 when they were taken out
+                          * of it (that memory was private: the child's counts would
+                          * be lost) */
+    uint64_t base;       /* LIBRARY_*: the lowest address of its mappings */
+    char name[512];      /* LIBRARY_*: the library's base name; EXEC: the new program */
+} qpt_event_t;
+
+/*
+ * Watch the process of S for the events in MASK (QPT_EV_BIT(kind)s, or QPT_EV_ALL; 0
+ * stops watching): from now on its threads stay traced while it runs (qpt_run keeps
+ * them), so that starts of threads, forks, execs and the dynamic loader's changes are
+ * seen. S must be stopped; a process qpt_spawn started is first let run to its entry
+ * point when MASK has library events (as qpt_library does). While S is watched its
+ * events wait for qpt_next_event or qpt_wait: a thread that starts waits in its
+ * creation until the mutator next calls one of them, so a watched process should be
+ * waited on. A forked child is always let go (detached): with the parent's snippets when
+ * they count into memory it shares, else with them taken out (child_counted says which);
+ * qpt_attach(ev.tid) instruments it on its own. An exec always makes S the new program
+ * (its procedures, points and symbols, at its own addresses, run to its entry point:
+ * its libraries are loaded): the old insertions are gone (their handles removed), the
+ * old qpt_alloc'ed memory keeps its last values for qpt_read_memory but no new
+ * snippet may use it, and library spaces of the old program fail with QPT_EEXITED.
+ * QPT_EINVAL for a library's space (watch its process through S).
+ */
+int qpt_watch(qpt_space_t *s, unsigned mask);
+
+/*
+ * The next event of the watched process of S into *EV: 1 with an event, 0 when none
+ * came within TIMEOUT_MS milliseconds (-1: wait until one does; 0: only what already
+ * happened). A stopped process is let run first (qpt_run). Every event but
+ * QPT_EV_EXIT is returned with the process stopped (or ended: events seen before its
+ * end still come, and then calls fail with QPT_EEXITED): the mutator may then insert,
+ * commit (into a library just loaded too: qpt_library(s, ev.name, ...)), read memory
+ * or call, and lets it go on with qpt_run (or the next qpt_next_event). After
+ * QPT_EV_EXIT, QPT_EEXITED.
+ */
+int qpt_next_event(qpt_space_t *s, qpt_event_t *ev /*OUT*/, int timeout_ms);
+
+/*
+ * Callbacks, the Dyninst way: FN(S, EV, ARG) is called for each event of KIND from
+ * qpt_wait, with the process stopped (FN NULL: no callback, and KIND no longer
+ * watched). Setting one watches KIND (qpt_watch's rules: S stopped the first time).
+ * FN may call every libqpt function on S but qpt_close, qpt_kill, qpt_wait and
+ * qpt_next_event (insert
+ * into a library just loaded, read memory, qpt_call_now...); the process goes on when it
+ * returns (unless FN already let it run with qpt_run).
+ */
+typedef void (*qpt_event_fn)(qpt_space_t *s, const qpt_event_t *ev, void *arg);
+int qpt_set_callback(qpt_space_t *s, uint32_t kind, qpt_event_fn fn, void *arg);
+
+/*
+ * Let the watched process of S run and call the callbacks of its events for TIMEOUT_MS
+ * milliseconds (-1: until it ends): 1 once it ended (after QPT_EV_EXIT's callback), 0
+ * when the time ran out (it runs on), or a QPT_E* code.
+ */
+int qpt_wait(qpt_space_t *s, int timeout_ms);
+
+/*
+ * As qpt_alloc, and the memory gets NAME (unique in S; 1 to 200 bytes, the first not a
+ * space): a rewritten
+ * program records the names of its variables, so that a later program reads them from
+ * the profile by name (qpt_profile_read_named) without knowing the address; in a
+ * process qpt_var_named finds it again.
+ */
+int qpt_alloc_named(qpt_space_t *s, const char *name, size_t bytes, uint64_t *addr /*OUT*/);
+
+/* The address and size (may be NULL) of the memory named NAME in S; QPT_ENOTFOUND. */
+int qpt_var_named(const qpt_space_t *s, const char *name, uint64_t *addr /*OUT*/,
+                  size_t *bytes /*OUT*/);
+
+/*
+ * From a profile of a rewritten program: the address (as qpt_alloc_named gave it, for
+ * qpt_profile_read) and size in bytes (either may be NULL) of its memory named NAME,
+ * found in the program the profile names (which must be the rewrite that wrote it).
+ * QPT_ENOTFOUND (WHY lists the names there are), QPT_EFORMAT, QPT_EIO.
+ */
+int qpt_profile_var(const char *profile, const char *name, uint64_t *addr /*OUT*/,
+                    size_t *bytes /*OUT*/, char *why, size_t whylen);
+
+/* qpt_profile_read of the first NWORDS words of the memory named NAME (QPT_ERANGE when
+ * it has fewer). */
+int qpt_profile_read_named(const char *profile, const char *name, uint64_t *out /*OUT*/,
+                           size_t nwords, char *why, size_t whylen);
+
+/*
+ * The rate of the time-stamp counter that qpt_cycles and the wall-clock timers read,
+ * in cycles per nanosecond (the same for every process of the machine), and CYCLES of
+ * it in nanoseconds. Calibrated against CLOCK_MONOTONIC once, at the first call
+ * (which takes 20 ms); then a multiplication.
+ */
+double qpt_cycles_per_ns(void);
+uint64_t qpt_cycles_to_ns(uint64_t cycles);
 
 #ifdef __cplusplus
 }

@@ -1,0 +1,552 @@
+/* Copyright 2026 the qpt authors
+ * SPDX-License-Identifier: MIT */
+/*
+ * Unit tests of the life of a live process in libqpt (issue 32): its end (qpt_alive,
+ * QPT_EEXITED on every live call after it), its events (threads, fork, exec, library
+ * load and unload, exit: qpt_watch/qpt_next_event and the callbacks of qpt_wait), each
+ * against tests/qpt/life_prog doing exactly that; cycles to nanoseconds against
+ * clock_gettime; named memory written by one program and read back by name by another
+ * (examples/varread).
+ */
+#include "config.h"
+
+#include <check.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "include/qpt/qpt.h"
+
+#define PROG "tests/qpt/life_prog"
+#define LIB "tests/qpt/liblife.so"
+
+/* A counter of calls of FN at its entry in S (stopped), committed; its address. */
+static uint64_t
+count_calls(qpt_space_t *s, const char *fn)
+{
+    uint32_t proc;
+    uint64_t ctr;
+    qpt_point_t pt;
+    size_t n;
+    ck_assert_msg(qpt_proc_find(s, fn, &proc) == 0, "%s not found", fn);
+    ck_assert_int_eq(qpt_points(s, proc, QPT_ENTRY, &pt, 1, &n), 0);
+    ck_assert_int_eq(qpt_alloc(s, 8, &ctr), 0);
+    qpt_snippet_t *sn = qpt_snippet_create();
+    qpt_expr_t e = qpt_add_to(sn, ctr, qpt_const(sn, 1), 1);
+    ck_assert_msg(qpt_insert(s, &pt, sn, e, NULL) == 0, "%s", qpt_error(s));
+    qpt_snippet_destroy(sn);
+    ck_assert_msg(qpt_commit(s) == 0, "%s", qpt_error(s));
+    return ctr;
+}
+
+static uint64_t
+word(qpt_space_t *s, uint64_t addr)
+{
+    uint64_t v = 0;
+    ck_assert_msg(qpt_read_memory(s, addr, &v, 8) == 0, "%s", qpt_error(s));
+    return v;
+}
+
+static qpt_space_t *
+spawn(const char *what, const char *n, const char *extra)
+{
+    char *argv[] = { PROG, (char *)what, (char *)n, (char *)extra, NULL };
+    char why[512];
+    qpt_space_t *s = NULL;
+    ck_assert_msg(qpt_spawn(argv, &s, why, sizeof(why)) == 0, "%s", why);
+    return s;
+}
+
+/*****************************************************************************
+ * The end of a process
+ */
+
+/* The issue's case: an attached process ends while it runs; every call then says so. */
+START_TEST(test_life_attached_exits)
+{
+    int in[2];
+    ck_assert_int_eq(pipe(in), 0);
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        dup2(in[0], 0);
+        close(in[1]);
+        execl(PROG, PROG, "wait", (char *)NULL);
+        _exit(127);
+    }
+    close(in[0]);
+    usleep(100000); /* (it runs life_prog by then; attach retries otherwise) */
+    char why[512];
+    qpt_space_t *s = NULL;
+    int rc = qpt_attach(pid, &s, why, sizeof(why));
+    for (int i = 0; rc < 0 && i < 50; i++) { /* still the fork's image: wait */
+        usleep(20000);
+        rc = qpt_attach(pid, &s, why, sizeof(why));
+    }
+    ck_assert_msg(rc == 0, "%s", why);
+    uint64_t ctr = count_calls(s, "work");
+    ck_assert_int_eq(qpt_alive(s), 1);
+    ck_assert_int_eq(qpt_run(s), 0);
+    ck_assert_int_eq(qpt_alive(s), 1);
+    close(in[1]); /* it exits 4 (a zombie: the test is its parent) */
+    for (int i = 0; i < 500 && qpt_alive(s); i++)
+        usleep(10000);
+    ck_assert_int_eq(qpt_alive(s), 0);
+    ck_assert_int_eq(qpt_stop(s), QPT_EEXITED);
+    ck_assert_msg(strstr(qpt_error(s), "has exited") != NULL, "%s", qpt_error(s));
+    ck_assert_int_eq(qpt_commit(s), QPT_EEXITED);
+    ck_assert_msg(strstr(qpt_error(s), "must be stopped") == NULL, "%s", qpt_error(s));
+    uint64_t a;
+    ck_assert_int_eq(qpt_alloc(s, 8, &a), QPT_EEXITED);
+    ck_assert_int_eq(qpt_run(s), QPT_EEXITED);
+    uint64_t x;
+    ck_assert_int_eq(qpt_write_memory(s, ctr, &x, 8), QPT_EEXITED);
+    uint32_t work;
+    qpt_point_t pt;
+    size_t n;
+    ck_assert_int_eq(qpt_proc_find(s, "work", &work), 0);
+    ck_assert_int_eq(qpt_points(s, work, QPT_ENTRY, &pt, 1, &n), 0);
+    qpt_snippet_t *sn = qpt_snippet_create();
+    ck_assert_int_eq(qpt_insert(s, &pt, sn, qpt_add_to(sn, ctr, qpt_const(sn, 1), 0), NULL),
+                     QPT_EEXITED);
+    qpt_snippet_destroy(sn);
+    uint64_t args[6] = { 0 };
+    int64_t ret;
+    ck_assert_int_eq(qpt_syscall(s, 39, args, &ret), QPT_EEXITED);
+    /* Its memory from qpt_alloc keeps the last value (work never ran: 0). */
+    ck_assert_int_eq(word(s, ctr), 0);
+    int st = 0;
+    ck_assert_int_eq(qpt_ended(s, &st), 1);
+    ck_assert_int_eq(st, -1); /* not ours to know: its parent (the test) has it */
+    ck_assert_str_eq(qpt_strerror(QPT_EEXITED), "the process has exited");
+    qpt_close(s);
+    ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+    ck_assert(WIFEXITED(st) && WEXITSTATUS(st) == 4);
+}
+END_TEST
+
+/* Attached and watched: its end is an event, with its status (not its parent's only). */
+START_TEST(test_life_attached_watched)
+{
+    int in[2];
+    ck_assert_int_eq(pipe(in), 0);
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        dup2(in[0], 0);
+        close(in[1]);
+        execl(PROG, PROG, "wait", (char *)NULL);
+        _exit(127);
+    }
+    close(in[0]);
+    usleep(100000);
+    char why[512];
+    qpt_space_t *s = NULL;
+    int rc = qpt_attach(pid, &s, why, sizeof(why));
+    for (int i = 0; rc < 0 && i < 50; i++) {
+        usleep(20000);
+        rc = qpt_attach(pid, &s, why, sizeof(why));
+    }
+    ck_assert_msg(rc == 0, "%s", why);
+    ck_assert_msg(qpt_watch(s, QPT_EV_ALL) == 0, "%s", qpt_error(s));
+    qpt_event_t ev;
+    ck_assert_int_eq(qpt_next_event(s, &ev, 100), 0); /* it waits: nothing happens */
+    ck_assert_int_eq(qpt_alive(s), 1);
+    close(in[1]);
+    ck_assert_int_eq(qpt_next_event(s, &ev, 20000), 1);
+    ck_assert_int_eq(ev.kind, QPT_EV_EXIT);
+    ck_assert_int_eq(ev.tid, pid);
+    ck_assert(WIFEXITED(ev.status) && WEXITSTATUS(ev.status) == 4);
+    ck_assert_int_eq(qpt_stop(s), QPT_EEXITED);
+    ck_assert_msg(strstr(qpt_error(s), "has exited (status 4)") != NULL, "%s", qpt_error(s));
+    int st;
+    ck_assert_int_eq(qpt_ended(s, &st), 1);
+    ck_assert(WIFEXITED(st) && WEXITSTATUS(st) == 4);
+    qpt_close(s);
+    /* (its parent is this tracer too: the one wait for it was libqpt's) */
+    ck_assert_int_eq(waitpid(pid, &st, WNOHANG), -1);
+}
+END_TEST
+
+/* A started program that exits: the message has its status. */
+START_TEST(test_life_spawned_exits)
+{
+    qpt_space_t *s = spawn("exit", "42", NULL);
+    uint64_t ctr = count_calls(s, "work");
+    ck_assert_int_eq(qpt_run(s), 0);
+    for (int i = 0; i < 500 && qpt_alive(s); i++)
+        usleep(10000);
+    ck_assert_int_eq(qpt_alive(s), 0);
+    ck_assert_int_eq(qpt_stop(s), QPT_EEXITED);
+    ck_assert_msg(strstr(qpt_error(s), "has exited (status 42)") != NULL, "%s", qpt_error(s));
+    ck_assert_int_eq(word(s, ctr), 42);
+    int st;
+    ck_assert_int_eq(qpt_ended(s, &st), 1);
+    ck_assert(WIFEXITED(st) && WEXITSTATUS(st) == 42);
+    qpt_close(s);
+}
+END_TEST
+
+/* Killed while stopped by the mutator: the next call says so, not "No such process". */
+START_TEST(test_life_killed_while_stopped)
+{
+    qpt_space_t *s = spawn("loop", "3", NULL);
+    ck_assert_int_eq(qpt_alive(s), 1);
+    kill(qpt_pid(s), SIGKILL);
+    for (int i = 0; i < 500 && qpt_alive(s); i++)
+        usleep(10000);
+    ck_assert_int_eq(qpt_alive(s), 0);
+    uint32_t work;
+    ck_assert_int_eq(qpt_proc_find(s, "work", &work), 0);
+    uint64_t a;
+    ck_assert_int_eq(qpt_alloc(s, 8, &a), QPT_EEXITED);
+    ck_assert_msg(strstr(qpt_error(s), "killed by signal 9") != NULL, "%s", qpt_error(s));
+    ck_assert_int_eq(qpt_commit(s), QPT_EEXITED);
+    qpt_close(s);
+}
+END_TEST
+
+START_TEST(test_life_file_not_alive)
+{
+    qpt_space_t *s = NULL;
+    char why[256];
+    ck_assert_msg(qpt_open(PROG, &s, why, sizeof(why)) == 0, "%s", why);
+    ck_assert_int_eq(qpt_alive(s), QPT_EUNSUPP);
+    ck_assert_int_eq(qpt_watch(s, QPT_EV_ALL), QPT_EUNSUPP);
+    qpt_close(s);
+}
+END_TEST
+
+/*****************************************************************************
+ * Events
+ */
+
+/* The next event, within 20 s (a hang fails instead of blocking the suite). */
+static void
+next(qpt_space_t *s, qpt_event_t *ev)
+{
+    int rc = qpt_next_event(s, ev, 20000);
+    ck_assert_msg(rc == 1, "qpt_next_event: %d: %s", rc, qpt_error(s));
+}
+
+/* N threads: N starts and N ends, distinct thread ids, then the exit with status 3. */
+static void
+threads(int N)
+{
+    char nb[16];
+    snprintf(nb, sizeof(nb), "%d", N);
+    qpt_space_t *s = spawn("threads", nb, NULL);
+    uint64_t ctr = count_calls(s, "work");
+    ck_assert_msg(qpt_watch(s, QPT_EV_BIT(QPT_EV_THREAD_START) | QPT_EV_BIT(QPT_EV_THREAD_EXIT))
+                      == 0, "%s", qpt_error(s));
+    int started[64], nstart = 0, nexit = 0;
+    qpt_event_t ev;
+    for (;;) {
+        next(s, &ev);
+        if (ev.kind == QPT_EV_EXIT)
+            break;
+        if (ev.kind == QPT_EV_THREAD_START) {
+            ck_assert_int_lt(nstart, N);
+            ck_assert_int_ne(ev.tid, qpt_pid(s));
+            for (int i = 0; i < nstart; i++)
+                ck_assert_int_ne(started[i], ev.tid);
+            started[nstart++] = ev.tid;
+            /* Stopped for the mutator: a read and a write work (unless the process
+             * ended meanwhile: events from before its end still come). */
+            uint64_t v = word(s, ctr);
+            int rc = qpt_write_memory(s, ctr, &v, 8);
+            ck_assert_msg(rc == 0 || (rc == QPT_EEXITED && qpt_alive(s) == 0), "%s",
+                          qpt_error(s));
+        } else {
+            ck_assert_int_eq(ev.kind, QPT_EV_THREAD_EXIT);
+            int known = 0;
+            for (int i = 0; i < nstart; i++)
+                known |= started[i] == ev.tid;
+            ck_assert_msg(known, "thread %d ended, never started", ev.tid);
+            /* (a thread still on its way out when the process ends gets its status) */
+            ck_assert(WIFEXITED(ev.status));
+            nexit++;
+        }
+    }
+    ck_assert_int_eq(nstart, N);
+    ck_assert_int_eq(nexit, N);
+    ck_assert(WIFEXITED(ev.status) && WEXITSTATUS(ev.status) == 3);
+    ck_assert_int_eq(word(s, ctr), N);
+    ck_assert_int_eq(qpt_next_event(s, &ev, 0), QPT_EEXITED);
+    ck_assert_int_eq(qpt_alive(s), 0);
+    qpt_close(s);
+}
+
+START_TEST(test_life_threads)
+{
+    /* A stop for a thread's event while the process ends once hung (a blocking wait for
+     * its first thread, a zombie until the others are reaped): SIGALRM ends a hang. */
+    alarm(120);
+    threads(5);
+    threads(64);
+    threads(64);
+    alarm(0);
+}
+END_TEST
+
+/* A fork: the event names the child, which counts into the same memory. */
+START_TEST(test_life_fork)
+{
+    qpt_space_t *s = spawn("fork", "6", NULL);
+    uint64_t ctr = count_calls(s, "work");
+    ck_assert_int_eq(qpt_watch(s, QPT_EV_BIT(QPT_EV_FORK)), 0);
+    qpt_event_t ev;
+    next(s, &ev);
+    ck_assert_int_eq(ev.kind, QPT_EV_FORK);
+    ck_assert_int_gt(ev.tid, 0);
+    ck_assert_int_ne(ev.tid, qpt_pid(s));
+    ck_assert_int_eq(ev.child_counted, 1);
+    next(s, &ev);
+    ck_assert_int_eq(ev.kind, QPT_EV_EXIT);
+    ck_assert(WIFEXITED(ev.status) && WEXITSTATUS(ev.status) == 0); /* the child exited 5 */
+    ck_assert_int_eq(word(s, ctr), 2 * 6);
+    qpt_close(s);
+}
+END_TEST
+
+/* An exec: S becomes the new program, instrumented at the event, counted exactly. */
+START_TEST(test_life_exec)
+{
+    qpt_space_t *s = spawn("exec", "9", NULL);
+    uint64_t old = count_calls(s, "work");
+    ck_assert_int_eq(qpt_watch(s, QPT_EV_BIT(QPT_EV_EXEC)), 0);
+    qpt_event_t ev;
+    next(s, &ev);
+    ck_assert_int_eq(ev.kind, QPT_EV_EXEC);
+    ck_assert_msg(strstr(ev.name, "life_prog") != NULL, "%s", ev.name);
+    ck_assert_int_eq(word(s, old), 1); /* work(100) before the exec: its last value */
+    /* A snippet on the old memory is refused; new memory and points work. */
+    uint32_t work;
+    qpt_point_t pt;
+    size_t n;
+    ck_assert_int_eq(qpt_proc_find(s, "work", &work), 0);
+    ck_assert_int_eq(qpt_points(s, work, QPT_ENTRY, &pt, 1, &n), 0);
+    qpt_snippet_t *sn = qpt_snippet_create();
+    ck_assert_int_eq(qpt_insert(s, &pt, sn, qpt_add_to(sn, old, qpt_const(sn, 1), 0), NULL),
+                     QPT_EINVAL);
+    ck_assert_msg(strstr(qpt_error(s), "execve") != NULL, "%s", qpt_error(s));
+    qpt_snippet_destroy(sn);
+    uint64_t ctr = count_calls(s, "work");
+    next(s, &ev);
+    ck_assert_int_eq(ev.kind, QPT_EV_EXIT);
+    ck_assert(WIFEXITED(ev.status) && WEXITSTATUS(ev.status) == 7);
+    ck_assert_int_eq(word(s, ctr), 9);
+    qpt_close(s);
+}
+END_TEST
+
+/* A library loaded by dlopen: instrumented from the callback before it runs. */
+typedef struct lib_seen {
+    int loads, unloads, exits, status;
+    uint64_t ctr;
+    qpt_space_t *lib;
+    char why[512];
+} lib_seen_t;
+
+static void
+on_load(qpt_space_t *s, const qpt_event_t *ev, void *arg)
+{
+    lib_seen_t *w = arg;
+    if (strcmp(ev->name, "liblife.so") != 0)
+        return;
+    w->loads++;
+    ck_assert_msg(qpt_library(s, ev->name, &w->lib, w->why, sizeof(w->why)) == 0, "%s",
+                  w->why);
+    w->ctr = count_calls(w->lib, "lib_work");
+}
+
+static void
+on_unload(qpt_space_t *s, const qpt_event_t *ev, void *arg)
+{
+    lib_seen_t *w = arg;
+    (void)s;
+    if (strcmp(ev->name, "liblife.so") == 0)
+        w->unloads++;
+}
+
+static void
+on_exit_ev(qpt_space_t *s, const qpt_event_t *ev, void *arg)
+{
+    lib_seen_t *w = arg;
+    (void)s;
+    w->exits++;
+    w->status = ev->status;
+}
+
+START_TEST(test_life_dlopen_callbacks)
+{
+    char lib[PATH_MAX];
+    ck_assert_ptr_nonnull(realpath(LIB, lib));
+    qpt_space_t *s = spawn("dlopen", "8", lib);
+    lib_seen_t w = { 0 };
+    ck_assert_msg(qpt_set_callback(s, QPT_EV_LIBRARY_LOAD, on_load, &w) == 0, "%s",
+                  qpt_error(s));
+    ck_assert_int_eq(qpt_set_callback(s, QPT_EV_LIBRARY_UNLOAD, on_unload, &w), 0);
+    ck_assert_int_eq(qpt_set_callback(s, QPT_EV_EXIT, on_exit_ev, &w), 0);
+    uint64_t ctr = count_calls(s, "work");
+    ck_assert_int_eq(qpt_wait(s, 20000), 1);
+    ck_assert_int_eq(w.loads, 1);
+    ck_assert_int_eq(w.unloads, 1);
+    ck_assert_int_eq(w.exits, 1);
+    ck_assert(WIFEXITED(w.status) && WEXITSTATUS(w.status) == 0);
+    ck_assert_int_eq(word(s, w.ctr), 8); /* lib_work, counted in the library */
+    ck_assert_int_eq(word(s, ctr), 8);
+    /* The library's space after its dlclose. */
+    uint64_t a;
+    ck_assert_int_eq(qpt_alloc(w.lib, 8, &a), QPT_EEXITED);
+    ck_assert_msg(strstr(qpt_error(w.lib), "unloaded") != NULL, "%s", qpt_error(w.lib));
+    qpt_close(s);
+}
+END_TEST
+
+/*****************************************************************************
+ * Cycles to nanoseconds
+ */
+
+static void
+both_clocks(uint64_t *tsc, int64_t *ns)
+{
+    uint64_t best = UINT64_MAX;
+    for (int i = 0; i < 5; i++) {
+        uint32_t lo, hi;
+        __asm__ volatile("rdtsc" : "=a"(lo), "=d"(hi));
+        uint64_t a = ((uint64_t)hi << 32) | lo;
+        struct timespec t;
+        clock_gettime(CLOCK_MONOTONIC, &t);
+        __asm__ volatile("rdtsc" : "=a"(lo), "=d"(hi));
+        uint64_t b = ((uint64_t)hi << 32) | lo;
+        if (b - a < best) {
+            best = b - a;
+            *tsc = a + (b - a) / 2;
+            *ns = (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
+        }
+    }
+}
+
+START_TEST(test_life_cycles_to_ns)
+{
+    ck_assert(qpt_cycles_per_ns() > 0.1 && qpt_cycles_per_ns() < 20);
+    uint64_t c0, c1;
+    int64_t n0, n1;
+    both_clocks(&c0, &n0);
+    struct timespec d = { 0, 300000000 };
+    nanosleep(&d, NULL);
+    both_clocks(&c1, &n1);
+    double got = (double)qpt_cycles_to_ns(c1 - c0), want = (double)(n1 - n0);
+    ck_assert_msg(got > want * 0.995 && got < want * 1.005, "%.0f ns for %.0f ns", got, want);
+    ck_assert_int_eq(qpt_cycles_to_ns(0), 0);
+}
+END_TEST
+
+/*****************************************************************************
+ * Named memory, written by one program and read back by name by another
+ */
+
+START_TEST(test_life_named_profile)
+{
+    char why[512];
+    qpt_space_t *s = NULL;
+    ck_assert_msg(qpt_open(PROG, &s, why, sizeof(why)) == 0, "%s", why);
+    uint64_t pad, calls, sum;
+    ck_assert_int_eq(qpt_alloc(s, 24, &pad), 0);
+    ck_assert_int_eq(qpt_alloc_named(s, "work_calls", 8, &calls), 0);
+    ck_assert_int_eq(qpt_alloc_named(s, "work_sum", 16, &sum), 0);
+    ck_assert_int_eq(qpt_alloc_named(s, "work_sum", 8, &pad), QPT_EINVAL);
+    ck_assert_int_eq(qpt_alloc_named(s, " spaced", 8, &pad), QPT_EINVAL);
+    ck_assert_int_eq(qpt_alloc_named(s, "", 8, &pad), QPT_EINVAL);
+    uint64_t a;
+    size_t b;
+    ck_assert_int_eq(qpt_var_named(s, "work_sum", &a, &b), 0);
+    ck_assert_uint_eq(a, sum);
+    ck_assert_uint_eq(b, 16);
+    ck_assert_int_eq(qpt_var_named(s, "nothing", &a, &b), QPT_ENOTFOUND);
+    uint32_t work;
+    qpt_point_t pt;
+    size_t n;
+    ck_assert_int_eq(qpt_proc_find(s, "work", &work), 0);
+    ck_assert_int_eq(qpt_points(s, work, QPT_ENTRY, &pt, 1, &n), 0);
+    qpt_snippet_t *sn = qpt_snippet_create();
+    qpt_expr_t e = qpt_seq(sn, qpt_add_to(sn, calls, qpt_const(sn, 1), 0),
+                           qpt_add_to(sn, sum + 8, qpt_arg(sn, 0), 0));
+    ck_assert_int_eq(qpt_insert(s, &pt, sn, e, NULL), 0);
+    qpt_snippet_destroy(sn);
+    ck_assert_msg(qpt_write(s, PROG ".inst") == 0, "%s", qpt_error(s));
+    qpt_close(s); /* the writer is gone: only the names remain */
+    unlink(PROG ".inst.qp");
+    int st = system(PROG ".inst loop 7 >/dev/null");
+    ck_assert(WIFEXITED(st) && WEXITSTATUS(st) == 7);
+    /* A fresh program, that knows only the profile and the names. */
+    FILE *f = popen("examples/varread " PROG ".inst.qp work_calls work_sum nothing 2>&1", "r");
+    ck_assert_ptr_nonnull(f);
+    char out[2048] = "";
+    size_t k = fread(out, 1, sizeof(out) - 1, f);
+    out[k] = '\0';
+    st = pclose(f);
+    ck_assert_msg(strstr(out, "work_calls 7\n") != NULL, "%s", out);
+    ck_assert_msg(strstr(out, "work_sum 0 28\n") != NULL, "%s", out);
+    ck_assert_msg(strstr(out, "no memory named 'nothing' in the program (named: work_calls, "
+                              "work_sum)") != NULL, "%s", out);
+    ck_assert(WIFEXITED(st) && WEXITSTATUS(st) == 1);
+    /* Here too, and the old call by address still works. */
+    uint64_t w[2];
+    ck_assert_int_eq(qpt_profile_read_named(PROG ".inst.qp", "work_sum", w, 2, why, sizeof(why)),
+                     0);
+    ck_assert_uint_eq(w[1], 28);
+    ck_assert_int_eq(qpt_profile_read_named(PROG ".inst.qp", "work_calls", w, 2, why,
+                                            sizeof(why)), QPT_ERANGE);
+    ck_assert_int_eq(qpt_profile_read(PROG ".inst.qp", calls, w, 1, why, sizeof(why)), 0);
+    ck_assert_uint_eq(w[0], 7);
+}
+END_TEST
+
+static Suite *
+life_suite(void)
+{
+    Suite *s = suite_create("qpt_life");
+    TCase *tc = tcase_create("end");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, test_life_file_not_alive);
+#ifdef ENABLE_DYNAMIC_TESTS
+    tcase_add_test(tc, test_life_attached_exits);
+    tcase_add_test(tc, test_life_attached_watched);
+    tcase_add_test(tc, test_life_spawned_exits);
+    tcase_add_test(tc, test_life_killed_while_stopped);
+#endif
+    suite_add_tcase(s, tc);
+#ifdef ENABLE_DYNAMIC_TESTS
+    tc = tcase_create("events");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, test_life_threads);
+    tcase_add_test(tc, test_life_fork);
+    tcase_add_test(tc, test_life_exec);
+    tcase_add_test(tc, test_life_dlopen_callbacks);
+    suite_add_tcase(s, tc);
+#endif
+    tc = tcase_create("time_and_names");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, test_life_cycles_to_ns);
+    tcase_add_test(tc, test_life_named_profile);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int
+main(void)
+{
+    SRunner *sr = srunner_create(life_suite());
+    srunner_set_fork_status(sr, CK_NOFORK); /* a traced child must stay ours */
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed == 0 ? 0 : 1;
+}

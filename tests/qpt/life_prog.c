@@ -1,0 +1,97 @@
+/* Copyright 2026 the qpt authors
+ * SPDX-License-Identifier: MIT */
+/*
+ * The truth program of tests/check_qpt_life.c: each mode does one thing whose events
+ * and counts are known - N threads (exit 3), a fork (both halves call work N times),
+ * an execve of itself into "loop N" (exit 7), a dlopen of a library whose lib_work it
+ * calls N times (then dlclose), work N times then exit N, or waiting on stdin.
+ */
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+volatile long total;
+long work(long i);
+
+__attribute__((noinline)) long
+work(long i)
+{
+    total += i;
+    return total;
+}
+
+static void *
+thread_main(void *arg)
+{
+    work((long)arg);
+    return NULL;
+}
+
+int
+main(int argc, char **argv)
+{
+    const char *what = argc > 1 ? argv[1] : "";
+    long n = argc > 2 ? atol(argv[2]) : 0;
+    if (strcmp(what, "threads") == 0) {
+        pthread_t t[64];
+        for (long i = 0; i < n && i < 64; i++)
+            if (pthread_create(&t[i], NULL, thread_main, (void *)(i + 1)) != 0)
+                return 1;
+        for (long i = 0; i < n && i < 64; i++)
+            pthread_join(t[i], NULL);
+        return 3;
+    }
+    if (strcmp(what, "fork") == 0) {
+        pid_t c = fork();
+        if (c < 0)
+            return 1;
+        for (long i = 1; i <= n; i++)
+            work(i);
+        if (c == 0)
+            _exit(5);
+        int st;
+        waitpid(c, &st, 0);
+        return WIFEXITED(st) && WEXITSTATUS(st) == 5 ? 0 : 1;
+    }
+    if (strcmp(what, "exec") == 0) {
+        work(100);
+        char num[32];
+        snprintf(num, sizeof(num), "%ld", n);
+        char *args[] = { argv[0], "loop", num, NULL };
+        execv("/proc/self/exe", args);
+        return 1;
+    }
+    if (strcmp(what, "dlopen") == 0 && argc > 3) {
+        void *h = dlopen(argv[3], RTLD_NOW);
+        long (*f)(long) = h != NULL ? (long (*)(long))dlsym(h, "lib_work") : NULL;
+        if (f == NULL)
+            return 1;
+        for (long i = 1; i <= n; i++)
+            f(i);
+        dlclose(h);
+        for (long i = 1; i <= n; i++)
+            work(i);
+        return 0;
+    }
+    if (strcmp(what, "loop") == 0) {
+        for (long i = 1; i <= n; i++)
+            work(i);
+        return 7;
+    }
+    if (strcmp(what, "exit") == 0) {
+        for (long i = 1; i <= n; i++)
+            work(i);
+        return (int)n;
+    }
+    if (strcmp(what, "wait") == 0) { /* until stdin ends, then exit 4 */
+        char c;
+        while (read(0, &c, 1) > 0)
+            ;
+        return 4;
+    }
+    return 2;
+}
