@@ -3156,17 +3156,33 @@ dyn_session_remove(dyn_session_t *s, int *leaked /*OUT*/)
         s->installed = 0;
         return 0;
     }
-    /* Every entry back first: threads in a trampoline jump back into original code. */
-    for (size_t i = 0; i < s->npts; i++)
-        if (unpatch(s->p, &s->pts[i], 1) < 0 && rc == 0)
-            rc = QP_EIO;
-    /* Threads inside a trampoline are let out (no calls, no loops there); inside the
-     * copy of a procedure (loops there) moved to the same instruction of the original. */
+    /*
+     * Two rounds: every point but the exits back first, and the threads inside a
+     * trampoline let out (no calls, no loops there; inside the copy of a procedure,
+     * loops there, moved to the same instruction of the original); then the exits, and
+     * out again. A thread let out runs a moment on its own: one that left an entry's
+     * trampoline after its timer started may run to its procedure's return meanwhile,
+     * and must find the exit's stop there (else the timer never stops).
+     */
     dyn_pc_map_t *pcs = NULL;
     size_t npcs = 0;
-    if (dyn_proc_threads(s->p, NULL, 0, &nt) == 0 && nt > 0
-        && (ti = calloc(nt, sizeof(*ti))) != NULL
-        && dyn_proc_threads(s->p, ti, nt, &nt) == 0) {
+    for (int round = 0; round < 2; round++) {
+        for (size_t i = 0; i < s->npts; i++)
+            if ((s->pts[i].kind == PT_EXIT) == (round == 1)
+                && unpatch(s->p, &s->pts[i], 1) < 0 && rc == 0)
+                rc = QP_EIO;
+        nt = 0;
+        if (dyn_proc_threads(s->p, NULL, 0, &nt) < 0) {
+            keep = 1;
+            continue;
+        }
+        if (nt == 0)
+            continue;
+        free(ti);
+        if ((ti = calloc(nt, sizeof(*ti))) == NULL || dyn_proc_threads(s->p, ti, nt, &nt) < 0) {
+            keep = 1;
+            continue;
+        }
         for (size_t i = 0; i < nt; i++) {
             if (ti[i].pc < s->code || ti[i].pc >= s->code + s->code_size)
                 continue;
@@ -3177,11 +3193,10 @@ dyn_session_remove(dyn_session_t *s, int *leaked /*OUT*/)
                 < 0)
                 keep = 1;
         }
-    } else {
-        keep = 1;
     }
     free(pcs);
     free(ti);
+    ti = NULL;
     /*
      * A signal frame or return address pointing into the trampolines keeps them; the
      * return address of a moved call only needs its jmp back (kept anyway), not the

@@ -244,8 +244,6 @@ typedef struct qm_live_opts {
     int commands_fd;
     int relocate;            /* a procedure whose entry or exits do not fit in place is
                               * measured in a copy of it (qpt_set_relocate) */
-    int returned_only;       /* timers as their calls returned, without the running part
-                              * of active calls (dyn search, for now: see qm_search.c) */
     void (*on_reply)(void *arg, const char *line);
 } qm_live_opts_t;
 

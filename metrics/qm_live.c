@@ -71,7 +71,7 @@ typedef struct live {
 static int
 results(live_t *l, qm_row_t **rows, size_t *n, char *why, size_t whylen)
 {
-    int pid = l->rep->ended || l->o->returned_only ? 0 : l->rep->pid;
+    int pid = l->rep->ended ? 0 : l->rep->pid;
     int rc = qm_results_running(l->set, read_words, l->s, l->cpn, pid, rows, n, why, whylen);
     if (rc < 0)
         return rc;

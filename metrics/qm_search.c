@@ -750,12 +750,6 @@ qm_search_run(const qm_search_opts_t *o, qm_search_report_t *rep, char *why, siz
     lo.note = o->note;
     lo.note_arg = o->note_arg;
     lo.on_sample = on_sample;
-    /* The running part of active calls is left out. Under load (two busy loops beside
-     * tests/search.sh (e)), now()'s CPU timer kept depth 1 and one start over every
-     * sample: an exit missed, or an entry counted twice, across the search's many
-     * re-commits; the running part then read as all the CPU time, and now() ranked
-     * beside crunch. Until that is found, the search reads timers as calls return. */
-    lo.returned_only = 1;
     lo.max_overhead = o->max_overhead;
     lo.sample = 0.05;
     lo.on_ready = on_ready;
