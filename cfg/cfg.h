@@ -525,6 +525,9 @@ int cfg_held_addrs(const cfg_prog_t *prog, cfg_held_t **out /*OUT*/, size_t *n /
  */
 int cfg_interior_entries(const cfg_prog_t *prog, uint64_t **out /*OUT*/, size_t *n /*OUT*/);
 
+/* Is block BI the target of a jump-table or address-taken edge (its procedure's own)? */
+int cfg_block_indirect_target(const cfg_prog_t *prog, uint32_t bi);
+
 /* The procedure that owns procedure I's code: a cold fragment's parent, else I (and
  * CFG_NONE for CFG_NONE). */
 uint32_t cfg_proc_owner(const cfg_prog_t *prog, uint32_t i);

@@ -166,9 +166,8 @@ held_scan(const cfg_prog_t *prog, cfg_held_t **out, size_t *n)
     return 0;
 }
 
-/* Is block BI the target of a jump-table or address-taken edge (its procedure's own)? */
-static int
-indirect_target(const cfg_prog_t *prog, uint32_t bi)
+int
+cfg_block_indirect_target(const cfg_prog_t *prog, uint32_t bi)
 {
     const cfg_block_t *t = &prog->blocks[bi];
     for (uint32_t k = 0; k < t->npred; k++) {
@@ -203,7 +202,7 @@ cfg_interior_entries(const cfg_prog_t *prog, uint64_t **out, size_t *n)
         uint32_t bi = cfg_block_at(prog, h[i].addr);
         if (bi == CFG_NONE || prog->blocks[bi].start != h[i].addr
             || h[i].addr == prog->procs[prog->blocks[bi].proc].entry
-            || indirect_target(prog, bi))
+            || cfg_block_indirect_target(prog, bi))
             continue;
         rc = cfg_vec_grow((void **)&v, &cap, k + 1, sizeof(uint64_t));
         if (rc == 0)

@@ -28,6 +28,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/qp_clock.h"
 #include "dynamic/dyn.h"
 #include "patch/patch.h"
 
@@ -2564,27 +2565,6 @@ step_threads_out(dyn_session_t *s)
     free(ti);
 }
 
-/* The cycle counter the timers read (rdtsc), and CLOCK_MONOTONIC in ns. */
-static uint64_t
-cycles(void)
-{
-#if defined(__x86_64__)
-    uint32_t lo, hi;
-    __asm__ volatile("rdtsc" : "=a"(lo), "=d"(hi));
-    return ((uint64_t)hi << 32) | lo;
-#else
-    return 0;
-#endif
-}
-
-static uint64_t
-mono_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 /*
  * The header of the trampoline memory (what dyn clean needs to take it out): into CODE
  * (the image of the whole memory, written later), or straight into the process.
@@ -2931,8 +2911,8 @@ dyn_session_install(dyn_session_t *s)
         }
     }
     free(code);
-    s->tsc0 = cycles();
-    s->mono0 = mono_ns();
+    s->tsc0 = qp_cycles();
+    s->mono0 = qp_mono_ns();
     s->installed = 1;
     return 0;
 undo:
@@ -3072,7 +3052,7 @@ dyn_session_sample(dyn_session_t *s, uint64_t *counts /*OUT*/)
             if (left == 0)
                 break;
         }
-        uint64_t now = cycles(); /* after the reads: not before any start read */
+        uint64_t now = qp_cycles(); /* after the reads: not before any start read */
         for (size_t i = 0; rc == 0 && i < s->ngood; i++) {
             const uint64_t *w = all + (size_t)s->good[i] * ROW_WORDS;
             uint64_t t = timer_so_far(w, now, stable[i]);
@@ -3098,11 +3078,11 @@ dyn_session_wall_ns(dyn_session_t *s, int64_t *ns /*OUT*/)
     if (s == NULL || (ns == NULL && s->ngood != 0))
         return QP_EINVAL;
     /* Calibrate the cycle counter against CLOCK_MONOTONIC over the session (>= 20 ms). */
-    while ((m = mono_ns()) - s->mono0 < 20000000u) {
+    while ((m = qp_mono_ns()) - s->mono0 < 20000000u) {
         struct timespec ts = { 0, 5000000 };
         nanosleep(&ts, NULL);
     }
-    t = cycles();
+    t = qp_cycles();
     per = t > s->tsc0 ? (double)(m - s->mono0) / (double)(t - s->tsc0) : 0.0;
     for (size_t i = 0; i < s->ngood; i++)
         ns[i]

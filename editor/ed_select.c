@@ -201,13 +201,7 @@ branch_target_only(const ed_plan_t *plan, uint32_t pi)
     if ((p->sources & ~direct) != 0 || (p->flags & CFG_PROC_FRAGMENT) || p->nblocks == 0)
         return 0;
     /* A jump-table case or address-taken label has an incoming edge of that kind. */
-    const cfg_block_t *entry = &prog->blocks[p->block];
-    for (uint32_t k = 0; k < entry->npred; k++) {
-        const cfg_edge_t *ed = &prog->edges[prog->preds[entry->pred + k]];
-        if (ed->kind == CFG_EDGE_TABLE || ed->kind == CFG_EDGE_INDIRECT)
-            return 0;
-    }
-    return 1;
+    return !cfg_block_indirect_target(prog, p->block);
 }
 
 /* The owner of the redirect dropped at ADDR (plan->dropped), or CFG_NONE. */

@@ -194,8 +194,9 @@ qpt_block_at(qpt_space_t *s, uint64_t addr, uint32_t *proc, uint32_t *block)
     return 0;
 }
 
-int
-qpt_block_succ(qpt_space_t *s, uint32_t proc, uint32_t block, uint32_t i, qpt_edge_t *out)
+/* Edge I out of (IN: into) BLOCK of PROC, for qpt_block_succ and qpt_block_pred. */
+static int
+block_edge(qpt_space_t *s, uint32_t proc, uint32_t block, uint32_t i, int in, qpt_edge_t *out)
 {
     if (out == NULL)
         return QPT_EINVAL;
@@ -205,29 +206,24 @@ qpt_block_succ(qpt_space_t *s, uint32_t proc, uint32_t block, uint32_t i, qpt_ed
     const cfg_block_t *b = block_of(s, p, block);
     if (b == NULL)
         return QPT_ENOTFOUND;
-    if (i >= b->nsucc)
-        return qpt_fail(s, QP_ENOTFOUND, "%s: block %u has %u edges out, not %u", p->name,
-                        block, b->nsucc, i + 1);
-    edge_out(s, p, b->succ + i, out);
+    uint32_t n = in ? b->npred : b->nsucc;
+    if (i >= n)
+        return qpt_fail(s, QP_ENOTFOUND, "%s: block %u has %u edges %s, not %u", p->name,
+                        block, n, in ? "in" : "out", i + 1);
+    edge_out(s, p, in ? s->prog->preds[b->pred + i] : b->succ + i, out);
     return 0;
+}
+
+int
+qpt_block_succ(qpt_space_t *s, uint32_t proc, uint32_t block, uint32_t i, qpt_edge_t *out)
+{
+    return block_edge(s, proc, block, i, 0, out);
 }
 
 int
 qpt_block_pred(qpt_space_t *s, uint32_t proc, uint32_t block, uint32_t i, qpt_edge_t *out)
 {
-    if (out == NULL)
-        return QPT_EINVAL;
-    const cfg_proc_t *p = walkable(s, proc);
-    if (p == NULL)
-        return walk_rc(s, proc);
-    const cfg_block_t *b = block_of(s, p, block);
-    if (b == NULL)
-        return QPT_ENOTFOUND;
-    if (i >= b->npred)
-        return qpt_fail(s, QP_ENOTFOUND, "%s: block %u has %u edges in, not %u", p->name,
-                        block, b->npred, i + 1);
-    edge_out(s, p, s->prog->preds[b->pred + i], out);
-    return 0;
+    return block_edge(s, proc, block, i, 1, out);
 }
 
 int

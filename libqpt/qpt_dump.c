@@ -14,27 +14,14 @@
 
 #include "libqpt/qpt_rewrite_priv.h"
 
-/* Format into a buffer (grown for a long name) and pass the text on. */
+/* Format and pass the text on. */
 static void __attribute__((format(printf, 2, 3)))
 put(dump_out_t *f, const char *fmt, ...)
 {
-    char small[512], *buf = small;
     va_list ap;
     va_start(ap, fmt);
-    int n = vsnprintf(small, sizeof(small), fmt, ap);
+    qpt_rw_vsay(f->fn, f->arg, fmt, ap);
     va_end(ap);
-    if (n < 0)
-        return;
-    if ((size_t)n >= sizeof(small)) {
-        if ((buf = malloc((size_t)n + 1)) == NULL)
-            return;
-        va_start(ap, fmt);
-        vsnprintf(buf, (size_t)n + 1, fmt, ap);
-        va_end(ap);
-    }
-    f->fn(f->arg, buf);
-    if (buf != small)
-        free(buf);
 }
 
 static double

@@ -30,29 +30,32 @@ qpt_rw_fail(qpt_rewrite_t *r, int rc, const char *fmt, ...)
     return rc;
 }
 
-/* One line for the on_message hook (formatted into a buffer grown for long names). */
+void
+qpt_rw_vsay(void (*fn)(void *arg, const char *line), void *arg, const char *fmt, va_list ap)
+{
+    char small[1024], *buf = small;
+    va_list again;
+    va_copy(again, ap);
+    int n = vsnprintf(small, sizeof(small), fmt, ap);
+    if (n >= 0 && (size_t)n >= sizeof(small) && (buf = malloc((size_t)n + 1)) != NULL)
+        vsnprintf(buf, (size_t)n + 1, fmt, again);
+    va_end(again);
+    if (n >= 0 && buf != NULL)
+        fn(arg, buf);
+    if (buf != small)
+        free(buf);
+}
+
+/* One line for the on_message hook. */
 void
 qpt_rw_say(const qpt_rewrite_t *r, const char *fmt, ...)
 {
     if (r->message == NULL)
         return;
-    char small[1024], *buf = small;
     va_list ap;
     va_start(ap, fmt);
-    int n = vsnprintf(small, sizeof(small), fmt, ap);
+    qpt_rw_vsay(r->message, r->message_arg, fmt, ap);
     va_end(ap);
-    if (n < 0)
-        return;
-    if ((size_t)n >= sizeof(small)) {
-        if ((buf = malloc((size_t)n + 1)) == NULL)
-            return;
-        va_start(ap, fmt);
-        vsnprintf(buf, (size_t)n + 1, fmt, ap);
-        va_end(ap);
-    }
-    r->message(r->message_arg, buf);
-    if (buf != small)
-        free(buf);
 }
 
 void

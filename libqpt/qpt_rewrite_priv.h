@@ -9,6 +9,7 @@
  * mutator's snippets); the --dump-cfg printers.
  */
 #include <stddef.h>
+#include <stdarg.h>
 #include <stdint.h>
 
 #include "cfg/cfg.h"
@@ -116,6 +117,9 @@ int qpt_rw_fail(qpt_rewrite_t *r, int rc, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 /* "INPUT: why" for a failure RC of the core (errno's text for a failed system call). */
 int qpt_rw_fail_input(qpt_rewrite_t *r, const char *input, int rc);
+/* FMT and AP formatted (in a buffer grown for long names) and handed to FN. */
+void qpt_rw_vsay(void (*fn)(void *arg, const char *line), void *arg, const char *fmt,
+                 va_list ap);
 /* One line for R's on_message hook. */
 void qpt_rw_say(const qpt_rewrite_t *r, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));

@@ -16,27 +16,8 @@
 #include <stdint.h>
 #include <time.h>
 
+#include "base/qp_clock.h"
 #include "libqpt/qpt_priv.h"
-
-static uint64_t
-rdtsc(void)
-{
-#if defined(__x86_64__)
-    uint32_t lo, hi;
-    __asm__ volatile("rdtsc" : "=a"(lo), "=d"(hi));
-    return ((uint64_t)hi << 32) | lo;
-#else
-    return 0;
-#endif
-}
-
-static int64_t
-mono_ns(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
-}
 
 /* One simultaneous reading of both clocks: *TSC the middle of the tightest bracket. */
 static void
@@ -44,9 +25,9 @@ reading(uint64_t *tsc, int64_t *ns)
 {
     uint64_t best = UINT64_MAX;
     for (int i = 0; i < 5; i++) {
-        uint64_t a = rdtsc();
-        int64_t m = mono_ns();
-        uint64_t b = rdtsc();
+        uint64_t a = qp_cycles();
+        int64_t m = (int64_t)qp_mono_ns();
+        uint64_t b = qp_cycles();
         if (b - a < best) {
             best = b - a;
             *tsc = a + (b - a) / 2;

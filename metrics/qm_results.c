@@ -26,6 +26,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/qp_clock.h"
 #include "metrics/qm_priv.h"
 
 #define MAX_PROCS 10000000u
@@ -678,18 +679,6 @@ value_rows(const qm_set_t *set, size_t i, qm_read_fn read, void *arg, qm_row_t *
 #define READ_TRIES 4 /* reads of a thread's changing block before its running part is
                       * left out */
 
-static uint64_t
-tsc_now(void)
-{
-#if defined(__x86_64__)
-    uint32_t lo, hi;
-    __asm__ volatile("rdtsc" : "=a"(lo), "=d"(hi));
-    return ((uint64_t)hi << 32) | lo;
-#else
-    return 0;
-#endif
-}
-
 /* Thread TID of PID's CPU time so far in ns (the clock of CLOCK_THREAD_CPUTIME_ID), or
  * -1 when it cannot be read (the thread is gone). */
 static int64_t
@@ -759,7 +748,7 @@ add_running(const qm_metric_t *m, size_t k, uint64_t *b, size_t nr, qm_read_fn r
     }
     free(again);
     int64_t cpu = has_tid && b[m->base - 1] != 0 ? thread_cpu_ns(pid, b[m->base - 1]) : -1;
-    uint64_t now = tsc_now(); /* after the reads: not before a start they saw */
+    uint64_t now = qp_cycles(); /* after the reads: not before a start they saw */
     for (size_t row = 0; stable != NULL && row < nr; row++) {
         uint64_t *w = b + m->base + 3 * row; /* depth, start, total */
         if (!stable[row] || (int64_t)w[0] <= 0 || w[1] == 0)

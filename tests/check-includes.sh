@@ -91,7 +91,7 @@ out=$(
             "stdio.h stdlib.h string.h unistd.h fcntl.h sys/mman.h bfd.h libelf.h"
     done
     for f in dynamic/*.[ch]; do
-        [ -f "$f" ] && check "$f" "arch/arch.h arch/qp_err.h cfg/cfg.h editor/ed.h patch/patch.h dynamic/* driver/drv_hist.h" \
+        [ -f "$f" ] && check "$f" "arch/arch.h arch/qp_err.h base/* cfg/cfg.h editor/ed.h patch/patch.h dynamic/* driver/drv_hist.h" \
             "bfd.h libelf.h gelf.h"
     done
     # The public header: the C library's headers only.
@@ -101,12 +101,13 @@ out=$(
     # libqpt/: the public face over every library folder (never BFD, libelf or ptrace
     # itself).
     for f in libqpt/*.[ch]; do
-        [ -f "$f" ] && check "$f" "arch/arch.h arch/qp_err.h cfg/cfg.h editor/ed.h editor/elfw.h driver/qp_desc.h base/qp_format.h driver/driver.h driver/drv_hist.h report/qp_profile.h report/qp_report.h dynamic/dyn.h include/qpt/qpt.h include/qpt/qpt_rewrite.h libqpt/*" \
+        [ -f "$f" ] && check "$f" "arch/arch.h arch/qp_err.h base/* cfg/cfg.h editor/ed.h editor/elfw.h driver/qp_desc.h driver/driver.h driver/drv_hist.h report/qp_profile.h report/qp_report.h dynamic/dyn.h include/qpt/qpt.h include/qpt/qpt_rewrite.h libqpt/*" \
             "bfd.h libelf.h gelf.h sys/ptrace.h dis-asm.h"
     done
-    # metrics/: the metric language, on libqpt's public header only.
+    # metrics/: the metric language, on libqpt's public header only (and base/'s clocks,
+    # which the timers' readers share with libqpt and dynamic/).
     for f in metrics/*.[ch]; do
-        [ -f "$f" ] && check "$f" "include/qpt/qpt.h metrics/*" \
+        [ -f "$f" ] && check "$f" "include/qpt/qpt.h base/qp_clock.h metrics/*" \
             "bfd.h libelf.h gelf.h sys/ptrace.h dis-asm.h"
     done
     # Thin tools (DESIGN.md section 8): qpt-rewrite.c on the public headers only, and on
