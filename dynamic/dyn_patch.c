@@ -1858,6 +1858,11 @@ check_reloc(dyn_session_t *s, uint32_t i, const char *name, int timed, int exits
         if (j > 0 && xs[j] == xs[j - 1])
             continue;
         why = rsite_ok(s, i, parts, nparts, xs[j], xs, nxs, &wide);
+        /* A wide jump reaches past its block, maybe into padding: never into bytes
+         * another point's jump took (each would break the other, and restoring one
+         * would leave the other's bytes). */
+        if (why == NULL && wide && !pad_free(s, xs[j], JMP_LEN))
+            why = "a return site's jump would cover padding another jump takes";
         how[j] = why == NULL ? (uint8_t)(1 + wide) : 3;
         if (why != NULL && short_rsite_ok(s, parts, nparts, xs[j], xs, nxs))
             why = NULL;
@@ -1900,6 +1905,8 @@ check_reloc(dyn_session_t *s, uint32_t i, const char *name, int timed, int exits
         if (how[j] == 3
             && (why = find_slot(s, parts, nparts, seen, rng, nrng, xs[j], &rs)) != NULL)
             break;
+        if (how[j] == 2 && (*err = pad_take(s, xs[j])) < 0) /* its 5 bytes: see above */
+            goto out;
         if ((*err = add_cand(s, &rs)) < 0)
             goto out;
     }

@@ -134,5 +134,44 @@ awk -v n=$N '
     END { if (seen != 5) { print "FAIL (d) rows: " seen; bad = 1 }; exit bad }' "$dir/e.out" ||
     fails=$((fails + 1))
 
+# (e) A real program: python3.11 with --time '*' (thousands of copies, return-site jumps
+# that cover padding other jumps may want). After detach its code must equal the file
+# byte for byte (a wide return-site jump and another jump's slot once shared padding:
+# 7 of them stayed written, and each broke the other while installed).
+PY=/usr/bin/python3.11
+if [ -x "$PY" ]; then
+    "$PY" -c 'import time
+while True:
+    sum(range(1000)); time.sleep(0.001)' &
+    ppid=$!
+    sleep 1
+    "$DYN" attach $ppid --time '*' -d 0.3 -o "$dir/py.csv" >/dev/null 2>"$dir/py.err" ||
+        bad "(e) python3.11 --time: $(tail -n 2 "$dir/py.err")"
+    python3 - "$ppid" "$PY" <<'PYEOF' || bad "(e) python3.11's code differs after detach"
+import struct, sys
+pid, path = int(sys.argv[1]), sys.argv[2]
+f = open(path, "rb").read()
+phoff, phnum = struct.unpack_from("<Q", f, 0x20)[0], struct.unpack_from("<H", f, 0x38)[0]
+base = 0
+for line in open("/proc/%d/maps" % pid):
+    if line.split()[-1] == path and line.split()[2] == "00000000":
+        base = int(line.split("-")[0], 16)
+        break
+pie = struct.unpack_from("<H", f, 0x10)[0] == 3
+mem, bad = open("/proc/%d/mem" % pid, "rb"), 0
+for i in range(phnum):
+    t, fl, off, va, pa, fs, ms, al = struct.unpack_from("<IIQQQQQQ", f, phoff + 56 * i)
+    if t == 1 and fl & 1:  # PT_LOAD, executable
+        mem.seek(va + (base if pie else 0))
+        m = mem.read(fs)
+        bad += sum(1 for a, b in zip(m, f[off:off + fs]) if a != b)
+print("ok   (e) python3.11 --time '*': code equal to the file after detach" if bad == 0
+      else "FAIL (e) %d bytes differ" % bad)
+sys.exit(1 if bad else 0)
+PYEOF
+    kill $ppid 2>/dev/null
+    wait $ppid 2>/dev/null
+fi
+
 [ $fails -eq 0 ] || exit 1
 echo "PASS: dyn-reloc"
