@@ -281,6 +281,29 @@ int cfg_image_line(const cfg_image_t *img, uint64_t addr, const char **file /*OU
 int cfg_image_func_line(const cfg_image_t *img, const char *name, uint64_t addr,
                         const char **file /*OUT*/, unsigned *line /*OUT*/);
 
+/*
+ * A field of a procedure's argument by its DWARF type (cfg_dwtype.c): the value of
+ * `argN->a.b->c` is v = argN, then for each i < nloads: v = read SIZE[i] bytes at
+ * v + OFFSET[i] (zero-extended; IS_SIGNED: the last one is a signed integer).
+ */
+#define CFG_FIELD_MAX 8
+typedef struct cfg_field {
+    int nloads;
+    int64_t offset[CFG_FIELD_MAX];
+    int size[CFG_FIELD_MAX];
+    int is_signed;
+} cfg_field_t;
+
+/*
+ * The field PATH ("->len", "->hdr.len", "->next->len") of argument ARG (0..5) of the
+ * procedure at link-time address ENTRY named PROC (for the refusal of compiler clones;
+ * may be NULL), from the debug information of IMG or its separate debug file. 0;
+ * QP_ENOTFOUND with one line in WHY (no DWARF, not an integer register, no such member,
+ * a bit-field, ...); QP_EINVAL.
+ */
+int cfg_arg_field(const cfg_image_t *img, uint64_t entry, const char *proc, int arg,
+                  const char *path, cfg_field_t *out /*OUT*/, char *why, size_t whylen);
+
 /*****************************************************************************
  * The program: procedures, blocks, edges
  */

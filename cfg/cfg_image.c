@@ -259,6 +259,7 @@ cfg_image_destroy(cfg_image_t *img)
     cfg_image_priv_t *priv = img->priv;
     if (priv != NULL) {
         dcache_free(priv, img->nsections);
+        cfg_dwtypes_free(priv->dwtypes);
         if (priv->close != NULL)
             priv->close(priv);
         for (size_t i = 0; i < priv->strings.n; i++)

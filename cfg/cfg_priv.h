@@ -142,7 +142,11 @@ typedef struct cfg_image_priv {
     uint64_t *sec_order;                        /* loaded sections sorted by vma (indices) */
     size_t nsec_order;
     _Atomic(struct cfg_dcache *) dcache;        /* decoded instructions (cfg_image_decode) */
+    void *dwtypes;                              /* DWARF types (cfg_dwtype.c), or NULL */
 } cfg_image_priv_t;
+
+/* Free cfg_image_priv_t.dwtypes. */
+void cfg_dwtypes_free(void *dwtypes);
 
 /*****************************************************************************
  * Separate debug files and names from code (cfg_debug.c, cfg_bfd.c)

@@ -284,6 +284,32 @@ at_returns(const qm_metric_t *m)
            || uses(m->value, QE_RET, &at);
 }
 
+/* Resolve the fields (argN->f) of E for procedure P from its DWARF types: 0, or 1 with
+ * the reason in WHY. */
+static int
+resolve_fields(ctx_t *c, uint32_t p, qm_expr_t *e, char *why, size_t whylen)
+{
+    if (e == NULL)
+        return 0;
+    if (e->op == QE_FIELD) {
+        char r[200];
+        if (qpt_arg_field(c->s, p, (int)e->num, e->name, &e->field, r, sizeof(r)) != 0) {
+            snprintf(why, whylen, "arg%d%s: %s", (int)e->num + 1, e->name, r);
+            return 1;
+        }
+        return 0;
+    }
+    return resolve_fields(c, p, e->a, why, whylen) || resolve_fields(c, p, e->b, why, whylen);
+}
+
+/* ... of every expression of M. */
+static int
+resolve_metric_fields(ctx_t *c, uint32_t p, qm_metric_t *m, char *why, size_t whylen)
+{
+    return resolve_fields(c, p, m->where, why, whylen) || resolve_fields(c, p, m->key, why, whylen)
+           || resolve_fields(c, p, m->value, why, whylen);
+}
+
 /* Check the names of E (before anything is inserted). */
 static int
 check_expr(ctx_t *c, const qm_metric_t *m, const qm_expr_t *e)
@@ -317,6 +343,7 @@ compile_expr(ctx_t *c, qpt_snippet_t *sn, const qm_expr_t *e)
     switch (e->op) {
     case QE_NUM: return qpt_const(sn, e->num);
     case QE_ARG: return qpt_arg(sn, (int)e->num);
+    case QE_FIELD: return qpt_field_value(sn, qpt_arg(sn, (int)e->num), &e->field);
     case QE_RET: return qpt_retval(sn);
     case QE_VAR: {
         uint64_t a, size = 8;
@@ -502,6 +529,9 @@ place_proc(ctx_t *c, qm_metric_t *m, uint32_t p, uint64_t row)
     if (rc == 0 && timer && (ex = points_of(c, p, QPT_EXIT, &nx)) == NULL)
         rc = QPT_ENOMEM;
     const char *why = NULL;
+    char fwhy[320];
+    if (rc == 0 && resolve_metric_fields(c, p, m, fwhy, sizeof(fwhy)))
+        rc = 1, why = fwhy;
     if (rc == 0 && (at_returns(m) ? ne == 0 : ne != 1))
         rc = 1, why = at_returns(m) ? "no return to patch" : "no entry to patch";
     if (rc == 0 && timer && nx == 0)
@@ -652,6 +682,7 @@ check_metric(ctx_t *c, qm_metric_t *m)
 /* A direct call of a procedure of a per-call-site metric. */
 typedef struct site {
     qpt_point_t pt;  /* the call's QPT_CALL point */
+    uint32_t callee; /* the procedure called (its arguments' DWARF types) */
     char label[160]; /* caller+0xOFF -> callee */
 } site_t;
 
@@ -690,6 +721,7 @@ call_sites(ctx_t *c, const uint32_t *procs, size_t n, size_t *ns)
             }
             site_t *s = &v[(*ns)++];
             s->pt = pts[k];
+            s->callee = target;
             snprintf(s->label, sizeof(s->label), "%.60s+0x%llx -> %.60s", qpt_proc_name(c->s, q),
                      (unsigned long long)(pts[k].addr - qpt_proc_entry(c->s, q)),
                      qpt_proc_name(c->s, target));
@@ -703,6 +735,11 @@ call_sites(ctx_t *c, const uint32_t *procs, size_t n, size_t *ns)
 static int
 place_site(ctx_t *c, qm_metric_t *m, const site_t *s, uint64_t row)
 {
+    char fwhy[320];
+    if (resolve_metric_fields(c, s->callee, m, fwhy, sizeof(fwhy))) {
+        notef(c, "%s: %s not measured: %s", m->name, s->label, fwhy);
+        return 1;
+    }
     qpt_snippet_t *sn = qpt_snippet_create();
     if (sn == NULL)
         return QPT_ENOMEM;

@@ -425,11 +425,82 @@ primary(parser_t *p)
     return NULL;
 }
 
-/* primary { '[' expr ']' }: E[I] is the 8-byte word at E + 8 * I. */
+/* After argN: { '->' name | '.' name } as one QE_FIELD over the QE_ARG (A), resolved
+ * per procedure from its DWARF types when the metric is placed. */
+static qm_expr_t *
+field_path(parser_t *p, qm_expr_t *a)
+{
+    unsigned line = a->line, col = a->col;
+    char path[256];
+    size_t n = 0;
+    unsigned narrows = 0;
+    for (;;) {
+        skip_space(p);
+        const char *t = p->text + p->pos;
+        size_t op = t[0] == '-' && t[1] == '>' ? 2 : t[0] == '.' ? 1 : 0;
+        if (op == 0)
+            break;
+        if (op == 1 && a->op == QE_ARG && n == 0) {
+            fail_at(p, p->line, p->col, "an argument is a value, not a struct: "
+                    "'->' reads through it");
+            qm_expr_free(a);
+            return NULL;
+        }
+        for (size_t k = 0; k < op; k++)
+            advance(p);
+        skip_space(p);
+        if (!isalpha(peekc(p)) && peekc(p) != '_') {
+            fail_at(p, p->line, p->col, "expected a field name after '%s'", op == 2 ? "->" : ".");
+            qm_expr_free(a);
+            return NULL;
+        }
+        char *name = identifier(p, "a field name");
+        if (name == NULL) {
+            qm_expr_free(a);
+            return NULL;
+        }
+        int w = snprintf(path + n, sizeof(path) - n, "%s%s", op == 2 ? "->" : ".", name);
+        free(name);
+        if (w < 0 || (size_t)w >= sizeof(path) - n) {
+            fail_at(p, line, col, "a field path longer than %zu characters", sizeof(path) - 1);
+            qm_expr_free(a);
+            return NULL;
+        }
+        n += (size_t)w;
+        narrows += op == 2;
+    }
+    if (n == 0)
+        return a;
+    if (narrows > 8) {
+        fail_at(p, line, col, "more than 8 '->' in one field path");
+        qm_expr_free(a);
+        return NULL;
+    }
+    qm_expr_t *e = mk(p, QE_FIELD, line, col, a, NULL);
+    if (e == NULL)
+        return NULL;
+    e->num = a->num;
+    e->depth += 3 * narrows; /* a read, an add and a sign extension each */
+    if ((e->name = strdup(path)) == NULL) {
+        qm_expr_free(e);
+        fail_at(p, line, col, "out of memory");
+        return NULL;
+    }
+    if (e->depth > QM_MAX_DEPTH) {
+        qm_expr_free(e);
+        fail_at(p, line, col, "the expression is nested deeper than %d levels", QM_MAX_DEPTH);
+        return NULL;
+    }
+    return e;
+}
+
+/* primary { '[' expr ']' }: E[I] is the 8-byte word at E + 8 * I; argN->field. */
 static qm_expr_t *
 postfix(parser_t *p)
 {
     qm_expr_t *a = primary(p);
+    if (a != NULL && a->op == QE_ARG)
+        a = field_path(p, a);
     for (;;) {
         skip_space(p);
         unsigned line = p->line, col = p->col;

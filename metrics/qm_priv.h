@@ -20,12 +20,15 @@ enum {
     QE_LOAD,                              /* memory at address a, NUM bytes (1, 2, 4, 8) */
     QE_ADD, QE_SUB, QE_MUL, QE_DIV, QE_MOD, QE_SHL, QE_SHR, QE_AND, QE_OR, QE_XOR,
     QE_EQ, QE_NE, QE_LT, QE_LE, QE_GT, QE_GE, QE_LAND, QE_LOR,
+    QE_FIELD,                             /* argN->path: a = the QE_ARG, NAME the path
+                                           * ("->len.x"), NUM the argument (0..5) */
 };
 
 typedef struct qm_expr {
     int op;
     int64_t num;           /* QE_NUM; QE_ARG: 0..5 */
-    char *name;            /* QE_VAR */
+    char *name;            /* QE_VAR; QE_FIELD: the path */
+    qpt_field_t field;     /* QE_FIELD: resolved for the procedure being placed */
     unsigned line, col;    /* where it was written */
     unsigned depth;        /* of the tree under it: 1 for a leaf */
     struct qm_expr *a, *b;

@@ -779,6 +779,36 @@ int qpt_profile_read_named(const char *profile, const char *name, uint64_t *out 
 double qpt_cycles_per_ns(void);
 uint64_t qpt_cycles_to_ns(uint64_t cycles);
 
+/*****************************************************************************
+ * Arguments' fields by their DWARF types
+ */
+
+/* How to read a field of an argument: v = the argument, then for each i < nloads,
+ * v = SIZE[i] bytes at v + OFFSET[i] (zero-extended; IS_SIGNED: the last is a signed
+ * integer, which qpt_field_value sign-extends). */
+#define QPT_FIELD_MAX 8
+typedef struct qpt_field {
+    int nloads;
+    int64_t offset[QPT_FIELD_MAX];
+    int size[QPT_FIELD_MAX];
+    int is_signed;
+} qpt_field_t;
+
+/*
+ * The field PATH of argument ARG (0..5) of PROC, from the program's DWARF debug
+ * information (or its separate debug file): PATH is "->len", "->hdr.len",
+ * "->next->len" ('->' through a pointer, '.' into a member). QPT_ENOTFOUND with one
+ * line in WHY when it cannot be known for sure: no debug information, a compiler's copy
+ * of the procedure (f.isra.0), an argument not in its integer register, no such member,
+ * a bit-field, an array or struct. Thread-safe for different spaces.
+ */
+int qpt_arg_field(const qpt_space_t *s, uint32_t proc, int arg, const char *path,
+                  qpt_field_t *out /*OUT*/, char *why, size_t whylen);
+
+/* The value of field F of BASE (an argument node): safe reads (qpt_load_safe, 0 where
+ * memory cannot be read), sign-extended when F is signed. */
+qpt_expr_t qpt_field_value(qpt_snippet_t *sn, qpt_expr_t base, const qpt_field_t *f);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,0 +1,86 @@
+#!/bin/bash
+# Copyright 2026 the qpt authors
+# SPDX-License-Identifier: MIT
+#
+# Fields by DWARF type in the metric language (qpt-metrics(5), issue 33 part 3:
+# `arg1->len`): on tests/qpt/fields_prog, which prints its own truth ("truth NAME VALUE"
+# on stderr), a member, a nested member, a signed short, a chain of two pointers, a
+# member of an anonymous union, a condition on a field; exact in a rewritten file (qp
+# metrics) and live (dyn run). Each case the types cannot vouch for is a one-line note
+# naming why, and the procedure is not measured: a bit-field, an array, a struct, no such
+# member, an argument after a double, a program without debug information.
+set -u
+# shellcheck source=tests/lib.sh
+. "${top_srcdir:-.}/tests/lib.sh"
+B=$top_builddir
+D=$B/tests/mdl-fields.d
+rm -rf "$D"
+mkdir -p "$D" || exit 99
+R=$B/tools/qpt-rewrite
+Q=$B/tools/qp
+DYN=$B/tools/dyn
+cp "$B/tests/qpt/fields_prog" "$D/prog" || exit 99
+"$D/prog" >"$D/want.out" 2>"$D/truth" || exit 99
+truth() { awk -v n="$1" '$1 == "truth" && $2 == n { print $3 }' "$D/truth"; }
+
+cat >"$D/m.qm" <<'QM'
+metric len = sum(arg2->len) calls(take) total;
+metric delta = sum(arg2->h.delta) calls(take) total;
+metric kind2 = count calls(take) where arg2->h.kind == 2 total;
+metric nextlen = sum(arg2->next->len) calls(take) total;
+metric narrow = max(arg2 -> narrow) calls(take) total;
+QM
+val() { awk -F, -v m="$2" -v f="$3" '$1 == m && $2 == f { print $4 }' "$1"; }
+check() { # CSV WHAT
+    local e=""
+    for m in len delta kind2 nextlen narrow; do
+        [ "$(val "$1" $m total)" = "$(truth $m)" ] || e="$e $m"
+    done
+    [ -z "$e" ] && ok "$2: exact against the truth" || { bad "$2:$e"; cat "$1"; }
+}
+
+if "$R" --metrics "$D/m.qm" "$D/prog" -o "$D/prog.inst" 2>"$D/rw.err"; then
+    "$D/prog.inst" >"$D/got.out" 2>/dev/null
+    cmp -s "$D/want.out" "$D/got.out" && ok "the rewritten program's output is the original's" ||
+        bad "the rewritten program: $(cat "$D/got.out")"
+    "$Q" metrics --csv "$D/prog.inst.qp" >"$D/file.csv" 2>&1
+    check "$D/file.csv" "qpt-rewrite --metrics, qp metrics --csv"
+else
+    bad "qpt-rewrite --metrics: $(cat "$D/rw.err")"
+fi
+
+if [ -x "$DYN" ]; then
+    out=$("$DYN" run --metrics "$D/m.qm" -o "$D/live.csv" -- "$D/prog" 2>&1)
+    if echo "$out" | grep -q "ermission"; then
+        echo "skip dyn: no ptrace permission"
+    else
+        check "$D/live.csv" "dyn run --metrics"
+    fi
+fi
+
+# What the types cannot vouch for: a note, the procedure not measured, nothing written.
+note() { # PROGRAM WANT METRIC
+    out=$("$R" -e "$3" "$1" -o "$D/x.inst" 2>&1 | head -n 1)
+    [ "$out" = "qpt-rewrite: note: $3: $2" ] && [ ! -e "$D/x.inst" ] && ok "refused: $2" ||
+        bad "want 'note: $3: $2', got '$out'"
+}
+note "$D/prog" "take not measured: arg2->flag: 'flag' is a bit-field" 'sum(arg2->flag) calls(take)'
+note "$D/prog" "take not measured: arg2->name: arg2->name is an array, not a number or pointer" \
+    'sum(arg2->name) calls(take)'
+note "$D/prog" "take not measured: arg2->h: arg2->h is a struct, not a number or pointer" \
+    'sum(arg2->h) calls(take)'
+note "$D/prog" "take not measured: arg2->nope: struct rec has no member 'nope'" \
+    'sum(arg2->nope) calls(take)'
+note "$D/prog" "take not measured: arg1->x: arg1 is not a pointer: '->x'" 'sum(arg1->x) calls(take)'
+note "$D/prog" "scaled not measured: arg2->len: arg2 is not in an integer register: parameter 1 of scaled is not an integer or pointer" \
+    'sum(arg2->len) calls(scaled)'
+cp "$D/prog" "$D/nodebug" && strip -g "$D/nodebug" || exit 99
+note "$D/nodebug" "take not measured: arg2->len: no DWARF debug information (build with -g, or install the -dbgsym package)" \
+    'sum(arg2->len) calls(take)'
+out=$("$R" -e 'sum(arg2.len) calls(take)' "$D/prog" -o "$D/x.inst" 2>&1 | head -n 1)
+[ "$out" = "qpt-rewrite: -e:1:9: an argument is a value, not a struct: '->' reads through it" ] &&
+    ok "error: '.' on an argument" || bad "'.' on an argument: $out"
+
+[ "$fails" -eq 0 ] || exit 1
+rm -rf "$D"
+exit 0
