@@ -345,6 +345,7 @@ compile_expr(ctx_t *c, qpt_snippet_t *sn, const qm_expr_t *e)
     case QE_ARG: return qpt_arg(sn, (int)e->num);
     case QE_FIELD: return qpt_field_value(sn, qpt_arg(sn, (int)e->num), &e->field);
     case QE_RET: return qpt_retval(sn);
+    case QE_TID: return qpt_thread_id(sn);
     case QE_VAR: {
         uint64_t a, size = 8;
         int64_t off;

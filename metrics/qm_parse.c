@@ -371,6 +371,15 @@ primary(parser_t *p)
             free(name);
             return NULL;
         }
+        skip_space(p);
+        if (strcmp(name, "tid") == 0 && peekc(p) == '(') {
+            /* tid(): the calling thread's kernel id (instrumentation of one thread) */
+            free(name);
+            advance(p);
+            if (expect_char(p, ')', "')' (tid() takes no argument)") < 0)
+                return NULL;
+            return mk(p, QE_TID, line, col, NULL, NULL);
+        }
         int size = strcmp(name, "load1") == 0 ? 1 : strcmp(name, "load2") == 0 ? 2
                    : strcmp(name, "load4") == 0 ? 4 : strcmp(name, "load8") == 0 ? 8 : 0;
         skip_space(p);

@@ -20,6 +20,7 @@ enum {
     QE_LOAD,                              /* memory at address a, NUM bytes (1, 2, 4, 8) */
     QE_ADD, QE_SUB, QE_MUL, QE_DIV, QE_MOD, QE_SHL, QE_SHR, QE_AND, QE_OR, QE_XOR,
     QE_EQ, QE_NE, QE_LT, QE_LE, QE_GT, QE_GE, QE_LAND, QE_LOR,
+    QE_TID,                               /* tid(): the calling thread's kernel id */
     QE_FIELD,                             /* argN->path: a = the QE_ARG, NAME the path
                                            * ("->len.x"), NUM the argument (0..5) */
 };

@@ -8,7 +8,8 @@
 # member of an anonymous union, a condition on a field; exact in a rewritten file (qp
 # metrics) and live (dyn run). Each case the types cannot vouch for is a one-line note
 # naming why, and the procedure is not measured: a bit-field, an array, a struct, no such
-# member, an argument after a double, a program without debug information.
+# member, an argument after a double, a program without debug information. And tid(),
+# the calling thread's id: instrumentation of one thread.
 set -u
 # shellcheck source=tests/lib.sh
 . "${top_srcdir:-.}/tests/lib.sh"
@@ -80,6 +81,34 @@ note "$D/nodebug" "take not measured: arg2->len: no DWARF debug information (bui
 out=$("$R" -e 'sum(arg2.len) calls(take)' "$D/prog" -o "$D/x.inst" 2>&1 | head -n 1)
 [ "$out" = "qpt-rewrite: -e:1:9: an argument is a value, not a struct: '->' reads through it" ] &&
     ok "error: '.' on an argument" || bad "'.' on an argument: $out"
+
+# tid(): one thread's calls (the program publishes worker 2's id in chosen_tid before
+# any thread calls tick), and the sum of the callers' ids, against the program's truth.
+cp "$B/tests/qpt/tid_prog" "$D/tid" || exit 99
+cat >"$D/tid.qm" <<'QM'
+metric chosen = count calls(tick) where tid() == chosen_tid total;
+metric sumtid = sum(tid()) calls(tick) total;
+QM
+tidcheck() { # CSV TRUTH WHAT
+    local c t
+    c=$(val "$1" chosen total)
+    t=$(val "$1" sumtid total)
+    [ "$c" = "$(awk '$2 == "chosen" { print $3 }' "$2")" ] &&
+        [ "$t" = "$(awk '$2 == "sumtid" { print $3 }' "$2")" ] &&
+        ok "$3: tid() selects one thread, its value is the caller's id" ||
+        { bad "$3: tid(): chosen $c sumtid $t"; cat "$1" "$2"; }
+}
+if "$R" --metrics "$D/tid.qm" "$D/tid" -o "$D/tid.inst" 2>"$D/rw.err"; then
+    "$D/tid.inst" 2>"$D/tid.truth" >/dev/null
+    "$Q" metrics --csv "$D/tid.inst.qp" >"$D/tid.csv" 2>&1
+    tidcheck "$D/tid.csv" "$D/tid.truth" "qpt-rewrite"
+else
+    bad "qpt-rewrite tid(): $(cat "$D/rw.err")"
+fi
+if [ -x "$DYN" ]; then
+    out=$("$DYN" run --metrics "$D/tid.qm" -o "$D/tidl.csv" -- "$D/tid" 2>"$D/tidl.truth")
+    grep -q "ermission" "$D/tidl.truth" || tidcheck "$D/tidl.csv" "$D/tidl.truth" "dyn run"
+fi
 
 [ "$fails" -eq 0 ] || exit 1
 rm -rf "$D"
