@@ -399,3 +399,73 @@ qpt_edge_point(qpt_space_t *s, uint32_t proc, const qpt_edge_t *e, qpt_point_t *
                            prog->blocks[ed->to].start + s->bias, e->id, 0 };
     return 0;
 }
+
+/*****************************************************************************
+ * Exits that are tail calls
+ */
+
+int
+qpt_exit_tail(const qpt_space_t *s, const qpt_point_t *pt, uint64_t *callee)
+{
+    if (s == NULL || s->prog == NULL || pt == NULL || pt->kind != QPT_EXIT)
+        return QP_EINVAL;
+    if (callee != NULL)
+        *callee = 0;
+    arch_insn_t in;
+    if (cfg_image_decode(s->prog->img, pt->addr - s->bias, 0, &in) < 0)
+        return QP_EINVAL;
+    if (in.kind == ARCH_KIND_RET)
+        return 0;
+    if (in.kind != ARCH_KIND_JMP && in.kind != ARCH_KIND_JMP_IND && in.kind != ARCH_KIND_JCC)
+        return QP_EINVAL;
+    /* Only an unconditional direct jump to a procedure's entry names its callee: a
+     * conditional one may leave on either side (__memcpy_chk's shape). */
+    const cfg_proc_t *q = in.kind == ARCH_KIND_JMP ? cfg_proc_at(s->prog, in.target) : NULL;
+    if (callee != NULL && q != NULL && q->entry == in.target && !(q->flags & CFG_PROC_FRAGMENT))
+        *callee = in.target + s->bias;
+    return 1;
+}
+
+/*
+ * Would snippets at PROC's entry and exits run in a copy of the procedure (a live
+ * procedure relocated whole, whose exits all take one snippet list)? Asked before
+ * giving its exits different snippets. A file: never.
+ */
+int
+qpt_proc_runs_as_copy(qpt_space_t *s, uint32_t proc)
+{
+    if (s == NULL || s->prog == NULL || proc >= s->prog->nprocs)
+        return QP_EINVAL;
+    if (!s->live)
+        return 0;
+    for (size_t i = 0; i < s->nins; i++)
+        if (!s->ins[i].removed && s->ins[i].pt.proc == proc && s->ins[i].reloc)
+            return 1;
+    size_t nx = 0;
+    if (qpt_points(s, proc, QPT_EXIT, NULL, 0, &nx) < 0)
+        return 1;
+    qpt_point_t *pts = malloc((nx + 1) * sizeof(qpt_point_t));
+    if (pts == NULL)
+        return QP_ENOMEM;
+    size_t n = 0;
+    int copy = qpt_points(s, proc, QPT_ENTRY, pts, 1, &n) < 0 || n != 1
+               || qpt_points(s, proc, QPT_EXIT, pts + 1, nx, &n) < 0;
+    qpt_ins_t *ins = calloc(nx + 1, sizeof(qpt_ins_t));
+    if (ins == NULL) {
+        free(pts);
+        return QP_ENOMEM;
+    }
+    for (size_t i = 0; !copy && i < nx + 1; i++) {
+        const char *why;
+        ins[i].pt = pts[i];
+        copy = qpt_point_setup(s, &pts[i], &ins[i]) < 0 || qpt_live_point_ok(s, &ins[i], &why) < 0
+               || ins[i].reloc;
+        /* Two of them over the same bytes: the procedure is relocated whole too. */
+        for (size_t j = 0; !copy && j < i; j++)
+            copy = !ins[i].whole && !ins[j].whole && ins[i].where != ins[j].where
+                   && ins[i].patch_lo < ins[j].patch_hi && ins[j].patch_lo < ins[i].patch_hi;
+    }
+    free(ins);
+    free(pts);
+    return copy;
+}

@@ -6,7 +6,8 @@
  * Memory. A metric that needs no per-thread state (a count per procedure or in total,
  * without inside) has one word a row, added to with a locked add. The others have a
  * per-thread variable (qpt_alloc_per_thread), its block: [depth, sp] when constrained by
- * inside(Q), then a word a row (counts) or three (timers: depth, start, total); their
+ * inside(Q), then a word a row (counts), two (values) or four (timers: depth, start,
+ * total, the stack pointer of a pending tail call); their
  * adds are plain (each thread its own block) and read back summed over the threads.
  *
  * inside(Q). Each thread keeps the depth of its activations of the procedures matching
@@ -43,6 +44,14 @@ typedef struct ctx {
     qpt_handle_t *done;   /* insertions made by this call (taken back on failure) */
     qpt_space_t **dspace; /* ... and the space of each */
     size_t ndone, capdone;
+    /* Timers: the returns of tail callees that end a row's pending call, by (row word,
+     * procedure), each placed once a metric; the tail calls not followed. */
+    struct tail_check {
+        uint64_t w;
+        uint32_t proc;
+    } *chk;
+    size_t nchk, capchk;
+    size_t tail_unfollowed;
 } ctx_t;
 
 /*****************************************************************************
@@ -404,12 +413,11 @@ inside_cond(qpt_snippet_t *sn, const qm_metric_t *m)
                   live_activation(sn, m));
 }
 
-/* Words a row of M takes in a block: a count 1; a timer 3 (depth, start, total); a value
- * 2 (calls counted, then the sum, max or min of the values). */
+/* Words a row of M takes in a block (QM_ROW_WORDS). */
 static uint64_t
 row_words(const qm_metric_t *m)
 {
-    return m->kind == QM_COUNT ? 1 : QM_IS_VALUED(m->kind) ? 2 : 3;
+    return QM_ROW_WORDS(m->kind);
 }
 
 /*
@@ -461,6 +469,133 @@ undo_to(ctx_t *c, size_t mark)
         c->ndone--;
         qpt_remove(c->dspace[c->ndone], c->done[c->ndone]);
     }
+}
+
+/*****************************************************************************
+ * Timers over tail calls (seed 000, 4.3: a caller's time includes its tail callee)
+ *
+ * A tail call leaves the caller with its frame gone: the callee returns to the caller's
+ * caller, with the stack pointer the caller's own return would have had. So at a timed
+ * procedure's tail jump the outermost call (depth 1) does not stop: it keeps that stack
+ * pointer in its row's fourth word; every return of the procedures the jump can end in
+ * (the callee and what its direct tail calls reach) checks the word, and the one whose
+ * stack pointer matches stops the call. A nested call (depth > 1) stops at the jump as
+ * before: the outermost call covers its time. A tail call through a pointer, into
+ * another module, or into code that cannot take snippets stops at the jump, as before,
+ * and a note counts them.
+ */
+
+#define TAIL_MAX_PROCS 16 /* procedures a tail call may end in, at most, to be followed */
+
+/* Add procedure Q (entered at ENTRY) to the set OUT[*N]; 0, 1 when it cannot be. */
+static int
+tail_add(ctx_t *c, uint64_t entry, uint32_t *out, size_t *n)
+{
+    qpt_point_t tp;
+    if (qpt_insn_point(c->s, entry, &tp) != 0 || qpt_proc_entry(c->s, tp.proc) != entry)
+        return 1;
+    for (size_t k = 0; k < *n; k++)
+        if (out[k] == tp.proc)
+            return 0;
+    if (*n == TAIL_MAX_PROCS)
+        return 1;
+    out[(*n)++] = tp.proc;
+    return 0;
+}
+
+/* The procedures a tail jump to CALLEE can end in: CALLEE and those its direct tail
+ * jumps reach, into OUT[*N]; 0, or 1 when one of them cannot be followed. */
+static int
+tail_closure(ctx_t *c, uint64_t callee, uint32_t *out, size_t *n)
+{
+    *n = 0;
+    if (tail_add(c, callee, out, n) != 0)
+        return 1;
+    for (size_t k = 0; k < *n; k++) {
+        /* A copy's exits take one snippet list: no check at its returns alone. */
+        if (qpt_proc_runs_as_copy(c->s, out[k]) != 0)
+            return 1;
+        size_t nx = 0;
+        qpt_point_t *ex = points_of(c, out[k], QPT_EXIT, &nx);
+        if (ex == NULL)
+            return 1;
+        int bad = 0;
+        for (size_t i = 0; !bad && i < nx; i++) {
+            uint64_t to;
+            int r = qpt_exit_tail(c->s, &ex[i], &to);
+            bad = r < 0 || (r == 1 && (to == 0 || tail_add(c, to, out, n) != 0));
+        }
+        free(ex);
+        if (bad)
+            return 1;
+    }
+    return 0;
+}
+
+/* The stop of a pending call of row W at each return of procedure Q: 0, 1 when one
+ * cannot be placed. */
+static int
+tail_checks(ctx_t *c, qm_metric_t *m, qpt_snippet_t *sn, uint64_t w, uint32_t q)
+{
+    for (size_t k = 0; k < c->nchk; k++)
+        if (c->chk[k].w == w && c->chk[k].proc == q)
+            return 0;
+    size_t nx = 0;
+    qpt_point_t *ex = points_of(c, q, QPT_EXIT, &nx);
+    int rc = ex == NULL;
+    for (size_t i = 0; rc == 0 && i < nx; i++) {
+        if (qpt_exit_tail(c->s, &ex[i], NULL) != 0)
+            continue; /* a tail jump within the set: its callee returns */
+        qpt_expr_t now = m->kind == QM_WALL ? qpt_cycles(sn) : qpt_thread_cpu_ns(sn);
+        /* The depth before the total, as at any stop (a reader outside the process may
+         * see a stop's total late, never early). */
+        qpt_expr_t stop = qpt_seq(
+            sn, qpt_store_at(sn, tword(sn, m, w + 3), 8, qpt_const(sn, 0)),
+            qpt_seq(sn, qpt_store_at(sn, tword(sn, m, w), 8, qpt_const(sn, 0)),
+                    qpt_add_at(sn, tword(sn, m, w + 2), qpt_op(sn, QPT_SUB, now, tload(sn, m, w + 1)),
+                               0)));
+        qpt_expr_t mine = qpt_op(sn, QPT_LAND, qpt_op(sn, QPT_EQ, tload(sn, m, w + 3), qpt_sp(sn)),
+                                 qpt_op(sn, QPT_GT, tload(sn, m, w), qpt_const(sn, 0)));
+        if (put(c, &ex[i], sn, qpt_if(sn, mine, stop, QPT_NONE), !m->append) != 0)
+            rc = 1;
+    }
+    free(ex);
+    if (rc == 0) {
+        if (c->nchk == c->capchk) {
+            size_t cap = c->capchk ? 2 * c->capchk : 16;
+            struct tail_check *v = realloc(c->chk, cap * sizeof(*v));
+            if (v == NULL)
+                return QPT_ENOMEM;
+            c->chk = v;
+            c->capchk = cap;
+        }
+        c->chk[c->nchk++] = (struct tail_check) { w, q };
+    }
+    return rc;
+}
+
+/* At exit EX (a tail jump to CALLEE) of a timed procedure: the checks at the returns it
+ * can end in, then 1 when the exit is to keep the call pending; 0 when it stops there
+ * (the checks not placed); < 0 on an error. */
+static int
+tail_follow(ctx_t *c, qm_metric_t *m, qpt_snippet_t *sn, uint64_t w, uint64_t callee)
+{
+    uint32_t set[TAIL_MAX_PROCS];
+    size_t n = 0;
+    if (callee == 0 || tail_closure(c, callee, set, &n) != 0)
+        return 0;
+    size_t mark = c->ndone, cmark = c->nchk;
+    for (size_t k = 0; k < n; k++) {
+        int r = tail_checks(c, m, sn, w, set[k]);
+        if (r < 0)
+            return r;
+        if (r == 1) {
+            undo_to(c, mark);
+            c->nchk = cmark;
+            return 0;
+        }
+    }
+    return 1;
 }
 
 /* The inside state at the entry and every exit of Q; 0, or 1 when Q cannot take it all
@@ -543,9 +678,34 @@ place_proc(ctx_t *c, qm_metric_t *m, uint32_t p, uint64_t row)
     if (rc == 0 && m->inside != NULL)
         cond = cond == QPT_NONE ? inside_cond(sn, m) : qpt_op(sn, QPT_LAND, cond, inside_cond(sn, m));
     uint64_t w = m->base + row_words(m) * row;
+    size_t cmark = c->nchk, unfollowed = 0;
+    /* P's exits differ (pending at tail jumps, stops at returns): not in a copy. */
+    int may_follow = timer && qpt_proc_runs_as_copy(c->s, p) == 0;
     if (rc == 0 && timer) {
         /* Exits first: a timer that could not stop must not start. */
         for (size_t i = 0; rc == 0 && i < nx; i++) {
+            uint64_t callee = 0;
+            int follow = 0;
+            if (qpt_exit_tail(c->s, &ex[i], &callee) == 1) {
+                if (may_follow && (follow = tail_follow(c, m, sn, w, callee)) < 0) {
+                    rc = follow;
+                    break;
+                }
+                unfollowed += !follow;
+            }
+            if (follow) {
+                /* The outermost call stays pending until its callee returns (the stack
+                 * pointer kept); a nested one stops here, covered by the outermost. */
+                qpt_expr_t depth = tload(sn, m, w);
+                qpt_expr_t pend = qpt_if(
+                    sn, qpt_op(sn, QPT_EQ, depth, qpt_const(sn, 1)),
+                    qpt_store_at(sn, tword(sn, m, w + 3), 8, qpt_sp(sn)),
+                    qpt_if(sn, qpt_op(sn, QPT_GT, depth, qpt_const(sn, 1)),
+                           qpt_add_at(sn, tword(sn, m, w), qpt_const(sn, -1), 0), QPT_NONE));
+                if (put(c, &ex[i], sn, pend, !m->append) != 0)
+                    rc = 1, why = qpt_error(c->s);
+                continue;
+            }
             qpt_expr_t now = m->kind == QM_WALL ? qpt_cycles(sn) : qpt_thread_cpu_ns(sn);
             qpt_expr_t total = qpt_add_at(sn, tword(sn, m, w + 2),
                                           qpt_op(sn, QPT_SUB, now, tload(sn, m, w + 1)), 0);
@@ -593,8 +753,10 @@ place_proc(ctx_t *c, qm_metric_t *m, uint32_t p, uint64_t row)
     }
     if (rc == 1) {
         undo_to(c, mark);
+        c->nchk = cmark;
         notef(c, "%s: %s not measured: %s", m->name, qpt_proc_name(c->s, p), why ? why : "?");
-    }
+    } else if (rc == 0)
+        c->tail_unfollowed += unfollowed;
     qpt_snippet_destroy(sn);
     free(en);
     free(ex);
@@ -873,6 +1035,13 @@ place_metric(ctx_t *c, qm_metric_t *m)
         rc = qm_error_at(m->src, m->origin, m->pat_line, m->pat_col, c->why, c->whylen,
                          "no procedure matching '%s' can be measured (see the notes)",
                          m->pattern);
+    if (rc == 0 && c->tail_unfollowed > 0)
+        notef(c, "%s: %zu tail call%s end%s the caller's time at the jump (the callee is "
+              "reached through a pointer, is in another module, or cannot take snippets)",
+              m->name, c->tail_unfollowed, c->tail_unfollowed == 1 ? "" : "s",
+              c->tail_unfollowed == 1 ? "s" : "");
+    c->tail_unfollowed = 0;
+    c->nchk = 0;
     free(procs);
     free(sites);
     return rc;
@@ -913,7 +1082,7 @@ qm_insert(qm_set_t *set, qpt_space_t *s, qm_note_fn note, void *arg, char *why, 
     why[0] = '\0';
     if (set == NULL || s == NULL)
         return QPT_EINVAL;
-    ctx_t c = { s, note, arg, why, whylen, NULL, NULL, 0, 0 };
+    ctx_t c = { .s = s, .note = note, .arg = arg, .why = why, .whylen = whylen };
     int rc = 0;
     /* The metrics parsed since the last call. Everything that can be wrong with their
      * text, before anything is inserted. */
@@ -972,6 +1141,7 @@ qm_insert(qm_set_t *set, qpt_space_t *s, qm_note_fn note, void *arg, char *why, 
     free(mark);
     free(c.done);
     free(c.dspace);
+    free(c.chk);
     return rc;
 }
 
@@ -984,7 +1154,7 @@ qm_metric_procs(const qm_set_t *set, size_t i, qpt_space_t *s, uint32_t **procs,
     char lwhy[8];
     if ((s = qm_space(set, i, s, lwhy, sizeof(lwhy))) == NULL)
         return QPT_ENOTFOUND;
-    ctx_t c = { s, NULL, NULL, NULL, 0, NULL, NULL, 0, 0 };
+    ctx_t c = { .s = s };
     size_t np, nq = 0, nref;
     uint32_t *p = matching(&c, m, m->pattern, &np, &nref, 0), *q = NULL;
     if (p != NULL && m->inside != NULL)

@@ -38,6 +38,11 @@ typedef struct qm_expr {
     const char *src, *origin;
 } qm_expr_t;
 
+/* Words a row of a metric of KIND takes in a block: a count 1; a value 2 (calls counted,
+ * then the sum, max or min of the values); a timer 4 (depth, start, total, and the stack
+ * pointer of a tail call under way: the caller's time ends when its callee returns). */
+#define QM_ROW_WORDS(kind) ((kind) == QM_COUNT ? 1u : QM_IS_VALUED(kind) ? 2u : 4u)
+
 /* The text and origin an error at E of metric M names. */
 #define QM_SRC(m, e) ((e)->src != NULL ? (e)->src : (m)->src)
 #define QM_ORIGIN(m, e) ((e)->origin != NULL ? (e)->origin : (m)->origin)

@@ -32,11 +32,10 @@
 #define MAX_PROCS 10000000u
 #define MAX_LINE 8192
 
-/* Words a row of a metric takes in a block of a KIND (qm_compile.c's row_words). */
 static uint64_t
 row_words(int kind)
 {
-    return kind == QM_COUNT ? 1 : QM_IS_VALUED(kind) ? 2 : 3;
+    return QM_ROW_WORDS(kind);
 }
 
 
@@ -700,7 +699,7 @@ static int
 block_active(const qm_metric_t *m, const uint64_t *b, size_t nr)
 {
     for (size_t row = 0; row < nr; row++)
-        if ((int64_t)b[m->base + 3 * row] > 0)
+        if ((int64_t)b[m->base + QM_ROW_WORDS(m->kind) * row] > 0)
             return 1;
     return 0;
 }
@@ -725,7 +724,7 @@ add_running(const qm_metric_t *m, size_t k, uint64_t *b, size_t nr, qm_read_fn r
     unsigned char *stable = calloc(nr, 1);
     size_t left = 0;
     for (size_t row = 0; stable != NULL && row < nr; row++)
-        if ((int64_t)b[m->base + 3 * row] > 0)
+        if ((int64_t)b[m->base + QM_ROW_WORDS(m->kind) * row] > 0)
             left++;
         else
             stable[row] = 1; /* inactive: nothing to add */
@@ -734,7 +733,7 @@ add_running(const qm_metric_t *m, size_t k, uint64_t *b, size_t nr, qm_read_fn r
             break;
         int same_tid = !has_tid || again[m->base - 1] == b[m->base - 1];
         for (size_t row = 0; row < nr; row++) {
-            size_t w = m->base + 3 * row;
+            size_t w = m->base + QM_ROW_WORDS(m->kind) * row;
             if (stable[row])
                 continue;
             if (same_tid && memcmp(again + w, b + w, 24) == 0) {
@@ -750,7 +749,7 @@ add_running(const qm_metric_t *m, size_t k, uint64_t *b, size_t nr, qm_read_fn r
     int64_t cpu = has_tid && b[m->base - 1] != 0 ? thread_cpu_ns(pid, b[m->base - 1]) : -1;
     uint64_t now = qp_cycles(); /* after the reads: not before a start they saw */
     for (size_t row = 0; stable != NULL && row < nr; row++) {
-        uint64_t *w = b + m->base + 3 * row; /* depth, start, total */
+        uint64_t *w = b + m->base + QM_ROW_WORDS(m->kind) * row; /* depth, start, total */
         if (!stable[row] || (int64_t)w[0] <= 0 || w[1] == 0)
             continue; /* (unstable: busy starting and stopping; counts as calls return) */
         if (m->kind == QM_WALL && now > w[1])

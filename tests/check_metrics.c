@@ -537,9 +537,9 @@ tsc(void)
 START_TEST(test_metrics_running)
 {
     static const char layout[] = "qpt-metrics-layout 1\n"
-                                 "metric 2 1 1 1000 24 0 1\nname time wall(f)\nproc 1 f\n"
-                                 "metric 3 1 1 9000000 32 1 1\nname time cpu(f)\nproc 1 f\n"
-                                 "metric 2 1 1 20000000 48 0 2\nname time wall(*)\n"
+                                 "metric 2 1 1 1000 32 0 1\nname time wall(f)\nproc 1 f\n"
+                                 "metric 3 1 1 9000000 40 1 1\nname time cpu(f)\nproc 1 f\n"
+                                 "metric 2 1 1 20000000 64 0 2\nname time wall(*)\n"
                                  "proc 1 long\nproc 1 short\n"
                                  "end\n";
     char why[256];
@@ -550,7 +550,7 @@ START_TEST(test_metrics_running)
     fclose(f);
     fake_mem_t m = { { 0x1000, 0x9000000, 0x20000000 }, { NULL }, { 0 }, { 0 } };
     for (int v = 0; v < 3; v++) {
-        m.n[v] = QPT_PER_THREAD_SIZE(v == 0 ? 24 : v == 1 ? 32 : 48) / 8;
+        m.n[v] = QPT_PER_THREAD_SIZE(v == 0 ? 32 : v == 1 ? 40 : 64) / 8;
         m.w[v] = calloc(m.n[v], 8);
         ck_assert_ptr_nonnull(m.w[v]);
     }
@@ -559,7 +559,7 @@ START_TEST(test_metrics_running)
     m.w[0][0] = 0x7f0000001000;
     m.w[0][1] = 0x7f0000002000;
     wall[0] = 1, wall[1] = tsc() - 1000000000ull, wall[2] = 500;
-    wall[3] = 0, wall[4] = tsc() - 5000000000ull, wall[5] = 700;
+    wall[4] = 0, wall[5] = tsc() - 5000000000ull, wall[6] = 700; /* 4 words a row */
     /* CPU: this thread (its id), inside since half its CPU time so far (total 40). */
     volatile uint64_t spin = 0;
     for (int i = 0; i < 3000000; i++)
@@ -575,7 +575,7 @@ START_TEST(test_metrics_running)
     uint64_t *two = m.w[2] + QPT_MAX_THREADS;
     m.w[2][0] = 0x7f0000001000;
     two[0] = 1, two[1] = tsc() - 1000000000ull, two[2] = 10;
-    two[3] = 0, two[4] = tsc(), two[5] = 20;
+    two[4] = 0, two[5] = tsc(), two[6] = 20;
     m.churn[2] = QPT_MAX_THREADS + 5;
 
     qm_row_t *rows;

@@ -9,7 +9,7 @@
 # metrics) and live (dyn run). Each case the types cannot vouch for is a one-line note
 # naming why, and the procedure is not measured: a bit-field, an array, a struct, no such
 # member, an argument after a double, a program without debug information. And tid(),
-# the calling thread's id: instrumentation of one thread.
+# the calling thread's id: instrumentation of one thread; and timers over tail calls.
 set -u
 # shellcheck source=tests/lib.sh
 . "${top_srcdir:-.}/tests/lib.sh"
@@ -108,6 +108,41 @@ fi
 if [ -x "$DYN" ]; then
     out=$("$DYN" run --metrics "$D/tid.qm" -o "$D/tidl.csv" -- "$D/tid" 2>"$D/tidl.truth")
     grep -q "ermission" "$D/tidl.truth" || tidcheck "$D/tidl.csv" "$D/tidl.truth" "dyn run"
+fi
+
+# Timers over tail calls: outer's only code is a tail jump to mid, which tail-jumps to
+# work (the time is there); a call of outer nested in a pending one; via's tail jump
+# through a pointer ends its time at the jump, with a note. Against the program's own
+# clock: within 10% (a timer that stopped at the jump reads 0.002 ms of 40 ms).
+cp "$B/tests/qpt/tail_prog" "$D/tail" || exit 99
+cat >"$D/tail.qm" <<'QM'
+metric outer = time wall(outer) total;
+metric via = time wall(via) total;
+QM
+tailcheck() { # CSV TRUTH WHAT
+    local got want
+    got=$(val "$1" outer total)
+    want=$(awk '$2 == "outer_ns" { print $3 }' "$2")
+    if [ -n "$got" ] && [ -n "$want" ] &&
+        awk -v g="$got" -v w="$want" 'BEGIN { d = g - w; if (d < 0) d = -d; exit !(d <= w / 10) }'; then
+        ok "$3: a caller's time includes its tail callees' ($got ns, the program's clock $want ns)"
+    else
+        bad "$3: outer's time $got ns, the program's clock $want ns"
+        cat "$1"
+    fi
+}
+if "$R" --metrics "$D/tail.qm" "$D/tail" -o "$D/tail.inst" 2>"$D/rw.err"; then
+    grep -qx "qpt-rewrite: note: via: 1 tail call ends the caller's time at the jump (the callee is reached through a pointer, is in another module, or cannot take snippets)" "$D/rw.err" &&
+        ok "a tail call through a pointer: a note" || { bad "no note for via's tail call"; cat "$D/rw.err"; }
+    "$D/tail.inst" 2>"$D/tail.truth" >/dev/null
+    "$Q" metrics --csv "$D/tail.inst.qp" >"$D/tail.csv" 2>&1
+    tailcheck "$D/tail.csv" "$D/tail.truth" "qpt-rewrite"
+else
+    bad "qpt-rewrite tail: $(cat "$D/rw.err")"
+fi
+if [ -x "$DYN" ]; then
+    out=$("$DYN" run --metrics "$D/tail.qm" -o "$D/taill.csv" -- "$D/tail" 2>"$D/taill.truth")
+    grep -q "ermission" "$D/taill.truth" || tailcheck "$D/taill.csv" "$D/taill.truth" "dyn run"
 fi
 
 [ "$fails" -eq 0 ] || exit 1

@@ -216,6 +216,17 @@ int qpt_point_after(qpt_space_t *s, const qpt_point_t *insn, qpt_point_t *out /*
  * register or memory, or not a call point). */
 uint64_t qpt_point_callee(const qpt_space_t *s, const qpt_point_t *pt);
 
+/* A QPT_EXIT point: 0 for a return, 1 for a tail call (a jump out of the procedure),
+ * with the entry of the procedure it jumps to in *CALLEE (may be NULL) when that is an
+ * unconditional direct jump to a procedure's entry, else 0; QPT_EINVAL for another
+ * point. */
+int qpt_exit_tail(const qpt_space_t *s, const qpt_point_t *pt, uint64_t *callee /*OUT*/);
+
+/* 1 when snippets at PROC's entry and exits would run in a copy of it (a live procedure
+ * relocated whole, qpt_set_relocate: its exits then take one snippet list, the same at
+ * each), 0 when each point is patched where it is (always in a file); QPT_EINVAL. */
+int qpt_proc_runs_as_copy(qpt_space_t *s, uint32_t proc);
+
 /*****************************************************************************
  * Control-flow graphs: blocks, edges, dominators and loops of a procedure
  *
