@@ -7,7 +7,9 @@
 #  - rewritten: QP_PROFILE=prof.%r.qp gives a profile per rank; qp metrics over the four
 #    shows each rank (100, 200, 300, 400) and the sum, min, max and mean (1000, 100, 400,
 #    250);
-#  - live: dyn attach --children MPIRUN measures every rank at once, the same values.
+#  - live: dyn attach --children MPIRUN measures every rank at once, the same values;
+#  - dyn search over the ranks of a job with a planted imbalance names it
+#    (tests/qpt/mpi_imbalance.c).
 set -u
 # shellcheck source=tests/lib.sh
 . "${top_srcdir:-.}/tests/lib.sh"
@@ -80,6 +82,32 @@ if [ -x "$DYN" ]; then
             [ "$(cat "$D/job.out")" = "$want" ] &&
             ok "dyn attach --children mpirun: every rank (100/200/300/400), sum 1000; the job's output unchanged" ||
             bad "live job ($st): $got / $(cat "$D/dyn.out") / $(cat "$D/job.out")"
+    fi
+fi
+
+# The search over the ranks (dyn search attach P0,P1,...): rank 2 computes twice as
+# long as the others, which wait for it at a barrier; the comparison across the
+# processes names crunch in rank 2 as the imbalance.
+if [ -x "$DYN" ] && mpicc -O1 -g -o "$D/imb" "$S/tests/qpt/mpi_imbalance.c"; then
+    "${MPIRUN[@]}" "$D/imb" 30 >"$D/imb.out" 2>&1 &
+    job=$!
+    for i in $(seq 100); do
+        [ "$(pgrep -c -P $job -f "$D/imb")" = 4 ] && break
+        sleep 0.1
+    done
+    pids=$(pgrep -P $job -f "$D/imb" | sort -n | tr '\n' ',' | sed 's/,$//')
+    rank2=$(for p in ${pids//,/ }; do
+        tr '\0' '\n' </proc/$p/environ | grep -qx 'OMPI_COMM_WORLD_RANK=2' && echo $p; done)
+    "$DYN" search --step 0.3 attach "$pids" >"$D/search.out" 2>"$D/search.err"
+    st=$?
+    kill $job 2>/dev/null
+    wait $job 2>/dev/null
+    if grep -q "ermission" "$D/search.err"; then
+        echo "skip search: ptrace not permitted"
+    elif [ $st = 0 ] && grep -Eq "^  CPU-bound +crunch .* imbalance: pid $rank2 \(rank 2\)" "$D/search.out"; then
+        ok "dyn search over 4 ranks: crunch in rank 2 (pid $rank2) is the imbalance"
+    else
+        bad "dyn search over the ranks ($st, rank 2 is $rank2): $(tail -5 "$D/search.out") $(cat "$D/search.err")"
     fi
 fi
 
