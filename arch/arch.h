@@ -413,6 +413,17 @@ typedef enum arch_snip_op {
 #define ARCH_SNIP_NONE UINT32_MAX /* no operand */
 #define ARCH_SNIP_MAXARGS 6
 #define ARCH_SNIP_THREADS 1024 /* keys of an ARCH_SN_THREAD_SLOT table (a power of 2) */
+
+/* Where ARCH_SN_THREAD_SLOT's probe starts for the thread pointer TP: (TP >> 12) mixed,
+ * modulo ARCH_SNIP_THREADS (the probe then goes on linearly). The generated code and a
+ * mutator that fills a thread's block from outside (libqpt) must agree. */
+static inline uint64_t
+arch_snip_thread_hash(uint64_t tp)
+{
+    uint64_t t = (tp >> 12) * 0x045d9f3bull;
+    t ^= t >> 16;
+    return t & (ARCH_SNIP_THREADS - 1);
+}
 #define ARCH_SNIP_KEY_XOR 0x9e3779b97f4a7c15ull /* ARCH_SN_KEY_SLOT: value ^ this is kept */
 
 enum {

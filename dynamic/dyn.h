@@ -151,6 +151,7 @@ typedef struct dyn_thread_info {
     int tid;     /* thread id */
     uint64_t pc; /* program counter */
     uint64_t sp; /* stack pointer */
+    uint64_t tp; /* thread pointer (%fs base) */
 } dyn_thread_info_t;
 
 /*
@@ -160,6 +161,18 @@ typedef struct dyn_thread_info {
 int
 dyn_proc_threads(
     dyn_proc_t *p, dyn_thread_info_t *out /*OUT*/, size_t cap, size_t *n /*OUT*/);
+
+/*
+ * The call stack of every stopped thread, unwound with its call frame information
+ * (libdw): FN(ARG, THREAD, PCS, N) for each, PCS innermost first, the thread's pc and
+ * then each return address less 1 (an address inside the call, so inside the caller
+ * even after a call that does not return), at most 1024. A stack whose unwinding stops
+ * early (code without CFI, a snippet's trampoline) gives the frames found so far. FN
+ * returns 0 to go on. QP_EINVAL when not stopped, QP_EIO, QP_ENOMEM.
+ */
+typedef int (*dyn_stack_fn)(void *arg, const dyn_thread_info_t *thread, const uint64_t *pcs,
+                            size_t n);
+int dyn_proc_stacks(dyn_proc_t *p, dyn_stack_fn fn, void *arg);
 
 /*
  * The pc of every stopped thread and every 8-byte word in the SCAN bytes above its stack

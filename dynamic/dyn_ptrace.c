@@ -1356,6 +1356,7 @@ dyn_proc_threads(
             out[k].tid = p->th[i].tid;
             out[k].pc = regs.rip;
             out[k].sp = regs.rsp;
+            out[k].tp = regs.fs_base;
         }
         k++;
     }

@@ -469,3 +469,25 @@ qpt_proc_runs_as_copy(qpt_space_t *s, uint32_t proc)
     free(pts);
     return copy;
 }
+
+int
+qpt_thread_stacks(qpt_space_t *s, qpt_stack_fn fn, void *arg)
+{
+    if (s == NULL || fn == NULL)
+        return QP_EINVAL;
+    if (!s->live)
+        return qpt_fail(s, QP_EUNSUPP, "a file has no threads: stacks are a process's");
+    return qpt_live_stacks(s, fn, arg);
+}
+
+int
+qpt_thread_block(qpt_space_t *s, uint64_t var, size_t bytes, uint64_t thread_ptr,
+                 uint64_t *addr)
+{
+    if (s == NULL || addr == NULL || bytes == 0)
+        return QP_EINVAL;
+    if (!s->live)
+        return qpt_fail(s, QP_EUNSUPP, "a file has no threads: their blocks are a process's");
+    return qpt_live_thread_block(s, var, bytes, thread_ptr, addr);
+}
+

@@ -1374,3 +1374,55 @@ qpt_pid(const qpt_space_t *s)
 {
     return s != NULL && s->live && s->proc != NULL ? dyn_proc_pid(s->proc) : 0;
 }
+
+/*****************************************************************************
+ * Threads' stacks and blocks (qpt_thread_stacks, qpt_thread_block)
+ */
+
+typedef struct stacks_arg {
+    qpt_stack_fn fn;
+    void *arg;
+} stacks_arg_t;
+
+static int
+each_stack(void *arg, const dyn_thread_info_t *t, const uint64_t *pcs, size_t n)
+{
+    stacks_arg_t *a = arg;
+    return a->fn(a->arg, t->tid, t->tp, pcs, n) != 0 ? 1 : 0;
+}
+
+int
+qpt_live_stacks(qpt_space_t *s, qpt_stack_fn fn, void *arg)
+{
+    qpt_space_t *top = s->parent != NULL ? s->parent : s;
+    if (!dyn_proc_is_stopped(top->proc))
+        return qpt_fail(s, QP_EINVAL, "the process runs: stop it first (qpt_stop)");
+    stacks_arg_t a = { fn, arg };
+    int rc = dyn_proc_stacks(top->proc, each_stack, &a);
+    return rc < 0 ? qpt_fail(s, rc, "the threads' stacks could not be read") : 0;
+}
+
+int
+qpt_live_thread_block(qpt_space_t *s, uint64_t var, size_t bytes, uint64_t tp, uint64_t *addr)
+{
+    qpt_space_t *top = s->parent != NULL ? s->parent : s;
+    if (!dyn_proc_is_stopped(top->proc))
+        return qpt_fail(s, QP_EINVAL, "the process runs: stop it first (qpt_stop)");
+    if (tp == 0)
+        return qpt_fail(s, QP_EINVAL, "a thread pointer of 0");
+    uint64_t keys[ARCH_SNIP_THREADS];
+    QP_CHECK(qpt_live_read(top, var, keys, sizeof(keys)));
+    /* As the snippets probe (ARCH_SN_THREAD_SLOT): from the hash, linearly. */
+    uint64_t h = arch_snip_thread_hash(tp);
+    for (uint64_t k = 0; k < ARCH_SNIP_THREADS; k++) {
+        uint64_t i = (h + k) & (ARCH_SNIP_THREADS - 1);
+        if (keys[i] == 0)
+            QP_CHECK(qpt_live_write(top, var + 8 * i, &tp, 8));
+        if (keys[i] == 0 || keys[i] == tp) {
+            *addr = var + 8 * ARCH_SNIP_THREADS + i * bytes;
+            return 0;
+        }
+    }
+    return qpt_fail(s, QP_ERANGE, "every thread block is taken");
+}
+

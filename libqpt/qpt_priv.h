@@ -140,6 +140,9 @@ int qpt_live_read(qpt_space_t *s, uint64_t addr, void *buf, size_t len);
 int qpt_live_write(qpt_space_t *s, uint64_t addr, const void *buf, size_t len);
 int qpt_live_commit(qpt_space_t *s);
 int qpt_live_point_ok(qpt_space_t *s, qpt_ins_t *ins, const char **why);
+int qpt_live_stacks(qpt_space_t *s, qpt_stack_fn fn, void *arg);
+int qpt_live_thread_block(qpt_space_t *s, uint64_t var, size_t bytes, uint64_t tp,
+                          uint64_t *addr);
 int qpt_live_free(qpt_space_t *s, uint64_t addr);
 int qpt_live_set_active(qpt_space_t *s, int on);
 int qpt_live_keep_on_exit(qpt_space_t *s, int keep);

@@ -57,6 +57,16 @@ typedef void (*qm_note_fn)(void *arg, const char *note);
  * committed). A procedure whose points cannot take a snippet is left out with a NOTE
  * (its row says "not measured"). QP_EINVAL/QP_ENOTFOUND with WHY.
  */
+/*
+ * After the commit that put timers of SET into the stopped process of S: the calls of
+ * their procedures under way then (in every thread's stack, Paradyn's catch-up) are
+ * timed from now, as if they had just been entered; a note says how many. Calls in a
+ * procedure running as a relocated copy, in frames the unwinder cannot pass, or with
+ * inside() are not (they count from their next call). 0, or the error of reading the
+ * stacks (the metrics stay in).
+ */
+int qm_catch_up(qm_set_t *set, qpt_space_t *s, qm_note_fn note, void *arg);
+
 int qm_insert(qm_set_t *set, qpt_space_t *s, qm_note_fn note, void *arg, char *why,
               size_t whylen);
 

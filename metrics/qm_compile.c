@@ -970,6 +970,7 @@ place_metric(ctx_t *c, qm_metric_t *m)
             if (mod == NULL) /* no source file known: per module, the library */
                 mod = lib;
         }
+        m->procs[i].index = sites ? UINT32_MAX : procs[i];
         if ((m->procs[i].name = strdup(label)) == NULL
             || (m->focus == QM_PER_MODULE
                 && (m->procs[i].module = strdup(mod ? mod : "?")) == NULL))
@@ -1035,6 +1036,10 @@ place_metric(ctx_t *c, qm_metric_t *m)
         rc = qm_error_at(m->src, m->origin, m->pat_line, m->pat_col, c->why, c->whylen,
                          "no procedure matching '%s' can be measured (see the notes)",
                          m->pattern);
+    /* A process's timers: the calls under way when they go in are taken up after the
+     * commit (qm_catch_up). */
+    m->catch_up = rc == 0 && qpt_is_live(c->s) && (m->kind == QM_WALL || m->kind == QM_CPU)
+                  && m->inside == NULL && sites == NULL;
     if (rc == 0 && c->tail_unfollowed > 0)
         notef(c, "%s: %zu tail call%s end%s the caller's time at the jump (the callee is "
               "reached through a pointer, is in another module, or cannot take snippets)",

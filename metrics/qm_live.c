@@ -261,6 +261,10 @@ place(live_t *l, size_t first, int stopped, int predict, double *stop_ms, unsign
         }
         qpt_commit(s);
     }
+    /* The timers' calls under way now, taken up while the process is still stopped (a
+     * failure to read the stacks leaves them to their next calls). */
+    if (rc == 0)
+        qm_catch_up(l->set, s, l->o->note, l->o->note_arg);
     /* A process that was stopped when this began and whose metrics failed stays
      * stopped: the caller ends a command it started (qpt_kill) before its code runs, or
      * lets an attached one go when it closes the space. */

@@ -43,6 +43,10 @@ typedef struct qm_expr {
  * pointer of a tail call under way: the caller's time ends when its callee returns). */
 #define QM_ROW_WORDS(kind) ((kind) == QM_COUNT ? 1u : QM_IS_VALUED(kind) ? 2u : 4u)
 
+/* Thread TID of PID's CPU time so far in ns (CLOCK_THREAD_CPUTIME_ID's clock, from
+ * /proc), or -1 when it cannot be read (qm_results.c). */
+int64_t qm_thread_cpu_ns(int pid, uint64_t tid);
+
 /* The text and origin an error at E of metric M names. */
 #define QM_SRC(m, e) ((e)->src != NULL ? (e)->src : (m)->src)
 #define QM_ORIGIN(m, e) ((e)->origin != NULL ? (e)->origin : (m)->origin)
@@ -60,6 +64,8 @@ typedef struct qm_proc {
     char *name;
     char *module;          /* QM_PER_MODULE: its source file (or "?") */
     int measured;
+    uint32_t index;        /* placed (not read from a layout): the procedure's number in
+                            * its space, or UINT32_MAX (a call site's row) */
 } qm_proc_t;
 
 typedef struct qm_metric {
@@ -89,6 +95,8 @@ typedef struct qm_metric {
     int state;             /* QM_PARSED, QM_ON, QM_OFF */
     qpt_handle_t *handles; /* QM_ON: its insertions (a process's: for qm_remove) */
     size_t nhandles;
+    int catch_up;          /* placed in a process, its timers not yet caught up with the
+                            * calls under way (qm_catch_up) */
 } qm_metric_t;
 
 /* A named list of patterns (`list NAME = { P, Q };`) or a constraint

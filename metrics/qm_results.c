@@ -678,10 +678,9 @@ value_rows(const qm_set_t *set, size_t i, qm_read_fn read, void *arg, qm_row_t *
 #define READ_TRIES 4 /* reads of a thread's changing block before its running part is
                       * left out */
 
-/* Thread TID of PID's CPU time so far in ns (the clock of CLOCK_THREAD_CPUTIME_ID), or
- * -1 when it cannot be read (the thread is gone). */
-static int64_t
-thread_cpu_ns(int pid, uint64_t tid)
+/* (qm_priv.h) */
+int64_t
+qm_thread_cpu_ns(int pid, uint64_t tid)
 {
     char path[96];
     snprintf(path, sizeof(path), "/proc/%d/task/%llu/schedstat", pid, (unsigned long long)tid);
@@ -746,7 +745,7 @@ add_running(const qm_metric_t *m, size_t k, uint64_t *b, size_t nr, qm_read_fn r
             b[m->base - 1] = again[m->base - 1];
     }
     free(again);
-    int64_t cpu = has_tid && b[m->base - 1] != 0 ? thread_cpu_ns(pid, b[m->base - 1]) : -1;
+    int64_t cpu = has_tid && b[m->base - 1] != 0 ? qm_thread_cpu_ns(pid, b[m->base - 1]) : -1;
     uint64_t now = qp_cycles(); /* after the reads: not before a start they saw */
     for (size_t row = 0; stable != NULL && row < nr; row++) {
         uint64_t *w = b + m->base + QM_ROW_WORDS(m->kind) * row; /* depth, start, total */

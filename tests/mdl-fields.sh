@@ -9,7 +9,8 @@
 # metrics) and live (dyn run). Each case the types cannot vouch for is a one-line note
 # naming why, and the procedure is not measured: a bit-field, an array, a struct, no such
 # member, an argument after a double, a program without debug information. And tid(),
-# the calling thread's id: instrumentation of one thread; and timers over tail calls.
+# the calling thread's id: instrumentation of one thread; timers over tail calls; and
+# timers of calls under way when they go in (catch-up).
 set -u
 # shellcheck source=tests/lib.sh
 . "${top_srcdir:-.}/tests/lib.sh"
@@ -143,6 +144,31 @@ fi
 if [ -x "$DYN" ]; then
     out=$("$DYN" run --metrics "$D/tail.qm" -o "$D/taill.csv" -- "$D/tail" 2>"$D/taill.truth")
     grep -q "ermission" "$D/taill.truth" || tailcheck "$D/taill.csv" "$D/taill.truth" "dyn run"
+fi
+
+# Catch-up: main and a thread are inside busy() when the timers go in (attach); both
+# calls are timed from then on (before: 0 until they return), about 2 x 1.5 s of wall
+# time; at least half of it is asked for (a loaded machine stops threads too).
+if [ -x "$DYN" ]; then
+    cp "$B/tests/qpt/catchup_prog" "$D/cu" || exit 99
+    "$D/cu" 6 >"$D/cu.out" 2>&1 &
+    cpid=$!
+    sleep 0.5
+    "$DYN" attach $cpid -e 'time wall(busy)' -e 'time cpu(busy)' -d 1.5 -o "$D/cu.csv" >"$D/cu.dyn" 2>&1
+    st=$?
+    wait $cpid
+    cst=$?
+    if grep -q "ermission" "$D/cu.dyn"; then
+        echo "skip catch-up: no ptrace permission"
+    else
+        wall=$(val "$D/cu.csv" 'time wall(busy)' busy)
+        cpu=$(val "$D/cu.csv" 'time cpu(busy)' busy)
+        [ $st = 0 ] && [ $cst = 0 ] && [ "$(cat "$D/cu.out")" = done ] &&
+            grep -q "note: time wall(busy): 2 calls under way when it went in, timed from then on" "$D/cu.dyn" &&
+            [ "${wall:-0}" -ge 1500000000 ] && [ "${wall:-0}" -le 4000000000 ] && [ "${cpu:-0}" -gt 0 ] &&
+            ok "catch-up: 2 calls under way timed from the insertion (wall $wall ns, cpu $cpu ns)" ||
+            { bad "catch-up ($st/$cst): wall $wall cpu $cpu"; cat "$D/cu.dyn"; }
+    fi
 fi
 
 [ "$fails" -eq 0 ] || exit 1

@@ -820,6 +820,34 @@ int qpt_arg_field(const qpt_space_t *s, uint32_t proc, int arg, const char *path
  * memory cannot be read), sign-extended when F is signed. */
 qpt_expr_t qpt_field_value(qpt_snippet_t *sn, qpt_expr_t base, const qpt_field_t *f);
 
+/*****************************************************************************
+ * Threads' call stacks and per-thread blocks, from outside a stopped process
+ */
+
+/* One thread's stack for qpt_thread_stacks: PCS innermost first, the thread's pc and
+ * then each return address less 1 (inside the call, so inside the caller). Return 0 to
+ * go on. */
+typedef int (*qpt_stack_fn)(void *arg, int tid, uint64_t thread_ptr, const uint64_t *pcs,
+                            size_t n);
+
+/*
+ * The call stack of every thread of the stopped process of S, unwound with the modules'
+ * call frame information (at most 1024 frames; a stack whose unwinding stops early, in
+ * code without CFI or in a trampoline, gives the frames found so far): FN for each
+ * thread, with its id and thread pointer. QPT_EUNSUPP for a file, QPT_EINVAL when the
+ * process runs.
+ */
+int qpt_thread_stacks(qpt_space_t *s, qpt_stack_fn fn, void *arg);
+
+/*
+ * The address of the block of the per-thread variable VAR (qpt_alloc_per_thread, BYTES
+ * a block) that the thread with thread pointer THREAD_PTR uses, in the stopped process
+ * of S: the block its snippets will find, taken for it now when it has none yet.
+ * QPT_ERANGE when every block is taken (its snippets share the overflow block).
+ */
+int qpt_thread_block(qpt_space_t *s, uint64_t var, size_t bytes, uint64_t thread_ptr,
+                     uint64_t *addr /*OUT*/);
+
 #ifdef __cplusplus
 }
 #endif
