@@ -102,8 +102,8 @@ enum {
     MAP_FIXED_NOREPLACE = 0x100000
 };
 enum { LOCK_EX = 2, LOCK_NB = 4, LOCK_UN = 8, MADV_WIPEONFORK = 18, AT_SECURE = 23 };
-enum { ENOENT = 2, ESRCH = 3, EINTR = 4, EAGAIN = 11, EEXIST = 17, ELOOP = 40,
-       EOPNOTSUPP = 95, S_IFMT = 0170000, S_IFREG = 0100000 };
+enum { ENOENT = 2, ESRCH = 3, EINTR = 4, EAGAIN = 11, EFAULT = 14, EEXIST = 17, ENOSYS = 38,
+       ELOOP = 40, EOPNOTSUPP = 95, S_IFMT = 0170000, S_IFREG = 0100000 };
 enum { EPERM = 1, EIO = 5, ENOMEM = 12, EACCES = 13, ENOTDIR = 20, EISDIR = 21, ENFILE = 23,
        EMFILE = 24, EFBIG = 27, ENOSPC = 28, EROFS = 30, ENAMETOOLONG = 36, EDQUOT = 122 };
 enum { AT_FDCWD = -100, AT_SYMLINK_FOLLOW = 0x400 };
@@ -1268,16 +1268,20 @@ parse_hex(const char **p)
     }
 }
 
-/* If the /proc/self/maps line L maps ADDR from a file, its path into BUF. 1 if so. */
+/*
+ * If the /proc/self/maps line L maps ADDR: its end into *HI, whether it is readable into
+ * *READABLE, and 1 with the path into BUF when it maps a file, else 0. -1: not ADDR's.
+ */
 static int
-maps_line(const char *l, uint64_t addr, char *buf, size_t cap)
+maps_line(const char *l, uint64_t addr, char *buf, size_t cap, uint64_t *hi, int *readable)
 {
     uint64_t lo = parse_hex(&l);
     if (*l++ != '-')
-        return 0;
-    uint64_t hi = parse_hex(&l);
-    if (addr < lo || addr >= hi)
-        return 0;
+        return -1;
+    *hi = parse_hex(&l);
+    if (addr < lo || addr >= *hi)
+        return -1;
+    *readable = l[0] == ' ' && l[1] == 'r';
     for (int field = 0; field < 4; field++) { /* perms, offset, device, inode */
         while (*l == ' ')
             l++;
@@ -1297,26 +1301,26 @@ maps_line(const char *l, uint64_t addr, char *buf, size_t cap)
     return n + 1 < cap;
 }
 
-/* The file mapped at ADDR (this library), from /proc/self/maps, into BUF. 0 or -1. */
+/* The mapping that holds ADDR, from /proc/self/maps (maps_line's answer), or -1. */
 static int
-module_path(uint64_t addr, char *buf, size_t cap)
+maps_lookup(uint64_t addr, char *buf, size_t cap, uint64_t *hi, int *readable)
 {
     char chunk[4096 + PATH_CAP];
     size_t have = 0;
-    int found = 0;
+    int found = -1;
     long fd = sys_open("/proc/self/maps", O_RDONLY | O_CLOEXEC, 0);
     if (fd < 0)
         return -1;
-    while (!found) {
+    while (found < 0) {
         long r = sys3(SYS_read, fd, (long)(chunk + have), (long)(sizeof(chunk) - 1 - have));
         if (r <= 0)
             break;
         have += (size_t)r;
         size_t line = 0;
-        for (size_t i = 0; i < have && !found; i++)
+        for (size_t i = 0; i < have && found < 0; i++)
             if (chunk[i] == '\n') {
                 chunk[i] = '\0';
-                found = maps_line(chunk + line, addr, buf, cap);
+                found = maps_line(chunk + line, addr, buf, cap, hi, readable);
                 line = i + 1;
             }
         if (line == 0 && have == sizeof(chunk) - 1)
@@ -1326,7 +1330,43 @@ module_path(uint64_t addr, char *buf, size_t cap)
         have -= line;
     }
     sys3(SYS_close, fd, 0, 0);
-    return found ? 0 : -1;
+    return found;
+}
+
+/* The file mapped at ADDR (this library), from /proc/self/maps, into BUF. 0 or -1. */
+static int
+module_path(uint64_t addr, char *buf, size_t cap)
+{
+    uint64_t hi;
+    int readable;
+    return maps_lookup(addr, buf, cap, &hi, &readable) == 1 ? 0 : -1;
+}
+
+/*
+ * Copy up to LEN bytes from FROM to TO without faulting: process_vm_readv, which stops at
+ * the first unmapped page; where it is missing (qemu-user, a kernel without
+ * CONFIG_CROSS_MEMORY_ATTACH) a plain copy as far as FROM's readable mapping goes
+ * (/proc/self/maps). The bytes copied, or a negative errno.
+ */
+static long
+copy_mapped(uint64_t from, void *to, uint64_t len)
+{
+    struct iov {
+        uint64_t base, len;
+    } local = { (uint64_t)(uintptr_t)to, len }, remote = { from, len };
+    long got = sys6(SYS_process_vm_readv, sys3(SYS_getpid, 0, 0, 0), (long)&local, 1,
+        (long)&remote, 1, 0);
+    if (got != -ENOSYS)
+        return got;
+    char path[8];
+    uint64_t hi = 0;
+    int readable = 0;
+    if (maps_lookup(from, path, sizeof(path), &hi, &readable) < 0 || !readable)
+        return -EFAULT;
+    if (hi - from < len)
+        len = hi - from;
+    mem_copy(to, (const void *)(uintptr_t)from, len);
+    return (long)len;
 }
 
 uint64_t
@@ -1449,15 +1489,11 @@ qprt_exit_dump(uint64_t *saved)
     uint64_t rsp = dump_regs(d, saved);
     d->tid = (uint64_t)sys3(SYS_gettid, 0, 0, 0);
     /* The stack: up to the main thread's initial stack pointer, or as much as is mapped
-     * (process_vm_readv stops at the first unmapped page instead of faulting). */
+     * (copy_mapped stops at the first unmapped page instead of faulting). */
     uint64_t len = QP_PROF_DUMP_STACK;
     if (rsp <= st->stack_top && st->stack_top - rsp < len)
         len = st->stack_top - rsp;
-    struct iov {
-        uint64_t base, len;
-    } local = { (uint64_t)(uintptr_t)(slot + 4096), len }, remote = { rsp, len };
-    long got = sys6(SYS_process_vm_readv, sys3(SYS_getpid, 0, 0, 0), (long)&local, 1,
-        (long)&remote, 1, 0);
+    long got = copy_mapped(rsp, slot + 4096, len);
     d->stack_len = got > 0 ? (uint64_t)got : 0;
     __atomic_store_n(&d->valid, 1, __ATOMIC_RELEASE);
 }

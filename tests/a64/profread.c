@@ -7,6 +7,7 @@
  * AArch64 assignment of its registers (base/qp_format.h). Exit 1 when it cannot be read.
  */
 #include <stdio.h>
+#include <string.h>
 
 #include "report/qp_profile.h"
 
@@ -42,7 +43,11 @@ main(int argc, char **argv)
         printf("dump_x29 %#llx\n", (unsigned long long)d->regs[6]);
         printf("dump_x30 %#llx\n", (unsigned long long)d->regs[15]);
         printf("dump_tid %llu\n", (unsigned long long)d->tid);
-        printf("dump_stack_saved %d\n", d->stack_len > 0);
+        if (d->stack_len >= 8) {
+            uint64_t w;
+            memcpy(&w, p.dumps[i].stack, 8);
+            printf("dump_stack0 %#llx\n", (unsigned long long)w);
+        }
     }
     qp_profile_free(&p);
     return 0;
