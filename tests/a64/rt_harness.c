@@ -7,15 +7,20 @@
  * with its state page and counters after it, as editor/elfw_rewrite.c lays them out; its
  * start is entered on an initial stack (argc, argv, envp, auxv) with every register set
  * to a marker, and must continue at the "original entry" with all of them (but x16, which
- * carries the jump) and NZCV as they were. Then code emitted by arch/aarch64/ counts
- * through the mapped counters: plain increments (spilled, and with dead registers),
- * a forked child after the fork hook, four threads with atomic increments (ldxr/stxr
- * and LSE) after the thread hook, and the exit hook before exit (an exit dump, its
- * registers and stack), also around an exec that fails (the exec hook cancels that dump).
+ * carries the jump) and NZCV as they were. A second copy, loaded from a file as a
+ * rewritten library's, is started as its DT_INIT and must go on to the library's own with
+ * the same arguments, counting into a profile named after that file. Then code emitted
+ * by arch/aarch64/ counts through the mapped counters: plain increments (spilled, and
+ * with dead registers), a forked child after the fork hook, four threads with atomic
+ * increments (ldxr/stxr and LSE) after the thread hook, and the exit hook before exit (an
+ * exit dump, its registers and stack), also around an exec that fails (the exec hook
+ * cancels that dump).
  *
- * Usage: rt_harness BLOB. The profile goes where $QP_PROFILE says. Prints, for the
- * profile reader to confirm (tests/a64/profread.c), "expect KEY VALUE" lines, and "FAIL
- * ..." lines for what it checks itself; exit 0 when it found no failure.
+ * Usage: rt_harness BLOB LIBRARY (the library's file, written here). The profiles go
+ * where $QP_PROFILE says (the library's: $QP_PROFILE.LIBRARY's base name). Prints, for
+ * the profile reader to confirm (tests/a64/profread.c), "expect KEY VALUE" lines
+ * ("expectlib" for the library's profile), and "FAIL ..." lines for what it checks
+ * itself; exit 0 when it found no failure.
  */
 #include <fcntl.h>
 #include <pthread.h>
@@ -38,6 +43,12 @@
 #define NCTR 16
 #define CODE_OFF 0x20000ull
 #define MAP_LEN 0x40000ull
+/* A rewritten shared library's runtime: the same blob, loaded from a file (the runtime
+ * names its profile after the file it finds in /proc/self/maps) at its own bias. */
+#define LIB_LINK 0x30000000ull
+#define LIB_BIAS 0x01230000ull
+#define LIBRUN (LIB_LINK + LIB_BIAS)
+#define NLIB 4
 #define THREADS 4
 #define PER_THREAD 20000
 
@@ -155,6 +166,7 @@ typedef struct inc {
     int mode;
     uint32_t dead; /* registers dead there (a64_emit_counter_inc_at); 0: nothing known,
                     * a64_emit_counter_inc (which has no LSE form) */
+    int lib;       /* a counter of the library's runtime, not the program's */
 } inc_t;
 
 /* The counter increment INC. */
@@ -162,7 +174,7 @@ static int
 emit_inc(uint64_t at, uint8_t *out, size_t cap, const void *arg)
 {
     const inc_t *i = arg;
-    uint64_t ctr = RUN + CTR_OFF + 8ull * i->counter;
+    uint64_t ctr = (i->lib ? LIBRUN : RUN) + CTR_OFF + 8ull * i->counter;
     if (i->dead == 0 && i->mode != ARCH_INC_ATOMIC_LSE)
         return a64_emit_counter_inc(at, ctr, i->mode, out, cap);
     arch_snip_ctx_t ctx = {0};
@@ -247,6 +259,61 @@ initial_stack(int argc, char **argv, char **envp)
     return sp;
 }
 
+/* The library's own DT_INIT, which its runtime's start must call with its arguments. */
+static int lib_init_calls, lib_init_argc;
+static char **lib_init_argv, **lib_init_envp;
+static void
+lib_own_init(int argc, char **argv, char **envp)
+{
+    lib_init_calls++;
+    lib_init_argc = argc;
+    lib_init_argv = argv;
+    lib_init_envp = envp;
+}
+
+/* Patch the blob at BLOB (N bytes) into the library's, write it to PATH and map it from
+ * there at LIBRUN, its state and counters after it. */
+static int
+load_lib(const char *blob_path, const char *path)
+{
+    static uint8_t b[STATE_OFF];
+    int fd = open(blob_path, O_RDONLY);
+    ssize_t n = fd < 0 ? -1 : read(fd, b, sizeof b);
+    if (fd >= 0)
+        close(fd);
+    if (n < (ssize_t)sizeof(qprt_params_t))
+        return -1;
+    qprt_params_t p;
+    memcpy(&p, b, sizeof p);
+    p.self = LIB_LINK;
+    p.entry = 0;
+    p.state = LIB_LINK + STATE_OFF;
+    p.counters = LIB_LINK + CTR_OFF;
+    p.counters_size = 4096;
+    p.ncounters = NLIB;
+    p.id = 0x11b5a64a64ull;
+    p.flags = QPRT_F_LIBRARY;
+    p.init = (uint64_t)(uintptr_t)lib_own_init - LIB_BIAS;
+    memcpy(b, &p, sizeof p);
+    fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0644);
+    if (fd < 0 || write(fd, b, (size_t)n) != n) {
+        perror(path);
+        return -1;
+    }
+    void *m = mmap((void *)(uintptr_t)LIBRUN, (size_t)n, PROT_READ | PROT_EXEC,
+                   MAP_PRIVATE | MAP_FIXED_NOREPLACE, fd, 0);
+    close(fd);
+    void *st = mmap((void *)(uintptr_t)(LIBRUN + STATE_OFF), QPRT_STATE_SIZE + 4096,
+                    PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE,
+                    -1, 0);
+    if (m != (void *)(uintptr_t)LIBRUN || st != (void *)(uintptr_t)(LIBRUN + STATE_OFF)) {
+        perror("mmap the library");
+        return -1;
+    }
+    __builtin___clear_cache((char *)m, (char *)m + n);
+    return 0;
+}
+
 static int
 load_blob(const char *path)
 {
@@ -294,11 +361,11 @@ load_blob(const char *path)
 int
 main(int argc, char **argv, char **envp)
 {
-    if (argc != 2) {
-        fprintf(stderr, "usage: rt_harness BLOB\n");
+    if (argc != 3) {
+        fprintf(stderr, "usage: rt_harness BLOB LIBRARY\n");
         return 2;
     }
-    if (load_blob(argv[1]) != 0)
+    if (load_blob(argv[1]) != 0 || load_lib(argv[1], argv[2]) != 0)
         return 2;
     setvbuf(stdout, NULL, _IOLBF, 0);
 
@@ -324,21 +391,24 @@ main(int argc, char **argv, char **envp)
     code_next = (uint8_t *)(uintptr_t)(RUN + CODE_OFF);
     uint8_t *code0 = code_next;
     static const inc_t incs[] = {
-        {0, ARCH_INC_PLAIN, 0},                    /* spilled x16/x17 */
-        {1, ARCH_INC_PLAIN, 1u << 3 | 1u << 9},    /* x3, x9 dead: no spill */
-        {2, ARCH_INC_ATOMIC, 0},                   /* ldxr/stxr, spilled */
-        {3, ARCH_INC_ATOMIC, 0x7u << 10},          /* ... with x10-x12 dead */
-        {4, ARCH_INC_ATOMIC_LSE, 0},               /* stadd, spilled */
-        {5, ARCH_INC_ATOMIC_LSE, 1u << 0 | 1u << 1}, /* ... x0, x1 dead */
-        {6, ARCH_INC_PLAIN, 0},                    /* the forked child's */
-        {7, ARCH_INC_PLAIN, 0},                    /* the parent's after the fork */
-        {8, ARCH_INC_ATOMIC, 0},                   /* threads: ldxr/stxr */
-        {9, ARCH_INC_ATOMIC_LSE, 0},               /* threads: stadd */
-        {NCTR - 1, ARCH_INC_PLAIN, 0},             /* the last counter */
+        {0, ARCH_INC_PLAIN, 0, 0},                 /* spilled x16/x17 */
+        {1, ARCH_INC_PLAIN, 1u << 3 | 1u << 9, 0}, /* x3, x9 dead: no spill */
+        {2, ARCH_INC_ATOMIC, 0, 0},                /* ldxr/stxr, spilled */
+        {3, ARCH_INC_ATOMIC, 0x7u << 10, 0},       /* ... with x10-x12 dead */
+        {4, ARCH_INC_ATOMIC_LSE, 0, 0},            /* stadd, spilled */
+        {5, ARCH_INC_ATOMIC_LSE, 1u << 0 | 1u << 1, 0}, /* ... x0, x1 dead */
+        {6, ARCH_INC_PLAIN, 0, 0},                 /* the forked child's */
+        {7, ARCH_INC_PLAIN, 0, 0},                 /* the parent's after the fork */
+        {8, ARCH_INC_ATOMIC, 0, 0},                /* threads: ldxr/stxr */
+        {9, ARCH_INC_ATOMIC_LSE, 0, 0},            /* threads: stadd */
+        {NCTR - 1, ARCH_INC_PLAIN, 0, 0},          /* the last counter */
     };
     void (*fn[sizeof incs / sizeof incs[0]])(void);
     for (size_t i = 0; i < sizeof incs / sizeof incs[0]; i++)
         fn[i] = make_fn(emit_inc, &incs[i]);
+    static const inc_t lib_incs[] = {{0, ARCH_INC_PLAIN, 0, 1},
+                                     {NLIB - 1, ARCH_INC_ATOMIC, 0, 1}};
+    void (*lib_fn[2])(void) = {make_fn(emit_inc, &lib_incs[0]), make_fn(emit_inc, &lib_incs[1])};
     static const unsigned hooks[] = {QPRT_HOOK_OFF, QPRT_FORK_OFF, QPRT_THREAD_OFF,
                                      QPRT_EXEC_OFF};
     void (*exit_hook)(void) = make_fn(emit_hook, &hooks[0]);
@@ -350,6 +420,23 @@ main(int argc, char **argv, char **envp)
         perror("mprotect code");
         return 2;
     }
+
+    /* 1b. A library's start, called by the dynamic linker as DT_INIT(argc, argv, envp):
+     * it goes on to the library's own DT_INIT with the same arguments, and counts into a
+     * profile named after the library's file. */
+    typedef void (*dt_init_fn)(int, char **, char **);
+    ((dt_init_fn)(uintptr_t)(LIBRUN + QPRT_LIBINIT_OFF))(argc, argv, envp);
+    if (lib_init_calls != 1 || lib_init_argc != argc || lib_init_argv != argv
+        || lib_init_envp != envp)
+        FAIL("library start: its own DT_INIT called %d times, with (%d, %p, %p)",
+             lib_init_calls, lib_init_argc, (void *)lib_init_argv, (void *)lib_init_envp);
+    for (size_t i = 0; i < 2; i++) {
+        for (unsigned k = 0; k < 11 + 20 * i; k++)
+            lib_fn[i]();
+        printf("expectlib counter%u %u\n", lib_incs[i].counter, 11 + 20 * (unsigned)i);
+    }
+    printf("expectlib runs 1\n");
+    printf("expectlib id %#llx\n", 0x11b5a64a64ull);
 
     /* 2. Plain and atomic increments in one thread. */
     for (unsigned i = 0; i < 6; i++)
