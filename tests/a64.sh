@@ -193,10 +193,10 @@ else
         done
     }
     for run in 1 2; do
-        if ! QP_PROFILE=$prof $QEMU -cpu max "$tmp/rt_harness" "$BLOB" "$lib" > "$tmp/rt.out" 2> "$tmp/rt.err"; then
+        if ! QP_PROFILE=$prof $QEMU -cpu max "$tmp/rt_harness" "$BLOB" "$lib" > "$tmp/rt.out" 2> "$tmp/rt.stderr"; then
             echo "FAIL: the runtime harness (run $run):"
             grep -v '^expect' "$tmp/rt.out" | head -20
-            head -5 "$tmp/rt.err"
+            head -5 "$tmp/rt.stderr"
             fail=1
         fi
         if ! "$PROFREAD" "$prof" > "$tmp/rt.read" 2> "$tmp/rt.err" ||
@@ -205,7 +205,10 @@ else
             fail=1
             break
         fi
-        { rt_compare expect "$tmp/rt.read" "$run" "run $run"
+        # (the library asks for switchable increments, which AArch64 has not: said so)
+        { grep -q 'switchable increments are x86-64 only' "$tmp/rt.stderr" ||
+            echo "FAIL: runtime (library, run $run): no line says its increments stay racy"
+          rt_compare expect "$tmp/rt.read" "$run" "run $run"
           rt_compare expectlib "$tmp/rt.libread" "$run" "library, run $run"; } > "$tmp/rt.cmp"
         if [ -s "$tmp/rt.cmp" ]; then
             cat "$tmp/rt.cmp"

@@ -30,6 +30,7 @@ main(int argc, char **argv)
     printf("cancelled %llu\n", (unsigned long long)p.hdr.cancelled);
     printf("kept_dumps %zu\n", p.ndumps);
     printf("unsaved %llu\n", (unsigned long long)p.hdr.unsaved);
+    printf("flags %#x\n", p.hdr.flags);
     printf("id %#llx\n", (unsigned long long)p.hdr.id);
     printf("exe %s\n", p.hdr.exe);
     for (uint64_t c = 0; c < p.hdr.ncounters; c++)

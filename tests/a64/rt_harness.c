@@ -9,12 +9,13 @@
  * to a marker, and must continue at the "original entry" with all of them (but x16, which
  * carries the jump) and NZCV as they were. A second copy, loaded from a file as a
  * rewritten library's, is started as its DT_INIT and must go on to the library's own with
- * the same arguments, counting into a profile named after that file. Then code emitted
- * by arch/aarch64/ counts through the mapped counters: plain increments (spilled, and
- * with dead registers), a forked child after the fork hook, four threads with atomic
- * increments (ldxr/stxr and LSE) after the thread hook, and the exit hook before exit (an
- * exit dump, its registers and stack), also around an exec that fails (the exec hook
- * cancels that dump).
+ * the same arguments, counting into a profile named after that file (it asks for
+ * switchable increments, which AArch64 has not: the profile must say QP_PROF_RACY and a
+ * line must say why). Then code emitted by arch/aarch64/ counts through the mapped
+ * counters: plain increments (spilled, and with dead registers), a forked child after the
+ * fork hook, four threads with atomic increments (ldxr/stxr and LSE) after the thread
+ * hook, and the exit hook before exit (an exit dump, its registers and stack), also
+ * around an exec that fails (the exec hook cancels that dump).
  *
  * Usage: rt_harness BLOB LIBRARY (the library's file, written here). The profiles go
  * where $QP_PROFILE says (the library's: $QP_PROFILE.LIBRARY's base name). Prints, for
@@ -33,6 +34,7 @@
 #include <unistd.h>
 
 #include "arch/aarch64/a64_priv.h"
+#include "base/qp_format.h"
 #include "runtime/qprt.h"
 
 #define LINK 0x10000000ull /* link-time address of the blob */
@@ -292,7 +294,9 @@ load_lib(const char *blob_path, const char *path)
     p.counters_size = 4096;
     p.ncounters = NLIB;
     p.id = 0x11b5a64a64ull;
-    p.flags = QPRT_F_LIBRARY;
+    /* Switchable increments are an x86-64 prefix byte: asked for anyway, the AArch64
+     * runtime must say that counts may be lost (QP_PROF_RACY and a line), not pretend. */
+    p.flags = QPRT_F_LIBRARY | QPRT_F_SWITCH | QPRT_F_LOCK_AT_START;
     p.init = (uint64_t)(uintptr_t)lib_own_init - LIB_BIAS;
     memcpy(b, &p, sizeof p);
     fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0644);
@@ -436,6 +440,7 @@ main(int argc, char **argv, char **envp)
         printf("expectlib counter%u %u\n", lib_incs[i].counter, 11 + 20 * (unsigned)i);
     }
     printf("expectlib runs 1\n");
+    printf("expectlib flags %#x\n", QP_PROF_RACY);
     printf("expectlib id %#llx\n", 0x11b5a64a64ull);
 
     /* 2. Plain and atomic increments in one thread. */
