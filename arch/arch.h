@@ -277,6 +277,8 @@ enum {
     ARCH_INC_ATOMIC = 1, /* exact whatever runs at once (a locked read-modify-write) */
     ARCH_INC_SWITCH = 2, /* plain, and made atomic in place by writing ARCH_INC_LOCK_BYTE
                           * over its first byte (which is ARCH_INC_PLAIN_BYTE) */
+    ARCH_INC_ATOMIC_LSE = 3, /* AArch64 only: one stadd (ARMv8.1 LSE atomics); on a CPU
+                          * without them it traps (SIGILL). x86-64: QP_EINVAL */
 };
 #define ARCH_INC_PLAIN_BYTE 0x3e /* x86-64: a ds prefix, which 64-bit mode ignores */
 #define ARCH_INC_LOCK_BYTE 0xf0  /* x86-64: the lock prefix */
@@ -577,6 +579,17 @@ typedef struct arch_isa {
     int (*emit_flags_restore)(uint8_t *out, size_t cap);
     int (*emit_nops)(size_t len, uint8_t *out, size_t cap);
     int (*emit_trap)(uint8_t *out, size_t cap);
+    /* Counter increments and runtime hook calls at a point, as the counting drivers
+     * need them (added for AArch64; x86-64's are the functions it always used):
+     * emit_counter_inc_at adds one to COUNTER as MODE says, using the registers CTX
+     * (NULL: nothing known) says are dead and keeping the flags CTX says are live
+     * (x86-64: arch_emit_flags_save/restore around `incq` when they are; AArch64's
+     * increments never write NZCV; see a64_emit_counter_inc_at). emit_call_protected
+     * calls a hook that keeps every register and the flags (arch_emit_call_protected;
+     * a64_emit_call_protected). */
+    int (*emit_counter_inc_at)(uint64_t addr, uint64_t counter, int mode,
+                               const arch_snip_ctx_t *ctx, uint8_t *out, size_t cap);
+    int (*emit_call_protected)(uint64_t addr, uint64_t target, uint8_t *out, size_t cap);
     /* The switch table whose indirect jump is the last instruction of BUF[0..LEN) (code
      * at ADDR, normally the procedure up to that jump): 0, QP_ENOTFOUND, QP_EINVAL.
      * NULL for x86-64, whose tables cfg/cfg_jtab.c finds with arch_decode_ops. */

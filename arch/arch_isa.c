@@ -10,6 +10,28 @@
 #include "arch/aarch64/a64_priv.h"
 #include "arch/arch.h"
 
+/* x86-64's counter at a point: `incq` writes the flags, so they are saved where live. */
+static int
+x86_counter_inc_at(uint64_t addr, uint64_t counter, int mode, const arch_snip_ctx_t *ctx,
+                   uint8_t *out, size_t cap)
+{
+    int save = ctx != NULL && ctx->live_flags != 0, n = 0, k;
+    if (out == NULL)
+        return QP_EINVAL;
+    if (save) {
+        QP_CHECK(k = arch_emit_flags_save(out, cap));
+        n += k;
+    }
+    QP_CHECK(k = arch_emit_counter_inc(addr + (uint64_t)n, counter, mode, out + n,
+                                       cap - (size_t)n));
+    n += k;
+    if (save) {
+        QP_CHECK(k = arch_emit_flags_restore(out + n, cap - (size_t)n));
+        n += k;
+    }
+    return n;
+}
+
 static const arch_isa_t isa_x86_64 = {
     .name = "x86-64",
     .elf_machine = ARCH_EM_X86_64,
@@ -28,6 +50,8 @@ static const arch_isa_t isa_x86_64 = {
     .emit_flags_restore = arch_emit_flags_restore,
     .emit_nops = arch_emit_nops,
     .emit_trap = arch_emit_trap,
+    .emit_counter_inc_at = x86_counter_inc_at,
+    .emit_call_protected = arch_emit_call_protected,
 };
 
 static const arch_isa_t isa_aarch64 = {
@@ -48,6 +72,8 @@ static const arch_isa_t isa_aarch64 = {
     .emit_flags_restore = a64_emit_flags_restore,
     .emit_nops = a64_emit_nops,
     .emit_trap = a64_emit_trap,
+    .emit_counter_inc_at = a64_emit_counter_inc_at,
+    .emit_call_protected = a64_emit_call_protected,
     .jump_table = a64_jump_table,
 };
 

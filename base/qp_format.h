@@ -343,7 +343,10 @@ typedef struct qp_dump_hdr {
                           * procedure calling exit, with the CFA rule of that call */
     uint64_t regs[17];   /* DWARF x86-64 numbering 0..16: rax rdx rcx rbx rsi rdi rbp rsp
                           * r8..r15, return address column 16 = pc; regs[7] = rsp as the
-                          * call to exit sees it (the address of stack[0]) */
+                          * call to exit sees it (the address of stack[0]).
+                          * An AArch64 program's runtime (runtime/qprt_isa.h) fills
+                          * regs[0..5] x19..x24, regs[6] x29, regs[7] sp, regs[8..11]
+                          * x25..x28, regs[15] x30, regs[16] pc; the others are 0 */
     uint64_t stack_len;  /* bytes of stack saved (from regs[7] upwards), <= DUMP_STACK */
     uint64_t tid;        /* thread that called exit */
 } qp_dump_hdr_t;

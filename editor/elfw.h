@@ -174,6 +174,15 @@ uint64_t elfw_trace_refill(const struct ed_plan *plan);
 /* The runtime blob's address and its size in *SIZE, once it is placed (0: not yet). */
 uint64_t elfw_runtime(const struct ed_plan *plan, uint64_t *size /*OUT*/);
 
+/*
+ * The runtime blob (runtime/qprt.h) a program of ELF machine MACHINE (ARCH_EM_*) carries:
+ * with control-flow tracing (TRACE) or the smaller one without. Its bytes and *SIZE, or
+ * NULL with one line in WHY (WHYLEN bytes) when there is none: tracing on AArch64, an
+ * AArch64 runtime not built (configure found no aarch64-linux-gnu-gcc), another machine.
+ */
+const unsigned char *elfw_runtime_blob(unsigned machine, int trace, size_t *size /*OUT*/,
+                                       char *why, size_t whylen);
+
 /*****************************************************************************
  * The libraries a program loads (elfw_deps.c)
  */

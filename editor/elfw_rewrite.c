@@ -139,11 +139,36 @@ image_extent(const cfg_image_t *img, uint64_t *lo, uint64_t *hi)
 /* Reserve the counters and the runtime before the code is laid out (snippets refer to
  * both with rip-relative operands). */
 /* The runtime INSTR needs: with tracing, or the smaller one without. */
+const unsigned char *
+elfw_runtime_blob(unsigned machine, int trace, size_t *size, char *why, size_t whylen)
+{
+    const char *no = NULL;
+    *size = 0;
+    if (machine == ARCH_EM_X86_64) {
+        *size = trace ? qprt_blob_size : qprt_blob_plain_size;
+        return trace ? qprt_blob : qprt_blob_plain;
+    }
+    if (machine != ARCH_EM_AARCH64)
+        no = "no runtime for this machine";
+    else if (trace)
+        no = "control-flow tracing is x86-64 only (the AArch64 runtime has none)";
+    else if (qprt_blob_a64_size == 0)
+        no = "the AArch64 runtime was not built (configure found no aarch64-linux-gnu-gcc)";
+    if (no != NULL) {
+        if (why != NULL && whylen > 0)
+            snprintf(why, whylen, "%s", no);
+        return NULL;
+    }
+    *size = qprt_blob_a64_size;
+    return qprt_blob_a64;
+}
+
+/* The runtime INSTR needs. (x86-64 only until the rewrite reads AArch64 programs: then
+ * the image's machine, and a NULL answer refused with its reason.) */
 static const unsigned char *
 rt_blob(const elfw_instr_t *instr, size_t *size)
 {
-    *size = instr->trace ? qprt_blob_size : qprt_blob_plain_size;
-    return instr->trace ? qprt_blob : qprt_blob_plain;
+    return elfw_runtime_blob(ARCH_EM_X86_64, instr->trace, size, NULL, 0);
 }
 
 static int

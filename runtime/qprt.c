@@ -33,6 +33,7 @@
 
 #include "base/qp_format.h"
 #include "runtime/qprt.h"
+#include "runtime/qprt_isa.h"
 
 #define HIDDEN __attribute__((visibility("hidden")))
 
@@ -89,73 +90,7 @@ static void trace_reap(void);
  * System calls
  */
 
-static long
-sys3(long nr, long a, long b, long c)
-{
-    long r;
-    __asm__ volatile("syscall"
-                     : "=a"(r)
-                     : "a"(nr), "D"(a), "S"(b), "d"(c)
-                     : "rcx", "r11", "memory");
-    return r;
-}
-
-static long
-sys6(long nr, long a, long b, long c, long d, long e, long f)
-{
-    long r;
-    register long r10 __asm__("r10") = d;
-    register long r8 __asm__("r8") = e;
-    register long r9 __asm__("r9") = f;
-    __asm__ volatile("syscall"
-                     : "=a"(r)
-                     : "a"(nr), "D"(a), "S"(b), "d"(c), "r"(r10), "r"(r8), "r"(r9)
-                     : "rcx", "r11", "memory");
-    return r;
-}
-
-enum {
-    SYS_read = 0,
-    SYS_write = 1,
-    SYS_open = 2,
-    SYS_close = 3,
-    SYS_stat = 4,
-    SYS_fstat = 5,
-    SYS_mmap = 9,
-    SYS_mprotect = 10,
-    SYS_munmap = 11,
-    SYS_nanosleep = 35,
-    SYS_rt_sigprocmask = 14,
-    SYS_pread64 = 17,
-    SYS_lseek = 8,
-    SYS_pwrite64 = 18,
-    SYS_madvise = 28,
-    SYS_getpid = 39,
-    SYS_kill = 62,
-    SYS_flock = 73,
-    SYS_ftruncate = 77,
-    SYS_getcwd = 79,
-    SYS_rename = 82,
-    SYS_link = 86,
-    SYS_unlink = 87,
-    SYS_readlink = 89,
-    SYS_geteuid = 107,
-    SYS_gettid = 186,
-    SYS_linkat = 265,
-    SYS_fallocate = 285,
-    SYS_process_vm_readv = 310,
-};
-enum {
-    O_RDONLY = 0,
-    O_RDWR = 2,
-    O_CREAT = 0100,
-    O_EXCL = 0200,
-    O_NOCTTY = 0400,
-    O_NONBLOCK = 04000,
-    O_NOFOLLOW = 0400000,
-    O_CLOEXEC = 02000000,
-    O_TMPFILE = 020200000, /* with O_DIRECTORY */
-};
+/* The same on x86-64 and AArch64 (the rest of the kernel's ABI: runtime/qprt_isa.h). */
 enum {
     PROT_READ = 1,
     PROT_WRITE = 2,
@@ -167,21 +102,12 @@ enum {
     MAP_FIXED_NOREPLACE = 0x100000
 };
 enum { LOCK_EX = 2, LOCK_NB = 4, LOCK_UN = 8, MADV_WIPEONFORK = 18, AT_SECURE = 23 };
-enum { ENOENT = 2, ESRCH = 3, EINTR = 4, EAGAIN = 11, EEXIST = 17, ELOOP = 40,
-       EOPNOTSUPP = 95, S_IFMT = 0170000, S_IFREG = 0100000 };
+enum { ENOENT = 2, ESRCH = 3, EINTR = 4, EAGAIN = 11, EFAULT = 14, EEXIST = 17, ENOSYS = 38,
+       ELOOP = 40, EOPNOTSUPP = 95, S_IFMT = 0170000, S_IFREG = 0100000 };
 enum { EPERM = 1, EIO = 5, ENOMEM = 12, EACCES = 13, ENOTDIR = 20, EISDIR = 21, ENFILE = 23,
        EMFILE = 24, EFBIG = 27, ENOSPC = 28, EROFS = 30, ENAMETOOLONG = 36, EDQUOT = 122 };
 enum { AT_FDCWD = -100, AT_SYMLINK_FOLLOW = 0x400 };
 
-/* The kernel's struct stat on x86-64 (the fields used). */
-typedef struct kstat {
-    uint64_t dev, ino, nlink;
-    uint32_t mode, uid, gid, pad0;
-    uint64_t rdev;
-    int64_t size, blksize, blocks;
-    uint64_t times[6], unused[3];
-} kstat_t;
-_Static_assert(sizeof(kstat_t) == 144, "struct stat on x86-64");
 
 /*****************************************************************************
  * Small helpers (no libc)
@@ -329,7 +255,7 @@ start_time(uint64_t pid)
     else
         append_u64(path, sizeof(path), &n, pid);
     append(path, sizeof(path), &n, "/stat");
-    long fd = sys3(SYS_open, (long)path, O_RDONLY | O_CLOEXEC, 0);
+    long fd = sys_open(path, O_RDONLY | O_CLOEXEC, 0);
     if (fd < 0)
         return 0;
     long r = sys3(SYS_read, fd, (long)buf, sizeof(buf) - 1);
@@ -358,7 +284,7 @@ static uint64_t
 pid_namespace(void)
 {
     char buf[64];
-    long r = sys3(SYS_readlink, (long)"/proc/self/ns/pid", (long)buf, sizeof(buf) - 1);
+    long r = sys_readlink("/proc/self/ns/pid", buf, sizeof(buf) - 1);
     if (r <= 5)
         return 0;
     buf[r] = '\0';
@@ -531,7 +457,7 @@ profile_path(uint64_t argc, char **argv, char **envp, qprt_state_t *st)
         append(buf, cap, &n, ".qp");
         return n + 1 < cap ? 0 : -1;
     }
-    long r = sys3(SYS_readlink, (long)"/proc/self/exe", (long)buf, (long)cap - 4);
+    long r = sys_readlink("/proc/self/exe", buf, (long)cap - 4);
     if (r <= 0) {
         if (st->secure || argc == 0 || argv[0] == NULL || argv[0][0] != '/')
             return -1;
@@ -584,7 +510,7 @@ init_profile(long fd, const qprt_params_t *p, const layout_t *l, const qprt_stat
     if (st->module[0] != '\0') {
         size_t n = 0;
         append(h.exe, sizeof(h.exe), &n, st->module);
-    } else if (sys3(SYS_readlink, (long)"/proc/self/exe", (long)h.exe, sizeof(h.exe) - 1)
+    } else if (sys_readlink("/proc/self/exe", h.exe, sizeof(h.exe) - 1)
         < 0)
         h.exe[0] = '\0';
     int r = reserve(fd, 0, l->slotc_off);
@@ -592,14 +518,6 @@ init_profile(long fd, const qprt_params_t *p, const layout_t *l, const qprt_stat
         return r;
     long w = sys6(SYS_pwrite64, fd, (long)&h, sizeof(h), 0, 0, 0);
     return w == (long)sizeof(h) ? 0 : w < 0 ? (int)w : -ENOSPC; /* -errno */
-}
-
-static uint64_t
-tsc(void)
-{
-    uint32_t lo, hi;
-    __asm__ volatile("rdtsc" : "=a"(lo), "=d"(hi));
-    return (uint64_t)hi << 32 | lo;
 }
 
 /*
@@ -620,7 +538,7 @@ new_profile(const qprt_state_t *st, const qprt_params_t *p, const layout_t *l)
         if (dir[i] == '/')
             cut = i;
     dir[cut == 0 ? 1 : cut] = '\0';
-    long fd = sys3(SYS_open, (long)dir, O_TMPFILE | O_RDWR | O_CLOEXEC, mode);
+    long fd = sys_open(dir, O_TMPFILE | O_RDWR | O_CLOEXEC, mode);
     if (fd >= 0) {
         n = 0;
         append(tmp, sizeof(tmp), &n, "/proc/self/fd/");
@@ -634,24 +552,24 @@ new_profile(const qprt_state_t *st, const qprt_params_t *p, const layout_t *l)
         if (r == -EEXIST)
             return r;
     }
-    /* PATH.PID.TSC.new: left behind only by a run killed in the next lines. */
+    /* PATH.PID.CYCLES.new: left behind only by a run killed in the next lines. */
     n = 0;
     append(tmp, sizeof(tmp), &n, st->path);
     append(tmp, sizeof(tmp), &n, ".");
     append_u64(tmp, sizeof(tmp), &n, (uint64_t)sys3(SYS_getpid, 0, 0, 0));
     append(tmp, sizeof(tmp), &n, ".");
-    append_u64(tmp, sizeof(tmp), &n, tsc() & 0xffffffff);
+    append_u64(tmp, sizeof(tmp), &n, cycles() & 0xffffffff);
     append(tmp, sizeof(tmp), &n, ".new");
     if (n + 1 >= sizeof(tmp))
         return -1;
-    fd = sys3(SYS_open, (long)tmp,
+    fd = sys_open(tmp,
         O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY, mode);
     if (fd < 0) /* (not EEXIST: that one would be of the temporary name) */
         return fd == -EEXIST ? -EIO : fd;
     long r = init_profile(fd, p, l, st);
     if (r == 0)
-        r = sys3(SYS_link, (long)tmp, (long)st->path, 0);
-    sys3(SYS_unlink, (long)tmp, 0, 0);
+        r = sys_link(tmp, st->path);
+    sys_unlink(tmp);
     if (r < 0) {
         sys3(SYS_close, fd, 0, 0);
         return r;
@@ -670,11 +588,11 @@ open_profile(qprt_state_t *st, const qprt_params_t *p, const layout_t *l, int cr
     kstat_t *ks, const char **why)
 {
     long flags = O_RDWR | O_CLOEXEC | O_NOCTTY | O_NONBLOCK | O_NOFOLLOW;
-    long fd = sys3(SYS_open, (long)st->path, flags, 0);
+    long fd = sys_open(st->path, flags, 0);
     for (int i = 0; create && fd == -ENOENT && i < 3; i++) {
         fd = new_profile(st, p, l);
         if (fd == -EEXIST)
-            fd = sys3(SYS_open, (long)st->path, flags, 0);
+            fd = sys_open(st->path, flags, 0);
     }
     if (fd < 0) {
         *why = fd == -ELOOP ? "a symbolic link (never followed)"
@@ -951,9 +869,9 @@ attach(
             append(old, sizeof(old), &n, st->path);
             append(old, sizeof(old), &n, ".old");
             rc = -3; /* open again */
-            if (sys3(SYS_stat, (long)st->path, (long)&now, 0) == 0 && now.dev == ks.dev
+            if (sys_stat(st->path, &now) == 0 && now.dev == ks.dev
                 && now.ino == ks.ino && n + 1 < sizeof(old)
-                && sys3(SYS_rename, (long)st->path, (long)old, 0) == 0) {
+                && sys_rename(st->path, old) == 0) {
                 append(old, sizeof(old), &n, "; this run starts a new profile\n");
                 warn_line(st->path, "the profile of another rewrite was moved to ", old);
             }
@@ -1076,7 +994,7 @@ static void
 reg_lock(qprt_reg_t *r)
 {
     while (__atomic_exchange_n(&r->lock, 1, __ATOMIC_ACQUIRE))
-        __asm__ volatile("pause");
+        cpu_relax();
 }
 
 static void
@@ -1182,9 +1100,17 @@ make_atomic(const qprt_params_t *p, uint64_t bias, qprt_state_t *st)
     if (!__atomic_compare_exchange_n(
             &st->locked, &zero, 1, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
         while (__atomic_load_n(&st->locked, __ATOMIC_ACQUIRE) != 2)
-            __asm__ volatile("pause");
+            cpu_relax();
         return;
     }
+#if !defined(__x86_64__)
+    /* The switch is a prefix byte (x86-64): an AArch64 rewrite uses ARCH_INC_ATOMIC
+     * increments where threads may race and never sets QPRT_F_SWITCH. */
+    (void)bias;
+    profile_flag(st, QP_PROF_RACY);
+    warn_line("counters", "cannot make them atomic (switchable increments are x86-64 only)",
+        "; counts may be lost where threads race\n");
+#else
     uint64_t text = p->text + bias;
     uint64_t lo = text & ~(uint64_t)4095,
              hi = (text + p->text_size + 4095) & ~(uint64_t)4095;
@@ -1215,6 +1141,7 @@ make_atomic(const qprt_params_t *p, uint64_t bias, qprt_state_t *st)
         sys3(SYS_mprotect, (long)lo, (long)(hi - lo), PROT_READ | PROT_EXEC);
         profile_flag(st, QP_PROF_LOCKED);
     }
+#endif
     __atomic_store_n(&st->locked, 2, __ATOMIC_RELEASE);
 }
 
@@ -1311,7 +1238,7 @@ static int
 secure_from_auxv(void)
 {
     uint64_t v[128];
-    long fd = sys3(SYS_open, (long)"/proc/self/auxv", O_RDONLY | O_CLOEXEC, 0);
+    long fd = sys_open("/proc/self/auxv", O_RDONLY | O_CLOEXEC, 0);
     if (fd < 0)
         return 1;
     long r = sys3(SYS_read, fd, (long)v, sizeof(v));
@@ -1341,16 +1268,20 @@ parse_hex(const char **p)
     }
 }
 
-/* If the /proc/self/maps line L maps ADDR from a file, its path into BUF. 1 if so. */
+/*
+ * If the /proc/self/maps line L maps ADDR: its end into *HI, whether it is readable into
+ * *READABLE, and 1 with the path into BUF when it maps a file, else 0. -1: not ADDR's.
+ */
 static int
-maps_line(const char *l, uint64_t addr, char *buf, size_t cap)
+maps_line(const char *l, uint64_t addr, char *buf, size_t cap, uint64_t *hi, int *readable)
 {
     uint64_t lo = parse_hex(&l);
     if (*l++ != '-')
-        return 0;
-    uint64_t hi = parse_hex(&l);
-    if (addr < lo || addr >= hi)
-        return 0;
+        return -1;
+    *hi = parse_hex(&l);
+    if (addr < lo || addr >= *hi)
+        return -1;
+    *readable = l[0] == ' ' && l[1] == 'r';
     for (int field = 0; field < 4; field++) { /* perms, offset, device, inode */
         while (*l == ' ')
             l++;
@@ -1370,26 +1301,26 @@ maps_line(const char *l, uint64_t addr, char *buf, size_t cap)
     return n + 1 < cap;
 }
 
-/* The file mapped at ADDR (this library), from /proc/self/maps, into BUF. 0 or -1. */
+/* The mapping that holds ADDR, from /proc/self/maps (maps_line's answer), or -1. */
 static int
-module_path(uint64_t addr, char *buf, size_t cap)
+maps_lookup(uint64_t addr, char *buf, size_t cap, uint64_t *hi, int *readable)
 {
     char chunk[4096 + PATH_CAP];
     size_t have = 0;
-    int found = 0;
-    long fd = sys3(SYS_open, (long)"/proc/self/maps", O_RDONLY | O_CLOEXEC, 0);
+    int found = -1;
+    long fd = sys_open("/proc/self/maps", O_RDONLY | O_CLOEXEC, 0);
     if (fd < 0)
         return -1;
-    while (!found) {
+    while (found < 0) {
         long r = sys3(SYS_read, fd, (long)(chunk + have), (long)(sizeof(chunk) - 1 - have));
         if (r <= 0)
             break;
         have += (size_t)r;
         size_t line = 0;
-        for (size_t i = 0; i < have && !found; i++)
+        for (size_t i = 0; i < have && found < 0; i++)
             if (chunk[i] == '\n') {
                 chunk[i] = '\0';
-                found = maps_line(chunk + line, addr, buf, cap);
+                found = maps_line(chunk + line, addr, buf, cap, hi, readable);
                 line = i + 1;
             }
         if (line == 0 && have == sizeof(chunk) - 1)
@@ -1399,7 +1330,43 @@ module_path(uint64_t addr, char *buf, size_t cap)
         have -= line;
     }
     sys3(SYS_close, fd, 0, 0);
-    return found ? 0 : -1;
+    return found;
+}
+
+/* The file mapped at ADDR (this library), from /proc/self/maps, into BUF. 0 or -1. */
+static int
+module_path(uint64_t addr, char *buf, size_t cap)
+{
+    uint64_t hi;
+    int readable;
+    return maps_lookup(addr, buf, cap, &hi, &readable) == 1 ? 0 : -1;
+}
+
+/*
+ * Copy up to LEN bytes from FROM to TO without faulting: process_vm_readv, which stops at
+ * the first unmapped page; where it is missing (qemu-user, a kernel without
+ * CONFIG_CROSS_MEMORY_ATTACH) a plain copy as far as FROM's readable mapping goes
+ * (/proc/self/maps). The bytes copied, or a negative errno.
+ */
+static long
+copy_mapped(uint64_t from, void *to, uint64_t len)
+{
+    struct iov {
+        uint64_t base, len;
+    } local = { (uint64_t)(uintptr_t)to, len }, remote = { from, len };
+    long got = sys6(SYS_process_vm_readv, sys3(SYS_getpid, 0, 0, 0), (long)&local, 1,
+        (long)&remote, 1, 0);
+    if (got != -ENOSYS)
+        return got;
+    char path[8];
+    uint64_t hi = 0;
+    int readable = 0;
+    if (maps_lookup(from, path, sizeof(path), &hi, &readable) < 0 || !readable)
+        return -EFAULT;
+    if (hi - from < len)
+        len = hi - from;
+    mem_copy(to, (const void *)(uintptr_t)from, len);
+    return (long)len;
 }
 
 uint64_t
@@ -1517,34 +1484,16 @@ qprt_exit_dump(uint64_t *saved)
     uint8_t *slot
         = (uint8_t *)(uintptr_t)(st->prof + h->dumps_off + i * QP_PROF_DUMP_SIZE);
     qp_dump_hdr_t *d = (qp_dump_hdr_t *)slot;
-    /* saved[]: r15 r14 r13 r12 r11 r10 r9 r8 rbp rdi rsi rdx rcx rbx rax flags, then the
-     * hook's return address; the snippet moved %rsp down by 128 before calling. */
-    uint64_t ret = saved[16];
-    uint64_t rsp = (uint64_t)(uintptr_t)(saved + 17) + 128;
+    /* saved[]: the registers as the ISA's exit hook saved them (qprt_isa.h). */
     d->bias = bias;
-    d->pc = ret - 10;       /* the snippet's start: same unwind row as the exit call */
-    d->regs[0] = saved[14]; /* rax */
-    d->regs[1] = saved[11]; /* rdx */
-    d->regs[2] = saved[12]; /* rcx */
-    d->regs[3] = saved[13]; /* rbx */
-    d->regs[4] = saved[10]; /* rsi */
-    d->regs[5] = saved[9];  /* rdi */
-    d->regs[6] = saved[8];  /* rbp */
-    d->regs[7] = rsp;
-    for (int r = 8; r < 16; r++)
-        d->regs[r] = saved[7 - (r - 8)]; /* r8 .. r15 */
-    d->regs[16] = d->pc;
+    uint64_t rsp = dump_regs(d, saved);
     d->tid = (uint64_t)sys3(SYS_gettid, 0, 0, 0);
     /* The stack: up to the main thread's initial stack pointer, or as much as is mapped
-     * (process_vm_readv stops at the first unmapped page instead of faulting). */
+     * (copy_mapped stops at the first unmapped page instead of faulting). */
     uint64_t len = QP_PROF_DUMP_STACK;
     if (rsp <= st->stack_top && st->stack_top - rsp < len)
         len = st->stack_top - rsp;
-    struct iov {
-        uint64_t base, len;
-    } local = { (uint64_t)(uintptr_t)(slot + 4096), len }, remote = { rsp, len };
-    long got = sys6(SYS_process_vm_readv, sys3(SYS_getpid, 0, 0, 0), (long)&local, 1,
-        (long)&remote, 1, 0);
+    long got = copy_mapped(rsp, slot + 4096, len);
     d->stack_len = got > 0 ? (uint64_t)got : 0;
     __atomic_store_n(&d->valid, 1, __ATOMIC_RELEASE);
 }
@@ -1567,6 +1516,9 @@ qprt_trace_refill(void)
     __builtin_trap();
 }
 #else
+#if !defined(__x86_64__)
+#error "control-flow tracing is x86-64 only: build the runtime with -DQPRT_NO_TRACE"
+#endif
 /*****************************************************************************
  * Control-flow tracing (QPRT_F_TRACE; driver/drv_trace.c, base/qpt_trace_format.h)
  *
@@ -1658,7 +1610,7 @@ static void
 tr_lock(tr_reg_t *r)
 {
     while (__atomic_exchange_n(&r->lock, 1, __ATOMIC_ACQUIRE))
-        __asm__ volatile("pause");
+        cpu_relax();
 }
 
 static void
@@ -2049,7 +2001,7 @@ tr_open_file(tr_reg_t *r, tr_buf_t *b)
      * effective user, and never in a secure-execution program (the earlier run may have
      * been another user's; the file is kept and this thread's trace is not written). */
     long flags = O_CLOEXEC | O_NOCTTY | O_NONBLOCK | O_NOFOLLOW;
-    long fd = sys3(SYS_open, (long)path, O_WRONLY_ | O_CREAT | O_EXCL | flags,
+    long fd = sys_open(path, O_WRONLY_ | O_CREAT | O_EXCL | flags,
                    r->secure ? 0600 : 0644);
     const char *why = fd == -ELOOP ? "a symbolic link (never followed)"
                                    : "cannot create the trace";
@@ -2058,7 +2010,7 @@ tr_open_file(tr_reg_t *r, tr_buf_t *b)
     } else if (fd == -EEXIST) {
         kstat_t ks;
         char magic[8];
-        fd = sys3(SYS_open, (long)path, O_RDWR | flags, 0);
+        fd = sys_open(path, O_RDWR | flags, 0);
         why = fd == -ELOOP ? "a symbolic link (never followed)" : "cannot open the trace";
         if (fd >= 0 && (why = not_ours(fd, 0, &ks)) == NULL
             && (sys6(SYS_pread64, fd, (long)magic, 8, 0, 0, 0) != 8

@@ -77,6 +77,10 @@ extern const size_t qprt_blob_size;
  * smaller: what the counting drivers carry. */
 extern const unsigned char qprt_blob_plain[];
 extern const size_t qprt_blob_plain_size;
+/* The AArch64 runtime (runtime/qprt_entry_a64.S, no tracing): the same offsets and
+ * parameter block. Its size is 0 when configure found no aarch64-linux-gnu-gcc. */
+extern const unsigned char qprt_blob_a64[];
+extern const size_t qprt_blob_a64_size;
 #endif
 
 #endif

@@ -14,6 +14,9 @@
 #  3. tests/a64/harness.c, cross-compiled with arch/aarch64/, runs relocated snippets,
 #     the counter increments (plain, and atomic from 4 threads) and the NZCV
 #     save/restore under qemu-aarch64.
+#  4. The AArch64 qp runtime (runtime/qprt_a64.bin) started as in a rewritten program and
+#     in a rewritten library, and counted through (tests/a64/rt_harness.c); both profiles
+#     read back exactly (tests/a64_profread).
 # A64_XCHECK_EXTRA may name more AArch64 ELF files (e.g. Debian's coreutils:arm64).
 # Exit status: 0 pass, 1 a failure, 77 skip (no cross compiler, objdump or qemu), 99
 # hard error.
@@ -157,5 +160,62 @@ fi
 if ! $QEMU -cpu max "$tmp/harness"; then
     echo "FAIL: relocated or emitted code misbehaved under qemu"
     fail=1
+fi
+# 4. The AArch64 runtime (runtime/qprt_a64.bin) loaded and entered as a rewritten program
+#    and a rewritten library would be (tests/a64/rt_harness.c), counting through
+#    arch/aarch64/'s increments and hooks; both profiles read by qp's reader
+#    (tests/a64_profread) must hold exactly the counts the harness made, and twice them
+#    after a second run (runs accumulate).
+BLOB=$top_builddir/runtime/qprt_a64.bin
+PROFREAD=$top_builddir/tests/a64_profread
+if [ ! -s "$BLOB" ]; then
+    echo "a64: $BLOB is empty (configure found no aarch64-linux-gnu-gcc): runtime not checked"
+elif [ ! -x "$PROFREAD" ]; then
+    echo "a64: $PROFREAD is not built" >&2
+    exit 99
+elif ! $CC -std=c11 -D_GNU_SOURCE -O2 -fno-omit-frame-pointer -Wall -Wextra -Werror -static \
+    -I"$top_srcdir" -I"$top_builddir" "$top_srcdir/tests/a64/rt_harness.c" \
+    "$top_srcdir/arch/aarch64/a64_decode.c" "$top_srcdir/arch/aarch64/a64_emit.c" \
+    "$top_srcdir/arch/qp_err.c" -lpthread -o "$tmp/rt_harness"; then
+    echo "a64: cannot cross-compile the runtime harness" >&2
+    exit 99
+else
+    prof=$tmp/rt.qp
+    lib=$tmp/libqpa64.so # the library's runtime, mapped from this file: profile $prof.libqpa64.so
+    # rt_compare TAG FILE MUL WHAT: the harness's "TAG KEY VALUE" lines (values times MUL;
+    # the dump's only after one run) against the reader's output in FILE
+    rt_compare() {
+        grep "^$1 " "$tmp/rt.out" | while read -r _ key val; do
+            case $key in dump_*) [ "$3" -eq 1 ] || continue ;; esac
+            case $val in 0x*) want=$val ;; *) want=$((val * $3)) ;; esac
+            grep -qx "$key $want" "$2" ||
+                echo "FAIL: runtime ($4): $key is '$(grep "^$key " "$2" | tr '\n' ' ')', expected $want"
+        done
+    }
+    for run in 1 2; do
+        if ! QP_PROFILE=$prof $QEMU -cpu max "$tmp/rt_harness" "$BLOB" "$lib" > "$tmp/rt.out" 2> "$tmp/rt.stderr"; then
+            echo "FAIL: the runtime harness (run $run):"
+            grep -v '^expect' "$tmp/rt.out" | head -20
+            head -5 "$tmp/rt.stderr"
+            fail=1
+        fi
+        if ! "$PROFREAD" "$prof" > "$tmp/rt.read" 2> "$tmp/rt.err" ||
+            ! "$PROFREAD" "$prof.libqpa64.so" > "$tmp/rt.libread" 2>> "$tmp/rt.err"; then
+            echo "FAIL: the runtime's profiles are not read: $(head -1 "$tmp/rt.err")"
+            fail=1
+            break
+        fi
+        # (the library asks for switchable increments, which AArch64 has not: said so)
+        { grep -q 'switchable increments are x86-64 only' "$tmp/rt.stderr" ||
+            echo "FAIL: runtime (library, run $run): no line says its increments stay racy"
+          rt_compare expect "$tmp/rt.read" "$run" "run $run"
+          rt_compare expectlib "$tmp/rt.libread" "$run" "library, run $run"; } > "$tmp/rt.cmp"
+        if [ -s "$tmp/rt.cmp" ]; then
+            cat "$tmp/rt.cmp"
+            fail=1
+        fi
+    done
+    grep '^note: ' "$tmp/rt.out" | sed 's/^note: /a64: runtime: /'
+    [ $fail -eq 0 ] && echo "a64: runtime: start, library start, increments, hooks, profiles after 2 runs: exact"
 fi
 exit $fail

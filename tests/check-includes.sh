@@ -87,7 +87,7 @@ out=$(
     done
     # runtime/: freestanding, no system headers but the compiler's own.
     for f in runtime/*.[ch]; do
-        [ -f "$f" ] && check "$f" "runtime/qprt.h base/qp_format.h base/qpt_trace_format.h base/qp_bytes.h" \
+        [ -f "$f" ] && check "$f" "runtime/qprt.h runtime/qprt_isa.h base/qp_format.h base/qpt_trace_format.h base/qp_bytes.h" \
             "stdio.h stdlib.h string.h unistd.h fcntl.h sys/mman.h bfd.h libelf.h"
     done
     for f in dynamic/*.[ch]; do

@@ -503,6 +503,126 @@ START_TEST(test_emitters)
 }
 END_TEST
 
+/* The words of the NW-word sequence at OUT equal WANT (NULL entries: not compared). */
+static void
+expect_words(const uint8_t *out, const uint32_t *want, int nw)
+{
+    for (int i = 0; i < nw; i++)
+        if (want[i] != 0)
+            ck_assert_msg(rd32(out + 4 * i) == want[i], "word %d: %#x, want %#x", i,
+                          rd32(out + 4 * i), want[i]);
+}
+
+/* The counting drivers' pieces: increments with dead registers, LSE, hook calls. */
+START_TEST(test_counter_inc_at)
+{
+    uint8_t out[64], ref[64];
+    arch_insn_t in;
+    uint64_t ctr = OLD + 0x123458; /* page offset 0x458 */
+    arch_snip_ctx_t ctx = {0};
+
+    /* plain, x3 and x9 dead: adrp x3; ldr x9, [x3, #0x458]; add; str: no spill */
+    ctx.dead_regs = 1u << 3 | 1u << 9;
+    ck_assert_int_eq(A64->emit_counter_inc_at(OLD, ctr, ARCH_INC_PLAIN, &ctx, out, sizeof out),
+                     16);
+    ck_assert_int_eq(A64->decode(out, 4, OLD, &in), 0);
+    ck_assert_uint_eq(in.target, ctr & ~0xfffull);
+    ck_assert_uint_eq(rd32(out) & 31u, 3);
+    expect_words(out + 4, (const uint32_t[]){0xf9422c69, 0x91000529, 0xf9022c69}, 3);
+    for (int i = 0; i < 16; i += 4) {
+        ck_assert_int_eq(A64->decode(out + i, 4, OLD + (uint64_t)i, &in), 0);
+        ck_assert_int_eq(in.flags_written, 0);
+    }
+    /* live NZCV costs nothing: no increment writes it */
+    ctx.live_flags = ARCH_FLAGS_STATUS;
+    ck_assert_int_eq(A64->emit_counter_inc_at(OLD, ctr, ARCH_INC_PLAIN, &ctx, out, sizeof out),
+                     16);
+
+    /* one dead register, or only x18/x29/x30, or nothing known: the spilled sequence */
+    int n = A64->emit_counter_inc(OLD, ctr, ARCH_INC_PLAIN, ref, sizeof ref);
+    ck_assert_int_eq(n, 24);
+    const uint32_t few[] = {1u << 3, 1u << 18 | 1u << 29 | 1u << 30, 0};
+    for (size_t i = 0; i < sizeof few / sizeof few[0]; i++) {
+        ctx.dead_regs = few[i];
+        memset(out, 0, sizeof out);
+        ck_assert_int_eq(
+            A64->emit_counter_inc_at(OLD, ctr, ARCH_INC_PLAIN, &ctx, out, sizeof out), 24);
+        ck_assert(memcmp(out, ref, 24) == 0);
+    }
+    ck_assert_int_eq(A64->emit_counter_inc_at(OLD, ctr, ARCH_INC_PLAIN, NULL, out, sizeof out),
+                     24);
+
+    /* atomic, x10..x12 dead: ldxr x11, [x10]; add; stxr w12; cbnz w12 back to the ldxr */
+    ctx.dead_regs = 7u << 10;
+    ck_assert_int_eq(A64->emit_counter_inc_at(OLD, ctr, ARCH_INC_ATOMIC, &ctx, out, sizeof out),
+                     24);
+    expect_words(out + 8, (const uint32_t[]){0xc85f7d4b, 0x9100056b, 0xc80c7d4b, 0x35ffffac},
+                 4);
+    ck_assert_uint_eq(rd32(out + 4), a64_enc_add_imm(10, 10, 0x458));
+    ctx.dead_regs = 3u << 10; /* two are not enough: spilled */
+    ck_assert_int_eq(A64->emit_counter_inc_at(OLD, ctr, ARCH_INC_ATOMIC, &ctx, out, sizeof out),
+                     40);
+
+    /* LSE: spilled x16/x17 and stadd x17, [x16]; or stadd x1, [x0] with x0, x1 dead */
+    ck_assert_int_eq(A64->emit_counter_inc_at(OLD, ctr, ARCH_INC_ATOMIC_LSE, NULL, out,
+                                              sizeof out), 24);
+    expect_words(out, (const uint32_t[]){0xa9bf47f0, 0, 0, 0xd2800031, 0xf831021f, 0xa8c147f0},
+                 6);
+    ck_assert_int_eq(A64->decode(out + 4, 4, OLD + 4, &in), 0);
+    ck_assert_uint_eq(in.target, ctr & ~0xfffull);
+    ctx.dead_regs = 3u;
+    ck_assert_int_eq(A64->emit_counter_inc_at(OLD, ctr, ARCH_INC_ATOMIC_LSE, &ctx, out,
+                                              sizeof out), 16);
+    expect_words(out + 8, (const uint32_t[]){0xd2800021, 0xf821001f}, 2);
+    ck_assert_int_eq(A64->emit_counter_inc_at(OLD, ctr + (5ull << 32), ARCH_INC_ATOMIC_LSE,
+                                              &ctx, out, sizeof out), QP_ERANGE);
+    ck_assert_int_eq(A64->emit_counter_inc_at(OLD, ctr, ARCH_INC_SWITCH, &ctx, out, sizeof out),
+                     QP_EUNSUPP);
+    ck_assert_int_eq(A64->emit_counter_inc_at(OLD, ctr, 9, &ctx, out, sizeof out), QP_EINVAL);
+    ck_assert_int_eq(A64->emit_counter_inc_at(OLD, ctr, ARCH_INC_PLAIN, &ctx, out, 12),
+                     QP_EINVAL);
+
+    /* a hook call: stp x29, x30; bl; ldp; the return address is ADDR + 8 (the bl at
+     * ADDR + 4 reaches ADDR + 4 + 128 MiB - 4, no further) */
+    ck_assert_int_eq(A64->emit_call_protected(OLD, OLD - 0x1000, out, sizeof out), 12);
+    expect_words(out, (const uint32_t[]){0xa9bf7bfd, 0, 0xa8c17bfd}, 3);
+    ck_assert_int_eq(A64->decode(out + 4, 4, OLD + 4, &in), 0);
+    ck_assert_int_eq(in.kind, ARCH_KIND_CALL);
+    ck_assert_uint_eq(in.target, OLD - 0x1000);
+    ck_assert_int_eq(A64->emit_call_protected(OLD, OLD + 0x8000004, out, sizeof out), QP_ERANGE);
+    ck_assert_int_eq(A64->emit_call_protected(OLD, OLD + 0x100, out, 8), QP_EINVAL);
+}
+END_TEST
+
+/* x86-64's entries for the same pieces are the functions it always used. */
+START_TEST(test_counter_inc_at_x86)
+{
+    const arch_isa_t *x86 = arch_isa_for_machine(ARCH_EM_X86_64);
+    uint8_t out[64], ref[64];
+    uint64_t ctr = 0x601000;
+    arch_snip_ctx_t ctx = {0};
+    ck_assert_int_eq(x86->emit_counter_inc_at(0x401000, ctr, ARCH_INC_PLAIN, &ctx, out,
+                                              sizeof out), 7);
+    ck_assert_int_eq(arch_emit_counter_inc(0x401000, ctr, ARCH_INC_PLAIN, ref, sizeof ref), 7);
+    ck_assert(memcmp(out, ref, 7) == 0);
+    /* live flags: saved around the incq, as editor/ed_layout.c does */
+    ctx.live_flags = ARCH_FLAGS_STATUS;
+    int s = arch_emit_flags_save(ref, sizeof ref);
+    ck_assert_int_gt(s, 0);
+    int k = arch_emit_counter_inc(0x401000 + (uint64_t)s, ctr, ARCH_INC_ATOMIC, ref + s,
+                                  sizeof ref - (size_t)s);
+    int r = arch_emit_flags_restore(ref + s + k, sizeof ref - (size_t)(s + k));
+    ck_assert_int_eq(x86->emit_counter_inc_at(0x401000, ctr, ARCH_INC_ATOMIC, &ctx, out,
+                                              sizeof out), s + k + r);
+    ck_assert(memcmp(out, ref, (size_t)(s + k + r)) == 0);
+    ck_assert_int_eq(x86->emit_counter_inc_at(0x401000, ctr, ARCH_INC_ATOMIC_LSE, NULL, out,
+                                              sizeof out), QP_EINVAL);
+    ck_assert_int_eq(x86->emit_call_protected(0x401000, 0x402000, out, sizeof out), 18);
+    ck_assert_int_eq(arch_emit_call_protected(0x401000, 0x402000, ref, sizeof ref), 18);
+    ck_assert(memcmp(out, ref, 18) == 0);
+}
+END_TEST
+
 /* gcc's switch in Debian's arm64 ls (coreutils 9.1, at 0x5cb0) */
 START_TEST(test_jump_table)
 {
@@ -837,6 +957,8 @@ a64_suite(void)
     tcase_add_test(tc, test_reloc_effects);
     tcase_add_test(tc, test_reloc_shapes);
     tcase_add_test(tc, test_emitters);
+    tcase_add_test(tc, test_counter_inc_at);
+    tcase_add_test(tc, test_counter_inc_at_x86);
     tcase_add_test(tc, test_jump_table);
     tcase_add_test(tc, test_isa_select);
     suite_add_tcase(s, tc);

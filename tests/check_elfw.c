@@ -25,6 +25,7 @@
 
 #include "editor/ed.h"
 #include "editor/elfw.h"
+#include "runtime/qprt.h"
 
 #define NELEM(a) (sizeof(a) / sizeof((a)[0]))
 #define PAGE 4096ull
@@ -1267,6 +1268,36 @@ END_TEST
  * The suite
  */
 
+/* The runtime a program carries, by machine: x86-64's two; AArch64's counting one, when
+ * it was built, else a refusal that says why; tracing on AArch64 and other machines
+ * refused. */
+START_TEST(test_elfw_runtime_blob)
+{
+    size_t size = 1;
+    char why[160] = "";
+    ck_assert_ptr_eq(elfw_runtime_blob(ARCH_EM_X86_64, 0, &size, why, sizeof why),
+                     qprt_blob_plain);
+    ck_assert_uint_eq(size, qprt_blob_plain_size);
+    ck_assert_ptr_eq(elfw_runtime_blob(ARCH_EM_X86_64, 1, &size, why, sizeof why), qprt_blob);
+    ck_assert_uint_eq(size, qprt_blob_size);
+    const unsigned char *a = elfw_runtime_blob(ARCH_EM_AARCH64, 0, &size, why, sizeof why);
+    if (qprt_blob_a64_size > 0) {
+        ck_assert_ptr_eq(a, qprt_blob_a64);
+        ck_assert_uint_eq(size, qprt_blob_a64_size);
+        ck_assert(memcmp(a, QPRT_MAGIC, 8) == 0);
+    } else {
+        ck_assert_ptr_null(a);
+        ck_assert_uint_eq(size, 0);
+        ck_assert_str_eq(why, "the AArch64 runtime was not built (configure found no "
+                              "aarch64-linux-gnu-gcc)");
+    }
+    ck_assert_ptr_null(elfw_runtime_blob(ARCH_EM_AARCH64, 1, &size, why, sizeof why));
+    ck_assert_str_eq(why, "control-flow tracing is x86-64 only (the AArch64 runtime has none)");
+    ck_assert_ptr_null(elfw_runtime_blob(40, 0, &size, NULL, 0));
+    ck_assert_uint_eq(size, 0);
+}
+END_TEST
+
 static Suite *
 elfw_suite(void)
 {
@@ -1293,6 +1324,10 @@ elfw_suite(void)
     tc = tcase_create("cet");
     tcase_add_test(tc, test_elfw_clear_cet);
     tcase_set_timeout(tc, 60);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("runtime");
+    tcase_add_test(tc, test_elfw_runtime_blob);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("errors");

@@ -293,6 +293,80 @@ a64_emit_counter_inc(uint64_t addr, uint64_t counter, int mode, uint8_t *out, si
     return QP_EINVAL;
 }
 
+/* The lowest registers of the mask DEAD (bit n: xn), at most N of them, into R; how
+ * many. x18 (the platform register of some ABIs) and x29..x31 are never taken. */
+static unsigned
+pick_dead(uint32_t dead, unsigned n, unsigned *r)
+{
+    unsigned k = 0;
+    for (unsigned x = 0; x < 29 && k < n; x++)
+        if (x != 18 && (dead >> x & 1u))
+            r[k++] = x;
+    return k;
+}
+
+int
+a64_emit_counter_inc_at(uint64_t addr, uint64_t counter, int mode,
+                        const arch_snip_ctx_t *ctx, uint8_t *out, size_t cap)
+{
+    if (addr % 4 || counter % 8)
+        return QP_EINVAL;
+    unsigned r[3];
+    unsigned nd = pick_dead(ctx != NULL ? ctx->dead_regs : 0, 3, r);
+    unsigned lo = (unsigned)(counter & 0xfff);
+    int64_t pages;
+    /* None of these sequences writes NZCV (add, not adds; cbnz only reads a register):
+     * CTX's live_flags never costs an mrs/msr here. */
+    if (mode == ARCH_INC_PLAIN && nd >= 2) {
+        QP_CHECK(page_delta(addr, counter, &pages));
+        const uint32_t w[] = {
+            a64_enc_adrp(r[0], pages),
+            0xf9400000u | (lo / 8) << 10 | r[0] << 5 | r[1], /* ldr v, [a, #lo] */
+            0x91000400u | r[1] << 5 | r[1],                   /* add v, v, #1 */
+            0xf9000000u | (lo / 8) << 10 | r[0] << 5 | r[1], /* str v, [a, #lo] */
+        };
+        return put_words(w, 4, out, cap);
+    }
+    if (mode == ARCH_INC_ATOMIC && nd >= 3) {
+        QP_CHECK(page_delta(addr, counter, &pages));
+        const uint32_t w[] = {
+            a64_enc_adrp(r[0], pages),
+            a64_enc_add_imm(r[0], r[0], lo),
+            0xc85f7c00u | r[0] << 5 | r[1],             /* 1: ldxr v, [a] */
+            0x91000400u | r[1] << 5 | r[1],             /* add v, v, #1 */
+            0xc8007c00u | r[2] << 16 | r[0] << 5 | r[1], /* stxr ws, v, [a] */
+            0x35000000u | 0x7fffdu << 5 | r[2],         /* cbnz ws, 1b */
+        };
+        return put_words(w, 6, out, cap);
+    }
+    if (mode == ARCH_INC_ATOMIC_LSE) {
+        unsigned a = nd >= 2 ? r[0] : 16, v = nd >= 2 ? r[1] : 17;
+        size_t k = nd >= 2 ? 0 : 1;
+        QP_CHECK(page_delta(addr + 4 * k, counter, &pages));
+        uint32_t w[6] = {A64_SPILL};
+        w[k] = a64_enc_adrp(a, pages);
+        w[k + 1] = a64_enc_add_imm(a, a, lo);
+        w[k + 2] = 0xd2800020u | v;                 /* mov v, #1 */
+        w[k + 3] = 0xf820001fu | v << 16 | a << 5;  /* stadd v, [a] (ldadd v, xzr) */
+        w[k + 4] = A64_UNSPILL;
+        return put_words(w, nd >= 2 ? 4 : 6, out, cap);
+    }
+    return a64_emit_counter_inc(addr, counter, mode, out, cap);
+}
+
+int
+a64_emit_call_protected(uint64_t addr, uint64_t target, uint8_t *out, size_t cap)
+{
+    if (!out || cap < 12)
+        return QP_EINVAL;
+    int rc = emit_b(1, addr + 4, target, out + 4, cap - 4);
+    if (rc < 0)
+        return rc;
+    put32(out, 0xa9bf7bfdu);     /* stp x29, x30, [sp, #-16]! */
+    put32(out + 8, 0xa8c17bfdu); /* ldp x29, x30, [sp], #16 */
+    return 12;
+}
+
 int
 a64_emit_flags_save(uint8_t *out, size_t cap)
 {

@@ -79,6 +79,28 @@ int a64_emit_counter_inc(uint64_t addr, uint64_t counter, int mode, uint8_t *out
                          size_t cap);
 
 /*
+ * arch_isa_t.emit_counter_inc_at for A64: the increment of a64_emit_counter_inc, or
+ * ARCH_INC_ATOMIC_LSE, with no spill where CTX (NULL: nothing known) names enough dead
+ * registers (dead_regs bit n: xn; x18 and x29..x30 are never used):
+ *   ARCH_INC_PLAIN, 2 dead:  adrp a; ldr v,[a,#lo]; add v,v,#1; str v,[a,#lo]  (16 bytes)
+ *   ARCH_INC_ATOMIC, 3 dead: adrp a; add a; ldxr/add/stxr ws/cbnz ws           (24 bytes)
+ *   ARCH_INC_ATOMIC_LSE:     adrp a; add a; mov v,#1; stadd v,[a] (ARMv8.1 LSE), 16 bytes
+ *                            with 2 dead, else 24 with x16/x17 spilled
+ *   otherwise:               a64_emit_counter_inc's spilled sequences (24, 40 bytes).
+ * None writes NZCV, so CTX's live_flags never adds an mrs/msr.
+ */
+int a64_emit_counter_inc_at(uint64_t addr, uint64_t counter, int mode,
+                            const arch_snip_ctx_t *ctx, uint8_t *out /*OUT*/, size_t cap);
+
+/*
+ * arch_isa_t.emit_call_protected for A64: a call of a runtime hook (runtime/qprt.h; it
+ * keeps every register and NZCV) at ADDR: `stp x29, x30, [sp, #-16]!; bl TARGET;
+ * ldp x29, x30, [sp], #16`, 12 bytes (no red zone on AArch64 Linux: sp moves freely;
+ * the return address is ADDR + 8). QP_ERANGE beyond +-128 MiB.
+ */
+int a64_emit_call_protected(uint64_t addr, uint64_t target, uint8_t *out /*OUT*/, size_t cap);
+
+/*
  * Save NZCV in a 16-byte slot pushed below sp, and pop it back (`mrs`/`msr nzcv` through
  * x16, which both keep): 20 bytes each. Use only where liveness says NZCV is live.
  */

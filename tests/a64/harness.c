@@ -8,7 +8,8 @@
  * A + 2 GiB (bl through its veneer, adrp far); the copy at A and the relocated code
  * must return the same value for each argument, and keep x16/x17 (except after a far
  * bl: AAPCS64 lets calls change them) and sp. Then the counter increments (plain and,
- * from 4 threads, atomic) and the NZCV save/restore. Prints one line per failure and a
+ * from 4 threads, atomic), the NZCV save/restore, and the counting drivers' pieces at a
+ * point (increments using dead registers, LSE, hook calls) keeping every other register. Prints one line per failure and a
  * summary; exit 0 when all pass.
  */
 #include <pthread.h>
@@ -292,6 +293,155 @@ test_emitters(uint8_t *code, uint64_t *data)
     }
 }
 
+/*
+ * Run FN with x0..x29 = IN[0..29] and NZCV = IN[30]; OUT[0..29] gets x0..x29 after it,
+ * OUT[30] NZCV, OUT[31] how far sp moved. FN is called with blr x30, so it sees every
+ * register but x30 as set (x30 is its return address).
+ */
+uint64_t pa_sp;
+void probe_all(void *fn, const uint64_t *in, uint64_t *out);
+__asm__(".text\n"
+        ".globl probe_all\n"
+        "probe_all:\n"
+        "    stp x29, x30, [sp, #-112]!\n"
+        "    stp x19, x20, [sp, #16]\n"
+        "    stp x21, x22, [sp, #32]\n"
+        "    stp x23, x24, [sp, #48]\n"
+        "    stp x25, x26, [sp, #64]\n"
+        "    stp x27, x28, [sp, #80]\n"
+        "    str x2, [sp, #96]\n"
+        "    mov x3, sp\n"
+        "    adrp x4, pa_sp\n"
+        "    str x3, [x4, :lo12:pa_sp]\n"
+        "    mov x30, x0\n"
+        "    ldr x3, [x1, #240]\n"
+        "    msr nzcv, x3\n"
+        "    ldp x2, x3, [x1, #16]\n"
+        "    ldp x4, x5, [x1, #32]\n"
+        "    ldp x6, x7, [x1, #48]\n"
+        "    ldp x8, x9, [x1, #64]\n"
+        "    ldp x10, x11, [x1, #80]\n"
+        "    ldp x12, x13, [x1, #96]\n"
+        "    ldp x14, x15, [x1, #112]\n"
+        "    ldp x16, x17, [x1, #128]\n"
+        "    ldp x18, x19, [x1, #144]\n"
+        "    ldp x20, x21, [x1, #160]\n"
+        "    ldp x22, x23, [x1, #176]\n"
+        "    ldp x24, x25, [x1, #192]\n"
+        "    ldp x26, x27, [x1, #208]\n"
+        "    ldp x28, x29, [x1, #224]\n"
+        "    ldp x0, x1, [x1, #0]\n"
+        "    blr x30\n"
+        "    sub sp, sp, #32\n"
+        "    stp x0, x1, [sp]\n"
+        "    mrs x0, nzcv\n"
+        "    str x0, [sp, #16]\n"
+        "    add x0, sp, #32\n"
+        "    str x0, [sp, #24]\n"
+        "    adrp x0, pa_sp\n"
+        "    ldr x0, [x0, :lo12:pa_sp]\n"
+        "    ldr x0, [x0, #96]\n"
+        "    stp x2, x3, [x0, #16]\n"
+        "    stp x4, x5, [x0, #32]\n"
+        "    stp x6, x7, [x0, #48]\n"
+        "    stp x8, x9, [x0, #64]\n"
+        "    stp x10, x11, [x0, #80]\n"
+        "    stp x12, x13, [x0, #96]\n"
+        "    stp x14, x15, [x0, #112]\n"
+        "    stp x16, x17, [x0, #128]\n"
+        "    stp x18, x19, [x0, #144]\n"
+        "    stp x20, x21, [x0, #160]\n"
+        "    stp x22, x23, [x0, #176]\n"
+        "    stp x24, x25, [x0, #192]\n"
+        "    stp x26, x27, [x0, #208]\n"
+        "    stp x28, x29, [x0, #224]\n"
+        "    ldp x2, x3, [sp]\n"
+        "    stp x2, x3, [x0]\n"
+        "    ldr x2, [sp, #16]\n"
+        "    str x2, [x0, #240]\n"
+        "    ldr x2, [sp, #24]\n"
+        "    adrp x3, pa_sp\n"
+        "    ldr x3, [x3, :lo12:pa_sp]\n"
+        "    sub x2, x2, x3\n"
+        "    str x2, [x0, #248]\n"
+        "    mov sp, x3\n"
+        "    ldp x19, x20, [sp, #16]\n"
+        "    ldp x21, x22, [sp, #32]\n"
+        "    ldp x23, x24, [sp, #48]\n"
+        "    ldp x25, x26, [sp, #64]\n"
+        "    ldp x27, x28, [sp, #80]\n"
+        "    ldp x29, x30, [sp], #112\n"
+        "    ret\n");
+
+/*
+ * The drivers' pieces at a point (a64_emit_counter_inc_at, a64_emit_call_protected): run
+ * with every register set and each NZCV value, only the registers said to be dead may
+ * change, NZCV and sp never; the counter counts every run.
+ */
+static void
+test_point_pieces(uint8_t *code, uint64_t *data)
+{
+    static const uint32_t ret = 0xd65f03c0u;
+    static const struct {
+        const char *name;
+        int mode;
+        uint32_t dead;
+        int hook; /* a call of a hook (here a bare ret) instead of an increment */
+    } cases[] = {
+        {"plain spilled", ARCH_INC_PLAIN, 0, 0},
+        {"plain x3,x9 dead", ARCH_INC_PLAIN, 1u << 3 | 1u << 9, 0},
+        {"plain x18,x29 dead (unused)", ARCH_INC_PLAIN, 1u << 18 | 1u << 29, 0},
+        {"ldxr/stxr spilled", ARCH_INC_ATOMIC, 0, 0},
+        {"ldxr/stxr x10-x12 dead", ARCH_INC_ATOMIC, 7u << 10, 0},
+        {"stadd spilled", ARCH_INC_ATOMIC_LSE, 0, 0},
+        {"stadd x0,x1 dead", ARCH_INC_ATOMIC_LSE, 3u, 0},
+        {"hook call", 0, 0, 1},
+    };
+    static const uint64_t flagsets[] = {0, 0x90000000u, 0xf0000000u, 0x60000000u};
+    uint8_t *hook = code + 3072;
+    memcpy(hook, &ret, 4);
+    flush(hook, 4);
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        uint8_t *at = code + 1024 + 128 * c;
+        uint64_t *ctr = data + 32 + c;
+        arch_snip_ctx_t ctx = {0};
+        ctx.dead_regs = cases[c].dead;
+        ctx.live_flags = ARCH_FLAGS_STATUS;
+        int n = cases[c].hook
+                    ? a64_emit_call_protected((uint64_t)(uintptr_t)at,
+                                              (uint64_t)(uintptr_t)hook, at, 120)
+                    : a64_emit_counter_inc_at((uint64_t)(uintptr_t)at,
+                                              (uint64_t)(uintptr_t)ctr, cases[c].mode, &ctx,
+                                              at, 120);
+        checks++;
+        if (n < 0) {
+            FAIL("%s: emitting: %d", cases[c].name, n);
+            continue;
+        }
+        memcpy(at + n, &ret, 4);
+        flush(at, (size_t)n + 4);
+        for (size_t f = 0; f < sizeof flagsets / sizeof flagsets[0]; f++) {
+            uint64_t in[31], out[32];
+            for (int r = 0; r < 30; r++)
+                in[r] = 0xa64000000000ull + (uint64_t)r * 0x1111 + f;
+            in[30] = flagsets[f];
+            probe_all(at, in, out);
+            checks++;
+            for (int r = 0; r < 30; r++)
+                if (out[r] != in[r] && !(cases[c].dead >> r & 1u))
+                    FAIL("%s: x%d changed (%#llx, was %#llx)", cases[c].name, r,
+                         (unsigned long long)out[r], (unsigned long long)in[r]);
+            if (out[30] != flagsets[f] || out[31] != 0)
+                FAIL("%s: nzcv %#llx (was %#llx), sp moved %+lld", cases[c].name,
+                     (unsigned long long)out[30], (unsigned long long)flagsets[f],
+                     (long long)out[31]);
+        }
+        checks++;
+        if (!cases[c].hook && *ctr != 4)
+            FAIL("%s: counter %llu, want 4", cases[c].name, (unsigned long long)*ctr);
+    }
+}
+
 static void *
 map_at(uint64_t addr, size_t len, int prot)
 {
@@ -321,6 +471,7 @@ main(int argc, char **argv)
         return 2;
     test_snippets(a);
     test_emitters(code, data);
+    test_point_pieces(code, data);
     printf("a64 harness: %d checks, %d failures, %d skipped (a branch 2 GiB from its target)\n",
            checks, failures, skipped);
     return failures ? 1 : 0;
