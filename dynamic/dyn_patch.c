@@ -1361,11 +1361,25 @@ is_noret_block(const cfg_prog_t *prog, const cfg_block_t *b)
     return leaves;
 }
 
-/* The calls that never return of the procedure of PARTS (is_noret_block): their
- * runtime addresses, sorted, into *OUT (malloc'd, NULL for none); their number, or
- * QP_ENOMEM. */
+/* Does block B end in the indirect jump of a jump table of proven bounds (its every
+ * edge one of the table's)? */
 static int
-noret_calls(const dyn_session_t *s, const uint32_t *parts, int nparts, uint64_t **out)
+is_table_block(const cfg_prog_t *prog, const cfg_block_t *b)
+{
+    if (b->last_kind != ARCH_KIND_JMP_IND || b->nsucc == 0)
+        return 0;
+    for (uint32_t e = 0; e < b->nsucc; e++)
+        if (cfg_block_succ(prog, b, e)->kind != CFG_EDGE_TABLE)
+            return 0;
+    return 1;
+}
+
+/* The last instructions of the blocks of the procedure of PARTS that WHICH says yes to:
+ * their runtime addresses, sorted, into *OUT (malloc'd, NULL for none); their number,
+ * or QP_ENOMEM. */
+static int
+block_ends(const dyn_session_t *s, const uint32_t *parts, int nparts,
+    int (*which)(const cfg_prog_t *, const cfg_block_t *), uint64_t **out)
 {
     const cfg_prog_t *prog = s->prog;
     size_t n = 0, cap = 0;
@@ -1379,7 +1393,7 @@ noret_calls(const dyn_session_t *s, const uint32_t *parts, int nparts, uint64_t 
         const cfg_block_t *bl = &prog->blocks[b];
         arch_insn_t in;
         uint64_t a = bl->start;
-        if (!is_noret_block(prog, bl))
+        if (!which(prog, bl))
             continue;
         while (a < bl->end && cfg_image_decode(prog->img, a, 0, &in) >= 0
             && a + in.len < bl->end)
@@ -1723,11 +1737,13 @@ reloc_trial(const dyn_session_t *s, const uint32_t *parts, int nparts, point_t *
         *err = n == QP_ENOMEM ? n : 0;
         return "its blocks overlap (not one reading of its bytes)";
     }
-    uint64_t e = s->prog->procs[pt->proc].entry + s->bias, *noret;
-    int nnr = noret_calls(s, parts, nparts, &noret);
-    if (nnr < 0) {
+    uint64_t e = s->prog->procs[pt->proc].entry + s->bias, *noret = NULL, *inner = NULL;
+    int nnr = block_ends(s, parts, nparts, is_noret_block, &noret);
+    int nin = nnr < 0 ? nnr : block_ends(s, parts, nparts, is_table_block, &inner);
+    if (nnr < 0 || nin < 0) {
         free(runs);
-        *err = nnr;
+        free(noret);
+        *err = QP_ENOMEM;
         return "out of memory";
     }
     arch_snip_t cv[4], stop = { .op = ARCH_SN_TIMER_STOP, .a = ARCH_SNIP_NONE,
@@ -1738,7 +1754,7 @@ reloc_trial(const dyn_session_t *s, const uint32_t *parts, int nparts, point_t *
         { count.nodes, count.n, count.root, pt_point_ctx(PT_POINT_ENTRY, ARCH_FLAGS_STATUS) },
         { &stop, 1, 0, pt_point_ctx(PT_POINT_EXIT, ARCH_FLAGS_STATUS) },
         { &stop, 1, 0, pt_point_ctx(PT_POINT_INSN, ARCH_FLAGS_STATUS) }, NULL, 0, noret,
-        (size_t)nnr };
+        (size_t)nnr, inner, (size_t)nin };
     size_t cap = pt_proc_size(&p, 256), mapcap = pt_proc_mapcap(&p), nmap;
     uint8_t *out = malloc(cap + 1);
     pt_map_t *map = malloc((mapcap + 1) * sizeof(*map));
@@ -1755,6 +1771,7 @@ reloc_trial(const dyn_session_t *s, const uint32_t *parts, int nparts, point_t *
     free(map);
     free(runs);
     free(noret);
+    free(inner);
     return why;
 }
 
@@ -1897,11 +1914,14 @@ check_reloc(dyn_session_t *s, uint32_t i, const char *name, int timed, int exits
     pt.reloc = 1;
     pt.call_ret = 0;
     pt.save_flags = entry_save_flags(pr);
+    size_t nsucc = 0;
     for (k = 0; k < nparts; k++)
         nblk += prog->procs[parts[k]].nblocks;
+    FOR_BLOCKS(prog, parts, nparts, k, b)
+    nsucc += prog->blocks[b].nsucc;
     seen = calloc(nblk + 1, 1);
     todo = malloc((nblk + 1) * sizeof(*todo));
-    xs = malloc((nblk + 1) * sizeof(*xs));
+    xs = malloc((nblk + nsucc + 1) * sizeof(*xs));
     if (seen == NULL || todo == NULL || xs == NULL) {
         *err = QP_ENOMEM;
         goto out;
@@ -1915,7 +1935,13 @@ check_reloc(dyn_session_t *s, uint32_t i, const char *name, int timed, int exits
         const cfg_block_t *bl = &prog->blocks[b];
         for (uint32_t e = 0; e < bl->nsucc && why == NULL; e++) {
             const cfg_edge_t *ed = cfg_block_succ(prog, bl, e);
-            if (ed->kind == CFG_EDGE_TABLE || ed->kind == CFG_EDGE_INDIRECT)
+            if (ed->kind == CFG_EDGE_TABLE && is_table_block(prog, bl) && ed->to != CFG_NONE
+                && part_block_index(prog, parts, nparts, ed->to) != SIZE_MAX)
+                /* A jump table of proven bounds into its own code: each target gets a
+                 * jump into the copy, as a return site does (the copy's jump reads the
+                 * table, which stays as it is, and lands there). */
+                xs[nxs++] = prog->blocks[ed->to].start;
+            else if (ed->kind == CFG_EDGE_TABLE || ed->kind == CFG_EDGE_INDIRECT)
                 why = "a jump table (its targets would run the original code)";
             else if (ed->kind == CFG_EDGE_UNRESOLVED)
                 why = "an indirect jump with unknown targets may leave it";
@@ -2542,20 +2568,25 @@ emit_reloc(const dyn_session_t *s, point_t *pt, uint64_t at, const dyn_snippet_t
     QP_CHECK(nparts);
     QP_CHECK(n = proc_runs(s, parts, nparts, &runs));
     pt_proc_t p = { runs, (size_t)n, s->prog->procs[pt->proc].entry + s->bias,
-        tramp_snip(pt, pre, 0), { 0 }, { 0 }, NULL, 0, NULL, 0 };
-    uint64_t *exits = NULL, *noret = NULL;
-    int nnr = noret_calls(s, parts, nparts, &noret);
-    if (nnr < 0) {
+        tramp_snip(pt, pre, 0), { 0 }, { 0 }, NULL, 0, NULL, 0, NULL, 0 };
+    uint64_t *exits = NULL, *noret = NULL, *inner = NULL;
+    int nnr = block_ends(s, parts, nparts, is_noret_block, &noret);
+    int nin = nnr < 0 ? nnr : block_ends(s, parts, nparts, is_table_block, &inner);
+    if (nnr < 0 || nin < 0) {
         free(runs);
-        return nnr;
+        free(noret);
+        return QP_ENOMEM;
     }
     p.noret = noret;
     p.nnoret = (size_t)nnr;
+    p.inner = inner;
+    p.ninner = (size_t)nin;
     if (pt->exits != NULL) {
         /* Only the exits the caller put its snippet at (link addresses, sorted). */
         if ((exits = malloc((pt->nexits + 1) * sizeof(*exits))) == NULL) {
             free(runs);
             free(noret);
+            free(inner);
             return QP_ENOMEM;
         }
         for (size_t k = 0; k < pt->nexits; k++)
@@ -2578,12 +2609,14 @@ emit_reloc(const dyn_session_t *s, point_t *pt, uint64_t at, const dyn_snippet_t
         free(runs);
         free(exits);
         free(noret);
+        free(inner);
         return QP_ENOMEM;
     }
     n = pt_proc_emit(&p, at, out, cap, pt->map, mapcap, &pt->nmap);
     free(runs);
     free(exits);
     free(noret);
+    free(inner);
     return n;
 }
 

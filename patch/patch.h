@@ -221,6 +221,12 @@ typedef struct pt_proc {
                             * sorted): exits, LEAVE before them, as before a call whose
                             * return address is outside the runs; NULL: none */
     size_t nnoret;
+    const uint64_t *inner; /* indirect jumps whose every target is inside (a jump table
+                            * of proven bounds; runtime addresses, sorted): relocated as
+                            * they are, no snippet (the caller writes a jump into the
+                            * copy at each target: the table, data, is not changed);
+                            * NULL: none */
+    size_t ninner;
 } pt_proc_t;
 
 /* Where an instruction of the procedure runs in its copy. */

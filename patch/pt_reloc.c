@@ -13,6 +13,8 @@
  *            branch inside the runs     -> the same branch to the target's copy
  *            ret                        -> RET snippet; ret
  *            jmp out of the runs        -> LEAVE snippet; jmp (or jmp *) as it was
+ *            jmp * of a jump table      -> as it was (to the original targets, whose
+ *                                          jumps the caller writes into the copy)
  *            jcc out of the runs        -> jcc to a stub after the body
  *            call                       -> made with the original return address
  *            call that never returns    -> LEAVE snippet; the call as above
@@ -249,8 +251,9 @@ one(gen_t *g, const uint8_t *b, const arch_insn_t *in)
         t = in->target;
         break;
     case ARCH_KIND_JMP_IND:
-        /* The caller proved it leaves the procedure (no table into it). */
-        if (chosen(p, in->addr))
+        /* A jump table's (inner): its targets in the original jump into the copy. Else
+         * the caller proved it leaves the procedure. */
+        if (!listed(p->inner, p->ninner, in->addr) && chosen(p, in->addr))
             QP_CHECK(snip(g, &p->leave, g->sleave, k));
         t = in->target;
         break;

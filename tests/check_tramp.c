@@ -470,7 +470,7 @@ START_TEST(test_reloc_whole)
         add_to(ve, 10, NODE(.op = ARCH_SN_CONST, .imm = 1), ARCH_SNX_ENTRY, 0),
         add_to(vr, 11, NODE(.op = ARCH_SN_CONST, .imm = 1), ARCH_SNX_RETURN, 0),
         add_to(vl, 12, NODE(.op = ARCH_SN_CONST, .imm = 1), 0, ARCH_FLAGS_STATUS), NULL, 0,
-        NULL, 0 };
+        NULL, 0, NULL, 0 };
     pt_map_t m[64];
     size_t nm = 0;
     ck_assert_uint_ge(sizeof(m) / sizeof(m[0]), pt_proc_mapcap(&p) / 4);
@@ -517,7 +517,7 @@ START_TEST(test_reloc_noret)
     pt_proc_t p = { &run, 1, at(OFF_H), { 0 },
         add_to(vr, 8, NODE(.op = ARCH_SN_CONST, .imm = 1), ARCH_SNX_RETURN, 0),
         add_to(vl, 9, NODE(.op = ARCH_SN_CONST, .imm = 1), 0, ARCH_FLAGS_STATUS), NULL, 0,
-        NULL, 0 };
+        NULL, 0, NULL, 0 };
     pt_map_t m[16];
     size_t nm = 0;
     uint8_t *tr = TRAMP;
@@ -547,6 +547,40 @@ START_TEST(test_reloc_noret)
 }
 END_TEST
 
+/*
+ * A jump table's indirect jump in a copy (inner): relocated as it is, to the target the
+ * data gives (in the original, where dyn writes a jump into the copy), with no leave
+ * snippet; an indirect jump not listed is taken as leaving (its snippet runs).
+ */
+START_TEST(test_reloc_table_jump)
+{
+    /* lea L(%rip),%rax; jmp *%rax; L: mov %rdi,%rax; ret */
+    size_t k = 0x140;
+    put(&k, (const uint8_t[]) { 0x48, 0x8d, 0x05, 2, 0, 0, 0, 0xff, 0xe0, 0x48, 0x89, 0xf8,
+                                0xc3 },
+        13);
+    arch_snip_t vl[2];
+    pt_run_t run = { at(0x140), CODE + 0x140, 13 };
+    pt_proc_t p = { &run, 1, at(0x140), { 0 }, { 0 },
+        add_to(vl, 9, NODE(.op = ARCH_SN_CONST, .imm = 1), 0, ARCH_FLAGS_STATUS), NULL, 0,
+        NULL, 0, NULL, 0 };
+    pt_map_t m[16];
+    size_t nm = 0;
+    uint8_t *tr = TRAMP;
+    ck_assert_int_gt(pt_proc_emit(&p, (uint64_t)(uintptr_t)tr, tr, PAGE, m, 16, &nm), 0);
+    for (uint64_t i = 0; i < 10; i++)
+        ck_assert_uint_eq(call(PAGE, i, 0), i);
+    ck_assert_uint_eq(WORDS[9], 10);
+    const uint64_t inner[] = { at(0x147) };
+    p.inner = inner;
+    p.ninner = 1;
+    ck_assert_int_gt(pt_proc_emit(&p, (uint64_t)(uintptr_t)tr, tr, PAGE, m, 16, &nm), 0);
+    for (uint64_t i = 0; i < 10; i++)
+        ck_assert_uint_eq(call(PAGE, i, 0), i);
+    ck_assert_uint_eq(WORDS[9], 10);
+}
+END_TEST
+
 /* What cannot run in a copy is refused, not relocated wrong. */
 START_TEST(test_reloc_refusals)
 {
@@ -556,7 +590,7 @@ START_TEST(test_reloc_refusals)
     /* call 1f; 1: pop %rax; ret - reads its own return address */
     const uint8_t self[] = { 0xe8, 0, 0, 0, 0, 0x58, 0xc3 };
     pt_run_t r1 = { 0x400000, self, sizeof(self) };
-    pt_proc_t p = { &r1, 1, 0x400000, { 0 }, { 0 }, { 0 }, NULL, 0, NULL, 0 };
+    pt_proc_t p = { &r1, 1, 0x400000, { 0 }, { 0 }, { 0 }, NULL, 0, NULL, 0, NULL, 0 };
     ck_assert_int_eq(pt_proc_emit(&p, 0x500000, out, sizeof(out), m, 16, &nm), QP_EUNSUPP);
     /* jmp into the middle of its own instruction */
     const uint8_t mid[] = { 0x48, 0x89, 0xf8, 0xeb, 0xfc, 0xc3 };
@@ -586,6 +620,7 @@ tramp_suite(void)
     tcase_add_test(tc, test_tramp_refusals);
     tcase_add_test(tc, test_tramp_own_shapes);
     tcase_add_test(tc, test_reloc_noret);
+    tcase_add_test(tc, test_reloc_table_jump);
     tcase_add_test(tc, test_tramp_padded);
     tcase_add_test(tc, test_flags_rule);
     tcase_add_test(tc, test_reloc_whole);
