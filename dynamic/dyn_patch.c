@@ -1417,6 +1417,36 @@ block_ends(const dyn_session_t *s, const uint32_t *parts, int nparts,
     return (int)n;
 }
 
+static const char *catches(const dyn_session_t *s, const cfg_block_t *bl);
+
+/*
+ * Why the call to TARGET that ends block B, a C++ throw (__cxa_throw, __cxa_rethrow),
+ * is no exit: its procedure catches exceptions (a catch clause calls __cxa_begin_catch),
+ * so the throw may land in its own handler and the activation go on. NULL otherwise.
+ */
+static const char *
+throws_to_itself(const dyn_session_t *s, const cfg_block_t *b, uint64_t target)
+{
+    const cfg_prog_t *prog = s->prog;
+    const cfg_proc_t *c = cfg_proc_at(prog, target), *own = &prog->procs[b->proc];
+    uint32_t parts[64], bb;
+    int k, nparts;
+
+    if (c == NULL || c->entry != target || c->name == NULL
+        || (strstr(c->name, "__cxa_throw") == NULL && strstr(c->name, "__cxa_rethrow") == NULL))
+        return NULL;
+    nparts = parts_of((dyn_session_t *)s,
+        (own->flags & CFG_PROC_FRAGMENT) && own->parent != CFG_NONE ? own->parent : b->proc,
+        parts, 64);
+    if (nparts < 0)
+        return "too many cold fragments";
+    FOR_BLOCKS(prog, parts, nparts, k, bb)
+    if (catches(s, &prog->blocks[bb]) != NULL)
+        return "it throws an exception it may catch itself (a timer stopped at the throw "
+               "would miss the handler)";
+    return NULL;
+}
+
 /*
  * The exit point of block B that ends in a call that never returns (is_noret_block):
  * the call alone, its snippet before it, the call made from the trampoline with its
@@ -1433,6 +1463,7 @@ check_noret(const dyn_session_t *s, const cfg_block_t *b, point_t *pt /*OUT*/)
     uint64_t a = b->start;
     size_t avail;
     const uint8_t *bytes;
+    const char *why;
 
     memset(&in, 0, sizeof(in));
     while (a < b->end && cfg_image_decode(prog->img, a, 0, &in) >= 0 && a + in.len < b->end)
@@ -1447,6 +1478,8 @@ check_noret(const dyn_session_t *s, const cfg_block_t *b, point_t *pt /*OUT*/)
     if (has_shadow_stack(s))
         return "a call that never returns would be made with its original return address "
                "(the process has a shadow stack)";
+    if ((why = throws_to_itself(s, b, in.target)) != NULL)
+        return why;
     if (((a + s->bias) & 4095) > 4096 - JMP_LEN)
         return "a call that never returns crosses a page boundary (the jump could not be "
                "written in one piece)";

@@ -14,7 +14,11 @@
 #  (c) dyn attach for a window, detach: the code (every executable mapping) byte for
 #      byte what it was, no mapping left;
 #  (d) dyn killed (SIGKILL) while instrumented: the program goes on right, `dyn clean`
-#      puts every byte back.
+#      puts every byte back;
+#  (e) C++ (tests/dynnoret/throw.cc): leaver's throw leaves it, an exit (calls exact, its
+#      time under the sleeps main makes after each call); thrower catches what it
+#      throws: its timer is refused with the reason (stopped at the throw it would miss
+#      the handler); `count calls(thrower) post` counts its returns only (N).
 # Skips (77) when ptrace is not allowed. Exit status: 0 pass, 1 fail, 99 error.
 set -u
 : "${top_srcdir:=${srcdir:-.}}"
@@ -126,6 +130,28 @@ trc=$?
 tpid=
 [ $trc -eq 0 ] || bad "program exit status $trc"
 [ "$(cat "$dir/wait.out")" = "ok same" ] || bad "program: $(cat "$dir/wait.out")"
+
+# (e) C++ throws.
+if command -v "${CXX:-g++}" >/dev/null && "${CXX:-g++}" -O2 -o "$dir/throw" "$srcdir/tests/dynnoret/throw.cc"; then
+    "$DYN" run -v --time leaver --time thrower -- "$dir/throw" $N $MS >"$dir/cc.out" 2>"$dir/cc.err"
+    want=$("$dir/throw" $N 0)
+    grep -qx "$want" "$dir/cc.out" ||
+        bad "(e) results: $(cat "$dir/cc.out" "$dir/cc.err")"
+    grep -q 'thrower: not instrumented: it throws an exception it may catch itself' "$dir/cc.err" ||
+        bad "(e) thrower not refused: $(cat "$dir/cc.err")"
+    awk -v n=$N -v ms=$MS '
+        $NF == "leaver" { seen++
+            if ($1 != n) { print "FAIL (e) leaver calls: " $0; bad = 1 }
+            if ($2 > n * ms / 2) { print "FAIL (e) leaver time (a timer left running): " $0; bad = 1 } }
+        END { if (seen != 1) { print "FAIL (e) leaver row missing"; bad = 1 }; exit bad }' \
+        "$dir/cc.out" || fails=$((fails + 1))
+    "$DYN" run -e 'count calls(thrower) post' -- "$dir/throw" $N 0 >"$dir/post.out" 2>"$dir/post.err"
+    awk -v n=$N '$1 == "count" && $NF == "thrower" { seen++; if ($4 != n) { print "FAIL (e) post: " $0; bad = 1 } }
+        END { if (seen != 1) { print "FAIL (e) post row missing"; bad = 1 }; exit bad }' \
+        "$dir/post.out" || { cat "$dir/post.out" "$dir/post.err"; fails=$((fails + 1)); }
+else
+    echo "skip (e): no C++ compiler"
+fi
 
 [ $fails -eq 0 ] || exit 1
 echo "PASS: dyn-noret"
