@@ -92,6 +92,9 @@ typedef struct point {
     uint64_t raddr;     /* ... their runtime address */
     uint8_t by_jump;    /* a whole entry block ending in a tail jump, not a ret: no return
                          * value where its exit snippet runs */
+    uint8_t noret;      /* PT_EXIT at a direct call that never returns into the procedure
+                         * (the code after it is another procedure's): its snippet, then
+                         * the call made with its original return address (call_ret) */
     uint8_t tail;       /* PT_EXIT ending in a tail jump instead of a ret: 1, or 2 for a
                          * conditional one (jcc: the timer stops only when it is taken),
                          * 3 for a jcc whose both sides leave (it stops on both) */
@@ -631,6 +634,8 @@ check_tail(const dyn_session_t *s, const cfg_block_t *b, uint64_t own, int whole
 static int has_except_table(const cfg_image_t *img);
 static int is_tail_block(const cfg_prog_t *prog, const cfg_block_t *b);
 static int is_cond_tail_block(const cfg_prog_t *prog, const cfg_block_t *b);
+static int is_noret_block(const cfg_prog_t *prog, const cfg_block_t *b);
+static const char *check_noret(const dyn_session_t *s, const cfg_block_t *b, point_t *pt);
 
 /*
  * The first 5 bytes of whole instructions from ADDR, in block B, for a jump: why not, or
@@ -791,7 +796,9 @@ check_point(const dyn_session_t *s, int kind, uint32_t proc, uint64_t addr, poin
          * runs on the way out only, 3 when both sides leave). */
         const cfg_block_t *bl = &prog->blocks[b];
         int ctail = is_cond_tail_block(prog, bl);
-        if (bl->last_kind != ARCH_KIND_RET && !is_tail_block(prog, bl) && !ctail)
+        if (is_noret_block(prog, bl))
+            *why = check_noret(s, bl, &pt); /* a call that never returns */
+        else if (bl->last_kind != ARCH_KIND_RET && !is_tail_block(prog, bl) && !ctail)
             *why = "not a block ending in ret or a tail call";
         else {
             int want_pad;
@@ -1333,6 +1340,161 @@ is_cond_tail_block(const cfg_prog_t *prog, const cfg_block_t *b)
 }
 
 /*
+ * Does block B end in a call that never returns: no edge to a return site, and the
+ * analysis found its callee never returns (a no-return edge) or the bytes after it are
+ * another procedure's (a tail-call edge from a call)? Such a call is one of the
+ * procedure's exits: a timer stops before it (a longjmp or an error raised there would
+ * otherwise leave it running).
+ */
+static int
+is_noret_block(const cfg_prog_t *prog, const cfg_block_t *b)
+{
+    int leaves = 0;
+    if (b->last_kind != ARCH_KIND_CALL && b->last_kind != ARCH_KIND_CALL_IND)
+        return 0;
+    for (uint32_t e = 0; e < b->nsucc; e++) {
+        uint8_t kind = cfg_block_succ(prog, b, e)->kind;
+        if (kind == CFG_EDGE_CALLRET)
+            return 0;
+        leaves |= kind == CFG_EDGE_TAILCALL || kind == CFG_EDGE_NORETURN;
+    }
+    return leaves;
+}
+
+/* Does block B end in the indirect jump of a jump table of proven bounds (its every
+ * edge one of the table's)? */
+static int
+is_table_block(const cfg_prog_t *prog, const cfg_block_t *b)
+{
+    if (b->last_kind != ARCH_KIND_JMP_IND || b->nsucc == 0)
+        return 0;
+    for (uint32_t e = 0; e < b->nsucc; e++)
+        if (cfg_block_succ(prog, b, e)->kind != CFG_EDGE_TABLE)
+            return 0;
+    return 1;
+}
+
+/* The last instructions of the blocks of the procedure of PARTS that WHICH says yes to:
+ * their runtime addresses, sorted, into *OUT (malloc'd, NULL for none); their number,
+ * or QP_ENOMEM. */
+static int
+block_ends(const dyn_session_t *s, const uint32_t *parts, int nparts,
+    int (*which)(const cfg_prog_t *, const cfg_block_t *), uint64_t **out)
+{
+    const cfg_prog_t *prog = s->prog;
+    size_t n = 0, cap = 0;
+    uint64_t *v = NULL;
+    uint32_t b;
+    int k;
+
+    *out = NULL;
+    FOR_BLOCKS(prog, parts, nparts, k, b)
+    {
+        const cfg_block_t *bl = &prog->blocks[b];
+        arch_insn_t in;
+        uint64_t a = bl->start;
+        if (!which(prog, bl))
+            continue;
+        while (a < bl->end && cfg_image_decode(prog->img, a, 0, &in) >= 0
+            && a + in.len < bl->end)
+            a += in.len;
+        if (a >= bl->end)
+            continue;
+        if (n == cap) {
+            cap = cap ? 2 * cap : 8;
+            uint64_t *w = realloc(v, cap * sizeof(*w));
+            if (w == NULL) {
+                free(v);
+                return QP_ENOMEM;
+            }
+            v = w;
+        }
+        v[n++] = a + s->bias;
+    }
+    if (n > 1)
+        qsort(v, n, sizeof(*v), cfg_u64_cmp);
+    *out = v;
+    return (int)n;
+}
+
+static const char *catches(const dyn_session_t *s, const cfg_block_t *bl);
+
+/*
+ * Why the call to TARGET that ends block B, a C++ throw (__cxa_throw, __cxa_rethrow),
+ * is no exit: its procedure catches exceptions (a catch clause calls __cxa_begin_catch),
+ * so the throw may land in its own handler and the activation go on. NULL otherwise.
+ */
+static const char *
+throws_to_itself(const dyn_session_t *s, const cfg_block_t *b, uint64_t target)
+{
+    const cfg_prog_t *prog = s->prog;
+    const cfg_proc_t *c = cfg_proc_at(prog, target), *own = &prog->procs[b->proc];
+    uint32_t parts[64], bb;
+    int k, nparts;
+
+    if (c == NULL || c->entry != target || c->name == NULL
+        || (strstr(c->name, "__cxa_throw") == NULL && strstr(c->name, "__cxa_rethrow") == NULL))
+        return NULL;
+    nparts = parts_of((dyn_session_t *)s,
+        (own->flags & CFG_PROC_FRAGMENT) && own->parent != CFG_NONE ? own->parent : b->proc,
+        parts, 64);
+    if (nparts < 0)
+        return "too many cold fragments";
+    FOR_BLOCKS(prog, parts, nparts, k, bb)
+    if (catches(s, &prog->blocks[bb]) != NULL)
+        return "it throws an exception it may catch itself (a timer stopped at the throw "
+               "would miss the handler)";
+    return NULL;
+}
+
+/*
+ * The exit point of block B that ends in a call that never returns (is_noret_block):
+ * the call alone, its snippet before it, the call made from the trampoline with its
+ * original return address (so unwinding, and a callee that returns after all, see the
+ * code they would without dyn). Why not, or NULL with *PT filled (kind PT_EXIT).
+ */
+static const char *
+check_noret(const dyn_session_t *s, const cfg_block_t *b, point_t *pt /*OUT*/)
+{
+    const cfg_prog_t *prog = s->prog;
+    const char *refused = "a call that never returns cannot take its exit's jump (an "
+                          "indirect one, or a call to the next instruction)";
+    arch_insn_t in;
+    uint64_t a = b->start;
+    size_t avail;
+    const uint8_t *bytes;
+    const char *why;
+
+    memset(&in, 0, sizeof(in));
+    while (a < b->end && cfg_image_decode(prog->img, a, 0, &in) >= 0 && a + in.len < b->end)
+        a += in.len;
+    if (a >= b->end || a + in.len != b->end || (bytes = cfg_image_ptr(prog->img, a, &avail)) == NULL
+        || avail < in.len)
+        return refused;
+    /* (An indirect call would push a return address in the trampoline.) */
+    if (in.kind != ARCH_KIND_CALL || in.len < JMP_LEN || in.len > sizeof(pt->orig)
+        || in.target == a + in.len || proc_entry_in(prog, a + 1, a + in.len))
+        return refused;
+    if (has_shadow_stack(s))
+        return "a call that never returns would be made with its original return address "
+               "(the process has a shadow stack)";
+    if ((why = throws_to_itself(s, b, in.target)) != NULL)
+        return why;
+    if (((a + s->bias) & 4095) > 4096 - JMP_LEN)
+        return "a call that never returns crosses a page boundary (the jump could not be "
+               "written in one piece)";
+    memset(pt, 0, sizeof(*pt));
+    pt->kind = PT_EXIT;
+    pt->entry = a + s->bias;
+    pt->len = (uint8_t)in.len;
+    pt->ninsns = 1;
+    pt->call_ret = 1;
+    pt->noret = 1;
+    memcpy(pt->orig, bytes, in.len);
+    return NULL;
+}
+
+/*
  * The entry of timed procedure I: its entry block moved whole when it ends the
  * procedure (ret, tail call: the timer starts and stops in one trampoline), else its
  * first instructions (a short jump through padding when they are too few). Why not, or
@@ -1608,7 +1770,15 @@ reloc_trial(const dyn_session_t *s, const uint32_t *parts, int nparts, point_t *
         *err = n == QP_ENOMEM ? n : 0;
         return "its blocks overlap (not one reading of its bytes)";
     }
-    uint64_t e = s->prog->procs[pt->proc].entry + s->bias;
+    uint64_t e = s->prog->procs[pt->proc].entry + s->bias, *noret = NULL, *inner = NULL;
+    int nnr = block_ends(s, parts, nparts, is_noret_block, &noret);
+    int nin = nnr < 0 ? nnr : block_ends(s, parts, nparts, is_table_block, &inner);
+    if (nnr < 0 || nin < 0) {
+        free(runs);
+        free(noret);
+        *err = QP_ENOMEM;
+        return "out of memory";
+    }
     arch_snip_t cv[4], stop = { .op = ARCH_SN_TIMER_STOP, .a = ARCH_SNIP_NONE,
         .b = ARCH_SNIP_NONE, .c = ARCH_SNIP_NONE, .imm = (int64_t)e };
     dyn_snippet_t count;
@@ -1616,7 +1786,8 @@ reloc_trial(const dyn_session_t *s, const uint32_t *parts, int nparts, point_t *
     pt_proc_t p = { runs, (size_t)n, e,
         { count.nodes, count.n, count.root, pt_point_ctx(PT_POINT_ENTRY, ARCH_FLAGS_STATUS) },
         { &stop, 1, 0, pt_point_ctx(PT_POINT_EXIT, ARCH_FLAGS_STATUS) },
-        { &stop, 1, 0, pt_point_ctx(PT_POINT_INSN, ARCH_FLAGS_STATUS) }, NULL, 0 };
+        { &stop, 1, 0, pt_point_ctx(PT_POINT_INSN, ARCH_FLAGS_STATUS) }, NULL, 0, noret,
+        (size_t)nnr, inner, (size_t)nin };
     size_t cap = pt_proc_size(&p, 256), mapcap = pt_proc_mapcap(&p), nmap;
     uint8_t *out = malloc(cap + 1);
     pt_map_t *map = malloc((mapcap + 1) * sizeof(*map));
@@ -1632,6 +1803,8 @@ reloc_trial(const dyn_session_t *s, const uint32_t *parts, int nparts, point_t *
     free(out);
     free(map);
     free(runs);
+    free(noret);
+    free(inner);
     return why;
 }
 
@@ -1774,11 +1947,14 @@ check_reloc(dyn_session_t *s, uint32_t i, const char *name, int timed, int exits
     pt.reloc = 1;
     pt.call_ret = 0;
     pt.save_flags = entry_save_flags(pr);
+    size_t nsucc = 0;
     for (k = 0; k < nparts; k++)
         nblk += prog->procs[parts[k]].nblocks;
+    FOR_BLOCKS(prog, parts, nparts, k, b)
+    nsucc += prog->blocks[b].nsucc;
     seen = calloc(nblk + 1, 1);
     todo = malloc((nblk + 1) * sizeof(*todo));
-    xs = malloc((nblk + 1) * sizeof(*xs));
+    xs = malloc((nblk + nsucc + 1) * sizeof(*xs));
     if (seen == NULL || todo == NULL || xs == NULL) {
         *err = QP_ENOMEM;
         goto out;
@@ -1792,12 +1968,20 @@ check_reloc(dyn_session_t *s, uint32_t i, const char *name, int timed, int exits
         const cfg_block_t *bl = &prog->blocks[b];
         for (uint32_t e = 0; e < bl->nsucc && why == NULL; e++) {
             const cfg_edge_t *ed = cfg_block_succ(prog, bl, e);
-            if (ed->kind == CFG_EDGE_TABLE || ed->kind == CFG_EDGE_INDIRECT)
+            if (ed->kind == CFG_EDGE_TABLE && is_table_block(prog, bl) && ed->to != CFG_NONE
+                && part_block_index(prog, parts, nparts, ed->to) != SIZE_MAX)
+                /* A jump table of proven bounds into its own code: each target gets a
+                 * jump into the copy, as a return site does (the copy's jump reads the
+                 * table, which stays as it is, and lands there). */
+                xs[nxs++] = prog->blocks[ed->to].start;
+            else if (ed->kind == CFG_EDGE_TABLE || ed->kind == CFG_EDGE_INDIRECT)
                 why = "a jump table (its targets would run the original code)";
             else if (ed->kind == CFG_EDGE_UNRESOLVED)
                 why = "an indirect jump with unknown targets may leave it";
             else if (ed->kind == CFG_EDGE_TAILCALL
-                && (bl->last_kind == ARCH_KIND_CALL || bl->last_kind == ARCH_KIND_CALL_IND))
+                && (bl->last_kind == ARCH_KIND_CALL || bl->last_kind == ARCH_KIND_CALL_IND)
+                && !is_noret_block(prog, bl))
+                /* (Else it never returns: the copy's leave snippet runs before it.) */
                 why = "a call returns into another procedure's code (its callee is assumed "
                       "never to return)";
             else if (ed->kind == CFG_EDGE_CALLRET && ed->to != CFG_NONE)
@@ -1960,9 +2144,10 @@ check_timed_inplace(dyn_session_t *s, uint32_t i, const char *name, int *err /*O
     {
         const cfg_block_t *bl = &prog->blocks[b];
         int tail = is_tail_block(prog, bl) ? 1 : is_cond_tail_block(prog, bl);
+        int noret = is_noret_block(prog, bl);
         for (uint32_t e = 0; e < bl->nsucc; e++) {
             const cfg_edge_t *ed = cfg_block_succ(prog, bl, e);
-            if (ed->kind == CFG_EDGE_TAILCALL && !tail)
+            if (ed->kind == CFG_EDGE_TAILCALL && !tail && !noret)
                 why = bl->last_kind == ARCH_KIND_CALL
                         || bl->last_kind == ARCH_KIND_CALL_IND
                     ? "a call returns into another procedure's code (its callee is "
@@ -1974,6 +2159,19 @@ check_timed_inplace(dyn_session_t *s, uint32_t i, const char *name, int *err /*O
             else if (ed->to == CFG_NONE && ed->kind != CFG_EDGE_RETURN
                 && ed->kind != CFG_EDGE_NORETURN && ed->kind != CFG_EDGE_TAILCALL)
                 why = "control leaves it other than by a ret";
+        }
+        if (why == NULL && noret) {
+            /* A call that never returns: the timer stops before it. */
+            if ((why = check_noret(s, bl, &ex)) == NULL) {
+                ex.proc = i;
+                ex.row = row;
+                ex.name = name;
+                if (ex.entry < pt.entry + pt.len && pt.entry < ex.entry + ex.len)
+                    why = "its entry and a call that never returns share the bytes to patch";
+                else if ((*err = add_cand(s, &ex)) < 0)
+                    return NULL;
+                nexit++;
+            }
         }
         if (why == NULL && (bl->last_kind == ARCH_KIND_RET || tail)
             && !(pt.whole && b == pr->block)) {
@@ -2354,9 +2552,10 @@ snip_ctx(const point_t *pt, int after)
         return pt_point_ctx(after ? PT_POINT_EXIT : PT_POINT_ENTRY, flags);
     /* Before a call and after it returned the flags are dead (the callee clobbers them). */
     case PT_CALL: return pt_point_ctx(after ? PT_POINT_AFTER_CALL : PT_POINT_CALL, 0);
-    case PT_EXIT: /* a tail call: no return value, the flags saved (as above); before a
-                   * short ret block's ret (rlen) it is a return again */
-        return pt->tail && !pt->rlen ? pt_point_ctx(PT_POINT_INSN, ARCH_FLAGS_STATUS)
+    case PT_EXIT: /* a tail call (or a call that never returns): no return value, the
+                   * flags saved (as above); before a short ret block's ret (rlen) it is a
+                   * return again */
+        return (pt->tail || pt->noret) && !pt->rlen ? pt_point_ctx(PT_POINT_INSN, ARCH_FLAGS_STATUS)
                                      : pt_point_ctx(PT_POINT_EXIT, flags);
     default: return pt_point_ctx(PT_POINT_BLOCK, ARCH_FLAGS_STATUS); /* a block */
     }
@@ -2402,12 +2601,25 @@ emit_reloc(const dyn_session_t *s, point_t *pt, uint64_t at, const dyn_snippet_t
     QP_CHECK(nparts);
     QP_CHECK(n = proc_runs(s, parts, nparts, &runs));
     pt_proc_t p = { runs, (size_t)n, s->prog->procs[pt->proc].entry + s->bias,
-        tramp_snip(pt, pre, 0), { 0 }, { 0 }, NULL, 0 };
-    uint64_t *exits = NULL;
+        tramp_snip(pt, pre, 0), { 0 }, { 0 }, NULL, 0, NULL, 0, NULL, 0 };
+    uint64_t *exits = NULL, *noret = NULL, *inner = NULL;
+    int nnr = block_ends(s, parts, nparts, is_noret_block, &noret);
+    int nin = nnr < 0 ? nnr : block_ends(s, parts, nparts, is_table_block, &inner);
+    if (nnr < 0 || nin < 0) {
+        free(runs);
+        free(noret);
+        return QP_ENOMEM;
+    }
+    p.noret = noret;
+    p.nnoret = (size_t)nnr;
+    p.inner = inner;
+    p.ninner = (size_t)nin;
     if (pt->exits != NULL) {
         /* Only the exits the caller put its snippet at (link addresses, sorted). */
         if ((exits = malloc((pt->nexits + 1) * sizeof(*exits))) == NULL) {
             free(runs);
+            free(noret);
+            free(inner);
             return QP_ENOMEM;
         }
         for (size_t k = 0; k < pt->nexits; k++)
@@ -2429,11 +2641,15 @@ emit_reloc(const dyn_session_t *s, point_t *pt, uint64_t at, const dyn_snippet_t
     if (pt->map == NULL) {
         free(runs);
         free(exits);
+        free(noret);
+        free(inner);
         return QP_ENOMEM;
     }
     n = pt_proc_emit(&p, at, out, cap, pt->map, mapcap, &pt->nmap);
     free(runs);
     free(exits);
+    free(noret);
+    free(inner);
     return n;
 }
 
@@ -2496,6 +2712,8 @@ emit_tramp(const dyn_session_t *s, point_t *pt, uint64_t at, uint64_t words, uin
             t.after = tramp_snip(pt, &pt->before, 0); /* the point's own, on the way out */
         else if (pt->kind == PT_EXIT || pt->whole)
             t.after = (pt_snip_t) { &stop, 1, 0, { 0, 0, fl, !fl } };
+        if (pt->noret)
+            t.after.ctx = snip_ctx(pt, 0); /* before a call: not an ABI return */
         if (pt->rlen) {
             t.rbytes = pt->rbytes;
             t.rlen = pt->rlen;

@@ -661,14 +661,16 @@ qpt_live_point_ok(qpt_space_t *s, qpt_ins_t *ins, const char **why)
             *why = "it uses memory qpt_alloc gave before the process ran execve (gone)";
             return QP_EINVAL;
         }
-    if (pt->kind == QPT_EXIT) { /* a ret, or a tail call (a jmp at a block's end) */
+    if (pt->kind == QPT_EXIT) { /* a ret, a tail call (a jmp at a block's end), or a call
+                                 * that never returns (dyn checks which) */
         arch_insn_t in;
         uint64_t a = pt->addr - s->bias;
         size_t avail;
         const uint8_t *b = cfg_image_ptr(s->img, a, &avail);
         if (b == NULL || arch_decode(b, avail, a, &in) < 0
             || (in.kind != ARCH_KIND_RET && in.kind != ARCH_KIND_JMP
-                && in.kind != ARCH_KIND_JMP_IND && in.kind != ARCH_KIND_JCC)) {
+                && in.kind != ARCH_KIND_JMP_IND && in.kind != ARCH_KIND_JCC
+                && in.kind != ARCH_KIND_CALL)) {
             *why = "not a ret or a tail call";
             return QP_EUNSUPP;
         }

@@ -344,6 +344,21 @@ block_returns_from_call(const cfg_prog_t *prog, const cfg_block_t *b)
     return 0;
 }
 
+/* Does block B end in a call that never returns (no return site; the callee never
+ * returns, or the code after the call is another procedure's)? */
+static int
+call_never_returns(const cfg_prog_t *prog, const cfg_block_t *b)
+{
+    int leaves = 0;
+    for (uint32_t e = 0; e < b->nsucc; e++) {
+        uint8_t kind = cfg_block_succ(prog, b, e)->kind;
+        if (kind == CFG_EDGE_CALLRET)
+            return 0;
+        leaves |= kind == CFG_EDGE_TAILCALL || kind == CFG_EDGE_NORETURN;
+    }
+    return leaves;
+}
+
 static int
 visit(void *arg, const arch_insn_t *in, const arch_insn_t *prev)
 {
@@ -353,6 +368,11 @@ visit(void *arg, const arch_insn_t *in, const arch_insn_t *prev)
     switch (c->kind) {
     case QPT_EXIT:
         if (in->kind == ARCH_KIND_RET)
+            add_point(c, in->addr);
+        else if (last && in->kind == ARCH_KIND_CALL && c->s->live
+                 && call_never_returns(c->s->prog, c->block))
+            /* Live: a call that never returns ends the procedure there (a longjmp, an
+             * error raised): an exit, its snippet before the call. */
             add_point(c, in->addr);
         else if (last
                  && (in->kind == ARCH_KIND_JMP || in->kind == ARCH_KIND_JMP_IND
@@ -973,6 +993,9 @@ qpt_point_setup(qpt_space_t *s, const qpt_point_t *pt, qpt_ins_t *ins)
             c = (arch_snip_ctx_t) { 0, 0, 0, 1 }; /* a tail call: the callee's arguments */
         else if (in.kind == ARCH_KIND_JCC && s->live)
             /* A conditional tail call: the snippet runs on its taken side only. */
+            c = (arch_snip_ctx_t) { 0, 0, ARCH_FLAGS_STATUS, 1 };
+        else if (in.kind == ARCH_KIND_CALL && s->live)
+            /* A call that never returns (qpt_points): before it, no return value. */
             c = (arch_snip_ctx_t) { 0, 0, ARCH_FLAGS_STATUS, 1 };
         else if (in.kind == ARCH_KIND_JCC)
             return qpt_fail(s, QP_EUNSUPP,

@@ -461,6 +461,25 @@ points_of(ctx_t *c, uint32_t p, uint32_t kind, size_t *n)
     return v;
 }
 
+/*
+ * The returns among the exit points V (*N of them, kept in order): a live exit may be a
+ * call that never returns (qpt_points), where no return value is set and nothing
+ * returned; a count made "post" or reading retval leaves those out, and so does
+ * inside(), whose activation goes on in the callee until it leaves (a longjmp).
+ */
+static void
+returns_only(ctx_t *c, qpt_point_t *v, size_t *n)
+{
+    size_t k = 0;
+    for (size_t i = 0; v != NULL && i < *n; i++) {
+        qpt_point_t call = v[i];
+        call.kind = QPT_CALL;
+        if (qpt_point_callee(c->s, &call) == 0)
+            v[k++] = v[i];
+    }
+    *n = k;
+}
+
 /* Take back the insertions made since MARK. */
 static void
 undo_to(ctx_t *c, size_t mark)
@@ -605,6 +624,7 @@ place_inside(ctx_t *c, qm_metric_t *m, uint32_t q)
 {
     size_t mark = c->ndone, ne = 0, nx = 0;
     qpt_point_t *en = points_of(c, q, QPT_ENTRY, &ne), *ex = points_of(c, q, QPT_EXIT, &nx);
+    returns_only(c, ex, &nx);
     qpt_snippet_t *sn = qpt_snippet_create();
     int rc = en && ex && sn ? 0 : QPT_ENOMEM;
     /* No exit (a procedure that never returns) is fine: the return-address slot tells. */
@@ -660,6 +680,8 @@ place_proc(ctx_t *c, qm_metric_t *m, uint32_t p, uint64_t row)
     size_t mark = c->ndone, ne = 0, nx = 0;
     /* A count that reads retval is made at the returns (its "entry" points, here). */
     qpt_point_t *en = points_of(c, p, at_returns(m) ? QPT_EXIT : QPT_ENTRY, &ne), *ex = NULL;
+    if (at_returns(m))
+        returns_only(c, en, &ne);
     qpt_snippet_t *sn = qpt_snippet_create();
     int timer = m->kind == QM_WALL || m->kind == QM_CPU, rc = en && sn ? 0 : QPT_ENOMEM;
     if (rc == 0 && timer && (ex = points_of(c, p, QPT_EXIT, &nx)) == NULL)

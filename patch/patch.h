@@ -125,7 +125,9 @@ typedef struct pt_tramp {
                             * the jump, not moved */
     uint8_t call_ret;      /* OWN: the last instruction is a direct call: the trampoline
                             * calls a stub that stores the original return address over
-                            * its own and jumps to the callee (nothing returns into it) */
+                            * its own and jumps to the callee (nothing returns into it);
+                            * the after snippet (if any) runs before it (a call that never
+                            * returns into the procedure is one of its exits) */
     uint8_t tail;          /* OWN: the last instruction is a tail jump: 1; 2 a jcc (the
                             * after snippet only when taken, not taken: jump back); 3 a
                             * jcc whose both sides leave (the after snippet on both) */
@@ -209,10 +211,22 @@ typedef struct pt_proc {
                            * (a jump back to the entry inside the procedure skips it) */
     pt_snip_t ret;        /* before every ret */
     pt_snip_t leave;      /* before every jump out of the runs (a tail call, a jcc
-                           * leaving, falling out of the last run) */
-    const uint64_t *exits; /* the rets and leaving jumps (runtime addresses, sorted) that
-                            * get RET or LEAVE; NULL: every one */
+                           * leaving, falling out of the last run) and every call whose
+                           * return address is outside them (it never returns) */
+    const uint64_t *exits; /* the rets, leaving jumps and calls that never return
+                            * (runtime addresses, sorted) that get RET or LEAVE; NULL:
+                            * every one */
     size_t nexits;
+    const uint64_t *noret; /* calls whose callee never returns (runtime addresses,
+                            * sorted): exits, LEAVE before them, as before a call whose
+                            * return address is outside the runs; NULL: none */
+    size_t nnoret;
+    const uint64_t *inner; /* indirect jumps whose every target is inside (a jump table
+                            * of proven bounds; runtime addresses, sorted): relocated as
+                            * they are, no snippet (the caller writes a jump into the
+                            * copy at each target: the table, data, is not changed);
+                            * NULL: none */
+    size_t ninner;
 } pt_proc_t;
 
 /* Where an instruction of the procedure runs in its copy. */

@@ -13,8 +13,11 @@
  *            branch inside the runs     -> the same branch to the target's copy
  *            ret                        -> RET snippet; ret
  *            jmp out of the runs        -> LEAVE snippet; jmp (or jmp *) as it was
+ *            jmp * of a jump table      -> as it was (to the original targets, whose
+ *                                          jumps the caller writes into the copy)
  *            jcc out of the runs        -> jcc to a stub after the body
  *            call                       -> made with the original return address
+ *            call that never returns    -> LEAVE snippet; the call as above
  *            falls out of a run         -> jmp to the next instruction's copy (or, out
  *                                          of the procedure, LEAVE snippet; jmp)
  *   stubs: LEAVE snippet; jmp TARGET    (one per jcc leaving the runs)
@@ -124,21 +127,28 @@ inside_target(const gen_t *g, uint64_t target, uint64_t *out)
     return *out != 0 ? 0 : QP_EUNSUPP;
 }
 
+/* Is ADDR one of the N sorted words of V? */
+static int
+listed(const uint64_t *v, size_t n, uint64_t addr)
+{
+    size_t lo = 0, hi = n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (v[mid] < addr)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < n && v[lo] == addr;
+}
+
 /* Does the exit at ADDR (a ret, a jump out; 0: falling out) get its snippet? */
 static int
 chosen(const pt_proc_t *p, uint64_t addr)
 {
     if (p->exits == NULL)
         return 1;
-    size_t lo = 0, hi = p->nexits;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (p->exits[mid] < addr)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return addr != 0 && lo < p->nexits && p->exits[lo] == addr;
+    return addr != 0 && listed(p->exits, p->nexits, addr);
 }
 
 /* A jump out of the runs to TARGET at *K (from the exit at FROM): the leave snippet
@@ -176,6 +186,22 @@ call_orig(gen_t *g, uint64_t target, uint64_t ret, size_t *k)
     return 0;
 }
 
+/*
+ * Before call IN: a call that never returns (listed in noret, or its return address is
+ * outside the runs: abort, exit, a longjmp, an error raised) ends the procedure there,
+ * so the leave snippet runs first (if chosen). Should the callee return after all, it
+ * returns to the original code, as it would uninstrumented.
+ */
+static int
+noret_leave(gen_t *g, const arch_insn_t *in, size_t *k)
+{
+    const pt_proc_t *p = g->p;
+    if ((in_runs(p, in->addr + in->len) && !listed(p->noret, p->nnoret, in->addr))
+        || !chosen(p, in->addr))
+        return 0;
+    return snip(g, &g->p->leave, g->sleave, k);
+}
+
 /* The instruction IN (bytes B) of the procedure, relocated at g->k. */
 static int
 one(gen_t *g, const uint8_t *b, const arch_insn_t *in)
@@ -211,8 +237,10 @@ one(gen_t *g, const uint8_t *b, const arch_insn_t *in)
         if (in->target == in->addr + in->len
             || (in_runs(p, in->target) && in->target != p->entry))
             return QP_EUNSUPP;
+        QP_CHECK(noret_leave(g, in, k));
         return call_orig(g, in->target, in->addr + in->len, k);
     case ARCH_KIND_CALL_IND:
+        QP_CHECK(noret_leave(g, in, k));
         QP_CHECK(n = arch_emit_call_ret(b, in, g->at + *k, in->addr + in->len, g->out + *k,
                      g->cap - *k));
         *k += (size_t)n;
@@ -223,8 +251,9 @@ one(gen_t *g, const uint8_t *b, const arch_insn_t *in)
         t = in->target;
         break;
     case ARCH_KIND_JMP_IND:
-        /* The caller proved it leaves the procedure (no table into it). */
-        if (chosen(p, in->addr))
+        /* A jump table's (inner): its targets in the original jump into the copy. Else
+         * the caller proved it leaves the procedure. */
+        if (!listed(p->inner, p->ninner, in->addr) && chosen(p, in->addr))
             QP_CHECK(snip(g, &p->leave, g->sleave, k));
         t = in->target;
         break;
@@ -316,7 +345,8 @@ pt_proc_size(const pt_proc_t *p, size_t snip_max)
      * length), a branch rel32 (loop: 9 bytes; a jcc leaving: its stub, a snippet and a
      * jmp), a snippet
      * before a ret or a jump that leaves, a call made with its original return address
-     * (30 bytes direct, 19 and a jmp indirect). Undecodable bytes: as much each. */
+     * (30 bytes direct, 19 and a jmp indirect; the leave snippet before one that never
+     * returns). Undecodable bytes: as much each. */
     size_t n = snip_max + JMP_LEN, s5 = snip_max + JMP_LEN;
     for (size_t r = 0; p != NULL && r < p->nruns; r++) {
         const pt_run_t *run = &p->runs[r];
@@ -330,8 +360,12 @@ pt_proc_size(const pt_proc_t *p, size_t snip_max)
             switch (in.kind) {
             case ARCH_KIND_JMP: n += in_runs(p, in.target) ? JMP_LEN : s5; break;
             case ARCH_KIND_JCC: n += 9u + (in_runs(p, in.target) ? 0 : s5); break;
-            case ARCH_KIND_CALL: n += 32; break;
-            case ARCH_KIND_CALL_IND: n += 19 + ARCH_MAX_RELOC; break;
+            case ARCH_KIND_CALL:
+            case ARCH_KIND_CALL_IND:
+                n += in.kind == ARCH_KIND_CALL ? 32 : 19 + ARCH_MAX_RELOC;
+                if (!in_runs(p, in.addr + in.len) || listed(p->noret, p->nnoret, in.addr))
+                    n += snip_max; /* a call that never returns: the leave snippet */
+                break;
             case ARCH_KIND_RET:
             case ARCH_KIND_JMP_IND: n += snip_max + ARCH_MAX_RELOC; break;
             default: n += in.len + 8u; break;

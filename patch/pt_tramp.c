@@ -164,9 +164,8 @@ emit_via_ret(const pt_tramp_t *t, const arch_insn_t *in, size_t off, size_t code
 
 /*
  * PT_TRAMP_OWN: the before snippet, every instruction of T but the last relocated, then
- * either (call_ret) a call of the original return address's stub and a jmp to the
- * callee, or the after snippet and the last instruction (a ret, or a tail jump)
- * relocated.
+ * the after snippet and either (call_ret) a call of the original return address's stub
+ * and a jmp to the callee, or the last instruction (a ret, or a tail jump) relocated.
  */
 static int
 emit_own(const pt_tramp_t *t, uint64_t at, uint8_t *out, size_t cap)
@@ -200,7 +199,11 @@ emit_own(const pt_tramp_t *t, uint64_t at, uint8_t *out, size_t cap)
          * mispredicted returns up the chain, one here), and the callee returns into the
          * original code. (The int3 is never run: it keeps T away from the call's end.)
          */
-        if (in.kind != ARCH_KIND_CALL || cap - k < JMP_LEN + 1)
+        if (in.kind != ARCH_KIND_CALL)
+            return QP_EINVAL;
+        /* (A call that never returns to the procedure ends it: POST, an exit's.) */
+        QP_CHECK(emit_snip(post, at, out, cap, &k));
+        if (cap - k < JMP_LEN + 1)
             return QP_EINVAL;
         QP_CHECK(n = arch_emit_call(at + k, at + k + JMP_LEN + 1, out + k, cap - k));
         k += (size_t)n;

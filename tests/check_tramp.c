@@ -282,12 +282,14 @@ START_TEST(test_tramp_own_shapes)
 {
     if (map == NULL)
         return;
-    arch_snip_t v1[2], v2[2], v3[2], v4[2], v5[2], v6[2];
+    arch_snip_t v1[2], v2[2], v3[2], v4[2], v5[2], v6[2], v7[2];
     /* h's entry: `sub $8,%rsp; call f` moved, the call made with its original return
-     * address (call_ret): f returns into h itself. */
+     * address (call_ret): f returns into h itself. The after snippet runs before the
+     * call (as at a call that never returns, an exit). */
     pt_tramp_t h = raw(PT_TRAMP_OWN, OFF_H, 9, 2);
     h.call_ret = 1;
     h.before = add_to(v1, 0, NODE(.op = ARCH_SN_ARG, .imm = 0), ARCH_SNX_ENTRY, 0);
+    h.after = add_to(v7, 7, NODE(.op = ARCH_SN_ARG, .imm = 0), ARCH_SNX_CALL, 0);
     install(&h, NULL);
     /* g moved whole: the entry's snippet, the lea, the exit's snippet, the ret. */
     pt_tramp_t g = raw(PT_TRAMP_OWN, OFF_G, 5, 2);
@@ -323,6 +325,7 @@ START_TEST(test_tramp_own_shapes)
     ck_assert_uint_eq(WORDS[3], 40);
     ck_assert_uint_eq(WORDS[4], 40);
     ck_assert_uint_eq(WORDS[5], nz);
+    ck_assert_uint_eq(WORDS[7], sum);
 }
 END_TEST
 
@@ -466,7 +469,8 @@ START_TEST(test_reloc_whole)
     pt_proc_t p = { &run, 1, at(OFF_P),
         add_to(ve, 10, NODE(.op = ARCH_SN_CONST, .imm = 1), ARCH_SNX_ENTRY, 0),
         add_to(vr, 11, NODE(.op = ARCH_SN_CONST, .imm = 1), ARCH_SNX_RETURN, 0),
-        add_to(vl, 12, NODE(.op = ARCH_SN_CONST, .imm = 1), 0, ARCH_FLAGS_STATUS), NULL, 0 };
+        add_to(vl, 12, NODE(.op = ARCH_SN_CONST, .imm = 1), 0, ARCH_FLAGS_STATUS), NULL, 0,
+        NULL, 0, NULL, 0 };
     pt_map_t m[64];
     size_t nm = 0;
     ck_assert_uint_ge(sizeof(m) / sizeof(m[0]), pt_proc_mapcap(&p) / 4);
@@ -499,6 +503,84 @@ START_TEST(test_reloc_whole)
 }
 END_TEST
 
+/*
+ * A call that never returns into the procedure ends it in a copy: the leave snippet runs
+ * before it, whether its return address is outside the runs or the call is listed in
+ * noret; the callee returns to the original code (here h's `add; ret`), as it would
+ * uninstrumented.
+ */
+START_TEST(test_reloc_noret)
+{
+    arch_snip_t vr[2], vl[2];
+    /* h's `sub $8,%rsp; call f` alone: the call's return address is not in the runs. */
+    pt_run_t run = { at(OFF_H), CODE + OFF_H, 9 };
+    pt_proc_t p = { &run, 1, at(OFF_H), { 0 },
+        add_to(vr, 8, NODE(.op = ARCH_SN_CONST, .imm = 1), ARCH_SNX_RETURN, 0),
+        add_to(vl, 9, NODE(.op = ARCH_SN_CONST, .imm = 1), 0, ARCH_FLAGS_STATUS), NULL, 0,
+        NULL, 0, NULL, 0 };
+    pt_map_t m[16];
+    size_t nm = 0;
+    uint8_t *tr = TRAMP;
+    int n = pt_proc_emit(&p, (uint64_t)(uintptr_t)tr, tr, PAGE, m, 16, &nm);
+    ck_assert_int_gt(n, 0);
+    ck_assert_uint_le((size_t)n, pt_proc_size(&p, 64));
+    for (uint64_t i = 0; i < 10; i++)
+        ck_assert_uint_eq(call(PAGE, i, 0), i + 5);
+    ck_assert_uint_eq(WORDS[9], 10);
+    /* All of h, its call an ordinary one: no leave snippet (nor a ret's: f returns to
+     * the original, whose return-site jump is not written here). */
+    run.len = 14;
+    ck_assert_int_gt(n = pt_proc_emit(&p, (uint64_t)(uintptr_t)tr, tr, PAGE, m, 16, &nm), 0);
+    for (uint64_t i = 0; i < 10; i++)
+        ck_assert_uint_eq(call(PAGE, i, 0), i + 5);
+    ck_assert_uint_eq(WORDS[9], 10);
+    /* ... and listed as never returning: the leave snippet before it. */
+    const uint64_t noret[] = { at(OFF_H + 4) };
+    p.noret = noret;
+    p.nnoret = 1;
+    ck_assert_int_gt(n = pt_proc_emit(&p, (uint64_t)(uintptr_t)tr, tr, PAGE, m, 16, &nm), 0);
+    ck_assert_uint_le((size_t)n, pt_proc_size(&p, 64));
+    for (uint64_t i = 0; i < 10; i++)
+        ck_assert_uint_eq(call(PAGE, i, 0), i + 5);
+    ck_assert_uint_eq(WORDS[9], 20);
+    ck_assert_uint_eq(WORDS[8], 0);
+}
+END_TEST
+
+/*
+ * A jump table's indirect jump in a copy (inner): relocated as it is, to the target the
+ * data gives (in the original, where dyn writes a jump into the copy), with no leave
+ * snippet; an indirect jump not listed is taken as leaving (its snippet runs).
+ */
+START_TEST(test_reloc_table_jump)
+{
+    /* lea L(%rip),%rax; jmp *%rax; L: mov %rdi,%rax; ret */
+    size_t k = 0x140;
+    put(&k, (const uint8_t[]) { 0x48, 0x8d, 0x05, 2, 0, 0, 0, 0xff, 0xe0, 0x48, 0x89, 0xf8,
+                                0xc3 },
+        13);
+    arch_snip_t vl[2];
+    pt_run_t run = { at(0x140), CODE + 0x140, 13 };
+    pt_proc_t p = { &run, 1, at(0x140), { 0 }, { 0 },
+        add_to(vl, 9, NODE(.op = ARCH_SN_CONST, .imm = 1), 0, ARCH_FLAGS_STATUS), NULL, 0,
+        NULL, 0, NULL, 0 };
+    pt_map_t m[16];
+    size_t nm = 0;
+    uint8_t *tr = TRAMP;
+    ck_assert_int_gt(pt_proc_emit(&p, (uint64_t)(uintptr_t)tr, tr, PAGE, m, 16, &nm), 0);
+    for (uint64_t i = 0; i < 10; i++)
+        ck_assert_uint_eq(call(PAGE, i, 0), i);
+    ck_assert_uint_eq(WORDS[9], 10);
+    const uint64_t inner[] = { at(0x147) };
+    p.inner = inner;
+    p.ninner = 1;
+    ck_assert_int_gt(pt_proc_emit(&p, (uint64_t)(uintptr_t)tr, tr, PAGE, m, 16, &nm), 0);
+    for (uint64_t i = 0; i < 10; i++)
+        ck_assert_uint_eq(call(PAGE, i, 0), i);
+    ck_assert_uint_eq(WORDS[9], 10);
+}
+END_TEST
+
 /* What cannot run in a copy is refused, not relocated wrong. */
 START_TEST(test_reloc_refusals)
 {
@@ -508,7 +590,7 @@ START_TEST(test_reloc_refusals)
     /* call 1f; 1: pop %rax; ret - reads its own return address */
     const uint8_t self[] = { 0xe8, 0, 0, 0, 0, 0x58, 0xc3 };
     pt_run_t r1 = { 0x400000, self, sizeof(self) };
-    pt_proc_t p = { &r1, 1, 0x400000, { 0 }, { 0 }, { 0 }, NULL, 0 };
+    pt_proc_t p = { &r1, 1, 0x400000, { 0 }, { 0 }, { 0 }, NULL, 0, NULL, 0, NULL, 0 };
     ck_assert_int_eq(pt_proc_emit(&p, 0x500000, out, sizeof(out), m, 16, &nm), QP_EUNSUPP);
     /* jmp into the middle of its own instruction */
     const uint8_t mid[] = { 0x48, 0x89, 0xf8, 0xeb, 0xfc, 0xc3 };
@@ -537,6 +619,8 @@ tramp_suite(void)
     tcase_add_test(tc, test_tramp_kinds);
     tcase_add_test(tc, test_tramp_refusals);
     tcase_add_test(tc, test_tramp_own_shapes);
+    tcase_add_test(tc, test_reloc_noret);
+    tcase_add_test(tc, test_reloc_table_jump);
     tcase_add_test(tc, test_tramp_padded);
     tcase_add_test(tc, test_flags_rule);
     tcase_add_test(tc, test_reloc_whole);

@@ -1,0 +1,123 @@
+#!/bin/sh
+# Copyright 2026 the qpt authors
+# SPDX-License-Identifier: MIT
+#
+# A live procedure with a jump table relocated whole (issue 29: once refused, "a jump
+# table (its targets would run the original code)"). tests/dyntable/main.c: sw switches
+# through a PIC jump table (case 1 calls a sleep of MS), and another procedure jumps
+# into its ret path (so it cannot be timed in place); after each call main sleeps 3 x MS
+# outside it:
+#  (a) `dyn run --time sw`: not refused; calls exact (N); its wall time within [1, 2] x
+#      its own sleeps (N / 5 x MS); results right (every case, through the copy);
+#  (b) --count sw and -e 'count calls(sw)' exact, -e 'time wall(sw)' within the bounds;
+#  (c) dyn attach for a window, detach: the code (every executable mapping) byte for
+#      byte what it was, no mapping left;
+#  (d) dyn killed (SIGKILL) while instrumented: the program goes on right, `dyn clean`
+#      puts every byte back.
+# Skips (77) when ptrace is not allowed. Exit status: 0 pass, 1 fail, 99 error.
+set -u
+: "${top_srcdir:=${srcdir:-.}}"
+: "${srcdir:=$top_srcdir}"
+. "$top_srcdir/tests/lib.sh"
+DYN=$top_builddir/tools/dyn
+dyn_setup dyn-table
+
+command -v python3 >/dev/null || { echo "SKIP: no python3"; exit 77; }
+${CC:-cc} -O2 -o "$dir/prog" "$srcdir/tests/dyntable/main.c" || exit 99
+P=$dir/prog
+WHAT="--time sw"
+
+"$DYN" run --count sw -- "$P" 1 1 >"$dir/probe.out" 2>"$dir/probe.err"
+dyn_skip_untraced "$dir/probe.err"
+
+# The executable mappings of the files of process $1, as a hash of their bytes.
+text_of() {
+    python3 - "$1" <<'PY'
+import hashlib, sys
+pid = sys.argv[1]
+h = hashlib.sha256()
+with open('/proc/%s/maps' % pid) as maps, open('/proc/%s/mem' % pid, 'rb') as mem:
+    for line in maps:
+        f = line.split()
+        if len(f) >= 6 and f[1][2] == 'x' and f[5].startswith('/'):
+            lo, hi = (int(x, 16) for x in f[0].split('-'))
+            mem.seek(lo)
+            h.update(mem.read(hi - lo))
+print(h.hexdigest())
+PY
+}
+
+# (a) exact counts, not refused, the time within bounds (N rounds, MS ms sleeps).
+N=100
+MS=2
+"$DYN" run -v $WHAT -- "$P" $N $MS >"$dir/run.out" 2>"$dir/run.err"
+grep -q "^ok n=$N" "$dir/run.out" || bad "(a) results: $(cat "$dir/run.out" "$dir/run.err")"
+grep -q '1 procedures instrumented, 0 refused' "$dir/run.err" ||
+    bad "(a) refused: $(cat "$dir/run.err")"
+awk -v n=$N -v ms=$MS '
+    $NF == "sw" { seen++
+        if ($1 != n) { print "FAIL (a) calls: " $0; bad = 1 }
+        if ($2 < n / 5 * ms || $2 > n / 5 * ms * 2) { print "FAIL (a) time: " $0; bad = 1 } }
+    END { if (seen != 1) { print "FAIL (a) row missing"; bad = 1 }; exit bad }' \
+    "$dir/run.out" || fails=$((fails + 1))
+
+# (b) --count and -e.
+"$DYN" run -v --count sw -- "$P" $N 1 >"$dir/cnt.out" 2>"$dir/cnt.err"
+grep -E -q "^ +$N +sw\$" "$dir/cnt.out" || bad "(b) --count sw: $(cat "$dir/cnt.out" "$dir/cnt.err")"
+"$DYN" run -e 'time wall(sw)' -e 'count calls(sw)' -- "$P" $N $MS >"$dir/e.out" 2>"$dir/e.err"
+grep -q "^ok n=$N" "$dir/e.out" || bad "(b) results: $(cat "$dir/e.out" "$dir/e.err")"
+grep -q 'not measured' "$dir/e.err" && bad "(b) refused: $(grep 'not measured' "$dir/e.err")"
+awk -v n=$N -v ms=$MS '
+    $1 == "time" && $NF == "sw" { seen++
+        if ($3 < n / 5 * ms || $3 > n / 5 * ms * 2) { print "FAIL (b) " $0; bad = 1 } }
+    $1 == "count" && $NF == "sw" { seen++; if ($3 != n) { print "FAIL (b) " $0; bad = 1 } }
+    END { if (seen != 2) { print "FAIL (b) rows: " seen; bad = 1 }; exit bad }' "$dir/e.out" ||
+    fails=$((fails + 1))
+
+# (c) attach for a window, detach: the code as it was.
+rm -f "$dir/stop"
+"$P" wait "$dir/stop" >"$dir/wait.out" &
+tpid=$!
+sleep 0.3
+before=$(text_of $tpid)
+maps_before=$(awk '{ print $1, $6 }' /proc/$tpid/maps)
+"$DYN" attach $tpid $WHAT --duration 0.5 >"$dir/att.out" 2>"$dir/att.err" ||
+    bad "(c) attach: $(cat "$dir/att.err")"
+grep -q '1 procedures instrumented, 0 refused' "$dir/att.err" ||
+    bad "(c) refused: $(cat "$dir/att.err")"
+grep -E -q '^ +[1-9][0-9]* +[0-9.]+ +sw$' "$dir/att.out" || bad "(c) counts: $(cat "$dir/att.out")"
+after=$(text_of $tpid)
+[ "$before" = "$after" ] || bad "(c) the code differs after the detach"
+[ "$maps_before" = "$(awk '{ print $1, $6 }' /proc/$tpid/maps)" ] ||
+    bad "(c) mappings left after the detach: $(cat "$dir/att.err")"
+
+# (d) dyn killed while instrumented: the program goes on right; dyn clean.
+"$DYN" attach $tpid $WHAT >"$dir/kill.out" 2>"$dir/kill.err" &
+dpid=$!
+i=0
+until grep -q 'instrumented' "$dir/kill.err" 2>/dev/null; do
+    i=$((i + 1))
+    [ $i -gt 400 ] && break
+    sleep 0.05
+done
+grep -q '1 procedures instrumented' "$dir/kill.err" || bad "(d) attach: $(cat "$dir/kill.err")"
+sleep 0.2
+kill -9 $dpid
+wait $dpid 2>/dev/null
+dpid=
+sleep 0.3
+kill -0 $tpid 2>/dev/null || bad "(d) the program died with dyn"
+"$DYN" clean $tpid >"$dir/clean.out" 2>"$dir/clean.err" ||
+    bad "(d) dyn clean: $(cat "$dir/clean.err")"
+after=$(text_of $tpid)
+[ "$before" = "$after" ] || bad "(d) the code differs after dyn clean"
+
+touch "$dir/stop"
+wait $tpid
+trc=$?
+tpid=
+[ $trc -eq 0 ] || bad "program exit status $trc"
+[ "$(cat "$dir/wait.out")" = "ok same" ] || bad "program: $(cat "$dir/wait.out")"
+
+[ $fails -eq 0 ] || exit 1
+echo "PASS: dyn-table"
