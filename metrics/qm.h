@@ -69,9 +69,26 @@ int qm_remove(qm_set_t *set, size_t i, qpt_space_t *s, char *why, size_t whylen)
 /* After the commit that took them out: the memory of the metrics removed, freed. */
 void qm_release(qm_set_t *set, qpt_space_t *s);
 
-/* Metric I: QM_PARSED (not placed yet), QM_ON (in the program), QM_OFF (taken out); -1. */
-enum { QM_PARSED = 0, QM_ON, QM_OFF };
+/* Metric I: QM_PARSED (not placed yet), QM_ON (in the program), QM_OFF (taken out),
+ * QM_WAITING (a live session's: not placed until its library is loaded or the process
+ * runs another program; qm_insert leaves it); -1. */
+enum { QM_PARSED = 0, QM_ON, QM_OFF, QM_WAITING };
 int qm_state(const qm_set_t *set, size_t i);
+
+/*
+ * A live session following its process. qm_wait: metric I (parsed) waits (WAIT nonzero),
+ * or waits no more and is placed by the next qm_insert. qm_forget: metric I's insertions
+ * and memory went with the program or library they were in (an execve, a dlclose):
+ * forgotten without touching the process (its values are read before, by the caller);
+ * a metric in the program then waits to be placed again, one taken out stays out.
+ * QPT_EINVAL when I is in no such state.
+ */
+int qm_wait(qm_set_t *set, size_t i, int wait);
+int qm_forget(qm_set_t *set, size_t i);
+
+/* The shared library metric I names (its MODULE of LIB:PROC, a glob as qpt_library
+ * takes it) into BUF; 0, or -1 when it names the executable's procedures. */
+int qm_library_of(const qm_set_t *set, size_t i, char *buf, size_t len);
 
 /*
  * The procedures metric I's snippets go into (those matching its pattern and its
@@ -245,6 +262,8 @@ typedef struct qm_live_opts {
     int relocate;            /* a procedure whose entry or exits do not fit in place is
                               * measured in a copy of it (qpt_set_relocate) */
     void (*on_reply)(void *arg, const char *line);
+    int refuse_unloaded;     /* a metric naming a library not loaded is an error (else,
+                              * the process being followed, it waits for one: dlopen) */
 } qm_live_opts_t;
 
 typedef struct qm_live_report {
@@ -270,7 +289,12 @@ void qm_live_report_free(qm_live_report_t *rep);
 /*
  * Attach to (or start) the process, insert SET in one stop, let it run, sample, and at
  * the end read the final table and take every snippet out (a process that ended is left
- * as it is). The library installs no signal handler: the caller sets *o->stop. QPT_E*
+ * as it is). The process is followed (qpt_watch): a metric naming a library not loaded
+ * goes in when one is (dlopen), the values of a library unloaded are kept (and added to
+ * if it is loaded again), after an execve every metric goes into the new program again
+ * (the earlier image's rows kept apart, their focus "PROG[N]:..."), forks are counted
+ * with the parent when the metrics' memory is shared (else their snippets are taken out
+ * of the child); each said through NOTE (through ON_REPLY when steering). The library installs no signal handler: the caller sets *o->stop. QPT_E*
  * with WHY; REP says what was measured even then (rows when there are).
  */
 int qm_live_run(qm_set_t *set, const qm_live_opts_t *o, qm_live_report_t *rep, char *why,
