@@ -71,6 +71,7 @@ typedef struct live {
     qm_row_t *apart;         /* rows of earlier images (before an exec), named PROG[N]: */
     size_t napart;
     size_t image;            /* execs so far */
+    size_t unloads;          /* libraries unloaded (dlclose) with metrics in, so far */
     char prog[256];          /* the base name of the program the process runs */
     uint8_t *placed;         /* per metric: placed at least once (a library was loaded) */
     size_t nplaced;
@@ -95,7 +96,7 @@ append_rows(qm_row_t **v, size_t *nv, const qm_row_t *rows, size_t n)
 }
 
 /* Add C (a row of a library before its dlclose) into R, the same metric and focus now:
- * 0, or -1 when the two cannot be combined (an average without its count). */
+ * 0, or -1 when the two cannot be combined (averages: on_unload names them apart). */
 static int
 combine(qm_row_t *r, const qm_row_t *c)
 {
@@ -120,7 +121,7 @@ combine(qm_row_t *r, const qm_row_t *c)
 }
 
 /* The rows of libraries unloaded, into *ROWS (*N): added to the same metric's row of
- * the same focus, or a row of their own (an average: named "... (until dlclose)"). */
+ * the same focus, or a row of their own. */
 static int
 merge_carry(live_t *l, qm_row_t **rows, size_t *n)
 {
@@ -132,13 +133,7 @@ merge_carry(live_t *l, qm_row_t **rows, size_t *n)
             r++;
         if (r < *n && combine(&(*rows)[r], c) == 0)
             continue;
-        qm_row_t one = *c;
-        size_t len = strlen(one.focus), tail = sizeof(" (until dlclose)");
-        if (r < *n) {
-            len = len + tail > sizeof(one.focus) ? sizeof(one.focus) - tail : len;
-            snprintf(one.focus + len, sizeof(one.focus) - len, " (until dlclose)");
-        }
-        QM_CHECK(append_rows(rows, n, &one, 1));
+        QM_CHECK(append_rows(rows, n, c, 1));
     }
     return 0;
 }
@@ -401,12 +396,23 @@ place_one(live_t *l, size_t i, char *why, size_t whylen)
     return 0;
 }
 
+/* "#I" after the list in LIST (LEN bytes), comma-separated. */
+static void
+list_add(char *list, size_t len, size_t i)
+{
+    size_t at = strlen(list);
+    if (at + 24 < len)
+        snprintf(list + at, len - at, "%s#%zu", at > 0 ? ", " : "", i + 1);
+    else if (at + 5 < len && strcmp(list + at - 3, "...") != 0)
+        snprintf(list + at, len - at, ", ...");
+}
+
 /* Library NAME was loaded (the process stopped before any of its code ran): the metrics
  * waiting for it go in. */
 static void
 on_library(live_t *l, const char *name)
 {
-    char lib[256], why[2048];
+    char lib[256], why[2048], in[256] = "";
     for (size_t i = 0; i < qm_count(l->set); i++) {
         if (qm_state(l->set, i) != QM_WAITING || qm_library_of(l->set, i, lib, sizeof(lib)) < 0
             || fnmatch(lib, name, 0) != 0)
@@ -415,16 +421,19 @@ on_library(live_t *l, const char *name)
             say(l, "#%zu %s: %s loaded, but not measured: %s", i + 1, qm_name(l->set, i), name,
                 first_line(why));
         else
-            say(l, "#%zu %s: %s loaded: measured from now on", i + 1, qm_name(l->set, i), name);
+            list_add(in, sizeof(in), i);
     }
+    if (in[0] != '\0')
+        say(l, "%d: %s loaded: metrics %s measured from now on", l->rep->pid, name, in);
 }
 
 /* Library NAME was unloaded (dlclose): the values of the metrics in it are kept (added to
- * theirs if it is loaded again), and those metrics wait for it. */
+ * theirs if it is loaded again; an average's kept apart, its focus "... (until dlclose
+ * N)"), and those metrics wait for it. */
 static void
 on_unload(live_t *l, const char *name)
 {
-    char lib[256], why[1024];
+    char lib[256], why[1024], out[256] = "";
     for (size_t i = 0; i < qm_count(l->set); i++) {
         qpt_space_t *x;
         if (qm_state(l->set, i) != QM_ON || qm_library_of(l->set, i, lib, sizeof(lib)) < 0
@@ -437,16 +446,29 @@ on_unload(live_t *l, const char *name)
                 name, first_line(why));
             continue;
         }
-        for (size_t r = 0; r < n; r++)
-            if (rows[r].metric == i && append_rows(&l->carry, &l->ncarry, &rows[r], 1) < 0)
+        if (out[0] == '\0')
+            l->unloads++;
+        for (size_t r = 0; r < n; r++) {
+            if (rows[r].metric != i)
+                continue;
+            if (rows[r].kind == QM_AVG) { /* (an average of averages would be wrong) */
+                size_t len = strlen(rows[r].focus);
+                len = len + 32 > sizeof(rows[r].focus) ? sizeof(rows[r].focus) - 32 : len;
+                snprintf(rows[r].focus + len, sizeof(rows[r].focus) - len,
+                         " (until dlclose %zu)", l->unloads);
+            }
+            if (append_rows(&l->carry, &l->ncarry, &rows[r], 1) < 0)
                 say(l, "#%zu %s: a row lost: %s", i + 1, qm_name(l->set, i),
                     qpt_strerror(QPT_ENOMEM));
+        }
         free(rows);
         qm_forget(l->set, i);
         qm_costs_forget(l->costs, i);
-        say(l, "#%zu %s: %s unloaded (dlclose): its values are those until then (more are "
-            "added if it is loaded again)", i + 1, qm_name(l->set, i), name);
+        list_add(out, sizeof(out), i);
     }
+    if (out[0] != '\0')
+        say(l, "%d: %s unloaded (dlclose): the values of metrics %s are those until then "
+            "(added to if it is loaded again)", l->rep->pid, name, out);
 }
 
 /* The base name of PATH into BUF. */
