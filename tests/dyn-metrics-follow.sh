@@ -11,7 +11,7 @@
 #  (2) dlclose and dlopen again: the values until the dlclose are kept and the calls
 #      after the second dlopen added to them (a max over both; averages apart);
 #  (3) exec: the new program gets every metric again, the first image's rows apart
-#      (main[1]:...), each image exact;
+#      (main[1]:...), each image exact (also with --follow-exec, taken with -e);
 #  (4) exec, then a dlopen in the new program: measured there;
 #  (5) fork after a dlopen: the children count with the parent;
 #  (6) attach --commands with --interval and --histogram: a metric added for a library
@@ -123,6 +123,12 @@ for f in 'main[1]:work' work; do
 done
 grep -q 'ran execve (.*main): the values up to the exec are kept apart (rows main\[1\]:...); measuring the new program' \
     "$d/exec.err" && ok "exec: note" || bad "exec: no note: $(cat "$d/exec.err")"
+# ... --follow-exec is taken with -e (the metrics follow anyway)
+"$DYN" run --follow-exec -e 'count calls(work)' -o "$d/fx.csv" -- "$d/main" exec 1 2 \
+    >/dev/null 2>"$d/fx.err"
+expect_eq "exec: --follow-exec with -e: exit status" $? 3
+expect_eq "exec: --follow-exec with -e: the new image" \
+    "$(row "$d/fx.csv" 'count calls(work)' work)" 2
 
 # (4) exec, then dlopen in the new program
 "$d/main" execdl 2 "$lib" 5 >"$d/execdl.plain"

@@ -138,7 +138,7 @@ usage(FILE *f)
         "                         (name,calls,wall_ns; wall_ns empty when not timed)\n"
         "      --follow-exec      stay attached with bare patterns too: after an exec\n"
         "                         the new program is instrumented again (always so\n"
-        "                         with a MODULE: pattern); earlier programs' rows\n"
+        "                         with a MODULE: pattern or -e); earlier programs' rows\n"
         "                         are named PROG[N]:NAME; forked children add\n"
         "                         to the same rows (their dlopen/exec not followed)\n"
         "      --no-atomic        plain counter increments: faster, but calls made by\n"
@@ -1018,16 +1018,16 @@ main(int argc, char **argv)
         if (o.children && children_of(&o) < 0)
             return EXIT_FAIL;
     }
-    int counting
-        = o.ncount || o.all || o.ntime || o.ncalls || o.no_atomic || o.follow_exec;
+    /* (--follow-exec is welcome with metrics: their session always follows.) */
+    int counting = o.ncount || o.all || o.ntime || o.ncalls || o.no_atomic;
     if (o.commands && counting) {
         fprintf(stderr, "%s: --commands steers metrics: not with --count, --all, --time, "
-                "--calls-from, --no-atomic or --follow-exec\n", prog_name);
+                "--calls-from or --no-atomic\n", prog_name);
         return EXIT_USAGE;
     }
     if (o.nm > 0 && counting) {
         fprintf(stderr, "%s: -e/--metrics measure the metrics only: not with --count, --all, "
-                "--time, --calls-from, --no-atomic or --follow-exec\n", prog_name);
+                "--time, --calls-from or --no-atomic\n", prog_name);
         return EXIT_USAGE;
     }
     if (o.nm == 0 && !o.commands && o.ncount == 0 && !o.all && o.ntime == 0 && o.ncalls == 0) {
