@@ -346,18 +346,41 @@ mark_placed(live_t *l, size_t i)
     l->placed[i] = 1;
 }
 
+/* Does process PID map a dynamic loader (ld-*.so*: glibc's, musl's)? Only then can it
+ * load a library later (a static program has none: no dlopen to wait for). */
+static int
+has_loader(int pid)
+{
+    char path[64], line[4400];
+    snprintf(path, sizeof(path), "/proc/%d/maps", pid);
+    FILE *f = fopen(path, "r");
+    int found = 0;
+    while (f != NULL && !found && fgets(line, sizeof(line), f) != NULL) {
+        const char *b = strrchr(line, '/');
+        found = b != NULL && strncmp(b + 1, "ld-", 3) == 0 && strstr(b, ".so") != NULL;
+    }
+    if (f != NULL)
+        fclose(f);
+    return found;
+}
+
 /* The metrics [FIRST, n) naming a library that is not loaded wait for one (said), when
- * the process is followed and the caller lets them; the others are placed as they are. */
+ * the process is followed, can load one, and the caller lets them; the others are
+ * placed as they are (qm_insert refuses a library not loaded). */
 static void
 wait_for_libraries(live_t *l, size_t first)
 {
     char lib[256], why[1024];
-    for (size_t i = first; l->watching && !l->o->refuse_unloaded && i < qm_count(l->set);
-         i++) {
+    int can = l->watching && !l->o->refuse_unloaded;
+    for (size_t i = first; can && i < qm_count(l->set); i++) {
         qpt_space_t *x;
         if (qm_state(l->set, i) != QM_PARSED || qm_library_of(l->set, i, lib, sizeof(lib)) < 0
             || qpt_library(l->s, lib, &x, why, sizeof(why)) != QPT_ENOTFOUND)
             continue;
+        if (!has_loader(l->rep->pid)) {
+            can = 0; /* (a static program: refused as it was) */
+            continue;
+        }
         qm_wait(l->set, i, 1);
         say(l, "#%zu %s: no library matching %s is loaded: measured once one is (dlopen)",
             i + 1, qm_name(l->set, i), lib);

@@ -7,7 +7,7 @@
 # each lib_sum(100) calls lib_square 34 times, with i = 0, 3, ..., 99):
 #  (1) a library loaded by dlopen after the start: its metrics wait for it and go in
 #      before its code runs: calls per procedure and in total, a `where`, a timer
-#      exact; a library never loaded said at the end;
+#      exact; a library never loaded said at the end (in a static program, refused);
 #  (2) dlclose and dlopen again: the values until the dlclose are kept and the calls
 #      after the second dlopen added to them (a max over both; averages apart);
 #  (3) exec: the new program gets every metric again, the first image's rows apart
@@ -74,6 +74,16 @@ grep -q ': libqt.so unloaded (dlclose): the values of metrics #1, #2, #3, #4 are
 grep -q '#5 count calls(libnone.so:x): no library matching libnone.so was loaded during the session' \
     "$d/dl.err" && ok "dl: never-loaded library said at the end" \
     || bad "dl: no never-loaded note: $(cat "$d/dl.err")"
+# ... a static program has no loader to dlopen with: refused at once, as before
+if gcc -O2 -static -o "$d/static" "$top_srcdir/tests/dynfollow/main.c" -lpthread 2>/dev/null
+then
+    "$DYN" run -e 'count calls(libqt.so:lib_sum)' -- "$d/static" work 3 >"$d/st.out" \
+        2>"$d/st.err"
+    expect_eq "static: refused" $? 2
+    grep -q 'libqt.so: no such library loaded in process [0-9]*.*loaded: none' "$d/st.err" \
+        && [ "$(wc -l <"$d/st.err")" = 1 ] && ok "static: one line" \
+        || bad "static: $(cat "$d/st.err")"
+fi
 
 # (2) dlclose, dlopen again
 "$d/main" dl2 "$lib" 3 4 >"$d/dl2.plain"
