@@ -548,25 +548,31 @@ on_exec(live_t *l, const char *path)
         "%s[%zu]:...); measuring the new program", l->rep->pid, path, was, l->image);
     qm_threads_free(l->threads);
     l->threads = qm_threads_new(l->s);
-    for (size_t i = 0; i < qm_count(l->set); i++) {
+    size_t nm = qm_count(l->set);
+    uint8_t *was_on = calloc(nm + 1, 1); /* (waiting already: said before) */
+    for (size_t i = 0; i < nm; i++) {
+        if (was_on != NULL)
+            was_on[i] = qm_state(l->set, i) == QM_ON;
         qm_forget(l->set, i);
         qm_costs_forget(l->costs, i);
     }
-    for (size_t i = 0; i < qm_count(l->set); i++) {
+    for (size_t i = 0; i < nm; i++) {
         char lib[256];
         qpt_space_t *x;
         if (qm_state(l->set, i) != QM_WAITING)
             continue;
         if (qm_library_of(l->set, i, lib, sizeof(lib)) == 0
             && qpt_library(l->s, lib, &x, why, sizeof(why)) == QPT_ENOTFOUND) {
-            say(l, "#%zu %s: no library matching %s is loaded in the new program: measured "
-                "once one is (dlopen)", i + 1, qm_name(l->set, i), lib);
+            if (was_on == NULL || was_on[i])
+                say(l, "#%zu %s: no library matching %s is loaded in the new program: "
+                    "measured once one is (dlopen)", i + 1, qm_name(l->set, i), lib);
             continue;
         }
         if (place_one(l, i, why, sizeof(why)) < 0)
             say(l, "#%zu %s: not measured in the new program: %s", i + 1, qm_name(l->set, i),
                 first_line(why));
     }
+    free(was_on);
 }
 
 /*
