@@ -84,6 +84,8 @@ int qm_state(const qm_set_t *set, size_t i);
  * QPT_EINVAL when I is in no such state.
  */
 int qm_wait(qm_set_t *set, size_t i, int wait);
+/* Metric I (parsed or waiting, never placed) is out (QM_OFF) without having been in. */
+int qm_set_off(qm_set_t *set, size_t i);
 int qm_forget(qm_set_t *set, size_t i);
 
 /* The shared library metric I names (its MODULE of LIB:PROC, a glob as qpt_library
@@ -227,6 +229,8 @@ typedef struct qm_cost {
                           * change of phase shows too) */
 } qm_cost_t;
 
+struct qm_many_report; /* (qm_live_run_many's, below) */
+
 typedef struct qm_live_opts {
     int pid;                 /* attach to this process, or (0) */
     char *const *argv;       /* start this program (stopped before its first instruction) */
@@ -264,6 +268,14 @@ typedef struct qm_live_opts {
     void (*on_reply)(void *arg, const char *line);
     int refuse_unloaded;     /* a metric naming a library not loaded is an error (else,
                               * the process being followed, it waits for one: dlopen) */
+    int keep_numbers;        /* an `add` refused leaves its metric in the set, out
+                              * (QM_OFF): the numbers stay those of the same commands in
+                              * other processes (qm_live_run_many's sessions) */
+    /* qm_live_run_many: every INTERVAL seconds (and at a `show`) the latest table of each
+     * process, in NOW (its rows; rc, secs... only once a process's session ended), T the
+     * session's seconds. */
+    void (*on_many_sample)(void *arg, const qm_set_t *set, const struct qm_many_report *now,
+                           double t);
 } qm_live_opts_t;
 
 typedef struct qm_live_report {
@@ -322,11 +334,14 @@ typedef struct qm_many_report {
 } qm_many_report_t;
 
 /*
- * Attach to each of PIDS[N] and run O's session on it (O->pid, argv, interval, commands
- * and histograms are not used), all at once: a child process per target (its tracer),
- * its report sent back through a pipe; *O->stop is passed on to them (SIGINT). Each
- * process's outcome is in REP (one may fail while the others are measured); QPT_E* with
- * WHY when the sessions could not be started.
+ * Attach to each of PIDS[N] and run O's session on it (O->pid, argv and histograms are
+ * not used), all at once: a child process per target (its tracer), its samples, answers
+ * and report sent back through a pipe; *O->stop is passed on to them (SIGINT). With
+ * O->interval, O->on_many_sample gets every process's table together; with O->commands,
+ * each line of O->commands_fd goes to every session, and their answers come through
+ * O->on_reply as "rank R: ..." or "pid P: ..." (NULL once all wait for the next
+ * command). Each process's outcome is in REP (one may fail while the others are
+ * measured); QPT_E* with WHY when the sessions could not be started.
  */
 int qm_live_run_many(qm_set_t *set, const qm_live_opts_t *o, const int *pids, size_t n,
                      qm_many_report_t *rep, char *why, size_t whylen);

@@ -1105,6 +1105,16 @@ qm_wait(qm_set_t *set, size_t i, int wait)
 }
 
 int
+qm_set_off(qm_set_t *set, size_t i)
+{
+    if (set == NULL || i >= set->n
+        || (set->v[i].state != QM_PARSED && set->v[i].state != QM_WAITING))
+        return QPT_EINVAL;
+    set->v[i].state = QM_OFF;
+    return 0;
+}
+
+int
 qm_forget(qm_set_t *set, size_t i)
 {
     if (set == NULL || i >= set->n

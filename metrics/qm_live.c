@@ -772,6 +772,9 @@ cmd_add(live_t *l, const char *text)
     unsigned refused;
     rc = place(l, before, 0, 1, &ms, &refused, why, sizeof(why));
     if (rc < 0 || refused > 0) {
+        /* (Kept, out, when the numbers must stay those of the other processes.) */
+        for (size_t i = before; l->o->keep_numbers && i < qm_count(l->set); i++)
+            qm_set_off(l->set, i);
         qm_drop_parsed(l->set);
         if (rc < 0)
             reply_lines(l, why);

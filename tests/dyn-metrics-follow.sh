@@ -15,7 +15,10 @@
 #  (4) exec, then a dlopen in the new program: measured there;
 #  (5) fork after a dlopen: the children count with the parent;
 #  (6) attach --commands with --interval and --histogram: a metric added for a library
-#      not loaded yet waits, and counts exactly once the program dlopens it.
+#      not loaded yet waits, and counts exactly once the program dlopens it;
+#  (7) several processes (attach P1,P2) steered at once with --commands and -i: one add
+#      for both (answered by each), their live tables together, exact per process and
+#      summed; a syntax error answered once.
 # The program's output and exit status (3) are unchanged in every case.
 # Skips (77) without gcc or when ptrace is not allowed. Exit: 0 pass, 1 fail, 99 error.
 set -u
@@ -198,6 +201,49 @@ grep -q ': libqt.so loaded: metrics #1 measured from now on' "$d/cmd.out" \
 expect_eq "--commands: lib_sum in total after the dlopen" \
     "$(awk '/^count calls\(libqt.so:lib_sum\) total/ { v = $(NF - 1) } END { print v }' \
         "$d/cmd.out")" 5
+
+# (7) several processes steered at once: attach P1,P2 --commands -i
+mkdir -p "$d/srv" && dyn_build_qtlib "$d/srv"
+mkfifo "$d/s1" "$d/s2" "$d/mcin" || exit 99
+"$d/srv/main" serve <"$d/s1" >"$d/s1.out" 2>&1 &
+p1=$!
+"$d/srv/main" serve <"$d/s2" >"$d/s2.out" 2>&1 &
+p2=$!
+exec 5>"$d/s1" 6>"$d/s2"
+wait_lines "$d/s1.out" '^ready' 1 && wait_lines "$d/s2.out" '^ready' 1 \
+    || bad "many: the servers did not start"
+"$DYN" attach "$p1,$p2" --commands -i 0.1 -o "$d/many.csv" <"$d/mcin" >"$d/many.out" \
+    2>"$d/many.err" &
+dpid=$!
+exec 8>"$d/mcin"
+echo 'add count calls(libqt.so:lib_sum) total' >&8
+wait_lines "$d/many.out" '^pid [0-9]*: added #1 count calls(libqt.so:lib_sum) total' 2 \
+    && ok "many: the add answered by each process" || bad "many: add: $(cat "$d/many.out")"
+echo 3 >&5
+echo 4 >&6
+wait_lines "$d/s1.out" '^done 3' 1 && wait_lines "$d/s2.out" '^done 4' 1 \
+    || bad "many: the servers did not answer"
+echo 'add count calls(nope(' >&8
+echo show >&8
+echo quit >&8
+wait $dpid
+expect_eq "many: dyn's exit status" $? 0
+dpid=
+exec 8>&- 5>&- 6>&-
+wait $p1
+expect_eq "many: a server's exit status" $? 3
+wait $p2
+expect_eq "many: the other's exit status" $? 3
+expect_eq "many: process 1" "$(row "$d/many.csv" 'count calls(libqt.so:lib_sum) total' "pid $p1: total")" 3
+expect_eq "many: process 2" "$(row "$d/many.csv" 'count calls(libqt.so:lib_sum) total' "pid $p2: total")" 4
+expect_eq "many: the sum" "$(row "$d/many.csv" 'count calls(libqt.so:lib_sum) total' 'sum: total')" 7
+expect_eq "many: a syntax error answered once" \
+    "$(grep -c "^add:1:17: expected ')' after the pattern" "$d/many.out")" 1
+grep -q '^dyn: 2 processes  t=' "$d/many.out" && ok "many: live tables (-i)" \
+    || bad "many: no live table: $(cat "$d/many.out")"
+awk '/^dyn: 2 processes/ { t = 1 } t && /pid '"$p1"': total/ { v = $(NF - 3) } END { print v }' \
+    "$d/many.out" >"$d/many.last"
+expect_eq "many: the last table" "$(cat "$d/many.last")" 3
 
 [ $fails -eq 0 ] || exit 1
 exit 0
