@@ -331,17 +331,21 @@ typedef struct qm_proc_report {
 typedef struct qm_many_report {
     qm_proc_report_t *v;     /* one per process, in the order given */
     size_t n;
+    qpt_hist_t **hist;       /* with hist_buckets: per metric, its total over time summed
+                              * over the processes (NULL: never in) */
+    size_t nhist;
 } qm_many_report_t;
 
 /*
- * Attach to each of PIDS[N] and run O's session on it (O->pid, argv and histograms are
- * not used), all at once: a child process per target (its tracer), its samples, answers
+ * Attach to each of PIDS[N] and run O's session on it (O->pid and argv are not used),
+ * all at once: a child process per target (its tracer), its samples, answers
  * and report sent back through a pipe; *O->stop is passed on to them (SIGINT). With
  * O->interval, O->on_many_sample gets every process's table together; with O->commands,
  * each line of O->commands_fd goes to every session, and their answers come through
  * O->on_reply as "rank R: ..." or "pid P: ..." (NULL once all wait for the next
- * command). Each process's outcome is in REP (one may fail while the others are
- * measured); QPT_E* with WHY when the sessions could not be started.
+ * command); with O->hist_buckets, REP's histograms are the processes' summed. Each
+ * process's outcome is in REP (one may fail while the others are measured); QPT_E* with
+ * WHY when the sessions could not be started.
  */
 int qm_live_run_many(qm_set_t *set, const qm_live_opts_t *o, const int *pids, size_t n,
                      qm_many_report_t *rep, char *why, size_t whylen);

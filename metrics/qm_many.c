@@ -28,15 +28,23 @@ typedef struct msg {
     size_t len;              /* the bytes that follow */
 } msg_t;
 
-/* MSG_REPORT: this, then NROWS rows (the end). MSG_SAMPLE: a double T (seconds since the
+/* MSG_REPORT: this, then NROWS rows, then NHIST histograms (hist_t and its USED
+ * words each; the end). MSG_SAMPLE: a double T (seconds since the
  * session's start), then rows. MSG_REPLY: an answer's text (with its NUL). MSG_PROMPT:
  * nothing (the session waits for the next command). */
 typedef struct wire {
     int rc, ended, status;
     double secs, stop_ms;
     size_t nrows;
+    size_t nhist;
     char why[1024];
 } wire_t;
+
+/* A metric's histogram as sent (USED 0: none). */
+typedef struct hist_wire {
+    double width;
+    size_t used;
+} hist_wire_t;
 
 /* A child's end of the pipe, for its callbacks. */
 typedef struct kid_out {
@@ -136,7 +144,6 @@ child(qm_set_t *set, const qm_live_opts_t *o, int pid, int fd, int cmd_fd, pid_t
     mine.on_reply = kid_reply;
     mine.arg = &out; /* (on_ready: the caller's, from the child) */
     mine.keep_numbers = 1;
-    mine.hist_buckets = 0;
     qm_live_report_t rep;
     wire_t w;
     memset(&w, 0, sizeof(w));
@@ -146,7 +153,33 @@ child(qm_set_t *set, const qm_live_opts_t *o, int pid, int fd, int cmd_fd, pid_t
     w.secs = rep.secs;
     w.stop_ms = rep.stop_ms;
     w.nrows = rep.rows ? rep.nrows : 0;
-    send_msg(&out, MSG_REPORT, &w, sizeof(w), rep.rows, w.nrows * sizeof(qm_row_t));
+    w.nhist = rep.nhist;
+    /* The histograms after the rows, in one message. */
+    size_t hlen = 0;
+    for (size_t i = 0; i < rep.nhist; i++)
+        hlen += sizeof(hist_wire_t) + 8 * qpt_hist_used(rep.hist[i]);
+    char *tail = malloc(w.nrows * sizeof(qm_row_t) + hlen + 1);
+    if (tail == NULL) {
+        w.nhist = 0;
+        hlen = 0;
+    }
+    size_t at = 0;
+    if (tail != NULL && w.nrows > 0) {
+        memcpy(tail, rep.rows, w.nrows * sizeof(qm_row_t));
+        at = w.nrows * sizeof(qm_row_t);
+    }
+    for (size_t i = 0; tail != NULL && i < rep.nhist; i++) {
+        hist_wire_t hw = { qpt_hist_width(rep.hist[i]), qpt_hist_used(rep.hist[i]) };
+        memcpy(tail + at, &hw, sizeof(hw));
+        at += sizeof(hw);
+        for (size_t b = 0; b < hw.used; b++, at += 8) {
+            uint64_t v = qpt_hist_get(rep.hist[i], 0, b);
+            memcpy(tail + at, &v, 8);
+        }
+    }
+    send_msg(&out, MSG_REPORT, &w, sizeof(w), tail != NULL ? tail : (const char *)rep.rows,
+             tail != NULL ? at : w.nrows * sizeof(qm_row_t));
+    free(tail);
     qm_live_report_free(&rep);
     _exit(out.ok ? 0 : 1);
 }
@@ -168,6 +201,10 @@ typedef struct many {
     double t;                /* the latest sample's time */
     char line[8192];         /* a command being read */
     size_t nline;
+    uint64_t **hist_v;       /* per metric: the job's histogram (the processes' summed) */
+    size_t *hist_n;          /* ... its buckets used */
+    double *hist_w;          /* ... their width (0: none yet) */
+    size_t nhist;
 } many_t;
 
 /* "rank R" or "pid P": how process I is named. */
@@ -226,6 +263,104 @@ take_rows(many_t *m, size_t i, const char *p, size_t k)
     r->nrows = n;
 }
 
+/* The job's histograms: room for NHIST metrics. 0, or -1. */
+static int
+grow_hists(many_t *m, size_t nhist)
+{
+    if (nhist <= m->nhist)
+        return 0;
+    uint64_t **v = realloc(m->hist_v, nhist * sizeof(uint64_t *));
+    if (v == NULL)
+        return -1;
+    m->hist_v = v;
+    size_t *n = realloc(m->hist_n, nhist * sizeof(size_t));
+    if (n == NULL)
+        return -1;
+    m->hist_n = n;
+    double *w = realloc(m->hist_w, nhist * sizeof(double));
+    if (w == NULL)
+        return -1;
+    m->hist_w = w;
+    for (size_t k = m->nhist; k < nhist; k++) {
+        m->hist_v[k] = NULL;
+        m->hist_n[k] = 0;
+        m->hist_w[k] = 0;
+    }
+    m->nhist = nhist;
+    return 0;
+}
+
+/*
+ * A child's histograms (W's NHIST, LEN bytes at P) added to the job's, bucket by bucket,
+ * at the wider of the two widths (both start at the same width and fold by doubling:
+ * the narrower's buckets are summed into the wider's). The children started within a
+ * few ms of each other: their buckets' starts differ by that much.
+ */
+static void
+take_hists(many_t *m, const wire_t *w, const char *p, size_t len)
+{
+    if (grow_hists(m, w->nhist) < 0)
+        return;
+    size_t at = 0;
+    for (size_t k = 0; k < w->nhist; k++) {
+        hist_wire_t hw;
+        if (len - at < sizeof(hw))
+            return;
+        memcpy(&hw, p + at, sizeof(hw));
+        at += sizeof(hw);
+        if (len - at < 8 * hw.used)
+            return;
+        const char *vals = p + at;
+        at += 8 * hw.used;
+        if (hw.used == 0 || hw.width <= 0)
+            continue;
+        uint64_t *jv = m->hist_v[k];
+        while (m->hist_w[k] > 0 && m->hist_w[k] < hw.width * 0.999) {
+            for (size_t b = 0; b < m->hist_n[k]; b += 2)
+                jv[b / 2] = jv[b] + (b + 1 < m->hist_n[k] ? jv[b + 1] : 0);
+            m->hist_n[k] = (m->hist_n[k] + 1) / 2;
+            m->hist_w[k] *= 2;
+        }
+        if (m->hist_w[k] <= 0)
+            m->hist_w[k] = hw.width;
+        size_t f = 1; /* the child's buckets per the job's */
+        while (hw.width * (double)f < m->hist_w[k] * 0.999)
+            f *= 2;
+        size_t need = (hw.used + f - 1) / f;
+        if (need > m->hist_n[k]) {
+            if ((jv = realloc(m->hist_v[k], need * sizeof(uint64_t))) == NULL)
+                continue;
+            memset(jv + m->hist_n[k], 0, (need - m->hist_n[k]) * sizeof(uint64_t));
+            m->hist_v[k] = jv;
+            m->hist_n[k] = need;
+        }
+        for (size_t b = 0; b < hw.used; b++) {
+            uint64_t v;
+            memcpy(&v, vals + 8 * b, 8);
+            jv[b / f] += v;
+        }
+    }
+}
+
+/* The job's histograms as qpt_hist_t's into REP (each replayed bucket by bucket). */
+static void
+job_hists(many_t *m, qm_many_report_t *rep)
+{
+    if (m->nhist == 0 || (rep->hist = calloc(m->nhist, sizeof(qpt_hist_t *))) == NULL)
+        return;
+    rep->nhist = m->nhist;
+    for (size_t k = 0; k < m->nhist; k++) {
+        size_t nb = m->hist_n[k] < 2 ? 2 : m->hist_n[k] + m->hist_n[k] % 2;
+        if (m->hist_n[k] == 0 || qpt_hist_create(1, nb, m->hist_w[k], 0, &rep->hist[k]) < 0)
+            continue;
+        uint64_t total = 0;
+        for (size_t b = 0; b < m->hist_n[k]; b++) {
+            total += m->hist_v[k][b];
+            qpt_hist_add(rep->hist[k], ((double)b + 0.5) * m->hist_w[k], &total);
+        }
+    }
+}
+
 /* The complete messages child I sent, taken. */
 static void
 take_messages(many_t *m, size_t i)
@@ -265,6 +400,9 @@ take_messages(many_t *m, size_t i)
             r->nrows = 0;
             if (w.nrows > 0 && h.len >= sizeof(w) + w.nrows * sizeof(qm_row_t))
                 take_rows(m, i, p + sizeof(w), w.nrows * sizeof(qm_row_t));
+            if (h.len >= sizeof(w) + w.nrows * sizeof(qm_row_t))
+                take_hists(m, &w, p + sizeof(w) + w.nrows * sizeof(qm_row_t),
+                           h.len - sizeof(w) - w.nrows * sizeof(qm_row_t));
             m->done[i] = 1;
         }
         at += sizeof(h) + h.len;
@@ -348,8 +486,11 @@ qm_live_run_many(qm_set_t *set, const qm_live_opts_t *o, const int *pids, size_t
     memset(rep, 0, sizeof(*rep));
     if (set == NULL || o == NULL || pids == NULL || n == 0)
         return QPT_EINVAL;
-    many_t m = { set, o, n, rep, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
-                 0, "", 0 };
+    many_t m = { 0 };
+    m.set = set;
+    m.o = o;
+    m.n = n;
+    m.rep = rep;
     rep->v = calloc(n, sizeof(qm_proc_report_t));
     m.kids = calloc(n, sizeof(pid_t));
     m.fds = calloc(n, sizeof(int));
@@ -485,6 +626,12 @@ qm_live_run_many(qm_set_t *set, const qm_live_opts_t *o, const int *pids, size_t
         if (m.cmd[i] >= 0)
             close(m.cmd[i]);
     }
+    job_hists(&m, rep);
+    for (size_t k = 0; k < m.nhist; k++)
+        free(m.hist_v[k]);
+    free(m.hist_v);
+    free(m.hist_n);
+    free(m.hist_w);
     free(m.kids);
     free(m.fds);
     free(m.cmd);
@@ -506,7 +653,12 @@ qm_many_report_free(qm_many_report_t *rep)
 {
     for (size_t i = 0; rep != NULL && i < rep->n; i++)
         free(rep->v[i].rows);
+    for (size_t k = 0; rep != NULL && k < rep->nhist; k++)
+        qpt_hist_destroy(rep->hist[k]);
     if (rep != NULL) {
+        free(rep->hist);
+        rep->hist = NULL;
+        rep->nhist = 0;
         free(rep->v);
         rep->v = NULL;
         rep->n = 0;

@@ -16,9 +16,9 @@
 #  (5) fork after a dlopen: the children count with the parent;
 #  (6) attach --commands with --interval and --histogram: a metric added for a library
 #      not loaded yet waits, and counts exactly once the program dlopens it;
-#  (7) several processes (attach P1,P2) steered at once with --commands and -i: one add
-#      for both (answered by each), their live tables together, exact per process and
-#      summed; a syntax error answered once.
+#  (7) several processes (attach P1,P2) steered at once with --commands, -i and
+#      --histogram: one add for both (answered by each), their live tables together,
+#      exact per process and summed, the histogram of both; a syntax error answered once.
 # The program's output and exit status (3) are unchanged in every case.
 # Skips (77) without gcc or when ptrace is not allowed. Exit: 0 pass, 1 fail, 99 error.
 set -u
@@ -212,7 +212,7 @@ p2=$!
 exec 5>"$d/s1" 6>"$d/s2"
 wait_lines "$d/s1.out" '^ready' 1 && wait_lines "$d/s2.out" '^ready' 1 \
     || bad "many: the servers did not start"
-"$DYN" attach "$p1,$p2" --commands -i 0.1 -o "$d/many.csv" <"$d/mcin" >"$d/many.out" \
+"$DYN" attach "$p1,$p2" --commands -i 0.1 --histogram -o "$d/many.csv" <"$d/mcin" >"$d/many.out" \
     2>"$d/many.err" &
 dpid=$!
 exec 8>"$d/mcin"
@@ -244,6 +244,9 @@ grep -q '^dyn: 2 processes  t=' "$d/many.out" && ok "many: live tables (-i)" \
 awk '/^dyn: 2 processes/ { t = 1 } t && /pid '"$p1"': total/ { v = $(NF - 3) } END { print v }' \
     "$d/many.out" >"$d/many.last"
 expect_eq "many: the last table" "$(cat "$d/many.last")" 3
+expect_eq "many: the histogram over both processes" \
+    "$(awk '/^metrics over time/ { h = 1; getline; next } h { s += $2 } END { print s }' \
+        "$d/many.out")" 7
 
 [ $fails -eq 0 ] || exit 1
 exit 0

@@ -803,6 +803,8 @@ many_session(const opts_t *o)
     lo.commands_fd = STDIN_FILENO;
     lo.on_reply = print_reply;
     lo.on_many_sample = print_many_live;
+    lo.hist_buckets = o->histogram ? HIST_BUCKETS : 0;
+    lo.hist_width = HIST_WIDTH;
     qm_many_report_t rep;
     char why[2048];
     int ret = 0;
@@ -826,6 +828,12 @@ many_session(const opts_t *o)
     }
     if (rep.n > 0 && print_many(stdout, TM_TEXT, set, &rep, 1) < 0)
         out_closed = 1;
+    if (o->histogram) { /* the processes' together */
+        qm_live_report_t all = { 0 };
+        all.hist = rep.hist;
+        all.nhist = rep.nhist;
+        print_metric_histogram(set, &all);
+    }
     if (rep.n > 0 && o->csv != NULL) {
         tool_out_t t;
         if (tool_out_open(&t, prog_name, o->csv) < 0
@@ -1056,9 +1064,9 @@ main(int argc, char **argv)
             fprintf(stderr, "%s: --children takes one PID (the launcher)\n", prog_name);
             return EXIT_USAGE;
         }
-        if ((o.nm == 0 && !o.commands) || o.histogram) {
+        if (o.nm == 0 && !o.commands) {
             fprintf(stderr, "%s: several processes are measured with metrics (-e, "
-                    "--metrics, --commands), not with --histogram\n", prog_name);
+                    "--metrics, --commands)\n", prog_name);
             return EXIT_USAGE;
         }
         if (o.children && children_of(&o) < 0)
