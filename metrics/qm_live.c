@@ -138,36 +138,38 @@ merge_carry(live_t *l, qm_row_t **rows, size_t *n)
     return 0;
 }
 
-static const qm_row_t *sort_rows_v; /* (qsort has no argument: rows are sorted by one
-                                       * thread at a time) */
+/* A row's place when sorting: its metric, then where it was (a stable sort). */
+typedef struct place_key {
+    size_t metric, at;
+} place_key_t;
 
 static int
 by_metric(const void *a, const void *b)
 {
-    size_t x = *(const size_t *)a, y = *(const size_t *)b;
-    size_t mx = sort_rows_v[x].metric, my = sort_rows_v[y].metric;
-    return mx != my ? (mx < my ? -1 : 1) : x < y ? -1 : x > y;
+    const place_key_t *x = a, *y = b;
+    if (x->metric != y->metric)
+        return x->metric < y->metric ? -1 : 1;
+    return x->at < y->at ? -1 : x->at > y->at;
 }
 
 /* ROWS (N) in the order of their metrics, each metric's rows in the order they have. */
 static int
 sort_by_metric(qm_row_t *rows, size_t n)
 {
-    size_t *ix = malloc((n + 1) * sizeof(size_t));
+    place_key_t *k = malloc((n + 1) * sizeof(place_key_t));
     qm_row_t *v = malloc((n + 1) * sizeof(qm_row_t));
-    if (ix == NULL || v == NULL) {
-        free(ix);
+    if (k == NULL || v == NULL) {
+        free(k);
         free(v);
         return QPT_ENOMEM;
     }
     for (size_t i = 0; i < n; i++)
-        ix[i] = i;
-    sort_rows_v = rows;
-    qsort(ix, n, sizeof(size_t), by_metric);
+        k[i] = (place_key_t) { rows[i].metric, i };
+    qsort(k, n, sizeof(place_key_t), by_metric);
     for (size_t i = 0; i < n; i++)
-        v[i] = rows[ix[i]];
+        v[i] = rows[k[i].at];
     memcpy(rows, v, n * sizeof(qm_row_t));
-    free(ix);
+    free(k);
     free(v);
     return 0;
 }

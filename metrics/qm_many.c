@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -463,8 +464,9 @@ forward_commands(many_t *m)
         for (size_t i = 0; i < m->n; i++) {
             if (m->cmd[i] < 0 || m->done[i])
                 continue;
-            if (write(m->cmd[i], m->line + at, len) != (ssize_t)len
-                || (m->line[at + len - 1] != '\n' && write(m->cmd[i], "\n", 1) != 1)) {
+            if (send(m->cmd[i], m->line + at, len, MSG_NOSIGNAL) != (ssize_t)len
+                || (m->line[at + len - 1] != '\n'
+                    && send(m->cmd[i], "\n", 1, MSG_NOSIGNAL) != 1)) {
                 close(m->cmd[i]);
                 m->cmd[i] = -1;
             }
@@ -513,8 +515,11 @@ qm_live_run_many(qm_set_t *set, const qm_live_opts_t *o, const int *pids, size_t
     for (size_t i = 0; rc == 0 && i < n; i++) {
         rep->v[i].pid = pids[i];
         rep->v[i].rank = qm_rank_of(pids[i]);
+        /* (The commands through a socket: a session that ended gives EPIPE, not a
+         * SIGPIPE that would end the caller.) */
         int pf[2], cf[2] = { -1, -1 };
-        if (pipe(pf) < 0 || (o->commands && pipe(cf) < 0)) {
+        if (pipe(pf) < 0
+            || (o->commands && socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, cf) < 0)) {
             snprintf(why, whylen, "pipe: %s", strerror(errno));
             rc = QPT_EIO;
             break;

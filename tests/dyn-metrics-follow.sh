@@ -177,6 +177,11 @@ mkfifo "$d/pin" "$d/cin" || exit 99
 "$d/main" dlwait "$lib" 5 <"$d/pin" >"$d/cmd.prog" 2>&1 &
 tpid=$!
 exec 7>"$d/pin"
+# (attached once the shell that opened the FIFO runs the program)
+for _ in $(seq 100); do
+    [ "$(readlink "/proc/$tpid/exe")" = "$(cd "$d" && pwd)/main" ] && break
+    sleep 0.05
+done
 "$DYN" attach "$tpid" --commands -i 0.05 --histogram <"$d/cin" >"$d/cmd.out" 2>"$d/cmd.err" &
 dpid=$!
 exec 8>"$d/cin"
