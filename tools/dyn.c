@@ -107,7 +107,7 @@ usage(FILE *f)
 {
     fprintf(f,
         "Usage: %s attach PID [OPTIONS]\n"
-        "       %s attach PID,PID... | --children PID  -e METRIC... [OPTIONS]\n"
+        "       %s attach PID,PID... | --children PID  -e METRIC...|--commands [OPTIONS]\n"
         "       %s run [OPTIONS] -- COMMAND [ARGS...]\n"
         "       %s clean PID\n"
         "\n"
@@ -171,7 +171,8 @@ usage(FILE *f)
         "Several processes (a parallel job's ranks): PID,PID,... or --children PID (the\n"
         "processes PID started, e.g. mpirun's) with metrics: each process measured at\n"
         "once, its table (named by its rank when its launcher set one), then the sum,\n"
-        "min, max and mean over them.\n"
+        "min, max and mean over them; --interval shows them together, --commands steers\n"
+        "them all at once, --histogram sums their histograms.\n"
         "\n"
         "`dyn clean PID` takes out what a dyn that was killed (SIGKILL) left in PID.\n"
         "`dyn search attach PID` / `dyn search run -- CMD` finds the bottlenecks by itself\n"
