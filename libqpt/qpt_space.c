@@ -1493,9 +1493,10 @@ qpt_commit(qpt_space_t *s)
     if (!s->live)
         return qpt_fail(s, QP_EUNSUPP, "a file takes its snippets at qpt_write");
     int rc = qpt_live_commit(s);
-    /* Its libraries' spaces (qpt_library) with it. */
+    /* Its libraries' spaces (qpt_library) with it; not those unloaded or gone with an
+     * exec (stale: nothing of theirs is in the process any more). */
     for (qpt_space_t *l = s->libs; rc == 0 && l != NULL; l = l->next_lib)
-        if ((rc = qpt_live_commit(l)) < 0)
+        if (!l->stale && (rc = qpt_live_commit(l)) < 0)
             qpt_fail(s, rc, "%s: %s", l->lib_name, l->err);
     return qpt_public_rc(rc);
 }

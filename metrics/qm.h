@@ -79,9 +79,28 @@ int qm_remove(qm_set_t *set, size_t i, qpt_space_t *s, char *why, size_t whylen)
 /* After the commit that took them out: the memory of the metrics removed, freed. */
 void qm_release(qm_set_t *set, qpt_space_t *s);
 
-/* Metric I: QM_PARSED (not placed yet), QM_ON (in the program), QM_OFF (taken out); -1. */
-enum { QM_PARSED = 0, QM_ON, QM_OFF };
+/* Metric I: QM_PARSED (not placed yet), QM_ON (in the program), QM_OFF (taken out),
+ * QM_WAITING (a live session's: not placed until its library is loaded or the process
+ * runs another program; qm_insert leaves it); -1. */
+enum { QM_PARSED = 0, QM_ON, QM_OFF, QM_WAITING };
 int qm_state(const qm_set_t *set, size_t i);
+
+/*
+ * A live session following its process. qm_wait: metric I (parsed) waits (WAIT nonzero),
+ * or waits no more and is placed by the next qm_insert. qm_forget: metric I's insertions
+ * and memory went with the program or library they were in (an execve, a dlclose):
+ * forgotten without touching the process (its values are read before, by the caller);
+ * a metric in the program then waits to be placed again, one taken out stays out.
+ * QPT_EINVAL when I is in no such state.
+ */
+int qm_wait(qm_set_t *set, size_t i, int wait);
+/* Metric I (parsed or waiting, never placed) is out (QM_OFF) without having been in. */
+int qm_set_off(qm_set_t *set, size_t i);
+int qm_forget(qm_set_t *set, size_t i);
+
+/* The shared library metric I names (its MODULE of LIB:PROC, a glob as qpt_library
+ * takes it) into BUF; 0, or -1 when it names the executable's procedures. */
+int qm_library_of(const qm_set_t *set, size_t i, char *buf, size_t len);
 
 /*
  * The procedures metric I's snippets go into (those matching its pattern and its
@@ -220,6 +239,8 @@ typedef struct qm_cost {
                           * change of phase shows too) */
 } qm_cost_t;
 
+struct qm_many_report; /* (qm_live_run_many's, below) */
+
 typedef struct qm_live_opts {
     int pid;                 /* attach to this process, or (0) */
     char *const *argv;       /* start this program (stopped before its first instruction) */
@@ -255,6 +276,16 @@ typedef struct qm_live_opts {
     int relocate;            /* a procedure whose entry or exits do not fit in place is
                               * measured in a copy of it (qpt_set_relocate) */
     void (*on_reply)(void *arg, const char *line);
+    int refuse_unloaded;     /* a metric naming a library not loaded is an error (else,
+                              * the process being followed, it waits for one: dlopen) */
+    int keep_numbers;        /* an `add` refused leaves its metric in the set, out
+                              * (QM_OFF): the numbers stay those of the same commands in
+                              * other processes (qm_live_run_many's sessions) */
+    /* qm_live_run_many: every INTERVAL seconds (and at a `show`) the latest table of each
+     * process, in NOW (its rows; rc, secs... only once a process's session ended), T the
+     * session's seconds. */
+    void (*on_many_sample)(void *arg, const qm_set_t *set, const struct qm_many_report *now,
+                           double t);
 } qm_live_opts_t;
 
 typedef struct qm_live_report {
@@ -280,7 +311,12 @@ void qm_live_report_free(qm_live_report_t *rep);
 /*
  * Attach to (or start) the process, insert SET in one stop, let it run, sample, and at
  * the end read the final table and take every snippet out (a process that ended is left
- * as it is). The library installs no signal handler: the caller sets *o->stop. QPT_E*
+ * as it is). The process is followed (qpt_watch): a metric naming a library not loaded
+ * goes in when one is (dlopen), the values of a library unloaded are kept (and added to
+ * if it is loaded again), after an execve every metric goes into the new program again
+ * (the earlier image's rows kept apart, their focus "PROG[N]:..."), forks are counted
+ * with the parent when the metrics' memory is shared (else their snippets are taken out
+ * of the child); each said through NOTE (through ON_REPLY when steering). The library installs no signal handler: the caller sets *o->stop. QPT_E*
  * with WHY; REP says what was measured even then (rows when there are).
  */
 int qm_live_run(qm_set_t *set, const qm_live_opts_t *o, qm_live_report_t *rep, char *why,
@@ -305,12 +341,19 @@ typedef struct qm_proc_report {
 typedef struct qm_many_report {
     qm_proc_report_t *v;     /* one per process, in the order given */
     size_t n;
+    qpt_hist_t **hist;       /* with hist_buckets: per metric, its total over time summed
+                              * over the processes (NULL: never in) */
+    size_t nhist;
 } qm_many_report_t;
 
 /*
- * Attach to each of PIDS[N] and run O's session on it (O->pid, argv, interval, commands
- * and histograms are not used), all at once: a child process per target (its tracer),
- * its report sent back through a pipe; *O->stop is passed on to them (SIGINT). Each
+ * Attach to each of PIDS[N] and run O's session on it (O->pid and argv are not used),
+ * all at once: a child process per target (its tracer), its samples, answers
+ * and report sent back through a pipe; *O->stop is passed on to them (SIGINT). With
+ * O->interval, O->on_many_sample gets every process's table together; with O->commands,
+ * each line of O->commands_fd goes to every session, and their answers come through
+ * O->on_reply as "rank R: ..." or "pid P: ..." (NULL once all wait for the next
+ * command); with O->hist_buckets, REP's histograms are the processes' summed. Each
  * process's outcome is in REP (one may fail while the others are measured); QPT_E* with
  * WHY when the sessions could not be started.
  */

@@ -1329,6 +1329,60 @@ qm_state(const qm_set_t *set, size_t i)
     return set != NULL && i < set->n ? set->v[i].state : -1;
 }
 
+int
+qm_wait(qm_set_t *set, size_t i, int wait)
+{
+    if (set == NULL || i >= set->n
+        || set->v[i].state != (wait ? QM_PARSED : QM_WAITING))
+        return QPT_EINVAL;
+    set->v[i].state = wait ? QM_WAITING : QM_PARSED;
+    return 0;
+}
+
+int
+qm_set_off(qm_set_t *set, size_t i)
+{
+    if (set == NULL || i >= set->n
+        || (set->v[i].state != QM_PARSED && set->v[i].state != QM_WAITING))
+        return QPT_EINVAL;
+    set->v[i].state = QM_OFF;
+    return 0;
+}
+
+int
+qm_forget(qm_set_t *set, size_t i)
+{
+    if (set == NULL || i >= set->n
+        || (set->v[i].state != QM_ON && set->v[i].state != QM_OFF))
+        return QPT_EINVAL;
+    qm_metric_t *m = &set->v[i];
+    int off = m->state == QM_OFF;
+    /* Nothing to free in the process: its memory went with the image (qpt_free would
+     * free an address the new image may use). */
+    m->var = m->kvar = 0;
+    for (size_t k = 0; k < m->nprocs; k++) {
+        free(m->procs[k].name);
+        free(m->procs[k].module);
+    }
+    free(m->procs);
+    free(m->handles);
+    m->procs = NULL;
+    m->handles = NULL;
+    m->nprocs = m->nhandles = 0;
+    m->state = off ? QM_OFF : QM_WAITING;
+    return 0;
+}
+
+int
+qm_library_of(const qm_set_t *set, size_t i, char *buf, size_t len)
+{
+    const char *sep = set != NULL && i < set->n ? lib_sep(set->v[i].pattern) : NULL;
+    if (sep == NULL || buf == NULL || len == 0)
+        return -1;
+    snprintf(buf, len, "%.*s", (int)(sep - set->v[i].pattern), set->v[i].pattern);
+    return 0;
+}
+
 void
 qm_drop_parsed(qm_set_t *set)
 {

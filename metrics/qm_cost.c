@@ -121,6 +121,45 @@ read_calls(const cost_t *k, qpt_space_t *s, uint64_t *w)
     return k->n ? qpt_read_memory(s, k->var, w, 8 * k->n) : 0;
 }
 
+/* Counters at the procedures of metric I (parsed: placed next), not committed. */
+static int
+count_one(qm_costs_t *c, const qm_set_t *set, size_t i, qpt_space_t *s, qpt_snippet_t *sn,
+          char *why, size_t whylen)
+{
+    cost_t *k = cost_of(c, i);
+    if (k == NULL)
+        return QPT_ENOMEM;
+    cost_clear(k);
+    k->predicted = k->observed = k->overall = -1;
+    if ((k->s = qm_space(set, i, s, why, whylen)) == NULL)
+        return QPT_ENOTFOUND;
+    QM_CHECK(qm_metric_procs(set, i, s, &k->procs, &k->n));
+    k->cycles = calloc(k->n + 1, sizeof(double));
+    k->h = calloc(k->n + 1, sizeof(qpt_handle_t));
+    k->last = calloc(k->n + 1, sizeof(uint64_t));
+    k->first = calloc(k->n + 1, sizeof(uint64_t));
+    if (k->cycles == NULL || k->h == NULL || k->last == NULL || k->first == NULL)
+        return QPT_ENOMEM;
+    if (k->n == 0)
+        return 0;
+    int rc = qpt_alloc(k->s, 8 * k->n, &k->var);
+    if (rc < 0) {
+        snprintf(why, whylen, "%s: %s", qm_name(set, i), qpt_error(k->s));
+        return rc;
+    }
+    for (size_t p = 0; p < k->n; p++) {
+        qpt_point_t pt;
+        size_t np;
+        /* A procedure whose entry cannot take it: its calls are not seen (0). */
+        if (qpt_points(k->s, k->procs[p], QPT_ENTRY, &pt, 1, &np) == 0 && np == 1
+            && qpt_insert(k->s, &pt, sn, qpt_add_to(sn, k->var + 8 * p, qpt_const(sn, 1), 0),
+                          &k->h[k->nh]) == 0)
+            k->nh++;
+    }
+    k->on = 1;
+    return 0;
+}
+
 int
 qm_costs_count(qm_costs_t *c, const qm_set_t *set, size_t first, qpt_space_t *s, char *why,
                size_t whylen)
@@ -129,47 +168,33 @@ qm_costs_count(qm_costs_t *c, const qm_set_t *set, size_t first, qpt_space_t *s,
     qpt_snippet_t *sn = qpt_snippet_create();
     if (sn == NULL)
         return QPT_ENOMEM;
-    for (size_t i = first; rc == 0 && i < qm_count(set); i++) {
-        cost_t *k = cost_of(c, i);
-        if (k == NULL) {
-            rc = QPT_ENOMEM;
-            break;
-        }
-        cost_clear(k);
-        k->predicted = k->observed = k->overall = -1;
-        if ((k->s = qm_space(set, i, s, why, whylen)) == NULL) {
-            rc = QPT_ENOTFOUND;
-            break;
-        }
-        if ((rc = qm_metric_procs(set, i, s, &k->procs, &k->n)) < 0)
-            break;
-        k->cycles = calloc(k->n + 1, sizeof(double));
-        k->h = calloc(k->n + 1, sizeof(qpt_handle_t));
-        k->last = calloc(k->n + 1, sizeof(uint64_t));
-        k->first = calloc(k->n + 1, sizeof(uint64_t));
-        if (k->cycles == NULL || k->h == NULL || k->last == NULL || k->first == NULL) {
-            rc = QPT_ENOMEM;
-            break;
-        }
-        if (k->n == 0)
-            continue;
-        if ((rc = qpt_alloc(k->s, 8 * k->n, &k->var)) < 0) {
-            snprintf(why, whylen, "%s: %s", qm_name(set, i), qpt_error(k->s));
-            break;
-        }
-        for (size_t p = 0; p < k->n; p++) {
-            qpt_point_t pt;
-            size_t np;
-            /* A procedure whose entry cannot take it: its calls are not seen (0). */
-            if (qpt_points(k->s, k->procs[p], QPT_ENTRY, &pt, 1, &np) == 0 && np == 1
-                && qpt_insert(k->s, &pt, sn, qpt_add_to(sn, k->var + 8 * p, qpt_const(sn, 1), 0),
-                              &k->h[k->nh]) == 0)
-                k->nh++;
-        }
-        k->on = 1;
-    }
+    /* (A metric waiting for its library has no procedures yet.) */
+    for (size_t i = first; rc == 0 && i < qm_count(set); i++)
+        if (qm_state(set, i) == QM_PARSED)
+            rc = count_one(c, set, i, s, sn, why, whylen);
     qpt_snippet_destroy(sn);
     return rc;
+}
+
+int
+qm_costs_count_one(qm_costs_t *c, const qm_set_t *set, size_t i, qpt_space_t *s, char *why,
+                   size_t whylen)
+{
+    qpt_snippet_t *sn = qpt_snippet_create();
+    if (sn == NULL)
+        return QPT_ENOMEM;
+    int rc = count_one(c, set, i, s, sn, why, whylen);
+    qpt_snippet_destroy(sn);
+    return rc;
+}
+
+void
+qm_costs_forget(qm_costs_t *c, size_t i)
+{
+    if (i < c->n) {
+        cost_clear(&c->v[i]);
+        c->v[i].predicted = c->v[i].observed = c->v[i].overall = -1;
+    }
 }
 
 void
@@ -221,6 +246,36 @@ share(const cost_t *k, const uint64_t *now_w, const uint64_t *then_w, double dt,
     return 100 * ns / (own > floor ? own : floor);
 }
 
+/* Metric K (I): its cycles per call from the cost model, the windows start now; with
+ * SAMPLED, the prediction from the calls since qm_costs_mark. */
+static int
+predict_one(cost_t *k, const qm_set_t *set, size_t i, qpt_space_t *s, double cpn, int sampled,
+            double t, double cpu)
+{
+    uint64_t *w = calloc(k->n + 1, sizeof(uint64_t));
+    if (w == NULL)
+        return QPT_ENOMEM;
+    int rc = read_calls(k, s, w);
+    if (rc == 0)
+        rc = qm_metric_cost(set, i, s, k->procs, k->n, k->cycles);
+    if (rc < 0) {
+        free(w);
+        return rc;
+    }
+    k->slowdown = -1;
+    if (sampled) {
+        double calls = calls_between(k, w, k->last), dcpu = cpu - k->cpu_last;
+        k->predicted = share(k, w, k->last, t - k->t_last, dcpu, cpn, 0, &k->calls_per_s);
+        k->base = calls >= MIN_CALLS && dcpu > 0 ? calls / dcpu : 0;
+    }
+    memcpy(k->last, w, k->n * sizeof(uint64_t));
+    memcpy(k->first, w, k->n * sizeof(uint64_t));
+    k->t_last = k->t_first = t;
+    k->cpu_last = k->cpu_first = cpu;
+    free(w);
+    return 0;
+}
+
 int
 qm_costs_predict(qm_costs_t *c, const qm_set_t *set, size_t first, qpt_space_t *s, double cpn,
                  int sampled)
@@ -230,29 +285,17 @@ qm_costs_predict(qm_costs_t *c, const qm_set_t *set, size_t first, qpt_space_t *
         cost_t *k = &c->v[i];
         if (!k->on || qm_state(set, i) != QM_ON)
             continue;
-        uint64_t *w = calloc(k->n + 1, sizeof(uint64_t));
-        if (w == NULL)
-            return QPT_ENOMEM;
-        int rc = read_calls(k, s, w);
-        if (rc == 0)
-            rc = qm_metric_cost(set, i, s, k->procs, k->n, k->cycles);
-        if (rc < 0) {
-            free(w);
-            return rc;
-        }
-        k->slowdown = -1;
-        if (sampled) {
-            double calls = calls_between(k, w, k->last), dcpu = cpu - k->cpu_last;
-            k->predicted = share(k, w, k->last, t - k->t_last, dcpu, cpn, 0, &k->calls_per_s);
-            k->base = calls >= MIN_CALLS && dcpu > 0 ? calls / dcpu : 0;
-        }
-        memcpy(k->last, w, k->n * sizeof(uint64_t));
-        memcpy(k->first, w, k->n * sizeof(uint64_t));
-        k->t_last = k->t_first = t;
-        k->cpu_last = k->cpu_first = cpu;
-        free(w);
+        QM_CHECK(predict_one(k, set, i, s, cpn, sampled, t, cpu));
     }
     return 0;
+}
+
+int
+qm_costs_start(qm_costs_t *c, const qm_set_t *set, size_t i, qpt_space_t *s, double cpn)
+{
+    if (i >= c->n || !c->v[i].on || qm_state(set, i) != QM_ON)
+        return 0;
+    return predict_one(&c->v[i], set, i, s, cpn, 0, qm_now(), cpu_ns(qpt_pid(s)));
 }
 
 double

@@ -10,6 +10,7 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <fnmatch.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -62,7 +63,135 @@ typedef struct live {
     int eof, quit;
     qm_row_t *prev;          /* the rows of the last sample (timers never read lower) */
     size_t nprev;
+    /* Following the process (qpt_watch): libraries loaded later, execs, forks. */
+    int watching;            /* its events are followed */
+    qm_row_t *carry;         /* rows of libraries unloaded (dlclose) in this image: added
+                              * to the same rows if they are loaded again */
+    size_t ncarry;
+    qm_row_t *apart;         /* rows of earlier images (before an exec), named PROG[N]: */
+    size_t napart;
+    size_t image;            /* execs so far */
+    size_t unloads;          /* libraries unloaded (dlclose) with metrics in, so far */
+    char prog[256];          /* the base name of the program the process runs */
+    uint8_t *placed;         /* per metric: placed at least once (a library was loaded) */
+    size_t nplaced;
+    unsigned forks_counted, forks_apart; /* children counted with it, and not */
 } live_t;
+
+/*****************************************************************************
+ * Rows of what went away: libraries unloaded, earlier images
+ */
+
+/* ROWS (N) after *V (*NV). */
+static int
+append_rows(qm_row_t **v, size_t *nv, const qm_row_t *rows, size_t n)
+{
+    qm_row_t *w = realloc(*v, (*nv + n + 1) * sizeof(qm_row_t));
+    if (w == NULL)
+        return QPT_ENOMEM;
+    memcpy(w + *nv, rows, n * sizeof(qm_row_t));
+    *v = w;
+    *nv += n;
+    return 0;
+}
+
+/* Add C (a row of a library before its dlclose) into R, the same metric and focus now:
+ * 0, or -1 when the two cannot be combined (averages: on_unload names them apart). */
+static int
+combine(qm_row_t *r, const qm_row_t *c)
+{
+    if (c->empty)
+        return 0;
+    switch (r->kind) {
+    case QM_AVG:
+        return r->empty ? (*r = *c, 0) : -1;
+    case QM_MAX:
+        r->value = r->empty || (int64_t)c->value > (int64_t)r->value ? c->value : r->value;
+        break;
+    case QM_MIN:
+        r->value = r->empty || (int64_t)c->value < (int64_t)r->value ? c->value : r->value;
+        break;
+    default: /* counts, times and sums add up */
+        r->value += c->value;
+        break;
+    }
+    r->empty = 0;
+    r->measured |= c->measured;
+    return 0;
+}
+
+/* The rows of libraries unloaded, into *ROWS (*N): added to the same metric's row of
+ * the same focus, or a row of their own. */
+static int
+merge_carry(live_t *l, qm_row_t **rows, size_t *n)
+{
+    for (size_t k = 0; k < l->ncarry; k++) {
+        const qm_row_t *c = &l->carry[k];
+        size_t r = 0;
+        while (r < *n && ((*rows)[r].metric != c->metric
+                          || strcmp((*rows)[r].focus, c->focus) != 0))
+            r++;
+        if (r < *n && combine(&(*rows)[r], c) == 0)
+            continue;
+        QM_CHECK(append_rows(rows, n, c, 1));
+    }
+    return 0;
+}
+
+/* A row's place when sorting: its metric, then where it was (a stable sort). */
+typedef struct place_key {
+    size_t metric, at;
+} place_key_t;
+
+static int
+by_metric(const void *a, const void *b)
+{
+    const place_key_t *x = a, *y = b;
+    if (x->metric != y->metric)
+        return x->metric < y->metric ? -1 : 1;
+    return x->at < y->at ? -1 : x->at > y->at;
+}
+
+/* ROWS (N) in the order of their metrics, each metric's rows in the order they have. */
+static int
+sort_by_metric(qm_row_t *rows, size_t n)
+{
+    place_key_t *k = malloc((n + 1) * sizeof(place_key_t));
+    qm_row_t *v = malloc((n + 1) * sizeof(qm_row_t));
+    if (k == NULL || v == NULL) {
+        free(k);
+        free(v);
+        return QPT_ENOMEM;
+    }
+    for (size_t i = 0; i < n; i++)
+        k[i] = (place_key_t) { rows[i].metric, i };
+    qsort(k, n, sizeof(place_key_t), by_metric);
+    for (size_t i = 0; i < n; i++)
+        v[i] = rows[k[i].at];
+    memcpy(rows, v, n * sizeof(qm_row_t));
+    free(k);
+    free(v);
+    return 0;
+}
+
+/* The rows of earlier images before *ROWS (*N), each with its metric's. */
+static int
+with_apart(live_t *l, qm_row_t **rows, size_t *n)
+{
+    if (l->napart == 0)
+        return 0;
+    qm_row_t *all = NULL;
+    size_t nall = 0;
+    QM_CHECK(append_rows(&all, &nall, l->apart, l->napart));
+    if (append_rows(&all, &nall, *rows, *n) < 0 || sort_by_metric(all, nall) < 0) {
+        free(all);
+        return QPT_ENOMEM;
+    }
+    free(*rows);
+    *rows = all;
+    *n = nall;
+    return 0;
+}
 
 /*
  * The table now into *ROWS (*N): while the process runs, the timers with the running
@@ -75,6 +204,11 @@ results(live_t *l, qm_row_t **rows, size_t *n, char *why, size_t whylen)
     int rc = qm_results_running(l->set, read_words, l->s, l->cpn, pid, rows, n, why, whylen);
     if (rc < 0)
         return rc;
+    if ((rc = merge_carry(l, rows, n)) < 0
+        || (l->ncarry > 0 && (rc = sort_by_metric(*rows, *n)) < 0)) {
+        free(*rows);
+        return rc;
+    }
     qm_rows_keep_larger(*rows, *n, l->prev, l->nprev);
     qm_row_t *keep = malloc((*n ? *n : 1) * sizeof(qm_row_t));
     if (keep != NULL) {
@@ -171,7 +305,8 @@ static int
 open_libraries(live_t *l, size_t first, char *why, size_t whylen)
 {
     for (size_t i = first; i < qm_count(l->set); i++)
-        if (qm_is_library(l->set, i) && qm_space(l->set, i, l->s, why, whylen) == NULL)
+        if (qm_state(l->set, i) == QM_PARSED && qm_is_library(l->set, i)
+            && qm_space(l->set, i, l->s, why, whylen) == NULL)
             return QPT_ENOTFOUND;
     return 0;
 }
@@ -184,6 +319,356 @@ any_library(const qm_set_t *set)
         if (qm_is_library(set, i))
             return 1;
     return 0;
+}
+
+/*****************************************************************************
+ * Following the process (qpt_watch): libraries loaded and unloaded, execs, forks
+ */
+
+/* WHY up to its first line (a parse error's text and caret stay out of a note). */
+static const char *
+first_line(char *why)
+{
+    why[strcspn(why, "\n")] = '\0';
+    return why;
+}
+
+/* Metric I went in (at least once: the notes at the end name those never in). */
+static void
+mark_placed(live_t *l, size_t i)
+{
+    if (i >= l->nplaced) {
+        uint8_t *v = realloc(l->placed, i + 1);
+        if (v == NULL)
+            return;
+        memset(v + l->nplaced, 0, i + 1 - l->nplaced);
+        l->placed = v;
+        l->nplaced = i + 1;
+    }
+    l->placed[i] = 1;
+}
+
+/* Does process PID map a dynamic loader (ld-*.so*: glibc's, musl's)? Only then can it
+ * load a library later (a static program has none: no dlopen to wait for). */
+static int
+has_loader(int pid)
+{
+    char path[64], line[4400];
+    snprintf(path, sizeof(path), "/proc/%d/maps", pid);
+    FILE *f = fopen(path, "r");
+    int found = 0;
+    while (f != NULL && !found && fgets(line, sizeof(line), f) != NULL) {
+        const char *b = strrchr(line, '/');
+        found = b != NULL && strncmp(b + 1, "ld-", 3) == 0 && strstr(b, ".so") != NULL;
+    }
+    if (f != NULL)
+        fclose(f);
+    return found;
+}
+
+/* The metrics [FIRST, n) naming a library that is not loaded wait for one (said), when
+ * the process is followed, can load one, and the caller lets them; the others are
+ * placed as they are (qm_insert refuses a library not loaded). */
+static void
+wait_for_libraries(live_t *l, size_t first)
+{
+    char lib[256], why[1024];
+    int can = l->watching && !l->o->refuse_unloaded;
+    for (size_t i = first; can && i < qm_count(l->set); i++) {
+        qpt_space_t *x;
+        if (qm_state(l->set, i) != QM_PARSED || qm_library_of(l->set, i, lib, sizeof(lib)) < 0
+            || qpt_library(l->s, lib, &x, why, sizeof(why)) != QPT_ENOTFOUND)
+            continue;
+        if (!has_loader(l->rep->pid)) {
+            can = 0; /* (a static program: refused as it was) */
+            continue;
+        }
+        qm_wait(l->set, i, 1);
+        say(l, "#%zu %s: no library matching %s is loaded: measured once one is (dlopen)",
+            i + 1, qm_name(l->set, i), lib);
+    }
+}
+
+/*
+ * Metric I (waiting) into the stopped process on its own, in one commit: 0, or < 0 with
+ * WHY (then it waits on, nothing of it in).
+ */
+static int
+place_one(live_t *l, size_t i, char *why, size_t whylen)
+{
+    qpt_space_t *s = l->s;
+    why[0] = '\0';
+    qm_wait(l->set, i, 0);
+    int rc = qm_costs_count_one(l->costs, l->set, i, s, why, whylen);
+    if (rc == 0)
+        rc = qm_insert(l->set, s, l->o->note, l->o->note_arg, why, whylen);
+    if (rc == 0 && (rc = qpt_commit(s)) < 0)
+        snprintf(why, whylen, "%s", qpt_error(s));
+    if (rc < 0) {
+        if (qm_state(l->set, i) == QM_ON)
+            qm_take_back(l->set, i, s);
+        qm_costs_remove(l->costs, i, s);
+        qpt_commit(s);
+        qm_costs_release(l->costs, s);
+        qm_wait(l->set, i, 1);
+        if (why[0] == '\0')
+            snprintf(why, whylen, "%s", qpt_strerror(rc));
+        return rc;
+    }
+    qm_costs_release(l->costs, s);
+    qm_costs_start(l->costs, l->set, i, s, l->cpn);
+    mark_placed(l, i);
+    return 0;
+}
+
+/* "#I" after the list in LIST (LEN bytes), comma-separated. */
+static void
+list_add(char *list, size_t len, size_t i)
+{
+    size_t at = strlen(list);
+    if (at + 24 < len)
+        snprintf(list + at, len - at, "%s#%zu", at > 0 ? ", " : "", i + 1);
+    else if (at + 5 < len && strcmp(list + at - 3, "...") != 0)
+        snprintf(list + at, len - at, ", ...");
+}
+
+/* Library NAME was loaded (the process stopped before any of its code ran): the metrics
+ * waiting for it go in. */
+static void
+on_library(live_t *l, const char *name)
+{
+    char lib[256], why[2048], in[256] = "";
+    for (size_t i = 0; i < qm_count(l->set); i++) {
+        if (qm_state(l->set, i) != QM_WAITING || qm_library_of(l->set, i, lib, sizeof(lib)) < 0
+            || fnmatch(lib, name, 0) != 0)
+            continue;
+        if (place_one(l, i, why, sizeof(why)) < 0)
+            say(l, "#%zu %s: %s loaded, but not measured: %s", i + 1, qm_name(l->set, i), name,
+                first_line(why));
+        else
+            list_add(in, sizeof(in), i);
+    }
+    if (in[0] != '\0')
+        say(l, "%d: %s loaded: metrics %s measured from now on", l->rep->pid, name, in);
+}
+
+/* Library NAME was unloaded (dlclose): the values of the metrics in it are kept (added to
+ * theirs if it is loaded again; an average's kept apart, its focus "... (until dlclose
+ * N)"), and those metrics wait for it. */
+static void
+on_unload(live_t *l, const char *name)
+{
+    char lib[256], why[1024], out[256] = "";
+    for (size_t i = 0; i < qm_count(l->set); i++) {
+        qpt_space_t *x;
+        if (qm_state(l->set, i) != QM_ON || qm_library_of(l->set, i, lib, sizeof(lib)) < 0
+            || fnmatch(lib, name, 0) != 0 || qpt_library(l->s, lib, &x, why, sizeof(why)) == 0)
+            continue; /* (another library of that name still in) */
+        qm_row_t *rows;
+        size_t n;
+        if (qm_results(l->set, read_words, l->s, l->cpn, &rows, &n, why, sizeof(why)) < 0) {
+            say(l, "#%zu %s: %s unloaded; its values are lost: %s", i + 1, qm_name(l->set, i),
+                name, first_line(why));
+            continue;
+        }
+        if (out[0] == '\0')
+            l->unloads++;
+        for (size_t r = 0; r < n; r++) {
+            if (rows[r].metric != i)
+                continue;
+            if (rows[r].kind == QM_AVG) { /* (an average of averages would be wrong) */
+                size_t len = strlen(rows[r].focus);
+                len = len + 32 > sizeof(rows[r].focus) ? sizeof(rows[r].focus) - 32 : len;
+                snprintf(rows[r].focus + len, sizeof(rows[r].focus) - len,
+                         " (until dlclose %zu)", l->unloads);
+            }
+            if (append_rows(&l->carry, &l->ncarry, &rows[r], 1) < 0)
+                say(l, "#%zu %s: a row lost: %s", i + 1, qm_name(l->set, i),
+                    qpt_strerror(QPT_ENOMEM));
+        }
+        free(rows);
+        qm_forget(l->set, i);
+        qm_costs_forget(l->costs, i);
+        list_add(out, sizeof(out), i);
+    }
+    if (out[0] != '\0')
+        say(l, "%d: %s unloaded (dlclose): the values of metrics %s are those until then "
+            "(added to if it is loaded again)", l->rep->pid, name, out);
+}
+
+/* The base name of PATH into BUF. */
+static void
+base_name(const char *path, char *buf, size_t len)
+{
+    const char *b = strrchr(path, '/');
+    b = b != NULL ? b + 1 : path;
+    size_t n = strlen(b) < len ? strlen(b) : len - 1;
+    memcpy(buf, b, n);
+    buf[n] = '\0';
+}
+
+/*
+ * The process ran execve: the metrics' values up to then are kept apart (rows named
+ * PROG[N]:FOCUS, as dyn --count names them), and every metric goes into the new program
+ * again, each on its own (one the new program cannot take waits, said).
+ */
+static void
+on_exec(live_t *l, const char *path)
+{
+    char why[2048] = "", was[256];
+    qm_row_t *rows = NULL;
+    size_t n = 0;
+    snprintf(was, sizeof(was), "%s", l->prog);
+    /* The old image's memory we shared keeps its values (its timers stopped with it). */
+    if (qm_results(l->set, read_words, l->s, l->cpn, &rows, &n, why, sizeof(why)) == 0
+        && merge_carry(l, &rows, &n) == 0) {
+        qm_threads_apply(l->threads, rows, n);
+        for (size_t r = 0; r < n; r++) {
+            char focus[sizeof(rows[r].focus)];
+            int k = snprintf(focus, sizeof(focus), "%s[%zu]:%s", was, l->image + 1,
+                             rows[r].focus);
+            size_t moved = (size_t)k - strlen(rows[r].focus);
+            memcpy(rows[r].focus, focus, sizeof(focus));
+            /* (the thread part of a per procedure per thread row moved too) */
+            if (rows[r].thread_at > 0)
+                rows[r].thread_at = rows[r].thread_at + moved < sizeof(focus) - 32
+                    ? rows[r].thread_at + moved : 0;
+        }
+        if (append_rows(&l->apart, &l->napart, rows, n) < 0)
+            say(l, "%d: the values before the exec are lost: %s", l->rep->pid,
+                qpt_strerror(QPT_ENOMEM));
+    } else
+        say(l, "%d: the values before the exec are lost: %s", l->rep->pid, first_line(why));
+    free(rows);
+    free(l->carry);
+    free(l->prev);
+    l->carry = l->prev = NULL;
+    l->ncarry = l->nprev = 0;
+    l->image++;
+    base_name(path, l->prog, sizeof(l->prog));
+    say(l, "%d: the process ran execve (%s): the values up to the exec are kept apart (rows "
+        "%s[%zu]:...); measuring the new program", l->rep->pid, path, was, l->image);
+    qm_threads_free(l->threads);
+    l->threads = qm_threads_new(l->s);
+    size_t nm = qm_count(l->set);
+    uint8_t *was_on = calloc(nm + 1, 1); /* (waiting already: said before) */
+    for (size_t i = 0; i < nm; i++) {
+        if (was_on != NULL)
+            was_on[i] = qm_state(l->set, i) == QM_ON;
+        qm_forget(l->set, i);
+        qm_costs_forget(l->costs, i);
+    }
+    for (size_t i = 0; i < nm; i++) {
+        char lib[256];
+        qpt_space_t *x;
+        if (qm_state(l->set, i) != QM_WAITING)
+            continue;
+        if (qm_library_of(l->set, i, lib, sizeof(lib)) == 0
+            && qpt_library(l->s, lib, &x, why, sizeof(why)) == QPT_ENOTFOUND) {
+            if (was_on == NULL || was_on[i])
+                say(l, "#%zu %s: no library matching %s is loaded in the new program: "
+                    "measured once one is (dlopen)", i + 1, qm_name(l->set, i), lib);
+            continue;
+        }
+        if (place_one(l, i, why, sizeof(why)) < 0)
+            say(l, "#%zu %s: not measured in the new program: %s", i + 1, qm_name(l->set, i),
+                first_line(why));
+    }
+    free(was_on);
+}
+
+/*
+ * The process's events for up to SECS seconds, each handled while it is stopped; then
+ * it runs on. Its end sets rep->ended; a process that cannot be followed any more ends
+ * the session (said).
+ */
+static void
+follow(live_t *l, double secs)
+{
+    qpt_event_t ev;
+    int rc, ms = secs > 0 ? (int)(secs * 1e3 + 0.5) : 0;
+    while ((rc = qpt_next_event(l->s, &ev, ms)) == 1) {
+        ms = 0; /* what else came with it, then it runs on */
+        switch (ev.kind) {
+        case QPT_EV_LIBRARY_LOAD:
+            on_library(l, ev.name);
+            break;
+        case QPT_EV_LIBRARY_UNLOAD:
+            on_unload(l, ev.name);
+            break;
+        case QPT_EV_EXEC:
+            on_exec(l, ev.name);
+            break;
+        case QPT_EV_FORK:
+            if (ev.child_counted)
+                l->forks_counted++;
+            else
+                l->forks_apart++;
+            break;
+        case QPT_EV_EXIT:
+            l->rep->ended = 1;
+            if (ev.status != -1)
+                l->rep->status = ev.status;
+            return;
+        default:
+            break;
+        }
+    }
+    if (rc < 0) {
+        int st;
+        if (qpt_ended(l->s, &st) == 1) {
+            l->rep->ended = 1;
+            l->rep->status = st;
+            return;
+        }
+        say(l, "%d: the process cannot be followed any more: %s", l->rep->pid,
+            qpt_error(l->s));
+        l->watching = 0;
+        l->quit = 1;
+    }
+}
+
+/* Follow the process of L (stopped): its libraries, execs and forks; said when it cannot
+ * be, and the session goes on without. */
+static void
+start_following(live_t *l)
+{
+    unsigned mask = QPT_EV_BIT(QPT_EV_LIBRARY_LOAD) | QPT_EV_BIT(QPT_EV_LIBRARY_UNLOAD)
+        | QPT_EV_BIT(QPT_EV_EXEC) | QPT_EV_BIT(QPT_EV_FORK);
+    char link[64], exe[4096];
+    snprintf(link, sizeof(link), "/proc/%d/exe", l->rep->pid);
+    ssize_t k = readlink(link, exe, sizeof(exe) - 1);
+    exe[k > 0 ? k : 0] = '\0';
+    base_name(k > 0 ? exe : "?", l->prog, sizeof(l->prog));
+    if (qpt_watch(l->s, mask) < 0)
+        say(l, "%d: libraries loaded later, execs and forks are not followed: %s", l->rep->pid,
+            qpt_error(l->s));
+    else
+        l->watching = 1;
+}
+
+/* What following saw, at the end: forks, metrics never in. */
+static void
+followed_notes(live_t *l)
+{
+    char lib[256];
+    if (l->forks_counted > 0)
+        say(l, "%d: %u %s forked: counted with the parent (%s own dlopen and exec not "
+            "followed)", l->rep->pid, l->forks_counted,
+            l->forks_counted == 1 ? "child" : "children",
+            l->forks_counted == 1 ? "its" : "their");
+    if (l->forks_apart > 0)
+        say(l, "%d: %u %s forked: not measured", l->rep->pid, l->forks_apart,
+            l->forks_apart == 1 ? "child" : "children");
+    for (size_t i = 0; i < qm_count(l->set); i++) {
+        if (qm_state(l->set, i) != QM_WAITING || (i < l->nplaced && l->placed[i]))
+            continue;
+        if (qm_library_of(l->set, i, lib, sizeof(lib)) == 0)
+            say(l, "#%zu %s: no library matching %s was loaded during the session", i + 1,
+                qm_name(l->set, i), lib);
+        else
+            say(l, "#%zu %s: not measured (see above)", i + 1, qm_name(l->set, i));
+    }
 }
 
 /*
@@ -202,6 +687,7 @@ place(live_t *l, size_t first, int stopped, int predict, double *stop_ms, unsign
     size_t n = qm_count(l->set);
     *refused = 0;
     *stop_ms = 0;
+    wait_for_libraries(l, first);
     if (!stopped) {
         int lrc = open_libraries(l, first, why, whylen);
         if (lrc < 0)
@@ -292,6 +778,9 @@ cmd_add(live_t *l, const char *text)
     unsigned refused;
     rc = place(l, before, 0, 1, &ms, &refused, why, sizeof(why));
     if (rc < 0 || refused > 0) {
+        /* (Kept, out, when the numbers must stay those of the other processes.) */
+        for (size_t i = before; l->o->keep_numbers && i < qm_count(l->set); i++)
+            qm_set_off(l->set, i);
         qm_drop_parsed(l->set);
         if (rc < 0)
             reply_lines(l, why);
@@ -299,6 +788,12 @@ cmd_add(live_t *l, const char *text)
         return;
     }
     l->rep->added++;
+    if (qm_state(l->set, before) == QM_WAITING) {
+        reply(l, "added #%zu %s (waiting for its library)", before + 1,
+              qm_name(l->set, before));
+        return;
+    }
+    mark_placed(l, before);
     reply(l, "added #%zu %s (stopped %.1f ms; predicted cost %.2f%%)", before + 1,
           qm_name(l->set, before), ms, qm_costs_predicted(l->costs, before));
 }
@@ -351,7 +846,10 @@ cmd_list(live_t *l)
     for (size_t i = 0; i < n; i++)
         if (qm_state(l->set, i) != QM_PARSED) {
             reply(l, "#%zu %s%s", i + 1, qm_name(l->set, i),
-                  qm_state(l->set, i) == QM_OFF ? "  (removed)" : "");
+                  qm_state(l->set, i) == QM_OFF       ? "  (removed)"
+                  : qm_state(l->set, i) == QM_WAITING ? "  (waiting: its library not loaded, "
+                                                        "or not in this program)"
+                                                      : "");
             on++;
         }
     if (on == 0)
@@ -368,6 +866,10 @@ hist_sample(live_t *l)
     double t = qm_now();
     if (results(l, &rows, &n, why, sizeof(why)) < 0)
         return;
+    if (with_apart(l, &rows, &n) < 0) {
+        free(rows);
+        return;
+    }
     if (nm > l->nhist) {
         qpt_hist_t **v = realloc(l->hist, nm * sizeof(qpt_hist_t *));
         if (v == NULL) {
@@ -421,6 +923,10 @@ sample(live_t *l, char *why, size_t whylen)
         return rc;
     qm_symbolize(l->s, rows, n);
     qm_threads_apply(l->threads, rows, n);
+    if ((rc = with_apart(l, &rows, &n)) < 0) {
+        free(rows);
+        return rc;
+    }
     qm_costs_observe(l->costs, l->set, l->s, l->cpn);
     qm_cost_t *costs = NULL;
     size_t nc = qm_costs_table(l->costs, l->set, &costs);
@@ -557,8 +1063,14 @@ qm_live_run(qm_set_t *set, const qm_live_opts_t *o, qm_live_report_t *rep, char 
     if (o->relocate)
         qpt_set_relocate(s, 1);
     double cpn = qm_cycles_per_ns();
-    live_t l = { set, o, rep, s, 0, cpn, qm_costs_new(), NULL, 0, qm_threads_new(s), "", 0, 0, 0,
-                 NULL, 0 };
+    live_t l = { 0 };
+    l.set = set;
+    l.o = o;
+    l.rep = rep;
+    l.s = s;
+    l.cpn = cpn;
+    l.costs = qm_costs_new();
+    l.threads = qm_threads_new(s);
     int histo = o->hist_buckets >= 2 && o->hist_buckets % 2 == 0 && o->hist_width > 0;
     if (l.costs == NULL) {
         qpt_kill(s);
@@ -571,6 +1083,9 @@ qm_live_run(qm_set_t *set, const qm_live_opts_t *o, qm_live_report_t *rep, char 
         qpt_kill(s);
         return QPT_EINVAL;
     }
+    /* Its libraries loaded later, its execs and forks are followed (a process started
+     * here is let run to its entry point: its libraries are loaded then). */
+    start_following(&l);
     /* Attached: the process runs, so its calls can be sampled first; a process started
      * here has not run yet (no prediction, the observed costs only). */
     unsigned refused = 0;
@@ -597,9 +1112,14 @@ qm_live_run(qm_set_t *set, const qm_live_opts_t *o, qm_live_report_t *rep, char 
         snprintf(msg, sizeof(msg), "%d: %s", rep->pid, why);
         snprintf(why, whylen, "%s", msg);
         qm_costs_free(l.costs);
+        qm_threads_free(l.threads);
+        free(l.placed);
         qpt_kill(s); /* a command whose metrics are refused is not run */
         return rc;
     }
+    for (size_t i = 0; i < qm_count(set); i++)
+        if (qm_state(set, i) == QM_ON)
+            mark_placed(&l, i);
     if (o->on_ready != NULL)
         o->on_ready(o->arg, rep->pid, rep->stop_ms);
     double start = qm_now(), next = o->interval > 0 ? start + o->interval : 0;
@@ -612,7 +1132,7 @@ qm_live_run(qm_set_t *set, const qm_live_opts_t *o, qm_live_report_t *rep, char 
     if (o->commands && o->on_reply != NULL)
         o->on_reply(o->arg, NULL);
     for (;;) {
-        if ((o->stop != NULL && *o->stop) || l.quit || l.eof)
+        if ((o->stop != NULL && *o->stop) || l.quit || l.eof || rep->ended)
             break;
         double t = qm_now();
         if (o->duration > 0 && t - start >= o->duration)
@@ -651,11 +1171,16 @@ qm_live_run(qm_set_t *set, const qm_live_opts_t *o, qm_live_report_t *rep, char 
             until = next_hist - t;
         if (until < 0)
             until = 0;
+        /* Followed, its events are waited for (each handled at once); the commands'
+         * input is looked at between. */
         if (o->commands)
-            commands(&l, until);
-        else
+            commands(&l, l.watching ? 0 : until);
+        if (l.watching)
+            follow(&l, until);
+        else if (!o->commands)
             nap(until);
     }
+    followed_notes(&l);
     rep->secs = qm_now() - start;
     if (histo)
         hist_sample(&l); /* also after the end: the variables are shared */
@@ -663,9 +1188,12 @@ qm_live_run(qm_set_t *set, const qm_live_opts_t *o, qm_live_report_t *rep, char 
     rep->nhist = l.nhist;
     rc = results(&l, &rep->rows, &rep->nrows, why, whylen);
     free(l.prev);
+    free(l.carry);
+    free(l.placed);
     if (rc == 0) {
         qm_symbolize(s, rep->rows, rep->nrows);
         qm_threads_apply(l.threads, rep->rows, rep->nrows);
+        rc = with_apart(&l, &rep->rows, &rep->nrows);
     }
     qm_threads_free(l.threads);
     if (!rep->ended) {
@@ -673,6 +1201,7 @@ qm_live_run(qm_set_t *set, const qm_live_opts_t *o, qm_live_report_t *rep, char 
         rep->ncosts = qm_costs_table(l.costs, set, &rep->costs);
     }
     qm_costs_free(l.costs);
+    free(l.apart);
     qpt_close(s); /* the snippets out, the process let go */
     return rc;
 }

@@ -143,6 +143,14 @@ void qm_costs_free(qm_costs_t *c);
 /* Stopped: call counters at the procedures of metrics [FIRST, n) (not committed). */
 int qm_costs_count(qm_costs_t *c, const qm_set_t *set, size_t first, qpt_space_t *s, char *why,
                    size_t whylen);
+/* ... of metric I alone (placed on its own, as a session following its process does). */
+int qm_costs_count_one(qm_costs_t *c, const qm_set_t *set, size_t i, qpt_space_t *s,
+                       char *why, size_t whylen);
+/* Metric I's counters went with the program or library they were in: forgotten. */
+void qm_costs_forget(qm_costs_t *c, size_t i);
+/* After the commit that put metric I in (on its own): its observed costs start now
+ * (no prediction). */
+int qm_costs_start(qm_costs_t *c, const qm_set_t *set, size_t i, qpt_space_t *s, double cpn);
 /* After the commit: the start of the sample window of metrics [FIRST, n). */
 void qm_costs_mark(qm_costs_t *c, const qm_set_t *set, size_t first, qpt_space_t *s);
 /* Stopped, after qm_insert: the predicted costs of metrics [FIRST, n) (SAMPLED: the

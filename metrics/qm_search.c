@@ -755,6 +755,7 @@ qm_search_run(const qm_search_opts_t *o, qm_search_report_t *rep, char *why, siz
     lo.on_ready = on_ready;
     lo.arg = &S;
     lo.commands = 1;
+    lo.refuse_unloaded = 1; /* a hypothesis not measurable is said so, never false */
     /* Not relocated (lo.relocate 0): a caller's wall time only bounds the time it waits
      * in a library procedure (refine_callers), and callers measured through a copy
      * would then rank above the objects they wait on (tests/search.sh (b)). */

@@ -241,6 +241,43 @@ START_TEST(test_metrics_names)
 }
 END_TEST
 
+/* The states a live session following its process moves a metric through: waiting
+ * (left by qm_insert), placed, forgotten (its image gone: waiting again), refused. */
+START_TEST(test_metrics_waiting)
+{
+    char why[512], lib[64];
+    qpt_space_t *s = NULL;
+    qm_set_t *set = NULL;
+    ck_assert_msg(qpt_open(PROG, &s, why, sizeof(why)) == 0, "%s", why);
+    ck_assert_int_eq(qm_parse("count calls(leaf)", "-e", 1, &set, why, sizeof(why)), 0);
+    ck_assert_int_eq(qm_parse("count calls(libx.so.1:f)", "-e", 1, &set, why, sizeof(why)),
+                     0);
+    ck_assert_int_eq(qm_library_of(set, 0, lib, sizeof(lib)), -1);
+    ck_assert_int_eq(qm_library_of(set, 1, lib, sizeof(lib)), 0);
+    ck_assert_str_eq(lib, "libx.so.1");
+    /* Waiting: qm_insert leaves it (a file has no libraries: it would be an error). */
+    ck_assert_int_eq(qm_wait(set, 1, 1), 0);
+    ck_assert_int_eq(qm_wait(set, 1, 1), QPT_EINVAL);
+    ck_assert_int_eq(qm_insert(set, s, NULL, NULL, why, sizeof(why)), 0);
+    ck_assert_int_eq(qm_state(set, 0), QM_ON);
+    ck_assert_int_eq(qm_state(set, 1), QM_WAITING);
+    /* Its image gone: forgotten, then placed again by the next qm_insert. */
+    ck_assert_int_eq(qm_forget(set, 0), 0);
+    ck_assert_int_eq(qm_state(set, 0), QM_WAITING);
+    ck_assert_int_eq(qm_forget(set, 0), QPT_EINVAL);
+    ck_assert_int_eq(qm_wait(set, 0, 0), 0);
+    ck_assert_int_eq(qm_insert(set, s, NULL, NULL, why, sizeof(why)), 0);
+    ck_assert_int_eq(qm_state(set, 0), QM_ON);
+    /* Refused without having been in: out, its number kept. */
+    ck_assert_int_eq(qm_set_off(set, 1), 0);
+    ck_assert_int_eq(qm_state(set, 1), QM_OFF);
+    ck_assert_int_eq(qm_set_off(set, 0), QPT_EINVAL);
+    ck_assert_int_eq(qm_count(set), 2);
+    qm_free(set);
+    qpt_close(s);
+}
+END_TEST
+
 static int
 read_profile(void *arg, uint64_t addr, uint64_t *w, size_t n)
 {
@@ -630,6 +667,7 @@ metrics_suite(void)
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_metrics_syntax);
     tcase_add_test(tc, test_metrics_names);
+    tcase_add_test(tc, test_metrics_waiting);
     tcase_add_test(tc, test_metrics_file);
     tcase_add_test(tc, test_metrics_running);
     tcase_add_test(tc, test_metrics_batches);

@@ -345,6 +345,27 @@ START_TEST(test_life_exec)
 }
 END_TEST
 
+/* After an exec, a commit is not refused for the old program's library spaces (they went
+ * with it): main's qpt_commit failed on them ("gone with the program that ran execve"). */
+START_TEST(test_life_exec_with_library)
+{
+    qpt_space_t *s = spawn("exec", "9", NULL), *libc = NULL;
+    char why[512];
+    ck_assert_msg(qpt_library(s, "libc.so.6", &libc, why, sizeof(why)) == 0, "%s", why);
+    count_calls(libc, "execv"); /* (something in the library, committed) */
+    count_calls(s, "work");
+    ck_assert_int_eq(qpt_watch(s, QPT_EV_BIT(QPT_EV_EXEC)), 0);
+    qpt_event_t ev;
+    next(s, &ev);
+    ck_assert_int_eq(ev.kind, QPT_EV_EXEC);
+    uint64_t ctr = count_calls(s, "work"); /* (commits) */
+    next(s, &ev);
+    ck_assert_int_eq(ev.kind, QPT_EV_EXIT);
+    ck_assert_int_eq(word(s, ctr), 9);
+    qpt_close(s);
+}
+END_TEST
+
 /* A library loaded by dlopen: instrumented from the callback before it runs. */
 typedef struct lib_seen {
     int loads, unloads, exits, status;
@@ -529,6 +550,7 @@ life_suite(void)
     tcase_add_test(tc, test_life_threads);
     tcase_add_test(tc, test_life_fork);
     tcase_add_test(tc, test_life_exec);
+    tcase_add_test(tc, test_life_exec_with_library);
     tcase_add_test(tc, test_life_dlopen_callbacks);
     suite_add_tcase(s, tc);
 #endif

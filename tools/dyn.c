@@ -107,7 +107,7 @@ usage(FILE *f)
 {
     fprintf(f,
         "Usage: %s attach PID [OPTIONS]\n"
-        "       %s attach PID,PID... | --children PID  -e METRIC... [OPTIONS]\n"
+        "       %s attach PID,PID... | --children PID  -e METRIC...|--commands [OPTIONS]\n"
         "       %s run [OPTIONS] -- COMMAND [ARGS...]\n"
         "       %s clean PID\n"
         "\n"
@@ -138,7 +138,7 @@ usage(FILE *f)
         "                         (name,calls,wall_ns; wall_ns empty when not timed)\n"
         "      --follow-exec      stay attached with bare patterns too: after an exec\n"
         "                         the new program is instrumented again (always so\n"
-        "                         with a MODULE: pattern); earlier programs' rows\n"
+        "                         with a MODULE: pattern or -e); earlier programs' rows\n"
         "                         are named PROG[N]:NAME; forked children add\n"
         "                         to the same rows (their dlopen/exec not followed)\n"
         "      --no-atomic        plain counter increments: faster, but calls made by\n"
@@ -171,7 +171,8 @@ usage(FILE *f)
         "Several processes (a parallel job's ranks): PID,PID,... or --children PID (the\n"
         "processes PID started, e.g. mpirun's) with metrics: each process measured at\n"
         "once, its table (named by its rank when its launcher set one), then the sum,\n"
-        "min, max and mean over them.\n"
+        "min, max and mean over them; --interval shows them together, --commands steers\n"
+        "them all at once, --histogram sums their histograms.\n"
         "\n"
         "`dyn clean PID` takes out what a dyn that was killed (SIGKILL) left in PID.\n"
         "`dyn search attach PID` / `dyn search run -- CMD` finds the bottlenecks by itself\n"
@@ -712,49 +713,33 @@ print_ready(void *arg, int pid, double stop_ms)
             stop_ms);
 }
 
-/* Several processes: each one's table (focus named by its rank or pid), the aggregates. */
+/*
+ * Several processes' tables as one (each row's focus named by its rank or pid), then
+ * the aggregates, to F (TM_TEXT or TM_CSV); the sessions that failed said on stderr
+ * when SAY_FAILED. 0, or -1 (out of memory, F closed).
+ */
 static int
-many_session(const opts_t *o)
+print_many(FILE *f, int format, const qm_set_t *set, const qm_many_report_t *rep,
+           int say_failed)
 {
-    qm_set_t *set = NULL;
-    if (tool_metrics_parse(prog_name, o->margs, o->morder, o->nm, &set) < 0)
-        return EXIT_USAGE;
-    qm_live_opts_t lo = { 0 };
-    lo.duration = o->duration;
-    lo.stop = (const volatile int *)&stop_flag;
-    lo.note = tool_metrics_note;
-    lo.note_arg = (void *)prog_name;
-    lo.max_overhead = o->max_overhead;
-    lo.relocate = 1;
-    lo.on_ready = print_ready;
-    qm_many_report_t rep;
-    char why[2048];
-    int ret = 0;
-    if (qm_live_run_many(set, &lo, o->pids, o->npids, &rep, why, sizeof(why)) < 0) {
-        fprintf(stderr, "%s: %s\n", prog_name, why);
-        ret = EXIT_FAIL;
-    }
-    size_t total = 0, measured = 0;
-    for (size_t i = 0; i < rep.n; i++)
-        total += rep.v[i].nrows;
-    qm_row_t *rows = calloc(total + 1, sizeof(qm_row_t)), **per = calloc(rep.n + 1, sizeof(*per));
-    size_t *nper = calloc(rep.n + 1, sizeof(size_t)), n = 0;
-    if (rows == NULL || per == NULL || nper == NULL)
-        ret = EXIT_FAIL;
-    for (size_t i = 0; ret == 0 && i < rep.n; i++) {
-        const qm_proc_report_t *p = &rep.v[i];
+    size_t total = 0, measured = 0, n = 0;
+    for (size_t i = 0; i < rep->n; i++)
+        total += rep->v[i].nrows;
+    qm_row_t *rows = calloc(total + 1, sizeof(qm_row_t)), **per = calloc(rep->n + 1, sizeof(*per));
+    size_t *nper = calloc(rep->n + 1, sizeof(size_t));
+    int rc = rows == NULL || per == NULL || nper == NULL ? -1 : 0;
+    for (size_t i = 0; rc == 0 && i < rep->n; i++) {
+        const qm_proc_report_t *p = &rep->v[i];
         char label[48];
         if (p->rank >= 0)
             snprintf(label, sizeof(label), "rank %ld", p->rank);
         else
             snprintf(label, sizeof(label), "pid %d", p->pid);
         if (p->rc < 0) {
-            fprintf(stderr, "%s: %s: %s\n", prog_name, label, p->why);
-            ret = EXIT_FAIL;
+            if (say_failed)
+                fprintf(stderr, "%s: %s: %s\n", prog_name, label, p->why);
             continue;
         }
-        printf("dyn: %s (pid %d), %.3f s (stopped %.1f ms to insert)%s\n", label, p->pid,
-               p->secs, p->stop_ms, p->ended ? ", ended" : "");
         per[measured] = p->rows;
         nper[measured++] = p->nrows;
         for (size_t k = 0; k < p->nrows; k++) {
@@ -765,29 +750,99 @@ many_session(const opts_t *o)
     }
     qm_row_t *agg = NULL, *all = NULL;
     size_t nagg = 0;
-    if (rows != NULL && measured > 1 && qm_aggregate(set, per, nper, measured, &agg, &nagg) < 0)
-        ret = EXIT_FAIL;
-    if (rows != NULL && (all = calloc(n + nagg + 1, sizeof(qm_row_t))) != NULL) {
+    if (rc == 0 && measured > 1 && qm_aggregate(set, per, nper, measured, &agg, &nagg) < 0)
+        rc = -1;
+    if (rc == 0 && (all = calloc(n + nagg + 1, sizeof(qm_row_t))) == NULL)
+        rc = -1;
+    if (rc == 0) {
         memcpy(all, rows, n * sizeof(qm_row_t));
         if (nagg > 0)
             memcpy(all + n, agg, nagg * sizeof(qm_row_t));
-        if (tool_metrics_print(stdout, set, all, n + nagg, TM_TEXT) < 0)
-            out_closed = 1;
-        if (o->csv != NULL) {
-            tool_out_t t;
-            if (tool_out_open(&t, prog_name, o->csv) < 0
-                || tool_out_close(&t, prog_name,
-                                  tool_metrics_print(t.f, set, all, n + nagg, TM_CSV) == 0) < 0)
-                ret = EXIT_FAIL;
-        }
+        rc = tool_metrics_print(f, set, all, n + nagg, format) < 0 ? -1 : 0;
     }
-    if (out_closed)
-        ret = EXIT_FAIL;
     free(all);
     free(agg);
     free(rows);
     free(per);
     free(nper);
+    return rc;
+}
+
+/* qm_live_opts_t.on_many_sample: the tables of every process now (-i, and at 'show'). */
+static void
+print_many_live(void *arg, const qm_set_t *set, const struct qm_many_report *now, double t)
+{
+    (void)arg;
+    if (isatty(STDOUT_FILENO) && !steering)
+        fputs("\033[H\033[J", stdout);
+    printf("dyn: %zu processes  t=%.1fs\n", now->n, t);
+    if (print_many(stdout, TM_TEXT, set, now, 0) < 0 || (putchar('\n'), fflush(stdout)) != 0)
+        out_closed = 1;
+}
+
+/* Several processes: each one's table (focus named by its rank or pid), the aggregates;
+ * steered all at once with --commands, their tables together every --interval. */
+static int
+many_session(const opts_t *o)
+{
+    qm_set_t *set = NULL;
+    if (tool_metrics_parse(prog_name, o->margs, o->morder, o->nm, &set) < 0)
+        return EXIT_USAGE;
+    if (set == NULL && (set = qm_new()) == NULL)
+        return EXIT_FAIL;
+    steering = o->commands;
+    qm_live_opts_t lo = { 0 };
+    lo.duration = o->duration;
+    lo.stop = (const volatile int *)&stop_flag;
+    lo.note = tool_metrics_note;
+    lo.note_arg = (void *)prog_name;
+    lo.max_overhead = o->max_overhead;
+    lo.relocate = 1;
+    lo.on_ready = print_ready;
+    lo.interval = o->interval;
+    lo.commands = o->commands;
+    lo.commands_fd = STDIN_FILENO;
+    lo.on_reply = print_reply;
+    lo.on_many_sample = print_many_live;
+    lo.hist_buckets = o->histogram ? HIST_BUCKETS : 0;
+    lo.hist_width = HIST_WIDTH;
+    qm_many_report_t rep;
+    char why[2048];
+    int ret = 0;
+    if (qm_live_run_many(set, &lo, o->pids, o->npids, &rep, why, sizeof(why)) < 0) {
+        fprintf(stderr, "%s: %s\n", prog_name, why);
+        ret = EXIT_FAIL;
+    }
+    for (size_t i = 0; i < rep.n; i++) {
+        const qm_proc_report_t *p = &rep.v[i];
+        char label[48];
+        if (p->rc < 0)
+            ret = EXIT_FAIL;
+        if (p->rc < 0)
+            continue;
+        if (p->rank >= 0)
+            snprintf(label, sizeof(label), "rank %ld", p->rank);
+        else
+            snprintf(label, sizeof(label), "pid %d", p->pid);
+        printf("dyn: %s (pid %d), %.3f s (stopped %.1f ms to insert)%s\n", label, p->pid,
+               p->secs, p->stop_ms, p->ended ? ", ended" : "");
+    }
+    if (rep.n > 0 && print_many(stdout, TM_TEXT, set, &rep, 1) < 0)
+        out_closed = 1;
+    if (o->histogram) { /* the processes' together */
+        qm_live_report_t all = { 0 };
+        all.hist = rep.hist;
+        all.nhist = rep.nhist;
+        print_metric_histogram(set, &all);
+    }
+    if (rep.n > 0 && o->csv != NULL) {
+        tool_out_t t;
+        if (tool_out_open(&t, prog_name, o->csv) < 0
+            || tool_out_close(&t, prog_name, print_many(t.f, TM_CSV, set, &rep, 0) == 0) < 0)
+            ret = EXIT_FAIL;
+    }
+    if (out_closed)
+        ret = EXIT_FAIL;
     qm_many_report_free(&rep);
     qm_free(set);
     return ret;
@@ -1010,24 +1065,24 @@ main(int argc, char **argv)
             fprintf(stderr, "%s: --children takes one PID (the launcher)\n", prog_name);
             return EXIT_USAGE;
         }
-        if (o.nm == 0 || o.commands || o.interval > 0 || o.histogram) {
+        if (o.nm == 0 && !o.commands) {
             fprintf(stderr, "%s: several processes are measured with metrics (-e, "
-                    "--metrics), not with --commands, --interval or --histogram\n", prog_name);
+                    "--metrics, --commands)\n", prog_name);
             return EXIT_USAGE;
         }
         if (o.children && children_of(&o) < 0)
             return EXIT_FAIL;
     }
-    int counting
-        = o.ncount || o.all || o.ntime || o.ncalls || o.no_atomic || o.follow_exec;
+    /* (--follow-exec is welcome with metrics: their session always follows.) */
+    int counting = o.ncount || o.all || o.ntime || o.ncalls || o.no_atomic;
     if (o.commands && counting) {
         fprintf(stderr, "%s: --commands steers metrics: not with --count, --all, --time, "
-                "--calls-from, --no-atomic or --follow-exec\n", prog_name);
+                "--calls-from or --no-atomic\n", prog_name);
         return EXIT_USAGE;
     }
     if (o.nm > 0 && counting) {
         fprintf(stderr, "%s: -e/--metrics measure the metrics only: not with --count, --all, "
-                "--time, --calls-from, --no-atomic or --follow-exec\n", prog_name);
+                "--time, --calls-from or --no-atomic\n", prog_name);
         return EXIT_USAGE;
     }
     if (o.nm == 0 && !o.commands && o.ncount == 0 && !o.all && o.ntime == 0 && o.ncalls == 0) {

@@ -108,9 +108,10 @@ int qpt_keep_on_exit(qpt_space_t *s, int keep);
  * matches MODULE (a shell pattern: "libc.so.6", "libfoo*"), as a space of its own: its
  * procedures, points, symbols, memory (qpt_alloc: near its code) and insertions, at
  * run-time addresses. It shares S's process and belongs to S: qpt_commit(S) commits
- * it too, qpt_read_memory(S) reads its variables, qpt_close(S) closes it (closing it
- * alone takes its snippets out); stop and run the process through S. The same MODULE
- * (or the same library) again gives the same space. A process started by qpt_spawn that
+ * it too (not once unloaded or gone with an exec), qpt_read_memory(S) reads its
+ * variables, qpt_close(S) closes it (closing it alone takes its snippets out); stop
+ * and run the process through S. The same MODULE (or the same library) again gives the
+ * same space. A process started by qpt_spawn that
  * has not run yet is first let run to its entry point (the dynamic loader then has
  * mapped and initialised its libraries; what they did meanwhile is not seen). Otherwise
  * the process may run meanwhile (the library's file is read and analysed then: libc takes

@@ -4,6 +4,8 @@
  * The program of tests/dyn-follow.sh; every mode prints its answers and exits 3:
  *   dl LIB N        dlopen LIB after start, call its lib_sum(100) N times, dlclose it
  *   dlwait LIB N    the same once a line was read from standard input
+ *   dl2 LIB N M     dl LIB N, then dlopen LIB again, call lib_sum(100) M times, dlclose
+ *   execdl K LIB N  call work K times, then exec itself as `dl LIB N`
  *   threads LIB T N dlopen LIB, T threads each call lib_sum(100) N times
  *   fork N          a child calls work 5 times and exits 7; the parent calls work N
  *                   times and prints the child's status
@@ -90,7 +92,23 @@ main(int argc, char **argv)
             return 2;
         argv[1] = "dl";
     }
-    if (argc == 4 && strcmp(argv[1], "dl") == 0) {
+    if (argc == 5 && strcmp(argv[1], "dl2") == 0) {
+        for (int round = 0; round < 2; round++) {
+            void *h = open_lib(argv[2]);
+            for (int i = 0, n = atoi(argv[3 + round]); i < n; i++)
+                s += sum(100);
+            dlclose(h);
+        }
+        printf("dl2 %ld\n", s);
+    } else if (argc == 5 && strcmp(argv[1], "execdl") == 0) {
+        for (int i = 0, k = atoi(argv[2]); i < k; i++)
+            work(i);
+        printf("execdl %s\n", argv[2]);
+        fflush(stdout);
+        execl("/proc/self/exe", argv[0], "dl", argv[3], argv[4], (char *)NULL);
+        perror("exec");
+        return 2;
+    } else if (argc == 4 && strcmp(argv[1], "dl") == 0) {
         void *h = open_lib(argv[2]);
         for (int i = 0, n = atoi(argv[3]); i < n; i++)
             s += sum(100);
@@ -153,7 +171,8 @@ main(int argc, char **argv)
             work(i);
         printf("work %s\n", argv[2]);
     } else {
-        fprintf(stderr, "usage: main dl|dlwait|threads|fork|forks|exec|work ...\n");
+        fprintf(stderr,
+                "usage: main dl|dlwait|dl2|threads|fork|forks|exec|execdl|work ...\n");
         return 2;
     }
     return 3;
