@@ -324,6 +324,31 @@ file_alloc(qpt_space_t *s, size_t bytes, uint64_t *addr)
 }
 
 static int
+file_read(qpt_space_t *s, uint64_t addr, void *buf, size_t len)
+{
+    (void)addr;
+    (void)buf;
+    (void)len;
+    return qpt_fail(s, QP_EUNSUPP, "a file has no memory to read: run the rewritten "
+                                   "program and read its profile (qpt_profile_read)");
+}
+
+static int
+file_commit(qpt_space_t *s)
+{
+    return qpt_fail(s, QP_EUNSUPP, "a file takes its snippets at qpt_write");
+}
+
+static int
+file_write_memory(qpt_space_t *s, uint64_t addr, const void *buf, size_t len)
+{
+    (void)addr;
+    (void)buf;
+    (void)len;
+    return qpt_fail(s, QP_EUNSUPP, "a file has no memory to write");
+}
+
+static int
 file_free(qpt_space_t *s, uint64_t addr)
 {
     (void)addr;
@@ -357,31 +382,6 @@ file_keep_on_exit(qpt_space_t *s, int keep)
 {
     (void)keep;
     return not_a_process(s);
-}
-
-static int
-file_read(qpt_space_t *s, uint64_t addr, void *buf, size_t len)
-{
-    (void)addr;
-    (void)buf;
-    (void)len;
-    return qpt_fail(s, QP_EUNSUPP, "a file has no memory to read: run the rewritten "
-                                   "program and read its profile (qpt_profile_read)");
-}
-
-static int
-file_write_memory(qpt_space_t *s, uint64_t addr, const void *buf, size_t len)
-{
-    (void)addr;
-    (void)buf;
-    (void)len;
-    return qpt_fail(s, QP_EUNSUPP, "a file has no memory to write");
-}
-
-static int
-file_commit(qpt_space_t *s)
-{
-    return qpt_fail(s, QP_EUNSUPP, "a file takes its snippets at qpt_write");
 }
 
 /* A process's life: a file has none. */
