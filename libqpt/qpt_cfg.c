@@ -84,6 +84,35 @@ block_of(qpt_space_t *s, const cfg_proc_t *p, uint32_t block)
     return &s->prog->blocks[p->block + block];
 }
 
+/* P when snippets can go into it, else NULL with QPT_EUNSUPP's message set. */
+static const cfg_proc_t *
+instrumentable(qpt_space_t *s, uint32_t proc)
+{
+    const cfg_proc_t *p = walkable(s, proc);
+    if (p == NULL)
+        return NULL;
+    const char *why = qpt_proc_refusal(s, proc);
+    if (why != NULL) {
+        qpt_fail(s, QP_EUNSUPP, "%s: %s", p->name, why);
+        return NULL;
+    }
+    return p;
+}
+
+/* Block BLOCK of procedure PROC, whose CFG CHECK (walkable or instrumentable) allows:
+ * 0 with *P and *B set, or the error code with S's message set. */
+static int
+proc_block(qpt_space_t *s, uint32_t proc, uint32_t block,
+           const cfg_proc_t *(*check)(qpt_space_t *s, uint32_t proc), const cfg_proc_t **p,
+           const cfg_block_t **b)
+{
+    if ((*p = check(s, proc)) == NULL)
+        return walk_rc(s, proc);
+    if ((*b = block_of(s, *p, block)) == NULL)
+        return QPT_ENOTFOUND;
+    return 0;
+}
+
 static uint32_t
 edge_kind(uint8_t k)
 {
@@ -149,14 +178,11 @@ qpt_proc_cfg(qpt_space_t *s, uint32_t proc, qpt_cfg_t *out)
 int
 qpt_block(qpt_space_t *s, uint32_t proc, uint32_t block, qpt_block_t *out)
 {
+    const cfg_proc_t *p;
+    const cfg_block_t *b;
     if (out == NULL)
         return QPT_EINVAL;
-    const cfg_proc_t *p = walkable(s, proc);
-    if (p == NULL)
-        return walk_rc(s, proc);
-    const cfg_block_t *b = block_of(s, p, block);
-    if (b == NULL)
-        return QPT_ENOTFOUND;
+    QP_CHECK(proc_block(s, proc, block, walkable, &p, &b));
     const cfg_loop_forest_t *f = forest(s, proc);
     if (f == NULL)
         return QPT_ENOMEM;
@@ -347,32 +373,14 @@ qpt_loop_back_edge(qpt_space_t *s, uint32_t proc, uint32_t loop, uint32_t i, qpt
  * From the CFG to points
  */
 
-/* P when snippets can go into it, else NULL with QPT_EUNSUPP's message set. */
-static const cfg_proc_t *
-instrumentable(qpt_space_t *s, uint32_t proc)
-{
-    const cfg_proc_t *p = walkable(s, proc);
-    if (p == NULL)
-        return NULL;
-    const char *why = qpt_proc_refusal(s, proc);
-    if (why != NULL) {
-        qpt_fail(s, QP_EUNSUPP, "%s: %s", p->name, why);
-        return NULL;
-    }
-    return p;
-}
-
 int
 qpt_block_point(qpt_space_t *s, uint32_t proc, uint32_t block, qpt_point_t *out)
 {
+    const cfg_proc_t *p;
+    const cfg_block_t *b;
     if (out == NULL)
         return QPT_EINVAL;
-    const cfg_proc_t *p = instrumentable(s, proc);
-    if (p == NULL)
-        return walk_rc(s, proc);
-    const cfg_block_t *b = block_of(s, p, block);
-    if (b == NULL)
-        return QPT_ENOTFOUND;
+    QP_CHECK(proc_block(s, proc, block, instrumentable, &p, &b));
     *out = (qpt_point_t) { QPT_BLOCK, proc, b->start + s->bias, 0, 0, 0 };
     return 0;
 }
