@@ -728,6 +728,7 @@ order_instrument(qpt_space_t *s)
     return v;
 }
 
+#ifdef ENABLE_DYNAMIC_TESTS
 static uint64_t
 order_expected(int calls)
 {
@@ -736,6 +737,7 @@ order_expected(int calls)
         v = ((v * 10 + 2) * 10 + 1) * 10 + 3;
     return v;
 }
+#endif
 
 /* A snippet that calls a procedure of the program: six(1..6) = 91 at each of work's
  * calls, added up. */
