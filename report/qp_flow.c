@@ -461,6 +461,15 @@ qp_flow_solve_in(const qp_desc_t *d, uint32_t proc, const uint64_t *counters,
  * The calls of procedures counted by their calls
  */
 
+int
+qp_flow_entry_cmp(const void *a, const void *b)
+{
+    const qp_flow_entry_ref_t *x = a, *y = b;
+    if (x->entry != y->entry)
+        return x->entry < y->entry ? -1 : 1;
+    return x->proc < y->proc ? -1 : x->proc > y->proc;
+}
+
 void
 qp_flow_entries_free(qp_flow_entries_t *e)
 {
@@ -470,15 +479,6 @@ qp_flow_entries_free(qp_flow_entries_t *e)
     free(e->known);
     free(e->zero);
     memset(e, 0, sizeof(*e));
-}
-
-int
-qp_flow_entry_cmp(const void *a, const void *b)
-{
-    const qp_flow_entry_ref_t *x = a, *y = b;
-    if (x->entry != y->entry)
-        return x->entry < y->entry ? -1 : 1;
-    return x->proc < y->proc ? -1 : x->proc > y->proc;
 }
 
 /* The state shared by the steps of qp_flow_entries. */
