@@ -444,38 +444,7 @@ qpt_proc_runs_as_copy(qpt_space_t *s, uint32_t proc)
 {
     if (s == NULL || s->prog == NULL || proc >= s->prog->nprocs)
         return QP_EINVAL;
-    if (!s->live)
-        return 0;
-    for (size_t i = 0; i < s->nins; i++)
-        if (!s->ins[i].removed && s->ins[i].pt.proc == proc && s->ins[i].reloc)
-            return 1;
-    size_t nx = 0;
-    if (qpt_points(s, proc, QPT_EXIT, NULL, 0, &nx) < 0)
-        return 1;
-    qpt_point_t *pts = malloc((nx + 1) * sizeof(qpt_point_t));
-    if (pts == NULL)
-        return QP_ENOMEM;
-    size_t n = 0;
-    int copy = qpt_points(s, proc, QPT_ENTRY, pts, 1, &n) < 0 || n != 1
-               || qpt_points(s, proc, QPT_EXIT, pts + 1, nx, &n) < 0;
-    qpt_ins_t *ins = calloc(nx + 1, sizeof(qpt_ins_t));
-    if (ins == NULL) {
-        free(pts);
-        return QP_ENOMEM;
-    }
-    for (size_t i = 0; !copy && i < nx + 1; i++) {
-        const char *why;
-        ins[i].pt = pts[i];
-        copy = qpt_point_setup(s, &pts[i], &ins[i]) < 0 || qpt_live_point_ok(s, &ins[i], &why) < 0
-               || ins[i].reloc;
-        /* Two of them over the same bytes: the procedure is relocated whole too. */
-        for (size_t j = 0; !copy && j < i; j++)
-            copy = !ins[i].whole && !ins[j].whole && ins[i].where != ins[j].where
-                   && ins[i].patch_lo < ins[j].patch_hi && ins[j].patch_lo < ins[i].patch_hi;
-    }
-    free(ins);
-    free(pts);
-    return copy;
+    return s->ops->runs_as_copy(s, proc);
 }
 
 int
@@ -483,9 +452,7 @@ qpt_thread_stacks(qpt_space_t *s, qpt_stack_fn fn, void *arg)
 {
     if (s == NULL || fn == NULL)
         return QP_EINVAL;
-    if (!s->live)
-        return qpt_fail(s, QP_EUNSUPP, "a file has no threads: stacks are a process's");
-    return qpt_live_stacks(s, fn, arg);
+    return s->ops->thread_stacks(s, fn, arg);
 }
 
 int
@@ -494,8 +461,6 @@ qpt_thread_block(qpt_space_t *s, uint64_t var, size_t bytes, uint64_t thread_ptr
 {
     if (s == NULL || addr == NULL || bytes == 0)
         return QP_EINVAL;
-    if (!s->live)
-        return qpt_fail(s, QP_EUNSUPP, "a file has no threads: their blocks are a process's");
-    return qpt_live_thread_block(s, var, bytes, thread_ptr, addr);
+    return s->ops->thread_block(s, var, bytes, thread_ptr, addr);
 }
 

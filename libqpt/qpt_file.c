@@ -429,6 +429,34 @@ file_pid(const qpt_space_t *s)
     return 0;
 }
 
+/* A file's snippets run where its procedures were written: no copy of their own. */
+static int
+file_runs_as_copy(qpt_space_t *s, uint32_t proc)
+{
+    (void)s;
+    (void)proc;
+    return 0;
+}
+
+static int
+file_thread_stacks(qpt_space_t *s, qpt_stack_fn fn, void *arg)
+{
+    (void)fn;
+    (void)arg;
+    return qpt_fail(s, QP_EUNSUPP, "a file has no threads: stacks are a process's");
+}
+
+static int
+file_thread_block(qpt_space_t *s, uint64_t var, size_t bytes, uint64_t thread_ptr,
+                  uint64_t *addr)
+{
+    (void)var;
+    (void)bytes;
+    (void)thread_ptr;
+    (void)addr;
+    return qpt_fail(s, QP_EUNSUPP, "a file has no threads: their blocks are a process's");
+}
+
 static int
 file_watch(qpt_space_t *s, unsigned mask)
 {
@@ -488,6 +516,9 @@ const qpt_space_ops_t qpt_file_ops = {
     .syscall = file_syscall,
     .call_now = file_call_now,
     .pid = file_pid,
+    .runs_as_copy = file_runs_as_copy,
+    .thread_stacks = file_thread_stacks,
+    .thread_block = file_thread_block,
     .watch = file_watch,
     .next_event = file_next_event,
     .set_callback = file_set_callback,

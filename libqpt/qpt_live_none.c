@@ -49,21 +49,3 @@ const qpt_space_ops_t qpt_live_ops = {
     .live = 1,
     .close = none_close,
 };
-
-int
-qpt_live_stacks(qpt_space_t *s, qpt_stack_fn fn, void *arg)
-{
-    (void)fn;
-    (void)arg;
-    return qpt_fail(s, QP_EUNSUPP, "live processes are not in this build");
-}
-
-int
-qpt_live_thread_block(qpt_space_t *s, uint64_t var, size_t bytes, uint64_t tp, uint64_t *addr)
-{
-    (void)var;
-    (void)bytes;
-    (void)tp;
-    (void)addr;
-    return qpt_fail(s, QP_EUNSUPP, "live processes are not in this build");
-}

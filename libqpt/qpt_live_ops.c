@@ -108,6 +108,43 @@ live_cycles(qpt_space_t *s, const qpt_ins_t *in, double *cycles)
     return 0;
 }
 
+/* Whether PROC's entry and exits would run in a copy of it (relocated whole): one
+ * already is, a point does not fit in place, or two points' jumps overlap. */
+static int
+live_runs_as_copy(qpt_space_t *s, uint32_t proc)
+{
+    for (size_t i = 0; i < s->nins; i++)
+        if (!s->ins[i].removed && s->ins[i].pt.proc == proc && s->ins[i].reloc)
+            return 1;
+    size_t nx = 0;
+    if (qpt_points(s, proc, QPT_EXIT, NULL, 0, &nx) < 0)
+        return 1;
+    qpt_point_t *pts = malloc((nx + 1) * sizeof(qpt_point_t));
+    if (pts == NULL)
+        return QP_ENOMEM;
+    size_t n = 0;
+    int copy = qpt_points(s, proc, QPT_ENTRY, pts, 1, &n) < 0 || n != 1
+               || qpt_points(s, proc, QPT_EXIT, pts + 1, nx, &n) < 0;
+    qpt_ins_t *ins = calloc(nx + 1, sizeof(qpt_ins_t));
+    if (ins == NULL) {
+        free(pts);
+        return QP_ENOMEM;
+    }
+    for (size_t i = 0; !copy && i < nx + 1; i++) {
+        const char *why;
+        ins[i].pt = pts[i];
+        copy = qpt_point_setup(s, &pts[i], &ins[i]) < 0 || qpt_live_point_ok(s, &ins[i], &why) < 0
+               || ins[i].reloc;
+        /* Two of them over the same bytes: the procedure is relocated whole too. */
+        for (size_t j = 0; !copy && j < i; j++)
+            copy = !ins[i].whole && !ins[j].whole && ins[i].where != ins[j].where
+                   && ins[i].patch_lo < ins[j].patch_hi && ins[j].patch_lo < ins[i].patch_hi;
+    }
+    free(ins);
+    free(pts);
+    return copy;
+}
+
 static int
 live_set_active(qpt_space_t *s, int on)
 {
@@ -167,6 +204,9 @@ const qpt_space_ops_t qpt_live_ops = {
     .syscall = qpt_live_syscall,
     .call_now = qpt_live_call_now,
     .pid = qpt_live_pid,
+    .runs_as_copy = live_runs_as_copy,
+    .thread_stacks = qpt_live_stacks,
+    .thread_block = qpt_live_thread_block,
     .watch = qpt_live_watch,
     .next_event = qpt_live_next_event,
     .set_callback = qpt_live_set_callback,

@@ -98,6 +98,10 @@ typedef struct qpt_space_ops {
     int (*call_now)(qpt_space_t *s, uint64_t fn, const uint64_t *args, int nargs,
                     uint64_t *ret);
     int (*pid)(const qpt_space_t *s);
+    int (*runs_as_copy)(qpt_space_t *s, uint32_t proc); /* qpt_proc_runs_as_copy */
+    int (*thread_stacks)(qpt_space_t *s, qpt_stack_fn fn, void *arg);
+    int (*thread_block)(qpt_space_t *s, uint64_t var, size_t bytes, uint64_t thread_ptr,
+                        uint64_t *addr);
     int (*watch)(qpt_space_t *s, unsigned mask);
     int (*next_event)(qpt_space_t *s, qpt_event_t *ev, int timeout_ms);
     int (*set_callback)(qpt_space_t *s, uint32_t kind, qpt_event_fn fn, void *arg);
