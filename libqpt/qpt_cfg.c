@@ -84,6 +84,35 @@ block_of(qpt_space_t *s, const cfg_proc_t *p, uint32_t block)
     return &s->prog->blocks[p->block + block];
 }
 
+/* P when snippets can go into it, else NULL with QPT_EUNSUPP's message set. */
+static const cfg_proc_t *
+instrumentable(qpt_space_t *s, uint32_t proc)
+{
+    const cfg_proc_t *p = walkable(s, proc);
+    if (p == NULL)
+        return NULL;
+    const char *why = qpt_proc_refusal(s, proc);
+    if (why != NULL) {
+        qpt_fail(s, QP_EUNSUPP, "%s: %s", p->name, why);
+        return NULL;
+    }
+    return p;
+}
+
+/* Block BLOCK of procedure PROC, whose CFG CHECK (walkable or instrumentable) allows:
+ * 0 with *P and *B set, or the error code with S's message set. */
+static int
+proc_block(qpt_space_t *s, uint32_t proc, uint32_t block,
+           const cfg_proc_t *(*check)(qpt_space_t *s, uint32_t proc), const cfg_proc_t **p,
+           const cfg_block_t **b)
+{
+    if ((*p = check(s, proc)) == NULL)
+        return walk_rc(s, proc);
+    if ((*b = block_of(s, *p, block)) == NULL)
+        return QPT_ENOTFOUND;
+    return 0;
+}
+
 static uint32_t
 edge_kind(uint8_t k)
 {
@@ -149,14 +178,11 @@ qpt_proc_cfg(qpt_space_t *s, uint32_t proc, qpt_cfg_t *out)
 int
 qpt_block(qpt_space_t *s, uint32_t proc, uint32_t block, qpt_block_t *out)
 {
+    const cfg_proc_t *p;
+    const cfg_block_t *b;
     if (out == NULL)
         return QPT_EINVAL;
-    const cfg_proc_t *p = walkable(s, proc);
-    if (p == NULL)
-        return walk_rc(s, proc);
-    const cfg_block_t *b = block_of(s, p, block);
-    if (b == NULL)
-        return QPT_ENOTFOUND;
+    QP_CHECK(proc_block(s, proc, block, walkable, &p, &b));
     const cfg_loop_forest_t *f = forest(s, proc);
     if (f == NULL)
         return QPT_ENOMEM;
@@ -347,32 +373,14 @@ qpt_loop_back_edge(qpt_space_t *s, uint32_t proc, uint32_t loop, uint32_t i, qpt
  * From the CFG to points
  */
 
-/* P when snippets can go into it, else NULL with QPT_EUNSUPP's message set. */
-static const cfg_proc_t *
-instrumentable(qpt_space_t *s, uint32_t proc)
-{
-    const cfg_proc_t *p = walkable(s, proc);
-    if (p == NULL)
-        return NULL;
-    const char *why = qpt_proc_refusal(s, proc);
-    if (why != NULL) {
-        qpt_fail(s, QP_EUNSUPP, "%s: %s", p->name, why);
-        return NULL;
-    }
-    return p;
-}
-
 int
 qpt_block_point(qpt_space_t *s, uint32_t proc, uint32_t block, qpt_point_t *out)
 {
+    const cfg_proc_t *p;
+    const cfg_block_t *b;
     if (out == NULL)
         return QPT_EINVAL;
-    const cfg_proc_t *p = instrumentable(s, proc);
-    if (p == NULL)
-        return walk_rc(s, proc);
-    const cfg_block_t *b = block_of(s, p, block);
-    if (b == NULL)
-        return QPT_ENOTFOUND;
+    QP_CHECK(proc_block(s, proc, block, instrumentable, &p, &b));
     *out = (qpt_point_t) { QPT_BLOCK, proc, b->start + s->bias, 0, 0, 0 };
     return 0;
 }
@@ -436,38 +444,7 @@ qpt_proc_runs_as_copy(qpt_space_t *s, uint32_t proc)
 {
     if (s == NULL || s->prog == NULL || proc >= s->prog->nprocs)
         return QP_EINVAL;
-    if (!s->live)
-        return 0;
-    for (size_t i = 0; i < s->nins; i++)
-        if (!s->ins[i].removed && s->ins[i].pt.proc == proc && s->ins[i].reloc)
-            return 1;
-    size_t nx = 0;
-    if (qpt_points(s, proc, QPT_EXIT, NULL, 0, &nx) < 0)
-        return 1;
-    qpt_point_t *pts = malloc((nx + 1) * sizeof(qpt_point_t));
-    if (pts == NULL)
-        return QP_ENOMEM;
-    size_t n = 0;
-    int copy = qpt_points(s, proc, QPT_ENTRY, pts, 1, &n) < 0 || n != 1
-               || qpt_points(s, proc, QPT_EXIT, pts + 1, nx, &n) < 0;
-    qpt_ins_t *ins = calloc(nx + 1, sizeof(qpt_ins_t));
-    if (ins == NULL) {
-        free(pts);
-        return QP_ENOMEM;
-    }
-    for (size_t i = 0; !copy && i < nx + 1; i++) {
-        const char *why;
-        ins[i].pt = pts[i];
-        copy = qpt_point_setup(s, &pts[i], &ins[i]) < 0 || qpt_live_point_ok(s, &ins[i], &why) < 0
-               || ins[i].reloc;
-        /* Two of them over the same bytes: the procedure is relocated whole too. */
-        for (size_t j = 0; !copy && j < i; j++)
-            copy = !ins[i].whole && !ins[j].whole && ins[i].where != ins[j].where
-                   && ins[i].patch_lo < ins[j].patch_hi && ins[j].patch_lo < ins[i].patch_hi;
-    }
-    free(ins);
-    free(pts);
-    return copy;
+    return s->ops->runs_as_copy(s, proc);
 }
 
 int
@@ -475,9 +452,7 @@ qpt_thread_stacks(qpt_space_t *s, qpt_stack_fn fn, void *arg)
 {
     if (s == NULL || fn == NULL)
         return QP_EINVAL;
-    if (!s->live)
-        return qpt_fail(s, QP_EUNSUPP, "a file has no threads: stacks are a process's");
-    return qpt_live_stacks(s, fn, arg);
+    return s->ops->thread_stacks(s, fn, arg);
 }
 
 int
@@ -486,8 +461,6 @@ qpt_thread_block(qpt_space_t *s, uint64_t var, size_t bytes, uint64_t thread_ptr
 {
     if (s == NULL || addr == NULL || bytes == 0)
         return QP_EINVAL;
-    if (!s->live)
-        return qpt_fail(s, QP_EUNSUPP, "a file has no threads: their blocks are a process's");
-    return qpt_live_thread_block(s, var, bytes, thread_ptr, addr);
+    return s->ops->thread_block(s, var, bytes, thread_ptr, addr);
 }
 

@@ -160,12 +160,8 @@ set_break(qpt_space_t *s, struct qpt_watch *w)
 }
 
 int
-qpt_watch(qpt_space_t *s, unsigned mask)
+qpt_live_watch(qpt_space_t *s, unsigned mask)
 {
-    if (s == NULL)
-        return QP_EINVAL;
-    if (!s->live)
-        return qpt_fail(s, QP_EUNSUPP, "not a process");
     if (s->parent != NULL)
         return qpt_fail(s, QP_EINVAL, "a library's space: watch its process (qpt_watch on "
                                       "the space of qpt_attach or qpt_spawn)");
@@ -343,12 +339,8 @@ poll_once(qpt_space_t *s, struct qpt_watch *w, qpt_event_t *ev, int *busy)
 }
 
 int
-qpt_next_event(qpt_space_t *s, qpt_event_t *ev, int timeout_ms)
+qpt_live_next_event(qpt_space_t *s, qpt_event_t *ev, int timeout_ms)
 {
-    if (s == NULL || ev == NULL)
-        return QP_EINVAL;
-    if (!s->live)
-        return qpt_fail(s, QP_EUNSUPP, "not a process");
     if (s->parent != NULL)
         return qpt_fail(s, QP_EINVAL, "a library's space: its process's events come through "
                                       "the space of qpt_attach or qpt_spawn");
@@ -390,10 +382,8 @@ qpt_next_event(qpt_space_t *s, qpt_event_t *ev, int timeout_ms)
 }
 
 int
-qpt_set_callback(qpt_space_t *s, uint32_t kind, qpt_event_fn fn, void *arg)
+qpt_live_set_callback(qpt_space_t *s, uint32_t kind, qpt_event_fn fn, void *arg)
 {
-    if (s == NULL || kind < QPT_EV_THREAD_START || kind > QPT_EV_EXIT)
-        return qpt_fail(s, QP_EINVAL, "%u: not an event kind (QPT_EV_*)", kind);
     struct qpt_watch *w = s->watch;
     unsigned mask = (w != NULL ? w->mask : 0) | QPT_EV_BIT(kind);
     if (fn == NULL)
@@ -425,7 +415,7 @@ qpt_set_callback(qpt_space_t *s, uint32_t kind, qpt_event_fn fn, void *arg)
 }
 
 int
-qpt_wait(qpt_space_t *s, int timeout_ms)
+qpt_live_wait(qpt_space_t *s, int timeout_ms)
 {
     double end = now_ms() + timeout_ms;
     for (;;) {

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "cfg/cfg.h"
+#include "driver/driver.h"
 #include "driver/qp_desc.h"
 #include "report/qp_profile.h"
 #include "editor/elfw.h"
@@ -158,16 +159,12 @@ write_plan(void *arg, ed_plan_t *plan, const elfw_instr_t **instr)
     return 0;
 }
 
-/* The rewrite engine of qpt-rewrite (qpt_engine_write), with the insertions as the
- * measurement: the same plan options, and a new plan when unwind data of moved code
- * cannot be rewritten. */
-int
-qpt_write(qpt_space_t *s, const char *output)
+/* qpt_write: the rewrite engine of qpt-rewrite (qpt_engine_write), with the insertions
+ * as the measurement: the same plan options, and a new plan when unwind data of moved
+ * code cannot be rewritten. */
+static int
+file_write(qpt_space_t *s, const char *output)
 {
-    if (s == NULL || output == NULL)
-        return QP_EINVAL;
-    if (s->live)
-        return qpt_fail(s, QP_EUNSUPP, "a process takes its snippets at qpt_commit");
     size_t n = 0;
     for (size_t i = 0; i < s->nins; i++)
         n += !s->ins[i].removed;
@@ -206,10 +203,332 @@ qpt_write(qpt_space_t *s, const char *output)
     return qpt_public_rc(rc);
 }
 
+/*****************************************************************************
+ * A file's kind of space (qpt_file_ops): what qpt_space.c dispatches to
+ */
+
+static const char *
+file_image_refusal(qpt_space_t *s)
+{
+    /* A file of Go or GHC is rewritten as qpt-rewrite does, every procedure in place
+     * (their points then refused with the reason). */
+    s->all_in_place = qpt_all_in_place_reason(s->img);
+    const char *unsup = s->all_in_place != NULL ? NULL : ed_image_unsupported(s->img);
+    return unsup != NULL ? unsup : ed_image_rewritten(s->img);
+}
+
+static void
+file_close(qpt_space_t *s, int kill)
+{
+    (void)kill;
+    ed_plan_destroy(s->plan);
+    s->plan = NULL;
+}
+
+static const char *
+file_proc_refusal(const qpt_space_t *s, uint32_t proc)
+{
+    return ed_plan_left_reason(s->plan, proc);
+}
+
+/*
+ * Where an edge's snippet goes in a file: where qp would put a counter for it (after the
+ * source's last instruction, before a dead spot of a source with one way out, before the
+ * destination with one way in, or on a stub for a taken branch).
+ */
+static int
+file_edge_place(qpt_space_t *s, const qpt_point_t *pt, const cfg_block_t *to, qpt_ins_t *ins)
+{
+    const cfg_prog_t *prog = s->prog;
+    (void)to;
+    static const drv_prog_info_t none = { 0 };
+    drv_graph_t g;
+    int rc = drv_graph_build(prog, pt->proc, &none, &g);
+    if (rc < 0)
+        return qpt_fail(s, rc, "%s: %s", qpt_proc_name(s, pt->proc), qp_strerror(rc));
+    if (rc == DRV_NOT_MEASURED)
+        return qpt_fail(s, QP_EUNSUPP, "%s: %s", qpt_proc_name(s, pt->proc), g.why);
+    rc = QP_EUNSUPP;
+    for (uint32_t k = 0; k < g.nedges; k++) {
+        const drv_edge_t *d = &g.edges[k];
+        if (d->cfg_edge != pt->edge || d->place == DRV_PLACE_NONE)
+            continue;
+        ins->at = d->place == DRV_PLACE_BEFORE ? ED_AT_BEFORE
+                  : d->place == DRV_PLACE_AFTER ? ED_AT_AFTER
+                                                : ED_AT_TAKEN;
+        ins->where = d->at;
+        rc = 0;
+        break;
+    }
+    drv_graph_free(&g);
+    if (rc < 0)
+        return qpt_fail(s, rc, "%s: the edge 0x%llx -> 0x%llx (of a jump table or an indirect "
+                        "jump) has no place of its own: use a block point at its destination",
+                        qpt_proc_name(s, pt->proc), (unsigned long long)pt->addr,
+                        (unsigned long long)pt->to);
+    return 0;
+}
+
+
+/* A call that never returns is no exit in a file (its procedure's exits are its rets
+ * and tail calls). */
+static int
+file_call_is_exit(const qpt_space_t *s, const cfg_block_t *b)
+{
+    (void)s;
+    (void)b;
+    return 0;
+}
+
+static int
+file_exit_other(qpt_space_t *s, const qpt_point_t *pt, const arch_insn_t *in,
+                arch_snip_ctx_t *c)
+{
+    (void)c;
+    if (in->kind == ARCH_KIND_JCC)
+        return qpt_fail(s, QP_EUNSUPP,
+                        "0x%llx: a conditional tail call gets no snippet in a file yet",
+                        (unsigned long long)pt->addr);
+    return qpt_fail(s, QP_EINVAL, "0x%llx: not a return or tail call",
+                    (unsigned long long)pt->addr);
+}
+
+static int
+file_accept(qpt_space_t *s, qpt_ins_t *ins)
+{
+    (void)s;
+    (void)ins;
+    return 0; /* (the rewrite places every checked point) */
+}
+
+static int
+file_cycles(qpt_space_t *s, const qpt_ins_t *in, double *cycles)
+{
+    (void)s;
+    /* Compiled where it runs; its variables are placed later: near them then. */
+    int rc = arch_snip_cycles(in->nodes, in->n, in->root, &in->ctx, in->where, cycles);
+    if (rc == QP_ERANGE)
+        rc = arch_snip_cycles(in->nodes, in->n, in->root, &in->ctx, QPT_VAR_BASE, cycles);
+    return rc;
+}
+
+/* Words at placeholder addresses, translated once the rewrite has placed them. */
+static int
+file_alloc(qpt_space_t *s, size_t bytes, uint64_t *addr)
+{
+    if (s->vars + bytes > (64ull << 20))
+        return qpt_fail(s, QP_ERANGE, "more than 64 MiB of variables");
+    *addr = QPT_VAR_BASE + s->vars;
+    s->vars += bytes;
+    return 0;
+}
+
+static int
+file_read(qpt_space_t *s, uint64_t addr, void *buf, size_t len)
+{
+    (void)addr;
+    (void)buf;
+    (void)len;
+    return qpt_fail(s, QP_EUNSUPP, "a file has no memory to read: run the rewritten "
+                                   "program and read its profile (qpt_profile_read)");
+}
+
+static int
+file_commit(qpt_space_t *s)
+{
+    return qpt_fail(s, QP_EUNSUPP, "a file takes its snippets at qpt_write");
+}
+
+static int
+file_write_memory(qpt_space_t *s, uint64_t addr, const void *buf, size_t len)
+{
+    (void)addr;
+    (void)buf;
+    (void)len;
+    return qpt_fail(s, QP_EUNSUPP, "a file has no memory to write");
+}
+
+static int
+file_free(qpt_space_t *s, uint64_t addr)
+{
+    (void)addr;
+    return qpt_fail(s, QP_EUNSUPP, "a file's variables are part of the program it "
+                                   "writes: they cannot be freed");
+}
+
+static int
+file_set_active(qpt_space_t *s, int on)
+{
+    (void)on;
+    return qpt_fail(s, QP_EUNSUPP, "a file has no running snippets (leave them out of "
+                                   "qpt_write instead)");
+}
+
+static int
+file_set_relocate(qpt_space_t *s, int on)
+{
+    (void)on;
+    return qpt_fail(s, QP_EUNSUPP, "a file's procedures are relocated by qpt_write");
+}
+
+static int
+not_a_process(qpt_space_t *s)
+{
+    return qpt_fail(s, QP_EUNSUPP, "not a process");
+}
+
+static int
+file_keep_on_exit(qpt_space_t *s, int keep)
+{
+    (void)keep;
+    return not_a_process(s);
+}
+
+/* A process's life: a file has none. */
+static int
+file_library(qpt_space_t *s, const char *module, qpt_space_t **out, char *why, size_t whylen)
+{
+    (void)s;
+    (void)out;
+    snprintf(why, whylen, "%s: a shared library is measured in a live process only", module);
+    return QP_EUNSUPP;
+}
+
+static int
+file_ended(qpt_space_t *s, int *status)
+{
+    (void)s;
+    (void)status;
+    return QP_EINVAL;
+}
+
+static int
+file_syscall(qpt_space_t *s, long nr, const uint64_t args[6], int64_t *ret)
+{
+    (void)s;
+    (void)nr;
+    (void)args;
+    (void)ret;
+    return QP_EINVAL;
+}
+
+static int
+file_call_now(qpt_space_t *s, uint64_t fn, const uint64_t *args, int nargs, uint64_t *ret)
+{
+    (void)fn;
+    (void)args;
+    (void)nargs;
+    (void)ret;
+    return not_a_process(s);
+}
+
+static int
+file_pid(const qpt_space_t *s)
+{
+    (void)s;
+    return 0;
+}
+
+/* A file's snippets run where its procedures were written: no copy of their own. */
+static int
+file_runs_as_copy(qpt_space_t *s, uint32_t proc)
+{
+    (void)s;
+    (void)proc;
+    return 0;
+}
+
+static int
+file_thread_stacks(qpt_space_t *s, qpt_stack_fn fn, void *arg)
+{
+    (void)fn;
+    (void)arg;
+    return qpt_fail(s, QP_EUNSUPP, "a file has no threads: stacks are a process's");
+}
+
+static int
+file_thread_block(qpt_space_t *s, uint64_t var, size_t bytes, uint64_t thread_ptr,
+                  uint64_t *addr)
+{
+    (void)var;
+    (void)bytes;
+    (void)thread_ptr;
+    (void)addr;
+    return qpt_fail(s, QP_EUNSUPP, "a file has no threads: their blocks are a process's");
+}
+
+static int
+file_watch(qpt_space_t *s, unsigned mask)
+{
+    (void)mask;
+    return not_a_process(s);
+}
+
+static int
+file_next_event(qpt_space_t *s, qpt_event_t *ev, int timeout_ms)
+{
+    (void)ev;
+    (void)timeout_ms;
+    return not_a_process(s);
+}
+
+static int
+file_set_callback(qpt_space_t *s, uint32_t kind, qpt_event_fn fn, void *arg)
+{
+    (void)kind;
+    (void)fn;
+    (void)arg;
+    return not_a_process(s);
+}
+
+static int
+file_wait(qpt_space_t *s, int timeout_ms)
+{
+    (void)timeout_ms;
+    return not_a_process(s);
+}
+
+const qpt_space_ops_t qpt_file_ops = {
+    .kind = "file",
+    .live = 0,
+    .image_refusal = file_image_refusal,
+    .close = file_close,
+    .proc_refusal = file_proc_refusal,
+    .edge_place = file_edge_place,
+    .call_is_exit = file_call_is_exit,
+    .exit_other = file_exit_other,
+    .accept = file_accept,
+    .cycles = file_cycles,
+    .alloc = file_alloc,
+    .free = file_free,
+    .set_active = file_set_active,
+    .set_relocate = file_set_relocate,
+    .keep_on_exit = file_keep_on_exit,
+    .read = file_read,
+    .write = file_write_memory,
+    .commit = file_commit,
+    .write_file = file_write,
+    .alive = not_a_process,
+    .library = file_library,
+    .run = not_a_process,
+    .stop = not_a_process,
+    .ended = file_ended,
+    .syscall = file_syscall,
+    .call_now = file_call_now,
+    .pid = file_pid,
+    .runs_as_copy = file_runs_as_copy,
+    .thread_stacks = file_thread_stacks,
+    .thread_block = file_thread_block,
+    .watch = file_watch,
+    .next_event = file_next_event,
+    .set_callback = file_set_callback,
+    .wait = file_wait,
+};
+
 uint64_t
 qpt_written_id(const qpt_space_t *s)
 {
-    return s != NULL && !s->live ? s->written_id : 0;
+    return s != NULL ? s->written_id : 0; /* (0 in a process: never written) */
 }
 
 int

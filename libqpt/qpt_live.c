@@ -31,7 +31,7 @@ int qpt_load_live_program(qpt_space_t *s, const char *exe, char *why, size_t why
 
 /* Variables: memory shared between the process and us (a memfd of ours it maps), so
  * they are read without stopping it, and keep their last values after it ended. */
-typedef struct vars {
+typedef struct qpt_live_vars {
     uint64_t remote;         /* address in the process */
     size_t len;
     void *local;             /* our mapping */
@@ -99,7 +99,7 @@ map_shared(qpt_space_t *s, uint64_t lo, uint64_t hi, size_t len, vars_t *out)
 }
 
 /* What a committed set holds: one dyn point per distinct (kind, address). */
-typedef struct live {
+typedef struct qpt_live_set {
     dyn_session_t *sess;     /* installed, or NULL */
     arch_snip_t **joined;    /* the joined snippets it uses (freed with it) */
     size_t njoined;
@@ -184,12 +184,8 @@ must_be_stopped(qpt_space_t *s)
 }
 
 int
-qpt_alive(qpt_space_t *s)
+qpt_live_alive(qpt_space_t *s)
 {
-    if (s == NULL)
-        return QP_EINVAL;
-    if (!s->live)
-        return qpt_fail(s, QP_EUNSUPP, "not a process");
     return qpt_live_gone(s, 1) == 0;
 }
 
@@ -278,7 +274,7 @@ open_library(qpt_space_t *s, const dyn_module_t *m, qpt_space_t **out, char *why
     qpt_space_t *l = calloc(1, sizeof(*l));
     if (l == NULL)
         return QP_ENOMEM;
-    l->live = 1;
+    l->ops = &qpt_live_ops;
     l->parent = s;
     l->proc = s->proc;
     l->lib_lo = m->lo;
@@ -301,21 +297,9 @@ open_library(qpt_space_t *s, const dyn_module_t *m, qpt_space_t **out, char *why
 }
 
 int
-qpt_library(qpt_space_t *s, const char *module, qpt_space_t **out, char *why, size_t whylen)
+qpt_live_library(qpt_space_t *s, const char *module, qpt_space_t **out, char *why,
+                 size_t whylen)
 {
-    char dummy[8];
-    if (why == NULL || whylen == 0) {
-        why = dummy;
-        whylen = sizeof(dummy);
-    }
-    if (s == NULL || module == NULL || out == NULL)
-        return QP_EINVAL;
-    *out = NULL;
-    if (!s->live) {
-        snprintf(why, whylen, "%s: a shared library is measured in a live process only",
-                 module);
-        return QP_EUNSUPP;
-    }
     if (s->parent != NULL)
         s = s->parent;
     int rc0 = qpt_live_gone(s, 0);
@@ -1197,10 +1181,8 @@ qpt_live_free(qpt_space_t *s, uint64_t addr)
 }
 
 int
-qpt_run(qpt_space_t *s)
+qpt_live_run(qpt_space_t *s)
 {
-    if (s == NULL || !s->live)
-        return qpt_fail(s, QP_EUNSUPP, "not a process");
     QP_CHECK(qpt_live_gone(s, 0));
     int rc = dyn_proc_resume(s->proc);
     if (rc == 0)
@@ -1211,10 +1193,8 @@ qpt_run(qpt_space_t *s)
 }
 
 int
-qpt_stop(qpt_space_t *s)
+qpt_live_stop(qpt_space_t *s)
 {
-    if (s == NULL || !s->live)
-        return qpt_fail(s, QP_EUNSUPP, "not a process");
     QP_CHECK(qpt_live_gone(s, 0));
     int rc = dyn_proc_stop(s->proc);
     if (rc < 0 && qpt_live_gone(s, 1) < 0)
@@ -1223,10 +1203,8 @@ qpt_stop(qpt_space_t *s)
 }
 
 int
-qpt_ended(qpt_space_t *s, int *status)
+qpt_live_ended(qpt_space_t *s, int *status)
 {
-    if (s == NULL || !s->live || status == NULL)
-        return QP_EINVAL;
     qpt_space_t *top = s->parent != NULL ? s->parent : s;
     if (qpt_live_gone(top, 1) < 0) {
         *status = top->exit_status;
@@ -1236,10 +1214,8 @@ qpt_ended(qpt_space_t *s, int *status)
 }
 
 int
-qpt_syscall(qpt_space_t *s, long nr, const uint64_t args[6], int64_t *ret)
+qpt_live_syscall(qpt_space_t *s, long nr, const uint64_t args[6], int64_t *ret)
 {
-    if (s == NULL || !s->live || args == NULL || ret == NULL)
-        return QP_EINVAL;
     QP_CHECK(qpt_live_gone(s, 0));
     if (!dyn_proc_is_stopped(s->proc))
         return must_be_stopped(s);
@@ -1250,12 +1226,8 @@ qpt_syscall(qpt_space_t *s, long nr, const uint64_t args[6], int64_t *ret)
 }
 
 int
-qpt_call_now(qpt_space_t *s, uint64_t fn, const uint64_t *args, int nargs, uint64_t *ret)
+qpt_live_call_now(qpt_space_t *s, uint64_t fn, const uint64_t *args, int nargs, uint64_t *ret)
 {
-    if (s == NULL || ret == NULL || nargs < 0 || nargs > 6 || (nargs > 0 && args == NULL))
-        return QP_EINVAL;
-    if (!s->live)
-        return qpt_fail(s, QP_EUNSUPP, "not a process");
     QP_CHECK(qpt_live_gone(s, 0));
     if (!dyn_proc_is_stopped(s->proc))
         return must_be_stopped(s);
@@ -1289,8 +1261,6 @@ forget_insertions(qpt_space_t *s, int gone_all)
     s->check = NULL;
     for (size_t i = 0; i < s->nins; i++) {
         s->ins[i].removed = 1;
-        s->ins[i].live_in = 0;
-        s->ins[i].live = NULL;
     }
     s->inactive = 0;
 }
@@ -1330,7 +1300,7 @@ qpt_live_new_image(qpt_space_t *s, char *why, size_t whylen)
     qpt_space_t *n = calloc(1, sizeof(*n));
     if (n == NULL)
         return QP_ENOMEM;
-    n->live = 1;
+    n->ops = &qpt_live_ops;
     int rc = qpt_load_live_program(n, dyn_proc_exe_path(p, exe, sizeof(exe)), why, whylen);
     uint64_t bias = 0;
     if (rc == 0 && (rc = dyn_proc_load_bias(p, n->img->entry, &bias)) < 0)
@@ -1349,13 +1319,13 @@ qpt_live_new_image(qpt_space_t *s, char *why, size_t whylen)
         s->bias = bias;
         s->at_exec = 0;
     }
-    n->live = 0; /* (closed as a file: its process is S's) */
+    n->ops = &qpt_file_ops; /* (closed as a file: its process is S's) */
     qpt_close(n);
     return rc;
 }
 
 int
-qpt_live_fork_child(qpt_space_t *s, void *child)
+qpt_live_fork_child(qpt_space_t *s, dyn_proc_t *child)
 {
     int counted = 1;
     for (qpt_space_t *x = s; x != NULL && counted; x = x == s ? s->libs : x->next_lib) {
@@ -1372,9 +1342,9 @@ qpt_live_fork_child(qpt_space_t *s, void *child)
 }
 
 int
-qpt_pid(const qpt_space_t *s)
+qpt_live_pid(const qpt_space_t *s)
 {
-    return s != NULL && s->live && s->proc != NULL ? dyn_proc_pid(s->proc) : 0;
+    return s->proc != NULL ? dyn_proc_pid(s->proc) : 0;
 }
 
 /*****************************************************************************

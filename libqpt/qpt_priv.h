@@ -45,51 +45,124 @@ typedef struct qpt_ins {
     uint8_t reloc;        /* live: its procedure relocated whole (DYN_PT_PROC): a QPT_ENTRY
                            * or QPT_EXIT whose point does not fit in place, or another of
                            * the same procedure (one copy holds them all) */
-    uint8_t live_in;      /* live: in the process now */
-    void *live;           /* live: the session's record of it */
 } qpt_ins_t;
 
+/*****************************************************************************
+ * Space kinds: what a file and a process do differently, one table each
+ *
+ * qpt_space.c checks a call's arguments and dispatches through S->ops; the kinds'
+ * entries do the work or refuse with the message a caller of that kind should read.
+ * A library of a live process (qpt_library) is a live space too.
+ */
+typedef struct qpt_space_ops {
+    const char *kind;        /* "file" or "process" */
+    int live;                /* what qpt_is_live answers */
+    /* Why S's image (just read) cannot be measured in this kind of space, or NULL. */
+    const char *(*image_refusal)(qpt_space_t *s);
+    /* Free what the kind holds; KILL: qpt_kill (a process started by qpt_spawn ends). */
+    void (*close)(qpt_space_t *s, int kill);
+    /* Why procedure PROC takes no snippet, or NULL (not a fragment: checked before). */
+    const char *(*proc_refusal)(const qpt_space_t *s, uint32_t proc);
+    /* Where the snippet of edge point PT goes: INS->where (and ->at); TO its
+     * destination block. 0, or a failure with S's message set. */
+    int (*edge_place)(qpt_space_t *s, const qpt_point_t *pt, const cfg_block_t *to,
+                      qpt_ins_t *ins);
+    /* Whether block B's last instruction, a call, is an exit of its procedure. */
+    int (*call_is_exit)(const qpt_space_t *s, const cfg_block_t *b);
+    /* The context of an exit at IN, a conditional tail call (jcc) or a call (one that
+     * call_is_exit said never returns), or a refusal. */
+    int (*exit_other)(qpt_space_t *s, const qpt_point_t *pt, const arch_insn_t *in,
+                      arch_snip_ctx_t *c /*OUT*/);
+    /* Whether the checked insertion INS can go in (0), or a failure with the message. */
+    int (*accept)(qpt_space_t *s, qpt_ins_t *ins);
+    /* The cycles the code of insertion IN costs where it runs. */
+    int (*cycles)(qpt_space_t *s, const qpt_ins_t *in, double *cycles /*OUT*/);
+    /* The public calls of the same names (arguments checked by qpt_space.c). */
+    int (*alloc)(qpt_space_t *s, size_t bytes, uint64_t *addr);
+    int (*free)(qpt_space_t *s, uint64_t addr);
+    int (*set_active)(qpt_space_t *s, int on);
+    int (*set_relocate)(qpt_space_t *s, int on);
+    int (*keep_on_exit)(qpt_space_t *s, int keep);
+    int (*read)(qpt_space_t *s, uint64_t addr, void *buf, size_t len);
+    int (*write)(qpt_space_t *s, uint64_t addr, const void *buf, size_t len);
+    int (*commit)(qpt_space_t *s);
+    int (*write_file)(qpt_space_t *s, const char *output);
+    /* A process's life (qpt_live.c, qpt_events.c); a file refuses each. */
+    int (*alive)(qpt_space_t *s);
+    int (*library)(qpt_space_t *s, const char *module, qpt_space_t **out, char *why,
+                   size_t whylen);
+    int (*run)(qpt_space_t *s);
+    int (*stop)(qpt_space_t *s);
+    int (*ended)(qpt_space_t *s, int *status);
+    int (*syscall)(qpt_space_t *s, long nr, const uint64_t args[6], int64_t *ret);
+    int (*call_now)(qpt_space_t *s, uint64_t fn, const uint64_t *args, int nargs,
+                    uint64_t *ret);
+    int (*pid)(const qpt_space_t *s);
+    int (*runs_as_copy)(qpt_space_t *s, uint32_t proc); /* qpt_proc_runs_as_copy */
+    int (*thread_stacks)(qpt_space_t *s, qpt_stack_fn fn, void *arg);
+    int (*thread_block)(qpt_space_t *s, uint64_t var, size_t bytes, uint64_t thread_ptr,
+                        uint64_t *addr);
+    int (*watch)(qpt_space_t *s, unsigned mask);
+    int (*next_event)(qpt_space_t *s, qpt_event_t *ev, int timeout_ms);
+    int (*set_callback)(qpt_space_t *s, uint32_t kind, qpt_event_fn fn, void *arg);
+    int (*wait)(qpt_space_t *s, int timeout_ms);
+} qpt_space_ops_t;
+
+/* A file (qpt_open; qpt_file.c). */
+extern const qpt_space_ops_t qpt_file_ops;
+/* A process or one of its libraries (qpt_attach, qpt_spawn, qpt_library; qpt_live.c,
+ * or qpt_live_none.c without dynamic/, where no such space outlives its creation). */
+extern const qpt_space_ops_t qpt_live_ops;
+
+/* The types of a process's state, defined by qpt_live.c and dynamic/. */
+struct dyn_proc;
+struct dyn_session;
+struct qpt_live_set;
+struct qpt_live_vars;
+
 struct qpt_space {
-    int live;                /* a process */
+    const qpt_space_ops_t *ops; /* its kind: qpt_file_ops or qpt_live_ops */
     cfg_image_t *img;        /* the executable */
     cfg_prog_t *prog;        /* its procedures */
     uint64_t bias;           /* run-time minus link-time addresses (live PIEs) */
     char *path;              /* the executable's path (file mode: the input) */
-    ed_plan_t *plan;         /* file mode: which procedures move */
     qpt_ins_t *ins;          /* insertions, by handle */
     size_t nins, capins;
     int64_t first, last;     /* the orders of qpt_insert_first and qpt_insert so far */
-    uint64_t vars;           /* file mode: bytes of qpt_alloc'ed words */
-    void *proc;              /* live mode: the process (dyn_proc_t) */
-    void *sess;              /* live mode: its session (dyn_session_t) */
-    void *check;             /* live mode: a session never installed, to check points */
-    int inactive;            /* live mode: qpt_set_active(s, 0) took the snippets out */
-    int relocate;            /* live mode: qpt_set_relocate(s, 1): points that do not fit
-                              * in place go into a copy of their procedure */
-    int keep_on_exit;        /* live mode: a mutator's exit leaves the snippets in */
-    struct qpt_space *next_live; /* live mode: the spaces restored at exit */
-    int at_exec;             /* live mode: started by qpt_spawn, not run yet */
-    int spawned;             /* live mode: started by qpt_spawn */
-    uint64_t written_id;     /* file mode: the description id of the last qpt_write */
-    int kill_on_close;       /* live mode: qpt_kill: the process ended, not let run */
+    struct qpt_named *named; /* qpt_alloc_named's names */
+    size_t nnamed;
+    cfg_loop_forest_t **forests; /* per procedure: its loops, once asked for (qpt_cfg.c) */
+    char err[512];           /* the last failure */
+    /* A file's own state (qpt_file_ops only). */
+    ed_plan_t *plan;         /* which procedures move */
+    uint64_t vars;           /* bytes of qpt_alloc'ed words */
+    uint64_t written_id;     /* the description id of the last qpt_write */
+    const char *all_in_place; /* why every procedure stays in place (Go, GHC) */
+    /* A process's own state (qpt_live_ops only: qpt_live.c, qpt_events.c). */
+    struct dyn_proc *proc;   /* the process */
+    struct qpt_live_set *sess; /* the committed set of snippets, or NULL */
+    struct dyn_session *check; /* a session never installed, to check points */
+    int inactive;            /* qpt_set_active(s, 0) took the snippets out */
+    int relocate;            /* qpt_set_relocate(s, 1): points that do not fit in place
+                              * go into a copy of their procedure */
+    int keep_on_exit;        /* a mutator's exit leaves the snippets in */
+    struct qpt_space *next_live; /* the spaces restored at exit */
+    int at_exec;             /* started by qpt_spawn, not run yet */
+    int spawned;             /* started by qpt_spawn */
+    int kill_on_close;       /* qpt_kill: the process ended, not let run */
     struct qpt_space *parent; /* a library's space (qpt_library): the executable's */
     struct qpt_space *libs;  /* the executable's: its library spaces, a list */
     struct qpt_space *next_lib;
     char *lib_name;          /* a library's space: its base name ("libc.so.6") */
     uint64_t lib_lo;         /* ... and the lowest address of its mappings */
-    void *lvars;             /* live mode: the memory qpt_alloc mapped (vars_t) */
+    struct qpt_live_vars *lvars; /* the memory qpt_alloc mapped */
     size_t nlvars;
-    cfg_loop_forest_t **forests; /* per procedure: its loops, once asked for (qpt_cfg.c) */
-    const char *all_in_place; /* file mode: why every procedure stays in place (Go, GHC) */
     /* The life of a live process (issue 32: qpt_alive, events, named variables). */
-    int exited;              /* live: the process has ended (qpt_live_gone) */
+    int exited;              /* the process has ended (qpt_live_gone) */
     int exit_status;         /* ... its wait status, -1 when unknown */
     int stale;               /* a library's space whose image is gone: unloaded, or the
                               * process ran execve (its calls fail with QPT_EEXITED) */
-    struct qpt_watch *watch; /* live: qpt_watch's state (qpt_events.c), or NULL */
-    struct qpt_named *named; /* qpt_alloc_named's names */
-    size_t nnamed;
-    char err[512];           /* the last failure */
+    struct qpt_watch *watch; /* qpt_watch's state (qpt_events.c), or NULL */
 };
 
 /* A name of qpt_alloc_named. */
@@ -118,7 +191,7 @@ void qpt_watch_free(qpt_space_t *s);
 /* Whether every qpt_alloc'ed memory of S (and its libraries) is shared with the process's
  * copies (a fork's child adds to it), and dyn's sessions: the child's patches taken out
  * of CHILD (a dyn_proc_t) when not. */
-int qpt_live_fork_child(qpt_space_t *s, void *child);
+int qpt_live_fork_child(qpt_space_t *s, struct dyn_proc *child);
 
 /* Set S's message (printf-style) and return RC. */
 int qpt_fail(qpt_space_t *s, int rc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -131,7 +204,7 @@ int qpt_point_setup(qpt_space_t *s, const qpt_point_t *pt, qpt_ins_t *ins);
 /* Free what the CFG calls keep (qpt_cfg.c). */
 void qpt_cfg_free(qpt_space_t *s);
 
-/* Live mode (qpt_live.c; stubs that refuse without dynamic/). */
+/* Live mode (qpt_live.c; qpt_live_none.c refuses attach and spawn without dynamic/). */
 int qpt_live_attach(qpt_space_t *s, int pid, char *why, size_t whylen);
 int qpt_live_spawn(qpt_space_t *s, char *const argv[], char *why, size_t whylen);
 void qpt_live_close(qpt_space_t *s);
@@ -146,5 +219,21 @@ int qpt_live_thread_block(qpt_space_t *s, uint64_t var, size_t bytes, uint64_t t
 int qpt_live_free(qpt_space_t *s, uint64_t addr);
 int qpt_live_set_active(qpt_space_t *s, int on);
 int qpt_live_keep_on_exit(qpt_space_t *s, int keep);
+/* The public calls of a process's life, for a live space (arguments checked by
+ * qpt_process.c): qpt_live.c and qpt_events.c. */
+int qpt_live_alive(qpt_space_t *s);
+int qpt_live_library(qpt_space_t *s, const char *module, qpt_space_t **out, char *why,
+                     size_t whylen);
+int qpt_live_run(qpt_space_t *s);
+int qpt_live_stop(qpt_space_t *s);
+int qpt_live_ended(qpt_space_t *s, int *status);
+int qpt_live_syscall(qpt_space_t *s, long nr, const uint64_t args[6], int64_t *ret);
+int qpt_live_call_now(qpt_space_t *s, uint64_t fn, const uint64_t *args, int nargs,
+                      uint64_t *ret);
+int qpt_live_pid(const qpt_space_t *s);
+int qpt_live_watch(qpt_space_t *s, unsigned mask);
+int qpt_live_next_event(qpt_space_t *s, qpt_event_t *ev, int timeout_ms);
+int qpt_live_set_callback(qpt_space_t *s, uint32_t kind, qpt_event_fn fn, void *arg);
+int qpt_live_wait(qpt_space_t *s, int timeout_ms);
 
 #endif

@@ -13,7 +13,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "driver/driver.h"
 #include "libqpt/qpt_priv.h"
 #include "libqpt/qpt_rewrite_priv.h"
 
@@ -72,7 +71,7 @@ qpt_error(const qpt_space_t *s)
 int
 qpt_is_live(const qpt_space_t *s)
 {
-    return s != NULL && s->live;
+    return s != NULL && s->ops->live;
 }
 
 /*****************************************************************************
@@ -96,13 +95,7 @@ load_program(qpt_space_t *s, const char *path, char *why, size_t whylen)
         why_set(why, whylen, "%s: %s", path, w[0] ? w : qp_strerror(rc));
         return rc;
     }
-    /* A file of Go or GHC is rewritten as qpt-rewrite does, every procedure in place
-     * (their points then refused with the reason); a process is not instrumented. */
-    if (!s->live)
-        s->all_in_place = qpt_all_in_place_reason(s->img);
-    const char *unsup = s->all_in_place != NULL ? NULL : ed_image_unsupported(s->img);
-    if (unsup == NULL && !s->live)
-        unsup = ed_image_rewritten(s->img);
+    const char *unsup = s->ops->image_refusal(s);
     if (unsup != NULL) {
         why_set(why, whylen, "%s: %s", path, unsup);
         return QP_EUNSUPP;
@@ -128,6 +121,7 @@ qpt_open(const char *path, qpt_space_t **out, char *why, size_t whylen)
     qpt_space_t *s = calloc(1, sizeof(*s));
     if (s == NULL)
         return QP_ENOMEM;
+    s->ops = &qpt_file_ops;
     int rc = load_program(s, path, why, whylen);
     ed_opts_t eo;
     qpt_engine_defaults(&eo, s->all_in_place);
@@ -150,7 +144,7 @@ qpt_attach(int pid, qpt_space_t **out, char *why, size_t whylen)
     qpt_space_t *s = calloc(1, sizeof(*s));
     if (s == NULL)
         return QP_ENOMEM;
-    s->live = 1;
+    s->ops = &qpt_live_ops;
     int rc = qpt_live_attach(s, pid, why, whylen);
     if (rc < 0) {
         qpt_close(s);
@@ -169,7 +163,7 @@ qpt_spawn(char *const argv[], qpt_space_t **out, char *why, size_t whylen)
     qpt_space_t *s = calloc(1, sizeof(*s));
     if (s == NULL)
         return QP_ENOMEM;
-    s->live = 1;
+    s->ops = &qpt_live_ops;
     int rc = qpt_live_spawn(s, argv, why, whylen);
     if (rc < 0) {
         qpt_kill(s); /* not run */
@@ -179,12 +173,31 @@ qpt_spawn(char *const argv[], qpt_space_t **out, char *why, size_t whylen)
     return 0;
 }
 
+/* Free S; KILL: qpt_kill's (a process that qpt_spawn started ends with it). */
+static void
+space_close(qpt_space_t *s, int kill)
+{
+    if (s == NULL)
+        return;
+    s->ops->close(s, kill);
+    free(s->lib_name);
+    for (size_t i = 0; i < s->nnamed; i++)
+        free(s->named[i].name);
+    free(s->named);
+    for (size_t i = 0; i < s->nins; i++)
+        free(s->ins[i].nodes);
+    free(s->ins);
+    qpt_cfg_free(s);
+    cfg_prog_destroy(s->prog);
+    cfg_image_destroy(s->img);
+    free(s->path);
+    free(s);
+}
+
 void
 qpt_kill(qpt_space_t *s)
 {
-    if (s != NULL && s->live && s->parent == NULL && s->spawned)
-        s->kill_on_close = 1;
-    qpt_close(s);
+    space_close(s, 1);
 }
 
 /* Load the program of a live process (qpt_live.c calls this once it knows the exe). */
@@ -198,23 +211,7 @@ qpt_load_live_program(qpt_space_t *s, const char *exe, char *why, size_t whylen)
 void
 qpt_close(qpt_space_t *s)
 {
-    if (s == NULL)
-        return;
-    if (s->live)
-        qpt_live_close(s);
-    free(s->lib_name);
-    for (size_t i = 0; i < s->nnamed; i++)
-        free(s->named[i].name);
-    free(s->named);
-    for (size_t i = 0; i < s->nins; i++)
-        free(s->ins[i].nodes);
-    free(s->ins);
-    ed_plan_destroy(s->plan);
-    qpt_cfg_free(s);
-    cfg_prog_destroy(s->prog);
-    cfg_image_destroy(s->img);
-    free(s->path);
-    free(s);
+    space_close(s, 0);
 }
 
 /*****************************************************************************
@@ -284,9 +281,7 @@ qpt_proc_refusal(const qpt_space_t *s, uint32_t proc)
     const cfg_proc_t *p = &s->prog->procs[proc];
     if (p->flags & CFG_PROC_FRAGMENT)
         return "a cold fragment (its points belong to its parent)";
-    if (s->live)
-        return p->unsafe;
-    return ed_plan_left_reason(s->plan, proc);
+    return s->ops->proc_refusal(s, proc);
 }
 
 /* Visit the instructions of block B: FN(ARG, insn, prev or NULL); stops at FN's != 0. */
@@ -344,21 +339,6 @@ block_returns_from_call(const cfg_prog_t *prog, const cfg_block_t *b)
     return 0;
 }
 
-/* Does block B end in a call that never returns (no return site; the callee never
- * returns, or the code after the call is another procedure's)? */
-static int
-call_never_returns(const cfg_prog_t *prog, const cfg_block_t *b)
-{
-    int leaves = 0;
-    for (uint32_t e = 0; e < b->nsucc; e++) {
-        uint8_t kind = cfg_block_succ(prog, b, e)->kind;
-        if (kind == CFG_EDGE_CALLRET)
-            return 0;
-        leaves |= kind == CFG_EDGE_TAILCALL || kind == CFG_EDGE_NORETURN;
-    }
-    return leaves;
-}
-
 static int
 visit(void *arg, const arch_insn_t *in, const arch_insn_t *prev)
 {
@@ -369,10 +349,7 @@ visit(void *arg, const arch_insn_t *in, const arch_insn_t *prev)
     case QPT_EXIT:
         if (in->kind == ARCH_KIND_RET)
             add_point(c, in->addr);
-        else if (last && in->kind == ARCH_KIND_CALL && c->s->live
-                 && call_never_returns(c->s->prog, c->block))
-            /* Live: a call that never returns ends the procedure there (a longjmp, an
-             * error raised): an exit, its snippet before the call. */
+        else if (last && in->kind == ARCH_KIND_CALL && c->s->ops->call_is_exit(c->s, c->block))
             add_point(c, in->addr);
         else if (last
                  && (in->kind == ARCH_KIND_JMP || in->kind == ARCH_KIND_JMP_IND
@@ -900,12 +877,7 @@ insn_of(const qpt_space_t *s, uint32_t proc, uint64_t addr, arch_insn_t *in)
     return QP_ENOTFOUND;
 }
 
-/*
- * Where an edge's snippet goes. A file: where qp would put a counter for it (after the
- * source's last instruction, before a dead spot of a source with one way out, before the
- * destination with one way in, or on a stub for a taken branch). A process: at its
- * destination block, when the edge is the only way into it.
- */
+/* Check that edge point PT names an edge of its procedure; its kind places it. */
 static int
 edge_setup(qpt_space_t *s, const qpt_point_t *pt, qpt_ins_t *ins)
 {
@@ -920,42 +892,7 @@ edge_setup(qpt_space_t *s, const qpt_point_t *pt, qpt_ins_t *ins)
         return qpt_fail(s, QP_EINVAL, "edge %u: not an edge of %s from 0x%llx to 0x%llx",
                         pt->edge, qpt_proc_name(s, pt->proc), (unsigned long long)pt->addr,
                         (unsigned long long)pt->to);
-    const cfg_block_t *to = &prog->blocks[e->to];
-    if (s->live) {
-        if (to->npred != 1 || to->start == p->entry)
-            return qpt_fail(s, QP_EUNSUPP, "%s: the edge 0x%llx -> 0x%llx is not the only way "
-                            "into its block: a live process can only patch its destination",
-                            qpt_proc_name(s, pt->proc), (unsigned long long)pt->addr,
-                            (unsigned long long)pt->to);
-        ins->where = pt->to;
-        return 0;
-    }
-    static const drv_prog_info_t none = { 0 };
-    drv_graph_t g;
-    int rc = drv_graph_build(prog, pt->proc, &none, &g);
-    if (rc < 0)
-        return qpt_fail(s, rc, "%s: %s", qpt_proc_name(s, pt->proc), qp_strerror(rc));
-    if (rc == DRV_NOT_MEASURED)
-        return qpt_fail(s, QP_EUNSUPP, "%s: %s", qpt_proc_name(s, pt->proc), g.why);
-    rc = QP_EUNSUPP;
-    for (uint32_t k = 0; k < g.nedges; k++) {
-        const drv_edge_t *d = &g.edges[k];
-        if (d->cfg_edge != pt->edge || d->place == DRV_PLACE_NONE)
-            continue;
-        ins->at = d->place == DRV_PLACE_BEFORE ? ED_AT_BEFORE
-                  : d->place == DRV_PLACE_AFTER ? ED_AT_AFTER
-                                                : ED_AT_TAKEN;
-        ins->where = d->at;
-        rc = 0;
-        break;
-    }
-    drv_graph_free(&g);
-    if (rc < 0)
-        return qpt_fail(s, rc, "%s: the edge 0x%llx -> 0x%llx (of a jump table or an indirect "
-                        "jump) has no place of its own: use a block point at its destination",
-                        qpt_proc_name(s, pt->proc), (unsigned long long)pt->addr,
-                        (unsigned long long)pt->to);
-    return 0;
+    return s->ops->edge_place(s, pt, &prog->blocks[e->to], ins);
 }
 
 int
@@ -991,16 +928,9 @@ qpt_point_setup(qpt_space_t *s, const qpt_point_t *pt, qpt_ins_t *ins)
             c = (arch_snip_ctx_t) { ARCH_SNX_RETURN, 0, 0, 1 };
         else if (in.kind == ARCH_KIND_JMP || in.kind == ARCH_KIND_JMP_IND)
             c = (arch_snip_ctx_t) { 0, 0, 0, 1 }; /* a tail call: the callee's arguments */
-        else if (in.kind == ARCH_KIND_JCC && s->live)
-            /* A conditional tail call: the snippet runs on its taken side only. */
-            c = (arch_snip_ctx_t) { 0, 0, ARCH_FLAGS_STATUS, 1 };
-        else if (in.kind == ARCH_KIND_CALL && s->live)
-            /* A call that never returns (qpt_points): before it, no return value. */
-            c = (arch_snip_ctx_t) { 0, 0, ARCH_FLAGS_STATUS, 1 };
-        else if (in.kind == ARCH_KIND_JCC)
-            return qpt_fail(s, QP_EUNSUPP,
-                            "0x%llx: a conditional tail call gets no snippet in a file yet",
-                            (unsigned long long)pt->addr);
+        else if (in.kind == ARCH_KIND_JCC || in.kind == ARCH_KIND_CALL)
+            /* A conditional tail call, or a call that never returns: as its kind allows. */
+            QP_CHECK(s->ops->exit_other(s, pt, &in, &c));
         else
             return qpt_fail(s, QP_EINVAL, "0x%llx: not a return or tail call",
                             (unsigned long long)pt->addr);
@@ -1200,16 +1130,10 @@ insert(qpt_space_t *s, const qpt_point_t *pt, const qpt_snippet_t *sn, qpt_expr_
         return qpt_fail(s, QP_EINVAL, "%s at 0x%llx: %s", qpt_proc_name(s, pt->proc),
                         (unsigned long long)pt->addr, why);
     QP_CHECK(snip_extract(sn->v, root, &ins.nodes, &ins.n));
-    if (s->live) {
-        const char *no;
-        int rc = qpt_live_point_ok(s, &ins, &no);
-        if (rc < 0) {
-            free(ins.nodes);
-            if (rc == QP_EEXITED)
-                return qpt_live_gone(s, 0);
-            return qpt_fail(s, rc == QP_EINVAL ? QP_EINVAL : QP_EUNSUPP, "%s at 0x%llx: %s",
-                            qpt_proc_name(s, pt->proc), (unsigned long long)ins.where, no);
-        }
+    int rc = s->ops->accept(s, &ins);
+    if (rc < 0) {
+        free(ins.nodes);
+        return rc;
     }
     ins.root = 0;
     ins.order = first ? --s->first : ++s->last;
@@ -1253,15 +1177,9 @@ qpt_cost_cycles(qpt_space_t *s, qpt_handle_t h, double *cycles)
 {
     if (s == NULL || cycles == NULL || h >= s->nins)
         return QP_EINVAL;
-    const qpt_ins_t *in = &s->ins[h];
-    /* Compiled where it runs (a file's variables are placed later: near them then). */
-    int rc = arch_snip_cycles(in->nodes, in->n, in->root, &in->ctx, in->where, cycles);
-    if (rc == QP_ERANGE && !s->live)
-        rc = arch_snip_cycles(in->nodes, in->n, in->root, &in->ctx, QPT_VAR_BASE, cycles);
+    int rc = s->ops->cycles(s, &s->ins[h], cycles);
     if (rc < 0)
         return qpt_fail(s, rc, "insertion %u: its code cannot be estimated", h);
-    if (s->live)
-        *cycles += 2; /* the jump to its trampoline and back */
     return 0;
 }
 
@@ -1274,13 +1192,7 @@ qpt_alloc(qpt_space_t *s, size_t bytes, uint64_t *addr)
 {
     if (s == NULL || addr == NULL || bytes == 0 || bytes % 8 != 0)
         return QP_EINVAL;
-    if (s->live)
-        return qpt_live_alloc(s, bytes, addr);
-    if (s->vars + bytes > (64ull << 20))
-        return qpt_fail(s, QP_ERANGE, "more than 64 MiB of variables");
-    *addr = QPT_VAR_BASE + s->vars;
-    s->vars += bytes;
-    return 0;
+    return s->ops->alloc(s, bytes, addr);
 }
 
 int
@@ -1342,10 +1254,7 @@ qpt_free(qpt_space_t *s, uint64_t addr)
 {
     if (s == NULL)
         return QP_EINVAL;
-    if (!s->live)
-        return qpt_fail(s, QP_EUNSUPP, "a file's variables are part of the program it "
-                                       "writes: they cannot be freed");
-    return qpt_live_free(s, addr);
+    return s->ops->free(s, addr);
 }
 
 int
@@ -1353,10 +1262,7 @@ qpt_set_active(qpt_space_t *s, int on)
 {
     if (s == NULL)
         return QP_EINVAL;
-    if (!s->live)
-        return qpt_fail(s, QP_EUNSUPP, "a file has no running snippets (leave them out of "
-                                       "qpt_write instead)");
-    return qpt_public_rc(qpt_live_set_active(s, on));
+    return s->ops->set_active(s, on);
 }
 
 int
@@ -1364,10 +1270,7 @@ qpt_set_relocate(qpt_space_t *s, int on)
 {
     if (s == NULL)
         return QP_EINVAL;
-    if (!s->live)
-        return qpt_fail(s, QP_EUNSUPP, "a file's procedures are relocated by qpt_write");
-    s->relocate = on != 0;
-    return 0;
+    return s->ops->set_relocate(s, on);
 }
 
 int
@@ -1407,9 +1310,7 @@ qpt_keep_on_exit(qpt_space_t *s, int keep)
 {
     if (s == NULL)
         return QP_EINVAL;
-    if (!s->live)
-        return qpt_fail(s, QP_EUNSUPP, "not a process");
-    return qpt_live_keep_on_exit(s, keep);
+    return s->ops->keep_on_exit(s, keep);
 }
 
 /* Is symbol HAVE the one named WANT? A dynamic symbol's name carries its version
@@ -1469,10 +1370,7 @@ qpt_read_memory(qpt_space_t *s, uint64_t addr, void *buf, size_t len)
 {
     if (s == NULL || buf == NULL)
         return QP_EINVAL;
-    if (!s->live)
-        return qpt_fail(s, QP_EUNSUPP, "a file has no memory to read: run the rewritten "
-                                       "program and read its profile (qpt_profile_read)");
-    return qpt_live_read(s, addr, buf, len);
+    return s->ops->read(s, addr, buf, len);
 }
 
 int
@@ -1480,9 +1378,7 @@ qpt_write_memory(qpt_space_t *s, uint64_t addr, const void *buf, size_t len)
 {
     if (s == NULL || buf == NULL)
         return QP_EINVAL;
-    if (!s->live)
-        return qpt_fail(s, QP_EUNSUPP, "a file has no memory to write");
-    return qpt_live_write(s, addr, buf, len);
+    return s->ops->write(s, addr, buf, len);
 }
 
 int
@@ -1490,13 +1386,13 @@ qpt_commit(qpt_space_t *s)
 {
     if (s == NULL)
         return QP_EINVAL;
-    if (!s->live)
-        return qpt_fail(s, QP_EUNSUPP, "a file takes its snippets at qpt_write");
-    int rc = qpt_live_commit(s);
-    /* Its libraries' spaces (qpt_library) with it; not those unloaded or gone with an
-     * exec (stale: nothing of theirs is in the process any more). */
-    for (qpt_space_t *l = s->libs; rc == 0 && l != NULL; l = l->next_lib)
-        if (!l->stale && (rc = qpt_live_commit(l)) < 0)
-            qpt_fail(s, rc, "%s: %s", l->lib_name, l->err);
-    return qpt_public_rc(rc);
+    return s->ops->commit(s);
+}
+
+int
+qpt_write(qpt_space_t *s, const char *output)
+{
+    if (s == NULL || output == NULL)
+        return QP_EINVAL;
+    return s->ops->write_file(s, output);
 }

@@ -8,23 +8,9 @@
 #include "report/qp_callgraph.h"
 #include "report/qp_flow.h"
 
-typedef struct entry_ix {
-    uint64_t entry;
-    uint32_t proc;
-} entry_ix_t;
-
-static int
-cmp_entry(const void *a, const void *b)
-{
-    const entry_ix_t *x = a, *y = b;
-    if (x->entry != y->entry)
-        return x->entry < y->entry ? -1 : 1;
-    return x->proc < y->proc ? -1 : x->proc > y->proc;
-}
-
 /* The described procedure entered at TARGET (the measured one first), or QP_VIRT. */
 static uint32_t
-proc_at(const qp_desc_t *d, const entry_ix_t *ix, uint32_t n, uint64_t target)
+proc_at(const qp_desc_t *d, const qp_flow_entry_ref_t *ix, uint32_t n, uint64_t target)
 {
     size_t lo = 0, hi = n;
     while (lo < hi) {
@@ -94,7 +80,7 @@ inverse64(uint64_t x)
  * description).
  */
 static uint32_t
-bucket_target(const qp_desc_t *d, const entry_ix_t *ix, uint32_t b, uint64_t calls,
+bucket_target(const qp_desc_t *d, const qp_flow_entry_ref_t *ix, uint32_t b, uint64_t calls,
               uint64_t sum, uint64_t sq)
 {
     int t = __builtin_ctzll(calls);
@@ -116,7 +102,7 @@ bucket_target(const qp_desc_t *d, const entry_ix_t *ix, uint32_t b, uint64_t cal
  */
 static int
 add_indirect_arcs(qp_callgraph_t *cg, const qp_report_t *r, uint32_t p, const qp_desc_call_t *c,
-                  uint64_t count, int known, size_t *cap, const entry_ix_t *ix)
+                  uint64_t count, int known, size_t *cap, const qp_flow_entry_ref_t *ix)
 {
     const qp_desc_t *d = r->desc;
     const uint64_t *w = r->prof->counters + c->edge;
@@ -147,7 +133,7 @@ add_indirect_arcs(qp_callgraph_t *cg, const qp_report_t *r, uint32_t p, const qp
 /* The sites of measured procedure P as arcs appended to CG (merged by callee). */
 static int
 add_arcs(qp_callgraph_t *cg, const qp_report_t *r, uint32_t p, size_t *cap,
-         const entry_ix_t *ix)
+         const qp_flow_entry_ref_t *ix)
 {
     const qp_desc_t *d = r->desc;
     const qp_desc_proc_t *pr = &d->procs[p];
@@ -413,14 +399,14 @@ qp_callgraph_build(const qp_report_t *r, qp_callgraph_t *out)
     out->ext = calloc(n + 1, sizeof(double));
     out->flags = calloc(n + 1, 1);
     out->cycle = calloc(n + 1, sizeof(uint32_t));
-    entry_ix_t *ix = calloc(n + 1, sizeof(entry_ix_t));
+    qp_flow_entry_ref_t *ix = calloc(n + 1, sizeof(qp_flow_entry_ref_t));
     int rc = QP_ENOMEM;
     if (!out->arc_first || !out->self || !out->calls || !out->measured
         || !out->incl || !out->ext || !out->flags || !out->cycle || !ix)
         goto fail;
     for (uint32_t i = 0; i < n; i++)
-        ix[i] = (entry_ix_t) { d->procs[i].entry, i };
-    qsort(ix, n, sizeof(*ix), cmp_entry);
+        ix[i] = (qp_flow_entry_ref_t) { d->procs[i].entry, i };
+    qsort(ix, n, sizeof(*ix), qp_flow_entry_cmp);
     size_t cap = 0;
     for (uint32_t p = 0; p < n; p++) {
         out->arc_first[p] = (uint32_t)out->narcs;

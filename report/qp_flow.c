@@ -461,6 +461,15 @@ qp_flow_solve_in(const qp_desc_t *d, uint32_t proc, const uint64_t *counters,
  * The calls of procedures counted by their calls
  */
 
+int
+qp_flow_entry_cmp(const void *a, const void *b)
+{
+    const qp_flow_entry_ref_t *x = a, *y = b;
+    if (x->entry != y->entry)
+        return x->entry < y->entry ? -1 : 1;
+    return x->proc < y->proc ? -1 : x->proc > y->proc;
+}
+
 void
 qp_flow_entries_free(qp_flow_entries_t *e)
 {
@@ -472,21 +481,6 @@ qp_flow_entries_free(qp_flow_entries_t *e)
     memset(e, 0, sizeof(*e));
 }
 
-/* An entry address and the procedure counted by its calls there. */
-typedef struct entry_ref {
-    uint64_t entry;
-    uint32_t proc;
-} entry_ref_t;
-
-static int
-cmp_entry_ref(const void *a, const void *b)
-{
-    const entry_ref_t *x = a, *y = b;
-    if (x->entry != y->entry)
-        return x->entry < y->entry ? -1 : 1;
-    return x->proc < y->proc ? -1 : x->proc > y->proc;
-}
-
 /* The state shared by the steps of qp_flow_entries. */
 typedef struct entries_ctx {
     const qp_desc_t *d;
@@ -494,7 +488,7 @@ typedef struct entries_ctx {
     size_t ncounters;
     const uint64_t *abandoned;
     qp_flow_entries_t *out;
-    entry_ref_t *refs; /* sorted by entry */
+    qp_flow_entry_ref_t *refs; /* the procedures counted by their calls, by entry */
     uint32_t nrefs;
     uint32_t *pending; /* per procedure: sites in callers counted by their calls, unsolved */
     uint8_t *bad;      /* per procedure: a site's count is unknown, or the sum overflowed */
@@ -598,10 +592,10 @@ entries_run(entries_ctx_t *c)
     for (uint32_t pi = 0; pi < n; pi++)
         if ((d->procs[pi].flags & (QP_PROC_MEASURED | QP_PROC_BY_CALLS))
             == (QP_PROC_MEASURED | QP_PROC_BY_CALLS))
-            c->refs[c->nrefs++] = (entry_ref_t) { d->procs[pi].entry, pi };
+            c->refs[c->nrefs++] = (qp_flow_entry_ref_t) { d->procs[pi].entry, pi };
     if (c->nrefs == 0)
         return 0;
-    qsort(c->refs, c->nrefs, sizeof(entry_ref_t), cmp_entry_ref);
+    qsort(c->refs, c->nrefs, sizeof(qp_flow_entry_ref_t), qp_flow_entry_cmp);
     count_pending(c);
     /* Every other measured procedure first: their counts need nobody's. */
     for (uint32_t pi = 0; pi < n; pi++) {
@@ -641,7 +635,7 @@ qp_flow_entries(const qp_desc_t *d, const uint64_t *counters, size_t ncounters,
     out->count = calloc(n + 1, sizeof(uint64_t));
     out->known = calloc(n + 1, 1);
     out->zero = calloc(n + 1, sizeof(qp_flow_zero_t));
-    c.refs = malloc((n + 1) * sizeof(entry_ref_t));
+    c.refs = malloc((n + 1) * sizeof(qp_flow_entry_ref_t));
     c.pending = calloc(n + 1, sizeof(uint32_t));
     c.bad = calloc(n + 1, 1);
     c.queue = malloc((n + 1) * sizeof(uint32_t));

@@ -136,6 +136,18 @@ qp_flow_zero_known(const qp_desc_t *d, uint32_t proc, const uint64_t *counters,
     const uint64_t *abandoned, const qp_flow_entries_t *entries,
     qp_flow_zero_t *out /*OUT*/);
 
+/* A procedure of a description by its entry address. A table of these sorted with
+ * qp_flow_entry_cmp (by entry, then procedure) finds the procedures entered at an
+ * address (report/qp_flow.c, report/qp_callgraph.c). */
+typedef struct qp_flow_entry_ref {
+    uint64_t entry; /* its entry address */
+    uint32_t proc;  /* its index in the description */
+} qp_flow_entry_ref_t;
+
+/* qsort's comparison of two qp_flow_entry_ref_t. */
+int
+qp_flow_entry_cmp(const void *a, const void *b);
+
 /* Free F's arrays and zero it. NULL is fine. */
 void
 qp_flow_free(qp_flow_t *f);

@@ -728,6 +728,7 @@ order_instrument(qpt_space_t *s)
     return v;
 }
 
+#ifdef ENABLE_DYNAMIC_TESTS
 static uint64_t
 order_expected(int calls)
 {
@@ -736,6 +737,7 @@ order_expected(int calls)
         v = ((v * 10 + 2) * 10 + 1) * 10 + 3;
     return v;
 }
+#endif
 
 /* A snippet that calls a procedure of the program: six(1..6) = 91 at each of work's
  * calls, added up. */
@@ -1369,6 +1371,66 @@ START_TEST(test_libqpt_threads_live)
 END_TEST
 #endif
 
+/* A file's kind of space (libqpt/qpt_file.c's ops table): every call of a process's life
+ * and of live memory refused, each with the code and message it has always had; a NULL
+ * space refused before any kind is asked. */
+static void
+refused(const qpt_space_t *s, int rc, const char *msg)
+{
+    ck_assert_int_eq(rc, QPT_EUNSUPP);
+    ck_assert_str_eq(qpt_error(s), msg);
+}
+
+START_TEST(test_libqpt_file_kind)
+{
+    char why[512] = "";
+    qpt_space_t *s = NULL, *l = NULL;
+    ck_assert_msg(qpt_open(PROG, &s, why, sizeof(why)) == 0, "%s", why);
+    ck_assert_int_eq(qpt_is_live(s), 0);
+    ck_assert_int_eq(qpt_pid(s), 0);
+    refused(s, qpt_alive(s), "not a process");
+    refused(s, qpt_run(s), "not a process");
+    refused(s, qpt_stop(s), "not a process");
+    refused(s, qpt_keep_on_exit(s, 1), "not a process");
+    refused(s, qpt_watch(s, QPT_EV_ALL), "not a process");
+    refused(s, qpt_set_callback(s, QPT_EV_EXIT, NULL, NULL), "not a process");
+    refused(s, qpt_wait(s, 0), "not a process");
+    refused(s, qpt_commit(s), "a file takes its snippets at qpt_write");
+    refused(s, qpt_set_relocate(s, 1), "a file's procedures are relocated by qpt_write");
+    refused(s, qpt_write_memory(s, 0x1000, why, 8), "a file has no memory to write");
+    ck_assert_int_eq(qpt_call_now(s, 0x1000, NULL, 0, (uint64_t[1]) { 0 }), QPT_EUNSUPP);
+    ck_assert_str_eq(qpt_error(s), "not a process");
+    ck_assert_int_eq(qpt_set_active(s, 0), QPT_EUNSUPP);
+    ck_assert_str_eq(qpt_error(s), "a file has no running snippets (leave them out of "
+                                   "qpt_write instead)");
+    ck_assert_int_eq(qpt_free(s, 0x1000), QPT_EUNSUPP);
+    ck_assert_str_eq(qpt_error(s), "a file's variables are part of the program it writes: "
+                                   "they cannot be freed");
+    uint64_t w;
+    ck_assert_int_eq(qpt_read_memory(s, 0x1000, &w, 8), QPT_EUNSUPP);
+    ck_assert_ptr_nonnull(strstr(qpt_error(s), "a file has no memory to read"));
+    ck_assert_int_eq(qpt_next_event(s, &(qpt_event_t) { 0 }, 0), QPT_EUNSUPP);
+    ck_assert_str_eq(qpt_error(s), "not a process");
+    int st = 0;
+    int64_t ret;
+    uint64_t args[6] = { 0 };
+    ck_assert_int_eq(qpt_ended(s, &st), QPT_EINVAL);
+    ck_assert_int_eq(qpt_syscall(s, 39, args, &ret), QPT_EINVAL);
+    ck_assert_int_eq(qpt_library(s, "libc.so*", &l, why, sizeof(why)), QPT_EUNSUPP);
+    ck_assert_ptr_null(l);
+    ck_assert_str_eq(why, "libc.so*: a shared library is measured in a live process only");
+    qpt_close(s);
+    /* No space: refused by the argument checks. */
+    ck_assert_int_eq(qpt_alive(NULL), QPT_EINVAL);
+    ck_assert_int_eq(qpt_run(NULL), QPT_EUNSUPP);
+    ck_assert_int_eq(qpt_pid(NULL), 0);
+    ck_assert_int_eq(qpt_is_live(NULL), 0);
+    ck_assert_int_eq(qpt_wait(NULL, 0), QPT_EINVAL);
+    ck_assert_int_eq(qpt_write(NULL, "x"), QPT_EINVAL);
+    ck_assert_int_eq(qpt_commit(NULL), QPT_EINVAL);
+}
+END_TEST
+
 static Suite *
 libqpt_suite(void)
 {
@@ -1390,6 +1452,7 @@ libqpt_suite(void)
     tcase_add_test(tc, test_libqpt_target_dies);
 #endif
     tcase_add_test(tc, test_libqpt_errors);
+    tcase_add_test(tc, test_libqpt_file_kind);
     tcase_add_test(tc, test_libqpt_threads_file);
     tcase_add_test(tc, test_libqpt_edges_file);
     tcase_add_test(tc, test_libqpt_lines_file);
