@@ -28,6 +28,8 @@ static const arch_isa_t isa_x86_64 = {
     .emit_flags_restore = arch_emit_flags_restore,
     .emit_nops = arch_emit_nops,
     .emit_trap = arch_emit_trap,
+    .decode_ops = arch_decode_ops,
+    .sys_noreturn = { 60, 231, 15 },
 };
 
 static const arch_isa_t isa_aarch64 = {
@@ -49,6 +51,11 @@ static const arch_isa_t isa_aarch64 = {
     .emit_nops = a64_emit_nops,
     .emit_trap = a64_emit_trap,
     .jump_table = a64_jump_table,
+    .code_ref = a64_code_ref,
+    .ptr_jump = a64_ptr_jump,
+    .plt_slot = a64_plt_slot,
+    .syscall_nr = a64_syscall_nr,
+    .sys_noreturn = { 93, 94, 139 },
 };
 
 const arch_isa_t *

@@ -27,8 +27,8 @@
 
 /* May W write general register R (0..30)? Conservative: any Rd/Rt field equal to R, a
  * load pair's second register, a writeback base, an exclusive's status, a call. */
-static int
-may_write(uint32_t w, unsigned r)
+int
+a64_may_write(uint32_t w, unsigned r)
 {
     if ((w & 0xfc000000u) == 0x94000000u)
         return 1; /* bl: the callee may change anything caller-saved */
@@ -59,7 +59,7 @@ writer_of(const uint8_t *buf, long *i, long stop, unsigned r)
 {
     for (long k = *i - 1; k >= stop; k--) {
         uint32_t w = a64_word(buf + 4 * k);
-        if (may_write(w, r)) {
+        if (a64_may_write(w, r)) {
             *i = k;
             return w;
         }
@@ -81,7 +81,7 @@ index_kept(const uint8_t *buf, long from, long to, unsigned r)
 {
     for (long k = from; k < to; k++) {
         uint32_t w = a64_word(buf + 4 * k);
-        if (may_write(w, r) && !is_zext(w, r))
+        if (a64_may_write(w, r) && !is_zext(w, r))
             return 0;
     }
     return 1;
@@ -164,7 +164,7 @@ a64_jump_table(const uint8_t *buf, size_t len, uint64_t addr, arch_jtab_t *out)
                 out->count = (uint32_t)((c >> 10) & 0xfffu) + 1;
             break;
         }
-        if (may_write(c, ri) && !is_zext(c, ri))
+        if (a64_may_write(c, ri) && !is_zext(c, ri))
             break;
     }
     return 0;
