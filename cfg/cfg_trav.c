@@ -40,6 +40,8 @@ typedef struct trav {
     unsigned unresolved;      /* indirect jumps whose targets stay unknown */
     cfg_u64_vec_t data_refs;  /* its own bytes read by its rip-relative operands */
     cfg_u64_vec_t gap_entries;/* code of its own bytes swept because of them */
+    cfg_u64_vec_t own_addrs;  /* code addresses of its own bytes its code forms (adr,
+                               * adrp + add): entries when its flow does not reach them */
 } trav_t;
 
 /* A table matched with a base register loaded far before its jump (an `lea` the
@@ -283,6 +285,8 @@ note_code_ref(trav_t *t, const arch_insn_t *in)
     int kind = cfg_image_isa(img)->code_ref(p, avail, in->addr, &ref);
     if (kind == ARCH_REF_ADDR && cfg_slot(t->bp, ref) < 0 && cfg_image_is_code(img, ref))
         return note_external(t, ref, CFG_SRC_ADDR);
+    if (kind == ARCH_REF_ADDR && cfg_slot(t->bp, ref) >= 0)
+        return CFG_VEC_PUSH(t->own_addrs, ref);
     if (kind == ARCH_REF_MEM && cfg_slot(t->bp, ref) >= 0)
         return CFG_VEC_PUSH(t->data_refs, ref);
     return 0;
@@ -854,6 +858,27 @@ sweep_own_gaps(trav_t *t, int *pushed)
     return 0;
 }
 
+/*
+ * The addresses of its own bytes that the procedure's code forms and its flow does not
+ * reach (glibc's AArch64 _start passes `__wrap_main`, inside its symbol's size, after
+ * the call that never returns): entries of procedures of their own, as a call into the
+ * interior would make them.
+ */
+static int
+own_addr_entries(trav_t *t)
+{
+    for (size_t k = 0; k < t->own_addrs.n; k++) {
+        int64_t s = cfg_slot(t->bp, t->own_addrs.v[k]);
+        if (s < 0 || (t->sc->map[s] & (M_START | M_INSIDE))
+            || !cfg_image_is_code(t->b->img, t->own_addrs.v[k]))
+            continue;
+        QP_CHECK(CFG_VEC_PUSH(t->sc->new_entries, t->own_addrs.v[k]));
+        QP_CHECK(CFG_VEC_PUSH(t->sc->new_srcs, (uint32_t)CFG_SRC_ADDR));
+    }
+    t->own_addrs.n = 0;
+    return 0;
+}
+
 static int
 traverse(trav_t *t)
 {
@@ -878,7 +903,7 @@ traverse(trav_t *t)
             if (t->unresolved > 0)
                 QP_CHECK(sweep_own_gaps(t, &pushed));
             if (!pushed)
-                return 0;
+                return own_addr_entries(t);
             continue;
         }
         QP_CHECK(resolve_pending(t));
@@ -1381,6 +1406,7 @@ cfg_build_proc(cfg_builder_t *b, cfg_scratch_t *sc, uint32_t i)
         CFG_VEC_FREE(t.proofs);
         CFG_VEC_FREE(t.gap_entries);
         CFG_VEC_FREE(t.data_refs);
+        CFG_VEC_FREE(t.own_addrs);
         sc->new_entries.n = n_entries;
         sc->new_srcs.n = n_srcs;
         sc->known.n = n_known;
@@ -1421,6 +1447,7 @@ cfg_build_proc(cfg_builder_t *b, cfg_scratch_t *sc, uint32_t i)
     CFG_VEC_FREE(t.proofs);
     CFG_VEC_FREE(t.gap_entries);
     CFG_VEC_FREE(t.data_refs);
+    CFG_VEC_FREE(t.own_addrs);
     return rc == QP_EDECODE ? 0 : rc;
 }
 

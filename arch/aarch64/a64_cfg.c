@@ -81,8 +81,12 @@ a64_ptr_jump(const uint8_t *buf, size_t len, uint64_t addr)
             continue;
         if ((u & 31u) != r)
             return 0;
-        if ((u & 0xffe0ffe0u) == 0xaa0003e0u) { /* mov xR, xS: follow xS */
-            r = (u >> 16) & 31u;
+        if ((u & 0xffe0ffe0u) == 0xaa0003e0u) { /* mov xR, xS */
+            /* gcc's indirect sibling call: the pointer copied into x16 or x17 (IP0/IP1,
+             * the registers `bti c` admits a `br` through), never a switch's target */
+            if (r == 16 || r == 17)
+                return 1;
+            r = (u >> 16) & 31u; /* follow xS */
             continue;
         }
         /* ldr xR, [xN, #imm] / ldur / pre- and post-index / literal: one memory slot (a

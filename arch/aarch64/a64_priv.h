@@ -111,7 +111,9 @@ int a64_may_write(uint32_t w, unsigned r);
 int a64_code_ref(const uint8_t *buf, size_t len, uint64_t addr, uint64_t *out /*OUT*/);
 
 /* arch_isa_t.ptr_jump: the `br xR` that ends BUF loads xR from one memory slot
- * (ldr xR, [xN, #imm] / ldur / pre- or post-index / literal) within 16 instructions. */
+ * (ldr xR, [xN, #imm] / ldur / pre- or post-index / literal) within 16 instructions,
+ * through register copies; or xR is x16/x17 copied from another register (gcc's
+ * indirect sibling call). */
 int a64_ptr_jump(const uint8_t *buf, size_t len, uint64_t addr);
 
 /* arch_isa_t.plt_slot: `[bti c] adrp x16; ldr x17, [x16, #lo]; add x16, x16, #lo;
