@@ -84,7 +84,8 @@ def data_ranges(path):
 
 
 def parse_qemu(path):
-    """The executed TB start addresses in order, and each TB's last instruction."""
+    """The executed TB starts in order as (cpu, address), each TB's last instruction,
+    and where _start ran. A thread is a cpu of its own: its TBs follow each other."""
     last = {}  # tb pc -> (addr, mnemonic) of its last instruction
     seq = []
     cur = None
@@ -104,9 +105,9 @@ def parse_qemu(path):
                     start = a
             last[cur] = (a, m.group(3))
             continue
-        m = re.match(r'Trace \d+: \S+ \[[0-9a-f]+/([0-9a-f]+)/', line)
+        m = re.match(r'Trace (\d+): \S+ \[[0-9a-f]+/([0-9a-f]+)/', line)
         if m:
-            seq.append(int(m.group(1), 16))
+            seq.append((int(m.group(1)), int(m.group(2), 16)))
     return seq, last, start
 
 
@@ -167,11 +168,17 @@ def main():
         seq, last, start = parse_qemu(qlog)
         entry = [a for a, n in procs.items() if n == '_start']
         bias = start - entry[0] if start is not None and entry else 0
-        seq = [pc - bias for pc in seq]
+        seq = [(cpu, pc - bias) for cpu, pc in seq]
         last = {pc - bias: (a - bias, m) for pc, (a, m) in last.items()}
         code = set(insns)
         bidx = starts
-        for i, pc in enumerate(seq):
+        after = {}  # index in seq -> the next TB of the same cpu
+        prev = {}
+        for i, (cpu, pc) in enumerate(seq):
+            if cpu in prev:
+                after[prev[cpu]] = pc
+            prev[cpu] = i
+        for i, (cpu, pc) in enumerate(seq):
             if pc not in code:
                 continue  # the dynamic linker, libc.so, vdso
             nexec += 1
@@ -179,9 +186,9 @@ def main():
             if k < 0 or not (bidx[k] <= pc < blocks[bidx[k]][0]):
                 fail('exec', 'executed 0x%x lies in no block' % pc)
             la = last.get(pc)
-            if la is None or la[1] != 'br' or i + 1 >= len(seq):
+            if la is None or la[1] != 'br' or i not in after:
                 continue
-            nxt = seq[i + 1]
+            nxt = after[i]
             kb = bisect.bisect_right(bidx, la[0]) - 1
             if kb < 0 or blocks[bidx[kb]][0] != la[0] + 4:
                 fail('exec-br', 'br at 0x%x ends no block' % la[0])
