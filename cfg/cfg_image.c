@@ -213,8 +213,8 @@ static int
 decode_other(const cfg_image_t *img, uint64_t addr, uint64_t limit, arch_insn_t *out)
 {
     const cfg_section_t *s = cfg_image_section_at(img, addr);
-    if (s == NULL || s->bytes == NULL)
-        return QP_EDECODE;
+    if (s == NULL || s->bytes == NULL || addr % cfg_image_isa(img)->insn_align != 0)
+        return QP_EDECODE; /* no instruction starts off its alignment */
     uint64_t off = addr - s->vma;
     size_t avail = (size_t)(s->size - off);
     if (limit > addr && avail > limit - addr)

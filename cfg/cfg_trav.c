@@ -283,6 +283,8 @@ note_code_ref(trav_t *t, const arch_insn_t *in)
     if (lim > in->addr && avail > lim - in->addr)
         avail = (size_t)(lim - in->addr);
     int kind = cfg_image_isa(img)->code_ref(p, avail, in->addr, &ref);
+    if (kind == ARCH_REF_ADDR && ref % cfg_image_isa(img)->insn_align != 0)
+        return 0; /* not code: a string or a table among the instructions */
     if (kind == ARCH_REF_ADDR && cfg_slot(t->bp, ref) < 0 && cfg_image_is_code(img, ref))
         return note_external(t, ref, CFG_SRC_ADDR);
     if (kind == ARCH_REF_ADDR && cfg_slot(t->bp, ref) >= 0)
