@@ -102,9 +102,10 @@ raw_shdrs(const bfd_reader_t *r, size_t *n)
     return *n ? (const Elf64_Shdr *)(r->map + eh->e_shoff) : NULL;
 }
 
-/* Are the ELF notes in [p, p + len) well formed, GNU properties included? */
+/* Are the ELF notes in [p, p + len) well formed, GNU properties included? MACHINE:
+ * the file's e_machine (the processor-specific property types it may use). */
 static int
-notes_ok(const uint8_t *p, size_t len)
+notes_ok(const uint8_t *p, size_t len, unsigned machine)
 {
     size_t off = 0;
     while (off + 12 <= len) {
@@ -135,8 +136,10 @@ notes_ok(const uint8_t *p, size_t len)
                 /* Property types BFD does not know make it warn on stderr: only the
                  * generic ones and the x86 AND/OR ranges are accepted. */
                 if (ptype >= GNU_PROPERTY_LOPROC
-                    && !(ptype >= 0xc0000002u && ptype <= 0xc0017fffu))
-                    return 0;
+                    && !(ptype >= 0xc0000002u && ptype <= 0xc0017fffu)
+                    && !(machine == EM_AARCH64
+                         && ptype == GNU_PROPERTY_AARCH64_FEATURE_1_AND))
+                    return 0; /* AArch64: BTI and PAC */
                 q += 8 + ((psz + 7) & ~7u);
             }
         }
@@ -201,7 +204,8 @@ check_headers(const bfd_reader_t *r, int any_isa, const arch_isa_t **isa, char *
         if (ph[i].p_type == PT_LOAD && al > 1
             && ((al & (al - 1)) != 0 || ph[i].p_offset % al != ph[i].p_vaddr % al))
             return QP_EFORMAT;
-        if (ph[i].p_type == PT_NOTE && !notes_ok(r->map + ph[i].p_offset, ph[i].p_filesz))
+        if (ph[i].p_type == PT_NOTE
+            && !notes_ok(r->map + ph[i].p_offset, ph[i].p_filesz, eh->e_machine))
             return QP_EFORMAT;
     }
     if (eh->e_shnum != 0) {
@@ -210,7 +214,8 @@ check_headers(const bfd_reader_t *r, int any_isa, const arch_isa_t **isa, char *
         if (sh[eh->e_shstrndx].sh_type != SHT_STRTAB)
             return QP_EFORMAT;
         for (size_t i = 0; i < n; i++)
-            if (sh[i].sh_type == SHT_NOTE && !notes_ok(r->map + sh[i].sh_offset, sh[i].sh_size))
+            if (sh[i].sh_type == SHT_NOTE
+                && !notes_ok(r->map + sh[i].sh_offset, sh[i].sh_size, eh->e_machine))
                 return QP_EFORMAT;
     }
     return 0;
