@@ -594,7 +594,31 @@ typedef struct arch_isa {
      * at ADDR, normally the procedure up to that jump): 0, QP_ENOTFOUND, QP_EINVAL.
      * NULL for x86-64, whose tables cfg/cfg_jtab.c finds with arch_decode_ops. */
     int (*jump_table)(const uint8_t *buf, size_t len, uint64_t addr, arch_jtab_t *out);
+
+    /* --- cfg/'s questions about code (issue 34: AArch64 programs through cfg/) ---
+     * x86-64 answers them with arch_decode_ops and cfg/'s own recognisers (decode_ops
+     * set, the rest NULL); AArch64 the other way round. */
+    /* arch_decode_ops, or NULL when the ISA has no operand decoder. */
+    int (*decode_ops)(const uint8_t *buf, size_t len, uint64_t addr, arch_ops_t *out);
+    /* The address the instruction at BUF (LEN bytes readable from it, the code after it
+     * included) forms with the ones after it, into *OUT: ARCH_REF_ADDR (an address
+     * value, as adr or adrp + add), ARCH_REF_MEM (memory it reads or writes, as ldr
+     * literal or adrp + ldr), or 0 when it forms none it can prove. */
+    int (*code_ref)(const uint8_t *buf, size_t len, uint64_t addr, uint64_t *out);
+    /* Does the indirect jump that ends BUF[0..LEN) go through a pointer loaded from one
+     * memory slot (a GOT entry, a struct field: a tail call), not a table? 1 or 0. */
+    int (*ptr_jump)(const uint8_t *buf, size_t len, uint64_t addr);
+    /* The PLT stub at BUF (code at ADDR): its length, with the GOT slot it jumps
+     * through in *SLOT; 0 when BUF is no PLT stub. */
+    int (*plt_slot)(const uint8_t *buf, size_t len, uint64_t addr, uint64_t *slot);
+    /* The system call number the instruction PREV (just before a syscall) sets, or -1. */
+    long (*syscall_nr)(const uint8_t *prev, size_t len);
+    /* The Linux system calls that never return: exit, exit_group, rt_sigreturn. */
+    long sys_noreturn[3];
 } arch_isa_t;
+
+/* arch_isa_t.code_ref's answers. */
+enum { ARCH_REF_ADDR = 1, ARCH_REF_MEM = 2 };
 
 /* The ISA for ELF machine number MACHINE, or NULL when qpt has none. */
 const arch_isa_t *arch_isa_for_machine(unsigned machine);

@@ -52,6 +52,8 @@ static const arch_isa_t isa_x86_64 = {
     .emit_trap = arch_emit_trap,
     .emit_counter_inc_at = x86_counter_inc_at,
     .emit_call_protected = arch_emit_call_protected,
+    .decode_ops = arch_decode_ops,
+    .sys_noreturn = { 60, 231, 15 },
 };
 
 static const arch_isa_t isa_aarch64 = {
@@ -75,6 +77,11 @@ static const arch_isa_t isa_aarch64 = {
     .emit_counter_inc_at = a64_emit_counter_inc_at,
     .emit_call_protected = a64_emit_call_protected,
     .jump_table = a64_jump_table,
+    .code_ref = a64_code_ref,
+    .ptr_jump = a64_ptr_jump,
+    .plt_slot = a64_plt_slot,
+    .syscall_nr = a64_syscall_nr,
+    .sys_noreturn = { 93, 94, 139 },
 };
 
 const arch_isa_t *

@@ -146,7 +146,16 @@ typedef struct cfg_image {
     const char *debug_file;    /* the separate debug file whose symbols were read (the
                                 * program is stripped), or NULL */
     void *priv;                /* the reader's own state */
+    const arch_isa_t *isa;     /* the instruction set (from e_machine); NULL means the
+                                * host's, x86-64 (cfg_image_isa) */
 } cfg_image_t;
+
+/* The instruction set of IMG's code: its isa, or x86-64 when none was set. */
+static inline const arch_isa_t *
+cfg_image_isa(const cfg_image_t *img)
+{
+    return img->isa != NULL ? img->isa : arch_isa_host();
+}
 
 /*
  * Read the executable or shared library at PATH (CFG_IMG_SHLIB). Fails with QP_EIO
@@ -168,6 +177,15 @@ int cfg_image_open_bfd(const char *path, cfg_image_t **out /*OUT*/);
  */
 int
 cfg_image_open_bfd_why(
+    const char *path, cfg_image_t **out /*OUT*/, char *why, size_t whylen);
+
+/*
+ * As cfg_image_open_bfd_why, and for analysis only: a program of any ISA arch/ knows is
+ * read (AArch64 too; img->isa says which), where the functions above refuse all but
+ * x86-64 with QP_EUNSUPP because the editor, the drivers and dyn know only x86-64.
+ */
+int
+cfg_image_open_bfd_analysis(
     const char *path, cfg_image_t **out /*OUT*/, char *why, size_t whylen);
 
 /*
@@ -376,9 +394,11 @@ typedef struct cfg_table {
     uint64_t addr;        /* address of the first entry */
     uint64_t base;        /* relative tables: the value entries are added to; else 0 */
     uint32_t nentries;    /* number of entries */
-    uint8_t entry_size;   /* 4 or 8 */
+    uint8_t entry_size;   /* 4 or 8 (AArch64: 1, 2 or 4) */
     uint8_t relative;     /* entries are signed offsets from base */
     uint8_t bounded;      /* bound proven by a guarding compare (else found by scanning) */
+    uint8_t shift;        /* relative tables: base + (entry << shift) (AArch64: 2) */
+    uint8_t zext;         /* relative tables: entries are unsigned (AArch64's ldrb + uxtb) */
 } cfg_table_t;
 
 enum {
@@ -440,6 +460,7 @@ typedef struct cfg_prog {
     uint32_t nunreached;
     cfg_stats_t stats;       /* summary figures */
     void *priv;              /* builder state (names, maps) */
+    const arch_isa_t *isa;   /* the instruction set of the image's code (cfg_image_isa) */
 } cfg_prog_t;
 
 /*

@@ -102,9 +102,10 @@ raw_shdrs(const bfd_reader_t *r, size_t *n)
     return *n ? (const Elf64_Shdr *)(r->map + eh->e_shoff) : NULL;
 }
 
-/* Are the ELF notes in [p, p + len) well formed, GNU properties included? */
+/* Are the ELF notes in [p, p + len) well formed, GNU properties included? MACHINE:
+ * the file's e_machine (the processor-specific property types it may use). */
 static int
-notes_ok(const uint8_t *p, size_t len)
+notes_ok(const uint8_t *p, size_t len, unsigned machine)
 {
     size_t off = 0;
     while (off + 12 <= len) {
@@ -135,8 +136,10 @@ notes_ok(const uint8_t *p, size_t len)
                 /* Property types BFD does not know make it warn on stderr: only the
                  * generic ones and the x86 AND/OR ranges are accepted. */
                 if (ptype >= GNU_PROPERTY_LOPROC
-                    && !(ptype >= 0xc0000002u && ptype <= 0xc0017fffu))
-                    return 0;
+                    && !(ptype >= 0xc0000002u && ptype <= 0xc0017fffu)
+                    && !(machine == EM_AARCH64
+                         && ptype == GNU_PROPERTY_AARCH64_FEATURE_1_AND))
+                    return 0; /* AArch64: BTI and PAC */
                 q += 8 + ((psz + 7) & ~7u);
             }
         }
@@ -145,9 +148,11 @@ notes_ok(const uint8_t *p, size_t len)
     return off == len || len - off < 4; /* trailing alignment bytes only */
 }
 
-/* Check the ELF header; WHY (may be NULL) gets a phrase for an unsupported machine. */
+/* Check the ELF header; WHY (may be NULL) gets a phrase for an unsupported machine.
+ * *ISA gets the instruction set; one other than x86-64 only when ANY_ISA (analysis). */
 static int
-check_headers(const bfd_reader_t *r, char *why, size_t whylen)
+check_headers(const bfd_reader_t *r, int any_isa, const arch_isa_t **isa, char *why,
+              size_t whylen)
 {
     if (r->size < EI_NIDENT || memcmp(r->map, ELFMAG, SELFMAG) != 0)
         return QP_ENOTELF;
@@ -156,14 +161,16 @@ check_headers(const bfd_reader_t *r, char *why, size_t whylen)
     if (r->size < sizeof(Elf64_Ehdr))
         return QP_EFORMAT;
     const Elf64_Ehdr *eh = (const Elf64_Ehdr *)r->map;
-    if (eh->e_machine != EM_X86_64) {
-        /* The architecture comes from e_machine (arch_isa_select); AArch64 is known to
-         * arch/ (decoding, relocation, emitters) but not yet to the rewriter. */
-        const arch_isa_t *isa = arch_isa_select(eh->e_machine, why, whylen);
-        if (isa != NULL && why != NULL && whylen > 0)
-            snprintf(why, whylen, "an %s program: only x86-64 programs can be rewritten "
-                     "so far", isa->name);
-        return isa != NULL ? QP_EUNSUPP : QP_EARCH;
+    /* The architecture comes from e_machine (arch_isa_select); AArch64 is known to
+     * arch/ and cfg/ (the analysis) but not yet to the editor, the drivers and dyn. */
+    *isa = arch_isa_select(eh->e_machine, why, whylen);
+    if (*isa == NULL)
+        return QP_EARCH;
+    if (eh->e_machine != EM_X86_64 && !any_isa) {
+        if (why != NULL && whylen > 0)
+            snprintf(why, whylen, "%s: analysis only (--dump-cfg); rewriting not yet",
+                     (*isa)->name);
+        return QP_EUNSUPP;
     }
     if (eh->e_type == ET_REL || eh->e_type == ET_CORE)
         return QP_ENOTEXEC;
@@ -197,7 +204,8 @@ check_headers(const bfd_reader_t *r, char *why, size_t whylen)
         if (ph[i].p_type == PT_LOAD && al > 1
             && ((al & (al - 1)) != 0 || ph[i].p_offset % al != ph[i].p_vaddr % al))
             return QP_EFORMAT;
-        if (ph[i].p_type == PT_NOTE && !notes_ok(r->map + ph[i].p_offset, ph[i].p_filesz))
+        if (ph[i].p_type == PT_NOTE
+            && !notes_ok(r->map + ph[i].p_offset, ph[i].p_filesz, eh->e_machine))
             return QP_EFORMAT;
     }
     if (eh->e_shnum != 0) {
@@ -206,7 +214,8 @@ check_headers(const bfd_reader_t *r, char *why, size_t whylen)
         if (sh[eh->e_shstrndx].sh_type != SHT_STRTAB)
             return QP_EFORMAT;
         for (size_t i = 0; i < n; i++)
-            if (sh[i].sh_type == SHT_NOTE && !notes_ok(r->map + sh[i].sh_offset, sh[i].sh_size))
+            if (sh[i].sh_type == SHT_NOTE
+                && !notes_ok(r->map + sh[i].sh_offset, sh[i].sh_size, eh->e_machine))
                 return QP_EFORMAT;
     }
     return 0;
@@ -603,6 +612,31 @@ relr_relocs(cfg_image_t *img, const bfd_reader_t *r, const Elf64_Shdr *sh, int w
     }
 }
 
+/* The cfg_reloc_kind_t of ELF relocation type TYPE in IMG's machine, -1 for R_*_NONE. */
+static int
+reloc_kind(const cfg_image_t *img, uint32_t type)
+{
+    if (cfg_image_isa(img)->elf_machine == ARCH_EM_AARCH64)
+        switch (type) {
+        case R_AARCH64_RELATIVE: return CFG_RELOC_RELATIVE;
+        case R_AARCH64_IRELATIVE: return CFG_RELOC_IRELATIVE;
+        case R_AARCH64_ABS64: return CFG_RELOC_ABS64;
+        case R_AARCH64_GLOB_DAT: return CFG_RELOC_GLOB_DAT;
+        case R_AARCH64_JUMP_SLOT: return CFG_RELOC_JUMP_SLOT;
+        case R_AARCH64_NONE: return -1;
+        default: return CFG_RELOC_OTHER;
+        }
+    switch (type) {
+    case R_X86_64_RELATIVE: return CFG_RELOC_RELATIVE;
+    case R_X86_64_IRELATIVE: return CFG_RELOC_IRELATIVE;
+    case R_X86_64_64: return CFG_RELOC_ABS64;
+    case R_X86_64_GLOB_DAT: return CFG_RELOC_GLOB_DAT;
+    case R_X86_64_JUMP_SLOT: return CFG_RELOC_JUMP_SLOT;
+    case R_X86_64_NONE: return -1;
+    default: return CFG_RELOC_OTHER;
+    }
+}
+
 static int
 read_relocs(cfg_image_t *img, const bfd_reader_t *r)
 {
@@ -645,15 +679,10 @@ read_relocs(cfg_image_t *img, const bfd_reader_t *r)
             o->value = (uint64_t)ra[k].r_addend;
             o->addend_at = sh[i].sh_addr != 0
                 ? sh[i].sh_addr + k * sizeof(Elf64_Rela) + offsetof(Elf64_Rela, r_addend) : 0;
-            switch (type) {
-            case R_X86_64_RELATIVE: o->kind = CFG_RELOC_RELATIVE; break;
-            case R_X86_64_IRELATIVE: o->kind = CFG_RELOC_IRELATIVE; break;
-            case R_X86_64_64: o->kind = CFG_RELOC_ABS64; break;
-            case R_X86_64_GLOB_DAT: o->kind = CFG_RELOC_GLOB_DAT; break;
-            case R_X86_64_JUMP_SLOT: o->kind = CFG_RELOC_JUMP_SLOT; break;
-            case R_X86_64_NONE: continue;
-            default: o->kind = CFG_RELOC_OTHER; break;
-            }
+            int kind = reloc_kind(img, type);
+            if (kind < 0)
+                continue; /* R_*_NONE */
+            o->kind = (uint8_t)kind;
             if (si != 0 && si < nsyms) {
                 const Elf64_Sym *s = &syms[si];
                 if (s->st_name < strsz && memchr(strs + s->st_name, 0, strsz - s->st_name))
@@ -746,6 +775,78 @@ add_bfd_symbols(cfg_image_t *img, asymbol **syms, long n, int src, const sym_siz
     return 0;
 }
 
+/* Make room for N more symbols and variables in IMG. */
+static int
+grow_symbols(cfg_image_t *img, size_t n)
+{
+    cfg_symbol_t *s = realloc(img->symbols, (img->nsymbols + n + 1) * sizeof(*s));
+    if (s == NULL)
+        return QP_ENOMEM;
+    img->symbols = s;
+    cfg_symbol_t *v = realloc(img->variables, (img->nvariables + n + 1) * sizeof(*v));
+    if (v == NULL)
+        return QP_ENOMEM;
+    img->variables = v;
+    return 0;
+}
+
+/*
+ * PLT entries as BFD's synthetic symbols name them ("NAME@plt", "*ABS*+0xADDR@plt" for
+ * an IFUNC's), for a machine whose PLT our BFD does not know (AArch64): each stub of
+ * .plt and .iplt that arch/ recognises (isa->plt_slot) is named after the relocation of
+ * the GOT slot it jumps through. Relocations are not sorted yet: looked up linearly.
+ */
+static int
+plt_symbols(cfg_image_t *img)
+{
+    const arch_isa_t *isa = cfg_image_isa(img);
+    for (size_t i = 0; i < img->nsections; i++) {
+        const cfg_section_t *sec = &img->sections[i];
+        if ((strcmp(sec->name, ".plt") != 0 && strcmp(sec->name, ".iplt") != 0)
+            || sec->bytes == NULL || !(sec->flags & CFG_SEC_CODE))
+            continue;
+        for (uint64_t off = 0; off + 4 <= sec->size;) {
+            uint64_t slot;
+            int len = isa->plt_slot(sec->bytes + off, (size_t)(sec->size - off),
+                                    sec->vma + off, &slot);
+            if (len <= 0) {
+                off += isa->insn_align;
+                continue;
+            }
+            const cfg_reloc_t *rel = NULL;
+            for (size_t k = 0; k < img->nrelocs && rel == NULL; k++)
+                if (img->relocs[k].where == slot)
+                    rel = &img->relocs[k];
+            char name[64];
+            const char *nm = NULL;
+            if (rel != NULL && rel->sym != NULL && rel->kind != CFG_RELOC_IRELATIVE) {
+                char *full = malloc(strlen(rel->sym) + 5);
+                if (full == NULL)
+                    return QP_ENOMEM;
+                strcpy(full, rel->sym);
+                strcat(full, "@plt");
+                nm = cfg_image_intern(img, full);
+                free(full);
+                if (nm == NULL)
+                    return QP_ENOMEM;
+            } else if (rel != NULL && rel->kind == CFG_RELOC_IRELATIVE) {
+                snprintf(name, sizeof(name), "*ABS*+0x%llx@plt",
+                         (unsigned long long)rel->value);
+                if ((nm = cfg_image_intern(img, name)) == NULL)
+                    return QP_ENOMEM;
+            }
+            if (nm != NULL) {
+                QP_CHECK(grow_symbols(img, 1));
+                img->symbols[img->nsymbols++] = (cfg_symbol_t) {
+                    .name = nm, .addr = sec->vma + off, .size = (uint64_t)len,
+                    .kind = CFG_SYM_FUNC, .src = CFG_SYMSRC_PLT, .global = 1 };
+            }
+            off += (uint64_t)len;
+        }
+    }
+    return 0;
+}
+
 static int
 read_symbols(cfg_image_t *img, bfd_reader_t *r)
 {
@@ -794,6 +895,8 @@ read_symbols(cfg_image_t *img, bfd_reader_t *r)
         rc = add_bfd_symbols(img, sp, nsynth, CFG_SYMSRC_PLT, NULL, 0, NULL);
         free(sp);
     }
+    if (rc == 0 && nsynth == 0 && cfg_image_isa(img)->plt_slot != NULL)
+        rc = plt_symbols(img);
     if (rc == 0)
         rc = read_tls_symbols(img, r);
 out:
@@ -823,21 +926,6 @@ cfg_bfd_raw_section(const cfg_image_t *img, const char *name, size_t *len)
     return r->map + sh->sh_offset;
 }
 
-/* Make room for N more symbols and variables in IMG. */
-static int
-grow_symbols(cfg_image_t *img, size_t n)
-{
-    cfg_symbol_t *s = realloc(img->symbols, (img->nsymbols + n + 1) * sizeof(*s));
-    if (s == NULL)
-        return QP_ENOMEM;
-    img->symbols = s;
-    cfg_symbol_t *v = realloc(img->variables, (img->nvariables + n + 1) * sizeof(*v));
-    if (v == NULL)
-        return QP_ENOMEM;
-    img->variables = v;
-    return 0;
-}
-
 int
 cfg_bfd_add_debug_symbols(cfg_image_t *img, const char *path, const cfg_debug_want_t *want)
 {
@@ -847,7 +935,8 @@ cfg_bfd_add_debug_symbols(cfg_image_t *img, const char *path, const cfg_debug_wa
     sym_size_vec_t sizes = { 0 }, objsizes = { 0 };
     if (open_mapped(path, &d, &fd) < 0)
         return 0;
-    if (check_headers(&d, NULL, 0) < 0)
+    const arch_isa_t *isa;
+    if (check_headers(&d, 1, &isa, NULL, 0) < 0 || isa != cfg_image_isa(img))
         goto out;
     if (want->build_id_len > 0) {
         /* The file must carry the same build-id: an older debug file of another build
@@ -1078,8 +1167,8 @@ cfg_image_open_bfd(const char *path, cfg_image_t **out)
     return cfg_image_open_bfd_why(path, out, NULL, 0);
 }
 
-int
-cfg_image_open_bfd_why(const char *path, cfg_image_t **out, char *why, size_t whylen)
+static int
+open_bfd(const char *path, cfg_image_t **out, char *why, size_t whylen, int any_isa)
 {
     static int bfd_ready;
     if (why != NULL && whylen > 0)
@@ -1104,7 +1193,7 @@ cfg_image_open_bfd_why(const char *path, cfg_image_t **out, char *why, size_t wh
     int fd = -1;
     int rc = open_mapped(path, r, &fd);
     if (rc == 0)
-        rc = check_headers(r, why, whylen);
+        rc = check_headers(r, any_isa, &img->isa, why, whylen);
     if (rc == 0)
         rc = check_layout(r, why, whylen);
     if (rc < 0)
@@ -1142,7 +1231,11 @@ cfg_image_open_bfd_why(const char *path, cfg_image_t **out, char *why, size_t wh
         rc = QP_EFORMAT;
         goto fail;
     }
-    if (bfd_get_arch(r->abfd) != bfd_arch_i386 || bfd_get_arch_size(r->abfd) != 64) {
+    /* Our BFD knows x86 only: an AArch64 file is read as generic elf64-little (sections,
+     * symbols, lines); its relocations and PLT entries are read here (read_relocs,
+     * plt_symbols). */
+    if ((img->isa == arch_isa_host() && bfd_get_arch(r->abfd) != bfd_arch_i386)
+        || bfd_get_arch_size(r->abfd) != 64) {
         rc = QP_EARCH;
         goto fail;
     }
@@ -1170,6 +1263,18 @@ fail:
         close(fd);
     cfg_image_destroy(img);
     return rc;
+}
+
+int
+cfg_image_open_bfd_why(const char *path, cfg_image_t **out, char *why, size_t whylen)
+{
+    return open_bfd(path, out, why, whylen, 0);
+}
+
+int
+cfg_image_open_bfd_analysis(const char *path, cfg_image_t **out, char *why, size_t whylen)
+{
+    return open_bfd(path, out, why, whylen, 1);
 }
 
 /*****************************************************************************

@@ -398,7 +398,7 @@ on_gap_new_proc(cfg_builder_t *b, uint64_t start, uint64_t end, void *arg)
     if (gap_was_padding(g, start, end))
         return CFG_VEC_PUSH(g->pad_now, ((span_t) { start, end }));
     size_t n = (size_t)(end - start) < avail ? (size_t)(end - start) : avail;
-    size_t pad = cfg_padding_len(p, n, start);
+    size_t pad = cfg_padding_len(cfg_image_isa(b->img), p, n, start);
     if (pad >= n)
         return CFG_VEC_PUSH(g->pad_now, ((span_t) { start, end }));
     uint64_t a = start + pad;
@@ -446,7 +446,7 @@ on_gap_new_proc(cfg_builder_t *b, uint64_t start, uint64_t end, void *arg)
         if (p == NULL)
             return 0;
         n = (size_t)(end - reach) < avail ? (size_t)(end - reach) : avail;
-        a = reach + cfg_padding_len(p, n, reach);
+        a = reach + cfg_padding_len(cfg_image_isa(b->img), p, n, reach);
     }
     return 0;
 }
@@ -467,7 +467,8 @@ on_gap_stats(cfg_builder_t *b, uint64_t start, uint64_t end, void *arg)
     size_t pad = 0;
     /* Padding may sit anywhere in the gap; count every padding run. */
     while (p != NULL && pad < n) {
-        size_t run = cfg_padding_len(p + pad, n - pad, start + pad);
+        size_t run =
+            cfg_padding_len(cfg_image_isa(b->img), p + pad, n - pad, start + pad);
         if (run == 0)
             break;
         pad += run;
@@ -488,7 +489,7 @@ on_gap_stats(cfg_builder_t *b, uint64_t start, uint64_t end, void *arg)
         size_t dead = 0;
         while (after_noreturn && dead < n) {
             arch_insn_t in;
-            if (arch_decode(p + dead, n - dead, start + dead, &in) < 0)
+            if (cfg_image_isa(b->img)->decode(p + dead, n - dead, start + dead, &in) < 0)
                 break;
             dead += in.len;
             if (in.kind == ARCH_KIND_RET || in.kind == ARCH_KIND_JMP || in.kind == ARCH_KIND_HALT)
@@ -503,8 +504,16 @@ on_gap_stats(cfg_builder_t *b, uint64_t start, uint64_t end, void *arg)
     }
     /* Trailing padding before the next procedure. */
     size_t tail = 0;
-    while (p != NULL && tail < n && (p[n - 1 - tail] == 0xcc || p[n - 1 - tail] == 0x00
-                                     || p[n - 1 - tail] == 0x90))
+    const arch_isa_t *isa = cfg_image_isa(b->img);
+    if (isa != arch_isa_host()) { /* whole instructions: nops, zero words */
+        size_t al = isa->insn_align;
+        while (p != NULL && tail + al <= n && (start + n - tail) % al == 0
+               && isa->is_padding(p + n - tail - al, al))
+            tail += al;
+    }
+    while (p != NULL && isa == arch_isa_host() && tail < n
+           && (p[n - 1 - tail] == 0xcc || p[n - 1 - tail] == 0x00
+               || p[n - 1 - tail] == 0x90))
         tail++;
     c->st->padding_bytes += pad + tail;
     c->st->data_bytes += n - pad - tail;
@@ -1039,7 +1048,9 @@ return_site_used(const cfg_builder_t *b, const cfg_bproc_t *bp, uint64_t next)
         return 1;
     size_t avail;
     const uint8_t *p = cfg_image_ptr(b->img, next, &avail);
-    uint64_t after = next + (p ? cfg_padding_len(p, avail < 32 ? avail : 32, next) : 0);
+    uint64_t after =
+        next + (p ? cfg_padding_len(cfg_image_isa(b->img), p, avail < 32 ? avail : 32, next)
+                  : 0);
     return cfg_proc_by_entry(b, after) != CFG_NONE;
 }
 
@@ -1385,6 +1396,7 @@ cfg_prog_build(const cfg_image_t *img, const cfg_opts_t *opts, cfg_prog_t **out)
         return QP_ENOMEM;
     }
     prog->img = img;
+    prog->isa = cfg_image_isa(img);
     prog->priv = pp;
     dbg_phase(&b, "start");
     int rc = cfg_discover(&b);

@@ -191,6 +191,8 @@ static uint64_t
 main_from_start(const cfg_image_t *img)
 {
     uint64_t a = img->entry, main_addr = 0;
+    if (cfg_image_isa(img)->decode_ops == NULL)
+        return 0; /* x86-64's pattern only */
     for (int i = 0; i < 32; i++) {
         const cfg_section_t *sec = cfg_image_section_at(img, a);
         if (sec == NULL || !(sec->flags & CFG_SEC_CODE))

@@ -780,10 +780,11 @@ static int
 collect_addr_taken(cfg_builder_t *b)
 {
     const cfg_image_t *img = b->img;
+    uint64_t align = cfg_image_isa(img)->insn_align; /* AArch64: no code at odd words */
     for (size_t i = 0; i < img->nrelocs; i++) {
         const cfg_reloc_t *r = &img->relocs[i];
         if ((r->kind == CFG_RELOC_RELATIVE || r->kind == CFG_RELOC_ABS64)
-            && cfg_image_is_code(img, r->value))
+            && cfg_image_is_code(img, r->value) && r->value % align == 0)
             QP_CHECK(CFG_VEC_PUSH(b->addr_taken, r->value));
     }
     if (!(img->flags & CFG_IMG_PIE)) {
@@ -796,7 +797,7 @@ collect_addr_taken(cfg_builder_t *b)
             for (uint64_t a = first; a + 8 <= s->vma + s->size; a += 8) {
                 uint64_t w;
                 memcpy(&w, s->bytes + (a - s->vma), 8);
-                if (w >= 0x1000 && cfg_image_is_code(img, w))
+                if (w >= 0x1000 && cfg_image_is_code(img, w) && w % align == 0)
                     QP_CHECK(CFG_VEC_PUSH(b->addr_taken, w));
             }
         }

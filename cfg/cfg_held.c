@@ -103,6 +103,7 @@ static int
 held_scan(const cfg_prog_t *prog, cfg_held_t **out, size_t *n)
 {
     const cfg_image_t *img = prog->img;
+    const arch_isa_t *isa = cfg_image_isa(img);
     const int pie = (img->flags & CFG_IMG_PIE) != 0;
     held_vec_t h = { NULL, 0, 0 };
     int rc = 0;
@@ -146,6 +147,15 @@ held_scan(const cfg_prog_t *prog, cfg_held_t **out, size_t *n)
                 || in.kind == ARCH_KIND_CALL || in.kind == ARCH_KIND_JMP_IND
                 || in.kind == ARCH_KIND_CALL_IND)
                 continue;
+            if (isa->code_ref != NULL) { /* adrp + add, adr (AArch64) */
+                size_t avail;
+                const uint8_t *p = cfg_image_ptr(img, in.addr, &avail);
+                uint64_t ref;
+                if ((in.flags & ARCH_F_RIPREL) && p != NULL
+                    && isa->code_ref(p, avail, in.addr, &ref) == ARCH_REF_ADDR)
+                    rc = push(prog, &h, ref, in.addr, CFG_HELD_RIPREL);
+                continue;
+            }
             if ((in.flags & ARCH_F_RIPREL) && in.target != 0)
                 rc = push(prog, &h, in.target, in.addr, CFG_HELD_RIPREL);
             if (!pie && rc == 0) { /* movq $label, tab(%rip) has both */

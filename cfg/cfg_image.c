@@ -206,11 +206,29 @@ dcache_put(cfg_dcache_t *dc, _Atomic uint32_t *at, uint64_t off, const uint8_t *
  * may be another image's: it is only a guess, checked against the address. */
 static _Thread_local size_t dc_last;
 
+/* cfg_image_decode for an ISA other than the host's: not kept (the cache stores a
+ * target as x86's displacement field, where AArch64's is a bit field); decoding a
+ * fixed-length instruction is cheap. */
+static int
+decode_other(const cfg_image_t *img, uint64_t addr, uint64_t limit, arch_insn_t *out)
+{
+    const cfg_section_t *s = cfg_image_section_at(img, addr);
+    if (s == NULL || s->bytes == NULL || addr % cfg_image_isa(img)->insn_align != 0)
+        return QP_EDECODE; /* no instruction starts off its alignment */
+    uint64_t off = addr - s->vma;
+    size_t avail = (size_t)(s->size - off);
+    if (limit > addr && avail > limit - addr)
+        avail = (size_t)(limit - addr);
+    return cfg_image_isa(img)->decode(s->bytes + off, avail, addr, out);
+}
+
 int
 cfg_image_decode(const cfg_image_t *img, uint64_t addr, uint64_t limit, arch_insn_t *out)
 {
     if (img == NULL || out == NULL)
         return QP_EINVAL;
+    if (cfg_image_isa(img) != arch_isa_host())
+        return decode_other(img, addr, limit, out);
     cfg_dcache_t *dc = dcache_get(img);
     const cfg_section_t *s = dc_last < img->nsections ? &img->sections[dc_last] : NULL;
     if (s == NULL || addr < s->vma || addr - s->vma >= s->size) {

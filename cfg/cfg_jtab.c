@@ -821,16 +821,22 @@ cfg_jtab_entry(const cfg_image_t *img, const cfg_table_t *t, uint32_t i)
 {
     uint64_t v;
 
-    if (img == NULL || t == NULL || (t->entry_size != 4 && t->entry_size != 8)
-        || i >= t->nentries)
+    if (img == NULL || t == NULL || i >= t->nentries
+        || (t->entry_size != 4 && t->entry_size != 8
+            && !(t->relative && (t->entry_size == 1 || t->entry_size == 2))))
         return 0;
     uint64_t at = t->addr + (uint64_t)i * t->entry_size;
     if (!jt_read(img, at, t->entry_size, &v))
         return 0;
     if (t->relative) {
-        if (t->entry_size == 4)
-            v = (uint64_t)(int64_t)(int32_t)(uint32_t)v;
-        return t->base + v;
+        /* base + (entry << shift): x86-64's are signed 4-byte offsets, AArch64's 1, 2
+         * or 4 bytes, signed or not (zext), counting words (shift 2). */
+        if (t->entry_size < 8 && !t->zext) {
+            unsigned bits = 8u * t->entry_size;
+            uint64_t m = 1ull << (bits - 1);
+            v = (v ^ m) - m;
+        }
+        return t->base + (v << t->shift);
     }
     if (t->entry_size == 4)
         return v;

@@ -371,7 +371,7 @@ int64_t cfg_slot(const cfg_bproc_t *bp, uint64_t addr);
 int cfg_set_unsafe(cfg_str_vec_t *strings, cfg_bproc_t *bp, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 /* Length of the padding at P (at most N bytes at ADDR): nops, zero bytes and traps. */
-size_t cfg_padding_len(const uint8_t *p, size_t n, uint64_t addr);
+size_t cfg_padding_len(const arch_isa_t *isa, const uint8_t *p, size_t n, uint64_t addr);
 
 /* cfg_trav.c: note BP's "never returns" call edges and count its tail calls (whenever
  * its edges change). 0 or QP_ENOMEM. */

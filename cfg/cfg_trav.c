@@ -40,6 +40,8 @@ typedef struct trav {
     unsigned unresolved;      /* indirect jumps whose targets stay unknown */
     cfg_u64_vec_t data_refs;  /* its own bytes read by its rip-relative operands */
     cfg_u64_vec_t gap_entries;/* code of its own bytes swept because of them */
+    cfg_u64_vec_t own_addrs;  /* code addresses of its own bytes its code forms (adr,
+                               * adrp + add): entries when its flow does not reach them */
 } trav_t;
 
 /* A table matched with a base register loaded far before its jump (an `lea` the
@@ -140,12 +142,14 @@ indirect_call_noreturn(const cfg_image_t *img, const arch_insn_t *in)
         && slot_noreturn(img, in->target);
 }
 
-/* Does the syscall at SC never return: rt_sigreturn (15), exit (60), exit_group (231)? */
+/* Does the syscall at SC never return: exit, exit_group, rt_sigreturn (x86-64: 60, 231,
+ * 15; AArch64: 93, 94, 139)? */
 static int
 syscall_noreturn(const cfg_image_t *img, const arch_insn_t *prev, const arch_insn_t *sc)
 {
     long nr = cfg_syscall_nr(img, prev, sc);
-    return nr == 15 || nr == 60 || nr == 231;
+    const long *no = cfg_image_isa(img)->sys_noreturn;
+    return nr >= 0 && (nr == no[0] || nr == no[1] || nr == no[2]);
 }
 
 /* Remember TARGET (outside this procedure) as a possible new procedure entry. */
@@ -261,6 +265,35 @@ note_data_ref(trav_t *t, const arch_insn_t *in)
     return 0;
 }
 
+/*
+ * The address IN forms, for an ISA whose code builds addresses over several instructions
+ * (AArch64: adrp + add, adrp + ldr; isa->code_ref): a code address taken (outside the
+ * procedure) names a procedure, as x86-64's `lea main(%rip)` does; memory read in its own
+ * bytes (a literal pool) is data, never swept for code.
+ */
+static int
+note_code_ref(trav_t *t, const arch_insn_t *in)
+{
+    const cfg_image_t *img = t->b->img;
+    size_t avail;
+    const uint8_t *p = cfg_image_ptr(img, in->addr, &avail);
+    uint64_t lim = range_end(t->bp, in->addr), ref;
+    if (p == NULL || !(in->flags & ARCH_F_RIPREL))
+        return 0;
+    if (lim > in->addr && avail > lim - in->addr)
+        avail = (size_t)(lim - in->addr);
+    int kind = cfg_image_isa(img)->code_ref(p, avail, in->addr, &ref);
+    if (kind == ARCH_REF_ADDR && ref % cfg_image_isa(img)->insn_align != 0)
+        return 0; /* not code: a string or a table among the instructions */
+    if (kind == ARCH_REF_ADDR && cfg_slot(t->bp, ref) < 0 && cfg_image_is_code(img, ref))
+        return note_external(t, ref, CFG_SRC_ADDR);
+    if (kind == ARCH_REF_ADDR && cfg_slot(t->bp, ref) >= 0)
+        return CFG_VEC_PUSH(t->own_addrs, ref);
+    if (kind == ARCH_REF_MEM && cfg_slot(t->bp, ref) >= 0)
+        return CFG_VEC_PUSH(t->data_refs, ref);
+    return 0;
+}
+
 static int
 trace_from(trav_t *t, uint64_t addr)
 {
@@ -320,13 +353,16 @@ trace_from(trav_t *t, uint64_t addr)
             QP_CHECK(cfg_set_unsafe(&t->sc->strings, bp, "privileged instruction at 0x%llx",
                                 (unsigned long long)addr));
         uint64_t next = addr + in.len;
+        if (cfg_image_isa(b->img)->code_ref != NULL)
+            QP_CHECK(note_code_ref(t, &in));
         /* lea main(%rip),%rdi: a code address taken by code names a procedure. */
-        if ((in.flags & ARCH_F_RIPREL) && in.kind != ARCH_KIND_JMP_IND
+        else if ((in.flags & ARCH_F_RIPREL) && in.kind != ARCH_KIND_JMP_IND
             && in.kind != ARCH_KIND_CALL_IND && cfg_slot(bp, in.target) < 0
             && cfg_image_is_code(b->img, in.target))
             QP_CHECK(note_external(t, in.target, CFG_SRC_ADDR));
         /* Its own bytes read as data (not a lea's address): never swept for code. */
-        if ((in.flags & ARCH_F_RIPREL) && in.kind != ARCH_KIND_JMP_IND
+        if (cfg_image_isa(b->img)->code_ref == NULL
+            && (in.flags & ARCH_F_RIPREL) && in.kind != ARCH_KIND_JMP_IND
             && in.kind != ARCH_KIND_CALL_IND && cfg_slot(bp, in.target) >= 0)
             QP_CHECK(note_data_ref(t, &in));
         switch (in.kind) {
@@ -619,6 +655,60 @@ match_proven(trav_t *t, uint64_t j, const arch_insn_t *cands, const uint8_t *reg
     return 1;
 }
 
+/*
+ * The indirect jump at J, for an ISA that has no operand decoder for cfg_jtab.c but
+ * recognises its own switch tables and pointer jumps (AArch64: isa->jump_table,
+ * isa->ptr_jump), given the procedure's code up to the jump. A table is taken only
+ * with a proven bound and every entry on the procedure's code.
+ */
+static int
+resolve_other(trav_t *t, uint64_t j, int *labels_pushed)
+{
+    cfg_builder_t *b = t->b;
+    cfg_bproc_t *bp = t->bp;
+    const arch_isa_t *isa = cfg_image_isa(b->img);
+    uint64_t from = j;
+    for (size_t r = 0; r < bp->ranges.n; r++)
+        if (j >= bp->ranges.v[r].start && j < bp->ranges.v[r].end)
+            from = j - bp->ranges.v[r].start > 256 ? j - 256 : bp->ranges.v[r].start;
+    size_t avail;
+    const uint8_t *p = cfg_image_ptr(b->img, from, &avail);
+    arch_insn_t jmp;
+    if (p == NULL || decode_at(b, j, 0, &jmp) < 0 || avail < j - from + jmp.len) {
+        t->unresolved++;
+        return 0;
+    }
+    size_t len = (size_t)(j - from) + jmp.len;
+    arch_jtab_t jt;
+    if (isa->jump_table != NULL && isa->jump_table(p, len, from, &jt) == 0 && jt.count > 0) {
+        cfg_table_t tab = { .jump = j, .addr = jt.table, .base = jt.base,
+                            .nentries = jt.count, .entry_size = jt.entry_size,
+                            .relative = 1, .bounded = 1, .shift = jt.shift,
+                            .zext = !jt.is_signed };
+        int ok = 1;
+        for (uint32_t i = 0; i < tab.nentries && ok; i++) {
+            uint64_t e = cfg_jtab_entry(b->img, &tab, i);
+            ok = e % isa->insn_align == 0 && cfg_slot(bp, e) >= 0
+                 && cfg_image_is_code(b->img, e);
+        }
+        if (ok) {
+            QP_CHECK(CFG_VEC_PUSH(bp->tables, tab));
+            for (uint32_t i = 0; i < tab.nentries; i++)
+                QP_CHECK(push_work(t, cfg_jtab_entry(b->img, &tab, i)));
+            return 0;
+        }
+    }
+    if (has_addr_taken_labels(b, bp)) {
+        if (!*labels_pushed)
+            QP_CHECK(push_addr_taken_labels(t));
+        *labels_pushed = 1;
+    } else if (isa->ptr_jump != NULL && isa->ptr_jump(p, len, from))
+        QP_CHECK(CFG_VEC_PUSH(t->ptr_jumps, j));
+    else
+        t->unresolved++;
+    return 0;
+}
+
 static int
 resolve_pending(trav_t *t)
 {
@@ -630,6 +720,10 @@ resolve_pending(trav_t *t)
     long nleas = -1, nfar = -1; /* collected at the first jump that needs them */
     while (t->pending.n > 0) {
         uint64_t j = t->pending.v[--t->pending.n];
+        if (cfg_image_isa(b->img)->decode_ops == NULL) {
+            QP_CHECK(resolve_other(t, j, &labels_pushed));
+            continue;
+        }
         arch_insn_t w[JT_WINDOW];
         size_t n = jump_window(t, j, w, 0);
         if (n == 0)
@@ -739,7 +833,7 @@ sweep_own_gaps(trav_t *t, int *pushed)
             const uint8_t *p = cfg_image_ptr(t->b->img, a, &avail);
             if (p != NULL) {
                 size_t n = (size_t)(end - a) < avail ? (size_t)(end - a) : avail;
-                a += cfg_padding_len(p, n, a);
+                a += cfg_padding_len(cfg_image_isa(t->b->img), p, n, a);
                 int seen = 0; /* once traced its bytes are marked: never, but never loop */
                 for (size_t k = 0; k < t->gap_entries.n && !seen; k++)
                     seen = t->gap_entries.v[k] == a;
@@ -763,6 +857,27 @@ sweep_own_gaps(trav_t *t, int *pushed)
         }
         base += len;
     }
+    return 0;
+}
+
+/*
+ * The addresses of its own bytes that the procedure's code forms and its flow does not
+ * reach (glibc's AArch64 _start passes `__wrap_main`, inside its symbol's size, after
+ * the call that never returns): entries of procedures of their own, as a call into the
+ * interior would make them.
+ */
+static int
+own_addr_entries(trav_t *t)
+{
+    for (size_t k = 0; k < t->own_addrs.n; k++) {
+        int64_t s = cfg_slot(t->bp, t->own_addrs.v[k]);
+        if (s < 0 || (t->sc->map[s] & (M_START | M_INSIDE))
+            || !cfg_image_is_code(t->b->img, t->own_addrs.v[k]))
+            continue;
+        QP_CHECK(CFG_VEC_PUSH(t->sc->new_entries, t->own_addrs.v[k]));
+        QP_CHECK(CFG_VEC_PUSH(t->sc->new_srcs, (uint32_t)CFG_SRC_ADDR));
+    }
+    t->own_addrs.n = 0;
     return 0;
 }
 
@@ -790,7 +905,7 @@ traverse(trav_t *t)
             if (t->unresolved > 0)
                 QP_CHECK(sweep_own_gaps(t, &pushed));
             if (!pushed)
-                return 0;
+                return own_addr_entries(t);
             continue;
         }
         QP_CHECK(resolve_pending(t));
@@ -1040,7 +1155,9 @@ edge_to_next(trav_t *t, uint32_t i, uint64_t next, uint8_t kind)
     /* Falling through alignment nops into the next procedure is a tail call to it. */
     size_t avail;
     const uint8_t *p = cfg_image_ptr(t->b->img, next, &avail);
-    uint64_t after = next + (p ? cfg_padding_len(p, avail < 32 ? avail : 32, next) : 0);
+    uint64_t after =
+        next + (p ? cfg_padding_len(cfg_image_isa(t->b->img), p, avail < 32 ? avail : 32, next)
+                  : 0);
     /*
      * Nothing of this procedure after a call: the compiler knew the call never returns
      * here (an error report that longjmps at this level, while the callee returns at
@@ -1291,6 +1408,7 @@ cfg_build_proc(cfg_builder_t *b, cfg_scratch_t *sc, uint32_t i)
         CFG_VEC_FREE(t.proofs);
         CFG_VEC_FREE(t.gap_entries);
         CFG_VEC_FREE(t.data_refs);
+        CFG_VEC_FREE(t.own_addrs);
         sc->new_entries.n = n_entries;
         sc->new_srcs.n = n_srcs;
         sc->known.n = n_known;
@@ -1331,6 +1449,7 @@ cfg_build_proc(cfg_builder_t *b, cfg_scratch_t *sc, uint32_t i)
     CFG_VEC_FREE(t.proofs);
     CFG_VEC_FREE(t.gap_entries);
     CFG_VEC_FREE(t.data_refs);
+    CFG_VEC_FREE(t.own_addrs);
     return rc == QP_EDECODE ? 0 : rc;
 }
 
@@ -1426,9 +1545,20 @@ cfg_build_round(cfg_builder_t *b, const uint32_t *todo, size_t n)
 /* Length of the padding at P (at most N bytes): nops, zero bytes and traps (hlt, ud2,
  * int3), which compilers put after calls that never return. */
 size_t
-cfg_padding_len(const uint8_t *p, size_t n, uint64_t addr)
+cfg_padding_len(const arch_isa_t *isa, const uint8_t *p, size_t n, uint64_t addr)
 {
     size_t off = 0;
+    if (isa != arch_isa_host()) {
+        /* Fixed-length code: nop and zero words (isa->is_padding), and traps. */
+        size_t al = isa->insn_align;
+        arch_insn_t in;
+        while (off + al <= n && (addr + off) % al == 0
+               && (isa->is_padding(p + off, al)
+                   || (isa->decode(p + off, n - off, addr + off, &in) == 0
+                       && in.kind == ARCH_KIND_HALT)))
+            off += al;
+        return off;
+    }
     while (off < n) {
         if (p[off] == 0x00 || p[off] == 0xcc) {
             off++;

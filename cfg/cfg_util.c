@@ -107,6 +107,9 @@ cfg_syscall_nr(const cfg_image_t *img, const arch_insn_t *prev, const arch_insn_
     size_t avail;
     const uint8_t *p = cfg_image_ptr(img, prev->addr, &avail);
     arch_ops_t ops;
+    const arch_isa_t *isa = cfg_image_isa(img);
+    if (p != NULL && avail >= prev->len && isa->decode_ops == NULL)
+        return isa->syscall_nr != NULL ? isa->syscall_nr(p, prev->len) : -1;
     if (p == NULL || avail < prev->len || arch_decode_ops(p, prev->len, prev->addr, &ops) < 0)
         return -1;
     if (ops.op != ARCH_OP_MOV || ops.dst.kind != ARCH_OPND_REG || ops.dst.reg != ARCH_REG_SYSNR

@@ -47,7 +47,7 @@ qpt_dump_summary(dump_out_t *f, const cfg_prog_t *prog, int verbose)
     const cfg_image_t *img = prog->img;
     const cfg_stats_t *st = &prog->stats;
     put(f, "file: %s\n", img->path);
-    put(f, "type: x86-64 %s, %s, %s%s%s\n",
+    put(f, "type: %s %s, %s, %s%s%s\n", cfg_image_isa(img)->name,
             (img->flags & CFG_IMG_SHLIB) ? "shared library"
             : (img->flags & CFG_IMG_PIE) ? ((img->flags & CFG_IMG_DYNAMIC) ? "PIE executable"
                                                                            : "static-pie executable")

@@ -565,7 +565,9 @@ open_input(qpt_rewrite_t *r, const char *input, int rewrite, cfg_image_t **img,
 {
     char why[320];
     errno = 0;
-    int rc = cfg_image_open_bfd_why(input, img, why, sizeof(why));
+    /* A dump reads any ISA cfg/ analyses (AArch64 too); a rewrite only x86-64. */
+    int rc = rewrite ? cfg_image_open_bfd_why(input, img, why, sizeof(why))
+                     : cfg_image_open_bfd_analysis(input, img, why, sizeof(why));
     if (rc < 0 && why[0] != '\0')
         return qpt_rw_fail(r, rc, "%s: %s", input, why);
     if (rc < 0)

@@ -10,13 +10,22 @@
 #     relocated 64 KiB, 64 MiB and 2 GiB away and its effect checked
 #     (tests/check_arch_a64 --xcheck).
 #     Switch tables are found before every br and their entries checked (--jtab).
-#  2. qpt-rewrite refuses an AArch64 program with one line (only arch/ knows AArch64).
+#  2. qpt-rewrite refuses to rewrite an AArch64 program with one line, whatever the
+#     driver (the editor knows only x86-64 so far).
 #  3. tests/a64/harness.c, cross-compiled with arch/aarch64/, runs relocated snippets,
 #     the counter increments (plain, and atomic from 4 threads) and the NZCV
 #     save/restore under qemu-aarch64.
 #  4. The AArch64 qp runtime (runtime/qprt_a64.bin) started as in a rewritten program and
 #     in a rewritten library, and counted through (tests/a64/rt_harness.c); both profiles
 #     read back exactly (tests/a64_profread).
+#  5. qpt-rewrite --dump-cfg on AArch64 programs (cfg/ through arch_isa_t), checked by
+#     tests/a64-cfg-oracle.py against objdump (instructions, branch and call targets),
+#     the $d mapping symbols (no block in data) and a qemu run (executed code in blocks,
+#     executed br among the CFG's targets): programs of tests/progs built with the cross
+#     gcc at -O0 PIE, -O2 non-PIE, -O3 PIE, one -O2 static, gcc's hot/cold splitting
+#     (foo.cold fragments), and Debian's arm64 libc.so.6 (without a run). A64_CFG_FULL=1
+#     (make corpus) builds every C/C++ program of tests/progs at -O0/-O2/-O3 as PIE,
+#     non-PIE and static.
 # A64_XCHECK_EXTRA may name more AArch64 ELF files (e.g. Debian's coreutils:arm64).
 # Exit status: 0 pass, 1 a failure, 77 skip (no cross compiler, objdump or qemu), 99
 # hard error.
@@ -136,16 +145,20 @@ for f in "$@"; do
     fi
 done
 
-# The rewriter chooses the architecture from e_machine and refuses AArch64 in one line.
+# The rewriter chooses the architecture from e_machine and refuses to rewrite AArch64
+# in one line, whatever the driver.
 REWRITE=$top_builddir/tools/qpt-rewrite
 if [ -x "$REWRITE" ]; then
-    "$REWRITE" "$tmp/hello-O2" -o "$tmp/rewritten" 2> "$tmp/err"
-    rc=$?
-    want="qpt-rewrite: $tmp/hello-O2: an AArch64 program: only x86-64 programs can be rewritten so far"
-    if [ $rc -ne 1 ] || [ "$(cat "$tmp/err")" != "$want" ] || [ -e "$tmp/rewritten" ]; then
-        echo "FAIL: qpt-rewrite on an AArch64 program: exit $rc, stderr: $(cat "$tmp/err")"
-        fail=1
-    fi
+    for d in qp none naive; do
+        "$REWRITE" --driver=$d "$tmp/hello-O2" -o "$tmp/rewritten" 2> "$tmp/err"
+        rc=$?
+        want="qpt-rewrite: $tmp/hello-O2: AArch64: analysis only (--dump-cfg); rewriting not yet"
+        if [ $rc -ne 1 ] || [ "$(cat "$tmp/err")" != "$want" ] || [ -e "$tmp/rewritten" ]; then
+            echo "FAIL: qpt-rewrite --driver=$d on an AArch64 program: exit $rc, stderr:" \
+                "$(cat "$tmp/err")"
+            fail=1
+        fi
+    done
 fi
 
 if ! $CC -std=c11 -D_GNU_SOURCE -O2 -Wall -Wextra -Werror -static -march=armv8.3-a \
@@ -217,5 +230,93 @@ else
     done
     grep '^note: ' "$tmp/rt.out" | sed 's/^note: /a64: runtime: /'
     [ $fail -eq 0 ] && echo "a64: runtime: start, library start, increments, hooks, profiles after 2 runs: exact"
+fi
+# 5. The analysis of AArch64 programs against the oracle.
+ORACLE=$top_srcdir/tests/a64-cfg-oracle.py
+CXX=aarch64-linux-gnu-g++
+SYSROOT=/usr/aarch64-linux-gnu
+# a64_cfg NAME FILE [QEMU]: dump FILE's CFG and check it (with a run under qemu: QEMU)
+a64_cfg() {
+    if ! "$REWRITE" --dump-cfg=text "$2" > "$tmp/$1.dump" 2> "$tmp/err"; then
+        echo "FAIL: --dump-cfg $1: $(head -1 "$tmp/err")"
+        fail=1
+        return
+    fi
+    $OBJDUMP -d "$2" > "$tmp/$1.dis" 2>/dev/null
+    aarch64-linux-gnu-readelf -sW "$2" > "$tmp/$1.syms" 2>/dev/null
+    set -- "$1" "$2" ${3:+"$tmp/$1.qlog"}
+    if [ $# -eq 3 ]; then # its exit status is the program's business; its log is ours
+        $QEMU -L $SYSROOT -d in_asm,exec,nochain -D "$3" "$2" > /dev/null 2>&1 < /dev/null
+        if [ ! -s "$3" ]; then
+            echo "a64: $1 did not run under qemu: checked without its run"
+            set -- "$1" "$2"
+        fi
+    fi
+    if ! res=$(python3 "$ORACLE" "$tmp/$1.dump" "$tmp/$1.dis" "$tmp/$1.syms" ${3:+"$3"} \
+        2> "$tmp/err"); then
+        echo "FAIL: the CFG of $1 ($2) against objdump and qemu: $res"
+        head -20 "$tmp/err"
+        fail=1
+    else
+        echo "a64 cfg $1: $res"
+    fi
+    rm -f "$tmp/$1.dump" "$tmp/$1.dis" "$tmp/$1.syms" "$tmp/$1.qlog"
+}
+if [ ! -x "$REWRITE" ] || ! command -v python3 > /dev/null 2>&1; then
+    echo "a64: no tools/qpt-rewrite or python3: the AArch64 CFGs are not checked"
+else
+    progs="switch_dense switch_sparse computed_goto noreturn fptr setjmp cold loops errors
+        tailcall virtual"
+    variants="O0.pie O2.nopie O3.pie"
+    if [ "${A64_CFG_FULL:-0}" = 1 ]; then
+        progs=$(cd "$top_srcdir/tests/progs" && ls -- *.c *.cc | sed 's/\.[a-z]*$//' |
+            grep -v '^data_in_text$\|^eh_asm$\|^ifunc$') # x86 assembly, x86 builtins
+        variants="O0.pie O2.pie O3.pie O0.nopie O2.nopie O3.nopie O0.static O2.static O3.static"
+    fi
+    for p in $progs; do
+        src=$top_srcdir/tests/progs/$p.c cc=$CC
+        [ -f "$src" ] || src=$top_srcdir/tests/progs/$p.cc cc=$CXX
+        [ -f "$src" ] || continue
+        command -v $cc > /dev/null 2>&1 || continue
+        extra=$(sed -n 's/.*qpt-build-flags: *\([^*]*\).*/\1/p' "$src" | head -n 1)
+        for v in $variants; do
+            case ${v#*.} in
+            pie) link="-fPIE -pie" ;;
+            nopie) link="-fno-pie -no-pie" ;;
+            *) link=-static ;;
+            esac
+            # shellcheck disable=SC2086
+            if ! $cc -g -${v%%.*} $link "$src" -o "$tmp/$p.$v" $extra 2> "$tmp/err"; then
+                echo "a64: cannot cross-compile $p.$v: $(head -1 "$tmp/err")"
+                continue
+            fi
+            # threads and signals: qemu's log of several threads is checked per thread
+            a64_cfg "$p.$v" "$tmp/$p.$v" run
+            rm -f "$tmp/$p.$v"
+        done
+    done
+    # one static program, and gcc's hot/cold splitting (foo.cold fragments, tied to foo)
+    if [ "${A64_CFG_FULL:-0}" != 1 ] &&
+        $CC -g -O2 -static "$top_srcdir/tests/progs/switch_dense.c" -o "$tmp/sd-static"; then
+        a64_cfg switch_dense.O2.static "$tmp/sd-static" run
+    fi
+    if $CC -g -O2 -freorder-blocks-and-partition "$top_srcdir/tests/progs/cold.c" \
+        -o "$tmp/cold-split"; then
+        a64_cfg cold.O2.split "$tmp/cold-split" run
+        n=$("$REWRITE" --dump-cfg=text "$tmp/cold-split" | grep -c ' fragment-of=')
+        if [ "$n" -lt 3 ]; then
+            echo "FAIL: cold.O2.split: $n cold fragments tied to their parent, want 3 or more"
+            fail=1
+        fi
+    fi
+    # a program marked BTI (GNU_PROPERTY_AARCH64_FEATURE_1_AND: once refused as a
+    # malformed note), its PLT entries starting with bti c; not run (Debian's crt files
+    # have no bti: qemu stops it at the first indirect branch)
+    if $CC -O2 -mbranch-protection=standard -Wl,-z,force-bti "$tmp/hello.c" \
+        -o "$tmp/hello-bti" > /dev/null 2>&1; then
+        a64_cfg hello.bti "$tmp/hello-bti"
+    fi
+    [ -f $SYSROOT/lib/libc.so.6 ] && a64_cfg libc.so.6 $SYSROOT/lib/libc.so.6
+    [ -f $SYSROOT/lib/libstdc++.so.6 ] && a64_cfg libstdc++.so.6 $SYSROOT/lib/libstdc++.so.6
 fi
 exit $fail

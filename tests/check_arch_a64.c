@@ -668,6 +668,103 @@ START_TEST(test_jump_table)
 }
 END_TEST
 
+/* gcc 12 -O2's dense16 (tests/progs/switch_dense.c): the bound check branches to the
+ * table with b.ls, and the default case (which writes the index register) and its ret
+ * lie in between. The old scan stopped at that write: no bound, the switch unresolved. */
+START_TEST(test_jump_table_bls)
+{
+    uint32_t words[] = {
+        0x71003c1f, /* 7d0 cmp w0, #0xf */
+        0x54000069, /* 7d4 b.ls 7e0 */
+        0x2a0103e0, /* 7d8 mov w0, w1 (the default case) */
+        0xd65f03c0, /* 7dc ret */
+        0x90000002, /* 7e0 adrp x2, 0x400000 */
+        0x9123c042, /* 7e4 add x2, x2, #0x8f0 */
+        0x38604842, /* 7e8 ldrb w2, [x2, w0, uxtw] */
+        0x10000060, /* 7ec adr x0, 7f8 */
+        0x8b228802, /* 7f0 add x2, x0, w2, sxtb #2 */
+        0xd61f0040, /* 7f4 br x2 */
+    };
+    uint8_t b[sizeof words];
+    for (size_t i = 0; i < sizeof words / 4; i++)
+        le32(b + 4 * i, words[i]);
+    arch_jtab_t jt;
+    ck_assert_int_eq(A64->jump_table(b, sizeof b, 0x4007d0, &jt), 0);
+    ck_assert_uint_eq(jt.table, 0x4008f0);
+    ck_assert_uint_eq(jt.base, 0x4007f8);
+    ck_assert_uint_eq(jt.count, 16);
+    /* the index written on the way from the b.ls target to the load: no bound */
+    le32(b + 4 * 5, 0x9123c000); /* add x0, x0, #0x8f0 (writes x0, the index) */
+    ck_assert_int_eq(A64->jump_table(b, sizeof b, 0x4007d0, &jt), QP_ENOTFOUND);
+    le32(b + 4 * 5, 0x9123c042);
+    /* b.hi to the table falls into the default case: its write counts, no bound */
+    le32(b + 4 * 1, 0x54000068); /* b.hi 7e0 */
+    ck_assert_int_eq(A64->jump_table(b, sizeof b, 0x4007d0, &jt), 0);
+    ck_assert_uint_eq(jt.count, 0);
+}
+END_TEST
+
+/* arch_isa_t's cfg block for A64: adrp + add/ldr, PLT stubs, pointer jumps, svc numbers */
+START_TEST(test_cfg_questions)
+{
+    uint8_t b[64];
+    uint64_t ref = 0;
+    /* adrp x0, 0x41f000; nop; add x0, x0, #0x6b4 (at 0x41e000) */
+    le32(b, 0xb0000000);
+    le32(b + 4, 0xd503201f);
+    le32(b + 8, 0x911ad000);
+    ck_assert_int_eq(A64->code_ref(b, 12, 0x41e000, &ref), ARCH_REF_ADDR);
+    ck_assert_uint_eq(ref, 0x41f6b4);
+    ck_assert_int_eq(A64->code_ref(b, 8, 0x41e000, &ref), 0); /* the add not in BUF */
+    le32(b + 8, 0xf9435800); /* ldr x0, [x0, #0x6b0]: memory at page + 0x6b0 */
+    ck_assert_int_eq(A64->code_ref(b, 12, 0x41e000, &ref), ARCH_REF_MEM);
+    ck_assert_uint_eq(ref, 0x41f6b0);
+    le32(b + 4, 0xd2800000); /* mov x0, #0 between: x0 is no more the page */
+    ck_assert_int_eq(A64->code_ref(b, 12, 0x41e000, &ref), 0);
+    le32(b + 4, 0x14000002); /* b: the block ends before the use */
+    ck_assert_int_eq(A64->code_ref(b, 12, 0x41e000, &ref), 0);
+    le32(b, 0x10000060); /* adr x0, +12 */
+    ck_assert_int_eq(A64->code_ref(b, 4, 0x1000, &ref), ARCH_REF_ADDR);
+    ck_assert_uint_eq(ref, 0x100c);
+    le32(b, 0x58000081); /* ldr x1, literal +16 */
+    ck_assert_int_eq(A64->code_ref(b, 4, 0x1000, &ref), ARCH_REF_MEM);
+    ck_assert_uint_eq(ref, 0x1010);
+
+    /* ld's PLT entry, with and without bti c: the GOT slot */
+    uint32_t plt[] = { 0xd503245f, 0xd0000170, 0xf940b611, 0x9105a210, 0xd61f0220 };
+    for (size_t i = 0; i < 5; i++)
+        le32(b + 4 * i, plt[i]);
+    uint64_t slot = 0;
+    ck_assert_int_eq(A64->plt_slot(b + 4, 16, 0x402f30, &slot), 16);
+    ck_assert_uint_eq(slot, 0x430168);
+    ck_assert_int_eq(A64->plt_slot(b, 20, 0x402f2c, &slot), 20);
+    ck_assert_uint_eq(slot, 0x430168);
+    le32(b + 16, 0xd61f0200); /* br x16: not a PLT stub */
+    ck_assert_int_eq(A64->plt_slot(b, 20, 0x402f2c, &slot), 0);
+    ck_assert_ptr_null(arch_isa_host()->plt_slot);
+
+    /* br through a loaded pointer, through x16 copied from a register, through a table */
+    uint32_t pj[] = { 0xf9400a60, 0xaa0003f0, 0xd503201f, 0xd61f0200 };
+    for (size_t i = 0; i < 4; i++)
+        le32(b + 4 * i, pj[i]); /* ldr x0, [x19, #16]; mov x16, x0; nop; br x16 */
+    ck_assert_int_eq(A64->ptr_jump(b, 16, 0x1000), 1);
+    le32(b + 4, 0xaa0003e1);    /* mov x1, x0 ... br x1 */
+    le32(b + 12, 0xd61f0020);
+    ck_assert_int_eq(A64->ptr_jump(b, 16, 0x1000), 1); /* followed to the load */
+    le32(b, 0xf8607a60);        /* ldr x0, [x19, x0, lsl #3]: a table of pointers */
+    ck_assert_int_eq(A64->ptr_jump(b, 16, 0x1000), 0);
+    le32(b + 12, 0xd63f0020);   /* blr x1: no jump */
+    ck_assert_int_eq(A64->ptr_jump(b, 16, 0x1000), 0);
+
+    le32(b, 0x52800ba8); /* mov w8, #93 (exit) */
+    ck_assert_int_eq(A64->syscall_nr(b, 4), 93);
+    ck_assert_int_eq(A64->sys_noreturn[0], 93);
+    le32(b, 0x52800ba9); /* mov w9, #93 */
+    ck_assert_int_eq(A64->syscall_nr(b, 4), -1);
+    ck_assert_int_eq(arch_isa_host()->sys_noreturn[0], 60);
+}
+END_TEST
+
 START_TEST(test_isa_select)
 {
     char why[128] = "";
@@ -960,6 +1057,8 @@ a64_suite(void)
     tcase_add_test(tc, test_counter_inc_at);
     tcase_add_test(tc, test_counter_inc_at_x86);
     tcase_add_test(tc, test_jump_table);
+    tcase_add_test(tc, test_jump_table_bls);
+    tcase_add_test(tc, test_cfg_questions);
     tcase_add_test(tc, test_isa_select);
     suite_add_tcase(s, tc);
     return s;

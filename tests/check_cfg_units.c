@@ -819,6 +819,51 @@ START_TEST(test_cfg_jtab_pie_relative_relocs)
 }
 END_TEST
 
+/*
+ * AArch64 (cfg/ on the program's ISA): code addresses the program holds (relocated
+ * words) that are not multiples of 4 are no labels. A computed jump of unknown targets
+ * tries every held address in its procedure; a misaligned one was decoded across two
+ * instructions (glibc's static __vfwprintf_internal got a block at an odd address).
+ */
+START_TEST(test_cfg_a64_held_misaligned)
+{
+    static const uint32_t code[] = {
+        0x8b020001, /* 1000 add x1, x0, x2 */
+        0xd61f0020, /* 1004 br x1: targets unknown */
+        0xd503201f, /* 1008 nop */
+        0x52800020, /* 100c mov w0, #1 (a held label) */
+        0xd65f03c0, /* 1010 ret */
+    };
+    uint8_t b[sizeof code];
+    for (size_t i = 0; i < NELEM(code); i++)
+        for (int k = 0; k < 4; k++)
+            b[4 * i + k] = (uint8_t)(code[i] >> (8 * k));
+    cfg_image_t *img;
+    ck_assert_int_eq(cfg_image_from_bytes(b, sizeof b, VMA, &img), 0);
+    img->isa = arch_isa_for_machine(ARCH_EM_AARCH64);
+    ck_assert_ptr_nonnull(img->isa);
+    img->relocs = calloc(2, sizeof(cfg_reloc_t));
+    ck_assert_ptr_nonnull(img->relocs);
+    img->relocs[0] = (cfg_reloc_t) { .where = 0x2000, .value = 0x100c,
+                                     .kind = CFG_RELOC_RELATIVE };
+    img->relocs[1] = (cfg_reloc_t) { .where = 0x2008, .value = 0x100e,
+                                     .kind = CFG_RELOC_RELATIVE };
+    img->nrelocs = 2;
+    cfg_prog_t *prog;
+    ck_assert_int_eq(cfg_prog_build(img, NULL, &prog), 0);
+    ck_assert_ptr_eq(prog->isa, img->isa);
+    const cfg_proc_t *p = cfg_proc_at(prog, VMA);
+    ck_assert_ptr_nonnull(p);
+    ck_assert_ptr_null(p->unsafe);
+    ck_assert_uint_ne(cfg_block_at(prog, 0x100c), CFG_NONE);
+    ck_assert_uint_eq(prog->blocks[cfg_block_at(prog, 0x100c)].start, 0x100c);
+    for (uint32_t i = 0; i < prog->nblocks; i++)
+        ck_assert_uint_eq(prog->blocks[i].start % 4, 0);
+    cfg_prog_destroy(prog);
+    cfg_image_destroy(img);
+}
+END_TEST
+
 START_TEST(test_cfg_jtab_not_a_table)
 {
     jt_fixture_t f;
@@ -1403,6 +1448,7 @@ cfg_units_suite(void)
     tcase_add_test(tc, test_cfg_jtab_guard_target_rejoins_scans);
     tcase_add_test(tc, test_cfg_jtab_call_clobbers);
     tcase_add_test(tc, test_cfg_jtab_pie_relative_relocs);
+    tcase_add_test(tc, test_cfg_a64_held_misaligned);
     tcase_add_test(tc, test_cfg_jtab_not_a_table);
     tcase_add_test(tc, test_cfg_jtab_entry_unreadable);
     suite_add_tcase(s, tc);

@@ -27,8 +27,8 @@
 
 /* May W write general register R (0..30)? Conservative: any Rd/Rt field equal to R, a
  * load pair's second register, a writeback base, an exclusive's status, a call. */
-static int
-may_write(uint32_t w, unsigned r)
+int
+a64_may_write(uint32_t w, unsigned r)
 {
     if ((w & 0xfc000000u) == 0x94000000u)
         return 1; /* bl: the callee may change anything caller-saved */
@@ -59,7 +59,7 @@ writer_of(const uint8_t *buf, long *i, long stop, unsigned r)
 {
     for (long k = *i - 1; k >= stop; k--) {
         uint32_t w = a64_word(buf + 4 * k);
-        if (may_write(w, r)) {
+        if (a64_may_write(w, r)) {
             *i = k;
             return w;
         }
@@ -81,7 +81,7 @@ index_kept(const uint8_t *buf, long from, long to, unsigned r)
 {
     for (long k = from; k < to; k++) {
         uint32_t w = a64_word(buf + 4 * k);
-        if (may_write(w, r) && !is_zext(w, r))
+        if (a64_may_write(w, r) && !is_zext(w, r))
             return 0;
     }
     return 1;
@@ -153,18 +153,38 @@ a64_jump_table(const uint8_t *buf, size_t len, uint64_t addr, arch_jtab_t *out)
     out->table = in.target + lo;
 
     /* the bound: cmp wI, #N; b.hi/b.ls, and no write of wI from there to the load */
+    int barrier = 0;
     for (long k = ld_at - 2; k >= stop && k >= ld_at - 16; k--) {
         uint32_t c = a64_word(buf + 4 * k), b = a64_word(buf + 4 * (k + 1));
         int is_cmp = (c & 0x7f80001fu) == 0x7100001fu && !(c & 0x00400000u)
                      && ((c >> 5) & 31u) == ri;
         if (is_cmp) {
             unsigned cond = b & 0xfu;
-            if ((b & 0xff000010u) == 0x54000000u && (cond == 8 || cond == 9)
-                && index_kept(buf, k + 2, ld_at, ri))
+            /* b.hi default falls into the table's code; b.ls jumps to it (gcc puts the
+             * default case right after the branch): the index must be kept from there */
+            long from = k + 2;
+            if (cond == 9) {
+                int64_t off = ((int64_t)(int32_t)(b << 8) >> 13) * 4; /* imm19, in bytes */
+                from = k + 1 + off / 4;
+                if (off <= 0 || from > ld_at)
+                    from = -1;
+            }
+            if ((b & 0xff000010u) == 0x54000000u && (cond == 8 || cond == 9) && from >= 0
+                && index_kept(buf, from, ld_at, ri))
                 out->count = (uint32_t)((c >> 10) & 0xfffu) + 1;
             break;
         }
-        if (may_write(c, ri) && !is_zext(c, ri))
+        /* Past a ret or an unconditional branch (going back), the code is another
+         * path's (gcc's default case between the bound check and the table): its writes
+         * do not reach the load; a b.ls to the table is checked from its target. */
+        arch_insn_t ci;
+        if (a64_decode(buf + 4 * k, 4, addr + 4 * (uint64_t)k, &ci) == 0
+            && (ci.kind == ARCH_KIND_RET || ci.kind == ARCH_KIND_JMP
+                || ci.kind == ARCH_KIND_JMP_IND)) {
+            barrier = 1;
+            continue;
+        }
+        if (a64_may_write(c, ri) && !is_zext(c, ri) && !barrier)
             break;
     }
     return 0;

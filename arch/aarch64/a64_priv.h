@@ -119,4 +119,30 @@ uint32_t a64_enc_b(int link, int64_t off);           /* off: bytes, multiple of 
 uint32_t a64_enc_adrp(unsigned rd, int64_t pages);
 uint32_t a64_enc_add_imm(unsigned rd, unsigned rn, unsigned imm12);
 
+/*****************************************************************************
+ * cfg/'s questions about A64 code (a64_cfg.c; arch_isa_t's cfg block)
+ */
+
+/* May W write general register R (0..30)? Conservative: any Rd/Rt field equal to R, a
+ * load pair's second register, a writeback base, an exclusive's status, a call. */
+int a64_may_write(uint32_t w, unsigned r);
+
+/* arch_isa_t.code_ref: adr (ARCH_REF_ADDR), ldr literal (ARCH_REF_MEM), or adrp with the
+ * `add xE, xD, #:lo12:` (ADDR) or `ldr/str [xD, #:lo12:]` (MEM) that uses its register
+ * within the next 8 instructions of the same block. */
+int a64_code_ref(const uint8_t *buf, size_t len, uint64_t addr, uint64_t *out /*OUT*/);
+
+/* arch_isa_t.ptr_jump: the `br xR` that ends BUF loads xR from one memory slot
+ * (ldr xR, [xN, #imm] / ldur / pre- or post-index / literal) within 16 instructions,
+ * through register copies; or xR is x16/x17 copied from another register (gcc's
+ * indirect sibling call). */
+int a64_ptr_jump(const uint8_t *buf, size_t len, uint64_t addr);
+
+/* arch_isa_t.plt_slot: `[bti c] adrp x16; ldr x17, [x16, #lo]; add x16, x16, #lo;
+ * br x17` (ld's PLT entry). */
+int a64_plt_slot(const uint8_t *buf, size_t len, uint64_t addr, uint64_t *slot /*OUT*/);
+
+/* arch_isa_t.syscall_nr: `mov w8, #N` (movz w8/x8). */
+long a64_syscall_nr(const uint8_t *prev, size_t len);
+
 #endif
