@@ -1009,9 +1009,11 @@ build(qpt_space_t *s, live_t **out)
                                    qpt_proc_name(s, a->pt.proc), &row, &why);
         if (rc == 0 && exits != NULL)
             rc = dyn_session_set_exits(l->sess, row, exits, nexits);
-        if (rc < 0)
+        if (rc < 0) {
+            s->refused = rc == QP_EUNSUPP ? (qpt_handle_t)(i + 1) : 0;
             qpt_fail(s, rc, "%s at 0x%llx: %s (nothing changed)", qpt_proc_name(s, a->pt.proc),
                      (unsigned long long)a->where, why ? why : qp_strerror(rc));
+        }
     }
     free(order);
     free(ix);
@@ -1043,6 +1045,17 @@ install_all(qpt_space_t *s, live_t *l)
         const char *why = NULL;
         const char *name = dyn_session_refusal(l->sess, 0, &why);
         dyn_session_remove(l->sess, NULL);
+        /* The refusal names its procedure (or a cold fragment of it): one of the
+         * procedure's insertions in this session. */
+        const cfg_proc_t *rp = name != NULL ? cfg_proc_by_name(s->prog, name) : NULL;
+        uint32_t want = rp == NULL                          ? UINT32_MAX
+                        : (rp->flags & CFG_PROC_FRAGMENT) ? rp->parent
+                                                            : (uint32_t)(rp - s->prog->procs);
+        for (size_t i = 0; i < s->nins && i < l->nin; i++)
+            if (l->in[i] && !s->ins[i].removed && s->ins[i].pt.proc == want) {
+                s->refused = (qpt_handle_t)(i + 1);
+                break;
+            }
         return qpt_fail(s, QP_EUNSUPP, "%s: %s (%zu point%s refused: nothing changed)",
                         name ? name : "?", why ? why : "refused", nref, nref == 1 ? "" : "s");
     }
@@ -1056,6 +1069,7 @@ qpt_live_commit(qpt_space_t *s)
     if (!dyn_proc_is_stopped(s->proc))
         return must_be_stopped(s);
     live_t *old = s->sess, *next = NULL;
+    s->refused = 0;
     int rc = build(s, &next);
     if (rc < 0)
         return rc;

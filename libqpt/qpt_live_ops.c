@@ -161,6 +161,8 @@ live_set_relocate(qpt_space_t *s, int on)
 static int
 live_commit(qpt_space_t *s)
 {
+    for (qpt_space_t *l = s->libs; l != NULL; l = l->next_lib)
+        l->refused = 0; /* (qpt_commit_refused: this commit's only) */
     int rc = qpt_live_commit(s);
     /* Its libraries' spaces (qpt_library) with it; not those unloaded or gone with an
      * exec (stale: nothing of theirs is in the process any more). */

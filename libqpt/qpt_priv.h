@@ -160,6 +160,8 @@ struct qpt_space {
     /* The life of a live process (issue 32: qpt_alive, events, named variables). */
     int exited;              /* the process has ended (qpt_live_gone) */
     int exit_status;         /* ... its wait status, -1 when unknown */
+    qpt_handle_t refused;    /* live: 1 + the insertion whose point the last failed commit
+                              * could not install (qpt_commit_refused), or 0 */
     int stale;               /* a library's space whose image is gone: unloaded, or the
                               * process ran execve (its calls fail with QPT_EEXITED) */
     struct qpt_watch *watch; /* qpt_watch's state (qpt_events.c), or NULL */

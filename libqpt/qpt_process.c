@@ -111,3 +111,23 @@ qpt_wait(qpt_space_t *s, int timeout_ms)
         return QP_EINVAL;
     return s->ops->wait(s, timeout_ms);
 }
+
+int
+qpt_commit_refused(const qpt_space_t *s, qpt_space_t **where, qpt_handle_t *h)
+{
+    if (s == NULL || where == NULL || h == NULL)
+        return QP_EINVAL;
+    if (s->refused != 0) {
+        *where = (qpt_space_t *)s;
+        *h = s->refused - 1;
+        return 0;
+    }
+    for (qpt_space_t *l = s->libs; l != NULL; l = l->next_lib)
+        if (!l->stale && l->refused != 0) {
+            *where = l;
+            *h = l->refused - 1;
+            return 0;
+        }
+    return QP_ENOTFOUND;
+}
+

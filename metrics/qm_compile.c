@@ -597,7 +597,8 @@ tail_checks(ctx_t *c, qm_metric_t *m, qpt_snippet_t *sn, uint64_t w, uint32_t q)
  * can end in, then 1 when the exit is to keep the call pending; 0 when it stops there
  * (the checks not placed); < 0 on an error. */
 static int
-tail_follow(ctx_t *c, qm_metric_t *m, qpt_snippet_t *sn, uint64_t w, uint64_t callee)
+tail_follow(ctx_t *c, qm_metric_t *m, qpt_snippet_t *sn, uint64_t w, uint64_t callee,
+            uint32_t p)
 {
     uint32_t set[TAIL_MAX_PROCS];
     size_t n = 0;
@@ -614,6 +615,13 @@ tail_follow(ctx_t *c, qm_metric_t *m, qpt_snippet_t *sn, uint64_t w, uint64_t ca
             return 0;
         }
     }
+    /* Which procedures' returns stop P's pending calls (qm_drop_refused). */
+    struct qm_tail_pair *v = realloc(m->tail_pairs, (m->ntail_pairs + n) * sizeof(*v));
+    if (v == NULL)
+        return QPT_ENOMEM;
+    m->tail_pairs = v;
+    for (size_t k = 0; k < n; k++)
+        v[m->ntail_pairs++] = (struct qm_tail_pair) { set[k], p };
     return 1;
 }
 
@@ -709,7 +717,7 @@ place_proc(ctx_t *c, qm_metric_t *m, uint32_t p, uint64_t row)
             uint64_t callee = 0;
             int follow = 0;
             if (qpt_exit_tail(c->s, &ex[i], &callee) == 1) {
-                if (may_follow && (follow = tail_follow(c, m, sn, w, callee)) < 0) {
+                if (may_follow && (follow = tail_follow(c, m, sn, w, callee, p)) < 0) {
                     rc = follow;
                     break;
                 }
@@ -1088,6 +1096,9 @@ unplace(const qm_set_t *set, qm_metric_t *m, qpt_space_t *s)
     free(m->handles);
     m->handles = NULL;
     m->nhandles = 0;
+    free(m->tail_pairs);
+    m->tail_pairs = NULL;
+    m->ntail_pairs = 0;
     for (size_t k = 0; k < m->nprocs; k++) {
         free(m->procs[k].name);
         free(m->procs[k].module);
@@ -1307,6 +1318,9 @@ qm_remove(qm_set_t *set, size_t i, qpt_space_t *s, char *why, size_t whylen)
     free(m->handles);
     m->handles = NULL;
     m->nhandles = 0;
+    free(m->tail_pairs);
+    m->tail_pairs = NULL;
+    m->ntail_pairs = 0;
     return 0;
 }
 
@@ -1366,9 +1380,11 @@ qm_forget(qm_set_t *set, size_t i)
     }
     free(m->procs);
     free(m->handles);
+    free(m->tail_pairs);
     m->procs = NULL;
     m->handles = NULL;
-    m->nprocs = m->nhandles = 0;
+    m->tail_pairs = NULL;
+    m->nprocs = m->nhandles = m->ntail_pairs = 0;
     m->state = off ? QM_OFF : QM_WAITING;
     return 0;
 }
@@ -1389,3 +1405,75 @@ qm_drop_parsed(qm_set_t *set)
     while (set != NULL && set->n > 0 && set->v[set->n - 1].state == QM_PARSED)
         qm_metric_free(&set->v[--set->n]);
 }
+
+/*****************************************************************************
+ * A point the commit could not install (qpt_commit_refused)
+ */
+
+/* Take procedure P out of metric M (in space SP): its insertions, its row measured no
+ * more, a note; then the procedures whose pending tail calls P's returns were to stop. */
+static void
+drop_proc(qm_metric_t *m, qpt_space_t *sp, uint32_t p, qm_note_fn note, void *arg,
+          const char *why, int depth)
+{
+    size_t k = 0;
+    for (size_t i = 0; i < m->nhandles; i++) {
+        qpt_point_t pt;
+        if (qpt_insertion_point(sp, m->handles[i], &pt) == 0 && pt.proc == p)
+            qpt_remove(sp, m->handles[i]);
+        else
+            m->handles[k++] = m->handles[i];
+    }
+    m->nhandles = k;
+    for (size_t i = 0; i < m->nprocs; i++)
+        if (m->procs[i].index == p && m->procs[i].measured) {
+            m->procs[i].measured = 0;
+            if (note != NULL) {
+                char line[700];
+                snprintf(line, sizeof(line), "%s: %s not measured: %s", m->name,
+                         qpt_proc_name(sp, p), why);
+                note(arg, line);
+            }
+        }
+    for (size_t i = 0; depth < 16 && i < m->ntail_pairs; i++)
+        if (m->tail_pairs[i].at == p && m->tail_pairs[i].from != p) {
+            uint32_t from = m->tail_pairs[i].from;
+            m->tail_pairs[i].at = m->tail_pairs[i].from = UINT32_MAX;
+            char w2[300];
+            snprintf(w2, sizeof(w2), "its tail callee %s could not be measured",
+                     qpt_proc_name(sp, p));
+            drop_proc(m, sp, from, note, arg, w2, depth + 1);
+        }
+}
+
+int
+qm_drop_refused(qm_set_t *set, qpt_space_t *s, qpt_space_t *space, qpt_handle_t h,
+                qm_note_fn note, void *arg, const char *why)
+{
+    qpt_point_t pt;
+    if (set == NULL || qpt_insertion_point(space, h, &pt) != 0)
+        return QPT_ENOTFOUND;
+    /* Every metric with insertions in that procedure leaves it (the point is shared by
+     * all of them); an insertion of no metric is a cost counter (qm_costs_drop). */
+    int owned = 0, dropped = 0;
+    for (size_t i = 0; i < set->n; i++) {
+        qm_metric_t *m = &set->v[i];
+        if (m->state != QM_ON || space_of(set, m, s) != space)
+            continue;
+        int here = 0;
+        for (size_t k = 0; k < m->nhandles && !here; k++) {
+            qpt_point_t q;
+            owned |= m->handles[k] == h;
+            here = qpt_insertion_point(space, m->handles[k], &q) == 0 && q.proc == pt.proc;
+        }
+        for (size_t k = 0; k < m->nhandles && !owned; k++)
+            owned = m->handles[k] == h;
+        if (here) {
+            drop_proc(m, space, pt.proc, note, arg, why, 0);
+            dropped = 1;
+        }
+    }
+    (void)owned;
+    return dropped ? 0 : QPT_ENOTFOUND;
+}
+

@@ -347,6 +347,21 @@ qm_costs_remove(qm_costs_t *c, size_t i, qpt_space_t *s)
     k->freeing = k->var != 0;
 }
 
+int
+qm_costs_drop(qm_costs_t *c, qpt_space_t *space, qpt_handle_t h)
+{
+    for (size_t i = 0; c != NULL && i < c->n; i++) {
+        cost_t *k = &c->v[i];
+        for (size_t j = 0; k->on && (k->s == NULL || k->s == space) && j < k->nh; j++)
+            if (k->h[j] == h) {
+                qpt_remove(space, h);
+                k->h[j] = k->h[--k->nh];
+                return 0;
+            }
+    }
+    return QPT_ENOTFOUND;
+}
+
 void
 qm_costs_release(qm_costs_t *c, qpt_space_t *s)
 {

@@ -736,6 +736,23 @@ place(live_t *l, size_t first, int stopped, int predict, double *stop_ms, unsign
         }
     }
     int rc2 = qpt_commit(s);
+    /* A point the commit could not install (its padding taken by the others): that
+     * procedure left out, with a note, and the rest committed again. */
+    for (int tries = 0; rc == 0 && rc2 < 0 && tries < 256; tries++) {
+        qpt_space_t *where;
+        qpt_handle_t h;
+        char msg[600];
+        snprintf(msg, sizeof(msg), "%s", qpt_error(s));
+        char *tail = strstr(msg, " (nothing changed)");
+        if (tail != NULL)
+            *tail = '\0';
+        if (qpt_commit_refused(s, &where, &h) != 0)
+            break;
+        int by_metric = qm_drop_refused(l->set, s, where, h, l->o->note, l->o->note_arg, msg);
+        if (qm_costs_drop(l->costs, where, h) != 0 && by_metric != 0)
+            break;
+        rc2 = qpt_commit(s);
+    }
     if (rc == 0 && rc2 < 0) {
         snprintf(why, whylen, "%s", qpt_error(s));
         rc = rc2;

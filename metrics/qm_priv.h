@@ -47,6 +47,16 @@ typedef struct qm_expr {
  * /proc), or -1 when it cannot be read (qm_results.c). */
 int64_t qm_thread_cpu_ns(int pid, uint64_t tid);
 
+/*
+ * After a failed commit whose refused insertion is H in SPACE (qpt_commit_refused): the
+ * metric that made it leaves that procedure out (its insertions there taken out, its
+ * row "not measured", a NOTE with WHY), and with it every procedure whose pending tail
+ * calls it was to stop. 0 when something was taken out (commit again), QPT_ENOTFOUND
+ * when no metric of SET owns H.
+ */
+int qm_drop_refused(qm_set_t *set, qpt_space_t *s, qpt_space_t *space, qpt_handle_t h,
+                    qm_note_fn note, void *arg, const char *why);
+
 /* The text and origin an error at E of metric M names. */
 #define QM_SRC(m, e) ((e)->src != NULL ? (e)->src : (m)->src)
 #define QM_ORIGIN(m, e) ((e)->origin != NULL ? (e)->origin : (m)->origin)
@@ -95,6 +105,10 @@ typedef struct qm_metric {
     int state;             /* QM_PARSED, QM_ON, QM_OFF */
     qpt_handle_t *handles; /* QM_ON: its insertions (a process's: for qm_remove) */
     size_t nhandles;
+    struct qm_tail_pair {  /* timers: a pending call of procedure FROM is stopped at the */
+        uint32_t at, from; /* returns of procedure AT (a tail callee's) */
+    } *tail_pairs;
+    size_t ntail_pairs;
     int catch_up;          /* placed in a process, its timers not yet caught up with the
                             * calls under way (qm_catch_up) */
 } qm_metric_t;
@@ -165,6 +179,9 @@ int qm_costs_observe(qm_costs_t *c, const qm_set_t *set, qpt_space_t *s, double 
 size_t qm_costs_worst(const qm_costs_t *c, const qm_set_t *set, double *total);
 /* Metric I's counters out (before the commit); their memory freed (after it). */
 void qm_costs_remove(qm_costs_t *c, size_t i, qpt_space_t *s);
+/* The cost counter H of SPACE taken out (a point the commit could not install): 0, or
+ * QPT_ENOTFOUND when no metric's costs hold it. */
+int qm_costs_drop(qm_costs_t *c, qpt_space_t *space, qpt_handle_t h);
 void qm_costs_release(qm_costs_t *c, qpt_space_t *s);
 /* The costs of the metrics in, *OUT malloc'ed; their number. */
 size_t qm_costs_table(const qm_costs_t *c, const qm_set_t *set, qm_cost_t **out);

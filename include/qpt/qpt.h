@@ -541,6 +541,15 @@ int qpt_remove(qpt_space_t *s, qpt_handle_t h);
 int qpt_commit(qpt_space_t *s);
 
 /*
+ * After qpt_commit(S) failed because one insertion's point could not be installed in
+ * the process (no room for its jump, its padding taken by other points): that space (S
+ * or one of its libraries' spaces) into *WHERE and the insertion into *H, so that a
+ * mutator can take it out and commit the rest again. QPT_ENOTFOUND when the failure
+ * was not a point's (or for a file).
+ */
+int qpt_commit_refused(const qpt_space_t *s, qpt_space_t **where /*OUT*/, qpt_handle_t *h /*OUT*/);
+
+/*
  * A process: take every snippet out (ON 0), or put them all back in (ON 1), in one stop;
  * the insertions are kept, and commits while inactive only check them. A file:
  * QPT_EUNSUPP.
