@@ -31,9 +31,11 @@
 
 #define QP_DESC_MAGIC "QPTDESC1" /* 8 bytes, no NUL */
 #define QP_DESC_SECTION ".qpt.desc"
-#define QP_FORMAT_VERSION 5 /* 2: the call sites (qp_desc_call_t); 3: compact (below), the
+#define QP_FORMAT_VERSION 6 /* 2: the call sites (qp_desc_call_t); 3: compact (below), the
                              * section no longer loaded; 4: QP_PROC_BY_CALLS; 5: LZMA2, not
-                             * zlib. qp refuses other versions. */
+                             * zlib; 6: an index and chunks read when needed (below). qp
+                             * reads 5 and 6 and refuses other versions. */
+#define QP_FORMAT_V5 5
 
 /*
  * Version 5 on disk: qp_desc_hdr_t (64 bytes, as below), then the body: a raw LZMA2
