@@ -136,6 +136,15 @@ qp_flow_zero_known(const qp_desc_t *d, uint32_t proc, const uint64_t *counters,
     const uint64_t *abandoned, const qp_flow_entries_t *entries,
     qp_flow_zero_t *out /*OUT*/);
 
+/*
+ * D's zero-input summaries (D->zero, D->zero_entry, allocated here; qp_desc_summarize_fn
+ * for the writer): each measured procedure solved with zero inputs, as a report solves
+ * one that did not run; one counted by its calls twice, its entry count unknown and
+ * known to be 0. D must be valid. Returns 0 or QP_ENOMEM.
+ */
+int
+qp_flow_zero_summaries(qp_desc_t *d);
+
 /* Free F's arrays and zero it. NULL is fine. */
 void
 qp_flow_free(qp_flow_t *f);
