@@ -328,17 +328,18 @@ START_TEST(test_qp_desc_validation_rules)
 }
 END_TEST
 
-/* The body's stream as qp_format.h documents it: raw LZMA2, lc 1, lp 0, pb 0, the
- * dictionary of 8 MiB. Returns the bytes written into OUT (CAP), or 0; *USED gets the
- * stream bytes read when decoding. */
+/* A stream as qp_format.h documents it (version 6): raw LZMA2, lc 1, lp 0, pb 0, a
+ * dictionary of the stream's N bytes (at least 4 KiB). doc_unpack: *USED gets the stream
+ * bytes read. */
 static lzma_filter *
-doc_filters(lzma_options_lzma *o)
+doc_filters(lzma_options_lzma *o, size_t n)
 {
     static lzma_filter f[2];
     ck_assert(!lzma_lzma_preset(o, 6));
     o->lc = 1;
     o->lp = 0;
     o->pb = 0;
+    o->dict_size = n < LZMA_DICT_SIZE_MIN ? LZMA_DICT_SIZE_MIN : (uint32_t)n;
     f[0] = (lzma_filter) { LZMA_FILTER_LZMA2, o };
     f[1] = (lzma_filter) { LZMA_VLI_UNKNOWN, NULL };
     return f;
@@ -349,7 +350,7 @@ doc_pack(const uint8_t *in, size_t n, uint8_t *out, size_t cap)
 {
     lzma_options_lzma o;
     size_t pos = 0;
-    return lzma_raw_buffer_encode(doc_filters(&o), NULL, in, n, out, &pos, cap) == LZMA_OK
+    return lzma_raw_buffer_encode(doc_filters(&o, n), NULL, in, n, out, &pos, cap) == LZMA_OK
         ? pos : 0;
 }
 
@@ -358,7 +359,8 @@ doc_unpack(const uint8_t *in, size_t n, uint8_t *out, size_t cap, size_t *used)
 {
     lzma_options_lzma o;
     size_t ipos = 0, pos = 0;
-    lzma_ret lr = lzma_raw_buffer_decode(doc_filters(&o), NULL, in, &ipos, n, out, &pos, cap);
+    lzma_ret lr = lzma_raw_buffer_decode(doc_filters(&o, cap), NULL, in, &ipos, n, out, &pos,
+                                         cap);
     *used = ipos;
     return lr == LZMA_OK ? pos : 0;
 }
