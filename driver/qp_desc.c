@@ -582,12 +582,14 @@ put_call(wb_t *w, run_t *r, const qp_desc_call_t *c)
  */
 typedef struct chunk_plan {
     uint32_t proc, nprocs, block, nblocks, edge, nedges, clo, cn;
+    uint64_t ns_lo, ns_hi; /* the new addresses of its moved blocks (0, 0: none) */
+    uint64_t ra_lo, ra_hi; /* the return addresses of its edges (0, 0: none) */
 } chunk_plan_t;
 
-/* Blocks and edges a chunk gathers before it may end (about 12 KB of varints): small
+/* Blocks and edges a chunk gathers before it may end (about 4 KB of varints): small
  * enough that the procedures of a chunk mostly ran together or not at all, large enough
  * to compress (chromium: 16% of its procedures ran). */
-enum { CHUNK_RECORDS = 3072 };
+enum { CHUNK_RECORDS = 1024 };
 
 /* The chunk of C (N chunks, their block ranges consecutive from 0) holding block B. */
 static uint32_t
@@ -619,24 +621,40 @@ calls_fit(const qp_desc_t *d, const chunk_plan_t *c, uint32_t n)
     return 1;
 }
 
-/* The counters C's blocks and edges use, as [clo, clo + cn). */
+/* [*LO, *HI] grown to hold X (not 0); *LO 0: empty. */
 static void
-chunk_counters(const qp_desc_t *d, chunk_plan_t *c)
+widen(uint64_t *lo, uint64_t *hi, uint64_t x)
+{
+    if (*lo == 0 || x < *lo)
+        *lo = x;
+    if (x > *hi)
+        *hi = x;
+}
+
+/* The counters C's blocks and edges use, as [clo, clo + cn); the new addresses of its
+ * blocks and the return addresses of its edges, as ranges. */
+static void
+chunk_ranges(const qp_desc_t *d, chunk_plan_t *c)
 {
     uint32_t lo = UINT32_MAX, hi = 0;
+    c->ns_lo = c->ns_hi = c->ra_lo = c->ra_hi = 0;
     for (uint32_t i = 0; i < c->nblocks; i++) {
-        uint32_t k = d->blocks[c->block + i].counter;
-        if (k != QP_NOCOUNTER) {
-            lo = k < lo ? k : lo;
-            hi = k >= hi ? k + 1 : hi;
+        const qp_desc_block_t *b = &d->blocks[c->block + i];
+        if (b->counter != QP_NOCOUNTER) {
+            lo = b->counter < lo ? b->counter : lo;
+            hi = b->counter >= hi ? b->counter + 1 : hi;
         }
+        if (b->new_start != 0)
+            widen(&c->ns_lo, &c->ns_hi, b->new_start);
     }
     for (uint32_t i = 0; i < c->nedges; i++) {
-        uint32_t k = d->edges[c->edge + i].counter;
-        if (k != QP_NOCOUNTER) {
-            lo = k < lo ? k : lo;
-            hi = k >= hi ? k + 1 : hi;
+        const qp_desc_edge_t *e = &d->edges[c->edge + i];
+        if (e->counter != QP_NOCOUNTER) {
+            lo = e->counter < lo ? e->counter : lo;
+            hi = e->counter >= hi ? e->counter + 1 : hi;
         }
+        if (e->ret_addr != 0)
+            widen(&c->ra_lo, &c->ra_hi, e->ret_addr);
     }
     c->clo = hi > 0 ? lo : 0;
     c->cn = hi > 0 ? hi - lo : 0;
@@ -687,7 +705,8 @@ plan_chunks(const qp_desc_t *d, chunk_plan_t **out, uint32_t *n)
             if (!last && (recs < CHUNK_RECORDS || minb[i + 1] < endb || mine[i + 1] < ende))
                 continue;
             uint32_t b1 = last ? d->hdr.nblocks : endb, e1 = last ? d->hdr.nedges : ende;
-            c[k++] = (chunk_plan_t) { first, i + 1 - first, b0, b1 - b0, e0, e1 - e0, 0, 0 };
+            c[k++] = (chunk_plan_t) { first, i + 1 - first, b0, b1 - b0, e0, e1 - e0, 0, 0,
+                                      0, 0, 0, 0 };
             first = i + 1;
             b0 = b1;
             e0 = e1;
@@ -696,11 +715,11 @@ plan_chunks(const qp_desc_t *d, chunk_plan_t **out, uint32_t *n)
         ok = calls_fit(d, c, k);
     }
     if (!ok) {
-        c[0] = (chunk_plan_t) { 0, np, 0, d->hdr.nblocks, 0, d->hdr.nedges, 0, 0 };
+        c[0] = (chunk_plan_t) { 0, np, 0, d->hdr.nblocks, 0, d->hdr.nedges, 0, 0, 0, 0, 0, 0 };
         k = 1;
     }
     for (uint32_t i = 0; i < k; i++)
-        chunk_counters(d, &c[i]);
+        chunk_ranges(d, &c[i]);
     free(minb);
     free(mine);
     *out = c;
@@ -754,6 +773,7 @@ encode_index(const qp_desc_t *d, const chunk_plan_t *c, uint32_t nc, const size_
     for (uint32_t i = 0; i < d->hdr.ncalls; i++)
         put_call(w, &r, &d->calls[i]);
     for (uint32_t k = 0; k < nc; k++) {
+        const chunk_plan_t *p = k ? &c[k - 1] : NULL;
         wb_uleb(w, c[k].nprocs);
         wb_uleb(w, c[k].nblocks);
         wb_uleb(w, c[k].nedges);
@@ -761,6 +781,10 @@ encode_index(const qp_desc_t *d, const chunk_plan_t *c, uint32_t nc, const size_
         wb_uleb(w, c[k].cn);
         wb_uleb(w, z[k]);
         wb_uleb(w, raw[k]);
+        wb_uleb(w, zz64(c[k].ns_lo, p ? p->ns_lo : 0));
+        wb_uleb(w, zz64(c[k].ns_hi, c[k].ns_lo));
+        wb_uleb(w, zz64(c[k].ra_lo, p ? p->ra_lo : 0));
+        wb_uleb(w, zz64(c[k].ra_hi, c[k].ra_lo));
     }
     wb_put(w, d->strtab, d->hdr.strtab_size);
     free(r.entries);
@@ -1166,7 +1190,7 @@ check_sizes(const qp_desc_hdr_t *h, size_t zlen, char *why, size_t whylen)
 }
 
 /* The most bytes of a zero-input summary (two per procedure) and of a chunk's entry. */
-enum { MAX_ZERO = 10, MAX_CHUNK = 50 };
+enum { MAX_ZERO = 10, MAX_CHUNK = 90 };
 
 /* Version 6: the index's size (body_size) against the counts and the LEN bytes after the
  * header, as check_sizes does for version 5's body. */
@@ -1298,6 +1322,7 @@ parse_v5(const uint8_t *buf, size_t len, const qp_desc_hdr_t *h, qp_desc_t *out,
 /* A chunk as the index gives it, where its stream is, and whether it was decoded. */
 typedef struct desc_chunk {
     uint32_t proc, nprocs, block, nblocks, edge, nedges, clo, cn;
+    uint64_t ns_lo, ns_hi, ra_lo, ra_hi; /* chunk_plan_t's */
     size_t zoff;        /* its stream: BUF + zoff, zsize bytes */
     uint32_t zsize, rawsize;
     uint8_t state;      /* CHUNK_* */
@@ -1359,6 +1384,10 @@ get_chunk(rbuf_t *b, const desc_chunk_t *prev, desc_chunk_t *c)
     c->cn = get_u32(b);
     c->zsize = get_u32(b);
     c->rawsize = get_u32(b);
+    c->ns_lo = unzz64(get_u(b), prev ? prev->ns_lo : 0);
+    c->ns_hi = unzz64(get_u(b), c->ns_lo);
+    c->ra_lo = unzz64(get_u(b), prev ? prev->ra_lo : 0);
+    c->ra_hi = unzz64(get_u(b), c->ra_lo);
 }
 
 /* The index of a version 6 description (B) into OUT and LZ: procedures, their zero-input
@@ -1563,19 +1592,24 @@ load_chunk(const qp_desc_t *d, struct qp_desc_lazy *lz, desc_chunk_t *c)
                b.bad ? "a record truncated or a value out of range" : "bytes after its records");
         return QP_EFORMAT;
     }
+    /* What the index says of the chunk (qp reads only the chunks it names) holds. */
     for (uint32_t i = 0; i < c->nblocks; i++) {
         QP_CHECK(validate_block(d, c->block + i, why, whylen));
-        uint32_t n = d->blocks[c->block + i].counter;
-        if (n != QP_NOCOUNTER && n - c->clo >= c->cn) {
-            qp_why(why, whylen, "block %u: counter %u outside its chunk's", c->block + i, n);
+        const qp_desc_block_t *e = &d->blocks[c->block + i];
+        if ((e->counter != QP_NOCOUNTER && e->counter - c->clo >= c->cn)
+            || (e->new_start != 0 && (e->new_start < c->ns_lo || e->new_start > c->ns_hi))) {
+            qp_why(why, whylen, "block %u: counter or new address outside its chunk's",
+                   c->block + i);
             return QP_EFORMAT;
         }
     }
     for (uint32_t i = 0; i < c->nedges; i++) {
         QP_CHECK(validate_edge(d, c->edge + i, why, whylen));
-        uint32_t n = d->edges[c->edge + i].counter;
-        if (n != QP_NOCOUNTER && n - c->clo >= c->cn) {
-            qp_why(why, whylen, "edge %u: counter %u outside its chunk's", c->edge + i, n);
+        const qp_desc_edge_t *e = &d->edges[c->edge + i];
+        if ((e->counter != QP_NOCOUNTER && e->counter - c->clo >= c->cn)
+            || (e->ret_addr != 0 && (e->ret_addr < c->ra_lo || e->ret_addr > c->ra_hi))) {
+            qp_why(why, whylen, "edge %u: counter or return address outside its chunk's",
+                   c->edge + i);
             return QP_EFORMAT;
         }
     }
@@ -1602,16 +1636,10 @@ load_chunk(const qp_desc_t *d, struct qp_desc_lazy *lz, desc_chunk_t *c)
     return 0;
 }
 
-int
-qp_desc_need(const qp_desc_t *d, uint32_t proc)
+/* Decode chunk C of D unless it was. */
+static int
+need_chunk(const qp_desc_t *d, desc_chunk_t *c)
 {
-    if (d == NULL || proc >= d->hdr.nprocs)
-        return QP_EINVAL;
-    if (d->lazy == NULL)
-        return 0;
-    desc_chunk_t *c = chunk_of_proc(d->lazy, proc);
-    if (c == NULL)
-        return QP_EINVAL;
     if (c->state == CHUNK_PACKED) {
         int rc = load_chunk(d, d->lazy, c);
         c->state = rc == 0 ? CHUNK_LOADED : CHUNK_BAD;
@@ -1622,12 +1650,95 @@ qp_desc_need(const qp_desc_t *d, uint32_t proc)
 }
 
 int
+qp_desc_need(const qp_desc_t *d, uint32_t proc)
+{
+    if (d == NULL || proc >= d->hdr.nprocs)
+        return QP_EINVAL;
+    if (d->lazy == NULL)
+        return 0;
+    desc_chunk_t *c = chunk_of_proc(d->lazy, proc);
+    return c == NULL ? QP_EINVAL : need_chunk(d, c);
+}
+
+int
 qp_desc_loaded(const qp_desc_t *d, uint32_t proc)
 {
     if (d == NULL || d->lazy == NULL)
         return 1;
     const desc_chunk_t *c = chunk_of_proc(d->lazy, proc);
     return c != NULL && c->state == CHUNK_LOADED;
+}
+
+int
+qp_desc_need_block(const qp_desc_t *d, uint32_t block)
+{
+    if (d == NULL || block >= d->hdr.nblocks)
+        return QP_EINVAL;
+    if (d->lazy == NULL)
+        return 0;
+    const struct qp_desc_lazy *lz = d->lazy;
+    uint32_t lo = 0, hi = lz->nchunks;
+    while (lo < hi) { /* the last chunk starting at or before BLOCK: it holds it */
+        uint32_t mid = lo + (hi - lo) / 2;
+        if (lz->chunks[mid].block <= block)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo == 0 ? QP_EINVAL : need_chunk(d, &lz->chunks[lo - 1]);
+}
+
+int
+qp_desc_need_new(const qp_desc_t *d, uint64_t lo, uint64_t hi)
+{
+    for (uint32_t k = 0; d != NULL && d->lazy != NULL && k < d->lazy->nchunks; k++) {
+        desc_chunk_t *c = &d->lazy->chunks[k];
+        if (c->ns_lo != 0 && c->ns_lo <= hi && lo <= c->ns_hi)
+            QP_CHECK(need_chunk(d, c));
+    }
+    return 0;
+}
+
+int
+qp_desc_need_ret(const qp_desc_t *d, const uint64_t *ras, size_t n)
+{
+    for (uint32_t k = 0; d != NULL && d->lazy != NULL && k < d->lazy->nchunks; k++) {
+        desc_chunk_t *c = &d->lazy->chunks[k];
+        if (c->ra_lo == 0)
+            continue;
+        size_t lo = 0, hi = n; /* the first of RAS at or above the chunk's lowest */
+        while (lo < hi) {
+            size_t mid = lo + (hi - lo) / 2;
+            if (ras[mid] < c->ra_lo)
+                lo = mid + 1;
+            else
+                hi = mid;
+        }
+        if (lo < n && ras[lo] <= c->ra_hi)
+            QP_CHECK(need_chunk(d, c));
+    }
+    return 0;
+}
+
+int
+qp_desc_decoded(const qp_desc_t *d, uint32_t k, uint32_t *block, uint32_t *nblocks,
+                uint32_t *edge, uint32_t *nedges)
+{
+    if (d == NULL || k >= (d->lazy != NULL ? d->lazy->nchunks : 1))
+        return 0;
+    if (d->lazy == NULL) {
+        *block = *edge = 0;
+        *nblocks = d->hdr.nblocks;
+        *nedges = d->hdr.nedges;
+        return 1;
+    }
+    const desc_chunk_t *c = &d->lazy->chunks[k];
+    int in = c->state == CHUNK_LOADED;
+    *block = c->block;
+    *nblocks = in ? c->nblocks : 0;
+    *edge = c->edge;
+    *nedges = in ? c->nedges : 0;
+    return 1;
 }
 
 int

@@ -162,6 +162,24 @@ int qp_desc_parse_lazy(const uint8_t *buf, size_t len, qp_desc_t *out /*OUT*/, c
  */
 int qp_desc_need(const qp_desc_t *d, uint32_t proc);
 
+/* The same for block BLOCK's chunk. */
+int qp_desc_need_block(const qp_desc_t *d, uint32_t block);
+
+/* Decode every chunk of D with a moved block whose new address may lie in [LO, HI]. */
+int qp_desc_need_new(const qp_desc_t *d, uint64_t lo, uint64_t hi);
+
+/* Decode every chunk of D with an edge whose return address may be one of RAS (N,
+ * sorted). */
+int qp_desc_need_ret(const qp_desc_t *d, const uint64_t *ras, size_t n);
+
+/*
+ * The decoded blocks and edges of D, a range at a time: K from 0 up while it returns 1,
+ * [*BLOCK, *BLOCK + *NBLOCKS) and [*EDGE, *EDGE + *NEDGES) (empty for a chunk not
+ * decoded), in index order. D not lazy: one range, everything.
+ */
+int qp_desc_decoded(const qp_desc_t *d, uint32_t k, uint32_t *block /*OUT*/,
+                    uint32_t *nblocks /*OUT*/, uint32_t *edge /*OUT*/, uint32_t *nedges /*OUT*/);
+
 /* Every chunk of D decoded (qp_desc_need on all): then D is as qp_desc_parse gives it. */
 int qp_desc_need_all(qp_desc_t *d, char *why, size_t whylen);
 

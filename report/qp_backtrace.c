@@ -486,14 +486,29 @@ abandon_frames(const qp_desc_t *d, const abandon_ctx_t *c, uint64_t *abandoned,
     for (size_t i = 0; i < c->nras; i++)
         if (n == 0 || sites[n - 1].ret_addr != sites[i].ret_addr)
             sites[n++] = sites[i];
-    for (uint32_t i = 0; n > 0 && i < d->hdr.nedges; i++) {
-        const qp_desc_edge_t *e = &d->edges[i];
-        ret_site_t *s;
-        if (e->kind == CFG_EDGE_CALLRET && e->ret_addr != 0
-            && (s = site_at(sites, n, e->ret_addr)) != NULL
-            && (s->block == QP_VIRT || e->from < s->block))
-            s->block = e->from;
+    /* A lazy description: the chunks whose edges may return there (the others hold
+     * no such edge), then the edges decoded. */
+    uint64_t *ras = malloc((n ? n : 1) * sizeof(uint64_t));
+    int rc = ras == NULL ? QP_ENOMEM : 0;
+    for (size_t i = 0; rc == 0 && i < n; i++)
+        ras[i] = sites[i].ret_addr;
+    if (rc == 0)
+        rc = qp_desc_need_ret(d, ras, n);
+    free(ras);
+    if (rc < 0) {
+        free(sites);
+        return rc;
     }
+    uint32_t b0, nb, e0, ne;
+    for (uint32_t k = 0; n > 0 && qp_desc_decoded(d, k, &b0, &nb, &e0, &ne); k++)
+        for (uint32_t i = e0; i < e0 + ne; i++) {
+            const qp_desc_edge_t *e = &d->edges[i];
+            ret_site_t *s;
+            if (e->kind == CFG_EDGE_CALLRET && e->ret_addr != 0
+                && (s = site_at(sites, n, e->ret_addr)) != NULL
+                && (s->block == QP_VIRT || e->from < s->block))
+                s->block = e->from;
+        }
     st->frames += c->nras;
     for (size_t i = 0; i < c->nras; i++) {
         const ret_site_t *s = site_at(sites, n, c->ras[i]);
@@ -504,6 +519,28 @@ abandon_frames(const qp_desc_t *d, const abandon_ctx_t *c, uint64_t *abandoned,
     }
     free(sites);
     return 0;
+}
+
+/*
+ * A lazy description: what the block found for a dump at PC (below) needs decoded. Only
+ * an exec call's block counts, so the exec call blocks (their chunks), the highest of
+ * them at or below PC, E, and every chunk with a block between E and PC (one of which
+ * may be found instead). Without such an E nothing is counted whatever is found.
+ */
+static int
+need_exec_blocks(const qp_desc_t *d, uint64_t pc)
+{
+    uint64_t e = 0;
+    for (uint32_t i = 0; d->lazy != NULL && i < d->hdr.ncalls; i++) {
+        const qp_desc_call_t *c = &d->calls[i];
+        if (!(c->flags & QP_CALLF_EXEC))
+            continue;
+        QP_CHECK(qp_desc_need_block(d, c->block));
+        uint64_t ns = d->blocks[c->block].new_start;
+        if (ns != 0 && ns <= pc && ns > e)
+            e = ns;
+    }
+    return e != 0 ? qp_desc_need_new(d, e, pc) : 0;
 }
 
 /*
@@ -526,15 +563,25 @@ abandon_exec_blocks(const qp_desc_t *d, const qp_profile_t *p, uint64_t *abandon
     }
     for (size_t k = 0; k < n; k++)
         at[k] = QP_VIRT;
-    for (uint32_t i = 0; i < d->hdr.nblocks; i++) {
-        uint64_t ns = d->blocks[i].new_start;
-        for (size_t k = 0; ns != 0 && k < n; k++)
-            if (ns <= p->dumps[k].hdr.pc - p->dumps[k].hdr.bias
-                && (at[k] == QP_VIRT || ns >= best[k])) {
-                best[k] = ns;
-                at[k] = i;
-            }
+    int rc = 0;
+    for (size_t k = 0; k < n && rc == 0; k++)
+        rc = need_exec_blocks(d, p->dumps[k].hdr.pc - p->dumps[k].hdr.bias);
+    if (rc < 0) {
+        free(best);
+        free(at);
+        return rc;
     }
+    uint32_t b0, nb, e0, ne;
+    for (uint32_t c = 0; qp_desc_decoded(d, c, &b0, &nb, &e0, &ne); c++)
+        for (uint32_t i = b0; i < b0 + nb; i++) {
+            uint64_t ns = d->blocks[i].new_start;
+            for (size_t k = 0; ns != 0 && k < n; k++)
+                if (ns <= p->dumps[k].hdr.pc - p->dumps[k].hdr.bias
+                    && (at[k] == QP_VIRT || ns >= best[k])) {
+                    best[k] = ns;
+                    at[k] = i;
+                }
+        }
     for (size_t k = 0; k < n; k++)
         for (uint32_t i = 0; at[k] != QP_VIRT && i < d->hdr.ncalls; i++)
             if (d->calls[i].block == at[k] && (d->calls[i].flags & QP_CALLF_EXEC)) {

@@ -701,10 +701,6 @@ load_module(const qp_args_t *a, module_t *m)
     progress("summing the profiles");
     if (st == 0)
         st = merge_profiles(m, &m->desc);
-    /* Exit dumps are unwound against every call site's return address. */
-    char why[512];
-    if (st == 0 && m->prof.ndumps > 0 && qp_desc_need_all(&m->desc, why, sizeof(why)) < 0)
-        st = fail(m->exe, why);
     /* Without unwind tables the dumps stay unused; the report says so. */
     if (st == 0 && m->prof.ndumps > 0 && qp_unwinder_create(m->exe, &m->unw, NULL, 0) < 0)
         m->unw = NULL;
