@@ -316,7 +316,7 @@ merge_profiles(module_t *m, const qp_desc_t *d)
     for (int i = 0; i < m->nfiles; i++) {
         if (d != NULL && qp_profile_check(m->ps[i], d, why, sizeof(why)) < 0)
             return fail(m->files[i], why);
-        if (qp_profile_merge(&m->prof, m->ps[i], why, sizeof(why)) < 0)
+        if (qp_profile_merge_take(&m->prof, m->ps[i], why, sizeof(why)) < 0)
             return fail(m->files[i], why);
         /* Only the sum is used from here (chromium's counters: 33 MB a copy). */
         free(m->ps[i]->counters);
