@@ -588,10 +588,15 @@ put_call(wb_t *w, run_t *r, const qp_desc_call_t *c)
  * they use, each chunk a stream of its own, so that a reader decodes only those of the
  * procedures that ran. A chunk's counters lie in [clo, clo + cn).
  */
+enum { RA_PARTS = 4 };
+
 typedef struct chunk_plan {
     uint32_t proc, nprocs, block, nblocks, edge, nedges, clo, cn;
     uint64_t ns_lo, ns_hi; /* the new addresses of its moved blocks (0, 0: none) */
-    uint64_t ra_lo, ra_hi; /* the return addresses of its edges (0, 0: none) */
+    /* The return addresses of its edges, in NRA intervals (clusters: code relocated and
+     * code measured in place lie far apart). */
+    uint64_t ra_lo[RA_PARTS], ra_hi[RA_PARTS];
+    uint32_t nra;
 } chunk_plan_t;
 
 /* Blocks and edges a chunk gathers before it may end (about 4 KB of varints): small
@@ -629,6 +634,43 @@ calls_fit(const qp_desc_t *d, const chunk_plan_t *c, uint32_t n)
     return 1;
 }
 
+static int
+cmp_u32(const void *a, const void *b)
+{
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* RA (N return addresses) as at most RA_PARTS intervals of C: split at the widest gaps. */
+static void
+ra_parts(uint64_t *ra, uint32_t n, chunk_plan_t *c)
+{
+    qsort(ra, n, sizeof(uint64_t), cfg_u64_cmp);
+    uint32_t cut[RA_PARTS - 1], ncut = 0; /* an interval ends after ra[cut[j]] */
+    while (ncut < RA_PARTS - 1) {
+        uint32_t best = n;
+        for (uint32_t i = 0; i + 1 < n; i++) {
+            int taken = 0;
+            for (uint32_t j = 0; j < ncut; j++)
+                taken |= cut[j] == i;
+            if (!taken && ra[i + 1] > ra[i]
+                && (best == n || ra[i + 1] - ra[i] > ra[best + 1] - ra[best]))
+                best = i;
+        }
+        if (best == n)
+            break;
+        cut[ncut++] = best;
+    }
+    qsort(cut, ncut, sizeof(uint32_t), cmp_u32);
+    uint32_t first = 0;
+    for (uint32_t j = 0; n > 0 && j <= ncut; j++) {
+        uint32_t last = j < ncut ? cut[j] : n - 1;
+        c->ra_lo[c->nra] = ra[first];
+        c->ra_hi[c->nra++] = ra[last];
+        first = last + 1;
+    }
+}
+
 /* [*LO, *HI] grown to hold X (not 0); *LO 0: empty. */
 static void
 widen(uint64_t *lo, uint64_t *hi, uint64_t x)
@@ -645,7 +687,10 @@ static void
 chunk_ranges(const qp_desc_t *d, chunk_plan_t *c)
 {
     uint32_t lo = UINT32_MAX, hi = 0;
-    c->ns_lo = c->ns_hi = c->ra_lo = c->ra_hi = 0;
+    c->ns_lo = c->ns_hi = 0;
+    c->nra = 0;
+    uint64_t *ra = malloc((c->nedges + 1) * sizeof(uint64_t));
+    uint32_t n = 0;
     for (uint32_t i = 0; i < c->nblocks; i++) {
         const qp_desc_block_t *b = &d->blocks[c->block + i];
         if (b->counter != QP_NOCOUNTER) {
@@ -661,11 +706,19 @@ chunk_ranges(const qp_desc_t *d, chunk_plan_t *c)
             lo = e->counter < lo ? e->counter : lo;
             hi = e->counter >= hi ? e->counter + 1 : hi;
         }
-        if (e->ret_addr != 0)
-            widen(&c->ra_lo, &c->ra_hi, e->ret_addr);
+        if (e->ret_addr != 0 && ra != NULL)
+            ra[n++] = e->ret_addr;
     }
     c->clo = hi > 0 ? lo : 0;
     c->cn = hi > 0 ? hi - lo : 0;
+    if (ra == NULL) { /* one interval, everything */
+        c->ra_lo[0] = 1;
+        c->ra_hi[0] = UINT64_MAX;
+        c->nra = 1;
+        return;
+    }
+    ra_parts(ra, n, c);
+    free(ra);
 }
 
 /*
@@ -713,8 +766,8 @@ plan_chunks(const qp_desc_t *d, chunk_plan_t **out, uint32_t *n)
             if (!last && (recs < CHUNK_RECORDS || minb[i + 1] < endb || mine[i + 1] < ende))
                 continue;
             uint32_t b1 = last ? d->hdr.nblocks : endb, e1 = last ? d->hdr.nedges : ende;
-            c[k++] = (chunk_plan_t) { first, i + 1 - first, b0, b1 - b0, e0, e1 - e0, 0, 0,
-                                      0, 0, 0, 0 };
+            c[k++] = (chunk_plan_t) { .proc = first, .nprocs = i + 1 - first, .block = b0,
+                                  .nblocks = b1 - b0, .edge = e0, .nedges = e1 - e0 };
             first = i + 1;
             b0 = b1;
             e0 = e1;
@@ -723,7 +776,8 @@ plan_chunks(const qp_desc_t *d, chunk_plan_t **out, uint32_t *n)
         ok = calls_fit(d, c, k);
     }
     if (!ok) {
-        c[0] = (chunk_plan_t) { 0, np, 0, d->hdr.nblocks, 0, d->hdr.nedges, 0, 0, 0, 0, 0, 0 };
+        c[0] = (chunk_plan_t) { .nprocs = np, .nblocks = d->hdr.nblocks,
+                                .nedges = d->hdr.nedges };
         k = 1;
     }
     for (uint32_t i = 0; i < k; i++)
@@ -795,8 +849,13 @@ encode_index(const qp_desc_t *d, const chunk_plan_t *c, uint32_t nc, const size_
         wb_uleb(w, raw[k]);
         wb_uleb(w, zz64(c[k].ns_lo, p ? p->ns_lo : 0));
         wb_uleb(w, zz64(c[k].ns_hi, c[k].ns_lo));
-        wb_uleb(w, zz64(c[k].ra_lo, p ? p->ra_lo : 0));
-        wb_uleb(w, zz64(c[k].ra_hi, c[k].ra_lo));
+        wb_uleb(w, c[k].nra);
+        uint64_t prev = p != NULL && p->nra ? p->ra_lo[0] : 0;
+        for (uint32_t j = 0; j < c[k].nra; j++) {
+            wb_uleb(w, zz64(c[k].ra_lo[j], prev));
+            wb_uleb(w, zz64(c[k].ra_hi[j], c[k].ra_lo[j]));
+            prev = c[k].ra_hi[j];
+        }
     }
     wb_put(w, d->strtab, d->hdr.strtab_size);
     free(r.entries);
@@ -1202,7 +1261,7 @@ check_sizes(const qp_desc_hdr_t *h, size_t zlen, char *why, size_t whylen)
 }
 
 /* The most bytes of a zero-input summary (two per procedure) and of a chunk's entry. */
-enum { MAX_ZERO = 10, MAX_CHUNK = 90 };
+enum { MAX_ZERO = 10, MAX_CHUNK = 200 };
 
 /* Version 6: the index's size (body_size) against the counts and the LEN bytes after the
  * header, as check_sizes does for version 5's body. */
@@ -1334,7 +1393,8 @@ parse_v5(const uint8_t *buf, size_t len, const qp_desc_hdr_t *h, qp_desc_t *out,
 /* A chunk as the index gives it, where its stream is, and whether it was decoded. */
 typedef struct desc_chunk {
     uint32_t proc, nprocs, block, nblocks, edge, nedges, clo, cn;
-    uint64_t ns_lo, ns_hi, ra_lo, ra_hi; /* chunk_plan_t's */
+    uint64_t ns_lo, ns_hi, ra_lo[RA_PARTS], ra_hi[RA_PARTS]; /* chunk_plan_t's */
+    uint32_t nra;
     size_t zoff;        /* its stream: BUF + zoff, zsize bytes */
     uint32_t zsize, rawsize;
     uint8_t state;      /* CHUNK_* */
@@ -1414,8 +1474,13 @@ get_chunk(rbuf_t *b, const desc_chunk_t *prev, desc_chunk_t *c)
     c->rawsize = get_u32(b);
     c->ns_lo = unzz64(get_u(b), prev ? prev->ns_lo : 0);
     c->ns_hi = unzz64(get_u(b), c->ns_lo);
-    c->ra_lo = unzz64(get_u(b), prev ? prev->ra_lo : 0);
-    c->ra_hi = unzz64(get_u(b), c->ra_lo);
+    c->nra = (uint32_t)get_max(b, RA_PARTS);
+    uint64_t p = prev != NULL && prev->nra ? prev->ra_lo[0] : 0;
+    for (uint32_t j = 0; j < c->nra; j++) {
+        c->ra_lo[j] = unzz64(get_u(b), p);
+        c->ra_hi[j] = unzz64(get_u(b), c->ra_lo[j]);
+        p = c->ra_hi[j];
+    }
 }
 
 /* The index of a version 6 description (B) into OUT and LZ: procedures, their zero-input
@@ -1628,6 +1693,16 @@ decode_chunk(const qp_desc_t *d, struct qp_desc_lazy *lz, const desc_chunk_t *c,
     return 0;
 }
 
+/* Is return address RA in one of C's intervals? */
+static int
+in_ra(const desc_chunk_t *c, uint64_t ra)
+{
+    for (uint32_t j = 0; j < c->nra; j++)
+        if (ra >= c->ra_lo[j] && ra <= c->ra_hi[j])
+            return 1;
+    return 0;
+}
+
 /* Blocks [B0, B0 + NB) and edges [E0, E0 + NE) of D, decoded from chunk C, checked as
  * qp_desc_validate checks them and against what the index says of C (qp reads only
  * the chunks it names); then procedures [P0, P0 + NP) and the tail calls of the blocks. */
@@ -1650,7 +1725,7 @@ validate_decoded(const qp_desc_t *d, struct qp_desc_lazy *lz, const desc_chunk_t
         QP_CHECK(validate_edge(d, i, why, whylen));
         const qp_desc_edge_t *e = &d->edges[i];
         if ((e->counter != QP_NOCOUNTER && e->counter - c->clo >= c->cn)
-            || (e->ret_addr != 0 && (e->ret_addr < c->ra_lo || e->ret_addr > c->ra_hi))) {
+            || (e->ret_addr != 0 && !in_ra(c, e->ret_addr))) {
             qp_why(why, whylen, "edge %u: counter or return address outside its chunk's", i);
             return QP_EFORMAT;
         }
@@ -1830,8 +1905,17 @@ qp_desc_need_block(const qp_desc_t *d, uint32_t block)
 int
 qp_desc_need_new(const qp_desc_t *d, uint64_t lo, uint64_t hi)
 {
-    for (uint32_t k = 0; d != NULL && d->lazy != NULL && k < d->lazy->nchunks; k++) {
-        desc_chunk_t *c = &d->lazy->chunks[k];
+    if (d == NULL || d->lazy == NULL)
+        return 0;
+    const struct qp_desc_lazy *lz = d->lazy;
+    /* A chunk whose lowest or highest new address is in (LO, HI] has such a block. */
+    for (uint32_t k = 0; k < lz->nchunks; k++) {
+        const desc_chunk_t *c = &lz->chunks[k];
+        if (c->ns_lo != 0 && ((c->ns_lo > lo && c->ns_lo <= hi) || (c->ns_hi > lo && c->ns_hi <= hi)))
+            return 1;
+    }
+    for (uint32_t k = 0; k < lz->nchunks; k++) {
+        desc_chunk_t *c = &lz->chunks[k];
         if (c->ns_lo != 0 && c->ns_lo <= hi && lo <= c->ns_hi)
             QP_CHECK(need_chunk(d, c));
     }
@@ -1843,17 +1927,19 @@ qp_desc_need_ret(const qp_desc_t *d, const uint64_t *ras, size_t n)
 {
     for (uint32_t k = 0; d != NULL && d->lazy != NULL && k < d->lazy->nchunks; k++) {
         desc_chunk_t *c = &d->lazy->chunks[k];
-        if (c->ra_lo == 0)
-            continue;
-        size_t lo = 0, hi = n; /* the first of RAS at or above the chunk's lowest */
-        while (lo < hi) {
-            size_t mid = lo + (hi - lo) / 2;
-            if (ras[mid] < c->ra_lo)
-                lo = mid + 1;
-            else
-                hi = mid;
+        int hit = 0;
+        for (uint32_t j = 0; j < c->nra && !hit; j++) {
+            size_t lo = 0, hi = n; /* the first of RAS at or above the interval's lowest */
+            while (lo < hi) {
+                size_t mid = lo + (hi - lo) / 2;
+                if (ras[mid] < c->ra_lo[j])
+                    lo = mid + 1;
+                else
+                    hi = mid;
+            }
+            hit = lo < n && ras[lo] <= c->ra_hi[j];
         }
-        if (lo < n && ras[lo] <= c->ra_hi)
+        if (hit)
             QP_CHECK(need_chunk(d, c));
     }
     return 0;

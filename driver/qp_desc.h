@@ -165,7 +165,9 @@ int qp_desc_need(const qp_desc_t *d, uint32_t proc);
 /* The same for block BLOCK's chunk. */
 int qp_desc_need_block(const qp_desc_t *d, uint32_t block);
 
-/* Decode every chunk of D with a moved block whose new address may lie in [LO, HI]. */
+/* 1 when D certainly has a moved block whose new address is in (LO, HI] (its chunk's
+ * lowest or highest is); else every chunk with a moved block whose new address may lie
+ * in [LO, HI] decoded, and 0 (or an error). */
 int qp_desc_need_new(const qp_desc_t *d, uint64_t lo, uint64_t hi);
 
 /* Decode every chunk of D with an edge whose return address may be one of RAS (N,

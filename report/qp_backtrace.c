@@ -525,13 +525,17 @@ abandon_frames(const qp_desc_t *d, const abandon_ctx_t *c, uint64_t *abandoned,
  * A lazy description: what the block found for a dump at PC (below) needs decoded. Only
  * an exec call's block counts, so the exec call blocks (their chunks), the highest of
  * them at or below PC, E, and every chunk with a block between E and PC (one of which
- * may be found instead). Without such an E nothing is counted whatever is found.
+ * may be found instead). Returns 1 when nothing can be counted for the dump: no such E,
+ * or a block certainly between E and PC is found instead (most dumps: exits, far from
+ * any exec call).
  */
 static int
 need_exec_blocks(const qp_desc_t *d, uint64_t pc)
 {
+    if (d->lazy == NULL)
+        return 0;
     uint64_t e = 0;
-    for (uint32_t i = 0; d->lazy != NULL && i < d->hdr.ncalls; i++) {
+    for (uint32_t i = 0; i < d->hdr.ncalls; i++) {
         const qp_desc_call_t *c = &d->calls[i];
         if (!(c->flags & QP_CALLF_EXEC))
             continue;
@@ -540,7 +544,7 @@ need_exec_blocks(const qp_desc_t *d, uint64_t pc)
         if (ns != 0 && ns <= pc && ns > e)
             e = ns;
     }
-    return e != 0 ? qp_desc_need_new(d, e, pc) : 0;
+    return e != 0 ? qp_desc_need_new(d, e, pc) : 1;
 }
 
 /*
@@ -563,10 +567,16 @@ abandon_exec_blocks(const qp_desc_t *d, const qp_profile_t *p, uint64_t *abandon
     }
     for (size_t k = 0; k < n; k++)
         at[k] = QP_VIRT;
-    int rc = 0;
-    for (size_t k = 0; k < n && rc == 0; k++)
+    /* skip[k]: no exec call block can be found for dump K (a lazy description). */
+    uint8_t *skip = calloc(n, 1);
+    int rc = skip == NULL ? QP_ENOMEM : 0;
+    for (size_t k = 0; k < n && rc == 0; k++) {
         rc = need_exec_blocks(d, p->dumps[k].hdr.pc - p->dumps[k].hdr.bias);
+        skip[k] = rc == 1;
+        rc = rc < 0 ? rc : 0;
+    }
     if (rc < 0) {
+        free(skip);
         free(best);
         free(at);
         return rc;
@@ -576,7 +586,7 @@ abandon_exec_blocks(const qp_desc_t *d, const qp_profile_t *p, uint64_t *abandon
         for (uint32_t i = b0; i < b0 + nb; i++) {
             uint64_t ns = d->blocks[i].new_start;
             for (size_t k = 0; ns != 0 && k < n; k++)
-                if (ns <= p->dumps[k].hdr.pc - p->dumps[k].hdr.bias
+                if (!skip[k] && ns <= p->dumps[k].hdr.pc - p->dumps[k].hdr.bias
                     && (at[k] == QP_VIRT || ns >= best[k])) {
                     best[k] = ns;
                     at[k] = i;
@@ -588,6 +598,7 @@ abandon_exec_blocks(const qp_desc_t *d, const qp_profile_t *p, uint64_t *abandon
                 abandoned[at[k]]++;
                 break;
             }
+    free(skip);
     free(best);
     free(at);
     return 0;
