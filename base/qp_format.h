@@ -84,6 +84,9 @@
  *     procedure with QP_PROC_BY_CALLS has a second, for its entry count known to be 0
  *     (the first is for it unknown);
  *   ncalls call sites (as above);
+ *   per call site with QP_CALLF_EXEC, in order: the lowest new_start of any block above
+ *     its block's (0: none), and the highest index of a block with its block's new_start
+ *     less its block's index (what finding the block of an exec's dump needs);
  *   per chunk: nprocs, nblocks, nedges (the chunks share out the procedures, blocks and
  *     edges in order, each procedure's blocks and edges inside its chunk's), clo, cn
  *     (every counter of its blocks and edges is in [clo, clo + cn)), the bytes of its

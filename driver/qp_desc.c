@@ -800,6 +800,40 @@ put_zero(wb_t *w, const qp_desc_zero_t *z)
                         | (uint64_t)(z->insns_exact != 0) << 1 | (z->all_known != 0)));
 }
 
+/*
+ * Per exec call site (QP_CALLF_EXEC) what finding the block of a dump taken before it
+ * needs (qp_backtrace.c) without every block decoded: the lowest new address of any block
+ * above its block's (0: none), and the highest index of a block at its block's.
+ */
+static void
+exec_next(const qp_desc_t *d, uint32_t block, uint64_t *next, uint32_t *tie)
+{
+    uint64_t ns = block < d->hdr.nblocks ? d->blocks[block].new_start : 0;
+    *next = 0;
+    *tie = block;
+    for (uint32_t i = 0; ns != 0 && i < d->hdr.nblocks; i++) {
+        uint64_t x = d->blocks[i].new_start;
+        if (x > ns && (*next == 0 || x < *next))
+            *next = x;
+        if (x == ns && i > *tie)
+            *tie = i;
+    }
+}
+
+static void
+put_exec_next(wb_t *w, const qp_desc_t *d)
+{
+    for (uint32_t i = 0; i < d->hdr.ncalls; i++) {
+        if (!(d->calls[i].flags & QP_CALLF_EXEC))
+            continue;
+        uint64_t next;
+        uint32_t tie;
+        exec_next(d, d->calls[i].block, &next, &tie);
+        wb_uleb(w, next);
+        wb_uleb(w, tie - d->calls[i].block);
+    }
+}
+
 /* The records of chunk C (its blocks, then its edges), each chunk's deltas from 0. */
 static void
 encode_chunk(const qp_desc_t *d, const chunk_plan_t *c, wb_t *w)
@@ -838,6 +872,7 @@ encode_index(const qp_desc_t *d, const chunk_plan_t *c, uint32_t nc, const size_
     }
     for (uint32_t i = 0; i < d->hdr.ncalls; i++)
         put_call(w, &r, &d->calls[i]);
+    put_exec_next(w, d);
     for (uint32_t k = 0; k < nc; k++) {
         const chunk_plan_t *p = k ? &c[k - 1] : NULL;
         wb_uleb(w, c[k].nprocs);
@@ -1270,7 +1305,7 @@ check_index_size(const qp_desc_hdr_t *h, size_t zlen, char *why, size_t whylen)
 {
     uint64_t least = 1 + (uint64_t)h->nprocs * 2 + h->ncalls + h->strtab_size;
     uint64_t most = 10 + (uint64_t)h->nprocs * (MAX_PROC + 2 * MAX_ZERO + MAX_CHUNK)
-        + MAX_CHUNK + (uint64_t)h->ncalls * MAX_CALL + h->strtab_size;
+        + MAX_CHUNK + (uint64_t)h->ncalls * (MAX_CALL + 16) + h->strtab_size;
     /* The chunks' records take a byte or more each, LZMA2 gives under 65536 a byte. */
     if (h->body_size < least || h->body_size > most
         || h->body_size + (uint64_t)h->nblocks + h->nedges > (uint64_t)zlen * 65536 + 64) {
@@ -1414,6 +1449,8 @@ struct qp_desc_lazy {
     const uint64_t *zero_for;    /* the counters desc_chunk_t.zero and PROC_ZERO,
                                   * PROC_COUNTED are about */
     uint8_t *proc_state;         /* per procedure: PROC_* */
+    uint64_t *exec_next;         /* per call site (exec calls only): put_exec_next's */
+    uint32_t *exec_tie;
     /* The chunk last decoded aside: its procedures are looked at, and those that
      * counted copied into the arrays, so that the pages of those that did not are
      * never touched (chromium: 44,000 of 670,000 procedures counted). */
@@ -1430,6 +1467,8 @@ lazy_free(struct qp_desc_lazy *lz)
     if (lz != NULL) {
         free(lz->chunks);
         free(lz->proc_state);
+        free(lz->exec_next);
+        free(lz->exec_tie);
         free(lz->sblocks);
         free(lz->sedges);
     }
@@ -1500,7 +1539,9 @@ decode_index(rbuf_t *b, qp_desc_t *out, struct qp_desc_lazy *lz, char *why, size
         || alloc_part((void **)&out->calls, h->ncalls, sizeof(qp_desc_call_t)) < 0
         || alloc_part((void **)&out->strtab, h->strtab_size, 1) < 0
         || alloc_part((void **)&lz->chunks, nc, sizeof(desc_chunk_t)) < 0
-        || alloc_part((void **)&lz->proc_state, h->nprocs, 1) < 0) {
+        || alloc_part((void **)&lz->proc_state, h->nprocs, 1) < 0
+        || alloc_part((void **)&lz->exec_next, h->ncalls, sizeof(uint64_t)) < 0
+        || alloc_part((void **)&lz->exec_tie, h->ncalls, sizeof(uint32_t)) < 0) {
         qp_why(why, whylen, "%s", qp_strerror(QP_ENOMEM));
         return QP_ENOMEM;
     }
@@ -1526,6 +1567,16 @@ decode_index(rbuf_t *b, qp_desc_t *out, struct qp_desc_lazy *lz, char *why, size
     for (i = 0; part == NULL && i < h->ncalls && !b->bad; i++)
         get_call(b, &r, &out->calls[i]);
     part = part ? part : b->bad ? "call site" : NULL;
+    for (i = 0; part == NULL && i < h->ncalls && !b->bad; i++) {
+        if (!(out->calls[i].flags & QP_CALLF_EXEC))
+            continue;
+        lz->exec_next[i] = get_u(b);
+        uint32_t tie = get_u32(b);
+        lz->exec_tie[i] = out->calls[i].block + tie;
+        if (lz->exec_tie[i] < out->calls[i].block)
+            b->bad = 1; /* wrapped */
+    }
+    part = part ? part : b->bad ? "exec call site" : NULL;
     for (i = 0; part == NULL && i < nc && !b->bad; i++)
         get_chunk(b, i ? &lz->chunks[i - 1] : NULL, &lz->chunks[i]);
     part = part ? part : b->bad ? "chunk" : NULL;
@@ -1903,22 +1954,15 @@ qp_desc_need_block(const qp_desc_t *d, uint32_t block)
 }
 
 int
-qp_desc_need_new(const qp_desc_t *d, uint64_t lo, uint64_t hi)
+qp_desc_exec_next(const qp_desc_t *d, uint32_t call, uint64_t *next, uint32_t *tie)
 {
-    if (d == NULL || d->lazy == NULL)
-        return 0;
-    const struct qp_desc_lazy *lz = d->lazy;
-    /* A chunk whose lowest or highest new address is in (LO, HI] has such a block. */
-    for (uint32_t k = 0; k < lz->nchunks; k++) {
-        const desc_chunk_t *c = &lz->chunks[k];
-        if (c->ns_lo != 0 && ((c->ns_lo > lo && c->ns_lo <= hi) || (c->ns_hi > lo && c->ns_hi <= hi)))
-            return 1;
-    }
-    for (uint32_t k = 0; k < lz->nchunks; k++) {
-        desc_chunk_t *c = &lz->chunks[k];
-        if (c->ns_lo != 0 && c->ns_lo <= hi && lo <= c->ns_hi)
-            QP_CHECK(need_chunk(d, c));
-    }
+    if (d == NULL || call >= d->hdr.ncalls || !(d->calls[call].flags & QP_CALLF_EXEC))
+        return QP_EINVAL;
+    if (d->lazy != NULL) {
+        *next = d->lazy->exec_next[call];
+        *tie = d->lazy->exec_tie[call];
+    } else
+        exec_next(d, d->calls[call].block, next, tie);
     return 0;
 }
 

@@ -165,10 +165,13 @@ int qp_desc_need(const qp_desc_t *d, uint32_t proc);
 /* The same for block BLOCK's chunk. */
 int qp_desc_need_block(const qp_desc_t *d, uint32_t block);
 
-/* 1 when D certainly has a moved block whose new address is in (LO, HI] (its chunk's
- * lowest or highest is); else every chunk with a moved block whose new address may lie
- * in [LO, HI] decoded, and 0 (or an error). */
-int qp_desc_need_new(const qp_desc_t *d, uint64_t lo, uint64_t hi);
+/*
+ * For exec call site CALL of D: *NEXT, the lowest new address of a moved block above
+ * its block's (0: none), and *TIE, the highest index of a block at its block's new
+ * address (its block's own when no other), without decoding (version 6 keeps them).
+ */
+int qp_desc_exec_next(const qp_desc_t *d, uint32_t call, uint64_t *next /*OUT*/,
+                      uint32_t *tie /*OUT*/);
 
 /* Decode every chunk of D with an edge whose return address may be one of RAS (N,
  * sorted). */

@@ -522,29 +522,38 @@ abandon_frames(const qp_desc_t *d, const abandon_ctx_t *c, uint64_t *abandoned,
 }
 
 /*
- * A lazy description: what the block found for a dump at PC (below) needs decoded. Only
- * an exec call's block counts, so the exec call blocks (their chunks), the highest of
- * them at or below PC, E, and every chunk with a block between E and PC (one of which
- * may be found instead). Returns 1 when nothing can be counted for the dump: no such E,
- * or a block certainly between E and PC is found instead (most dumps: exits, far from
- * any exec call).
+ * A lazy description: the block the loop of abandon_exec_blocks finds for a dump at PC,
+ * from what the description keeps of each exec call site, in *AT when it can be an exec
+ * call's block (QP_VIRT otherwise). E, the exec call block highest at or below PC, is
+ * found unless a block starts above it and at or below PC; else the last block at E's
+ * address is.
  */
 static int
-need_exec_blocks(const qp_desc_t *d, uint64_t pc)
+exec_block_lazy(const qp_desc_t *d, uint64_t pc, uint32_t *at)
 {
-    if (d->lazy == NULL)
-        return 0;
     uint64_t e = 0;
+    uint32_t eb = QP_VIRT, ecall = 0;
+    *at = QP_VIRT;
     for (uint32_t i = 0; i < d->hdr.ncalls; i++) {
         const qp_desc_call_t *c = &d->calls[i];
         if (!(c->flags & QP_CALLF_EXEC))
             continue;
         QP_CHECK(qp_desc_need_block(d, c->block));
         uint64_t ns = d->blocks[c->block].new_start;
-        if (ns != 0 && ns <= pc && ns > e)
+        if (ns != 0 && ns <= pc && (ns > e || (ns == e && c->block > eb))) {
             e = ns;
+            eb = c->block;
+            ecall = i;
+        }
     }
-    return e != 0 ? qp_desc_need_new(d, e, pc) : 1;
+    if (eb == QP_VIRT)
+        return 0;
+    uint64_t next;
+    uint32_t tie;
+    QP_CHECK(qp_desc_exec_next(d, ecall, &next, &tie));
+    if (next == 0 || next > pc)
+        *at = tie;
+    return 0;
 }
 
 /*
@@ -552,7 +561,7 @@ need_exec_blocks(const qp_desc_t *d, uint64_t pc)
  * the exec's call block, which has a return edge (an exec may fail and return), unlike
  * exit's. The block holding the dump's pc (the hook before the call: the moved block
  * starting last at or before it, the one of highest index among equal starts) gets it.
- * One pass over the blocks for every dump of P.
+ * One pass over the blocks for every dump of P (a lazy description: exec_block_lazy).
  */
 static int
 abandon_exec_blocks(const qp_desc_t *d, const qp_profile_t *p, uint64_t *abandoned)
@@ -567,41 +576,27 @@ abandon_exec_blocks(const qp_desc_t *d, const qp_profile_t *p, uint64_t *abandon
     }
     for (size_t k = 0; k < n; k++)
         at[k] = QP_VIRT;
-    /* skip[k]: no exec call block can be found for dump K (a lazy description). */
-    uint8_t *skip = calloc(n, 1);
-    int rc = skip == NULL ? QP_ENOMEM : 0;
-    for (size_t k = 0; k < n && rc == 0; k++) {
-        rc = need_exec_blocks(d, p->dumps[k].hdr.pc - p->dumps[k].hdr.bias);
-        skip[k] = rc == 1;
-        rc = rc < 0 ? rc : 0;
+    int rc = 0;
+    for (size_t k = 0; d->lazy != NULL && k < n && rc == 0; k++)
+        rc = exec_block_lazy(d, p->dumps[k].hdr.pc - p->dumps[k].hdr.bias, &at[k]);
+    for (uint32_t i = 0; d->lazy == NULL && i < d->hdr.nblocks; i++) {
+        uint64_t ns = d->blocks[i].new_start;
+        for (size_t k = 0; ns != 0 && k < n; k++)
+            if (ns <= p->dumps[k].hdr.pc - p->dumps[k].hdr.bias
+                && (at[k] == QP_VIRT || ns >= best[k])) {
+                best[k] = ns;
+                at[k] = i;
+            }
     }
-    if (rc < 0) {
-        free(skip);
-        free(best);
-        free(at);
-        return rc;
-    }
-    uint32_t b0, nb, e0, ne;
-    for (uint32_t c = 0; qp_desc_decoded(d, c, &b0, &nb, &e0, &ne); c++)
-        for (uint32_t i = b0; i < b0 + nb; i++) {
-            uint64_t ns = d->blocks[i].new_start;
-            for (size_t k = 0; ns != 0 && k < n; k++)
-                if (!skip[k] && ns <= p->dumps[k].hdr.pc - p->dumps[k].hdr.bias
-                    && (at[k] == QP_VIRT || ns >= best[k])) {
-                    best[k] = ns;
-                    at[k] = i;
-                }
-        }
-    for (size_t k = 0; k < n; k++)
+    for (size_t k = 0; rc == 0 && k < n; k++)
         for (uint32_t i = 0; at[k] != QP_VIRT && i < d->hdr.ncalls; i++)
             if (d->calls[i].block == at[k] && (d->calls[i].flags & QP_CALLF_EXEC)) {
                 abandoned[at[k]]++;
                 break;
             }
-    free(skip);
     free(best);
     free(at);
-    return 0;
+    return rc;
 }
 
 int
