@@ -1872,7 +1872,7 @@ load_proc(const qp_desc_t *d, struct qp_desc_lazy *lz, desc_chunk_t *c, uint32_t
 /* Whether procedure PROC of chunk C counted nothing in COUNTERS, by its own counters in
  * the scratch arrays: PROC_ZERO or PROC_COUNTED for every procedure of C. */
 static void
-classify_procs(const qp_desc_t *d, struct qp_desc_lazy *lz, const desc_chunk_t *c,
+classify_procs(const qp_desc_t *d, struct qp_desc_lazy *lz, desc_chunk_t *c,
                const uint64_t *counters)
 {
     for (uint32_t q = c->proc; q < c->proc + c->nprocs; q++) {
@@ -1892,6 +1892,12 @@ classify_procs(const qp_desc_t *d, struct qp_desc_lazy *lz, const desc_chunk_t *
         }
         lz->proc_state[q] = counted ? PROC_COUNTED : PROC_ZERO;
     }
+    /* Those that counted are solved, and those counted by their calls are when they were
+     * called: copied now, while the chunk is at hand (later they come in any order). */
+    for (uint32_t q = c->proc; q < c->proc + c->nprocs; q++)
+        if (lz->proc_state[q] == PROC_COUNTED
+            || (lz->proc_state[q] == PROC_ZERO && (d->procs[q].flags & QP_PROC_BY_CALLS)))
+            (void)load_proc(d, lz, c, q); /* a failure is said when it is needed */
 }
 
 /* Decode chunk C of D unless it was. */
