@@ -31,9 +31,11 @@
 
 #define QP_DESC_MAGIC "QPTDESC1" /* 8 bytes, no NUL */
 #define QP_DESC_SECTION ".qpt.desc"
-#define QP_FORMAT_VERSION 5 /* 2: the call sites (qp_desc_call_t); 3: compact (below), the
+#define QP_FORMAT_VERSION 6 /* 2: the call sites (qp_desc_call_t); 3: compact (below), the
                              * section no longer loaded; 4: QP_PROC_BY_CALLS; 5: LZMA2, not
-                             * zlib. qp refuses other versions. */
+                             * zlib; 6: an index and chunks read when needed (below). qp
+                             * reads 5 and 6 and refuses other versions. */
+#define QP_FORMAT_V5 5
 
 /*
  * Version 5 on disk: qp_desc_hdr_t (64 bytes, as below), then the body: a raw LZMA2
@@ -66,7 +68,36 @@
  *     that of the first procedure, in array order, whose entry is the target: one must
  *     be), d(name, previous name given).
  * Every value must fit its field; the decoded description then passes every rule of
- * qp_desc_validate (driver/qp_desc.h). Addresses mostly follow one another, so most
+ * qp_desc_validate (driver/qp_desc.h).
+ *
+ * Version 6 (written since; version 5 is still read) splits the records so that qp can
+ * decode only the procedures that ran (chromium: 44,000 of 670,000): qp_desc_hdr_t, then
+ * the index, a raw LZMA2 stream (as above, but its dictionary is the stream's size: at
+ * least 4 KiB, at most 8 MiB) of exactly hdr.body_size bytes once decompressed, then the
+ * chunks' streams back to back (each with the dictionary of its size), then only zero
+ * bytes. The id hashes the header and every stream. The index, in varints:
+ *   nchunks (1 .. max(nprocs, 1));
+ *   nprocs procedures (as above);
+ *   per procedure its zero-input summary (qp_desc_zero_t: what solving it with every
+ *     counter 0 and nothing abandoned gives), one varint, 0 when not given, else 1 +
+ *     (nunknown_edges << 3 | calls_known << 2 | insns_exact << 1 | all_known); a
+ *     procedure with QP_PROC_BY_CALLS has a second, for its entry count known to be 0
+ *     (the first is for it unknown);
+ *   ncalls call sites (as above);
+ *   per call site with QP_CALLF_EXEC, in order: the lowest new_start of any block above
+ *     its block's (0: none), and the highest index of a block with its block's new_start
+ *     less its block's index (what finding the block of an exec's dump needs);
+ *   per chunk: nprocs, nblocks, nedges (the chunks share out the procedures, blocks and
+ *     edges in order, each procedure's blocks and edges inside its chunk's), clo, cn
+ *     (every counter of its blocks and edges is in [clo, clo + cn)), the bytes of its
+ *     stream, and of its records decompressed, then d(ns_lo, previous ns_lo), d(ns_hi,
+ *     ns_lo), d(ra_lo, previous ra_lo), d(ra_hi, ra_lo) (64-bit): every new_start of its
+ *     blocks and ret_addr of its edges that is not 0 lies in [ns_lo, ns_hi] and
+ *     [ra_lo, ra_hi] (0, 0 when there is none);
+ *   the string table (strtab_size raw bytes).
+ * A chunk's stream holds its blocks then its edges (as above, every running value
+ * starting again at 0). A tail call's edge is in the chunk of its block. qp reports a
+ * procedure whose chunk's counters are all 0 from its summary, without its chunk. Addresses mostly follow one another, so most
  * varints are one byte: about 4 bytes a block or an edge before compression; with
  * everything else (procedures, call sites, strings) 1.4 bytes per block and edge after
  * it (cc1: 4.5 MB for 1.3 million blocks and 2 million edges; zlib, version 4, 4.8 MB;

@@ -23,6 +23,7 @@
 
 #include "cfg/cfg.h"
 #include "base/qp_format.h"
+#include "driver/qp_desc.h"
 #include "editor/ed.h"
 
 /* A node of a procedure's graph: blocks 0..nblocks-1, then X. */
@@ -162,6 +163,8 @@ typedef struct drv_result {
     uint32_t *xlate_miss;    /* ... and the miss counter of each (its procedure's) */
     size_t nxlate, xlate_cap;
     uint32_t nthread_hooks;  /* thread hooks placed */
+    qp_desc_summarize_fn summarize; /* set by the caller, or NULL: fills the description's
+                              * zero-input summaries before it is serialized */
     uint32_t nthread_unseen; /* thread-start sites in procedures not measured, plus one when
                               * a starter's address is taken */
     /* Procedures left in place, measured where they are (editor/ed_inplace.c): per-block

@@ -885,7 +885,15 @@ drv_describe(drv_result_t *res, const ed_plan_t *plan, uint64_t counters, uint8_
     d.blocks = res->blocks;
     d.edges = res->edges;
     d.strtab = res->strtab;
-    QP_CHECK(qp_desc_serialize(&d, buf, len));
+    /* What each procedure gives when it did not run, so that qp need not decode it. */
+    int rc = 0;
+    if (res->summarize != NULL && qp_desc_validate(&d, NULL, 0) == 0)
+        rc = res->summarize(&d);
+    if (rc == 0)
+        rc = qp_desc_serialize(&d, buf, len);
+    free(d.zero);
+    free(d.zero_entry);
+    QP_CHECK(rc);
     *id = ((const qp_desc_hdr_t *)*buf)->id;
     return 0;
 }

@@ -112,6 +112,8 @@ qp_desc_add_string(qp_desc_t *d, const char *s, uint32_t *off)
     return 0;
 }
 
+static void lazy_free(struct qp_desc_lazy *lz);
+
 void
 qp_desc_free(qp_desc_t *d)
 {
@@ -122,6 +124,9 @@ qp_desc_free(qp_desc_t *d)
     free(d->edges);
     free(d->calls);
     free(d->strtab);
+    free(d->zero);
+    free(d->zero_entry);
+    lazy_free(d->lazy);
     memset(d, 0, sizeof(*d));
 }
 
@@ -173,22 +178,28 @@ validate_strtab(const qp_desc_t *d, char *why, size_t whylen)
 }
 
 static int
+validate_block(const qp_desc_t *d, uint32_t i, char *why, size_t whylen)
+{
+    const qp_desc_block_t *b = &d->blocks[i];
+    if (!counter_ok(d, b->counter)) {
+        qp_why(why, whylen, "block %u: counter %u out of range (%u counters)", i,
+               b->counter, d->hdr.ncounters);
+        return QP_EFORMAT;
+    }
+    if (b->start + b->size < b->start || b->ninsns > b->size
+        || (b->size > 0 && b->ninsns == 0)) {
+        qp_why(why, whylen, "block %u: bad extent (start 0x%llx, %u bytes, %u instructions)",
+               i, (unsigned long long)b->start, b->size, b->ninsns);
+        return QP_EFORMAT;
+    }
+    return 0;
+}
+
+static int
 validate_blocks(const qp_desc_t *d, char *why, size_t whylen)
 {
-    for (uint32_t i = 0; i < d->hdr.nblocks; i++) {
-        const qp_desc_block_t *b = &d->blocks[i];
-        if (!counter_ok(d, b->counter)) {
-            qp_why(why, whylen, "block %u: counter %u out of range (%u counters)", i,
-                   b->counter, d->hdr.ncounters);
-            return QP_EFORMAT;
-        }
-        if (b->start + b->size < b->start || b->ninsns > b->size
-            || (b->size > 0 && b->ninsns == 0)) {
-            qp_why(why, whylen, "block %u: bad extent (start 0x%llx, %u bytes, %u instructions)",
-                   i, (unsigned long long)b->start, b->size, b->ninsns);
-            return QP_EFORMAT;
-        }
-    }
+    for (uint32_t i = 0; i < d->hdr.nblocks; i++)
+        QP_CHECK(validate_block(d, i, why, whylen));
     return 0;
 }
 
@@ -230,8 +241,9 @@ in_proc(const qp_desc_proc_t *p, uint32_t b)
     return b == QP_VIRT || (b >= p->block && b - p->block < p->nblocks);
 }
 
+/* What procedure I says of itself: strings, ranges, miss counter. */
 static int
-validate_proc(const qp_desc_t *d, uint32_t i, char *why, size_t whylen)
+validate_proc_head(const qp_desc_t *d, uint32_t i, char *why, size_t whylen)
 {
     const qp_desc_proc_t *p = &d->procs[i];
     uint32_t nstr = d->hdr.strtab_size;
@@ -250,6 +262,14 @@ validate_proc(const qp_desc_t *d, uint32_t i, char *why, size_t whylen)
                d->strtab + p->name, p->miss - 1);
         return QP_EFORMAT;
     }
+    return 0;
+}
+
+static int
+validate_proc(const qp_desc_t *d, uint32_t i, char *why, size_t whylen)
+{
+    const qp_desc_proc_t *p = &d->procs[i];
+    QP_CHECK(validate_proc_head(d, i, why, whylen));
     uint32_t nentry = 0;
     for (uint32_t k = 0; k < p->nedges; k++) {
         const qp_desc_edge_t *e = &d->edges[p->edge + k];
@@ -275,9 +295,11 @@ validate_proc(const qp_desc_t *d, uint32_t i, char *why, size_t whylen)
     return 0;
 }
 
-/* The call sites: in block order, kinds known, ends inside the arrays. */
+/* The call sites: in block order, kinds known, ends inside the arrays. EDGES: the edges
+ * are there to check that a tail call's edge leaves its block (else only its index is
+ * checked, and the chunk's loading checks the rest). */
 static int
-validate_calls(const qp_desc_t *d, char *why, size_t whylen)
+validate_calls(const qp_desc_t *d, int edges, char *why, size_t whylen)
 {
     for (uint32_t i = 0; i < d->hdr.ncalls; i++) {
         const qp_desc_call_t *c = &d->calls[i];
@@ -287,7 +309,7 @@ validate_calls(const qp_desc_t *d, char *why, size_t whylen)
             bad = "unknown kind";
         else if (c->block >= d->hdr.nblocks || (i > 0 && c->block < d->calls[i - 1].block))
             bad = "block out of range or out of order";
-        else if (tail ? c->edge >= d->hdr.nedges || d->edges[c->edge].from != c->block
+        else if (tail ? c->edge >= d->hdr.nedges || (edges && d->edges[c->edge].from != c->block)
                  : c->kind == QP_CALL_INDIRECT
                      ? c->edge != QP_VIRT && (c->edge >= d->hdr.ncounters
                                               || d->hdr.ncounters - c->edge < QP_TARGET_WORDS)
@@ -330,7 +352,7 @@ qp_desc_validate(const qp_desc_t *d, char *why, size_t whylen)
         QP_CHECK(validate_edge(d, i, why, whylen));
     for (uint32_t i = 0; i < h->nprocs; i++)
         QP_CHECK(validate_proc(d, i, why, whylen));
-    QP_CHECK(validate_calls(d, why, whylen));
+    QP_CHECK(validate_calls(d, 1, why, whylen));
     return 0;
 }
 
@@ -411,6 +433,11 @@ typedef struct run {
     uint64_t entry, new_entry, start, new_start, ret_addr, target;
     const qp_desc_t *d;
     by_entry_t *entries; /* d->hdr.nprocs, by entry then index */
+    /* Version 6: the blocks a chunk's edges may name (blocks [win0, win0 + nwin), at
+     * WIN): an edge to another block is taken as to a block that did not move. */
+    const qp_desc_block_t *win;
+    uint32_t win0, nwin;
+    int windowed;
 } run_t;
 
 static int
@@ -458,9 +485,12 @@ callee_name(const run_t *r, uint64_t target)
 static uint64_t
 ret_base(const run_t *r, uint32_t to)
 {
-    if (to != QP_VIRT && to < r->d->hdr.nblocks && r->d->blocks[to].new_start != 0)
-        return r->d->blocks[to].new_start;
-    return r->ret_addr;
+    const qp_desc_block_t *b = NULL;
+    if (r->windowed)
+        b = to != QP_VIRT && to - r->win0 < r->nwin ? &r->win[to - r->win0] : NULL;
+    else if (to != QP_VIRT && to < r->d->hdr.nblocks)
+        b = &r->d->blocks[to];
+    return b != NULL && b->new_start != 0 ? b->new_start : r->ret_addr;
 }
 
 static void
@@ -553,23 +583,315 @@ put_call(wb_t *w, run_t *r, const qp_desc_call_t *c)
     }
 }
 
-/* The inflated body of D: its records and string table. */
+/*
+ * Version 6's chunks (qp_format.h): consecutive procedures with the blocks and edges
+ * they use, each chunk a stream of its own, so that a reader decodes only those of the
+ * procedures that ran. A chunk's counters lie in [clo, clo + cn).
+ */
+enum { RA_PARTS = 4 };
+
+typedef struct chunk_plan {
+    uint32_t proc, nprocs, block, nblocks, edge, nedges, clo, cn;
+    uint64_t ns_lo, ns_hi; /* the new addresses of its moved blocks (0, 0: none) */
+    /* The return addresses of its edges, in NRA intervals (clusters: code relocated and
+     * code measured in place lie far apart). */
+    uint64_t ra_lo[RA_PARTS], ra_hi[RA_PARTS];
+    uint32_t nra;
+} chunk_plan_t;
+
+/* Blocks and edges a chunk gathers before it may end (about 4 KB of varints): small
+ * enough that the procedures of a chunk mostly ran together or not at all, large enough
+ * to compress (chromium: 16% of its procedures ran). */
+enum { CHUNK_RECORDS = 1024 };
+
+/* The chunk of C (N chunks, their block ranges consecutive from 0) holding block B. */
+static uint32_t
+chunk_of_block(const chunk_plan_t *c, uint32_t n, uint32_t b)
+{
+    uint32_t lo = 0, hi = n;
+    while (lo < hi) { /* the last chunk starting at or before B */
+        uint32_t mid = lo + (hi - lo) / 2;
+        if (c[mid].block <= b)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo == 0 || b - c[lo - 1].block >= c[lo - 1].nblocks ? n : lo - 1;
+}
+
+/* Every tail call's edge in the chunk of its block (what a reader checks on loading)? */
 static int
-encode_body(const qp_desc_t *d, wb_t *w)
+calls_fit(const qp_desc_t *d, const chunk_plan_t *c, uint32_t n)
+{
+    for (uint32_t i = 0; i < d->hdr.ncalls; i++) {
+        const qp_desc_call_t *s = &d->calls[i];
+        if (!qp_call_is_tail(s) || s->block >= d->hdr.nblocks || s->edge >= d->hdr.nedges)
+            continue;
+        uint32_t k = chunk_of_block(c, n, s->block);
+        if (k == n || s->edge - c[k].edge >= c[k].nedges)
+            return 0;
+    }
+    return 1;
+}
+
+static int
+cmp_u32(const void *a, const void *b)
+{
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* RA (N return addresses) as at most RA_PARTS intervals of C: split at the widest gaps. */
+static void
+ra_parts(uint64_t *ra, uint32_t n, chunk_plan_t *c)
+{
+    qsort(ra, n, sizeof(uint64_t), cfg_u64_cmp);
+    uint32_t cut[RA_PARTS - 1], ncut = 0; /* an interval ends after ra[cut[j]] */
+    while (ncut < RA_PARTS - 1) {
+        uint32_t best = n;
+        for (uint32_t i = 0; i + 1 < n; i++) {
+            int taken = 0;
+            for (uint32_t j = 0; j < ncut; j++)
+                taken |= cut[j] == i;
+            if (!taken && ra[i + 1] > ra[i]
+                && (best == n || ra[i + 1] - ra[i] > ra[best + 1] - ra[best]))
+                best = i;
+        }
+        if (best == n)
+            break;
+        cut[ncut++] = best;
+    }
+    qsort(cut, ncut, sizeof(uint32_t), cmp_u32);
+    uint32_t first = 0;
+    for (uint32_t j = 0; n > 0 && j <= ncut; j++) {
+        uint32_t last = j < ncut ? cut[j] : n - 1;
+        c->ra_lo[c->nra] = ra[first];
+        c->ra_hi[c->nra++] = ra[last];
+        first = last + 1;
+    }
+}
+
+/* [*LO, *HI] grown to hold X (not 0); *LO 0: empty. */
+static void
+widen(uint64_t *lo, uint64_t *hi, uint64_t x)
+{
+    if (*lo == 0 || x < *lo)
+        *lo = x;
+    if (x > *hi)
+        *hi = x;
+}
+
+/* The counters C's blocks and edges use, as [clo, clo + cn); the new addresses of its
+ * blocks and the return addresses of its edges, as ranges. */
+static void
+chunk_ranges(const qp_desc_t *d, chunk_plan_t *c)
+{
+    uint32_t lo = UINT32_MAX, hi = 0;
+    c->ns_lo = c->ns_hi = 0;
+    c->nra = 0;
+    uint64_t *ra = malloc((c->nedges + 1) * sizeof(uint64_t));
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < c->nblocks; i++) {
+        const qp_desc_block_t *b = &d->blocks[c->block + i];
+        if (b->counter != QP_NOCOUNTER) {
+            lo = b->counter < lo ? b->counter : lo;
+            hi = b->counter >= hi ? b->counter + 1 : hi;
+        }
+        if (b->new_start != 0)
+            widen(&c->ns_lo, &c->ns_hi, b->new_start);
+    }
+    for (uint32_t i = 0; i < c->nedges; i++) {
+        const qp_desc_edge_t *e = &d->edges[c->edge + i];
+        if (e->counter != QP_NOCOUNTER) {
+            lo = e->counter < lo ? e->counter : lo;
+            hi = e->counter >= hi ? e->counter + 1 : hi;
+        }
+        if (e->ret_addr != 0 && ra != NULL)
+            ra[n++] = e->ret_addr;
+    }
+    c->clo = hi > 0 ? lo : 0;
+    c->cn = hi > 0 ? hi - lo : 0;
+    if (ra == NULL) { /* one interval, everything */
+        c->ra_lo[0] = 1;
+        c->ra_hi[0] = UINT64_MAX;
+        c->nra = 1;
+        return;
+    }
+    ra_parts(ra, n, c);
+    free(ra);
+}
+
+/*
+ * D's chunks into *OUT (*N of them): a chunk ends after a procedure once it holds
+ * CHUNK_RECORDS blocks and edges and no later procedure uses a block or an edge before
+ * its end. Contents that do not cut that way (or are not valid) make one chunk.
+ */
+static int
+plan_chunks(const qp_desc_t *d, chunk_plan_t **out, uint32_t *n)
+{
+    uint32_t np = d->hdr.nprocs;
+    chunk_plan_t *c = malloc(((size_t)np + 1) * sizeof(*c));
+    uint32_t *minb = malloc(((size_t)np + 1) * sizeof(uint32_t));
+    uint32_t *mine = malloc(((size_t)np + 1) * sizeof(uint32_t));
+    if (c == NULL || minb == NULL || mine == NULL) {
+        free(c);
+        free(minb);
+        free(mine);
+        return QP_ENOMEM;
+    }
+    int ok = np > 0;
+    for (uint32_t i = 0; i < np && ok; i++)
+        ok = range_ok(d->procs[i].block, d->procs[i].nblocks, d->hdr.nblocks)
+            && range_ok(d->procs[i].edge, d->procs[i].nedges, d->hdr.nedges);
+    uint32_t k = 0;
+    if (ok) {
+        /* minb[i]: the first block any procedure from I on uses (likewise edges). */
+        minb[np] = d->hdr.nblocks;
+        mine[np] = d->hdr.nedges;
+        for (uint32_t i = np; i-- > 0;) {
+            const qp_desc_proc_t *p = &d->procs[i];
+            minb[i] = p->nblocks && p->block < minb[i + 1] ? p->block : minb[i + 1];
+            mine[i] = p->nedges && p->edge < mine[i + 1] ? p->edge : mine[i + 1];
+        }
+        uint32_t first = 0, b0 = 0, e0 = 0, endb = 0, ende = 0;
+        uint64_t recs = 0;
+        for (uint32_t i = 0; i < np; i++) {
+            const qp_desc_proc_t *p = &d->procs[i];
+            if (p->nblocks && p->block + p->nblocks > endb)
+                endb = p->block + p->nblocks;
+            if (p->nedges && p->edge + p->nedges > ende)
+                ende = p->edge + p->nedges;
+            recs += (uint64_t)p->nblocks + p->nedges;
+            int last = i + 1 == np;
+            if (!last && (recs < CHUNK_RECORDS || minb[i + 1] < endb || mine[i + 1] < ende))
+                continue;
+            uint32_t b1 = last ? d->hdr.nblocks : endb, e1 = last ? d->hdr.nedges : ende;
+            c[k++] = (chunk_plan_t) { .proc = first, .nprocs = i + 1 - first, .block = b0,
+                                  .nblocks = b1 - b0, .edge = e0, .nedges = e1 - e0 };
+            first = i + 1;
+            b0 = b1;
+            e0 = e1;
+            recs = 0;
+        }
+        ok = calls_fit(d, c, k);
+    }
+    if (!ok) {
+        c[0] = (chunk_plan_t) { .nprocs = np, .nblocks = d->hdr.nblocks,
+                                .nedges = d->hdr.nedges };
+        k = 1;
+    }
+    for (uint32_t i = 0; i < k; i++)
+        chunk_ranges(d, &c[i]);
+    free(minb);
+    free(mine);
+    *out = c;
+    *n = k;
+    return 0;
+}
+
+/* A zero-input summary as one varint: 0 when not given. */
+static void
+put_zero(wb_t *w, const qp_desc_zero_t *z)
+{
+    if (z == NULL || !z->given)
+        wb_uleb(w, 0);
+    else
+        wb_uleb(w, 1 + ((uint64_t)z->nunknown_edges << 3 | (uint64_t)(z->calls_known != 0) << 2
+                        | (uint64_t)(z->insns_exact != 0) << 1 | (z->all_known != 0)));
+}
+
+/*
+ * Per exec call site (QP_CALLF_EXEC) what finding the block of a dump taken before it
+ * needs (qp_backtrace.c) without every block decoded: the lowest new address of any block
+ * above its block's (0: none), and the highest index of a block at its block's.
+ */
+static void
+exec_next(const qp_desc_t *d, uint32_t block, uint64_t *next, uint32_t *tie)
+{
+    uint64_t ns = block < d->hdr.nblocks ? d->blocks[block].new_start : 0;
+    *next = 0;
+    *tie = block;
+    for (uint32_t i = 0; ns != 0 && i < d->hdr.nblocks; i++) {
+        uint64_t x = d->blocks[i].new_start;
+        if (x > ns && (*next == 0 || x < *next))
+            *next = x;
+        if (x == ns && i > *tie)
+            *tie = i;
+    }
+}
+
+static void
+put_exec_next(wb_t *w, const qp_desc_t *d)
+{
+    for (uint32_t i = 0; i < d->hdr.ncalls; i++) {
+        if (!(d->calls[i].flags & QP_CALLF_EXEC))
+            continue;
+        uint64_t next;
+        uint32_t tie;
+        exec_next(d, d->calls[i].block, &next, &tie);
+        wb_uleb(w, next);
+        wb_uleb(w, tie - d->calls[i].block);
+    }
+}
+
+/* The records of chunk C (its blocks, then its edges), each chunk's deltas from 0. */
+static void
+encode_chunk(const qp_desc_t *d, const chunk_plan_t *c, wb_t *w)
+{
+    run_t r;
+    memset(&r, 0, sizeof(r));
+    r.d = d;
+    r.windowed = 1;
+    r.win = &d->blocks[c->block];
+    r.win0 = c->block;
+    r.nwin = c->nblocks;
+    for (uint32_t i = 0; i < c->nblocks; i++)
+        put_block(w, &r, &d->blocks[c->block + i]);
+    for (uint32_t i = 0; i < c->nedges; i++)
+        put_edge(w, &r, &d->edges[c->edge + i]);
+}
+
+/* The index of D (qp_format.h, version 6): everything but the chunks' records. RAW[k]
+ * and Z[k]: chunk k's bytes before and after compression. */
+static int
+encode_index(const qp_desc_t *d, const chunk_plan_t *c, uint32_t nc, const size_t *raw,
+             const size_t *z, wb_t *w)
 {
     run_t r;
     memset(&r, 0, sizeof(r));
     r.d = d;
     if (index_entries(&r) < 0)
         return QP_ENOMEM;
+    wb_uleb(w, nc);
     for (uint32_t i = 0; i < d->hdr.nprocs; i++)
         put_proc(w, &r, &d->procs[i]);
-    for (uint32_t i = 0; i < d->hdr.nblocks; i++)
-        put_block(w, &r, &d->blocks[i]);
-    for (uint32_t i = 0; i < d->hdr.nedges; i++)
-        put_edge(w, &r, &d->edges[i]);
+    for (uint32_t i = 0; i < d->hdr.nprocs; i++) {
+        put_zero(w, d->zero != NULL ? &d->zero[i] : NULL);
+        if (d->procs[i].flags & QP_PROC_BY_CALLS)
+            put_zero(w, d->zero_entry != NULL ? &d->zero_entry[i] : NULL);
+    }
     for (uint32_t i = 0; i < d->hdr.ncalls; i++)
         put_call(w, &r, &d->calls[i]);
+    put_exec_next(w, d);
+    for (uint32_t k = 0; k < nc; k++) {
+        const chunk_plan_t *p = k ? &c[k - 1] : NULL;
+        wb_uleb(w, c[k].nprocs);
+        wb_uleb(w, c[k].nblocks);
+        wb_uleb(w, c[k].nedges);
+        wb_uleb(w, c[k].clo);
+        wb_uleb(w, c[k].cn);
+        wb_uleb(w, z[k]);
+        wb_uleb(w, raw[k]);
+        wb_uleb(w, zz64(c[k].ns_lo, p ? p->ns_lo : 0));
+        wb_uleb(w, zz64(c[k].ns_hi, c[k].ns_lo));
+        wb_uleb(w, c[k].nra);
+        uint64_t prev = p != NULL && p->nra ? p->ra_lo[0] : 0;
+        for (uint32_t j = 0; j < c[k].nra; j++) {
+            wb_uleb(w, zz64(c[k].ra_lo[j], prev));
+            wb_uleb(w, zz64(c[k].ra_hi[j], c[k].ra_lo[j]));
+            prev = c[k].ra_hi[j];
+        }
+    }
     wb_put(w, d->strtab, d->hdr.strtab_size);
     free(r.entries);
     if (w->err)
@@ -578,14 +900,20 @@ encode_body(const qp_desc_t *d, wb_t *w)
 }
 
 /*
- * The body's compression (qp_format.h): raw LZMA2 with lc 1, lp 0, pb 0 (varints are
- * bytes with no alignment) and the dictionary of preset 6 (8 MiB) or, for a body over
- * LZMA_SMALL, of preset 1 (1 MiB): preset 6 takes 0.3 s a MB, preset 1 0.04 s (cc1's
- * 16.8 MB of records: 4.5 MB in 0.7 s, zlib -6 4.8 MB in 0.6 s; ls's 68 KB: 24.8 KB, zlib
- * 28.1 KB). The decoder's dictionary is the larger one.
+ * The compression (qp_format.h): raw LZMA2 with lc 1, lp 0, pb 0 (varints are bytes with
+ * no alignment), preset 6's match finder or, when the records pass LZMA_SMALL in all,
+ * preset 1's (preset 6 takes 0.3 s a MB, preset 1 0.04 s), and a dictionary as large as
+ * the stream's bytes (at least LZMA's 4 KiB, at most 8 MiB): the decoder, told the
+ * stream's size, allocates no more.
  */
 #define LZMA_SMALL (2u << 20)
 #define LZMA_DICT_MAX (8u << 20)
+
+static uint32_t
+dict_for(uint64_t n)
+{
+    return n < LZMA_DICT_SIZE_MIN ? LZMA_DICT_SIZE_MIN : n > LZMA_DICT_MAX ? LZMA_DICT_MAX : (uint32_t)n;
+}
 
 static int
 lzma_options(uint32_t preset, lzma_options_lzma *o)
@@ -598,44 +926,95 @@ lzma_options(uint32_t preset, lzma_options_lzma *o)
     return 0;
 }
 
+/* Append the raw LZMA2 stream of IN (N bytes) to W; *ZLEN gets its size. */
+static int
+pack(const uint8_t *in, size_t n, uint32_t preset, wb_t *w, size_t *zlen)
+{
+    lzma_options_lzma o;
+    QP_CHECK(lzma_options(preset, &o));
+    o.dict_size = dict_for(n);
+    size_t cap = n + (n >> 3) + 4096, start = w->len; /* LZMA2 stores what does not shrink */
+    wb_put(w, NULL, cap);
+    if (w->err)
+        return QP_ENOMEM;
+    lzma_filter f[2] = { { LZMA_FILTER_LZMA2, &o }, { LZMA_VLI_UNKNOWN, NULL } };
+    size_t pos = start;
+    lzma_ret lr = lzma_raw_buffer_encode(f, NULL, in, n, w->p, &pos, start + cap);
+    if (lr != LZMA_OK)
+        return lr == LZMA_MEM_ERROR ? QP_ENOMEM : QP_ERANGE;
+    w->len = pos;
+    *zlen = pos - start;
+    return 0;
+}
+
+/* D's chunks: their records into RAWS (chunk k's RAW[k] bytes from the previous ones'),
+ * then compressed into Z (ZLEN[k] bytes each). */
+static int
+pack_chunks(const qp_desc_t *d, const chunk_plan_t *c, uint32_t nc, size_t *raw,
+            size_t *zlen, wb_t *z)
+{
+    wb_t raws = { 0 };
+    for (uint32_t k = 0; k < nc; k++) {
+        size_t before = raws.len;
+        encode_chunk(d, &c[k], &raws);
+        raw[k] = raws.len - before;
+    }
+    int rc = raws.err ? QP_ENOMEM : 0;
+    uint32_t preset = raws.len <= LZMA_SMALL ? 6 : 1;
+    size_t off = 0;
+    for (uint32_t k = 0; k < nc && rc == 0; k++) {
+        rc = pack(raws.p + off, raw[k], preset, z, &zlen[k]);
+        off += raw[k];
+    }
+    free(raws.p);
+    return rc;
+}
+
 int
 qp_desc_encode(const qp_desc_t *d, uint8_t **buf, size_t *len)
 {
     if (d == NULL || buf == NULL || len == NULL)
         return QP_EINVAL;
-    wb_t w = { 0 };
-    int rc = encode_body(d, &w);
-    size_t cap = w.len + (w.len >> 3) + 4096, zlen = 0; /* LZMA2 stores what does not shrink */
-    uint8_t *b = rc == 0 ? malloc(sizeof(qp_desc_hdr_t) + cap) : NULL;
-    if (rc == 0 && b == NULL)
-        rc = QP_ENOMEM;
-    lzma_options_lzma o;
+    chunk_plan_t *c = NULL;
+    uint32_t nc = 0;
+    QP_CHECK(plan_chunks(d, &c, &nc));
+    size_t *raw = calloc(nc, sizeof(size_t)), *zlen = calloc(nc, sizeof(size_t));
+    wb_t chunks = { 0 }, index = { 0 }, out = { 0 };
+    int rc = raw == NULL || zlen == NULL ? QP_ENOMEM : 0;
     if (rc == 0)
-        rc = lzma_options(w.len <= LZMA_SMALL ? 6 : 1, &o);
-    if (rc == 0) {
-        lzma_filter f[2] = { { LZMA_FILTER_LZMA2, &o }, { LZMA_VLI_UNKNOWN, NULL } };
-        lzma_ret lr = lzma_raw_buffer_encode(f, NULL, w.p, w.len, b + sizeof(qp_desc_hdr_t),
-                                             &zlen, cap);
-        if (lr != LZMA_OK)
-            rc = lr == LZMA_MEM_ERROR ? QP_ENOMEM : QP_ERANGE;
-    }
-    free(w.p);
-    if (rc < 0) {
-        free(b);
-        return rc;
-    }
+        rc = pack_chunks(d, c, nc, raw, zlen, &chunks);
+    if (rc == 0)
+        rc = encode_index(d, c, nc, raw, zlen, &index);
     qp_desc_hdr_t h = d->hdr;
     memcpy(h.magic, QP_DESC_MAGIC, sizeof(h.magic));
     h.version = QP_FORMAT_VERSION;
-    h.body_size = (uint32_t)w.len;
+    h.body_size = (uint32_t)index.len;
     h.id = 0;
-    memcpy(b, &h, sizeof(h));
-    size_t n = sizeof(h) + zlen;
-    qp_desc_id(b, n, &h.id);
-    memcpy(b + offsetof(qp_desc_hdr_t, id), &h.id, sizeof(h.id));
-    uint8_t *shrunk = realloc(b, n);
-    *buf = shrunk != NULL ? shrunk : b;
-    *len = n;
+    wb_put(&out, &h, sizeof(h));
+    size_t zindex = 0;
+    if (rc == 0 && out.err)
+        rc = QP_ENOMEM;
+    if (rc == 0)
+        rc = pack(index.p, index.len, index.len + chunks.len <= LZMA_SMALL ? 6 : 1, &out,
+                  &zindex);
+    if (rc == 0)
+        wb_put(&out, chunks.p, chunks.len);
+    if (rc == 0 && out.err)
+        rc = QP_ENOMEM;
+    free(c);
+    free(raw);
+    free(zlen);
+    free(chunks.p);
+    free(index.p);
+    if (rc < 0) {
+        free(out.p);
+        return rc;
+    }
+    qp_desc_id(out.p, out.len, &h.id);
+    memcpy(out.p + offsetof(qp_desc_hdr_t, id), &h.id, sizeof(h.id));
+    uint8_t *shrunk = realloc(out.p, out.len);
+    *buf = shrunk != NULL ? shrunk : out.p;
+    *len = out.len;
     return 0;
 }
 
@@ -916,6 +1295,29 @@ check_sizes(const qp_desc_hdr_t *h, size_t zlen, char *why, size_t whylen)
     return 0;
 }
 
+/* The most bytes of a zero-input summary (two per procedure) and of a chunk's entry. */
+enum { MAX_ZERO = 10, MAX_CHUNK = 200 };
+
+/* Version 6: the index's size (body_size) against the counts and the LEN bytes after the
+ * header, as check_sizes does for version 5's body. */
+static int
+check_index_size(const qp_desc_hdr_t *h, size_t zlen, char *why, size_t whylen)
+{
+    uint64_t least = 1 + (uint64_t)h->nprocs * 2 + h->ncalls + h->strtab_size;
+    uint64_t most = 10 + (uint64_t)h->nprocs * (MAX_PROC + 2 * MAX_ZERO + MAX_CHUNK)
+        + MAX_CHUNK + (uint64_t)h->ncalls * (MAX_CALL + 16) + h->strtab_size;
+    /* The chunks' records take a byte or more each, LZMA2 gives under 65536 a byte. */
+    if (h->body_size < least || h->body_size > most
+        || h->body_size + (uint64_t)h->nblocks + h->nedges > (uint64_t)zlen * 65536 + 64) {
+        qp_why(why, whylen, "description header: index of %u bytes does not fit its counts "
+               "(%u procedures, %u blocks, %u edges, %u call sites, %u bytes of strings) or "
+               "its %zu compressed bytes", h->body_size, h->nprocs, h->nblocks, h->nedges,
+               h->ncalls, h->strtab_size, zlen);
+        return QP_EFORMAT;
+    }
+    return 0;
+}
+
 static int
 check_header(const uint8_t *buf, size_t len, qp_desc_hdr_t *h, char *why, size_t whylen)
 {
@@ -929,12 +1331,14 @@ check_header(const uint8_t *buf, size_t len, qp_desc_hdr_t *h, char *why, size_t
         qp_why(why, whylen, "not a qpt description (bad magic)");
         return QP_EFORMAT;
     }
-    if (h->version != QP_FORMAT_VERSION) {
+    if (h->version != QP_FORMAT_VERSION && h->version != QP_FORMAT_V5) {
         qp_why(why, whylen, "description version %u, made by %s qpt: this qp reads version %u "
                "(rewrite the program again with this qpt-rewrite)", h->version,
                h->version < QP_FORMAT_VERSION ? "an older" : "a newer", QP_FORMAT_VERSION);
         return QP_EFORMAT;
     }
+    if (h->version == QP_FORMAT_VERSION)
+        return check_index_size(h, len - sizeof(*h), why, whylen);
     return check_sizes(h, len - sizeof(*h), why, whylen);
 }
 
@@ -974,65 +1378,808 @@ finish_stream(rbuf_t *b, const qp_desc_hdr_t *h, size_t *end, char *why, size_t 
     return 0;
 }
 
+/* A raw LZMA2 decoder for a stream of N bytes (qp_format.h: its dictionary). */
+static int
+unpack_init(lzma_stream *z, uint64_t n, uint32_t version)
+{
+    lzma_options_lzma o;
+    QP_CHECK(lzma_options(6, &o));
+    o.dict_size = version == QP_FORMAT_V5 ? LZMA_DICT_MAX : dict_for(n);
+    lzma_filter f[2] = { { LZMA_FILTER_LZMA2, &o }, { LZMA_VLI_UNKNOWN, NULL } };
+    return lzma_raw_decoder(z, f) == LZMA_OK ? 0 : QP_ENOMEM;
+}
+
 /*
- * TODO(#31): chromium's description (9.6 million blocks, 13.9 million edges) takes 2.5 s
- * of CPU to read (1.4 s of it LZMA) and 780 MB as structs, though only 16% of its
- * procedures ran. Reading it lazily needs a new version: the records of consecutive
- * procedures in chunks that are streams of their own, an index of them (first
- * procedure, block, edge and call site, the counters they use, where the stream is),
- * and per procedure what solving it with zero inputs gives, so that a report decodes
- * only the chunks with a counter that counted (version 5 still read whole).
+ * Version 5: the body of BUF (LEN bytes, header H checked) decoded whole into OUT.
+ * *END: where its stream ended. A failure of the stream itself, stray bytes or another
+ * id are said before what the records would say.
+ */
+static int
+parse_v5(const uint8_t *buf, size_t len, const qp_desc_hdr_t *h, qp_desc_t *out,
+         size_t *end, char *why, size_t whylen)
+{
+    lzma_stream z = LZMA_STREAM_INIT;
+    size_t win = h->body_size < WINDOW ? h->body_size + 1 : WINDOW;
+    rbuf_t b = { NULL, 0, 0, 0, &z, malloc(win), win, h->body_size, LZMA_OK };
+    if (b.win == NULL || unpack_init(&z, h->body_size, h->version) < 0) {
+        free(b.win);
+        lzma_end(&z);
+        qp_why(why, whylen, "%s", qp_strerror(QP_ENOMEM));
+        return QP_ENOMEM;
+    }
+    z.next_in = buf + sizeof(*h);
+    z.avail_in = len - sizeof(*h);
+    char rwhy[512] = "";
+    int rrc = decode_body(&b, out, rwhy, sizeof(rwhy));
+    int rc = finish_stream(&b, h, end, why, whylen);
+    lzma_end(&z);
+    free(b.win);
+    if (rc == 0 && rrc < 0) {
+        qp_why(why, whylen, "%s", rwhy);
+        rc = rrc;
+    }
+    return rc;
+}
+
+/*****************************************************************************
+ * Version 6: the index, and the chunks decoded when asked for
+ */
+
+/* A chunk as the index gives it, where its stream is, and whether it was decoded. */
+typedef struct desc_chunk {
+    uint32_t proc, nprocs, block, nblocks, edge, nedges, clo, cn;
+    uint64_t ns_lo, ns_hi, ra_lo[RA_PARTS], ra_hi[RA_PARTS]; /* chunk_plan_t's */
+    uint32_t nra;
+    size_t zoff;        /* its stream: BUF + zoff, zsize bytes */
+    uint32_t zsize, rawsize;
+    uint8_t state;      /* CHUNK_* */
+    uint8_t zero;       /* ZERO_*: its counters in the profile last asked about */
+} desc_chunk_t;
+
+enum { CHUNK_PACKED, CHUNK_LOADED, CHUNK_BAD };
+enum { ZERO_UNKNOWN, ZERO_ALL, ZERO_NOT };
+
+/* What is known of a procedure of a chunk not decoded into the arrays. */
+enum { PROC_UNKNOWN, PROC_ZERO, PROC_COUNTED, PROC_IN };
+
+struct qp_desc_lazy {
+    const uint8_t *buf;          /* the description's bytes (not owned) */
+    desc_chunk_t *chunks;
+    uint32_t nchunks;
+    const uint64_t *zero_for;    /* the counters desc_chunk_t.zero and PROC_ZERO,
+                                  * PROC_COUNTED are about */
+    uint8_t *proc_state;         /* per procedure: PROC_* */
+    uint64_t *exec_next;         /* per call site (exec calls only): put_exec_next's */
+    uint32_t *exec_tie;
+    /* The chunk last decoded aside: its procedures are looked at, and those that
+     * counted copied into the arrays, so that the pages of those that did not are
+     * never touched (chromium: 44,000 of 670,000 procedures counted). */
+    desc_chunk_t *scratch;
+    qp_desc_block_t *sblocks;
+    qp_desc_edge_t *sedges;
+    uint32_t sbcap, secap;
+    char why[512];               /* why the last chunk refused */
+};
+
+static void
+lazy_free(struct qp_desc_lazy *lz)
+{
+    if (lz != NULL) {
+        free(lz->chunks);
+        free(lz->proc_state);
+        free(lz->exec_next);
+        free(lz->exec_tie);
+        free(lz->sblocks);
+        free(lz->sedges);
+    }
+    free(lz);
+}
+
+/* One zero-input summary (put_zero) into *Z; NEDGES: its procedure's. */
+static void
+get_zero(rbuf_t *b, qp_desc_zero_t *z, uint32_t nedges)
+{
+    uint64_t v = get_max(b, ((uint64_t)UINT32_MAX << 3 | 7) + 1);
+    memset(z, 0, sizeof(*z));
+    if (v == 0)
+        return;
+    v--;
+    z->given = 1;
+    z->nunknown_edges = (uint32_t)(v >> 3);
+    z->calls_known = (v >> 2) & 1;
+    z->insns_exact = (v >> 1) & 1;
+    z->all_known = v & 1;
+    if (z->nunknown_edges > nedges)
+        b->bad = 1;
+}
+
+/* One chunk's entry of the index into C, after the chunk before it (PREV, or NULL). */
+static void
+get_chunk(rbuf_t *b, const desc_chunk_t *prev, desc_chunk_t *c)
+{
+    memset(c, 0, sizeof(*c));
+    if (prev != NULL) {
+        c->proc = prev->proc + prev->nprocs;
+        c->block = prev->block + prev->nblocks;
+        c->edge = prev->edge + prev->nedges;
+        c->zoff = prev->zoff + prev->zsize;
+    }
+    c->nprocs = get_u32(b);
+    c->nblocks = get_u32(b);
+    c->nedges = get_u32(b);
+    c->clo = get_u32(b);
+    c->cn = get_u32(b);
+    c->zsize = get_u32(b);
+    c->rawsize = get_u32(b);
+    c->ns_lo = unzz64(get_u(b), prev ? prev->ns_lo : 0);
+    c->ns_hi = unzz64(get_u(b), c->ns_lo);
+    c->nra = (uint32_t)get_max(b, RA_PARTS);
+    uint64_t p = prev != NULL && prev->nra ? prev->ra_lo[0] : 0;
+    for (uint32_t j = 0; j < c->nra; j++) {
+        c->ra_lo[j] = unzz64(get_u(b), p);
+        c->ra_hi[j] = unzz64(get_u(b), c->ra_lo[j]);
+        p = c->ra_hi[j];
+    }
+}
+
+/* The index of a version 6 description (B) into OUT and LZ: procedures, their zero-input
+ * summaries, call sites, chunks, strings. */
+static int
+decode_index(rbuf_t *b, qp_desc_t *out, struct qp_desc_lazy *lz, char *why, size_t whylen)
+{
+    const qp_desc_hdr_t *h = &out->hdr;
+    uint32_t nc = (uint32_t)get_max(b, h->nprocs ? h->nprocs : 1);
+    if (b->bad || nc == 0) {
+        qp_why(why, whylen, "description index: bad number of chunks");
+        return QP_EFORMAT;
+    }
+    if (alloc_part((void **)&out->procs, h->nprocs, sizeof(qp_desc_proc_t)) < 0
+        || alloc_part((void **)&out->zero, h->nprocs, sizeof(qp_desc_zero_t)) < 0
+        || alloc_part((void **)&out->zero_entry, h->nprocs, sizeof(qp_desc_zero_t)) < 0
+        || alloc_part((void **)&out->calls, h->ncalls, sizeof(qp_desc_call_t)) < 0
+        || alloc_part((void **)&out->strtab, h->strtab_size, 1) < 0
+        || alloc_part((void **)&lz->chunks, nc, sizeof(desc_chunk_t)) < 0
+        || alloc_part((void **)&lz->proc_state, h->nprocs, 1) < 0
+        || alloc_part((void **)&lz->exec_next, h->ncalls, sizeof(uint64_t)) < 0
+        || alloc_part((void **)&lz->exec_tie, h->ncalls, sizeof(uint32_t)) < 0) {
+        qp_why(why, whylen, "%s", qp_strerror(QP_ENOMEM));
+        return QP_ENOMEM;
+    }
+    lz->nchunks = nc;
+    run_t r;
+    memset(&r, 0, sizeof(r));
+    r.d = out;
+    const char *part = NULL;
+    uint32_t i = 0;
+    for (i = 0; i < h->nprocs && !b->bad; i++)
+        get_proc(b, &r, &out->procs[i]);
+    part = b->bad ? "procedure" : NULL;
+    for (i = 0; part == NULL && i < h->nprocs && !b->bad; i++) {
+        get_zero(b, &out->zero[i], out->procs[i].nedges);
+        if (out->procs[i].flags & QP_PROC_BY_CALLS)
+            get_zero(b, &out->zero_entry[i], out->procs[i].nedges);
+    }
+    part = part ? part : b->bad ? "zero-input summary" : NULL;
+    if (part == NULL && index_entries(&r) < 0) {
+        qp_why(why, whylen, "%s", qp_strerror(QP_ENOMEM));
+        return QP_ENOMEM;
+    }
+    for (i = 0; part == NULL && i < h->ncalls && !b->bad; i++)
+        get_call(b, &r, &out->calls[i]);
+    part = part ? part : b->bad ? "call site" : NULL;
+    for (i = 0; part == NULL && i < h->ncalls && !b->bad; i++) {
+        if (!(out->calls[i].flags & QP_CALLF_EXEC))
+            continue;
+        lz->exec_next[i] = get_u(b);
+        uint32_t tie = get_u32(b);
+        lz->exec_tie[i] = out->calls[i].block + tie;
+        if (lz->exec_tie[i] < out->calls[i].block)
+            b->bad = 1; /* wrapped */
+    }
+    part = part ? part : b->bad ? "exec call site" : NULL;
+    for (i = 0; part == NULL && i < nc && !b->bad; i++)
+        get_chunk(b, i ? &lz->chunks[i - 1] : NULL, &lz->chunks[i]);
+    part = part ? part : b->bad ? "chunk" : NULL;
+    free(r.entries);
+    if (part != NULL) {
+        qp_why(why, whylen, "description index: %s %u truncated or a value out of range",
+               part, i - 1);
+        return QP_EFORMAT;
+    }
+    uint64_t rest = (uint64_t)(b->n - b->off) + b->left;
+    if (rest != h->strtab_size || get_bytes(b, (uint8_t *)out->strtab, h->strtab_size) < 0) {
+        qp_why(why, whylen, "description index: %llu bytes after the records, the string "
+               "table has %u", (unsigned long long)rest, h->strtab_size);
+        return QP_EFORMAT;
+    }
+    return 0;
+}
+
+/* The chunks against the header and each other: they share out the procedures, blocks
+ * and edges in order; each procedure's blocks and edges in its chunk; the counters of
+ * each inside the profile's; streams of sane sizes inside the N bytes from the first. */
+static int
+validate_chunks(const qp_desc_t *d, const struct qp_desc_lazy *lz, size_t n, char *why,
+                size_t whylen)
+{
+    const qp_desc_hdr_t *h = &d->hdr;
+    uint64_t np = 0, nb = 0, ne = 0, nz = 0;
+    for (uint32_t k = 0; k < lz->nchunks; k++) {
+        const desc_chunk_t *c = &lz->chunks[k];
+        np += c->nprocs;
+        nb += c->nblocks;
+        ne += c->nedges;
+        nz += c->zsize;
+        const char *bad = NULL;
+        if (np > h->nprocs || nb > h->nblocks || ne > h->nedges || nz > n)
+            bad = "more procedures, blocks, edges or bytes than the description has";
+        else if (c->nprocs == 0 && h->nprocs > 0)
+            bad = "no procedure";
+        else if (c->clo > h->ncounters || c->cn > h->ncounters - c->clo)
+            bad = "counters out of range";
+        else if (c->zsize == 0 || c->rawsize < (uint64_t)c->nblocks + c->nedges
+                 || c->rawsize > (uint64_t)c->nblocks * MAX_BLOCK + (uint64_t)c->nedges * MAX_EDGE
+                 || c->rawsize > (uint64_t)c->zsize * 65536 + 64)
+            bad = "stream size does not fit its records";
+        for (uint32_t i = 0; bad == NULL && i < c->nprocs; i++) {
+            const qp_desc_proc_t *p = &d->procs[c->proc + i];
+            if ((p->nblocks && (p->block < c->block || p->block - c->block > c->nblocks
+                                || p->nblocks > c->nblocks - (p->block - c->block)))
+                || (p->nedges && (p->edge < c->edge || p->edge - c->edge > c->nedges
+                                  || p->nedges > c->nedges - (p->edge - c->edge))))
+                bad = "a procedure's blocks or edges outside it";
+        }
+        if (bad != NULL) {
+            qp_why(why, whylen, "description chunk %u: %s", k, bad);
+            return QP_EFORMAT;
+        }
+    }
+    if (np != h->nprocs || nb != h->nblocks || ne != h->nedges) {
+        qp_why(why, whylen, "description chunks: %llu procedures, %llu blocks, %llu edges, "
+               "the header says %u, %u, %u", (unsigned long long)np, (unsigned long long)nb,
+               (unsigned long long)ne, h->nprocs, h->nblocks, h->nedges);
+        return QP_EFORMAT;
+    }
+    return 0;
+}
+
+/* What the index alone can be checked for (qp_desc_validate's rules on everything but
+ * the blocks and edges, which each chunk's loading checks). */
+static int
+validate_index(const qp_desc_t *d, const struct qp_desc_lazy *lz, size_t n, char *why,
+               size_t whylen)
+{
+    const qp_desc_hdr_t *h = &d->hdr;
+    if (h->driver != QP_DRIVER_QP && h->driver != QP_DRIVER_NAIVE && h->driver != QP_DRIVER_LIB) {
+        qp_why(why, whylen, "unknown driver kind %u", h->driver);
+        return QP_EFORMAT;
+    }
+    QP_CHECK(validate_strtab(d, why, whylen));
+    for (uint32_t i = 0; i < h->nprocs; i++) {
+        QP_CHECK(validate_proc_head(d, i, why, whylen));
+        if ((d->procs[i].flags & QP_PROC_MEASURED) && d->procs[i].nblocks == 0) {
+            qp_why(why, whylen, "measured procedure %u (%s): no blocks", i,
+                   d->strtab + d->procs[i].name);
+            return QP_EFORMAT;
+        }
+    }
+    QP_CHECK(validate_calls(d, 0, why, whylen));
+    return validate_chunks(d, lz, n, why, whylen);
+}
+
+/* The chunk of procedure PROC in LZ. */
+static desc_chunk_t *
+chunk_of_proc(const struct qp_desc_lazy *lz, uint32_t proc)
+{
+    uint32_t lo = 0, hi = lz->nchunks;
+    while (lo < hi) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        if (lz->chunks[mid].proc <= proc && proc - lz->chunks[mid].proc < lz->chunks[mid].nprocs)
+            return &lz->chunks[mid];
+        if (lz->chunks[mid].proc <= proc)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return NULL;
+}
+
+/* Chunk C's records decoded into BLOCKS and EDGES (its nblocks and nedges, the first at
+ * index 0); LZ->why says why not. */
+static int
+decode_chunk(const qp_desc_t *d, struct qp_desc_lazy *lz, const desc_chunk_t *c,
+             qp_desc_block_t *blocks, qp_desc_edge_t *edges)
+{
+    char *why = lz->why;
+    size_t whylen = sizeof(lz->why);
+    uint32_t k = (uint32_t)(c - lz->chunks);
+    uint8_t *raw = malloc(c->rawsize ? c->rawsize : 1);
+    lzma_stream z = LZMA_STREAM_INIT;
+    if (raw == NULL || unpack_init(&z, c->rawsize, QP_FORMAT_VERSION) < 0) {
+        free(raw);
+        lzma_end(&z);
+        qp_why(why, whylen, "%s", qp_strerror(QP_ENOMEM));
+        return QP_ENOMEM;
+    }
+    /* Exactly rawsize bytes, then the stream's end, exactly at its last byte. */
+    z.next_in = lz->buf + c->zoff;
+    z.avail_in = c->zsize;
+    z.next_out = raw;
+    z.avail_out = c->rawsize;
+    lzma_ret lr = lzma_code(&z, LZMA_FINISH);
+    size_t got = c->rawsize - z.avail_out;
+    uint8_t one;
+    if (lr == LZMA_OK && got == c->rawsize) {
+        z.next_out = &one;
+        z.avail_out = 1;
+        lr = lzma_code(&z, LZMA_FINISH);
+        got += 1 - z.avail_out;
+    }
+    int stream_ok = lr == LZMA_STREAM_END && got == c->rawsize && z.avail_in == 0;
+    lzma_end(&z);
+    if (!stream_ok) {
+        free(raw);
+        qp_why(why, whylen, "description chunk %u corrupted (its stream does not give the "
+               "%u bytes its entry says)", k, c->rawsize);
+        return lr == LZMA_MEM_ERROR ? QP_ENOMEM : QP_EFORMAT;
+    }
+    rbuf_t b = { raw, c->rawsize, 0, 0, NULL, NULL, 0, 0, LZMA_OK };
+    run_t r;
+    memset(&r, 0, sizeof(r));
+    r.d = d;
+    r.windowed = 1;
+    r.win = blocks;
+    r.win0 = c->block;
+    r.nwin = c->nblocks;
+    for (uint32_t i = 0; i < c->nblocks && !b.bad; i++)
+        get_block(&b, &r, &blocks[i]);
+    for (uint32_t i = 0; i < c->nedges && !b.bad; i++)
+        get_edge(&b, &r, &edges[i]);
+    free(raw);
+    if (b.bad || b.off != b.n) {
+        qp_why(why, whylen, "description chunk %u: %s", k,
+               b.bad ? "a record truncated or a value out of range" : "bytes after its records");
+        return QP_EFORMAT;
+    }
+    return 0;
+}
+
+/* Is return address RA in one of C's intervals? */
+static int
+in_ra(const desc_chunk_t *c, uint64_t ra)
+{
+    for (uint32_t j = 0; j < c->nra; j++)
+        if (ra >= c->ra_lo[j] && ra <= c->ra_hi[j])
+            return 1;
+    return 0;
+}
+
+/* Blocks [B0, B0 + NB) and edges [E0, E0 + NE) of D, decoded from chunk C, checked as
+ * qp_desc_validate checks them and against what the index says of C (qp reads only
+ * the chunks it names); then procedures [P0, P0 + NP) and the tail calls of the blocks. */
+static int
+validate_decoded(const qp_desc_t *d, struct qp_desc_lazy *lz, const desc_chunk_t *c,
+                 uint32_t b0, uint32_t nb, uint32_t e0, uint32_t ne, uint32_t p0, uint32_t np)
+{
+    char *why = lz->why;
+    size_t whylen = sizeof(lz->why);
+    for (uint32_t i = b0; i < b0 + nb; i++) {
+        QP_CHECK(validate_block(d, i, why, whylen));
+        const qp_desc_block_t *e = &d->blocks[i];
+        if ((e->counter != QP_NOCOUNTER && e->counter - c->clo >= c->cn)
+            || (e->new_start != 0 && (e->new_start < c->ns_lo || e->new_start > c->ns_hi))) {
+            qp_why(why, whylen, "block %u: counter or new address outside its chunk's", i);
+            return QP_EFORMAT;
+        }
+    }
+    for (uint32_t i = e0; i < e0 + ne; i++) {
+        QP_CHECK(validate_edge(d, i, why, whylen));
+        const qp_desc_edge_t *e = &d->edges[i];
+        if ((e->counter != QP_NOCOUNTER && e->counter - c->clo >= c->cn)
+            || (e->ret_addr != 0 && !in_ra(c, e->ret_addr))) {
+            qp_why(why, whylen, "edge %u: counter or return address outside its chunk's", i);
+            return QP_EFORMAT;
+        }
+    }
+    for (uint32_t i = p0; i < p0 + np; i++)
+        QP_CHECK(validate_proc(d, i, why, whylen));
+    /* The tail calls of the blocks (in block order: from the first at or after them). */
+    uint32_t lo = 0, hi = d->hdr.ncalls;
+    while (lo < hi) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        if (d->calls[mid].block < b0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    for (uint32_t i = lo; i < d->hdr.ncalls && d->calls[i].block - b0 < nb; i++) {
+        const qp_desc_call_t *s = &d->calls[i];
+        if (qp_call_is_tail(s) && (s->edge - c->edge >= c->nedges
+                                   || d->edges[s->edge].from != s->block)) {
+            qp_why(why, whylen, "call site %u (block %u, kind %u): edge does not fit the kind",
+                   i, s->block, s->kind);
+            return QP_EFORMAT;
+        }
+    }
+    return 0;
+}
+
+/* Chunk C's records decoded into D's arrays and checked. */
+static int
+load_chunk(const qp_desc_t *d, struct qp_desc_lazy *lz, desc_chunk_t *c)
+{
+    QP_CHECK(decode_chunk(d, lz, c, &d->blocks[c->block], &d->edges[c->edge]));
+    return validate_decoded(d, lz, c, c->block, c->nblocks, c->edge, c->nedges, c->proc,
+                            c->nprocs);
+}
+
+/* Chunk C decoded aside (LZ's scratch arrays), unless it is there. */
+static int
+decode_aside(const qp_desc_t *d, struct qp_desc_lazy *lz, desc_chunk_t *c)
+{
+    if (lz->scratch == c)
+        return 0;
+    lz->scratch = NULL;
+    if (c->nblocks > lz->sbcap) {
+        free(lz->sblocks);
+        lz->sblocks = malloc(c->nblocks * sizeof(qp_desc_block_t));
+        lz->sbcap = lz->sblocks != NULL ? c->nblocks : 0;
+    }
+    if (c->nedges > lz->secap) {
+        free(lz->sedges);
+        lz->sedges = malloc(c->nedges * sizeof(qp_desc_edge_t));
+        lz->secap = lz->sedges != NULL ? c->nedges : 0;
+    }
+    if (c->nblocks > lz->sbcap || c->nedges > lz->secap) {
+        qp_why(lz->why, sizeof(lz->why), "%s", qp_strerror(QP_ENOMEM));
+        return QP_ENOMEM;
+    }
+    /* The decoder leaves absent fields (new_start, ret_addr, padding) as they are. */
+    memset(lz->sblocks, 0, c->nblocks * sizeof(qp_desc_block_t));
+    memset(lz->sedges, 0, c->nedges * sizeof(qp_desc_edge_t));
+    QP_CHECK(decode_chunk(d, lz, c, lz->sblocks, lz->sedges));
+    lz->scratch = c;
+    return 0;
+}
+
+static int need_chunk(const qp_desc_t *d, desc_chunk_t *c);
+
+/* Procedure PROC of chunk C copied from the scratch arrays into D's, and checked. */
+static int
+load_proc(const qp_desc_t *d, struct qp_desc_lazy *lz, desc_chunk_t *c, uint32_t proc)
+{
+    QP_CHECK(decode_aside(d, lz, c));
+    const qp_desc_proc_t *p = &d->procs[proc];
+    /* A tail call of its blocks whose edge another procedure of the chunk lists (not a
+     * valid description, but checked as qp_desc_validate does): the whole chunk. */
+    for (uint32_t i = qp_desc_first_call(d, proc);
+         i < d->hdr.ncalls && d->calls[i].block - p->block < p->nblocks; i++)
+        if (qp_call_is_tail(&d->calls[i]) && d->calls[i].edge - p->edge >= p->nedges)
+            return need_chunk(d, c);
+    /* The index put its blocks and edges inside the chunk's (validate_chunks). */
+    if (p->nblocks)
+        memcpy(&d->blocks[p->block], &lz->sblocks[p->block - c->block],
+               p->nblocks * sizeof(qp_desc_block_t));
+    if (p->nedges)
+        memcpy(&d->edges[p->edge], &lz->sedges[p->edge - c->edge],
+               p->nedges * sizeof(qp_desc_edge_t));
+    QP_CHECK(validate_decoded(d, lz, c, p->nblocks ? p->block : 0, p->nblocks,
+                              p->nedges ? p->edge : 0, p->nedges, proc, 1));
+    lz->proc_state[proc] = PROC_IN;
+    return 0;
+}
+
+/* Whether procedure PROC of chunk C counted nothing in COUNTERS, by its own counters in
+ * the scratch arrays: PROC_ZERO or PROC_COUNTED for every procedure of C. */
+static void
+classify_procs(const qp_desc_t *d, struct qp_desc_lazy *lz, desc_chunk_t *c,
+               const uint64_t *counters)
+{
+    for (uint32_t q = c->proc; q < c->proc + c->nprocs; q++) {
+        if (lz->proc_state[q] == PROC_IN)
+            continue;
+        const qp_desc_proc_t *p = &d->procs[q];
+        int counted = 0;
+        /* A counter outside the chunk's range counts as counted: decoding it then says
+         * what is wrong. */
+        for (uint32_t i = 0; i < p->nblocks && !counted; i++) {
+            uint32_t k = lz->sblocks[p->block - c->block + i].counter;
+            counted = k != QP_NOCOUNTER && (k - c->clo >= c->cn || counters[k] != 0);
+        }
+        for (uint32_t i = 0; i < p->nedges && !counted; i++) {
+            uint32_t k = lz->sedges[p->edge - c->edge + i].counter;
+            counted = k != QP_NOCOUNTER && (k - c->clo >= c->cn || counters[k] != 0);
+        }
+        lz->proc_state[q] = counted ? PROC_COUNTED : PROC_ZERO;
+    }
+    /* Those that counted are solved, and those counted by their calls are when they were
+     * called: copied now, while the chunk is at hand (later they come in any order). */
+    for (uint32_t q = c->proc; q < c->proc + c->nprocs; q++)
+        if (lz->proc_state[q] == PROC_COUNTED
+            || (lz->proc_state[q] == PROC_ZERO && (d->procs[q].flags & QP_PROC_BY_CALLS)))
+            (void)load_proc(d, lz, c, q); /* a failure is said when it is needed */
+}
+
+/* Decode chunk C of D unless it was. */
+static int
+need_chunk(const qp_desc_t *d, desc_chunk_t *c)
+{
+    if (c->state == CHUNK_PACKED) {
+        int rc = load_chunk(d, d->lazy, c);
+        c->state = rc == 0 ? CHUNK_LOADED : CHUNK_BAD;
+        if (rc < 0)
+            return rc;
+    }
+    return c->state == CHUNK_LOADED ? 0 : QP_EFORMAT;
+}
+
+int
+qp_desc_need(const qp_desc_t *d, uint32_t proc)
+{
+    if (d == NULL || proc >= d->hdr.nprocs)
+        return QP_EINVAL;
+    if (d->lazy == NULL)
+        return 0;
+    struct qp_desc_lazy *lz = d->lazy;
+    desc_chunk_t *c = chunk_of_proc(lz, proc);
+    if (c == NULL)
+        return QP_EINVAL;
+    if (c->state == CHUNK_LOADED || lz->proc_state[proc] == PROC_IN)
+        return 0;
+    if (c->state == CHUNK_BAD)
+        return QP_EFORMAT;
+    return load_proc(d, lz, c, proc);
+}
+
+int
+qp_desc_loaded(const qp_desc_t *d, uint32_t proc)
+{
+    if (d == NULL || d->lazy == NULL)
+        return 1;
+    const desc_chunk_t *c = chunk_of_proc(d->lazy, proc);
+    return c != NULL && (c->state == CHUNK_LOADED || d->lazy->proc_state[proc] == PROC_IN);
+}
+
+int
+qp_desc_need_block(const qp_desc_t *d, uint32_t block)
+{
+    if (d == NULL || block >= d->hdr.nblocks)
+        return QP_EINVAL;
+    if (d->lazy == NULL)
+        return 0;
+    const struct qp_desc_lazy *lz = d->lazy;
+    uint32_t lo = 0, hi = lz->nchunks;
+    while (lo < hi) { /* the last chunk starting at or before BLOCK: it holds it */
+        uint32_t mid = lo + (hi - lo) / 2;
+        if (lz->chunks[mid].block <= block)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo == 0 ? QP_EINVAL : need_chunk(d, &lz->chunks[lo - 1]);
+}
+
+int
+qp_desc_exec_next(const qp_desc_t *d, uint32_t call, uint64_t *next, uint32_t *tie)
+{
+    if (d == NULL || call >= d->hdr.ncalls || !(d->calls[call].flags & QP_CALLF_EXEC))
+        return QP_EINVAL;
+    if (d->lazy != NULL) {
+        *next = d->lazy->exec_next[call];
+        *tie = d->lazy->exec_tie[call];
+    } else
+        exec_next(d, d->calls[call].block, next, tie);
+    return 0;
+}
+
+int
+qp_desc_need_ret(const qp_desc_t *d, const uint64_t *ras, size_t n)
+{
+    for (uint32_t k = 0; d != NULL && d->lazy != NULL && k < d->lazy->nchunks; k++) {
+        desc_chunk_t *c = &d->lazy->chunks[k];
+        int hit = 0;
+        for (uint32_t j = 0; j < c->nra && !hit; j++) {
+            size_t lo = 0, hi = n; /* the first of RAS at or above the interval's lowest */
+            while (lo < hi) {
+                size_t mid = lo + (hi - lo) / 2;
+                if (ras[mid] < c->ra_lo[j])
+                    lo = mid + 1;
+                else
+                    hi = mid;
+            }
+            hit = lo < n && ras[lo] <= c->ra_hi[j];
+        }
+        if (hit)
+            QP_CHECK(need_chunk(d, c));
+    }
+    return 0;
+}
+
+int
+qp_desc_decoded(const qp_desc_t *d, uint32_t k, uint32_t *block, uint32_t *nblocks,
+                uint32_t *edge, uint32_t *nedges)
+{
+    if (d == NULL || k >= (d->lazy != NULL ? d->lazy->nchunks : 1))
+        return 0;
+    if (d->lazy == NULL) {
+        *block = *edge = 0;
+        *nblocks = d->hdr.nblocks;
+        *nedges = d->hdr.nedges;
+        return 1;
+    }
+    const desc_chunk_t *c = &d->lazy->chunks[k];
+    int in = c->state == CHUNK_LOADED;
+    *block = c->block;
+    *nblocks = in ? c->nblocks : 0;
+    *edge = c->edge;
+    *nedges = in ? c->nedges : 0;
+    return 1;
+}
+
+int
+qp_desc_chunk_zero(const qp_desc_t *d, uint32_t proc, const uint64_t *counters)
+{
+    if (d == NULL || d->lazy == NULL || counters == NULL)
+        return 0;
+    struct qp_desc_lazy *lz = d->lazy;
+    desc_chunk_t *c = chunk_of_proc(lz, proc);
+    if (c == NULL || c->state != CHUNK_PACKED || lz->proc_state[proc] == PROC_IN)
+        return 0;
+    if (lz->zero_for != counters) {
+        for (uint32_t k = 0; k < lz->nchunks; k++)
+            lz->chunks[k].zero = ZERO_UNKNOWN;
+        for (uint32_t i = 0; i < d->hdr.nprocs; i++)
+            if (lz->proc_state[i] != PROC_IN)
+                lz->proc_state[i] = PROC_UNKNOWN;
+        lz->zero_for = counters;
+    }
+    if (c->zero == ZERO_UNKNOWN) {
+        c->zero = ZERO_ALL;
+        for (uint32_t i = 0; i < c->cn && c->zero == ZERO_ALL; i++)
+            if (counters[c->clo + i] != 0)
+                c->zero = ZERO_NOT;
+    }
+    if (c->zero == ZERO_ALL)
+        return 1;
+    /* Its chunk counted somewhere: PROC's own counters, the chunk decoded aside (a
+     * failure is said when PROC is decoded for solving). */
+    if (lz->proc_state[proc] == PROC_UNKNOWN) {
+        if (decode_aside(d, lz, c) < 0)
+            return 0;
+        classify_procs(d, lz, c, counters);
+    }
+    return lz->proc_state[proc] == PROC_ZERO;
+}
+
+const char *
+qp_desc_error(const qp_desc_t *d)
+{
+    return d != NULL && d->lazy != NULL ? d->lazy->why : "";
+}
+
+int
+qp_desc_need_all(qp_desc_t *d, char *why, size_t whylen)
+{
+    if (d == NULL)
+        return QP_EINVAL;
+    if (d->lazy == NULL)
+        return 0;
+    for (uint32_t k = 0; k < d->lazy->nchunks; k++) {
+        int rc = need_chunk(d, &d->lazy->chunks[k]);
+        if (rc < 0) {
+            qp_why(why, whylen, "%s", d->lazy->why);
+            return rc;
+        }
+    }
+    /* Everything is in the arrays now: nothing refers to the bytes any more. */
+    lazy_free(d->lazy);
+    d->lazy = NULL;
+    return 0;
+}
+
+/*
+ * Version 6: the index of BUF decoded and checked into OUT, the chunks located. *END:
+ * where the last chunk ends.
+ */
+static int
+parse_v6(const uint8_t *buf, size_t len, const qp_desc_hdr_t *h, qp_desc_t *out,
+         size_t *end, char *why, size_t whylen)
+{
+    struct qp_desc_lazy *lz = calloc(1, sizeof(*lz));
+    lzma_stream z = LZMA_STREAM_INIT;
+    size_t win = h->body_size < WINDOW ? h->body_size + 1 : WINDOW;
+    rbuf_t b = { NULL, 0, 0, 0, &z, malloc(win), win, h->body_size, LZMA_OK };
+    if (lz == NULL || b.win == NULL || unpack_init(&z, h->body_size, h->version) < 0) {
+        free(lz);
+        free(b.win);
+        lzma_end(&z);
+        qp_why(why, whylen, "%s", qp_strerror(QP_ENOMEM));
+        return QP_ENOMEM;
+    }
+    lz->buf = buf;
+    out->lazy = lz;
+    z.next_in = buf + sizeof(*h);
+    z.avail_in = len - sizeof(*h);
+    char rwhy[512] = "";
+    int rrc = decode_index(&b, out, lz, rwhy, sizeof(rwhy));
+    size_t iend = 0;
+    int rc = finish_stream(&b, h, &iend, why, whylen);
+    lzma_end(&z);
+    free(b.win);
+    *end = iend;
+    if (rc == 0 && rrc == 0) {
+        /* The chunks follow the index, back to back. */
+        for (uint32_t k = 0; k < lz->nchunks; k++)
+            lz->chunks[k].zoff += iend;
+        rrc = validate_index(out, lz, len - iend, rwhy, sizeof(rwhy));
+        /* The arrays the chunks fill, once their sizes are known to fit the bytes: their
+         * memory is touched (resident) only where a chunk is decoded. */
+        if (rrc == 0
+            && (alloc_part((void **)&out->blocks, h->nblocks, sizeof(qp_desc_block_t)) < 0
+                || alloc_part((void **)&out->edges, h->nedges, sizeof(qp_desc_edge_t)) < 0)) {
+            qp_why(rwhy, sizeof(rwhy), "%s", qp_strerror(QP_ENOMEM));
+            rrc = QP_ENOMEM;
+        }
+        if (rrc == 0) {
+            const desc_chunk_t *last = &lz->chunks[lz->nchunks - 1];
+            *end = last->zoff + last->zsize;
+        }
+    }
+    if (rrc < 0)
+        *end = 0; /* where the chunks end is not known: no id to check */
+    if (rc == 0 && rrc < 0) {
+        qp_why(why, whylen, "%s", rwhy);
+        rc = rrc;
+    }
+    return rc;
+}
+
+/* The checks after the body: only zero padding after END, the id over [0, END). */
+static int
+check_tail(const uint8_t *buf, size_t len, size_t end, uint64_t want, char *why,
+           size_t whylen)
+{
+    for (size_t i = end; i < len; i++)
+        if (buf[i] != 0) {
+            qp_why(why, whylen, "description has %zu stray bytes after its end", len - end);
+            return QP_EFORMAT;
+        }
+    uint64_t id = 0;
+    if (qp_desc_id(buf, end, &id), id != want) {
+        qp_why(why, whylen, "description corrupted (contents do not match id %016llx)",
+               (unsigned long long)want);
+        return QP_EFORMAT;
+    }
+    return 0;
+}
+
+/*
+ * Version 6 is read in two steps: the index here, the chunks when asked for. The id
+ * covers every byte, so a corrupted chunk is found here too; a chunk's records are
+ * checked when it is decoded.
  */
 int
-qp_desc_parse(const uint8_t *buf, size_t len, qp_desc_t *out, char *why, size_t whylen)
+qp_desc_parse_lazy(const uint8_t *buf, size_t len, qp_desc_t *out, char *why, size_t whylen)
 {
     if (buf == NULL || out == NULL)
         return QP_EINVAL;
     memset(out, 0, sizeof(*out));
     qp_desc_hdr_t h;
     QP_CHECK(check_header(buf, len, &h, why, whylen));
-    lzma_options_lzma o;
-    if (lzma_options(6, &o) < 0)
-        return QP_EINVAL;
-    o.dict_size = LZMA_DICT_MAX;
-    lzma_filter f[2] = { { LZMA_FILTER_LZMA2, &o }, { LZMA_VLI_UNKNOWN, NULL } };
-    lzma_stream z = LZMA_STREAM_INIT;
-    size_t win = h.body_size < WINDOW ? h.body_size + 1 : WINDOW;
-    rbuf_t b = { NULL, 0, 0, 0, &z, malloc(win), win, h.body_size, LZMA_OK };
-    if (b.win == NULL || lzma_raw_decoder(&z, f) != LZMA_OK) {
-        free(b.win);
-        lzma_end(&z);
-        qp_why(why, whylen, "%s", qp_strerror(QP_ENOMEM));
-        return QP_ENOMEM;
-    }
-    z.next_in = buf + sizeof(h);
-    z.avail_in = len - sizeof(h);
-    /* The records are read as the stream inflates; a failure of the stream itself, stray
-     * bytes or another id are said before what the records would say. */
     out->hdr = h;
-    char rwhy[512] = "";
-    int rrc = decode_body(&b, out, rwhy, sizeof(rwhy));
     size_t end = 0;
-    int rc = finish_stream(&b, &h, &end, why, whylen);
-    lzma_end(&z);
-    free(b.win);
-    /* Only zero padding (section alignment) may follow the stream. */
-    for (size_t i = end; rc == 0 && i < len; i++)
-        if (buf[i] != 0) {
-            qp_why(why, whylen, "description has %zu stray bytes after its end", len - end);
-            rc = QP_EFORMAT;
-        }
-    uint64_t id = 0;
-    if (rc == 0 && (qp_desc_id(buf, end, &id), id != h.id)) {
-        qp_why(why, whylen, "description corrupted (contents do not match id %016llx)",
-               (unsigned long long)h.id);
+    char swhy[512] = "";
+    int rc = h.version == QP_FORMAT_V5 ? parse_v5(buf, len, &h, out, &end, swhy, sizeof(swhy))
+                                       : parse_v6(buf, len, &h, out, &end, swhy, sizeof(swhy));
+    /* A stream that failed is said first, then stray bytes and the id, then records. */
+    int stream_failed = rc < 0 && end == 0;
+    if (stream_failed)
+        qp_why(why, whylen, "%s", swhy);
+    else if (end > 0 && check_tail(buf, len, end, h.id, why, whylen) < 0)
         rc = QP_EFORMAT;
-    }
-    if (rc == 0 && rrc < 0) {
-        qp_why(why, whylen, "%s", rwhy);
-        rc = rrc;
-    }
-    if (rc == 0)
+    else if (rc < 0)
+        qp_why(why, whylen, "%s", swhy);
+    if (rc == 0 && h.version == QP_FORMAT_V5)
         rc = qp_desc_validate(out, why, whylen);
     if (rc < 0) {
         qp_desc_free(out);
@@ -1040,4 +2187,17 @@ qp_desc_parse(const uint8_t *buf, size_t len, qp_desc_t *out, char *why, size_t 
     }
     out->strtab_cap = out->hdr.strtab_size;
     return 0;
+}
+
+int
+qp_desc_parse(const uint8_t *buf, size_t len, qp_desc_t *out, char *why, size_t whylen)
+{
+    QP_CHECK(qp_desc_parse_lazy(buf, len, out, why, whylen));
+    int v6 = out->lazy != NULL;
+    int rc = qp_desc_need_all(out, why, whylen);
+    if (rc == 0 && v6)
+        rc = qp_desc_validate(out, why, whylen); /* the rules across chunks too */
+    if (rc < 0)
+        qp_desc_free(out);
+    return rc;
 }

@@ -31,6 +31,22 @@ void qp_why(char *why, size_t whylen, const char *fmt, ...)
  */
 
 /*
+ * What solving a procedure with zero inputs gives (no counter counted, nothing
+ * abandoned; for a QP_PROC_BY_CALLS procedure, its entry count unknown or known to be 0):
+ * every count 0, and which of them are known. Version 6 keeps it per procedure, so that
+ * qp reports a procedure that did not run without decoding its blocks and edges.
+ */
+typedef struct qp_desc_zero {
+    uint32_t nunknown_edges; /* edges whose count stays unknown */
+    uint8_t given;           /* 0: not known (the reader solves the procedure itself) */
+    uint8_t calls_known;     /* its entry count is known */
+    uint8_t insns_exact;     /* every block count is known */
+    uint8_t all_known;       /* every edge and block count is known */
+} qp_desc_zero_t;
+
+struct qp_desc_lazy; /* the chunks of a version 6 description not decoded yet */
+
+/*
  * A description in memory: the header and the four parts, with the on-disk structs.
  * The counts are hdr.nprocs, hdr.nblocks, hdr.nedges and hdr.strtab_size. The arrays are
  * malloc'd and freed by qp_desc_free(); a writer may fill them itself (with malloc) or
@@ -46,7 +62,21 @@ typedef struct qp_desc {
     qp_desc_call_t *calls;    /* hdr.ncalls */
     char *strtab;             /* hdr.strtab_size bytes; offset 0 is "" */
     size_t strtab_cap;        /* bytes allocated for strtab (qp_desc_add_string) */
+    /* Per procedure, or NULL: its solution with zero inputs (for a procedure counted by
+     * its calls: with its entry count unknown), and for procedures counted by their
+     * calls the same with the entry count known to be 0. A writer may fill them
+     * (qp_desc_summarize_fn); qp_desc_free frees them. */
+    qp_desc_zero_t *zero;
+    qp_desc_zero_t *zero_entry;
+    /* Read lazily (qp_desc_parse_lazy): the chunks not decoded yet; NULL when every
+     * block, edge and call site is in the arrays. */
+    struct qp_desc_lazy *lazy;
 } qp_desc_t;
+
+/* Fill D->zero and D->zero_entry (D is valid); 0 or QP_ENOMEM. A writer that can solve
+ * flow (report/qp_flow.h) passes one to the driver so that the description carries the
+ * summaries. */
+typedef int (*qp_desc_summarize_fn)(qp_desc_t *d);
 
 /*
  * Append the NUL-terminated string S to D's string table (creating the table, with ""
@@ -112,6 +142,65 @@ int qp_desc_id(const uint8_t *buf, size_t len, uint64_t *id /*OUT*/);
  */
 int qp_desc_parse(const uint8_t *buf, size_t len, qp_desc_t *out /*OUT*/, char *why,
                   size_t whylen);
+
+/*
+ * Like qp_desc_parse, but a version 6 description's blocks and edges stay compressed in
+ * BUF until asked for (qp_desc_need): only the header, the procedures, their zero-input
+ * summaries, the call sites, the chunk table and the strings are read and checked now
+ * (the id over every byte as well). BUF must then outlive *OUT. Other versions are read
+ * whole. The block and edge arrays are allocated at their full size but their memory is
+ * only touched (and resident) for the chunks decoded.
+ */
+int qp_desc_parse_lazy(const uint8_t *buf, size_t len, qp_desc_t *out /*OUT*/, char *why,
+                       size_t whylen);
+
+/*
+ * Make procedure PROC's blocks and edges present in D's arrays: decode and
+ * check its chunk when it was not yet (D is const for its readers: the arrays fill in
+ * behind them). Returns 0, QP_ENOMEM or QP_EFORMAT (the chunk is corrupt:
+ * qp_desc_error says why). Not thread-safe: one thread reads a lazy description.
+ */
+int qp_desc_need(const qp_desc_t *d, uint32_t proc);
+
+/* The same for block BLOCK's chunk. */
+int qp_desc_need_block(const qp_desc_t *d, uint32_t block);
+
+/*
+ * For exec call site CALL of D: *NEXT, the lowest new address of a moved block above
+ * its block's (0: none), and *TIE, the highest index of a block at its block's new
+ * address (its block's own when no other), without decoding (version 6 keeps them).
+ */
+int qp_desc_exec_next(const qp_desc_t *d, uint32_t call, uint64_t *next /*OUT*/,
+                      uint32_t *tie /*OUT*/);
+
+/* Decode every chunk of D with an edge whose return address may be one of RAS (N,
+ * sorted). */
+int qp_desc_need_ret(const qp_desc_t *d, const uint64_t *ras, size_t n);
+
+/*
+ * The decoded blocks and edges of D, a range at a time: K from 0 up while it returns 1,
+ * [*BLOCK, *BLOCK + *NBLOCKS) and [*EDGE, *EDGE + *NEDGES) (empty for a chunk not
+ * decoded), in index order. D not lazy: one range, everything.
+ */
+int qp_desc_decoded(const qp_desc_t *d, uint32_t k, uint32_t *block /*OUT*/,
+                    uint32_t *nblocks /*OUT*/, uint32_t *edge /*OUT*/, uint32_t *nedges /*OUT*/);
+
+/* Every chunk of D decoded (qp_desc_need on all): then D is as qp_desc_parse gives it. */
+int qp_desc_need_all(qp_desc_t *d, char *why, size_t whylen);
+
+/* Are PROC's blocks and edges in D's arrays? */
+int qp_desc_loaded(const qp_desc_t *d, uint32_t proc);
+
+/*
+ * For a procedure whose chunk is not decoded: is every counter its chunk's blocks and
+ * edges may use 0 in COUNTERS (the profile's, D->hdr.ncounters of them)? Then PROC
+ * counted nothing, without decoding it. 0 when PROC's chunk is decoded (look at its
+ * counters) or when one of them counted.
+ */
+int qp_desc_chunk_zero(const qp_desc_t *d, uint32_t proc, const uint64_t *counters);
+
+/* Why the last qp_desc_need on D failed ("" when none did). */
+const char *qp_desc_error(const qp_desc_t *d);
 
 /* Free D's arrays and zero it. NULL is fine. */
 void qp_desc_free(qp_desc_t *d);

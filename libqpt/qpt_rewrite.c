@@ -451,6 +451,7 @@ measure_plan(void *arg, ed_plan_t *plan, const elfw_instr_t **instr)
     drv_choose_inc(prog, &c->res, c->atomic, &c->inc);
     ed_plan_set_inc_mode(plan, c->inc.mode);
     c->res.pie = (prog->img->flags & CFG_IMG_PIE) != 0;
+    c->res.summarize = qp_flow_zero_summaries;
     c->instr = (elfw_instr_t) { .ncounters = c->res.ncounters,
                                 .lock_at_start = c->inc.lock_at_start,
                                 .describe = describe, .arg = &c->res,

@@ -486,14 +486,29 @@ abandon_frames(const qp_desc_t *d, const abandon_ctx_t *c, uint64_t *abandoned,
     for (size_t i = 0; i < c->nras; i++)
         if (n == 0 || sites[n - 1].ret_addr != sites[i].ret_addr)
             sites[n++] = sites[i];
-    for (uint32_t i = 0; n > 0 && i < d->hdr.nedges; i++) {
-        const qp_desc_edge_t *e = &d->edges[i];
-        ret_site_t *s;
-        if (e->kind == CFG_EDGE_CALLRET && e->ret_addr != 0
-            && (s = site_at(sites, n, e->ret_addr)) != NULL
-            && (s->block == QP_VIRT || e->from < s->block))
-            s->block = e->from;
+    /* A lazy description: the chunks whose edges may return there (the others hold
+     * no such edge), then the edges decoded. */
+    uint64_t *ras = malloc((n ? n : 1) * sizeof(uint64_t));
+    int rc = ras == NULL ? QP_ENOMEM : 0;
+    for (size_t i = 0; rc == 0 && i < n; i++)
+        ras[i] = sites[i].ret_addr;
+    if (rc == 0)
+        rc = qp_desc_need_ret(d, ras, n);
+    free(ras);
+    if (rc < 0) {
+        free(sites);
+        return rc;
     }
+    uint32_t b0, nb, e0, ne;
+    for (uint32_t k = 0; n > 0 && qp_desc_decoded(d, k, &b0, &nb, &e0, &ne); k++)
+        for (uint32_t i = e0; i < e0 + ne; i++) {
+            const qp_desc_edge_t *e = &d->edges[i];
+            ret_site_t *s;
+            if (e->kind == CFG_EDGE_CALLRET && e->ret_addr != 0
+                && (s = site_at(sites, n, e->ret_addr)) != NULL
+                && (s->block == QP_VIRT || e->from < s->block))
+                s->block = e->from;
+        }
     st->frames += c->nras;
     for (size_t i = 0; i < c->nras; i++) {
         const ret_site_t *s = site_at(sites, n, c->ras[i]);
@@ -507,11 +522,46 @@ abandon_frames(const qp_desc_t *d, const abandon_ctx_t *c, uint64_t *abandoned,
 }
 
 /*
+ * A lazy description: the block the loop of abandon_exec_blocks finds for a dump at PC,
+ * from what the description keeps of each exec call site, in *AT when it can be an exec
+ * call's block (QP_VIRT otherwise). E, the exec call block highest at or below PC, is
+ * found unless a block starts above it and at or below PC; else the last block at E's
+ * address is.
+ */
+static int
+exec_block_lazy(const qp_desc_t *d, uint64_t pc, uint32_t *at)
+{
+    uint64_t e = 0;
+    uint32_t eb = QP_VIRT, ecall = 0;
+    *at = QP_VIRT;
+    for (uint32_t i = 0; i < d->hdr.ncalls; i++) {
+        const qp_desc_call_t *c = &d->calls[i];
+        if (!(c->flags & QP_CALLF_EXEC))
+            continue;
+        QP_CHECK(qp_desc_need_block(d, c->block));
+        uint64_t ns = d->blocks[c->block].new_start;
+        if (ns != 0 && ns <= pc && (ns > e || (ns == e && c->block > eb))) {
+            e = ns;
+            eb = c->block;
+            ecall = i;
+        }
+    }
+    if (eb == QP_VIRT)
+        return 0;
+    uint64_t next;
+    uint32_t tie;
+    QP_CHECK(qp_desc_exec_next(d, ecall, &next, &tie));
+    if (next == 0 || next > pc)
+        *at = tie;
+    return 0;
+}
+
+/*
  * Dumps taken before an exec that succeeded: the frame each was taken in is abandoned at
  * the exec's call block, which has a return edge (an exec may fail and return), unlike
  * exit's. The block holding the dump's pc (the hook before the call: the moved block
  * starting last at or before it, the one of highest index among equal starts) gets it.
- * One pass over the blocks for every dump of P.
+ * One pass over the blocks for every dump of P (a lazy description: exec_block_lazy).
  */
 static int
 abandon_exec_blocks(const qp_desc_t *d, const qp_profile_t *p, uint64_t *abandoned)
@@ -526,7 +576,10 @@ abandon_exec_blocks(const qp_desc_t *d, const qp_profile_t *p, uint64_t *abandon
     }
     for (size_t k = 0; k < n; k++)
         at[k] = QP_VIRT;
-    for (uint32_t i = 0; i < d->hdr.nblocks; i++) {
+    int rc = 0;
+    for (size_t k = 0; d->lazy != NULL && k < n && rc == 0; k++)
+        rc = exec_block_lazy(d, p->dumps[k].hdr.pc - p->dumps[k].hdr.bias, &at[k]);
+    for (uint32_t i = 0; d->lazy == NULL && i < d->hdr.nblocks; i++) {
         uint64_t ns = d->blocks[i].new_start;
         for (size_t k = 0; ns != 0 && k < n; k++)
             if (ns <= p->dumps[k].hdr.pc - p->dumps[k].hdr.bias
@@ -535,7 +588,7 @@ abandon_exec_blocks(const qp_desc_t *d, const qp_profile_t *p, uint64_t *abandon
                 at[k] = i;
             }
     }
-    for (size_t k = 0; k < n; k++)
+    for (size_t k = 0; rc == 0 && k < n; k++)
         for (uint32_t i = 0; at[k] != QP_VIRT && i < d->hdr.ncalls; i++)
             if (d->calls[i].block == at[k] && (d->calls[i].flags & QP_CALLF_EXEC)) {
                 abandoned[at[k]]++;
@@ -543,7 +596,7 @@ abandon_exec_blocks(const qp_desc_t *d, const qp_profile_t *p, uint64_t *abandon
             }
     free(best);
     free(at);
-    return 0;
+    return rc;
 }
 
 int

@@ -372,6 +372,16 @@ inputs_zero(const qp_desc_t *d, uint32_t proc, const uint64_t *counters,
     if ((p->flags & QP_PROC_BY_CALLS) && entries != NULL && proc < entries->nprocs
         && entries->known[proc] && entries->count[proc] != 0)
         return 0;
+    if (!qp_desc_loaded(d, proc)) {
+        /* Not decoded (a lazy description): zero when no counter of its chunk counted
+         * (else it is decoded to be solved). */
+        if (!qp_desc_chunk_zero(d, proc, counters))
+            return 0;
+        for (uint32_t b = 0; abandoned != NULL && b < p->nblocks; b++)
+            if (abandoned[p->block + b] != 0)
+                return 0;
+        return 1;
+    }
     const qp_desc_block_t *blocks = &d->blocks[p->block];
     for (uint32_t b = 0; b < p->nblocks; b++)
         if ((blocks[b].counter != QP_NOCOUNTER && counters[blocks[b].counter] != 0)
@@ -384,16 +394,101 @@ inputs_zero(const qp_desc_t *d, uint32_t proc, const uint64_t *counters,
     return 1;
 }
 
+/* ENTRIES' kept solution of PROC (inputs all zero) taken from D's summary, which the
+ * writer solved as qp_flow_solve_in does (qp_flow_zero_summaries): 1, or 0 when D has
+ * none. A procedure counted by its calls: the summary for its entry count as ENTRIES
+ * knows it. */
+static int
+stored_zero(const qp_desc_t *d, uint32_t proc, const qp_flow_entries_t *entries)
+{
+    const qp_desc_zero_t *z = d->zero;
+    if (d->procs[proc].flags & QP_PROC_BY_CALLS)
+        z = entries->known[proc] ? d->zero_entry : d->zero;
+    if (z == NULL || !z[proc].given)
+        return 0;
+    z += proc;
+    entries->zero[proc] = (qp_flow_zero_t) { z->nunknown_edges, 1, z->calls_known,
+                                             z->insns_exact, z->all_known };
+    return 1;
+}
+
 int
 qp_flow_zero_known(const qp_desc_t *d, uint32_t proc, const uint64_t *counters,
     const uint64_t *abandoned, const qp_flow_entries_t *entries, qp_flow_zero_t *out)
 {
     if (d == NULL || entries == NULL || entries->zero == NULL || proc >= entries->nprocs
-        || proc >= d->hdr.nprocs || !entries->zero[proc].done
-        || !inputs_zero(d, proc, counters, abandoned, entries))
+        || proc >= d->hdr.nprocs || !inputs_zero(d, proc, counters, abandoned, entries)
+        || (!entries->zero[proc].done && !stored_zero(d, proc, entries)))
         return 0;
     *out = entries->zero[proc];
     return 1;
+}
+
+/* What F, a solution with zero inputs, says is known. */
+static qp_flow_zero_t
+zero_summary(const qp_flow_t *f)
+{
+    uint8_t all = f->nunknown_edges == 0;
+    for (uint32_t b = 0; b < f->nblocks && all; b++)
+        all = f->block_state[b] == QP_FLOW_MEASURED
+            || f->block_state[b] == QP_FLOW_SOLVED;
+    for (uint32_t e = 0; e < f->nedges && all; e++)
+        all = f->edge_state[e] == QP_FLOW_MEASURED || f->edge_state[e] == QP_FLOW_SOLVED;
+    return (qp_flow_zero_t) { f->nunknown_edges, 1, (uint8_t)f->calls_known,
+                              (uint8_t)f->insns_exact, all };
+}
+
+/* PROC of D solved with zero counters (ENTRIES: how its entry count is known) into *Z. */
+static int
+summarize_one(qp_desc_t *d, uint32_t proc, const uint64_t *zeros,
+    const qp_flow_entries_t *entries, qp_desc_zero_t *z)
+{
+    qp_flow_t f;
+    int rc = qp_flow_solve_in(d, proc, zeros, d->hdr.ncounters, NULL, entries, &f);
+    if (rc == QP_ENOMEM)
+        return rc;
+    if (rc == 0) {
+        qp_flow_zero_t s = zero_summary(&f);
+        *z = (qp_desc_zero_t) { s.nunknown_edges, 1, s.calls_known, s.insns_exact,
+                                s.all_known };
+        qp_flow_free(&f);
+    }
+    return 0;
+}
+
+int
+qp_flow_zero_summaries(qp_desc_t *d)
+{
+    uint32_t n = d->hdr.nprocs;
+    free(d->zero);
+    free(d->zero_entry);
+    d->zero = calloc(n + 1, sizeof(qp_desc_zero_t));
+    d->zero_entry = calloc(n + 1, sizeof(qp_desc_zero_t));
+    /* The counters, all 0; and every entry count known to be 0. */
+    uint64_t *zeros = calloc((size_t)d->hdr.ncounters + 1, sizeof(uint64_t));
+    uint64_t *count = calloc(n + 1, sizeof(uint64_t));
+    uint8_t *known = malloc(n + 1);
+    int rc = d->zero && d->zero_entry && zeros && count && known ? 0 : QP_ENOMEM;
+    if (known != NULL)
+        memset(known, 1, n + 1);
+    qp_flow_entries_t entries = { n, count, known, NULL };
+    for (uint32_t i = 0; i < n && rc == 0; i++) {
+        uint32_t flags = d->procs[i].flags;
+        if (!(flags & QP_PROC_MEASURED))
+            continue;
+        rc = summarize_one(d, i, zeros, NULL, &d->zero[i]);
+        if (rc == 0 && (flags & QP_PROC_BY_CALLS))
+            rc = summarize_one(d, i, zeros, &entries, &d->zero_entry[i]);
+    }
+    free(zeros);
+    free(count);
+    free(known);
+    if (rc < 0) {
+        free(d->zero);
+        free(d->zero_entry);
+        d->zero = d->zero_entry = NULL;
+    }
+    return rc;
 }
 
 /* Keep F, the solution of PROC, in ENTRIES' cache when its inputs were all zero. */
@@ -405,16 +500,9 @@ keep_zero(const qp_desc_t *d, uint32_t proc, const uint64_t *counters,
         || entries->zero[proc].done
         || !inputs_zero(d, proc, counters, abandoned, entries))
         return;
-    uint8_t all = f->nunknown_edges == 0;
-    for (uint32_t b = 0; b < f->nblocks && all; b++)
-        all = f->block_state[b] == QP_FLOW_MEASURED
-            || f->block_state[b] == QP_FLOW_SOLVED;
-    for (uint32_t e = 0; e < f->nedges && all; e++)
-        all = f->edge_state[e] == QP_FLOW_MEASURED || f->edge_state[e] == QP_FLOW_SOLVED;
     /* Zero inputs solve to zero counts: no violation, nothing clamped (asserted here). */
     assert(f->nviolations == 0 && f->calls == 0 && f->insns == 0);
-    entries->zero[proc] = (qp_flow_zero_t) { f->nunknown_edges, 1,
-        (uint8_t)f->calls_known, (uint8_t)f->insns_exact, all };
+    entries->zero[proc] = zero_summary(f);
 }
 
 int
@@ -428,6 +516,9 @@ qp_flow_solve_in(const qp_desc_t *d, uint32_t proc, const uint64_t *counters,
         || !(d->procs[proc].flags & QP_PROC_MEASURED) || ncounters != d->hdr.ncounters
         || (ncounters && counters == NULL))
         return QP_EINVAL;
+    int rc = qp_desc_need(d, proc); /* its blocks and edges decoded (lazy) */
+    if (rc < 0)
+        return rc;
     flow_solver_t s = { 0 };
     s.d = d;
     s.p = &d->procs[proc];
@@ -435,7 +526,7 @@ qp_flow_solve_in(const qp_desc_t *d, uint32_t proc, const uint64_t *counters,
     out->proc = proc;
     out->nedges = s.p->nedges;
     out->nblocks = s.p->nblocks;
-    int rc = alloc_solver(&s);
+    rc = alloc_solver(&s);
     if (rc == 0) {
         build_adjacency(&s);
         seed(&s, counters, abandoned, entries);

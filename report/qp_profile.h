@@ -72,6 +72,11 @@ qp_profile_check(const qp_profile_t *p, const qp_desc_t *d, char *why, size_t wh
 int
 qp_profile_merge(qp_profile_t *into, const qp_profile_t *from, char *why, size_t whylen);
 
+/* qp_profile_merge, but an empty INTO takes FROM's counters (FROM->counters becomes
+ * NULL) instead of a copy: for a caller that only keeps the sum. */
+int
+qp_profile_merge_take(qp_profile_t *into, qp_profile_t *from, char *why, size_t whylen);
+
 /*
  * Write P to PATH in the profile format (through a temporary file in the same directory
  * renamed over PATH; an existing PATH that is not a regular file is refused with

@@ -124,6 +124,9 @@ saturated(const qp_report_t *r, uint32_t proc, const qp_flow_t *f)
 {
     const qp_desc_proc_t *p = &r->desc->procs[proc];
     const uint64_t *c = r->prof->counters;
+    /* Not decoded: every counter of its chunk is 0 (qp_flow_zero_known said so). */
+    if (!qp_desc_loaded(r->desc, proc))
+        return f->insns == UINT64_MAX;
     for (uint32_t e = 0; e < p->nedges; e++) {
         uint32_t k = r->desc->edges[p->edge + e].counter;
         if (k != QP_NOCOUNTER && c[k] == UINT64_MAX)

@@ -328,17 +328,18 @@ START_TEST(test_qp_desc_validation_rules)
 }
 END_TEST
 
-/* The body's stream as qp_format.h documents it: raw LZMA2, lc 1, lp 0, pb 0, the
- * dictionary of 8 MiB. Returns the bytes written into OUT (CAP), or 0; *USED gets the
- * stream bytes read when decoding. */
+/* A stream as qp_format.h documents it (version 6): raw LZMA2, lc 1, lp 0, pb 0, a
+ * dictionary of the stream's N bytes (at least 4 KiB). doc_unpack: *USED gets the stream
+ * bytes read. */
 static lzma_filter *
-doc_filters(lzma_options_lzma *o)
+doc_filters(lzma_options_lzma *o, size_t n)
 {
     static lzma_filter f[2];
     ck_assert(!lzma_lzma_preset(o, 6));
     o->lc = 1;
     o->lp = 0;
     o->pb = 0;
+    o->dict_size = n < LZMA_DICT_SIZE_MIN ? LZMA_DICT_SIZE_MIN : (uint32_t)n;
     f[0] = (lzma_filter) { LZMA_FILTER_LZMA2, o };
     f[1] = (lzma_filter) { LZMA_VLI_UNKNOWN, NULL };
     return f;
@@ -349,23 +350,26 @@ doc_pack(const uint8_t *in, size_t n, uint8_t *out, size_t cap)
 {
     lzma_options_lzma o;
     size_t pos = 0;
-    return lzma_raw_buffer_encode(doc_filters(&o), NULL, in, n, out, &pos, cap) == LZMA_OK
+    return lzma_raw_buffer_encode(doc_filters(&o, n), NULL, in, n, out, &pos, cap) == LZMA_OK
         ? pos : 0;
 }
 
 static size_t
-doc_unpack(const uint8_t *in, size_t n, uint8_t *out, size_t cap)
+doc_unpack(const uint8_t *in, size_t n, uint8_t *out, size_t cap, size_t *used)
 {
     lzma_options_lzma o;
     size_t ipos = 0, pos = 0;
-    return lzma_raw_buffer_decode(doc_filters(&o), NULL, in, &ipos, n, out, &pos, cap)
-            == LZMA_OK ? pos : 0;
+    lzma_ret lr = lzma_raw_buffer_decode(doc_filters(&o, cap), NULL, in, &ipos, n, out, &pos,
+                                         cap);
+    *used = ipos;
+    return lr == LZMA_OK ? pos : 0;
 }
 
 START_TEST(test_qp_desc_random_rehashed_garbage)
 {
-    /* Random changes to the header and the decompressed body, compressed again with a
-     * correct id: the decoder and validation alone must keep parse safe. */
+    /* Random changes to the header and the decompressed index (version 6: the chunks
+     * after it stay as they were), compressed again with a correct id: the decoder and
+     * validation alone must keep parse safe. */
     qp_desc_t d;
     sample_desc(&d);
     size_t len;
@@ -375,7 +379,11 @@ START_TEST(test_qp_desc_random_rehashed_garbage)
     size_t n = 64 + h.body_size;
     uint8_t *plain = malloc(n);
     memcpy(plain, good, 64);
-    ck_assert_uint_eq(doc_unpack(good + 64, len - 64, plain + 64, h.body_size), h.body_size);
+    size_t used = 0;
+    ck_assert_uint_eq(doc_unpack(good + 64, len - 64, plain + 64, h.body_size, &used),
+                      h.body_size);
+    const uint8_t *chunks = good + 64 + used;
+    size_t nchunks = len - 64 - used;
     srand(7);
     int accepted = 0;
     for (int iter = 0; iter < 20000; iter++) {
@@ -385,10 +393,12 @@ START_TEST(test_qp_desc_random_rehashed_garbage)
         for (int k = 0; k < nflips; k++)
             raw[24 + (size_t)rand() % (n - 24)] = (uint8_t)rand();
         size_t cap = 2 * (n - 64) + 4096;
-        uint8_t *b = malloc(64 + cap);
+        uint8_t *b = malloc(64 + cap + nchunks);
         memcpy(b, raw, 64);
         size_t zlen = doc_pack(raw + 64, n - 64, b + 64, cap);
         ck_assert_uint_gt(zlen, 0);
+        memcpy(b + 64 + zlen, chunks, nchunks);
+        zlen += nchunks;
         rehash(b, 64 + zlen);
         qp_desc_t back;
         if (qp_desc_parse(b, 64 + zlen, &back, NULL, 0) == 0) {
@@ -452,6 +462,111 @@ START_TEST(test_qp_desc_versions_and_sizes)
     ck_assert_int_eq(qp_desc_parse(b, len, &back, why, sizeof(why)), QP_EFORMAT);
     free(b);
     qp_desc_free(&d);
+}
+END_TEST
+
+/* A description of NP measured procedures of 3 blocks and 5 edges (2 counters, a call
+ * ending the first block, a return site), enough for several chunks; zero-input
+ * summaries filled as the rewriter fills them. */
+static void
+many_desc(qp_desc_t *d, uint32_t np)
+{
+    memset(d, 0, sizeof(*d));
+    d->hdr.driver = QP_DRIVER_QP;
+    d->hdr.nprocs = np;
+    d->hdr.nblocks = 3 * np;
+    d->hdr.nedges = 5 * np;
+    d->hdr.ncounters = 2 * np;
+    d->hdr.ncalls = np;
+    d->procs = calloc(np, sizeof(*d->procs));
+    d->blocks = calloc(3 * np, sizeof(*d->blocks));
+    d->edges = calloc(5 * np, sizeof(*d->edges));
+    d->calls = calloc(np, sizeof(*d->calls));
+    ck_assert(d->procs && d->blocks && d->edges && d->calls);
+    uint32_t name;
+    ck_assert_int_eq(qp_desc_add_string(d, "f", &name), 0);
+    for (uint32_t p = 0; p < np; p++) {
+        uint64_t entry = 0x10000 + 0x100 * (uint64_t)p, moved = 0x900000 + 0x100 * (uint64_t)p;
+        /* Every third procedure measured in place: its return site in the old text. */
+        uint64_t ret = p % 3 == 0 ? entry + 0x10 : moved + 0x10;
+        d->procs[p] = (qp_desc_proc_t) { .name = name, .flags = QP_PROC_MEASURED,
+            .entry = entry, .new_entry = moved, .block = 3 * p, .nblocks = 3,
+            .edge = 5 * p, .nedges = 5 };
+        for (uint32_t i = 0; i < 3; i++)
+            d->blocks[3 * p + i] = (qp_desc_block_t) { .start = entry + 0x10 * i,
+                .new_start = moved + 0x10 * i, .size = 0x10, .ninsns = 4,
+                .counter = QP_NOCOUNTER };
+        qp_desc_edge_t *e = &d->edges[5 * p];
+        e[0] = (qp_desc_edge_t) { .from = X, .to = 3 * p, .counter = 2 * p, .kind = QP_EDGE_ENTRY };
+        e[1] = (qp_desc_edge_t) { .from = 3 * p, .to = 3 * p + 1, .counter = QP_NOCOUNTER,
+                                  .kind = CFG_EDGE_CALLRET, .ret_addr = ret };
+        e[2] = (qp_desc_edge_t) { .from = 3 * p, .to = 3 * p + 2, .counter = 2 * p + 1,
+                                  .kind = CFG_EDGE_TAKEN };
+        e[3] = (qp_desc_edge_t) { .from = 3 * p + 1, .to = X, .counter = QP_NOCOUNTER,
+                                  .kind = CFG_EDGE_RETURN };
+        e[4] = (qp_desc_edge_t) { .from = 3 * p + 2, .to = X, .counter = QP_NOCOUNTER,
+                                  .kind = CFG_EDGE_RETURN };
+        d->calls[p] = (qp_desc_call_t) { .target = 0x10000, .block = 3 * p, .edge = QP_VIRT,
+                                         .name = name, .kind = QP_CALL_DIRECT };
+    }
+    ck_assert_int_eq(qp_desc_validate(d, NULL, 0), 0);
+    ck_assert_int_eq(qp_flow_zero_summaries(d), 0);
+}
+
+START_TEST(test_qp_desc_lazy)
+{
+    /* Version 6 read lazily: a procedure is decoded when asked for (its chunk's other
+     * procedures are not), one that counted nothing is known without it, and the
+     * report (every procedure's result) is the one of the description read whole. */
+    qp_desc_t d, full, lazy;
+    enum { NP = 600 };
+    many_desc(&d, NP);
+    uint8_t *buf;
+    size_t len;
+    char why[256] = "";
+    ck_assert_int_eq(qp_desc_serialize(&d, &buf, &len), 0);
+    ck_assert_msg(qp_desc_parse(buf, len, &full, why, sizeof(why)) == 0, "%s", why);
+    ck_assert_msg(qp_desc_parse_lazy(buf, len, &lazy, why, sizeof(why)) == 0, "%s", why);
+    ck_assert_ptr_nonnull(lazy.lazy);
+    ck_assert(lazy.zero[7].given && lazy.zero[7].all_known && lazy.zero[7].calls_known);
+    uint64_t counters[2 * NP] = { 0 };
+    counters[2 * 300] = 5; /* procedure 300 ran 5 times, 2 of them by its taken edge */
+    counters[2 * 300 + 1] = 2;
+    ck_assert(!qp_desc_loaded(&lazy, 0) && qp_desc_chunk_zero(&lazy, 0, counters));
+    ck_assert(!qp_desc_chunk_zero(&lazy, 300, counters)); /* its own counters counted */
+    ck_assert(qp_desc_chunk_zero(&lazy, 301, counters));  /* its chunk's did, not its own */
+    ck_assert_int_eq(qp_desc_need(&lazy, 300), 0);
+    ck_assert(qp_desc_loaded(&lazy, 300) && !qp_desc_loaded(&lazy, 301));
+    ck_assert_mem_eq(&lazy.blocks[900], &full.blocks[900], 3 * sizeof(qp_desc_block_t));
+    ck_assert_mem_eq(&lazy.edges[1500], &full.edges[1500], 5 * sizeof(qp_desc_edge_t));
+    /* An exit dump's return address decodes the chunk that may hold it, whole. */
+    uint64_t ra = full.edges[5 * 451 + 1].ret_addr;
+    ck_assert_int_eq(qp_desc_need_ret(&lazy, &ra, 1), 0);
+    ck_assert(qp_desc_loaded(&lazy, 451) && qp_desc_loaded(&lazy, 450));
+    ck_assert(!qp_desc_loaded(&lazy, 10));
+    /* The report of the lazy description: the same results. */
+    qp_profile_t prof;
+    memset(&prof, 0, sizeof(prof));
+    prof.hdr.ncounters = 2 * NP;
+    prof.counters = counters;
+    qp_report_t rl, rf;
+    ck_assert_int_eq(qp_report_build(&lazy, &prof, NULL, &rl), 0);
+    ck_assert_int_eq(qp_report_build(&full, &prof, NULL, &rf), 0);
+    ck_assert_uint_eq(rl.total_insns, 5 * 4 + 3 * 4 + 2 * 4);
+    ck_assert_uint_eq(rl.nprocs, rf.nprocs);
+    ck_assert_mem_eq(rl.procs, rf.procs, rf.nprocs * sizeof(qp_proc_result_t));
+    ck_assert(!qp_desc_loaded(&lazy, 10)); /* never decoded: it did not run */
+    qp_report_free(&rl);
+    qp_report_free(&rf);
+    /* Everything decoded: the arrays of the description read whole. */
+    ck_assert_int_eq(qp_desc_need_all(&lazy, why, sizeof(why)), 0);
+    ck_assert_ptr_null(lazy.lazy);
+    ck_assert_mem_eq(lazy.blocks, full.blocks, full.hdr.nblocks * sizeof(qp_desc_block_t));
+    ck_assert_mem_eq(lazy.edges, full.edges, full.hdr.nedges * sizeof(qp_desc_edge_t));
+    qp_desc_free(&lazy);
+    qp_desc_free(&full);
+    qp_desc_free(&d);
+    free(buf);
 }
 END_TEST
 
@@ -1918,6 +2033,7 @@ qp_suite(void)
     tcase_add_test(tc, test_qp_desc_validation_rules);
     tcase_add_test(tc, test_qp_desc_random_rehashed_garbage);
     tcase_add_test(tc, test_qp_desc_versions_and_sizes);
+    tcase_add_test(tc, test_qp_desc_lazy);
     tcase_add_test(tc, test_qp_desc_extreme_values);
     tcase_add_test(tc, test_qp_desc_callee_names);
     tcase_add_test(tc, test_qp_desc_bad_args);

@@ -316,7 +316,7 @@ merge_profiles(module_t *m, const qp_desc_t *d)
     for (int i = 0; i < m->nfiles; i++) {
         if (d != NULL && qp_profile_check(m->ps[i], d, why, sizeof(why)) < 0)
             return fail(m->files[i], why);
-        if (qp_profile_merge(&m->prof, m->ps[i], why, sizeof(why)) < 0)
+        if (qp_profile_merge_take(&m->prof, m->ps[i], why, sizeof(why)) < 0)
             return fail(m->files[i], why);
         /* Only the sum is used from here (chromium's counters: 33 MB a copy). */
         free(m->ps[i]->counters);
@@ -416,16 +416,17 @@ free_profiles(qp_profile_t *ps, int n)
     free(ps);
 }
 
-/* The description in the executable's .qpt.desc section. */
+/* The description in the executable's .qpt.desc section. LAZY: its procedures' blocks
+ * and edges decoded only when a report solves them (the image keeps the bytes). */
 static int
-load_desc(const char *exe, const cfg_image_t *img, qp_desc_t *d)
+load_desc(const char *exe, const cfg_image_t *img, qp_desc_t *d, int lazy)
 {
     char why[512];
     const cfg_section_t *s = cfg_image_section_named(img, QP_DESC_SECTION);
     if (s == NULL)
         return fail(exe, "no .qpt.desc section: not rewritten by qpt-rewrite --driver=qp or "
                          "--driver=naive");
-    if (qp_desc_parse(s->bytes, s->size, d, why, sizeof(why)) < 0)
+    if ((lazy ? qp_desc_parse_lazy : qp_desc_parse)(s->bytes, s->size, d, why, sizeof(why)) < 0)
         return fail(exe, why);
     return 0;
 }
@@ -691,8 +692,12 @@ load_module(const qp_args_t *a, module_t *m)
     progress("opening the executable");
     int st = open_image(m->exe, &m->img);
     progress("reading the description");
+    /* The flat profile (and --csv) needs the blocks and edges of the procedures that
+     * ran, and of those whose summary the description does not give; every other
+     * output reads them all. */
+    int lazy = a->out == OUT_FLAT || a->out == OUT_CSV;
     if (st == 0)
-        st = load_desc(m->exe, m->img, &m->desc);
+        st = load_desc(m->exe, m->img, &m->desc, lazy);
     progress("summing the profiles");
     if (st == 0)
         st = merge_profiles(m, &m->desc);
@@ -700,12 +705,13 @@ load_module(const qp_args_t *a, module_t *m)
     if (st == 0 && m->prof.ndumps > 0 && qp_unwinder_create(m->exe, &m->unw, NULL, 0) < 0)
         m->unw = NULL;
     progress("solving the counts");
-    if (st == 0 && qp_report_build(&m->desc, &m->prof, m->unw, &m->rep) < 0)
-        st = fail(m->exe, qp_strerror(QP_ENOMEM));
+    int rc = 0;
+    if (st == 0 && (rc = qp_report_build(&m->desc, &m->prof, m->unw, &m->rep)) < 0)
+        st = fail(m->exe, rc == QP_EFORMAT && *qp_desc_error(&m->desc) ? qp_desc_error(&m->desc) : qp_strerror(rc));
     progress("counting PLT stubs");
     /* PLT stubs, counted from the calls of measured code (the file keeps them). */
-    if (st == 0 && qp_report_count_plt(&m->rep, m->img) < 0)
-        st = fail(m->exe, qp_strerror(QP_ENOMEM));
+    if (st == 0 && (rc = qp_report_count_plt(&m->rep, m->img)) < 0)
+        st = fail(m->exe, rc == QP_EFORMAT && *qp_desc_error(&m->desc) ? qp_desc_error(&m->desc) : qp_strerror(rc));
     return st;
 }
 
