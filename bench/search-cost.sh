@@ -7,12 +7,12 @@
 # --max-overhead 5% run`; the ratio of their wall times, median of ROUNDS (3) runs,
 # side by side in one run. The search keeps inserting and removing timers while the
 # program runs: the ratio is what a user pays for the answer.
-# Usage: bench/search-cost.sh [DYN]   (ROUNDS=N, ITER=N)
+# Usage: bench/search-cost.sh [DYN]   (ROUNDS=N, ITER=N: 40M, about 3 s natively)
 set -u
 DYN=${1:-${top_builddir:-.}/tools/dyn}
 PY=/usr/bin/python3.11
 ROUNDS=${ROUNDS:-3}
-ITER=${ITER:-3000000}
+ITER=${ITER:-40000000}
 [ -x "$PY" ] || { echo "search-cost: no $PY: skipped"; exit 0; }
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
