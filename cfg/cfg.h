@@ -638,4 +638,22 @@ cfg_block_succ(const cfg_prog_t *prog, const cfg_block_t *b, uint32_t i)
     return &prog->edges[b->succ + i];
 }
 
+/* Does block B end in a call that never returns: no return site, and the call leaves
+ * the procedure (the callee never returns, or the code after the call is another
+ * procedure's)? A live timer stops before such a call (it is an exit). */
+static inline int
+cfg_block_call_never_returns(const cfg_prog_t *prog, const cfg_block_t *b)
+{
+    int leaves = 0;
+    if (b->last_kind != ARCH_KIND_CALL && b->last_kind != ARCH_KIND_CALL_IND)
+        return 0;
+    for (uint32_t e = 0; e < b->nsucc; e++) {
+        uint8_t kind = cfg_block_succ(prog, b, e)->kind;
+        if (kind == CFG_EDGE_CALLRET)
+            return 0;
+        leaves |= kind == CFG_EDGE_TAILCALL || kind == CFG_EDGE_NORETURN;
+    }
+    return leaves;
+}
+
 #endif

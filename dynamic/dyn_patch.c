@@ -634,7 +634,6 @@ check_tail(const dyn_session_t *s, const cfg_block_t *b, uint64_t own, int whole
 static int has_except_table(const cfg_image_t *img);
 static int is_tail_block(const cfg_prog_t *prog, const cfg_block_t *b);
 static int is_cond_tail_block(const cfg_prog_t *prog, const cfg_block_t *b);
-static int is_noret_block(const cfg_prog_t *prog, const cfg_block_t *b);
 static const char *check_noret(const dyn_session_t *s, const cfg_block_t *b, point_t *pt);
 
 /*
@@ -796,7 +795,7 @@ check_point(const dyn_session_t *s, int kind, uint32_t proc, uint64_t addr, poin
          * runs on the way out only, 3 when both sides leave). */
         const cfg_block_t *bl = &prog->blocks[b];
         int ctail = is_cond_tail_block(prog, bl);
-        if (is_noret_block(prog, bl))
+        if (cfg_block_call_never_returns(prog, bl))
             *why = check_noret(s, bl, &pt); /* a call that never returns */
         else if (bl->last_kind != ARCH_KIND_RET && !is_tail_block(prog, bl) && !ctail)
             *why = "not a block ending in ret or a tail call";
@@ -1339,28 +1338,6 @@ is_cond_tail_block(const cfg_prog_t *prog, const cfg_block_t *b)
     return tails == 1 ? 2 : tails == 2 && b->nsucc == 2 ? 3 : 0;
 }
 
-/*
- * Does block B end in a call that never returns: no edge to a return site, and the
- * analysis found its callee never returns (a no-return edge) or the bytes after it are
- * another procedure's (a tail-call edge from a call)? Such a call is one of the
- * procedure's exits: a timer stops before it (a longjmp or an error raised there would
- * otherwise leave it running).
- */
-static int
-is_noret_block(const cfg_prog_t *prog, const cfg_block_t *b)
-{
-    int leaves = 0;
-    if (b->last_kind != ARCH_KIND_CALL && b->last_kind != ARCH_KIND_CALL_IND)
-        return 0;
-    for (uint32_t e = 0; e < b->nsucc; e++) {
-        uint8_t kind = cfg_block_succ(prog, b, e)->kind;
-        if (kind == CFG_EDGE_CALLRET)
-            return 0;
-        leaves |= kind == CFG_EDGE_TAILCALL || kind == CFG_EDGE_NORETURN;
-    }
-    return leaves;
-}
-
 /* Does block B end in the indirect jump of a jump table of proven bounds (its every
  * edge one of the table's)? */
 static int
@@ -1448,8 +1425,8 @@ throws_to_itself(const dyn_session_t *s, const cfg_block_t *b, uint64_t target)
 }
 
 /*
- * The exit point of block B that ends in a call that never returns (is_noret_block):
- * the call alone, its snippet before it, the call made from the trampoline with its
+ * The exit point of block B that ends in a call that never returns
+ * (cfg_block_call_never_returns): the call alone, its snippet before it, the call made from the trampoline with its
  * original return address (so unwinding, and a callee that returns after all, see the
  * code they would without dyn). Why not, or NULL with *PT filled (kind PT_EXIT).
  */
@@ -1771,7 +1748,7 @@ reloc_trial(const dyn_session_t *s, const uint32_t *parts, int nparts, point_t *
         return "its blocks overlap (not one reading of its bytes)";
     }
     uint64_t e = s->prog->procs[pt->proc].entry + s->bias, *noret = NULL, *inner = NULL;
-    int nnr = block_ends(s, parts, nparts, is_noret_block, &noret);
+    int nnr = block_ends(s, parts, nparts, cfg_block_call_never_returns, &noret);
     int nin = nnr < 0 ? nnr : block_ends(s, parts, nparts, is_table_block, &inner);
     if (nnr < 0 || nin < 0) {
         free(runs);
@@ -1980,7 +1957,7 @@ check_reloc(dyn_session_t *s, uint32_t i, const char *name, int timed, int exits
                 why = "an indirect jump with unknown targets may leave it";
             else if (ed->kind == CFG_EDGE_TAILCALL
                 && (bl->last_kind == ARCH_KIND_CALL || bl->last_kind == ARCH_KIND_CALL_IND)
-                && !is_noret_block(prog, bl))
+                && !cfg_block_call_never_returns(prog, bl))
                 /* (Else it never returns: the copy's leave snippet runs before it.) */
                 why = "a call returns into another procedure's code (its callee is assumed "
                       "never to return)";
@@ -2144,7 +2121,7 @@ check_timed_inplace(dyn_session_t *s, uint32_t i, const char *name, int *err /*O
     {
         const cfg_block_t *bl = &prog->blocks[b];
         int tail = is_tail_block(prog, bl) ? 1 : is_cond_tail_block(prog, bl);
-        int noret = is_noret_block(prog, bl);
+        int noret = cfg_block_call_never_returns(prog, bl);
         for (uint32_t e = 0; e < bl->nsucc; e++) {
             const cfg_edge_t *ed = cfg_block_succ(prog, bl, e);
             if (ed->kind == CFG_EDGE_TAILCALL && !tail && !noret)
@@ -2603,7 +2580,7 @@ emit_reloc(const dyn_session_t *s, point_t *pt, uint64_t at, const dyn_snippet_t
     pt_proc_t p = { runs, (size_t)n, s->prog->procs[pt->proc].entry + s->bias,
         tramp_snip(pt, pre, 0), { 0 }, { 0 }, NULL, 0, NULL, 0, NULL, 0 };
     uint64_t *exits = NULL, *noret = NULL, *inner = NULL;
-    int nnr = block_ends(s, parts, nparts, is_noret_block, &noret);
+    int nnr = block_ends(s, parts, nparts, cfg_block_call_never_returns, &noret);
     int nin = nnr < 0 ? nnr : block_ends(s, parts, nparts, is_table_block, &inner);
     if (nnr < 0 || nin < 0) {
         free(runs);

@@ -47,27 +47,12 @@ live_edge_place(qpt_space_t *s, const qpt_point_t *pt, const cfg_block_t *to, qp
     return 0;
 }
 
-/* Does block B end in a call that never returns (no return site; the callee never
- * returns, or the code after the call is another procedure's)? */
-static int
-call_never_returns(const cfg_prog_t *prog, const cfg_block_t *b)
-{
-    int leaves = 0;
-    for (uint32_t e = 0; e < b->nsucc; e++) {
-        uint8_t kind = cfg_block_succ(prog, b, e)->kind;
-        if (kind == CFG_EDGE_CALLRET)
-            return 0;
-        leaves |= kind == CFG_EDGE_TAILCALL || kind == CFG_EDGE_NORETURN;
-    }
-    return leaves;
-}
-
 /* Live: a call that never returns ends the procedure there (a longjmp, an error
  * raised): an exit, its snippet before the call. */
 static int
 live_call_is_exit(const qpt_space_t *s, const cfg_block_t *b)
 {
-    return call_never_returns(s->prog, b);
+    return cfg_block_call_never_returns(s->prog, b);
 }
 
 /* A conditional tail call: the snippet runs on its taken side only; a call that never
