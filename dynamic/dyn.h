@@ -607,6 +607,10 @@ size_t
 dyn_session_nrefused(const dyn_session_t *s);
 const char *
 dyn_session_refusal(const dyn_session_t *s, size_t i, const char **why /*OUT*/);
+/* The row (as dyn_session_add_point gave it) of refusal I when it was refused at
+ * install, or UINT32_MAX. */
+uint32_t
+dyn_session_refusal_row(const dyn_session_t *s, size_t i);
 
 /* Free S (does not touch the process). NULL is fine. */
 void

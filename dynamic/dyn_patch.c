@@ -134,6 +134,7 @@ typedef struct row {
 typedef struct refusal {
     const char *name; /* procedure name (owned by the image) */
     const char *why;  /* static text */
+    uint32_t row;     /* the row refused at install (row_bad), or UINT32_MAX */
 } refusal_t;
 
 struct dyn_session {
@@ -196,6 +197,7 @@ refuse_name(dyn_session_t *s, const char *name, const char *why)
         s->capref = cap;
     }
     s->ref[s->nref].name = name;
+    s->ref[s->nref].row = UINT32_MAX;
     s->ref[s->nref++].why = why;
     return 0;
 }
@@ -270,7 +272,9 @@ row_bad(dyn_session_t *s, uint32_t r, const char *why)
         return 0;
     s->rows[r].bad = 1;
     s->rows[r].why = why;
-    return refuse_name(s, s->rows[r].name, why);
+    QP_CHECK(refuse_name(s, s->rows[r].name, why));
+    s->ref[s->nref - 1].row = r;
+    return 0;
 }
 
 int
@@ -3483,6 +3487,12 @@ dyn_session_refusal(const dyn_session_t *s, size_t i, const char **why /*OUT*/)
     if (why != NULL)
         *why = s->ref[i].why;
     return s->ref[i].name;
+}
+
+uint32_t
+dyn_session_refusal_row(const dyn_session_t *s, size_t i)
+{
+    return s != NULL && i < s->nref ? s->ref[i].row : UINT32_MAX;
 }
 
 void

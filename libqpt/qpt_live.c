@@ -108,6 +108,8 @@ typedef struct qpt_live_set {
     size_t nexits;
     uint8_t *in;             /* per insertion: in this set */
     size_t nin;
+    size_t *row_ins;         /* per dyn row: an insertion at its point (+1), 0: none */
+    size_t nrows;
 } live_t;
 
 static void
@@ -123,6 +125,7 @@ live_free(live_t *l)
         free(l->exits[i]);
     free(l->exits);
     free(l->in);
+    free(l->row_ins);
     free(l);
 }
 
@@ -1009,6 +1012,19 @@ build(qpt_space_t *s, live_t **out)
                                    qpt_proc_name(s, a->pt.proc), &row, &why);
         if (rc == 0 && exits != NULL)
             rc = dyn_session_set_exits(l->sess, row, exits, nexits);
+        if (rc == 0 && row >= l->nrows) {
+            /* (which insertion a refusal at install names: qpt_commit_refused) */
+            size_t n = 2 * (size_t)row + 16, *v = realloc(l->row_ins, n * sizeof(size_t));
+            if (v == NULL)
+                rc = QP_ENOMEM;
+            else {
+                memset(v + l->nrows, 0, (n - l->nrows) * sizeof(size_t));
+                l->row_ins = v;
+                l->nrows = n;
+            }
+        }
+        if (rc == 0 && l->row_ins[row] == 0)
+            l->row_ins[row] = i + 1;
         if (rc < 0) {
             s->refused = rc == QP_EUNSUPP ? (qpt_handle_t)(i + 1) : 0;
             qpt_fail(s, rc, "%s at 0x%llx: %s (nothing changed)", qpt_proc_name(s, a->pt.proc),
@@ -1044,18 +1060,11 @@ install_all(qpt_space_t *s, live_t *l)
     if (nref > 0) {
         const char *why = NULL;
         const char *name = dyn_session_refusal(l->sess, 0, &why);
+        /* The insertion at the refused row's point (qpt_commit_refused). */
+        uint32_t row = dyn_session_refusal_row(l->sess, 0);
+        if (row < l->nrows && l->row_ins[row] != 0)
+            s->refused = (qpt_handle_t)l->row_ins[row];
         dyn_session_remove(l->sess, NULL);
-        /* The refusal names its procedure (or a cold fragment of it): one of the
-         * procedure's insertions in this session. */
-        const cfg_proc_t *rp = name != NULL ? cfg_proc_by_name(s->prog, name) : NULL;
-        uint32_t want = rp == NULL                          ? UINT32_MAX
-                        : (rp->flags & CFG_PROC_FRAGMENT) ? rp->parent
-                                                            : (uint32_t)(rp - s->prog->procs);
-        for (size_t i = 0; i < s->nins && i < l->nin; i++)
-            if (l->in[i] && !s->ins[i].removed && s->ins[i].pt.proc == want) {
-                s->refused = (qpt_handle_t)(i + 1);
-                break;
-            }
         return qpt_fail(s, QP_EUNSUPP, "%s: %s (%zu point%s refused: nothing changed)",
                         name ? name : "?", why ? why : "refused", nref, nref == 1 ? "" : "s");
     }
