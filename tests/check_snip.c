@@ -679,9 +679,18 @@ START_TEST(test_snip_thread_slot)
     uint64_t mine = *wordp(0);
     ck_assert_uint_lt(mine, ARCH_SNIP_THREADS);
     ck_assert_uint_eq(((uint64_t *)(page + KEYS))[mine], thread_pointer());
+    /* The generated probe and arch_snip_thread_hash (which libqpt uses to fill a
+     * thread's block from outside) agree: an empty table's first probe is the hash. */
+    ck_assert_uint_eq(mine, arch_snip_thread_hash(thread_pointer()));
     init_regs(regs, 0x2);
     run_ctx(&s, root, &anywhere, regs);
     ck_assert_uint_eq(*wordp(0), mine);
+    /* That slot taken by another key: the probe goes on linearly, to the next one. */
+    memset(page + KEYS, 0, 8 * ARCH_SNIP_THREADS);
+    ((uint64_t *)(page + KEYS))[mine] = 0x1234000;
+    init_regs(regs, 0x2);
+    run_ctx(&s, root, &anywhere, regs);
+    ck_assert_uint_eq(*wordp(0), (mine + 1) % ARCH_SNIP_THREADS);
 
     /* 8 threads, each adding 1 to its own word THREAD_RUNS times. */
     memset(page + KEYS, 0, 8 * ARCH_SNIP_THREADS);
