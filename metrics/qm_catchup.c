@@ -75,16 +75,18 @@ row_of(const qm_metric_t *m, uint32_t p, int by_proc)
     return by_proc ? (long)(q - m->procs) : 0;
 }
 
-/* Catch M up in the thread of stack T: the calls under way per row; *CAUGHT += them. */
+/* Catch M up in the thread of stack T: the calls under way per row; *CAUGHT += them,
+ * *MISSED += those that could not be (a relocated copy, no block, the thread gone). */
 static int
-catch_thread(qpt_space_t *s, qm_metric_t *m, const thread_stack_t *t, size_t *caught)
+catch_thread(qpt_space_t *s, qm_metric_t *m, const thread_stack_t *t, size_t *caught,
+             size_t *missed)
 {
     int by_proc = m->focus == QM_PER_PROC || m->focus == QM_PER_MODULE;
     size_t rows = by_proc ? m->nprocs : 1;
     uint64_t *depth = calloc(rows + 1, sizeof(uint64_t));
     if (depth == NULL)
         return QPT_ENOMEM;
-    int any = 0;
+    int any = 0; /* calls caught up in this thread */
     for (size_t k = 0; k < t->n; k++) {
         uint32_t p;
         if (qpt_block_at(s, t->pcs[k], &p, NULL) != 0)
@@ -92,22 +94,29 @@ catch_thread(qpt_space_t *s, qm_metric_t *m, const thread_stack_t *t, size_t *ca
         if (k == 0 && t->pcs[0] == qpt_proc_entry(s, p))
             continue; /* its entry snippet counts this one */
         long r = row_of(m, p, by_proc);
-        if (r < 0 || qpt_proc_runs_as_copy(s, p) != 0)
+        if (r < 0)
             continue;
+        if (qpt_proc_runs_as_copy(s, p) != 0) {
+            (*missed)++;
+            continue;
+        }
         depth[r]++;
-        any = 1;
+        any++;
     }
     int rc = 0;
     uint64_t block = 0, wpr = QM_ROW_WORDS(m->kind);
     if (any && (rc = qpt_thread_block(s, m->var, m->stride, t->tp, &block)) < 0) {
         free(depth);
+        *missed += (size_t)any;
         return rc == QPT_ERANGE ? 0 : rc; /* every block taken: not caught up */
     }
     uint64_t start = 0;
     if (any && m->kind == QM_CPU) {
         int64_t ns = qm_thread_cpu_ns(qpt_pid(s), (uint64_t)t->tid);
-        if (ns < 0)
+        if (ns < 0) {
+            *missed += (size_t)any;
             any = 0; /* the thread is gone */
+        }
         start = (uint64_t)ns;
         uint64_t tid = (uint64_t)t->tid;
         if (any)
@@ -146,13 +155,20 @@ qm_catch_up(qm_set_t *set, qpt_space_t *s, qm_note_fn note, void *arg)
         m->catch_up = 0;
         char lwhy[8];
         qpt_space_t *ms = qm_space(set, i, s, lwhy, sizeof(lwhy));
-        size_t caught = 0;
+        size_t caught = 0, missed = 0;
         for (size_t t = 0; rc == 0 && ms != NULL && t < st.n; t++)
-            rc = catch_thread(ms, m, &st.v[t], &caught);
+            rc = catch_thread(ms, m, &st.v[t], &caught, &missed);
         if (caught > 0 && note != NULL) {
             char line[600];
             snprintf(line, sizeof(line), "%s: %zu call%s under way when it went in, timed from "
                      "then on", m->name, caught, caught == 1 ? "" : "s");
+            note(arg, line);
+        }
+        if (missed > 0 && note != NULL) {
+            char line[600];
+            snprintf(line, sizeof(line), "%s: %zu call%s under way when it went in not timed "
+                     "(in a procedure running as a relocated copy, or a thread without a block): "
+                     "they count from their next call", m->name, missed, missed == 1 ? "" : "s");
             note(arg, line);
         }
     }
