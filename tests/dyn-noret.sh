@@ -35,23 +35,6 @@ WHAT="--time nr --time nr_rel --time die"
 "$DYN" run --count nr -- "$P" 1 1 >"$dir/probe.out" 2>"$dir/probe.err"
 dyn_skip_untraced "$dir/probe.err"
 
-# The executable mappings of the files of process $1, as a hash of their bytes.
-text_of() {
-    python3 - "$1" <<'PY'
-import hashlib, sys
-pid = sys.argv[1]
-h = hashlib.sha256()
-with open('/proc/%s/maps' % pid) as maps, open('/proc/%s/mem' % pid, 'rb') as mem:
-    for line in maps:
-        f = line.split()
-        if len(f) >= 6 and f[1][2] == 'x' and f[5].startswith('/'):
-            lo, hi = (int(x, 16) for x in f[0].split('-'))
-            mem.seek(lo)
-            h.update(mem.read(hi - lo))
-print(h.hexdigest())
-PY
-}
-
 # (a) exact counts, nothing refused, times within bounds (N rounds of 2 ms sleeps).
 N=100
 MS=2
@@ -84,52 +67,9 @@ awk -v n=$N -v ms=$MS '
     END { if (seen != 5) { print "FAIL (b) rows: " seen; bad = 1 }; exit bad }' "$dir/e.out" ||
     fails=$((fails + 1))
 
-# (c) attach for a window, detach: the code as it was.
-rm -f "$dir/stop"
-"$P" wait "$dir/stop" >"$dir/wait.out" &
-tpid=$!
-sleep 0.3
-before=$(text_of $tpid)
-maps_before=$(awk '{ print $1, $6 }' /proc/$tpid/maps)
-# shellcheck disable=SC2086
-"$DYN" attach $tpid $WHAT --duration 0.5 >"$dir/att.out" 2>"$dir/att.err" ||
-    bad "(c) attach: $(cat "$dir/att.err")"
-grep -q '3 procedures instrumented, 0 refused' "$dir/att.err" ||
-    bad "(c) refused: $(cat "$dir/att.err")"
-grep -E -q '^ +[1-9][0-9]* +[0-9.]+ +nr_rel$' "$dir/att.out" || bad "(c) counts: $(cat "$dir/att.out")"
-after=$(text_of $tpid)
-[ "$before" = "$after" ] || bad "(c) the code differs after the detach"
-[ "$maps_before" = "$(awk '{ print $1, $6 }' /proc/$tpid/maps)" ] ||
-    bad "(c) mappings left after the detach: $(cat "$dir/att.err")"
-
-# (d) dyn killed while instrumented: the program goes on right; dyn clean.
-# shellcheck disable=SC2086
-"$DYN" attach $tpid $WHAT >"$dir/kill.out" 2>"$dir/kill.err" &
-dpid=$!
-i=0
-until grep -q 'instrumented' "$dir/kill.err" 2>/dev/null; do
-    i=$((i + 1))
-    [ $i -gt 400 ] && break
-    sleep 0.05
-done
-grep -q '3 procedures instrumented' "$dir/kill.err" || bad "(d) attach: $(cat "$dir/kill.err")"
-sleep 0.2
-kill -9 $dpid
-wait $dpid 2>/dev/null
-dpid=
-sleep 0.3
-kill -0 $tpid 2>/dev/null || bad "(d) the program died with dyn"
-"$DYN" clean $tpid >"$dir/clean.out" 2>"$dir/clean.err" ||
-    bad "(d) dyn clean: $(cat "$dir/clean.err")"
-after=$(text_of $tpid)
-[ "$before" = "$after" ] || bad "(d) the code differs after dyn clean"
-
-touch "$dir/stop"
-wait $tpid
-trc=$?
-tpid=
-[ $trc -eq 0 ] || bad "program exit status $trc"
-[ "$(cat "$dir/wait.out")" = "ok same" ] || bad "program: $(cat "$dir/wait.out")"
+# (c) attach for a window, detach: the code as it was; (d) dyn killed while
+# instrumented: the program goes on right, dyn clean puts the code back.
+dyn_leaves_no_trace c d 3 nr_rel
 
 # (e) C++ throws.
 if command -v "${CXX:-g++}" >/dev/null && "${CXX:-g++}" -O2 -o "$dir/throw" "$srcdir/tests/dynnoret/throw.cc"; then

@@ -34,23 +34,6 @@ WHAT="--time me --time sc --time lp --time spin --time se"
 "$DYN" run --count me -- "$P" 1 1 >"$dir/probe.out" 2>"$dir/probe.err"
 dyn_skip_untraced "$dir/probe.err"
 
-# The executable mappings of the files of process $1, as a hash of their bytes.
-text_of() {
-    python3 - "$1" <<'PY'
-import hashlib, sys
-pid = sys.argv[1]
-h = hashlib.sha256()
-with open('/proc/%s/maps' % pid) as maps, open('/proc/%s/mem' % pid, 'rb') as mem:
-    for line in maps:
-        f = line.split()
-        if len(f) >= 6 and f[1][2] == 'x' and f[5].startswith('/'):
-            lo, hi = (int(x, 16) for x in f[0].split('-'))
-            mem.seek(lo)
-            h.update(mem.read(hi - lo))
-print(h.hexdigest())
-PY
-}
-
 # (a) exact counts, nothing refused, times within bounds (N rounds of 2 ms sleeps).
 N=200
 # shellcheck disable=SC2086
@@ -72,53 +55,9 @@ awk -v n=$N '
 "$DYN" run -v --count se -- "$P" $N 1 >"$dir/cnt.out" 2>"$dir/cnt.err"
 grep -E -q "^ +$N +se\$" "$dir/cnt.out" || bad "(a) --count se: $(cat "$dir/cnt.out" "$dir/cnt.err")"
 
-# (b) attach for a window, detach: the code as it was.
-rm -f "$dir/stop"
-"$P" wait "$dir/stop" >"$dir/wait.out" &
-tpid=$!
-sleep 0.3
-before=$(text_of $tpid)
-maps_before=$(awk '{ print $1, $6 }' /proc/$tpid/maps)
-# shellcheck disable=SC2086
-"$DYN" attach $tpid $WHAT --duration 0.5 >"$dir/att.out" 2>"$dir/att.err" ||
-    bad "(b) attach: $(cat "$dir/att.err")"
-grep -q '5 procedures instrumented, 0 refused' "$dir/att.err" ||
-    bad "(b) refused: $(cat "$dir/att.err")"
-grep -E -q '^ +[1-9][0-9]* +[0-9.]+ +lp$' "$dir/att.out" || bad "(b) counts: $(cat "$dir/att.out")"
-after=$(text_of $tpid)
-[ "$before" = "$after" ] || bad "(b) the code differs after the detach"
-# (mostly inside spin's copy when dyn left: moved back to the original, nothing left)
-[ "$maps_before" = "$(awk '{ print $1, $6 }' /proc/$tpid/maps)" ] ||
-    bad "(b) mappings left after the detach: $(cat "$dir/att.err")"
-
-# (c) dyn killed while instrumented: the program goes on right; dyn clean.
-# shellcheck disable=SC2086
-"$DYN" attach $tpid $WHAT >"$dir/kill.out" 2>"$dir/kill.err" &
-dpid=$!
-i=0
-until grep -q 'instrumented' "$dir/kill.err" 2>/dev/null; do
-    i=$((i + 1))
-    [ $i -gt 400 ] && break
-    sleep 0.05
-done
-grep -q '5 procedures instrumented' "$dir/kill.err" || bad "(c) attach: $(cat "$dir/kill.err")"
-sleep 0.2
-kill -9 $dpid
-wait $dpid 2>/dev/null
-dpid=
-sleep 0.3
-kill -0 $tpid 2>/dev/null || bad "(c) the program died with dyn"
-"$DYN" clean $tpid >"$dir/clean.out" 2>"$dir/clean.err" ||
-    bad "(c) dyn clean: $(cat "$dir/clean.err")"
-after=$(text_of $tpid)
-[ "$before" = "$after" ] || bad "(c) the code differs after dyn clean"
-
-touch "$dir/stop"
-wait $tpid
-trc=$?
-tpid=
-[ $trc -eq 0 ] || bad "program exit status $trc"
-[ "$(cat "$dir/wait.out")" = "ok same" ] || bad "program: $(cat "$dir/wait.out")"
+# (b) attach for a window, detach: the code as it was; (c) dyn killed while
+# instrumented: the program goes on right, dyn clean puts the code back.
+dyn_leaves_no_trace b c 5 lp
 
 # (d) -e takes the same shapes (their entry and exits in the copy): each timed within
 # [1, 2] x its sleeps, nothing left unmeasured, the calls of me counted exactly.

@@ -42,24 +42,6 @@ SHAPES="--count ret_only --count call_first --count call_first_slow --count ind_
 "$DYN" run --count ret_only -- "$P" 1 >"$dir/probe.out" 2>"$dir/probe.err"
 dyn_skip_untraced "$dir/probe.err"
 
-# The executable mappings of the files of process $1 (the program, libc, the loader), as
-# a hash of their bytes.
-text_of() {
-    python3 - "$1" <<'PY'
-import hashlib, sys
-pid = sys.argv[1]
-h = hashlib.sha256()
-with open('/proc/%s/maps' % pid) as maps, open('/proc/%s/mem' % pid, 'rb') as mem:
-    for line in maps:
-        f = line.split()
-        if len(f) >= 6 and f[1][2] == 'x' and f[5].startswith('/'):
-            lo, hi = (int(x, 16) for x in f[0].split('-'))
-            mem.seek(lo)
-            h.update(mem.read(hi - lo))
-print(h.hexdigest())
-PY
-}
-
 # (a) exact counts, nothing refused, times within bounds (1000 calls of 2 ms sleeps).
 N=1000
 # shellcheck disable=SC2086

@@ -236,6 +236,73 @@ dyn_skip_untraced() {
     fi
 }
 
+# The executable mappings of the files of process $1 (the program, libc, the loader), as
+# a hash of their bytes.
+text_of() {
+    python3 - "$1" <<'PY'
+import hashlib, sys
+pid = sys.argv[1]
+h = hashlib.sha256()
+with open('/proc/%s/maps' % pid) as maps, open('/proc/%s/mem' % pid, 'rb') as mem:
+    for line in maps:
+        f = line.split()
+        if len(f) >= 6 and f[1][2] == 'x' and f[5].startswith('/'):
+            lo, hi = (int(x, 16) for x in f[0].split('-'))
+            mem.seek(lo)
+            h.update(mem.read(hi - lo))
+print(h.hexdigest())
+PY
+}
+
+# dyn_leaves_no_trace A B NPROCS ROW: "$P wait $dir/stop" started; dyn attached with
+# $WHAT for 0.5 s (NPROCS procedures instrumented, none refused, ROW counted) and
+# detached: its code and mappings as they were (check A); attached again and killed
+# with -9: the program lives on and `dyn clean` puts its code back (check B); then the
+# program ends with "ok same" and status 0. Sets tpid and dpid while they run (for the
+# caller's trap).
+dyn_leaves_no_trace() {
+    rm -f "$dir/stop"
+    "$P" wait "$dir/stop" >"$dir/wait.out" &
+    tpid=$!
+    sleep 0.3
+    _before=$(text_of $tpid)
+    _maps=$(awk '{ print $1, $6 }' /proc/$tpid/maps)
+    # shellcheck disable=SC2086
+    "$DYN" attach $tpid $WHAT --duration 0.5 >"$dir/att.out" 2>"$dir/att.err" ||
+        bad "($1) attach: $(cat "$dir/att.err")"
+    grep -q "$3 procedures instrumented, 0 refused" "$dir/att.err" ||
+        bad "($1) refused: $(cat "$dir/att.err")"
+    grep -E -q "^ +[1-9][0-9]* +[0-9.]+ +$4\$" "$dir/att.out" || bad "($1) counts: $(cat "$dir/att.out")"
+    [ "$_before" = "$(text_of $tpid)" ] || bad "($1) the code differs after the detach"
+    [ "$_maps" = "$(awk '{ print $1, $6 }' /proc/$tpid/maps)" ] ||
+        bad "($1) mappings left after the detach: $(cat "$dir/att.err")"
+    # shellcheck disable=SC2086
+    "$DYN" attach $tpid $WHAT >"$dir/kill.out" 2>"$dir/kill.err" &
+    dpid=$!
+    _i=0
+    until grep -q 'instrumented' "$dir/kill.err" 2>/dev/null; do
+        _i=$((_i + 1))
+        [ $_i -gt 400 ] && break
+        sleep 0.05
+    done
+    grep -q "$3 procedures instrumented" "$dir/kill.err" || bad "($2) attach: $(cat "$dir/kill.err")"
+    sleep 0.2
+    kill -9 $dpid
+    wait $dpid 2>/dev/null
+    dpid=
+    sleep 0.3
+    kill -0 $tpid 2>/dev/null || bad "($2) the program died with dyn"
+    "$DYN" clean $tpid >"$dir/clean.out" 2>"$dir/clean.err" ||
+        bad "($2) dyn clean: $(cat "$dir/clean.err")"
+    [ "$_before" = "$(text_of $tpid)" ] || bad "($2) the code differs after dyn clean"
+    touch "$dir/stop"
+    wait $tpid
+    _trc=$?
+    tpid=
+    [ $_trc -eq 0 ] || bad "program exit status $_trc"
+    [ "$(cat "$dir/wait.out")" = "ok same" ] || bad "program: $(cat "$dir/wait.out")"
+}
+
 # The lines of file $1 that match pattern $2: 0 when the file is not there (yet).
 count_lines() {
     _n=$(grep -c -- "$2" "$1" 2>/dev/null)
