@@ -7,7 +7,13 @@
 # --max-overhead 5% run`; the ratio of their wall times, median of ROUNDS (3) runs,
 # side by side in one run. The search keeps inserting and removing timers while the
 # program runs: the ratio is what a user pays for the answer.
-# Usage: bench/search-cost.sh [DYN]   (ROUNDS=N, ITER=N: 40M, about 3 s natively)
+# Then postgres (Debian's postgresql-15, when installed and run as root): a server in a
+# temporary directory; one connection's backend runs a CPU-bound query (about 6 s)
+# natively, then with `dyn search --max-overhead 5 attach` on that backend (attached
+# while the backend sleeps 2 s first, so the search's own start is not in the query's
+# time); the ratio of the query's times, median of ROUNDS.
+# Usage: bench/search-cost.sh [DYN]   (ROUNDS=N, ITER=N: 40M, about 3 s natively;
+#        PGROWS=N: the query's rows, 8M)
 set -u
 DYN=${1:-${top_builddir:-.}/tools/dyn}
 PY=/usr/bin/python3.11
@@ -47,3 +53,49 @@ s=$(med <"$tmp/search")
 printf 'search cost (python3.11, %s iterations, median of %s): native %.2f s, under dyn search %.2f s, ratio %.3f\n' \
     "$ITER" "$ROUNDS" "$n" "$s" "$(echo "$s / $n" | bc -l)"
 grep -E "^ 1\. |stopped" "$tmp/out" | head -3
+
+# postgres
+PGBIN=/usr/lib/postgresql/15/bin
+PGROWS=${PGROWS:-8000000}
+if [ ! -x "$PGBIN/postgres" ] || [ "$(id -u)" != 0 ] || ! id postgres >/dev/null 2>&1; then
+    echo "search cost (postgres): skipped (needs postgresql-15 and root)"
+    exit 0
+fi
+chown postgres "$tmp"
+pg() { runuser -u postgres -- "$@"; }
+pg "$PGBIN/initdb" -A trust -D "$tmp/pg" >"$tmp/initdb.log" 2>&1 ||
+    { echo "search cost (postgres): initdb failed: $(tail -n 1 "$tmp/initdb.log")"; exit 0; }
+pg "$PGBIN/pg_ctl" -D "$tmp/pg" -o "-k $tmp -c listen_addresses=" -l "$tmp/pg.log" -w start >/dev/null ||
+    { echo "search cost (postgres): the server did not start: $(tail -n 1 "$tmp/pg.log")"; exit 0; }
+trap 'pg "$PGBIN/pg_ctl" -D "$tmp/pg" -m immediate stop >/dev/null 2>&1; rm -rf "$tmp"' EXIT
+query="SELECT count(*) FROM generate_series(1, $PGROWS) g WHERE md5(g::text) LIKE '0%';"
+# psql's \timing line for the query: milliseconds.
+query_ms() { awk '/^Time: / { v = $2 } END { print v }' "$1"; }
+: >"$tmp/pg-native"
+: >"$tmp/pg-search"
+i=0
+while [ $i -lt "$ROUNDS" ]; do
+    i=$((i + 1))
+    printf 'SELECT pg_sleep(2);\n\\timing on\n%s\n' "$query" |
+        "$PGBIN/psql" -X -h "$tmp" -U postgres -d postgres >"$tmp/pn.out" 2>&1
+    query_ms "$tmp/pn.out" >>"$tmp/pg-native"
+    printf 'SELECT pg_backend_pid() AS pid \\gset\n\\setenv BACKEND :pid\n\\! %s search --max-overhead 5 attach $BACKEND >%s 2>&1 &\nSELECT pg_sleep(2);\n\\timing on\n%s\n' \
+        "$DYN" "$tmp/pg-dyn.out" "$query" |
+        "$PGBIN/psql" -X -h "$tmp" -U postgres -d postgres >"$tmp/ps.out" 2>&1
+    query_ms "$tmp/ps.out" >>"$tmp/pg-search"
+    # The search ends with the backend.
+    k=0
+    while [ $k -lt 50 ] && ! grep -q "^dyn search: [0-9.]* s," "$tmp/pg-dyn.out" 2>/dev/null; do
+        sleep 0.2
+        k=$((k + 1))
+    done
+done
+n=$(med <"$tmp/pg-native")
+s=$(med <"$tmp/pg-search")
+if [ -z "$n" ] || [ -z "$s" ]; then
+    echo "search cost (postgres): no timing: $(tail -n 2 "$tmp/ps.out")"
+    exit 0
+fi
+printf 'search cost (postgres backend, %s rows, median of %s): native %.2f s, under dyn search %.2f s, ratio %.3f\n' \
+    "$PGROWS" "$ROUNDS" "$(echo "$n / 1000" | bc -l)" "$(echo "$s / 1000" | bc -l)" "$(echo "$s / $n" | bc -l)"
+grep -v "note:" "$tmp/pg-dyn.out" | tail -n 25 >&2

@@ -46,16 +46,28 @@ static const struct hyp_proc {
 /* MAX_PASSED: procedures not measured (a timer reads 0 for one active all along, as
  * main is: it has no start; and for one never called alike) refined into anyway, per
  * round. */
-enum { MAX_CHILDREN = 16, MAX_OBJECTS = 4, MAX_PASSED = 4 };
+enum { MAX_CHILDREN = 16, MAX_OBJECTS = 4, MAX_PASSED = 4, MAX_MODULES = 64 };
+
+/* A module of the process: the executable (0) or a shared library mapped in it, read as
+ * a file (its call graph) when the search first needs it. */
+typedef struct module {
+    char path[512];
+    char base[256];          /* the library's base name, as the metric language takes it */
+    qpt_space_t *sp;
+    int tried;               /* opened, or failed to */
+} module_t;
 
 /* A node's bookkeeping beside the public part. */
 typedef struct node_ext {
     long metric;             /* the metric's index in the session, or -1 */
     int discover;            /* a per-arg1 count that finds the lock objects (hidden) */
     int refined;             /* its children were made */
+    int others_pending;      /* it calls into other modules: tested once its own
+                              * module's callees leave its time unexplained */
     int removed;
     uint64_t key;            /* QM_FOCUS_OBJECT: the object's address */
     char proc[160];          /* the procedure the node names (for refinement) */
+    int mod;                 /* ... in this module (0: the executable) */
     const struct hyp_proc *hp;
     double t_added;          /* absolute, when its metric went in */
     double base;             /* the metric's total (CPU seconds from /proc) when its
@@ -76,6 +88,8 @@ typedef struct search {
     size_t nadding, hadding;
     char last_reply[256];
     qpt_space_t *exe;        /* the executable, for its call graph */
+    module_t mods[MAX_MODULES]; /* [0] the executable (exe); libraries from /proc/PID/maps */
+    size_t nmods;
     double t0, next_tick;
     int pid, done;
     int round;               /* the round being searched (o->repeat) */
@@ -300,53 +314,188 @@ add_threads(search_t *S, long parent)
 }
 
 /*****************************************************************************
- * The program's structure: callees and callers from the executable's call sites
+ * The program's structure: callees and callers from the modules' call sites
  */
 
-/* The name of the procedure a call point calls directly ("" when unknown); a PLT stub's
- * name without "@plt". */
-static void
-callee_name(search_t *S, const qpt_point_t *pt, char *out, size_t len)
+/* The space of module M (a library's opened on first use), or NULL. */
+static qpt_space_t *
+module_space(search_t *S, size_t m)
 {
-    out[0] = '\0';
-    uint64_t to = qpt_point_callee(S->exe, pt), off = 0;
-    if (to == 0)
-        return;
-    uint32_t np = qpt_nprocs(S->exe);
-    for (uint32_t p = 0; p < np; p++)
-        if (qpt_proc_entry(S->exe, p) == to) {
-            snprintf(out, len, "%s", qpt_proc_name(S->exe, p));
-            char *at = strstr(out, "@plt");
-            if (at != NULL)
-                *at = '\0';
-            return;
+    if (m == 0)
+        return S->exe;
+    module_t *mo = &S->mods[m];
+    if (!mo->tried) {
+        char why[256];
+        mo->tried = 1;
+        if (qpt_open(mo->path, &mo->sp, why, sizeof(why)) < 0 && S->o->note) {
+            char msg[900];
+            snprintf(msg, sizeof(msg), "%s: no call graph, not refined into: %s", mo->base, why);
+            S->o->note(S->o->note_arg, msg);
         }
-    const char *sym = qpt_symbol_at(S->exe, to, &off);
-    if (sym != NULL && off == 0) {
-        snprintf(out, len, "%s", sym);
-        char *at = strstr(out, "@plt");
-        if (at != NULL)
-            *at = '\0';
     }
+    return mo->sp;
 }
 
-/* Is NAME a procedure of the executable (not a PLT stub)? */
-static int
-exe_proc(search_t *S, const char *name)
+/* The shared libraries mapped in the process now (code mappings of files other than
+ * the executable) join the module table; those already there stay. */
+static void
+scan_modules(search_t *S)
 {
-    uint32_t p;
-    return name[0] != '\0' && qpt_proc_find(S->exe, name, &p) == 0;
+    char path[64], exe[512] = "", line[1024];
+    snprintf(path, sizeof(path), "/proc/%d/exe", S->pid);
+    ssize_t k = readlink(path, exe, sizeof(exe) - 1);
+    exe[k > 0 ? k : 0] = '\0';
+    if (S->nmods == 0)
+        S->nmods = 1; /* [0]: the executable */
+    snprintf(path, sizeof(path), "/proc/%d/maps", S->pid);
+    FILE *f = fopen(path, "r");
+    if (f == NULL)
+        return;
+    while (fgets(line, sizeof(line), f) != NULL && S->nmods < MAX_MODULES) {
+        char perms[8], *file = strchr(line, '/');
+        if (sscanf(line, "%*s %7s", perms) != 1 || perms[2] != 'x' || file == NULL)
+            continue;
+        file[strcspn(file, "\n")] = '\0';
+        if (strcmp(file, exe) == 0 || strstr(file, " (deleted)") != NULL || strstr(file, ".so") == NULL)
+            continue;
+        int have = 0;
+        for (size_t m = 1; m < S->nmods && !have; m++)
+            have = strcmp(S->mods[m].path, file) == 0;
+        if (have)
+            continue;
+        module_t *mo = &S->mods[S->nmods++];
+        memset(mo, 0, sizeof(*mo));
+        snprintf(mo->path, sizeof(mo->path), "%s", file);
+        const char *slash = strrchr(file, '/');
+        snprintf(mo->base, sizeof(mo->base), "%s", slash + 1);
+    }
+    fclose(f);
 }
 
-/* The points of KIND in procedure P (malloc'ed), *N. */
+/* The procedure NAME (or a symbol of that name at a procedure's entry: an alias such as
+ * malloc for __libc_malloc) of space SP into *P. */
+static int
+find_proc(qpt_space_t *sp, const char *name, uint32_t *p)
+{
+    if (qpt_proc_find(sp, name, p) == 0)
+        return strstr(qpt_proc_name(sp, *p), "@plt") == NULL ? 0 : -1;
+    uint64_t a;
+    if (qpt_symbol(sp, name, &a, NULL) < 0)
+        return -1;
+    uint32_t np = qpt_nprocs(sp);
+    for (*p = 0; *p < np; (*p)++)
+        if (qpt_proc_entry(sp, *p) == a)
+            return 0;
+    return -1;
+}
+
+/* The library that defines NAME, a procedure called through a PLT stub: its module, or
+ * -1 when none or several do (the dynamic linker's search order is not known here:
+ * refining into a guess could name the wrong code). */
+static long
+defining_library(search_t *S, const char *name)
+{
+    long found = -1;
+    for (int pass = 0; pass < 2 && found < 0; pass++) {
+        if (pass == 1)
+            scan_modules(S); /* a library loaded since (dlopen) */
+        else if (S->nmods == 0)
+            scan_modules(S);
+        int several = 0;
+        uint32_t p;
+        for (size_t m = 1; m < S->nmods; m++) {
+            qpt_space_t *sp = module_space(S, m);
+            if (sp == NULL || find_proc(sp, name, &p) < 0)
+                continue;
+            several |= found >= 0;
+            found = (long)m;
+        }
+        if (several) {
+            if (S->o->note) {
+                char msg[400];
+                snprintf(msg, sizeof(msg), "%s: defined in several libraries, not refined into", name);
+                S->o->note(S->o->note_arg, msg);
+            }
+            return -1;
+        }
+    }
+    return found;
+}
+
+/* The name a call point of SP calls directly, a PLT stub's without "@plt": 1, or 0 when
+ * unknown. */
+static int
+plt_callee(qpt_space_t *sp, const qpt_point_t *pt, char *out, size_t len)
+{
+    uint64_t at = qpt_point_callee(sp, pt), off = 0;
+    const char *name = NULL;
+    uint32_t np = qpt_nprocs(sp);
+    for (uint32_t p = 0; at != 0 && p < np && name == NULL; p++)
+        if (qpt_proc_entry(sp, p) == at)
+            name = qpt_proc_name(sp, p);
+    if (name == NULL && (at == 0 || (name = qpt_symbol_at(sp, at, &off)) == NULL || off != 0))
+        return 0;
+    snprintf(out, len, "%s", name);
+    char *plt = strstr(out, "@plt");
+    if (plt != NULL)
+        *plt = '\0';
+    return 1;
+}
+
+/* The procedure a call point of module M calls directly: its name (the one its space
+ * gives it) into OUT and its module into *TO; -1 when unknown (through a pointer, a
+ * PLT stub whose library is not found). Unless RESOLVE, a PLT stub's library is not
+ * looked for (opening the libraries takes seconds in a big program): *TO is then
+ * SIZE_MAX, another module. */
+static int
+callee_of(search_t *S, size_t m, const qpt_point_t *pt, char *out, size_t len, size_t *to,
+          int resolve)
+{
+    qpt_space_t *sp = module_space(S, m);
+    uint32_t p;
+    if (sp == NULL || !plt_callee(sp, pt, out, len))
+        return -1;
+    if (qpt_proc_find(sp, out, &p) == 0) {
+        *to = m; /* in its own module */
+        return 0;
+    }
+    /* A PLT stub's procedure (or a name that is not a procedure's: unknown). */
+    char stub[200];
+    snprintf(stub, sizeof(stub), "%s@plt", out);
+    if (qpt_proc_find(sp, stub, &p) < 0)
+        return -1;
+    if (!resolve) {
+        *to = SIZE_MAX;
+        return 0;
+    }
+    long lib = defining_library(S, out);
+    if (lib < 0 || find_proc(S->mods[lib].sp, out, &p) < 0)
+        return -1;
+    snprintf(out, len, "%s", qpt_proc_name(S->mods[lib].sp, p));
+    *to = (size_t)lib;
+    return 0;
+}
+
+/* NAME of module M as the metric language names it: plain in the executable,
+ * LIBRARY:NAME in a library. */
+static void
+qualified(const search_t *S, size_t m, const char *name, char *out, size_t len)
+{
+    if (m == 0)
+        snprintf(out, len, "%s", name);
+    else
+        snprintf(out, len, "%s:%s", S->mods[m].base, name);
+}
+
+/* The points of KIND in procedure P of SP (malloc'ed), *N. */
 static qpt_point_t *
-points(search_t *S, uint32_t p, uint32_t kind, size_t *n)
+points(qpt_space_t *sp, uint32_t p, uint32_t kind, size_t *n)
 {
     *n = 0;
-    if (qpt_points(S->exe, p, kind, NULL, 0, n) < 0 || *n == 0)
+    if (qpt_points(sp, p, kind, NULL, 0, n) < 0 || *n == 0)
         return NULL;
     qpt_point_t *v = calloc(*n, sizeof(*v));
-    if (v != NULL && qpt_points(S->exe, p, kind, v, *n, n) < 0) {
+    if (v != NULL && qpt_points(sp, p, kind, v, *n, n) < 0) {
         free(v);
         return NULL;
     }
@@ -354,7 +503,7 @@ points(search_t *S, uint32_t p, uint32_t kind, size_t *n)
 }
 
 static int
-seen(char names[][160], size_t n, const char *name)
+seen(char names[][256], size_t n, const char *name)
 {
     for (size_t i = 0; i < n; i++)
         if (strcmp(names[i], name) == 0)
@@ -362,31 +511,47 @@ seen(char names[][160], size_t n, const char *name)
     return 0;
 }
 
-/* CPU: a procedure that holds -> its callees in the executable. */
+/* CPU: a procedure that holds -> its callees in its own module (OTHERS 0), or those it
+ * calls in other modules: through its PLT in the library that defines them (OTHERS 1).
+ * Each test stops the process, and a procedure calls many library procedures that take
+ * no time (exit, close, fork): those are tested only when its own module's callees
+ * leave more than a threshold of its time unexplained (explain_others). */
 static void
-refine_callees(search_t *S, long i)
+refine_callees(search_t *S, long i, int others)
 {
     const char *proc = S->ext[i].proc;
+    size_t m = (size_t)S->ext[i].mod;
+    qpt_space_t *sp = module_space(S, m);
     uint32_t p;
-    if (S->exe == NULL || qpt_proc_find(S->exe, proc, &p) < 0)
+    if (sp == NULL || qpt_proc_find(sp, proc, &p) < 0)
         return;
-    size_t n;
-    qpt_point_t *v = points(S, p, QPT_CALL, &n);
-    static char names[MAX_CHILDREN][160];
+    size_t n, to;
+    qpt_point_t *v = points(sp, p, QPT_CALL, &n);
+    static char names[MAX_CHILDREN][256];
     size_t k = 0;
     for (size_t j = 0; j < n && k < MAX_CHILDREN; j++) {
-        char name[160];
-        callee_name(S, &v[j], name, sizeof(name));
-        if (!exe_proc(S, name) || strchr(name, '@') != NULL || strcmp(name, proc) == 0 || seen(names, k, name))
+        char name[160], focus[256];
+        if (callee_of(S, m, &v[j], name, sizeof(name), &to, others) < 0 || strchr(name, '@') != NULL
+            || (to == m && strcmp(name, proc) == 0))
             continue;
-        snprintf(names[k++], sizeof(names[0]), "%s", name);
-        char metric[320], focus[256];
-        snprintf(metric, sizeof(metric), "time cpu(%s)", name);
-        snprintf(focus, sizeof(focus), "%s", name);
+        if ((to != m) != others) {
+            S->ext[i].others_pending |= !others;
+            continue;
+        }
+        /* A library's procedure without a symbol has no name a metric could give. */
+        if (to != 0 && strncmp(name, "sub_", 4) == 0)
+            continue;
+        qualified(S, to, name, focus, sizeof(focus));
+        if (seen(names, k, focus))
+            continue;
+        snprintf(names[k++], sizeof(names[0]), "%s", focus);
+        char metric[320];
+        snprintf(metric, sizeof(metric), "time cpu(%s)", focus);
         long c = node_new(S, QM_HYP_CPU, QM_FOCUS_PROC, i, focus, metric);
         if (c < 0)
             break;
         snprintf(S->ext[c].proc, sizeof(S->ext[c].proc), "%s", name);
+        S->ext[c].mod = (int)to;
     }
     free(v);
 }
@@ -403,12 +568,11 @@ refine_callers(search_t *S, long i)
     size_t k = 0;
     for (uint32_t p = 0; p < np && k < MAX_CHILDREN; p++) {
         size_t n;
-        qpt_point_t *v = points(S, p, QPT_CALL, &n);
+        qpt_point_t *v = points(S->exe, p, QPT_CALL, &n);
         int calls = 0;
         for (size_t j = 0; j < n && !calls; j++) {
             char name[160];
-            callee_name(S, &v[j], name, sizeof(name));
-            calls = strcmp(name, target) == 0;
+            calls = plt_callee(S->exe, &v[j], name, sizeof(name)) && strcmp(name, target) == 0;
         }
         free(v);
         if (!calls)
@@ -474,6 +638,25 @@ objects_found(search_t *S, long d, const qm_row_t *rows, size_t n)
     }
 }
 
+/* Node I's callees in its own module are all tested: if what they hold leaves more than
+ * a threshold of its time unexplained, its callees in other modules are tested. */
+static void
+explain_others(search_t *S, long i)
+{
+    const qm_search_report_t *r = S->rep;
+    double explained = 0;
+    for (size_t c = 0; c < r->n; c++) {
+        if (r->nodes[c].parent != i)
+            continue;
+        if (r->nodes[c].state == QM_NODE_UNTESTED || r->nodes[c].state == QM_NODE_TESTING)
+            return; /* not yet */
+        explained += r->nodes[c].value;
+    }
+    S->ext[i].others_pending = 0;
+    if (r->nodes[i].value - explained > r->nodes[i].threshold)
+        refine_callees(S, i, 1);
+}
+
 static void
 refine(search_t *S, long i)
 {
@@ -493,7 +676,7 @@ refine(search_t *S, long i)
                 snprintf(S->ext[c].proc, sizeof(S->ext[c].proc), "%s", r);
         }
     } else if (nd->hyp == QM_HYP_CPU && nd->focus_kind == QM_FOCUS_PROC)
-        refine_callees(S, i);
+        refine_callees(S, i, 0);
     else if (nd->focus_kind == QM_FOCUS_PROC && e->hp != NULL) {
         if (e->hp->objects)
             refine_objects(S, i);
@@ -542,6 +725,8 @@ on_sample(void *arg, const qm_set_t *set, const qm_row_t *rows, size_t n,
         qm_search_node_t *nd = &r->nodes[i];
         if (nd->state == QM_NODE_UNTESTED && nd->metric[0] != '\0')
             start(S, (long)i);
+        else if (S->ext[i].others_pending && nd->state == QM_NODE_TRUE)
+            explain_others(S, (long)i);
         else if (!S->ext[i].refined
                  && (nd->state == QM_NODE_TRUE
                      /* A procedure not measured (active all along, or no room for a
@@ -559,8 +744,10 @@ on_sample(void *arg, const qm_set_t *set, const qm_row_t *rows, size_t n,
     for (size_t i = 0; i < r->n; i++) {
         qm_search_node_t *nd = &r->nodes[i];
         node_ext_t *e = &S->ext[i];
-        if (nd->state == QM_NODE_UNTESTED) {
-            busy++;
+        if (nd->state == QM_NODE_UNTESTED || (e->others_pending && nd->state == QM_NODE_TRUE)) {
+            busy++; /* ... or its callees in other modules may be tested */
+            if (nd->state != QM_NODE_UNTESTED)
+                tested++, ntrue++;
             continue;
         }
         if (nd->state != QM_NODE_TESTING) {
@@ -797,6 +984,9 @@ qm_search_run(const qm_search_opts_t *o, qm_search_report_t *rep, char *why, siz
     qm_free(set);
     if (S.exe != NULL)
         qpt_close(S.exe);
+    for (size_t m = 1; m < S.nmods; m++)
+        if (S.mods[m].sp != NULL)
+            qpt_close(S.mods[m].sp);
     free(S.ext);
     free(S.adding);
     return rc;

@@ -9,7 +9,9 @@
 #  (c) piperead.c: next_message blocked in read on a pipe;
 #  (d) --json holds the tree and the bottlenecks; refuted metrics were taken out;
 #  (e) phase.c (dyn search --repeat run): computes (crunch) for 5 s, then waits in read
-#      (next_message): an early round finds crunch, a later one next_message.
+#      (next_message): an early round finds crunch, a later one next_message;
+#  (g) libdeep.c: the CPU-bound procedure two calls deep in a shared library
+#      (hot_entry, called through the PLT -> hot_mid -> hot_crunch): named in its library.
 # Skips (77) when ptrace is not allowed. Exit status: 0 pass, 1 fail, 99 error.
 set -u
 : "${top_srcdir:=${srcdir:-.}}"
@@ -22,6 +24,9 @@ for p in deep locks piperead phase; do
     # -O0: every procedure has room for a live entry and exit snippet.
     ${CC:-cc} -O0 -g -pthread -o "$dir/$p" "$srcdir/tests/search/$p.c" || exit 99
 done
+${CC:-cc} -O0 -g -shared -fPIC -o "$dir/libsearchhot.so" "$srcdir/tests/search/hotlib.c" &&
+    ${CC:-cc} -O0 -g -o "$dir/libdeep" "$srcdir/tests/search/libdeep.c" -L"$dir" -lsearchhot \
+        -Wl,-rpath,"$dir" || exit 99
 
 # search NAME EXPECTED [OPTIONS]: attach to NAME, the first bottleneck must match.
 search() {
@@ -103,6 +108,13 @@ if [ -n "$ms" ] && awk -v v="$ms" 'BEGIN { exit !(v < 200) }'; then
 else
     bad "(f) re-commits: time cpu(now) '$ms' ms: $(tail -n 5 "$dir/churn.out")"
 fi
+
+search libdeep hot_crunch
+top=$(grep -A1 '^bottlenecks, ranked' "$dir/libdeep.out" | sed -n 2p)
+case $top in
+*CPU-bound*libsearchhot.so:hot_crunch*) ok "(g) into a library: $top" ;;
+*) bad "(g) into a library: top result '$top'"; cat "$dir/libdeep.out" ;;
+esac
 
 [ $fails -eq 0 ] || exit 1
 echo "PASS search"
