@@ -574,6 +574,18 @@ int
 dyn_session_remove(dyn_session_t *s, int *leaked /*OUT*/);
 
 /*
+ * Call-site trampolines of the removed session S that run snippets after their call (a
+ * QPT_AFTER_CALL insertion's): a callee still running returns into one, whose snippets
+ * may use memory freed once S is out. The first bytes after each such call become a
+ * jump: to the same call's return in NEXT (its snippets, when NEXT has some after that
+ * call: a timer started in S stops there), or (NEXT NULL, or none there) back to the
+ * original code after the call. dyn_session_remove does the latter; a caller that
+ * installed NEXT over the same process calls this after. The process is stopped.
+ */
+int
+dyn_session_reroute_returns(dyn_session_t *s, const dyn_session_t *next);
+
+/*
  * Drop S without touching the code it patched, which is gone: GONE_ALL (after an exec)
  * when the whole address space is, and nothing of the process is touched; else (the
  * module was unmapped: dlclose) the trampoline and counter memory is unmapped from the

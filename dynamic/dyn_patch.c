@@ -3406,6 +3406,8 @@ dyn_session_remove(dyn_session_t *s, int *leaked /*OUT*/)
      * a coroutine's, or an address saved in a jmp_buf) returns into its jmp back to the
      * restored code, so that code stays mapped. Nothing there reads the counters.
      */
+    if (dyn_session_reroute_returns(s, NULL) < 0 && rc == 0)
+        rc = QP_EIO;
     if (!keep && !s->has_calls)
         dyn_space_free(s->p, s->code, s->code_size);
     if (!keep && dyn_space_free(s->p, s->ctr, s->ctr_size) == 0 && s->has_calls)
@@ -3413,6 +3415,37 @@ dyn_session_remove(dyn_session_t *s, int *leaked /*OUT*/)
     if (leaked != NULL)
         *leaked = keep ? 1 : s->has_calls ? 2 : 0;
     s->installed = 0;
+    return rc;
+}
+
+/* Does PT's trampoline run snippets after its call (the return address it pushes,
+ * ret_at, leads into them)? */
+static int
+runs_after_call(const point_t *pt)
+{
+    return pt->kind == PT_CALL && pt->after.nodes != NULL && !pt->call_len && !pt->reloc
+           && pt->ret_at != 0 && pt->tramp != 0;
+}
+
+int
+dyn_session_reroute_returns(dyn_session_t *s, const dyn_session_t *next)
+{
+    if (s == NULL || !dyn_proc_is_stopped(s->p))
+        return QP_EINVAL;
+    int rc = 0;
+    for (size_t i = 0; i < s->npts; i++) {
+        const point_t *pt = &s->pts[i];
+        if (!runs_after_call(pt))
+            continue;
+        uint64_t to = pt->entry + pt->len - pt->spill; /* after the call, in place */
+        for (size_t k = 0; next != NULL && next->installed && k < next->npts; k++)
+            if (runs_after_call(&next->pts[k]) && next->pts[k].entry == pt->entry)
+                to = next->pts[k].ret_at;
+        uint8_t jmp[JMP_LEN];
+        if (pt_tramp_patch(pt->ret_at, to, jmp, sizeof(jmp)) < 0
+            || dyn_proc_write(s->p, pt->ret_at, jmp, JMP_LEN) < 0)
+            rc = QP_EIO;
+    }
     return rc;
 }
 

@@ -1090,6 +1090,10 @@ qpt_live_commit(qpt_space_t *s)
         dyn_session_remove(old->sess, NULL);
     rc = install_all(s, next);
     if (rc == 0) {
+        /* A callee still running returns into the old session's call-site trampoline:
+         * on to the new one's snippets after that call (a timer started stops). */
+        if (old != NULL && old->sess != NULL)
+            dyn_session_reroute_returns(old->sess, next->sess);
         live_free(old);
         s->sess = next;
         return 0;

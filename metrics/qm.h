@@ -370,7 +370,7 @@ enum { QM_HYP_CPU = 1, QM_HYP_SYNC, QM_HYP_IO, QM_HYP_SYSCALL };   /* why */
 enum { QM_NODE_UNTESTED = 0, QM_NODE_TESTING, QM_NODE_TRUE, QM_NODE_FALSE,
        QM_NODE_UNMEASURED };                                         /* its outcome */
 enum { QM_FOCUS_PROGRAM = 1, QM_FOCUS_THREAD, QM_FOCUS_PROC, QM_FOCUS_CALLER,
-       QM_FOCUS_OBJECT };                                            /* where */
+       QM_FOCUS_OBJECT, QM_FOCUS_SITE };                                            /* where */
 
 typedef struct qm_search_node {
     int hyp;                 /* QM_HYP_* */

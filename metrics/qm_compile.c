@@ -52,6 +52,8 @@ typedef struct ctx {
     } *chk;
     size_t nchk, capchk;
     size_t tail_unfollowed;
+    int any_callee;       /* matching: also procedures that cannot take snippets (the
+                           * callees of a timer per call site, timed at their sites) */
 } ctx_t;
 
 /*****************************************************************************
@@ -150,13 +152,6 @@ notef(ctx_t *c, const char *fmt, ...)
     c->note(c->arg, buf);
 }
 
-static int
-cmp_u32(const void *a, const void *b)
-{
-    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
-    return x < y ? -1 : x > y;
-}
-
 /* The procedures matching PATTERN that can take snippets; *N of them (malloc'ed). The
  * ones refused are told in notes when NOTE_REFUSED. A list's patterns each. */
 static uint32_t *
@@ -207,7 +202,7 @@ matching(ctx_t *c, const qm_metric_t *m, const char *pattern, size_t *n, size_t 
         const char *name = qpt_proc_name(c->s, i);
         if (name == NULL || !qpt_proc_match(c->s, i, pattern))
             continue;
-        const char *no = qpt_proc_refusal(c->s, i);
+        const char *no = c->any_callee ? NULL : qpt_proc_refusal(c->s, i);
         if (no != NULL) {
             (*nrefused)++;
             if (note_refused)
@@ -223,7 +218,7 @@ matching(ctx_t *c, const qm_metric_t *m, const char *pattern, size_t *n, size_t 
         && qpt_symbol(c->s, pattern, &a, &size) == 0) {
         for (uint32_t i = 0; i < np; i++)
             if (qpt_proc_entry(c->s, i) == a) {
-                const char *no = qpt_proc_refusal(c->s, i);
+                const char *no = c->any_callee ? NULL : qpt_proc_refusal(c->s, i);
                 if (no != NULL) {
                     (*nrefused)++;
                     if (note_refused)
@@ -682,6 +677,44 @@ place_inside(ctx_t *c, qm_metric_t *m, uint32_t q)
 }
 
 /* The metric's snippets at procedure P (row ROW); 0, or 1 when P is left out. */
+/* A timer's start, for row word W (when COND holds, unless QPT_NONE): the outermost
+ * activation stores its start; each one adds to the depth. */
+static qpt_expr_t
+timer_start(qpt_snippet_t *sn, const qm_metric_t *m, uint64_t w, qpt_expr_t cond)
+{
+    qpt_expr_t now = m->kind == QM_WALL ? qpt_cycles(sn) : qpt_thread_cpu_ns(sn);
+    /* START is stored before the depth leaves 0 (and the depth before the total at a
+     * stop): a reader outside the process that sees the timer active has its start; it
+     * may see a stop's total late, never early. */
+    qpt_expr_t set = qpt_store_at(sn, tword(sn, m, w + 1), 8, now);
+    if (m->kind == QM_CPU) {
+        /* The thread's id, once a thread (a system call: not on every call). */
+        uint64_t tid = m->base - 1;
+        qpt_expr_t keep = qpt_if(sn, qpt_op(sn, QPT_EQ, tload(sn, m, tid), qpt_const(sn, 0)),
+                                 qpt_store_at(sn, tword(sn, m, tid), 8, qpt_thread_id(sn)),
+                                 QPT_NONE);
+        set = qpt_seq(sn, keep, set);
+    }
+    qpt_expr_t first = qpt_if(sn, qpt_op(sn, QPT_EQ, tload(sn, m, w), qpt_const(sn, 0)), set,
+                              QPT_NONE);
+    qpt_expr_t start = qpt_seq(sn, first, qpt_add_at(sn, tword(sn, m, w), qpt_const(sn, 1), 0));
+    return cond != QPT_NONE ? qpt_if(sn, cond, start, QPT_NONE) : start;
+}
+
+/* A timer's stop, for row word W: one activation less; the outermost adds its time. */
+static qpt_expr_t
+timer_stop(qpt_snippet_t *sn, const qm_metric_t *m, uint64_t w)
+{
+    qpt_expr_t now = m->kind == QM_WALL ? qpt_cycles(sn) : qpt_thread_cpu_ns(sn);
+    qpt_expr_t total = qpt_add_at(sn, tword(sn, m, w + 2),
+                                  qpt_op(sn, QPT_SUB, now, tload(sn, m, w + 1)), 0);
+    qpt_expr_t last = qpt_if(sn, qpt_op(sn, QPT_EQ, tload(sn, m, w), qpt_const(sn, 0)), total,
+                             QPT_NONE);
+    return qpt_if(sn, qpt_op(sn, QPT_GT, tload(sn, m, w), qpt_const(sn, 0)),
+                  qpt_seq(sn, qpt_add_at(sn, tword(sn, m, w), qpt_const(sn, -1), 0), last),
+                  QPT_NONE);
+}
+
 static int
 place_proc(ctx_t *c, qm_metric_t *m, uint32_t p, uint64_t row)
 {
@@ -736,40 +769,11 @@ place_proc(ctx_t *c, qm_metric_t *m, uint32_t p, uint64_t row)
                     rc = 1, why = qpt_error(c->s);
                 continue;
             }
-            qpt_expr_t now = m->kind == QM_WALL ? qpt_cycles(sn) : qpt_thread_cpu_ns(sn);
-            qpt_expr_t total = qpt_add_at(sn, tword(sn, m, w + 2),
-                                          qpt_op(sn, QPT_SUB, now, tload(sn, m, w + 1)), 0);
-            qpt_expr_t last = qpt_if(sn, qpt_op(sn, QPT_EQ, tload(sn, m, w), qpt_const(sn, 0)),
-                                     total, QPT_NONE);
-            qpt_expr_t stop = qpt_if(sn, qpt_op(sn, QPT_GT, tload(sn, m, w), qpt_const(sn, 0)),
-                                     qpt_seq(sn, qpt_add_at(sn, tword(sn, m, w), qpt_const(sn, -1), 0),
-                                             last),
-                                     QPT_NONE);
-            if (put(c, &ex[i], sn, stop, !m->append) != 0)
+            if (put(c, &ex[i], sn, timer_stop(sn, m, w), !m->append) != 0)
                 rc = 1, why = qpt_error(c->s);
         }
-        if (rc == 0) {
-            qpt_expr_t now = m->kind == QM_WALL ? qpt_cycles(sn) : qpt_thread_cpu_ns(sn);
-            /* START is stored before the depth leaves 0 (and the depth before the total
-             * at a stop): a reader outside the process that sees the timer active has
-             * its start; it may see a stop's total late, never early. */
-            qpt_expr_t set = qpt_store_at(sn, tword(sn, m, w + 1), 8, now);
-            if (m->kind == QM_CPU) {
-                /* The thread's id, once a thread (a system call: not on every call). */
-                uint64_t tid = m->base - 1;
-                qpt_expr_t keep = qpt_if(
-                    sn, qpt_op(sn, QPT_EQ, tload(sn, m, tid), qpt_const(sn, 0)),
-                    qpt_store_at(sn, tword(sn, m, tid), 8, qpt_thread_id(sn)), QPT_NONE);
-                set = qpt_seq(sn, keep, set);
-            }
-            qpt_expr_t first = qpt_if(sn, qpt_op(sn, QPT_EQ, tload(sn, m, w), qpt_const(sn, 0)),
-                                      set, QPT_NONE);
-            qpt_expr_t start = qpt_seq(sn, first, qpt_add_at(sn, tword(sn, m, w), qpt_const(sn, 1), 0));
-            if (cond != QPT_NONE)
-                start = qpt_if(sn, cond, start, QPT_NONE);
-            if (put(c, &en[0], sn, start, !m->append) != 0)
-                rc = 1, why = qpt_error(c->s);
-        }
+        if (rc == 0 && put(c, &en[0], sn, timer_start(sn, m, w, cond), !m->append) != 0)
+            rc = 1, why = qpt_error(c->s);
     } else if (rc == 0) {
         qpt_expr_t inc = m->focus == QM_PER_VALUE
             ? qpt_add_at(sn, qpt_key_var(sn, m->kvar, 8, compile_expr(c, sn, m->key)),
@@ -791,6 +795,14 @@ place_proc(ctx_t *c, qm_metric_t *m, uint32_t p, uint64_t row)
     free(en);
     free(ex);
     return rc;
+}
+
+/* Is M a timer per call site (timed at the sites: its procedures need not take
+ * snippets, a PLT stub's calls are timed)? */
+static int
+site_timer(const qm_metric_t *m)
+{
+    return m->focus == QM_PER_SITE && (m->kind == QM_WALL || m->kind == QM_CPU);
 }
 
 /* Does PATTERN (written at LINE:COL of M) match a procedure that can take snippets? */
@@ -845,7 +857,10 @@ check_metric(ctx_t *c, qm_metric_t *m)
         return qm_error_at(m->src, m->origin, m->pat_line, m->pat_col, c->why, c->whylen,
                            "per call site: not for a shared library's procedures (their "
                            "callers are elsewhere)");
-    QM_CHECK(check_pattern(c, m, m->pattern, m->pat_line, m->pat_col));
+    c->any_callee = site_timer(m);
+    int checked = check_pattern(c, m, m->pattern, m->pat_line, m->pat_col);
+    c->any_callee = 0;
+    QM_CHECK(checked);
     if (m->inside != NULL)
         QM_CHECK(check_pattern(c, m, m->inside, m->in_line, m->in_col));
     QM_CHECK(check_expr(c, m, m->key));
@@ -880,31 +895,48 @@ typedef struct site {
 } site_t;
 
 /*
- * The direct calls of PROCS[N] (sorted) from every procedure that can take snippets
+ * The direct calls of PROCS[N] from every procedure that can take snippets
  * (foreach call site, in MDL's terms): *NS of them (malloc'ed). Calls through pointers
  * have no callee to match, and are not among them.
  */
+typedef struct entry {
+    uint64_t addr;
+    uint32_t proc;
+} entry_t;
+
+static int
+cmp_entry(const void *a, const void *b)
+{
+    uint64_t x = ((const entry_t *)a)->addr, y = ((const entry_t *)b)->addr;
+    return x < y ? -1 : x > y;
+}
+
 static site_t *
 call_sites(ctx_t *c, const uint32_t *procs, size_t n, size_t *ns)
 {
     size_t cap = 16;
     site_t *v = malloc(cap * sizeof(site_t));
+    /* The procedures by entry (a PLT stub has no instruction points to find it by). */
+    entry_t *ent = malloc((n ? n : 1) * sizeof(entry_t));
     *ns = 0;
+    if (ent == NULL) {
+        free(v);
+        return NULL;
+    }
+    for (size_t i = 0; i < n; i++)
+        ent[i] = (entry_t) { qpt_proc_entry(c->s, procs[i]), procs[i] };
+    qsort(ent, n, sizeof(entry_t), cmp_entry);
     for (uint32_t q = 0; v != NULL && q < qpt_nprocs(c->s); q++) {
         if (qpt_proc_refusal(c->s, q) != NULL)
             continue;
         size_t np = 0;
         qpt_point_t *pts = points_of(c, q, QPT_CALL, &np);
         for (size_t k = 0; pts != NULL && k < np; k++) {
-            uint64_t callee = qpt_point_callee(c->s, &pts[k]);
-            uint32_t target;
-            qpt_point_t tp;
-            if (callee == 0 || qpt_insn_point(c->s, callee, &tp) != 0)
+            entry_t key = { qpt_point_callee(c->s, &pts[k]), 0 };
+            const entry_t *hit = key.addr ? bsearch(&key, ent, n, sizeof(entry_t), cmp_entry) : NULL;
+            if (hit == NULL)
                 continue;
-            target = tp.proc;
-            if (qpt_proc_entry(c->s, target) != callee
-                || bsearch(&target, procs, n, sizeof(uint32_t), cmp_u32) == NULL)
-                continue;
+            uint32_t target = hit->proc;
             if (*ns == cap) {
                 site_t *w = realloc(v, 2 * cap * sizeof(site_t));
                 if (w == NULL)
@@ -921,6 +953,7 @@ call_sites(ctx_t *c, const uint32_t *procs, size_t n, size_t *ns)
         }
         free(pts);
     }
+    free(ent);
     return v;
 }
 
@@ -941,10 +974,24 @@ place_site(ctx_t *c, qm_metric_t *m, const site_t *s, uint64_t row)
         cond = compile_expr(c, sn, m->where); /* the call's arguments */
     if (m->inside != NULL)
         cond = cond == QPT_NONE ? inside_cond(sn, m) : qpt_op(sn, QPT_LAND, cond, inside_cond(sn, m));
-    qpt_expr_t inc = tally(c, sn, m, m->base + row_words(m) * row);
-    if (cond != QPT_NONE)
-        inc = qpt_if(sn, cond, inc, QPT_NONE);
-    int rc = put(c, &s->pt, sn, inc, !m->append) != 0;
+    uint64_t w = m->base + row_words(m) * row;
+    int rc;
+    if (m->kind == QM_WALL || m->kind == QM_CPU) {
+        /* A timer from the call to its return: stopped after the call first (a timer
+         * that could not stop must not start). */
+        qpt_point_t after = s->pt;
+        after.kind = QPT_AFTER_CALL;
+        size_t mark = c->ndone;
+        rc = put(c, &after, sn, timer_stop(sn, m, w), !m->append) != 0
+             || put(c, &s->pt, sn, timer_start(sn, m, w, cond), !m->append) != 0;
+        if (rc)
+            undo_to(c, mark);
+    } else {
+        qpt_expr_t inc = tally(c, sn, m, w);
+        if (cond != QPT_NONE)
+            inc = qpt_if(sn, cond, inc, QPT_NONE);
+        rc = put(c, &s->pt, sn, inc, !m->append) != 0;
+    }
     if (rc == 1)
         notef(c, "%s: %s not measured: %s", m->name, s->label, qpt_error(c->s));
     qpt_snippet_destroy(sn);
@@ -955,8 +1002,11 @@ static int
 place_metric(ctx_t *c, qm_metric_t *m)
 {
     size_t n, nref, nsites = 0;
+    c->any_callee = site_timer(m);
     uint32_t *procs = matching(c, m, m->pattern, &n, &nref, 1);
+    c->any_callee = 0;
     site_t *sites = NULL;
+    int timer = m->kind == QM_WALL || m->kind == QM_CPU;
     if (procs == NULL)
         return QPT_ENOMEM;
     int rc = 0;
@@ -964,9 +1014,15 @@ place_metric(ctx_t *c, qm_metric_t *m)
         /* foreach call site: the rows are the direct calls of the procedures. */
         if ((sites = call_sites(c, procs, n, &nsites)) == NULL)
             rc = QPT_ENOMEM;
-        /* ... and one more: every call, at the procedures' entries, for the calls that
-         * have no site (through pointers, tail calls): that row, less the sites'. */
-        n = nsites + 1;
+        else if (timer && nsites == 0)
+            rc = qm_error_at(m->src, m->origin, m->pat_line, m->pat_col, c->why, c->whylen,
+                             "no direct call of a procedure matching '%s' to time (a timer "
+                             "per call site times the calls)", m->pattern);
+        /* ... and for counts and sums one more: every call, at the procedures' entries,
+         * for the calls that have no site (through pointers, tail calls): that row, less
+         * the sites'. (Timers have none: a time less the sites' is not the others' time
+         * under recursion.) */
+        n = nsites + !timer;
     }
     /* Per value: the counts are a keyed variable (kvar); the thread's block holds only
      * the inside state. */
@@ -1048,7 +1104,7 @@ place_metric(ctx_t *c, qm_metric_t *m)
         m->procs[i].measured = r == 0;
         measured += r == 0;
     }
-    if (sites != NULL && rc == 0) {
+    if (sites != NULL && rc == 0 && !timer) {
         /* Every call of the procedures, in the last row: all of their entries must take
          * it, or the row says "not measured". */
         size_t nprocs_all = 0, kept = 0;

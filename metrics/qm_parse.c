@@ -785,8 +785,9 @@ body(parser_t *p, qm_metric_t *m)
                 /* per call site: foreach direct call of the procedures */
                 if (!accept_word(p, "site"))
                     return fail_at(p, p->line, p->col, "expected 'site' after 'per call'");
-                if (m->kind != QM_COUNT && m->kind != QM_SUM)
-                    return fail_at(p, kl, kc, "a row per call site is for counts and sums");
+                if (m->kind != QM_COUNT && m->kind != QM_SUM && m->kind != QM_WALL
+                    && m->kind != QM_CPU)
+                    return fail_at(p, kl, kc, "a row per call site is for counts, sums and timers");
                 m->focus = QM_PER_SITE;
             }
             else if (accept_word(p, "value")) {

@@ -62,6 +62,7 @@ typedef struct node_ext {
     long metric;             /* the metric's index in the session, or -1 */
     int discover;            /* a per-arg1 count that finds the lock objects (hidden) */
     int refined;             /* its children were made */
+    char row[200];           /* its metric's row (a call site's), "" for all rows */
     int others_pending;      /* it calls into other modules: tested once its own
                               * module's callees leave its time unexplained */
     int removed;
@@ -589,6 +590,44 @@ refine_callers(search_t *S, long i)
     }
 }
 
+/* An executable's procedure whose wall time bounds the time it waits in a library
+ * procedure (refine_callers), when it holds -> each of its calls of that procedure
+ * through the PLT, timed from the call to its return (`per call site`): the time it
+ * waits there, exact, and which call waits. */
+static void
+refine_sites(search_t *S, long i)
+{
+    long parent = S->rep->nodes[i].parent;
+    uint32_t p;
+    if (S->exe == NULL || parent < 0 || S->ext[parent].hp == NULL
+        || qpt_proc_find(S->exe, S->ext[i].proc, &p) < 0)
+        return;
+    const char *target = S->ext[parent].hp->proc;
+    size_t n, k = 0;
+    qpt_point_t *v = points(S->exe, p, QPT_CALL, &n);
+    for (size_t j = 0; j < n && k < MAX_CHILDREN; j++) {
+        char name[160];
+        uint32_t stub;
+        if (!plt_callee(S->exe, &v[j], name, sizeof(name)) || strcmp(name, target) != 0)
+            continue;
+        /* The metric's row for this site, as qm_compile labels it. */
+        char stubname[200], row[200], metric[320], focus[256];
+        snprintf(stubname, sizeof(stubname), "%s@plt", target);
+        if (qpt_proc_find(S->exe, stubname, &stub) < 0)
+            continue; /* not through a stub of the executable */
+        unsigned long long off = v[j].addr - qpt_proc_entry(S->exe, p);
+        snprintf(row, sizeof(row), "%.60s+0x%llx -> %.60s", S->ext[i].proc, off, stubname);
+        snprintf(metric, sizeof(metric), "time wall(%s) per call site", stubname);
+        snprintf(focus, sizeof(focus), "%s+0x%llx -> %s", S->ext[i].proc, off, target);
+        long c = node_new(S, S->rep->nodes[i].hyp, QM_FOCUS_SITE, i, focus, metric);
+        if (c < 0)
+            break;
+        snprintf(S->ext[c].row, sizeof(S->ext[c].row), "%s", row);
+        k++;
+    }
+    free(v);
+}
+
 /* A lock procedure that holds -> a count of its calls per arg1, which names the objects. */
 static void
 refine_objects(search_t *S, long i)
@@ -682,6 +721,8 @@ refine(search_t *S, long i)
             refine_objects(S, i);
         refine_callers(S, i);
     }
+    else if (nd->focus_kind == QM_FOCUS_CALLER)
+        refine_sites(S, i);
 }
 
 /*****************************************************************************
@@ -694,7 +735,8 @@ metric_total(const search_t *S, long i, const qm_row_t *rows, size_t n, int *mea
     double v = 0;
     *measured = 0;
     for (size_t r = 0; r < n; r++)
-        if ((long)rows[r].metric == S->ext[i].metric) {
+        if ((long)rows[r].metric == S->ext[i].metric
+            && (S->ext[i].row[0] == '\0' || strcmp(rows[r].focus, S->ext[i].row) == 0)) {
             v += (double)rows[r].value;
             *measured |= rows[r].measured;
         }

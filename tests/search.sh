@@ -6,7 +6,7 @@
 # to each program while it runs:
 #  (a) deep.c: a CPU-bound procedure (crunch) under main -> run_app -> stage1 -> stage2;
 #  (b) locks.c: two threads contending on lock_b, one of three mutexes: the object named;
-#  (c) piperead.c: next_message blocked in read on a pipe;
+#  (c) piperead.c: next_message blocked in read on a pipe, down to its call of read;
 #  (d) --json holds the tree and the bottlenecks; refuted metrics were taken out;
 #  (e) phase.c (dyn search --repeat run): computes (crunch) for 5 s, then waits in read
 #      (next_message): an early round finds crunch, a later one next_message;
@@ -67,7 +67,8 @@ python3 - "$dir/piperead.out" <<'PY' || bad "(c)/(d) piperead: $(cat "$dir/piper
 import json, sys
 r = json.load(open(sys.argv[1]))
 top = r["tree"][r["bottlenecks"][0]]
-assert top["hypothesis"] == "IO-waiting" and top["focus"].startswith("next_message"), top
+assert top["hypothesis"] == "IO-waiting" and top["focus"].startswith("next_message+0x"), top
+assert top["focus"].endswith("-> read"), top  # the call site level
 assert top["state"] == "true" and top["value"] > top["threshold"], top
 refuted = [n for n in r["tree"] if n["state"] == "false" and n["metric"]]
 assert refuted and r["metrics_removed"] >= len(refuted), (refuted, r["metrics_removed"])
