@@ -6,7 +6,9 @@
 # workload (the same number of iterations each time), natively and under `dyn search
 # --max-overhead 5% run`; the ratio of their wall times, median of ROUNDS (3) runs,
 # side by side in one run. The search keeps inserting and removing timers while the
-# program runs: the ratio is what a user pays for the answer.
+# program runs: the ratio is what a user pays for the answer. Then the work alone (timed
+# by the program, after a 2 s sleep during which `dyn search attach` starts and reads
+# the program): the search's own instrumentation against its --max-overhead budget.
 # Then postgres (Debian's postgresql-15, when installed and run as root): a server in a
 # temporary directory; one connection's backend runs a CPU-bound query (about 6 s)
 # natively, then with `dyn search --max-overhead 5 attach` on that backend (attached
@@ -23,7 +25,7 @@ ITER=${ITER:-40000000}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 cat >"$tmp/work.py" <<PY
-import sys
+import sys, time
 def inner(i):
     return (i * i) % 7
 def outer(n):
@@ -31,28 +33,48 @@ def outer(n):
     for i in range(n):
         s += inner(i)
     return s
+time.sleep(float(sys.argv[1]))  # an attaching search starts meanwhile
+t = time.perf_counter()
 print(outer($ITER))
+print("work %.3f" % (time.perf_counter() - t), file=sys.stderr)
 PY
 now() { date +%s.%N; }
 med() { sort -n | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
+work() { awk '/^work / { print $2 }' "$1"; }
 i=0
 : >"$tmp/native"
 : >"$tmp/search"
+: >"$tmp/wnative"
+: >"$tmp/wsearch"
 while [ $i -lt "$ROUNDS" ]; do
     i=$((i + 1))
+    # The whole run, dyn's start and analysis included (dyn search run).
     t0=$(now)
-    "$PY" "$tmp/work.py" >/dev/null
+    "$PY" "$tmp/work.py" 0 >/dev/null 2>"$tmp/n.err"
     t1=$(now)
-    "$DYN" search --max-overhead 5 run -- "$PY" "$tmp/work.py" >"$tmp/out" 2>&1
+    "$DYN" search --max-overhead 5 run -- "$PY" "$tmp/work.py" 0 >"$tmp/out" 2>&1
     t2=$(now)
     echo "$t1 - $t0" | bc -l >>"$tmp/native"
     echo "$t2 - $t1" | bc -l >>"$tmp/search"
+    # The work alone, timed by the program, with the search attached while it sleeps.
+    work "$tmp/n.err" >>"$tmp/wnative"
+    "$PY" "$tmp/work.py" 2 >/dev/null 2>"$tmp/a.err" &
+    p=$!
+    sleep 0.2
+    "$DYN" search --max-overhead 5 attach $p >"$tmp/aout" 2>&1
+    wait $p
+    work "$tmp/a.err" >>"$tmp/wsearch"
 done
 n=$(med <"$tmp/native")
 s=$(med <"$tmp/search")
-printf 'search cost (python3.11, %s iterations, median of %s): native %.2f s, under dyn search %.2f s, ratio %.3f\n' \
+printf 'search cost (python3.11, %s iterations, median of %s): native %.2f s, under dyn search run %.2f s, ratio %.3f (with dyn start and analysis)\n' \
     "$ITER" "$ROUNDS" "$n" "$s" "$(echo "$s / $n" | bc -l)"
 grep -E "^ 1\. |stopped" "$tmp/out" | head -3
+n=$(med <"$tmp/wnative")
+s=$(med <"$tmp/wsearch")
+printf 'search cost (python3.11, the work alone, attached, median of %s): native %.2f s, under dyn search %.2f s, ratio %.3f\n' \
+    "$ROUNDS" "$n" "$s" "$(echo "$s / $n" | bc -l)"
+grep -E "^ 1\. |stopped" "$tmp/aout" | head -3
 
 # postgres
 PGBIN=/usr/lib/postgresql/15/bin
