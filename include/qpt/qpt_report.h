@@ -70,7 +70,7 @@ typedef struct qpt_entry_calls {
  * its header names), check one against the other, and give the calls of every measured
  * procedure whose count the counters determine: *OUT (malloc'd, the caller frees it)
  * gets *N of them in the description's order. 0, or a QPT_E* code with one line in WHY
- * (which names PATH); *OUT is then NULL.
+ * (the reason; the caller names PATH); *OUT is then NULL.
  */
 int qpt_profile_entry_calls(const char *path, qpt_entry_calls_t **out /*OUT*/,
                             size_t *n /*OUT*/, char *why, size_t whylen);
