@@ -14,7 +14,7 @@
  *    for both EXIT and ENTRY, and which counter measures which edge (qp) or block (naive).
  *    Its 64-bit id is a hash of its bytes. On disk it is compact (version 5, below): a
  *    fixed header, then an LZMA2 stream of LEB128 varints and deltas, a few bytes per block
- *    and edge; in memory (driver/qp_desc.h) it is the fixed-size structs below.
+ *    and edge; in memory (base/qp_desc.h) it is the fixed-size structs below.
  *  - The profile: `a.inst.qp` (or $QP_PROFILE), a 4096-byte header, the counters
  *    (mapped MAP_SHARED by the runtime, so they survive a crash; one slot of counters
  *    per process), and a few exit dumps (the stack at exit() called below main, so qp
@@ -68,7 +68,7 @@
  *     that of the first procedure, in array order, whose entry is the target: one must
  *     be), d(name, previous name given).
  * Every value must fit its field; the decoded description then passes every rule of
- * qp_desc_validate (driver/qp_desc.h).
+ * qp_desc_validate (base/qp_desc.h).
  *
  * Version 6 (written since; version 5 is still read) splits the records so that qp can
  * decode only the procedures that ran (chromium: 44,000 of 670,000): qp_desc_hdr_t, then

@@ -15,6 +15,7 @@
 #include <stdint.h>
 
 #include "arch/arch.h"
+#include "base/qp_edge.h"
 
 #define CFG_NONE UINT32_MAX
 
@@ -344,22 +345,7 @@ enum {
 /* Names for the CFG_SRC_* bits, index = bit number. */
 extern const char *const cfg_src_names[CFG_NSRC];
 
-typedef enum cfg_edge_kind {
-    CFG_EDGE_FALL = 0,  /* falls through into the next block */
-    CFG_EDGE_TAKEN,     /* a conditional branch taken */
-    CFG_EDGE_JUMP,      /* a direct unconditional jump inside the procedure */
-    CFG_EDGE_TABLE,     /* one target of a jump table */
-    CFG_EDGE_INDIRECT,  /* possible target of an indirect jump (an address-taken label) */
-    CFG_EDGE_CALLRET,   /* from a call to its return site (the callee returns) */
-    CFG_EDGE_RETURN,    /* leaves: return */
-    CFG_EDGE_TAILCALL,  /* leaves: jump to another procedure (direct or through memory) */
-    CFG_EDGE_NORETURN,  /* leaves: call to a procedure that never returns, hlt, ud2 */
-    CFG_EDGE_UNRESOLVED,/* leaves: indirect jump whose targets are unknown */
-    CFG_NEDGE_KINDS,
-} cfg_edge_kind_t;
-
-/* Names for edge kinds ("fall", "taken", ...). */
-extern const char *const cfg_edge_kind_names[CFG_NEDGE_KINDS];
+/* cfg_edge_kind_t, CFG_EDGE_*, cfg_edge_kind_names: base/qp_edge.h (the formats store them). */
 
 typedef struct cfg_edge {
     uint32_t from;     /* source block */

@@ -9,8 +9,8 @@
  * the description of what each counter measures (qp_format.h), which the file half
  * writes into the instrumented program as `.qpt.desc`. A driver is a small table of
  * functions (drv_ops_t); adding one touches neither the editor nor the other drivers.
- * driver/ owns the formats it writes (qp_format.h, qp_desc.h), which report/ reads;
- * it never includes report/ itself and never reads a profile (--weights counts are handed
+ * The formats it writes (base/qp_format.h, base/qp_desc.h) are base/'s, which report/
+ * reads; driver/ never includes report/ itself and never reads a profile (--weights counts are handed
  * in with drv_weights_add).
  *
  * Shared by all drivers (drv_graph.c): the per-procedure graph with the virtual node X
@@ -23,7 +23,7 @@
 
 #include "cfg/cfg.h"
 #include "base/qp_format.h"
-#include "driver/qp_desc.h"
+#include "base/qp_desc.h"
 #include "editor/ed.h"
 
 /* A node of a procedure's graph: blocks 0..nblocks-1, then X. */

@@ -12,7 +12,7 @@
 #include <string.h>
 
 #include "driver/driver.h"
-#include "driver/qp_desc.h"
+#include "base/qp_desc.h"
 
 const drv_ops_t *
 drv_find(const char *name)

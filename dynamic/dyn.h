@@ -22,7 +22,7 @@
 #include <stdint.h>
 
 #include "arch/arch.h"
-#include "driver/drv_hist.h"
+#include "base/drv_hist.h"
 #include "cfg/cfg.h"
 #include "editor/ed.h"
 

@@ -16,7 +16,7 @@
 
 #include "cfg/cfg.h"
 #include "driver/driver.h"
-#include "driver/qp_desc.h"
+#include "base/qp_desc.h"
 #include "report/qp_profile.h"
 #include "editor/elfw.h"
 #include "libqpt/qpt_priv.h"

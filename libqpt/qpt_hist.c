@@ -3,7 +3,7 @@
 /* Time histograms for mutators: driver/'s, behind the public names. */
 #include <stdlib.h>
 
-#include "driver/drv_hist.h"
+#include "base/drv_hist.h"
 #include "include/qpt/qpt.h"
 
 struct qpt_hist {

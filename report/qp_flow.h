@@ -14,7 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "driver/qp_desc.h"
+#include "base/qp_desc.h"
 
 /* How a count is known (qp_flow_t.edge_state, block_state). */
 enum {

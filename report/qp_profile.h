@@ -13,7 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "driver/qp_desc.h"
+#include "base/qp_desc.h"
 
 /* One complete exit dump (qp_format.h). */
 typedef struct qp_dump {

@@ -10,10 +10,10 @@
  * instructions from flow reconstruction, the flat-profile order, what may be approximate
  * and why; per source line counts for lcov; the edge counts of an earlier run for
  * qpt-rewrite --weights. tools/qp only formats these. No printing here.
- * The formats are driver/'s (qp_format.h, and the description in memory, qp_desc.h):
- * the drivers write them and report/ reads them, so report/ includes those two headers
- * of driver/ and nothing else of it, and driver/ never includes report/ (the tool reads
- * an earlier profile for --weights and hands its counts to the driver). Only
+ * The formats are base/'s (qp_format.h, and the description in memory, qp_desc.h):
+ * the drivers write them and report/ reads them; report/ includes nothing of driver/,
+ * and driver/ never includes report/ (the tool reads an earlier profile for --weights
+ * and hands its counts to the driver). Only
  * qp_backtrace.c uses elfutils (libdw).
  * Lifetimes: a report points to its description and profile (not owned), which must
  * outlive it; free it with qp_report_free.
@@ -22,7 +22,7 @@
 #include <stdint.h>
 
 #include "cfg/cfg.h"
-#include "driver/qp_desc.h"
+#include "base/qp_desc.h"
 #include "report/qp_backtrace.h"
 #include "report/qp_flow.h"
 #include "report/qp_profile.h"

@@ -22,7 +22,7 @@
 #include <lzma.h>
 
 #include "driver/driver.h"
-#include "driver/qp_desc.h"
+#include "base/qp_desc.h"
 #include "report/qp_backtrace.h"
 #include "report/qp_flow.h"
 #include "report/qp_profile.h"

@@ -2,7 +2,7 @@
  * SPDX-License-Identifier: MIT */
 
 /*
- * A fuzz target for the description parser (driver/qp_desc.c). The input bytes are
+ * A fuzz target for the description parser (base/qp_desc.c). The input bytes are
  * parsed twice: as a .qpt.desc section, as qp finds it in an instrumented file (anyone
  * may hand qp a file), and as a header followed by the decompressed body, which the
  * target compresses and signs with its id (else a mutation would rarely get past the
@@ -18,7 +18,7 @@
 #include <string.h>
 #include <lzma.h>
 
-#include "driver/qp_desc.h"
+#include "base/qp_desc.h"
 #include "report/qp_flow.h"
 #include "tests/fuzz.h"
 

@@ -16,7 +16,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "driver/qp_desc.h"
+#include "base/qp_desc.h"
 #include "report/qp_report.h"
 #include "tests/fuzz.h"
 

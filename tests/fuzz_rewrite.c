@@ -19,7 +19,7 @@
 
 #include "cfg/cfg.h"
 #include "driver/driver.h"
-#include "driver/qp_desc.h"
+#include "base/qp_desc.h"
 #include "editor/ed.h"
 #include "editor/elfw.h"
 #include "tests/fuzz.h"

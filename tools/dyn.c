@@ -455,7 +455,10 @@ static int
 session(const opts_t *o, int pid, char *const *argv, double t_start)
 {
     cfg_opts_t co = { 0 };
-    tool_cfg_debug(&co); /* QP_DEBUG: development aid, see dyn(1) */
+    if (tool_debug_on()) { /* QP_DEBUG: development aid, see dyn(1) */
+        co.on_phase = tool_debug_phase;
+        co.on_note = tool_debug_note;
+    }
     /* The analysis on every CPU (at most 8), as qpt-rewrite's: the same result, sooner
      * ready (python3.11 --all: half its time to ready on 2 CPUs). */
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);

@@ -18,7 +18,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "arch/arch.h"
 #include "tools/qp_tool.h"
 #include "tools/tool.h"
 

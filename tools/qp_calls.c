@@ -11,7 +11,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "arch/arch.h"
 #include "report/qp_callgraph.h"
 #include "report/qp_flow.h"
 #include "tools/qp_tool.h"

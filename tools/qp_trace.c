@@ -6,7 +6,7 @@
  *
  *   qp trace blocks PROG [TRACE...]   one line per block run: its address (0x...), in
  *                                     order; lines starting with '#' mark where the
- *                                     walk could not follow exactly (report/qp_trace.h)
+ *                                     walk could not follow exactly (qpt_report.h)
  *   qp trace insns PROG [TRACE...]    one line per instruction run: its address, in
  *                                     order (the blocks' instructions; '#' marks alike)
  *   qp trace stats PROG [TRACE...]    per trace: records, bytes, blocks, bytes per block,
@@ -40,9 +40,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "arch/qp_err.h"
-#include "report/qp_cachesim.h"
-#include "report/qp_trace.h"
+#include "include/qpt/qpt.h"
+#include "include/qpt/qpt_report.h"
 #include "tools/qp_tool.h"
 #include "tools/tool.h"
 
@@ -63,16 +62,16 @@ usage(FILE *f, int rc)
 /* The callees most called of U (D's list of code not traced): ": name N, ...", and
  * the calls through pointers (no name). */
 static void
-untraced_callees(FILE *f, const qp_trace_desc_t *d, const qp_trace_untraced_t *u)
+untraced_callees(FILE *f, const qpt_tr_desc_t *d, const qpt_tr_untraced_t *u)
 {
     enum { SHOWN = 8 };
     uint32_t top[SHOWN], more;
     uint64_t pointers;
-    uint32_t k = qp_trace_untraced_top(d, u, top, SHOWN, &more, &pointers);
+    uint32_t k = qpt_tr_untraced_top(u, top, SHOWN, &more, &pointers);
     for (uint32_t j = 0; j < k; j++)
-        fprintf(f, "%s%s%s %llu", j ? ", " : ": ", d->out_names + d->outs[top[j]].name,
-                d->outs[top[j]].kind == QPT_TO_LEFT ? " (left in place)" : "",
-                (unsigned long long)u->by[top[j]]);
+        fprintf(f, "%s%s%s %llu", j ? ", " : ": ", qpt_tr_untraced_name(d, top[j]),
+                qpt_tr_untraced_is_left(d, top[j]) ? " (left in place)" : "",
+                (unsigned long long)qpt_tr_untraced_by(u, top[j]));
     if (more)
         fprintf(f, ", %u more", more);
     if (pointers)
@@ -81,9 +80,9 @@ untraced_callees(FILE *f, const qp_trace_desc_t *d, const qp_trace_untraced_t *u
 
 typedef struct out {
     FILE *f;
-    qp_trace_untraced_t u, total; /* what this trace, all traces, do not cover */
-    const qp_trace_desc_t *d; /* insns */
-    qp_cachesim_t *sim; /* cachesim */
+    qpt_tr_untraced_t *u, *total; /* what this trace, all traces, do not cover */
+    const qpt_tr_desc_t *d; /* insns */
+    qpt_tr_cachesim_t *sim; /* cachesim */
     uint64_t hash; /* FNV-1a over the blocks' addresses, in order (stats) */
     /* Progress on stderr when it is a terminal and the output is not. */
     int progress;
@@ -123,7 +122,7 @@ hash_block(void *arg, uint32_t block, uint64_t addr)
 {
     out_t *o = arg;
     tick(o);
-    qp_trace_untraced_block(&o->u, o->d, block);
+    qpt_tr_untraced_block(o->u, block);
     for (int i = 0; i < 8; i++) {
         o->hash ^= (addr >> (8 * i)) & 0xff;
         o->hash *= 0x100000001b3ull;
@@ -136,7 +135,7 @@ on_block(void *arg, uint32_t block, uint64_t addr)
 {
     out_t *o = arg;
     tick(o);
-    qp_trace_untraced_block(&o->u, o->d, block);
+    qpt_tr_untraced_block(o->u, block);
     fprintf(o->f, "0x%llx\n", (unsigned long long)addr);
     return 0;
 }
@@ -146,10 +145,12 @@ on_block_insns(void *arg, uint32_t block, uint64_t addr)
 {
     out_t *o = arg;
     tick(o);
-    qp_trace_untraced_block(&o->u, o->d, block);
-    for (uint32_t i = o->d->ifirst[block]; i < o->d->ifirst[block + 1]; i++) {
+    qpt_tr_untraced_block(o->u, block);
+    const uint8_t *len;
+    uint32_t n = qpt_tr_block_insns(o->d, block, &len);
+    for (uint32_t i = 0; i < n; i++) {
         fprintf(o->f, "0x%llx\n", (unsigned long long)addr);
-        addr += o->d->ilen[i];
+        addr += len[i];
     }
     return 0;
 }
@@ -158,7 +159,7 @@ static int
 on_mark(void *arg, const char *what, uint64_t addr)
 {
     out_t *o = arg;
-    qp_trace_untraced_mark(&o->u, what);
+    qpt_tr_untraced_mark(o->u, what);
     if (addr)
         fprintf(o->f, "# %s (at 0x%llx)\n", what, (unsigned long long)addr);
     else
@@ -182,7 +183,7 @@ sim_access(void *arg, unsigned access, uint64_t addr, uint32_t size, uint64_t in
     (void)insn;
     out_t *o = arg;
     tick(o);
-    qp_cachesim_access(o->sim, addr, size, access == QPT_TM_STORE);
+    qpt_tr_cachesim_access(o->sim, addr, size, access == QPT_TR_STORE);
     return 0;
 }
 
@@ -202,45 +203,58 @@ count_mark(void *arg, const char *what, uint64_t addr)
 {
     (void)addr;
     out_t *o = arg;
-    qp_trace_untraced_mark(&o->u, what);
+    qpt_tr_untraced_mark(o->u, what);
+    return 0;
+}
+
+static int
+ignore_mark(void *arg, const char *what, uint64_t addr)
+{
+    (void)arg;
+    (void)what;
+    (void)addr;
     return 0;
 }
 
 /* One line of qp trace stats: what this trace does not cover. */
 static void
-untraced_stats(FILE *f, const qp_trace_desc_t *d, const char *path, uint64_t tid,
-               const qp_trace_untraced_t *u)
+untraced_stats(FILE *f, const qpt_tr_desc_t *d, const char *path, uint64_t tid,
+               const qpt_tr_untraced_t *u)
 {
+    qpt_tr_untraced_counts_t c;
+    qpt_tr_untraced_counts(u, &c);
     fprintf(f, "%s: tid %llu: not traced: %llu calls of code that is not traced (shared "
                "libraries through the PLT or GOT, procedures left in place, pointers to such code: "
                "what it ran is not in this trace, its callbacks into traced code are), %llu "
                "calls of C library functions that never call back (memcpy, ...), %llu places "
                "cut; calls",
-            path, (unsigned long long)tid, (unsigned long long)u->calls,
-            (unsigned long long)u->leaf, (unsigned long long)u->cuts);
+            path, (unsigned long long)tid, (unsigned long long)c.calls,
+            (unsigned long long)c.leaf, (unsigned long long)c.cuts);
     untraced_callees(f, d, u);
     fputc('\n', f);
 }
 
 /* qp trace stats: the procedures the rewrite left in place (not traced), once. */
 static void
-untraced_procs(FILE *f, const char *prog, const qp_trace_desc_t *d)
+untraced_procs(FILE *f, const char *prog, const qpt_tr_desc_t *d)
 {
-    if (d->outs == NULL) {
+    qpt_tr_desc_info_t di;
+    qpt_tr_desc_info(d, &di);
+    if (!di.lists_untraced) {
         fprintf(f, "%s: %u procedures traced; the description does not list the code not "
-                   "traced (rewritten by an older qpt-rewrite)\n", prog, d->hdr.nprocs);
+                   "traced (rewritten by an older qpt-rewrite)\n", prog, di.nprocs);
         return;
     }
     fprintf(f, "%s: %u procedures traced, %u left in place by the rewrite (not traced)", prog,
-            d->hdr.nprocs, qp_trace_left_in_place(d));
+            di.nprocs, di.left_in_place);
     uint32_t k = 0;
-    for (uint32_t i = 0; i < d->nouts && k <= 8; i++) {
-        if (d->outs[i].kind != QPT_TO_LEFT)
+    for (uint32_t i = 0; i < di.nuntraced && k <= 8; i++) {
+        if (!qpt_tr_untraced_is_left(d, i))
             continue;
         if (k == 8)
             fprintf(f, ", ...");
         else
-            fprintf(f, "%s%s", k == 0 ? ": " : ", ", d->out_names + d->outs[i].name);
+            fprintf(f, "%s%s", k == 0 ? ": " : ", ", qpt_tr_untraced_name(d, i));
         k++;
     }
     fputc('\n', f);
@@ -249,14 +263,16 @@ untraced_procs(FILE *f, const char *prog, const qp_trace_desc_t *d)
 /* The note at the end of qp trace blocks, insns, mem and cachesim (stderr: their output
  * stays a list of blocks, instructions or accesses). */
 static void
-untraced_note(const qp_trace_desc_t *d, const qp_trace_untraced_t *u)
+untraced_note(const qpt_tr_desc_t *d, const qpt_tr_untraced_t *u)
 {
-    if (u->calls + u->leaf == 0)
+    qpt_tr_untraced_counts_t c;
+    qpt_tr_untraced_counts(u, &c);
+    if (c.calls + c.leaf == 0)
         return;
     fprintf(stderr, "qp: trace: not traced: %llu calls of code that is not traced and %llu "
                     "of C library functions that never call back: what they ran is not in "
                     "this trace (qp trace stats); calls",
-            (unsigned long long)u->calls, (unsigned long long)u->leaf);
+            (unsigned long long)c.calls, (unsigned long long)c.leaf);
     untraced_callees(stderr, d, u);
     fputc('\n', stderr);
 }
@@ -321,79 +337,77 @@ find_traces(const char *prog, char ***v, size_t *n)
 enum { MODE_BLOCKS, MODE_STATS, MODE_MEM, MODE_SIM, MODE_INSNS };
 
 static int
-one_trace(const qp_trace_desc_t *d, const char *path, int mode, int header, out_t *o)
+one_trace(const qpt_tr_desc_t *d, const char *path, int mode, int header, out_t *o)
 {
     char why[600];
-    qpt_trace_file_t h;
-    uint32_t *rec = NULL;
-    uint64_t *vals = NULL;
-    size_t n = 0, nvals = 0;
-    uint64_t bytes = 0, nacc = 0, bias = 0;
+    qpt_tr_file_t *tf = NULL;
+    uint64_t nacc = 0;
     int stats = mode == MODE_STATS;
     o->path = path;
     o->k++;
     o->done = 0;
     show(o, "reading");
-    if (qp_trace_file_read_vals(path, &h, &rec, &n, &vals, &nvals, &bias, &bytes, why,
-                                sizeof(why)) < 0) {
+    if (qpt_tr_file_read(path, &tf, why, sizeof(why)) < 0) {
         show(o, "");
         fprintf(stderr, "qp: %s\n", why);
         return 1;
     }
     show(o, "regenerating");
-    if (h.id != d->hdr.id) {
+    if (!qpt_tr_file_matches(tf, d)) {
         show(o, "");
         fprintf(stderr, "qp: %s: a trace of another program (or of another rewrite of it)\n",
                 path);
-        free(rec);
-        free(vals);
+        qpt_tr_file_free(tf);
         return 1;
     }
+    qpt_tr_file_info_t h;
+    qpt_tr_file_info(tf, &h);
+    qpt_tr_desc_info_t di;
+    qpt_tr_desc_info(d, &di);
     if (header && mode != MODE_STATS && mode != MODE_SIM)
         fprintf(o->f, "# thread %llu\n", (unsigned long long)h.tid);
     o->hash = 0xcbf29ce484222325ull;
-    qp_trace_untraced_reset(&o->u, d);
-    qp_trace_sink_t sink = { stats ? hash_block : mode == MODE_INSNS ? on_block_insns : on_block,
-                             stats ? count_mark : on_mark, o, NULL };
-    qp_trace_stats_t st;
-    qp_trace_mem_sink_t msink = { stats ? count_access : mode == MODE_SIM ? sim_access : on_access,
-                                  stats || mode == MODE_SIM ? count_mark : on_mark, o };
-    int rc = mode == MODE_MEM || mode == MODE_SIM ? qp_trace_mem_regen(d, rec, n, vals, nvals, bias, &msink, &st, &nacc)
-                              : qp_trace_regen(d, rec, n, &sink, &st);
-    if (rc == 0 && stats && d->mblocks != NULL) {
-        qp_trace_stats_t st2;
-        qp_trace_untraced_t keep = o->u; /* the second walk marks the same places again */
-        rc = qp_trace_mem_regen(d, rec, n, vals, nvals, bias, &msink, &st2, &nacc);
-        o->u = keep;
+    qpt_tr_untraced_reset(o->u);
+    qpt_tr_sink_t sink = { stats ? hash_block : mode == MODE_INSNS ? on_block_insns : on_block,
+                           stats ? count_mark : on_mark, o, NULL };
+    qpt_tr_stats_t st;
+    qpt_tr_mem_sink_t msink = { stats ? count_access : mode == MODE_SIM ? sim_access : on_access,
+                                stats || mode == MODE_SIM ? count_mark : on_mark, o };
+    int rc = mode == MODE_MEM || mode == MODE_SIM ? qpt_tr_mem_regen(d, tf, &msink, &st, &nacc)
+                              : qpt_tr_regen(d, tf, &sink, &st);
+    if (rc == 0 && stats && di.has_mem) {
+        qpt_tr_stats_t st2;
+        /* the second walk meets the same marks again: not counted twice */
+        msink.mark = ignore_mark;
+        rc = qpt_tr_mem_regen(d, tf, &msink, &st2, &nacc);
     }
     if (rc == 0 && (mode == MODE_MEM || mode == MODE_SIM)) /* no blocks in the address walk */
-        rc = qp_trace_untraced_walk(d, rec, n, &o->u);
-    qp_trace_untraced_end(&o->u, d);
-    qp_trace_untraced_add(&o->total, &o->u, d);
-    free(rec);
-    free(vals);
+        rc = qpt_tr_untraced_walk(tf, o->u);
+    qpt_tr_untraced_end(o->u);
+    qpt_tr_untraced_add(o->total, o->u);
+    qpt_tr_file_free(tf);
     show(o, "");
     if (rc < 0) {
         fprintf(stderr, "qp: %s: %s\n", path,
-                rc == QP_EINVAL ? "a record names no event of the program's trace description"
-                                : qp_strerror(rc));
+                rc == QPT_EINVAL ? "a record names no event of the program's trace description"
+                                 : qpt_strerror(rc));
         return 1;
     }
     if (stats) {
         fprintf(o->f, "%s: tid %llu: %llu records, %llu bytes, %llu blocks, %.3f bytes per "
                       "block, %llu marks, blocks hash %016llx%s\n",
                 path, (unsigned long long)h.tid, (unsigned long long)st.records,
-                (unsigned long long)bytes, (unsigned long long)st.blocks,
-                st.blocks ? (double)bytes / (double)st.blocks : 0.0,
+                (unsigned long long)h.bytes, (unsigned long long)st.blocks,
+                st.blocks ? (double)h.bytes / (double)st.blocks : 0.0,
                 (unsigned long long)st.marks, (unsigned long long)o->hash,
                 st.complete ? "" : ", incomplete");
-        if (d->mblocks != NULL)
+        if (di.has_mem)
             fprintf(o->f, "%s: tid %llu: %llu data accesses, %llu address values, %.3f bytes "
                           "per access (all records), load bias 0x%llx\n",
                     path, (unsigned long long)h.tid, (unsigned long long)nacc,
-                    (unsigned long long)nvals, nacc ? (double)bytes / (double)nacc : 0.0,
-                    (unsigned long long)bias);
-        untraced_stats(o->f, d, path, h.tid, &o->u);
+                    (unsigned long long)h.nvals, nacc ? (double)h.bytes / (double)nacc : 0.0,
+                    (unsigned long long)h.bias);
+        untraced_stats(o->f, d, path, h.tid, o->u);
     }
     return 0;
 }
@@ -410,7 +424,7 @@ qp_trace_main(int argc, char **argv)
         : strcmp(argv[2], "cachesim") == 0   ? MODE_SIM
         : strcmp(argv[2], "insns") == 0      ? MODE_INSNS
                                              : MODE_BLOCKS;
-    static qp_cachesim_t sim;
+    qpt_tr_cachesim_t *sim = NULL;
     const char *l1 = "32k:8:64", *ll = "8m:16:64";
     int first = 3;
     while (mode == MODE_SIM && first + 1 < argc
@@ -422,15 +436,15 @@ qp_trace_main(int argc, char **argv)
         first += 2;
     }
     if (mode == MODE_SIM) {
-        if (qp_cache_parse(l1, &sim.l1) < 0 || qp_cache_parse(ll, &sim.ll) < 0) {
+        if (!qpt_tr_cache_spec_ok(l1) || !qpt_tr_cache_spec_ok(ll)) {
             fprintf(stderr, "qp: trace cachesim: a cache is SIZE:WAYS:LINE (e.g. 32k:8:64; "
                             "LINE and SIZE/(WAYS*LINE) powers of 2): %s\n",
-                    qp_cache_parse(l1, &sim.l1) < 0 ? l1 : ll);
+                    !qpt_tr_cache_spec_ok(l1) ? l1 : ll);
             return 2;
         }
         if (first >= argc)
             return usage(stderr, 2);
-        if (qp_cache_init(&sim.l1) < 0 || qp_cache_init(&sim.ll) < 0) {
+        if (qpt_tr_cachesim_create(l1, ll, &sim) < 0) {
             fprintf(stderr, "qp: trace cachesim: out of memory\n");
             return 1;
         }
@@ -444,23 +458,27 @@ qp_trace_main(int argc, char **argv)
         return 2;
     }
     const char *prog = argv[3];
-    qp_trace_desc_t d;
+    qpt_tr_desc_t *d = NULL;
     char why[600];
-    if (qp_trace_desc_read(prog, &d, why, sizeof(why)) < 0) {
+    if (qpt_tr_desc_read(prog, &d, why, sizeof(why)) < 0) {
         fprintf(stderr, "qp: %s\n", why);
+        qpt_tr_cachesim_destroy(sim);
         return 1;
     }
-    if ((mode == MODE_MEM || mode == MODE_SIM || text) && d.mblocks == NULL) {
+    qpt_tr_desc_info_t di;
+    qpt_tr_desc_info(d, &di);
+    if ((mode == MODE_MEM || mode == MODE_SIM || text) && !di.has_mem) {
         fprintf(stderr, "qp: %s: no address-trace description: not rewritten with --trace-mem\n",
                 prog);
-        qp_trace_desc_free(&d);
+        qpt_tr_desc_free(d);
+        qpt_tr_cachesim_destroy(sim);
         return 1;
     }
     if (text) {
-        for (uint32_t b = 0; b < d.hdr.nblocks; b++)
-            printf("0x%llx 0x%llx\n", (unsigned long long)d.blocks[b].start,
-                   (unsigned long long)d.mblocks[b].end);
-        qp_trace_desc_free(&d);
+        for (uint32_t b = 0; b < di.nblocks; b++)
+            printf("0x%llx 0x%llx\n", (unsigned long long)qpt_tr_block_start(d, b),
+                   (unsigned long long)qpt_tr_block_mem_end(d, b));
+        qpt_tr_desc_free(d);
         return fflush(stdout) != 0;
     }
     char **files = NULL;
@@ -472,16 +490,17 @@ qp_trace_main(int argc, char **argv)
     } else if (find_traces(prog, &files, &nfiles) < 0 || nfiles == 0) {
         fprintf(stderr, "qp: %s: no trace files (%s.trace.TID); run the program first\n", prog,
                 prog);
-        qp_trace_desc_free(&d);
+        qpt_tr_desc_free(d);
+        qpt_tr_cachesim_destroy(sim);
         free(files);
         return 1;
     } else
         owned = 1;
     static out_t o;
     o.f = stdout;
-    o.d = &d;
-    o.sim = &sim;
-    if (qp_trace_untraced_init(&o.u, &d) < 0 || qp_trace_untraced_init(&o.total, &d) < 0) {
+    o.d = d;
+    o.sim = sim;
+    if (qpt_tr_untraced_create(d, &o.u) < 0 || qpt_tr_untraced_create(d, &o.total) < 0) {
         fprintf(stderr, "qp: trace: out of memory\n");
         return 1;
     }
@@ -490,37 +509,38 @@ qp_trace_main(int argc, char **argv)
     o.n = nfiles;
     int rc = 0;
     if (mode == MODE_STATS)
-        untraced_procs(o.f, prog, &d);
+        untraced_procs(o.f, prog, d);
     for (size_t i = 0; i < nfiles && rc == 0; i++)
-        rc = one_trace(&d, files[i], mode, nfiles > 1, &o);
+        rc = one_trace(d, files[i], mode, nfiles > 1, &o);
     if (rc == 0 && mode != MODE_STATS)
-        untraced_note(&d, &o.total);
+        untraced_note(d, o.total);
     if (rc == 0 && mode == MODE_SIM) {
-        uint64_t refs = sim.reads + sim.writes;
-        uint64_t m1 = sim.l1_read_misses + sim.l1_write_misses;
-        uint64_t ml = sim.ll_read_misses + sim.ll_write_misses;
+        qpt_tr_cache_counts_t sc;
+        qpt_tr_cachesim_counts(sim, &sc);
+        uint64_t refs = sc.reads + sc.writes;
+        uint64_t m1 = sc.l1_read_misses + sc.l1_write_misses;
+        uint64_t ml = sc.ll_read_misses + sc.ll_write_misses;
         printf("D   refs: %llu (%llu reads, %llu writes; a modify is a read)\n",
-               (unsigned long long)refs, (unsigned long long)sim.reads,
-               (unsigned long long)sim.writes);
+               (unsigned long long)refs, (unsigned long long)sc.reads,
+               (unsigned long long)sc.writes);
         printf("D1  misses: %llu (%llu reads, %llu writes), %.4f%%  [%s]\n",
-               (unsigned long long)m1, (unsigned long long)sim.l1_read_misses,
-               (unsigned long long)sim.l1_write_misses, refs ? 100.0 * (double)m1 / (double)refs : 0.0,
+               (unsigned long long)m1, (unsigned long long)sc.l1_read_misses,
+               (unsigned long long)sc.l1_write_misses, refs ? 100.0 * (double)m1 / (double)refs : 0.0,
                l1);
         printf("LLd misses: %llu (%llu reads, %llu writes), %.4f%%  [%s]\n",
-               (unsigned long long)ml, (unsigned long long)sim.ll_read_misses,
-               (unsigned long long)sim.ll_write_misses, refs ? 100.0 * (double)ml / (double)refs : 0.0,
+               (unsigned long long)ml, (unsigned long long)sc.ll_read_misses,
+               (unsigned long long)sc.ll_write_misses, refs ? 100.0 * (double)ml / (double)refs : 0.0,
                ll);
     }
-    qp_cache_free(&sim.l1);
-    qp_cache_free(&sim.ll);
+    qpt_tr_cachesim_destroy(sim);
     if (owned) {
         for (size_t i = 0; i < nfiles; i++)
             free(files[i]);
         free(files);
     }
-    qp_trace_desc_free(&d);
-    qp_trace_untraced_free(&o.u);
-    qp_trace_untraced_free(&o.total);
+    qpt_tr_desc_free(d);
+    qpt_tr_untraced_destroy(o.u);
+    qpt_tr_untraced_destroy(o.total);
     if (fflush(stdout) != 0 && rc == 0) {
         fprintf(stderr, "qp: trace: write error\n");
         rc = 1;

@@ -14,26 +14,22 @@
 #include <unistd.h>
 
 #include "include/qpt/qpt.h"
-#include "report/qp_report.h"
+#include "include/qpt/qpt_report.h"
 #include "tools/tool.h"
 #include "tools/tool_metrics.h"
 
 enum { EXIT_INPUT = 1, EXIT_USAGE = 2 };
 
 /* The calls of each procedure in an earlier qp profile: entry address -> calls, sorted. */
-typedef struct entry_calls {
-    uint64_t entry, calls;
-} entry_calls_t;
-
 typedef struct calls_table {
-    entry_calls_t *v;
+    qpt_entry_calls_t *v;
     size_t n;
 } calls_table_t;
 
 static int
 cmp_entry(const void *a, const void *b)
 {
-    const entry_calls_t *x = a, *y = b;
+    const qpt_entry_calls_t *x = a, *y = b;
     return x->entry < y->entry ? -1 : x->entry > y->entry;
 }
 
@@ -41,7 +37,7 @@ static uint64_t
 calls_at(void *arg, uint64_t entry)
 {
     const calls_table_t *t = arg;
-    entry_calls_t key = { entry, 0 }, *e = bsearch(&key, t->v, t->n, sizeof(key), cmp_entry);
+    qpt_entry_calls_t key = { entry, 0 }, *e = bsearch(&key, t->v, t->n, sizeof(key), cmp_entry);
     return e ? e->calls : 0;
 }
 
@@ -50,20 +46,14 @@ static int
 predict(const char *prog_name, qm_set_t *set, qpt_space_t *s, const char *profile)
 {
     char why[2048];
-    qp_edge_count_t *v = NULL;
-    size_t n = 0;
-    if (qp_edge_counts_read(profile, &v, &n, why, sizeof(why)) < 0) {
-        fprintf(stderr, "%s: --predict: %s\n", prog_name, why);
+    calls_table_t t = { NULL, 0 };
+    why[0] = '\0';
+    int rc = qpt_profile_entry_calls(profile, &t.v, &t.n, why, sizeof(why));
+    if (rc < 0) {
+        fprintf(stderr, "%s: --predict: %s\n", prog_name, why[0] ? why : qpt_strerror(rc));
         return -1;
     }
-    calls_table_t t = { calloc(n + 1, sizeof(entry_calls_t)), 0 };
-    for (size_t i = 0; t.v != NULL && i < n; i++)
-        if (v[i].kind == QP_EDGE_ENTRY)
-            t.v[t.n++] = (entry_calls_t) { v[i].to, v[i].count };
-    free(v);
-    if (t.v == NULL)
-        return -1;
-    qsort(t.v, t.n, sizeof(entry_calls_t), cmp_entry);
+    qsort(t.v, t.n, sizeof(qpt_entry_calls_t), cmp_entry);
     double cpn = qm_cycles_per_ns();
     for (size_t i = 0; i < qm_count(set); i++) {
         double ns;

@@ -3,8 +3,8 @@
 
 /*
  * PURPOSE: the environment variables the tools read for the library, which never reads
- * the environment itself: QP_DEBUG (the analysis' phase times, through cfg_opts_t's
- * callbacks) and QPT_LEAVE (procedures to leave in place, for ed_opts_t.leave).
+ * the environment itself: QP_DEBUG (the analysis' phase times, through the library's
+ * phase callbacks) and QPT_LEAVE (procedures to leave in place, for ed_opts_t.leave).
  */
 #include "config.h"
 
@@ -56,16 +56,6 @@ tool_debug_note(void *arg, const char *line)
 {
     (void)arg;
     fprintf(stderr, "qp-debug: %s\n", line);
-}
-
-void
-tool_cfg_debug(cfg_opts_t *o)
-{
-    if (!tool_debug_on())
-        return;
-    o->on_phase = tool_debug_phase;
-    o->on_note = tool_debug_note;
-    o->cb_arg = NULL;
 }
 
 /*****************************************************************************

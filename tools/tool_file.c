@@ -18,7 +18,7 @@
 FILE *
 tool_fopen_read(const char *path, char *why, size_t whylen)
 {
-    int fd = qp_file_open_read(path, why, whylen);
+    int fd = qpt_file_open_read(path, why, whylen);
     if (fd < 0)
         return NULL;
     FILE *f = fdopen(fd, "r");
@@ -34,20 +34,21 @@ tool_out_open(tool_out_t *t, const char *prog, const char *path)
 {
     t->f = stdout;
     t->name = "standard output";
-    t->o.fd = -1;
-    t->o.tmp = NULL;
+    t->o = NULL;
     if (path == NULL)
         return 0;
     t->name = path;
     char why[256] = "";
-    int rc = qp_out_open(&t->o, path, why, sizeof(why));
-    if (rc == 0 && (t->f = fdopen(t->o.fd, "w")) == NULL) {
+    int fd = -1;
+    int rc = qpt_out_open(&t->o, path, &fd, why, sizeof(why));
+    if (rc == 0 && (t->f = fdopen(fd, "w")) == NULL) {
         snprintf(why, sizeof(why), "%s", strerror(errno));
-        qp_out_abort(&t->o);
+        qpt_out_abort(t->o, 0);
+        t->o = NULL;
         rc = -1;
     }
     if (rc < 0) {
-        fprintf(stderr, "%s: %s: %s\n", prog, path, why[0] ? why : qp_strerror(rc));
+        fprintf(stderr, "%s: %s: %s\n", prog, path, why[0] ? why : qpt_strerror(rc));
         t->f = NULL;
         return -1;
     }
@@ -70,11 +71,16 @@ tool_out_close(tool_out_t *t, const char *prog, int ok)
     if (fclose(t->f) != 0 && err == 0)
         err = errno ? errno : EIO;
     t->f = NULL;
-    t->o.fd = -1; /* closed with the stream */
+    qpt_out_t *o = t->o; /* its descriptor closed with the stream */
+    t->o = NULL;
     char why[256] = "";
-    if (err == 0 && ok && qp_out_commit(&t->o, why, sizeof(why)) == 0)
-        return 0;
-    qp_out_abort(&t->o); /* the path stays as it was */
+    if (err == 0 && ok) {
+        if (qpt_out_commit(o, 1, why, sizeof(why)) == 0)
+            return 0;
+        /* a failed commit removed the output: the path stays as it was */
+    } else {
+        qpt_out_abort(o, 1); /* the path stays as it was */
+    }
     if (err != 0 || why[0] != '\0')
         fprintf(stderr, "%s: %s: %s\n", prog, t->name, err != 0 ? strerror(err) : why);
     return -1;

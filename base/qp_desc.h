@@ -5,8 +5,8 @@
 /*
  * PURPOSE: the description (.qpt.desc, qp_format.h) in memory: what a driver measured
  * where. Drivers build it and serialize it for the rewriter; readers (report/, for qp)
- * parse it with full validation. This is the format both sides share, so it stays in
- * driver/ (which writes it) and report/ includes it; driver/ never includes report/.
+ * parse it with full validation. This is the format both sides share, so it is in
+ * base/, below both (driver/ writes it, report/ reads it; neither includes the other).
  * The input of parse is untrusted: every index, size and string is checked before use,
  * and a failure comes with one line saying why. No printing, no exit, no ELF here: the
  * caller finds the section bytes (cfg/) and prints (tools/).

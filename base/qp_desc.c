@@ -15,8 +15,8 @@
 #include <string.h>
 
 #include "base/qp_bytes.h"
-#include "cfg/cfg.h"
-#include "driver/qp_desc.h"
+#include "base/qp_edge.h"
+#include "base/qp_desc.h"
 
 /* Edge kinds 0..CFG_NEDGE_KINDS-1 must be cfg's; the format relies on the same values. */
 _Static_assert(CFG_EDGE_FALL == 0 && CFG_EDGE_CALLRET == 5 && CFG_EDGE_RETURN == 6
@@ -645,7 +645,7 @@ cmp_u32(const void *a, const void *b)
 static void
 ra_parts(uint64_t *ra, uint32_t n, chunk_plan_t *c)
 {
-    qsort(ra, n, sizeof(uint64_t), cfg_u64_cmp);
+    qsort(ra, n, sizeof(uint64_t), qp_u64_cmp);
     uint32_t cut[RA_PARTS - 1], ncut = 0; /* an interval ends after ra[cut[j]] */
     while (ncut < RA_PARTS - 1) {
         uint32_t best = n;

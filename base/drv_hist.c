@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "driver/drv_hist.h"
+#include "base/drv_hist.h"
 
 int
 drv_hist_init(drv_hist_t *h, size_t nseries, size_t nbuckets, double width, double t0)
