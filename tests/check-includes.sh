@@ -22,6 +22,8 @@
 set -u
 top=${top_srcdir:-.}
 debts=${QPT_INCLUDE_DEBTS:-$top/tests/include-debts.txt}
+# (absolute before the cd: in a VPATH build, as make distcheck's, top_srcdir is relative)
+case $debts in /*) ;; *) debts=$PWD/$debts ;; esac
 cd "$top" || exit 99
 # check FILE ALLOWED-PROJECT-PREFIXES FORBIDDEN-SYSTEM-HEADERS
 check() {

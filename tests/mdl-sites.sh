@@ -50,12 +50,12 @@ dyn_skip_untraced "$dir/live.err"
 check "$dir/live.out" "live"
 grep -q '^slept$' "$dir/live.out" || bad "live: output $(cat "$dir/live.out")"
 
-# attach NAME DYN-OPTIONS...: attach to "prog 15" (15 naps of 200 ms from one site) for
+# attach NAME DYN-OPTIONS...: attach to "prog 40" (40 naps of 200 ms from one site) for
 # a while, the options saying how the timer goes out; the program must end well.
 attach() {
     name=$1
     shift
-    "$dir/prog" 15 >"$dir/$name.prog" &
+    "$dir/prog" 40 >"$dir/$name.prog" &
     tpid=$!
     sleep 0.5
     before=$(text_of $tpid)
