@@ -52,6 +52,7 @@ typedef struct ctx {
     } *chk;
     size_t nchk, capchk;
     size_t tail_unfollowed;
+    const qm_set_t *set;  /* the set placed (its front end's hooks) */
 } ctx_t;
 
 /*****************************************************************************
@@ -150,6 +151,17 @@ notef(ctx_t *c, const char *fmt, ...)
     c->note(c->arg, buf);
 }
 
+/* Procedure PROC (a name or a call site's label) left out of metric M because of WHY:
+ * told to the front end's hook, or a note "M: PROC WHAT: WHY". */
+static void
+refusal(ctx_t *c, const qm_metric_t *m, const char *what, const char *proc, const char *why)
+{
+    if (c->set != NULL && c->set->hooks.refused != NULL)
+        c->set->hooks.refused(c->set->hooks.arg, (size_t)(m - c->set->v), proc, why);
+    else
+        notef(c, "%s: %s %s: %s", m->name, proc, what, why);
+}
+
 static int
 cmp_u32(const void *a, const void *b)
 {
@@ -211,7 +223,7 @@ matching(ctx_t *c, const qm_metric_t *m, const char *pattern, size_t *n, size_t 
         if (no != NULL) {
             (*nrefused)++;
             if (note_refused)
-                notef(c, "%s: %s left out: %s", m->name, name, no);
+                refusal(c, m, "left out", name, no);
             continue;
         }
         v[(*n)++] = i;
@@ -227,7 +239,7 @@ matching(ctx_t *c, const qm_metric_t *m, const char *pattern, size_t *n, size_t 
                 if (no != NULL) {
                     (*nrefused)++;
                     if (note_refused)
-                        notef(c, "%s: %s left out: %s", m->name, qpt_proc_name(c->s, i), no);
+                        refusal(c, m, "left out", qpt_proc_name(c->s, i), no);
                 } else
                     v[(*n)++] = i;
                 break;
@@ -431,7 +443,8 @@ tally(ctx_t *c, qpt_snippet_t *sn, const qm_metric_t *m, uint64_t w)
 {
     if (!QM_IS_VALUED(m->kind))
         return m->per_thread ? qpt_add_at(sn, tword(sn, m, w), qpt_const(sn, 1), 0)
-                             : qpt_add_to(sn, m->var + 8 * w, qpt_const(sn, 1), 1);
+                             : qpt_add_to(sn, m->var + 8 * w, qpt_const(sn, 1),
+                                          c->set == NULL || !c->set->hooks.plain);
     qpt_expr_t v = compile_expr(c, sn, m->value), acc;
     if (m->kind == QM_SUM || m->kind == QM_AVG)
         acc = qpt_add_at(sn, tword(sn, m, w + 1), v, 0);
@@ -784,7 +797,7 @@ place_proc(ctx_t *c, qm_metric_t *m, uint32_t p, uint64_t row)
     if (rc == 1) {
         undo_to(c, mark);
         c->nchk = cmark;
-        notef(c, "%s: %s not measured: %s", m->name, qpt_proc_name(c->s, p), why ? why : "?");
+        refusal(c, m, "not measured", qpt_proc_name(c->s, p), why ? why : "?");
     } else if (rc == 0)
         c->tail_unfollowed += unfollowed;
     qpt_snippet_destroy(sn);
@@ -819,6 +832,32 @@ check_pattern(ctx_t *c, const qm_metric_t *m, const char *pattern, unsigned line
                               "-v): none can take snippets"
                             : "no procedure matches '%s'",
                        shown);
+}
+
+/*
+ * A lenient set's metric M (its space in C) whose pattern no procedure that can take
+ * snippets matches: its refusals and (none at all) its pattern told to the hooks, and it
+ * is out. 1 then (*RC: 0, or QPT_ENOMEM), else 0 (it is checked as usual).
+ */
+static int
+matches_nothing(ctx_t *c, qm_metric_t *m, int *rc)
+{
+    size_t n, nref;
+    uint32_t *v = matching(c, m, m->pattern, &n, &nref, 0);
+    *rc = 0;
+    if (v == NULL) {
+        *rc = QPT_ENOMEM;
+        return 1;
+    }
+    free(v);
+    if (n > 0)
+        return 0;
+    if (nref > 0 && (v = matching(c, m, m->pattern, &n, &nref, 1)) != NULL)
+        free(v);
+    else if (nref == 0 && c->set->hooks.nomatch != NULL)
+        c->set->hooks.nomatch(c->set->hooks.arg, (size_t)(m - c->set->v), m->pattern);
+    qm_set_off((qm_set_t *)c->set, (size_t)(m - c->set->v));
+    return 1;
 }
 
 /* Check metric M against the program: its procedures, its inside procedures, its names. */
@@ -930,7 +969,7 @@ place_site(ctx_t *c, qm_metric_t *m, const site_t *s, uint64_t row)
 {
     char fwhy[320];
     if (resolve_metric_fields(c, s->callee, m, fwhy, sizeof(fwhy))) {
-        notef(c, "%s: %s not measured: %s", m->name, s->label, fwhy);
+        refusal(c, m, "not measured", s->label, fwhy);
         return 1;
     }
     qpt_snippet_t *sn = qpt_snippet_create();
@@ -946,7 +985,7 @@ place_site(ctx_t *c, qm_metric_t *m, const site_t *s, uint64_t row)
         inc = qpt_if(sn, cond, inc, QPT_NONE);
     int rc = put(c, &s->pt, sn, inc, !m->append) != 0;
     if (rc == 1)
-        notef(c, "%s: %s not measured: %s", m->name, s->label, qpt_error(c->s));
+        refusal(c, m, "not measured", s->label, qpt_error(c->s));
     qpt_snippet_destroy(sn);
     return rc;
 }
@@ -1062,7 +1101,7 @@ place_metric(ctx_t *c, qm_metric_t *m)
         m->procs[nsites].measured = all != NULL && kept == nprocs_all;
         free(all);
     }
-    if (rc == 0 && measured == 0)
+    if (rc == 0 && measured == 0 && !c->set->hooks.lenient)
         rc = qm_error_at(m->src, m->origin, m->pat_line, m->pat_col, c->why, c->whylen,
                          "no procedure matching '%s' can be measured (see the notes)",
                          m->pattern);
@@ -1120,7 +1159,7 @@ qm_insert(qm_set_t *set, qpt_space_t *s, qm_note_fn note, void *arg, char *why, 
     why[0] = '\0';
     if (set == NULL || s == NULL)
         return QPT_EINVAL;
-    ctx_t c = { .s = s, .note = note, .arg = arg, .why = why, .whylen = whylen };
+    ctx_t c = { .s = s, .note = note, .arg = arg, .why = why, .whylen = whylen, .set = set };
     int rc = 0;
     /* The metrics parsed since the last call. Everything that can be wrong with their
      * text, before anything is inserted. */
@@ -1131,7 +1170,7 @@ qm_insert(qm_set_t *set, qpt_space_t *s, qm_note_fn note, void *arg, char *why, 
             if ((c.s = qm_space(set, i, s, lwhy, sizeof(lwhy))) == NULL)
                 rc = qm_error_at(m->src, m->origin, m->pat_line, m->pat_col, why, whylen,
                                  "%s", lwhy);
-            else
+            else if (!set->hooks.lenient || !matches_nothing(&c, m, &rc))
                 rc = check_metric(&c, m);
         }
     size_t *mark = calloc(set->n + 1, sizeof(size_t));
@@ -1413,8 +1452,8 @@ qm_drop_parsed(qm_set_t *set)
 /* Take procedure P out of metric M (in space SP): its insertions, its row measured no
  * more, a note; then the procedures whose pending tail calls P's returns were to stop. */
 static void
-drop_proc(qm_metric_t *m, qpt_space_t *sp, uint32_t p, qm_note_fn note, void *arg,
-          const char *why, int depth)
+drop_proc(const qm_set_t *set, qm_metric_t *m, qpt_space_t *sp, uint32_t p, qm_note_fn note,
+          void *arg, const char *why, int depth)
 {
     size_t k = 0;
     for (size_t i = 0; i < m->nhandles; i++) {
@@ -1428,7 +1467,10 @@ drop_proc(qm_metric_t *m, qpt_space_t *sp, uint32_t p, qm_note_fn note, void *ar
     for (size_t i = 0; i < m->nprocs; i++)
         if (m->procs[i].index == p && m->procs[i].measured) {
             m->procs[i].measured = 0;
-            if (note != NULL) {
+            if (set->hooks.refused != NULL)
+                set->hooks.refused(set->hooks.arg, (size_t)(m - set->v), qpt_proc_name(sp, p),
+                                   why);
+            else if (note != NULL) {
                 char line[700];
                 snprintf(line, sizeof(line), "%s: %s not measured: %s", m->name,
                          qpt_proc_name(sp, p), why);
@@ -1442,7 +1484,7 @@ drop_proc(qm_metric_t *m, qpt_space_t *sp, uint32_t p, qm_note_fn note, void *ar
             char w2[300];
             snprintf(w2, sizeof(w2), "its tail callee %s could not be measured",
                      qpt_proc_name(sp, p));
-            drop_proc(m, sp, from, note, arg, w2, depth + 1);
+            drop_proc(set, m, sp, from, note, arg, w2, depth + 1);
         }
 }
 
@@ -1469,7 +1511,7 @@ qm_drop_refused(qm_set_t *set, qpt_space_t *s, qpt_space_t *space, qpt_handle_t 
         for (size_t k = 0; k < m->nhandles && !owned; k++)
             owned = m->handles[k] == h;
         if (here) {
-            drop_proc(m, space, pt.proc, note, arg, why, 0);
+            drop_proc(set, m, space, pt.proc, note, arg, why, 0);
             dropped = 1;
         }
     }
@@ -1477,3 +1519,28 @@ qm_drop_refused(qm_set_t *set, qpt_space_t *s, qpt_space_t *space, qpt_handle_t 
     return dropped ? 0 : QPT_ENOTFOUND;
 }
 
+void
+qm_set_hooks(qm_set_t *set, const qm_hooks_t *hooks)
+{
+    if (set == NULL)
+        return;
+    if (hooks != NULL)
+        set->hooks = *hooks;
+    else
+        memset(&set->hooks, 0, sizeof(set->hooks));
+}
+
+int
+qm_measured(const qm_set_t *set, size_t i, const char ***names, size_t *n)
+{
+    if (set == NULL || i >= set->n || names == NULL || n == NULL)
+        return QPT_EINVAL;
+    const qm_metric_t *m = &set->v[i];
+    *n = 0;
+    if ((*names = malloc((m->nprocs + 1) * sizeof(const char *))) == NULL)
+        return QPT_ENOMEM;
+    for (size_t k = 0; m->state == QM_ON && k < m->nprocs; k++)
+        if (m->procs[k].measured)
+            (*names)[(*n)++] = m->procs[k].name;
+    return 0;
+}
