@@ -52,12 +52,13 @@ void qm_free(qm_set_t *set);
  * metric leaves out, and why (REFUSED: instead of a note), of a metric whose pattern
  * matches no procedure (NOMATCH: with LENIENT, instead of an error: the metric is then
  * out, QM_OFF, and the others go in). PLAIN: counts with plain increments, not locked
- * ones (faster; calls made by threads at the same moment may be lost). Set before
+ * ones (faster; calls made by threads at the same moment may be lost). NOMATCH gets
+ * the space the pattern was looked up in. Set before
  * qm_insert; the set keeps a copy.
  */
 typedef struct qm_hooks {
     void (*refused)(void *arg, size_t metric, const char *proc, const char *why);
-    void (*nomatch)(void *arg, size_t metric, const char *pattern);
+    void (*nomatch)(void *arg, size_t metric, const char *pattern, qpt_space_t *s);
     void *arg;             /* ARG of both */
     int lenient;           /* a pattern matching nothing is not an error */
     int plain;             /* plain counter increments */

@@ -855,7 +855,7 @@ matches_nothing(ctx_t *c, qm_metric_t *m, int *rc)
     if (nref > 0 && (v = matching(c, m, m->pattern, &n, &nref, 1)) != NULL)
         free(v);
     else if (nref == 0 && c->set->hooks.nomatch != NULL)
-        c->set->hooks.nomatch(c->set->hooks.arg, (size_t)(m - c->set->v), m->pattern);
+        c->set->hooks.nomatch(c->set->hooks.arg, (size_t)(m - c->set->v), m->pattern, c->s);
     qm_set_off((qm_set_t *)c->set, (size_t)(m - c->set->v));
     return 1;
 }
