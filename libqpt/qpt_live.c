@@ -202,10 +202,10 @@ qpt_live_attach(qpt_space_t *s, int pid, char *why, size_t whylen)
     char exe[64];
     struct stat before, after;
     snprintf(exe, sizeof(exe), "/proc/%d/exe", pid);
+    char buf[256];
     if (stat(exe, &before) < 0) {
         if (why != NULL)
-            snprintf(why, whylen, "%d: %s", pid,
-                     errno == ENOENT ? "no such process" : strerror(errno));
+            snprintf(why, whylen, "%d: %s", pid, dyn_proc_why(pid, errno, buf, sizeof(buf)));
         return QP_EIO;
     }
     int rc = qpt_load_live_program(s, exe, why, whylen);
@@ -217,7 +217,8 @@ qpt_live_attach(qpt_space_t *s, int pid, char *why, size_t whylen)
     if (rc < 0) {
         if (why != NULL)
             snprintf(why, whylen, "%d: %s", pid,
-                     rc == QP_EIO && errno ? strerror(errno) : qp_strerror(rc));
+                     rc == QP_EIO && errno ? dyn_proc_why(pid, errno, buf, sizeof(buf))
+                                           : qp_strerror(rc));
         return rc;
     }
     s->proc = p;

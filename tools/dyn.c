@@ -1330,11 +1330,16 @@ print_clean(int pid, const dyn_clean_report_t *r)
         fprintf(stderr,
             "%s: %d: %u trampoline memor%s of a dyn still running left alone\n",
             prog_name, pid, r->busy, r->busy == 1 ? "y" : "ies");
-    if (r->breaks > 0)
+    if (r->regions == 0 && r->breaks > 0) {
         printf("%s: %d: the loader's breakpoint (libraries loaded later) put back%s\n",
-            prog_name, pid, r->regions == 0 ? stub : "");
-    if (r->regions == 0 && r->breaks > 0)
+            prog_name, pid, stub);
         return;
+    }
+    /* With trampolines too, one line still: the breakpoint goes after the stub's part. */
+    char both[160];
+    snprintf(both, sizeof(both), "%s%s", stub,
+        r->breaks > 0 ? "; the loader's breakpoint (libraries loaded later) put back" : "");
+    stub = both;
     if (r->regions == 0) {
         if (r->stub > 0)
             printf("%s: %d: the bytes under a killed dyn's system-call stub put back "
