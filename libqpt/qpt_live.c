@@ -345,7 +345,7 @@ qpt_live_library(qpt_space_t *s, const char *module, qpt_space_t **out, char *wh
         return rc;
     }
     for (size_t i = 0; i < n; i++)
-        if (!v[i].exe && fnmatch(module, v[i].name, 0) == 0 && found++ == 0)
+        if (!v[i].exe && qpt_module_matches(module, v[i].name) && found++ == 0)
             k = i;
     char list[1024];
     list_libs(v, n, list, sizeof(list));

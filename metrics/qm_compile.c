@@ -156,6 +156,12 @@ notef(ctx_t *c, const char *fmt, ...)
 static void
 refusal(ctx_t *c, const qm_metric_t *m, const char *what, const char *proc, const char *why)
 {
+    char full[600];
+    const char *lname = qpt_library_name(c->s);
+    if (lname != NULL && lib_sep(m->pattern) != NULL && strchr(proc, ':') == NULL) {
+        snprintf(full, sizeof(full), "%s:%s", lname, proc); /* as its row is named */
+        proc = full;
+    }
     if (c->set != NULL && c->set->hooks.refused != NULL)
         c->set->hooks.refused(c->set->hooks.arg, (size_t)(m - c->set->v), proc, why);
     else
@@ -216,8 +222,15 @@ matching(ctx_t *c, const qm_metric_t *m, const char *pattern, size_t *n, size_t 
      * procedures by their names in its space. */
     pattern = proc_pattern(pattern);
     for (uint32_t i = 0; i < np; i++) {
-        const char *name = qpt_proc_name(c->s, i);
-        if (name == NULL || !qpt_proc_match(c->s, i, pattern))
+        /* (by its own name, or an alias at its entry: malloc for __libc_malloc) */
+        const char *name = qpt_proc_match_name(c->s, i, pattern);
+        if (qpt_proc_name(c->s, i) == NULL || name == NULL)
+            continue;
+        /* dyn --count's procedures (a lenient set's) are those of the program: a PLT
+         * stub only when the pattern names the PLT. */
+        size_t len = strlen(qpt_proc_name(c->s, i));
+        if (c->set != NULL && c->set->hooks.lenient && strstr(pattern, "plt") == NULL
+            && len > 4 && strcmp(qpt_proc_name(c->s, i) + len - 4, "@plt") == 0)
             continue;
         const char *no = qpt_proc_refusal(c->s, i);
         if (no != NULL) {
@@ -232,6 +245,7 @@ matching(ctx_t *c, const qm_metric_t *m, const char *pattern, size_t *n, size_t 
      * alias: pthread_mutex_lock for ___pthread_mutex_lock): the symbol's procedure. */
     uint64_t a, size;
     if (*n == 0 && *nrefused == 0 && strpbrk(pattern, "*?[") == NULL
+        && (c->set == NULL || !c->set->hooks.lenient)
         && qpt_symbol(c->s, pattern, &a, &size) == 0) {
         for (uint32_t i = 0; i < np; i++)
             if (qpt_proc_entry(c->s, i) == a) {
@@ -806,6 +820,23 @@ place_proc(ctx_t *c, qm_metric_t *m, uint32_t p, uint64_t row)
     return rc;
 }
 
+/* The name of PROC in metric M's rows: the one its pattern (or one of its list's)
+ * matches it by, an alias at its entry included; its own otherwise. */
+static const char *
+proc_label(ctx_t *c, const qm_metric_t *m, uint32_t proc)
+{
+    char one[1024];
+    for (const char *p = m->pattern; *p;) {
+        size_t len = strcspn(p, "\n");
+        snprintf(one, sizeof(one), "%.*s", (int)len, p);
+        p += len + (p[len] == '\n');
+        const char *name = qpt_proc_match_name(c->s, proc, proc_pattern(one));
+        if (name != NULL)
+            return name;
+    }
+    return qpt_proc_name(c->s, proc);
+}
+
 /* Does PATTERN (written at LINE:COL of M) match a procedure that can take snippets? */
 static int
 check_pattern(ctx_t *c, const qm_metric_t *m, const char *pattern, unsigned line, unsigned col)
@@ -1028,11 +1059,17 @@ place_metric(ctx_t *c, qm_metric_t *m)
         /* (the line table is read only for per module: libc's takes 0.1 s) */
         const char *mod = sites || m->focus != QM_PER_MODULE ? NULL
                                                                : qpt_proc_module(c->s, procs[i]);
-        const char *label = !sites ? qpt_proc_name(c->s, procs[i])
+        const char *label = !sites ? proc_label(c, m, procs[i])
                             : i < nsites ? sites[i].label
                                          : "other calls (through pointers, tail calls)";
         char full[512], lib[256];
-        if (lsep != NULL) {
+        /* (named by the library's file as mapped: libqv.so.0.8.6 for libqv.so.0) */
+        const char *lname = qpt_library_name(c->s);
+        if (lsep != NULL && lname != NULL) {
+            snprintf(full, sizeof(full), "%s:%s", lname, label);
+            label = full;
+            snprintf(lib, sizeof(lib), "%s", lname);
+        } else if (lsep != NULL) {
             snprintf(full, sizeof(full), "%.*s:%s", llen, m->pattern, label);
             label = full;
             snprintf(lib, sizeof(lib), "%.*s", llen, m->pattern);
@@ -1167,7 +1204,12 @@ qm_insert(qm_set_t *set, qpt_space_t *s, qm_note_fn note, void *arg, char *why, 
         if (set->v[i].state == QM_PARSED) {
             qm_metric_t *m = &set->v[i];
             char lwhy[1024] = "";
-            if ((c.s = qm_space(set, i, s, lwhy, sizeof(lwhy))) == NULL)
+            if ((c.s = qm_space(set, i, s, lwhy, sizeof(lwhy))) == NULL && set->hooks.lenient) {
+                /* (a library not loaded, in a process that cannot load one) */
+                if (set->hooks.nomatch != NULL)
+                    set->hooks.nomatch(set->hooks.arg, i, m->pattern, NULL);
+                qm_set_off(set, i);
+            } else if (c.s == NULL)
                 rc = qm_error_at(m->src, m->origin, m->pat_line, m->pat_col, why, whylen,
                                  "%s", lwhy);
             else if (!set->hooks.lenient || !matches_nothing(&c, m, &rc))
@@ -1467,9 +1509,14 @@ drop_proc(const qm_set_t *set, qm_metric_t *m, qpt_space_t *sp, uint32_t p, qm_n
     for (size_t i = 0; i < m->nprocs; i++)
         if (m->procs[i].index == p && m->procs[i].measured) {
             m->procs[i].measured = 0;
+            char full[600];
+            const char *pname = qpt_proc_name(sp, p);
+            if (qpt_library_name(sp) != NULL) {
+                snprintf(full, sizeof(full), "%s:%s", qpt_library_name(sp), pname);
+                pname = full;
+            }
             if (set->hooks.refused != NULL)
-                set->hooks.refused(set->hooks.arg, (size_t)(m - set->v), qpt_proc_name(sp, p),
-                                   why);
+                set->hooks.refused(set->hooks.arg, (size_t)(m - set->v), pname, why);
             else if (note != NULL) {
                 char line[700];
                 snprintf(line, sizeof(line), "%s: %s not measured: %s", m->name,

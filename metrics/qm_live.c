@@ -485,7 +485,7 @@ on_library(live_t *l, const char *name)
     size_t nm = qm_count(l->set);
     for (size_t i = 0; i < qm_count(l->set); i++) {
         if (qm_state(l->set, i) != QM_WAITING || qm_library_of(l->set, i, lib, sizeof(lib)) < 0
-            || fnmatch(lib, name, 0) != 0)
+            || !qpt_module_matches(lib, name))
             continue;
         if (place_one(l, i, why, sizeof(why)) < 0)
             say(l, "#%zu %s: %s loaded, but not measured: %s", i + 1, qm_name(l->set, i), name,
@@ -510,7 +510,7 @@ on_unload(live_t *l, const char *name)
     for (size_t i = 0; i < qm_count(l->set); i++) {
         qpt_space_t *x;
         if (qm_state(l->set, i) != QM_ON || qm_library_of(l->set, i, lib, sizeof(lib)) < 0
-            || fnmatch(lib, name, 0) != 0 || qpt_library(l->s, lib, &x, why, sizeof(why)) == 0)
+            || !qpt_module_matches(lib, name) || qpt_library(l->s, lib, &x, why, sizeof(why)) == 0)
             continue; /* (another library of that name still in) */
         qm_row_t *rows;
         size_t n;

@@ -752,7 +752,14 @@ count_nomatch(void *arg, size_t m, const char *pattern, qpt_space_t *s)
     char hint[512] = "", plt[300];
     uint32_t p;
     (void)m;
-    if (pattern[strcspn(pattern, "*?[")] == '\0') {
+    const char *sep = cfg_module_sep(pattern);
+    if (s == NULL && sep != NULL) { /* a static program: no library to wait for */
+        count_note(c, 0, "%d: no loaded library matches '%.*s' (in '%s'; the executable's "
+                   "procedures are named without MODULE:)", c->pid, (int)(sep - pattern),
+                   pattern, pattern);
+        return;
+    }
+    if (s != NULL && pattern[strcspn(pattern, "*?[")] == '\0') {
         snprintf(plt, sizeof(plt), "%s@plt", pattern);
         void *f = dlsym(RTLD_DEFAULT, pattern);
         Dl_info info;
@@ -839,7 +846,12 @@ count_event(void *arg, const qm_live_event_t *ev)
         else
             count_note(c, 0, "%d: %zu procedures instrumented, %zu refused, stopped %.1f ms",
                        ev->pid, nin, nref, ev->stop_ms);
-        if (nin == 0 && c->image > 0)
+        size_t waiting = 0;
+        for (size_t i = 0; i < qm_count(c->set); i++)
+            waiting += qm_state(c->set, i) == QM_WAITING;
+        if (nin == 0 && waiting > 0)
+            count_note(c, 0, "%d: waiting for the libraries named to be loaded", ev->pid);
+        else if (nin == 0 && c->image > 0)
             count_note(c, 0, "%d: nothing to measure in the new program", ev->pid);
         break;
     }
@@ -1096,14 +1108,17 @@ catch_signals(void)
     signal(SIGPIPE, SIG_IGN);
 }
 
-/* Does a --count pattern of O name a shared library's procedures (MODULE:GLOB)? Such
- * sessions stay on dynamic/'s engine for now (see count_session). */
+/* Does a --count pattern of O name shared libraries by a glob (MODULE:GLOB with * ? [
+ * in MODULE: it may match several)? The one engine measures a metric in one library:
+ * such sessions stay on dynamic/'s engine for now (see count_session). */
 static int
 any_library(const opts_t *o)
 {
-    for (size_t i = 0; i < o->ncount; i++)
-        if (cfg_module_sep(o->count[i]) != NULL)
+    for (size_t i = 0; i < o->ncount; i++) {
+        const char *sep = cfg_module_sep(o->count[i]);
+        if (sep != NULL && strcspn(o->count[i], "*?[") < (size_t)(sep - o->count[i]))
             return 1;
+    }
     return 0;
 }
 
