@@ -51,8 +51,8 @@ void qm_free(qm_set_t *set);
  * A front end that words things itself (dyn --count, --all): told of each procedure a
  * metric leaves out, and why (REFUSED: instead of a note), of a metric whose pattern
  * matches no procedure (NOMATCH: with LENIENT, instead of an error: the metric is then
- * out, QM_OFF, and the others go in; a lenient set's patterns name PLT stubs only when
- * they say "plt", as dyn --count always chose). PLAIN: counts with plain increments, not locked
+ * out, QM_OFF, and the others go in; a lenient set's patterns name a PLT stub by its own
+ * name only, never by the symbol of the function it calls, as dyn --count always did). PLAIN: counts with plain increments, not locked
  * ones (faster; calls made by threads at the same moment may be lost). NOMATCH gets
  * the space the pattern was looked up in (NULL: its library is not loaded and cannot
  * be). Set before

@@ -226,10 +226,10 @@ matching(ctx_t *c, const qm_metric_t *m, const char *pattern, size_t *n, size_t 
         const char *name = qpt_proc_match_name(c->s, i, pattern);
         if (qpt_proc_name(c->s, i) == NULL || name == NULL)
             continue;
-        /* dyn --count's procedures (a lenient set's) are those of the program: a PLT
-         * stub only when the pattern names the PLT. */
+        /* A lenient set's (dyn --count's) PLT stub is matched by its own name, never by
+         * the symbol of the function it calls (malloc@plt is not `malloc`). */
         size_t len = strlen(qpt_proc_name(c->s, i));
-        if (c->set != NULL && c->set->hooks.lenient && strstr(pattern, "plt") == NULL
+        if (c->set != NULL && c->set->hooks.lenient && name != qpt_proc_name(c->s, i)
             && len > 4 && strcmp(qpt_proc_name(c->s, i) + len - 4, "@plt") == 0)
             continue;
         const char *no = qpt_proc_refusal(c->s, i);
