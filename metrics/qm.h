@@ -274,6 +274,8 @@ enum {
                           * not measured */
     QM_EV_NEVER_LOADED,  /* at the end: metric METRIC's library NAME was never loaded */
     QM_EV_WAITING,       /* metric METRIC waits for its library NAME (dlopen) */
+    QM_EV_REMOVED,       /* at the end: every snippet out, the process let go; it was
+                          * stopped STOP_MS for it */
 };
 typedef struct qm_live_event {
     int kind;                /* QM_EV_* */

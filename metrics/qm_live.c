@@ -1298,6 +1298,12 @@ qm_live_run(qm_set_t *set, const qm_live_opts_t *o, qm_live_report_t *rep, char 
     }
     qm_costs_free(l.costs);
     free(l.apart);
+    double t_close = qm_now();
+    int gone = rep->ended;
     qpt_close(s); /* the snippets out, the process let go */
+    qm_live_event_t ev = { .kind = QM_EV_REMOVED, .pid = rep->pid,
+                           .stop_ms = (qm_now() - t_close) * 1e3 };
+    if (!gone && o->on_event != NULL)
+        o->on_event(o->arg, &ev);
     return rc;
 }

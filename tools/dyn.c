@@ -861,6 +861,9 @@ count_event(void *arg, const qm_live_event_t *ev)
                    "%.1f ms", ev->pid, ev->name, nin, nref, ev->stop_ms);
         break;
     }
+    case QM_EV_REMOVED:
+        count_note(c, 1, "%d: instrumentation removed, stopped %.1f ms", ev->pid, ev->stop_ms);
+        break;
     case QM_EV_UNLOADED:
         count_note(c, 0, "%d: %s unloaded: its counts are those until then", ev->pid, ev->name);
         break;
