@@ -233,6 +233,12 @@ matching(ctx_t *c, const qm_metric_t *m, const char *pattern, size_t *n, size_t 
             && len > 4 && strcmp(qpt_proc_name(c->s, i) + len - 4, "@plt") == 0)
             continue;
         const char *no = qpt_proc_refusal(c->s, i);
+        qpt_cfg_t cfg;
+        /* A lenient set's glob (dyn --all, --count 'lib_*') leaves cold fragments out
+         * unsaid: their calls are their parents'. */
+        if (no != NULL && c->set != NULL && c->set->hooks.lenient
+            && strpbrk(pattern, "*?[") != NULL && qpt_proc_cfg(c->s, i, &cfg) == QPT_EUNSUPP)
+            continue;
         if (no != NULL) {
             (*nrefused)++;
             if (note_refused)
