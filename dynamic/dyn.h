@@ -688,7 +688,8 @@ dyn_clean(dyn_proc_t *p, const cfg_image_t *img, uint64_t bias,
 
 
 /*****************************************************************************
- * A whole measuring session (dyn_run.c): what `dyn attach` and `dyn run` do
+ * A whole measuring session (dyn_run.c): what `dyn attach` and `dyn run` do with --time
+ * and --calls-from (--count and --all alone, and -e, run on metrics/'s qm_live_run)
  */
 
 /* One row of a table: a point (a procedure or a call site) and its counts. */

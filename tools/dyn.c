@@ -6,9 +6,11 @@
  * stopped at its first instruction (dyn run -- COMMAND). Entry counters (with --time also
  * timers at entry and exits, with --calls-from counters at call sites) are patched in,
  * sampled while the process runs, and taken out again; the process is left running.
- * The session is dynamic/'s (dyn_run_session); this file parses options, turns signals
- * into the session's stop flag, prints what the session reports and maps failures to
- * exit statuses.
+ * Metrics (-e) and --count/--all sessions run on metrics/'s live session engine
+ * (qm_live_run, on libqpt); --time and --calls-from sessions still on dynamic/'s
+ * (dyn_run_session) until they are metrics too. This file parses options, turns signals
+ * into the sessions' stop flag, prints what they report and maps failures to exit
+ * statuses.
  */
 #include "config.h"
 
@@ -1043,12 +1045,13 @@ count_session(const opts_t *o, int pid, char *const *argv, double t_start)
     qm_live_report_t rep;
     char why[2048];
     int ret = 0;
-    if (qm_live_run(c.set, &lo, &rep, why, sizeof(why)) < 0) {
+    int rc = qm_live_run(c.set, &lo, &rep, why, sizeof(why));
+    count_refusals(&c); /* (a session that failed: what was refused, said first) */
+    if (rc < 0) {
         const char *nothing = strstr(why, ": nothing to measure");
         fprintf(stderr, "%s: %s\n", prog_name, nothing != NULL ? nothing + 2 : why);
         ret = EXIT_FAIL;
     }
-    count_refusals(&c); /* (a session that failed: what was refused still said) */
     if (rep.rows != NULL) {
         count_take(&c, rep.rows, rep.nrows);
         dyn_run_report_t r = { 0 };
