@@ -86,6 +86,18 @@ why_set(char *why, size_t whylen, const char *fmt, const char *a, const char *b)
         snprintf(why, whylen, fmt, a, b);
 }
 
+/* Threads of the analysis of the spaces opened from now on (qpt_set_analysis_threads). */
+static unsigned analysis_threads;
+
+int
+qpt_set_analysis_threads(unsigned n)
+{
+    if (n > 16)
+        return QP_EINVAL;
+    analysis_threads = n;
+    return 0;
+}
+
 /* Read PATH's procedures into S (both modes). */
 static int
 load_program(qpt_space_t *s, const char *path, char *why, size_t whylen)
@@ -101,7 +113,9 @@ load_program(qpt_space_t *s, const char *path, char *why, size_t whylen)
         why_set(why, whylen, "%s: %s", path, unsup);
         return QP_EUNSUPP;
     }
-    rc = cfg_prog_build(s->img, NULL, &s->prog);
+    cfg_opts_t co = { 0 };
+    co.threads = analysis_threads; /* (the same result for any number) */
+    rc = cfg_prog_build(s->img, &co, &s->prog);
     if (rc < 0) {
         why_set(why, whylen, "%s: %s", path, qp_strerror(rc));
         return rc;

@@ -875,6 +875,14 @@ int qpt_module_matches(const char *module, const char *name);
 const char *qpt_library_name(const qpt_space_t *s);
 
 /*
+ * The threads that analyse the program (and libraries) of each space opened from now
+ * on (qpt_open, qpt_attach, qpt_spawn, qpt_library): 0 or 1 the caller's alone, at most
+ * 16; the analysis is the same for any number, only sooner ready (dyn uses the CPUs, up
+ * to 8). QPT_EINVAL above 16. Call before opening spaces, not while one is being opened.
+ */
+int qpt_set_analysis_threads(unsigned n);
+
+/*
  * The name by which procedure PROC matches PATTERN (as qpt_proc_match takes it): its own,
  * or another function symbol at its entry (an alias: "malloc" for __libc_malloc); NULL
  * when none does. Valid while S is. Thread-safe (S only read).
