@@ -658,6 +658,8 @@ typedef struct counting {
     size_t nref;
     char **names;        /* every row so far, in the order first seen (series) */
     size_t nnames;
+    size_t *slots;       /* a hash table of names: index + 1 per slot, 0 empty */
+    size_t nslots;       /* its size (a power of 2, at least twice nnames) */
     uint64_t *prev;      /* per row: its calls at the previous live table */
     uint64_t *now;       /* per row: its calls at the last sample */
     drv_hist_t hist;     /* --histogram: the calls over time (hist.v NULL: none) */
@@ -681,13 +683,55 @@ count_note(counting_t *c, int detail, const char *fmt, ...)
     print_note(&c->verbose, detail, line);
 }
 
+/* FNV-1a of NAME. */
+static size_t
+name_hash(const char *name)
+{
+    uint64_t h = 14695981039346656037ull;
+    for (const unsigned char *p = (const unsigned char *)name; *p; p++)
+        h = (h ^ *p) * 1099511628211ull;
+    return (size_t)h;
+}
+
+/* Where NAME is (or would go) in the hash table of c->names. */
+static size_t
+count_slot(const counting_t *c, const char *name)
+{
+    size_t k = name_hash(name) & (c->nslots - 1);
+    while (c->slots[k] != 0 && strcmp(c->names[c->slots[k] - 1], name) != 0)
+        k = (k + 1) & (c->nslots - 1);
+    return k;
+}
+
+/* The hash table with room for one more name; -1 when out of memory. */
+static int
+count_slots_grow(counting_t *c)
+{
+    if (2 * (c->nnames + 1) <= c->nslots)
+        return 0;
+    size_t n = c->nslots ? 2 * c->nslots : 64;
+    size_t *v = calloc(n, sizeof(size_t));
+    if (v == NULL)
+        return -1;
+    free(c->slots);
+    c->slots = v;
+    c->nslots = n;
+    for (size_t i = 0; i < c->nnames; i++)
+        c->slots[count_slot(c, c->names[i])] = i + 1;
+    return 0;
+}
+
 /* The index of row NAME among c->names, added when new; SIZE_MAX when out of memory. */
 static size_t
 count_row(counting_t *c, const char *name)
 {
-    for (size_t i = 0; i < c->nnames; i++)
-        if (strcmp(c->names[i], name) == 0)
-            return i;
+    if (c->nslots > 0) {
+        size_t k = count_slot(c, name);
+        if (c->slots[k] != 0)
+            return c->slots[k] - 1;
+    }
+    if (count_slots_grow(c) < 0)
+        return SIZE_MAX;
     char **v = realloc(c->names, (c->nnames + 1) * sizeof(char *));
     uint64_t *p = v != NULL ? realloc(c->prev, (c->nnames + 1) * sizeof(uint64_t)) : NULL;
     if (v != NULL)
@@ -700,6 +744,7 @@ count_row(counting_t *c, const char *name)
     if (v == NULL || p == NULL || q == NULL || (v[c->nnames] = strdup(name)) == NULL)
         return SIZE_MAX;
     c->prev[c->nnames] = c->now[c->nnames] = 0;
+    c->slots[count_slot(c, name)] = c->nnames + 1;
     return c->nnames++;
 }
 
@@ -809,30 +854,36 @@ count_refusals(counting_t *c)
     return n;
 }
 
+static int
+str_cmp(const void *a, const void *b)
+{
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
 /* The procedures metrics PLACED (N) measure, each once. */
 static size_t
 count_placed(counting_t *c, const uint8_t *placed, size_t n)
 {
-    char **seen = NULL;
-    size_t nseen = 0;
+    const char **all = NULL;
+    size_t nall = 0, nseen = 0;
     for (size_t i = 0; i < n; i++) {
         const char **names;
         size_t k;
         if (!placed[i] || qm_measured(c->set, i, &names, &k) < 0)
             continue;
-        char **v = realloc(seen, (nseen + k + 1) * sizeof(char *));
-        if (v != NULL)
-            seen = v;
-        for (size_t j = 0; v != NULL && j < k; j++) {
-            size_t x = 0;
-            while (x < nseen && strcmp(seen[x], names[j]) != 0)
-                x++;
-            if (x == nseen)
-                seen[nseen++] = (char *)names[j];
+        const char **v = realloc(all, (nall + k + 1) * sizeof(char *));
+        if (v != NULL) {
+            all = v;
+            memcpy(all + nall, names, k * sizeof(char *));
+            nall += k;
         }
         free(names);
     }
-    free(seen);
+    if (all != NULL)
+        qsort(all, nall, sizeof(char *), str_cmp);
+    for (size_t i = 0; i < nall; i++)
+        nseen += i == 0 || strcmp(all[i - 1], all[i]) != 0;
+    free(all);
     return nseen;
 }
 
@@ -1095,6 +1146,7 @@ count_session(const opts_t *o, int pid, char *const *argv, double t_start)
     for (size_t i = 0; i < c.nnames; i++)
         free(c.names[i]);
     free(c.names);
+    free(c.slots);
     free(c.prev);
     free(c.now);
     free(c.ref);
