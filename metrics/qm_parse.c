@@ -216,7 +216,8 @@ identifier(parser_t *p, const char *what)
     return strndup(p->text + start, p->pos - start);
 }
 
-/* '(' PATTERN ')': the raw text between, trimmed; its position. */
+/* '(' PATTERN ')': the raw text between, trimmed; its position. The pattern may hold
+ * balanced parentheses: a C++ signature, calls(geo::norm(int, int)). */
 static char *
 pattern(parser_t *p, unsigned *line, unsigned *col)
 {
@@ -226,8 +227,11 @@ pattern(parser_t *p, unsigned *line, unsigned *col)
     *line = p->line;
     *col = p->col;
     size_t start = p->pos;
-    while (peekc(p) && peekc(p) != ')' && peekc(p) != '\n' && peekc(p) != '(')
+    int depth = 0;
+    while (peekc(p) && peekc(p) != '\n' && (peekc(p) != ')' || depth > 0)) {
+        depth += peekc(p) == '(' ? 1 : peekc(p) == ')' ? -1 : 0;
         advance(p);
+    }
     if (peekc(p) != ')') {
         fail_at(p, p->line, p->col, "expected ')' after the pattern");
         return NULL;
