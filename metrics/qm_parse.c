@@ -228,12 +228,17 @@ pattern(parser_t *p, unsigned *line, unsigned *col)
     *col = p->col;
     size_t start = p->pos;
     int depth = 0;
+    unsigned open_line = 0, open_col = 0; /* the outermost '(' inside, while open */
     while (peekc(p) && peekc(p) != '\n' && (peekc(p) != ')' || depth > 0)) {
-        depth += peekc(p) == '(' ? 1 : peekc(p) == ')' ? -1 : 0;
+        if (peekc(p) == '(' && depth++ == 0)
+            open_line = p->line, open_col = p->col;
+        depth -= peekc(p) == ')';
         advance(p);
     }
     if (peekc(p) != ')') {
-        fail_at(p, p->line, p->col, "expected ')' after the pattern");
+        /* An unclosed '(' in it: the pattern was to end there. */
+        fail_at(p, depth > 0 ? open_line : p->line, depth > 0 ? open_col : p->col,
+                "expected ')' after the pattern");
         return NULL;
     }
     size_t end = p->pos;
