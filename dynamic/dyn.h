@@ -78,6 +78,15 @@ int
 dyn_proc_pid(const dyn_proc_t *p);
 
 /*
+ * Why tracing (or reading /proc/PID/exe of) process PID failed with ERR (errno), as one
+ * phrase in BUF (CAP bytes) or a static text: "no such process", "is a zombie (...)",
+ * "is already traced by process N (strace): ...", "belongs to another user (uid N):
+ * ...", what kernel.yama.ptrace_scope allows, else strerror(ERR) (dyn_why.c).
+ */
+const char *
+dyn_proc_why(int pid, int err, char *buf, size_t cap);
+
+/*
  * The stopped process P's bytes where dyn_proc_syscall puts its stub (the slack after the
  * executable's code segment), back to the file's when they differ (a dyn killed while
  * its stub was in), once every thread inside the stub has finished it (a thread the
@@ -691,7 +700,8 @@ dyn_clean(dyn_proc_t *p, const cfg_image_t *img, uint64_t bias,
 
 
 /*****************************************************************************
- * A whole measuring session (dyn_run.c): what `dyn attach` and `dyn run` do
+ * A whole measuring session (dyn_run.c): what `dyn attach` and `dyn run` do with --time
+ * and --calls-from (--count and --all alone, and -e, run on metrics/'s qm_live_run)
  */
 
 /* One row of a table: a point (a procedure or a call site) and its counts. */

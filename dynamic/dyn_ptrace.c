@@ -720,22 +720,44 @@ dyn_proc_write(dyn_proc_t *p, uint64_t addr, const void *buf, size_t len)
  * Running a thread: only PTRACE_SYSCALL and PTRACE_CONT, stopped by PTRACE_INTERRUPT
  */
 
-/* A stopped live thread for a system call: one not holding a signal, if any. */
+/* Is thread T stopped inside a system call whose result the kernel has yet to give it
+ * (a followed process's clone, fork, vfork or exec event stop)? */
+static int
+in_event_call(const dyn_thread_t *t)
+{
+    return t->event == PTRACE_EVENT_CLONE || t->event == PTRACE_EVENT_FORK
+        || t->event == PTRACE_EVENT_VFORK || t->event == PTRACE_EVENT_VFORK_DONE
+        || t->event == PTRACE_EVENT_EXEC;
+}
+
+/*
+ * A stopped live thread for a system call: one not holding a signal, if any; one
+ * stopped inside a clone (or fork, exec) only when there is no other. Such a thread
+ * would be sent to the stub with its call still to return: the kernel then writes the
+ * call's result over the stub's system-call number, and the registers put back after
+ * it make the clone return -ENOSYS (glibc's pthread_create then falls back to clone(2)
+ * with a stack made for clone3: the new thread jumps to 0).
+ */
 static dyn_thread_t *
 live_thread(dyn_proc_t *p)
 {
-    dyn_thread_t *any = NULL;
+    dyn_thread_t *any = NULL, *in_call = NULL;
 
     for (size_t i = 0; i < p->nth; i++) {
         dyn_thread_t *t = &p->th[i];
         if (t->gone || !t->stopped)
             continue;
+        if (in_event_call(t)) {
+            if (in_call == NULL)
+                in_call = t;
+            continue;
+        }
         if (t->pending_sig == 0)
             return t;
         if (any == NULL)
             any = t;
     }
-    return any;
+    return any != NULL ? any : in_call;
 }
 
 /* Keep signal SIG (taken from T's signal-delivery stop) in H, with its siginfo. */

@@ -202,10 +202,10 @@ qpt_live_attach(qpt_space_t *s, int pid, char *why, size_t whylen)
     char exe[64];
     struct stat before, after;
     snprintf(exe, sizeof(exe), "/proc/%d/exe", pid);
+    char buf[256];
     if (stat(exe, &before) < 0) {
         if (why != NULL)
-            snprintf(why, whylen, "%d: %s", pid,
-                     errno == ENOENT ? "no such process" : strerror(errno));
+            snprintf(why, whylen, "%d: %s", pid, dyn_proc_why(pid, errno, buf, sizeof(buf)));
         return QP_EIO;
     }
     int rc = qpt_load_live_program(s, exe, why, whylen);
@@ -217,7 +217,8 @@ qpt_live_attach(qpt_space_t *s, int pid, char *why, size_t whylen)
     if (rc < 0) {
         if (why != NULL)
             snprintf(why, whylen, "%d: %s", pid,
-                     rc == QP_EIO && errno ? strerror(errno) : qp_strerror(rc));
+                     rc == QP_EIO && errno ? dyn_proc_why(pid, errno, buf, sizeof(buf))
+                                           : qp_strerror(rc));
         return rc;
     }
     s->proc = p;
@@ -344,7 +345,7 @@ qpt_live_library(qpt_space_t *s, const char *module, qpt_space_t **out, char *wh
         return rc;
     }
     for (size_t i = 0; i < n; i++)
-        if (!v[i].exe && fnmatch(module, v[i].name, 0) == 0 && found++ == 0)
+        if (!v[i].exe && qpt_module_matches(module, v[i].name) && found++ == 0)
             k = i;
     char list[1024];
     list_libs(v, n, list, sizeof(list));

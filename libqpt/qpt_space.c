@@ -8,6 +8,7 @@
  */
 #include "config.h"
 
+#include <fnmatch.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -85,6 +86,18 @@ why_set(char *why, size_t whylen, const char *fmt, const char *a, const char *b)
         snprintf(why, whylen, fmt, a, b);
 }
 
+/* Threads of the analysis of the spaces opened from now on (qpt_set_analysis_threads). */
+static unsigned analysis_threads;
+
+int
+qpt_set_analysis_threads(unsigned n)
+{
+    if (n > 16)
+        return QP_EINVAL;
+    analysis_threads = n;
+    return 0;
+}
+
 /* Read PATH's procedures into S (both modes). */
 static int
 load_program(qpt_space_t *s, const char *path, char *why, size_t whylen)
@@ -100,7 +113,9 @@ load_program(qpt_space_t *s, const char *path, char *why, size_t whylen)
         why_set(why, whylen, "%s: %s", path, unsup);
         return QP_EUNSUPP;
     }
-    rc = cfg_prog_build(s->img, NULL, &s->prog);
+    cfg_opts_t co = { 0 };
+    co.threads = analysis_threads; /* (the same result for any number) */
+    rc = cfg_prog_build(s->img, &co, &s->prog);
     if (rc < 0) {
         why_set(why, whylen, "%s: %s", path, qp_strerror(rc));
         return rc;
@@ -1395,4 +1410,66 @@ qpt_write(qpt_space_t *s, const char *output)
     if (s == NULL || output == NULL)
         return QP_EINVAL;
     return s->ops->write_file(s, output);
+}
+
+/*****************************************************************************
+ * Shared libraries by name
+ */
+
+int
+qpt_module_matches(const char *module, const char *name)
+{
+    if (module == NULL || name == NULL)
+        return 0;
+    if (fnmatch(module, name, 0) == 0)
+        return 1;
+    char *n = strdup(name);
+    int yes = 0;
+    /* libqv.so.0.8.6, libqv.so.0.8, libqv.so.0: each version number taken off in turn
+     * while ".so." stays. */
+    for (char *dot; n != NULL && !yes && strstr(n, ".so.") != NULL;) {
+        if ((dot = strrchr(n, '.')) == NULL || dot[1] == '\0'
+            || strspn(dot + 1, "0123456789") != strlen(dot + 1))
+            break;
+        *dot = '\0';
+        yes = fnmatch(module, n, 0) == 0;
+    }
+    free(n);
+    return yes;
+}
+
+const char *
+qpt_library_name(const qpt_space_t *s)
+{
+    return s != NULL ? s->lib_name : NULL;
+}
+
+const char *
+qpt_proc_match_name(const qpt_space_t *s, uint32_t proc, const char *pattern)
+{
+    if (s == NULL || proc >= qpt_nprocs(s) || pattern == NULL)
+        return NULL;
+    if (qpt_proc_match(s, proc, pattern))
+        return s->prog->procs[proc].name;
+    const char *sep = cfg_module_sep(pattern);
+    if (sep != NULL && !cfg_module_match(pattern, (size_t)(sep - pattern), qpt_proc_module(s, proc)))
+        return NULL;
+    /* The function symbols at its entry (sorted by address: found by bisection). */
+    const cfg_image_t *img = s->prog->img;
+    uint64_t entry = s->prog->procs[proc].entry;
+    size_t lo = 0, hi = img->nsymbols;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (img->symbols[mid].addr < entry)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    for (; lo < img->nsymbols && img->symbols[lo].addr == entry; lo++) {
+        const cfg_symbol_t *sym = &img->symbols[lo];
+        if ((sym->kind == CFG_SYM_FUNC || sym->kind == CFG_SYM_IFUNC)
+            && cfg_name_match(sep != NULL ? sep + 1 : pattern, sym->name, 1))
+            return sym->name;
+    }
+    return NULL;
 }

@@ -47,6 +47,26 @@ const char *qm_name(const qm_set_t *set, size_t i);
 
 void qm_free(qm_set_t *set);
 
+/*
+ * A front end that words things itself (dyn --count, --all): told of each procedure a
+ * metric leaves out, and why (REFUSED: instead of a note), of a metric whose pattern
+ * matches no procedure (NOMATCH: with LENIENT, instead of an error: the metric is then
+ * out, QM_OFF, and the others go in; a lenient set's patterns name a PLT stub by its own
+ * name only, never by the symbol of the function it calls, as dyn --count always did). PLAIN: counts with plain increments, not locked
+ * ones (faster; calls made by threads at the same moment may be lost). NOMATCH gets
+ * the space the pattern was looked up in (NULL: its library is not loaded and cannot
+ * be). Set before
+ * qm_insert; the set keeps a copy.
+ */
+typedef struct qm_hooks {
+    void (*refused)(void *arg, size_t metric, const char *proc, const char *why);
+    void (*nomatch)(void *arg, size_t metric, const char *pattern, qpt_space_t *s);
+    void *arg;             /* ARG of both */
+    int lenient;           /* a pattern matching nothing is not an error */
+    int plain;             /* plain counter increments */
+} qm_hooks_t;
+void qm_set_hooks(qm_set_t *set, const qm_hooks_t *hooks);
+
 /* A note for the user (a procedure left out, and why). */
 typedef void (*qm_note_fn)(void *arg, const char *note);
 
@@ -241,6 +261,40 @@ typedef struct qm_cost {
 
 struct qm_many_report; /* (qm_live_run_many's, below) */
 
+/* What a live session tells a front end that words it itself (qm_live_opts_t.on_event)
+ * instead of its own notes. */
+enum {
+    QM_EV_PLACED = 1,    /* the metrics went in (the first time, and after an execve):
+                          * PLACED says which */
+    QM_EV_LOADED,        /* library NAME was loaded: the metrics in PLACED went in */
+    QM_EV_UNLOADED,      /* library NAME was unloaded (dlclose): values kept */
+    QM_EV_EXEC,          /* the process ran NAME (execve); WAS ran before, IMAGE: execs
+                          * so far; the values up to then are rows WAS[IMAGE]:FOCUS */
+    QM_EV_FORKS,         /* at the end: COUNTED children counted with the parent, APART
+                          * not measured */
+    QM_EV_NEVER_LOADED,  /* at the end: metric METRIC's library NAME was never loaded */
+    QM_EV_WAITING,       /* metric METRIC waits for its library NAME (dlopen) */
+    QM_EV_REMOVED,       /* at the end: every snippet out, the process let go; it was
+                          * stopped STOP_MS for it */
+};
+typedef struct qm_live_event {
+    int kind;                /* QM_EV_* */
+    int pid;                 /* the process */
+    double stop_ms;          /* PLACED, LOADED: how long it was stopped */
+    const char *name;        /* see the kinds */
+    const char *was;         /* EXEC */
+    size_t image;            /* EXEC */
+    size_t metric;           /* NEVER_LOADED, WAITING */
+    unsigned counted, apart; /* FORKS */
+    const uint8_t *placed;   /* PLACED, LOADED: per metric (NMETRICS), 1 when it went in
+                              * at this step */
+    size_t nmetrics;
+} qm_live_event_t;
+
+/* The names of the rows of metric I that are measured (it went in there), in order:
+ * *NAMES (malloc'ed array; the strings are the set's, valid until it changes), *N. */
+int qm_measured(const qm_set_t *set, size_t i, const char ***names, size_t *n);
+
 typedef struct qm_live_opts {
     int pid;                 /* attach to this process, or (0) */
     char *const *argv;       /* start this program (stopped before its first instruction) */
@@ -286,6 +340,11 @@ typedef struct qm_live_opts {
      * session's seconds. */
     void (*on_many_sample)(void *arg, const qm_set_t *set, const struct qm_many_report *now,
                            double t);
+    /* A front end that words the session's events itself (dyn --count): each through
+     * ON_EVENT (ARG) instead of a note. */
+    void (*on_event)(void *arg, const qm_live_event_t *ev);
+    int no_costs;            /* no cost counters, no prediction (the metrics' own counts
+                              * are all there is to see; not with max_overhead) */
 } qm_live_opts_t;
 
 typedef struct qm_live_report {

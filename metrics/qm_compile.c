@@ -54,6 +54,7 @@ typedef struct ctx {
     size_t tail_unfollowed;
     int any_callee;       /* matching: also procedures that cannot take snippets (the
                            * callees of a timer per call site, timed at their sites) */
+    const qm_set_t *set;  /* the set placed (its front end's hooks) */
 } ctx_t;
 
 /*****************************************************************************
@@ -152,6 +153,23 @@ notef(ctx_t *c, const char *fmt, ...)
     c->note(c->arg, buf);
 }
 
+/* Procedure PROC (a name or a call site's label) left out of metric M because of WHY:
+ * told to the front end's hook, or a note "M: PROC WHAT: WHY". */
+static void
+refusal(ctx_t *c, const qm_metric_t *m, const char *what, const char *proc, const char *why)
+{
+    char full[600];
+    const char *lname = qpt_library_name(c->s);
+    if (lname != NULL && lib_sep(m->pattern) != NULL && strchr(proc, ':') == NULL) {
+        snprintf(full, sizeof(full), "%s:%s", lname, proc); /* as its row is named */
+        proc = full;
+    }
+    if (c->set != NULL && c->set->hooks.refused != NULL)
+        c->set->hooks.refused(c->set->hooks.arg, (size_t)(m - c->set->v), proc, why);
+    else
+        notef(c, "%s: %s %s: %s", m->name, proc, what, why);
+}
+
 /* The procedures matching PATTERN that can take snippets; *N of them (malloc'ed). The
  * ones refused are told in notes when NOTE_REFUSED. A list's patterns each. */
 static uint32_t *
@@ -199,14 +217,27 @@ matching(ctx_t *c, const qm_metric_t *m, const char *pattern, size_t *n, size_t 
      * procedures by their names in its space. */
     pattern = proc_pattern(pattern);
     for (uint32_t i = 0; i < np; i++) {
-        const char *name = qpt_proc_name(c->s, i);
-        if (name == NULL || !qpt_proc_match(c->s, i, pattern))
+        /* (by its own name, or an alias at its entry: malloc for __libc_malloc) */
+        const char *name = qpt_proc_match_name(c->s, i, pattern);
+        if (qpt_proc_name(c->s, i) == NULL || name == NULL)
+            continue;
+        /* A lenient set's (dyn --count's) PLT stub is matched by its own name, never by
+         * the symbol of the function it calls (malloc@plt is not `malloc`). */
+        size_t len = strlen(qpt_proc_name(c->s, i));
+        if (c->set != NULL && c->set->hooks.lenient && name != qpt_proc_name(c->s, i)
+            && len > 4 && strcmp(qpt_proc_name(c->s, i) + len - 4, "@plt") == 0)
             continue;
         const char *no = c->any_callee ? NULL : qpt_proc_refusal(c->s, i);
+        qpt_cfg_t cfg;
+        /* A lenient set's glob (dyn --all, --count 'lib_*') leaves cold fragments out
+         * unsaid: their calls are their parents'. */
+        if (no != NULL && c->set != NULL && c->set->hooks.lenient
+            && strpbrk(pattern, "*?[") != NULL && qpt_proc_cfg(c->s, i, &cfg) == QPT_EUNSUPP)
+            continue;
         if (no != NULL) {
             (*nrefused)++;
             if (note_refused)
-                notef(c, "%s: %s left out: %s", m->name, name, no);
+                refusal(c, m, "left out", name, no);
             continue;
         }
         v[(*n)++] = i;
@@ -215,6 +246,7 @@ matching(ctx_t *c, const qm_metric_t *m, const char *pattern, size_t *n, size_t 
      * alias: pthread_mutex_lock for ___pthread_mutex_lock): the symbol's procedure. */
     uint64_t a, size;
     if (*n == 0 && *nrefused == 0 && strpbrk(pattern, "*?[") == NULL
+        && (c->set == NULL || !c->set->hooks.lenient)
         && qpt_symbol(c->s, pattern, &a, &size) == 0) {
         for (uint32_t i = 0; i < np; i++)
             if (qpt_proc_entry(c->s, i) == a) {
@@ -222,7 +254,7 @@ matching(ctx_t *c, const qm_metric_t *m, const char *pattern, size_t *n, size_t 
                 if (no != NULL) {
                     (*nrefused)++;
                     if (note_refused)
-                        notef(c, "%s: %s left out: %s", m->name, qpt_proc_name(c->s, i), no);
+                        refusal(c, m, "left out", qpt_proc_name(c->s, i), no);
                 } else
                     v[(*n)++] = i;
                 break;
@@ -426,7 +458,8 @@ tally(ctx_t *c, qpt_snippet_t *sn, const qm_metric_t *m, uint64_t w)
 {
     if (!QM_IS_VALUED(m->kind))
         return m->per_thread ? qpt_add_at(sn, tword(sn, m, w), qpt_const(sn, 1), 0)
-                             : qpt_add_to(sn, m->var + 8 * w, qpt_const(sn, 1), 1);
+                             : qpt_add_to(sn, m->var + 8 * w, qpt_const(sn, 1),
+                                          c->set == NULL || !c->set->hooks.plain);
     qpt_expr_t v = compile_expr(c, sn, m->value), acc;
     if (m->kind == QM_SUM || m->kind == QM_AVG)
         acc = qpt_add_at(sn, tword(sn, m, w + 1), v, 0);
@@ -788,7 +821,7 @@ place_proc(ctx_t *c, qm_metric_t *m, uint32_t p, uint64_t row)
     if (rc == 1) {
         undo_to(c, mark);
         c->nchk = cmark;
-        notef(c, "%s: %s not measured: %s", m->name, qpt_proc_name(c->s, p), why ? why : "?");
+        refusal(c, m, "not measured", qpt_proc_name(c->s, p), why ? why : "?");
     } else if (rc == 0)
         c->tail_unfollowed += unfollowed;
     qpt_snippet_destroy(sn);
@@ -803,6 +836,23 @@ static int
 site_timer(const qm_metric_t *m)
 {
     return m->focus == QM_PER_SITE && (m->kind == QM_WALL || m->kind == QM_CPU);
+}
+
+/* The name of PROC in metric M's rows: the one its pattern (or one of its list's)
+ * matches it by, an alias at its entry included; its own otherwise. */
+static const char *
+proc_label(ctx_t *c, const qm_metric_t *m, uint32_t proc)
+{
+    char one[1024];
+    for (const char *p = m->pattern; *p;) {
+        size_t len = strcspn(p, "\n");
+        snprintf(one, sizeof(one), "%.*s", (int)len, p);
+        p += len + (p[len] == '\n');
+        const char *name = qpt_proc_match_name(c->s, proc, proc_pattern(one));
+        if (name != NULL)
+            return name;
+    }
+    return qpt_proc_name(c->s, proc);
 }
 
 /* Does PATTERN (written at LINE:COL of M) match a procedure that can take snippets? */
@@ -831,6 +881,32 @@ check_pattern(ctx_t *c, const qm_metric_t *m, const char *pattern, unsigned line
                               "-v): none can take snippets"
                             : "no procedure matches '%s'",
                        shown);
+}
+
+/*
+ * A lenient set's metric M (its space in C) whose pattern no procedure that can take
+ * snippets matches: its refusals and (none at all) its pattern told to the hooks, and it
+ * is out. 1 then (*RC: 0, or QPT_ENOMEM), else 0 (it is checked as usual).
+ */
+static int
+matches_nothing(ctx_t *c, qm_metric_t *m, int *rc)
+{
+    size_t n, nref;
+    uint32_t *v = matching(c, m, m->pattern, &n, &nref, 0);
+    *rc = 0;
+    if (v == NULL) {
+        *rc = QPT_ENOMEM;
+        return 1;
+    }
+    free(v);
+    if (n > 0)
+        return 0;
+    if (nref > 0 && (v = matching(c, m, m->pattern, &n, &nref, 1)) != NULL)
+        free(v);
+    else if (nref == 0 && c->set->hooks.nomatch != NULL)
+        c->set->hooks.nomatch(c->set->hooks.arg, (size_t)(m - c->set->v), m->pattern, c->s);
+    qm_set_off((qm_set_t *)c->set, (size_t)(m - c->set->v));
+    return 1;
 }
 
 /* Check metric M against the program: its procedures, its inside procedures, its names. */
@@ -963,7 +1039,7 @@ place_site(ctx_t *c, qm_metric_t *m, const site_t *s, uint64_t row)
 {
     char fwhy[320];
     if (resolve_metric_fields(c, s->callee, m, fwhy, sizeof(fwhy))) {
-        notef(c, "%s: %s not measured: %s", m->name, s->label, fwhy);
+        refusal(c, m, "not measured", s->label, fwhy);
         return 1;
     }
     qpt_snippet_t *sn = qpt_snippet_create();
@@ -993,7 +1069,7 @@ place_site(ctx_t *c, qm_metric_t *m, const site_t *s, uint64_t row)
         rc = put(c, &s->pt, sn, inc, !m->append) != 0;
     }
     if (rc == 1)
-        notef(c, "%s: %s not measured: %s", m->name, s->label, qpt_error(c->s));
+        refusal(c, m, "not measured", s->label, qpt_error(c->s));
     qpt_snippet_destroy(sn);
     return rc;
 }
@@ -1045,11 +1121,17 @@ place_metric(ctx_t *c, qm_metric_t *m)
         /* (the line table is read only for per module: libc's takes 0.1 s) */
         const char *mod = sites || m->focus != QM_PER_MODULE ? NULL
                                                                : qpt_proc_module(c->s, procs[i]);
-        const char *label = !sites ? qpt_proc_name(c->s, procs[i])
+        const char *label = !sites ? proc_label(c, m, procs[i])
                             : i < nsites ? sites[i].label
                                          : "other calls (through pointers, tail calls)";
         char full[512], lib[256];
-        if (lsep != NULL) {
+        /* (named by the library's file as mapped: libqv.so.0.8.6 for libqv.so.0) */
+        const char *lname = qpt_library_name(c->s);
+        if (lsep != NULL && lname != NULL) {
+            snprintf(full, sizeof(full), "%s:%s", lname, label);
+            label = full;
+            snprintf(lib, sizeof(lib), "%s", lname);
+        } else if (lsep != NULL) {
             snprintf(full, sizeof(full), "%.*s:%s", llen, m->pattern, label);
             label = full;
             snprintf(lib, sizeof(lib), "%.*s", llen, m->pattern);
@@ -1118,7 +1200,7 @@ place_metric(ctx_t *c, qm_metric_t *m)
         m->procs[nsites].measured = all != NULL && kept == nprocs_all;
         free(all);
     }
-    if (rc == 0 && measured == 0)
+    if (rc == 0 && measured == 0 && !c->set->hooks.lenient)
         rc = qm_error_at(m->src, m->origin, m->pat_line, m->pat_col, c->why, c->whylen,
                          "no procedure matching '%s' can be measured (see the notes)",
                          m->pattern);
@@ -1176,7 +1258,7 @@ qm_insert(qm_set_t *set, qpt_space_t *s, qm_note_fn note, void *arg, char *why, 
     why[0] = '\0';
     if (set == NULL || s == NULL)
         return QPT_EINVAL;
-    ctx_t c = { .s = s, .note = note, .arg = arg, .why = why, .whylen = whylen };
+    ctx_t c = { .s = s, .note = note, .arg = arg, .why = why, .whylen = whylen, .set = set };
     int rc = 0;
     /* The metrics parsed since the last call. Everything that can be wrong with their
      * text, before anything is inserted. */
@@ -1184,10 +1266,15 @@ qm_insert(qm_set_t *set, qpt_space_t *s, qm_note_fn note, void *arg, char *why, 
         if (set->v[i].state == QM_PARSED) {
             qm_metric_t *m = &set->v[i];
             char lwhy[1024] = "";
-            if ((c.s = qm_space(set, i, s, lwhy, sizeof(lwhy))) == NULL)
+            if ((c.s = qm_space(set, i, s, lwhy, sizeof(lwhy))) == NULL && set->hooks.lenient) {
+                /* (a library not loaded, in a process that cannot load one) */
+                if (set->hooks.nomatch != NULL)
+                    set->hooks.nomatch(set->hooks.arg, i, m->pattern, NULL);
+                qm_set_off(set, i);
+            } else if (c.s == NULL)
                 rc = qm_error_at(m->src, m->origin, m->pat_line, m->pat_col, why, whylen,
                                  "%s", lwhy);
-            else
+            else if (!set->hooks.lenient || !matches_nothing(&c, m, &rc))
                 rc = check_metric(&c, m);
         }
     size_t *mark = calloc(set->n + 1, sizeof(size_t));
@@ -1469,8 +1556,8 @@ qm_drop_parsed(qm_set_t *set)
 /* Take procedure P out of metric M (in space SP): its insertions, its row measured no
  * more, a note; then the procedures whose pending tail calls P's returns were to stop. */
 static void
-drop_proc(qm_metric_t *m, qpt_space_t *sp, uint32_t p, qm_note_fn note, void *arg,
-          const char *why, int depth)
+drop_proc(const qm_set_t *set, qm_metric_t *m, qpt_space_t *sp, uint32_t p, qm_note_fn note,
+          void *arg, const char *why, int depth)
 {
     size_t k = 0;
     for (size_t i = 0; i < m->nhandles; i++) {
@@ -1484,7 +1571,15 @@ drop_proc(qm_metric_t *m, qpt_space_t *sp, uint32_t p, qm_note_fn note, void *ar
     for (size_t i = 0; i < m->nprocs; i++)
         if (m->procs[i].index == p && m->procs[i].measured) {
             m->procs[i].measured = 0;
-            if (note != NULL) {
+            char full[600];
+            const char *pname = qpt_proc_name(sp, p);
+            if (qpt_library_name(sp) != NULL) {
+                snprintf(full, sizeof(full), "%s:%s", qpt_library_name(sp), pname);
+                pname = full;
+            }
+            if (set->hooks.refused != NULL)
+                set->hooks.refused(set->hooks.arg, (size_t)(m - set->v), pname, why);
+            else if (note != NULL) {
                 char line[700];
                 snprintf(line, sizeof(line), "%s: %s not measured: %s", m->name,
                          qpt_proc_name(sp, p), why);
@@ -1498,7 +1593,7 @@ drop_proc(qm_metric_t *m, qpt_space_t *sp, uint32_t p, qm_note_fn note, void *ar
             char w2[300];
             snprintf(w2, sizeof(w2), "its tail callee %s could not be measured",
                      qpt_proc_name(sp, p));
-            drop_proc(m, sp, from, note, arg, w2, depth + 1);
+            drop_proc(set, m, sp, from, note, arg, w2, depth + 1);
         }
 }
 
@@ -1525,7 +1620,7 @@ qm_drop_refused(qm_set_t *set, qpt_space_t *s, qpt_space_t *space, qpt_handle_t 
         for (size_t k = 0; k < m->nhandles && !owned; k++)
             owned = m->handles[k] == h;
         if (here) {
-            drop_proc(m, space, pt.proc, note, arg, why, 0);
+            drop_proc(set, m, space, pt.proc, note, arg, why, 0);
             dropped = 1;
         }
     }
@@ -1533,3 +1628,28 @@ qm_drop_refused(qm_set_t *set, qpt_space_t *s, qpt_space_t *space, qpt_handle_t 
     return dropped ? 0 : QPT_ENOTFOUND;
 }
 
+void
+qm_set_hooks(qm_set_t *set, const qm_hooks_t *hooks)
+{
+    if (set == NULL)
+        return;
+    if (hooks != NULL)
+        set->hooks = *hooks;
+    else
+        memset(&set->hooks, 0, sizeof(set->hooks));
+}
+
+int
+qm_measured(const qm_set_t *set, size_t i, const char ***names, size_t *n)
+{
+    if (set == NULL || i >= set->n || names == NULL || n == NULL)
+        return QPT_EINVAL;
+    const qm_metric_t *m = &set->v[i];
+    *n = 0;
+    if ((*names = malloc((m->nprocs + 1) * sizeof(const char *))) == NULL)
+        return QPT_ENOMEM;
+    for (size_t k = 0; m->state == QM_ON && k < m->nprocs; k++)
+        if (m->procs[k].measured)
+            (*names)[(*n)++] = m->procs[k].name;
+    return 0;
+}

@@ -255,6 +255,46 @@ say(live_t *l, const char *fmt, ...)
         l->o->note(l->o->note_arg, line);
 }
 
+/* EV (its kind and fields set) to the front end's on_event: 1, or 0 when there is none
+ * (the session then says it itself). */
+static int
+event(live_t *l, qm_live_event_t *ev)
+{
+    if (l->o->on_event == NULL)
+        return 0;
+    ev->pid = l->rep->pid;
+    l->o->on_event(l->o->arg, ev);
+    return 1;
+}
+
+/* The metrics ON now that were not in PLACED's copy WAS (NM, may be NULL: none were),
+ * into a PLACED event of KIND (library NAME) that stopped the process MS. */
+static void
+placed_event(live_t *l, int kind, const char *name, const uint8_t *was, size_t nm, double ms)
+{
+    size_t n = qm_count(l->set);
+    uint8_t *v = calloc(n + 1, 1);
+    if (v == NULL)
+        return;
+    for (size_t i = 0; i < n; i++)
+        v[i] = qm_state(l->set, i) == QM_ON && (was == NULL || i >= nm || !was[i]);
+    qm_live_event_t ev = { .kind = kind, .name = name, .stop_ms = ms, .placed = v,
+                           .nmetrics = n };
+    event(l, &ev);
+    free(v);
+}
+
+/* Which metrics are in now (per metric, 1: QM_ON), malloc'ed; NULL when out of memory. */
+static uint8_t *
+on_now(live_t *l)
+{
+    size_t n = qm_count(l->set);
+    uint8_t *v = calloc(n + 1, 1);
+    for (size_t i = 0; v != NULL && i < n; i++)
+        v[i] = qm_state(l->set, i) == QM_ON;
+    return v;
+}
+
 /* A multi-line message (a parse error with its caret), a line at a time. */
 static void
 reply_lines(live_t *l, const char *text)
@@ -384,8 +424,10 @@ wait_for_libraries(live_t *l, size_t first)
             continue;
         }
         qm_wait(l->set, i, 1);
-        say(l, "#%zu %s: no library matching %s is loaded: measured once one is (dlopen)",
-            i + 1, qm_name(l->set, i), lib);
+        qm_live_event_t ev = { .kind = QM_EV_WAITING, .metric = i, .name = lib };
+        if (!event(l, &ev))
+            say(l, "#%zu %s: no library matching %s is loaded: measured once one is (dlopen)",
+                i + 1, qm_name(l->set, i), lib);
     }
 }
 
@@ -399,7 +441,7 @@ place_one(live_t *l, size_t i, char *why, size_t whylen)
     qpt_space_t *s = l->s;
     why[0] = '\0';
     qm_wait(l->set, i, 0);
-    int rc = qm_costs_count_one(l->costs, l->set, i, s, why, whylen);
+    int rc = l->o->no_costs ? 0 : qm_costs_count_one(l->costs, l->set, i, s, why, whylen);
     if (rc == 0)
         rc = qm_insert(l->set, s, l->o->note, l->o->note_arg, why, whylen);
     if (rc == 0 && (rc = qpt_commit(s)) < 0)
@@ -438,9 +480,12 @@ static void
 on_library(live_t *l, const char *name)
 {
     char lib[256], why[2048], in[256] = "";
+    double t0 = qm_now();
+    uint8_t *was = on_now(l);
+    size_t nm = qm_count(l->set);
     for (size_t i = 0; i < qm_count(l->set); i++) {
         if (qm_state(l->set, i) != QM_WAITING || qm_library_of(l->set, i, lib, sizeof(lib)) < 0
-            || fnmatch(lib, name, 0) != 0)
+            || !qpt_module_matches(lib, name))
             continue;
         if (place_one(l, i, why, sizeof(why)) < 0)
             say(l, "#%zu %s: %s loaded, but not measured: %s", i + 1, qm_name(l->set, i), name,
@@ -448,8 +493,11 @@ on_library(live_t *l, const char *name)
         else
             list_add(in, sizeof(in), i);
     }
-    if (in[0] != '\0')
+    if (in[0] != '\0' && l->o->on_event != NULL)
+        placed_event(l, QM_EV_LOADED, name, was, nm, (qm_now() - t0) * 1e3);
+    else if (in[0] != '\0')
         say(l, "%d: %s loaded: metrics %s measured from now on", l->rep->pid, name, in);
+    free(was);
 }
 
 /* Library NAME was unloaded (dlclose): the values of the metrics in it are kept (added to
@@ -462,7 +510,7 @@ on_unload(live_t *l, const char *name)
     for (size_t i = 0; i < qm_count(l->set); i++) {
         qpt_space_t *x;
         if (qm_state(l->set, i) != QM_ON || qm_library_of(l->set, i, lib, sizeof(lib)) < 0
-            || fnmatch(lib, name, 0) != 0 || qpt_library(l->s, lib, &x, why, sizeof(why)) == 0)
+            || !qpt_module_matches(lib, name) || qpt_library(l->s, lib, &x, why, sizeof(why)) == 0)
             continue; /* (another library of that name still in) */
         qm_row_t *rows;
         size_t n;
@@ -491,7 +539,10 @@ on_unload(live_t *l, const char *name)
         qm_costs_forget(l->costs, i);
         list_add(out, sizeof(out), i);
     }
-    if (out[0] != '\0')
+    qm_live_event_t ev = { .kind = QM_EV_UNLOADED, .name = name };
+    if (out[0] != '\0' && event(l, &ev))
+        ;
+    else if (out[0] != '\0')
         say(l, "%d: %s unloaded (dlclose): the values of metrics %s are those until then "
             "(added to if it is loaded again)", l->rep->pid, name, out);
 }
@@ -546,8 +597,11 @@ on_exec(live_t *l, const char *path)
     l->ncarry = l->nprev = 0;
     l->image++;
     base_name(path, l->prog, sizeof(l->prog));
-    say(l, "%d: the process ran execve (%s): the values up to the exec are kept apart (rows "
-        "%s[%zu]:...); measuring the new program", l->rep->pid, path, was, l->image);
+    qm_live_event_t ev = { .kind = QM_EV_EXEC, .name = path, .was = was, .image = l->image };
+    if (!event(l, &ev))
+        say(l, "%d: the process ran execve (%s): the values up to the exec are kept apart "
+            "(rows %s[%zu]:...); measuring the new program", l->rep->pid, path, was, l->image);
+    double t0 = qm_now();
     qm_threads_free(l->threads);
     l->threads = qm_threads_new(l->s);
     size_t nm = qm_count(l->set);
@@ -575,6 +629,8 @@ on_exec(live_t *l, const char *path)
                 first_line(why));
     }
     free(was_on);
+    if (l->o->on_event != NULL)
+        placed_event(l, QM_EV_PLACED, NULL, NULL, 0, (qm_now() - t0) * 1e3);
 }
 
 /*
@@ -652,18 +708,27 @@ static void
 followed_notes(live_t *l)
 {
     char lib[256];
-    if (l->forks_counted > 0)
+    qm_live_event_t ev = { .kind = QM_EV_FORKS, .counted = l->forks_counted,
+                           .apart = l->forks_apart };
+    if ((l->forks_counted > 0 || l->forks_apart > 0) && event(l, &ev))
+        ;
+    else if (l->forks_counted > 0)
         say(l, "%d: %u %s forked: counted with the parent (%s own dlopen and exec not "
             "followed)", l->rep->pid, l->forks_counted,
             l->forks_counted == 1 ? "child" : "children",
             l->forks_counted == 1 ? "its" : "their");
-    if (l->forks_apart > 0)
+    if (l->forks_apart > 0 && l->o->on_event == NULL)
         say(l, "%d: %u %s forked: not measured", l->rep->pid, l->forks_apart,
             l->forks_apart == 1 ? "child" : "children");
     for (size_t i = 0; i < qm_count(l->set); i++) {
         if (qm_state(l->set, i) != QM_WAITING || (i < l->nplaced && l->placed[i]))
             continue;
-        if (qm_library_of(l->set, i, lib, sizeof(lib)) == 0)
+        qm_live_event_t nev = { .kind = QM_EV_NEVER_LOADED, .metric = i, .name = lib };
+        if (qm_library_of(l->set, i, lib, sizeof(lib)) == 0 && event(l, &nev))
+            ;
+        else if (l->o->on_event != NULL)
+            ;
+        else if (qm_library_of(l->set, i, lib, sizeof(lib)) == 0)
             say(l, "#%zu %s: no library matching %s was loaded during the session", i + 1,
                 qm_name(l->set, i), lib);
         else
@@ -695,8 +760,10 @@ place(live_t *l, size_t first, int stopped, int predict, double *stop_ms, unsign
     }
     double t0 = qm_now();
     int rc = stopped ? 0 : qpt_stop(s);
-    if (rc == 0 && (rc = qm_costs_count(l->costs, l->set, first, s, why, whylen)) == 0
-        && predict) {
+    if (l->o->no_costs)
+        predict = 0;
+    if (rc == 0 && !l->o->no_costs
+        && (rc = qm_costs_count(l->costs, l->set, first, s, why, whylen)) == 0 && predict) {
         if ((rc = qpt_commit(s)) == 0 && (rc = qpt_run(s)) == 0) {
             qm_costs_mark(l->costs, l->set, first, s);
             nap(l->o->sample > 0 ? l->o->sample : 0.2);
@@ -1120,6 +1187,16 @@ qm_live_run(qm_set_t *set, const qm_live_opts_t *o, qm_live_report_t *rep, char 
             rc = place(&l, 0, stopped, o->pid > 0, &rep->stop_ms, &refused, why, whylen);
     } else if ((rc = qpt_run(s)) < 0)
         snprintf(why, whylen, "%s", qpt_error(s));
+    if (rc == 0 && o->on_event != NULL && !o->commands) {
+        /* A front end's lenient metrics: none in, none waiting for a library. */
+        size_t live = 0;
+        for (size_t i = 0; i < qm_count(set); i++)
+            live += qm_state(set, i) == QM_ON || qm_state(set, i) == QM_WAITING;
+        if (live == 0) {
+            snprintf(why, whylen, "nothing to measure");
+            rc = QPT_ENOTFOUND;
+        }
+    }
     if (rc == 0 && qm_count(set) > 0 && refused == qm_count(set) && !o->commands) {
         snprintf(why, whylen, "no metric within --max-overhead %.2f%%", o->max_overhead);
         rc = QPT_EINVAL;
@@ -1137,6 +1214,8 @@ qm_live_run(qm_set_t *set, const qm_live_opts_t *o, qm_live_report_t *rep, char 
     for (size_t i = 0; i < qm_count(set); i++)
         if (qm_state(set, i) == QM_ON)
             mark_placed(&l, i);
+    if (o->on_event != NULL && qm_count(set) > 0)
+        placed_event(&l, QM_EV_PLACED, NULL, NULL, 0, rep->stop_ms);
     if (o->on_ready != NULL)
         o->on_ready(o->arg, rep->pid, rep->stop_ms);
     double start = qm_now(), next = o->interval > 0 ? start + o->interval : 0;
@@ -1219,6 +1298,12 @@ qm_live_run(qm_set_t *set, const qm_live_opts_t *o, qm_live_report_t *rep, char 
     }
     qm_costs_free(l.costs);
     free(l.apart);
+    double t_close = qm_now();
+    int gone = rep->ended;
     qpt_close(s); /* the snippets out, the process let go */
+    qm_live_event_t ev = { .kind = QM_EV_REMOVED, .pid = rep->pid,
+                           .stop_ms = (qm_now() - t_close) * 1e3 };
+    if (!gone && o->on_event != NULL)
+        o->on_event(o->arg, &ev);
     return rc;
 }

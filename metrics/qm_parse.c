@@ -216,7 +216,8 @@ identifier(parser_t *p, const char *what)
     return strndup(p->text + start, p->pos - start);
 }
 
-/* '(' PATTERN ')': the raw text between, trimmed; its position. */
+/* '(' PATTERN ')': the raw text between, trimmed; its position. The pattern may hold
+ * balanced parentheses: a C++ signature, calls(geo::norm(int, int)). */
 static char *
 pattern(parser_t *p, unsigned *line, unsigned *col)
 {
@@ -226,10 +227,18 @@ pattern(parser_t *p, unsigned *line, unsigned *col)
     *line = p->line;
     *col = p->col;
     size_t start = p->pos;
-    while (peekc(p) && peekc(p) != ')' && peekc(p) != '\n' && peekc(p) != '(')
+    int depth = 0;
+    unsigned open_line = 0, open_col = 0; /* the outermost '(' inside, while open */
+    while (peekc(p) && peekc(p) != '\n' && (peekc(p) != ')' || depth > 0)) {
+        if (peekc(p) == '(' && depth++ == 0)
+            open_line = p->line, open_col = p->col;
+        depth -= peekc(p) == ')';
         advance(p);
+    }
     if (peekc(p) != ')') {
-        fail_at(p, p->line, p->col, "expected ')' after the pattern");
+        /* An unclosed '(' in it: the pattern was to end there. */
+        fail_at(p, depth > 0 ? open_line : p->line, depth > 0 ? open_col : p->col,
+                "expected ')' after the pattern");
         return NULL;
     }
     size_t end = p->pos;

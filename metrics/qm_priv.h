@@ -129,6 +129,7 @@ struct qm_set {
     size_t ndefs;
     int placed;            /* a metric was placed (qm_insert) or read (qm_layout_load) */
     uint64_t id;           /* read from a layout: the rewrite's id (0: an older layout) */
+    qm_hooks_t hooks;      /* a front end's (qm_set_hooks); zero: none */
 };
 
 void qm_expr_free(qm_expr_t *e);

@@ -251,6 +251,22 @@ START_TEST(test_libqpt_hist)
 }
 END_TEST
 
+/* Library names: as the file is named, or as ldd names it (trailing versions off). */
+START_TEST(test_libqpt_module_matches)
+{
+    ck_assert(qpt_module_matches("libc.so.6", "libc.so.6"));
+    ck_assert(qpt_module_matches("libqv.so.0", "libqv.so.0.8.6"));
+    ck_assert(qpt_module_matches("libqv.so", "libqv.so.0.8.6"));
+    ck_assert(qpt_module_matches("libqv*", "libqv.so.0.8.6"));
+    ck_assert(!qpt_module_matches("libqv.so.0.8", "libqv.so.0.9.1"));
+    ck_assert(!qpt_module_matches("libq", "libqv.so.0"));
+    ck_assert(!qpt_module_matches("libfoo.so.1", "libfoo.so.1x"));
+    ck_assert(!qpt_module_matches(NULL, "libc.so.6"));
+    ck_assert_int_eq(qpt_set_analysis_threads(17), QPT_EINVAL);
+    ck_assert_int_eq(qpt_set_analysis_threads(0), 0);
+}
+END_TEST
+
 START_TEST(test_libqpt_file)
 {
     char why[512] = "";
@@ -1457,6 +1473,7 @@ libqpt_suite(void)
     tcase_add_test(tc, test_libqpt_edges_file);
     tcase_add_test(tc, test_libqpt_lines_file);
     tcase_add_test(tc, test_libqpt_hist);
+    tcase_add_test(tc, test_libqpt_module_matches);
     tcase_add_test(tc, test_libqpt_after_file);
     tcase_add_test(tc, test_libqpt_order);
     tcase_add_test(tc, test_libqpt_snippet_call);

@@ -192,6 +192,18 @@ START_TEST(test_metrics_syntax)
     ck_assert_uint_eq(qm_count(set), 1);
     ck_assert_str_eq(qm_name(set, 0), "count calls(lua_*) inside(luaV_execute) where arg1 + 2 * "
                                       "3 == 7 || !arg2");
+    /* A C++ signature: its parentheses balanced belong to the pattern. */
+    ck_assert_int_eq(qm_parse("count calls(geo::norm(int, int))", "-e", 1, &set, why,
+                              sizeof(why)), 0);
+    ck_assert_str_eq(qm_name(set, 1), "count calls(geo::norm(int, int))");
+    qm_set_t *bad1 = NULL;
+    ck_assert_int_eq(qm_parse("count calls(f(int)", "-e", 1, &bad1, why, sizeof(why)),
+                     QPT_EINVAL);
+    qm_free(bad1);
+    qm_free(set);
+    set = NULL;
+    ck_assert_int_eq(qm_parse("count calls(lua_*) inside(luaV_execute) where arg1 + 2 * 3 == 7 "
+                              "|| !arg2", "-e", 1, &set, why, sizeof(why)), 0);
     ck_assert_int_eq(qm_parse(metrics_text, "m", 0, &set, why, sizeof(why)), 0);
     ck_assert_uint_eq(qm_count(set), 16);
     /* A list and a constraint, defined once and used by two metrics each; memory reads. */

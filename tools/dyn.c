@@ -6,16 +6,20 @@
  * stopped at its first instruction (dyn run -- COMMAND). Entry counters (with --time also
  * timers at entry and exits, with --calls-from counters at call sites) are patched in,
  * sampled while the process runs, and taken out again; the process is left running.
- * The session is dynamic/'s (dyn_run_session); this file parses options, turns signals
- * into the session's stop flag, prints what the session reports and maps failures to
- * exit statuses.
+ * Metrics (-e) and --count/--all sessions run on metrics/'s live session engine
+ * (qm_live_run, on libqpt); --time and --calls-from sessions still on dynamic/'s
+ * (dyn_run_session) until they are metrics too. This file parses options, turns signals
+ * into the sessions' stop flag, prints what they report and maps failures to exit
+ * statuses.
  */
 #include "config.h"
 
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -511,6 +515,15 @@ session(const opts_t *o, int pid, char *const *argv, double t_start)
 
 static int steering; /* --commands: the screen is the conversation's, never cleared */
 
+/* The analysis on every CPU (at most 8), as qpt-rewrite's and dyn_run's: the same
+ * result, sooner ready (python3.11 --all: half its time to ready on 2 CPUs). */
+static void
+analysis_threads(void)
+{
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    qpt_set_analysis_threads(cpus < 1 ? 1 : cpus > 8 ? 8 : (unsigned)cpus);
+}
+
 /* qm_live_opts_t.on_sample: the table every --interval seconds, and at 'show'. */
 static int
 print_metrics_live(void *arg, const qm_set_t *set, const qm_row_t *rows, size_t n,
@@ -553,6 +566,7 @@ metrics_session(const opts_t *o, int pid, char *const *argv)
     steering = o->commands;
     if (set == NULL && (set = qm_new()) == NULL)
         return EXIT_FAIL;
+    analysis_threads();
     qm_live_opts_t lo = { 0 };
     lo.pid = pid;
     lo.argv = argv;
@@ -621,6 +635,531 @@ metrics_session(const opts_t *o, int pid, char *const *argv)
     return ret;
 }
 
+/*****************************************************************************
+ * --count and --all on the live session engine (metrics/qm_live.c)
+ *
+ * Each --count PATTERN is the metric `count calls(PATTERN)`, --all `count calls(*)`,
+ * run by qm_live like -e's (it follows dlopen, dlclose, exec and fork); the engine
+ * tells what happens through hooks and events, worded here as dyn has always worded
+ * them, and its rows become dyn's tables (a procedure matched twice is one row).
+ */
+
+/* Seconds between two samples while a histogram is kept (its series are sampled). */
+#define COUNT_STEP 0.05
+
+typedef struct counting {
+    const opts_t *o;
+    qm_set_t *set;
+    size_t nnamed;       /* metrics [0, nnamed) are --count's; nnamed, --all's */
+    double t_start;      /* when dyn started */
+    int verbose;         /* -v */
+    int pid;
+    size_t image;        /* execs so far */
+    char **ref;          /* procedures refused since the last placement (names) */
+    char **refwhy;       /* ... why */
+    uint8_t *refall;     /* ... refused by --all's metric only */
+    size_t nref;
+    char **names;        /* every row so far, in the order first seen (series) */
+    size_t nnames;
+    size_t *slots;       /* a hash table of names: index + 1 per slot, 0 empty */
+    size_t nslots;       /* its size (a power of 2, at least twice nnames) */
+    uint64_t *prev;      /* per row: its calls at the previous live table */
+    uint64_t *now;       /* per row: its calls at the last sample */
+    drv_hist_t hist;     /* --histogram: the calls over time (hist.v NULL: none) */
+    double t0;           /* when the metrics went in (qm_now's clock) */
+    double last_table;   /* when the previous live table was shown (0: none yet) */
+    double next_table;   /* when the next is due (0: no live tables) */
+    int gone;            /* print_live said standard output is gone */
+} counting_t;
+
+static void
+count_note(counting_t *c, int detail, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+static void
+count_note(counting_t *c, int detail, const char *fmt, ...)
+{
+    char line[2048];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof(line), fmt, ap);
+    va_end(ap);
+    print_note(&c->verbose, detail, line);
+}
+
+/* FNV-1a of NAME. */
+static size_t
+name_hash(const char *name)
+{
+    uint64_t h = 14695981039346656037ull;
+    for (const unsigned char *p = (const unsigned char *)name; *p; p++)
+        h = (h ^ *p) * 1099511628211ull;
+    return (size_t)h;
+}
+
+/* Where NAME is (or would go) in the hash table of c->names. */
+static size_t
+count_slot(const counting_t *c, const char *name)
+{
+    size_t k = name_hash(name) & (c->nslots - 1);
+    while (c->slots[k] != 0 && strcmp(c->names[c->slots[k] - 1], name) != 0)
+        k = (k + 1) & (c->nslots - 1);
+    return k;
+}
+
+/* The hash table with room for one more name; -1 when out of memory. */
+static int
+count_slots_grow(counting_t *c)
+{
+    if (2 * (c->nnames + 1) <= c->nslots)
+        return 0;
+    size_t n = c->nslots ? 2 * c->nslots : 64;
+    size_t *v = calloc(n, sizeof(size_t));
+    if (v == NULL)
+        return -1;
+    free(c->slots);
+    c->slots = v;
+    c->nslots = n;
+    for (size_t i = 0; i < c->nnames; i++)
+        c->slots[count_slot(c, c->names[i])] = i + 1;
+    return 0;
+}
+
+/* The index of row NAME among c->names, added when new; SIZE_MAX when out of memory. */
+static size_t
+count_row(counting_t *c, const char *name)
+{
+    if (c->nslots > 0) {
+        size_t k = count_slot(c, name);
+        if (c->slots[k] != 0)
+            return c->slots[k] - 1;
+    }
+    if (count_slots_grow(c) < 0)
+        return SIZE_MAX;
+    char **v = realloc(c->names, (c->nnames + 1) * sizeof(char *));
+    uint64_t *p = v != NULL ? realloc(c->prev, (c->nnames + 1) * sizeof(uint64_t)) : NULL;
+    if (v != NULL)
+        c->names = v;
+    if (p != NULL)
+        c->prev = p;
+    uint64_t *q = p != NULL ? realloc(c->now, (c->nnames + 1) * sizeof(uint64_t)) : NULL;
+    if (q != NULL)
+        c->now = q;
+    if (v == NULL || p == NULL || q == NULL || (v[c->nnames] = strdup(name)) == NULL)
+        return SIZE_MAX;
+    c->prev[c->nnames] = c->now[c->nnames] = 0;
+    c->slots[count_slot(c, name)] = c->nnames + 1;
+    return c->nnames++;
+}
+
+/* The engine's rows (ROWS, N) as calls per row of c->names, into c->now. */
+static void
+count_take(counting_t *c, const qm_row_t *rows, size_t n)
+{
+    uint8_t *seen = calloc(c->nnames + n + 1, 1);
+    for (size_t i = 0; i < c->nnames; i++)
+        c->now[i] = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (!rows[i].measured)
+            continue;
+        size_t k = count_row(c, rows[i].focus);
+        if (k == SIZE_MAX || seen == NULL)
+            continue;
+        /* A procedure matched by two patterns: one row (its two counters agree). */
+        if (!seen[k] || rows[i].value > c->now[k])
+            c->now[k] = rows[i].value;
+        seen[k] = 1;
+    }
+    free(seen);
+}
+
+/* qm_hooks_t.refused: procedure PROC of metric M is not instrumented (said once placed). */
+static void
+count_refused(void *arg, size_t m, const char *proc, const char *why)
+{
+    counting_t *c = arg;
+    for (size_t i = 0; i < c->nref; i++)
+        if (strcmp(c->ref[i], proc) == 0) {
+            c->refall[i] &= m == c->nnamed;
+            return;
+        }
+    char **r = realloc(c->ref, (c->nref + 1) * sizeof(char *));
+    char **w = r != NULL ? realloc(c->refwhy, (c->nref + 1) * sizeof(char *)) : NULL;
+    if (r != NULL)
+        c->ref = r;
+    if (w != NULL)
+        c->refwhy = w;
+    uint8_t *a = w != NULL ? realloc(c->refall, c->nref + 1) : NULL;
+    if (a == NULL)
+        return;
+    c->refall = a;
+    if ((r[c->nref] = strdup(proc)) == NULL || (w[c->nref] = strdup(why)) == NULL) {
+        free(r[c->nref]);
+        return;
+    }
+    a[c->nref++] = m == c->nnamed;
+}
+
+/*
+ * qm_hooks_t.nomatch: a --count pattern names nothing. When it is a bare name that the
+ * executable calls through its PLT, or a library function here, what to write instead:
+ * the library that defines it in dyn's own process (libc's functions are the usual
+ * case: the same libc.so.6), or the MODULE:NAME form with '*'.
+ */
+static void
+count_nomatch(void *arg, size_t m, const char *pattern, qpt_space_t *s)
+{
+    counting_t *c = arg;
+    char hint[512] = "", plt[300];
+    uint32_t p;
+    (void)m;
+    const char *sep = cfg_module_sep(pattern);
+    if (s == NULL && sep != NULL) { /* a static program: no library to wait for */
+        count_note(c, 0, "%d: no loaded library matches '%.*s' (in '%s'; the executable's "
+                   "procedures are named without MODULE:)", c->pid, (int)(sep - pattern),
+                   pattern, pattern);
+        return;
+    }
+    if (s != NULL && pattern[strcspn(pattern, "*?[")] == '\0') {
+        snprintf(plt, sizeof(plt), "%s@plt", pattern);
+        void *f = dlsym(RTLD_DEFAULT, pattern);
+        Dl_info info;
+        const char *lib = NULL;
+        if (f != NULL && dladdr(f, &info) != 0 && info.dli_fname != NULL) {
+            lib = strrchr(info.dli_fname, '/');
+            lib = lib != NULL ? lib + 1 : info.dli_fname;
+            if (strstr(lib, ".so") == NULL)
+                lib = NULL; /* dyn's own (static) code */
+        }
+        if (lib != NULL)
+            snprintf(hint, sizeof(hint), " in the executable; a shared library's procedure is "
+                     "named with its library: '%s:%s' (or '*:%s', any library)", lib, pattern,
+                     pattern);
+        else if (qpt_proc_find(s, plt, &p) == 0)
+            snprintf(hint, sizeof(hint), " in the executable; it calls %s in a shared library: "
+                     "name it 'LIBRARY:%s' (LIBRARY as ldd shows it, or '*', any library)",
+                     pattern, pattern);
+    }
+    count_note(c, 0, "no procedure matches '%s'%s", pattern, hint);
+}
+
+/* The refusals gathered since the last placement: said (those of --all only with -v)
+ * and forgotten; their number. */
+static size_t
+count_refusals(counting_t *c)
+{
+    size_t n = c->nref;
+    for (size_t i = 0; i < c->nref; i++) {
+        count_note(c, c->refall[i], "%s: not instrumented: %s", c->ref[i], c->refwhy[i]);
+        free(c->ref[i]);
+        free(c->refwhy[i]);
+    }
+    c->nref = 0;
+    return n;
+}
+
+static int
+str_cmp(const void *a, const void *b)
+{
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* The procedures metrics PLACED (N) measure, each once. */
+static size_t
+count_placed(counting_t *c, const uint8_t *placed, size_t n)
+{
+    const char **all = NULL;
+    size_t nall = 0, nseen = 0;
+    for (size_t i = 0; i < n; i++) {
+        const char **names;
+        size_t k;
+        if (!placed[i] || qm_measured(c->set, i, &names, &k) < 0)
+            continue;
+        const char **v = realloc(all, (nall + k + 1) * sizeof(char *));
+        if (v != NULL) {
+            all = v;
+            memcpy(all + nall, names, k * sizeof(char *));
+            nall += k;
+        }
+        free(names);
+    }
+    if (all != NULL)
+        qsort(all, nall, sizeof(char *), str_cmp);
+    for (size_t i = 0; i < nall; i++)
+        nseen += i == 0 || strcmp(all[i - 1], all[i]) != 0;
+    free(all);
+    return nseen;
+}
+
+/* The pattern of metric M (its text is "count calls(PATTERN)"). */
+static const char *
+count_pattern(const counting_t *c, size_t m)
+{
+    return m < c->nnamed ? c->o->count[m] : "*";
+}
+
+/* qm_live_opts_t.on_event: what the engine did, as dyn says it. */
+static void
+count_event(void *arg, const qm_live_event_t *ev)
+{
+    counting_t *c = arg;
+    switch (ev->kind) {
+    case QM_EV_PLACED: {
+        size_t nref = count_refusals(c), nin = count_placed(c, ev->placed, ev->nmetrics);
+        if (c->image == 0)
+            count_note(c, 0, "%d: %zu procedures instrumented, %zu refused, stopped %.1f ms, "
+                       "%.2f s after dyn started", ev->pid, nin, nref, ev->stop_ms,
+                       dyn_run_now() - c->t_start);
+        else
+            count_note(c, 0, "%d: %zu procedures instrumented, %zu refused, stopped %.1f ms",
+                       ev->pid, nin, nref, ev->stop_ms);
+        size_t waiting = 0;
+        for (size_t i = 0; i < qm_count(c->set); i++)
+            waiting += qm_state(c->set, i) == QM_WAITING;
+        if (nin == 0 && waiting > 0)
+            count_note(c, 0, "%d: waiting for the libraries named to be loaded", ev->pid);
+        else if (nin == 0 && c->image > 0)
+            count_note(c, 0, "%d: nothing to measure in the new program", ev->pid);
+        break;
+    }
+    case QM_EV_LOADED: {
+        size_t nref = count_refusals(c), nin = count_placed(c, ev->placed, ev->nmetrics);
+        count_note(c, 0, "%d: %s loaded: %zu procedures instrumented, %zu refused, stopped "
+                   "%.1f ms", ev->pid, ev->name, nin, nref, ev->stop_ms);
+        break;
+    }
+    case QM_EV_REMOVED:
+        count_note(c, 1, "%d: instrumentation removed, stopped %.1f ms", ev->pid, ev->stop_ms);
+        break;
+    case QM_EV_UNLOADED:
+        count_note(c, 0, "%d: %s unloaded: its counts are those until then", ev->pid, ev->name);
+        break;
+    case QM_EV_EXEC:
+        c->image = ev->image;
+        count_note(c, 0, "%d: the process ran execve (%s): the counts up to the exec are kept "
+                   "apart (rows %s[%zu]:...); measuring the new program", ev->pid, ev->name,
+                   ev->was, ev->image);
+        break;
+    case QM_EV_FORKS:
+        if (ev->counted > 0)
+            count_note(c, 0, "%d: %u %s forked: counted with the parent (%s later dlopen and "
+                       "exec not followed)", ev->pid, ev->counted,
+                       ev->counted == 1 ? "child" : "children", ev->counted == 1 ? "its" : "their");
+        if (ev->apart > 0)
+            count_note(c, 0, "%d: %u %s forked: not measured", ev->pid, ev->apart,
+                       ev->apart == 1 ? "child" : "children");
+        break;
+    case QM_EV_NEVER_LOADED: {
+        const char *p = count_pattern(c, ev->metric), *sep = cfg_module_sep(p);
+        count_note(c, 0, "%d: no library matching '%.*s' (in '%s') was loaded during the "
+                   "session", ev->pid, sep != NULL ? (int)(sep - p) : (int)strlen(p), p, p);
+        break;
+    }
+    default:
+        break;
+    }
+}
+
+static int
+count_row_cmp(const void *a, const void *b)
+{
+    const dyn_row_t *x = a, *y = b;
+    if (x->rate != y->rate)
+        return x->rate < y->rate ? 1 : -1;
+    if (x->calls != y->calls)
+        return x->calls < y->calls ? 1 : -1;
+    return strcmp(x->name, y->name);
+}
+
+/* The rows now (c->now), with their rates since the previous table when RATES; by rate,
+ * then calls, then name. NULL when out of memory. */
+static dyn_row_t *
+count_rows(const counting_t *c, int rates)
+{
+    dyn_row_t *r = calloc(c->nnames + 1, sizeof(dyn_row_t));
+    for (size_t i = 0; r != NULL && i < c->nnames; i++) {
+        r[i].name = c->names[i];
+        r[i].point = i;
+        r[i].calls = c->now[i];
+        r[i].rate = rates ? c->now[i] - c->prev[i] : 0;
+        r[i].wall_ns = -1;
+    }
+    if (r != NULL)
+        qsort(r, c->nnames, sizeof(dyn_row_t), count_row_cmp);
+    return r;
+}
+
+/* The histogram's series up to the rows known now; -1 when out of memory. */
+static int
+count_hist_grow(counting_t *c, double t)
+{
+    drv_hist_t *h = &c->hist;
+    if (h->v == NULL)
+        return drv_hist_init(h, c->nnames, HIST_BUCKETS, HIST_WIDTH, t) < 0 ? -1 : 0;
+    if (h->nseries >= c->nnames)
+        return 0;
+    size_t n = c->nnames;
+    uint64_t *v = calloc(n * h->nbuckets + 1, sizeof(uint64_t));
+    uint64_t *l = calloc(n + 1, sizeof(uint64_t));
+    if (v == NULL || l == NULL) {
+        free(v);
+        free(l);
+        return -1;
+    }
+    memcpy(v, h->v, h->nseries * h->nbuckets * sizeof(uint64_t));
+    memcpy(l, h->last, h->nseries * sizeof(uint64_t));
+    free(h->v);
+    free(h->last);
+    h->v = v;
+    h->last = l;
+    h->nseries = n;
+    return 0;
+}
+
+/* qm_live_opts_t.on_sample: the histogram's series, the live table when due. */
+static int
+count_sample(void *arg, const qm_set_t *set, const qm_row_t *rows, size_t n,
+             const qm_cost_t *costs, size_t ncosts, double t)
+{
+    counting_t *c = arg;
+    (void)set, (void)costs, (void)ncosts;
+    count_take(c, rows, n);
+    double now = dyn_run_now();
+    if (c->o->histogram && count_hist_grow(c, c->t0) == 0)
+        drv_hist_add(&c->hist, now, c->now);
+    if (c->next_table <= 0 || now < c->next_table)
+        return 0;
+    dyn_row_t *r = count_rows(c, 1);
+    if (r != NULL) {
+        dyn_live_t l = { c->pid, t, now - c->last_table, r, c->nnames };
+        c->gone = print_live(NULL, &l) != 0;
+    }
+    free(r);
+    memcpy(c->prev, c->now, c->nnames * sizeof(uint64_t));
+    c->last_table = now;
+    while (c->next_table <= now)
+        c->next_table += c->o->interval;
+    return c->gone;
+}
+
+/* qm_live_opts_t.on_ready: the clocks of the tables and the histogram start. */
+static void
+count_ready(void *arg, int pid, double stop_ms)
+{
+    counting_t *c = arg;
+    (void)stop_ms;
+    c->pid = pid;
+    c->t0 = c->last_table = dyn_run_now();
+    c->next_table = c->o->interval > 0 ? c->t0 + c->o->interval : 0;
+}
+
+/* The metrics of --count and --all into C->set; -1 (said) on a pattern the language
+ * cannot take. */
+static int
+count_metrics(counting_t *c)
+{
+    char text[4200], why[2048];
+    c->nnamed = c->o->ncount;
+    for (size_t i = 0; i <= c->o->ncount; i++) {
+        if (i == c->o->ncount && !c->o->all)
+            break;
+        snprintf(text, sizeof(text), "count calls(%s)", count_pattern(c, i));
+        if (qm_parse(text, "--count", 1, &c->set, why, sizeof(why)) < 0) {
+            fprintf(stderr, "%s: --count '%s': %s\n", prog_name, count_pattern(c, i), why);
+            return -1;
+        }
+    }
+    qm_hooks_t h = { count_refused, count_nomatch, c, 1, c->o->no_atomic };
+    qm_set_hooks(c->set, &h);
+    return 0;
+}
+
+/*
+ * A --count/--all session on the engine of -e. Returns the exit status as session()
+ * does.
+ */
+static int
+count_session(const opts_t *o, int pid, char *const *argv, double t_start)
+{
+    counting_t c = { 0 };
+    analysis_threads();
+    c.o = o;
+    c.t_start = t_start;
+    c.verbose = o->verbose;
+    c.pid = pid;
+    if (count_metrics(&c) < 0) {
+        qm_free(c.set);
+        return EXIT_USAGE;
+    }
+    qm_live_opts_t lo = { 0 };
+    lo.pid = pid;
+    lo.argv = argv;
+    /* Sampled every step for a histogram, else at each live table. */
+    lo.interval = o->histogram ? COUNT_STEP : o->interval;
+    if (o->histogram && o->interval > 0 && o->interval < COUNT_STEP)
+        lo.interval = o->interval;
+    lo.duration = o->duration;
+    lo.stop = (const volatile int *)&stop_flag;
+    lo.note = tool_metrics_note;
+    lo.note_arg = (void *)prog_name;
+    lo.on_sample = lo.interval > 0 ? count_sample : NULL;
+    lo.on_ready = count_ready;
+    lo.on_event = count_event;
+    lo.arg = &c;
+    lo.relocate = 1;
+    lo.no_costs = 1;
+    qm_live_report_t rep;
+    char why[2048];
+    int ret = 0;
+    int rc = qm_live_run(c.set, &lo, &rep, why, sizeof(why));
+    count_refusals(&c); /* (a session that failed: what was refused, said first) */
+    if (rc < 0) {
+        const char *nothing = strstr(why, ": nothing to measure");
+        fprintf(stderr, "%s: %s\n", prog_name, nothing != NULL ? nothing + 2 : why);
+        ret = EXIT_FAIL;
+    }
+    if (rep.rows != NULL) {
+        count_take(&c, rep.rows, rep.nrows);
+        dyn_run_report_t r = { 0 };
+        r.pid = rep.pid;
+        r.npoints = c.nnames;
+        r.names = c.names;
+        r.calls = c.now;
+        r.rows = count_rows(&c, 0);
+        r.secs = rep.secs;
+        r.ended = rep.ended;
+        r.status = rep.status;
+        if (o->histogram && count_hist_grow(&c, c.t0) == 0) {
+            drv_hist_add(&c.hist, dyn_run_now(), c.now);
+            r.hist = c.hist;
+        }
+        if (r.rows == NULL || report(&r, o->csv, o->zeros) < 0)
+            ret = EXIT_FAIL;
+        if (r.hist.v != NULL)
+            print_histogram(&r);
+        free(r.rows);
+        if (ret == 0 && rep.ended && argv != NULL)
+            ret = WIFEXITED(rep.status) ? WEXITSTATUS(rep.status) : 128 + WTERMSIG(rep.status);
+        if (out_closed || c.gone) {
+            fprintf(stderr, "%s: %d: standard output was closed: session ended%s\n", prog_name,
+                    rep.pid, rep.ended ? "" : ", instrumentation removed");
+            ret = EXIT_FAIL;
+        }
+    }
+    drv_hist_free(&c.hist);
+    for (size_t i = 0; i < c.nnames; i++)
+        free(c.names[i]);
+    free(c.names);
+    free(c.slots);
+    free(c.prev);
+    free(c.now);
+    free(c.ref);
+    free(c.refwhy);
+    free(c.refall);
+    qm_live_report_free(&rep);
+    qm_free(c.set);
+    return ret;
+}
+
 /*
  * SIGINT, SIGTERM and SIGHUP only set stop_flag: a session is never cut in the middle of
  * an install or a removal (nothing in dynamic/ is left half done by a signal), it ends
@@ -639,6 +1178,20 @@ catch_signals(void)
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGHUP, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);
+}
+
+/* Does a --count pattern of O name shared libraries by a glob (MODULE:GLOB with * ? [
+ * in MODULE: it may match several)? The one engine measures a metric in one library:
+ * such sessions stay on dynamic/'s engine for now (see count_session). */
+static int
+any_library(const opts_t *o)
+{
+    for (size_t i = 0; i < o->ncount; i++) {
+        const char *sep = cfg_module_sep(o->count[i]);
+        if (sep != NULL && strcspn(o->count[i], "*?[") < (size_t)(sep - o->count[i]))
+            return 1;
+    }
+    return 0;
 }
 
 /* ARG as a process id into *PID, or a usage message (for COMMAND) and -1. */
@@ -864,11 +1417,16 @@ print_clean(int pid, const dyn_clean_report_t *r)
         fprintf(stderr,
             "%s: %d: %u trampoline memor%s of a dyn still running left alone\n",
             prog_name, pid, r->busy, r->busy == 1 ? "y" : "ies");
-    if (r->breaks > 0)
+    if (r->regions == 0 && r->breaks > 0) {
         printf("%s: %d: the loader's breakpoint (libraries loaded later) put back%s\n",
-            prog_name, pid, r->regions == 0 ? stub : "");
-    if (r->regions == 0 && r->breaks > 0)
+            prog_name, pid, stub);
         return;
+    }
+    /* With trampolines too, one line still: the breakpoint goes after the stub's part. */
+    char both[160];
+    snprintf(both, sizeof(both), "%s%s", stub,
+        r->breaks > 0 ? "; the loader's breakpoint (libraries loaded later) put back" : "");
+    stub = both;
     if (r->regions == 0) {
         if (r->stub > 0)
             printf("%s: %d: the bytes under a killed dyn's system-call stub put back "
@@ -1135,6 +1693,8 @@ main(int argc, char **argv)
         ret = many_session(&o);
     else if (o.nm > 0 || o.commands)
         ret = metrics_session(&o, pid, run ? argv + optind : NULL);
+    else if (o.ntime == 0 && o.ncalls == 0 && !any_library(&o))
+        ret = count_session(&o, pid, run ? argv + optind : NULL, t_started);
     else
         ret = session(&o, pid, run ? argv + optind : NULL, t_started);
     if (trace.f != NULL) {

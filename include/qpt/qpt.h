@@ -858,6 +858,37 @@ int qpt_thread_stacks(qpt_space_t *s, qpt_stack_fn fn, void *arg);
 int qpt_thread_block(qpt_space_t *s, uint64_t var, size_t bytes, uint64_t thread_ptr,
                      uint64_t *addr /*OUT*/);
 
+/*****************************************************************************
+ * Shared libraries by name (issue 30: dyn --count on the one live session engine)
+ */
+
+/*
+ * Does MODULE (a shell pattern) name the library whose file's base name is NAME? As the
+ * file is named, or as ldd and DT_NEEDED name it, without the file's trailing version
+ * numbers ("libsqlite3.so.0" names libsqlite3.so.0.8.6). qpt_library chooses with it.
+ * 1 or 0. Thread-safe.
+ */
+int qpt_module_matches(const char *module, const char *name);
+
+/* The base name of the file of a library's space (qpt_library: "libc.so.6"), NULL for a
+ * program's space. Valid while S is. */
+const char *qpt_library_name(const qpt_space_t *s);
+
+/*
+ * The threads that analyse the program (and libraries) of each space opened from now
+ * on (qpt_open, qpt_attach, qpt_spawn, qpt_library): 0 or 1 the caller's alone, at most
+ * 16; the analysis is the same for any number, only sooner ready (dyn uses the CPUs, up
+ * to 8). QPT_EINVAL above 16. Call before opening spaces, not while one is being opened.
+ */
+int qpt_set_analysis_threads(unsigned n);
+
+/*
+ * The name by which procedure PROC matches PATTERN (as qpt_proc_match takes it): its own,
+ * or another function symbol at its entry (an alias: "malloc" for __libc_malloc); NULL
+ * when none does. Valid while S is. Thread-safe (S only read).
+ */
+const char *qpt_proc_match_name(const qpt_space_t *s, uint32_t proc, const char *pattern);
+
 #ifdef __cplusplus
 }
 #endif
