@@ -150,7 +150,7 @@ START_TEST(test_metrics_syntax)
         { "metric a = count calls(f) per call site per thread;", "a second focus: only", "t:1:41:" },
         { "metric a = sum(arg1) count(f);", "expected 'calls' after the value", "t:1:22:" },
         { "metric a = avg(arg1 calls(f);", "expected ')'", "t:1:21:" },
-        { "metric a = max(arg1) calls(f) per call site;", "for counts and sums", "t:1:35:" },
+        { "metric a = max(arg1) calls(f) per call site;", "for counts, sums and timers", "t:1:35:" },
         { "metric a = count calls(f) unit bytes;", "expected the unit in double quotes", "t:1:32:" },
         { "metric a = count calls(f) unit \"\";", "an empty unit", "t:1:32:" },
         { "list l = { f, };", "expected a pattern, found '}'", "t:1:15:" },
