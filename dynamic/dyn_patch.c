@@ -1355,9 +1355,38 @@ is_table_block(const cfg_prog_t *prog, const cfg_block_t *b)
     return 1;
 }
 
-/* The last instructions of the blocks of the procedure of PARTS that WHICH says yes to:
- * their runtime addresses, sorted, into *OUT (malloc'd, NULL for none); their number,
- * or QP_ENOMEM. */
+static size_t part_block_index(const cfg_prog_t *prog, const uint32_t *parts, int nparts,
+    uint32_t b);
+
+/*
+ * Does block BL of the procedure of PARTS end in an indirect jump that its copy
+ * translates at run time (pt_proc_t's unknown): one of unknown targets, or of a table
+ * not all of whose targets are the procedure's own code? (A table whose every target is
+ * is relocated as it is, with jumps into the copy at its targets: is_table_block.)
+ */
+static int
+xlate_block(const dyn_session_t *s, const uint32_t *parts, int nparts, const cfg_block_t *bl)
+{
+    const cfg_prog_t *prog = s->prog;
+    int table = 0, out = 0;
+    if (bl->last_kind != ARCH_KIND_JMP_IND)
+        return 0;
+    for (uint32_t e = 0; e < bl->nsucc; e++) {
+        const cfg_edge_t *ed = cfg_block_succ(prog, bl, e);
+        if (ed->kind == CFG_EDGE_UNRESOLVED || ed->kind == CFG_EDGE_INDIRECT)
+            return 1;
+        if (ed->kind == CFG_EDGE_TABLE) {
+            table = 1;
+            out |= ed->to == CFG_NONE
+                || part_block_index(prog, parts, nparts, ed->to) == SIZE_MAX;
+        }
+    }
+    return table && (out || !is_table_block(prog, bl));
+}
+
+/* The last instructions of the blocks of the procedure of PARTS that WHICH says yes to
+ * (NULL: xlate_block): their runtime addresses, sorted, into *OUT (malloc'd, NULL for
+ * none); their number, or QP_ENOMEM. */
 static int
 block_ends(const dyn_session_t *s, const uint32_t *parts, int nparts,
     int (*which)(const cfg_prog_t *, const cfg_block_t *), uint64_t **out)
@@ -1374,7 +1403,7 @@ block_ends(const dyn_session_t *s, const uint32_t *parts, int nparts,
         const cfg_block_t *bl = &prog->blocks[b];
         arch_insn_t in;
         uint64_t a = bl->start;
-        if (!which(prog, bl))
+        if (which != NULL ? !which(prog, bl) : !xlate_block(s, parts, nparts, bl))
             continue;
         while (a < bl->end && cfg_image_decode(prog->img, a, 0, &in) >= 0
             && a + in.len < bl->end)
@@ -1751,12 +1780,15 @@ reloc_trial(const dyn_session_t *s, const uint32_t *parts, int nparts, point_t *
         *err = n == QP_ENOMEM ? n : 0;
         return "its blocks overlap (not one reading of its bytes)";
     }
-    uint64_t e = s->prog->procs[pt->proc].entry + s->bias, *noret = NULL, *inner = NULL;
+    uint64_t e = s->prog->procs[pt->proc].entry + s->bias, *noret = NULL, *inner = NULL,
+             *unknown = NULL;
     int nnr = block_ends(s, parts, nparts, cfg_block_call_never_returns, &noret);
     int nin = nnr < 0 ? nnr : block_ends(s, parts, nparts, is_table_block, &inner);
-    if (nnr < 0 || nin < 0) {
+    int nun = nin < 0 ? nin : block_ends(s, parts, nparts, NULL, &unknown);
+    if (nnr < 0 || nin < 0 || nun < 0) {
         free(runs);
         free(noret);
+        free(inner);
         *err = QP_ENOMEM;
         return "out of memory";
     }
@@ -1768,7 +1800,7 @@ reloc_trial(const dyn_session_t *s, const uint32_t *parts, int nparts, point_t *
         { count.nodes, count.n, count.root, pt_point_ctx(PT_POINT_ENTRY, ARCH_FLAGS_STATUS) },
         { &stop, 1, 0, pt_point_ctx(PT_POINT_EXIT, ARCH_FLAGS_STATUS) },
         { &stop, 1, 0, pt_point_ctx(PT_POINT_INSN, ARCH_FLAGS_STATUS) }, NULL, 0, noret,
-        (size_t)nnr, inner, (size_t)nin };
+        (size_t)nnr, inner, (size_t)nin, unknown, (size_t)nun };
     size_t cap = pt_proc_size(&p, 256), mapcap = pt_proc_mapcap(&p), nmap;
     uint8_t *out = malloc(cap + 1);
     pt_map_t *map = malloc((mapcap + 1) * sizeof(*map));
@@ -1777,7 +1809,8 @@ reloc_trial(const dyn_session_t *s, const uint32_t *parts, int nparts, point_t *
         *err = QP_ENOMEM;
     else if ((n = pt_proc_emit(&p, p.entry, out, cap, map, mapcap, &nmap)) < 0)
         why = n == QP_EUNSUPP ? "an instruction cannot run in a copy (a call to the next "
-                                "one or into its middle, a branch into an instruction)"
+                                "one or into its middle, a branch into an instruction, an "
+                                "indirect jump whose operand cannot be translated)"
                               : "its instructions cannot be relocated to the trampoline";
     else
         pt->rsize = (uint32_t)n;
@@ -1786,6 +1819,7 @@ reloc_trial(const dyn_session_t *s, const uint32_t *parts, int nparts, point_t *
     free(runs);
     free(noret);
     free(inner);
+    free(unknown);
     return why;
 }
 
@@ -1902,8 +1936,6 @@ check_reloc(dyn_session_t *s, uint32_t i, const char *name, int timed, int exits
     }
     if ((why = entry_ok(s, i, &first_only)) != NULL)
         return why;
-    if (pr->nind_unresolved > 0)
-        return "an indirect jump with unknown targets might land in the original code";
     if (has_shadow_stack(s))
         return "its calls would be made with their original return address (the process "
                "has a shadow stack)";
@@ -1944,11 +1976,20 @@ check_reloc(dyn_session_t *s, uint32_t i, const char *name, int timed, int exits
      * into other procedures' code. The return sites; the blocks other procedures jump
      * into (the start of a search of what they run of the original). */
     size_t ntodo = 0;
+    int nxlate = 0;
     FOR_BLOCKS(prog, parts, nparts, k, b)
     {
         const cfg_block_t *bl = &prog->blocks[b];
+        /* An indirect jump the copy translates at run time (pt_proc_emit): its targets,
+         * known or not, are the copy's own code or leave it (the leave snippet first). */
+        int xlate = xlate_block(s, parts, nparts, bl);
+        nxlate += xlate;
         for (uint32_t e = 0; e < bl->nsucc && why == NULL; e++) {
             const cfg_edge_t *ed = cfg_block_succ(prog, bl, e);
+            if (xlate
+                && (ed->kind == CFG_EDGE_TABLE || ed->kind == CFG_EDGE_INDIRECT
+                    || ed->kind == CFG_EDGE_UNRESOLVED))
+                continue;
             if (ed->kind == CFG_EDGE_TABLE && is_table_block(prog, bl) && ed->to != CFG_NONE
                 && part_block_index(prog, parts, nparts, ed->to) != SIZE_MAX)
                 /* A jump table of proven bounds into its own code: each target gets a
@@ -2041,6 +2082,11 @@ check_reloc(dyn_session_t *s, uint32_t i, const char *name, int timed, int exits
             goto out;
         pt.wide = 1;
     }
+    /* A thread left in the original could take a jump of unknown target into the middle
+     * of a patched jump: the original must be idle when the copy goes in (as for a
+     * slot). */
+    if (nxlate > 0 || pr->nind_unresolved > 0)
+        pt.wide = 1;
     if ((*err = add_row(s, name, i, timed, &row)) < 0)
         goto out;
     if (rowp != NULL)
@@ -2582,25 +2628,30 @@ emit_reloc(const dyn_session_t *s, point_t *pt, uint64_t at, const dyn_snippet_t
     QP_CHECK(nparts);
     QP_CHECK(n = proc_runs(s, parts, nparts, &runs));
     pt_proc_t p = { runs, (size_t)n, s->prog->procs[pt->proc].entry + s->bias,
-        tramp_snip(pt, pre, 0), { 0 }, { 0 }, NULL, 0, NULL, 0, NULL, 0 };
-    uint64_t *exits = NULL, *noret = NULL, *inner = NULL;
+        tramp_snip(pt, pre, 0), { 0 }, { 0 }, NULL, 0, NULL, 0, NULL, 0, NULL, 0 };
+    uint64_t *exits = NULL, *noret = NULL, *inner = NULL, *unknown = NULL;
     int nnr = block_ends(s, parts, nparts, cfg_block_call_never_returns, &noret);
     int nin = nnr < 0 ? nnr : block_ends(s, parts, nparts, is_table_block, &inner);
-    if (nnr < 0 || nin < 0) {
+    int nun = nin < 0 ? nin : block_ends(s, parts, nparts, NULL, &unknown);
+    if (nnr < 0 || nin < 0 || nun < 0) {
         free(runs);
         free(noret);
+        free(inner);
         return QP_ENOMEM;
     }
     p.noret = noret;
     p.nnoret = (size_t)nnr;
     p.inner = inner;
     p.ninner = (size_t)nin;
+    p.unknown = unknown;
+    p.nunknown = (size_t)nun;
     if (pt->exits != NULL) {
         /* Only the exits the caller put its snippet at (link addresses, sorted). */
         if ((exits = malloc((pt->nexits + 1) * sizeof(*exits))) == NULL) {
             free(runs);
             free(noret);
             free(inner);
+            free(unknown);
             return QP_ENOMEM;
         }
         for (size_t k = 0; k < pt->nexits; k++)
@@ -2624,6 +2675,7 @@ emit_reloc(const dyn_session_t *s, point_t *pt, uint64_t at, const dyn_snippet_t
         free(exits);
         free(noret);
         free(inner);
+        free(unknown);
         return QP_ENOMEM;
     }
     n = pt_proc_emit(&p, at, out, cap, pt->map, mapcap, &pt->nmap);
@@ -2631,6 +2683,7 @@ emit_reloc(const dyn_session_t *s, point_t *pt, uint64_t at, const dyn_snippet_t
     free(exits);
     free(noret);
     free(inner);
+    free(unknown);
     return n;
 }
 
