@@ -252,7 +252,8 @@ typedef struct pt_map {
  * the body (the leave snippet, a jmp to its target). An indirect jump of P's unknown
  * list is translated where it runs (arch_emit_jmp_xlate, a stub and a table after the
  * stubs): a target that is an instruction of P goes to its copy, any other runs the
- * leave snippet (if chosen) and goes where the jump went; so no such jump ever lands in
+ * leave snippet (if the jump is chosen, or any exit is: no list can name it) and goes
+ * where the jump went; so no such jump ever lands in
  * the original code, whose patched bytes it could split. MAP (MAPCAP entries, at least the
  * number of instructions: PT_PROC_MAPCAP): every instruction's copy address, by
  * original address; *NMAP their number.

@@ -159,6 +159,18 @@ chosen(const pt_proc_t *p, uint64_t addr)
     return addr != 0 && listed(p->exits, p->nexits, addr);
 }
 
+/*
+ * Does a miss of the translated jump at ADDR (it leaves) run the leave snippet? When it
+ * is chosen, and also whenever some exit is: a caller that lists the exits it knows
+ * (rets, tail calls) cannot name a jump of unknown targets as one, yet leaving through
+ * it ends the call as they do (a timer must stop there).
+ */
+static int
+xlate_leaves(const pt_proc_t *p, uint64_t addr)
+{
+    return p->leave.nodes != NULL && (chosen(p, addr) || p->nexits > 0);
+}
+
 /* A jump out of the runs to TARGET at *K (from the exit at FROM): the leave snippet
  * (if chosen), then jmp. */
 static int
@@ -262,8 +274,8 @@ one(gen_t *g, const uint8_t *b, const arch_insn_t *in)
         if (listed(p->unknown, p->nunknown, in->addr)) {
             /* Translated: to its target's copy, or out (the leave snippet first). */
             uint64_t stub = g->pass == 1 ? g->at + (1u << 30)
-                : chosen(p, in->addr) && p->leave.nodes != NULL ? g->xs_leave
-                                                                : g->xs_plain;
+                : xlate_leaves(p, in->addr) ? g->xs_leave
+                                            : g->xs_plain;
             QP_CHECK(n = arch_emit_jmp_xlate(b, in, g->at + *k, stub, 0, g->out + *k,
                          g->cap - *k));
             *k += (size_t)n;
