@@ -120,6 +120,9 @@ typedef struct point {
     uint8_t wide;         /* PT_RSITE whose jump covers the blocks after its own (or
                            * padding): the original must be idle when it goes in */
     size_t nmap;
+    uint32_t dep1;        /* its pad is a slot in the original code of a neighbour
+                           * relocated whole (with_neighbour): that one's row + 1, which
+                           * must go in for this one to; 0: none */
 } point_t;
 
 /* One line of the report: a procedure (entry counter, maybe timed) or a call site. */
@@ -176,6 +179,11 @@ struct dyn_session {
                         * (link addresses, sorted; lazily) */
     size_t nforeign;
     int foreign_done;
+    uint64_t nb_want; /* check_reloc: find a slot for the jmp rel8 of another procedure's
+                       * entry at this link address too (with_neighbour); 0: none */
+    uint64_t nb_slot; /* ... the slot it found (link address, taken), for the next
+                       * find_pad; 0: none */
+    uint8_t nb_orig[JMP_LEN]; /* ... its bytes */
 };
 
 /* Bytes written at PT's first replaced byte: a jmp rel32, or a jmp rel8 to its pad. */
@@ -595,6 +603,16 @@ find_pad(dyn_session_t *s, uint64_t e, point_t *pt)
 
     if (((e + s->bias) & 4095) > 4096 - SHORT_LEN)
         return "its first 2 bytes cross a page boundary";
+    if (s->nb_slot != 0) {
+        /* A slot in a neighbour's original code, taken already (with_neighbour). */
+        uint64_t a = s->nb_slot;
+        s->nb_slot = 0;
+        if (a >= from && a <= to && !(a < e + pt->len && e < a + JMP_LEN)) {
+            pt->pad = a + s->bias;
+            memcpy(pt->pad_orig, s->nb_orig, JMP_LEN);
+            return NULL;
+        }
+    }
     for (uint64_t a = from; a <= to; a++) {
         size_t k;
         if (((a + s->bias) & 4095) > 4096 - JMP_LEN)
@@ -1100,6 +1118,101 @@ match_name(const cfg_image_t *img, const cfg_proc_t *pr, const char *pattern)
     return NULL;
 }
 
+/* Procedure I's entry counter in place (as dyn_session_select): why not, or NULL with
+ * its row and point added. *ERR: QP_ENOMEM. */
+static const char *
+count_in_place(dyn_session_t *s, uint32_t i, const char *name, int *err)
+{
+    point_t pt;
+    int first_only;
+    const char *why = check_proc(s, i, &pt);
+    /* Too short for the jump: a short one through padding, if there is some. */
+    if (why != NULL && entry_ok(s, i, &first_only) == NULL
+        && check_short(s, i, first_only, &pt) == NULL)
+        why = NULL;
+    *err = 0;
+    if (why != NULL)
+        return why;
+    pt.name = name;
+    pt.kind = PT_ENTRY;
+    if ((*err = add_row(s, name, i, 0, &pt.row)) == 0)
+        *err = add_cand(s, &pt);
+    return NULL;
+}
+
+static const char *check_timed(dyn_session_t *s, uint32_t i, const char *name, int *err);
+
+/*
+ * Procedure I (chosen by NAME) too short for a jump at its entry, with no padding within
+ * a short jump's reach and none of its own code to borrow (`xor %eax,%eax; ret` between
+ * two procedures, as cold code is laid out): its jmp rel8 goes to a slot in the original
+ * code of a neighbour relocated whole, as Dyninst and e9patch borrow a neighbour's bytes.
+ * The neighbour is one the selection (PATTERN, NULL: every procedure) measures anyway,
+ * not chosen yet; it runs as its copy (measured there, TIMED as I is), its original idle
+ * and reached by nothing but its entry's and return sites' jumps, so the slot's bytes
+ * never run; I goes in only if it does (dep1). Why not (the session as it was), or NULL
+ * with both added. *ERR: QP_ENOMEM.
+ */
+static const char *
+with_neighbour(dyn_session_t *s, uint32_t i, const char *name, int timed,
+    const char *pattern, int *err)
+{
+    const cfg_prog_t *prog = s->prog;
+    uint64_t e = prog->procs[i].entry, tried[8];
+    size_t ntried = 0;
+
+    *err = 0;
+    if (has_shadow_stack(s))
+        return "no neighbour to borrow bytes from";
+    /* Neighbours by the distance of their code from the short jump's end. */
+    for (uint64_t d = 0; d < 128 && ntried < 8; d++) {
+        for (int side = 0; side < 2 && ntried < 8; side++) {
+            uint64_t a = side ? e + SHORT_LEN + d : e + SHORT_LEN - 1 - d;
+            const cfg_proc_t *q = cfg_proc_at(prog, a);
+            if (q == NULL || q == &prog->procs[i])
+                continue;
+            uint32_t j = (uint32_t)(q - prog->procs);
+            const char *qname;
+            size_t k;
+            for (k = 0; k < ntried && tried[k] != j; k++)
+                ;
+            if (k < ntried || (s->chosen[j] & 1) || (q->flags & CFG_PROC_FRAGMENT))
+                continue;
+            tried[ntried++] = j;
+            qname = pattern == NULL ? q->name : match_name(prog->img, q, pattern);
+            if (qname == NULL)
+                continue;
+            size_t c0 = s->ncand, r0 = s->nrows, p0 = s->npads;
+            uint32_t row;
+            s->nb_want = e;
+            s->nb_slot = 0;
+            const char *why = check_reloc(s, j, qname, timed, timed, &row, err);
+            s->nb_want = 0;
+            if (*err < 0)
+                return NULL;
+            if (why != NULL || s->nb_slot == 0) {
+                s->nb_slot = 0;
+                continue;
+            }
+            size_t c1 = s->ncand;
+            why = timed ? check_timed(s, i, name, err) : count_in_place(s, i, name, err);
+            if (*err < 0)
+                return NULL;
+            if (why == NULL && s->nb_slot == 0 && s->ncand > c1) {
+                for (size_t c = c1; c < s->ncand; c++)
+                    s->cand[c].dep1 = row + 1;
+                s->chosen[j] |= 1;
+                return NULL;
+            }
+            s->nb_slot = 0;
+            s->ncand = c0;
+            s->nrows = r0;
+            s->npads = p0;
+        }
+    }
+    return "no neighbour to borrow bytes from";
+}
+
 int
 dyn_session_select(
     dyn_session_t *s, const char *pattern, uint32_t flags, unsigned *nmatch /*OUT*/)
@@ -1137,6 +1250,12 @@ dyn_session_select(
              * reached through a slot of its own code. */
             int err = 0;
             const char *w2 = check_reloc(s, i, name, 0, 0, NULL, &err);
+            QP_CHECK(err);
+            if (w2 == NULL)
+                continue;
+            /* Else through a slot in a neighbour's code. */
+            w2 = with_neighbour(
+                s, i, name, 0, (flags & DYN_SEL_ALL) ? NULL : pattern, &err);
             QP_CHECK(err);
             if (w2 == NULL)
                 continue;
@@ -2082,6 +2201,16 @@ check_reloc(dyn_session_t *s, uint32_t i, const char *name, int timed, int exits
             goto out;
         pt.wide = 1;
     }
+    if (s->nb_want != 0) {
+        /* A slot for a neighbour's short entry too (with_neighbour). */
+        point_t nb;
+        memset(&nb, 0, sizeof(nb));
+        if ((why = find_slot(s, parts, nparts, seen, rng, nrng, s->nb_want, &nb)) != NULL)
+            goto out;
+        s->nb_slot = nb.pad - s->bias;
+        memcpy(s->nb_orig, nb.pad_orig, JMP_LEN);
+        pt.wide = 1;
+    }
     /* A thread left in the original could take a jump of unknown target into the middle
      * of a patched jump: the original must be idle when the copy goes in (as for a
      * slot). */
@@ -2282,6 +2411,12 @@ dyn_session_select_time(dyn_session_t *s, const char *pattern, unsigned *nmatch 
 #else
         why = check_timed(s, i, name, &err);
         QP_CHECK(err);
+        if (why != NULL) {
+            /* Through a slot in a neighbour's code (which is timed too). */
+            const char *w2 = with_neighbour(s, i, name, 1, pattern, &err);
+            QP_CHECK(err);
+            why = w2 == NULL ? NULL : why;
+        }
 #endif
         if (why != NULL) {
             /* Not chosen: --count may still count it. */
@@ -3003,6 +3138,18 @@ read_cached(dyn_proc_t *p, rd_cache_t *c, uint64_t addr, void *out, size_t len)
     return 0;
 }
 
+/* Refuse the rows of points (V, N) whose slot is in the code of a neighbour whose row
+ * was refused (dep1): the slot's bytes would run as its original. */
+static int
+deps_bad(dyn_session_t *s, const point_t *v, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (v[i].dep1 != 0 && s->rows[v[i].dep1 - 1].bad && !s->rows[v[i].row].bad)
+            QP_CHECK(row_bad(s, v[i].row,
+                "the neighbour whose code its short jump goes through was refused"));
+    return 0;
+}
+
 int
 dyn_session_install(dyn_session_t *s)
 {
@@ -3063,6 +3210,8 @@ dyn_session_install(dyn_session_t *s)
     }
     free(w);
     free(rd.buf);
+    if ((rc = deps_bad(s, s->cand, s->ncand)) < 0)
+        return rc;
     for (size_t i = 0; i < s->ncand; i++) {
         point_t *pt = &s->cand[i];
         if (s->rows[pt->row].bad)
@@ -3116,7 +3265,7 @@ dyn_session_install(dyn_session_t *s)
     }
     /* Trampolines, packed; a row with a point that cannot be relocated is refused. */
     do {
-        if ((rc = emit_all(s, code, &again)) < 0)
+        if ((rc = emit_all(s, code, &again)) < 0 || (rc = deps_bad(s, s->pts, s->npts)) < 0)
             goto fail;
     } while (again);
     k = 0;

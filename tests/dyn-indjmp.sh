@@ -18,6 +18,12 @@
 #      byte what it was, no mapping left;
 #  (d) dyn killed (SIGKILL) while instrumented: the program goes on right, `dyn clean`
 #      puts every byte back.
+# And a procedure of 3 bytes between two others, no padding (nb_tiny: its short jump
+# through a slot in its neighbour nb_next, relocated whole; once refused "another
+# procedure starts within 5 bytes of its entry" and "no padding within reach of a 2-byte
+# jump for a 5-byte one"):
+#  (e) --count 'nb_*' and --time 'nb_*': none refused, every call counted (3N, 2N, N);
+#  (f), (g) as (c), (d) with --time 'nb_*'.
 # Skips (77) when ptrace is not allowed. Exit status: 0 pass, 1 fail, 99 error.
 set -u
 : "${top_srcdir:=${srcdir:-.}}"
@@ -65,6 +71,25 @@ awk -v n=$N -v ms=$MS '
 # (c) attach for a window, detach: the code as it was; (d) dyn killed while
 # instrumented: the program goes on right, dyn clean puts the code back.
 dyn_leaves_no_trace c d 1 disp
+
+# (e) the neighbour's slot.
+for mode in --count --time; do
+    "$DYN" run -v $mode 'nb_*' -- "$P" $N 1 >"$dir/nb.out" 2>"$dir/nb.err"
+    grep -q "^ok n=$N" "$dir/nb.out" || bad "(e) $mode results: $(cat "$dir/nb.out" "$dir/nb.err")"
+    grep -q '3 procedures instrumented, 0 refused' "$dir/nb.err" ||
+        bad "(e) $mode refused: $(cat "$dir/nb.err")"
+    awk -v n=$N '
+        $NF == "nb_prev" { seen++; if ($1 != 3 * n) { print "FAIL (e) " $0; bad = 1 } }
+        $NF == "nb_tiny" { seen++; if ($1 != 2 * n) { print "FAIL (e) " $0; bad = 1 } }
+        $NF == "nb_next" { seen++; if ($1 != n) { print "FAIL (e) " $0; bad = 1 } }
+        END { if (seen != 3) { print "FAIL (e) rows: " seen; bad = 1 }; exit bad }' \
+        "$dir/nb.out" || fails=$((fails + 1))
+done
+
+# (f), (g) no trace left, the slot's bytes in nb_next's code included.
+set -f # ($WHAT is split unquoted: no file names for its pattern)
+WHAT="--time nb_*"
+dyn_leaves_no_trace f g 3 nb_tiny
 
 [ $fails -eq 0 ] || exit 1
 echo "PASS: dyn-indjmp"

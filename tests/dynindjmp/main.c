@@ -14,8 +14,15 @@
  *                  returns 10 (in the original, once patched, that would land inside
  *                  the jump);
  *               3: leaves through the unknown jump for leaf13 (a tail call: returns 13).
+ * And three procedures back to back, no padding between them: nb_prev and nb_next (long,
+ * x + 40), and between them nb_tiny, `xor %eax,%eax; ret` (3 bytes: too short for a jump,
+ * no padding or code of its own for a slot within a short jump's reach: once refused,
+ * "another procedure starts within 5 bytes of its entry", "no padding within reach of a
+ * 2-byte jump for a 5-byte one"; its short jump now goes to a slot in nb_next's code,
+ * relocated whole).
  * `prog N MS` runs N rounds of disp(i % 5, MS), each followed by a sleep of 3 x MS outside
- * it (a timer left running would count those); checks every result and prints "ok n=N".
+ * it (a timer left running would count those), and nb_prev 3 times, nb_tiny 2 times and
+ * nb_next once; checks every result and prints "ok n=N".
  * `prog wait FILE` does rounds (MS 1) until FILE exists, then prints "ok same" when
  * every round was right.
  */
@@ -79,7 +86,29 @@ __asm__(".text\n"
         "dfill:\n"
         ".rept 40\nlea 1(%rax),%rax\n.endr\n"
         "ret\n"
-        ".size dfill,.-dfill\n");
+        ".size dfill,.-dfill\n"
+        ".balign 16, 0x90\n"
+        ".globl nb_prev\n.type nb_prev,@function\n"
+        "nb_prev:\n"
+        "mov %rdi,%rax\n"
+        ".rept 40\nlea 1(%rax),%rax\n.endr\n"
+        "ret\n"
+        ".size nb_prev,.-nb_prev\n"
+        ".globl nb_tiny\n.type nb_tiny,@function\n"
+        "nb_tiny:\n"
+        "xor %eax,%eax\n"
+        "ret\n"
+        ".size nb_tiny,.-nb_tiny\n"
+        ".globl nb_next\n.type nb_next,@function\n"
+        "nb_next:\n"
+        "mov %rdi,%rax\n"
+        ".rept 40\nlea 1(%rax),%rax\n.endr\n"
+        "ret\n"
+        ".size nb_next,.-nb_next\n");
+
+long nb_prev(long x);
+long nb_tiny(void);
+long nb_next(long x);
 
 static const long truth[5] = { 10, 11, 10, 13, -1 };
 
@@ -91,6 +120,10 @@ rounds(long n, long ms)
     for (long i = 0; i < n; i++) {
         bad |= disp(i % 5, ms) != truth[i % 5];
         sleep_ms(3 * ms);
+        for (long k = 0; k < 3; k++)
+            bad |= nb_prev(i + k) != i + k + 40;
+        bad |= nb_tiny() != 0 || nb_tiny() != 0;
+        bad |= nb_next(i) != i + 40;
     }
     return bad;
 }
