@@ -89,6 +89,7 @@ done
 # (f), (g) no trace left, the slot's bytes in nb_next's code included.
 set -f # ($WHAT is split unquoted: no file names for its pattern)
 WHAT="--time nb_*"
+rm -f "$dir/kill.err" # (the helper waits for its line: not the first call's)
 dyn_leaves_no_trace f g 3 nb_tiny
 
 [ $fails -eq 0 ] || exit 1
