@@ -519,12 +519,23 @@ entry_insns(
     return NULL;
 }
 
+static const char *entry_ok_loop(
+    const dyn_session_t *s, uint32_t i, int loop_ok, int *first_only /*OUT*/);
+
 /*
  * Why procedure I's entry cannot have a jump whatever its instructions, or NULL;
  * *FIRST_ONLY: only a jump within its first instruction is safe (see entry_insns).
  */
 static const char *
 entry_ok(const dyn_session_t *s, uint32_t i, int *first_only /*OUT*/)
+{
+    return entry_ok_loop(s, i, 0, first_only);
+}
+
+/* entry_ok, and with LOOP_OK a branch of the procedure back to its entry allowed (in a
+ * copy it goes to the entry's copy, after the entry's snippet: a loop, not a call). */
+static const char *
+entry_ok_loop(const dyn_session_t *s, uint32_t i, int loop_ok, int *first_only /*OUT*/)
 {
     const cfg_prog_t *prog = s->prog;
     const cfg_proc_t *pr = &prog->procs[i];
@@ -540,7 +551,7 @@ entry_ok(const dyn_session_t *s, uint32_t i, int *first_only /*OUT*/)
     b = &prog->blocks[pr->block];
     if (b->start != pr->entry)
         return "its entry does not start a block";
-    if (b->npred > 0)
+    if (b->npred > 0 && !loop_ok)
         return "a branch inside the procedure goes back to its entry";
     return NULL;
 }
@@ -2053,7 +2064,7 @@ check_reloc(dyn_session_t *s, uint32_t i, const char *name, int timed, int exits
         *err = nparts == QP_ERANGE ? 0 : nparts;
         return "too many cold fragments";
     }
-    if ((why = entry_ok(s, i, &first_only)) != NULL)
+    if ((why = entry_ok_loop(s, i, 1, &first_only)) != NULL)
         return why;
     if (has_shadow_stack(s))
         return "its calls would be made with their original return address (the process "

@@ -24,6 +24,9 @@
 # jump for a 5-byte one"):
 #  (e) --count 'nb_*' and --time 'nb_*': none refused, every call counted (3N, 2N, N);
 #  (f), (g) as (c), (d) with --time 'nb_*'.
+# And a procedure whose loop branches back to its entry (loopy; once refused "a branch
+# inside the procedure goes back to its entry"): relocated whole,
+#  (h) --count loopy and --time loopy count N calls (not the 3N times its entry runs).
 # Skips (77) when ptrace is not allowed. Exit status: 0 pass, 1 fail, 99 error.
 set -u
 : "${top_srcdir:=${srcdir:-.}}"
@@ -84,6 +87,17 @@ for mode in --count --time; do
         $NF == "nb_next" { seen++; if ($1 != n) { print "FAIL (e) " $0; bad = 1 } }
         END { if (seen != 3) { print "FAIL (e) rows: " seen; bad = 1 }; exit bad }' \
         "$dir/nb.out" || fails=$((fails + 1))
+done
+
+# (h) a loop back to the entry.
+for mode in --count --time; do
+    "$DYN" run -v $mode loopy -- "$P" $N 1 >"$dir/lp.out" 2>"$dir/lp.err"
+    grep -q "^ok n=$N" "$dir/lp.out" || bad "(h) $mode results: $(cat "$dir/lp.out" "$dir/lp.err")"
+    grep -q '1 procedures instrumented, 0 refused' "$dir/lp.err" ||
+        bad "(h) $mode refused: $(cat "$dir/lp.err")"
+    awk -v n=$N '$NF == "loopy" { seen++; if ($1 != n) { print "FAIL (h) " $0; bad = 1 } }
+        END { if (seen != 1) { print "FAIL (h) row missing"; bad = 1 }; exit bad }' \
+        "$dir/lp.out" || fails=$((fails + 1))
 done
 
 # (f), (g) no trace left, the slot's bytes in nb_next's code included.

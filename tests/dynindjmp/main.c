@@ -20,9 +20,12 @@
  * "another procedure starts within 5 bytes of its entry", "no padding within reach of a
  * 2-byte jump for a 5-byte one"; its short jump now goes to a slot in nb_next's code,
  * relocated whole).
+ * And loopy(n, acc) = acc + n + ... + 1, whose loop branches back to its entry (once
+ * refused: "a branch inside the procedure goes back to its entry"; relocated whole, the
+ * branch goes to the entry's copy, after its counter: a loop, not a call).
  * `prog N MS` runs N rounds of disp(i % 5, MS), each followed by a sleep of 3 x MS outside
  * it (a timer left running would count those), and nb_prev 3 times, nb_tiny 2 times and
- * nb_next once; checks every result and prints "ok n=N".
+ * nb_next once, and loopy(3, i) once; checks every result and prints "ok n=N".
  * `prog wait FILE` does rounds (MS 1) until FILE exists, then prints "ok same" when
  * every round was right.
  */
@@ -104,7 +107,18 @@ __asm__(".text\n"
         "mov %rdi,%rax\n"
         ".rept 40\nlea 1(%rax),%rax\n.endr\n"
         "ret\n"
-        ".size nb_next,.-nb_next\n");
+        ".size nb_next,.-nb_next\n"
+        ".balign 16, 0x90\n"
+        ".globl loopy\n.type loopy,@function\n"
+        "loopy:\n"
+        "add %rdi,%rsi\n"
+        "dec %rdi\n"
+        "jnz loopy\n"
+        "mov %rsi,%rax\n"
+        "ret\n"
+        ".size loopy,.-loopy\n");
+
+long loopy(long n, long acc);
 
 long nb_prev(long x);
 long nb_tiny(void);
@@ -124,6 +138,7 @@ rounds(long n, long ms)
             bad |= nb_prev(i + k) != i + k + 40;
         bad |= nb_tiny() != 0 || nb_tiny() != 0;
         bad |= nb_next(i) != i + 40;
+        bad |= loopy(3, i) != i + 6;
     }
     return bad;
 }
