@@ -184,6 +184,9 @@ struct dyn_session {
     uint64_t nb_slot; /* ... the slot it found (link address, taken), for the next
                        * find_pad; 0: none */
     uint8_t nb_orig[JMP_LEN]; /* ... its bytes */
+    int nb_allow;             /* check_reloc may borrow a neighbour's slot (borrow_slot) */
+    int nb_depth;             /* ... not while one lends its own */
+    const char *nb_pattern;   /* what the selection measures (NULL: every procedure) */
 };
 
 /* Bytes written at PT's first replaced byte: a jmp rel32, or a jmp rel8 to its pad. */
@@ -1154,75 +1157,156 @@ count_in_place(dyn_session_t *s, uint32_t i, const char *name, int *err)
 static const char *check_timed(dyn_session_t *s, uint32_t i, const char *name, int *err);
 
 /*
- * Procedure I (chosen by NAME) too short for a jump at its entry, with no padding within
- * a short jump's reach and none of its own code to borrow (`xor %eax,%eax; ret` between
- * two procedures, as cold code is laid out): its jmp rel8 goes to a slot in the original
- * code of a neighbour relocated whole, as Dyninst and e9patch borrow a neighbour's bytes.
- * The neighbour is one the selection (PATTERN, NULL: every procedure) measures anyway,
- * not chosen yet; it runs as its copy (measured there, TIMED as I is), its original idle
- * and reached by nothing but its entry's and return sites' jumps, so the slot's bytes
- * never run; I goes in only if it does (dep1). Why not (the session as it was), or NULL
- * with both added. *ERR: QP_ENOMEM.
+ * Neighbours whose original code may lend a slot to a short jump at link address NEAR of
+ * procedure I: the procedures whose code lies within the jump's reach, nearest first (a
+ * cold fragment's parent), that the selection (s->nb_pattern, NULL: every procedure)
+ * measures and that are not chosen yet; into OUT (CAP), with their names. Their number.
  */
-static const char *
-with_neighbour(dyn_session_t *s, uint32_t i, const char *name, int timed,
-    const char *pattern, int *err)
+static size_t
+neighbours(const dyn_session_t *s, uint32_t i, uint64_t near, uint32_t *out,
+    const char **names, size_t cap)
 {
     const cfg_prog_t *prog = s->prog;
-    uint64_t e = prog->procs[i].entry, tried[8];
-    size_t ntried = 0;
-
-    *err = 0;
-    if (has_shadow_stack(s))
-        return "no neighbour to borrow bytes from";
-    /* Neighbours by the distance of their code from the short jump's end. */
-    for (uint64_t d = 0; d < 128 && ntried < 8; d++) {
-        for (int side = 0; side < 2 && ntried < 8; side++) {
-            uint64_t a = side ? e + SHORT_LEN + d : e + SHORT_LEN - 1 - d;
+    size_t n = 0;
+    for (uint64_t d = 0; d < 128 && n < cap; d++) {
+        for (int side = 0; side < 2 && n < cap; side++) {
+            uint64_t a = side ? near + SHORT_LEN + d : near + SHORT_LEN - 1 - d;
             const cfg_proc_t *q = cfg_proc_at(prog, a);
             if (q == NULL || q == &prog->procs[i])
                 continue;
             uint32_t j = (uint32_t)(q - prog->procs);
-            const char *qname;
             size_t k;
-            for (k = 0; k < ntried && tried[k] != j; k++)
+            for (k = 0; k < n && out[k] != j; k++)
                 ;
-            if (k < ntried || (s->chosen[j] & 1) || (q->flags & CFG_PROC_FRAGMENT))
+            if (k < n || (s->chosen[j] & 1) || (q->flags & CFG_PROC_FRAGMENT))
                 continue;
-            tried[ntried++] = j;
-            qname = pattern == NULL ? q->name : match_name(prog->img, q, pattern);
+            const char *qname = s->nb_pattern == NULL
+                ? q->name
+                : match_name(prog->img, q, s->nb_pattern);
             if (qname == NULL)
                 continue;
-            size_t c0 = s->ncand, r0 = s->nrows, p0 = s->npads;
-            uint32_t row;
-            s->nb_want = e;
+            names[n] = qname;
+            out[n++] = j;
+        }
+    }
+    return n;
+}
+
+/*
+ * Neighbour J (chosen by NAME) relocated whole (TIMED), with a slot in its original code
+ * for a short jump at link address NEAR: 1 with the slot in s->nb_slot and *ROW its row
+ * (its candidates added), 0 when not (the session as it was), or QP_ENOMEM.
+ */
+static int
+lend_slot(dyn_session_t *s, uint32_t j, const char *name, uint64_t near, int timed,
+    uint32_t *row)
+{
+    size_t c0 = s->ncand, r0 = s->nrows, p0 = s->npads;
+    int err = 0;
+    s->nb_want = near;
+    s->nb_slot = 0;
+    s->nb_depth++; /* (the neighbour borrows from no other) */
+    const char *why = check_reloc(s, j, name, timed, timed, row, &err);
+    s->nb_depth--;
+    s->nb_want = 0;
+    if (err < 0)
+        return err;
+    if (why == NULL && s->nb_slot != 0)
+        return 1;
+    s->nb_slot = 0;
+    s->ncand = c0;
+    s->nrows = r0;
+    s->npads = p0;
+    return 0;
+}
+
+/*
+ * A slot for PT's short jump at link address NEAR (in procedure I, relocated whole:
+ * TIMED) in the original code of a neighbour relocated whole (lend_slot), when I has
+ * none of its own: why not (the session as it was), or NULL with PT's pad and pad_orig
+ * set, *DEP the neighbour's row, and the neighbour in *LENT (to be marked chosen when I
+ * goes in). Only while dyn_session_select or _select_time choose (s->nb_allow), once deep.
+ * *ERR: QP_ENOMEM.
+ */
+static const char *
+borrow_slot(dyn_session_t *s, uint32_t i, uint64_t near, int timed, point_t *pt,
+    uint32_t *dep, uint32_t *lent, int *err)
+{
+    uint32_t nb[8], row;
+    const char *names[8];
+    *err = 0;
+    if (!s->nb_allow || s->nb_depth > 0 || has_shadow_stack(s))
+        return "no neighbour to borrow bytes from";
+    size_t n = neighbours(s, i, near, nb, names, 8);
+    for (size_t k = 0; k < n; k++) {
+        int rc = lend_slot(s, nb[k], names[k], near, timed, &row);
+        if (rc < 0) {
+            *err = rc;
+            return NULL;
+        }
+        if (rc == 1) {
+            pt->pad = s->nb_slot + s->bias;
+            memcpy(pt->pad_orig, s->nb_orig, JMP_LEN);
             s->nb_slot = 0;
-            const char *why = check_reloc(s, j, qname, timed, timed, &row, err);
-            s->nb_want = 0;
-            if (*err < 0)
-                return NULL;
-            if (why != NULL || s->nb_slot == 0) {
-                s->nb_slot = 0;
-                continue;
-            }
-            size_t c1 = s->ncand;
-            why = timed ? check_timed(s, i, name, err) : count_in_place(s, i, name, err);
-            if (*err < 0)
-                return NULL;
-            if (why == NULL && s->nb_slot == 0 && s->ncand > c1) {
-                for (size_t c = c1; c < s->ncand; c++)
-                    s->cand[c].dep1 = row + 1;
-                s->chosen[j] |= 1;
-                return NULL;
-            }
-            s->nb_slot = 0;
-            s->ncand = c0;
-            s->nrows = r0;
-            s->npads = p0;
+            *dep = row;
+            *lent = nb[k];
+            return NULL;
         }
     }
     return "no neighbour to borrow bytes from";
 }
+
+/*
+ * Procedure I (chosen by NAME) too short for a jump at its entry, with no padding within
+ * a short jump's reach and none of its own code to borrow (`xor %eax,%eax; ret` between
+ * two procedures, as cold code is laid out): its jmp rel8 goes to a slot in the original
+ * code of a neighbour relocated whole, as Dyninst and e9patch borrow a neighbour's bytes.
+ * The neighbour is one the selection measures anyway, not chosen yet (neighbours); it
+ * runs as its copy (measured there, TIMED as I is), its original idle and reached by
+ * nothing but its entry's and return sites' jumps, so the slot's bytes never run; I goes
+ * in only if it does (dep1). Why not (the session as it was), or NULL with both added.
+ * *ERR: QP_ENOMEM.
+ */
+static const char *
+with_neighbour(dyn_session_t *s, uint32_t i, const char *name, int timed, int *err)
+{
+    uint32_t nb[8], row;
+    const char *names[8];
+
+    *err = 0;
+    if (has_shadow_stack(s) || s->nb_depth > 0)
+        return "no neighbour to borrow bytes from";
+    size_t n = neighbours(s, i, s->prog->procs[i].entry, nb, names, 8);
+    for (size_t k = 0; k < n; k++) {
+        size_t c0 = s->ncand, r0 = s->nrows, p0 = s->npads;
+        int rc = lend_slot(s, nb[k], names[k], s->prog->procs[i].entry, timed, &row);
+        if (rc < 0) {
+            *err = rc;
+            return NULL;
+        }
+        if (rc == 0)
+            continue;
+        /* I as it would go in, its find_pad taking the slot. */
+        size_t c1 = s->ncand;
+        const char *why = timed ? check_timed(s, i, name, err) : count_in_place(s, i, name, err);
+        if (*err < 0)
+            return NULL;
+        if (why == NULL && s->nb_slot == 0 && s->ncand > c1) {
+            for (size_t c = c1; c < s->ncand; c++)
+                if (s->cand[c].dep1 == 0)
+                    s->cand[c].dep1 = row + 1;
+            s->chosen[nb[k]] |= 1;
+            return NULL;
+        }
+        s->nb_slot = 0;
+        s->ncand = c0;
+        s->nrows = r0;
+        s->npads = p0;
+    }
+    return "no neighbour to borrow bytes from";
+}
+
+static int select_loop(dyn_session_t *s, const char *pattern, uint32_t flags, unsigned *kp);
 
 int
 dyn_session_select(
@@ -1232,6 +1316,21 @@ dyn_session_select(
 
     if (s == NULL || (pattern == NULL && !(flags & DYN_SEL_ALL)) || s->installed)
         return QP_EINVAL;
+    s->nb_pattern = (flags & DYN_SEL_ALL) ? NULL : pattern;
+    s->nb_allow = 1;
+    int rc = select_loop(s, pattern, flags, &k);
+    s->nb_allow = 0;
+    s->nb_pattern = NULL;
+    if (nmatch != NULL)
+        *nmatch = k;
+    return rc;
+}
+
+/* dyn_session_select's loop; *K: the procedures that match. */
+static int
+select_loop(dyn_session_t *s, const char *pattern, uint32_t flags, unsigned *kp)
+{
+    unsigned k = 0;
     for (uint32_t i = 0; i < s->prog->nprocs; i++) {
         const cfg_proc_t *pr = &s->prog->procs[i];
         const char *why;
@@ -1265,8 +1364,7 @@ dyn_session_select(
             if (w2 == NULL)
                 continue;
             /* Else through a slot in a neighbour's code. */
-            w2 = with_neighbour(
-                s, i, name, 0, (flags & DYN_SEL_ALL) ? NULL : pattern, &err);
+            w2 = with_neighbour(s, i, name, 0, &err);
             QP_CHECK(err);
             if (w2 == NULL)
                 continue;
@@ -1279,8 +1377,7 @@ dyn_session_select(
         QP_CHECK(add_row(s, name, i, 0, &pt.row));
         QP_CHECK(add_cand(s, &pt));
     }
-    if (nmatch != NULL)
-        *nmatch = k;
+    *kp = k;
     return 0;
 }
 
@@ -2056,8 +2153,9 @@ check_reloc(dyn_session_t *s, uint32_t i, const char *name, int timed, int exits
     const char *why;
     point_t pt;
     uint8_t *seen = NULL, *how = NULL;
-    uint32_t *todo = NULL;
+    uint32_t *todo = NULL, lent[8];
     uint64_t *xs = NULL, *rng = NULL;
+    int nlent = 0;
 
     *err = 0;
     if ((nparts = parts_of(s, i, parts, 64)) < 0) {
@@ -2208,7 +2306,14 @@ check_reloc(dyn_session_t *s, uint32_t i, const char *name, int timed, int exits
     if (why != NULL)
         goto out;
     if (entry_slot) {
-        if ((why = find_slot(s, parts, nparts, seen, rng, nrng, pr->entry, &pt)) != NULL)
+        if ((why = find_slot(s, parts, nparts, seen, rng, nrng, pr->entry, &pt)) != NULL
+            && (why = borrow_slot(s, i, pr->entry, timed, &pt, &pt.dep1, &lent[nlent], err))
+                == NULL
+            && *err == 0) {
+            pt.dep1++;
+            nlent++;
+        }
+        if (why != NULL || *err < 0)
             goto out;
         pt.wide = 1;
     }
@@ -2254,8 +2359,16 @@ check_reloc(dyn_session_t *s, uint32_t i, const char *name, int timed, int exits
         rs.wide = how[j] >= 2;
         memcpy(rs.orig, bytes, rs.len);
         if (how[j] == 3
-            && (why = find_slot(s, parts, nparts, seen, rng, nrng, xs[j], &rs)) != NULL)
-            break;
+            && (why = find_slot(s, parts, nparts, seen, rng, nrng, xs[j], &rs)) != NULL) {
+            /* None of its own: one in a neighbour's code (at most 8 neighbours). */
+            if (nlent == 8
+                || (why = borrow_slot(s, i, xs[j], timed, &rs, &rs.dep1, &lent[nlent], err))
+                    != NULL
+                || *err < 0)
+                break;
+            rs.dep1++;
+            nlent++;
+        }
         if (how[j] == 2 && (*err = pad_take(s, xs[j])) < 0) /* its 5 bytes: see above */
             goto out;
         if ((*err = add_cand(s, &rs)) < 0)
@@ -2273,7 +2386,9 @@ out:
         s->ncand = ncand0;
         s->nrows = nrows0;
         s->npads = npads0;
-    }
+    } else
+        for (int k2 = 0; k2 < nlent; k2++)
+            s->chosen[lent[k2]] |= 1; /* (measured as the copies that lend the slots) */
     return why;
 }
 
@@ -2404,13 +2519,15 @@ int
 dyn_session_select_time(dyn_session_t *s, const char *pattern, unsigned *nmatch /*OUT*/)
 {
     unsigned k = 0;
+    int err = 0;
 
     if (s == NULL || pattern == NULL || s->installed)
         return QP_EINVAL;
+    s->nb_pattern = pattern;
+    s->nb_allow = 1;
     for (uint32_t i = 0; i < s->prog->nprocs; i++) {
         const cfg_proc_t *pr = &s->prog->procs[i];
         const char *name, *why;
-        int err;
         if ((pr->flags & CFG_PROC_FRAGMENT)
             || (name = match_name(s->prog->img, pr, pattern)) == NULL)
             continue;
@@ -2421,21 +2538,28 @@ dyn_session_select_time(dyn_session_t *s, const char *pattern, unsigned *nmatch 
         why = "timers need x86-64's cycle counter";
 #else
         why = check_timed(s, i, name, &err);
-        QP_CHECK(err);
+        if (err < 0)
+            break;
         if (why != NULL) {
             /* Through a slot in a neighbour's code (which is timed too). */
-            const char *w2 = with_neighbour(s, i, name, 1, pattern, &err);
-            QP_CHECK(err);
+            const char *w2 = with_neighbour(s, i, name, 1, &err);
+            if (err < 0)
+                break;
             why = w2 == NULL ? NULL : why;
         }
 #endif
         if (why != NULL) {
             /* Not chosen: --count may still count it. */
-            QP_CHECK(refuse_name(s, name, why));
+            if ((err = refuse_name(s, name, why)) < 0)
+                break;
             continue;
         }
         s->chosen[i] |= 1;
     }
+    s->nb_allow = 0;
+    s->nb_pattern = NULL;
+    if (err < 0)
+        return err;
     if (nmatch != NULL)
         *nmatch = k;
     return 0;

@@ -22,7 +22,10 @@
 # through a slot in its neighbour nb_next, relocated whole; once refused "another
 # procedure starts within 5 bytes of its entry" and "no padding within reach of a 2-byte
 # jump for a 5-byte one"):
-#  (e) --count 'nb_*' and --time 'nb_*': none refused, every call counted (3N, 2N, N);
+# and a return site too short for a jump, in a procedure relocated whole with no slot in
+# its own code (nb_r, timed: through a slot in its neighbour nb_last, relocated whole):
+#  (e) --count 'nb_*' and --time 'nb_*': none refused, every call counted (nb_prev 5N,
+#      nb_tiny 2N, nb_next, nb_r and nb_last N);
 #  (f), (g) as (c), (d) with --time 'nb_*'.
 # And a procedure whose loop branches back to its entry (loopy; once refused "a branch
 # inside the procedure goes back to its entry"): relocated whole,
@@ -79,13 +82,13 @@ dyn_leaves_no_trace c d 1 disp
 for mode in --count --time; do
     "$DYN" run -v $mode 'nb_*' -- "$P" $N 1 >"$dir/nb.out" 2>"$dir/nb.err"
     grep -q "^ok n=$N" "$dir/nb.out" || bad "(e) $mode results: $(cat "$dir/nb.out" "$dir/nb.err")"
-    grep -q '3 procedures instrumented, 0 refused' "$dir/nb.err" ||
+    grep -q '5 procedures instrumented, 0 refused' "$dir/nb.err" ||
         bad "(e) $mode refused: $(cat "$dir/nb.err")"
     awk -v n=$N '
-        $NF == "nb_prev" { seen++; if ($1 != 3 * n) { print "FAIL (e) " $0; bad = 1 } }
+        $NF == "nb_prev" { seen++; if ($1 != 5 * n) { print "FAIL (e) " $0; bad = 1 } }
         $NF == "nb_tiny" { seen++; if ($1 != 2 * n) { print "FAIL (e) " $0; bad = 1 } }
-        $NF == "nb_next" { seen++; if ($1 != n) { print "FAIL (e) " $0; bad = 1 } }
-        END { if (seen != 3) { print "FAIL (e) rows: " seen; bad = 1 }; exit bad }' \
+        $NF ~ /^nb_(next|r|last)$/ { seen++; if ($1 != n) { print "FAIL (e) " $0; bad = 1 } }
+        END { if (seen != 5) { print "FAIL (e) rows: " seen; bad = 1 }; exit bad }' \
         "$dir/nb.out" || fails=$((fails + 1))
 done
 
@@ -104,7 +107,7 @@ done
 set -f # ($WHAT is split unquoted: no file names for its pattern)
 WHAT="--time nb_*"
 rm -f "$dir/kill.err" # (the helper waits for its line: not the first call's)
-dyn_leaves_no_trace f g 3 nb_tiny
+dyn_leaves_no_trace f g 5 nb_tiny
 
 [ $fails -eq 0 ] || exit 1
 echo "PASS: dyn-indjmp"

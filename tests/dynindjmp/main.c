@@ -19,13 +19,17 @@
  * no padding or code of its own for a slot within a short jump's reach: once refused,
  * "another procedure starts within 5 bytes of its entry", "no padding within reach of a
  * 2-byte jump for a 5-byte one"; its short jump now goes to a slot in nb_next's code,
- * relocated whole).
+ * relocated whole). Then nb_r (calls nb_prev twice; its `pop; ret` after the second
+ * call too short for a jump and followed by nb_last, with no padding in reach: timed, it
+ * is relocated whole, and that return site's short jump goes to a slot in nb_last's
+ * code, relocated whole too) and nb_last (x + 40).
  * And loopy(n, acc) = acc + n + ... + 1, whose loop branches back to its entry (once
  * refused: "a branch inside the procedure goes back to its entry"; relocated whole, the
  * branch goes to the entry's copy, after its counter: a loop, not a call).
  * `prog N MS` runs N rounds of disp(i % 5, MS), each followed by a sleep of 3 x MS outside
  * it (a timer left running would count those), and nb_prev 3 times, nb_tiny 2 times and
- * nb_next once, and loopy(3, i) once; checks every result and prints "ok n=N".
+ * nb_next, nb_r (nb_prev 2 more times) and nb_last once, and loopy(3, i) once; checks
+ * every result and prints "ok n=N".
  * `prog wait FILE` does rounds (MS 1) until FILE exists, then prints "ok same" when
  * every round was right.
  */
@@ -108,6 +112,20 @@ __asm__(".text\n"
         ".rept 40\nlea 1(%rax),%rax\n.endr\n"
         "ret\n"
         ".size nb_next,.-nb_next\n"
+        ".globl nb_r\n.type nb_r,@function\n"
+        "nb_r:\n"
+        "push %rbx\n"
+        "call nb_prev\n"
+        "call nb_prev\n"
+        "pop %rbx\n"
+        "ret\n"
+        ".size nb_r,.-nb_r\n"
+        ".globl nb_last\n.type nb_last,@function\n"
+        "nb_last:\n"
+        "mov %rdi,%rax\n"
+        ".rept 40\nlea 1(%rax),%rax\n.endr\n"
+        "ret\n"
+        ".size nb_last,.-nb_last\n"
         ".balign 16, 0x90\n"
         ".globl loopy\n.type loopy,@function\n"
         "loopy:\n"
@@ -123,6 +141,8 @@ long loopy(long n, long acc);
 long nb_prev(long x);
 long nb_tiny(void);
 long nb_next(long x);
+long nb_r(long x);
+long nb_last(long x);
 
 static const long truth[5] = { 10, 11, 10, 13, -1 };
 
@@ -138,6 +158,7 @@ rounds(long n, long ms)
             bad |= nb_prev(i + k) != i + k + 40;
         bad |= nb_tiny() != 0 || nb_tiny() != 0;
         bad |= nb_next(i) != i + 40;
+        bad |= nb_r(i) != i + 40 || nb_last(i) != i + 40;
         bad |= loopy(3, i) != i + 6;
     }
     return bad;
