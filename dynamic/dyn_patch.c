@@ -196,6 +196,14 @@ patch_len(const point_t *pt)
     return pt->pad ? SHORT_LEN : JMP_LEN;
 }
 
+/* Would PT's jump cross a page boundary (install refuses it: it could not be written in
+ * one piece)? Known at selection, so that another way is tried. */
+static int
+crosses_page(const point_t *pt)
+{
+    return (pt->entry & 4095) > 4096 - patch_len(pt);
+}
+
 static int
 refuse_name(dyn_session_t *s, const char *name, const char *why)
 {
@@ -1819,6 +1827,8 @@ exits_before(dyn_session_t *s, uint32_t i, const cfg_block_t *r, uint32_t row,
             why = check_tail(s, b, own, 0, e->kind == CFG_EDGE_FALL, &ex, &want_pad);
         if (why == NULL && want_pad)
             why = find_pad(s, b->start, &ex);
+        if (why == NULL && crosses_page(&ex))
+            why = "the jump before a short ret would cross a page boundary";
         if (why == NULL && ex.entry < entry->entry + entry->len
             && entry->entry < ex.entry + ex.len)
             why = "its entry and a block before a short ret share the bytes to patch";
@@ -2169,18 +2179,20 @@ check_reloc(dyn_session_t *s, uint32_t i, const char *name, int timed, int exits
                "has a shadow stack)";
 
     int entry_slot = 0;
-    if ((why = entry_insns(s, i, JMP_LEN, 0, &pt)) != NULL) {
-        /* Too short: a jmp rel8 to a jump in padding, or else in its own original code
-         * (a slot, found once the bytes its other jumps take are known). */
+    const char *cross = ((pr->entry + s->bias) & 4095) > 4096 - JMP_LEN
+        ? "its first 5 bytes cross a page boundary (the jump could not be written in one "
+          "piece)"
+        : NULL;
+    if (cross != NULL || (why = entry_insns(s, i, JMP_LEN, 0, &pt)) != NULL) {
+        /* Too short, or across a page: a jmp rel8 to a jump in padding, or else in its
+         * own original code (a slot, found once the bytes its other jumps take are
+         * known). */
         if (entry_insns(s, i, SHORT_LEN, 0, &pt) != NULL)
-            return why;
+            return why != NULL ? why : cross;
+        if (((pr->entry + s->bias) & 4095) > 4096 - SHORT_LEN)
+            return cross;
         entry_slot = find_pad(s, pr->entry, &pt) != NULL;
         why = NULL;
-    }
-    if (pt.pad == 0 && !entry_slot && (pt.entry & 4095) > 4096 - JMP_LEN) {
-        s->npads = npads0;
-        return "its first 5 bytes cross a page boundary (the jump could not be written in "
-               "one piece)";
     }
     pt.kind = PT_ENTRY;
     pt.proc = i;
@@ -2392,6 +2404,18 @@ out:
     return why;
 }
 
+/* Is a candidate from index FROM on the same point as PT (one block reached twice in
+ * the walk of a procedure's parts: a second jump there would overlap the first)? */
+static int
+cand_listed(const dyn_session_t *s, size_t from, const point_t *pt)
+{
+    for (size_t c = from; c < s->ncand; c++)
+        if (s->cand[c].entry == pt->entry && s->cand[c].kind == pt->kind
+            && s->cand[c].row == pt->row)
+            return 1;
+    return 0;
+}
+
 /* Why procedure I cannot be timed in place, or NULL with its entry and exit candidates
  * added. */
 static const char *
@@ -2413,6 +2437,9 @@ check_timed_inplace(dyn_session_t *s, uint32_t i, const char *name, int *err /*O
     }
     if ((why = timed_entry(s, i, &pt)) != NULL)
         return why;
+    if (crosses_page(&pt))
+        return "its first 5 bytes cross a page boundary (the jump could not be written in "
+               "one piece)";
     if (pr->flags & CFG_PROC_MULTI_ENTRY)
         return "other procedures jump into its middle (its time would be wrong)";
     pt.name = name;
@@ -2450,7 +2477,7 @@ check_timed_inplace(dyn_session_t *s, uint32_t i, const char *name, int *err /*O
                 ex.name = name;
                 if (ex.entry < pt.entry + pt.len && pt.entry < ex.entry + ex.len)
                     why = "its entry and a call that never returns share the bytes to patch";
-                else if ((*err = add_cand(s, &ex)) < 0)
+                else if (!cand_listed(s, ncand0, &ex) && (*err = add_cand(s, &ex)) < 0)
                     return NULL;
                 nexit++;
             }
@@ -2480,7 +2507,9 @@ check_timed_inplace(dyn_session_t *s, uint32_t i, const char *name, int *err /*O
                 ex.save_flags = pt.save_flags;
                 if (ex.entry < pt.entry + pt.len && pt.entry < ex.entry + ex.len)
                     why = "its entry and a ret share the bytes to patch (too short)";
-                else if ((*err = add_cand(s, &ex)) < 0)
+                else if (crosses_page(&ex))
+                    why = "the jump before a ret would cross a page boundary";
+                else if (!cand_listed(s, ncand0, &ex) && (*err = add_cand(s, &ex)) < 0)
                     return NULL;
                 nexit++;
             }
