@@ -898,6 +898,20 @@ static const char *exits_before(dyn_session_t *s, uint32_t i, const cfg_block_t 
     uint32_t row, const char *name, const point_t *entry, unsigned *nexit, int *err);
 
 /*
+ * Has row ROW a candidate at runtime address AT already (its candidates are the last
+ * ones added)? A second jump there would overlap the first and be refused at install:
+ * known at selection instead, so that the copy is tried.
+ */
+static int
+cand_at(const dyn_session_t *s, uint32_t row, uint64_t at)
+{
+    for (size_t c = s->ncand; c > 0 && s->cand[c - 1].row == row; c--)
+        if (s->cand[c - 1].entry == at)
+            return 1;
+    return 0;
+}
+
+/*
  * The ret block of an exit of procedure PROC at link address ADDR when it is too short
  * for a jump and the blocks that lead to it may be patched instead (exits_before, as
  * --time's exits); NULL otherwise.
@@ -1829,6 +1843,8 @@ exits_before(dyn_session_t *s, uint32_t i, const cfg_block_t *r, uint32_t row,
             why = find_pad(s, b->start, &ex);
         if (why == NULL && crosses_page(&ex))
             why = "the jump before a short ret would cross a page boundary";
+        if (why == NULL && cand_at(s, row, ex.entry))
+            why = "a block leads to two short return blocks (or one both ways)";
         if (why == NULL && ex.entry < entry->entry + entry->len
             && entry->entry < ex.entry + ex.len)
             why = "its entry and a block before a short ret share the bytes to patch";
@@ -2404,18 +2420,6 @@ out:
     return why;
 }
 
-/* Is a candidate from index FROM on the same point as PT (one block reached twice in
- * the walk of a procedure's parts: a second jump there would overlap the first)? */
-static int
-cand_listed(const dyn_session_t *s, size_t from, const point_t *pt)
-{
-    for (size_t c = from; c < s->ncand; c++)
-        if (s->cand[c].entry == pt->entry && s->cand[c].kind == pt->kind
-            && s->cand[c].row == pt->row)
-            return 1;
-    return 0;
-}
-
 /* Why procedure I cannot be timed in place, or NULL with its entry and exit candidates
  * added. */
 static const char *
@@ -2477,7 +2481,10 @@ check_timed_inplace(dyn_session_t *s, uint32_t i, const char *name, int *err /*O
                 ex.name = name;
                 if (ex.entry < pt.entry + pt.len && pt.entry < ex.entry + ex.len)
                     why = "its entry and a call that never returns share the bytes to patch";
-                else if (!cand_listed(s, ncand0, &ex) && (*err = add_cand(s, &ex)) < 0)
+                else if (cand_at(s, row, ex.entry))
+                    why = "a call that never returns and another exit share the bytes to "
+                          "patch";
+                else if ((*err = add_cand(s, &ex)) < 0)
                     return NULL;
                 nexit++;
             }
@@ -2509,7 +2516,9 @@ check_timed_inplace(dyn_session_t *s, uint32_t i, const char *name, int *err /*O
                     why = "its entry and a ret share the bytes to patch (too short)";
                 else if (crosses_page(&ex))
                     why = "the jump before a ret would cross a page boundary";
-                else if (!cand_listed(s, ncand0, &ex) && (*err = add_cand(s, &ex)) < 0)
+                else if (cand_at(s, row, ex.entry))
+                    why = "a ret and another exit share the bytes to patch";
+                else if ((*err = add_cand(s, &ex)) < 0)
                     return NULL;
                 nexit++;
             }
