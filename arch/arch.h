@@ -527,6 +527,20 @@ int arch_emit_jmp_xlate(const uint8_t *buf, const arch_insn_t *in, uint64_t addr
                         uint64_t stub, int32_t miss, uint8_t *out /*OUT*/, size_t cap);
 int arch_emit_xlate_stub(uint64_t addr, uint64_t table, uint8_t *out /*OUT*/, size_t cap);
 
+/*
+ * A stub as arch_emit_xlate_stub's (same table, same site code), for a live procedure
+ * relocated whole (patch/pt_reloc.c) whose unknown jumps may leave it: a T the table
+ * has continues at its new code; any other T continues at MISS with the stack as the
+ * site left it but for its miss slot, [%rsp] = T and the 128 bytes skipped above, so that
+ * MISS may run code there (an exit's snippet) and then arch_emit_xlate_go's `ret $128`,
+ * which goes to T with %rsp as it was at the jump.
+ */
+#define ARCH_XLATE_STUB_OUT_LEN 136
+int arch_emit_xlate_stub_out(uint64_t addr, uint64_t table, uint64_t miss,
+                             uint8_t *out /*OUT*/, size_t cap);
+#define ARCH_XLATE_GO_LEN 3
+int arch_emit_xlate_go(uint8_t *out /*OUT*/, size_t cap);
+
 /* LEN bytes of the recommended multi-byte nops (for padding). */
 int arch_emit_nops(size_t len, uint8_t *out /*OUT*/, size_t cap);
 

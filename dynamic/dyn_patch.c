@@ -120,6 +120,9 @@ typedef struct point {
     uint8_t wide;         /* PT_RSITE whose jump covers the blocks after its own (or
                            * padding): the original must be idle when it goes in */
     size_t nmap;
+    uint32_t dep1;        /* its pad is a slot in the original code of a neighbour
+                           * relocated whole (with_neighbour): that one's row + 1, which
+                           * must go in for this one to; 0: none */
 } point_t;
 
 /* One line of the report: a procedure (entry counter, maybe timed) or a call site. */
@@ -176,6 +179,14 @@ struct dyn_session {
                         * (link addresses, sorted; lazily) */
     size_t nforeign;
     int foreign_done;
+    uint64_t nb_want; /* check_reloc: find a slot for the jmp rel8 of another procedure's
+                       * entry at this link address too (with_neighbour); 0: none */
+    uint64_t nb_slot; /* ... the slot it found (link address, taken), for the next
+                       * find_pad; 0: none */
+    uint8_t nb_orig[JMP_LEN]; /* ... its bytes */
+    int nb_allow;             /* check_reloc may borrow a neighbour's slot (borrow_slot) */
+    int nb_depth;             /* ... not while one lends its own */
+    const char *nb_pattern;   /* what the selection measures (NULL: every procedure) */
 };
 
 /* Bytes written at PT's first replaced byte: a jmp rel32, or a jmp rel8 to its pad. */
@@ -183,6 +194,14 @@ static size_t
 patch_len(const point_t *pt)
 {
     return pt->pad ? SHORT_LEN : JMP_LEN;
+}
+
+/* Would PT's jump cross a page boundary (install refuses it: it could not be written in
+ * one piece)? Known at selection, so that another way is tried. */
+static int
+crosses_page(const point_t *pt)
+{
+    return (pt->entry & 4095) > 4096 - patch_len(pt);
 }
 
 static int
@@ -511,12 +530,23 @@ entry_insns(
     return NULL;
 }
 
+static const char *entry_ok_loop(
+    const dyn_session_t *s, uint32_t i, int loop_ok, int *first_only /*OUT*/);
+
 /*
  * Why procedure I's entry cannot have a jump whatever its instructions, or NULL;
  * *FIRST_ONLY: only a jump within its first instruction is safe (see entry_insns).
  */
 static const char *
 entry_ok(const dyn_session_t *s, uint32_t i, int *first_only /*OUT*/)
+{
+    return entry_ok_loop(s, i, 0, first_only);
+}
+
+/* entry_ok, and with LOOP_OK a branch of the procedure back to its entry allowed (in a
+ * copy it goes to the entry's copy, after the entry's snippet: a loop, not a call). */
+static const char *
+entry_ok_loop(const dyn_session_t *s, uint32_t i, int loop_ok, int *first_only /*OUT*/)
 {
     const cfg_prog_t *prog = s->prog;
     const cfg_proc_t *pr = &prog->procs[i];
@@ -532,7 +562,7 @@ entry_ok(const dyn_session_t *s, uint32_t i, int *first_only /*OUT*/)
     b = &prog->blocks[pr->block];
     if (b->start != pr->entry)
         return "its entry does not start a block";
-    if (b->npred > 0)
+    if (b->npred > 0 && !loop_ok)
         return "a branch inside the procedure goes back to its entry";
     return NULL;
 }
@@ -595,6 +625,16 @@ find_pad(dyn_session_t *s, uint64_t e, point_t *pt)
 
     if (((e + s->bias) & 4095) > 4096 - SHORT_LEN)
         return "its first 2 bytes cross a page boundary";
+    if (s->nb_slot != 0) {
+        /* A slot in a neighbour's original code, taken already (with_neighbour). */
+        uint64_t a = s->nb_slot;
+        s->nb_slot = 0;
+        if (a >= from && a <= to && !(a < e + pt->len && e < a + JMP_LEN)) {
+            pt->pad = a + s->bias;
+            memcpy(pt->pad_orig, s->nb_orig, JMP_LEN);
+            return NULL;
+        }
+    }
     for (uint64_t a = from; a <= to; a++) {
         size_t k;
         if (((a + s->bias) & 4095) > 4096 - JMP_LEN)
@@ -858,6 +898,20 @@ static const char *exits_before(dyn_session_t *s, uint32_t i, const cfg_block_t 
     uint32_t row, const char *name, const point_t *entry, unsigned *nexit, int *err);
 
 /*
+ * Has row ROW a candidate at runtime address AT already (its candidates are the last
+ * ones added)? A second jump there would overlap the first and be refused at install:
+ * known at selection instead, so that the copy is tried.
+ */
+static int
+cand_at(const dyn_session_t *s, uint32_t row, uint64_t at)
+{
+    for (size_t c = s->ncand; c > 0 && s->cand[c - 1].row == row; c--)
+        if (s->cand[c - 1].entry == at)
+            return 1;
+    return 0;
+}
+
+/*
  * The ret block of an exit of procedure PROC at link address ADDR when it is too short
  * for a jump and the blocks that lead to it may be patched instead (exits_before, as
  * --time's exits); NULL otherwise.
@@ -1100,6 +1154,182 @@ match_name(const cfg_image_t *img, const cfg_proc_t *pr, const char *pattern)
     return NULL;
 }
 
+/* Procedure I's entry counter in place (as dyn_session_select): why not, or NULL with
+ * its row and point added. *ERR: QP_ENOMEM. */
+static const char *
+count_in_place(dyn_session_t *s, uint32_t i, const char *name, int *err)
+{
+    point_t pt;
+    int first_only;
+    const char *why = check_proc(s, i, &pt);
+    /* Too short for the jump: a short one through padding, if there is some. */
+    if (why != NULL && entry_ok(s, i, &first_only) == NULL
+        && check_short(s, i, first_only, &pt) == NULL)
+        why = NULL;
+    *err = 0;
+    if (why != NULL)
+        return why;
+    pt.name = name;
+    pt.kind = PT_ENTRY;
+    if ((*err = add_row(s, name, i, 0, &pt.row)) == 0)
+        *err = add_cand(s, &pt);
+    return NULL;
+}
+
+static const char *check_timed(dyn_session_t *s, uint32_t i, const char *name, int *err);
+
+/*
+ * Neighbours whose original code may lend a slot to a short jump at link address NEAR of
+ * procedure I: the procedures whose code lies within the jump's reach, nearest first (a
+ * cold fragment's parent), that the selection (s->nb_pattern, NULL: every procedure)
+ * measures and that are not chosen yet; into OUT (CAP), with their names. Their number.
+ */
+static size_t
+neighbours(const dyn_session_t *s, uint32_t i, uint64_t near, uint32_t *out,
+    const char **names, size_t cap)
+{
+    const cfg_prog_t *prog = s->prog;
+    size_t n = 0;
+    for (uint64_t d = 0; d < 128 && n < cap; d++) {
+        for (int side = 0; side < 2 && n < cap; side++) {
+            uint64_t a = side ? near + SHORT_LEN + d : near + SHORT_LEN - 1 - d;
+            const cfg_proc_t *q = cfg_proc_at(prog, a);
+            if (q == NULL || q == &prog->procs[i])
+                continue;
+            uint32_t j = (uint32_t)(q - prog->procs);
+            size_t k;
+            for (k = 0; k < n && out[k] != j; k++)
+                ;
+            if (k < n || (s->chosen[j] & 1) || (q->flags & CFG_PROC_FRAGMENT))
+                continue;
+            const char *qname = s->nb_pattern == NULL
+                ? q->name
+                : match_name(prog->img, q, s->nb_pattern);
+            if (qname == NULL)
+                continue;
+            names[n] = qname;
+            out[n++] = j;
+        }
+    }
+    return n;
+}
+
+/*
+ * Neighbour J (chosen by NAME) relocated whole (TIMED), with a slot in its original code
+ * for a short jump at link address NEAR: 1 with the slot in s->nb_slot and *ROW its row
+ * (its candidates added), 0 when not (the session as it was), or QP_ENOMEM.
+ */
+static int
+lend_slot(dyn_session_t *s, uint32_t j, const char *name, uint64_t near, int timed,
+    uint32_t *row)
+{
+    size_t c0 = s->ncand, r0 = s->nrows, p0 = s->npads;
+    int err = 0;
+    s->nb_want = near;
+    s->nb_slot = 0;
+    s->nb_depth++; /* (the neighbour borrows from no other) */
+    const char *why = check_reloc(s, j, name, timed, timed, row, &err);
+    s->nb_depth--;
+    s->nb_want = 0;
+    if (err < 0)
+        return err;
+    if (why == NULL && s->nb_slot != 0)
+        return 1;
+    s->nb_slot = 0;
+    s->ncand = c0;
+    s->nrows = r0;
+    s->npads = p0;
+    return 0;
+}
+
+/*
+ * A slot for PT's short jump at link address NEAR (in procedure I, relocated whole:
+ * TIMED) in the original code of a neighbour relocated whole (lend_slot), when I has
+ * none of its own: why not (the session as it was), or NULL with PT's pad and pad_orig
+ * set, *DEP the neighbour's row, and the neighbour in *LENT (to be marked chosen when I
+ * goes in). Only while dyn_session_select or _select_time choose (s->nb_allow), once deep.
+ * *ERR: QP_ENOMEM.
+ */
+static const char *
+borrow_slot(dyn_session_t *s, uint32_t i, uint64_t near, int timed, point_t *pt,
+    uint32_t *dep, uint32_t *lent, int *err)
+{
+    uint32_t nb[8], row;
+    const char *names[8];
+    *err = 0;
+    if (!s->nb_allow || s->nb_depth > 0 || has_shadow_stack(s))
+        return "no neighbour to borrow bytes from";
+    size_t n = neighbours(s, i, near, nb, names, 8);
+    for (size_t k = 0; k < n; k++) {
+        int rc = lend_slot(s, nb[k], names[k], near, timed, &row);
+        if (rc < 0) {
+            *err = rc;
+            return NULL;
+        }
+        if (rc == 1) {
+            pt->pad = s->nb_slot + s->bias;
+            memcpy(pt->pad_orig, s->nb_orig, JMP_LEN);
+            s->nb_slot = 0;
+            *dep = row;
+            *lent = nb[k];
+            return NULL;
+        }
+    }
+    return "no neighbour to borrow bytes from";
+}
+
+/*
+ * Procedure I (chosen by NAME) too short for a jump at its entry, with no padding within
+ * a short jump's reach and none of its own code to borrow (`xor %eax,%eax; ret` between
+ * two procedures, as cold code is laid out): its jmp rel8 goes to a slot in the original
+ * code of a neighbour relocated whole, as Dyninst and e9patch borrow a neighbour's bytes.
+ * The neighbour is one the selection measures anyway, not chosen yet (neighbours); it
+ * runs as its copy (measured there, TIMED as I is), its original idle and reached by
+ * nothing but its entry's and return sites' jumps, so the slot's bytes never run; I goes
+ * in only if it does (dep1). Why not (the session as it was), or NULL with both added.
+ * *ERR: QP_ENOMEM.
+ */
+static const char *
+with_neighbour(dyn_session_t *s, uint32_t i, const char *name, int timed, int *err)
+{
+    uint32_t nb[8], row;
+    const char *names[8];
+
+    *err = 0;
+    if (has_shadow_stack(s) || s->nb_depth > 0)
+        return "no neighbour to borrow bytes from";
+    size_t n = neighbours(s, i, s->prog->procs[i].entry, nb, names, 8);
+    for (size_t k = 0; k < n; k++) {
+        size_t c0 = s->ncand, r0 = s->nrows, p0 = s->npads;
+        int rc = lend_slot(s, nb[k], names[k], s->prog->procs[i].entry, timed, &row);
+        if (rc < 0) {
+            *err = rc;
+            return NULL;
+        }
+        if (rc == 0)
+            continue;
+        /* I as it would go in, its find_pad taking the slot. */
+        size_t c1 = s->ncand;
+        const char *why = timed ? check_timed(s, i, name, err) : count_in_place(s, i, name, err);
+        if (*err < 0)
+            return NULL;
+        if (why == NULL && s->nb_slot == 0 && s->ncand > c1) {
+            for (size_t c = c1; c < s->ncand; c++)
+                if (s->cand[c].dep1 == 0)
+                    s->cand[c].dep1 = row + 1;
+            s->chosen[nb[k]] |= 1;
+            return NULL;
+        }
+        s->nb_slot = 0;
+        s->ncand = c0;
+        s->nrows = r0;
+        s->npads = p0;
+    }
+    return "no neighbour to borrow bytes from";
+}
+
+static int select_loop(dyn_session_t *s, const char *pattern, uint32_t flags, unsigned *kp);
+
 int
 dyn_session_select(
     dyn_session_t *s, const char *pattern, uint32_t flags, unsigned *nmatch /*OUT*/)
@@ -1108,6 +1338,21 @@ dyn_session_select(
 
     if (s == NULL || (pattern == NULL && !(flags & DYN_SEL_ALL)) || s->installed)
         return QP_EINVAL;
+    s->nb_pattern = (flags & DYN_SEL_ALL) ? NULL : pattern;
+    s->nb_allow = 1;
+    int rc = select_loop(s, pattern, flags, &k);
+    s->nb_allow = 0;
+    s->nb_pattern = NULL;
+    if (nmatch != NULL)
+        *nmatch = k;
+    return rc;
+}
+
+/* dyn_session_select's loop; *K: the procedures that match. */
+static int
+select_loop(dyn_session_t *s, const char *pattern, uint32_t flags, unsigned *kp)
+{
+    unsigned k = 0;
     for (uint32_t i = 0; i < s->prog->nprocs; i++) {
         const cfg_proc_t *pr = &s->prog->procs[i];
         const char *why;
@@ -1140,6 +1385,11 @@ dyn_session_select(
             QP_CHECK(err);
             if (w2 == NULL)
                 continue;
+            /* Else through a slot in a neighbour's code. */
+            w2 = with_neighbour(s, i, name, 0, &err);
+            QP_CHECK(err);
+            if (w2 == NULL)
+                continue;
         }
         if (why != NULL) {
             QP_CHECK(refuse_name(s, name, why));
@@ -1149,8 +1399,7 @@ dyn_session_select(
         QP_CHECK(add_row(s, name, i, 0, &pt.row));
         QP_CHECK(add_cand(s, &pt));
     }
-    if (nmatch != NULL)
-        *nmatch = k;
+    *kp = k;
     return 0;
 }
 
@@ -1355,9 +1604,38 @@ is_table_block(const cfg_prog_t *prog, const cfg_block_t *b)
     return 1;
 }
 
-/* The last instructions of the blocks of the procedure of PARTS that WHICH says yes to:
- * their runtime addresses, sorted, into *OUT (malloc'd, NULL for none); their number,
- * or QP_ENOMEM. */
+static size_t part_block_index(const cfg_prog_t *prog, const uint32_t *parts, int nparts,
+    uint32_t b);
+
+/*
+ * Does block BL of the procedure of PARTS end in an indirect jump that its copy
+ * translates at run time (pt_proc_t's unknown): one of unknown targets, or of a table
+ * not all of whose targets are the procedure's own code? (A table whose every target is
+ * is relocated as it is, with jumps into the copy at its targets: is_table_block.)
+ */
+static int
+xlate_block(const dyn_session_t *s, const uint32_t *parts, int nparts, const cfg_block_t *bl)
+{
+    const cfg_prog_t *prog = s->prog;
+    int table = 0, out = 0;
+    if (bl->last_kind != ARCH_KIND_JMP_IND)
+        return 0;
+    for (uint32_t e = 0; e < bl->nsucc; e++) {
+        const cfg_edge_t *ed = cfg_block_succ(prog, bl, e);
+        if (ed->kind == CFG_EDGE_UNRESOLVED || ed->kind == CFG_EDGE_INDIRECT)
+            return 1;
+        if (ed->kind == CFG_EDGE_TABLE) {
+            table = 1;
+            out |= ed->to == CFG_NONE
+                || part_block_index(prog, parts, nparts, ed->to) == SIZE_MAX;
+        }
+    }
+    return table && (out || !is_table_block(prog, bl));
+}
+
+/* The last instructions of the blocks of the procedure of PARTS that WHICH says yes to
+ * (NULL: xlate_block): their runtime addresses, sorted, into *OUT (malloc'd, NULL for
+ * none); their number, or QP_ENOMEM. */
 static int
 block_ends(const dyn_session_t *s, const uint32_t *parts, int nparts,
     int (*which)(const cfg_prog_t *, const cfg_block_t *), uint64_t **out)
@@ -1374,7 +1652,7 @@ block_ends(const dyn_session_t *s, const uint32_t *parts, int nparts,
         const cfg_block_t *bl = &prog->blocks[b];
         arch_insn_t in;
         uint64_t a = bl->start;
-        if (!which(prog, bl))
+        if (which != NULL ? !which(prog, bl) : !xlate_block(s, parts, nparts, bl))
             continue;
         while (a < bl->end && cfg_image_decode(prog->img, a, 0, &in) >= 0
             && a + in.len < bl->end)
@@ -1563,6 +1841,10 @@ exits_before(dyn_session_t *s, uint32_t i, const cfg_block_t *r, uint32_t row,
             why = check_tail(s, b, own, 0, e->kind == CFG_EDGE_FALL, &ex, &want_pad);
         if (why == NULL && want_pad)
             why = find_pad(s, b->start, &ex);
+        if (why == NULL && crosses_page(&ex))
+            why = "the jump before a short ret would cross a page boundary";
+        if (why == NULL && cand_at(s, row, ex.entry))
+            why = "a block leads to two short return blocks (or one both ways)";
         if (why == NULL && ex.entry < entry->entry + entry->len
             && entry->entry < ex.entry + ex.len)
             why = "its entry and a block before a short ret share the bytes to patch";
@@ -1751,12 +2033,15 @@ reloc_trial(const dyn_session_t *s, const uint32_t *parts, int nparts, point_t *
         *err = n == QP_ENOMEM ? n : 0;
         return "its blocks overlap (not one reading of its bytes)";
     }
-    uint64_t e = s->prog->procs[pt->proc].entry + s->bias, *noret = NULL, *inner = NULL;
+    uint64_t e = s->prog->procs[pt->proc].entry + s->bias, *noret = NULL, *inner = NULL,
+             *unknown = NULL;
     int nnr = block_ends(s, parts, nparts, cfg_block_call_never_returns, &noret);
     int nin = nnr < 0 ? nnr : block_ends(s, parts, nparts, is_table_block, &inner);
-    if (nnr < 0 || nin < 0) {
+    int nun = nin < 0 ? nin : block_ends(s, parts, nparts, NULL, &unknown);
+    if (nnr < 0 || nin < 0 || nun < 0) {
         free(runs);
         free(noret);
+        free(inner);
         *err = QP_ENOMEM;
         return "out of memory";
     }
@@ -1768,7 +2053,7 @@ reloc_trial(const dyn_session_t *s, const uint32_t *parts, int nparts, point_t *
         { count.nodes, count.n, count.root, pt_point_ctx(PT_POINT_ENTRY, ARCH_FLAGS_STATUS) },
         { &stop, 1, 0, pt_point_ctx(PT_POINT_EXIT, ARCH_FLAGS_STATUS) },
         { &stop, 1, 0, pt_point_ctx(PT_POINT_INSN, ARCH_FLAGS_STATUS) }, NULL, 0, noret,
-        (size_t)nnr, inner, (size_t)nin };
+        (size_t)nnr, inner, (size_t)nin, unknown, (size_t)nun };
     size_t cap = pt_proc_size(&p, 256), mapcap = pt_proc_mapcap(&p), nmap;
     uint8_t *out = malloc(cap + 1);
     pt_map_t *map = malloc((mapcap + 1) * sizeof(*map));
@@ -1777,7 +2062,8 @@ reloc_trial(const dyn_session_t *s, const uint32_t *parts, int nparts, point_t *
         *err = QP_ENOMEM;
     else if ((n = pt_proc_emit(&p, p.entry, out, cap, map, mapcap, &nmap)) < 0)
         why = n == QP_EUNSUPP ? "an instruction cannot run in a copy (a call to the next "
-                                "one or into its middle, a branch into an instruction)"
+                                "one or into its middle, a branch into an instruction, an "
+                                "indirect jump whose operand cannot be translated)"
                               : "its instructions cannot be relocated to the trampoline";
     else
         pt->rsize = (uint32_t)n;
@@ -1786,6 +2072,7 @@ reloc_trial(const dyn_session_t *s, const uint32_t *parts, int nparts, point_t *
     free(runs);
     free(noret);
     free(inner);
+    free(unknown);
     return why;
 }
 
@@ -1892,35 +2179,36 @@ check_reloc(dyn_session_t *s, uint32_t i, const char *name, int timed, int exits
     const char *why;
     point_t pt;
     uint8_t *seen = NULL, *how = NULL;
-    uint32_t *todo = NULL;
+    uint32_t *todo = NULL, lent[8];
     uint64_t *xs = NULL, *rng = NULL;
+    int nlent = 0;
 
     *err = 0;
     if ((nparts = parts_of(s, i, parts, 64)) < 0) {
         *err = nparts == QP_ERANGE ? 0 : nparts;
         return "too many cold fragments";
     }
-    if ((why = entry_ok(s, i, &first_only)) != NULL)
+    if ((why = entry_ok_loop(s, i, 1, &first_only)) != NULL)
         return why;
-    if (pr->nind_unresolved > 0)
-        return "an indirect jump with unknown targets might land in the original code";
     if (has_shadow_stack(s))
         return "its calls would be made with their original return address (the process "
                "has a shadow stack)";
 
     int entry_slot = 0;
-    if ((why = entry_insns(s, i, JMP_LEN, 0, &pt)) != NULL) {
-        /* Too short: a jmp rel8 to a jump in padding, or else in its own original code
-         * (a slot, found once the bytes its other jumps take are known). */
+    const char *cross = ((pr->entry + s->bias) & 4095) > 4096 - JMP_LEN
+        ? "its first 5 bytes cross a page boundary (the jump could not be written in one "
+          "piece)"
+        : NULL;
+    if (cross != NULL || (why = entry_insns(s, i, JMP_LEN, 0, &pt)) != NULL) {
+        /* Too short, or across a page: a jmp rel8 to a jump in padding, or else in its
+         * own original code (a slot, found once the bytes its other jumps take are
+         * known). */
         if (entry_insns(s, i, SHORT_LEN, 0, &pt) != NULL)
-            return why;
+            return why != NULL ? why : cross;
+        if (((pr->entry + s->bias) & 4095) > 4096 - SHORT_LEN)
+            return cross;
         entry_slot = find_pad(s, pr->entry, &pt) != NULL;
         why = NULL;
-    }
-    if (pt.pad == 0 && !entry_slot && (pt.entry & 4095) > 4096 - JMP_LEN) {
-        s->npads = npads0;
-        return "its first 5 bytes cross a page boundary (the jump could not be written in "
-               "one piece)";
     }
     pt.kind = PT_ENTRY;
     pt.proc = i;
@@ -1944,11 +2232,20 @@ check_reloc(dyn_session_t *s, uint32_t i, const char *name, int timed, int exits
      * into other procedures' code. The return sites; the blocks other procedures jump
      * into (the start of a search of what they run of the original). */
     size_t ntodo = 0;
+    int nxlate = 0;
     FOR_BLOCKS(prog, parts, nparts, k, b)
     {
         const cfg_block_t *bl = &prog->blocks[b];
+        /* An indirect jump the copy translates at run time (pt_proc_emit): its targets,
+         * known or not, are the copy's own code or leave it (the leave snippet first). */
+        int xlate = xlate_block(s, parts, nparts, bl);
+        nxlate += xlate;
         for (uint32_t e = 0; e < bl->nsucc && why == NULL; e++) {
             const cfg_edge_t *ed = cfg_block_succ(prog, bl, e);
+            if (xlate
+                && (ed->kind == CFG_EDGE_TABLE || ed->kind == CFG_EDGE_INDIRECT
+                    || ed->kind == CFG_EDGE_UNRESOLVED))
+                continue;
             if (ed->kind == CFG_EDGE_TABLE && is_table_block(prog, bl) && ed->to != CFG_NONE
                 && part_block_index(prog, parts, nparts, ed->to) != SIZE_MAX)
                 /* A jump table of proven bounds into its own code: each target gets a
@@ -2037,10 +2334,32 @@ check_reloc(dyn_session_t *s, uint32_t i, const char *name, int timed, int exits
     if (why != NULL)
         goto out;
     if (entry_slot) {
-        if ((why = find_slot(s, parts, nparts, seen, rng, nrng, pr->entry, &pt)) != NULL)
+        if ((why = find_slot(s, parts, nparts, seen, rng, nrng, pr->entry, &pt)) != NULL
+            && (why = borrow_slot(s, i, pr->entry, timed, &pt, &pt.dep1, &lent[nlent], err))
+                == NULL
+            && *err == 0) {
+            pt.dep1++;
+            nlent++;
+        }
+        if (why != NULL || *err < 0)
             goto out;
         pt.wide = 1;
     }
+    if (s->nb_want != 0) {
+        /* A slot for a neighbour's short entry too (with_neighbour). */
+        point_t nb;
+        memset(&nb, 0, sizeof(nb));
+        if ((why = find_slot(s, parts, nparts, seen, rng, nrng, s->nb_want, &nb)) != NULL)
+            goto out;
+        s->nb_slot = nb.pad - s->bias;
+        memcpy(s->nb_orig, nb.pad_orig, JMP_LEN);
+        pt.wide = 1;
+    }
+    /* A thread left in the original could take a jump of unknown target into the middle
+     * of a patched jump: the original must be idle when the copy goes in (as for a
+     * slot). */
+    if (nxlate > 0 || pr->nind_unresolved > 0)
+        pt.wide = 1;
     if ((*err = add_row(s, name, i, timed, &row)) < 0)
         goto out;
     if (rowp != NULL)
@@ -2068,8 +2387,16 @@ check_reloc(dyn_session_t *s, uint32_t i, const char *name, int timed, int exits
         rs.wide = how[j] >= 2;
         memcpy(rs.orig, bytes, rs.len);
         if (how[j] == 3
-            && (why = find_slot(s, parts, nparts, seen, rng, nrng, xs[j], &rs)) != NULL)
-            break;
+            && (why = find_slot(s, parts, nparts, seen, rng, nrng, xs[j], &rs)) != NULL) {
+            /* None of its own: one in a neighbour's code (at most 8 neighbours). */
+            if (nlent == 8
+                || (why = borrow_slot(s, i, xs[j], timed, &rs, &rs.dep1, &lent[nlent], err))
+                    != NULL
+                || *err < 0)
+                break;
+            rs.dep1++;
+            nlent++;
+        }
         if (how[j] == 2 && (*err = pad_take(s, xs[j])) < 0) /* its 5 bytes: see above */
             goto out;
         if ((*err = add_cand(s, &rs)) < 0)
@@ -2087,7 +2414,9 @@ out:
         s->ncand = ncand0;
         s->nrows = nrows0;
         s->npads = npads0;
-    }
+    } else
+        for (int k2 = 0; k2 < nlent; k2++)
+            s->chosen[lent[k2]] |= 1; /* (measured as the copies that lend the slots) */
     return why;
 }
 
@@ -2112,6 +2441,9 @@ check_timed_inplace(dyn_session_t *s, uint32_t i, const char *name, int *err /*O
     }
     if ((why = timed_entry(s, i, &pt)) != NULL)
         return why;
+    if (crosses_page(&pt))
+        return "its first 5 bytes cross a page boundary (the jump could not be written in "
+               "one piece)";
     if (pr->flags & CFG_PROC_MULTI_ENTRY)
         return "other procedures jump into its middle (its time would be wrong)";
     pt.name = name;
@@ -2149,6 +2481,9 @@ check_timed_inplace(dyn_session_t *s, uint32_t i, const char *name, int *err /*O
                 ex.name = name;
                 if (ex.entry < pt.entry + pt.len && pt.entry < ex.entry + ex.len)
                     why = "its entry and a call that never returns share the bytes to patch";
+                else if (cand_at(s, row, ex.entry))
+                    why = "a call that never returns and another exit share the bytes to "
+                          "patch";
                 else if ((*err = add_cand(s, &ex)) < 0)
                     return NULL;
                 nexit++;
@@ -2179,6 +2514,10 @@ check_timed_inplace(dyn_session_t *s, uint32_t i, const char *name, int *err /*O
                 ex.save_flags = pt.save_flags;
                 if (ex.entry < pt.entry + pt.len && pt.entry < ex.entry + ex.len)
                     why = "its entry and a ret share the bytes to patch (too short)";
+                else if (crosses_page(&ex))
+                    why = "the jump before a ret would cross a page boundary";
+                else if (cand_at(s, row, ex.entry))
+                    why = "a ret and another exit share the bytes to patch";
                 else if ((*err = add_cand(s, &ex)) < 0)
                     return NULL;
                 nexit++;
@@ -2218,13 +2557,15 @@ int
 dyn_session_select_time(dyn_session_t *s, const char *pattern, unsigned *nmatch /*OUT*/)
 {
     unsigned k = 0;
+    int err = 0;
 
     if (s == NULL || pattern == NULL || s->installed)
         return QP_EINVAL;
+    s->nb_pattern = pattern;
+    s->nb_allow = 1;
     for (uint32_t i = 0; i < s->prog->nprocs; i++) {
         const cfg_proc_t *pr = &s->prog->procs[i];
         const char *name, *why;
-        int err;
         if ((pr->flags & CFG_PROC_FRAGMENT)
             || (name = match_name(s->prog->img, pr, pattern)) == NULL)
             continue;
@@ -2235,15 +2576,28 @@ dyn_session_select_time(dyn_session_t *s, const char *pattern, unsigned *nmatch 
         why = "timers need x86-64's cycle counter";
 #else
         why = check_timed(s, i, name, &err);
-        QP_CHECK(err);
+        if (err < 0)
+            break;
+        if (why != NULL) {
+            /* Through a slot in a neighbour's code (which is timed too). */
+            const char *w2 = with_neighbour(s, i, name, 1, &err);
+            if (err < 0)
+                break;
+            why = w2 == NULL ? NULL : why;
+        }
 #endif
         if (why != NULL) {
             /* Not chosen: --count may still count it. */
-            QP_CHECK(refuse_name(s, name, why));
+            if ((err = refuse_name(s, name, why)) < 0)
+                break;
             continue;
         }
         s->chosen[i] |= 1;
     }
+    s->nb_allow = 0;
+    s->nb_pattern = NULL;
+    if (err < 0)
+        return err;
     if (nmatch != NULL)
         *nmatch = k;
     return 0;
@@ -2582,25 +2936,30 @@ emit_reloc(const dyn_session_t *s, point_t *pt, uint64_t at, const dyn_snippet_t
     QP_CHECK(nparts);
     QP_CHECK(n = proc_runs(s, parts, nparts, &runs));
     pt_proc_t p = { runs, (size_t)n, s->prog->procs[pt->proc].entry + s->bias,
-        tramp_snip(pt, pre, 0), { 0 }, { 0 }, NULL, 0, NULL, 0, NULL, 0 };
-    uint64_t *exits = NULL, *noret = NULL, *inner = NULL;
+        tramp_snip(pt, pre, 0), { 0 }, { 0 }, NULL, 0, NULL, 0, NULL, 0, NULL, 0 };
+    uint64_t *exits = NULL, *noret = NULL, *inner = NULL, *unknown = NULL;
     int nnr = block_ends(s, parts, nparts, cfg_block_call_never_returns, &noret);
     int nin = nnr < 0 ? nnr : block_ends(s, parts, nparts, is_table_block, &inner);
-    if (nnr < 0 || nin < 0) {
+    int nun = nin < 0 ? nin : block_ends(s, parts, nparts, NULL, &unknown);
+    if (nnr < 0 || nin < 0 || nun < 0) {
         free(runs);
         free(noret);
+        free(inner);
         return QP_ENOMEM;
     }
     p.noret = noret;
     p.nnoret = (size_t)nnr;
     p.inner = inner;
     p.ninner = (size_t)nin;
+    p.unknown = unknown;
+    p.nunknown = (size_t)nun;
     if (pt->exits != NULL) {
         /* Only the exits the caller put its snippet at (link addresses, sorted). */
         if ((exits = malloc((pt->nexits + 1) * sizeof(*exits))) == NULL) {
             free(runs);
             free(noret);
             free(inner);
+            free(unknown);
             return QP_ENOMEM;
         }
         for (size_t k = 0; k < pt->nexits; k++)
@@ -2624,6 +2983,7 @@ emit_reloc(const dyn_session_t *s, point_t *pt, uint64_t at, const dyn_snippet_t
         free(exits);
         free(noret);
         free(inner);
+        free(unknown);
         return QP_ENOMEM;
     }
     n = pt_proc_emit(&p, at, out, cap, pt->map, mapcap, &pt->nmap);
@@ -2631,6 +2991,7 @@ emit_reloc(const dyn_session_t *s, point_t *pt, uint64_t at, const dyn_snippet_t
     free(exits);
     free(noret);
     free(inner);
+    free(unknown);
     return n;
 }
 
@@ -2950,6 +3311,18 @@ read_cached(dyn_proc_t *p, rd_cache_t *c, uint64_t addr, void *out, size_t len)
     return 0;
 }
 
+/* Refuse the rows of points (V, N) whose slot is in the code of a neighbour whose row
+ * was refused (dep1): the slot's bytes would run as its original. */
+static int
+deps_bad(dyn_session_t *s, const point_t *v, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (v[i].dep1 != 0 && s->rows[v[i].dep1 - 1].bad && !s->rows[v[i].row].bad)
+            QP_CHECK(row_bad(s, v[i].row,
+                "the neighbour whose code its short jump goes through was refused"));
+    return 0;
+}
+
 int
 dyn_session_install(dyn_session_t *s)
 {
@@ -3010,6 +3383,8 @@ dyn_session_install(dyn_session_t *s)
     }
     free(w);
     free(rd.buf);
+    if ((rc = deps_bad(s, s->cand, s->ncand)) < 0)
+        return rc;
     for (size_t i = 0; i < s->ncand; i++) {
         point_t *pt = &s->cand[i];
         if (s->rows[pt->row].bad)
@@ -3063,7 +3438,7 @@ dyn_session_install(dyn_session_t *s)
     }
     /* Trampolines, packed; a row with a point that cannot be relocated is refused. */
     do {
-        if ((rc = emit_all(s, code, &again)) < 0)
+        if ((rc = emit_all(s, code, &again)) < 0 || (rc = deps_bad(s, s->pts, s->npts)) < 0)
             goto fail;
     } while (again);
     k = 0;

@@ -227,6 +227,10 @@ typedef struct pt_proc {
                             * copy at each target: the table, data, is not changed);
                             * NULL: none */
     size_t ninner;
+    const uint64_t *unknown; /* indirect jumps whose targets are not known (runtime
+                              * addresses, sorted): translated at run time (see
+                              * pt_proc_emit); NULL: none */
+    size_t nunknown;
 } pt_proc_t;
 
 /* Where an instruction of the procedure runs in its copy. */
@@ -245,7 +249,12 @@ typedef struct pt_map {
  * with arch_emit_call_ret: no return address into the copy is ever left on a stack, the
  * callee returns to the original code, which the caller patches (a jump from each
  * return site to its copy, pt_proc_at). A jcc leaving the procedure goes to a stub after
- * the body (the leave snippet, a jmp to its target). MAP (MAPCAP entries, at least the
+ * the body (the leave snippet, a jmp to its target). An indirect jump of P's unknown
+ * list is translated where it runs (arch_emit_jmp_xlate, a stub and a table after the
+ * stubs): a target that is an instruction of P goes to its copy, any other runs the
+ * leave snippet (if the jump is chosen, or any exit is: no list can name it) and goes
+ * where the jump went; so no such jump ever lands in
+ * the original code, whose patched bytes it could split. MAP (MAPCAP entries, at least the
  * number of instructions: PT_PROC_MAPCAP): every instruction's copy address, by
  * original address; *NMAP their number.
  */

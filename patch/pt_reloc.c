@@ -20,7 +20,12 @@
  *            call that never returns    -> LEAVE snippet; the call as above
  *            falls out of a run         -> jmp to the next instruction's copy (or, out
  *                                          of the procedure, LEAVE snippet; jmp)
+ *            jmp * of unknown targets   -> translated (arch_emit_jmp_xlate): to XS
+ *   XS:    (when P has unknown jumps) two translation stubs, each followed by where
+ *          its misses go: LEAVE snippet; ret $128 (to T), and ret $128 alone (a jump
+ *          whose exit the caller did not choose)
  *   stubs: LEAVE snippet; jmp TARGET    (one per jcc leaving the runs)
+ *   TABLE: (8-aligned) every instruction of P -> its copy (arch.h's hash table)
  *
  * Built in two passes: the first places every instruction (branches to far targets, so
  * every one gets its longest form); the second writes them there, a shorter form padded
@@ -45,6 +50,9 @@ typedef struct gen {
     size_t nmap, mapcap;
     int pass;          /* 1: place, 2: write */
     int senter, sret, sleave; /* each snippet's room (its first compile) */
+    size_t xarea;      /* bytes of the translation stubs (XS) after the body */
+    uint64_t xs_leave, xs_plain; /* pass 2: the stubs whose misses run the leave snippet
+                                  * and not */
 } gen_t;
 
 /* SN's room: its length compiled at AT (0 for none). */
@@ -151,6 +159,18 @@ chosen(const pt_proc_t *p, uint64_t addr)
     return addr != 0 && listed(p->exits, p->nexits, addr);
 }
 
+/*
+ * Does a miss of the translated jump at ADDR (it leaves) run the leave snippet? When it
+ * is chosen, and also whenever some exit is: a caller that lists the exits it knows
+ * (rets, tail calls) cannot name a jump of unknown targets as one, yet leaving through
+ * it ends the call as they do (a timer must stop there).
+ */
+static int
+xlate_leaves(const pt_proc_t *p, uint64_t addr)
+{
+    return p->leave.nodes != NULL && (chosen(p, addr) || p->nexits > 0);
+}
+
 /* A jump out of the runs to TARGET at *K (from the exit at FROM): the leave snippet
  * (if chosen), then jmp. */
 static int
@@ -251,6 +271,16 @@ one(gen_t *g, const uint8_t *b, const arch_insn_t *in)
         t = in->target;
         break;
     case ARCH_KIND_JMP_IND:
+        if (listed(p->unknown, p->nunknown, in->addr)) {
+            /* Translated: to its target's copy, or out (the leave snippet first). */
+            uint64_t stub = g->pass == 1 ? g->at + (1u << 30)
+                : xlate_leaves(p, in->addr) ? g->xs_leave
+                                            : g->xs_plain;
+            QP_CHECK(n = arch_emit_jmp_xlate(b, in, g->at + *k, stub, 0, g->out + *k,
+                         g->cap - *k));
+            *k += (size_t)n;
+            return 0;
+        }
         /* A jump table's (inner): its targets in the original jump into the copy. Else
          * the caller proved it leaves the procedure. */
         if (!listed(p->inner, p->ninner, in->addr) && chosen(p, in->addr))
@@ -282,7 +312,7 @@ pass(gen_t *g)
 
     g->k = 0;
     g->nstubs = 0;
-    g->stub = g->body;
+    g->stub = g->body + g->xarea;
     QP_CHECK(snip(g, &p->enter, g->senter, &g->k));
     if (p->runs[0].addr != p->entry) {
         uint64_t t;
@@ -328,6 +358,95 @@ pass(gen_t *g)
     return 0;
 }
 
+/*****************************************************************************
+ * Jumps of unknown targets translated at run time
+ */
+
+/* Slots of the table for N instructions: a power of two, a third more at least (a
+ * lookup probes about two slots and always ends at an empty one). */
+static uint64_t
+xlate_slots(size_t n)
+{
+    uint64_t slots = 16;
+    while (3 * slots < 4 * (uint64_t)n)
+        slots *= 2;
+    return slots;
+}
+
+/* Bytes of XS (the stubs and where their misses go) with the leave snippet in SLEAVE. */
+static size_t
+xlate_area(const pt_proc_t *p, int sleave)
+{
+    size_t plain = ARCH_XLATE_STUB_OUT_LEN + ARCH_XLATE_GO_LEN;
+    return p->nunknown == 0 ? 0
+        : p->leave.nodes != NULL ? 2 * plain + (size_t)sleave
+                                 : plain;
+}
+
+/* A stub at *K whose misses go to the leave snippet (LEAVE) or not, then the go. */
+static int
+xlate_stub(gen_t *g, uint64_t table, int leave, size_t *k)
+{
+    int n;
+    size_t miss = *k + ARCH_XLATE_STUB_OUT_LEN;
+    QP_CHECK(n = arch_emit_xlate_stub_out(g->at + *k, table, g->at + miss, g->out + *k,
+                 g->cap - *k));
+    *k += (size_t)n;
+    if (leave)
+        QP_CHECK(snip(g, &g->p->leave, g->sleave, k));
+    if (g->cap - *k < ARCH_XLATE_GO_LEN)
+        return QP_ERANGE;
+    QP_CHECK(n = arch_emit_xlate_go(g->out + *k, g->cap - *k));
+    *k += (size_t)n;
+    return 0;
+}
+
+/*
+ * XS and the table after the stubs (which end at END): every instruction's copy, keyed
+ * by its offset from the first run (arch.h). The copy's length, or QP_E*.
+ */
+static int
+xlate_emit(gen_t *g, size_t end)
+{
+    const pt_proc_t *p = g->p;
+    uint64_t lo = p->runs[0].addr, hi = p->runs[p->nruns - 1].addr + p->runs[p->nruns - 1].len;
+    uint64_t slots = xlate_slots(g->nmap), shift = 32;
+    size_t t = (end + 7) & ~(size_t)7, k = g->body;
+
+    if (hi - lo >= UINT32_MAX - 1)
+        return QP_ERANGE;
+    if (t > g->cap || g->cap - t < ARCH_XLATE_HDR + 8 * slots)
+        return QP_ERANGE;
+    if (p->leave.nodes != NULL)
+        QP_CHECK(xlate_stub(g, g->at + t, 1, &k));
+    QP_CHECK(xlate_stub(g, g->at + t, 0, &k));
+    memset(g->out + end, 0xcc, t - end);
+    for (uint64_t x = slots; x > 1; x /= 2)
+        shift--;
+    uint8_t *slot = g->out + t + ARCH_XLATE_HDR;
+    memset(slot, 0, 8 * slots);
+    for (size_t i = 0; i < g->nmap; i++) {
+        uint32_t key = (uint32_t)(g->map[i].orig - lo), key1 = key + 1, cur;
+        int64_t d = (int64_t)(g->map[i].copy - lo);
+        if (d < INT32_MIN || d > INT32_MAX)
+            return QP_ERANGE;
+        int32_t d32 = (int32_t)d;
+        uint64_t h = ((uint32_t)(key * 0x9e3779b1u) >> shift) & (slots - 1);
+        for (;; h = (h + 1) & (slots - 1)) {
+            memcpy(&cur, slot + 8 * h, 4);
+            if (cur == 0 || cur == key1)
+                break;
+        }
+        memcpy(slot + 8 * h, &key1, 4);
+        memcpy(slot + 8 * h + 4, &d32, 4);
+    }
+    /* (Runtime addresses throughout: the table's own address is its "link" one, so the
+     * stub's load bias is 0.) */
+    uint64_t hdr[6] = { g->at + t, slots - 1, lo, hi - lo, 0, shift };
+    memcpy(g->out + t, hdr, sizeof(hdr));
+    return (int)(t + ARCH_XLATE_HDR + 8 * slots);
+}
+
 size_t
 pt_proc_mapcap(const pt_proc_t *p)
 {
@@ -347,7 +466,7 @@ pt_proc_size(const pt_proc_t *p, size_t snip_max)
      * before a ret or a jump that leaves, a call made with its original return address
      * (30 bytes direct, 19 and a jmp indirect; the leave snippet before one that never
      * returns). Undecodable bytes: as much each. */
-    size_t n = snip_max + JMP_LEN, s5 = snip_max + JMP_LEN;
+    size_t n = snip_max + JMP_LEN, s5 = snip_max + JMP_LEN, ninsns = 0;
     for (size_t r = 0; p != NULL && r < p->nruns; r++) {
         const pt_run_t *run = &p->runs[r];
         n += s5;
@@ -355,8 +474,10 @@ pt_proc_size(const pt_proc_t *p, size_t snip_max)
             arch_insn_t in;
             if (arch_decode(run->bytes + off, run->len - off, run->addr + off, &in) < 0) {
                 n += (size_t)(run->len - off) * ARCH_MAX_RELOC;
+                ninsns += run->len - off;
                 break;
             }
+            ninsns++;
             switch (in.kind) {
             case ARCH_KIND_JMP: n += in_runs(p, in.target) ? JMP_LEN : s5; break;
             case ARCH_KIND_JCC: n += 9u + (in_runs(p, in.target) ? 0 : s5); break;
@@ -373,6 +494,8 @@ pt_proc_size(const pt_proc_t *p, size_t snip_max)
             off += in.len;
         }
     }
+    if (p != NULL && p->nunknown > 0)
+        n += xlate_area(p, (int)snip_max) + 8 + ARCH_XLATE_HDR + 8 * xlate_slots(ninsns);
     return n;
 }
 
@@ -394,11 +517,19 @@ pt_proc_emit(const pt_proc_t *p, uint64_t at, uint8_t *out, size_t cap, pt_map_t
     QP_CHECK(pass(&g));
     g.body = g.k;
     g.pass = 2;
+    g.xarea = xlate_area(p, g.sleave);
+    g.xs_leave = at + g.body;
+    g.xs_plain = at + g.body
+        + (p->leave.nodes != NULL ? ARCH_XLATE_STUB_OUT_LEN + ARCH_XLATE_GO_LEN + (size_t)g.sleave : 0);
+    if (g.body + g.xarea > cap)
+        return QP_ERANGE;
     QP_CHECK(pass(&g));
     if (g.k > g.body)
         return QP_ERANGE;
     QP_CHECK(pad(&g, &g.k, g.body - g.k));
     if (nmap != NULL)
         *nmap = g.nmap;
+    if (p->nunknown > 0)
+        return xlate_emit(&g, g.stub);
     return (int)g.stub;
 }

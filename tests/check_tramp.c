@@ -470,7 +470,7 @@ START_TEST(test_reloc_whole)
         add_to(ve, 10, NODE(.op = ARCH_SN_CONST, .imm = 1), ARCH_SNX_ENTRY, 0),
         add_to(vr, 11, NODE(.op = ARCH_SN_CONST, .imm = 1), ARCH_SNX_RETURN, 0),
         add_to(vl, 12, NODE(.op = ARCH_SN_CONST, .imm = 1), 0, ARCH_FLAGS_STATUS), NULL, 0,
-        NULL, 0, NULL, 0 };
+        NULL, 0, NULL, 0, NULL, 0 };
     pt_map_t m[64];
     size_t nm = 0;
     ck_assert_uint_ge(sizeof(m) / sizeof(m[0]), pt_proc_mapcap(&p) / 4);
@@ -517,7 +517,7 @@ START_TEST(test_reloc_noret)
     pt_proc_t p = { &run, 1, at(OFF_H), { 0 },
         add_to(vr, 8, NODE(.op = ARCH_SN_CONST, .imm = 1), ARCH_SNX_RETURN, 0),
         add_to(vl, 9, NODE(.op = ARCH_SN_CONST, .imm = 1), 0, ARCH_FLAGS_STATUS), NULL, 0,
-        NULL, 0, NULL, 0 };
+        NULL, 0, NULL, 0, NULL, 0 };
     pt_map_t m[16];
     size_t nm = 0;
     uint8_t *tr = TRAMP;
@@ -563,7 +563,7 @@ START_TEST(test_reloc_table_jump)
     pt_run_t run = { at(0x140), CODE + 0x140, 13 };
     pt_proc_t p = { &run, 1, at(0x140), { 0 }, { 0 },
         add_to(vl, 9, NODE(.op = ARCH_SN_CONST, .imm = 1), 0, ARCH_FLAGS_STATUS), NULL, 0,
-        NULL, 0, NULL, 0 };
+        NULL, 0, NULL, 0, NULL, 0 };
     pt_map_t m[16];
     size_t nm = 0;
     uint8_t *tr = TRAMP;
@@ -581,6 +581,93 @@ START_TEST(test_reloc_table_jump)
 }
 END_TEST
 
+/*
+ * Indirect jumps of unknown targets in a copy (pt_proc_t's unknown), translated at run
+ * time: q(x, t1, t2) = `mov %rdi,%rax; xchg %rsi,%rdx; jmp *%rdx`, then L1: `add
+ * $1,%rax; ret` and L2: `add $2,%rax; ret`. A target that is q's own instruction runs its
+ * copy (the original is overwritten with int3 once the copy is made: a jump into it
+ * would trap), the xchg too, inside the entry's first 5 bytes (t1 = entry + 3: it swaps
+ * back and goes to t2); any other target (o(x) = x + 100, outside) runs the leave
+ * snippet and goes there; an exit the caller did not choose goes there without it. The
+ * flags are kept across the translation (a cmp before the jump, a setb after it).
+ */
+enum { OFF_Q = 0x180, Q_JMP = 0x186, Q_L1 = 0x188, Q_L2 = 0x18d, Q_END = 0x192, OFF_O = 0x1c0,
+       OFF_S = 0x1d0 };
+
+typedef uint64_t (*fn3_t)(uint64_t, uint64_t, uint64_t);
+
+START_TEST(test_reloc_unknown_jump)
+{
+    size_t k = OFF_Q;
+    put(&k, (const uint8_t[]) { 0x48, 0x89, 0xf8, 0x48, 0x87, 0xf2, /* mov; xchg %rsi,%rdx */
+                                0xff, 0xe2,                         /* jmp *%rdx */
+                                0x48, 0x83, 0xc0, 0x01, 0xc3,       /* L1: add $1,%rax; ret */
+                                0x48, 0x83, 0xc0, 0x02, 0xc3 },     /* L2: add $2,%rax; ret */
+        18);
+    ck_assert_uint_eq(k, Q_END);
+    k = OFF_O; /* o: lea 100(%rdi),%rax; ret */
+    put(&k, (const uint8_t[]) { 0x48, 0x8d, 0x47, 0x64, 0xc3 }, 5);
+    /* s: cmp %rdi,%rsi (CF: rsi < rdi), then jmp *%rdx to `setb %al; movzbl %al,%eax;
+     * ret` right after it: the flags go through the jump. */
+    k = OFF_S;
+    put(&k, (const uint8_t[]) { 0x48, 0x39, 0xfe, 0xff, 0xe2, 0x0f, 0x92, 0xc0, 0x0f, 0xb6,
+                                0xc0, 0xc3 },
+        12);
+    arch_snip_t ve[2], vr[2], vl[2];
+    uint8_t qbytes[Q_END - OFF_Q]; /* (the run's bytes: the original is overwritten) */
+    memcpy(qbytes, CODE + OFF_Q, sizeof(qbytes));
+    pt_run_t run = { at(OFF_Q), qbytes, Q_END - OFF_Q };
+    const uint64_t unknown[] = { at(Q_JMP) };
+    pt_proc_t p = { &run, 1, at(OFF_Q),
+        add_to(ve, 10, NODE(.op = ARCH_SN_CONST, .imm = 1), ARCH_SNX_ENTRY, 0),
+        add_to(vr, 11, NODE(.op = ARCH_SN_CONST, .imm = 1), ARCH_SNX_RETURN, 0),
+        add_to(vl, 12, NODE(.op = ARCH_SN_CONST, .imm = 1), 0, ARCH_FLAGS_STATUS), NULL, 0,
+        NULL, 0, NULL, 0, unknown, 1 };
+    pt_map_t m[32];
+    size_t nm = 0;
+    uint8_t *tr = TRAMP;
+    fn3_t q = (fn3_t)(uintptr_t)tr;
+    int n = pt_proc_emit(&p, (uint64_t)(uintptr_t)tr, tr, PAGE, m, 32, &nm);
+    ck_assert_int_gt(n, 0);
+    ck_assert_uint_le((size_t)n, pt_proc_size(&p, 64));
+    ck_assert_uint_eq(nm, 7);
+    memset(CODE + OFF_Q, 0xcc, Q_END - OFF_Q); /* nothing may run the original now */
+    for (uint64_t i = 0; i < 10; i++) {
+        ck_assert_uint_eq(q(i, at(Q_L1), 0), i + 1);
+        ck_assert_uint_eq(q(i, at(Q_L2), 0), i + 2);
+        ck_assert_uint_eq(q(i, at(OFF_O), 0), i + 100);
+        ck_assert_uint_eq(q(i, at(OFF_Q + 3), at(Q_L2)), i + 2);
+    }
+    ck_assert_uint_eq(WORDS[10], 40);
+    ck_assert_uint_eq(WORDS[11], 30);
+    ck_assert_uint_eq(WORDS[12], 10);
+    /* Only the chosen exits get their snippet; leaving through a translated jump (no
+     * list can name it) gets it whenever some exit does, and not when none does. */
+    const uint64_t exits[] = { at(Q_L1 + 4) };
+    p.exits = exits;
+    p.nexits = 1;
+    ck_assert_int_gt(pt_proc_emit(&p, (uint64_t)(uintptr_t)tr, tr, PAGE, m, 32, &nm), 0);
+    ck_assert_uint_eq(q(1, at(OFF_O), 0), 101);
+    ck_assert_uint_eq(q(1, at(Q_L1), 0), 2);
+    ck_assert_uint_eq(q(1, at(Q_L2), 0), 3);
+    ck_assert_uint_eq(WORDS[12], 11);
+    ck_assert_uint_eq(WORDS[11], 31);
+    p.nexits = 0;
+    ck_assert_int_gt(pt_proc_emit(&p, (uint64_t)(uintptr_t)tr, tr, PAGE, m, 32, &nm), 0);
+    ck_assert_uint_eq(q(1, at(OFF_O), 0), 101);
+    ck_assert_uint_eq(q(1, at(Q_L1), 0), 2);
+    ck_assert_uint_eq(WORDS[12], 11);
+    ck_assert_uint_eq(WORDS[11], 31);
+    /* The flags through the translation: s relocated, its jump translated. */
+    pt_run_t rs = { at(OFF_S), CODE + OFF_S, 12 };
+    const uint64_t sj[] = { at(OFF_S + 3) };
+    pt_proc_t ps = { &rs, 1, at(OFF_S), { 0 }, { 0 }, { 0 }, NULL, 0, NULL, 0, NULL, 0, sj, 1 };
+    ck_assert_int_gt(pt_proc_emit(&ps, (uint64_t)(uintptr_t)tr, tr, PAGE, m, 32, &nm), 0);
+    for (uint64_t i = 0; i < 6; i++)
+        ck_assert_uint_eq(q(3, i, at(OFF_S + 5)), i < 3);
+}
+END_TEST
+
 /* What cannot run in a copy is refused, not relocated wrong. */
 START_TEST(test_reloc_refusals)
 {
@@ -590,7 +677,7 @@ START_TEST(test_reloc_refusals)
     /* call 1f; 1: pop %rax; ret - reads its own return address */
     const uint8_t self[] = { 0xe8, 0, 0, 0, 0, 0x58, 0xc3 };
     pt_run_t r1 = { 0x400000, self, sizeof(self) };
-    pt_proc_t p = { &r1, 1, 0x400000, { 0 }, { 0 }, { 0 }, NULL, 0, NULL, 0, NULL, 0 };
+    pt_proc_t p = { &r1, 1, 0x400000, { 0 }, { 0 }, { 0 }, NULL, 0, NULL, 0, NULL, 0, NULL, 0 };
     ck_assert_int_eq(pt_proc_emit(&p, 0x500000, out, sizeof(out), m, 16, &nm), QP_EUNSUPP);
     /* jmp into the middle of its own instruction */
     const uint8_t mid[] = { 0x48, 0x89, 0xf8, 0xeb, 0xfc, 0xc3 };
@@ -625,6 +712,7 @@ tramp_suite(void)
     tcase_add_test(tc, test_flags_rule);
     tcase_add_test(tc, test_reloc_whole);
     tcase_add_test(tc, test_reloc_refusals);
+    tcase_add_test(tc, test_reloc_unknown_jump);
     suite_add_tcase(s, tc);
     return s;
 }

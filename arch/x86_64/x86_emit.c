@@ -801,3 +801,89 @@ arch_emit_xlate_stub(uint64_t addr, uint64_t table, uint8_t *out /*OUT*/, size_t
     int rc = x86_fix_rel32(out, addr, 24, table);
     return rc < 0 ? rc : (int)sizeof(seq);
 }
+
+int
+arch_emit_xlate_stub_out(uint64_t addr, uint64_t table, uint64_t miss, uint8_t *out /*OUT*/,
+    size_t cap)
+{
+    /* arch_emit_xlate_stub's lookup (the same registers, flags and table), but every
+     * miss, in the span or not, goes to MISS with T left on the stack: the miss slot
+     * gets MISS and a plain ret pops it, so [%rsp] = T, then the 128 bytes skipped. */
+    static const uint8_t seq[] = {
+        0x50,                                     /*   0 push %rax */
+        0x9f,                                     /*   1 lahf */
+        0x0f, 0x90, 0xc0,                         /*   2 seto %al */
+        0x50,                                     /*   5 push %rax */
+        0x51,                                     /*   6 push %rcx */
+        0x52,                                     /*   7 push %rdx */
+        0x56,                                     /*   8 push %rsi */
+        0x57,                                     /*   9 push %rdi */
+        0x41, 0x50,                               /*  10 push %r8 */
+        0x48, 0x8b, 0x44, 0x24, 0x40,             /*  12 mov 0x40(%rsp),%rax */
+        0x48, 0x8d, 0x35, 0, 0, 0, 0,             /*  17 lea TABLE(%rip),%rsi */
+        0x49, 0x89, 0xf0,                         /*  24 mov %rsi,%r8 */
+        0x4c, 0x2b, 0x06,                         /*  27 sub (%rsi),%r8 */
+        0x4c, 0x29, 0xc0,                         /*  30 sub %r8,%rax */
+        0x48, 0x2b, 0x46, 0x10,                   /*  33 sub 0x10(%rsi),%rax */
+        0x48, 0x3b, 0x46, 0x18,                   /*  37 cmp 0x18(%rsi),%rax */
+        0x73, 0x45,                               /*  41 jae 112 (miss) */
+        0x8b, 0x4e, 0x28,                         /*  43 mov 0x28(%rsi),%ecx */
+        0x69, 0xd0, 0xb1, 0x79, 0x37, 0x9e,       /*  46 imul $0x9e3779b1,%eax,%edx */
+        0xd3, 0xea,                               /*  52 shr %cl,%edx */
+        0x48, 0x8b, 0x7e, 0x08,                   /*  54 mov 0x8(%rsi),%rdi */
+        0x8d, 0x48, 0x01,                         /*  58 lea 0x1(%rax),%ecx */
+        0x48, 0x21, 0xfa,                         /*  61 and %rdi,%rdx */
+        0x8b, 0x44, 0xd6, 0x30,                   /*  64 mov 0x30(%rsi,%rdx,8),%eax */
+        0x39, 0xc8,                               /*  68 cmp %ecx,%eax */
+        0x74, 0x09,                               /*  70 je 81 (hit) */
+        0x85, 0xc0,                               /*  72 test %eax,%eax */
+        0x74, 0x24,                               /*  74 je 112 (miss) */
+        0x48, 0xff, 0xc2,                         /*  76 inc %rdx */
+        0xeb, 0xec,                               /*  79 jmp 61 */
+        0x48, 0x63, 0x44, 0xd6, 0x34,             /*  81 movslq 0x34(%rsi,%rdx,8),%rax */
+        0x48, 0x03, 0x46, 0x10,                   /*  86 add 0x10(%rsi),%rax */
+        0x4c, 0x01, 0xc0,                         /*  90 add %r8,%rax */
+        0x48, 0x89, 0x44, 0x24, 0x38,             /*  93 mov %rax,0x38(%rsp) */
+        0x41, 0x58,                               /*  98 pop %r8 */
+        0x5f,                                     /* 100 pop %rdi */
+        0x5e,                                     /* 101 pop %rsi */
+        0x5a,                                     /* 102 pop %rdx */
+        0x59,                                     /* 103 pop %rcx */
+        0x58,                                     /* 104 pop %rax */
+        0x04, 0x7f,                               /* 105 add $0x7f,%al */
+        0x9e,                                     /* 107 sahf */
+        0x58,                                     /* 108 pop %rax */
+        0xc2, 0x88, 0x00,                         /* 109 ret $0x88 */
+        0x48, 0x8d, 0x05, 0, 0, 0, 0,             /* 112 lea MISS(%rip),%rax */
+        0x48, 0x89, 0x44, 0x24, 0x38,             /* 119 mov %rax,0x38(%rsp) */
+        0x41, 0x58,                               /* 124 pop %r8 */
+        0x5f,                                     /* 126 pop %rdi */
+        0x5e,                                     /* 127 pop %rsi */
+        0x5a,                                     /* 128 pop %rdx */
+        0x59,                                     /* 129 pop %rcx */
+        0x58,                                     /* 130 pop %rax */
+        0x04, 0x7f,                               /* 131 add $0x7f,%al */
+        0x9e,                                     /* 133 sahf */
+        0x58,                                     /* 134 pop %rax */
+        0xc3,                                     /* 135 ret (to MISS) */
+    };
+    _Static_assert(sizeof(seq) == ARCH_XLATE_STUB_OUT_LEN, "the stub's length");
+    if (out == NULL || cap < sizeof(seq))
+        return QP_EINVAL;
+    memcpy(out, seq, sizeof(seq));
+    int rc = x86_fix_rel32(out, addr, 24, table);
+    if (rc == 0)
+        rc = x86_fix_rel32(out, addr, 119, miss);
+    return rc < 0 ? rc : (int)sizeof(seq);
+}
+
+int
+arch_emit_xlate_go(uint8_t *out /*OUT*/, size_t cap)
+{
+    if (out == NULL || cap < 3)
+        return QP_EINVAL;
+    out[0] = 0xc2; /* ret $0x80: to T, and the 128 bytes skipped */
+    out[1] = 0x80;
+    out[2] = 0x00;
+    return 3;
+}
