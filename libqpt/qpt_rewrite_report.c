@@ -214,7 +214,7 @@ qpt_rw_report(qpt_rewrite_t *r, const cfg_prog_t *prog, const char *input, const
                         "%s: --weights: over the profiled run the counters add %llu "
                         "instructions (%llu increments), the least of any spanning tree "
                         "for its counts%s; placed without --weights they would add %llu "
-                        "(%llu increments)",
+                        "instructions (%llu increments)",
                         output, (unsigned long long)res.weighted_insns,
                         (unsigned long long)res.weighted_incs,
                         res.weighted_unknown ? " (some counters on edges it lacks)" : "",

@@ -222,7 +222,7 @@ elif "$QPT_REWRITE" "$c" -o "$c.q" 2>"$c.q.log" && rm -f "$c.q.qp" \
     else
         bad "--weights estimate: ${est:-no} increments, $got counted"
     fi
-    est=$(sed -n 's/.*placed without --weights they would add [0-9]* (\([0-9]*\) increments).*/\1/p' "$c.w.log")
+    est=$(sed -n 's/.*placed without --weights they would add [0-9]* instructions (\([0-9]*\) increments).*/\1/p' "$c.w.log")
     got=$(prof_incs "$c.q.qp")
     if [ -n "$est" ] && [ "$est" -le "$got" ] && [ $((est * 100)) -ge $((got * 99)) ]; then
         echo "ok --weights estimate without them: $est increments, $got counted"
