@@ -336,7 +336,7 @@ if [ "$VALGRIND" != 0 ] && [[ " $VARIANTS " = *" qpw "* && " $VARIANTS " = *" no
     for wl in $WORKLOADS; do
         [ -n "${EST[$wl]:-}" ] && [ -s "$T/times/$wl.qpw.instr" ] && [ -s "$T/times/$wl.none.instr" ] || continue
         awk -v e="${EST[$wl]}" -v q="$(cat "$T/times/$wl.qpw.instr")" -v n="$(cat "$T/times/$wl.none.instr")" -v w="$wl" \
-            'BEGIN {m = q - n; printf "| %s | %d | %d | %s |\n", w, e, m, m > 0 ? sprintf("%+.2f%%", 100 * (e / m - 1)) : "-"}'
+            'BEGIN {m = q - n; printf "| %s | %d | %d | %s |\n", w, e, m, (m > 0 ? sprintf("%+.2f%%", 100 * (e / m - 1)) : "-")}'
     done
 fi
 echo
