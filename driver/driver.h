@@ -157,6 +157,10 @@ typedef struct drv_result {
     uint64_t weighted_insns;
     uint64_t weighted_incs;
     uint32_t weighted_unknown;
+    /* ... and what the counters placed without --weights (by the static estimate) would
+     * add over that run, for comparison. */
+    uint64_t weighted_static_insns;
+    uint64_t weighted_static_incs;
     uint32_t nfork_hooks;    /* fork hooks placed */
     uint32_t nfork_unseen;   /* fork sites in procedures not measured (no hook) */
     uint64_t *xlate_site;    /* jumps of unknown targets, translated at run time ... */

@@ -429,9 +429,9 @@ measured_blocks(const drv_graph_t *g, int64_t *runs)
  * stays the cheapest for the measured counts.
  */
 static double
-edge_freq(const drv_graph_t *g, const drv_edge_t *e, double estimate)
+edge_freq(const drv_graph_t *g, const drv_edge_t *e, double estimate, int measured)
 {
-    int64_t c = g->weights != NULL ? measured_count(g, e) : -1;
+    int64_t c = measured && g->weights != NULL ? measured_count(g, e) : -1;
     if (c >= 0)
         return (double)c
             + estimate / (1.0 + estimate) / (12.0 * (g->nedges + g->nblocks + 1));
@@ -508,7 +508,8 @@ add_weighted_cost(const drv_graph_t *g, const uint8_t *in_tree, const int64_t *r
 }
 
 /* Weights of the NEDGES edges and then of the blocks' own edges into W, from the
- * estimated edge frequencies FREQ_E. */
+ * estimated edge frequencies FREQ_E, and the measured counts (--weights) where RUNS, the
+ * measured block counts, is not NULL. */
 static void
 split_weights(const drv_graph_t *g, const double *freq_e, const int64_t *runs, double *w)
 {
@@ -524,7 +525,7 @@ split_weights(const drv_graph_t *g, const double *freq_e, const int64_t *runs, d
         w[n + i] = 0;
     for (uint32_t e = 0; e < n; e++) {
         const drv_edge_t *ed = &g->edges[e];
-        double f = edge_freq(g, ed, freq_e[e]);
+        double f = edge_freq(g, ed, freq_e[e], runs != NULL);
         if (ed->to != X)
             w[n + ed->to] += f;
         if (ed->kind == QP_EDGE_ENTRY && g->entry_by_calls)
@@ -612,28 +613,15 @@ give_up_cycles(const drv_graph_t *g, uint32_t *parent, uint8_t *ground, uint8_t 
     }
 }
 
-static int
-qp_place(drv_graph_t *g, drv_result_t *res, const char **why)
+/* The spanning tree of G's split graph into IN_TREE (1: in the tree, 2: given up, no
+ * counter and its count unknown), from the estimated edge frequencies FREQ and, unless
+ * RUNS (the measured block counts) is NULL, the measured counts (--weights). W, ORDER,
+ * PARENT: scratch of qp_place's sizes; GROUND: zeroed scratch. */
+static void
+build_tree(drv_graph_t *g, const double *freq, const int64_t *runs, double *w, uint32_t *order,
+           uint32_t *parent, uint8_t *in_tree, uint8_t *ground)
 {
     uint32_t n = g->nedges, nb = g->nblocks, all = n + nb, nodes = 2 * nb + 1;
-    double *w = malloc((all + 1) * sizeof(double));
-    double *freq = malloc((n + 1) * sizeof(double));
-    uint32_t *order = malloc((all + 1) * sizeof(uint32_t));
-    uint32_t *parent = malloc(nodes * sizeof(uint32_t));
-    uint8_t *in_tree = calloc(all + 1, 1); /* 2: given up (no counter, unknown) */
-    uint8_t *ground = calloc(nodes, 1);
-    int64_t *runs = g->weights != NULL ? malloc((nb + 1) * sizeof(int64_t)) : NULL;
-    int rc = 0;
-    (void)why; /* qp measures every procedure it gets */
-    if (!w || !freq || !order || !parent || !in_tree || !ground
-        || (g->weights != NULL && runs == NULL)) {
-        rc = QP_ENOMEM;
-        goto out;
-    }
-    if ((rc = estimate_freq(g, freq)) < 0)
-        goto out;
-    if (runs != NULL)
-        measured_blocks(g, runs);
     split_weights(g, freq, runs, w);
     give_up_cycles(g, parent, ground, in_tree);
     for (uint32_t e = 0; e < n; e++)
@@ -655,6 +643,13 @@ qp_place(drv_graph_t *g, drv_result_t *res, const char **why)
             in_tree[e] = 1;
         }
     }
+}
+
+/* Must G be counted per block for the tree IN_TREE (see qp_place)? */
+static int
+uses_block_counters(const drv_graph_t *g, const uint8_t *in_tree)
+{
+    uint32_t n = g->nedges, nb = g->nblocks;
     int per_block = 0, gave_up = 0, xlated = 0;
     for (uint32_t e = 0; e < n; e++) {
         gave_up |= in_tree[e] == 2;
@@ -667,13 +662,59 @@ qp_place(drv_graph_t *g, drv_result_t *res, const char **why)
      * says so) where no edge goes: then flow is not conserved at X or at the block it
      * lands in, which the given-up edges' ends would need. */
     per_block |= gave_up && xlated;
+    return per_block;
+}
+
+static int
+qp_place(drv_graph_t *g, drv_result_t *res, const char **why)
+{
+    uint32_t n = g->nedges, nb = g->nblocks, all = n + nb, nodes = 2 * nb + 1;
+    double *w = malloc((all + 1) * sizeof(double));
+    double *freq = malloc((n + 1) * sizeof(double));
+    uint32_t *order = malloc((all + 1) * sizeof(uint32_t));
+    uint32_t *parent = malloc(nodes * sizeof(uint32_t));
+    uint8_t *in_tree = calloc(all + 1, 1); /* 2: given up (no counter, unknown) */
+    uint8_t *ground = calloc(nodes, 1);
+    int64_t *runs = g->weights != NULL ? malloc((nb + 1) * sizeof(int64_t)) : NULL;
+    int rc = 0, static_added = 0;
+    (void)why; /* qp measures every procedure it gets */
+    if (!w || !freq || !order || !parent || !in_tree || !ground
+        || (g->weights != NULL && runs == NULL)) {
+        rc = QP_ENOMEM;
+        goto out;
+    }
+    if ((rc = estimate_freq(g, freq)) < 0)
+        goto out;
+    if (runs != NULL) {
+        measured_blocks(g, runs);
+        /* First the tree without --weights, to say what it would cost over that run. */
+        build_tree(g, freq, NULL, w, order, parent, in_tree, ground);
+        if (!uses_block_counters(g, in_tree)) {
+            drv_result_t est;
+            memset(&est, 0, sizeof(est));
+            add_weighted_cost(g, in_tree, runs, &est);
+            res->weighted_static_insns += est.weighted_insns;
+            res->weighted_static_incs += est.weighted_incs;
+            static_added = 1;
+        }
+        memset(in_tree, 0, all + 1);
+        memset(ground, 0, nodes);
+    }
+    build_tree(g, freq, runs, w, order, parent, in_tree, ground);
+    int per_block = uses_block_counters(g, in_tree);
     if (per_block) {
         /* Count this procedure's blocks instead: that gives every block count and
          * the calls; the report says which edge counts stay unknown. */
         memset(in_tree, 1, n);
         memset(in_tree + n, 0, nb);
-        if (g->weights != NULL)
+        if (g->weights != NULL) {
+            uint64_t insns = res->weighted_insns, incs = res->weighted_incs;
             add_weighted_cost(g, in_tree, runs, res);
+            if (!static_added) { /* per block either way */
+                res->weighted_static_insns += res->weighted_insns - insns;
+                res->weighted_static_incs += res->weighted_incs - incs;
+            }
+        }
         for (uint32_t i = 0; i < nb; i++)
             g->block_counter[i] = drv_alloc_counter(res);
         res->nblock_counted++;

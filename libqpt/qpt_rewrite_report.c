@@ -213,10 +213,13 @@ qpt_rw_report(qpt_rewrite_t *r, const cfg_prog_t *prog, const char *input, const
                 qpt_rw_say(r,
                         "%s: --weights: over the profiled run the counters add %llu "
                         "instructions (%llu increments), the least of any spanning tree "
-                        "for its counts%s",
+                        "for its counts%s; placed without --weights they would add %llu "
+                        "instructions (%llu increments)",
                         output, (unsigned long long)res.weighted_insns,
                         (unsigned long long)res.weighted_incs,
-                        res.weighted_unknown ? " (some counters on edges it lacks)" : "");
+                        res.weighted_unknown ? " (some counters on edges it lacks)" : "",
+                        (unsigned long long)res.weighted_static_insns,
+                        (unsigned long long)res.weighted_static_incs);
         }
         if (res.nfork_unseen > 0 && verbose)
             qpt_rw_say(r, "%s: %u call%s or system call%s that may fork are in code "
