@@ -299,8 +299,9 @@ elfw_parse_input(elfw_ctx_t *c)
         return elfw_fail(c, QP_ENOTELF, "not an ELF file");
     if (gelf_getclass(c->in) != ELFCLASS64 || gelf_getehdr(c->in, &c->eh) == NULL)
         return elfw_fail(c, QP_EARCH, "not a 64-bit ELF file");
-    if (c->eh.e_ident[EI_DATA] != ELFDATA2LSB || c->eh.e_machine != EM_X86_64)
-        return elfw_fail(c, QP_EARCH, "not an x86-64 ELF file");
+    if (c->eh.e_ident[EI_DATA] != ELFDATA2LSB
+        || (c->eh.e_machine != EM_X86_64 && c->eh.e_machine != EM_AARCH64))
+        return elfw_fail(c, QP_EARCH, "not an x86-64 or AArch64 ELF file");
     if (c->eh.e_type != ET_EXEC && c->eh.e_type != ET_DYN)
         return elfw_fail(c, QP_ENOTEXEC, "not an executable (ELF type %u)",
             (unsigned)c->eh.e_type);
