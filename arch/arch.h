@@ -41,6 +41,10 @@ enum {
     ARCH_F_LOCK = 1u << 3,    /* lock prefix */
     ARCH_F_PRIV = 1u << 4,    /* privileged instruction (invalid in user code) */
     ARCH_F_READS_SP = 1u << 5, /* reads or writes the stack pointer (push/pop/call/ret/rsp op) */
+    ARCH_F_EXCL_LOAD = 1u << 13, /* AArch64: a load-exclusive (ldxr, ldaxr, ldxp,
+                                 * ldaxp) opens a monitor that a store-exclusive
+                                 * closes: a memory access between them may clear it,
+                                 * so no snippet may run there */
     /* AArch64 pointer authentication (high bits, to stay clear of new x86 flags): */
     ARCH_F_PAC_SIGN = 1u << 14, /* signs the return address (paciasp, pacibsp, pacia1716,
                                  * ...); paciasp/pacibsp are also implicit `bti c` pads */

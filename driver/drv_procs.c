@@ -256,6 +256,15 @@ drv_threads_reason(const cfg_prog_t *prog, char *buf, size_t len, int *unhooked)
     return NULL;
 }
 
+/* Has PROG's ISA increments made atomic in place (ARCH_INC_SWITCH)? AArch64 has not. */
+static int
+switchable(const cfg_prog_t *prog)
+{
+    uint8_t probe[64];
+    return cfg_image_isa(prog->img)->emit_counter_inc(0, 0, ARCH_INC_SWITCH, probe,
+                                                      sizeof(probe)) > 0;
+}
+
 void
 drv_choose_inc(const cfg_prog_t *prog, drv_result_t *res, int force, drv_inc_t *out)
 {
@@ -291,6 +300,11 @@ drv_choose_inc(const cfg_prog_t *prog, drv_result_t *res, int force, drv_inc_t *
         out->mode = ARCH_INC_PLAIN;
         snprintf(out->buf, sizeof(out->buf),
             "no thread creation found: exact for one thread at a time");
+    } else if (!switchable(prog)) {
+        out->mode = ARCH_INC_ATOMIC;
+        snprintf(out->buf, sizeof(out->buf), "atomic from the start (%s has no switchable "
+            "increments)%s%s", cfg_image_isa(prog->img)->name,
+            threads ? "; the program can start threads: " : "", threads ? threads : "");
     } else {
         out->mode = ARCH_INC_SWITCH;
         out->lock_at_start = unhooked || res->nthread_unseen > 0 || res->nfork_unseen > 0;

@@ -149,8 +149,9 @@ falls_through(const cfg_prog_t *prog, const cfg_block_t *b, uint64_t *to /*OUT*/
  * Probes
  */
 
-/* The longest snippet: flags save + locked increment + flags restore. */
-#define SNIPPET_MAX 32
+/* The longest snippet: flags save + locked increment + flags restore (x86-64), the
+ * spilled ldxr/stxr increment (AArch64, 40 bytes). */
+#define SNIPPET_MAX 64
 
 /* Order of snippets at one place: a forked child must move to its own counters before
  * it counts anything. */
@@ -201,38 +202,35 @@ static int
 emit_snippet(const ed_plan_t *plan, const ed_probe_t *p, uint64_t addr, uint8_t *out, size_t cap,
              ed_plan_t *sites)
 {
-    int n = 0, k;
     switch (p->what) {
-    case ED_SNIP_COUNT:
-        if (p->save_flags) {
-            if ((k = arch_emit_flags_save(out, cap)) < 0)
-                return k;
-            n += k;
+    case ED_SNIP_COUNT: {
+        /* The ISA's increment at a point: x86-64 saves the flags around `incq` where
+         * they are live, AArch64's increments write no flags. */
+        arch_snip_ctx_t ctx;
+        memset(&ctx, 0, sizeof(ctx));
+        ctx.live_flags = p->save_flags ? ARCH_FLAGS_STATUS : 0;
+        if (plan->opts.atomic == ARCH_INC_SWITCH) { /* its first byte: after the save */
+            uint8_t save[ARCH_MAX_RELOC];
+            int k = p->save_flags ? plan->isa->emit_flags_save(save, sizeof(save)) : 0;
+            QP_CHECK(k);
+            QP_CHECK(note_lock_site(sites, addr + (uint64_t)k));
         }
-        if (plan->opts.atomic == ARCH_INC_SWITCH)
-            QP_CHECK(note_lock_site(sites, addr + (uint64_t)n));
-        k = arch_emit_counter_inc(addr + (uint64_t)n, plan->counters + 8ull * p->counter,
-                                  plan->opts.atomic, out + n, cap - (size_t)n);
-        if (k < 0)
-            return k;
-        n += k;
-        if (p->save_flags) {
-            if ((k = arch_emit_flags_restore(out + n, cap - (size_t)n)) < 0)
-                return k;
-            n += k;
-        }
-        return n;
+        return plan->isa->emit_counter_inc_at(addr, plan->counters + 8ull * p->counter,
+                                              plan->opts.atomic, &ctx, out, cap);
+    }
     case ED_SNIP_EXIT_HOOK:
-        return arch_emit_call_protected(addr, plan->exit_hook, out, cap);
+        return plan->isa->emit_call_protected(addr, plan->exit_hook, out, cap);
     case ED_SNIP_FORK_HOOK:
-        return arch_emit_call_protected(addr, plan->fork_hook, out, cap);
+        return plan->isa->emit_call_protected(addr, plan->fork_hook, out, cap);
     case ED_SNIP_THREAD_HOOK:
-        return arch_emit_call_protected(addr, plan->thread_hook, out, cap);
+        return plan->isa->emit_call_protected(addr, plan->thread_hook, out, cap);
     case ED_SNIP_EXEC_HOOK:
-        return arch_emit_call_protected(addr, plan->exec_hook, out, cap);
+        return plan->isa->emit_call_protected(addr, plan->exec_hook, out, cap);
     case ED_SNIP_CODE: {
         if (p->counter >= plan->nsnips)
             return QP_EINVAL;
+        if (plan->isa != arch_isa_host())
+            return QP_EUNSUPP; /* TODO(#34): arch_snip_emit is x86-64's */
         const ed_snippet_t *sn = &plan->snips[p->counter];
         arch_snip_ctx_t ctx = sn->ctx;
         if (p->save_flags)

@@ -561,19 +561,26 @@ qpt_rw_rewrite(qpt_rewrite_t *r, const cfg_prog_t *prog, const char *input, cons
  */
 
 /*
- * Why R cannot rewrite a program of ISA (NULL: it can). x86-64 has every driver; AArch64
- * (issue 34) the null rewrite only so far: the counting drivers' snippets, the run-time
- * translation of indirect jumps and the runtime's injection are x86-64's.
+ * Why R cannot rewrite IMG, a program of ISA (NULL: it can). x86-64 has every driver;
+ * AArch64 (issue 34) the null rewrite and the counting drivers (qp, naive) of
+ * programs so far: tracing, indirect calls' targets and the snippets of metrics are
+ * x86-64 code, and a library's increments would have to be switchable.
  */
 static const char *
-rewrite_isa_refusal(const qpt_rewrite_t *r, const arch_isa_t *isa)
+rewrite_isa_refusal(const qpt_rewrite_t *r, const cfg_image_t *img, const arch_isa_t *isa)
 {
     if (isa->elf_machine == ARCH_EM_X86_64)
         return NULL;
-    if (r->drv != NULL)
-        return "only --driver=none rewrites so far (--dump-cfg analyses)";
     if (r->stretch)
         return "--stretch pads with one byte, which AArch64 code cannot take";
+    if (r->drv == NULL)
+        return NULL;
+    if (r->drv->trace != 0 || r->trace_mem)
+        return "tracing is x86-64 only so far (--driver=none, qp or naive)";
+    if (r->call_targets)
+        return "indirect calls' targets are recorded on x86-64 only so far";
+    if (img->flags & CFG_IMG_SHLIB)
+        return "shared libraries are rewritten with --driver=none only so far";
     return NULL;
 }
 
@@ -590,7 +597,7 @@ open_input(qpt_rewrite_t *r, const char *input, int rewrite, cfg_image_t **img,
     int rc = cfg_image_open_bfd_analysis(input, img, why, sizeof(why));
     if (rc == 0 && rewrite) {
         const arch_isa_t *isa = cfg_image_isa(*img);
-        const char *no = rewrite_isa_refusal(r, isa);
+        const char *no = rewrite_isa_refusal(r, *img, isa);
         if (no != NULL) {
             cfg_image_destroy(*img);
             *img = NULL;
