@@ -216,6 +216,17 @@ if [ -x "$REWRITE" ]; then
         esac
     done
     echo "a64: null rewrite: $nn programs identical under qemu"
+    # The line table follows the moved code (minimum_instruction_length 4): a row at
+    # main's new address.
+    if $CC -g -O2 -fno-pie -no-pie "$top_srcdir/tests/progs/loops.c" -o "$tmp/lines" &&
+        "$REWRITE" --driver=none "$tmp/lines" -o "$tmp/lines.none" 2> /dev/null; then
+        m=$(aarch64-linux-gnu-nm "$tmp/lines.none" | sed -n 's/^0*\([0-9a-f]*\) T main$/\1/p')
+        if [ -z "$m" ] || ! $OBJDUMP --dwarf=decodedline "$tmp/lines.none" 2> /dev/null |
+            grep -q " 0x$m "; then
+            echo "FAIL: the rewritten program's line table has no row at main's new address ($m)"
+            fail=1
+        fi
+    fi
     # Exact counts: tests/qp/truth.c (calls fixed by construction, tests/qp/truth.expect)
     # at -O0 and -O2, PIE, non-PIE, static and static-pie, run to the end and through
     # exit() three frames below main, with qp and naive: the calls as expected, and qp's
