@@ -233,6 +233,13 @@ drv_threads_reason(const cfg_prog_t *prog, char *buf, size_t len, int *unhooked)
         *unhooked = 0;
         return NULL;
     }
+    /* The system call numbers and the pattern below are x86-64's (AArch64's openat is
+     * x86-64's clone): another ISA's static program is taken to start threads. */
+    if (cfg_image_isa(img) != arch_isa_host()) { /* TODO(#34): AArch64's clone, clone3 */
+        snprintf(buf, len, "a static %s program, whose clone system calls are not "
+                 "looked for yet", cfg_image_isa(img)->name);
+        return buf;
+    }
     /* glibc's clone3 wrapper (pthread_create, also posix_spawn) lies outside the CFG of
      * its FDE, after its end: look for the bytes. */
     uint8_t pat[16];
