@@ -41,6 +41,10 @@ enum {
     ARCH_F_LOCK = 1u << 3,    /* lock prefix */
     ARCH_F_PRIV = 1u << 4,    /* privileged instruction (invalid in user code) */
     ARCH_F_READS_SP = 1u << 5, /* reads or writes the stack pointer (push/pop/call/ret/rsp op) */
+    ARCH_F_EXCL_LOAD = 1u << 13, /* AArch64: a load-exclusive (ldxr, ldaxr, ldxp,
+                                 * ldaxp) opens a monitor that a store-exclusive
+                                 * closes: a memory access between them may clear it,
+                                 * so no snippet may run there */
     /* AArch64 pointer authentication (high bits, to stay clear of new x86 flags): */
     ARCH_F_PAC_SIGN = 1u << 14, /* signs the return address (paciasp, pacibsp, pacia1716,
                                  * ...); paciasp/pacibsp are also implicit `bti c` pads */
@@ -629,6 +633,19 @@ typedef struct arch_isa {
     long (*syscall_nr)(const uint8_t *prev, size_t len);
     /* The Linux system calls that never return: exit, exit_group, rt_sigreturn. */
     long sys_noreturn[3];
+
+    /* --- the editor's relocation (issue 34: AArch64 programs rewritten) --- */
+    /* An upper bound of reloc_insn's length for IN (decoded from BUF) wherever the new
+     * code goes within emit_jmp's reach of the old code and of its data: what a layout
+     * reserves before it knows the final addresses. A shorter final encoding is padded
+     * with emit_nops. Returns the bound, or QP_E* as reloc_insn. */
+    int (*reloc_max_len)(const uint8_t *buf, const arch_insn_t *in);
+    /* arch_emit_jmp_xlate and arch_emit_xlate_stub (the run-time translation of
+     * indirect jumps of unknown targets), or NULL when the ISA has none: such a
+     * procedure then stays in place. */
+    int (*emit_jmp_xlate)(const uint8_t *buf, const arch_insn_t *in, uint64_t addr,
+                          uint64_t stub, int32_t miss, uint8_t *out, size_t cap);
+    int (*emit_xlate_stub)(uint64_t addr, uint64_t table, uint8_t *out, size_t cap);
 } arch_isa_t;
 
 /* arch_isa_t.code_ref's answers. */

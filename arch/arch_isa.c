@@ -32,6 +32,18 @@ x86_counter_inc_at(uint64_t addr, uint64_t counter, int mode, const arch_snip_ct
     return n;
 }
 
+/* x86-64's bound: the rel32 form of a direct branch at the same address (its length
+ * does not depend on where it goes); everything else keeps its length. */
+static int
+x86_reloc_max_len(const uint8_t *buf, const arch_insn_t *in)
+{
+    uint8_t scratch[ARCH_MAX_RELOC];
+    int direct = in->kind == ARCH_KIND_JMP || in->kind == ARCH_KIND_JCC
+        || in->kind == ARCH_KIND_CALL;
+    return arch_reloc_insn(buf, in, in->addr, direct ? in->addr + 0x10000000 : 0, 0, scratch,
+                           sizeof(scratch));
+}
+
 static const arch_isa_t isa_x86_64 = {
     .name = "x86-64",
     .elf_machine = ARCH_EM_X86_64,
@@ -54,6 +66,9 @@ static const arch_isa_t isa_x86_64 = {
     .emit_call_protected = arch_emit_call_protected,
     .decode_ops = arch_decode_ops,
     .sys_noreturn = { 60, 231, 15 },
+    .reloc_max_len = x86_reloc_max_len,
+    .emit_jmp_xlate = arch_emit_jmp_xlate,
+    .emit_xlate_stub = arch_emit_xlate_stub,
 };
 
 static const arch_isa_t isa_aarch64 = {
@@ -82,6 +97,7 @@ static const arch_isa_t isa_aarch64 = {
     .plt_slot = a64_plt_slot,
     .syscall_nr = a64_syscall_nr,
     .sys_noreturn = { 93, 94, 139 },
+    .reloc_max_len = a64_reloc_max_len,
 };
 
 const arch_isa_t *

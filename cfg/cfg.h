@@ -181,9 +181,10 @@ cfg_image_open_bfd_why(
     const char *path, cfg_image_t **out /*OUT*/, char *why, size_t whylen);
 
 /*
- * As cfg_image_open_bfd_why, and for analysis only: a program of any ISA arch/ knows is
- * read (AArch64 too; img->isa says which), where the functions above refuse all but
- * x86-64 with QP_EUNSUPP because the editor, the drivers and dyn know only x86-64.
+ * As cfg_image_open_bfd_why, for any ISA arch/ knows (AArch64 too; img->isa says which),
+ * where the functions above refuse all but x86-64 with QP_EUNSUPP: the analysis, qp's
+ * reports and qpt-rewrite (which refuses what its drivers cannot do on that ISA) use
+ * it; libqpt's mutators, metrics and dyn know only x86-64.
  */
 int
 cfg_image_open_bfd_analysis(

@@ -162,14 +162,15 @@ check_headers(const bfd_reader_t *r, int any_isa, const arch_isa_t **isa, char *
         return QP_EFORMAT;
     const Elf64_Ehdr *eh = (const Elf64_Ehdr *)r->map;
     /* The architecture comes from e_machine (arch_isa_select); AArch64 is known to
-     * arch/ and cfg/ (the analysis) but not yet to the editor, the drivers and dyn. */
+     * arch/, cfg/, the editor and the counting drivers (qpt-rewrite opens it with
+     * cfg_image_open_bfd_analysis), not yet to libqpt's mutators, metrics and dyn. */
     *isa = arch_isa_select(eh->e_machine, why, whylen);
     if (*isa == NULL)
         return QP_EARCH;
     if (eh->e_machine != EM_X86_64 && !any_isa) {
         if (why != NULL && whylen > 0)
-            snprintf(why, whylen, "%s: analysis only (--dump-cfg); rewriting not yet",
-                     (*isa)->name);
+            snprintf(why, whylen, "%s: only --dump-cfg and qpt-rewrite's drivers none, "
+                     "qp and naive so far (not -e, libqpt's mutators or dyn)", (*isa)->name);
         return QP_EUNSUPP;
     }
     if (eh->e_type == ET_REL || eh->e_type == ET_CORE)

@@ -316,6 +316,20 @@ find_sites(drv_graph_t *g, const insns_t *l, const drv_prog_info_t *info)
     return 0;
 }
 
+/* Does a counter increment of PROG's ISA write the flags (x86-64's `incq`), or keep
+ * them (AArch64's: no NZCV save, whatever is live)? Asked of the ISA's emitter: the
+ * increment grows where the flags are live only when it must save them. */
+static int
+inc_writes_flags(const cfg_prog_t *prog)
+{
+    const arch_isa_t *isa = cfg_image_isa(prog->img);
+    uint8_t buf[128];
+    arch_snip_ctx_t dead = { 0 }, live = { 0 };
+    live.live_flags = ARCH_FLAGS_STATUS;
+    return isa->emit_counter_inc_at(0x1000, 0x2000, ARCH_INC_PLAIN, &live, buf, sizeof(buf))
+        != isa->emit_counter_inc_at(0x1000, 0x2000, ARCH_INC_PLAIN, &dead, buf, sizeof(buf));
+}
+
 int
 drv_graph_build(const cfg_prog_t *prog, uint32_t proc, const drv_prog_info_t *info,
                 drv_graph_t *g)
@@ -326,7 +340,7 @@ drv_graph_build(const cfg_prog_t *prog, uint32_t proc, const drv_prog_info_t *in
     const cfg_proc_t *p = &prog->procs[proc];
     g->prog = prog;
     g->proc = proc;
-    g->clobbers = info->clobbers ? info->clobbers : INC_FLAGS;
+    g->clobbers = info->clobbers ? info->clobbers : inc_writes_flags(prog) ? INC_FLAGS : 0;
     g->abi_flags_unsure = info->abi_flags_unsure;
     g->first = p->block;
     g->nblocks = p->nblocks;
@@ -357,6 +371,17 @@ drv_graph_build(const cfg_prog_t *prog, uint32_t proc, const drv_prog_info_t *in
     for (uint32_t i = 0; i < nb; i++)
         g->block_counter[i] = QP_NOCOUNTER;
     TRY(decode_proc(prog, g->first, nb, &l));
+    /* A counter between a load-exclusive and its store-exclusive would clear the
+     * monitor (its own ldxr, or any store on real cores): the store would fail every
+     * time. Such procedures are not measured (TODO(#34): keep the counters out of the
+     * monitor's extent instead). */
+    for (size_t k = 0; k < l.off[nb]; k++)
+        if (l.v[k].flags & ARCH_F_EXCL_LOAD) {
+            rc = DRV_NOT_MEASURED;
+            g->why = "a load-exclusive (ldxr/stxr sequence): a counter inside it would "
+                     "clear the exclusive monitor";
+            goto out;
+        }
     TRY(find_sites(g, &l, info));
 
     /* Edges: X -> entry, X -> other roots, then each block's own. */

@@ -233,6 +233,13 @@ drv_threads_reason(const cfg_prog_t *prog, char *buf, size_t len, int *unhooked)
         *unhooked = 0;
         return NULL;
     }
+    /* The system call numbers and the pattern below are x86-64's (AArch64's openat is
+     * x86-64's clone): another ISA's static program is taken to start threads. */
+    if (cfg_image_isa(img) != arch_isa_host()) { /* TODO(#34): AArch64's clone, clone3 */
+        snprintf(buf, len, "a static %s program, whose clone system calls are not "
+                 "looked for yet", cfg_image_isa(img)->name);
+        return buf;
+    }
     /* glibc's clone3 wrapper (pthread_create, also posix_spawn) lies outside the CFG of
      * its FDE, after its end: look for the bytes. */
     uint8_t pat[16];
@@ -254,6 +261,15 @@ drv_threads_reason(const cfg_prog_t *prog, char *buf, size_t len, int *unhooked)
         }
     *unhooked = 0;
     return NULL;
+}
+
+/* Has PROG's ISA increments made atomic in place (ARCH_INC_SWITCH)? AArch64 has not. */
+static int
+switchable(const cfg_prog_t *prog)
+{
+    uint8_t probe[64];
+    return cfg_image_isa(prog->img)->emit_counter_inc(0, 0, ARCH_INC_SWITCH, probe,
+                                                      sizeof(probe)) > 0;
 }
 
 void
@@ -291,6 +307,11 @@ drv_choose_inc(const cfg_prog_t *prog, drv_result_t *res, int force, drv_inc_t *
         out->mode = ARCH_INC_PLAIN;
         snprintf(out->buf, sizeof(out->buf),
             "no thread creation found: exact for one thread at a time");
+    } else if (!switchable(prog)) {
+        out->mode = ARCH_INC_ATOMIC;
+        snprintf(out->buf, sizeof(out->buf), "atomic from the start (%s has no switchable "
+            "increments)%s%s", cfg_image_isa(prog->img)->name,
+            threads ? "; the program can start threads: " : "", threads ? threads : "");
     } else {
         out->mode = ARCH_INC_SWITCH;
         out->lock_at_start = unhooked || res->nthread_unseen > 0 || res->nfork_unseen > 0;

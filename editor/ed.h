@@ -641,6 +641,14 @@ void ed_image_set_file_end(ed_image_t *im, uint64_t off);
 void ed_image_destroy(ed_image_t *im);
 
 /*
+ * As ed_image_ops.alloc_near, the region's start ALIGN-aligned (a power of two up to
+ * the page size, 4 KiB): code that addresses itself by pages (AArch64's adrp) is placed
+ * at a page. 0, QP_EINVAL, QP_ERANGE or QP_ENOMEM.
+ */
+int ed_image_alloc_aligned(ed_image_t *im, uint64_t lo, uint64_t hi, size_t len, uint32_t prot,
+                           uint64_t align, uint64_t *out /*OUT*/);
+
+/*
  * As ed_image_ops.alloc_near, then a write of all LEN bytes of BYTES (a malloc'd block):
  * the region takes BYTES over instead of copying them (a description of the whole
  * program runs to tens of megabytes). On success the image owns BYTES; on failure the

@@ -101,8 +101,8 @@ line_header(const dsec_t *d, size_t off, lhdr_t *h)
     if (r.err || hlen > h->end - hstart || r.pos > hstart + hlen)
         return 0;
     h->prog = hstart + hlen;
-    /* x86: one byte per instruction unit, no VLIW bundles. */
-    if (h->min_inst != 1 || max_ops != 1 || h->line_range == 0 || h->opcode_base == 0)
+    /* x86-64: one byte per instruction unit; AArch64: four. No VLIW bundles. */
+    if (h->min_inst == 0 || max_ops != 1 || h->line_range == 0 || h->opcode_base == 0)
         return 0;
     return 1;
 }
@@ -124,7 +124,7 @@ line_rows(const dsec_t *d, const lhdr_t *h, lbuf_t *b)
         int emit = 0;
         if (op >= h->opcode_base) {
             unsigned adj = op - h->opcode_base;
-            st.addr += adj / h->line_range;
+            st.addr += (uint64_t)(adj / h->line_range) * h->min_inst;
             st.line += h->line_base + (int)(adj % h->line_range);
             emit = 1;
         } else if (op == 0) {
@@ -150,14 +150,14 @@ line_rows(const dsec_t *d, const lhdr_t *h, lbuf_t *b)
         } else {
             switch (op) {
             case DW_LNS_copy: emit = 1; break;
-            case DW_LNS_advance_pc: st.addr += rd_uleb(&r); break;
+            case DW_LNS_advance_pc: st.addr += rd_uleb(&r) * h->min_inst; break;
             case DW_LNS_advance_line: st.line += rd_sleb(&r); break;
             case DW_LNS_set_file: st.file = rd_uleb(&r); break;
             case DW_LNS_set_column: st.col = rd_uleb(&r); break;
             case DW_LNS_negate_stmt: st.flags ^= ROW_STMT; break;
             case DW_LNS_set_basic_block: st.flags |= ROW_BB; break;
             case DW_LNS_const_add_pc:
-                st.addr += (255u - h->opcode_base) / h->line_range;
+                st.addr += (uint64_t)((255u - h->opcode_base) / h->line_range) * h->min_inst;
                 break;
             case DW_LNS_fixed_advance_pc: st.addr += rd_n(&r, 2); break;
             case DW_LNS_set_prologue_end: st.flags |= ROW_PROLOGUE; break;
@@ -261,15 +261,29 @@ gen_reset(lgen_t *g)
     g->st.flags = g->h->default_stmt ? ROW_STMT : 0;
 }
 
+/* Advance the address by DA bytes: in minimum_instruction_length units, the rest (a
+ * row in the middle of an instruction) as a fixed advance in bytes. */
+static void
+gen_advance(lgen_t *g, uint64_t da)
+{
+    uint64_t units = da / g->h->min_inst, rest = da % g->h->min_inst;
+    if (units != 0) {
+        wb_n(g->w, DW_LNS_advance_pc, 1);
+        wb_uleb(g->w, units);
+    }
+    if (rest != 0) {
+        wb_n(g->w, DW_LNS_fixed_advance_pc, 1);
+        wb_n(g->w, rest, 2);
+    }
+}
+
 static void
 gen_end(lgen_t *g, uint64_t end)
 {
     if (!g->open)
         return;
-    if (end > g->st.addr) {
-        wb_n(g->w, DW_LNS_advance_pc, 1);
-        wb_uleb(g->w, end - g->st.addr);
-    }
+    if (end > g->st.addr)
+        gen_advance(g, end - g->st.addr);
     wb_n(g->w, 0, 1);
     wb_uleb(g->w, 1);
     wb_n(g->w, DW_LNE_end_sequence, 1);
@@ -324,16 +338,15 @@ gen_row(lgen_t *g, const lrow_t *r, uint64_t addr)
     uint64_t da = addr - g->st.addr;
     int64_t dl = r->line - g->st.line;
     uint64_t op = 256;
-    if (dl >= h->line_base && dl < h->line_base + h->line_range && da < 256)
-        op = (uint64_t)(dl - h->line_base) + (uint64_t)h->line_range * da
+    if (dl >= h->line_base && dl < h->line_base + h->line_range && da < 256
+        && da % h->min_inst == 0)
+        op = (uint64_t)(dl - h->line_base) + (uint64_t)h->line_range * (da / h->min_inst)
             + h->opcode_base;
     if (op <= 255) {
         wb_n(w, op, 1);
     } else {
-        if (da != 0) {
-            wb_n(w, DW_LNS_advance_pc, 1);
-            wb_uleb(w, da);
-        }
+        if (da != 0)
+            gen_advance(g, da);
         if (dl != 0) {
             wb_n(w, DW_LNS_advance_line, 1);
             wb_sleb(w, dl);

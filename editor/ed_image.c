@@ -189,6 +189,15 @@ image_alloc_near(void *self, uint64_t lo, uint64_t hi, size_t len, uint32_t prot
     return region_add(self, lo, hi, len, prot, NULL, 0, 16, out);
 }
 
+int
+ed_image_alloc_aligned(ed_image_t *im, uint64_t lo, uint64_t hi, size_t len, uint32_t prot,
+                       uint64_t align, uint64_t *out)
+{
+    if (im == NULL || out == NULL || align == 0 || align > PAGE || (align & (align - 1)))
+        return QP_EINVAL;
+    return region_add(im, lo, hi, len, prot, NULL, 0, align, out);
+}
+
 /* The input's file bytes at OLD (a page of a PT_LOAD's, loaded from the file) mirrored at
  * a new address, then EXTRA new bytes from *SKIP bytes into the next page. */
 static int

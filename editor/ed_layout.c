@@ -149,8 +149,9 @@ falls_through(const cfg_prog_t *prog, const cfg_block_t *b, uint64_t *to /*OUT*/
  * Probes
  */
 
-/* The longest snippet: flags save + locked increment + flags restore. */
-#define SNIPPET_MAX 32
+/* The longest snippet: flags save + locked increment + flags restore (x86-64), the
+ * spilled ldxr/stxr increment (AArch64, 40 bytes). */
+#define SNIPPET_MAX 64
 
 /* Order of snippets at one place: a forked child must move to its own counters before
  * it counts anything. */
@@ -201,38 +202,35 @@ static int
 emit_snippet(const ed_plan_t *plan, const ed_probe_t *p, uint64_t addr, uint8_t *out, size_t cap,
              ed_plan_t *sites)
 {
-    int n = 0, k;
     switch (p->what) {
-    case ED_SNIP_COUNT:
-        if (p->save_flags) {
-            if ((k = arch_emit_flags_save(out, cap)) < 0)
-                return k;
-            n += k;
+    case ED_SNIP_COUNT: {
+        /* The ISA's increment at a point: x86-64 saves the flags around `incq` where
+         * they are live, AArch64's increments write no flags. */
+        arch_snip_ctx_t ctx;
+        memset(&ctx, 0, sizeof(ctx));
+        ctx.live_flags = p->save_flags ? ARCH_FLAGS_STATUS : 0;
+        if (plan->opts.atomic == ARCH_INC_SWITCH) { /* its first byte: after the save */
+            uint8_t save[ARCH_MAX_RELOC];
+            int k = p->save_flags ? plan->isa->emit_flags_save(save, sizeof(save)) : 0;
+            QP_CHECK(k);
+            QP_CHECK(note_lock_site(sites, addr + (uint64_t)k));
         }
-        if (plan->opts.atomic == ARCH_INC_SWITCH)
-            QP_CHECK(note_lock_site(sites, addr + (uint64_t)n));
-        k = arch_emit_counter_inc(addr + (uint64_t)n, plan->counters + 8ull * p->counter,
-                                  plan->opts.atomic, out + n, cap - (size_t)n);
-        if (k < 0)
-            return k;
-        n += k;
-        if (p->save_flags) {
-            if ((k = arch_emit_flags_restore(out + n, cap - (size_t)n)) < 0)
-                return k;
-            n += k;
-        }
-        return n;
+        return plan->isa->emit_counter_inc_at(addr, plan->counters + 8ull * p->counter,
+                                              plan->opts.atomic, &ctx, out, cap);
+    }
     case ED_SNIP_EXIT_HOOK:
-        return arch_emit_call_protected(addr, plan->exit_hook, out, cap);
+        return plan->isa->emit_call_protected(addr, plan->exit_hook, out, cap);
     case ED_SNIP_FORK_HOOK:
-        return arch_emit_call_protected(addr, plan->fork_hook, out, cap);
+        return plan->isa->emit_call_protected(addr, plan->fork_hook, out, cap);
     case ED_SNIP_THREAD_HOOK:
-        return arch_emit_call_protected(addr, plan->thread_hook, out, cap);
+        return plan->isa->emit_call_protected(addr, plan->thread_hook, out, cap);
     case ED_SNIP_EXEC_HOOK:
-        return arch_emit_call_protected(addr, plan->exec_hook, out, cap);
+        return plan->isa->emit_call_protected(addr, plan->exec_hook, out, cap);
     case ED_SNIP_CODE: {
         if (p->counter >= plan->nsnips)
             return QP_EINVAL;
+        if (plan->isa != arch_isa_host())
+            return QP_EUNSUPP; /* TODO(#34): arch_snip_emit is x86-64's */
         const ed_snippet_t *sn = &plan->snips[p->counter];
         arch_snip_ctx_t ctx = sn->ctx;
         if (p->save_flags)
@@ -338,7 +336,7 @@ size_probes(ed_plan_t *plan, const arch_insn_t *in, ed_slot_t *s, ed_stub_t **st
             *cap = ncap;
         }
         s->stub = (uint32_t)plan->nstubs;
-        (*stubs)[plan->nstubs++] = (ed_stub_t) { a, 0, (uint32_t)taken + PAD_LEN };
+        (*stubs)[plan->nstubs++] = (ed_stub_t) { a, 0, (uint32_t)taken + PAD_LEN(plan) };
     }
     return 0;
 }
@@ -422,15 +420,15 @@ collect_slots(ed_plan_t *plan)
                     rc = QP_EDECODE;
                     break;
                 }
-                /* The long form at the same address: an upper bound of the size. */
-                int direct = in.kind == ARCH_KIND_JMP || in.kind == ARCH_KIND_JCC
-                    || in.kind == ARCH_KIND_CALL;
+                /* The long form: an upper bound of the size (an ISA without the
+                 * translation has its procedures stay, ed_select.c). */
                 int xlate = in.kind == ARCH_KIND_JMP_IND && a + in.len == b->end
                     && edl_block_unresolved(prog, b);
-                int len = xlate ? arch_emit_jmp_xlate(bytes, &in, a, a + 0x1000, 0, scratch,
-                                      sizeof(scratch))
-                                : arch_reloc_insn(bytes, &in, a, direct ? a + 0x10000000 : 0, 0,
-                                      scratch, sizeof(scratch));
+                int len = !xlate ? plan->isa->reloc_max_len(bytes, &in)
+                    : plan->isa->emit_jmp_xlate != NULL
+                    ? plan->isa->emit_jmp_xlate(bytes, &in, a, a + 0x1000, 0, scratch,
+                                                sizeof(scratch))
+                    : QP_EBUG;
                 if (len < 0) {
                     rc = len;
                     break;
@@ -545,7 +543,7 @@ assign(ed_plan_t *plan, uint64_t base)
     for (size_t i = 0; i < plan->nslots; i++) {
         ed_slot_t *s = &plan->lay[i];
         s->new_ = at;
-        at += slot_size(s);
+        at += slot_size(plan, s);
     }
     for (size_t i = 0; i < plan->nstubs; i++) {
         plan->stubs[i].new_ = at;
@@ -673,7 +671,7 @@ segment_ends(ed_plan_t *plan)
             k++;
         if (k == plan->nsegs || plan->segs[k].start > s->old)
             continue;
-        uint64_t end = s->new_ + slot_size(s);
+        uint64_t end = s->new_ + slot_size(plan, s);
         if (end > plan->seg_new_end[k])
             plan->seg_new_end[k] = end;
     }
@@ -707,12 +705,11 @@ layout(ed_plan_t *plan, int reuse)
         if (t == NULL
             || (plan->mirror != 0 && edl_chunk_of(plan, i) != edl_chunk_of(plan, (size_t)(t - plan->lay))))
             continue;
-        int64_t d = (int64_t)t->new_ - (int64_t)(s->new_ + s->pre + 2);
-        if (d < -128 || d > 127)
-            continue;
+        /* The short form where the ISA's reloc_insn finds the target in its reach
+         * (x86-64: rel8; AArch64: b.cond, cbz and tbz without the inverted branch). */
         uint8_t scratch[ARCH_MAX_RELOC];
-        int len = arch_reloc_insn(bytes, &in, s->new_ + s->pre, t->new_, 1, scratch,
-                                  sizeof(scratch));
+        int len = plan->isa->reloc_insn(bytes, &in, s->new_ + s->pre, t->new_, 1, scratch,
+                                        sizeof(scratch));
         int stretch = plan->opts.stretch ? 1 : 0;
         if (len > 0 && len + stretch < s->len) {
             s->len = (uint8_t)(len + stretch);
@@ -740,6 +737,7 @@ ed_plan_create(const cfg_prog_t *prog, const ed_opts_t *opts, ed_plan_t **out)
     if (plan == NULL)
         return QP_ENOMEM;
     plan->prog = prog;
+    plan->isa = cfg_image_isa(prog->img);
     if (opts)
         plan->opts = *opts;
     plan->reason = calloc(prog->nprocs + 1, sizeof(char *));
@@ -986,7 +984,7 @@ ed_plan_map_end(void *arg, uint64_t old)
     const ed_slot_t *s = SLOT(plan, lo - 1);
     if (s->old + s->olen != old)
         return 0;
-    return s->new_ + slot_size(s);
+    return s->new_ + slot_size(plan, s);
 }
 
 uint64_t
@@ -1049,7 +1047,7 @@ ed_plan_pieces(void *arg, uint64_t lo, uint64_t hi, ed_piece_fn fn, void *fnarg)
         for (; k < plan->nslots && SLOT(plan, k)->old < end; k++) {
             const ed_slot_t *s = SLOT(plan, k);
             if (have && s->new_ == run_end) {
-                run_end += slot_size(s);
+                run_end += slot_size(plan, s);
                 run_oend = s->old + s->olen;
                 continue;
             }
@@ -1059,7 +1057,7 @@ ed_plan_pieces(void *arg, uint64_t lo, uint64_t hi, ed_piece_fn fn, void *fnarg)
             run_old = s->old;
             run_oend = s->old + s->olen;
             run_new = s->new_;
-            run_end = s->new_ + slot_size(s);
+            run_end = s->new_ + slot_size(plan, s);
         }
         if (have)
             QP_CHECK(fn(fnarg, run_old, run_oend - run_old, run_new, run_end - run_new));
@@ -1113,7 +1111,7 @@ static int
 emit_xlate(ed_plan_t *plan, uint8_t *buf)
 {
     const cfg_prog_t *prog = plan->prog;
-    int rc = arch_emit_xlate_stub(plan->xlate, edl_xlate_table_at(plan), buf + (plan->xlate - plan->text),
+    int rc = plan->isa->emit_xlate_stub(plan->xlate, edl_xlate_table_at(plan), buf + (plan->xlate - plan->text),
                                   ARCH_XLATE_STUB_LEN);
     if (rc < 0)
         return rc;
@@ -1200,13 +1198,24 @@ emit_code(ed_plan_t *plan, const qp_space_ops_t *ops, void *space)
         }
         out += s->pre;
         int len = (s->flags & SLOT_XLATE)
-            ? arch_emit_jmp_xlate(bytes, &in, insn, plan->xlate, xlate_miss_rel(plan, s->old), out,
-                  ARCH_MAX_RELOC)
-            : arch_reloc_insn(bytes, &in, insn, target, (s->flags & SLOT_SHORT) != 0, out,
-                  ARCH_MAX_RELOC);
+            ? plan->isa->emit_jmp_xlate(bytes, &in, insn, plan->xlate,
+                                        xlate_miss_rel(plan, s->old), out, ARCH_MAX_RELOC)
+            : plan->isa->reloc_insn(bytes, &in, insn, target, (s->flags & SLOT_SHORT) != 0, out,
+                                    ARCH_MAX_RELOC);
         if (len < 0) {
             rc = len;
             break;
+        }
+        /* A form shorter than the layout's bound (AArch64: an adr or ldr literal whose
+         * data the new address still reaches) is padded with nops. */
+        if (len + stretch < s->len && !(s->flags & SLOT_XLATE)) {
+            int k = plan->isa->emit_nops((size_t)(s->len - stretch - len), out + len,
+                                         (size_t)(s->len - stretch - len));
+            if (k < 0) {
+                rc = k;
+                break;
+            }
+            len += k;
         }
         if (len + stretch != s->len) {
             rc = QP_ERANGE; /* the layout assumed another size: never silently wrong */
@@ -1227,8 +1236,8 @@ emit_code(ed_plan_t *plan, const qp_space_ops_t *ops, void *space)
                 break;
             }
             uint64_t at = insn + s->len + s->post;
-            int j = arch_emit_jmp(at, map_branch(plan, s->old, plan->fall[fall++]), buf + (at - plan->text),
-                                  PAD_LEN);
+            int j = plan->isa->emit_jmp(at, map_branch(plan, s->old, plan->fall[fall++]),
+                                        buf + (at - plan->text), PAD_LEN(plan));
             if (j < 0)
                 rc = j;
         }
@@ -1242,13 +1251,13 @@ emit_code(ed_plan_t *plan, const qp_space_ops_t *ops, void *space)
             break;
         }
         uint8_t *out = buf + (st->new_ - plan->text);
-        int n = emit_probes(plan, st->jcc, ED_AT_TAKEN, st->new_, out, st->len - PAD_LEN, plan);
-        if (n != (int)(st->len - PAD_LEN)) {
+        int n = emit_probes(plan, st->jcc, ED_AT_TAKEN, st->new_, out, st->len - PAD_LEN(plan), plan);
+        if (n != (int)(st->len - PAD_LEN(plan))) {
             rc = n < 0 ? n : QP_ERANGE;
             break;
         }
-        int j = arch_emit_jmp(st->new_ + (uint64_t)n, map_branch(plan, st->jcc, in.target), out + n,
-                              PAD_LEN);
+        int j = plan->isa->emit_jmp(st->new_ + (uint64_t)n, map_branch(plan, st->jcc, in.target),
+                                    out + n, PAD_LEN(plan));
         if (j < 0)
             rc = j;
     }
@@ -1284,14 +1293,14 @@ emit_pads(ed_plan_t *plan, const qp_space_ops_t *ops, void *space)
         QP_CHECK(edl_collect_pads(plan, pi, &pads, &npads, &nind));
         int rc = 0;
         for (size_t k = 0; k < npads && rc == 0; k++) {
-            uint8_t jmp[PAD_LEN];
+            uint8_t jmp[ARCH_MAX_INSN];
             if (edl_dropped_at(plan, pads[k]) != CFG_NONE)
                 continue; /* only direct branches of moved code reach it */
             const ed_slot_t *s = slot_at(plan, pads[k]);
             if (s == NULL)
                 rc = QP_ENOTFOUND;
-            else if ((rc = arch_emit_jmp(pads[k], s->new_, jmp, sizeof(jmp))) > 0)
-                rc = ops->write(space, pads[k], jmp, PAD_LEN);
+            else if ((rc = plan->isa->emit_jmp(pads[k], s->new_, jmp, sizeof(jmp))) > 0)
+                rc = ops->write(space, pads[k], jmp, PAD_LEN(plan));
         }
         free(pads);
         QP_CHECK(rc);
@@ -1320,9 +1329,9 @@ retarget_tables(ed_plan_t *plan, const qp_space_ops_t *ops, void *space)
     int pie = (prog->img->flags & CFG_IMG_PIE) != 0;
     for (uint32_t t = 0; t < prog->ntables; t++) {
         const cfg_table_t *tb = &prog->tables[t];
-        if (!tb->bounded || tb->nentries == 0 || !(tb->relative ? tb->entry_size == 4
-                                                                 : tb->entry_size == 8 && !pie))
-            continue;
+        if (!tb->bounded || tb->nentries == 0 || tb->shift != 0 || tb->zext
+            || !(tb->relative ? tb->entry_size == 4 : tb->entry_size == 8 && !pie))
+            continue; /* (edl_table_sure's tables) */
         /* Every jump that uses these entries must be in moved code. */
         int ok = 1;
         for (uint32_t u = 0; u < prog->ntables && ok; u++) {

@@ -13,8 +13,9 @@
 
 #include "editor/ed.h"
 
-/* The length of a `jmp rel32`: a redirect in the old text. */
-#define PAD_LEN 5
+/* The length of a redirect in the old text (x86-64: `jmp rel32`, 5; AArch64: `b`, 4):
+ * the program's ISA's emit_jmp. */
+#define PAD_LEN(plan) ((plan)->isa->jmp_len)
 
 typedef struct ed_slot {
     uint64_t old;      /* old address of the instruction */
@@ -53,6 +54,8 @@ typedef struct ed_seg {
 
 struct ed_plan {
     const cfg_prog_t *prog;   /* the program */
+    const arch_isa_t *isa;    /* its instruction set (cfg_image_isa): every relocation
+                               * and jump of the new code goes through it */
     ed_opts_t opts;           /* options */
     const char **leave;       /* opts.leave sorted (decide only), or NULL */
     size_t nleave;            /* how many */
@@ -138,9 +141,10 @@ struct ed_plan {
 
 /* Bytes of a slot in the new code: snippets, instruction, snippets, added jmp. */
 static inline uint64_t
-slot_size(const ed_slot_t *s)
+slot_size(const ed_plan_t *plan, const ed_slot_t *s)
 {
-    return (uint64_t)s->pre + s->len + s->post + ((s->flags & SLOT_JMP_AFTER) ? PAD_LEN : 0);
+    return (uint64_t)s->pre + s->len + s->post
+        + ((s->flags & SLOT_JMP_AFTER) ? PAD_LEN(plan) : 0);
 }
 
 /* ed_layout.c, for ed_reuse.c */

@@ -139,7 +139,7 @@ taken_spans(const ed_plan_t *plan, const uint8_t *keep, cfg_span_t **v, size_t *
             if ((rc = edl_collect_pads(plan, pi, &pads, &npads, &nind)) < 0)
                 break;
             for (size_t k = 0; k < npads && rc == 0; k++)
-                rc = push_span(v, n, &cap, pads[k], pads[k] + PAD_LEN);
+                rc = push_span(v, n, &cap, pads[k], pads[k] + PAD_LEN(plan));
             free(pads);
             continue;
         }
@@ -478,7 +478,7 @@ inside_pad(const ed_plan_t *plan, uint32_t owner, uint64_t to, pads_memo_t *m)
     if (is_pad(plan, owner, to, m) < 0)
         return -1;
     for (size_t k = 0; k < m->n; k++)
-        if (to > m->v[k] && to < m->v[k] + PAD_LEN
+        if (to > m->v[k] && to < m->v[k] + PAD_LEN(plan)
             && !cfg_u64_contains(plan->dropped, plan->ndropped, m->v[k]))
             return 1;
     return 0;
@@ -671,7 +671,7 @@ chunk_end(const ed_plan_t *plan, size_t c)
     if (c + 1 < plan->nchunks)
         return plan->lay[plan->chunk[c + 1]].new_;
     const ed_slot_t *last = &plan->lay[plan->nslots - 1];
-    return last->new_ + slot_size(last);
+    return last->new_ + slot_size(plan, last);
 }
 
 /*
@@ -840,7 +840,7 @@ edl_assign_reuse(ed_plan_t *plan)
         uint64_t a = plan->chunk_at[c] != NO_HOLE ? plan->chunk_at[c] : at;
         for (size_t i = plan->chunk[c]; i < plan->chunk[c + 1]; i++) {
             plan->lay[i].new_ = a;
-            a += slot_size(&plan->lay[i]);
+            a += slot_size(plan, &plan->lay[i]);
         }
         if (plan->chunk_at[c] == NO_HOLE)
             at = a;

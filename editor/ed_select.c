@@ -102,8 +102,10 @@ translatable(const cfg_prog_t *prog, const cfg_block_t *b)
     arch_insn_t in;
     uint8_t scratch[ARCH_MAX_RELOC];
     const uint8_t *bytes = last_insn(prog, b, &in);
-    return bytes != NULL && in.kind == ARCH_KIND_JMP_IND
-        && arch_emit_jmp_xlate(bytes, &in, in.addr, in.addr + 0x1000, 0, scratch, sizeof(scratch)) > 0;
+    const arch_isa_t *isa = cfg_image_isa(prog->img);
+    return bytes != NULL && in.kind == ARCH_KIND_JMP_IND && isa->emit_jmp_xlate != NULL
+        && isa->emit_jmp_xlate(bytes, &in, in.addr, in.addr + 0x1000, 0, scratch,
+                               sizeof(scratch)) > 0;
 }
 
 /*
@@ -129,7 +131,7 @@ padding_end(const cfg_prog_t *prog, uint64_t end)
     if (lo < prog->nprocs && prog->procs[lo].entry < next)
         next = prog->procs[lo].entry;
     if (bytes == NULL || next <= end || next - end > avail || next - end > 4096
-        || !arch_is_padding(bytes, next - end))
+        || !cfg_image_isa(prog->img)->is_padding(bytes, next - end))
         return end;
     return next;
 }
@@ -282,7 +284,9 @@ edl_table_sure(const ed_plan_t *plan, uint32_t t, uint32_t pi)
     const cfg_prog_t *prog = plan->prog;
     const cfg_table_t *tb = &prog->tables[t];
     int pie = (prog->img->flags & CFG_IMG_PIE) != 0;
-    if (plan->opts.keep_tables || !tb->bounded || tb->nentries == 0
+    /* (AArch64's tables count words from an adr's base, which stays: their cases keep
+     * their redirects.) */
+    if (plan->opts.keep_tables || !tb->bounded || tb->nentries == 0 || tb->shift != 0 || tb->zext
         || !(tb->relative ? tb->entry_size == 4 : tb->entry_size == 8 && !pie))
         return 0;
     uint64_t tend = tb->addr + (uint64_t)tb->nentries * tb->entry_size;
@@ -788,6 +792,8 @@ edl_decide_unfit(ed_plan_t *plan, const uint8_t *vouched)
             *u = "may be data";
         else if (p->nblocks == 0 || prog->blocks[p->block].start != p->entry)
             *u = "no code decoded at its entry";
+        else if (plan->isa != arch_isa_host()) /* TODO(#34): patch/pt_inplace.c on AArch64 */
+            *u = "patching in place is x86-64 only so far";
         for (uint32_t b = p->block; *u == NULL && b < p->block + p->nblocks; b++) {
             const cfg_block_t *bl = &prog->blocks[b];
             if (edl_block_unresolved(prog, bl))
@@ -864,9 +870,9 @@ edl_decide(ed_plan_t *plan)
             uint64_t lim = extent_end(prog, i, pads[k]);
             if (room > lim)
                 room = lim;
-            if (room == lim && room < pads[k] + PAD_LEN) /* short last piece: padding after? */
+            if (room == lim && room < pads[k] + PAD_LEN(plan)) /* short last piece: padding after? */
                 room = padding_end(prog, lim);
-            if (room >= pads[k] + PAD_LEN) {
+            if (room >= pads[k] + PAD_LEN(plan)) {
                 k++;
                 continue;
             }

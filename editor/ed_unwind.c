@@ -1462,8 +1462,10 @@ fde_rewrite(ctx_t *cx, const fde_t *f, uint64_t new_lo, uint64_t new_hi, int ide
         return f->lsda_err;
     if (f->defect != DEF_NONE)
         return QP_EFORMAT; /* its code stays, described by the old FDE */
-    /* Moved code changes every distance: only a code alignment of 1 expresses them. */
-    if (!identity && ci->code_align != 1)
+    /* Moved code changes every distance: only a code alignment of 1, or the ISA's
+     * instruction alignment (AArch64: 4; every new distance is a multiple of it, which
+     * emit_advance checks), expresses them. */
+    if (!identity && ci->code_align != 1 && ci->code_align != cfg_image_isa(cx->img)->insn_align)
         return QP_EUNSUPP;
     /* The range must lie in the code section it starts in (when the image has it). */
     const cfg_section_t *s = cfg_image_section_at(cx->img, f->pc_begin);

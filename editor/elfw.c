@@ -56,6 +56,12 @@
 #ifndef NT_GNU_PROPERTY_TYPE_0
 #define NT_GNU_PROPERTY_TYPE_0 5
 #endif
+#ifndef GNU_PROPERTY_AARCH64_FEATURE_1_AND
+#define GNU_PROPERTY_AARCH64_FEATURE_1_AND 0xc0000000u
+#endif
+#ifndef GNU_PROPERTY_AARCH64_FEATURE_1_BTI
+#define GNU_PROPERTY_AARCH64_FEATURE_1_BTI (1u << 0)
+#endif
 #ifndef GNU_PROPERTY_X86_FEATURE_1_AND
 #define GNU_PROPERTY_X86_FEATURE_1_AND 0xc0000002u
 #endif
@@ -299,8 +305,9 @@ elfw_parse_input(elfw_ctx_t *c)
         return elfw_fail(c, QP_ENOTELF, "not an ELF file");
     if (gelf_getclass(c->in) != ELFCLASS64 || gelf_getehdr(c->in, &c->eh) == NULL)
         return elfw_fail(c, QP_EARCH, "not a 64-bit ELF file");
-    if (c->eh.e_ident[EI_DATA] != ELFDATA2LSB || c->eh.e_machine != EM_X86_64)
-        return elfw_fail(c, QP_EARCH, "not an x86-64 ELF file");
+    if (c->eh.e_ident[EI_DATA] != ELFDATA2LSB
+        || (c->eh.e_machine != EM_X86_64 && c->eh.e_machine != EM_AARCH64))
+        return elfw_fail(c, QP_EARCH, "not an x86-64 or AArch64 ELF file");
     if (c->eh.e_type != ET_EXEC && c->eh.e_type != ET_DYN)
         return elfw_fail(c, QP_ENOTEXEC, "not an executable (ELF type %u)",
             (unsigned)c->eh.e_type);
@@ -565,9 +572,12 @@ elfw_get32(const uint8_t *p)
     return v;
 }
 
-/* Clear IBT and SHSTK in every NT_GNU_PROPERTY_TYPE_0 note of the LEN bytes at P. */
+/* Clear IBT and SHSTK (x86-64) or BTI (AArch64: the redirects in the old text are `b`
+ * instructions, no landing pads; PAC stays, a procedure's sign and authenticate move
+ * together) in every NT_GNU_PROPERTY_TYPE_0 note of the LEN bytes at P. MACHINE: the
+ * file's e_machine. */
 static void
-elfw_note_clear_cet(uint8_t *p, uint64_t len, uint64_t align)
+elfw_note_clear_cet(uint8_t *p, uint64_t len, uint64_t align, unsigned machine)
 {
     uint64_t off = 0;
 
@@ -590,10 +600,17 @@ elfw_note_clear_cet(uint8_t *p, uint64_t len, uint64_t align)
                 uint64_t pr_datasz = elfw_get32(p + q + 4);
                 if (pr_datasz > desc + descsz - (q + 8))
                     break;
-                if (pr_type == GNU_PROPERTY_X86_FEATURE_1_AND && pr_datasz >= 4) {
+                if (machine == EM_X86_64 && pr_type == GNU_PROPERTY_X86_FEATURE_1_AND
+                    && pr_datasz >= 4) {
                     uint32_t v = elfw_get32(p + q + 8);
                     v &= ~(uint32_t)(GNU_PROPERTY_X86_FEATURE_1_IBT
                         | GNU_PROPERTY_X86_FEATURE_1_SHSTK);
+                    memcpy(p + q + 8, &v, sizeof(v));
+                }
+                if (machine == EM_AARCH64 && pr_type == GNU_PROPERTY_AARCH64_FEATURE_1_AND
+                    && pr_datasz >= 4) {
+                    uint32_t v = elfw_get32(p + q + 8);
+                    v &= ~(uint32_t)GNU_PROPERTY_AARCH64_FEATURE_1_BTI;
                     memcpy(p + q + 8, &v, sizeof(v));
                 }
                 q += 8 + elfw_align_up(pr_datasz, 8);
@@ -614,15 +631,15 @@ elfw_clear_cet(elfw_ctx_t *c)
         const GElf_Shdr *sh = &c->scn[i].sh;
         if (sh->sh_type == SHT_NOTE && c->scn[i].bytes != NULL
             && strcmp(elfw_scn_name(c, i), ".note.gnu.property") == 0)
-            elfw_note_clear_cet(
-                c->img + sh->sh_offset, sh->sh_size, sh->sh_addralign == 8 ? 8 : 4);
+            elfw_note_clear_cet(c->img + sh->sh_offset, sh->sh_size,
+                sh->sh_addralign == 8 ? 8 : 4, c->eh.e_machine);
     }
     for (i = 0; i < c->phnum; i++) {
         const GElf_Phdr *ph = &c->ph[i];
         if (ph->p_type == PT_GNU_PROPERTY && ph->p_offset <= c->insize
             && ph->p_filesz <= c->insize - ph->p_offset)
-            elfw_note_clear_cet(
-                c->img + ph->p_offset, ph->p_filesz, ph->p_align == 8 ? 8 : 4);
+            elfw_note_clear_cet(c->img + ph->p_offset, ph->p_filesz,
+                ph->p_align == 8 ? 8 : 4, c->eh.e_machine);
     }
 }
 

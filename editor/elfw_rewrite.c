@@ -163,12 +163,12 @@ elfw_runtime_blob(unsigned machine, int trace, size_t *size, char *why, size_t w
     return qprt_blob_a64;
 }
 
-/* The runtime INSTR needs. (x86-64 only until the rewrite reads AArch64 programs: then
- * the image's machine, and a NULL answer refused with its reason.) */
+/* The runtime INSTR needs in a program of IMG's machine, or NULL (WHY says why). */
 static const unsigned char *
-rt_blob(const elfw_instr_t *instr, size_t *size)
+rt_blob(const cfg_image_t *img, const elfw_instr_t *instr, size_t *size, char *why,
+        size_t whylen)
 {
-    return elfw_runtime_blob(ARCH_EM_X86_64, instr->trace, size, NULL, 0);
+    return elfw_runtime_blob(cfg_image_isa(img)->elf_machine, instr->trace, size, why, whylen);
 }
 
 static int
@@ -176,14 +176,18 @@ reserve_runtime(ed_image_t *im, const cfg_image_t *img, ed_plan_t *plan,
     const elfw_instr_t *instr, rt_regions_t *r)
 {
     size_t blob_size;
-    (void)rt_blob(instr, &blob_size);
+    if (rt_blob(img, instr, &blob_size, NULL, 0) == NULL)
+        return QP_EUNSUPP; /* (refused before: elfw_runtime_blob says why) */
     uint64_t lo, hi;
     image_extent(img, &lo, &hi);
     uint64_t cbytes = ((uint64_t)instr->ncounters * 8 + PAGE - 1) / PAGE * PAGE;
     QP_CHECK(ed_image_ops.alloc_near(
         im, lo, hi, QPRT_STATE_SIZE + cbytes, ED_PROT_R | ED_PROT_W, &r->state));
-    QP_CHECK(ed_image_ops.alloc_near(
-        im, lo, hi, blob_size, ED_PROT_R | ED_PROT_X, &r->rt));
+    /* The AArch64 runtime finds its parameters with adrp from its own start: it must
+     * start a page, as it was linked. */
+    uint64_t align = cfg_image_isa(img)->elf_machine == ARCH_EM_AARCH64 ? PAGE : 16;
+    QP_CHECK(ed_image_alloc_aligned(im, lo, hi, blob_size, ED_PROT_R | ED_PROT_X, align,
+                                    &r->rt));
     ed_plan_set_runtime(plan, r->state + QPRT_STATE_SIZE, r->rt + QPRT_HOOK_OFF,
         r->rt + QPRT_FORK_OFF, r->rt + QPRT_THREAD_OFF, r->rt + QPRT_EXEC_OFF);
     if (instr->placed != NULL)
@@ -285,8 +289,8 @@ write_runtime(ed_image_t *im, const cfg_image_t *img, ed_plan_t *plan,
     QP_CHECK(write_lock_sites(im, img, plan, r));
     int rc;
     size_t blob_size;
-    const unsigned char *rt = rt_blob(instr, &blob_size);
-    uint8_t *blob = malloc(blob_size);
+    const unsigned char *rt = rt_blob(img, instr, &blob_size, NULL, 0);
+    uint8_t *blob = rt != NULL ? malloc(blob_size) : NULL;
     if (blob == NULL)
         return QP_ENOMEM;
     memcpy(blob, rt, blob_size);

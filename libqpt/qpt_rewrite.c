@@ -513,6 +513,8 @@ qpt_rw_rewrite(qpt_rewrite_t *r, const cfg_prog_t *prog, const char *input, cons
     c.tracing = r->drv != NULL && r->drv->trace != 0;
     c.atomic = r->atomic;
     eo.reuse_text = !c.tracing && !r->keep_old_text;
+    if (cfg_image_isa(prog->img) != arch_isa_host())
+        eo.reuse_text = 0; /* TODO(#34): editor/ed_reuse.c fills and decodes as x86-64 */
     if (all_in_place != NULL && cfg_image_runtime(prog->img) == CFG_RUNTIME_GO && c.atomic < 0)
         c.atomic = 1; /* its threads start from raw clone system calls: no hook sees them */
     drv_weights_t w = { 0 };
@@ -558,6 +560,30 @@ qpt_rw_rewrite(qpt_rewrite_t *r, const cfg_prog_t *prog, const char *input, cons
  * Reading and analysing the input
  */
 
+/*
+ * Why R cannot rewrite IMG, a program of ISA (NULL: it can). x86-64 has every driver;
+ * AArch64 (issue 34) the null rewrite and the counting drivers (qp, naive) of
+ * programs so far: tracing, indirect calls' targets and the snippets of metrics are
+ * x86-64 code, and a library's increments would have to be switchable.
+ */
+static const char *
+rewrite_isa_refusal(const qpt_rewrite_t *r, const cfg_image_t *img, const arch_isa_t *isa)
+{
+    if (isa->elf_machine == ARCH_EM_X86_64)
+        return NULL;
+    if (r->stretch)
+        return "--stretch pads with one byte, which AArch64 code cannot take";
+    if (r->drv == NULL)
+        return NULL;
+    if (r->drv->trace != 0 || r->trace_mem)
+        return "tracing is x86-64 only so far (--driver=none, qp or naive)";
+    if (r->call_targets)
+        return "indirect calls' targets are recorded on x86-64 only so far";
+    if (img->flags & CFG_IMG_SHLIB)
+        return "shared libraries are rewritten with --driver=none only so far";
+    return NULL;
+}
+
 /* INPUT's image into *IMG, checked for a rewrite (REWRITE) or a dump; *ALL_IN_PLACE:
  * why every procedure stays in place, or NULL. */
 static int
@@ -566,9 +592,18 @@ open_input(qpt_rewrite_t *r, const char *input, int rewrite, cfg_image_t **img,
 {
     char why[320];
     errno = 0;
-    /* A dump reads any ISA cfg/ analyses (AArch64 too); a rewrite only x86-64. */
-    int rc = rewrite ? cfg_image_open_bfd_why(input, img, why, sizeof(why))
-                     : cfg_image_open_bfd_analysis(input, img, why, sizeof(why));
+    /* A dump reads any ISA cfg/ analyses; a rewrite x86-64, and AArch64 as far as
+     * rewrite_isa_refusal allows. */
+    int rc = cfg_image_open_bfd_analysis(input, img, why, sizeof(why));
+    if (rc == 0 && rewrite) {
+        const arch_isa_t *isa = cfg_image_isa(*img);
+        const char *no = rewrite_isa_refusal(r, *img, isa);
+        if (no != NULL) {
+            cfg_image_destroy(*img);
+            *img = NULL;
+            return qpt_rw_fail(r, QP_EUNSUPP, "%s: %s: %s", input, isa->name, no);
+        }
+    }
     if (rc < 0 && why[0] != '\0')
         return qpt_rw_fail(r, rc, "%s: %s", input, why);
     if (rc < 0)

@@ -19,9 +19,20 @@
 #include "cfg/cfg.h"
 #include "report/qp_backtrace.h"
 
-#define NREGS 17 /* DWARF x86-64 registers 0..16; 16 is the return address column */
-#define REG_SP 7
+#define NREGS 32 /* DWARF registers tracked, at most (AArch64: x0..x30, sp) */
 #define EXPR_STACK 16
+
+/* The machine's DWARF register numbering, as far as a walk needs it. */
+typedef struct bt_abi {
+    int nregs;        /* registers 0..nregs-1 are tracked */
+    int sp;           /* the stack pointer; the caller's is the CFA */
+    int ra;           /* the return address column */
+    uint64_t ra_mask; /* the bits of a return address that are its address (AArch64:
+                       * a pac-ret signature in the top bits stripped) */
+} bt_abi_t;
+
+static const bt_abi_t abi_x86_64 = { 17, 7, 16, ~0ull };
+static const bt_abi_t abi_aarch64 = { 32, 31, 30, 0x0000ffffffffffffull };
 
 typedef struct exec_range {
     uint64_t start, end; /* [start, end) of an executable PT_LOAD, link time */
@@ -33,6 +44,7 @@ struct qp_unwinder {
     Dwarf_CFI *cfi;     /* .eh_frame, through PT_GNU_EH_FRAME when present */
     exec_range_t *code; /* executable segments: a pc elsewhere is not ours */
     size_t ncode;
+    const bt_abi_t *abi; /* the executable's machine's (x86-64 or AArch64) */
 };
 
 /* The state of one frame during a walk. */
@@ -95,6 +107,17 @@ qp_unwinder_destroy(qp_unwinder_t *u)
     free(u);
 }
 
+/* The walk's view of ELF's machine, or NULL. */
+static const bt_abi_t *
+machine_abi(Elf *elf)
+{
+    const Elf64_Ehdr *eh = elf64_getehdr(elf);
+    if (eh == NULL)
+        return NULL;
+    return eh->e_machine == EM_X86_64 ? &abi_x86_64
+        : eh->e_machine == EM_AARCH64 ? &abi_aarch64 : NULL;
+}
+
 int
 qp_unwinder_create(const char *path, qp_unwinder_t **out, char *why, size_t whylen)
 {
@@ -120,6 +143,9 @@ qp_unwinder_create(const char *path, qp_unwinder_t **out, char *why, size_t whyl
         rc = QP_EFORMAT;
     } else if ((rc = collect_code_ranges(u)) < 0) {
         qp_why(why, whylen, "cannot read the program headers");
+    } else if ((u->abi = machine_abi(u->elf)) == NULL) {
+        qp_why(why, whylen, "exit dumps are unwound on x86-64 and AArch64 only");
+        rc = QP_EARCH;
     } else if ((u->cfi = dwarf_getcfi_elf(u->elf)) == NULL) {
         qp_why(why, whylen, "no usable .eh_frame to unwind exit dumps");
         rc = QP_EFORMAT;
@@ -149,6 +175,7 @@ read_stack(const saved_stack_t *st, uint64_t addr, uint64_t *val)
 static int
 reg_value(const frame_regs_t *regs, uint64_t r, uint64_t *val)
 {
+    /* (r >= the ABI's nregs: never known, as caller_reg and the dump fill only those) */
     if (r >= NREGS || !(regs->known & (1u << r)))
         return QP_BT_BADEXPR;
     *val = regs->v[r];
@@ -201,6 +228,7 @@ binary_op(uint8_t atom, uint64_t a, uint64_t b)
 
 /* Evaluation context: the frame's registers, its CFA (when known), the stack. */
 typedef struct expr_ctx {
+    const bt_abi_t *abi;
     const frame_regs_t *regs;
     const saved_stack_t *stack;
     uint64_t cfa;
@@ -331,7 +359,7 @@ caller_reg(Dwarf_Frame *fr, const expr_ctx_t *c, int r, frame_regs_t *next)
     if (rc == 0 && !is_value)
         rc = read_stack(c->stack, val, &val);
     if (rc != 0) /* only the return address must be known: others become unknown */
-        return r == 16 ? rc : 0;
+        return r == c->abi->ra ? rc : 0;
     next->v[r] = val;
     next->known |= 1u << r;
     return 0;
@@ -348,27 +376,29 @@ step(qp_unwinder_t *u, uint64_t lookup, const frame_regs_t *regs,
     Dwarf_Frame *fr = NULL;
     if (dwarf_cfi_addrframe(u->cfi, lookup, &fr) != 0)
         return QP_BT_NOCFI;
-    expr_ctx_t c = { regs, stack, 0, 0 };
+    const bt_abi_t *abi = u->abi;
+    expr_ctx_t c = { abi, regs, stack, 0, 0 };
     Dwarf_Op *ops = NULL;
     size_t n = 0;
     int is_value, rc = QP_BT_BADEXPR;
     bool sig = false;
     int ra_reg = dwarf_frame_info(fr, NULL, NULL, &sig);
     *signal = sig;
-    if (ra_reg == 16 && dwarf_frame_cfa(fr, &ops, &n) == 0 && n > 0)
+    if (ra_reg == abi->ra && dwarf_frame_cfa(fr, &ops, &n) == 0 && n > 0)
         rc = eval_expr(&c, ops, n, &c.cfa, &is_value);
     memset(next, 0, sizeof(*next));
     if (rc == 0) {
         c.cfa_known = 1;
-        for (int r = 0; r < NREGS && rc == 0; r++)
+        for (int r = 0; r < abi->nregs && rc == 0; r++)
             rc = caller_reg(fr, &c, r, next);
     }
     free(fr);
     if (rc != 0)
         return rc;
-    /* The x86-64 psABI: the caller's stack pointer is the CFA. */
-    next->v[REG_SP] = c.cfa;
-    next->known |= 1u << REG_SP;
+    /* Both psABIs: the caller's stack pointer is the CFA. */
+    next->v[abi->sp] = c.cfa;
+    next->known |= 1u << abi->sp;
+    next->v[abi->ra] &= abi->ra_mask;
     return 0;
 }
 
@@ -380,9 +410,23 @@ qp_backtrace_walk(
         || (dump->hdr.stack_len && dump->stack == NULL))
         return QP_EINVAL;
     const qp_dump_hdr_t *h = &dump->hdr;
-    saved_stack_t stack = { h->regs[REG_SP], dump->stack, h->stack_len };
-    frame_regs_t regs = { { 0 }, (1u << NREGS) - 1 };
-    memcpy(regs.v, h->regs, sizeof(regs.v));
+    const bt_abi_t *abi = u->abi;
+    saved_stack_t stack = { h->regs[7], dump->stack, h->stack_len };
+    frame_regs_t regs = { { 0 }, 0 };
+    if (abi == &abi_aarch64) {
+        /* The AArch64 runtime's slots (base/qp_format.h): x19..x24, x29, sp,
+         * x25..x28, x30; the rest (call-clobbered at a call of exit) unknown. */
+        static const int8_t dwarf_of[17] = { 19, 20, 21, 22, 23, 24, 29, 31, 25, 26,
+                                             27, 28, -1, -1, -1, 30, -1 };
+        for (int k = 0; k < 17; k++)
+            if (dwarf_of[k] >= 0) {
+                regs.v[dwarf_of[k]] = h->regs[k];
+                regs.known |= 1u << dwarf_of[k];
+            }
+    } else {
+        memcpy(regs.v, h->regs, sizeof(h->regs));
+        regs.known = (1u << 17) - 1;
+    }
     uint64_t pc = h->pc;
     int exact = 1; /* the first pc is where exit is called, not a return address */
     for (int frame = 0; frame < QP_BT_MAX_FRAMES; frame++) {
@@ -394,12 +438,12 @@ qp_backtrace_walk(
         int rc = step(u, exact ? lt : lt - 1, &regs, &stack, &next, &signal);
         if (rc != 0)
             return rc;
-        if (!(next.known & (1u << 16)) || next.v[16] == 0)
+        if (!(next.known & (1u << abi->ra)) || next.v[abi->ra] == 0)
             return QP_BT_END;
         /* Callers' frames lie above: a CFA that does not grow is a corrupt stack. */
-        if (next.v[REG_SP] <= regs.v[REG_SP])
+        if (next.v[abi->sp] <= regs.v[abi->sp])
             return QP_BT_OUTSIDE;
-        pc = next.v[16];
+        pc = next.v[abi->ra];
         /* A signal frame's "return address" is the interrupted pc, not a call site. */
         if (!signal && (rc = fn(arg, pc - h->bias)) != 0)
             return rc;

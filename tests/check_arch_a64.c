@@ -243,6 +243,14 @@ reloc_check(uint32_t w, uint64_t old, uint64_t new_addr, int64_t tdelta, char *w
         snprintf(why, whylen, "%08x: reloc error %d", w, n);
         return 0;
     }
+    /* The editor reserves reloc_max_len bytes before it knows where the code goes: never
+     * less than any relocation gives (but the far bl's 12-byte veneer, refused there). */
+    int max = A64->reloc_max_len(in, &insn);
+    if (n > max && !(a64_form(w) == A64_FORM_BL && n == 12)) {
+        snprintf(why, whylen, "%08x at %#" PRIx64 " -> %#" PRIx64 ": %d bytes, above "
+                 "reloc_max_len's %d", w, old, new_addr, n, max);
+        return 0;
+    }
     eff_t e0, e1;
     eval(in, 4, old, &e0);
     if (insn.flags & ARCH_F_BRANCH_REL)

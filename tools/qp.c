@@ -435,7 +435,8 @@ static int
 open_image(const char *path, cfg_image_t **img)
 {
     errno = 0;
-    int rc = cfg_image_open_bfd(path, img);
+    /* Any ISA the analysis reads (AArch64 too): the report reads, never rewrites. */
+    int rc = cfg_image_open_bfd_analysis(path, img, NULL, 0);
     if (rc < 0)
         return fail(path, rc == QP_EIO && errno ? strerror(errno) : qp_strerror(rc));
     return 0;

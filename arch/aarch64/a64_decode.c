@@ -297,6 +297,9 @@ a64_decode(const uint8_t *buf, size_t len, uint64_t addr, arch_insn_t *out)
     decode_nzcv(w, out);
     if (uses_sp(w))
         out->flags |= ARCH_F_READS_SP;
+    /* ldxr, ldaxr, ldxp, ldaxp (load/store exclusive, o2 = 0, L = 1; not ldar, cas) */
+    if ((w & 0x3fc00000) == 0x08400000)
+        out->flags |= ARCH_F_EXCL_LOAD;
     return 0;
 }
 

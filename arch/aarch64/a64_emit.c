@@ -242,6 +242,32 @@ a64_reloc_insn(const uint8_t *buf, const arch_insn_t *in, uint64_t new_addr,
     return QP_EINVAL;
 }
 
+int
+a64_reloc_max_len(const uint8_t *buf, const arch_insn_t *in)
+{
+    if (!buf || !in || in->len != 4)
+        return QP_EINVAL;
+    uint32_t w = a64_word(buf);
+    switch (a64_form(w)) {
+    case A64_FORM_BCOND:
+        return (w & 0xf) >= 14 ? 4 : 8; /* b.al/b.nv become a `b` */
+    case A64_FORM_CBZ:
+    case A64_FORM_TBZ:
+        return 8;
+    case A64_FORM_ADR:
+        return (w & 31u) == 31 ? 4 : 8;
+    case A64_FORM_LDR_LIT: {
+        /* The long form's length depends on the literal's alignment and the
+         * destination, not on the distance: relocate it 16 MiB away. */
+        uint8_t scratch[A64_MAX_RELOC];
+        return a64_reloc_insn(buf, in, (in->addr + (1u << 24)) & ~(uint64_t)3, 0, 0, scratch,
+                              sizeof(scratch));
+    }
+    default:
+        return 4; /* b, bl (within +-128 MiB), adrp (+-4 GiB), the rest: copied */
+    }
+}
+
 /* Write the words W[0..N) to OUT (CAP bytes); their byte count or QP_EINVAL. */
 static int
 put_words(const uint32_t *w, size_t n, uint8_t *out, size_t cap)

@@ -63,6 +63,15 @@ int a64_is_padding(const uint8_t *buf, size_t len);
 int a64_reloc_insn(const uint8_t *buf, const arch_insn_t *in, uint64_t new_addr,
                    uint64_t new_target, int short_ok, uint8_t *out /*OUT*/, size_t cap);
 
+/*
+ * arch_isa_t.reloc_max_len for A64: the length a64_reloc_insn gives IN when its target
+ * (branches) or its data (adr, ldr literal) is out of the short form's reach: 8 for
+ * b.cond, cbz/cbnz, tbz/tbnz and adr, the literal's long form (8, 12 or 20), 4 for the
+ * rest. A `bl` assumes +-128 MiB (its 12-byte veneer is not reserved: the editor then
+ * fails with QP_ERANGE rather than emit another length).
+ */
+int a64_reloc_max_len(const uint8_t *buf, const arch_insn_t *in);
+
 /* b / bl at ADDR to TARGET (4 bytes; QP_ERANGE beyond +-128 MiB, QP_EINVAL unaligned). */
 int a64_emit_jmp(uint64_t addr, uint64_t target, uint8_t *out /*OUT*/, size_t cap);
 int a64_emit_call(uint64_t addr, uint64_t target, uint8_t *out /*OUT*/, size_t cap);
