@@ -71,8 +71,9 @@ qp_desc_entry_edge(const qp_desc_t *d, uint32_t proc)
     if (d == NULL || proc >= d->hdr.nprocs)
         return QP_VIRT;
     const qp_desc_proc_t *p = &d->procs[proc];
+    const qp_desc_edge_t *edges = qp_desc_proc_edges(d, proc);
     for (uint32_t i = 0; i < p->nedges; i++)
-        if (d->edges[p->edge + i].kind == QP_EDGE_ENTRY)
+        if (edges[i].kind == QP_EDGE_ENTRY)
             return p->edge + i;
     return QP_VIRT;
 }
@@ -177,10 +178,11 @@ validate_strtab(const qp_desc_t *d, char *why, size_t whylen)
     return 0;
 }
 
+/* Block I of D, whose record is B (in D's array, or a lazy description's copy). */
 static int
-validate_block(const qp_desc_t *d, uint32_t i, char *why, size_t whylen)
+validate_block_at(const qp_desc_t *d, uint32_t i, const qp_desc_block_t *b, char *why,
+                  size_t whylen)
 {
-    const qp_desc_block_t *b = &d->blocks[i];
     if (!counter_ok(d, b->counter)) {
         qp_why(why, whylen, "block %u: counter %u out of range (%u counters)", i,
                b->counter, d->hdr.ncounters);
@@ -199,7 +201,7 @@ static int
 validate_blocks(const qp_desc_t *d, char *why, size_t whylen)
 {
     for (uint32_t i = 0; i < d->hdr.nblocks; i++)
-        QP_CHECK(validate_block(d, i, why, whylen));
+        QP_CHECK(validate_block_at(d, i, &d->blocks[i], why, whylen));
     return 0;
 }
 
@@ -209,11 +211,12 @@ kind_ok(uint8_t kind)
     return kind < CFG_NEDGE_KINDS || kind == QP_EDGE_ENTRY || kind == QP_EDGE_ROOT;
 }
 
-/* One edge on its own: kind, which ends may be X, counter, block indices. */
+/* One edge on its own (edge I, record E): kind, which ends may be X, counter, block
+ * indices. */
 static int
-validate_edge(const qp_desc_t *d, uint32_t i, char *why, size_t whylen)
+validate_edge_at(const qp_desc_t *d, uint32_t i, const qp_desc_edge_t *e, char *why,
+                 size_t whylen)
 {
-    const qp_desc_edge_t *e = &d->edges[i];
     int from_x = e->from == QP_VIRT, to_x = e->to == QP_VIRT;
     const char *bad = NULL;
     if (!kind_ok(e->kind))
@@ -265,14 +268,16 @@ validate_proc_head(const qp_desc_t *d, uint32_t i, char *why, size_t whylen)
     return 0;
 }
 
+/* Procedure I of D, whose edges' records start at EDGES. */
 static int
-validate_proc(const qp_desc_t *d, uint32_t i, char *why, size_t whylen)
+validate_proc_at(const qp_desc_t *d, uint32_t i, const qp_desc_edge_t *edges, char *why,
+                 size_t whylen)
 {
     const qp_desc_proc_t *p = &d->procs[i];
     QP_CHECK(validate_proc_head(d, i, why, whylen));
     uint32_t nentry = 0;
     for (uint32_t k = 0; k < p->nedges; k++) {
-        const qp_desc_edge_t *e = &d->edges[p->edge + k];
+        const qp_desc_edge_t *e = &edges[k];
         if (!in_proc(p, e->from) || !in_proc(p, e->to)) {
             qp_why(why, whylen, "procedure %u (%s): edge %u leads to another procedure's block",
                    i, d->strtab + p->name, p->edge + k);
@@ -349,9 +354,9 @@ qp_desc_validate(const qp_desc_t *d, char *why, size_t whylen)
     QP_CHECK(validate_strtab(d, why, whylen));
     QP_CHECK(validate_blocks(d, why, whylen));
     for (uint32_t i = 0; i < h->nedges; i++)
-        QP_CHECK(validate_edge(d, i, why, whylen));
+        QP_CHECK(validate_edge_at(d, i, &d->edges[i], why, whylen));
     for (uint32_t i = 0; i < h->nprocs; i++)
-        QP_CHECK(validate_proc(d, i, why, whylen));
+        QP_CHECK(validate_proc_at(d, i, &d->edges[d->procs[i].edge], why, whylen));
     QP_CHECK(validate_calls(d, 1, why, whylen));
     return 0;
 }
@@ -1459,7 +1464,41 @@ struct qp_desc_lazy {
     qp_desc_edge_t *sedges;
     uint32_t sbcap, secap;
     char why[512];               /* why the last chunk refused */
+    /* Per procedure decoded on its own (load_proc), or NULL: where its blocks and edges
+     * are, in the slabs. Copies into the arrays touched a page of each for every
+     * procedure: chromium's 107,000 spread over 242 MB of them, 166 MB here. */
+    qp_desc_block_t **pblocks;
+    qp_desc_edge_t **pedges;
+    struct proc_slab *slabs;     /* newest first */
 };
+
+/* Storage of the procedures decoded on their own, a slab at a time. */
+struct proc_slab {
+    struct proc_slab *next;
+    size_t used, cap;            /* bytes of data */
+    uint64_t data[];
+};
+
+enum { SLAB_BYTES = 1u << 20 };
+
+/* N bytes (a multiple of 8) from LZ's slabs, or NULL. */
+static void *
+slab_alloc(struct qp_desc_lazy *lz, size_t n)
+{
+    struct proc_slab *s = lz->slabs;
+    if (s == NULL || s->cap - s->used < n) {
+        size_t cap = n > SLAB_BYTES ? n : SLAB_BYTES;
+        if ((s = malloc(sizeof(*s) + cap)) == NULL)
+            return NULL;
+        s->used = 0;
+        s->cap = cap;
+        s->next = lz->slabs;
+        lz->slabs = s;
+    }
+    void *p = (uint8_t *)s->data + s->used;
+    s->used += n;
+    return p;
+}
 
 static void
 lazy_free(struct qp_desc_lazy *lz)
@@ -1471,6 +1510,12 @@ lazy_free(struct qp_desc_lazy *lz)
         free(lz->exec_tie);
         free(lz->sblocks);
         free(lz->sedges);
+        free(lz->pblocks);
+        free(lz->pedges);
+        for (struct proc_slab *s = lz->slabs, *next; s != NULL; s = next) {
+            next = s->next;
+            free(s);
+        }
     }
     free(lz);
 }
@@ -1540,6 +1585,8 @@ decode_index(rbuf_t *b, qp_desc_t *out, struct qp_desc_lazy *lz, char *why, size
         || alloc_part((void **)&out->strtab, h->strtab_size, 1) < 0
         || alloc_part((void **)&lz->chunks, nc, sizeof(desc_chunk_t)) < 0
         || alloc_part((void **)&lz->proc_state, h->nprocs, 1) < 0
+        || alloc_part((void **)&lz->pblocks, h->nprocs, sizeof(qp_desc_block_t *)) < 0
+        || alloc_part((void **)&lz->pedges, h->nprocs, sizeof(qp_desc_edge_t *)) < 0
         || alloc_part((void **)&lz->exec_next, h->ncalls, sizeof(uint64_t)) < 0
         || alloc_part((void **)&lz->exec_tie, h->ncalls, sizeof(uint32_t)) < 0) {
         qp_why(why, whylen, "%s", qp_strerror(QP_ENOMEM));
@@ -1754,18 +1801,20 @@ in_ra(const desc_chunk_t *c, uint64_t ra)
     return 0;
 }
 
-/* Blocks [B0, B0 + NB) and edges [E0, E0 + NE) of D, decoded from chunk C, checked as
- * qp_desc_validate checks them and against what the index says of C (qp reads only
- * the chunks it names); then procedures [P0, P0 + NP) and the tail calls of the blocks. */
+/* Blocks [B0, B0 + NB) and edges [E0, E0 + NE) of D, decoded from chunk C (their records
+ * at BLOCKS and EDGES), checked as qp_desc_validate checks them and against what the
+ * index says of C (qp reads only the chunks it names); then procedures [P0, P0 + NP)
+ * (whose edges are among them) and the tail calls of the blocks. */
 static int
 validate_decoded(const qp_desc_t *d, struct qp_desc_lazy *lz, const desc_chunk_t *c,
-                 uint32_t b0, uint32_t nb, uint32_t e0, uint32_t ne, uint32_t p0, uint32_t np)
+                 uint32_t b0, uint32_t nb, uint32_t e0, uint32_t ne, uint32_t p0, uint32_t np,
+                 const qp_desc_block_t *blocks, const qp_desc_edge_t *edges)
 {
     char *why = lz->why;
     size_t whylen = sizeof(lz->why);
     for (uint32_t i = b0; i < b0 + nb; i++) {
-        QP_CHECK(validate_block(d, i, why, whylen));
-        const qp_desc_block_t *e = &d->blocks[i];
+        const qp_desc_block_t *e = &blocks[i - b0];
+        QP_CHECK(validate_block_at(d, i, e, why, whylen));
         if ((e->counter != QP_NOCOUNTER && e->counter - c->clo >= c->cn)
             || (e->new_start != 0 && (e->new_start < c->ns_lo || e->new_start > c->ns_hi))) {
             qp_why(why, whylen, "block %u: counter or new address outside its chunk's", i);
@@ -1773,8 +1822,8 @@ validate_decoded(const qp_desc_t *d, struct qp_desc_lazy *lz, const desc_chunk_t
         }
     }
     for (uint32_t i = e0; i < e0 + ne; i++) {
-        QP_CHECK(validate_edge(d, i, why, whylen));
-        const qp_desc_edge_t *e = &d->edges[i];
+        const qp_desc_edge_t *e = &edges[i - e0];
+        QP_CHECK(validate_edge_at(d, i, e, why, whylen));
         if ((e->counter != QP_NOCOUNTER && e->counter - c->clo >= c->cn)
             || (e->ret_addr != 0 && !in_ra(c, e->ret_addr))) {
             qp_why(why, whylen, "edge %u: counter or return address outside its chunk's", i);
@@ -1782,7 +1831,8 @@ validate_decoded(const qp_desc_t *d, struct qp_desc_lazy *lz, const desc_chunk_t
         }
     }
     for (uint32_t i = p0; i < p0 + np; i++)
-        QP_CHECK(validate_proc(d, i, why, whylen));
+        QP_CHECK(validate_proc_at(d, i, &edges[d->procs[i].nedges ? d->procs[i].edge - e0 : 0],
+                                  why, whylen));
     /* The tail calls of the blocks (in block order: from the first at or after them). */
     uint32_t lo = 0, hi = d->hdr.ncalls;
     while (lo < hi) {
@@ -1794,8 +1844,8 @@ validate_decoded(const qp_desc_t *d, struct qp_desc_lazy *lz, const desc_chunk_t
     }
     for (uint32_t i = lo; i < d->hdr.ncalls && d->calls[i].block - b0 < nb; i++) {
         const qp_desc_call_t *s = &d->calls[i];
-        if (qp_call_is_tail(s) && (s->edge - c->edge >= c->nedges
-                                   || d->edges[s->edge].from != s->block)) {
+        if (qp_call_is_tail(s) && (s->edge - c->edge >= c->nedges || s->edge - e0 >= ne
+                                   || edges[s->edge - e0].from != s->block)) {
             qp_why(why, whylen, "call site %u (block %u, kind %u): edge does not fit the kind",
                    i, s->block, s->kind);
             return QP_EFORMAT;
@@ -1810,7 +1860,7 @@ load_chunk(const qp_desc_t *d, struct qp_desc_lazy *lz, desc_chunk_t *c)
 {
     QP_CHECK(decode_chunk(d, lz, c, &d->blocks[c->block], &d->edges[c->edge]));
     return validate_decoded(d, lz, c, c->block, c->nblocks, c->edge, c->nedges, c->proc,
-                            c->nprocs);
+                            c->nprocs, &d->blocks[c->block], &d->edges[c->edge]);
 }
 
 /* Chunk C decoded aside (LZ's scratch arrays), unless it is there. */
@@ -1856,15 +1906,23 @@ load_proc(const qp_desc_t *d, struct qp_desc_lazy *lz, desc_chunk_t *c, uint32_t
          i < d->hdr.ncalls && d->calls[i].block - p->block < p->nblocks; i++)
         if (qp_call_is_tail(&d->calls[i]) && d->calls[i].edge - p->edge >= p->nedges)
             return need_chunk(d, c);
-    /* The index put its blocks and edges inside the chunk's (validate_chunks). */
+    /* The index put its blocks and edges inside the chunk's (validate_chunks). Copied
+     * side by side into the slabs (not into the arrays: see pblocks). */
+    size_t bbytes = p->nblocks * sizeof(qp_desc_block_t);
+    qp_desc_block_t *blocks = slab_alloc(lz, bbytes + p->nedges * sizeof(qp_desc_edge_t));
+    if (blocks == NULL) {
+        qp_why(lz->why, sizeof(lz->why), "%s", qp_strerror(QP_ENOMEM));
+        return QP_ENOMEM;
+    }
+    qp_desc_edge_t *edges = (qp_desc_edge_t *)((uint8_t *)blocks + bbytes);
     if (p->nblocks)
-        memcpy(&d->blocks[p->block], &lz->sblocks[p->block - c->block],
-               p->nblocks * sizeof(qp_desc_block_t));
+        memcpy(blocks, &lz->sblocks[p->block - c->block], bbytes);
     if (p->nedges)
-        memcpy(&d->edges[p->edge], &lz->sedges[p->edge - c->edge],
-               p->nedges * sizeof(qp_desc_edge_t));
+        memcpy(edges, &lz->sedges[p->edge - c->edge], p->nedges * sizeof(qp_desc_edge_t));
     QP_CHECK(validate_decoded(d, lz, c, p->nblocks ? p->block : 0, p->nblocks,
-                              p->nedges ? p->edge : 0, p->nedges, proc, 1));
+                              p->nedges ? p->edge : 0, p->nedges, proc, 1, blocks, edges));
+    lz->pblocks[proc] = blocks;
+    lz->pedges[proc] = edges;
     lz->proc_state[proc] = PROC_IN;
     return 0;
 }
@@ -1938,6 +1996,22 @@ qp_desc_loaded(const qp_desc_t *d, uint32_t proc)
         return 1;
     const desc_chunk_t *c = chunk_of_proc(d->lazy, proc);
     return c != NULL && (c->state == CHUNK_LOADED || d->lazy->proc_state[proc] == PROC_IN);
+}
+
+const qp_desc_block_t *
+qp_desc_proc_blocks(const qp_desc_t *d, uint32_t proc)
+{
+    if (d->lazy != NULL && d->lazy->pblocks[proc] != NULL)
+        return d->lazy->pblocks[proc];
+    return d->blocks != NULL ? &d->blocks[d->procs[proc].block] : NULL;
+}
+
+const qp_desc_edge_t *
+qp_desc_proc_edges(const qp_desc_t *d, uint32_t proc)
+{
+    if (d->lazy != NULL && d->lazy->pedges[proc] != NULL)
+        return d->lazy->pedges[proc];
+    return d->edges != NULL ? &d->edges[d->procs[proc].edge] : NULL;
 }
 
 int

@@ -188,8 +188,18 @@ int qp_desc_decoded(const qp_desc_t *d, uint32_t k, uint32_t *block /*OUT*/,
 /* Every chunk of D decoded (qp_desc_need on all): then D is as qp_desc_parse gives it. */
 int qp_desc_need_all(qp_desc_t *d, char *why, size_t whylen);
 
-/* Are PROC's blocks and edges in D's arrays? */
+/* Are PROC's blocks and edges present (qp_desc_proc_blocks)? */
 int qp_desc_loaded(const qp_desc_t *d, uint32_t proc);
+
+/*
+ * Where procedure PROC's blocks (its nblocks, from its entry block) and edges (its
+ * nedges) are once present (qp_desc_need, or D not lazy): in D's arrays, or for a lazy
+ * description a copy of their own (a procedure decoded on its own is not copied into
+ * the arrays: touching their pages for procedures spread over them cost more memory
+ * than the records). Read a procedure's records through these.
+ */
+const qp_desc_block_t *qp_desc_proc_blocks(const qp_desc_t *d, uint32_t proc);
+const qp_desc_edge_t *qp_desc_proc_edges(const qp_desc_t *d, uint32_t proc);
 
 /*
  * For a procedure whose chunk is not decoded: is every counter its chunk's blocks and

@@ -171,7 +171,7 @@ free_solver(flow_solver_t *s)
 static void
 build_adjacency(flow_solver_t *s)
 {
-    const qp_desc_edge_t *edges = &s->d->edges[s->p->edge];
+    const qp_desc_edge_t *edges = qp_desc_proc_edges(s->d, s->f->proc);
     uint32_t ne = s->f->nedges;
     for (uint32_t e = 0; e < ne; e++) {
         s->src[e] = local_node(s->p, edges[e].from);
@@ -237,8 +237,8 @@ seed(flow_solver_t *s, const uint64_t *counters, const uint64_t *abandoned,
         if (e != QP_VIRT)
             set_edge(s, e - s->p->edge, entries->count[proc], QP_FLOW_SOLVED);
     }
-    const qp_desc_edge_t *edges = &s->d->edges[s->p->edge];
-    const qp_desc_block_t *blocks = &s->d->blocks[s->p->block];
+    const qp_desc_edge_t *edges = qp_desc_proc_edges(s->d, proc);
+    const qp_desc_block_t *blocks = qp_desc_proc_blocks(s->d, proc);
     uint32_t nb = s->f->nblocks;
     for (uint32_t b = 0; b < nb; b++) {
         if (abandoned != NULL) {
@@ -335,7 +335,7 @@ static void
 summarize(flow_solver_t *s)
 {
     qp_flow_t *f = s->f;
-    const qp_desc_block_t *blocks = &s->d->blocks[s->p->block];
+    const qp_desc_block_t *blocks = qp_desc_proc_blocks(s->d, f->proc);
     uint32_t entry = qp_desc_entry_edge(s->d, f->proc);
     if (entry != QP_VIRT) {
         uint8_t st = f->edge_state[entry - s->p->edge];
@@ -382,12 +382,12 @@ inputs_zero(const qp_desc_t *d, uint32_t proc, const uint64_t *counters,
                 return 0;
         return 1;
     }
-    const qp_desc_block_t *blocks = &d->blocks[p->block];
+    const qp_desc_block_t *blocks = qp_desc_proc_blocks(d, proc);
     for (uint32_t b = 0; b < p->nblocks; b++)
         if ((blocks[b].counter != QP_NOCOUNTER && counters[blocks[b].counter] != 0)
             || (abandoned != NULL && abandoned[p->block + b] != 0))
             return 0;
-    const qp_desc_edge_t *edges = &d->edges[p->edge];
+    const qp_desc_edge_t *edges = qp_desc_proc_edges(d, proc);
     for (uint32_t e = 0; e < p->nedges; e++)
         if (edges[e].counter != QP_NOCOUNTER && counters[edges[e].counter] != 0)
             return 0;

@@ -127,13 +127,15 @@ saturated(const qp_report_t *r, uint32_t proc, const qp_flow_t *f)
     /* Not decoded: every counter of its chunk is 0 (qp_flow_zero_known said so). */
     if (!qp_desc_loaded(r->desc, proc))
         return f->insns == UINT64_MAX;
+    const qp_desc_edge_t *edges = qp_desc_proc_edges(r->desc, proc);
+    const qp_desc_block_t *blocks = qp_desc_proc_blocks(r->desc, proc);
     for (uint32_t e = 0; e < p->nedges; e++) {
-        uint32_t k = r->desc->edges[p->edge + e].counter;
+        uint32_t k = edges[e].counter;
         if (k != QP_NOCOUNTER && c[k] == UINT64_MAX)
             return 1;
     }
     for (uint32_t b = 0; b < p->nblocks; b++) {
-        uint32_t k = r->desc->blocks[p->block + b].counter;
+        uint32_t k = blocks[b].counter;
         if (k != QP_NOCOUNTER && c[k] == UINT64_MAX)
             return 1;
     }
@@ -153,9 +155,10 @@ leaving_ran(const qp_desc_t *d, uint32_t proc, const qp_flow_t *f)
 {
     const qp_desc_proc_t *p = &d->procs[proc];
     int ran = 0;
+    const qp_desc_edge_t *edges = qp_desc_proc_edges(d, proc);
     if (p->flags & QP_PROC_APPROX_EH)
         for (uint32_t e = 0; e < p->nedges; e++)
-            if (d->edges[p->edge + e].kind == QP_EDGE_ROOT && f->edge_count[e] > 0)
+            if (edges[e].kind == QP_EDGE_ROOT && f->edge_count[e] > 0)
                 ran |= 2;
     for (uint32_t i = qp_desc_first_call(d, proc);
          i < d->hdr.ncalls && d->calls[i].block - p->block < p->nblocks; i++) {
