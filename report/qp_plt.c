@@ -295,19 +295,33 @@ finish_stubs(qp_report_t *r, const cfg_image_t *img)
     }
 }
 
-/* R->flat: the procedures and the stubs in flat-profile order. */
+/* R->flat: the procedures and the stubs in flat-profile order. R->procs is in that
+ * order already (qp_report_build: cmp_rows orders two procedures as it does), so the
+ * stubs are sorted alone and merged in (a sort of chromium's 370,000 rows, most of them
+ * told apart by name only, took 0.1 s). */
 static int
 order_rows(qp_report_t *r)
 {
     size_t n = (size_t)r->nprocs + r->nplt;
     r->flat = malloc((n + 1) * sizeof(*r->flat));
-    if (r->flat == NULL)
+    const qp_proc_result_t **stubs = malloc((r->nplt + 1) * sizeof(*stubs));
+    if (r->flat == NULL || stubs == NULL) {
+        free(stubs);
         return QP_ENOMEM;
-    for (uint32_t k = 0; k < r->nprocs; k++)
-        r->flat[k] = &r->procs[k];
+    }
     for (uint32_t k = 0; k < r->nplt; k++)
-        r->flat[r->nprocs + k] = &r->plt[k];
-    qsort_r(r->flat, n, sizeof(*r->flat), cmp_rows, r);
+        stubs[k] = &r->plt[k];
+    qsort_r(stubs, r->nplt, sizeof(*stubs), cmp_rows, r);
+    size_t i = 0, j = 0, out = 0;
+    while (i < r->nprocs || j < r->nplt) {
+        const qp_proc_result_t *p = i < r->nprocs ? &r->procs[i] : NULL;
+        if (p != NULL && (j == r->nplt || cmp_rows(&p, &stubs[j], r) < 0)) {
+            r->flat[out++] = p;
+            i++;
+        } else
+            r->flat[out++] = stubs[j++];
+    }
+    free(stubs);
     return 0;
 }
 
