@@ -128,6 +128,8 @@ qp_desc_free(qp_desc_t *d)
     free(d->zero);
     free(d->zero_entry);
     lazy_free(d->lazy);
+    qp_entry_map_free(d->by_entry);
+    free(d->by_entry);
     memset(d, 0, sizeof(*d));
 }
 
@@ -431,11 +433,94 @@ unzz32(uint64_t z, uint32_t prev)
     return prev + (uint32_t)((z >> 1) ^ (0 - (z & 1)));
 }
 
-/* A procedure by its entry, to find a callee's. */
-typedef struct by_entry {
-    uint64_t entry;
-    uint32_t proc;
-} by_entry_t;
+/*****************************************************************************
+ * Procedures by entry
+ */
+
+static uint32_t
+entry_hash(uint64_t entry, uint32_t mask)
+{
+    return (uint32_t)((entry * 0x9e3779b97f4a7c15ull) >> 32) & mask;
+}
+
+int
+qp_entry_map_build(const qp_desc_t *d, int calls, qp_entry_map_t *m)
+{
+    uint32_t n = d->hdr.nprocs;
+    uint64_t cap = 64;
+    while (cap < 2 * (uint64_t)n) /* at most half full */
+        cap *= 2;
+    memset(m, 0, sizeof(*m));
+    m->mask = (uint32_t)(cap - 1);
+    m->slot = malloc(cap * sizeof(uint32_t));
+    m->kind = calloc(n + 1, 1);
+    if (m->slot == NULL || m->kind == NULL) {
+        qp_entry_map_free(m);
+        return QP_ENOMEM;
+    }
+    memset(m->slot, 0xff, cap * sizeof(uint32_t)); /* QP_VIRT */
+    for (uint32_t i = 0; i < n; i++) { /* in index order: the first one stays */
+        uint64_t e = d->procs[i].entry;
+        uint32_t h = entry_hash(e, m->mask);
+        while (m->slot[h] != QP_VIRT && d->procs[m->slot[h]].entry != e)
+            h = (h + 1) & m->mask;
+        if (m->slot[h] == QP_VIRT)
+            m->slot[h] = i;
+        else
+            m->kind[m->slot[h]] |= QP_EMAP_SHARED;
+        uint32_t f = d->procs[i].flags;
+        m->kind[i] |= (f & QP_PROC_MEASURED ? QP_EMAP_MEASURED : 0)
+            | (f & QP_PROC_BY_CALLS ? QP_EMAP_BY_CALLS : 0);
+    }
+    return calls ? qp_entry_map_calls(d, m) : 0;
+}
+
+int
+qp_entry_map_calls(const qp_desc_t *d, qp_entry_map_t *m)
+{
+    free(m->call_proc);
+    m->call_proc = malloc(((size_t)d->hdr.ncalls + 1) * sizeof(uint32_t));
+    if (m->call_proc == NULL)
+        return QP_ENOMEM;
+    for (uint32_t k = 0; k < d->hdr.ncalls; k++)
+        m->call_proc[k] = qp_entry_map_find(d, m, d->calls[k].target, NULL);
+    return 0;
+}
+
+void
+qp_entry_map_free(qp_entry_map_t *m)
+{
+    if (m == NULL)
+        return;
+    free(m->slot);
+    free(m->kind);
+    free(m->call_proc);
+    memset(m, 0, sizeof(*m));
+}
+
+uint32_t
+qp_entry_map_find(const qp_desc_t *d, const qp_entry_map_t *m, uint64_t entry, int *shared)
+{
+    uint32_t h = entry_hash(entry, m->mask);
+    while (m->slot[h] != QP_VIRT && d->procs[m->slot[h]].entry != entry)
+        h = (h + 1) & m->mask;
+    uint32_t p = m->slot[h];
+    if (shared != NULL)
+        *shared = p != QP_VIRT && (m->kind[p] & QP_EMAP_SHARED);
+    return p;
+}
+
+int
+qp_desc_entry_map(const qp_desc_t *d, qp_entry_map_t *local, const qp_entry_map_t **out)
+{
+    memset(local, 0, sizeof(*local));
+    if (d->by_entry != NULL) {
+        *out = d->by_entry;
+        return 0;
+    }
+    *out = local;
+    return qp_entry_map_build(d, 1, local);
+}
 
 /*
  * The running values the deltas are taken from (qp_format.h names them), and what both
@@ -446,7 +531,7 @@ typedef struct run {
     uint32_t name, block, edge, counter, from, call_block, call_edge, call_name;
     uint64_t entry, new_entry, start, new_start, ret_addr, target;
     const qp_desc_t *d;
-    by_entry_t *entries; /* d->hdr.nprocs, by entry then index */
+    qp_entry_map_t *entries; /* D's procedures by entry */
     /* Version 6: the blocks a chunk's edges may name (blocks [win0, win0 + nwin), at
      * WIN): an edge to another block is taken as to a block that did not move. */
     const qp_desc_block_t *win;
@@ -454,44 +539,41 @@ typedef struct run {
     int windowed;
 } run_t;
 
-static int
-cmp_by_entry(const void *a, const void *b)
-{
-    const by_entry_t *x = a, *y = b;
-    if (x->entry != y->entry)
-        return x->entry < y->entry ? -1 : 1;
-    return x->proc < y->proc ? -1 : x->proc > y->proc;
-}
-
-/* R's index of D's procedures by entry (once they are known). */
+/* R's index of D's procedures by entry (once they are known): D's own when it has one. */
 static int
 index_entries(run_t *r)
 {
-    uint32_t n = r->d->hdr.nprocs;
-    r->entries = malloc((n ? n : 1) * sizeof(by_entry_t));
-    if (r->entries == NULL)
+    r->entries = calloc(1, sizeof(qp_entry_map_t));
+    if (r->entries == NULL || qp_entry_map_build(r->d, 0, r->entries) < 0) {
+        free(r->entries);
+        r->entries = NULL;
         return QP_ENOMEM;
-    for (uint32_t i = 0; i < n; i++)
-        r->entries[i] = (by_entry_t) { r->d->procs[i].entry, i };
-    qsort(r->entries, n, sizeof(by_entry_t), cmp_by_entry);
+    }
     return 0;
+}
+
+/* R's index freed, or kept as D's (KEEP: D is a parse's result, its call sites read):
+ * with each call site's procedure, but not the table (8 MB for chromium). */
+static void
+entries_done(run_t *r, qp_desc_t *keep)
+{
+    if (keep != NULL && r->entries != NULL && qp_entry_map_calls(keep, r->entries) == 0) {
+        free(r->entries->slot);
+        r->entries->slot = NULL;
+        keep->by_entry = r->entries;
+    } else {
+        qp_entry_map_free(r->entries);
+        free(r->entries);
+    }
+    r->entries = NULL;
 }
 
 /* The name of the first procedure whose entry is TARGET, or UINT64_MAX when none has. */
 static uint64_t
 callee_name(const run_t *r, uint64_t target)
 {
-    uint32_t lo = 0, hi = r->d->hdr.nprocs;
-    while (lo < hi) {
-        uint32_t mid = lo + (hi - lo) / 2;
-        if (r->entries[mid].entry < target)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    if (lo == r->d->hdr.nprocs || r->entries[lo].entry != target)
-        return UINT64_MAX;
-    return r->d->procs[r->entries[lo].proc].name;
+    uint32_t p = qp_entry_map_find(r->d, r->entries, target, NULL);
+    return p == QP_VIRT ? UINT64_MAX : r->d->procs[p].name;
 }
 
 /* What a return address is a delta from: the new address of the block returned to
@@ -907,7 +989,7 @@ encode_index(const qp_desc_t *d, const chunk_plan_t *c, uint32_t nc, const size_
         }
     }
     wb_put(w, d->strtab, d->hdr.strtab_size);
-    free(r.entries);
+    entries_done(&r, NULL);
     if (w->err)
         return QP_ENOMEM;
     return w->len > UINT32_MAX ? QP_ERANGE : 0;
@@ -1269,7 +1351,7 @@ decode_body(rbuf_t *b, qp_desc_t *out, char *why, size_t whylen)
     for (i = 0; part == NULL && i < h->ncalls && !b->bad; i++)
         get_call(b, &r, &out->calls[i]);
     part = part ? part : b->bad ? "call site" : NULL;
-    free(r.entries);
+    entries_done(&r, part == NULL ? out : NULL);
     if (part != NULL) {
         qp_why(why, whylen, "description body: %s %u truncated or a value out of range", part,
                i - 1);
@@ -1640,7 +1722,7 @@ decode_index(rbuf_t *b, qp_desc_t *out, struct qp_desc_lazy *lz, char *why, size
     for (i = 0; part == NULL && i < nc && !b->bad; i++)
         get_chunk(b, i ? &lz->chunks[i - 1] : NULL, &lz->chunks[i]);
     part = part ? part : b->bad ? "chunk" : NULL;
-    free(r.entries);
+    entries_done(&r, part == NULL ? out : NULL);
     if (part != NULL) {
         qp_why(why, whylen, "description index: %s %u truncated or a value out of range",
                part, i - 1);

@@ -581,6 +581,7 @@ typedef struct entries_ctx {
     qp_flow_entries_t *out;
     qp_flow_entry_ref_t *refs; /* the procedures counted by their calls, by entry */
     uint32_t nrefs;
+    const qp_entry_map_t *map; /* every procedure by entry */
     uint32_t *pending; /* per procedure: sites in callers counted by their calls, unsolved */
     uint8_t *bad;      /* per procedure: a site's count is unknown, or the sum overflowed */
     uint32_t *queue;
@@ -609,7 +610,16 @@ site_callee(const entries_ctx_t *c, uint32_t k)
     const qp_desc_call_t *call = &c->d->calls[k];
     if (call->kind != QP_CALL_DIRECT && call->kind != QP_CALL_TAIL)
         return QP_VIRT;
-    return by_calls_at(c, call->target);
+    /* Most targets are the entry of one procedure: the map says which; a search among
+     * those counted by their calls only where several procedures share the entry. */
+    uint8_t kind;
+    uint32_t p = qp_entry_map_callee(c->map, k, &kind);
+    if (p == QP_VIRT)
+        return QP_VIRT;
+    if (kind & QP_EMAP_SHARED)
+        return by_calls_at(c, call->target);
+    uint8_t want = QP_EMAP_MEASURED | QP_EMAP_BY_CALLS;
+    return (kind & want) == want ? p : QP_VIRT;
 }
 
 /*
@@ -721,7 +731,10 @@ qp_flow_entries(const qp_desc_t *d, const uint64_t *counters, size_t ncounters,
     if (d == NULL || out == NULL || ncounters != d->hdr.ncounters || (ncounters && counters == NULL))
         return QP_EINVAL;
     uint32_t n = d->hdr.nprocs;
-    entries_ctx_t c = { d, counters, ncounters, abandoned, out, NULL, 0, NULL, NULL, NULL, 0 };
+    entries_ctx_t c = { d, counters, ncounters, abandoned, out, NULL, 0, NULL, NULL, NULL, NULL, 0 };
+    qp_entry_map_t local;
+    if (qp_desc_entry_map(d, &local, &c.map) < 0)
+        return QP_ENOMEM;
     out->nprocs = n;
     out->count = calloc(n + 1, sizeof(uint64_t));
     out->known = calloc(n + 1, 1);
@@ -738,6 +751,7 @@ qp_flow_entries(const qp_desc_t *d, const uint64_t *counters, size_t ncounters,
     free(c.pending);
     free(c.bad);
     free(c.queue);
+    qp_entry_map_free(&local);
     if (rc < 0)
         qp_flow_entries_free(out);
     return rc;
