@@ -532,6 +532,7 @@ typedef struct run {
     uint64_t entry, new_entry, start, new_start, ret_addr, target;
     const qp_desc_t *d;
     qp_entry_map_t *entries; /* D's procedures by entry */
+    uint32_t ncalls_read;    /* decoding: call sites read, their call_proc in ENTRIES */
     /* Version 6: the blocks a chunk's edges may name (blocks [win0, win0 + nwin), at
      * WIN): an edge to another block is taken as to a block that did not move. */
     const qp_desc_block_t *win;
@@ -549,6 +550,14 @@ index_entries(run_t *r)
         r->entries = NULL;
         return QP_ENOMEM;
     }
+    /* Filled by get_call as it looks the callees up. */
+    r->entries->call_proc = malloc(((size_t)r->d->hdr.ncalls + 1) * sizeof(uint32_t));
+    if (r->entries->call_proc == NULL) {
+        qp_entry_map_free(r->entries);
+        free(r->entries);
+        r->entries = NULL;
+        return QP_ENOMEM;
+    }
     return 0;
 }
 
@@ -557,7 +566,7 @@ index_entries(run_t *r)
 static void
 entries_done(run_t *r, qp_desc_t *keep)
 {
-    if (keep != NULL && r->entries != NULL && qp_entry_map_calls(keep, r->entries) == 0) {
+    if (keep != NULL && r->entries != NULL && r->ncalls_read == keep->hdr.ncalls) {
         free(r->entries->slot);
         r->entries->slot = NULL;
         keep->by_entry = r->entries;
@@ -1299,11 +1308,14 @@ get_call(rbuf_t *b, run_t *r, qp_desc_call_t *c)
     c->edge = head & 1 ? (r->call_edge = unzz32(get_u32(b), r->call_edge)) : QP_VIRT;
     if (head & 2)
         c->target = r->target = unzz64(get_u(b), r->target);
+    uint32_t callee = c->target != 0 ? qp_entry_map_find(r->d, r->entries, c->target, NULL)
+                                     : QP_VIRT;
+    if (r->ncalls_read < r->d->hdr.ncalls)
+        r->entries->call_proc[r->ncalls_read++] = callee;
     if (head & 4) {
-        uint64_t name = c->target != 0 ? callee_name(r, c->target) : UINT64_MAX;
-        if (name == UINT64_MAX)
+        if (callee == QP_VIRT)
             b->bad = 1; /* no procedure there to take the name from */
-        c->name = (uint32_t)name;
+        c->name = callee != QP_VIRT ? r->d->procs[callee].name : UINT32_MAX;
     } else
         c->name = r->call_name = unzz32(get_u32(b), r->call_name);
 }
