@@ -200,13 +200,15 @@ int qp_desc_parse(const uint8_t *buf, size_t len, qp_desc_t *out /*OUT*/, char *
  * summaries, the call sites, the chunk table and the strings are read and checked now
  * (the id over every byte as well). BUF must then outlive *OUT. Other versions are read
  * whole. The block and edge arrays are allocated at their full size but their memory is
- * only touched (and resident) for the chunks decoded.
+ * only touched (and resident) for the chunks decoded whole (qp_desc_need_block,
+ * qp_desc_need_ret, qp_desc_need_all); a procedure decoded on its own (qp_desc_need)
+ * keeps its records aside (qp_desc_proc_blocks). Both versions also get D->by_entry.
  */
 int qp_desc_parse_lazy(const uint8_t *buf, size_t len, qp_desc_t *out /*OUT*/, char *why,
                        size_t whylen);
 
 /*
- * Make procedure PROC's blocks and edges present in D's arrays: decode and
+ * Make procedure PROC's blocks and edges present (qp_desc_proc_blocks): decode and
  * check its chunk when it was not yet (D is const for its readers: the arrays fill in
  * behind them). Returns 0, QP_ENOMEM or QP_EFORMAT (the chunk is corrupt:
  * qp_desc_error says why). Not thread-safe: one thread reads a lazy description.
