@@ -71,8 +71,9 @@ qp_desc_entry_edge(const qp_desc_t *d, uint32_t proc)
     if (d == NULL || proc >= d->hdr.nprocs)
         return QP_VIRT;
     const qp_desc_proc_t *p = &d->procs[proc];
+    const qp_desc_edge_t *edges = qp_desc_proc_edges(d, proc);
     for (uint32_t i = 0; i < p->nedges; i++)
-        if (d->edges[p->edge + i].kind == QP_EDGE_ENTRY)
+        if (edges[i].kind == QP_EDGE_ENTRY)
             return p->edge + i;
     return QP_VIRT;
 }
@@ -127,13 +128,18 @@ qp_desc_free(qp_desc_t *d)
     free(d->zero);
     free(d->zero_entry);
     lazy_free(d->lazy);
+    qp_entry_map_free(d->by_entry);
+    free(d->by_entry);
     memset(d, 0, sizeof(*d));
 }
 
-uint32_t
-qp_desc_first_call(const qp_desc_t *d, uint32_t proc)
+static uint32_t lazy_first_call(const qp_desc_t *d, uint32_t proc);
+
+/* The first call site at or after block FIRST. */
+static uint32_t
+first_call_at(const qp_desc_t *d, uint32_t first)
 {
-    uint32_t lo = 0, hi = d->hdr.ncalls, first = d->procs[proc].block;
+    uint32_t lo = 0, hi = d->hdr.ncalls;
     while (lo < hi) {
         uint32_t mid = lo + (hi - lo) / 2;
         if (d->calls[mid].block < first)
@@ -142,6 +148,12 @@ qp_desc_first_call(const qp_desc_t *d, uint32_t proc)
             hi = mid;
     }
     return lo;
+}
+
+uint32_t
+qp_desc_first_call(const qp_desc_t *d, uint32_t proc)
+{
+    return d->lazy != NULL ? lazy_first_call(d, proc) : first_call_at(d, d->procs[proc].block);
 }
 
 /*****************************************************************************
@@ -177,10 +189,11 @@ validate_strtab(const qp_desc_t *d, char *why, size_t whylen)
     return 0;
 }
 
+/* Block I of D, whose record is B (in D's array, or a lazy description's copy). */
 static int
-validate_block(const qp_desc_t *d, uint32_t i, char *why, size_t whylen)
+validate_block_at(const qp_desc_t *d, uint32_t i, const qp_desc_block_t *b, char *why,
+                  size_t whylen)
 {
-    const qp_desc_block_t *b = &d->blocks[i];
     if (!counter_ok(d, b->counter)) {
         qp_why(why, whylen, "block %u: counter %u out of range (%u counters)", i,
                b->counter, d->hdr.ncounters);
@@ -199,7 +212,7 @@ static int
 validate_blocks(const qp_desc_t *d, char *why, size_t whylen)
 {
     for (uint32_t i = 0; i < d->hdr.nblocks; i++)
-        QP_CHECK(validate_block(d, i, why, whylen));
+        QP_CHECK(validate_block_at(d, i, &d->blocks[i], why, whylen));
     return 0;
 }
 
@@ -209,11 +222,12 @@ kind_ok(uint8_t kind)
     return kind < CFG_NEDGE_KINDS || kind == QP_EDGE_ENTRY || kind == QP_EDGE_ROOT;
 }
 
-/* One edge on its own: kind, which ends may be X, counter, block indices. */
+/* One edge on its own (edge I, record E): kind, which ends may be X, counter, block
+ * indices. */
 static int
-validate_edge(const qp_desc_t *d, uint32_t i, char *why, size_t whylen)
+validate_edge_at(const qp_desc_t *d, uint32_t i, const qp_desc_edge_t *e, char *why,
+                 size_t whylen)
 {
-    const qp_desc_edge_t *e = &d->edges[i];
     int from_x = e->from == QP_VIRT, to_x = e->to == QP_VIRT;
     const char *bad = NULL;
     if (!kind_ok(e->kind))
@@ -265,14 +279,16 @@ validate_proc_head(const qp_desc_t *d, uint32_t i, char *why, size_t whylen)
     return 0;
 }
 
+/* Procedure I of D, whose edges' records start at EDGES. */
 static int
-validate_proc(const qp_desc_t *d, uint32_t i, char *why, size_t whylen)
+validate_proc_at(const qp_desc_t *d, uint32_t i, const qp_desc_edge_t *edges, char *why,
+                 size_t whylen)
 {
     const qp_desc_proc_t *p = &d->procs[i];
     QP_CHECK(validate_proc_head(d, i, why, whylen));
     uint32_t nentry = 0;
     for (uint32_t k = 0; k < p->nedges; k++) {
-        const qp_desc_edge_t *e = &d->edges[p->edge + k];
+        const qp_desc_edge_t *e = &edges[k];
         if (!in_proc(p, e->from) || !in_proc(p, e->to)) {
             qp_why(why, whylen, "procedure %u (%s): edge %u leads to another procedure's block",
                    i, d->strtab + p->name, p->edge + k);
@@ -349,9 +365,9 @@ qp_desc_validate(const qp_desc_t *d, char *why, size_t whylen)
     QP_CHECK(validate_strtab(d, why, whylen));
     QP_CHECK(validate_blocks(d, why, whylen));
     for (uint32_t i = 0; i < h->nedges; i++)
-        QP_CHECK(validate_edge(d, i, why, whylen));
+        QP_CHECK(validate_edge_at(d, i, &d->edges[i], why, whylen));
     for (uint32_t i = 0; i < h->nprocs; i++)
-        QP_CHECK(validate_proc(d, i, why, whylen));
+        QP_CHECK(validate_proc_at(d, i, &d->edges[d->procs[i].edge], why, whylen));
     QP_CHECK(validate_calls(d, 1, why, whylen));
     return 0;
 }
@@ -417,11 +433,94 @@ unzz32(uint64_t z, uint32_t prev)
     return prev + (uint32_t)((z >> 1) ^ (0 - (z & 1)));
 }
 
-/* A procedure by its entry, to find a callee's. */
-typedef struct by_entry {
-    uint64_t entry;
-    uint32_t proc;
-} by_entry_t;
+/*****************************************************************************
+ * Procedures by entry
+ */
+
+static uint32_t
+entry_hash(uint64_t entry, uint32_t mask)
+{
+    return (uint32_t)((entry * 0x9e3779b97f4a7c15ull) >> 32) & mask;
+}
+
+int
+qp_entry_map_build(const qp_desc_t *d, int calls, qp_entry_map_t *m)
+{
+    uint32_t n = d->hdr.nprocs;
+    uint64_t cap = 64;
+    while (cap < 2 * (uint64_t)n) /* at most half full */
+        cap *= 2;
+    memset(m, 0, sizeof(*m));
+    m->mask = (uint32_t)(cap - 1);
+    m->slot = malloc(cap * sizeof(uint32_t));
+    m->kind = calloc(n + 1, 1);
+    if (m->slot == NULL || m->kind == NULL) {
+        qp_entry_map_free(m);
+        return QP_ENOMEM;
+    }
+    memset(m->slot, 0xff, cap * sizeof(uint32_t)); /* QP_VIRT */
+    for (uint32_t i = 0; i < n; i++) { /* in index order: the first one stays */
+        uint64_t e = d->procs[i].entry;
+        uint32_t h = entry_hash(e, m->mask);
+        while (m->slot[h] != QP_VIRT && d->procs[m->slot[h]].entry != e)
+            h = (h + 1) & m->mask;
+        if (m->slot[h] == QP_VIRT)
+            m->slot[h] = i;
+        else
+            m->kind[m->slot[h]] |= QP_EMAP_SHARED;
+        uint32_t f = d->procs[i].flags;
+        m->kind[i] |= (f & QP_PROC_MEASURED ? QP_EMAP_MEASURED : 0)
+            | (f & QP_PROC_BY_CALLS ? QP_EMAP_BY_CALLS : 0);
+    }
+    return calls ? qp_entry_map_calls(d, m) : 0;
+}
+
+int
+qp_entry_map_calls(const qp_desc_t *d, qp_entry_map_t *m)
+{
+    free(m->call_proc);
+    m->call_proc = malloc(((size_t)d->hdr.ncalls + 1) * sizeof(uint32_t));
+    if (m->call_proc == NULL)
+        return QP_ENOMEM;
+    for (uint32_t k = 0; k < d->hdr.ncalls; k++)
+        m->call_proc[k] = qp_entry_map_find(d, m, d->calls[k].target, NULL);
+    return 0;
+}
+
+void
+qp_entry_map_free(qp_entry_map_t *m)
+{
+    if (m == NULL)
+        return;
+    free(m->slot);
+    free(m->kind);
+    free(m->call_proc);
+    memset(m, 0, sizeof(*m));
+}
+
+uint32_t
+qp_entry_map_find(const qp_desc_t *d, const qp_entry_map_t *m, uint64_t entry, int *shared)
+{
+    uint32_t h = entry_hash(entry, m->mask);
+    while (m->slot[h] != QP_VIRT && d->procs[m->slot[h]].entry != entry)
+        h = (h + 1) & m->mask;
+    uint32_t p = m->slot[h];
+    if (shared != NULL)
+        *shared = p != QP_VIRT && (m->kind[p] & QP_EMAP_SHARED);
+    return p;
+}
+
+int
+qp_desc_entry_map(const qp_desc_t *d, qp_entry_map_t *local, const qp_entry_map_t **out)
+{
+    memset(local, 0, sizeof(*local));
+    if (d->by_entry != NULL) {
+        *out = d->by_entry;
+        return 0;
+    }
+    *out = local;
+    return qp_entry_map_build(d, 1, local);
+}
 
 /*
  * The running values the deltas are taken from (qp_format.h names them), and what both
@@ -432,7 +531,8 @@ typedef struct run {
     uint32_t name, block, edge, counter, from, call_block, call_edge, call_name;
     uint64_t entry, new_entry, start, new_start, ret_addr, target;
     const qp_desc_t *d;
-    by_entry_t *entries; /* d->hdr.nprocs, by entry then index */
+    qp_entry_map_t *entries; /* D's procedures by entry */
+    uint32_t ncalls_read;    /* decoding: call sites read, their call_proc in ENTRIES */
     /* Version 6: the blocks a chunk's edges may name (blocks [win0, win0 + nwin), at
      * WIN): an edge to another block is taken as to a block that did not move. */
     const qp_desc_block_t *win;
@@ -440,44 +540,49 @@ typedef struct run {
     int windowed;
 } run_t;
 
-static int
-cmp_by_entry(const void *a, const void *b)
-{
-    const by_entry_t *x = a, *y = b;
-    if (x->entry != y->entry)
-        return x->entry < y->entry ? -1 : 1;
-    return x->proc < y->proc ? -1 : x->proc > y->proc;
-}
-
-/* R's index of D's procedures by entry (once they are known). */
+/* R's index of D's procedures by entry (once they are known): D's own when it has one. */
 static int
 index_entries(run_t *r)
 {
-    uint32_t n = r->d->hdr.nprocs;
-    r->entries = malloc((n ? n : 1) * sizeof(by_entry_t));
-    if (r->entries == NULL)
+    r->entries = calloc(1, sizeof(qp_entry_map_t));
+    if (r->entries == NULL || qp_entry_map_build(r->d, 0, r->entries) < 0) {
+        free(r->entries);
+        r->entries = NULL;
         return QP_ENOMEM;
-    for (uint32_t i = 0; i < n; i++)
-        r->entries[i] = (by_entry_t) { r->d->procs[i].entry, i };
-    qsort(r->entries, n, sizeof(by_entry_t), cmp_by_entry);
+    }
+    /* Filled by get_call as it looks the callees up. */
+    r->entries->call_proc = malloc(((size_t)r->d->hdr.ncalls + 1) * sizeof(uint32_t));
+    if (r->entries->call_proc == NULL) {
+        qp_entry_map_free(r->entries);
+        free(r->entries);
+        r->entries = NULL;
+        return QP_ENOMEM;
+    }
     return 0;
+}
+
+/* R's index freed, or kept as D's (KEEP: D is a parse's result, its call sites read):
+ * with each call site's procedure, but not the table (8 MB for chromium). */
+static void
+entries_done(run_t *r, qp_desc_t *keep)
+{
+    if (keep != NULL && r->entries != NULL && r->ncalls_read == keep->hdr.ncalls) {
+        free(r->entries->slot);
+        r->entries->slot = NULL;
+        keep->by_entry = r->entries;
+    } else {
+        qp_entry_map_free(r->entries);
+        free(r->entries);
+    }
+    r->entries = NULL;
 }
 
 /* The name of the first procedure whose entry is TARGET, or UINT64_MAX when none has. */
 static uint64_t
 callee_name(const run_t *r, uint64_t target)
 {
-    uint32_t lo = 0, hi = r->d->hdr.nprocs;
-    while (lo < hi) {
-        uint32_t mid = lo + (hi - lo) / 2;
-        if (r->entries[mid].entry < target)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    if (lo == r->d->hdr.nprocs || r->entries[lo].entry != target)
-        return UINT64_MAX;
-    return r->d->procs[r->entries[lo].proc].name;
+    uint32_t p = qp_entry_map_find(r->d, r->entries, target, NULL);
+    return p == QP_VIRT ? UINT64_MAX : r->d->procs[p].name;
 }
 
 /* What a return address is a delta from: the new address of the block returned to
@@ -893,7 +998,7 @@ encode_index(const qp_desc_t *d, const chunk_plan_t *c, uint32_t nc, const size_
         }
     }
     wb_put(w, d->strtab, d->hdr.strtab_size);
-    free(r.entries);
+    entries_done(&r, NULL);
     if (w->err)
         return QP_ENOMEM;
     return w->len > UINT32_MAX ? QP_ERANGE : 0;
@@ -1203,11 +1308,14 @@ get_call(rbuf_t *b, run_t *r, qp_desc_call_t *c)
     c->edge = head & 1 ? (r->call_edge = unzz32(get_u32(b), r->call_edge)) : QP_VIRT;
     if (head & 2)
         c->target = r->target = unzz64(get_u(b), r->target);
+    uint32_t callee = c->target != 0 ? qp_entry_map_find(r->d, r->entries, c->target, NULL)
+                                     : QP_VIRT;
+    if (r->ncalls_read < r->d->hdr.ncalls)
+        r->entries->call_proc[r->ncalls_read++] = callee;
     if (head & 4) {
-        uint64_t name = c->target != 0 ? callee_name(r, c->target) : UINT64_MAX;
-        if (name == UINT64_MAX)
+        if (callee == QP_VIRT)
             b->bad = 1; /* no procedure there to take the name from */
-        c->name = (uint32_t)name;
+        c->name = callee != QP_VIRT ? r->d->procs[callee].name : UINT32_MAX;
     } else
         c->name = r->call_name = unzz32(get_u32(b), r->call_name);
 }
@@ -1255,7 +1363,7 @@ decode_body(rbuf_t *b, qp_desc_t *out, char *why, size_t whylen)
     for (i = 0; part == NULL && i < h->ncalls && !b->bad; i++)
         get_call(b, &r, &out->calls[i]);
     part = part ? part : b->bad ? "call site" : NULL;
-    free(r.entries);
+    entries_done(&r, part == NULL ? out : NULL);
     if (part != NULL) {
         qp_why(why, whylen, "description body: %s %u truncated or a value out of range", part,
                i - 1);
@@ -1434,6 +1542,8 @@ typedef struct desc_chunk {
     uint32_t zsize, rawsize;
     uint8_t state;      /* CHUNK_* */
     uint8_t zero;       /* ZERO_*: its counters in the profile last asked about */
+    uint8_t *raw;       /* its records inflated (rawsize bytes), kept when procedures
+                         * of it may be asked for later (classify_procs), or NULL */
 } desc_chunk_t;
 
 enum { CHUNK_PACKED, CHUNK_LOADED, CHUNK_BAD };
@@ -1458,19 +1568,68 @@ struct qp_desc_lazy {
     qp_desc_block_t *sblocks;
     qp_desc_edge_t *sedges;
     uint32_t sbcap, secap;
+    uint8_t *sraw;               /* the scratch chunk's records inflated (srawcap) */
+    uint32_t srawcap;
     char why[512];               /* why the last chunk refused */
+    /* Per procedure decoded on its own (load_proc), or NULL: where its blocks and edges
+     * are, in the slabs. Copies into the arrays touched a page of each for every
+     * procedure: chromium's 107,000 spread over 242 MB of them, 166 MB here. */
+    qp_desc_block_t **pblocks;
+    qp_desc_edge_t **pedges;
+    struct proc_slab *slabs;     /* newest first */
+    /* Per procedure, qp_desc_first_call (chromium's reports asked it 2 million times,
+     * each a search through 3 million call sites). */
+    uint32_t *first_call;
 };
+
+/* Storage of the procedures decoded on their own, a slab at a time. */
+struct proc_slab {
+    struct proc_slab *next;
+    size_t used, cap;            /* bytes of data */
+    uint64_t data[];
+};
+
+enum { SLAB_BYTES = 1u << 20 };
+
+/* N bytes (a multiple of 8) from LZ's slabs, or NULL. */
+static void *
+slab_alloc(struct qp_desc_lazy *lz, size_t n)
+{
+    struct proc_slab *s = lz->slabs;
+    if (s == NULL || s->cap - s->used < n) {
+        size_t cap = n > SLAB_BYTES ? n : SLAB_BYTES;
+        if ((s = malloc(sizeof(*s) + cap)) == NULL)
+            return NULL;
+        s->used = 0;
+        s->cap = cap;
+        s->next = lz->slabs;
+        lz->slabs = s;
+    }
+    void *p = (uint8_t *)s->data + s->used;
+    s->used += n;
+    return p;
+}
 
 static void
 lazy_free(struct qp_desc_lazy *lz)
 {
     if (lz != NULL) {
+        for (uint32_t k = 0; lz->chunks != NULL && k < lz->nchunks; k++)
+            free(lz->chunks[k].raw);
+        free(lz->sraw);
         free(lz->chunks);
         free(lz->proc_state);
         free(lz->exec_next);
         free(lz->exec_tie);
         free(lz->sblocks);
         free(lz->sedges);
+        free(lz->pblocks);
+        free(lz->pedges);
+        free(lz->first_call);
+        for (struct proc_slab *s = lz->slabs, *next; s != NULL; s = next) {
+            next = s->next;
+            free(s);
+        }
     }
     free(lz);
 }
@@ -1540,6 +1699,8 @@ decode_index(rbuf_t *b, qp_desc_t *out, struct qp_desc_lazy *lz, char *why, size
         || alloc_part((void **)&out->strtab, h->strtab_size, 1) < 0
         || alloc_part((void **)&lz->chunks, nc, sizeof(desc_chunk_t)) < 0
         || alloc_part((void **)&lz->proc_state, h->nprocs, 1) < 0
+        || alloc_part((void **)&lz->pblocks, h->nprocs, sizeof(qp_desc_block_t *)) < 0
+        || alloc_part((void **)&lz->pedges, h->nprocs, sizeof(qp_desc_edge_t *)) < 0
         || alloc_part((void **)&lz->exec_next, h->ncalls, sizeof(uint64_t)) < 0
         || alloc_part((void **)&lz->exec_tie, h->ncalls, sizeof(uint32_t)) < 0) {
         qp_why(why, whylen, "%s", qp_strerror(QP_ENOMEM));
@@ -1580,7 +1741,7 @@ decode_index(rbuf_t *b, qp_desc_t *out, struct qp_desc_lazy *lz, char *why, size
     for (i = 0; part == NULL && i < nc && !b->bad; i++)
         get_chunk(b, i ? &lz->chunks[i - 1] : NULL, &lz->chunks[i]);
     part = part ? part : b->bad ? "chunk" : NULL;
-    free(r.entries);
+    entries_done(&r, part == NULL ? out : NULL);
     if (part != NULL) {
         qp_why(why, whylen, "description index: %s %u truncated or a value out of range",
                part, i - 1);
@@ -1684,17 +1845,60 @@ chunk_of_proc(const struct qp_desc_lazy *lz, uint32_t proc)
     return NULL;
 }
 
+static uint32_t
+lazy_first_call(const qp_desc_t *d, uint32_t proc)
+{
+    return d->lazy->first_call[proc];
+}
+
+/* LZ's first_call of D (its call sites checked in block order): one sweep while the
+ * procedures' blocks go up, a search where they do not. */
+static int
+index_first_calls(const qp_desc_t *d, struct qp_desc_lazy *lz)
+{
+    QP_CHECK(alloc_part((void **)&lz->first_call, d->hdr.nprocs, sizeof(uint32_t)));
+    uint32_t k = 0, prev = 0;
+    for (uint32_t i = 0; i < d->hdr.nprocs; i++) {
+        uint32_t b = d->procs[i].block;
+        if (b < prev)
+            k = first_call_at(d, b);
+        while (k < d->hdr.ncalls && d->calls[k].block < b)
+            k++;
+        lz->first_call[i] = k;
+        prev = b;
+    }
+    return 0;
+}
+
+static int inflate_chunk(struct qp_desc_lazy *lz, const desc_chunk_t *c, uint8_t **out);
+static int parse_chunk(const qp_desc_t *d, struct qp_desc_lazy *lz, const desc_chunk_t *c,
+                       const uint8_t *raw, qp_desc_block_t *blocks, qp_desc_edge_t *edges);
+
 /* Chunk C's records decoded into BLOCKS and EDGES (its nblocks and nedges, the first at
  * index 0); LZ->why says why not. */
 static int
 decode_chunk(const qp_desc_t *d, struct qp_desc_lazy *lz, const desc_chunk_t *c,
              qp_desc_block_t *blocks, qp_desc_edge_t *edges)
 {
+    uint8_t *raw = NULL;
+    int rc = inflate_chunk(lz, c, &raw);
+    if (rc == 0)
+        rc = parse_chunk(d, lz, c, raw, blocks, edges);
+    free(raw);
+    return rc;
+}
+
+/* Chunk C's stream inflated into *RAW (malloc'd, c->rawsize bytes); LZ->why says why
+ * not. */
+static int
+inflate_chunk(struct qp_desc_lazy *lz, const desc_chunk_t *c, uint8_t **out)
+{
     char *why = lz->why;
     size_t whylen = sizeof(lz->why);
     uint32_t k = (uint32_t)(c - lz->chunks);
     uint8_t *raw = malloc(c->rawsize ? c->rawsize : 1);
     lzma_stream z = LZMA_STREAM_INIT;
+    *out = NULL;
     if (raw == NULL || unpack_init(&z, c->rawsize, QP_FORMAT_VERSION) < 0) {
         free(raw);
         lzma_end(&z);
@@ -1723,6 +1927,19 @@ decode_chunk(const qp_desc_t *d, struct qp_desc_lazy *lz, const desc_chunk_t *c,
                "%u bytes its entry says)", k, c->rawsize);
         return lr == LZMA_MEM_ERROR ? QP_ENOMEM : QP_EFORMAT;
     }
+    *out = raw;
+    return 0;
+}
+
+/* Chunk C's records RAW (inflated) decoded into BLOCKS and EDGES (its nblocks and
+ * nedges, the first at index 0); LZ->why says why not. */
+static int
+parse_chunk(const qp_desc_t *d, struct qp_desc_lazy *lz, const desc_chunk_t *c,
+            const uint8_t *raw, qp_desc_block_t *blocks, qp_desc_edge_t *edges)
+{
+    char *why = lz->why;
+    size_t whylen = sizeof(lz->why);
+    uint32_t k = (uint32_t)(c - lz->chunks);
     rbuf_t b = { raw, c->rawsize, 0, 0, NULL, NULL, 0, 0, LZMA_OK };
     run_t r;
     memset(&r, 0, sizeof(r));
@@ -1735,7 +1952,6 @@ decode_chunk(const qp_desc_t *d, struct qp_desc_lazy *lz, const desc_chunk_t *c,
         get_block(&b, &r, &blocks[i]);
     for (uint32_t i = 0; i < c->nedges && !b.bad; i++)
         get_edge(&b, &r, &edges[i]);
-    free(raw);
     if (b.bad || b.off != b.n) {
         qp_why(why, whylen, "description chunk %u: %s", k,
                b.bad ? "a record truncated or a value out of range" : "bytes after its records");
@@ -1754,18 +1970,20 @@ in_ra(const desc_chunk_t *c, uint64_t ra)
     return 0;
 }
 
-/* Blocks [B0, B0 + NB) and edges [E0, E0 + NE) of D, decoded from chunk C, checked as
- * qp_desc_validate checks them and against what the index says of C (qp reads only
- * the chunks it names); then procedures [P0, P0 + NP) and the tail calls of the blocks. */
+/* Blocks [B0, B0 + NB) and edges [E0, E0 + NE) of D, decoded from chunk C (their records
+ * at BLOCKS and EDGES), checked as qp_desc_validate checks them and against what the
+ * index says of C (qp reads only the chunks it names); then procedures [P0, P0 + NP)
+ * (whose edges are among them) and the tail calls of the blocks. */
 static int
 validate_decoded(const qp_desc_t *d, struct qp_desc_lazy *lz, const desc_chunk_t *c,
-                 uint32_t b0, uint32_t nb, uint32_t e0, uint32_t ne, uint32_t p0, uint32_t np)
+                 uint32_t b0, uint32_t nb, uint32_t e0, uint32_t ne, uint32_t p0, uint32_t np,
+                 const qp_desc_block_t *blocks, const qp_desc_edge_t *edges)
 {
     char *why = lz->why;
     size_t whylen = sizeof(lz->why);
     for (uint32_t i = b0; i < b0 + nb; i++) {
-        QP_CHECK(validate_block(d, i, why, whylen));
-        const qp_desc_block_t *e = &d->blocks[i];
+        const qp_desc_block_t *e = &blocks[i - b0];
+        QP_CHECK(validate_block_at(d, i, e, why, whylen));
         if ((e->counter != QP_NOCOUNTER && e->counter - c->clo >= c->cn)
             || (e->new_start != 0 && (e->new_start < c->ns_lo || e->new_start > c->ns_hi))) {
             qp_why(why, whylen, "block %u: counter or new address outside its chunk's", i);
@@ -1773,8 +1991,8 @@ validate_decoded(const qp_desc_t *d, struct qp_desc_lazy *lz, const desc_chunk_t
         }
     }
     for (uint32_t i = e0; i < e0 + ne; i++) {
-        QP_CHECK(validate_edge(d, i, why, whylen));
-        const qp_desc_edge_t *e = &d->edges[i];
+        const qp_desc_edge_t *e = &edges[i - e0];
+        QP_CHECK(validate_edge_at(d, i, e, why, whylen));
         if ((e->counter != QP_NOCOUNTER && e->counter - c->clo >= c->cn)
             || (e->ret_addr != 0 && !in_ra(c, e->ret_addr))) {
             qp_why(why, whylen, "edge %u: counter or return address outside its chunk's", i);
@@ -1782,7 +2000,8 @@ validate_decoded(const qp_desc_t *d, struct qp_desc_lazy *lz, const desc_chunk_t
         }
     }
     for (uint32_t i = p0; i < p0 + np; i++)
-        QP_CHECK(validate_proc(d, i, why, whylen));
+        QP_CHECK(validate_proc_at(d, i, &edges[d->procs[i].nedges ? d->procs[i].edge - e0 : 0],
+                                  why, whylen));
     /* The tail calls of the blocks (in block order: from the first at or after them). */
     uint32_t lo = 0, hi = d->hdr.ncalls;
     while (lo < hi) {
@@ -1794,8 +2013,8 @@ validate_decoded(const qp_desc_t *d, struct qp_desc_lazy *lz, const desc_chunk_t
     }
     for (uint32_t i = lo; i < d->hdr.ncalls && d->calls[i].block - b0 < nb; i++) {
         const qp_desc_call_t *s = &d->calls[i];
-        if (qp_call_is_tail(s) && (s->edge - c->edge >= c->nedges
-                                   || d->edges[s->edge].from != s->block)) {
+        if (qp_call_is_tail(s) && (s->edge - c->edge >= c->nedges || s->edge - e0 >= ne
+                                   || edges[s->edge - e0].from != s->block)) {
             qp_why(why, whylen, "call site %u (block %u, kind %u): edge does not fit the kind",
                    i, s->block, s->kind);
             return QP_EFORMAT;
@@ -1810,7 +2029,7 @@ load_chunk(const qp_desc_t *d, struct qp_desc_lazy *lz, desc_chunk_t *c)
 {
     QP_CHECK(decode_chunk(d, lz, c, &d->blocks[c->block], &d->edges[c->edge]));
     return validate_decoded(d, lz, c, c->block, c->nblocks, c->edge, c->nedges, c->proc,
-                            c->nprocs);
+                            c->nprocs, &d->blocks[c->block], &d->edges[c->edge]);
 }
 
 /* Chunk C decoded aside (LZ's scratch arrays), unless it is there. */
@@ -1837,7 +2056,15 @@ decode_aside(const qp_desc_t *d, struct qp_desc_lazy *lz, desc_chunk_t *c)
     /* The decoder leaves absent fields (new_start, ret_addr, padding) as they are. */
     memset(lz->sblocks, 0, c->nblocks * sizeof(qp_desc_block_t));
     memset(lz->sedges, 0, c->nedges * sizeof(qp_desc_edge_t));
-    QP_CHECK(decode_chunk(d, lz, c, lz->sblocks, lz->sedges));
+    /* Its records inflated: kept from an earlier look, else now (and kept aside until
+     * the next chunk, in case classify_procs keeps them). */
+    if (c->raw == NULL) {
+        free(lz->sraw);
+        lz->sraw = NULL;
+        QP_CHECK(inflate_chunk(lz, c, &lz->sraw));
+    }
+    QP_CHECK(parse_chunk(d, lz, c, c->raw != NULL ? c->raw : lz->sraw, lz->sblocks,
+                         lz->sedges));
     lz->scratch = c;
     return 0;
 }
@@ -1856,15 +2083,23 @@ load_proc(const qp_desc_t *d, struct qp_desc_lazy *lz, desc_chunk_t *c, uint32_t
          i < d->hdr.ncalls && d->calls[i].block - p->block < p->nblocks; i++)
         if (qp_call_is_tail(&d->calls[i]) && d->calls[i].edge - p->edge >= p->nedges)
             return need_chunk(d, c);
-    /* The index put its blocks and edges inside the chunk's (validate_chunks). */
+    /* The index put its blocks and edges inside the chunk's (validate_chunks). Copied
+     * side by side into the slabs (not into the arrays: see pblocks). */
+    size_t bbytes = p->nblocks * sizeof(qp_desc_block_t);
+    qp_desc_block_t *blocks = slab_alloc(lz, bbytes + p->nedges * sizeof(qp_desc_edge_t));
+    if (blocks == NULL) {
+        qp_why(lz->why, sizeof(lz->why), "%s", qp_strerror(QP_ENOMEM));
+        return QP_ENOMEM;
+    }
+    qp_desc_edge_t *edges = (qp_desc_edge_t *)((uint8_t *)blocks + bbytes);
     if (p->nblocks)
-        memcpy(&d->blocks[p->block], &lz->sblocks[p->block - c->block],
-               p->nblocks * sizeof(qp_desc_block_t));
+        memcpy(blocks, &lz->sblocks[p->block - c->block], bbytes);
     if (p->nedges)
-        memcpy(&d->edges[p->edge], &lz->sedges[p->edge - c->edge],
-               p->nedges * sizeof(qp_desc_edge_t));
+        memcpy(edges, &lz->sedges[p->edge - c->edge], p->nedges * sizeof(qp_desc_edge_t));
     QP_CHECK(validate_decoded(d, lz, c, p->nblocks ? p->block : 0, p->nblocks,
-                              p->nedges ? p->edge : 0, p->nedges, proc, 1));
+                              p->nedges ? p->edge : 0, p->nedges, proc, 1, blocks, edges));
+    lz->pblocks[proc] = blocks;
+    lz->pedges[proc] = edges;
     lz->proc_state[proc] = PROC_IN;
     return 0;
 }
@@ -1892,12 +2127,22 @@ classify_procs(const qp_desc_t *d, struct qp_desc_lazy *lz, desc_chunk_t *c,
         }
         lz->proc_state[q] = counted ? PROC_COUNTED : PROC_ZERO;
     }
-    /* Those that counted are solved, and those counted by their calls are when they were
-     * called: copied now, while the chunk is at hand (later they come in any order). */
-    for (uint32_t q = c->proc; q < c->proc + c->nprocs; q++)
-        if (lz->proc_state[q] == PROC_COUNTED
-            || (lz->proc_state[q] == PROC_ZERO && (d->procs[q].flags & QP_PROC_BY_CALLS)))
+    /* Those that counted are solved: copied now, while the chunk is at hand. Those
+     * counted by their calls are solved when they were called, which is known later
+     * (they come in the order of their callers): the chunk's records are kept inflated
+     * for them, a few KB, where copying them all held chromium's 53,000 (75 MB) of which
+     * a tenth was called (and inflating the chunk again took 50 us each time). */
+    int later = 0;
+    for (uint32_t q = c->proc; q < c->proc + c->nprocs; q++) {
+        if (lz->proc_state[q] == PROC_COUNTED)
             (void)load_proc(d, lz, c, q); /* a failure is said when it is needed */
+        else if (lz->proc_state[q] == PROC_ZERO && (d->procs[q].flags & QP_PROC_BY_CALLS))
+            later = 1;
+    }
+    if (later && c->raw == NULL && lz->scratch == c && lz->sraw != NULL) {
+        c->raw = lz->sraw;
+        lz->sraw = NULL;
+    }
 }
 
 /* Decode chunk C of D unless it was. */
@@ -1938,6 +2183,22 @@ qp_desc_loaded(const qp_desc_t *d, uint32_t proc)
         return 1;
     const desc_chunk_t *c = chunk_of_proc(d->lazy, proc);
     return c != NULL && (c->state == CHUNK_LOADED || d->lazy->proc_state[proc] == PROC_IN);
+}
+
+const qp_desc_block_t *
+qp_desc_proc_blocks(const qp_desc_t *d, uint32_t proc)
+{
+    if (d->lazy != NULL && d->lazy->pblocks[proc] != NULL)
+        return d->lazy->pblocks[proc];
+    return d->blocks != NULL ? &d->blocks[d->procs[proc].block] : NULL;
+}
+
+const qp_desc_edge_t *
+qp_desc_proc_edges(const qp_desc_t *d, uint32_t proc)
+{
+    if (d->lazy != NULL && d->lazy->pedges[proc] != NULL)
+        return d->lazy->pedges[proc];
+    return d->edges != NULL ? &d->edges[d->procs[proc].edge] : NULL;
 }
 
 int
@@ -2112,6 +2373,10 @@ parse_v6(const uint8_t *buf, size_t len, const qp_desc_hdr_t *h, qp_desc_t *out,
         for (uint32_t k = 0; k < lz->nchunks; k++)
             lz->chunks[k].zoff += iend;
         rrc = validate_index(out, lz, len - iend, rwhy, sizeof(rwhy));
+        if (rrc == 0 && index_first_calls(out, lz) < 0) {
+            qp_why(rwhy, sizeof(rwhy), "%s", qp_strerror(QP_ENOMEM));
+            rrc = QP_ENOMEM;
+        }
         /* The arrays the chunks fill, once their sizes are known to fit the bytes: their
          * memory is touched (resident) only where a chunk is decoded. */
         if (rrc == 0

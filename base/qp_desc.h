@@ -47,6 +47,26 @@ typedef struct qp_desc_zero {
 struct qp_desc_lazy; /* the chunks of a version 6 description not decoded yet */
 
 /*
+ * A description's procedures by entry address: a hash table of the lowest index of a
+ * procedure at each entry, and per call site the procedure its target is the entry of
+ * (a search through chromium's 670,000 entries for each of its 3 million call sites, in
+ * each of the report's passes over them, cost more than the rest of the report).
+ */
+typedef struct qp_entry_map {
+    uint32_t *slot;      /* mask + 1 of them: a procedure index, QP_VIRT when empty; NULL
+                          * once dropped (qp_entry_map_find is then not available) */
+    uint32_t mask;
+    uint8_t *kind;       /* per procedure: QP_EMAP_* */
+    uint32_t *call_proc; /* per call site: qp_entry_map_find of its target */
+} qp_entry_map_t;
+
+enum {
+    QP_EMAP_SHARED = 1,   /* another procedure has its entry */
+    QP_EMAP_MEASURED = 2, /* QP_PROC_MEASURED */
+    QP_EMAP_BY_CALLS = 4, /* QP_PROC_BY_CALLS */
+};
+
+/*
  * A description in memory: the header and the four parts, with the on-disk structs.
  * The counts are hdr.nprocs, hdr.nblocks, hdr.nedges and hdr.strtab_size. The arrays are
  * malloc'd and freed by qp_desc_free(); a writer may fill them itself (with malloc) or
@@ -71,6 +91,9 @@ typedef struct qp_desc {
     /* Read lazily (qp_desc_parse_lazy): the chunks not decoded yet; NULL when every
      * block, edge and call site is in the arrays. */
     struct qp_desc_lazy *lazy;
+    /* Its procedures by entry, when parsed (qp_desc_parse, _lazy); NULL when a writer
+     * made it (qp_desc_entry_map builds one then). */
+    qp_entry_map_t *by_entry;
 } qp_desc_t;
 
 /* Fill D->zero and D->zero_entry (D is valid); 0 or QP_ENOMEM. A writer that can solve
@@ -85,6 +108,34 @@ typedef int (*qp_desc_summarize_fn)(qp_desc_t *d);
  * QP_ENOMEM. D->strtab may move: earlier pointers into it become invalid.
  */
 int qp_desc_add_string(qp_desc_t *d, const char *s, uint32_t *off /*OUT*/);
+
+/* Build *M over D's procedures and call sites (D's procedures and call sites stay as
+ * they are while M is used; CALLS 0: not the call sites yet, call_proc NULL); 0 or
+ * QP_ENOMEM. Free with qp_entry_map_free. */
+int qp_entry_map_build(const qp_desc_t *d, int calls, qp_entry_map_t *m /*OUT*/);
+void qp_entry_map_free(qp_entry_map_t *m);
+
+/* M's call_proc for D's call sites (M built with its table); 0 or QP_ENOMEM. */
+int qp_entry_map_calls(const qp_desc_t *d, qp_entry_map_t *m);
+
+/* The lowest index of a procedure of D whose entry is ENTRY, or QP_VIRT; *SHARED (may be
+ * NULL): another procedure has that entry too. M must have its table. */
+uint32_t qp_entry_map_find(const qp_desc_t *d, const qp_entry_map_t *m, uint64_t entry,
+                           int *shared);
+
+/* The procedure M says call site CALL's target is the entry of (QP_VIRT: none; the
+ * target of an indirect call is 0), and its QP_EMAP_* in *KIND. */
+static inline uint32_t
+qp_entry_map_callee(const qp_entry_map_t *m, uint32_t call, uint8_t *kind)
+{
+    uint32_t p = m->call_proc[call];
+    *kind = p != UINT32_MAX ? m->kind[p] : 0;
+    return p;
+}
+
+/* D's map (D->by_entry), or one built into LOCAL (then *OUT is LOCAL: free it with
+ * qp_entry_map_free; LOCAL is emptied either way). 0 or QP_ENOMEM. */
+int qp_desc_entry_map(const qp_desc_t *d, qp_entry_map_t *local, const qp_entry_map_t **out);
 
 /* Is C a tail call (its count is its edge's; a call's is its block's)? */
 static inline int
@@ -149,13 +200,15 @@ int qp_desc_parse(const uint8_t *buf, size_t len, qp_desc_t *out /*OUT*/, char *
  * summaries, the call sites, the chunk table and the strings are read and checked now
  * (the id over every byte as well). BUF must then outlive *OUT. Other versions are read
  * whole. The block and edge arrays are allocated at their full size but their memory is
- * only touched (and resident) for the chunks decoded.
+ * only touched (and resident) for the chunks decoded whole (qp_desc_need_block,
+ * qp_desc_need_ret, qp_desc_need_all); a procedure decoded on its own (qp_desc_need)
+ * keeps its records aside (qp_desc_proc_blocks). Both versions also get D->by_entry.
  */
 int qp_desc_parse_lazy(const uint8_t *buf, size_t len, qp_desc_t *out /*OUT*/, char *why,
                        size_t whylen);
 
 /*
- * Make procedure PROC's blocks and edges present in D's arrays: decode and
+ * Make procedure PROC's blocks and edges present (qp_desc_proc_blocks): decode and
  * check its chunk when it was not yet (D is const for its readers: the arrays fill in
  * behind them). Returns 0, QP_ENOMEM or QP_EFORMAT (the chunk is corrupt:
  * qp_desc_error says why). Not thread-safe: one thread reads a lazy description.
@@ -188,8 +241,18 @@ int qp_desc_decoded(const qp_desc_t *d, uint32_t k, uint32_t *block /*OUT*/,
 /* Every chunk of D decoded (qp_desc_need on all): then D is as qp_desc_parse gives it. */
 int qp_desc_need_all(qp_desc_t *d, char *why, size_t whylen);
 
-/* Are PROC's blocks and edges in D's arrays? */
+/* Are PROC's blocks and edges present (qp_desc_proc_blocks)? */
 int qp_desc_loaded(const qp_desc_t *d, uint32_t proc);
+
+/*
+ * Where procedure PROC's blocks (its nblocks, from its entry block) and edges (its
+ * nedges) are once present (qp_desc_need, or D not lazy): in D's arrays, or for a lazy
+ * description a copy of their own (a procedure decoded on its own is not copied into
+ * the arrays: touching their pages for procedures spread over them cost more memory
+ * than the records). Read a procedure's records through these.
+ */
+const qp_desc_block_t *qp_desc_proc_blocks(const qp_desc_t *d, uint32_t proc);
+const qp_desc_edge_t *qp_desc_proc_edges(const qp_desc_t *d, uint32_t proc);
 
 /*
  * For a procedure whose chunk is not decoded: is every counter its chunk's blocks and

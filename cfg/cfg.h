@@ -231,6 +231,23 @@ int cfg_module_match(const char *pat, size_t n, const char *file);
 /* Free an image and everything it owns. NULL is fine. */
 void cfg_image_destroy(cfg_image_t *img);
 
+/*
+ * For a reader of big files (qp report on chromium): let go of the resident pages of
+ * IMG's mapped file (opened with cfg_image_open_bfd; else nothing happens). The bytes
+ * stay where they are and readable: a page touched again is read back from the page
+ * cache. What was read once (relocations, a description's index and its id check)
+ * then stops counting in the process's memory.
+ */
+void cfg_image_release_pages(const cfg_image_t *img);
+
+/*
+ * Drop IMG's relative relocations (CFG_RELOC_RELATIVE: a PIE's pointers into itself,
+ * chromium's 1.1 million, 44 MB) for a reader that only looks up the relocations of
+ * symbols (cfg_image_reloc_at on a GOT slot, as qp's PLT stubs do). The others keep
+ * their order.
+ */
+void cfg_image_drop_relative_relocs(cfg_image_t *img);
+
 /* The best symbol naming code at ADDR (the image is finished: symbols are sorted by
  * address, then by preference), or NULL. */
 const cfg_symbol_t *cfg_image_symbol_at(const cfg_image_t *img, uint64_t addr);

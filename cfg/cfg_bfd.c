@@ -1162,6 +1162,18 @@ open_mapped(const char *path, bfd_reader_t *r, int *fd_out)
     return 0;
 }
 
+void
+cfg_image_release_pages(const cfg_image_t *img)
+{
+    const cfg_image_priv_t *priv = img != NULL ? img->priv : NULL;
+    if (priv == NULL || priv->close != reader_close || priv->reader == NULL)
+        return;
+    const bfd_reader_t *r = priv->reader;
+    /* A private read-only file mapping: dropped pages come back as the file's bytes. */
+    if (r->map != NULL)
+        (void)madvise((void *)r->map, r->size, MADV_DONTNEED);
+}
+
 int
 cfg_image_open_bfd(const char *path, cfg_image_t **out)
 {

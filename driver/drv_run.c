@@ -302,6 +302,21 @@ proc_name(drv_result_t *res, const cfg_prog_t *prog, const cfg_proc_t *p, uint32
     return 0;
 }
 
+/* The string-table offset of REASON: one copy of each of the last reasons written. */
+static int
+reason_string(drv_result_t *res, const char *reason, uint32_t *off)
+{
+    uint32_t n = res->nreasons < 8 ? res->nreasons : 8;
+    for (uint32_t i = 0; i < n; i++)
+        if (strcmp(res->strtab + res->reasons[i], reason) == 0) {
+            *off = res->reasons[i];
+            return 0;
+        }
+    QP_CHECK(add_string(res, reason, off));
+    res->reasons[res->nreasons++ % 8] = *off;
+    return 0;
+}
+
 /* Describe procedure P with no blocks: not measured, for REASON. */
 static int
 describe_unmeasured(drv_result_t *res, const cfg_prog_t *prog, const cfg_proc_t *p,
@@ -314,7 +329,7 @@ describe_unmeasured(drv_result_t *res, const cfg_prog_t *prog, const cfg_proc_t 
     char buf[512];
     snprintf(buf, sizeof(buf), "%s%s", prefix, why);
     QP_CHECK(proc_name(res, prog, p, &d->name));
-    QP_CHECK(add_string(res, buf, &d->reason));
+    QP_CHECK(reason_string(res, buf, &d->reason));
     d->entry = p->entry;
     d->block = res->nblocks;
     d->edge = res->nedges;

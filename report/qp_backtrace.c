@@ -573,15 +573,15 @@ abandon_frames(const qp_desc_t *d, const abandon_ctx_t *c, uint64_t *abandoned,
  * address is.
  */
 static int
-exec_block_lazy(const qp_desc_t *d, uint64_t pc, uint32_t *at)
+exec_block_lazy(const qp_desc_t *d, const uint32_t *execs, size_t nexecs, uint64_t pc,
+                uint32_t *at)
 {
     uint64_t e = 0;
     uint32_t eb = QP_VIRT, ecall = 0;
     *at = QP_VIRT;
-    for (uint32_t i = 0; i < d->hdr.ncalls; i++) {
+    for (size_t x = 0; x < nexecs; x++) {
+        uint32_t i = execs[x];
         const qp_desc_call_t *c = &d->calls[i];
-        if (!(c->flags & QP_CALLF_EXEC))
-            continue;
         QP_CHECK(qp_desc_need_block(d, c->block));
         uint64_t ns = d->blocks[c->block].new_start;
         if (ns != 0 && ns <= pc && (ns > e || (ns == e && c->block > eb))) {
@@ -620,9 +620,21 @@ abandon_exec_blocks(const qp_desc_t *d, const qp_profile_t *p, uint64_t *abandon
     }
     for (size_t k = 0; k < n; k++)
         at[k] = QP_VIRT;
+    /* The exec call sites, found once (chromium: 3 million sites, a dump per process). */
+    size_t nexecs = 0;
+    uint32_t *execs = malloc(((size_t)d->hdr.ncalls + 1) * sizeof(uint32_t));
+    if (execs == NULL) {
+        free(best);
+        free(at);
+        return QP_ENOMEM;
+    }
+    for (uint32_t i = 0; i < d->hdr.ncalls; i++)
+        if (d->calls[i].flags & QP_CALLF_EXEC)
+            execs[nexecs++] = i;
     int rc = 0;
     for (size_t k = 0; d->lazy != NULL && k < n && rc == 0; k++)
-        rc = exec_block_lazy(d, p->dumps[k].hdr.pc - p->dumps[k].hdr.bias, &at[k]);
+        rc = exec_block_lazy(d, execs, nexecs, p->dumps[k].hdr.pc - p->dumps[k].hdr.bias,
+                             &at[k]);
     for (uint32_t i = 0; d->lazy == NULL && i < d->hdr.nblocks; i++) {
         uint64_t ns = d->blocks[i].new_start;
         for (size_t k = 0; ns != 0 && k < n; k++)
@@ -633,11 +645,12 @@ abandon_exec_blocks(const qp_desc_t *d, const qp_profile_t *p, uint64_t *abandon
             }
     }
     for (size_t k = 0; rc == 0 && k < n; k++)
-        for (uint32_t i = 0; at[k] != QP_VIRT && i < d->hdr.ncalls; i++)
-            if (d->calls[i].block == at[k] && (d->calls[i].flags & QP_CALLF_EXEC)) {
+        for (size_t x = 0; at[k] != QP_VIRT && x < nexecs; x++)
+            if (d->calls[execs[x]].block == at[k]) {
                 abandoned[at[k]]++;
                 break;
             }
+    free(execs);
     free(best);
     free(at);
     return rc;

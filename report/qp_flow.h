@@ -100,6 +100,11 @@ typedef struct qp_flow_entries {
     uint8_t *known;       /* per procedure: count[i] is exact */
     qp_flow_zero_t *zero; /* per procedure: its solution with zero inputs, once one was
                            * solved (a cache qp_flow_solve_in fills; NULL: none kept) */
+    /* Per procedure: a block of it has abandoned flow in LEFT_FOR (the ABANDONED these
+     * counts were made with), so that asking whether its inputs are all zero does not
+     * read every block's again; NULL: not known. */
+    uint8_t *left;
+    const uint64_t *left_for;
 } qp_flow_entries_t;
 
 /*

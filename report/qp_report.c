@@ -127,13 +127,15 @@ saturated(const qp_report_t *r, uint32_t proc, const qp_flow_t *f)
     /* Not decoded: every counter of its chunk is 0 (qp_flow_zero_known said so). */
     if (!qp_desc_loaded(r->desc, proc))
         return f->insns == UINT64_MAX;
+    const qp_desc_edge_t *edges = qp_desc_proc_edges(r->desc, proc);
+    const qp_desc_block_t *blocks = qp_desc_proc_blocks(r->desc, proc);
     for (uint32_t e = 0; e < p->nedges; e++) {
-        uint32_t k = r->desc->edges[p->edge + e].counter;
+        uint32_t k = edges[e].counter;
         if (k != QP_NOCOUNTER && c[k] == UINT64_MAX)
             return 1;
     }
     for (uint32_t b = 0; b < p->nblocks; b++) {
-        uint32_t k = r->desc->blocks[p->block + b].counter;
+        uint32_t k = blocks[b].counter;
         if (k != QP_NOCOUNTER && c[k] == UINT64_MAX)
             return 1;
     }
@@ -153,9 +155,10 @@ leaving_ran(const qp_desc_t *d, uint32_t proc, const qp_flow_t *f)
 {
     const qp_desc_proc_t *p = &d->procs[proc];
     int ran = 0;
+    const qp_desc_edge_t *edges = qp_desc_proc_edges(d, proc);
     if (p->flags & QP_PROC_APPROX_EH)
         for (uint32_t e = 0; e < p->nedges; e++)
-            if (d->edges[p->edge + e].kind == QP_EDGE_ROOT && f->edge_count[e] > 0)
+            if (edges[e].kind == QP_EDGE_ROOT && f->edge_count[e] > 0)
                 ran |= 2;
     for (uint32_t i = qp_desc_first_call(d, proc);
          i < d->hdr.ncalls && d->calls[i].block - p->block < p->nblocks; i++) {
@@ -229,22 +232,80 @@ result_of(const qp_report_t *r, uint32_t proc, qp_proc_result_t *res, int *ran)
     return 0;
 }
 
-/* The flat-profile order; qsort needs the description, hence a file-scope pointer. */
+/* The flat-profile order: instructions, then calls, descending, then name, then index.
+ * qsort needs the description, hence a file-scope pointer. */
 static const qp_desc_t *order_desc;
 
-static int
-cmp_flat(const void *a, const void *b)
+/* A row of the flat order as qsort moves it: its keys, the first 8 bytes of
+ * the name as a big-endian number (most names differ there), the row. */
+typedef struct flat_key {
+    uint64_t insns, calls, prefix;
+    uint32_t row, proc;
+} flat_key_t;
+
+static uint64_t
+name_prefix(const char *s)
 {
-    const qp_proc_result_t *x = a, *y = b;
+    uint64_t v = 0;
+    int i = 0;
+    for (; i < 8 && s[i] != '\0'; i++)
+        v = v << 8 | (unsigned char)s[i];
+    return i < 8 ? v << 8 * (8 - i) : v; /* a shorter name ends in zeros: first */
+}
+
+/* The flat-profile order on keys. */
+static int
+cmp_flat_key(const void *a, const void *b)
+{
+    const flat_key_t *x = a, *y = b;
     if (x->insns != y->insns)
         return x->insns > y->insns ? -1 : 1;
     if (x->calls != y->calls)
         return x->calls > y->calls ? -1 : 1;
-    int c = strcmp(qp_desc_str(order_desc, order_desc->procs[x->proc].name),
-        qp_desc_str(order_desc, order_desc->procs[y->proc].name));
-    if (c != 0)
-        return c;
+    if (x->prefix != y->prefix)
+        return x->prefix < y->prefix ? -1 : 1;
+    if ((x->prefix & 0xff) != 0) { /* 8 bytes alike, and the names go on */
+        int c = strcmp(qp_desc_str(order_desc, order_desc->procs[x->proc].name),
+            qp_desc_str(order_desc, order_desc->procs[y->proc].name));
+        if (c != 0)
+            return c;
+    }
     return x->proc < y->proc ? -1 : x->proc > y->proc;
+}
+
+/* R->procs in flat-profile order, sorted by keys: sorting the rows themselves
+ * moved 56 bytes at a time and read two names for most comparisons (chromium: 316,000
+ * rows that did not run, told apart by their names only). */
+static int
+sort_flat(qp_report_t *r)
+{
+    flat_key_t *k = malloc((r->nprocs + 1) * sizeof(flat_key_t));
+    if (k == NULL)
+        return QP_ENOMEM;
+    for (uint32_t i = 0; i < r->nprocs; i++) {
+        const qp_proc_result_t *x = &r->procs[i];
+        k[i] = (flat_key_t) { x->insns, x->calls,
+                              name_prefix(qp_desc_str(r->desc, r->desc->procs[x->proc].name)),
+                              i, x->proc };
+    }
+    qsort(k, r->nprocs, sizeof(flat_key_t), cmp_flat_key);
+    /* Row k[i].row goes to i: moved in place, a cycle at a time (rows done: QP_VIRT). */
+    for (uint32_t i = 0; i < r->nprocs; i++) {
+        if (k[i].row == QP_VIRT)
+            continue;
+        qp_proc_result_t first = r->procs[i];
+        uint32_t j = i;
+        while (k[j].row != i) {
+            uint32_t from = k[j].row;
+            r->procs[j] = r->procs[from];
+            k[j].row = QP_VIRT;
+            j = from;
+        }
+        r->procs[j] = first;
+        k[j].row = QP_VIRT;
+    }
+    free(k);
+    return 0;
 }
 
 static int
@@ -323,10 +384,10 @@ collect_results(qp_report_t *r)
     r->leaving_ran = (uint8_t)ran;
     qp_report_mark_leaving(r, ran);
     order_desc = d;
-    qsort(r->procs, r->nprocs, sizeof(qp_proc_result_t), cmp_flat);
+    int rc = sort_flat(r);
     qsort(r->unmeasured, r->nunmeasured, sizeof(uint32_t), cmp_unmeasured);
     order_desc = NULL;
-    return 0;
+    return rc;
 }
 
 int

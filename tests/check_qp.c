@@ -513,6 +513,46 @@ many_desc(qp_desc_t *d, uint32_t np)
     ck_assert_int_eq(qp_flow_zero_summaries(d), 0);
 }
 
+START_TEST(test_qp_desc_entry_map)
+{
+    /* Procedures by entry: the lowest index at an entry, shared entries said; each call
+     * site's target procedure, the same in a parsed description and in one built from a
+     * writer's (tests/check_qp: the report falls back to searches where entries are
+     * shared). */
+    qp_desc_t d;
+    many_desc(&d, 40);
+    d.procs[7].entry = d.procs[5].entry; /* 5 and 7 share an entry */
+    d.calls[3].target = d.procs[5].entry;
+    d.calls[4].target = 0x1234567;       /* no procedure there */
+    d.calls[4].name = 0;
+    qp_entry_map_t m;
+    ck_assert_int_eq(qp_entry_map_build(&d, 1, &m), 0);
+    int shared = 0;
+    ck_assert_uint_eq(qp_entry_map_find(&d, &m, d.procs[5].entry, &shared), 5);
+    ck_assert(shared);
+    ck_assert_uint_eq(qp_entry_map_find(&d, &m, d.procs[6].entry, &shared), 6);
+    ck_assert(!shared);
+    ck_assert_uint_eq(qp_entry_map_find(&d, &m, 0x1234567, NULL), QP_VIRT);
+    uint8_t kind;
+    ck_assert_uint_eq(qp_entry_map_callee(&m, 3, &kind), 5);
+    ck_assert(kind & QP_EMAP_SHARED);
+    ck_assert_uint_eq(qp_entry_map_callee(&m, 4, &kind), QP_VIRT);
+    uint8_t *buf;
+    size_t len;
+    char why[256] = "";
+    qp_desc_t p;
+    ck_assert_int_eq(qp_desc_serialize(&d, &buf, &len), 0);
+    ck_assert_msg(qp_desc_parse_lazy(buf, len, &p, why, sizeof(why)) == 0, "%s", why);
+    ck_assert_ptr_nonnull(p.by_entry);
+    for (uint32_t k = 0; k < d.hdr.ncalls; k++)
+        ck_assert_uint_eq(p.by_entry->call_proc[k], m.call_proc[k]);
+    qp_entry_map_free(&m);
+    qp_desc_free(&p);
+    free(buf);
+    qp_desc_free(&d);
+}
+END_TEST
+
 START_TEST(test_qp_desc_lazy)
 {
     /* Version 6 read lazily: a procedure is decoded when asked for (its chunk's other
@@ -537,8 +577,13 @@ START_TEST(test_qp_desc_lazy)
     ck_assert(qp_desc_chunk_zero(&lazy, 301, counters));  /* its chunk's did, not its own */
     ck_assert_int_eq(qp_desc_need(&lazy, 300), 0);
     ck_assert(qp_desc_loaded(&lazy, 300) && !qp_desc_loaded(&lazy, 301));
-    ck_assert_mem_eq(&lazy.blocks[900], &full.blocks[900], 3 * sizeof(qp_desc_block_t));
-    ck_assert_mem_eq(&lazy.edges[1500], &full.edges[1500], 5 * sizeof(qp_desc_edge_t));
+    /* Its records where qp_desc_proc_blocks/_edges say (not in the arrays: a procedure
+     * decoded on its own keeps them aside). */
+    ck_assert_mem_eq(qp_desc_proc_blocks(&lazy, 300), &full.blocks[900],
+                     3 * sizeof(qp_desc_block_t));
+    ck_assert_mem_eq(qp_desc_proc_edges(&lazy, 300), &full.edges[1500],
+                     5 * sizeof(qp_desc_edge_t));
+    ck_assert_ptr_eq(qp_desc_proc_blocks(&full, 300), &full.blocks[900]);
     /* An exit dump's return address decodes the chunk that may hold it, whole. */
     uint64_t ra = full.edges[5 * 451 + 1].ret_addr;
     ck_assert_int_eq(qp_desc_need_ret(&lazy, &ra, 1), 0);
@@ -2034,6 +2079,7 @@ qp_suite(void)
     tcase_add_test(tc, test_qp_desc_random_rehashed_garbage);
     tcase_add_test(tc, test_qp_desc_versions_and_sizes);
     tcase_add_test(tc, test_qp_desc_lazy);
+    tcase_add_test(tc, test_qp_desc_entry_map);
     tcase_add_test(tc, test_qp_desc_extreme_values);
     tcase_add_test(tc, test_qp_desc_callee_names);
     tcase_add_test(tc, test_qp_desc_bad_args);

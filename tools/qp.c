@@ -697,8 +697,14 @@ load_module(const qp_args_t *a, module_t *m)
      * ran, and of those whose summary the description does not give; every other
      * output reads them all. */
     int lazy = a->out == OUT_FLAT || a->out == OUT_CSV;
+    /* These two read no relative relocation (the stubs' GOT slots have symbols), nor
+     * again what opening the file and checking the description read once. */
+    if (st == 0 && lazy)
+        cfg_image_drop_relative_relocs(m->img);
     if (st == 0)
         st = load_desc(m->exe, m->img, &m->desc, lazy);
+    if (st == 0 && lazy)
+        cfg_image_release_pages(m->img);
     progress("summing the profiles");
     if (st == 0)
         st = merge_profiles(m, &m->desc);
