@@ -745,6 +745,17 @@ metric_total(const search_t *S, long i, const qm_row_t *rows, size_t n, int *mea
 
 static void roots(search_t *S);
 
+/* With --max-overhead, the time the process was stopped for the search's insertions and
+ * removals counts against the budget too: no new test starts while it is over (each
+ * `add` stops the process; a big program's call graph asks for many). */
+static int
+over_budget(const search_t *S, double now)
+{
+    double elapsed = now - S->t0;
+    return S->o->max_overhead > 0 && elapsed > 0
+           && S->rep->stopped_ms / 1000.0 > S->o->max_overhead / 100.0 * elapsed;
+}
+
 static int
 on_sample(void *arg, const qm_set_t *set, const qm_row_t *rows, size_t n,
           const qm_cost_t *costs, size_t ncosts, double t)
@@ -763,10 +774,13 @@ on_sample(void *arg, const qm_set_t *set, const qm_row_t *rows, size_t n,
         }
     }
     size_t tested = 0, ntrue = 0, busy = 0;
+    int paced = over_budget(S, now);
     for (size_t i = 0; i < r->n; i++) {
         qm_search_node_t *nd = &r->nodes[i];
-        if (nd->state == QM_NODE_UNTESTED && nd->metric[0] != '\0')
-            start(S, (long)i);
+        if (nd->state == QM_NODE_UNTESTED && nd->metric[0] != '\0') {
+            if (!paced)
+                start(S, (long)i);
+        }
         else if (S->ext[i].others_pending && nd->state == QM_NODE_TRUE)
             explain_others(S, (long)i);
         else if (!S->ext[i].refined
