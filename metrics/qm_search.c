@@ -7,7 +7,8 @@
  * one metric, a refuted one is `remove`d; the commands go down a pipe that the session
  * reads between its samples, so the session's budget (--max-overhead, the cost model)
  * judges every metric the search asks for. The program's structure (which procedures a
- * procedure calls) comes from a file-mode space of its executable.
+ * procedure calls, and which call sites) comes from file-mode spaces of its executable
+ * and of the shared libraries mapped in it (opened when the search first goes there).
  */
 #include "config.h"
 
