@@ -713,6 +713,15 @@ typedef struct dyn_row {
     int64_t wall_ns;  /* time inside so far, -1 when not timed */
 } dyn_row_t;
 
+/*
+ * The rows of the N points named NAMES with the counts NOW (PREV: at the previous table,
+ * for rates, may be NULL; NS: times, may be NULL), by rate, then calls, then name
+ * (malloc'ed). NULL when out of memory.
+ */
+dyn_row_t *
+dyn_rows_make(size_t n, const char *const *names, const uint64_t *now, const uint64_t *prev,
+    const int64_t *ns);
+
 /* A live table (dyn_run_opts_t.interval). Valid during the callback only. */
 typedef struct dyn_live {
     int pid;               /* the process */

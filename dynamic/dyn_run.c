@@ -124,13 +124,8 @@ row_cmp(const void *a, const void *b)
     return strcmp(x->name, y->name);
 }
 
-/*
- * The rows of the N points named NAMES with the counts NOW (PREV: at the previous table,
- * for rates; NS: times, may be NULL), by rate, then calls, then name. NULL when out of
- * memory.
- */
-static dyn_row_t *
-rows_make(size_t n, const char *const *names, const uint64_t *now, const uint64_t *prev,
+dyn_row_t *
+dyn_rows_make(size_t n, const char *const *names, const uint64_t *now, const uint64_t *prev,
     const int64_t *ns)
 {
     dyn_row_t *r = calloc(n ? n : 1, sizeof(*r));
@@ -592,7 +587,7 @@ watch(run_t *r, double t0, drv_hist_t *hist)
             if (ns != NULL && wall_all(r, ns) < 0)
                 for (size_t i = 0; i < n; i++)
                     ns[i] = -1;
-            dyn_row_t *rows = rows_make(n, names, c, prev, ns);
+            dyn_row_t *rows = dyn_rows_make(n, names, c, prev, ns);
             if (rows != NULL && r->cb != NULL && r->cb->live != NULL) {
                 dyn_live_t l = { r->pid, t - t0, t - last, rows, n };
                 gone = r->cb->live(r->cb->arg, &l) != 0;
@@ -680,7 +675,7 @@ final_counts(run_t *r, double t0, drv_hist_t *hist, dyn_run_report_t *rep)
     if (hist->v != NULL)
         drv_hist_add(hist, dyn_run_now(), rep->calls);
     rep->rows
-        = rows_make(n, (const char *const *)rep->names, rep->calls, NULL, rep->wall_ns);
+        = dyn_rows_make(n, (const char *const *)rep->names, rep->calls, NULL, rep->wall_ns);
     if (rep->rows == NULL)
         return QP_ENOMEM;
     for (size_t i = 0; i < n; i++)

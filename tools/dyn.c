@@ -959,33 +959,13 @@ count_event(void *arg, const qm_live_event_t *ev)
     }
 }
 
-static int
-count_row_cmp(const void *a, const void *b)
-{
-    const dyn_row_t *x = a, *y = b;
-    if (x->rate != y->rate)
-        return x->rate < y->rate ? 1 : -1;
-    if (x->calls != y->calls)
-        return x->calls < y->calls ? 1 : -1;
-    return strcmp(x->name, y->name);
-}
-
 /* The rows now (c->now), with their rates since the previous table when RATES; by rate,
  * then calls, then name. NULL when out of memory. */
 static dyn_row_t *
 count_rows(const counting_t *c, int rates)
 {
-    dyn_row_t *r = calloc(c->nnames + 1, sizeof(dyn_row_t));
-    for (size_t i = 0; r != NULL && i < c->nnames; i++) {
-        r[i].name = c->names[i];
-        r[i].point = i;
-        r[i].calls = c->now[i];
-        r[i].rate = rates ? c->now[i] - c->prev[i] : 0;
-        r[i].wall_ns = -1;
-    }
-    if (r != NULL)
-        qsort(r, c->nnames, sizeof(dyn_row_t), count_row_cmp);
-    return r;
+    return dyn_rows_make(c->nnames, (const char *const *)c->names, c->now,
+                         rates ? c->prev : NULL, NULL);
 }
 
 /* The histogram's series up to the rows known now; -1 when out of memory. */
