@@ -50,16 +50,7 @@ dyn_skip_untraced "$dir/probe.err"
 # (a) exact counts, not refused, the time within bounds (N rounds, MS ms sleeps).
 N=100
 MS=2
-"$DYN" run -v $WHAT -- "$P" $N $MS >"$dir/run.out" 2>"$dir/run.err"
-grep -q "^ok n=$N" "$dir/run.out" || bad "(a) results: $(cat "$dir/run.out" "$dir/run.err")"
-grep -q '1 procedures instrumented, 0 refused' "$dir/run.err" ||
-    bad "(a) refused: $(cat "$dir/run.err")"
-awk -v n=$N -v ms=$MS '
-    $NF == "disp" { seen++
-        if ($1 != n) { print "FAIL (a) calls: " $0; bad = 1 }
-        if ($2 < n / 5 * ms || $2 > n / 5 * ms * 2) { print "FAIL (a) time: " $0; bad = 1 } }
-    END { if (seen != 1) { print "FAIL (a) row missing"; bad = 1 }; exit bad }' \
-    "$dir/run.out" || fails=$((fails + 1))
+dyn_timed_exactly disp $N $MS
 
 # (b) --count and -e.
 "$DYN" run -v --count disp -- "$P" $N 1 >"$dir/cnt.out" 2>"$dir/cnt.err"

@@ -303,6 +303,22 @@ dyn_leaves_no_trace() {
     [ "$(cat "$dir/wait.out")" = "ok same" ] || bad "program: $(cat "$dir/wait.out")"
 }
 
+# dyn_timed_exactly PROC N MS: "$P N MS" (N calls of PROC, one in five sleeping MS ms)
+# run under dyn with $WHAT (one procedure, none refused): PROC's row has N calls and a
+# time within [N/5 * MS, twice that] ms; fails are counted as "(a)".
+dyn_timed_exactly() {
+    "$DYN" run -v $WHAT -- "$P" "$2" "$3" >"$dir/run.out" 2>"$dir/run.err"
+    grep -q "^ok n=$2" "$dir/run.out" || bad "(a) results: $(cat "$dir/run.out" "$dir/run.err")"
+    grep -q '1 procedures instrumented, 0 refused' "$dir/run.err" ||
+        bad "(a) refused: $(cat "$dir/run.err")"
+    awk -v p="$1" -v n="$2" -v ms="$3" '
+        $NF == p { seen++
+            if ($1 != n) { print "FAIL (a) calls: " $0; bad = 1 }
+            if ($2 < n / 5 * ms || $2 > n / 5 * ms * 2) { print "FAIL (a) time: " $0; bad = 1 } }
+        END { if (seen != 1) { print "FAIL (a) row missing"; bad = 1 }; exit bad }' \
+        "$dir/run.out" || fails=$((fails + 1))
+}
+
 # The lines of file $1 that match pattern $2: 0 when the file is not there (yet).
 count_lines() {
     _n=$(grep -c -- "$2" "$1" 2>/dev/null)
