@@ -52,8 +52,6 @@ typedef struct ctx {
     } *chk;
     size_t nchk, capchk;
     size_t tail_unfollowed;
-    int any_callee;       /* matching: also procedures that cannot take snippets (the
-                           * callees of a timer per call site, timed at their sites) */
     const qm_set_t *set;  /* the set placed (its front end's hooks) */
 } ctx_t;
 
@@ -170,11 +168,16 @@ refusal(ctx_t *c, const qm_metric_t *m, const char *what, const char *proc, cons
         notef(c, "%s: %s %s: %s", m->name, proc, what, why);
 }
 
-/* The procedures matching PATTERN that can take snippets; *N of them (malloc'ed). The
- * ones refused are told in notes when NOTE_REFUSED. A list's patterns each. */
+/* How matching() takes procedures that cannot take snippets: told in notes; taken all
+ * the same (the callees of a timer per call site, timed at their sites). */
+enum { MATCH_NOTE = 1, MATCH_ANY = 2 };
+
+/* The procedures matching PATTERN that can take snippets (with MATCH_ANY: every one);
+ * *N of them (malloc'ed). The ones refused are told in notes with MATCH_NOTE. A list's
+ * patterns each. */
 static uint32_t *
 matching(ctx_t *c, const qm_metric_t *m, const char *pattern, size_t *n, size_t *nrefused,
-         int note_refused)
+         int flags)
 {
     if (strchr(pattern, '\n') != NULL) {
         /* A list: the union of its patterns', in procedure order, without repeats. */
@@ -187,7 +190,7 @@ matching(ctx_t *c, const qm_metric_t *m, const char *pattern, size_t *n, size_t 
             size_t len = strcspn(p, "\n"), k, kref;
             snprintf(one, sizeof(one), "%.*s", (int)len, p);
             p += len + (p[len] == '\n');
-            uint32_t *w = matching(c, m, one, &k, &kref, note_refused);
+            uint32_t *w = matching(c, m, one, &k, &kref, flags);
             if (w == NULL) {
                 free(v);
                 v = NULL;
@@ -227,7 +230,7 @@ matching(ctx_t *c, const qm_metric_t *m, const char *pattern, size_t *n, size_t 
         if (c->set != NULL && c->set->hooks.lenient && name != qpt_proc_name(c->s, i)
             && len > 4 && strcmp(qpt_proc_name(c->s, i) + len - 4, "@plt") == 0)
             continue;
-        const char *no = c->any_callee ? NULL : qpt_proc_refusal(c->s, i);
+        const char *no = (flags & MATCH_ANY) ? NULL : qpt_proc_refusal(c->s, i);
         qpt_cfg_t cfg;
         /* A lenient set's glob (dyn --all, --count 'lib_*') leaves cold fragments out
          * unsaid: their calls are their parents'. */
@@ -236,7 +239,7 @@ matching(ctx_t *c, const qm_metric_t *m, const char *pattern, size_t *n, size_t 
             continue;
         if (no != NULL) {
             (*nrefused)++;
-            if (note_refused)
+            if (flags & MATCH_NOTE)
                 refusal(c, m, "left out", name, no);
             continue;
         }
@@ -250,10 +253,10 @@ matching(ctx_t *c, const qm_metric_t *m, const char *pattern, size_t *n, size_t 
         && qpt_symbol(c->s, pattern, &a, &size) == 0) {
         for (uint32_t i = 0; i < np; i++)
             if (qpt_proc_entry(c->s, i) == a) {
-                const char *no = c->any_callee ? NULL : qpt_proc_refusal(c->s, i);
+                const char *no = (flags & MATCH_ANY) ? NULL : qpt_proc_refusal(c->s, i);
                 if (no != NULL) {
                     (*nrefused)++;
-                    if (note_refused)
+                    if (flags & MATCH_NOTE)
                         refusal(c, m, "left out", qpt_proc_name(c->s, i), no);
                 } else
                     v[(*n)++] = i;
@@ -857,10 +860,11 @@ proc_label(ctx_t *c, const qm_metric_t *m, uint32_t proc)
 
 /* Does PATTERN (written at LINE:COL of M) match a procedure that can take snippets? */
 static int
-check_pattern(ctx_t *c, const qm_metric_t *m, const char *pattern, unsigned line, unsigned col)
+check_pattern(ctx_t *c, const qm_metric_t *m, const char *pattern, unsigned line, unsigned col,
+              int flags)
 {
     size_t n, nref;
-    uint32_t *v = matching(c, m, pattern, &n, &nref, 0);
+    uint32_t *v = matching(c, m, pattern, &n, &nref, flags);
     if (v == NULL)
         return QPT_ENOMEM;
     free(v);
@@ -901,7 +905,7 @@ matches_nothing(ctx_t *c, qm_metric_t *m, int *rc)
     free(v);
     if (n > 0)
         return 0;
-    if (nref > 0 && (v = matching(c, m, m->pattern, &n, &nref, 1)) != NULL)
+    if (nref > 0 && (v = matching(c, m, m->pattern, &n, &nref, MATCH_NOTE)) != NULL)
         free(v);
     else if (nref == 0 && c->set->hooks.nomatch != NULL)
         c->set->hooks.nomatch(c->set->hooks.arg, (size_t)(m - c->set->v), m->pattern, c->s);
@@ -933,12 +937,10 @@ check_metric(ctx_t *c, qm_metric_t *m)
         return qm_error_at(m->src, m->origin, m->pat_line, m->pat_col, c->why, c->whylen,
                            "per call site: not for a shared library's procedures (their "
                            "callers are elsewhere)");
-    c->any_callee = site_timer(m);
-    int checked = check_pattern(c, m, m->pattern, m->pat_line, m->pat_col);
-    c->any_callee = 0;
-    QM_CHECK(checked);
+    QM_CHECK(check_pattern(c, m, m->pattern, m->pat_line, m->pat_col,
+                           site_timer(m) ? MATCH_ANY : 0));
     if (m->inside != NULL)
-        QM_CHECK(check_pattern(c, m, m->inside, m->in_line, m->in_col));
+        QM_CHECK(check_pattern(c, m, m->inside, m->in_line, m->in_col, 0));
     QM_CHECK(check_expr(c, m, m->key));
     QM_CHECK(check_expr(c, m, m->value));
     /* retval: counted at the returns, where the arguments are gone. */
@@ -1078,9 +1080,8 @@ static int
 place_metric(ctx_t *c, qm_metric_t *m)
 {
     size_t n, nref, nsites = 0;
-    c->any_callee = site_timer(m);
-    uint32_t *procs = matching(c, m, m->pattern, &n, &nref, 1);
-    c->any_callee = 0;
+    uint32_t *procs = matching(c, m, m->pattern, &n, &nref,
+                               MATCH_NOTE | (site_timer(m) ? MATCH_ANY : 0));
     site_t *sites = NULL;
     int timer = m->kind == QM_WALL || m->kind == QM_CPU;
     if (procs == NULL)
@@ -1163,7 +1164,7 @@ place_metric(ctx_t *c, qm_metric_t *m)
     /* The inside state first: the metric's own snippets then go before it. */
     if (rc == 0 && m->inside != NULL) {
         size_t nq, nqref, kept = 0;
-        uint32_t *qs = matching(c, m, m->inside, &nq, &nqref, 1);
+        uint32_t *qs = matching(c, m, m->inside, &nq, &nqref, MATCH_NOTE);
         if (qs == NULL)
             rc = QPT_ENOMEM;
         for (size_t i = 0; rc == 0 && i < nq; i++) {
