@@ -17,6 +17,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -52,7 +54,11 @@ enum { MAX_CHILDREN = 16, MAX_OBJECTS = 4, MAX_PASSED = 4, MAX_MODULES = 64 };
 /* A module of the process: the executable (0) or a shared library mapped in it, read as
  * a file (its call graph) when the search first needs it. */
 typedef struct module {
-    char path[512];
+    char path[512];          /* as /proc/PID/maps names it */
+    char mapped[96];         /* /proc/PID/map_files/RANGE: the file mapped, even if the
+                              * path names another one since (root only) */
+    unsigned long long dev_major, dev_minor, inode; /* ... else the path, if it is still
+                              * the file mapped */
     char base[256];          /* the library's base name, as the metric language takes it */
     qpt_space_t *sp;
     int tried;               /* opened, or failed to */
@@ -329,7 +335,17 @@ module_space(search_t *S, size_t m)
     if (!mo->tried) {
         char why[256];
         mo->tried = 1;
-        if (qpt_open(mo->path, &mo->sp, why, sizeof(why)) < 0 && S->o->note) {
+        struct stat st;
+        /* The file mapped: through map_files (root), else its path while that is still
+         * the same file (a library replaced since it was loaded would give another
+         * program's call graph). */
+        int rc = qpt_open(mo->mapped, &mo->sp, why, sizeof(why));
+        if (rc < 0 && stat(mo->path, &st) == 0 && st.st_ino == mo->inode
+            && major(st.st_dev) == mo->dev_major && minor(st.st_dev) == mo->dev_minor)
+            rc = qpt_open(mo->path, &mo->sp, why, sizeof(why));
+        else if (rc < 0)
+            snprintf(why, sizeof(why), "%s is not the file mapped any more", mo->path);
+        if (rc < 0 && S->o->note) {
             char msg[900];
             snprintf(msg, sizeof(msg), "%s: no call graph, not refined into: %s", mo->base, why);
             S->o->note(S->o->note_arg, msg);
@@ -354,8 +370,10 @@ scan_modules(search_t *S)
     if (f == NULL)
         return;
     while (fgets(line, sizeof(line), f) != NULL && S->nmods < MAX_MODULES) {
-        char perms[8], *file = strchr(line, '/');
-        if (sscanf(line, "%*s %7s", perms) != 1 || perms[2] != 'x' || file == NULL)
+        char range[64], perms[8], *file = strchr(line, '/');
+        unsigned long long major, minor, inode;
+        if (sscanf(line, "%63s %7s %*s %llx:%llx %llu", range, perms, &major, &minor, &inode) != 5
+            || perms[2] != 'x' || file == NULL)
             continue;
         file[strcspn(file, "\n")] = '\0';
         if (strcmp(file, exe) == 0 || strstr(file, " (deleted)") != NULL || strstr(file, ".so") == NULL)
@@ -368,6 +386,8 @@ scan_modules(search_t *S)
         module_t *mo = &S->mods[S->nmods++];
         memset(mo, 0, sizeof(*mo));
         snprintf(mo->path, sizeof(mo->path), "%s", file);
+        snprintf(mo->mapped, sizeof(mo->mapped), "/proc/%d/map_files/%s", S->pid, range);
+        mo->dev_major = major, mo->dev_minor = minor, mo->inode = inode;
         const char *slash = strrchr(file, '/');
         snprintf(mo->base, sizeof(mo->base), "%s", slash + 1);
     }
