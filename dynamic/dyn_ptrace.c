@@ -697,8 +697,17 @@ dyn_proc_read(dyn_proc_t *p, uint64_t addr, void *buf, size_t len)
         return 0;
     if (process_vm_readv(p->pid, &l, 1, &r, 1, 0) == (ssize_t)len)
         return 0;
-    if (p->memfd >= 0 && pread(p->memfd, buf, len, (off_t)addr) == (ssize_t)len)
-        return 0;
+    if (p->memfd >= 0) {
+        ssize_t n = pread(p->memfd, buf, len, (off_t)addr);
+        /* The memory file reads what PTRACE_PEEKDATA reads (both past page protections):
+         * where it stops short, a word at a time would fail at the same place, after a
+         * system call per word (reads of 64 KB windows ending past a mapping cost tens of
+         * ms of a stop each). */
+        if (n == (ssize_t)len)
+            return 0;
+        if (n >= 0 || errno == EIO)
+            return QP_EIO;
+    }
     if (!p->stopped)
         return QP_EIO;
     return peek_poke(p, addr, buf, NULL, len);

@@ -334,6 +334,32 @@ qm_costs_observe(qm_costs_t *c, const qm_set_t *set, qpt_space_t *s, double cpn)
     return 0;
 }
 
+size_t
+qm_costs_runaway(const qm_costs_t *c, const qm_set_t *set, qpt_space_t *s, double cpn,
+                 double limit, double *cost)
+{
+    double t = qm_now(), cpu = cpu_ns(qpt_pid(s));
+    size_t worst = SIZE_MAX;
+    *cost = limit;
+    for (size_t i = 0; i < qm_count(set) && i < c->n; i++) {
+        const cost_t *k = &c->v[i];
+        if (!k->on || qm_state(set, i) != QM_ON || t - k->t_last < 0.2)
+            continue;
+        uint64_t *w = calloc(k->n + 1, sizeof(uint64_t));
+        if (w == NULL)
+            return SIZE_MAX;
+        if (read_calls(k, s, w) == 0) {
+            double v = share(k, w, k->last, t - k->t_last, cpu - k->cpu_last, cpn, 1, NULL);
+            if (v > *cost) {
+                *cost = v;
+                worst = i;
+            }
+        }
+        free(w);
+    }
+    return worst;
+}
+
 void
 qm_costs_remove(qm_costs_t *c, size_t i, qpt_space_t *s)
 {

@@ -758,13 +758,14 @@ place(live_t *l, size_t first, int stopped, int predict, double *stop_ms, unsign
         if (lrc < 0)
             return lrc;
     }
-    double t0 = qm_now();
+    double t0 = qm_now(), counters_ms = 0;
     int rc = stopped ? 0 : qpt_stop(s);
     if (l->o->no_costs)
         predict = 0;
     if (rc == 0 && !l->o->no_costs
         && (rc = qm_costs_count(l->costs, l->set, first, s, why, whylen)) == 0 && predict) {
         if ((rc = qpt_commit(s)) == 0 && (rc = qpt_run(s)) == 0) {
+            counters_ms = (qm_now() - t0) * 1e3; /* (the first stop counts too) */
             qm_costs_mark(l->costs, l->set, first, s);
             nap(l->o->sample > 0 ? l->o->sample : 0.2);
             t0 = qm_now();
@@ -839,7 +840,7 @@ place(live_t *l, size_t first, int stopped, int predict, double *stop_ms, unsign
      * stopped: the caller ends a command it started (qpt_kill) before its code runs, or
      * lets an attached one go when it closes the space. */
     rc2 = rc < 0 && stopped ? 0 : qpt_run(s);
-    *stop_ms = (qm_now() - t0) * 1e3;
+    *stop_ms = counters_ms + (qm_now() - t0) * 1e3;
     qm_costs_release(l->costs, s);
     if (rc == 0 && rc2 < 0) {
         snprintf(why, whylen, "%s", qpt_error(s));
@@ -882,6 +883,91 @@ cmd_add(live_t *l, const char *text)
           qm_name(l->set, before), ms, qm_costs_predicted(l->costs, before));
 }
 
+/*
+ * Several adds read together (the search asks for a procedure's callees at once) go in
+ * at one placement: one stop for their call counters and one for the metrics, not two
+ * for each. They are answered in order, a line each, as one by one; the stop is said on
+ * the first line (the others: "stopped with #N"). If the placement fails as a whole,
+ * each is added alone again, for its own answer.
+ */
+static void
+cmd_adds(live_t *l, char **texts, size_t n)
+{
+    if (n == 1 || l->o->keep_numbers) {
+        for (size_t k = 0; k < n; k++)
+            cmd_add(l, texts[k]);
+        return;
+    }
+    size_t before = qm_count(l->set), nbad = n;
+    size_t *at = calloc(n, sizeof(size_t));   /* its metric, or SIZE_MAX */
+    char **bad = calloc(n, sizeof(char *));    /* its parse error */
+    int alone = at == NULL || bad == NULL;
+    for (size_t k = 0; !alone && k < n; k++) {
+        char why[2048] = "";
+        size_t b = qm_count(l->set);
+        if (qm_parse(texts[k], "add", 1, &l->set, why, sizeof(why)) < 0) {
+            at[k] = SIZE_MAX;
+            alone = (bad[k] = strdup(why)) == NULL;
+        } else {
+            at[k] = b;
+            alone = qm_count(l->set) != b + 1;
+        }
+    }
+    char why[2048] = "";
+    double ms = 0;
+    unsigned refused = 0;
+    int rc = 0;
+    if (!alone && qm_count(l->set) > before)
+        rc = place(l, before, 0, 1, &ms, &refused, why, sizeof(why));
+    if (alone || rc < 0) {
+        qm_drop_parsed(l->set);
+        /* (One left waiting for its library by a failed placement: out, numbered.) */
+        int each = alone || qm_count(l->set) == before;
+        for (size_t i = before; i < qm_count(l->set); i++)
+            qm_set_off(l->set, i);
+        for (size_t k = 0; k < n; k++) {
+            if (each)
+                cmd_add(l, texts[k]);
+            else {
+                reply_lines(l, why);
+                reply(l, "nothing added");
+            }
+        }
+        n = 0;
+    }
+    size_t first = SIZE_MAX;
+    for (size_t k = 0; k < n; k++) {
+        if (at[k] == SIZE_MAX) {
+            reply_lines(l, bad[k]);
+            reply(l, "nothing added");
+            continue;
+        }
+        size_t i = at[k];
+        if (qm_state(l->set, i) == QM_PARSED) {
+            qm_set_off(l->set, i); /* over the budget (said): its number stays taken */
+            reply(l, "nothing added");
+            continue;
+        }
+        l->rep->added++;
+        if (qm_state(l->set, i) == QM_WAITING) {
+            reply(l, "added #%zu %s (waiting for its library)", i + 1, qm_name(l->set, i));
+            continue;
+        }
+        mark_placed(l, i);
+        if (first == SIZE_MAX) {
+            first = i;
+            reply(l, "added #%zu %s (stopped %.1f ms; predicted cost %.2f%%)", i + 1,
+                  qm_name(l->set, i), ms, qm_costs_predicted(l->costs, i));
+        } else
+            reply(l, "added #%zu %s (stopped with #%zu; predicted cost %.2f%%)", i + 1,
+                  qm_name(l->set, i), first + 1, qm_costs_predicted(l->costs, i));
+    }
+    for (size_t k = 0; bad != NULL && k < nbad; k++)
+        free(bad[k]);
+    free(bad);
+    free(at);
+}
+
 /* The metric named by ARG: "#N" (as list numbers them) or its name. */
 static int
 find_metric(live_t *l, const char *arg, size_t *i)
@@ -921,6 +1007,57 @@ cmd_remove(live_t *l, const char *arg)
     qm_costs_release(l->costs, l->s);
     l->rep->removed++;
     reply(l, "removed #%zu %s (stopped %.1f ms)", i + 1, qm_name(l->set, i), ms);
+}
+
+static int
+set_up_removes(live_t *l, void *arg, char *why, size_t whylen)
+{
+    const size_t *v = arg; /* v[0]: how many, then the metrics */
+    for (size_t k = 1; k <= v[0]; k++)
+        QM_CHECK(set_up_remove(l, (void *)&v[k], why, whylen));
+    return 0;
+}
+
+/* Removes read together, in one stop (the search refutes several tests at once). */
+static void
+cmd_removes(live_t *l, char **args, size_t n)
+{
+    size_t *v = n > 1 ? calloc(n + 1, sizeof(size_t)) : NULL;
+    for (size_t k = 0; v != NULL && k < n; k++) {
+        size_t i;
+        int twice = 0;
+        for (size_t j = 1; j <= v[0]; j++)
+            twice |= find_metric(l, args[k], &i) == 0 && v[j] == i;
+        if (find_metric(l, args[k], &i) < 0 || qm_state(l->set, i) != QM_ON || twice) {
+            free(v); /* (an error to answer in its place: one by one) */
+            v = NULL;
+        } else
+            v[++v[0]] = i;
+    }
+    if (v == NULL) {
+        for (size_t k = 0; k < n; k++)
+            cmd_remove(l, args[k]);
+        return;
+    }
+    char why[2048] = "";
+    double ms;
+    if (steer(l, set_up_removes, v, &ms, why, sizeof(why)) < 0) {
+        for (size_t k = 0; k < n; k++)
+            reply_lines(l, why);
+        free(v);
+        return;
+    }
+    qm_release(l->set, l->s);
+    qm_costs_release(l->costs, l->s);
+    for (size_t k = 1; k <= v[0]; k++) {
+        l->rep->removed++;
+        if (k == 1)
+            reply(l, "removed #%zu %s (stopped %.1f ms)", v[k] + 1, qm_name(l->set, v[k]), ms);
+        else
+            reply(l, "removed #%zu %s (stopped with #%zu)", v[k] + 1, qm_name(l->set, v[k]),
+                  v[1] + 1);
+    }
+    free(v);
 }
 
 static void
@@ -1022,6 +1159,8 @@ sample(live_t *l, char *why, size_t whylen)
     return enough;
 }
 
+static void take_out_over_budget(live_t *l, size_t worst, double total);
+
 /* --max-overhead while running: the costliest metric out when the total observed is over
  * the budget. */
 static void
@@ -1032,6 +1171,29 @@ enforce(live_t *l)
     size_t worst = qm_costs_worst(l->costs, l->set, &total);
     if (worst == SIZE_MAX || total <= l->o->max_overhead)
         return;
+    take_out_over_budget(l, worst, total);
+}
+
+/* Between those checks (a second apart: a window long enough to be steady), a metric
+ * whose modelled cost alone is RUNAWAY times the budget goes at once: one predicted
+ * cheap while the program waited (no calls in the sample) may cost several times the
+ * program's own time once it works again (the search's lock timers in a postgres
+ * backend: 300%). */
+enum { RUNAWAY = 4 };
+
+static void
+runaway(live_t *l)
+{
+    double cost;
+    size_t worst = qm_costs_runaway(l->costs, l->set, l->s, l->cpn,
+                                    RUNAWAY * l->o->max_overhead, &cost);
+    if (worst != SIZE_MAX)
+        take_out_over_budget(l, worst, cost);
+}
+
+static void
+take_out_over_budget(live_t *l, size_t worst, double total)
+{
     char why[512] = "";
     double ms;
     if (steer(l, set_up_remove, &worst, &ms, why, sizeof(why)) < 0) {
@@ -1093,6 +1255,48 @@ command(live_t *l, char *line)
         reply(l, "%s: unknown command, or its argument missing (try 'help')", line);
 }
 
+/* The first complete line of the command input into LINE (its newline gone, no spaces at
+ * its start): 0 when there is none. */
+static int
+take_line(live_t *l, char *line)
+{
+    char *nl = memchr(l->buf, '\n', l->nbuf);
+    if (nl == NULL)
+        return 0;
+    *nl = '\0';
+    size_t k = (size_t)(nl - l->buf) + 1;
+    const char *p = l->buf;
+    while (isspace((unsigned char)*p))
+        p++;
+    memmove(line, p, strlen(p) + 1);
+    memmove(l->buf, l->buf + k, l->nbuf - k);
+    l->nbuf -= k;
+    return 1;
+}
+
+/* Is the next complete line of the input VERB's? */
+static int
+next_is(const live_t *l, const char *verb)
+{
+    const char *nl = memchr(l->buf, '\n', l->nbuf), *p = l->buf;
+    while (nl != NULL && p < nl && isspace((unsigned char)*p))
+        p++;
+    size_t len = strlen(verb);
+    return nl != NULL && (size_t)(nl - p) > len && strncmp(p, verb, len) == 0;
+}
+
+/* TEXT without the spaces around it (in place). */
+static char *
+trimmed(char *text)
+{
+    while (isspace((unsigned char)*text))
+        text++;
+    size_t len = strlen(text);
+    while (len > 0 && isspace((unsigned char)text[len - 1]))
+        text[--len] = '\0';
+    return text;
+}
+
 /* Read what the command input has (waiting at most SECS), and run the complete lines. */
 static void
 commands(live_t *l, double secs)
@@ -1114,15 +1318,39 @@ commands(live_t *l, double secs)
         return;
     }
     l->nbuf += (size_t)n;
-    char *nl;
-    while (!l->quit && (nl = memchr(l->buf, '\n', l->nbuf)) != NULL) {
-        *nl = '\0';
-        char line[sizeof(l->buf)];
-        size_t k = (size_t)(nl - l->buf) + 1;
-        memcpy(line, l->buf, k);
-        memmove(l->buf, l->buf + k, l->nbuf - k);
-        l->nbuf -= k;
-        command(l, line);
+    char line[sizeof(l->buf)];
+    while (!l->quit && take_line(l, line)) {
+        /* Adds (removes) that came together are done together: one stop for all. */
+        const char *verb = strncmp(line, "add ", 4) == 0      ? "add "
+                           : strncmp(line, "remove ", 7) == 0 ? "remove "
+                                                              : NULL;
+        if (verb == NULL) {
+            command(l, line);
+        } else {
+            char *lines[64];
+            size_t k = 0, len = strlen(verb);
+            lines[k++] = strdup(line);
+            while (k < 64 && next_is(l, verb) && take_line(l, line))
+                lines[k++] = strdup(line);
+            int ok = 1;
+            for (size_t j = 0; j < k; j++)
+                ok &= lines[j] != NULL && trimmed(lines[j] + len)[0] != '\0';
+            if (!ok || k == 1) {
+                for (size_t j = 0; j < k && !l->quit; j++)
+                    if (lines[j] != NULL)
+                        command(l, lines[j]);
+            } else {
+                char *args[64];
+                for (size_t j = 0; j < k; j++)
+                    args[j] = trimmed(lines[j] + len);
+                if (verb[0] == 'a')
+                    cmd_adds(l, args, k);
+                else
+                    cmd_removes(l, args, k);
+            }
+            for (size_t j = 0; j < k; j++)
+                free(lines[j]);
+        }
         if (!l->quit && l->o->on_reply != NULL)
             l->o->on_reply(l->o->arg, NULL);
     }
@@ -1220,6 +1448,7 @@ qm_live_run(qm_set_t *set, const qm_live_opts_t *o, qm_live_report_t *rep, char 
         o->on_ready(o->arg, rep->pid, rep->stop_ms);
     double start = qm_now(), next = o->interval > 0 ? start + o->interval : 0;
     double next_check = o->max_overhead > 0 ? start + 1 : 0;
+    double next_runaway = o->max_overhead > 0 ? start + 0.25 : 0;
     /* The histograms are fed once a bucket, in its middle: each bucket then holds what
      * was counted over one bucket's time (from the middle of the one before). */
     double hist_step = histo ? o->hist_width : 0;
@@ -1257,6 +1486,9 @@ qm_live_run(qm_set_t *set, const qm_live_opts_t *o, qm_live_report_t *rep, char 
         if (next_check > 0 && t >= next_check) {
             enforce(&l); /* each second: a window long enough to be steady */
             next_check += 1;
+        } else if (next_runaway > 0 && t >= next_runaway) {
+            runaway(&l);
+            next_runaway = t + 0.25;
         }
         /* A thread's id is learnt while it lives (a short one may live 20 ms). */
         qm_threads_learn(l.threads, set, read_words, s);

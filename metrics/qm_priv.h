@@ -178,6 +178,11 @@ int qm_costs_observe(qm_costs_t *c, const qm_set_t *set, qpt_space_t *s, double 
 /* The metric modelled costliest (SIZE_MAX: none), and the total observed: the larger of
  * the modelled costs' sum and the largest measured slowdown. */
 size_t qm_costs_worst(const qm_costs_t *c, const qm_set_t *set, double *total);
+/* Running, between the looks of qm_costs_observe (their windows untouched): the metric
+ * whose modelled cost since the last look (0.2 s at least) exceeds LIMIT the most
+ * (SIZE_MAX: none), and that cost in *COST. */
+size_t qm_costs_runaway(const qm_costs_t *c, const qm_set_t *set, qpt_space_t *s, double cpn,
+                        double limit, double *cost);
 /* Metric I's counters out (before the commit); their memory freed (after it). */
 void qm_costs_remove(qm_costs_t *c, size_t i, qpt_space_t *s);
 /* The cost counter H of SPACE taken out (a point the commit could not install): 0, or

@@ -767,21 +767,26 @@ metric_total(const search_t *S, long i, const qm_row_t *rows, size_t n, int *mea
 static void roots(search_t *S);
 
 /* With --max-overhead, the time the process was stopped for the search's insertions and
- * removals counts against the budget too: no new test starts while it is over (each
- * `add` stops the process; a big program's call graph asks for many). */
+ * removals counts against the budget with what its metrics cost now (the observed sum):
+ * no new test starts while they are over it together (each `add` stops the process; a
+ * big program's call graph asks for many). */
 static int
-over_budget(const search_t *S, double now)
+over_budget(const search_t *S, double now, const qm_cost_t *costs, size_t ncosts)
 {
-    double elapsed = now - S->t0;
-    return S->o->max_overhead > 0 && elapsed > 0
-           && S->rep->stopped_ms / 1000.0 > S->o->max_overhead / 100.0 * elapsed;
+    double elapsed = now - S->t0, spent = 0;
+    if (S->o->max_overhead <= 0 || elapsed <= 0)
+        return 0;
+    for (size_t i = 0; i < ncosts; i++)
+        spent += costs[i].observed > 0 ? costs[i].observed : 0;
+    spent += 100.0 * S->rep->stopped_ms / 1000.0 / elapsed;
+    return spent > S->o->max_overhead;
 }
 
 static int
 on_sample(void *arg, const qm_set_t *set, const qm_row_t *rows, size_t n,
           const qm_cost_t *costs, size_t ncosts, double t)
 {
-    (void)set, (void)costs, (void)ncosts, (void)t;
+    (void)set, (void)t;
     search_t *S = arg;
     qm_search_report_t *r = S->rep;
     double now = qm_now(), step = S->o->step > 0 ? S->o->step : 0.5;
@@ -795,7 +800,7 @@ on_sample(void *arg, const qm_set_t *set, const qm_row_t *rows, size_t n,
         }
     }
     size_t tested = 0, ntrue = 0, busy = 0;
-    int paced = over_budget(S, now);
+    int paced = over_budget(S, now, costs, ncosts);
     for (size_t i = 0; i < r->n; i++) {
         qm_search_node_t *nd = &r->nodes[i];
         if (nd->state == QM_NODE_UNTESTED && nd->metric[0] != '\0') {

@@ -149,11 +149,14 @@ steer_test() {
     wait_lines "$D/dout" '^removed #1' 1 || bad "steer: remove: $(cat "$D/dout")"
     echo 500 >&7
     wait_lines "$D/tout" done 2
-    echo 'add count calls(work) per thread' >&8
-    wait_lines "$D/dout" '^added #2' 1
+    # Adds that come together go in at one stop, each answered in turn.
+    printf 'add count calls(work) per thread\nadd count calls(other) total\n' >&8
+    wait_lines "$D/dout" '^added #3' 1
     echo 300 >&7
     wait_lines "$D/tout" done 3
-    echo 'add count calls(no_such_proc)' >&8
+    # ... one of them refused: each again alone, answered in turn.
+    printf 'add count calls(other) per thread\nadd count calls(no_such_proc)\nadd count calls(work) total\n' >&8
+    wait_lines "$D/dout" '^added #5' 1
     echo 'frobnicate' >&8
     echo list >&8
     echo quit >&8
@@ -165,6 +168,10 @@ steer_test() {
     second=$(awk '/^count calls\(work\) per thread/ { print $5 }' "$D/dout" | tail -1)
     if [ $st = 0 ] && [ "$first" = 1000 ] && [ "$second" = 300 ] &&
         grep -q "no_such_proc" "$D/dout" && grep -q "unknown command" "$D/dout" &&
+        grep -q '^added #2 count calls(work) per thread (stopped [0-9.]* ms' "$D/dout" &&
+        grep -q '^added #3 count calls(other) total (stopped with #2;' "$D/dout" &&
+        [ "$(grep -E '^(added|nothing added)' "$D/dout" | sed -n '4,6p' | cut -d' ' -f1-4 | tr '\n' '|')" = \
+          "added #4 count calls(other)|nothing added|added #5 count calls(work)|" ] &&
         grep -q '^#1 count calls(work) total  (removed)' "$D/dout" &&
         grep -q '1 removed by commands' "$D/dout" && kill -0 $tp 2>/dev/null; then
         ok "dyn --commands: added (1000 calls exact), removed, added again (300 exact), errors answered, the target runs on"
