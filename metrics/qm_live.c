@@ -1060,6 +1060,43 @@ cmd_removes(live_t *l, char **args, size_t n)
     free(v);
 }
 
+/* One thread's stack for cmd_stacks: a line of the executable's procedures on it,
+ * innermost first ("?" for code elsewhere: libraries, trampolines). */
+static int
+stack_line(void *arg, int tid, uint64_t thread_ptr, const uint64_t *pcs, size_t n)
+{
+    (void)thread_ptr;
+    live_t *l = arg;
+    char line[2000];
+    size_t len = (size_t)snprintf(line, sizeof(line), "stack %d:", tid);
+    for (size_t k = 0; k < n && len < sizeof(line) - 200; k++) {
+        uint32_t p;
+        const char *name = qpt_block_at(l->s, pcs[k], &p, NULL) == 0 ? qpt_proc_name(l->s, p)
+                                                                     : NULL;
+        len += (size_t)snprintf(line + len, sizeof(line) - len, " %s", name ? name : "?");
+    }
+    reply(l, "%s", line);
+    return 0;
+}
+
+/* Each thread's call stack now (the process stopped for it): the procedures of the
+ * executable on it, innermost first; then "stacks end". The search takes the callees
+ * on the stacks first. */
+static void
+cmd_stacks(live_t *l)
+{
+    double t0 = qm_now();
+    int rc = qpt_stop(l->s);
+    if (rc == 0) {
+        rc = qpt_thread_stacks(l->s, stack_line, l);
+        int r2 = qpt_run(l->s);
+        rc = rc < 0 ? rc : r2;
+    }
+    if (rc < 0)
+        reply(l, "stacks: %s", qpt_error(l->s));
+    reply(l, "stacks end (stopped %.1f ms)", (qm_now() - t0) * 1e3);
+}
+
 static void
 cmd_list(live_t *l)
 {
@@ -1240,6 +1277,8 @@ command(live_t *l, char *line)
         cmd_remove(l, arg);
     else if (strcmp(line, "list") == 0 && *arg == '\0')
         cmd_list(l);
+    else if (strcmp(line, "stacks") == 0 && *arg == '\0')
+        cmd_stacks(l);
     else if (strcmp(line, "show") == 0 && *arg == '\0')
         l->quit = cmd_show(l);
     else if ((strcmp(line, "quit") == 0 || strcmp(line, "exit") == 0) && *arg == '\0')
@@ -1249,6 +1288,7 @@ command(live_t *l, char *line)
         reply(l, "                add count calls(malloc) inside(main)");
         reply(l, "remove NAME|#N  take a metric out (its snippets leave the process)");
         reply(l, "list            the metrics, numbered");
+        reply(l, "stacks          each thread's call stack: the program's procedures on it");
         reply(l, "show            the table now");
         reply(l, "quit            end the session (the final table, everything out)");
     } else

@@ -103,6 +103,11 @@ typedef struct search {
     int round;               /* the round being searched (o->repeat) */
     int passed;              /* procedures not measured refined into, this round */
     long cpu_root;           /* its CPU-bound root */
+    /* The executable's procedures on the threads' stacks (the session's `stacks`), taken
+     * before callees are chosen: STACKS_ASKED, then STACKS_READ until the choice. */
+    enum { STACKS_NONE, STACKS_ASKED, STACKS_READ } stacks;
+    char **on_stack;
+    size_t non_stack;
 } search_t;
 
 const char *
@@ -209,12 +214,66 @@ conclude(search_t *S, long i, int state)
 }
 
 /* The session's answers: which metric each `add` became. */
+/* The names of a `stacks` line ("stack TID: NAME NAME ..."), into S's set. */
+static void
+stack_names(search_t *S, const char *line)
+{
+    const char *p = strchr(line, ':');
+    while (p != NULL && *p != '\0') {
+        p += strspn(p, ": ");
+        size_t len = strcspn(p, " ");
+        if (len == 0)
+            break;
+        int dup = len == 1 && p[0] == '?';
+        for (size_t i = 0; !dup && i < S->non_stack; i++)
+            dup = strlen(S->on_stack[i]) == len && strncmp(S->on_stack[i], p, len) == 0;
+        char **v = dup ? NULL : realloc(S->on_stack, (S->non_stack + 1) * sizeof(char *));
+        if (v != NULL) {
+            S->on_stack = v;
+            if ((v[S->non_stack] = strndup(p, len)) != NULL)
+                S->non_stack++;
+        }
+        p += len;
+    }
+}
+
+static int
+is_on_stack(const search_t *S, const char *name)
+{
+    for (size_t i = 0; i < S->non_stack; i++)
+        if (strcmp(S->on_stack[i], name) == 0)
+            return 1;
+    return 0;
+}
+
+static void
+stacks_forget(search_t *S)
+{
+    for (size_t i = 0; i < S->non_stack; i++)
+        free(S->on_stack[i]);
+    free(S->on_stack);
+    S->on_stack = NULL;
+    S->non_stack = 0;
+    S->stacks = STACKS_NONE;
+}
+
 static void
 on_reply(void *arg, const char *line)
 {
     search_t *S = arg;
     if (line == NULL)
         return;
+    if (strncmp(line, "stack ", 6) == 0 && S->stacks == STACKS_ASKED) {
+        stack_names(S, line);
+        return;
+    }
+    if (strncmp(line, "stacks", 6) == 0 && S->stacks == STACKS_ASKED) {
+        const char *st = strstr(line, "(stopped ");
+        if (st != NULL)
+            S->rep->stopped_ms += strtod(st + 9, NULL);
+        S->stacks = strncmp(line, "stacks end", 10) == 0 ? STACKS_READ : STACKS_ASKED;
+        return;
+    }
     size_t k;
     const char *st = strstr(line, "(stopped ");
     if (st != NULL && (strncmp(line, "added #", 7) == 0 || strncmp(line, "removed #", 9) == 0))
@@ -551,10 +610,14 @@ refine_callees(search_t *S, long i, int others)
     qpt_point_t *v = points(sp, p, QPT_CALL, &n);
     static char names[MAX_CHILDREN][256];
     size_t k = 0;
-    for (size_t j = 0; j < n && k < MAX_CHILDREN; j++) {
+    /* Those on a thread's stack now first (a procedure active all along calls more than
+     * MAX_CHILDREN others, and the one it spends its time in may come late). */
+    for (size_t j = 0, pass = 0; pass < 2 && k < MAX_CHILDREN; j = j + 1 < n ? j + 1 : (pass++, 0)) {
         char name[160], focus[256];
-        if (callee_of(S, m, &v[j], name, sizeof(name), &to, others) < 0 || strchr(name, '@') != NULL
-            || (to == m && strcmp(name, proc) == 0))
+        if (j >= n || callee_of(S, m, &v[j], name, sizeof(name), &to, others) < 0
+            || strchr(name, '@') != NULL || (to == m && strcmp(name, proc) == 0))
+            continue;
+        if ((to == 0 && is_on_stack(S, name)) != (pass == 0))
             continue;
         if ((to != m) != others) {
             S->ext[i].others_pending |= !others;
@@ -800,7 +863,7 @@ on_sample(void *arg, const qm_set_t *set, const qm_row_t *rows, size_t n,
         }
     }
     size_t tested = 0, ntrue = 0, busy = 0;
-    int paced = over_budget(S, now, costs, ncosts);
+    int paced = over_budget(S, now, costs, ncosts), chose = 0;
     for (size_t i = 0; i < r->n; i++) {
         qm_search_node_t *nd = &r->nodes[i];
         if (nd->state == QM_NODE_UNTESTED && nd->metric[0] != '\0') {
@@ -815,11 +878,24 @@ on_sample(void *arg, const qm_set_t *set, const qm_row_t *rows, size_t n,
                       * snippet) does not stop the search: its callees are tested. */
                      || (nd->state == QM_NODE_UNMEASURED && nd->hyp == QM_HYP_CPU
                          && nd->focus_kind == QM_FOCUS_PROC && S->passed < MAX_PASSED))) {
+            if (nd->hyp == QM_HYP_CPU && nd->focus_kind == QM_FOCUS_PROC
+                && S->ext[i].mod == 0 && S->stacks != STACKS_READ) {
+                /* Its callees are chosen with the stacks of now: asked for first. */
+                if (S->stacks == STACKS_NONE) {
+                    S->stacks = STACKS_ASKED;
+                    command(S, "stacks\n", NULL, 0);
+                }
+                busy++;
+                continue;
+            }
             if (nd->state == QM_NODE_UNMEASURED)
                 S->passed++;
+            chose |= nd->hyp == QM_HYP_CPU && nd->focus_kind == QM_FOCUS_PROC;
             refine(S, (long)i);
         }
     }
+    if (chose)
+        stacks_forget(S); /* the next choice takes them again */
     /* A test's window opens once every `add` asked for is in: each stops the process,
      * which a window must not straddle (the time stopped is neither CPU nor waiting). */
     int settled = S->nadding == 0;
@@ -1071,6 +1147,7 @@ qm_search_run(const qm_search_opts_t *o, qm_search_report_t *rep, char *why, siz
             qpt_close(S.mods[m].sp);
     free(S.ext);
     free(S.adding);
+    stacks_forget(&S);
     return rc;
 }
 

@@ -12,6 +12,8 @@
 #      (next_message): an early round finds crunch, a later one next_message;
 #  (g) libdeep.c: the CPU-bound procedure two calls deep in a shared library
 #      (hot_entry, called through the PLT -> hot_mid -> hot_crunch): named in its library.
+#  (h) wide.c: the CPU-bound procedure is its caller's 21st callee (more than are tested
+#      at once): the callees on the threads' stacks are tested first.
 # Skips (77) when ptrace is not allowed. Exit status: 0 pass, 1 fail, 99 error.
 set -u
 : "${top_srcdir:=${srcdir:-.}}"
@@ -20,7 +22,7 @@ set -u
 DYN=$top_builddir/tools/dyn
 dyn_setup search
 
-for p in deep locks piperead phase; do
+for p in deep locks piperead phase wide; do
     # -O0: every procedure has room for a live entry and exit snippet.
     ${CC:-cc} -O0 -g -pthread -o "$dir/$p" "$srcdir/tests/search/$p.c" || exit 99
 done
@@ -115,6 +117,15 @@ top=$(grep -A1 '^bottlenecks, ranked' "$dir/libdeep.out" | sed -n 2p)
 case $top in
 *CPU-bound*libsearchhot.so:hot_crunch*) ok "(g) into a library: $top" ;;
 *) bad "(g) into a library: top result '$top'"; cat "$dir/libdeep.out" ;;
+esac
+
+# (h) The hot procedure is its caller's 21st callee (more than are tested at once): the
+# callees on the threads' stacks are tested first.
+search wide crunch
+top=$(grep -A1 '^bottlenecks, ranked' "$dir/wide.out" | sed -n 2p)
+case $top in
+*CPU-bound*crunch*) ok "(h) the 21st callee: $top" ;;
+*) bad "(h) the 21st callee: top result '$top'"; cat "$dir/wide.out" ;;
 esac
 
 [ $fails -eq 0 ] || exit 1
