@@ -466,6 +466,7 @@ qpt_live_close(qpt_space_t *s)
     s->sess = NULL;
     dyn_session_destroy(s->check);
     s->check = NULL;
+    qpt_live_index_free(s);
     vars_t *v = s->lvars;
     for (size_t i = 0; i < s->nlvars; i++) {
         /* The process's mapping goes when no snippet reads it any more. */
@@ -616,10 +617,11 @@ reloc_ok(qpt_space_t *s, qpt_ins_t *ins)
         return "not asked for (qpt_set_relocate)";
     if (pt->kind != QPT_ENTRY && pt->kind != QPT_EXIT)
         return "only an entry or an exit goes into a procedure's copy";
-    for (size_t i = 0; i < s->nins; i++) {
-        const qpt_ins_t *o = &s->ins[i];
-        if (!o->removed && o->pt.proc == pt->proc && o->pt.kind != QPT_ENTRY
-            && o->pt.kind != QPT_EXIT)
+    size_t n;
+    const size_t *same = qpt_live_index_proc(s, pt->proc, &n);
+    for (size_t k = 0; k < n; k++) {
+        const qpt_ins_t *o = &s->ins[same[k]];
+        if (!o->removed && o->pt.kind != QPT_ENTRY && o->pt.kind != QPT_EXIT)
             return "its procedure has points other than its entry and exits";
     }
     uint64_t e = s->prog->procs[pt->proc].entry;
@@ -633,6 +635,17 @@ reloc_ok(qpt_space_t *s, qpt_ins_t *ins)
 }
 
 static int ins_uses(const qpt_ins_t *in, uint64_t lo, uint64_t hi);
+
+/* qpt_live_index_overlap's test: insertion H (not removed, at another dyn point) patches
+ * bytes of INS. */
+static int
+overlaps(const qpt_space_t *s, size_t h, void *arg)
+{
+    const qpt_ins_t *ins = arg, *o = &s->ins[h];
+    if (o->removed || (key_where(s, o) == key_where(s, ins) && key_group(o) == key_group(ins)))
+        return 0;
+    return o->patch_lo < ins->patch_hi && ins->patch_lo < o->patch_hi;
+}
 
 int
 qpt_live_point_ok(qpt_space_t *s, qpt_ins_t *ins, const char **why)
@@ -671,11 +684,15 @@ qpt_live_point_ok(qpt_space_t *s, qpt_ins_t *ins, const char **why)
     }
     ins->whole = 0;
     ins->reloc = 0;
+    /* The others by procedure and by page: what follows looks at those only. */
+    QP_CHECK(qpt_live_index_sync(s));
     /* A procedure already relocated whole takes its other entries and exits in its copy;
      * no other point. */
-    for (size_t i = 0; i < s->nins; i++) {
-        const qpt_ins_t *o = &s->ins[i];
-        if (o->removed || !o->reloc || o->pt.proc != pt->proc)
+    size_t nsame;
+    const size_t *same = qpt_live_index_proc(s, pt->proc, &nsame);
+    for (size_t k = 0; k < nsame; k++) {
+        const qpt_ins_t *o = &s->ins[same[k]];
+        if (o->removed || !o->reloc)
             continue;
         if (pt->kind != QPT_ENTRY && pt->kind != QPT_EXIT) {
             *why = "its procedure runs as a copy (relocated whole): only its entry and "
@@ -718,20 +735,17 @@ qpt_live_point_ok(qpt_space_t *s, qpt_ins_t *ins, const char **why)
             return 0;
         QP_CHECK(rc);
     }
-    /* Another point's jump over the same bytes (one point shares its jump). */
-    for (size_t i = 0; i < s->nins; i++) {
+    /* Another point's jump over the same bytes (one point shares its jump): the first
+     * such insertion, among those patching the same pages. */
+    size_t i = qpt_live_index_overlap(s, ins->patch_lo, ins->patch_hi, overlaps, ins);
+    if (i != SIZE_MAX) {
         const qpt_ins_t *o = &s->ins[i];
-        if (o->removed
-            || (key_where(s, o) == key_where(s, ins) && key_group(o) == key_group(ins)))
-            continue;
-        if (o->patch_lo < ins->patch_hi && ins->patch_lo < o->patch_hi) {
-            /* Too short for both its entry and its exit: relocated whole. */
-            if (!o->reloc && o->pt.proc == ins->pt.proc && reloc_ok(s, ins) == NULL)
-                return 0;
-            *why = "its bytes overlap those of another point with a snippet (a procedure "
-                   "too short for both its entry and its exit?)";
-            return QP_EUNSUPP;
-        }
+        /* Too short for both its entry and its exit: relocated whole. */
+        if (!o->reloc && o->pt.proc == ins->pt.proc && reloc_ok(s, ins) == NULL)
+            return 0;
+        *why = "its bytes overlap those of another point with a snippet (a procedure "
+               "too short for both its entry and its exit?)";
+        return QP_EUNSUPP;
     }
     return 0;
 }
@@ -935,13 +949,18 @@ build(qpt_space_t *s, live_t **out)
             rc = QP_ENOMEM;
     }
     /* One copy holds every entry and exit of a procedure relocated whole. */
+    if (rc == 0)
+        rc = qpt_live_index_sync(s);
     for (size_t i = 0; rc == 0 && i < s->nins; i++) {
         if (s->ins[i].removed || !s->ins[i].reloc)
             continue;
-        for (size_t j = 0; j < s->nins; j++)
-            if (!s->ins[j].removed && s->ins[j].pt.proc == s->ins[i].pt.proc
-                && (s->ins[j].pt.kind == QPT_ENTRY || s->ins[j].pt.kind == QPT_EXIT))
-                s->ins[j].reloc = 1;
+        size_t n;
+        const size_t *same = qpt_live_index_proc(s, s->ins[i].pt.proc, &n);
+        for (size_t k = 0; k < n; k++) {
+            qpt_ins_t *o = &s->ins[same[k]];
+            if (!o->removed && (o->pt.kind == QPT_ENTRY || o->pt.kind == QPT_EXIT))
+                o->reloc = 1;
+        }
     }
     if (rc == 0)
         rc = dyn_session_create(s->proc, s->prog, s->bias, &l->sess);

@@ -142,6 +142,7 @@ struct qpt_space {
     struct dyn_proc *proc;   /* the process */
     struct qpt_live_set *sess; /* the committed set of snippets, or NULL */
     struct dyn_session *check; /* a session never installed, to check points */
+    struct qpt_live_index *index; /* the insertions by procedure and page (qpt_live_index.c) */
     int inactive;            /* qpt_set_active(s, 0) took the snippets out */
     int relocate;            /* qpt_set_relocate(s, 1): points that do not fit in place
                               * go into a copy of their procedure */
@@ -215,6 +216,25 @@ int qpt_live_read(qpt_space_t *s, uint64_t addr, void *buf, size_t len);
 int qpt_live_write(qpt_space_t *s, uint64_t addr, const void *buf, size_t len);
 int qpt_live_commit(qpt_space_t *s);
 int qpt_live_point_ok(qpt_space_t *s, qpt_ins_t *ins, const char **why);
+
+/*
+ * The insertions of a live space by procedure and by page (qpt_live_index.c), so that
+ * checking one against the others is not a scan of all. Handles only: whether one is
+ * removed or relocated is read from S->ins by the caller.
+ */
+typedef struct qpt_live_index qpt_live_index_t;
+/* Brings S->index up to date with handles [0, S->nins): 0 or QP_ENOMEM. */
+int qpt_live_index_sync(qpt_space_t *s);
+/* Frees S->index (NULL after). */
+void qpt_live_index_free(qpt_space_t *s);
+/* The handles of procedure PROC's insertions, ascending (*N of them; NULL when none),
+ * valid until the next sync. */
+const size_t *qpt_live_index_proc(const qpt_space_t *s, uint32_t proc, size_t *n /*OUT*/);
+/* The lowest handle whose patch range shares a page with [LO, HI) (an empty range: the
+ * page of LO) and for which FN says 1; SIZE_MAX when none. */
+size_t qpt_live_index_overlap(const qpt_space_t *s, uint64_t lo, uint64_t hi,
+                              int (*fn)(const qpt_space_t *s, size_t h, void *arg),
+                              void *arg);
 int qpt_live_stacks(qpt_space_t *s, qpt_stack_fn fn, void *arg);
 int qpt_live_thread_block(qpt_space_t *s, uint64_t var, size_t bytes, uint64_t tp,
                           uint64_t *addr);
