@@ -161,7 +161,8 @@ cfg_lock_skip_target(cfg_builder_t *b, uint64_t next, uint64_t target)
 {
     const uint8_t *p = cfg_image_ptr(b->img, target - 1, NULL);
     arch_insn_t locked, bare;
-    if (target != next + 1 || p == NULL || *p != 0xf0 || cfg_decode_at(b, target - 1, target + 15, &locked) < 0
+    if (target != next + 1 || p == NULL || *p != 0xf0
+        || cfg_decode_at(b, target - 1, target + 15, &locked) < 0
         || !(locked.flags & ARCH_F_LOCK) || locked.kind != ARCH_KIND_SEQ
         || cfg_decode_at(b, target, target + 15, &bare) < 0
         || bare.len + 1 != locked.len)
@@ -753,7 +754,8 @@ looks_like_code(trav_t *t, uint64_t a, uint64_t end, int jump_needed)
 {
     while (a < end) {
         arch_insn_t in;
-        if (cfg_decode_at(t->b, a, end, &in) < 0 || (in.flags & ARCH_F_PRIV) || a + in.len > end)
+        if (cfg_decode_at(t->b, a, end, &in) < 0 || (in.flags & ARCH_F_PRIV)
+            || a + in.len > end)
             return 0;
         if (in.kind == ARCH_KIND_JMP || in.kind == ARCH_KIND_JMP_IND || in.kind == ARCH_KIND_RET)
             return 1;
