@@ -359,7 +359,8 @@ typedef struct cfg_scratch {
     cfg_str_vec_t strings;        /* reasons made up (for b->strings) */
 } cfg_scratch_t;
 
-/* cfg_trav.c: building one procedure, and what cfg_build.c's rounds need of it. */
+/* cfg_blocks.c (with cfg_trav.c): building one procedure, and what cfg_build.c's rounds
+ * need of it. */
 int cfg_build_proc(cfg_builder_t *b, cfg_scratch_t *sc, uint32_t i);
 int cfg_build_round(cfg_builder_t *b, const uint32_t *todo, size_t n);
 int cfg_scratch_flush(cfg_builder_t *b, cfg_scratch_t *sc);
@@ -367,13 +368,15 @@ void cfg_scratch_free(cfg_scratch_t *sc);
 void cfg_note_built(cfg_builder_t *b, uint32_t i);
 int cfg_gap_only(const cfg_bproc_t *bp);
 uint32_t cfg_local_block_at(const cfg_bproc_t *bp, uint64_t addr);
+/* cfg_trav.c */
 int64_t cfg_slot(const cfg_bproc_t *bp, uint64_t addr);
 int cfg_set_unsafe(cfg_str_vec_t *strings, cfg_bproc_t *bp, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
-/* Length of the padding at P (at most N bytes at ADDR): nops, zero bytes and traps. */
+/* cfg_blocks.c: length of the padding at P (at most N bytes at ADDR): nops, zero bytes
+ * and traps. */
 size_t cfg_padding_len(const arch_isa_t *isa, const uint8_t *p, size_t n, uint64_t addr);
 
-/* cfg_trav.c: note BP's "never returns" call edges and count its tail calls (whenever
+/* cfg_blocks.c: note BP's "never returns" call edges and count its tail calls (whenever
  * its edges change). 0 or QP_ENOMEM. */
 int cfg_note_noret_sites(cfg_bproc_t *bp);
 

@@ -321,11 +321,8 @@ gen_row(lgen_t *g, const lrow_t *r, uint64_t addr)
         wb_uleb(w, r->isa);
     }
     if (r->disc != 0) {
-        size_t n = 1;
-        for (uint64_t v = r->disc >> 7; v; v >>= 7)
-            n++;
         wb_n(w, 0, 1);
-        wb_uleb(w, 1 + n);
+        wb_uleb(w, 1 + uleb_size(r->disc));
         wb_n(w, DW_LNE_set_discriminator, 1);
         wb_uleb(w, r->disc);
     }

@@ -58,7 +58,7 @@ check() {
     done
 }
 # What no library folder includes: BFD is cfg_bfd.c's, libelf the ELF writer's, ptrace
-# dyn_ptrace.c's, libopcodes the report tools'.
+# dyn_ptrace*.c's, libopcodes the report tools'.
 lowlevel="bfd.h libelf.h gelf.h sys/ptrace.h dis-asm.h"
 out=$(
     # arch/: instructions only.
@@ -86,11 +86,15 @@ out=$(
         *) check "$f" "arch/arch.h arch/qp_err.h base/* cfg/cfg.h editor/ed* patch/patch.h" "$lowlevel" ;;
         esac
     done
-    # dynamic/: beside editor/, below the drivers; ptrace and waitpid in dyn_ptrace.c only.
+    # dynamic/: beside editor/, below the drivers; ptrace and waitpid in process control
+    # only (dyn_ptrace.c, its parts dyn_ptrace_*.c and their dyn_ptrace_priv.h).
     for f in dynamic/*.[ch]; do
         [ -f "$f" ] || continue
         forb="bfd.h libelf.h gelf.h dis-asm.h"
-        [ "$f" = dynamic/dyn_ptrace.c ] || forb="$forb sys/ptrace.h sys/wait.h"
+        case $f in
+        dynamic/dyn_ptrace.c | dynamic/dyn_ptrace_*.[ch]) ;;
+        *) forb="$forb sys/ptrace.h sys/wait.h" ;;
+        esac
         check "$f" "arch/arch.h arch/qp_err.h base/* cfg/cfg.h editor/ed.h patch/patch.h dynamic/*" "$forb"
     done
     # driver/: what to measure where; never whether it is a file or a process (STYLE 25),
@@ -107,9 +111,10 @@ out=$(
         [ "$f" = report/qp_backtrace.c ] || forb="$forb libelf.h gelf.h elfutils/libdw.h dwarf.h"
         check "$f" "arch/arch.h arch/qp_err.h base/* cfg/cfg.h report/*" "$forb"
     done
-    # runtime/: freestanding, no system headers but the compiler's own.
+    # runtime/: freestanding, no system headers but the compiler's own; qprt.c includes
+    # its parts runtime/qprt_*.c (one translation unit).
     for f in runtime/*.[ch]; do
-        [ -f "$f" ] && check "$f" "runtime/qprt.h runtime/qprt_isa.h base/qp_format.h base/qpt_trace_format.h base/qp_bytes.h" \
+        [ -f "$f" ] && check "$f" "runtime/qprt.h runtime/qprt_isa.h runtime/qprt_*.c base/qp_format.h base/qpt_trace_format.h base/qp_bytes.h" \
             "stdio.h stdlib.h string.h unistd.h fcntl.h sys/mman.h bfd.h libelf.h"
     done
     # The public headers: the C library's headers only.

@@ -1,0 +1,61 @@
+/* Copyright 2026 the qpt authors
+ * SPDX-License-Identifier: MIT */
+#ifndef QP_CFG_TRAV_PRIV_H
+#define QP_CFG_TRAV_PRIV_H
+/*
+ * PURPOSE: what the two halves of building one procedure share: the traversal
+ * (cfg_trav.c) leaves its marks and findings in a trav_t, from which cfg_blocks.c forms
+ * blocks and edges. Only cfg_trav.c and cfg_blocks.c include this header.
+ */
+#include "cfg/cfg_priv.h"
+
+/* Traversal marks, one byte per byte of a procedure's extent. */
+enum {
+    M_START = 1,     /* an instruction starts here */
+    M_INSIDE = 2,    /* inside an instruction, not its first byte */
+    M_LEADER = 4,    /* a block starts here */
+    M_LEN_SHIFT = 3, /* bits 3..6 of a start byte: the instruction's length */
+    M_END = 0x80,    /* the instruction ends its block (branch, call, return, trap) */
+};
+#define M_LEN(m) (((m) >> M_LEN_SHIFT) & 15)
+
+typedef struct trav {
+    cfg_builder_t *b;
+    cfg_scratch_t *sc;        /* this worker's scratch and findings */
+    cfg_bproc_t *bp;
+    uint32_t self;            /* index of bp in b->procs */
+    cfg_u64_vec_t pending;    /* indirect jumps not yet looked at */
+    CFG_VEC(arch_insn_t) last;/* per local block: its last instruction */
+    CFG_VEC(uint32_t) labels; /* computed-goto targets: local blocks (see form_edges) */
+    cfg_u64_vec_t ptr_jumps;  /* jumps through a loaded pointer: tail calls */
+    int labels_done;          /* labels computed */
+    CFG_VEC(struct hoist_proof) proofs; /* tables whose hoisted base is to be proven */
+    const cfg_u64_vec_t *no_far; /* jumps whose far `lea`s did not hold: not tried again */
+    unsigned unresolved;      /* indirect jumps whose targets stay unknown */
+    cfg_u64_vec_t data_refs;  /* its own bytes read by its rip-relative operands */
+    cfg_u64_vec_t gap_entries;/* code of its own bytes swept because of them */
+    cfg_u64_vec_t own_addrs;  /* code addresses of its own bytes its code forms (adr,
+                               * adrp + add): entries when its flow does not reach them */
+} trav_t;
+
+/* A table matched with a base register loaded far before its jump (an `lea` the
+ * procedure has among many), to be proven once the procedure is traversed: no way into
+ * the jump passes another write of the register after the lea (cfg_verify_hoisted). */
+typedef struct hoist_proof {
+    uint64_t jump, lea;
+    uint8_t reg;
+} hoist_proof_t;
+
+/* More possible targets than this for one computed jump: leave it unresolved (the
+ * editor translates it at run time) rather than bloat the graph. */
+#define CFG_MAX_INDIRECT 1024
+
+/* The traversal's helpers that forming blocks and edges uses (cfg_trav.c). */
+int cfg_decode_at(cfg_builder_t *b, uint64_t addr, uint64_t limit, arch_insn_t *in);
+int cfg_callee_noreturn(const cfg_builder_t *b, uint64_t target);
+int cfg_indirect_call_noreturn(const cfg_image_t *img, const arch_insn_t *in);
+uint64_t cfg_lock_skip_target(cfg_builder_t *b, uint64_t next, uint64_t target);
+int cfg_traverse(trav_t *t);
+int cfg_verify_hoisted(trav_t *t, cfg_u64_vec_t *no_far);
+
+#endif

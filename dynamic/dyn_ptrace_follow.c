@@ -1,0 +1,627 @@
+/* Copyright 2026 the qpt authors
+ * SPDX-License-Identifier: MIT */
+
+/*
+ * Process control (dyn_ptrace.c), the program as a whole: its load bias, running a
+ * program dyn started to its entry, its executable and children, and following a running
+ * process (dyn_proc_follow: its threads stay seized while it runs, to see its clones,
+ * forks, execs and a breakpoint).
+ */
+#include "config.h"
+
+#include "dynamic/dyn_ptrace_priv.h"
+
+static int take_child(dyn_proc_t *p, int cpid, dyn_proc_t **out);
+
+/*****************************************************************************
+ * The main executable
+ */
+
+int
+dyn_proc_load_bias(dyn_proc_t *p, uint64_t link_entry, uint64_t *bias /*OUT*/)
+{
+    char path[64];
+    uint64_t av[2];
+    int fd;
+
+    if (p == NULL || bias == NULL)
+        return QP_EINVAL;
+    snprintf(path, sizeof(path), "/proc/%d/auxv", p->pid);
+    fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return QP_EIO;
+    while (read(fd, av, sizeof(av)) == (ssize_t)sizeof(av) && av[0] != 0) {
+        if (av[0] == 9 /* AT_ENTRY */) {
+            close(fd);
+            *bias = av[1] - link_entry;
+            return 0;
+        }
+    }
+    close(fd);
+    return QP_EFORMAT;
+}
+
+/* AT_ENTRY of process PID, or 0. */
+static uint64_t
+at_entry(int pid)
+{
+    char path[64];
+    uint64_t av[2], entry = 0;
+    int fd;
+
+    snprintf(path, sizeof(path), "/proc/%d/auxv", pid);
+    if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+        return 0;
+    while (entry == 0 && read(fd, av, sizeof(av)) == (ssize_t)sizeof(av) && av[0] != 0)
+        if (av[0] == 9 /* AT_ENTRY */)
+            entry = av[1];
+    close(fd);
+    return entry;
+}
+
+/*
+ * The one exception to "no breakpoint" (see the top): a program started by dyn, not yet
+ * run, is let run to its entry point through an int3 there. Should dyn die meanwhile,
+ * PTRACE_O_EXITKILL kills the program, which had not started its own work yet.
+ */
+static int to_entry(dyn_proc_t *p, dyn_thread_t *t);
+
+int
+dyn_proc_run_to_entry(dyn_proc_t *p)
+{
+    if (p == NULL || !p->child || !p->stopped || p->nth != 1 || p->th[0].gone)
+        return QP_EINVAL;
+    return to_entry(p, &p->th[0]);
+}
+
+int
+dyn_proc_exec_to_entry(dyn_proc_t *p)
+{
+    int rc, follow;
+
+    if (p == NULL || !p->stopped || !p->follow || dyn_pt_find_thread(p, p->pid) == NULL
+        || dyn_pt_find_thread(p, p->pid)->gone)
+        return QP_EINVAL;
+    /* One thread left, the process's own id; the new memory, a new stub place. */
+    for (size_t i = 0; i < p->nth; i++)
+        if (p->th[i].tid == p->pid) {
+            p->th[0] = p->th[i];
+            p->nth = 1;
+            break;
+        }
+    if (p->memfd >= 0)
+        close(p->memfd);
+    p->memfd = -1;
+    dyn_pt_open_mem(p);
+    p->stub = 0;
+    p->stub_dirty = 0; /* (the old image is gone) */
+    p->brk = 0;
+    p->execed = 0;
+    follow = p->follow;
+    p->follow = 0;
+    rc = to_entry(p, &p->th[0]);
+    p->follow = follow;
+    if (rc == 0 || p->th[0].stopped) /* the options of a followed thread again */
+        ptrace(PTRACE_SETOPTIONS, p->pid, NULL, (void *)(long)FOLLOW_OPTS);
+    return rc;
+}
+
+/* Run the one stopped thread T of P to the entry point of its image (see above). */
+static int
+to_entry(dyn_proc_t *p, dyn_thread_t *t)
+{
+    uint64_t entry;
+    uint8_t orig, trap = 0xcc;
+    int rc = 0, st, sig = 0;
+
+    if ((entry = at_entry(p->pid)) == 0)
+        return QP_EFORMAT;
+    QP_CHECK(dyn_proc_read(p, entry, &orig, 1));
+    if (ptrace(PTRACE_SETOPTIONS, t->tid, NULL,
+            (void *)(long)(SEIZE_OPTS | PTRACE_O_TRACEEXEC | PTRACE_O_EXITKILL))
+        < 0)
+        return QP_EIO;
+    QP_CHECK(dyn_proc_write(p, entry, &trap, 1));
+    sig = t->pending_sig;
+    t->pending_sig = 0;
+    for (;;) {
+        struct user_regs_struct regs;
+        pid_t r;
+        if (ptrace(PTRACE_CONT, t->tid, NULL, (void *)(long)sig) < 0) {
+            rc = QP_EIO;
+            break;
+        }
+        t->stopped = 0;
+        p->stopped = 0;
+        sig = 0;
+        while ((r = waitpid(t->tid, &st, __WALL)) < 0 && errno == EINTR)
+            ;
+        if (r < 0) {
+            rc = QP_EIO;
+            break;
+        }
+        if (WIFEXITED(st) || WIFSIGNALED(st)) {
+            dyn_pt_mark_gone(p, t, st);
+            p->status = st; /* (followed: dyn_proc_ended says it) */
+            errno = ESRCH;
+            return QP_EIO;
+        }
+        if (!WIFSTOPPED(st))
+            continue;
+        t->stopped = 1;
+        p->stopped = 1;
+        if ((st >> 16) != 0)
+            continue; /* an event stop (a group stop): go on */
+        if (WSTOPSIG(st) == SIGTRAP && ptrace(PTRACE_GETREGS, t->tid, NULL, &regs) == 0
+            && regs.rip == entry + 1) {
+            regs.rip = entry;
+            if (ptrace(PTRACE_SETREGS, t->tid, NULL, &regs) < 0)
+                rc = QP_EIO;
+            break;
+        }
+        sig = WSTOPSIG(st); /* the program's own signal: delivered */
+    }
+    if (t->stopped) {
+        int saved = errno;
+        dyn_proc_write(p, entry, &orig, 1);
+        ptrace(PTRACE_SETOPTIONS, t->tid, NULL,
+            (void *)(long)(SEIZE_OPTS | PTRACE_O_TRACEEXEC));
+        errno = saved;
+    }
+    return rc;
+}
+
+const char *
+dyn_proc_exe_path(const dyn_proc_t *p, char *buf, size_t cap)
+{
+    if (p == NULL || buf == NULL || cap == 0)
+        return NULL;
+    snprintf(buf, cap, "/proc/%d/exe", p->pid);
+    return buf;
+}
+
+int
+dyn_proc_children(int pid, int **out, size_t *n)
+{
+    if (out == NULL || n == NULL || pid <= 0)
+        return QP_EINVAL;
+    *out = NULL;
+    *n = 0;
+    DIR *d = opendir("/proc");
+    if (d == NULL)
+        return QP_EIO;
+    size_t cap = 16;
+    int *v = malloc(cap * sizeof(int)), rc = v ? 0 : QP_ENOMEM;
+    struct dirent *e;
+    while (rc == 0 && (e = readdir(d)) != NULL) {
+        char *end, path[64], buf[512];
+        long p = strtol(e->d_name, &end, 10);
+        if (*end != '\0' || p <= 0)
+            continue;
+        snprintf(path, sizeof(path), "/proc/%ld/stat", p);
+        FILE *f = fopen(path, "r");
+        size_t k = f ? fread(buf, 1, sizeof(buf) - 1, f) : 0;
+        if (f != NULL)
+            fclose(f);
+        buf[k] = '\0';
+        char *rp = strrchr(buf, ')'); /* after the command name, which may hold anything */
+        int ppid;
+        if (rp == NULL || sscanf(rp + 1, " %*c %d", &ppid) != 1 || ppid != pid)
+            continue;
+        if (*n == cap) {
+            int *w = realloc(v, 2 * cap * sizeof(int));
+            if (w == NULL) {
+                rc = QP_ENOMEM;
+                break;
+            }
+            v = w;
+            cap *= 2;
+        }
+        v[(*n)++] = (int)p;
+    }
+    closedir(d);
+    if (rc == 0 && *n == 0)
+        rc = QP_ENOTFOUND;
+    if (rc < 0) {
+        free(v);
+        *n = 0;
+        return rc;
+    }
+    *out = v;
+    return 0;
+}
+
+/*****************************************************************************
+ * Following a running process (dyn_proc_follow): seized while it runs
+ *
+ * The second exception to "detached while it runs" (see the top): to see the dynamic
+ * linker load and unload libraries (an int3 on r_brk, the routine it calls after each
+ * change of the link map), forks and execs, the threads stay seized under PTRACE_CONT
+ * (never a single step) while the process runs, with PTRACE_O_TRACECLONE, _TRACEFORK and
+ * _TRACEEXEC. Signals are passed on at once, group stops kept (PTRACE_LISTEN). The
+ * breakpoint routine is a bare return (`ret`, or `endbr64; ret`, checked), so a thread
+ * that hit it is let go by doing that return for it. Should dyn die, the threads go on;
+ * the int3 stays until `dyn clean` (the next dlopen in between kills the process with
+ * SIGTRAP).
+ */
+
+/* Is the stop ST of thread TID the int3 of P's breakpoint? */
+static int
+at_break(dyn_proc_t *p, int tid, int st)
+{
+    struct user_regs_struct regs;
+    return p->brk != 0 && (st >> 16) == 0 && WSTOPSIG(st) == SIGTRAP
+        && ptrace(PTRACE_GETREGS, tid, NULL, &regs) == 0 && regs.rip == p->brk + 1;
+}
+
+/* A new thread TID (its clone event was seen): seized, wait for its first stop. */
+static int
+new_thread(dyn_proc_t *p, int tid)
+{
+    int st;
+    dyn_thread_t *t;
+
+    if (dyn_pt_find_thread(p, tid) != NULL)
+        return 0;
+    QP_CHECK(dyn_pt_add_thread(p, tid));
+    t = &p->th[p->nth - 1];
+    dyn_pt_thread_event(p, DYN_EV_THREAD_START, tid, 0);
+    for (;;) {
+        pid_t r = waitpid(tid, &st, __WALL);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0 || WIFEXITED(st) || WIFSIGNALED(st)) {
+            dyn_pt_mark_gone(p, t, r < 0 ? -1 : st);
+            return 0;
+        }
+        if (WIFSTOPPED(st))
+            break;
+    }
+    t->stopped = 1;
+    return 0;
+}
+
+/* Thread I stopped with ST (seen by wait_stop while stopping the process): note what
+ * it says (new thread, fork, exec, the breakpoint, a group stop). */
+void
+dyn_pt_follow_seen(dyn_proc_t *p, size_t i, int st)
+{
+    int ev = st >> 16, tid = p->th[i].tid;
+    unsigned long msg = 0;
+
+    if (ev == PTRACE_EVENT_CLONE || ev == PTRACE_EVENT_FORK) {
+        if (ptrace(PTRACE_GETEVENTMSG, tid, NULL, &msg) < 0 || msg == 0)
+            return;
+        if (ev == PTRACE_EVENT_CLONE)
+            new_thread(p, (int)msg);
+        else if (p->nforks < (int)(sizeof(p->forks) / sizeof(p->forks[0])))
+            p->forks[p->nforks++] = (int)msg;
+    } else if (ev == PTRACE_EVENT_EXEC) {
+        p->execed = 1;
+    } else if (ev == PTRACE_EVENT_STOP && WSTOPSIG(st) != SIGTRAP) {
+        p->th[i].group = 1;
+    } else if (at_break(p, tid, st)) {
+        p->th[i].at_brk = 1;
+        p->th[i].pending_sig = 0;
+    }
+}
+
+/* Stop every thread of a followed process (PTRACE_INTERRUPT; they are seized). */
+int
+dyn_pt_follow_stop_all(dyn_proc_t *p)
+{
+    int rc = 0, live = 0;
+
+    for (size_t i = 0; i < p->nth; i++)
+        if (!p->th[i].gone && !p->th[i].stopped
+            && ptrace(PTRACE_INTERRUPT, p->th[i].tid, NULL, NULL) < 0 && errno != ESRCH)
+            rc = QP_EIO;
+    /* Waited for without blocking: a first thread that ended before the others (a
+     * zombie, at the process's end or after its pthread_exit) reports nothing until they
+     * are reaped, and a blocking wait for it would never return. */
+    for (unsigned spin = 1; rc == 0; spin++) {
+        int waiting = 0;
+        for (size_t i = 0; rc == 0 && i < p->nth; i++) { /* (nth grows with new threads) */
+            dyn_thread_t *t = &p->th[i];
+            int st;
+            if (t->stopped || t->gone)
+                continue;
+            pid_t r = waitpid(t->tid, &st, WNOHANG | __WALL);
+            if (r < 0 && errno == ECHILD)
+                t->gone = 1;
+            else if (r < 0 && errno != EINTR)
+                rc = QP_EIO;
+            else if (r > 0 && (WIFEXITED(st) || WIFSIGNALED(st)))
+                dyn_pt_mark_gone(p, t, st);
+            else if (r > 0 && WIFSTOPPED(st)) {
+                t->stopped = 1;
+                t->event = st >> 16;
+                t->pending_sig
+                    = t->event == 0 && WSTOPSIG(st) != SYSCALL_STOP ? WSTOPSIG(st) : 0;
+                dyn_pt_follow_seen(p, i, st); /* (may move p->th) */
+            } else if (t->tid == p->pid && spin % 32 == 0
+                       && dyn_pt_thread_exiting(p->pid, t->tid)) {
+                t->gone = 1;
+                t->zombie = 1;
+            } else
+                waiting = 1;
+        }
+        if (!waiting)
+            break;
+        struct timespec d = { 0, 50000 };
+        nanosleep(&d, NULL);
+    }
+    for (size_t i = 0; i < p->nth; i++)
+        live += !p->th[i].gone;
+    if (rc == 0 && live == 0) {
+        errno = ESRCH;
+        rc = QP_EIO;
+    }
+    if (rc == 0)
+        p->stopped = 1;
+    return rc;
+}
+
+/* Do the return of the breakpoint routine for thread T (stopped after its int3). */
+static int
+step_over(dyn_thread_t *t)
+{
+    struct user_regs_struct regs;
+    errno = 0;
+    if (ptrace(PTRACE_GETREGS, t->tid, NULL, &regs) < 0)
+        return QP_EIO;
+    long ret = ptrace(PTRACE_PEEKDATA, t->tid, (void *)(uintptr_t)regs.rsp, NULL);
+    if (errno != 0)
+        return QP_EIO;
+    regs.rip = (uint64_t)ret;
+    regs.rsp += 8;
+    return ptrace(PTRACE_SETREGS, t->tid, NULL, &regs) < 0 ? QP_EIO : 0;
+}
+
+/* Let every stopped thread of a followed process go on (still seized). */
+int
+dyn_pt_cont_all(dyn_proc_t *p)
+{
+    int rc = 0;
+
+    for (size_t i = 0; i < p->nth; i++) {
+        dyn_thread_t *t = &p->th[i];
+        if (t->gone || !t->stopped)
+            continue;
+        if (t->at_brk && step_over(t) < 0 && rc == 0)
+            rc = QP_EIO;
+        t->at_brk = 0;
+        if (ptrace(t->group ? PTRACE_LISTEN : PTRACE_CONT, t->tid, NULL,
+                (void *)(long)(t->group ? 0 : t->pending_sig))
+                < 0
+            && errno != ESRCH && rc == 0)
+            rc = QP_EIO;
+        t->stopped = 0;
+        t->pending_sig = 0;
+        t->group = 0;
+    }
+    p->stopped = 0;
+    return rc;
+}
+
+int
+dyn_proc_follow(dyn_proc_t *p)
+{
+    if (p == NULL || !p->stopped)
+        return QP_EINVAL;
+    for (size_t i = 0; i < p->nth; i++)
+        if (!p->th[i].gone
+            && ptrace(PTRACE_SETOPTIONS, p->th[i].tid, NULL, (void *)(long)FOLLOW_OPTS) < 0
+            && errno != ESRCH)
+            return QP_EIO;
+    p->follow = 1;
+    return 0;
+}
+
+int
+dyn_proc_set_break(dyn_proc_t *p, uint64_t addr)
+{
+    static const uint8_t endbr_ret[5] = { 0xf3, 0x0f, 0x1e, 0xfa, 0xc3 };
+    uint8_t b[5], trap = 0xcc;
+
+    if (p == NULL || !p->stopped || !p->follow || p->brk != 0 || addr == 0)
+        return QP_EINVAL;
+    QP_CHECK(dyn_proc_read(p, addr, b, sizeof(b)));
+    if (b[0] != 0xc3 && memcmp(b, endbr_ret, sizeof(b)) != 0)
+        return QP_EUNSUPP;
+    QP_CHECK(dyn_proc_write(p, addr, &trap, 1));
+    p->brk = addr;
+    p->brk_orig = b[0];
+    return 0;
+}
+
+int
+dyn_proc_unfollow(dyn_proc_t *p)
+{
+    int rc = 0;
+
+    if (p == NULL || !p->stopped)
+        return QP_EINVAL;
+    if (!p->follow)
+        return 0;
+    if (p->brk != 0 && dyn_proc_write(p, p->brk, &p->brk_orig, 1) < 0)
+        rc = QP_EIO;
+    for (size_t i = 0; i < p->nth; i++) {
+        dyn_thread_t *t = &p->th[i];
+        struct user_regs_struct regs;
+        if (t->gone)
+            continue;
+        if (t->at_brk && ptrace(PTRACE_GETREGS, t->tid, NULL, &regs) == 0) {
+            regs.rip = p->brk; /* the original routine runs again, for real */
+            if (ptrace(PTRACE_SETREGS, t->tid, NULL, &regs) < 0 && rc == 0)
+                rc = QP_EIO;
+        }
+        t->at_brk = 0;
+        ptrace(PTRACE_SETOPTIONS, t->tid, NULL, (void *)(long)SEIZE_OPTS);
+    }
+    /* Children forked while stopping: let them go, the breakpoint out of them. */
+    for (int i = 0; i < p->nforks; i++) {
+        dyn_proc_t *c = NULL;
+        if (take_child(p, p->forks[i], &c) == 0)
+            dyn_proc_destroy(c);
+    }
+    p->nforks = 0;
+    p->brk = 0;
+    p->follow = 0;
+    return rc;
+}
+
+/*
+ * Forked child CPID of followed process P (seized with it): wait for its first stop,
+ * take P's breakpoint out of its copy of the code, and hand it over stopped as a new
+ * dyn_proc_t (*OUT; dyn_proc_destroy lets it go). QP_EIO with ESRCH when it ended.
+ */
+static int
+take_child(dyn_proc_t *p, int cpid, dyn_proc_t **out)
+{
+    dyn_proc_t *c;
+    int st;
+
+    *out = NULL;
+    for (;;) {
+        pid_t r = waitpid(cpid, &st, __WALL);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0 || WIFEXITED(st) || WIFSIGNALED(st)) {
+            errno = ESRCH;
+            return QP_EIO;
+        }
+        if (WIFSTOPPED(st))
+            break;
+    }
+    QP_CHECK(dyn_pt_proc_new(cpid, &c));
+    if (dyn_pt_add_thread(c, cpid) < 0) {
+        free(c);
+        ptrace(PTRACE_DETACH, cpid, NULL, NULL);
+        return QP_ENOMEM;
+    }
+    c->th[0].stopped = 1;
+    c->stopped = 1;
+    dyn_pt_open_mem(c);
+    if (p->brk != 0)
+        dyn_proc_write(c, p->brk, &p->brk_orig, 1);
+    *out = c;
+    return 0;
+}
+
+int
+dyn_proc_poll(dyn_proc_t *p, dyn_event_t *ev /*OUT*/)
+{
+    if (p == NULL || ev == NULL)
+        return QP_EINVAL;
+    memset(ev, 0, sizeof(*ev));
+    if (!p->follow || p->stopped)
+        return QP_EINVAL;
+    if (p->ntev > 0) { /* threads started or ended, seen earlier */
+        *ev = p->tev[0];
+        memmove(p->tev, p->tev + 1, --p->ntev * sizeof(p->tev[0]));
+        return 0;
+    }
+    while (p->nforks > 0) { /* seen while stopping */
+        int cpid = p->forks[--p->nforks];
+        if (take_child(p, cpid, &ev->child) == 0) {
+            ev->kind = DYN_EV_FORK;
+            return 0;
+        }
+    }
+    if (p->execed) {
+        p->execed = 0;
+        goto exec;
+    }
+    for (size_t i = 0; i < p->nth; i++) {
+        dyn_thread_t *t = &p->th[i];
+        unsigned long msg = 0;
+        int st, tid = t->tid, e;
+        pid_t r;
+        if (t->gone && !t->zombie)
+            continue;
+        while ((r = waitpid(tid, &st, WNOHANG | __WALL)) < 0 && errno == EINTR)
+            ;
+        if (t->zombie) { /* only its end is to come */
+            if (r > 0 && (WIFEXITED(st) || WIFSIGNALED(st))) {
+                t->zombie = 0;
+                t->gone = 0;
+                dyn_pt_mark_gone(p, t, st);
+            } else if (r < 0)
+                t->zombie = 0;
+            continue;
+        }
+        if (r == 0)
+            continue;
+        ev->handled++;
+        if (r < 0) { /* ECHILD: gone (an exec took it) */
+            t->gone = 1;
+            continue;
+        }
+        if (WIFEXITED(st) || WIFSIGNALED(st)) {
+            dyn_pt_mark_gone(p, t, st);
+            if (tid == p->pid)
+                p->status = st;
+            continue;
+        }
+        if (!WIFSTOPPED(st))
+            continue;
+        e = st >> 16;
+        if (e == PTRACE_EVENT_EXEC) {
+            t->stopped = 1;
+            goto exec;
+        }
+        if (at_break(p, tid, st)) {
+            t->stopped = 1;
+            t->at_brk = 1;
+            QP_CHECK(dyn_pt_follow_stop_all(p));
+            ev->kind = DYN_EV_BREAK;
+            return 0;
+        }
+        if ((e == PTRACE_EVENT_CLONE || e == PTRACE_EVENT_FORK)
+            && ptrace(PTRACE_GETEVENTMSG, tid, NULL, &msg) == 0 && msg != 0) {
+            if (e == PTRACE_EVENT_CLONE)
+                new_thread(p, (int)msg); /* (moves p->th) */
+            t = &p->th[i];
+            if (t->tid == tid && ptrace(PTRACE_CONT, tid, NULL, NULL) < 0 && errno != ESRCH)
+                return QP_EIO;
+            for (size_t k = 0; k < p->nth; k++) /* the new thread, stopped: go on */
+                if (p->th[k].stopped && !p->th[k].gone
+                    && ptrace(PTRACE_CONT, p->th[k].tid, NULL, NULL) == 0)
+                    p->th[k].stopped = 0;
+            if (e == PTRACE_EVENT_FORK && take_child(p, (int)msg, &ev->child) == 0) {
+                ev->kind = DYN_EV_FORK;
+                return 0;
+            }
+            continue;
+        }
+        if (e == PTRACE_EVENT_STOP && WSTOPSIG(st) != SIGTRAP) /* a group stop: kept */
+            ptrace(PTRACE_LISTEN, tid, NULL, NULL);
+        else if (e != 0 || WSTOPSIG(st) == SYSCALL_STOP) /* an interrupt seen late */
+            ptrace(PTRACE_CONT, tid, NULL, NULL);
+        else /* the program's own signal */
+            ptrace(PTRACE_CONT, tid, NULL, (void *)(long)WSTOPSIG(st));
+    }
+    if (p->ntev > 0) { /* threads that started or ended just now */
+        *ev = p->tev[0];
+        memmove(p->tev, p->tev + 1, --p->ntev * sizeof(p->tev[0]));
+    }
+    return 0;
+exec:
+    /* A new image: the other threads are gone, the breakpoint with the old code. */
+    for (size_t i = 0; i < p->nth; i++) {
+        dyn_thread_t *t = &p->th[i];
+        if (t->tid != p->pid)
+            t->gone = 1;
+        else {
+            t->gone = 0;
+            t->stopped = 1;
+            t->at_brk = 0;
+            t->pending_sig = 0;
+        }
+    }
+    p->brk = 0;
+    p->stopped = 1;
+    ev->kind = DYN_EV_EXEC;
+    return 0;
+}
