@@ -34,7 +34,9 @@ typedef struct drv_edge {
     uint8_t kind;       /* cfg_edge_kind_t or QP_EDGE_ENTRY / QP_EDGE_ROOT */
     uint8_t place;      /* DRV_PLACE_*: where a counter for it would go */
     uint8_t save_flags; /* ... and whether the flags must be saved there */
-    uint8_t pad;
+    uint8_t fall_in;    /* DRV_PLACE_TAKEN: 1, its stub may go before the target block and
+                         * fall into it, no jmp back (ed_block_fall_free); 2, qp chose so
+                         * (ED_PROBE_FALL_IN: one stub a block, the heaviest) */
     uint64_t at;        /* ... the instruction the probe names */
     double weight;      /* estimated frequency x cost (spanning tree: heavier stays uncounted) */
 } drv_edge_t;

@@ -371,12 +371,17 @@ out:
     return rc;
 }
 
-/* What a counter on E costs, in instructions run per traversal. */
+/*
+ * What a counter on E costs, in instructions run per traversal. A taken-edge stub jumps
+ * back to the target unless it falls into it: with CHOSEN, when qp chose so (fall_in 2);
+ * else when it may (fall_in 1: the tree is taken as if every such stub could, and
+ * choose_falls then gives each block's place to its heaviest chord).
+ */
 static double
-counter_cost(const drv_edge_t *e)
+counter_cost(const drv_edge_t *e, int chosen)
 {
     double cost = 1.0;
-    if (e->place == DRV_PLACE_TAKEN)
+    if (e->place == DRV_PLACE_TAKEN && (chosen ? e->fall_in != 2 : e->fall_in == 0))
         cost += 1.0; /* the stub's jump back */
     if (e->save_flags)
         cost += 4.0; /* lea, pushf ... popf, lea */
@@ -491,7 +496,7 @@ add_weighted_cost(const drv_graph_t *g, const uint8_t *in_tree, const int64_t *r
         int64_t c = measured_count(g, ed);
         if (c >= 0) {
             res->weighted_incs += (uint64_t)c;
-            res->weighted_insns += (uint64_t)c * (uint64_t)counter_cost(ed);
+            res->weighted_insns += (uint64_t)c * (uint64_t)counter_cost(ed, 1);
         } else
             res->weighted_unknown++;
     }
@@ -534,7 +539,7 @@ split_weights(const drv_graph_t *g, const double *freq_e, const int64_t *runs, d
             w[e] = -1; /* a counter (below) */
         else
             w[e] = ed->place == DRV_PLACE_NONE || ed->kind == QP_EDGE_ENTRY
-                ? INF : f * counter_cost(ed);
+                ? INF : f * counter_cost(ed, 0);
     }
     for (uint32_t i = 0; i < X; i++) {
         /* Where in-edges' counts are unknown (their estimates stand in), the measured
@@ -645,6 +650,34 @@ build_tree(drv_graph_t *g, const double *freq, const int64_t *runs, double *w, u
     }
 }
 
+/*
+ * Which taken-edge counters of the tree IN_TREE (weights W) fall into their target
+ * block (fall_in 2, ED_PROBE_FALL_IN): of the chords that may (fall_in 1), the heaviest
+ * into each block (then the lowest index); the others keep their jmp back (fall_in 1).
+ * BEST: scratch of NBLOCKS.
+ */
+static void
+choose_falls(drv_graph_t *g, const uint8_t *in_tree, const double *w, uint32_t *best)
+{
+    uint32_t n = g->nedges;
+    for (uint32_t i = 0; i < g->nblocks; i++)
+        best[i] = UINT32_MAX;
+    for (uint32_t e = 0; e < n; e++) {
+        drv_edge_t *ed = &g->edges[e];
+        if (ed->fall_in == 0)
+            continue;
+        ed->fall_in = 1;
+        if (in_tree[e] || is_free(g, ed))
+            continue;
+        uint32_t *b = &best[ed->to];
+        if (*b == UINT32_MAX || w[e] > w[*b])
+            *b = e;
+    }
+    for (uint32_t i = 0; i < g->nblocks; i++)
+        if (best[i] != UINT32_MAX)
+            g->edges[best[i]].fall_in = 2;
+}
+
 /* Must G be counted per block for the tree IN_TREE (see qp_place)? */
 static int
 uses_block_counters(const drv_graph_t *g, const uint8_t *in_tree)
@@ -676,9 +709,10 @@ qp_place(drv_graph_t *g, drv_result_t *res, const char **why)
     uint8_t *in_tree = calloc(all + 1, 1); /* 2: given up (no counter, unknown) */
     uint8_t *ground = calloc(nodes, 1);
     int64_t *runs = g->weights != NULL ? malloc((nb + 1) * sizeof(int64_t)) : NULL;
+    uint32_t *best = malloc((nb + 1) * sizeof(uint32_t));
     int rc = 0, static_added = 0;
     (void)why; /* qp measures every procedure it gets */
-    if (!w || !freq || !order || !parent || !in_tree || !ground
+    if (!w || !freq || !order || !parent || !in_tree || !ground || !best
         || (g->weights != NULL && runs == NULL)) {
         rc = QP_ENOMEM;
         goto out;
@@ -689,6 +723,7 @@ qp_place(drv_graph_t *g, drv_result_t *res, const char **why)
         measured_blocks(g, runs);
         /* First the tree without --weights, to say what it would cost over that run. */
         build_tree(g, freq, NULL, w, order, parent, in_tree, ground);
+        choose_falls(g, in_tree, w, best);
         if (!uses_block_counters(g, in_tree)) {
             drv_result_t est;
             memset(&est, 0, sizeof(est));
@@ -707,6 +742,7 @@ qp_place(drv_graph_t *g, drv_result_t *res, const char **why)
          * the calls; the report says which edge counts stay unknown. */
         memset(in_tree, 1, n);
         memset(in_tree + n, 0, nb);
+        choose_falls(g, in_tree, w, best); /* none */
         if (g->weights != NULL) {
             uint64_t insns = res->weighted_insns, incs = res->weighted_incs;
             add_weighted_cost(g, in_tree, runs, res);
@@ -720,6 +756,7 @@ qp_place(drv_graph_t *g, drv_result_t *res, const char **why)
         res->nblock_counted++;
         goto out;
     }
+    choose_falls(g, in_tree, w, best);
     if (g->weights != NULL)
         add_weighted_cost(g, in_tree, runs, res);
     for (uint32_t e = 0; e < all; e++)
@@ -737,6 +774,7 @@ out:
     free(in_tree);
     free(ground);
     free(runs);
+    free(best);
     return rc;
 }
 

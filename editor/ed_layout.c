@@ -145,6 +145,55 @@ falls_through(const cfg_prog_t *prog, const cfg_block_t *b, uint64_t *to /*OUT*/
     return 0;
 }
 
+/* Can nothing fall from block PREV, laid out just before the block at START, into it? It
+ * ends in a jump, a return or a halt, or falls through elsewhere (then a jmp is added).
+ * A block ending in a call that CFG says never returns is not trusted to stay there. */
+static int
+ends_apart(const cfg_prog_t *prog, const cfg_block_t *prev, uint64_t start)
+{
+    uint64_t to;
+    if (falls_through(prog, prev, &to))
+        return to != start;
+    switch (prev->last_kind) {
+    case ARCH_KIND_JMP:
+    case ARCH_KIND_JMP_IND:
+    case ARCH_KIND_RET:
+    case ARCH_KIND_HALT: return 1;
+    default: return 0;
+    }
+}
+
+/* Block K (an index in procedure P's blocks) in P's layout order (see collect_slots):
+ * the blocks before the entry, the entry, the rest, each part by address. */
+static uint32_t
+layout_rank(const cfg_prog_t *prog, const cfg_proc_t *p, uint32_t *k0)
+{
+    uint64_t entry = prog->blocks[p->block].start;
+    *k0 = 0;
+    for (uint32_t k = 1; k < p->nblocks; k++)
+        if (*k0 == k - 1 && prog->blocks[p->block + k].start < entry)
+            *k0 = k;
+    return *k0;
+}
+
+int
+ed_block_fall_free(const cfg_prog_t *prog, uint32_t proc, uint32_t block)
+{
+    if (proc >= prog->nprocs)
+        return 0;
+    const cfg_proc_t *p = &prog->procs[proc];
+    if (block <= p->block || block >= p->block + p->nblocks)
+        return 0; /* the entry, or not the procedure's */
+    uint32_t k0, k = block - p->block;
+    layout_rank(prog, p, &k0);
+    /* The block laid out before it: the entry follows the blocks below it. */
+    uint32_t prev = k == 1 ? (k0 >= 1 ? CFG_NONE : p->block) : k == k0 + 1 ? p->block
+                                                                            : block - 1;
+    if (prev == CFG_NONE)
+        return 0; /* laid out first */
+    return ends_apart(prog, &prog->blocks[prev], prog->blocks[block].start);
+}
+
 /*****************************************************************************
  * Probes
  */
@@ -335,8 +384,12 @@ size_probes(ed_plan_t *plan, const arch_insn_t *in, ed_slot_t *s, ed_stub_t **st
             *stubs = v;
             *cap = ncap;
         }
+        int want = 0;
+        for (size_t j = k0; j < k; j++)
+            want |= plan->probes[j].at == ED_AT_TAKEN && (plan->probes[j].flags & ED_PROBE_FALL_IN);
         s->stub = (uint32_t)plan->nstubs;
-        (*stubs)[plan->nstubs++] = (ed_stub_t) { a, 0, (uint32_t)taken + PAD_LEN(plan) };
+        (*stubs)[plan->nstubs++]
+            = (ed_stub_t) { a, 0, (uint32_t)taken + PAD_LEN(plan), NO_STUB, (uint8_t)want };
     }
     return 0;
 }
@@ -395,12 +448,8 @@ collect_slots(ed_plan_t *plan)
             }
         }
         /* Blocks in address order: cfg/ puts the entry block first, the rest sorted. */
-        uint32_t k0 = 0;
-        uint64_t entry = prog->blocks[p->block].start;
-        for (uint32_t k = 1; k < p->nblocks; k++) {
-            if (k0 == k - 1 && prog->blocks[p->block + k].start < entry)
-                k0 = k;
-        }
+        uint32_t k0;
+        layout_rank(prog, p, &k0);
         uint32_t o = 0;
         for (uint32_t k = 1; k <= k0; k++)
             order[o++] = p->block + k;
@@ -413,6 +462,10 @@ collect_slots(ed_plan_t *plan)
         for (uint32_t k = 0; k < p->nblocks && rc == 0; k++) {
             const cfg_block_t *b = &prog->blocks[order[k]];
             plan->stats.bytes_old += b->end - b->start;
+            /* Nothing falls into B: a stub may go before it (only asked of qp's). */
+            int fall_free = plan->nprobes > 0 && k > 0 && order[k] != p->block
+                && ends_apart(prog, &prog->blocks[order[k - 1]], b->start);
+            size_t first = n;
             for (uint64_t a = b->start; a < b->end;) {
                 const uint8_t *bytes = cfg_image_ptr(prog->img, a, NULL);
                 arch_insn_t in;
@@ -447,6 +500,8 @@ collect_slots(ed_plan_t *plan)
                                      .flags = (in.kind == ARCH_KIND_JMP || in.kind == ARCH_KIND_JCC)
                                          ? SLOT_BRANCH : xlate ? SLOT_XLATE : 0 };
                 plan->nxlate += xlate != 0;
+                if (n == first && fall_free)
+                    v[n].flags |= SLOT_FALL_FREE;
                 if (plan->nprobes > 0
                     && (rc = size_probes(plan, &in, &v[n], &plan->stubs, &stubcap)) < 0)
                     break;
@@ -535,6 +590,46 @@ edl_xlate_table_size(const cfg_prog_t *prog)
     return ARCH_XLATE_HDR + 8 * xlate_slots(prog);
 }
 
+/* The stubs that fall into their slots: just before them (after the slots' addresses). */
+void
+edl_place_fall_stubs(ed_plan_t *plan)
+{
+    for (size_t i = 0; i < plan->nstubs; i++)
+        if (plan->stubs[i].before != NO_STUB)
+            plan->stubs[i].new_ = plan->lay[plan->stubs[i].before].new_ - plan->stubs[i].len;
+}
+
+/*
+ * Which stubs that asked to fall into their target (ED_PROBE_FALL_IN) can: the target is
+ * the first slot of a block nothing falls into (SLOT_FALL_FREE), in the branch's own
+ * procedure, runs no snippets for calls only, and no earlier stub took its place. Such a
+ * stub becomes the slot's lead, without its jmp. Every other stub stays apart.
+ */
+static int
+fall_stubs(ed_plan_t *plan)
+{
+    for (size_t i = 0; i < plan->nstubs; i++) {
+        ed_stub_t *st = &plan->stubs[i];
+        if (!st->want_fall)
+            continue;
+        arch_insn_t in;
+        if (cfg_image_decode(plan->prog->img, st->jcc, 0, &in) < 0)
+            return QP_EDECODE;
+        ed_slot_t *t = slot_at(plan, in.target);
+        if (t == NULL || !(t->flags & SLOT_FALL_FREE) || t->lead != 0 || t->entry_pre != 0
+            || st->len - PAD_LEN(plan) > UINT16_MAX)
+            continue;
+        const ed_seg_t *a = edl_seg_at(plan, st->jcc, NULL), *b = edl_seg_at(plan, in.target, NULL);
+        if (a == NULL || b == NULL || a->owner != b->owner)
+            continue;
+        st->len -= PAD_LEN(plan);
+        st->before = (uint32_t)(t - plan->lay);
+        t->lead = (uint16_t)st->len;
+        plan->stats.nstubs_fall++;
+    }
+    return 0;
+}
+
 /* Assign addresses from BASE in layout order; returns the size. */
 static uint64_t
 assign(ed_plan_t *plan, uint64_t base)
@@ -542,13 +637,17 @@ assign(ed_plan_t *plan, uint64_t base)
     uint64_t at = base;
     for (size_t i = 0; i < plan->nslots; i++) {
         ed_slot_t *s = &plan->lay[i];
+        at += s->lead;
         s->new_ = at;
         at += slot_size(plan, s);
     }
     for (size_t i = 0; i < plan->nstubs; i++) {
+        if (plan->stubs[i].before != NO_STUB)
+            continue;
         plan->stubs[i].new_ = at;
         at += plan->stubs[i].len;
     }
+    edl_place_fall_stubs(plan);
     if (plan->nxlate > 0) {
         plan->xlate = at;
         at = edl_xlate_table_at(plan) + edl_xlate_table_size(plan->prog);
@@ -684,9 +783,10 @@ layout(ed_plan_t *plan, int reuse)
     QP_CHECK(collect_slots(plan));
     if (plan->nprobes_placed != plan->nprobes)
         return QP_EINVAL; /* a probe on code that does not move: never dropped silently */
+    QP_CHECK(index_slots(plan));
+    QP_CHECK(fall_stubs(plan));
     /* Pass 1: long forms. */
     assign(plan, 0);
-    QP_CHECK(index_slots(plan));
     if (reuse)
         QP_CHECK(edl_plan_reuse(plan));
     /* Pass 2: rel8 where the target is in reach in the long layout (in the same
@@ -968,6 +1068,17 @@ ed_plan_map(void *arg, uint64_t old)
 }
 
 uint64_t
+ed_plan_map_state(void *arg, uint64_t old)
+{
+    const ed_plan_t *plan = arg;
+    uint64_t v = ed_plan_map(arg, old);
+    size_t lo = slot_lower(plan, old);
+    if (v != 0 && lo < plan->nslots && SLOT(plan, lo)->new_ == v)
+        v -= SLOT(plan, lo)->lead;
+    return v;
+}
+
+uint64_t
 ed_plan_map_insn(void *arg, uint64_t old)
 {
     const ed_slot_t *s = slot_at(arg, old);
@@ -1046,8 +1157,9 @@ ed_plan_pieces(void *arg, uint64_t lo, uint64_t hi, ed_piece_fn fn, void *fnarg)
         int have = 0;
         for (; k < plan->nslots && SLOT(plan, k)->old < end; k++) {
             const ed_slot_t *s = SLOT(plan, k);
-            if (have && s->new_ == run_end) {
-                run_end += slot_size(plan, s);
+            /* A stub falling into the slot is part of its piece. */
+            if (have && s->new_ - s->lead == run_end) {
+                run_end += s->lead + slot_size(plan, s);
                 run_oend = s->old + s->olen;
                 continue;
             }
@@ -1056,7 +1168,7 @@ ed_plan_pieces(void *arg, uint64_t lo, uint64_t hi, ed_piece_fn fn, void *fnarg)
             have = 1;
             run_old = s->old;
             run_oend = s->old + s->olen;
-            run_new = s->new_;
+            run_new = s->new_ - s->lead;
             run_end = s->new_ + slot_size(plan, s);
         }
         if (have)
@@ -1079,8 +1191,9 @@ shift_overflow(ed_plan_t *plan, size_t skip)
         if (plan->lay[i].new_ >= plan->overflow)
             plan->lay[i].new_ += skip;
     for (size_t i = 0; i < plan->nstubs; i++)
-        if (plan->stubs[i].new_ >= plan->overflow)
+        if (plan->stubs[i].before == NO_STUB && plan->stubs[i].new_ >= plan->overflow)
             plan->stubs[i].new_ += skip;
+    edl_place_fall_stubs(plan);
     if (plan->nxlate > 0 && plan->xlate >= plan->overflow)
         plan->xlate += skip;
     memset(plan->seg_new_end, 0, (plan->prog->nprocs + 1) * sizeof(uint64_t));
@@ -1251,11 +1364,14 @@ emit_code(ed_plan_t *plan, const qp_space_ops_t *ops, void *space)
             break;
         }
         uint8_t *out = buf + (st->new_ - plan->text);
-        int n = emit_probes(plan, st->jcc, ED_AT_TAKEN, st->new_, out, st->len - PAD_LEN(plan), plan);
-        if (n != (int)(st->len - PAD_LEN(plan))) {
+        uint32_t jmp = st->before == NO_STUB ? PAD_LEN(plan) : 0; /* else it falls in */
+        int n = emit_probes(plan, st->jcc, ED_AT_TAKEN, st->new_, out, st->len - jmp, plan);
+        if (n != (int)(st->len - jmp)) {
             rc = n < 0 ? n : QP_ERANGE;
             break;
         }
+        if (jmp == 0)
+            continue;
         int j = plan->isa->emit_jmp(st->new_ + (uint64_t)n, map_branch(plan, st->jcc, in.target),
                                     out + n, PAD_LEN(plan));
         if (j < 0)
