@@ -550,11 +550,14 @@ const ed_stats_t *ed_plan_stats(const ed_plan_t *plan);
 uint64_t ed_plan_map_state(void *plan, uint64_t old);
 
 /*
- * Does nothing fall into block BLOCK (an index in prog->blocks) of procedure PROC when
- * the procedure is relocated: it is not the entry nor the first block laid out, and the
- * block laid out before it ends in a jump, a return or a halt, or falls through to
- * another block (the editor then adds a jmp)? A taken-edge stub placed there falls into
- * it without a jump (ED_PROBE_FALL_IN). Drivers ask it to price a counter.
+ * Where a taken-edge stub into block BLOCK (an index in prog->blocks) of procedure PROC
+ * may go just before it and fall into it, without a jump (ED_PROBE_FALL_IN), when the
+ * procedure is relocated. 1: nothing falls into the block (it is not the entry nor the
+ * first block laid out, and the block laid out before it ends in a jump, a return or a
+ * halt, or falls through to another block: the editor then adds a jmp). 2: only the block
+ * laid out before it falls into it (the block at its start address, not a call's return):
+ * that block then jumps over the stub, one jmp on that edge. 0: the stub goes apart.
+ * Drivers ask it to price a counter.
  */
 int ed_block_fall_free(const cfg_prog_t *prog, uint32_t proc, uint32_t block);
 

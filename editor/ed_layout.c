@@ -145,15 +145,20 @@ falls_through(const cfg_prog_t *prog, const cfg_block_t *b, uint64_t *to /*OUT*/
     return 0;
 }
 
-/* Can nothing fall from block PREV, laid out just before the block at START, into it? It
- * ends in a jump, a return or a halt, or falls through elsewhere (then a jmp is added).
- * A block ending in a call that CFG says never returns is not trusted to stay there. */
+/*
+ * How block PREV, laid out just before the block at START, ends (ed_block_fall_free): 1,
+ * nothing falls from it into that block (it ends in a jump, a return or a halt, or falls
+ * through elsewhere: then a jmp is added); 2, it falls into it, not as a call's return,
+ * and could jump there instead; 0 otherwise (a call that CFG says never returns is not
+ * trusted to stay there).
+ */
 static int
 ends_apart(const cfg_prog_t *prog, const cfg_block_t *prev, uint64_t start)
 {
     uint64_t to;
     if (falls_through(prog, prev, &to))
-        return to != start;
+        return to != start ? 1
+            : prev->last_kind != ARCH_KIND_CALL && prev->last_kind != ARCH_KIND_CALL_IND ? 2 : 0;
     switch (prev->last_kind) {
     case ARCH_KIND_JMP:
     case ARCH_KIND_JMP_IND:
@@ -462,9 +467,10 @@ collect_slots(ed_plan_t *plan)
         for (uint32_t k = 0; k < p->nblocks && rc == 0; k++) {
             const cfg_block_t *b = &prog->blocks[order[k]];
             plan->stats.bytes_old += b->end - b->start;
-            /* Nothing falls into B: a stub may go before it (only asked of qp's). */
+            /* Nothing falls into B (or only the block before, which could jump): a stub
+             * may go before it (only asked of qp's). */
             int fall_free = plan->nprobes > 0 && k > 0 && order[k] != p->block
-                && ends_apart(prog, &prog->blocks[order[k - 1]], b->start);
+                ? ends_apart(prog, &prog->blocks[order[k - 1]], b->start) : 0;
             size_t first = n;
             for (uint64_t a = b->start; a < b->end;) {
                 const uint8_t *bytes = cfg_image_ptr(prog->img, a, NULL);
@@ -501,7 +507,7 @@ collect_slots(ed_plan_t *plan)
                                          ? SLOT_BRANCH : xlate ? SLOT_XLATE : 0 };
                 plan->nxlate += xlate != 0;
                 if (n == first && fall_free)
-                    v[n].flags |= SLOT_FALL_FREE;
+                    v[n].flags |= fall_free == 1 ? SLOT_FALL_FREE : SLOT_FALL_JUMP;
                 if (plan->nprobes > 0
                     && (rc = size_probes(plan, &in, &v[n], &plan->stubs, &stubcap)) < 0)
                     break;
@@ -601,13 +607,15 @@ edl_place_fall_stubs(ed_plan_t *plan)
 
 /*
  * Which stubs that asked to fall into their target (ED_PROBE_FALL_IN) can: the target is
- * the first slot of a block nothing falls into (SLOT_FALL_FREE), in the branch's own
- * procedure, runs no snippets for calls only, and no earlier stub took its place. Such a
- * stub becomes the slot's lead, without its jmp. Every other stub stays apart.
+ * the first slot of a block nothing falls into (SLOT_FALL_FREE) or only the block before
+ * it (SLOT_FALL_JUMP: that one then jumps over the stub), in the branch's own procedure,
+ * runs no snippets for calls only, and no earlier stub took its place. Such a stub
+ * becomes the slot's lead, without its jmp. Every other stub stays apart.
  */
 static int
 fall_stubs(ed_plan_t *plan)
 {
+    size_t added = 0; /* jumps added over a stub */
     for (size_t i = 0; i < plan->nstubs; i++) {
         ed_stub_t *st = &plan->stubs[i];
         if (!st->want_fall)
@@ -616,17 +624,41 @@ fall_stubs(ed_plan_t *plan)
         if (cfg_image_decode(plan->prog->img, st->jcc, 0, &in) < 0)
             return QP_EDECODE;
         ed_slot_t *t = slot_at(plan, in.target);
-        if (t == NULL || !(t->flags & SLOT_FALL_FREE) || t->lead != 0 || t->entry_pre != 0
-            || st->len - PAD_LEN(plan) > UINT16_MAX)
+        if (t == NULL || !(t->flags & (SLOT_FALL_FREE | SLOT_FALL_JUMP)) || t->lead != 0
+            || t->entry_pre != 0 || st->len - PAD_LEN(plan) > UINT16_MAX)
             continue;
         const ed_seg_t *a = edl_seg_at(plan, st->jcc, NULL), *b = edl_seg_at(plan, in.target, NULL);
         if (a == NULL || b == NULL || a->owner != b->owner)
             continue;
+        ed_slot_t *prev = t - 1; /* the block before falls in (SLOT_FALL_JUMP): it jumps */
+        if ((t->flags & SLOT_FALL_JUMP) && (prev->old == st->jcc || (prev->flags & SLOT_JMP_AFTER)))
+            continue; /* (a branch both ways to T) */
+        if (t->flags & SLOT_FALL_JUMP) {
+            prev->flags |= SLOT_JMP_AFTER | SLOT_JMP_ADDED;
+            added++;
+        }
         st->len -= PAD_LEN(plan);
         st->before = (uint32_t)(t - plan->lay);
         t->lead = (uint16_t)st->len;
         plan->stats.nstubs_fall++;
     }
+    if (added == 0)
+        return 0;
+    /* plan->fall again in layout order, with the jumps over the stubs: to the next slot. */
+    size_t n = 0, k = 0, cap = 0;
+    uint64_t *v = NULL;
+    for (size_t i = 0; i < plan->nslots; i++) {
+        if (!(plan->lay[i].flags & SLOT_JMP_AFTER))
+            continue;
+        uint64_t to = (plan->lay[i].flags & SLOT_JMP_ADDED) ? plan->lay[i + 1].old : plan->fall[k++];
+        if (edl_push_u64(&v, &n, &cap, to) < 0) {
+            free(v);
+            return QP_ENOMEM;
+        }
+    }
+    free(plan->fall);
+    plan->fall = v;
+    plan->nfall = n;
     return 0;
 }
 

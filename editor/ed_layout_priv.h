@@ -50,7 +50,9 @@ enum {
     SLOT_JMP_AFTER = 2, /* a `jmp` follows (fall-through to a block not next in layout) */
     SLOT_BRANCH = 4,   /* a direct jmp or jcc: a candidate for the rel8 form */
     SLOT_XLATE = 8,    /* an indirect jump of unknown targets, translated at run time */
-    SLOT_FALL_FREE = 16 /* first slot of a block nothing falls into (ed_block_fall_free) */
+    SLOT_FALL_FREE = 16, /* first slot of a block nothing falls into (ed_block_fall_free) */
+    SLOT_FALL_JUMP = 32, /* ... nothing but the block before, which could jump instead */
+    SLOT_JMP_ADDED = 64  /* its SLOT_JMP_AFTER jumps over a stub falling into the next slot */
 };
 
 typedef struct ed_seg {
