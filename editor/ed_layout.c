@@ -168,8 +168,9 @@ ends_apart(const cfg_prog_t *prog, const cfg_block_t *prev, uint64_t start)
     }
 }
 
-/* Block K (an index in procedure P's blocks) in P's layout order (see collect_slots):
- * the blocks before the entry, the entry, the rest, each part by address. */
+/* How many of procedure P's blocks are laid out before its entry, into *K0 (returned
+ * too): cfg/ puts the entry first in P's blocks and the rest by address; the layout
+ * (collect_slots) takes those below the entry, the entry, then the rest. */
 static uint32_t
 layout_rank(const cfg_prog_t *prog, const cfg_proc_t *p, uint32_t *k0)
 {
@@ -189,8 +190,18 @@ ed_block_fall_free(const cfg_prog_t *prog, uint32_t proc, uint32_t block)
     const cfg_proc_t *p = &prog->procs[proc];
     if (block <= p->block || block >= p->block + p->nblocks)
         return 0; /* the entry, or not the procedure's */
-    uint32_t k0, k = block - p->block;
-    layout_rank(prog, p, &k0);
+    /* layout_rank's K0 by binary search (the blocks after the entry are sorted): drivers
+     * ask for every taken edge, and procedures have thousands of blocks. */
+    uint64_t entry = prog->blocks[p->block].start;
+    uint32_t lo = 1, hi = p->nblocks, k = block - p->block;
+    while (lo < hi) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        if (prog->blocks[p->block + mid].start < entry)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    uint32_t k0 = lo - 1;
     /* The block laid out before it: the entry follows the blocks below it. */
     uint32_t prev = k == 1 ? (k0 >= 1 ? CFG_NONE : p->block) : k == k0 + 1 ? p->block
                                                                             : block - 1;
