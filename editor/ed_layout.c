@@ -404,8 +404,8 @@ size_probes(ed_plan_t *plan, const arch_insn_t *in, ed_slot_t *s, ed_stub_t **st
         for (size_t j = k0; j < k; j++)
             want |= plan->probes[j].at == ED_AT_TAKEN && (plan->probes[j].flags & ED_PROBE_FALL_IN);
         s->stub = (uint32_t)plan->nstubs;
-        (*stubs)[plan->nstubs++]
-            = (ed_stub_t) { a, 0, (uint32_t)taken + PAD_LEN(plan), NO_STUB, (uint8_t)want };
+        (*stubs)[plan->nstubs++] = (ed_stub_t) { a, 0, in->target, (uint32_t)taken + PAD_LEN(plan),
+                                                 NO_STUB, (uint8_t)want };
     }
     return 0;
 }
@@ -478,11 +478,6 @@ collect_slots(ed_plan_t *plan)
         for (uint32_t k = 0; k < p->nblocks && rc == 0; k++) {
             const cfg_block_t *b = &prog->blocks[order[k]];
             plan->stats.bytes_old += b->end - b->start;
-            /* Nothing falls into B (or only the block before, which could jump): a stub
-             * may go before it (only asked of qp's). */
-            int fall_free = plan->nprobes > 0 && k > 0 && order[k] != p->block
-                ? ends_apart(prog, &prog->blocks[order[k - 1]], b->start) : 0;
-            size_t first = n;
             for (uint64_t a = b->start; a < b->end;) {
                 const uint8_t *bytes = cfg_image_ptr(prog->img, a, NULL);
                 arch_insn_t in;
@@ -517,8 +512,6 @@ collect_slots(ed_plan_t *plan)
                                      .flags = (in.kind == ARCH_KIND_JMP || in.kind == ARCH_KIND_JCC)
                                          ? SLOT_BRANCH : xlate ? SLOT_XLATE : 0 };
                 plan->nxlate += xlate != 0;
-                if (n == first && fall_free)
-                    v[n].flags |= fall_free == 1 ? SLOT_FALL_FREE : SLOT_FALL_JUMP;
                 if (plan->nprobes > 0
                     && (rc = size_probes(plan, &in, &v[n], &plan->stubs, &stubcap)) < 0)
                     break;
@@ -618,10 +611,10 @@ edl_place_fall_stubs(ed_plan_t *plan)
 
 /*
  * Which stubs that asked to fall into their target (ED_PROBE_FALL_IN) can: the target is
- * the first slot of a block nothing falls into (SLOT_FALL_FREE) or only the block before
- * it (SLOT_FALL_JUMP: that one then jumps over the stub), in the branch's own procedure,
- * runs no snippets for calls only, and no earlier stub took its place. Such a stub
- * becomes the slot's lead, without its jmp. Every other stub stays apart.
+ * the first slot of a block nothing falls into or only the block before it (which then
+ * jumps over the stub: ed_block_fall_free), in the branch's own procedure, runs no
+ * snippets for calls only, and no earlier stub took its place. Such a stub becomes the
+ * slot's lead, without its jmp. Every other stub stays apart.
  */
 static int
 fall_stubs(ed_plan_t *plan)
@@ -631,20 +624,21 @@ fall_stubs(ed_plan_t *plan)
         ed_stub_t *st = &plan->stubs[i];
         if (!st->want_fall)
             continue;
-        arch_insn_t in;
-        if (cfg_image_decode(plan->prog->img, st->jcc, 0, &in) < 0)
-            return QP_EDECODE;
-        ed_slot_t *t = slot_at(plan, in.target);
-        if (t == NULL || !(t->flags & (SLOT_FALL_FREE | SLOT_FALL_JUMP)) || t->lead != 0
-            || t->entry_pre != 0 || st->len - PAD_LEN(plan) > UINT16_MAX)
+        ed_slot_t *t = slot_at(plan, st->target);
+        if (t == NULL || t->lead != 0 || t->entry_pre != 0 || st->len - PAD_LEN(plan) > UINT16_MAX)
             continue;
-        const ed_seg_t *a = edl_seg_at(plan, st->jcc, NULL), *b = edl_seg_at(plan, in.target, NULL);
-        if (a == NULL || b == NULL || a->owner != b->owner)
+        const ed_seg_t *a = edl_seg_at(plan, st->jcc, NULL), *b = edl_seg_at(plan, st->target, NULL);
+        uint32_t bi = cfg_block_at(plan->prog, st->target);
+        if (a == NULL || b == NULL || a->owner != b->owner || bi == CFG_NONE
+            || plan->prog->blocks[bi].start != st->target)
             continue;
-        ed_slot_t *prev = t - 1; /* the block before falls in (SLOT_FALL_JUMP): it jumps */
-        if ((t->flags & SLOT_FALL_JUMP) && (prev->old == st->jcc || (prev->flags & SLOT_JMP_AFTER)))
-            continue; /* (a branch both ways to T) */
-        if (t->flags & SLOT_FALL_JUMP) {
+        int how = ed_block_fall_free(plan->prog, b->owner, bi);
+        if (how == 0 || t == plan->lay)
+            continue;
+        ed_slot_t *prev = t - 1; /* how 2: the block before falls in, and then jumps */
+        if (how == 2 && (prev->old == st->jcc || (prev->flags & SLOT_JMP_AFTER)))
+            continue; /* (the branch itself before T: it goes both ways to T) */
+        if (how == 2) {
             prev->flags |= SLOT_JMP_AFTER | SLOT_JMP_ADDED;
             added++;
         }
@@ -1114,11 +1108,16 @@ uint64_t
 ed_plan_map_state(void *arg, uint64_t old)
 {
     const ed_plan_t *plan = arg;
-    uint64_t v = ed_plan_map(arg, old);
-    size_t lo = slot_lower(plan, old);
-    if (v != 0 && lo < plan->nslots && SLOT(plan, lo)->new_ == v)
-        v -= SLOT(plan, lo)->lead;
-    return v;
+    size_t lo = slot_lower(plan, old), si;
+    if (lo < plan->nslots && SLOT(plan, lo)->old == old)
+        return SLOT(plan, lo)->new_ - SLOT(plan, lo)->lead;
+    const ed_seg_t *seg = edl_seg_at(plan, old, &si);
+    if (seg == NULL)
+        return 0;
+    /* As ed_plan_map: the next moved instruction of the extent (its stub first). */
+    if (lo < plan->nslots && SLOT(plan, lo)->old < seg->end)
+        return SLOT(plan, lo)->new_ - SLOT(plan, lo)->lead;
+    return plan->seg_new_end[si];
 }
 
 uint64_t

@@ -40,6 +40,7 @@ typedef struct ed_slot {
 typedef struct ed_stub {
     uint64_t jcc;      /* old address of the conditional branch */
     uint64_t new_;     /* address of the stub */
+    uint64_t target;   /* old address the branch goes to */
     uint32_t len;      /* bytes, jmp included (none when it falls into its target) */
     uint32_t before;   /* the slot (index in plan->lay) it falls into, or NO_STUB: apart */
     uint8_t want_fall; /* a probe asked for ED_PROBE_FALL_IN */
@@ -50,9 +51,7 @@ enum {
     SLOT_JMP_AFTER = 2, /* a `jmp` follows (fall-through to a block not next in layout) */
     SLOT_BRANCH = 4,   /* a direct jmp or jcc: a candidate for the rel8 form */
     SLOT_XLATE = 8,    /* an indirect jump of unknown targets, translated at run time */
-    SLOT_FALL_FREE = 16, /* first slot of a block nothing falls into (ed_block_fall_free) */
-    SLOT_FALL_JUMP = 32, /* ... nothing but the block before, which could jump instead */
-    SLOT_JMP_ADDED = 64  /* its SLOT_JMP_AFTER jumps over a stub falling into the next slot */
+    SLOT_JMP_ADDED = 16 /* its SLOT_JMP_AFTER jumps over a stub falling into the next slot */
 };
 
 typedef struct ed_seg {
