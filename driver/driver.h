@@ -34,7 +34,8 @@ typedef struct drv_edge {
     uint8_t kind;       /* cfg_edge_kind_t or QP_EDGE_ENTRY / QP_EDGE_ROOT */
     uint8_t place;      /* DRV_PLACE_*: where a counter for it would go */
     uint8_t save_flags; /* ... and whether the flags must be saved there */
-    uint8_t pad;
+    uint8_t fall_in;    /* DRV_PLACE_TAKEN: DRV_FALL_* bits (a stub before the target block,
+                         * falling into it: no jmp back) */
     uint64_t at;        /* ... the instruction the probe names */
     double weight;      /* estimated frequency x cost (spanning tree: heavier stays uncounted) */
 } drv_edge_t;
@@ -44,6 +45,13 @@ enum {
     DRV_PLACE_BEFORE,   /* ED_AT_BEFORE `at` */
     DRV_PLACE_AFTER,    /* ED_AT_AFTER `at` */
     DRV_PLACE_TAKEN,    /* ED_AT_TAKEN `at` (splits a critical edge) */
+};
+
+enum {
+    DRV_FALL_MAY = 1,   /* its stub may fall into the target block (ed_block_fall_free) */
+    DRV_FALL_CHOSEN = 2,/* qp chose so (ED_PROBE_FALL_IN): one stub a block, the heaviest */
+    DRV_FALL_JUMP = 4,  /* ... and the block before the target, which falls into it, then
+                         * jumps over the stub (ed_block_fall_free 2) */
 };
 
 /* Edge counts of an earlier run, keyed by original block addresses (0 = X). */

@@ -264,6 +264,8 @@ place_edge(drv_graph_t *g, const insns_t *l, drv_edge_t *ed)
         return; /* cannot tell which way it goes: no counter */
     uint8_t live = ed->to == X ? leave_live(g, prog, &prog->edges[ed->cfg_edge]) : g->live_in[ed->to];
     ed->place = taken ? DRV_PLACE_TAKEN : DRV_PLACE_AFTER;
+    int ff = taken && ed->to != X ? ed_block_fall_free(prog, g->proc, g->first + ed->to) : 0;
+    ed->fall_in = ff == 1 ? DRV_FALL_MAY : ff == 2 ? DRV_FALL_MAY | DRV_FALL_JUMP : 0;
     ed->at = last->addr;
     ed->save_flags = pt_flags_must_save(live, g->clobbers);
 }

@@ -371,12 +371,18 @@ out:
     return rc;
 }
 
-/* What a counter on E costs, in instructions run per traversal. */
+/*
+ * What a counter on E costs, in instructions run per traversal. A taken-edge stub jumps
+ * back to the target unless it falls into it: with CHOSEN, when qp chose so; else when
+ * it may (the tree is taken as if every such stub could, and choose_falls then gives
+ * each block's place to its most frequent chord).
+ */
 static double
-counter_cost(const drv_edge_t *e)
+counter_cost(const drv_edge_t *e, int chosen)
 {
     double cost = 1.0;
-    if (e->place == DRV_PLACE_TAKEN)
+    if (e->place == DRV_PLACE_TAKEN
+        && (chosen ? !(e->fall_in & DRV_FALL_CHOSEN) : !(e->fall_in & DRV_FALL_MAY)))
         cost += 1.0; /* the stub's jump back */
     if (e->save_flags)
         cost += 4.0; /* lea, pushf ... popf, lea */
@@ -477,11 +483,12 @@ is_free(const drv_graph_t *g, const drv_edge_t *ed)
 
 /*
  * Add what the counters on the chords (IN_TREE[e] == 0; NEDGES + block for a block's
- * own edge) cost over the profiled run to RES (--weights).
+ * own edge) cost over the profiled run to RES (--weights); FALLIN: per block, the edge
+ * falling into it (choose_falls), whose jmp over a stub (DRV_FALL_JUMP) the counters add.
  */
 static void
 add_weighted_cost(const drv_graph_t *g, const uint8_t *in_tree, const int64_t *runs,
-                  drv_result_t *res)
+                  const uint32_t *fallin, drv_result_t *res)
 {
     uint32_t n = g->nedges, X = g->nblocks;
     for (uint32_t e = 0; e < n; e++) {
@@ -491,9 +498,16 @@ add_weighted_cost(const drv_graph_t *g, const uint8_t *in_tree, const int64_t *r
         int64_t c = measured_count(g, ed);
         if (c >= 0) {
             res->weighted_incs += (uint64_t)c;
-            res->weighted_insns += (uint64_t)c * (uint64_t)counter_cost(ed);
+            res->weighted_insns += (uint64_t)c * (uint64_t)counter_cost(ed, 1);
         } else
             res->weighted_unknown++;
+        if ((ed->fall_in & DRV_FALL_CHOSEN) && (ed->fall_in & DRV_FALL_JUMP)) {
+            int64_t j = measured_count(g, &g->edges[fallin[ed->to]]);
+            if (j >= 0)
+                res->weighted_insns += (uint64_t)j;
+            else
+                res->weighted_unknown++;
+        }
     }
     for (uint32_t i = 0; i < X; i++) {
         if (in_tree[n + i])
@@ -509,9 +523,11 @@ add_weighted_cost(const drv_graph_t *g, const uint8_t *in_tree, const int64_t *r
 
 /* Weights of the NEDGES edges and then of the blocks' own edges into W, from the
  * estimated edge frequencies FREQ_E, and the measured counts (--weights) where RUNS, the
- * measured block counts, is not NULL. */
+ * measured block counts, is not NULL. FALLIN: scratch of NBLOCKS (per block, the edge
+ * falling into it). */
 static void
-split_weights(const drv_graph_t *g, const double *freq_e, const int64_t *runs, double *w)
+split_weights(const drv_graph_t *g, const double *freq_e, const int64_t *runs, double *w,
+              uint32_t *fallin)
 {
     uint32_t n = g->nedges, X = g->nblocks;
     /*
@@ -521,8 +537,15 @@ split_weights(const drv_graph_t *g, const double *freq_e, const int64_t *runs, d
      * calls would follow from a counter inside it and count the killed run as returned.
      */
     int is_main = strcmp(g->prog->procs[g->proc].name, "main") == 0;
-    for (uint32_t i = 0; i < X; i++)
+    for (uint32_t i = 0; i < X; i++) {
         w[n + i] = 0;
+        fallin[i] = UINT32_MAX;
+    }
+    for (uint32_t e = 0; e < n; e++) {
+        const drv_edge_t *ed = &g->edges[e];
+        if (ed->kind == CFG_EDGE_FALL && ed->from != X && ed->to != X)
+            fallin[ed->to] = e;
+    }
     for (uint32_t e = 0; e < n; e++) {
         const drv_edge_t *ed = &g->edges[e];
         double f = edge_freq(g, ed, freq_e[e], runs != NULL);
@@ -534,7 +557,14 @@ split_weights(const drv_graph_t *g, const double *freq_e, const int64_t *runs, d
             w[e] = -1; /* a counter (below) */
         else
             w[e] = ed->place == DRV_PLACE_NONE || ed->kind == QP_EDGE_ENTRY
-                ? INF : f * counter_cost(ed);
+                ? INF : f * counter_cost(ed, 0);
+        /* A stub falling into a block that another block falls into: that block's jmp
+         * over it, or the stub's jmp back, whichever runs less. */
+        if (w[e] < INF && (ed->fall_in & DRV_FALL_JUMP)) {
+            uint32_t fe = fallin[ed->to];
+            double jf = fe == UINT32_MAX ? f : edge_freq(g, &g->edges[fe], freq_e[fe], runs != NULL);
+            w[e] += jf < f ? jf : f;
+        }
     }
     for (uint32_t i = 0; i < X; i++) {
         /* Where in-edges' counts are unknown (their estimates stand in), the measured
@@ -615,14 +645,15 @@ give_up_cycles(const drv_graph_t *g, uint32_t *parent, uint8_t *ground, uint8_t 
 
 /* The spanning tree of G's split graph into IN_TREE (1: in the tree, 2: given up, no
  * counter and its count unknown), from the estimated edge frequencies FREQ and, unless
- * RUNS (the measured block counts) is NULL, the measured counts (--weights). W, ORDER,
- * PARENT: scratch of qp_place's sizes; GROUND: zeroed scratch. */
+ * RUNS (the measured block counts) is NULL, the measured counts (--weights). W, FALLIN,
+ * ORDER, PARENT: scratch of qp_place's sizes; GROUND: zeroed scratch. */
 static void
-build_tree(drv_graph_t *g, const double *freq, const int64_t *runs, double *w, uint32_t *order,
+build_tree(drv_graph_t *g, const double *freq, const int64_t *runs, double *w, uint32_t *fallin,
+           uint32_t *order,
            uint32_t *parent, uint8_t *in_tree, uint8_t *ground)
 {
     uint32_t n = g->nedges, nb = g->nblocks, all = n + nb, nodes = 2 * nb + 1;
-    split_weights(g, freq, runs, w);
+    split_weights(g, freq, runs, w, fallin);
     give_up_cycles(g, parent, ground, in_tree);
     for (uint32_t e = 0; e < n; e++)
         in_tree[e] *= 2;
@@ -642,6 +673,51 @@ build_tree(drv_graph_t *g, const double *freq, const int64_t *runs, double *w, u
             parent[a] = b;
             in_tree[e] = 1;
         }
+    }
+}
+
+/*
+ * Which taken-edge counters of the tree IN_TREE fall into their target block
+ * (DRV_FALL_CHOSEN, ED_PROBE_FALL_IN): of the chords that may, the most frequent into
+ * each block (then the lowest index; FREQ: the estimate, MEASURED: the counts of
+ * --weights first), and where the block before falls into the target (DRV_FALL_JUMP)
+ * only when that edge runs less often than the chord (it then jumps over the stub). The
+ * others keep their jmp back. BEST, FALLIN: scratch of NBLOCKS; FALLIN keeps, per block,
+ * the edge falling into it (UINT32_MAX: none).
+ */
+static void
+choose_falls(drv_graph_t *g, const uint8_t *in_tree, const double *freq, int measured,
+             uint32_t *best, uint32_t *fallin)
+{
+    uint32_t n = g->nedges, X = g->nblocks;
+    for (uint32_t i = 0; i < X; i++)
+        best[i] = fallin[i] = UINT32_MAX;
+    for (uint32_t e = 0; e < n; e++) {
+        drv_edge_t *ed = &g->edges[e];
+        if (ed->kind == CFG_EDGE_FALL && ed->from != X && ed->to != X)
+            fallin[ed->to] = e;
+        if (ed->fall_in == 0)
+            continue;
+        ed->fall_in &= (uint8_t)~DRV_FALL_CHOSEN;
+        if (in_tree[e] || is_free(g, ed))
+            continue;
+        uint32_t *b = &best[ed->to];
+        if (*b == UINT32_MAX
+            || edge_freq(g, ed, freq[e], measured) > edge_freq(g, &g->edges[*b], freq[*b], measured))
+            *b = e;
+    }
+    for (uint32_t i = 0; i < X; i++) {
+        if (best[i] == UINT32_MAX)
+            continue;
+        drv_edge_t *ed = &g->edges[best[i]];
+        if (ed->fall_in & DRV_FALL_JUMP) {
+            uint32_t f = fallin[i];
+            if (f == UINT32_MAX || g->edges[f].from == ed->from
+                || edge_freq(g, &g->edges[f], freq[f], measured)
+                       >= edge_freq(g, ed, freq[best[i]], measured))
+                continue;
+        }
+        ed->fall_in |= DRV_FALL_CHOSEN;
     }
 }
 
@@ -676,9 +752,10 @@ qp_place(drv_graph_t *g, drv_result_t *res, const char **why)
     uint8_t *in_tree = calloc(all + 1, 1); /* 2: given up (no counter, unknown) */
     uint8_t *ground = calloc(nodes, 1);
     int64_t *runs = g->weights != NULL ? malloc((nb + 1) * sizeof(int64_t)) : NULL;
+    uint32_t *best = malloc((2 * nb + 1) * sizeof(uint32_t)), *fallin = best + nb;
     int rc = 0, static_added = 0;
     (void)why; /* qp measures every procedure it gets */
-    if (!w || !freq || !order || !parent || !in_tree || !ground
+    if (!w || !freq || !order || !parent || !in_tree || !ground || !best
         || (g->weights != NULL && runs == NULL)) {
         rc = QP_ENOMEM;
         goto out;
@@ -688,11 +765,12 @@ qp_place(drv_graph_t *g, drv_result_t *res, const char **why)
     if (runs != NULL) {
         measured_blocks(g, runs);
         /* First the tree without --weights, to say what it would cost over that run. */
-        build_tree(g, freq, NULL, w, order, parent, in_tree, ground);
+        build_tree(g, freq, NULL, w, fallin, order, parent, in_tree, ground);
+        choose_falls(g, in_tree, freq, 0, best, fallin);
         if (!uses_block_counters(g, in_tree)) {
             drv_result_t est;
             memset(&est, 0, sizeof(est));
-            add_weighted_cost(g, in_tree, runs, &est);
+            add_weighted_cost(g, in_tree, runs, fallin, &est);
             res->weighted_static_insns += est.weighted_insns;
             res->weighted_static_incs += est.weighted_incs;
             static_added = 1;
@@ -700,16 +778,17 @@ qp_place(drv_graph_t *g, drv_result_t *res, const char **why)
         memset(in_tree, 0, all + 1);
         memset(ground, 0, nodes);
     }
-    build_tree(g, freq, runs, w, order, parent, in_tree, ground);
+    build_tree(g, freq, runs, w, fallin, order, parent, in_tree, ground);
     int per_block = uses_block_counters(g, in_tree);
     if (per_block) {
         /* Count this procedure's blocks instead: that gives every block count and
          * the calls; the report says which edge counts stay unknown. */
         memset(in_tree, 1, n);
         memset(in_tree + n, 0, nb);
+        choose_falls(g, in_tree, freq, 0, best, fallin); /* none */
         if (g->weights != NULL) {
             uint64_t insns = res->weighted_insns, incs = res->weighted_incs;
-            add_weighted_cost(g, in_tree, runs, res);
+            add_weighted_cost(g, in_tree, runs, fallin, res);
             if (!static_added) { /* per block either way */
                 res->weighted_static_insns += res->weighted_insns - insns;
                 res->weighted_static_incs += res->weighted_incs - incs;
@@ -720,8 +799,9 @@ qp_place(drv_graph_t *g, drv_result_t *res, const char **why)
         res->nblock_counted++;
         goto out;
     }
+    choose_falls(g, in_tree, freq, runs != NULL, best, fallin);
     if (g->weights != NULL)
-        add_weighted_cost(g, in_tree, runs, res);
+        add_weighted_cost(g, in_tree, runs, fallin, res);
     for (uint32_t e = 0; e < all; e++)
         if (!in_tree[e] && !(e < n && is_free(g, &g->edges[e]))) {
             if (e < n)
@@ -737,6 +817,7 @@ out:
     free(in_tree);
     free(ground);
     free(runs);
+    free(best);
     return rc;
 }
 

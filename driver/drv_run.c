@@ -478,6 +478,8 @@ describe_measured(drv_result_t *res, const drv_graph_t *g, const uint64_t *exits
         if (where < 0)
             return QP_EINVAL; /* a driver counted an edge that cannot carry a counter */
         QP_CHECK(add_probe(res, ed->at, where, ED_SNIP_COUNT, ed->save_flags, ed->counter));
+        if (where == ED_AT_TAKEN && (ed->fall_in & DRV_FALL_CHOSEN))
+            res->probes[res->nprobes - 1].flags |= ED_PROBE_FALL_IN;
     }
     for (uint32_t i = 0; i < g->nblocks; i++) {
         const cfg_block_t *b = &prog->blocks[g->first + i];

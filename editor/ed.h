@@ -362,6 +362,8 @@ typedef struct ed_stats {
     uint64_t inplace_text;  /* address of the trampolines' region, 0 when none */
     uint64_t bad_exit_from; /* QP_EBUG: code that stays, at this address, would run ... */
     uint64_t bad_exit_to;   /* ... into new code placed here (a bug: the plan fails) */
+    uint32_t nstubs_fall;   /* taken-edge stubs placed before their target, falling into
+                             * it (ED_PROBE_FALL_IN): no jmp back */
 } ed_stats_t;
 
 /*
@@ -420,6 +422,12 @@ enum {
     ED_PROBE_INPLACE = 1u << 1, /* in a procedure left in place: patched where it is with
                                * a jump to a trampoline (ed_inplace.c; ED_AT_BEFORE and
                                * ED_SNIP_COUNT only, at a point ed_inplace_fit accepts) */
+    ED_PROBE_FALL_IN = 1u << 2, /* ED_AT_TAKEN: put the stub just before the branch's target
+                               * block, falling into it (no jmp back), when nothing else
+                               * falls into that block (ed_block_fall_free), it is in the
+                               * branch's procedure and no other stub took the place; else
+                               * the stub goes apart as usual. Any TAKEN probe of the
+                               * branch asking for it is enough */
 };
 
 typedef struct ed_probe {
@@ -533,6 +541,25 @@ int ed_plan_pieces(void *plan, uint64_t lo, uint64_t hi, ed_piece_fn fn, void *f
 
 /* Figures for the summary line. */
 const ed_stats_t *ed_plan_stats(const ed_plan_t *plan);
+
+/*
+ * As ed_plan_map, but where a taken-edge stub falls into the instruction at OLD
+ * (ED_PROBE_FALL_IN), the stub's address: where the state that holds at OLD (its unwind
+ * rules) begins in the new code. An ed_map_fn, for ed_unwind_map_t.map.
+ */
+uint64_t ed_plan_map_state(void *plan, uint64_t old);
+
+/*
+ * Where a taken-edge stub into block BLOCK (an index in prog->blocks) of procedure PROC
+ * may go just before it and fall into it, without a jump (ED_PROBE_FALL_IN), when the
+ * procedure is relocated. 1: nothing falls into the block (it is not the entry nor the
+ * first block laid out, and the block laid out before it ends in a jump, a return or a
+ * halt, or falls through to another block: the editor then adds a jmp). 2: only the block
+ * laid out before it falls into it (the block at its start address, not a call's return):
+ * that block then jumps over the stub, one jmp on that edge. 0: the stub goes apart.
+ * Drivers ask it to price a counter.
+ */
+int ed_block_fall_free(const cfg_prog_t *prog, uint32_t proc, uint32_t block);
 
 
 /*****************************************************************************

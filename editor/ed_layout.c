@@ -145,6 +145,71 @@ falls_through(const cfg_prog_t *prog, const cfg_block_t *b, uint64_t *to /*OUT*/
     return 0;
 }
 
+/*
+ * How block PREV, laid out just before the block at START, ends (ed_block_fall_free): 1,
+ * nothing falls from it into that block (it ends in a jump, a return or a halt, or falls
+ * through elsewhere: then a jmp is added); 2, it falls into it, not as a call's return,
+ * and could jump there instead; 0 otherwise (a call that CFG says never returns is not
+ * trusted to stay there).
+ */
+static int
+ends_apart(const cfg_prog_t *prog, const cfg_block_t *prev, uint64_t start)
+{
+    uint64_t to;
+    if (falls_through(prog, prev, &to))
+        return to != start ? 1
+            : prev->last_kind != ARCH_KIND_CALL && prev->last_kind != ARCH_KIND_CALL_IND ? 2 : 0;
+    switch (prev->last_kind) {
+    case ARCH_KIND_JMP:
+    case ARCH_KIND_JMP_IND:
+    case ARCH_KIND_RET:
+    case ARCH_KIND_HALT: return 1;
+    default: return 0;
+    }
+}
+
+/* How many of procedure P's blocks are laid out before its entry, into *K0 (returned
+ * too): cfg/ puts the entry first in P's blocks and the rest by address; the layout
+ * (collect_slots) takes those below the entry, the entry, then the rest. */
+static uint32_t
+layout_rank(const cfg_prog_t *prog, const cfg_proc_t *p, uint32_t *k0)
+{
+    uint64_t entry = prog->blocks[p->block].start;
+    *k0 = 0;
+    for (uint32_t k = 1; k < p->nblocks; k++)
+        if (*k0 == k - 1 && prog->blocks[p->block + k].start < entry)
+            *k0 = k;
+    return *k0;
+}
+
+int
+ed_block_fall_free(const cfg_prog_t *prog, uint32_t proc, uint32_t block)
+{
+    if (proc >= prog->nprocs)
+        return 0;
+    const cfg_proc_t *p = &prog->procs[proc];
+    if (block <= p->block || block >= p->block + p->nblocks)
+        return 0; /* the entry, or not the procedure's */
+    /* layout_rank's K0 by binary search (the blocks after the entry are sorted): drivers
+     * ask for every taken edge, and procedures have thousands of blocks. */
+    uint64_t entry = prog->blocks[p->block].start;
+    uint32_t lo = 1, hi = p->nblocks, k = block - p->block;
+    while (lo < hi) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        if (prog->blocks[p->block + mid].start < entry)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    uint32_t k0 = lo - 1;
+    /* The block laid out before it: the entry follows the blocks below it. */
+    uint32_t prev = k == 1 ? (k0 >= 1 ? CFG_NONE : p->block) : k == k0 + 1 ? p->block
+                                                                            : block - 1;
+    if (prev == CFG_NONE)
+        return 0; /* laid out first */
+    return ends_apart(prog, &prog->blocks[prev], prog->blocks[block].start);
+}
+
 /*****************************************************************************
  * Probes
  */
@@ -335,8 +400,12 @@ size_probes(ed_plan_t *plan, const arch_insn_t *in, ed_slot_t *s, ed_stub_t **st
             *stubs = v;
             *cap = ncap;
         }
+        int want = 0;
+        for (size_t j = k0; j < k; j++)
+            want |= plan->probes[j].at == ED_AT_TAKEN && (plan->probes[j].flags & ED_PROBE_FALL_IN);
         s->stub = (uint32_t)plan->nstubs;
-        (*stubs)[plan->nstubs++] = (ed_stub_t) { a, 0, (uint32_t)taken + PAD_LEN(plan) };
+        (*stubs)[plan->nstubs++] = (ed_stub_t) { a, 0, in->target, (uint32_t)taken + PAD_LEN(plan),
+                                                 NO_STUB, (uint8_t)want };
     }
     return 0;
 }
@@ -395,12 +464,8 @@ collect_slots(ed_plan_t *plan)
             }
         }
         /* Blocks in address order: cfg/ puts the entry block first, the rest sorted. */
-        uint32_t k0 = 0;
-        uint64_t entry = prog->blocks[p->block].start;
-        for (uint32_t k = 1; k < p->nblocks; k++) {
-            if (k0 == k - 1 && prog->blocks[p->block + k].start < entry)
-                k0 = k;
-        }
+        uint32_t k0;
+        layout_rank(prog, p, &k0);
         uint32_t o = 0;
         for (uint32_t k = 1; k <= k0; k++)
             order[o++] = p->block + k;
@@ -535,6 +600,73 @@ edl_xlate_table_size(const cfg_prog_t *prog)
     return ARCH_XLATE_HDR + 8 * xlate_slots(prog);
 }
 
+/* The stubs that fall into their slots: just before them (after the slots' addresses). */
+void
+edl_place_fall_stubs(ed_plan_t *plan)
+{
+    for (size_t i = 0; i < plan->nstubs; i++)
+        if (plan->stubs[i].before != NO_STUB)
+            plan->stubs[i].new_ = plan->lay[plan->stubs[i].before].new_ - plan->stubs[i].len;
+}
+
+/*
+ * Which stubs that asked to fall into their target (ED_PROBE_FALL_IN) can: the target is
+ * the first slot of a block nothing falls into or only the block before it (which then
+ * jumps over the stub: ed_block_fall_free), in the branch's own procedure, runs no
+ * snippets for calls only, and no earlier stub took its place. Such a stub becomes the
+ * slot's lead, without its jmp. Every other stub stays apart.
+ */
+static int
+fall_stubs(ed_plan_t *plan)
+{
+    size_t added = 0; /* jumps added over a stub */
+    for (size_t i = 0; i < plan->nstubs; i++) {
+        ed_stub_t *st = &plan->stubs[i];
+        if (!st->want_fall)
+            continue;
+        ed_slot_t *t = slot_at(plan, st->target);
+        if (t == NULL || t->lead != 0 || t->entry_pre != 0 || st->len - PAD_LEN(plan) > UINT16_MAX)
+            continue;
+        const ed_seg_t *a = edl_seg_at(plan, st->jcc, NULL), *b = edl_seg_at(plan, st->target, NULL);
+        uint32_t bi = cfg_block_at(plan->prog, st->target);
+        if (a == NULL || b == NULL || a->owner != b->owner || bi == CFG_NONE
+            || plan->prog->blocks[bi].start != st->target)
+            continue;
+        int how = ed_block_fall_free(plan->prog, b->owner, bi);
+        if (how == 0 || t == plan->lay)
+            continue;
+        ed_slot_t *prev = t - 1; /* how 2: the block before falls in, and then jumps */
+        if (how == 2 && (prev->old == st->jcc || (prev->flags & SLOT_JMP_AFTER)))
+            continue; /* (the branch itself before T: it goes both ways to T) */
+        if (how == 2) {
+            prev->flags |= SLOT_JMP_AFTER | SLOT_JMP_ADDED;
+            added++;
+        }
+        st->len -= PAD_LEN(plan);
+        st->before = (uint32_t)(t - plan->lay);
+        t->lead = (uint16_t)st->len;
+        plan->stats.nstubs_fall++;
+    }
+    if (added == 0)
+        return 0;
+    /* plan->fall again in layout order, with the jumps over the stubs: to the next slot. */
+    size_t n = 0, k = 0, cap = 0;
+    uint64_t *v = NULL;
+    for (size_t i = 0; i < plan->nslots; i++) {
+        if (!(plan->lay[i].flags & SLOT_JMP_AFTER))
+            continue;
+        uint64_t to = (plan->lay[i].flags & SLOT_JMP_ADDED) ? plan->lay[i + 1].old : plan->fall[k++];
+        if (edl_push_u64(&v, &n, &cap, to) < 0) {
+            free(v);
+            return QP_ENOMEM;
+        }
+    }
+    free(plan->fall);
+    plan->fall = v;
+    plan->nfall = n;
+    return 0;
+}
+
 /* Assign addresses from BASE in layout order; returns the size. */
 static uint64_t
 assign(ed_plan_t *plan, uint64_t base)
@@ -542,13 +674,17 @@ assign(ed_plan_t *plan, uint64_t base)
     uint64_t at = base;
     for (size_t i = 0; i < plan->nslots; i++) {
         ed_slot_t *s = &plan->lay[i];
+        at += s->lead;
         s->new_ = at;
         at += slot_size(plan, s);
     }
     for (size_t i = 0; i < plan->nstubs; i++) {
+        if (plan->stubs[i].before != NO_STUB)
+            continue;
         plan->stubs[i].new_ = at;
         at += plan->stubs[i].len;
     }
+    edl_place_fall_stubs(plan);
     if (plan->nxlate > 0) {
         plan->xlate = at;
         at = edl_xlate_table_at(plan) + edl_xlate_table_size(plan->prog);
@@ -684,9 +820,10 @@ layout(ed_plan_t *plan, int reuse)
     QP_CHECK(collect_slots(plan));
     if (plan->nprobes_placed != plan->nprobes)
         return QP_EINVAL; /* a probe on code that does not move: never dropped silently */
+    QP_CHECK(index_slots(plan));
+    QP_CHECK(fall_stubs(plan));
     /* Pass 1: long forms. */
     assign(plan, 0);
-    QP_CHECK(index_slots(plan));
     if (reuse)
         QP_CHECK(edl_plan_reuse(plan));
     /* Pass 2: rel8 where the target is in reach in the long layout (in the same
@@ -968,6 +1105,22 @@ ed_plan_map(void *arg, uint64_t old)
 }
 
 uint64_t
+ed_plan_map_state(void *arg, uint64_t old)
+{
+    const ed_plan_t *plan = arg;
+    size_t lo = slot_lower(plan, old), si;
+    if (lo < plan->nslots && SLOT(plan, lo)->old == old)
+        return SLOT(plan, lo)->new_ - SLOT(plan, lo)->lead;
+    const ed_seg_t *seg = edl_seg_at(plan, old, &si);
+    if (seg == NULL)
+        return 0;
+    /* As ed_plan_map: the next moved instruction of the extent (its stub first). */
+    if (lo < plan->nslots && SLOT(plan, lo)->old < seg->end)
+        return SLOT(plan, lo)->new_ - SLOT(plan, lo)->lead;
+    return plan->seg_new_end[si];
+}
+
+uint64_t
 ed_plan_map_insn(void *arg, uint64_t old)
 {
     const ed_slot_t *s = slot_at(arg, old);
@@ -1046,8 +1199,9 @@ ed_plan_pieces(void *arg, uint64_t lo, uint64_t hi, ed_piece_fn fn, void *fnarg)
         int have = 0;
         for (; k < plan->nslots && SLOT(plan, k)->old < end; k++) {
             const ed_slot_t *s = SLOT(plan, k);
-            if (have && s->new_ == run_end) {
-                run_end += slot_size(plan, s);
+            /* A stub falling into the slot is part of its piece. */
+            if (have && s->new_ - s->lead == run_end) {
+                run_end += s->lead + slot_size(plan, s);
                 run_oend = s->old + s->olen;
                 continue;
             }
@@ -1056,7 +1210,7 @@ ed_plan_pieces(void *arg, uint64_t lo, uint64_t hi, ed_piece_fn fn, void *fnarg)
             have = 1;
             run_old = s->old;
             run_oend = s->old + s->olen;
-            run_new = s->new_;
+            run_new = s->new_ - s->lead;
             run_end = s->new_ + slot_size(plan, s);
         }
         if (have)
@@ -1079,8 +1233,9 @@ shift_overflow(ed_plan_t *plan, size_t skip)
         if (plan->lay[i].new_ >= plan->overflow)
             plan->lay[i].new_ += skip;
     for (size_t i = 0; i < plan->nstubs; i++)
-        if (plan->stubs[i].new_ >= plan->overflow)
+        if (plan->stubs[i].before == NO_STUB && plan->stubs[i].new_ >= plan->overflow)
             plan->stubs[i].new_ += skip;
+    edl_place_fall_stubs(plan);
     if (plan->nxlate > 0 && plan->xlate >= plan->overflow)
         plan->xlate += skip;
     memset(plan->seg_new_end, 0, (plan->prog->nprocs + 1) * sizeof(uint64_t));
@@ -1251,11 +1406,14 @@ emit_code(ed_plan_t *plan, const qp_space_ops_t *ops, void *space)
             break;
         }
         uint8_t *out = buf + (st->new_ - plan->text);
-        int n = emit_probes(plan, st->jcc, ED_AT_TAKEN, st->new_, out, st->len - PAD_LEN(plan), plan);
-        if (n != (int)(st->len - PAD_LEN(plan))) {
+        uint32_t jmp = st->before == NO_STUB ? PAD_LEN(plan) : 0; /* else it falls in */
+        int n = emit_probes(plan, st->jcc, ED_AT_TAKEN, st->new_, out, st->len - jmp, plan);
+        if (n != (int)(st->len - jmp)) {
             rc = n < 0 ? n : QP_ERANGE;
             break;
         }
+        if (jmp == 0)
+            continue;
         int j = plan->isa->emit_jmp(st->new_ + (uint64_t)n, map_branch(plan, st->jcc, in.target),
                                     out + n, PAD_LEN(plan));
         if (j < 0)

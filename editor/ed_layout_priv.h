@@ -25,6 +25,8 @@ typedef struct ed_slot {
     uint16_t pre;      /* bytes of snippets before the instruction */
     uint16_t entry_pre;/* ... of which the first ones run for calls only (ED_PROBE_ENTRY) */
     uint16_t post;     /* bytes of snippets after it (fall-through path) */
+    uint16_t lead;     /* bytes of a taken-edge stub placed just before new_, falling into
+                        * the slot (ED_PROBE_FALL_IN); 0 for none */
     uint8_t len;       /* new length, stretch nop included */
     uint8_t olen;      /* old length */
     uint8_t flags;     /* SLOT_* */
@@ -33,18 +35,23 @@ typedef struct ed_slot {
 #define NO_STUB UINT32_MAX
 #define NO_HOLE UINT64_MAX
 
-/* A taken-edge stub: the TAKEN snippets of a conditional branch, then a jmp to its target. */
+/* A taken-edge stub: the TAKEN snippets of a conditional branch, then a jmp to its target;
+ * or, placed just before the target's slot (ED_PROBE_FALL_IN), the snippets alone. */
 typedef struct ed_stub {
     uint64_t jcc;      /* old address of the conditional branch */
     uint64_t new_;     /* address of the stub */
-    uint32_t len;      /* bytes, jmp included */
+    uint64_t target;   /* old address the branch goes to */
+    uint32_t len;      /* bytes, jmp included (none when it falls into its target) */
+    uint32_t before;   /* the slot (index in plan->lay) it falls into, or NO_STUB: apart */
+    uint8_t want_fall; /* a probe asked for ED_PROBE_FALL_IN */
 } ed_stub_t;
 
 enum {
     SLOT_SHORT = 1,    /* branch encoded in its rel8 form */
     SLOT_JMP_AFTER = 2, /* a `jmp` follows (fall-through to a block not next in layout) */
     SLOT_BRANCH = 4,   /* a direct jmp or jcc: a candidate for the rel8 form */
-    SLOT_XLATE = 8     /* an indirect jump of unknown targets, translated at run time */
+    SLOT_XLATE = 8,    /* an indirect jump of unknown targets, translated at run time */
+    SLOT_JMP_ADDED = 16 /* its SLOT_JMP_AFTER jumps over a stub falling into the next slot */
 };
 
 typedef struct ed_seg {
@@ -139,7 +146,8 @@ struct ed_plan {
 /* Old addresses per bucket of the lookup index: a lookup searches a few slots, not all. */
 #define BUCKET_SHIFT 6
 
-/* Bytes of a slot in the new code: snippets, instruction, snippets, added jmp. */
+/* Bytes of a slot in the new code: snippets, instruction, snippets, added jmp (a stub
+ * falling into it, lead bytes, comes before new_ and is not counted here). */
 static inline uint64_t
 slot_size(const ed_plan_t *plan, const ed_slot_t *s)
 {
@@ -194,6 +202,10 @@ int edl_check_kept_exits(ed_plan_t *plan, const uint8_t *keep);
  * rest from the overflow; returns the size from layout-relative 0 (the mirror's first
  * byte). */
 uint64_t edl_assign_reuse(ed_plan_t *plan);
+
+/* ed_layout.c: the stubs that fall into their slots, placed just before them (after
+ * every slot has its address). */
+void edl_place_fall_stubs(ed_plan_t *plan);
 
 /* The chunk of slot I (a procedure, or the procedures one FDE covers). */
 size_t edl_chunk_of(const ed_plan_t *plan, size_t i);

@@ -755,7 +755,9 @@ pack_pieces(ed_plan_t *plan)
     }
     for (size_t k = 0; k < plan->nstubs; k++) {
         plan->stub_at[k] = NO_HOLE;
-        pc[plan->nchunks + k] = (piece_t) { plan->stubs[k].len, (uint32_t)(plan->nchunks + k) };
+        /* A stub falling into its target goes with the target's chunk (size 0: no hole). */
+        uint64_t size = plan->stubs[k].before == NO_STUB ? plan->stubs[k].len : 0;
+        pc[plan->nchunks + k] = (piece_t) { size, (uint32_t)(plan->nchunks + k) };
     }
     qsort(pc, np, sizeof(piece_t), cmp_piece);
     /* Pushed from the last hole down: holes of one room are taken by address. */
@@ -839,6 +841,7 @@ edl_assign_reuse(ed_plan_t *plan)
     for (size_t c = 0; c < plan->nchunks; c++) {
         uint64_t a = plan->chunk_at[c] != NO_HOLE ? plan->chunk_at[c] : at;
         for (size_t i = plan->chunk[c]; i < plan->chunk[c + 1]; i++) {
+            a += plan->lay[i].lead;
             plan->lay[i].new_ = a;
             a += slot_size(plan, &plan->lay[i]);
         }
@@ -846,6 +849,8 @@ edl_assign_reuse(ed_plan_t *plan)
             at = a;
     }
     for (size_t i = 0; i < plan->nstubs; i++) {
+        if (plan->stubs[i].before != NO_STUB)
+            continue; /* edl_place_fall_stubs */
         if (plan->stub_at[i] != NO_HOLE) {
             plan->stubs[i].new_ = plan->stub_at[i];
             continue;
@@ -857,6 +862,7 @@ edl_assign_reuse(ed_plan_t *plan)
         plan->xlate = at;
         at = edl_xlate_table_at(plan) + edl_xlate_table_size(plan->prog);
     }
+    edl_place_fall_stubs(plan);
     return at;
 }
 

@@ -617,8 +617,9 @@ elfw_rewrite(const cfg_prog_t *prog, ed_plan_t *plan, const elfw_instr_t *instr,
     /* Unwind tables: their size does not depend on where they go; build once to size
      * them, then again at their address. All FDEs go into the new table, so that it can
      * be the .eh_frame that gdb reads; moved code without its FDE fails the rewrite. */
+    /* A stub falling into a block (ED_PROBE_FALL_IN) runs in that block's state. */
     ed_unwind_map_t um
-        = { ed_plan_map, ed_plan_map_end, ed_plan_map_insn, ed_plan_pieces, plan };
+        = { ed_plan_map_state, ed_plan_map_end, ed_plan_map_insn, ed_plan_pieces, plan };
     const uint32_t uflags = ED_UNWIND_ALL | ED_UNWIND_STRICT;
     rc = ed_unwind_build_ex(prog->img, &um, 0, uflags, &unw);
     if (rc < 0) {

@@ -186,12 +186,12 @@ qpt_rw_report(qpt_rewrite_t *r, const cfg_prog_t *prog, const char *input, const
         qpt_rw_say(r,
                 "%s: driver %s: %u procedures measured (%u per block, %u counted by their "
                 "call sites), %u not; %u "
-                "counters for %u edges (%.1f%% with the flags saved), %u taken-edge stubs, "
-                "%u exit hooks, %u fork hooks",
+                "counters for %u edges (%.1f%% with the flags saved), %u taken-edge stubs "
+                "(%u falling into their target), %u exit hooks, %u fork hooks",
                 output, drv->name, res.nmeasured, res.nblock_counted,
                 res.nby_calls, res.nunmeasured, res.ncounters, res.nedges_total,
                 es->nprobes ? 100.0 * es->nflag_saves / (double)es->nprobes : 0.0, es->nstubs,
-                res.nexit_hooks, res.nfork_hooks);
+                es->nstubs_fall, res.nexit_hooks, res.nfork_hooks);
         static const char *const mode[] = { "plain increments", "locked increments",
                                             "switchable increments" };
         if (tracing) {

@@ -1146,6 +1146,112 @@ START_TEST(test_elfw_rewrite_names_failed_fde)
 }
 END_TEST
 
+/* The new address a `jmp rel32` (E9) or `jcc rel32` (0F 8x) at AT in IM goes to. */
+static uint64_t
+rel32_target(ed_image_t *im, uint64_t at)
+{
+    uint8_t b[6];
+    ck_assert_int_eq(ed_image_ops.read(im, at, b, sizeof(b)), 0);
+    int n = b[0] == 0xe9 ? 1 : 2;
+    ck_assert_msg(b[0] == 0xe9 || (b[0] == 0x0f && (b[1] & 0xf0) == 0x80),
+        "no rel32 jump at %#llx: %02x %02x", (unsigned long long)at, b[0], b[1]);
+    int32_t d;
+    memcpy(&d, b + n, 4);
+    return at + (uint64_t)n + 4 + (uint64_t)(int64_t)d;
+}
+
+/* Count the run of pieces of one procedure (ed_plan_pieces). */
+static int
+count_piece(void *arg, uint64_t old, uint64_t olen, uint64_t new_, uint64_t nlen)
+{
+    (void)old;
+    (void)olen;
+    (void)nlen;
+    *(int *)arg += new_ != 0;
+    return 0;
+}
+
+/*
+ * A taken-edge stub asked to fall into its target (ED_PROBE_FALL_IN) goes just before
+ * the target block and has no jmp back: where nothing falls into the loop head
+ * (fall_free_loop, entered by a jump to its test), and where the block before falls into
+ * it (fall_jump_loop: that block then jumps over the stub). The branch goes to the stub;
+ * the unwind state of the head begins at the stub (ed_plan_map_state); each procedure
+ * stays one piece of new code.
+ */
+START_TEST(test_elfw_fall_stub)
+{
+    const char *srcdir = getenv("top_srcdir");
+    char in[512];
+    path_of(in, sizeof(in), "fall_stub");
+    if (sh("command -v gcc >/dev/null 2>&1 && gcc -O2 -o '%s' '%s/tests/progs/fall_stub.c'", in,
+            srcdir ? srcdir : ".")
+        != 0)
+        return; /* no gcc */
+    cfg_image_t *img = NULL;
+    cfg_prog_t *prog = NULL;
+    ed_plan_t *plan = NULL;
+    ck_assert_int_eq(cfg_image_open_bfd(in, &img), 0);
+    ck_assert_int_eq(cfg_prog_build(img, NULL, &prog), 0);
+    const cfg_proc_t *pf = cfg_proc_by_name(prog, "fall_free_loop");
+    const cfg_proc_t *pj = cfg_proc_by_name(prog, "fall_jump_loop");
+    ck_assert_ptr_nonnull(pf);
+    ck_assert_ptr_nonnull(pj);
+    /* xorl; jmp 2f; 1: addq (head); 2: subq; jns 1b -- pushq; xorl; movq; 1: addq (head);
+     * subq; jg 1b */
+    uint64_t fhead = pf->entry + 4, fjcc = fhead + 7, jhead = pj->entry + 6, jjcc = jhead + 7;
+    ck_assert_uint_eq(*cfg_image_ptr(img, fjcc, NULL), 0x79);
+    ck_assert_uint_eq(*cfg_image_ptr(img, jjcc, NULL), 0x7f);
+    uint32_t fi = (uint32_t)(pf - prog->procs), ji = (uint32_t)(pj - prog->procs);
+    ck_assert_int_eq(ed_block_fall_free(prog, fi, cfg_block_at(prog, fhead)), 1);
+    ck_assert_int_eq(ed_block_fall_free(prog, ji, cfg_block_at(prog, jhead)), 2);
+    ck_assert_int_eq(ed_block_fall_free(prog, fi, cfg_block_at(prog, pf->entry)), 0);
+    ck_assert_int_eq(ed_plan_create(prog, NULL, &plan), 0);
+    ck_assert_ptr_null(ed_plan_left_reason(plan, fi));
+    ck_assert_ptr_null(ed_plan_left_reason(plan, ji));
+    ed_probe_t pr[2] = {
+        { .addr = fjcc, .at = ED_AT_TAKEN, .what = ED_SNIP_COUNT, .flags = ED_PROBE_FALL_IN },
+        { .addr = jjcc, .at = ED_AT_TAKEN, .what = ED_SNIP_COUNT, .flags = ED_PROBE_FALL_IN,
+          .counter = 1 },
+    };
+    ck_assert_int_eq(ed_plan_set_probes(plan, pr, 2), 0);
+    ed_plan_set_runtime(plan, pf->entry, 0, 0, 0, 0); /* any address in reach: never run */
+    ed_image_t *im = NULL;
+    ck_assert_int_eq(ed_image_create(img, &im), 0);
+    ck_assert_int_eq(ed_plan_apply(plan, &ed_image_ops, im), 0);
+    ck_assert_uint_eq(ed_plan_stats(plan)->nstubs, 2);
+    ck_assert_uint_eq(ed_plan_stats(plan)->nstubs_fall, 2);
+    /* fall_free_loop: jns -> stub (an increment) -> the head. */
+    uint64_t land = ed_plan_map(plan, fhead), stub = ed_plan_map_state(plan, fhead);
+    ck_assert_uint_gt(land, stub);
+    ck_assert_uint_le(land - stub, 16);
+    ck_assert_uint_eq(rel32_target(im, ed_plan_insn_new(plan, fjcc, NULL)), stub);
+    uint64_t after_jmp = 0;
+    ed_plan_insn_new(plan, fhead - 2, &after_jmp); /* the jmp 2f before the head */
+    ck_assert_uint_eq(after_jmp, stub);
+    /* fall_jump_loop: the block before jumps over the stub; jg -> stub -> the head. */
+    land = ed_plan_map(plan, jhead);
+    stub = ed_plan_map_state(plan, jhead);
+    ck_assert_uint_gt(land, stub);
+    ck_assert_uint_eq(rel32_target(im, ed_plan_insn_new(plan, jjcc, NULL)), stub);
+    uint64_t after_mov = 0;
+    ed_plan_insn_new(plan, jhead - 3, &after_mov);
+    ck_assert_uint_eq(rel32_target(im, after_mov), land);
+    ck_assert_uint_eq(after_mov + 5, stub);
+    /* Each procedure is one run of new code, stub included. */
+    int npieces = 0;
+    ck_assert_int_eq(ed_plan_pieces(plan, pf->start, pf->end, count_piece, &npieces), 0);
+    ck_assert_int_eq(npieces, 1);
+    npieces = 0;
+    ck_assert_int_eq(ed_plan_pieces(plan, pj->start, pj->end, count_piece, &npieces), 0);
+    ck_assert_int_eq(npieces, 1);
+    ed_image_destroy(im);
+    ed_plan_destroy(plan);
+    cfg_prog_destroy(prog);
+    cfg_image_destroy(img);
+}
+END_TEST
+
 START_TEST(test_elfw_errors)
 {
     static const uint8_t ret[] = { 0xc3 };
@@ -1333,6 +1439,7 @@ elfw_suite(void)
     tc = tcase_create("errors");
     tcase_add_test(tc, test_elfw_errors);
     tcase_add_test(tc, test_elfw_rewrite_names_failed_fde);
+    tcase_add_test(tc, test_elfw_fall_stub);
     tcase_set_timeout(tc, 60);
     suite_add_tcase(s, tc);
     return s;
