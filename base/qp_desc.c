@@ -115,6 +115,18 @@ qp_desc_add_string(qp_desc_t *d, const char *s, uint32_t *off)
 
 static void lazy_free(struct qp_desc_lazy *lz);
 
+static void
+keys_free(qp_desc_keys_t *k)
+{
+    if (k != NULL) {
+        free(k->calls);
+        free(k->index);
+        free(k->callee);
+        free(k->first);
+    }
+    free(k);
+}
+
 void
 qp_desc_free(qp_desc_t *d)
 {
@@ -130,6 +142,7 @@ qp_desc_free(qp_desc_t *d)
     lazy_free(d->lazy);
     qp_entry_map_free(d->by_entry);
     free(d->by_entry);
+    keys_free(d->keys);
     memset(d, 0, sizeof(*d));
 }
 
@@ -520,6 +533,110 @@ qp_desc_entry_map(const qp_desc_t *d, qp_entry_map_t *local, const qp_entry_map_
     }
     *out = local;
     return qp_entry_map_build(d, 1, local);
+}
+
+/*****************************************************************************
+ * Key call sites
+ */
+
+/* Is call site C, whose target is the entry of procedure CALLEE (QP_VIRT: none) of
+ * QP_EMAP_* KIND, a key site (qp_desc_keys_t)? */
+static int
+is_key_site(const qp_desc_call_t *c, uint32_t callee, uint8_t kind)
+{
+    if (c->flags != 0)
+        return 1;
+    if ((c->kind != QP_CALL_DIRECT && c->kind != QP_CALL_TAIL) || c->target == 0)
+        return 0;
+    return callee == QP_VIRT || (kind & QP_EMAP_SHARED)
+        || (kind & (QP_EMAP_MEASURED | QP_EMAP_BY_CALLS)) != QP_EMAP_MEASURED;
+}
+
+/* K->first for D's procedures (K's sites in block order): one sweep while the
+ * procedures' blocks go up, a search where they do not. */
+static int
+keys_index_procs(const qp_desc_t *d, qp_desc_keys_t *k)
+{
+    k->first = malloc(((size_t)d->hdr.nprocs + 1) * sizeof(uint32_t));
+    if (k->first == NULL)
+        return QP_ENOMEM;
+    uint32_t i = 0, prev = 0;
+    for (uint32_t p = 0; p < d->hdr.nprocs; p++) {
+        uint32_t b = d->procs[p].block;
+        if (b < prev) {
+            uint32_t lo = 0, hi = k->n;
+            while (lo < hi) {
+                uint32_t mid = lo + (hi - lo) / 2;
+                if (k->calls[mid].block < b)
+                    lo = mid + 1;
+                else
+                    hi = mid;
+            }
+            i = lo;
+        }
+        while (i < k->n && k->calls[i].block < b)
+            i++;
+        k->first[p] = i;
+        prev = b;
+    }
+    return 0;
+}
+
+/* D's key sites picked from its call sites (every one present) into a new *OUT. */
+static int
+keys_from_calls(const qp_desc_t *d, qp_desc_keys_t **out)
+{
+    qp_entry_map_t local;
+    const qp_entry_map_t *m;
+    *out = NULL;
+    QP_CHECK(qp_desc_entry_map(d, &local, &m));
+    qp_desc_keys_t *k = calloc(1, sizeof(*k));
+    int rc = k == NULL ? QP_ENOMEM : 0;
+    uint32_t n = 0;
+    for (uint32_t pass = 0; pass < 2 && rc == 0; pass++) {
+        for (uint32_t i = 0; i < d->hdr.ncalls; i++) {
+            uint8_t kind;
+            uint32_t callee = qp_entry_map_callee(m, i, &kind);
+            if (!is_key_site(&d->calls[i], callee, kind))
+                continue;
+            if (pass == 1) {
+                k->calls[k->n] = d->calls[i];
+                k->index[k->n] = i;
+                k->callee[k->n++] = callee;
+            } else
+                n++;
+        }
+        if (pass == 0) {
+            k->calls = malloc(((size_t)n + 1) * sizeof(qp_desc_call_t));
+            k->index = malloc(((size_t)n + 1) * sizeof(uint32_t));
+            k->callee = malloc(((size_t)n + 1) * sizeof(uint32_t));
+            if (k->calls == NULL || k->index == NULL || k->callee == NULL)
+                rc = QP_ENOMEM;
+        }
+    }
+    if (rc == 0)
+        rc = keys_index_procs(d, k);
+    qp_entry_map_free(&local);
+    if (rc < 0) {
+        keys_free(k);
+        return rc;
+    }
+    *out = k;
+    return 0;
+}
+
+const qp_desc_keys_t *
+qp_desc_keys(const qp_desc_t *d)
+{
+    if (d == NULL)
+        return NULL;
+    if (d->keys == NULL) {
+        qp_desc_keys_t *k;
+        if (keys_from_calls(d, &k) < 0)
+            return NULL;
+        ((qp_desc_t *)d)->keys = k;
+    }
+    return d->keys;
 }
 
 /*

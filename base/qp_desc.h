@@ -47,6 +47,26 @@ typedef struct qp_desc_zero {
 struct qp_desc_lazy; /* the chunks of a version 6 description not decoded yet */
 
 /*
+ * The call sites that a report's passes over the whole program look at (qp_desc_keys):
+ * every site with QP_CALLF_* flags, and every direct call or tail call whose target is
+ * not the entry of exactly one measured procedure counted in itself (not
+ * QP_PROC_BY_CALLS): the calls that procedures counted by their calls get, those of
+ * PLT stubs and of procedures not measured, exec, longjmp and throw sites. The other
+ * sites (indirect calls, calls of measured procedures that count their own entry) matter
+ * only to the call graph's printers, which decode every site (qp_desc_need_all).
+ * Version 7 stores these in its index and the others in the chunks, so that a flat
+ * profile never holds chromium's 3 million call sites (74 MB) in memory.
+ */
+typedef struct qp_desc_keys {
+    uint32_t n;            /* key sites, in call-site (block) order */
+    qp_desc_call_t *calls; /* their records */
+    uint32_t *index;       /* each one's index among the description's call sites */
+    uint32_t *callee;      /* the first procedure whose entry is its target, or QP_VIRT */
+    uint32_t *first;       /* per procedure: its first key site (its sites run while
+                            * calls[i].block is in its blocks) */
+} qp_desc_keys_t;
+
+/*
  * A description's procedures by entry address: a hash table of the lowest index of a
  * procedure at each entry, and per call site the procedure its target is the entry of
  * (a search through chromium's 670,000 entries for each of its 3 million call sites, in
@@ -94,6 +114,9 @@ typedef struct qp_desc {
     /* Its procedures by entry, when parsed (qp_desc_parse, _lazy); NULL when a writer
      * made it (qp_desc_entry_map builds one then). */
     qp_entry_map_t *by_entry;
+    /* Its key call sites (qp_desc_keys), once asked for or read (version 7); NULL
+     * before. */
+    qp_desc_keys_t *keys;
 } qp_desc_t;
 
 /* Fill D->zero and D->zero_entry (D is valid); 0 or QP_ENOMEM. A writer that can solve
@@ -136,6 +159,13 @@ qp_entry_map_callee(const qp_entry_map_t *m, uint32_t call, uint8_t *kind)
 /* D's map (D->by_entry), or one built into LOCAL (then *OUT is LOCAL: free it with
  * qp_entry_map_free; LOCAL is emptied either way). 0 or QP_ENOMEM. */
 int qp_desc_entry_map(const qp_desc_t *d, qp_entry_map_t *local, const qp_entry_map_t **out);
+
+/*
+ * D's key call sites (qp_desc_keys_t), made from its call sites on first use when its
+ * version does not store them (D is const for its readers: they fill in behind them, as
+ * a lazy description's arrays do); NULL when out of memory. Not thread-safe.
+ */
+const qp_desc_keys_t *qp_desc_keys(const qp_desc_t *d);
 
 /* Is C a tail call (its count is its edge's; a call's is its block's)? */
 static inline int
