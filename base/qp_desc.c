@@ -328,15 +328,17 @@ validate_proc_at(const qp_desc_t *d, uint32_t i, const qp_desc_edge_t *edges, ch
  * are there to check that a tail call's edge leaves its block (else only its index is
  * checked, and the chunk's loading checks the rest). */
 static int
-validate_calls(const qp_desc_t *d, int edges, char *why, size_t whylen)
+validate_sites(const qp_desc_t *d, const qp_desc_call_t *calls, const uint32_t *index,
+               uint32_t n, int edges, char *why, size_t whylen)
 {
-    for (uint32_t i = 0; i < d->hdr.ncalls; i++) {
-        const qp_desc_call_t *c = &d->calls[i];
+    for (uint32_t j = 0; j < n; j++) {
+        const qp_desc_call_t *c = &calls[j];
+        uint32_t i = index != NULL ? index[j] : j;
         int tail = c->kind == QP_CALL_TAIL || c->kind == QP_CALL_TAIL_INDIRECT;
         const char *bad = NULL;
         if (c->kind < QP_CALL_DIRECT || c->kind > QP_CALL_TAIL_INDIRECT)
             bad = "unknown kind";
-        else if (c->block >= d->hdr.nblocks || (i > 0 && c->block < d->calls[i - 1].block))
+        else if (c->block >= d->hdr.nblocks || (j > 0 && c->block < calls[j - 1].block))
             bad = "block out of range or out of order";
         else if (tail ? c->edge >= d->hdr.nedges || (edges && d->edges[c->edge].from != c->block)
                  : c->kind == QP_CALL_INDIRECT
@@ -358,6 +360,13 @@ validate_calls(const qp_desc_t *d, int edges, char *why, size_t whylen)
         }
     }
     return 0;
+}
+
+/* Every rule of the call sites (EDGES: also against the edges, when present). */
+static int
+validate_calls(const qp_desc_t *d, int edges, char *why, size_t whylen)
+{
+    return validate_sites(d, d->calls, NULL, d->hdr.ncalls, edges, why, whylen);
 }
 
 int
@@ -655,6 +664,8 @@ typedef struct run {
     const qp_desc_block_t *win;
     uint32_t win0, nwin;
     int windowed;
+    int plain_names; /* version 7's chunks: every call site gives its callee's name */
+    uint32_t *callee_out; /* decoding key sites: where get_call puts the callee */
 } run_t;
 
 /* R's index of D's procedures by entry (once they are known): D's own when it has one. */
@@ -683,7 +694,15 @@ index_entries(run_t *r)
 static void
 entries_done(run_t *r, qp_desc_t *keep)
 {
-    if (keep != NULL && r->entries != NULL && r->ncalls_read == keep->hdr.ncalls) {
+    if (keep != NULL && r->entries != NULL && keep->hdr.version == QP_FORMAT_VERSION
+        && keep->lazy != NULL) {
+        /* Version 7: no call site's procedure (the key sites have theirs), the kinds. */
+        free(r->entries->slot);
+        free(r->entries->call_proc);
+        r->entries->slot = NULL;
+        r->entries->call_proc = NULL;
+        keep->by_entry = r->entries;
+    } else if (keep != NULL && r->entries != NULL && r->ncalls_read == keep->hdr.ncalls) {
         free(r->entries->slot);
         r->entries->slot = NULL;
         keep->by_entry = r->entries;
@@ -786,7 +805,7 @@ put_edge(wb_t *w, run_t *r, const qp_desc_edge_t *e)
 static void
 put_call(wb_t *w, run_t *r, const qp_desc_call_t *c)
 {
-    int callees = c->target != 0 && callee_name(r, c->target) == c->name;
+    int callees = !r->plain_names && c->target != 0 && callee_name(r, c->target) == c->name;
     wb_uleb(w, (uint64_t)c->flags << 11 | (uint64_t)c->kind << 3 | (uint64_t)callees << 2
                  | (uint64_t)(c->target != 0) << 1 | (c->edge != QP_VIRT));
     wb_uleb(w, zz32(c->block, r->call_block));
@@ -814,6 +833,7 @@ enum { RA_PARTS = 4 };
 
 typedef struct chunk_plan {
     uint32_t proc, nprocs, block, nblocks, edge, nedges, clo, cn;
+    uint32_t call, ncalls; /* version 7: the call sites of its blocks */
     uint64_t ns_lo, ns_hi; /* the new addresses of its moved blocks (0, 0: none) */
     /* The return addresses of its edges, in NRA intervals (clusters: code relocated and
      * code measured in place lie far apart). */
@@ -839,6 +859,16 @@ chunk_of_block(const chunk_plan_t *c, uint32_t n, uint32_t b)
             hi = mid;
     }
     return lo == 0 || b - c[lo - 1].block >= c[lo - 1].nblocks ? n : lo - 1;
+}
+
+/* Are D's call sites in block order, each in a block (what version 7's chunks need)? */
+static int
+calls_in_order(const qp_desc_t *d)
+{
+    for (uint32_t i = 0; i < d->hdr.ncalls; i++)
+        if (d->calls[i].block >= d->hdr.nblocks || (i && d->calls[i].block < d->calls[i - 1].block))
+            return 0;
+    return 1;
 }
 
 /* Every tail call's edge in the chunk of its block (what a reader checks on loading)? */
@@ -995,13 +1025,18 @@ plan_chunks(const qp_desc_t *d, chunk_plan_t **out, uint32_t *n)
             e0 = e1;
             recs = 0;
         }
-        ok = calls_fit(d, c, k);
+        ok = calls_fit(d, c, k) && calls_in_order(d);
     }
     if (!ok) {
         c[0] = (chunk_plan_t) { .nprocs = np, .nblocks = d->hdr.nblocks,
-                                .nedges = d->hdr.nedges };
+                                .nedges = d->hdr.nedges, .ncalls = d->hdr.ncalls };
         k = 1;
-    }
+    } else /* in block order: a chunk's call sites follow the previous chunk's */
+        for (uint32_t i = 0; i < k; i++) {
+            c[i].call = i ? c[i - 1].call + c[i - 1].ncalls : 0;
+            c[i].ncalls = (i + 1 < k ? first_call_at(d, c[i + 1].block) : d->hdr.ncalls)
+                - c[i].call;
+        }
     for (uint32_t i = 0; i < k; i++)
         chunk_ranges(d, &c[i]);
     free(minb);
@@ -1043,22 +1078,25 @@ exec_next(const qp_desc_t *d, uint32_t block, uint64_t *next, uint32_t *tie)
 }
 
 static void
-put_exec_next(wb_t *w, const qp_desc_t *d)
+put_exec_next(wb_t *w, const qp_desc_t *d, const qp_desc_call_t *calls, uint32_t n)
 {
-    for (uint32_t i = 0; i < d->hdr.ncalls; i++) {
-        if (!(d->calls[i].flags & QP_CALLF_EXEC))
+    for (uint32_t i = 0; i < n; i++) {
+        if (!(calls[i].flags & QP_CALLF_EXEC))
             continue;
         uint64_t next;
         uint32_t tie;
-        exec_next(d, d->calls[i].block, &next, &tie);
+        exec_next(d, calls[i].block, &next, &tie);
         wb_uleb(w, next);
-        wb_uleb(w, tie - d->calls[i].block);
+        wb_uleb(w, tie - calls[i].block);
     }
 }
 
-/* The records of chunk C (its blocks, then its edges), each chunk's deltas from 0. */
+/* The records of chunk C (its blocks, then its edges; version 7, KEYS not NULL: then its
+ * call sites that are not among KEYS), each chunk's deltas from 0. *CALLBYTES: the
+ * bytes of its call sites. */
 static void
-encode_chunk(const qp_desc_t *d, const chunk_plan_t *c, wb_t *w)
+encode_chunk(const qp_desc_t *d, const chunk_plan_t *c, const qp_desc_keys_t *keys, wb_t *w,
+             size_t *callbytes)
 {
     run_t r;
     memset(&r, 0, sizeof(r));
@@ -1071,13 +1109,31 @@ encode_chunk(const qp_desc_t *d, const chunk_plan_t *c, wb_t *w)
         put_block(w, &r, &d->blocks[c->block + i]);
     for (uint32_t i = 0; i < c->nedges; i++)
         put_edge(w, &r, &d->edges[c->edge + i]);
+    size_t before = w->len;
+    if (keys != NULL) {
+        memset(&r, 0, sizeof(r));
+        r.d = d;
+        r.plain_names = 1;
+        uint32_t k = 0; /* the first key site at or after the chunk's first call site */
+        while (k < keys->n && keys->index[k] < c->call)
+            k++;
+        for (uint32_t i = c->call; i < c->call + c->ncalls; i++) {
+            if (k < keys->n && keys->index[k] == i) {
+                k++;
+                continue;
+            }
+            put_call(w, &r, &d->calls[i]);
+        }
+    }
+    *callbytes = w->len - before;
 }
 
-/* The index of D (qp_format.h, version 6): everything but the chunks' records. RAW[k]
- * and Z[k]: chunk k's bytes before and after compression. */
+/* The index of D (qp_format.h, version 6; version 7 when KEYS is not NULL): everything
+ * but the chunks' records. RAW[k], Z[k] and CB[k]: chunk k's bytes before and after
+ * compression, and of its call sites. */
 static int
-encode_index(const qp_desc_t *d, const chunk_plan_t *c, uint32_t nc, const size_t *raw,
-             const size_t *z, wb_t *w)
+encode_index(const qp_desc_t *d, const qp_desc_keys_t *keys, const chunk_plan_t *c,
+             uint32_t nc, const size_t *raw, const size_t *z, const size_t *cb, wb_t *w)
 {
     run_t r;
     memset(&r, 0, sizeof(r));
@@ -1092,9 +1148,18 @@ encode_index(const qp_desc_t *d, const chunk_plan_t *c, uint32_t nc, const size_
         if (d->procs[i].flags & QP_PROC_BY_CALLS)
             put_zero(w, d->zero_entry != NULL ? &d->zero_entry[i] : NULL);
     }
-    for (uint32_t i = 0; i < d->hdr.ncalls; i++)
-        put_call(w, &r, &d->calls[i]);
-    put_exec_next(w, d);
+    if (keys != NULL) {
+        wb_uleb(w, keys->n);
+        for (uint32_t i = 0; i < keys->n; i++) {
+            wb_uleb(w, keys->index[i] - (i ? keys->index[i - 1] + 1 : 0));
+            put_call(w, &r, &keys->calls[i]);
+        }
+        put_exec_next(w, d, keys->calls, keys->n);
+    } else {
+        for (uint32_t i = 0; i < d->hdr.ncalls; i++)
+            put_call(w, &r, &d->calls[i]);
+        put_exec_next(w, d, d->calls, d->hdr.ncalls);
+    }
     for (uint32_t k = 0; k < nc; k++) {
         const chunk_plan_t *p = k ? &c[k - 1] : NULL;
         wb_uleb(w, c[k].nprocs);
@@ -1112,6 +1177,10 @@ encode_index(const qp_desc_t *d, const chunk_plan_t *c, uint32_t nc, const size_
             wb_uleb(w, zz64(c[k].ra_lo[j], prev));
             wb_uleb(w, zz64(c[k].ra_hi[j], c[k].ra_lo[j]));
             prev = c[k].ra_hi[j];
+        }
+        if (keys != NULL) {
+            wb_uleb(w, c[k].ncalls);
+            wb_uleb(w, cb[k]);
         }
     }
     wb_put(w, d->strtab, d->hdr.strtab_size);
@@ -1169,16 +1238,16 @@ pack(const uint8_t *in, size_t n, uint32_t preset, wb_t *w, size_t *zlen)
     return 0;
 }
 
-/* D's chunks: their records into RAWS (chunk k's RAW[k] bytes from the previous ones'),
- * then compressed into Z (ZLEN[k] bytes each). */
+/* D's chunks: their records into RAWS (chunk k's RAW[k] bytes from the previous ones',
+ * CB[k] of them call sites), then compressed into Z (ZLEN[k] bytes each). */
 static int
-pack_chunks(const qp_desc_t *d, const chunk_plan_t *c, uint32_t nc, size_t *raw,
-            size_t *zlen, wb_t *z)
+pack_chunks(const qp_desc_t *d, const qp_desc_keys_t *keys, const chunk_plan_t *c, uint32_t nc,
+            size_t *raw, size_t *cb, size_t *zlen, wb_t *z)
 {
     wb_t raws = { 0 };
     for (uint32_t k = 0; k < nc; k++) {
         size_t before = raws.len;
-        encode_chunk(d, &c[k], &raws);
+        encode_chunk(d, &c[k], keys, &raws, &cb[k]);
         raw[k] = raws.len - before;
     }
     int rc = raws.err ? QP_ENOMEM : 0;
@@ -1192,24 +1261,99 @@ pack_chunks(const qp_desc_t *d, const chunk_plan_t *c, uint32_t nc, size_t *raw,
     return rc;
 }
 
+/* Version 5 (qp_format.h): one stream of every record. */
+static int
+encode_v5(const qp_desc_t *d, wb_t *out)
+{
+    wb_t body = { 0 };
+    run_t r;
+    memset(&r, 0, sizeof(r));
+    r.d = d;
+    if (index_entries(&r) < 0)
+        return QP_ENOMEM;
+    for (uint32_t i = 0; i < d->hdr.nprocs; i++)
+        put_proc(&body, &r, &d->procs[i]);
+    for (uint32_t i = 0; i < d->hdr.nblocks; i++)
+        put_block(&body, &r, &d->blocks[i]);
+    for (uint32_t i = 0; i < d->hdr.nedges; i++)
+        put_edge(&body, &r, &d->edges[i]);
+    for (uint32_t i = 0; i < d->hdr.ncalls; i++)
+        put_call(&body, &r, &d->calls[i]);
+    wb_put(&body, d->strtab, d->hdr.strtab_size);
+    entries_done(&r, NULL);
+    qp_desc_hdr_t h = d->hdr;
+    memcpy(h.magic, QP_DESC_MAGIC, sizeof(h.magic));
+    h.version = QP_FORMAT_V5;
+    h.body_size = (uint32_t)body.len;
+    h.id = 0;
+    wb_put(out, &h, sizeof(h));
+    int rc = body.err || out->err ? QP_ENOMEM : body.len > UINT32_MAX ? QP_ERANGE : 0;
+    /* Version 5's dictionary is always 8 MiB (unpack_init). */
+    lzma_options_lzma o;
+    if (rc == 0)
+        rc = lzma_options(body.len <= LZMA_SMALL ? 6 : 1, &o);
+    if (rc == 0) {
+        o.dict_size = LZMA_DICT_MAX;
+        size_t cap = body.len + (body.len >> 3) + 4096, start = out->len;
+        wb_put(out, NULL, cap);
+        lzma_filter f[2] = { { LZMA_FILTER_LZMA2, &o }, { LZMA_VLI_UNKNOWN, NULL } };
+        size_t pos = start;
+        if (out->err)
+            rc = QP_ENOMEM;
+        else if (lzma_raw_buffer_encode(f, NULL, body.p, body.len, out->p, &pos, start + cap)
+                 != LZMA_OK)
+            rc = QP_ERANGE;
+        out->len = pos;
+    }
+    free(body.p);
+    return rc;
+}
+
 int
 qp_desc_encode(const qp_desc_t *d, uint8_t **buf, size_t *len)
 {
-    if (d == NULL || buf == NULL || len == NULL)
+    return qp_desc_encode_version(d, QP_FORMAT_VERSION, buf, len);
+}
+
+int
+qp_desc_encode_version(const qp_desc_t *d, uint32_t version, uint8_t **buf, size_t *len)
+{
+    if (d == NULL || buf == NULL || len == NULL
+        || (version != QP_FORMAT_V5 && version != QP_FORMAT_V6 && version != QP_FORMAT_VERSION))
         return QP_EINVAL;
+    if (version == QP_FORMAT_V5) {
+        wb_t out = { 0 };
+        int rc = encode_v5(d, &out);
+        if (rc < 0) {
+            free(out.p);
+            return rc;
+        }
+        uint64_t id;
+        qp_desc_id(out.p, out.len, &id);
+        memcpy(out.p + offsetof(qp_desc_hdr_t, id), &id, sizeof(id));
+        *buf = out.p;
+        *len = out.len;
+        return 0;
+    }
     chunk_plan_t *c = NULL;
     uint32_t nc = 0;
     QP_CHECK(plan_chunks(d, &c, &nc));
+    qp_desc_keys_t *keys = NULL; /* version 7: the key sites go in the index */
     size_t *raw = calloc(nc, sizeof(size_t)), *zlen = calloc(nc, sizeof(size_t));
+    size_t *cb = calloc(nc, sizeof(size_t));
     wb_t chunks = { 0 }, index = { 0 }, out = { 0 };
-    int rc = raw == NULL || zlen == NULL ? QP_ENOMEM : 0;
+    int rc = raw == NULL || zlen == NULL || cb == NULL ? QP_ENOMEM : 0;
+    if (rc == 0 && version == QP_FORMAT_VERSION)
+        rc = keys_from_calls(d, &keys);
     if (rc == 0)
-        rc = pack_chunks(d, c, nc, raw, zlen, &chunks);
+        rc = pack_chunks(d, keys, c, nc, raw, cb, zlen, &chunks);
     if (rc == 0)
-        rc = encode_index(d, c, nc, raw, zlen, &index);
+        rc = encode_index(d, keys, c, nc, raw, zlen, cb, &index);
+    keys_free(keys);
+    free(cb);
     qp_desc_hdr_t h = d->hdr;
     memcpy(h.magic, QP_DESC_MAGIC, sizeof(h.magic));
-    h.version = QP_FORMAT_VERSION;
+    h.version = version;
     h.body_size = (uint32_t)index.len;
     h.id = 0;
     wb_put(&out, &h, sizeof(h));
@@ -1425,9 +1569,13 @@ get_call(rbuf_t *b, run_t *r, qp_desc_call_t *c)
     c->edge = head & 1 ? (r->call_edge = unzz32(get_u32(b), r->call_edge)) : QP_VIRT;
     if (head & 2)
         c->target = r->target = unzz64(get_u(b), r->target);
-    uint32_t callee = c->target != 0 ? qp_entry_map_find(r->d, r->entries, c->target, NULL)
-                                     : QP_VIRT;
-    if (r->ncalls_read < r->d->hdr.ncalls)
+    /* Version 7's chunks name every callee: no map there. */
+    uint32_t callee = c->target != 0 && r->entries != NULL
+        ? qp_entry_map_find(r->d, r->entries, c->target, NULL)
+        : QP_VIRT;
+    if (r->callee_out != NULL)
+        *r->callee_out = callee;
+    else if (r->entries != NULL && r->ncalls_read < r->d->hdr.ncalls)
         r->entries->call_proc[r->ncalls_read++] = callee;
     if (head & 4) {
         if (callee == QP_VIRT)
@@ -1528,9 +1676,11 @@ enum { MAX_ZERO = 10, MAX_CHUNK = 200 };
 static int
 check_index_size(const qp_desc_hdr_t *h, size_t zlen, char *why, size_t whylen)
 {
-    uint64_t least = 1 + (uint64_t)h->nprocs * 2 + h->ncalls + h->strtab_size;
-    uint64_t most = 10 + (uint64_t)h->nprocs * (MAX_PROC + 2 * MAX_ZERO + MAX_CHUNK)
-        + MAX_CHUNK + (uint64_t)h->ncalls * (MAX_CALL + 16) + h->strtab_size;
+    /* Version 7's index holds some of the call sites (at least their count). */
+    int v7 = h->version == QP_FORMAT_VERSION;
+    uint64_t least = 1 + (uint64_t)h->nprocs * 2 + (v7 ? 1 : h->ncalls) + h->strtab_size;
+    uint64_t most = 10 + (uint64_t)h->nprocs * (MAX_PROC + 2 * MAX_ZERO + MAX_CHUNK + 20)
+        + MAX_CHUNK + 20 + (uint64_t)h->ncalls * (MAX_CALL + 16 + 5) + h->strtab_size;
     /* The chunks' records take a byte or more each, LZMA2 gives under 65536 a byte. */
     if (h->body_size < least || h->body_size > most
         || h->body_size + (uint64_t)h->nblocks + h->nedges > (uint64_t)zlen * 65536 + 64) {
@@ -1556,13 +1706,15 @@ check_header(const uint8_t *buf, size_t len, qp_desc_hdr_t *h, char *why, size_t
         qp_why(why, whylen, "not a qpt description (bad magic)");
         return QP_EFORMAT;
     }
-    if (h->version != QP_FORMAT_VERSION && h->version != QP_FORMAT_V5) {
-        qp_why(why, whylen, "description version %u, made by %s qpt: this qp reads version %u "
-               "(rewrite the program again with this qpt-rewrite)", h->version,
-               h->version < QP_FORMAT_VERSION ? "an older" : "a newer", QP_FORMAT_VERSION);
+    if (h->version != QP_FORMAT_VERSION && h->version != QP_FORMAT_V6
+        && h->version != QP_FORMAT_V5) {
+        qp_why(why, whylen, "description version %u, made by %s qpt: this qp reads versions "
+               "%u to %u (rewrite the program again with this qpt-rewrite)", h->version,
+               h->version < QP_FORMAT_VERSION ? "an older" : "a newer", QP_FORMAT_V5,
+               QP_FORMAT_VERSION);
         return QP_EFORMAT;
     }
-    if (h->version == QP_FORMAT_VERSION)
+    if (h->version != QP_FORMAT_V5)
         return check_index_size(h, len - sizeof(*h), why, whylen);
     return check_sizes(h, len - sizeof(*h), why, whylen);
 }
@@ -1655,6 +1807,9 @@ typedef struct desc_chunk {
     uint32_t proc, nprocs, block, nblocks, edge, nedges, clo, cn;
     uint64_t ns_lo, ns_hi, ra_lo[RA_PARTS], ra_hi[RA_PARTS]; /* chunk_plan_t's */
     uint32_t nra;
+    uint32_t call, ncalls, callbytes; /* version 7: its call sites [call, call + ncalls),
+                                       * the last callbytes bytes of its records those
+                                       * that are not key sites */
     size_t zoff;        /* its stream: BUF + zoff, zsize bytes */
     uint32_t zsize, rawsize;
     uint8_t state;      /* CHUNK_* */
@@ -1771,13 +1926,14 @@ get_zero(rbuf_t *b, qp_desc_zero_t *z, uint32_t nedges)
 
 /* One chunk's entry of the index into C, after the chunk before it (PREV, or NULL). */
 static void
-get_chunk(rbuf_t *b, const desc_chunk_t *prev, desc_chunk_t *c)
+get_chunk(rbuf_t *b, const desc_chunk_t *prev, desc_chunk_t *c, int v7)
 {
     memset(c, 0, sizeof(*c));
     if (prev != NULL) {
         c->proc = prev->proc + prev->nprocs;
         c->block = prev->block + prev->nblocks;
         c->edge = prev->edge + prev->nedges;
+        c->call = prev->call + prev->ncalls;
         c->zoff = prev->zoff + prev->zsize;
     }
     c->nprocs = get_u32(b);
@@ -1796,14 +1952,52 @@ get_chunk(rbuf_t *b, const desc_chunk_t *prev, desc_chunk_t *c)
         c->ra_hi[j] = unzz64(get_u(b), c->ra_lo[j]);
         p = c->ra_hi[j];
     }
+    if (v7) {
+        c->ncalls = get_u32(b);
+        c->callbytes = get_u32(b);
+    }
+}
+
+/* Version 7's key sites (B, R's running values) into OUT->keys; B->bad when they do not
+ * read. QP_ENOMEM, else 0. */
+static int
+get_keys(rbuf_t *b, run_t *r, qp_desc_t *out)
+{
+    uint32_t n = (uint32_t)get_max(b, out->hdr.ncalls);
+    qp_desc_keys_t *k = calloc(1, sizeof(*k));
+    if (k == NULL)
+        return QP_ENOMEM;
+    out->keys = k;
+    if (b->bad)
+        return 0;
+    if (alloc_part((void **)&k->calls, n, sizeof(qp_desc_call_t)) < 0
+        || alloc_part((void **)&k->index, n, sizeof(uint32_t)) < 0
+        || alloc_part((void **)&k->callee, n, sizeof(uint32_t)) < 0)
+        return QP_ENOMEM;
+    uint64_t next = 0; /* the lowest index the next key site may have */
+    for (uint32_t i = 0; i < n && !b->bad; i++) {
+        uint64_t at = next + get_u32(b);
+        if (at >= out->hdr.ncalls) {
+            b->bad = 1;
+            break;
+        }
+        k->index[i] = (uint32_t)at;
+        r->callee_out = &k->callee[i];
+        get_call(b, r, &k->calls[i]);
+        r->callee_out = NULL;
+        next = at + 1;
+        k->n = i + 1;
+    }
+    return 0;
 }
 
 /* The index of a version 6 description (B) into OUT and LZ: procedures, their zero-input
- * summaries, call sites, chunks, strings. */
+ * summaries, call sites, chunks, strings. Version 7: the key call sites. */
 static int
 decode_index(rbuf_t *b, qp_desc_t *out, struct qp_desc_lazy *lz, char *why, size_t whylen)
 {
     const qp_desc_hdr_t *h = &out->hdr;
+    int v7 = h->version == QP_FORMAT_VERSION;
     uint32_t nc = (uint32_t)get_max(b, h->nprocs ? h->nprocs : 1);
     if (b->bad || nc == 0) {
         qp_why(why, whylen, "description index: bad number of chunks");
@@ -1812,7 +2006,7 @@ decode_index(rbuf_t *b, qp_desc_t *out, struct qp_desc_lazy *lz, char *why, size
     if (alloc_part((void **)&out->procs, h->nprocs, sizeof(qp_desc_proc_t)) < 0
         || alloc_part((void **)&out->zero, h->nprocs, sizeof(qp_desc_zero_t)) < 0
         || alloc_part((void **)&out->zero_entry, h->nprocs, sizeof(qp_desc_zero_t)) < 0
-        || alloc_part((void **)&out->calls, h->ncalls, sizeof(qp_desc_call_t)) < 0
+        || (!v7 && alloc_part((void **)&out->calls, h->ncalls, sizeof(qp_desc_call_t)) < 0)
         || alloc_part((void **)&out->strtab, h->strtab_size, 1) < 0
         || alloc_part((void **)&lz->chunks, nc, sizeof(desc_chunk_t)) < 0
         || alloc_part((void **)&lz->proc_state, h->nprocs, 1) < 0
@@ -1842,21 +2036,30 @@ decode_index(rbuf_t *b, qp_desc_t *out, struct qp_desc_lazy *lz, char *why, size
         qp_why(why, whylen, "%s", qp_strerror(QP_ENOMEM));
         return QP_ENOMEM;
     }
-    for (i = 0; part == NULL && i < h->ncalls && !b->bad; i++)
+    if (part == NULL && v7 && get_keys(b, &r, out) < 0) {
+        qp_why(why, whylen, "%s", qp_strerror(QP_ENOMEM));
+        entries_done(&r, NULL);
+        return QP_ENOMEM;
+    }
+    for (i = 0; part == NULL && !v7 && i < h->ncalls && !b->bad; i++)
         get_call(b, &r, &out->calls[i]);
     part = part ? part : b->bad ? "call site" : NULL;
-    for (i = 0; part == NULL && i < h->ncalls && !b->bad; i++) {
-        if (!(out->calls[i].flags & QP_CALLF_EXEC))
+    /* The exec sites, among every site (version 6) or the key sites (version 7). */
+    const qp_desc_call_t *sites = v7 ? out->keys->calls : out->calls;
+    uint32_t nsites = v7 ? out->keys->n : h->ncalls;
+    for (i = 0; part == NULL && i < nsites && !b->bad; i++) {
+        if (!(sites[i].flags & QP_CALLF_EXEC))
             continue;
-        lz->exec_next[i] = get_u(b);
+        uint32_t at = v7 ? out->keys->index[i] : i;
+        lz->exec_next[at] = get_u(b);
         uint32_t tie = get_u32(b);
-        lz->exec_tie[i] = out->calls[i].block + tie;
-        if (lz->exec_tie[i] < out->calls[i].block)
+        lz->exec_tie[at] = sites[i].block + tie;
+        if (lz->exec_tie[at] < sites[i].block)
             b->bad = 1; /* wrapped */
     }
     part = part ? part : b->bad ? "exec call site" : NULL;
     for (i = 0; part == NULL && i < nc && !b->bad; i++)
-        get_chunk(b, i ? &lz->chunks[i - 1] : NULL, &lz->chunks[i]);
+        get_chunk(b, i ? &lz->chunks[i - 1] : NULL, &lz->chunks[i], v7);
     part = part ? part : b->bad ? "chunk" : NULL;
     entries_done(&r, part == NULL ? out : NULL);
     if (part != NULL) {
@@ -1881,22 +2084,38 @@ validate_chunks(const qp_desc_t *d, const struct qp_desc_lazy *lz, size_t n, cha
                 size_t whylen)
 {
     const qp_desc_hdr_t *h = &d->hdr;
-    uint64_t np = 0, nb = 0, ne = 0, nz = 0;
+    int v7 = h->version == QP_FORMAT_VERSION;
+    const qp_desc_keys_t *keys = d->keys;
+    uint64_t np = 0, nb = 0, ne = 0, nz = 0, ns = 0;
+    uint32_t key = 0; /* the first key site of the chunk */
     for (uint32_t k = 0; k < lz->nchunks; k++) {
         const desc_chunk_t *c = &lz->chunks[k];
         np += c->nprocs;
         nb += c->nblocks;
         ne += c->nedges;
         nz += c->zsize;
+        ns += c->ncalls;
         const char *bad = NULL;
-        if (np > h->nprocs || nb > h->nblocks || ne > h->nedges || nz > n)
-            bad = "more procedures, blocks, edges or bytes than the description has";
+        uint32_t nkeys = 0; /* its key sites: in its blocks, fewer than its sites */
+        while (v7 && key + nkeys < keys->n && keys->index[key + nkeys] - c->call < c->ncalls
+               && keys->index[key + nkeys] >= c->call) {
+            if (keys->calls[key + nkeys].block - c->block >= c->nblocks)
+                bad = "a key call site outside its blocks";
+            nkeys++;
+        }
+        key += nkeys;
+        if (np > h->nprocs || nb > h->nblocks || ne > h->nedges || nz > n || ns > h->ncalls)
+            bad = "more procedures, blocks, edges, call sites or bytes than the description has";
+        else if (v7 && (c->callbytes > c->rawsize || c->callbytes < c->ncalls - nkeys
+                        || c->callbytes > (uint64_t)(c->ncalls - nkeys) * MAX_CALL))
+            bad = "call sites' bytes do not fit them";
         else if (c->nprocs == 0 && h->nprocs > 0)
             bad = "no procedure";
         else if (c->clo > h->ncounters || c->cn > h->ncounters - c->clo)
             bad = "counters out of range";
-        else if (c->zsize == 0 || c->rawsize < (uint64_t)c->nblocks + c->nedges
-                 || c->rawsize > (uint64_t)c->nblocks * MAX_BLOCK + (uint64_t)c->nedges * MAX_EDGE
+        else if (c->zsize == 0 || c->rawsize - c->callbytes < (uint64_t)c->nblocks + c->nedges
+                 || c->rawsize - c->callbytes
+                     > (uint64_t)c->nblocks * MAX_BLOCK + (uint64_t)c->nedges * MAX_EDGE
                  || c->rawsize > (uint64_t)c->zsize * 65536 + 64)
             bad = "stream size does not fit its records";
         for (uint32_t i = 0; bad == NULL && i < c->nprocs; i++) {
@@ -1911,6 +2130,11 @@ validate_chunks(const qp_desc_t *d, const struct qp_desc_lazy *lz, size_t n, cha
             qp_why(why, whylen, "description chunk %u: %s", k, bad);
             return QP_EFORMAT;
         }
+    }
+    if (v7 && (ns != h->ncalls || key != keys->n)) {
+        qp_why(why, whylen, "description chunks: %llu call sites, the header says %u (or key "
+               "sites outside them)", (unsigned long long)ns, h->ncalls);
+        return QP_EFORMAT;
     }
     if (np != h->nprocs || nb != h->nblocks || ne != h->nedges) {
         qp_why(why, whylen, "description chunks: %llu procedures, %llu blocks, %llu edges, "
@@ -1941,7 +2165,21 @@ validate_index(const qp_desc_t *d, const struct qp_desc_lazy *lz, size_t n, char
             return QP_EFORMAT;
         }
     }
-    QP_CHECK(validate_calls(d, 0, why, whylen));
+    if (h->version != QP_FORMAT_VERSION) {
+        QP_CHECK(validate_calls(d, 0, why, whylen));
+        return validate_chunks(d, lz, n, why, whylen);
+    }
+    /* Version 7: the key sites, each one what makes a key site. */
+    const qp_desc_keys_t *k = d->keys;
+    QP_CHECK(validate_sites(d, k->calls, k->index, k->n, 0, why, whylen));
+    for (uint32_t j = 0; j < k->n; j++) {
+        uint32_t p = k->callee[j];
+        if (d->by_entry == NULL
+            || !is_key_site(&k->calls[j], p, p != QP_VIRT ? d->by_entry->kind[p] : 0)) {
+            qp_why(why, whylen, "call site %u: not a key site, in the index", k->index[j]);
+            return QP_EFORMAT;
+        }
+    }
     return validate_chunks(d, lz, n, why, whylen);
 }
 
@@ -1965,7 +2203,8 @@ chunk_of_proc(const struct qp_desc_lazy *lz, uint32_t proc)
 static uint32_t
 lazy_first_call(const qp_desc_t *d, uint32_t proc)
 {
-    return d->lazy->first_call[proc];
+    /* Version 7 holds no call site but the key sites (qp_desc_keys) until need_all. */
+    return d->lazy->first_call != NULL ? d->lazy->first_call[proc] : d->hdr.ncalls;
 }
 
 /* LZ's first_call of D (its call sites checked in block order): one sweep while the
@@ -2069,7 +2308,8 @@ parse_chunk(const qp_desc_t *d, struct qp_desc_lazy *lz, const desc_chunk_t *c,
         get_block(&b, &r, &blocks[i]);
     for (uint32_t i = 0; i < c->nedges && !b.bad; i++)
         get_edge(&b, &r, &edges[i]);
-    if (b.bad || b.off != b.n) {
+    /* Version 7: its call sites follow (callbytes, 0 before), read by need_all only. */
+    if (b.bad || b.off + c->callbytes != b.n) {
         qp_why(why, whylen, "description chunk %u: %s", k,
                b.bad ? "a record truncated or a value out of range" : "bytes after its records");
         return QP_EFORMAT;
@@ -2085,6 +2325,19 @@ in_ra(const desc_chunk_t *c, uint64_t ra)
         if (ra >= c->ra_lo[j] && ra <= c->ra_hi[j])
             return 1;
     return 0;
+}
+
+/* The call sites of lazy description D in memory (*N of them, in block order): every
+ * one (version 6) or its key sites (version 7). */
+static const qp_desc_call_t *
+calls_in_memory(const qp_desc_t *d, uint32_t *n)
+{
+    if (d->hdr.version == QP_FORMAT_VERSION) {
+        *n = d->keys->n;
+        return d->keys->calls;
+    }
+    *n = d->hdr.ncalls;
+    return d->calls;
 }
 
 /* Blocks [B0, B0 + NB) and edges [E0, E0 + NE) of D, decoded from chunk C (their records
@@ -2119,17 +2372,21 @@ validate_decoded(const qp_desc_t *d, struct qp_desc_lazy *lz, const desc_chunk_t
     for (uint32_t i = p0; i < p0 + np; i++)
         QP_CHECK(validate_proc_at(d, i, &edges[d->procs[i].nedges ? d->procs[i].edge - e0 : 0],
                                   why, whylen));
-    /* The tail calls of the blocks (in block order: from the first at or after them). */
-    uint32_t lo = 0, hi = d->hdr.ncalls;
+    /* The tail calls of the blocks (in block order: from the first at or after them),
+     * among the call sites in memory (version 7: the key sites; the others are checked
+     * with every site, by qp_desc_need_all, and read by nothing before). */
+    uint32_t ncalls;
+    const qp_desc_call_t *calls = calls_in_memory(d, &ncalls);
+    uint32_t lo = 0, hi = ncalls;
     while (lo < hi) {
         uint32_t mid = lo + (hi - lo) / 2;
-        if (d->calls[mid].block < b0)
+        if (calls[mid].block < b0)
             lo = mid + 1;
         else
             hi = mid;
     }
-    for (uint32_t i = lo; i < d->hdr.ncalls && d->calls[i].block - b0 < nb; i++) {
-        const qp_desc_call_t *s = &d->calls[i];
+    for (uint32_t i = lo; i < ncalls && calls[i].block - b0 < nb; i++) {
+        const qp_desc_call_t *s = &calls[i];
         if (qp_call_is_tail(s) && (s->edge - c->edge >= c->nedges || s->edge - e0 >= ne
                                    || edges[s->edge - e0].from != s->block)) {
             qp_why(why, whylen, "call site %u (block %u, kind %u): edge does not fit the kind",
@@ -2196,9 +2453,12 @@ load_proc(const qp_desc_t *d, struct qp_desc_lazy *lz, desc_chunk_t *c, uint32_t
     const qp_desc_proc_t *p = &d->procs[proc];
     /* A tail call of its blocks whose edge another procedure of the chunk lists (not a
      * valid description, but checked as qp_desc_validate does): the whole chunk. */
-    for (uint32_t i = qp_desc_first_call(d, proc);
-         i < d->hdr.ncalls && d->calls[i].block - p->block < p->nblocks; i++)
-        if (qp_call_is_tail(&d->calls[i]) && d->calls[i].edge - p->edge >= p->nedges)
+    uint32_t ncalls;
+    const qp_desc_call_t *calls = calls_in_memory(d, &ncalls);
+    for (uint32_t i = d->hdr.version == QP_FORMAT_VERSION ? d->keys->first[proc]
+                                                         : qp_desc_first_call(d, proc);
+         i < ncalls && calls[i].block - p->block < p->nblocks; i++)
+        if (qp_call_is_tail(&calls[i]) && calls[i].edge - p->edge >= p->nedges)
             return need_chunk(d, c);
     /* The index put its blocks and edges inside the chunk's (validate_chunks). Copied
      * side by side into the slabs (not into the arrays: see pblocks). */
@@ -2435,6 +2695,51 @@ qp_desc_error(const qp_desc_t *d)
     return d != NULL && d->lazy != NULL ? d->lazy->why : "";
 }
 
+/*
+ * Version 7: chunk C's call sites into D's array, its records that are not key sites
+ * (after its blocks and edges) merged in order with the key sites of its range. A chunk
+ * inflated again: need_all reads each once more, for the printers of the call graph.
+ */
+static int
+load_calls(qp_desc_t *d, struct qp_desc_lazy *lz, const desc_chunk_t *c)
+{
+    if (d->calls == NULL && d->hdr.ncalls > 0
+        && alloc_part((void **)&d->calls, d->hdr.ncalls, sizeof(qp_desc_call_t)) < 0) {
+        qp_why(lz->why, sizeof(lz->why), "%s", qp_strerror(QP_ENOMEM));
+        return QP_ENOMEM;
+    }
+    uint8_t *raw = NULL;
+    QP_CHECK(inflate_chunk(lz, c, &raw));
+    rbuf_t b = { raw, c->rawsize, c->rawsize - c->callbytes, 0, NULL, NULL, 0, 0, LZMA_OK };
+    run_t r;
+    memset(&r, 0, sizeof(r));
+    r.d = d;
+    r.plain_names = 1;
+    const qp_desc_keys_t *keys = d->keys;
+    uint32_t lo = 0, hi = keys->n; /* the first key site in the chunk's range */
+    while (lo < hi) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        if (keys->index[mid] < c->call)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    for (uint32_t i = c->call; i < c->call + c->ncalls && !b.bad; i++) {
+        if (lo < keys->n && keys->index[lo] == i)
+            d->calls[i] = keys->calls[lo++];
+        else
+            get_call(&b, &r, &d->calls[i]);
+    }
+    int ok = !b.bad && b.off == b.n;
+    free(raw);
+    if (!ok) {
+        qp_why(lz->why, sizeof(lz->why), "description chunk %u: %s",
+               (uint32_t)(c - lz->chunks), "a call site truncated or a value out of range");
+        return QP_EFORMAT;
+    }
+    return 0;
+}
+
 int
 qp_desc_need_all(qp_desc_t *d, char *why, size_t whylen)
 {
@@ -2444,9 +2749,33 @@ qp_desc_need_all(qp_desc_t *d, char *why, size_t whylen)
         return 0;
     for (uint32_t k = 0; k < d->lazy->nchunks; k++) {
         int rc = need_chunk(d, &d->lazy->chunks[k]);
+        if (rc == 0 && d->hdr.version == QP_FORMAT_VERSION)
+            rc = load_calls(d, d->lazy, &d->lazy->chunks[k]);
         if (rc < 0) {
             qp_why(why, whylen, "%s", d->lazy->why);
             return rc;
+        }
+    }
+    /* Version 7: every call site is in the array now; the map gets each one's procedure,
+     * and the key sites must be exactly those that the sites make. */
+    if (d->hdr.version == QP_FORMAT_VERSION) {
+        qp_entry_map_free(d->by_entry);
+        int rc = qp_entry_map_build(d, 1, d->by_entry);
+        qp_desc_keys_t *k = NULL;
+        if (rc == 0)
+            rc = keys_from_calls(d, &k);
+        if (rc < 0) {
+            qp_why(why, whylen, "%s", qp_strerror(rc));
+            return rc;
+        }
+        int same = k->n == d->keys->n
+            && memcmp(k->index, d->keys->index, k->n * sizeof(uint32_t)) == 0
+            && memcmp(k->calls, d->keys->calls, k->n * sizeof(qp_desc_call_t)) == 0;
+        keys_free(k);
+        if (!same) {
+            qp_why(why, whylen, "description index: its key call sites are not those of "
+                   "its call sites");
+            return QP_EFORMAT;
         }
     }
     /* Everything is in the arrays now: nothing refers to the bytes any more. */
@@ -2490,7 +2819,9 @@ parse_v6(const uint8_t *buf, size_t len, const qp_desc_hdr_t *h, qp_desc_t *out,
         for (uint32_t k = 0; k < lz->nchunks; k++)
             lz->chunks[k].zoff += iend;
         rrc = validate_index(out, lz, len - iend, rwhy, sizeof(rwhy));
-        if (rrc == 0 && index_first_calls(out, lz) < 0) {
+        if (rrc == 0
+            && (h->version == QP_FORMAT_VERSION ? keys_index_procs(out, out->keys)
+                                                : index_first_calls(out, lz)) < 0) {
             qp_why(rwhy, sizeof(rwhy), "%s", qp_strerror(QP_ENOMEM));
             rrc = QP_ENOMEM;
         }

@@ -203,6 +203,11 @@ int qp_desc_serialize(const qp_desc_t *d, uint8_t **buf /*OUT*/, size_t *len /*O
  * make invalid descriptions with a correct id this way, which parse must refuse). */
 int qp_desc_encode(const qp_desc_t *d, uint8_t **buf /*OUT*/, size_t *len /*OUT*/);
 
+/* qp_desc_encode in format VERSION: QP_FORMAT_VERSION, or the older QP_FORMAT_V6 or
+ * QP_FORMAT_V5 that qp still reads (tests make them this way); QP_EINVAL for another. */
+int qp_desc_encode_version(const qp_desc_t *d, uint32_t version, uint8_t **buf /*OUT*/,
+                           size_t *len /*OUT*/);
+
 /*
  * The id of a serialized description BUF (LEN bytes, at least the header; LEN ends the
  * LZMA2 stream): FNV-1a 64 over the header bytes before `id` (magic, version, driver),
