@@ -2045,8 +2045,8 @@ decode_index(rbuf_t *b, qp_desc_t *out, struct qp_desc_lazy *lz, char *why, size
         get_call(b, &r, &out->calls[i]);
     part = part ? part : b->bad ? "call site" : NULL;
     /* The exec sites, among every site (version 6) or the key sites (version 7). */
-    const qp_desc_call_t *sites = v7 ? out->keys->calls : out->calls;
-    uint32_t nsites = v7 ? out->keys->n : h->ncalls;
+    const qp_desc_call_t *sites = !v7 ? out->calls : out->keys ? out->keys->calls : NULL;
+    uint32_t nsites = !v7 ? h->ncalls : out->keys ? out->keys->n : 0;
     for (i = 0; part == NULL && i < nsites && !b->bad; i++) {
         if (!(sites[i].flags & QP_CALLF_EXEC))
             continue;
@@ -2597,10 +2597,30 @@ qp_desc_need_block(const qp_desc_t *d, uint32_t block)
     return lo == 0 ? QP_EINVAL : need_chunk(d, &lz->chunks[lo - 1]);
 }
 
+/* Call site CALL of D as far as it is in memory (a lazy version 7: the key sites only),
+ * or NULL. */
+static const qp_desc_call_t *
+call_in_memory(const qp_desc_t *d, uint32_t call)
+{
+    if (d->lazy == NULL || d->hdr.version != QP_FORMAT_VERSION)
+        return &d->calls[call];
+    const qp_desc_keys_t *k = d->keys;
+    uint32_t lo = 0, hi = k->n;
+    while (lo < hi) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        if (k->index[mid] < call)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < k->n && k->index[lo] == call ? &k->calls[lo] : NULL;
+}
+
 int
 qp_desc_exec_next(const qp_desc_t *d, uint32_t call, uint64_t *next, uint32_t *tie)
 {
-    if (d == NULL || call >= d->hdr.ncalls || !(d->calls[call].flags & QP_CALLF_EXEC))
+    const qp_desc_call_t *c = d != NULL && call < d->hdr.ncalls ? call_in_memory(d, call) : NULL;
+    if (c == NULL || !(c->flags & QP_CALLF_EXEC))
         return QP_EINVAL;
     if (d->lazy != NULL) {
         *next = d->lazy->exec_next[call];

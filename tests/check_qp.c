@@ -544,6 +544,21 @@ START_TEST(test_qp_desc_entry_map)
     ck_assert_int_eq(qp_desc_serialize(&d, &buf, &len), 0);
     ck_assert_msg(qp_desc_parse_lazy(buf, len, &p, why, sizeof(why)) == 0, "%s", why);
     ck_assert_ptr_nonnull(p.by_entry);
+    /* Version 7 read lazily: the key sites have their procedure (the others are not in
+     * memory); site 3 calls a shared entry, a key site. */
+    ck_assert_ptr_nonnull(p.keys);
+    int seen3 = 0;
+    for (uint32_t k = 0; k < p.keys->n; k++) {
+        ck_assert_uint_eq(p.keys->callee[k], m.call_proc[p.keys->index[k]]);
+        seen3 |= p.keys->index[k] == 3;
+    }
+    ck_assert(seen3);
+    qp_desc_free(&p);
+    free(buf);
+    /* Version 6: every site's. */
+    ck_assert_int_eq(qp_desc_encode_version(&d, QP_FORMAT_V6, &buf, &len), 0);
+    ck_assert_msg(qp_desc_parse_lazy(buf, len, &p, why, sizeof(why)) == 0, "%s", why);
+    ck_assert_ptr_nonnull(p.by_entry);
     for (uint32_t k = 0; k < d.hdr.ncalls; k++)
         ck_assert_uint_eq(p.by_entry->call_proc[k], m.call_proc[k]);
     qp_entry_map_free(&m);
