@@ -2923,6 +2923,16 @@ qp_desc_parse_lazy(const uint8_t *buf, size_t len, qp_desc_t *out, char *why, si
 }
 
 int
+qp_desc_peek(const uint8_t *buf, size_t len, qp_desc_hdr_t *h)
+{
+    if (buf == NULL || h == NULL || len < sizeof(*h)
+        || memcmp(buf, QP_DESC_MAGIC, sizeof(h->magic)) != 0)
+        return QP_EFORMAT;
+    memcpy(h, buf, sizeof(*h));
+    return 0;
+}
+
+int
 qp_desc_parse(const uint8_t *buf, size_t len, qp_desc_t *out, char *why, size_t whylen)
 {
     QP_CHECK(qp_desc_parse_lazy(buf, len, out, why, whylen));

@@ -229,6 +229,11 @@ int qp_desc_id(const uint8_t *buf, size_t len, uint64_t *id /*OUT*/);
 int qp_desc_parse(const uint8_t *buf, size_t len, qp_desc_t *out /*OUT*/, char *why,
                   size_t whylen);
 
+/* The header of the description BUF (LEN bytes) into *H when its magic is there: its id
+ * and counts before anything is read (untrusted: parse checks them). QP_EFORMAT when
+ * not a description. */
+int qp_desc_peek(const uint8_t *buf, size_t len, qp_desc_hdr_t *h /*OUT*/);
+
 /*
  * Like qp_desc_parse, but a version 6 description's blocks and edges stay compressed in
  * BUF until asked for (qp_desc_need): only the header, the procedures, their zero-input
