@@ -302,6 +302,15 @@ const qp_desc_edge_t *qp_desc_proc_edges(const qp_desc_t *d, uint32_t proc);
  */
 int qp_desc_chunk_zero(const qp_desc_t *d, uint32_t proc, const uint64_t *counters);
 
+/*
+ * FN(ARG) called by lazy description D after every few MB of its chunks' streams read
+ * (chromium's flat profile reads 40 MB of them, each once or twice): a caller that
+ * mapped the description's bytes from a file may drop the pages read (they come back
+ * from the file when read again), which would otherwise stay resident to the end.
+ * Nothing for a description read whole.
+ */
+void qp_desc_set_release(qp_desc_t *d, void (*fn)(void *arg), void *arg);
+
 /* Why the last qp_desc_need on D failed ("" when none did). */
 const char *qp_desc_error(const qp_desc_t *d);
 

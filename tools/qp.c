@@ -678,6 +678,13 @@ output_close(tool_out_t *t, int st)
     return st;
 }
 
+/* The pages of image IMG (a cfg_image_t) read so far dropped: qp_desc_set_release's. */
+static void
+release_image(void *img)
+{
+    cfg_image_release_pages(img);
+}
+
 /* M's profiles against the id and counters in its description's header (the first
  * one refused as merge_profiles refuses it); 0 when the header is not there (load_desc
  * then says why). */
@@ -724,8 +731,10 @@ load_module(const qp_args_t *a, module_t *m)
         st = check_ids(m);
     if (st == 0)
         st = load_desc(m->exe, m->img, &m->desc, lazy);
-    if (st == 0 && lazy)
+    if (st == 0 && lazy) {
         cfg_image_release_pages(m->img);
+        qp_desc_set_release(&m->desc, release_image, m->img);
+    }
     progress("summing the profiles");
     if (st == 0)
         st = merge_profiles(m, &m->desc);
