@@ -2319,7 +2319,9 @@ parse_chunk(const qp_desc_t *d, struct qp_desc_lazy *lz, const desc_chunk_t *c,
     char *why = lz->why;
     size_t whylen = sizeof(lz->why);
     uint32_t k = (uint32_t)(c - lz->chunks);
-    rbuf_t b = { raw, c->rawsize, 0, 0, NULL, NULL, 0, 0, LZMA_OK };
+    /* Version 7: its call sites follow (callbytes, 0 before), read by need_all only
+     * (load_calls); a chunk kept inflated keeps the bytes before them only. */
+    rbuf_t b = { raw, c->rawsize - c->callbytes, 0, 0, NULL, NULL, 0, 0, LZMA_OK };
     run_t r;
     memset(&r, 0, sizeof(r));
     r.d = d;
@@ -2331,8 +2333,7 @@ parse_chunk(const qp_desc_t *d, struct qp_desc_lazy *lz, const desc_chunk_t *c,
         get_block(&b, &r, &blocks[i]);
     for (uint32_t i = 0; i < c->nedges && !b.bad; i++)
         get_edge(&b, &r, &edges[i]);
-    /* Version 7: its call sites follow (callbytes, 0 before), read by need_all only. */
-    if (b.bad || b.off + c->callbytes != b.n) {
+    if (b.bad || b.off != b.n) {
         qp_why(why, whylen, "description chunk %u: %s", k,
                b.bad ? "a record truncated or a value out of range" : "bytes after its records");
         return QP_EFORMAT;
@@ -2540,7 +2541,9 @@ classify_procs(const qp_desc_t *d, struct qp_desc_lazy *lz, desc_chunk_t *c,
             later = 1;
     }
     if (later && c->raw == NULL && lz->scratch == c && lz->sraw != NULL) {
-        c->raw = lz->sraw;
+        /* Without its call sites (version 7), which nothing reads before need_all. */
+        uint8_t *kept = c->callbytes ? realloc(lz->sraw, c->rawsize - c->callbytes) : NULL;
+        c->raw = kept != NULL ? kept : lz->sraw;
         lz->sraw = NULL;
     }
 }
