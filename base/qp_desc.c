@@ -1846,11 +1846,10 @@ struct qp_desc_lazy {
     void (*release)(void *);     /* qp_desc_set_release's, or NULL */
     void *release_arg;
     uint64_t since_release;      /* compressed bytes inflated since it was last called */
-    /* Per procedure decoded on its own (load_proc), or NULL: where its blocks and edges
-     * are, in the slabs. Copies into the arrays touched a page of each for every
+    /* Per procedure decoded on its own (load_proc), or NULL: where its blocks are, in
+     * the slabs, its edges right after them. Copies into the arrays touched a page of each for every
      * procedure: chromium's 107,000 spread over 242 MB of them, 166 MB here. */
     qp_desc_block_t **pblocks;
-    qp_desc_edge_t **pedges;
     struct proc_slab *slabs;     /* newest first */
     /* Per procedure, qp_desc_first_call (chromium's reports asked it 2 million times,
      * each a search through 3 million call sites). */
@@ -1899,7 +1898,6 @@ lazy_free(struct qp_desc_lazy *lz)
         free(lz->sblocks);
         free(lz->sedges);
         free(lz->pblocks);
-        free(lz->pedges);
         free(lz->first_call);
         for (struct proc_slab *s = lz->slabs, *next; s != NULL; s = next) {
             next = s->next;
@@ -2014,7 +2012,6 @@ decode_index(rbuf_t *b, qp_desc_t *out, struct qp_desc_lazy *lz, char *why, size
         || alloc_part((void **)&lz->chunks, nc, sizeof(desc_chunk_t)) < 0
         || alloc_part((void **)&lz->proc_state, h->nprocs, 1) < 0
         || alloc_part((void **)&lz->pblocks, h->nprocs, sizeof(qp_desc_block_t *)) < 0
-        || alloc_part((void **)&lz->pedges, h->nprocs, sizeof(qp_desc_edge_t *)) < 0
         || alloc_part((void **)&lz->exec_next, h->ncalls, sizeof(uint64_t)) < 0
         || alloc_part((void **)&lz->exec_tie, h->ncalls, sizeof(uint32_t)) < 0) {
         qp_why(why, whylen, "%s", qp_strerror(QP_ENOMEM));
@@ -2500,7 +2497,6 @@ load_proc(const qp_desc_t *d, struct qp_desc_lazy *lz, desc_chunk_t *c, uint32_t
     QP_CHECK(validate_decoded(d, lz, c, p->nblocks ? p->block : 0, p->nblocks,
                               p->nedges ? p->edge : 0, p->nedges, proc, 1, blocks, edges));
     lz->pblocks[proc] = blocks;
-    lz->pedges[proc] = edges;
     lz->proc_state[proc] = PROC_IN;
     return 0;
 }
@@ -2599,8 +2595,8 @@ qp_desc_proc_blocks(const qp_desc_t *d, uint32_t proc)
 const qp_desc_edge_t *
 qp_desc_proc_edges(const qp_desc_t *d, uint32_t proc)
 {
-    if (d->lazy != NULL && d->lazy->pedges[proc] != NULL)
-        return d->lazy->pedges[proc];
+    if (d->lazy != NULL && d->lazy->pblocks[proc] != NULL) /* its edges follow its blocks */
+        return (const qp_desc_edge_t *)(d->lazy->pblocks[proc] + d->procs[proc].nblocks);
     return d->edges != NULL ? &d->edges[d->procs[proc].edge] : NULL;
 }
 
