@@ -2226,7 +2226,8 @@ index_first_calls(const qp_desc_t *d, struct qp_desc_lazy *lz)
     return 0;
 }
 
-static int inflate_chunk(struct qp_desc_lazy *lz, const desc_chunk_t *c, uint8_t **out);
+static int inflate_chunk(struct qp_desc_lazy *lz, const desc_chunk_t *c, int calls,
+                         uint8_t **out);
 static int parse_chunk(const qp_desc_t *d, struct qp_desc_lazy *lz, const desc_chunk_t *c,
                        const uint8_t *raw, qp_desc_block_t *blocks, qp_desc_edge_t *edges);
 
@@ -2237,7 +2238,7 @@ decode_chunk(const qp_desc_t *d, struct qp_desc_lazy *lz, const desc_chunk_t *c,
              qp_desc_block_t *blocks, qp_desc_edge_t *edges)
 {
     uint8_t *raw = NULL;
-    int rc = inflate_chunk(lz, c, &raw);
+    int rc = inflate_chunk(lz, c, 0, &raw);
     if (rc == 0)
         rc = parse_chunk(d, lz, c, raw, blocks, edges);
     free(raw);
@@ -2262,12 +2263,15 @@ qp_desc_set_release(qp_desc_t *d, void (*fn)(void *arg), void *arg)
 /* Chunk C's stream inflated into *RAW (malloc'd, c->rawsize bytes); LZ->why says why
  * not. */
 static int
-inflate_chunk(struct qp_desc_lazy *lz, const desc_chunk_t *c, uint8_t **out)
+inflate_chunk(struct qp_desc_lazy *lz, const desc_chunk_t *c, int calls, uint8_t **out)
 {
     char *why = lz->why;
     size_t whylen = sizeof(lz->why);
     uint32_t k = (uint32_t)(c - lz->chunks);
-    uint8_t *raw = malloc(c->rawsize ? c->rawsize : 1);
+    /* Without CALLS, the bytes before its call sites only (version 7): the stream is
+     * not inflated further (its id was checked over every byte). */
+    uint32_t want = calls ? c->rawsize : c->rawsize - c->callbytes;
+    uint8_t *raw = malloc(want ? want : 1);
     lzma_stream z = LZMA_STREAM_INIT;
     *out = NULL;
     if (raw == NULL || unpack_init(&z, c->rawsize, QP_FORMAT_VERSION) < 0) {
@@ -2280,9 +2284,9 @@ inflate_chunk(struct qp_desc_lazy *lz, const desc_chunk_t *c, uint8_t **out)
     z.next_in = lz->buf + c->zoff;
     z.avail_in = c->zsize;
     z.next_out = raw;
-    z.avail_out = c->rawsize;
-    lzma_ret lr = lzma_code(&z, LZMA_FINISH);
-    size_t got = c->rawsize - z.avail_out;
+    z.avail_out = want;
+    lzma_ret lr = want > 0 ? lzma_code(&z, LZMA_FINISH) : LZMA_OK;
+    size_t got = want - z.avail_out;
     uint8_t one;
     if (lr == LZMA_OK && got == c->rawsize) {
         z.next_out = &one;
@@ -2290,7 +2294,9 @@ inflate_chunk(struct qp_desc_lazy *lz, const desc_chunk_t *c, uint8_t **out)
         lr = lzma_code(&z, LZMA_FINISH);
         got += 1 - z.avail_out;
     }
-    int stream_ok = lr == LZMA_STREAM_END && got == c->rawsize && z.avail_in == 0;
+    int stream_ok = want < c->rawsize ? lr == LZMA_OK && got == want /* the rest not read */
+                                      : lr == LZMA_STREAM_END && got == c->rawsize
+                                          && z.avail_in == 0;
     lzma_end(&z);
     lz->since_release += c->zsize;
     if (lz->release != NULL && lz->since_release >= RELEASE_BYTES) {
@@ -2316,8 +2322,8 @@ parse_chunk(const qp_desc_t *d, struct qp_desc_lazy *lz, const desc_chunk_t *c,
     char *why = lz->why;
     size_t whylen = sizeof(lz->why);
     uint32_t k = (uint32_t)(c - lz->chunks);
-    /* Version 7: its call sites follow (callbytes, 0 before), read by need_all only
-     * (load_calls); a chunk kept inflated keeps the bytes before them only. */
+    /* Version 7: its call sites follow (callbytes, 0 before), inflated by need_all only
+     * (load_calls). */
     rbuf_t b = { raw, c->rawsize - c->callbytes, 0, 0, NULL, NULL, 0, 0, LZMA_OK };
     run_t r;
     memset(&r, 0, sizeof(r));
@@ -2456,7 +2462,7 @@ decode_aside(const qp_desc_t *d, struct qp_desc_lazy *lz, desc_chunk_t *c)
     if (c->raw == NULL) {
         free(lz->sraw);
         lz->sraw = NULL;
-        QP_CHECK(inflate_chunk(lz, c, &lz->sraw));
+        QP_CHECK(inflate_chunk(lz, c, 0, &lz->sraw));
     }
     QP_CHECK(parse_chunk(d, lz, c, c->raw != NULL ? c->raw : lz->sraw, lz->sblocks,
                          lz->sedges));
@@ -2537,9 +2543,7 @@ classify_procs(const qp_desc_t *d, struct qp_desc_lazy *lz, desc_chunk_t *c,
             later = 1;
     }
     if (later && c->raw == NULL && lz->scratch == c && lz->sraw != NULL) {
-        /* Without its call sites (version 7), which nothing reads before need_all. */
-        uint8_t *kept = c->callbytes ? realloc(lz->sraw, c->rawsize - c->callbytes) : NULL;
-        c->raw = kept != NULL ? kept : lz->sraw;
+        c->raw = lz->sraw; /* version 7: without its call sites (inflate_chunk) */
         lz->sraw = NULL;
     }
 }
@@ -2751,7 +2755,7 @@ load_calls(qp_desc_t *d, struct qp_desc_lazy *lz, const desc_chunk_t *c)
         return QP_ENOMEM;
     }
     uint8_t *raw = NULL;
-    QP_CHECK(inflate_chunk(lz, c, &raw));
+    QP_CHECK(inflate_chunk(lz, c, 1, &raw));
     rbuf_t b = { raw, c->rawsize, c->rawsize - c->callbytes, 0, NULL, NULL, 0, 0, LZMA_OK };
     run_t r;
     memset(&r, 0, sizeof(r));
