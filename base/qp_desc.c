@@ -115,6 +115,18 @@ qp_desc_add_string(qp_desc_t *d, const char *s, uint32_t *off)
 
 static void lazy_free(struct qp_desc_lazy *lz);
 
+static void
+keys_free(qp_desc_keys_t *k)
+{
+    if (k != NULL) {
+        free(k->calls);
+        free(k->index);
+        free(k->callee);
+        free(k->first);
+    }
+    free(k);
+}
+
 void
 qp_desc_free(qp_desc_t *d)
 {
@@ -130,6 +142,7 @@ qp_desc_free(qp_desc_t *d)
     lazy_free(d->lazy);
     qp_entry_map_free(d->by_entry);
     free(d->by_entry);
+    keys_free(d->keys);
     memset(d, 0, sizeof(*d));
 }
 
@@ -315,15 +328,17 @@ validate_proc_at(const qp_desc_t *d, uint32_t i, const qp_desc_edge_t *edges, ch
  * are there to check that a tail call's edge leaves its block (else only its index is
  * checked, and the chunk's loading checks the rest). */
 static int
-validate_calls(const qp_desc_t *d, int edges, char *why, size_t whylen)
+validate_sites(const qp_desc_t *d, const qp_desc_call_t *calls, const uint32_t *index,
+               uint32_t n, int edges, char *why, size_t whylen)
 {
-    for (uint32_t i = 0; i < d->hdr.ncalls; i++) {
-        const qp_desc_call_t *c = &d->calls[i];
+    for (uint32_t j = 0; j < n; j++) {
+        const qp_desc_call_t *c = &calls[j];
+        uint32_t i = index != NULL ? index[j] : j;
         int tail = c->kind == QP_CALL_TAIL || c->kind == QP_CALL_TAIL_INDIRECT;
         const char *bad = NULL;
         if (c->kind < QP_CALL_DIRECT || c->kind > QP_CALL_TAIL_INDIRECT)
             bad = "unknown kind";
-        else if (c->block >= d->hdr.nblocks || (i > 0 && c->block < d->calls[i - 1].block))
+        else if (c->block >= d->hdr.nblocks || (j > 0 && c->block < calls[j - 1].block))
             bad = "block out of range or out of order";
         else if (tail ? c->edge >= d->hdr.nedges || (edges && d->edges[c->edge].from != c->block)
                  : c->kind == QP_CALL_INDIRECT
@@ -345,6 +360,13 @@ validate_calls(const qp_desc_t *d, int edges, char *why, size_t whylen)
         }
     }
     return 0;
+}
+
+/* Every rule of the call sites (EDGES: also against the edges, when present). */
+static int
+validate_calls(const qp_desc_t *d, int edges, char *why, size_t whylen)
+{
+    return validate_sites(d, d->calls, NULL, d->hdr.ncalls, edges, why, whylen);
 }
 
 int
@@ -522,6 +544,110 @@ qp_desc_entry_map(const qp_desc_t *d, qp_entry_map_t *local, const qp_entry_map_
     return qp_entry_map_build(d, 1, local);
 }
 
+/*****************************************************************************
+ * Key call sites
+ */
+
+/* Is call site C, whose target is the entry of procedure CALLEE (QP_VIRT: none) of
+ * QP_EMAP_* KIND, a key site (qp_desc_keys_t)? */
+static int
+is_key_site(const qp_desc_call_t *c, uint32_t callee, uint8_t kind)
+{
+    if (c->flags != 0)
+        return 1;
+    if ((c->kind != QP_CALL_DIRECT && c->kind != QP_CALL_TAIL) || c->target == 0)
+        return 0;
+    return callee == QP_VIRT || (kind & QP_EMAP_SHARED)
+        || (kind & (QP_EMAP_MEASURED | QP_EMAP_BY_CALLS)) != QP_EMAP_MEASURED;
+}
+
+/* K->first for D's procedures (K's sites in block order): one sweep while the
+ * procedures' blocks go up, a search where they do not. */
+static int
+keys_index_procs(const qp_desc_t *d, qp_desc_keys_t *k)
+{
+    k->first = malloc(((size_t)d->hdr.nprocs + 1) * sizeof(uint32_t));
+    if (k->first == NULL)
+        return QP_ENOMEM;
+    uint32_t i = 0, prev = 0;
+    for (uint32_t p = 0; p < d->hdr.nprocs; p++) {
+        uint32_t b = d->procs[p].block;
+        if (b < prev) {
+            uint32_t lo = 0, hi = k->n;
+            while (lo < hi) {
+                uint32_t mid = lo + (hi - lo) / 2;
+                if (k->calls[mid].block < b)
+                    lo = mid + 1;
+                else
+                    hi = mid;
+            }
+            i = lo;
+        }
+        while (i < k->n && k->calls[i].block < b)
+            i++;
+        k->first[p] = i;
+        prev = b;
+    }
+    return 0;
+}
+
+/* D's key sites picked from its call sites (every one present) into a new *OUT. */
+static int
+keys_from_calls(const qp_desc_t *d, qp_desc_keys_t **out)
+{
+    qp_entry_map_t local;
+    const qp_entry_map_t *m;
+    *out = NULL;
+    QP_CHECK(qp_desc_entry_map(d, &local, &m));
+    qp_desc_keys_t *k = calloc(1, sizeof(*k));
+    int rc = k == NULL ? QP_ENOMEM : 0;
+    uint32_t n = 0;
+    for (uint32_t pass = 0; pass < 2 && rc == 0; pass++) {
+        for (uint32_t i = 0; i < d->hdr.ncalls; i++) {
+            uint8_t kind;
+            uint32_t callee = qp_entry_map_callee(m, i, &kind);
+            if (!is_key_site(&d->calls[i], callee, kind))
+                continue;
+            if (pass == 1) {
+                k->calls[k->n] = d->calls[i];
+                k->index[k->n] = i;
+                k->callee[k->n++] = callee;
+            } else
+                n++;
+        }
+        if (pass == 0) {
+            k->calls = malloc(((size_t)n + 1) * sizeof(qp_desc_call_t));
+            k->index = malloc(((size_t)n + 1) * sizeof(uint32_t));
+            k->callee = malloc(((size_t)n + 1) * sizeof(uint32_t));
+            if (k->calls == NULL || k->index == NULL || k->callee == NULL)
+                rc = QP_ENOMEM;
+        }
+    }
+    if (rc == 0)
+        rc = keys_index_procs(d, k);
+    qp_entry_map_free(&local);
+    if (rc < 0) {
+        keys_free(k);
+        return rc;
+    }
+    *out = k;
+    return 0;
+}
+
+const qp_desc_keys_t *
+qp_desc_keys(const qp_desc_t *d)
+{
+    if (d == NULL)
+        return NULL;
+    if (d->keys == NULL) {
+        qp_desc_keys_t *k;
+        if (keys_from_calls(d, &k) < 0)
+            return NULL;
+        ((qp_desc_t *)d)->keys = k;
+    }
+    return d->keys;
+}
+
 /*
  * The running values the deltas are taken from (qp_format.h names them), and what both
  * directions look up: D's blocks (decoded before the edges) and its procedures by entry
@@ -538,6 +664,8 @@ typedef struct run {
     const qp_desc_block_t *win;
     uint32_t win0, nwin;
     int windowed;
+    int plain_names; /* version 7's chunks: every call site gives its callee's name */
+    uint32_t *callee_out; /* decoding key sites: where get_call puts the callee */
 } run_t;
 
 /* R's index of D's procedures by entry (once they are known): D's own when it has one. */
@@ -566,7 +694,15 @@ index_entries(run_t *r)
 static void
 entries_done(run_t *r, qp_desc_t *keep)
 {
-    if (keep != NULL && r->entries != NULL && r->ncalls_read == keep->hdr.ncalls) {
+    if (keep != NULL && r->entries != NULL && keep->hdr.version == QP_FORMAT_VERSION
+        && keep->lazy != NULL) {
+        /* Version 7: no call site's procedure (the key sites have theirs), the kinds. */
+        free(r->entries->slot);
+        free(r->entries->call_proc);
+        r->entries->slot = NULL;
+        r->entries->call_proc = NULL;
+        keep->by_entry = r->entries;
+    } else if (keep != NULL && r->entries != NULL && r->ncalls_read == keep->hdr.ncalls) {
         free(r->entries->slot);
         r->entries->slot = NULL;
         keep->by_entry = r->entries;
@@ -669,7 +805,7 @@ put_edge(wb_t *w, run_t *r, const qp_desc_edge_t *e)
 static void
 put_call(wb_t *w, run_t *r, const qp_desc_call_t *c)
 {
-    int callees = c->target != 0 && callee_name(r, c->target) == c->name;
+    int callees = !r->plain_names && c->target != 0 && callee_name(r, c->target) == c->name;
     wb_uleb(w, (uint64_t)c->flags << 11 | (uint64_t)c->kind << 3 | (uint64_t)callees << 2
                  | (uint64_t)(c->target != 0) << 1 | (c->edge != QP_VIRT));
     wb_uleb(w, zz32(c->block, r->call_block));
@@ -697,6 +833,7 @@ enum { RA_PARTS = 4 };
 
 typedef struct chunk_plan {
     uint32_t proc, nprocs, block, nblocks, edge, nedges, clo, cn;
+    uint32_t call, ncalls; /* version 7: the call sites of its blocks */
     uint64_t ns_lo, ns_hi; /* the new addresses of its moved blocks (0, 0: none) */
     /* The return addresses of its edges, in NRA intervals (clusters: code relocated and
      * code measured in place lie far apart). */
@@ -722,6 +859,16 @@ chunk_of_block(const chunk_plan_t *c, uint32_t n, uint32_t b)
             hi = mid;
     }
     return lo == 0 || b - c[lo - 1].block >= c[lo - 1].nblocks ? n : lo - 1;
+}
+
+/* Are D's call sites in block order, each in a block (what version 7's chunks need)? */
+static int
+calls_in_order(const qp_desc_t *d)
+{
+    for (uint32_t i = 0; i < d->hdr.ncalls; i++)
+        if (d->calls[i].block >= d->hdr.nblocks || (i && d->calls[i].block < d->calls[i - 1].block))
+            return 0;
+    return 1;
 }
 
 /* Every tail call's edge in the chunk of its block (what a reader checks on loading)? */
@@ -878,13 +1025,18 @@ plan_chunks(const qp_desc_t *d, chunk_plan_t **out, uint32_t *n)
             e0 = e1;
             recs = 0;
         }
-        ok = calls_fit(d, c, k);
+        ok = calls_fit(d, c, k) && calls_in_order(d);
     }
     if (!ok) {
         c[0] = (chunk_plan_t) { .nprocs = np, .nblocks = d->hdr.nblocks,
-                                .nedges = d->hdr.nedges };
+                                .nedges = d->hdr.nedges, .ncalls = d->hdr.ncalls };
         k = 1;
-    }
+    } else /* in block order: a chunk's call sites follow the previous chunk's */
+        for (uint32_t i = 0; i < k; i++) {
+            c[i].call = i ? c[i - 1].call + c[i - 1].ncalls : 0;
+            c[i].ncalls = (i + 1 < k ? first_call_at(d, c[i + 1].block) : d->hdr.ncalls)
+                - c[i].call;
+        }
     for (uint32_t i = 0; i < k; i++)
         chunk_ranges(d, &c[i]);
     free(minb);
@@ -926,22 +1078,25 @@ exec_next(const qp_desc_t *d, uint32_t block, uint64_t *next, uint32_t *tie)
 }
 
 static void
-put_exec_next(wb_t *w, const qp_desc_t *d)
+put_exec_next(wb_t *w, const qp_desc_t *d, const qp_desc_call_t *calls, uint32_t n)
 {
-    for (uint32_t i = 0; i < d->hdr.ncalls; i++) {
-        if (!(d->calls[i].flags & QP_CALLF_EXEC))
+    for (uint32_t i = 0; i < n; i++) {
+        if (!(calls[i].flags & QP_CALLF_EXEC))
             continue;
         uint64_t next;
         uint32_t tie;
-        exec_next(d, d->calls[i].block, &next, &tie);
+        exec_next(d, calls[i].block, &next, &tie);
         wb_uleb(w, next);
-        wb_uleb(w, tie - d->calls[i].block);
+        wb_uleb(w, tie - calls[i].block);
     }
 }
 
-/* The records of chunk C (its blocks, then its edges), each chunk's deltas from 0. */
+/* The records of chunk C (its blocks, then its edges; version 7, KEYS not NULL: then its
+ * call sites that are not among KEYS), each chunk's deltas from 0. *CALLBYTES: the
+ * bytes of its call sites. */
 static void
-encode_chunk(const qp_desc_t *d, const chunk_plan_t *c, wb_t *w)
+encode_chunk(const qp_desc_t *d, const chunk_plan_t *c, const qp_desc_keys_t *keys, wb_t *w,
+             size_t *callbytes)
 {
     run_t r;
     memset(&r, 0, sizeof(r));
@@ -954,13 +1109,31 @@ encode_chunk(const qp_desc_t *d, const chunk_plan_t *c, wb_t *w)
         put_block(w, &r, &d->blocks[c->block + i]);
     for (uint32_t i = 0; i < c->nedges; i++)
         put_edge(w, &r, &d->edges[c->edge + i]);
+    size_t before = w->len;
+    if (keys != NULL) {
+        memset(&r, 0, sizeof(r));
+        r.d = d;
+        r.plain_names = 1;
+        uint32_t k = 0; /* the first key site at or after the chunk's first call site */
+        while (k < keys->n && keys->index[k] < c->call)
+            k++;
+        for (uint32_t i = c->call; i < c->call + c->ncalls; i++) {
+            if (k < keys->n && keys->index[k] == i) {
+                k++;
+                continue;
+            }
+            put_call(w, &r, &d->calls[i]);
+        }
+    }
+    *callbytes = w->len - before;
 }
 
-/* The index of D (qp_format.h, version 6): everything but the chunks' records. RAW[k]
- * and Z[k]: chunk k's bytes before and after compression. */
+/* The index of D (qp_format.h, version 6; version 7 when KEYS is not NULL): everything
+ * but the chunks' records. RAW[k], Z[k] and CB[k]: chunk k's bytes before and after
+ * compression, and of its call sites. */
 static int
-encode_index(const qp_desc_t *d, const chunk_plan_t *c, uint32_t nc, const size_t *raw,
-             const size_t *z, wb_t *w)
+encode_index(const qp_desc_t *d, const qp_desc_keys_t *keys, const chunk_plan_t *c,
+             uint32_t nc, const size_t *raw, const size_t *z, const size_t *cb, wb_t *w)
 {
     run_t r;
     memset(&r, 0, sizeof(r));
@@ -975,9 +1148,18 @@ encode_index(const qp_desc_t *d, const chunk_plan_t *c, uint32_t nc, const size_
         if (d->procs[i].flags & QP_PROC_BY_CALLS)
             put_zero(w, d->zero_entry != NULL ? &d->zero_entry[i] : NULL);
     }
-    for (uint32_t i = 0; i < d->hdr.ncalls; i++)
-        put_call(w, &r, &d->calls[i]);
-    put_exec_next(w, d);
+    if (keys != NULL) {
+        wb_uleb(w, keys->n);
+        for (uint32_t i = 0; i < keys->n; i++) {
+            wb_uleb(w, keys->index[i] - (i ? keys->index[i - 1] + 1 : 0));
+            put_call(w, &r, &keys->calls[i]);
+        }
+        put_exec_next(w, d, keys->calls, keys->n);
+    } else {
+        for (uint32_t i = 0; i < d->hdr.ncalls; i++)
+            put_call(w, &r, &d->calls[i]);
+        put_exec_next(w, d, d->calls, d->hdr.ncalls);
+    }
     for (uint32_t k = 0; k < nc; k++) {
         const chunk_plan_t *p = k ? &c[k - 1] : NULL;
         wb_uleb(w, c[k].nprocs);
@@ -995,6 +1177,10 @@ encode_index(const qp_desc_t *d, const chunk_plan_t *c, uint32_t nc, const size_
             wb_uleb(w, zz64(c[k].ra_lo[j], prev));
             wb_uleb(w, zz64(c[k].ra_hi[j], c[k].ra_lo[j]));
             prev = c[k].ra_hi[j];
+        }
+        if (keys != NULL) {
+            wb_uleb(w, c[k].ncalls);
+            wb_uleb(w, cb[k]);
         }
     }
     wb_put(w, d->strtab, d->hdr.strtab_size);
@@ -1052,16 +1238,16 @@ pack(const uint8_t *in, size_t n, uint32_t preset, wb_t *w, size_t *zlen)
     return 0;
 }
 
-/* D's chunks: their records into RAWS (chunk k's RAW[k] bytes from the previous ones'),
- * then compressed into Z (ZLEN[k] bytes each). */
+/* D's chunks: their records into RAWS (chunk k's RAW[k] bytes from the previous ones',
+ * CB[k] of them call sites), then compressed into Z (ZLEN[k] bytes each). */
 static int
-pack_chunks(const qp_desc_t *d, const chunk_plan_t *c, uint32_t nc, size_t *raw,
-            size_t *zlen, wb_t *z)
+pack_chunks(const qp_desc_t *d, const qp_desc_keys_t *keys, const chunk_plan_t *c, uint32_t nc,
+            size_t *raw, size_t *cb, size_t *zlen, wb_t *z)
 {
     wb_t raws = { 0 };
     for (uint32_t k = 0; k < nc; k++) {
         size_t before = raws.len;
-        encode_chunk(d, &c[k], &raws);
+        encode_chunk(d, &c[k], keys, &raws, &cb[k]);
         raw[k] = raws.len - before;
     }
     int rc = raws.err ? QP_ENOMEM : 0;
@@ -1075,24 +1261,99 @@ pack_chunks(const qp_desc_t *d, const chunk_plan_t *c, uint32_t nc, size_t *raw,
     return rc;
 }
 
+/* Version 5 (qp_format.h): one stream of every record. */
+static int
+encode_v5(const qp_desc_t *d, wb_t *out)
+{
+    wb_t body = { 0 };
+    run_t r;
+    memset(&r, 0, sizeof(r));
+    r.d = d;
+    if (index_entries(&r) < 0)
+        return QP_ENOMEM;
+    for (uint32_t i = 0; i < d->hdr.nprocs; i++)
+        put_proc(&body, &r, &d->procs[i]);
+    for (uint32_t i = 0; i < d->hdr.nblocks; i++)
+        put_block(&body, &r, &d->blocks[i]);
+    for (uint32_t i = 0; i < d->hdr.nedges; i++)
+        put_edge(&body, &r, &d->edges[i]);
+    for (uint32_t i = 0; i < d->hdr.ncalls; i++)
+        put_call(&body, &r, &d->calls[i]);
+    wb_put(&body, d->strtab, d->hdr.strtab_size);
+    entries_done(&r, NULL);
+    qp_desc_hdr_t h = d->hdr;
+    memcpy(h.magic, QP_DESC_MAGIC, sizeof(h.magic));
+    h.version = QP_FORMAT_V5;
+    h.body_size = (uint32_t)body.len;
+    h.id = 0;
+    wb_put(out, &h, sizeof(h));
+    int rc = body.err || out->err ? QP_ENOMEM : body.len > UINT32_MAX ? QP_ERANGE : 0;
+    /* Version 5's dictionary is always 8 MiB (unpack_init). */
+    lzma_options_lzma o;
+    if (rc == 0)
+        rc = lzma_options(body.len <= LZMA_SMALL ? 6 : 1, &o);
+    if (rc == 0) {
+        o.dict_size = LZMA_DICT_MAX;
+        size_t cap = body.len + (body.len >> 3) + 4096, start = out->len;
+        wb_put(out, NULL, cap);
+        lzma_filter f[2] = { { LZMA_FILTER_LZMA2, &o }, { LZMA_VLI_UNKNOWN, NULL } };
+        size_t pos = start;
+        if (out->err)
+            rc = QP_ENOMEM;
+        else if (lzma_raw_buffer_encode(f, NULL, body.p, body.len, out->p, &pos, start + cap)
+                 != LZMA_OK)
+            rc = QP_ERANGE;
+        out->len = pos;
+    }
+    free(body.p);
+    return rc;
+}
+
 int
 qp_desc_encode(const qp_desc_t *d, uint8_t **buf, size_t *len)
 {
-    if (d == NULL || buf == NULL || len == NULL)
+    return qp_desc_encode_version(d, QP_FORMAT_VERSION, buf, len);
+}
+
+int
+qp_desc_encode_version(const qp_desc_t *d, uint32_t version, uint8_t **buf, size_t *len)
+{
+    if (d == NULL || buf == NULL || len == NULL
+        || (version != QP_FORMAT_V5 && version != QP_FORMAT_V6 && version != QP_FORMAT_VERSION))
         return QP_EINVAL;
+    if (version == QP_FORMAT_V5) {
+        wb_t out = { 0 };
+        int rc = encode_v5(d, &out);
+        if (rc < 0) {
+            free(out.p);
+            return rc;
+        }
+        uint64_t id;
+        qp_desc_id(out.p, out.len, &id);
+        memcpy(out.p + offsetof(qp_desc_hdr_t, id), &id, sizeof(id));
+        *buf = out.p;
+        *len = out.len;
+        return 0;
+    }
     chunk_plan_t *c = NULL;
     uint32_t nc = 0;
     QP_CHECK(plan_chunks(d, &c, &nc));
+    qp_desc_keys_t *keys = NULL; /* version 7: the key sites go in the index */
     size_t *raw = calloc(nc, sizeof(size_t)), *zlen = calloc(nc, sizeof(size_t));
+    size_t *cb = calloc(nc, sizeof(size_t));
     wb_t chunks = { 0 }, index = { 0 }, out = { 0 };
-    int rc = raw == NULL || zlen == NULL ? QP_ENOMEM : 0;
+    int rc = raw == NULL || zlen == NULL || cb == NULL ? QP_ENOMEM : 0;
+    if (rc == 0 && version == QP_FORMAT_VERSION)
+        rc = keys_from_calls(d, &keys);
     if (rc == 0)
-        rc = pack_chunks(d, c, nc, raw, zlen, &chunks);
+        rc = pack_chunks(d, keys, c, nc, raw, cb, zlen, &chunks);
     if (rc == 0)
-        rc = encode_index(d, c, nc, raw, zlen, &index);
+        rc = encode_index(d, keys, c, nc, raw, zlen, cb, &index);
+    keys_free(keys);
+    free(cb);
     qp_desc_hdr_t h = d->hdr;
     memcpy(h.magic, QP_DESC_MAGIC, sizeof(h.magic));
-    h.version = QP_FORMAT_VERSION;
+    h.version = version;
     h.body_size = (uint32_t)index.len;
     h.id = 0;
     wb_put(&out, &h, sizeof(h));
@@ -1308,9 +1569,13 @@ get_call(rbuf_t *b, run_t *r, qp_desc_call_t *c)
     c->edge = head & 1 ? (r->call_edge = unzz32(get_u32(b), r->call_edge)) : QP_VIRT;
     if (head & 2)
         c->target = r->target = unzz64(get_u(b), r->target);
-    uint32_t callee = c->target != 0 ? qp_entry_map_find(r->d, r->entries, c->target, NULL)
-                                     : QP_VIRT;
-    if (r->ncalls_read < r->d->hdr.ncalls)
+    /* Version 7's chunks name every callee: no map there. */
+    uint32_t callee = c->target != 0 && r->entries != NULL
+        ? qp_entry_map_find(r->d, r->entries, c->target, NULL)
+        : QP_VIRT;
+    if (r->callee_out != NULL)
+        *r->callee_out = callee;
+    else if (r->entries != NULL && r->ncalls_read < r->d->hdr.ncalls)
         r->entries->call_proc[r->ncalls_read++] = callee;
     if (head & 4) {
         if (callee == QP_VIRT)
@@ -1411,9 +1676,11 @@ enum { MAX_ZERO = 10, MAX_CHUNK = 200 };
 static int
 check_index_size(const qp_desc_hdr_t *h, size_t zlen, char *why, size_t whylen)
 {
-    uint64_t least = 1 + (uint64_t)h->nprocs * 2 + h->ncalls + h->strtab_size;
-    uint64_t most = 10 + (uint64_t)h->nprocs * (MAX_PROC + 2 * MAX_ZERO + MAX_CHUNK)
-        + MAX_CHUNK + (uint64_t)h->ncalls * (MAX_CALL + 16) + h->strtab_size;
+    /* Version 7's index holds some of the call sites (at least their count). */
+    int v7 = h->version == QP_FORMAT_VERSION;
+    uint64_t least = 1 + (uint64_t)h->nprocs * 2 + (v7 ? 1 : h->ncalls) + h->strtab_size;
+    uint64_t most = 10 + (uint64_t)h->nprocs * (MAX_PROC + 2 * MAX_ZERO + MAX_CHUNK + 20)
+        + MAX_CHUNK + 20 + (uint64_t)h->ncalls * (MAX_CALL + 16 + 5) + h->strtab_size;
     /* The chunks' records take a byte or more each, LZMA2 gives under 65536 a byte. */
     if (h->body_size < least || h->body_size > most
         || h->body_size + (uint64_t)h->nblocks + h->nedges > (uint64_t)zlen * 65536 + 64) {
@@ -1439,13 +1706,15 @@ check_header(const uint8_t *buf, size_t len, qp_desc_hdr_t *h, char *why, size_t
         qp_why(why, whylen, "not a qpt description (bad magic)");
         return QP_EFORMAT;
     }
-    if (h->version != QP_FORMAT_VERSION && h->version != QP_FORMAT_V5) {
-        qp_why(why, whylen, "description version %u, made by %s qpt: this qp reads version %u "
-               "(rewrite the program again with this qpt-rewrite)", h->version,
-               h->version < QP_FORMAT_VERSION ? "an older" : "a newer", QP_FORMAT_VERSION);
+    if (h->version != QP_FORMAT_VERSION && h->version != QP_FORMAT_V6
+        && h->version != QP_FORMAT_V5) {
+        qp_why(why, whylen, "description version %u, made by %s qpt: this qp reads versions "
+               "%u to %u (rewrite the program again with this qpt-rewrite)", h->version,
+               h->version < QP_FORMAT_VERSION ? "an older" : "a newer", QP_FORMAT_V5,
+               QP_FORMAT_VERSION);
         return QP_EFORMAT;
     }
-    if (h->version == QP_FORMAT_VERSION)
+    if (h->version != QP_FORMAT_V5)
         return check_index_size(h, len - sizeof(*h), why, whylen);
     return check_sizes(h, len - sizeof(*h), why, whylen);
 }
@@ -1538,6 +1807,9 @@ typedef struct desc_chunk {
     uint32_t proc, nprocs, block, nblocks, edge, nedges, clo, cn;
     uint64_t ns_lo, ns_hi, ra_lo[RA_PARTS], ra_hi[RA_PARTS]; /* chunk_plan_t's */
     uint32_t nra;
+    uint32_t call, ncalls, callbytes; /* version 7: its call sites [call, call + ncalls),
+                                       * the last callbytes bytes of its records those
+                                       * that are not key sites */
     size_t zoff;        /* its stream: BUF + zoff, zsize bytes */
     uint32_t zsize, rawsize;
     uint8_t state;      /* CHUNK_* */
@@ -1571,11 +1843,13 @@ struct qp_desc_lazy {
     uint8_t *sraw;               /* the scratch chunk's records inflated (srawcap) */
     uint32_t srawcap;
     char why[512];               /* why the last chunk refused */
-    /* Per procedure decoded on its own (load_proc), or NULL: where its blocks and edges
-     * are, in the slabs. Copies into the arrays touched a page of each for every
+    void (*release)(void *);     /* qp_desc_set_release's, or NULL */
+    void *release_arg;
+    uint64_t since_release;      /* compressed bytes inflated since it was last called */
+    /* Per procedure decoded on its own (load_proc), or NULL: where its blocks are, in
+     * the slabs, its edges right after them. Copies into the arrays touched a page of each for every
      * procedure: chromium's 107,000 spread over 242 MB of them, 166 MB here. */
     qp_desc_block_t **pblocks;
-    qp_desc_edge_t **pedges;
     struct proc_slab *slabs;     /* newest first */
     /* Per procedure, qp_desc_first_call (chromium's reports asked it 2 million times,
      * each a search through 3 million call sites). */
@@ -1624,7 +1898,6 @@ lazy_free(struct qp_desc_lazy *lz)
         free(lz->sblocks);
         free(lz->sedges);
         free(lz->pblocks);
-        free(lz->pedges);
         free(lz->first_call);
         for (struct proc_slab *s = lz->slabs, *next; s != NULL; s = next) {
             next = s->next;
@@ -1654,13 +1927,14 @@ get_zero(rbuf_t *b, qp_desc_zero_t *z, uint32_t nedges)
 
 /* One chunk's entry of the index into C, after the chunk before it (PREV, or NULL). */
 static void
-get_chunk(rbuf_t *b, const desc_chunk_t *prev, desc_chunk_t *c)
+get_chunk(rbuf_t *b, const desc_chunk_t *prev, desc_chunk_t *c, int v7)
 {
     memset(c, 0, sizeof(*c));
     if (prev != NULL) {
         c->proc = prev->proc + prev->nprocs;
         c->block = prev->block + prev->nblocks;
         c->edge = prev->edge + prev->nedges;
+        c->call = prev->call + prev->ncalls;
         c->zoff = prev->zoff + prev->zsize;
     }
     c->nprocs = get_u32(b);
@@ -1679,14 +1953,52 @@ get_chunk(rbuf_t *b, const desc_chunk_t *prev, desc_chunk_t *c)
         c->ra_hi[j] = unzz64(get_u(b), c->ra_lo[j]);
         p = c->ra_hi[j];
     }
+    if (v7) {
+        c->ncalls = get_u32(b);
+        c->callbytes = get_u32(b);
+    }
+}
+
+/* Version 7's key sites (B, R's running values) into OUT->keys; B->bad when they do not
+ * read. QP_ENOMEM, else 0. */
+static int
+get_keys(rbuf_t *b, run_t *r, qp_desc_t *out)
+{
+    uint32_t n = (uint32_t)get_max(b, out->hdr.ncalls);
+    qp_desc_keys_t *k = calloc(1, sizeof(*k));
+    if (k == NULL)
+        return QP_ENOMEM;
+    out->keys = k;
+    if (b->bad)
+        return 0;
+    if (alloc_part((void **)&k->calls, n, sizeof(qp_desc_call_t)) < 0
+        || alloc_part((void **)&k->index, n, sizeof(uint32_t)) < 0
+        || alloc_part((void **)&k->callee, n, sizeof(uint32_t)) < 0)
+        return QP_ENOMEM;
+    uint64_t next = 0; /* the lowest index the next key site may have */
+    for (uint32_t i = 0; i < n && !b->bad; i++) {
+        uint64_t at = next + get_u32(b);
+        if (at >= out->hdr.ncalls) {
+            b->bad = 1;
+            break;
+        }
+        k->index[i] = (uint32_t)at;
+        r->callee_out = &k->callee[i];
+        get_call(b, r, &k->calls[i]);
+        r->callee_out = NULL;
+        next = at + 1;
+        k->n = i + 1;
+    }
+    return 0;
 }
 
 /* The index of a version 6 description (B) into OUT and LZ: procedures, their zero-input
- * summaries, call sites, chunks, strings. */
+ * summaries, call sites, chunks, strings. Version 7: the key call sites. */
 static int
 decode_index(rbuf_t *b, qp_desc_t *out, struct qp_desc_lazy *lz, char *why, size_t whylen)
 {
     const qp_desc_hdr_t *h = &out->hdr;
+    int v7 = h->version == QP_FORMAT_VERSION;
     uint32_t nc = (uint32_t)get_max(b, h->nprocs ? h->nprocs : 1);
     if (b->bad || nc == 0) {
         qp_why(why, whylen, "description index: bad number of chunks");
@@ -1695,12 +2007,11 @@ decode_index(rbuf_t *b, qp_desc_t *out, struct qp_desc_lazy *lz, char *why, size
     if (alloc_part((void **)&out->procs, h->nprocs, sizeof(qp_desc_proc_t)) < 0
         || alloc_part((void **)&out->zero, h->nprocs, sizeof(qp_desc_zero_t)) < 0
         || alloc_part((void **)&out->zero_entry, h->nprocs, sizeof(qp_desc_zero_t)) < 0
-        || alloc_part((void **)&out->calls, h->ncalls, sizeof(qp_desc_call_t)) < 0
+        || (!v7 && alloc_part((void **)&out->calls, h->ncalls, sizeof(qp_desc_call_t)) < 0)
         || alloc_part((void **)&out->strtab, h->strtab_size, 1) < 0
         || alloc_part((void **)&lz->chunks, nc, sizeof(desc_chunk_t)) < 0
         || alloc_part((void **)&lz->proc_state, h->nprocs, 1) < 0
         || alloc_part((void **)&lz->pblocks, h->nprocs, sizeof(qp_desc_block_t *)) < 0
-        || alloc_part((void **)&lz->pedges, h->nprocs, sizeof(qp_desc_edge_t *)) < 0
         || alloc_part((void **)&lz->exec_next, h->ncalls, sizeof(uint64_t)) < 0
         || alloc_part((void **)&lz->exec_tie, h->ncalls, sizeof(uint32_t)) < 0) {
         qp_why(why, whylen, "%s", qp_strerror(QP_ENOMEM));
@@ -1725,21 +2036,30 @@ decode_index(rbuf_t *b, qp_desc_t *out, struct qp_desc_lazy *lz, char *why, size
         qp_why(why, whylen, "%s", qp_strerror(QP_ENOMEM));
         return QP_ENOMEM;
     }
-    for (i = 0; part == NULL && i < h->ncalls && !b->bad; i++)
+    if (part == NULL && v7 && get_keys(b, &r, out) < 0) {
+        qp_why(why, whylen, "%s", qp_strerror(QP_ENOMEM));
+        entries_done(&r, NULL);
+        return QP_ENOMEM;
+    }
+    for (i = 0; part == NULL && !v7 && i < h->ncalls && !b->bad; i++)
         get_call(b, &r, &out->calls[i]);
     part = part ? part : b->bad ? "call site" : NULL;
-    for (i = 0; part == NULL && i < h->ncalls && !b->bad; i++) {
-        if (!(out->calls[i].flags & QP_CALLF_EXEC))
+    /* The exec sites, among every site (version 6) or the key sites (version 7). */
+    const qp_desc_call_t *sites = !v7 ? out->calls : out->keys ? out->keys->calls : NULL;
+    uint32_t nsites = !v7 ? h->ncalls : out->keys ? out->keys->n : 0;
+    for (i = 0; part == NULL && i < nsites && !b->bad; i++) {
+        if (!(sites[i].flags & QP_CALLF_EXEC))
             continue;
-        lz->exec_next[i] = get_u(b);
+        uint32_t at = v7 ? out->keys->index[i] : i;
+        lz->exec_next[at] = get_u(b);
         uint32_t tie = get_u32(b);
-        lz->exec_tie[i] = out->calls[i].block + tie;
-        if (lz->exec_tie[i] < out->calls[i].block)
+        lz->exec_tie[at] = sites[i].block + tie;
+        if (lz->exec_tie[at] < sites[i].block)
             b->bad = 1; /* wrapped */
     }
     part = part ? part : b->bad ? "exec call site" : NULL;
     for (i = 0; part == NULL && i < nc && !b->bad; i++)
-        get_chunk(b, i ? &lz->chunks[i - 1] : NULL, &lz->chunks[i]);
+        get_chunk(b, i ? &lz->chunks[i - 1] : NULL, &lz->chunks[i], v7);
     part = part ? part : b->bad ? "chunk" : NULL;
     entries_done(&r, part == NULL ? out : NULL);
     if (part != NULL) {
@@ -1764,22 +2084,38 @@ validate_chunks(const qp_desc_t *d, const struct qp_desc_lazy *lz, size_t n, cha
                 size_t whylen)
 {
     const qp_desc_hdr_t *h = &d->hdr;
-    uint64_t np = 0, nb = 0, ne = 0, nz = 0;
+    int v7 = h->version == QP_FORMAT_VERSION;
+    const qp_desc_keys_t *keys = d->keys;
+    uint64_t np = 0, nb = 0, ne = 0, nz = 0, ns = 0;
+    uint32_t key = 0; /* the first key site of the chunk */
     for (uint32_t k = 0; k < lz->nchunks; k++) {
         const desc_chunk_t *c = &lz->chunks[k];
         np += c->nprocs;
         nb += c->nblocks;
         ne += c->nedges;
         nz += c->zsize;
+        ns += c->ncalls;
         const char *bad = NULL;
-        if (np > h->nprocs || nb > h->nblocks || ne > h->nedges || nz > n)
-            bad = "more procedures, blocks, edges or bytes than the description has";
+        uint32_t nkeys = 0; /* its key sites: in its blocks, fewer than its sites */
+        while (v7 && key + nkeys < keys->n && keys->index[key + nkeys] - c->call < c->ncalls
+               && keys->index[key + nkeys] >= c->call) {
+            if (keys->calls[key + nkeys].block - c->block >= c->nblocks)
+                bad = "a key call site outside its blocks";
+            nkeys++;
+        }
+        key += nkeys;
+        if (np > h->nprocs || nb > h->nblocks || ne > h->nedges || nz > n || ns > h->ncalls)
+            bad = "more procedures, blocks, edges, call sites or bytes than the description has";
+        else if (v7 && (c->callbytes > c->rawsize || c->callbytes < c->ncalls - nkeys
+                        || c->callbytes > (uint64_t)(c->ncalls - nkeys) * MAX_CALL))
+            bad = "call sites' bytes do not fit them";
         else if (c->nprocs == 0 && h->nprocs > 0)
             bad = "no procedure";
         else if (c->clo > h->ncounters || c->cn > h->ncounters - c->clo)
             bad = "counters out of range";
-        else if (c->zsize == 0 || c->rawsize < (uint64_t)c->nblocks + c->nedges
-                 || c->rawsize > (uint64_t)c->nblocks * MAX_BLOCK + (uint64_t)c->nedges * MAX_EDGE
+        else if (c->zsize == 0 || c->rawsize - c->callbytes < (uint64_t)c->nblocks + c->nedges
+                 || c->rawsize - c->callbytes
+                     > (uint64_t)c->nblocks * MAX_BLOCK + (uint64_t)c->nedges * MAX_EDGE
                  || c->rawsize > (uint64_t)c->zsize * 65536 + 64)
             bad = "stream size does not fit its records";
         for (uint32_t i = 0; bad == NULL && i < c->nprocs; i++) {
@@ -1794,6 +2130,11 @@ validate_chunks(const qp_desc_t *d, const struct qp_desc_lazy *lz, size_t n, cha
             qp_why(why, whylen, "description chunk %u: %s", k, bad);
             return QP_EFORMAT;
         }
+    }
+    if (v7 && (ns != h->ncalls || key != keys->n)) {
+        qp_why(why, whylen, "description chunks: %llu call sites, the header says %u (or key "
+               "sites outside them)", (unsigned long long)ns, h->ncalls);
+        return QP_EFORMAT;
     }
     if (np != h->nprocs || nb != h->nblocks || ne != h->nedges) {
         qp_why(why, whylen, "description chunks: %llu procedures, %llu blocks, %llu edges, "
@@ -1824,7 +2165,21 @@ validate_index(const qp_desc_t *d, const struct qp_desc_lazy *lz, size_t n, char
             return QP_EFORMAT;
         }
     }
-    QP_CHECK(validate_calls(d, 0, why, whylen));
+    if (h->version != QP_FORMAT_VERSION) {
+        QP_CHECK(validate_calls(d, 0, why, whylen));
+        return validate_chunks(d, lz, n, why, whylen);
+    }
+    /* Version 7: the key sites, each one what makes a key site. */
+    const qp_desc_keys_t *k = d->keys;
+    QP_CHECK(validate_sites(d, k->calls, k->index, k->n, 0, why, whylen));
+    for (uint32_t j = 0; j < k->n; j++) {
+        uint32_t p = k->callee[j];
+        if (d->by_entry == NULL
+            || !is_key_site(&k->calls[j], p, p != QP_VIRT ? d->by_entry->kind[p] : 0)) {
+            qp_why(why, whylen, "call site %u: not a key site, in the index", k->index[j]);
+            return QP_EFORMAT;
+        }
+    }
     return validate_chunks(d, lz, n, why, whylen);
 }
 
@@ -1848,7 +2203,8 @@ chunk_of_proc(const struct qp_desc_lazy *lz, uint32_t proc)
 static uint32_t
 lazy_first_call(const qp_desc_t *d, uint32_t proc)
 {
-    return d->lazy->first_call[proc];
+    /* Version 7 holds no call site but the key sites (qp_desc_keys) until need_all. */
+    return d->lazy->first_call != NULL ? d->lazy->first_call[proc] : d->hdr.ncalls;
 }
 
 /* LZ's first_call of D (its call sites checked in block order): one sweep while the
@@ -1870,7 +2226,8 @@ index_first_calls(const qp_desc_t *d, struct qp_desc_lazy *lz)
     return 0;
 }
 
-static int inflate_chunk(struct qp_desc_lazy *lz, const desc_chunk_t *c, uint8_t **out);
+static int inflate_chunk(struct qp_desc_lazy *lz, const desc_chunk_t *c, int calls,
+                         uint8_t **out);
 static int parse_chunk(const qp_desc_t *d, struct qp_desc_lazy *lz, const desc_chunk_t *c,
                        const uint8_t *raw, qp_desc_block_t *blocks, qp_desc_edge_t *edges);
 
@@ -1881,22 +2238,40 @@ decode_chunk(const qp_desc_t *d, struct qp_desc_lazy *lz, const desc_chunk_t *c,
              qp_desc_block_t *blocks, qp_desc_edge_t *edges)
 {
     uint8_t *raw = NULL;
-    int rc = inflate_chunk(lz, c, &raw);
+    int rc = inflate_chunk(lz, c, 0, &raw);
     if (rc == 0)
         rc = parse_chunk(d, lz, c, raw, blocks, edges);
     free(raw);
     return rc;
 }
 
+/* The compressed bytes inflated between two calls of qp_desc_set_release's function: a
+ * chunk's fault maps a large folio of the file, not its 2 KB (chromium: 4 MB between
+ * calls left 40 MB of the description resident, 256 KB 27 MB, 16 KB 2 MB, at no CPU
+ * time measured). */
+#define RELEASE_BYTES (16u << 10)
+
+void
+qp_desc_set_release(qp_desc_t *d, void (*fn)(void *arg), void *arg)
+{
+    if (d != NULL && d->lazy != NULL) {
+        d->lazy->release = fn;
+        d->lazy->release_arg = arg;
+    }
+}
+
 /* Chunk C's stream inflated into *RAW (malloc'd, c->rawsize bytes); LZ->why says why
  * not. */
 static int
-inflate_chunk(struct qp_desc_lazy *lz, const desc_chunk_t *c, uint8_t **out)
+inflate_chunk(struct qp_desc_lazy *lz, const desc_chunk_t *c, int calls, uint8_t **out)
 {
     char *why = lz->why;
     size_t whylen = sizeof(lz->why);
     uint32_t k = (uint32_t)(c - lz->chunks);
-    uint8_t *raw = malloc(c->rawsize ? c->rawsize : 1);
+    /* Without CALLS, the bytes before its call sites only (version 7): the stream is
+     * not inflated further (its id was checked over every byte). */
+    uint32_t want = calls ? c->rawsize : c->rawsize - c->callbytes;
+    uint8_t *raw = malloc(want ? want : 1);
     lzma_stream z = LZMA_STREAM_INIT;
     *out = NULL;
     if (raw == NULL || unpack_init(&z, c->rawsize, QP_FORMAT_VERSION) < 0) {
@@ -1909,9 +2284,9 @@ inflate_chunk(struct qp_desc_lazy *lz, const desc_chunk_t *c, uint8_t **out)
     z.next_in = lz->buf + c->zoff;
     z.avail_in = c->zsize;
     z.next_out = raw;
-    z.avail_out = c->rawsize;
-    lzma_ret lr = lzma_code(&z, LZMA_FINISH);
-    size_t got = c->rawsize - z.avail_out;
+    z.avail_out = want;
+    lzma_ret lr = want > 0 ? lzma_code(&z, LZMA_FINISH) : LZMA_OK;
+    size_t got = want - z.avail_out;
     uint8_t one;
     if (lr == LZMA_OK && got == c->rawsize) {
         z.next_out = &one;
@@ -1919,8 +2294,15 @@ inflate_chunk(struct qp_desc_lazy *lz, const desc_chunk_t *c, uint8_t **out)
         lr = lzma_code(&z, LZMA_FINISH);
         got += 1 - z.avail_out;
     }
-    int stream_ok = lr == LZMA_STREAM_END && got == c->rawsize && z.avail_in == 0;
+    int stream_ok = want < c->rawsize ? lr == LZMA_OK && got == want /* the rest not read */
+                                      : lr == LZMA_STREAM_END && got == c->rawsize
+                                          && z.avail_in == 0;
     lzma_end(&z);
+    lz->since_release += c->zsize;
+    if (lz->release != NULL && lz->since_release >= RELEASE_BYTES) {
+        lz->since_release = 0;
+        lz->release(lz->release_arg);
+    }
     if (!stream_ok) {
         free(raw);
         qp_why(why, whylen, "description chunk %u corrupted (its stream does not give the "
@@ -1940,7 +2322,9 @@ parse_chunk(const qp_desc_t *d, struct qp_desc_lazy *lz, const desc_chunk_t *c,
     char *why = lz->why;
     size_t whylen = sizeof(lz->why);
     uint32_t k = (uint32_t)(c - lz->chunks);
-    rbuf_t b = { raw, c->rawsize, 0, 0, NULL, NULL, 0, 0, LZMA_OK };
+    /* Version 7: its call sites follow (callbytes, 0 before), inflated by need_all only
+     * (load_calls). */
+    rbuf_t b = { raw, c->rawsize - c->callbytes, 0, 0, NULL, NULL, 0, 0, LZMA_OK };
     run_t r;
     memset(&r, 0, sizeof(r));
     r.d = d;
@@ -1968,6 +2352,19 @@ in_ra(const desc_chunk_t *c, uint64_t ra)
         if (ra >= c->ra_lo[j] && ra <= c->ra_hi[j])
             return 1;
     return 0;
+}
+
+/* The call sites of lazy description D in memory (*N of them, in block order): every
+ * one (version 6) or its key sites (version 7). */
+static const qp_desc_call_t *
+calls_in_memory(const qp_desc_t *d, uint32_t *n)
+{
+    if (d->hdr.version == QP_FORMAT_VERSION) {
+        *n = d->keys->n;
+        return d->keys->calls;
+    }
+    *n = d->hdr.ncalls;
+    return d->calls;
 }
 
 /* Blocks [B0, B0 + NB) and edges [E0, E0 + NE) of D, decoded from chunk C (their records
@@ -2002,17 +2399,21 @@ validate_decoded(const qp_desc_t *d, struct qp_desc_lazy *lz, const desc_chunk_t
     for (uint32_t i = p0; i < p0 + np; i++)
         QP_CHECK(validate_proc_at(d, i, &edges[d->procs[i].nedges ? d->procs[i].edge - e0 : 0],
                                   why, whylen));
-    /* The tail calls of the blocks (in block order: from the first at or after them). */
-    uint32_t lo = 0, hi = d->hdr.ncalls;
+    /* The tail calls of the blocks (in block order: from the first at or after them),
+     * among the call sites in memory (version 7: the key sites; the others are checked
+     * with every site, by qp_desc_need_all, and read by nothing before). */
+    uint32_t ncalls;
+    const qp_desc_call_t *calls = calls_in_memory(d, &ncalls);
+    uint32_t lo = 0, hi = ncalls;
     while (lo < hi) {
         uint32_t mid = lo + (hi - lo) / 2;
-        if (d->calls[mid].block < b0)
+        if (calls[mid].block < b0)
             lo = mid + 1;
         else
             hi = mid;
     }
-    for (uint32_t i = lo; i < d->hdr.ncalls && d->calls[i].block - b0 < nb; i++) {
-        const qp_desc_call_t *s = &d->calls[i];
+    for (uint32_t i = lo; i < ncalls && calls[i].block - b0 < nb; i++) {
+        const qp_desc_call_t *s = &calls[i];
         if (qp_call_is_tail(s) && (s->edge - c->edge >= c->nedges || s->edge - e0 >= ne
                                    || edges[s->edge - e0].from != s->block)) {
             qp_why(why, whylen, "call site %u (block %u, kind %u): edge does not fit the kind",
@@ -2061,7 +2462,7 @@ decode_aside(const qp_desc_t *d, struct qp_desc_lazy *lz, desc_chunk_t *c)
     if (c->raw == NULL) {
         free(lz->sraw);
         lz->sraw = NULL;
-        QP_CHECK(inflate_chunk(lz, c, &lz->sraw));
+        QP_CHECK(inflate_chunk(lz, c, 0, &lz->sraw));
     }
     QP_CHECK(parse_chunk(d, lz, c, c->raw != NULL ? c->raw : lz->sraw, lz->sblocks,
                          lz->sedges));
@@ -2079,9 +2480,12 @@ load_proc(const qp_desc_t *d, struct qp_desc_lazy *lz, desc_chunk_t *c, uint32_t
     const qp_desc_proc_t *p = &d->procs[proc];
     /* A tail call of its blocks whose edge another procedure of the chunk lists (not a
      * valid description, but checked as qp_desc_validate does): the whole chunk. */
-    for (uint32_t i = qp_desc_first_call(d, proc);
-         i < d->hdr.ncalls && d->calls[i].block - p->block < p->nblocks; i++)
-        if (qp_call_is_tail(&d->calls[i]) && d->calls[i].edge - p->edge >= p->nedges)
+    uint32_t ncalls;
+    const qp_desc_call_t *calls = calls_in_memory(d, &ncalls);
+    for (uint32_t i = d->hdr.version == QP_FORMAT_VERSION ? d->keys->first[proc]
+                                                         : qp_desc_first_call(d, proc);
+         i < ncalls && calls[i].block - p->block < p->nblocks; i++)
+        if (qp_call_is_tail(&calls[i]) && calls[i].edge - p->edge >= p->nedges)
             return need_chunk(d, c);
     /* The index put its blocks and edges inside the chunk's (validate_chunks). Copied
      * side by side into the slabs (not into the arrays: see pblocks). */
@@ -2099,7 +2503,6 @@ load_proc(const qp_desc_t *d, struct qp_desc_lazy *lz, desc_chunk_t *c, uint32_t
     QP_CHECK(validate_decoded(d, lz, c, p->nblocks ? p->block : 0, p->nblocks,
                               p->nedges ? p->edge : 0, p->nedges, proc, 1, blocks, edges));
     lz->pblocks[proc] = blocks;
-    lz->pedges[proc] = edges;
     lz->proc_state[proc] = PROC_IN;
     return 0;
 }
@@ -2140,7 +2543,7 @@ classify_procs(const qp_desc_t *d, struct qp_desc_lazy *lz, desc_chunk_t *c,
             later = 1;
     }
     if (later && c->raw == NULL && lz->scratch == c && lz->sraw != NULL) {
-        c->raw = lz->sraw;
+        c->raw = lz->sraw; /* version 7: without its call sites (inflate_chunk) */
         lz->sraw = NULL;
     }
 }
@@ -2196,8 +2599,8 @@ qp_desc_proc_blocks(const qp_desc_t *d, uint32_t proc)
 const qp_desc_edge_t *
 qp_desc_proc_edges(const qp_desc_t *d, uint32_t proc)
 {
-    if (d->lazy != NULL && d->lazy->pedges[proc] != NULL)
-        return d->lazy->pedges[proc];
+    if (d->lazy != NULL && d->lazy->pblocks[proc] != NULL) /* its edges follow its blocks */
+        return (const qp_desc_edge_t *)(d->lazy->pblocks[proc] + d->procs[proc].nblocks);
     return d->edges != NULL ? &d->edges[d->procs[proc].edge] : NULL;
 }
 
@@ -2220,10 +2623,30 @@ qp_desc_need_block(const qp_desc_t *d, uint32_t block)
     return lo == 0 ? QP_EINVAL : need_chunk(d, &lz->chunks[lo - 1]);
 }
 
+/* Call site CALL of D as far as it is in memory (a lazy version 7: the key sites only),
+ * or NULL. */
+static const qp_desc_call_t *
+call_in_memory(const qp_desc_t *d, uint32_t call)
+{
+    if (d->lazy == NULL || d->hdr.version != QP_FORMAT_VERSION)
+        return &d->calls[call];
+    const qp_desc_keys_t *k = d->keys;
+    uint32_t lo = 0, hi = k->n;
+    while (lo < hi) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        if (k->index[mid] < call)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < k->n && k->index[lo] == call ? &k->calls[lo] : NULL;
+}
+
 int
 qp_desc_exec_next(const qp_desc_t *d, uint32_t call, uint64_t *next, uint32_t *tie)
 {
-    if (d == NULL || call >= d->hdr.ncalls || !(d->calls[call].flags & QP_CALLF_EXEC))
+    const qp_desc_call_t *c = d != NULL && call < d->hdr.ncalls ? call_in_memory(d, call) : NULL;
+    if (c == NULL || !(c->flags & QP_CALLF_EXEC))
         return QP_EINVAL;
     if (d->lazy != NULL) {
         *next = d->lazy->exec_next[call];
@@ -2318,6 +2741,51 @@ qp_desc_error(const qp_desc_t *d)
     return d != NULL && d->lazy != NULL ? d->lazy->why : "";
 }
 
+/*
+ * Version 7: chunk C's call sites into D's array, its records that are not key sites
+ * (after its blocks and edges) merged in order with the key sites of its range. A chunk
+ * inflated again: need_all reads each once more, for the printers of the call graph.
+ */
+static int
+load_calls(qp_desc_t *d, struct qp_desc_lazy *lz, const desc_chunk_t *c)
+{
+    if (d->calls == NULL && d->hdr.ncalls > 0
+        && alloc_part((void **)&d->calls, d->hdr.ncalls, sizeof(qp_desc_call_t)) < 0) {
+        qp_why(lz->why, sizeof(lz->why), "%s", qp_strerror(QP_ENOMEM));
+        return QP_ENOMEM;
+    }
+    uint8_t *raw = NULL;
+    QP_CHECK(inflate_chunk(lz, c, 1, &raw));
+    rbuf_t b = { raw, c->rawsize, c->rawsize - c->callbytes, 0, NULL, NULL, 0, 0, LZMA_OK };
+    run_t r;
+    memset(&r, 0, sizeof(r));
+    r.d = d;
+    r.plain_names = 1;
+    const qp_desc_keys_t *keys = d->keys;
+    uint32_t lo = 0, hi = keys->n; /* the first key site in the chunk's range */
+    while (lo < hi) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        if (keys->index[mid] < c->call)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    for (uint32_t i = c->call; i < c->call + c->ncalls && !b.bad; i++) {
+        if (lo < keys->n && keys->index[lo] == i)
+            d->calls[i] = keys->calls[lo++];
+        else
+            get_call(&b, &r, &d->calls[i]);
+    }
+    int ok = !b.bad && b.off == b.n;
+    free(raw);
+    if (!ok) {
+        qp_why(lz->why, sizeof(lz->why), "description chunk %u: %s",
+               (uint32_t)(c - lz->chunks), "a call site truncated or a value out of range");
+        return QP_EFORMAT;
+    }
+    return 0;
+}
+
 int
 qp_desc_need_all(qp_desc_t *d, char *why, size_t whylen)
 {
@@ -2327,9 +2795,33 @@ qp_desc_need_all(qp_desc_t *d, char *why, size_t whylen)
         return 0;
     for (uint32_t k = 0; k < d->lazy->nchunks; k++) {
         int rc = need_chunk(d, &d->lazy->chunks[k]);
+        if (rc == 0 && d->hdr.version == QP_FORMAT_VERSION)
+            rc = load_calls(d, d->lazy, &d->lazy->chunks[k]);
         if (rc < 0) {
             qp_why(why, whylen, "%s", d->lazy->why);
             return rc;
+        }
+    }
+    /* Version 7: every call site is in the array now; the map gets each one's procedure,
+     * and the key sites must be exactly those that the sites make. */
+    if (d->hdr.version == QP_FORMAT_VERSION) {
+        qp_entry_map_free(d->by_entry);
+        int rc = qp_entry_map_build(d, 1, d->by_entry);
+        qp_desc_keys_t *k = NULL;
+        if (rc == 0)
+            rc = keys_from_calls(d, &k);
+        if (rc < 0) {
+            qp_why(why, whylen, "%s", qp_strerror(rc));
+            return rc;
+        }
+        int same = k->n == d->keys->n
+            && memcmp(k->index, d->keys->index, k->n * sizeof(uint32_t)) == 0
+            && memcmp(k->calls, d->keys->calls, k->n * sizeof(qp_desc_call_t)) == 0;
+        keys_free(k);
+        if (!same) {
+            qp_why(why, whylen, "description index: its key call sites are not those of "
+                   "its call sites");
+            return QP_EFORMAT;
         }
     }
     /* Everything is in the arrays now: nothing refers to the bytes any more. */
@@ -2373,7 +2865,9 @@ parse_v6(const uint8_t *buf, size_t len, const qp_desc_hdr_t *h, qp_desc_t *out,
         for (uint32_t k = 0; k < lz->nchunks; k++)
             lz->chunks[k].zoff += iend;
         rrc = validate_index(out, lz, len - iend, rwhy, sizeof(rwhy));
-        if (rrc == 0 && index_first_calls(out, lz) < 0) {
+        if (rrc == 0
+            && (h->version == QP_FORMAT_VERSION ? keys_index_procs(out, out->keys)
+                                                : index_first_calls(out, lz)) < 0) {
             qp_why(rwhy, sizeof(rwhy), "%s", qp_strerror(QP_ENOMEM));
             rrc = QP_ENOMEM;
         }
@@ -2451,6 +2945,16 @@ qp_desc_parse_lazy(const uint8_t *buf, size_t len, qp_desc_t *out, char *why, si
         return rc;
     }
     out->strtab_cap = out->hdr.strtab_size;
+    return 0;
+}
+
+int
+qp_desc_peek(const uint8_t *buf, size_t len, qp_desc_hdr_t *h)
+{
+    if (buf == NULL || h == NULL || len < sizeof(*h)
+        || memcmp(buf, QP_DESC_MAGIC, sizeof(h->magic)) != 0)
+        return QP_EFORMAT;
+    memcpy(h, buf, sizeof(*h));
     return 0;
 }
 

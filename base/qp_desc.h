@@ -47,6 +47,26 @@ typedef struct qp_desc_zero {
 struct qp_desc_lazy; /* the chunks of a version 6 description not decoded yet */
 
 /*
+ * The call sites that a report's passes over the whole program look at (qp_desc_keys):
+ * every site with QP_CALLF_* flags, and every direct call or tail call whose target is
+ * not the entry of exactly one measured procedure counted in itself (not
+ * QP_PROC_BY_CALLS): the calls that procedures counted by their calls get, those of
+ * PLT stubs and of procedures not measured, exec, longjmp and throw sites. The other
+ * sites (indirect calls, calls of measured procedures that count their own entry) matter
+ * only to the call graph's printers, which decode every site (qp_desc_need_all).
+ * Version 7 stores these in its index and the others in the chunks, so that a flat
+ * profile never holds chromium's 3 million call sites (74 MB) in memory.
+ */
+typedef struct qp_desc_keys {
+    uint32_t n;            /* key sites, in call-site (block) order */
+    qp_desc_call_t *calls; /* their records */
+    uint32_t *index;       /* each one's index among the description's call sites */
+    uint32_t *callee;      /* the first procedure whose entry is its target, or QP_VIRT */
+    uint32_t *first;       /* per procedure: its first key site (its sites run while
+                            * calls[i].block is in its blocks) */
+} qp_desc_keys_t;
+
+/*
  * A description's procedures by entry address: a hash table of the lowest index of a
  * procedure at each entry, and per call site the procedure its target is the entry of
  * (a search through chromium's 670,000 entries for each of its 3 million call sites, in
@@ -94,6 +114,9 @@ typedef struct qp_desc {
     /* Its procedures by entry, when parsed (qp_desc_parse, _lazy); NULL when a writer
      * made it (qp_desc_entry_map builds one then). */
     qp_entry_map_t *by_entry;
+    /* Its key call sites (qp_desc_keys), once asked for or read (version 7); NULL
+     * before. */
+    qp_desc_keys_t *keys;
 } qp_desc_t;
 
 /* Fill D->zero and D->zero_entry (D is valid); 0 or QP_ENOMEM. A writer that can solve
@@ -137,6 +160,13 @@ qp_entry_map_callee(const qp_entry_map_t *m, uint32_t call, uint8_t *kind)
  * qp_entry_map_free; LOCAL is emptied either way). 0 or QP_ENOMEM. */
 int qp_desc_entry_map(const qp_desc_t *d, qp_entry_map_t *local, const qp_entry_map_t **out);
 
+/*
+ * D's key call sites (qp_desc_keys_t), made from its call sites on first use when its
+ * version does not store them (D is const for its readers: they fill in behind them, as
+ * a lazy description's arrays do); NULL when out of memory. Not thread-safe.
+ */
+const qp_desc_keys_t *qp_desc_keys(const qp_desc_t *d);
+
 /* Is C a tail call (its count is its edge's; a call's is its block's)? */
 static inline int
 qp_call_is_tail(const qp_desc_call_t *c)
@@ -173,6 +203,11 @@ int qp_desc_serialize(const qp_desc_t *d, uint8_t **buf /*OUT*/, size_t *len /*O
  * make invalid descriptions with a correct id this way, which parse must refuse). */
 int qp_desc_encode(const qp_desc_t *d, uint8_t **buf /*OUT*/, size_t *len /*OUT*/);
 
+/* qp_desc_encode in format VERSION: QP_FORMAT_VERSION, or the older QP_FORMAT_V6 or
+ * QP_FORMAT_V5 that qp still reads (tests make them this way); QP_EINVAL for another. */
+int qp_desc_encode_version(const qp_desc_t *d, uint32_t version, uint8_t **buf /*OUT*/,
+                           size_t *len /*OUT*/);
+
 /*
  * The id of a serialized description BUF (LEN bytes, at least the header; LEN ends the
  * LZMA2 stream): FNV-1a 64 over the header bytes before `id` (magic, version, driver),
@@ -193,6 +228,11 @@ int qp_desc_id(const uint8_t *buf, size_t len, uint64_t *id /*OUT*/);
  */
 int qp_desc_parse(const uint8_t *buf, size_t len, qp_desc_t *out /*OUT*/, char *why,
                   size_t whylen);
+
+/* The header of the description BUF (LEN bytes) into *H when its magic is there: its id
+ * and counts before anything is read (untrusted: parse checks them). QP_EFORMAT when
+ * not a description. */
+int qp_desc_peek(const uint8_t *buf, size_t len, qp_desc_hdr_t *h /*OUT*/);
 
 /*
  * Like qp_desc_parse, but a version 6 description's blocks and edges stay compressed in
@@ -261,6 +301,15 @@ const qp_desc_edge_t *qp_desc_proc_edges(const qp_desc_t *d, uint32_t proc);
  * counters) or when one of them counted.
  */
 int qp_desc_chunk_zero(const qp_desc_t *d, uint32_t proc, const uint64_t *counters);
+
+/*
+ * FN(ARG) called by lazy description D after every few MB of its chunks' streams read
+ * (chromium's flat profile reads 40 MB of them, each once or twice): a caller that
+ * mapped the description's bytes from a file may drop the pages read (they come back
+ * from the file when read again), which would otherwise stay resident to the end.
+ * Nothing for a description read whole.
+ */
+void qp_desc_set_release(qp_desc_t *d, void (*fn)(void *arg), void *arg);
 
 /* Why the last qp_desc_need on D failed ("" when none did). */
 const char *qp_desc_error(const qp_desc_t *d);

@@ -31,11 +31,13 @@
 
 #define QP_DESC_MAGIC "QPTDESC1" /* 8 bytes, no NUL */
 #define QP_DESC_SECTION ".qpt.desc"
-#define QP_FORMAT_VERSION 6 /* 2: the call sites (qp_desc_call_t); 3: compact (below), the
+#define QP_FORMAT_VERSION 7 /* 2: the call sites (qp_desc_call_t); 3: compact (below), the
                              * section no longer loaded; 4: QP_PROC_BY_CALLS; 5: LZMA2, not
-                             * zlib; 6: an index and chunks read when needed (below). qp
-                             * reads 5 and 6 and refuses other versions. */
+                             * zlib; 6: an index and chunks read when needed (below); 7: only
+                             * the key call sites in the index, the others in the chunks.
+                             * qp reads 5, 6 and 7 and refuses other versions. */
 #define QP_FORMAT_V5 5
+#define QP_FORMAT_V6 6
 
 /*
  * Version 5 on disk: qp_desc_hdr_t (64 bytes, as below), then the body: a raw LZMA2
@@ -96,7 +98,24 @@
  *     [ra_lo, ra_hi] (0, 0 when there is none);
  *   the string table (strtab_size raw bytes).
  * A chunk's stream holds its blocks then its edges (as above, every running value
- * starting again at 0). A tail call's edge is in the chunk of its block. qp reports a
+ * starting again at 0).
+ *
+ * Version 7 (written since; 5 and 6 are still read) is version 6 but for the call
+ * sites: the index holds only the key sites (qp_desc_keys_t in base/qp_desc.h: those
+ * with flags, and the direct and tail calls whose target is not the entry of exactly
+ * one measured procedure that counts its own entry), the chunks the others, so that a
+ * flat profile reads no call site of code that did not run (chromium: 720,000 key sites
+ * of 3.1 million). In the index, in place of version 6's ncalls call sites and its exec
+ * call sites:
+ *   nkeys; per key site: its index among all the call sites less the previous key
+ *     site's index plus one (the first: its index), then the site as above (the
+ *     running values follow the key sites);
+ *   per key site with QP_CALLF_EXEC, in order, version 6's two values;
+ * and each chunk's entry ends with two more values: ncalls, the call sites (key or not)
+ * of its blocks (the chunks share out the call sites in order), and the bytes of its
+ * records that are call sites. A chunk's stream holds its blocks, its edges, then its
+ * call sites that are not key sites, in order (running values from 0; their head's
+ * callee_named bit is never set: every one gives its name). A tail call's edge is in the chunk of its block. qp reports a
  * procedure whose chunk's counters are all 0 from its summary, without its chunk. Addresses mostly follow one another, so most
  * varints are one byte: about 4 bytes a block or an edge before compression; with
  * everything else (procedures, call sites, strings) 1.4 bytes per block and edge after

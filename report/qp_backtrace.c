@@ -579,9 +579,10 @@ exec_block_lazy(const qp_desc_t *d, const uint32_t *execs, size_t nexecs, uint64
     uint64_t e = 0;
     uint32_t eb = QP_VIRT, ecall = 0;
     *at = QP_VIRT;
+    const qp_desc_keys_t *keys = d->keys; /* abandon_exec_blocks made them */
     for (size_t x = 0; x < nexecs; x++) {
         uint32_t i = execs[x];
-        const qp_desc_call_t *c = &d->calls[i];
+        const qp_desc_call_t *c = &keys->calls[i];
         QP_CHECK(qp_desc_need_block(d, c->block));
         uint64_t ns = d->blocks[c->block].new_start;
         if (ns != 0 && ns <= pc && (ns > e || (ns == e && c->block > eb))) {
@@ -594,7 +595,7 @@ exec_block_lazy(const qp_desc_t *d, const uint32_t *execs, size_t nexecs, uint64
         return 0;
     uint64_t next;
     uint32_t tie;
-    QP_CHECK(qp_desc_exec_next(d, ecall, &next, &tie));
+    QP_CHECK(qp_desc_exec_next(d, keys->index[ecall], &next, &tie));
     if (next == 0 || next > pc)
         *at = tie;
     return 0;
@@ -620,16 +621,18 @@ abandon_exec_blocks(const qp_desc_t *d, const qp_profile_t *p, uint64_t *abandon
     }
     for (size_t k = 0; k < n; k++)
         at[k] = QP_VIRT;
-    /* The exec call sites, found once (chromium: 3 million sites, a dump per process). */
+    /* The exec call sites (key sites: qp_desc_keys), found once (chromium: 3 million
+     * sites, a dump per process); EXECS holds their indices among the key sites. */
     size_t nexecs = 0;
-    uint32_t *execs = malloc(((size_t)d->hdr.ncalls + 1) * sizeof(uint32_t));
+    const qp_desc_keys_t *keys = qp_desc_keys(d);
+    uint32_t *execs = keys != NULL ? malloc(((size_t)keys->n + 1) * sizeof(uint32_t)) : NULL;
     if (execs == NULL) {
         free(best);
         free(at);
         return QP_ENOMEM;
     }
-    for (uint32_t i = 0; i < d->hdr.ncalls; i++)
-        if (d->calls[i].flags & QP_CALLF_EXEC)
+    for (uint32_t i = 0; i < keys->n; i++)
+        if (keys->calls[i].flags & QP_CALLF_EXEC)
             execs[nexecs++] = i;
     int rc = 0;
     for (size_t k = 0; d->lazy != NULL && k < n && rc == 0; k++)
@@ -646,7 +649,7 @@ abandon_exec_blocks(const qp_desc_t *d, const qp_profile_t *p, uint64_t *abandon
     }
     for (size_t k = 0; rc == 0 && k < n; k++)
         for (size_t x = 0; at[k] != QP_VIRT && x < nexecs; x++)
-            if (d->calls[execs[x]].block == at[k]) {
+            if (keys->calls[execs[x]].block == at[k]) {
                 abandoned[at[k]]++;
                 break;
             }

@@ -589,6 +589,7 @@ typedef struct entries_ctx {
     qp_flow_entry_ref_t *refs; /* the procedures counted by their calls, by entry */
     uint32_t nrefs;
     const qp_entry_map_t *map; /* every procedure by entry */
+    const qp_desc_keys_t *keys; /* the call sites looked at */
     uint32_t *pending; /* per procedure: sites in callers counted by their calls, unsolved */
     uint8_t *bad;      /* per procedure: a site's count is unknown, or the sum overflowed */
     uint32_t *queue;
@@ -610,19 +611,20 @@ by_calls_at(const entries_ctx_t *c, uint64_t addr)
     return lo < c->nrefs && c->refs[lo].entry == addr ? c->refs[lo].proc : QP_VIRT;
 }
 
-/* The procedure counted by its calls that site K calls, or QP_VIRT. */
+/* The procedure counted by its calls that key site K (of D's qp_desc_keys) calls, or
+ * QP_VIRT. Every site that calls one is a key site. */
 static uint32_t
 site_callee(const entries_ctx_t *c, uint32_t k)
 {
-    const qp_desc_call_t *call = &c->d->calls[k];
+    const qp_desc_call_t *call = &c->keys->calls[k];
     if (call->kind != QP_CALL_DIRECT && call->kind != QP_CALL_TAIL)
         return QP_VIRT;
     /* Most targets are the entry of one procedure: the map says which; a search among
      * those counted by their calls only where several procedures share the entry. */
-    uint8_t kind;
-    uint32_t p = qp_entry_map_callee(c->map, k, &kind);
+    uint32_t p = c->keys->callee[k];
     if (p == QP_VIRT)
         return QP_VIRT;
+    uint8_t kind = c->map->kind[p];
     if (kind & QP_EMAP_SHARED)
         return by_calls_at(c, call->target);
     uint8_t want = QP_EMAP_MEASURED | QP_EMAP_BY_CALLS;
@@ -649,12 +651,13 @@ hand_down(entries_ctx_t *c, uint32_t proc, int pending_too)
     else
         QP_CHECK(qp_flow_solve_in(
             d, proc, c->counters, c->ncounters, c->abandoned, c->out, &f));
-    for (uint32_t k = qp_desc_first_call(d, proc);
-         k < d->hdr.ncalls && d->calls[k].block - p->block < p->nblocks; k++) {
+    const qp_desc_keys_t *keys = c->keys;
+    for (uint32_t k = keys->first[proc];
+         k < keys->n && keys->calls[k].block - p->block < p->nblocks; k++) {
         uint32_t callee = site_callee(c, k);
         if (callee == QP_VIRT)
             continue;
-        const qp_desc_call_t *call = &d->calls[k];
+        const qp_desc_call_t *call = &keys->calls[k];
         int tail = qp_call_is_tail(call);
         uint32_t i = tail ? call->edge - p->edge : call->block - p->block;
         int inside = i < (tail ? p->nedges : p->nblocks); /* else a bad description */
@@ -683,8 +686,8 @@ count_pending(entries_ctx_t *c)
         if ((p->flags & (QP_PROC_MEASURED | QP_PROC_BY_CALLS))
             != (QP_PROC_MEASURED | QP_PROC_BY_CALLS))
             continue;
-        for (uint32_t k = qp_desc_first_call(d, pi);
-             k < d->hdr.ncalls && d->calls[k].block - p->block < p->nblocks; k++) {
+        for (uint32_t k = c->keys->first[pi];
+             k < c->keys->n && c->keys->calls[k].block - p->block < p->nblocks; k++) {
             uint32_t callee = site_callee(c, k);
             if (callee != QP_VIRT)
                 c->pending[callee]++;
@@ -710,9 +713,10 @@ entries_run(entries_ctx_t *c)
         const qp_desc_proc_t *p = &d->procs[pi];
         if (!(p->flags & QP_PROC_MEASURED) || (p->flags & QP_PROC_BY_CALLS))
             continue;
-        uint32_t k = qp_desc_first_call(d, pi);
+        uint32_t k = c->keys->first[pi];
         int calls_one = 0;
-        for (; k < d->hdr.ncalls && d->calls[k].block - p->block < p->nblocks && !calls_one; k++)
+        for (; k < c->keys->n && c->keys->calls[k].block - p->block < p->nblocks && !calls_one;
+             k++)
             calls_one = site_callee(c, k) != QP_VIRT;
         if (calls_one)
             QP_CHECK(hand_down(c, pi, 0));
@@ -738,9 +742,9 @@ qp_flow_entries(const qp_desc_t *d, const uint64_t *counters, size_t ncounters,
     if (d == NULL || out == NULL || ncounters != d->hdr.ncounters || (ncounters && counters == NULL))
         return QP_EINVAL;
     uint32_t n = d->hdr.nprocs;
-    entries_ctx_t c = { d, counters, ncounters, abandoned, out, NULL, 0, NULL, NULL, NULL, NULL, 0 };
+    entries_ctx_t c = { d, counters, ncounters, abandoned, out, NULL, 0, NULL, NULL, NULL, NULL, NULL, 0 };
     qp_entry_map_t local;
-    if (qp_desc_entry_map(d, &local, &c.map) < 0)
+    if ((c.keys = qp_desc_keys(d)) == NULL || qp_desc_entry_map(d, &local, &c.map) < 0)
         return QP_ENOMEM;
     /* Which procedures have abandoned flow, read once (a report asks of each several
      * times; chromium: 9.6 million blocks). */

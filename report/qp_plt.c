@@ -153,13 +153,15 @@ unmeasured_at(const qp_report_t *r, const uint64_t *ue, uint64_t target)
  * procedures, one perhaps not measured), of measured procedures only, or of none. */
 enum { TARGET_UNMEASURED, TARGET_MEASURED, TARGET_NONE };
 
-/* Of call site K's target. */
+/* Of key call site K's target (KEYS: qp_desc_keys). Every site whose target is not a
+ * measured procedure is a key site. */
 static int
-target_kind(const qp_entry_map_t *map, uint32_t k)
+target_kind(const qp_entry_map_t *map, const qp_desc_keys_t *keys, uint32_t k)
 {
-    uint8_t kind;
-    if (qp_entry_map_callee(map, k, &kind) == QP_VIRT)
+    uint32_t p = keys->callee[k];
+    if (p == QP_VIRT)
         return TARGET_NONE;
+    uint8_t kind = map->kind[p];
     return (kind & QP_EMAP_SHARED) || !(kind & QP_EMAP_MEASURED) ? TARGET_UNMEASURED
                                                                 : TARGET_MEASURED;
 }
@@ -171,15 +173,16 @@ find_stubs(qp_report_t *r, const uint64_t *ue, const qp_entry_map_t *map,
            const cfg_image_t *img, uint8_t *calls_stub)
 {
     const qp_desc_t *d = r->desc;
+    const qp_desc_keys_t *keys = qp_desc_keys(d);
     size_t n = 0, cap = 0;
-    int rc = 0;
+    int rc = keys == NULL ? QP_ENOMEM : 0;
     for (uint32_t k = 0; k < r->nprocs && rc == 0; k++) {
         uint32_t proc = r->procs[k].proc;
         const qp_desc_proc_t *p = &d->procs[proc];
-        for (uint32_t i = qp_desc_first_call(d, proc);
-             i < d->hdr.ncalls && d->calls[i].block - p->block < p->nblocks; i++) {
-            const qp_desc_call_t *c = &d->calls[i];
-            int kind = is_direct(c) ? target_kind(map, i) : TARGET_NONE;
+        for (uint32_t i = keys->first[proc];
+             i < keys->n && keys->calls[i].block - p->block < p->nblocks; i++) {
+            const qp_desc_call_t *c = &keys->calls[i];
+            int kind = is_direct(c) ? target_kind(map, keys, i) : TARGET_NONE;
             /* A stub the description lists is counted as what it is there. */
             if (kind == TARGET_UNMEASURED && unmeasured_at(r, ue, c->target) != NULL)
                 calls_stub[k] = 1; /* calls a procedure not measured: counted too */
@@ -248,11 +251,14 @@ add_calls(qp_report_t *r, const uint64_t *ue, const qp_entry_map_t *map,
         memset(&f, 0, sizeof(f));
     else
         QP_CHECK(qp_report_flow(r, res->proc, &f));
-    for (uint32_t i = qp_desc_first_call(d, res->proc);
-         i < d->hdr.ncalls && d->calls[i].block - p->block < p->nblocks; i++) {
-        const qp_desc_call_t *c = &d->calls[i];
+    const qp_desc_keys_t *keys = qp_desc_keys(d);
+    if (keys == NULL)
+        return QP_ENOMEM;
+    for (uint32_t i = keys->first[res->proc];
+         i < keys->n && keys->calls[i].block - p->block < p->nblocks; i++) {
+        const qp_desc_call_t *c = &keys->calls[i];
         qp_proc_result_t *s;
-        int kind = is_direct(c) ? target_kind(map, i) : TARGET_NONE;
+        int kind = is_direct(c) ? target_kind(map, keys, i) : TARGET_NONE;
         uint64_t *um = kind == TARGET_UNMEASURED ? unmeasured_at(r, ue, c->target) : NULL;
         int tail = qp_call_is_tail(c);
         uint32_t at = tail ? c->edge - p->edge : c->block - p->block;

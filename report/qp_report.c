@@ -160,9 +160,11 @@ leaving_ran(const qp_desc_t *d, uint32_t proc, const qp_flow_t *f)
         for (uint32_t e = 0; e < p->nedges; e++)
             if (edges[e].kind == QP_EDGE_ROOT && f->edge_count[e] > 0)
                 ran |= 2;
-    for (uint32_t i = qp_desc_first_call(d, proc);
-         i < d->hdr.ncalls && d->calls[i].block - p->block < p->nblocks; i++) {
-        const qp_desc_call_t *c = &d->calls[i];
+    /* Sites with flags are key sites (qp_desc_keys). */
+    const qp_desc_keys_t *keys = qp_desc_keys(d);
+    for (uint32_t i = keys != NULL ? keys->first[proc] : 0;
+         keys != NULL && i < keys->n && keys->calls[i].block - p->block < p->nblocks; i++) {
+        const qp_desc_call_t *c = &keys->calls[i];
         uint64_t n = qp_call_is_tail(c) ? f->edge_count[c->edge - p->edge]
                                         : f->block_count[c->block - p->block];
         if (n > 0)
@@ -401,7 +403,8 @@ qp_report_build(
     out->desc = d;
     out->prof = p;
     out->abandoned = calloc(d->hdr.nblocks ? d->hdr.nblocks : 1, sizeof(uint64_t));
-    int rc = out->abandoned == NULL ? QP_ENOMEM : 0;
+    /* The call sites its passes look at (read by every one below). */
+    int rc = out->abandoned == NULL || qp_desc_keys(d) == NULL ? QP_ENOMEM : 0;
     if (rc == 0 && p->ndumps > 0 && u != NULL)
         rc = qp_backtrace_abandoned(u, d, p, out->abandoned, &out->bt);
     else if (p->ndumps > 0)

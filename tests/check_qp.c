@@ -423,6 +423,58 @@ START_TEST(test_qp_desc_random_rehashed_garbage)
 }
 END_TEST
 
+/* Versions 5 and 6 (the rewriters before) are still read, 7 is written: each one gives
+ * back the same description whole, and the same key call sites read lazily (version
+ * 7 keeps only those, the other sites in the chunks). many_desc's sites call a procedure
+ * that counts its own entry (not key sites); every third one here calls none (a key
+ * site). */
+static void many_desc(qp_desc_t *d, uint32_t np);
+
+START_TEST(test_qp_desc_formats_5_6_7)
+{
+    qp_desc_t d;
+    many_desc(&d, 3000);
+    for (uint32_t i = 0; i < d.hdr.ncalls; i += 3) /* no procedure's entry: key sites */
+        d.calls[i].target = 0x7700000 + i;
+    char why[256] = "";
+    ck_assert_msg(qp_desc_validate(&d, why, sizeof(why)) == 0, "%s", why);
+    const qp_desc_keys_t *want = qp_desc_keys(&d);
+    ck_assert_ptr_nonnull(want);
+    ck_assert(want->n > 0 && want->n < d.hdr.ncalls);
+    uint32_t versions[] = { QP_FORMAT_V5, QP_FORMAT_V6, QP_FORMAT_VERSION };
+    for (int v = 0; v < 3; v++) {
+        uint8_t *buf;
+        size_t len;
+        ck_assert_int_eq(qp_desc_encode_version(&d, versions[v], &buf, &len), 0);
+        ck_assert_uint_eq(((qp_desc_hdr_t *)buf)->version, versions[v]);
+        qp_desc_t back, lazy;
+        ck_assert_msg(qp_desc_parse(buf, len, &back, why, sizeof(why)) == 0, "v%u: %s",
+                      versions[v], why);
+        ck_assert_int_eq(memcmp(back.procs, d.procs, d.hdr.nprocs * sizeof(*d.procs)), 0);
+        ck_assert_int_eq(memcmp(back.blocks, d.blocks, d.hdr.nblocks * sizeof(*d.blocks)), 0);
+        ck_assert_int_eq(memcmp(back.edges, d.edges, d.hdr.nedges * sizeof(*d.edges)), 0);
+        ck_assert_int_eq(memcmp(back.calls, d.calls, d.hdr.ncalls * sizeof(*d.calls)), 0);
+        ck_assert_int_eq(memcmp(back.strtab, d.strtab, d.hdr.strtab_size), 0);
+        ck_assert_msg(qp_desc_parse_lazy(buf, len, &lazy, why, sizeof(why)) == 0, "v%u: %s",
+                      versions[v], why);
+        const qp_desc_keys_t *k = qp_desc_keys(&lazy);
+        ck_assert_ptr_nonnull(k);
+        ck_assert_uint_eq(k->n, want->n);
+        ck_assert_int_eq(memcmp(k->index, want->index, k->n * sizeof(uint32_t)), 0);
+        ck_assert_int_eq(memcmp(k->callee, want->callee, k->n * sizeof(uint32_t)), 0);
+        ck_assert_int_eq(memcmp(k->calls, want->calls, k->n * sizeof(qp_desc_call_t)), 0);
+        ck_assert_int_eq(memcmp(k->first, want->first, d.hdr.nprocs * sizeof(uint32_t)), 0);
+        /* Read whole after all: every site (version 7: from the chunks too). */
+        ck_assert_msg(qp_desc_need_all(&lazy, why, sizeof(why)) == 0, "%s", why);
+        ck_assert_int_eq(memcmp(lazy.calls, d.calls, d.hdr.ncalls * sizeof(*d.calls)), 0);
+        qp_desc_free(&back);
+        qp_desc_free(&lazy);
+        free(buf);
+    }
+    qp_desc_free(&d);
+}
+END_TEST
+
 START_TEST(test_qp_desc_versions_and_sizes)
 {
     qp_desc_t d, back;
@@ -447,7 +499,8 @@ START_TEST(test_qp_desc_versions_and_sizes)
     memcpy(b + 8, &v, 4);
     rehash(b, len);
     ck_assert_int_eq(qp_desc_parse(b, len, &back, why, sizeof(why)), QP_EFORMAT);
-    ck_assert_msg(strstr(why, "newer") != NULL, "%s", why);
+    ck_assert_msg(strstr(why, "newer") != NULL && strstr(why, "reads versions 5 to 7") != NULL,
+                  "%s", why);
     v = QP_FORMAT_VERSION;
     memcpy(b + 8, &v, 4);
     /* Counts its few bytes could not hold are refused before anything is allocated. */
@@ -542,6 +595,21 @@ START_TEST(test_qp_desc_entry_map)
     char why[256] = "";
     qp_desc_t p;
     ck_assert_int_eq(qp_desc_serialize(&d, &buf, &len), 0);
+    ck_assert_msg(qp_desc_parse_lazy(buf, len, &p, why, sizeof(why)) == 0, "%s", why);
+    ck_assert_ptr_nonnull(p.by_entry);
+    /* Version 7 read lazily: the key sites have their procedure (the others are not in
+     * memory); site 3 calls a shared entry, a key site. */
+    ck_assert_ptr_nonnull(p.keys);
+    int seen3 = 0;
+    for (uint32_t k = 0; k < p.keys->n; k++) {
+        ck_assert_uint_eq(p.keys->callee[k], m.call_proc[p.keys->index[k]]);
+        seen3 |= p.keys->index[k] == 3;
+    }
+    ck_assert(seen3);
+    qp_desc_free(&p);
+    free(buf);
+    /* Version 6: every site's. */
+    ck_assert_int_eq(qp_desc_encode_version(&d, QP_FORMAT_V6, &buf, &len), 0);
     ck_assert_msg(qp_desc_parse_lazy(buf, len, &p, why, sizeof(why)) == 0, "%s", why);
     ck_assert_ptr_nonnull(p.by_entry);
     for (uint32_t k = 0; k < d.hdr.ncalls; k++)
@@ -2078,6 +2146,7 @@ qp_suite(void)
     tcase_add_test(tc, test_qp_desc_validation_rules);
     tcase_add_test(tc, test_qp_desc_random_rehashed_garbage);
     tcase_add_test(tc, test_qp_desc_versions_and_sizes);
+    tcase_add_test(tc, test_qp_desc_formats_5_6_7);
     tcase_add_test(tc, test_qp_desc_lazy);
     tcase_add_test(tc, test_qp_desc_entry_map);
     tcase_add_test(tc, test_qp_desc_extreme_values);

@@ -69,7 +69,7 @@ parse_one(const uint8_t *data, size_t size)
     qp_desc_free(&d);
 }
 
-/* DATA as a header and a decompressed body (version 6: the index; the chunks it names
+/* DATA as a header and a decompressed body (version 7: the index; the chunks it names
  * are missing, so mutations reach the index's decoder and checks): compressed
  * (qp_format.h: raw LZMA2, lc 1, lp 0, pb 0, preset 0's dictionary: no match reaches
  * further back than the decoder's, the body's size), its size and id made right. */

@@ -678,6 +678,30 @@ output_close(tool_out_t *t, int st)
     return st;
 }
 
+/* The pages of image IMG (a cfg_image_t) read so far dropped: qp_desc_set_release's. */
+static void
+release_image(void *img)
+{
+    cfg_image_release_pages(img);
+}
+
+/* M's profiles against the id and counters in its description's header (the first
+ * one refused as merge_profiles refuses it); 0 when the header is not there (load_desc
+ * then says why). */
+static int
+check_ids(module_t *m)
+{
+    const cfg_section_t *s = cfg_image_section_named(m->img, QP_DESC_SECTION);
+    qp_desc_t head = { 0 };
+    if (s == NULL || qp_desc_peek(s->bytes, s->size, &head.hdr) < 0)
+        return 0;
+    char why[512];
+    for (int i = 0; i < m->nfiles; i++)
+        if (qp_profile_check(m->ps[i], &head, why, sizeof(why)) < 0)
+            return fail(m->files[i], why);
+    return 0;
+}
+
 /* Load module M: its file, its description, its profiles summed and checked, its
  * report. */
 static int
@@ -701,10 +725,16 @@ load_module(const qp_args_t *a, module_t *m)
      * again what opening the file and checking the description read once. */
     if (st == 0 && lazy)
         cfg_image_drop_relative_relocs(m->img);
+    /* A profile of another executable is refused before the description is read (its
+     * id is in the header): chromium's took 900 MB to refuse. */
+    if (st == 0)
+        st = check_ids(m);
     if (st == 0)
         st = load_desc(m->exe, m->img, &m->desc, lazy);
-    if (st == 0 && lazy)
+    if (st == 0 && lazy) {
         cfg_image_release_pages(m->img);
+        qp_desc_set_release(&m->desc, release_image, m->img);
+    }
     progress("summing the profiles");
     if (st == 0)
         st = merge_profiles(m, &m->desc);
