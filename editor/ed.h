@@ -362,6 +362,10 @@ typedef struct ed_stats {
     uint64_t inplace_text;  /* address of the trampolines' region, 0 when none */
     uint64_t bad_exit_from; /* QP_EBUG: code that stays, at this address, would run ... */
     uint64_t bad_exit_to;   /* ... into new code placed here (a bug: the plan fails) */
+    uint32_t ntables_kept;  /* AArch64 switch tables whose base could move but whose
+                             * entries do not reach the new cases (1 or 2 bytes), or with
+                             * a case that stays: they dispatch through the redirects */
+    uint64_t table_kept;    /* ... the first one's br, 0 when none */
 } ed_stats_t;
 
 /*

@@ -52,6 +52,13 @@ typedef struct ed_seg {
     uint32_t owner;      /* the moved procedure */
 } ed_seg_t;
 
+/* An AArch64 switch table whose `adr` forms a new base in the new code (ed_anchor.c). */
+typedef struct ed_anchor {
+    uint64_t adr;   /* old address of the adr */
+    uint64_t base;  /* the base it forms in the new code */
+    uint32_t table; /* index in prog->tables */
+} ed_anchor_t;
+
 struct ed_plan {
     const cfg_prog_t *prog;   /* the program */
     const arch_isa_t *isa;    /* its instruction set (cfg_image_isa): every relocation
@@ -131,6 +138,8 @@ struct ed_plan {
     ed_probe_t *ip_probes;    /* the probes of procedures left in place (ED_PROBE_INPLACE),
                                * sorted by address */
     size_t nip_probes;
+    ed_anchor_t *anchors;     /* AArch64 tables whose base moves (ed_anchor.c), by adr */
+    size_t nanchors, anchor_cap;
 };
 
 /* The K-th slot by old address. */
@@ -167,6 +176,20 @@ uint64_t edl_xlate_table_size(const cfg_prog_t *prog);
 /* After ed_plan_apply: the new address of the slot of the instruction at OLD (where a
  * redirect there jumps), or 0 when OLD starts no moved instruction. */
 uint64_t edl_slot_new(const ed_plan_t *plan, uint64_t old);
+/* ... and of the instruction itself, past the snippets before it; 0 likewise. */
+uint64_t edl_slot_insn(const ed_plan_t *plan, uint64_t old);
+
+/* ed_anchor.c, for ed_layout.c: AArch64 switch tables whose base moves */
+
+/* After the layout is final: the tables whose relocated `adr` forms a new base and
+ * their bases (plan->anchors); those that cannot counted in stats.ntables_kept. 0 or
+ * QP_ENOMEM. */
+int edl_anchors_plan(ed_plan_t *plan);
+/* The anchor of the `adr` at old address ADR, or NULL. */
+const ed_anchor_t *edl_anchor_at(const ed_plan_t *plan, uint64_t adr);
+/* After the new code is written: the tables' entries rewritten for the new bases, each
+ * old `adr` a jump to its new one. 0 or QP_E*. */
+int edl_anchors_apply(ed_plan_t *plan, const qp_space_ops_t *ops, void *space);
 
 /* ed_labels.c, for ed_layout.c */
 

@@ -11,7 +11,8 @@
 #     (tests/check_arch_a64 --xcheck).
 #     Switch tables are found before every br and their entries checked (--jtab).
 #  2. qpt-rewrite on AArch64 programs: --driver=none on tests/progs (-O0 non-PIE, -O2
-#     static, -O3 PIE) and the PAC/BTI hellos, identical under qemu; --driver=qp and
+#     static, -O3 PIE) and the PAC/BTI hellos, identical under qemu; switch tables
+#     retargeted (tests/a64/swtab.c: no dispatch through the old text); --driver=qp and
 #     naive on tests/qp/truth.c (8 builds, 2 runs each), exact calls and qp = naive;
 #     tracing refused in one line.
 #  3. tests/a64/harness.c, cross-compiled with arch/aarch64/, runs relocated snippets,
@@ -216,6 +217,54 @@ if [ -x "$REWRITE" ]; then
         esac
     done
     echo "a64: null rewrite: $nn programs identical under qemu"
+    # Switch tables retargeted (ed_anchor.c): the relocated adr forms a base in the new
+    # code and the entries count from it, so no dispatch of small(), big() or spread()
+    # runs in their old text (direct calls go to the new entries too); with qp and naive,
+    # the same output and qp's counts equal naive's (the tables' edges counted at their
+    # cases). gcc's byte and halfword tables at -O2 static, -O0 non-PIE and -O3 PIE.
+    nsw=0
+    for v in "O2.static:-O2 -static" "O0.nopie:-O0 -fno-pie -no-pie" "O3.pie:-O3 -fPIE -pie"; do
+        sw=$tmp/swtab-${v%%:*}
+        # shellcheck disable=SC2086
+        $CC ${v#*:} "$top_srcdir/tests/a64/swtab.c" -o "$sw" || { fail=1; continue; }
+        aarch64-linux-gnu-nm -S "$sw" | while read -r a s _ n; do
+            case $n in small|big|spread) printf '%s %016x\n' "$a" $((0x$a + 0x$s)) ;; esac
+        done > "$tmp/sw-ranges"
+        for drv in none qp naive; do
+            if ! "$REWRITE" --driver=$drv "$sw" -o "$sw.$drv" 2> "$tmp/err"; then
+                echo "FAIL: --driver=$drv swtab-${v%%:*}: $(tail -1 "$tmp/err")"
+                fail=1
+                continue
+            fi
+            a64_same "$drv swtab-${v%%:*}" "$sw" "$sw.$drv" 300 || continue
+            # (the program's own procedures: a few of libc's differ between qp and
+            # naive as they do on main, and some count the length of the program's path)
+            [ $drv = none ] || "$QPREPORT" report --csv "$sw.$drv.qp" 2> /dev/null |
+                grep -E '^(main|small|big|spread),' | sort > "$sw.$drv.csv"
+            [ $drv = none ] || continue
+            # executed blocks (qemu's exec log: [.../pc/...]) inside the old procedures
+            $QEMU -L /usr/aarch64-linux-gnu -d exec,nochain -D "$tmp/sw-exec" "$sw.none" 50 \
+                > /dev/null 2>&1
+            old=$(awk 'NR == FNR { lo[NR] = "x" $1; hi[NR] = "x" $2; n = NR; next }
+                /^Trace/ { split($4, f, "/"); a = "x" f[2]
+                           for (i = 1; i <= n; i++) if (a >= lo[i] && a < hi[i]) c++ }
+                END { print c + 0 }' "$tmp/sw-ranges" "$tmp/sw-exec")
+            if [ "$(wc -l < "$tmp/sw-ranges")" -ne 3 ] || [ "$old" -ne 0 ]; then
+                echo "FAIL: none swtab-${v%%:*}: $old blocks ran in the old text of small," \
+                    "big and spread (switch tables not retargeted: $(grep -o \
+                    '[0-9]* jump tables retargeted' "$tmp/err"))"
+                fail=1
+            fi
+        done
+        if [ "$(wc -l < "$sw.qp.csv")" -eq 4 ] && cmp -s "$sw.qp.csv" "$sw.naive.csv"; then
+            nsw=$((nsw + 1))
+        else
+            echo "FAIL: swtab-${v%%:*}: qp and naive counts differ:"
+            diff "$sw.qp.csv" "$sw.naive.csv" | head -6
+            fail=1
+        fi
+    done
+    echo "a64: switch tables retargeted: $nsw builds with no dispatch through old text, qp = naive"
     # The line table follows the moved code (minimum_instruction_length 4): a row at
     # main's new address.
     if $CC -g -O2 -fno-pie -no-pie "$top_srcdir/tests/progs/loops.c" -o "$tmp/lines" &&

@@ -659,6 +659,14 @@ START_TEST(test_jump_table)
     ck_assert_uint_eq(jt.entry_size, 1);
     ck_assert_uint_eq(jt.is_signed, 1);
     ck_assert_uint_eq(jt.shift, 2);
+    ck_assert_uint_eq(jt.anchor, 0x5cd4); /* adr; add; br whole: the base may move */
+    /* something between the adr and the add: the adr stays where it points */
+    le32(b + 4 * 8, 0x10000062); /* adr x2, ... */
+    le32(b + 4 * 9, 0x38624884); /* ldrb w4, [x4, w2, uxtw]: reads x2 */
+    ck_assert_int_eq(A64->jump_table(b, sizeof b, 0x5cb0, &jt), 0);
+    ck_assert_uint_eq(jt.anchor, 0);
+    le32(b + 4 * 8, 0x38624884);
+    le32(b + 4 * 9, 0x10000062);
     /* the index changed between the bound check and the load: bound unknown */
     le32(b + 4 * 7, 0x911b0042); /* add x2, x2, #0x6c0 ... */
     le32(b + 4 * 6, 0x900000a2);
@@ -701,6 +709,7 @@ START_TEST(test_jump_table_bls)
     ck_assert_uint_eq(jt.table, 0x4008f0);
     ck_assert_uint_eq(jt.base, 0x4007f8);
     ck_assert_uint_eq(jt.count, 16);
+    ck_assert_uint_eq(jt.anchor, 0x4007ec);
     /* the index written on the way from the b.ls target to the load: no bound */
     le32(b + 4 * 5, 0x9123c000); /* add x0, x0, #0x8f0 (writes x0, the index) */
     ck_assert_int_eq(A64->jump_table(b, sizeof b, 0x4007d0, &jt), QP_ENOTFOUND);
