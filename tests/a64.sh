@@ -221,12 +221,20 @@ if [ -x "$REWRITE" ]; then
     # code and the entries count from it, so no dispatch of small(), big() or spread()
     # runs in their old text (direct calls go to the new entries too); with qp and naive,
     # the same output and qp's counts equal naive's (the tables' edges counted at their
-    # cases). gcc's byte and halfword tables at -O2 static, -O0 non-PIE and -O3 PIE.
+    # cases). gcc's byte and halfword tables at -O2 static, -O0 non-PIE and -O3 PIE, and
+    # clang's (its index copied after the bound check: mov w8, w0) where clang targets
+    # AArch64.
     nsw=0
-    for v in "O2.static:-O2 -static" "O0.nopie:-O0 -fno-pie -no-pie" "O3.pie:-O3 -fPIE -pie"; do
-        sw=$tmp/swtab-${v%%:*}
+    vs="O2.static:-O2 -static|O0.nopie:-O0 -fno-pie -no-pie|O3.pie:-O3 -fPIE -pie"
+    clang --target=aarch64-linux-gnu -O2 -c "$top_srcdir/tests/a64/swtab.c" \
+        -o "$tmp/swtab-clang.o" 2> /dev/null && vs="$vs|clang.O2.static:$tmp/swtab-clang.o -static"
+    IFS='|'
+    for v in $vs; do
+        unset IFS
+        sw=$tmp/swtab-${v%%:*} src=$top_srcdir/tests/a64/swtab.c
+        case $v in clang*) src= ;; esac
         # shellcheck disable=SC2086
-        $CC ${v#*:} "$top_srcdir/tests/a64/swtab.c" -o "$sw" || { fail=1; continue; }
+        $CC ${v#*:} $src -o "$sw" || { fail=1; continue; }
         aarch64-linux-gnu-nm -S "$sw" | while read -r a s _ n; do
             case $n in small|big|spread) printf '%s %016x\n' "$a" $((0x$a + 0x$s)) ;; esac
         done > "$tmp/sw-ranges"

@@ -721,6 +721,44 @@ START_TEST(test_jump_table_bls)
 }
 END_TEST
 
+/* clang 14 -O2's big() of tests/a64/swtab.c: the index compared is copied to another
+ * register (mov w8, w0) before the load; halfword entries from an adr, unsigned */
+START_TEST(test_jump_table_clang_copy)
+{
+    uint32_t words[] = {
+        0x71004c1f, /* 4007ec cmp w0, #0x13 */
+        0x54002108, /* 4007f0 b.hi 400c10 */
+        0xb00002e9, /* 4007f4 adrp x9, 45d000 */
+        0x2a0003e8, /* 4007f8 mov w8, w0 */
+        0x9128a129, /* 4007fc add x9, x9, #0xa28 */
+        0x1000008a, /* 400800 adr x10, 400810 */
+        0x7868792b, /* 400804 ldrh w11, [x9, x8, lsl #1] */
+        0x8b0b094a, /* 400808 add x10, x10, x11, lsl #2 */
+        0xd61f0140, /* 40080c br x10 */
+    };
+    uint8_t b[sizeof words];
+    for (size_t i = 0; i < sizeof words / 4; i++)
+        le32(b + 4 * i, words[i]);
+    arch_jtab_t jt;
+    ck_assert_int_eq(A64->jump_table(b, sizeof b, 0x4007ec, &jt), 0);
+    ck_assert_uint_eq(jt.table, 0x45da28);
+    ck_assert_uint_eq(jt.base, 0x400810);
+    ck_assert_uint_eq(jt.count, 20);
+    ck_assert_uint_eq(jt.entry_size, 2);
+    ck_assert_uint_eq(jt.is_signed, 0);
+    ck_assert_uint_eq(jt.anchor, 0x400800); /* adr x10 ... add x10, x10: overwritten */
+    /* a copy of another register: the compare bounds nothing loaded */
+    le32(b + 4 * 3, 0x2a0103e8); /* mov w8, w1 */
+    ck_assert_int_eq(A64->jump_table(b, sizeof b, 0x4007ec, &jt), 0);
+    ck_assert_uint_eq(jt.count, 0);
+    /* w0 changed after the compare, before the copy: no bound */
+    le32(b + 4 * 3, 0x2a0003e8);
+    le32(b + 4 * 2, 0x11000400); /* add w0, w0, #1 instead of the adrp */
+    le32(b + 4 * 4, 0x9128a129);
+    ck_assert_int_ne(A64->jump_table(b, sizeof b, 0x4007ec, &jt) == 0 && jt.count != 0, 1);
+}
+END_TEST
+
 /* arch_isa_t's cfg block for A64: adrp + add/ldr, PLT stubs, pointer jumps, svc numbers */
 START_TEST(test_cfg_questions)
 {
@@ -1075,6 +1113,7 @@ a64_suite(void)
     tcase_add_test(tc, test_counter_inc_at_x86);
     tcase_add_test(tc, test_jump_table);
     tcase_add_test(tc, test_jump_table_bls);
+    tcase_add_test(tc, test_jump_table_clang_copy);
     tcase_add_test(tc, test_cfg_questions);
     tcase_add_test(tc, test_isa_select);
     suite_add_tcase(s, tc);
