@@ -366,6 +366,8 @@ typedef struct ed_stats {
                              * entries do not reach the new cases (1 or 2 bytes), or with
                              * a case that stays: they dispatch through the redirects */
     uint64_t table_kept;    /* ... the first one's br, 0 when none */
+    uint32_t nkept_branches;/* AArch64: direct calls and jumps of code left in place
+                             * that go straight to moved procedures' new entries */
 } ed_stats_t;
 
 /*

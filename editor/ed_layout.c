@@ -1489,6 +1489,7 @@ ed_plan_apply(ed_plan_t *plan, const qp_space_ops_t *ops, void *space)
         QP_CHECK(edl_anchors_plan(plan));
     QP_CHECK(emit_code(plan, ops, space));
     QP_CHECK(emit_pads(plan, ops, space));
+    QP_CHECK(edl_retarget_kept_calls(plan, ops, space));
     if (plan->opts.keep_tables)
         return 0;
     QP_CHECK(edl_anchors_apply(plan, ops, space));

@@ -228,6 +228,15 @@ size_t edl_chunk_of(const ed_plan_t *plan, size_t i);
 int edl_decide(ed_plan_t *plan);
 /* Why each procedure left in place cannot be patched there either (plan->unfit). */
 int edl_decide_unfit(ed_plan_t *plan, const uint8_t *vouched);
+/* ... for AArch64 code with nothing against it but the missing in-place patcher (the
+ * very pointer, compared by ed_kept_calls.c). */
+extern const char edl_unfit_a64[];
+
+/* ed_kept_calls.c, for ed_layout.c */
+
+/* AArch64: the direct calls and jumps of code left in place to moved procedures' entries
+ * go straight to the new entries (stats.nkept_branches). 0 or QP_E*. */
+int edl_retarget_kept_calls(ed_plan_t *plan, const qp_space_ops_t *ops, void *space);
 /* The procedures something vouches for (a symbol, an FDE, a direct call...): not data in
  * .text. A malloc'ed byte per procedure, or NULL. */
 uint8_t *edl_vouched_procs(const cfg_prog_t *prog);

@@ -219,7 +219,8 @@ if [ -x "$REWRITE" ]; then
     echo "a64: null rewrite: $nn programs identical under qemu"
     # Switch tables retargeted (ed_anchor.c): the relocated adr forms a base in the new
     # code and the entries count from it, so no dispatch of small(), big() or spread()
-    # runs in their old text (direct calls go to the new entries too); with qp and naive,
+    # runs in their old text (direct calls go to the new entries too, also those of
+    # stay(), left in place: ed_kept_calls.c); with qp and naive,
     # the same output and qp's counts equal naive's (the tables' edges counted at their
     # cases). gcc's byte and halfword tables at -O2 static, -O0 non-PIE and -O3 PIE, and
     # clang's (its index copied after the bound check: mov w8, w0) where clang targets
@@ -265,7 +266,7 @@ if [ -x "$REWRITE" ]; then
         # shellcheck disable=SC2086
         $CC ${v#*:} $src -o "$sw" || { fail=1; continue; }
         for drv in none qp naive; do
-            if ! "$REWRITE" --driver=$drv "$sw" -o "$sw.$drv" 2> "$tmp/err"; then
+            if ! "$REWRITE" --driver=$drv --verbose "$sw" -o "$sw.$drv" 2> "$tmp/err"; then
                 echo "FAIL: --driver=$drv swtab-${v%%:*}: $(tail -1 "$tmp/err")"
                 fail=1
                 continue
@@ -277,6 +278,12 @@ if [ -x "$REWRITE" ]; then
                 grep -E '^(main|small|big|spread),' | sort > "$sw.$drv.csv"
             [ $drv = none ] || continue
             old=$(a64_old_runs "$sw" "$sw.none" "small|big|spread" 50)
+            if ! grep -q "left in place: stay " "$tmp/err" ||
+                ! grep -q "go straight to the new entries" "$tmp/err"; then
+                echo "FAIL: none swtab-${v%%:*}: stay() not left in place, or its calls" \
+                    "not retargeted: $(grep "stay\|straight" "$tmp/err")"
+                fail=1
+            fi
             if [ "$old" != 0 ]; then
                 echo "FAIL: none swtab-${v%%:*}: $old blocks ran in the old text of small," \
                     "big and spread (switch tables not retargeted: $(grep -o \
