@@ -565,7 +565,10 @@ int arch_emit_trap(uint8_t *out /*OUT*/, size_t cap);
  * A switch table found before an indirect jump (arch_isa_t.jump_table): entry k is the
  * ENTRY_SIZE-byte word at TABLE + k * ENTRY_SIZE (sign-extended when IS_SIGNED) and the
  * jump goes to BASE + (entry << SHIFT). COUNT entries when a bound check proves it, else
- * 0 (unknown: the caller must find the extent another way or give up).
+ * 0 (unknown: the caller must find the extent another way or give up). ANCHOR is the
+ * address of the instruction that forms BASE (AArch64's `adr`) when the editor may make
+ * it form another base and rewrite the entries to match: only the dispatch reads the
+ * register it writes (the sequence is the compiler's, whole and unbroken); else 0.
  */
 typedef struct arch_jtab {
     uint64_t table;
@@ -575,6 +578,7 @@ typedef struct arch_jtab {
     uint8_t is_signed;
     uint8_t shift;
     uint8_t pad;
+    uint64_t anchor;
 } arch_jtab_t;
 
 typedef struct arch_isa {

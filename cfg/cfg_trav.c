@@ -644,7 +644,7 @@ resolve_other(trav_t *t, uint64_t j, int *labels_pushed)
         cfg_table_t tab = { .jump = j, .addr = jt.table, .base = jt.base,
                             .nentries = jt.count, .entry_size = jt.entry_size,
                             .relative = 1, .bounded = 1, .shift = jt.shift,
-                            .zext = !jt.is_signed };
+                            .zext = !jt.is_signed, .anchor = jt.anchor };
         int ok = 1;
         for (uint32_t i = 0; i < tab.nentries && ok; i++) {
             uint64_t e = cfg_jtab_entry(b->img, &tab, i);

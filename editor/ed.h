@@ -364,6 +364,12 @@ typedef struct ed_stats {
     uint64_t bad_exit_to;   /* ... into new code placed here (a bug: the plan fails) */
     uint32_t nstubs_fall;   /* taken-edge stubs placed before their target, falling into
                              * it (ED_PROBE_FALL_IN): no jmp back */
+    uint32_t ntables_kept;  /* AArch64 switch tables whose base could move but whose
+                             * entries do not reach the new cases (1 or 2 bytes), or with
+                             * a case that stays: they dispatch through the redirects */
+    uint64_t table_kept;    /* ... the first one's br, 0 when none */
+    uint32_t nkept_branches;/* AArch64: direct calls and jumps of code left in place
+                             * that go straight to moved procedures' new entries */
 } ed_stats_t;
 
 /*

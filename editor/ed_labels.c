@@ -26,6 +26,10 @@
  *   - P has no indirect jump of unknown targets (which would read a word and translate
  *     it as an old address), it moves, every label has its new address, and no table
  *     that retarget_tables may write shares the words.
+ * On AArch64 (no operand decoder) the references are the addresses code forms
+ * (isa->code_ref: adr, adrp + add/ldr/str, ldr literal; lua 5.4's `disptab` in Debian's
+ * arm64 PIE, R_AARCH64_RELATIVE words); an adrp whose use is not found keeps every run
+ * on its page.
  * P's loads from it are taken to feed its indirect jumps (GCC emits nothing else for
  * `goto *table[i]` or a switch). ed_opts_t.keep_tables turns this off too. In a PIE each
  * word is written at load time from its R_X86_64_RELATIVE relocation: the addend in the
@@ -361,12 +365,56 @@ insn_refs(const cfg_image_t *img, int pie, const arch_insn_t *in, run_t *r, size
     }
 }
 
+/*
+ * The references of the instruction at A (code up to END) of OWNER, for an ISA without
+ * an operand decoder (AArch64): the address it forms with the instructions after it
+ * (isa->code_ref: adr, adrp + add, adrp + ldr/str, ldr literal), counted up to BEFORE
+ * bytes before a run. A pc-relative instruction whose address code_ref cannot follow
+ * (an adrp whose add is in another block) may name anything on its page: the runs there
+ * are read from a place not known, and stay.
+ */
+static void
+isa_refs(const ed_plan_t *plan, uint64_t a, uint64_t end, run_t *r, size_t n, uint32_t owner)
+{
+    const cfg_image_t *img = plan->prog->img;
+    size_t avail;
+    const uint8_t *p = cfg_image_ptr(img, a, &avail);
+    arch_insn_t in;
+    if (p == NULL || avail < 4 || plan->isa->decode(p, avail, a, &in) < 0
+        || !(in.flags & ARCH_F_RIPREL))
+        return;
+    uint64_t v;
+    size_t len = end > a && end - a < avail ? (size_t)(end - a) : avail;
+    if (plan->isa->code_ref(p, len, a, &v) != 0) {
+        note_ref(r, n, v, owner, 1);
+        return;
+    }
+    uint64_t lo = in.target & ~(uint64_t)0xfff, hi = lo + 0x1000 + BEFORE;
+    for (size_t k = 0; k < n; k++)
+        if (r[k].lo < hi && lo < r[k].hi)
+            r[k].bad = 1;
+}
+
 /* References from code: every block's instructions, and the code bytes in no block. */
 static int
-check_code(const cfg_prog_t *prog, run_t *r, size_t n)
+check_code(const ed_plan_t *plan, run_t *r, size_t n)
 {
+    const cfg_prog_t *prog = plan->prog;
     const cfg_image_t *img = prog->img;
     int pie = (img->flags & CFG_IMG_PIE) != 0;
+    if (plan->isa->decode_ops == NULL) { /* AArch64: fixed-length, aligned words */
+        for (uint32_t b = 0; b < prog->nblocks; b++) {
+            const cfg_block_t *bl = &prog->blocks[b];
+            uint32_t owner = cfg_proc_owner(prog, bl->proc);
+            for (uint64_t a = bl->start; a + 4 <= bl->end; a += 4)
+                isa_refs(plan, a, bl->end, r, n, owner);
+        }
+        for (uint32_t u = 0; u < prog->nunreached; u++)
+            for (uint64_t a = (prog->unreached[u].start + 3) & ~(uint64_t)3;
+                 a + 4 <= prog->unreached[u].end; a += 4)
+                isa_refs(plan, a, prog->unreached[u].end, r, n, CFG_NONE);
+        return 0;
+    }
     for (uint32_t b = 0; b < prog->nblocks; b++) {
         const cfg_block_t *bl = &prog->blocks[b];
         uint32_t owner = cfg_proc_owner(prog, bl->proc);
@@ -447,16 +495,16 @@ edl_retarget_labels(ed_plan_t *plan, const qp_space_ops_t *ops, void *space)
     label_t *lab;
     size_t nlab, nrun = 0;
     run_t *run = NULL;
-    /* The references to a table are found with an operand decoder (AArch64 has none
-     * yet: its tables keep their words, the redirects at the old labels serve). */
-    if (plan->isa->decode_ops == NULL)
+    /* The references to a table are found with the operand decoder, or where an ISA
+     * has none (AArch64) with its code_ref. */
+    if (plan->isa->decode_ops == NULL && plan->isa->code_ref == NULL)
         return 0;
     QP_CHECK(collect_labels(plan, &lab, &nlab));
     int rc = nlab > 0 ? find_runs(prog, lab, nlab, &run, &nrun) : 0;
     free(lab);
     if (rc == 0 && nrun > 0) {
         check_data(prog, run, nrun);
-        rc = check_code(prog, run, nrun);
+        rc = check_code(plan, run, nrun);
     }
     for (size_t k = 0; k < nrun && rc == 0; k++) {
         if (run[k].bad || run[k].refs == 0 || overlaps_table(prog, &run[k]))

@@ -73,6 +73,13 @@ edl_slot_new(const ed_plan_t *plan, uint64_t old)
     return s != NULL ? s->new_ : 0;
 }
 
+uint64_t
+edl_slot_insn(const ed_plan_t *plan, uint64_t old)
+{
+    const ed_slot_t *s = slot_at(plan, old);
+    return s != NULL ? s->new_ + s->pre : 0;
+}
+
 /* Build plan->bucket from plan->idx. */
 static int
 index_buckets(ed_plan_t *plan)
@@ -938,6 +945,7 @@ ed_plan_destroy(ed_plan_t *plan)
     free(plan->chunk_at);
     free(plan->stub_at);
     free(plan->holes);
+    free(plan->anchors);
     free(plan);
 }
 
@@ -1345,6 +1353,10 @@ emit_code(ed_plan_t *plan, const qp_space_ops_t *ops, void *space)
                                             : map_branch(plan, s->old, in.target);
         if (s->stub != NO_STUB)
             target = plan->stubs[s->stub].new_;
+        /* An AArch64 switch table's adr forms its new base (ed_anchor.c). */
+        const ed_anchor_t *anchor = plan->nanchors > 0 ? edl_anchor_at(plan, s->old) : NULL;
+        if (anchor != NULL)
+            in.target = anchor->base;
         uint8_t *out = buf + (s->new_ - plan->text);
         if (s->pre > 0
             && emit_probes(plan, s->old, ED_AT_BEFORE, s->new_, out, s->pre, plan) != s->pre) {
@@ -1631,10 +1643,14 @@ ed_plan_apply(ed_plan_t *plan, const qp_space_ops_t *ops, void *space)
         plan->stats.bytes_probes += plan->lay[i].pre + plan->lay[i].post;
     for (size_t i = 0; i < plan->nstubs; i++)
         plan->stats.bytes_probes += plan->stubs[i].len;
+    if (!plan->opts.keep_tables)
+        QP_CHECK(edl_anchors_plan(plan));
     QP_CHECK(emit_code(plan, ops, space));
     QP_CHECK(emit_pads(plan, ops, space));
+    QP_CHECK(edl_retarget_kept_calls(plan, ops, space));
     if (plan->opts.keep_tables)
         return 0;
+    QP_CHECK(edl_anchors_apply(plan, ops, space));
     QP_CHECK(retarget_tables(plan, ops, space));
     return edl_retarget_labels(plan, ops, space);
 }

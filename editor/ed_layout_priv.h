@@ -59,6 +59,13 @@ typedef struct ed_seg {
     uint32_t owner;      /* the moved procedure */
 } ed_seg_t;
 
+/* An AArch64 switch table whose `adr` forms a new base in the new code (ed_anchor.c). */
+typedef struct ed_anchor {
+    uint64_t adr;   /* old address of the adr */
+    uint64_t base;  /* the base it forms in the new code */
+    uint32_t table; /* index in prog->tables */
+} ed_anchor_t;
+
 struct ed_plan {
     const cfg_prog_t *prog;   /* the program */
     const arch_isa_t *isa;    /* its instruction set (cfg_image_isa): every relocation
@@ -138,6 +145,8 @@ struct ed_plan {
     ed_probe_t *ip_probes;    /* the probes of procedures left in place (ED_PROBE_INPLACE),
                                * sorted by address */
     size_t nip_probes;
+    ed_anchor_t *anchors;     /* AArch64 tables whose base moves (ed_anchor.c), by adr */
+    size_t nanchors, anchor_cap;
 };
 
 /* The K-th slot by old address. */
@@ -175,6 +184,20 @@ uint64_t edl_xlate_table_size(const cfg_prog_t *prog);
 /* After ed_plan_apply: the new address of the slot of the instruction at OLD (where a
  * redirect there jumps), or 0 when OLD starts no moved instruction. */
 uint64_t edl_slot_new(const ed_plan_t *plan, uint64_t old);
+/* ... and of the instruction itself, past the snippets before it; 0 likewise. */
+uint64_t edl_slot_insn(const ed_plan_t *plan, uint64_t old);
+
+/* ed_anchor.c, for ed_layout.c: AArch64 switch tables whose base moves */
+
+/* After the layout is final: the tables whose relocated `adr` forms a new base and
+ * their bases (plan->anchors); those that cannot counted in stats.ntables_kept. 0 or
+ * QP_ENOMEM. */
+int edl_anchors_plan(ed_plan_t *plan);
+/* The anchor of the `adr` at old address ADR, or NULL. */
+const ed_anchor_t *edl_anchor_at(const ed_plan_t *plan, uint64_t adr);
+/* After the new code is written: the tables' entries rewritten for the new bases, each
+ * old `adr` a jump to its new one. 0 or QP_E*. */
+int edl_anchors_apply(ed_plan_t *plan, const qp_space_ops_t *ops, void *space);
 
 /* ed_labels.c, for ed_layout.c */
 
@@ -217,6 +240,15 @@ size_t edl_chunk_of(const ed_plan_t *plan, size_t i);
 int edl_decide(ed_plan_t *plan);
 /* Why each procedure left in place cannot be patched there either (plan->unfit). */
 int edl_decide_unfit(ed_plan_t *plan, const uint8_t *vouched);
+/* ... for AArch64 code with nothing against it but the missing in-place patcher (the
+ * very pointer, compared by ed_kept_calls.c). */
+extern const char edl_unfit_a64[];
+
+/* ed_kept_calls.c, for ed_layout.c */
+
+/* AArch64: the direct calls and jumps of code left in place to moved procedures' entries
+ * go straight to the new entries (stats.nkept_branches). 0 or QP_E*. */
+int edl_retarget_kept_calls(ed_plan_t *plan, const qp_space_ops_t *ops, void *space);
 /* The procedures something vouches for (a symbol, an FDE, a direct call...): not data in
  * .text. A malloc'ed byte per procedure, or NULL. */
 uint8_t *edl_vouched_procs(const cfg_prog_t *prog);

@@ -284,8 +284,9 @@ edl_table_sure(const ed_plan_t *plan, uint32_t t, uint32_t pi)
     const cfg_prog_t *prog = plan->prog;
     const cfg_table_t *tb = &prog->tables[t];
     int pie = (prog->img->flags & CFG_IMG_PIE) != 0;
-    /* (AArch64's tables count words from an adr's base, which stays: their cases keep
-     * their redirects.) */
+    /* (AArch64's tables count words from an adr's base: ed_anchor.c moves it where
+     * the final layout lets the entries reach, which is known only after the redirects
+     * are chosen: their cases keep them.) */
     if (plan->opts.keep_tables || !tb->bounded || tb->nentries == 0 || tb->shift != 0 || tb->zext
         || !(tb->relative ? tb->entry_size == 4 : tb->entry_size == 8 && !pie))
         return 0;
@@ -764,6 +765,8 @@ leave_v8_builtins(ed_plan_t *plan)
  * that may be data, code whose CFG may miss where control enters (an unsafe procedure, an
  * indirect jump of unknown targets), PLT stubs, and bytes shared with moved code.
  */
+const char edl_unfit_a64[] = "patching in place is x86-64 only so far";
+
 int
 edl_decide_unfit(ed_plan_t *plan, const uint8_t *vouched)
 {
@@ -793,7 +796,7 @@ edl_decide_unfit(ed_plan_t *plan, const uint8_t *vouched)
         else if (p->nblocks == 0 || prog->blocks[p->block].start != p->entry)
             *u = "no code decoded at its entry";
         else if (plan->isa != arch_isa_host()) /* TODO(#34): patch/pt_inplace.c on AArch64 */
-            *u = "patching in place is x86-64 only so far";
+            *u = edl_unfit_a64;
         for (uint32_t b = p->block; *u == NULL && b < p->block + p->nblocks; b++) {
             const cfg_block_t *bl = &prog->blocks[b];
             if (edl_block_unresolved(prog, bl))

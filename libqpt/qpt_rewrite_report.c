@@ -139,6 +139,16 @@ qpt_rw_report(qpt_rewrite_t *r, const cfg_prog_t *prog, const char *input, const
             (unsigned long long)es->bytes_new, es->npads, es->nind_pads, es->ntables,
             es->nxlate, (unsigned long long)st.output_size,
             st.input_size ? (double)st.output_size / (double)st.input_size : 0.0);
+    if (es->nkept_branches > 0)
+        qpt_rw_say(r, "%s: %u direct call%s and jumps of AArch64 code left in place go "
+                   "straight to the new entries", output, es->nkept_branches,
+                   es->nkept_branches == 1 ? "" : "s");
+    if (es->ntables_kept > 0)
+        qpt_rw_say(r, "%s: %u AArch64 switch table%s dispatch through the redirects at "
+                   "their old cases (entries too short for the new code's offsets, or a "
+                   "case left in place; the first: the br at %#llx)", output,
+                   es->ntables_kept, es->ntables_kept == 1 ? "" : "s",
+                   (unsigned long long)es->table_kept);
     if (drv != NULL)
         print_in_place(r, prog, output, &res, es);
     if (es->nheld_inside > 0)

@@ -11,7 +11,8 @@
 #     (tests/check_arch_a64 --xcheck).
 #     Switch tables are found before every br and their entries checked (--jtab).
 #  2. qpt-rewrite on AArch64 programs: --driver=none on tests/progs (-O0 non-PIE, -O2
-#     static, -O3 PIE) and the PAC/BTI hellos, identical under qemu; --driver=qp and
+#     static, -O3 PIE) and the PAC/BTI hellos, identical under qemu; switch tables
+#     retargeted (tests/a64/swtab.c: no dispatch through the old text); --driver=qp and
 #     naive on tests/qp/truth.c (8 builds, 2 runs each), exact calls and qp = naive;
 #     tracing refused in one line.
 #  3. tests/a64/harness.c, cross-compiled with arch/aarch64/, runs relocated snippets,
@@ -216,6 +217,107 @@ if [ -x "$REWRITE" ]; then
         esac
     done
     echo "a64: null rewrite: $nn programs identical under qemu"
+    # Switch tables retargeted (ed_anchor.c): the relocated adr forms a base in the new
+    # code and the entries count from it, so no dispatch of small(), big() or spread()
+    # runs in their old text (direct calls go to the new entries too, also those of
+    # stay(), left in place: ed_kept_calls.c); with qp and naive,
+    # the same output and qp's counts equal naive's (the tables' edges counted at their
+    # cases). gcc's byte and halfword tables at -O2 static, -O0 non-PIE and -O3 PIE, and
+    # clang's (its index copied after the bound check: mov w8, w0) where clang targets
+    # AArch64.
+    # a64_old_runs ORIG INST NAMES ARGS: the blocks INST runs (qemu's exec log) inside
+    # the old extents of ORIG's procedures NAMES (an alternation), or "no NAMES" when
+    # not all of them are found. A PIE's load bias is taken from ORIG's run: where its
+    # `main` ran against where nm puts it.
+    a64_old_runs() {
+        $QEMU -L /usr/aarch64-linux-gnu -d exec,nochain -D "$tmp/old-exec" "$1" $4 \
+            > /dev/null 2>&1
+        m=$(aarch64-linux-gnu-nm "$1" | awk '$3 == "main" { print $1 }')
+        pc=$(awk '$NF == "main" { split($4, f, "/"); print f[2]; exit }' "$tmp/old-exec")
+        if [ -z "$m" ] || [ -z "$pc" ]; then
+            echo "no main"
+            return
+        fi
+        bias=$((0x$pc - 0x$m))
+        aarch64-linux-gnu-nm -S "$1" | awk -v re="^($3)\$" 'NF == 4 && $4 ~ re { print $1, $2 }' |
+            while read -r a s; do
+                printf '%016x %016x\n' $((0x$a + bias)) $((0x$a + 0x$s + bias))
+            done > "$tmp/old-ranges"
+        if [ "$(wc -l < "$tmp/old-ranges")" -ne "$(echo "$3" | tr '|' '\n' | wc -l)" ]; then
+            echo "no $3"
+            return
+        fi
+        $QEMU -L /usr/aarch64-linux-gnu -d exec,nochain -D "$tmp/old-exec" "$2" $4 \
+            > /dev/null 2>&1
+        awk 'NR == FNR { lo[NR] = "x" $1; hi[NR] = "x" $2; n = NR; next }
+            /^Trace/ { split($4, f, "/"); a = "x" f[2]
+                       for (i = 1; i <= n; i++) if (a >= lo[i] && a < hi[i]) c++ }
+            END { print c + 0 }' "$tmp/old-ranges" "$tmp/old-exec"
+    }
+    nsw=0
+    vs="O2.static:-O2 -static|O0.nopie:-O0 -fno-pie -no-pie|O3.pie:-O3 -fPIE -pie"
+    clang --target=aarch64-linux-gnu -O2 -c "$top_srcdir/tests/a64/swtab.c" \
+        -o "$tmp/swtab-clang.o" 2> /dev/null && vs="$vs|clang.O2.static:$tmp/swtab-clang.o -static"
+    IFS='|'
+    for v in $vs; do
+        unset IFS
+        sw=$tmp/swtab-${v%%:*} src=$top_srcdir/tests/a64/swtab.c
+        case $v in clang*) src= ;; esac
+        # shellcheck disable=SC2086
+        $CC ${v#*:} $src -o "$sw" || { fail=1; continue; }
+        for drv in none qp naive; do
+            if ! "$REWRITE" --driver=$drv --verbose "$sw" -o "$sw.$drv" 2> "$tmp/err"; then
+                echo "FAIL: --driver=$drv swtab-${v%%:*}: $(tail -1 "$tmp/err")"
+                fail=1
+                continue
+            fi
+            a64_same "$drv swtab-${v%%:*}" "$sw" "$sw.$drv" 300 || continue
+            # (the program's own procedures: a few of libc's differ between qp and
+            # naive as they do on main, and some count the length of the program's path)
+            [ $drv = none ] || "$QPREPORT" report --csv "$sw.$drv.qp" 2> /dev/null |
+                grep -E '^(main|small|big|spread),' | sort > "$sw.$drv.csv"
+            [ $drv = none ] || continue
+            old=$(a64_old_runs "$sw" "$sw.none" "small|big|spread" 50)
+            if ! grep -q "left in place: stay " "$tmp/err" ||
+                ! grep -q "go straight to the new entries" "$tmp/err"; then
+                echo "FAIL: none swtab-${v%%:*}: stay() not left in place, or its calls" \
+                    "not retargeted: $(grep "stay\|straight" "$tmp/err")"
+                fail=1
+            fi
+            if [ "$old" != 0 ]; then
+                echo "FAIL: none swtab-${v%%:*}: $old blocks ran in the old text of small," \
+                    "big and spread (switch tables not retargeted: $(grep -o \
+                    '[0-9]* jump tables retargeted' "$tmp/err"))"
+                fail=1
+            fi
+        done
+        if [ "$(wc -l < "$sw.qp.csv")" -eq 4 ] && cmp -s "$sw.qp.csv" "$sw.naive.csv"; then
+            nsw=$((nsw + 1))
+        else
+            echo "FAIL: swtab-${v%%:*}: qp and naive counts differ:"
+            diff "$sw.qp.csv" "$sw.naive.csv" | head -6
+            fail=1
+        fi
+    done
+    # The same for a computed goto's table of label addresses (ed_labels.c): its words
+    # (R_AARCH64_RELATIVE in the PIE) hold the new labels.
+    # (PIEs, as Debian builds: in this non-PIE a data word's check keeps the table.)
+    for v in "O0.pie:-O0 -fPIE -pie" "O3.pie:-O3 -fPIE -pie"; do
+        cg=$tmp/cg-${v%%:*}
+        # shellcheck disable=SC2086
+        $CC ${v#*:} "$top_srcdir/tests/progs/computed_goto.c" -o "$cg" &&
+            "$REWRITE" --driver=none "$cg" -o "$cg.none" 2> "$tmp/err" &&
+            a64_same "none cg-${v%%:*}" "$cg" "$cg.none" || { fail=1; continue; }
+        old=$(a64_old_runs "$cg" "$cg.none" run)
+        if [ "$old" != 0 ]; then
+            echo "FAIL: none cg-${v%%:*}: $old blocks ran in the old text of run (its label" \
+                "table not retargeted)"
+            fail=1
+        else
+            nsw=$((nsw + 1))
+        fi
+    done
+    echo "a64: switch and label tables retargeted: $nsw builds with no dispatch through old text, qp = naive"
     # The line table follows the moved code (minimum_instruction_length 4): a row at
     # main's new address.
     if $CC -g -O2 -fno-pie -no-pie "$top_srcdir/tests/progs/loops.c" -o "$tmp/lines" &&

@@ -659,6 +659,14 @@ START_TEST(test_jump_table)
     ck_assert_uint_eq(jt.entry_size, 1);
     ck_assert_uint_eq(jt.is_signed, 1);
     ck_assert_uint_eq(jt.shift, 2);
+    ck_assert_uint_eq(jt.anchor, 0x5cd4); /* adr; add; br whole: the base may move */
+    /* something between the adr and the add: the adr stays where it points */
+    le32(b + 4 * 8, 0x10000062); /* adr x2, ... */
+    le32(b + 4 * 9, 0x38624884); /* ldrb w4, [x4, w2, uxtw]: reads x2 */
+    ck_assert_int_eq(A64->jump_table(b, sizeof b, 0x5cb0, &jt), 0);
+    ck_assert_uint_eq(jt.anchor, 0);
+    le32(b + 4 * 8, 0x38624884);
+    le32(b + 4 * 9, 0x10000062);
     /* the index changed between the bound check and the load: bound unknown */
     le32(b + 4 * 7, 0x911b0042); /* add x2, x2, #0x6c0 ... */
     le32(b + 4 * 6, 0x900000a2);
@@ -701,6 +709,7 @@ START_TEST(test_jump_table_bls)
     ck_assert_uint_eq(jt.table, 0x4008f0);
     ck_assert_uint_eq(jt.base, 0x4007f8);
     ck_assert_uint_eq(jt.count, 16);
+    ck_assert_uint_eq(jt.anchor, 0x4007ec);
     /* the index written on the way from the b.ls target to the load: no bound */
     le32(b + 4 * 5, 0x9123c000); /* add x0, x0, #0x8f0 (writes x0, the index) */
     ck_assert_int_eq(A64->jump_table(b, sizeof b, 0x4007d0, &jt), QP_ENOTFOUND);
@@ -709,6 +718,44 @@ START_TEST(test_jump_table_bls)
     le32(b + 4 * 1, 0x54000068); /* b.hi 7e0 */
     ck_assert_int_eq(A64->jump_table(b, sizeof b, 0x4007d0, &jt), 0);
     ck_assert_uint_eq(jt.count, 0);
+}
+END_TEST
+
+/* clang 14 -O2's big() of tests/a64/swtab.c: the index compared is copied to another
+ * register (mov w8, w0) before the load; halfword entries from an adr, unsigned */
+START_TEST(test_jump_table_clang_copy)
+{
+    uint32_t words[] = {
+        0x71004c1f, /* 4007ec cmp w0, #0x13 */
+        0x54002108, /* 4007f0 b.hi 400c10 */
+        0xb00002e9, /* 4007f4 adrp x9, 45d000 */
+        0x2a0003e8, /* 4007f8 mov w8, w0 */
+        0x9128a129, /* 4007fc add x9, x9, #0xa28 */
+        0x1000008a, /* 400800 adr x10, 400810 */
+        0x7868792b, /* 400804 ldrh w11, [x9, x8, lsl #1] */
+        0x8b0b094a, /* 400808 add x10, x10, x11, lsl #2 */
+        0xd61f0140, /* 40080c br x10 */
+    };
+    uint8_t b[sizeof words];
+    for (size_t i = 0; i < sizeof words / 4; i++)
+        le32(b + 4 * i, words[i]);
+    arch_jtab_t jt;
+    ck_assert_int_eq(A64->jump_table(b, sizeof b, 0x4007ec, &jt), 0);
+    ck_assert_uint_eq(jt.table, 0x45da28);
+    ck_assert_uint_eq(jt.base, 0x400810);
+    ck_assert_uint_eq(jt.count, 20);
+    ck_assert_uint_eq(jt.entry_size, 2);
+    ck_assert_uint_eq(jt.is_signed, 0);
+    ck_assert_uint_eq(jt.anchor, 0x400800); /* adr x10 ... add x10, x10: overwritten */
+    /* a copy of another register: the compare bounds nothing loaded */
+    le32(b + 4 * 3, 0x2a0103e8); /* mov w8, w1 */
+    ck_assert_int_eq(A64->jump_table(b, sizeof b, 0x4007ec, &jt), 0);
+    ck_assert_uint_eq(jt.count, 0);
+    /* w0 changed after the compare, before the copy: no bound */
+    le32(b + 4 * 3, 0x2a0003e8);
+    le32(b + 4 * 2, 0x11000400); /* add w0, w0, #1 instead of the adrp */
+    le32(b + 4 * 4, 0x9128a129);
+    ck_assert_int_ne(A64->jump_table(b, sizeof b, 0x4007ec, &jt) == 0 && jt.count != 0, 1);
 }
 END_TEST
 
@@ -1066,6 +1113,7 @@ a64_suite(void)
     tcase_add_test(tc, test_counter_inc_at_x86);
     tcase_add_test(tc, test_jump_table);
     tcase_add_test(tc, test_jump_table_bls);
+    tcase_add_test(tc, test_jump_table_clang_copy);
     tcase_add_test(tc, test_cfg_questions);
     tcase_add_test(tc, test_isa_select);
     suite_add_tcase(s, tc);

@@ -87,6 +87,34 @@ index_kept(const uint8_t *buf, long from, long to, unsigned r)
     return 1;
 }
 
+/* Does register field R appear anywhere in W (Rd/Rt, Rn, Ra/Rt2, Rm)? Conservative: a
+ * read or a write of xR, or an immediate that happens to look like it. */
+static int
+mentions(uint32_t w, unsigned r)
+{
+    return (w & 31u) == r || ((w >> 5) & 31u) == r || ((w >> 10) & 31u) == r
+           || ((w >> 16) & 31u) == r;
+}
+
+/*
+ * May the `adr xB` at index ADR (the add at ADD, the br at BR) form another base? Only
+ * the compiler's own sequence, whole: the add right before the br and nothing between
+ * the adr and the add that names xB. Then xB is read by the add alone: clang's
+ * `adr x10; ldrb w11, [x9, x8]; add x10, x10, x11, lsl #2; br x10` overwrites it, and
+ * gcc's `adr x0, .Lrtx; add x2, x0, w2, sxtb #2; br x2` (casesi_dispatch) writes it as a
+ * scratch register of the pattern, dead after the br.
+ */
+static int
+anchor_movable(const uint8_t *buf, long adr, long add, long br, unsigned rb, unsigned rd)
+{
+    if (add != br - 1 || (rb != rd && adr != add - 1))
+        return 0;
+    for (long k = adr + 1; k < add; k++)
+        if (mentions(a64_word(buf + 4 * k), rb))
+            return 0;
+    return 1;
+}
+
 int
 a64_jump_table(const uint8_t *buf, size_t len, uint64_t addr, arch_jtab_t *out)
 {
@@ -126,6 +154,8 @@ a64_jump_table(const uint8_t *buf, size_t len, uint64_t addr, arch_jtab_t *out)
     arch_insn_t in;
     QP_CHECK(a64_decode(buf + 4 * j, 4, addr + 4 * (uint64_t)j, &in));
     out->base = in.target;
+    if (anchor_movable(buf, j, add_at, n - 1, rb, rd))
+        out->anchor = addr + 4 * (uint64_t)j;
 
     /* ldrb/ldrh/ldr wE, [xT, wI, uxtw #s] (register offset, 32-bit destination) */
     j = add_at;
@@ -152,12 +182,16 @@ a64_jump_table(const uint8_t *buf, size_t len, uint64_t addr, arch_jtab_t *out)
     QP_CHECK(a64_decode(buf + 4 * j, 4, addr + 4 * (uint64_t)j, &in));
     out->table = in.target + lo;
 
-    /* the bound: cmp wI, #N; b.hi/b.ls, and no write of wI from there to the load */
+    /* the bound: cmp wI, #N; b.hi/b.ls, and no write of wI from there to the load; or
+     * clang's cmp wX, #N ... mov wI, wX (a copy, zero-extended) with wX kept up to the
+     * copy and wI after it */
     int barrier = 0;
+    unsigned idx = ri;  /* the register compared */
+    long copy_at = -1;  /* the copy's index, if any */
     for (long k = ld_at - 2; k >= stop && k >= ld_at - 16; k--) {
         uint32_t c = a64_word(buf + 4 * k), b = a64_word(buf + 4 * (k + 1));
         int is_cmp = (c & 0x7f80001fu) == 0x7100001fu && !(c & 0x00400000u)
-                     && ((c >> 5) & 31u) == ri;
+                     && ((c >> 5) & 31u) == idx;
         if (is_cmp) {
             unsigned cond = b & 0xfu;
             /* b.hi default falls into the table's code; b.ls jumps to it (gcc puts the
@@ -169,10 +203,20 @@ a64_jump_table(const uint8_t *buf, size_t len, uint64_t addr, arch_jtab_t *out)
                 if (off <= 0 || from > ld_at)
                     from = -1;
             }
+            int kept = copy_at < 0 ? index_kept(buf, from, ld_at, ri)
+                                   : from <= copy_at && index_kept(buf, from, copy_at, idx)
+                                         && index_kept(buf, copy_at + 1, ld_at, ri);
             if ((b & 0xff000010u) == 0x54000000u && (cond == 8 || cond == 9) && from >= 0
-                && index_kept(buf, from, ld_at, ri))
+                && kept)
                 out->count = (uint32_t)((c >> 10) & 0xfffu) + 1;
             break;
+        }
+        unsigned x = (c >> 16) & 31u;
+        if (copy_at < 0 && !barrier && c == (0x2a0003e0u | x << 16 | idx) && x != idx
+            && x != 31) {
+            idx = x; /* mov wI, wX: the bound is wX's */
+            copy_at = k;
+            continue;
         }
         /* Past a ret or an unconditional branch (going back), the code is another
          * path's (gcc's default case between the bound check and the table): its writes
