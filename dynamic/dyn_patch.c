@@ -1328,6 +1328,120 @@ with_neighbour(dyn_session_t *s, uint32_t i, const char *name, int timed, int *e
     return "no neighbour to borrow bytes from";
 }
 
+/*****************************************************************************
+ * Neighbour slots for callers that choose points one by one (libqpt)
+ */
+
+int
+dyn_session_check_borrow(const dyn_session_t *s, int kind, uint32_t proc, uint64_t addr,
+    int (*lend)(void *arg, uint32_t proc), void *arg, uint32_t *lender /*OUT*/,
+    uint64_t *lo /*OUT*/, uint64_t *hi /*OUT*/, const char **why /*OUT*/)
+{
+    static const char *unused;
+    dyn_session_t *w = (dyn_session_t *)s;
+    uint32_t nb[8];
+    const char *names[8];
+
+    if (why == NULL)
+        why = &unused;
+    *why = NULL;
+    if (s == NULL || lend == NULL || lender == NULL || proc >= s->prog->nprocs
+        || (kind != DYN_PT_ENTRY && kind != DYN_PT_WHOLE && kind != DYN_PT_PROC))
+        return QP_EINVAL;
+    uint64_t e = s->prog->procs[proc].entry;
+    *why = "no neighbour to borrow bytes from";
+    if (addr != e || has_shadow_stack(w) || s->nb_depth > 0 || s->nb_want != 0)
+        return QP_EUNSUPP;
+    size_t n = neighbours(w, proc, e, nb, names, 8);
+    for (size_t k = 0; k < n; k++) {
+        if (!lend(arg, nb[k]))
+            continue;
+        size_t c0 = w->ncand, r0 = w->nrows, p0 = w->npads;
+        uint32_t row;
+        int err = 0, rc = QP_EUNSUPP;
+        const char *wy;
+        /* The neighbour as it would go in (with its exits' snippets: exits 1), keeping
+         * a slot within the short jump's reach; then the point, which takes it. */
+        w->nb_want = e;
+        w->nb_slot = 0;
+        w->nb_depth++;
+        wy = check_reloc(w, nb[k], names[k], 0, 1, &row, &err);
+        w->nb_depth--;
+        w->nb_want = 0;
+        if (err == 0 && wy == NULL && w->nb_slot != 0) {
+            point_t pt;
+            uint64_t l = 0, h = 0;
+            if (kind == DYN_PT_PROC)
+                rc = reloc_point(w, 0, proc, addr, NULL, NULL, NULL, NULL, &l, &h, &wy);
+            else if ((rc = check_point(w, kind, proc, addr, &pt, &wy)) == 0) {
+                l = pt.entry;
+                h = pt.entry + pt.len;
+            }
+            if (rc == 0) {
+                *lender = nb[k];
+                if (lo != NULL)
+                    *lo = l;
+                if (hi != NULL)
+                    *hi = h;
+            }
+        }
+        w->nb_slot = 0;
+        w->ncand = c0;
+        w->nrows = r0;
+        w->npads = p0;
+        if (err < 0)
+            return err;
+        if (rc == 0) {
+            *why = NULL;
+            return 0;
+        }
+        if (rc != QP_EUNSUPP)
+            return rc;
+    }
+    return QP_EUNSUPP;
+}
+
+int
+dyn_session_want_slot(dyn_session_t *s, uint64_t near)
+{
+    if (s == NULL || s->installed)
+        return QP_EINVAL;
+    s->nb_want = near;
+    s->nb_slot = 0;
+    return 0;
+}
+
+int
+dyn_session_slot_kept(dyn_session_t *s)
+{
+    if (s == NULL)
+        return QP_EINVAL;
+    s->nb_want = 0;
+    return s->nb_slot != 0;
+}
+
+int
+dyn_session_add_lender(dyn_session_t *s, uint32_t proc, const char *name,
+    uint32_t *row /*OUT*/, const char **why /*OUT*/)
+{
+    static const char *unused;
+    uint32_t r;
+    int err = 0;
+
+    if (why == NULL)
+        why = &unused;
+    *why = NULL;
+    if (s == NULL || s->installed || proc >= s->prog->nprocs)
+        return QP_EINVAL;
+    *why = check_reloc(s, proc, name, 0, 1, &r, &err);
+    QP_CHECK(err);
+    if (*why != NULL)
+        return QP_EUNSUPP;
+    if (row != NULL)
+        *row = r;
+    return 0;
+}
+
 static int select_loop(dyn_session_t *s, const char *pattern, uint32_t flags, unsigned *kp);
 
 int

@@ -45,6 +45,9 @@ typedef struct qpt_ins {
     uint8_t reloc;        /* live: its procedure relocated whole (DYN_PT_PROC): a QPT_ENTRY
                            * or QPT_EXIT whose point does not fit in place, or another of
                            * the same procedure (one copy holds them all) */
+    uint32_t lender;      /* live: its point's short jump goes to a slot in the original
+                           * code of procedure lender - 1, relocated whole for it
+                           * (qpt_live_borrow.c); 0: none */
 } qpt_ins_t;
 
 /*****************************************************************************
@@ -142,6 +145,10 @@ struct qpt_space {
     struct dyn_proc *proc;   /* the process */
     struct qpt_live_set *sess; /* the committed set of snippets, or NULL */
     struct dyn_session *check; /* a session never installed, to check points */
+    uint8_t *lent;           /* live: per procedure of the check session's, 1 once a
+                              * point borrowed a slot of its code (qpt_live_borrow.c: a
+                              * superset, so that most procedures are known to lend none
+                              * without a look at every insertion); freed with check */
     int inactive;            /* qpt_set_active(s, 0) took the snippets out */
     int relocate;            /* qpt_set_relocate(s, 1): points that do not fit in place
                               * go into a copy of their procedure */
@@ -215,6 +222,14 @@ int qpt_live_read(qpt_space_t *s, uint64_t addr, void *buf, size_t len);
 int qpt_live_write(qpt_space_t *s, uint64_t addr, const void *buf, size_t len);
 int qpt_live_commit(qpt_space_t *s);
 int qpt_live_point_ok(qpt_space_t *s, qpt_ins_t *ins, const char **why);
+/* Neighbour slots (qpt_live_borrow.c): a point too short for a jump, with no padding in
+ * reach, through a slot in a neighbour relocated whole. qpt_live_borrow: 0 with INS's
+ * lender and point set, else < 0 (INS as it was). qpt_live_lender: 1 + the insertion
+ * whose point borrows from PROC, or 0. qpt_live_lender_point: INS, of PROC that lends,
+ * into its copy (0), or QP_EUNSUPP with *WHY. */
+int qpt_live_borrow(qpt_space_t *s, qpt_ins_t *ins);
+size_t qpt_live_lender(const qpt_space_t *s, uint32_t proc);
+int qpt_live_lender_point(qpt_space_t *s, qpt_ins_t *ins, const char **why);
 int qpt_live_stacks(qpt_space_t *s, qpt_stack_fn fn, void *arg);
 int qpt_live_thread_block(qpt_space_t *s, uint64_t var, size_t bytes, uint64_t tp,
                           uint64_t *addr);
