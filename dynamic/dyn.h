@@ -532,21 +532,24 @@ dyn_session_check_point(const dyn_session_t *s, int kind, uint32_t proc, uint64_
  * selections above find theirs themselves). Procedure PROC's point of KIND (DYN_PT_ENTRY,
  * DYN_PT_WHOLE or DYN_PT_PROC) at ADDR, its entry, too short for a jump with no padding
  * in reach, through a 2-byte jump to a slot in the original code of a neighbour relocated
- * whole (its original idle: Dyninst's and e9patch's borrowed bytes). LEND(ARG, J) says
- * which procedures may be relocated whole for it. Nothing is added: 0 with *LENDER the
- * neighbour and the run-time bytes the point's jump replaces in [*LO, *HI) (either may
- * be NULL), QP_EUNSUPP with *WHY, QP_ENOMEM, QP_EINVAL.
+ * whole (its original idle: Dyninst's and e9patch's borrowed bytes); relocated whole
+ * (DYN_PT_PROC), the short jump may be a return site's. LEND(ARG, J) says which
+ * procedures may be relocated whole for it. Nothing is added: 0 with *LENDER the
+ * neighbour, *NEAR the link address of the short jump (for dyn_session_want_slot) and
+ * the run-time bytes the point's entry jump replaces in [*LO, *HI) (either may be NULL),
+ * QP_EUNSUPP with *WHY, QP_ENOMEM, QP_EINVAL.
  */
 int
 dyn_session_check_borrow(const dyn_session_t *s, int kind, uint32_t proc, uint64_t addr,
     int (*lend)(void *arg, uint32_t proc), void *arg, uint32_t *lender /*OUT*/,
-    uint64_t *lo /*OUT*/, uint64_t *hi /*OUT*/, const char **why /*OUT*/);
+    uint64_t *near /*OUT*/, uint64_t *lo /*OUT*/, uint64_t *hi /*OUT*/,
+    const char **why /*OUT*/);
 
 /*
- * To add such a pair: dyn_session_want_slot(S, the borrower's entry, link address); the
+ * To add such a pair: dyn_session_want_slot(S, NEAR as dyn_session_check_borrow gave); the
  * lender's DYN_PT_PROC point (dyn_session_add_point, or dyn_session_add_lender when it
  * takes no snippet of the caller's: its row's counter runs); dyn_session_slot_kept (1:
- * it kept a slot, which the next point added through padding takes: add the borrower's
+ * it kept a slot, which the next short jump that wants one in its reach takes: add the borrower's
  * point next; 0: none, the borrower does not fit); then dyn_session_want_slot(S, 0). A
  * refusal at install removes the whole session (the caller's rule), so the borrower
  * never jumps into a lender that is not in.

@@ -187,6 +187,8 @@ struct dyn_session {
     int nb_allow;             /* check_reloc may borrow a neighbour's slot (borrow_slot) */
     int nb_depth;             /* ... not while one lends its own */
     const char *nb_pattern;   /* what the selection measures (NULL: every procedure) */
+    uint64_t nb_need;         /* borrow_slot, not allowed: the link address whose short
+                               * jump wanted a slot first (dyn_session_check_borrow) */
 };
 
 /* Bytes written at PT's first replaced byte: a jmp rel32, or a jmp rel8 to its pad. */
@@ -1257,6 +1259,8 @@ borrow_slot(dyn_session_t *s, uint32_t i, uint64_t near, int timed, point_t *pt,
     uint32_t nb[8], row;
     const char *names[8];
     *err = 0;
+    if (!s->nb_allow && s->nb_depth == 0 && s->nb_need == 0)
+        s->nb_need = near;
     if (!s->nb_allow || s->nb_depth > 0 || has_shadow_stack(s))
         return "no neighbour to borrow bytes from";
     size_t n = neighbours(s, i, near, nb, names, 8);
@@ -1335,7 +1339,8 @@ with_neighbour(dyn_session_t *s, uint32_t i, const char *name, int timed, int *e
 int
 dyn_session_check_borrow(const dyn_session_t *s, int kind, uint32_t proc, uint64_t addr,
     int (*lend)(void *arg, uint32_t proc), void *arg, uint32_t *lender /*OUT*/,
-    uint64_t *lo /*OUT*/, uint64_t *hi /*OUT*/, const char **why /*OUT*/)
+    uint64_t *near /*OUT*/, uint64_t *lo /*OUT*/, uint64_t *hi /*OUT*/,
+    const char **why /*OUT*/)
 {
     static const char *unused;
     dyn_session_t *w = (dyn_session_t *)s;
@@ -1345,14 +1350,28 @@ dyn_session_check_borrow(const dyn_session_t *s, int kind, uint32_t proc, uint64
     if (why == NULL)
         why = &unused;
     *why = NULL;
-    if (s == NULL || lend == NULL || lender == NULL || proc >= s->prog->nprocs
+    if (s == NULL || lend == NULL || lender == NULL || near == NULL || proc >= s->prog->nprocs
         || (kind != DYN_PT_ENTRY && kind != DYN_PT_WHOLE && kind != DYN_PT_PROC))
         return QP_EINVAL;
     uint64_t e = s->prog->procs[proc].entry;
     *why = "no neighbour to borrow bytes from";
     if (addr != e || has_shadow_stack(w) || s->nb_depth > 0 || s->nb_want != 0)
         return QP_EUNSUPP;
-    size_t n = neighbours(w, proc, e, nb, names, 8);
+    /* Relocated whole, the short jump that wants a slot may be a return site's: the
+     * first one its copy could not find a slot for. */
+    uint64_t at = e;
+    if (kind == DYN_PT_PROC) {
+        const char *w0;
+        w->nb_need = 0;
+        int rc = reloc_point(w, 0, proc, addr, NULL, NULL, NULL, NULL, NULL, NULL, &w0);
+        if (rc == 0 || w->nb_need == 0) {
+            w->nb_need = 0;
+            return rc < 0 && rc != QP_EUNSUPP ? rc : QP_EUNSUPP;
+        }
+        at = w->nb_need;
+        w->nb_need = 0;
+    }
+    size_t n = neighbours(w, proc, at, nb, names, 8);
     for (size_t k = 0; k < n; k++) {
         if (!lend(arg, nb[k]))
             continue;
@@ -1362,7 +1381,7 @@ dyn_session_check_borrow(const dyn_session_t *s, int kind, uint32_t proc, uint64
         const char *wy;
         /* The neighbour as it would go in (with its exits' snippets: exits 1), keeping
          * a slot within the short jump's reach; then the point, which takes it. */
-        w->nb_want = e;
+        w->nb_want = at;
         w->nb_slot = 0;
         w->nb_depth++;
         wy = check_reloc(w, nb[k], names[k], 0, 1, &row, &err);
@@ -1377,8 +1396,11 @@ dyn_session_check_borrow(const dyn_session_t *s, int kind, uint32_t proc, uint64
                 l = pt.entry;
                 h = pt.entry + pt.len;
             }
+            if (rc == 0 && w->nb_slot != 0)
+                rc = QP_EUNSUPP; /* (the slot not taken: not what it wanted) */
             if (rc == 0) {
                 *lender = nb[k];
+                *near = at;
                 if (lo != NULL)
                     *lo = l;
                 if (hi != NULL)
@@ -2243,6 +2265,23 @@ short_rsite_ok(const dyn_session_t *s, const uint32_t *parts, int nparts, uint64
 }
 
 /*
+ * The slot a lender kept (dyn_session_want_slot, s->nb_slot) for PT's jmp rel8 at link
+ * address NEAR, when in its reach: 1 with PT's pad and pad_orig set (the slot given),
+ * else 0.
+ */
+static int
+kept_slot(dyn_session_t *s, uint64_t near, point_t *pt)
+{
+    uint64_t a = s->nb_slot;
+    if (a == 0 || a < near + SHORT_LEN - 128 || a > near + SHORT_LEN + 127)
+        return 0;
+    s->nb_slot = 0;
+    pt->pad = a + s->bias;
+    memcpy(pt->pad_orig, s->nb_orig, JMP_LEN);
+    return 1;
+}
+
+/*
  * A slot for the 5-byte jump of PT's jmp rel8 at link address NEAR: 5 bytes of the
  * procedure's own original code (PARTS; none SEEN: no other procedure runs them) within
  * the jmp's reach, clear of the bytes its jumps take (RNG: NRNG / 2 ranges [lo, hi)) and
@@ -2501,7 +2540,10 @@ check_reloc(dyn_session_t *s, uint32_t i, const char *name, int timed, int exits
         rs.wide = how[j] >= 2;
         memcpy(rs.orig, bytes, rs.len);
         if (how[j] == 3
-            && (why = find_slot(s, parts, nparts, seen, rng, nrng, xs[j], &rs)) != NULL) {
+            && (why = find_slot(s, parts, nparts, seen, rng, nrng, xs[j], &rs)) != NULL
+            && kept_slot(s, xs[j], &rs))
+            why = NULL; /* (a lender's, dyn_session_want_slot) */
+        else if (how[j] == 3 && why != NULL) {
             /* None of its own: one in a neighbour's code (at most 8 neighbours). */
             if (nlent == 8
                 || (why = borrow_slot(s, i, xs[j], timed, &rs, &rs.dep1, &lent[nlent], err))

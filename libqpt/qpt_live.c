@@ -722,9 +722,13 @@ qpt_live_point_ok(qpt_space_t *s, qpt_ins_t *ins, const char **why)
         /* Where it does not fit in place: its procedure relocated whole. */
         if (rc == QP_EUNSUPP && reloc_ok(s, ins) == NULL)
             return 0;
-        /* Nor relocated alone: through a slot in a neighbour's code. */
-        if (rc == QP_EUNSUPP && qpt_live_borrow(s, ins) == 0)
+        /* Nor relocated alone: through a slot in a neighbour's code (relocated whole,
+         * as above: its other points go into its copy). */
+        if (rc == QP_EUNSUPP && qpt_live_borrow(s, ins) == 0) {
+            if (ins->reloc)
+                return 0;
             rc = 0;
+        }
         QP_CHECK(rc);
     }
     /* Another point's jump over the same bytes (one point shares its jump). */
@@ -1032,7 +1036,7 @@ add_pairs(qpt_space_t *s, live_t *l, const size_t *order, uint8_t *done, size_t 
             continue;
         uint32_t p = b->pt.proc, n = b->lender - 1;
         pair[p] = 2;
-        QP_CHECK(dyn_session_want_slot(l->sess, s->prog->procs[p].entry));
+        QP_CHECK(dyn_session_want_slot(l->sess, b->slot_for));
         size_t own = 0;
         int rc = 0;
         for (size_t o = 0; rc == 0 && o < s->nins; o++)

@@ -11,11 +11,13 @@
  * borrowing insertion names its lender (qpt_ins_t.lender); the lender's own entries and
  * exits, before or after, go into its copy; the commit adds the lender, then the
  * borrower, which takes the slot (qpt_live.c, add_pairs). A lender lends one slot, and
- * only when it takes no point but its entry and exits, none of them in place.
+ * only when it takes no point but its entry and exits (those made in place before move
+ * into its copy: a copy measures what they did).
  */
 #include "config.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 #include "dynamic/dyn.h"
 #include "libqpt/qpt_priv.h"
@@ -39,24 +41,59 @@ qpt_live_lender(const qpt_space_t *s, uint32_t proc)
     return 0;
 }
 
-/* dyn_session_check_borrow's LEND: may procedure J be relocated whole to lend a slot to
- * the procedure ARG points at? Only when none of its points would be in place. */
+/*
+ * dyn_session_check_borrow's LEND: may procedure J be relocated whole to lend a slot to
+ * the procedure ARG points at? When its points are its entry and exits only, every exit
+ * with the same snippet (its copy runs one list before each), and it borrows or lends
+ * none already.
+ */
 static int
 may_lend(void *arg, uint32_t j)
 {
     const qpt_space_t *s = ((void **)arg)[0];
     uint32_t borrower = *(const uint32_t *)((void **)arg)[1];
+    const qpt_ins_t *x = NULL;
     if (j == borrower || qpt_live_lender(s, j) != 0)
         return 0;
     for (size_t i = 0; i < s->nins; i++) {
         const qpt_ins_t *o = &s->ins[i];
         if (o->removed || o->pt.proc != j)
             continue;
-        if (o->lender != 0 || !o->reloc
-            || (o->pt.kind != QPT_ENTRY && o->pt.kind != QPT_EXIT))
+        if (o->lender != 0 || (o->pt.kind != QPT_ENTRY && o->pt.kind != QPT_EXIT))
+            return 0;
+        if (o->pt.kind != QPT_EXIT)
+            continue;
+        if (x == NULL)
+            x = o;
+        else if (o->n != x->n || o->root != x->root
+                 || memcmp(o->nodes, x->nodes, o->n * sizeof(arch_snip_t)) != 0)
             return 0;
     }
     return 1;
+}
+
+/* Lender N's points, made in place before it lent, into its copy. */
+static int
+into_copy(qpt_space_t *s, uint32_t n)
+{
+    uint64_t lo = 0, hi = 0;
+    const char *why;
+    int have = 0;
+    for (size_t i = 0; i < s->nins; i++) {
+        qpt_ins_t *o = &s->ins[i];
+        if (o->removed || o->pt.proc != n || o->reloc)
+            continue;
+        if (!have) {
+            QP_CHECK(dyn_session_check_point(s->check, DYN_PT_PROC, n, s->prog->procs[n].entry,
+                                             &lo, &hi, &why));
+            have = 1;
+        }
+        o->reloc = 1;
+        o->whole = 0;
+        o->patch_lo = lo;
+        o->patch_hi = hi;
+    }
+    return 0;
 }
 
 int
@@ -110,6 +147,7 @@ qpt_live_borrow(qpt_space_t *s, qpt_ins_t *ins)
         ins->whole = 1;
         ins->reloc = 0;
         ins->lender = o->lender;
+        ins->slot_for = o->slot_for;
         ins->patch_lo = o->patch_lo;
         ins->patch_hi = o->patch_hi;
         return 0;
@@ -128,20 +166,22 @@ qpt_live_borrow(qpt_space_t *s, qpt_ins_t *ins)
     void *arg[2] = { s, &borrower };
     for (int k = 0; k < nk; k++) {
         uint32_t lender;
-        uint64_t lo, hi;
+        uint64_t lo, hi, near;
         const char *why = NULL;
         int rc = dyn_session_check_borrow(s->check, kinds[k], pt->proc, pr->entry, may_lend,
-                                          arg, &lender, &lo, &hi, &why);
+                                          arg, &lender, &near, &lo, &hi, &why);
         if (rc == QP_EUNSUPP)
             continue;
         if (rc < 0)
             return rc;
         if (s->lent == NULL && (s->lent = calloc(s->prog->nprocs + 1, 1)) == NULL)
             return QP_ENOMEM;
+        QP_CHECK(into_copy(s, lender));
         s->lent[lender] = 1;
         ins->whole = kinds[k] == DYN_PT_WHOLE;
         ins->reloc = kinds[k] == DYN_PT_PROC;
         ins->lender = lender + 1;
+        ins->slot_for = near;
         ins->patch_lo = lo;
         ins->patch_hi = hi;
         return 0;

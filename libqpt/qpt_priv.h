@@ -48,6 +48,8 @@ typedef struct qpt_ins {
     uint32_t lender;      /* live: its point's short jump goes to a slot in the original
                            * code of procedure lender - 1, relocated whole for it
                            * (qpt_live_borrow.c); 0: none */
+    uint64_t slot_for;    /* ... the link address of that short jump (its entry's, or a
+                           * return site's in its procedure's copy) */
 } qpt_ins_t;
 
 /*****************************************************************************
