@@ -120,6 +120,13 @@ typedef struct point {
     uint8_t wide;         /* PT_RSITE whose jump covers the blocks after its own (or
                            * padding): the original must be idle when it goes in */
     size_t nmap;
+    uint8_t pun;          /* PT_ENTRY of a 1-byte procedure (a lone ret): its patch is the
+                           * jmp rel8 opcode alone, whose displacement is the next byte,
+                           * the first of its neighbour's entry kept (keep_first), which
+                           * puts pad there (slot_at) */
+    uint8_t keep_first;   /* reloc PT_ENTRY whose first byte (a REX prefix) is kept: its
+                           * jump is written after it (the prefix then is the jump's), for
+                           * the pun of a 1-byte procedure before it */
     uint32_t dep1;        /* its pad is a slot in the original code of a neighbour
                            * relocated whole (with_neighbour): that one's row + 1, which
                            * must go in for this one to; 0: none */
@@ -189,13 +196,18 @@ struct dyn_session {
     const char *nb_pattern;   /* what the selection measures (NULL: every procedure) */
     uint64_t nb_need;         /* borrow_slot, not allowed: the link address whose short
                                * jump wanted a slot first (dyn_session_check_borrow) */
+    int nb_pun;               /* nb_want is a 1-byte procedure's (pun_site): the lender is
+                               * the procedure right after it, its first byte kept */
 };
 
-/* Bytes written at PT's first replaced byte: a jmp rel32, or a jmp rel8 to its pad. */
+static int pun_site(const dyn_session_t *s, uint64_t a);
+
+/* Bytes written at PT's first replaced byte: a jmp rel32, or a jmp rel8 to its pad (its
+ * opcode alone for a pun), or a jmp rel32 after a kept first byte. */
 static size_t
 patch_len(const point_t *pt)
 {
-    return pt->pad ? SHORT_LEN : JMP_LEN;
+    return pt->pun ? 1 : pt->keep_first ? JMP_LEN + 1 : pt->pad ? SHORT_LEN : JMP_LEN;
 }
 
 /* Would PT's jump cross a page boundary (install refuses it: it could not be written in
@@ -771,6 +783,17 @@ whole_entry(const dyn_session_t *s, uint32_t i, point_t *pt /*OUT*/)
         return "an indirect jump with unknown targets might land in its entry block";
     if (want_pad && (why = find_pad((dyn_session_t *)s, pr->entry, pt)) != NULL)
         return why;
+    if (pt->len < SHORT_LEN) {
+        /* A lone ret: its jmp rel8's displacement is its neighbour's first byte, which
+         * must lead to the slot it lent (pun_site, slot_at). */
+        size_t avail;
+        const uint8_t *nx = cfg_image_ptr(s->prog->img, pr->entry + 1, &avail);
+        if (!s->nb_pun || nx == NULL || avail < 1 || pt->pad == 0
+            || pt->pad != pr->entry + s->bias + SHORT_LEN + (uint64_t)(int64_t)(int8_t)nx[0])
+            return "a 1-byte procedure whose neighbour lends no slot where its first byte "
+                   "points";
+        pt->pun = 1;
+    }
     pt->by_jump = eb->last_kind != ARCH_KIND_RET;
     pt->whole = 1;
     pt->tail = both ? 3 : 0;
@@ -1372,6 +1395,7 @@ dyn_session_check_borrow(const dyn_session_t *s, int kind, uint32_t proc, uint64
         w->nb_need = 0;
     }
     size_t n = neighbours(w, proc, at, nb, names, 8);
+    w->nb_pun = kind == DYN_PT_WHOLE && pun_site(s, at);
     for (size_t k = 0; k < n; k++) {
         if (!lend(arg, nb[k]))
             continue;
@@ -1411,6 +1435,8 @@ dyn_session_check_borrow(const dyn_session_t *s, int kind, uint32_t proc, uint64
         w->ncand = c0;
         w->nrows = r0;
         w->npads = p0;
+        if (err < 0 || rc == 0 || rc != QP_EUNSUPP)
+            w->nb_pun = 0;
         if (err < 0)
             return err;
         if (rc == 0) {
@@ -1420,6 +1446,7 @@ dyn_session_check_borrow(const dyn_session_t *s, int kind, uint32_t proc, uint64
         if (rc != QP_EUNSUPP)
             return rc;
     }
+    w->nb_pun = 0;
     return QP_EUNSUPP;
 }
 
@@ -1430,6 +1457,7 @@ dyn_session_want_slot(dyn_session_t *s, uint64_t near)
         return QP_EINVAL;
     s->nb_want = near;
     s->nb_slot = 0;
+    s->nb_pun = near != 0 && pun_site(s, near);
     return 0;
 }
 
@@ -1677,8 +1705,8 @@ check_tail(const dyn_session_t *s, const cfg_block_t *b, uint64_t own, int whole
         if (!plain && avail >= blen + more && spill_ok(s, b->end, more)) {
             memcpy(pt->orig + len, bytes + blen, more);
             pt->spill = (uint8_t)more;
-        } else if (len >= SHORT_LEN)
-            *want_pad = 1;
+        } else if (len >= SHORT_LEN || (whole && s->nb_pun && s->nb_slot != 0))
+            *want_pad = 1; /* (1 byte: the pun of a lender's slot, whole_entry) */
         else
             return "a block ending in ret is shorter than the 5-byte jump, with no "
                    "padding after it";
@@ -2282,6 +2310,46 @@ kept_slot(dyn_session_t *s, uint64_t near, point_t *pt)
 }
 
 /*
+ * Is link address A a 1-byte procedure (a lone ret) with another procedure right after
+ * it, whose first byte is a REX prefix (0x40-0x4f)? Its jmp rel8 opcode alone then
+ * leads, through that byte as the displacement, to A + 2 + (int8_t)byte, in the
+ * neighbour's code: a slot there when the neighbour is relocated whole with its first
+ * byte kept as its entry jump's prefix (e9patch's punned jumps).
+ */
+static int
+pun_site(const dyn_session_t *s, uint64_t a)
+{
+    const cfg_prog_t *prog = s->prog;
+    const cfg_proc_t *p = cfg_proc_at(prog, a), *q = cfg_proc_at(prog, a + 1);
+    uint32_t b = cfg_block_at(prog, a);
+    size_t avail;
+    const uint8_t *nx = cfg_image_ptr(prog->img, a + 1, &avail);
+    return p != NULL && p->entry == a && b != CFG_NONE && prog->blocks[b].end == a + 1
+        && prog->blocks[b].last_kind == ARCH_KIND_RET && q != NULL && q->entry == a + 1
+        && nx != NULL && avail > 0 && nx[0] >= 0x40 && nx[0] <= 0x4f;
+}
+
+/* A slot at exactly link address A (as find_slot, for a punned jump): why not, or NULL
+ * with PT's pad and pad_orig set and the slot taken. */
+static const char *
+slot_at(dyn_session_t *s, const uint32_t *parts, int nparts, const uint8_t *seen,
+    const uint64_t *rng, size_t nrng, uint64_t a, point_t *pt)
+{
+    int ok = ((a + s->bias) & 4095) <= 4096 - JMP_LEN && pad_free(s, a, JMP_LEN);
+    for (uint64_t x = a; ok && x < a + JMP_LEN; x++)
+        ok = own_byte(s, parts, nparts, seen, x);
+    for (size_t r = 0; ok && r + 1 < nrng; r += 2)
+        ok = a + JMP_LEN <= rng[r] || rng[r + 1] <= a;
+    size_t avail;
+    const uint8_t *bytes = ok ? cfg_image_ptr(s->prog->img, a, &avail) : NULL;
+    if (bytes == NULL || avail < JMP_LEN || pad_take(s, a) < 0)
+        return "no slot where a 1-byte neighbour's jump leads";
+    pt->pad = a + s->bias;
+    memcpy(pt->pad_orig, bytes, JMP_LEN);
+    return NULL;
+}
+
+/*
  * A slot for the 5-byte jump of PT's jmp rel8 at link address NEAR: 5 bytes of the
  * procedure's own original code (PARTS; none SEEN: no other procedure runs them) within
  * the jmp's reach, clear of the bytes its jumps take (RNG: NRNG / 2 ranges [lo, hi)) and
@@ -2348,11 +2416,18 @@ check_reloc(dyn_session_t *s, uint32_t i, const char *name, int timed, int exits
                "has a shadow stack)";
 
     int entry_slot = 0;
-    const char *cross = ((pr->entry + s->bias) & 4095) > 4096 - JMP_LEN
+    /* Lending to a 1-byte procedure right before it: its first byte kept, as the
+     * prefix of its jump and that procedure's displacement (pun_site). */
+    int keep = s->nb_want != 0 && s->nb_pun;
+    if (keep && (pr->entry != s->nb_want + 1 || ((pr->entry + s->bias) & 4095) > 4096 - JMP_LEN - 1
+                    || entry_insns(s, i, JMP_LEN + 1, 0, &pt) != NULL))
+        return "its entry cannot keep its first byte before its jump";
+    const char *cross = keep ? NULL
+        : ((pr->entry + s->bias) & 4095) > 4096 - JMP_LEN
         ? "its first 5 bytes cross a page boundary (the jump could not be written in one "
           "piece)"
         : NULL;
-    if (cross != NULL || (why = entry_insns(s, i, JMP_LEN, 0, &pt)) != NULL) {
+    if (!keep && (cross != NULL || (why = entry_insns(s, i, JMP_LEN, 0, &pt)) != NULL)) {
         /* Too short, or across a page: a jmp rel8 to a jump in padding, or else in its
          * own original code (a slot, found once the bytes its other jumps take are
          * known). */
@@ -2367,6 +2442,7 @@ check_reloc(dyn_session_t *s, uint32_t i, const char *name, int timed, int exits
     pt.proc = i;
     pt.name = name;
     pt.reloc = 1;
+    pt.keep_first = (uint8_t)keep;
     pt.call_ret = 0;
     pt.save_flags = entry_save_flags(pr);
     size_t nsucc = 0;
@@ -2467,7 +2543,7 @@ check_reloc(dyn_session_t *s, uint32_t i, const char *name, int timed, int exits
     }
     size_t nrng = 0;
     rng[nrng++] = pr->entry;
-    rng[nrng++] = pr->entry + (pt.pad || entry_slot ? SHORT_LEN : JMP_LEN);
+    rng[nrng++] = pr->entry + (keep ? JMP_LEN + 1 : pt.pad || entry_slot ? SHORT_LEN : JMP_LEN);
     for (size_t j = 0; j < nxs && why == NULL; j++) {
         int wide;
         if (j > 0 && xs[j] == xs[j - 1])
@@ -2502,7 +2578,15 @@ check_reloc(dyn_session_t *s, uint32_t i, const char *name, int timed, int exits
         /* A slot for a neighbour's short entry too (with_neighbour). */
         point_t nb;
         memset(&nb, 0, sizeof(nb));
-        if ((why = find_slot(s, parts, nparts, seen, rng, nrng, s->nb_want, &nb)) != NULL)
+        if (keep) {
+            size_t avail;
+            const uint8_t *b0 = cfg_image_ptr(prog->img, pr->entry, &avail);
+            why = b0 == NULL ? "no bytes in the file"
+                             : slot_at(s, parts, nparts, seen, rng, nrng,
+                                   pr->entry + 1 + (uint64_t)(int64_t)(int8_t)b0[0], &nb);
+        } else
+            why = find_slot(s, parts, nparts, seen, rng, nrng, s->nb_want, &nb);
+        if (why != NULL)
             goto out;
         s->nb_slot = nb.pad - s->bias;
         memcpy(s->nb_orig, nb.pad_orig, JMP_LEN);
@@ -3633,8 +3717,15 @@ dyn_session_install(dyn_session_t *s)
             }
             memcpy(pt->patch, pt->orig, pt->len);
             pt->patch[0] = 0xeb;
-            pt->patch[1] = (uint8_t)(int8_t)(int64_t)(pt->pad - (pt->entry + SHORT_LEN));
-            rc = dyn_proc_write(s->p, pt->entry, pt->patch, SHORT_LEN);
+            if (!pt->pun) /* (a pun's displacement is its neighbour's first byte) */
+                pt->patch[1] = (uint8_t)(int8_t)(int64_t)(pt->pad - (pt->entry + SHORT_LEN));
+            rc = dyn_proc_write(s->p, pt->entry, pt->patch, patch_len(pt));
+        } else if (pt->keep_first) {
+            /* The first byte kept: it prefixes the jump (a REX prefix on jmp rel32). */
+            pt->patch[0] = pt->orig[0];
+            if ((rc = pt_tramp_patch(pt->entry + 1, pt->tramp, pt->patch + 1,
+                     sizeof(pt->patch) - 1)) >= 0)
+                rc = dyn_proc_write(s->p, pt->entry, pt->patch, JMP_LEN + 1);
         } else {
             if ((rc = pt_tramp_patch(pt->entry, pt->tramp, pt->patch, sizeof(pt->patch))) >= 0)
                 rc = dyn_proc_write(s->p, pt->entry, pt->patch, JMP_LEN);

@@ -8,12 +8,16 @@
 # between nb_prev and nb_next with no padding ("another procedure starts within 5 bytes
 # of its entry", "no padding within reach of a 2-byte jump for a 5-byte one"); nb_r,
 # whose `pop; ret` after its second call is too short for a jump, followed by nb_last
-# ("no padding ..." under -e's timers). Each round calls nb_prev 5 times, nb_tiny twice,
-# nb_next, nb_r and nb_last once:
-#  (a) --count 'nb_*': none refused, every count exact (N rounds);
-#  (b) -e 'count calls(nb_*)' -e 'time wall(nb_*)': no procedure "not measured", every
-#      count exact, a time for each;
-#  (c) dyn attach -e for a window, detach: the code (every executable mapping) byte for
+# ("no padding ..." under -e's timers); one_ret, a 1-byte procedure (a lone ret: "a block
+# ending in ret is shorter than the 5-byte jump, with no padding after it") before
+# one_next, which starts with a REX prefix: its jmp rel8 opcode alone, the displacement
+# being one_next's first byte, kept before one_next's own jump (a pun). Each round calls
+# nb_prev 5 times, nb_tiny twice, nb_next, nb_r and nb_last once, one_ret 3 times,
+# one_prev and one_next once:
+#  (a) --count 'nb_*' and --count 'one_*': none refused, every count exact (N rounds);
+#  (b) -e 'count calls(nb_*)' -e 'time wall(nb_*)', the same of one_*: no procedure "not
+#      measured", every count exact, a time for each;
+#  (c) dyn attach -e (nb_* and one_*) for a window, detach: the code (every executable mapping) byte for
 #      byte what it was, no mapping left;
 #  (d) dyn killed (SIGKILL) while its -e snippets are in: the program goes on right,
 #      `dyn clean` puts every byte back.
@@ -43,12 +47,26 @@ exact() {
         fails=$((fails + 1))
 }
 
+# one COLUMN FILE LABEL: as exact, for one_* (one_ret 3N, one_prev and one_next N).
+one() {
+    awk -v c="$1" -v n=$N -v what="$3" '
+        $NF == "one_ret" { seen++; if ($c != 3 * n) { print "FAIL " what " " $0; bad = 1 } }
+        $NF ~ /^one_(prev|next)$/ { seen++; if ($c != n) { print "FAIL " what " " $0; bad = 1 } }
+        END { if (seen != 3) { print "FAIL " what " rows: " seen; bad = 1 }; exit bad }' "$2" ||
+        fails=$((fails + 1))
+}
+
 # (a) --count.
 "$DYN" run -v --count 'nb_*' -- "$P" $N 1 >"$dir/cnt.out" 2>"$dir/cnt.err"
 grep -q "^ok n=$N" "$dir/cnt.out" || bad "(a) results: $(cat "$dir/cnt.out" "$dir/cnt.err")"
 grep -q "5 procedures instrumented, 0 refused" "$dir/cnt.err" ||
     bad "(a) refused: $(cat "$dir/cnt.err")"
 exact 1 "$dir/cnt.out" "(a)"
+"$DYN" run -v --count 'one_*' -- "$P" $N 1 >"$dir/one.out" 2>"$dir/one.err"
+grep -q "^ok n=$N" "$dir/one.out" || bad "(a) results: $(cat "$dir/one.out" "$dir/one.err")"
+grep -q "3 procedures instrumented, 0 refused" "$dir/one.err" ||
+    bad "(a) one_*: refused: $(cat "$dir/one.err")"
+one 1 "$dir/one.out" "(a) one_*"
 
 # (b) -e: counts and timers.
 E1='count calls(nb_*)' E2='time wall(nb_*)'
@@ -60,6 +78,14 @@ grep '^count ' "$dir/e.out" >"$dir/e.count"
 exact 3 "$dir/e.count" "(b)"
 [ "$(grep -c '^time wall(nb_\*) .* ms  nb_' "$dir/e.out")" = 5 ] ||
     bad "(b) times: $(cat "$dir/e.out")"
+"$DYN" run -e 'count calls(one_*)' -e 'time wall(one_*)' -- "$P" $N 1 >"$dir/e1.out" 2>"$dir/e1.err"
+grep -q "^ok n=$N" "$dir/e1.out" || bad "(b) results: $(cat "$dir/e1.out" "$dir/e1.err")"
+grep -q 'not measured' "$dir/e1.out" "$dir/e1.err" &&
+    bad "(b) one_*: refused: $(grep 'not measured' "$dir/e1.out" "$dir/e1.err")"
+grep '^count ' "$dir/e1.out" >"$dir/e1.count"
+one 3 "$dir/e1.count" "(b) one_*"
+[ "$(grep -c '^time wall(one_\*) .* ms  one_' "$dir/e1.out")" = 3 ] ||
+    bad "(b) one_* times: $(cat "$dir/e1.out")"
 
 # (c) attach for a window, detach: the code as it was.
 rm -f "$dir/stop"
@@ -68,17 +94,19 @@ tpid=$!
 sleep 0.3
 before=$(text_of $tpid)
 maps=$(awk '{ print $1, $6 }' /proc/$tpid/maps)
-"$DYN" attach $tpid -e "$E1" -e "$E2" --duration 0.5 >"$dir/att.out" 2>"$dir/att.err" ||
+E3='count calls(one_*)'
+"$DYN" attach $tpid -e "$E1" -e "$E2" -e "$E3" --duration 0.5 >"$dir/att.out" 2>"$dir/att.err" ||
     bad "(c) attach: $(cat "$dir/att.err")"
 grep -q 'not measured' "$dir/att.out" "$dir/att.err" && bad "(c) refused: $(cat "$dir/att.err")"
-grep -E -q '^count calls\(nb_\*\) +[1-9][0-9]* +nb_tiny$' "$dir/att.out" ||
+grep -E -q '^count calls\(nb_\*\) +[1-9][0-9]* +nb_tiny$' "$dir/att.out" &&
+    grep -E -q '^count calls\(one_\*\) +[1-9][0-9]* +one_ret$' "$dir/att.out" ||
     bad "(c) counts: $(cat "$dir/att.out")"
 [ "$before" = "$(text_of $tpid)" ] || bad "(c) the code differs after the detach"
 [ "$maps" = "$(awk '{ print $1, $6 }' /proc/$tpid/maps)" ] ||
     bad "(c) mappings left after the detach: $(cat "$dir/att.err")"
 
 # (d) dyn killed while the snippets are in (the code differs), then dyn clean.
-"$DYN" attach $tpid -e "$E1" -e "$E2" >"$dir/kill.out" 2>"$dir/kill.err" &
+"$DYN" attach $tpid -e "$E1" -e "$E2" -e "$E3" >"$dir/kill.out" 2>"$dir/kill.err" &
 dpid=$!
 i=0
 while [ "$before" = "$(text_of $tpid)" ] && [ $i -lt 200 ]; do

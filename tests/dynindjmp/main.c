@@ -28,8 +28,9 @@
  * branch goes to the entry's copy, after its counter: a loop, not a call).
  * `prog N MS` runs N rounds of disp(i % 5, MS), each followed by a sleep of 3 x MS outside
  * it (a timer left running would count those), and nb_prev 3 times, nb_tiny 2 times and
- * nb_next, nb_r (nb_prev 2 more times) and nb_last once, and loopy(3, i) once; checks
- * every result and prints "ok n=N".
+ * nb_next, nb_r (nb_prev 2 more times) and nb_last once, loopy(3, i) once, one_ret 3
+ * times (a lone ret between one_prev and one_next, which starts with a REX prefix) and
+ * one_prev and one_next once; checks every result and prints "ok n=N".
  * `prog wait FILE` does rounds (MS 1) until FILE exists, then prints "ok same" when
  * every round was right.
  */
@@ -126,6 +127,51 @@ __asm__(".text\n"
         ".rept 40\nlea 1(%rax),%rax\n.endr\n"
         "ret\n"
         ".size nb_last,.-nb_last\n"
+        /* A 1-byte procedure (a lone ret) between two others, the next starting with a
+         * REX prefix (mov %rdi,%rax): counted through a punned jump. */
+        ".globl one_prev\n.type one_prev,@function\n"
+        "one_prev:\n"
+        "mov %rdi,%rax\n"
+        "lea 1(%rax),%rax\n"
+        "lea 1(%rax),%rax\n"
+        "lea 1(%rax),%rax\n"
+        "lea 1(%rax),%rax\n"
+        "ret\n"
+        ".size one_prev,.-one_prev\n"
+        ".globl one_ret\n.type one_ret,@function\n"
+        "one_ret:\n"
+        "ret\n"
+        ".size one_ret,.-one_ret\n"
+        ".globl one_next\n.type one_next,@function\n"
+        "one_next:\n"
+        "mov %rdi,%rax\n"
+        "lea 1(%rax),%rax\n"
+        "lea 1(%rax),%rax\n"
+        "lea 1(%rax),%rax\n"
+        "lea 1(%rax),%rax\n"
+        "lea 1(%rax),%rax\n"
+        "lea 1(%rax),%rax\n"
+        "lea 1(%rax),%rax\n"
+        "lea 1(%rax),%rax\n"
+        "lea 1(%rax),%rax\n"
+        "lea 1(%rax),%rax\n"
+        "lea 1(%rax),%rax\n"
+        "lea 1(%rax),%rax\n"
+        "lea 1(%rax),%rax\n"
+        "lea 1(%rax),%rax\n"
+        "lea 1(%rax),%rax\n"
+        "lea 1(%rax),%rax\n"
+        "lea 1(%rax),%rax\n"
+        "lea 1(%rax),%rax\n"
+        "lea 1(%rax),%rax\n"
+        "lea 1(%rax),%rax\n"
+        "lea 1(%rax),%rax\n"
+        "lea 1(%rax),%rax\n"
+        "lea 1(%rax),%rax\n"
+        "lea 1(%rax),%rax\n"
+        "lea 1(%rax),%rax\n"
+        "ret\n"
+        ".size one_next,.-one_next\n"
         ".balign 16, 0x90\n"
         ".globl loopy\n.type loopy,@function\n"
         "loopy:\n"
@@ -143,6 +189,9 @@ long nb_tiny(void);
 long nb_next(long x);
 long nb_r(long x);
 long nb_last(long x);
+long one_prev(long x);
+void one_ret(void);
+long one_next(long x);
 
 static const long truth[5] = { 10, 11, 10, 13, -1 };
 
@@ -160,6 +209,10 @@ rounds(long n, long ms)
         bad |= nb_next(i) != i + 40;
         bad |= nb_r(i) != i + 40 || nb_last(i) != i + 40;
         bad |= loopy(3, i) != i + 6;
+        one_ret();
+        one_ret();
+        one_ret();
+        bad |= one_prev(i) != i + 4 || one_next(i) != i + 25;
     }
     return bad;
 }
