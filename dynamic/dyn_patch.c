@@ -3471,7 +3471,7 @@ emit_all(dyn_session_t *s, uint8_t *code, int *again)
 static int
 unpatch(dyn_proc_t *p, const point_t *pt, int check)
 {
-    uint8_t mem[JMP_LEN];
+    uint8_t mem[JMP_LEN + 1]; /* (patch_len: at most a jump after a kept byte) */
     size_t n = patch_len(pt);
     int rc = 0;
 
