@@ -533,7 +533,9 @@ dyn_session_check_point(const dyn_session_t *s, int kind, uint32_t proc, uint64_
  * DYN_PT_WHOLE or DYN_PT_PROC) at ADDR, its entry, too short for a jump with no padding
  * in reach, through a 2-byte jump to a slot in the original code of a neighbour relocated
  * whole (its original idle: Dyninst's and e9patch's borrowed bytes); relocated whole
- * (DYN_PT_PROC), the short jump may be a return site's. LEND(ARG, J) says which
+ * (DYN_PT_PROC), the short jump may be a return site's; a 1-byte procedure's
+ * (DYN_PT_WHOLE) is its jmp rel8 opcode alone, the displacement being the first byte of
+ * the procedure after it, kept before that one's entry jump (a pun). LEND(ARG, J) says which
  * procedures may be relocated whole for it. Nothing is added: 0 with *LENDER the
  * neighbour, *NEAR the link address of the short jump (for dyn_session_want_slot) and
  * the run-time bytes the point's entry jump replaces in [*LO, *HI) (either may be NULL),

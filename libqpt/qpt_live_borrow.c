@@ -12,7 +12,9 @@
  * exits, before or after, go into its copy; the commit adds the lender, then the
  * borrower, which takes the slot (qpt_live.c, add_pairs). A lender lends one slot, and
  * only when it takes no point but its entry and exits (those made in place before move
- * into its copy: a copy measures what they did).
+ * into its copy: a copy measures what they did). A 1-byte procedure (a lone ret) borrows
+ * so too, through a punned jump (dynamic/dyn_patch.c, pun_site): its entry block moved
+ * whole, its lender the procedure right after it.
  */
 #include "config.h"
 
