@@ -2329,6 +2329,25 @@ pun_site(const dyn_session_t *s, uint64_t a)
         && nx != NULL && avail > 0 && nx[0] >= 0x40 && nx[0] <= 0x4f;
 }
 
+/*
+ * The return site X of a call in the procedure of PARTS on a page's last byte (even a
+ * jmp rel8 would cross: it could not be written in one piece): its byte alone as a jmp
+ * rel8 opcode, the next byte (its own code, kept as it is) the displacement, to a slot
+ * of its own original code there (slot_at; e9patch's punned jumps). Whether X fits.
+ */
+static int
+pun_rsite_ok(const dyn_session_t *s, const uint32_t *parts, int nparts, uint64_t x,
+    const uint64_t *xs, size_t nxs)
+{
+    const cfg_prog_t *prog = s->prog;
+    uint32_t b = cfg_block_at(prog, x);
+    size_t j = cfg_u64_lower_bound(xs, nxs, x + 1);
+    return ((x + s->bias) & 4095) == 4095 && b != CFG_NONE && prog->blocks[b].start == x
+        && own_byte(s, parts, nparts, NULL, x) && own_byte(s, parts, nparts, NULL, x + 1)
+        && !(j < nxs && xs[j] == x + 1) && !proc_entry_in(prog, x + 1, x + SHORT_LEN)
+        && pad_free(s, x, SHORT_LEN);
+}
+
 /* A slot at exactly link address A (as find_slot, for a punned jump): why not, or NULL
  * with PT's pad and pad_orig set and the slot taken. */
 static const char *
@@ -2557,8 +2576,13 @@ check_reloc(dyn_session_t *s, uint32_t i, const char *name, int timed, int exits
         how[j] = why == NULL ? (uint8_t)(1 + wide) : 3;
         if (why != NULL && short_rsite_ok(s, parts, nparts, xs[j], xs, nxs))
             why = NULL;
+        else if (why != NULL && pun_rsite_ok(s, parts, nparts, xs[j], xs, nxs)) {
+            why = NULL;
+            how[j] = 4;
+        }
+        /* (A pun's next byte is its displacement: no slot over it either.) */
         rng[nrng++] = xs[j];
-        rng[nrng++] = xs[j] + (how[j] == 3 ? SHORT_LEN : JMP_LEN);
+        rng[nrng++] = xs[j] + (how[j] >= 3 ? SHORT_LEN : JMP_LEN);
     }
     if (why != NULL)
         goto out;
@@ -2620,9 +2644,15 @@ check_reloc(dyn_session_t *s, uint32_t i, const char *name, int timed, int exits
         rs.row = row;
         rs.name = name;
         rs.entry = xs[j] + s->bias;
-        rs.len = how[j] == 3 ? SHORT_LEN : JMP_LEN;
+        rs.len = how[j] == 4 ? 1 : how[j] == 3 ? SHORT_LEN : JMP_LEN;
         rs.wide = how[j] >= 2;
+        rs.pun = how[j] == 4;
         memcpy(rs.orig, bytes, rs.len);
+        if (how[j] == 4
+            && (why = slot_at(s, parts, nparts, seen, rng, nrng,
+                    xs[j] + SHORT_LEN + (uint64_t)(int64_t)(int8_t)bytes[1], &rs))
+                != NULL)
+            break;
         if (how[j] == 3
             && (why = find_slot(s, parts, nparts, seen, rng, nrng, xs[j], &rs)) != NULL
             && kept_slot(s, xs[j], &rs))

@@ -13,11 +13,14 @@
 # one_next, which starts with a REX prefix: its jmp rel8 opcode alone, the displacement
 # being one_next's first byte, kept before one_next's own jump (a pun). Each round calls
 # nb_prev 5 times, nb_tiny twice, nb_next, nb_r and nb_last once, one_ret 3 times,
-# one_prev and one_next once:
+# one_prev and one_next once, and pe_fn once: relocated whole (a loop back to its entry),
+# its call's return site on a page's last byte ("a call's return site crosses a page
+# boundary"), that byte a jmp rel8 opcode whose displacement is the next one (a pun):
 #  (a) --count 'nb_*' and --count 'one_*': none refused, every count exact (N rounds);
 #  (b) -e 'count calls(nb_*)' -e 'time wall(nb_*)', the same of one_*: no procedure "not
 #      measured", every count exact, a time for each;
-#  (c) dyn attach -e (nb_* and one_*) for a window, detach: the code (every executable mapping) byte for
+#  (e) --count pe_fn, --time pe_fn (dyn's own engine), -e 'count calls(pe_fn)': N;
+#  (c) dyn attach -e (nb_*, one_*, pe_fn) for a window, detach: the code (every executable mapping) byte for
 #      byte what it was, no mapping left;
 #  (d) dyn killed (SIGKILL) while its -e snippets are in: the program goes on right,
 #      `dyn clean` puts every byte back.
@@ -87,6 +90,18 @@ one 3 "$dir/e1.count" "(b) one_*"
 [ "$(grep -c '^time wall(one_\*) .* ms  one_' "$dir/e1.out")" = 3 ] ||
     bad "(b) one_* times: $(cat "$dir/e1.out")"
 
+# (e) the return site on a page's last byte.
+for mode in --count --time; do
+    "$DYN" run -v $mode pe_fn -- "$P" $N 1 >"$dir/pe.out" 2>"$dir/pe.err"
+    grep -q "^ok n=$N" "$dir/pe.out" || bad "(e) $mode results: $(cat "$dir/pe.out" "$dir/pe.err")"
+    grep -q '1 procedures instrumented, 0 refused' "$dir/pe.err" ||
+        bad "(e) $mode refused: $(cat "$dir/pe.err")"
+    grep -E -q "^ +$N +([0-9.]+ +)?pe_fn\$" "$dir/pe.out" || bad "(e) $mode: $(cat "$dir/pe.out")"
+done
+"$DYN" run -e 'count calls(pe_fn)' -- "$P" $N 1 >"$dir/pe.out" 2>"$dir/pe.err"
+grep -E -q "^count calls\(pe_fn\) +$N +pe_fn\$" "$dir/pe.out" ||
+    bad "(e) -e: $(cat "$dir/pe.out" "$dir/pe.err")"
+
 # (c) attach for a window, detach: the code as it was.
 rm -f "$dir/stop"
 "$P" wait "$dir/stop" >"$dir/wait.out" &
@@ -94,19 +109,20 @@ tpid=$!
 sleep 0.3
 before=$(text_of $tpid)
 maps=$(awk '{ print $1, $6 }' /proc/$tpid/maps)
-E3='count calls(one_*)'
-"$DYN" attach $tpid -e "$E1" -e "$E2" -e "$E3" --duration 0.5 >"$dir/att.out" 2>"$dir/att.err" ||
+E3='count calls(one_*)' E4='time wall(pe_fn)'
+"$DYN" attach $tpid -e "$E1" -e "$E2" -e "$E3" -e "$E4" --duration 0.5 >"$dir/att.out" 2>"$dir/att.err" ||
     bad "(c) attach: $(cat "$dir/att.err")"
 grep -q 'not measured' "$dir/att.out" "$dir/att.err" && bad "(c) refused: $(cat "$dir/att.err")"
 grep -E -q '^count calls\(nb_\*\) +[1-9][0-9]* +nb_tiny$' "$dir/att.out" &&
-    grep -E -q '^count calls\(one_\*\) +[1-9][0-9]* +one_ret$' "$dir/att.out" ||
+    grep -E -q '^count calls\(one_\*\) +[1-9][0-9]* +one_ret$' "$dir/att.out" &&
+    grep -E -q '^time wall\(pe_fn\) +[0-9.]+ ms +pe_fn$' "$dir/att.out" ||
     bad "(c) counts: $(cat "$dir/att.out")"
 [ "$before" = "$(text_of $tpid)" ] || bad "(c) the code differs after the detach"
 [ "$maps" = "$(awk '{ print $1, $6 }' /proc/$tpid/maps)" ] ||
     bad "(c) mappings left after the detach: $(cat "$dir/att.err")"
 
 # (d) dyn killed while the snippets are in (the code differs), then dyn clean.
-"$DYN" attach $tpid -e "$E1" -e "$E2" -e "$E3" >"$dir/kill.out" 2>"$dir/kill.err" &
+"$DYN" attach $tpid -e "$E1" -e "$E2" -e "$E3" -e "$E4" >"$dir/kill.out" 2>"$dir/kill.err" &
 dpid=$!
 i=0
 while [ "$before" = "$(text_of $tpid)" ] && [ $i -lt 200 ]; do
