@@ -2362,7 +2362,7 @@ slot_at(dyn_session_t *s, const uint32_t *parts, int nparts, const uint8_t *seen
     size_t avail;
     const uint8_t *bytes = ok ? cfg_image_ptr(s->prog->img, a, &avail) : NULL;
     if (bytes == NULL || avail < JMP_LEN || pad_take(s, a) < 0)
-        return "no slot where a 1-byte neighbour's jump leads";
+        return "no slot where a punned jump leads (the byte after it its displacement)";
     pt->pad = a + s->bias;
     memcpy(pt->pad_orig, bytes, JMP_LEN);
     return NULL;
