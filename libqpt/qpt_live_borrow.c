@@ -74,7 +74,9 @@ may_lend(void *arg, uint32_t j)
     return 1;
 }
 
-/* Lender N's points, made in place before it lent, into its copy. */
+/* Lender N's points, made in place before it lent, into its copy. (Also when INS is
+ * only asked about, qpt_proc_runs_as_copy: N then runs as a copy for nothing, which
+ * measures the same.) */
 static int
 into_copy(qpt_space_t *s, uint32_t n)
 {
