@@ -527,6 +527,43 @@ int
 dyn_session_check_point(const dyn_session_t *s, int kind, uint32_t proc, uint64_t addr,
     uint64_t *lo, uint64_t *hi, const char **why);
 
+/*
+ * Neighbour slots, for a caller that chooses its points one by one (libqpt; the
+ * selections above find theirs themselves). Procedure PROC's point of KIND (DYN_PT_ENTRY,
+ * DYN_PT_WHOLE or DYN_PT_PROC) at ADDR, its entry, too short for a jump with no padding
+ * in reach, through a 2-byte jump to a slot in the original code of a neighbour relocated
+ * whole (its original idle: Dyninst's and e9patch's borrowed bytes); relocated whole
+ * (DYN_PT_PROC), the short jump may be a return site's; a 1-byte procedure's
+ * (DYN_PT_WHOLE) is its jmp rel8 opcode alone, the displacement being the first byte of
+ * the procedure after it, kept before that one's entry jump (a pun). LEND(ARG, J) says which
+ * procedures may be relocated whole for it. Nothing is added: 0 with *LENDER the
+ * neighbour, *NEAR the link address of the short jump (for dyn_session_want_slot) and
+ * the run-time bytes the point's entry jump replaces in [*LO, *HI) (either may be NULL),
+ * QP_EUNSUPP with *WHY, QP_ENOMEM, QP_EINVAL.
+ */
+int
+dyn_session_check_borrow(const dyn_session_t *s, int kind, uint32_t proc, uint64_t addr,
+    int (*lend)(void *arg, uint32_t proc), void *arg, uint32_t *lender /*OUT*/,
+    uint64_t *near /*OUT*/, uint64_t *lo /*OUT*/, uint64_t *hi /*OUT*/,
+    const char **why /*OUT*/);
+
+/*
+ * To add such a pair: dyn_session_want_slot(S, NEAR as dyn_session_check_borrow gave); the
+ * lender's DYN_PT_PROC point (dyn_session_add_point, or dyn_session_add_lender when it
+ * takes no snippet of the caller's: its row's counter runs); dyn_session_slot_kept (1:
+ * it kept a slot, which the next short jump that wants one in its reach takes: add the borrower's
+ * point next; 0: none, the borrower does not fit); then dyn_session_want_slot(S, 0). A
+ * refusal at install removes the whole session (the caller's rule), so the borrower
+ * never jumps into a lender that is not in.
+ */
+int
+dyn_session_want_slot(dyn_session_t *s, uint64_t near);
+int
+dyn_session_slot_kept(dyn_session_t *s);
+int
+dyn_session_add_lender(dyn_session_t *s, uint32_t proc, const char *name,
+    uint32_t *row /*OUT*/, const char **why /*OUT*/);
+
 /* Why install refused row ROW (NULL: it is in). */
 const char *
 dyn_session_refused_row(const dyn_session_t *s, uint32_t row);

@@ -120,6 +120,13 @@ typedef struct point {
     uint8_t wide;         /* PT_RSITE whose jump covers the blocks after its own (or
                            * padding): the original must be idle when it goes in */
     size_t nmap;
+    uint8_t pun;          /* PT_ENTRY of a 1-byte procedure (a lone ret): its patch is the
+                           * jmp rel8 opcode alone, whose displacement is the next byte,
+                           * the first of its neighbour's entry kept (keep_first), which
+                           * puts pad there (slot_at) */
+    uint8_t keep_first;   /* reloc PT_ENTRY whose first byte (a REX prefix) is kept: its
+                           * jump is written after it (the prefix then is the jump's), for
+                           * the pun of a 1-byte procedure before it */
     uint32_t dep1;        /* its pad is a slot in the original code of a neighbour
                            * relocated whole (with_neighbour): that one's row + 1, which
                            * must go in for this one to; 0: none */
@@ -187,13 +194,20 @@ struct dyn_session {
     int nb_allow;             /* check_reloc may borrow a neighbour's slot (borrow_slot) */
     int nb_depth;             /* ... not while one lends its own */
     const char *nb_pattern;   /* what the selection measures (NULL: every procedure) */
+    uint64_t nb_need;         /* borrow_slot, not allowed: the link address whose short
+                               * jump wanted a slot first (dyn_session_check_borrow) */
+    int nb_pun;               /* nb_want is a 1-byte procedure's (pun_site): the lender is
+                               * the procedure right after it, its first byte kept */
 };
 
-/* Bytes written at PT's first replaced byte: a jmp rel32, or a jmp rel8 to its pad. */
+static int pun_site(const dyn_session_t *s, uint64_t a);
+
+/* Bytes written at PT's first replaced byte: a jmp rel32, or a jmp rel8 to its pad (its
+ * opcode alone for a pun), or a jmp rel32 after a kept first byte. */
 static size_t
 patch_len(const point_t *pt)
 {
-    return pt->pad ? SHORT_LEN : JMP_LEN;
+    return pt->pun ? 1 : pt->keep_first ? JMP_LEN + 1 : pt->pad ? SHORT_LEN : JMP_LEN;
 }
 
 /* Would PT's jump cross a page boundary (install refuses it: it could not be written in
@@ -769,6 +783,17 @@ whole_entry(const dyn_session_t *s, uint32_t i, point_t *pt /*OUT*/)
         return "an indirect jump with unknown targets might land in its entry block";
     if (want_pad && (why = find_pad((dyn_session_t *)s, pr->entry, pt)) != NULL)
         return why;
+    if (pt->len < SHORT_LEN) {
+        /* A lone ret: its jmp rel8's displacement is its neighbour's first byte, which
+         * must lead to the slot it lent (pun_site, slot_at). */
+        size_t avail;
+        const uint8_t *nx = cfg_image_ptr(s->prog->img, pr->entry + 1, &avail);
+        if (!s->nb_pun || nx == NULL || avail < 1 || pt->pad == 0
+            || pt->pad != pr->entry + s->bias + SHORT_LEN + (uint64_t)(int64_t)(int8_t)nx[0])
+            return "a 1-byte procedure whose neighbour lends no slot where its first byte "
+                   "points";
+        pt->pun = 1;
+    }
     pt->by_jump = eb->last_kind != ARCH_KIND_RET;
     pt->whole = 1;
     pt->tail = both ? 3 : 0;
@@ -1257,6 +1282,8 @@ borrow_slot(dyn_session_t *s, uint32_t i, uint64_t near, int timed, point_t *pt,
     uint32_t nb[8], row;
     const char *names[8];
     *err = 0;
+    if (!s->nb_allow && s->nb_depth == 0 && s->nb_need == 0)
+        s->nb_need = near;
     if (!s->nb_allow || s->nb_depth > 0 || has_shadow_stack(s))
         return "no neighbour to borrow bytes from";
     size_t n = neighbours(s, i, near, nb, names, 8);
@@ -1326,6 +1353,143 @@ with_neighbour(dyn_session_t *s, uint32_t i, const char *name, int timed, int *e
         s->npads = p0;
     }
     return "no neighbour to borrow bytes from";
+}
+
+/*****************************************************************************
+ * Neighbour slots for callers that choose points one by one (libqpt)
+ */
+
+int
+dyn_session_check_borrow(const dyn_session_t *s, int kind, uint32_t proc, uint64_t addr,
+    int (*lend)(void *arg, uint32_t proc), void *arg, uint32_t *lender /*OUT*/,
+    uint64_t *near /*OUT*/, uint64_t *lo /*OUT*/, uint64_t *hi /*OUT*/,
+    const char **why /*OUT*/)
+{
+    static const char *unused;
+    dyn_session_t *w = (dyn_session_t *)s;
+    uint32_t nb[8];
+    const char *names[8];
+
+    if (why == NULL)
+        why = &unused;
+    *why = NULL;
+    if (s == NULL || lend == NULL || lender == NULL || near == NULL || proc >= s->prog->nprocs
+        || (kind != DYN_PT_ENTRY && kind != DYN_PT_WHOLE && kind != DYN_PT_PROC))
+        return QP_EINVAL;
+    uint64_t e = s->prog->procs[proc].entry;
+    *why = "no neighbour to borrow bytes from";
+    if (addr != e || has_shadow_stack(w) || s->nb_depth > 0 || s->nb_want != 0)
+        return QP_EUNSUPP;
+    /* Relocated whole, the short jump that wants a slot may be a return site's: the
+     * first one its copy could not find a slot for. */
+    uint64_t at = e;
+    if (kind == DYN_PT_PROC) {
+        const char *w0;
+        w->nb_need = 0;
+        int rc = reloc_point(w, 0, proc, addr, NULL, NULL, NULL, NULL, NULL, NULL, &w0);
+        if (rc == 0 || w->nb_need == 0) {
+            w->nb_need = 0;
+            return rc < 0 && rc != QP_EUNSUPP ? rc : QP_EUNSUPP;
+        }
+        at = w->nb_need;
+        w->nb_need = 0;
+    }
+    size_t n = neighbours(w, proc, at, nb, names, 8);
+    w->nb_pun = kind == DYN_PT_WHOLE && pun_site(s, at);
+    for (size_t k = 0; k < n; k++) {
+        if (!lend(arg, nb[k]))
+            continue;
+        size_t c0 = w->ncand, r0 = w->nrows, p0 = w->npads;
+        uint32_t row;
+        int err = 0, rc = QP_EUNSUPP;
+        const char *wy;
+        /* The neighbour as it would go in (with its exits' snippets: exits 1), keeping
+         * a slot within the short jump's reach; then the point, which takes it. */
+        w->nb_want = at;
+        w->nb_slot = 0;
+        w->nb_depth++;
+        wy = check_reloc(w, nb[k], names[k], 0, 1, &row, &err);
+        w->nb_depth--;
+        w->nb_want = 0;
+        if (err == 0 && wy == NULL && w->nb_slot != 0) {
+            point_t pt;
+            uint64_t l = 0, h = 0;
+            if (kind == DYN_PT_PROC)
+                rc = reloc_point(w, 0, proc, addr, NULL, NULL, NULL, NULL, &l, &h, &wy);
+            else if ((rc = check_point(w, kind, proc, addr, &pt, &wy)) == 0) {
+                l = pt.entry;
+                h = pt.entry + pt.len;
+            }
+            if (rc == 0 && w->nb_slot != 0)
+                rc = QP_EUNSUPP; /* (the slot not taken: not what it wanted) */
+            if (rc == 0) {
+                *lender = nb[k];
+                *near = at;
+                if (lo != NULL)
+                    *lo = l;
+                if (hi != NULL)
+                    *hi = h;
+            }
+        }
+        w->nb_slot = 0;
+        w->ncand = c0;
+        w->nrows = r0;
+        w->npads = p0;
+        if (err < 0 || rc == 0 || rc != QP_EUNSUPP)
+            w->nb_pun = 0;
+        if (err < 0)
+            return err;
+        if (rc == 0) {
+            *why = NULL;
+            return 0;
+        }
+        if (rc != QP_EUNSUPP)
+            return rc;
+    }
+    w->nb_pun = 0;
+    return QP_EUNSUPP;
+}
+
+int
+dyn_session_want_slot(dyn_session_t *s, uint64_t near)
+{
+    if (s == NULL || s->installed)
+        return QP_EINVAL;
+    s->nb_want = near;
+    s->nb_slot = 0;
+    s->nb_pun = near != 0 && pun_site(s, near);
+    return 0;
+}
+
+int
+dyn_session_slot_kept(dyn_session_t *s)
+{
+    if (s == NULL)
+        return QP_EINVAL;
+    s->nb_want = 0;
+    return s->nb_slot != 0;
+}
+
+int
+dyn_session_add_lender(dyn_session_t *s, uint32_t proc, const char *name,
+    uint32_t *row /*OUT*/, const char **why /*OUT*/)
+{
+    static const char *unused;
+    uint32_t r;
+    int err = 0;
+
+    if (why == NULL)
+        why = &unused;
+    *why = NULL;
+    if (s == NULL || s->installed || proc >= s->prog->nprocs)
+        return QP_EINVAL;
+    *why = check_reloc(s, proc, name, 0, 1, &r, &err);
+    QP_CHECK(err);
+    if (*why != NULL)
+        return QP_EUNSUPP;
+    if (row != NULL)
+        *row = r;
+    return 0;
 }
 
 static int select_loop(dyn_session_t *s, const char *pattern, uint32_t flags, unsigned *kp);
@@ -1541,8 +1705,8 @@ check_tail(const dyn_session_t *s, const cfg_block_t *b, uint64_t own, int whole
         if (!plain && avail >= blen + more && spill_ok(s, b->end, more)) {
             memcpy(pt->orig + len, bytes + blen, more);
             pt->spill = (uint8_t)more;
-        } else if (len >= SHORT_LEN)
-            *want_pad = 1;
+        } else if (len >= SHORT_LEN || (whole && s->nb_pun && s->nb_slot != 0))
+            *want_pad = 1; /* (1 byte: the pun of a lender's slot, whole_entry) */
         else
             return "a block ending in ret is shorter than the 5-byte jump, with no "
                    "padding after it";
@@ -2129,6 +2293,82 @@ short_rsite_ok(const dyn_session_t *s, const uint32_t *parts, int nparts, uint64
 }
 
 /*
+ * The slot a lender kept (dyn_session_want_slot, s->nb_slot) for PT's jmp rel8 at link
+ * address NEAR, when in its reach: 1 with PT's pad and pad_orig set (the slot given),
+ * else 0.
+ */
+static int
+kept_slot(dyn_session_t *s, uint64_t near, point_t *pt)
+{
+    uint64_t a = s->nb_slot;
+    if (a == 0 || a < near + SHORT_LEN - 128 || a > near + SHORT_LEN + 127)
+        return 0;
+    s->nb_slot = 0;
+    pt->pad = a + s->bias;
+    memcpy(pt->pad_orig, s->nb_orig, JMP_LEN);
+    return 1;
+}
+
+/*
+ * Is link address A a 1-byte procedure (a lone ret) with another procedure right after
+ * it, whose first byte is a REX prefix (0x40-0x4f)? Its jmp rel8 opcode alone then
+ * leads, through that byte as the displacement, to A + 2 + (int8_t)byte, in the
+ * neighbour's code: a slot there when the neighbour is relocated whole with its first
+ * byte kept as its entry jump's prefix (e9patch's punned jumps).
+ */
+static int
+pun_site(const dyn_session_t *s, uint64_t a)
+{
+    const cfg_prog_t *prog = s->prog;
+    const cfg_proc_t *p = cfg_proc_at(prog, a), *q = cfg_proc_at(prog, a + 1);
+    uint32_t b = cfg_block_at(prog, a);
+    size_t avail;
+    const uint8_t *nx = cfg_image_ptr(prog->img, a + 1, &avail);
+    return p != NULL && p->entry == a && b != CFG_NONE && prog->blocks[b].end == a + 1
+        && prog->blocks[b].last_kind == ARCH_KIND_RET && q != NULL && q->entry == a + 1
+        && nx != NULL && avail > 0 && nx[0] >= 0x40 && nx[0] <= 0x4f;
+}
+
+/*
+ * The return site X of a call in the procedure of PARTS on a page's last byte (even a
+ * jmp rel8 would cross: it could not be written in one piece): its byte alone as a jmp
+ * rel8 opcode, the next byte (its own code, kept as it is) the displacement, to a slot
+ * of its own original code there (slot_at; e9patch's punned jumps). Whether X fits.
+ */
+static int
+pun_rsite_ok(const dyn_session_t *s, const uint32_t *parts, int nparts, uint64_t x,
+    const uint64_t *xs, size_t nxs)
+{
+    const cfg_prog_t *prog = s->prog;
+    uint32_t b = cfg_block_at(prog, x);
+    size_t j = cfg_u64_lower_bound(xs, nxs, x + 1);
+    return ((x + s->bias) & 4095) == 4095 && b != CFG_NONE && prog->blocks[b].start == x
+        && own_byte(s, parts, nparts, NULL, x) && own_byte(s, parts, nparts, NULL, x + 1)
+        && !(j < nxs && xs[j] == x + 1) && !proc_entry_in(prog, x + 1, x + SHORT_LEN)
+        && pad_free(s, x, SHORT_LEN);
+}
+
+/* A slot at exactly link address A (as find_slot, for a punned jump): why not, or NULL
+ * with PT's pad and pad_orig set and the slot taken. */
+static const char *
+slot_at(dyn_session_t *s, const uint32_t *parts, int nparts, const uint8_t *seen,
+    const uint64_t *rng, size_t nrng, uint64_t a, point_t *pt)
+{
+    int ok = ((a + s->bias) & 4095) <= 4096 - JMP_LEN && pad_free(s, a, JMP_LEN);
+    for (uint64_t x = a; ok && x < a + JMP_LEN; x++)
+        ok = own_byte(s, parts, nparts, seen, x);
+    for (size_t r = 0; ok && r + 1 < nrng; r += 2)
+        ok = a + JMP_LEN <= rng[r] || rng[r + 1] <= a;
+    size_t avail;
+    const uint8_t *bytes = ok ? cfg_image_ptr(s->prog->img, a, &avail) : NULL;
+    if (bytes == NULL || avail < JMP_LEN || pad_take(s, a) < 0)
+        return "no slot where a punned jump leads (the byte after it its displacement)";
+    pt->pad = a + s->bias;
+    memcpy(pt->pad_orig, bytes, JMP_LEN);
+    return NULL;
+}
+
+/*
  * A slot for the 5-byte jump of PT's jmp rel8 at link address NEAR: 5 bytes of the
  * procedure's own original code (PARTS; none SEEN: no other procedure runs them) within
  * the jmp's reach, clear of the bytes its jumps take (RNG: NRNG / 2 ranges [lo, hi)) and
@@ -2195,11 +2435,18 @@ check_reloc(dyn_session_t *s, uint32_t i, const char *name, int timed, int exits
                "has a shadow stack)";
 
     int entry_slot = 0;
-    const char *cross = ((pr->entry + s->bias) & 4095) > 4096 - JMP_LEN
+    /* Lending to a 1-byte procedure right before it: its first byte kept, as the
+     * prefix of its jump and that procedure's displacement (pun_site). */
+    int keep = s->nb_want != 0 && s->nb_pun;
+    if (keep && (pr->entry != s->nb_want + 1 || ((pr->entry + s->bias) & 4095) > 4096 - JMP_LEN - 1
+                    || entry_insns(s, i, JMP_LEN + 1, 0, &pt) != NULL))
+        return "its entry cannot keep its first byte before its jump";
+    const char *cross = keep ? NULL
+        : ((pr->entry + s->bias) & 4095) > 4096 - JMP_LEN
         ? "its first 5 bytes cross a page boundary (the jump could not be written in one "
           "piece)"
         : NULL;
-    if (cross != NULL || (why = entry_insns(s, i, JMP_LEN, 0, &pt)) != NULL) {
+    if (!keep && (cross != NULL || (why = entry_insns(s, i, JMP_LEN, 0, &pt)) != NULL)) {
         /* Too short, or across a page: a jmp rel8 to a jump in padding, or else in its
          * own original code (a slot, found once the bytes its other jumps take are
          * known). */
@@ -2214,6 +2461,7 @@ check_reloc(dyn_session_t *s, uint32_t i, const char *name, int timed, int exits
     pt.proc = i;
     pt.name = name;
     pt.reloc = 1;
+    pt.keep_first = (uint8_t)keep;
     pt.call_ret = 0;
     pt.save_flags = entry_save_flags(pr);
     size_t nsucc = 0;
@@ -2314,7 +2562,7 @@ check_reloc(dyn_session_t *s, uint32_t i, const char *name, int timed, int exits
     }
     size_t nrng = 0;
     rng[nrng++] = pr->entry;
-    rng[nrng++] = pr->entry + (pt.pad || entry_slot ? SHORT_LEN : JMP_LEN);
+    rng[nrng++] = pr->entry + (keep ? JMP_LEN + 1 : pt.pad || entry_slot ? SHORT_LEN : JMP_LEN);
     for (size_t j = 0; j < nxs && why == NULL; j++) {
         int wide;
         if (j > 0 && xs[j] == xs[j - 1])
@@ -2328,8 +2576,13 @@ check_reloc(dyn_session_t *s, uint32_t i, const char *name, int timed, int exits
         how[j] = why == NULL ? (uint8_t)(1 + wide) : 3;
         if (why != NULL && short_rsite_ok(s, parts, nparts, xs[j], xs, nxs))
             why = NULL;
+        else if (why != NULL && pun_rsite_ok(s, parts, nparts, xs[j], xs, nxs)) {
+            why = NULL;
+            how[j] = 4;
+        }
+        /* (A pun's next byte is its displacement: no slot over it either.) */
         rng[nrng++] = xs[j];
-        rng[nrng++] = xs[j] + (how[j] == 3 ? SHORT_LEN : JMP_LEN);
+        rng[nrng++] = xs[j] + (how[j] >= 3 ? SHORT_LEN : JMP_LEN);
     }
     if (why != NULL)
         goto out;
@@ -2349,7 +2602,15 @@ check_reloc(dyn_session_t *s, uint32_t i, const char *name, int timed, int exits
         /* A slot for a neighbour's short entry too (with_neighbour). */
         point_t nb;
         memset(&nb, 0, sizeof(nb));
-        if ((why = find_slot(s, parts, nparts, seen, rng, nrng, s->nb_want, &nb)) != NULL)
+        if (keep) {
+            size_t avail;
+            const uint8_t *b0 = cfg_image_ptr(prog->img, pr->entry, &avail);
+            why = b0 == NULL ? "no bytes in the file"
+                             : slot_at(s, parts, nparts, seen, rng, nrng,
+                                   pr->entry + 1 + (uint64_t)(int64_t)(int8_t)b0[0], &nb);
+        } else
+            why = find_slot(s, parts, nparts, seen, rng, nrng, s->nb_want, &nb);
+        if (why != NULL)
             goto out;
         s->nb_slot = nb.pad - s->bias;
         memcpy(s->nb_orig, nb.pad_orig, JMP_LEN);
@@ -2383,11 +2644,20 @@ check_reloc(dyn_session_t *s, uint32_t i, const char *name, int timed, int exits
         rs.row = row;
         rs.name = name;
         rs.entry = xs[j] + s->bias;
-        rs.len = how[j] == 3 ? SHORT_LEN : JMP_LEN;
+        rs.len = how[j] == 4 ? 1 : how[j] == 3 ? SHORT_LEN : JMP_LEN;
         rs.wide = how[j] >= 2;
+        rs.pun = how[j] == 4;
         memcpy(rs.orig, bytes, rs.len);
+        if (how[j] == 4
+            && (why = slot_at(s, parts, nparts, seen, rng, nrng,
+                    xs[j] + SHORT_LEN + (uint64_t)(int64_t)(int8_t)bytes[1], &rs))
+                != NULL)
+            break;
         if (how[j] == 3
-            && (why = find_slot(s, parts, nparts, seen, rng, nrng, xs[j], &rs)) != NULL) {
+            && (why = find_slot(s, parts, nparts, seen, rng, nrng, xs[j], &rs)) != NULL
+            && kept_slot(s, xs[j], &rs))
+            why = NULL; /* (a lender's, dyn_session_want_slot) */
+        else if (how[j] == 3 && why != NULL) {
             /* None of its own: one in a neighbour's code (at most 8 neighbours). */
             if (nlent == 8
                 || (why = borrow_slot(s, i, xs[j], timed, &rs, &rs.dep1, &lent[nlent], err))
@@ -3231,7 +3501,7 @@ emit_all(dyn_session_t *s, uint8_t *code, int *again)
 static int
 unpatch(dyn_proc_t *p, const point_t *pt, int check)
 {
-    uint8_t mem[JMP_LEN];
+    uint8_t mem[JMP_LEN + 1]; /* (patch_len: at most a jump after a kept byte) */
     size_t n = patch_len(pt);
     int rc = 0;
 
@@ -3477,8 +3747,15 @@ dyn_session_install(dyn_session_t *s)
             }
             memcpy(pt->patch, pt->orig, pt->len);
             pt->patch[0] = 0xeb;
-            pt->patch[1] = (uint8_t)(int8_t)(int64_t)(pt->pad - (pt->entry + SHORT_LEN));
-            rc = dyn_proc_write(s->p, pt->entry, pt->patch, SHORT_LEN);
+            if (!pt->pun) /* (a pun's displacement is its neighbour's first byte) */
+                pt->patch[1] = (uint8_t)(int8_t)(int64_t)(pt->pad - (pt->entry + SHORT_LEN));
+            rc = dyn_proc_write(s->p, pt->entry, pt->patch, patch_len(pt));
+        } else if (pt->keep_first) {
+            /* The first byte kept: it prefixes the jump (a REX prefix on jmp rel32). */
+            pt->patch[0] = pt->orig[0];
+            if ((rc = pt_tramp_patch(pt->entry + 1, pt->tramp, pt->patch + 1,
+                     sizeof(pt->patch) - 1)) >= 0)
+                rc = dyn_proc_write(s->p, pt->entry, pt->patch, JMP_LEN + 1);
         } else {
             if ((rc = pt_tramp_patch(pt->entry, pt->tramp, pt->patch, sizeof(pt->patch))) >= 0)
                 rc = dyn_proc_write(s->p, pt->entry, pt->patch, JMP_LEN);

@@ -467,6 +467,8 @@ qpt_live_close(qpt_space_t *s)
     dyn_session_destroy(s->check);
     s->check = NULL;
     qpt_live_index_free(s);
+    free(s->lent);
+    s->lent = NULL;
     vars_t *v = s->lvars;
     for (size_t i = 0; i < s->nlvars; i++) {
         /* The process's mapping goes when no snippet reads it any more. */
@@ -686,6 +688,7 @@ qpt_live_point_ok(qpt_space_t *s, qpt_ins_t *ins, const char **why)
     ins->reloc = 0;
     /* The others by procedure and by page: what follows looks at those only. */
     QP_CHECK(qpt_live_index_sync(s));
+    ins->lender = 0;
     /* A procedure already relocated whole takes its other entries and exits in its copy;
      * no other point. */
     size_t nsame;
@@ -704,6 +707,9 @@ qpt_live_point_ok(qpt_space_t *s, qpt_ins_t *ins, const char **why)
         ins->patch_hi = o->patch_hi;
         return 0;
     }
+    /* One that lends a slot to a neighbour's jump runs as its copy too. */
+    if (qpt_live_lender(s, pt->proc) != 0)
+        return qpt_live_lender_point(s, ins, why);
     if (pt->kind == QPT_EXIT && pt->proc < s->prog->nprocs
         && cfg_block_at(s->prog, pt->addr - s->bias) == s->prog->procs[pt->proc].block) {
         /* The ret (or tail call) of the entry block: the block moved whole with the
@@ -733,6 +739,13 @@ qpt_live_point_ok(qpt_space_t *s, qpt_ins_t *ins, const char **why)
         /* Where it does not fit in place: its procedure relocated whole. */
         if (rc == QP_EUNSUPP && reloc_ok(s, ins) == NULL)
             return 0;
+        /* Nor relocated alone: through a slot in a neighbour's code (relocated whole,
+         * as above: its other points go into its copy). */
+        if (rc == QP_EUNSUPP && qpt_live_borrow(s, ins) == 0) {
+            if (ins->reloc)
+                return 0;
+            rc = 0;
+        }
         QP_CHECK(rc);
     }
     /* Another point's jump over the same bytes (one point shares its jump): the first
@@ -931,6 +944,149 @@ reloc_exits(qpt_space_t *s, size_t *ix, size_t *ni, size_t *jx, size_t *nj, uint
     return 0;
 }
 
+static int note_row(live_t *l, uint32_t row, size_t i);
+
+/*
+ * The dyn point of the insertions at the place of ORDER[O] (the first not done there):
+ * every insertion at the same dyn point, before (IX) and after a call (JX), joined and
+ * added to L's session; DONE marks them. 0, or < 0 with S's message (and s->refused).
+ */
+static int
+add_group(qpt_space_t *s, live_t *l, const size_t *order, size_t o, uint8_t *done, size_t *ix,
+          size_t *jx)
+{
+    size_t i = order[o];
+    const qpt_ins_t *a = &s->ins[i];
+    size_t ni = 0, nj = 0;
+    int group = key_group(a), rc = 0;
+    uint64_t where = key_where(s, a);
+    uint32_t mask = 0;
+    for (size_t q = o; q < s->nins; q++) {
+        size_t k = order[q];
+        const qpt_ins_t *b = &s->ins[k];
+        if (key_where(s, b) != where || key_group(b) != group)
+            break;
+        if (b->removed || done[k])
+            continue;
+        done[k] = 1;
+        mask |= 1u << b->pt.kind | (b->whole ? 1u << QPT_EXIT : 0);
+        if (b->pt.kind == QPT_AFTER_CALL || (b->whole && b->pt.kind == QPT_EXIT))
+            jx[nj++] = k;
+        else
+            ix[ni++] = k;
+        l->in[k] = 1;
+    }
+    int kind = group == 0 ? group_kind(mask) : group == 3 ? DYN_PT_PROC : dyn_kind(a->pt.kind);
+    dyn_snippet_t before = { 0 }, after = { 0 };
+    size_t nn;
+    uint32_t root;
+    uint64_t *exits = NULL;
+    size_t nexits = 0;
+    if (group == 3 && (rc = reloc_exits(s, ix, &ni, jx, &nj, &exits, &nexits)) < 0)
+        return rc;
+    if (exits != NULL)
+        l->exits[l->nexits++] = exits;
+    if (ni > 0) {
+        arch_snip_t *v = join(s, ix, ni, &nn, &root);
+        if (v == NULL)
+            return QP_ENOMEM;
+        l->joined[l->njoined++] = v;
+        before = (dyn_snippet_t) { v, nn, root };
+    }
+    if (nj > 0) {
+        arch_snip_t *v = join(s, jx, nj, &nn, &root);
+        if (v == NULL)
+            return QP_ENOMEM;
+        l->joined[l->njoined++] = v;
+        after = (dyn_snippet_t) { v, nn, root };
+    }
+    const char *why = NULL;
+    uint32_t row;
+    rc = dyn_session_add_point(l->sess, kind, a->pt.proc, where - s->bias, ni ? &before : NULL,
+                               nj ? &after : NULL, qpt_proc_name(s, a->pt.proc), &row, &why);
+    if (rc == 0 && exits != NULL)
+        rc = dyn_session_set_exits(l->sess, row, exits, nexits);
+    if (rc == 0)
+        rc = note_row(l, row, i);
+    if (rc < 0) {
+        s->refused = rc == QP_EUNSUPP ? (qpt_handle_t)(i + 1) : 0;
+        qpt_fail(s, rc, "%s at 0x%llx: %s (nothing changed)", qpt_proc_name(s, a->pt.proc),
+                 (unsigned long long)a->where, why ? why : qp_strerror(rc));
+    }
+    return rc;
+}
+
+/* Row ROW of L's session names insertion I at its point, unless one does already (which
+ * insertion a refusal at install names: qpt_commit_refused). */
+static int
+note_row(live_t *l, uint32_t row, size_t i)
+{
+    if (row >= l->nrows) {
+        size_t n = 2 * (size_t)row + 16, *v = realloc(l->row_ins, n * sizeof(size_t));
+        if (v == NULL)
+            return QP_ENOMEM;
+        memset(v + l->nrows, 0, (n - l->nrows) * sizeof(size_t));
+        l->row_ins = v;
+        l->nrows = n;
+    }
+    if (l->row_ins[row] == 0)
+        l->row_ins[row] = i + 1;
+    return 0;
+}
+
+/*
+ * The procedures that borrow a slot in a neighbour's code (qpt_live_borrow.c), each
+ * added with its lender: the lender first (its own point, or a copy with no snippet of
+ * ours when it has none), keeping the slot, then the borrower's points, the first of
+ * which takes it. PAIR: per procedure, 1 for those of a pair (build left them out).
+ */
+static int
+add_pairs(qpt_space_t *s, live_t *l, const size_t *order, uint8_t *done, size_t *ix,
+          size_t *jx, uint8_t *pair)
+{
+    for (size_t i = 0; i < s->nins; i++) {
+        const qpt_ins_t *b = &s->ins[i];
+        if (b->removed || b->lender == 0 || pair[b->pt.proc] != 1)
+            continue;
+        uint32_t p = b->pt.proc, n = b->lender - 1;
+        pair[p] = 2;
+        QP_CHECK(dyn_session_want_slot(l->sess, b->slot_for));
+        size_t own = 0;
+        int rc = 0;
+        for (size_t o = 0; rc == 0 && o < s->nins; o++)
+            if (s->ins[order[o]].pt.proc == n && !s->ins[order[o]].removed) {
+                own = 1;
+                if (!done[order[o]])
+                    rc = add_group(s, l, order, o, done, ix, jx);
+            }
+        if (rc == 0 && !own) {
+            const char *why = NULL;
+            uint32_t row;
+            rc = dyn_session_add_lender(l->sess, n, qpt_proc_name(s, n), &row, &why);
+            if (rc == 0)
+                rc = note_row(l, row, i);
+            else
+                qpt_fail(s, rc, "%s: its neighbour %s cannot lend it a slot: %s (nothing "
+                         "changed)", qpt_proc_name(s, p), qpt_proc_name(s, n),
+                         why ? why : qp_strerror(rc));
+        }
+        if (rc == 0 && dyn_session_slot_kept(l->sess) != 1)
+            rc = qpt_fail(s, QP_EUNSUPP, "%s: its neighbour %s kept no slot for its jump "
+                          "(nothing changed)", qpt_proc_name(s, p), qpt_proc_name(s, n));
+        for (size_t o = 0; rc == 0 && o < s->nins; o++)
+            if (s->ins[order[o]].pt.proc == p && !s->ins[order[o]].removed
+                && !done[order[o]])
+                rc = add_group(s, l, order, o, done, ix, jx);
+        dyn_session_want_slot(l->sess, 0);
+        if (rc < 0) {
+            if (rc == QP_EUNSUPP && s->refused == 0)
+                s->refused = (qpt_handle_t)(i + 1);
+            return rc;
+        }
+    }
+    return 0;
+}
+
 /* A session with the current insertions (not installed yet); *L on success. */
 static int
 build(qpt_space_t *s, live_t **out)
@@ -939,7 +1095,8 @@ build(qpt_space_t *s, live_t **out)
     size_t *ix = malloc((s->nins + 1) * sizeof(size_t));
     size_t *jx = malloc((s->nins + 1) * sizeof(size_t));
     uint8_t *done = calloc(s->nins + 1, 1);
-    int rc = l && ix && jx && done ? 0 : QP_ENOMEM;
+    uint8_t *pair = calloc(s->prog->nprocs + 1, 1);
+    int rc = l && ix && jx && done && pair ? 0 : QP_ENOMEM;
     if (rc == 0) {
         l->joined = calloc(2 * s->nins + 1, sizeof(arch_snip_t *));
         l->exits = calloc(s->nins + 1, sizeof(uint64_t *));
@@ -962,6 +1119,12 @@ build(qpt_space_t *s, live_t **out)
                 o->reloc = 1;
         }
     }
+    /* A borrower and its lender go in together, after the others (add_pairs). */
+    for (size_t i = 0; rc == 0 && i < s->nins; i++)
+        if (!s->ins[i].removed && s->ins[i].lender != 0) {
+            pair[s->ins[i].pt.proc] = 1;
+            pair[s->ins[i].lender - 1] = 3;
+        }
     if (rc == 0)
         rc = dyn_session_create(s->proc, s->prog, s->bias, &l->sess);
     /* The insertions by dyn point, in the order they were made at each. */
@@ -974,87 +1137,17 @@ build(qpt_space_t *s, live_t **out)
         qsort_r(order, s->nins, sizeof(size_t), ins_cmp, s);
     for (size_t o = 0; rc == 0 && o < s->nins; o++) {
         size_t i = order[o];
-        const qpt_ins_t *a = &s->ins[i];
-        if (a->removed || done[i])
+        if (s->ins[i].removed || done[i] || pair[s->ins[i].pt.proc] != 0)
             continue;
-        /* Every insertion at the same dyn point: before (ix) and after a call (jx). */
-        size_t ni = 0, nj = 0;
-        int group = key_group(a);
-        uint64_t where = key_where(s, a);
-        uint32_t mask = 0;
-        for (size_t q = o; q < s->nins; q++) {
-            size_t k = order[q];
-            const qpt_ins_t *b = &s->ins[k];
-            if (key_where(s, b) != where || key_group(b) != group)
-                break;
-            if (b->removed || done[k])
-                continue;
-            done[k] = 1;
-            mask |= 1u << b->pt.kind | (b->whole ? 1u << QPT_EXIT : 0);
-            if (b->pt.kind == QPT_AFTER_CALL || (b->whole && b->pt.kind == QPT_EXIT))
-                jx[nj++] = k;
-            else
-                ix[ni++] = k;
-            l->in[k] = 1;
-        }
-        int kind = group == 0 ? group_kind(mask) : group == 3 ? DYN_PT_PROC : dyn_kind(a->pt.kind);
-        dyn_snippet_t before = { 0 }, after = { 0 };
-        size_t nn;
-        uint32_t root;
-        uint64_t *exits = NULL;
-        size_t nexits = 0;
-        if (group == 3 && (rc = reloc_exits(s, ix, &ni, jx, &nj, &exits, &nexits)) < 0)
-            break;
-        if (exits != NULL)
-            l->exits[l->nexits++] = exits;
-        if (ni > 0) {
-            arch_snip_t *v = join(s, ix, ni, &nn, &root);
-            if (v == NULL) {
-                rc = QP_ENOMEM;
-                break;
-            }
-            l->joined[l->njoined++] = v;
-            before = (dyn_snippet_t) { v, nn, root };
-        }
-        if (nj > 0) {
-            arch_snip_t *v = join(s, jx, nj, &nn, &root);
-            if (v == NULL) {
-                rc = QP_ENOMEM;
-                break;
-            }
-            l->joined[l->njoined++] = v;
-            after = (dyn_snippet_t) { v, nn, root };
-        }
-        const char *why = NULL;
-        uint32_t row;
-        rc = dyn_session_add_point(l->sess, kind, a->pt.proc, where - s->bias,
-                                   ni ? &before : NULL, nj ? &after : NULL,
-                                   qpt_proc_name(s, a->pt.proc), &row, &why);
-        if (rc == 0 && exits != NULL)
-            rc = dyn_session_set_exits(l->sess, row, exits, nexits);
-        if (rc == 0 && row >= l->nrows) {
-            /* (which insertion a refusal at install names: qpt_commit_refused) */
-            size_t n = 2 * (size_t)row + 16, *v = realloc(l->row_ins, n * sizeof(size_t));
-            if (v == NULL)
-                rc = QP_ENOMEM;
-            else {
-                memset(v + l->nrows, 0, (n - l->nrows) * sizeof(size_t));
-                l->row_ins = v;
-                l->nrows = n;
-            }
-        }
-        if (rc == 0 && l->row_ins[row] == 0)
-            l->row_ins[row] = i + 1;
-        if (rc < 0) {
-            s->refused = rc == QP_EUNSUPP ? (qpt_handle_t)(i + 1) : 0;
-            qpt_fail(s, rc, "%s at 0x%llx: %s (nothing changed)", qpt_proc_name(s, a->pt.proc),
-                     (unsigned long long)a->where, why ? why : qp_strerror(rc));
-        }
+        rc = add_group(s, l, order, o, done, ix, jx);
     }
+    if (rc == 0)
+        rc = add_pairs(s, l, order, done, ix, jx, pair);
     free(order);
     free(ix);
     free(jx);
     free(done);
+    free(pair);
     if (rc < 0) {
         live_free(l);
         return rc;
@@ -1306,6 +1399,8 @@ forget_insertions(qpt_space_t *s, int gone_all)
     s->sess = NULL;
     dyn_session_destroy(s->check);
     s->check = NULL;
+    free(s->lent);
+    s->lent = NULL;
     for (size_t i = 0; i < s->nins; i++) {
         s->ins[i].removed = 1;
     }

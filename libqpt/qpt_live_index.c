@@ -7,13 +7,16 @@
  * while the process is stopped) looks at the few that can matter instead of all of them:
  * --all on python3.11 inserts about 10,000 points, and two linear scans per insertion
  * made the stop quadratic. The index holds handles only and is brought up to date
- * lazily (handles [0, nins) never change their procedure or patch range); whether an
- * insertion is removed or relocated is read from S->ins when it is looked at.
+ * lazily (handles [0, nins) never change their procedure; a patch range that changes,
+ * when a procedure lends a slot and goes into a copy, is added by qpt_live_index_moved);
+ * whether an insertion is removed or relocated, and its range, are read from S->ins
+ * when it is looked at.
  */
 #include "config.h"
 
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "libqpt/qpt_priv.h"
 
@@ -111,6 +114,29 @@ add(qpt_live_index_t *ix, uint64_t key, size_t h)
     return 0;
 }
 
+/* Handle H into the list of KEY in its place (ascending), unless it is there. */
+static int
+add_sorted(qpt_live_index_t *ix, uint64_t key, size_t h)
+{
+    QP_CHECK(add(ix, key, h)); /* appended: moved to its place */
+    list_t *l = &ix->lists[ix->at[slot_of(ix, key)]];
+    size_t lo = 0, hi = l->n - 1;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (l->v[mid] < h)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (lo < l->n - 1 && l->v[lo] == h) {
+        l->n--; /* there already */
+        return 0;
+    }
+    memmove(l->v + lo + 1, l->v + lo, (l->n - 1 - lo) * sizeof(size_t));
+    l->v[lo] = h;
+    return 0;
+}
+
 static const size_t *
 get(const qpt_live_index_t *ix, uint64_t key, size_t *n)
 {
@@ -152,6 +178,23 @@ qpt_live_index_sync(qpt_space_t *s)
             for (uint64_t p = lo; p <= hi; p++)
                 QP_CHECK(add(ix, KEY_PAGE(p << PAGE_SHIFT), ix->done));
     }
+    return 0;
+}
+
+int
+qpt_live_index_moved(qpt_space_t *s, size_t h)
+{
+    qpt_live_index_t *ix = s->index;
+    if (ix == NULL || h >= ix->done)
+        return 0; /* indexed with its range of then by the next sync */
+    /* Its old pages keep it too: the overlap test reads its range of now. */
+    const qpt_ins_t *in = &s->ins[h];
+    uint64_t lo = in->patch_lo >> PAGE_SHIFT;
+    uint64_t hi = last_byte(in->patch_lo, in->patch_hi) >> PAGE_SHIFT;
+    if (hi - lo >= WIDE_PAGES)
+        return add_sorted(ix, KEY_WIDE, h);
+    for (uint64_t p = lo; p <= hi; p++)
+        QP_CHECK(add_sorted(ix, KEY_PAGE(p << PAGE_SHIFT), h));
     return 0;
 }
 

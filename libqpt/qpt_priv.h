@@ -45,6 +45,11 @@ typedef struct qpt_ins {
     uint8_t reloc;        /* live: its procedure relocated whole (DYN_PT_PROC): a QPT_ENTRY
                            * or QPT_EXIT whose point does not fit in place, or another of
                            * the same procedure (one copy holds them all) */
+    uint32_t lender;      /* live: its point's short jump goes to a slot in the original
+                           * code of procedure lender - 1, relocated whole for it
+                           * (qpt_live_borrow.c); 0: none */
+    uint64_t slot_for;    /* ... the link address of that short jump (its entry's, or a
+                           * return site's in its procedure's copy) */
 } qpt_ins_t;
 
 /*****************************************************************************
@@ -143,6 +148,10 @@ struct qpt_space {
     struct qpt_live_set *sess; /* the committed set of snippets, or NULL */
     struct dyn_session *check; /* a session never installed, to check points */
     struct qpt_live_index *index; /* the insertions by procedure and page (qpt_live_index.c) */
+    uint8_t *lent;           /* live: per procedure of the check session's, 1 once a
+                              * point borrowed a slot of its code (qpt_live_borrow.c: a
+                              * superset, so that most procedures are known to lend none
+                              * without a look at every insertion); freed with check */
     int inactive;            /* qpt_set_active(s, 0) took the snippets out */
     int relocate;            /* qpt_set_relocate(s, 1): points that do not fit in place
                               * go into a copy of their procedure */
@@ -227,6 +236,8 @@ typedef struct qpt_live_index qpt_live_index_t;
 int qpt_live_index_sync(qpt_space_t *s);
 /* Frees S->index (NULL after). */
 void qpt_live_index_free(qpt_space_t *s);
+/* Insertion H's patch range changed (a lender's points into its copy): found by it too. */
+int qpt_live_index_moved(qpt_space_t *s, size_t h);
 /* The handles of procedure PROC's insertions, ascending (*N of them; NULL when none),
  * valid until the next sync. */
 const size_t *qpt_live_index_proc(const qpt_space_t *s, uint32_t proc, size_t *n /*OUT*/);
@@ -235,6 +246,14 @@ const size_t *qpt_live_index_proc(const qpt_space_t *s, uint32_t proc, size_t *n
 size_t qpt_live_index_overlap(const qpt_space_t *s, uint64_t lo, uint64_t hi,
                               int (*fn)(const qpt_space_t *s, size_t h, void *arg),
                               void *arg);
+/* Neighbour slots (qpt_live_borrow.c): a point too short for a jump, with no padding in
+ * reach, through a slot in a neighbour relocated whole. qpt_live_borrow: 0 with INS's
+ * lender and point set, else < 0 (INS as it was). qpt_live_lender: 1 + the insertion
+ * whose point borrows from PROC, or 0. qpt_live_lender_point: INS, of PROC that lends,
+ * into its copy (0), or QP_EUNSUPP with *WHY. */
+int qpt_live_borrow(qpt_space_t *s, qpt_ins_t *ins);
+size_t qpt_live_lender(const qpt_space_t *s, uint32_t proc);
+int qpt_live_lender_point(qpt_space_t *s, qpt_ins_t *ins, const char **why);
 int qpt_live_stacks(qpt_space_t *s, qpt_stack_fn fn, void *arg);
 int qpt_live_thread_block(qpt_space_t *s, uint64_t var, size_t bytes, uint64_t tp,
                           uint64_t *addr);

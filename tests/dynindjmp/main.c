@@ -28,8 +28,10 @@
  * branch goes to the entry's copy, after its counter: a loop, not a call).
  * `prog N MS` runs N rounds of disp(i % 5, MS), each followed by a sleep of 3 x MS outside
  * it (a timer left running would count those), and nb_prev 3 times, nb_tiny 2 times and
- * nb_next, nb_r (nb_prev 2 more times) and nb_last once, and loopy(3, i) once; checks
- * every result and prints "ok n=N".
+ * nb_next, nb_r (nb_prev 2 more times) and nb_last once, loopy(3, i) once, one_ret 3
+ * times (a lone ret between one_prev and one_next, which starts with a REX prefix) and
+ * one_prev and one_next once, pe_fn(i, 2) once (a return site on a page's last byte);
+ * checks every result and prints "ok n=N".
  * `prog wait FILE` does rounds (MS 1) until FILE exists, then prints "ok same" when
  * every round was right.
  */
@@ -126,6 +128,107 @@ __asm__(".text\n"
         ".rept 40\nlea 1(%rax),%rax\n.endr\n"
         "ret\n"
         ".size nb_last,.-nb_last\n"
+        /* A 1-byte procedure (a lone ret) between two others, the next starting with a
+         * REX prefix (mov %rdi,%rax): counted through a punned jump. */
+        ".globl one_prev\n.type one_prev,@function\n"
+        "one_prev:\n"
+        "mov %rdi,%rax\n"
+        "lea 1(%rax),%rax\n"
+        "lea 1(%rax),%rax\n"
+        "lea 1(%rax),%rax\n"
+        "lea 1(%rax),%rax\n"
+        "ret\n"
+        ".size one_prev,.-one_prev\n"
+        ".globl one_ret\n.type one_ret,@function\n"
+        "one_ret:\n"
+        "ret\n"
+        ".size one_ret,.-one_ret\n"
+        ".globl one_next\n.type one_next,@function\n"
+        "one_next:\n"
+        "mov %rdi,%rax\n"
+        "lea 1(%rax),%rax\n"
+        "lea 1(%rax),%rax\n"
+        "lea 1(%rax),%rax\n"
+        "lea 1(%rax),%rax\n"
+        "lea 1(%rax),%rax\n"
+        "lea 1(%rax),%rax\n"
+        "lea 1(%rax),%rax\n"
+        "lea 1(%rax),%rax\n"
+        "lea 1(%rax),%rax\n"
+        "lea 1(%rax),%rax\n"
+        "lea 1(%rax),%rax\n"
+        "lea 1(%rax),%rax\n"
+        "lea 1(%rax),%rax\n"
+        "lea 1(%rax),%rax\n"
+        "lea 1(%rax),%rax\n"
+        "lea 1(%rax),%rax\n"
+        "lea 1(%rax),%rax\n"
+        "lea 1(%rax),%rax\n"
+        "lea 1(%rax),%rax\n"
+        "lea 1(%rax),%rax\n"
+        "lea 1(%rax),%rax\n"
+        "lea 1(%rax),%rax\n"
+        "lea 1(%rax),%rax\n"
+        "lea 1(%rax),%rax\n"
+        "lea 1(%rax),%rax\n"
+        "ret\n"
+        ".size one_next,.-one_next\n"
+        /* pe_fn(x, k): k + 1 rounds of x += 33, looping back to its entry (so relocated
+         * whole), each calling pe_callee (a lone ret), whose return site is the last byte
+         * of a page (its jump taken as a pun: the byte after it, 0x48, the displacement). */
+        ".p2align 12\n"
+        ".skip 4096 - 64, 0xcc\n"
+        ".globl pe_fn\n.type pe_fn,@function\n"
+        "pe_fn:\n"
+        "mov %rdi,%rax\n"
+        "lea 1(%rax),%rax\n"
+        "lea 1(%rax),%rax\n"
+        "lea 1(%rax),%rax\n"
+        "lea 1(%rax),%rax\n"
+        "lea 1(%rax),%rax\n"
+        "lea 1(%rax),%rax\n"
+        "lea 1(%rax),%rax\n"
+        "lea 1(%rax),%rax\n"
+        "lea 1(%rax),%rax\n"
+        "lea 1(%rax),%rax\n"
+        "lea 1(%rax),%rax\n"
+        "lea 1(%rax),%rax\n"
+        "lea 1(%rax),%rax\n"
+        "nop\nnop\n"
+        "push %rbx\n"
+        "call pe_callee\n"
+        "pop %rbx\n"
+        "lea 1(%rax),%rax\n"
+        "lea 1(%rax),%rax\n"
+        "lea 1(%rax),%rax\n"
+        "lea 1(%rax),%rax\n"
+        "lea 1(%rax),%rax\n"
+        "lea 1(%rax),%rax\n"
+        "lea 1(%rax),%rax\n"
+        "lea 1(%rax),%rax\n"
+        "lea 1(%rax),%rax\n"
+        "lea 1(%rax),%rax\n"
+        "lea 1(%rax),%rax\n"
+        "lea 1(%rax),%rax\n"
+        "lea 1(%rax),%rax\n"
+        "lea 1(%rax),%rax\n"
+        "lea 1(%rax),%rax\n"
+        "lea 1(%rax),%rax\n"
+        "lea 1(%rax),%rax\n"
+        "lea 1(%rax),%rax\n"
+        "lea 1(%rax),%rax\n"
+        "lea 1(%rax),%rax\n"
+        "dec %rsi\n"
+        "js 1f\n"
+        "mov %rax,%rdi\n"
+        "jmp pe_fn\n"
+        "1: ret\n"
+        ".size pe_fn,.-pe_fn\n"
+        ".p2align 4\n"
+        ".globl pe_callee\n.type pe_callee,@function\n"
+        "pe_callee:\n"
+        "ret\n"
+        ".size pe_callee,.-pe_callee\n"
         ".balign 16, 0x90\n"
         ".globl loopy\n.type loopy,@function\n"
         "loopy:\n"
@@ -143,6 +246,10 @@ long nb_tiny(void);
 long nb_next(long x);
 long nb_r(long x);
 long nb_last(long x);
+long one_prev(long x);
+void one_ret(void);
+long one_next(long x);
+long pe_fn(long x, long k);
 
 static const long truth[5] = { 10, 11, 10, 13, -1 };
 
@@ -160,6 +267,11 @@ rounds(long n, long ms)
         bad |= nb_next(i) != i + 40;
         bad |= nb_r(i) != i + 40 || nb_last(i) != i + 40;
         bad |= loopy(3, i) != i + 6;
+        one_ret();
+        one_ret();
+        one_ret();
+        bad |= one_prev(i) != i + 4 || one_next(i) != i + 25;
+        bad |= pe_fn(i, 2) != i + 99;
     }
     return bad;
 }
