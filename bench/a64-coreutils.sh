@@ -9,7 +9,7 @@
 #   bench/a64-coreutils.sh DIR QPT_REWRITE [VARIANT...]
 #
 # VARIANTs are run in order, default "original none qp"; "original" is always run first
-# (its results are kept and reused: delete DIR/results-original.txt to redo it).
+# (its results are kept and reused: delete DIR/.stamp-original-all to redo it).
 #
 # 1. fetch   through a private apt state in DIR/apt (the machine's dpkg architectures
 #            and lists are not touched): bookworm's coreutils source package, and the
@@ -268,10 +268,13 @@ totals() {
 
 cd "$SRC" || exit 2
 make_set original || die "cannot make the original set"
-if [ -s "$DIR/results-original.txt" ] && [ -z "${A64_TESTS:-}" ]; then
+# A whole original run is kept (.stamp-original-all) and reused; a run of A64_TESTS is not.
+if [ -e "$DIR/.stamp-original-all" ] && [ -z "${A64_TESTS:-}" ]; then
     say "reusing $DIR/results-original.txt"
 else
+    rm -f "$DIR/.stamp-original-all"
     run_check original
+    [ -z "${A64_TESTS:-}" ] && touch "$DIR/.stamp-original-all"
 fi
 report=()
 confirmed=0
