@@ -37,7 +37,8 @@
 # default 1800, 0 = none); CHECK_TIMEOUT (seconds per `make check`, default 21600);
 # TEST_USER (when root, the build and tests run as this user, default nobody, as in
 # bench/coreutils-check.sh); A64_TESTS (a list of tests to run instead of all of them,
-# e.g. "tests/misc/cat-proc.sh tests/ls/abmon-align.sh").
+# e.g. "tests/misc/cat-proc.sh tests/ls/abmon-align.sh"); A64_PARALLEL=1 (the rewritten
+# sets' runs at the same time, each in an overlay of the tree: needs root).
 #
 # Exit status: 0 no confirmed regression, 1 confirmed regressions, 2 setup failure,
 # 77 skipped (no qemu-aarch64 or aarch64 gcc, no network).
@@ -110,7 +111,7 @@ if [ "$(id -u)" = 0 ] && [ "${TEST_USER:-nobody}" != root ]; then
         setpriv --reuid="$uid" --regid="$gid" --clear-groups test -x "$d" 2>/dev/null && p=$p${p:+:}$d
     done
     RUNAS=(setpriv --reuid="$uid" --regid="$gid" --clear-groups env PATH="$p")
-    chown -R "$uid:$gid" "$DIR"
+    [ -z "${A64_INNER:-}" ] && chown -R "$uid:$gid" "$DIR"
 fi
 mkdir -p "$DIR/home"
 [ ${#RUNAS[@]} -gt 0 ] && chown "$uid:$gid" "$DIR/home"
@@ -142,7 +143,6 @@ done < <(find "$SRC/src" -maxdepth 1 -type f -perm -u+x -print0 | sort -z)
 [ ${#progs[@]} -gt 0 ] || die "no programs in $SRC/src"
 
 WRAP=$DIR/a64-wrap
-gcc -O2 -static -o "$WRAP" "$HERE/a64-wrap.c" || die "cannot build $HERE/a64-wrap.c"
 
 # make_set VARIANT: DIR/a64/VARIANT/NAME for every program, each with its ld.so link
 # and libstdbuf.so beside (stdbuf looks for it beside /proc/self/exe first).
@@ -180,16 +180,19 @@ make_keeps() { # `make all` must leave every stand-in as it is
     for n in "${progs[@]}"; do cmp -s "$SRC/src/$n" "$WRAP" || bad+=("$n"); done
     [ ${#bad[@]} -eq 0 ] || { echo "make all rebuilt: ${bad[*]}"; return 1; }
 }
-rm -rf "$DIR/native-bin" && mkdir -p "$DIR/native-bin"
-trap 'restore; exit 130' INT TERM HUP
-trap 'restore' EXIT
-for n in "${progs[@]}"; do
-    cp -p "$SRC/src/$n" "$DIR/native-bin/$n"
-    cp "$WRAP" "$SRC/src/$n" && touch -r "$DIR/native-bin/$n" "$SRC/src/$n"
-    [ ${#RUNAS[@]} -gt 0 ] && chown "$uid:$gid" "$SRC/src/$n"
-done
-ln -sfn "$DIR/sys" "$SRC/src/.a64-sys"
-make_keeps || die "the stand-ins do not survive make"
+if [ -z "${A64_INNER:-}" ]; then
+    gcc -O2 -static -o "$WRAP" "$HERE/a64-wrap.c" || die "cannot build $HERE/a64-wrap.c"
+    rm -rf "$DIR/native-bin" && mkdir -p "$DIR/native-bin"
+    trap 'restore; exit 130' INT TERM HUP
+    trap 'restore' EXIT
+    for n in "${progs[@]}"; do
+        cp -p "$SRC/src/$n" "$DIR/native-bin/$n"
+        cp "$WRAP" "$SRC/src/$n" && touch -r "$DIR/native-bin/$n" "$SRC/src/$n"
+        [ ${#RUNAS[@]} -gt 0 ] && chown "$uid:$gid" "$SRC/src/$n"
+    done
+    ln -sfn "$DIR/sys" "$SRC/src/.a64-sys"
+    make_keeps || die "the stand-ins do not survive make"
+fi
 
 # ---- 4. check -----------------------------------------------------------------------
 tmo=()
@@ -266,10 +269,30 @@ totals() {
               n, c["PASS"], c["FAIL"], c["SKIP"], c["XFAIL"], c["ERROR"], c["NONE"] }' "$1"
 }
 
+# A64_PARALLEL=1: each rewritten set's `make check` runs at the same time as the
+# others, in a private mount namespace where an overlay over the tree (upper layer in
+# DIR/ovl-VARIANT) keeps its logs apart; the same paths, so the tests and the stand-ins
+# see nothing else. This script runs itself there with A64_INNER=VARIANT.
+if [ -n "${A64_INNER:-}" ]; then
+    o=$DIR/ovl-$A64_INNER
+    rm -rf "$o" && mkdir -p "$o/upper" "$o/work" || exit 2
+    chown --reference="$SRC" "$o/upper" && chmod --reference="$SRC" "$o/upper" || exit 2
+    mount -t overlay "a64-$A64_INNER" -o "lowerdir=$SRC,upperdir=$o/upper,workdir=$o/work" \
+        "$SRC" || die "cannot mount an overlay on $SRC (A64_PARALLEL=0 runs one at a time)"
+    cd "$SRC" && run_check "$A64_INNER"
+    exit 0
+fi
 cd "$SRC" || exit 2
 make_set original || die "cannot make the original set"
-# A whole original run is kept (.stamp-original-all) and reused; a run of A64_TESTS is not.
-if [ -e "$DIR/.stamp-original-all" ] && [ -z "${A64_TESTS:-}" ]; then
+# The original run is reused when it had every test (.stamp-original-all), or every
+# test of A64_TESTS.
+have_original() {
+    [ -s "$DIR/results-original.txt" ] || return 1
+    [ -z "${A64_TESTS:-}" ] && { [ -e "$DIR/.stamp-original-all" ]; return; }
+    local t
+    for t in $A64_TESTS; do grep -q "^$t " "$DIR/results-original.txt" || return 1; done
+}
+if have_original; then
     say "reusing $DIR/results-original.txt"
 else
     rm -f "$DIR/.stamp-original-all"
@@ -283,7 +306,19 @@ for v in "${VARIANTS[@]}"; do
     t0=$(date +%s)
     make_set "$v" || die "cannot make the $v set"
     say "rewrote ${#progs[@]} programs with --driver=$v in $(($(date +%s) - t0)) s"
-    run_check "$v"
+    [ "${A64_PARALLEL:-0}" = 1 ] || run_check "$v"
+done
+if [ "${A64_PARALLEL:-0}" = 1 ]; then
+    for v in "${VARIANTS[@]}"; do
+        [ "$v" = original ] && continue
+        say "make check ($v programs), in an overlay of the tree"
+        A64_INNER=$v unshare -m bash "$0" "$DIR" "$QPT" >"$DIR/inner-$v.log" 2>&1 &
+    done
+    wait
+fi
+for v in "${VARIANTS[@]}"; do
+    [ "$v" = original ] && continue
+    [ -f "$DIR/results-$v.txt" ] || { report+=("$v: no results (see $DIR/inner-$v.log)"); continue; }
     while read -r t r1 r2; do
         [ "$r1" = "$r2" ] && continue
         if [ "$r1" = PASS ]; then
