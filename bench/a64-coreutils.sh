@@ -166,6 +166,13 @@ make_set() {
     return 0
 }
 
+check_pid= inner_pids=()
+stop_checks() { # the running `make check`s (their own process groups) and inner runs
+    local p
+    [ -n "$check_pid" ] && kill -TERM -- "-$check_pid" 2>/dev/null
+    for p in "${inner_pids[@]}"; do kill -TERM "$p" 2>/dev/null; done
+    [ ${#inner_pids[@]} -gt 0 ] && wait
+}
 restore() {
     local n
     for n in "${progs[@]}"; do
@@ -183,8 +190,8 @@ make_keeps() { # `make all` must leave every stand-in as it is
 if [ -z "${A64_INNER:-}" ]; then
     gcc -O2 -static -o "$WRAP" "$HERE/a64-wrap.c" || die "cannot build $HERE/a64-wrap.c"
     rm -rf "$DIR/native-bin" && mkdir -p "$DIR/native-bin"
-    trap 'restore; exit 130' INT TERM HUP
-    trap 'restore' EXIT
+    trap 'stop_checks; restore; exit 130' INT TERM HUP
+    trap 'stop_checks; restore' EXIT
     for n in "${progs[@]}"; do
         cp -p "$SRC/src/$n" "$DIR/native-bin/$n"
         cp "$WRAP" "$SRC/src/$n" && touch -r "$DIR/native-bin/$n" "$SRC/src/$n"
@@ -244,10 +251,14 @@ run_check() {
     use_set "$v"
     say "make check ($v programs)"
     t0=$(date +%s)
-    (cd "$SRC" && timeout -k 60 "$CHECK_TIMEOUT" "${RUNAS[@]}" env HOME="$DIR/home" \
+    # timeout puts the check in a process group of its own: killed by the traps too.
+    (cd "$SRC" && exec timeout -k 60 "$CHECK_TIMEOUT" "${RUNAS[@]}" env HOME="$DIR/home" \
         make -k -j"$JOBS" check SUBDIRS=. VERBOSE=no "${sel[@]}" "${tmo[@]}" </dev/null) \
-        >"$DIR/check-$v.log" 2>&1
+        >"$DIR/check-$v.log" 2>&1 &
+    check_pid=$!
+    wait $check_pid
     rc=$?
+    check_pid=
     echo "$v $(($(date +%s) - t0))" >>"$DIR/times.txt"
     say "make check ($v) exit $rc, $(($(date +%s) - t0)) s"
     collect "$v"
@@ -279,6 +290,7 @@ if [ -n "${A64_INNER:-}" ]; then
     chown --reference="$SRC" "$o/upper" && chmod --reference="$SRC" "$o/upper" || exit 2
     mount -t overlay "a64-$A64_INNER" -o "lowerdir=$SRC,upperdir=$o/upper,workdir=$o/work" \
         "$SRC" || die "cannot mount an overlay on $SRC (A64_PARALLEL=0 runs one at a time)"
+    trap 'stop_checks; exit 130' INT TERM HUP
     cd "$SRC" && run_check "$A64_INNER"
     exit 0
 fi
@@ -313,8 +325,10 @@ if [ "${A64_PARALLEL:-0}" = 1 ]; then
         [ "$v" = original ] && continue
         say "make check ($v programs), in an overlay of the tree"
         A64_INNER=$v unshare -m bash "$0" "$DIR" "$QPT" >"$DIR/inner-$v.log" 2>&1 &
+        inner_pids+=($!)
     done
     wait
+    inner_pids=()
 fi
 for v in "${VARIANTS[@]}"; do
     [ "$v" = original ] && continue
