@@ -38,7 +38,9 @@
 # TEST_USER (when root, the build and tests run as this user, default nobody, as in
 # bench/coreutils-check.sh); A64_TESTS (a list of tests to run instead of all of them,
 # e.g. "tests/misc/cat-proc.sh tests/ls/abmon-align.sh"); A64_PARALLEL=1 (the rewritten
-# sets' runs at the same time, each in an overlay of the tree: needs root).
+# sets' runs at the same time, each in an overlay of the tree: needs root; tail takes
+# overlayfs for a remote file system and polls, so tail-2/inotify-dir-recreate and
+# inotify-rotate-resources fail there, and pass when run again alone in the tree).
 #
 # Exit status: 0 no confirmed regression, 1 confirmed regressions, 2 setup failure,
 # 77 skipped (no qemu-aarch64 or aarch64 gcc, no network).
