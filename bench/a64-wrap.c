@@ -46,8 +46,8 @@ main(int argc, char **argv)
     snprintf(prog, sizeof(prog), "%s/.a64/%s", self, name);
     snprintf(ld, sizeof(ld), "%s/.a64/.ld/%s", self, name);
     snprintf(sys, sizeof(sys), "%s/.a64-sys", self);
-    snprintf(libs, sizeof(libs), "%s/lib/aarch64-linux-gnu:%s/usr/lib/aarch64-linux-gnu", sys,
-        sys);
+    snprintf(libs, sizeof(libs), "%s/lib/aarch64-linux-gnu:%s/usr/lib/aarch64-linux-gnu",
+        sys, sys);
 
     const char *qargv[argc + 16];
     int q = 0;
