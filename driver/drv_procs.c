@@ -280,6 +280,17 @@ drv_choose_inc(const cfg_prog_t *prog, drv_result_t *res, int force, drv_inc_t *
     const char *threads = drv_threads_reason(prog, tbuf, sizeof(tbuf), &unhooked);
     memset(out, 0, sizeof(*out));
     res->threads = threads != NULL;
+    if ((prog->img->flags & CFG_IMG_SHLIB) && force < 0 && !switchable(prog)) {
+        /* A library cannot know whether the process starts threads, and this ISA has
+         * no increments to make atomic later (AArch64): atomic from the start. */
+        res->threads = 1;
+        out->mode = ARCH_INC_ATOMIC;
+        snprintf(out->buf, sizeof(out->buf), "atomic from the start (a shared library, "
+            "and %s has no switchable increments)", cfg_image_isa(prog->img)->name);
+        out->why = out->buf;
+        res->atomic = 1;
+        return;
+    }
     if ((prog->img->flags & CFG_IMG_SHLIB) && force < 0) {
         /* A library sees none of the calls of the program that loads it: its threads
          * and forks are seen by the process's libc, when that is rewritten too (the

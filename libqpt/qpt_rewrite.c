@@ -561,13 +561,14 @@ qpt_rw_rewrite(qpt_rewrite_t *r, const cfg_prog_t *prog, const char *input, cons
  */
 
 /*
- * Why R cannot rewrite IMG, a program of ISA (NULL: it can). x86-64 has every driver;
- * AArch64 (issue 34) the null rewrite and the counting drivers (qp, naive) of
- * programs so far: tracing, indirect calls' targets and the snippets of metrics are
- * x86-64 code, and a library's increments would have to be switchable.
+ * Why R cannot rewrite a program of ISA (NULL: it can). x86-64 has every driver;
+ * AArch64 (issue 34) the null rewrite and the counting drivers (qp, naive), of
+ * programs and libraries (whose increments are then atomic from the start: AArch64 has
+ * no switchable ones): tracing, indirect calls' targets and the snippets of metrics are
+ * x86-64 code.
  */
 static const char *
-rewrite_isa_refusal(const qpt_rewrite_t *r, const cfg_image_t *img, const arch_isa_t *isa)
+rewrite_isa_refusal(const qpt_rewrite_t *r, const arch_isa_t *isa)
 {
     if (isa->elf_machine == ARCH_EM_X86_64)
         return NULL;
@@ -579,8 +580,6 @@ rewrite_isa_refusal(const qpt_rewrite_t *r, const cfg_image_t *img, const arch_i
         return "tracing is x86-64 only so far (--driver=none, qp or naive)";
     if (r->call_targets)
         return "indirect calls' targets are recorded on x86-64 only so far";
-    if (img->flags & CFG_IMG_SHLIB)
-        return "shared libraries are rewritten with --driver=none only so far";
     return NULL;
 }
 
@@ -597,7 +596,7 @@ open_input(qpt_rewrite_t *r, const char *input, int rewrite, cfg_image_t **img,
     int rc = cfg_image_open_bfd_analysis(input, img, why, sizeof(why));
     if (rc == 0 && rewrite) {
         const arch_isa_t *isa = cfg_image_isa(*img);
-        const char *no = rewrite_isa_refusal(r, *img, isa);
+        const char *no = rewrite_isa_refusal(r, isa);
         if (no != NULL) {
             cfg_image_destroy(*img);
             *img = NULL;
