@@ -53,6 +53,8 @@ typedef struct ctx {
     size_t nchk, capchk;
     size_t tail_unfollowed;
     const qm_set_t *set;  /* the set placed (its front end's hooks) */
+    qm_memo_t *memo;      /* the procedures matched by name, kept (or NULL) */
+    uint32_t *last_named; /* ... without one: the last names_procs array */
 } ctx_t;
 
 /*****************************************************************************
@@ -168,6 +170,83 @@ refusal(ctx_t *c, const qm_metric_t *m, const char *what, const char *proc, cons
         notef(c, "%s: %s %s: %s", m->name, proc, what, why);
 }
 
+/*
+ * The procedures whose name matches PATTERN (by its own name, or an alias at its entry:
+ * malloc for __libc_malloc), in order, into *N: a scan of every procedure's names. While
+ * a live placement lasts (qm_memo_begin), each scan is kept for the next look at the
+ * same pattern in the same space: the placement looks twice (the cost counters' procedures,
+ * then the metric's), and the search's first look is made before the process stops. The
+ * array belongs to the memo, or to C (freed at the next call without one).
+ */
+struct qm_memo {
+    struct memo_entry {
+        const qpt_space_t *s;
+        char *pattern;
+        int lenient;
+        uint32_t *v;
+        size_t n;
+    } *v;
+    size_t n;
+};
+
+static const uint32_t *
+named_procs(ctx_t *c, const char *pattern, size_t *n)
+{
+    int lenient = c->set != NULL && c->set->hooks.lenient;
+    qm_memo_t *memo = c->memo;
+    for (size_t k = 0; memo != NULL && k < memo->n; k++)
+        if (memo->v[k].s == c->s && memo->v[k].lenient == lenient
+            && strcmp(memo->v[k].pattern, pattern) == 0) {
+            *n = memo->v[k].n;
+            return memo->v[k].v;
+        }
+    uint32_t np = qpt_nprocs(c->s);
+    uint32_t *v = malloc((np + 1) * sizeof(uint32_t));
+    if (v == NULL)
+        return NULL;
+    *n = 0;
+    for (uint32_t i = 0; i < np; i++) {
+        const char *name = qpt_proc_match_name(c->s, i, pattern);
+        if (qpt_proc_name(c->s, i) == NULL || name == NULL)
+            continue;
+        /* A lenient set's (dyn --count's) PLT stub is matched by its own name, never by
+         * the symbol of the function it calls (malloc@plt is not `malloc`). */
+        size_t len = strlen(qpt_proc_name(c->s, i));
+        if (lenient && name != qpt_proc_name(c->s, i) && len > 4
+            && strcmp(qpt_proc_name(c->s, i) + len - 4, "@plt") == 0)
+            continue;
+        v[(*n)++] = i;
+    }
+    struct memo_entry *e = memo != NULL ? realloc(memo->v, (memo->n + 1) * sizeof(*e)) : NULL;
+    char *copy = e != NULL ? strdup(pattern) : NULL;
+    if (e != NULL)
+        memo->v = e;
+    if (copy == NULL) {
+        free(c->last_named);
+        return c->last_named = v;
+    }
+    memo->v[memo->n++] = (struct memo_entry) { c->s, copy, lenient, v, *n };
+    return v;
+}
+
+qm_memo_t *
+qm_memo_new(void)
+{
+    return calloc(1, sizeof(qm_memo_t));
+}
+
+void
+qm_memo_free(qm_memo_t *memo)
+{
+    for (size_t k = 0; memo != NULL && k < memo->n; k++) {
+        free(memo->v[k].pattern);
+        free(memo->v[k].v);
+    }
+    if (memo != NULL)
+        free(memo->v);
+    free(memo);
+}
+
 /* How matching() takes procedures that cannot take snippets: told in notes; taken all
  * the same (the callees of a timer per call site, timed at their sites). */
 enum { MATCH_NOTE = 1, MATCH_ANY = 2 };
@@ -219,17 +298,15 @@ matching(ctx_t *c, const qm_metric_t *m, const char *pattern, size_t *n, size_t 
     /* NAME or MODULE:NAME (qpt_proc_match: modules are source files); a library's
      * procedures by their names in its space. */
     pattern = proc_pattern(pattern);
-    for (uint32_t i = 0; i < np; i++) {
-        /* (by its own name, or an alias at its entry: malloc for __libc_malloc) */
+    size_t nnamed;
+    const uint32_t *named = named_procs(c, pattern, &nnamed);
+    if (named == NULL) {
+        free(v);
+        return NULL;
+    }
+    for (size_t k = 0; k < nnamed; k++) {
+        uint32_t i = named[k];
         const char *name = qpt_proc_match_name(c->s, i, pattern);
-        if (qpt_proc_name(c->s, i) == NULL || name == NULL)
-            continue;
-        /* A lenient set's (dyn --count's) PLT stub is matched by its own name, never by
-         * the symbol of the function it calls (malloc@plt is not `malloc`). */
-        size_t len = strlen(qpt_proc_name(c->s, i));
-        if (c->set != NULL && c->set->hooks.lenient && name != qpt_proc_name(c->s, i)
-            && len > 4 && strcmp(qpt_proc_name(c->s, i) + len - 4, "@plt") == 0)
-            continue;
         const char *no = (flags & MATCH_ANY) ? NULL : qpt_proc_refusal(c->s, i);
         qpt_cfg_t cfg;
         /* A lenient set's glob (dyn --all, --count 'lib_*') leaves cold fragments out
@@ -1259,7 +1336,8 @@ qm_insert(qm_set_t *set, qpt_space_t *s, qm_note_fn note, void *arg, char *why, 
     why[0] = '\0';
     if (set == NULL || s == NULL)
         return QPT_EINVAL;
-    ctx_t c = { .s = s, .note = note, .arg = arg, .why = why, .whylen = whylen, .set = set };
+    ctx_t c = { .s = s, .note = note, .arg = arg, .why = why, .whylen = whylen, .set = set,
+                .memo = set->memo };
     int rc = 0;
     /* The metrics parsed since the last call. Everything that can be wrong with their
      * text, before anything is inserted. */
@@ -1324,6 +1402,7 @@ qm_insert(qm_set_t *set, qpt_space_t *s, qm_note_fn note, void *arg, char *why, 
     free(c.done);
     free(c.dspace);
     free(c.chk);
+    free(c.last_named);
     return rc;
 }
 
@@ -1336,12 +1415,13 @@ qm_metric_procs(const qm_set_t *set, size_t i, qpt_space_t *s, uint32_t **procs,
     char lwhy[8];
     if ((s = qm_space(set, i, s, lwhy, sizeof(lwhy))) == NULL)
         return QPT_ENOTFOUND;
-    ctx_t c = { .s = s };
+    ctx_t c = { .s = s, .memo = set->memo };
     size_t np, nq = 0, nref;
     uint32_t *p = matching(&c, m, m->pattern, &np, &nref, 0), *q = NULL;
     if (p != NULL && m->inside != NULL)
         q = matching(&c, m, m->inside, &nq, &nref, 0);
     uint32_t *v = malloc((np + nq + 1) * sizeof(uint32_t));
+    free(c.last_named);
     if (p == NULL || (m->inside != NULL && q == NULL) || v == NULL) {
         free(p);
         free(q);

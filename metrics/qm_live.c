@@ -758,6 +758,17 @@ place(live_t *l, size_t first, int stopped, int predict, double *stop_ms, unsign
         if (lrc < 0)
             return lrc;
     }
+    /* The procedures each metric names, matched before the process stops (a scan of
+     * every procedure's names each: 80 ms of a 200 ms stop for 22 timers in a postgres
+     * backend); the stop then looks them up. */
+    qm_memo_t *memo = qm_memo_new();
+    l->set->memo = memo;
+    for (size_t i = first; memo != NULL && i < n; i++) {
+        uint32_t *procs;
+        size_t np;
+        if (qm_state(l->set, i) == QM_PARSED && qm_metric_procs(l->set, i, s, &procs, &np) == 0)
+            free(procs);
+    }
     double t0 = qm_now(), counters_ms = 0;
     int rc = stopped ? 0 : qpt_stop(s);
     if (l->o->no_costs)
@@ -841,6 +852,8 @@ place(live_t *l, size_t first, int stopped, int predict, double *stop_ms, unsign
      * lets an attached one go when it closes the space. */
     rc2 = rc < 0 && stopped ? 0 : qpt_run(s);
     *stop_ms = counters_ms + (qm_now() - t0) * 1e3;
+    l->set->memo = NULL;
+    qm_memo_free(memo);
     qm_costs_release(l->costs, s);
     if (rc == 0 && rc2 < 0) {
         snprintf(why, whylen, "%s", qpt_error(s));

@@ -130,7 +130,14 @@ struct qm_set {
     int placed;            /* a metric was placed (qm_insert) or read (qm_layout_load) */
     uint64_t id;           /* read from a layout: the rewrite's id (0: an older layout) */
     qm_hooks_t hooks;      /* a front end's (qm_set_hooks); zero: none */
+    struct qm_memo *memo;  /* while a live placement lasts: the procedures matched by
+                            * name, kept (qm_memo_new); NULL: each match scans */
 };
+
+/* The procedures matched by name, kept while a placement looks more than once. */
+typedef struct qm_memo qm_memo_t;
+qm_memo_t *qm_memo_new(void);
+void qm_memo_free(qm_memo_t *memo);
 
 void qm_expr_free(qm_expr_t *e);
 
