@@ -730,151 +730,153 @@ arch_emit_jmp_xlate(const uint8_t *buf, const arch_insn_t *in, uint64_t addr, ui
     return j < 0 ? j : (int)sizeof(below) + n + 10;
 }
 
+/*
+ * The translation stubs' lookup, shared by arch_emit_xlate_stub and ..._out: [%rsp] =
+ * the site's miss counter (from the table, or 0), [%rsp + 8] = the jump's target T, then
+ * the 128 bytes skipped (arch_emit_jmp_xlate). The target to go to replaces the
+ * counter's slot. The flags are kept with lahf/seto and sahf (popfq is slow); the
+ * registers the lookup uses are saved. rax: T, then a slot's key, then the new target;
+ * rsi: the table; r8: the load bias; ecx: the key (T - lo + 1); rdx: the slot; rdi: the
+ * mask. Open addressing, linear probing, a multiplicative hash (arch.h). Offsets are the
+ * stubs' (the pieces are laid out alike up to the hit's store).
+ */
+static const uint8_t xlate_save[] = {
+    0x50,                                     /*   0 push %rax */
+    0x9f,                                     /*   1 lahf */
+    0x0f, 0x90, 0xc0,                         /*   2 seto %al */
+    0x50,                                     /*   5 push %rax */
+    0x51,                                     /*   6 push %rcx */
+    0x52,                                     /*   7 push %rdx */
+    0x56,                                     /*   8 push %rsi */
+    0x57,                                     /*   9 push %rdi */
+    0x41, 0x50,                               /*  10 push %r8 */
+    0x48, 0x8b, 0x44, 0x24, 0x40,             /*  12 mov 0x40(%rsp),%rax */
+    0x48, 0x8d, 0x35, 0, 0, 0, 0,             /*  17 lea TABLE(%rip),%rsi */
+    0x49, 0x89, 0xf0,                         /*  24 mov %rsi,%r8 */
+    0x4c, 0x2b, 0x06,                         /*  27 sub (%rsi),%r8 */
+    0x4c, 0x29, 0xc0,                         /*  30 sub %r8,%rax */
+    0x48, 0x2b, 0x46, 0x10,                   /*  33 sub 0x10(%rsi),%rax */
+    0x48, 0x3b, 0x46, 0x18,                   /*  37 cmp 0x18(%rsi),%rax */
+};                                            /*  41 jae OUT_OF_SPAN (the stub's) */
+static const uint8_t xlate_probe[] = {
+    0x8b, 0x4e, 0x28,                         /*  43 mov 0x28(%rsi),%ecx */
+    0x69, 0xd0, 0xb1, 0x79, 0x37, 0x9e,       /*  46 imul $0x9e3779b1,%eax,%edx */
+    0xd3, 0xea,                               /*  52 shr %cl,%edx */
+    0x48, 0x8b, 0x7e, 0x08,                   /*  54 mov 0x8(%rsi),%rdi */
+    0x8d, 0x48, 0x01,                         /*  58 lea 0x1(%rax),%ecx */
+    0x48, 0x21, 0xfa,                         /*  61 and %rdi,%rdx */
+    0x8b, 0x44, 0xd6, 0x30,                   /*  64 mov 0x30(%rsi,%rdx,8),%eax */
+    0x39, 0xc8,                               /*  68 cmp %ecx,%eax */
+    0x74, 0x09,                               /*  70 je 81 (hit) */
+    0x85, 0xc0,                               /*  72 test %eax,%eax */
+};                                            /*  74 je NOT_FOUND (the stub's) */
+static const uint8_t xlate_hit[] = {
+    0x48, 0xff, 0xc2,                         /*  76 inc %rdx */
+    0xeb, 0xec,                               /*  79 jmp 61 */
+    0x48, 0x63, 0x44, 0xd6, 0x34,             /*  81 movslq 0x34(%rsi,%rdx,8),%rax */
+    0x48, 0x03, 0x46, 0x10,                   /*  86 add 0x10(%rsi),%rax */
+    0x4c, 0x01, 0xc0,                         /*  90 add %r8,%rax */
+    0x48, 0x89, 0x44, 0x24, 0x38,             /*  93 mov %rax,0x38(%rsp) */
+};                                            /*  98 */
+static const uint8_t xlate_restore[] = {
+    0x41, 0x58,                               /* pop %r8 */
+    0x5f,                                     /* pop %rdi */
+    0x5e,                                     /* pop %rsi */
+    0x5a,                                     /* pop %rdx */
+    0x59,                                     /* pop %rcx */
+    0x58,                                     /* pop %rax */
+    0x04, 0x7f,                               /* add $0x7f,%al */
+    0x9e,                                     /* sahf */
+    0x58,                                     /* pop %rax */
+};
+
+_Static_assert(sizeof(xlate_save) + 2 + sizeof(xlate_probe) + 2 + sizeof(xlate_hit) == 98,
+               "the lookup up to the hit's store, as the offsets say");
+
+/* BYTES at OUT + *N. */
+static void
+put_bytes(uint8_t *out, size_t *n, const uint8_t *bytes, size_t len)
+{
+    memcpy(out + *n, bytes, len);
+    *n += len;
+}
+
+/* The lookup up to the hit's store (98 bytes), its two misses (out of the span, not
+ * found) jumping to MISS_SPAN and MISS_SLOT (offsets in the stub); TABLE's lea fixed. */
+static int
+put_lookup(uint8_t *out, uint64_t addr, uint64_t table, size_t miss_span, size_t miss_slot)
+{
+    size_t n = 0;
+    put_bytes(out, &n, xlate_save, sizeof(xlate_save));
+    out[n] = 0x73; /* jae rel8 */
+    out[n + 1] = (uint8_t)(miss_span - (n + 2));
+    n += 2;
+    put_bytes(out, &n, xlate_probe, sizeof(xlate_probe));
+    out[n] = 0x74; /* je rel8 */
+    out[n + 1] = (uint8_t)(miss_slot - (n + 2));
+    n += 2;
+    put_bytes(out, &n, xlate_hit, sizeof(xlate_hit));
+    int rc = x86_fix_rel32(out, addr, 24, table);
+    return rc < 0 ? rc : (int)n;
+}
+
 int
 arch_emit_xlate_stub(uint64_t addr, uint64_t table, uint8_t *out /*OUT*/, size_t cap)
 {
-    /* [%rsp] = the site's miss counter (from the table, or 0), [%rsp + 8] = the jump's
-     * target T, then the 128 bytes skipped (arch_emit_jmp_xlate). The target to go to
-     * replaces the counter's slot, which `ret $136` pops.
-     * The flags are kept with lahf/seto and sahf (popfq is slow); the registers the
-     * lookup uses are saved. rax: T, then a slot's key, then the new target; rsi: the
-     * table; r8: the load bias; ecx: the key (T - lo + 1); rdx: the slot; rdi: the mask.
-     * Open addressing, linear probing, a multiplicative hash (arch.h). */
-    static const uint8_t seq[] = {
-        0x50,                                     /*   0 push %rax */
-        0x9f,                                     /*   1 lahf */
-        0x0f, 0x90, 0xc0,                         /*   2 seto %al */
-        0x50,                                     /*   5 push %rax */
-        0x51,                                     /*   6 push %rcx */
-        0x52,                                     /*   7 push %rdx */
-        0x56,                                     /*   8 push %rsi */
-        0x57,                                     /*   9 push %rdi */
-        0x41, 0x50,                               /*  10 push %r8 */
-        0x48, 0x8b, 0x44, 0x24, 0x40,             /*  12 mov 0x40(%rsp),%rax */
-        0x48, 0x8d, 0x35, 0, 0, 0, 0,             /*  17 lea TABLE(%rip),%rsi */
-        0x49, 0x89, 0xf0,                         /*  24 mov %rsi,%r8 */
-        0x4c, 0x2b, 0x06,                         /*  27 sub (%rsi),%r8 */
-        0x4c, 0x29, 0xc0,                         /*  30 sub %r8,%rax */
-        0x48, 0x2b, 0x46, 0x10,                   /*  33 sub 0x10(%rsi),%rax */
-        0x48, 0x3b, 0x46, 0x18,                   /*  37 cmp 0x18(%rsi),%rax */
-        0x73, 0x4a,                               /*  41 jae 75 <0x75 */
-        0x8b, 0x4e, 0x28,                         /*  43 mov 0x28(%rsi),%ecx */
-        0x69, 0xd0, 0xb1, 0x79, 0x37, 0x9e,       /*  46 imul $0x9e3779b1,%eax,%edx */
-        0xd3, 0xea,                               /*  52 shr %cl,%edx */
-        0x48, 0x8b, 0x7e, 0x08,                   /*  54 mov 0x8(%rsi),%rdi */
-        0x8d, 0x48, 0x01,                         /*  58 lea 0x1(%rax),%ecx */
-        0x48, 0x21, 0xfa,                         /*  61 and %rdi,%rdx */
-        0x8b, 0x44, 0xd6, 0x30,                   /*  64 mov 0x30(%rsi,%rdx,8),%eax */
-        0x39, 0xc8,                               /*  68 cmp %ecx,%eax */
-        0x74, 0x09,                               /*  70 je 51 <0x51 */
-        0x85, 0xc0,                               /*  72 test %eax,%eax */
-        0x74, 0x18,                               /*  74 je 64 <0x64 */
-        0x48, 0xff, 0xc2,                         /*  76 inc %rdx */
-        0xeb, 0xec,                               /*  79 jmp 3d <0x3d */
-        0x48, 0x63, 0x44, 0xd6, 0x34,             /*  81 movslq 0x34(%rsi,%rdx,8),%rax */
-        0x48, 0x03, 0x46, 0x10,                   /*  86 add 0x10(%rsi),%rax */
-        0x4c, 0x01, 0xc0,                         /*  90 add %r8,%rax */
-        0x48, 0x89, 0x44, 0x24, 0x38,             /*  93 mov %rax,0x38(%rsp) */
-        0xeb, 0x1b,                               /*  98 jmp 7f <0x7f */
+    /* A miss in the span counts in the site's counter (its address in the miss slot,
+     * relative to the table) and goes to T; one out of the span goes to T. The target
+     * replaces the counter's slot, which `ret $136` pops. */
+    static const uint8_t count_miss[] = {
+        0xeb, 0x1b,                               /*  98 jmp 127 (restore) */
         0x48, 0x8b, 0x44, 0x24, 0x38,             /* 100 mov 0x38(%rsp),%rax */
         0x48, 0x85, 0xc0,                         /* 105 test %rax,%rax */
-        0x74, 0x07,                               /* 108 je 75 <0x75 */
+        0x74, 0x07,                               /* 108 je 117 */
         0x48, 0x01, 0xf0,                         /* 110 add %rsi,%rax */
         0xf0, 0x48, 0xff, 0x00,                   /* 113 lock incq (%rax) */
         0x48, 0x8b, 0x44, 0x24, 0x40,             /* 117 mov 0x40(%rsp),%rax */
         0x48, 0x89, 0x44, 0x24, 0x38,             /* 122 mov %rax,0x38(%rsp) */
-        0x41, 0x58,                               /* 127 pop %r8 */
-        0x5f,                                     /* 129 pop %rdi */
-        0x5e,                                     /* 130 pop %rsi */
-        0x5a,                                     /* 131 pop %rdx */
-        0x59,                                     /* 132 pop %rcx */
-        0x58,                                     /* 133 pop %rax */
-        0x04, 0x7f,                               /* 134 add $0x7f,%al */
-        0x9e,                                     /* 136 sahf */
-        0x58,                                     /* 137 pop %rax */
-        0xc2, 0x88, 0x00,                         /* 138 ret $0x88 */
-    };
-    _Static_assert(sizeof(seq) == ARCH_XLATE_STUB_LEN, "the stub's length");
-    if (out == NULL || cap < sizeof(seq))
+    };                                            /* 127 restore, 138 ret $0x88 */
+    static const uint8_t ret136[] = { 0xc2, 0x88, 0x00 };
+    if (out == NULL || cap < ARCH_XLATE_STUB_LEN)
         return QP_EINVAL;
-    memcpy(out, seq, sizeof(seq));
-    int rc = x86_fix_rel32(out, addr, 24, table);
-    return rc < 0 ? rc : (int)sizeof(seq);
+    int rc = put_lookup(out, addr, table, 117, 100);
+    if (rc < 0)
+        return rc;
+    size_t n = (size_t)rc;
+    put_bytes(out, &n, count_miss, sizeof(count_miss));
+    put_bytes(out, &n, xlate_restore, sizeof(xlate_restore));
+    put_bytes(out, &n, ret136, sizeof(ret136));
+    return n == ARCH_XLATE_STUB_LEN ? (int)n : QP_EBUG;
 }
 
 int
 arch_emit_xlate_stub_out(uint64_t addr, uint64_t table, uint64_t miss, uint8_t *out /*OUT*/,
     size_t cap)
 {
-    /* arch_emit_xlate_stub's lookup (the same registers, flags and table), but every
-     * miss, in the span or not, goes to MISS with T left on the stack: the miss slot
-     * gets MISS and a plain ret pops it, so [%rsp] = T, then the 128 bytes skipped. */
-    static const uint8_t seq[] = {
-        0x50,                                     /*   0 push %rax */
-        0x9f,                                     /*   1 lahf */
-        0x0f, 0x90, 0xc0,                         /*   2 seto %al */
-        0x50,                                     /*   5 push %rax */
-        0x51,                                     /*   6 push %rcx */
-        0x52,                                     /*   7 push %rdx */
-        0x56,                                     /*   8 push %rsi */
-        0x57,                                     /*   9 push %rdi */
-        0x41, 0x50,                               /*  10 push %r8 */
-        0x48, 0x8b, 0x44, 0x24, 0x40,             /*  12 mov 0x40(%rsp),%rax */
-        0x48, 0x8d, 0x35, 0, 0, 0, 0,             /*  17 lea TABLE(%rip),%rsi */
-        0x49, 0x89, 0xf0,                         /*  24 mov %rsi,%r8 */
-        0x4c, 0x2b, 0x06,                         /*  27 sub (%rsi),%r8 */
-        0x4c, 0x29, 0xc0,                         /*  30 sub %r8,%rax */
-        0x48, 0x2b, 0x46, 0x10,                   /*  33 sub 0x10(%rsi),%rax */
-        0x48, 0x3b, 0x46, 0x18,                   /*  37 cmp 0x18(%rsi),%rax */
-        0x73, 0x45,                               /*  41 jae 112 (miss) */
-        0x8b, 0x4e, 0x28,                         /*  43 mov 0x28(%rsi),%ecx */
-        0x69, 0xd0, 0xb1, 0x79, 0x37, 0x9e,       /*  46 imul $0x9e3779b1,%eax,%edx */
-        0xd3, 0xea,                               /*  52 shr %cl,%edx */
-        0x48, 0x8b, 0x7e, 0x08,                   /*  54 mov 0x8(%rsi),%rdi */
-        0x8d, 0x48, 0x01,                         /*  58 lea 0x1(%rax),%ecx */
-        0x48, 0x21, 0xfa,                         /*  61 and %rdi,%rdx */
-        0x8b, 0x44, 0xd6, 0x30,                   /*  64 mov 0x30(%rsi,%rdx,8),%eax */
-        0x39, 0xc8,                               /*  68 cmp %ecx,%eax */
-        0x74, 0x09,                               /*  70 je 81 (hit) */
-        0x85, 0xc0,                               /*  72 test %eax,%eax */
-        0x74, 0x24,                               /*  74 je 112 (miss) */
-        0x48, 0xff, 0xc2,                         /*  76 inc %rdx */
-        0xeb, 0xec,                               /*  79 jmp 61 */
-        0x48, 0x63, 0x44, 0xd6, 0x34,             /*  81 movslq 0x34(%rsi,%rdx,8),%rax */
-        0x48, 0x03, 0x46, 0x10,                   /*  86 add 0x10(%rsi),%rax */
-        0x4c, 0x01, 0xc0,                         /*  90 add %r8,%rax */
-        0x48, 0x89, 0x44, 0x24, 0x38,             /*  93 mov %rax,0x38(%rsp) */
-        0x41, 0x58,                               /*  98 pop %r8 */
-        0x5f,                                     /* 100 pop %rdi */
-        0x5e,                                     /* 101 pop %rsi */
-        0x5a,                                     /* 102 pop %rdx */
-        0x59,                                     /* 103 pop %rcx */
-        0x58,                                     /* 104 pop %rax */
-        0x04, 0x7f,                               /* 105 add $0x7f,%al */
-        0x9e,                                     /* 107 sahf */
-        0x58,                                     /* 108 pop %rax */
-        0xc2, 0x88, 0x00,                         /* 109 ret $0x88 */
+    /* arch_emit_xlate_stub's lookup, but every miss, in the span or not, goes to MISS
+     * with T left on the stack: the miss slot gets MISS and a plain ret pops it, so
+     * [%rsp] = T, then the 128 bytes skipped. */
+    static const uint8_t ret136[] = { 0xc2, 0x88, 0x00 };          /* 109 ret $0x88 */
+    static const uint8_t to_miss[] = {
         0x48, 0x8d, 0x05, 0, 0, 0, 0,             /* 112 lea MISS(%rip),%rax */
         0x48, 0x89, 0x44, 0x24, 0x38,             /* 119 mov %rax,0x38(%rsp) */
-        0x41, 0x58,                               /* 124 pop %r8 */
-        0x5f,                                     /* 126 pop %rdi */
-        0x5e,                                     /* 127 pop %rsi */
-        0x5a,                                     /* 128 pop %rdx */
-        0x59,                                     /* 129 pop %rcx */
-        0x58,                                     /* 130 pop %rax */
-        0x04, 0x7f,                               /* 131 add $0x7f,%al */
-        0x9e,                                     /* 133 sahf */
-        0x58,                                     /* 134 pop %rax */
-        0xc3,                                     /* 135 ret (to MISS) */
-    };
-    _Static_assert(sizeof(seq) == ARCH_XLATE_STUB_OUT_LEN, "the stub's length");
-    if (out == NULL || cap < sizeof(seq))
+    };                                            /* 124 restore, 135 ret (to MISS) */
+    static const uint8_t ret[] = { 0xc3 };
+    if (out == NULL || cap < ARCH_XLATE_STUB_OUT_LEN)
         return QP_EINVAL;
-    memcpy(out, seq, sizeof(seq));
-    int rc = x86_fix_rel32(out, addr, 24, table);
-    if (rc == 0)
-        rc = x86_fix_rel32(out, addr, 119, miss);
-    return rc < 0 ? rc : (int)sizeof(seq);
+    int rc = put_lookup(out, addr, table, 112, 112);
+    if (rc < 0)
+        return rc;
+    size_t n = (size_t)rc;
+    put_bytes(out, &n, xlate_restore, sizeof(xlate_restore));
+    put_bytes(out, &n, ret136, sizeof(ret136));
+    put_bytes(out, &n, to_miss, sizeof(to_miss));
+    put_bytes(out, &n, xlate_restore, sizeof(xlate_restore));
+    put_bytes(out, &n, ret, sizeof(ret));
+    if (n != ARCH_XLATE_STUB_OUT_LEN)
+        return QP_EBUG;
+    rc = x86_fix_rel32(out, addr, 119, miss);
+    return rc < 0 ? rc : (int)n;
 }
 
 int
