@@ -862,6 +862,25 @@ place(live_t *l, size_t first, int stopped, int predict, double *stop_ms, unsign
     return rc;
 }
 
+/* The answer to the add of metric I, in: waiting for its library, or in since a stop of
+ * MS, said on the answer of metric FIRST (I itself, or one added with it before). */
+static void
+answer_added(live_t *l, size_t i, double ms, size_t first)
+{
+    l->rep->added++;
+    if (qm_state(l->set, i) == QM_WAITING) {
+        reply(l, "added #%zu %s (waiting for its library)", i + 1, qm_name(l->set, i));
+        return;
+    }
+    mark_placed(l, i);
+    if (first == i)
+        reply(l, "added #%zu %s (stopped %.1f ms; predicted cost %.2f%%)", i + 1,
+              qm_name(l->set, i), ms, qm_costs_predicted(l->costs, i));
+    else
+        reply(l, "added #%zu %s (stopped with #%zu; predicted cost %.2f%%)", i + 1,
+              qm_name(l->set, i), first + 1, qm_costs_predicted(l->costs, i));
+}
+
 static void
 cmd_add(live_t *l, const char *text)
 {
@@ -885,15 +904,7 @@ cmd_add(live_t *l, const char *text)
         reply(l, "nothing added");
         return;
     }
-    l->rep->added++;
-    if (qm_state(l->set, before) == QM_WAITING) {
-        reply(l, "added #%zu %s (waiting for its library)", before + 1,
-              qm_name(l->set, before));
-        return;
-    }
-    mark_placed(l, before);
-    reply(l, "added #%zu %s (stopped %.1f ms; predicted cost %.2f%%)", before + 1,
-          qm_name(l->set, before), ms, qm_costs_predicted(l->costs, before));
+    answer_added(l, before, ms, before);
 }
 
 /*
@@ -961,19 +972,9 @@ cmd_adds(live_t *l, char **texts, size_t n)
             reply(l, "nothing added");
             continue;
         }
-        l->rep->added++;
-        if (qm_state(l->set, i) == QM_WAITING) {
-            reply(l, "added #%zu %s (waiting for its library)", i + 1, qm_name(l->set, i));
-            continue;
-        }
-        mark_placed(l, i);
-        if (first == SIZE_MAX) {
+        if (first == SIZE_MAX && qm_state(l->set, i) != QM_WAITING)
             first = i;
-            reply(l, "added #%zu %s (stopped %.1f ms; predicted cost %.2f%%)", i + 1,
-                  qm_name(l->set, i), ms, qm_costs_predicted(l->costs, i));
-        } else
-            reply(l, "added #%zu %s (stopped with #%zu; predicted cost %.2f%%)", i + 1,
-                  qm_name(l->set, i), first + 1, qm_costs_predicted(l->costs, i));
+        answer_added(l, i, ms, first);
     }
     for (size_t k = 0; bad != NULL && k < nbad; k++)
         free(bad[k]);
@@ -1209,7 +1210,7 @@ sample(live_t *l, char *why, size_t whylen)
     return enough;
 }
 
-static void take_out_over_budget(live_t *l, size_t worst, double total);
+static void take_out_over_budget(live_t *l, size_t worst, double cost, const char *whose);
 
 /* --max-overhead while running: the costliest metric out when the total observed is over
  * the budget. */
@@ -1221,7 +1222,7 @@ enforce(live_t *l)
     size_t worst = qm_costs_worst(l->costs, l->set, &total);
     if (worst == SIZE_MAX || total <= l->o->max_overhead)
         return;
-    take_out_over_budget(l, worst, total);
+    take_out_over_budget(l, worst, total, "in all");
 }
 
 /* Between those checks (a second apart: a window long enough to be steady), a metric
@@ -1238,11 +1239,11 @@ runaway(live_t *l)
     size_t worst = qm_costs_runaway(l->costs, l->set, l->s, l->cpn,
                                     RUNAWAY * l->o->max_overhead, &cost);
     if (worst != SIZE_MAX)
-        take_out_over_budget(l, worst, cost);
+        take_out_over_budget(l, worst, cost, "alone");
 }
 
 static void
-take_out_over_budget(live_t *l, size_t worst, double total)
+take_out_over_budget(live_t *l, size_t worst, double cost, const char *whose)
 {
     char why[512] = "";
     double ms;
@@ -1253,8 +1254,9 @@ take_out_over_budget(live_t *l, size_t worst, double total)
     qm_release(l->set, l->s);
     qm_costs_release(l->costs, l->s);
     l->rep->removed++;
-    say(l, "removed #%zu %s: observed cost %.2f%% in all exceeds --max-overhead %.2f%% "
-        "(stopped %.1f ms)", worst + 1, qm_name(l->set, worst), total, l->o->max_overhead, ms);
+    say(l, "removed #%zu %s: observed cost %.2f%% %s exceeds --max-overhead %.2f%% "
+        "(stopped %.1f ms)", worst + 1, qm_name(l->set, worst), cost, whose, l->o->max_overhead,
+        ms);
 }
 
 static int
