@@ -162,16 +162,58 @@ region_at(const regions_t *r, uint64_t a)
 }
 
 /*
- * Put back every jump into a region that starts in [ADDR, ADDR + N): FILE and MEM hold
- * the file's and the memory's bytes from ADDR, N + 4 of them. *JUMPS counts them.
- * SHORTS: only the 2-byte jmp rel8 at short entries, to a jump into a region in padding
- * (put back before that jump, which the pass without SHORTS puts back).
+ * A patch found in the code: a jump into a region, or the 2-byte jmp rel8 of a short
+ * entry to such a jump (in padding or a borrowed slot). LEN bytes at AT, FILE the file's.
+ */
+typedef struct site {
+    uint64_t at;
+    uint8_t len;
+    uint8_t file[JMP_LEN];
+} site_t;
+
+typedef struct sites {
+    site_t *v;
+    size_t n, cap;
+} sites_t;
+
+static int
+add_site(sites_t *s, uint64_t at, const uint8_t *file, size_t len)
+{
+    if (s->n == s->cap) {
+        size_t cap = s->cap ? 2 * s->cap : 64;
+        site_t *n = realloc(s->v, cap * sizeof(*n));
+        if (n == NULL)
+            return QP_ENOMEM;
+        s->v = n;
+        s->cap = cap;
+    }
+    s->v[s->n].at = at;
+    s->v[s->n].len = (uint8_t)len;
+    memcpy(s->v[s->n++].file, file, len);
+    return 0;
+}
+
+/*
+ * The patches that start in [ADDR, ADDR + N), into JUMPS and SHORTS (in address order):
+ * FILE and MEM hold the file's and the memory's bytes from ADDR, N + 4 of them. Only
+ * found here; put back by restore_sites, once every candidate of the module is known.
  */
 static int
-restore_chunk(dyn_proc_t *p, const regions_t *r, uint64_t addr, const uint8_t *file,
-    const uint8_t *mem, size_t n, unsigned *jumps, int shorts)
+find_sites(dyn_proc_t *p, const regions_t *r, uint64_t addr, const uint8_t *file,
+    const uint8_t *mem, size_t n, sites_t *jumps, sites_t *shorts)
 {
-    for (size_t i = 0; shorts && i < n; i++) {
+    for (size_t i = 0; i < n; i++) {
+        int32_t rel;
+        /* (The file may have a jmp there too: the original code can start with one.) */
+        if (mem[i] != 0xe9 || memcmp(mem + i, file + i, JMP_LEN) == 0)
+            continue;
+        memcpy(&rel, mem + i + 1, 4);
+        if (region_at(r, addr + i + JMP_LEN + (uint64_t)(int64_t)rel) == NULL)
+            continue;
+        QP_CHECK(add_site(jumps, addr + i, file + i, JMP_LEN));
+        i += JMP_LEN - 1;
+    }
+    for (size_t i = 0; i < n; i++) {
         uint8_t pad[JMP_LEN];
         int32_t rel;
         uint64_t at;
@@ -183,32 +225,57 @@ restore_chunk(dyn_proc_t *p, const regions_t *r, uint64_t addr, const uint8_t *f
         memcpy(&rel, pad + 1, 4);
         if (region_at(r, at + JMP_LEN + (uint64_t)(int64_t)rel) == NULL)
             continue;
-        QP_CHECK(dyn_proc_write(p, addr + i, file + i, 2));
+        QP_CHECK(add_site(shorts, addr + i, file + i, 2));
         i++;
     }
-    for (size_t i = 0; !shorts && i < n; i++) {
-        int32_t rel;
-        uint64_t to;
-        /* (The file may have a jmp there too: the original code can start with one.) */
-        if (mem[i] != 0xe9 || memcmp(mem + i, file + i, JMP_LEN) == 0)
-            continue;
-        memcpy(&rel, mem + i + 1, 4);
-        to = addr + i + JMP_LEN + (uint64_t)(int64_t)rel;
-        if (region_at(r, to) == NULL)
-            continue;
-        QP_CHECK(dyn_proc_write(p, addr + i, file + i, JMP_LEN));
-        (*jumps)++;
-        i += JMP_LEN - 1;
-    }
     return 0;
+}
+
+/* Does a jump of J (sorted) cover byte A? */
+static int
+in_jump(const sites_t *j, uint64_t a)
+{
+    size_t lo = 0, hi = j->n;
+    while (lo < hi) { /* the first jump at A or after */
+        size_t mid = lo + (hi - lo) / 2;
+        if (j->v[mid].at < a)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return (lo < j->n && j->v[lo].at == a) || (lo > 0 && j->v[lo - 1].at + JMP_LEN > a);
+}
+
+/*
+ * Put the patches of JUMPS and SHORTS back to the file's bytes (the process is stopped:
+ * the order does not matter), and empty both. A 0xeb inside a jump is a byte of its
+ * displacement, not a short jump: put back as part of it, never on its own (two of
+ * its bytes put back alone leave a jump that leads nowhere, found by no later pass).
+ * *JUMPS counts the jumps.
+ */
+static int
+restore_sites(dyn_proc_t *p, sites_t *jumps, sites_t *shorts, unsigned *n)
+{
+    int rc = 0;
+
+    for (size_t i = 0; i < shorts->n && rc == 0; i++)
+        if (!in_jump(jumps, shorts->v[i].at))
+            rc = dyn_proc_write(p, shorts->v[i].at, shorts->v[i].file, shorts->v[i].len);
+    for (size_t i = 0; i < jumps->n && rc == 0; i++) {
+        rc = dyn_proc_write(p, jumps->v[i].at, jumps->v[i].file, JMP_LEN);
+        (*n)++;
+    }
+    jumps->n = shorts->n = 0;
+    return rc;
 }
 
 /* Every jump into a region in the executable sections of IMG. */
 static int
 restore_jumps(dyn_proc_t *p, const cfg_image_t *img, uint64_t bias, const regions_t *r,
-    unsigned *jumps, int shorts)
+    unsigned *jumps)
 {
     uint8_t *mem = malloc(CHUNK + JMP_LEN);
+    sites_t js = { 0 }, ss = { 0 };
     int rc = 0;
 
     if (mem == NULL)
@@ -224,11 +291,16 @@ restore_jumps(dyn_proc_t *p, const cfg_image_t *img, uint64_t bias, const region
             n = n > CHUNK ? CHUNK : n;
             if (dyn_proc_read(p, sec->vma + bias + off, mem, n + JMP_LEN - 1) < 0)
                 break; /* not mapped as the file says: leave it */
-            rc = restore_chunk(
-                p, r, sec->vma + bias + off, sec->bytes + off, mem, n, jumps, shorts);
+            rc = find_sites(
+                p, r, sec->vma + bias + off, sec->bytes + off, mem, n, &js, &ss);
         }
+        /* (Sections are in address order, so the sites are.) */
+        if (rc == 0)
+            rc = restore_sites(p, &js, &ss, jumps);
     }
     free(mem);
+    free(js.v);
+    free(ss.v);
     return rc;
 }
 
@@ -269,9 +341,9 @@ maps_file_line(char *line, dyn_module_t *m, uint64_t *off, int *exec)
  * lead into a region, which must then stay mapped.
  */
 static int
-restore_lib_jumps(
-    dyn_proc_t *p, const regions_t *r, unsigned *jumps, int *unsure, int shorts)
+restore_lib_jumps(dyn_proc_t *p, const regions_t *r, unsigned *jumps, int *unsure)
 {
+    sites_t js = { 0 }, ss = { 0 };
     char path[64], line[4096 + 128];
     uint8_t *mem = malloc(CHUNK + JMP_LEN), *file = malloc(CHUNK + JMP_LEN);
     struct stat est;
@@ -315,13 +387,17 @@ restore_lib_jumps(
                 break;
             }
             dyn_proc_read(p, a + n, mem + n, JMP_LEN - 1); /* (may be unmapped) */
-            rc = restore_chunk(p, r, a, file, mem, n, jumps, shorts);
+            rc = find_sites(p, r, a, file, mem, n, &js, &ss);
         }
+        if (rc == 0)
+            rc = restore_sites(p, &js, &ss, jumps);
         close(fd);
     }
     fclose(f);
     free(mem);
     free(file);
+    free(js.v);
+    free(ss.v);
     return rc;
 }
 
@@ -417,12 +493,9 @@ dyn_clean(
     if ((rc = find_regions(p, &r, &out->busy)) < 0 || r.n == 0)
         goto out;
     out->regions = (unsigned)r.n;
-    /* The order of dyn_session_remove: jumps (short entries' first), threads, then
-     * memory. */
-    if ((rc = restore_jumps(p, img, bias, &r, &out->jumps, 1)) < 0
-        || (rc = restore_lib_jumps(p, &r, &out->jumps, &unsure, 1)) < 0
-        || (rc = restore_jumps(p, img, bias, &r, &out->jumps, 0)) < 0
-        || (rc = restore_lib_jumps(p, &r, &out->jumps, &unsure, 0)) < 0
+    /* The order of dyn_session_remove: jumps, threads, then memory. */
+    if ((rc = restore_jumps(p, img, bias, &r, &out->jumps)) < 0
+        || (rc = restore_lib_jumps(p, &r, &out->jumps, &unsure)) < 0
         || (rc = move_threads(p, &r, &out->moved)) < 0
         || (rc = dyn_proc_words(p, STACK_SCAN, &w, &nw)) < 0)
         goto out;
