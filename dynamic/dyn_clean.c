@@ -194,78 +194,63 @@ add_site(sites_t *s, uint64_t at, const uint8_t *file, size_t len)
 }
 
 /*
- * The patches that start in [ADDR, ADDR + N), into JUMPS and SHORTS (in address order):
- * FILE and MEM hold the file's and the memory's bytes from ADDR, N + 4 of them. Only
- * found here; put back by restore_sites, once every candidate of the module is known.
+ * Every byte sequence that starts in [ADDR, ADDR + N) and reads as one of our patches,
+ * into S (in address order): FILE and MEM hold the file's and the memory's bytes from
+ * ADDR, N + 4 of them. Found on one snapshot, put back later (restore_sites).
+ *
+ * Candidates may overlap, and all are kept: bytes of the code read as a jump or a short
+ * jump by chance (a call's displacement ending in 0xe9 just before a patched return
+ * site; a jump's displacement holding 0xeb and a byte that leads to another jump) then
+ * overlap a real patch. Skipping past the first candidate, or taking two bytes of a
+ * jump for a short jump, once left the real patch half put back: a jump leading nowhere
+ * that no later pass recognised. Putting every candidate back is safe, as each one is
+ * put back to the file's bytes.
  */
 static int
 find_sites(dyn_proc_t *p, const regions_t *r, uint64_t addr, const uint8_t *file,
-    const uint8_t *mem, size_t n, sites_t *jumps, sites_t *shorts)
+    const uint8_t *mem, size_t n, sites_t *s)
 {
-    for (size_t i = 0; i < n; i++) {
-        int32_t rel;
-        /* (The file may have a jmp there too: the original code can start with one.) */
-        if (mem[i] != 0xe9 || memcmp(mem + i, file + i, JMP_LEN) == 0)
-            continue;
-        memcpy(&rel, mem + i + 1, 4);
-        if (region_at(r, addr + i + JMP_LEN + (uint64_t)(int64_t)rel) == NULL)
-            continue;
-        QP_CHECK(add_site(jumps, addr + i, file + i, JMP_LEN));
-        i += JMP_LEN - 1;
-    }
     for (size_t i = 0; i < n; i++) {
         uint8_t pad[JMP_LEN];
         int32_t rel;
         uint64_t at;
+        /* (The file may have a jmp there too: the original code can start with one.) */
+        if (mem[i] == 0xe9 && memcmp(mem + i, file + i, JMP_LEN) != 0) {
+            memcpy(&rel, mem + i + 1, 4);
+            if (region_at(r, addr + i + JMP_LEN + (uint64_t)(int64_t)rel) != NULL)
+                QP_CHECK(add_site(s, addr + i, file + i, JMP_LEN));
+        }
         if (mem[i] != 0xeb || memcmp(mem + i, file + i, 2) == 0)
             continue;
         at = addr + i + 2 + (uint64_t)(int64_t)(int8_t)mem[i + 1];
         if (dyn_proc_read(p, at, pad, JMP_LEN) < 0 || pad[0] != 0xe9)
             continue;
         memcpy(&rel, pad + 1, 4);
-        if (region_at(r, at + JMP_LEN + (uint64_t)(int64_t)rel) == NULL)
-            continue;
-        QP_CHECK(add_site(shorts, addr + i, file + i, 2));
-        i++;
+        if (region_at(r, at + JMP_LEN + (uint64_t)(int64_t)rel) != NULL)
+            QP_CHECK(add_site(s, addr + i, file + i, 2));
     }
     return 0;
 }
 
-/* Does a jump of J (sorted) cover byte A? */
-static int
-in_jump(const sites_t *j, uint64_t a)
-{
-    size_t lo = 0, hi = j->n;
-    while (lo < hi) { /* the first jump at A or after */
-        size_t mid = lo + (hi - lo) / 2;
-        if (j->v[mid].at < a)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return (lo < j->n && j->v[lo].at == a) || (lo > 0 && j->v[lo - 1].at + JMP_LEN > a);
-}
-
 /*
- * Put the patches of JUMPS and SHORTS back to the file's bytes (the process is stopped:
- * the order does not matter), and empty both. A 0xeb inside a jump is a byte of its
- * displacement, not a short jump: put back as part of it, never on its own (two of
- * its bytes put back alone leave a jump that leads nowhere, found by no later pass).
- * *JUMPS counts the jumps.
+ * Put the patches of S back to the file's bytes, and empty S (the process is stopped:
+ * the order does not matter). *JUMPS counts the jumps, those inside another not.
  */
 static int
-restore_sites(dyn_proc_t *p, sites_t *jumps, sites_t *shorts, unsigned *n)
+restore_sites(dyn_proc_t *p, sites_t *s, unsigned *jumps)
 {
+    uint64_t end = 0; /* of the last jump counted */
     int rc = 0;
 
-    for (size_t i = 0; i < shorts->n && rc == 0; i++)
-        if (!in_jump(jumps, shorts->v[i].at))
-            rc = dyn_proc_write(p, shorts->v[i].at, shorts->v[i].file, shorts->v[i].len);
-    for (size_t i = 0; i < jumps->n && rc == 0; i++) {
-        rc = dyn_proc_write(p, jumps->v[i].at, jumps->v[i].file, JMP_LEN);
-        (*n)++;
+    for (size_t i = 0; i < s->n && rc == 0; i++) {
+        const site_t *x = &s->v[i];
+        rc = dyn_proc_write(p, x->at, x->file, x->len);
+        if (x->len == JMP_LEN && x->at >= end) {
+            (*jumps)++;
+            end = x->at + JMP_LEN;
+        }
     }
-    jumps->n = shorts->n = 0;
+    s->n = 0;
     return rc;
 }
 
@@ -275,7 +260,7 @@ restore_jumps(dyn_proc_t *p, const cfg_image_t *img, uint64_t bias, const region
     unsigned *jumps)
 {
     uint8_t *mem = malloc(CHUNK + JMP_LEN);
-    sites_t js = { 0 }, ss = { 0 };
+    sites_t ss = { 0 };
     int rc = 0;
 
     if (mem == NULL)
@@ -291,15 +276,13 @@ restore_jumps(dyn_proc_t *p, const cfg_image_t *img, uint64_t bias, const region
             n = n > CHUNK ? CHUNK : n;
             if (dyn_proc_read(p, sec->vma + bias + off, mem, n + JMP_LEN - 1) < 0)
                 break; /* not mapped as the file says: leave it */
-            rc = find_sites(
-                p, r, sec->vma + bias + off, sec->bytes + off, mem, n, &js, &ss);
+            rc = find_sites(p, r, sec->vma + bias + off, sec->bytes + off, mem, n, &ss);
         }
-        /* (Sections are in address order, so the sites are.) */
-        if (rc == 0)
-            rc = restore_sites(p, &js, &ss, jumps);
     }
+    /* (Once all are found: a short jump's slot may be in another section.) */
+    if (rc == 0)
+        rc = restore_sites(p, &ss, jumps);
     free(mem);
-    free(js.v);
     free(ss.v);
     return rc;
 }
@@ -343,7 +326,7 @@ maps_file_line(char *line, dyn_module_t *m, uint64_t *off, int *exec)
 static int
 restore_lib_jumps(dyn_proc_t *p, const regions_t *r, unsigned *jumps, int *unsure)
 {
-    sites_t js = { 0 }, ss = { 0 };
+    sites_t ss = { 0 };
     char path[64], line[4096 + 128];
     uint8_t *mem = malloc(CHUNK + JMP_LEN), *file = malloc(CHUNK + JMP_LEN);
     struct stat est;
@@ -387,16 +370,15 @@ restore_lib_jumps(dyn_proc_t *p, const regions_t *r, unsigned *jumps, int *unsur
                 break;
             }
             dyn_proc_read(p, a + n, mem + n, JMP_LEN - 1); /* (may be unmapped) */
-            rc = find_sites(p, r, a, file, mem, n, &js, &ss);
+            rc = find_sites(p, r, a, file, mem, n, &ss);
         }
-        if (rc == 0)
-            rc = restore_sites(p, &js, &ss, jumps);
         close(fd);
     }
     fclose(f);
+    if (rc == 0)
+        rc = restore_sites(p, &ss, jumps);
     free(mem);
     free(file);
-    free(js.v);
     free(ss.v);
     return rc;
 }

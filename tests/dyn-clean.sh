@@ -1,0 +1,96 @@
+#!/bin/sh
+# Copyright 2026 the qpt authors
+# SPDX-License-Identifier: MIT
+#
+# `dyn clean` after a killed dyn puts every byte of the code back, whatever the moment
+# of the kill:
+#  (a) the state a killed dyn can leave, made by hand (tests/dynclean/leftover.c): a
+#      trampoline region and three jumps into it, where other bytes read as patches
+#      too: a jump whose displacement holds 0xeb 0xf0 (a jmp rel8 by its look, to
+#      another jump), and a jump right after the bytes e9 ff (as a call's displacement
+#      can end), which with its first bytes read as a jump into the region. dyn clean
+#      puts all three back whole (it once put back two bytes of the first alone, and
+#      skipped the third behind the false jump: jumps leading nowhere were left);
+#  (b) dyn attach --time '*', --all and -e 'time cpu(*) total' on bench/killtarget.c
+#      (1-byte rets, short entries, padding, loops, two busy threads), killed with -9 at
+#      its N-th write of the target's memory (strace fault injection) for N spread over
+#      install and removal: after dyn clean the code is the file's, and the target ends
+#      with the result of a plain run.
+# Skips (77) when ptrace is not allowed; (b) without strace. Exit status: 0 pass, 1
+# fail, 99 error.
+set -u
+: "${top_srcdir:=${srcdir:-.}}"
+: "${srcdir:=$top_srcdir}"
+. "$top_srcdir/tests/lib.sh"
+DYN=$top_builddir/tools/dyn
+dyn_setup dyn-clean
+qp_have gcc || { echo "SKIP: gcc not installed"; exit 77; }
+gcc -O1 -no-pie -o "$dir/leftover" "$srcdir/tests/dynclean/leftover.c" || exit 99
+gcc -O2 -falign-functions=1 -pthread -o "$dir/small" "$srcdir/bench/killtarget.c" || exit 99
+
+"$DYN" run --count r0 -- "$dir/small" - >"$dir/probe.out" 2>"$dir/probe.err"
+dyn_skip_untraced "$dir/probe.err"
+
+# (a) The hand-made leftover.
+mkdir -p "$dir/a"
+"$dir/leftover" "$dir/a" >"$dir/a.out" &
+tpid=$!
+wait_lines "$dir/a.out" '^ready' 1 || { bad "(a) never ready"; exit 1; }
+before=$(text_of $tpid)
+touch "$dir/a/craft"
+wait_lines "$dir/a.out" '^\(crafted\|skip\)' 1
+if grep -q '^skip' "$dir/a.out"; then
+    echo "note: (a) skipped: $(cat "$dir/a.out")"
+    kill $tpid
+else
+    "$DYN" clean $tpid >"$dir/a.clean" 2>&1 || bad "(a) dyn clean: $(cat "$dir/a.clean")"
+    grep -q '3 jumps put back' "$dir/a.clean" || bad "(a) dyn clean: $(cat "$dir/a.clean")"
+    [ "$before" = "$(text_of $tpid)" ] || bad "(a) the code differs after dyn clean"
+    touch "$dir/a/stop"
+    wait $tpid
+    [ $? -eq 0 ] || bad "(a) the program: $(cat "$dir/a.out")"
+    grep -q '^ok same' "$dir/a.out" || bad "(a) the program: $(cat "$dir/a.out")"
+fi
+tpid=
+
+# (b) Kills at the N-th memory write of a session.
+if ! strace -o /dev/null true 2>/dev/null; then
+    echo "note: (b) skipped: no strace"
+    exit $((fails > 0))
+fi
+plain=$("$dir/small" -)
+kills=0
+# kill_at N ARGS...: dyn attach ARGS killed at its N-th write.
+kill_at() {
+    _n=$1
+    shift
+    rm -f "$dir/stop"
+    "$dir/small" "$dir/stop" >"$dir/small.out" 2>&1 &
+    tpid=$!
+    sleep 0.2
+    _before=$(text_of $tpid)
+    { strace -f -o /dev/null -e trace=pwrite64 -e inject=pwrite64:signal=KILL:when=$_n \
+        "$DYN" attach $tpid "$@" --duration 0.2 >/dev/null 2>"$dir/b.err"; } 2>/dev/null
+    [ $? -eq 137 ] && kills=$((kills + 1))
+    "$DYN" clean $tpid >"$dir/b.clean" 2>&1 || bad "(b) $* #$_n: dyn clean: $(cat "$dir/b.clean")"
+    [ "$_before" = "$(text_of $tpid)" ] ||
+        bad "(b) $* killed at write #$_n: the code differs after dyn clean: $(cat "$dir/b.clean")"
+    touch "$dir/stop"
+    wait $tpid
+    _st=$?
+    tpid=
+    [ $_st -eq 0 ] && [ "$(cat "$dir/small.out")" = "$plain" ] ||
+        bad "(b) $* #$_n: the target exited $_st: $(cat "$dir/small.out")"
+}
+for n in 3 20 45 60 75 90 98; do
+    kill_at $n --time '*'
+done
+for n in 30 60 80; do
+    kill_at $n --all
+done
+for n in 60 120 180; do
+    kill_at $n -e 'time cpu(*) total'
+done
+[ $kills -ge 10 ] || bad "(b) only $kills of 13 attaches were killed"
+echo "dyn-clean: a hand-made leftover put back; $kills kills at chosen writes cleaned"
+exit $((fails > 0))
