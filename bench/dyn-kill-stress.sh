@@ -82,7 +82,7 @@ start_target() { # TARGET: its pid in $tpid
     case $1 in
     python)
         /usr/bin/python3.11 -c 'while True: sum(range(1000))' >/dev/null 2>&1 &
-        tpid=$! calls_of=PyEval_EvalFrameDefault ;;
+        tpid=$! calls_of=_PyEval_EvalFrameDefault ;;
     small)
         rm -f "$dir/stop"
         "$dir/small" "$dir/stop" >"$dir/small.out" 2>&1 &

@@ -88,11 +88,16 @@ is_counters(dyn_proc_t *p, uint64_t addr, uint64_t size)
     return yes;
 }
 
-/* Is the dyn that made a region still running (its session is live: not ours)? */
+/*
+ * Is the dyn that made a region still running (its session is live: not ours)? A
+ * zombie is not: a dyn killed with -9 whose parent has not reaped it yet (a shell that
+ * runs `kill -9 $DYN; dyn clean $PID`) still has its name, but no longer traces.
+ */
 static int
 dyn_alive(uint32_t pid)
 {
-    char path[64], comm[32] = "";
+    char path[64], comm[32] = "", stat[512] = "";
+    const char *st;
     FILE *f;
 
     if (pid == 0 || (int)pid == getpid())
@@ -104,7 +109,17 @@ dyn_alive(uint32_t pid)
         comm[0] = '\0';
     fclose(f);
     comm[strcspn(comm, "\n")] = '\0';
-    return strcmp(comm, "dyn") == 0 || strcmp(comm, "lt-dyn") == 0;
+    if (strcmp(comm, "dyn") != 0 && strcmp(comm, "lt-dyn") != 0)
+        return 0;
+    /* The state follows the name in parentheses (the last ')': a name may hold one). */
+    snprintf(path, sizeof(path), "/proc/%u/stat", pid);
+    if ((f = fopen(path, "r")) == NULL)
+        return 0;
+    if (fgets(stat, sizeof(stat), f) == NULL)
+        stat[0] = '\0';
+    fclose(f);
+    st = strrchr(stat, ')');
+    return st == NULL || (st[1] == ' ' && st[2] != 'Z' && st[2] != 'X');
 }
 
 /* Anonymous executable mappings whose first bytes are a trampoline header. */

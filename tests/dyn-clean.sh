@@ -15,7 +15,9 @@
 #      (1-byte rets, short entries, padding, loops, two busy threads), killed with -9 at
 #      its N-th write of the target's memory (strace fault injection) for N spread over
 #      install and removal: after dyn clean the code is the file's, and the target ends
-#      with the result of a plain run.
+#      with the result of a plain run;
+#  (c) a dyn killed with -9 and not reaped yet (a zombie: its parent, perl here, has not
+#      waited for it) is not "a dyn still running": dyn clean takes out what it left.
 # Skips (77) when ptrace is not allowed; (b) without strace. Exit status: 0 pass, 1
 # fail, 99 error.
 set -u
@@ -53,12 +55,41 @@ else
 fi
 tpid=
 
+# (c) A killed dyn that is still a zombie.
+plain=$("$dir/small" -)
+rm -f "$dir/stop"
+"$dir/small" "$dir/stop" >"$dir/small.out" 2>&1 &
+tpid=$!
+sleep 0.2
+before=$(text_of $tpid)
+perl -e '$| = 1; my $p = fork; if (!$p) { open(STDERR, ">", shift); exec @ARGV; exit 99 }
+    print "$p\n"; sleep 60' "$dir/c.err" "$DYN" attach $tpid --time '*' >"$dir/c.pid" &
+ppid=$!
+wait_lines "$dir/c.err" 'instrumented' 1 || bad "(c) attach: $(cat "$dir/c.err")"
+dp=$(cat "$dir/c.pid")
+kill -9 "$dp"
+sleep 0.2
+if [ "$(sed 's/.*) //' /proc/"$dp"/stat | cut -c1)" = Z ]; then
+    "$DYN" clean $tpid >"$dir/c.clean" 2>&1 || bad "(c) dyn clean: $(cat "$dir/c.clean")"
+    grep -q 'jumps put back' "$dir/c.clean" || bad "(c) dyn clean: $(cat "$dir/c.clean")"
+    [ "$before" = "$(text_of $tpid)" ] || bad "(c) the code differs after dyn clean"
+else
+    echo "note: (c) skipped: dyn $dp is not a zombie"
+fi
+kill $ppid 2>/dev/null
+wait $ppid 2>/dev/null
+touch "$dir/stop"
+wait $tpid
+st=$?
+tpid=
+[ $st -eq 0 ] && [ "$(cat "$dir/small.out")" = "$plain" ] ||
+    bad "(c) the target exited $st: $(cat "$dir/small.out")"
+
 # (b) Kills at the N-th memory write of a session.
 if ! strace -o /dev/null true 2>/dev/null; then
     echo "note: (b) skipped: no strace"
     exit $((fails > 0))
 fi
-plain=$("$dir/small" -)
 kills=0
 # kill_at N ARGS...: dyn attach ARGS killed at its N-th write.
 kill_at() {
