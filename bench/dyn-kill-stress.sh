@@ -11,10 +11,11 @@
 # built here: many small procedures of the shapes dyn patches: 1-byte rets, short
 # entries, padding, relocated loops, call sites). Default: both. Each round starts the
 # target, attaches `dyn attach PID MODE` with one of the modes (--time '*', --count
-# --all, -e 'time cpu(*) total', --calls-from), and kills dyn with -9 either at its N-th
-# write of the target's memory (strace fault injection, N random over the writes of a
-# whole attach/detach: install, sampling and removal alike) or, without strace, after a
-# random delay. Then `dyn clean PID`; then the code of every executable file mapping is
+# --all, -e 'time cpu(*) total', --calls-from), and kills dyn with -9, in turn: at its
+# N-th write of the target's memory (strace fault injection, N random over the writes
+# of a whole attach/detach: install, sampling and removal alike), at its N-th ptrace
+# call (stops, single steps, system calls run in the target), and after a random delay
+# (within the time a whole attach/detach took; the only way without strace: 0-4 s). Then `dyn clean PID`; then the code of every executable file mapping is
 # compared with the file (what differs is listed: address, bytes in memory, bytes in
 # the file) and the target is stopped (python: SIGTERM, must die of it; small: told to
 # finish, must print the result of a plain run and exit 0).
@@ -30,6 +31,7 @@ targets=${*:-small python}
 here=$(cd "$(dirname "$0")" && pwd)
 dir=${STRESS_DIR:-$(mktemp -d /tmp/dyn-kill-stress.XXXXXX)}
 mkdir -p "$dir"
+find "$dir" -maxdepth 1 -name 'left.*' -delete
 RANDOM=${STRESS_SEED:-$$}
 modes=${STRESS_MODES:-time all e calls}
 have_strace=0
@@ -105,8 +107,9 @@ stop_target() { # TARGET: 0 when it ended as it should
     esac
 }
 
-# How many memory writes a whole attach/detach of TARGET MODE makes (strace counts).
-declare -A nwrites
+# How many memory writes and ptrace calls a whole attach/detach of TARGET MODE makes
+# (strace counts).
+declare -A nwrites nptrace took
 count_writes() {
     start_target "$1"
     local a
@@ -114,11 +117,16 @@ count_writes() {
     if [ "$2" = e ]; then set -- "$1" "$2" -e 'time cpu(*) total'; else set -- "$1" "$2" $a; fi
     local t=$1 m=$2
     shift 2
-    strace -f -c -o "$dir/count.txt" -e trace=pwrite64 "$DYN" attach $tpid "$@" --duration 0.3 \
-        >/dev/null 2>"$dir/count.err"
+    local t0 t1
+    t0=$(date +%s%N)
+    strace -f -c -o "$dir/count.txt" -e trace=pwrite64,ptrace "$DYN" attach $tpid "$@" \
+        --duration 0.3 >/dev/null 2>"$dir/count.err"
+    t1=$(date +%s%N)
+    took[$t.$m]=$(( (t1 - t0) / 1000000 ))
     nwrites[$t.$m]=$(awk '$NF == "pwrite64" { print $4 }' "$dir/count.txt")
+    nptrace[$t.$m]=$(awk '$NF == "ptrace" { print $4 }' "$dir/count.txt")
     stop_target "$t" >/dev/null 2>&1
-    echo "$t $m: ${nwrites[$t.$m]:-0} writes in a whole attach/detach ($(grep ' instrumented, ' "$dir/count.err" | sed 's/^dyn: [0-9]*: //'))"
+    echo "$t $m: ${nwrites[$t.$m]:-0} writes and ${nptrace[$t.$m]:-0} ptrace calls in a whole attach/detach ($(grep ' instrumented, ' "$dir/count.err" | sed 's/^dyn: [0-9]*: //'))"
 }
 
 declare -A nround nleft
@@ -135,17 +143,18 @@ for ((k = 1; k <= ROUNDS; k++)); do
             start_target "$t"
             a=$(args_of "$m" $calls_of)
             if [ "$m" = e ]; then set -- -e 'time cpu(*) total'; else set -- $a; fi
-            nw=${nwrites[$t.$m]:-0}
-            if [ $have_strace -eq 1 ] && [ "$nw" -gt 0 ]; then
+            way=$((k % 3)) call=pwrite64 nw=${nwrites[$t.$m]:-0}
+            [ $way -eq 1 ] && call=ptrace nw=${nptrace[$t.$m]:-0}
+            if [ $have_strace -eq 1 ] && [ $way -lt 2 ] && [ "$nw" -gt 0 ]; then
                 at=$(( (RANDOM * 32768 + RANDOM) % nw + 1 ))
-                how="write #$at of $nw"
+                how="$call #$at of $nw"
                 # (The shell's "Killed" line to /dev/null.)
-                { strace -f -o /dev/null -e trace=pwrite64 -e inject=pwrite64:signal=KILL:when=$at \
+                { strace -f -o /dev/null -e trace=$call -e inject=$call:signal=KILL:when=$at \
                     "$DYN" attach $tpid "$@" --duration 0.3 >/dev/null 2>"$dir/att.err"; } 2>/dev/null
             else
                 "$DYN" attach $tpid "$@" >/dev/null 2>"$dir/att.err" &
                 dp=$!
-                d=$(awk -v r=$RANDOM 'BEGIN { printf "%.3f", r / 32768 * 4 }')
+                d=$(awk -v r=$RANDOM -v ms=${took[$t.$m]:-4000} 'BEGIN { printf "%.3f", r / 32768 * ms / 1000 }')
                 how="after ${d}s"
                 sleep "$d"
                 kill -9 $dp 2>/dev/null
