@@ -10,19 +10,21 @@
 # TARGET: python (/usr/bin/python3.11 in a CPU-bound loop) or small (bench/killtarget.c,
 # built here: many small procedures of the shapes dyn patches: 1-byte rets, short
 # entries, padding, relocated loops, call sites). Default: both. Each round starts the
-# target, attaches `dyn attach PID MODE` with one of the modes (--time '*', --count
-# --all, -e 'time cpu(*) total', --calls-from), and kills dyn with -9, in turn: at its
-# N-th write of the target's memory (strace fault injection, N random over the writes
-# of a whole attach/detach: install, sampling and removal alike), at its N-th ptrace
-# call (stops, single steps, system calls run in the target), and after a random delay
-# (within the time a whole attach/detach took; the only way without strace: 0-4 s). Then `dyn clean PID`; then the code of every executable file mapping is
-# compared with the file (what differs is listed: address, bytes in memory, bytes in
+# target, attaches `dyn attach PID MODE` with one of the modes (--time '*', --all, -e
+# 'time cpu(*) total', --calls-from), and kills dyn with -9, in turn: at its N-th
+# write of the target's memory (strace fault injection, N random over the writes of a
+# whole attach/detach: install, sampling and removal alike), at its N-th ptrace call
+# (stops, single steps, system calls run in the target), and after a random delay
+# (within the time a whole attach/detach took; the only way without strace: 0-4 s).
+# Then `dyn clean PID`; then the code of every executable file mapping is compared
+# with the file (what differs is listed: address, bytes in memory, bytes in
 # the file) and the target is stopped (python: SIGTERM, must die of it; small: told to
 # finish, must print the result of a plain run and exit 0).
 # Prints one line per round and a table: rounds and leftovers per target and mode.
 # Exit 0 when no round left anything, 1 otherwise. For `make corpus` (minutes), never
 # `make check`. Env: STRESS_SEED (random seed), STRESS_MODES (a subset of the modes by
-# their short names: time all e calls), STRESS_DIR (scratch; default a mktemp dir).
+# their short names: time all e calls), STRESS_KILL (write, ptrace or delay: that way
+# only), STRESS_DIR (scratch; default a mktemp dir).
 set -u -f
 DYN=${1:?usage: dyn-kill-stress.sh DYN ROUNDS [python|small...]}
 ROUNDS=${2:-20}
@@ -143,7 +145,9 @@ for ((k = 1; k <= ROUNDS; k++)); do
             start_target "$t"
             a=$(args_of "$m" $calls_of)
             if [ "$m" = e ]; then set -- -e 'time cpu(*) total'; else set -- $a; fi
-            way=$((k % 3)) call=pwrite64 nw=${nwrites[$t.$m]:-0}
+            way=$((k % 3))
+            case ${STRESS_KILL:-} in write) way=0 ;; ptrace) way=1 ;; delay) way=2 ;; esac
+            call=pwrite64 nw=${nwrites[$t.$m]:-0}
             [ $way -eq 1 ] && call=ptrace nw=${nptrace[$t.$m]:-0}
             if [ $have_strace -eq 1 ] && [ $way -lt 2 ] && [ "$nw" -gt 0 ]; then
                 at=$(( (RANDOM * 32768 + RANDOM) % nw + 1 ))
