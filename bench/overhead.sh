@@ -378,8 +378,10 @@ if [ "$VALGRIND" != 0 ]; then
                 awk -v e="${EST[$wl]}" -v q="$(cat "$T/times/$wl.qpw.instr")" -v n="$(cat "$T/times/$wl.none.instr")" \
                     'BEGIN {m = q - n; if (m > 0) {d = 100 * (e / m - 1); print (d < 0 ? -d : d)}}'
             done | sort -g | tail -n 1)
-            bench_record overhead.instr.qpw "Instructions, qp \`--weights\` (same runs)" \
-                "$r native${miss:+; the rewrite's own estimate of their cost within $(awk -v m="$miss" 'BEGIN {printf "%.1f", m < 0.1 ? 0.1 : m}')%}" ;;
+            est=
+            [ -z "$miss" ] ||
+                est="; the rewrite's own estimate of their cost within $(awk -v m="$miss" 'BEGIN {printf "%.1f", m < 0.1 ? 0.1 : m}')%"
+            bench_record overhead.instr.qpw "Instructions, qp \`--weights\` (same runs)" "$r native$est" ;;
         none)
             bench_record overhead.instr.none "Instructions, null rewrite (same runs)" "$r native" ;;
         naive)
