@@ -346,3 +346,53 @@ for wl in $WORKLOADS; do
         [ -z "${NOTE[$wl.$v]:-}" ] || echo "n/a: $wl/$v: ${NOTE[$wl.$v]}"
     done
 done
+
+# --- README's figures (bench/record.sh; make bench sets BENCH_RESULTS) ------------------
+. "$BENCH/record.sh"
+wl_name() { case $1 in sqlite) echo "sqlite speedtest1" ;; *) echo "$1" ;; esac; }
+# ratios KIND VARIANT: "1.052x, 1.059x, 1.060x" over the workloads that have it
+ratios() {
+    local kind=$1 v=$2 wl s=""
+    for wl in $WORKLOADS; do
+        [ -n "${HAVE[$wl.$v]:-}" ] && [ -s "$T/times/$wl.$v.$kind" ] && [ -s "$T/times/$wl.native.$kind" ] ||
+            continue
+        s="$s${s:+, }$(ratio "$(cat "$T/times/$wl.$v.$kind")" "$(cat "$T/times/$wl.native.$kind")")x"
+    done
+    echo "$s"
+}
+names=
+for wl in $WORKLOADS; do names="$names${names:+, }$(wl_name "$wl")"; done
+if [ "$VALGRIND" != 0 ]; then
+    for v in $VARIANTS; do
+        r=$(ratios instr "$v")
+        [ -n "$r" ] || continue
+        case $v in
+        qp)
+            g=$(ratios instr gcc)
+            bench_record overhead.instr.qp "Instructions, qp profiling ($names; valgrind, small inputs)" \
+                "$r native${g:+ (gcc \`-fprofile-arcs\`: $g)}" ;;
+        qpw)
+            # the estimate's largest miss over the workloads, as the table above computes it
+            miss=$(for wl in $WORKLOADS; do
+                [ -n "${EST[$wl]:-}" ] && [ -s "$T/times/$wl.qpw.instr" ] && [ -s "$T/times/$wl.none.instr" ] || continue
+                awk -v e="${EST[$wl]}" -v q="$(cat "$T/times/$wl.qpw.instr")" -v n="$(cat "$T/times/$wl.none.instr")" \
+                    'BEGIN {m = q - n; if (m > 0) {d = 100 * (e / m - 1); print (d < 0 ? -d : d)}}'
+            done | sort -g | tail -n 1)
+            est=
+            [ -z "$miss" ] ||
+                est="; the rewrite's own estimate of their cost within $(awk -v m="$miss" 'BEGIN {printf "%.1f", m < 0.1 ? 0.1 : m}')%"
+            bench_record overhead.instr.qpw "Instructions, qp \`--weights\` (same runs)" "$r native$est" ;;
+        none)
+            bench_record overhead.instr.none "Instructions, null rewrite (same runs)" "$r native" ;;
+        naive)
+            bench_record overhead.instr.naive "Instructions, naive counters, one per block (same runs)" "$r native" ;;
+        esac
+    done
+fi
+# Wall times only from enough rounds to take a median of.
+if [ "$ROUNDS" -ge 5 ]; then
+    r=$(ratios wall qp)
+    g=$(ratios wall gcc)
+    [ -z "$r" ] || bench_record overhead.wall.qp "Wall time, qp profiling ($names; median of $ROUNDS alternating rounds)" \
+        "$r native${g:+ (gcc \`-fprofile-arcs\`: $g)}"
+fi

@@ -8,7 +8,9 @@
 # system) seconds, peak RSS in MB, CPU seconds per MB of text, and (RSS/MB) the null
 # rewrite's peak RSS per MB of text; then the growth exponent k of time ~ text^k and of
 # RSS ~ text^k (least squares on the logs; k = 1 is linear; the smallest inputs, whose
-# cost is mostly fixed, pull k down). One run each (the large inputs take minutes).
+# cost is mostly fixed, pull k down). One run each (the large inputs take minutes), or
+# the medians of SCALE_ROUNDS runs. cc1's and chromium's null and qp figures are
+# recorded for README (bench/record.sh).
 #
 # Usage: bench/scale.sh [path/to/qpt-rewrite]
 # Environment: SCALE_INPUTS (space-separated paths, instead of the list above),
@@ -19,6 +21,8 @@ QPT=${1:-tools/qpt-rewrite}
 command -v /usr/bin/time >/dev/null || { echo "scale: needs /usr/bin/time (apt-get install time)"; exit 1; }
 inputs=${SCALE_INPUTS:-"/usr/bin/ls /usr/bin/bash /usr/bin/python3.11 /usr/lib/gcc/x86_64-linux-gnu/12/cc1 /usr/bin/gdb /usr/lib/chromium/chromium"}
 out=${SCALE_OUT:-}
+ROUNDS=${SCALE_ROUNDS:-1}
+. "$(dirname "$0")/record.sh"
 if [ -z "$out" ]; then
     out=$(mktemp -d /tmp/qpt-scale.XXXXXX)
     trap 'rm -rf "$out"' EXIT
@@ -37,6 +41,19 @@ measure() {
     fi
 }
 
+# measure_median COMMAND...: measure's three figures, each the median of ROUNDS runs
+measure_median() {
+    local r
+    for r in $(seq "$ROUNDS"); do measure "$@"; echo; done | awk '
+        $1 == "fail" { failed = 1 }
+        NF == 3 { n++; w[n] = $1; c[n] = $2; m[n] = $3 }
+        function med(a,    i, j, t) {
+            for (i = 2; i <= n; i++) for (j = i; j > 1 && a[j - 1] > a[j]; j--) { t = a[j]; a[j] = a[j - 1]; a[j - 1] = t }
+            return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
+        }
+        END { if (failed || !n) print "fail fail fail"; else printf "%.2f %.2f %.0f\n", med(w), med(c), med(m) }'
+}
+
 rows=$out/rows
 : > "$rows"
 printf '%-11s %7s | %6s %6s %6s | %6s %6s %6s %6s | %6s %6s %6s %6s | %6s\n' input "text MB" \
@@ -46,14 +63,20 @@ for f in $inputs; do
     n=$(basename "$f")
     text=$(size -A "$f" | awk '$1 ~ /^\.(text|init|fini|plt)/ {s += $2} END {printf "%.2f", s / 1048576}')
     read -r cs cc cm <<<"$(measure "$QPT" --dump-cfg "$f")"
-    read -r ns nc nm <<<"$(measure "$QPT" --driver=none "$f" -o "$out/$n.none")"
+    read -r ns nc nm <<<"$(measure_median "$QPT" --driver=none "$f" -o "$out/$n.none")"
     rm -f "$out/$n.none"
-    read -r qs qc qm <<<"$(measure "$QPT" --driver=qp "$f" -o "$out/$n.qp")"
+    read -r qs qc qm <<<"$(measure_median "$QPT" --driver=qp "$f" -o "$out/$n.qp")"
     rm -f "$out/$n.qp"
     per() { awk -v a="$1" -v t="$text" 'BEGIN { if (a == "fail") print "-"; else printf "%.2f", a / t }'; }
     printf '%-11s %7s | %6s %6s %6s | %6s %6s %6s %6s | %6s %6s %6s %6s | %6s\n' "$n" "$text" \
         "$cs" "$cc" "$cm" "$ns" "$nc" "$nm" "$(per "$nc")" "$qs" "$qc" "$qm" "$(per "$qc")" "$(per "$nm")"
     echo "$n $text $cs $cc $cm $ns $nc $nm $qs $qc $qm" >> "$rows"
+    runs="1 run"; [ "$ROUNDS" -eq 1 ] || runs="medians of $ROUNDS runs"
+    case $n in cc1 | chromium)
+        [ "$ns" = fail ] || [ "$qs" = fail ] ||
+            bench_record "scale.$n" "Null / qp rewrite of $n ($text MB of text)" \
+                "$ns s / $qs s wall, $nc s / $qc s CPU; $nm / $qm MB ($runs, $(nproc) cores)" ;;
+    esac
 done
 # Growth exponents: slope of log(y) against log(text) over the inputs measured.
 awk '

@@ -87,6 +87,7 @@ command -v /usr/bin/time >/dev/null || die "needs /usr/bin/time (apt-get install
     die "needs valgrind (apt-get install valgrind), or IROUNDS=0"
 printf '%-7s %-12s %9s %8s %11s %7s %7s %8s %9s %22s\n' workload variant "bytes/blk" "recs/blk" bytes \
     "wall s" "cpu s" "added" "M instr" "vs naive"
+BYTES_X= INSTR_X=
 for wl in $WORKLOADS; do
     p=$(prog_of "$wl")
     args "$wl"
@@ -167,10 +168,21 @@ for wl in $WORKLOADS; do
                 'BEGIN {printf "%.1fx/%.1fx/%s/%s", a / b, ra / rb, (y > 0.001 ? sprintf("%.1fx", x / y) : "-"),
                         (yi > 0 ? sprintf("%.2fx", xi / yi) : "-")}')"
     done
+    # README's figures (bench/record.sh): the chord tracer's gains over naive, per workload
+    BYTES_X="$BYTES_X${BYTES_X:+, }$(awk -v a="${bytes[trace-naive]}" -v b="${bytes[trace]}" 'BEGIN {printf "%.1fx", a / b}')"
+    iadded=$(echo "${ins[trace]} - ${ins[native]}" | bc -l)
+    niadded=$(echo "${ins[trace-naive]} - ${ins[native]}" | bc -l)
+    INSTR_X="$INSTR_X${INSTR_X:+, }$(awk -v x="$niadded" -v y="$iadded" 'BEGIN {if (y > 0) printf "%.1fx", x / y; else printf "-"}')"
     echo "$wl: $blocks blocks run; added: cpu s over native's; M instr: millions of instructions (native: all; the others: added to native's); 'vs naive': bytes, records, added cpu time and added instructions, naive's / this one's; the chord traces regenerate the naive one exactly"
     unset wall cpu bytes ins
     rm -rf "$T/qp" "$T/v1" "$T/v2" "$T/v3" "$T/run"
 done
+
+. "$BENCH/record.sh"
+names=$(echo "$WORKLOADS" | sed 's/ /, /g')
+[ -z "${BYTES_X:-}" ] || bench_record trace.bytes "Trace size, chord trace vs a record per block ($names)" "$BYTES_X fewer bytes"
+[ "$IROUNDS" = 0 ] || [ -z "${INSTR_X:-}" ] ||
+    bench_record trace.instr "Trace cost, instructions added: naive / chord tracer (same runs)" "$INSTR_X"
 
 # Address tracing (--trace-mem) against valgrind lackey: bzip2 -9 on the first MEM_KB
 # (300) kB of the small text (lackey runs some 200x slower than native: a short run).
