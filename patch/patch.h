@@ -206,8 +206,8 @@ pt_inplace_emit(const pt_inplace_t *t, uint64_t at, uint8_t *out /*OUT*/, size_t
  * than CAP), QP_ERANGE (TRAMP out of rel32 reach).
  */
 int
-pt_inplace_patch(
-    const pt_inplace_t *t, uint64_t tramp, uint32_t span, uint8_t *out /*OUT*/, size_t cap);
+pt_inplace_patch(const pt_inplace_t *t, uint64_t tramp, uint32_t span,
+    uint8_t *out /*OUT*/, size_t cap);
 
 /*****************************************************************************
  * Procedures relocated whole (pt_reloc.c): a live procedure whose points do not fit

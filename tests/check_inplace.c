@@ -64,9 +64,9 @@ patch(size_t off, uint32_t len, size_t toff, int w, int save_flags)
     int n = pt_inplace_emit(&t, (uint64_t)(uintptr_t)(TRAMP + toff), TRAMP + toff, 256);
     if (n < 0)
         return n;
-    ck_assert_int_eq(pt_inplace_patch(&t, (uint64_t)(uintptr_t)(TRAMP + toff), len, CODE + off,
-                                      len),
-                     (int)len);
+    ck_assert_int_eq(
+        pt_inplace_patch(&t, (uint64_t)(uintptr_t)(TRAMP + toff), len, CODE + off, len),
+        (int)len);
     return n;
 }
 
@@ -183,8 +183,8 @@ START_TEST(test_inplace_patch_bytes)
     ck_assert_int_eq(pt_inplace_patch(&t, 0x402000, 4, out, sizeof(out)), QP_EINVAL);
     ck_assert_int_eq(pt_inplace_patch(&t, 0x402000, 17, out, sizeof(out)), QP_EINVAL);
     ck_assert_int_eq(pt_inplace_patch(NULL, 0x402000, 5, out, sizeof(out)), QP_EINVAL);
-    ck_assert_int_eq(pt_inplace_patch(&t, 0x401000 + (8ull << 30), 5, out, sizeof(out)),
-                     QP_ERANGE);
+    ck_assert_int_eq(
+        pt_inplace_patch(&t, 0x401000 + (8ull << 30), 5, out, sizeof(out)), QP_ERANGE);
 }
 END_TEST
 
