@@ -2,8 +2,8 @@
  * SPDX-License-Identifier: MIT */
 
 /*
- * The description (see qp_desc.c), version 6: the index read first, and the chunks
- * decoded and validated when a caller asks for a procedure, block or call.
+ * The description (see qp_desc.c), version 6 and later: the index read first, and the
+ * chunks decoded and validated when a caller asks for a procedure, block or call.
  */
 #include "base/qp_desc_priv.h"
 

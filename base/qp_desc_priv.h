@@ -5,8 +5,10 @@
  * What the parts of qp_desc.c share (base/ only): the writer's and the reader's
  * state, the varint and zigzag helpers, and the helpers one part calls in another.
  * The parts: qp_desc.c (names, validation, the id, procedures by entry),
- * qp_desc_write.c (key call sites, chunk plan, encoding), qp_desc_read.c (parsing
- * versions 3 to 5), qp_desc_lazy.c (version 6: the index, chunks decoded when asked for).
+ * qp_desc_write.c (key call sites, chunk plan, encoding), qp_desc_read.c (the reader,
+ * the header checks, version 5's body), qp_desc_lazy.c (version 6 and later: the index,
+ * chunks decoded when asked for).
+ * Each helper is described where it is defined; the helpers are listed by file.
  */
 #ifndef QP_DESC_PRIV_H
 #define QP_DESC_PRIV_H

@@ -3,7 +3,8 @@
 
 /*
  * The description (see qp_desc.c), reading untrusted bytes: the buffered varint
- * reader, the body decoder and the header checks of versions 3 to 5.
+ * reader, the record decoders, the header checks of every version read (5 to 7) and
+ * version 5's body.
  */
 #include "base/qp_desc_priv.h"
 

@@ -8,6 +8,7 @@
  * point), dyn_patch_select.c (choosing by name: procedures, neighbours, call sites),
  * dyn_patch_timer.c (timers at the entry and every exit), dyn_patch_reloc.c
  * (procedures relocated whole), dyn_patch_install.c (counters, trampolines, patching).
+ * Each helper is described where it is defined; the helpers are listed by file.
  */
 #ifndef QP_DYN_PATCH_PRIV_H
 #define QP_DYN_PATCH_PRIV_H

@@ -6,6 +6,7 @@
  * calls in another. The parts: x86_snip.c (statements, checking, compiling),
  * x86_snip_gen.c (emitting bytes, labels, temporaries), x86_snip_expr.c (operands
  * and expressions).
+ * Each helper is described where it is defined; the helpers are listed by file.
  */
 #ifndef QP_X86_SNIP_PRIV_H
 #define QP_X86_SNIP_PRIV_H
