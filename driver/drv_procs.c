@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "driver/driver.h"
+#include "patch/patch.h"
 
 enum {
     NR_CLONE = 56, /* x86-64 system call numbers */
@@ -243,7 +244,7 @@ drv_threads_reason(const cfg_prog_t *prog, char *buf, size_t len, int *unhooked)
     /* glibc's clone3 wrapper (pthread_create, also posix_spawn) lies outside the CFG of
      * its FDE, after its end: look for the bytes. */
     uint8_t pat[16];
-    int np = arch_emit_syscall_nr(NR_CLONE3, pat, sizeof(pat));
+    int np = pt_syscall_pattern(NR_CLONE3, pat, sizeof(pat));
     for (size_t i = 0; np > 0 && i < img->nsections; i++) {
         const cfg_section_t *sec = &img->sections[i];
         if ((sec->flags & CFG_SEC_CODE) && sec->bytes != NULL

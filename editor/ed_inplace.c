@@ -288,10 +288,9 @@ edl_inplace_apply(ed_plan_t *plan, const qp_space_ops_t *ops, void *space)
         }
         uint8_t patch[64];
         uint32_t span = lens[2 * i + 1];
-        memset(patch, 0xcc, sizeof(patch)); /* never run: nothing enters past the jmp */
-        rc = arch_emit_jmp(pr->addr, region + k, patch, sizeof(patch));
+        rc = pt_inplace_patch(&t, region + k, span, patch, sizeof(patch));
         if (rc >= 0)
-            rc = span <= sizeof(patch) ? ops->write(space, pr->addr, patch, span) : QP_EBUG;
+            rc = ops->write(space, pr->addr, patch, span);
         k += (size_t)n;
         plan->stats.nflag_saves += pr->save_flags != 0;
     }

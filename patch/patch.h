@@ -157,6 +157,15 @@ pt_tramp_emit(
 int
 pt_tramp_patch(uint64_t addr, uint64_t tramp, uint8_t *out, size_t cap);
 
+/*
+ * The usual bytes of "system call number NR" as compilers and libc write them (x86-64:
+ * `mov $NR,%eax; syscall`, 7 bytes), to look for in code that no CFG reaches (a static
+ * program's clone3 wrapper, driver/drv_procs.c). Its length into OUT (CAP bytes), or
+ * QP_EINVAL (NR out of range, CAP too small).
+ */
+int
+pt_syscall_pattern(long nr, uint8_t *out /*OUT*/, size_t cap);
+
 /* The bytes snippet SN compiles to where it runs at AT (its variables are in rel32
  * reach from there), or QP_E* (the length cannot be known). */
 int
@@ -189,6 +198,16 @@ typedef struct pt_inplace {
  */
 int
 pt_inplace_emit(const pt_inplace_t *t, uint64_t at, uint8_t *out /*OUT*/, size_t cap);
+
+/*
+ * The SPAN bytes written over T's point to enter its trampoline at TRAMP: a jmp rel32,
+ * then int3 over the rest of the span (never run: nothing enters past the jump) into
+ * OUT (CAP bytes). Returns SPAN, or QP_EINVAL (SPAN shorter than the jump or longer
+ * than CAP), QP_ERANGE (TRAMP out of rel32 reach).
+ */
+int
+pt_inplace_patch(const pt_inplace_t *t, uint64_t tramp, uint32_t span,
+    uint8_t *out /*OUT*/, size_t cap);
 
 /*****************************************************************************
  * Procedures relocated whole (pt_reloc.c): a live procedure whose points do not fit

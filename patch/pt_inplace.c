@@ -16,7 +16,8 @@
  * the old code and no return address ever points into a trampoline: runtimes that find
  * functions by return address (Go, GHC), unwinders and debuggers see the program's own
  * frames. A trampoline holds no call and no frame: while it runs, the stack is the
- * program's, below the red zone only when the flags are saved.
+ * program's, below the red zone only when the flags are saved. The point's bytes become
+ * a jump to the trampoline, int3 over the rest (pt_inplace_patch).
  */
 #include <string.h>
 
@@ -77,4 +78,15 @@ pt_inplace_emit(const pt_inplace_t *t, uint64_t at, uint8_t *out, size_t cap)
         k += (size_t)n;
     }
     return (int)k;
+}
+
+int
+pt_inplace_patch(
+    const pt_inplace_t *t, uint64_t tramp, uint32_t span, uint8_t *out, size_t cap)
+{
+    if (t == NULL || out == NULL || span < 5 || span > cap)
+        return QP_EINVAL;
+    memset(out, 0xcc, span);
+    QP_CHECK(arch_emit_jmp(t->addr, tramp, out, span));
+    return (int)span;
 }

@@ -299,3 +299,9 @@ pt_tramp_patch(uint64_t addr, uint64_t tramp, uint8_t *out, size_t cap)
         return QP_EINVAL;
     return arch_emit_jmp(addr, tramp, out, cap);
 }
+
+int
+pt_syscall_pattern(long nr, uint8_t *out, size_t cap)
+{
+    return arch_emit_syscall_nr(nr, out, cap);
+}

@@ -6,7 +6,8 @@
  * patched with a jump to its trampoline (pt_inplace_emit), the procedures called: their
  * results unchanged, the counters exact. Shapes: a displaced direct call (the callee
  * sees its original return address), an indirect call, a conditional branch last, the
- * flags live at the point, and the refusal of a call whose operand uses %rsp.
+ * flags live at the point, and the refusal of a call whose operand uses %rsp; the bytes
+ * written over a point (pt_inplace_patch).
  */
 #include "config.h"
 
@@ -63,9 +64,9 @@ patch(size_t off, uint32_t len, size_t toff, int w, int save_flags)
     int n = pt_inplace_emit(&t, (uint64_t)(uintptr_t)(TRAMP + toff), TRAMP + toff, 256);
     if (n < 0)
         return n;
-    memset(CODE + off, 0xcc, len);
-    ck_assert_int_eq(arch_emit_jmp(at(off), (uint64_t)(uintptr_t)(TRAMP + toff), CODE + off, 5),
-                     5);
+    ck_assert_int_eq(
+        pt_inplace_patch(&t, (uint64_t)(uintptr_t)(TRAMP + toff), len, CODE + off, len),
+        (int)len);
     return n;
 }
 
@@ -169,6 +170,24 @@ START_TEST(test_inplace_refuses_rsp_operand)
 }
 END_TEST
 
+/* The bytes over a point: the jump, int3 over the rest of the span; refused when the span
+ * cannot hold the jump or the output cannot hold the span, or the trampoline is out of
+ * reach. */
+START_TEST(test_inplace_patch_bytes)
+{
+    uint8_t out[16];
+    pt_inplace_t t = { .addr = 0x401000, .orig = CODE + OFF_F, .len = 4 };
+    ck_assert_int_eq(pt_inplace_patch(&t, 0x402000, 7, out, sizeof(out)), 7);
+    static const uint8_t want[] = { 0xe9, 0xfb, 0x0f, 0x00, 0x00, 0xcc, 0xcc };
+    ck_assert_mem_eq(out, want, sizeof(want));
+    ck_assert_int_eq(pt_inplace_patch(&t, 0x402000, 4, out, sizeof(out)), QP_EINVAL);
+    ck_assert_int_eq(pt_inplace_patch(&t, 0x402000, 17, out, sizeof(out)), QP_EINVAL);
+    ck_assert_int_eq(pt_inplace_patch(NULL, 0x402000, 5, out, sizeof(out)), QP_EINVAL);
+    ck_assert_int_eq(
+        pt_inplace_patch(&t, 0x401000 + (8ull << 30), 5, out, sizeof(out)), QP_ERANGE);
+}
+END_TEST
+
 static Suite *
 inplace_suite(void)
 {
@@ -180,6 +199,7 @@ inplace_suite(void)
     tcase_add_test(tc, test_inplace_branch_last);
     tcase_add_test(tc, test_inplace_indirect_call);
     tcase_add_test(tc, test_inplace_refuses_rsp_operand);
+    tcase_add_test(tc, test_inplace_patch_bytes);
     suite_add_tcase(s, tc);
     return s;
 }

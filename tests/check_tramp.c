@@ -11,8 +11,8 @@
  * rip-relative load; the shapes dyn needs beyond those (a call made with its original
  * return address, a block moved whole with an entry and an exit snippet, a short
  * indirect call moved with what follows it, a conditional tail call, an entry reached
- * through padding); the one flags rule; and the refusals (too few bytes, out of reach,
- * no room).
+ * through padding); the one flags rule; the refusals (too few bytes, out of reach, no
+ * room); and the bytes of a system call looked for in code (pt_syscall_pattern).
  */
 #include "config.h"
 
@@ -697,6 +697,19 @@ START_TEST(test_reloc_refusals)
 }
 END_TEST
 
+/* The bytes of a system call looked for in code no CFG reaches: clone3 (435) is
+ * `mov $435,%eax; syscall`; a number out of range or too little room is refused. */
+START_TEST(test_syscall_pattern)
+{
+    uint8_t out[16];
+    static const uint8_t clone3[] = { 0xb8, 0xb3, 0x01, 0x00, 0x00, 0x0f, 0x05 };
+    ck_assert_int_eq(pt_syscall_pattern(435, out, sizeof(out)), 7);
+    ck_assert_mem_eq(out, clone3, sizeof(clone3));
+    ck_assert_int_eq(pt_syscall_pattern(435, out, 6), QP_EINVAL);
+    ck_assert_int_eq(pt_syscall_pattern(-1, out, sizeof(out)), QP_EINVAL);
+}
+END_TEST
+
 static Suite *
 tramp_suite(void)
 {
@@ -713,6 +726,7 @@ tramp_suite(void)
     tcase_add_test(tc, test_reloc_whole);
     tcase_add_test(tc, test_reloc_refusals);
     tcase_add_test(tc, test_reloc_unknown_jump);
+    tcase_add_test(tc, test_syscall_pattern);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -1,0 +1,171 @@
+/* Copyright 2026 the qpt authors
+ * SPDX-License-Identifier: MIT */
+
+/*
+ * What the parts of qp_desc.c share (base/ only): the writer's and the reader's
+ * state, the varint and zigzag helpers, and the helpers one part calls in another.
+ * The parts: qp_desc.c (names, validation, the id, procedures by entry),
+ * qp_desc_write.c (key call sites, chunk plan, encoding), qp_desc_read.c (the reader,
+ * the header checks, version 5's body), qp_desc_lazy.c (version 6 and later: the index,
+ * chunks decoded when asked for).
+ * Each helper is described where it is defined; the helpers are listed by file.
+ */
+#ifndef QP_DESC_PRIV_H
+#define QP_DESC_PRIV_H
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <lzma.h>
+#include <string.h>
+
+#include "base/qp_bytes.h"
+#include "base/qp_edge.h"
+#include "base/qp_desc.h"
+
+/*
+ * The running values the deltas are taken from (qp_format.h names them), and what both
+ * directions look up: D's blocks (decoded before the edges) and its procedures by entry
+ * (decoded before the calls).
+ */
+typedef struct run {
+    uint32_t name, block, edge, counter, from, call_block, call_edge, call_name;
+    uint64_t entry, new_entry, start, new_start, ret_addr, target;
+    const qp_desc_t *d;
+    qp_entry_map_t *entries; /* D's procedures by entry */
+    uint32_t ncalls_read;    /* decoding: call sites read, their call_proc in ENTRIES */
+    /* Version 6: the blocks a chunk's edges may name (blocks [win0, win0 + nwin), at
+     * WIN): an edge to another block is taken as to a block that did not move. */
+    const qp_desc_block_t *win;
+    uint32_t win0, nwin;
+    int windowed;
+    int plain_names; /* version 7's chunks: every call site gives its callee's name */
+    uint32_t *callee_out; /* decoding key sites: where desc_get_call puts the callee */
+} run_t;
+
+/* Intervals of return addresses a chunk's plan keeps (chunk_plan_t, the index). */
+enum { RA_PARTS = 4 };
+
+/*
+ * The compression (qp_format.h): raw LZMA2 with lc 1, lp 0, pb 0 (varints are bytes with
+ * no alignment), preset 6's match finder or, when the records pass LZMA_SMALL in all,
+ * preset 1's (preset 6 takes 0.3 s a MB, preset 1 0.04 s), and a dictionary as large as
+ * the stream's bytes (at least LZMA's 4 KiB, at most 8 MiB): the decoder, told the
+ * stream's size, allocates no more.
+ */
+#define LZMA_SMALL (2u << 20)
+#define LZMA_DICT_MAX (8u << 20)
+
+/*
+ * The body being read, inflated a window at a time (a whole body held at once cost
+ * chromium's qp 150 MB more at its peak); `bad` once a varint ran past the end or out
+ * of range. Without a stream (Z NULL), P holds the whole body.
+ */
+typedef struct rbuf {
+    const uint8_t *p;
+    size_t n, off;
+    int bad;
+    lzma_stream *z;   /* the body's stream, or NULL */
+    uint8_t *win;     /* the window it inflates into (WINSIZE bytes) */
+    size_t winsize;   /* WINDOW, or less for a smaller body */
+    uint64_t left;    /* body bytes (header's body_size) not inflated yet */
+    lzma_ret zret;    /* the stream's last status (LZMA_OK while it runs) */
+} rbuf_t;
+
+enum { WINDOW = 1u << 20 };
+
+/* The most bytes a record can take (qp_format.h): a procedure, a block, an edge, a call. */
+enum { MAX_PROC = 64, MAX_BLOCK = 40, MAX_EDGE = 32, MAX_CALL = 32 };
+
+/* qp_desc.c */
+void
+desc_keys_free(qp_desc_keys_t *k);
+uint32_t
+desc_first_call_at(const qp_desc_t *d, uint32_t first);
+int
+desc_range_ok(uint32_t first, uint32_t n, uint32_t total);
+int
+desc_validate_strtab(const qp_desc_t *d, char *why, size_t whylen);
+int
+desc_validate_block_at(
+    const qp_desc_t *d, uint32_t i, const qp_desc_block_t *b, char *why, size_t whylen);
+int
+desc_validate_edge_at(
+    const qp_desc_t *d, uint32_t i, const qp_desc_edge_t *e, char *why, size_t whylen);
+int
+desc_validate_proc_head(const qp_desc_t *d, uint32_t i, char *why, size_t whylen);
+int
+desc_validate_proc_at(const qp_desc_t *d, uint32_t i, const qp_desc_edge_t *edges,
+    char *why, size_t whylen);
+int
+desc_validate_sites(const qp_desc_t *d, const qp_desc_call_t *calls,
+    const uint32_t *index, uint32_t n, int edges, char *why, size_t whylen);
+int
+desc_validate_calls(const qp_desc_t *d, int edges, char *why, size_t whylen);
+uint64_t
+desc_zz64(uint64_t x, uint64_t prev);
+uint64_t
+desc_zz32(uint32_t x, uint32_t prev);
+uint64_t
+desc_unzz64(uint64_t z, uint64_t prev);
+uint32_t
+desc_unzz32(uint64_t z, uint32_t prev);
+
+/* qp_desc_write.c */
+int
+desc_is_key_site(const qp_desc_call_t *c, uint32_t callee, uint8_t kind);
+int
+desc_keys_index_procs(const qp_desc_t *d, qp_desc_keys_t *k);
+int
+desc_keys_from_calls(const qp_desc_t *d, qp_desc_keys_t **out);
+int
+desc_index_entries(run_t *r);
+void
+desc_entries_done(run_t *r, qp_desc_t *keep);
+uint64_t
+desc_ret_base(const run_t *r, uint32_t to);
+void
+desc_exec_next(const qp_desc_t *d, uint32_t block, uint64_t *next, uint32_t *tie);
+uint32_t
+desc_dict_for(uint64_t n);
+int
+desc_lzma_options(uint32_t preset, lzma_options_lzma *o);
+
+/* qp_desc_read.c */
+uint64_t
+desc_get_u(rbuf_t *r);
+int
+desc_get_bytes(rbuf_t *r, uint8_t *out, size_t n);
+uint64_t
+desc_get_max(rbuf_t *r, uint64_t max);
+uint32_t
+desc_get_u32(rbuf_t *r);
+void
+desc_get_proc(rbuf_t *b, run_t *r, qp_desc_proc_t *p);
+void
+desc_get_block(rbuf_t *b, run_t *r, qp_desc_block_t *k);
+void
+desc_get_edge(rbuf_t *b, run_t *r, qp_desc_edge_t *e);
+void
+desc_get_call(rbuf_t *b, run_t *r, qp_desc_call_t *c);
+int
+desc_alloc_part(void **p, uint32_t n, size_t size);
+int
+desc_check_header(
+    const uint8_t *buf, size_t len, qp_desc_hdr_t *h, char *why, size_t whylen);
+int
+desc_finish_stream(
+    rbuf_t *b, const qp_desc_hdr_t *h, size_t *end, char *why, size_t whylen);
+int
+desc_unpack_init(lzma_stream *z, uint64_t n, uint32_t version);
+int
+desc_parse_v5(const uint8_t *buf, size_t len, const qp_desc_hdr_t *h, qp_desc_t *out,
+    size_t *end, char *why, size_t whylen);
+
+/* qp_desc_lazy.c */
+void
+desc_lazy_free(struct qp_desc_lazy *lz);
+uint32_t
+desc_lazy_first_call(const qp_desc_t *d, uint32_t proc);
+
+#endif

@@ -1,0 +1,396 @@
+/* Copyright 2026 the qpt authors
+ * SPDX-License-Identifier: MIT */
+
+/*
+ * The description (see qp_desc.c), reading untrusted bytes: the buffered varint
+ * reader, the record decoders, the header checks of every version read (5 to 7) and
+ * version 5's body.
+ */
+#include "base/qp_desc_priv.h"
+
+/*****************************************************************************
+ * Parsing
+ */
+
+/* Inflate the next window of R's stream (at most the LEFT bytes the header promises).
+ * Returns the bytes now in R->p, 0 at the end or on a stream error (R->zret). */
+static size_t
+refill(rbuf_t *r)
+{
+    if (r->z == NULL || r->left == 0 || r->zret != LZMA_OK)
+        return 0;
+    size_t want = r->left < r->winsize ? (size_t)r->left : r->winsize;
+    r->z->next_out = r->win;
+    r->z->avail_out = want;
+    while (r->z->avail_out > 0 && r->zret == LZMA_OK) {
+        r->zret = lzma_code(r->z, LZMA_FINISH);
+        if (r->zret == LZMA_OK && r->z->avail_in == 0 && r->z->avail_out > 0)
+            r->zret = LZMA_BUF_ERROR; /* the input ended inside the stream */
+    }
+    size_t got = want - r->z->avail_out;
+    if (r->zret == LZMA_STREAM_END && got == want)
+        r->zret = LZMA_OK; /* ended exactly here: said again by the next call */
+    r->left -= got;
+    r->p = r->win;
+    r->n = got;
+    r->off = 0;
+    return got;
+}
+
+uint64_t
+desc_get_u(rbuf_t *r)
+{
+    uint64_t v = 0;
+    for (unsigned shift = 0; shift < 64; shift += 7) {
+        if (r->off == r->n && refill(r) == 0)
+            break;
+        uint8_t b = r->p[r->off++];
+        if (shift == 63 && b > 1)
+            break; /* more than 64 bits */
+        v |= (uint64_t)(b & 0x7f) << shift;
+        if (!(b & 0x80))
+            return v;
+    }
+    r->bad = 1;
+    return 0;
+}
+
+/* Copy the next N body bytes of R into OUT; 0, or -1 when fewer are left. */
+int
+desc_get_bytes(rbuf_t *r, uint8_t *out, size_t n)
+{
+    while (n > 0) {
+        if (r->off == r->n && refill(r) == 0)
+            return -1;
+        size_t k = r->n - r->off < n ? r->n - r->off : n;
+        memcpy(out, r->p + r->off, k);
+        out += k;
+        r->off += k;
+        n -= k;
+    }
+    return 0;
+}
+
+/* A varint of at most MAX. */
+uint64_t
+desc_get_max(rbuf_t *r, uint64_t max)
+{
+    uint64_t v = desc_get_u(r);
+    if (v > max) {
+        r->bad = 1;
+        return 0;
+    }
+    return v;
+}
+
+uint32_t
+desc_get_u32(rbuf_t *r)
+{
+    return (uint32_t)desc_get_max(r, UINT32_MAX);
+}
+
+void
+desc_get_proc(rbuf_t *b, run_t *r, qp_desc_proc_t *p)
+{
+    uint64_t head = desc_get_max(b, (uint64_t)UINT32_MAX << 3 | 7);
+    p->flags = (uint32_t)(head >> 3);
+    p->name = r->name = desc_unzz32(desc_get_u32(b), r->name);
+    p->entry = r->entry = desc_unzz64(desc_get_u(b), r->entry);
+    if (head & 1)
+        p->new_entry = r->new_entry = desc_unzz64(desc_get_u(b), r->new_entry);
+    p->block = desc_unzz32(desc_get_u32(b), r->block);
+    p->nblocks = desc_get_u32(b);
+    p->edge = desc_unzz32(desc_get_u32(b), r->edge);
+    p->nedges = desc_get_u32(b);
+    r->block = p->block + p->nblocks;
+    r->edge = p->edge + p->nedges;
+    if (head & 2)
+        p->reason = desc_get_u32(b);
+    if (head & 4)
+        p->miss = desc_get_u32(b);
+}
+
+static uint32_t
+get_counter(rbuf_t *b, run_t *r)
+{
+    uint32_t c = desc_unzz32(desc_get_u32(b), r->counter);
+    r->counter = c + 1;
+    return c;
+}
+
+void
+desc_get_block(rbuf_t *b, run_t *r, qp_desc_block_t *k)
+{
+    uint64_t head = desc_get_max(b, (uint64_t)UINT32_MAX << 2 | 3);
+    k->ninsns = (uint32_t)(head >> 2);
+    k->start = desc_unzz64(desc_get_u(b), r->start);
+    k->size = desc_get_u32(b);
+    r->start = k->start + k->size;
+    if (head & 2) {
+        k->new_start = desc_unzz64(desc_get_u(b), r->new_start);
+        r->new_start = k->new_start + k->size;
+    }
+    k->counter = head & 1 ? get_counter(b, r) : QP_NOCOUNTER;
+}
+
+/* An edge end: 0 for X, else 1 + a delta from REF. */
+static uint32_t
+get_end(rbuf_t *b, uint32_t ref)
+{
+    uint64_t v = desc_get_max(b, (uint64_t)UINT32_MAX + 1);
+    return v == 0 ? QP_VIRT : desc_unzz32(v - 1, ref);
+}
+
+void
+desc_get_edge(rbuf_t *b, run_t *r, qp_desc_edge_t *e)
+{
+    uint64_t head = desc_get_max(b, 0xffu << 2 | 3);
+    e->kind = (uint8_t)(head >> 2);
+    e->from = get_end(b, r->from);
+    if (e->from != QP_VIRT)
+        r->from = e->from;
+    e->to = get_end(b, r->from);
+    e->counter = head & 2 ? get_counter(b, r) : QP_NOCOUNTER;
+    if (head & 1)
+        e->ret_addr = r->ret_addr = desc_unzz64(desc_get_u(b), desc_ret_base(r, e->to));
+}
+
+void
+desc_get_call(rbuf_t *b, run_t *r, qp_desc_call_t *c)
+{
+    uint64_t head = desc_get_max(b, 0xffu << 11 | 0x7ff);
+    c->flags = (uint8_t)(head >> 11);
+    c->kind = (uint8_t)(head >> 3);
+    c->block = r->call_block = desc_unzz32(desc_get_u32(b), r->call_block);
+    c->edge = head & 1 ? (r->call_edge = desc_unzz32(desc_get_u32(b), r->call_edge))
+                       : QP_VIRT;
+    if (head & 2)
+        c->target = r->target = desc_unzz64(desc_get_u(b), r->target);
+    /* Version 7's chunks name every callee: no map there. */
+    uint32_t callee = c->target != 0 && r->entries != NULL
+        ? qp_entry_map_find(r->d, r->entries, c->target, NULL)
+        : QP_VIRT;
+    if (r->callee_out != NULL)
+        *r->callee_out = callee;
+    else if (r->entries != NULL && r->ncalls_read < r->d->hdr.ncalls)
+        r->entries->call_proc[r->ncalls_read++] = callee;
+    if (head & 4) {
+        if (callee == QP_VIRT)
+            b->bad = 1; /* no procedure there to take the name from */
+        c->name = callee != QP_VIRT ? r->d->procs[callee].name : UINT32_MAX;
+    } else
+        c->name = r->call_name = desc_unzz32(desc_get_u32(b), r->call_name);
+}
+
+/* Allocate *P for N elements of SIZE (NULL for none). */
+int
+desc_alloc_part(void **p, uint32_t n, size_t size)
+{
+    *p = n ? calloc(n, size) : NULL;
+    return n && *p == NULL ? QP_ENOMEM : 0;
+}
+
+/* The records of the body B into OUT (whose header has the counts), then its string
+ * table: the body's last strtab_size bytes. */
+static int
+decode_body(rbuf_t *b, qp_desc_t *out, char *why, size_t whylen)
+{
+    const qp_desc_hdr_t *h = &out->hdr;
+    if (desc_alloc_part((void **)&out->procs, h->nprocs, sizeof(qp_desc_proc_t)) < 0
+        || desc_alloc_part((void **)&out->blocks, h->nblocks, sizeof(qp_desc_block_t)) < 0
+        || desc_alloc_part((void **)&out->edges, h->nedges, sizeof(qp_desc_edge_t)) < 0
+        || desc_alloc_part((void **)&out->calls, h->ncalls, sizeof(qp_desc_call_t)) < 0
+        || desc_alloc_part((void **)&out->strtab, h->strtab_size, 1) < 0) {
+        qp_why(why, whylen, "%s", qp_strerror(QP_ENOMEM));
+        return QP_ENOMEM;
+    }
+    run_t r;
+    memset(&r, 0, sizeof(r));
+    r.d = out;
+    const char *part = NULL;
+    uint32_t i = 0;
+    for (i = 0; i < h->nprocs && !b->bad; i++)
+        desc_get_proc(b, &r, &out->procs[i]);
+    part = b->bad ? "procedure" : NULL;
+    if (part == NULL && desc_index_entries(&r) < 0) {
+        qp_why(why, whylen, "%s", qp_strerror(QP_ENOMEM));
+        return QP_ENOMEM;
+    }
+    for (i = 0; part == NULL && i < h->nblocks && !b->bad; i++)
+        desc_get_block(b, &r, &out->blocks[i]);
+    part = part ? part : b->bad ? "block" : NULL;
+    for (i = 0; part == NULL && i < h->nedges && !b->bad; i++)
+        desc_get_edge(b, &r, &out->edges[i]);
+    part = part ? part : b->bad ? "edge" : NULL;
+    for (i = 0; part == NULL && i < h->ncalls && !b->bad; i++)
+        desc_get_call(b, &r, &out->calls[i]);
+    part = part ? part : b->bad ? "call site" : NULL;
+    desc_entries_done(&r, part == NULL ? out : NULL);
+    if (part != NULL) {
+        qp_why(why, whylen, "description body: %s %u truncated or a value out of range", part,
+               i - 1);
+        return QP_EFORMAT;
+    }
+    /* What is left of the body is the string table, exactly. */
+    uint64_t rest = (uint64_t)(b->n - b->off) + b->left;
+    if (rest != h->strtab_size
+        || desc_get_bytes(b, (uint8_t *)out->strtab, h->strtab_size) < 0) {
+        qp_why(why, whylen, "description body: %llu bytes after the records, the string "
+               "table has %u", (unsigned long long)rest, h->strtab_size);
+        return QP_EFORMAT;
+    }
+    return 0;
+}
+
+/* The header's sizes against each other and LEN bytes of LZMA2 stream: no body size that
+ * its records could not fill, none that the stream could not give (far fewer than 65536
+ * bytes per stream byte). */
+static int
+check_sizes(const qp_desc_hdr_t *h, size_t zlen, char *why, size_t whylen)
+{
+    uint64_t least = (uint64_t)h->nprocs + h->nblocks + h->nedges + h->ncalls
+        + h->strtab_size;
+    uint64_t most = (uint64_t)h->nprocs * MAX_PROC + (uint64_t)h->nblocks * MAX_BLOCK
+        + (uint64_t)h->nedges * MAX_EDGE + (uint64_t)h->ncalls * MAX_CALL + h->strtab_size;
+    if (h->body_size < least || h->body_size > most
+        || h->body_size > (uint64_t)zlen * 65536 + 64) {
+        qp_why(why, whylen, "description header: body of %u bytes does not fit its counts "
+               "(%u procedures, %u blocks, %u edges, %u call sites, %u bytes of strings) or "
+               "its %zu compressed bytes", h->body_size, h->nprocs, h->nblocks, h->nedges,
+               h->ncalls, h->strtab_size, zlen);
+        return QP_EFORMAT;
+    }
+    return 0;
+}
+
+/* The most bytes of a zero-input summary (two per procedure) and of a chunk's entry. */
+enum { MAX_ZERO = 10, MAX_CHUNK = 200 };
+
+/* Version 6: the index's size (body_size) against the counts and the LEN bytes after the
+ * header, as check_sizes does for version 5's body. */
+static int
+check_index_size(const qp_desc_hdr_t *h, size_t zlen, char *why, size_t whylen)
+{
+    /* Version 7's index holds some of the call sites (at least their count). */
+    int v7 = h->version == QP_FORMAT_VERSION;
+    uint64_t least = 1 + (uint64_t)h->nprocs * 2 + (v7 ? 1 : h->ncalls) + h->strtab_size;
+    uint64_t most = 10 + (uint64_t)h->nprocs * (MAX_PROC + 2 * MAX_ZERO + MAX_CHUNK + 20)
+        + MAX_CHUNK + 20 + (uint64_t)h->ncalls * (MAX_CALL + 16 + 5) + h->strtab_size;
+    /* The chunks' records take a byte or more each, LZMA2 gives under 65536 a byte. */
+    if (h->body_size < least || h->body_size > most
+        || h->body_size + (uint64_t)h->nblocks + h->nedges > (uint64_t)zlen * 65536 + 64) {
+        qp_why(why, whylen, "description header: index of %u bytes does not fit its counts "
+               "(%u procedures, %u blocks, %u edges, %u call sites, %u bytes of strings) or "
+               "its %zu compressed bytes", h->body_size, h->nprocs, h->nblocks, h->nedges,
+               h->ncalls, h->strtab_size, zlen);
+        return QP_EFORMAT;
+    }
+    return 0;
+}
+
+int
+desc_check_header(
+    const uint8_t *buf, size_t len, qp_desc_hdr_t *h, char *why, size_t whylen)
+{
+    if (len < sizeof(*h)) {
+        qp_why(why, whylen, "description truncated (%zu bytes, header needs %zu)", len,
+               sizeof(*h));
+        return QP_EFORMAT;
+    }
+    memcpy(h, buf, sizeof(*h));
+    if (memcmp(h->magic, QP_DESC_MAGIC, sizeof(h->magic)) != 0) {
+        qp_why(why, whylen, "not a qpt description (bad magic)");
+        return QP_EFORMAT;
+    }
+    if (h->version != QP_FORMAT_VERSION && h->version != QP_FORMAT_V6
+        && h->version != QP_FORMAT_V5) {
+        qp_why(why, whylen, "description version %u, made by %s qpt: this qp reads versions "
+               "%u to %u (rewrite the program again with this qpt-rewrite)", h->version,
+               h->version < QP_FORMAT_VERSION ? "an older" : "a newer", QP_FORMAT_V5,
+               QP_FORMAT_VERSION);
+        return QP_EFORMAT;
+    }
+    if (h->version != QP_FORMAT_V5)
+        return check_index_size(h, len - sizeof(*h), why, whylen);
+    return check_sizes(h, len - sizeof(*h), why, whylen);
+}
+
+/*
+ * The end of B's stream, after the records were read (or refused): the rest inflated
+ * and dropped, then whether the stream gave exactly the header's body_size bytes and
+ * ended (a stream that fails is reported before anything read from it). *END is where
+ * the stream ended in BUF.
+ */
+int
+desc_finish_stream(
+    rbuf_t *b, const qp_desc_hdr_t *h, size_t *end, char *why, size_t whylen)
+{
+    while (refill(b) > 0)
+        ;
+    lzma_ret lr = b->zret;
+    int more = 0;
+    if (lr == LZMA_OK && b->left == 0) {
+        /* Every promised byte came: the stream must end here, with nothing more. */
+        uint8_t one;
+        b->z->next_out = &one;
+        b->z->avail_out = 1;
+        lr = lzma_code(b->z, LZMA_FINISH);
+        more = b->z->avail_out == 0;
+        if (lr == LZMA_OK && !more)
+            lr = LZMA_BUF_ERROR; /* the input ended without the end of the stream */
+    }
+    if (lr != LZMA_STREAM_END || more || b->left != 0) {
+        qp_why(why, whylen, "description corrupted or truncated (its body does not "
+               "decompress to the %u bytes its header says: %s)", h->body_size,
+               lr == LZMA_STREAM_END && !more ? "fewer"
+               : lr == LZMA_MEM_ERROR ? "out of memory"
+               : lr == LZMA_BUF_ERROR || more ? "more, or the stream ends early"
+                                              : "bad stream");
+        return lr == LZMA_MEM_ERROR ? QP_ENOMEM : QP_EFORMAT;
+    }
+    *end = sizeof(*h) + (size_t)b->z->total_in;
+    return 0;
+}
+
+/* A raw LZMA2 decoder for a stream of N bytes (qp_format.h: its dictionary). */
+int
+desc_unpack_init(lzma_stream *z, uint64_t n, uint32_t version)
+{
+    lzma_options_lzma o;
+    QP_CHECK(desc_lzma_options(6, &o));
+    o.dict_size = version == QP_FORMAT_V5 ? LZMA_DICT_MAX : desc_dict_for(n);
+    lzma_filter f[2] = { { LZMA_FILTER_LZMA2, &o }, { LZMA_VLI_UNKNOWN, NULL } };
+    return lzma_raw_decoder(z, f) == LZMA_OK ? 0 : QP_ENOMEM;
+}
+
+/*
+ * Version 5: the body of BUF (LEN bytes, header H checked) decoded whole into OUT.
+ * *END: where its stream ended. A failure of the stream itself, stray bytes or another
+ * id are said before what the records would say.
+ */
+int
+desc_parse_v5(const uint8_t *buf, size_t len, const qp_desc_hdr_t *h, qp_desc_t *out,
+         size_t *end, char *why, size_t whylen)
+{
+    lzma_stream z = LZMA_STREAM_INIT;
+    size_t win = h->body_size < WINDOW ? h->body_size + 1 : WINDOW;
+    rbuf_t b = { NULL, 0, 0, 0, &z, malloc(win), win, h->body_size, LZMA_OK };
+    if (b.win == NULL || desc_unpack_init(&z, h->body_size, h->version) < 0) {
+        free(b.win);
+        lzma_end(&z);
+        qp_why(why, whylen, "%s", qp_strerror(QP_ENOMEM));
+        return QP_ENOMEM;
+    }
+    z.next_in = buf + sizeof(*h);
+    z.avail_in = len - sizeof(*h);
+    char rwhy[512] = "";
+    int rrc = decode_body(&b, out, rwhy, sizeof(rwhy));
+    int rc = desc_finish_stream(&b, h, end, why, whylen);
+    lzma_end(&z);
+    free(b.win);
+    if (rc == 0 && rrc < 0) {
+        qp_why(why, whylen, "%s", rwhy);
+        rc = rrc;
+    }
+    return rc;
+}

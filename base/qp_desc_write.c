@@ -1,0 +1,828 @@
+/* Copyright 2026 the qpt authors
+ * SPDX-License-Identifier: MIT */
+
+/*
+ * The description (see qp_desc.c), writing: key call sites, the plan of version 6's
+ * chunks, the encoder of every version and the LZMA2 packing.
+ */
+#include "base/qp_desc_priv.h"
+
+/*****************************************************************************
+ * Key call sites
+ */
+
+/* Is call site C, whose target is the entry of procedure CALLEE (QP_VIRT: none) of
+ * QP_EMAP_* KIND, a key site (qp_desc_keys_t)? */
+int
+desc_is_key_site(const qp_desc_call_t *c, uint32_t callee, uint8_t kind)
+{
+    if (c->flags != 0)
+        return 1;
+    if ((c->kind != QP_CALL_DIRECT && c->kind != QP_CALL_TAIL) || c->target == 0)
+        return 0;
+    return callee == QP_VIRT || (kind & QP_EMAP_SHARED)
+        || (kind & (QP_EMAP_MEASURED | QP_EMAP_BY_CALLS)) != QP_EMAP_MEASURED;
+}
+
+/* K->first for D's procedures (K's sites in block order): one sweep while the
+ * procedures' blocks go up, a search where they do not. */
+int
+desc_keys_index_procs(const qp_desc_t *d, qp_desc_keys_t *k)
+{
+    k->first = malloc(((size_t)d->hdr.nprocs + 1) * sizeof(uint32_t));
+    if (k->first == NULL)
+        return QP_ENOMEM;
+    uint32_t i = 0, prev = 0;
+    for (uint32_t p = 0; p < d->hdr.nprocs; p++) {
+        uint32_t b = d->procs[p].block;
+        if (b < prev) {
+            uint32_t lo = 0, hi = k->n;
+            while (lo < hi) {
+                uint32_t mid = lo + (hi - lo) / 2;
+                if (k->calls[mid].block < b)
+                    lo = mid + 1;
+                else
+                    hi = mid;
+            }
+            i = lo;
+        }
+        while (i < k->n && k->calls[i].block < b)
+            i++;
+        k->first[p] = i;
+        prev = b;
+    }
+    return 0;
+}
+
+/* D's key sites picked from its call sites (every one present) into a new *OUT. */
+int
+desc_keys_from_calls(const qp_desc_t *d, qp_desc_keys_t **out)
+{
+    qp_entry_map_t local;
+    const qp_entry_map_t *m;
+    *out = NULL;
+    QP_CHECK(qp_desc_entry_map(d, &local, &m));
+    qp_desc_keys_t *k = calloc(1, sizeof(*k));
+    int rc = k == NULL ? QP_ENOMEM : 0;
+    uint32_t n = 0;
+    for (uint32_t pass = 0; pass < 2 && rc == 0; pass++) {
+        for (uint32_t i = 0; i < d->hdr.ncalls; i++) {
+            uint8_t kind;
+            uint32_t callee = qp_entry_map_callee(m, i, &kind);
+            if (!desc_is_key_site(&d->calls[i], callee, kind))
+                continue;
+            if (pass == 1) {
+                k->calls[k->n] = d->calls[i];
+                k->index[k->n] = i;
+                k->callee[k->n++] = callee;
+            } else
+                n++;
+        }
+        if (pass == 0) {
+            k->calls = malloc(((size_t)n + 1) * sizeof(qp_desc_call_t));
+            k->index = malloc(((size_t)n + 1) * sizeof(uint32_t));
+            k->callee = malloc(((size_t)n + 1) * sizeof(uint32_t));
+            if (k->calls == NULL || k->index == NULL || k->callee == NULL)
+                rc = QP_ENOMEM;
+        }
+    }
+    if (rc == 0)
+        rc = desc_keys_index_procs(d, k);
+    qp_entry_map_free(&local);
+    if (rc < 0) {
+        desc_keys_free(k);
+        return rc;
+    }
+    *out = k;
+    return 0;
+}
+
+const qp_desc_keys_t *
+qp_desc_keys(const qp_desc_t *d)
+{
+    if (d == NULL)
+        return NULL;
+    if (d->keys == NULL) {
+        qp_desc_keys_t *k;
+        if (desc_keys_from_calls(d, &k) < 0)
+            return NULL;
+        ((qp_desc_t *)d)->keys = k;
+    }
+    return d->keys;
+}
+
+/* R's index of D's procedures by entry (once they are known): D's own when it has one. */
+int
+desc_index_entries(run_t *r)
+{
+    r->entries = calloc(1, sizeof(qp_entry_map_t));
+    if (r->entries == NULL || qp_entry_map_build(r->d, 0, r->entries) < 0) {
+        free(r->entries);
+        r->entries = NULL;
+        return QP_ENOMEM;
+    }
+    /* Filled by desc_get_call as it looks the callees up. */
+    r->entries->call_proc = malloc(((size_t)r->d->hdr.ncalls + 1) * sizeof(uint32_t));
+    if (r->entries->call_proc == NULL) {
+        qp_entry_map_free(r->entries);
+        free(r->entries);
+        r->entries = NULL;
+        return QP_ENOMEM;
+    }
+    return 0;
+}
+
+/* R's index freed, or kept as D's (KEEP: D is a parse's result, its call sites read):
+ * with each call site's procedure, but not the table (8 MB for chromium). */
+void
+desc_entries_done(run_t *r, qp_desc_t *keep)
+{
+    if (keep != NULL && r->entries != NULL && keep->hdr.version == QP_FORMAT_VERSION
+        && keep->lazy != NULL) {
+        /* Version 7: no call site's procedure (the key sites have theirs), the kinds. */
+        free(r->entries->slot);
+        free(r->entries->call_proc);
+        r->entries->slot = NULL;
+        r->entries->call_proc = NULL;
+        keep->by_entry = r->entries;
+    } else if (keep != NULL && r->entries != NULL && r->ncalls_read == keep->hdr.ncalls) {
+        free(r->entries->slot);
+        r->entries->slot = NULL;
+        keep->by_entry = r->entries;
+    } else {
+        qp_entry_map_free(r->entries);
+        free(r->entries);
+    }
+    r->entries = NULL;
+}
+
+/* The name of the first procedure whose entry is TARGET, or UINT64_MAX when none has. */
+static uint64_t
+callee_name(const run_t *r, uint64_t target)
+{
+    uint32_t p = qp_entry_map_find(r->d, r->entries, target, NULL);
+    return p == QP_VIRT ? UINT64_MAX : r->d->procs[p].name;
+}
+
+/* What a return address is a delta from: the new address of the block returned to
+ * (TO), when it moved (most often equal), else the previous return address. */
+uint64_t
+desc_ret_base(const run_t *r, uint32_t to)
+{
+    const qp_desc_block_t *b = NULL;
+    if (r->windowed)
+        b = to != QP_VIRT && to - r->win0 < r->nwin ? &r->win[to - r->win0] : NULL;
+    else if (to != QP_VIRT && to < r->d->hdr.nblocks)
+        b = &r->d->blocks[to];
+    return b != NULL && b->new_start != 0 ? b->new_start : r->ret_addr;
+}
+
+static void
+put_proc(wb_t *w, run_t *r, const qp_desc_proc_t *p)
+{
+    wb_uleb(w, (uint64_t)p->flags << 3 | (uint64_t)(p->miss != 0) << 2
+                 | (uint64_t)(p->reason != 0) << 1 | (p->new_entry != 0));
+    wb_uleb(w, desc_zz32(p->name, r->name));
+    wb_uleb(w, desc_zz64(p->entry, r->entry));
+    r->name = p->name;
+    r->entry = p->entry;
+    if (p->new_entry != 0) {
+        wb_uleb(w, desc_zz64(p->new_entry, r->new_entry));
+        r->new_entry = p->new_entry;
+    }
+    wb_uleb(w, desc_zz32(p->block, r->block));
+    wb_uleb(w, p->nblocks);
+    wb_uleb(w, desc_zz32(p->edge, r->edge));
+    wb_uleb(w, p->nedges);
+    r->block = p->block + p->nblocks;
+    r->edge = p->edge + p->nedges;
+    if (p->reason != 0)
+        wb_uleb(w, p->reason);
+    if (p->miss != 0)
+        wb_uleb(w, p->miss);
+}
+
+static void
+put_counter(wb_t *w, run_t *r, uint32_t counter)
+{
+    wb_uleb(w, desc_zz32(counter, r->counter));
+    r->counter = counter + 1;
+}
+
+static void
+put_block(wb_t *w, run_t *r, const qp_desc_block_t *b)
+{
+    wb_uleb(w, (uint64_t)b->ninsns << 2 | (uint64_t)(b->new_start != 0) << 1
+                 | (b->counter != QP_NOCOUNTER));
+    wb_uleb(w, desc_zz64(b->start, r->start));
+    wb_uleb(w, b->size);
+    r->start = b->start + b->size;
+    if (b->new_start != 0) {
+        wb_uleb(w, desc_zz64(b->new_start, r->new_start));
+        r->new_start = b->new_start + b->size;
+    }
+    if (b->counter != QP_NOCOUNTER)
+        put_counter(w, r, b->counter);
+}
+
+static void
+put_edge(wb_t *w, run_t *r, const qp_desc_edge_t *e)
+{
+    wb_uleb(w, (uint64_t)e->kind << 2 | (uint64_t)(e->counter != QP_NOCOUNTER) << 1
+                 | (e->ret_addr != 0));
+    uint32_t ref = r->from;
+    if (e->from != QP_VIRT) {
+        wb_uleb(w, 1 + desc_zz32(e->from, r->from));
+        r->from = ref = e->from;
+    } else
+        wb_uleb(w, 0);
+    wb_uleb(w, e->to == QP_VIRT ? 0 : 1 + desc_zz32(e->to, ref));
+    if (e->counter != QP_NOCOUNTER)
+        put_counter(w, r, e->counter);
+    if (e->ret_addr != 0) {
+        wb_uleb(w, desc_zz64(e->ret_addr, desc_ret_base(r, e->to)));
+        r->ret_addr = e->ret_addr;
+    }
+}
+
+static void
+put_call(wb_t *w, run_t *r, const qp_desc_call_t *c)
+{
+    int callees = !r->plain_names && c->target != 0 && callee_name(r, c->target) == c->name;
+    wb_uleb(w, (uint64_t)c->flags << 11 | (uint64_t)c->kind << 3 | (uint64_t)callees << 2
+                 | (uint64_t)(c->target != 0) << 1 | (c->edge != QP_VIRT));
+    wb_uleb(w, desc_zz32(c->block, r->call_block));
+    r->call_block = c->block;
+    if (c->edge != QP_VIRT) {
+        wb_uleb(w, desc_zz32(c->edge, r->call_edge));
+        r->call_edge = c->edge;
+    }
+    if (c->target != 0) {
+        wb_uleb(w, desc_zz64(c->target, r->target));
+        r->target = c->target;
+    }
+    if (!callees) {
+        wb_uleb(w, desc_zz32(c->name, r->call_name));
+        r->call_name = c->name;
+    }
+}
+
+/*
+ * Version 6's chunks (qp_format.h): consecutive procedures with the blocks and edges
+ * they use, each chunk a stream of its own, so that a reader decodes only those of the
+ * procedures that ran. A chunk's counters lie in [clo, clo + cn).
+ */
+
+typedef struct chunk_plan {
+    uint32_t proc, nprocs, block, nblocks, edge, nedges, clo, cn;
+    uint32_t call, ncalls; /* version 7: the call sites of its blocks */
+    uint64_t ns_lo, ns_hi; /* the new addresses of its moved blocks (0, 0: none) */
+    /* The return addresses of its edges, in NRA intervals (clusters: code relocated and
+     * code measured in place lie far apart). */
+    uint64_t ra_lo[RA_PARTS], ra_hi[RA_PARTS];
+    uint32_t nra;
+} chunk_plan_t;
+
+/* Blocks and edges a chunk gathers before it may end (about 4 KB of varints): small
+ * enough that the procedures of a chunk mostly ran together or not at all, large enough
+ * to compress (chromium: 16% of its procedures ran). */
+enum { CHUNK_RECORDS = 1024 };
+
+/* The chunk of C (N chunks, their block ranges consecutive from 0) holding block B. */
+static uint32_t
+chunk_of_block(const chunk_plan_t *c, uint32_t n, uint32_t b)
+{
+    uint32_t lo = 0, hi = n;
+    while (lo < hi) { /* the last chunk starting at or before B */
+        uint32_t mid = lo + (hi - lo) / 2;
+        if (c[mid].block <= b)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo == 0 || b - c[lo - 1].block >= c[lo - 1].nblocks ? n : lo - 1;
+}
+
+/* Are D's call sites in block order, each in a block (what version 7's chunks need)? */
+static int
+calls_in_order(const qp_desc_t *d)
+{
+    for (uint32_t i = 0; i < d->hdr.ncalls; i++)
+        if (d->calls[i].block >= d->hdr.nblocks || (i && d->calls[i].block < d->calls[i - 1].block))
+            return 0;
+    return 1;
+}
+
+/* Every tail call's edge in the chunk of its block (what a reader checks on loading)? */
+static int
+calls_fit(const qp_desc_t *d, const chunk_plan_t *c, uint32_t n)
+{
+    for (uint32_t i = 0; i < d->hdr.ncalls; i++) {
+        const qp_desc_call_t *s = &d->calls[i];
+        if (!qp_call_is_tail(s) || s->block >= d->hdr.nblocks || s->edge >= d->hdr.nedges)
+            continue;
+        uint32_t k = chunk_of_block(c, n, s->block);
+        if (k == n || s->edge - c[k].edge >= c[k].nedges)
+            return 0;
+    }
+    return 1;
+}
+
+static int
+cmp_u32(const void *a, const void *b)
+{
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* RA (N return addresses) as at most RA_PARTS intervals of C: split at the widest gaps. */
+static void
+ra_parts(uint64_t *ra, uint32_t n, chunk_plan_t *c)
+{
+    qsort(ra, n, sizeof(uint64_t), qp_u64_cmp);
+    uint32_t cut[RA_PARTS - 1], ncut = 0; /* an interval ends after ra[cut[j]] */
+    while (ncut < RA_PARTS - 1) {
+        uint32_t best = n;
+        for (uint32_t i = 0; i + 1 < n; i++) {
+            int taken = 0;
+            for (uint32_t j = 0; j < ncut; j++)
+                taken |= cut[j] == i;
+            if (!taken && ra[i + 1] > ra[i]
+                && (best == n || ra[i + 1] - ra[i] > ra[best + 1] - ra[best]))
+                best = i;
+        }
+        if (best == n)
+            break;
+        cut[ncut++] = best;
+    }
+    qsort(cut, ncut, sizeof(uint32_t), cmp_u32);
+    uint32_t first = 0;
+    for (uint32_t j = 0; n > 0 && j <= ncut; j++) {
+        uint32_t last = j < ncut ? cut[j] : n - 1;
+        c->ra_lo[c->nra] = ra[first];
+        c->ra_hi[c->nra++] = ra[last];
+        first = last + 1;
+    }
+}
+
+/* [*LO, *HI] grown to hold X (not 0); *LO 0: empty. */
+static void
+widen(uint64_t *lo, uint64_t *hi, uint64_t x)
+{
+    if (*lo == 0 || x < *lo)
+        *lo = x;
+    if (x > *hi)
+        *hi = x;
+}
+
+/* The counters C's blocks and edges use, as [clo, clo + cn); the new addresses of its
+ * blocks and the return addresses of its edges, as ranges. */
+static void
+chunk_ranges(const qp_desc_t *d, chunk_plan_t *c)
+{
+    uint32_t lo = UINT32_MAX, hi = 0;
+    c->ns_lo = c->ns_hi = 0;
+    c->nra = 0;
+    uint64_t *ra = malloc((c->nedges + 1) * sizeof(uint64_t));
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < c->nblocks; i++) {
+        const qp_desc_block_t *b = &d->blocks[c->block + i];
+        if (b->counter != QP_NOCOUNTER) {
+            lo = b->counter < lo ? b->counter : lo;
+            hi = b->counter >= hi ? b->counter + 1 : hi;
+        }
+        if (b->new_start != 0)
+            widen(&c->ns_lo, &c->ns_hi, b->new_start);
+    }
+    for (uint32_t i = 0; i < c->nedges; i++) {
+        const qp_desc_edge_t *e = &d->edges[c->edge + i];
+        if (e->counter != QP_NOCOUNTER) {
+            lo = e->counter < lo ? e->counter : lo;
+            hi = e->counter >= hi ? e->counter + 1 : hi;
+        }
+        if (e->ret_addr != 0 && ra != NULL)
+            ra[n++] = e->ret_addr;
+    }
+    c->clo = hi > 0 ? lo : 0;
+    c->cn = hi > 0 ? hi - lo : 0;
+    if (ra == NULL) { /* one interval, everything */
+        c->ra_lo[0] = 1;
+        c->ra_hi[0] = UINT64_MAX;
+        c->nra = 1;
+        return;
+    }
+    ra_parts(ra, n, c);
+    free(ra);
+}
+
+/*
+ * D's chunks into *OUT (*N of them): a chunk ends after a procedure once it holds
+ * CHUNK_RECORDS blocks and edges and no later procedure uses a block or an edge before
+ * its end. Contents that do not cut that way (or are not valid) make one chunk.
+ */
+static int
+plan_chunks(const qp_desc_t *d, chunk_plan_t **out, uint32_t *n)
+{
+    uint32_t np = d->hdr.nprocs;
+    chunk_plan_t *c = malloc(((size_t)np + 1) * sizeof(*c));
+    uint32_t *minb = malloc(((size_t)np + 1) * sizeof(uint32_t));
+    uint32_t *mine = malloc(((size_t)np + 1) * sizeof(uint32_t));
+    if (c == NULL || minb == NULL || mine == NULL) {
+        free(c);
+        free(minb);
+        free(mine);
+        return QP_ENOMEM;
+    }
+    int ok = np > 0;
+    for (uint32_t i = 0; i < np && ok; i++)
+        ok = desc_range_ok(d->procs[i].block, d->procs[i].nblocks, d->hdr.nblocks)
+            && desc_range_ok(d->procs[i].edge, d->procs[i].nedges, d->hdr.nedges);
+    uint32_t k = 0;
+    if (ok) {
+        /* minb[i]: the first block any procedure from I on uses (likewise edges). */
+        minb[np] = d->hdr.nblocks;
+        mine[np] = d->hdr.nedges;
+        for (uint32_t i = np; i-- > 0;) {
+            const qp_desc_proc_t *p = &d->procs[i];
+            minb[i] = p->nblocks && p->block < minb[i + 1] ? p->block : minb[i + 1];
+            mine[i] = p->nedges && p->edge < mine[i + 1] ? p->edge : mine[i + 1];
+        }
+        uint32_t first = 0, b0 = 0, e0 = 0, endb = 0, ende = 0;
+        uint64_t recs = 0;
+        for (uint32_t i = 0; i < np; i++) {
+            const qp_desc_proc_t *p = &d->procs[i];
+            if (p->nblocks && p->block + p->nblocks > endb)
+                endb = p->block + p->nblocks;
+            if (p->nedges && p->edge + p->nedges > ende)
+                ende = p->edge + p->nedges;
+            recs += (uint64_t)p->nblocks + p->nedges;
+            int last = i + 1 == np;
+            if (!last && (recs < CHUNK_RECORDS || minb[i + 1] < endb || mine[i + 1] < ende))
+                continue;
+            uint32_t b1 = last ? d->hdr.nblocks : endb, e1 = last ? d->hdr.nedges : ende;
+            c[k++] = (chunk_plan_t) { .proc = first, .nprocs = i + 1 - first, .block = b0,
+                                  .nblocks = b1 - b0, .edge = e0, .nedges = e1 - e0 };
+            first = i + 1;
+            b0 = b1;
+            e0 = e1;
+            recs = 0;
+        }
+        ok = calls_fit(d, c, k) && calls_in_order(d);
+    }
+    if (!ok) {
+        c[0] = (chunk_plan_t) { .nprocs = np, .nblocks = d->hdr.nblocks,
+                                .nedges = d->hdr.nedges, .ncalls = d->hdr.ncalls };
+        k = 1;
+    } else /* in block order: a chunk's call sites follow the previous chunk's */
+        for (uint32_t i = 0; i < k; i++) {
+            c[i].call = i ? c[i - 1].call + c[i - 1].ncalls : 0;
+            c[i].ncalls
+                = (i + 1 < k ? desc_first_call_at(d, c[i + 1].block) : d->hdr.ncalls)
+                - c[i].call;
+        }
+    for (uint32_t i = 0; i < k; i++)
+        chunk_ranges(d, &c[i]);
+    free(minb);
+    free(mine);
+    *out = c;
+    *n = k;
+    return 0;
+}
+
+/* A zero-input summary as one varint: 0 when not given. */
+static void
+put_zero(wb_t *w, const qp_desc_zero_t *z)
+{
+    if (z == NULL || !z->given)
+        wb_uleb(w, 0);
+    else
+        wb_uleb(w, 1 + ((uint64_t)z->nunknown_edges << 3 | (uint64_t)(z->calls_known != 0) << 2
+                        | (uint64_t)(z->insns_exact != 0) << 1 | (z->all_known != 0)));
+}
+
+/*
+ * Per exec call site (QP_CALLF_EXEC) what finding the block of a dump taken before it
+ * needs (qp_backtrace.c) without every block decoded: the lowest new address of any block
+ * above its block's (0: none), and the highest index of a block at its block's.
+ */
+void
+desc_exec_next(const qp_desc_t *d, uint32_t block, uint64_t *next, uint32_t *tie)
+{
+    uint64_t ns = block < d->hdr.nblocks ? d->blocks[block].new_start : 0;
+    *next = 0;
+    *tie = block;
+    for (uint32_t i = 0; ns != 0 && i < d->hdr.nblocks; i++) {
+        uint64_t x = d->blocks[i].new_start;
+        if (x > ns && (*next == 0 || x < *next))
+            *next = x;
+        if (x == ns && i > *tie)
+            *tie = i;
+    }
+}
+
+static void
+put_exec_next(wb_t *w, const qp_desc_t *d, const qp_desc_call_t *calls, uint32_t n)
+{
+    for (uint32_t i = 0; i < n; i++) {
+        if (!(calls[i].flags & QP_CALLF_EXEC))
+            continue;
+        uint64_t next;
+        uint32_t tie;
+        desc_exec_next(d, calls[i].block, &next, &tie);
+        wb_uleb(w, next);
+        wb_uleb(w, tie - calls[i].block);
+    }
+}
+
+/* The records of chunk C (its blocks, then its edges; version 7, KEYS not NULL: then its
+ * call sites that are not among KEYS), each chunk's deltas from 0. *CALLBYTES: the
+ * bytes of its call sites. */
+static void
+encode_chunk(const qp_desc_t *d, const chunk_plan_t *c, const qp_desc_keys_t *keys,
+    wb_t *w, size_t *callbytes)
+{
+    run_t r;
+    memset(&r, 0, sizeof(r));
+    r.d = d;
+    r.windowed = 1;
+    r.win = &d->blocks[c->block];
+    r.win0 = c->block;
+    r.nwin = c->nblocks;
+    for (uint32_t i = 0; i < c->nblocks; i++)
+        put_block(w, &r, &d->blocks[c->block + i]);
+    for (uint32_t i = 0; i < c->nedges; i++)
+        put_edge(w, &r, &d->edges[c->edge + i]);
+    size_t before = w->len;
+    if (keys != NULL) {
+        memset(&r, 0, sizeof(r));
+        r.d = d;
+        r.plain_names = 1;
+        uint32_t k = 0; /* the first key site at or after the chunk's first call site */
+        while (k < keys->n && keys->index[k] < c->call)
+            k++;
+        for (uint32_t i = c->call; i < c->call + c->ncalls; i++) {
+            if (k < keys->n && keys->index[k] == i) {
+                k++;
+                continue;
+            }
+            put_call(w, &r, &d->calls[i]);
+        }
+    }
+    *callbytes = w->len - before;
+}
+
+/* The index of D (qp_format.h, version 6; version 7 when KEYS is not NULL): everything
+ * but the chunks' records. RAW[k], Z[k] and CB[k]: chunk k's bytes before and after
+ * compression, and of its call sites. */
+static int
+encode_index(const qp_desc_t *d, const qp_desc_keys_t *keys, const chunk_plan_t *c,
+             uint32_t nc, const size_t *raw, const size_t *z, const size_t *cb, wb_t *w)
+{
+    run_t r;
+    memset(&r, 0, sizeof(r));
+    r.d = d;
+    if (desc_index_entries(&r) < 0)
+        return QP_ENOMEM;
+    wb_uleb(w, nc);
+    for (uint32_t i = 0; i < d->hdr.nprocs; i++)
+        put_proc(w, &r, &d->procs[i]);
+    for (uint32_t i = 0; i < d->hdr.nprocs; i++) {
+        put_zero(w, d->zero != NULL ? &d->zero[i] : NULL);
+        if (d->procs[i].flags & QP_PROC_BY_CALLS)
+            put_zero(w, d->zero_entry != NULL ? &d->zero_entry[i] : NULL);
+    }
+    if (keys != NULL) {
+        wb_uleb(w, keys->n);
+        for (uint32_t i = 0; i < keys->n; i++) {
+            wb_uleb(w, keys->index[i] - (i ? keys->index[i - 1] + 1 : 0));
+            put_call(w, &r, &keys->calls[i]);
+        }
+        put_exec_next(w, d, keys->calls, keys->n);
+    } else {
+        for (uint32_t i = 0; i < d->hdr.ncalls; i++)
+            put_call(w, &r, &d->calls[i]);
+        put_exec_next(w, d, d->calls, d->hdr.ncalls);
+    }
+    for (uint32_t k = 0; k < nc; k++) {
+        const chunk_plan_t *p = k ? &c[k - 1] : NULL;
+        wb_uleb(w, c[k].nprocs);
+        wb_uleb(w, c[k].nblocks);
+        wb_uleb(w, c[k].nedges);
+        wb_uleb(w, c[k].clo);
+        wb_uleb(w, c[k].cn);
+        wb_uleb(w, z[k]);
+        wb_uleb(w, raw[k]);
+        wb_uleb(w, desc_zz64(c[k].ns_lo, p ? p->ns_lo : 0));
+        wb_uleb(w, desc_zz64(c[k].ns_hi, c[k].ns_lo));
+        wb_uleb(w, c[k].nra);
+        uint64_t prev = p != NULL && p->nra ? p->ra_lo[0] : 0;
+        for (uint32_t j = 0; j < c[k].nra; j++) {
+            wb_uleb(w, desc_zz64(c[k].ra_lo[j], prev));
+            wb_uleb(w, desc_zz64(c[k].ra_hi[j], c[k].ra_lo[j]));
+            prev = c[k].ra_hi[j];
+        }
+        if (keys != NULL) {
+            wb_uleb(w, c[k].ncalls);
+            wb_uleb(w, cb[k]);
+        }
+    }
+    wb_put(w, d->strtab, d->hdr.strtab_size);
+    desc_entries_done(&r, NULL);
+    if (w->err)
+        return QP_ENOMEM;
+    return w->len > UINT32_MAX ? QP_ERANGE : 0;
+}
+
+uint32_t
+desc_dict_for(uint64_t n)
+{
+    return n < LZMA_DICT_SIZE_MIN ? LZMA_DICT_SIZE_MIN : n > LZMA_DICT_MAX ? LZMA_DICT_MAX : (uint32_t)n;
+}
+
+int
+desc_lzma_options(uint32_t preset, lzma_options_lzma *o)
+{
+    if (lzma_lzma_preset(o, preset))
+        return QP_EINVAL;
+    o->lc = 1;
+    o->lp = 0;
+    o->pb = 0;
+    return 0;
+}
+
+/* Append the raw LZMA2 stream of IN (N bytes) to W; *ZLEN gets its size. */
+static int
+pack(const uint8_t *in, size_t n, uint32_t preset, wb_t *w, size_t *zlen)
+{
+    lzma_options_lzma o;
+    QP_CHECK(desc_lzma_options(preset, &o));
+    o.dict_size = desc_dict_for(n);
+    size_t cap = n + (n >> 3) + 4096, start = w->len; /* LZMA2 stores what does not shrink */
+    wb_put(w, NULL, cap);
+    if (w->err)
+        return QP_ENOMEM;
+    lzma_filter f[2] = { { LZMA_FILTER_LZMA2, &o }, { LZMA_VLI_UNKNOWN, NULL } };
+    size_t pos = start;
+    lzma_ret lr = lzma_raw_buffer_encode(f, NULL, in, n, w->p, &pos, start + cap);
+    if (lr != LZMA_OK)
+        return lr == LZMA_MEM_ERROR ? QP_ENOMEM : QP_ERANGE;
+    w->len = pos;
+    *zlen = pos - start;
+    return 0;
+}
+
+/* D's chunks: their records into RAWS (chunk k's RAW[k] bytes from the previous ones',
+ * CB[k] of them call sites), then compressed into Z (ZLEN[k] bytes each). */
+static int
+pack_chunks(const qp_desc_t *d, const qp_desc_keys_t *keys, const chunk_plan_t *c,
+    uint32_t nc, size_t *raw, size_t *cb, size_t *zlen, wb_t *z)
+{
+    wb_t raws = { 0 };
+    for (uint32_t k = 0; k < nc; k++) {
+        size_t before = raws.len;
+        encode_chunk(d, &c[k], keys, &raws, &cb[k]);
+        raw[k] = raws.len - before;
+    }
+    int rc = raws.err ? QP_ENOMEM : 0;
+    uint32_t preset = raws.len <= LZMA_SMALL ? 6 : 1;
+    size_t off = 0;
+    for (uint32_t k = 0; k < nc && rc == 0; k++) {
+        rc = pack(raws.p + off, raw[k], preset, z, &zlen[k]);
+        off += raw[k];
+    }
+    free(raws.p);
+    return rc;
+}
+
+/* Version 5 (qp_format.h): one stream of every record. */
+static int
+encode_v5(const qp_desc_t *d, wb_t *out)
+{
+    wb_t body = { 0 };
+    run_t r;
+    memset(&r, 0, sizeof(r));
+    r.d = d;
+    if (desc_index_entries(&r) < 0)
+        return QP_ENOMEM;
+    for (uint32_t i = 0; i < d->hdr.nprocs; i++)
+        put_proc(&body, &r, &d->procs[i]);
+    for (uint32_t i = 0; i < d->hdr.nblocks; i++)
+        put_block(&body, &r, &d->blocks[i]);
+    for (uint32_t i = 0; i < d->hdr.nedges; i++)
+        put_edge(&body, &r, &d->edges[i]);
+    for (uint32_t i = 0; i < d->hdr.ncalls; i++)
+        put_call(&body, &r, &d->calls[i]);
+    wb_put(&body, d->strtab, d->hdr.strtab_size);
+    desc_entries_done(&r, NULL);
+    qp_desc_hdr_t h = d->hdr;
+    memcpy(h.magic, QP_DESC_MAGIC, sizeof(h.magic));
+    h.version = QP_FORMAT_V5;
+    h.body_size = (uint32_t)body.len;
+    h.id = 0;
+    wb_put(out, &h, sizeof(h));
+    int rc = body.err || out->err ? QP_ENOMEM : body.len > UINT32_MAX ? QP_ERANGE : 0;
+    /* Version 5's dictionary is always 8 MiB (desc_unpack_init). */
+    lzma_options_lzma o;
+    if (rc == 0)
+        rc = desc_lzma_options(body.len <= LZMA_SMALL ? 6 : 1, &o);
+    if (rc == 0) {
+        o.dict_size = LZMA_DICT_MAX;
+        size_t cap = body.len + (body.len >> 3) + 4096, start = out->len;
+        wb_put(out, NULL, cap);
+        lzma_filter f[2] = { { LZMA_FILTER_LZMA2, &o }, { LZMA_VLI_UNKNOWN, NULL } };
+        size_t pos = start;
+        if (out->err)
+            rc = QP_ENOMEM;
+        else if (lzma_raw_buffer_encode(f, NULL, body.p, body.len, out->p, &pos, start + cap)
+                 != LZMA_OK)
+            rc = QP_ERANGE;
+        out->len = pos;
+    }
+    free(body.p);
+    return rc;
+}
+
+int
+qp_desc_encode(const qp_desc_t *d, uint8_t **buf, size_t *len)
+{
+    return qp_desc_encode_version(d, QP_FORMAT_VERSION, buf, len);
+}
+
+int
+qp_desc_encode_version(const qp_desc_t *d, uint32_t version, uint8_t **buf, size_t *len)
+{
+    if (d == NULL || buf == NULL || len == NULL
+        || (version != QP_FORMAT_V5 && version != QP_FORMAT_V6 && version != QP_FORMAT_VERSION))
+        return QP_EINVAL;
+    if (version == QP_FORMAT_V5) {
+        wb_t out = { 0 };
+        int rc = encode_v5(d, &out);
+        if (rc < 0) {
+            free(out.p);
+            return rc;
+        }
+        uint64_t id;
+        qp_desc_id(out.p, out.len, &id);
+        memcpy(out.p + offsetof(qp_desc_hdr_t, id), &id, sizeof(id));
+        *buf = out.p;
+        *len = out.len;
+        return 0;
+    }
+    chunk_plan_t *c = NULL;
+    uint32_t nc = 0;
+    QP_CHECK(plan_chunks(d, &c, &nc));
+    qp_desc_keys_t *keys = NULL; /* version 7: the key sites go in the index */
+    size_t *raw = calloc(nc, sizeof(size_t)), *zlen = calloc(nc, sizeof(size_t));
+    size_t *cb = calloc(nc, sizeof(size_t));
+    wb_t chunks = { 0 }, index = { 0 }, out = { 0 };
+    int rc = raw == NULL || zlen == NULL || cb == NULL ? QP_ENOMEM : 0;
+    if (rc == 0 && version == QP_FORMAT_VERSION)
+        rc = desc_keys_from_calls(d, &keys);
+    if (rc == 0)
+        rc = pack_chunks(d, keys, c, nc, raw, cb, zlen, &chunks);
+    if (rc == 0)
+        rc = encode_index(d, keys, c, nc, raw, zlen, cb, &index);
+    desc_keys_free(keys);
+    free(cb);
+    qp_desc_hdr_t h = d->hdr;
+    memcpy(h.magic, QP_DESC_MAGIC, sizeof(h.magic));
+    h.version = version;
+    h.body_size = (uint32_t)index.len;
+    h.id = 0;
+    wb_put(&out, &h, sizeof(h));
+    size_t zindex = 0;
+    if (rc == 0 && out.err)
+        rc = QP_ENOMEM;
+    if (rc == 0)
+        rc = pack(index.p, index.len, index.len + chunks.len <= LZMA_SMALL ? 6 : 1, &out,
+                  &zindex);
+    if (rc == 0)
+        wb_put(&out, chunks.p, chunks.len);
+    if (rc == 0 && out.err)
+        rc = QP_ENOMEM;
+    free(c);
+    free(raw);
+    free(zlen);
+    free(chunks.p);
+    free(index.p);
+    if (rc < 0) {
+        free(out.p);
+        return rc;
+    }
+    qp_desc_id(out.p, out.len, &h.id);
+    memcpy(out.p + offsetof(qp_desc_hdr_t, id), &h.id, sizeof(h.id));
+    uint8_t *shrunk = realloc(out.p, out.len);
+    *buf = shrunk != NULL ? shrunk : out.p;
+    *len = out.len;
+    return 0;
+}
+
+int
+qp_desc_serialize(const qp_desc_t *d, uint8_t **buf, size_t *len)
+{
+    if (d == NULL || buf == NULL || len == NULL)
+        return QP_EINVAL;
+    if (qp_desc_validate(d, NULL, 0) < 0)
+        return QP_EINVAL;
+    return qp_desc_encode(d, buf, len);
+}
