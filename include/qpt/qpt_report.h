@@ -6,7 +6,8 @@
  * PURPOSE: reading what was measured, for tools that print it (qp, dyn, the metrics of
  * qpt-rewrite): the files they read and write the way qpt's own tools do (a regular file
  * only; an output written whole or not at all), and the calls of an earlier run of a
- * program from its profile; the block and address traces of --driver=trace programs.
+ * program from its profile; the block and address traces of --driver=trace programs;
+ * pprof's profile.proto, encoded.
  * Conventions as in qpt.h: 0 (or a count, a descriptor) or a
  * negative QPT_E* code, one line in the caller's WHY buffer; the library never prints
  * and never reads the environment. Threads: qpt_profile_entry_calls and qpt_tr_desc_read
