@@ -4,14 +4,16 @@
 #define QP_BASE_BYTES_H
 /*
  * PURPOSE: the one bounded little-endian reader and growable writer of bytes, with
- * LEB128, that the parsers and writers of binary formats share (.eh_frame in cfg/ and
- * editor/, DWARF, our own files). Header-only: below every folder, it includes nothing
- * of the project.
+ * LEB128 (base/qp_leb.h's), that the parsers and writers of binary formats share
+ * (.eh_frame in cfg/ and editor/, DWARF, our own files). Header-only: below every folder,
+ * it includes nothing of the project but base/qp_leb.h.
  */
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "base/qp_leb.h"
 
 /* A bounded reader of P[0, LEN) at POS; a read past LEN sets ERR and returns zeros. */
 typedef struct rd {
@@ -52,10 +54,7 @@ rd_uleb(rd_t *r)
         uint8_t b = (uint8_t)rd_n(r, 1);
         if (r->err)
             return 0;
-        if (shift < 64)
-            v |= (uint64_t)(b & 0x7f) << shift;
-        shift += 7;
-        if (!(b & 0x80))
+        if (!leb_step(&v, &shift, b))
             return v;
     }
 }
@@ -70,13 +69,8 @@ rd_sleb(rd_t *r)
         b = (uint8_t)rd_n(r, 1);
         if (r->err)
             return 0;
-        if (shift < 64)
-            v |= (uint64_t)(b & 0x7f) << shift;
-        shift += 7;
-    } while (b & 0x80);
-    if (shift < 64 && (b & 0x40))
-        v |= ~(uint64_t)0 << shift;
-    return (int64_t)v;
+    } while (leb_step(&v, &shift, b));
+    return sleb_extend(v, shift, b);
 }
 
 /* Skip N bytes. */
@@ -164,32 +158,6 @@ wb_n(wb_t *w, uint64_t v, size_t n)
     wb_put(w, b, n < 8 ? n : 8);
 }
 
-/* The ULEB128 of V into DST, padded with continuation bytes to at least WIDTH bytes
- * (a padded number reads the same); the bytes written (at most max(10, WIDTH)). */
-static inline size_t
-uleb_encode(uint8_t *dst, uint64_t v, size_t width)
-{
-    size_t n = 0;
-    do {
-        uint8_t byte = v & 0x7f;
-        v >>= 7;
-        if (v != 0 || n + 1 < width)
-            byte |= 0x80;
-        dst[n++] = byte;
-    } while (v != 0 || n < width);
-    return n;
-}
-
-/* Bytes of V's shortest ULEB128. */
-static inline size_t
-uleb_size(uint64_t v)
-{
-    size_t n = 1;
-    while (v >>= 7)
-        n++;
-    return n;
-}
-
 /* ULEB128 of V, padded to at least WIDTH bytes (0: the shortest form). */
 static inline void
 wb_uleb_pad(wb_t *w, uint64_t v, size_t width)
@@ -211,15 +179,8 @@ wb_uleb(wb_t *w, uint64_t v)
 static inline void
 wb_sleb(wb_t *w, int64_t v)
 {
-    for (;;) {
-        uint8_t byte = (uint8_t)((uint64_t)v & 0x7f);
-        v = (int64_t)((uint64_t)v >> 7) | (v < 0 ? (int64_t)(~(UINT64_MAX >> 7)) : 0);
-        if ((v == 0 && !(byte & 0x40)) || (v == -1 && (byte & 0x40))) {
-            wb_u8(w, byte);
-            return;
-        }
-        wb_u8(w, byte | 0x80);
-    }
+    uint8_t b[10];
+    wb_put(w, b, sleb_encode(b, v));
 }
 
 #endif

@@ -41,14 +41,14 @@ uint64_t
 desc_get_u(rbuf_t *r)
 {
     uint64_t v = 0;
-    for (unsigned shift = 0; shift < 64; shift += 7) {
+    unsigned shift = 0;
+    while (shift < 64) {
         if (r->off == r->n && refill(r) == 0)
             break;
         uint8_t b = r->p[r->off++];
-        if (shift == 63 && b > 1)
+        if (!leb_fits(shift, b))
             break; /* more than 64 bits */
-        v |= (uint64_t)(b & 0x7f) << shift;
-        if (!(b & 0x80))
+        if (!leb_step(&v, &shift, b))
             return v;
     }
     r->bad = 1;

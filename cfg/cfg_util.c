@@ -4,6 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/qp_search.h"
+
 #include "cfg/cfg_priv.h"
 
 const char *const cfg_src_names[CFG_NSRC] = {
@@ -80,17 +82,8 @@ cfg_callee_name(const cfg_prog_t *prog, const arch_insn_t *in)
     if (prog == NULL || in == NULL)
         return NULL;
     if ((in->flags & ARCH_F_MEM_IND) && (in->flags & ARCH_F_RIPREL)) {
-        const cfg_image_t *img = prog->img;
-        size_t lo = 0, hi = img->nrelocs;
-        while (lo < hi) {
-            size_t mid = lo + (hi - lo) / 2;
-            if (img->relocs[mid].where < in->target)
-                lo = mid + 1;
-            else
-                hi = mid;
-        }
-        return lo < img->nrelocs && img->relocs[lo].where == in->target
-            ? img->relocs[lo].sym : NULL;
+        const cfg_reloc_t *r = cfg_image_reloc_at(prog->img, in->target);
+        return r != NULL ? r->sym : NULL;
     }
     if (in->target == 0 || (in->flags & ARCH_F_MEM_IND))
         return NULL;
@@ -191,15 +184,9 @@ cfg_module_match(const char *pat, size_t n, const char *file)
 const cfg_reloc_t *
 cfg_image_reloc_at(const cfg_image_t *img, uint64_t where)
 {
-    size_t lo = 0, hi = img->nrelocs;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (img->relocs[mid].where < where)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo < img->nrelocs && img->relocs[lo].where == where ? &img->relocs[lo] : NULL;
+    size_t i = qp_lower_bound_u64(img->relocs, img->nrelocs, sizeof(*img->relocs),
+                                  offsetof(cfg_reloc_t, where), where);
+    return i < img->nrelocs && img->relocs[i].where == where ? &img->relocs[i] : NULL;
 }
 
 void

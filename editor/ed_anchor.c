@@ -35,6 +35,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/qp_search.h"
 #include "editor/ed_layout_priv.h"
 
 /* Entries' value range: [*LO, *HI] for ENTRY_SIZE bytes, signed unless ZEXT. */
@@ -177,15 +178,9 @@ edl_anchors_plan(ed_plan_t *plan)
 const ed_anchor_t *
 edl_anchor_at(const ed_plan_t *plan, uint64_t adr)
 {
-    size_t lo = 0, hi = plan->nanchors;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (plan->anchors[mid].adr < adr)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo < plan->nanchors && plan->anchors[lo].adr == adr ? &plan->anchors[lo] : NULL;
+    size_t i = qp_lower_bound_u64(plan->anchors, plan->nanchors, sizeof(*plan->anchors),
+                                  offsetof(ed_anchor_t, adr), adr);
+    return i < plan->nanchors && plan->anchors[i].adr == adr ? &plan->anchors[i] : NULL;
 }
 
 int

@@ -309,10 +309,10 @@ addrx_size(const dsec_t *d, uint64_t form, size_t pos)
     case DW_FORM_addrx3: return 3;
     case DW_FORM_addrx4: return 4;
     case DW_FORM_addrx: {
-        size_t n = 1;
-        while (pos + n - 1 < d->in_len && (d->in[pos + n - 1] & 0x80) && n < 9)
-            n++;
-        return n;
+        /* A truncated number is no field to read or patch. */
+        rd_t r = { d->in, d->in_len, pos, 0 };
+        rd_uleb(&r);
+        return r.err ? 0 : r.pos - pos;
     }
     default: return 0;
     }

@@ -32,6 +32,7 @@
 #include <stdint.h>
 
 #include "base/qp_format.h"
+#include "base/qp_leb.h"
 #include "runtime/qprt.h"
 #include "runtime/qprt_isa.h"
 

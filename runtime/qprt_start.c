@@ -207,12 +207,8 @@ make_atomic(const qprt_params_t *p, uint64_t bias, qprt_state_t *st)
         for (uint64_t i = 0; i < p->nlocks; i++) {
             uint64_t d = 0;
             unsigned shift = 0;
-            uint8_t c;
-            do {
-                c = *q++;
-                d |= (uint64_t)(c & 0x7f) << shift;
-                shift += 7;
-            } while ((c & 0x80) && shift < 35);
+            while (leb_step(&d, &shift, *q++) && shift < 35)
+                ;
             site += d;
             if (site < p->text_size && code[site] == p->plain_byte)
                 code[site] = p->lock_byte;

@@ -114,7 +114,7 @@ out=$(
     # runtime/: freestanding, no system headers but the compiler's own; qprt.c includes
     # its parts runtime/qprt_*.c (one translation unit).
     for f in runtime/*.[ch]; do
-        [ -f "$f" ] && check "$f" "runtime/qprt.h runtime/qprt_isa.h runtime/qprt_*.c base/qp_format.h base/qpt_trace_format.h base/qp_bytes.h" \
+        [ -f "$f" ] && check "$f" "runtime/qprt.h runtime/qprt_isa.h runtime/qprt_*.c base/qp_format.h base/qpt_trace_format.h base/qp_leb.h" \
             "stdio.h stdlib.h string.h unistd.h fcntl.h sys/mman.h bfd.h libelf.h"
     done
     # The public headers: the C library's headers only.

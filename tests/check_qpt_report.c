@@ -4,7 +4,7 @@
  * Unit tests of include/qpt/qpt_report.h through the public library only: checked reads
  * (a FIFO and a folder refused without blocking), atomic outputs (committed whole,
  * aborted without a trace, a FIFO never replaced), an earlier run's calls refused with
- * one line, the cache simulator's specs and misses.
+ * one line, the cache simulator's specs and misses, pprof's protobuf encoding.
  */
 #include "config.h"
 
@@ -166,6 +166,55 @@ START_TEST(test_qpt_report_cachesim_specs_and_misses)
 }
 END_TEST
 
+/* A small pprof profile, byte by byte: messages in the order given (strings interned in
+ * that order, copied), zero fields left out but for a sample's packed values, the string
+ * table last; nothing may be added after the bytes were taken. */
+START_TEST(test_qpt_report_pprof_bytes)
+{
+    qpt_pprof_t *pp;
+    ck_assert_int_eq(qpt_pprof_create(&pp), 0);
+    char name[] = "f";
+    qpt_pprof_sample_type(pp, "instructions", "count");
+    qpt_pprof_mapping(pp, 0x10, 0x20, "a", "ab");
+    qpt_pprof_function(pp, 1, name, "f", NULL, 0);
+    name[0] = 'x'; /* copied: the profile keeps "f" */
+    qpt_pprof_location(pp, 1, 0x10, 1, 7);
+    uint64_t vals[2] = { 3, 0 };
+    qpt_pprof_sample(pp, 1, vals, 2);
+    qpt_pprof_comment(pp, "c");
+    qpt_pprof_default_sample_type(pp, "count");
+    const uint8_t *b;
+    size_t n;
+    ck_assert_int_eq(qpt_pprof_bytes(pp, &b, &n), 0);
+    static const uint8_t want[] = {
+        0x0a, 0x04, 0x08, 0x01, 0x10, 0x02,                         /* sample_type */
+        0x1a, 0x10, 0x08, 0x01, 0x10, 0x10, 0x18, 0x20, 0x28, 0x03, /* mapping */
+        0x30, 0x04, 0x38, 0x01, 0x40, 0x01, 0x48, 0x01,
+        0x2a, 0x06, 0x08, 0x01, 0x10, 0x05, 0x18, 0x05,             /* function */
+        0x22, 0x0c, 0x08, 0x01, 0x10, 0x01, 0x18, 0x10, 0x22, 0x04, /* location */
+        0x08, 0x01, 0x10, 0x07,
+        0x12, 0x06, 0x08, 0x01, 0x12, 0x02, 0x03, 0x00,             /* sample */
+        0x68, 0x06,                                                 /* comment */
+        0x70, 0x02,                                                 /* default */
+        0x32, 0x00,                                                 /* strings */
+        0x32, 0x0c, 'i', 'n', 's', 't', 'r', 'u', 'c', 't', 'i', 'o', 'n', 's',
+        0x32, 0x05, 'c', 'o', 'u', 'n', 't',
+        0x32, 0x01, 'a',
+        0x32, 0x02, 'a', 'b',
+        0x32, 0x01, 'f',
+        0x32, 0x01, 'c',
+    };
+    ck_assert_uint_eq(n, sizeof(want));
+    ck_assert_mem_eq(b, want, n);
+    qpt_pprof_comment(pp, "late"); /* ignored */
+    ck_assert_int_eq(qpt_pprof_bytes(pp, &b, &n), 0);
+    ck_assert_uint_eq(n, sizeof(want));
+    qpt_pprof_destroy(pp);
+    qpt_pprof_destroy(NULL);
+    ck_assert_int_eq(qpt_pprof_create(NULL), QPT_EINVAL);
+}
+END_TEST
+
 static Suite *
 qpt_report_suite(void)
 {
@@ -181,6 +230,9 @@ qpt_report_suite(void)
     suite_add_tcase(s, tc);
     tc = tcase_create("cachesim");
     tcase_add_test(tc, test_qpt_report_cachesim_specs_and_misses);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("pprof");
+    tcase_add_test(tc, test_qpt_report_pprof_bytes);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -6,7 +6,8 @@
  * PURPOSE: reading what was measured, for tools that print it (qp, dyn, the metrics of
  * qpt-rewrite): the files they read and write the way qpt's own tools do (a regular file
  * only; an output written whole or not at all), and the calls of an earlier run of a
- * program from its profile; the block and address traces of --driver=trace programs.
+ * program from its profile; the block and address traces of --driver=trace programs;
+ * pprof's profile.proto, encoded.
  * Conventions as in qpt.h: 0 (or a count, a descriptor) or a
  * negative QPT_E* code, one line in the caller's WHY buffer; the library never prints
  * and never reads the environment. Threads: qpt_profile_entry_calls and qpt_tr_desc_read
@@ -233,6 +234,52 @@ int qpt_tr_cachesim_create(const char *l1, const char *ll, qpt_tr_cachesim_t **o
 void qpt_tr_cachesim_destroy(qpt_tr_cachesim_t *s);
 void qpt_tr_cachesim_access(qpt_tr_cachesim_t *s, uint64_t addr, uint32_t size, int write);
 void qpt_tr_cachesim_counts(const qpt_tr_cachesim_t *s, qpt_tr_cache_counts_t *out /*OUT*/);
+
+/*****************************************************************************
+ * pprof profiles (issue 30: the protobuf encoding out of tools/)
+ *
+ * A profile as pprof reads it: the messages of profile.proto (github.com/google/pprof),
+ * encoded in the order they are given, the string table last; the caller compresses
+ * the bytes with gzip, as pprof expects them. Strings are interned (index 0 is "") and
+ * copied. Each call after a failure to allocate does nothing; qpt_pprof_bytes then says
+ * QPT_ENOMEM. Not thread-safe on one object; distinct objects are independent.
+ */
+typedef struct qpt_pprof qpt_pprof_t;
+
+/* An empty profile. 0 or QPT_ENOMEM (*OUT is then NULL). */
+int qpt_pprof_create(qpt_pprof_t **out /*OUT*/);
+void qpt_pprof_destroy(qpt_pprof_t *pp);
+
+/* A sample type (ValueType): the TYPE of each sample's value at this position, in UNIT. */
+void qpt_pprof_sample_type(qpt_pprof_t *pp, const char *type, const char *unit);
+
+/* The mapping (id 1) of the code [LO, HI) of the file PATH with BUILD_ID (hex, may be
+ * ""), whose functions, file names and line numbers the profile gives. */
+void qpt_pprof_mapping(qpt_pprof_t *pp, uint64_t lo, uint64_t hi, const char *path,
+                       const char *build_id);
+
+/* Function ID: NAME as shown, SYSTEM_NAME as stored (mangled), its source FILE (NULL:
+ * not known) and first LINE (0: not known). */
+void qpt_pprof_function(qpt_pprof_t *pp, uint64_t id, const char *name,
+                        const char *system_name, const char *file, uint64_t line);
+
+/* Location ID at ADDR in the mapping: in function FUNC_ID, at source LINE (0: none). */
+void qpt_pprof_location(qpt_pprof_t *pp, uint64_t id, uint64_t addr, uint64_t func_id,
+                        uint64_t line);
+
+/* A sample of location LOC_ID with its N values, one per sample type. */
+void qpt_pprof_sample(qpt_pprof_t *pp, uint64_t loc_id, const uint64_t *values, size_t n);
+
+/* A comment, and the sample type pprof shows by default. */
+void qpt_pprof_comment(qpt_pprof_t *pp, const char *text);
+void qpt_pprof_default_sample_type(qpt_pprof_t *pp, const char *type);
+
+/*
+ * End the profile (the string table) and give its encoded bytes: *BYTES (PP's storage,
+ * valid until qpt_pprof_destroy) and *LEN. No call may add to PP after it. 0, or
+ * QPT_ENOMEM when memory ran out on the way.
+ */
+int qpt_pprof_bytes(qpt_pprof_t *pp, const uint8_t **bytes /*OUT*/, size_t *len /*OUT*/);
 
 #ifdef __cplusplus
 }
