@@ -478,6 +478,7 @@ drv_graph_free(drv_graph_t *g)
     free(g->block_save);
     free(g->fork_after);
     free(g->thread_before);
+    free(g->freq);
     memset(g, 0, sizeof(*g));
 }
 

@@ -746,7 +746,9 @@ qp_place(drv_graph_t *g, drv_result_t *res, const char **why)
 {
     uint32_t n = g->nedges, nb = g->nblocks, all = n + nb, nodes = 2 * nb + 1;
     double *w = malloc((all + 1) * sizeof(double));
-    double *freq = malloc((n + 1) * sizeof(double));
+    double *freq = g->freq != NULL ? g->freq : malloc((n + 1) * sizeof(double));
+    int estimated = g->freq != NULL; /* by qp_prepare, ahead */
+    g->freq = NULL; /* freed here */
     uint32_t *order = malloc((all + 1) * sizeof(uint32_t));
     uint32_t *parent = malloc(nodes * sizeof(uint32_t));
     uint8_t *in_tree = calloc(all + 1, 1); /* 2: given up (no counter, unknown) */
@@ -760,7 +762,7 @@ qp_place(drv_graph_t *g, drv_result_t *res, const char **why)
         rc = QP_ENOMEM;
         goto out;
     }
-    if ((rc = estimate_freq(g, freq)) < 0)
+    if (!estimated && (rc = estimate_freq(g, freq)) < 0)
         goto out;
     if (runs != NULL) {
         measured_blocks(g, runs);
@@ -821,4 +823,19 @@ out:
     return rc;
 }
 
-const drv_ops_t drv_qp_ops = { "qp", QP_DRIVER_QP, qp_place, 0 };
+/* drv_ops_t.prepare: the frequency estimate, which depends on the graph alone. */
+static int
+qp_prepare(drv_graph_t *g)
+{
+    free(g->freq);
+    if ((g->freq = malloc((g->nedges + 1) * sizeof(double))) == NULL)
+        return QP_ENOMEM;
+    int rc = estimate_freq(g, g->freq);
+    if (rc < 0) {
+        free(g->freq);
+        g->freq = NULL;
+    }
+    return rc;
+}
+
+const drv_ops_t drv_qp_ops = { "qp", QP_DRIVER_QP, qp_place, 0, qp_prepare };
