@@ -123,6 +123,8 @@ typedef struct drv_graph {
     uint8_t entry_by_calls;  /* the entry edge's count comes from the call sites (set by
                               * drv_run for qp: QP_PROC_BY_CALLS): no counter needs it */
     double *freq;            /* drv_ops_t.prepare's estimate per edge, or NULL */
+    uint8_t *tree;           /* ... and its spanning tree (qp), or NULL */
+    uint8_t tree_per_block;  /* ... which counts the blocks instead */
 } drv_graph_t;
 
 /* A positive return of drv_graph_build or drv_ops_t.place: the procedure is relocated

@@ -479,6 +479,7 @@ drv_graph_free(drv_graph_t *g)
     free(g->fork_after);
     free(g->thread_before);
     free(g->freq);
+    free(g->tree);
     memset(g, 0, sizeof(*g));
 }
 

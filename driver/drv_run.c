@@ -731,6 +731,8 @@ typedef struct prep {
     const cfg_prog_t *prog;
     const ed_plan_t *plan;
     const drv_prog_info_t *info;
+    const drv_weights_t *weights;
+    const uint8_t *by_calls;
     unsigned threads;
     uint32_t lo, hi;     /* the batch: procedures [lo, hi) */
     prep_item_t *items;  /* PREP_BATCH of them, or NULL (no threads: made when taken) */
@@ -748,6 +750,8 @@ prep_one(void *arg, unsigned worker, size_t k)
         || ed_plan_left_reason(p->plan, i) != NULL)
         return 0;
     it->rc = drv_graph_build(p->prog, i, p->info, &it->g);
+    it->g.weights = p->weights; /* (as run_pass sets them: prepare may read them) */
+    it->g.entry_by_calls = p->by_calls[i];
     if (it->rc == 0 && p->drv->prepare != NULL && (it->rc = p->drv->prepare(&it->g)) < 0)
         drv_graph_free(&it->g);
     it->made = 1;
@@ -839,7 +843,7 @@ run_pass(const drv_ops_t *drv, const cfg_prog_t *prog, const ed_plan_t *plan,
     for (uint32_t i = 0; rc == 0 && i < prog->nprocs; i++)
         if (name_in(prog->procs[i].name, exit_names))
             exits[nexits++] = prog->procs[i].entry; /* procs are sorted by entry */
-    prep_t prep = { drv, prog, plan, &info, threads, 0, 0, NULL };
+    prep_t prep = { drv, prog, plan, &info, weights, by_calls, threads, 0, 0, NULL };
     if (rc == 0 && threads > 1 && (prep.items = calloc(PREP_BATCH, sizeof(prep_item_t))) == NULL)
         rc = QP_ENOMEM;
     for (uint32_t i = 0; rc == 0 && i < prog->nprocs; i++) {
