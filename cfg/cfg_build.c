@@ -1404,6 +1404,7 @@ cfg_prog_build(const cfg_image_t *img, const cfg_opts_t *opts, cfg_prog_t **out)
     prog->img = img;
     prog->isa = cfg_image_isa(img);
     prog->priv = pp;
+    pp->held.threads = b.nscratch;
     dbg_phase(&b, "start");
     int rc = cfg_discover(&b);
     dbg_phase(&b, "discovered");

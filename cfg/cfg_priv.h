@@ -383,6 +383,7 @@ typedef struct cfg_held_cache {
     cfg_held_t *v;
     size_t n;
     int done;
+    unsigned threads; /* the scan's threads: the analysis' (cfg_opts_t.threads) */
 } cfg_held_cache_t;
 cfg_held_cache_t *cfg_prog_held_cache(const cfg_prog_t *prog);
 
