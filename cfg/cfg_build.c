@@ -637,8 +637,14 @@ flatten(cfg_builder_t *b, cfg_prog_t *prog)
         nt += b->procs.v[i].tables.n;
     }
     prog->procs = calloc(b->procs.n + 1, sizeof(cfg_proc_t));
-    prog->blocks = calloc(nb + 1, sizeof(cfg_block_t));
-    prog->edges = calloc(ne + 1, sizeof(cfg_edge_t));
+    /* Every block and edge is written below: only the spare last ones need zeroing
+     * (calloc would clear hundreds of megabytes of chromium's for nothing). */
+    prog->blocks = malloc((nb + 1) * sizeof(cfg_block_t));
+    prog->edges = malloc((ne + 1) * sizeof(cfg_edge_t));
+    if (prog->blocks != NULL)
+        memset(&prog->blocks[nb], 0, sizeof(cfg_block_t));
+    if (prog->edges != NULL)
+        memset(&prog->edges[ne], 0, sizeof(cfg_edge_t));
     prog->preds = calloc(ne + 1, sizeof(uint32_t));
     prog->tables = calloc(nt + 1, sizeof(cfg_table_t));
     if (!prog->procs || !prog->blocks || !prog->edges || !prog->preds || !prog->tables)
@@ -1398,6 +1404,7 @@ cfg_prog_build(const cfg_image_t *img, const cfg_opts_t *opts, cfg_prog_t **out)
     prog->img = img;
     prog->isa = cfg_image_isa(img);
     prog->priv = pp;
+    pp->held.threads = b.nscratch;
     dbg_phase(&b, "start");
     int rc = cfg_discover(&b);
     dbg_phase(&b, "discovered");

@@ -99,11 +99,67 @@ cfg_held_addrs(const cfg_prog_t *prog, cfg_held_t **out, size_t *n)
     return 0;
 }
 
+/* Blocks a span of held_scan's code scan holds. */
+#define HELD_SPAN 4096
+
+typedef struct held_spans {
+    const cfg_prog_t *prog;
+    held_vec_t *v; /* per span: what its blocks' code holds */
+    size_t n;
+} held_spans_t;
+
+/* cfg_task_fn: the addresses of code that the blocks of span K hold. */
+static int
+held_span(void *arg, unsigned worker, size_t k)
+{
+    (void)worker;
+    held_spans_t *sp = arg;
+    const cfg_prog_t *prog = sp->prog;
+    const cfg_image_t *img = prog->img;
+    const arch_isa_t *isa = cfg_image_isa(img);
+    const int pie = (img->flags & CFG_IMG_PIE) != 0;
+    held_vec_t *h = &sp->v[k];
+    uint32_t lo = (uint32_t)(k * HELD_SPAN);
+    uint32_t hi = prog->nblocks - lo > HELD_SPAN ? lo + HELD_SPAN : prog->nblocks;
+    int rc = 0;
+    for (uint32_t b = lo; b < hi && rc == 0; b++) {
+        const cfg_block_t *bl = &prog->blocks[b];
+        if (bl->gap_entry)
+            rc = push(prog, h, bl->start, bl->start, CFG_HELD_GAP);
+        for (uint64_t a = bl->start; a < bl->end && rc == 0;) {
+            arch_insn_t in;
+            if (cfg_image_decode(img, a, 0, &in) < 0)
+                break;
+            a += in.len;
+            if (in.kind == ARCH_KIND_JMP || in.kind == ARCH_KIND_JCC
+                || in.kind == ARCH_KIND_CALL || in.kind == ARCH_KIND_JMP_IND
+                || in.kind == ARCH_KIND_CALL_IND)
+                continue;
+            if (isa->code_ref != NULL) { /* adrp + add, adr (AArch64) */
+                size_t avail;
+                const uint8_t *p = cfg_image_ptr(img, in.addr, &avail);
+                uint64_t ref;
+                if ((in.flags & ARCH_F_RIPREL) && p != NULL
+                    && isa->code_ref(p, avail, in.addr, &ref) == ARCH_REF_ADDR)
+                    rc = push(prog, h, ref, in.addr, CFG_HELD_RIPREL);
+                continue;
+            }
+            if ((in.flags & ARCH_F_RIPREL) && in.target != 0)
+                rc = push(prog, h, in.target, in.addr, CFG_HELD_RIPREL);
+            if (!pie && rc == 0) { /* movq $label, tab(%rip) has both */
+                uint64_t v = code_immediate(prog, &in);
+                if (v != 0)
+                    rc = push(prog, h, v, in.addr, CFG_HELD_IMM);
+            }
+        }
+    }
+    return rc;
+}
+
 static int
 held_scan(const cfg_prog_t *prog, cfg_held_t **out, size_t *n)
 {
     const cfg_image_t *img = prog->img;
-    const arch_isa_t *isa = cfg_image_isa(img);
     const int pie = (img->flags & CFG_IMG_PIE) != 0;
     held_vec_t h = { NULL, 0, 0 };
     int rc = 0;
@@ -134,37 +190,26 @@ held_scan(const cfg_prog_t *prog, cfg_held_t **out, size_t *n)
             rc = push(prog, &h, w, a, text ? CFG_HELD_TEXTWORD : CFG_HELD_DATA);
         }
     }
-    for (uint32_t b = 0; b < prog->nblocks && rc == 0; b++) {
-        const cfg_block_t *bl = &prog->blocks[b];
-        if (bl->gap_entry)
-            rc = push(prog, &h, bl->start, bl->start, CFG_HELD_GAP);
-        for (uint64_t a = bl->start; a < bl->end && rc == 0;) {
-            arch_insn_t in;
-            if (cfg_image_decode(img, a, 0, &in) < 0)
-                break;
-            a += in.len;
-            if (in.kind == ARCH_KIND_JMP || in.kind == ARCH_KIND_JCC
-                || in.kind == ARCH_KIND_CALL || in.kind == ARCH_KIND_JMP_IND
-                || in.kind == ARCH_KIND_CALL_IND)
-                continue;
-            if (isa->code_ref != NULL) { /* adrp + add, adr (AArch64) */
-                size_t avail;
-                const uint8_t *p = cfg_image_ptr(img, in.addr, &avail);
-                uint64_t ref;
-                if ((in.flags & ARCH_F_RIPREL) && p != NULL
-                    && isa->code_ref(p, avail, in.addr, &ref) == ARCH_REF_ADDR)
-                    rc = push(prog, &h, ref, in.addr, CFG_HELD_RIPREL);
-                continue;
-            }
-            if ((in.flags & ARCH_F_RIPREL) && in.target != 0)
-                rc = push(prog, &h, in.target, in.addr, CFG_HELD_RIPREL);
-            if (!pie && rc == 0) { /* movq $label, tab(%rip) has both */
-                uint64_t v = code_immediate(prog, &in);
-                if (v != 0)
-                    rc = push(prog, &h, v, in.addr, CFG_HELD_IMM);
-            }
-        }
+    /* The code's references, a span of blocks at a time on the analysis' threads; the
+     * spans' findings are joined in order, then sorted (cmp_held's order is total). */
+    held_spans_t sp = { prog, NULL, 0 };
+    if (rc == 0) {
+        sp.n = (prog->nblocks + HELD_SPAN - 1) / HELD_SPAN;
+        sp.v = calloc(sp.n + 1, sizeof(held_vec_t));
+        rc = sp.v == NULL ? QP_ENOMEM : 0;
     }
+    unsigned threads = cfg_prog_held_cache(prog) != NULL ? cfg_prog_held_cache(prog)->threads : 1;
+    if (rc == 0)
+        rc = cfg_parallel_for(threads, sp.n, 1, held_span, &sp, NULL);
+    for (size_t k = 0; k < sp.n && rc == 0; k++) {
+        rc = cfg_vec_grow((void **)&h.v, &h.cap, h.n + sp.v[k].n + 1, sizeof(cfg_held_t));
+        if (rc == 0 && sp.v[k].n > 0)
+            memcpy(h.v + h.n, sp.v[k].v, sp.v[k].n * sizeof(cfg_held_t));
+        h.n += rc == 0 ? sp.v[k].n : 0;
+    }
+    for (size_t k = 0; sp.v != NULL && k < sp.n; k++)
+        free(sp.v[k].v);
+    free(sp.v);
     if (rc < 0) {
         free(h.v);
         return rc;

@@ -122,6 +122,9 @@ typedef struct drv_graph {
     const drv_weights_t *weights; /* an earlier profile's edge counts, or NULL */
     uint8_t entry_by_calls;  /* the entry edge's count comes from the call sites (set by
                               * drv_run for qp: QP_PROC_BY_CALLS): no counter needs it */
+    double *freq;            /* drv_ops_t.prepare's estimate per edge, or NULL */
+    uint8_t *tree;           /* ... and its spanning tree (qp), or NULL */
+    uint8_t tree_per_block;  /* ... which counts the blocks instead */
 } drv_graph_t;
 
 /* A positive return of drv_graph_build or drv_ops_t.place: the procedure is relocated
@@ -230,6 +233,10 @@ typedef struct drv_ops {
     int (*place)(drv_graph_t *g, drv_result_t *res, const char **why /*OUT*/);
     uint32_t trace;          /* 0: counts only; DRV_TRACE_CHORDS or DRV_TRACE_BLOCKS: a
                               * tracer (drv_trace_plan decides the events) */
+    /* The part of place that depends on G alone (qp: the edge frequency estimate, into
+     * G->freq), run ahead on any thread of drv_run_threads' pool; place does it itself
+     * when it was not run. NULL: none. Returns 0 or QP_E*. */
+    int (*prepare)(drv_graph_t *g);
 } drv_ops_t;
 
 enum { DRV_TRACE_CHORDS = 1, DRV_TRACE_BLOCKS = 2 };
@@ -258,6 +265,13 @@ int drv_run_progress(const drv_ops_t *drv, const cfg_prog_t *prog, const ed_plan
 /* After ed_plan_apply: fill in the new addresses of the description (entries, blocks,
  * return sites of calls). */
 void drv_result_finish(drv_result_t *res, const ed_plan_t *plan, uint64_t counters_vaddr);
+
+/* drv_run_progress with the procedures' graphs (and drv_ops_t.prepare) made ahead on
+ * THREADS threads (1: none), a batch at a time; the result is the same for any THREADS. */
+int drv_run_threads(const drv_ops_t *drv, const cfg_prog_t *prog, const ed_plan_t *plan,
+                    const drv_weights_t *weights, drv_result_t *res /*OUT*/,
+                    void (*on_progress)(void *arg, size_t done, size_t total), void *arg,
+                    unsigned threads);
 
 void drv_result_free(drv_result_t *res);
 

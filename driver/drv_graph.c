@@ -478,6 +478,8 @@ drv_graph_free(drv_graph_t *g)
     free(g->block_save);
     free(g->fork_after);
     free(g->thread_before);
+    free(g->freq);
+    free(g->tree);
     memset(g, 0, sizeof(*g));
 }
 

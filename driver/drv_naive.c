@@ -17,4 +17,4 @@ naive_place(drv_graph_t *g, drv_result_t *res, const char **why)
     return 0;
 }
 
-const drv_ops_t drv_naive_ops = { "naive", QP_DRIVER_NAIVE, naive_place, 0 };
+const drv_ops_t drv_naive_ops = { "naive", QP_DRIVER_NAIVE, naive_place, 0, NULL };

@@ -446,8 +446,8 @@ edge_freq(const drv_graph_t *g, const drv_edge_t *e, double estimate, int measur
 
 /* Sort edge indices by weight, heaviest first; ties: blocks' own edges first (a counter
  * then goes on the edge, as without them), then by index (deterministic output). */
-static const double *sort_w;
-static uint32_t sort_nedges;
+static _Thread_local const double *sort_w; /* (trees are built on several threads) */
+static _Thread_local uint32_t sort_nedges;
 
 static int
 cmp_heavy(const void *a, const void *b)
@@ -721,6 +721,7 @@ choose_falls(drv_graph_t *g, const uint8_t *in_tree, const double *freq, int mea
     }
 }
 
+
 /* Must G be counted per block for the tree IN_TREE (see qp_place)? */
 static int
 uses_block_counters(const drv_graph_t *g, const uint8_t *in_tree)
@@ -741,12 +742,79 @@ uses_block_counters(const drv_graph_t *g, const uint8_t *in_tree)
     return per_block;
 }
 
+/*
+ * The counters of the tree IN_TREE (PER_BLOCK: one per block instead), numbered in RES:
+ * the one part of placing that must run in procedure order.
+ */
+static void
+alloc_counters(drv_graph_t *g, const uint8_t *in_tree, int per_block, drv_result_t *res)
+{
+    uint32_t n = g->nedges, nb = g->nblocks, all = n + nb;
+    if (per_block) {
+        for (uint32_t i = 0; i < nb; i++)
+            g->block_counter[i] = drv_alloc_counter(res);
+        res->nblock_counted++;
+        return;
+    }
+    for (uint32_t e = 0; e < all; e++)
+        if (!in_tree[e] && !(e < n && is_free(g, &g->edges[e]))) {
+            if (e < n)
+                g->edges[e].counter = drv_alloc_counter(res);
+            else
+                g->block_counter[e - n] = drv_alloc_counter(res);
+        }
+}
+
+/*
+ * Without --weights, the tree depends on G alone: built by qp_prepare on any thread into
+ * G->tree (and G->tree_per_block), as qp_place would build it. Returns 0 or QP_E*.
+ */
 static int
-qp_place(drv_graph_t *g, drv_result_t *res, const char **why)
+prepare_tree(drv_graph_t *g)
 {
     uint32_t n = g->nedges, nb = g->nblocks, all = n + nb, nodes = 2 * nb + 1;
     double *w = malloc((all + 1) * sizeof(double));
-    double *freq = malloc((n + 1) * sizeof(double));
+    uint32_t *order = malloc((all + 1) * sizeof(uint32_t));
+    uint32_t *parent = malloc(nodes * sizeof(uint32_t));
+    uint8_t *in_tree = calloc(all + 1, 1);
+    uint8_t *ground = calloc(nodes, 1);
+    uint32_t *best = malloc((2 * nb + 1) * sizeof(uint32_t)), *fallin = best + nb;
+    int rc = 0;
+    if (!w || !order || !parent || !in_tree || !ground || !best) {
+        rc = QP_ENOMEM;
+        goto out;
+    }
+    build_tree(g, g->freq, NULL, w, fallin, order, parent, in_tree, ground);
+    g->tree_per_block = (uint8_t)uses_block_counters(g, in_tree);
+    if (g->tree_per_block) {
+        memset(in_tree, 1, n);
+        memset(in_tree + n, 0, nb);
+    }
+    choose_falls(g, in_tree, g->freq, 0, best, fallin);
+    g->tree = in_tree;
+    in_tree = NULL;
+out:
+    free(w);
+    free(order);
+    free(parent);
+    free(in_tree);
+    free(ground);
+    free(best);
+    return rc;
+}
+
+static int
+qp_place(drv_graph_t *g, drv_result_t *res, const char **why)
+{
+    if (g->tree != NULL) { /* made by qp_prepare */
+        alloc_counters(g, g->tree, g->tree_per_block, res);
+        return 0;
+    }
+    uint32_t n = g->nedges, nb = g->nblocks, all = n + nb, nodes = 2 * nb + 1;
+    double *w = malloc((all + 1) * sizeof(double));
+    double *freq = g->freq != NULL ? g->freq : malloc((n + 1) * sizeof(double));
+    int estimated = g->freq != NULL; /* by qp_prepare, ahead */
+    g->freq = NULL; /* freed here */
     uint32_t *order = malloc((all + 1) * sizeof(uint32_t));
     uint32_t *parent = malloc(nodes * sizeof(uint32_t));
     uint8_t *in_tree = calloc(all + 1, 1); /* 2: given up (no counter, unknown) */
@@ -760,7 +828,7 @@ qp_place(drv_graph_t *g, drv_result_t *res, const char **why)
         rc = QP_ENOMEM;
         goto out;
     }
-    if ((rc = estimate_freq(g, freq)) < 0)
+    if (!estimated && (rc = estimate_freq(g, freq)) < 0)
         goto out;
     if (runs != NULL) {
         measured_blocks(g, runs);
@@ -794,21 +862,13 @@ qp_place(drv_graph_t *g, drv_result_t *res, const char **why)
                 res->weighted_static_incs += res->weighted_incs - incs;
             }
         }
-        for (uint32_t i = 0; i < nb; i++)
-            g->block_counter[i] = drv_alloc_counter(res);
-        res->nblock_counted++;
+        alloc_counters(g, in_tree, 1, res);
         goto out;
     }
     choose_falls(g, in_tree, freq, runs != NULL, best, fallin);
     if (g->weights != NULL)
         add_weighted_cost(g, in_tree, runs, fallin, res);
-    for (uint32_t e = 0; e < all; e++)
-        if (!in_tree[e] && !(e < n && is_free(g, &g->edges[e]))) {
-            if (e < n)
-                g->edges[e].counter = drv_alloc_counter(res);
-            else
-                g->block_counter[e - n] = drv_alloc_counter(res);
-        }
+    alloc_counters(g, in_tree, 0, res);
 out:
     free(w);
     free(freq);
@@ -821,4 +881,21 @@ out:
     return rc;
 }
 
-const drv_ops_t drv_qp_ops = { "qp", QP_DRIVER_QP, qp_place, 0 };
+/* drv_ops_t.prepare: the frequency estimate, which depends on the graph alone. */
+static int
+qp_prepare(drv_graph_t *g)
+{
+    free(g->freq);
+    if ((g->freq = malloc((g->nedges + 1) * sizeof(double))) == NULL)
+        return QP_ENOMEM;
+    int rc = estimate_freq(g, g->freq);
+    if (rc == 0 && g->weights == NULL) /* (with them, placing adds to RES in between) */
+        rc = prepare_tree(g);
+    if (rc < 0) {
+        free(g->freq);
+        g->freq = NULL;
+    }
+    return rc;
+}
+
+const drv_ops_t drv_qp_ops = { "qp", QP_DRIVER_QP, qp_place, 0, qp_prepare };

@@ -712,10 +712,89 @@ plan_by_calls(const drv_ops_t *drv, const cfg_prog_t *prog, const ed_plan_t *pla
     return drv_by_calls(prog, *solid, leave, *by_calls);
 }
 
+/*
+ * The graphs of the procedures, made ahead on a pool of threads a batch at a time (the
+ * graph and drv_ops_t.prepare depend on the procedure alone, so any thread may make
+ * them); run_pass takes them in procedure order and does the rest (counter numbers,
+ * probes, the description) on its own thread, as without threads: the same result.
+ */
+#define PREP_BATCH 1024
+
+typedef struct prep_item {
+    drv_graph_t g;
+    int rc;      /* drv_graph_build's (or prepare's) answer */
+    int made;    /* G was made and not taken yet */
+} prep_item_t;
+
+typedef struct prep {
+    const drv_ops_t *drv;
+    const cfg_prog_t *prog;
+    const ed_plan_t *plan;
+    const drv_prog_info_t *info;
+    const drv_weights_t *weights;
+    const uint8_t *by_calls;
+    unsigned threads;
+    uint32_t lo, hi;     /* the batch: procedures [lo, hi) */
+    prep_item_t *items;  /* PREP_BATCH of them, or NULL (no threads: made when taken) */
+} prep_t;
+
+/* cfg_task_fn: the graph of procedure P->lo + K, when run_pass will want it. */
+static int
+prep_one(void *arg, unsigned worker, size_t k)
+{
+    (void)worker;
+    prep_t *p = arg;
+    prep_item_t *it = &p->items[k];
+    uint32_t i = p->lo + (uint32_t)k;
+    if ((p->prog->procs[i].flags & (CFG_PROC_FRAGMENT | CFG_PROC_PLT))
+        || ed_plan_left_reason(p->plan, i) != NULL)
+        return 0;
+    it->rc = drv_graph_build(p->prog, i, p->info, &it->g);
+    it->g.weights = p->weights; /* (as run_pass sets them: prepare may read them) */
+    it->g.entry_by_calls = p->by_calls[i];
+    if (it->rc == 0 && p->drv->prepare != NULL && (it->rc = p->drv->prepare(&it->g)) < 0)
+        drv_graph_free(&it->g);
+    it->made = 1;
+    return 0; /* errors are the taker's, in procedure order */
+}
+
+/* Free the graphs of P's batch that were not taken. */
+static void
+prep_drop(prep_t *p)
+{
+    for (uint32_t k = 0; p->items != NULL && k < p->hi - p->lo; k++) {
+        if (p->items[k].made && p->items[k].rc == 0)
+            drv_graph_free(&p->items[k].g);
+        p->items[k].made = 0;
+    }
+}
+
+/* Procedure I's graph into *G (as drv_graph_build, whose answer it returns). */
+static int
+prep_take(prep_t *p, uint32_t i, drv_graph_t *g)
+{
+    if (p->items == NULL)
+        return drv_graph_build(p->prog, i, p->info, g);
+    if (i < p->lo || i >= p->hi) {
+        prep_drop(p);
+        p->lo = i;
+        p->hi = p->prog->nprocs - i > PREP_BATCH ? i + PREP_BATCH : p->prog->nprocs;
+        memset(p->items, 0, PREP_BATCH * sizeof(prep_item_t));
+        QP_CHECK(cfg_parallel_for(p->threads, p->hi - p->lo, 8, prep_one, p, NULL));
+    }
+    prep_item_t *it = &p->items[i - p->lo];
+    if (!it->made) /* (not foreseen by prep_one: made here) */
+        return drv_graph_build(p->prog, i, p->info, g);
+    *g = it->g;
+    it->made = 0;
+    return it->rc;
+}
+
 static int
 run_pass(const drv_ops_t *drv, const cfg_prog_t *prog, const ed_plan_t *plan,
          const drv_weights_t *weights, drv_result_t *res,
-         void (*on_progress)(void *arg, size_t done, size_t total), void *arg, int by_calls_ok)
+         void (*on_progress)(void *arg, size_t done, size_t total), void *arg, int by_calls_ok,
+         unsigned threads)
 {
     memset(res, 0, sizeof(*res));
     res->driver = drv->kind;
@@ -764,6 +843,9 @@ run_pass(const drv_ops_t *drv, const cfg_prog_t *prog, const ed_plan_t *plan,
     for (uint32_t i = 0; rc == 0 && i < prog->nprocs; i++)
         if (name_in(prog->procs[i].name, exit_names))
             exits[nexits++] = prog->procs[i].entry; /* procs are sorted by entry */
+    prep_t prep = { drv, prog, plan, &info, weights, by_calls, threads, 0, 0, NULL };
+    if (rc == 0 && threads > 1 && (prep.items = calloc(PREP_BATCH, sizeof(prep_item_t))) == NULL)
+        rc = QP_ENOMEM;
     for (uint32_t i = 0; rc == 0 && i < prog->nprocs; i++) {
         const cfg_proc_t *p = &prog->procs[i];
         if (on_progress != NULL && (i & 1023) == 0)
@@ -795,7 +877,7 @@ run_pass(const drv_ops_t *drv, const cfg_prog_t *prog, const ed_plan_t *plan,
             continue;
         }
         drv_graph_t g;
-        rc = drv_graph_build(prog, i, &info, &g);
+        rc = prep_take(&prep, i, &g);
         const char *why = g.why;
         g.weights = weights;
         g.entry_by_calls = by_calls[i];
@@ -819,6 +901,8 @@ run_pass(const drv_ops_t *drv, const cfg_prog_t *prog, const ed_plan_t *plan,
         } else if (rc == 0)
             res->nmeasured++;
     }
+    prep_drop(&prep);
+    free(prep.items);
     ed_inplace_destroy(ip);
     free(xt);
     free(exits);
@@ -833,14 +917,23 @@ run_pass(const drv_ops_t *drv, const cfg_prog_t *prog, const ed_plan_t *plan,
 }
 
 int
+drv_run_threads(const drv_ops_t *drv, const cfg_prog_t *prog, const ed_plan_t *plan,
+                const drv_weights_t *weights, drv_result_t *res,
+                void (*on_progress)(void *arg, size_t done, size_t total), void *arg,
+                unsigned threads)
+{
+    int rc = run_pass(drv, prog, plan, weights, res, on_progress, arg, 1, threads);
+    if (rc == DRV_AGAIN)
+        rc = run_pass(drv, prog, plan, weights, res, on_progress, arg, 0, threads);
+    return rc;
+}
+
+int
 drv_run_progress(const drv_ops_t *drv, const cfg_prog_t *prog, const ed_plan_t *plan,
                  const drv_weights_t *weights, drv_result_t *res,
                  void (*on_progress)(void *arg, size_t done, size_t total), void *arg)
 {
-    int rc = run_pass(drv, prog, plan, weights, res, on_progress, arg, 1);
-    if (rc == DRV_AGAIN)
-        rc = run_pass(drv, prog, plan, weights, res, on_progress, arg, 0);
-    return rc;
+    return drv_run_threads(drv, prog, plan, weights, res, on_progress, arg, 1);
 }
 
 void

@@ -50,9 +50,9 @@ trace_place_none(drv_graph_t *g, drv_result_t *res, const char **why)
 }
 
 const drv_ops_t drv_trace_ops = { "trace", QP_DRIVER_NAIVE, trace_place_none,
-                                  DRV_TRACE_CHORDS };
+                                  DRV_TRACE_CHORDS, NULL };
 const drv_ops_t drv_trace_naive_ops = { "trace-naive", QP_DRIVER_NAIVE, trace_place_none,
-                                        DRV_TRACE_BLOCKS };
+                                        DRV_TRACE_BLOCKS, NULL };
 
 #define NONE QPT_TRACE_NONE
 

@@ -322,13 +322,41 @@ check_data(const cfg_prog_t *prog, run_t *r, size_t n)
     }
 }
 
+/*
+ * Whether a reference from an instruction counts up to BEFORE bytes before a run:
+ * decided from its operands only when such a reference is seen (decoding the operands
+ * of every instruction of the program cost more than the rest of this file).
+ */
+typedef struct near_ref {
+    const uint8_t *p; /* the instruction's bytes (NULL: not readable) */
+    size_t avail;
+    uint64_t addr;
+    int known, near;
+} near_ref_t;
+
+static int
+is_near_ref(near_ref_t *q)
+{
+    if (!q->known) {
+        arch_ops_t ops;
+        q->known = 1;
+        q->near = 1;
+        if (q->p != NULL && arch_decode_ops(q->p, q->avail, q->addr, &ops) == 0
+            && (ops.src.kind != ARCH_OPND_NONE || ops.dst.kind != ARCH_OPND_NONE))
+            q->near = ops.op == ARCH_OP_LEA
+                || (ops.src.kind == ARCH_OPND_MEM && ops.src.index != ARCH_REG_NONE)
+                || (ops.dst.kind == ARCH_OPND_MEM && ops.dst.index != ARCH_REG_NONE);
+    }
+    return q->near;
+}
+
 /* A reference to VALUE from code of procedure OWNER (CFG_NONE: none, or not known);
- * NEAR: count one up to BEFORE bytes before a run too. */
+ * NEAR (NULL: yes): whether one up to BEFORE bytes before a run counts too. */
 static void
-note_ref(run_t *r, size_t n, uint64_t value, uint32_t owner, int near)
+note_ref(run_t *r, size_t n, uint64_t value, uint32_t owner, near_ref_t *near)
 {
     run_t *x = run_near(r, n, value);
-    if (x == NULL || (value < x->lo && !near))
+    if (x == NULL || (value < x->lo && near != NULL && !is_near_ref(near)))
         return;
     if (owner == x->owner)
         x->refs++;
@@ -346,22 +374,18 @@ static void
 insn_refs(const cfg_image_t *img, int pie, const arch_insn_t *in, run_t *r, size_t n,
     uint32_t owner)
 {
-    size_t avail;
-    const uint8_t *p = cfg_image_ptr(img, in->addr, &avail);
-    arch_ops_t ops;
-    int near = 1;
-    if (p != NULL && arch_decode_ops(p, avail, in->addr, &ops) == 0
-        && (ops.src.kind != ARCH_OPND_NONE || ops.dst.kind != ARCH_OPND_NONE))
-        near = ops.op == ARCH_OP_LEA
-            || (ops.src.kind == ARCH_OPND_MEM && ops.src.index != ARCH_REG_NONE)
-            || (ops.dst.kind == ARCH_OPND_MEM && ops.dst.index != ARCH_REG_NONE);
+    near_ref_t near = { 0 };
+    near.p = cfg_image_ptr(img, in->addr, &near.avail);
+    near.addr = in->addr;
+    const uint8_t *p = near.p;
+    size_t avail = near.avail;
     if (in->flags & ARCH_F_RIPREL)
-        note_ref(r, n, in->target, owner, near);
+        note_ref(r, n, in->target, owner, &near);
     for (size_t o = 0; !pie && p != NULL && o + 4 <= in->len && o + 4 <= avail; o++) {
         uint32_t u;
         memcpy(&u, p + o, 4);
-        note_ref(r, n, u, owner, near);                             /* zero-extended */
-        note_ref(r, n, (uint64_t)(int64_t)(int32_t)u, owner, near); /* sign-extended */
+        note_ref(r, n, u, owner, &near);                             /* zero-extended */
+        note_ref(r, n, (uint64_t)(int64_t)(int32_t)u, owner, &near); /* sign-extended */
     }
 }
 
@@ -386,7 +410,7 @@ isa_refs(const ed_plan_t *plan, uint64_t a, uint64_t end, run_t *r, size_t n, ui
     uint64_t v;
     size_t len = end > a && end - a < avail ? (size_t)(end - a) : avail;
     if (plan->isa->code_ref(p, len, a, &v) != 0) {
-        note_ref(r, n, v, owner, 1);
+        note_ref(r, n, v, owner, NULL);
         return;
     }
     uint64_t lo = in.target & ~(uint64_t)0xfff, hi = lo + 0x1000 + BEFORE;

@@ -373,13 +373,29 @@ emit_probes(const ed_plan_t *plan, uint64_t old, int at, uint64_t addr, uint8_t 
     return emit_probes_part(plan, old, at, 0, addr, out, cap, sites);
 }
 
-/* Size the probes of the instruction IN at A into slot S (and a stub for TAKEN ones). */
+/*
+ * probes_from(PLAN, OLD) for OLD in mostly rising order (the instructions of a block):
+ * from *HINT, the answer for the previous one, a few steps on, else by bisection.
+ */
+static size_t
+probes_from_hint(const ed_plan_t *plan, uint64_t old, size_t *hint)
+{
+    size_t k = *hint;
+    if (k <= plan->nprobes && (k == 0 || plan->probes[k - 1].addr < old))
+        for (int step = 0; step < 4; step++, k++)
+            if (k == plan->nprobes || plan->probes[k].addr >= old)
+                return *hint = k;
+    return *hint = probes_from(plan, old);
+}
+
+/* Size the probes of the instruction IN at A into slot S (and a stub for TAKEN ones);
+ * HINT: probes_from_hint's. */
 static int
 size_probes(ed_plan_t *plan, const arch_insn_t *in, ed_slot_t *s, ed_stub_t **stubs,
-            size_t *cap)
+            size_t *cap, size_t *hint)
 {
     uint64_t a = s->old;
-    size_t k0 = probes_from(plan, a), k = k0;
+    size_t k0 = probes_from_hint(plan, a, hint), k = k0;
     while (k < plan->nprobes && plan->probes[k].addr == a)
         k++;
     if (k == k0)
@@ -450,7 +466,7 @@ collect_slots(ed_plan_t *plan)
         for (uint64_t pi = plan->groups[g] + 1; pi <= plan->groups[g + 1] && pi < prog->nprocs; pi++)
             in_group[pi] = 1;
     uint32_t *order = NULL;
-    size_t ordercap = 0, stubcap = 0, fallcap = 0;
+    size_t ordercap = 0, stubcap = 0, fallcap = 0, probe_hint = 0;
     int rc = 0;
     uint8_t scratch[ARCH_MAX_RELOC];
     if (v == NULL || in_group == NULL) {
@@ -520,7 +536,8 @@ collect_slots(ed_plan_t *plan)
                                          ? SLOT_BRANCH : xlate ? SLOT_XLATE : 0 };
                 plan->nxlate += xlate != 0;
                 if (plan->nprobes > 0
-                    && (rc = size_probes(plan, &in, &v[n], &plan->stubs, &stubcap)) < 0)
+                    && (rc = size_probes(plan, &in, &v[n], &plan->stubs, &stubcap,
+                                         &probe_hint)) < 0)
                     break;
                 n++;
                 a += in.len;

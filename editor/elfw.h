@@ -215,6 +215,9 @@ typedef struct elfw_rewrite_opts {
                         * in a spare dynamic entry when it has neither), in a copy of
                         * .dynstr that DT_STRTAB names (.qpt.dynstr); nothing for a
                         * program without a dynamic section */
+    /* The end of each phase of the writing (development timing, QP_DEBUG), or NULL. */
+    void (*on_phase)(void *arg, const char *phase);
+    void *phase_arg;
 } elfw_rewrite_opts_t;
 
 /*

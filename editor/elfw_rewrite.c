@@ -568,6 +568,14 @@ unwind_fail(char *err, size_t errlen, int rc, const ed_unwind_out_t *u, ed_fde_f
                              : "unwind tables");
 }
 
+/* The end of a phase, for OPTS' on_phase (development timing). */
+static void
+phase(const elfw_rewrite_opts_t *opts, const char *what)
+{
+    if (opts->on_phase != NULL)
+        opts->on_phase(opts->phase_arg, what);
+}
+
 int
 elfw_rewrite(const cfg_prog_t *prog, ed_plan_t *plan, const elfw_instr_t *instr,
     const char *input, const char *output, const elfw_rewrite_opts_t *opts,
@@ -614,6 +622,7 @@ elfw_rewrite(const cfg_prog_t *prog, ed_plan_t *plan, const elfw_instr_t *instr,
     }
     /* The code is written: what follows reuses the memory of the decoded instructions. */
     cfg_image_decode_done(prog->img);
+    phase(opts, "relocated (plan applied)");
     /* Unwind tables: their size does not depend on where they go; build once to size
      * them, then again at their address. All FDEs go into the new table, so that it can
      * be the .eh_frame that gdb reads; moved code without its FDE fails the rewrite. */
@@ -669,6 +678,7 @@ elfw_rewrite(const cfg_prog_t *prog, ed_plan_t *plan, const elfw_instr_t *instr,
         }
     }
     rr.unwind = unw_at;
+    phase(opts, "unwind tables");
     if (instr != NULL
         && (rc = write_runtime(im, prog->img, plan, instr, &rr, &stats->desc_size)) < 0) {
         fail(err, errlen, rc, "measurement description");
@@ -687,6 +697,7 @@ elfw_rewrite(const cfg_prog_t *prog, ed_plan_t *plan, const elfw_instr_t *instr,
         fail(err, errlen, rc, "build-id");
         goto out;
     }
+    phase(opts, "runtime, description, build-id");
     size_t nreg, npat;
     const ed_region_t *r = ed_image_regions(im, &nreg);
     const ed_patch_t *p = ed_image_patches(im, &npat);
@@ -743,6 +754,7 @@ elfw_rewrite(const cfg_prog_t *prog, ed_plan_t *plan, const elfw_instr_t *instr,
             = (elfw_symbol_t) { pr->name, na, ne > na ? ne - na : 1, in_region };
     }
     /* Debug information: line tables, DIEs and CU ranges name the new code. */
+    phase(opts, "symbols");
     ed_dwarf_map_t dmap = { ed_plan_map, ed_plan_map_return, ed_plan_pieces, plan };
     rc = ed_dwarf_build(prog->img, &dmap, &dw);
     if (rc < 0) {
@@ -784,7 +796,9 @@ elfw_rewrite(const cfg_prog_t *prog, ed_plan_t *plan, const elfw_instr_t *instr,
         .tmp_hook = opts->tmp_hook,
         .phdr_far = &stats->phdr_far,
     };
+    phase(opts, "debug information");
     rc = elfw_write(&req, err, errlen);
+    phase(opts, "written");
     if (rc == 0) {
         struct stat st;
         stats->input_size = prog->img->file_size;

@@ -306,9 +306,14 @@ qpt_engine_write(const cfg_prog_t *prog, ed_opts_t *eo, const qpt_measure_t *m,
         eo->stay = stay;
         eo->nstay = nstay;
         const elfw_instr_t *instr = NULL;
-        if ((rc = ed_plan_create(prog, eo, &out->plan)) < 0
-            || (m->plan != NULL && (rc = m->plan(m->arg, out->plan, &instr)) < 0))
+        if ((rc = ed_plan_create(prog, eo, &out->plan)) < 0)
             return rc; /* out->err empty: the caller says rc's text */
+        if (io->wo != NULL && io->wo->on_phase != NULL)
+            io->wo->on_phase(io->wo->phase_arg, "planned");
+        if (m->plan != NULL && (rc = m->plan(m->arg, out->plan, &instr)) < 0)
+            return rc;
+        if (m->plan != NULL && io->wo != NULL && io->wo->on_phase != NULL)
+            io->wo->on_phase(io->wo->phase_arg, "measured (driver)");
         out->err[0] = '\0';
         if (io->progress != NULL)
             io->progress(io->progress_arg, "relocating and writing", 0, 0);
@@ -436,7 +441,8 @@ measure_plan(void *arg, ed_plan_t *plan, const elfw_instr_t **instr)
     const qpt_rewrite_t *r = c->r;
     const cfg_prog_t *prog = c->prog;
     qpt_rw_progress(r, "placing counters");
-    int rc = drv_run_progress(r->drv, prog, plan, c->w, &c->res, placing_progress, c->r);
+    int rc = drv_run_threads(r->drv, prog, plan, c->w, &c->res, placing_progress, c->r,
+                             r->threads);
     if (rc == 0 && r->call_targets && !c->tracing)
         rc = drv_indirect_tables(&c->res, prog);
     drv_trace_free(c->tr);
@@ -493,6 +499,14 @@ load_weights(const char *path, drv_weights_t *w, char *why, size_t whylen)
     return rc;
 }
 
+/* elfw_rewrite_opts_t.on_phase: the writer's phases, to R's debug hook. */
+static void
+write_phase(void *arg, const char *phase)
+{
+    const qpt_rewrite_t *r = arg;
+    r->debug_phase(r->debug_arg, phase, 0);
+}
+
 /* The rewrite proper: plan, measure, relocate, write, then the summary lines. */
 int
 qpt_rw_rewrite(qpt_rewrite_t *r, const cfg_prog_t *prog, const char *input, const char *output,
@@ -535,7 +549,8 @@ qpt_rw_rewrite(qpt_rewrite_t *r, const cfg_prog_t *prog, const char *input, cons
     static const qpt_measure_t none = { NULL, NULL, NULL };
     const qpt_measure_t m = { measure_plan, measure_undo, &c };
     const elfw_tmp_hook_t hook = { r->temp, r->temp_arg };
-    const elfw_rewrite_opts_t wo = { r->temp != NULL ? &hook : NULL, r->local_libs };
+    const elfw_rewrite_opts_t wo = { r->temp != NULL ? &hook : NULL, r->local_libs,
+                                     r->debug_phase != NULL ? write_phase : NULL, r };
     const qpt_engine_io_t io = { input, output, &wo, r->progress, r->progress_arg };
     qpt_engine_out_t *eout = malloc(sizeof(*eout));
     if (eout == NULL) {
