@@ -678,8 +678,7 @@ typedef struct arch_isa {
     /* --- tables whose address goes through a stack slot (arch_jtab_t.slot_load) --- */
     /* What the instruction at BUF (code at ADDR) does with sp and the frame pointer:
      * 0 with *OUT filled (flags 0 when nothing), QP_EDECODE. */
-    int (*sp_access)(const uint8_t *buf, size_t len, uint64_t addr,
-                     arch_sp_access_t *out /*OUT*/);
+    int (*sp_access)(const uint8_t *buf, size_t len, uint64_t addr, arch_sp_access_t *out);
     /* The last instruction of BUF[0..LEN) (code at ADDR) stores a whole register to
      * [sp, #SLOT]: the address that register holds, formed in BUF by the instructions
      * from *FIRST on (ADDR-relative; nothing else writes the register after them):

@@ -79,16 +79,19 @@ cfg_slot_find(trav_t *t, uint64_t j, arch_jtab_t *jt, slot_proof_t *pf)
     uint64_t from = store;
     for (size_t r = 0; r < bp->ranges.n; r++)
         if (store >= bp->ranges.v[r].start && store < bp->ranges.v[r].end)
-            from = store - bp->ranges.v[r].start > 256 ? store - 256 : bp->ranges.v[r].start;
+            from = store - bp->ranges.v[r].start > 256 ? store - 256
+                                                       : bp->ranges.v[r].start;
     size_t avail;
     const uint8_t *p = cfg_image_ptr(img, from, &avail);
     uint64_t value, first;
     if (p == NULL || avail < store - from + 4
-        || isa->slot_store(p, (size_t)(store - from) + 4, from, jt->slot, &value, &first) < 0)
+        || isa->slot_store(p, (size_t)(store - from) + 4, from, jt->slot, &value, &first)
+            < 0)
         return 0;
     jt->table = value;
-    *pf = (slot_proof_t) { .jump = j, .load = jt->slot_load, .store = store, .first = first,
-                           .slot = jt->slot };
+    *pf = (slot_proof_t) {
+        .jump = j, .load = jt->slot_load, .store = store, .first = first, .slot = jt->slot
+    };
     return 1;
 }
 

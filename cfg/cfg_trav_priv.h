@@ -66,13 +66,16 @@ int cfg_indirect_call_noreturn(const cfg_image_t *img, const arch_insn_t *in);
 uint64_t cfg_lock_skip_target(cfg_builder_t *b, uint64_t next, uint64_t target);
 int cfg_traverse(trav_t *t);
 int cfg_verify_hoisted(trav_t *t, cfg_u64_vec_t *no_far);
-uint64_t cfg_range_end(const cfg_bproc_t *bp, uint64_t addr);
+uint64_t
+cfg_range_end(const cfg_bproc_t *bp, uint64_t addr);
 
 /* Tables through a stack slot (cfg_slot.c). cfg_slot_find: for the jump J whose table
  * JT loads its address from a slot (JT->slot_load), the one store to the slot and the
  * address it stores: 1 with JT->table set and PF filled, else 0 (JT->table untouched).
  * cfg_slot_holds: the proof of PF over the traversed procedure: 1, 0, or QP_ENOMEM. */
-int cfg_slot_find(trav_t *t, uint64_t j, arch_jtab_t *jt, slot_proof_t *pf /*OUT*/);
-int cfg_slot_holds(trav_t *t, const slot_proof_t *pf);
+int
+cfg_slot_find(trav_t *t, uint64_t j, arch_jtab_t *jt, slot_proof_t *pf /*OUT*/);
+int
+cfg_slot_holds(trav_t *t, const slot_proof_t *pf);
 
 #endif

@@ -263,11 +263,12 @@ edl_anchors_unpad(const ed_plan_t *plan, uint8_t *buf)
         for (uint64_t o = a->adr + 4; ok && o <= tb->jump; o += 4, end += 4) {
             const ed_slot_t *t = edl_slot_at(plan, o);
             arch_insn_t in;
-            ok = t != NULL && t->new_ == end && t->pre == 0 && t->post == 0 && t->lead == 0
-                 && t->len == 4 && t->olen == 4 && t->stub == NO_STUB
-                 && !(t->flags & (SLOT_JMP_AFTER | SLOT_XLATE))
-                 && cfg_image_decode(prog->img, o, 0, &in) == 0 && !(in.flags & ARCH_F_RIPREL)
-                 && in.kind == (o == tb->jump ? ARCH_KIND_JMP_IND : ARCH_KIND_SEQ);
+            ok = t != NULL && t->new_ == end && t->pre == 0 && t->post == 0
+                && t->lead == 0 && t->len == 4 && t->olen == 4 && t->stub == NO_STUB
+                && !(t->flags & (SLOT_JMP_AFTER | SLOT_XLATE))
+                && cfg_image_decode(prog->img, o, 0, &in) == 0
+                && !(in.flags & ARCH_F_RIPREL)
+                && in.kind == (o == tb->jump ? ARCH_KIND_JMP_IND : ARCH_KIND_SEQ);
         }
         if (!ok)
             continue;

@@ -943,12 +943,12 @@ START_TEST(test_cfg_a64_table_in_stack_slot)
     };
     uint32_t nt, nu;
     a64_slot_build(0, 0, &nt, &nu);
-    ck_assert_msg(nt == 1 && nu == 0, "the spilled table not resolved (%u tables, %u unresolved)",
-                  nt, nu);
+    ck_assert_msg(nt == 1 && nu == 0,
+        "the spilled table not resolved (%u tables, %u unresolved)", nt, nu);
     for (size_t i = 0; i < NELEM(refused); i++) {
         a64_slot_build(refused[i].at, refused[i].word, &nt, &nu);
-        ck_assert_msg(nt == 0 && nu == 1, "%s: %u tables, %u unresolved", refused[i].what, nt,
-                      nu);
+        ck_assert_msg(
+            nt == 0 && nu == 1, "%s: %u tables, %u unresolved", refused[i].what, nt, nu);
     }
 }
 END_TEST

@@ -49,7 +49,7 @@ ldst_imm(uint32_t w, int *store, int *wback, int64_t *off, unsigned *bytes)
     unsigned scale = v && (opc & 2u) ? 16u : 1u << size;
     int st = opc == 0 || (v && opc == 2);
     if (v && (opc & 2u) && size != 0)
-        return 0; /* unallocated */
+        return 0;                           /* unallocated */
     if ((w & 0x3b000000u) == 0x39000000u) { /* unsigned offset */
         *store = st;
         *wback = 0;
@@ -73,7 +73,7 @@ static int
 is_frame_record(uint32_t w)
 {
     return (w & 0xfe400000u) == 0xa8000000u && (w & 31u) == A64_FP
-           && ((w >> 10) & 31u) == 30;
+        && ((w >> 10) & 31u) == 30;
 }
 
 /* The general registers an instruction that is no load or store may read, as fields:

@@ -18,6 +18,10 @@
  * table. A zero-extending add (uxtb/uxth/uxtw) gives unsigned entries. Clang's form is
  * the same with `ldrb w11, [x9, x8]` and `add x10, x10, x11, lsl #2` (unsigned entries),
  * and a `mov w8, w8` (zero-extension) between the bound check and the load.
+ *
+ * A table whose address the compiler spilled (sqlite's VM: `ldr xT, [sp, #16]` before
+ * each dispatch, stored once on entry) is returned with TABLE 0 and SLOT_LOAD/SLOT set:
+ * cfg/cfg_slot.c proves what the slot holds with a64_slot_store and a64_sp_access.
  */
 #include <string.h>
 
@@ -241,8 +245,8 @@ a64_jump_table(const uint8_t *buf, size_t len, uint64_t addr, arch_jtab_t *out)
 }
 
 int
-a64_slot_store(const uint8_t *buf, size_t len, uint64_t addr, int64_t slot, uint64_t *value,
-               uint64_t *first)
+a64_slot_store(const uint8_t *buf, size_t len, uint64_t addr, int64_t slot,
+    uint64_t *value, uint64_t *first)
 {
     if (!buf || !value || !first || len < 4 || len % 4)
         return QP_EINVAL;
