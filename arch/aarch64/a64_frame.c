@@ -176,6 +176,12 @@ a64_sp_access(const uint8_t *buf, size_t len, uint64_t addr, arch_sp_access_t *o
             out->flags |= ARCH_SP_UNKNOWN;
         return 0;
     }
+    if ((w & 0x1e000000u) == 0x04000000u) { /* SVE: addvl sp, st1d [sp, #k, mul vl]... */
+        if (rd == A64_SP || rn == A64_SP || ((w >> 16) & 31u) == A64_SP || rn == A64_FP
+            || ((w >> 16) & 31u) == A64_FP)
+            out->flags |= ARCH_SP_UNKNOWN; /* (or z31/p-registers: refused alike) */
+        return 0;
+    }
     if (reads_reg(w, A64_FP))
         out->flags |= ARCH_SP_UNKNOWN; /* a copy or a function of the frame pointer */
     return 0;
