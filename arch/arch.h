@@ -579,7 +579,31 @@ typedef struct arch_jtab {
     uint8_t shift;
     uint8_t pad;
     uint64_t anchor;
+    /* The table's address spilled to the stack (sqlite's VM: formed once, stored in a
+     * frame slot, reloaded before each dispatch): SLOT_LOAD is the address of the
+     * `ldr xT, [sp, #SLOT]` that gives it, TABLE is 0, and the caller must prove what
+     * the slot holds (arch_isa_t.sp_access, slot_store) before it takes the table.
+     * SLOT_LOAD is 0 when the table's address is formed in the code before the jump. */
+    uint64_t slot_load;
+    int64_t slot;
 } arch_jtab_t;
+
+/*
+ * What one instruction does with the stack pointer (arch_isa_t.sp_access), for proving
+ * that a frame slot holds one value: flags ARCH_SP_*, with the bytes [LO, HI) above sp
+ * that it stores to (ARCH_SP_STORE), or the lowest offset above sp that the address it
+ * copies into a register may reach (ARCH_SP_ADDR: LO, anything above it).
+ */
+enum {
+    ARCH_SP_WRITES_SP = 1, /* sp changes: the frame's slots are others' from here */
+    ARCH_SP_STORE = 2,     /* a store to [sp + LO, sp + HI) */
+    ARCH_SP_ADDR = 4,      /* sp + LO (or a frame-pointer address) lands in a register */
+    ARCH_SP_UNKNOWN = 8,   /* a use of sp or the frame pointer not described above */
+};
+typedef struct arch_sp_access {
+    unsigned flags; /* ARCH_SP_* */
+    int64_t lo, hi; /* as the flags say */
+} arch_sp_access_t;
 
 typedef struct arch_isa {
     const char *name;       /* "x86-64", "AArch64" */
@@ -650,6 +674,17 @@ typedef struct arch_isa {
     int (*emit_jmp_xlate)(const uint8_t *buf, const arch_insn_t *in, uint64_t addr,
                           uint64_t stub, int32_t miss, uint8_t *out, size_t cap);
     int (*emit_xlate_stub)(uint64_t addr, uint64_t table, uint8_t *out, size_t cap);
+
+    /* --- tables whose address goes through a stack slot (arch_jtab_t.slot_load) --- */
+    /* What the instruction at BUF (code at ADDR) does with sp and the frame pointer:
+     * 0 with *OUT filled (flags 0 when nothing), QP_EDECODE. */
+    int (*sp_access)(const uint8_t *buf, size_t len, uint64_t addr, arch_sp_access_t *out);
+    /* The last instruction of BUF[0..LEN) (code at ADDR) stores a whole register to
+     * [sp, #SLOT]: the address that register holds, formed in BUF by the instructions
+     * from *FIRST on (ADDR-relative; nothing else writes the register after them):
+     * 0, or QP_ENOTFOUND. */
+    int (*slot_store)(const uint8_t *buf, size_t len, uint64_t addr, int64_t slot,
+                      uint64_t *value /*OUT*/, uint64_t *first /*OUT*/);
 } arch_isa_t;
 
 /* arch_isa_t.code_ref's answers. */

@@ -98,6 +98,8 @@ static const arch_isa_t isa_aarch64 = {
     .syscall_nr = a64_syscall_nr,
     .sys_noreturn = { 93, 94, 139 },
     .reloc_max_len = a64_reloc_max_len,
+    .sp_access = a64_sp_access,
+    .slot_store = a64_slot_store,
 };
 
 const arch_isa_t *

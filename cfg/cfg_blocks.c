@@ -383,6 +383,7 @@ cfg_build_proc(cfg_builder_t *b, cfg_scratch_t *sc, uint32_t i)
         CFG_VEC_FREE(t.labels);
         CFG_VEC_FREE(t.ptr_jumps);
         CFG_VEC_FREE(t.proofs);
+        CFG_VEC_FREE(t.slot_proofs);
         CFG_VEC_FREE(t.gap_entries);
         CFG_VEC_FREE(t.data_refs);
         CFG_VEC_FREE(t.own_addrs);
@@ -424,6 +425,7 @@ cfg_build_proc(cfg_builder_t *b, cfg_scratch_t *sc, uint32_t i)
     CFG_VEC_FREE(t.labels);
     CFG_VEC_FREE(t.ptr_jumps);
     CFG_VEC_FREE(t.proofs);
+    CFG_VEC_FREE(t.slot_proofs);
     CFG_VEC_FREE(t.gap_entries);
     CFG_VEC_FREE(t.data_refs);
     CFG_VEC_FREE(t.own_addrs);

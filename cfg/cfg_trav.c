@@ -54,8 +54,8 @@ cfg_slot(const cfg_bproc_t *bp, uint64_t addr)
 }
 
 /* End of the range holding ADDR (which must be inside one). */
-static uint64_t
-range_end(const cfg_bproc_t *bp, uint64_t addr)
+uint64_t
+cfg_range_end(const cfg_bproc_t *bp, uint64_t addr)
 {
     for (size_t i = 0; i < bp->ranges.n; i++)
         if (addr >= bp->ranges.v[i].start && addr < bp->ranges.v[i].end)
@@ -237,7 +237,7 @@ note_code_ref(trav_t *t, const arch_insn_t *in)
     const cfg_image_t *img = t->b->img;
     size_t avail;
     const uint8_t *p = cfg_image_ptr(img, in->addr, &avail);
-    uint64_t lim = range_end(t->bp, in->addr), ref;
+    uint64_t lim = cfg_range_end(t->bp, in->addr), ref;
     if (p == NULL || !(in->flags & ARCH_F_RIPREL))
         return 0;
     if (lim > in->addr && avail > lim - in->addr)
@@ -276,7 +276,7 @@ trace_from(trav_t *t, uint64_t addr)
             return cfg_set_unsafe(&t->sc->strings, bp, "jump into the middle of an instruction at 0x%llx",
                               (unsigned long long)addr);
         }
-        uint64_t lim = range_end(bp, addr);
+        uint64_t lim = cfg_range_end(bp, addr);
         arch_insn_t in;
         if (cfg_decode_at(b, addr, lim, &in) < 0)
             return cfg_set_unsafe(&t->sc->strings, bp, "invalid instruction at 0x%llx", (unsigned long long)addr);
@@ -373,7 +373,7 @@ jump_window(trav_t *t, uint64_t j, arch_insn_t *w, int path)
     arch_insn_t tmp[JT_WINDOW];
     size_t n = 0;
     uint64_t cur = j;
-    uint64_t lim = range_end(t->bp, j);
+    uint64_t lim = cfg_range_end(t->bp, j);
     if (cfg_decode_at(b, cur, lim, &tmp[n]) < 0)
         return 0;
     n++;
@@ -640,7 +640,10 @@ resolve_other(trav_t *t, uint64_t j, int *labels_pushed)
     }
     size_t len = (size_t)(j - from) + jmp.len;
     arch_jtab_t jt;
-    if (isa->jump_table != NULL && isa->jump_table(p, len, from, &jt) == 0 && jt.count > 0) {
+    slot_proof_t pf;
+    int in_slot = 0;
+    if (isa->jump_table != NULL && isa->jump_table(p, len, from, &jt) == 0 && jt.count > 0
+        && (jt.slot_load == 0 || (in_slot = cfg_slot_find(t, j, &jt, &pf)) == 1)) {
         cfg_table_t tab = { .jump = j, .addr = jt.table, .base = jt.base,
                             .nentries = jt.count, .entry_size = jt.entry_size,
                             .relative = 1, .bounded = 1, .shift = jt.shift,
@@ -653,6 +656,8 @@ resolve_other(trav_t *t, uint64_t j, int *labels_pushed)
         }
         if (ok) {
             QP_CHECK(CFG_VEC_PUSH(bp->tables, tab));
+            if (in_slot)
+                QP_CHECK(CFG_VEC_PUSH(t->slot_proofs, pf));
             for (uint32_t i = 0; i < tab.nentries; i++)
                 QP_CHECK(push_work(t, cfg_jtab_entry(b->img, &tab, i)));
             return 0;
@@ -937,7 +942,7 @@ hoist_holds(trav_t *t, const hoist_proof_t *pf)
             seen[s] = 1;
         }
         arch_insn_t in;
-        if (cfg_decode_at(b, a, range_end(bp, a), &in) < 0) {
+        if (cfg_decode_at(b, a, cfg_range_end(bp, a), &in) < 0) {
             proven = 0;
             break;
         }
@@ -984,6 +989,16 @@ cfg_verify_hoisted(trav_t *t, cfg_u64_vec_t *no_far)
     for (size_t k = 0; k < t->proofs.n; k++) {
         const hoist_proof_t *pf = &t->proofs.v[k];
         int ok = hoist_holds(t, pf);
+        if (ok < 0)
+            return ok;
+        if (!ok) {
+            QP_CHECK(CFG_VEC_PUSH(*no_far, pf->jump));
+            return 1;
+        }
+    }
+    for (size_t k = 0; k < t->slot_proofs.n; k++) {
+        const slot_proof_t *pf = &t->slot_proofs.v[k];
+        int ok = cfg_slot_holds(t, pf);
         if (ok < 0)
             return ok;
         if (!ok) {

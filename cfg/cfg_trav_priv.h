@@ -30,6 +30,7 @@ typedef struct trav {
     cfg_u64_vec_t ptr_jumps;  /* jumps through a loaded pointer: tail calls */
     int labels_done;          /* labels computed */
     CFG_VEC(struct hoist_proof) proofs; /* tables whose hoisted base is to be proven */
+    CFG_VEC(struct slot_proof) slot_proofs; /* tables whose address a stack slot holds */
     const cfg_u64_vec_t *no_far; /* jumps whose far `lea`s did not hold: not tried again */
     unsigned unresolved;      /* indirect jumps whose targets stay unknown */
     cfg_u64_vec_t data_refs;  /* its own bytes read by its rip-relative operands */
@@ -46,6 +47,14 @@ typedef struct hoist_proof {
     uint8_t reg;
 } hoist_proof_t;
 
+/* A table whose address the jump loads from a stack slot (cfg_slot.c): proven once the
+ * procedure is traversed that every load of the slot at LOAD reads what STORE put there,
+ * the address formed by the instructions from FIRST to STORE. */
+typedef struct slot_proof {
+    uint64_t jump, load, store, first;
+    int64_t slot; /* the slot's offset from sp */
+} slot_proof_t;
+
 /* More possible targets than this for one computed jump: leave it unresolved (the
  * editor translates it at run time) rather than bloat the graph. */
 #define CFG_MAX_INDIRECT 1024
@@ -57,5 +66,16 @@ int cfg_indirect_call_noreturn(const cfg_image_t *img, const arch_insn_t *in);
 uint64_t cfg_lock_skip_target(cfg_builder_t *b, uint64_t next, uint64_t target);
 int cfg_traverse(trav_t *t);
 int cfg_verify_hoisted(trav_t *t, cfg_u64_vec_t *no_far);
+uint64_t
+cfg_range_end(const cfg_bproc_t *bp, uint64_t addr);
+
+/* Tables through a stack slot (cfg_slot.c). cfg_slot_find: for the jump J whose table
+ * JT loads its address from a slot (JT->slot_load), the one store to the slot and the
+ * address it stores: 1 with JT->table set and PF filled, else 0 (JT->table untouched).
+ * cfg_slot_holds: the proof of PF over the traversed procedure: 1, 0, or QP_ENOMEM. */
+int
+cfg_slot_find(trav_t *t, uint64_t j, arch_jtab_t *jt, slot_proof_t *pf /*OUT*/);
+int
+cfg_slot_holds(trav_t *t, const slot_proof_t *pf);
 
 #endif

@@ -222,3 +222,52 @@ edl_anchors_apply(ed_plan_t *plan, const qp_space_ops_t *ops, void *space)
     }
     return 0;
 }
+
+/*
+ * The layout reserves 8 bytes for a moved `adr` (adrp + add where its target is out of
+ * reach) and pads a shorter form with a nop. An anchor's new base lies near, so its
+ * `adr` is one instruction and a nop that every dispatch would run (sqlite's VM: 355,000
+ * of them on bench.sql, 0.5% of the whole run). The instructions after the `adr` up to
+ * the `br` - one block, none with snippets, stubs or jumps after it, none pc-relative -
+ * move up 4 bytes and the nop goes after the `br`, where nothing runs it. (Those two or
+ * three instructions are then 4 bytes before where the old-to-new map puts them; no
+ * branch goes to them, being inside a block, and no call returns there.)
+ */
+void
+edl_anchors_unpad(const ed_plan_t *plan, uint8_t *buf)
+{
+    const cfg_prog_t *prog = plan->prog;
+    uint8_t nop[4];
+    if (plan->opts.stretch || plan->isa->jmp_len != 4
+        || plan->isa->emit_nops(sizeof nop, nop, sizeof nop) != (int)sizeof nop)
+        return;
+    for (size_t i = 0; i < plan->nanchors; i++) {
+        const ed_anchor_t *a = &plan->anchors[i];
+        const cfg_table_t *tb = &prog->tables[a->table];
+        const ed_slot_t *s = edl_slot_at(plan, a->adr);
+        uint32_t blk = cfg_block_at(prog, a->adr);
+        if (s == NULL || s->len != 8 || s->post != 0 || s->stub != NO_STUB
+            || (s->flags & (SLOT_JMP_AFTER | SLOT_XLATE)) || blk == CFG_NONE
+            || blk != cfg_block_at(prog, tb->jump) || tb->jump <= a->adr)
+            continue;
+        uint64_t insn = s->new_ + s->pre, end = insn + s->len;
+        uint8_t *p = buf + (insn - plan->text);
+        if (memcmp(p + 4, nop, sizeof nop) != 0)
+            continue; /* the long form */
+        int ok = 1;
+        for (uint64_t o = a->adr + 4; ok && o <= tb->jump; o += 4, end += 4) {
+            const ed_slot_t *t = edl_slot_at(plan, o);
+            arch_insn_t in;
+            ok = t != NULL && t->new_ == end && t->pre == 0 && t->post == 0
+                && t->lead == 0 && t->len == 4 && t->olen == 4 && t->stub == NO_STUB
+                && !(t->flags & (SLOT_JMP_AFTER | SLOT_XLATE))
+                && cfg_image_decode(prog->img, o, 0, &in) == 0
+                && !(in.flags & ARCH_F_RIPREL)
+                && in.kind == (o == tb->jump ? ARCH_KIND_JMP_IND : ARCH_KIND_SEQ);
+        }
+        if (!ok)
+            continue;
+        memmove(p + 4, p + 8, (size_t)(end - (insn + 8)));
+        memcpy(buf + (end - 4 - plan->text), nop, sizeof nop);
+    }
+}

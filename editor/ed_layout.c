@@ -80,6 +80,12 @@ edl_slot_insn(const ed_plan_t *plan, uint64_t old)
     return s != NULL ? s->new_ + s->pre : 0;
 }
 
+const ed_slot_t *
+edl_slot_at(const ed_plan_t *plan, uint64_t old)
+{
+    return slot_at(plan, old);
+}
+
 /* Build plan->bucket from plan->idx. */
 static int
 index_buckets(ed_plan_t *plan)
@@ -1450,6 +1456,8 @@ emit_code(ed_plan_t *plan, const qp_space_ops_t *ops, void *space)
     }
     if (rc == 0 && plan->nxlate > 0)
         rc = emit_xlate(plan, buf);
+    if (rc == 0)
+        edl_anchors_unpad(plan, buf);
     if (rc == 0 && plan->mirror == 0)
         rc = ops->write(space, plan->text, buf, plan->text_size);
     for (size_t h = 0; h < plan->nholes && rc == 0 && plan->mirror != 0; h++) {

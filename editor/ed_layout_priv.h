@@ -186,6 +186,9 @@ uint64_t edl_xlate_table_size(const cfg_prog_t *prog);
 uint64_t edl_slot_new(const ed_plan_t *plan, uint64_t old);
 /* ... and of the instruction itself, past the snippets before it; 0 likewise. */
 uint64_t edl_slot_insn(const ed_plan_t *plan, uint64_t old);
+/* The slot of the instruction at OLD, or NULL when OLD starts no moved instruction. */
+const ed_slot_t *
+edl_slot_at(const ed_plan_t *plan, uint64_t old);
 
 /* ed_anchor.c, for ed_layout.c: AArch64 switch tables whose base moves */
 
@@ -198,6 +201,10 @@ const ed_anchor_t *edl_anchor_at(const ed_plan_t *plan, uint64_t adr);
 /* After the new code is written: the tables' entries rewritten for the new bases, each
  * old `adr` a jump to its new one. 0 or QP_E*. */
 int edl_anchors_apply(ed_plan_t *plan, const qp_space_ops_t *ops, void *space);
+/* In BUF (the new text as emit_code fills it, at plan->text): the padding nop of each
+ * anchor's one-instruction `adr` moved past its `br`, where no dispatch runs it. */
+void
+edl_anchors_unpad(const ed_plan_t *plan, uint8_t *buf);
 
 /* ed_labels.c, for ed_layout.c */
 

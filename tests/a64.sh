@@ -319,6 +319,56 @@ if [ -x "$REWRITE" ]; then
         fi
     done
     echo "a64: switch and label tables retargeted: $nsw builds with no dispatch through old text, qp = naive"
+    # A table whose address gcc -O2 spills to a stack slot and reloads before each `br`
+    # (tests/a64/slottab.c, as sqlite's VM): vm() is relocated (not left in place), its
+    # table retargeted (no block of its old text runs), the output identical with none,
+    # qp and naive, and the counts exact: mix() and odd() called as often as the
+    # program's own count of its opcodes says, qp's counts equal naive's. -O0 (no spill)
+    # for comparison.
+    nsl=0
+    for v in "O2.pie:-O2 -fPIE -pie" "O2.static:-O2 -static" "O0.nopie:-O0 -fno-pie -no-pie"; do
+        st=$tmp/slot-${v%%:*} ok=1
+        # shellcheck disable=SC2086
+        $CC ${v#*:} "$top_srcdir/tests/a64/slottab.c" -o "$st" || { fail=1; continue; }
+        for drv in none qp naive; do
+            if ! "$REWRITE" --driver=$drv --verbose "$st" -o "$st.$drv" 2> "$tmp/err"; then
+                echo "FAIL: --driver=$drv slot-${v%%:*}: $(tail -1 "$tmp/err")"
+                ok=0
+                continue
+            fi
+            a64_same "$drv slot-${v%%:*}" "$st" "$st.$drv" || { ok=0; continue; }
+            if grep -q "left in place: vm " "$tmp/err"; then
+                echo "FAIL: $drv slot-${v%%:*}: $(grep "left in place: vm " "$tmp/err")"
+                ok=0
+            fi
+            if [ $drv = none ]; then
+                old=$(a64_old_runs "$st" "$st.none" vm)
+                if [ "$old" != 0 ]; then
+                    echo "FAIL: none slot-${v%%:*}: $old blocks ran in the old text of vm" \
+                        "(its table not retargeted)"
+                    ok=0
+                fi
+                continue
+            fi
+            want=$($QEMU -L /usr/aarch64-linux-gnu "$st" |
+                sed -n 's/^calls: mix \([0-9]*\) odd \([0-9]*\)$/mix,\1 odd,\2/p')
+            "$QPREPORT" report --csv "$st.$drv.qp" 2> /dev/null |
+                grep -E '^(main|vm|mix|odd),' | sort > "$st.$drv.csv"
+            got=$(awk -F, '{ c[$1] = $2 } END { print "mix," c["mix"], "odd," c["odd"] }' \
+                "$st.$drv.csv")
+            if [ -z "$want" ] || [ "$got" != "$want" ]; then
+                echo "FAIL: $drv slot-${v%%:*}: calls '$got', the program counts '$want'"
+                ok=0
+            fi
+        done
+        if [ $ok = 1 ] && [ "$(wc -l < "$st.qp.csv")" -eq 4 ] && cmp -s "$st.qp.csv" "$st.naive.csv"; then
+            nsl=$((nsl + 1))
+        else
+            [ $ok = 0 ] || { echo "FAIL: slot-${v%%:*}: qp and naive counts differ:"; diff "$st.qp.csv" "$st.naive.csv" | head -6; }
+            fail=1
+        fi
+    done
+    echo "a64: tables through a stack slot: $nsl of 3 builds relocated, retargeted, exact counts, qp = naive"
     # The line table follows the moved code (minimum_instruction_length 4): a row at
     # main's new address.
     if $CC -g -O2 -fno-pie -no-pie "$top_srcdir/tests/progs/loops.c" -o "$tmp/lines" &&

@@ -759,6 +759,90 @@ START_TEST(test_jump_table_clang_copy)
 }
 END_TEST
 
+/* A table whose address is spilled to the stack: the jump's recogniser stops at the
+ * slot's load; sp_access describes each instruction's use of the frame; slot_store
+ * finds the address stored (sqlite3VdbeExec of Debian's libsqlite3.so.0.8.6). */
+START_TEST(test_jump_table_slot)
+{
+    uint32_t words[] = {
+        0x7102d77f, /* e4690 cmp w27, #0xb5 */
+        0x54000c68, /* e4694 b.hi e4820 */
+        0xf9400be0, /* e4698 ldr x0, [sp, #16] */
+        0x787b5800, /* e469c ldrh w0, [x0, w27, uxtw #1] */
+        0x10000061, /* e46a0 adr x1, e46ac */
+        0x8b20a820, /* e46a4 add x0, x1, w0, sxth #2 */
+        0xd61f0000, /* e46a8 br x0 */
+    };
+    uint8_t b[sizeof words];
+    for (size_t i = 0; i < sizeof words / 4; i++)
+        le32(b + 4 * i, words[i]);
+    arch_jtab_t jt;
+    ck_assert_int_eq(A64->jump_table(b, sizeof b, 0xe4690, &jt), 0);
+    ck_assert_uint_eq(jt.table, 0);
+    ck_assert_uint_eq(jt.slot_load, 0xe4698);
+    ck_assert_int_eq(jt.slot, 16);
+    ck_assert_uint_eq(jt.count, 0xb6);
+    ck_assert_uint_eq(jt.base, 0xe46ac);
+    ck_assert_uint_eq(jt.anchor, 0xe46a0);
+
+    uint32_t store[] = {
+        0xb0000200, /* e4654 adrp x0, 125000 */
+        0xb94032a8, /* e4658 ldr w8, [x21, #48] */
+        0x91396000, /* e465c add x0, x0, #0xe58 */
+        0xf9000be0, /* e4660 str x0, [sp, #16] */
+    };
+    uint8_t sb[sizeof store];
+    for (size_t i = 0; i < sizeof store / 4; i++)
+        le32(sb + 4 * i, store[i]);
+    uint64_t value, first;
+    ck_assert_int_eq(A64->slot_store(sb, sizeof sb, 0xe4654, 16, &value, &first), 0);
+    ck_assert_uint_eq(value, 0x125e58);
+    ck_assert_uint_eq(first, 0xe4654);
+    ck_assert_int_eq(A64->slot_store(sb, sizeof sb, 0xe4654, 24, &value, &first), QP_ENOTFOUND);
+    le32(sb + 4, 0xb94032a0); /* ldr w0, [x21, #48]: x0 written between */
+    ck_assert_int_eq(A64->slot_store(sb, sizeof sb, 0xe4654, 16, &value, &first), QP_ENOTFOUND);
+
+    static const struct {
+        uint32_t w;
+        unsigned flags;
+        int64_t lo, hi;
+    } acc[] = {
+        { 0xf9000be0, ARCH_SP_STORE, 16, 24 },                     /* str x0, [sp, #16] */
+        { 0xf9400be0, 0, 0, 0 },                                   /* ldr x0, [sp, #16] */
+        { 0xa9010fe2, ARCH_SP_STORE, 16, 32 },                     /* stp x2, x3, [sp, #16] */
+        { 0xb80143e3, ARCH_SP_STORE, 20, 24 },                     /* stur w3, [sp, #20] */
+        { 0x3d8007e0, ARCH_SP_STORE, 16, 32 },                     /* str q0, [sp, #16] */
+        { 0xa9bf7bfd, ARCH_SP_STORE | ARCH_SP_WRITES_SP, -16, 0 }, /* stp x29, x30, [sp, #-16]! */
+        { 0xa8c17bfd, ARCH_SP_WRITES_SP, 0, 0 },                   /* ldp x29, x30, [sp], #16 */
+        { 0xd10603ff, ARCH_SP_WRITES_SP, 0, 0 },                   /* sub sp, sp, #0x180 */
+        { 0xcb2063ff, ARCH_SP_WRITES_SP | ARCH_SP_UNKNOWN, 0, 0 }, /* sub sp, sp, x0 */
+        { 0x910003bf, ARCH_SP_WRITES_SP, 0, 0 },                   /* mov sp, x29 */
+        { 0x910263e1, ARCH_SP_ADDR, 0x98, 0 },                     /* add x1, sp, #0x98 */
+        { 0x910003e3, ARCH_SP_ADDR, 0, 0 },                        /* mov x3, sp */
+        { 0x910443fd, 0, 0, 0 },                                   /* add x29, sp, #0x110 */
+        { 0xd10003a3, ARCH_SP_UNKNOWN, 0, 0 },                     /* sub x3, x29, #0 */
+        { 0xaa1d03e0, ARCH_SP_UNKNOWN, 0, 0 },                     /* mov x0, x29 */
+        { 0xf81f83a0, ARCH_SP_UNKNOWN, 0, 0 },                     /* stur x0, [x29, #-8] */
+        { 0xf85f83a0, 0, 0, 0 },                                   /* ldur x0, [x29, #-8] */
+        { 0xf8216be0, ARCH_SP_UNKNOWN, 0, 0 },                     /* str x0, [sp, x1] */
+        { 0xeb1f03ff, 0, 0, 0 },                                   /* cmp xzr, xzr: no sp */
+        { 0x043f57ff, ARCH_SP_UNKNOWN, 0, 0 },                     /* addvl sp, sp, #-1 (SVE) */
+        { 0x94000010, 0, 0, 0 },                                   /* bl */
+    };
+    for (size_t i = 0; i < sizeof acc / sizeof acc[0]; i++) {
+        uint8_t w[4];
+        arch_sp_access_t a;
+        le32(w, acc[i].w);
+        ck_assert_int_eq(A64->sp_access(w, 4, 0x1000, &a), 0);
+        ck_assert_msg(a.flags == acc[i].flags, "%08x: flags %x, want %x", acc[i].w, a.flags,
+                      acc[i].flags);
+        if (a.flags & (ARCH_SP_STORE | ARCH_SP_ADDR))
+            ck_assert_msg(a.lo == acc[i].lo && (!(a.flags & ARCH_SP_STORE) || a.hi == acc[i].hi),
+                          "%08x: [%lld, %lld)", acc[i].w, (long long)a.lo, (long long)a.hi);
+    }
+}
+END_TEST
+
 /* arch_isa_t's cfg block for A64: adrp + add/ldr, PLT stubs, pointer jumps, svc numbers */
 START_TEST(test_cfg_questions)
 {
@@ -1114,6 +1198,7 @@ a64_suite(void)
     tcase_add_test(tc, test_jump_table);
     tcase_add_test(tc, test_jump_table_bls);
     tcase_add_test(tc, test_jump_table_clang_copy);
+    tcase_add_test(tc, test_jump_table_slot);
     tcase_add_test(tc, test_cfg_questions);
     tcase_add_test(tc, test_isa_select);
     suite_add_tcase(s, tc);

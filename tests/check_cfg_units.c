@@ -864,6 +864,95 @@ START_TEST(test_cfg_a64_held_misaligned)
 }
 END_TEST
 
+/*
+ * AArch64: a switch table whose address is spilled to a stack slot (sqlite's VM: formed
+ * and stored once, reloaded before each `br`) is resolved when the slot provably holds
+ * it, and left unresolved when the slot's address is taken, when it is stored to again,
+ * when sp moves on a way back into the load, or when a way into the load skips the
+ * store (variants patch one word of the procedure).
+ */
+static void
+a64_slot_build(uint32_t at, uint32_t word, uint32_t *ntables, uint32_t *nunres)
+{
+    uint32_t code[0x104 / 4] = {
+        0xd10083ff, /* 1000 sub sp, sp, #32 */
+        0xd503201f, /* 1004 nop */
+        0x90000000, /* 1008 adrp x0, 0x1000 */
+        0x91040000, /* 100c add x0, x0, #0x100: the table */
+        0xf9000be0, /* 1010 str x0, [sp, #16] */
+        0x7100085f, /* 1014 cmp w2, #2 */
+        0x54000188, /* 1018 b.hi 1048 */
+        0xf9400be0, /* 101c ldr x0, [sp, #16] */
+        0x38624800, /* 1020 ldrb w0, [x0, w2, uxtw] */
+        0x10000061, /* 1024 adr x1, 1030 */
+        0x8b208820, /* 1028 add x0, x1, w0, sxtb #2 */
+        0xd61f0000, /* 102c br x0 */
+        0x52800022, /* 1030 case 0: mov w2, #1 */
+        0x17fffff8, /* 1034 b 1014 (the loop) */
+        0x52800040, /* 1038 case 1: mov w0, #2 */
+        0x14000005, /* 103c b 1050 */
+        0x52800060, /* 1040 case 2: mov w0, #3 */
+        0x14000003, /* 1044 b 1050 */
+        0x52800000, /* 1048 default: mov w0, #0 */
+        0xd503201f, /* 104c nop */
+        0x910083ff, /* 1050 add sp, sp, #32 */
+        0xd65f03c0, /* 1054 ret */
+    };
+    code[0x100 / 4] = 0x00040200; /* 1100: the table, byte entries 0, 2, 4 */
+    if (word != 0)
+        code[(at - VMA) / 4] = word;
+    uint8_t b[sizeof code];
+    for (size_t i = 0; i < NELEM(code); i++)
+        for (int k = 0; k < 4; k++)
+            b[4 * i + k] = (uint8_t)(code[i] >> (8 * k));
+    cfg_image_t *img;
+    ck_assert_int_eq(cfg_image_from_bytes(b, sizeof b, VMA, &img), 0);
+    img->isa = arch_isa_for_machine(ARCH_EM_AARCH64);
+    ck_assert_ptr_nonnull(img->isa);
+    cfg_prog_t *prog;
+    ck_assert_int_eq(cfg_prog_build(img, NULL, &prog), 0);
+    const cfg_proc_t *p = cfg_proc_at(prog, VMA);
+    ck_assert_ptr_nonnull(p);
+    *ntables = p->ntables;
+    *nunres = p->nind_unresolved;
+    if (p->ntables == 1) {
+        ck_assert_uint_eq(prog->tables[0].addr, 0x1100);
+        ck_assert_uint_eq(prog->tables[0].nentries, 3);
+        ck_assert_uint_eq(prog->tables[0].anchor, 0x1024);
+        for (uint32_t i = 0; i < 3; i++)
+            ck_assert_uint_eq(cfg_jtab_entry(img, &prog->tables[0], i), 0x1030 + 8 * i);
+    }
+    cfg_prog_destroy(prog);
+    cfg_image_destroy(img);
+}
+
+START_TEST(test_cfg_a64_table_in_stack_slot)
+{
+    static const struct {
+        uint32_t at, word;
+        const char *what;
+    } refused[] = {
+        { 0x1030, 0x910043e3, "add x3, sp, #16: the slot's address taken" },
+        { 0x1030, 0x910003e3, "mov x3, sp: the frame's address taken" },
+        { 0x1030, 0xf9000be3, "str x3, [sp, #16]: stored again" },
+        { 0x1030, 0xa9010fe2, "stp x2, x3, [sp, #16]: stored again, in a pair" },
+        { 0x1030, 0xb80143e3, "stur w3, [sp, #20]: half of it stored again" },
+        { 0x1030, 0xd10043ff, "sub sp, sp, #16: the frame moves, then the loop" },
+        { 0x1004, 0x34000083, "cbz w3, 1014: a way into the load skips the store" },
+        { 0x1030, 0xd10003a3, "sub x3, x29, #0: an address from the frame pointer" },
+    };
+    uint32_t nt, nu;
+    a64_slot_build(0, 0, &nt, &nu);
+    ck_assert_msg(nt == 1 && nu == 0,
+        "the spilled table not resolved (%u tables, %u unresolved)", nt, nu);
+    for (size_t i = 0; i < NELEM(refused); i++) {
+        a64_slot_build(refused[i].at, refused[i].word, &nt, &nu);
+        ck_assert_msg(
+            nt == 0 && nu == 1, "%s: %u tables, %u unresolved", refused[i].what, nt, nu);
+    }
+}
+END_TEST
+
 START_TEST(test_cfg_jtab_not_a_table)
 {
     jt_fixture_t f;
@@ -1449,6 +1538,7 @@ cfg_units_suite(void)
     tcase_add_test(tc, test_cfg_jtab_call_clobbers);
     tcase_add_test(tc, test_cfg_jtab_pie_relative_relocs);
     tcase_add_test(tc, test_cfg_a64_held_misaligned);
+    tcase_add_test(tc, test_cfg_a64_table_in_stack_slot);
     tcase_add_test(tc, test_cfg_jtab_not_a_table);
     tcase_add_test(tc, test_cfg_jtab_entry_unreadable);
     suite_add_tcase(s, tc);

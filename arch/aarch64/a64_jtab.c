@@ -18,6 +18,10 @@
  * table. A zero-extending add (uxtb/uxth/uxtw) gives unsigned entries. Clang's form is
  * the same with `ldrb w11, [x9, x8]` and `add x10, x10, x11, lsl #2` (unsigned entries),
  * and a `mov w8, w8` (zero-extension) between the bound check and the load.
+ *
+ * A table whose address the compiler spilled (sqlite's VM: `ldr xT, [sp, #16]` before
+ * each dispatch, stored once on entry) is returned with TABLE 0 and SLOT_LOAD/SLOT set:
+ * cfg/cfg_slot.c proves what the slot holds with a64_slot_store and a64_sp_access.
  */
 #include <string.h>
 
@@ -171,16 +175,22 @@ a64_jump_table(const uint8_t *buf, size_t len, uint64_t addr, arch_jtab_t *out)
     unsigned rt = (w >> 5) & 31u, ri = (w >> 16) & 31u;
     long ld_at = j;
 
-    /* the table: add xT, xT, #lo12 after adrp xT, page */
+    /* the table: add xT, xT, #lo12 after adrp xT, page; or ldr xT, [sp, #slot] (the
+     * address spilled: the caller proves what the slot holds) */
     w = writer_of(buf, &j, stop, rt);
-    if (j < 0 || (w & 0xffc00000u) != 0x91000000u || ((w >> 5) & 31u) != rt)
-        return QP_ENOTFOUND;
-    uint64_t lo = (w >> 10) & 0xfffu;
-    w = writer_of(buf, &j, stop, rt);
-    if (j < 0 || (w & 0x9f000000u) != 0x90000000u)
-        return QP_ENOTFOUND;
-    QP_CHECK(a64_decode(buf + 4 * j, 4, addr + 4 * (uint64_t)j, &in));
-    out->table = in.target + lo;
+    if (j >= 0 && (w & 0xffc003e0u) == 0xf94003e0u && (w & 31u) == rt) {
+        out->slot_load = addr + 4 * (uint64_t)j;
+        out->slot = (int64_t)((w >> 10) & 0xfffu) * 8;
+    } else {
+        if (j < 0 || (w & 0xffc00000u) != 0x91000000u || ((w >> 5) & 31u) != rt)
+            return QP_ENOTFOUND;
+        uint64_t lo = (w >> 10) & 0xfffu;
+        w = writer_of(buf, &j, stop, rt);
+        if (j < 0 || (w & 0x9f000000u) != 0x90000000u)
+            return QP_ENOTFOUND;
+        QP_CHECK(a64_decode(buf + 4 * j, 4, addr + 4 * (uint64_t)j, &in));
+        out->table = in.target + lo;
+    }
 
     /* the bound: cmp wI, #N; b.hi/b.ls, and no write of wI from there to the load; or
      * clang's cmp wX, #N ... mov wI, wX (a copy, zero-extended) with wX kept up to the
@@ -231,5 +241,41 @@ a64_jump_table(const uint8_t *buf, size_t len, uint64_t addr, arch_jtab_t *out)
         if (a64_may_write(c, ri) && !is_zext(c, ri) && !barrier)
             break;
     }
+    return 0;
+}
+
+int
+a64_slot_store(const uint8_t *buf, size_t len, uint64_t addr, int64_t slot,
+    uint64_t *value, uint64_t *first)
+{
+    if (!buf || !value || !first || len < 4 || len % 4)
+        return QP_EINVAL;
+    long n = (long)(len / 4), i = n - 1;
+    long stop = n - 1 - A64_SCAN_MAX > 0 ? n - 1 - A64_SCAN_MAX : 0;
+    uint32_t w = a64_word(buf + 4 * i);
+    /* str xV, [sp, #slot] (64-bit, unsigned offset) */
+    if ((w & 0xffc003e0u) != 0xf90003e0u || (int64_t)((w >> 10) & 0xfffu) * 8 != slot
+        || (w & 31u) == 31)
+        return QP_ENOTFOUND;
+    unsigned rv = w & 31u;
+    /* adr xV, value; or adrp xV, page then add xV, xV, #lo12 */
+    w = writer_of(buf, &i, stop, rv);
+    arch_insn_t in;
+    if (i >= 0 && (w & 0x9f000000u) == 0x10000000u) {
+        QP_CHECK(a64_decode(buf + 4 * i, 4, addr + 4 * (uint64_t)i, &in));
+        *value = in.target;
+        *first = addr + 4 * (uint64_t)i;
+        return 0;
+    }
+    if (i < 0 || (w & 0xffc00000u) != 0x91000000u || ((w >> 5) & 31u) != rv
+        || (w & 31u) != rv)
+        return QP_ENOTFOUND;
+    uint64_t lo = (w >> 10) & 0xfffu;
+    w = writer_of(buf, &i, stop, rv);
+    if (i < 0 || (w & 0x9f000000u) != 0x90000000u)
+        return QP_ENOTFOUND;
+    QP_CHECK(a64_decode(buf + 4 * i, 4, addr + 4 * (uint64_t)i, &in));
+    *value = in.target + lo;
+    *first = addr + 4 * (uint64_t)i;
     return 0;
 }

@@ -119,6 +119,17 @@ int a64_emit_flags_restore(uint8_t *out /*OUT*/, size_t cap);
 /* arch_isa_t.jump_table for A64 (a64_jtab.c): gcc's and clang's switch tables. */
 int a64_jump_table(const uint8_t *buf, size_t len, uint64_t addr, arch_jtab_t *out /*OUT*/);
 
+/* arch_isa_t.slot_store for A64 (a64_jtab.c): `str xV, [sp, #SLOT]` after `adr xV` or
+ * `adrp xV; add xV, xV, #lo12`, nothing else writing xV between them. */
+int
+a64_slot_store(const uint8_t *buf, size_t len, uint64_t addr, int64_t slot,
+    uint64_t *value /*OUT*/, uint64_t *first /*OUT*/);
+
+/* arch_isa_t.sp_access for A64 (a64_frame.c). */
+int
+a64_sp_access(
+    const uint8_t *buf, size_t len, uint64_t addr, arch_sp_access_t *out /*OUT*/);
+
 /* LEN bytes (a multiple of 4) of nops; a trap (udf #0xdead). */
 int a64_emit_nops(size_t len, uint8_t *out /*OUT*/, size_t cap);
 int a64_emit_trap(uint8_t *out /*OUT*/, size_t cap);
