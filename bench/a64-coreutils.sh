@@ -33,12 +33,15 @@
 #            of the runtime in the tests' logs.
 # 6. restore the native programs (also on error or interrupt).
 #
+# One run at a time per DIR (a lock, DIR/.lock).
+#
 # Environment: JOBS (make -j, default 2); TEST_TIMEOUT (seconds per test script,
 # default 1800, 0 = none); CHECK_TIMEOUT (seconds per `make check`, default 21600);
 # TEST_USER (when root, the build and tests run as this user, default nobody, as in
 # bench/coreutils-check.sh); A64_TESTS (a list of tests to run instead of all of them,
-# e.g. "tests/misc/cat-proc.sh tests/ls/abmon-align.sh"); A64_PARALLEL=1 (the rewritten
-# sets' runs at the same time, each in an overlay of the tree: needs root; tail takes
+# e.g. "tests/misc/cat-proc.sh tests/ls/abmon-align.sh"); A64_PARALLEL=1 (the sets' runs
+# at the same time - the original too when it is not reused - each in an overlay of
+# the tree: needs root; tail takes
 # overlayfs for a remote file system and polls, so tail-2/inotify-dir-recreate and
 # inotify-rotate-resources fail there, and pass when run again alone in the tree).
 #
@@ -61,6 +64,13 @@ case $QPT in /*) ;; *) QPT=$PWD/$QPT ;; esac
 command -v qemu-aarch64 >/dev/null || { echo "a64-coreutils: no qemu-aarch64: skipped"; exit 77; }
 mkdir -p "$DIR" && DIR=$(cd "$DIR" && pwd) || exit 2
 die() { echo "a64-coreutils: $*" >&2; exit 2; }
+# One run per DIR: a second one would swap the programs (DIR/a64/VARIANT rebuilt, the
+# native ones restored into src/) under the first one's tests, which then fail (27 of
+# the first full original run did so). The inner runs of A64_PARALLEL belong to the run
+# that holds the lock.
+if [ -z "${A64_INNER:-}" ]; then
+    exec 9>>"$DIR/.lock" && flock -n 9 || die "$DIR: another a64-coreutils.sh runs on it"
+fi
 say() { echo "a64-coreutils: $(date +%T) $*"; }
 t_start=$(date +%s)
 
