@@ -33,12 +33,15 @@
 #            of the runtime in the tests' logs.
 # 6. restore the native programs (also on error or interrupt).
 #
+# One run at a time per DIR (a lock, DIR/.lock).
+#
 # Environment: JOBS (make -j, default 2); TEST_TIMEOUT (seconds per test script,
 # default 1800, 0 = none); CHECK_TIMEOUT (seconds per `make check`, default 21600);
 # TEST_USER (when root, the build and tests run as this user, default nobody, as in
 # bench/coreutils-check.sh); A64_TESTS (a list of tests to run instead of all of them,
-# e.g. "tests/misc/cat-proc.sh tests/ls/abmon-align.sh"); A64_PARALLEL=1 (the rewritten
-# sets' runs at the same time, each in an overlay of the tree: needs root; tail takes
+# e.g. "tests/misc/cat-proc.sh tests/ls/abmon-align.sh"); A64_PARALLEL=1 (the sets' runs
+# at the same time - the original too when it is not reused - each in an overlay of
+# the tree: needs root; tail takes
 # overlayfs for a remote file system and polls, so tail-2/inotify-dir-recreate and
 # inotify-rotate-resources fail there, and pass when run again alone in the tree).
 #
@@ -61,6 +64,13 @@ case $QPT in /*) ;; *) QPT=$PWD/$QPT ;; esac
 command -v qemu-aarch64 >/dev/null || { echo "a64-coreutils: no qemu-aarch64: skipped"; exit 77; }
 mkdir -p "$DIR" && DIR=$(cd "$DIR" && pwd) || exit 2
 die() { echo "a64-coreutils: $*" >&2; exit 2; }
+# One run per DIR: a second one would swap the programs (DIR/a64/VARIANT rebuilt, the
+# native ones restored into src/) under the first one's tests, which then fail (27 of
+# the first full original run did so). The inner runs of A64_PARALLEL belong to the run
+# that holds the lock.
+if [ -z "${A64_INNER:-}" ]; then
+    exec 9>>"$DIR/.lock" && flock -n 9 || die "$DIR: another a64-coreutils.sh runs on it"
+fi
 say() { echo "a64-coreutils: $(date +%T) $*"; }
 t_start=$(date +%s)
 
@@ -223,10 +233,11 @@ EOF
 }
 log_base() { case $1 in *.sh | *.pl | *.xpl) echo "${1%.*}" ;; *) echo "$1" ;; esac; }
 
-collect() { # VARIANT -> DIR/results-VARIANT.txt ("TEST RESULT"), DIR/logs-VARIANT/
-    local v=$1 t b r
-    rm -rf "$DIR/logs-$v" && mkdir -p "$DIR/logs-$v"
-    [ "$v" = qp ] && : >"$DIR/qp-lines.txt"
+collect() { # VARIANT [RUN] -> DIR/results-RUN.txt ("TEST RESULT"), DIR/logs-RUN/
+    local v=$1 t b r n=${2:-$1} ql=$DIR/qp-lines.txt
+    [ "$n" = "$v" ] || ql=$DIR/qp-lines-$n.txt
+    rm -rf "$DIR/logs-$n" && mkdir -p "$DIR/logs-$n"
+    [ "$v" = qp ] && : >"$ql"
     list_tests | sort -u | while read -r t; do
         b=$(log_base "$t")
         r=NONE
@@ -234,19 +245,19 @@ collect() { # VARIANT -> DIR/results-VARIANT.txt ("TEST RESULT"), DIR/logs-VARIA
         [ -n "$r" ] || r=NONE
         echo "$t $r"
         if [ "$r" != PASS ] && [ -f "$SRC/$b.log" ]; then
-            mkdir -p "$DIR/logs-$v/${b%/*}" && cp "$SRC/$b.log" "$DIR/logs-$v/$b.log"
+            mkdir -p "$DIR/logs-$n/${b%/*}" && cp "$SRC/$b.log" "$DIR/logs-$n/$b.log"
         fi
         # The runtime's own lines, in any test's log.
         [ "$v" = qp ] && [ -f "$SRC/$b.log" ] && grep -a -m 3 '^qp: ' "$SRC/$b.log" |
-            sed "s|^|    $t: |" >>"$DIR/qp-lines.txt"
-    done >"$DIR/results-$v.txt"
-    cp "$SRC/tests/test-suite.log" "$DIR/logs-$v/tests-test-suite.log" 2>/dev/null
+            sed "s|^|    $t: |" >>"$ql"
+    done >"$DIR/results-$n.txt"
+    cp "$SRC/tests/test-suite.log" "$DIR/logs-$n/tests-test-suite.log" 2>/dev/null
 }
 
 use_set() { ln -sfn "$DIR/a64/$1" "$SRC/src/.a64"; }
 
-run_check() {
-    local v=$1 t0 rc
+run_check() { # VARIANT [RUN: the name of its results, default VARIANT]
+    local v=$1 n=${2:-$1} t0 rc
     find "$SRC/tests" -name '*.trs' -print | sed 's/\.trs$//' |
         while read -r b; do rm -f "$b.trs" "$b.log"; done
     rm -f "$SRC/tests/test-suite.log"
@@ -256,14 +267,14 @@ run_check() {
     # timeout puts the check in a process group of its own: killed by the traps too.
     (cd "$SRC" && exec timeout -k 60 "$CHECK_TIMEOUT" "${RUNAS[@]}" env HOME="$DIR/home" \
         make -k -j"$JOBS" check SUBDIRS=. VERBOSE=no "${sel[@]}" "${tmo[@]}" </dev/null) \
-        >"$DIR/check-$v.log" 2>&1 &
+        >"$DIR/check-$n.log" 2>&1 &
     check_pid=$!
     wait $check_pid
     rc=$?
     check_pid=
-    echo "$v $(($(date +%s) - t0))" >>"$DIR/times.txt"
-    say "make check ($v) exit $rc, $(($(date +%s) - t0)) s"
-    collect "$v"
+    echo "$n $(($(date +%s) - t0))" >>"$DIR/times.txt"
+    say "make check ($n) exit $rc, $(($(date +%s) - t0)) s"
+    collect "$v" "$n"
 }
 
 rerun() { # TEST VARIANT -> the test's result when run alone with VARIANT's programs
@@ -285,15 +296,18 @@ totals() {
 # A64_PARALLEL=1: each rewritten set's `make check` runs at the same time as the
 # others, in a private mount namespace where an overlay over the tree (upper layer in
 # DIR/ovl-VARIANT) keeps its logs apart; the same paths, so the tests and the stand-ins
-# see nothing else. This script runs itself there with A64_INNER=VARIANT.
+# see nothing else. This script runs itself there with A64_INNER=VARIANT. By hand, a
+# set's tests can be shared between runs of different A64_RUN names (each with its
+# A64_TESTS; results in DIR/results-RUN.txt), e.g. to use a second core for one set.
 if [ -n "${A64_INNER:-}" ]; then
-    o=$DIR/ovl-$A64_INNER
+    run=${A64_RUN:-$A64_INNER}
+    o=$DIR/ovl-$run
     rm -rf "$o" && mkdir -p "$o/upper" "$o/work" || exit 2
     chown --reference="$SRC" "$o/upper" && chmod --reference="$SRC" "$o/upper" || exit 2
-    mount -t overlay "a64-$A64_INNER" -o "lowerdir=$SRC,upperdir=$o/upper,workdir=$o/work" \
+    mount -t overlay "a64-$run" -o "lowerdir=$SRC,upperdir=$o/upper,workdir=$o/work" \
         "$SRC" || die "cannot mount an overlay on $SRC (A64_PARALLEL=0 runs one at a time)"
     trap 'stop_checks; exit 130' INT TERM HUP
-    cd "$SRC" && run_check "$A64_INNER"
+    cd "$SRC" && run_check "$A64_INNER" "$run"
     exit 0
 fi
 cd "$SRC" || exit 2
@@ -309,12 +323,19 @@ have_original() {
 if have_original; then
     say "reusing $DIR/results-original.txt"
 else
-    rm -f "$DIR/.stamp-original-all"
-    run_check original
-    [ -z "${A64_TESTS:-}" ] && touch "$DIR/.stamp-original-all"
+    rm -f "$DIR/.stamp-original-all" "$DIR/results-original.txt"
+    # With A64_PARALLEL=1 the original runs beside the rewritten sets, in its own
+    # overlay: the same load for all three (and the same tail/overlayfs failures).
+    if [ "${A64_PARALLEL:-0}" = 1 ]; then
+        parallel_sets=(original)
+    else
+        run_check original
+        [ -z "${A64_TESTS:-}" ] && touch "$DIR/.stamp-original-all"
+    fi
 fi
 report=()
 confirmed=0
+[ -n "${parallel_sets+x}" ] || parallel_sets=()
 for v in "${VARIANTS[@]}"; do
     [ "$v" = original ] && continue
     t0=$(date +%s)
@@ -324,13 +345,17 @@ for v in "${VARIANTS[@]}"; do
 done
 if [ "${A64_PARALLEL:-0}" = 1 ]; then
     for v in "${VARIANTS[@]}"; do
-        [ "$v" = original ] && continue
+        [ "$v" = original ] || parallel_sets+=("$v")
+    done
+    for v in "${parallel_sets[@]}"; do
         say "make check ($v programs), in an overlay of the tree"
         A64_INNER=$v unshare -m bash "$0" "$DIR" "$QPT" >"$DIR/inner-$v.log" 2>&1 &
         inner_pids+=($!)
     done
     wait
     inner_pids=()
+    [ "${parallel_sets[0]:-}" = original ] && [ -z "${A64_TESTS:-}" ] &&
+        [ -s "$DIR/results-original.txt" ] && touch "$DIR/.stamp-original-all"
 fi
 for v in "${VARIANTS[@]}"; do
     [ "$v" = original ] && continue

@@ -198,13 +198,18 @@ typedef struct elfw_dep {
  * (the loader's order), each name once, found as glibc's dynamic linker finds them:
  * DT_RPATH of the needing object, then of the program (for objects without DT_RUNPATH),
  * DT_RUNPATH of the needing object ($ORIGIN expanded), the folders of /etc/ld.so.conf
- * and the files it includes, then the system folders. LD_LIBRARY_PATH and the loader's
- * cache are not consulted, and nothing is run. *INTERP gets the program's PT_INTERP (the
- * dynamic linker, not in the list) or NULL. Returns 0, or QP_EIO (errno kept),
- * QP_EFORMAT, QP_ENOMEM with one line in ERR. Free with elfw_deps_free.
+ * and the files it includes, then the system folders of the program's machine (x86-64
+ * or AArch64; only libraries of that machine are taken). SYSROOT (NULL or "": none) is
+ * where a program of another machine finds its libraries, as qemu-user's -L: every
+ * absolute path is tried under it first (SYSROOT/etc/ld.so.conf replaces ours when it
+ * exists). LD_LIBRARY_PATH and the loader's cache are not consulted, and nothing is run.
+ * *INTERP gets the program's PT_INTERP (under SYSROOT when it is there: the dynamic
+ * linker, not in the list) or NULL. Returns 0, or QP_EIO (errno kept), QP_EFORMAT (also
+ * for a machine we do not rewrite), QP_ENOMEM with one line in ERR. Free with
+ * elfw_deps_free.
  */
-int elfw_deps(const char *program, elfw_dep_t **out /*OUT*/, size_t *n /*OUT*/,
-              char **interp /*OUT*/, char *err, size_t errlen);
+int elfw_deps(const char *program, const char *sysroot, elfw_dep_t **out /*OUT*/,
+              size_t *n /*OUT*/, char **interp /*OUT*/, char *err, size_t errlen);
 void elfw_deps_free(elfw_dep_t *v, size_t n);
 
 /* How to write a rewrite (NULL: the defaults, all 0). */

@@ -5,7 +5,9 @@
  * The libraries a program loads at start, found as glibc's dynamic linker finds them
  * (elfw.h, elfw_deps): the file half of a whole-program rewrite. The dynamic sections
  * are read by hand from the file's program headers; nothing here runs the program or
- * its loader (ldd would).
+ * its loader (ldd would). Libraries are those of the program's machine (x86-64 or
+ * AArch64): a program of another machine than ours finds them under a sysroot, as
+ * qemu-user's -L finds them for it.
  */
 #include <elf.h>
 #include <errno.h>
@@ -29,7 +31,14 @@ typedef struct dyn_obj {
     char *runpath;   /* DT_RUNPATH or NULL */
     char *interp;    /* PT_INTERP or NULL */
     char *dir;       /* the folder of its file (realpath), for $ORIGIN */
+    unsigned machine; /* e_machine: EM_X86_64 or EM_AARCH64 */
 } dyn_obj_t;
+
+/* Where a program's libraries are looked for: its machine and the sysroot. */
+typedef struct lib_search {
+    unsigned machine;    /* the program's e_machine: libraries must have the same */
+    const char *sysroot; /* absolute folders are tried under it first; NULL: none */
+} lib_search_t;
 
 static void
 dyn_obj_free(dyn_obj_t *o)
@@ -55,13 +64,15 @@ file_offset(const Elf64_Phdr *ph, size_t n, uint64_t a, uint64_t size)
     return 0;
 }
 
-/* Is EH the header of an x86-64 ELF64 object? */
-static int
-elf64_x86(const Elf64_Ehdr *eh)
+/* EH's machine when it is the header of a little-endian ELF64 object of a machine we
+ * rewrite (EM_X86_64, EM_AARCH64); 0 otherwise. */
+static unsigned
+elf64_machine(const Elf64_Ehdr *eh)
 {
-    return memcmp(eh->e_ident, ELFMAG, SELFMAG) == 0 && eh->e_ident[EI_CLASS] == ELFCLASS64
-        && eh->e_ident[EI_DATA] == ELFDATA2LSB && eh->e_machine == EM_X86_64
-        && eh->e_phentsize == sizeof(Elf64_Phdr);
+    if (memcmp(eh->e_ident, ELFMAG, SELFMAG) != 0 || eh->e_ident[EI_CLASS] != ELFCLASS64
+        || eh->e_ident[EI_DATA] != ELFDATA2LSB || eh->e_phentsize != sizeof(Elf64_Phdr))
+        return 0;
+    return eh->e_machine == EM_X86_64 || eh->e_machine == EM_AARCH64 ? eh->e_machine : 0;
 }
 
 /* A NUL-terminated string at file offset OFF + O, bounded by the file: a copy or NULL. */
@@ -98,7 +109,7 @@ dyn_obj_read(const char *path, dyn_obj_t *o)
         return QP_EIO;
     int rc = QP_EFORMAT;
     const Elf64_Ehdr *eh = (const Elf64_Ehdr *)p;
-    if (size < sizeof(*eh) || !elf64_x86(eh) || eh->e_phoff >= size
+    if (size < sizeof(*eh) || (o->machine = elf64_machine(eh)) == 0 || eh->e_phoff >= size
         || eh->e_phnum > (size - eh->e_phoff) / sizeof(Elf64_Phdr))
         goto out;
     const Elf64_Phdr *ph = (const Elf64_Phdr *)(p + eh->e_phoff);
@@ -227,9 +238,9 @@ conf_dirs(const char *file, strs_t *out, int depth)
     return rc;
 }
 
-/* Is PATH a loadable x86-64 ELF64 file? */
+/* Is PATH a loadable ELF64 file of machine MACHINE? (The loader skips the others.) */
 static int
-loadable(const char *path)
+loadable(const char *path, unsigned machine)
 {
     int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK); /* a FIFO is not waited on */
     if (fd < 0)
@@ -237,12 +248,26 @@ loadable(const char *path)
     Elf64_Ehdr eh;
     ssize_t r = read(fd, &eh, sizeof(eh));
     close(fd);
-    return r == (ssize_t)sizeof(eh) && elf64_x86(&eh);
+    return r == (ssize_t)sizeof(eh) && elf64_machine(&eh) == machine;
+}
+
+/* A copy of PATH, a file of S's machine: under the sysroot first when PATH is absolute
+ * (qemu-user's -L: the guest's "/lib/x" is SYSROOT/lib/x when that exists), then PATH
+ * itself; NULL when neither is one. */
+static char *
+loadable_at(const lib_search_t *s, const char *path)
+{
+    char under[PATH_MAX];
+    if (s->sysroot != NULL && path[0] == '/'
+        && snprintf(under, sizeof(under), "%s%s", s->sysroot, path) < (int)sizeof(under)
+        && loadable(under, s->machine))
+        return strdup(under);
+    return loadable(path, s->machine) ? strdup(path) : NULL;
 }
 
 /* Look for NAME in the colon-separated folders of LIST ($ORIGIN is ORIGIN). */
 static char *
-find_in(const char *list, const char *origin, const char *name)
+find_in(const lib_search_t *s, const char *list, const char *origin, const char *name)
 {
     if (list == NULL)
         return NULL;
@@ -260,8 +285,9 @@ find_in(const char *list, const char *origin, const char *name)
                 rest = dir + 9;
             int n = rest != NULL ? snprintf(path, sizeof(path), "%s%s/%s", origin, rest, name)
                                  : snprintf(path, sizeof(path), "%s/%s", dir[0] ? dir : ".", name);
-            if (n > 0 && (size_t)n < sizeof(path) && loadable(path))
-                return strdup(path);
+            char *found = n > 0 && (size_t)n < sizeof(path) ? loadable_at(s, path) : NULL;
+            if (found != NULL)
+                return found;
         }
         p += len;
         if (*p == ':')
@@ -272,24 +298,27 @@ find_in(const char *list, const char *origin, const char *name)
 
 /* Find NAME, needed by OBJ, of the program PROG (glibc's order, see elfw.h). */
 static char *
-find_lib(const char *name, const dyn_obj_t *obj, const dyn_obj_t *prog, const strs_t *conf)
+find_lib(const lib_search_t *s, const char *name, const dyn_obj_t *obj,
+         const dyn_obj_t *prog, const strs_t *conf)
 {
     if (strchr(name, '/') != NULL)
-        return loadable(name) ? strdup(name) : NULL;
+        return loadable_at(s, name);
     char *r = NULL;
     if (obj->runpath == NULL) {
-        r = find_in(obj->rpath, obj->dir, name);
+        r = find_in(s, obj->rpath, obj->dir, name);
         if (r == NULL && prog != obj && prog->runpath == NULL)
-            r = find_in(prog->rpath, prog->dir, name);
+            r = find_in(s, prog->rpath, prog->dir, name);
     }
     if (r == NULL)
-        r = find_in(obj->runpath, obj->dir, name);
+        r = find_in(s, obj->runpath, obj->dir, name);
     for (size_t i = 0; r == NULL && i < conf->n; i++)
-        r = find_in(conf->v[i], "", name);
-    static const char system_dirs[] = "/lib/x86_64-linux-gnu:/usr/lib/x86_64-linux-gnu:"
-                                      "/lib64:/usr/lib64:/lib:/usr/lib";
+        r = find_in(s, conf->v[i], "", name);
+    /* Debian's glibc: the multiarch folders, then the generic ones. */
+    const char *system_dirs = s->machine == EM_AARCH64
+        ? "/lib/aarch64-linux-gnu:/usr/lib/aarch64-linux-gnu:/lib64:/usr/lib64:/lib:/usr/lib"
+        : "/lib/x86_64-linux-gnu:/usr/lib/x86_64-linux-gnu:/lib64:/usr/lib64:/lib:/usr/lib";
     if (r == NULL)
-        r = find_in(system_dirs, "", name);
+        r = find_in(s, system_dirs, "", name);
     return r;
 }
 
@@ -304,8 +333,8 @@ elfw_deps_free(elfw_dep_t *v, size_t n)
 }
 
 int
-elfw_deps(const char *program, elfw_dep_t **out, size_t *nout, char **interp, char *err,
-    size_t errlen)
+elfw_deps(const char *program, const char *sysroot, elfw_dep_t **out, size_t *nout,
+          char **interp, char *err, size_t errlen)
 {
     *out = NULL;
     *nout = 0;
@@ -316,8 +345,18 @@ elfw_deps(const char *program, elfw_dep_t **out, size_t *nout, char **interp, ch
         snprintf(err, errlen, "%s", rc == QP_EIO ? strerror(errno) : qp_strerror(rc));
         return rc;
     }
+    const lib_search_t search = { prog.machine, sysroot != NULL && sysroot[0] ? sysroot : NULL };
+    /* The sysroot's own ld.so.conf when it has one (its includes are then read as
+     * written, from our "/"), else ours: it names folders of every machine, and the
+     * libraries of another machine are passed over. */
     strs_t conf = { 0 };
-    rc = conf_dirs("/etc/ld.so.conf", &conf, 0);
+    char cfile[PATH_MAX];
+    if (search.sysroot == NULL
+        || snprintf(cfile, sizeof(cfile), "%s/etc/ld.so.conf", search.sysroot)
+            >= (int)sizeof(cfile)
+        || access(cfile, R_OK) != 0)
+        snprintf(cfile, sizeof(cfile), "/etc/ld.so.conf");
+    rc = conf_dirs(cfile, &conf, 0);
     elfw_dep_t *v = NULL;
     size_t n = 0, cap = 0;
     /* Breadth first, as the loader loads them; each name once. */
@@ -348,7 +387,7 @@ elfw_deps(const char *program, elfw_dep_t **out, size_t *nout, char **interp, ch
                 }
             }
             v[n].name = strdup(name);
-            v[n].path = find_lib(name, CUR, &prog, &conf);
+            v[n].path = find_lib(&search, name, CUR, &prog, &conf);
             memset(&objs[n], 0, sizeof(objs[n]));
             if (v[n].name == NULL) {
                 free(v[n].path);
@@ -370,6 +409,8 @@ elfw_deps(const char *program, elfw_dep_t **out, size_t *nout, char **interp, ch
     free(objs);
     strs_free(&conf);
     if (rc == 0 && prog.interp != NULL)
+        *interp = search.sysroot != NULL ? loadable_at(&search, prog.interp) : NULL;
+    if (rc == 0 && prog.interp != NULL && *interp == NULL)
         *interp = strdup(prog.interp);
     dyn_obj_free(&prog);
     if (rc < 0) {

@@ -111,6 +111,7 @@ qpt_rewrite_destroy(qpt_rewrite_t *r)
     if (r == NULL)
         return;
     free(r->weights);
+    free(r->sysroot);
     free_leave(r);
     free(r->leave_all);
     free(r);
@@ -154,6 +155,12 @@ int
 qpt_rewrite_set_weights(qpt_rewrite_t *r, const char *profile)
 {
     return r == NULL ? QPT_EINVAL : set_string(&r->weights, profile);
+}
+
+int
+qpt_rewrite_set_sysroot(qpt_rewrite_t *r, const char *dir)
+{
+    return r == NULL ? QPT_EINVAL : set_string(&r->sysroot, dir);
 }
 
 int

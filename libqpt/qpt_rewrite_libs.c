@@ -67,7 +67,7 @@ qpt_rewrite_with_libs(qpt_rewrite_t *r, const char *input, const char *dir, int 
     elfw_dep_t *deps = NULL;
     size_t n = 0;
     char *interp = NULL, why[512];
-    if (elfw_deps(input, &deps, &n, &interp, why, sizeof(why)) < 0)
+    if (elfw_deps(input, r->sysroot, &deps, &n, &interp, why, sizeof(why)) < 0)
         return qpt_rw_fail(r, QPT_EFORMAT, "%s: %s", input, why);
     struct stat st;
     int made = 0; /* the folder is ours: removed again if the program cannot be written */

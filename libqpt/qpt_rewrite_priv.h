@@ -84,6 +84,7 @@ struct qpt_rewrite {
     char **leave;              /* procedures left in place (testing) */
     size_t nleave;             /* how many */
     char *leave_all;           /* every procedure left in place, for this reason */
+    char *sysroot;             /* --with-libs: another machine's libraries, or NULL */
     qpt_rewrite_progress_fn progress; /* the hooks, each with its argument */
     void *progress_arg;        /* ... */
     qpt_rewrite_message_fn message; /* ... */

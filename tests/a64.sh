@@ -15,7 +15,9 @@
 #     retargeted (tests/a64/swtab.c: no dispatch through the old text); --driver=qp and
 #     naive on tests/qp/truth.c (8 builds, 2 runs each), exact calls and qp = naive;
 #     a shared library rewritten with qp and naive, loaded by the original program:
-#     identical, exact calls and qp = naive; tracing refused in one line.
+#     identical, exact calls and qp = naive; tracing refused in one line. --with-libs on
+#     a program using a cross-built library: the program, the library and the sysroot's
+#     libc.so.6 rewritten with none and qp, identical, the library's calls exact.
 #  3. tests/a64/harness.c, cross-compiled with arch/aarch64/, runs relocated snippets,
 #     the counter increments (plain, and atomic from 4 threads) and the NZCV
 #     save/restore under qemu-aarch64.
@@ -504,6 +506,60 @@ PROG
         fi
     fi
     echo "a64: library rewritten with qp and naive: $nl identical, exact calls, qp = naive"
+
+    # --with-libs on an AArch64 program (issue 34; main read only x86-64 files: "malformed
+    # or truncated ELF file"): the program, liba.so (found by its $ORIGIN rpath) and the
+    # cross toolchain's libc.so.6 (found under the sysroot, --sysroot or qemu's
+    # QEMU_LD_PREFIX, never this machine's x86-64 libc) rewritten into a folder; under
+    # qemu the same output with none and qp, and the library's profile exact.
+    SYSROOT=/usr/aarch64-linux-gnu
+    wl=0
+    if [ -f "$SYSROOT/lib/libc.so.6" ] &&
+        $CC -O2 "$tmp/libmain.c" -L"$tmp/lo" -la -Wl,-rpath,'$ORIGIN/lo' -o "$tmp/wlmain"; then
+        $QEMU -L "$SYSROOT" "$tmp/wlmain" > "$tmp/wl.out" 2>&1
+        for drv in none qp; do
+            d=$tmp/wl-$drv
+            if [ $drv = none ]; then
+                "$REWRITE" --driver=none --with-libs --sysroot="$SYSROOT" "$tmp/wlmain" \
+                    -o "$d" > "$tmp/wl.err" 2>&1
+            else
+                QEMU_LD_PREFIX=$SYSROOT "$REWRITE" --with-libs "$tmp/wlmain" -o "$d" \
+                    > "$tmp/wl.err" 2>&1
+            fi
+            rc=$?
+            if [ $rc -ne 0 ] || ! grep -q 'wlmain and 2 of 2 libraries rewritten' "$tmp/wl.err" ||
+                ! [ -f "$d/liba.so" ] || ! [ -f "$d/libc.so.6" ]; then
+                echo "FAIL: --with-libs --driver=$drv on an AArch64 program (exit $rc):" \
+                    "$(tail -1 "$tmp/wl.err")"
+                fail=1
+                continue
+            fi
+            $QEMU -L "$SYSROOT" "$d/wlmain" > "$d/out" 2>&1
+            if ! cmp -s "$tmp/wl.out" "$d/out"; then
+                echo "FAIL: --with-libs $drv: output '$(cat "$d/out")', '$(cat "$tmp/wl.out")' expected"
+                fail=1
+                continue
+            fi
+            [ $drv = none ] && { wl=$((wl + 1)); continue; }
+            got=$("$QPREPORT" report --csv "$d/liba.so.qp" 2> "$tmp/wl.err" |
+                awk -F, '$1 == "lsw" || $1 == "lfib" || $1 == "lwork" { print $1, $2 }' |
+                sort | tr '\n' ' ')
+            main_calls=$("$QPREPORT" report --csv "$d/wlmain.qp" 2>> "$tmp/wl.err" |
+                awk -F, '$1 == "main" { print $2 }')
+            if [ "$got" != "lfib 1973 lsw 100 lwork 1 " ] || [ "$main_calls" != 1 ] ||
+                ! [ -s "$d/libc.so.6.qp" ]; then
+                echo "FAIL: --with-libs qp: liba.so calls '$got' (lfib 1973 lsw 100 lwork 1" \
+                    "expected), main $main_calls; $(head -1 "$tmp/wl.err")"
+                fail=1
+                continue
+            fi
+            wl=$((wl + 1))
+        done
+        echo "a64: --with-libs (program, liba.so and libc.so.6 of $SYSROOT): $wl of 2" \
+            "drivers identical, the library's calls exact"
+    else
+        echo "a64: --with-libs: no $SYSROOT/lib/libc.so.6 or no cross-built program: skipped"
+    fi
 fi
 
 if ! $CC -std=c11 -D_GNU_SOURCE -O2 -Wall -Wextra -Werror -static -march=armv8.3-a \

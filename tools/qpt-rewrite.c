@@ -70,6 +70,10 @@ usage(FILE *f)
             "                         there; each writes its own profile (NAME.qp)\n"
             "      --force            with --with-libs: write into a folder that holds\n"
             "                         other files\n"
+            "      --sysroot=DIR      with --with-libs: look for the libraries under DIR\n"
+            "                         first, as qemu-user's -L (a program of another\n"
+            "                         machine: /usr/aarch64-linux-gnu; default: the\n"
+            "                         environment's QEMU_LD_PREFIX)\n"
             "      --debug-dir=DIRS   where a stripped INPUT's separate debug file is looked\n"
             "                         for (by build-id or .gnu_debuglink; colon-separated;\n"
             "                         default /usr/lib/debug)\n"
@@ -93,6 +97,7 @@ static int trace_mem;     /* --trace-mem */
 static int with_libs;     /* --with-libs */
 static unsigned nthreads; /* --threads, or 0: the CPUs online (at most 8) */
 static int keep_old_text; /* --keep-old-text */
+static const char *sysroot; /* --sysroot, or QEMU_LD_PREFIX, or NULL */
 
 /*****************************************************************************
  * Progress on a terminal: the phase of a long rewrite, overwritten in place
@@ -211,6 +216,7 @@ make_rewrite(const char *driver, int atomic, const char *weights, int verbose)
     rc |= qpt_rewrite_set(r, QPT_RW_STRETCH, getenv("QPT_STRETCH") != NULL);
     rc |= qpt_rewrite_set(r, QPT_RW_KEEP_TABLES, getenv("QPT_KEEP_TABLES") != NULL);
     rc |= qpt_rewrite_set_leave(r, leave.v, leave.n);
+    rc |= qpt_rewrite_set_sysroot(r, sysroot);
     if (getenv("QPT_LEAVE_ALL") != NULL)
         rc |= qpt_rewrite_set_leave_all(r, "named by QPT_LEAVE_ALL");
     tool_names_free(&leave);
@@ -272,6 +278,7 @@ main(int argc, char **argv)
         { "trace-mem", no_argument, NULL, 'm' },
         { "with-libs", no_argument, NULL, 'L' },
         { "force", no_argument, NULL, 'F' },
+        { "sysroot", required_argument, NULL, 'S' },
         { "threads", required_argument, NULL, 'j' },
         { "keep-old-text", no_argument, NULL, 'K' },
         { "help", no_argument, NULL, 'h' },
@@ -309,6 +316,7 @@ main(int argc, char **argv)
         case 'm': trace_mem = 1; break;
         case 'L': with_libs = 1; break;
         case 'F': force = 1; break;
+        case 'S': sysroot = optarg; break;
         case 'K': keep_old_text = 1; break;
         case 'j': {
             char *end;
@@ -379,10 +387,14 @@ main(int argc, char **argv)
             dump != DUMP_NONE ? "--dump-cfg" : nm > 0 ? "-e/--metrics" : "--weights");
         return EXIT_USAGE;
     }
-    if (force && !with_libs) {
-        fprintf(stderr, "%s: --force applies to --with-libs\n", prog_name);
+    if ((force || sysroot != NULL) && !with_libs) {
+        fprintf(stderr, "%s: %s applies to --with-libs\n", prog_name,
+                force ? "--force" : "--sysroot");
         return EXIT_USAGE;
     }
+    /* The folder qemu-user's -L would use for the program, unless told otherwise. */
+    if (with_libs && sysroot == NULL)
+        sysroot = getenv("QEMU_LD_PREFIX");
     if (profile != NULL && nm == 0) {
         fprintf(stderr, "%s: --predict applies to metrics (-e, --metrics)\n", prog_name);
         return EXIT_USAGE;

@@ -70,6 +70,17 @@ int qpt_rewrite_set_leave_all(qpt_rewrite_t *r, const char *reason);
 int qpt_set_debug_dirs(const char *dirs);
 
 /*****************************************************************************
+ * Libraries of another machine (issue 34: --with-libs on AArch64 programs)
+ */
+
+/* qpt_rewrite_with_libs: the folder DIR (copied; NULL or "": none, the default) under
+ * which the program's libraries are looked for first, as qemu-user's -L or a cross
+ * toolchain's sysroot (/usr/aarch64-linux-gnu): every absolute folder of the search is
+ * tried as DIR/folder, then as itself. Only libraries of the program's own machine are
+ * ever taken. QPT_ENOMEM. */
+int qpt_rewrite_set_sysroot(qpt_rewrite_t *r, const char *dir);
+
+/*****************************************************************************
  * Hooks (each may be NULL; called from the thread that runs the rewrite)
  */
 
