@@ -179,6 +179,7 @@ typedef struct qm_row {
                          * ("PROC / thread ..."); 0 for a per-thread row */
     int empty;          /* max, min, avg: no call was counted (VALUE means nothing) */
     char unit[16];      /* the metric's unit ("bytes": its `unit` clause), or "" */
+    uint64_t calls;     /* a 'shared' timer's row: the calls counted with its time */
 } qm_row_t;
 
 /* Per-value rows whose value is the address of a symbol of the program in S (a lock, a

@@ -856,7 +856,7 @@ place_proc(ctx_t *c, qm_metric_t *m, uint32_t p, uint64_t row)
     uint64_t w = m->base + row_words(m) * row;
     size_t cmark = c->nchk, unfollowed = 0;
     /* P's exits differ (pending at tail jumps, stops at returns): not in a copy. */
-    int may_follow = timer && qpt_proc_runs_as_copy(c->s, p) == 0;
+    int may_follow = timer && !m->shared && qpt_proc_runs_as_copy(c->s, p) == 0;
     if (rc == 0 && timer) {
         /* Exits first: a timer that could not stop must not start. */
         for (size_t i = 0; rc == 0 && i < nx; i++) {
@@ -882,10 +882,19 @@ place_proc(ctx_t *c, qm_metric_t *m, uint32_t p, uint64_t row)
                     rc = 1, why = qpt_error(c->s);
                 continue;
             }
-            if (put(c, &ex[i], sn, timer_stop(sn, m, w), !m->append) != 0)
+            qpt_expr_t stop = m->shared ? qpt_timer_stop(sn, m->var + 8 * w)
+                                        : timer_stop(sn, m, w);
+            if (put(c, &ex[i], sn, stop, !m->append) != 0)
                 rc = 1, why = qpt_error(c->s);
         }
-        if (rc == 0 && put(c, &en[0], sn, timer_start(sn, m, w, cond), !m->append) != 0)
+        /* A shared timer's fourth word counts the calls (dyn --time's calls column). */
+        qpt_expr_t start = !m->shared ? timer_start(sn, m, w, cond)
+                           : qpt_seq(sn, qpt_timer_start(sn, m->var + 8 * w),
+                                     qpt_add_to(sn, m->var + 8 * w + 24, qpt_const(sn, 1),
+                                                c->set == NULL || !c->set->hooks.plain));
+        if (m->shared && cond != QPT_NONE)
+            start = qpt_if(sn, cond, start, QPT_NONE);
+        if (rc == 0 && put(c, &en[0], sn, start, !m->append) != 0)
             rc = 1, why = qpt_error(c->s);
     } else if (rc == 0) {
         qpt_expr_t inc = m->focus == QM_PER_VALUE
@@ -1183,8 +1192,12 @@ place_metric(ctx_t *c, qm_metric_t *m)
     int by_proc = m->focus == QM_PER_PROC || m->focus == QM_PER_MODULE || m->focus == QM_PER_SITE;
     size_t rows = by_proc ? n : m->focus == QM_PER_VALUE ? 0 : 1;
     uint64_t wpr = row_words(m);
-    m->per_thread = m->kind != QM_COUNT || m->inside != NULL || m->focus == QM_PER_THREAD
-                    || m->by_thread;
+    /* (A shared timer's words are the process's: no per-thread block.) */
+    m->per_thread = (m->kind != QM_COUNT && !m->shared) || m->inside != NULL
+                    || m->focus == QM_PER_THREAD || m->by_thread;
+    if (rc == 0 && m->shared && !qpt_is_live(c->s))
+        rc = qm_error_at(m->src, m->origin, m->shared_line, m->shared_col, c->why, c->whylen,
+                         "'shared' timers are for a live process (dyn), not a file");
     /* A CPU timer's block starts with the thread's kernel id (after the inside state):
      * a reader outside the process finds the running part of an active call with it. */
     m->base = (m->inside != NULL ? 3 : 0) + (m->kind == QM_CPU ? 1 : 0);
@@ -1236,7 +1249,7 @@ place_metric(ctx_t *c, qm_metric_t *m)
                              n, m->pattern, (unsigned long long)m->stride);
         else if ((rc = qpt_alloc_per_thread(c->s, m->stride, &m->var)) < 0)
             snprintf(c->why, c->whylen, "%s: %s", m->name, qpt_error(c->s));
-    } else if (rc == 0 && (rc = qpt_alloc(c->s, 8 * rows, &m->var)) < 0)
+    } else if (rc == 0 && (rc = qpt_alloc(c->s, 8 * rows * wpr, &m->var)) < 0)
         snprintf(c->why, c->whylen, "%s: %s", m->name, qpt_error(c->s));
     /* The inside state first: the metric's own snippets then go before it. */
     if (rc == 0 && m->inside != NULL) {
@@ -1285,8 +1298,9 @@ place_metric(ctx_t *c, qm_metric_t *m)
     /* A process's timers: the calls under way when they go in are taken up after the
      * commit (qm_catch_up). */
     m->catch_up = rc == 0 && qpt_is_live(c->s) && (m->kind == QM_WALL || m->kind == QM_CPU)
-                  && m->inside == NULL && sites == NULL;
-    if (rc == 0 && c->tail_unfollowed > 0)
+                  && m->inside == NULL && sites == NULL && !m->shared;
+    /* (A shared timer stops at every tail call: said in qpt-metrics(5), not each time.) */
+    if (rc == 0 && c->tail_unfollowed > 0 && !m->shared)
         notef(c, "%s: %zu tail call%s end%s the caller's time at the jump (the callee is "
               "reached through a pointer, is in another module, or cannot take snippets)",
               m->name, c->tail_unfollowed, c->tail_unfollowed == 1 ? "" : "s",

@@ -113,6 +113,7 @@ combine(qm_row_t *r, const qm_row_t *c)
         break;
     default: /* counts, times and sums add up */
         r->value += c->value;
+        r->calls += c->calls; /* (a shared timer's) */
         break;
     }
     r->empty = 0;

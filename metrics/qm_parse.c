@@ -848,6 +848,17 @@ body(parser_t *p, qm_metric_t *m)
             m->append = 0;
         else if (accept_word(p, "append"))
             m->append = 1;
+        else if (accept_word(p, "shared")) {
+            /* one timer a procedure for the whole process (dyn --time's) */
+            if (m->kind != QM_WALL)
+                return fail_at(p, l, c, "'shared' is for wall timers (time wall)");
+            m->shared = 1;
+            m->shared_line = l;
+            m->shared_col = c;
+        } else if (m->shared && (m->inside != NULL || m->by_thread || m->focus == QM_PER_THREAD
+                                 || m->focus == QM_PER_SITE))
+            return fail_at(p, m->shared_line, m->shared_col, "a 'shared' timer has no thread "
+                           "of its own: not with inside(), per thread or per call site");
         else
             return 0;
     }

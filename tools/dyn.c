@@ -650,7 +650,11 @@ metrics_session(const opts_t *o, int pid, char *const *argv)
 typedef struct counting {
     const opts_t *o;
     qm_set_t *set;
-    size_t nnamed;       /* metrics [0, nnamed) are --count's; nnamed, --all's */
+    const char **mpat;   /* per metric: the pattern of its option */
+    char *mkind;         /* per metric: 'c' --count, 'a' --all, 'w' --time (a shared
+                          * timer, which counts the calls too) */
+    size_t nm;           /* how many metrics */
+    int timed;           /* --time: rows have a wall time (wall) */
     double t_start;      /* when dyn started */
     int verbose;         /* -v */
     int pid;
@@ -665,6 +669,7 @@ typedef struct counting {
     size_t nslots;       /* its size (a power of 2, at least twice nnames) */
     uint64_t *prev;      /* per row: its calls at the previous live table */
     uint64_t *now;       /* per row: its calls at the last sample */
+    int64_t *wall;       /* per row: its time inside at the last sample, ns (-1: none) */
     drv_hist_t hist;     /* --histogram: the calls over time (hist.v NULL: none) */
     double t0;           /* when the metrics went in (qm_now's clock) */
     double last_table;   /* when the previous live table was shown (0: none yet) */
@@ -744,14 +749,20 @@ count_row(counting_t *c, const char *name)
     uint64_t *q = p != NULL ? realloc(c->now, (c->nnames + 1) * sizeof(uint64_t)) : NULL;
     if (q != NULL)
         c->now = q;
-    if (v == NULL || p == NULL || q == NULL || (v[c->nnames] = strdup(name)) == NULL)
+    int64_t *w = q != NULL ? realloc(c->wall, (c->nnames + 1) * sizeof(int64_t)) : NULL;
+    if (w != NULL)
+        c->wall = w;
+    if (v == NULL || p == NULL || q == NULL || w == NULL
+        || (v[c->nnames] = strdup(name)) == NULL)
         return SIZE_MAX;
     c->prev[c->nnames] = c->now[c->nnames] = 0;
+    c->wall[c->nnames] = -1;
     c->slots[count_slot(c, name)] = c->nnames + 1;
     return c->nnames++;
 }
 
-/* The engine's rows (ROWS, N) as calls per row of c->names, into c->now. */
+/* The engine's rows (ROWS, N) as calls per row of c->names, into c->now, and the
+ * timers' values (--time) into c->wall. */
 static void
 count_take(counting_t *c, const qm_row_t *rows, size_t n)
 {
@@ -764,9 +775,14 @@ count_take(counting_t *c, const qm_row_t *rows, size_t n)
         size_t k = count_row(c, rows[i].focus);
         if (k == SIZE_MAX || seen == NULL)
             continue;
+        /* --time's timer: its time (running calls included, never lower than before)
+         * and its calls. */
+        uint64_t calls = rows[i].kind == QM_WALL ? rows[i].calls : rows[i].value;
+        if (rows[i].kind == QM_WALL)
+            c->wall[k] = (int64_t)rows[i].value;
         /* A procedure matched by two patterns: one row (its two counters agree). */
-        if (!seen[k] || rows[i].value > c->now[k])
-            c->now[k] = rows[i].value;
+        if (!seen[k] || calls > c->now[k])
+            c->now[k] = calls;
         seen[k] = 1;
     }
     free(seen);
@@ -777,9 +793,14 @@ static void
 count_refused(void *arg, size_t m, const char *proc, const char *why)
 {
     counting_t *c = arg;
+    /* "PROC at 0xADDR: reason": the note names PROC already. */
+    size_t np = strlen(proc);
+    if (strncmp(why, proc, np) == 0 && strncmp(why + np, " at 0x", 6) == 0
+        && strstr(why + np, ": ") != NULL)
+        why = strstr(why + np, ": ") + 2;
     for (size_t i = 0; i < c->nref; i++)
         if (strcmp(c->ref[i], proc) == 0) {
-            c->refall[i] &= m == c->nnamed;
+            c->refall[i] &= c->mkind[m] == 'a';
             return;
         }
     char **r = realloc(c->ref, (c->nref + 1) * sizeof(char *));
@@ -796,7 +817,7 @@ count_refused(void *arg, size_t m, const char *proc, const char *why)
         free(r[c->nref]);
         return;
     }
-    a[c->nref++] = m == c->nnamed;
+    a[c->nref++] = c->mkind[m] == 'a';
 }
 
 /*
@@ -890,11 +911,11 @@ count_placed(counting_t *c, const uint8_t *placed, size_t n)
     return nseen;
 }
 
-/* The pattern of metric M (its text is "count calls(PATTERN)"). */
+/* The pattern of metric M (its text is "count calls(PATTERN)" or "time wall(PATTERN)"). */
 static const char *
 count_pattern(const counting_t *c, size_t m)
 {
-    return m < c->nnamed ? c->o->count[m] : "*";
+    return c->mpat[m];
 }
 
 /* qm_live_opts_t.on_event: what the engine did, as dyn says it. */
@@ -965,7 +986,7 @@ static dyn_row_t *
 count_rows(const counting_t *c, int rates)
 {
     return dyn_rows_make(c->nnames, (const char *const *)c->names, c->now,
-                         rates ? c->prev : NULL, NULL);
+                         rates ? c->prev : NULL, c->timed ? c->wall : NULL);
 }
 
 /* The histogram's series up to the rows known now; -1 when out of memory. */
@@ -1032,22 +1053,47 @@ count_ready(void *arg, int pid, double stop_ms)
     c->next_table = c->o->interval > 0 ? c->t0 + c->o->interval : 0;
 }
 
-/* The metrics of --count and --all into C->set; -1 (said) on a pattern the language
- * cannot take. */
+/* Metric KIND (see counting_t.mkind) of PATTERN into C->set; -1 (said) when the
+ * language cannot take the pattern. */
+static int
+count_metric(counting_t *c, char kind, const char *pattern)
+{
+    char text[4200], why[2048];
+    const char *opt = kind == 'c' ? "--count" : kind == 'a' ? "--all" : "--time";
+    /* (--time's timer is shared by the threads, as it always was: the time some thread
+     * is inside, and no per-thread memory, so that thousands of procedures fit.) */
+    snprintf(text, sizeof(text), kind == 'w' ? "time wall(%s) shared" : "count calls(%s)",
+             pattern);
+    if (qm_parse(text, opt, 1, &c->set, why, sizeof(why)) < 0) {
+        fprintf(stderr, "%s: %s '%s': %s\n", prog_name, opt, pattern, why);
+        return -1;
+    }
+    c->mpat[c->nm] = pattern;
+    c->mkind[c->nm++] = kind;
+    return 0;
+}
+
+/* The metrics of --time (chosen first: a procedure refused for its timer says that
+ * reason), --count and --all into C->set: --time PATTERN is `time wall(PATTERN) shared`
+ * (which counts the calls too). -1 (said) on a pattern the language cannot take. */
 static int
 count_metrics(counting_t *c)
 {
-    char text[4200], why[2048];
-    c->nnamed = c->o->ncount;
-    for (size_t i = 0; i <= c->o->ncount; i++) {
-        if (i == c->o->ncount && !c->o->all)
-            break;
-        snprintf(text, sizeof(text), "count calls(%s)", count_pattern(c, i));
-        if (qm_parse(text, "--count", 1, &c->set, why, sizeof(why)) < 0) {
-            fprintf(stderr, "%s: --count '%s': %s\n", prog_name, count_pattern(c, i), why);
+    const opts_t *o = c->o;
+    size_t n = o->ntime + o->ncount + 1;
+    c->mpat = calloc(n, sizeof(char *));
+    c->mkind = calloc(n, 1);
+    if (c->mpat == NULL || c->mkind == NULL)
+        return -1;
+    c->timed = o->ntime > 0;
+    for (size_t i = 0; i < o->ntime; i++)
+        if (count_metric(c, 'w', o->time[i]) < 0)
             return -1;
-        }
-    }
+    for (size_t i = 0; i < o->ncount; i++)
+        if (count_metric(c, 'c', o->count[i]) < 0)
+            return -1;
+    if (o->all && count_metric(c, 'a', "*") < 0)
+        return -1;
     qm_hooks_t h = { count_refused, count_nomatch, c, 1, c->o->no_atomic };
     qm_set_hooks(c->set, &h);
     return 0;
@@ -1105,6 +1151,7 @@ count_session(const opts_t *o, int pid, char *const *argv, double t_start)
         r.names = c.names;
         r.calls = c.now;
         r.rows = count_rows(&c, 0);
+        r.timed = c.timed;
         r.secs = rep.secs;
         r.ended = rep.ended;
         r.status = rep.status;
@@ -1132,6 +1179,9 @@ count_session(const opts_t *o, int pid, char *const *argv, double t_start)
     free(c.slots);
     free(c.prev);
     free(c.now);
+    free(c.wall);
+    free(c.mpat);
+    free(c.mkind);
     free(c.ref);
     free(c.refwhy);
     free(c.refall);
@@ -1673,7 +1723,7 @@ main(int argc, char **argv)
         ret = many_session(&o);
     else if (o.nm > 0 || o.commands)
         ret = metrics_session(&o, pid, run ? argv + optind : NULL);
-    else if (o.ntime == 0 && o.ncalls == 0 && !any_library(&o))
+    else if (o.ncalls == 0 && !any_library(&o))
         ret = count_session(&o, pid, run ? argv + optind : NULL, t_started);
     else
         ret = session(&o, pid, run ? argv + optind : NULL, t_started);
