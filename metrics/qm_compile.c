@@ -1298,7 +1298,7 @@ place_metric(ctx_t *c, qm_metric_t *m)
     /* A process's timers: the calls under way when they go in are taken up after the
      * commit (qm_catch_up). */
     m->catch_up = rc == 0 && qpt_is_live(c->s) && (m->kind == QM_WALL || m->kind == QM_CPU)
-                  && m->inside == NULL && sites == NULL && !m->shared;
+                  && m->inside == NULL && sites == NULL;
     /* (A shared timer stops at every tail call: said in qpt-metrics(5), not each time.) */
     if (rc == 0 && c->tail_unfollowed > 0 && !m->shared)
         notef(c, "%s: %zu tail call%s end%s the caller's time at the jump (the callee is "

@@ -90,8 +90,9 @@ typedef struct qm_metric {
     int post;              /* 'post': counted at the returns (calls that returned) */
     int append;            /* 'append': after the other snippets at its points */
     int shared;            /* 'shared' (wall timers): one timer a row for the whole
-                            * process, in shared words (qpt_timer_start): the time some
-                            * thread is inside, no per-thread state, no catch-up */
+                            * process, in shared words (qpt_timer_start; a 4th word
+                            * counts the calls): the time some thread is inside, no
+                            * per-thread state */
     unsigned shared_line, shared_col; /* ... where it was written */
     char *pattern, *inside;
     unsigned pat_line, pat_col, in_line, in_col;
