@@ -993,7 +993,7 @@ matches_nothing(ctx_t *c, qm_metric_t *m, int *rc)
         return 0;
     if (nref > 0 && (v = matching(c, m, m->pattern, &n, &nref, MATCH_NOTE)) != NULL)
         free(v);
-    else if (nref == 0 && c->set->hooks.nomatch != NULL)
+    else if (nref == 0 && c->set->hooks.nomatch != NULL && m->instance_of == 0)
         c->set->hooks.nomatch(c->set->hooks.arg, (size_t)(m - c->set->v), m->pattern, c->s);
     qm_set_off((qm_set_t *)c->set, (size_t)(m - c->set->v));
     return 1;
@@ -1367,7 +1367,9 @@ qm_insert(qm_set_t *set, qpt_space_t *s, qm_note_fn note, void *arg, char *why, 
             } else if (c.s == NULL)
                 rc = qm_error_at(m->src, m->origin, m->pat_line, m->pat_col, why, whylen,
                                  "%s", lwhy);
-            else if (!set->hooks.lenient || !matches_nothing(&c, m, &rc))
+            /* (A library glob's metric in one library: quietly out where it matches
+             * nothing, as in most libraries.) */
+            else if ((!set->hooks.lenient && m->instance_of == 0) || !matches_nothing(&c, m, &rc))
                 rc = check_metric(&c, m);
         }
     size_t *mark = calloc(set->n + 1, sizeof(size_t));
@@ -1635,6 +1637,13 @@ qm_library_of(const qm_set_t *set, size_t i, char *buf, size_t len)
         return -1;
     snprintf(buf, len, "%.*s", (int)(sep - set->v[i].pattern), set->v[i].pattern);
     return 0;
+}
+
+size_t
+qm_instance_of(const qm_set_t *set, size_t i)
+{
+    return set != NULL && i < set->n && set->v[i].instance_of > 0 ? set->v[i].instance_of - 1
+                                                                    : i;
 }
 
 void

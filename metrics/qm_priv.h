@@ -94,6 +94,8 @@ typedef struct qm_metric {
                             * counts the calls): the time some thread is inside, no
                             * per-thread state */
     unsigned shared_line, shared_col; /* ... where it was written */
+    size_t instance_of;    /* a library glob's metric placed in one library (qm_live):
+                            * the glob's index + 1; 0 otherwise */
     char *pattern, *inside;
     unsigned pat_line, pat_col, in_line, in_col;
     qm_expr_t *where;

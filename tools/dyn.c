@@ -800,7 +800,7 @@ count_refused(void *arg, size_t m, const char *proc, const char *why)
         why = strstr(why + np, ": ") + 2;
     for (size_t i = 0; i < c->nref; i++)
         if (strcmp(c->ref[i], proc) == 0) {
-            c->refall[i] &= c->mkind[m] == 'a';
+            c->refall[i] &= c->mkind[qm_instance_of(c->set, m)] == 'a';
             return;
         }
     char **r = realloc(c->ref, (c->nref + 1) * sizeof(char *));
@@ -817,7 +817,7 @@ count_refused(void *arg, size_t m, const char *proc, const char *why)
         free(r[c->nref]);
         return;
     }
-    a[c->nref++] = c->mkind[m] == 'a';
+    a[c->nref++] = c->mkind[qm_instance_of(c->set, m)] == 'a';
 }
 
 /*
@@ -826,13 +826,15 @@ count_refused(void *arg, size_t m, const char *proc, const char *why)
  * the library that defines it in dyn's own process (libc's functions are the usual
  * case: the same libc.so.6), or the MODULE:NAME form with '*'.
  */
+static const char *count_pattern(const counting_t *c, size_t m);
+
 static void
 count_nomatch(void *arg, size_t m, const char *pattern, qpt_space_t *s)
 {
     counting_t *c = arg;
     char hint[512] = "", plt[300];
     uint32_t p;
-    (void)m;
+    pattern = count_pattern(c, m); /* (as the user wrote it) */
     const char *sep = cfg_module_sep(pattern);
     if (s == NULL && sep != NULL) { /* a static program: no library to wait for */
         count_note(c, 0, "%d: no loaded library matches '%.*s' (in '%s'; the executable's "
@@ -915,7 +917,7 @@ count_placed(counting_t *c, const uint8_t *placed, size_t n)
 static const char *
 count_pattern(const counting_t *c, size_t m)
 {
-    return c->mpat[m];
+    return c->mpat[qm_instance_of(c->set, m)]; /* (a library glob's in one library: its) */
 }
 
 /* qm_live_opts_t.on_event: what the engine did, as dyn says it. */
@@ -1062,8 +1064,17 @@ count_metric(counting_t *c, char kind, const char *pattern)
     const char *opt = kind == 'c' ? "--count" : kind == 'a' ? "--all" : "--time";
     /* (--time's timer is shared by the threads, as it always was: the time some thread
      * is inside, and no per-thread memory, so that thousands of procedures fit.) */
-    snprintf(text, sizeof(text), kind == 'w' ? "time wall(%s) shared" : "count calls(%s)",
-             pattern);
+    /* MODULE:NAME names shared libraries; a MODULE that is a glob without .so in it
+     * ('*:malloc', 'libc*:malloc') is given one ('*.so*'), as the metric language reads
+     * them: a metric in every library that matches, loaded now or later. */
+    const char *sep = cfg_module_sep(pattern);
+    int glob = sep != NULL && strcspn(pattern, "*?[") < (size_t)(sep - pattern);
+    char pat[4100];
+    if (glob && memmem(pattern, (size_t)(sep - pattern), ".so", 3) == NULL)
+        snprintf(pat, sizeof(pat), "%.*s.so*%s", (int)(sep - pattern), pattern, sep);
+    else
+        snprintf(pat, sizeof(pat), "%s", pattern);
+    snprintf(text, sizeof(text), kind == 'w' ? "time wall(%s) shared" : "count calls(%s)", pat);
     if (qm_parse(text, opt, 1, &c->set, why, sizeof(why)) < 0) {
         fprintf(stderr, "%s: %s '%s': %s\n", prog_name, opt, pattern, why);
         return -1;
@@ -1143,7 +1154,7 @@ count_session(const opts_t *o, int pid, char *const *argv, double t_start)
         fprintf(stderr, "%s: %s\n", prog_name, nothing != NULL ? nothing + 2 : why);
         ret = EXIT_FAIL;
     }
-    if (rep.rows != NULL) {
+    if (rep.rows != NULL || rc == 0) { /* (no row: nothing matched, still a table) */
         count_take(&c, rep.rows, rep.nrows);
         dyn_run_report_t r = { 0 };
         r.pid = rep.pid;
@@ -1208,20 +1219,6 @@ catch_signals(void)
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGHUP, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);
-}
-
-/* Does a --count pattern of O name shared libraries by a glob (MODULE:GLOB with * ? [
- * in MODULE: it may match several)? The one engine measures a metric in one library:
- * such sessions stay on dynamic/'s engine for now (see count_session). */
-static int
-any_library(const opts_t *o)
-{
-    for (size_t i = 0; i < o->ncount; i++) {
-        const char *sep = cfg_module_sep(o->count[i]);
-        if (sep != NULL && strcspn(o->count[i], "*?[") < (size_t)(sep - o->count[i]))
-            return 1;
-    }
-    return 0;
 }
 
 /* ARG as a process id into *PID, or a usage message (for COMMAND) and -1. */
@@ -1723,7 +1720,7 @@ main(int argc, char **argv)
         ret = many_session(&o);
     else if (o.nm > 0 || o.commands)
         ret = metrics_session(&o, pid, run ? argv + optind : NULL);
-    else if (o.ncalls == 0 && !any_library(&o))
+    else if (o.ncalls == 0)
         ret = count_session(&o, pid, run ? argv + optind : NULL, t_started);
     else
         ret = session(&o, pid, run ? argv + optind : NULL, t_started);
