@@ -6,9 +6,11 @@
  * stopped at its first instruction (dyn run -- COMMAND). Entry counters (with --time also
  * timers at entry and exits, with --calls-from counters at call sites) are patched in,
  * sampled while the process runs, and taken out again; the process is left running.
- * Metrics (-e) and --count/--all sessions run on metrics/'s live session engine
- * (qm_live_run, on libqpt); --time and --calls-from sessions still on dynamic/'s
- * (dyn_run_session) until they are metrics too. This file parses options, turns signals
+ * Metrics (-e) and --count/--all/--time sessions (MODULE:GLOB patterns too, '*:malloc')
+ * run on metrics/'s live session engine (qm_live_run, on libqpt): --count P is the
+ * metric `count calls(P)`, --time P `time wall(P) shared`; --calls-from sessions still
+ * on dynamic/'s (dyn_run_session) until the metric language can say "the calls made at
+ * each site inside F" (TODO(#30)). This file parses options, turns signals
  * into the sessions' stop flag, prints what they report and maps failures to exit
  * statuses.
  */
@@ -123,7 +125,8 @@ usage(FILE *f)
         "  -c, --count=PATTERN    count calls of procedures matching the shell glob\n"
         "                         PATTERN (repeatable); MODULE:GLOB names those of\n"
         "                         the shared libraries matching MODULE, e.g.\n"
-        "                         'libc.so.6:malloc' (also with --time, --calls-from)\n"
+        "                         'libc.so.6:malloc', '*:malloc' (every library, also\n"
+        "                         those loaded later; also with --time, --calls-from)\n"
         "  -a, --all              every procedure that can be patched safely\n"
         "  -i, --interval=SEC     print a live table every SEC seconds (rates, totals)\n"
         "      --histogram        at the end, print the calls over time of the most "
@@ -142,7 +145,7 @@ usage(FILE *f)
         "                         (name,calls,wall_ns; wall_ns empty when not timed)\n"
         "      --follow-exec      stay attached with bare patterns too: after an exec\n"
         "                         the new program is instrumented again (always so\n"
-        "                         with a MODULE: pattern or -e); earlier programs' rows\n"
+        "                         without --calls-from); earlier programs' rows\n"
         "                         are named PROG[N]:NAME; forked children add\n"
         "                         to the same rows (their dlopen/exec not followed)\n"
         "      --no-atomic        plain counter increments: faster, but calls made by\n"
@@ -636,12 +639,15 @@ metrics_session(const opts_t *o, int pid, char *const *argv)
 }
 
 /*****************************************************************************
- * --count and --all on the live session engine (metrics/qm_live.c)
+ * --count, --all and --time on the live session engine (metrics/qm_live.c)
  *
  * Each --count PATTERN is the metric `count calls(PATTERN)`, --all `count calls(*)`,
- * run by qm_live like -e's (it follows dlopen, dlclose, exec and fork); the engine
- * tells what happens through hooks and events, worded here as dyn has always worded
- * them, and its rows become dyn's tables (a procedure matched twice is one row).
+ * --time PATTERN `time wall(PATTERN) shared` (one timer a procedure for the process,
+ * which counts the calls too: the calls and wall ms columns), run by qm_live like -e's
+ * (it follows dlopen, dlclose, exec and fork; a library glob gets a metric in each
+ * library it matches); the engine tells what happens through hooks and events, worded
+ * here as dyn has always worded them, and its rows become dyn's tables (a procedure
+ * matched twice is one row).
  */
 
 /* Seconds between two samples while a histogram is kept (its series are sampled). */
@@ -1111,8 +1117,8 @@ count_metrics(counting_t *c)
 }
 
 /*
- * A --count/--all session on the engine of -e. Returns the exit status as session()
- * does.
+ * A --count/--all/--time session on the engine of -e. Returns the exit status as
+ * session() does.
  */
 static int
 count_session(const opts_t *o, int pid, char *const *argv, double t_start)
