@@ -1019,12 +1019,22 @@ check_metric(ctx_t *c, qm_metric_t *m)
                            c->why, c->whylen,
                            "a list's procedures are all of one shared library (LIB:PROC in "
                            "each) or all of the executable");
-    if (lsep != NULL && m->focus == QM_PER_SITE)
+    if (lsep != NULL && m->focus == QM_PER_SITE && m->from == NULL)
         return qm_error_at(m->src, m->origin, m->pat_line, m->pat_col, c->why, c->whylen,
                            "per call site: not for a shared library's procedures (their "
-                           "callers are elsewhere)");
+                           "callers are elsewhere; from(LIB:F) names sites inside one)");
+    if (m->from != NULL) {
+        const char *fsep = lib_sep(m->from);
+        if ((fsep == NULL) != (lsep == NULL)
+            || (fsep != NULL && (fsep - m->from != lsep - m->pattern
+                                 || strncmp(m->from, m->pattern, (size_t)(fsep - m->from)) != 0)))
+            return qm_error_at(m->src, m->origin, m->from_line, m->from_col, c->why, c->whylen,
+                               "from() names procedures of the same shared library as the "
+                               "metric's (LIB:PROC in both), or of the executable in both");
+        QM_CHECK(check_pattern(c, m, m->from, m->from_line, m->from_col, MATCH_ANY));
+    }
     QM_CHECK(check_pattern(c, m, m->pattern, m->pat_line, m->pat_col,
-                           site_timer(m) ? MATCH_ANY : 0));
+                           site_timer(m) || m->from != NULL ? MATCH_ANY : 0));
     if (m->inside != NULL)
         QM_CHECK(check_pattern(c, m, m->inside, m->in_line, m->in_col, 0));
     QM_CHECK(check_expr(c, m, m->key));
@@ -1075,22 +1085,29 @@ cmp_entry(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
+/* The sites of metric M (PROCS, N: the procedures its pattern matches): the calls of
+ * those procedures, or with from(F) the calls made inside the procedures matching F, to
+ * them, or through a pointer (callee UINT32_MAX, "*indirect"). */
 static site_t *
-call_sites(ctx_t *c, const uint32_t *procs, size_t n, size_t *ns)
+call_sites(ctx_t *c, const qm_metric_t *m, const uint32_t *procs, size_t n, size_t *ns)
 {
-    size_t cap = 16;
+    size_t cap = 16, nfrom = 0, nfref;
     site_t *v = malloc(cap * sizeof(site_t));
     /* The procedures by entry (a PLT stub has no instruction points to find it by). */
     entry_t *ent = malloc((n ? n : 1) * sizeof(entry_t));
+    uint32_t *from = m->from != NULL ? matching(c, m, m->from, &nfrom, &nfref, MATCH_ANY) : NULL;
     *ns = 0;
-    if (ent == NULL) {
+    if (ent == NULL || (m->from != NULL && from == NULL)) {
         free(v);
+        free(ent);
+        free(from);
         return NULL;
     }
     for (size_t i = 0; i < n; i++)
         ent[i] = (entry_t) { qpt_proc_entry(c->s, procs[i]), procs[i] };
     qsort(ent, n, sizeof(entry_t), cmp_entry);
-    for (uint32_t q = 0; v != NULL && q < qpt_nprocs(c->s); q++) {
+    for (uint32_t j = 0; v != NULL && j < (from != NULL ? nfrom : qpt_nprocs(c->s)); j++) {
+        uint32_t q = from != NULL ? from[j] : j;
         if (qpt_proc_refusal(c->s, q) != NULL)
             continue;
         size_t np = 0;
@@ -1098,9 +1115,9 @@ call_sites(ctx_t *c, const uint32_t *procs, size_t n, size_t *ns)
         for (size_t k = 0; pts != NULL && k < np; k++) {
             entry_t key = { qpt_point_callee(c->s, &pts[k]), 0 };
             const entry_t *hit = key.addr ? bsearch(&key, ent, n, sizeof(entry_t), cmp_entry) : NULL;
-            if (hit == NULL)
+            if (hit == NULL && (from == NULL || key.addr != 0))
                 continue;
-            uint32_t target = hit->proc;
+            uint32_t target = hit != NULL ? hit->proc : UINT32_MAX;
             if (*ns == cap) {
                 site_t *w = realloc(v, 2 * cap * sizeof(site_t));
                 if (w == NULL)
@@ -1113,11 +1130,12 @@ call_sites(ctx_t *c, const uint32_t *procs, size_t n, size_t *ns)
             s->callee = target;
             snprintf(s->label, sizeof(s->label), "%.60s+0x%llx -> %.60s", qpt_proc_name(c->s, q),
                      (unsigned long long)(pts[k].addr - qpt_proc_entry(c->s, q)),
-                     qpt_proc_name(c->s, target));
+                     target != UINT32_MAX ? qpt_proc_name(c->s, target) : "*indirect");
         }
         free(pts);
     }
     free(ent);
+    free(from);
     return v;
 }
 
@@ -1126,7 +1144,15 @@ static int
 place_site(ctx_t *c, qm_metric_t *m, const site_t *s, uint64_t row)
 {
     char fwhy[320];
-    if (resolve_metric_fields(c, s->callee, m, fwhy, sizeof(fwhy))) {
+    const qm_expr_t *f;
+    if (s->callee == UINT32_MAX
+        && (uses(m->where, QE_FIELD, &f) || uses(m->key, QE_FIELD, &f)
+            || uses(m->value, QE_FIELD, &f))) {
+        refusal(c, m, "not measured", s->label, "a call through a pointer: no callee whose "
+                "types tell the fields");
+        return 1;
+    }
+    if (s->callee != UINT32_MAX && resolve_metric_fields(c, s->callee, m, fwhy, sizeof(fwhy))) {
         refusal(c, m, "not measured", s->label, fwhy);
         return 1;
     }
@@ -1167,7 +1193,8 @@ place_metric(ctx_t *c, qm_metric_t *m)
 {
     size_t n, nref, nsites = 0;
     uint32_t *procs = matching(c, m, m->pattern, &n, &nref,
-                               MATCH_NOTE | (site_timer(m) ? MATCH_ANY : 0));
+                               m->from != NULL ? MATCH_ANY
+                                               : MATCH_NOTE | (site_timer(m) ? MATCH_ANY : 0));
     site_t *sites = NULL;
     int timer = m->kind == QM_WALL || m->kind == QM_CPU;
     if (procs == NULL)
@@ -1175,7 +1202,7 @@ place_metric(ctx_t *c, qm_metric_t *m)
     int rc = 0;
     if (m->focus == QM_PER_SITE) {
         /* foreach call site: the rows are the direct calls of the procedures. */
-        if ((sites = call_sites(c, procs, n, &nsites)) == NULL)
+        if ((sites = call_sites(c, m, procs, n, &nsites)) == NULL)
             rc = QPT_ENOMEM;
         else if (timer && nsites == 0)
             rc = qm_error_at(m->src, m->origin, m->pat_line, m->pat_col, c->why, c->whylen,
@@ -1185,7 +1212,7 @@ place_metric(ctx_t *c, qm_metric_t *m)
          * for the calls that have no site (through pointers, tail calls): that row, less
          * the sites'. (Timers have none: a time less the sites' is not the others' time
          * under recursion.) */
-        n = nsites + !timer;
+        n = nsites + (!timer && m->from == NULL); /* (from(): the sites are all) */
     }
     /* Per value: the counts are a keyed variable (kvar); the thread's block holds only
      * the inside state. */
@@ -1195,6 +1222,11 @@ place_metric(ctx_t *c, qm_metric_t *m)
     /* (A shared timer's words are the process's: no per-thread block.) */
     m->per_thread = (m->kind != QM_COUNT && !m->shared) || m->inside != NULL
                     || m->focus == QM_PER_THREAD || m->by_thread;
+    /* (A file's layout does not keep from(): read back, its last site would be taken
+     * for the row of the calls without one.) */
+    if (rc == 0 && m->from != NULL && !qpt_is_live(c->s))
+        rc = qm_error_at(m->src, m->origin, m->from_line, m->from_col, c->why, c->whylen,
+                         "from() is for a live process (dyn), not a file, for now");
     if (rc == 0 && m->shared && !qpt_is_live(c->s))
         rc = qm_error_at(m->src, m->origin, m->shared_line, m->shared_col, c->why, c->whylen,
                          "'shared' timers are for a live process (dyn), not a file");

@@ -94,6 +94,10 @@ typedef struct qm_metric {
                             * counts the calls): the time some thread is inside, no
                             * per-thread state */
     unsigned shared_line, shared_col; /* ... where it was written */
+    char *from;            /* per call site from(F): the sites are the calls made inside
+                            * the procedures matching F, to those matching PATTERN (and
+                            * through pointers: "*indirect"); NULL: the calls of PATTERN */
+    unsigned from_line, from_col;
     size_t instance_of;    /* a library glob's metric placed in one library (qm_live):
                             * the glob's index + 1; 0 otherwise */
     char *pattern, *inside;

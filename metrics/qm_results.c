@@ -910,7 +910,8 @@ qm_results_running(const qm_set_t *set, qm_read_fn read, void *arg, double cpn, 
             snprintf(r.focus, sizeof(r.focus), "no thread ran it");
             rc = push_row(&rows, &nrows, &cap, &r);
         }
-        if (rc == 0 && m->focus == QM_PER_SITE && nr > 0 && m->kind != QM_WALL && m->kind != QM_CPU) {
+        if (rc == 0 && m->focus == QM_PER_SITE && nr > 0 && m->kind != QM_WALL && m->kind != QM_CPU
+            && m->from == NULL) { /* (from(): no such row, every row a site) */
             /* The last row holds every call: the calls of no site are those less the
              * sites' (counts and sums only: qm_parse refuses the others). */
             tally_t sites = { 0, 0 };
