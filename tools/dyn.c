@@ -166,6 +166,7 @@ usage(FILE *f)
         "      --commands         steer metrics while attached: read commands from\n"
         "                         standard input (add METRIC, remove NAME|#N, list,\n"
         "                         show, help, quit; its end is quit); -e is optional\n"
+        "                         (--count, --all, --time: taken as their metrics)\n"
         "      --aggregate        the sum, min, max and mean of per-thread metrics over\n"
         "                         the threads, after the table\n"
         "      --max-overhead=PCT keep the time the metrics add under PCT%% of the\n"
@@ -176,7 +177,8 @@ usage(FILE *f)
         "  -V, --version          print the version and exit\n"
         "\n"
         "Several processes (a parallel job's ranks): PID,PID,... or --children PID (the\n"
-        "processes PID started, e.g. mpirun's) with metrics: each process measured at\n"
+        "processes PID started, e.g. mpirun's) with metrics (--count, --all and --time\n"
+        "as their metrics too): each process measured at\n"
         "once, its table (named by its rank when its launcher set one), then the sum,\n"
         "min, max and mean over them; --interval shows them together, --commands steers\n"
         "them all at once, --histogram sums their histograms.\n"
@@ -1061,13 +1063,11 @@ count_ready(void *arg, int pid, double stop_ms)
     c->next_table = c->o->interval > 0 ? c->t0 + c->o->interval : 0;
 }
 
-/* Metric KIND (see counting_t.mkind) of PATTERN into C->set; -1 (said) when the
- * language cannot take the pattern. */
-static int
-count_metric(counting_t *c, char kind, const char *pattern)
+/* The metric of option KIND ('c' --count, 'a' --all, 'w' --time) of PATTERN into TEXT
+ * (LEN bytes). */
+static void
+option_metric(char kind, const char *pattern, char *text, size_t len)
 {
-    char text[4200], why[2048];
-    const char *opt = kind == 'c' ? "--count" : kind == 'a' ? "--all" : "--time";
     /* (--time's timer is shared by the threads, as it always was: the time some thread
      * is inside, and no per-thread memory, so that thousands of procedures fit.) */
     /* MODULE:NAME names shared libraries; a MODULE that is a glob without .so in it
@@ -1080,7 +1080,17 @@ count_metric(counting_t *c, char kind, const char *pattern)
         snprintf(pat, sizeof(pat), "%.*s.so*%s", (int)(sep - pattern), pattern, sep);
     else
         snprintf(pat, sizeof(pat), "%s", pattern);
-    snprintf(text, sizeof(text), kind == 'w' ? "time wall(%s) shared" : "count calls(%s)", pat);
+    snprintf(text, len, kind == 'w' ? "time wall(%s) shared" : "count calls(%s)", pat);
+}
+
+/* Metric KIND (see counting_t.mkind) of PATTERN into C->set; -1 (said) when the
+ * language cannot take the pattern. */
+static int
+count_metric(counting_t *c, char kind, const char *pattern)
+{
+    char text[4200], why[2048];
+    const char *opt = kind == 'c' ? "--count" : kind == 'a' ? "--all" : "--time";
+    option_metric(kind, pattern, text, sizeof(text));
     if (qm_parse(text, opt, 1, &c->set, why, sizeof(why)) < 0) {
         fprintf(stderr, "%s: %s '%s': %s\n", prog_name, opt, pattern, why);
         return -1;
@@ -1649,6 +1659,28 @@ main(int argc, char **argv)
         default: return tool_option_error("dyn", argv, opt);
         }
     }
+    /* --count, --all and --time with several processes or --commands: the metrics they
+     * are (count calls(P), time wall(P) shared), in the metrics' sessions and tables. */
+    char **texts = calloc((size_t)argc + 1, sizeof(char *));
+    size_t ntexts = 0;
+    if (texts == NULL)
+        return EXIT_FAIL;
+    if ((((o.npids > 1 || o.children) && !run) || o.commands) && o.ncalls == 0
+        && !o.no_atomic) {
+        for (size_t i = 0; i < o.ntime + o.ncount + (size_t)o.all; i++) {
+            char kind = i < o.ntime ? 'w' : i < o.ntime + o.ncount ? 'c' : 'a';
+            const char *pat = i < o.ntime ? o.time[i] : i < o.ntime + o.ncount
+                              ? o.count[i - o.ntime] : "*";
+            char text[4200];
+            option_metric(kind, pat, text, sizeof(text));
+            if ((texts[ntexts] = strdup(text)) == NULL)
+                return EXIT_FAIL;
+            o.margs[o.nm] = texts[ntexts++];
+            o.morder[o.nm++] = 'e';
+        }
+        o.ntime = o.ncount = 0;
+        o.all = 0;
+    }
     if (o.max_overhead > 0 && o.nm == 0 && !o.commands) {
         fprintf(stderr, "%s: --max-overhead applies to metrics (-e, --metrics, --commands)\n",
                 prog_name);
@@ -1741,6 +1773,9 @@ main(int argc, char **argv)
         free(trace.last);
         free(trace.wall);
     }
+    for (size_t i = 0; i < ntexts; i++)
+        free(texts[i]);
+    free(texts);
     free(o.margs);
     free(o.morder);
     free(o.count);
