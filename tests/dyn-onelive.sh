@@ -12,7 +12,11 @@
 #      dlopens libqt.so: lib_sum (in a library loaded after the exec) 5 calls, timed;
 #      malloc counted in libc in both images; no "no procedure matches" line;
 #  (c) a library glob that nothing matches: one line says so, the table is printed and
-#      the status is the program's.
+#      the status is the program's;
+#  (d) --time with several processes (attach P1,P2) and with --commands (refused
+#      before): the metric time wall(P) shared, each process's napper timed;
+#  (e) -e 'count calls(*) per call site from(caller)' (the language of --calls-from):
+#      exact counts per site, no row of other calls.
 # Skips (77) when ptrace is not allowed. Exit status: 0 pass, 1 fail, 99 error.
 set -u
 : "${top_srcdir:=.}"
@@ -73,6 +77,43 @@ rc=$?
 expect_eq "(c) exit status" "$rc" 3
 expect_eq "(c) said once" "$(grep -c "no procedure matches '\*:no_such_proc'" "$d/c.err")" 1
 grep -q '^dyn: 0 procedures' "$d/c.out" && ok "(c) the table" || bad "(c) no table: $(cat "$d/c.out")"
+
+# (d) --time with several processes and with --commands: the metric it is.
+T=$top_builddir/tests/dyn/target
+"$T" sleep 100 20 >/dev/null &
+p1=$!
+"$T" sleep 100 20 >/dev/null &
+p2=$!
+sleep 0.3
+"$DYN" attach $p1,$p2 --time napper -d 0.4 >"$d/d.out" 2>"$d/d.err"
+rc=$?
+expect_eq "(d) several processes: exit status" "$rc" 0
+for p in $p1 $p2; do
+    # napper sleeps 20 ms at a time, nearly all the window: 0.2 .. 0.6 s of it
+    awk -v p="pid $p: napper" '$1 == "time" && index($0, p) && $5 == "ms" { v = $4 }
+        END { exit !(v >= 200 && v <= 600) }' "$d/d.out" && ok "(d) pid $p: napper timed" ||
+        bad "(d) pid $p: $(cat "$d/d.out" "$d/d.err")"
+done
+printf 'show\nquit\n' | "$DYN" attach $p1 --time napper --commands >"$d/c2.out" 2>"$d/c2.err"
+rc=$?
+expect_eq "(d) --commands: exit status" "$rc" 0
+grep -q '^time wall(napper) shared .* ms  napper$' "$d/c2.out" && ok "(d) --commands: the timer" ||
+    bad "(d) --commands: $(cat "$d/c2.out" "$d/c2.err")"
+kill $p1 $p2 2>/dev/null
+wait 2>/dev/null
+
+# (e) 'per call site from(F)': the calls made inside caller, site by site, exactly.
+n=3001
+"$DYN" run -e 'count calls(*) per call site from(caller)' -- "$T" calls $n >"$d/e.out" 2>"$d/e.err"
+rc=$?
+expect_eq "(e) exit status" "$rc" 0
+grep -Eq "^count calls\(\*\) per call site from\(caller\) +$n  caller\+0x[0-9a-f]+ -> work\$" "$d/e.out" &&
+    ok "(e) work's site: $n" || bad "(e) work: $(cat "$d/e.out" "$d/e.err")"
+grep -Eq " $(((n + 2) / 3))  caller\+0x[0-9a-f]+ -> other\$" "$d/e.out" &&
+    ok "(e) other's site: $(((n + 2) / 3))" || bad "(e) other: $(cat "$d/e.out")"
+grep -Eq " ($n|not measured)  caller\+0x[0-9a-f]+ -> \*indirect\$" "$d/e.out" &&
+    ok "(e) the call through a pointer: exact or not measured" || bad "(e) indirect: $(cat "$d/e.out")"
+grep -q 'other calls' "$d/e.out" && bad "(e) a row of other calls" || ok "(e) no row of other calls"
 
 [ $fails -eq 0 ] || exit 1
 exit 0
