@@ -71,7 +71,7 @@ static long
 row_of(const qm_metric_t *m, uint32_t p, int by_proc)
 {
     const qm_proc_t *q = bsearch(&p, m->procs, m->nprocs, sizeof(qm_proc_t), cmp_proc);
-    if (q == NULL || !q->measured)
+    if (q == NULL || !q->measured || q->untimed)
         return -1;
     return by_proc ? (long)(q - m->procs) : 0;
 }

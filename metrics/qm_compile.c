@@ -52,6 +52,11 @@ typedef struct ctx {
     } *chk;
     size_t nchk, capchk;
     size_t tail_unfollowed;
+    /* Shared timers: the procedures with no exit, counted but not timed (the last one
+     * placed was: untimed_last), and how many in the metric, the first one's name. */
+    int untimed_last;
+    size_t untimed;
+    char untimed_first[128];
     const qm_set_t *set;  /* the set placed (its front end's hooks) */
     qm_memo_t *memo;      /* the procedures matched by name, kept (or NULL) */
     uint32_t *last_named; /* ... without one: the last names_procs array */
@@ -846,7 +851,12 @@ place_proc(ctx_t *c, qm_metric_t *m, uint32_t p, uint64_t row)
         rc = 1, why = fwhy;
     if (rc == 0 && (at_returns(m) ? ne == 0 : ne != 1))
         rc = 1, why = at_returns(m) ? "no return to patch" : "no entry to patch";
-    if (rc == 0 && timer && nx == 0)
+    /* A shared timer (dyn --time) counts the calls of a procedure with no exit (it never
+     * returns, or leaves only by jumps elsewhere) at its entry, with no time, as dyn did
+     * before it ran on this engine: said in one note a metric. */
+    int untimed = rc == 0 && timer && m->shared && nx == 0;
+    c->untimed_last = 0;
+    if (rc == 0 && timer && nx == 0 && !untimed)
         rc = 1, why = "no exit to patch";
     qpt_expr_t cond = QPT_NONE;
     if (rc == 0 && m->where != NULL)
@@ -857,7 +867,17 @@ place_proc(ctx_t *c, qm_metric_t *m, uint32_t p, uint64_t row)
     size_t cmark = c->nchk, unfollowed = 0;
     /* P's exits differ (pending at tail jumps, stops at returns): not in a copy. */
     int may_follow = timer && !m->shared && qpt_proc_runs_as_copy(c->s, p) == 0;
-    if (rc == 0 && timer) {
+    if (rc == 0 && untimed) {
+        qpt_expr_t inc = qpt_add_to(sn, m->var + 8 * w + 24, qpt_const(sn, 1),
+                                    c->set == NULL || !c->set->hooks.plain);
+        if (cond != QPT_NONE)
+            inc = qpt_if(sn, cond, inc, QPT_NONE);
+        if (put(c, &en[0], sn, inc, !m->append) != 0)
+            rc = 1, why = qpt_error(c->s);
+        if (rc == 0 && c->untimed++ == 0)
+            snprintf(c->untimed_first, sizeof(c->untimed_first), "%s", qpt_proc_name(c->s, p));
+        c->untimed_last = rc == 0;
+    } else if (rc == 0 && timer) {
         /* Exits first: a timer that could not stop must not start. */
         for (size_t i = 0; rc == 0 && i < nx; i++) {
             uint64_t callee = 0;
@@ -1307,6 +1327,7 @@ place_metric(ctx_t *c, qm_metric_t *m)
         if (r < 0)
             rc = r;
         m->procs[i].measured = r == 0;
+        m->procs[i].untimed = r == 0 && !sites && c->untimed_last;
         measured += r == 0;
     }
     if (sites != NULL && rc == 0 && !timer) {
@@ -1338,6 +1359,13 @@ place_metric(ctx_t *c, qm_metric_t *m)
               m->name, c->tail_unfollowed, c->tail_unfollowed == 1 ? "" : "s",
               c->tail_unfollowed == 1 ? "s" : "");
     c->tail_unfollowed = 0;
+    if (rc == 0 && c->untimed > 0)
+        notef(c, "%s: %zu procedure%s with no exit to patch (%s%s: never returning, or leaving "
+              "only by jumps elsewhere): %s calls counted, not timed (0 ms)", m->name,
+              c->untimed, c->untimed == 1 ? "" : "s", c->untimed_first,
+              c->untimed > 1 ? ", ..." : "", c->untimed == 1 ? "its" : "their");
+    c->untimed = 0;
+    c->untimed_last = 0;
     c->nchk = 0;
     free(procs);
     free(sites);

@@ -74,6 +74,8 @@ typedef struct qm_proc {
     char *name;
     char *module;          /* QM_PER_MODULE: its source file (or "?") */
     int measured;
+    int untimed;           /* placed: a shared timer's procedure with no exit, its calls
+                            * counted at its entry, never timed (not caught up) */
     uint32_t index;        /* placed (not read from a layout): the procedure's number in
                             * its space, or UINT32_MAX (a call site's row) */
 } qm_proc_t;
