@@ -181,6 +181,7 @@ struct dyn_session {
     uint64_t *pads; /* padding taken by short jumps and spills (link addresses; 5
                      * bytes from each are reserved) */
     size_t npads, cappads;
+    uint8_t all_or_nothing; /* dyn_session_set_all_or_nothing */
     int shstk; /* the process has a shadow stack (-1: not known yet) */
     uint64_t *foreign; /* targets of branches from one procedure into another's middle
                         * (link addresses, sorted; lazily) */
@@ -1081,6 +1082,13 @@ dyn_session_check_point(const dyn_session_t *s, int kind, uint32_t proc, uint64_
     if (hi != NULL)
         *hi = pt.entry + pt.len;
     return 0;
+}
+
+void
+dyn_session_set_all_or_nothing(dyn_session_t *s, int on)
+{
+    if (s != NULL)
+        s->all_or_nothing = on != 0;
 }
 
 int
@@ -3655,6 +3663,10 @@ dyn_session_install(dyn_session_t *s)
     free(rd.buf);
     if ((rc = deps_bad(s, s->cand, s->ncand)) < 0)
         return rc;
+    /* A caller that takes a refusal for a failure: nothing written (it would only be
+     * taken out again, the process stopped meanwhile). */
+    if (s->all_or_nothing && s->nref > 0)
+        return 0;
     for (size_t i = 0; i < s->ncand; i++) {
         point_t *pt = &s->cand[i];
         if (s->rows[pt->row].bad)
