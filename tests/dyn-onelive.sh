@@ -16,7 +16,8 @@
 #  (d) --time with several processes (attach P1,P2) and with --commands (refused
 #      before): the metric time wall(P) shared, each process's napper timed;
 #  (e) -e 'count calls(*) per call site from(caller)' (the language of --calls-from):
-#      exact counts per site, no row of other calls.
+#      exact counts per site, no row of other calls;
+#  (f) --time _start (no exit to patch): 1 call, time 0, a note, not refused.
 # Skips (77) when ptrace is not allowed. Exit status: 0 pass, 1 fail, 99 error.
 set -u
 : "${top_srcdir:=.}"
@@ -114,6 +115,14 @@ grep -Eq " $(((n + 2) / 3))  caller\+0x[0-9a-f]+ -> other\$" "$d/e.out" &&
 grep -Eq " ($n|not measured)  caller\+0x[0-9a-f]+ -> \*indirect\$" "$d/e.out" &&
     ok "(e) the call through a pointer: exact or not measured" || bad "(e) indirect: $(cat "$d/e.out")"
 grep -q 'other calls' "$d/e.out" && bad "(e) a row of other calls" || ok "(e) no row of other calls"
+
+# (f) --time of a procedure with no exit to patch (_start never returns): its calls
+# counted, its time 0, with a note, not refused (the metric refused it as "no exit to
+# patch"; dyn_run counted it so).
+"$DYN" run -v --time _start -- "$d/main" work 1 >"$d/f.out" 2>"$d/f.err"
+grep -q '1 procedures instrumented, 0 refused' "$d/f.err" &&
+    grep -E -q '^ +1 +0\.000 +_start$' "$d/f.out" && grep -q 'no exit to patch' "$d/f.err" &&
+    ok "(f) _start: 1 call, time 0, a note" || bad "(f) _start: $(cat "$d/f.out" "$d/f.err")"
 
 [ $fails -eq 0 ] || exit 1
 exit 0
