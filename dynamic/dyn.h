@@ -527,6 +527,13 @@ int
 dyn_session_check_point(const dyn_session_t *s, int kind, uint32_t proc, uint64_t addr,
     uint64_t *lo, uint64_t *hi, const char **why);
 
+/* ON: dyn_session_install writes nothing when a point is refused before its code is
+ * written (overlap, a thread inside, code that differs): it returns 0 not installed,
+ * with the refusals (dyn_session_nrefused), for a caller whose commit is all or nothing
+ * (libqpt). Off by default: the other rows go in. */
+void
+dyn_session_set_all_or_nothing(dyn_session_t *s, int on);
+
 /*
  * Neighbour slots, for a caller that chooses its points one by one (libqpt; the
  * selections above find theirs themselves). Procedure PROC's point of KIND (DYN_PT_ENTRY,

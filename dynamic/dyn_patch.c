@@ -355,14 +355,21 @@ dyn_session_remove(dyn_session_t *s, int *leaked /*OUT*/)
             keep = 1;
             continue;
         }
+        /*
+         * A thread that cannot leave in the first round is tried again in the second,
+         * and only that one keeps the code: one in an exit's trampoline whose tail loops
+         * back to its own patched block (a leaf loop falling into a short ret) goes round
+         * through that patch until the exits are back.
+         */
         for (size_t i = 0; i < nt; i++) {
             if (ti[i].pc < s->code || ti[i].pc >= s->code + s->code_size)
                 continue;
             if (pcs == NULL && (pcs = copies_map(s, &npcs)) == NULL)
                 npcs = 0;
             if (dyn_proc_leave_map(s->p, ti[i].tid, s->code, s->code + s->code_size, pcs,
-                    npcs, LEAVE_TRIES)
-                < 0)
+                    npcs, round == 0 ? LEAVE_TRIES / 10 : LEAVE_TRIES)
+                    < 0
+                && round == 1)
                 keep = 1;
         }
     }

@@ -730,6 +730,13 @@ dyn_session_check_point(const dyn_session_t *s, int kind, uint32_t proc, uint64_
     return 0;
 }
 
+void
+dyn_session_set_all_or_nothing(dyn_session_t *s, int on)
+{
+    if (s != NULL)
+        s->all_or_nothing = on != 0;
+}
+
 int
 dyn_session_add_point(dyn_session_t *s, int kind, uint32_t proc, uint64_t addr,
     const dyn_snippet_t *before, const dyn_snippet_t *after, const char *name,

@@ -616,6 +616,10 @@ dyn_session_install(dyn_session_t *s)
     free(rd.buf);
     if ((rc = deps_bad(s, s->cand, s->ncand)) < 0)
         return rc;
+    /* A caller that takes a refusal for a failure: nothing written (it would only be
+     * taken out again, the process stopped meanwhile). */
+    if (s->all_or_nothing && s->nref > 0)
+        return 0;
     for (size_t i = 0; i < s->ncand; i++) {
         point_t *pt = &s->cand[i];
         if (s->rows[pt->row].bad)

@@ -177,6 +177,7 @@ struct dyn_session {
     uint64_t *pads; /* padding taken by short jumps and spills (link addresses; 5
                      * bytes from each are reserved) */
     size_t npads, cappads;
+    uint8_t all_or_nothing; /* dyn_session_set_all_or_nothing */
     int shstk; /* the process has a shadow stack (-1: not known yet) */
     uint64_t *foreign; /* targets of branches from one procedure into another's middle
                         * (link addresses, sorted; lazily) */

@@ -1161,6 +1161,7 @@ static int
 install_all(qpt_space_t *s, live_t *l)
 {
     errno = 0;
+    dyn_session_set_all_or_nothing(l->sess, 1);
     int rc = dyn_session_install(l->sess);
     if (rc < 0 && rc == QP_EIO && errno == ESRCH && qpt_live_gone(s, 1) < 0)
         return QP_EEXITED;

@@ -122,6 +122,11 @@ int qm_forget(qm_set_t *set, size_t i);
  * takes it) into BUF; 0, or -1 when it names the executable's procedures. */
 int qm_library_of(const qm_set_t *set, size_t i, char *buf, size_t len);
 
+/* A live session's metric whose library is a glob (count calls(*.so*:malloc)) is measured
+ * in every library that matches, as one metric per library added to the set (qm_live):
+ * the metric instance I is of, or I itself when it is none. */
+size_t qm_instance_of(const qm_set_t *set, size_t i);
+
 /*
  * The procedures metric I's snippets go into (those matching its pattern and its
  * inside(), that can take snippets), in order, without repeats: *PROCS (malloc'ed), *N.
@@ -179,6 +184,7 @@ typedef struct qm_row {
                          * ("PROC / thread ..."); 0 for a per-thread row */
     int empty;          /* max, min, avg: no call was counted (VALUE means nothing) */
     char unit[16];      /* the metric's unit ("bytes": its `unit` clause), or "" */
+    uint64_t calls;     /* a 'shared' timer's row: the calls counted with its time */
 } qm_row_t;
 
 /* Per-value rows whose value is the address of a symbol of the program in S (a lock, a

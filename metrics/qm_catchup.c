@@ -7,7 +7,8 @@
  * commit, while the process is still stopped, each thread's stack is unwound and every
  * timed procedure with frames on it gets its depth (how many of its calls are under
  * way, each of which will pass an exit snippet) and a start of now, in the thread's own
- * block, as its entry snippet would have set them.
+ * block, as its entry snippet would have set them (a 'shared' timer: in its one set of
+ * words, the threads' depths added up).
  *
  * Not caught up (they start at their next call, as before): a frame about to run its
  * procedure's entry (the pc at the entry: the entry snippet will count it), procedures
@@ -70,7 +71,7 @@ static long
 row_of(const qm_metric_t *m, uint32_t p, int by_proc)
 {
     const qm_proc_t *q = bsearch(&p, m->procs, m->nprocs, sizeof(qm_proc_t), cmp_proc);
-    if (q == NULL || !q->measured)
+    if (q == NULL || !q->measured || q->untimed)
         return -1;
     return by_proc ? (long)(q - m->procs) : 0;
 }
@@ -104,8 +105,8 @@ catch_thread(qpt_space_t *s, qm_metric_t *m, const thread_stack_t *t, size_t *ca
         any++;
     }
     int rc = 0;
-    uint64_t block = 0, wpr = QM_ROW_WORDS(m->kind);
-    if (any && (rc = qpt_thread_block(s, m->var, m->stride, t->tp, &block)) < 0) {
+    uint64_t block = m->var, wpr = QM_ROW_WORDS(m->kind);
+    if (any && !m->shared && (rc = qpt_thread_block(s, m->var, m->stride, t->tp, &block)) < 0) {
         free(depth);
         *missed += (size_t)any;
         return rc == QPT_ERANGE ? 0 : rc; /* every block taken: not caught up */
@@ -127,7 +128,17 @@ catch_thread(qpt_space_t *s, qm_metric_t *m, const thread_stack_t *t, size_t *ca
         if (depth[r] == 0)
             continue;
         uint64_t at = block + 8 * (m->base + r * wpr), now_depth;
-        if ((rc = qpt_read_memory(s, at, &now_depth, 8)) < 0 || now_depth != 0)
+        if ((rc = qpt_read_memory(s, at, &now_depth, 8)) < 0)
+            continue;
+        if (m->shared && now_depth != 0) {
+            /* A shared timer: another thread's calls caught up already (nothing else
+             * ran since the commit), its start theirs; these calls add to the depth. */
+            uint64_t d = now_depth + depth[r];
+            if ((rc = qpt_write_memory(s, at, &d, 8)) == 0)
+                *caught += depth[r];
+            continue;
+        }
+        if (now_depth != 0)
             continue; /* (already active: left as it is) */
         /* The start before the depth, as the entry snippet stores them. */
         if ((rc = qpt_write_memory(s, at + 8, &start, 8)) == 0

@@ -52,6 +52,11 @@ typedef struct ctx {
     } *chk;
     size_t nchk, capchk;
     size_t tail_unfollowed;
+    /* Shared timers: the procedures with no exit, counted but not timed (the last one
+     * placed was: untimed_last), and how many in the metric, the first one's name. */
+    int untimed_last;
+    size_t untimed;
+    char untimed_first[128];
     const qm_set_t *set;  /* the set placed (its front end's hooks) */
     qm_memo_t *memo;      /* the procedures matched by name, kept (or NULL) */
     uint32_t *last_named; /* ... without one: the last names_procs array */
@@ -846,7 +851,12 @@ place_proc(ctx_t *c, qm_metric_t *m, uint32_t p, uint64_t row)
         rc = 1, why = fwhy;
     if (rc == 0 && (at_returns(m) ? ne == 0 : ne != 1))
         rc = 1, why = at_returns(m) ? "no return to patch" : "no entry to patch";
-    if (rc == 0 && timer && nx == 0)
+    /* A shared timer (dyn --time) counts the calls of a procedure with no exit (it never
+     * returns, or leaves only by jumps elsewhere) at its entry, with no time, as dyn did
+     * before it ran on this engine: said in one note a metric. */
+    int untimed = rc == 0 && timer && m->shared && nx == 0;
+    c->untimed_last = 0;
+    if (rc == 0 && timer && nx == 0 && !untimed)
         rc = 1, why = "no exit to patch";
     qpt_expr_t cond = QPT_NONE;
     if (rc == 0 && m->where != NULL)
@@ -856,8 +866,18 @@ place_proc(ctx_t *c, qm_metric_t *m, uint32_t p, uint64_t row)
     uint64_t w = m->base + row_words(m) * row;
     size_t cmark = c->nchk, unfollowed = 0;
     /* P's exits differ (pending at tail jumps, stops at returns): not in a copy. */
-    int may_follow = timer && qpt_proc_runs_as_copy(c->s, p) == 0;
-    if (rc == 0 && timer) {
+    int may_follow = timer && !m->shared && qpt_proc_runs_as_copy(c->s, p) == 0;
+    if (rc == 0 && untimed) {
+        qpt_expr_t inc = qpt_add_to(sn, m->var + 8 * w + 24, qpt_const(sn, 1),
+                                    c->set == NULL || !c->set->hooks.plain);
+        if (cond != QPT_NONE)
+            inc = qpt_if(sn, cond, inc, QPT_NONE);
+        if (put(c, &en[0], sn, inc, !m->append) != 0)
+            rc = 1, why = qpt_error(c->s);
+        if (rc == 0 && c->untimed++ == 0)
+            snprintf(c->untimed_first, sizeof(c->untimed_first), "%s", qpt_proc_name(c->s, p));
+        c->untimed_last = rc == 0;
+    } else if (rc == 0 && timer) {
         /* Exits first: a timer that could not stop must not start. */
         for (size_t i = 0; rc == 0 && i < nx; i++) {
             uint64_t callee = 0;
@@ -882,10 +902,19 @@ place_proc(ctx_t *c, qm_metric_t *m, uint32_t p, uint64_t row)
                     rc = 1, why = qpt_error(c->s);
                 continue;
             }
-            if (put(c, &ex[i], sn, timer_stop(sn, m, w), !m->append) != 0)
+            qpt_expr_t stop = m->shared ? qpt_timer_stop(sn, m->var + 8 * w)
+                                        : timer_stop(sn, m, w);
+            if (put(c, &ex[i], sn, stop, !m->append) != 0)
                 rc = 1, why = qpt_error(c->s);
         }
-        if (rc == 0 && put(c, &en[0], sn, timer_start(sn, m, w, cond), !m->append) != 0)
+        /* A shared timer's fourth word counts the calls (dyn --time's calls column). */
+        qpt_expr_t start = !m->shared ? timer_start(sn, m, w, cond)
+                           : qpt_seq(sn, qpt_timer_start(sn, m->var + 8 * w),
+                                     qpt_add_to(sn, m->var + 8 * w + 24, qpt_const(sn, 1),
+                                                c->set == NULL || !c->set->hooks.plain));
+        if (m->shared && cond != QPT_NONE)
+            start = qpt_if(sn, cond, start, QPT_NONE);
+        if (rc == 0 && put(c, &en[0], sn, start, !m->append) != 0)
             rc = 1, why = qpt_error(c->s);
     } else if (rc == 0) {
         qpt_expr_t inc = m->focus == QM_PER_VALUE
@@ -984,7 +1013,7 @@ matches_nothing(ctx_t *c, qm_metric_t *m, int *rc)
         return 0;
     if (nref > 0 && (v = matching(c, m, m->pattern, &n, &nref, MATCH_NOTE)) != NULL)
         free(v);
-    else if (nref == 0 && c->set->hooks.nomatch != NULL)
+    else if (nref == 0 && c->set->hooks.nomatch != NULL && m->instance_of == 0)
         c->set->hooks.nomatch(c->set->hooks.arg, (size_t)(m - c->set->v), m->pattern, c->s);
     qm_set_off((qm_set_t *)c->set, (size_t)(m - c->set->v));
     return 1;
@@ -1010,12 +1039,22 @@ check_metric(ctx_t *c, qm_metric_t *m)
                            c->why, c->whylen,
                            "a list's procedures are all of one shared library (LIB:PROC in "
                            "each) or all of the executable");
-    if (lsep != NULL && m->focus == QM_PER_SITE)
+    if (lsep != NULL && m->focus == QM_PER_SITE && m->from == NULL)
         return qm_error_at(m->src, m->origin, m->pat_line, m->pat_col, c->why, c->whylen,
                            "per call site: not for a shared library's procedures (their "
-                           "callers are elsewhere)");
+                           "callers are elsewhere; from(LIB:F) names sites inside one)");
+    if (m->from != NULL) {
+        const char *fsep = lib_sep(m->from);
+        if ((fsep == NULL) != (lsep == NULL)
+            || (fsep != NULL && (fsep - m->from != lsep - m->pattern
+                                 || strncmp(m->from, m->pattern, (size_t)(fsep - m->from)) != 0)))
+            return qm_error_at(m->src, m->origin, m->from_line, m->from_col, c->why, c->whylen,
+                               "from() names procedures of the same shared library as the "
+                               "metric's (LIB:PROC in both), or of the executable in both");
+        QM_CHECK(check_pattern(c, m, m->from, m->from_line, m->from_col, MATCH_ANY));
+    }
     QM_CHECK(check_pattern(c, m, m->pattern, m->pat_line, m->pat_col,
-                           site_timer(m) ? MATCH_ANY : 0));
+                           site_timer(m) || m->from != NULL ? MATCH_ANY : 0));
     if (m->inside != NULL)
         QM_CHECK(check_pattern(c, m, m->inside, m->in_line, m->in_col, 0));
     QM_CHECK(check_expr(c, m, m->key));
@@ -1066,22 +1105,29 @@ cmp_entry(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
+/* The sites of metric M (PROCS, N: the procedures its pattern matches): the calls of
+ * those procedures, or with from(F) the calls made inside the procedures matching F, to
+ * them, or through a pointer (callee UINT32_MAX, "*indirect"). */
 static site_t *
-call_sites(ctx_t *c, const uint32_t *procs, size_t n, size_t *ns)
+call_sites(ctx_t *c, const qm_metric_t *m, const uint32_t *procs, size_t n, size_t *ns)
 {
-    size_t cap = 16;
+    size_t cap = 16, nfrom = 0, nfref;
     site_t *v = malloc(cap * sizeof(site_t));
     /* The procedures by entry (a PLT stub has no instruction points to find it by). */
     entry_t *ent = malloc((n ? n : 1) * sizeof(entry_t));
+    uint32_t *from = m->from != NULL ? matching(c, m, m->from, &nfrom, &nfref, MATCH_ANY) : NULL;
     *ns = 0;
-    if (ent == NULL) {
+    if (ent == NULL || (m->from != NULL && from == NULL)) {
         free(v);
+        free(ent);
+        free(from);
         return NULL;
     }
     for (size_t i = 0; i < n; i++)
         ent[i] = (entry_t) { qpt_proc_entry(c->s, procs[i]), procs[i] };
     qsort(ent, n, sizeof(entry_t), cmp_entry);
-    for (uint32_t q = 0; v != NULL && q < qpt_nprocs(c->s); q++) {
+    for (uint32_t j = 0; v != NULL && j < (from != NULL ? nfrom : qpt_nprocs(c->s)); j++) {
+        uint32_t q = from != NULL ? from[j] : j;
         if (qpt_proc_refusal(c->s, q) != NULL)
             continue;
         size_t np = 0;
@@ -1089,9 +1135,9 @@ call_sites(ctx_t *c, const uint32_t *procs, size_t n, size_t *ns)
         for (size_t k = 0; pts != NULL && k < np; k++) {
             entry_t key = { qpt_point_callee(c->s, &pts[k]), 0 };
             const entry_t *hit = key.addr ? bsearch(&key, ent, n, sizeof(entry_t), cmp_entry) : NULL;
-            if (hit == NULL)
+            if (hit == NULL && (from == NULL || key.addr != 0))
                 continue;
-            uint32_t target = hit->proc;
+            uint32_t target = hit != NULL ? hit->proc : UINT32_MAX;
             if (*ns == cap) {
                 site_t *w = realloc(v, 2 * cap * sizeof(site_t));
                 if (w == NULL)
@@ -1104,11 +1150,12 @@ call_sites(ctx_t *c, const uint32_t *procs, size_t n, size_t *ns)
             s->callee = target;
             snprintf(s->label, sizeof(s->label), "%.60s+0x%llx -> %.60s", qpt_proc_name(c->s, q),
                      (unsigned long long)(pts[k].addr - qpt_proc_entry(c->s, q)),
-                     qpt_proc_name(c->s, target));
+                     target != UINT32_MAX ? qpt_proc_name(c->s, target) : "*indirect");
         }
         free(pts);
     }
     free(ent);
+    free(from);
     return v;
 }
 
@@ -1117,7 +1164,15 @@ static int
 place_site(ctx_t *c, qm_metric_t *m, const site_t *s, uint64_t row)
 {
     char fwhy[320];
-    if (resolve_metric_fields(c, s->callee, m, fwhy, sizeof(fwhy))) {
+    const qm_expr_t *f;
+    if (s->callee == UINT32_MAX
+        && (uses(m->where, QE_FIELD, &f) || uses(m->key, QE_FIELD, &f)
+            || uses(m->value, QE_FIELD, &f))) {
+        refusal(c, m, "not measured", s->label, "a call through a pointer: no callee whose "
+                "types tell the fields");
+        return 1;
+    }
+    if (s->callee != UINT32_MAX && resolve_metric_fields(c, s->callee, m, fwhy, sizeof(fwhy))) {
         refusal(c, m, "not measured", s->label, fwhy);
         return 1;
     }
@@ -1158,7 +1213,8 @@ place_metric(ctx_t *c, qm_metric_t *m)
 {
     size_t n, nref, nsites = 0;
     uint32_t *procs = matching(c, m, m->pattern, &n, &nref,
-                               MATCH_NOTE | (site_timer(m) ? MATCH_ANY : 0));
+                               m->from != NULL ? MATCH_ANY
+                                               : MATCH_NOTE | (site_timer(m) ? MATCH_ANY : 0));
     site_t *sites = NULL;
     int timer = m->kind == QM_WALL || m->kind == QM_CPU;
     if (procs == NULL)
@@ -1166,7 +1222,7 @@ place_metric(ctx_t *c, qm_metric_t *m)
     int rc = 0;
     if (m->focus == QM_PER_SITE) {
         /* foreach call site: the rows are the direct calls of the procedures. */
-        if ((sites = call_sites(c, procs, n, &nsites)) == NULL)
+        if ((sites = call_sites(c, m, procs, n, &nsites)) == NULL)
             rc = QPT_ENOMEM;
         else if (timer && nsites == 0)
             rc = qm_error_at(m->src, m->origin, m->pat_line, m->pat_col, c->why, c->whylen,
@@ -1176,15 +1232,24 @@ place_metric(ctx_t *c, qm_metric_t *m)
          * for the calls that have no site (through pointers, tail calls): that row, less
          * the sites'. (Timers have none: a time less the sites' is not the others' time
          * under recursion.) */
-        n = nsites + !timer;
+        n = nsites + (!timer && m->from == NULL); /* (from(): the sites are all) */
     }
     /* Per value: the counts are a keyed variable (kvar); the thread's block holds only
      * the inside state. */
     int by_proc = m->focus == QM_PER_PROC || m->focus == QM_PER_MODULE || m->focus == QM_PER_SITE;
     size_t rows = by_proc ? n : m->focus == QM_PER_VALUE ? 0 : 1;
     uint64_t wpr = row_words(m);
-    m->per_thread = m->kind != QM_COUNT || m->inside != NULL || m->focus == QM_PER_THREAD
-                    || m->by_thread;
+    /* (A shared timer's words are the process's: no per-thread block.) */
+    m->per_thread = (m->kind != QM_COUNT && !m->shared) || m->inside != NULL
+                    || m->focus == QM_PER_THREAD || m->by_thread;
+    /* (A file's layout does not keep from(): read back, its last site would be taken
+     * for the row of the calls without one.) */
+    if (rc == 0 && m->from != NULL && !qpt_is_live(c->s))
+        rc = qm_error_at(m->src, m->origin, m->from_line, m->from_col, c->why, c->whylen,
+                         "from() is for a live process (dyn), not a file, for now");
+    if (rc == 0 && m->shared && !qpt_is_live(c->s))
+        rc = qm_error_at(m->src, m->origin, m->shared_line, m->shared_col, c->why, c->whylen,
+                         "'shared' timers are for a live process (dyn), not a file");
     /* A CPU timer's block starts with the thread's kernel id (after the inside state):
      * a reader outside the process finds the running part of an active call with it. */
     m->base = (m->inside != NULL ? 3 : 0) + (m->kind == QM_CPU ? 1 : 0);
@@ -1236,7 +1301,7 @@ place_metric(ctx_t *c, qm_metric_t *m)
                              n, m->pattern, (unsigned long long)m->stride);
         else if ((rc = qpt_alloc_per_thread(c->s, m->stride, &m->var)) < 0)
             snprintf(c->why, c->whylen, "%s: %s", m->name, qpt_error(c->s));
-    } else if (rc == 0 && (rc = qpt_alloc(c->s, 8 * rows, &m->var)) < 0)
+    } else if (rc == 0 && (rc = qpt_alloc(c->s, 8 * rows * wpr, &m->var)) < 0)
         snprintf(c->why, c->whylen, "%s: %s", m->name, qpt_error(c->s));
     /* The inside state first: the metric's own snippets then go before it. */
     if (rc == 0 && m->inside != NULL) {
@@ -1262,6 +1327,7 @@ place_metric(ctx_t *c, qm_metric_t *m)
         if (r < 0)
             rc = r;
         m->procs[i].measured = r == 0;
+        m->procs[i].untimed = r == 0 && !sites && c->untimed_last;
         measured += r == 0;
     }
     if (sites != NULL && rc == 0 && !timer) {
@@ -1286,12 +1352,20 @@ place_metric(ctx_t *c, qm_metric_t *m)
      * commit (qm_catch_up). */
     m->catch_up = rc == 0 && qpt_is_live(c->s) && (m->kind == QM_WALL || m->kind == QM_CPU)
                   && m->inside == NULL && sites == NULL;
-    if (rc == 0 && c->tail_unfollowed > 0)
+    /* (A shared timer stops at every tail call: said in qpt-metrics(5), not each time.) */
+    if (rc == 0 && c->tail_unfollowed > 0 && !m->shared)
         notef(c, "%s: %zu tail call%s end%s the caller's time at the jump (the callee is "
               "reached through a pointer, is in another module, or cannot take snippets)",
               m->name, c->tail_unfollowed, c->tail_unfollowed == 1 ? "" : "s",
               c->tail_unfollowed == 1 ? "s" : "");
     c->tail_unfollowed = 0;
+    if (rc == 0 && c->untimed > 0)
+        notef(c, "%s: %zu procedure%s with no exit to patch (%s%s: never returning, or leaving "
+              "only by jumps elsewhere): %s calls counted, not timed (0 ms)", m->name,
+              c->untimed, c->untimed == 1 ? "" : "s", c->untimed_first,
+              c->untimed > 1 ? ", ..." : "", c->untimed == 1 ? "its" : "their");
+    c->untimed = 0;
+    c->untimed_last = 0;
     c->nchk = 0;
     free(procs);
     free(sites);
@@ -1353,7 +1427,9 @@ qm_insert(qm_set_t *set, qpt_space_t *s, qm_note_fn note, void *arg, char *why, 
             } else if (c.s == NULL)
                 rc = qm_error_at(m->src, m->origin, m->pat_line, m->pat_col, why, whylen,
                                  "%s", lwhy);
-            else if (!set->hooks.lenient || !matches_nothing(&c, m, &rc))
+            /* (A library glob's metric in one library: quietly out where it matches
+             * nothing, as in most libraries.) */
+            else if ((!set->hooks.lenient && m->instance_of == 0) || !matches_nothing(&c, m, &rc))
                 rc = check_metric(&c, m);
         }
     size_t *mark = calloc(set->n + 1, sizeof(size_t));
@@ -1621,6 +1697,13 @@ qm_library_of(const qm_set_t *set, size_t i, char *buf, size_t len)
         return -1;
     snprintf(buf, len, "%.*s", (int)(sep - set->v[i].pattern), set->v[i].pattern);
     return 0;
+}
+
+size_t
+qm_instance_of(const qm_set_t *set, size_t i)
+{
+    return set != NULL && i < set->n && set->v[i].instance_of > 0 ? set->v[i].instance_of - 1
+                                                                    : i;
 }
 
 void

@@ -113,6 +113,7 @@ combine(qm_row_t *r, const qm_row_t *c)
         break;
     default: /* counts, times and sums add up */
         r->value += c->value;
+        r->calls += c->calls; /* (a shared timer's) */
         break;
     }
     r->empty = 0;
@@ -463,6 +464,88 @@ place_one(live_t *l, size_t i, char *why, size_t whylen)
     return 0;
 }
 
+/*****************************************************************************
+ * Library globs: a metric in every library that matches
+ *
+ * A metric whose library is a glob (count calls(*.so*:malloc); dyn's '*:malloc') is a
+ * template: never placed itself (it waits), it gets an instance in each library that
+ * matches it, loaded now or later (dlopen, or after an exec), each an ordinary metric
+ * of one library (its rows LIB:PROC) added to the set. An instance matching nothing in
+ * its library is quietly out; a template none of whose instances measured anything is
+ * told at the end.
+ */
+
+/* Is metric I such a template? */
+static int
+is_template(const live_t *l, size_t i)
+{
+    char lib[256];
+    return qm_instance_of(l->set, i) == i && qm_library_of(l->set, i, lib, sizeof(lib)) == 0
+           && strpbrk(lib, "*?[") != NULL;
+}
+
+/* Template T's instance in library NAME, added (parsed, or waiting with WAIT) unless it
+ * has one there. */
+static void
+instance_in(live_t *l, size_t t, const char *name, int wait)
+{
+    char lib[256], text[1024], why[1024];
+    for (size_t k = 0; k < qm_count(l->set); k++)
+        if (qm_instance_of(l->set, k) == t && k != t
+            && qm_library_of(l->set, k, lib, sizeof(lib)) == 0 && strcmp(lib, name) == 0)
+            return;
+    const qm_metric_t *m = &l->set->v[t];
+    qm_library_of(l->set, t, lib, sizeof(lib));
+    /* The text with the library's name for the glob (a metric named by its text). */
+    const char *at = strstr(m->name, m->pattern);
+    if (at == NULL || strncmp(at, lib, strlen(lib)) != 0)
+        return;
+    snprintf(text, sizeof(text), "%.*s%s%s", (int)(at - m->name), m->name, name,
+             at + strlen(lib));
+    size_t k = qm_count(l->set);
+    if (qm_parse(text, m->origin, 1, &l->set, why, sizeof(why)) < 0 || qm_count(l->set) != k + 1)
+        return;
+    l->set->v[k].instance_of = t + 1;
+    if (wait)
+        qm_wait(l->set, k, 1);
+}
+
+/* The templates among metrics [FIRST, n) wait, with an instance (WAIT: waiting) in
+ * each library the process maps now that matches. */
+static void
+instances_loaded(live_t *l, size_t first, int wait)
+{
+    size_t n = qm_count(l->set);
+    char lib[256], path[64], line[4400];
+    for (size_t t = first; t < n; t++) {
+        if (!is_template(l, t) || qm_library_of(l->set, t, lib, sizeof(lib)) < 0)
+            continue;
+        if (qm_state(l->set, t) == QM_PARSED)
+            qm_wait(l->set, t, 1);
+        snprintf(path, sizeof(path), "/proc/%d/maps", l->rep->pid);
+        FILE *f = fopen(path, "r");
+        while (f != NULL && fgets(line, sizeof(line), f) != NULL) {
+            line[strcspn(line, "\n")] = '\0';
+            const char *b = strrchr(line, '/');
+            if (b != NULL && strstr(b, ".so") != NULL && qpt_module_matches(lib, b + 1))
+                instance_in(l, t, b + 1, wait);
+        }
+        if (f != NULL)
+            fclose(f);
+    }
+}
+
+/* Has template T an instance that went in? */
+static int
+instance_placed(const live_t *l, size_t t)
+{
+    for (size_t k = 0; k < qm_count(l->set); k++)
+        if (k != t && qm_instance_of(l->set, k) == t
+            && (qm_state(l->set, k) == QM_ON || (k < l->nplaced && l->placed[k])))
+            return 1;
+    return 0;
+}
+
 /* "#I" after the list in LIST (LEN bytes), comma-separated. */
 static void
 list_add(char *list, size_t len, size_t i)
@@ -483,9 +566,13 @@ on_library(live_t *l, const char *name)
     double t0 = qm_now();
     uint8_t *was = on_now(l);
     size_t nm = qm_count(l->set);
+    for (size_t t = 0; t < nm; t++)
+        if (is_template(l, t) && qm_library_of(l->set, t, lib, sizeof(lib)) == 0
+            && qpt_module_matches(lib, name))
+            instance_in(l, t, name, 1);
     for (size_t i = 0; i < qm_count(l->set); i++) {
         if (qm_state(l->set, i) != QM_WAITING || qm_library_of(l->set, i, lib, sizeof(lib)) < 0
-            || !qpt_module_matches(lib, name))
+            || !qpt_module_matches(lib, name) || is_template(l, i))
             continue;
         if (place_one(l, i, why, sizeof(why)) < 0)
             say(l, "#%zu %s: %s loaded, but not measured: %s", i + 1, qm_name(l->set, i), name,
@@ -612,14 +699,15 @@ on_exec(live_t *l, const char *path)
         qm_forget(l->set, i);
         qm_costs_forget(l->costs, i);
     }
-    for (size_t i = 0; i < nm; i++) {
+    instances_loaded(l, 0, 1); /* (the new program's libraries) */
+    for (size_t i = 0; i < qm_count(l->set); i++) {
         char lib[256];
         qpt_space_t *x;
-        if (qm_state(l->set, i) != QM_WAITING)
+        if (qm_state(l->set, i) != QM_WAITING || is_template(l, i))
             continue;
         if (qm_library_of(l->set, i, lib, sizeof(lib)) == 0
             && qpt_library(l->s, lib, &x, why, sizeof(why)) == QPT_ENOTFOUND) {
-            if (was_on == NULL || was_on[i])
+            if (was_on == NULL || i >= nm || was_on[i])
                 say(l, "#%zu %s: no library matching %s is loaded in the new program: "
                     "measured once one is (dlopen)", i + 1, qm_name(l->set, i), lib);
             continue;
@@ -723,6 +811,20 @@ followed_notes(live_t *l)
     for (size_t i = 0; i < qm_count(l->set); i++) {
         if (qm_state(l->set, i) != QM_WAITING || (i < l->nplaced && l->placed[i]))
             continue;
+        if (is_template(l, i) && instance_placed(l, i))
+            continue;
+        int some = 0; /* a template with instances: libraries matched, none had it */
+        for (size_t k = 0; is_template(l, i) && k < qm_count(l->set); k++)
+            some |= k != i && qm_instance_of(l->set, k) == i;
+        if (some && l->set->hooks.nomatch != NULL) {
+            l->set->hooks.nomatch(l->set->hooks.arg, i, l->set->v[i].pattern, l->s);
+            continue;
+        }
+        if (some) {
+            say(l, "#%zu %s: no library loaded during the session had a procedure matching "
+                "it", i + 1, qm_name(l->set, i));
+            continue;
+        }
         qm_live_event_t nev = { .kind = QM_EV_NEVER_LOADED, .metric = i, .name = lib };
         if (qm_library_of(l->set, i, lib, sizeof(lib)) == 0 && event(l, &nev))
             ;
@@ -749,6 +851,7 @@ place(live_t *l, size_t first, int stopped, int predict, double *stop_ms, unsign
       char *why, size_t whylen)
 {
     qpt_space_t *s = l->s;
+    instances_loaded(l, first, 0); /* (before N: they go in with the others) */
     size_t n = qm_count(l->set);
     *refused = 0;
     *stop_ms = 0;

@@ -669,6 +669,7 @@ qm_metric_free(qm_metric_t *m)
     free(m->src);
     free(m->pattern);
     free(m->inside);
+    free(m->from);
     qm_expr_free(m->where);
     qm_expr_free(m->key);
     qm_expr_free(m->value);
@@ -750,6 +751,12 @@ body(parser_t *p, qm_metric_t *m)
             if (m->inside != NULL)
                 return fail_at(p, l, c, "a second 'inside'");
             if ((m->inside = pattern(p, &m->in_line, &m->in_col)) == NULL)
+                return QPT_EINVAL;
+        } else if (accept_word(p, "from")) {
+            /* from(F) per call site: the calls made inside F (dyn --calls-from F) */
+            if (m->from != NULL)
+                return fail_at(p, l, c, "a second 'from'");
+            if ((m->from = pattern(p, &m->from_line, &m->from_col)) == NULL)
                 return QPT_EINVAL;
         } else if (accept_word(p, "where")) {
             if (m->where != NULL)
@@ -848,6 +855,20 @@ body(parser_t *p, qm_metric_t *m)
             m->append = 0;
         else if (accept_word(p, "append"))
             m->append = 1;
+        else if (accept_word(p, "shared")) {
+            /* one timer a procedure for the whole process (dyn --time's) */
+            if (m->kind != QM_WALL)
+                return fail_at(p, l, c, "'shared' is for wall timers (time wall)");
+            m->shared = 1;
+            m->shared_line = l;
+            m->shared_col = c;
+        } else if (m->shared && (m->inside != NULL || m->by_thread || m->focus == QM_PER_THREAD
+                                 || m->focus == QM_PER_SITE))
+            return fail_at(p, m->shared_line, m->shared_col, "a 'shared' timer has no thread "
+                           "of its own: not with inside(), per thread or per call site");
+        else if (m->from != NULL && m->focus != QM_PER_SITE)
+            return fail_at(p, m->from_line, m->from_col, "from() chooses call sites: with "
+                           "'per call site'");
         else
             return 0;
     }

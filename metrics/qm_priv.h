@@ -74,6 +74,8 @@ typedef struct qm_proc {
     char *name;
     char *module;          /* QM_PER_MODULE: its source file (or "?") */
     int measured;
+    int untimed;           /* placed: a shared timer's procedure with no exit, its calls
+                            * counted at its entry, never timed (not caught up) */
     uint32_t index;        /* placed (not read from a layout): the procedure's number in
                             * its space, or UINT32_MAX (a call site's row) */
 } qm_proc_t;
@@ -89,6 +91,17 @@ typedef struct qm_metric {
     char unit[16];         /* its `unit "..."` clause, or "" */
     int post;              /* 'post': counted at the returns (calls that returned) */
     int append;            /* 'append': after the other snippets at its points */
+    int shared;            /* 'shared' (wall timers): one timer a row for the whole
+                            * process, in shared words (qpt_timer_start; a 4th word
+                            * counts the calls): the time some thread is inside, no
+                            * per-thread state */
+    unsigned shared_line, shared_col; /* ... where it was written */
+    char *from;            /* per call site from(F): the sites are the calls made inside
+                            * the procedures matching F, to those matching PATTERN (and
+                            * through pointers: "*indirect"); NULL: the calls of PATTERN */
+    unsigned from_line, from_col;
+    size_t instance_of;    /* a library glob's metric placed in one library (qm_live):
+                            * the glob's index + 1; 0 otherwise */
     char *pattern, *inside;
     unsigned pat_line, pat_col, in_line, in_col;
     qm_expr_t *where;

@@ -445,7 +445,7 @@ qm_aggregate(const qm_set_t *set, qm_row_t *const *rows, const size_t *n, size_t
         uint64_t v[4] = { g[x].sum, min, max, mean };
         for (int w = 0; w < 4; w++) {
             qm_row_t *r = &o[4 * x + (size_t)w];
-            *r = (qm_row_t) { g[x].metric, g[x].kind, "", v[w], 1, 0, 0, 0, 0, 0, "" };
+            *r = (qm_row_t) { g[x].metric, g[x].kind, "", v[w], 1, 0, 0, 0, 0, 0, "", 0 };
             snprintf(r->focus, sizeof(r->focus), "%s: %.150s", what[w], g[x].focus);
         }
     }
@@ -494,7 +494,7 @@ merge(int kind, tally_t *into, tally_t t)
 static qm_row_t
 make_row(const qm_metric_t *m, size_t i, tally_t t, double cpn, int measured)
 {
-    qm_row_t r = { i, m->kind, "", 0, measured, 0, 0, 0, 0, 0, "" };
+    qm_row_t r = { i, m->kind, "", 0, measured, 0, 0, 0, 0, 0, "", 0 };
     if (m->kind == QM_COUNT)
         r.value = t.n;
     else if (m->kind == QM_AVG)
@@ -502,6 +502,8 @@ make_row(const qm_metric_t *m, size_t i, tally_t t, double cpn, int measured)
     else
         r.value = in_unit(m, t.acc, cpn);
     r.empty = (m->kind == QM_MAX || m->kind == QM_MIN || m->kind == QM_AVG) && t.n == 0;
+    if (m->shared)
+        r.calls = t.n;
     snprintf(r.unit, sizeof(r.unit), "%s", m->unit);
     return r;
 }
@@ -651,7 +653,7 @@ value_rows(const qm_set_t *set, size_t i, qm_read_fn read, void *arg, qm_row_t *
         if (w[k] == 0)
             continue;
         uint64_t v = w[k] ^ QPT_KEY_XOR;
-        qm_row_t r = { i, m->kind, "", count[k], 1, 1, v, 0, 0, 0, "" };
+        qm_row_t r = { i, m->kind, "", count[k], 1, 1, v, 0, 0, 0, "", 0 };
         if ((int64_t)v > -1000000 && (int64_t)v < 1000000)
             snprintf(r.focus, sizeof(r.focus), "%s=%lld", m->key_text, (long long)v);
         else
@@ -661,7 +663,7 @@ value_rows(const qm_set_t *set, size_t i, qm_read_fn read, void *arg, qm_row_t *
     if (rc == 0)
         qsort(*rows + first, *nrows - first, sizeof(qm_row_t), cmp_row_value);
     if (rc == 0 && (count[QPT_MAX_THREADS] != 0 || *nrows == first)) {
-        qm_row_t r = { i, m->kind, "", count[QPT_MAX_THREADS], 1, 0, 0, 0, 0, 0, "" };
+        qm_row_t r = { i, m->kind, "", count[QPT_MAX_THREADS], 1, 0, 0, 0, 0, 0, "", 0 };
         snprintf(r.focus, sizeof(r.focus), *nrows == first ? "no value seen"
                                                            : "values beyond the first %d",
                  QPT_MAX_THREADS);
@@ -759,6 +761,35 @@ add_running(const qm_metric_t *m, size_t k, uint64_t *b, size_t nr, qm_read_fn r
     free(stable);
 }
 
+/*
+ * The totals and calls of M's shared timers (W: NR rows of 4 words, depth, start, total,
+ * calls; read from
+ * M->var) into SUM, with the running part of those active now when PID is a live
+ * process: an active row's words are read again until two reads agree (the snippets
+ * store the start before the depth leaves 0, as add_running's).
+ */
+static void
+shared_timers(const qm_metric_t *m, uint64_t *w, size_t nr, tally_t *sum, qm_read_fn read,
+              void *arg, int pid)
+{
+    uint64_t again[4];
+    for (size_t row = 0; row < nr; row++) {
+        uint64_t *t = w + 4 * row;
+        int stable = (int64_t)t[0] <= 0 || pid <= 0;
+        for (int k = 1; !stable && k < READ_TRIES; k++) {
+            if (read(arg, m->var + 32 * row, again, 3) < 0)
+                break;
+            stable = memcmp(again, t, 24) == 0;
+            memcpy(t, again, 24);
+        }
+        uint64_t now = qp_cycles(); /* after the reads: not before a start they saw */
+        sum[row].acc = t[2];
+        sum[row].n = t[3];
+        if (stable && pid > 0 && (int64_t)t[0] > 0 && t[1] != 0 && now > t[1])
+            sum[row].acc += now - t[1];
+    }
+}
+
 void
 qm_rows_keep_larger(qm_row_t *rows, size_t n, const qm_row_t *prev, size_t nprev)
 {
@@ -822,7 +853,7 @@ qm_results_running(const qm_set_t *set, qm_read_fn read, void *arg, double cpn, 
         if (m->per_thread)
             nw = QPT_PER_THREAD_SIZE(m->stride) / 8;
         else
-            nw = nr;
+            nw = nr * wpr;
         if ((w = calloc(nw + 1, sizeof(uint64_t))) == NULL)
             rc = QPT_ENOMEM;
         else if ((rc = read(arg, m->var, w, nw)) < 0) {
@@ -869,7 +900,9 @@ qm_results_running(const qm_set_t *set, qm_read_fn read, void *arg, double cpn, 
                 for (size_t row = 0; row < nr; row++)
                     merge(m->kind, &sum[row], block_tally(m, b, m->base + row * wpr));
             }
-        } else if (rc == 0)
+        } else if (rc == 0 && m->shared)
+            shared_timers(m, w, nr, sum, read, arg, pid);
+        else if (rc == 0)
             for (size_t row = 0; row < nr; row++)
                 sum[row].n = w[row];
         if (rc == 0 && m->focus == QM_PER_THREAD && nrows == before) {
@@ -877,7 +910,8 @@ qm_results_running(const qm_set_t *set, qm_read_fn read, void *arg, double cpn, 
             snprintf(r.focus, sizeof(r.focus), "no thread ran it");
             rc = push_row(&rows, &nrows, &cap, &r);
         }
-        if (rc == 0 && m->focus == QM_PER_SITE && nr > 0 && m->kind != QM_WALL && m->kind != QM_CPU) {
+        if (rc == 0 && m->focus == QM_PER_SITE && nr > 0 && m->kind != QM_WALL && m->kind != QM_CPU
+            && m->from == NULL) { /* (from(): no such row, every row a site) */
             /* The last row holds every call: the calls of no site are those less the
              * sites' (counts and sums only: qm_parse refuses the others). */
             tally_t sites = { 0, 0 };

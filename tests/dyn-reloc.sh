@@ -14,6 +14,7 @@
 #      at the return sites, or in spin's loop) for a window, detach: the code (every
 #      executable mapping) byte for byte what it was, no mapping left (a thread inside
 #      a copy is moved to the same instruction of the original), the counts there;
+#      (b2) the same with -e 'time wall(spin)';
 #  (c) dyn killed (SIGKILL) while instrumented: the program goes on right, `dyn clean`
 #      puts every byte back; at the end every result the program computed was right;
 #  (d) -e 'time wall(...)' of the same procedures (entry and exits in the copy): times
@@ -58,6 +59,26 @@ grep -E -q "^ +$N +se\$" "$dir/cnt.out" || bad "(a) --count se: $(cat "$dir/cnt.
 # (b) attach for a window, detach: the code as it was; (c) dyn killed while
 # instrumented: the program goes on right, dyn clean puts the code back.
 dyn_leaves_no_trace b c 5 lp
+
+# (b2) the same with -e: `time wall(spin)` attached for a window, three times, while the
+# program is mostly inside spin's loop: no mapping left after each detach (the thread
+# in the loop's trampoline let out once the exits are back; main left the code and
+# its counters mapped).
+rm -f "$dir/stop"
+"$P" wait "$dir/stop" >"$dir/wait2.out" &
+tpid=$!
+sleep 0.3
+_maps=$(awk '{ print $1, $6 }' /proc/$tpid/maps)
+for _k in 1 2 3; do
+    "$DYN" attach $tpid -e 'time wall(spin)' --duration 0.3 >"$dir/e-att.out" 2>"$dir/e-att.err" ||
+        bad "(b2) attach: $(cat "$dir/e-att.err")"
+    [ "$_maps" = "$(awk '{ print $1, $6 }' /proc/$tpid/maps)" ] ||
+        { bad "(b2) -e 'time wall(spin)': mappings left after detach $_k"; break; }
+done
+touch "$dir/stop"
+wait $tpid
+tpid=
+[ "$(cat "$dir/wait2.out")" = "ok same" ] || bad "(b2) program: $(cat "$dir/wait2.out")"
 
 # (d) -e takes the same shapes (their entry and exits in the copy): each timed within
 # [1, 2] x its sleeps, nothing left unmeasured, the calls of me counted exactly.

@@ -6,9 +6,11 @@
  * stopped at its first instruction (dyn run -- COMMAND). Entry counters (with --time also
  * timers at entry and exits, with --calls-from counters at call sites) are patched in,
  * sampled while the process runs, and taken out again; the process is left running.
- * Metrics (-e) and --count/--all sessions run on metrics/'s live session engine
- * (qm_live_run, on libqpt); --time and --calls-from sessions still on dynamic/'s
- * (dyn_run_session) until they are metrics too. This file parses options, turns signals
+ * Metrics (-e) and --count/--all/--time sessions (MODULE:GLOB patterns too, '*:malloc')
+ * run on metrics/'s live session engine (qm_live_run, on libqpt): --count P is the
+ * metric `count calls(P)`, --time P `time wall(P) shared`; --calls-from sessions still
+ * on dynamic/'s (dyn_run_session) until the metric language can say "the calls made at
+ * each site inside F" (TODO(#30)). This file parses options, turns signals
  * into the sessions' stop flag, prints what they report and maps failures to exit
  * statuses.
  */
@@ -123,7 +125,8 @@ usage(FILE *f)
         "  -c, --count=PATTERN    count calls of procedures matching the shell glob\n"
         "                         PATTERN (repeatable); MODULE:GLOB names those of\n"
         "                         the shared libraries matching MODULE, e.g.\n"
-        "                         'libc.so.6:malloc' (also with --time, --calls-from)\n"
+        "                         'libc.so.6:malloc', '*:malloc' (every library, also\n"
+        "                         those loaded later; also with --time, --calls-from)\n"
         "  -a, --all              every procedure that can be patched safely\n"
         "  -i, --interval=SEC     print a live table every SEC seconds (rates, totals)\n"
         "      --histogram        at the end, print the calls over time of the most "
@@ -142,7 +145,7 @@ usage(FILE *f)
         "                         (name,calls,wall_ns; wall_ns empty when not timed)\n"
         "      --follow-exec      stay attached with bare patterns too: after an exec\n"
         "                         the new program is instrumented again (always so\n"
-        "                         with a MODULE: pattern or -e); earlier programs' rows\n"
+        "                         without --calls-from); earlier programs' rows\n"
         "                         are named PROG[N]:NAME; forked children add\n"
         "                         to the same rows (their dlopen/exec not followed)\n"
         "      --no-atomic        plain counter increments: faster, but calls made by\n"
@@ -163,6 +166,7 @@ usage(FILE *f)
         "      --commands         steer metrics while attached: read commands from\n"
         "                         standard input (add METRIC, remove NAME|#N, list,\n"
         "                         show, help, quit; its end is quit); -e is optional\n"
+        "                         (--count, --all, --time: taken as their metrics)\n"
         "      --aggregate        the sum, min, max and mean of per-thread metrics over\n"
         "                         the threads, after the table\n"
         "      --max-overhead=PCT keep the time the metrics add under PCT%% of the\n"
@@ -173,7 +177,8 @@ usage(FILE *f)
         "  -V, --version          print the version and exit\n"
         "\n"
         "Several processes (a parallel job's ranks): PID,PID,... or --children PID (the\n"
-        "processes PID started, e.g. mpirun's) with metrics: each process measured at\n"
+        "processes PID started, e.g. mpirun's) with metrics (--count, --all and --time\n"
+        "as their metrics too): each process measured at\n"
         "once, its table (named by its rank when its launcher set one), then the sum,\n"
         "min, max and mean over them; --interval shows them together, --commands steers\n"
         "them all at once, --histogram sums their histograms.\n"
@@ -636,12 +641,15 @@ metrics_session(const opts_t *o, int pid, char *const *argv)
 }
 
 /*****************************************************************************
- * --count and --all on the live session engine (metrics/qm_live.c)
+ * --count, --all and --time on the live session engine (metrics/qm_live.c)
  *
  * Each --count PATTERN is the metric `count calls(PATTERN)`, --all `count calls(*)`,
- * run by qm_live like -e's (it follows dlopen, dlclose, exec and fork); the engine
- * tells what happens through hooks and events, worded here as dyn has always worded
- * them, and its rows become dyn's tables (a procedure matched twice is one row).
+ * --time PATTERN `time wall(PATTERN) shared` (one timer a procedure for the process,
+ * which counts the calls too: the calls and wall ms columns), run by qm_live like -e's
+ * (it follows dlopen, dlclose, exec and fork; a library glob gets a metric in each
+ * library it matches); the engine tells what happens through hooks and events, worded
+ * here as dyn has always worded them, and its rows become dyn's tables (a procedure
+ * matched twice is one row).
  */
 
 /* Seconds between two samples while a histogram is kept (its series are sampled). */
@@ -650,7 +658,11 @@ metrics_session(const opts_t *o, int pid, char *const *argv)
 typedef struct counting {
     const opts_t *o;
     qm_set_t *set;
-    size_t nnamed;       /* metrics [0, nnamed) are --count's; nnamed, --all's */
+    const char **mpat;   /* per metric: the pattern of its option */
+    char *mkind;         /* per metric: 'c' --count, 'a' --all, 'w' --time (a shared
+                          * timer, which counts the calls too) */
+    size_t nm;           /* how many metrics */
+    int timed;           /* --time: rows have a wall time (wall) */
     double t_start;      /* when dyn started */
     int verbose;         /* -v */
     int pid;
@@ -665,6 +677,7 @@ typedef struct counting {
     size_t nslots;       /* its size (a power of 2, at least twice nnames) */
     uint64_t *prev;      /* per row: its calls at the previous live table */
     uint64_t *now;       /* per row: its calls at the last sample */
+    int64_t *wall;       /* per row: its time inside at the last sample, ns (-1: none) */
     drv_hist_t hist;     /* --histogram: the calls over time (hist.v NULL: none) */
     double t0;           /* when the metrics went in (qm_now's clock) */
     double last_table;   /* when the previous live table was shown (0: none yet) */
@@ -744,14 +757,20 @@ count_row(counting_t *c, const char *name)
     uint64_t *q = p != NULL ? realloc(c->now, (c->nnames + 1) * sizeof(uint64_t)) : NULL;
     if (q != NULL)
         c->now = q;
-    if (v == NULL || p == NULL || q == NULL || (v[c->nnames] = strdup(name)) == NULL)
+    int64_t *w = q != NULL ? realloc(c->wall, (c->nnames + 1) * sizeof(int64_t)) : NULL;
+    if (w != NULL)
+        c->wall = w;
+    if (v == NULL || p == NULL || q == NULL || w == NULL
+        || (v[c->nnames] = strdup(name)) == NULL)
         return SIZE_MAX;
     c->prev[c->nnames] = c->now[c->nnames] = 0;
+    c->wall[c->nnames] = -1;
     c->slots[count_slot(c, name)] = c->nnames + 1;
     return c->nnames++;
 }
 
-/* The engine's rows (ROWS, N) as calls per row of c->names, into c->now. */
+/* The engine's rows (ROWS, N) as calls per row of c->names, into c->now, and the
+ * timers' values (--time) into c->wall. */
 static void
 count_take(counting_t *c, const qm_row_t *rows, size_t n)
 {
@@ -764,9 +783,14 @@ count_take(counting_t *c, const qm_row_t *rows, size_t n)
         size_t k = count_row(c, rows[i].focus);
         if (k == SIZE_MAX || seen == NULL)
             continue;
+        /* --time's timer: its time (running calls included, never lower than before)
+         * and its calls. */
+        uint64_t calls = rows[i].kind == QM_WALL ? rows[i].calls : rows[i].value;
+        if (rows[i].kind == QM_WALL)
+            c->wall[k] = (int64_t)rows[i].value;
         /* A procedure matched by two patterns: one row (its two counters agree). */
-        if (!seen[k] || rows[i].value > c->now[k])
-            c->now[k] = rows[i].value;
+        if (!seen[k] || calls > c->now[k])
+            c->now[k] = calls;
         seen[k] = 1;
     }
     free(seen);
@@ -777,9 +801,14 @@ static void
 count_refused(void *arg, size_t m, const char *proc, const char *why)
 {
     counting_t *c = arg;
+    /* "PROC at 0xADDR: reason": the note names PROC already. */
+    size_t np = strlen(proc);
+    if (strncmp(why, proc, np) == 0 && strncmp(why + np, " at 0x", 6) == 0
+        && strstr(why + np, ": ") != NULL)
+        why = strstr(why + np, ": ") + 2;
     for (size_t i = 0; i < c->nref; i++)
         if (strcmp(c->ref[i], proc) == 0) {
-            c->refall[i] &= m == c->nnamed;
+            c->refall[i] &= c->mkind[qm_instance_of(c->set, m)] == 'a';
             return;
         }
     char **r = realloc(c->ref, (c->nref + 1) * sizeof(char *));
@@ -796,7 +825,7 @@ count_refused(void *arg, size_t m, const char *proc, const char *why)
         free(r[c->nref]);
         return;
     }
-    a[c->nref++] = m == c->nnamed;
+    a[c->nref++] = c->mkind[qm_instance_of(c->set, m)] == 'a';
 }
 
 /*
@@ -805,13 +834,15 @@ count_refused(void *arg, size_t m, const char *proc, const char *why)
  * the library that defines it in dyn's own process (libc's functions are the usual
  * case: the same libc.so.6), or the MODULE:NAME form with '*'.
  */
+static const char *count_pattern(const counting_t *c, size_t m);
+
 static void
 count_nomatch(void *arg, size_t m, const char *pattern, qpt_space_t *s)
 {
     counting_t *c = arg;
     char hint[512] = "", plt[300];
     uint32_t p;
-    (void)m;
+    pattern = count_pattern(c, m); /* (as the user wrote it) */
     const char *sep = cfg_module_sep(pattern);
     if (s == NULL && sep != NULL) { /* a static program: no library to wait for */
         count_note(c, 0, "%d: no loaded library matches '%.*s' (in '%s'; the executable's "
@@ -890,11 +921,11 @@ count_placed(counting_t *c, const uint8_t *placed, size_t n)
     return nseen;
 }
 
-/* The pattern of metric M (its text is "count calls(PATTERN)"). */
+/* The pattern of metric M (its text is "count calls(PATTERN)" or "time wall(PATTERN)"). */
 static const char *
 count_pattern(const counting_t *c, size_t m)
 {
-    return m < c->nnamed ? c->o->count[m] : "*";
+    return c->mpat[qm_instance_of(c->set, m)]; /* (a library glob's in one library: its) */
 }
 
 /* qm_live_opts_t.on_event: what the engine did, as dyn says it. */
@@ -965,7 +996,7 @@ static dyn_row_t *
 count_rows(const counting_t *c, int rates)
 {
     return dyn_rows_make(c->nnames, (const char *const *)c->names, c->now,
-                         rates ? c->prev : NULL, NULL);
+                         rates ? c->prev : NULL, c->timed ? c->wall : NULL);
 }
 
 /* The histogram's series up to the rows known now; -1 when out of memory. */
@@ -1032,30 +1063,72 @@ count_ready(void *arg, int pid, double stop_ms)
     c->next_table = c->o->interval > 0 ? c->t0 + c->o->interval : 0;
 }
 
-/* The metrics of --count and --all into C->set; -1 (said) on a pattern the language
- * cannot take. */
+/* The metric of option KIND ('c' --count, 'a' --all, 'w' --time) of PATTERN into TEXT
+ * (LEN bytes). */
+static void
+option_metric(char kind, const char *pattern, char *text, size_t len)
+{
+    /* (--time's timer is shared by the threads, as it always was: the time some thread
+     * is inside, and no per-thread memory, so that thousands of procedures fit.) */
+    /* MODULE:NAME names shared libraries; a MODULE that is a glob without .so in it
+     * ('*:malloc', 'libc*:malloc') is given one ('*.so*'), as the metric language reads
+     * them: a metric in every library that matches, loaded now or later. */
+    const char *sep = cfg_module_sep(pattern);
+    int glob = sep != NULL && strcspn(pattern, "*?[") < (size_t)(sep - pattern);
+    char pat[4100];
+    if (glob && memmem(pattern, (size_t)(sep - pattern), ".so", 3) == NULL)
+        snprintf(pat, sizeof(pat), "%.*s.so*%s", (int)(sep - pattern), pattern, sep);
+    else
+        snprintf(pat, sizeof(pat), "%s", pattern);
+    snprintf(text, len, kind == 'w' ? "time wall(%s) shared" : "count calls(%s)", pat);
+}
+
+/* Metric KIND (see counting_t.mkind) of PATTERN into C->set; -1 (said) when the
+ * language cannot take the pattern. */
+static int
+count_metric(counting_t *c, char kind, const char *pattern)
+{
+    char text[4200], why[2048];
+    const char *opt = kind == 'c' ? "--count" : kind == 'a' ? "--all" : "--time";
+    option_metric(kind, pattern, text, sizeof(text));
+    if (qm_parse(text, opt, 1, &c->set, why, sizeof(why)) < 0) {
+        fprintf(stderr, "%s: %s '%s': %s\n", prog_name, opt, pattern, why);
+        return -1;
+    }
+    c->mpat[c->nm] = pattern;
+    c->mkind[c->nm++] = kind;
+    return 0;
+}
+
+/* The metrics of --time (chosen first: a procedure refused for its timer says that
+ * reason), --count and --all into C->set: --time PATTERN is `time wall(PATTERN) shared`
+ * (which counts the calls too). -1 (said) on a pattern the language cannot take. */
 static int
 count_metrics(counting_t *c)
 {
-    char text[4200], why[2048];
-    c->nnamed = c->o->ncount;
-    for (size_t i = 0; i <= c->o->ncount; i++) {
-        if (i == c->o->ncount && !c->o->all)
-            break;
-        snprintf(text, sizeof(text), "count calls(%s)", count_pattern(c, i));
-        if (qm_parse(text, "--count", 1, &c->set, why, sizeof(why)) < 0) {
-            fprintf(stderr, "%s: --count '%s': %s\n", prog_name, count_pattern(c, i), why);
+    const opts_t *o = c->o;
+    size_t n = o->ntime + o->ncount + 1;
+    c->mpat = calloc(n, sizeof(char *));
+    c->mkind = calloc(n, 1);
+    if (c->mpat == NULL || c->mkind == NULL)
+        return -1;
+    c->timed = o->ntime > 0;
+    for (size_t i = 0; i < o->ntime; i++)
+        if (count_metric(c, 'w', o->time[i]) < 0)
             return -1;
-        }
-    }
+    for (size_t i = 0; i < o->ncount; i++)
+        if (count_metric(c, 'c', o->count[i]) < 0)
+            return -1;
+    if (o->all && count_metric(c, 'a', "*") < 0)
+        return -1;
     qm_hooks_t h = { count_refused, count_nomatch, c, 1, c->o->no_atomic };
     qm_set_hooks(c->set, &h);
     return 0;
 }
 
 /*
- * A --count/--all session on the engine of -e. Returns the exit status as session()
- * does.
+ * A --count/--all/--time session on the engine of -e. Returns the exit status as
+ * session() does.
  */
 static int
 count_session(const opts_t *o, int pid, char *const *argv, double t_start)
@@ -1097,7 +1170,7 @@ count_session(const opts_t *o, int pid, char *const *argv, double t_start)
         fprintf(stderr, "%s: %s\n", prog_name, nothing != NULL ? nothing + 2 : why);
         ret = EXIT_FAIL;
     }
-    if (rep.rows != NULL) {
+    if (rep.rows != NULL || rc == 0) { /* (no row: nothing matched, still a table) */
         count_take(&c, rep.rows, rep.nrows);
         dyn_run_report_t r = { 0 };
         r.pid = rep.pid;
@@ -1105,6 +1178,7 @@ count_session(const opts_t *o, int pid, char *const *argv, double t_start)
         r.names = c.names;
         r.calls = c.now;
         r.rows = count_rows(&c, 0);
+        r.timed = c.timed;
         r.secs = rep.secs;
         r.ended = rep.ended;
         r.status = rep.status;
@@ -1132,6 +1206,9 @@ count_session(const opts_t *o, int pid, char *const *argv, double t_start)
     free(c.slots);
     free(c.prev);
     free(c.now);
+    free(c.wall);
+    free(c.mpat);
+    free(c.mkind);
     free(c.ref);
     free(c.refwhy);
     free(c.refall);
@@ -1158,20 +1235,6 @@ catch_signals(void)
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGHUP, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);
-}
-
-/* Does a --count pattern of O name shared libraries by a glob (MODULE:GLOB with * ? [
- * in MODULE: it may match several)? The one engine measures a metric in one library:
- * such sessions stay on dynamic/'s engine for now (see count_session). */
-static int
-any_library(const opts_t *o)
-{
-    for (size_t i = 0; i < o->ncount; i++) {
-        const char *sep = cfg_module_sep(o->count[i]);
-        if (sep != NULL && strcspn(o->count[i], "*?[") < (size_t)(sep - o->count[i]))
-            return 1;
-    }
-    return 0;
 }
 
 /* ARG as a process id into *PID, or a usage message (for COMMAND) and -1. */
@@ -1596,6 +1659,28 @@ main(int argc, char **argv)
         default: return tool_option_error("dyn", argv, opt);
         }
     }
+    /* --count, --all and --time with several processes or --commands: the metrics they
+     * are (count calls(P), time wall(P) shared), in the metrics' sessions and tables. */
+    char **texts = calloc((size_t)argc + 1, sizeof(char *));
+    size_t ntexts = 0;
+    if (texts == NULL)
+        return EXIT_FAIL;
+    if ((((o.npids > 1 || o.children) && !run) || o.commands) && o.ncalls == 0
+        && !o.no_atomic) {
+        for (size_t i = 0; i < o.ntime + o.ncount + (size_t)o.all; i++) {
+            char kind = i < o.ntime ? 'w' : i < o.ntime + o.ncount ? 'c' : 'a';
+            const char *pat = i < o.ntime ? o.time[i] : i < o.ntime + o.ncount
+                              ? o.count[i - o.ntime] : "*";
+            char text[4200];
+            option_metric(kind, pat, text, sizeof(text));
+            if ((texts[ntexts] = strdup(text)) == NULL)
+                return EXIT_FAIL;
+            o.margs[o.nm] = texts[ntexts++];
+            o.morder[o.nm++] = 'e';
+        }
+        o.ntime = o.ncount = 0;
+        o.all = 0;
+    }
     if (o.max_overhead > 0 && o.nm == 0 && !o.commands) {
         fprintf(stderr, "%s: --max-overhead applies to metrics (-e, --metrics, --commands)\n",
                 prog_name);
@@ -1673,7 +1758,7 @@ main(int argc, char **argv)
         ret = many_session(&o);
     else if (o.nm > 0 || o.commands)
         ret = metrics_session(&o, pid, run ? argv + optind : NULL);
-    else if (o.ntime == 0 && o.ncalls == 0 && !any_library(&o))
+    else if (o.ncalls == 0)
         ret = count_session(&o, pid, run ? argv + optind : NULL, t_started);
     else
         ret = session(&o, pid, run ? argv + optind : NULL, t_started);
@@ -1688,6 +1773,9 @@ main(int argc, char **argv)
         free(trace.last);
         free(trace.wall);
     }
+    for (size_t i = 0; i < ntexts; i++)
+        free(texts[i]);
+    free(texts);
     free(o.margs);
     free(o.morder);
     free(o.count);
