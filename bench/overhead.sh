@@ -43,6 +43,7 @@
 #   SQLITE_SMALL_SIZE (15); bzip2 input sizes: see bench/workloads.sh.
 set -eu
 BENCH=$(cd "$(dirname "$0")" && pwd)
+. "$BENCH/record.sh"
 DIR=${1:-${QPT_BENCH_DIR:-bench-workloads}}
 QPT=${2:-tools/qpt-rewrite}
 ROUNDS=${ROUNDS:-10}
@@ -347,8 +348,7 @@ for wl in $WORKLOADS; do
     done
 done
 
-# --- README's figures (bench/record.sh; make bench sets BENCH_RESULTS) ------------------
-. "$BENCH/record.sh"
+# --- README's figures (bench/record.sh, sourced at the start; make bench sets BENCH_RESULTS)
 wl_name() { case $1 in sqlite) echo "sqlite speedtest1" ;; *) echo "$1" ;; esac; }
 # ratios KIND VARIANT: "1.052x, 1.059x, 1.060x" over the workloads that have it
 ratios() {

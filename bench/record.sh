@@ -17,6 +17,10 @@ bench_commit() {
         echo unknown
 }
 
+# The commit is taken when this file is sourced: source it at the start of a script, so
+# that a commit made while the script runs is not credited with its figures.
+BENCH_COMMIT=${BENCH_COMMIT:-$(bench_commit)}
+
 bench_record() { # KEY WHAT FIGURE
     [ -n "${BENCH_RESULTS:-}" ] || return 0
     local key=$1 what=$2 figure=$3 script tmp
@@ -25,6 +29,6 @@ bench_record() { # KEY WHAT FIGURE
     touch "$BENCH_RESULTS" || return 1
     awk -F'\t' -v k="$key" '$1 != k' "$BENCH_RESULTS" >"$tmp" &&
         printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$key" "$what" "$figure" "$script" \
-            "$(date -u +%Y-%m-%d)" "$(bench_commit)" >>"$tmp" &&
+            "$(date -u +%Y-%m-%d)" "$BENCH_COMMIT" >>"$tmp" &&
         mv "$tmp" "$BENCH_RESULTS"
 }

@@ -30,6 +30,7 @@
 # Usage: bench/trace.sh [DIR [qpt-rewrite [qp]]]
 set -eu
 BENCH=$(cd "$(dirname "$0")" && pwd)
+. "$BENCH/record.sh"
 DIR=${1:-${QPT_BENCH_DIR:-bench-workloads}}
 QPT=${2:-tools/qpt-rewrite}
 QP=${3:-tools/qp}
@@ -178,7 +179,6 @@ for wl in $WORKLOADS; do
     rm -rf "$T/qp" "$T/v1" "$T/v2" "$T/v3" "$T/run"
 done
 
-. "$BENCH/record.sh"
 names=$(echo "$WORKLOADS" | sed 's/ /, /g')
 [ -z "${BYTES_X:-}" ] || bench_record trace.bytes "Trace size, chord trace vs a record per block ($names)" "$BYTES_X fewer bytes"
 [ "$IROUNDS" = 0 ] || [ -z "${INSTR_X:-}" ] ||
