@@ -157,20 +157,9 @@ frame_kept(trav_t *t, const slot_proof_t *pf, cfg_u64_vec_t *q)
     return 1;
 }
 
-/* The table the jump at A has, or NULL. */
-static const cfg_table_t *
-table_of(const cfg_bproc_t *bp, uint64_t a)
-{
-    for (size_t k = 0; k < bp->tables.n; k++)
-        if (bp->tables.v[k].jump == a)
-            return &bp->tables.v[k];
-    return NULL;
-}
-
 int
 cfg_slot_holds(trav_t *t, const slot_proof_t *pf)
 {
-    cfg_builder_t *b = t->b;
     const cfg_bproc_t *bp = t->bp;
     if (t->unresolved > 0 || !straight(t, pf->first, pf->store)
         || !straight(t, pf->load, pf->jump))
@@ -185,51 +174,11 @@ cfg_slot_holds(trav_t *t, const slot_proof_t *pf)
     int rc = frame_kept(t, pf, &q), proven = rc == 1;
     rc = rc < 0 ? rc : 0;
     /* Every way into the load passes the store. */
-    while (rc == 0 && proven && q.n > 0) {
-        uint64_t a = q.v[--q.n];
-        int after = (a >> 63) != 0; /* the instruction at A moved sp: its ways on */
-        a &= ~(1ull << 63);
-        int64_t s = cfg_slot(bp, a);
-        if (s < 0 || !(t->sc->map[s] & M_START))
-            continue; /* out of the procedure (a tail call), or not code */
-        if (!after) {
-            if (seen[s] || a == pf->store)
-                continue;
-            if (a == pf->load) {
-                proven = 0;
-                break;
-            }
-            seen[s] = 1;
-        }
-        arch_insn_t in;
-        if (cfg_decode_at(b, a, cfg_range_end(bp, a), &in) < 0) {
-            proven = 0;
-            break;
-        }
-        uint64_t next = a + in.len;
-        switch (in.kind) {
-        case ARCH_KIND_RET:
-        case ARCH_KIND_HALT: break;
-        case ARCH_KIND_JMP: rc = CFG_VEC_PUSH(q, in.target); break;
-        case ARCH_KIND_JCC:
-            rc = CFG_VEC_PUSH(q, in.target);
-            rc = rc ? rc : CFG_VEC_PUSH(q, next);
-            break;
-        case ARCH_KIND_JMP_IND: {
-            const cfg_table_t *tab = table_of(bp, a);
-            int tail = 0;
-            for (size_t k = 0; k < t->ptr_jumps.n && !tail; k++)
-                tail = t->ptr_jumps.v[k] == a;
-            for (uint32_t i = 0; tab != NULL && rc == 0 && i < tab->nentries; i++)
-                rc = CFG_VEC_PUSH(q, cfg_jtab_entry(b->img, tab, i));
-            if (tab == NULL && !tail)
-                proven = 0; /* it may go anywhere */
-            break;
-        }
-        default: rc = CFG_VEC_PUSH(q, next); break; /* calls come back to the frame */
-        }
-    }
+    if (rc == 0 && proven)
+        rc = cfg_ways_pass(t, &q, seen, pf->store, pf->load);
+    else
+        rc = rc < 0 ? rc : 0;
     free(seen);
     CFG_VEC_FREE(q);
-    return rc < 0 ? rc : proven;
+    return rc;
 }

@@ -925,35 +925,55 @@ hoist_holds(trav_t *t, const hoist_proof_t *pf)
         }
         base += rg->end - rg->start;
     }
-    while (rc == 0 && proven && q.n > 0) {
-        uint64_t a = q.v[--q.n];
-        int after = (a >> 63) != 0; /* the instruction at A wrote the register: its ways on */
+    if (rc == 0 && proven)
+        rc = cfg_ways_pass(t, &q, seen, pf->lea, pf->jump);
+    else
+        rc = rc < 0 ? rc : 0;
+    free(seen);
+    CFG_VEC_FREE(q);
+    return rc;
+}
+
+/*
+ * The walk of both proofs (hoist_holds, cfg_slot_holds): from the places in Q (one with
+ * the high bit set: the ways on from the instruction there, not the instruction), every
+ * way through T's traversed code must meet DEF before USE. Ways go through calls (they
+ * come back), both ways of a branch, the tables' entries; a jump whose targets are not
+ * known (other than a tail call through a pointer) fails the proof, and so does code
+ * that cannot be decoded. SEEN: a byte per byte of the procedure's ranges, zeroed.
+ * 1 proven, 0 not, or QP_ENOMEM; Q is used up.
+ */
+int
+cfg_ways_pass(trav_t *t, cfg_u64_vec_t *q, uint8_t *seen, uint64_t def, uint64_t use)
+{
+    cfg_builder_t *b = t->b;
+    const cfg_bproc_t *bp = t->bp;
+    int rc = 0;
+    while (rc == 0 && q->n > 0) {
+        uint64_t a = q->v[--q->n];
+        int after = (a >> 63) != 0;
         a &= ~(1ull << 63);
         int64_t s = cfg_slot(bp, a);
         if (s < 0 || !(t->sc->map[s] & M_START))
             continue; /* out of the procedure (a tail call), or not code */
         if (!after) {
-            if (seen[s] || a == pf->lea)
+            if (seen[s] || a == def)
                 continue;
-            if (a == pf->jump) {
-                proven = 0;
-                break;
-            }
+            if (a == use)
+                return 0;
             seen[s] = 1;
         }
         arch_insn_t in;
-        if (cfg_decode_at(b, a, cfg_range_end(bp, a), &in) < 0) {
-            proven = 0;
-            break;
-        }
+        if (cfg_decode_at(b, a, cfg_range_end(bp, a), &in) < 0)
+            return 0;
         uint64_t next = a + in.len;
         switch (in.kind) {
         case ARCH_KIND_RET:
         case ARCH_KIND_HALT: break;
-        case ARCH_KIND_JMP: rc = CFG_VEC_PUSH(q, in.target); break;
+        case ARCH_KIND_JMP: rc = CFG_VEC_PUSH(*q, in.target); break;
         case ARCH_KIND_JCC:
-            rc = CFG_VEC_PUSH(q, in.target);
-            rc = rc ? rc : CFG_VEC_PUSH(q, next);
+            rc = CFG_VEC_PUSH(*q, in.target);
+            rc = rc ? rc : CFG_VEC_PUSH(*q, next);
             break;
         case ARCH_KIND_JMP_IND: {
             const cfg_table_t *tab = NULL;
@@ -962,22 +982,20 @@ hoist_holds(trav_t *t, const hoist_proof_t *pf)
                     tab = &bp->tables.v[k];
             if (tab != NULL) {
                 for (uint32_t i = 0; rc == 0 && i < tab->nentries; i++)
-                    rc = CFG_VEC_PUSH(q, cfg_jtab_entry(b->img, tab, i));
+                    rc = CFG_VEC_PUSH(*q, cfg_jtab_entry(b->img, tab, i));
                 break;
             }
             int tail = 0;
             for (size_t k = 0; k < t->ptr_jumps.n && !tail; k++)
                 tail = t->ptr_jumps.v[k] == a;
             if (!tail)
-                proven = 0; /* it may go anywhere */
+                return 0; /* it may go anywhere */
             break;
         }
-        default: rc = CFG_VEC_PUSH(q, next); break; /* calls keep the register */
+        default: rc = CFG_VEC_PUSH(*q, next); break; /* calls come back */
         }
     }
-    free(seen);
-    CFG_VEC_FREE(q);
-    return rc < 0 ? rc : proven;
+    return rc < 0 ? rc : 1;
 }
 
 /* Prove the hoisted table bases resolve_pending took: 0, or 1 when one does not hold

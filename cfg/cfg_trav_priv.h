@@ -78,4 +78,10 @@ cfg_slot_find(trav_t *t, uint64_t j, arch_jtab_t *jt, slot_proof_t *pf /*OUT*/);
 int
 cfg_slot_holds(trav_t *t, const slot_proof_t *pf);
 
+/* Every way from the places in Q through T's traversed code meets DEF before USE
+ * (cfg_trav.c; the walk of hoisted bases' and spilled tables' proofs): 1, 0, or
+ * QP_ENOMEM. */
+int
+cfg_ways_pass(trav_t *t, cfg_u64_vec_t *q, uint8_t *seen, uint64_t def, uint64_t use);
+
 #endif
