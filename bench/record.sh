@@ -21,6 +21,12 @@ bench_commit() {
 # that a commit made while the script runs is not credited with its figures.
 BENCH_COMMIT=${BENCH_COMMIT:-$(bench_commit)}
 
+# ", load average L": the 1-minute load when a wall-time figure was taken (2 cores here:
+# above 2, other work shared the machine and the wall times say little)
+bench_load() {
+    printf ', load average %s' "$(cut -d' ' -f1 /proc/loadavg 2>/dev/null || echo '?')"
+}
+
 bench_record() { # KEY WHAT FIGURE
     [ -n "${BENCH_RESULTS:-}" ] || return 0
     local key=$1 what=$2 figure=$3 script tmp

@@ -75,7 +75,7 @@ for f in $inputs; do
     case $n in cc1 | chromium)
         [ "$ns" = fail ] || [ "$qs" = fail ] ||
             bench_record "scale.$n" "Null / qp rewrite of $n ($text MB of text)" \
-                "$ns s / $qs s wall, $nc s / $qc s CPU; $nm / $qm MB ($runs, $(nproc) cores)" ;;
+                "$ns s / $qs s wall, $nc s / $qc s CPU; $nm / $qm MB ($runs, $(nproc) cores$(bench_load))" ;;
     esac
 done
 # Growth exponents: slope of log(y) against log(text) over the inputs measured.

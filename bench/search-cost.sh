@@ -72,14 +72,14 @@ printf 'search cost (python3.11, %s iterations, median of %s): native %.2f s, un
     "$ITER" "$ROUNDS" "$n" "$s" "$(echo "$s / $n" | bc -l)"
 grep -E "^ 1\. |stopped" "$tmp/out" | head -3
 bench_record search.python "\`dyn search --max-overhead 5 run\`: a CPU-bound python3.11 run ($(printf '%.1f' "$n") s), dyn's start and analysis included" \
-    "$(printf '%.3f' "$(echo "$s / $n" | bc -l)")x native wall time (median of $ROUNDS)"
+    "$(printf '%.3f' "$(echo "$s / $n" | bc -l)")x native wall time (median of $ROUNDS$(bench_load))"
 n=$(med <"$tmp/wnative")
 s=$(med <"$tmp/wsearch")
 printf 'search cost (python3.11, the work alone, attached, median of %s): native %.2f s, under dyn search %.2f s, ratio %.3f\n' \
     "$ROUNDS" "$n" "$s" "$(echo "$s / $n" | bc -l)"
 grep -E "^ 1\. |stopped" "$tmp/aout" | head -3
 bench_record search.attached "\`dyn search --max-overhead 5 attach\`: the same work, the search attached" \
-    "$(printf '%.3f' "$(echo "$s / $n" | bc -l)")x native wall time (median of $ROUNDS)"
+    "$(printf '%.3f' "$(echo "$s / $n" | bc -l)")x native wall time (median of $ROUNDS$(bench_load))"
 
 # postgres
 PGBIN=/usr/lib/postgresql/15/bin
@@ -126,5 +126,5 @@ fi
 printf 'search cost (postgres backend, %s rows, median of %s): native %.2f s, under dyn search %.2f s, ratio %.3f\n' \
     "$PGROWS" "$ROUNDS" "$(echo "$n / 1000" | bc -l)" "$(echo "$s / 1000" | bc -l)" "$(echo "$s / $n" | bc -l)"
 bench_record search.postgres "\`dyn search --max-overhead 5 attach\`: a postgres backend's $(printf '%.0f' "$(echo "$n / 1000" | bc -l)") s query" \
-    "$(printf '%.3f' "$(echo "$s / $n" | bc -l)")x native (budget 5%; median of $ROUNDS)"
+    "$(printf '%.3f' "$(echo "$s / $n" | bc -l)")x native (budget 5%; median of $ROUNDS$(bench_load))"
 grep -v "note:" "$tmp/pg-dyn.out" | tail -n 25 >&2
