@@ -372,6 +372,30 @@ edl_collect_pads(const ed_plan_t *plan, uint32_t pi, uint64_t **out, size_t *n, 
     return 0;
 }
 
+/*
+ * The first block of procedure PI that starts inside one of its redirects PADS (sorted),
+ * after the redirect's first byte, or 0. A jump of PI translated at run time goes to the
+ * old code when its target is no procedure's entry (the translation table's keys), so
+ * every block of PI may be entered in the old code: at a redirect's start that is right
+ * (it jumps to the block's new code), a few bytes further it runs the middle of the
+ * redirect's jump (chromium: a 2-byte `xor %ebx,%ebx` case falling into another case).
+ */
+static uint64_t
+block_under_pad(const ed_plan_t *plan, uint32_t pi, const uint64_t *pads, size_t npads)
+{
+    const cfg_prog_t *prog = plan->prog;
+    const cfg_proc_t *p = &prog->procs[pi];
+    uint64_t len = PAD_LEN(plan), first = 0;
+    for (uint32_t b = p->block; b < p->block + p->nblocks; b++) {
+        uint64_t st = prog->blocks[b].start;
+        /* The last redirect at or before ST: the only one that may cover it. */
+        size_t k = cfg_u64_lower_bound(pads, npads, st + 1);
+        if (k > 0 && pads[k - 1] < st && st < pads[k - 1] + len && (first == 0 || st < first))
+            first = st;
+    }
+    return first;
+}
+
 /* Set the reason of procedure PI unless it has one already. */
 static void
 leave(ed_plan_t *plan, uint32_t pi, const char *why)
@@ -850,9 +874,13 @@ edl_decide(ed_plan_t *plan)
             continue;
         }
         uint64_t unresolved = 0;
+        int xlated = 0; /* a jump translated at run time: a miss runs the old code */
         for (uint32_t b = p->block; b < p->block + p->nblocks && !unresolved; b++)
-            if (edl_block_unresolved(prog, &prog->blocks[b]) && !translatable(prog, &prog->blocks[b]))
-                unresolved = prog->blocks[b].end;
+            if (edl_block_unresolved(prog, &prog->blocks[b])) {
+                if (!translatable(prog, &prog->blocks[b]))
+                    unresolved = prog->blocks[b].end;
+                xlated = 1;
+            }
         if (unresolved) {
             *r = owned_reason(plan, "indirect jump with unknown targets before 0x%llx",
                 (unsigned long long)unresolved);
@@ -890,6 +918,12 @@ edl_decide(ed_plan_t *plan)
             memmove(pads + drop, pads + drop + 1, (npads - drop - 1) * sizeof(uint64_t));
             npads--;
         }
+        uint64_t covered = *r == NULL && xlated ? block_under_pad(plan, i, pads, npads) : 0;
+        if (covered != 0)
+            *r = owned_reason(plan,
+                "a redirect would cover the block at 0x%llx, where a jump translated at "
+                "run time may land in the old code",
+                (unsigned long long)covered);
         free(pads);
     }
     free(vouched);
