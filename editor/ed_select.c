@@ -383,8 +383,9 @@ under_pad(const ed_plan_t *plan, const uint64_t *pads, size_t npads, uint64_t ad
 
 /*
  * The first place where procedure PI's old code may be entered that lies inside one of
- * its redirects PADS (sorted), after the redirect's first byte, or 0. Entered at a redirect's start, the old code jumps to the new; a few bytes further
- * it runs the middle of the redirect's jump. Such places: every block, when PI has a jump
+ * its redirects PADS (sorted), after the redirect's first byte, or 0. Entered at a
+ * redirect's start, the old code jumps to the new; a few bytes further it runs the
+ * middle of the redirect's jump. Such places: every block, when PI has a jump
  * translated at run time (XLATED: a target that is no procedure's entry, the translation
  * table's keys, runs the old code; chromium 156: a 2-byte `xor %ebx,%ebx` case falling
  * into another case); the addresses the program holds inside PI's blocks, not at their
@@ -399,11 +400,13 @@ landing_under_pad(const ed_plan_t *plan, uint32_t pi, const uint64_t *pads, size
     uint64_t first = 0;
     for (uint32_t b = p->block; b < p->block + p->nblocks; b++) {
         const cfg_block_t *bl = &prog->blocks[b];
-        if (xlated && under_pad(plan, pads, npads, bl->start) && (first == 0 || bl->start < first)) {
+        if (xlated && under_pad(plan, pads, npads, bl->start)
+            && (first == 0 || bl->start < first)) {
             first = bl->start;
             *held = 0;
         }
-        for (size_t k = cfg_u64_lower_bound(mid, nmid, bl->start); k < nmid && mid[k] < bl->end; k++)
+        size_t k = cfg_u64_lower_bound(mid, nmid, bl->start);
+        for (; k < nmid && mid[k] < bl->end; k++)
             if (under_pad(plan, pads, npads, mid[k]) && (first == 0 || mid[k] < first)) {
                 first = mid[k];
                 *held = 1;
@@ -977,11 +980,15 @@ edl_decide(ed_plan_t *plan)
         uint64_t covered = *r == NULL
             ? landing_under_pad(plan, i, pads, npads, xlated, mid, nmid, &held) : 0;
         if (covered != 0 && held)
-            *r = owned_reason(plan, "a redirect would cover 0x%llx, an address the program "
-                "holds, where the old code runs", (unsigned long long)covered);
+            *r = owned_reason(plan,
+                "a redirect would cover 0x%llx, an address the program holds, where the "
+                "old code runs",
+                (unsigned long long)covered);
         else if (covered != 0)
-            *r = owned_reason(plan, "a redirect would cover the block at 0x%llx, where a jump "
-                "translated at run time may land in the old code", (unsigned long long)covered);
+            *r = owned_reason(plan,
+                "a redirect would cover the block at 0x%llx, where a jump translated at "
+                "run time may land in the old code",
+                (unsigned long long)covered);
         free(pads);
     }
     free(vouched);
