@@ -372,6 +372,82 @@ edl_collect_pads(const ed_plan_t *plan, uint32_t pi, uint64_t **out, size_t *n, 
     return 0;
 }
 
+/* Does ADDR lie inside one of the redirects PADS (sorted), after its first byte? */
+static int
+under_pad(const ed_plan_t *plan, const uint64_t *pads, size_t npads, uint64_t addr)
+{
+    /* The last redirect at or before ADDR: the only one that may cover it. */
+    size_t k = cfg_u64_lower_bound(pads, npads, addr + 1);
+    return k > 0 && pads[k - 1] < addr && addr < pads[k - 1] + PAD_LEN(plan);
+}
+
+/*
+ * The first place where procedure PI's old code may be entered that lies inside one of
+ * its redirects PADS (sorted), after the redirect's first byte, or 0. Entered at a
+ * redirect's start, the old code jumps to the new; a few bytes further it runs the
+ * middle of the redirect's jump. Such places: every block, when PI has a jump
+ * translated at run time (XLATED: a target that is no procedure's entry, the translation
+ * table's keys, runs the old code; chromium 156: a 2-byte `xor %ebx,%ebx` case falling
+ * into another case); the addresses the program holds inside PI's blocks, not at their
+ * start (MID, sorted: entered there, the old code runs; *HELD set for those).
+ */
+static uint64_t
+landing_under_pad(const ed_plan_t *plan, uint32_t pi, const uint64_t *pads, size_t npads,
+    int xlated, const uint64_t *mid, size_t nmid, int *held)
+{
+    const cfg_prog_t *prog = plan->prog;
+    const cfg_proc_t *p = &prog->procs[pi];
+    uint64_t first = 0;
+    for (uint32_t b = p->block; b < p->block + p->nblocks; b++) {
+        const cfg_block_t *bl = &prog->blocks[b];
+        if (xlated && under_pad(plan, pads, npads, bl->start)
+            && (first == 0 || bl->start < first)) {
+            first = bl->start;
+            *held = 0;
+        }
+        size_t k = cfg_u64_lower_bound(mid, nmid, bl->start);
+        for (; k < nmid && mid[k] < bl->end; k++)
+            if (under_pad(plan, pads, npads, mid[k]) && (first == 0 || mid[k] < first)) {
+                first = mid[k];
+                *held = 1;
+            }
+    }
+    return first;
+}
+
+/*
+ * The addresses the program holds (a relocated word, a rip-relative operand) inside a
+ * block, not at its start, sorted and unique into *OUT (*N): entered there, the old code
+ * runs (ed_layout.c's count_held_inside reports them).
+ */
+static int
+held_mid_block(const cfg_prog_t *prog, uint64_t **out, size_t *n)
+{
+    cfg_held_t *h;
+    size_t nh, k = 0;
+    *out = NULL;
+    *n = 0;
+    QP_CHECK(cfg_held_addrs(prog, &h, &nh));
+    uint64_t *v = malloc((nh + 1) * sizeof(uint64_t));
+    if (v == NULL) {
+        free(h);
+        return QP_ENOMEM;
+    }
+    for (size_t i = 0; i < nh; i++) {
+        if (h[i].src != CFG_HELD_RELOC && h[i].src != CFG_HELD_RIPREL)
+            continue;
+        uint32_t bi = cfg_block_at(prog, h[i].addr);
+        if (bi == CFG_NONE || prog->blocks[bi].start == h[i].addr
+            || (k > 0 && v[k - 1] == h[i].addr))
+            continue;
+        v[k++] = h[i].addr; /* sorted: cfg_held_addrs sorts by address */
+    }
+    free(h);
+    *out = v;
+    *n = k;
+    return 0;
+}
+
 /* Set the reason of procedure PI unless it has one already. */
 static void
 leave(ed_plan_t *plan, uint32_t pi, const char *why)
@@ -817,9 +893,14 @@ edl_decide(ed_plan_t *plan)
     plan->copied = calloc(prog->nprocs + 1, 1);
     if (plan->copied == NULL)
         return QP_ENOMEM;
+    uint64_t *mid;
+    size_t nmid;
+    QP_CHECK(held_mid_block(prog, &mid, &nmid));
     uint8_t *vouched = edl_vouched_procs(prog);
-    if (vouched == NULL)
+    if (vouched == NULL) {
+        free(mid);
         return QP_ENOMEM;
+    }
     leave_v8_builtins(plan);
     for (uint32_t i = 0; plan->opts.all_in_place != NULL && i < prog->nprocs; i++)
         if (!(prog->procs[i].flags & CFG_PROC_FRAGMENT))
@@ -850,9 +931,13 @@ edl_decide(ed_plan_t *plan)
             continue;
         }
         uint64_t unresolved = 0;
+        int xlated = 0; /* a jump translated at run time: a miss runs the old code */
         for (uint32_t b = p->block; b < p->block + p->nblocks && !unresolved; b++)
-            if (edl_block_unresolved(prog, &prog->blocks[b]) && !translatable(prog, &prog->blocks[b]))
-                unresolved = prog->blocks[b].end;
+            if (edl_block_unresolved(prog, &prog->blocks[b])) {
+                if (!translatable(prog, &prog->blocks[b]))
+                    unresolved = prog->blocks[b].end;
+                xlated = 1;
+            }
         if (unresolved) {
             *r = owned_reason(plan, "indirect jump with unknown targets before 0x%llx",
                 (unsigned long long)unresolved);
@@ -864,6 +949,7 @@ edl_decide(ed_plan_t *plan)
         int prc = edl_collect_pads(plan, i, &pads, &npads, &nind);
         if (prc < 0) {
             free(vouched);
+            free(mid);
             return prc;
         }
         /* A redirect that does not fit: drop the next one, or this one, when only direct
@@ -890,9 +976,23 @@ edl_decide(ed_plan_t *plan)
             memmove(pads + drop, pads + drop + 1, (npads - drop - 1) * sizeof(uint64_t));
             npads--;
         }
+        int held = 0;
+        uint64_t covered = *r == NULL
+            ? landing_under_pad(plan, i, pads, npads, xlated, mid, nmid, &held) : 0;
+        if (covered != 0 && held)
+            *r = owned_reason(plan,
+                "a redirect would cover 0x%llx, an address the program holds, where the "
+                "old code runs",
+                (unsigned long long)covered);
+        else if (covered != 0)
+            *r = owned_reason(plan,
+                "a redirect would cover the block at 0x%llx, where a jump translated at "
+                "run time may land in the old code",
+                (unsigned long long)covered);
         free(pads);
     }
     free(vouched);
+    free(mid);
     leave_code_ranges(plan);
     /* Moved code must get an unwind entry that says what the old one said. */
     int rc = ed_unwind_fdes(prog->img, check_fde, plan);
