@@ -919,7 +919,11 @@ place(live_t *l, size_t first, int stopped, int predict, double *stop_ms, unsign
     }
     int rc2 = qpt_commit(s);
     /* A point the commit could not install (its padding taken by the others): that
-     * procedure left out, with a note, and the rest committed again. */
+     * procedure left out, with a note, and the rest committed again. A point refused
+     * only because a thread was inside its bytes at that instant (a tight loop through
+     * them) is tried again first, the process let run for a moment in between, unless
+     * it was stopped when this began (it must not run before its metrics are in). */
+    int moments = stopped ? 0 : 10, moment = 0; /* about 0.1 s in all */
     for (int tries = 0; rc == 0 && rc2 < 0 && tries < 256; tries++) {
         qpt_space_t *where;
         qpt_handle_t h;
@@ -928,6 +932,18 @@ place(live_t *l, size_t first, int stopped, int predict, double *stop_ms, unsign
         char *tail = strstr(msg, " (nothing changed)");
         if (tail != NULL)
             *tail = '\0';
+        if (moments > 0 && strstr(msg, "a thread is inside") != NULL) {
+            moments--;
+            if (qpt_run(s) < 0)
+                break;
+            /* longer and longer: a loop through them may run a while between calls */
+            moment++;
+            nap(0.002 * moment);
+            if ((rc2 = qpt_stop(s)) < 0)
+                break;
+            rc2 = qpt_commit(s);
+            continue;
+        }
         if (qpt_commit_refused(s, &where, &h) != 0)
             break;
         int by_metric = qm_drop_refused(l->set, s, where, h, l->o->note, l->o->note_arg, msg);
