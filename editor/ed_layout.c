@@ -1605,21 +1605,17 @@ retarget_tables(ed_plan_t *plan, const qp_space_ops_t *ops, void *space)
 static int
 count_held_inside(ed_plan_t *plan)
 {
-    const cfg_prog_t *prog = plan->prog;
-    cfg_held_t *h;
+    uint64_t *mid;
     size_t n;
-    QP_CHECK(cfg_held_addrs(prog, &h, &n));
+    QP_CHECK(edl_held_mid_block(plan->prog, &mid, &n));
     for (size_t i = 0; i < n; i++) {
-        if (h[i].src != CFG_HELD_RELOC && h[i].src != CFG_HELD_RIPREL)
-            continue;
-        uint32_t bi = cfg_block_at(prog, h[i].addr), o = edl_owner_at(prog, h[i].addr);
-        if (bi == CFG_NONE || prog->blocks[bi].start == h[i].addr || o == CFG_NONE
-            || plan->reason[o] != NULL || (i > 0 && h[i - 1].addr == h[i].addr))
+        uint32_t o = edl_owner_at(plan->prog, mid[i]);
+        if (o == CFG_NONE || plan->reason[o] != NULL)
             continue;
         if (plan->stats.nheld_inside++ == 0)
-            plan->stats.held_inside = h[i].addr;
+            plan->stats.held_inside = mid[i];
     }
-    free(h);
+    free(mid);
     return 0;
 }
 

@@ -168,6 +168,8 @@ slot_size(const ed_plan_t *plan, const ed_slot_t *s)
 
 /* The procedure that owns the code at ADDR (a fragment's parent), or CFG_NONE. */
 uint32_t edl_owner_at(const cfg_prog_t *prog, uint64_t addr);
+/* The held addresses inside a block, not at its start: sorted, unique (ed_select.c). */
+int edl_held_mid_block(const cfg_prog_t *prog, uint64_t **out, size_t *n);
 
 /* Old addresses of procedure PI that need a redirect (*OUT, *N of them, sorted; *NIND of
  * them not its entry). 0 or QP_ENOMEM. */

@@ -420,8 +420,8 @@ landing_under_pad(const ed_plan_t *plan, uint32_t pi, const uint64_t *pads, size
  * block, not at its start, sorted and unique into *OUT (*N): entered there, the old code
  * runs (ed_layout.c's count_held_inside reports them).
  */
-static int
-held_mid_block(const cfg_prog_t *prog, uint64_t **out, size_t *n)
+int
+edl_held_mid_block(const cfg_prog_t *prog, uint64_t **out, size_t *n)
 {
     cfg_held_t *h;
     size_t nh, k = 0;
@@ -895,7 +895,7 @@ edl_decide(ed_plan_t *plan)
         return QP_ENOMEM;
     uint64_t *mid;
     size_t nmid;
-    QP_CHECK(held_mid_block(prog, &mid, &nmid));
+    QP_CHECK(edl_held_mid_block(prog, &mid, &nmid));
     uint8_t *vouched = edl_vouched_procs(prog);
     if (vouched == NULL) {
         free(mid);
