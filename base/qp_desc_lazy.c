@@ -280,14 +280,7 @@ decode_index(rbuf_t *b, qp_desc_t *out, struct qp_desc_lazy *lz, char *why, size
                part, i - 1);
         return QP_EFORMAT;
     }
-    uint64_t rest = (uint64_t)(b->n - b->off) + b->left;
-    if (rest != h->strtab_size
-        || desc_get_bytes(b, (uint8_t *)out->strtab, h->strtab_size) < 0) {
-        qp_why(why, whylen, "description index: %llu bytes after the records, the string "
-               "table has %u", (unsigned long long)rest, h->strtab_size);
-        return QP_EFORMAT;
-    }
-    return 0;
+    return desc_get_strtab(b, h, out, "index", why, whylen);
 }
 
 /* The chunks against the header and each other: they share out the procedures, blocks

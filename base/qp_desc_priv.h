@@ -136,6 +136,9 @@ uint64_t
 desc_get_u(rbuf_t *r);
 int
 desc_get_bytes(rbuf_t *r, uint8_t *out, size_t n);
+int
+desc_get_strtab(rbuf_t *b, const qp_desc_hdr_t *h, qp_desc_t *out, const char *what,
+                char *why, size_t whylen);
 uint64_t
 desc_get_max(rbuf_t *r, uint64_t max);
 uint32_t

@@ -231,12 +231,20 @@ decode_body(rbuf_t *b, qp_desc_t *out, char *why, size_t whylen)
                i - 1);
         return QP_EFORMAT;
     }
-    /* What is left of the body is the string table, exactly. */
+    return desc_get_strtab(b, h, out, "body", why, whylen);
+}
+
+/* What is left of B is the string table, exactly: read into OUT's; WHAT names the
+ * stream in the error ("body", "index"). */
+int
+desc_get_strtab(rbuf_t *b, const qp_desc_hdr_t *h, qp_desc_t *out, const char *what,
+                char *why, size_t whylen)
+{
     uint64_t rest = (uint64_t)(b->n - b->off) + b->left;
     if (rest != h->strtab_size
         || desc_get_bytes(b, (uint8_t *)out->strtab, h->strtab_size) < 0) {
-        qp_why(why, whylen, "description body: %llu bytes after the records, the string "
-               "table has %u", (unsigned long long)rest, h->strtab_size);
+        qp_why(why, whylen, "description %s: %llu bytes after the records, the string "
+               "table has %u", what, (unsigned long long)rest, h->strtab_size);
         return QP_EFORMAT;
     }
     return 0;
