@@ -131,7 +131,10 @@ enum qp_driver_kind {
     QP_DRIVER_QP = 1,    /* counters on the edges outside a maximum spanning tree */
     QP_DRIVER_NAIVE = 2, /* a counter in every block */
     QP_DRIVER_LIB = 3,   /* a libqpt mutator's words (no procedure described; the string
-                          * table names what was inserted) */
+                          * table holds "libqpt:HASH" of what was inserted where, then
+                          * "libqpt-var OFFSET BYTES NAME" per named variable and
+                          * "libqpt-note NAME\nTEXT" per note, such as the metrics'
+                          * layout of qpt-rewrite -e: libqpt/qpt_note.c) */
 };
 
 enum {

@@ -79,6 +79,8 @@ describe(void *arg, const ed_plan_t *plan, uint64_t counters, uint8_t **buf, siz
         free(str);
     }
     if (rc == 0)
+        rc = qpt_notes_describe(w->s, &d); /* qpt_note_set's texts */
+    if (rc == 0)
         rc = qp_desc_serialize(&d, buf, len);
     if (rc == 0)
         w->s->written_id = *id = ((const qp_desc_hdr_t *)*buf)->id;
@@ -574,29 +576,46 @@ qpt_profile_read(const char *profile, uint64_t addr, uint64_t *out, size_t nword
  * description (.qpt.desc of the program the profile names)
  */
 
-/* The description of the program that wrote profile P into *D, checked against P. */
+/* The description of the rewritten PROGRAM into *D (WHY names PROFILE when given). */
 static int
-profile_desc(const char *profile, const qp_profile_t *p, qp_desc_t *d, char *why,
-             size_t whylen)
+qpt_program_desc_of(const char *program, const char *profile, qp_desc_t *d, char *why,
+                    size_t whylen)
 {
     cfg_image_t *img = NULL;
-    int rc = cfg_image_open_bfd(p->hdr.exe, &img);
+    int rc = cfg_image_open_bfd(program, &img);
     if (rc < 0) {
-        snprintf(why, whylen, "%s: cannot read the program that wrote it (%s): %s", profile,
-                 p->hdr.exe, qp_strerror(rc));
+        if (profile != NULL)
+            snprintf(why, whylen, "%s: cannot read the program that wrote it (%s): %s",
+                     profile, program, qp_strerror(rc));
+        else
+            snprintf(why, whylen, "%s: %s", program, qp_strerror(rc));
         return rc;
     }
     const cfg_section_t *sec = cfg_image_section_named(img, QP_DESC_SECTION);
     if (sec == NULL) {
-        snprintf(why, whylen, "%s: %s has no %s section: not written by qpt_write", profile,
-                 p->hdr.exe, QP_DESC_SECTION);
+        snprintf(why, whylen, "%s%s%s has no %s section: not written by qpt_write",
+                 profile ? profile : "", profile ? ": " : "", program, QP_DESC_SECTION);
         rc = QP_EFORMAT;
     }
     if (rc == 0)
         rc = qp_desc_parse(sec->bytes, sec->size, d, why, whylen);
+    cfg_image_destroy(img);
+    return rc;
+}
+
+int
+qpt_program_desc(const char *program, qp_desc_t *d, char *why, size_t whylen)
+{
+    return qpt_program_desc_of(program, NULL, d, why, whylen);
+}
+
+int
+qpt_profile_desc(const char *profile, const qp_profile_t *p, qp_desc_t *d, char *why,
+                 size_t whylen)
+{
+    int rc = qpt_program_desc_of(p->hdr.exe, profile, d, why, whylen);
     if (rc == 0)
         rc = qp_profile_check(p, d, why, whylen);
-    cfg_image_destroy(img);
     return rc;
 }
 
@@ -651,7 +670,7 @@ qpt_profile_var(const char *profile, const char *name, uint64_t *addr, size_t *b
         return qpt_public_rc(rc);
     uint64_t off = 0;
     size_t sz = 0;
-    rc = profile_desc(profile, &p, &d, why, whylen);
+    rc = qpt_profile_desc(profile, &p, &d, why, whylen);
     if (rc == 0 && (rc = find_named(&d, name, &off, &sz, why, whylen)) < 0) {
         char w[512];
         snprintf(w, sizeof(w), "%s: %s", profile, why);

@@ -136,6 +136,8 @@ struct qpt_space {
     int64_t first, last;     /* the orders of qpt_insert_first and qpt_insert so far */
     struct qpt_named *named; /* qpt_alloc_named's names */
     size_t nnamed;
+    char **notes;            /* qpt_note_set's: QPT_NOTE_TAG NAME "\n" TEXT each */
+    size_t nnotes;
     cfg_loop_forest_t **forests; /* per procedure: its loops, once asked for (qpt_cfg.c) */
     char err[512];           /* the last failure */
     /* A file's own state (qpt_file_ops only). */
@@ -187,6 +189,22 @@ typedef struct qpt_named {
 /* The string a rewrite's description holds for each named variable: the prefix, then
  * "OFFSET BYTES NAME" (OFFSET from the first variable, decimal). */
 #define QPT_NAMED_TAG "libqpt-var "
+
+/* The string a rewrite's description holds for each note (qpt_note.c): the prefix, then
+ * "NAME\nTEXT". */
+#define QPT_NOTE_TAG "libqpt-note "
+
+struct qp_desc;
+struct qp_profile;
+/* qpt_note.c: the notes of S as strings of D (the description qpt_write writes); free them. */
+int qpt_notes_describe(const qpt_space_t *s, struct qp_desc *d);
+void qpt_notes_free(qpt_space_t *s);
+
+/* qpt_file.c: the description of the rewritten PROGRAM; that of the program that wrote
+ * profile P (read from PROFILE), checked against P. 0 or QP_E* with one line in WHY. */
+int qpt_program_desc(const char *program, struct qp_desc *d, char *why, size_t whylen);
+int qpt_profile_desc(const char *profile, const struct qp_profile *p, struct qp_desc *d,
+                     char *why, size_t whylen);
 
 /*
  * Live mode: 0 while the process of S is there; QPT_EEXITED with the message once it

@@ -199,6 +199,7 @@ space_close(qpt_space_t *s, int kill)
     for (size_t i = 0; i < s->nnamed; i++)
         free(s->named[i].name);
     free(s->named);
+    qpt_notes_free(s);
     for (size_t i = 0; i < s->nins; i++)
         free(s->ins[i].nodes);
     free(s->ins);

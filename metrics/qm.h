@@ -158,11 +158,18 @@ int qm_take_back(qm_set_t *set, size_t i, qpt_space_t *s);
 /* Forget the metrics parsed but not placed (after a qm_insert that failed). */
 void qm_drop_parsed(qm_set_t *set);
 
-/* The layout of SET after qm_insert, to PATH (text; replaced atomically), with ID, the
- * rewrite's (qpt_written_id), and back: a set that can give results but not insert.
- * qm_layout_id: the id a layout read has (0: one written before ids, not checked). */
-int qm_layout_save(const qm_set_t *set, uint64_t id, const char *path, char *why,
-                   size_t whylen);
+/*
+ * The layout of SET (which words hold which metric) after qm_insert into file S: the
+ * note QM_LAYOUT_NOTE of the program the next qpt_write of S writes (qpt_note_set), so
+ * that qp metrics reads it from there. Back: qm_layout_of_profile reads it from the
+ * program that wrote PROFILE (checked against it); qm_layout_load from PATH, a rewritten
+ * program or a layout file that an older qpt-rewrite wrote (PROGRAM.qpm). A set read
+ * back gives results but cannot insert. qm_layout_id: the rewrite's id (0: a file written
+ * before ids, not checked).
+ */
+#define QM_LAYOUT_NOTE "metrics"
+int qm_layout_attach(const qm_set_t *set, qpt_space_t *s, char *why, size_t whylen);
+int qm_layout_of_profile(const char *profile, qm_set_t **set, char *why, size_t whylen);
 uint64_t qm_layout_id(const qm_set_t *set);
 int qm_layout_load(const char *path, qm_set_t **set, char *why, size_t whylen);
 /* ... from F, opened by the caller (a tool checks it is a regular file), named PATH. */

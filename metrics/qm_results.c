@@ -76,14 +76,10 @@ sb_printf(strbuf_t *b, const char *fmt, ...)
     }
 }
 
-int
-qm_layout_save(const qm_set_t *set, uint64_t id, const char *path, char *why, size_t whylen)
+/* The layout of SET as text (malloc'ed into *TEXT), with ID. */
+static int
+layout_format(const qm_set_t *set, uint64_t id, char **text)
 {
-    if (set == NULL || path == NULL || !set->placed)
-        return QPT_EINVAL;
-    char tmp[4200];
-    if (snprintf(tmp, sizeof(tmp), "%s.tmp%d", path, (int)getpid()) >= (int)sizeof(tmp))
-        return QPT_EINVAL;
     strbuf_t b = { 0 };
     sb_printf(&b, "qpt-metrics-layout 3\nid %016llx\n", (unsigned long long)id);
     for (size_t i = 0; i < set->n; i++) {
@@ -107,32 +103,37 @@ qm_layout_save(const qm_set_t *set, uint64_t id, const char *path, char *why, si
         free(b.p);
         return QPT_ENOMEM;
     }
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644), e = 0;
-    if (fd < 0)
-        e = errno;
-    else {
-        size_t done = 0;
-        while (done < b.n && e == 0) {
-            ssize_t w = write(fd, b.p + done, b.n - done);
-            if (w < 0 && errno != EINTR)
-                e = errno;
-            else if (w > 0)
-                done += (size_t)w;
-        }
-        if (close(fd) != 0 && e == 0)
-            e = errno;
-        if (e == 0 && rename(tmp, path) < 0)
-            e = errno;
-        if (e != 0)
-            unlink(tmp);
-    }
-    free(b.p);
-    if (e != 0) {
-        if (why != NULL && whylen > 0)
-            snprintf(why, whylen, "%s: %s", path, strerror(e));
-        return QPT_EIO;
-    }
+    *text = b.p;
     return 0;
+}
+
+int
+qm_layout_attach(const qm_set_t *set, qpt_space_t *s, char *why, size_t whylen)
+{
+    if (set == NULL || s == NULL || !set->placed)
+        return QPT_EINVAL;
+    char *text = NULL;
+    /* Id 0: the note is part of the description that the id hashes. */
+    int rc = layout_format(set, 0, &text);
+    if (rc == 0 && (rc = qpt_note_set(s, QM_LAYOUT_NOTE, text)) < 0 && why != NULL && whylen)
+        snprintf(why, whylen, "%s", qpt_error(s));
+    free(text);
+    return rc;
+}
+
+/* SET from the layout TEXT (named ORIGIN in messages), with ID when it has none. */
+static int
+layout_parse(const char *text, const char *origin, uint64_t id, qm_set_t **out, char *why,
+             size_t whylen)
+{
+    FILE *f = fmemopen((void *)text, strlen(text), "r");
+    if (f == NULL)
+        return QPT_ENOMEM;
+    int rc = qm_layout_read(f, origin, out, why, whylen);
+    fclose(f);
+    if (rc == 0 && (*out)->id == 0)
+        (*out)->id = id;
+    return rc;
 }
 
 /* One line of F into BUF (its newline removed); 0 at the end, -1 when too long. */
@@ -160,8 +161,44 @@ qm_layout_load(const char *path, qm_set_t **out, char *why, size_t whylen)
             snprintf(why, whylen, "%s: %s", path, strerror(errno));
         return QPT_EIO;
     }
-    int rc = qm_layout_read(f, path, out, why, whylen);
+    /* A layout file of an older qpt-rewrite (text), or the program itself. */
+    char head[20] = "";
+    size_t n = fread(head, 1, sizeof(head) - 1, f);
+    head[n] = '\0';
+    int rc;
+    if (strncmp(head, "qpt-metrics-layout ", 19) == 0) {
+        rewind(f);
+        rc = qm_layout_read(f, path, out, why, whylen);
+        fclose(f);
+        return rc;
+    }
     fclose(f);
+    char *text = NULL;
+    uint64_t id = 0;
+    rc = qpt_note_read(path, QM_LAYOUT_NOTE, &text, &id, why, whylen);
+    if (rc == QPT_ENOTFOUND && why != NULL && whylen > 0)
+        snprintf(why, whylen, "%s: a program rewritten without metrics (qpt-rewrite -e or "
+                              "--metrics)", path);
+    if (rc == 0)
+        rc = layout_parse(text, path, id, out, why, whylen);
+    free(text);
+    return rc;
+}
+
+int
+qm_layout_of_profile(const char *profile, qm_set_t **out, char *why, size_t whylen)
+{
+    if (profile == NULL || out == NULL)
+        return QPT_EINVAL;
+    *out = NULL;
+    char *text = NULL;
+    uint64_t id = 0;
+    int rc = qpt_profile_note(profile, QM_LAYOUT_NOTE, &text, why, whylen);
+    if (rc == 0)
+        rc = qpt_profile_id(profile, &id, why, whylen);
+    if (rc == 0)
+        rc = layout_parse(text, profile, id, out, why, whylen);
+    free(text);
     return rc;
 }
 

@@ -307,10 +307,24 @@ START_TEST(test_metrics_file)
     notes[0] = '\0';
     ck_assert_msg(qm_insert(set, s, on_note, NULL, why, sizeof(why)) == 0, "%s\nnotes:\n%s", why,
                   notes);
+    ck_assert_int_eq(qm_layout_attach(set, s, why, sizeof(why)), 0);
+    /* A tool's own note: a bad name refused, a second of a name replaces the first. */
+    ck_assert_int_eq(qpt_note_set(s, "bad name", "x"), QPT_EINVAL);
+    ck_assert_int_eq(qpt_note_set(s, "", "x"), QPT_EINVAL);
+    ck_assert_int_eq(qpt_note_set(s, "mine", "first"), 0);
+    ck_assert_int_eq(qpt_note_set(s, "mine", "second\nline"), 0);
     ck_assert_msg(qpt_write(s, "tests/qpt/metric_prog.inst") == 0, "%s", qpt_error(s));
-    uint64_t id = qpt_written_id(s);
+    uint64_t id = qpt_written_id(s), nid = 0;
     ck_assert_uint_ne(id, 0);
-    ck_assert_int_eq(qm_layout_save(set, id, "tests/qpt/metric_prog.inst.qpm", why, sizeof(why)), 0);
+    char *text = NULL;
+    ck_assert_int_eq(qpt_note_read("tests/qpt/metric_prog.inst", "mine", &text, &nid, why,
+                                   sizeof(why)), 0);
+    ck_assert_str_eq(text, "second\nline");
+    ck_assert_uint_eq(nid, id);
+    free(text);
+    ck_assert_int_eq(qpt_note_read("tests/qpt/metric_prog.inst", "other", &text, NULL, why,
+                                   sizeof(why)), QPT_ENOTFOUND);
+    ck_assert_ptr_null(text);
     qpt_close(s);
     unlink("tests/qpt/metric_prog.inst.qp");
     ck_assert_int_eq(system("tests/qpt/metric_prog.inst > tests/qpt/metric.out && "
@@ -322,19 +336,28 @@ START_TEST(test_metrics_file)
     check_truth(set, rows, n);
     free(rows);
     qm_free(set);
-    /* The layout read back gives the same table. */
+    /* The layout read back from the program, and from the program its profile names,
+     * gives the same table, with the rewrite's id. */
+    for (int from_profile = 0; from_profile < 2; from_profile++) {
+        set = NULL;
+        ck_assert_msg((from_profile ? qm_layout_of_profile("tests/qpt/metric_prog.inst.qp", &set,
+                                                           why, sizeof(why))
+                                    : qm_layout_load("tests/qpt/metric_prog.inst", &set, why,
+                                                     sizeof(why))) == 0, "%s", why);
+        uint64_t pid_;
+        ck_assert_int_eq(qpt_profile_id("tests/qpt/metric_prog.inst.qp", &pid_, why, sizeof(why)),
+                         0);
+        ck_assert_uint_eq(qm_layout_id(set), id);
+        ck_assert_uint_eq(pid_, id);
+        ck_assert_int_eq(qm_results(set, read_profile, "tests/qpt/metric_prog.inst.qp",
+                                    qm_cycles_per_ns(), &rows, &n, why, sizeof(why)), 0);
+        check_truth(set, rows, n);
+        free(rows);
+        qm_free(set);
+    }
+    /* A program without the note: said so. */
     set = NULL;
-    ck_assert_msg(qm_layout_load("tests/qpt/metric_prog.inst.qpm", &set, why, sizeof(why)) == 0,
-                  "%s", why);
-    uint64_t pid_;
-    ck_assert_int_eq(qpt_profile_id("tests/qpt/metric_prog.inst.qp", &pid_, why, sizeof(why)), 0);
-    ck_assert_uint_eq(qm_layout_id(set), id);
-    ck_assert_uint_eq(pid_, id);
-    ck_assert_int_eq(qm_results(set, read_profile, "tests/qpt/metric_prog.inst.qp",
-                                qm_cycles_per_ns(), &rows, &n, why, sizeof(why)), 0);
-    check_truth(set, rows, n);
-    free(rows);
-    qm_free(set);
+    ck_assert_int_eq(qm_layout_load(PROG, &set, why, sizeof(why)) < 0, 1);
     /* A damaged layout is refused with its line. */
     FILE *f = fopen("tests/qpt/bad.qpm", "w");
     fputs("qpt-metrics-layout 1\nmetric 1 1 0 7ff000000000 8 0 99999999999\n", f);
@@ -469,9 +492,8 @@ START_TEST(test_metrics_modules)
     ck_assert_ptr_nonnull(strstr(qpt_proc_module(s, fa), "mod_a.c"));
     ck_assert_int_eq(qm_parse(mod_text, "m", 0, &set, why, sizeof(why)), 0);
     ck_assert_msg(qm_insert(set, s, NULL, NULL, why, sizeof(why)) == 0, "%s", why);
+    ck_assert_int_eq(qm_layout_attach(set, s, why, sizeof(why)), 0);
     ck_assert_msg(qpt_write(s, "tests/qpt/mod.inst") == 0, "%s", qpt_error(s));
-    ck_assert_int_eq(qm_layout_save(set, qpt_written_id(s), "tests/qpt/mod.inst.qpm", why,
-                                    sizeof(why)), 0);
     qpt_close(s);
     unlink("tests/qpt/mod.inst.qp");
     ck_assert_int_eq(system("tests/qpt/mod.inst > tests/qpt/metric.out"), 0);
@@ -483,8 +505,8 @@ START_TEST(test_metrics_modules)
     free(rows);
     qm_free(set);
     set = NULL;
-    ck_assert_msg(qm_layout_load("tests/qpt/mod.inst.qpm", &set, why, sizeof(why)) == 0, "%s",
-                  why);
+    ck_assert_msg(qm_layout_of_profile("tests/qpt/mod.inst.qp", &set, why, sizeof(why)) == 0,
+                  "%s", why);
     ck_assert_int_eq(qm_results(set, read_profile, "tests/qpt/mod.inst.qp", 1, &rows, &n, why,
                                 sizeof(why)), 0);
     check_modules(set, rows, n);

@@ -105,7 +105,7 @@ if "$R" -e "$long" "$D/prog" -o "$D/long.inst" 2>/dev/null && "$D/long.inst" >/d
 else
     bad "a long metric name: the rewrite or its run failed"
 fi
-# A qp profile without metrics: said so, not "X.qpm: No such file" (an internal file).
+# A qp profile without metrics: said so.
 if "$R" "$D/prog" -o "$D/plain.inst" 2>/dev/null && "$D/plain.inst" >/dev/null; then
     out=$("$Q" metrics "$D/plain.inst.qp" 2>&1)
     [ $? = 1 ] && [ "$out" = "qp: $D/plain.inst.qp: the profile of a rewrite without metrics (qpt-rewrite -e or --metrics; its counts: qp report $D/plain.inst.qp)" ] &&
@@ -114,14 +114,22 @@ else
     bad "qp metrics of a plain profile: the plain rewrite or its run failed"
 fi
 # The profile of another rewrite (other metrics) against a layout: refused in one line,
-# not values read from the wrong words.
+# not values read from the wrong words; the layout is the program's (no side file).
 if "$R" -e 'count calls(rec) total' -e 'count calls(leaf) total' "$D/prog" -o "$D/other.inst" 2>/dev/null &&
     "$D/other.inst" >/dev/null; then
-    out=$("$Q" metrics --layout "$D/other.inst.qpm" "$D/prog.inst.qp" 2>&1)
-    st=$?
-    [ $st = 1 ] && [ "$(echo "$out" | wc -l)" = 1 ] && echo "$out" | grep -q "the profile of another rewrite than the layout" &&
-        ok "qp metrics: a layout and the profile of another rewrite refused" ||
-        bad "layout/profile mismatch ($st): $out"
+    [ ! -e "$D/other.inst.qpm" ] && ok "no layout file beside the program" ||
+        bad "a layout file was written beside the program"
+    for args in "--layout $D/other.inst $D/prog.inst.qp" "$D/other.inst.qp $D/prog.inst.qp"; do
+        # shellcheck disable=SC2086
+        out=$("$Q" metrics $args 2>&1)
+        st=$?
+        [ $st = 1 ] && [ "$(echo "$out" | wc -l)" = 1 ] && echo "$out" | grep -q "prog.inst.qp: the profile of another rewrite than" &&
+            ok "qp metrics $args: the profile of another rewrite refused" ||
+            bad "layout/profile mismatch ($st): $out"
+    done
+    "$Q" metrics --csv --layout "$D/other.inst" "$D/other.inst.qp" >"$D/other2.csv" 2>&1 &&
+        grep -q '^count calls(leaf) total,total,count,51,' "$D/other2.csv" &&
+        ok "qp metrics --layout PROGRAM" || bad "--layout PROGRAM: $(cat "$D/other2.csv")"
     "$Q" metrics --csv "$D/other.inst.qp" >"$D/other.csv" 2>&1 && grep -q '^count calls(leaf) total,total,count,51,' "$D/other.csv" &&
         ok "qp metrics: the matching layout still read" || bad "other layout: $(cat "$D/other.csv")"
 else

@@ -35,7 +35,7 @@ want="4 ranks, 149500" # the sum of i < 100 (r + 1) over the ranks
     bad "rewrite: $(cat "$D/rw.err")"
 out=$(QP_PROFILE="$D/prof.%r.qp" "${MPIRUN[@]}" -x QP_PROFILE "$D/mpi.inst" 2>&1)
 [ "$out" = "$want" ] || bad "the rewritten job printed: $out"
-csv=$("$Q" metrics --csv --layout "$D/mpi.inst.qpm" "$D"/prof.[0-3].qp 2>&1)
+csv=$("$Q" metrics --csv "$D"/prof.[0-3].qp 2>&1)
 exp="count calls(work) total,prof.0.qp: total,count,100,1
 count calls(work) total,prof.1.qp: total,count,200,1
 count calls(work) total,prof.2.qp: total,count,300,1

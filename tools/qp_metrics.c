@@ -2,8 +2,8 @@
  * SPDX-License-Identifier: MIT */
 /*
  * qp metrics PROFILE...: the metric x focus table of a program rewritten with
- * `qpt-rewrite -e/--metrics` (qpt-metrics(5)), from its profile and the layout written
- * next to the program (OUTPUT.qpm); with several profiles (a job's processes), each
+ * `qpt-rewrite -e/--metrics` (qpt-metrics(5)), from its profile and the layout that
+ * the program carries (its note "metrics"); with several profiles (a job's processes), each
  * one's rows and the aggregates over them.
  */
 #include "config.h"
@@ -34,8 +34,9 @@ metrics_usage(FILE *f)
             "min, max and mean over the processes follow.\n"
             "\n"
             "Options:\n"
-            "      --layout=FILE      the metrics' layout (default: PROFILE without .qp,\n"
-            "                         plus .qpm, which qpt-rewrite wrote next to the program)\n"
+            "      --layout=FILE      the metrics' layout: the rewritten program, or the\n"
+            "                         .qpm file an older qpt-rewrite wrote beside it\n"
+            "                         (default: the program that wrote the first PROFILE)\n"
             "      --csv              metric,focus,kind,value,measured lines (timers in ns)\n"
             "      --json             a JSON array of the rows\n"
             "      --aggregate        with one profile: the sum, min, max and mean of each\n"
@@ -92,37 +93,22 @@ qp_metrics_main(int argc, char **argv)
     }
     size_t np = (size_t)(argc - optind);
     const char *profile = argv[optind];
-    char lay[4200], why[1024];
-    if (layout == NULL) {
-        size_t n = strlen(profile);
-        if (n > 3 && strcmp(profile + n - 3, ".qp") == 0)
-            snprintf(lay, sizeof(lay), "%.*s.qpm", (int)(n - 3), profile);
-        else
-            snprintf(lay, sizeof(lay), "%s.qpm", profile);
-        layout = lay;
-    }
+    char why[1024];
     qm_set_t *set = NULL;
-    struct stat st;
-    if (layout == lay && stat(lay, &st) < 0 && errno == ENOENT) {
-        /* The layout is an internal file: name the profile, and what it lacks. */
-        if (stat(profile, &st) < 0)
-            fprintf(stderr, "qp: %s: %s\n", profile, strerror(errno));
-        else
-            fprintf(stderr, "qp: %s: the profile of a rewrite without metrics (qpt-rewrite -e "
-                    "or --metrics; its counts: qp report %s)\n", profile, profile);
-        return EXIT_INPUT;
-    }
-    FILE *lf = tool_fopen_read(layout, why, sizeof(why)); /* a FIFO is refused */
-    if (lf == NULL) {
-        fprintf(stderr, "qp: %s: %s%s\n", layout, why,
-                np > 1 && layout == lay ? " (give the program's layout with --layout)" : "");
-        return EXIT_INPUT;
-    }
-    int lrc = qm_layout_read(lf, layout, &set, why, sizeof(why));
-    fclose(lf);
+    int lrc;
+    if (layout != NULL) {
+        FILE *lf = tool_fopen_read(layout, why, sizeof(why)); /* a FIFO is refused */
+        if (lf == NULL) {
+            fprintf(stderr, "qp: %s: %s\n", layout, why);
+            return EXIT_INPUT;
+        }
+        fclose(lf);
+        lrc = qm_layout_load(layout, &set, why, sizeof(why));
+    } else if ((lrc = qm_layout_of_profile(profile, &set, why, sizeof(why))) == QPT_ENOTFOUND)
+        snprintf(why, sizeof(why), "%s: the profile of a rewrite without metrics (qpt-rewrite "
+                 "-e or --metrics; its counts: qp report %s)", profile, profile);
     if (lrc < 0) {
-        fprintf(stderr, "qp: %s%s\n", why,
-                np > 1 && layout == lay ? " (give the program's layout with --layout)" : "");
+        fprintf(stderr, "qp: %s\n", why);
         return EXIT_INPUT;
     }
     /* Each profile's table; with several (the processes of a job, a profile each:
@@ -137,10 +123,9 @@ qp_metrics_main(int argc, char **argv)
         uint64_t id;
         if (qm_layout_id(set) != 0 && qpt_profile_id(pf, &id, why, sizeof(why)) == 0
             && id != qm_layout_id(set)) {
-            fprintf(stderr, "qp: %s: the profile of another rewrite than the layout %s "
-                    "(id %016llx, the layout's %016llx)%s\n", pf, layout,
-                    (unsigned long long)id, (unsigned long long)qm_layout_id(set),
-                    layout == lay ? "" : ": give the program's layout with --layout");
+            fprintf(stderr, "qp: %s: the profile of another rewrite than %s (id %016llx, "
+                    "the layout's %016llx)\n", pf, layout ? layout : profile,
+                    (unsigned long long)id, (unsigned long long)qm_layout_id(set));
             rc = -1;
             break;
         }

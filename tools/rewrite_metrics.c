@@ -74,19 +74,15 @@ predict(const char *prog_name, qm_set_t *set, qpt_space_t *s, const char *profil
 }
 
 /*
- * The rewrite with metrics (-e, --metrics): through libqpt's public API, the metrics'
- * layout next to OUTPUT (OUTPUT.qpm) for qp metrics.
+ * The rewrite with metrics (-e, --metrics): through libqpt's public API; the metrics'
+ * layout goes into OUTPUT (a note of its description) for qp metrics.
  */
 static int
 metrics_rewrite(const char *prog_name, qm_set_t *set, const char *input, const char *output,
                 const char *profile, void (*progress)(const char *phase))
 {
-    char why[2048], layout[4200];
+    char why[2048];
     qpt_space_t *s = NULL;
-    if (snprintf(layout, sizeof(layout), "%s.qpm", output) >= (int)sizeof(layout)) {
-        fprintf(stderr, "%s: %s: name too long\n", prog_name, output);
-        return EXIT_USAGE;
-    }
     if (progress != NULL)
         progress("analysing");
     int rc = qpt_open(input, &s, why, sizeof(why));
@@ -100,6 +96,11 @@ metrics_rewrite(const char *prog_name, qm_set_t *set, const char *input, const c
         fprintf(stderr, "%s: %s\n", prog_name, why);
         qpt_close(s);
         return rc == QPT_EINVAL || rc == QPT_ENOTFOUND ? EXIT_USAGE : EXIT_INPUT;
+    }
+    if (qm_layout_attach(set, s, why, sizeof(why)) < 0) {
+        fprintf(stderr, "%s: %s\n", prog_name, why);
+        qpt_close(s);
+        return EXIT_INPUT;
     }
     if (profile != NULL && predict(prog_name, set, s, profile) < 0) {
         qpt_close(s);
@@ -115,13 +116,7 @@ metrics_rewrite(const char *prog_name, qm_set_t *set, const char *input, const c
         qpt_close(s);
         return EXIT_INPUT;
     }
-    uint64_t id = qpt_written_id(s); /* its profiles carry it: matched by qp metrics */
     qpt_close(s);
-    if (qm_layout_save(set, id, layout, why, sizeof(why)) < 0) {
-        fprintf(stderr, "%s: %s\n", prog_name, why);
-        unlink(output); /* no program whose values could not be read */
-        return EXIT_INPUT;
-    }
     fprintf(stderr, "%s: %s: %zu metric%s; after a run: qp metrics %s.qp\n", prog_name, output,
             qm_count(set), qm_count(set) == 1 ? "" : "s", output);
     return 0;

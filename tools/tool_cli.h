@@ -61,7 +61,7 @@ void tool_debug_note(void *arg, const char *line);
 /*
  * qpt-rewrite -e/--metrics (tools/rewrite_metrics.c): the metrics of the -e TEXTS and
  * --metrics FILES (ARGS, ORDER[i] 'e' or 'f', N of them) measured in a rewrite of INPUT
- * into OUTPUT, their layout in OUTPUT.qpm; with PROFILE, each one's predicted cost.
+ * into OUTPUT, with their layout; with PROFILE, each one's predicted cost.
  * PROGRESS (may be NULL) shows the phases. Messages on stderr after PROG; an exit status.
  */
 int tool_rewrite_metrics(const char *prog, const char *const *args, const char *order,

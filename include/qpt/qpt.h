@@ -611,6 +611,23 @@ int qpt_profile_read(const char *profile, uint64_t addr, uint64_t *out /*OUT*/,
 uint64_t qpt_written_id(const qpt_space_t *s);
 int qpt_profile_id(const char *profile, uint64_t *id /*OUT*/, char *why, size_t whylen);
 
+/*
+ * Notes: text that a rewritten program carries for whoever reads its profiles (a tool's
+ * layout of its variables, say). qpt_note_set: at the next qpt_write of file S, the
+ * program carries TEXT (at most 64 MiB) under NAME (1 to 64 letters, digits, '.', '_'
+ * or '-'; a second note of that name replaces the first) in its description, which its
+ * id covers. QPT_EUNSUPP for a process.
+ * qpt_note_read: the note NAME of the rewritten PROGRAM (malloc'ed into *TEXT: free it)
+ * and the rewrite's id (ID may be NULL). qpt_profile_note: that of the program that
+ * wrote PROFILE (which must be the rewrite its id names). QPT_ENOTFOUND when there is
+ * no such note, QPT_EFORMAT, QPT_EIO; one line in WHY.
+ */
+int qpt_note_set(qpt_space_t *s, const char *name, const char *text);
+int qpt_note_read(const char *program, const char *name, char **text /*OUT*/,
+                  uint64_t *id /*OUT*/, char *why, size_t whylen);
+int qpt_profile_note(const char *profile, const char *name, char **text /*OUT*/, char *why,
+                     size_t whylen);
+
 
 /*****************************************************************************
  * Time histograms of live series (seed 001, section 2.2): a fixed number of buckets per
