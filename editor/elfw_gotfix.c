@@ -1,0 +1,129 @@
+/* Copyright 2026 the qpt authors
+ * SPDX-License-Identifier: MIT */
+
+/*
+ * A rewritten shared library's calls of its own exported functions: they go through its
+ * PLT and a JUMP_SLOT word that the dynamic linker fills with the exported address, the
+ * OLD entry (the dynamic symbol keeps it: pointers compare equal), so each call also runs
+ * the redirect there. The library gets a start (patch/pt_gotfix.c) that, once the words
+ * are bound, puts the new entry into each word that holds its old one: the same code
+ * runs, one jump fewer. Only JUMP_SLOT words, which only the PLT reads: GLOB_DAT words
+ * are addresses the program may compare. A word that holds anything else (a definition
+ * that interposed, LD_PRELOAD's or another library's) is left alone. Only libraries
+ * bound at load (BIND_NOW): bound lazily, a word holds the old entry only after its first
+ * call, long after the library's start.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "editor/elfw.h"
+#include "patch/patch.h"
+
+#define PT_GNU_RELRO_ 0x6474e552u
+
+/* The target of the redirect written at OLD, or 0 when there is none. */
+static uint64_t
+redirect_at(ed_image_t *im, const cfg_image_t *img, ed_plan_t *plan, uint64_t old)
+{
+    const arch_isa_t *isa = cfg_image_isa(img);
+    uint64_t to = ed_plan_map(plan, old);
+    uint8_t b[16];
+    arch_insn_t in;
+    if (to == 0 || to == old || isa->jmp_len > sizeof(b)
+        || ed_image_ops.read(im, old, b, isa->jmp_len) < 0
+        || isa->decode(b, isa->jmp_len, old, &in) < 0)
+        return 0;
+    return in.kind == ARCH_KIND_JMP && in.target == to ? to : 0;
+}
+
+/* PT_GNU_RELRO's extent in *LO, *HI (0 and 0 when there is none). */
+static void
+relro_of(const cfg_image_t *img, uint64_t *lo, uint64_t *hi)
+{
+    *lo = *hi = 0;
+    for (size_t i = 0; i < img->nsegments; i++)
+        if (img->segments[i].type == PT_GNU_RELRO_) {
+            *lo = img->segments[i].vaddr;
+            *hi = *lo + img->segments[i].memsz;
+        }
+}
+
+/* Write the dynamic section's DT_INIT entry (IMG's dyninit.init_at) to START. */
+int
+elfw_set_init(ed_image_t *im, const cfg_image_t *img, uint64_t start)
+{
+    const uint64_t at = img->dyninit.init_at;
+    if (at == 0)
+        return QP_EUNSUPP;
+    uint8_t dyn[16];
+    const uint64_t tag = 12; /* DT_INIT */
+    memcpy(dyn, &tag, 8);
+    memcpy(dyn + 8, &start, 8);
+    return ed_image_ops.write(im, at, dyn, sizeof(dyn));
+}
+
+int
+elfw_got_fix(ed_image_t *im, const cfg_image_t *img, ed_plan_t *plan, uint64_t next,
+    uint64_t lo, uint64_t hi, uint64_t *at, uint32_t *n, const char **why)
+{
+    *at = 0;
+    *n = 0;
+    *why = NULL;
+    if (!(img->flags & CFG_IMG_SHLIB))
+        return 0;
+    if (img->flags & CFG_IMG_LAZY) {
+        *why = "it binds lazily (no BIND_NOW): its PLT still goes through the old entries";
+        return 0;
+    }
+    if (img->dyninit.init_at == 0) {
+        *why = "it has no DT_INIT and no spare dynamic entry to start from";
+        return 0;
+    }
+    const arch_isa_t *isa = cfg_image_isa(img);
+    if (pt_got_fix_size(isa, 0) == 0) {
+        *why = "no such start for this instruction set";
+        return 0;
+    }
+    arch_got_fix_entry_t *e = NULL;
+    size_t ne = 0;
+    for (size_t i = 0; i < img->nrelocs; i++) {
+        const cfg_reloc_t *r = &img->relocs[i];
+        /* value: the symbol's value when it is defined here (0 when undefined). */
+        uint64_t to = r->kind == CFG_RELOC_JUMP_SLOT && r->value != 0
+            ? redirect_at(im, img, plan, r->value) : 0;
+        if (to == 0)
+            continue;
+        if (ne % 64 == 0) {
+            arch_got_fix_entry_t *g = realloc(e, (ne + 64) * sizeof(*e));
+            if (g == NULL) {
+                free(e);
+                return QP_ENOMEM;
+            }
+            e = g;
+        }
+        e[ne++] = (arch_got_fix_entry_t) { r->where, r->value, to };
+    }
+    if (ne == 0) {
+        free(e);
+        *why = "no call through its PLT goes to a moved procedure of its own";
+        return 0;
+    }
+    size_t size = pt_got_fix_size(isa, ne);
+    uint64_t rlo, rhi;
+    relro_of(img, &rlo, &rhi);
+    uint8_t *bytes = malloc(size);
+    int rc = bytes != NULL ? 0 : QP_ENOMEM;
+    if (rc == 0)
+        rc = ed_image_alloc_aligned(im, lo, hi, size, ED_PROT_R | ED_PROT_X, 16, at);
+    if (rc == 0)
+        rc = pt_got_fix_emit(isa, *at, e, ne, rlo, rhi, next, bytes, size);
+    if (rc >= 0)
+        rc = ed_image_ops.write(im, *at, bytes, size);
+    if (rc == 0)
+        rc = elfw_set_init(im, img, *at);
+    free(bytes);
+    free(e);
+    if (rc == 0)
+        *n = (uint32_t)ne;
+    return rc;
+}
