@@ -259,13 +259,13 @@ int elfw_set_init(ed_image_t *im, const cfg_image_t *img, uint64_t start);
  * (editor/elfw_gotfix.c): once PLAN is applied to IM, a start (arch_emit_got_fix) with
  * the JUMP_SLOT words whose symbol IMG defines at an entry that now holds a redirect, in
  * a new executable region within [LO, HI)'s reach (its address in *AT), made IMG's
- * DT_INIT; it goes on to NEXT (the runtime's start, the original DT_INIT, or 0). *N is
- * the number of words; with none (or IMG binds lazily, or is no library) nothing is
- * added, *AT and *N are 0 and *WHY says why (static text, NULL for no library).
- * Returns 0 or a QP_E* code.
+ * DT_INIT; it goes on to the start DT_INIT named before (the runtime's, the library's
+ * own) if any. *N is the number of words; with none (or IMG binds lazily, or is no
+ * library) nothing is added, *AT and *N are 0 and *WHY says why (static text, NULL for
+ * no library). Returns 0 or a QP_E* code.
  */
-int elfw_got_fix(ed_image_t *im, const cfg_image_t *img, struct ed_plan *plan, uint64_t next,
-                 uint64_t lo, uint64_t hi, uint64_t *at /*OUT*/, uint32_t *n /*OUT*/,
+int elfw_got_fix(ed_image_t *im, const cfg_image_t *img, struct ed_plan *plan, uint64_t lo,
+                 uint64_t hi, uint64_t *at /*OUT*/, uint32_t *n /*OUT*/,
                  const char **why /*OUT*/);
 
 #endif

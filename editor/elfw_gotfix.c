@@ -48,23 +48,56 @@ relro_of(const cfg_image_t *img, uint64_t *lo, uint64_t *hi)
         }
 }
 
-/* Write the dynamic section's DT_INIT entry (IMG's dyninit.init_at) to START. */
-int
-elfw_set_init(ed_image_t *im, const cfg_image_t *img, uint64_t start)
+/* Write the dynamic section's entry at AT (a DT_INIT or a spare DT_NULL) as DT_INIT =
+ * START. */
+static int
+write_init(ed_image_t *im, uint64_t at, uint64_t start)
 {
-    const uint64_t at = img->dyninit.init_at;
-    if (at == 0)
-        return QP_EUNSUPP;
-    uint8_t dyn[16];
-    const uint64_t tag = 12; /* DT_INIT */
-    memcpy(dyn, &tag, 8);
-    memcpy(dyn + 8, &start, 8);
-    return ed_image_ops.write(im, at, dyn, sizeof(dyn));
+    const uint64_t d[2] = { 12 /* DT_INIT */, start };
+    return ed_image_ops.write(im, at, d, sizeof(d));
 }
 
 int
-elfw_got_fix(ed_image_t *im, const cfg_image_t *img, ed_plan_t *plan, uint64_t next,
-    uint64_t lo, uint64_t hi, uint64_t *at, uint32_t *n, const char **why)
+elfw_set_init(ed_image_t *im, const cfg_image_t *img, uint64_t start)
+{
+    return img->dyninit.init_at != 0 ? write_init(im, img->dyninit.init_at, start)
+                                     : QP_EUNSUPP;
+}
+
+/*
+ * The dynamic entry the start takes, into *AT, and where it goes on to, into *NEXT: the
+ * DT_INIT entry as it is now (naming the runtime's start, or the library's own), or,
+ * for a library without one, a spare DT_NULL (the first, when another follows it: the
+ * section stays terminated), the one the reader found or, when the search path took
+ * that one, the next.
+ * 0, or QP_ENOTFOUND when there is no spare left.
+ */
+static int
+init_entry(ed_image_t *im, const cfg_image_t *img, uint64_t *at, uint64_t *next)
+{
+    uint64_t lo = 0, hi = 0; /* PT_DYNAMIC's extent */
+    for (size_t i = 0; i < img->nsegments; i++)
+        if (img->segments[i].type == 2 /* PT_DYNAMIC */ && hi == 0) {
+            lo = img->segments[i].vaddr;
+            hi = lo + img->segments[i].memsz;
+        }
+    *next = 0;
+    for (*at = img->dyninit.init_at; *at >= lo && *at + 32 <= hi; *at += 16) {
+        uint64_t d[4];
+        QP_CHECK(ed_image_ops.read(im, *at, d, sizeof(d)));
+        if (d[0] == 12 /* DT_INIT */) {
+            *next = d[1];
+            return 0;
+        }
+        if (d[0] == 0) /* the end: the dynamic linker reads no further */
+            return d[2] == 0 && img->dyninit.init == 0 ? 0 : QP_ENOTFOUND;
+    }
+    return QP_ENOTFOUND;
+}
+
+int
+elfw_got_fix(ed_image_t *im, const cfg_image_t *img, ed_plan_t *plan, uint64_t lo,
+    uint64_t hi, uint64_t *at, uint32_t *n, const char **why)
 {
     *at = 0;
     *n = 0;
@@ -79,6 +112,13 @@ elfw_got_fix(ed_image_t *im, const cfg_image_t *img, ed_plan_t *plan, uint64_t n
         *why = "it has no DT_INIT and no spare dynamic entry to start from";
         return 0;
     }
+    uint64_t init_at, next;
+    int rc = init_entry(im, img, &init_at, &next);
+    if (rc == QP_ENOTFOUND) {
+        *why = "it has no DT_INIT and no spare dynamic entry left to start from";
+        return 0;
+    }
+    QP_CHECK(rc);
     const arch_isa_t *isa = cfg_image_isa(img);
     if (pt_got_fix_size(isa, 0) == 0) {
         *why = "no such start for this instruction set";
@@ -112,7 +152,7 @@ elfw_got_fix(ed_image_t *im, const cfg_image_t *img, ed_plan_t *plan, uint64_t n
     uint64_t rlo, rhi;
     relro_of(img, &rlo, &rhi);
     uint8_t *bytes = malloc(size);
-    int rc = bytes != NULL ? 0 : QP_ENOMEM;
+    rc = bytes != NULL ? 0 : QP_ENOMEM;
     if (rc == 0)
         rc = ed_image_alloc_aligned(im, lo, hi, size, ED_PROT_R | ED_PROT_X, 16, at);
     if (rc == 0)
@@ -120,7 +160,7 @@ elfw_got_fix(ed_image_t *im, const cfg_image_t *img, ed_plan_t *plan, uint64_t n
     if (rc >= 0)
         rc = ed_image_ops.write(im, *at, bytes, size);
     if (rc == 0)
-        rc = elfw_set_init(im, img, *at);
+        rc = write_init(im, init_at, *at);
     free(bytes);
     free(e);
     if (rc == 0)

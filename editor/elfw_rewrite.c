@@ -674,16 +674,6 @@ elfw_rewrite(const cfg_prog_t *prog, ed_plan_t *plan, const elfw_instr_t *instr,
         fail(err, errlen, rc, "measurement description");
         goto out;
     }
-    /* After the runtime's start: this one goes first and on to it. */
-    uint64_t ext_lo, ext_hi;
-    image_extent(prog->img, &ext_lo, &ext_hi);
-    rc = elfw_got_fix(im, prog->img, plan,
-        instr != NULL ? rr.rt + QPRT_LIBINIT_OFF : prog->img->dyninit.init, ext_lo, ext_hi,
-        &rr.got_fix, &stats->nplt_direct, &stats->plt_why);
-    if (rc < 0) {
-        fail(err, errlen, rc, "the library's own PLT");
-        goto out;
-    }
     if (opts->origin_first && (rc = search_origin_first(im, prog->img, input, &rr.dynstr)) < 0) {
         if (rc == QP_EUNSUPP)
             snprintf(err, errlen,
@@ -691,6 +681,16 @@ elfw_rewrite(const cfg_prog_t *prog, ed_plan_t *plan, const elfw_instr_t *instr,
                 "for one");
         else
             fail(err, errlen, rc, "search path");
+        goto out;
+    }
+    /* After the runtime's start (this one goes first, and on to it) and the search
+     * path (which may take the spare dynamic entry a library without DT_INIT has). */
+    uint64_t ext_lo, ext_hi;
+    image_extent(prog->img, &ext_lo, &ext_hi);
+    rc = elfw_got_fix(im, prog->img, plan, ext_lo, ext_hi, &rr.got_fix, &stats->nplt_direct,
+        &stats->plt_why);
+    if (rc < 0) {
+        fail(err, errlen, rc, "the library's own PLT");
         goto out;
     }
     if ((rc = renew_build_id(im, prog->img)) < 0) {

@@ -12,6 +12,7 @@
 #     the original's: the redirect at f's old entry no longer runs (valgrind's lackey on
 #     x86-64; qemu-aarch64's -d in_asm,exec,nochain on AArch64, cross-built);
 #   - an LD_PRELOAD library defining f still wins over the rewritten library's f;
+#   - built without DT_INIT (-nostartfiles): a spare dynamic entry becomes the start's;
 #   - bound lazily (-Wl,-z,lazy): nothing is done (-v says why), the runs are correct.
 # Each ISA's part is skipped without its tools. Exit status: 0 pass, 1 fail, 77 skip.
 . "${top_srcdir:-.}/tests/lib.sh"
@@ -96,6 +97,33 @@ check() {
             ok "$isa: none: 2000 iterations cost $((b - a)) instructions, as the original's"
         else
             bad "$isa: none: 2000 iterations cost $((e - c)) instructions, the original's $((b - a))"
+        fi
+    fi
+    # No DT_INIT (-nostartfiles): a spare dynamic entry becomes one, for the start alone.
+    r=$d/noinit
+    mkdir -p "$r/orig" || return
+    $cc -O2 -shared -fPIC -nostartfiles -Wl,-z,now -o "$r/orig/libself.so" "$src/lib.c" &&
+        cp "$d/orig/main" "$r/orig/" && cp "$d/orig/main" "$r/" || { bad "$isa: build (no DT_INIT)"; return; }
+    if ! "$QPT_REWRITE" -v --driver=none "$r/orig/libself.so" -o "$r/libself.so" > "$r/log" 2>&1; then
+        bad "$isa: no DT_INIT: rewrite: $(tail -n 1 "$r/log")"
+    elif ! grep -q "1 JUMP_SLOT word of the library's own PLT point at the new code" "$r/log"; then
+        bad "$isa: no DT_INIT: -v does not say the PLT's word is pointed at the new code"
+    else
+        run "$isa" "$r" 1000 > "$r/got" 2>&1
+        PRE=$d/libpre.so run "$isa" "$r" 5 > "$r/got.pre" 2>&1
+        if cmp -s "$d/want" "$r/got" && cmp -s "$d/want.pre" "$r/got.pre"; then
+            ok "$isa: no DT_INIT: started from a spare entry, same output, with and without LD_PRELOAD"
+        else
+            bad "$isa: no DT_INIT: output differs"
+        fi
+        if [ -n "$counter" ]; then
+            a=$($counter "$r/orig" 1000) b=$($counter "$r/orig" 3000)
+            c=$($counter "$r" 1000) e=$($counter "$r" 3000)
+            if [ -n "$a" ] && [ -n "$c" ] && [ $((b - a)) -eq $((e - c)) ]; then
+                ok "$isa: no DT_INIT: none: the loop costs the original's instructions"
+            else
+                bad "$isa: no DT_INIT: none: the loop costs $((e - c)), the original's $((b - a))"
+            fi
         fi
     fi
     # Bound lazily: nothing done, and said so.
