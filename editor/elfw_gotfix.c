@@ -36,6 +36,21 @@ redirect_at(ed_image_t *im, const cfg_image_t *img, ed_plan_t *plan, uint64_t ol
     return in.kind == ARCH_KIND_JMP && in.target == to ? to : 0;
 }
 
+/* Is the word at WHERE in a writable PT_LOAD (where the start may write it: RELRO's
+ * pages made writable again, the rest writable all along)? A text relocation's word
+ * (DT_TEXTREL) is not. */
+static int
+in_writable_load(const cfg_image_t *img, uint64_t where)
+{
+    for (size_t i = 0; i < img->nsegments; i++) {
+        const cfg_segment_t *g = &img->segments[i];
+        if (g->type == 1 /* PT_LOAD */ && (g->flags & CFG_SEG_W) && where >= g->vaddr
+            && where - g->vaddr < g->memsz && g->memsz - (where - g->vaddr) >= 8)
+            return 1;
+    }
+    return 0;
+}
+
 /* PT_GNU_RELRO's extent in *LO, *HI (0 and 0 when there is none). */
 static void
 relro_of(const cfg_image_t *img, uint64_t *lo, uint64_t *hi)
@@ -105,7 +120,8 @@ elfw_got_fix(ed_image_t *im, const cfg_image_t *img, ed_plan_t *plan, uint64_t l
     if (!(img->flags & CFG_IMG_SHLIB))
         return 0;
     if (img->flags & CFG_IMG_LAZY) {
-        *why = "it binds lazily (no BIND_NOW): its PLT still goes through the old entries";
+        *why = "it binds lazily (no BIND_NOW: a word holds the old entry only after its "
+               "first call)";
         return 0;
     }
     if (img->dyninit.init_at == 0) {
@@ -130,6 +146,7 @@ elfw_got_fix(ed_image_t *im, const cfg_image_t *img, ed_plan_t *plan, uint64_t l
         const cfg_reloc_t *r = &img->relocs[i];
         /* value: the symbol's value when it is defined here (0 when undefined). */
         uint64_t to = r->kind == CFG_RELOC_JUMP_SLOT && r->value != 0
+                && in_writable_load(img, r->where)
             ? redirect_at(im, img, plan, r->value) : 0;
         if (to == 0)
             continue;
