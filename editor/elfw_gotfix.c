@@ -147,7 +147,8 @@ elfw_got_fix(ed_image_t *im, const cfg_image_t *img, ed_plan_t *plan, uint64_t l
         /* value: the symbol's value when it is defined here (0 when undefined). */
         uint64_t to = r->kind == CFG_RELOC_JUMP_SLOT && r->value != 0
                 && in_writable_load(img, r->where)
-            ? redirect_at(im, img, plan, r->value) : 0;
+            ? redirect_at(im, img, plan, r->value)
+            : 0;
         if (to == 0)
             continue;
         if (ne % 64 == 0) {

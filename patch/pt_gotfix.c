@@ -21,7 +21,8 @@ code_len(const arch_isa_t *isa)
 {
     uint8_t code[512];
     int rc = isa != NULL && isa->emit_got_fix != NULL
-        ? isa->emit_got_fix(code, sizeof(code)) : -1;
+        ? isa->emit_got_fix(code, sizeof(code))
+        : -1;
     return rc > 0 ? (size_t)rc : 0;
 }
 
