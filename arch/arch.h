@@ -545,6 +545,41 @@ int arch_emit_xlate_stub_out(uint64_t addr, uint64_t table, uint64_t miss,
 #define ARCH_XLATE_GO_LEN 3
 int arch_emit_xlate_go(uint8_t *out /*OUT*/, size_t cap);
 
+/*
+ * A rewritten shared library's start that points its own PLT at the moved code
+ * (patch/pt_gotfix.c builds it whole; the rewriter makes it the library's DT_INIT). The
+ * library's calls of its own exported functions go through its PLT and a JUMP_SLOT
+ * word, which the dynamic linker fills with the exported (old) entry, where a redirect
+ * jumps on to the new code. The code, called as init(argc, argv, envp), reads the
+ * header that follows it (at the length the emitter returns, a multiple of 8) and the
+ * entries after the header; BIAS = the header's run-time address - SELF. For each entry
+ * whose slot holds BIAS + OLD (the symbol resolved to this library: not interposed, not
+ * left lazy), it writes BIAS + NEW; a slot holding anything else is left alone. The
+ * whole pages inside [RELRO_LO, RELRO_HI) + BIAS (what the dynamic linker made read-only
+ * already: its page size from the auxiliary vector after ENVP on AArch64, 4096 on
+ * x86-64) are made writable around the writes and read-only again; when that fails,
+ * nothing is written. It then tail-calls NEXT + BIAS with the same arguments, or
+ * returns when NEXT is 0. It keeps every callee-saved register and uses no stack (but
+ * x86-64's three argument registers, pushed and popped).
+ */
+typedef struct arch_got_fix_hdr {
+    uint64_t self;     /* link-time address of this header */
+    uint64_t count;    /* entries after the header */
+    uint64_t relro_lo; /* PT_GNU_RELRO's link-time extent, [lo, hi); 0 and 0 when none */
+    uint64_t relro_hi;
+    uint64_t next;     /* link-time address of the start to go on to (DT_INIT), or 0 */
+} arch_got_fix_hdr_t;
+
+typedef struct arch_got_fix_entry {
+    uint64_t slot;     /* link-time address of the JUMP_SLOT word */
+    uint64_t old;      /* the exported entry, with a redirect to NEW */
+    uint64_t new_;     /* the procedure's new entry */
+} arch_got_fix_entry_t;
+
+/* The code above into OUT (position independent): its length (a multiple of 8), or
+ * QP_EINVAL when CAP is too small. */
+int arch_emit_got_fix(uint8_t *out /*OUT*/, size_t cap);
+
 /* LEN bytes of the recommended multi-byte nops (for padding). */
 int arch_emit_nops(size_t len, uint8_t *out /*OUT*/, size_t cap);
 
@@ -685,6 +720,9 @@ typedef struct arch_isa {
      * 0, or QP_ENOTFOUND. */
     int (*slot_store)(const uint8_t *buf, size_t len, uint64_t addr, int64_t slot,
                       uint64_t *value /*OUT*/, uint64_t *first /*OUT*/);
+    /* arch_emit_got_fix: the start of a shared library that points its own PLT at
+     * the moved code. */
+    int (*emit_got_fix)(uint8_t *out, size_t cap);
 } arch_isa_t;
 
 /* arch_isa_t.code_ref's answers. */

@@ -69,6 +69,7 @@ static const arch_isa_t isa_x86_64 = {
     .reloc_max_len = x86_reloc_max_len,
     .emit_jmp_xlate = arch_emit_jmp_xlate,
     .emit_xlate_stub = arch_emit_xlate_stub,
+    .emit_got_fix = arch_emit_got_fix,
 };
 
 static const arch_isa_t isa_aarch64 = {
@@ -100,6 +101,7 @@ static const arch_isa_t isa_aarch64 = {
     .reloc_max_len = a64_reloc_max_len,
     .sp_access = a64_sp_access,
     .slot_store = a64_slot_store,
+    .emit_got_fix = a64_emit_got_fix,
 };
 
 const arch_isa_t *

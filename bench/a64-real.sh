@@ -19,6 +19,7 @@
 #    qp, naive, and the same for sqlite3 with its library rewritten (none).
 # Exit status: 0 pass, 1 a difference, 77 skip (no qemu-aarch64, no network).
 set -u
+HERE=$(cd "$(dirname "$0")" && pwd)
 W=$1 REWRITE=$(cd "$(dirname "$2")" && pwd)/${2##*/} QP=$(cd "$(dirname "$3")" && pwd)/${3##*/}
 command -v qemu-aarch64 > /dev/null || { echo "a64-real: no qemu-aarch64: skipped"; exit 77; }
 [ -d /usr/aarch64-linux-gnu ] || { echo "a64-real: no /usr/aarch64-linux-gnu: skipped"; exit 77; }
@@ -146,22 +147,7 @@ else
 fi
 # Instructions executed (the whole process, ld.so and libc included)
 count() { # LOG: the sum over executed blocks of their instructions
-    python3 - "$1" <<'EOF'
-import sys
-n, total, cur = {}, 0, None
-with open(sys.argv[1], errors='replace') as f:
-    for line in f:
-        if line.startswith('Trace '):
-            total += n.get(int(line.split('[')[1].split('/')[1], 16), 0)
-        elif line.startswith('IN:'):
-            cur, cnt = None, 0
-        elif line.startswith('0x') and ':' in line[:20]:
-            if cur is None:
-                cur = int(line.split(':')[0], 16)
-            cnt += 1
-            n[cur] = cnt
-print(total)
-EOF
+    python3 "$HERE/../tests/qemu-icount.py" "$1"
 }
 if command -v python3 > /dev/null; then
     LP=$LIBS

@@ -130,6 +130,9 @@ typedef struct elfw_rewrite_stats {
     ed_fde_fail_t unwind_fail; /* set when the rewrite failed because an FDE of moved
                                 * code could not be rewritten: a plan made with it in
                                 * ed_opts_t.stay keeps that code in place */
+    uint32_t nplt_direct;   /* a shared library: JUMP_SLOT words its start points at the
+                             * new code of its own procedures (elfw_got_fix) */
+    const char *plt_why;    /* a shared library with none of them: why (static text) */
 } elfw_rewrite_stats_t;
 
 /*
@@ -244,5 +247,25 @@ int elfw_rewrite(const struct cfg_prog *prog, struct ed_plan *plan, const elfw_i
  * written anew). 0, or QP_EIO / QP_EFORMAT.
  */
 int elfw_new_bytes_at(const char *input, uint64_t *off /*OUT*/);
+
+/*
+ * Make the dynamic section's DT_INIT entry (IMG's dyninit.init_at: DT_INIT or a spare
+ * DT_NULL) start at START: 0, QP_EUNSUPP when IMG has no such entry.
+ */
+int elfw_set_init(ed_image_t *im, const cfg_image_t *img, uint64_t start);
+
+/*
+ * A shared library's calls of its own exported functions, straight to the new code
+ * (editor/elfw_gotfix.c): once PLAN is applied to IM, a start (arch_emit_got_fix) with
+ * the JUMP_SLOT words whose symbol IMG defines at an entry that now holds a redirect, in
+ * a new executable region within [LO, HI)'s reach (its address in *AT), made IMG's
+ * DT_INIT; it goes on to the start DT_INIT named before (the runtime's, the library's
+ * own) if any. *N is the number of words; with none (or IMG binds lazily, or is no
+ * library) nothing is added, *AT and *N are 0 and *WHY says why (static text, NULL for
+ * no library). Returns 0 or a QP_E* code.
+ */
+int elfw_got_fix(ed_image_t *im, const cfg_image_t *img, struct ed_plan *plan, uint64_t lo,
+                 uint64_t hi, uint64_t *at /*OUT*/, uint32_t *n /*OUT*/,
+                 const char **why /*OUT*/);
 
 #endif

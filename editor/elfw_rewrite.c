@@ -30,6 +30,7 @@ typedef struct rt_regions {
     uint64_t nlocks; /* its entries */
     uint64_t unwind; /* new unwind tables (R) */
     uint64_t dynstr; /* a copy of .dynstr with $ORIGIN in the search path (R), or 0 */
+    uint64_t got_fix; /* a library's start that points its PLT at new code (RX), or 0 */
 } rt_regions_t;
 
 /* Write LEN bytes of DATA at ADDR of the image, then zeros up to SPAN bytes. */
@@ -254,22 +255,9 @@ write_lock_sites(
 /*
  * A shared library has no entry of its own: the dynamic linker calls its DT_INIT when it
  * is loaded, before its init array. The runtime's library start takes DT_INIT's place
- * (or that of a spare DT_NULL entry, when there was no DT_INIT) and goes on to the
- * original one.
+ * (or that of a spare DT_NULL entry, when there was no DT_INIT: elfw_set_init) and goes
+ * on to the original one.
  */
-static int
-start_library(ed_image_t *im, const cfg_image_t *img, uint64_t start)
-{
-    const uint64_t at = img->dyninit.init_at;
-    if (at == 0)
-        return QP_EUNSUPP;
-    uint8_t dyn[16];
-    const uint64_t tag = 12; /* DT_INIT */
-    memcpy(dyn, &tag, 8);
-    memcpy(dyn + 8, &start, 8);
-    return ed_image_ops.write(im, at, dyn, sizeof(dyn));
-}
-
 /*
  * After the code is placed: the description and the runtime's parameters. The runtime
  * needs only the description's id (in its parameters): the description itself becomes
@@ -319,7 +307,7 @@ write_runtime(ed_image_t *im, const cfg_image_t *img, ed_plan_t *plan,
     if (img->flags & CFG_IMG_SHLIB) {
         par.flags |= QPRT_F_LIBRARY;
         par.init = img->dyninit.init;
-        rc = start_library(im, img, r->rt + QPRT_LIBINIT_OFF);
+        rc = elfw_set_init(im, img, r->rt + QPRT_LIBINIT_OFF);
         if (rc < 0) {
             free(blob);
             return rc;
@@ -515,6 +503,8 @@ region_name(const ed_region_t *reg, const rt_regions_t *r, uint64_t text, uint64
         return ".qpt.locks";
     if (reg->vaddr == r->dynstr)
         return ".qpt.dynstr";
+    if (reg->vaddr == r->got_fix)
+        return ".qpt.pltfix";
     return ".eh_frame";
 }
 
@@ -691,6 +681,16 @@ elfw_rewrite(const cfg_prog_t *prog, ed_plan_t *plan, const elfw_instr_t *instr,
                 "for one");
         else
             fail(err, errlen, rc, "search path");
+        goto out;
+    }
+    /* After the runtime's start (this one goes first, and on to it) and the search
+     * path (which may take the spare dynamic entry a library without DT_INIT has). */
+    uint64_t ext_lo, ext_hi;
+    image_extent(prog->img, &ext_lo, &ext_hi);
+    rc = elfw_got_fix(im, prog->img, plan, ext_lo, ext_hi, &rr.got_fix, &stats->nplt_direct,
+        &stats->plt_why);
+    if (rc < 0) {
+        fail(err, errlen, rc, "the library's own PLT");
         goto out;
     }
     if ((rc = renew_build_id(im, prog->img)) < 0) {

@@ -143,6 +143,14 @@ qpt_rw_report(qpt_rewrite_t *r, const cfg_prog_t *prog, const char *input, const
         qpt_rw_say(r, "%s: %u direct call%s and jumps of AArch64 code left in place go "
                    "straight to the new entries", output, es->nkept_branches,
                    es->nkept_branches == 1 ? "" : "s");
+    if (verbose && st.nplt_direct > 0)
+        qpt_rw_say(r, "%s: %u JUMP_SLOT word%s of the library's own PLT point at the new "
+                   "code once bound (its start rewrites each that holds the old entry: "
+                   "not one another definition interposed)", output, st.nplt_direct,
+                   st.nplt_direct == 1 ? "" : "s");
+    else if (verbose && st.plt_why != NULL)
+        qpt_rw_say(r, "%s: the library's calls through its own PLT go through the "
+                   "redirects at the old entries: %s", output, st.plt_why);
     if (es->ntables_kept > 0)
         qpt_rw_say(r, "%s: %u AArch64 switch table%s dispatch through the redirects at "
                    "their old cases (entries too short for the new code's offsets, or a "

@@ -293,4 +293,24 @@ pt_proc_at(const pt_map_t *map, size_t n, uint64_t orig);
 size_t
 pt_proc_size(const pt_proc_t *p, size_t snip);
 
+/*****************************************************************************
+ * A shared library's start that points its own PLT at the moved code
+ */
+
+/*
+ * The bytes of arch_emit_got_fix's start (arch/arch.h says what it does), run at ADDR,
+ * for the N entries E: the ISA's code, its header (NEXT, RELRO_LO and RELRO_HI as
+ * there), then the entries sorted by slot (the same input gives the same bytes), into
+ * OUT (CAP bytes). Returns the length, or QP_EINVAL (CAP too small: pt_got_fix_size),
+ * QP_EUNSUPP (the ISA has none).
+ */
+int
+pt_got_fix_emit(const arch_isa_t *isa, uint64_t addr, const arch_got_fix_entry_t *e,
+    size_t n, uint64_t relro_lo, uint64_t relro_hi, uint64_t next, uint8_t *out /*OUT*/,
+    size_t cap);
+
+/* The length pt_got_fix_emit needs for N entries, or 0 when the ISA has no such start. */
+size_t
+pt_got_fix_size(const arch_isa_t *isa, size_t n);
+
 #endif

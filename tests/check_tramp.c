@@ -12,7 +12,9 @@
  * return address, a block moved whole with an entry and an exit snippet, a short
  * indirect call moved with what follows it, a conditional tail call, an entry reached
  * through padding); the one flags rule; the refusals (too few bytes, out of reach, no
- * room); and the bytes of a system call looked for in code (pt_syscall_pattern).
+ * room); the bytes of a system call looked for in code (pt_syscall_pattern); and a
+ * shared library's start that points its own PLT at the moved code (pt_got_fix_emit),
+ * run on words of this process.
  */
 #include "config.h"
 
@@ -710,6 +712,117 @@ START_TEST(test_syscall_pattern)
 }
 END_TEST
 
+/*****************************************************************************
+ * A library's start that points its own PLT at the moved code (pt_got_fix_emit), run
+ * here: the "GOT" is two pages of this process, the first read-only as RELRO leaves it
+ */
+
+static long next_argc;
+static char **next_argv, **next_envp;
+
+/* The start it goes on to: records its arguments. */
+static void
+next_init(long argc, char **argv, char **envp)
+{
+    next_argc = argc;
+    next_argv = argv;
+    next_envp = envp;
+}
+
+/* The permissions /proc/self/maps gives the page at P ("r--p", ...), into PERM. */
+static void
+perms_of(const void *p, char perm[5])
+{
+    FILE *f = fopen("/proc/self/maps", "r");
+    unsigned long lo, hi;
+    char line[512], pm[5];
+    strcpy(perm, "?");
+    while (f != NULL && fgets(line, sizeof(line), f) != NULL)
+        if (sscanf(line, "%lx-%lx %4s", &lo, &hi, pm) == 3 && (uintptr_t)p >= lo
+            && (uintptr_t)p < hi)
+            strcpy(perm, pm);
+    if (f != NULL)
+        fclose(f);
+}
+
+START_TEST(test_got_fix)
+{
+    ck_assert_ptr_nonnull(map);
+    uint8_t *got = mmap(NULL, 2 * PAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+                        -1, 0);
+    ck_assert_ptr_ne(got, MAP_FAILED);
+    uint64_t *ro = (uint64_t *)(void *)got, *rw = (uint64_t *)(void *)(got + PAGE);
+    ro[1] = 0x1000;  /* the old entry: becomes the new one */
+    ro[2] = 0x7777;  /* interposed: left alone */
+    rw[3] = 0x3000;  /* outside RELRO's whole pages: written without mprotect */
+    ck_assert_int_eq(mprotect(got, PAGE, PROT_READ), 0);
+    const arch_got_fix_entry_t e[] = {
+        { (uint64_t)(uintptr_t)&rw[3], 0x3000, 0x3300 },
+        { (uint64_t)(uintptr_t)&ro[1], 0x1000, 0x1100 },
+        { (uint64_t)(uintptr_t)&ro[2], 0x2000, 0x2200 },
+    };
+    const arch_isa_t *isa = arch_isa_host();
+    size_t size = pt_got_fix_size(isa, 3);
+    ck_assert_uint_gt(size, 0);
+    ck_assert_uint_le(size, PAGE);
+    /* At its own address: the bias is 0. RELRO ends inside the second page, whose
+     * rest the dynamic linker leaves writable (it protects whole pages only). */
+    uint64_t here = (uint64_t)(uintptr_t)TRAMP;
+    ck_assert_int_eq(pt_got_fix_emit(isa, here, e, 3, (uint64_t)(uintptr_t)got + 8,
+                                     (uint64_t)(uintptr_t)got + PAGE + 64,
+                                     (uint64_t)(uintptr_t)next_init, TRAMP, PAGE),
+                     (int)size);
+    /* The header, then the entries by slot. */
+    arch_got_fix_hdr_t h;
+    size_t code = size - sizeof(h) - 3 * sizeof(e[0]);
+    memcpy(&h, TRAMP + code, sizeof(h));
+    ck_assert_uint_eq(h.self, here + code);
+    ck_assert_uint_eq(h.count, 3);
+    arch_got_fix_entry_t t[3];
+    memcpy(t, TRAMP + code + sizeof(h), sizeof(t));
+    ck_assert(t[0].slot < t[1].slot && t[1].slot < t[2].slot);
+    char *argv[] = { "prog", NULL }, *envp[] = { "A=1", NULL };
+    void (*start)(long, char **, char **);
+    memcpy(&start, &(void *) { TRAMP }, sizeof(start));
+    start(1, argv, envp);
+    ck_assert_int_eq(next_argc, 1);
+    ck_assert_ptr_eq(next_argv, argv);
+    ck_assert_ptr_eq(next_envp, envp);
+    ck_assert_uint_eq(ro[1], 0x1100);
+    ck_assert_uint_eq(ro[2], 0x7777);
+    ck_assert_uint_eq(rw[3], 0x3300);
+    char perm[5];
+    perms_of(got, perm);
+    ck_assert_str_eq(perm, "r--p"); /* read-only again */
+    perms_of(got + PAGE, perm);
+    ck_assert_str_eq(perm, "rw-p");
+    /* mprotect fails (no page there): nothing is written, and it still goes on. */
+    ck_assert_int_eq(munmap(got, PAGE), 0);
+    rw[3] = 0x3000;
+    next_argc = 0;
+    ck_assert_int_eq(pt_got_fix_emit(isa, here, e, 1, (uint64_t)(uintptr_t)got,
+                                     (uint64_t)(uintptr_t)got + PAGE,
+                                     (uint64_t)(uintptr_t)next_init, TRAMP, PAGE),
+                     (int)pt_got_fix_size(isa, 1));
+    start(2, argv, envp);
+    ck_assert_int_eq(next_argc, 2);
+    ck_assert_uint_eq(rw[3], 0x3000);
+    munmap(got + PAGE, PAGE);
+    /* AArch64's: the same header after its code. */
+    const arch_isa_t *a64 = arch_isa_for_machine(ARCH_EM_AARCH64);
+    size = pt_got_fix_size(a64, 1);
+    uint8_t buf[512];
+    ck_assert_int_eq(pt_got_fix_emit(a64, 0x10000, e, 1, 0, 0, 0x20000, buf, sizeof(buf)),
+                     (int)size);
+    code = size - sizeof(h) - sizeof(e[0]);
+    memcpy(&h, buf + code, sizeof(h));
+    ck_assert_uint_eq(code % 8, 0);
+    ck_assert_uint_eq(h.self, 0x10000 + code);
+    ck_assert_uint_eq(h.next, 0x20000);
+    ck_assert_int_eq(pt_got_fix_emit(a64, 0x10000, e, 1, 0, 0, 0, buf, size - 1), QP_EINVAL);
+}
+END_TEST
+
 static Suite *
 tramp_suite(void)
 {
@@ -727,6 +840,7 @@ tramp_suite(void)
     tcase_add_test(tc, test_reloc_refusals);
     tcase_add_test(tc, test_reloc_unknown_jump);
     tcase_add_test(tc, test_syscall_pattern);
+    tcase_add_test(tc, test_got_fix);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -435,3 +435,81 @@ a64_emit_trap(uint8_t *out, size_t cap)
     static const uint32_t udf = 0x0000deadu; /* udf #0xdead: SIGILL */
     return put_words(&udf, 1, out, cap);
 }
+
+/*****************************************************************************
+ * A shared library's start that points its own PLT at the moved code
+ */
+
+int
+a64_emit_got_fix(uint8_t *out, size_t cap)
+{
+    /* x5-x7 = the arguments, x9 = the header, x10 = the load bias, x15 = the page size
+     * (AT_PAGESZ after envp's NULL, else 4096), x3/x4 = the pages and their length,
+     * x14 = they were made writable, x11 = entries left, x12 = the entry. mprotect (226)
+     * returns in x0 and keeps the rest. */
+    static const uint32_t code[] = {
+        0xd503245f, /*  0 bti c */
+        0xaa0003e5, /*  4 mov x5, x0 */
+        0xaa0103e6, /*  8 mov x6, x1 */
+        0xaa0203e7, /*  c mov x7, x2 */
+        0x10000749, /* 10 adr x9, hdr (0xf8) */
+        0xf940012a, /* 14 ldr x10, [x9] */
+        0xcb0a012a, /* 18 sub x10, x9, x10: the bias */
+        0xd282000f, /* 1c mov x15, #4096 */
+        0xaa0203eb, /* 20 mov x11, x2: envp */
+        0xb400010b, /* 24 cbz x11, 44 */
+        0xf840856c, /* 28 ldr x12, [x11], #8 */
+        0xb5ffffec, /* 2c cbnz x12, 28: past envp's NULL, the auxiliary vector */
+        0xa8c1356c, /* 30 ldp x12, x13, [x11], #16 */
+        0xb400008c, /* 34 cbz x12, 44: AT_NULL */
+        0xf100199f, /* 38 cmp x12, #6: AT_PAGESZ */
+        0x54ffffa1, /* 3c b.ne 30 */
+        0xaa0d03ef, /* 40 mov x15, x13 */
+        0xcb0f03ef, /* 44 neg x15, x15 */
+        0xa9411123, /* 48 ldp x3, x4, [x9, #16]: relro_lo, relro_hi */
+        0x8a0f0063, /* 4c and x3, x3, x15 */
+        0x8a0f0084, /* 50 and x4, x4, x15 */
+        0xd280000e, /* 54 mov x14, #0 */
+        0xeb04007f, /* 58 cmp x3, x4 */
+        0x54000142, /* 5c b.hs 84 (no whole page) */
+        0xcb030084, /* 60 sub x4, x4, x3 */
+        0x8b0a0063, /* 64 add x3, x3, x10 */
+        0xaa0303e0, /* 68 mov x0, x3 */
+        0xaa0403e1, /* 6c mov x1, x4 */
+        0xd2800062, /* 70 mov x2, #3: PROT_READ|WRITE */
+        0xd2801c48, /* 74 mov x8, #226: mprotect */
+        0xd4000001, /* 78 svc #0 */
+        0xb50002e0, /* 7c cbnz x0, d8 (failed: write nothing) */
+        0xd280002e, /* 80 mov x14, #1 */
+        0xf940052b, /* 84 ldr x11, [x9, #8]: count */
+        0x9100a12c, /* 88 add x12, x9, #40: entry 0 */
+        0xb40001ab, /* 8c cbz x11, c0 */
+        0xa9403d8d, /* 90 ldp x13, x15, [x12]: slot, old */
+        0x8b0a01ad, /* 94 add x13, x13, x10 */
+        0x8b0a01ef, /* 98 add x15, x15, x10 */
+        0xf94001b0, /* 9c ldr x16, [x13] */
+        0xeb0f021f, /* a0 cmp x16, x15 */
+        0x54000081, /* a4 b.ne b4 (interposed, or lazy) */
+        0xf9400990, /* a8 ldr x16, [x12, #16]: new */
+        0x8b0a0210, /* ac add x16, x16, x10 */
+        0xf90001b0, /* b0 str x16, [x13] */
+        0x9100618c, /* b4 add x12, x12, #24 */
+        0xd100056b, /* b8 sub x11, x11, #1 */
+        0x17fffff4, /* bc b 8c */
+        0xb40000ce, /* c0 cbz x14, d8 */
+        0xaa0303e0, /* c4 mov x0, x3 */
+        0xaa0403e1, /* c8 mov x1, x4 */
+        0xd2800022, /* cc mov x2, #1: PROT_READ */
+        0xd2801c48, /* d0 mov x8, #226 */
+        0xd4000001, /* d4 svc #0 */
+        0xf9401130, /* d8 ldr x16, [x9, #32]: next */
+        0xaa0503e0, /* dc mov x0, x5 */
+        0xaa0603e1, /* e0 mov x1, x6 */
+        0xaa0703e2, /* e4 mov x2, x7 */
+        0xb4000070, /* e8 cbz x16, f4 */
+        0x8b0a0210, /* ec add x16, x16, x10 */
+        0xd61f0200, /* f0 br x16 (a start lands on bti c: br x16 may) */
+        0xd65f03c0, /* f4 ret; f8: the header */
+    };
+    return put_words(code, sizeof(code) / sizeof(code[0]), out, cap);
+}

@@ -133,6 +133,7 @@ a64_sp_access(
 /* LEN bytes (a multiple of 4) of nops; a trap (udf #0xdead). */
 int a64_emit_nops(size_t len, uint8_t *out /*OUT*/, size_t cap);
 int a64_emit_trap(uint8_t *out /*OUT*/, size_t cap);
+int a64_emit_got_fix(uint8_t *out /*OUT*/, size_t cap);
 
 /* Encoders used by the emitters and the tests (no range checks beyond the field's). */
 uint32_t a64_enc_b(int link, int64_t off);           /* off: bytes, multiple of 4 */

@@ -889,3 +889,70 @@ arch_emit_xlate_go(uint8_t *out /*OUT*/, size_t cap)
     out[2] = 0x00;
     return 3;
 }
+
+/*****************************************************************************
+ * A shared library's start that points its own PLT at the moved code
+ */
+
+int
+arch_emit_got_fix(uint8_t *out /*OUT*/, size_t cap)
+{
+    /* %r9 = the header, %r8 = the load bias, %r10 = the pages were made writable,
+     * %r11 = the entry, %rcx = entries left. mprotect (10) keeps all but %rax, %rcx
+     * and %r11. */
+    static const uint8_t code[] = {
+        0xf3, 0x0f, 0x1e, 0xfa,                   /*   0 endbr64 */
+        0x57, 0x56, 0x52,                         /*   4 push %rdi; push %rsi; push %rdx */
+        0x4c, 0x8d, 0x0d, 0x9a, 0x00, 0x00, 0x00, /*   7 lea hdr(%rip),%r9 (0xa8) */
+        0x4d, 0x89, 0xc8,                         /*   e mov %r9,%r8 */
+        0x4d, 0x2b, 0x01,                         /*  11 sub (%r9),%r8: the bias */
+        0x45, 0x31, 0xd2,                         /*  14 xor %r10d,%r10d */
+        0x49, 0x8b, 0x79, 0x10,                   /*  17 mov 0x10(%r9),%rdi: relro_lo */
+        0x49, 0x8b, 0x71, 0x18,                   /*  1b mov 0x18(%r9),%rsi: relro_hi */
+        0x48, 0x81, 0xe7, 0x00, 0xf0, 0xff, 0xff, /*  1f and $-4096,%rdi */
+        0x48, 0x81, 0xe6, 0x00, 0xf0, 0xff, 0xff, /*  26 and $-4096,%rsi */
+        0x48, 0x39, 0xf7,                         /*  2d cmp %rsi,%rdi */
+        0x73, 0x1d,                               /*  30 jae 4f (no whole page) */
+        0x48, 0x29, 0xfe,                         /*  32 sub %rdi,%rsi */
+        0x4c, 0x01, 0xc7,                         /*  35 add %r8,%rdi */
+        0xba, 0x03, 0x00, 0x00, 0x00,             /*  38 mov $3,%edx: PROT_READ|WRITE */
+        0xb8, 0x0a, 0x00, 0x00, 0x00,             /*  3d mov $10,%eax: mprotect */
+        0x0f, 0x05,                               /*  42 syscall */
+        0x48, 0x85, 0xc0,                         /*  44 test %rax,%rax */
+        0x75, 0x49,                               /*  47 jne 92 (failed: write nothing) */
+        0x41, 0xba, 0x01, 0x00, 0x00, 0x00,       /*  49 mov $1,%r10d */
+        0x49, 0x8b, 0x49, 0x08,                   /*  4f mov 0x8(%r9),%rcx: count */
+        0x4d, 0x8d, 0x59, 0x28,                   /*  53 lea 0x28(%r9),%r11: entry 0 */
+        0x48, 0x85, 0xc9,                         /*  57 test %rcx,%rcx */
+        0x74, 0x25,                               /*  5a je 81 */
+        0x49, 0x8b, 0x13,                         /*  5c mov (%r11),%rdx: slot */
+        0x4c, 0x01, 0xc2,                         /*  5f add %r8,%rdx */
+        0x49, 0x8b, 0x43, 0x08,                   /*  62 mov 0x8(%r11),%rax: old */
+        0x4c, 0x01, 0xc0,                         /*  66 add %r8,%rax */
+        0x48, 0x39, 0x02,                         /*  69 cmp %rax,(%rdx) */
+        0x75, 0x0a,                               /*  6c jne 78 (interposed, or lazy) */
+        0x49, 0x8b, 0x43, 0x10,                   /*  6e mov 0x10(%r11),%rax: new */
+        0x4c, 0x01, 0xc0,                         /*  72 add %r8,%rax */
+        0x48, 0x89, 0x02,                         /*  75 mov %rax,(%rdx) */
+        0x49, 0x83, 0xc3, 0x18,                   /*  78 add $24,%r11 */
+        0x48, 0xff, 0xc9,                         /*  7c dec %rcx */
+        0xeb, 0xd6,                               /*  7f jmp 57 */
+        0x45, 0x85, 0xd2,                         /*  81 test %r10d,%r10d */
+        0x74, 0x0c,                               /*  84 je 92 */
+        0xba, 0x01, 0x00, 0x00, 0x00,             /*  86 mov $1,%edx: PROT_READ */
+        0xb8, 0x0a, 0x00, 0x00, 0x00,             /*  8b mov $10,%eax */
+        0x0f, 0x05,                               /*  90 syscall (%rdi, %rsi kept) */
+        0x49, 0x8b, 0x41, 0x20,                   /*  92 mov 0x20(%r9),%rax: next */
+        0x5a, 0x5e, 0x5f,                         /*  96 pop %rdx; pop %rsi; pop %rdi */
+        0x48, 0x85, 0xc0,                         /*  99 test %rax,%rax */
+        0x74, 0x05,                               /*  9c je a3 */
+        0x4c, 0x01, 0xc0,                         /*  9e add %r8,%rax */
+        0xff, 0xe0,                               /*  a1 jmp *%rax */
+        0xc3,                                     /*  a3 ret */
+        0xcc, 0xcc, 0xcc, 0xcc,                   /*  a4 int3 x4; a8: the header */
+    };
+    if (out == NULL || cap < sizeof(code))
+        return QP_EINVAL;
+    memcpy(out, code, sizeof(code));
+    return (int)sizeof(code);
+}
