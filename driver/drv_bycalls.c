@@ -16,10 +16,11 @@
  * jumps into its interior, and every edge of the program that reaches its entry a
  * direct call or a tail call (not the fall-through of a call that did not end the
  * procedure) from a SOLID procedure (measured, exact apart from its own entry: see
- * drv_run.c). The dependencies must be acyclic: the procedures of every call-graph cycle
- * among candidates keep their own counter. A caller that a longjmp or an exception may
- * leave passes that on (LEAVE bits): counts derived from its counts are approximate
- * when it is.
+ * drv_run.c; computed gotos allowed). The dependencies must be acyclic: the procedures
+ * of every call-graph cycle among candidates keep their own counter. A caller that a
+ * longjmp or an exception may leave, or whose computed gotos' targets are a guess,
+ * passes that on (LEAVE bits): counts derived from its counts are approximate when its
+ * are.
  */
 #include <stdlib.h>
 #include <string.h>
