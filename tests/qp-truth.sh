@@ -276,7 +276,7 @@ elif "$QPT_REWRITE" "$c" -o "$c.q" 2>"$c.q.log" && rm -f "$c.q.qp" \
             print n + 0
         }' "$c.w.log")
     if [ "$kinds" = 2 ]; then
-        echo "ok --weights -v: both trees'"'"' instructions by kind add up to their totals"
+        echo "ok --weights -v: the instructions of both trees by kind add up to their totals"
     else
         bad "--weights -v: instructions by kind: $kinds ($(grep -c 'by kind\|stub jumps back' "$c.w.log") lines)"
     fi
