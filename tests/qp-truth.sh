@@ -221,6 +221,38 @@ for cc in "gcc -O2 -fno-pie -no-pie" "gcc -O3 -fno-pie -no-pie" "clang -O2 -fno-
     fi
 done
 
+# A recursion through a hub (tests/qp/hub.c): the helpers that call the hub back are
+# counted by their call sites all the same (the hub alone keeps a counter of its own), as
+# many procedures as without the calls back but for the hub; counts as naive's.
+h=$dir/hub
+mkdir -p "$h"
+if gcc -O2 -fPIE -pie -g -o "$h/hub" "$top_srcdir/tests/qp/hub.c" 2>"$h/cc.log" \
+    && gcc -O2 -fPIE -pie -g -DFLAT -o "$h/flat" "$top_srcdir/tests/qp/hub.c" 2>>"$h/cc.log"; then
+    "$h/hub" >"$h/hub.out"
+    for v in hub.qp:hub flat.qp:flat hub.naive:hub; do
+        drv=${v%%:*} drv=${drv#*.}
+        "$QPT_REWRITE" --driver="$drv" "$h/${v#*:}" -o "$h/${v%%:*}" 2>"$h/${v%%:*}.log" \
+            || bad "hub: qpt-rewrite $v: $(head -n 1 "$h/${v%%:*}.log")"
+    done
+    for v in qp naive; do
+        rm -f "$h/hub.$v.qp"
+        "$h/hub.$v" >"$h/hub.$v.out" 2>&1
+        cmp -s "$h/hub.out" "$h/hub.$v.out" || bad "hub $v: output differs"
+        "$QP" report --csv "$h/hub.$v.qp" | cut -d, -f1-3 | sort >"$h/hub.$v.counts"
+    done
+    nhub=$(sed -n 's/.* \([0-9][0-9]*\) counted by their call sites.*/\1/p' "$h/hub.qp.log")
+    nflat=$(sed -n 's/.* \([0-9][0-9]*\) counted by their call sites.*/\1/p' "$h/flat.qp.log")
+    if ! cmp -s "$h/hub.qp.counts" "$h/hub.naive.counts"; then
+        bad "hub: qp and naive counts differ"
+    elif [ -n "$nhub" ] && [ -n "$nflat" ] && [ "$nhub" -ge $((nflat - 1)) ]; then
+        echo "ok hub: $nhub procedures counted by their call sites ($nflat without the calls back), counts as naive's"
+    else
+        bad "hub: ${nhub:-?} procedures counted by their call sites, ${nflat:-?} without the calls back"
+    fi
+else
+    echo "skip hub: cannot build ($(head -n 1 "$h/cc.log"))"
+fi
+
 # --weights' estimate of what the counters add, against the increments that the
 # counters then take (every counter summed: base and per-process slots). clang -O2 gives
 # tests/progs/computed_goto.c's dispatch blocks one table of targets shared by all; the
