@@ -148,6 +148,20 @@ typedef struct drv_ip_why {
     uint64_t bytes;          /* bytes of their blocks */
 } drv_ip_why_t;
 
+/* What counters add to a run, in instructions, by kind (qp --weights). */
+typedef struct drv_cost {
+    uint64_t incs;       /* increments, one per counter run */
+    uint64_t flags;      /* flag saves: lea, pushf ... popf, lea around an increment */
+    uint64_t back_jumps; /* taken-edge stubs' jumps back to their target */
+    uint64_t over_jumps; /* jumps over a stub that falls into its target */
+} drv_cost_t;
+
+/* The instructions of C, all kinds. */
+uint64_t drv_cost_insns(const drv_cost_t *c);
+
+/* Add C to *SUM. */
+void drv_cost_add(drv_cost_t *sum, const drv_cost_t *c);
+
 typedef struct drv_result {
     ed_probe_t *probes;      /* for ed_plan_set_probes */
     size_t nprobes;
@@ -162,16 +176,14 @@ typedef struct drv_result {
     uint32_t nblock_counted; /* qp: procedures counted per block (a cycle of edges that
                               * cannot carry a counter, with a jump translated at run
                               * time) */
-    /* qp --weights: the instructions the counters add over the run the weights measured
-     * (increments, stub jumps, flag saves), the least of any spanning tree for those
-     * counts; of them, increments; counters left out (the profile has no count there). */
-    uint64_t weighted_insns;
-    uint64_t weighted_incs;
+    /* qp --weights: what the counters add over the run the weights measured, by kind,
+     * the least of any spanning tree for those counts; counters left out (the profile
+     * has no count there). */
+    drv_cost_t weighted;
     uint32_t weighted_unknown;
     /* ... and what the counters placed without --weights (by the static estimate) would
      * add over that run, for comparison. */
-    uint64_t weighted_static_insns;
-    uint64_t weighted_static_incs;
+    drv_cost_t weighted_static;
     uint32_t nfork_hooks;    /* fork hooks placed */
     uint32_t nfork_unseen;   /* fork sites in procedures not measured (no hook) */
     uint64_t *xlate_site;    /* jumps of unknown targets, translated at run time ... */

@@ -16,10 +16,11 @@
  * jumps into its interior, and every edge of the program that reaches its entry a
  * direct call or a tail call (not the fall-through of a call that did not end the
  * procedure) from a SOLID procedure (measured, exact apart from its own entry: see
- * drv_run.c). The dependencies must be acyclic: the procedures of every call-graph cycle
- * among candidates keep their own counter. A caller that a longjmp or an exception may
- * leave passes that on (LEAVE bits): counts derived from its counts are approximate
- * when it is.
+ * drv_run.c; computed gotos allowed). The dependencies must be acyclic: the procedures
+ * of every call-graph cycle among candidates keep their own counter. A caller that a
+ * longjmp or an exception may leave, or whose computed gotos' targets are a guess,
+ * passes that on (LEAVE bits): counts derived from its counts are approximate when its
+ * are.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -146,24 +147,22 @@ cmp_dep(const void *a, const void *b)
 
 /*
  * Tarjan's strongly connected components over the candidates (edges DEPS sorted by
- * caller, FIRST[c] the first of caller c's), iteratively: every candidate in a component
- * of more than one procedure loses CAND.
+ * caller, FIRST[c] the first of caller c's), iteratively: COMP[v] = the component of
+ * candidate v, numbered from 0, or UINT32_MAX for a component of one procedure (and for
+ * those not candidates). Returns the number of components of more than one. SCRATCH:
+ * 5 * (N + 1) uint32_t, ON: N + 1 bytes.
  */
-static int
-break_cycles(uint32_t n, const dep_t *deps, const uint32_t *first, uint8_t *cand)
+static uint32_t
+cyclic_components(uint32_t n, const dep_t *deps, const uint32_t *first, const uint8_t *cand,
+                  uint32_t *comp, uint32_t *scratch, uint8_t *on)
 {
-    uint32_t *index = malloc((n + 1) * sizeof(uint32_t)), *low = malloc((n + 1) * sizeof(uint32_t));
-    uint32_t *stack = malloc((n + 1) * sizeof(uint32_t)), *call = malloc((n + 1) * sizeof(uint32_t));
-    uint32_t *next = malloc((n + 1) * sizeof(uint32_t));
-    uint8_t *on = calloc(n + 1, 1);
-    int rc = 0;
-    if (!index || !low || !stack || !call || !next || !on) {
-        rc = QP_ENOMEM;
-        goto out;
+    uint32_t *index = scratch, *low = index + n + 1, *stack = low + n + 1;
+    uint32_t *call = stack + n + 1, *next = call + n + 1;
+    uint32_t counter = 0, sp = 0, ncomp = 0;
+    for (uint32_t v = 0; v < n; v++) {
+        index[v] = comp[v] = UINT32_MAX;
+        on[v] = 0;
     }
-    for (uint32_t v = 0; v < n; v++)
-        index[v] = UINT32_MAX;
-    uint32_t counter = 0, sp = 0;
     for (uint32_t root = 0; root < n; root++) {
         if (!cand[root] || index[root] != UINT32_MAX)
             continue;
@@ -199,20 +198,75 @@ break_cycles(uint32_t n, const dep_t *deps, const uint32_t *first, uint8_t *cand
                     w = stack[--sp];
                     on[w] = 0;
                     if (!single)
-                        cand[w] = 2; /* in a cycle: dropped below (still walked now) */
+                        comp[w] = ncomp;
                 } while (w != v);
+                ncomp += !single;
             }
         }
     }
-    for (uint32_t v = 0; v < n; v++)
-        if (cand[v] == 2)
-            cand[v] = 0;
+    return ncomp;
+}
+
+/*
+ * Make the dependencies among candidates acyclic (DEPS sorted by caller, FIRST[c] the
+ * first of caller c's): while some call-graph cycle joins candidates, the candidate of
+ * each such component with the most calls in and out inside it (in x out; then the
+ * lowest index) loses CAND and keeps its own counter. Dropping the hub of a recursion (an
+ * interpreter's execute loop) rather than every procedure on it leaves the others
+ * counted by their calls. After BREAK_ROUNDS rounds, every candidate still on a cycle
+ * loses CAND (each round is a pass over the call graph).
+ */
+enum { BREAK_ROUNDS = 16 };
+
+static int
+break_cycles(uint32_t n, const dep_t *deps, size_t ndeps, const uint32_t *first, uint8_t *cand)
+{
+    uint32_t *comp = malloc((n + 1) * sizeof(uint32_t));
+    uint32_t *scratch = malloc(5 * (size_t)(n + 1) * sizeof(uint32_t));
+    uint64_t *in = calloc(n + 1, sizeof(uint64_t)), *out = calloc(n + 1, sizeof(uint64_t));
+    uint32_t *pick = malloc((n + 1) * sizeof(uint32_t));
+    uint8_t *on = malloc(n + 1);
+    int rc = 0;
+    if (!comp || !scratch || !in || !out || !pick || !on) {
+        rc = QP_ENOMEM;
+        goto out;
+    }
+    uint32_t ncomp;
+    for (int round = 0; (ncomp = cyclic_components(n, deps, first, cand, comp, scratch, on)) > 0;
+         round++) {
+        if (round == BREAK_ROUNDS) { /* a big program's big cycles: as before, all out */
+            for (uint32_t v = 0; v < n; v++)
+                if (comp[v] != UINT32_MAX)
+                    cand[v] = 0;
+            break;
+        }
+        memset(in, 0, (n + 1) * sizeof(uint64_t));
+        memset(out, 0, (n + 1) * sizeof(uint64_t));
+        for (size_t k = 0; k < ndeps; k++) {
+            uint32_t c = deps[k].caller, e = deps[k].callee;
+            if (cand[c] && cand[e] && comp[c] != UINT32_MAX && comp[c] == comp[e]) {
+                out[c]++;
+                in[e]++;
+            }
+        }
+        for (uint32_t k = 0; k < ncomp; k++)
+            pick[k] = UINT32_MAX;
+        for (uint32_t v = 0; v < n; v++) {
+            uint32_t k = comp[v];
+            if (k == UINT32_MAX)
+                continue;
+            if (pick[k] == UINT32_MAX || in[v] * out[v] > in[pick[k]] * out[pick[k]])
+                pick[k] = v;
+        }
+        for (uint32_t k = 0; k < ncomp; k++)
+            cand[pick[k]] = 0;
+    }
 out:
-    free(index);
-    free(low);
-    free(stack);
-    free(call);
-    free(next);
+    free(comp);
+    free(scratch);
+    free(in);
+    free(out);
+    free(pick);
     free(on);
     return rc;
 }
@@ -276,7 +330,7 @@ drv_by_calls(const cfg_prog_t *prog, const uint8_t *solid, uint8_t *leave, uint8
             first[deps[k].caller + 1]++;
         for (uint32_t v = 0; v < n; v++)
             first[v + 1] += first[v];
-        rc = break_cycles(n, deps, first, by_calls);
+        rc = break_cycles(n, deps, ndeps, first, by_calls);
     }
     if (rc == 0)
         rc = pass_leave(n, deps, ndeps, first, by_calls, leave);

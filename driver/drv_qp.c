@@ -372,17 +372,24 @@ out:
 }
 
 /*
- * What a counter on E costs, in instructions run per traversal. A taken-edge stub jumps
- * back to the target unless it falls into it: with CHOSEN, when qp chose so; else when
- * it may (the tree is taken as if every such stub could, and choose_falls then gives
- * each block's place to its most frequent chord).
+ * Does a counter on E jump back (a taken-edge stub) to the target? Not when it falls
+ * into it: with CHOSEN, when qp chose so; else when it may (the tree is taken as if
+ * every such stub could, and choose_falls then gives each block's place to its most
+ * frequent chord).
  */
+static int
+jumps_back(const drv_edge_t *e, int chosen)
+{
+    return e->place == DRV_PLACE_TAKEN
+        && (chosen ? !(e->fall_in & DRV_FALL_CHOSEN) : !(e->fall_in & DRV_FALL_MAY));
+}
+
+/* What a counter on E costs, in instructions run per traversal (CHOSEN: jumps_back's). */
 static double
 counter_cost(const drv_edge_t *e, int chosen)
 {
     double cost = 1.0;
-    if (e->place == DRV_PLACE_TAKEN
-        && (chosen ? !(e->fall_in & DRV_FALL_CHOSEN) : !(e->fall_in & DRV_FALL_MAY)))
+    if (jumps_back(e, chosen))
         cost += 1.0; /* the stub's jump back */
     if (e->save_flags)
         cost += 4.0; /* lea, pushf ... popf, lea */
@@ -481,14 +488,40 @@ is_free(const drv_graph_t *g, const drv_edge_t *ed)
     return ed->kind == QP_EDGE_ENTRY && g->entry_by_calls;
 }
 
+uint64_t
+drv_cost_insns(const drv_cost_t *c)
+{
+    return c->incs + c->flags + c->back_jumps + c->over_jumps;
+}
+
+void
+drv_cost_add(drv_cost_t *sum, const drv_cost_t *c)
+{
+    sum->incs += c->incs;
+    sum->flags += c->flags;
+    sum->back_jumps += c->back_jumps;
+    sum->over_jumps += c->over_jumps;
+}
+
+/* Add what one counter that runs C times costs to *COST: an increment, the flags saved
+ * (SAVE) and the stub's jump back (BACK), as counter_cost prices them. */
+static void
+add_counter_runs(drv_cost_t *cost, uint64_t c, int save, int back)
+{
+    cost->incs += c;
+    cost->flags += save ? 4 * c : 0;
+    cost->back_jumps += back ? c : 0;
+}
+
 /*
  * Add what the counters on the chords (IN_TREE[e] == 0; NEDGES + block for a block's
- * own edge) cost over the profiled run to RES (--weights); FALLIN: per block, the edge
- * falling into it (choose_falls), whose jmp over a stub (DRV_FALL_JUMP) the counters add.
+ * own edge) cost over the profiled run to COST (--weights), counting those whose runs
+ * the profile lacks in *UNKNOWN; FALLIN: per block, the edge falling into it
+ * (choose_falls), whose jmp over a stub (DRV_FALL_JUMP) the counters add.
  */
 static void
 add_weighted_cost(const drv_graph_t *g, const uint8_t *in_tree, const int64_t *runs,
-                  const uint32_t *fallin, drv_result_t *res)
+                  const uint32_t *fallin, drv_cost_t *cost, uint32_t *unknown)
 {
     uint32_t n = g->nedges, X = g->nblocks;
     for (uint32_t e = 0; e < n; e++) {
@@ -496,28 +529,25 @@ add_weighted_cost(const drv_graph_t *g, const uint8_t *in_tree, const int64_t *r
         if (in_tree[e] || is_free(g, ed))
             continue; /* no counter */
         int64_t c = measured_count(g, ed);
-        if (c >= 0) {
-            res->weighted_incs += (uint64_t)c;
-            res->weighted_insns += (uint64_t)c * (uint64_t)counter_cost(ed, 1);
-        } else
-            res->weighted_unknown++;
+        if (c >= 0)
+            add_counter_runs(cost, (uint64_t)c, ed->save_flags, jumps_back(ed, 1));
+        else
+            (*unknown)++;
         if ((ed->fall_in & DRV_FALL_CHOSEN) && (ed->fall_in & DRV_FALL_JUMP)) {
             int64_t j = measured_count(g, &g->edges[fallin[ed->to]]);
             if (j >= 0)
-                res->weighted_insns += (uint64_t)j;
+                cost->over_jumps += (uint64_t)j;
             else
-                res->weighted_unknown++;
+                (*unknown)++;
         }
     }
     for (uint32_t i = 0; i < X; i++) {
         if (in_tree[n + i])
             continue;
-        int64_t c = runs[i];
-        if (c >= 0) {
-            res->weighted_incs += (uint64_t)c;
-            res->weighted_insns += (uint64_t)c * (uint64_t)block_cost(g->block_save[i]);
-        } else
-            res->weighted_unknown++;
+        if (runs[i] >= 0)
+            add_counter_runs(cost, (uint64_t)runs[i], g->block_save[i], 0);
+        else
+            (*unknown)++;
     }
 }
 
@@ -836,11 +866,8 @@ qp_place(drv_graph_t *g, drv_result_t *res, const char **why)
         build_tree(g, freq, NULL, w, fallin, order, parent, in_tree, ground);
         choose_falls(g, in_tree, freq, 0, best, fallin);
         if (!uses_block_counters(g, in_tree)) {
-            drv_result_t est;
-            memset(&est, 0, sizeof(est));
-            add_weighted_cost(g, in_tree, runs, fallin, &est);
-            res->weighted_static_insns += est.weighted_insns;
-            res->weighted_static_incs += est.weighted_incs;
+            uint32_t unknown = 0;
+            add_weighted_cost(g, in_tree, runs, fallin, &res->weighted_static, &unknown);
             static_added = 1;
         }
         memset(in_tree, 0, all + 1);
@@ -855,19 +882,18 @@ qp_place(drv_graph_t *g, drv_result_t *res, const char **why)
         memset(in_tree + n, 0, nb);
         choose_falls(g, in_tree, freq, 0, best, fallin); /* none */
         if (g->weights != NULL) {
-            uint64_t insns = res->weighted_insns, incs = res->weighted_incs;
-            add_weighted_cost(g, in_tree, runs, fallin, res);
-            if (!static_added) { /* per block either way */
-                res->weighted_static_insns += res->weighted_insns - insns;
-                res->weighted_static_incs += res->weighted_incs - incs;
-            }
+            drv_cost_t cost = { 0 };
+            add_weighted_cost(g, in_tree, runs, fallin, &cost, &res->weighted_unknown);
+            drv_cost_add(&res->weighted, &cost);
+            if (!static_added) /* per block either way */
+                drv_cost_add(&res->weighted_static, &cost);
         }
         alloc_counters(g, in_tree, 1, res);
         goto out;
     }
     choose_falls(g, in_tree, freq, runs != NULL, best, fallin);
     if (g->weights != NULL)
-        add_weighted_cost(g, in_tree, runs, fallin, res);
+        add_weighted_cost(g, in_tree, runs, fallin, &res->weighted, &res->weighted_unknown);
     alloc_counters(g, in_tree, 0, res);
 out:
     free(w);

@@ -146,14 +146,18 @@ proc_at_entry(const cfg_prog_t *prog, uint64_t addr)
     return p != NULL && p->entry == addr ? p : NULL;
 }
 
+/* Bit 4 of leaving_procs' marks: counts that rest on guessed computed-goto targets. */
+enum { LEAVE_GUESS = 4 };
+
 /*
  * The procedures that may be left by a longjmp (bit 1) or an exception (bit 2) without
  * returning: those that call longjmp-like functions or throw, and, transitively, every
  * procedure that calls one of them directly or by a tail call (their frames are
  * abandoned too, so flow conservation may not hold there) - or through a pointer, when
  * a procedure whose address is taken is one of them (a callback that throws), or in a
- * shared library (the pointer may lead into another module). A malloc'd byte per
- * procedure, or NULL when out of memory.
+ * shared library (the pointer may lead into another module). Also LEAVE_GUESS on the
+ * procedures with computed gotos (drv_by_calls hands it down to those counted by their
+ * calls there). A malloc'd byte per procedure, or NULL when out of memory.
  */
 static uint8_t *
 leaving_procs(const cfg_prog_t *prog)
@@ -175,6 +179,8 @@ leaving_procs(const cfg_prog_t *prog)
         uint32_t caller = cfg_proc_owner(prog, b->proc);
         if (ind && caller != CFG_NONE)
             indirect[caller] = 1;
+        if (ed->kind == CFG_EDGE_INDIRECT && caller != CFG_NONE)
+            leave[caller] |= LEAVE_GUESS;
     }
     /* A shared library's calls through pointers (its PLT stubs among them) may go into
      * other modules: a callback of the program that throws or longjmps abandons the
@@ -393,7 +399,10 @@ cmp_call(const void *a, const void *b)
 /*
  * Procedures that will be measured and whose counts are exact by themselves, their entry
  * edge's count given (drv_by_calls): into SOLID (a byte per procedure). The same tests as
- * drv_graph_build's refusals and describe_measured's approximation flags.
+ * drv_graph_build's refusals and describe_measured's approximation flags, but for
+ * computed gotos (CFG_EDGE_INDIRECT: every address-taken label of the procedure a
+ * target): their counts are exact unless a jump goes elsewhere, which C does not allow;
+ * the procedures counted by calls made there inherit the mark (LEAVE_GUESS) that says so.
  */
 static void
 solid_procs(const cfg_prog_t *prog, const ed_plan_t *plan, uint8_t *solid)
@@ -409,7 +418,7 @@ solid_procs(const cfg_prog_t *prog, const ed_plan_t *plan, uint8_t *solid)
                 ok = 0; /* a landing pad, or code reached from outside only */
             for (uint32_t j = 0; ok && j < b->nsucc; j++) {
                 const cfg_edge_t *ed = cfg_block_succ(prog, b, j);
-                ok = ed->kind != CFG_EDGE_INDIRECT && ed->kind != CFG_EDGE_UNRESOLVED
+                ok = ed->kind != CFG_EDGE_UNRESOLVED
                     && (ed->to == CFG_NONE
                         || (ed->to >= p->block && ed->to < p->block + p->nblocks));
             }
@@ -443,6 +452,8 @@ describe_measured(drv_result_t *res, const drv_graph_t *g, const uint64_t *exits
         d->flags |= QP_PROC_LEAVE_JMP;
     if (leave[g->proc] & 2)
         d->flags |= QP_PROC_LEAVE_EH;
+    if (leave[g->proc] & LEAVE_GUESS)
+        d->flags |= QP_PROC_APPROX_IND; /* its own guess, or its callers' (by calls) */
     d->entry = p->entry;
     d->block = res->nblocks;
     d->nblocks = g->nblocks;

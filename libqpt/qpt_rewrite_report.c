@@ -95,6 +95,17 @@ print_in_place(const qpt_rewrite_t *r, const cfg_prog_t *prog, const char *outpu
                     (unsigned long long)res->ip_block_why_bytes[k], ed_inplace_why(k));
 }
 
+/* One line of what counters add over the profiled run, by kind (--weights -v). */
+static void
+say_cost_kinds(const qpt_rewrite_t *r, const char *output, const char *placed,
+               const drv_cost_t *c)
+{
+    qpt_rw_say(r, "%s: --weights: %s, the counters add %llu increments, %llu instructions "
+            "saving flags, %llu stub jumps back, %llu jumps over stubs", output, placed,
+            (unsigned long long)c->incs, (unsigned long long)c->flags,
+            (unsigned long long)c->back_jumps, (unsigned long long)c->over_jumps);
+}
+
 void
 qpt_rw_report(qpt_rewrite_t *r, const cfg_prog_t *prog, const char *input, const char *output,
               const qpt_engine_out_t *eout, const measure_ctx_t *c)
@@ -233,11 +244,15 @@ qpt_rw_report(qpt_rewrite_t *r, const cfg_prog_t *prog, const char *input, const
                         "instructions (%llu increments), the least of any spanning tree "
                         "for its counts%s; placed without --weights they would add %llu "
                         "instructions (%llu increments)",
-                        output, (unsigned long long)res.weighted_insns,
-                        (unsigned long long)res.weighted_incs,
+                        output, (unsigned long long)drv_cost_insns(&res.weighted),
+                        (unsigned long long)res.weighted.incs,
                         res.weighted_unknown ? " (some counters on edges it lacks)" : "",
-                        (unsigned long long)res.weighted_static_insns,
-                        (unsigned long long)res.weighted_static_incs);
+                        (unsigned long long)drv_cost_insns(&res.weighted_static),
+                        (unsigned long long)res.weighted_static.incs);
+            if (r->weights != NULL && verbose) {
+                say_cost_kinds(r, output, "placed by the weights", &res.weighted);
+                say_cost_kinds(r, output, "placed without --weights", &res.weighted_static);
+            }
         }
         if (res.nfork_unseen > 0 && verbose)
             qpt_rw_say(r, "%s: %u call%s or system call%s that may fork are in code "

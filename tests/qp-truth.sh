@@ -169,13 +169,17 @@ fi
 # label addresses, so the edges that cannot carry a counter (into the handlers) make
 # cycles. qp places its counters by the spanning tree all the same (no procedure counted
 # per block; those edges' counts stay unknown, as naive's) and counts every procedure and
-# block as naive does.
+# block as naive does. In the position-independent build, the helper called from a
+# handler (modulo) is counted at its call site, in the interpreter: its calls exact, and
+# marked approximate as the interpreter's counts are (its computed gotos' targets are a
+# guess).
 d=$dir/dispatch
 mkdir -p "$d"
-for cc in "gcc -O2 -fno-pie -no-pie" "gcc -O3 -fno-pie -no-pie" "clang -O2 -fno-pie -no-pie"; do
+for cc in "gcc -O2 -fno-pie -no-pie" "gcc -O3 -fno-pie -no-pie" "clang -O2 -fno-pie -no-pie" \
+    "gcc -O2 -fPIE -pie"; do
     set -- $cc
     qp_have "$1" || { echo "skip dispatch $cc: no $1"; continue; }
-    p=$d/$1$2
+    p=$d/$1$2$3
     # shellcheck disable=SC2086
     $cc -g -o "$p" "$top_srcdir/tests/qp/dispatch.c" 2>"$p.cc.log" || {
         echo "skip dispatch $cc: cannot build ($(head -n 1 "$p.cc.log"))"
@@ -193,19 +197,61 @@ for cc in "gcc -O2 -fno-pie -no-pie" "gcc -O3 -fno-pie -no-pie" "clang -O2 -fno-
         "$p.$drv" >"$p.$drv.out" 2>&1
         cmp -s "$p.out" "$p.$drv.out" || { bad "dispatch $cc $drv: output differs"; ok=0; }
         "$QP" report --csv "$p.$drv.qp" | sort >"$p.$drv.csv"
+        cut -d, -f1-3 "$p.$drv.csv" >"$p.$drv.counts" # (flags: qp's by calls inherit marks)
         "$QP" report --blocks "$p.$drv.qp" | sed -E 's/ +(measured|reconstructed)$//' >"$p.$drv.blocks"
     done
     [ $ok = 1 ] || continue
     nper=$(sed -n 's/.*measured (\([0-9]*\) per block.*/\1/p' "$p.qp.log")
     if [ "$nper" != 0 ]; then
         bad "dispatch $cc: qp counts ${nper:-?} procedures per block"
-    elif cmp -s "$p.qp.csv" "$p.naive.csv" && cmp -s "$p.qp.blocks" "$p.naive.blocks"; then
+    elif cmp -s "$p.qp.counts" "$p.naive.counts" && cmp -s "$p.qp.blocks" "$p.naive.blocks"; then
         echo "ok dispatch $cc: qp = naive on every procedure and block, none counted per block"
+        case $cc in *-fPIE*)
+            flags=$(awk -F, '$1 == "modulo" { print $4 }' "$p.qp.csv")
+            nby=$(sed -n 's/.* \([0-9][0-9]*\) counted by their call sites.*/\1/p' "$p.qp.log")
+            if [ "$flags" = "~" ]; then
+                echo "ok dispatch $cc: modulo counted by its call site in the interpreter ($nby procedures by calls), marked approximate"
+            else
+                bad "dispatch $cc: modulo not counted by its call site in the interpreter (flags '$flags', $nby procedures by calls)"
+            fi ;;
+        esac
     else
         bad "dispatch $cc: qp and naive counts differ:"
         diff "$p.qp.blocks" "$p.naive.blocks" | head -n 10 | sed 's/^/  /'
     fi
 done
+
+# A recursion through a hub (tests/qp/hub.c): the helpers that call the hub back are
+# counted by their call sites all the same (the hub alone keeps a counter of its own), as
+# many procedures as without the calls back but for the hub; counts as naive's.
+h=$dir/hub
+mkdir -p "$h"
+if gcc -O2 -fPIE -pie -g -o "$h/hub" "$top_srcdir/tests/qp/hub.c" 2>"$h/cc.log" \
+    && gcc -O2 -fPIE -pie -g -DFLAT -o "$h/flat" "$top_srcdir/tests/qp/hub.c" 2>>"$h/cc.log"; then
+    "$h/hub" >"$h/hub.out"
+    for v in hub.qp:hub flat.qp:flat hub.naive:hub; do
+        drv=${v%%:*} drv=${drv#*.}
+        "$QPT_REWRITE" --driver="$drv" "$h/${v#*:}" -o "$h/${v%%:*}" 2>"$h/${v%%:*}.log" \
+            || bad "hub: qpt-rewrite $v: $(head -n 1 "$h/${v%%:*}.log")"
+    done
+    for v in qp naive; do
+        rm -f "$h/hub.$v.qp"
+        "$h/hub.$v" >"$h/hub.$v.out" 2>&1
+        cmp -s "$h/hub.out" "$h/hub.$v.out" || bad "hub $v: output differs"
+        "$QP" report --csv "$h/hub.$v.qp" | cut -d, -f1-3 | sort >"$h/hub.$v.counts"
+    done
+    nhub=$(sed -n 's/.* \([0-9][0-9]*\) counted by their call sites.*/\1/p' "$h/hub.qp.log")
+    nflat=$(sed -n 's/.* \([0-9][0-9]*\) counted by their call sites.*/\1/p' "$h/flat.qp.log")
+    if ! cmp -s "$h/hub.qp.counts" "$h/hub.naive.counts"; then
+        bad "hub: qp and naive counts differ"
+    elif [ -n "$nhub" ] && [ -n "$nflat" ] && [ "$nhub" -ge $((nflat - 1)) ]; then
+        echo "ok hub: $nhub procedures counted by their call sites ($nflat without the calls back), counts as naive's"
+    else
+        bad "hub: ${nhub:-?} procedures counted by their call sites, ${nflat:-?} without the calls back"
+    fi
+else
+    echo "skip hub: cannot build ($(head -n 1 "$h/cc.log"))"
+fi
 
 # --weights' estimate of what the counters add, against the increments that the
 # counters then take (every counter summed: base and per-process slots). clang -O2 gives
@@ -226,7 +272,7 @@ elif ! clang -O2 -g -o "$c" "$top_srcdir/tests/progs/computed_goto.c" 2>"$c.cc.l
     echo "skip --weights estimate: cannot build ($(head -n 1 "$c.cc.log"))"
 elif "$QPT_REWRITE" "$c" -o "$c.q" 2>"$c.q.log" && rm -f "$c.q.qp" \
     && { "$c.q" >/dev/null 2>&1; [ -s "$c.q.qp" ]; } \
-    && "$QPT_REWRITE" --weights "$c.q.qp" "$c" -o "$c.w" 2>"$c.w.log" && rm -f "$c.w.qp" \
+    && "$QPT_REWRITE" -v --weights "$c.q.qp" "$c" -o "$c.w" 2>"$c.w.log" && rm -f "$c.w.qp" \
     && { "$c.w" >/dev/null 2>&1; [ -s "$c.w.qp" ]; }; then
     est=$(sed -n 's/.*counters add [0-9]* instructions (\([0-9]*\) increments).*/\1/p' "$c.w.log")
     got=$(prof_incs "$c.w.qp")
@@ -241,6 +287,30 @@ elif "$QPT_REWRITE" "$c" -o "$c.q" 2>"$c.q.log" && rm -f "$c.q.qp" \
         echo "ok --weights estimate without them: $est increments, $got counted"
     else
         bad "--weights estimate without them: ${est:-no} increments, $got counted"
+    fi
+    # -v: the same instructions by kind (increments, flag saves, stub jumps back, jumps
+    # over stubs), for both trees.
+    kinds=$(awk '
+        /over the profiled run the counters add/ {
+            match($0, /add [0-9]+ instructions \([0-9]+ increments\)/); split(substr($0, RSTART, RLENGTH), a, /[ (]+/)
+            total["by the weights"] = a[2]; incs["by the weights"] = a[4]
+            match($0, /would add [0-9]+ instructions \([0-9]+ increments\)/); split(substr($0, RSTART, RLENGTH), a, /[ (]+/)
+            total["without --weights"] = a[3]; incs["without --weights"] = a[5]
+        }
+        / the counters add [0-9]+ increments, / {
+            t = $0 ~ /placed by the weights/ ? "by the weights" : "without --weights"
+            match($0, /add [0-9]+ increments, [0-9]+ instructions saving flags, [0-9]+ stub jumps back, [0-9]+ jumps over/)
+            split(substr($0, RSTART, RLENGTH), a, /[^0-9]+/)
+            sum[t] = a[2] + a[3] + a[4] + a[5]; inc[t] = a[2]; n++
+        }
+        END {
+            for (t in total) if (sum[t] != total[t] || inc[t] != incs[t]) { print "bad " t; exit }
+            print n + 0
+        }' "$c.w.log")
+    if [ "$kinds" = 2 ]; then
+        echo "ok --weights -v: the instructions of both trees by kind add up to their totals"
+    else
+        bad "--weights -v: instructions by kind: $kinds ($(grep -c 'by kind\|stub jumps back' "$c.w.log") lines)"
     fi
 else
     bad "--weights estimate: $(tail -n 1 "$c.w.log" "$c.q.log" 2>/dev/null | head -n 3)"

@@ -22,6 +22,13 @@ int prog[][4] = {
     { JNZ, 2, 6 }, { PRINT, 1 }, { HALT, 0 },
 };
 
+/* Called from a handler only: in a position-independent build, qp counts its calls at
+ * that call site (QP_PROC_BY_CALLS), which rest on run's computed gotos. */
+static long __attribute__((noinline)) modulo(long a, long b)
+{
+    return a % b;
+}
+
 static long __attribute__((noinline)) run(int (*code)[4], int *nprint)
 {
     static void *table[] = { &&op_loadi, &&op_add, &&op_mul, &&op_mod, &&op_dec,
@@ -46,7 +53,7 @@ op_mul:
     r[in[1]] = r[in[2]] * r[in[3]];
     NEXT;
 op_mod:
-    r[in[1]] = r[in[2]] % r[in[3]];
+    r[in[1]] = modulo(r[in[2]], r[in[3]]);
     NEXT;
 op_dec:
     r[in[1]]--;
