@@ -83,8 +83,8 @@ qpt_qp_nsites(const qpt_qp_t *m, uint32_t proc)
 {
     int rc;
     const qp_desc_proc_t *p = proc_present(m, proc, &rc);
-    if (p == NULL)
-        return 0;
+    if (p == NULL || m->desc.lazy != NULL)
+        return 0; /* a lazy description keeps most call sites compressed */
     const qp_desc_t *d = &m->desc;
     uint32_t first = qp_desc_first_call(d, proc), c = first;
     while (c < d->hdr.ncalls && d->calls[c].block - p->block < p->nblocks)
@@ -228,7 +228,7 @@ qpt_qp_calls(const qpt_qp_t *m, qpt_qp_calls_t **out)
     if (out == NULL)
         return QPT_EINVAL;
     *out = NULL;
-    if (m == NULL || !m->loaded)
+    if (m == NULL || !m->loaded || m->desc.lazy != NULL)
         return QPT_EINVAL;
     qpt_qp_calls_t *c = calloc(1, sizeof(*c));
     if (c == NULL)
@@ -321,7 +321,7 @@ qpt_qp_lines(const qpt_qp_t *m, qpt_qp_lines_t **out)
     if (out == NULL)
         return QPT_EINVAL;
     *out = NULL;
-    if (m == NULL || !m->loaded)
+    if (m == NULL || !m->loaded || m->desc.lazy != NULL)
         return QPT_EINVAL;
     qpt_qp_lines_t *l = calloc(1, sizeof(*l));
     if (l == NULL)

@@ -80,7 +80,9 @@ const char *const *qpt_qp_files(const qpt_qp_t *m, uint32_t *n /*OUT*/);
 /* qpt_qp_load's FLAGS. */
 enum {
     QPT_QP_LAZY = 1u << 0, /* decode a procedure's blocks and edges only when asked
-                            * for: a flat profile of a big program reads few of them */
+                            * for: a flat profile of a big program reads few of them.
+                            * Such a module has no call sites (qpt_qp_nsites 0), call
+                            * graph nor lines (QPT_EINVAL): they need every part. */
 };
 
 /*
@@ -365,7 +367,8 @@ int qpt_qp_flow_violation(const qpt_qp_flow_t *f, uint32_t i, qpt_qp_violation_t
 
 typedef struct qpt_qp_calls qpt_qp_calls_t;
 
-/* The call graph of M. 0 or QPT_ENOMEM; free with qpt_qp_calls_free (before M). */
+/* The call graph of M (not loaded QPT_QP_LAZY). 0, QPT_EINVAL or QPT_ENOMEM; free with
+ * qpt_qp_calls_free (before M). */
 int qpt_qp_calls(const qpt_qp_t *m, qpt_qp_calls_t **out /*OUT*/);
 void qpt_qp_calls_free(qpt_qp_calls_t *cg);
 
@@ -423,8 +426,8 @@ typedef struct qpt_qp_lines qpt_qp_lines_t;
  * Every source line of the measured code with the largest count of the blocks that have
  * an instruction on it (as gcov counts), the outcomes of branches, and the procedures
  * with their first line, each sorted by file name then line. Blocks whose count is not
- * determined are left out. File names are one pointer per name. 0 or QPT_ENOMEM; free
- * with qpt_qp_lines_free.
+ * determined are left out. File names are one pointer per name. M not loaded
+ * QPT_QP_LAZY. 0, QPT_EINVAL or QPT_ENOMEM; free with qpt_qp_lines_free.
  */
 int qpt_qp_lines(const qpt_qp_t *m, qpt_qp_lines_t **out /*OUT*/);
 void qpt_qp_lines_free(qpt_qp_lines_t *l);
