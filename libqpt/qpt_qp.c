@@ -51,6 +51,9 @@ qpt_qp_set_read(const char *const *files, int nfiles, const char *exe, int one,
     *out = NULL;
     if (files == NULL || nfiles <= 0)
         return QPT_EINVAL;
+    for (int i = 0; i < nfiles; i++)
+        if (files[i] == NULL)
+            return QPT_EINVAL;
     qpt_qp_set_t *s = calloc(1, sizeof(*s));
     if (s == NULL)
         return fail_path(QPT_ENOMEM, why, whylen, files[0], qpt_strerror(QPT_ENOMEM));
@@ -166,12 +169,18 @@ open_image(const char *path, cfg_image_t **img, char *why, size_t whylen)
     return 0;
 }
 
+static void set_build_id(qpt_qp_t *m);
+
 int
 qpt_qp_set_original(qpt_qp_set_t *s, const char *path, char *why, size_t whylen)
 {
     if (s == NULL || path == NULL || s->original != NULL)
         return QPT_EINVAL;
-    return open_image(path, &s->original, why, whylen);
+    int rc = open_image(path, &s->original, why, whylen);
+    for (uint32_t k = 0; rc == 0 && k < s->nmods; k++)
+        if (s->mods[k].loaded)
+            set_build_id(&s->mods[k]);
+    return rc;
 }
 
 /* Sum M's profiles into M->prof; with D, every profile must belong to it first. */
@@ -207,6 +216,16 @@ qpt_qp_set_merge(qpt_qp_set_t *s, const char *output, char *why, size_t whylen)
 /*****************************************************************************
  * Loading a module
  */
+
+/* M's build_id: the hex of its code file's build-id (the original's once given). */
+static void
+set_build_id(qpt_qp_t *m)
+{
+    const cfg_image_t *code = qpt_qp_code_image(m);
+    m->build_id[0] = '\0';
+    for (size_t i = 0; i < code->build_id_len && i < sizeof(code->build_id); i++)
+        snprintf(m->build_id + 2 * i, 3, "%02x", code->build_id[i]);
+}
 
 /* The pages of image IMG read so far dropped: qp_desc_set_release's. */
 static void
@@ -306,6 +325,8 @@ qpt_qp_load(qpt_qp_t *m, unsigned flags, void (*progress)(void *, const char *),
     if (rc == 0 && (r = qp_report_count_plt(&m->rep, m->img)) < 0)
         rc = report_failed(m, r, why, whylen);
     m->loaded = rc == 0;
+    if (m->loaded)
+        set_build_id(m);
     return rc;
 }
 
@@ -469,16 +490,10 @@ qpt_qp_info(const qpt_qp_t *m, qpt_qp_info_t *out)
     const qp_profile_t *p = &m->prof;
     uint32_t df = m->desc.hdr.flags, drv = m->desc.hdr.driver;
     const cfg_image_t *code = qpt_qp_code_image(m);
-    /* The hex of the build-id, in M's own storage (the original may be given after
-     * loading: written again each time, the same bytes). */
-    char *bid = ((qpt_qp_t *)m)->build_id;
-    bid[0] = '\0';
-    for (size_t i = 0; i < code->build_id_len && i < 64; i++)
-        snprintf(bid + 2 * i, 3, "%02x", code->build_id[i]);
     *out = (qpt_qp_info_t) {
         .exe = m->exe,
         .code_path = code->path,
-        .code_build_id = bid,
+        .code_build_id = m->build_id,
         .is_library = (m->img->flags & CFG_IMG_SHLIB) != 0,
         .driver = drv == QP_DRIVER_QP      ? QPT_QP_DRIVER_EDGES
             : drv == QP_DRIVER_NAIVE ? QPT_QP_DRIVER_BLOCKS

@@ -323,7 +323,7 @@ typedef struct qpt_qp_flow_info {
     uint32_t nblocks;     /* its blocks */
     uint32_t nedges;      /* its edges */
     uint64_t calls;       /* times called, when calls_known */
-    int calls_known;
+    int calls_known;      /* the call count is determined */
     uint64_t insns;       /* instructions of the known blocks (saturated) */
     int insns_exact;      /* every block count known */
     uint32_t nviolations; /* places where conservation fails */
@@ -388,7 +388,7 @@ typedef struct qpt_qp_cg_proc {
     uint32_t flags;     /* QPT_QP_INCL_* */
     uint32_t cycle;     /* its cycle (1 ..), 0 when none */
     uint32_t first_arc; /* its arcs: first_arc .. first_arc + narcs - 1 */
-    uint32_t narcs;
+    uint32_t narcs;     /* how many */
 } qpt_qp_cg_proc_t;
 
 /* Procedure PROC in the graph. 0 or QPT_EINVAL. */
@@ -433,7 +433,9 @@ int qpt_qp_lines(const qpt_qp_t *m, qpt_qp_lines_t **out /*OUT*/);
 void qpt_qp_lines_free(qpt_qp_lines_t *l);
 
 typedef struct qpt_qp_lines_info {
-    uint32_t nlines, nbranches, nfns; /* entries of each list */
+    uint32_t nlines;    /* source lines with a count */
+    uint32_t nbranches; /* branch outcomes */
+    uint32_t nfns;      /* procedures with a first line */
 } qpt_qp_lines_info_t;
 
 void qpt_qp_lines_info(const qpt_qp_lines_t *l, qpt_qp_lines_info_t *out /*OUT*/);
