@@ -270,22 +270,27 @@ print_flat_table(FILE *f, const flat_view_t *v, uint32_t *nidle, uint32_t *nidle
     print_hidden(f, hidden, hidden_insns, v->total);
 }
 
+/* A row of the calls table: its calls (the sort key) and its index in the view. */
+typedef struct by_calls {
+    uint64_t calls; /* the row's calls */
+    uint32_t row;   /* its index in flat-profile order */
+} by_calls_t;
+
 static int
-cmp_calls(const void *a, const void *b, void *arg)
+cmp_calls(const void *a, const void *b)
 {
-    uint32_t i = *(const uint32_t *)a, j = *(const uint32_t *)b, mod;
-    qpt_qp_row_t ri, rj;
-    uint64_t x = view_row(arg, i, &mod, &ri)->calls, y = view_row(arg, j, &mod, &rj)->calls;
-    if (x != y)
-        return x > y ? -1 : 1;
-    return i < j ? -1 : i > j; /* then the flat-profile order */
+    const by_calls_t *x = a, *y = b;
+    if (x->calls != y->calls)
+        return x->calls > y->calls ? -1 : 1;
+    return x->row < y->row ? -1 : x->row > y->row; /* then the flat-profile order */
 }
 
 /* The procedures with a known, non-zero call count, most called first. */
 static void
 print_by_calls(FILE *f, const flat_view_t *v)
 {
-    uint32_t *rows = malloc((v->nrows ? v->nrows : 1) * sizeof(*rows)), mod;
+    by_calls_t *rows = malloc((v->nrows ? v->nrows : 1) * sizeof(*rows));
+    uint32_t mod;
     if (rows == NULL)
         return;
     size_t n = 0;
@@ -293,16 +298,16 @@ print_by_calls(FILE *f, const flat_view_t *v)
     for (uint32_t i = 0; i < v->nrows; i++) {
         const qpt_qp_row_t *res = view_row(v, i, &mod, &row);
         if (res->calls_known && res->calls > 0 && above_min(v, res))
-            rows[n++] = i;
+            rows[n++] = (by_calls_t) { res->calls, i };
     }
-    qsort_r(rows, n, sizeof(*rows), cmp_calls, (void *)v);
+    qsort(rows, n, sizeof(*rows), cmp_calls);
     uint32_t limit = v->mods[0].limit;
     size_t shown = limit > 0 && limit < n ? limit : n;
     fprintf(f, "\nBy calls:\n%16s %20s  ", "calls", "instructions/call");
     print_module_col(f, v, QPT_QP_NONE);
     fprintf(f, "name\n");
     for (size_t i = 0; i < shown; i++) {
-        const qpt_qp_row_t *res = view_row(v, rows[i], &mod, &row);
+        const qpt_qp_row_t *res = view_row(v, rows[i].row, &mod, &row);
         fprintf(f, "%16" PRIu64 " %20.1f  ", res->calls,
                 (double)res->insns / (double)res->calls);
         print_module_col(f, v, mod);
