@@ -469,8 +469,8 @@ module_inputs(const qp_args_t *a, module_t *m)
     qpt_qp_name(m->qp, (demangle ? QPT_QP_DEMANGLE : 0) | (qualify ? QPT_QP_QUALIFY : 0));
     /* Names known only as a callee's or a symbol's are demangled whenever the
      * procedures were named (as qp has always printed them). */
-    m->in = (qp_inputs_t) { m->qp, m->exe, files, (int)nfiles, a->original != NULL,
-                            a->verbose, a->limit, a->min_pct, demangle || qualify };
+    m->in = (qp_inputs_t) { m->qp, m->exe, files, (int)nfiles, a->verbose, a->limit,
+                            a->min_pct, demangle || qualify };
 }
 
 /* Print the report of module M, one of the NMODS modules MODS. */

@@ -19,7 +19,6 @@ typedef struct qp_inputs {
     const char *exe;              /* the instrumented executable */
     const char *const *profiles;  /* the profile files given */
     int nprofiles;
-    int original;                 /* --original given: the code comes from it */
     int verbose;                  /* --verbose */
     uint32_t limit;               /* --limit: rows of each table at most (0: all) */
     double min_pct;               /* --min: rows of at least this % of the instructions */
