@@ -124,7 +124,7 @@ out=$(
     # libqpt/: the public face over every library folder's public header (never BFD,
     # libelf or ptrace itself).
     for f in libqpt/*.[ch]; do
-        [ -f "$f" ] && check "$f" "arch/arch.h arch/qp_err.h base/* cfg/cfg.h editor/ed.h editor/elfw.h driver/driver.h report/qp_profile.h report/qp_report.h report/qp_trace.h report/qp_cachesim.h dynamic/dyn.h include/qpt/* libqpt/*" \
+        [ -f "$f" ] && check "$f" "arch/arch.h arch/qp_err.h base/* cfg/cfg.h editor/ed.h editor/elfw.h driver/driver.h report/qp_profile.h report/qp_report.h report/qp_callgraph.h report/qp_trace.h report/qp_cachesim.h dynamic/dyn.h include/qpt/* libqpt/*" \
             "$lowlevel"
     done
     # metrics/: the metric language, on libqpt's public header only (and base/'s clocks,

@@ -16,7 +16,9 @@
 #include <unistd.h>
 
 #include "include/qpt/qpt.h"
+#include "include/qpt/qpt_qp.h"
 #include "include/qpt/qpt_report.h"
+#include "include/qpt/qpt_rewrite.h"
 
 static char dir[64];
 
@@ -215,6 +217,284 @@ START_TEST(test_qpt_report_pprof_bytes)
 }
 END_TEST
 
+/*****************************************************************************
+ * What qp report prints, by index (include/qpt/qpt_qp.h)
+ *
+ * tests/qpt/cfg_prog_O2 (-g -O2) rewritten with the qp driver and run once with N = 10:
+ * main runs once, nested once, classify 10 times, rec 11 times (10 from itself, 1 from
+ * main).
+ */
+
+#define QP_PROG "tests/qpt/cfg_prog_O2"
+
+/* DIR/prog.inst rewritten from QP_PROG and run once: its profile's path into BUF. */
+static const char *
+qp_profile(char *buf, size_t len)
+{
+    char exe[128], cmd[512];
+    qpt_rewrite_t *r;
+    ck_assert_int_eq(qpt_rewrite_create(&r), 0);
+    ck_assert_int_eq(qpt_rewrite_run(r, QP_PROG, path_of(exe, sizeof(exe), "prog.inst")), 0);
+    qpt_rewrite_destroy(r);
+    snprintf(cmd, sizeof(cmd), "env -u QP_PROFILE '%s' 10 >/dev/null", exe);
+    ck_assert_int_eq(system(cmd), 0);
+    return path_of(buf, len, "prog.inst.qp");
+}
+
+/* The loaded module of the profile PROF (in *SET). */
+static qpt_qp_t *
+qp_loaded(const char *prof, qpt_qp_set_t **set)
+{
+    char why[512] = "";
+    const char *files[] = { prof };
+    ck_assert_int_eq(qpt_qp_set_read(files, 1, NULL, 0, set, why, sizeof(why)), 0);
+    ck_assert_uint_eq(qpt_qp_set_count(*set), 1);
+    qpt_qp_t *m = qpt_qp_set_module(*set, 0);
+    ck_assert_ptr_nonnull(m);
+    ck_assert_int_eq(qpt_qp_load(m, 0, NULL, NULL, why, sizeof(why)), 0);
+    qpt_qp_name(m, QPT_QP_DEMANGLE | QPT_QP_QUALIFY);
+    return m;
+}
+
+/* The calls of procedure NAME of M, by its counts. */
+static uint64_t
+qp_calls_of(const qpt_qp_t *m, const char *name)
+{
+    uint32_t p = qpt_qp_find(m, name);
+    ck_assert_uint_ne(p, QPT_QP_NONE);
+    qpt_qp_flow_t *f;
+    ck_assert_int_eq(qpt_qp_flow(m, p, &f), 0);
+    qpt_qp_flow_info_t fi;
+    qpt_qp_flow_info(f, &fi);
+    ck_assert_int_eq(fi.calls_known, 1);
+    ck_assert_uint_eq(fi.proc, p);
+    /* The instructions are the blocks' counts times their sizes. */
+    uint64_t insns = 0, count;
+    int state;
+    for (uint32_t b = 0; b < fi.nblocks; b++) {
+        qpt_qp_block_t blk;
+        ck_assert_int_eq(qpt_qp_block(m, p, b, &blk), 0);
+        ck_assert_int_eq(qpt_qp_flow_block(f, b, &count, &state), 0);
+        ck_assert_int_ne(state, QPT_QP_COUNT_UNKNOWN);
+        insns += count * blk.ninsns;
+    }
+    ck_assert_uint_eq(insns, fi.insns);
+    qpt_qp_flow_free(f);
+    return fi.calls;
+}
+
+START_TEST(test_qpt_qp_counts_rows_and_calls)
+{
+    char prof[128];
+    qpt_qp_set_t *set;
+    qpt_qp_t *m = qp_loaded(qp_profile(prof, sizeof(prof)), &set);
+    qpt_qp_info_t info;
+    ck_assert_int_eq(qpt_qp_info(m, &info), 0);
+    ck_assert_uint_eq(info.runs, 1);
+    ck_assert_uint_eq(info.driver, QPT_QP_DRIVER_EDGES);
+    ck_assert_int_eq(info.is_library, 0);
+    ck_assert_uint_gt(info.nmeasured, 3);
+    ck_assert_uint_eq(qp_calls_of(m, "main"), 1);
+    ck_assert_uint_eq(qp_calls_of(m, "nested"), 1);
+    ck_assert_uint_eq(qp_calls_of(m, "classify"), 10);
+    ck_assert_uint_eq(qp_calls_of(m, "rec"), 11);
+    /* FILE:NAME, and a name nothing has. */
+    ck_assert_uint_eq(qpt_qp_find(m, "cfg_prog.c:rec"), qpt_qp_find(m, "rec"));
+    ck_assert_uint_eq(qpt_qp_find(m, "no_such_proc"), QPT_QP_NONE);
+    uint32_t p;
+    char why[256];
+    ck_assert_int_eq(qpt_qp_find_measured(m, "no_such_proc", &p, why, sizeof(why)),
+                     QPT_ENOTFOUND);
+    ck_assert_str_eq(why, "no procedure named 'no_such_proc'");
+    /* The flat rows: the instructions sum to the total, most first. */
+    uint64_t sum = 0, last = UINT64_MAX;
+    qpt_qp_row_t row;
+    for (uint32_t i = 0; i < info.nmeasured + info.nplt; i++) {
+        ck_assert_int_eq(qpt_qp_row(m, QPT_QP_FLAT, i, &row), 0);
+        ck_assert_uint_le(row.insns, last);
+        last = row.insns;
+        sum += row.insns;
+    }
+    ck_assert_uint_eq(sum, info.total_insns);
+    /* The call graph: rec's callers are rec (10) and main (1). */
+    qpt_qp_calls_t *cg;
+    ck_assert_int_eq(qpt_qp_calls(m, &cg), 0);
+    uint32_t rec = qpt_qp_find(m, "rec"), main_ = qpt_qp_find(m, "main");
+    uint64_t from_rec = 0, from_main = 0;
+    for (uint32_t a = 0; a < qpt_qp_cg_narcs(cg); a++) {
+        qpt_qp_arc_t arc;
+        ck_assert_int_eq(qpt_qp_cg_arc(cg, a, &arc), 0);
+        if (arc.callee == rec && arc.caller == rec)
+            from_rec += arc.count;
+        if (arc.callee == rec && arc.caller == main_)
+            from_main += arc.count;
+    }
+    ck_assert_uint_eq(from_rec, 10);
+    ck_assert_uint_eq(from_main, 1);
+    qpt_qp_cg_proc_t cp;
+    ck_assert_int_eq(qpt_qp_cg_proc(cg, rec, &cp), 0);
+    ck_assert_uint_eq(cp.calls, 11);
+    ck_assert_uint_ne(cp.cycle, 0); /* recursion */
+    qpt_qp_calls_free(cg);
+    /* Lines (built -g): rec's first line is a function with its calls. */
+    qpt_qp_lines_t *l;
+    qpt_qp_lines_info_t li;
+    ck_assert_int_eq(qpt_qp_lines(m, &l), 0);
+    qpt_qp_lines_info(l, &li);
+    ck_assert_uint_gt(li.nlines, 0);
+    int found = 0;
+    for (uint32_t i = 0; i < li.nfns; i++) {
+        qpt_qp_line_count_t c;
+        ck_assert_int_eq(qpt_qp_lines_fn(l, i, &c), 0);
+        if (c.proc == rec) {
+            ck_assert_uint_eq(c.count, 11);
+            found = 1;
+        }
+    }
+    ck_assert_int_eq(found, 1);
+    qpt_qp_lines_free(l);
+    qpt_qp_set_free(set);
+}
+END_TEST
+
+/* Every index out of its range is QPT_EINVAL (or NULL, or QPT_QP_NONE), never a read
+ * past an array; NULL handles likewise. */
+START_TEST(test_qpt_qp_index_out_of_range)
+{
+    char prof[128];
+    qpt_qp_set_t *set;
+    qpt_qp_t *m = qp_loaded(qp_profile(prof, sizeof(prof)), &set);
+    qpt_qp_info_t info;
+    ck_assert_int_eq(qpt_qp_info(m, &info), 0);
+    ck_assert_ptr_null(qpt_qp_set_module(set, 1));
+    ck_assert_ptr_null(qpt_qp_set_module(NULL, 0));
+    qpt_qp_proc_t pr;
+    ck_assert_int_eq(qpt_qp_proc(m, info.nprocs, &pr), QPT_EINVAL);
+    ck_assert_int_eq(qpt_qp_proc(m, UINT32_MAX, &pr), QPT_EINVAL);
+    ck_assert_int_eq(qpt_qp_proc(NULL, 0, &pr), QPT_EINVAL);
+    qpt_qp_row_t row;
+    ck_assert_int_eq(qpt_qp_row(m, QPT_QP_FLAT, info.nmeasured + info.nplt, &row), QPT_EINVAL);
+    ck_assert_int_eq(qpt_qp_row(m, QPT_QP_PROCS, info.nmeasured, &row), QPT_EINVAL);
+    ck_assert_int_eq(qpt_qp_row(m, QPT_QP_STUBS, info.nplt, &row), QPT_EINVAL);
+    ck_assert_int_eq(qpt_qp_row(m, 7, 0, &row), QPT_EINVAL);
+    uint32_t up;
+    uint64_t uc;
+    ck_assert_int_eq(qpt_qp_unmeasured(m, info.nunmeasured, &up, &uc), QPT_EINVAL);
+    uint32_t p = qpt_qp_find(m, "classify");
+    ck_assert_int_eq(qpt_qp_proc(m, p, &pr), 0);
+    qpt_qp_block_t blk;
+    qpt_qp_edge_t ed;
+    qpt_qp_site_t site;
+    ck_assert_int_eq(qpt_qp_block(m, p, pr.nblocks, &blk), QPT_EINVAL);
+    ck_assert_int_eq(qpt_qp_block(m, info.nprocs, 0, &blk), QPT_EINVAL);
+    ck_assert_int_eq(qpt_qp_edge(m, p, pr.nedges, &ed), QPT_EINVAL);
+    ck_assert_int_eq(qpt_qp_site(m, p, qpt_qp_nsites(m, p), &site), QPT_EINVAL);
+    ck_assert_uint_eq(qpt_qp_block_last_insn(m, p, pr.nblocks), 0);
+    uint64_t over = 0;
+    qpt_qp_code_t code;
+    ck_assert_int_eq(qpt_qp_block_code(m, p, pr.nblocks, &over, &code), QPT_EINVAL);
+    ck_assert_int_eq(qpt_qp_edge(m, p, 0, &ed), 0);
+    ck_assert_int_eq(qpt_qp_block_code(m, p, 0, &over, &code), 0);
+    ck_assert_ptr_nonnull(code.bytes);
+    qpt_qp_flow_t *f;
+    ck_assert_int_eq(qpt_qp_flow(m, info.nprocs, &f), QPT_EINVAL);
+    ck_assert_ptr_null(f);
+    ck_assert_int_eq(qpt_qp_flow(m, p, &f), 0);
+    uint64_t count;
+    int state;
+    qpt_qp_violation_t v;
+    qpt_qp_flow_info_t fi;
+    qpt_qp_flow_info(f, &fi);
+    ck_assert_uint_eq(fi.nviolations, 0);
+    ck_assert_int_eq(qpt_qp_flow_block(f, pr.nblocks, &count, &state), QPT_EINVAL);
+    ck_assert_int_eq(qpt_qp_flow_edge(f, pr.nedges, &count, &state), QPT_EINVAL);
+    ck_assert_int_eq(qpt_qp_flow_violation(f, 0, &v), QPT_EINVAL);
+    ck_assert_int_eq(qpt_qp_flow_block(NULL, 0, &count, &state), QPT_EINVAL);
+    qpt_qp_flow_free(f);
+    qpt_qp_calls_t *cg;
+    ck_assert_int_eq(qpt_qp_calls(m, &cg), 0);
+    qpt_qp_cg_proc_t cp;
+    qpt_qp_arc_t arc;
+    ck_assert_int_eq(qpt_qp_cg_proc(cg, info.nprocs, &cp), QPT_EINVAL);
+    ck_assert_int_eq(qpt_qp_cg_arc(cg, qpt_qp_cg_narcs(cg), &arc), QPT_EINVAL);
+    ck_assert_int_eq(qpt_qp_cg_arc(NULL, 0, &arc), QPT_EINVAL);
+    qpt_qp_calls_free(cg);
+    qpt_qp_lines_t *l;
+    qpt_qp_lines_info_t li;
+    qpt_qp_line_count_t lc;
+    ck_assert_int_eq(qpt_qp_lines(m, &l), 0);
+    qpt_qp_lines_info(l, &li);
+    ck_assert_int_eq(qpt_qp_lines_line(l, li.nlines, &lc), QPT_EINVAL);
+    ck_assert_int_eq(qpt_qp_lines_branch(l, li.nbranches, &lc), QPT_EINVAL);
+    ck_assert_int_eq(qpt_qp_lines_fn(l, li.nfns, &lc), QPT_EINVAL);
+    qpt_qp_lines_free(l);
+    qpt_qp_process_t *pp;
+    qpt_qp_process_info_t pi;
+    uint32_t mod;
+    ck_assert_int_eq(qpt_qp_process(&m, 1, &pp), 0);
+    qpt_qp_process_info(pp, &pi);
+    ck_assert_uint_eq(pi.nrows, info.nmeasured + info.nplt);
+    ck_assert_uint_eq(pi.total_insns, info.total_insns);
+    ck_assert_int_eq(qpt_qp_process_row(pp, 0, &mod, &row), 0);
+    ck_assert_uint_eq(mod, 0);
+    ck_assert_int_eq(qpt_qp_process_row(pp, pi.nrows, &mod, &row), QPT_EINVAL);
+    ck_assert_uint_eq(qpt_qp_process_by_insns(pp, 1), QPT_QP_NONE);
+    qpt_qp_process_free(pp);
+    ck_assert_int_eq(qpt_qp_process(NULL, 1, &pp), QPT_EINVAL);
+    qpt_qp_set_free(set);
+    qpt_qp_set_free(NULL);
+}
+END_TEST
+
+/* Inputs refused with one line naming the file: a missing profile, a profile of another
+ * executable (--exe), a module not loaded. Profiles merged: their runs summed. */
+START_TEST(test_qpt_qp_refusals_and_merge)
+{
+    char prof[128], why[512], merged[128];
+    qp_profile(prof, sizeof(prof));
+    qpt_qp_set_t *set;
+    const char *missing[] = { path_of(merged, sizeof(merged), "none.qp") };
+    ck_assert_int_lt(qpt_qp_set_read(missing, 1, NULL, 0, &set, why, sizeof(why)), 0);
+    ck_assert_ptr_null(set);
+    ck_assert_ptr_nonnull(strstr(why, "none.qp: "));
+    /* The uninstrumented program has no description. */
+    const char *files[] = { prof, prof };
+    ck_assert_int_eq(qpt_qp_set_read(files, 1, QP_PROG, 0, &set, why, sizeof(why)), 0);
+    qpt_qp_t *m = qpt_qp_set_module(set, 0);
+    qpt_qp_info_t info;
+    ck_assert_int_eq(qpt_qp_info(m, &info), QPT_EINVAL); /* not loaded */
+    ck_assert_uint_eq(qpt_qp_find(m, "main"), QPT_QP_NONE);
+    ck_assert_int_lt(qpt_qp_load(m, 0, NULL, NULL, why, sizeof(why)), 0);
+    ck_assert_ptr_nonnull(strstr(why, QP_PROG ": "));
+    qpt_qp_set_free(set);
+    /* Loaded lazily (a flat profile): counts and rows, but no call sites, call graph
+     * nor lines. */
+    ck_assert_int_eq(qpt_qp_set_read(files, 1, NULL, 0, &set, why, sizeof(why)), 0);
+    m = qpt_qp_set_module(set, 0);
+    ck_assert_int_eq(qpt_qp_load(m, QPT_QP_LAZY, NULL, NULL, why, sizeof(why)), 0);
+    ck_assert_int_eq(qpt_qp_load(m, 0, NULL, NULL, why, sizeof(why)), QPT_EINVAL); /* once */
+    ck_assert_uint_eq(qp_calls_of(m, "rec"), 11);
+    qpt_qp_row_t row;
+    ck_assert_int_eq(qpt_qp_row(m, QPT_QP_FLAT, 0, &row), 0);
+    qpt_qp_calls_t *cg;
+    qpt_qp_lines_t *l;
+    ck_assert_int_eq(qpt_qp_calls(m, &cg), QPT_EINVAL);
+    ck_assert_int_eq(qpt_qp_lines(m, &l), QPT_EINVAL);
+    ck_assert_uint_eq(qpt_qp_nsites(m, qpt_qp_find(m, "main")), 0);
+    qpt_qp_set_free(set);
+    /* Two runs' profiles summed into one. */
+    ck_assert_int_eq(qpt_qp_set_read(files, 2, NULL, 1, &set, why, sizeof(why)), 0);
+    ck_assert_int_eq(qpt_qp_set_merge(set, path_of(merged, sizeof(merged), "sum.qp"), why,
+                                      sizeof(why)), 0);
+    qpt_qp_set_free(set);
+    qpt_qp_t *sum = qp_loaded(merged, &set);
+    ck_assert_int_eq(qpt_qp_info(sum, &info), 0);
+    ck_assert_uint_eq(info.runs, 2);
+    ck_assert_uint_eq(qp_calls_of(sum, "classify"), 20);
+    qpt_qp_set_free(set);
+}
+END_TEST
+
 static Suite *
 qpt_report_suite(void)
 {
@@ -233,6 +513,13 @@ qpt_report_suite(void)
     suite_add_tcase(s, tc);
     tc = tcase_create("pprof");
     tcase_add_test(tc, test_qpt_report_pprof_bytes);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("qp");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, test_qpt_qp_counts_rows_and_calls);
+    tcase_add_test(tc, test_qpt_qp_index_out_of_range);
+    tcase_add_test(tc, test_qpt_qp_refusals_and_merge);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -7,7 +7,7 @@
  * the rewritten libraries it loaded write one profile each), and prints a flat profile,
  * per-block or per-edge counts, annotated disassembly, DOT graphs or an lcov tracefile;
  * or merges profiles. Option parsing, loading and messages only: the counts come from
- * report/qp_report.h. Errors are one line, `qp: PATH: why`; exit 0 ok, 1 bad input,
+ * libqpt (include/qpt/qpt_qp.h). Errors are one line, `qp: PATH: why`; exit 0 ok, 1 bad input,
  * 2 usage.
  */
 #include "config.h"
@@ -21,7 +21,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "report/qp_report.h"
+#include "include/qpt/qpt_qp.h"
 #include "tools/qp_tool.h"
 #include "tools/tool.h"
 
@@ -136,6 +136,15 @@ fail(const char *path, const char *why)
 {
     progress(NULL);
     fprintf(stderr, "qp: %s: %s\n", path, why);
+    return EXIT_INPUT;
+}
+
+/* A failure of libqpt's whose WHY names the file ("PATH: why"). */
+static int
+fail_why(const char *why)
+{
+    progress(NULL);
+    fprintf(stderr, "qp: %s\n", why);
     return EXIT_INPUT;
 }
 
@@ -276,169 +285,31 @@ parse_args(int argc, char **argv, qp_args_t *a)
  * Loading
  */
 
-/* Read every profile into PS (A->nfiles entries, zeroed by the caller). */
-static int
-read_profiles(const qp_args_t *a, qp_profile_t *ps)
-{
-    char why[512];
-    for (int i = 0; i < a->nfiles; i++)
-        if (qp_profile_read(a->files[i], &ps[i], why, sizeof(why)) < 0)
-            return fail(a->files[i], why);
-    return 0;
-}
-
 /*
  * One module of the report: a program or a shared library that was rewritten, and the
- * profiles it wrote. The inputs of each module are loaded as one program's are.
+ * profiles it wrote (libqpt's module, loaded as one program's are).
  */
 typedef struct module {
-    const char *exe;          /* the file: what its first profile names, or --exe */
-    uint64_t id;              /* its first profile's description id */
-    const char **files;       /* its profiles, in the order given */
-    qp_profile_t **ps;        /* ... as read (not owned; their counters are freed once
-                               * summed into prof) */
-    int nfiles;               /* how many */
+    qpt_qp_t *qp;             /* the module */
+    const char *exe;          /* its file: what its first profile names, or --exe */
     const char *label;        /* the module column: the file name, or the path when
                                * two modules share a file name */
-    cfg_image_t *img;         /* the file's image */
-    qp_desc_t desc;           /* its description */
-    qp_profile_t prof;        /* the sum of its profiles */
-    qp_unwinder_t *unw;       /* for the exit dumps, or NULL */
-    qp_report_t rep;          /* its report */
+    int is_library;           /* a shared library (once loaded) */
     qp_inputs_t in;           /* what the printers see */
 } module_t;
 
-/* Sum M's profiles into M->prof; with D, every profile must belong to it first. */
+/* The modules of S, each with its file. */
 static int
-merge_profiles(module_t *m, const qp_desc_t *d)
+modules_of(qpt_qp_set_t *s, module_t **mods, int *nmods, const char *first)
 {
-    char why[512];
-    for (int i = 0; i < m->nfiles; i++) {
-        if (d != NULL && qp_profile_check(m->ps[i], d, why, sizeof(why)) < 0)
-            return fail(m->files[i], why);
-        if (qp_profile_merge_take(&m->prof, m->ps[i], why, sizeof(why)) < 0)
-            return fail(m->files[i], why);
-        /* Only the sum is used from here (chromium's counters: 33 MB a copy). */
-        free(m->ps[i]->counters);
-        m->ps[i]->counters = NULL;
-    }
-    return 0;
-}
-
-static void
-free_names(char **v, uint32_t n)
-{
-    for (uint32_t i = 0; v != NULL && i < n; i++)
-        free(v[i]);
-    free(v);
-}
-
-static void
-free_modules(module_t *mods, int n)
-{
-    for (int i = 0; mods != NULL && i < n; i++) {
-        module_t *m = &mods[i];
-        free_names(m->in.plt_names, m->rep.nplt);
-        qp_report_free(&m->rep);
-        qp_unwinder_destroy(m->unw);
-        qp_desc_free(&m->desc);
-        cfg_image_destroy(m->img);
-        qp_profile_free(&m->prof);
-        free_names(m->in.names, m->desc.hdr.nprocs);
-        free(m->files);
-        free(m->ps);
-    }
-    free(mods);
-}
-
-/* A module with room for every profile of A. */
-static int
-module_init(const qp_args_t *a, module_t *m, const char *exe, uint64_t id)
-{
-    memset(m, 0, sizeof(*m));
-    m->exe = exe;
-    m->id = id;
-    m->files = calloc((size_t)a->nfiles, sizeof(*m->files));
-    m->ps = calloc((size_t)a->nfiles, sizeof(*m->ps));
-    if (m->files == NULL || m->ps == NULL)
-        return fail(a->files[0], qp_strerror(QP_ENOMEM));
-    return 0;
-}
-
-/* The module profile P belongs to: the one whose file it names or whose description id
- * it has; all of them with --exe (or ALL), and the first when P names no file. */
-static int
-module_of(const qp_args_t *a, const module_t *mods, int nmods, const qp_profile_t *p, int all)
-{
-    if (a->exe != NULL || all || p->hdr.exe[0] == '\0')
-        return nmods > 0 ? 0 : -1;
-    for (int k = 0; k < nmods; k++)
-        if (mods[k].id == p->hdr.id || strcmp(mods[k].exe, p->hdr.exe) == 0)
-            return k;
-    return -1;
-}
-
-/*
- * Sort the profiles PS into modules *MODS (*NMODS of them, in the order first named;
- * ALL: one module). Profiles of one file and another rewrite of it fall into one
- * module, which refuses them later (as with --exe).
- */
-static int
-group_profiles(const qp_args_t *a, qp_profile_t *ps, int all, module_t **mods,
-               int *nmods)
-{
-    *nmods = 0;
-    *mods = calloc((size_t)a->nfiles, sizeof(module_t));
+    *nmods = (int)qpt_qp_set_count(s);
+    *mods = calloc((size_t)*nmods + 1, sizeof(module_t));
     if (*mods == NULL)
-        return fail(a->files[0], qp_strerror(QP_ENOMEM));
-    if (a->exe == NULL && !all && ps[0].hdr.exe[0] == '\0')
-        return fail(a->files[0], "the profile does not name its executable: use --exe");
-    for (int i = 0; i < a->nfiles; i++) {
-        int k = module_of(a, *mods, *nmods, &ps[i], all);
-        if (k < 0) {
-            k = (*nmods)++;
-            int st = module_init(a, &(*mods)[k], a->exe ? a->exe : ps[i].hdr.exe, ps[i].hdr.id);
-            if (st != 0)
-                return st;
-        }
-        module_t *m = &(*mods)[k];
-        m->files[m->nfiles] = a->files[i];
-        m->ps[m->nfiles++] = &ps[i];
+        return fail(first, qpt_strerror(QPT_ENOMEM));
+    for (int k = 0; k < *nmods; k++) {
+        (*mods)[k].qp = qpt_qp_set_module(s, (uint32_t)k);
+        (*mods)[k].exe = qpt_qp_exe((*mods)[k].qp);
     }
-    return 0;
-}
-
-static void
-free_profiles(qp_profile_t *ps, int n)
-{
-    for (int i = 0; ps != NULL && i < n; i++)
-        qp_profile_free(&ps[i]);
-    free(ps);
-}
-
-/* The description in the executable's .qpt.desc section. LAZY: its procedures' blocks
- * and edges decoded only when a report solves them (the image keeps the bytes). */
-static int
-load_desc(const char *exe, const cfg_image_t *img, qp_desc_t *d, int lazy)
-{
-    char why[512];
-    const cfg_section_t *s = cfg_image_section_named(img, QP_DESC_SECTION);
-    if (s == NULL)
-        return fail(exe, "no .qpt.desc section: not rewritten by qpt-rewrite --driver=qp or "
-                         "--driver=naive");
-    if ((lazy ? qp_desc_parse_lazy : qp_desc_parse)(s->bytes, s->size, d, why, sizeof(why)) < 0)
-        return fail(exe, why);
-    return 0;
-}
-
-static int
-open_image(const char *path, cfg_image_t **img)
-{
-    errno = 0;
-    /* Any ISA the analysis reads (AArch64 too): the report reads, never rewrites. */
-    int rc = cfg_image_open_bfd_analysis(path, img, NULL, 0);
-    if (rc < 0)
-        return fail(path, rc == QP_EIO && errno ? strerror(errno) : qp_strerror(rc));
     return 0;
 }
 
@@ -449,176 +320,47 @@ open_image(const char *path, cfg_image_t **img)
 static int
 cmd_merge(const qp_args_t *a)
 {
-    module_t *mods = NULL;
-    int nmods = 0;
-    qp_profile_t *ps = calloc((size_t)a->nfiles, sizeof(qp_profile_t));
-    if (ps == NULL)
-        return fail(a->output, qp_strerror(QP_ENOMEM));
-    int st = read_profiles(a, ps);
-    if (st == 0)
-        st = group_profiles(a, ps, 1, &mods, &nmods);
-    if (st == 0)
-        st = merge_profiles(&mods[0], NULL);
-    char why[512];
-    if (st == 0 && qp_profile_write(a->output, &mods[0].prof, why, sizeof(why)) < 0)
-        st = fail(a->output, why);
-    free_modules(mods, nmods);
-    free_profiles(ps, a->nfiles);
+    char why[1024];
+    qpt_qp_set_t *s;
+    if (qpt_qp_set_read((const char *const *)a->files, a->nfiles, NULL, 1, &s, why,
+                        sizeof(why)) < 0)
+        return fail_why(why);
+    int st = qpt_qp_set_merge(s, a->output, why, sizeof(why)) < 0 ? fail_why(why) : 0;
+    qpt_qp_set_free(s);
     return st;
-}
-
-static int
-cmp_by_name(const void *a, const void *b, void *arg)
-{
-    const qp_inputs_t *in = arg;
-    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
-    int c = strcmp(qp_proc_name(in, x), qp_proc_name(in, y));
-    return c != 0 ? c : (x > y) - (x < y);
-}
-
-/* The demangled name of every procedure that has one (NULL entries: the stored name);
- * NULL when out of memory (the stored names are printed then). */
-static char **
-demangled_names(const qp_desc_t *desc)
-{
-    char **v = calloc(desc->hdr.nprocs + 1, sizeof(char *));
-    for (uint32_t i = 0; v != NULL && i < desc->hdr.nprocs; i++)
-        v[i] = cfg_demangle(qp_desc_str(desc, desc->procs[i].name));
-    return v;
-}
-
-/* The PLT stubs' names demangled ("std::ostream::put(char)@plt"), NULL where they are
- * not mangled (or on ENOMEM). */
-static char **
-demangled_plt_names(const qp_report_t *r)
-{
-    char **v = calloc(r->nplt + 1, sizeof(char *));
-    for (uint32_t i = 0; v != NULL && i < r->nplt; i++) {
-        const char *name = r->plt[i].name, *at = strrchr(name, '@');
-        char *base = strndup(name, at != NULL ? (size_t)(at - name) : strlen(name));
-        char *dm = base != NULL ? cfg_demangle(base) : NULL;
-        if (dm != NULL) {
-            size_t len = strlen(dm) + (at != NULL ? strlen(at) : 0) + 1;
-            if ((v[i] = malloc(len)) != NULL)
-                snprintf(v[i], len, "%s%s", dm, at != NULL ? at : "");
-        }
-        free(dm);
-        free(base);
-    }
-    return v;
-}
-
-/* Procedures that share a name (static functions of several files) are printed as
- * "name [file.c]" (their source file, DWARF), so that rows can be told apart. */
-static void
-qualify_duplicates(qp_inputs_t *in)
-{
-    uint32_t n = in->desc->hdr.nprocs;
-    if (in->names == NULL && (in->names = calloc(n + 1, sizeof(char *))) == NULL)
-        return;
-    uint32_t *order = malloc((n + 1) * sizeof(uint32_t));
-    if (order == NULL)
-        return;
-    for (uint32_t i = 0; i < n; i++)
-        order[i] = i;
-    qsort_r(order, n, sizeof(uint32_t), cmp_by_name, in);
-    for (uint32_t i = 0; i < n;) {
-        uint32_t j = i + 1;
-        while (j < n && strcmp(qp_proc_name(in, order[i]), qp_proc_name(in, order[j])) == 0)
-            j++;
-        for (uint32_t k = i; j - i > 1 && k < j; k++) {
-            const char *file = qp_proc_module(in, order[k]), *base = file ? strrchr(file, '/') : NULL;
-            if (file == NULL)
-                continue;
-            const char *name = qp_proc_name(in, order[k]);
-            size_t len = strlen(name) + strlen(base ? base + 1 : file) + 4;
-            char *q = malloc(len);
-            if (q == NULL)
-                continue;
-            snprintf(q, len, "%s [%s]", name, base ? base + 1 : file);
-            free(in->names[order[k]]);
-            in->names[order[k]] = q;
-        }
-        i = j;
-    }
-    free(order);
 }
 
 /* The procedure FUNC names, or an error line. */
 static int
 find_func(const qp_inputs_t *in, const char *func, uint32_t *proc)
 {
-    *proc = QP_VIRT;
+    *proc = QPT_QP_NONE;
     if (func == NULL)
         return 0;
-    *proc = qp_desc_find_proc(in->desc, func);
-    if (*proc == QP_VIRT) {
-        *proc = qp_find_in_module(in, func);
-        if (*proc != QP_VIRT)
-            return 0;
-    }
-    char why[600];
-    if (*proc == QP_VIRT) {
-        snprintf(why, sizeof(why), "no procedure named '%s'", func);
-        return fail(in->exe, why);
-    }
-    const qp_desc_proc_t *p = &in->desc->procs[*proc];
-    /* Static functions of several files may share a name: the file must say which. */
-    for (uint32_t i = 0; i < in->desc->hdr.nprocs; i++)
-        if (i != *proc && (in->desc->procs[i].flags & QP_PROC_MEASURED)
-            && (p->flags & QP_PROC_MEASURED)
-            && strcmp(qp_desc_str(in->desc, in->desc->procs[i].name),
-                      qp_desc_str(in->desc, p->name)) == 0) {
-            snprintf(why, sizeof(why), "'%s' names several procedures (%s, %s, ...): give "
-                     "the source file as FILE:NAME", func, qp_proc_name(in, *proc),
-                     qp_proc_name(in, i));
-            return fail(in->exe, why);
-        }
-    if (strcmp(qp_desc_str(in->desc, p->name), func) != 0) {
-        /* Matched without the parameters: overloads make that ambiguous. */
-        uint32_t other = QP_VIRT;
-        for (uint32_t i = 0; i < in->desc->hdr.nprocs && other == QP_VIRT; i++)
-            if (i != *proc && (in->desc->procs[i].flags & QP_PROC_MEASURED)
-                && qp_name_matches(qp_desc_str(in->desc, in->desc->procs[i].name), func))
-                other = i;
-        if (other != QP_VIRT) {
-            char *a = cfg_demangle(qp_desc_str(in->desc, p->name));
-            char *b = cfg_demangle(qp_desc_str(in->desc, in->desc->procs[other].name));
-            snprintf(why, sizeof(why), "'%s' names several procedures (%s, %s, ...): give "
-                     "the parameters, or the source file as FILE:NAME", func, a ? a : "?",
-                     b ? b : "?");
-            free(a);
-            free(b);
-            return fail(in->exe, why);
-        }
-    }
-    if (!(p->flags & QP_PROC_MEASURED)) {
-        snprintf(why, sizeof(why), "procedure '%s' was not measured: %s", func,
-                 qp_desc_str(in->desc, p->reason));
-        return fail(in->exe, why);
-    }
-    return 0;
+    char why[1024];
+    return qpt_qp_find_measured(in->qp, func, proc, why, sizeof(why)) < 0 ? fail(in->exe, why)
+                                                                          : 0;
 }
 
 /* The call graph views: the graph built once here. */
 static int
 print_calls(FILE *f, const qp_args_t *a, const qp_inputs_t *in)
 {
-    qp_callgraph_t cg;
-    if (qp_callgraph_build(in->rep, &cg) < 0)
-        return fail(in->exe, qp_strerror(QP_ENOMEM));
-    uint32_t proc = QP_VIRT;
+    qpt_qp_calls_t *cg;
+    if (qpt_qp_calls(in->qp, &cg) < 0)
+        return fail(in->exe, qpt_strerror(QPT_ENOMEM));
+    uint32_t proc = QPT_QP_NONE;
     int st = a->out == OUT_CALLEES ? find_func(in, a->func, &proc) : 0;
     if (st == 0) {
         switch (a->out) {
-        case OUT_CALLERS: st = qp_print_callers(f, in, &cg, a->func); break;
-        case OUT_CALLEES: st = qp_print_callees(f, in, &cg, proc); break;
-        case OUT_CALLGRAPH: st = qp_print_callgraph(f, in, &cg); break;
-        case OUT_BOLT: st = qp_print_bolt(f, in, &cg); break;
-        default: st = qp_print_callgrind(f, in, &cg); break;
+        case OUT_CALLERS: st = qp_print_callers(f, in, cg, a->func); break;
+        case OUT_CALLEES: st = qp_print_callees(f, in, cg, proc); break;
+        case OUT_CALLGRAPH: st = qp_print_callgraph(f, in, cg); break;
+        case OUT_BOLT: st = qp_print_bolt(f, in, cg); break;
+        default: st = qp_print_callgrind(f, in, cg); break;
         }
     }
-    qp_callgraph_free(&cg);
+    qpt_qp_calls_free(cg);
     return st;
 }
 
@@ -659,9 +401,8 @@ output_open(const qp_args_t *a, const module_t *mods, int nmods, tool_out_t *t)
 {
     for (int k = 0; a->output != NULL && k < nmods; k++)
         if (same_file(a->output, mods[k].exe))
-            return fail(a->output, mods[k].img->flags & CFG_IMG_SHLIB
-                                       ? "is a library read: not overwritten"
-                                       : "is the executable: not overwritten");
+            return fail(a->output, mods[k].is_library ? "is a library read: not overwritten"
+                                                      : "is the executable: not overwritten");
     for (int i = 0; a->output != NULL && i < a->nfiles; i++)
         if (same_file(a->output, a->files[i]))
             return fail(a->output, "is a profile read: not overwritten");
@@ -678,28 +419,12 @@ output_close(tool_out_t *t, int st)
     return st;
 }
 
-/* The pages of image IMG (a cfg_image_t) read so far dropped: qp_desc_set_release's. */
+/* libqpt's phases of loading, on the terminal. */
 static void
-release_image(void *img)
+load_progress(void *arg, const char *phase)
 {
-    cfg_image_release_pages(img);
-}
-
-/* M's profiles against the id and counters in its description's header (the first
- * one refused as merge_profiles refuses it); 0 when the header is not there (load_desc
- * then says why). */
-static int
-check_ids(module_t *m)
-{
-    const cfg_section_t *s = cfg_image_section_named(m->img, QP_DESC_SECTION);
-    qp_desc_t head = { 0 };
-    if (s == NULL || qp_desc_peek(s->bytes, s->size, &head.hdr) < 0)
-        return 0;
-    char why[512];
-    for (int i = 0; i < m->nfiles; i++)
-        if (qp_profile_check(m->ps[i], &head, why, sizeof(why)) < 0)
-            return fail(m->files[i], why);
-    return 0;
+    (void)arg;
+    progress(phase);
 }
 
 /* Load module M: its file, its description, its profiles summed and checked, its
@@ -707,68 +432,45 @@ check_ids(module_t *m)
 static int
 load_module(const qp_args_t *a, module_t *m)
 {
+    uint32_t nfiles;
+    const char *const *files = qpt_qp_files(m->qp, &nfiles);
     if (a->exe == NULL && access(m->exe, F_OK) != 0) {
         /* The profile names where the program ran; it may have moved since. */
         progress(NULL);
         fprintf(stderr, "qp: %s: %s (the executable %s names; use --exe)\n", m->exe,
-                strerror(errno), m->files[0]);
+                strerror(errno), files[0]);
         return EXIT_INPUT;
     }
-    progress("opening the executable");
-    int st = open_image(m->exe, &m->img);
-    progress("reading the description");
     /* The flat profile (and --csv) needs the blocks and edges of the procedures that
      * ran, and of those whose summary the description does not give; every other
      * output reads them all. */
     int lazy = a->out == OUT_FLAT || a->out == OUT_CSV;
-    /* These two read no relative relocation (the stubs' GOT slots have symbols), nor
-     * again what opening the file and checking the description read once. */
-    if (st == 0 && lazy)
-        cfg_image_drop_relative_relocs(m->img);
-    /* A profile of another executable is refused before the description is read (its
-     * id is in the header): chromium's took 900 MB to refuse. */
-    if (st == 0)
-        st = check_ids(m);
-    if (st == 0)
-        st = load_desc(m->exe, m->img, &m->desc, lazy);
-    if (st == 0 && lazy) {
-        cfg_image_release_pages(m->img);
-        qp_desc_set_release(&m->desc, release_image, m->img);
-    }
-    progress("summing the profiles");
-    if (st == 0)
-        st = merge_profiles(m, &m->desc);
-    /* Without unwind tables the dumps stay unused; the report says so. */
-    if (st == 0 && m->prof.ndumps > 0 && qp_unwinder_create(m->exe, &m->unw, NULL, 0) < 0)
-        m->unw = NULL;
-    progress("solving the counts");
-    int rc = 0;
-    if (st == 0 && (rc = qp_report_build(&m->desc, &m->prof, m->unw, &m->rep)) < 0)
-        st = fail(m->exe, rc == QP_EFORMAT && *qp_desc_error(&m->desc) ? qp_desc_error(&m->desc) : qp_strerror(rc));
-    progress("counting PLT stubs");
-    /* PLT stubs, counted from the calls of measured code (the file keeps them). */
-    if (st == 0 && (rc = qp_report_count_plt(&m->rep, m->img)) < 0)
-        st = fail(m->exe, rc == QP_EFORMAT && *qp_desc_error(&m->desc) ? qp_desc_error(&m->desc) : qp_strerror(rc));
-    return st;
+    char why[1024];
+    if (qpt_qp_load(m->qp, lazy ? QPT_QP_LAZY : 0, load_progress, NULL, why, sizeof(why)) < 0)
+        return fail_why(why);
+    qpt_qp_info_t info;
+    qpt_qp_info(m->qp, &info);
+    m->is_library = info.is_library;
+    return 0;
 }
 
-/* What the printers see of the loaded module M (ORIG: --original, or NULL). */
+/* What the printers see of the loaded module M. */
 static void
-module_inputs(const qp_args_t *a, module_t *m, const cfg_image_t *orig)
+module_inputs(const qp_args_t *a, module_t *m)
 {
-    m->in = (qp_inputs_t) { m->exe, m->files, m->nfiles, m->img, orig, &m->desc, &m->prof,
-                            &m->rep, a->verbose, a->limit, a->min_pct, NULL, NULL };
+    uint32_t nfiles;
+    const char *const *files = qpt_qp_files(m->qp, &nfiles);
     /* C++, Rust and D names demangled, unless --mangled (callgrind's files too, as
      * callgrind writes them); lcov keeps them as stored (genhtml --demangle-cpp does it,
      * as for gcov's), BOLT needs its symbols. */
     int demangle = !a->mangled && a->out != OUT_LCOV && a->out != OUT_BOLT;
-    if (demangle) {
-        m->in.names = demangled_names(&m->desc);
-        m->in.plt_names = demangled_plt_names(&m->rep);
-    }
-    if (a->out != OUT_LCOV && a->out != OUT_CALLGRIND && a->out != OUT_BOLT
-        && a->out != OUT_CSV)
-        qualify_duplicates(&m->in);
+    int qualify = a->out != OUT_LCOV && a->out != OUT_CALLGRIND && a->out != OUT_BOLT
+        && a->out != OUT_CSV;
+    qpt_qp_name(m->qp, (demangle ? QPT_QP_DEMANGLE : 0) | (qualify ? QPT_QP_QUALIFY : 0));
+    /* Names known only as a callee's or a symbol's are demangled whenever the
+     * procedures were named (as qp has always printed them). */
+    m->in = (qp_inputs_t) { m->qp, m->exe, files, (int)nfiles, a->verbose, a->limit,
+                            a->min_pct, demangle || qualify };
 }
 
 /* Print the report of module M, one of the NMODS modules MODS. */
@@ -833,7 +535,7 @@ check_several(const qp_args_t *a, module_t *mods, int n)
 static int
 has_proc(const qp_inputs_t *in, const char *func)
 {
-    return qp_desc_find_proc(in->desc, func) != QP_VIRT || qp_find_in_module(in, func) != QP_VIRT;
+    return qpt_qp_find(in->qp, func) != QPT_QP_NONE;
 }
 
 /*
@@ -847,11 +549,11 @@ select_module(const module_t *mods, int n, const char *func, int *k, const char 
 {
     uint8_t *sel = calloc((size_t)n, 1);
     if (sel == NULL)
-        return fail(func, qp_strerror(QP_ENOMEM));
+        return fail(func, qpt_strerror(QPT_ENOMEM));
     int nsel = 0;
-    const char *sep = cfg_module_sep(func);
+    const char *sep = qpt_qp_module_sep(func);
     for (int i = 0; i < n; i++) {
-        sel[i] = sep != NULL && cfg_module_match(func, (size_t)(sep - func), mods[i].exe);
+        sel[i] = sep != NULL && qpt_qp_path_matches(func, (size_t)(sep - func), mods[i].exe);
         nsel += sel[i];
     }
     int by_pattern = nsel > 0;
@@ -881,7 +583,7 @@ report_order(const module_t *mods, int n, const module_t **order)
     int at = 0;
     for (int lib = 0; lib < 2; lib++)
         for (int k = 0; k < n; k++)
-            if (((mods[k].img->flags & CFG_IMG_SHLIB) != 0) == lib)
+            if (mods[k].is_library == lib)
                 order[at++] = &mods[k];
 }
 
@@ -892,33 +594,33 @@ print_several(const qp_args_t *a, const module_t *mods, int n)
     const module_t **order = malloc((size_t)n * sizeof(*order));
     qp_inputs_t *ins = malloc((size_t)n * sizeof(*ins));
     const char **labels = malloc((size_t)n * sizeof(*labels));
-    const qp_report_t **reps = malloc((size_t)n * sizeof(*reps));
-    qp_process_t pr = { 0 };
-    int st = order && ins && labels && reps ? 0 : fail(mods[0].exe, qp_strerror(QP_ENOMEM));
+    qpt_qp_t **qps = malloc((size_t)n * sizeof(*qps));
+    qpt_qp_process_t *pr = NULL;
+    int st = order && ins && labels && qps ? 0 : fail(mods[0].exe, qpt_strerror(QPT_ENOMEM));
     if (st == 0) {
         report_order(mods, n, order);
         for (int k = 0; k < n; k++) {
             ins[k] = order[k]->in;
             labels[k] = order[k]->label;
-            reps[k] = &order[k]->rep;
+            qps[k] = order[k]->qp;
         }
-        if (qp_process_build(reps, (uint32_t)n, &pr) < 0)
-            st = fail(mods[0].exe, qp_strerror(QP_ENOMEM));
+        if (qpt_qp_process(qps, (uint32_t)n, &pr) < 0)
+            st = fail(mods[0].exe, qpt_strerror(QPT_ENOMEM));
     }
     tool_out_t t;
     if (st == 0 && (st = output_open(a, mods, n, &t)) == 0) {
-        qp_modules_t qm = { ins, labels, (uint32_t)n, &pr };
+        qp_modules_t qm = { ins, labels, (uint32_t)n, pr };
         if (a->out == OUT_CSV)
             qp_print_csv_modules(t.f, &qm);
         else
             qp_print_flat_modules(t.f, &qm);
         st = output_close(&t, 0);
     }
-    qp_process_free(&pr);
+    qpt_qp_process_free(pr);
     free(order);
     free(ins);
     free(labels);
-    free(reps);
+    free(qps);
     return st;
 }
 
@@ -928,16 +630,16 @@ static int
 report_several(const qp_args_t *a, module_t *mods, int n)
 {
     /* What one module saw of a throw or a longjmp holds for every module's frames. */
-    qp_report_t **reps = malloc((size_t)n * sizeof(*reps));
-    if (reps == NULL)
-        return fail(mods[0].exe, qp_strerror(QP_ENOMEM));
+    qpt_qp_t **qps = malloc((size_t)n * sizeof(*qps));
+    if (qps == NULL)
+        return fail(mods[0].exe, qpt_strerror(QPT_ENOMEM));
     for (int k = 0; k < n; k++)
-        reps[k] = &mods[k].rep;
-    qp_report_mark_leaving_all(reps, (size_t)n);
-    free(reps);
+        qps[k] = mods[k].qp;
+    qpt_qp_mark_leaving_all(qps, (uint32_t)n);
+    free(qps);
     if (a->func == NULL)
         return print_several(a, mods, n);
-    int k;
+    int k = 0;
     qp_args_t one = *a;
     int st = select_module(mods, n, a->func, &k, &one.func);
     return st != 0 ? st : report_module(&one, mods, n, &mods[k]);
@@ -948,32 +650,32 @@ cmd_report(const qp_args_t *a)
 {
     module_t *mods = NULL;
     int nmods = 0;
-    cfg_image_t *orig = NULL;
-    qp_profile_t *ps = calloc((size_t)a->nfiles, sizeof(qp_profile_t));
-    if (ps == NULL)
-        return fail(a->files[0], qp_strerror(QP_ENOMEM));
+    qpt_qp_set_t *set = NULL;
+    char why[1024];
     /* Loading chromium's profile takes seconds: say which phase runs (not with -v,
      * whose lines go to stderr too). */
     show_progress = isatty(STDERR_FILENO) && !a->verbose;
     progress("reading the profiles");
-    int st = read_profiles(a, ps);
+    int st = 0;
+    if (qpt_qp_set_read((const char *const *)a->files, a->nfiles, a->exe, 0, &set, why,
+                        sizeof(why)) < 0)
+        st = fail_why(why);
     if (st == 0)
-        st = group_profiles(a, ps, 0, &mods, &nmods);
+        st = modules_of(set, &mods, &nmods, a->files[0]);
     if (st == 0 && nmods > 1)
         st = check_several(a, mods, nmods);
     for (int k = 0; st == 0 && k < nmods; k++)
         st = load_module(a, &mods[k]);
-    if (st == 0 && a->original)
-        st = open_image(a->original, &orig);
+    if (st == 0 && a->original && qpt_qp_set_original(set, a->original, why, sizeof(why)) < 0)
+        st = fail_why(why);
     progress("naming the procedures");
     for (int k = 0; st == 0 && k < nmods; k++)
-        module_inputs(a, &mods[k], orig);
+        module_inputs(a, &mods[k]);
     progress(NULL); /* the report may go to the terminal too */
     if (st == 0)
         st = nmods == 1 ? report_module(a, mods, 1, &mods[0]) : report_several(a, mods, nmods);
-    free_modules(mods, nmods);
-    cfg_image_destroy(orig);
-    free_profiles(ps, a->nfiles);
+    free(mods);
+    qpt_qp_set_free(set);
     return st;
 }
 

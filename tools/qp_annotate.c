@@ -27,8 +27,7 @@ typedef struct dis {
     disassembler_ftype print_insn;
     char text[256];               /* the instruction text being built */
     size_t len;
-    const qp_desc_t *desc;        /* names addresses */
-    const qp_inputs_t *in;        /* ... as printed */
+    const qp_inputs_t *in;        /* names addresses as printed */
     uint64_t count;               /* the count of the block being listed (known: below) */
     int count_known;
     uint64_t total;               /* instructions the procedure executed: percentages */
@@ -38,6 +37,7 @@ typedef struct dis {
     char **lines;                 /* its lines (NULL: could not be read) */
     size_t nlines;
     uint32_t *by_entry;           /* procedure indices sorted by entry */
+    uint64_t *entry;              /* per procedure: its entry */
     uint32_t nprocs;
 } dis_t;
 
@@ -74,19 +74,19 @@ dis_fprintf_styled(void *stream, enum disassembler_style style, const char *fmt,
     return 0;
 }
 
-/* The procedure whose entry is the greatest one <= ADDR, or QP_VIRT. */
+/* The procedure whose entry is the greatest one <= ADDR, or QPT_QP_NONE. */
 static uint32_t
 proc_before(const dis_t *d, uint64_t addr)
 {
     size_t lo = 0, hi = d->nprocs;
     while (lo < hi) {
         size_t mid = lo + (hi - lo) / 2;
-        if (d->desc->procs[d->by_entry[mid]].entry <= addr)
+        if (d->entry[d->by_entry[mid]] <= addr)
             lo = mid + 1;
         else
             hi = mid;
     }
-    return lo == 0 ? QP_VIRT : d->by_entry[lo - 1];
+    return lo == 0 ? QPT_QP_NONE : d->by_entry[lo - 1];
 }
 
 /* Addresses as objdump prints them: 0x401126 <main+0x10>, named by original entries. */
@@ -96,27 +96,30 @@ dis_print_address(bfd_vma addr, struct disassemble_info *info)
     dis_t *d = info->stream;
     dis_fprintf(d, "%#" PRIx64, (uint64_t)addr);
     /* Code the description does not list (PLT stubs) by its symbol. */
-    const cfg_symbol_t *s = cfg_image_symbol_at(d->in->img, addr);
-    if (s != NULL && (proc_before(d, addr) == QP_VIRT
-                      || d->desc->procs[proc_before(d, addr)].entry != addr)) {
-        char *dm = d->in->names != NULL ? cfg_demangle(s->name) : NULL;
-        dis_fprintf(d, " <%s>", dm != NULL ? dm : s->name);
+    const char *sym;
+    int global;
+    if (qpt_qp_symbol_at(d->in->qp, addr, &sym, &global) == 0
+        && (proc_before(d, addr) == QPT_QP_NONE || d->entry[proc_before(d, addr)] != addr)) {
+        char *dm = d->in->demangle ? qpt_demangle(sym) : NULL;
+        dis_fprintf(d, " <%s>", dm != NULL ? dm : sym);
         free(dm);
         return;
     }
     /* Data (a variable's address in a RIP-relative operand) is no place in code: by its
      * section, as stderr is not <sub_35988+0x15cd8>. */
-    const cfg_section_t *sec = cfg_image_section_at(d->in->img, addr);
-    if (sec == NULL || !(sec->flags & CFG_SEC_CODE)) {
-        if (sec != NULL)
-            dis_fprintf(d, " <%s+%#" PRIx64 ">", sec->name, (uint64_t)(addr - sec->vma));
+    const char *sec;
+    uint64_t vma;
+    int code;
+    int found = qpt_qp_section_at(d->in->qp, addr, &sec, &vma, &code) == 0;
+    if (!found || !code) {
+        if (found)
+            dis_fprintf(d, " <%s+%#" PRIx64 ">", sec, (uint64_t)(addr - vma));
         return;
     }
     uint32_t p = proc_before(d, addr);
-    if (p == QP_VIRT)
+    if (p == QPT_QP_NONE)
         return;
-    const qp_desc_proc_t *pr = &d->desc->procs[p];
-    uint64_t off = addr - pr->entry;
+    uint64_t off = addr - d->entry[p];
     if (off > (1u << 20))
         return; /* too far from any entry to be inside that procedure */
     if (off)
@@ -133,21 +136,22 @@ dis_memory_error(int status, bfd_vma addr, struct disassemble_info *info)
     (void)info; /* an instruction running off the block is shown as (bad) */
 }
 
-static const qp_desc_t *sort_desc;
-
 static int
-cmp_entry(const void *a, const void *b)
+cmp_entry(const void *a, const void *b, void *arg)
 {
-    uint64_t x = sort_desc->procs[*(const uint32_t *)a].entry;
-    uint64_t y = sort_desc->procs[*(const uint32_t *)b].entry;
+    const uint64_t *entry = arg;
+    uint64_t x = entry[*(const uint32_t *)a];
+    uint64_t y = entry[*(const uint32_t *)b];
     return x < y ? -1 : x > y;
 }
 
 static int
 dis_init(dis_t *d, const qp_inputs_t *in)
 {
-    const qp_desc_t *desc = in->desc;
+    qpt_qp_info_t info;
     memset(d, 0, sizeof(*d));
+    if (qpt_qp_info(in->qp, &info) < 0)
+        return -1;
     init_disassemble_info(&d->info, d, dis_fprintf, dis_fprintf_styled);
     d->info.arch = bfd_arch_i386;
     d->info.mach = bfd_mach_x86_64;
@@ -157,16 +161,18 @@ dis_init(dis_t *d, const qp_inputs_t *in)
     if (d->print_insn == NULL)
         return -1;
     disassemble_init_for_target(&d->info);
-    d->desc = desc;
     d->in = in;
-    d->by_entry = malloc((desc->hdr.nprocs ? desc->hdr.nprocs : 1) * sizeof(uint32_t));
-    if (d->by_entry == NULL)
+    d->by_entry = malloc((info.nprocs ? info.nprocs : 1) * sizeof(uint32_t));
+    d->entry = malloc((info.nprocs ? info.nprocs : 1) * sizeof(uint64_t));
+    if (d->by_entry == NULL || d->entry == NULL)
         return -1;
-    for (uint32_t i = 0; i < desc->hdr.nprocs; i++)
+    for (uint32_t i = 0; i < info.nprocs; i++) {
+        qpt_qp_proc_t p;
         d->by_entry[i] = i;
-    d->nprocs = desc->hdr.nprocs;
-    sort_desc = desc;
-    qsort(d->by_entry, d->nprocs, sizeof(uint32_t), cmp_entry);
+        d->entry[i] = qpt_qp_proc(in->qp, i, &p) == 0 ? p.entry : 0;
+    }
+    d->nprocs = info.nprocs;
+    qsort_r(d->by_entry, d->nprocs, sizeof(uint32_t), cmp_entry, d->entry);
     return 0;
 }
 
@@ -242,7 +248,7 @@ print_source(FILE *f, dis_t *d, uint64_t vma)
 {
     const char *file;
     unsigned line;
-    if (cfg_image_line(d->in->img, vma, &file, &line) != 0
+    if (qpt_qp_line(d->in->qp, vma, &file, &line) != 0
         || (file == d->src_file && line == d->src_line))
         return;
     if (file != d->src_file) {
@@ -299,12 +305,12 @@ list_bytes(FILE *f, dis_t *d, const char *count, const uint8_t *buf, size_t from
  * from the first offset after the overwritten bytes that decodes up to the block's end.
  */
 static void
-list_overwritten(FILE *f, dis_t *d, const cfg_image_t *img, const qp_desc_block_t *b,
-                 const char *count, const uint8_t *buf, size_t head)
+list_overwritten(FILE *f, dis_t *d, uint32_t proc, uint32_t bi, const qpt_qp_block_t *b,
+                 const char *count, const qpt_qp_code_t *c)
 {
     uint8_t *orig = malloc(b->size);
     size_t lost = SIZE_MAX, lost_len = 0;
-    if (orig != NULL && qp_original_block(img, d->desc, b, buf, head, orig, &lost, &lost_len)) {
+    if (orig != NULL && qpt_qp_block_original(d->in->qp, proc, bi, c, orig, &lost, &lost_len)) {
         list_bytes(f, d, count, orig, 0, b->size, b->start, lost, lost_len);
         free(orig);
         return;
@@ -312,11 +318,11 @@ list_overwritten(FILE *f, dis_t *d, const cfg_image_t *img, const qp_desc_block_
     free(orig);
     fprintf(f, "%16s  %7s  %8" PRIx64 ":  (%zu bytes overwritten by qpt-rewrite's jump to the "
                "relocated code; --original shows them)\n",
-            count, "", b->start, head);
-    size_t off = head;
-    while (off < b->size && !lands_at_end(d, buf, off, b->size, b->start))
+            count, "", b->start, c->head);
+    size_t off = c->head;
+    while (off < b->size && !lands_at_end(d, c->bytes, off, b->size, b->start))
         off++;
-    list_bytes(f, d, count, buf, off, b->size, b->start, SIZE_MAX, 0);
+    list_bytes(f, d, count, c->bytes, off, b->size, b->start, SIZE_MAX, 0);
 }
 
 /*
@@ -325,85 +331,111 @@ list_overwritten(FILE *f, dis_t *d, const cfg_image_t *img, const qp_desc_block_
  * updated for the next block.
  */
 static void
-list_block(FILE *f, dis_t *d, const qp_inputs_t *in, const qp_desc_block_t *b,
+list_block(FILE *f, dis_t *d, uint32_t proc, uint32_t bi, const qpt_qp_block_t *b,
            const char *count, uint64_t *over_end)
 {
-    const cfg_image_t *img = in->original ? in->original : in->img;
-    size_t avail;
-    const uint8_t *buf = cfg_image_ptr(img, b->start, &avail);
-    if (buf == NULL || avail < b->size) {
+    qpt_qp_code_t c;
+    if (qpt_qp_block_code(d->in->qp, proc, bi, over_end, &c) < 0 || c.bytes == NULL) {
         fprintf(f, "%16s  %7s  %8" PRIx64 ":  (the code is not in %s)\n", count, "", b->start,
-                img->path);
+                c.bytes == NULL ? c.path : "?");
         return;
     }
-    size_t head = in->original == NULL ? qp_overwritten(img, b, buf, avail, over_end) : 0;
-    if (head > 0)
-        list_overwritten(f, d, img, b, count, buf, head);
+    if (c.head > 0)
+        list_overwritten(f, d, proc, bi, b, count, &c);
     else
-        list_bytes(f, d, count, buf, 0, b->size, b->start, SIZE_MAX, 0);
+        list_bytes(f, d, count, c.bytes, 0, b->size, b->start, SIZE_MAX, 0);
 }
 
 /* The listing order: from the entry up by address, then what lies below the entry
- * (cold fragments placed before their parent). qsort has no context: file scope. */
-static const qp_desc_t *block_desc;
-static uint64_t block_entry;
+ * (cold fragments placed before their parent). */
+typedef struct block_order {
+    const qpt_qp_block_t *blk; /* the procedure's blocks */
+    uint64_t entry;            /* its entry */
+} block_order_t;
 
 static int
-cmp_block_start(const void *a, const void *b)
+cmp_block_start(const void *a, const void *b, void *arg)
 {
-    uint64_t x = block_desc->blocks[*(const uint32_t *)a].start;
-    uint64_t y = block_desc->blocks[*(const uint32_t *)b].start;
-    int below_x = x < block_entry, below_y = y < block_entry;
+    const block_order_t *o = arg;
+    uint64_t x = o->blk[*(const uint32_t *)a].start;
+    uint64_t y = o->blk[*(const uint32_t *)b].start;
+    int below_x = x < o->entry, below_y = y < o->entry;
     if (below_x != below_y)
         return below_x - below_y;
     return x < y ? -1 : x > y;
 }
 
+/* The blocks of PROC (P) into a malloc'd array, or NULL. */
+static qpt_qp_block_t *
+blocks_of(const qp_inputs_t *in, uint32_t proc, const qpt_qp_proc_t *p)
+{
+    qpt_qp_block_t *v = malloc((p->nblocks ? p->nblocks : 1) * sizeof(*v));
+    for (uint32_t b = 0; v != NULL && b < p->nblocks; b++)
+        if (qpt_qp_block(in->qp, proc, b, &v[b]) < 0) {
+            free(v);
+            v = NULL;
+        }
+    return v;
+}
+
 int
 qp_print_annotate(FILE *f, const qp_inputs_t *in, uint32_t proc)
 {
-    const qp_desc_t *desc = in->desc;
-    const qp_desc_proc_t *p = &desc->procs[proc];
+    qpt_qp_proc_t p;
     dis_t d;
-    qp_flow_t fl;
-    uint32_t *order = malloc((p->nblocks ? p->nblocks : 1) * sizeof(uint32_t));
-    if (order == NULL || dis_init(&d, in) < 0 || qp_report_flow(in->rep, proc, &fl) < 0) {
+    qpt_qp_flow_t *fl = NULL;
+    qpt_qp_block_t *blk = NULL;
+    uint32_t *order = NULL;
+    int ok = qpt_qp_proc(in->qp, proc, &p) == 0;
+    if (ok) {
+        order = malloc((p.nblocks ? p.nblocks : 1) * sizeof(uint32_t));
+        blk = blocks_of(in, proc, &p);
+    }
+    int init = ok && order != NULL && blk != NULL ? dis_init(&d, in) : -1;
+    if (init < 0 || qpt_qp_flow(in->qp, proc, &fl) < 0) {
         fprintf(stderr, "qp: %s: cannot disassemble (out of memory or no x86-64 "
                         "disassembler in libopcodes)\n", in->exe);
+        if (init == 0) {
+            free(d.by_entry);
+            free(d.entry);
+        }
         free(order);
+        free(blk);
         return 1;
     }
-    for (uint32_t i = 0; i < p->nblocks; i++)
-        order[i] = p->block + i;
-    block_desc = desc;
-    block_entry = p->entry;
-    qsort(order, p->nblocks, sizeof(uint32_t), cmp_block_start);
+    for (uint32_t i = 0; i < p.nblocks; i++)
+        order[i] = i;
+    block_order_t bo = { blk, p.entry };
+    qsort_r(order, p.nblocks, sizeof(uint32_t), cmp_block_start, &bo);
+    qpt_qp_flow_info_t fi;
+    qpt_qp_flow_info(fl, &fi);
     char cbuf[24];
-    fprintf(f, "%s at 0x%" PRIx64 ": %s calls, %" PRIu64 " instructions executed\n",
-            qp_proc_name(in, proc), p->entry, qp_fmt_count(cbuf, fl.calls, fl.calls_known),
-            fl.insns);
+    fprintf(f, "%s at 0x%" PRIx64 ": %s calls, %" PRIu64 " instructions executed\n", p.name,
+            p.entry, qp_fmt_count(cbuf, fi.calls, fi.calls_known), fi.insns);
     fprintf(f, "%16s  %7s  %8s   %-21s  %s\n", "count", "%", "address", "bytes",
             "instruction (source lines between, from DWARF)");
-    d.total = fl.insns;
+    d.total = fi.insns;
     uint64_t prev_end = 0, over_end = 0;
-    for (uint32_t i = 0; i < p->nblocks; i++) {
-        const qp_desc_block_t *b = &desc->blocks[order[i]];
-        uint32_t local = order[i] - p->block;
+    for (uint32_t i = 0; i < p.nblocks; i++) {
+        const qpt_qp_block_t *b = &blk[order[i]];
+        uint64_t count = 0;
+        int state = QPT_QP_COUNT_UNKNOWN;
+        qpt_qp_flow_block(fl, order[i], &count, &state);
         if (i > 0 && b->start != prev_end)
             fprintf(f, "%16s  %7s  %8s\n", "", "", "...");
-        d.count = fl.block_count[local];
-        d.count_known = fl.block_state[local] != QP_FLOW_UNKNOWN;
-        list_block(f, &d, in, b,
-                   qp_fmt_count(cbuf, fl.block_count[local],
-                                fl.block_state[local] != QP_FLOW_UNKNOWN),
+        d.count = count;
+        d.count_known = state != QPT_QP_COUNT_UNKNOWN;
+        list_block(f, &d, proc, order[i], b, qp_fmt_count(cbuf, count, d.count_known),
                    &over_end);
         prev_end = b->start + b->size;
     }
-    qp_flow_free(&fl);
+    qpt_qp_flow_free(fl);
     free(d.by_entry);
+    free(d.entry);
     for (size_t i = 0; i < d.nlines; i++)
         free(d.lines[i]);
     free(d.lines);
     free(order);
+    free(blk);
     return 0;
 }

@@ -1,7 +1,7 @@
 /* Copyright 2026 the qpt authors
  * SPDX-License-Identifier: MIT */
 /*
- * PURPOSE: the call graph views of qp report (report/qp_callgraph.c computes them):
+ * PURPOSE: the call graph views of qp report (libqpt computes the graph: qpt_qp_calls):
  * --callers, --callees, --call-graph, and the callgrind export (--callgrind), which
  * callgrind_annotate and KCachegrind read.
  */
@@ -11,42 +11,63 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "report/qp_callgraph.h"
-#include "report/qp_flow.h"
 #include "tools/qp_tool.h"
+
+/* Arc A of CG (zeroed when A is out of range: not reached). */
+static qpt_qp_arc_t
+arc_of(const qpt_qp_calls_t *cg, uint32_t a)
+{
+    qpt_qp_arc_t arc;
+    if (qpt_qp_cg_arc(cg, a, &arc) < 0)
+        memset(&arc, 0, sizeof(arc));
+    return arc;
+}
+
+/* Procedure P in CG (zeroed when out of range). */
+static qpt_qp_cg_proc_t
+cg_proc(const qpt_qp_calls_t *cg, uint32_t p)
+{
+    qpt_qp_cg_proc_t cp;
+    if (qpt_qp_cg_proc(cg, p, &cp) < 0)
+        memset(&cp, 0, sizeof(cp));
+    return cp;
+}
 
 /* The name of ARC's callee as printed. */
 static const char *
-callee_name(const qp_inputs_t *in, const qp_cg_arc_t *a, char **owned)
+callee_name(const qp_inputs_t *in, const qpt_qp_arc_t *a, char **owned)
 {
     *owned = NULL;
-    if (a->callee != QP_VIRT)
+    if (a->callee != QPT_QP_NONE)
         return qp_proc_name(in, a->callee);
     if (a->target == 0)
         return "(indirect calls: targets not told apart)";
-    if (in->names != NULL && (*owned = cfg_demangle(a->name)) != NULL)
+    if (in->demangle && (*owned = qpt_demangle(a->name)) != NULL)
         return *owned;
     return a->name[0] ? a->name : "?";
 }
 
 /* "≈" and "+" markers of an inclusive count. */
 static const char *
-incl_marks(uint8_t flags)
+incl_marks(uint32_t flags)
 {
-    return (flags & QP_CG_APPROX) && (flags & QP_CG_LOWER) ? " ~+"
-        : (flags & QP_CG_APPROX)                           ? " ~"
-        : (flags & QP_CG_LOWER)                            ? " +"
-                                                           : "";
+    return (flags & QPT_QP_INCL_APPROX) && (flags & QPT_QP_INCL_LOWER) ? " ~+"
+        : (flags & QPT_QP_INCL_APPROX)                                 ? " ~"
+        : (flags & QPT_QP_INCL_LOWER)                                  ? " +"
+                                                                       : "";
 }
 
 /* The share of CALLEE's inclusive count that COUNT of its calls stand for. */
 static double
-share_of(const qp_callgraph_t *cg, uint32_t callee, uint64_t count)
+share_of(const qpt_qp_calls_t *cg, uint32_t callee, uint64_t count)
 {
-    if (callee == QP_VIRT || !cg->measured[callee] || cg->ext[callee] <= 0)
+    if (callee == QPT_QP_NONE)
         return 0;
-    double s = (double)count / cg->ext[callee];
-    return (s > 1 ? 1 : s) * cg->incl[callee];
+    qpt_qp_cg_proc_t c = cg_proc(cg, callee);
+    if (!c.measured || c.ext <= 0)
+        return 0;
+    double s = (double)count / c.ext;
+    return (s > 1 ? 1 : s) * c.incl;
 }
 
 static const char *const legend =
@@ -56,26 +77,27 @@ static const char *const legend =
 
 /* The target FUNC names: a described procedure, or a callee known by name only. */
 static int
-find_target(const qp_inputs_t *in, const qp_callgraph_t *cg, const char *func,
+find_target(const qp_inputs_t *in, const qpt_qp_calls_t *cg, const char *func,
             uint64_t *target, uint32_t *proc, const char **shown)
 {
     *shown = func;
-    *proc = qp_desc_find_proc(in->desc, func);
-    if (*proc == QP_VIRT)
-        *proc = qp_find_in_module(in, func);
-    if (*proc != QP_VIRT) {
-        *target = in->desc->procs[*proc].entry;
+    *proc = qpt_qp_find(in->qp, func);
+    qpt_qp_proc_t p;
+    if (*proc != QPT_QP_NONE && qpt_qp_proc(in->qp, *proc, &p) == 0) {
+        *target = p.entry;
         return 0;
     }
     /* A callee known by name only; a library function also by its PLT stub's name. */
     size_t len = strlen(func);
+    uint32_t narcs = qpt_qp_cg_narcs(cg);
     for (int plt = 0; plt < 2; plt++)
-        for (size_t a = 0; a < cg->narcs; a++) {
-            const char *n = cg->arcs[a].name;
-            if (cg->arcs[a].target != 0
+        for (uint32_t a = 0; a < narcs; a++) {
+            qpt_qp_arc_t arc = arc_of(cg, a);
+            const char *n = arc.name;
+            if (arc.target != 0
                 && (plt ? strncmp(n, func, len) == 0 && strcmp(n + len, "@plt") == 0
-                        : qp_name_matches(n, func))) {
-                *target = cg->arcs[a].target;
+                        : qpt_qp_name_matches(n, func))) {
+                *target = arc.target;
                 *shown = n;
                 return 0;
             }
@@ -87,22 +109,23 @@ find_target(const qp_inputs_t *in, const qp_callgraph_t *cg, const char *func,
 static int
 cmp_count(const void *a, const void *b, void *arg)
 {
-    const qp_callgraph_t *cg = arg;
-    const qp_cg_arc_t *x = &cg->arcs[*(const uint32_t *)a], *y = &cg->arcs[*(const uint32_t *)b];
-    if (x->count != y->count)
-        return x->count > y->count ? -1 : 1;
-    return (*(const uint32_t *)a > *(const uint32_t *)b) - (*(const uint32_t *)a < *(const uint32_t *)b);
+    const qpt_qp_calls_t *cg = arg;
+    uint32_t i = *(const uint32_t *)a, j = *(const uint32_t *)b;
+    qpt_qp_arc_t x = arc_of(cg, i), y = arc_of(cg, j);
+    if (x.count != y.count)
+        return x.count > y.count ? -1 : 1;
+    return (i > j) - (i < j);
 }
 
 /* Arcs ROWS[0..N) most calls first (then in graph order). */
 static void
-sort_by_count(const qp_callgraph_t *cg, uint32_t *rows, size_t n)
+sort_by_count(const qpt_qp_calls_t *cg, uint32_t *rows, size_t n)
 {
     qsort_r(rows, n, sizeof(uint32_t), cmp_count, (void *)cg);
 }
 
 int
-qp_print_callers(FILE *f, const qp_inputs_t *in, const qp_callgraph_t *cg, const char *func)
+qp_print_callers(FILE *f, const qp_inputs_t *in, const qpt_qp_calls_t *cg, const char *func)
 {
     uint64_t target;
     uint32_t proc;
@@ -110,43 +133,47 @@ qp_print_callers(FILE *f, const qp_inputs_t *in, const qp_callgraph_t *cg, const
     if (find_target(in, cg, func, &target, &proc, &shown) != 0)
         return 1;
     char cbuf[24];
-    const char *name = proc != QP_VIRT ? qp_proc_name(in, proc) : shown;
-    int measured = proc != QP_VIRT && cg->measured[proc];
+    const char *name = proc != QPT_QP_NONE ? qp_proc_name(in, proc) : shown;
+    qpt_qp_cg_proc_t cp = cg_proc(cg, proc);
+    int measured = proc != QPT_QP_NONE && cp.measured;
     uint64_t direct = 0;
     int known = 1;
-    for (size_t a = 0; a < cg->narcs; a++)
-        if (cg->arcs[a].target == target) {
-            direct += cg->arcs[a].count;
-            known &= cg->arcs[a].known;
+    uint32_t narcs = qpt_qp_cg_narcs(cg);
+    for (uint32_t a = 0; a < narcs; a++) {
+        qpt_qp_arc_t arc = arc_of(cg, a);
+        if (arc.target == target) {
+            direct += arc.count;
+            known &= arc.known;
         }
+    }
     if (measured)
-        fprintf(f, "Callers of %s: %" PRIu64 " calls\n", name, cg->calls[proc]);
+        fprintf(f, "Callers of %s: %" PRIu64 " calls\n", name, cp.calls);
     else
         fprintf(f, "Callers of %s (%s: its calls are those of the sites below)\n", name,
-                proc != QP_VIRT ? "not measured" : "outside the measured code");
+                proc != QPT_QP_NONE ? "not measured" : "outside the measured code");
     fprintf(f, "%16s %7s %6s  %s\n", "calls", "%", "sites", "caller");
-    uint64_t total = measured ? cg->calls[proc] : direct;
+    uint64_t total = measured ? cp.calls : direct;
     size_t idle = 0, n = 0;
-    uint32_t *rows = malloc((cg->narcs + 1) * sizeof(uint32_t));
+    uint32_t *rows = malloc((narcs + 1) * sizeof(uint32_t));
     if (rows == NULL)
         return 1;
-    for (size_t a = 0; a < cg->narcs; a++)
-        if (cg->arcs[a].target == target)
-            rows[n++] = (uint32_t)a;
+    for (uint32_t a = 0; a < narcs; a++)
+        if (arc_of(cg, a).target == target)
+            rows[n++] = a;
     sort_by_count(cg, rows, n);
     for (size_t i = 0; i < n; i++) {
-        const qp_cg_arc_t *arc = &cg->arcs[rows[i]];
-        if (arc->count == 0 && arc->known && !in->verbose) {
+        qpt_qp_arc_t arc = arc_of(cg, rows[i]);
+        if (arc.count == 0 && arc.known && !in->verbose) {
             idle++;
             continue;
         }
-        double pct = total ? 100.0 * (double)arc->count / (double)total : 0;
-        fprintf(f, "%16s %7.2f %6u  %s%s%s\n", qp_fmt_count(cbuf, arc->count, arc->known), pct,
-                arc->nsites, qp_proc_name(in, arc->caller), arc->tail ? " (tail calls)" : "",
-                arc->through_pointer ? " (through a pointer)" : "");
+        double pct = total ? 100.0 * (double)arc.count / (double)total : 0;
+        fprintf(f, "%16s %7.2f %6u  %s%s%s\n", qp_fmt_count(cbuf, arc.count, arc.known), pct,
+                arc.nsites, qp_proc_name(in, arc.caller), arc.tail ? " (tail calls)" : "",
+                arc.through_pointer ? " (through a pointer)" : "");
     }
-    if (measured && cg->calls[proc] > direct) {
-        uint64_t rest = cg->calls[proc] - direct;
+    if (measured && cp.calls > direct) {
+        uint64_t rest = cp.calls - direct;
         fprintf(f, "%16" PRIu64 " %7.2f %6s  (through pointers, or from code not measured)\n",
                 rest, 100.0 * (double)rest / (double)total, "");
     }
@@ -160,47 +187,48 @@ qp_print_callers(FILE *f, const qp_inputs_t *in, const qp_callgraph_t *cg, const
 }
 
 int
-qp_print_callees(FILE *f, const qp_inputs_t *in, const qp_callgraph_t *cg, uint32_t proc)
+qp_print_callees(FILE *f, const qp_inputs_t *in, const qpt_qp_calls_t *cg, uint32_t proc)
 {
     char cbuf[24];
+    qpt_qp_cg_proc_t cp = cg_proc(cg, proc);
     fprintf(f, "Callees of %s: %" PRIu64 " calls, %" PRIu64 " instructions in it, %.0f%s "
-            "inclusive\n", qp_proc_name(in, proc), cg->calls[proc], cg->self[proc],
-            cg->incl[proc], incl_marks(cg->flags[proc]));
+            "inclusive\n", qp_proc_name(in, proc), cp.calls, cp.self, cp.incl,
+            incl_marks(cp.flags));
     fprintf(f, "%16s %6s %20s  %s\n", "calls", "sites", "inclusive", "callee");
     size_t idle = 0, n = 0;
-    uint32_t *rows = malloc((cg->arc_first[proc + 1] - cg->arc_first[proc] + 1) * sizeof(uint32_t));
+    uint32_t *rows = malloc((cp.narcs + 1) * sizeof(uint32_t));
     if (rows == NULL)
         return 1;
-    for (uint32_t a = cg->arc_first[proc]; a < cg->arc_first[proc + 1]; a++)
-        rows[n++] = a;
+    for (uint32_t a = 0; a < cp.narcs; a++)
+        rows[n++] = cp.first_arc + a;
     sort_by_count(cg, rows, n);
     for (size_t i = 0; i < n; i++) {
-        const qp_cg_arc_t *arc = &cg->arcs[rows[i]];
-        if (arc->count == 0 && arc->known && !in->verbose) {
+        qpt_qp_arc_t arc = arc_of(cg, rows[i]);
+        if (arc.count == 0 && arc.known && !in->verbose) {
             idle++;
             continue;
         }
         char *owned;
-        const char *name = callee_name(in, arc, &owned);
+        const char *name = callee_name(in, &arc, &owned);
         char ibuf[40] = "-";
-        if (arc->callee == QP_VIRT && qp_report_plt_at(in->rep, arc->target) != NULL)
-            snprintf(ibuf, sizeof(ibuf), "%" PRIu64 "%s", arc->plt_insns,
-                     incl_marks(arc->plt_lower ? QP_CG_LOWER : 0));
-        else if (arc->callee != QP_VIRT && cg->measured[arc->callee]) {
-            if (cg->cycle[arc->callee] != 0 && cg->cycle[arc->callee] == cg->cycle[proc])
-                snprintf(ibuf, sizeof(ibuf), "(cycle %u)", cg->cycle[proc]);
+        qpt_qp_cg_proc_t ce = cg_proc(cg, arc.callee);
+        if (arc.callee == QPT_QP_NONE && arc.stub != QPT_QP_NONE)
+            snprintf(ibuf, sizeof(ibuf), "%" PRIu64 "%s", arc.plt_insns,
+                     incl_marks(arc.plt_lower ? QPT_QP_INCL_LOWER : 0));
+        else if (arc.callee != QPT_QP_NONE && ce.measured) {
+            if (ce.cycle != 0 && ce.cycle == cp.cycle)
+                snprintf(ibuf, sizeof(ibuf), "(cycle %u)", cp.cycle);
             else
-                snprintf(ibuf, sizeof(ibuf), "%.0f%s", share_of(cg, arc->callee, arc->count),
-                         incl_marks(cg->flags[arc->callee]
-                                    | ((double)arc->count < cg->ext[arc->callee] ? QP_CG_APPROX
-                                                                                : 0)));
+                snprintf(ibuf, sizeof(ibuf), "%.0f%s", share_of(cg, arc.callee, arc.count),
+                         incl_marks(ce.flags
+                                    | ((double)arc.count < ce.ext ? QPT_QP_INCL_APPROX : 0)));
         }
-        fprintf(f, "%16s %6u %20s  %s%s%s%s\n", qp_fmt_count(cbuf, arc->count, arc->known),
-                arc->nsites, ibuf, name, arc->tail ? " (tail calls)" : "",
-                arc->through_pointer ? " (through a pointer)" : "",
-                arc->callee == QP_VIRT && arc->target != 0 ? " (outside the program)"
-                : arc->callee != QP_VIRT && !cg->measured[arc->callee] ? " (not measured)"
-                                                                        : "");
+        fprintf(f, "%16s %6u %20s  %s%s%s%s\n", qp_fmt_count(cbuf, arc.count, arc.known),
+                arc.nsites, ibuf, name, arc.tail ? " (tail calls)" : "",
+                arc.through_pointer ? " (through a pointer)" : "",
+                arc.callee == QPT_QP_NONE && arc.target != 0 ? " (outside the program)"
+                : arc.callee != QPT_QP_NONE && !ce.measured  ? " (not measured)"
+                                                             : "");
         free(owned);
     }
     free(rows);
@@ -214,69 +242,74 @@ qp_print_callees(FILE *f, const qp_inputs_t *in, const qp_callgraph_t *cg, uint3
 static int
 cmp_incl(const void *a, const void *b, void *arg)
 {
-    const qp_callgraph_t *cg = arg;
+    const qpt_qp_calls_t *cg = arg;
     uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
-    if (cg->incl[x] != cg->incl[y])
-        return cg->incl[x] > cg->incl[y] ? -1 : 1;
+    double ix = cg_proc(cg, x).incl, iy = cg_proc(cg, y).incl;
+    if (ix != iy)
+        return ix > iy ? -1 : 1;
     return x < y ? -1 : x > y;
 }
 
 /* Procedures that ran, by inclusive count (qsort_r: the order needs the graph). */
 static uint32_t *
-by_inclusive(const qp_callgraph_t *cg, uint32_t *n)
+by_inclusive(const qp_inputs_t *in, const qpt_qp_calls_t *cg, uint32_t *n)
 {
-    uint32_t np = cg->desc->hdr.nprocs, k = 0;
+    qpt_qp_info_t info;
+    uint32_t np = qpt_qp_info(in->qp, &info) == 0 ? info.nprocs : 0, k = 0;
     uint32_t *v = malloc((np + 1) * sizeof(uint32_t));
     if (v == NULL)
         return NULL;
-    for (uint32_t i = 0; i < np; i++)
-        if (cg->measured[i] && (cg->calls[i] > 0 || cg->self[i] > 0))
+    for (uint32_t i = 0; i < np; i++) {
+        qpt_qp_cg_proc_t cp = cg_proc(cg, i);
+        if (cp.measured && (cp.calls > 0 || cp.self > 0))
             v[k++] = i;
+    }
     qsort_r(v, k, sizeof(uint32_t), cmp_incl, (void *)cg);
     *n = k;
     return v;
 }
 
 int
-qp_print_callgraph(FILE *f, const qp_inputs_t *in, const qp_callgraph_t *cg)
+qp_print_callgraph(FILE *f, const qp_inputs_t *in, const qpt_qp_calls_t *cg)
 {
     uint32_t n;
-    uint32_t *v = by_inclusive(cg, &n);
+    uint32_t *v = by_inclusive(in, cg, &n);
     if (v == NULL)
         return 1;
-    double total = (double)qp_report_insns(in->rep);
+    double total = (double)qp_total_insns(in);
     fprintf(f, "Call graph of %s\n", in->exe);
     fputs(legend, f);
     fprintf(f, "\n %% incl            inclusive                 self            calls  name\n");
     uint32_t shown = 0;
     for (uint32_t i = 0; i < n; i++) {
         uint32_t p = v[i];
-        double pct = total > 0 ? 100.0 * cg->incl[p] / total : 0;
+        qpt_qp_cg_proc_t cp = cg_proc(cg, p);
+        double pct = total > 0 ? 100.0 * cp.incl / total : 0;
         if ((in->limit > 0 && shown >= in->limit) || pct < in->min_pct)
             break;
         shown++;
         char cyc[32] = "";
-        if (cg->cycle[p])
-            snprintf(cyc, sizeof(cyc), " <cycle %u>", cg->cycle[p]);
-        fprintf(f, "%7.2f %20.0f%-3s %16" PRIu64 " %16" PRIu64 "  %s%s\n", pct, cg->incl[p],
-                incl_marks(cg->flags[p]), cg->self[p], cg->calls[p], qp_proc_name(in, p), cyc);
+        if (cp.cycle)
+            snprintf(cyc, sizeof(cyc), " <cycle %u>", cp.cycle);
+        fprintf(f, "%7.2f %20.0f%-3s %16" PRIu64 " %16" PRIu64 "  %s%s\n", pct, cp.incl,
+                incl_marks(cp.flags), cp.self, cp.calls, qp_proc_name(in, p), cyc);
         /* Its callees that ran, most calls first. */
-        uint32_t na = cg->arc_first[p + 1] - cg->arc_first[p];
+        uint32_t na = cp.narcs;
         uint32_t *rows = malloc((na + 1) * sizeof(uint32_t));
         if (rows == NULL) {
             free(v);
             return 1;
         }
         for (uint32_t a = 0; a < na; a++)
-            rows[a] = cg->arc_first[p] + a;
+            rows[a] = cp.first_arc + a;
         sort_by_count(cg, rows, na);
         for (uint32_t k = 0; k < na; k++) {
-            const qp_cg_arc_t *arc = &cg->arcs[rows[k]];
-            if (arc->count == 0)
+            qpt_qp_arc_t arc = arc_of(cg, rows[k]);
+            if (arc.count == 0)
                 continue;
             char *owned;
-            const char *name = callee_name(in, arc, &owned);
-            fprintf(f, "%7s %20s    %16s %16" PRIu64 "    -> %s\n", "", "", "", arc->count, name);
+            const char *name = callee_name(in, &arc, &owned);
+            fprintf(f, "%7s %20s    %16s %16" PRIu64 "    -> %s\n", "", "", "", arc.count, name);
             free(owned);
         }
         free(rows);
@@ -307,76 +340,83 @@ line_in(const qp_inputs_t *in, uint64_t addr, const char *file)
 {
     const char *f;
     unsigned line;
-    return file != NULL && cfg_image_line(in->img, addr, &f, &line) == 0 && f == file ? line : 0;
+    return file != NULL && qpt_qp_line(in->qp, addr, &f, &line) == 0 && f == file ? line : 0;
 }
 
 int
-qp_print_callgrind(FILE *f, const qp_inputs_t *in, const qp_callgraph_t *cg)
+qp_print_callgrind(FILE *f, const qp_inputs_t *in, const qpt_qp_calls_t *cg)
 {
-    const qp_desc_t *d = in->desc;
+    qpt_qp_info_t info;
+    if (qpt_qp_info(in->qp, &info) < 0)
+        return 1;
     fprintf(f, "# callgrind format\nversion: 1\ncreator: qp (%s) %s\n", PACKAGE_NAME,
             PACKAGE_VERSION);
     fprintf(f, "cmd: %s\npositions: instr line\nevents: Ir\nsummary: %" PRIu64 "\n\n", in->exe,
-            qp_report_insns(in->rep));
+            info.total_insns);
     cg_name(f, "ob", in->exe);
-    for (uint32_t p = 0; p < d->hdr.nprocs; p++) {
-        if (!cg->measured[p] || (cg->calls[p] == 0 && cg->self[p] == 0))
+    for (uint32_t p = 0; p < info.nprocs; p++) {
+        qpt_qp_cg_proc_t cp = cg_proc(cg, p);
+        if (!cp.measured || (cp.calls == 0 && cp.self == 0))
             continue;
-        qp_flow_t fl;
-        if (qp_report_flow(in->rep, p, &fl) < 0)
+        qpt_qp_flow_t *fl;
+        qpt_qp_proc_t pr;
+        if (qpt_qp_proc(in->qp, p, &pr) < 0 || qpt_qp_flow(in->qp, p, &fl) < 0)
             return 1;
-        const qp_desc_proc_t *pr = &d->procs[p];
         /* The source file of its entry (lines elsewhere, inlined code, are left 0). */
         const char *file = NULL;
         unsigned line;
-        if (cfg_image_line(in->img, pr->entry, &file, &line) != 0)
+        if (qpt_qp_line(in->qp, pr.entry, &file, &line) != 0)
             file = NULL;
         cg_name(f, "fl", file != NULL ? file : "???");
         /* Demangled unless --mangled, as callgrind writes them: callgrind_annotate
          * prints names as it reads them. */
-        cg_name(f, "fn", qp_proc_name(in, p));
-        for (uint32_t b = 0; b < pr->nblocks; b++) {
-            const qp_desc_block_t *blk = &d->blocks[pr->block + b];
-            uint64_t cost = fl.block_count[b] * blk->ninsns;
-            if (cost > 0)
-                fprintf(f, "0x%" PRIx64 " %u %" PRIu64 "\n", blk->start,
-                        line_in(in, blk->start, file), cost);
-        }
-        qp_flow_free(&fl);
-        for (uint32_t a = cg->arc_first[p]; a < cg->arc_first[p + 1]; a++) {
-            const qp_cg_arc_t *arc = &cg->arcs[a];
-            if (arc->count == 0 || arc->target == 0)
+        cg_name(f, "fn", pr.name);
+        for (uint32_t b = 0; b < pr.nblocks; b++) {
+            qpt_qp_block_t blk;
+            uint64_t count;
+            int state;
+            if (qpt_qp_block(in->qp, p, b, &blk) < 0 || qpt_qp_flow_block(fl, b, &count, &state) < 0)
                 continue;
-            const char *callee = arc->callee != QP_VIRT ? qp_proc_name(in, arc->callee) : arc->name;
-            const qp_proc_result_t *stub
-                = arc->callee == QP_VIRT ? qp_report_plt_at(in->rep, arc->target) : NULL;
-            if (stub != NULL) {
+            uint64_t cost = count * blk.ninsns;
+            if (cost > 0)
+                fprintf(f, "0x%" PRIx64 " %u %" PRIu64 "\n", blk.start,
+                        line_in(in, blk.start, file), cost);
+        }
+        qpt_qp_flow_free(fl);
+        for (uint32_t a = cp.first_arc; a < cp.first_arc + cp.narcs; a++) {
+            qpt_qp_arc_t arc = arc_of(cg, a);
+            if (arc.count == 0 || arc.target == 0)
+                continue;
+            const char *callee = arc.callee != QPT_QP_NONE ? qp_proc_name(in, arc.callee) : arc.name;
+            qpt_qp_row_t stub;
+            if (arc.callee == QPT_QP_NONE && arc.stub != QPT_QP_NONE
+                && qpt_qp_row(in->qp, QPT_QP_STUBS, arc.stub, &stub) == 0) {
                 /* The stub's own entry below (fn=, in no source file). */
                 cg_name(f, "cfi", "???");
-                callee = qp_row_name(in, stub);
+                callee = stub.name;
             }
             cg_name(f, "cfn", callee[0] ? callee : "?");
-            fprintf(f, "calls=%" PRIu64 " 0x%" PRIx64 "\n", arc->count, arc->target);
+            fprintf(f, "calls=%" PRIu64 " 0x%" PRIx64 "\n", arc.count, arc.target);
             /* A call inside a cycle (recursion) costs nothing more: the cycle's count is
              * already the caller's, and callgrind_annotate adds call costs to it. */
-            int within = arc->callee != QP_VIRT && cg->cycle[p] != 0
-                && cg->cycle[arc->callee] == cg->cycle[p];
-            double cost = arc->callee == QP_VIRT ? (double)arc->plt_insns
-                                                  : share_of(cg, arc->callee, arc->count);
-            fprintf(f, "0x%" PRIx64 " %u %.0f\n", arc->site, line_in(in, arc->site, file),
+            int within = arc.callee != QPT_QP_NONE && cp.cycle != 0
+                && cg_proc(cg, arc.callee).cycle == cp.cycle;
+            double cost = arc.callee == QPT_QP_NONE ? (double)arc.plt_insns
+                                                   : share_of(cg, arc.callee, arc.count);
+            fprintf(f, "0x%" PRIx64 " %u %.0f\n", arc.site, line_in(in, arc.site, file),
                     within ? 0.0 : cost);
         }
     }
     /* PLT stubs, counted from their callers: their own instructions, at their entry. */
-    for (uint32_t i = 0; i < in->rep->nplt; i++) {
-        const qp_proc_result_t *s = &in->rep->plt[i];
-        if (s->insns == 0)
+    for (uint32_t i = 0; i < info.nplt; i++) {
+        qpt_qp_row_t s;
+        if (qpt_qp_row(in->qp, QPT_QP_STUBS, i, &s) < 0 || s.insns == 0)
             continue;
         cg_name(f, "fl", "???");
-        cg_name(f, "fn", qp_row_name(in, s));
-        fprintf(f, "0x%" PRIx64 " 0 %" PRIu64 "\n", s->entry, s->insns);
+        cg_name(f, "fn", s.name);
+        fprintf(f, "0x%" PRIx64 " 0 %" PRIu64 "\n", s.entry, s.insns);
     }
-    fprintf(f, "\ntotals: %" PRIu64 "\n", qp_report_insns(in->rep));
+    fprintf(f, "\ntotals: %" PRIu64 "\n", info.total_insns);
     return 0;
 }
 
@@ -387,15 +427,12 @@ qp_print_callgrind(FILE *f, const qp_inputs_t *in, const qp_callgraph_t *cg)
  * (fall-throughs too); a call from the call instruction to the callee at offset 0.
  */
 
-/* The last instruction of block B, from the original program when given (--original),
- * else from the rewritten one; *MISSED counts the blocks neither gives. */
+/* The last instruction of block B of PROC, from the original program when given
+ * (--original), else from the rewritten one; *MISSED counts the blocks neither gives. */
 static uint64_t
-last_insn_of(const qp_inputs_t *in, const qp_desc_block_t *b, size_t *missed)
+last_insn_of(const qp_inputs_t *in, uint32_t proc, uint32_t b, size_t *missed)
 {
-    uint64_t a = in->original != NULL
-        ? cfg_image_last_insn(in->original, b->start, b->size, b->ninsns) : 0;
-    if (a == 0)
-        a = cfg_image_last_insn(in->img, b->start, b->size, b->ninsns);
+    uint64_t a = qpt_qp_block_last_insn(in->qp, proc, b);
     *missed += a == 0;
     return a;
 }
@@ -409,73 +446,86 @@ static void
 bolt_name(const qp_inputs_t *in, const char *name, uint32_t proc, char *out, size_t cap)
 {
     /* The rewritten program's symbols name the relocated code. */
-    uint64_t entry = proc != QP_VIRT ? in->desc->procs[proc].new_entry : 0;
+    qpt_qp_proc_t p;
+    uint64_t entry = proc != QPT_QP_NONE && qpt_qp_proc(in->qp, proc, &p) == 0 ? p.new_entry : 0;
     size_t n = strlen(name);
     if (n > 4 && strcmp(name + n - 4, "@plt") == 0) {
         snprintf(out, cap, "%.*s@PLT", (int)(n - 4), name);
         return;
     }
-    const cfg_symbol_t *s = entry != 0 ? cfg_image_symbol_at(in->img, entry) : NULL;
-    if (s == NULL || s->global || strcmp(s->name, name) != 0) {
+    const char *sym;
+    int global;
+    if (entry == 0 || qpt_qp_symbol_at(in->qp, entry, &sym, &global) != 0 || global
+        || strcmp(sym, name) != 0) {
         snprintf(out, cap, "%s", name);
         return;
     }
-    unsigned nth = 1;
-    for (size_t i = 0; i < in->img->nsymbols && in->img->symbols[i].addr < entry; i++)
-        if (!in->img->symbols[i].global && strcmp(in->img->symbols[i].name, name) == 0)
-            nth++;
-    snprintf(out, cap, "%s/%u", name, nth);
+    snprintf(out, cap, "%s/%u", name, qpt_qp_local_rank(in->qp, entry, name));
 }
 
 int
-qp_print_bolt(FILE *f, const qp_inputs_t *in, const qp_callgraph_t *cg)
+qp_print_bolt(FILE *f, const qp_inputs_t *in, const qpt_qp_calls_t *cg)
 {
-    const qp_desc_t *d = in->desc;
+    qpt_qp_info_t info;
+    if (qpt_qp_info(in->qp, &info) < 0)
+        return 1;
     size_t missed = 0;
-    for (uint32_t p = 0; p < d->hdr.nprocs; p++) {
-        const qp_desc_proc_t *pr = &d->procs[p];
-        if (!cg->measured[p] || cg->calls[p] == 0)
+    for (uint32_t p = 0; p < info.nprocs; p++) {
+        qpt_qp_cg_proc_t cp = cg_proc(cg, p);
+        qpt_qp_proc_t pr;
+        if (!cp.measured || cp.calls == 0 || qpt_qp_proc(in->qp, p, &pr) < 0)
             continue;
-        qp_flow_t fl;
-        if (qp_report_flow(in->rep, p, &fl) < 0)
+        qpt_qp_flow_t *fl;
+        if (qpt_qp_flow(in->qp, p, &fl) < 0)
             return 1;
         char name[1024], callee[1024];
-        bolt_name(in, qp_desc_str(d, pr->name), p, name, sizeof(name));
-        uint8_t *keep = malloc(pr->nedges + 1);
-        if (keep == NULL || qp_report_branch_edges(d, p, keep) < 0) {
+        bolt_name(in, pr.stored_name, p, name, sizeof(name));
+        uint8_t *keep = malloc(pr.nedges + 1);
+        if (keep == NULL || qpt_qp_branch_edges(in->qp, p, keep) < 0) {
             free(keep);
-            qp_flow_free(&fl);
+            qpt_qp_flow_free(fl);
             return 1;
         }
-        for (uint32_t k = 0; k < pr->nedges; k++) {
-            const qp_desc_edge_t *e = &d->edges[pr->edge + k];
-            if (!keep[k] || fl.edge_count[k] == 0 || fl.edge_state[k] == QP_FLOW_UNKNOWN)
+        for (uint32_t k = 0; k < pr.nedges; k++) {
+            qpt_qp_edge_t e;
+            qpt_qp_block_t to;
+            uint64_t count;
+            int state;
+            if (!keep[k] || qpt_qp_flow_edge(fl, k, &count, &state) < 0 || count == 0
+                || state == QPT_QP_COUNT_UNKNOWN || qpt_qp_edge(in->qp, p, k, &e) < 0)
                 continue;
-            uint64_t from = last_insn_of(in, &d->blocks[e->from], &missed);
-            if (from == 0)
+            uint64_t from = last_insn_of(in, p, e.from, &missed);
+            if (from == 0 || qpt_qp_block(in->qp, p, e.to, &to) < 0)
                 continue;
-            fprintf(f, "1 %s %" PRIx64 " 1 %s %" PRIx64 " 0 %" PRIu64 "\n", name, from - pr->entry,
-                    name, d->blocks[e->to].start - pr->entry, fl.edge_count[k]);
+            fprintf(f, "1 %s %" PRIx64 " 1 %s %" PRIx64 " 0 %" PRIu64 "\n", name, from - pr.entry,
+                    name, to.start - pr.entry, count);
         }
         free(keep);
         /* Calls and tail calls, per site (a tail call's edge leaves the procedure). */
-        for (size_t c = qp_desc_first_call(d, p); c < d->hdr.ncalls && d->calls[c].block - pr->block < pr->nblocks; c++) {
-            const qp_desc_call_t *site = &d->calls[c];
-            if (site->target == 0 || qp_desc_str(d, site->name)[0] == '\0')
+        uint32_t nsites = qpt_qp_nsites(in->qp, p);
+        for (uint32_t c = 0; c < nsites; c++) {
+            qpt_qp_site_t site;
+            if (qpt_qp_site(in->qp, p, c, &site) < 0 || site.target == 0 || site.name[0] == '\0')
                 continue;
-            uint32_t cp = QP_VIRT;
-            for (uint32_t a = cg->arc_first[p]; a < cg->arc_first[p + 1] && cp == QP_VIRT; a++)
-                if (cg->arcs[a].target == site->target)
-                    cp = cg->arcs[a].callee;
-            bolt_name(in, qp_desc_str(d, site->name), cp, callee, sizeof(callee));
-            uint64_t n = qp_call_is_tail(site) ? fl.edge_count[site->edge - pr->edge]
-                                               : fl.block_count[site->block - pr->block];
-            uint64_t from = last_insn_of(in, &d->blocks[site->block], &missed);
+            uint32_t callee_proc = QPT_QP_NONE;
+            for (uint32_t a = cp.first_arc; a < cp.first_arc + cp.narcs && callee_proc == QPT_QP_NONE; a++) {
+                qpt_qp_arc_t arc = arc_of(cg, a);
+                if (arc.target == site.target)
+                    callee_proc = arc.callee;
+            }
+            bolt_name(in, site.name, callee_proc, callee, sizeof(callee));
+            uint64_t n = 0;
+            int state;
+            if (site.edge != QPT_QP_NONE)
+                qpt_qp_flow_edge(fl, site.edge, &n, &state);
+            else
+                qpt_qp_flow_block(fl, site.block, &n, &state);
+            uint64_t from = last_insn_of(in, p, site.block, &missed);
             if (from != 0 && n > 0)
-                fprintf(f, "1 %s %" PRIx64 " 1 %s 0 0 %" PRIu64 "\n", name, from - pr->entry,
+                fprintf(f, "1 %s %" PRIx64 " 1 %s 0 0 %" PRIu64 "\n", name, from - pr.entry,
                         callee, n);
         }
-        qp_flow_free(&fl);
+        qpt_qp_flow_free(fl);
     }
     if (missed > 0)
         fprintf(stderr, "qp: %s: %zu branch or call sites left out: the rewriter jumped over "

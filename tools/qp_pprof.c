@@ -6,7 +6,7 @@
  * location (its original address and source line) with two values: the instructions it
  * executed and how many times it ran. Functions carry their demangled and stored names,
  * source file and first line; the mapping the program's path and build-id. A PLT stub
- * counted from its callers (qp_report_count_plt) is one more sample, at its entry, of a
+ * counted from its callers (QPT_QP_STUBS) is one more sample, at its entry, of a
  * function named as the stub. No stacks: a
  * qp profile counts, it does not sample call paths (pprof's "cum" equals "flat").
  * libqpt encodes the protobuf (qpt_pprof_*, include/qpt/qpt_report.h); zlib does the
@@ -20,7 +20,6 @@
 #include <zlib.h>
 
 #include "include/qpt/qpt_report.h"
-#include "report/qp_flow.h"
 #include "tools/qp_tool.h"
 
 /* gzip the N bytes at B to F. 0 or -1. */
@@ -49,82 +48,84 @@ write_gzip(FILE *f, const uint8_t *b, size_t n)
     return 0;
 }
 
+/* The function, location and sample of every block of procedure P (PR) that ran; *NLOC
+ * counts the locations. 0 or -1. */
+static int
+proc_samples(qpt_pprof_t *pp, const qp_inputs_t *in, uint32_t p, const qpt_qp_proc_t *pr,
+             uint64_t *nloc)
+{
+    qpt_qp_flow_t *fl;
+    if (qpt_qp_flow(in->qp, p, &fl) < 0)
+        return -1;
+    for (uint32_t b = 0; b < pr->nblocks; b++) {
+        qpt_qp_block_t blk;
+        uint64_t count;
+        int state;
+        if (qpt_qp_flow_block(fl, b, &count, &state) < 0 || count == 0
+            || qpt_qp_block(in->qp, p, b, &blk) < 0)
+            continue;
+        const char *bf;
+        unsigned bl = 0;
+        if (qpt_qp_line(in->qp, blk.start, &bf, &bl) != 0)
+            bl = 0;
+        uint64_t loc = (uint64_t)pr->block_base + b + 1;
+        qpt_pprof_location(pp, loc, blk.start, p + 1, bl);
+        ++*nloc;
+        uint64_t vals[2] = { count * blk.ninsns, count };
+        qpt_pprof_sample(pp, loc, vals, 2);
+    }
+    qpt_qp_flow_free(fl);
+    return 0;
+}
+
 int
 qp_print_pprof(FILE *f, const qp_inputs_t *in)
 {
-    const qp_desc_t *d = in->desc;
-    qpt_pprof_t *pp;
-    int failed = qpt_pprof_create(&pp) < 0;
+    qpt_qp_info_t info;
+    qpt_pprof_t *pp = NULL;
+    uint64_t lo, hi;
+    int failed = qpt_qp_info(in->qp, &info) < 0 || qpt_qp_code_span(in->qp, &lo, &hi) < 0
+        || qpt_pprof_create(&pp) < 0;
     if (failed)
         goto out;
     qpt_pprof_sample_type(pp, "instructions", "count");
     qpt_pprof_sample_type(pp, "executions", "count");
 
     /* The mapping: the program's code, its path and build-id. */
-    const cfg_image_t *img = in->original != NULL ? in->original : in->img;
-    char bid[2 * sizeof(img->build_id) + 1] = "";
-    for (size_t i = 0; i < img->build_id_len; i++)
-        snprintf(bid + 2 * i, 3, "%02x", img->build_id[i]);
-    uint64_t lo = UINT64_MAX, hi = 0;
-    for (uint32_t b = 0; b < d->hdr.nblocks; b++) {
-        if (d->blocks[b].start < lo)
-            lo = d->blocks[b].start;
-        if (d->blocks[b].start + d->blocks[b].size > hi)
-            hi = d->blocks[b].start + d->blocks[b].size;
-    }
-    for (uint32_t i = 0; i < in->rep->nplt; i++) {
-        uint64_t e = in->rep->plt[i].entry;
-        lo = e < lo ? e : lo;
-        hi = e + 1 > hi ? e + 1 : hi;
-    }
-    qpt_pprof_mapping(pp, lo == UINT64_MAX ? 0 : lo, hi, img->path, bid);
+    qpt_pprof_mapping(pp, lo, hi, info.code_path, info.code_build_id);
 
     /* Functions (id = procedure index + 1), then a location and a sample per block that
-     * ran (location id = block index + 1). */
+     * ran (location id = block number + 1). */
     uint64_t nloc = 0;
-    for (uint32_t p = 0; p < d->hdr.nprocs; p++) {
-        const qp_desc_proc_t *pr = &d->procs[p];
-        const char *file = NULL;
-        unsigned fline = 0;
-        if (cfg_image_line(in->img, pr->entry, &file, &fline) != 0)
-            file = NULL;
-        qpt_pprof_function(pp, p + 1, qp_proc_name(in, p), qp_desc_str(d, pr->name), file,
-                           fline);
-        if (!(pr->flags & QP_PROC_MEASURED))
-            continue;
-        qp_flow_t fl;
-        if (qp_report_flow(in->rep, p, &fl) < 0) {
+    for (uint32_t p = 0; p < info.nprocs && !failed; p++) {
+        qpt_qp_proc_t pr;
+        if (qpt_qp_proc(in->qp, p, &pr) < 0) {
             failed = 1;
             break;
         }
-        for (uint32_t b = 0; b < pr->nblocks; b++) {
-            const qp_desc_block_t *blk = &d->blocks[pr->block + b];
-            if (fl.block_count[b] == 0)
-                continue;
-            const char *bf;
-            unsigned bl = 0;
-            if (cfg_image_line(in->img, blk->start, &bf, &bl) != 0)
-                bl = 0;
-            qpt_pprof_location(pp, pr->block + b + 1, blk->start, p + 1, bl);
-            nloc++;
-            uint64_t vals[2] = { fl.block_count[b] * blk->ninsns, fl.block_count[b] };
-            qpt_pprof_sample(pp, pr->block + b + 1, vals, 2);
-        }
-        qp_flow_free(&fl);
+        const char *file = NULL;
+        unsigned fline = 0;
+        if (qpt_qp_line(in->qp, pr.entry, &file, &fline) != 0)
+            file = NULL;
+        qpt_pprof_function(pp, p + 1, pr.name, pr.stored_name, file, fline);
+        if (pr.measured && proc_samples(pp, in, p, &pr, &nloc) < 0)
+            failed = 1;
     }
     /* PLT stubs counted from their callers: a function (id after the procedures') and a
      * location at the entry (id after the blocks') each, one sample: the instructions
      * and the calls. */
-    for (uint32_t i = 0; i < in->rep->nplt && !failed; i++) {
-        const qp_proc_result_t *s = &in->rep->plt[i];
-        uint64_t fid = (uint64_t)d->hdr.nprocs + i + 1;
-        uint64_t lid = (uint64_t)d->hdr.nblocks + i + 1;
-        qpt_pprof_function(pp, fid, qp_row_name(in, s), s->name, NULL, 0);
-        if (s->calls == 0)
+    for (uint32_t i = 0; i < info.nplt && !failed; i++) {
+        qpt_qp_row_t s;
+        if (qpt_qp_row(in->qp, QPT_QP_STUBS, i, &s) < 0)
             continue;
-        qpt_pprof_location(pp, lid, s->entry, fid, 0);
+        uint64_t fid = (uint64_t)info.nprocs + i + 1;
+        uint64_t lid = (uint64_t)info.nblocks + i + 1;
+        qpt_pprof_function(pp, fid, s.name, s.stored_name, NULL, 0);
+        if (s.calls == 0)
+            continue;
+        qpt_pprof_location(pp, lid, s.entry, fid, 0);
         nloc++;
-        uint64_t vals[2] = { s->insns, s->calls };
+        uint64_t vals[2] = { s.insns, s.calls };
         qpt_pprof_sample(pp, lid, vals, 2);
     }
     char comment[256];

@@ -5,39 +5,34 @@
 /*
  * PURPOSE: the printers of the qp report tool (tools/qp.c parses options and loads the
  * inputs): flat profile, CSV, per-block and per-edge counts, Graphviz DOT, annotated
- * disassembly, lcov. Each prints what report/qp_report.h computed; no analysis here.
+ * disassembly, lcov. Each prints what libqpt's report gives (include/qpt/qpt_qp.h, by
+ * index); no analysis here.
  */
 #include <stdio.h>
 
-#include "cfg/cfg.h"
-#include "report/qp_callgraph.h"
-#include "report/qp_report.h"
+#include "include/qpt/qpt.h"
+#include "include/qpt/qpt_qp.h"
 
 /* What the printers need to know about the inputs. */
 typedef struct qp_inputs {
+    const qpt_qp_t *qp;           /* the module: its report, by index */
     const char *exe;              /* the instrumented executable */
     const char *const *profiles;  /* the profile files given */
     int nprofiles;
-    const cfg_image_t *img;       /* the executable's image */
-    const cfg_image_t *original;  /* --original: the uninstrumented executable, or NULL */
-    const qp_desc_t *desc;        /* its description */
-    const qp_profile_t *prof;     /* the merged profile */
-    const qp_report_t *rep;       /* the report */
     int verbose;                  /* --verbose */
     uint32_t limit;               /* --limit: rows of each table at most (0: all) */
     double min_pct;               /* --min: rows of at least this % of the instructions */
-    char **names;                 /* per procedure: the name to print (demangled unless
-                                   * --mangled), NULL entries: the stored name */
-    char **plt_names;             /* per PLT stub of rep (rep->plt), likewise, or NULL */
+    int demangle;                 /* names known only as a callee's or a symbol's are
+                                   * demangled (the procedures were named: qpt_qp_name) */
 } qp_inputs_t;
 
 /* Several modules of a process: a program and the libraries it loaded, each with its
- * own inputs, and one report over them (report/qp_report.h, qp_process_build). */
+ * own inputs, and one report over them (qpt_qp_process). */
 typedef struct qp_modules {
     const qp_inputs_t *mods;      /* per module, in the report's order (programs first) */
     const char *const *labels;    /* per module: its name in the module column */
     uint32_t nmods;               /* how many */
-    const qp_process_t *proc;     /* the process report over mods[k].rep */
+    const qpt_qp_process_t *proc; /* the process report over mods[k].qp */
 } qp_modules_t;
 
 /* The flat profile, the call counts, the footnotes and notes (qp report). */
@@ -71,11 +66,11 @@ int qp_print_lcov(FILE *f, const qp_inputs_t *in);
 /* The call graph views (qp_calls.c): callers of the procedure FUNC names (also one known
  * only as a callee: a PLT stub), callees of PROC, every procedure by inclusive count,
  * and the callgrind format. 0, or 1 after a message. */
-int qp_print_callers(FILE *f, const qp_inputs_t *in, const qp_callgraph_t *cg, const char *func);
-int qp_print_callees(FILE *f, const qp_inputs_t *in, const qp_callgraph_t *cg, uint32_t proc);
-int qp_print_callgraph(FILE *f, const qp_inputs_t *in, const qp_callgraph_t *cg);
-int qp_print_callgrind(FILE *f, const qp_inputs_t *in, const qp_callgraph_t *cg);
-int qp_print_bolt(FILE *f, const qp_inputs_t *in, const qp_callgraph_t *cg);
+int qp_print_callers(FILE *f, const qp_inputs_t *in, const qpt_qp_calls_t *cg, const char *func);
+int qp_print_callees(FILE *f, const qp_inputs_t *in, const qpt_qp_calls_t *cg, uint32_t proc);
+int qp_print_callgraph(FILE *f, const qp_inputs_t *in, const qpt_qp_calls_t *cg);
+int qp_print_callgrind(FILE *f, const qp_inputs_t *in, const qpt_qp_calls_t *cg);
+int qp_print_bolt(FILE *f, const qp_inputs_t *in, const qpt_qp_calls_t *cg);
 
 /* The profile as pprof's gzip'd profile.proto (qp_pprof.c). 0, or 1 after a message. */
 int qp_print_pprof(FILE *f, const qp_inputs_t *in);
@@ -86,18 +81,11 @@ int qp_metrics_main(int argc, char **argv);
 /* qp trace (qp_trace.c): block traces of --driver=trace and trace-naive programs. */
 int qp_trace_main(int argc, char **argv);
 
-/* The source file (DWARF) of procedure PROC's entry, or NULL. */
-const char *qp_proc_module(const qp_inputs_t *in, uint32_t proc);
-
-/* The procedure FUNC names as FILE:NAME (FILE a shell pattern for the source file, by
- * path or last component), the measured one first, or QP_VIRT. */
-uint32_t qp_find_in_module(const qp_inputs_t *in, const char *func);
-
 /* The name of procedure PROC as printed. */
 const char *qp_proc_name(const qp_inputs_t *in, uint32_t proc);
 
-/* The name of a row of the flat profile as printed: a procedure's, or a PLT stub's. */
-const char *qp_row_name(const qp_inputs_t *in, const qp_proc_result_t *res);
+/* The instructions of IN's module (its rows and PLT stubs). */
+uint64_t qp_total_insns(const qp_inputs_t *in);
 
 /* "calls" or "?" when unknown, into BUF (at least 24 bytes). */
 const char *qp_fmt_count(char *buf, uint64_t v, int known);

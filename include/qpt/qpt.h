@@ -31,11 +31,11 @@ extern "C" {
  * (a program built against 0.2 runs on any libqpt.so.0 of 0.2 or later: qpt(3), VERSIONS).
  */
 #define QPT_VERSION_MAJOR 0
-#define QPT_VERSION_MINOR 6
+#define QPT_VERSION_MINOR 7
 #define QPT_VERSION_PATCH 0
-#define QPT_VERSION_STRING "0.6.0"
+#define QPT_VERSION_STRING "0.7.0"
 
-/* The version of the libqpt that runs ("0.6.0"); a static string. */
+/* The version of the libqpt that runs ("0.7.0"); a static string. */
 const char *qpt_version(void);
 
 /*
