@@ -1003,16 +1003,19 @@ START_TEST(test_snip_add_cpu)
     /* The cost model: below a locked add's. */
     double cpu_cycles, lock_cycles;
     sn_t l = { .n = 0 };
-    uint32_t lroot = node(&l, ARCH_SN_ADD_TO, cnst(&l, 1), ARCH_SNIP_NONE, (int64_t)word(0));
+    uint32_t lroot
+        = node(&l, ARCH_SN_ADD_TO, cnst(&l, 1), ARCH_SNIP_NONE, (int64_t)word(0));
     l.v[lroot].flags = ARCH_SNF_ATOMIC;
     ck_assert_int_eq(arch_snip_cycles(t.v, t.n, add_cpu(&t, cnst(&t, 1), off), &at_entry,
                                       addr, &cpu_cycles), 0);
     ck_assert_int_eq(arch_snip_cycles(l.v, l.n, lroot, &at_entry, addr, &lock_cycles), 0);
-    ck_assert_msg(cpu_cycles < lock_cycles, "%g cycles, locked %g", cpu_cycles, lock_cycles);
+    ck_assert_msg(cpu_cycles < lock_cycles, "%g cycles, locked %g", cpu_cycles,
+                  lock_cycles);
     /* A stride that is no power of 2. */
     char why[200];
     t.v[t.v[root].c].imm = 48;
-    ck_assert_int_eq(arch_snip_check(t.v, t.n, root, &anywhere, why, sizeof(why)), QP_EINVAL);
+    ck_assert_int_eq(arch_snip_check(t.v, t.n, root, &anywhere, why, sizeof(why)),
+                     QP_EINVAL);
     ck_assert_ptr_nonnull(strstr(why, "power of 2"));
 }
 END_TEST
