@@ -186,11 +186,12 @@ int dyn_proc_stacks(dyn_proc_t *p, dyn_stack_fn fn, void *arg);
 /*
  * Per-CPU words (arch's ARCH_SN_ADD_CPU) in P: the offset of glibc's rseq area from the
  * thread pointer into *OFFSET and the possible CPUs (/sys/devices/system/cpu/possible)
- * into *NCPU. 1 when every stopped thread registered its area (rseq(2), read with
- * PTRACE_GET_RSEQ_CONFIGURATION) with ARCH_RSEQ_SIG at one offset inside its thread
- * block (0 to 4,095 bytes above the thread pointer: glibc's struct pthread, so that the
- * threads started later have it at the same offset), or when P is stopped at its exec
- * (no thread pointer yet) with dyn's own dynamic linker, whose glibc will register
+ * into *NCPU. 1 when the stopped threads registered their areas (rseq(2), read with
+ * PTRACE_GET_RSEQ_CONFIGURATION; a thread not started yet has not, and one whose
+ * registration failed adds with a lock) with ARCH_RSEQ_SIG at one offset inside the
+ * thread block (0 to 4,095 bytes above the thread pointer: glibc's struct pthread, so
+ * that threads started later have it at the same offset), or when P is stopped at its
+ * exec (no thread pointer yet) with dyn's own dynamic linker, whose glibc will register
  * every thread at dyn's own __rseq_offset unless its environment turns rseq off; 0
  * with *WHY (a static string) when not (rseq turned off, an old kernel or glibc,
  * another registrar, another dynamic linker); QP_EINVAL when not stopped.

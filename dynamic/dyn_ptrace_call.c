@@ -638,6 +638,7 @@ dyn_proc_rseq(dyn_proc_t *p, int32_t *offset, unsigned *ncpu, const char **why)
         uint32_t abi_size, signature, flags, pad;
     } c;
     int64_t off = -1;
+    size_t unregistered = 0;
 
     if (p == NULL || offset == NULL || ncpu == NULL || why == NULL || !p->stopped)
         return QP_EINVAL;
@@ -661,9 +662,11 @@ dyn_proc_rseq(dyn_proc_t *p, int32_t *offset, unsigned *ncpu, const char **why)
             break;
         }
         if (c.abi_size == 0) {
-            *why = "rseq is not registered (glibc before 2.35, "
-                   "GLIBC_TUNABLES=glibc.pthread.rseq=0, or a static program without it)";
-            return 0;
+            /* A thread just made, before its start registered it (or whose registration
+             * failed: cpu_id -2, ARCH_SN_ADD_CPU's locked add); rseq is off for the
+             * process when no thread has it. */
+            unregistered++;
+            continue;
         }
         int64_t o = (int64_t)(c.abi_pointer - regs.fs_base);
         if (c.signature != ARCH_RSEQ_SIG || o < 0 || o > 4095 - 32
@@ -674,7 +677,10 @@ dyn_proc_rseq(dyn_proc_t *p, int32_t *offset, unsigned *ncpu, const char **why)
         off = o;
     }
     if (off < 0) {
-        *why = "no thread";
+        *why = unregistered > 0 ? "rseq is not registered (glibc before 2.35, "
+                                  "GLIBC_TUNABLES=glibc.pthread.rseq=0, or a static "
+                                  "program without it)"
+                                : "no thread";
         return 0;
     }
     if ((*ncpu = possible_cpus()) == 0) {
