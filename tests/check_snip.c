@@ -14,12 +14,14 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <sched.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/rseq.h>
 #include <sys/syscall.h>
 #include <time.h>
+#include <ucontext.h>
 #include <unistd.h>
 
 #include "arch/arch.h"
@@ -1020,6 +1022,91 @@ START_TEST(test_snip_add_cpu)
 }
 END_TEST
 
+/* Where the signals of test_snip_add_cpu_abort found the looping thread. */
+static uint64_t cs_start, cs_commit, cs_abort;
+static volatile long sig_aborted, sig_inside, sig_seen;
+static volatile int cpu_loop_done;
+
+static void
+on_sigusr1(int sig, siginfo_t *si, void *ctx)
+{
+    (void)sig;
+    (void)si;
+    uint64_t rip = (uint64_t)((ucontext_t *)ctx)->uc_mcontext.gregs[REG_RIP];
+    sig_seen++;
+    sig_aborted += rip == cs_abort;
+    sig_inside += rip >= cs_start && rip < cs_commit;
+}
+
+static volatile long loop_runs;
+
+static void *
+loop_cpu_code(void *arg)
+{
+    void (*code)(void) = (void (*)(void))arg;
+    long k = 0;
+    while (!cpu_loop_done) {
+        code();
+        k++;
+    }
+    loop_runs = k;
+    return NULL;
+}
+
+/*
+ * The restart path of a per-CPU add taken for real: a thread runs it in a loop while
+ * signals interrupt it; a signal that comes inside the sequence makes the kernel move
+ * the thread to the abort handler (which a wrong descriptor or signature would answer
+ * with SIGSEGV), so the handler never sees the thread inside it, sees it at the abort
+ * address at times, and the count is exact.
+ */
+START_TEST(test_snip_add_cpu_abort)
+{
+    if (__rseq_size == 0)
+        return; /* (no restarts without rseq) */
+    sn_t t = { .n = 0 };
+    uint32_t root = add_cpu(&t, cnst(&t, 1), __rseq_offset);
+    uint64_t addr = (uint64_t)(uintptr_t)page;
+    int n = arch_snip_emit(t.v, t.n, root, &anywhere, addr, page, DATA - 1);
+    ck_assert_int_gt(n, 0);
+    page[n] = 0xc3;
+    /* The descriptor: the 32 bytes whose last word is the abort address, which follows
+     * the signature (a ud1 whose displacement it is). */
+    static const uint8_t ud1[] = { 0x0f, 0xb9, 0x3d };
+    uint8_t *at = memmem(page, (size_t)n, ud1, sizeof(ud1));
+    ck_assert_ptr_nonnull(at);
+    cs_abort = (uint64_t)(uintptr_t)(at + 7);
+    uint8_t *d = memmem(page, (size_t)n, &cs_abort, 8);
+    ck_assert_ptr_nonnull(d);
+    uint64_t w[4];
+    memcpy(w, d - 24, sizeof(w));
+    ck_assert_uint_eq(w[0], 0); /* version, flags */
+    cs_start = w[1];
+    cs_commit = w[1] + w[2];
+    ck_assert(cs_start > addr && cs_commit < cs_abort);
+    struct sigaction sa;
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_sigaction = on_sigusr1;
+    sa.sa_flags = SA_SIGINFO | SA_RESTART;
+    ck_assert_int_eq(sigaction(SIGUSR1, &sa, NULL), 0);
+    cpu_sum();
+    cpu_loop_done = 0;
+    sig_aborted = sig_inside = sig_seen = 0;
+    pthread_t th;
+    ck_assert_int_eq(pthread_create(&th, NULL, loop_cpu_code, page), 0);
+    /* Until 20 signals came inside, for at most 5 s. */
+    time_t t0 = time(NULL);
+    while (sig_aborted < 20 && time(NULL) - t0 < 5)
+        pthread_kill(th, SIGUSR1);
+    cpu_loop_done = 1;
+    pthread_join(th, NULL);
+    signal(SIGUSR1, SIG_DFL);
+    ck_assert_uint_eq(cpu_sum(), (uint64_t)loop_runs);
+    ck_assert_int_eq(sig_inside, 0);
+    ck_assert_msg(sig_aborted > 0, "no signal of %ld came inside the sequence", sig_seen);
+}
+END_TEST
+
 static Suite *
 snip_suite(void)
 {
@@ -1046,6 +1133,7 @@ snip_suite(void)
     tcase_add_test(tc, test_snip_trace_val);
     tcase_add_test(tc, test_snip_trace_units);
     tcase_add_test(tc, test_snip_add_cpu);
+    tcase_add_test(tc, test_snip_add_cpu_abort);
     suite_add_tcase(s, tc);
     return s;
 }
