@@ -51,12 +51,13 @@ body(void *arg)
 {
     long k = (long)arg, n = 0;
     long ncpu = sysconf(_SC_NPROCESSORS_ONLN) > 0 ? sysconf(_SC_NPROCESSORS_ONLN) : 1;
+    int yield = strcmp(mode, "yield") == 0, move = strcmp(mode, "move") == 0;
     pthread_barrier_wait(&go);
     for (long i = 0; i < calls || (calls == 0 && !stop); i++) {
         f(&n);
-        if (strcmp(mode, "yield") == 0 && i % 100 == 0)
+        if (yield && i % 100 == 0)
             sched_yield();
-        if (strcmp(mode, "move") == 0 && i % 1000 == 0) {
+        if (move && i % 1000 == 0) {
             cpu_set_t set;
             CPU_ZERO(&set);
             CPU_SET((int)((k + i / 1000) % ncpu), &set);
