@@ -616,8 +616,8 @@ rseq_before_start(dyn_proc_t *p, int32_t *offset, const char **why)
     if (!mapped_file(0, (uint64_t)(uintptr_t)&__rseq_offset, key, sizeof(key))
         || !mapped_file(p->pid, 0, key, sizeof(key)) || __rseq_offset < 0
         || __rseq_offset > 4095 - 32) {
-        *why = "the program's dynamic linker is not dyn's: where its threads' rseq areas "
-               "will be is not known before it runs";
+        *why = "a static program, or one whose dynamic linker is not dyn's, started: "
+               "where its threads' rseq areas will be is not known before it runs";
         return 0;
     }
     *offset = (int32_t)__rseq_offset;

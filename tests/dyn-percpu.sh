@@ -14,7 +14,9 @@
 #  (d) dyn attach to the running program: per CPU (its threads' areas read with
 #      PTRACE_GET_RSEQ_CONFIGURATION); detached, its code and mappings as they were;
 #      attached again and killed with -9, `dyn clean` puts its code back; at its end
-#      no thread's rseq area points at code of dyn's.
+#      no thread's rseq area points at code of dyn's;
+#  (e) a static program: started by dyn run, locked (said: where its rseq areas will be
+#      is not known before it runs); attached once running, per CPU.
 # Skips (77) when ptrace is not allowed or the kernel and C library have no rseq.
 # Exit status: 0 pass, 1 fail, 99 error.
 set -u
@@ -94,6 +96,30 @@ trc=$?
 tpid=
 [ $trc -eq 0 ] || bad "(d) program exit status $trc"
 [ "$(cat "$dir/w.out")" = "ok same" ] || bad "(d) program: $(cat "$dir/w.out")"
+
+# (e) a static program: started by dyn run, where its rseq areas will be is not known
+# (locked, said); attached once running, per CPU.
+if ${CC:-cc} -O2 -static -pthread -o "$dir/static" "$srcdir/tests/dynpercpu/percpu.c" \
+    2>/dev/null; then
+    "$DYN" run --count f -- "$dir/static" yield 4 1000000 >"$dir/st.out" 2>"$dir/st.err"
+    grep -E -q '^ +4000000 +f$' "$dir/st.out" || bad "(e) count: $(cat "$dir/st.out" "$dir/st.err")"
+    grep -q 'not per CPU: a static program' "$dir/st.err" ||
+        bad "(e) the fallback is not said: $(cat "$dir/st.err")"
+    rm -f "$dir/stop"
+    "$dir/static" wait "$dir/stop" >"$dir/sw.out" &
+    tpid=$!
+    sleep 0.3
+    "$DYN" attach $tpid -v --count f --duration 0.3 >"$dir/satt.out" 2>"$dir/satt.err" ||
+        bad "(e) attach: $(cat "$dir/satt.err")"
+    grep -q 'counts per CPU (rseq)' "$dir/satt.err" ||
+        bad "(e) attached: not per CPU: $(cat "$dir/satt.err")"
+    touch "$dir/stop"
+    wait $tpid
+    tpid=
+    [ "$(cat "$dir/sw.out")" = "ok same" ] || bad "(e) program: $(cat "$dir/sw.out")"
+else
+    echo "# no static C library: (e) not run"
+fi
 
 [ $fails -eq 0 ] || exit 1
 echo "PASS dyn-percpu"
