@@ -618,6 +618,11 @@ dyn_session_point(const dyn_session_t *s, size_t i, uint64_t *addr /*OUT*/);
 int
 dyn_session_sample(dyn_session_t *s, uint64_t *counts /*OUT*/);
 
+/* After dyn_session_install: the CPUs S counts per CPU for (rseq), or 0: locked
+ * increments (*WHY says why; NULL with plain ones, --no-atomic). */
+unsigned
+dyn_session_per_cpu(const dyn_session_t *s, const char **why /*OUT*/);
+
 /*
  * The wall time of every row in ns (after dyn_session_sample: of the values it read),
  * -1 for rows without a timer. The cycle counter is calibrated against CLOCK_MONOTONIC

@@ -8,7 +8,9 @@
 #  (a) `dyn run -v --count f` with 4 threads x 1,000,000 calls, running flat out, yielding
 #      every 100 calls, and moving themselves from CPU to CPU (sched_setaffinity): exactly
 #      4,000,000, counted per CPU (-v says so), and the program's own count the same;
-#  (b) `dyn run -e 'count calls(f)'`: the metric the same;
+#  (b) `dyn run -e 'count calls(f)'`: the metric the same; --calls-from body (dyn's own
+#      sessions): the call site's row the same, per CPU, and locked (said) with rseq
+#      turned off;
 #  (c) the program started with rseq turned off (GLIBC_TUNABLES=glibc.pthread.rseq=0):
 #      locked adds, said once, and still exact;
 #  (d) dyn attach to the running program: per CPU (its threads' areas read with
@@ -50,6 +52,18 @@ done
 "$DYN" run -e 'count calls(f)' -- "$P" yield 4 1000000 >"$dir/metric.out" 2>"$dir/metric.err"
 grep -E -q '^count calls\(f\) +4000000 ' "$dir/metric.out" ||
     bad "(b) metric: $(cat "$dir/metric.out" "$dir/metric.err")"
+
+# (b2) call sites (--calls-from: dyn's own sessions): the same, and rseq turned off.
+"$DYN" run -v --calls-from body -- "$P" move 4 1000000 >"$dir/cf.out" 2>"$dir/cf.err"
+grep -E -q '^ +4000000 +body\+0x[0-9a-f]+->f$' "$dir/cf.out" ||
+    bad "(b2) call site: $(cat "$dir/cf.out" "$dir/cf.err")"
+grep -q 'counts per CPU (rseq)' "$dir/cf.err" || bad "(b2) not per CPU: $(cat "$dir/cf.err")"
+GLIBC_TUNABLES=glibc.pthread.rseq=0 "$DYN" run --calls-from body -- "$P" yield 4 1000000 \
+    >"$dir/cfoff.out" 2>"$dir/cfoff.err"
+grep -E -q '^ +4000000 +body\+0x[0-9a-f]+->f$' "$dir/cfoff.out" ||
+    bad "(b2) call site, rseq off: $(cat "$dir/cfoff.out" "$dir/cfoff.err")"
+[ "$(grep -c 'counts with locked adds, not per CPU' "$dir/cfoff.err")" = 1 ] ||
+    bad "(b2) the fallback is not said once: $(cat "$dir/cfoff.err")"
 
 # (c) rseq turned off: locked, said once, exact.
 GLIBC_TUNABLES=glibc.pthread.rseq=0 "$DYN" run --count f -- "$P" yield 4 1000000 \
