@@ -191,7 +191,8 @@ read_rows(dyn_session_t *s, uint64_t *all)
         return 0;
     size_t sw = s->cpu_stride / 8;
     uint64_t *cpu = malloc(s->ncpu * s->cpu_stride);
-    int rc = cpu == NULL ? QP_ENOMEM : read_ctr(s, s->cpu_ctr - s->ctr, cpu, sw * s->ncpu);
+    int rc = cpu == NULL ? QP_ENOMEM
+                         : read_ctr(s, s->cpu_ctr - s->ctr, cpu, sw * s->ncpu);
     for (size_t r = 0; rc == 0 && r < s->nrows; r++) {
         all[r * ROW_WORDS] = 0;
         for (size_t k = 0; k < s->ncpu; k++)

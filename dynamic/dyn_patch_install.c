@@ -175,11 +175,13 @@ count_snip(const dyn_session_t *s, int timed, uint64_t words, uint64_t cpu_word,
         .b = ARCH_SNIP_NONE, .c = ARCH_SNIP_NONE };
     v[5] = (arch_snip_t) { .op = ARCH_SN_CONST, .imm = (int64_t)s->cpu_stride,
         .a = ARCH_SNIP_NONE, .b = ARCH_SNIP_NONE, .c = ARCH_SNIP_NONE };
-    v[1] = s->ncpu > 0 ? (arch_snip_t) { .op = ARCH_SN_ADD_CPU, .a = 0, .b = 4, .c = 5,
-                                         .imm = (int64_t)cpu_word }
-                       : (arch_snip_t) { .op = ARCH_SN_ADD_TO, .a = 0, .b = ARCH_SNIP_NONE,
-                                         .c = ARCH_SNIP_NONE, .imm = (int64_t)words,
-                                         .flags = s->atomic ? ARCH_SNF_ATOMIC : 0 };
+    if (s->ncpu > 0)
+        v[1] = (arch_snip_t) { .op = ARCH_SN_ADD_CPU, .a = 0, .b = 4, .c = 5,
+            .imm = (int64_t)cpu_word };
+    else
+        v[1] = (arch_snip_t) { .op = ARCH_SN_ADD_TO, .a = 0, .b = ARCH_SNIP_NONE,
+            .c = ARCH_SNIP_NONE, .imm = (int64_t)words,
+            .flags = s->atomic ? ARCH_SNF_ATOMIC : 0 };
     v[2] = (arch_snip_t) { .op = ARCH_SN_TIMER_START, .a = ARCH_SNIP_NONE,
         .b = ARCH_SNIP_NONE, .c = ARCH_SNIP_NONE, .imm = (int64_t)(words + 8) };
     v[3] = (arch_snip_t) { .op = ARCH_SN_SEQ, .a = 1, .b = 2, .c = ARCH_SNIP_NONE };
