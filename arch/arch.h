@@ -410,7 +410,20 @@ typedef enum arch_snip_op {
     ARCH_SN_LOAD_SAFE, /* the SIZE-byte (1, 2, 4, 8) value at address a, zero-extended, read
                         * by the kernel (process_vm_readv of the own process): 0 where any
                         * of it cannot be read, never a fault. Two system calls. */
+    ARCH_SN_ADD_CPU,   /* the 8-byte word at address imm + cpu * stride += a, cpu the
+                        * calling thread's CPU: a restartable sequence (rseq(2)), exact
+                        * under threads without a locked instruction. Node b (a CONST)
+                        * is the thread's struct rseq's offset from its thread pointer
+                        * (glibc's __rseq_offset), node c (a CONST) the stride, a power
+                        * of 2 from 8 to ARCH_SNIP_CPU_STRIDE_MAX. A thread whose rseq
+                        * area is not registered (cpu_id negative) adds to CPU 0's word
+                        * with a locked add. The thread's rseq_cs is cleared after the
+                        * add, so no thread keeps pointing at the code once it left it.
+                        * The thread must have registered ARCH_RSEQ_SIG. */
 } arch_snip_op_t;
+
+#define ARCH_RSEQ_SIG 0x53053053u      /* x86-64: glibc's (and librseq's) RSEQ_SIG */
+#define ARCH_SNIP_CPU_STRIDE_MAX (1u << 20) /* ARCH_SN_ADD_CPU's largest stride */
 
 #define ARCH_TRACE_CUR 0x38 /* x86-64: glibc's tcbhead_t.unused_vgetcpu_cache[0] */
 #define ARCH_TRACE_LIM 0x40 /* ... [1] */

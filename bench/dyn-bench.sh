@@ -3,10 +3,10 @@
 # SPDX-License-Identifier: MIT
 #
 # dyn speed (a benchmark, not a test): the cost per hit of an entry counter (an empty
-# procedure called 100M times, plain vs under `dyn run --count empty`, locked and plain
-# increments, median of 5), of a timed call (a start and a stop: `--time`, `-e 'time
-# wall(empty)'`, `-e 'time cpu(empty)'`), and attach/instrument/detach times with --all
-# on python3.11.
+# procedure called 100M times, plain vs under `dyn run --count empty`: per-CPU (rseq),
+# locked and plain increments, median of 5, wall and CPU time), of a timed call (a
+# start and a stop: `--time`, `-e 'time wall(empty)'`, `-e 'time cpu(empty)'`), and
+# attach/instrument/detach times with --all on python3.11.
 # Usage: bench/dyn-bench.sh BUILDDIR   (DYN=PATH: another dyn, e.g. main's, for a
 # side-by-side run; DYN_BENCH_PARTS=timers: the timers only)
 set -u
@@ -38,10 +38,26 @@ if [ "${DYN_BENCH_PARTS:-all}" = timers ]; then
     timers
     exit 0
 fi
+# The counter's three forms: per CPU (rseq, the default), locked (the target's rseq
+# turned off: the fallback), plain (--no-atomic); wall and CPU time per call.
+cpu5() {
+    i=0
+    while [ $i -lt 5 ]; do
+        i=$((i + 1))
+        "$@" 2>/dev/null | sed -n 's/ cpu ns\/call$//p' | head -n 1
+    done | med
+}
+add() { echo "$1 - $2" | bc; }
 plain=$(run5 "$E" $n)
-locked=$(run5 "$DYN" run --count empty -- "$E" $n)
+percpu=$(run5 "$DYN" run --count empty -- "$E" $n)
+locked=$(run5 env GLIBC_TUNABLES=glibc.pthread.rseq=0 "$DYN" run --count empty -- "$E" $n)
 fast=$(run5 "$DYN" run --no-atomic --count empty -- "$E" $n)
-echo "empty call: $plain ns; with entry counter: lock incq $locked ns (+$(echo "$locked - $plain" | bc) ns), incq $fast ns (+$(echo "$fast - $plain" | bc) ns)"
+echo "empty call: $plain ns; with entry counter: per CPU (rseq) $percpu ns (+$(add "$percpu" "$plain") ns), lock incq $locked ns (+$(add "$locked" "$plain") ns), incq $fast ns (+$(add "$fast" "$plain") ns)"
+plain=$(cpu5 "$E" $n)
+percpu=$(cpu5 "$DYN" run --count empty -- "$E" $n)
+locked=$(cpu5 env GLIBC_TUNABLES=glibc.pthread.rseq=0 "$DYN" run --count empty -- "$E" $n)
+fast=$(cpu5 "$DYN" run --no-atomic --count empty -- "$E" $n)
+echo "empty call, CPU time: $plain ns; with entry counter: per CPU (rseq) $percpu ns (+$(add "$percpu" "$plain") ns), lock incq $locked ns (+$(add "$locked" "$plain") ns), incq $fast ns (+$(add "$fast" "$plain") ns)"
 timers
 
 PY=/usr/bin/python3.11

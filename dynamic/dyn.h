@@ -184,6 +184,22 @@ typedef int (*dyn_stack_fn)(void *arg, const dyn_thread_info_t *thread, const ui
 int dyn_proc_stacks(dyn_proc_t *p, dyn_stack_fn fn, void *arg);
 
 /*
+ * Per-CPU words (arch's ARCH_SN_ADD_CPU) in P: the offset of glibc's rseq area from the
+ * thread pointer into *OFFSET and the possible CPUs (/sys/devices/system/cpu/possible)
+ * into *NCPU. 1 when the stopped threads registered their areas (rseq(2), read with
+ * PTRACE_GET_RSEQ_CONFIGURATION; a thread not started yet has not, and one whose
+ * registration failed adds with a lock) with ARCH_RSEQ_SIG at one offset inside the
+ * thread block (0 to 4,095 bytes above the thread pointer: glibc's struct pthread, so
+ * that threads started later have it at the same offset), or when P is stopped at its
+ * exec (no thread pointer yet) with dyn's own dynamic linker, whose glibc will register
+ * every thread at dyn's own __rseq_offset unless its environment turns rseq off; 0
+ * with *WHY (a static string) when not (rseq turned off, an old kernel or glibc,
+ * another registrar, another dynamic linker); QP_EINVAL when not stopped.
+ */
+int dyn_proc_rseq(dyn_proc_t *p, int32_t *offset /*OUT*/, unsigned *ncpu /*OUT*/,
+                  const char **why /*OUT*/);
+
+/*
  * The pc of every stopped thread and every 8-byte word in the SCAN bytes above its stack
  * pointer (return addresses, and the saved pcs of signal frames), sorted, into *OUT
  * (free() it) and their number *N.
@@ -601,6 +617,11 @@ dyn_session_point(const dyn_session_t *s, size_t i, uint64_t *addr /*OUT*/);
  */
 int
 dyn_session_sample(dyn_session_t *s, uint64_t *counts /*OUT*/);
+
+/* After dyn_session_install: the CPUs S counts per CPU for (rseq), or 0: locked
+ * increments (*WHY says why; NULL with plain ones, --no-atomic). */
+unsigned
+dyn_session_per_cpu(const dyn_session_t *s, const char **why /*OUT*/);
 
 /*
  * The wall time of every row in ns (after dyn_session_sample: of the values it read),

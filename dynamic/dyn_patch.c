@@ -169,16 +169,37 @@ dyn_session_set_atomic(dyn_session_t *s, int atomic)
 
 #define READ_TRIES 4 /* reads of a changing row before its running part is left out */
 
-/* The row words of every row, into ALL (nrows * ROW_WORDS). */
+/* The words from the process's counter memory at OFF (bytes) into W (N words). */
+static int
+read_ctr(dyn_session_t *s, uint64_t off, uint64_t *w, size_t n)
+{
+    if (s->local != NULL) {
+        for (size_t i = 0; i < n; i++)
+            w[i] = __atomic_load_n(&s->local[off / 8 + i], __ATOMIC_RELAXED);
+        return 0;
+    }
+    return dyn_proc_read(s->p, s->ctr + off, w, n * 8);
+}
+
+/* The row words of every row, into ALL (nrows * ROW_WORDS); per-CPU counts summed
+ * into the rows' first words. */
 static int
 read_rows(dyn_session_t *s, uint64_t *all)
 {
-    if (s->local != NULL) {
-        for (size_t i = 0; i < s->nrows * ROW_WORDS; i++)
-            all[i] = __atomic_load_n(&s->local[i], __ATOMIC_RELAXED);
+    QP_CHECK(read_ctr(s, 0, all, s->nrows * ROW_WORDS));
+    if (s->ncpu == 0)
         return 0;
+    size_t sw = s->cpu_stride / 8;
+    uint64_t *cpu = malloc(s->ncpu * s->cpu_stride);
+    int rc = cpu == NULL ? QP_ENOMEM
+                         : read_ctr(s, s->cpu_ctr - s->ctr, cpu, sw * s->ncpu);
+    for (size_t r = 0; rc == 0 && r < s->nrows; r++) {
+        all[r * ROW_WORDS] = 0;
+        for (size_t k = 0; k < s->ncpu; k++)
+            all[r * ROW_WORDS] += cpu[k * sw + r];
     }
-    return dyn_proc_read(s->p, s->ctr, all, s->nrows * 8 * ROW_WORDS);
+    free(cpu);
+    return rc;
 }
 
 /* Do rows' timer words (depth, start, total) agree in A and B? */
@@ -198,6 +219,13 @@ timer_so_far(const uint64_t *w, uint64_t now, int stable)
     if (!stable || depth <= 0 || start == 0 || now <= start)
         return total;
     return total + (now - start);
+}
+
+unsigned
+dyn_session_per_cpu(const dyn_session_t *s, const char **why)
+{
+    *why = s->cpu_why;
+    return s->ncpu;
 }
 
 int

@@ -76,21 +76,57 @@ counters_local_free(dyn_session_t *s)
     s->memfd = -1;
 }
 
+/*
+ * Per-CPU counts for N rows (the process is stopped): S->ncpu and the layout set, the
+ * bytes they take after the rows returned; 0 (counts in the rows, locked) with plain
+ * increments asked for, without rseq or beyond 1,024 CPUs or 64 MiB.
+ */
+static size_t
+counters_per_cpu(dyn_session_t *s, size_t n)
+{
+    unsigned ncpu;
+    uint64_t stride = 64;
+    s->ncpu = 0;
+    s->cpu_why = NULL;
+    if (!s->atomic)
+        return 0;
+    if (dyn_proc_rseq(s->p, &s->rseq_off, &ncpu, &s->cpu_why) != 1) {
+        if (s->cpu_why == NULL)
+            s->cpu_why = "the threads' rseq areas could not be read";
+        return 0;
+    }
+    while (stride < 8 * n)
+        stride *= 2;
+    if (ncpu > 1024 || stride > ARCH_SNIP_CPU_STRIDE_MAX || stride * ncpu > (64u << 20)) {
+        s->cpu_why = "too many CPUs or rows for per-CPU words";
+        return 0;
+    }
+    s->ncpu = ncpu;
+    s->cpu_stride = stride;
+    return (size_t)(stride * ncpu);
+}
+
 static int
 counters_alloc(dyn_session_t *s, size_t n)
 {
-    size_t size = (n * 8 * ROW_WORDS + 4095) & ~(size_t)4095;
+    size_t rows = (n * 8 * ROW_WORDS + 63) & ~(size_t)63;
+    size_t size = (rows + counters_per_cpu(s, n) + 4095) & ~(size_t)4095;
+    int rc;
 
     s->ctr_size = size;
     s->last = calloc(n ? n : 1, sizeof(uint64_t));
     s->ticks = calloc(n ? n : 1, sizeof(uint64_t));
     if (s->last == NULL || s->ticks == NULL)
         return QP_ENOMEM;
-    if (counters_shared(s, size) == 0)
+    if (counters_shared(s, size) == 0) {
+        s->cpu_ctr = s->ctr + rows;
         return 0;
+    }
     counters_local_free(s);
-    return dyn_space_ops.alloc_near(
+    rc = dyn_space_ops.alloc_near(
         s->p, s->code, s->code + s->code_size, size, ED_PROT_R | ED_PROT_W, &s->ctr);
+    s->cpu_ctr = s->ctr + rows;
+    return rc;
 }
 
 /*****************************************************************************
@@ -127,20 +163,29 @@ snip_ctx(const point_t *pt, int after)
     }
 }
 
-/* The counter (and timer start) of a row's entry as a snippet, at WORDS. */
+/* The counter (and timer start) of a row's entry as a snippet, at WORDS (per CPU: the
+ * count at CPU 0's CPU_WORD). */
 void
-count_snip(const dyn_session_t *s, int timed, uint64_t words, arch_snip_t v[4],
-    dyn_snippet_t *sn)
+count_snip(const dyn_session_t *s, int timed, uint64_t words, uint64_t cpu_word,
+    arch_snip_t v[COUNT_NODES], dyn_snippet_t *sn)
 {
     v[0] = (arch_snip_t) { .op = ARCH_SN_CONST, .imm = 1, .a = ARCH_SNIP_NONE,
         .b = ARCH_SNIP_NONE, .c = ARCH_SNIP_NONE };
-    v[1] = (arch_snip_t) { .op = ARCH_SN_ADD_TO, .a = 0, .b = ARCH_SNIP_NONE,
-        .c = ARCH_SNIP_NONE, .imm = (int64_t)words,
-        .flags = s->atomic ? ARCH_SNF_ATOMIC : 0 };
+    v[4] = (arch_snip_t) { .op = ARCH_SN_CONST, .imm = s->rseq_off, .a = ARCH_SNIP_NONE,
+        .b = ARCH_SNIP_NONE, .c = ARCH_SNIP_NONE };
+    v[5] = (arch_snip_t) { .op = ARCH_SN_CONST, .imm = (int64_t)s->cpu_stride,
+        .a = ARCH_SNIP_NONE, .b = ARCH_SNIP_NONE, .c = ARCH_SNIP_NONE };
+    if (s->ncpu > 0)
+        v[1] = (arch_snip_t) { .op = ARCH_SN_ADD_CPU, .a = 0, .b = 4, .c = 5,
+            .imm = (int64_t)cpu_word };
+    else
+        v[1] = (arch_snip_t) { .op = ARCH_SN_ADD_TO, .a = 0, .b = ARCH_SNIP_NONE,
+            .c = ARCH_SNIP_NONE, .imm = (int64_t)words,
+            .flags = s->atomic ? ARCH_SNF_ATOMIC : 0 };
     v[2] = (arch_snip_t) { .op = ARCH_SN_TIMER_START, .a = ARCH_SNIP_NONE,
         .b = ARCH_SNIP_NONE, .c = ARCH_SNIP_NONE, .imm = (int64_t)(words + 8) };
     v[3] = (arch_snip_t) { .op = ARCH_SN_SEQ, .a = 1, .b = 2, .c = ARCH_SNIP_NONE };
-    *sn = (dyn_snippet_t) { v, 4, timed ? 3 : 1 };
+    *sn = (dyn_snippet_t) { v, COUNT_NODES, timed ? 3 : 1 };
 }
 
 /* SN and what holds where it runs at PT (AFTER: after its call). */
@@ -251,14 +296,14 @@ static int
 emit_tramp(const dyn_session_t *s, point_t *pt, uint64_t at, uint64_t words, uint8_t *out,
     size_t cap)
 {
-    arch_snip_t cv[4], stop = { .op = ARCH_SN_TIMER_STOP, .a = ARCH_SNIP_NONE,
+    arch_snip_t cv[COUNT_NODES], stop = { .op = ARCH_SN_TIMER_STOP, .a = ARCH_SNIP_NONE,
         .b = ARCH_SNIP_NONE, .c = ARCH_SNIP_NONE, .imm = (int64_t)(words + 8) };
     dyn_snippet_t count, st = { &stop, 1, 0 };
     pt_tramp_t t = { .addr = pt->entry, .orig = pt->orig, .len = pt->len,
         .ninsns = pt->ninsns, .spill = pt->spill };
 
     /* Every snippet goes through the snippet compiler, the counters' and timers' too. */
-    count_snip(s, s->rows[pt->row].timed, words, cv, &count);
+    count_snip(s, s->rows[pt->row].timed, words, s->cpu_ctr + 8 * pt->row, cv, &count);
     const dyn_snippet_t *pre = pt->before.nodes ? &pt->before : &count;
     if (pt->reloc)
         return emit_reloc(s, pt, at, pre,

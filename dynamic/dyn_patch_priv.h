@@ -162,6 +162,12 @@ struct dyn_session {
     uint64_t *last;           /* last sampled values (not shared) */
     int installed;            /* patches are in */
     int atomic;               /* lock prefix on increments */
+    uint32_t ncpu;            /* > 0: the counts are per CPU (ARCH_SN_ADD_CPU): NCPU
+                               * copies of a word a row at cpu_ctr, cpu_stride apart,
+                               * summed when read (the rows' first words unused) */
+    int32_t rseq_off;         /* ... the rseq area's offset from the thread pointer */
+    const char *cpu_why;      /* ncpu 0 with locked increments: why not per CPU */
+    uint64_t cpu_ctr, cpu_stride;
     row_t *rows;              /* rows selected; counters at ctr + 8 * ROW_WORDS * row */
     size_t nrows, caprows;
     uint32_t *good; /* installed rows, in report order */
@@ -318,9 +324,10 @@ check_timed(dyn_session_t *s, uint32_t i, const char *name, int *err /*OUT*/);
 /* dyn_patch_install.c */
 void
 counters_local_free(dyn_session_t *s);
+#define COUNT_NODES 6 /* the nodes of count_snip */
 void
-count_snip(const dyn_session_t *s, int timed, uint64_t words, arch_snip_t v[4],
-    dyn_snippet_t *sn);
+count_snip(const dyn_session_t *s, int timed, uint64_t words, uint64_t cpu_word,
+    arch_snip_t v[COUNT_NODES], dyn_snippet_t *sn);
 int
 unpatch(dyn_proc_t *p, const point_t *pt, int check);
 

@@ -528,6 +528,169 @@ dyn_proc_threads(
     return 0;
 }
 
+/* The number of possible CPUs (the highest in /sys/devices/system/cpu/possible, plus
+ * one: the kernel's nr_cpu_ids, above every rseq cpu_id), or 0. */
+static unsigned
+possible_cpus(void)
+{
+    char buf[256];
+    unsigned long hi = 0;
+    int fd = open("/sys/devices/system/cpu/possible", O_RDONLY | O_CLOEXEC);
+    ssize_t n = fd < 0 ? -1 : read(fd, buf, sizeof(buf) - 1);
+    if (fd >= 0)
+        close(fd);
+    if (n <= 0)
+        return 0;
+    buf[n] = '\0';
+    /* "0-63", "0,2-5", "0": the last number is the highest */
+    for (char *s = buf, *e; *s >= '0' && *s <= '9'; s = e + (*e == ',' || *e == '-')) {
+        hi = strtoul(s, &e, 10) + 1;
+        if (e == s || hi > 65536)
+            return 0;
+    }
+    return (unsigned)hi;
+}
+
+/* The device and inode of the file mapped at ADDR in /proc/PID/maps (PID 0: our own),
+ * into KEY ("MAJ:MIN INODE"), or, with ADDR 0, whether a mapping of file KEY exists:
+ * 1, or 0. */
+static int
+mapped_file(int pid, uint64_t addr, char *key, size_t len)
+{
+    char path[64], line[512], dev[32];
+    unsigned long long lo, hi, ino;
+    int found = 0;
+    snprintf(path, sizeof(path), pid ? "/proc/%d/maps" : "/proc/self/maps", pid);
+    FILE *f = fopen(path, "re");
+    while (f != NULL && !found && fgets(line, sizeof(line), f) != NULL) {
+        if (sscanf(line, "%llx-%llx %*s %*s %31s %llu", &lo, &hi, dev, &ino) != 4
+            || ino == 0)
+            continue;
+        char k[64];
+        snprintf(k, sizeof(k), "%s %llu", dev, ino);
+        if (addr == 0)
+            found = strcmp(k, key) == 0;
+        else if (addr >= lo && addr < hi && (found = 1))
+            snprintf(key, len, "%s", k);
+    }
+    if (f != NULL)
+        fclose(f);
+    return found;
+}
+
+/* Does the environment of process PID turn glibc's rseq off (GLIBC_TUNABLES)? */
+static int
+rseq_tuned_off(int pid)
+{
+    char path[64], buf[65536];
+    snprintf(path, sizeof(path), "/proc/%d/environ", pid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    ssize_t n = fd < 0 ? -1 : read(fd, buf, sizeof(buf) - 1);
+    if (fd >= 0)
+        close(fd);
+    if (n <= 0)
+        return 0;
+    buf[n] = '\0';
+    for (char *s = buf; s < buf + n; s += strlen(s) + 1)
+        if (strncmp(s, "GLIBC_TUNABLES=", 15) == 0
+            && strstr(s, "glibc.pthread.rseq=0") != NULL)
+            return 1;
+    return 0;
+}
+
+/*
+ * A process stopped at its exec, before its dynamic linker ran (no thread pointer, no
+ * rseq area yet): glibc will register each thread's area at __rseq_offset, a constant
+ * of its build, so known when its dynamic linker is the file ours is (our own
+ * __rseq_offset, which glibc sets whether it registers or not). As dyn_proc_rseq.
+ */
+static int
+rseq_before_start(dyn_proc_t *p, int32_t *offset, const char **why)
+{
+#ifdef RSEQ_SIG
+    char key[64];
+    if (rseq_tuned_off(p->pid)) {
+        *why = "rseq is turned off (GLIBC_TUNABLES=glibc.pthread.rseq=0)";
+        return 0;
+    }
+    if (!mapped_file(0, (uint64_t)(uintptr_t)&__rseq_offset, key, sizeof(key))
+        || !mapped_file(p->pid, 0, key, sizeof(key)) || __rseq_offset < 0
+        || __rseq_offset > 4095 - 32) {
+        *why = "a static program, or one whose dynamic linker is not dyn's, started: "
+               "where its threads' rseq areas will be is not known before it runs";
+        return 0;
+    }
+    *offset = (int32_t)__rseq_offset;
+    return 1;
+#else
+    (void)p;
+    (void)offset;
+    *why = "dyn was built with a C library before glibc 2.35 (no __rseq_offset)";
+    return 0;
+#endif
+}
+
+int
+dyn_proc_rseq(dyn_proc_t *p, int32_t *offset, unsigned *ncpu, const char **why)
+{
+    struct rseq_conf {
+        uint64_t abi_pointer; /* struct ptrace_rseq_configuration (Linux 5.13) */
+        uint32_t abi_size, signature, flags, pad;
+    } c;
+    int64_t off = -1;
+    size_t unregistered = 0;
+
+    if (p == NULL || offset == NULL || ncpu == NULL || why == NULL || !p->stopped)
+        return QP_EINVAL;
+    for (size_t i = 0; i < p->nth; i++) {
+        struct user_regs_struct regs;
+        if (p->th[i].gone)
+            continue;
+        memset(&c, 0, sizeof(c));
+        if (ptrace(PTRACE_GETREGS, p->th[i].tid, NULL, &regs) < 0
+            || ptrace(PTRACE_GET_RSEQ_CONFIGURATION, p->th[i].tid, (void *)sizeof(c), &c)
+                   < 0) {
+            *why = "the kernel does not say where a thread's rseq area is (Linux 5.13's "
+                   "PTRACE_GET_RSEQ_CONFIGURATION)";
+            return 0;
+        }
+        if (c.abi_size == 0 && regs.fs_base == 0 && p->nth == 1) {
+            int32_t o32;
+            if (rseq_before_start(p, &o32, why) == 0)
+                return 0;
+            off = o32;
+            break;
+        }
+        if (c.abi_size == 0) {
+            /* A thread just made, before its start registered it (or whose registration
+             * failed: cpu_id -2, ARCH_SN_ADD_CPU's locked add); rseq is off for the
+             * process when no thread has it. */
+            unregistered++;
+            continue;
+        }
+        int64_t o = (int64_t)(c.abi_pointer - regs.fs_base);
+        if (c.signature != ARCH_RSEQ_SIG || o < 0 || o > 4095 - 32
+            || (off >= 0 && o != off)) {
+            *why = "rseq is registered by something other than glibc";
+            return 0;
+        }
+        off = o;
+    }
+    if (off < 0) {
+        *why = unregistered > 0 ? "rseq is not registered (glibc before 2.35, "
+                                  "GLIBC_TUNABLES=glibc.pthread.rseq=0, or a static "
+                                  "program without it)"
+                                : "no thread";
+        return 0;
+    }
+    if ((*ncpu = possible_cpus()) == 0) {
+        *why = "the possible CPUs are not known (/sys/devices/system/cpu/possible)";
+        return 0;
+    }
+    *offset = (int32_t)off;
+    return 1;
+}
+
 static int
 u64_cmp(const void *a, const void *b)
 {

@@ -19,6 +19,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/ptrace.h>
+#include <sys/rseq.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
 #include <sys/user.h>

@@ -491,6 +491,13 @@ instrument(run_t *r, size_t from, char *why, size_t whylen)
             r->pid, list, nin, what, nref, (t1 - t0) * 1e3);
         return make_names(r);
     }
+    /* How the executable's counts are made. */
+    const char *cwhy = NULL;
+    unsigned ncpu = r->nm > 0 ? dyn_session_per_cpu(r->m[0].s, &cwhy) : 0;
+    if (ncpu > 0)
+        note(r->cb, 1, "counts per CPU (rseq): %u copies, summed when read", ncpu);
+    else if (cwhy != NULL)
+        note(r->cb, 0, "note: counts with locked adds, not per CPU: %s", cwhy);
     note(r->cb, 0,
         "%d: %zu %s instrumented, %zu refused, stopped %.1f ms, %.2f s after dyn "
         "started%s",

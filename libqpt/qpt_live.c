@@ -1518,6 +1518,19 @@ qpt_live_stacks(qpt_space_t *s, qpt_stack_fn fn, void *arg)
 }
 
 int
+qpt_live_cpu_slots(qpt_space_t *s, int32_t *rseq_offset, unsigned *ncpu)
+{
+    qpt_space_t *top = s->parent != NULL ? s->parent : s;
+    const char *why = NULL;
+    if (!dyn_proc_is_stopped(top->proc))
+        return qpt_fail(s, QP_EINVAL, "the process runs: stop it first (qpt_stop)");
+    int rc = dyn_proc_rseq(top->proc, rseq_offset, ncpu, &why);
+    if (rc < 0)
+        return qpt_fail(s, rc, "the threads' rseq areas could not be read");
+    return rc == 0 ? qpt_fail(s, QP_EUNSUPP, "%s", why) : 0;
+}
+
+int
 qpt_live_thread_block(qpt_space_t *s, uint64_t var, size_t bytes, uint64_t tp, uint64_t *addr)
 {
     qpt_space_t *top = s->parent != NULL ? s->parent : s;

@@ -195,6 +195,7 @@ const qpt_space_ops_t qpt_live_ops = {
     .runs_as_copy = live_runs_as_copy,
     .thread_stacks = qpt_live_stacks,
     .thread_block = qpt_live_thread_block,
+    .cpu_slots = qpt_live_cpu_slots,
     .watch = qpt_live_watch,
     .next_event = qpt_live_next_event,
     .set_callback = qpt_live_set_callback,

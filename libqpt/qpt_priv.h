@@ -107,6 +107,9 @@ typedef struct qpt_space_ops {
     int (*thread_stacks)(qpt_space_t *s, qpt_stack_fn fn, void *arg);
     int (*thread_block)(qpt_space_t *s, uint64_t var, size_t bytes, uint64_t thread_ptr,
                         uint64_t *addr);
+    /* Per-CPU words: the rseq area's offset from the thread pointer and the possible
+     * CPUs, or QP_EUNSUPP with the reason (NULL: a file's, never). */
+    int (*cpu_slots)(qpt_space_t *s, int32_t *rseq_offset, unsigned *ncpu);
     int (*watch)(qpt_space_t *s, unsigned mask);
     int (*next_event)(qpt_space_t *s, qpt_event_t *ev, int timeout_ms);
     int (*set_callback)(qpt_space_t *s, uint32_t kind, qpt_event_fn fn, void *arg);
@@ -273,6 +276,7 @@ int qpt_live_borrow(qpt_space_t *s, qpt_ins_t *ins);
 size_t qpt_live_lender(const qpt_space_t *s, uint32_t proc);
 int qpt_live_lender_point(qpt_space_t *s, qpt_ins_t *ins, const char **why);
 int qpt_live_stacks(qpt_space_t *s, qpt_stack_fn fn, void *arg);
+int qpt_live_cpu_slots(qpt_space_t *s, int32_t *rseq_offset, unsigned *ncpu);
 int qpt_live_thread_block(qpt_space_t *s, uint64_t var, size_t bytes, uint64_t tp,
                           uint64_t *addr);
 int qpt_live_free(qpt_space_t *s, uint64_t addr);

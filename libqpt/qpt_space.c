@@ -708,6 +708,21 @@ qpt_add_to(qpt_snippet_t *sn, uint64_t addr, qpt_expr_t v, int atomic)
 }
 
 qpt_expr_t
+qpt_add_to_cpu(qpt_snippet_t *sn, const qpt_cpu_var_t *var, uint64_t off, qpt_expr_t v)
+{
+    if (var == NULL || off % 8 != 0 || off >= var->stride) {
+        if (sn != NULL)
+            sn->bad = 1;
+        return N;
+    }
+    qpt_expr_t o = qpt_const(sn, var->rseq_offset);
+    qpt_expr_t st = qpt_const(sn, (int64_t)var->stride);
+    if (o == N || st == N)
+        return N;
+    return add(sn, ARCH_SN_ADD_CPU, v, o, st, (int64_t)(var->addr + off), 2);
+}
+
+qpt_expr_t
 qpt_addr(qpt_snippet_t *sn, uint64_t addr)
 {
     return add(sn, ARCH_SN_ADDR, N, N, N, (int64_t)addr, 0);
@@ -1263,6 +1278,32 @@ qpt_alloc_per_thread(qpt_space_t *s, size_t bytes, uint64_t *var)
         return qpt_fail(s, QP_EINVAL, "per-thread variables: 8 to 65,536 bytes, a multiple "
                                       "of 8");
     return qpt_alloc(s, QPT_PER_THREAD_SIZE(bytes), var);
+}
+
+int
+qpt_alloc_per_cpu(qpt_space_t *s, size_t bytes, qpt_cpu_var_t *var)
+{
+    int32_t off;
+    unsigned ncpu;
+    uint64_t stride = 64;
+    if (s == NULL || var == NULL || bytes == 0 || bytes % 8 != 0)
+        return qpt_fail(s, QP_EINVAL, "per-CPU variables: a multiple of 8 bytes");
+    if (s->ops->cpu_slots == NULL)
+        return qpt_fail(s, QP_EUNSUPP, "per-CPU words are a process's, not a file's");
+    if (s->img == NULL || cfg_image_isa(s->img)->elf_machine != ARCH_EM_X86_64)
+        return qpt_fail(s, QP_EUNSUPP, "per-CPU words are x86-64's");
+    QP_CHECK(s->ops->cpu_slots(s, &off, &ncpu));
+    while (stride < bytes)
+        stride *= 2;
+    if (ncpu > QPT_MAX_CPUS || stride > ARCH_SNIP_CPU_STRIDE_MAX
+        || stride * ncpu > (64u << 20))
+        return qpt_fail(s, QP_EUNSUPP, "%u CPUs of %llu bytes: too many for per-CPU "
+                        "words", ncpu, (unsigned long long)stride);
+    QP_CHECK(qpt_alloc(s, stride * ncpu, &var->addr));
+    var->stride = stride;
+    var->ncpu = ncpu;
+    var->rseq_offset = off;
+    return 0;
 }
 
 int

@@ -64,6 +64,8 @@ typedef struct qm_hooks {
     void *arg;             /* ARG of both */
     int lenient;           /* a pattern matching nothing is not an error */
     int plain;             /* plain counter increments */
+    void (*detail)(void *arg, const char *note); /* a detail (how counts are made), or
+                                                  * NULL: not told */
 } qm_hooks_t;
 void qm_set_hooks(qm_set_t *set, const qm_hooks_t *hooks);
 

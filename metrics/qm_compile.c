@@ -58,6 +58,7 @@ typedef struct ctx {
     size_t untimed;
     char untimed_first[128];
     const qm_set_t *set;  /* the set placed (its front end's hooks) */
+    int *cpu_said;        /* the set's cpu_said (NULL: no note) */
     qm_memo_t *memo;      /* the procedures matched by name, kept (or NULL) */
     uint32_t *last_named; /* ... without one: the last names_procs array */
 } ctx_t;
@@ -525,6 +526,39 @@ inside_cond(qpt_snippet_t *sn, const qm_metric_t *m)
                   live_activation(sn, m));
 }
 
+/*
+ * Counts in a live process go into per-CPU words (qpt_alloc_per_cpu: BYTES a CPU, in
+ * M->cpu): exact under threads without a locked add. 1 when they do; 0 when they stay
+ * in shared words, locked (not a count in shared words, a file, plain adds asked for,
+ * or the process cannot have per-CPU words). Which of the two is said once a set (the
+ * reason with it).
+ */
+static int
+per_cpu(ctx_t *c, qm_metric_t *m, uint64_t bytes)
+{
+    memset(&m->cpu, 0, sizeof(m->cpu));
+    if (m->kind != QM_COUNT || m->per_thread || m->focus == QM_PER_VALUE
+        || !qpt_is_live(c->s) || (c->set != NULL && c->set->hooks.plain))
+        return 0;
+    if (qpt_alloc_per_cpu(c->s, bytes, &m->cpu) == 0) {
+        if (c->cpu_said != NULL && !*c->cpu_said && c->set->hooks.detail != NULL) {
+            char line[128];
+            snprintf(line, sizeof(line), "counts per CPU (rseq): %u copies, summed when "
+                     "read", m->cpu.ncpu);
+            c->set->hooks.detail(c->set->hooks.arg, line);
+        }
+        if (c->cpu_said != NULL)
+            *c->cpu_said = 1;
+        return 1;
+    }
+    memset(&m->cpu, 0, sizeof(m->cpu));
+    if (c->cpu_said != NULL && !*c->cpu_said) {
+        *c->cpu_said = 1;
+        notef(c, "counts with locked adds, not per CPU: %s", qpt_error(c->s));
+    }
+    return 0;
+}
+
 /* Words a row of M takes in a block (QM_ROW_WORDS). */
 static uint64_t
 row_words(const qm_metric_t *m)
@@ -541,6 +575,8 @@ row_words(const qm_metric_t *m)
 static qpt_expr_t
 tally(ctx_t *c, qpt_snippet_t *sn, const qm_metric_t *m, uint64_t w)
 {
+    if (!QM_IS_VALUED(m->kind) && m->cpu.ncpu > 0)
+        return qpt_add_to_cpu(sn, &m->cpu, 8 * w, qpt_const(sn, 1));
     if (!QM_IS_VALUED(m->kind))
         return m->per_thread ? qpt_add_at(sn, tword(sn, m, w), qpt_const(sn, 1), 0)
                              : qpt_add_to(sn, m->var + 8 * w, qpt_const(sn, 1),
@@ -1301,6 +1337,8 @@ place_metric(ctx_t *c, qm_metric_t *m)
                              n, m->pattern, (unsigned long long)m->stride);
         else if ((rc = qpt_alloc_per_thread(c->s, m->stride, &m->var)) < 0)
             snprintf(c->why, c->whylen, "%s: %s", m->name, qpt_error(c->s));
+    } else if (rc == 0 && per_cpu(c, m, 8 * rows * wpr)) {
+        m->var = m->cpu.addr;
     } else if (rc == 0 && (rc = qpt_alloc(c->s, 8 * rows * wpr, &m->var)) < 0)
         snprintf(c->why, c->whylen, "%s: %s", m->name, qpt_error(c->s));
     /* The inside state first: the metric's own snippets then go before it. */
@@ -1383,6 +1421,7 @@ unplace(const qm_set_t *set, qm_metric_t *m, qpt_space_t *s)
     if (m->kvar != 0)
         qpt_free(s, m->kvar);
     m->var = m->kvar = 0;
+    memset(&m->cpu, 0, sizeof(m->cpu));
     free(m->handles);
     m->handles = NULL;
     m->nhandles = 0;
@@ -1411,7 +1450,7 @@ qm_insert(qm_set_t *set, qpt_space_t *s, qm_note_fn note, void *arg, char *why, 
     if (set == NULL || s == NULL)
         return QPT_EINVAL;
     ctx_t c = { .s = s, .note = note, .arg = arg, .why = why, .whylen = whylen, .set = set,
-                .memo = set->memo };
+                .memo = set->memo, .cpu_said = &set->cpu_said };
     int rc = 0;
     /* The metrics parsed since the last call. Everything that can be wrong with their
      * text, before anything is inserted. */

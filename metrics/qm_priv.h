@@ -110,6 +110,9 @@ typedef struct qm_metric {
     uint64_t kvar;         /* QM_PER_VALUE: the counts by value (a keyed variable) */
     /* Placed by qm_insert (or read from a layout). */
     int per_thread;        /* VAR is a per-thread variable of STRIDE bytes a thread */
+    qpt_cpu_var_t cpu;     /* cpu.ncpu > 0: VAR is a per-CPU variable (cpu.addr), a
+                            * copy of the rows a CPU, added to without a lock and read
+                            * summed (counts in a live process: qpt_alloc_per_cpu) */
     uint64_t var;
     uint64_t stride;
     uint64_t base;         /* the first row's word in a block (after the inside state) */
@@ -145,6 +148,7 @@ struct qm_set {
     qm_hooks_t hooks;      /* a front end's (qm_set_hooks); zero: none */
     struct qm_memo *memo;  /* while a live placement lasts: the procedures matched by
                             * name, kept (qm_memo_new); NULL: each match scans */
+    int cpu_said;          /* the note that counts are not per CPU was given */
 };
 
 /* The procedures matched by name, kept while a placement looks more than once. */

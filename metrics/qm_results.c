@@ -849,6 +849,24 @@ qm_rows_keep_larger(qm_row_t *rows, size_t n, const qm_row_t *prev, size_t nprev
     }
 }
 
+/* The NW words of M into W: a per-CPU variable's copies summed (all read at once). */
+static int
+read_summed(const qm_metric_t *m, qm_read_fn read, void *arg, uint64_t *w, size_t nw)
+{
+    if (m->cpu.ncpu == 0)
+        return read(arg, m->var, w, nw);
+    size_t sw = m->cpu.stride / 8;
+    uint64_t *all = malloc(m->cpu.ncpu * m->cpu.stride);
+    int rc = all == NULL ? QPT_ENOMEM : read(arg, m->var, all, sw * m->cpu.ncpu);
+    for (size_t k = 0; rc == 0 && k < nw; k++) {
+        w[k] = 0;
+        for (size_t cpu = 0; cpu < m->cpu.ncpu; cpu++)
+            w[k] += all[cpu * sw + k];
+    }
+    free(all);
+    return rc;
+}
+
 int
 qm_results(const qm_set_t *set, qm_read_fn read, void *arg, double cpn, qm_row_t **rowsp,
            size_t *nrowsp, char *why, size_t whylen)
@@ -893,7 +911,7 @@ qm_results_running(const qm_set_t *set, qm_read_fn read, void *arg, double cpn, 
             nw = nr * wpr;
         if ((w = calloc(nw + 1, sizeof(uint64_t))) == NULL)
             rc = QPT_ENOMEM;
-        else if ((rc = read(arg, m->var, w, nw)) < 0) {
+        else if ((rc = read_summed(m, read, arg, w, nw)) < 0) {
             if (why != NULL && whylen > 0)
                 snprintf(why, whylen, "%s: its words cannot be read (%s)", m->name,
                          qpt_strerror(rc));

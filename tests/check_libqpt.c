@@ -712,6 +712,16 @@ START_TEST(test_libqpt_errors)
     /* Words: multiples of 8 only. */
     uint64_t at;
     ck_assert_int_eq(qpt_alloc(s, 12, &at), QPT_EINVAL);
+    /* Per-CPU words are a process's; an offset beyond a CPU's copy is refused. */
+    qpt_cpu_var_t cv;
+    ck_assert_int_eq(qpt_alloc_per_cpu(s, 8, &cv), QPT_EUNSUPP);
+    ck_assert_ptr_nonnull(strstr(qpt_error(s), "process"));
+    ck_assert_int_eq(qpt_alloc_per_cpu(s, 12, &cv), QPT_EINVAL);
+    cv = (qpt_cpu_var_t) { 0x10000, 64, 2, 2336 };
+    qpt_snippet_t *c = qpt_snippet_create();
+    ck_assert_uint_ne(qpt_add_to_cpu(c, &cv, 56, qpt_const(c, 1)), QPT_NONE);
+    ck_assert_uint_eq(qpt_add_to_cpu(c, &cv, 64, qpt_const(c, 1)), QPT_NONE);
+    qpt_snippet_destroy(c);
     qpt_snippet_destroy(a);
     qpt_close(s);
 }

@@ -13,11 +13,15 @@
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <sched.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/rseq.h>
 #include <sys/syscall.h>
 #include <time.h>
+#include <ucontext.h>
 #include <unistd.h>
 
 #include "arch/arch.h"
@@ -885,6 +889,224 @@ START_TEST(test_snip_thread_id)
 }
 END_TEST
 
+/*****************************************************************************
+ * Per-CPU adds (ARCH_SN_ADD_CPU): restartable sequences on glibc's rseq area
+ */
+
+#define CPU_WORDS 0xa000 /* CPU_STRIDE bytes a CPU (2 pages: up to 512 CPUs) */
+#define CPU_STRIDE 64
+#define CPU_RUNS 200000
+
+/* The per-CPU add of VALUE (a node of S) to the word at CPU_WORDS, with rseq area at
+ * OFF from the thread pointer. */
+static uint32_t
+add_cpu(sn_t *s, uint32_t value, int64_t off)
+{
+    uint32_t n = node(s, ARCH_SN_ADD_CPU, value, cnst(s, off),
+                      (int64_t)(uintptr_t)(page + CPU_WORDS));
+    s->v[n].c = cnst(s, CPU_STRIDE);
+    return n;
+}
+
+/* The sum of the CPUs' words, which are cleared. */
+static uint64_t
+cpu_sum(void)
+{
+    uint64_t t = 0;
+    for (int k = 0; CPU_WORDS + k * CPU_STRIDE < PAGE; k++) {
+        uint64_t *w = (uint64_t *)(page + CPU_WORDS + k * CPU_STRIDE);
+        t += *w;
+        *w = 0;
+    }
+    return t;
+}
+
+/* The rseq_cs word of the calling thread's rseq area. */
+static uint64_t
+rseq_cs_now(void)
+{
+    return *(volatile uint64_t *)(thread_pointer() + (uint64_t)__rseq_offset + 8);
+}
+
+static void *
+run_cpu_code(void *arg)
+{
+    void (*code)(void) = (void (*)(void))arg;
+    for (int i = 0; i < CPU_RUNS; i++) {
+        code();
+        if (i % 1000 == 0)
+            sched_yield(); /* migrate, and be preempted inside */
+    }
+    return rseq_cs_now() == 0 ? arg : NULL;
+}
+
+/* A thread-local area that looks like an rseq area nobody registered. */
+static __thread struct {
+    uint32_t cpu_id_start, cpu_id;
+    uint64_t rseq_cs;
+} fake_rseq;
+
+/*
+ * Per-CPU adds: a constant 1, another constant and a register value each add once to
+ * the words of the CPUs (the registers, the flags and the red zone kept; rseq_cs cleared
+ * after); 4 threads adding CPU_RUNS times each, yielding to migrate, lose nothing; a
+ * thread whose area is not registered adds to CPU 0's word (locked); the cost model
+ * skips the restart path and the descriptor; a stride that is no power of 2 is refused.
+ */
+START_TEST(test_snip_add_cpu)
+{
+    if (__rseq_size == 0) {
+        fprintf(stderr, "check_snip: rseq not registered (old kernel or GLIBC_TUNABLES): "
+                        "per-CPU adds only checked when unregistered\n");
+    }
+    int64_t off = __rseq_offset;
+    uint64_t regs[18];
+    cpu_sum();
+    for (int form = 0; form < 3; form++) {
+        sn_t s = { .n = 0 };
+        uint32_t v = form == 0 ? cnst(&s, 1) : form == 1 ? cnst(&s, 5) : arg(&s, 0);
+        uint32_t root = add_cpu(&s, v, off);
+        if (form == 2)
+            run_args(&s, root, 7, 0, 0);
+        else {
+            init_regs(regs, 0x8d5 | 0x2);
+            run_ctx(&s, root, &anywhere, regs);
+        }
+        ck_assert_uint_eq(cpu_sum(), form == 0 ? 1 : form == 1 ? 5 : 7);
+        if (__rseq_size > 0)
+            ck_assert_uint_eq(rseq_cs_now(), 0);
+    }
+    /* Threads. */
+    sn_t t = { .n = 0 };
+    uint32_t root = add_cpu(&t, cnst(&t, 1), off);
+    uint64_t addr = (uint64_t)(uintptr_t)page;
+    int n = arch_snip_emit(t.v, t.n, root, &anywhere, addr, page, DATA - 1);
+    ck_assert_int_gt(n, 0);
+    page[n] = 0xc3;
+    pthread_t th[4];
+    for (int i = 0; i < 4; i++)
+        ck_assert_int_eq(pthread_create(&th[i], NULL, run_cpu_code, page), 0);
+    for (int i = 0; i < 4; i++) {
+        void *r;
+        pthread_join(th[i], &r);
+        ck_assert_ptr_eq(r, page);
+    }
+    ck_assert_uint_eq(cpu_sum(), 4 * CPU_RUNS);
+    /* Not registered: CPU 0's word, and the area's rseq_cs left 0. */
+    fake_rseq.cpu_id = (uint32_t)-2; /* RSEQ_CPU_ID_REGISTRATION_FAILED */
+    fake_rseq.rseq_cs = 1;
+    sn_t f = { .n = 0 };
+    int64_t foff = (int64_t)((uint64_t)(uintptr_t)&fake_rseq - thread_pointer());
+    init_regs(regs, 0x8d5 | 0x2);
+    run_ctx(&f, add_cpu(&f, cnst(&f, 3), foff), &anywhere, regs);
+    ck_assert_uint_eq(*(uint64_t *)(page + CPU_WORDS), 3);
+    ck_assert_uint_eq(cpu_sum(), 3);
+    ck_assert_uint_eq(fake_rseq.rseq_cs, 0);
+    /* The cost model: below a locked add's. */
+    double cpu_cycles, lock_cycles;
+    sn_t l = { .n = 0 };
+    uint32_t lroot
+        = node(&l, ARCH_SN_ADD_TO, cnst(&l, 1), ARCH_SNIP_NONE, (int64_t)word(0));
+    l.v[lroot].flags = ARCH_SNF_ATOMIC;
+    ck_assert_int_eq(arch_snip_cycles(t.v, t.n, add_cpu(&t, cnst(&t, 1), off), &at_entry,
+                                      addr, &cpu_cycles), 0);
+    ck_assert_int_eq(arch_snip_cycles(l.v, l.n, lroot, &at_entry, addr, &lock_cycles), 0);
+    ck_assert_msg(cpu_cycles < lock_cycles, "%g cycles, locked %g", cpu_cycles,
+                  lock_cycles);
+    /* A stride that is no power of 2. */
+    char why[200];
+    t.v[t.v[root].c].imm = 48;
+    ck_assert_int_eq(arch_snip_check(t.v, t.n, root, &anywhere, why, sizeof(why)),
+                     QP_EINVAL);
+    ck_assert_ptr_nonnull(strstr(why, "power of 2"));
+}
+END_TEST
+
+/* Where the signals of test_snip_add_cpu_abort found the looping thread. */
+static uint64_t cs_start, cs_commit, cs_abort;
+static volatile long sig_aborted, sig_inside, sig_seen;
+static volatile int cpu_loop_done;
+
+static void
+on_sigusr1(int sig, siginfo_t *si, void *ctx)
+{
+    (void)sig;
+    (void)si;
+    uint64_t rip = (uint64_t)((ucontext_t *)ctx)->uc_mcontext.gregs[REG_RIP];
+    sig_seen++;
+    sig_aborted += rip == cs_abort;
+    sig_inside += rip >= cs_start && rip < cs_commit;
+}
+
+static volatile long loop_runs;
+
+static void *
+loop_cpu_code(void *arg)
+{
+    void (*code)(void) = (void (*)(void))arg;
+    long k = 0;
+    while (!cpu_loop_done) {
+        code();
+        k++;
+    }
+    loop_runs = k;
+    return NULL;
+}
+
+/*
+ * The restart path of a per-CPU add taken for real: a thread runs it in a loop while
+ * signals interrupt it; a signal that comes inside the sequence makes the kernel move
+ * the thread to the abort handler (which a wrong descriptor or signature would answer
+ * with SIGSEGV), so the handler never sees the thread inside it, sees it at the abort
+ * address at times, and the count is exact.
+ */
+START_TEST(test_snip_add_cpu_abort)
+{
+    if (__rseq_size == 0)
+        return; /* (no restarts without rseq) */
+    sn_t t = { .n = 0 };
+    uint32_t root = add_cpu(&t, cnst(&t, 1), __rseq_offset);
+    uint64_t addr = (uint64_t)(uintptr_t)page;
+    int n = arch_snip_emit(t.v, t.n, root, &anywhere, addr, page, DATA - 1);
+    ck_assert_int_gt(n, 0);
+    page[n] = 0xc3;
+    /* The descriptor: the 32 bytes whose last word is the abort address, which follows
+     * the signature (a ud1 whose displacement it is). */
+    static const uint8_t ud1[] = { 0x0f, 0xb9, 0x3d };
+    uint8_t *at = memmem(page, (size_t)n, ud1, sizeof(ud1));
+    ck_assert_ptr_nonnull(at);
+    cs_abort = (uint64_t)(uintptr_t)(at + 7);
+    uint8_t *d = memmem(page, (size_t)n, &cs_abort, 8);
+    ck_assert_ptr_nonnull(d);
+    uint64_t w[4];
+    memcpy(w, d - 24, sizeof(w));
+    ck_assert_uint_eq(w[0], 0); /* version, flags */
+    cs_start = w[1];
+    cs_commit = w[1] + w[2];
+    ck_assert(cs_start > addr && cs_commit < cs_abort);
+    struct sigaction sa;
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_sigaction = on_sigusr1;
+    sa.sa_flags = SA_SIGINFO | SA_RESTART;
+    ck_assert_int_eq(sigaction(SIGUSR1, &sa, NULL), 0);
+    cpu_sum();
+    cpu_loop_done = 0;
+    sig_aborted = sig_inside = sig_seen = 0;
+    pthread_t th;
+    ck_assert_int_eq(pthread_create(&th, NULL, loop_cpu_code, page), 0);
+    /* Until 20 signals came inside, for at most 5 s. */
+    time_t t0 = time(NULL);
+    while (sig_aborted < 20 && time(NULL) - t0 < 5)
+        pthread_kill(th, SIGUSR1);
+    cpu_loop_done = 1;
+    pthread_join(th, NULL);
+    signal(SIGUSR1, SIG_DFL);
+    ck_assert_uint_eq(cpu_sum(), (uint64_t)loop_runs);
+    ck_assert_int_eq(sig_inside, 0);
+    ck_assert_msg(sig_aborted > 0, "no signal of %ld came inside the sequence", sig_seen);
+}
+END_TEST
+
 static Suite *
 snip_suite(void)
 {
@@ -910,6 +1132,8 @@ snip_suite(void)
     tcase_add_test(tc, test_snip_trace_rec);
     tcase_add_test(tc, test_snip_trace_val);
     tcase_add_test(tc, test_snip_trace_units);
+    tcase_add_test(tc, test_snip_add_cpu);
+    tcase_add_test(tc, test_snip_add_cpu_abort);
     suite_add_tcase(s, tc);
     return s;
 }

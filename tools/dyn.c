@@ -148,9 +148,10 @@ usage(FILE *f)
         "                         without --calls-from); earlier programs' rows\n"
         "                         are named PROG[N]:NAME; forked children add\n"
         "                         to the same rows (their dlopen/exec not followed)\n"
-        "      --no-atomic        plain counter increments: faster, but calls made by\n"
+        "      --no-atomic        plain counter increments in one word: calls made by\n"
         "                         threads at the same moment may be lost (default:\n"
-        "                         locked increments, exact)\n"
+        "                         per-CPU increments (rseq), exact and as cheap; locked\n"
+        "                         ones where the process has no rseq)\n"
         "  -t, --time=PATTERN     also the wall time inside procedures matching PATTERN\n"
         "                         (from the outermost call to its return: nested and\n"
         "                         recursive calls count once; wall time only, not\n"
@@ -1100,6 +1101,13 @@ count_metric(counting_t *c, char kind, const char *pattern)
     return 0;
 }
 
+/* qm_hooks_t.detail: shown with -v. */
+static void
+count_detail(void *arg, const char *note)
+{
+    count_note(arg, 1, "%s", note);
+}
+
 /* The metrics of --time (chosen first: a procedure refused for its timer says that
  * reason), --count and --all into C->set: --time PATTERN is `time wall(PATTERN) shared`
  * (which counts the calls too). -1 (said) on a pattern the language cannot take. */
@@ -1121,7 +1129,7 @@ count_metrics(counting_t *c)
             return -1;
     if (o->all && count_metric(c, 'a', "*") < 0)
         return -1;
-    qm_hooks_t h = { count_refused, count_nomatch, c, 1, c->o->no_atomic };
+    qm_hooks_t h = { count_refused, count_nomatch, c, 1, c->o->no_atomic, count_detail };
     qm_set_hooks(c->set, &h);
     return 0;
 }

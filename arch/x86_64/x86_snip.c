@@ -40,6 +40,19 @@ snip_store(gen_t *g, const arch_snip_t *s)
     snip_free_temp(g, t);
 }
 
+/* OPC (W: 64-bit) with REG and the word at %fs:OFF. */
+static void
+fs_op(gen_t *g, int w, uint8_t opc, int reg, int32_t off)
+{
+    snip_put8(g, 0x64);
+    if (w || (reg & 8))
+        snip_rex(g, w, reg, 0);
+    snip_put8(g, opc);
+    snip_put8(g, (uint8_t)(0x04 | ((reg & 7) << 3)));
+    snip_put8(g, 0x25);
+    snip_put32(g, (uint32_t)off);
+}
+
 static void
 add_to(gen_t *g, const arch_snip_t *s)
 {
@@ -66,6 +79,112 @@ add_to(gen_t *g, const arch_snip_t *s)
     }
 }
 
+/*
+ * ARCH_SN_ADD_CPU: the add to this CPU's word as a restartable sequence (the kernel's
+ * include/uapi/linux/rseq.h; librseq's rseq_addv). R is the rseq area at %fs:OFF,
+ * STRIDE = 8 << K, v the value (a register, or a constant in the instruction):
+ *           lea    BASE(%rip),%u
+ *   retry:  lea    desc(%rip),%t
+ *           mov    %t,%fs:OFF+8          rseq_cs = desc
+ *   start:  mov    %fs:OFF+4,%t32        cpu_id
+ *           test   %t32,%t32
+ *           js     unreg                 not registered (-1, -2)
+ *           shl    $K,%t
+ *           incq   0(%u,%t,8)            the commit (or add $imm / add v)
+ *   commit: movq   $0,%fs:OFF+8          rseq_cs = 0: nothing points here any more
+ *           jmp    done
+ *           ud1    0x53053053(%rip),%edi the signature: the 4 bytes before abort
+ *   abort:  jmp    retry                 preempted, migrated or signalled in [start,
+ *   unreg:  lock incq 0(%u)              commit): the kernel cleared rseq_cs and
+ *           jmp    commit                came here
+ *   desc:   version 0, flags 0, start, commit - start, abort (32 bytes)
+ *   done:
+ * Everything after the first jmp done is cold (the cost model skips it); the lengths
+ * do not depend on where the code runs.
+ */
+static void
+add_cpu(gen_t *g, const arch_snip_t *s)
+{
+    const arch_snip_t *v = &g->nodes[s->a];
+    int32_t off = (int32_t)g->nodes[s->b].imm;
+    uint64_t stride = (uint64_t)g->nodes[s->c].imm;
+    int k = 0, imm = v->op == ARCH_SN_CONST && snip_fits32(v->imm);
+    while ((8ull << k) < stride)
+        k++;
+    int val = imm ? -1 : snip_eval(g, s->a);
+    int u = snip_pick_temp(g), t = snip_pick_temp(g);
+    int retry = snip_new_label(g), start = snip_new_label(g), commit = snip_new_label(g);
+    int abort_ = snip_new_label(g), unreg = snip_new_label(g), desc = snip_new_label(g);
+    int done = snip_new_label(g);
+    static const uint8_t inc[] = { 0xff }, addi[] = { 0x81 }, addr_[] = { 0x01 };
+    static const uint8_t sig[] = { 0x0f, 0xb9, 0x3d, 0x53, 0x30, 0x05, 0x53 };
+
+    snip_op_rip(g, 1, (const uint8_t[]) { 0x8d }, 1, u, (uint64_t)s->imm, 0);
+    snip_bind(g, retry);
+    snip_rex(g, 1, t, 0);
+    snip_put8(g, 0x8d);
+    snip_put8(g, (uint8_t)(0x05 | ((t & 7) << 3)));
+    snip_rel32_to(g, desc);
+    fs_op(g, 1, 0x89, t, off + 8);
+    snip_bind(g, start);
+    fs_op(g, 0, 0x8b, t, off + 4);
+    if (t & 8)
+        snip_put8(g, 0x45);
+    snip_put8(g, 0x85);
+    snip_put8(g, (uint8_t)(0xc0 | ((t & 7) << 3) | (t & 7)));
+    snip_jump_to(g, CC_S, unreg);
+    if (k > 0) {
+        snip_rex(g, 1, 0, t);
+        snip_put8(g, 0xc1);
+        snip_put8(g, (uint8_t)(0xe0 | (t & 7)));
+        snip_put8(g, (uint8_t)k);
+    }
+    if (imm && v->imm == 1)
+        snip_op_ind(g, 1, inc, 1, 0, u, t);
+    else if (imm) {
+        snip_op_ind(g, 1, addi, 1, 0, u, t);
+        snip_put32(g, (uint32_t)v->imm);
+    } else
+        snip_op_ind(g, 1, addr_, 1, val, u, t);
+    snip_bind(g, commit);
+    snip_put8(g, 0x64); /* movq $0,%fs:OFF+8 */
+    snip_put8(g, 0x48);
+    snip_put8(g, 0xc7);
+    snip_put8(g, 0x04);
+    snip_put8(g, 0x25);
+    snip_put32(g, (uint32_t)(off + 8));
+    snip_put32(g, 0);
+    snip_jump_to(g, -1, done);
+    size_t cold = g->len;
+    snip_put(g, sig, sizeof(sig));
+    snip_bind(g, abort_);
+    snip_jump_to(g, -1, retry);
+    snip_bind(g, unreg);
+    snip_put8(g, 0xf0);
+    if (imm && v->imm == 1)
+        snip_op_ind(g, 1, inc, 1, 0, u, -1);
+    else if (imm) {
+        snip_op_ind(g, 1, addi, 1, 0, u, -1);
+        snip_put32(g, (uint32_t)v->imm);
+    } else
+        snip_op_ind(g, 1, addr_, 1, val, u, -1);
+    snip_jump_to(g, -1, commit);
+    snip_bind(g, desc);
+    uint64_t at = g->addr + (uint64_t)g->label[start];
+    uint64_t d[4] = { 0, at, (uint64_t)(g->label[commit] - g->label[start]),
+                      g->addr + (uint64_t)g->label[abort_] };
+    snip_put(g, d, sizeof(d)); /* (little-endian: version and flags are the first 0) */
+    snip_bind(g, done);
+    if (g->ncold < 4) {
+        g->cold[g->ncold][0] = cold;
+        g->cold[g->ncold++][1] = g->len;
+    }
+    snip_free_temp(g, t);
+    snip_free_temp(g, u);
+    if (val >= 0)
+        snip_free_temp(g, val);
+}
+
 static void
 timer(gen_t *g, const arch_snip_t *s)
 {
@@ -79,18 +198,6 @@ timer(gen_t *g, const arch_snip_t *s)
         snip_fail(g, k);
     else
         snip_put(g, buf, (size_t)k);
-}
-
-/* OPC (64-bit) with REG and the word at %fs:OFF. */
-static void
-fs_op(gen_t *g, uint8_t opc, int reg, int32_t off)
-{
-    snip_put8(g, 0x64);
-    snip_rex(g, 1, reg, 0);
-    snip_put8(g, opc);
-    snip_put8(g, (uint8_t)(0x04 | ((reg & 7) << 3)));
-    snip_put8(g, 0x25);
-    snip_put32(g, (uint32_t)off);
 }
 
 /* OPC REG, DISP8(BASE) (W: 64-bit), REX only when needed; SIB when BASE is %rsp. */
@@ -131,7 +238,7 @@ trace_reserve(gen_t *g, const arch_snip_t *r, int t, int n)
     snip_put8(g, (uint8_t)(0x04 | ((t & 7) << 3)));
     snip_put8(g, 0x25);
     snip_put32(g, (uint32_t)ARCH_TRACE_CUR);
-    fs_op(g, 0x3b, t, ARCH_TRACE_LIM);
+    fs_op(g, 1, 0x3b, t, ARCH_TRACE_LIM);
     snip_jump_to(g, CC_B, ok);
     int64_t d = (int64_t)((uint64_t)r->imm - (g->addr + g->len + 5));
     if (!snip_fits32(d))
@@ -202,6 +309,7 @@ snip_stmt(gen_t *g, uint32_t i)
     }
     case ARCH_SN_STORE: snip_store(g, s); return;
     case ARCH_SN_ADD_TO: add_to(g, s); return;
+    case ARCH_SN_ADD_CPU: add_cpu(g, s); return;
     case ARCH_SN_TIMER_START:
     case ARCH_SN_TIMER_STOP: timer(g, s); return;
     case ARCH_SN_CALL: snip_call(g, s, -1); return;
@@ -268,6 +376,7 @@ arity(const arch_snip_t *s, int *nb, int *nc)
     case ARCH_SN_STORE_AT:
     case ARCH_SN_TRACE_VAL:
     case ARCH_SN_ADD_AT: *nb = 1; return 1;
+    case ARCH_SN_ADD_CPU: *nb = 1; *nc = 1; return 1;
     case ARCH_SN_IF: *nb = 1; *nc = 1; return 1; /* c optional */
     default:
         if (s->op >= ARCH_SN_ADD && s->op <= ARCH_SN_SEQ) {
@@ -285,6 +394,7 @@ arch_snip_imm_is_addr(uint8_t op)
     case ARCH_SN_LOAD:
     case ARCH_SN_STORE:
     case ARCH_SN_ADD_TO:
+    case ARCH_SN_ADD_CPU:
     case ARCH_SN_TIMER_START:
     case ARCH_SN_TIMER_STOP:
     case ARCH_SN_THREAD_SLOT:
@@ -331,6 +441,18 @@ check_node(const arch_snip_t *nodes, size_t n, uint32_t i, const arch_snip_ctx_t
     if ((s->op == ARCH_SN_TRACE_REC || s->op == ARCH_SN_TRACE_VAL)
         && (s->imm < 0 || s->imm > (s->size == 2 ? 0xffff : UINT32_MAX)))
         BAD("node %u: a trace record is %d bytes", i, s->size == 2 ? 2 : 4);
+    if (s->op == ARCH_SN_ADD_CPU
+        && (s->b >= n || nodes[s->b].op != ARCH_SN_CONST || s->c >= n
+            || nodes[s->c].op != ARCH_SN_CONST))
+        BAD("node %u: a per-CPU add's rseq offset and stride must be constants", i);
+    if (s->op == ARCH_SN_ADD_CPU
+        && (nodes[s->b].imm < INT32_MIN || nodes[s->b].imm > INT32_MAX - 8))
+        BAD("node %u: an rseq offset of %lld", i, (long long)nodes[s->b].imm);
+    if (s->op == ARCH_SN_ADD_CPU
+        && (nodes[s->c].imm < 8 || nodes[s->c].imm > ARCH_SNIP_CPU_STRIDE_MAX
+            || (nodes[s->c].imm & (nodes[s->c].imm - 1)) != 0))
+        BAD("node %u: a per-CPU stride of %lld (a power of 2, 8 to %u)", i,
+            (long long)nodes[s->c].imm, ARCH_SNIP_CPU_STRIDE_MAX);
     if (s->op == ARCH_SN_CALL && s->nargs > ARCH_SNIP_MAXARGS)
         BAD("node %u: a call with %u arguments (at most 6)", i, s->nargs);
     uint32_t ops[3 + ARCH_SNIP_MAXARGS];
@@ -423,9 +545,10 @@ body(gen_t *g, uint32_t root)
     return g->err;
 }
 
-int
-arch_snip_emit(const arch_snip_t *nodes, size_t n, uint32_t root,
-    const arch_snip_ctx_t *ctx, uint64_t addr, uint8_t *out, size_t cap)
+/* arch_snip_emit, and the cold ranges of the code into COLD (may be NULL). */
+static int
+emit(const arch_snip_t *nodes, size_t n, uint32_t root, const arch_snip_ctx_t *ctx,
+    uint64_t addr, uint8_t *out, size_t cap, gen_t *cold)
 {
     static const arch_snip_ctx_t none = { 0 };
     if (ctx == NULL)
@@ -476,7 +599,16 @@ arch_snip_emit(const arch_snip_t *nodes, size_t n, uint32_t root,
         snip_adjust_rsp(&g, 128);
     if (g.err)
         return g.err;
+    if (cold != NULL)
+        *cold = g;
     return (int)g.len;
+}
+
+int
+arch_snip_emit(const arch_snip_t *nodes, size_t n, uint32_t root,
+    const arch_snip_ctx_t *ctx, uint64_t addr, uint8_t *out, size_t cap)
+{
+    return emit(nodes, n, root, ctx, addr, out, cap, NULL);
 }
 
 /*
@@ -544,10 +676,19 @@ arch_snip_cycles(const arch_snip_t *nodes, size_t n, uint32_t root,
         measured = 1;
     }
     uint8_t buf[16384]; /* a longer snippet is refused (QP_ENOMEM) */
-    int len = arch_snip_emit(nodes, n, root, ctx, addr, buf, sizeof(buf)), rc = len;
+    gen_t g;
+    int len = emit(nodes, n, root, ctx, addr, buf, sizeof(buf), &g), rc = len;
     double c = 0;
     for (int k = 0; rc >= 0 && k < len;) {
         arch_insn_t in;
+        int skip = 0;
+        for (int j = 0; j < g.ncold && !skip; j++)
+            if ((size_t)k == g.cold[j][0])
+                skip = (int)(g.cold[j][1] - g.cold[j][0]);
+        if (skip) { /* code run only when aborted, and data */
+            k += skip;
+            continue;
+        }
         if ((rc = arch_decode(buf + k, (size_t)(len - k), addr + (uint64_t)k, &in)) < 0)
             break;
         const uint8_t *b = buf + k;

@@ -209,6 +209,14 @@ snip_jump_to(gen_t *g, int cc, int label)
         snip_put8(g, 0x0f);
         snip_put8(g, (uint8_t)(0x80 | cc));
     }
+    snip_rel32_to(g, label);
+}
+
+/* A rel32 field at the cursor that reaches LABEL (from its own end: the field must
+ * end its instruction), filled when LABEL is bound. */
+void
+snip_rel32_to(gen_t *g, int label)
+{
     if (g->label[label] >= 0) { /* bound already: a backward jump */
         snip_put32(g, (uint32_t)(g->label[label] - (int64_t)(g->len + 4)));
         return;

@@ -31,8 +31,8 @@ enum { RAX, RCX, RDX, RBX, RSP, RBP, RSI, RDI, R8, R9, R10, R11, R12, R13, R14, 
 #define XSAVE_MASK 0xffu
 
 /* Condition codes (the low nibble of jcc and setcc). */
-enum { CC_B = 2, CC_AE = 3, CC_E = 4, CC_NE = 5, CC_BE = 6, CC_A = 7, CC_L = 12, CC_GE = 13,
-       CC_LE = 14, CC_G = 15 };
+enum { CC_B = 2, CC_AE = 3, CC_E = 4, CC_NE = 5, CC_BE = 6, CC_A = 7, CC_S = 8, CC_L = 12,
+       CC_GE = 13, CC_LE = 14, CC_G = 15 };
 
 #define MAX_LABELS 128
 #define MAX_FIXUPS 256
@@ -54,6 +54,9 @@ typedef struct gen {
     int nslot;                 /* thread slots looked up once, at the start (hoisted) */
     int64_t slot_tab[4];       /* ... of these tables */
     int slot_reg[4];           /* ... kept in these temporaries throughout */
+    size_t cold[4][2];         /* [from, to) of code not run in the common case and of
+                                * data (ARCH_SN_ADD_CPU): not in the cost model */
+    int ncold;
     struct {
         size_t at;             /* where the rel32 field is */
         int label;
@@ -109,6 +112,8 @@ int
 snip_new_label(gen_t *g);
 void
 snip_jump_to(gen_t *g, int cc, int label);
+void
+snip_rel32_to(gen_t *g, int label);
 void
 snip_bind(gen_t *g, int label);
 int

@@ -392,6 +392,27 @@ int qpt_alloc(qpt_space_t *s, size_t bytes, uint64_t *addr /*OUT*/);
 int qpt_alloc_per_thread(qpt_space_t *s, size_t bytes, uint64_t *var /*OUT*/);
 
 /*
+ * Per-CPU variables (a process on x86-64 whose threads glibc registered with rseq(2),
+ * glibc 2.35 and later): BYTES (a multiple of 8) for each possible CPU, in memory from
+ * qpt_alloc: VAR->ncpu copies from VAR->addr, VAR->stride bytes apart (BYTES rounded up
+ * to a power of 2, at least 64: no two CPUs share a cache line). qpt_add_to_cpu adds to
+ * the calling thread's CPU's copy without a locked instruction, exact under threads;
+ * the variable's value is the sum of its copies. The process must be stopped (its
+ * threads' rseq areas are read). QPT_EUNSUPP with the reason in qpt_error when the
+ * space cannot have them (a file; rseq not registered: glibc before 2.35, a static
+ * program, GLIBC_TUNABLES=glibc.pthread.rseq=0; more than QPT_MAX_CPUS CPUs; more than
+ * 64 MiB): use qpt_add_to's locked add instead.
+ */
+#define QPT_MAX_CPUS 1024
+typedef struct qpt_cpu_var {
+    uint64_t addr;       /* CPU 0's copy */
+    uint64_t stride;     /* bytes from one CPU's copy to the next */
+    uint32_t ncpu;       /* copies: the possible CPUs */
+    int32_t rseq_offset; /* the rseq area's offset from a thread's pointer (%fs:0) */
+} qpt_cpu_var_t;
+int qpt_alloc_per_cpu(qpt_space_t *s, size_t bytes, qpt_cpu_var_t *var /*OUT*/);
+
+/*
  * A process: unmap memory qpt_alloc gave at ADDR. Refused while an insertion that is in
  * the process, or not removed, reads or writes it (remove it and commit first). A file:
  * QPT_EUNSUPP.
@@ -460,6 +481,10 @@ qpt_expr_t qpt_if(qpt_snippet_t *sn, qpt_expr_t cond, qpt_expr_t then, qpt_expr_
 qpt_expr_t qpt_seq(qpt_snippet_t *sn, qpt_expr_t a, qpt_expr_t b);
 qpt_expr_t qpt_store(qpt_snippet_t *sn, uint64_t addr, int size, qpt_expr_t v);
 qpt_expr_t qpt_add_to(qpt_snippet_t *sn, uint64_t addr, qpt_expr_t v, int atomic);
+/* The word at byte OFF of the calling thread's CPU's copy of VAR (qpt_alloc_per_cpu)
+ * += V: a restartable sequence, a few plain instructions (no lock). */
+qpt_expr_t qpt_add_to_cpu(qpt_snippet_t *sn, const qpt_cpu_var_t *var, uint64_t off,
+                          qpt_expr_t v);
 /* A wall-clock timer: 3 words at TIMER (depth, start, total cycles of the TSC); nested
  * starts count once. */
 qpt_expr_t qpt_timer_start(qpt_snippet_t *sn, uint64_t timer);
