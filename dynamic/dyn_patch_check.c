@@ -538,7 +538,7 @@ check_point(const dyn_session_t *s, int kind, uint32_t proc, uint64_t addr, poin
                 || addr + in.len != bl->end)
                 *why = "not the ret or the tail call of its block";
         }
-    } else { /* a call */
+    } else { /* a call (a short one through padding or with what follows it) */
         const cfg_block_t *bl = &prog->blocks[b];
         arch_insn_t in;
         size_t avail;
@@ -547,18 +547,11 @@ check_point(const dyn_session_t *s, int kind, uint32_t proc, uint64_t addr, poin
             || (in.kind != ARCH_KIND_CALL && in.kind != ARCH_KIND_CALL_IND)
             || addr + in.len != bl->end)
             *why = "not a call";
-        else if (in.len < JMP_LEN)
-            *why = "the call is shorter than the 5-byte jump";
-        else if (in.kind == ARCH_KIND_CALL && in.target == addr + in.len)
-            *why = "a call to the next instruction reads its own return address";
-        else if (has_except_table(prog->img))
-            *why = "the program has exception tables: an exception thrown through the "
-                   "call would find no unwind information for its return address";
         else {
-            pt.entry = addr + s->bias;
-            pt.len = in.len;
-            pt.ninsns = 1;
-            memcpy(pt.orig, bytes, in.len);
+            const cfg_proc_t *c = in.kind == ARCH_KIND_CALL ? cfg_proc_at(prog, in.target)
+                                                            : NULL;
+            *why = check_call((dyn_session_t *)s, bl, &in, bytes,
+                c != NULL && c->entry == in.target ? c->name : NULL, &pt);
         }
     }
     if (*why == NULL && (pt.entry & 4095) > 4096 - JMP_LEN)
@@ -774,6 +767,12 @@ dyn_session_add_point(dyn_session_t *s, int kind, uint32_t proc, uint64_t addr,
         QP_CHECK(err);
     }
     QP_CHECK(rc);
+    if (pt.call_len && after != NULL) {
+        /* (Its trampoline moves the call with what follows: no place after the call.) */
+        *why = "a call shorter than the 5-byte jump, moved with the instructions after it, "
+               "takes no snippet after it";
+        return QP_EUNSUPP;
+    }
     pt.name = name;
     if (before != NULL)
         pt.before = *before;

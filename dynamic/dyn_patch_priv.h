@@ -270,6 +270,15 @@ with_neighbour(dyn_session_t *s, uint32_t i, const char *name, int timed, int *e
 /* dyn_patch_select.c */
 int
 has_except_table(const cfg_image_t *img);
+/*
+ * The call IN (its bytes BYTES) that ends block BL, to the procedure named CALLEE (NULL:
+ * through a pointer, or not a procedure's entry): why a counter cannot go before it in
+ * place, or NULL with *PT filled (kind, entry, len, orig; a call shorter than the jump
+ * through padding, pad taken, or moved with the instructions after it, call_len).
+ */
+const char *
+check_call(dyn_session_t *s, const cfg_block_t *bl, const arch_insn_t *in,
+    const uint8_t *bytes, const char *callee, point_t *pt /*OUT*/);
 
 /* dyn_patch_timer.c */
 int

@@ -281,6 +281,47 @@ call_with_next(const dyn_session_t *s, const cfg_block_t *bl, point_t *pt)
     return NULL;
 }
 
+/* Does a callee of this name keep its return address beyond the stack (setjmp and
+ * its kin, which a call made from a trampoline would confuse)? */
+static int
+keeps_return(const char *callee)
+{
+    return callee != NULL
+        && (strstr(callee, "setjmp") != NULL || strstr(callee, "vfork") != NULL
+            || strstr(callee, "getcontext") != NULL || strstr(callee, "savectx") != NULL);
+}
+
+const char *
+check_call(dyn_session_t *s, const cfg_block_t *bl, const arch_insn_t *in,
+    const uint8_t *bytes, const char *callee, point_t *pt)
+{
+    uint64_t a = in->addr;
+
+    if (has_except_table(s->prog->img))
+        return "the program has exception tables: an exception thrown through the call "
+               "would find no unwind information for its return address in the "
+               "trampoline";
+    if (in->kind == ARCH_KIND_CALL && in->target == a + in->len)
+        return "a call to the next instruction reads its own return address";
+    if (keeps_return(callee))
+        return "the callee keeps its return address beyond the stack";
+    memset(pt, 0, sizeof(*pt));
+    pt->kind = PT_CALL;
+    pt->proc = bl->proc;
+    pt->entry = a + s->bias;
+    pt->len = in->len;
+    pt->ninsns = 1;
+    memcpy(pt->orig, bytes, in->len);
+    /* Shorter than the jump (`call *%rax`): a jmp rel8 inside the call, to a jump in
+     * padding (the call is one instruction: nothing lands inside it), or else the jump
+     * covers the first instructions of its return site too. */
+    const char *why;
+    if (in->len < JMP_LEN && (why = find_pad(s, a, pt)) != NULL
+        && (why = call_with_next(s, bl, pt)) != NULL)
+        return why;
+    return NULL;
+}
+
 static int
 select_calls_of(dyn_session_t *s, uint32_t i, const char *name)
 {
@@ -335,38 +376,14 @@ select_calls_of(dyn_session_t *s, uint32_t i, const char *name)
             callee == NULL ? "*indirect" : callee);
         if (site == NULL)
             return QP_ENOMEM;
-        if (has_except_table(prog->img))
-            why = "the program has exception tables: an exception thrown through the "
-                  "call "
-                  "would find no unwind information for its return address in the "
-                  "trampoline";
-        else if (in.kind == ARCH_KIND_CALL && in.target == a + in.len)
-            why = "a call to the next instruction reads its own return address";
-        else if (callee != NULL
-            && (strstr(callee, "setjmp") != NULL || strstr(callee, "vfork") != NULL
-                || strstr(callee, "getcontext") != NULL
-                || strstr(callee, "savectx") != NULL))
-            why = "the callee keeps its return address beyond the stack";
-        if (why != NULL) {
+        if ((why = check_call(s, bl, &in, bytes + (a - bl->start),
+                 in.kind == ARCH_KIND_CALL ? callee : NULL, &pt))
+            != NULL) {
             QP_CHECK(refuse_name(s, site, why));
             continue;
         }
-        memset(&pt, 0, sizeof(pt));
-        pt.kind = PT_CALL;
         pt.proc = i;
         pt.name = site;
-        pt.entry = a + s->bias;
-        pt.len = in.len;
-        pt.ninsns = 1;
-        memcpy(pt.orig, bytes + (a - bl->start), in.len);
-        /* Shorter than the jump (`call *%rax`): a jmp rel8 inside the call, to a jump in
-         * padding (the call is one instruction: nothing lands inside it), or else the
-         * jump covers the first instructions of its return site too. */
-        if (in.len < JMP_LEN && (why = find_pad(s, a, &pt)) != NULL
-            && (why = call_with_next(s, bl, &pt)) != NULL) {
-            QP_CHECK(refuse_name(s, site, why));
-            continue;
-        }
         QP_CHECK(add_row(s, site, i, 0, &row));
         pt.row = row;
         QP_CHECK(add_cand(s, &pt));
