@@ -501,7 +501,8 @@ dyn_session_select_calls(dyn_session_t *s, const char *pattern, unsigned *nmatch
 
 /*
  * Ask for snippet BEFORE (and, at a DYN_PT_CALL or DYN_PT_WHOLE, AFTER; either may be
- * NULL, not both)
+ * NULL, not both but at a DYN_PT_PROC: then its copy runs its row's counter, or nothing
+ * at its entry when dyn_session_set_sites gives it call sites)
  * at the point of KIND at link-time address ADDR (the entry, the call, the ret, the
  * block's start) of procedure PROC; NAME names its row. *ROW (may be NULL) gets the row.
  * QP_EUNSUPP with *WHY (static text) when the point cannot be patched as the file shows
@@ -511,6 +512,22 @@ int
 dyn_session_add_point(dyn_session_t *s, int kind, uint32_t proc, uint64_t addr,
     const dyn_snippet_t *before, const dyn_snippet_t *after, const char *name,
     uint32_t *row /*OUT*/, const char **why /*OUT*/);
+
+/* A call site of a procedure relocated whole with a snippet before the call. */
+typedef struct dyn_site {
+    uint64_t addr;      /* link address of the call instruction */
+    dyn_snippet_t snip; /* what runs before it (the caller's until install) */
+} dyn_site_t;
+
+/*
+ * The calls of the procedure of ROW (a DYN_PT_PROC point's) with a snippet before them
+ * in its copy: SITES (N, sorted by address, the caller's until install; each a call of
+ * the procedure, else install refuses the row). The calls are made as every call of a
+ * copy is, with their original return address. 0, QP_ENOTFOUND (no such point),
+ * QP_EINVAL.
+ */
+int
+dyn_session_set_sites(dyn_session_t *s, uint32_t row, const dyn_site_t *sites, size_t n);
 
 /*
  * The exits of the procedure of ROW (a DYN_PT_PROC point's) where its AFTER snippet runs:

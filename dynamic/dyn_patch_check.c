@@ -741,7 +741,7 @@ dyn_session_add_point(dyn_session_t *s, int kind, uint32_t proc, uint64_t addr,
     if (why == NULL)
         why = &unused;
     *why = NULL;
-    if (s == NULL || s->installed || (before == NULL && after == NULL)
+    if (s == NULL || s->installed || (before == NULL && after == NULL && kind != DYN_PT_PROC)
         || (after != NULL && kind != DYN_PT_CALL && kind != DYN_PT_WHOLE
             && kind != DYN_PT_PROC))
         return QP_EINVAL;
@@ -783,6 +783,20 @@ dyn_session_add_point(dyn_session_t *s, int kind, uint32_t proc, uint64_t addr,
     if (row != NULL)
         *row = pt.row;
     return 0;
+}
+
+int
+dyn_session_set_sites(dyn_session_t *s, uint32_t row, const dyn_site_t *sites, size_t n)
+{
+    if (s == NULL || s->installed || (n > 0 && sites == NULL))
+        return QP_EINVAL;
+    for (size_t i = 0; i < s->ncand; i++)
+        if (s->cand[i].row == row && s->cand[i].reloc) {
+            s->cand[i].sites = sites;
+            s->cand[i].nsites = n;
+            return 0;
+        }
+    return QP_ENOTFOUND;
 }
 
 int

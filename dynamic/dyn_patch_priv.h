@@ -113,6 +113,9 @@ typedef struct point {
     const uint64_t *exits; /* reloc: the exits (link addresses, sorted; the caller's
                             * until install) AFTER runs at; NULL: every one */
     size_t nexits;
+    const dyn_site_t *sites; /* reloc: calls with a snippet before them (sorted; the
+                              * caller's until install); NULL: none */
+    size_t nsites;
     uint8_t wide;         /* PT_RSITE whose jump covers the blocks after its own (or
                            * padding): the original must be idle when it goes in */
     size_t nmap;

@@ -193,7 +193,7 @@ reloc_trial(const dyn_session_t *s, const uint32_t *parts, int nparts, point_t *
         { count.nodes, count.n, count.root, pt_point_ctx(PT_POINT_ENTRY, ARCH_FLAGS_STATUS) },
         { &stop, 1, 0, pt_point_ctx(PT_POINT_EXIT, ARCH_FLAGS_STATUS) },
         { &stop, 1, 0, pt_point_ctx(PT_POINT_INSN, ARCH_FLAGS_STATUS) }, NULL, 0, noret,
-        (size_t)nnr, inner, (size_t)nin, unknown, (size_t)nun };
+        (size_t)nnr, inner, (size_t)nin, unknown, (size_t)nun, NULL, 0 };
     size_t cap = pt_proc_size(&p, 256), mapcap = pt_proc_mapcap(&p), nmap;
     uint8_t *out = malloc(cap + 1);
     pt_map_t *map = malloc((mapcap + 1) * sizeof(*map));

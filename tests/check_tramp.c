@@ -470,7 +470,7 @@ START_TEST(test_reloc_whole)
         add_to(ve, 10, NODE(.op = ARCH_SN_CONST, .imm = 1), ARCH_SNX_ENTRY, 0),
         add_to(vr, 11, NODE(.op = ARCH_SN_CONST, .imm = 1), ARCH_SNX_RETURN, 0),
         add_to(vl, 12, NODE(.op = ARCH_SN_CONST, .imm = 1), 0, ARCH_FLAGS_STATUS), NULL, 0,
-        NULL, 0, NULL, 0, NULL, 0 };
+        NULL, 0, NULL, 0, NULL, 0, NULL, 0 };
     pt_map_t m[64];
     size_t nm = 0;
     ck_assert_uint_ge(sizeof(m) / sizeof(m[0]), pt_proc_mapcap(&p) / 4);
@@ -517,7 +517,7 @@ START_TEST(test_reloc_noret)
     pt_proc_t p = { &run, 1, at(OFF_H), { 0 },
         add_to(vr, 8, NODE(.op = ARCH_SN_CONST, .imm = 1), ARCH_SNX_RETURN, 0),
         add_to(vl, 9, NODE(.op = ARCH_SN_CONST, .imm = 1), 0, ARCH_FLAGS_STATUS), NULL, 0,
-        NULL, 0, NULL, 0, NULL, 0 };
+        NULL, 0, NULL, 0, NULL, 0, NULL, 0 };
     pt_map_t m[16];
     size_t nm = 0;
     uint8_t *tr = TRAMP;
@@ -563,7 +563,7 @@ START_TEST(test_reloc_table_jump)
     pt_run_t run = { at(0x140), CODE + 0x140, 13 };
     pt_proc_t p = { &run, 1, at(0x140), { 0 }, { 0 },
         add_to(vl, 9, NODE(.op = ARCH_SN_CONST, .imm = 1), 0, ARCH_FLAGS_STATUS), NULL, 0,
-        NULL, 0, NULL, 0, NULL, 0 };
+        NULL, 0, NULL, 0, NULL, 0, NULL, 0 };
     pt_map_t m[16];
     size_t nm = 0;
     uint8_t *tr = TRAMP;
@@ -622,7 +622,7 @@ START_TEST(test_reloc_unknown_jump)
         add_to(ve, 10, NODE(.op = ARCH_SN_CONST, .imm = 1), ARCH_SNX_ENTRY, 0),
         add_to(vr, 11, NODE(.op = ARCH_SN_CONST, .imm = 1), ARCH_SNX_RETURN, 0),
         add_to(vl, 12, NODE(.op = ARCH_SN_CONST, .imm = 1), 0, ARCH_FLAGS_STATUS), NULL, 0,
-        NULL, 0, NULL, 0, unknown, 1 };
+        NULL, 0, NULL, 0, unknown, 1, NULL, 0 };
     pt_map_t m[32];
     size_t nm = 0;
     uint8_t *tr = TRAMP;
@@ -661,7 +661,7 @@ START_TEST(test_reloc_unknown_jump)
     /* The flags through the translation: s relocated, its jump translated. */
     pt_run_t rs = { at(OFF_S), CODE + OFF_S, 12 };
     const uint64_t sj[] = { at(OFF_S + 3) };
-    pt_proc_t ps = { &rs, 1, at(OFF_S), { 0 }, { 0 }, { 0 }, NULL, 0, NULL, 0, NULL, 0, sj, 1 };
+    pt_proc_t ps = { &rs, 1, at(OFF_S), { 0 }, { 0 }, { 0 }, NULL, 0, NULL, 0, NULL, 0, sj, 1, NULL, 0 };
     ck_assert_int_gt(pt_proc_emit(&ps, (uint64_t)(uintptr_t)tr, tr, PAGE, m, 32, &nm), 0);
     for (uint64_t i = 0; i < 6; i++)
         ck_assert_uint_eq(q(3, i, at(OFF_S + 5)), i < 3);
@@ -677,7 +677,7 @@ START_TEST(test_reloc_refusals)
     /* call 1f; 1: pop %rax; ret - reads its own return address */
     const uint8_t self[] = { 0xe8, 0, 0, 0, 0, 0x58, 0xc3 };
     pt_run_t r1 = { 0x400000, self, sizeof(self) };
-    pt_proc_t p = { &r1, 1, 0x400000, { 0 }, { 0 }, { 0 }, NULL, 0, NULL, 0, NULL, 0, NULL, 0 };
+    pt_proc_t p = { &r1, 1, 0x400000, { 0 }, { 0 }, { 0 }, NULL, 0, NULL, 0, NULL, 0, NULL, 0, NULL, 0 };
     ck_assert_int_eq(pt_proc_emit(&p, 0x500000, out, sizeof(out), m, 16, &nm), QP_EUNSUPP);
     /* jmp into the middle of its own instruction */
     const uint8_t mid[] = { 0x48, 0x89, 0xf8, 0xeb, 0xfc, 0xc3 };
