@@ -6,11 +6,10 @@
  * stopped at its first instruction (dyn run -- COMMAND). Entry counters (with --time also
  * timers at entry and exits, with --calls-from counters at call sites) are patched in,
  * sampled while the process runs, and taken out again; the process is left running.
- * Metrics (-e) and --count/--all/--time sessions (MODULE:GLOB patterns too, '*:malloc')
- * run on metrics/'s live session engine (qm_live_run, on libqpt): --count P is the
- * metric `count calls(P)`, --time P `time wall(P) shared`; --calls-from sessions still
- * on dynamic/'s (dyn_run_session) until the metric language can say "the calls made at
- * each site inside F" (TODO(#30)). This file parses options, turns signals
+ * Every session runs on metrics/'s live session engine (qm_live_run, on libqpt): -e's
+ * metrics, and the options as metrics: --count P is `count calls(P)`, --time P
+ * `time wall(P) shared`, --calls-from F `count calls(*) per call site from(F)`
+ * (MODULE:GLOB patterns too, '*:malloc'). This file parses options, turns signals
  * into the sessions' stop flag, prints what they report and maps failures to exit
  * statuses.
  */
@@ -455,69 +454,6 @@ parse_secs(const char *arg, const char *opt, double *out)
     return 0;
 }
 
-/*
- * One session (dynamic/'s dyn_run_session): attach to PID or start ARGV, measure, print.
- * Returns the exit status: 0, EXIT_FAIL (a line says why), or the program's own status
- * when a started program ended during the session.
- */
-static int
-session(const opts_t *o, int pid, char *const *argv, double t_start)
-{
-    cfg_opts_t co = { 0 };
-    if (tool_debug_on()) { /* QP_DEBUG: development aid, see dyn(1) */
-        co.on_phase = tool_debug_phase;
-        co.on_note = tool_debug_note;
-    }
-    /* The analysis on every CPU (at most 8), as qpt-rewrite's: the same result, sooner
-     * ready (python3.11 --all: half its time to ready on 2 CPUs). */
-    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-    co.threads = cpus < 1 ? 1 : cpus > 8 ? 8 : (unsigned)cpus;
-    int verbose = o->verbose, ret = 0;
-    const dyn_run_cb_t cb = { print_note, print_live, &verbose };
-    dyn_run_opts_t ro = { 0 };
-    ro.pid = pid;
-    ro.argv = argv;
-    ro.count = o->count;
-    ro.ncount = o->ncount;
-    ro.time = o->time;
-    ro.ntime = o->ntime;
-    ro.calls = o->calls;
-    ro.ncalls = o->ncalls;
-    ro.all = o->all;
-    ro.no_atomic = o->no_atomic;
-    ro.follow_exec = o->follow_exec;
-    ro.interval = o->interval;
-    ro.duration = o->duration;
-    ro.hist_buckets = o->histogram ? HIST_BUCKETS : 0;
-    ro.hist_width = HIST_WIDTH;
-    ro.t_start = t_start;
-    ro.cfg = &co;
-    ro.stop = &stop_flag;
-    dyn_run_report_t rep;
-    char why[1024];
-
-    if (dyn_run_session(&ro, &cb, &rep, why, sizeof(why)) < 0) {
-        fprintf(stderr, "%s: %s\n", prog_name, why);
-        ret = EXIT_FAIL;
-    }
-    if (rep.measured) {
-        if (report(&rep, o->csv, o->zeros) < 0)
-            ret = EXIT_FAIL;
-        if (rep.hist.v != NULL)
-            print_histogram(&rep);
-        if (ret == 0 && rep.ended && argv != NULL)
-            ret = WIFEXITED(rep.status) ? WEXITSTATUS(rep.status)
-                                        : 128 + WTERMSIG(rep.status);
-        if (out_closed) {
-            fprintf(stderr, "%s: %d: standard output was closed: session ended%s\n",
-                prog_name, rep.pid, rep.ended ? "" : ", instrumentation removed");
-            ret = EXIT_FAIL;
-        }
-    }
-    dyn_run_report_free(&rep);
-    return ret;
-}
-
 static int steering; /* --commands: the screen is the conversation's, never cleared */
 
 /* The analysis on every CPU (at most 8), as qpt-rewrite's and dyn_run's: the same
@@ -769,6 +705,19 @@ count_row(counting_t *c, const char *name)
     return c->nnames++;
 }
 
+/* The name of a row of metric M whose focus is FOCUS: FOCUS, but a call site's
+ * (--calls-from) as dyn writes it, "F+0xOFF->CALLEE" (the language's "F+0xOFF ->
+ * CALLEE"), into NAME (LEN bytes). */
+static const char *
+row_name(const counting_t *c, size_t m, const char *focus, char *name, size_t len)
+{
+    const char *arrow = strstr(focus, " -> ");
+    if (arrow == NULL || c->mkind[qm_instance_of(c->set, m)] != 'f')
+        return focus;
+    snprintf(name, len, "%.*s->%s", (int)(arrow - focus), focus, arrow + 4);
+    return name;
+}
+
 /* The engine's rows (ROWS, N) as calls per row of c->names, into c->now, and the
  * timers' values (--time) into c->wall. */
 static void
@@ -780,7 +729,8 @@ count_take(counting_t *c, const qm_row_t *rows, size_t n)
     for (size_t i = 0; i < n; i++) {
         if (!rows[i].measured)
             continue;
-        size_t k = count_row(c, rows[i].focus);
+        char name[200];
+        size_t k = count_row(c, row_name(c, rows[i].metric, rows[i].focus, name, sizeof(name)));
         if (k == SIZE_MAX || seen == NULL)
             continue;
         /* --time's timer: its time (running calls included, never lower than before)
@@ -801,11 +751,15 @@ static void
 count_refused(void *arg, size_t m, const char *proc, const char *why)
 {
     counting_t *c = arg;
-    /* "PROC at 0xADDR: reason": the note names PROC already. */
-    size_t np = strlen(proc);
-    if (strncmp(why, proc, np) == 0 && strncmp(why + np, " at 0x", 6) == 0
-        && strstr(why + np, ": ") != NULL)
-        why = strstr(why + np, ": ") + 2;
+    char name[200];
+    proc = row_name(c, m, proc, name, sizeof(name));
+    /* "PROC at 0xADDR: reason": the note names PROC already (a call site's, PROC+0xOFF
+     * ->CALLEE, names its procedure). */
+    const char *at = strstr(why, " at 0x");
+    size_t np = at != NULL ? (size_t)(at - why) : 0;
+    if (at != NULL && strncmp(why, proc, np) == 0
+        && (proc[np] == '\0' || proc[np] == '+' || proc[np] == '-') && strstr(at, ": ") != NULL)
+        why = strstr(at, ": ") + 2;
     for (size_t i = 0; i < c->nref; i++)
         if (strcmp(c->ref[i], proc) == 0) {
             c->refall[i] &= c->mkind[qm_instance_of(c->set, m)] == 'a';
@@ -937,12 +891,12 @@ count_event(void *arg, const qm_live_event_t *ev)
     case QM_EV_PLACED: {
         size_t nref = count_refusals(c), nin = count_placed(c, ev->placed, ev->nmetrics);
         if (c->image == 0)
-            count_note(c, 0, "%d: %zu procedures instrumented, %zu refused, stopped %.1f ms, "
-                       "%.2f s after dyn started", ev->pid, nin, nref, ev->stop_ms,
+            count_note(c, 0, "%d: %zu %s instrumented, %zu refused, stopped %.1f ms, "
+                       "%.2f s after dyn started", ev->pid, nin, what, nref, ev->stop_ms,
                        dyn_run_now() - c->t_start);
         else
-            count_note(c, 0, "%d: %zu procedures instrumented, %zu refused, stopped %.1f ms",
-                       ev->pid, nin, nref, ev->stop_ms);
+            count_note(c, 0, "%d: %zu %s instrumented, %zu refused, stopped %.1f ms",
+                       ev->pid, nin, what, nref, ev->stop_ms);
         size_t waiting = 0;
         for (size_t i = 0; i < qm_count(c->set); i++)
             waiting += qm_state(c->set, i) == QM_WAITING;
@@ -954,8 +908,8 @@ count_event(void *arg, const qm_live_event_t *ev)
     }
     case QM_EV_LOADED: {
         size_t nref = count_refusals(c), nin = count_placed(c, ev->placed, ev->nmetrics);
-        count_note(c, 0, "%d: %s loaded: %zu procedures instrumented, %zu refused, stopped "
-                   "%.1f ms", ev->pid, ev->name, nin, nref, ev->stop_ms);
+        count_note(c, 0, "%d: %s loaded: %zu %s instrumented, %zu refused, stopped "
+                   "%.1f ms", ev->pid, ev->name, nin, what, nref, ev->stop_ms);
         break;
     }
     case QM_EV_REMOVED:
@@ -1063,8 +1017,8 @@ count_ready(void *arg, int pid, double stop_ms)
     c->next_table = c->o->interval > 0 ? c->t0 + c->o->interval : 0;
 }
 
-/* The metric of option KIND ('c' --count, 'a' --all, 'w' --time) of PATTERN into TEXT
- * (LEN bytes). */
+/* The metric of option KIND ('c' --count, 'a' --all, 'w' --time, 'f' --calls-from) of
+ * PATTERN into TEXT (LEN bytes). */
 static void
 option_metric(char kind, const char *pattern, char *text, size_t len)
 {
@@ -1080,6 +1034,14 @@ option_metric(char kind, const char *pattern, char *text, size_t len)
         snprintf(pat, sizeof(pat), "%.*s.so*%s", (int)(sep - pattern), pattern, sep);
     else
         snprintf(pat, sizeof(pat), "%s", pattern);
+    if (kind == 'f') {
+        /* The calls made inside the procedures PATTERN names: every callee (calls
+         * through pointers as *indirect), in the same library as they. */
+        const char *ps = cfg_module_sep(pat);
+        snprintf(text, len, "count calls(%.*s*) per call site from(%s)",
+                 ps != NULL ? (int)(ps - pat) + 1 : 0, pat, pat);
+        return;
+    }
     snprintf(text, len, kind == 'w' ? "time wall(%s) shared" : "count calls(%s)", pat);
 }
 
@@ -1089,7 +1051,8 @@ static int
 count_metric(counting_t *c, char kind, const char *pattern)
 {
     char text[4200], why[2048];
-    const char *opt = kind == 'c' ? "--count" : kind == 'a' ? "--all" : "--time";
+    const char *opt = kind == 'c' ? "--count" : kind == 'a' ? "--all"
+                    : kind == 'f' ? "--calls-from" : "--time";
     option_metric(kind, pattern, text, sizeof(text));
     if (qm_parse(text, opt, 1, &c->set, why, sizeof(why)) < 0) {
         fprintf(stderr, "%s: %s '%s': %s\n", prog_name, opt, pattern, why);
@@ -1107,7 +1070,7 @@ static int
 count_metrics(counting_t *c)
 {
     const opts_t *o = c->o;
-    size_t n = o->ntime + o->ncount + 1;
+    size_t n = o->ntime + o->ncalls + o->ncount + 1;
     c->mpat = calloc(n, sizeof(char *));
     c->mkind = calloc(n, 1);
     if (c->mpat == NULL || c->mkind == NULL)
@@ -1115,6 +1078,9 @@ count_metrics(counting_t *c)
     c->timed = o->ntime > 0;
     for (size_t i = 0; i < o->ntime; i++)
         if (count_metric(c, 'w', o->time[i]) < 0)
+            return -1;
+    for (size_t i = 0; i < o->ncalls; i++)
+        if (count_metric(c, 'f', o->calls[i]) < 0)
             return -1;
     for (size_t i = 0; i < o->ncount; i++)
         if (count_metric(c, 'c', o->count[i]) < 0)
@@ -1665,12 +1631,12 @@ main(int argc, char **argv)
     size_t ntexts = 0;
     if (texts == NULL)
         return EXIT_FAIL;
-    if ((((o.npids > 1 || o.children) && !run) || o.commands) && o.ncalls == 0
-        && !o.no_atomic) {
-        for (size_t i = 0; i < o.ntime + o.ncount + (size_t)o.all; i++) {
-            char kind = i < o.ntime ? 'w' : i < o.ntime + o.ncount ? 'c' : 'a';
-            const char *pat = i < o.ntime ? o.time[i] : i < o.ntime + o.ncount
-                              ? o.count[i - o.ntime] : "*";
+    if ((((o.npids > 1 || o.children) && !run) || o.commands) && !o.no_atomic) {
+        size_t nt = o.ntime, nf = nt + o.ncalls, nc = nf + o.ncount;
+        for (size_t i = 0; i < nc + (size_t)o.all; i++) {
+            char kind = i < nt ? 'w' : i < nf ? 'f' : i < nc ? 'c' : 'a';
+            const char *pat = i < nt ? o.time[i] : i < nf ? o.calls[i - nt]
+                              : i < nc ? o.count[i - nf] : "*";
             char text[4200];
             option_metric(kind, pat, text, sizeof(text));
             if ((texts[ntexts] = strdup(text)) == NULL)
@@ -1678,7 +1644,7 @@ main(int argc, char **argv)
             o.margs[o.nm] = texts[ntexts++];
             o.morder[o.nm++] = 'e';
         }
-        o.ntime = o.ncount = 0;
+        o.ntime = o.ncount = o.ncalls = 0;
         o.all = 0;
     }
     if (o.max_overhead > 0 && o.nm == 0 && !o.commands) {
@@ -1758,10 +1724,8 @@ main(int argc, char **argv)
         ret = many_session(&o);
     else if (o.nm > 0 || o.commands)
         ret = metrics_session(&o, pid, run ? argv + optind : NULL);
-    else if (o.ncalls == 0)
-        ret = count_session(&o, pid, run ? argv + optind : NULL, t_started);
     else
-        ret = session(&o, pid, run ? argv + optind : NULL, t_started);
+        ret = count_session(&o, pid, run ? argv + optind : NULL, t_started);
     if (trace.f != NULL) {
         fprintf(trace.f, "\n]}\n");
         if (tool_out_close(&trace.out, prog_name, 1) < 0) {
