@@ -131,13 +131,17 @@ entry_save_flags(const cfg_proc_t *pr)
  * the padding after it (spill). A direct call may be the last instruction: the
  * trampoline pushes its return address, which is then the end of the replaced bytes (so
  * a callee returns right after the jump, into the original code, whether the jump is
- * in or not). FIRST_ONLY (an indirect jump with unknown targets might land anywhere in
- * the procedure, but not inside an instruction): the bytes must be one instruction.
+ * in or not). FLAGS: ENTRY_FIRST_ONLY (an indirect jump with unknown targets might land
+ * anywhere in the procedure, but not inside an instruction): the bytes must be one
+ * instruction; ENTRY_COPY (the jump into a procedure's copy, which makes every call, an
+ * indirect one too, with its original return address): an indirect call may be the last
+ * instruction as well.
  */
 const char *
 entry_insns(
-    const dyn_session_t *s, uint32_t i, size_t need, int first_only, point_t *pt /*OUT*/)
+    const dyn_session_t *s, uint32_t i, size_t need, int flags, point_t *pt /*OUT*/)
 {
+    int first_only = flags & ENTRY_FIRST_ONLY;
     const cfg_prog_t *prog = s->prog;
     const cfg_proc_t *pr = &prog->procs[i];
     const cfg_block_t *b = &prog->blocks[pr->block];
@@ -189,8 +193,13 @@ entry_insns(
             pt->call_ret = 1;
             break;
         case ARCH_KIND_CALL_IND:
-            return "an indirect call in its first 5 bytes (the return address would be "
-                   "in the trampoline)";
+            if (!(flags & ENTRY_COPY))
+                return "an indirect call in its first 5 bytes (the return address would "
+                       "be in the trampoline)";
+            if (has_shadow_stack(s))
+                return "a call in its first 5 bytes (the process has a shadow stack)";
+            pt->call_ret = 1;
+            break;
         case ARCH_KIND_SYSCALL: return "a system call in its first 5 bytes";
         default: return "an instruction in its first 5 bytes cannot be moved";
         }

@@ -237,9 +237,10 @@ int
 has_shadow_stack(const dyn_session_t *s);
 uint8_t
 entry_save_flags(const cfg_proc_t *pr);
+enum { ENTRY_FIRST_ONLY = 1, ENTRY_COPY = 2 }; /* entry_insns's FLAGS */
 const char *
 entry_insns(
-    const dyn_session_t *s, uint32_t i, size_t need, int first_only, point_t *pt /*OUT*/);
+    const dyn_session_t *s, uint32_t i, size_t need, int flags, point_t *pt /*OUT*/);
 const char *
 entry_ok(const dyn_session_t *s, uint32_t i, int *first_only /*OUT*/);
 const char *

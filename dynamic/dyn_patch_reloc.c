@@ -415,18 +415,19 @@ check_reloc(dyn_session_t *s, uint32_t i, const char *name, int timed, int exits
      * prefix of its jump and that procedure's displacement (pun_site). */
     int keep = s->nb_want != 0 && s->nb_pun;
     if (keep && (pr->entry != s->nb_want + 1 || ((pr->entry + s->bias) & 4095) > 4096 - JMP_LEN - 1
-                    || entry_insns(s, i, JMP_LEN + 1, 0, &pt) != NULL))
+                    || entry_insns(s, i, JMP_LEN + 1, ENTRY_COPY, &pt) != NULL))
         return "its entry cannot keep its first byte before its jump";
     const char *cross = keep ? NULL
         : ((pr->entry + s->bias) & 4095) > 4096 - JMP_LEN
         ? "its first 5 bytes cross a page boundary (the jump could not be written in one "
           "piece)"
         : NULL;
-    if (!keep && (cross != NULL || (why = entry_insns(s, i, JMP_LEN, 0, &pt)) != NULL)) {
+    if (!keep
+        && (cross != NULL || (why = entry_insns(s, i, JMP_LEN, ENTRY_COPY, &pt)) != NULL)) {
         /* Too short, or across a page: a jmp rel8 to a jump in padding, or else in its
          * own original code (a slot, found once the bytes its other jumps take are
          * known). */
-        if (entry_insns(s, i, SHORT_LEN, 0, &pt) != NULL)
+        if (entry_insns(s, i, SHORT_LEN, ENTRY_COPY, &pt) != NULL)
             return why != NULL ? why : cross;
         if (((pr->entry + s->bias) & 4095) > 4096 - SHORT_LEN)
             return cross;
