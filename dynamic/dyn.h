@@ -9,20 +9,17 @@
  * it; dyn_session_* places entry counters (and timers at entries and exits, and counters
  * at call sites) with trampolines built by arch/'s emitters and
  * instruction relocation (the same ones the static editor uses), samples them while the
- * process runs, and takes them out again; dyn_run_session runs a whole session the way
- * tools/dyn does (attach or start, choose, install, sample, remove), telling its caller
- * what happens through callbacks. dynamic/ never sees the ELF writer or libelf, never
- * prints, exits or installs signal handlers.
+ * process runs, and takes them out again (libqpt's live spaces run sessions on them);
+ * dyn_clean takes out what a killed dyn left. dynamic/ never sees the ELF writer or
+ * libelf, never prints, exits or installs signal handlers.
  * Errors: 0 or a negative QP_E* code; QP_EIO means a system call failed and errno is kept
  * (EPERM: not allowed to trace, ESRCH: the process is gone).
  * Lifetimes: a session points into its dyn_proc_t and cfg_prog_t, which must outlive it.
  */
-#include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include "arch/arch.h"
-#include "base/drv_hist.h"
 #include "cfg/cfg.h"
 #include "editor/ed.h"
 
@@ -760,131 +757,12 @@ dyn_clean(dyn_proc_t *p, const cfg_image_t *img, uint64_t bias,
     dyn_clean_report_t *out /*OUT*/);
 
 
-/*****************************************************************************
- * A whole measuring session (dyn_run.c): what `dyn attach` and `dyn run` do with --time
- * and --calls-from (--count and --all alone, and -e, run on metrics/'s qm_live_run)
- */
-
-/* One row of a table: a point (a procedure or a call site) and its counts. */
-typedef struct dyn_row {
-    const char *name; /* the point's name */
-    size_t point;     /* its index (dyn_session_point; dyn_run_report_t's arrays) */
-    uint64_t calls;   /* calls counted */
-    uint64_t rate;    /* ... since the previous live table (live tables only, else 0) */
-    int64_t wall_ns;  /* time inside so far, -1 when not timed */
-} dyn_row_t;
-
-/*
- * The rows of the N points named NAMES with the counts NOW (PREV: at the previous table,
- * for rates, may be NULL; NS: times, may be NULL), by rate, then calls, then name
- * (malloc'ed). NULL when out of memory.
- */
-dyn_row_t *
-dyn_rows_make(size_t n, const char *const *names, const uint64_t *now, const uint64_t *prev,
-    const int64_t *ns);
-
-/* A live table (dyn_run_opts_t.interval). Valid during the callback only. */
-typedef struct dyn_live {
-    int pid;               /* the process */
-    double t;              /* seconds since the instrumentation went in */
-    double dt;             /* seconds since the previous table */
-    const dyn_row_t *rows; /* every point, by rate, then calls, then name */
-    size_t nrows;          /* how many */
-} dyn_live_t;
-
-/* How a session tells its caller what happens; every member may be NULL. */
-typedef struct dyn_run_cb {
-    /* One line for the user, without program name or newline: a pattern that matches
-     * nothing, each point refused and why, what was installed and how long the process
-     * was stopped, what removal left behind, counts read after the process ended. DETAIL
-     * lines (refusals of `all`, removal times, call-site trampolines left mapped) are
-     * worth showing only on request (dyn -v). */
-    void (*note)(void *arg, int detail, const char *line);
-    /* A live table every opts.interval seconds. Nonzero ends the session as a stop does
-     * (say: the output it prints to is gone). */
-    int (*live)(void *arg, const dyn_live_t *table);
-    void *arg; /* ARG of both */
-} dyn_run_cb_t;
-
-/* What to measure, where and how long. Zero-initialise, then set pid or argv. */
-typedef struct dyn_run_opts {
-    int pid;                  /* attach to this running process, or */
-    char *const *argv;        /* start this program (dyn_proc_spawn), NULL-terminated */
-    const char *const *count; /* dyn_session_select patterns (ncount of them) */
-    size_t ncount;            /* how many */
-    const char *const *time;  /* dyn_session_select_time patterns (chosen first) */
-    size_t ntime;             /* how many */
-    const char *const *calls; /* dyn_session_select_calls patterns: rows are then
-                               * "points" in notes, not "procedures" */
-    size_t ncalls;            /* how many */
-    int all;                  /* also every procedure that can be patched */
-    int no_atomic;            /* plain counter increments (dyn_session_set_atomic) */
-    int follow_exec;          /* follow the process (forks, execs: an exec instruments
-                               * the new program) with bare patterns too; a MODULE:
-                               * pattern always follows */
-    double interval;          /* seconds between live tables; 0: none */
-    double duration;          /* seconds to measure; 0: until *stop, the process ends
-                               * or the live callback ends it */
-    size_t hist_buckets;      /* keep the calls over time in this many buckets (even,
-                               * >= 2; see drv_hist_t); 0: no histogram */
-    double hist_width;        /* ... of this many seconds at first */
-    double t_start;           /* dyn_run_now() when the caller started: the install
-                               * note says how long after it the points were in */
-    const cfg_opts_t *cfg;    /* for cfg_prog_build (may be NULL) */
-    /* Polled (may be NULL): nonzero ends the session at the next check, never in the
-     * middle of an install or a removal; before the install it fails with QP_EINTR and
-     * nothing is patched. A signal handler of the caller's sets it; installed without
-     * SA_RESTART, it also cuts the sampling loop's sleeps short. */
-    volatile sig_atomic_t *stop;
-} dyn_run_opts_t;
-
-/* What a session measured. */
-typedef struct dyn_run_report {
-    int pid;          /* the process (0: it could not be started or attached) */
-    int measured;     /* the counts were read: every field below is set */
-    size_t npoints;   /* points measured */
-    char **names;     /* per point: its name */
-    uint64_t *calls;  /* per point: calls counted */
-    int64_t *wall_ns; /* per point: time inside, -1 when not timed */
-    dyn_row_t *rows;  /* every point, by calls (descending), then name */
-    int timed;        /* some point has a timer */
-    double secs;      /* from the install to the final sample */
-    int ended;        /* the process ended during the session */
-    int status;       /* ... its wait status (a started program; 0 for another) */
-    drv_hist_t hist;  /* the calls over time (hist.v is NULL without hist_buckets) */
-} dyn_run_report_t;
-
-/*
- * One session of O: start O->argv or attach to O->pid; read and analyse its executable
- * (/proc/PID/exe); choose the points; stop it, install, let it run; sample (live tables
- * through CB, the histogram) until O->duration, *O->stop, CB's live callback or the end
- * of the process; stop it, take everything out and let it go; read the final counts into
- * *REP. The process is left running, except a started program that nothing could be
- * installed in: it is killed before it ran any of its code. Nothing is printed: CB (may
- * be NULL) is told what happens. No signal handler is installed.
- * Returns 0, or QP_E* with one line in WHY (WHYLEN bytes; "PID: what: reason", or "CMD:
- * reason" when the program could not be started). REP->measured may be set on failure
- * too: the process could not be stopped to take the instrumentation out, but the counts
- * were read. Free *REP with dyn_run_report_free (also after a failure).
- */
-int
-dyn_run_session(const dyn_run_opts_t *o, const dyn_run_cb_t *cb,
-    dyn_run_report_t *rep /*OUT*/, char *why, size_t whylen);
-
-/* Free REP's arrays and zero it. NULL is fine. */
-void
-dyn_run_report_free(dyn_run_report_t *rep);
-
 /*
  * `dyn clean PID`: attach to process PID, read its executable, stop it and take out what
  * a killed dyn left (dyn_clean), then let it go. Returns 0 with *OUT filled, or QP_E*
  * with one line in WHY ("PID: what: reason").
  */
 int
-dyn_run_clean(int pid, dyn_clean_report_t *out /*OUT*/, char *why, size_t whylen);
-
-/* CLOCK_MONOTONIC in seconds: the clock of dyn_run_opts_t.t_start. */
-double
-dyn_run_now(void);
+dyn_clean_pid(int pid, dyn_clean_report_t *out /*OUT*/, char *why, size_t whylen);
 
 #endif

@@ -27,6 +27,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "cfg/cfg.h"
@@ -66,12 +67,88 @@ static trace_out_t trace;
 
 static char *show_name(const char *name);
 
+/*****************************************************************************
+ * Tables: a session's rows (procedures or call sites), live and at the end
+ */
+
+/* One row of a table and its counts. */
+typedef struct row {
+    const char *name; /* the row's name */
+    size_t point;     /* its index among the session's rows (counting_t.names) */
+    uint64_t calls;   /* calls counted */
+    uint64_t rate;    /* ... since the previous live table (live tables only, else 0) */
+    int64_t wall_ns;  /* time inside so far, -1 when not timed */
+} row_t;
+
+/* A live table (--interval). */
+typedef struct live {
+    int pid;          /* the process */
+    double t;         /* seconds since the instrumentation went in */
+    double dt;        /* seconds since the previous table */
+    const row_t *rows; /* every row, by rate, then calls, then name */
+    size_t nrows;
+} live_t;
+
+/* The final table. */
+typedef struct final {
+    size_t npoints;          /* rows */
+    char **names;            /* per row: its name */
+    const uint64_t *calls;   /* per row: calls counted */
+    row_t *rows;             /* every row, by calls (descending), then name */
+    int timed;               /* some row has a timer */
+    double secs;             /* from the install to the final sample */
+    const qpt_hist_t *hist;  /* the calls over time (NULL: no --histogram) */
+} final_t;
+
+/* CLOCK_MONOTONIC in seconds. */
+static double
+now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
 
 static int
-trace_sample(const dyn_live_t *l)
+row_cmp(const void *a, const void *b)
+{
+    const row_t *x = a, *y = b;
+    if (x->rate != y->rate)
+        return x->rate < y->rate ? 1 : -1;
+    if (x->calls != y->calls)
+        return x->calls < y->calls ? 1 : -1;
+    return strcmp(x->name, y->name);
+}
+
+/*
+ * The rows of the N points named NAMES with the counts NOW (PREV: at the previous table,
+ * for rates, may be NULL; NS: times, may be NULL), by rate, then calls, then name
+ * (malloc'ed). NULL when out of memory.
+ */
+static row_t *
+rows_make(size_t n, const char *const *names, const uint64_t *now, const uint64_t *prev,
+          const int64_t *ns)
+{
+    row_t *r = calloc(n ? n : 1, sizeof(*r));
+    if (r == NULL)
+        return NULL;
+    for (size_t i = 0; i < n; i++) {
+        r[i].name = names[i];
+        r[i].point = i;
+        r[i].calls = now[i];
+        r[i].rate = prev != NULL ? now[i] - prev[i] : 0;
+        r[i].wall_ns = ns != NULL ? ns[i] : -1;
+    }
+    qsort(r, n, sizeof(*r), row_cmp);
+    return r;
+}
+
+
+static int
+trace_sample(const live_t *l)
 {
     for (size_t i = 0; i < l->nrows; i++) {
-        const dyn_row_t *r = &l->rows[i];
+        const row_t *r = &l->rows[i];
         if (r->point >= trace.nlast) {
             size_t n = 2 * r->point + 16;
             uint64_t *v = realloc(trace.last, n * sizeof(uint64_t));
@@ -221,9 +298,9 @@ show_name(const char *name)
     return out;
 }
 
-/* dyn_run_cb_t.live: the live table; nonzero once standard output is gone. */
+/* The live table L; nonzero once standard output is gone. */
 static int
-print_live(void *arg, const dyn_live_t *l)
+print_live(void *arg, const live_t *l)
 {
     size_t shown = 0;
     (void)arg;
@@ -245,7 +322,7 @@ print_live(void *arg, const dyn_live_t *l)
     else
         printf("%14s %16s  %s\n", "calls/s", "calls", "procedure");
     for (size_t i = 0; i < l->nrows && shown < 20; i++, shown++) {
-        const dyn_row_t *r = &l->rows[i];
+        const row_t *r = &l->rows[i];
         printf("%14.0f %16llu", l->dt > 0 ? (double)r->rate / l->dt : 0.0,
             (unsigned long long)r->calls);
         if (timed && r->wall_ns >= 0)
@@ -260,7 +337,7 @@ print_live(void *arg, const dyn_live_t *l)
     return out_closed;
 }
 
-/* dyn_run_cb_t.note: one line on stderr; details only with -v. */
+/* A note: one line on stderr; DETAIL ones only with -v (*ARG). */
 static void
 print_note(void *arg, int detail, const char *line)
 {
@@ -278,9 +355,9 @@ print_note(void *arg, int detail, const char *line)
 
 /* The calls over time of the most called points, one line per bucket used. */
 static void
-print_histogram(const dyn_run_report_t *rep)
+print_histogram(const final_t *rep)
 {
-    const drv_hist_t *h = &rep->hist;
+    const qpt_hist_t *h = rep->hist;
     const uint64_t *c = rep->calls;
     size_t n = rep->npoints, top[HIST_SERIES], ntop = 0;
     for (size_t k = 0; k < HIST_SERIES; k++) {
@@ -298,15 +375,15 @@ print_histogram(const dyn_run_report_t *rep)
     }
     printf("\ncalls over time (%zu buckets of %.3f s; widths double as the session "
            "grows):\n",
-        h->used, h->width);
+        qpt_hist_used(h), qpt_hist_width(h));
     printf("%10s", "t/s");
     for (size_t j = 0; j < ntop; j++)
         printf(" %14.14s", rep->names[top[j]]);
     putchar('\n');
-    for (size_t b = 0; b < h->used; b++) {
-        printf("%10.2f", (double)b * h->width);
+    for (size_t b = 0; b < qpt_hist_used(h); b++) {
+        printf("%10.2f", (double)b * qpt_hist_width(h));
         for (size_t j = 0; j < ntop; j++)
-            printf(" %14llu", (unsigned long long)drv_hist_get(h, top[j], b));
+            printf(" %14llu", (unsigned long long)qpt_hist_get(h, top[j], b));
         putchar('\n');
     }
 }
@@ -359,10 +436,10 @@ print_metric_histogram(const qm_set_t *set, const qm_live_report_t *rep)
 /* The CSV (CSV, may be NULL) and the final table of REP: the rows never called only
  * with ZEROS (the CSV has every row). 0, or -1 (message printed). */
 static int
-report(const dyn_run_report_t *rep, const char *csv, int zeros)
+report(const final_t *rep, const char *csv, int zeros)
 {
     size_t n = rep->npoints;
-    const dyn_row_t *r = rep->rows;
+    const row_t *r = rep->rows;
     FILE *f;
 
     /* The CSV first: scripts rely on it even when stdout is a closed pipe. */
@@ -456,7 +533,7 @@ parse_secs(const char *arg, const char *opt, double *out)
 
 static int steering; /* --commands: the screen is the conversation's, never cleared */
 
-/* The analysis on every CPU (at most 8), as qpt-rewrite's and dyn_run's: the same
+/* The analysis on every CPU (at most 8), as qpt-rewrite's: the same
  * result, sooner ready (python3.11 --all: half its time to ready on 2 CPUs). */
 static void
 analysis_threads(void)
@@ -614,7 +691,7 @@ typedef struct counting {
     uint64_t *prev;      /* per row: its calls at the previous live table */
     uint64_t *now;       /* per row: its calls at the last sample */
     int64_t *wall;       /* per row: its time inside at the last sample, ns (-1: none) */
-    drv_hist_t hist;     /* --histogram: the calls over time (hist.v NULL: none) */
+    qpt_hist_t *hist;    /* --histogram: the calls over time (NULL: none) */
     double t0;           /* when the metrics went in (qm_now's clock) */
     double last_table;   /* when the previous live table was shown (0: none yet) */
     double next_table;   /* when the next is due (0: no live tables) */
@@ -893,7 +970,7 @@ count_event(void *arg, const qm_live_event_t *ev)
         if (c->image == 0)
             count_note(c, 0, "%d: %zu %s instrumented, %zu refused, stopped %.1f ms, "
                        "%.2f s after dyn started", ev->pid, nin, what, nref, ev->stop_ms,
-                       dyn_run_now() - c->t_start);
+                       now_s() - c->t_start);
         else
             count_note(c, 0, "%d: %zu %s instrumented, %zu refused, stopped %.1f ms",
                        ev->pid, nin, what, nref, ev->stop_ms);
@@ -946,38 +1023,20 @@ count_event(void *arg, const qm_live_event_t *ev)
 
 /* The rows now (c->now), with their rates since the previous table when RATES; by rate,
  * then calls, then name. NULL when out of memory. */
-static dyn_row_t *
+static row_t *
 count_rows(const counting_t *c, int rates)
 {
-    return dyn_rows_make(c->nnames, (const char *const *)c->names, c->now,
+    return rows_make(c->nnames, (const char *const *)c->names, c->now,
                          rates ? c->prev : NULL, c->timed ? c->wall : NULL);
 }
 
-/* The histogram's series up to the rows known now; -1 when out of memory. */
+/* The histogram's series up to the rows known now (from T); -1 when out of memory. */
 static int
 count_hist_grow(counting_t *c, double t)
 {
-    drv_hist_t *h = &c->hist;
-    if (h->v == NULL)
-        return drv_hist_init(h, c->nnames, HIST_BUCKETS, HIST_WIDTH, t) < 0 ? -1 : 0;
-    if (h->nseries >= c->nnames)
-        return 0;
-    size_t n = c->nnames;
-    uint64_t *v = calloc(n * h->nbuckets + 1, sizeof(uint64_t));
-    uint64_t *l = calloc(n + 1, sizeof(uint64_t));
-    if (v == NULL || l == NULL) {
-        free(v);
-        free(l);
-        return -1;
-    }
-    memcpy(v, h->v, h->nseries * h->nbuckets * sizeof(uint64_t));
-    memcpy(l, h->last, h->nseries * sizeof(uint64_t));
-    free(h->v);
-    free(h->last);
-    h->v = v;
-    h->last = l;
-    h->nseries = n;
-    return 0;
+    if (c->hist == NULL)
+        return qpt_hist_create(c->nnames, HIST_BUCKETS, HIST_WIDTH, t, &c->hist) < 0 ? -1 : 0;
+    return qpt_hist_grow(c->hist, c->nnames) < 0 ? -1 : 0;
 }
 
 /* qm_live_opts_t.on_sample: the histogram's series, the live table when due. */
@@ -988,14 +1047,14 @@ count_sample(void *arg, const qm_set_t *set, const qm_row_t *rows, size_t n,
     counting_t *c = arg;
     (void)set, (void)costs, (void)ncosts;
     count_take(c, rows, n);
-    double now = dyn_run_now();
+    double now = now_s();
     if (c->o->histogram && count_hist_grow(c, c->t0) == 0)
-        drv_hist_add(&c->hist, now, c->now);
+        qpt_hist_add(c->hist, now, c->now);
     if (c->next_table <= 0 || now < c->next_table)
         return 0;
-    dyn_row_t *r = count_rows(c, 1);
+    row_t *r = count_rows(c, 1);
     if (r != NULL) {
-        dyn_live_t l = { c->pid, t, now - c->last_table, r, c->nnames };
+        live_t l = { c->pid, t, now - c->last_table, r, c->nnames };
         c->gone = print_live(NULL, &l) != 0;
     }
     free(r);
@@ -1013,7 +1072,7 @@ count_ready(void *arg, int pid, double stop_ms)
     counting_t *c = arg;
     (void)stop_ms;
     c->pid = pid;
-    c->t0 = c->last_table = dyn_run_now();
+    c->t0 = c->last_table = now_s();
     c->next_table = c->o->interval > 0 ? c->t0 + c->o->interval : 0;
 }
 
@@ -1138,23 +1197,20 @@ count_session(const opts_t *o, int pid, char *const *argv, double t_start)
     }
     if (rep.rows != NULL || rc == 0) { /* (no row: nothing matched, still a table) */
         count_take(&c, rep.rows, rep.nrows);
-        dyn_run_report_t r = { 0 };
-        r.pid = rep.pid;
+        final_t r = { 0 };
         r.npoints = c.nnames;
         r.names = c.names;
         r.calls = c.now;
         r.rows = count_rows(&c, 0);
         r.timed = c.timed;
         r.secs = rep.secs;
-        r.ended = rep.ended;
-        r.status = rep.status;
         if (o->histogram && count_hist_grow(&c, c.t0) == 0) {
-            drv_hist_add(&c.hist, dyn_run_now(), c.now);
+            qpt_hist_add(c.hist, now_s(), c.now);
             r.hist = c.hist;
         }
         if (r.rows == NULL || report(&r, o->csv, o->zeros) < 0)
             ret = EXIT_FAIL;
-        if (r.hist.v != NULL)
+        if (r.hist != NULL)
             print_histogram(&r);
         free(r.rows);
         if (ret == 0 && rep.ended && argv != NULL)
@@ -1165,7 +1221,7 @@ count_session(const opts_t *o, int pid, char *const *argv, double t_start)
             ret = EXIT_FAIL;
         }
     }
-    drv_hist_free(&c.hist);
+    qpt_hist_destroy(c.hist);
     for (size_t i = 0; i < c.nnames; i++)
         free(c.names[i]);
     free(c.names);
@@ -1477,7 +1533,7 @@ clean_main(int argc, char **argv)
         return EXIT_USAGE;
     }
     catch_signals();
-    if (dyn_run_clean(pid, &r, why, sizeof(why)) < 0) {
+    if (dyn_clean_pid(pid, &r, why, sizeof(why)) < 0) {
         fprintf(stderr, "%s: %s\n", prog_name, why);
         return EXIT_FAIL;
     }
@@ -1514,7 +1570,7 @@ main(int argc, char **argv)
         { NULL, 0, NULL, 0 },
     };
     double t_started
-        = dyn_run_now(); /* attach time counts from here (analysis included) */
+        = now_s(); /* attach time counts from here (analysis included) */
     tool_heap_setup();
     opts_t o = { 0 };
     const char *cmd;

@@ -629,6 +629,10 @@ int qpt_hist_create(size_t nseries, size_t nbuckets, double width, double t0,
  * total; what it added since the previous sample goes into T's bucket. */
 void qpt_hist_add(qpt_hist_t *h, double t, const uint64_t *totals);
 
+/* At least NSERIES series (a live session's new rows); the new ones start empty, and
+ * TOTALS of later samples must have that many. QPT_EINVAL, QPT_ENOMEM (H unchanged). */
+int qpt_hist_grow(qpt_hist_t *h, size_t nseries);
+
 /* What SERIES added in BUCKET (0 out of range); the buckets used so far; their width. */
 uint64_t qpt_hist_get(const qpt_hist_t *h, size_t series, size_t bucket);
 size_t qpt_hist_used(const qpt_hist_t *h);
