@@ -30,8 +30,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "cfg/cfg.h"
-#include "dynamic/dyn.h"
+#include "include/qpt/qpt.h"
+#include "include/qpt/qpt_rewrite.h"
 #include "tools/tool.h"
 #include "tools/tool_metrics.h"
 #include "tools/dyn_search.h"
@@ -286,10 +286,10 @@ on_signal(int sig)
 static char *
 show_name(const char *name)
 {
-    char *dm = cfg_demangle(name), *out;
+    char *dm = qpt_demangle(name), *out;
     const char *sep;
-    if (dm != NULL || (sep = cfg_module_sep(name)) == NULL
-        || (dm = cfg_demangle(sep + 1)) == NULL)
+    if (dm != NULL || (sep = qpt_module_sep(name)) == NULL
+        || (dm = qpt_demangle(sep + 1)) == NULL)
         return dm;
     size_t n = (size_t)(sep - name) + 1 + strlen(dm) + 1;
     if ((out = malloc(n)) != NULL)
@@ -874,7 +874,7 @@ count_nomatch(void *arg, size_t m, const char *pattern, qpt_space_t *s)
     char hint[512] = "", plt[300];
     uint32_t p;
     pattern = count_pattern(c, m); /* (as the user wrote it) */
-    const char *sep = cfg_module_sep(pattern);
+    const char *sep = qpt_module_sep(pattern);
     if (s == NULL && sep != NULL) { /* a static program: no library to wait for */
         count_note(c, 0, "%d: no loaded library matches '%.*s' (in '%s'; the executable's "
                    "procedures are named without MODULE:)", c->pid, (int)(sep - pattern),
@@ -1011,7 +1011,7 @@ count_event(void *arg, const qm_live_event_t *ev)
                        ev->apart == 1 ? "child" : "children");
         break;
     case QM_EV_NEVER_LOADED: {
-        const char *p = count_pattern(c, ev->metric), *sep = cfg_module_sep(p);
+        const char *p = count_pattern(c, ev->metric), *sep = qpt_module_sep(p);
         count_note(c, 0, "%d: no library matching '%.*s' (in '%s') was loaded during the "
                    "session", ev->pid, sep != NULL ? (int)(sep - p) : (int)strlen(p), p, p);
         break;
@@ -1086,7 +1086,7 @@ option_metric(char kind, const char *pattern, char *text, size_t len)
     /* MODULE:NAME names shared libraries; a MODULE that is a glob without .so in it
      * ('*:malloc', 'libc*:malloc') is given one ('*.so*'), as the metric language reads
      * them: a metric in every library that matches, loaded now or later. */
-    const char *sep = cfg_module_sep(pattern);
+    const char *sep = qpt_module_sep(pattern);
     int glob = sep != NULL && strcspn(pattern, "*?[") < (size_t)(sep - pattern);
     char pat[4100];
     if (glob && memmem(pattern, (size_t)(sep - pattern), ".so", 3) == NULL)
@@ -1096,7 +1096,7 @@ option_metric(char kind, const char *pattern, char *text, size_t len)
     if (kind == 'f') {
         /* The calls made inside the procedures PATTERN names: every callee (calls
          * through pointers as *indirect), in the same library as they. */
-        const char *ps = cfg_module_sep(pat);
+        const char *ps = qpt_module_sep(pat);
         snprintf(text, len, "count calls(%.*s*) per call site from(%s)",
                  ps != NULL ? (int)(ps - pat) + 1 : 0, pat, pat);
         return;
@@ -1312,10 +1312,10 @@ children_of(opts_t *o)
 {
     int parent = o->pids[0], *v = NULL;
     size_t n = 0;
-    int rc = dyn_proc_children(parent, &v, &n);
+    int rc = qpt_children(parent, &v, &n);
     if (rc < 0) {
         fprintf(stderr, "%s: --children: %s\n", prog_name,
-                rc == QP_ENOTFOUND ? "the process has no children" : qp_strerror(rc));
+                rc == QPT_ENOTFOUND ? "the process has no children" : qpt_strerror(rc));
         return -1;
     }
     free(o->pids);
@@ -1471,7 +1471,7 @@ many_session(const opts_t *o)
 
 /* The one line of dyn clean: what was found and taken out. */
 static void
-print_clean(int pid, const dyn_clean_report_t *r)
+print_clean(int pid, const qpt_clean_report_t *r)
 {
     /* A stub a killed dyn left in the slack after the code ends whichever line is last.
      */
@@ -1522,7 +1522,7 @@ print_clean(int pid, const dyn_clean_report_t *r)
 static int
 clean_main(int argc, char **argv)
 {
-    dyn_clean_report_t r;
+    qpt_clean_report_t r;
     char why[512];
     int pid;
 
@@ -1533,7 +1533,7 @@ clean_main(int argc, char **argv)
         return EXIT_USAGE;
     }
     catch_signals();
-    if (dyn_clean_pid(pid, &r, why, sizeof(why)) < 0) {
+    if (qpt_clean(pid, &r, why, sizeof(why)) < 0) {
         fprintf(stderr, "%s: %s\n", prog_name, why);
         return EXIT_FAIL;
     }
@@ -1652,8 +1652,8 @@ main(int argc, char **argv)
         case 'a': o.all = 1; break;
         case 'Z': o.zeros = 1; break;
         case 'B':
-            if (cfg_set_debug_dirs(optarg) < 0) {
-                fprintf(stderr, "%s: %s\n", prog_name, qp_strerror(QP_ENOMEM));
+            if (qpt_set_debug_dirs(optarg) < 0) {
+                fprintf(stderr, "%s: %s\n", prog_name, qpt_strerror(QPT_ENOMEM));
                 return EXIT_FAIL;
             }
             break;
