@@ -219,11 +219,11 @@ usage(FILE *f)
         "                         looked for (colon-separated; default /usr/lib/debug)\n"
         "  -o, --output=FILE.csv  also write the final counts as CSV\n"
         "                         (name,calls,wall_ns; wall_ns empty when not timed)\n"
-        "      --follow-exec      stay attached with bare patterns too: after an exec\n"
-        "                         the new program is instrumented again (always so\n"
-        "                         without --calls-from); earlier programs' rows\n"
-        "                         are named PROG[N]:NAME; forked children add\n"
-        "                         to the same rows (their dlopen/exec not followed)\n"
+        "      --follow-exec      taken, changes nothing: after an exec the new\n"
+        "                         program is always instrumented again; earlier\n"
+        "                         programs' rows are named PROG[N]:NAME; forked\n"
+        "                         children add to the same rows (their dlopen/exec\n"
+        "                         not followed)\n"
         "      --no-atomic        plain counter increments: faster, but calls made by\n"
         "                         threads at the same moment may be lost (default:\n"
         "                         locked increments, exact)\n"
@@ -514,7 +514,7 @@ typedef struct opts {
     const char *trace;   /* --trace=FILE.json */
     int histogram;   /* --histogram: print the calls over time at the end */
     int no_atomic;   /* --no-atomic */
-    int follow_exec; /* --follow-exec */
+    int follow_exec; /* --follow-exec (taken: every session follows) */
 } opts_t;
 
 static int
@@ -654,11 +654,12 @@ metrics_session(const opts_t *o, int pid, char *const *argv)
 }
 
 /*****************************************************************************
- * --count, --all and --time on the live session engine (metrics/qm_live.c)
+ * --count, --all, --time and --calls-from on the live session engine (metrics/qm_live.c)
  *
  * Each --count PATTERN is the metric `count calls(PATTERN)`, --all `count calls(*)`,
  * --time PATTERN `time wall(PATTERN) shared` (one timer a procedure for the process,
- * which counts the calls too: the calls and wall ms columns), run by qm_live like -e's
+ * which counts the calls too: the calls and wall ms columns), --calls-from F `count
+ * calls(*) per call site from(F)` (a row per call site), run by qm_live like -e's
  * (it follows dlopen, dlclose, exec and fork; a library glob gets a metric in each
  * library it matches); the engine tells what happens through hooks and events, worded
  * here as dyn has always worded them, and its rows become dyn's tables (a procedure
@@ -673,7 +674,7 @@ typedef struct counting {
     qm_set_t *set;
     const char **mpat;   /* per metric: the pattern of its option */
     char *mkind;         /* per metric: 'c' --count, 'a' --all, 'w' --time (a shared
-                          * timer, which counts the calls too) */
+                          * timer, which counts the calls too), 'f' --calls-from */
     size_t nm;           /* how many metrics */
     int timed;           /* --time: rows have a wall time (wall) */
     double t_start;      /* when dyn started */
