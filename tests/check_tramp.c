@@ -504,6 +504,47 @@ START_TEST(test_reloc_whole)
 END_TEST
 
 /*
+ * Call sites in a copy: the counter before p's `call f` runs once per call (the copy
+ * makes the call with its original return address, whose jump leads back into the
+ * copy); a site that is not a call of the runs is refused (QP_EINVAL), never dropped.
+ */
+START_TEST(test_reloc_sites)
+{
+    assemble_p();
+    arch_snip_t ve[2], vc[2];
+    pt_run_t run = { at(OFF_P), CODE + OFF_P, P_END - OFF_P };
+    pt_snip_t count = add_to(vc, 13, NODE(.op = ARCH_SN_CONST, .imm = 1), ARCH_SNX_CALL, 0);
+    count.ctx = pt_point_ctx(PT_POINT_CALL, 0);
+    pt_site_t site = { at(P_RET_SITE - 5), count };
+    pt_proc_t p = { &run, 1, at(OFF_P),
+        add_to(ve, 10, NODE(.op = ARCH_SN_CONST, .imm = 1), ARCH_SNX_ENTRY, 0), { 0 }, { 0 },
+        NULL, 0, NULL, 0, NULL, 0, NULL, 0, &site, 1 };
+    pt_map_t m[64];
+    size_t nm = 0;
+    uint8_t *tr = TRAMP;
+    int n = pt_proc_emit(&p, (uint64_t)(uintptr_t)tr, tr, PAGE, m, 64, &nm);
+    ck_assert_int_gt(n, 0);
+    ck_assert_uint_le((size_t)n, pt_proc_size(&p, 64));
+    uint8_t jmp[8];
+    ck_assert_int_eq(pt_tramp_patch(at(OFF_P), (uint64_t)(uintptr_t)tr, jmp, 8), 5);
+    memcpy(CODE + OFF_P, jmp, 5);
+    ck_assert_int_eq(pt_tramp_patch(at(P_RET_SITE), pt_proc_at(m, nm, at(P_RET_SITE)), jmp, 8), 5);
+    memcpy(CODE + P_RET_SITE, jmp, 5);
+    const uint64_t xs[] = { 0, 1, 3, 100, 101, 7 };
+    uint64_t calls = 0;
+    for (size_t i = 0; i < sizeof(xs) / sizeof(xs[0]); i++) {
+        ck_assert_uint_eq(call(OFF_P, xs[i], 0), p_truth(xs[i]));
+        calls += xs[i] <= 100 ? xs[i] : 0; /* f once per step of the loop */
+    }
+    ck_assert_uint_eq(WORDS[10], sizeof(xs) / sizeof(xs[0]));
+    ck_assert_uint_eq(WORDS[13], calls);
+    /* Not a call (the loop's first instruction): refused. */
+    site.addr = at(P_LOOP);
+    ck_assert_int_eq(pt_proc_emit(&p, (uint64_t)(uintptr_t)tr, tr, PAGE, m, 64, &nm), QP_EINVAL);
+}
+END_TEST
+
+/*
  * A call that never returns into the procedure ends it in a copy: the leave snippet runs
  * before it, whether its return address is outside the runs or the call is listed in
  * noret; the callee returns to the original code (here h's `add; ret`), as it would
@@ -724,6 +765,7 @@ tramp_suite(void)
     tcase_add_test(tc, test_tramp_padded);
     tcase_add_test(tc, test_flags_rule);
     tcase_add_test(tc, test_reloc_whole);
+    tcase_add_test(tc, test_reloc_sites);
     tcase_add_test(tc, test_reloc_refusals);
     tcase_add_test(tc, test_reloc_unknown_jump);
     tcase_add_test(tc, test_syscall_pattern);
