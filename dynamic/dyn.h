@@ -448,62 +448,13 @@ dyn_session_create(
     dyn_proc_t *p, const cfg_prog_t *prog, uint64_t bias, dyn_session_t **out /*OUT*/);
 
 /*
- * Counter increments with a lock prefix (ATOMIC nonzero, the default: exact when threads
- * call the same procedure at once) or plain (faster; counts may be lost when they race).
- * Before dyn_session_install.
- */
-void
-dyn_session_set_atomic(dyn_session_t *s, int atomic);
-
-/* What dyn_session_select does with a procedure that cannot be patched. */
-enum {
-    DYN_SEL_ALL = 1u << 0, /* PATTERN is ignored: every procedure that can be patched */
-};
-
-/*
- * Ask for an entry counter in every procedure whose name matches the shell glob PATTERN
- * (fnmatch). A procedure matched twice is counted once. Procedures that cannot be patched
- * safely (by what the file says) are recorded with the reason (dyn_session_refusal).
- * *NMATCH (may be NULL) gets the number of procedures the pattern matched.
- */
-int
-dyn_session_select(
-    dyn_session_t *s, const char *pattern, uint32_t flags, unsigned *nmatch /*OUT*/);
-
-/*
- * Ask for a timer (and an entry counter) in every procedure matching PATTERN: wall time
- * from the outermost entry to the matching return, so nested and recursive calls count
- * once. The entry gets the counter and a timer start; every exit, the tail (>= 5 bytes,
- * whole instructions of the block ending in ret) gets the timer stop before its ret.
- * Refused (recorded, and the procedure left to dyn_session_select) when an exit cannot
- * be patched: a tail call, an indirect jump with unknown targets, a return block shorter
- * than 5 bytes, code entered in its middle. Call before dyn_session_select: a procedure
- * already chosen there is only counted. The depth is one per process, not per thread:
- * with threads, the time is that of the union of the intervals some thread was inside.
- */
-int
-dyn_session_select_time(dyn_session_t *s, const char *pattern, unsigned *nmatch /*OUT*/);
-
-/*
- * Ask for a counter at every call instruction of the procedures matching PATTERN (and
- * their cold fragments): one row per call site, named "FUNC+0xOFF->callee" ("*indirect"
- * for indirect calls). The call is moved into the trampoline, so the callee returns
- * into it (then jumps back): unwinding through such a frame (backtrace, C++ exceptions)
- * finds no unwind information there. Calls shorter than 5 bytes (through a register) and
- * calls of setjmp-like callees are refused. Call-site trampoline code stays mapped after
- * dyn_session_remove (*LEAKED = 2).
- */
-int
-dyn_session_select_calls(dyn_session_t *s, const char *pattern, unsigned *nmatch /*OUT*/);
-
-/*
  * Ask for snippet BEFORE (and, at a DYN_PT_CALL or DYN_PT_WHOLE, AFTER; either may be
  * NULL, not both but at a DYN_PT_PROC: then its copy runs its row's counter, or nothing
  * at its entry when dyn_session_set_sites gives it call sites)
  * at the point of KIND at link-time address ADDR (the entry, the call, the ret, the
  * block's start) of procedure PROC; NAME names its row. *ROW (may be NULL) gets the row.
  * QP_EUNSUPP with *WHY (static text) when the point cannot be patched as the file shows
- * it (install may still refuse it, see dyn_session_refused_row).
+ * it (install may still refuse it: dyn_session_refusal_row).
  */
 int
 dyn_session_add_point(dyn_session_t *s, int kind, uint32_t proc, uint64_t addr,
@@ -585,49 +536,24 @@ int
 dyn_session_add_lender(dyn_session_t *s, uint32_t proc, const char *name,
     uint32_t *row /*OUT*/, const char **why /*OUT*/);
 
-/* Why install refused row ROW (NULL: it is in). */
-const char *
-dyn_session_refused_row(const dyn_session_t *s, uint32_t row);
-
 /*
  * Patch the selected points of the stopped process: allocate trampoline and counter
  * memory near the code, write the trampolines (counter increment, relocated original
  * instructions, jump back) and a 5-byte jump at each entry. A point whose bytes hold a
  * thread's pc, or a return address found on a thread's stack, or whose bytes differ from
  * the file, is refused (recorded). Returns 0 (also when every point was refused: see
- * dyn_session_npoints), QP_E* with nothing patched otherwise.
+ * dyn_session_nrefused), QP_E* with nothing patched otherwise.
  */
 int
 dyn_session_install(dyn_session_t *s);
 
-/* Rows patched by dyn_session_install (procedures and call sites). */
-size_t
-dyn_session_npoints(const dyn_session_t *s);
-
-/* Name and address (runtime: entry, or the call) of row I. */
-const char *
-dyn_session_point(const dyn_session_t *s, size_t i, uint64_t *addr /*OUT*/);
-
 /*
- * The counters of every point, into COUNTS (dyn_session_npoints entries), without
- * stopping the process. After the process ended, the last values (exact when the counters
- * were shared with the caller, see dyn_session_shared). QP_EIO.
+ * The counters of every row, into COUNTS (one per row), without stopping the process
+ * (dyn_session_remove and dyn_session_drop read the final values so). After the process
+ * ended, the last values (exact when the counters were shared with the caller). QP_EIO.
  */
 int
 dyn_session_sample(dyn_session_t *s, uint64_t *counts /*OUT*/);
-
-/*
- * The wall time of every row in ns (after dyn_session_sample: of the values it read),
- * -1 for rows without a timer. The cycle counter is calibrated against CLOCK_MONOTONIC
- * over the session (waits until 20 ms have passed since the install). A call still
- * running is not included.
- */
-int
-dyn_session_wall_ns(dyn_session_t *s, int64_t *ns /*OUT*/);
-
-/* True when the counters live in memory shared with this process (exact after exit). */
-int
-dyn_session_shared(const dyn_session_t *s);
 
 /*
  * Take the instrumentation out of the stopped process: restore every original byte
@@ -662,16 +588,6 @@ dyn_session_reroute_returns(dyn_session_t *s, const dyn_session_t *next);
  */
 int
 dyn_session_drop(dyn_session_t *s, int gone_all);
-
-/*
- * Would a copy of S's process (a fork) that keeps the patches add its calls to S's
- * counters? 1 when they are shared memory (dyn_session_shared), or nothing is
- * installed; 0 when they are the process's own anonymous memory (the child's copy
- * would count apart, unseen): then take the patches out of the copy
- * (dyn_session_unpatch_copy).
- */
-int
-dyn_session_counts_copies(const dyn_session_t *s);
 
 /*
  * Put the original bytes back at every point of S in CHILD, a stopped copy of S's

@@ -822,12 +822,6 @@ dyn_session_set_exits(dyn_session_t *s, uint32_t row, const uint64_t *exits, siz
     return QP_ENOTFOUND;
 }
 
-const char *
-dyn_session_refused_row(const dyn_session_t *s, uint32_t row)
-{
-    return s != NULL && row < s->nrows && (s->rows[row].bad & 1) ? s->rows[row].why : NULL;
-}
-
 /*
  * The name of procedure PR that matches PATTERN: its own, or another function symbol at
  * its entry (an alias: `malloc` for `__libc_malloc`); NULL when none does.
@@ -855,7 +849,7 @@ match_name(const cfg_image_t *img, const cfg_proc_t *pr, const char *pattern)
     return NULL;
 }
 
-/* Procedure I's entry counter in place (as dyn_session_select): why not, or NULL with
+/* Procedure I's entry counter in place: why not, or NULL with
  * its row and point added. *ERR: QP_ENOMEM. */
 static const char *
 count_in_place(dyn_session_t *s, uint32_t i, const char *name, int *err)
@@ -946,7 +940,8 @@ lend_slot(dyn_session_t *s, uint32_t j, const char *name, uint64_t near, int tim
  * TIMED) in the original code of a neighbour relocated whole (lend_slot), when I has
  * none of its own: why not (the session as it was), or NULL with PT's pad and pad_orig
  * set, *DEP the neighbour's row, and the neighbour in *LENT (to be marked chosen when I
- * goes in). Only while dyn_session_select or _select_time choose (s->nb_allow), once deep.
+ * goes in). Only while a selection chooses (s->nb_allow; TODO(#30): none sets it since
+ * dyn_session_select went with dyn_run.c), once deep.
  * *ERR: QP_ENOMEM.
  */
 const char *

@@ -788,34 +788,3 @@ fail : {
 }
     return rc;
 }
-
-size_t
-dyn_session_npoints(const dyn_session_t *s)
-{
-    return s ? s->ngood : 0;
-}
-
-const char *
-dyn_session_point(const dyn_session_t *s, size_t i, uint64_t *addr /*OUT*/)
-{
-    const row_t *r;
-
-    if (s == NULL || i >= s->ngood)
-        return NULL;
-    r = &s->rows[s->good[i]];
-    if (addr != NULL) {
-        *addr = 0;
-        for (size_t k = 0; k < s->npts; k++)
-            if (s->pts[k].row == s->good[i]) {
-                *addr = s->pts[k].entry;
-                break;
-            }
-    }
-    return r->name;
-}
-
-int
-dyn_session_shared(const dyn_session_t *s)
-{
-    return s != NULL && s->local != NULL;
-}

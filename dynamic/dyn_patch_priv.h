@@ -5,7 +5,7 @@
  * What the parts of dyn_patch.c share (dynamic/ only): the point and the session
  * they build, and the helpers one part calls in another. The parts: dyn_patch.c
  * (the session, reading and removing), dyn_patch_check.c (what the file proves for a
- * point), dyn_patch_select.c (choosing by name: procedures, neighbours, call sites),
+ * point), dyn_patch_select.c (neighbour slots, call sites),
  * dyn_patch_timer.c (timers at the entry and every exit), dyn_patch_reloc.c
  * (procedures relocated whole), dyn_patch_install.c (counters, trampolines, patching).
  * Each helper is described where it is defined; the helpers are listed by file.
