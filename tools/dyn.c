@@ -833,10 +833,11 @@ count_refused(void *arg, size_t m, const char *proc, const char *why)
     proc = row_name(c, m, proc, name, sizeof(name));
     /* "PROC at 0xADDR: reason": the note names PROC already (a call site's, PROC+0xOFF
      * ->CALLEE, names its procedure). */
-    const char *at = strstr(why, " at 0x");
+    const char *at = strstr(why, " at 0x"), *bare = qpt_module_sep(proc);
     size_t np = at != NULL ? (size_t)(at - why) : 0;
-    if (at != NULL && strncmp(why, proc, np) == 0
-        && (proc[np] == '\0' || proc[np] == '+' || proc[np] == '-') && strstr(at, ": ") != NULL)
+    bare = bare != NULL ? bare + 1 : proc; /* (a library's: LIB:PROC) */
+    if (at != NULL && strncmp(why, bare, np) == 0
+        && (bare[np] == '\0' || bare[np] == '+' || bare[np] == '-') && strstr(at, ": ") != NULL)
         why = strstr(at, ": ") + 2;
     for (size_t i = 0; i < c->nref; i++)
         if (strcmp(c->ref[i], proc) == 0) {
@@ -905,14 +906,39 @@ count_nomatch(void *arg, size_t m, const char *pattern, qpt_space_t *s)
     count_note(c, 0, "no procedure matches '%s'%s", pattern, hint);
 }
 
+/* The length of the procedure's part of call site NAME ("F+0xOFF->CALLEE": F's), or 0
+ * when NAME is no call site's. */
+static size_t
+site_proc_len(const char *name)
+{
+    const char *plus = strstr(name, "+0x");
+    return plus != NULL && strstr(plus, "->") != NULL ? (size_t)(plus - name) : 0;
+}
+
 /* The refusals gathered since the last placement: said (those of --all only with -v)
- * and forgotten; their number. */
+ * and forgotten; their number. The call sites of one procedure refused for one reason
+ * (its code, not the site's: an indirect jump of unknown targets) are one line. */
 static size_t
 count_refusals(counting_t *c)
 {
     size_t n = c->nref;
     for (size_t i = 0; i < c->nref; i++) {
-        count_note(c, c->refall[i], "%s: not instrumented: %s", c->ref[i], c->refwhy[i]);
+        if (c->ref[i] == NULL)
+            continue;
+        size_t lp = site_proc_len(c->ref[i]), same = 1;
+        for (size_t j = i + 1; lp > 0 && j < c->nref; j++)
+            if (c->ref[j] != NULL && site_proc_len(c->ref[j]) == lp
+                && strncmp(c->ref[j], c->ref[i], lp) == 0 && strcmp(c->refwhy[j], c->refwhy[i]) == 0) {
+                same++;
+                free(c->ref[j]);
+                free(c->refwhy[j]);
+                c->ref[j] = NULL;
+            }
+        if (same > 1)
+            count_note(c, c->refall[i], "%.*s: %zu call sites not instrumented: %s", (int)lp,
+                       c->ref[i], same, c->refwhy[i]);
+        else
+            count_note(c, c->refall[i], "%s: not instrumented: %s", c->ref[i], c->refwhy[i]);
         free(c->ref[i]);
         free(c->refwhy[i]);
     }
