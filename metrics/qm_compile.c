@@ -1333,9 +1333,10 @@ place_metric(ctx_t *c, qm_metric_t *m)
         m->procs[i].untimed = r == 0 && !sites && c->untimed_last;
         measured += r == 0;
     }
-    if (sites != NULL && rc == 0 && !timer) {
+    if (sites != NULL && rc == 0 && !timer && m->from == NULL) {
         /* Every call of the procedures, in the last row: all of their entries must take
-         * it, or the row says "not measured". */
+         * it, or the row says "not measured". (from(): the sites are all the rows; no
+         * such row, nor a snippet at every entry the pattern names.) */
         size_t nprocs_all = 0, kept = 0;
         uint32_t *all = matching(c, m, m->pattern, &nprocs_all, &nref, 0);
         for (size_t k = 0; all != NULL && rc == 0 && k < nprocs_all; k++) {

@@ -14,7 +14,12 @@
 #      cs[1]:loop+0xOFF->work 5 and loop+0xOFF->work 9;
 #  (c) --calls-from '*:lib_sum' in a library loaded (dlopen) after an exec: the site
 #      lib_sum+0xOFF->lib_square@plt 7 x 34 times, no "no procedure matches" line;
-#  (d) `-e 'count calls(*) per call site from(cs_reg)'`: the language's spelling, exact.
+#  (d) `-e 'count calls(*) per call site from(cs_reg)'`: the language's spelling, exact;
+#  (e) `--calls-from loop` patches loop's call site only: the entry of a procedure it
+#      does not call (cs_leaf) keeps its bytes, and -e's spelling says nothing of
+#      procedures outside loop (the engine put a counter at the entry of every
+#      procedure calls(*) named, in a row past the metric's own, and said which it
+#      could not take; -e's cost sampling still counts their calls for a moment).
 # Skips (77) when ptrace is not allowed. Exit status: 0 pass, 1 fail, 99 error.
 set -u
 : "${top_srcdir:=.}"
@@ -79,6 +84,17 @@ rc=$?
 expect_eq "(d) exit status" "$rc" 3
 grep -Eq "^count calls\(\*\) per call site from\(cs_reg\) +$n  cs_reg\+0x0 -> \*indirect\$" "$d/d.out" &&
     ok "(d) cs_reg's call: $n" || bad "(d) $(cat "$d/d.out" "$d/d.err")"
+
+# (e) nothing but the sites.
+"$DYN" run --calls-from loop -o "$d/e.csv" -- "$d/cs" peek 4 >"$d/e.out" 2>"$d/e.err"
+rc=$?
+expect_eq "(e) exit status" "$rc" 3
+grep -q '^cs_leaf intact$' "$d/e.out" && ok "(e) cs_leaf's entry untouched" ||
+    bad "(e) $(cat "$d/e.out" "$d/e.err")"
+expect_eq "(e) loop's site" "$(site "$d/e.csv" loop work)" 4
+"$DYN" run -e 'count calls(*) per call site from(loop)' -- "$d/cs" peek 4 >"$d/e2.out" 2>"$d/e2.err"
+grep -q 'not measured' "$d/e2.err" && bad "(e) -e: a note of a procedure not from(loop): $(cat "$d/e2.err")" ||
+    ok "(e) -e: no note of other procedures"
 
 [ $fails -eq 0 ] || exit 1
 exit 0

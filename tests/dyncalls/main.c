@@ -7,6 +7,8 @@
  *                    cs_reg (its first instruction `call *%rdi`, 2 bytes), then prints
  *                    "run N SUM"
  *   loop M           loop(M): M calls of work
+ *   peek M           loop(M), then prints "cs_leaf intact" when cs_leaf's first bytes
+ *                    are its own (no jump of an instrumentation there), else "... patched"
  *   exec K M         loop(K), then exec itself as `loop M`
  *   execdl K LIB M   loop(K), then exec itself as `dl LIB M`
  *   dl LIB M         dlopen LIB, call its lib_sum(100) M times (each calls lib_square 34
@@ -53,6 +55,7 @@ __asm__(".text\n"
         ".size cs_reg,.-cs_reg\n");
 
 int cs_leaf2(void *self, int x);
+int cs_leaf(int x);
 static volatile long sink;
 
 __attribute__((noinline)) void
@@ -84,6 +87,12 @@ main(int argc, char **argv)
         printf("loop %s\n", argv[2]);
         return 3;
     }
+    if (argc == 3 && strcmp(argv[1], "peek") == 0) {
+        static const unsigned char own[4] = { 0x8d, 0x04, 0x3f, 0xc3 }; /* lea; ret */
+        loop(atoi(argv[2]));
+        printf("cs_leaf %s\n", memcmp((const void *)cs_leaf, own, 4) == 0 ? "intact" : "patched");
+        return 3;
+    }
     if (argc == 4 && strcmp(argv[1], "exec") == 0) {
         loop(atoi(argv[2]));
         printf("exec %s\n", argv[2]);
@@ -113,6 +122,6 @@ main(int argc, char **argv)
         printf("dl %ld\n", s);
         return 3;
     }
-    fprintf(stderr, "usage: main run N | loop M | exec K M | execdl K LIB M | dl LIB M\n");
+    fprintf(stderr, "usage: main run N | loop M | peek M | exec K M | execdl K LIB M | dl LIB M\n");
     return 2;
 }
