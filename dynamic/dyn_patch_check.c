@@ -822,33 +822,6 @@ dyn_session_set_exits(dyn_session_t *s, uint32_t row, const uint64_t *exits, siz
     return QP_ENOTFOUND;
 }
 
-/*
- * The name of procedure PR that matches PATTERN: its own, or another function symbol at
- * its entry (an alias: `malloc` for `__libc_malloc`); NULL when none does.
- */
-const char *
-match_name(const cfg_image_t *img, const cfg_proc_t *pr, const char *pattern)
-{
-    size_t lo = 0, hi = img->nsymbols;
-
-    if (cfg_name_match(pattern, pr->name, 1))
-        return pr->name;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (img->symbols[mid].addr < pr->entry)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    for (; lo < img->nsymbols && img->symbols[lo].addr == pr->entry; lo++) {
-        const cfg_symbol_t *sym = &img->symbols[lo];
-        if ((sym->kind == CFG_SYM_FUNC || sym->kind == CFG_SYM_IFUNC)
-            && cfg_name_match(pattern, sym->name, 1))
-            return sym->name;
-    }
-    return NULL;
-}
-
 /* Procedure I's entry counter in place: why not, or NULL with
  * its row and point added. *ERR: QP_ENOMEM. */
 static const char *
@@ -874,8 +847,8 @@ count_in_place(dyn_session_t *s, uint32_t i, const char *name, int *err)
 /*
  * Neighbours whose original code may lend a slot to a short jump at link address NEAR of
  * procedure I: the procedures whose code lies within the jump's reach, nearest first (a
- * cold fragment's parent), that the selection (s->nb_pattern, NULL: every procedure)
- * measures and that are not chosen yet; into OUT (CAP), with their names. Their number.
+ * cold fragment's parent) that are not chosen yet; into OUT (CAP), with their names.
+ * Their number.
  */
 size_t
 neighbours(const dyn_session_t *s, uint32_t i, uint64_t near, uint32_t *out,
@@ -895,12 +868,7 @@ neighbours(const dyn_session_t *s, uint32_t i, uint64_t near, uint32_t *out,
                 ;
             if (k < n || (s->chosen[j] & 1) || (q->flags & CFG_PROC_FRAGMENT))
                 continue;
-            const char *qname = s->nb_pattern == NULL
-                ? q->name
-                : match_name(prog->img, q, s->nb_pattern);
-            if (qname == NULL)
-                continue;
-            names[n] = qname;
+            names[n] = q->name;
             out[n++] = j;
         }
     }
@@ -936,41 +904,20 @@ lend_slot(dyn_session_t *s, uint32_t j, const char *name, uint64_t near, int tim
 }
 
 /*
- * A slot for PT's short jump at link address NEAR (in procedure I, relocated whole:
- * TIMED) in the original code of a neighbour relocated whole (lend_slot), when I has
- * none of its own: why not (the session as it was), or NULL with PT's pad and pad_orig
- * set, *DEP the neighbour's row, and the neighbour in *LENT (to be marked chosen when I
- * goes in). Only while a selection chooses (s->nb_allow; TODO(#30): none sets it since
- * dyn_session_select went with dyn_run.c), once deep.
- * *ERR: QP_ENOMEM.
+ * A slot for PT's short jump at link address NEAR (in procedure I, relocated whole) in
+ * the original code of a neighbour: not here (a caller that chooses its points one by
+ * one asks for the pair itself, dyn_session_check_borrow): the first NEAR that wanted
+ * one is kept for it (s->nb_need, outside a lender's own check), and the answer is why
+ * not.
  */
 const char *
 borrow_slot(dyn_session_t *s, uint32_t i, uint64_t near, int timed, point_t *pt,
     uint32_t *dep, uint32_t *lent, int *err)
 {
-    uint32_t nb[8], row;
-    const char *names[8];
+    (void)i, (void)timed, (void)pt, (void)dep, (void)lent;
     *err = 0;
-    if (!s->nb_allow && s->nb_depth == 0 && s->nb_need == 0)
+    if (s->nb_depth == 0 && s->nb_need == 0)
         s->nb_need = near;
-    if (!s->nb_allow || s->nb_depth > 0 || has_shadow_stack(s))
-        return "no neighbour to borrow bytes from";
-    size_t n = neighbours(s, i, near, nb, names, 8);
-    for (size_t k = 0; k < n; k++) {
-        int rc = lend_slot(s, nb[k], names[k], near, timed, &row);
-        if (rc < 0) {
-            *err = rc;
-            return NULL;
-        }
-        if (rc == 1) {
-            pt->pad = s->nb_slot + s->bias;
-            memcpy(pt->pad_orig, s->nb_orig, JMP_LEN);
-            s->nb_slot = 0;
-            *dep = row;
-            *lent = nb[k];
-            return NULL;
-        }
-    }
     return "no neighbour to borrow bytes from";
 }
 

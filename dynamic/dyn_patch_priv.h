@@ -191,10 +191,8 @@ struct dyn_session {
     uint64_t nb_slot; /* ... the slot it found (link address, taken), for the next
                        * find_pad; 0: none */
     uint8_t nb_orig[JMP_LEN]; /* ... its bytes */
-    int nb_allow;             /* check_reloc may borrow a neighbour's slot (borrow_slot) */
-    int nb_depth;             /* ... not while one lends its own */
-    const char *nb_pattern;   /* what the selection measures (NULL: every procedure) */
-    uint64_t nb_need;         /* borrow_slot, not allowed: the link address whose short
+    int nb_depth;             /* with_neighbour is checking a lender (not twice deep) */
+    uint64_t nb_need;         /* borrow_slot: the link address whose short
                                * jump wanted a slot first (dyn_session_check_borrow) */
     int nb_pun;               /* nb_want is a 1-byte procedure's (pun_site): the lender is
                                * the procedure right after it, its first byte kept */
@@ -260,8 +258,6 @@ int
 reloc_point(dyn_session_t *s, int add, uint32_t proc, uint64_t addr,
     const dyn_snippet_t *before, const dyn_snippet_t *after, const char *name,
     uint32_t *row, uint64_t *lo, uint64_t *hi, const char **why);
-const char *
-match_name(const cfg_image_t *img, const cfg_proc_t *pr, const char *pattern);
 size_t
 neighbours(const dyn_session_t *s, uint32_t i, uint64_t near, uint32_t *out,
     const char **names, size_t cap);
