@@ -60,6 +60,29 @@ drv_hist_add(drv_hist_t *h, double t, const uint64_t *totals)
     h->used = k + 1; /* samples come in time order */
 }
 
+int
+drv_hist_grow(drv_hist_t *h, size_t n)
+{
+    if (n <= h->nseries)
+        return 0;
+    uint64_t *v = calloc(n * h->nbuckets + 1, sizeof(*v)), *l = calloc(n + 1, sizeof(*l));
+    if (v == NULL || l == NULL) {
+        free(v);
+        free(l);
+        return QP_ENOMEM;
+    }
+    if (h->v != NULL)
+        memcpy(v, h->v, h->nseries * h->nbuckets * sizeof(*v));
+    if (h->last != NULL)
+        memcpy(l, h->last, h->nseries * sizeof(*l));
+    free(h->v);
+    free(h->last);
+    h->v = v;
+    h->last = l;
+    h->nseries = n;
+    return 0;
+}
+
 uint64_t
 drv_hist_get(const drv_hist_t *h, size_t series, size_t bucket)
 {

@@ -31,6 +31,10 @@ int drv_hist_init(drv_hist_t *h, size_t nseries, size_t nbuckets, double width, 
  * since the previous sample goes into T's bucket. */
 void drv_hist_add(drv_hist_t *h, double t, const uint64_t *totals);
 
+/* At least NSERIES series (rows that appeared since); the new ones start empty. 0, or
+ * QP_ENOMEM (H unchanged). */
+int drv_hist_grow(drv_hist_t *h, size_t nseries);
+
 /* What SERIES added in BUCKET (0 out of range). */
 uint64_t drv_hist_get(const drv_hist_t *h, size_t series, size_t bucket);
 

@@ -9,20 +9,17 @@
  * it; dyn_session_* places entry counters (and timers at entries and exits, and counters
  * at call sites) with trampolines built by arch/'s emitters and
  * instruction relocation (the same ones the static editor uses), samples them while the
- * process runs, and takes them out again; dyn_run_session runs a whole session the way
- * tools/dyn does (attach or start, choose, install, sample, remove), telling its caller
- * what happens through callbacks. dynamic/ never sees the ELF writer or libelf, never
- * prints, exits or installs signal handlers.
+ * process runs, and takes them out again (libqpt's live spaces run sessions on them);
+ * dyn_clean takes out what a killed dyn left. dynamic/ never sees the ELF writer or
+ * libelf, never prints, exits or installs signal handlers.
  * Errors: 0 or a negative QP_E* code; QP_EIO means a system call failed and errno is kept
  * (EPERM: not allowed to trace, ESRCH: the process is gone).
  * Lifetimes: a session points into its dyn_proc_t and cfg_prog_t, which must outlive it.
  */
-#include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include "arch/arch.h"
-#include "base/drv_hist.h"
 #include "cfg/cfg.h"
 #include "editor/ed.h"
 
@@ -467,66 +464,34 @@ dyn_session_create(
     dyn_proc_t *p, const cfg_prog_t *prog, uint64_t bias, dyn_session_t **out /*OUT*/);
 
 /*
- * Counter increments with a lock prefix (ATOMIC nonzero, the default: exact when threads
- * call the same procedure at once) or plain (faster; counts may be lost when they race).
- * Before dyn_session_install.
- */
-void
-dyn_session_set_atomic(dyn_session_t *s, int atomic);
-
-/* What dyn_session_select does with a procedure that cannot be patched. */
-enum {
-    DYN_SEL_ALL = 1u << 0, /* PATTERN is ignored: every procedure that can be patched */
-};
-
-/*
- * Ask for an entry counter in every procedure whose name matches the shell glob PATTERN
- * (fnmatch). A procedure matched twice is counted once. Procedures that cannot be patched
- * safely (by what the file says) are recorded with the reason (dyn_session_refusal).
- * *NMATCH (may be NULL) gets the number of procedures the pattern matched.
- */
-int
-dyn_session_select(
-    dyn_session_t *s, const char *pattern, uint32_t flags, unsigned *nmatch /*OUT*/);
-
-/*
- * Ask for a timer (and an entry counter) in every procedure matching PATTERN: wall time
- * from the outermost entry to the matching return, so nested and recursive calls count
- * once. The entry gets the counter and a timer start; every exit, the tail (>= 5 bytes,
- * whole instructions of the block ending in ret) gets the timer stop before its ret.
- * Refused (recorded, and the procedure left to dyn_session_select) when an exit cannot
- * be patched: a tail call, an indirect jump with unknown targets, a return block shorter
- * than 5 bytes, code entered in its middle. Call before dyn_session_select: a procedure
- * already chosen there is only counted. The depth is one per process, not per thread:
- * with threads, the time is that of the union of the intervals some thread was inside.
- */
-int
-dyn_session_select_time(dyn_session_t *s, const char *pattern, unsigned *nmatch /*OUT*/);
-
-/*
- * Ask for a counter at every call instruction of the procedures matching PATTERN (and
- * their cold fragments): one row per call site, named "FUNC+0xOFF->callee" ("*indirect"
- * for indirect calls). The call is moved into the trampoline, so the callee returns
- * into it (then jumps back): unwinding through such a frame (backtrace, C++ exceptions)
- * finds no unwind information there. Calls shorter than 5 bytes (through a register) and
- * calls of setjmp-like callees are refused. Call-site trampoline code stays mapped after
- * dyn_session_remove (*LEAKED = 2).
- */
-int
-dyn_session_select_calls(dyn_session_t *s, const char *pattern, unsigned *nmatch /*OUT*/);
-
-/*
  * Ask for snippet BEFORE (and, at a DYN_PT_CALL or DYN_PT_WHOLE, AFTER; either may be
- * NULL, not both)
+ * NULL, not both but at a DYN_PT_PROC: then its copy runs its row's counter, or nothing
+ * at its entry when dyn_session_set_sites gives it call sites)
  * at the point of KIND at link-time address ADDR (the entry, the call, the ret, the
  * block's start) of procedure PROC; NAME names its row. *ROW (may be NULL) gets the row.
  * QP_EUNSUPP with *WHY (static text) when the point cannot be patched as the file shows
- * it (install may still refuse it, see dyn_session_refused_row).
+ * it (install may still refuse it: dyn_session_refusal_row).
  */
 int
 dyn_session_add_point(dyn_session_t *s, int kind, uint32_t proc, uint64_t addr,
     const dyn_snippet_t *before, const dyn_snippet_t *after, const char *name,
     uint32_t *row /*OUT*/, const char **why /*OUT*/);
+
+/* A call site of a procedure relocated whole with a snippet before the call. */
+typedef struct dyn_site {
+    uint64_t addr;      /* link address of the call instruction */
+    dyn_snippet_t snip; /* what runs before it (the caller's until install) */
+} dyn_site_t;
+
+/*
+ * The calls of the procedure of ROW (a DYN_PT_PROC point's) with a snippet before them
+ * in its copy: SITES (N, sorted by address, the caller's until install; each a call of
+ * the procedure, else install refuses the row). The calls are made as every call of a
+ * copy is, with their original return address. 0, QP_ENOTFOUND (no such point),
+ * QP_EINVAL.
+ */
+int
+dyn_session_set_sites(dyn_session_t *s, uint32_t row, const dyn_site_t *sites, size_t n);
 
 /*
  * The exits of the procedure of ROW (a DYN_PT_PROC point's) where its AFTER snippet runs:
@@ -587,33 +552,21 @@ int
 dyn_session_add_lender(dyn_session_t *s, uint32_t proc, const char *name,
     uint32_t *row /*OUT*/, const char **why /*OUT*/);
 
-/* Why install refused row ROW (NULL: it is in). */
-const char *
-dyn_session_refused_row(const dyn_session_t *s, uint32_t row);
-
 /*
  * Patch the selected points of the stopped process: allocate trampoline and counter
  * memory near the code, write the trampolines (counter increment, relocated original
  * instructions, jump back) and a 5-byte jump at each entry. A point whose bytes hold a
  * thread's pc, or a return address found on a thread's stack, or whose bytes differ from
  * the file, is refused (recorded). Returns 0 (also when every point was refused: see
- * dyn_session_npoints), QP_E* with nothing patched otherwise.
+ * dyn_session_nrefused), QP_E* with nothing patched otherwise.
  */
 int
 dyn_session_install(dyn_session_t *s);
 
-/* Rows patched by dyn_session_install (procedures and call sites). */
-size_t
-dyn_session_npoints(const dyn_session_t *s);
-
-/* Name and address (runtime: entry, or the call) of row I. */
-const char *
-dyn_session_point(const dyn_session_t *s, size_t i, uint64_t *addr /*OUT*/);
-
 /*
- * The counters of every point, into COUNTS (dyn_session_npoints entries), without
- * stopping the process. After the process ended, the last values (exact when the counters
- * were shared with the caller, see dyn_session_shared). QP_EIO.
+ * The counters of every row, into COUNTS (one per row), without stopping the process
+ * (dyn_session_remove and dyn_session_drop read the final values so). After the process
+ * ended, the last values (exact when the counters were shared with the caller). QP_EIO.
  */
 int
 dyn_session_sample(dyn_session_t *s, uint64_t *counts /*OUT*/);
@@ -622,19 +575,6 @@ dyn_session_sample(dyn_session_t *s, uint64_t *counts /*OUT*/);
  * increments (*WHY says why; NULL with plain ones, --no-atomic). */
 unsigned
 dyn_session_per_cpu(const dyn_session_t *s, const char **why /*OUT*/);
-
-/*
- * The wall time of every row in ns (after dyn_session_sample: of the values it read),
- * -1 for rows without a timer. The cycle counter is calibrated against CLOCK_MONOTONIC
- * over the session (waits until 20 ms have passed since the install). A call still
- * running is not included.
- */
-int
-dyn_session_wall_ns(dyn_session_t *s, int64_t *ns /*OUT*/);
-
-/* True when the counters live in memory shared with this process (exact after exit). */
-int
-dyn_session_shared(const dyn_session_t *s);
 
 /*
  * Take the instrumentation out of the stopped process: restore every original byte
@@ -669,16 +609,6 @@ dyn_session_reroute_returns(dyn_session_t *s, const dyn_session_t *next);
  */
 int
 dyn_session_drop(dyn_session_t *s, int gone_all);
-
-/*
- * Would a copy of S's process (a fork) that keeps the patches add its calls to S's
- * counters? 1 when they are shared memory (dyn_session_shared), or nothing is
- * installed; 0 when they are the process's own anonymous memory (the child's copy
- * would count apart, unseen): then take the patches out of the copy
- * (dyn_session_unpatch_copy).
- */
-int
-dyn_session_counts_copies(const dyn_session_t *s);
 
 /*
  * Put the original bytes back at every point of S in CHILD, a stopped copy of S's
@@ -764,131 +694,12 @@ dyn_clean(dyn_proc_t *p, const cfg_image_t *img, uint64_t bias,
     dyn_clean_report_t *out /*OUT*/);
 
 
-/*****************************************************************************
- * A whole measuring session (dyn_run.c): what `dyn attach` and `dyn run` do with --time
- * and --calls-from (--count and --all alone, and -e, run on metrics/'s qm_live_run)
- */
-
-/* One row of a table: a point (a procedure or a call site) and its counts. */
-typedef struct dyn_row {
-    const char *name; /* the point's name */
-    size_t point;     /* its index (dyn_session_point; dyn_run_report_t's arrays) */
-    uint64_t calls;   /* calls counted */
-    uint64_t rate;    /* ... since the previous live table (live tables only, else 0) */
-    int64_t wall_ns;  /* time inside so far, -1 when not timed */
-} dyn_row_t;
-
-/*
- * The rows of the N points named NAMES with the counts NOW (PREV: at the previous table,
- * for rates, may be NULL; NS: times, may be NULL), by rate, then calls, then name
- * (malloc'ed). NULL when out of memory.
- */
-dyn_row_t *
-dyn_rows_make(size_t n, const char *const *names, const uint64_t *now, const uint64_t *prev,
-    const int64_t *ns);
-
-/* A live table (dyn_run_opts_t.interval). Valid during the callback only. */
-typedef struct dyn_live {
-    int pid;               /* the process */
-    double t;              /* seconds since the instrumentation went in */
-    double dt;             /* seconds since the previous table */
-    const dyn_row_t *rows; /* every point, by rate, then calls, then name */
-    size_t nrows;          /* how many */
-} dyn_live_t;
-
-/* How a session tells its caller what happens; every member may be NULL. */
-typedef struct dyn_run_cb {
-    /* One line for the user, without program name or newline: a pattern that matches
-     * nothing, each point refused and why, what was installed and how long the process
-     * was stopped, what removal left behind, counts read after the process ended. DETAIL
-     * lines (refusals of `all`, removal times, call-site trampolines left mapped) are
-     * worth showing only on request (dyn -v). */
-    void (*note)(void *arg, int detail, const char *line);
-    /* A live table every opts.interval seconds. Nonzero ends the session as a stop does
-     * (say: the output it prints to is gone). */
-    int (*live)(void *arg, const dyn_live_t *table);
-    void *arg; /* ARG of both */
-} dyn_run_cb_t;
-
-/* What to measure, where and how long. Zero-initialise, then set pid or argv. */
-typedef struct dyn_run_opts {
-    int pid;                  /* attach to this running process, or */
-    char *const *argv;        /* start this program (dyn_proc_spawn), NULL-terminated */
-    const char *const *count; /* dyn_session_select patterns (ncount of them) */
-    size_t ncount;            /* how many */
-    const char *const *time;  /* dyn_session_select_time patterns (chosen first) */
-    size_t ntime;             /* how many */
-    const char *const *calls; /* dyn_session_select_calls patterns: rows are then
-                               * "points" in notes, not "procedures" */
-    size_t ncalls;            /* how many */
-    int all;                  /* also every procedure that can be patched */
-    int no_atomic;            /* plain counter increments (dyn_session_set_atomic) */
-    int follow_exec;          /* follow the process (forks, execs: an exec instruments
-                               * the new program) with bare patterns too; a MODULE:
-                               * pattern always follows */
-    double interval;          /* seconds between live tables; 0: none */
-    double duration;          /* seconds to measure; 0: until *stop, the process ends
-                               * or the live callback ends it */
-    size_t hist_buckets;      /* keep the calls over time in this many buckets (even,
-                               * >= 2; see drv_hist_t); 0: no histogram */
-    double hist_width;        /* ... of this many seconds at first */
-    double t_start;           /* dyn_run_now() when the caller started: the install
-                               * note says how long after it the points were in */
-    const cfg_opts_t *cfg;    /* for cfg_prog_build (may be NULL) */
-    /* Polled (may be NULL): nonzero ends the session at the next check, never in the
-     * middle of an install or a removal; before the install it fails with QP_EINTR and
-     * nothing is patched. A signal handler of the caller's sets it; installed without
-     * SA_RESTART, it also cuts the sampling loop's sleeps short. */
-    volatile sig_atomic_t *stop;
-} dyn_run_opts_t;
-
-/* What a session measured. */
-typedef struct dyn_run_report {
-    int pid;          /* the process (0: it could not be started or attached) */
-    int measured;     /* the counts were read: every field below is set */
-    size_t npoints;   /* points measured */
-    char **names;     /* per point: its name */
-    uint64_t *calls;  /* per point: calls counted */
-    int64_t *wall_ns; /* per point: time inside, -1 when not timed */
-    dyn_row_t *rows;  /* every point, by calls (descending), then name */
-    int timed;        /* some point has a timer */
-    double secs;      /* from the install to the final sample */
-    int ended;        /* the process ended during the session */
-    int status;       /* ... its wait status (a started program; 0 for another) */
-    drv_hist_t hist;  /* the calls over time (hist.v is NULL without hist_buckets) */
-} dyn_run_report_t;
-
-/*
- * One session of O: start O->argv or attach to O->pid; read and analyse its executable
- * (/proc/PID/exe); choose the points; stop it, install, let it run; sample (live tables
- * through CB, the histogram) until O->duration, *O->stop, CB's live callback or the end
- * of the process; stop it, take everything out and let it go; read the final counts into
- * *REP. The process is left running, except a started program that nothing could be
- * installed in: it is killed before it ran any of its code. Nothing is printed: CB (may
- * be NULL) is told what happens. No signal handler is installed.
- * Returns 0, or QP_E* with one line in WHY (WHYLEN bytes; "PID: what: reason", or "CMD:
- * reason" when the program could not be started). REP->measured may be set on failure
- * too: the process could not be stopped to take the instrumentation out, but the counts
- * were read. Free *REP with dyn_run_report_free (also after a failure).
- */
-int
-dyn_run_session(const dyn_run_opts_t *o, const dyn_run_cb_t *cb,
-    dyn_run_report_t *rep /*OUT*/, char *why, size_t whylen);
-
-/* Free REP's arrays and zero it. NULL is fine. */
-void
-dyn_run_report_free(dyn_run_report_t *rep);
-
 /*
  * `dyn clean PID`: attach to process PID, read its executable, stop it and take out what
  * a killed dyn left (dyn_clean), then let it go. Returns 0 with *OUT filled, or QP_E*
  * with one line in WHY ("PID: what: reason").
  */
 int
-dyn_run_clean(int pid, dyn_clean_report_t *out /*OUT*/, char *why, size_t whylen);
-
-/* CLOCK_MONOTONIC in seconds: the clock of dyn_run_opts_t.t_start. */
-double
-dyn_run_now(void);
+dyn_clean_pid(int pid, dyn_clean_report_t *out /*OUT*/, char *why, size_t whylen);
 
 #endif

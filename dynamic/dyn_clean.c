@@ -13,7 +13,9 @@
  */
 #include "config.h"
 
+#include <errno.h>
 #include <fcntl.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -501,5 +503,83 @@ dyn_clean(
 out:
     free(w);
     free(r.v);
+    return rc;
+}
+
+/*****************************************************************************
+ * dyn clean PID: attach, read the executable, clean, let go
+ */
+
+/* Write one line (printf FMT) into WHY (WHYLEN bytes); nothing when WHY is NULL. */
+static void __attribute__((format(printf, 3, 4)))
+say_why(char *why, size_t whylen, const char *fmt, ...)
+{
+    va_list ap;
+    if (why == NULL || whylen == 0)
+        return;
+    va_start(ap, fmt);
+    vsnprintf(why, whylen, fmt, ap);
+    va_end(ap);
+}
+
+/* The line for a failure RC to trace PID into WHY: "PID: [WHAT: ]REASON" (errno says
+ * why for QP_EIO: call right after the failure). */
+static void
+trace_why(int pid, const char *what, int rc, char *why, size_t whylen)
+{
+    int err = errno;
+    char buf[256];
+    const char *reason
+        = rc == QP_EIO ? dyn_proc_why(pid, err, buf, sizeof(buf)) : qp_strerror(rc);
+
+    if (what == NULL)
+        say_why(why, whylen, "%d: %s", pid, reason);
+    else
+        say_why(why, whylen, "%d: %s: %s", pid, what, reason);
+}
+
+/* The reason of a failure RC that is not about tracing: errno's for QP_EIO. */
+static const char *
+reason(int rc)
+{
+    return rc == QP_EIO ? strerror(errno) : qp_strerror(rc);
+}
+
+int
+dyn_clean_pid(int pid, dyn_clean_report_t *out, char *why, size_t whylen)
+{
+    char exe[64];
+    cfg_image_t *img = NULL;
+    dyn_proc_t *p = NULL;
+    uint64_t bias = 0;
+    int rc;
+
+    if (why != NULL && whylen > 0)
+        why[0] = '\0';
+    if (pid <= 0 || out == NULL) {
+        say_why(why, whylen, "%s", qp_strerror(QP_EINVAL));
+        return QP_EINVAL;
+    }
+    snprintf(exe, sizeof(exe), "/proc/%d/exe", pid);
+    /* Attach first: the reason it fails (no such process, ...) is the one to give. */
+    if ((rc = dyn_proc_attach(pid, &p)) < 0) {
+        trace_why(pid, NULL, rc, why, whylen);
+        return rc;
+    }
+    dyn_proc_resume(p);
+    if ((rc = cfg_image_open_bfd(exe, &img)) < 0
+        || (rc = dyn_proc_load_bias(p, img->entry, &bias)) < 0) {
+        say_why(
+            why, whylen, "%d: cannot read its executable %s: %s", pid, exe, reason(rc));
+        cfg_image_destroy(img);
+        dyn_proc_destroy(p);
+        return rc;
+    }
+    if ((rc = dyn_proc_stop(p)) < 0)
+        trace_why(pid, "cannot stop it", rc, why, whylen);
+    else if ((rc = dyn_clean(p, img, bias, out)) < 0)
+        say_why(why, whylen, "%d: cleaning: %s", pid, reason(rc));
+    dyn_proc_destroy(p);
+    cfg_image_destroy(img);
     return rc;
 }

@@ -150,13 +150,6 @@ dyn_session_create(
     return 0;
 }
 
-void
-dyn_session_set_atomic(dyn_session_t *s, int atomic)
-{
-    if (s != NULL)
-        s->atomic = atomic != 0;
-}
-
 /*****************************************************************************
  * Timers read while running (seed 001, section 3.3): a row's time so far is its total
  * plus, while some thread is inside (depth > 0), the cycles since its start. The words
@@ -287,27 +280,6 @@ dyn_session_sample(dyn_session_t *s, uint64_t *counts /*OUT*/)
     if (counts != s->last)
         memcpy(counts, s->last, s->ngood * sizeof(*counts));
     return rc;
-}
-
-int
-dyn_session_wall_ns(dyn_session_t *s, int64_t *ns /*OUT*/)
-{
-    uint64_t t, m;
-    double per;
-
-    if (s == NULL || (ns == NULL && s->ngood != 0))
-        return QP_EINVAL;
-    /* Calibrate the cycle counter against CLOCK_MONOTONIC over the session (>= 20 ms). */
-    while ((m = qp_mono_ns()) - s->mono0 < 20000000u) {
-        struct timespec ts = { 0, 5000000 };
-        nanosleep(&ts, NULL);
-    }
-    t = qp_cycles();
-    per = t > s->tsc0 ? (double)(m - s->mono0) / (double)(t - s->tsc0) : 0.0;
-    for (size_t i = 0; i < s->ngood; i++)
-        ns[i]
-            = s->rows[s->good[i]].timed ? (int64_t)((double)s->ticks[i] * per + 0.5) : -1;
-    return 0;
 }
 
 /*****************************************************************************
@@ -504,12 +476,6 @@ dyn_session_drop(dyn_session_t *s, int gone_all)
     }
     s->installed = 0;
     return 0;
-}
-
-int
-dyn_session_counts_copies(const dyn_session_t *s)
-{
-    return s != NULL && (!s->installed || s->local != NULL);
 }
 
 int

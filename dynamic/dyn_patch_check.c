@@ -131,13 +131,17 @@ entry_save_flags(const cfg_proc_t *pr)
  * the padding after it (spill). A direct call may be the last instruction: the
  * trampoline pushes its return address, which is then the end of the replaced bytes (so
  * a callee returns right after the jump, into the original code, whether the jump is
- * in or not). FIRST_ONLY (an indirect jump with unknown targets might land anywhere in
- * the procedure, but not inside an instruction): the bytes must be one instruction.
+ * in or not). FLAGS: ENTRY_FIRST_ONLY (an indirect jump with unknown targets might land
+ * anywhere in the procedure, but not inside an instruction): the bytes must be one
+ * instruction; ENTRY_COPY (the jump into a procedure's copy, which makes every call, an
+ * indirect one too, with its original return address): an indirect call may be the last
+ * instruction as well.
  */
 const char *
 entry_insns(
-    const dyn_session_t *s, uint32_t i, size_t need, int first_only, point_t *pt /*OUT*/)
+    const dyn_session_t *s, uint32_t i, size_t need, int flags, point_t *pt /*OUT*/)
 {
+    int first_only = flags & ENTRY_FIRST_ONLY;
     const cfg_prog_t *prog = s->prog;
     const cfg_proc_t *pr = &prog->procs[i];
     const cfg_block_t *b = &prog->blocks[pr->block];
@@ -189,8 +193,13 @@ entry_insns(
             pt->call_ret = 1;
             break;
         case ARCH_KIND_CALL_IND:
-            return "an indirect call in its first 5 bytes (the return address would be "
-                   "in the trampoline)";
+            if (!(flags & ENTRY_COPY))
+                return "an indirect call in its first 5 bytes (the return address would "
+                       "be in the trampoline)";
+            if (has_shadow_stack(s))
+                return "a call in its first 5 bytes (the process has a shadow stack)";
+            pt->call_ret = 1;
+            break;
         case ARCH_KIND_SYSCALL: return "a system call in its first 5 bytes";
         default: return "an instruction in its first 5 bytes cannot be moved";
         }
@@ -538,7 +547,7 @@ check_point(const dyn_session_t *s, int kind, uint32_t proc, uint64_t addr, poin
                 || addr + in.len != bl->end)
                 *why = "not the ret or the tail call of its block";
         }
-    } else { /* a call */
+    } else { /* a call (a short one through padding or with what follows it) */
         const cfg_block_t *bl = &prog->blocks[b];
         arch_insn_t in;
         size_t avail;
@@ -547,18 +556,11 @@ check_point(const dyn_session_t *s, int kind, uint32_t proc, uint64_t addr, poin
             || (in.kind != ARCH_KIND_CALL && in.kind != ARCH_KIND_CALL_IND)
             || addr + in.len != bl->end)
             *why = "not a call";
-        else if (in.len < JMP_LEN)
-            *why = "the call is shorter than the 5-byte jump";
-        else if (in.kind == ARCH_KIND_CALL && in.target == addr + in.len)
-            *why = "a call to the next instruction reads its own return address";
-        else if (has_except_table(prog->img))
-            *why = "the program has exception tables: an exception thrown through the "
-                   "call would find no unwind information for its return address";
         else {
-            pt.entry = addr + s->bias;
-            pt.len = in.len;
-            pt.ninsns = 1;
-            memcpy(pt.orig, bytes, in.len);
+            const cfg_proc_t *c = in.kind == ARCH_KIND_CALL ? cfg_proc_at(prog, in.target)
+                                                            : NULL;
+            *why = check_call((dyn_session_t *)s, bl, &in, bytes,
+                c != NULL && c->entry == in.target ? c->name : NULL, &pt);
         }
     }
     if (*why == NULL && (pt.entry & 4095) > 4096 - JMP_LEN)
@@ -748,7 +750,7 @@ dyn_session_add_point(dyn_session_t *s, int kind, uint32_t proc, uint64_t addr,
     if (why == NULL)
         why = &unused;
     *why = NULL;
-    if (s == NULL || s->installed || (before == NULL && after == NULL)
+    if (s == NULL || s->installed || (before == NULL && after == NULL && kind != DYN_PT_PROC)
         || (after != NULL && kind != DYN_PT_CALL && kind != DYN_PT_WHOLE
             && kind != DYN_PT_PROC))
         return QP_EINVAL;
@@ -774,6 +776,12 @@ dyn_session_add_point(dyn_session_t *s, int kind, uint32_t proc, uint64_t addr,
         QP_CHECK(err);
     }
     QP_CHECK(rc);
+    if (pt.call_len && after != NULL) {
+        /* (Its trampoline moves the call with what follows: no place after the call.) */
+        *why = "a call shorter than the 5-byte jump, moved with the instructions after it, "
+               "takes no snippet after it";
+        return QP_EUNSUPP;
+    }
     pt.name = name;
     if (before != NULL)
         pt.before = *before;
@@ -784,6 +792,20 @@ dyn_session_add_point(dyn_session_t *s, int kind, uint32_t proc, uint64_t addr,
     if (row != NULL)
         *row = pt.row;
     return 0;
+}
+
+int
+dyn_session_set_sites(dyn_session_t *s, uint32_t row, const dyn_site_t *sites, size_t n)
+{
+    if (s == NULL || s->installed || (n > 0 && sites == NULL))
+        return QP_EINVAL;
+    for (size_t i = 0; i < s->ncand; i++)
+        if (s->cand[i].row == row && s->cand[i].reloc) {
+            s->cand[i].sites = sites;
+            s->cand[i].nsites = n;
+            return 0;
+        }
+    return QP_ENOTFOUND;
 }
 
 int
@@ -800,40 +822,7 @@ dyn_session_set_exits(dyn_session_t *s, uint32_t row, const uint64_t *exits, siz
     return QP_ENOTFOUND;
 }
 
-const char *
-dyn_session_refused_row(const dyn_session_t *s, uint32_t row)
-{
-    return s != NULL && row < s->nrows && (s->rows[row].bad & 1) ? s->rows[row].why : NULL;
-}
-
-/*
- * The name of procedure PR that matches PATTERN: its own, or another function symbol at
- * its entry (an alias: `malloc` for `__libc_malloc`); NULL when none does.
- */
-const char *
-match_name(const cfg_image_t *img, const cfg_proc_t *pr, const char *pattern)
-{
-    size_t lo = 0, hi = img->nsymbols;
-
-    if (cfg_name_match(pattern, pr->name, 1))
-        return pr->name;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (img->symbols[mid].addr < pr->entry)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    for (; lo < img->nsymbols && img->symbols[lo].addr == pr->entry; lo++) {
-        const cfg_symbol_t *sym = &img->symbols[lo];
-        if ((sym->kind == CFG_SYM_FUNC || sym->kind == CFG_SYM_IFUNC)
-            && cfg_name_match(pattern, sym->name, 1))
-            return sym->name;
-    }
-    return NULL;
-}
-
-/* Procedure I's entry counter in place (as dyn_session_select): why not, or NULL with
+/* Procedure I's entry counter in place: why not, or NULL with
  * its row and point added. *ERR: QP_ENOMEM. */
 static const char *
 count_in_place(dyn_session_t *s, uint32_t i, const char *name, int *err)
@@ -858,8 +847,8 @@ count_in_place(dyn_session_t *s, uint32_t i, const char *name, int *err)
 /*
  * Neighbours whose original code may lend a slot to a short jump at link address NEAR of
  * procedure I: the procedures whose code lies within the jump's reach, nearest first (a
- * cold fragment's parent), that the selection (s->nb_pattern, NULL: every procedure)
- * measures and that are not chosen yet; into OUT (CAP), with their names. Their number.
+ * cold fragment's parent) that are not chosen yet; into OUT (CAP), with their names.
+ * Their number.
  */
 size_t
 neighbours(const dyn_session_t *s, uint32_t i, uint64_t near, uint32_t *out,
@@ -879,12 +868,7 @@ neighbours(const dyn_session_t *s, uint32_t i, uint64_t near, uint32_t *out,
                 ;
             if (k < n || (s->chosen[j] & 1) || (q->flags & CFG_PROC_FRAGMENT))
                 continue;
-            const char *qname = s->nb_pattern == NULL
-                ? q->name
-                : match_name(prog->img, q, s->nb_pattern);
-            if (qname == NULL)
-                continue;
-            names[n] = qname;
+            names[n] = q->name;
             out[n++] = j;
         }
     }
@@ -920,40 +904,20 @@ lend_slot(dyn_session_t *s, uint32_t j, const char *name, uint64_t near, int tim
 }
 
 /*
- * A slot for PT's short jump at link address NEAR (in procedure I, relocated whole:
- * TIMED) in the original code of a neighbour relocated whole (lend_slot), when I has
- * none of its own: why not (the session as it was), or NULL with PT's pad and pad_orig
- * set, *DEP the neighbour's row, and the neighbour in *LENT (to be marked chosen when I
- * goes in). Only while dyn_session_select or _select_time choose (s->nb_allow), once deep.
- * *ERR: QP_ENOMEM.
+ * A slot for PT's short jump at link address NEAR (in procedure I, relocated whole) in
+ * the original code of a neighbour: not here (a caller that chooses its points one by
+ * one asks for the pair itself, dyn_session_check_borrow): the first NEAR that wanted
+ * one is kept for it (s->nb_need, outside a lender's own check), and the answer is why
+ * not.
  */
 const char *
 borrow_slot(dyn_session_t *s, uint32_t i, uint64_t near, int timed, point_t *pt,
     uint32_t *dep, uint32_t *lent, int *err)
 {
-    uint32_t nb[8], row;
-    const char *names[8];
+    (void)i, (void)timed, (void)pt, (void)dep, (void)lent;
     *err = 0;
-    if (!s->nb_allow && s->nb_depth == 0 && s->nb_need == 0)
+    if (s->nb_depth == 0 && s->nb_need == 0)
         s->nb_need = near;
-    if (!s->nb_allow || s->nb_depth > 0 || has_shadow_stack(s))
-        return "no neighbour to borrow bytes from";
-    size_t n = neighbours(s, i, near, nb, names, 8);
-    for (size_t k = 0; k < n; k++) {
-        int rc = lend_slot(s, nb[k], names[k], near, timed, &row);
-        if (rc < 0) {
-            *err = rc;
-            return NULL;
-        }
-        if (rc == 1) {
-            pt->pad = s->nb_slot + s->bias;
-            memcpy(pt->pad_orig, s->nb_orig, JMP_LEN);
-            s->nb_slot = 0;
-            *dep = row;
-            *lent = nb[k];
-            return NULL;
-        }
-    }
     return "no neighbour to borrow bytes from";
 }
 

@@ -212,7 +212,7 @@ emit_reloc(const dyn_session_t *s, point_t *pt, uint64_t at, const dyn_snippet_t
     QP_CHECK(nparts);
     QP_CHECK(n = proc_runs(s, parts, nparts, &runs));
     pt_proc_t p = { runs, (size_t)n, s->prog->procs[pt->proc].entry + s->bias,
-        tramp_snip(pt, pre, 0), { 0 }, { 0 }, NULL, 0, NULL, 0, NULL, 0, NULL, 0 };
+        tramp_snip(pt, pre, 0), { 0 }, { 0 }, NULL, 0, NULL, 0, NULL, 0, NULL, 0, NULL, 0 };
     uint64_t *exits = NULL, *noret = NULL, *inner = NULL, *unknown = NULL;
     int nnr = block_ends(s, parts, nparts, cfg_block_call_never_returns, &noret);
     int nin = nnr < 0 ? nnr : block_ends(s, parts, nparts, is_table_block, &inner);
@@ -243,6 +243,25 @@ emit_reloc(const dyn_session_t *s, point_t *pt, uint64_t at, const dyn_snippet_t
         p.exits = exits;
         p.nexits = pt->nexits;
     }
+    pt_site_t *sites = NULL;
+    if (pt->nsites > 0) {
+        /* Before a call the flags are dead (the callee clobbers them), as in place. */
+        if ((sites = malloc(pt->nsites * sizeof(*sites))) == NULL) {
+            free(runs);
+            free(exits);
+            free(noret);
+            free(inner);
+            free(unknown);
+            return QP_ENOMEM;
+        }
+        for (size_t k = 0; k < pt->nsites; k++) {
+            const dyn_snippet_t *sn = &pt->sites[k].snip;
+            sites[k] = (pt_site_t) { pt->sites[k].addr + s->bias,
+                { sn->nodes, sn->n, sn->root, pt_point_ctx(PT_POINT_CALL, 0) } };
+        }
+        p.sites = sites;
+        p.nsites = pt->nsites;
+    }
     if (post != NULL) {
         /* At a ret the flags are dead where the ABI holds (as a timed exit's); before a
          * jump that leaves, they are saved (they may be live for its target). */
@@ -255,6 +274,7 @@ emit_reloc(const dyn_session_t *s, point_t *pt, uint64_t at, const dyn_snippet_t
     size_t mapcap = pt_proc_mapcap(&p);
     pt->map = malloc((mapcap + 1) * sizeof(*pt->map));
     if (pt->map == NULL) {
+        free(sites);
         free(runs);
         free(exits);
         free(noret);
@@ -263,6 +283,7 @@ emit_reloc(const dyn_session_t *s, point_t *pt, uint64_t at, const dyn_snippet_t
         return QP_ENOMEM;
     }
     n = pt_proc_emit(&p, at, out, cap, pt->map, mapcap, &pt->nmap);
+    free(sites);
     free(runs);
     free(exits);
     free(noret);
@@ -287,7 +308,14 @@ reloc_size(const dyn_session_t *s, const point_t *pt)
             extra += n > 0 ? (size_t)n : 4096;
         }
     (void)s;
-    return pt->rsize + pt->rsize / 4 + 256 + extra * (pt->rsize / 8 + 1);
+    size_t sites = 0;
+    for (size_t k = 0; k < pt->nsites; k++) {
+        const dyn_snippet_t *sn = &pt->sites[k].snip;
+        pt_snip_t ps = { sn->nodes, sn->n, sn->root, pt_point_ctx(PT_POINT_CALL, 0) };
+        int n = pt_snip_size(&ps, pt->entry);
+        sites += n > 0 ? (size_t)n : 4096;
+    }
+    return pt->rsize + pt->rsize / 4 + 256 + extra * (pt->rsize / 8 + 1) + sites;
 }
 
 /* The trampoline of PT (counting or timing for its row at WORDS) at AT into OUT: its
@@ -304,7 +332,11 @@ emit_tramp(const dyn_session_t *s, point_t *pt, uint64_t at, uint64_t words, uin
 
     /* Every snippet goes through the snippet compiler, the counters' and timers' too. */
     count_snip(s, s->rows[pt->row].timed, words, s->cpu_ctr + 8 * pt->row, cv, &count);
+    const dyn_snippet_t none = { NULL, 0, 0 };
     const dyn_snippet_t *pre = pt->before.nodes ? &pt->before : &count;
+    /* A copy for its call sites only: nothing at its entry. */
+    if (pt->reloc && pt->before.nodes == NULL && pt->nsites > 0)
+        pre = &none;
     if (pt->reloc)
         return emit_reloc(s, pt, at, pre,
             pt->after.nodes != NULL ? &pt->after : s->rows[pt->row].timed ? &st : NULL, out,
@@ -800,35 +832,4 @@ fail : {
     errno = saved;
 }
     return rc;
-}
-
-size_t
-dyn_session_npoints(const dyn_session_t *s)
-{
-    return s ? s->ngood : 0;
-}
-
-const char *
-dyn_session_point(const dyn_session_t *s, size_t i, uint64_t *addr /*OUT*/)
-{
-    const row_t *r;
-
-    if (s == NULL || i >= s->ngood)
-        return NULL;
-    r = &s->rows[s->good[i]];
-    if (addr != NULL) {
-        *addr = 0;
-        for (size_t k = 0; k < s->npts; k++)
-            if (s->pts[k].row == s->good[i]) {
-                *addr = s->pts[k].entry;
-                break;
-            }
-    }
-    return r->name;
-}
-
-int
-dyn_session_shared(const dyn_session_t *s)
-{
-    return s != NULL && s->local != NULL;
 }

@@ -5,7 +5,7 @@
  * What the parts of dyn_patch.c share (dynamic/ only): the point and the session
  * they build, and the helpers one part calls in another. The parts: dyn_patch.c
  * (the session, reading and removing), dyn_patch_check.c (what the file proves for a
- * point), dyn_patch_select.c (choosing by name: procedures, neighbours, call sites),
+ * point), dyn_patch_select.c (neighbour slots, call sites),
  * dyn_patch_timer.c (timers at the entry and every exit), dyn_patch_reloc.c
  * (procedures relocated whole), dyn_patch_install.c (counters, trampolines, patching).
  * Each helper is described where it is defined; the helpers are listed by file.
@@ -113,6 +113,9 @@ typedef struct point {
     const uint64_t *exits; /* reloc: the exits (link addresses, sorted; the caller's
                             * until install) AFTER runs at; NULL: every one */
     size_t nexits;
+    const dyn_site_t *sites; /* reloc: calls with a snippet before them (sorted; the
+                              * caller's until install); NULL: none */
+    size_t nsites;
     uint8_t wide;         /* PT_RSITE whose jump covers the blocks after its own (or
                            * padding): the original must be idle when it goes in */
     size_t nmap;
@@ -194,10 +197,8 @@ struct dyn_session {
     uint64_t nb_slot; /* ... the slot it found (link address, taken), for the next
                        * find_pad; 0: none */
     uint8_t nb_orig[JMP_LEN]; /* ... its bytes */
-    int nb_allow;             /* check_reloc may borrow a neighbour's slot (borrow_slot) */
-    int nb_depth;             /* ... not while one lends its own */
-    const char *nb_pattern;   /* what the selection measures (NULL: every procedure) */
-    uint64_t nb_need;         /* borrow_slot, not allowed: the link address whose short
+    int nb_depth;             /* with_neighbour is checking a lender (not twice deep) */
+    uint64_t nb_need;         /* borrow_slot: the link address whose short
                                * jump wanted a slot first (dyn_session_check_borrow) */
     int nb_pun;               /* nb_want is a 1-byte procedure's (pun_site): the lender is
                                * the procedure right after it, its first byte kept */
@@ -240,9 +241,10 @@ int
 has_shadow_stack(const dyn_session_t *s);
 uint8_t
 entry_save_flags(const cfg_proc_t *pr);
+enum { ENTRY_FIRST_ONLY = 1, ENTRY_COPY = 2 }; /* entry_insns's FLAGS */
 const char *
 entry_insns(
-    const dyn_session_t *s, uint32_t i, size_t need, int first_only, point_t *pt /*OUT*/);
+    const dyn_session_t *s, uint32_t i, size_t need, int flags, point_t *pt /*OUT*/);
 const char *
 entry_ok(const dyn_session_t *s, uint32_t i, int *first_only /*OUT*/);
 const char *
@@ -262,8 +264,6 @@ int
 reloc_point(dyn_session_t *s, int add, uint32_t proc, uint64_t addr,
     const dyn_snippet_t *before, const dyn_snippet_t *after, const char *name,
     uint32_t *row, uint64_t *lo, uint64_t *hi, const char **why);
-const char *
-match_name(const cfg_image_t *img, const cfg_proc_t *pr, const char *pattern);
 size_t
 neighbours(const dyn_session_t *s, uint32_t i, uint64_t near, uint32_t *out,
     const char **names, size_t cap);
@@ -276,6 +276,15 @@ with_neighbour(dyn_session_t *s, uint32_t i, const char *name, int timed, int *e
 /* dyn_patch_select.c */
 int
 has_except_table(const cfg_image_t *img);
+/*
+ * The call IN (its bytes BYTES) that ends block BL, to the procedure named CALLEE (NULL:
+ * through a pointer, or not a procedure's entry): why a counter cannot go before it in
+ * place, or NULL with *PT filled (kind, entry, len, orig; a call shorter than the jump
+ * through padding, pad taken, or moved with the instructions after it, call_len).
+ */
+const char *
+check_call(dyn_session_t *s, const cfg_block_t *bl, const arch_insn_t *in,
+    const uint8_t *bytes, const char *callee, point_t *pt /*OUT*/);
 
 /* dyn_patch_timer.c */
 int

@@ -193,7 +193,7 @@ reloc_trial(const dyn_session_t *s, const uint32_t *parts, int nparts, point_t *
         { count.nodes, count.n, count.root, pt_point_ctx(PT_POINT_ENTRY, ARCH_FLAGS_STATUS) },
         { &stop, 1, 0, pt_point_ctx(PT_POINT_EXIT, ARCH_FLAGS_STATUS) },
         { &stop, 1, 0, pt_point_ctx(PT_POINT_INSN, ARCH_FLAGS_STATUS) }, NULL, 0, noret,
-        (size_t)nnr, inner, (size_t)nin, unknown, (size_t)nun };
+        (size_t)nnr, inner, (size_t)nin, unknown, (size_t)nun, NULL, 0 };
     size_t cap = pt_proc_size(&p, 256), mapcap = pt_proc_mapcap(&p), nmap;
     uint8_t *out = malloc(cap + 1);
     pt_map_t *map = malloc((mapcap + 1) * sizeof(*map));
@@ -415,18 +415,19 @@ check_reloc(dyn_session_t *s, uint32_t i, const char *name, int timed, int exits
      * prefix of its jump and that procedure's displacement (pun_site). */
     int keep = s->nb_want != 0 && s->nb_pun;
     if (keep && (pr->entry != s->nb_want + 1 || ((pr->entry + s->bias) & 4095) > 4096 - JMP_LEN - 1
-                    || entry_insns(s, i, JMP_LEN + 1, 0, &pt) != NULL))
+                    || entry_insns(s, i, JMP_LEN + 1, ENTRY_COPY, &pt) != NULL))
         return "its entry cannot keep its first byte before its jump";
     const char *cross = keep ? NULL
         : ((pr->entry + s->bias) & 4095) > 4096 - JMP_LEN
         ? "its first 5 bytes cross a page boundary (the jump could not be written in one "
           "piece)"
         : NULL;
-    if (!keep && (cross != NULL || (why = entry_insns(s, i, JMP_LEN, 0, &pt)) != NULL)) {
+    if (!keep
+        && (cross != NULL || (why = entry_insns(s, i, JMP_LEN, ENTRY_COPY, &pt)) != NULL)) {
         /* Too short, or across a page: a jmp rel8 to a jump in padding, or else in its
          * own original code (a slot, found once the bytes its other jumps take are
          * known). */
-        if (entry_insns(s, i, SHORT_LEN, 0, &pt) != NULL)
+        if (entry_insns(s, i, SHORT_LEN, ENTRY_COPY, &pt) != NULL)
             return why != NULL ? why : cross;
         if (((pr->entry + s->bias) & 4095) > 4096 - SHORT_LEN)
             return cross;
@@ -797,54 +798,4 @@ check_timed(dyn_session_t *s, uint32_t i, const char *name, int *err /*OUT*/)
     if (w2 == NULL || *err < 0)
         return w2;
     return s->prog->procs[i].flags & CFG_PROC_MULTI_ENTRY ? w2 : why;
-}
-
-int
-dyn_session_select_time(dyn_session_t *s, const char *pattern, unsigned *nmatch /*OUT*/)
-{
-    unsigned k = 0;
-    int err = 0;
-
-    if (s == NULL || pattern == NULL || s->installed)
-        return QP_EINVAL;
-    s->nb_pattern = pattern;
-    s->nb_allow = 1;
-    for (uint32_t i = 0; i < s->prog->nprocs; i++) {
-        const cfg_proc_t *pr = &s->prog->procs[i];
-        const char *name, *why;
-        if ((pr->flags & CFG_PROC_FRAGMENT)
-            || (name = match_name(s->prog->img, pr, pattern)) == NULL)
-            continue;
-        k++;
-        if (s->chosen[i] & 1)
-            continue;
-#if !defined(__x86_64__)
-        why = "timers need x86-64's cycle counter";
-#else
-        why = check_timed(s, i, name, &err);
-        if (err < 0)
-            break;
-        if (why != NULL) {
-            /* Through a slot in a neighbour's code (which is timed too). */
-            const char *w2 = with_neighbour(s, i, name, 1, &err);
-            if (err < 0)
-                break;
-            why = w2 == NULL ? NULL : why;
-        }
-#endif
-        if (why != NULL) {
-            /* Not chosen: --count may still count it. */
-            if ((err = refuse_name(s, name, why)) < 0)
-                break;
-            continue;
-        }
-        s->chosen[i] |= 1;
-    }
-    s->nb_allow = 0;
-    s->nb_pattern = NULL;
-    if (err < 0)
-        return err;
-    if (nmatch != NULL)
-        *nmatch = k;
-    return 0;
 }

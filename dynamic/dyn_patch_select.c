@@ -2,9 +2,8 @@
  * SPDX-License-Identifier: MIT */
 
 /*
- * Live patching, choosing points by name (see dyn_patch.c): neighbour slots for
- * callers that choose points one by one (libqpt), procedures by pattern, and the
- * call sites of a procedure.
+ * Live patching, the points of callers that choose them one by one (libqpt; see
+ * dyn_patch.c): neighbour slots, and what a call site takes (check_call).
  */
 #include "config.h"
 
@@ -147,83 +146,8 @@ dyn_session_add_lender(dyn_session_t *s, uint32_t proc, const char *name,
     return 0;
 }
 
-static int select_loop(dyn_session_t *s, const char *pattern, uint32_t flags, unsigned *kp);
-
-int
-dyn_session_select(
-    dyn_session_t *s, const char *pattern, uint32_t flags, unsigned *nmatch /*OUT*/)
-{
-    unsigned k = 0;
-
-    if (s == NULL || (pattern == NULL && !(flags & DYN_SEL_ALL)) || s->installed)
-        return QP_EINVAL;
-    s->nb_pattern = (flags & DYN_SEL_ALL) ? NULL : pattern;
-    s->nb_allow = 1;
-    int rc = select_loop(s, pattern, flags, &k);
-    s->nb_allow = 0;
-    s->nb_pattern = NULL;
-    if (nmatch != NULL)
-        *nmatch = k;
-    return rc;
-}
-
-/* dyn_session_select's loop; *K: the procedures that match. */
-static int
-select_loop(dyn_session_t *s, const char *pattern, uint32_t flags, unsigned *kp)
-{
-    unsigned k = 0;
-    for (uint32_t i = 0; i < s->prog->nprocs; i++) {
-        const cfg_proc_t *pr = &s->prog->procs[i];
-        const char *why;
-        point_t pt;
-        const char *name = pr->name;
-        if (!(flags & DYN_SEL_ALL)
-            && (name = match_name(s->prog->img, pr, pattern)) == NULL)
-            continue;
-        /* A cold fragment is counted in its parent's calls: a glob (as --all, and as
-         * --time) leaves it out; named alone, it is refused with the reason. */
-        if ((pr->flags & CFG_PROC_FRAGMENT)
-            && ((flags & DYN_SEL_ALL) || strpbrk(pattern, "*?[") != NULL))
-            continue;
-        k++;
-        if (s->chosen[i] & 1)
-            continue;
-        s->chosen[i] |= 1;
-        why = check_proc(s, i, &pt);
-        /* Too short for the jump: a short one through padding, if there is some. */
-        int first_only;
-        if (why != NULL && entry_ok(s, i, &first_only) == NULL
-            && check_short(s, i, first_only, &pt) == NULL)
-            why = NULL;
-        pt.name = name;
-        if (why != NULL) {
-            /* Its entry does not fit in place: the procedure relocated whole, its entry
-             * reached through a slot of its own code. */
-            int err = 0;
-            const char *w2 = check_reloc(s, i, name, 0, 0, NULL, &err);
-            QP_CHECK(err);
-            if (w2 == NULL)
-                continue;
-            /* Else through a slot in a neighbour's code. */
-            w2 = with_neighbour(s, i, name, 0, &err);
-            QP_CHECK(err);
-            if (w2 == NULL)
-                continue;
-        }
-        if (why != NULL) {
-            QP_CHECK(refuse_name(s, name, why));
-            continue;
-        }
-        pt.kind = PT_ENTRY;
-        QP_CHECK(add_row(s, name, i, 0, &pt.row));
-        QP_CHECK(add_cand(s, &pt));
-    }
-    *kp = k;
-    return 0;
-}
-
 /*****************************************************************************
- * Call sites: each call instruction of at least 5 bytes
+ * Call sites: what a counter before a call takes in place
  */
 
 /* The call sites of procedure I (chosen by NAME): rows and candidates, or refusals. */
@@ -281,119 +205,43 @@ call_with_next(const dyn_session_t *s, const cfg_block_t *bl, point_t *pt)
     return NULL;
 }
 
+/* Does a callee of this name keep its return address beyond the stack (setjmp and
+ * its kin, which a call made from a trampoline would confuse)? */
 static int
-select_calls_of(dyn_session_t *s, uint32_t i, const char *name)
+keeps_return(const char *callee)
 {
-    const cfg_prog_t *prog = s->prog;
-    const cfg_proc_t *pr = &prog->procs[i];
-    uint32_t b, parts[64];
-    int k, nparts;
-
-    if ((nparts = parts_of(s, i, parts, 64)) < 0)
-        return nparts == QP_ERANGE ? refuse_name(s, name, "too many cold fragments")
-                                   : nparts;
-    if (pr->unsafe != NULL)
-        return refuse_name(s, name, "the analysis could not prove its code safe");
-    if (pr->nind_unresolved > 0)
-        return refuse_name(
-            s, name, "an indirect jump with unknown targets might land inside a call");
-    FOR_BLOCKS(prog, parts, nparts, k, b)
-    {
-        const cfg_block_t *bl = &prog->blocks[b];
-        const uint8_t *bytes;
-        size_t avail;
-        uint64_t a;
-        arch_insn_t in;
-        char buf[24];
-        const char *why = NULL, *callee, *site;
-        point_t pt;
-        uint32_t row;
-
-        if (bl->last_kind != ARCH_KIND_CALL && bl->last_kind != ARCH_KIND_CALL_IND)
-            continue;
-        bytes = cfg_image_ptr(prog->img, bl->start, &avail);
-        if (bytes == NULL || avail < bl->end - bl->start)
-            continue;
-        memset(&in, 0, sizeof(in));
-        for (a = bl->start; a < bl->end; a += in.len)
-            if (arch_decode(bytes + (a - bl->start), bl->end - a, a, &in) < 0)
-                break;
-        if (a != bl->end)
-            continue;
-        a -= in.len; /* the call */
-        callee = NULL;
-        if (in.kind == ARCH_KIND_CALL) {
-            const cfg_proc_t *c = cfg_proc_at(prog, in.target);
-            callee = c != NULL && c->entry == in.target ? c->name : NULL;
-            if (callee == NULL) {
-                snprintf(buf, sizeof(buf), "0x%llx", (unsigned long long)in.target);
-                callee = buf;
-            }
-        }
-        site = site_name(s, name, a >= pr->entry ? '+' : '-',
-            a >= pr->entry ? a - pr->entry : pr->entry - a,
-            callee == NULL ? "*indirect" : callee);
-        if (site == NULL)
-            return QP_ENOMEM;
-        if (has_except_table(prog->img))
-            why = "the program has exception tables: an exception thrown through the "
-                  "call "
-                  "would find no unwind information for its return address in the "
-                  "trampoline";
-        else if (in.kind == ARCH_KIND_CALL && in.target == a + in.len)
-            why = "a call to the next instruction reads its own return address";
-        else if (callee != NULL
-            && (strstr(callee, "setjmp") != NULL || strstr(callee, "vfork") != NULL
-                || strstr(callee, "getcontext") != NULL
-                || strstr(callee, "savectx") != NULL))
-            why = "the callee keeps its return address beyond the stack";
-        if (why != NULL) {
-            QP_CHECK(refuse_name(s, site, why));
-            continue;
-        }
-        memset(&pt, 0, sizeof(pt));
-        pt.kind = PT_CALL;
-        pt.proc = i;
-        pt.name = site;
-        pt.entry = a + s->bias;
-        pt.len = in.len;
-        pt.ninsns = 1;
-        memcpy(pt.orig, bytes + (a - bl->start), in.len);
-        /* Shorter than the jump (`call *%rax`): a jmp rel8 inside the call, to a jump in
-         * padding (the call is one instruction: nothing lands inside it), or else the
-         * jump covers the first instructions of its return site too. */
-        if (in.len < JMP_LEN && (why = find_pad(s, a, &pt)) != NULL
-            && (why = call_with_next(s, bl, &pt)) != NULL) {
-            QP_CHECK(refuse_name(s, site, why));
-            continue;
-        }
-        QP_CHECK(add_row(s, site, i, 0, &row));
-        pt.row = row;
-        QP_CHECK(add_cand(s, &pt));
-    }
-    return 0;
+    return callee != NULL
+        && (strstr(callee, "setjmp") != NULL || strstr(callee, "vfork") != NULL
+            || strstr(callee, "getcontext") != NULL || strstr(callee, "savectx") != NULL);
 }
 
-int
-dyn_session_select_calls(dyn_session_t *s, const char *pattern, unsigned *nmatch /*OUT*/)
+const char *
+check_call(dyn_session_t *s, const cfg_block_t *bl, const arch_insn_t *in,
+    const uint8_t *bytes, const char *callee, point_t *pt)
 {
-    unsigned k = 0;
+    uint64_t a = in->addr;
 
-    if (s == NULL || pattern == NULL || s->installed)
-        return QP_EINVAL;
-    for (uint32_t i = 0; i < s->prog->nprocs; i++) {
-        const cfg_proc_t *pr = &s->prog->procs[i];
-        const char *name;
-        if ((pr->flags & CFG_PROC_FRAGMENT)
-            || (name = match_name(s->prog->img, pr, pattern)) == NULL)
-            continue;
-        k++;
-        if (s->chosen[i] & 2)
-            continue;
-        s->chosen[i] |= 2;
-        QP_CHECK(select_calls_of(s, i, name));
-    }
-    if (nmatch != NULL)
-        *nmatch = k;
-    return 0;
+    if (has_except_table(s->prog->img))
+        return "the program has exception tables: an exception thrown through the call "
+               "would find no unwind information for its return address in the "
+               "trampoline";
+    if (in->kind == ARCH_KIND_CALL && in->target == a + in->len)
+        return "a call to the next instruction reads its own return address";
+    if (keeps_return(callee))
+        return "the callee keeps its return address beyond the stack";
+    memset(pt, 0, sizeof(*pt));
+    pt->kind = PT_CALL;
+    pt->proc = bl->proc;
+    pt->entry = a + s->bias;
+    pt->len = in->len;
+    pt->ninsns = 1;
+    memcpy(pt->orig, bytes, in->len);
+    /* Shorter than the jump (`call *%rax`): a jmp rel8 inside the call, to a jump in
+     * padding (the call is one instruction: nothing lands inside it), or else the jump
+     * covers the first instructions of its return site too. */
+    const char *why;
+    if (in->len < JMP_LEN && (why = find_pad(s, a, pt)) != NULL
+        && (why = call_with_next(s, bl, pt)) != NULL)
+        return why;
+    return NULL;
 }

@@ -34,6 +34,12 @@ qpt_hist_add(qpt_hist_t *h, double t, const uint64_t *totals)
         drv_hist_add(&h->h, t, totals);
 }
 
+int
+qpt_hist_grow(qpt_hist_t *h, size_t nseries)
+{
+    return h != NULL ? drv_hist_grow(&h->h, nseries) : QP_EINVAL;
+}
+
 uint64_t
 qpt_hist_get(const qpt_hist_t *h, size_t series, size_t bucket)
 {

@@ -106,6 +106,9 @@ typedef struct qpt_live_set {
     uint64_t **exits;        /* the exit lists of its procedures relocated whole (freed
                               * with it) */
     size_t nexits;
+    dyn_site_t **sites;      /* the call sites of its procedures relocated whole (freed
+                              * with it) */
+    size_t nsites;
     uint8_t *in;             /* per insertion: in this set */
     size_t nin;
     size_t *row_ins;         /* per dyn row: an insertion at its point (+1), 0: none */
@@ -124,6 +127,9 @@ live_free(live_t *l)
     for (size_t i = 0; i < l->nexits; i++)
         free(l->exits[i]);
     free(l->exits);
+    for (size_t i = 0; i < l->nsites; i++)
+        free(l->sites[i]);
+    free(l->sites);
     free(l->in);
     free(l->row_ins);
     free(l);
@@ -603,11 +609,20 @@ key_where(const qpt_space_t *s, const qpt_ins_t *in)
     return in->whole || in->reloc ? s->prog->procs[in->pt.proc].entry + s->bias : in->where;
 }
 
+/* Does a point of KIND go into a procedure's copy (relocated whole)? Its entries and
+ * exits (one snippet list at the entry, one at every exit) and its calls (a list before
+ * each: the call is then made with its original return address, so nothing runs after
+ * it in the copy). */
+static int
+copy_takes(uint32_t kind)
+{
+    return kind == QPT_ENTRY || kind == QPT_EXIT || kind == QPT_CALL;
+}
+
 /*
  * The procedure of IN relocated whole (DYN_PT_PROC) instead of patched in place: why
- * not, or NULL with IN's reloc and patch range set. Only entries and exits go into the
- * copy (one snippet list at the entry, one at every exit): a procedure with another
- * kind of point stays in place.
+ * not, or NULL with IN's reloc and patch range set. A procedure with a point the copy
+ * does not take (copy_takes) stays in place.
  */
 static const char *
 reloc_ok(qpt_space_t *s, qpt_ins_t *ins)
@@ -617,14 +632,15 @@ reloc_ok(qpt_space_t *s, qpt_ins_t *ins)
     /* (A shared library's space follows its process's.) */
     if (!s->relocate && (s->parent == NULL || !s->parent->relocate))
         return "not asked for (qpt_set_relocate)";
-    if (pt->kind != QPT_ENTRY && pt->kind != QPT_EXIT)
-        return "only an entry or an exit goes into a procedure's copy";
+    if (!copy_takes(pt->kind))
+        return "only an entry, an exit or a call site goes into a procedure's copy";
     size_t n;
     const size_t *same = qpt_live_index_proc(s, pt->proc, &n);
     for (size_t k = 0; k < n; k++) {
         const qpt_ins_t *o = &s->ins[same[k]];
-        if (!o->removed && o->pt.kind != QPT_ENTRY && o->pt.kind != QPT_EXIT)
-            return "its procedure has points other than its entry and exits";
+        if (!o->removed && !copy_takes(o->pt.kind))
+            return "its procedure has points other than its entry, exits and calls (a "
+                   "point after a call, a block, an edge or an instruction)";
     }
     uint64_t e = s->prog->procs[pt->proc].entry;
     if (dyn_session_check_point(s->check, DYN_PT_PROC, pt->proc, e, &ins->patch_lo,
@@ -689,17 +705,17 @@ qpt_live_point_ok(qpt_space_t *s, qpt_ins_t *ins, const char **why)
     /* The others by procedure and by page: what follows looks at those only. */
     QP_CHECK(qpt_live_index_sync(s));
     ins->lender = 0;
-    /* A procedure already relocated whole takes its other entries and exits in its copy;
-     * no other point. */
+    /* A procedure already relocated whole takes its other entries, exits and calls in
+     * its copy; no other point. */
     size_t nsame;
     const size_t *same = qpt_live_index_proc(s, pt->proc, &nsame);
     for (size_t k = 0; k < nsame; k++) {
         const qpt_ins_t *o = &s->ins[same[k]];
         if (o->removed || !o->reloc)
             continue;
-        if (pt->kind != QPT_ENTRY && pt->kind != QPT_EXIT) {
-            *why = "its procedure runs as a copy (relocated whole): only its entry and "
-                   "exits take snippets";
+        if (!copy_takes(pt->kind)) {
+            *why = "its procedure runs as a copy (relocated whole): only its entry, "
+                   "exits and calls take snippets";
             return QP_EUNSUPP;
         }
         ins->reloc = 1;
@@ -944,6 +960,57 @@ reloc_exits(qpt_space_t *s, size_t *ix, size_t *ni, size_t *jx, size_t *nj, uint
     return 0;
 }
 
+/*
+ * The call points of a procedure relocated whole, out of IX (*NI, in order; its
+ * entries' stay there): those at one call joined, as a list of sites sorted by address
+ * into *SITES (malloc'd, with L), *NSITES; their joined snippets kept in L. 0, or
+ * QP_ENOMEM.
+ */
+static int
+reloc_sites(qpt_space_t *s, live_t *l, size_t *ix, size_t *ni, dyn_site_t **sites,
+            size_t *nsites)
+{
+    size_t n = 0, m = 0, *kx = malloc((*ni + 1) * sizeof(size_t));
+    if (kx == NULL)
+        return QP_ENOMEM;
+    for (size_t k = 0; k < *ni; k++)
+        if (s->ins[ix[k]].pt.kind == QPT_CALL)
+            kx[m++] = ix[k];
+        else
+            ix[n++] = ix[k];
+    *ni = n;
+    *sites = NULL;
+    *nsites = 0;
+    if (m == 0) {
+        free(kx);
+        return 0;
+    }
+    qsort_r(kx, m, sizeof(size_t), exit_cmp, s); /* by address, then order */
+    dyn_site_t *v = calloc(m, sizeof(dyn_site_t));
+    if (v == NULL) {
+        free(kx);
+        return QP_ENOMEM;
+    }
+    l->sites[l->nsites++] = v;
+    for (size_t k = 0; k < m;) {
+        size_t e = k, nn;
+        uint32_t root;
+        while (e < m && s->ins[kx[e]].where == s->ins[kx[k]].where)
+            e++;
+        arch_snip_t *j = join(s, kx + k, e - k, &nn, &root);
+        if (j == NULL) {
+            free(kx);
+            return QP_ENOMEM;
+        }
+        l->joined[l->njoined++] = j;
+        v[(*nsites)++] = (dyn_site_t) { s->ins[kx[k]].where - s->bias, { j, nn, root } };
+        k = e;
+    }
+    *sites = v;
+    free(kx);
+    return 0;
+}
+
 static int note_row(live_t *l, uint32_t row, size_t i);
 
 /*
@@ -982,10 +1049,14 @@ add_group(qpt_space_t *s, live_t *l, const size_t *order, size_t o, uint8_t *don
     uint32_t root;
     uint64_t *exits = NULL;
     size_t nexits = 0;
+    dyn_site_t *sites = NULL;
+    size_t nsites = 0;
     if (group == 3 && (rc = reloc_exits(s, ix, &ni, jx, &nj, &exits, &nexits)) < 0)
         return rc;
     if (exits != NULL)
         l->exits[l->nexits++] = exits;
+    if (group == 3 && (rc = reloc_sites(s, l, ix, &ni, &sites, &nsites)) < 0)
+        return rc;
     if (ni > 0) {
         arch_snip_t *v = join(s, ix, ni, &nn, &root);
         if (v == NULL)
@@ -1006,6 +1077,8 @@ add_group(qpt_space_t *s, live_t *l, const size_t *order, size_t o, uint8_t *don
                                nj ? &after : NULL, qpt_proc_name(s, a->pt.proc), &row, &why);
     if (rc == 0 && exits != NULL)
         rc = dyn_session_set_exits(l->sess, row, exits, nexits);
+    if (rc == 0 && sites != NULL)
+        rc = dyn_session_set_sites(l->sess, row, sites, nsites);
     if (rc == 0)
         rc = note_row(l, row, i);
     if (rc < 0) {
@@ -1098,14 +1171,15 @@ build(qpt_space_t *s, live_t **out)
     uint8_t *pair = calloc(s->prog->nprocs + 1, 1);
     int rc = l && ix && jx && done && pair ? 0 : QP_ENOMEM;
     if (rc == 0) {
-        l->joined = calloc(2 * s->nins + 1, sizeof(arch_snip_t *));
+        l->joined = calloc(3 * s->nins + 1, sizeof(arch_snip_t *));
         l->exits = calloc(s->nins + 1, sizeof(uint64_t *));
+        l->sites = calloc(s->nins + 1, sizeof(dyn_site_t *));
         l->in = calloc(s->nins + 1, 1);
         l->nin = s->nins;
-        if (l->joined == NULL || l->in == NULL || l->exits == NULL)
+        if (l->joined == NULL || l->in == NULL || l->exits == NULL || l->sites == NULL)
             rc = QP_ENOMEM;
     }
-    /* One copy holds every entry and exit of a procedure relocated whole. */
+    /* One copy holds every entry, exit and call point of a procedure relocated whole. */
     if (rc == 0)
         rc = qpt_live_index_sync(s);
     for (size_t i = 0; rc == 0 && i < s->nins; i++) {
@@ -1115,7 +1189,7 @@ build(qpt_space_t *s, live_t **out)
         const size_t *same = qpt_live_index_proc(s, s->ins[i].pt.proc, &n);
         for (size_t k = 0; k < n; k++) {
             qpt_ins_t *o = &s->ins[same[k]];
-            if (!o->removed && (o->pt.kind == QPT_ENTRY || o->pt.kind == QPT_EXIT))
+            if (!o->removed && copy_takes(o->pt.kind))
                 o->reloc = 1;
         }
     }

@@ -37,6 +37,23 @@ qpt_live_spawn(qpt_space_t *s, char *const argv[], char *why, size_t whylen)
     return refuse(why, whylen);
 }
 
+int
+qpt_children(int pid, int **pids, size_t *n)
+{
+    (void)pid;
+    (void)pids;
+    (void)n;
+    return QP_EUNSUPP;
+}
+
+int
+qpt_clean(int pid, qpt_clean_report_t *out, char *why, size_t whylen)
+{
+    (void)pid;
+    (void)out;
+    return refuse(why, whylen);
+}
+
 static void
 none_close(qpt_space_t *s, int kill)
 {

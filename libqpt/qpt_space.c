@@ -246,6 +246,18 @@ qpt_proc_name(const qpt_space_t *s, uint32_t proc)
     return proc < qpt_nprocs(s) ? s->prog->procs[proc].name : NULL;
 }
 
+const char *
+qpt_module_sep(const char *pattern)
+{
+    return pattern != NULL ? cfg_module_sep(pattern) : NULL;
+}
+
+char *
+qpt_demangle(const char *name)
+{
+    return name != NULL ? cfg_demangle(name) : NULL;
+}
+
 int
 qpt_proc_match(const qpt_space_t *s, uint32_t proc, const char *pattern)
 {

@@ -1030,15 +1030,18 @@ check_pattern(ctx_t *c, const qm_metric_t *m, const char *pattern, unsigned line
 }
 
 /*
- * A lenient set's metric M (its space in C) whose pattern no procedure that can take
- * snippets matches: its refusals and (none at all) its pattern told to the hooks, and it
- * is out. 1 then (*RC: 0, or QPT_ENOMEM), else 0 (it is checked as usual).
+ * A lenient set's metric M (its space in C) whose pattern (its from() pattern, which
+ * chooses its call sites, when it has one) no procedure that can take snippets matches:
+ * its refusals and (none at all) its pattern told to the hooks, and it is out. 1 then
+ * (*RC: 0, or QPT_ENOMEM), else 0 (it is checked as usual).
  */
 static int
 matches_nothing(ctx_t *c, qm_metric_t *m, int *rc)
 {
     size_t n, nref;
-    uint32_t *v = matching(c, m, m->pattern, &n, &nref, 0);
+    const char *pattern = m->from != NULL ? m->from : m->pattern;
+    int any = m->from != NULL ? MATCH_ANY : 0;
+    uint32_t *v = matching(c, m, pattern, &n, &nref, any);
     *rc = 0;
     if (v == NULL) {
         *rc = QPT_ENOMEM;
@@ -1047,10 +1050,10 @@ matches_nothing(ctx_t *c, qm_metric_t *m, int *rc)
     free(v);
     if (n > 0)
         return 0;
-    if (nref > 0 && (v = matching(c, m, m->pattern, &n, &nref, MATCH_NOTE)) != NULL)
+    if (nref > 0 && (v = matching(c, m, pattern, &n, &nref, any | MATCH_NOTE)) != NULL)
         free(v);
     else if (nref == 0 && c->set->hooks.nomatch != NULL && m->instance_of == 0)
-        c->set->hooks.nomatch(c->set->hooks.arg, (size_t)(m - c->set->v), m->pattern, c->s);
+        c->set->hooks.nomatch(c->set->hooks.arg, (size_t)(m - c->set->v), pattern, c->s);
     qm_set_off((qm_set_t *)c->set, (size_t)(m - c->set->v));
     return 1;
 }
@@ -1368,9 +1371,10 @@ place_metric(ctx_t *c, qm_metric_t *m)
         m->procs[i].untimed = r == 0 && !sites && c->untimed_last;
         measured += r == 0;
     }
-    if (sites != NULL && rc == 0 && !timer) {
+    if (sites != NULL && rc == 0 && !timer && m->from == NULL) {
         /* Every call of the procedures, in the last row: all of their entries must take
-         * it, or the row says "not measured". */
+         * it, or the row says "not measured". (from(): the sites are all the rows; no
+         * such row, nor a snippet at every entry the pattern names.) */
         size_t nprocs_all = 0, kept = 0;
         uint32_t *all = matching(c, m, m->pattern, &nprocs_all, &nref, 0);
         for (size_t k = 0; all != NULL && rc == 0 && k < nprocs_all; k++) {

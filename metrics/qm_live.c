@@ -496,12 +496,21 @@ instance_in(live_t *l, size_t t, const char *name, int wait)
             return;
     const qm_metric_t *m = &l->set->v[t];
     qm_library_of(l->set, t, lib, sizeof(lib));
-    /* The text with the library's name for the glob (a metric named by its text). */
+    /* The text with the library's name for the glob (a metric named by its text), in
+     * its pattern and in its from() (which names the same library). */
     const char *at = strstr(m->name, m->pattern);
-    if (at == NULL || strncmp(at, lib, strlen(lib)) != 0)
+    size_t ll = strlen(lib);
+    if (at == NULL || strncmp(at, lib, ll) != 0)
         return;
-    snprintf(text, sizeof(text), "%.*s%s%s", (int)(at - m->name), m->name, name,
-             at + strlen(lib));
+    const char *from = m->from != NULL ? strstr(at + ll, "from(") : NULL;
+    if (from != NULL && (strncmp(from + 5, lib, ll) != 0 || from[5 + ll] != ':'))
+        from = NULL;
+    if (from != NULL)
+        snprintf(text, sizeof(text), "%.*s%s%.*s%s%s", (int)(at - m->name), m->name, name,
+                 (int)(from + 5 - (at + ll)), at + ll, name, from + 5 + ll);
+    else
+        snprintf(text, sizeof(text), "%.*s%s%s", (int)(at - m->name), m->name, name,
+                 at + ll);
     size_t k = qm_count(l->set);
     if (qm_parse(text, m->origin, 1, &l->set, why, sizeof(why)) < 0 || qm_count(l->set) != k + 1)
         return;

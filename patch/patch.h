@@ -221,6 +221,12 @@ typedef struct pt_run {
     uint32_t len;         /* their number */
 } pt_run_t;
 
+/* A call of the procedure with a snippet before it in the copy. */
+typedef struct pt_site {
+    uint64_t addr;  /* runtime address of the call instruction */
+    pt_snip_t snip; /* what runs before it (the call then made as every call is) */
+} pt_site_t;
+
 typedef struct pt_proc {
     const pt_run_t *runs; /* the procedure's code (its cold fragments' too), sorted by
                            * address, disjoint */
@@ -250,6 +256,9 @@ typedef struct pt_proc {
                               * addresses, sorted): translated at run time (see
                               * pt_proc_emit); NULL: none */
     size_t nunknown;
+    const pt_site_t *sites; /* calls (direct or not) with a snippet before them, sorted
+                             * by address, each a call of the runs; NULL: none */
+    size_t nsites;
 } pt_proc_t;
 
 /* Where an instruction of the procedure runs in its copy. */
@@ -262,12 +271,14 @@ typedef struct pt_map {
  * The copy of P placed at AT into OUT (CAP bytes): its length, or QP_E* (QP_EUNSUPP: an
  * instruction that cannot run elsewhere - a call to the next instruction or into the
  * procedure's middle, a branch into an instruction, a privileged one; QP_ERANGE: out of
- * rel32 reach or CAP). Every instruction relocated; branches inside the runs go to the
+ * rel32 reach or CAP; QP_EINVAL: a site that is not a call of the runs). Every
+ * instruction relocated; branches inside the runs go to the
  * copy; a direct call is made with its original return address on the stack (`call T;
  * int3; T: store the original return address over it; jmp callee`), an indirect one
  * with arch_emit_call_ret: no return address into the copy is ever left on a stack, the
  * callee returns to the original code, which the caller patches (a jump from each
- * return site to its copy, pt_proc_at). A jcc leaving the procedure goes to a stub after
+ * return site to its copy, pt_proc_at); a call of SITES runs its snippet first (a
+ * branch to the call lands before the snippet). A jcc leaving the procedure goes to a stub after
  * the body (the leave snippet, a jmp to its target). An indirect jump of P's unknown
  * list is translated where it runs (arch_emit_jmp_xlate, a stub and a table after the
  * stubs): a target that is an instruction of P goes to its copy, any other runs the

@@ -17,6 +17,7 @@
  *                                          jumps the caller writes into the copy)
  *            jcc out of the runs        -> jcc to a stub after the body
  *            call                       -> made with the original return address
+ *                                          (its site's snippet first, if it has one)
  *            call that never returns    -> LEAVE snippet; the call as above
  *            falls out of a run         -> jmp to the next instruction's copy (or, out
  *                                          of the procedure, LEAVE snippet; jmp)
@@ -53,6 +54,7 @@ typedef struct gen {
     size_t xarea;      /* bytes of the translation stubs (XS) after the body */
     uint64_t xs_leave, xs_plain; /* pass 2: the stubs whose misses run the leave snippet
                                   * and not */
+    size_t nsites;     /* sites whose snippet this pass emitted */
 } gen_t;
 
 /* SN's room: its length compiled at AT (0 for none). */
@@ -222,6 +224,35 @@ noret_leave(gen_t *g, const arch_insn_t *in, size_t *k)
     return snip(g, &g->p->leave, g->sleave, k);
 }
 
+/* The site of the call at ADDR in P, or NULL. */
+static const pt_site_t *
+site_at(const pt_proc_t *p, uint64_t addr)
+{
+    size_t lo = 0, hi = p->nsites;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (p->sites[mid].addr < addr)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < p->nsites && p->sites[lo].addr == addr ? &p->sites[lo] : NULL;
+}
+
+/* Before call IN: its site's snippet, if it has one (in the room of its compile at the
+ * copy's start, the same in both passes). */
+static int
+site_snip(gen_t *g, const arch_insn_t *in, size_t *k)
+{
+    const pt_site_t *st = site_at(g->p, in->addr);
+    if (st == NULL)
+        return 0;
+    int room = snip_room(&st->snip, g->at);
+    QP_CHECK(room);
+    g->nsites++;
+    return snip(g, &st->snip, room, k);
+}
+
 /* The instruction IN (bytes B) of the procedure, relocated at g->k. */
 static int
 one(gen_t *g, const uint8_t *b, const arch_insn_t *in)
@@ -257,9 +288,11 @@ one(gen_t *g, const uint8_t *b, const arch_insn_t *in)
         if (in->target == in->addr + in->len
             || (in_runs(p, in->target) && in->target != p->entry))
             return QP_EUNSUPP;
+        QP_CHECK(site_snip(g, in, k));
         QP_CHECK(noret_leave(g, in, k));
         return call_orig(g, in->target, in->addr + in->len, k);
     case ARCH_KIND_CALL_IND:
+        QP_CHECK(site_snip(g, in, k));
         QP_CHECK(noret_leave(g, in, k));
         QP_CHECK(n = arch_emit_call_ret(b, in, g->at + *k, in->addr + in->len, g->out + *k,
                      g->cap - *k));
@@ -312,6 +345,7 @@ pass(gen_t *g)
 
     g->k = 0;
     g->nstubs = 0;
+    g->nsites = 0;
     g->stub = g->body + g->xarea;
     QP_CHECK(snip(g, &p->enter, g->senter, &g->k));
     if (p->runs[0].addr != p->entry) {
@@ -355,7 +389,8 @@ pass(gen_t *g)
         }
     }
     g->nmap = m;
-    return 0;
+    /* Every site a call of the runs: none left without its snippet. */
+    return g->nsites == p->nsites ? 0 : QP_EINVAL;
 }
 
 /*****************************************************************************
@@ -465,7 +500,7 @@ pt_proc_size(const pt_proc_t *p, size_t snip_max)
      * jmp), a snippet
      * before a ret or a jump that leaves, a call made with its original return address
      * (30 bytes direct, 19 and a jmp indirect; the leave snippet before one that never
-     * returns). Undecodable bytes: as much each. */
+     * returns, its site's snippet before a call that has one). Undecodable bytes: as much each. */
     size_t n = snip_max + JMP_LEN, s5 = snip_max + JMP_LEN, ninsns = 0;
     for (size_t r = 0; p != NULL && r < p->nruns; r++) {
         const pt_run_t *run = &p->runs[r];
@@ -486,6 +521,8 @@ pt_proc_size(const pt_proc_t *p, size_t snip_max)
                 n += in.kind == ARCH_KIND_CALL ? 32 : 19 + ARCH_MAX_RELOC;
                 if (!in_runs(p, in.addr + in.len) || listed(p->noret, p->nnoret, in.addr))
                     n += snip_max; /* a call that never returns: the leave snippet */
+                if (site_at(p, in.addr) != NULL)
+                    n += snip_max; /* its site's snippet */
                 break;
             case ARCH_KIND_RET:
             case ARCH_KIND_JMP_IND: n += snip_max + ARCH_MAX_RELOC; break;
@@ -508,6 +545,11 @@ pt_proc_emit(const pt_proc_t *p, uint64_t at, uint8_t *out, size_t cap, pt_map_t
         return QP_EINVAL;
     for (size_t r = 0; r + 1 < p->nruns; r++)
         if (p->runs[r].addr + p->runs[r].len > p->runs[r + 1].addr)
+            return QP_EINVAL;
+    if (p->nsites > 0 && p->sites == NULL)
+        return QP_EINVAL;
+    for (size_t i = 0; i + 1 < p->nsites; i++)
+        if (p->sites[i].addr >= p->sites[i + 1].addr)
             return QP_EINVAL;
     gen_t g = { .p = p, .at = at, .out = out, .cap = cap, .map = map, .mapcap = mapcap };
     QP_CHECK(g.senter = snip_room(&p->enter, at));

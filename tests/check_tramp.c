@@ -472,7 +472,7 @@ START_TEST(test_reloc_whole)
         add_to(ve, 10, NODE(.op = ARCH_SN_CONST, .imm = 1), ARCH_SNX_ENTRY, 0),
         add_to(vr, 11, NODE(.op = ARCH_SN_CONST, .imm = 1), ARCH_SNX_RETURN, 0),
         add_to(vl, 12, NODE(.op = ARCH_SN_CONST, .imm = 1), 0, ARCH_FLAGS_STATUS), NULL, 0,
-        NULL, 0, NULL, 0, NULL, 0 };
+        NULL, 0, NULL, 0, NULL, 0, NULL, 0 };
     pt_map_t m[64];
     size_t nm = 0;
     ck_assert_uint_ge(sizeof(m) / sizeof(m[0]), pt_proc_mapcap(&p) / 4);
@@ -506,6 +506,47 @@ START_TEST(test_reloc_whole)
 END_TEST
 
 /*
+ * Call sites in a copy: the counter before p's `call f` runs once per call (the copy
+ * makes the call with its original return address, whose jump leads back into the
+ * copy); a site that is not a call of the runs is refused (QP_EINVAL), never dropped.
+ */
+START_TEST(test_reloc_sites)
+{
+    assemble_p();
+    arch_snip_t ve[2], vc[2];
+    pt_run_t run = { at(OFF_P), CODE + OFF_P, P_END - OFF_P };
+    pt_snip_t count = add_to(vc, 13, NODE(.op = ARCH_SN_CONST, .imm = 1), ARCH_SNX_CALL, 0);
+    count.ctx = pt_point_ctx(PT_POINT_CALL, 0);
+    pt_site_t site = { at(P_RET_SITE - 5), count };
+    pt_proc_t p = { &run, 1, at(OFF_P),
+        add_to(ve, 10, NODE(.op = ARCH_SN_CONST, .imm = 1), ARCH_SNX_ENTRY, 0), { 0 }, { 0 },
+        NULL, 0, NULL, 0, NULL, 0, NULL, 0, &site, 1 };
+    pt_map_t m[64];
+    size_t nm = 0;
+    uint8_t *tr = TRAMP;
+    int n = pt_proc_emit(&p, (uint64_t)(uintptr_t)tr, tr, PAGE, m, 64, &nm);
+    ck_assert_int_gt(n, 0);
+    ck_assert_uint_le((size_t)n, pt_proc_size(&p, 64));
+    uint8_t jmp[8];
+    ck_assert_int_eq(pt_tramp_patch(at(OFF_P), (uint64_t)(uintptr_t)tr, jmp, 8), 5);
+    memcpy(CODE + OFF_P, jmp, 5);
+    ck_assert_int_eq(pt_tramp_patch(at(P_RET_SITE), pt_proc_at(m, nm, at(P_RET_SITE)), jmp, 8), 5);
+    memcpy(CODE + P_RET_SITE, jmp, 5);
+    const uint64_t xs[] = { 0, 1, 3, 100, 101, 7 };
+    uint64_t calls = 0;
+    for (size_t i = 0; i < sizeof(xs) / sizeof(xs[0]); i++) {
+        ck_assert_uint_eq(call(OFF_P, xs[i], 0), p_truth(xs[i]));
+        calls += xs[i] <= 100 ? xs[i] : 0; /* f once per step of the loop */
+    }
+    ck_assert_uint_eq(WORDS[10], sizeof(xs) / sizeof(xs[0]));
+    ck_assert_uint_eq(WORDS[13], calls);
+    /* Not a call (the loop's first instruction): refused. */
+    site.addr = at(P_LOOP);
+    ck_assert_int_eq(pt_proc_emit(&p, (uint64_t)(uintptr_t)tr, tr, PAGE, m, 64, &nm), QP_EINVAL);
+}
+END_TEST
+
+/*
  * A call that never returns into the procedure ends it in a copy: the leave snippet runs
  * before it, whether its return address is outside the runs or the call is listed in
  * noret; the callee returns to the original code (here h's `add; ret`), as it would
@@ -519,7 +560,7 @@ START_TEST(test_reloc_noret)
     pt_proc_t p = { &run, 1, at(OFF_H), { 0 },
         add_to(vr, 8, NODE(.op = ARCH_SN_CONST, .imm = 1), ARCH_SNX_RETURN, 0),
         add_to(vl, 9, NODE(.op = ARCH_SN_CONST, .imm = 1), 0, ARCH_FLAGS_STATUS), NULL, 0,
-        NULL, 0, NULL, 0, NULL, 0 };
+        NULL, 0, NULL, 0, NULL, 0, NULL, 0 };
     pt_map_t m[16];
     size_t nm = 0;
     uint8_t *tr = TRAMP;
@@ -565,7 +606,7 @@ START_TEST(test_reloc_table_jump)
     pt_run_t run = { at(0x140), CODE + 0x140, 13 };
     pt_proc_t p = { &run, 1, at(0x140), { 0 }, { 0 },
         add_to(vl, 9, NODE(.op = ARCH_SN_CONST, .imm = 1), 0, ARCH_FLAGS_STATUS), NULL, 0,
-        NULL, 0, NULL, 0, NULL, 0 };
+        NULL, 0, NULL, 0, NULL, 0, NULL, 0 };
     pt_map_t m[16];
     size_t nm = 0;
     uint8_t *tr = TRAMP;
@@ -624,7 +665,7 @@ START_TEST(test_reloc_unknown_jump)
         add_to(ve, 10, NODE(.op = ARCH_SN_CONST, .imm = 1), ARCH_SNX_ENTRY, 0),
         add_to(vr, 11, NODE(.op = ARCH_SN_CONST, .imm = 1), ARCH_SNX_RETURN, 0),
         add_to(vl, 12, NODE(.op = ARCH_SN_CONST, .imm = 1), 0, ARCH_FLAGS_STATUS), NULL, 0,
-        NULL, 0, NULL, 0, unknown, 1 };
+        NULL, 0, NULL, 0, unknown, 1, NULL, 0 };
     pt_map_t m[32];
     size_t nm = 0;
     uint8_t *tr = TRAMP;
@@ -663,7 +704,7 @@ START_TEST(test_reloc_unknown_jump)
     /* The flags through the translation: s relocated, its jump translated. */
     pt_run_t rs = { at(OFF_S), CODE + OFF_S, 12 };
     const uint64_t sj[] = { at(OFF_S + 3) };
-    pt_proc_t ps = { &rs, 1, at(OFF_S), { 0 }, { 0 }, { 0 }, NULL, 0, NULL, 0, NULL, 0, sj, 1 };
+    pt_proc_t ps = { &rs, 1, at(OFF_S), { 0 }, { 0 }, { 0 }, NULL, 0, NULL, 0, NULL, 0, sj, 1, NULL, 0 };
     ck_assert_int_gt(pt_proc_emit(&ps, (uint64_t)(uintptr_t)tr, tr, PAGE, m, 32, &nm), 0);
     for (uint64_t i = 0; i < 6; i++)
         ck_assert_uint_eq(q(3, i, at(OFF_S + 5)), i < 3);
@@ -679,7 +720,7 @@ START_TEST(test_reloc_refusals)
     /* call 1f; 1: pop %rax; ret - reads its own return address */
     const uint8_t self[] = { 0xe8, 0, 0, 0, 0, 0x58, 0xc3 };
     pt_run_t r1 = { 0x400000, self, sizeof(self) };
-    pt_proc_t p = { &r1, 1, 0x400000, { 0 }, { 0 }, { 0 }, NULL, 0, NULL, 0, NULL, 0, NULL, 0 };
+    pt_proc_t p = { &r1, 1, 0x400000, { 0 }, { 0 }, { 0 }, NULL, 0, NULL, 0, NULL, 0, NULL, 0, NULL, 0 };
     ck_assert_int_eq(pt_proc_emit(&p, 0x500000, out, sizeof(out), m, 16, &nm), QP_EUNSUPP);
     /* jmp into the middle of its own instruction */
     const uint8_t mid[] = { 0x48, 0x89, 0xf8, 0xeb, 0xfc, 0xc3 };
@@ -837,6 +878,7 @@ tramp_suite(void)
     tcase_add_test(tc, test_tramp_padded);
     tcase_add_test(tc, test_flags_rule);
     tcase_add_test(tc, test_reloc_whole);
+    tcase_add_test(tc, test_reloc_sites);
     tcase_add_test(tc, test_reloc_refusals);
     tcase_add_test(tc, test_reloc_unknown_jump);
     tcase_add_test(tc, test_syscall_pattern);

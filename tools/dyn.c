@@ -6,11 +6,10 @@
  * stopped at its first instruction (dyn run -- COMMAND). Entry counters (with --time also
  * timers at entry and exits, with --calls-from counters at call sites) are patched in,
  * sampled while the process runs, and taken out again; the process is left running.
- * Metrics (-e) and --count/--all/--time sessions (MODULE:GLOB patterns too, '*:malloc')
- * run on metrics/'s live session engine (qm_live_run, on libqpt): --count P is the
- * metric `count calls(P)`, --time P `time wall(P) shared`; --calls-from sessions still
- * on dynamic/'s (dyn_run_session) until the metric language can say "the calls made at
- * each site inside F" (TODO(#30)). This file parses options, turns signals
+ * Every session runs on metrics/'s live session engine (qm_live_run, on libqpt): -e's
+ * metrics, and the options as metrics: --count P is `count calls(P)`, --time P
+ * `time wall(P) shared`, --calls-from F `count calls(*) per call site from(F)`
+ * (MODULE:GLOB patterns too, '*:malloc'). This file parses options, turns signals
  * into the sessions' stop flag, prints what they report and maps failures to exit
  * statuses.
  */
@@ -28,10 +27,11 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
-#include "cfg/cfg.h"
-#include "dynamic/dyn.h"
+#include "include/qpt/qpt.h"
+#include "include/qpt/qpt_rewrite.h"
 #include "tools/tool.h"
 #include "tools/tool_metrics.h"
 #include "tools/dyn_search.h"
@@ -67,12 +67,88 @@ static trace_out_t trace;
 
 static char *show_name(const char *name);
 
+/*****************************************************************************
+ * Tables: a session's rows (procedures or call sites), live and at the end
+ */
+
+/* One row of a table and its counts. */
+typedef struct row {
+    const char *name; /* the row's name */
+    size_t point;     /* its index among the session's rows (counting_t.names) */
+    uint64_t calls;   /* calls counted */
+    uint64_t rate;    /* ... since the previous live table (live tables only, else 0) */
+    int64_t wall_ns;  /* time inside so far, -1 when not timed */
+} row_t;
+
+/* A live table (--interval). */
+typedef struct live {
+    int pid;          /* the process */
+    double t;         /* seconds since the instrumentation went in */
+    double dt;        /* seconds since the previous table */
+    const row_t *rows; /* every row, by rate, then calls, then name */
+    size_t nrows;
+} live_t;
+
+/* The final table. */
+typedef struct final {
+    size_t npoints;          /* rows */
+    char **names;            /* per row: its name */
+    const uint64_t *calls;   /* per row: calls counted */
+    row_t *rows;             /* every row, by calls (descending), then name */
+    int timed;               /* some row has a timer */
+    double secs;             /* from the install to the final sample */
+    const qpt_hist_t *hist;  /* the calls over time (NULL: no --histogram) */
+} final_t;
+
+/* CLOCK_MONOTONIC in seconds. */
+static double
+now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
 
 static int
-trace_sample(const dyn_live_t *l)
+row_cmp(const void *a, const void *b)
+{
+    const row_t *x = a, *y = b;
+    if (x->rate != y->rate)
+        return x->rate < y->rate ? 1 : -1;
+    if (x->calls != y->calls)
+        return x->calls < y->calls ? 1 : -1;
+    return strcmp(x->name, y->name);
+}
+
+/*
+ * The rows of the N points named NAMES with the counts NOW (PREV: at the previous table,
+ * for rates, may be NULL; NS: times, may be NULL), by rate, then calls, then name
+ * (malloc'ed). NULL when out of memory.
+ */
+static row_t *
+rows_make(size_t n, const char *const *names, const uint64_t *now, const uint64_t *prev,
+          const int64_t *ns)
+{
+    row_t *r = calloc(n ? n : 1, sizeof(*r));
+    if (r == NULL)
+        return NULL;
+    for (size_t i = 0; i < n; i++) {
+        r[i].name = names[i];
+        r[i].point = i;
+        r[i].calls = now[i];
+        r[i].rate = prev != NULL ? now[i] - prev[i] : 0;
+        r[i].wall_ns = ns != NULL ? ns[i] : -1;
+    }
+    qsort(r, n, sizeof(*r), row_cmp);
+    return r;
+}
+
+
+static int
+trace_sample(const live_t *l)
 {
     for (size_t i = 0; i < l->nrows; i++) {
-        const dyn_row_t *r = &l->rows[i];
+        const row_t *r = &l->rows[i];
         if (r->point >= trace.nlast) {
             size_t n = 2 * r->point + 16;
             uint64_t *v = realloc(trace.last, n * sizeof(uint64_t));
@@ -143,11 +219,11 @@ usage(FILE *f)
         "                         looked for (colon-separated; default /usr/lib/debug)\n"
         "  -o, --output=FILE.csv  also write the final counts as CSV\n"
         "                         (name,calls,wall_ns; wall_ns empty when not timed)\n"
-        "      --follow-exec      stay attached with bare patterns too: after an exec\n"
-        "                         the new program is instrumented again (always so\n"
-        "                         without --calls-from); earlier programs' rows\n"
-        "                         are named PROG[N]:NAME; forked children add\n"
-        "                         to the same rows (their dlopen/exec not followed)\n"
+        "      --follow-exec      taken, changes nothing: after an exec the new\n"
+        "                         program is always instrumented again; earlier\n"
+        "                         programs' rows are named PROG[N]:NAME; forked\n"
+        "                         children add to the same rows (their dlopen/exec\n"
+        "                         not followed)\n"
         "      --no-atomic        plain counter increments in one word: calls made by\n"
         "                         threads at the same moment may be lost (default:\n"
         "                         per-CPU increments (rseq), exact and as cheap; locked\n"
@@ -211,10 +287,10 @@ on_signal(int sig)
 static char *
 show_name(const char *name)
 {
-    char *dm = cfg_demangle(name), *out;
+    char *dm = qpt_demangle(name), *out;
     const char *sep;
-    if (dm != NULL || (sep = cfg_module_sep(name)) == NULL
-        || (dm = cfg_demangle(sep + 1)) == NULL)
+    if (dm != NULL || (sep = qpt_module_sep(name)) == NULL
+        || (dm = qpt_demangle(sep + 1)) == NULL)
         return dm;
     size_t n = (size_t)(sep - name) + 1 + strlen(dm) + 1;
     if ((out = malloc(n)) != NULL)
@@ -223,9 +299,9 @@ show_name(const char *name)
     return out;
 }
 
-/* dyn_run_cb_t.live: the live table; nonzero once standard output is gone. */
+/* The live table L; nonzero once standard output is gone. */
 static int
-print_live(void *arg, const dyn_live_t *l)
+print_live(void *arg, const live_t *l)
 {
     size_t shown = 0;
     (void)arg;
@@ -247,7 +323,7 @@ print_live(void *arg, const dyn_live_t *l)
     else
         printf("%14s %16s  %s\n", "calls/s", "calls", "procedure");
     for (size_t i = 0; i < l->nrows && shown < 20; i++, shown++) {
-        const dyn_row_t *r = &l->rows[i];
+        const row_t *r = &l->rows[i];
         printf("%14.0f %16llu", l->dt > 0 ? (double)r->rate / l->dt : 0.0,
             (unsigned long long)r->calls);
         if (timed && r->wall_ns >= 0)
@@ -262,7 +338,7 @@ print_live(void *arg, const dyn_live_t *l)
     return out_closed;
 }
 
-/* dyn_run_cb_t.note: one line on stderr; details only with -v. */
+/* A note: one line on stderr; DETAIL ones only with -v (*ARG). */
 static void
 print_note(void *arg, int detail, const char *line)
 {
@@ -280,9 +356,9 @@ print_note(void *arg, int detail, const char *line)
 
 /* The calls over time of the most called points, one line per bucket used. */
 static void
-print_histogram(const dyn_run_report_t *rep)
+print_histogram(const final_t *rep)
 {
-    const drv_hist_t *h = &rep->hist;
+    const qpt_hist_t *h = rep->hist;
     const uint64_t *c = rep->calls;
     size_t n = rep->npoints, top[HIST_SERIES], ntop = 0;
     for (size_t k = 0; k < HIST_SERIES; k++) {
@@ -300,15 +376,15 @@ print_histogram(const dyn_run_report_t *rep)
     }
     printf("\ncalls over time (%zu buckets of %.3f s; widths double as the session "
            "grows):\n",
-        h->used, h->width);
+        qpt_hist_used(h), qpt_hist_width(h));
     printf("%10s", "t/s");
     for (size_t j = 0; j < ntop; j++)
         printf(" %14.14s", rep->names[top[j]]);
     putchar('\n');
-    for (size_t b = 0; b < h->used; b++) {
-        printf("%10.2f", (double)b * h->width);
+    for (size_t b = 0; b < qpt_hist_used(h); b++) {
+        printf("%10.2f", (double)b * qpt_hist_width(h));
         for (size_t j = 0; j < ntop; j++)
-            printf(" %14llu", (unsigned long long)drv_hist_get(h, top[j], b));
+            printf(" %14llu", (unsigned long long)qpt_hist_get(h, top[j], b));
         putchar('\n');
     }
 }
@@ -361,10 +437,10 @@ print_metric_histogram(const qm_set_t *set, const qm_live_report_t *rep)
 /* The CSV (CSV, may be NULL) and the final table of REP: the rows never called only
  * with ZEROS (the CSV has every row). 0, or -1 (message printed). */
 static int
-report(const dyn_run_report_t *rep, const char *csv, int zeros)
+report(const final_t *rep, const char *csv, int zeros)
 {
     size_t n = rep->npoints;
-    const dyn_row_t *r = rep->rows;
+    const row_t *r = rep->rows;
     FILE *f;
 
     /* The CSV first: scripts rely on it even when stdout is a closed pipe. */
@@ -439,7 +515,7 @@ typedef struct opts {
     const char *trace;   /* --trace=FILE.json */
     int histogram;   /* --histogram: print the calls over time at the end */
     int no_atomic;   /* --no-atomic */
-    int follow_exec; /* --follow-exec */
+    int follow_exec; /* --follow-exec (taken: every session follows) */
 } opts_t;
 
 static int
@@ -456,72 +532,9 @@ parse_secs(const char *arg, const char *opt, double *out)
     return 0;
 }
 
-/*
- * One session (dynamic/'s dyn_run_session): attach to PID or start ARGV, measure, print.
- * Returns the exit status: 0, EXIT_FAIL (a line says why), or the program's own status
- * when a started program ended during the session.
- */
-static int
-session(const opts_t *o, int pid, char *const *argv, double t_start)
-{
-    cfg_opts_t co = { 0 };
-    if (tool_debug_on()) { /* QP_DEBUG: development aid, see dyn(1) */
-        co.on_phase = tool_debug_phase;
-        co.on_note = tool_debug_note;
-    }
-    /* The analysis on every CPU (at most 8), as qpt-rewrite's: the same result, sooner
-     * ready (python3.11 --all: half its time to ready on 2 CPUs). */
-    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-    co.threads = cpus < 1 ? 1 : cpus > 8 ? 8 : (unsigned)cpus;
-    int verbose = o->verbose, ret = 0;
-    const dyn_run_cb_t cb = { print_note, print_live, &verbose };
-    dyn_run_opts_t ro = { 0 };
-    ro.pid = pid;
-    ro.argv = argv;
-    ro.count = o->count;
-    ro.ncount = o->ncount;
-    ro.time = o->time;
-    ro.ntime = o->ntime;
-    ro.calls = o->calls;
-    ro.ncalls = o->ncalls;
-    ro.all = o->all;
-    ro.no_atomic = o->no_atomic;
-    ro.follow_exec = o->follow_exec;
-    ro.interval = o->interval;
-    ro.duration = o->duration;
-    ro.hist_buckets = o->histogram ? HIST_BUCKETS : 0;
-    ro.hist_width = HIST_WIDTH;
-    ro.t_start = t_start;
-    ro.cfg = &co;
-    ro.stop = &stop_flag;
-    dyn_run_report_t rep;
-    char why[1024];
-
-    if (dyn_run_session(&ro, &cb, &rep, why, sizeof(why)) < 0) {
-        fprintf(stderr, "%s: %s\n", prog_name, why);
-        ret = EXIT_FAIL;
-    }
-    if (rep.measured) {
-        if (report(&rep, o->csv, o->zeros) < 0)
-            ret = EXIT_FAIL;
-        if (rep.hist.v != NULL)
-            print_histogram(&rep);
-        if (ret == 0 && rep.ended && argv != NULL)
-            ret = WIFEXITED(rep.status) ? WEXITSTATUS(rep.status)
-                                        : 128 + WTERMSIG(rep.status);
-        if (out_closed) {
-            fprintf(stderr, "%s: %d: standard output was closed: session ended%s\n",
-                prog_name, rep.pid, rep.ended ? "" : ", instrumentation removed");
-            ret = EXIT_FAIL;
-        }
-    }
-    dyn_run_report_free(&rep);
-    return ret;
-}
-
 static int steering; /* --commands: the screen is the conversation's, never cleared */
 
-/* The analysis on every CPU (at most 8), as qpt-rewrite's and dyn_run's: the same
+/* The analysis on every CPU (at most 8), as qpt-rewrite's: the same
  * result, sooner ready (python3.11 --all: half its time to ready on 2 CPUs). */
 static void
 analysis_threads(void)
@@ -642,11 +655,12 @@ metrics_session(const opts_t *o, int pid, char *const *argv)
 }
 
 /*****************************************************************************
- * --count, --all and --time on the live session engine (metrics/qm_live.c)
+ * --count, --all, --time and --calls-from on the live session engine (metrics/qm_live.c)
  *
  * Each --count PATTERN is the metric `count calls(PATTERN)`, --all `count calls(*)`,
  * --time PATTERN `time wall(PATTERN) shared` (one timer a procedure for the process,
- * which counts the calls too: the calls and wall ms columns), run by qm_live like -e's
+ * which counts the calls too: the calls and wall ms columns), --calls-from F `count
+ * calls(*) per call site from(F)` (a row per call site), run by qm_live like -e's
  * (it follows dlopen, dlclose, exec and fork; a library glob gets a metric in each
  * library it matches); the engine tells what happens through hooks and events, worded
  * here as dyn has always worded them, and its rows become dyn's tables (a procedure
@@ -661,7 +675,7 @@ typedef struct counting {
     qm_set_t *set;
     const char **mpat;   /* per metric: the pattern of its option */
     char *mkind;         /* per metric: 'c' --count, 'a' --all, 'w' --time (a shared
-                          * timer, which counts the calls too) */
+                          * timer, which counts the calls too), 'f' --calls-from */
     size_t nm;           /* how many metrics */
     int timed;           /* --time: rows have a wall time (wall) */
     double t_start;      /* when dyn started */
@@ -679,7 +693,7 @@ typedef struct counting {
     uint64_t *prev;      /* per row: its calls at the previous live table */
     uint64_t *now;       /* per row: its calls at the last sample */
     int64_t *wall;       /* per row: its time inside at the last sample, ns (-1: none) */
-    drv_hist_t hist;     /* --histogram: the calls over time (hist.v NULL: none) */
+    qpt_hist_t *hist;    /* --histogram: the calls over time (NULL: none) */
     double t0;           /* when the metrics went in (qm_now's clock) */
     double last_table;   /* when the previous live table was shown (0: none yet) */
     double next_table;   /* when the next is due (0: no live tables) */
@@ -770,6 +784,19 @@ count_row(counting_t *c, const char *name)
     return c->nnames++;
 }
 
+/* The name of a row of metric M whose focus is FOCUS: FOCUS, but a call site's
+ * (--calls-from) as dyn writes it, "F+0xOFF->CALLEE" (the language's "F+0xOFF ->
+ * CALLEE"), into NAME (LEN bytes). */
+static const char *
+row_name(const counting_t *c, size_t m, const char *focus, char *name, size_t len)
+{
+    const char *arrow = strstr(focus, " -> ");
+    if (arrow == NULL || c->mkind[qm_instance_of(c->set, m)] != 'f')
+        return focus;
+    snprintf(name, len, "%.*s->%s", (int)(arrow - focus), focus, arrow + 4);
+    return name;
+}
+
 /* The engine's rows (ROWS, N) as calls per row of c->names, into c->now, and the
  * timers' values (--time) into c->wall. */
 static void
@@ -781,7 +808,8 @@ count_take(counting_t *c, const qm_row_t *rows, size_t n)
     for (size_t i = 0; i < n; i++) {
         if (!rows[i].measured)
             continue;
-        size_t k = count_row(c, rows[i].focus);
+        char name[200];
+        size_t k = count_row(c, row_name(c, rows[i].metric, rows[i].focus, name, sizeof(name)));
         if (k == SIZE_MAX || seen == NULL)
             continue;
         /* --time's timer: its time (running calls included, never lower than before)
@@ -802,11 +830,16 @@ static void
 count_refused(void *arg, size_t m, const char *proc, const char *why)
 {
     counting_t *c = arg;
-    /* "PROC at 0xADDR: reason": the note names PROC already. */
-    size_t np = strlen(proc);
-    if (strncmp(why, proc, np) == 0 && strncmp(why + np, " at 0x", 6) == 0
-        && strstr(why + np, ": ") != NULL)
-        why = strstr(why + np, ": ") + 2;
+    char name[200];
+    proc = row_name(c, m, proc, name, sizeof(name));
+    /* "PROC at 0xADDR: reason": the note names PROC already (a call site's, PROC+0xOFF
+     * ->CALLEE, names its procedure). */
+    const char *at = strstr(why, " at 0x"), *bare = qpt_module_sep(proc);
+    size_t np = at != NULL ? (size_t)(at - why) : 0;
+    bare = bare != NULL ? bare + 1 : proc; /* (a library's: LIB:PROC) */
+    if (at != NULL && strncmp(why, bare, np) == 0
+        && (bare[np] == '\0' || bare[np] == '+' || bare[np] == '-') && strstr(at, ": ") != NULL)
+        why = strstr(at, ": ") + 2;
     for (size_t i = 0; i < c->nref; i++)
         if (strcmp(c->ref[i], proc) == 0) {
             c->refall[i] &= c->mkind[qm_instance_of(c->set, m)] == 'a';
@@ -844,7 +877,7 @@ count_nomatch(void *arg, size_t m, const char *pattern, qpt_space_t *s)
     char hint[512] = "", plt[300];
     uint32_t p;
     pattern = count_pattern(c, m); /* (as the user wrote it) */
-    const char *sep = cfg_module_sep(pattern);
+    const char *sep = qpt_module_sep(pattern);
     if (s == NULL && sep != NULL) { /* a static program: no library to wait for */
         count_note(c, 0, "%d: no loaded library matches '%.*s' (in '%s'; the executable's "
                    "procedures are named without MODULE:)", c->pid, (int)(sep - pattern),
@@ -874,14 +907,39 @@ count_nomatch(void *arg, size_t m, const char *pattern, qpt_space_t *s)
     count_note(c, 0, "no procedure matches '%s'%s", pattern, hint);
 }
 
+/* The length of the procedure's part of call site NAME ("F+0xOFF->CALLEE": F's), or 0
+ * when NAME is no call site's. */
+static size_t
+site_proc_len(const char *name)
+{
+    const char *plus = strstr(name, "+0x");
+    return plus != NULL && strstr(plus, "->") != NULL ? (size_t)(plus - name) : 0;
+}
+
 /* The refusals gathered since the last placement: said (those of --all only with -v)
- * and forgotten; their number. */
+ * and forgotten; their number. The call sites of one procedure refused for one reason
+ * (its code, not the site's: an indirect jump of unknown targets) are one line. */
 static size_t
 count_refusals(counting_t *c)
 {
     size_t n = c->nref;
     for (size_t i = 0; i < c->nref; i++) {
-        count_note(c, c->refall[i], "%s: not instrumented: %s", c->ref[i], c->refwhy[i]);
+        if (c->ref[i] == NULL)
+            continue;
+        size_t lp = site_proc_len(c->ref[i]), same = 1;
+        for (size_t j = i + 1; lp > 0 && j < c->nref; j++)
+            if (c->ref[j] != NULL && site_proc_len(c->ref[j]) == lp
+                && strncmp(c->ref[j], c->ref[i], lp) == 0 && strcmp(c->refwhy[j], c->refwhy[i]) == 0) {
+                same++;
+                free(c->ref[j]);
+                free(c->refwhy[j]);
+                c->ref[j] = NULL;
+            }
+        if (same > 1)
+            count_note(c, c->refall[i], "%.*s: %zu call sites not instrumented: %s", (int)lp,
+                       c->ref[i], same, c->refwhy[i]);
+        else
+            count_note(c, c->refall[i], "%s: not instrumented: %s", c->ref[i], c->refwhy[i]);
         free(c->ref[i]);
         free(c->refwhy[i]);
     }
@@ -938,12 +996,12 @@ count_event(void *arg, const qm_live_event_t *ev)
     case QM_EV_PLACED: {
         size_t nref = count_refusals(c), nin = count_placed(c, ev->placed, ev->nmetrics);
         if (c->image == 0)
-            count_note(c, 0, "%d: %zu procedures instrumented, %zu refused, stopped %.1f ms, "
-                       "%.2f s after dyn started", ev->pid, nin, nref, ev->stop_ms,
-                       dyn_run_now() - c->t_start);
+            count_note(c, 0, "%d: %zu %s instrumented, %zu refused, stopped %.1f ms, "
+                       "%.2f s after dyn started", ev->pid, nin, what, nref, ev->stop_ms,
+                       now_s() - c->t_start);
         else
-            count_note(c, 0, "%d: %zu procedures instrumented, %zu refused, stopped %.1f ms",
-                       ev->pid, nin, nref, ev->stop_ms);
+            count_note(c, 0, "%d: %zu %s instrumented, %zu refused, stopped %.1f ms",
+                       ev->pid, nin, what, nref, ev->stop_ms);
         size_t waiting = 0;
         for (size_t i = 0; i < qm_count(c->set); i++)
             waiting += qm_state(c->set, i) == QM_WAITING;
@@ -955,8 +1013,8 @@ count_event(void *arg, const qm_live_event_t *ev)
     }
     case QM_EV_LOADED: {
         size_t nref = count_refusals(c), nin = count_placed(c, ev->placed, ev->nmetrics);
-        count_note(c, 0, "%d: %s loaded: %zu procedures instrumented, %zu refused, stopped "
-                   "%.1f ms", ev->pid, ev->name, nin, nref, ev->stop_ms);
+        count_note(c, 0, "%d: %s loaded: %zu %s instrumented, %zu refused, stopped "
+                   "%.1f ms", ev->pid, ev->name, nin, what, nref, ev->stop_ms);
         break;
     }
     case QM_EV_REMOVED:
@@ -981,7 +1039,7 @@ count_event(void *arg, const qm_live_event_t *ev)
                        ev->apart == 1 ? "child" : "children");
         break;
     case QM_EV_NEVER_LOADED: {
-        const char *p = count_pattern(c, ev->metric), *sep = cfg_module_sep(p);
+        const char *p = count_pattern(c, ev->metric), *sep = qpt_module_sep(p);
         count_note(c, 0, "%d: no library matching '%.*s' (in '%s') was loaded during the "
                    "session", ev->pid, sep != NULL ? (int)(sep - p) : (int)strlen(p), p, p);
         break;
@@ -993,38 +1051,20 @@ count_event(void *arg, const qm_live_event_t *ev)
 
 /* The rows now (c->now), with their rates since the previous table when RATES; by rate,
  * then calls, then name. NULL when out of memory. */
-static dyn_row_t *
+static row_t *
 count_rows(const counting_t *c, int rates)
 {
-    return dyn_rows_make(c->nnames, (const char *const *)c->names, c->now,
+    return rows_make(c->nnames, (const char *const *)c->names, c->now,
                          rates ? c->prev : NULL, c->timed ? c->wall : NULL);
 }
 
-/* The histogram's series up to the rows known now; -1 when out of memory. */
+/* The histogram's series up to the rows known now (from T); -1 when out of memory. */
 static int
 count_hist_grow(counting_t *c, double t)
 {
-    drv_hist_t *h = &c->hist;
-    if (h->v == NULL)
-        return drv_hist_init(h, c->nnames, HIST_BUCKETS, HIST_WIDTH, t) < 0 ? -1 : 0;
-    if (h->nseries >= c->nnames)
-        return 0;
-    size_t n = c->nnames;
-    uint64_t *v = calloc(n * h->nbuckets + 1, sizeof(uint64_t));
-    uint64_t *l = calloc(n + 1, sizeof(uint64_t));
-    if (v == NULL || l == NULL) {
-        free(v);
-        free(l);
-        return -1;
-    }
-    memcpy(v, h->v, h->nseries * h->nbuckets * sizeof(uint64_t));
-    memcpy(l, h->last, h->nseries * sizeof(uint64_t));
-    free(h->v);
-    free(h->last);
-    h->v = v;
-    h->last = l;
-    h->nseries = n;
-    return 0;
+    if (c->hist == NULL)
+        return qpt_hist_create(c->nnames, HIST_BUCKETS, HIST_WIDTH, t, &c->hist) < 0 ? -1 : 0;
+    return qpt_hist_grow(c->hist, c->nnames) < 0 ? -1 : 0;
 }
 
 /* qm_live_opts_t.on_sample: the histogram's series, the live table when due. */
@@ -1035,14 +1075,14 @@ count_sample(void *arg, const qm_set_t *set, const qm_row_t *rows, size_t n,
     counting_t *c = arg;
     (void)set, (void)costs, (void)ncosts;
     count_take(c, rows, n);
-    double now = dyn_run_now();
+    double now = now_s();
     if (c->o->histogram && count_hist_grow(c, c->t0) == 0)
-        drv_hist_add(&c->hist, now, c->now);
+        qpt_hist_add(c->hist, now, c->now);
     if (c->next_table <= 0 || now < c->next_table)
         return 0;
-    dyn_row_t *r = count_rows(c, 1);
+    row_t *r = count_rows(c, 1);
     if (r != NULL) {
-        dyn_live_t l = { c->pid, t, now - c->last_table, r, c->nnames };
+        live_t l = { c->pid, t, now - c->last_table, r, c->nnames };
         c->gone = print_live(NULL, &l) != 0;
     }
     free(r);
@@ -1060,12 +1100,12 @@ count_ready(void *arg, int pid, double stop_ms)
     counting_t *c = arg;
     (void)stop_ms;
     c->pid = pid;
-    c->t0 = c->last_table = dyn_run_now();
+    c->t0 = c->last_table = now_s();
     c->next_table = c->o->interval > 0 ? c->t0 + c->o->interval : 0;
 }
 
-/* The metric of option KIND ('c' --count, 'a' --all, 'w' --time) of PATTERN into TEXT
- * (LEN bytes). */
+/* The metric of option KIND ('c' --count, 'a' --all, 'w' --time, 'f' --calls-from) of
+ * PATTERN into TEXT (LEN bytes). */
 static void
 option_metric(char kind, const char *pattern, char *text, size_t len)
 {
@@ -1074,13 +1114,21 @@ option_metric(char kind, const char *pattern, char *text, size_t len)
     /* MODULE:NAME names shared libraries; a MODULE that is a glob without .so in it
      * ('*:malloc', 'libc*:malloc') is given one ('*.so*'), as the metric language reads
      * them: a metric in every library that matches, loaded now or later. */
-    const char *sep = cfg_module_sep(pattern);
+    const char *sep = qpt_module_sep(pattern);
     int glob = sep != NULL && strcspn(pattern, "*?[") < (size_t)(sep - pattern);
     char pat[4100];
     if (glob && memmem(pattern, (size_t)(sep - pattern), ".so", 3) == NULL)
         snprintf(pat, sizeof(pat), "%.*s.so*%s", (int)(sep - pattern), pattern, sep);
     else
         snprintf(pat, sizeof(pat), "%s", pattern);
+    if (kind == 'f') {
+        /* The calls made inside the procedures PATTERN names: every callee (calls
+         * through pointers as *indirect), in the same library as they. */
+        const char *ps = qpt_module_sep(pat);
+        snprintf(text, len, "count calls(%.*s*) per call site from(%s)",
+                 ps != NULL ? (int)(ps - pat) + 1 : 0, pat, pat);
+        return;
+    }
     snprintf(text, len, kind == 'w' ? "time wall(%s) shared" : "count calls(%s)", pat);
 }
 
@@ -1090,7 +1138,8 @@ static int
 count_metric(counting_t *c, char kind, const char *pattern)
 {
     char text[4200], why[2048];
-    const char *opt = kind == 'c' ? "--count" : kind == 'a' ? "--all" : "--time";
+    const char *opt = kind == 'c' ? "--count" : kind == 'a' ? "--all"
+                    : kind == 'f' ? "--calls-from" : "--time";
     option_metric(kind, pattern, text, sizeof(text));
     if (qm_parse(text, opt, 1, &c->set, why, sizeof(why)) < 0) {
         fprintf(stderr, "%s: %s '%s': %s\n", prog_name, opt, pattern, why);
@@ -1115,7 +1164,7 @@ static int
 count_metrics(counting_t *c)
 {
     const opts_t *o = c->o;
-    size_t n = o->ntime + o->ncount + 1;
+    size_t n = o->ntime + o->ncalls + o->ncount + 1;
     c->mpat = calloc(n, sizeof(char *));
     c->mkind = calloc(n, 1);
     if (c->mpat == NULL || c->mkind == NULL)
@@ -1123,6 +1172,9 @@ count_metrics(counting_t *c)
     c->timed = o->ntime > 0;
     for (size_t i = 0; i < o->ntime; i++)
         if (count_metric(c, 'w', o->time[i]) < 0)
+            return -1;
+    for (size_t i = 0; i < o->ncalls; i++)
+        if (count_metric(c, 'f', o->calls[i]) < 0)
             return -1;
     for (size_t i = 0; i < o->ncount; i++)
         if (count_metric(c, 'c', o->count[i]) < 0)
@@ -1180,23 +1232,20 @@ count_session(const opts_t *o, int pid, char *const *argv, double t_start)
     }
     if (rep.rows != NULL || rc == 0) { /* (no row: nothing matched, still a table) */
         count_take(&c, rep.rows, rep.nrows);
-        dyn_run_report_t r = { 0 };
-        r.pid = rep.pid;
+        final_t r = { 0 };
         r.npoints = c.nnames;
         r.names = c.names;
         r.calls = c.now;
         r.rows = count_rows(&c, 0);
         r.timed = c.timed;
         r.secs = rep.secs;
-        r.ended = rep.ended;
-        r.status = rep.status;
         if (o->histogram && count_hist_grow(&c, c.t0) == 0) {
-            drv_hist_add(&c.hist, dyn_run_now(), c.now);
+            qpt_hist_add(c.hist, now_s(), c.now);
             r.hist = c.hist;
         }
         if (r.rows == NULL || report(&r, o->csv, o->zeros) < 0)
             ret = EXIT_FAIL;
-        if (r.hist.v != NULL)
+        if (r.hist != NULL)
             print_histogram(&r);
         free(r.rows);
         if (ret == 0 && rep.ended && argv != NULL)
@@ -1207,7 +1256,7 @@ count_session(const opts_t *o, int pid, char *const *argv, double t_start)
             ret = EXIT_FAIL;
         }
     }
-    drv_hist_free(&c.hist);
+    qpt_hist_destroy(c.hist);
     for (size_t i = 0; i < c.nnames; i++)
         free(c.names[i]);
     free(c.names);
@@ -1298,10 +1347,10 @@ children_of(opts_t *o)
 {
     int parent = o->pids[0], *v = NULL;
     size_t n = 0;
-    int rc = dyn_proc_children(parent, &v, &n);
+    int rc = qpt_children(parent, &v, &n);
     if (rc < 0) {
         fprintf(stderr, "%s: --children: %s\n", prog_name,
-                rc == QP_ENOTFOUND ? "the process has no children" : qp_strerror(rc));
+                rc == QPT_ENOTFOUND ? "the process has no children" : qpt_strerror(rc));
         return -1;
     }
     free(o->pids);
@@ -1457,7 +1506,7 @@ many_session(const opts_t *o)
 
 /* The one line of dyn clean: what was found and taken out. */
 static void
-print_clean(int pid, const dyn_clean_report_t *r)
+print_clean(int pid, const qpt_clean_report_t *r)
 {
     /* A stub a killed dyn left in the slack after the code ends whichever line is last.
      */
@@ -1508,7 +1557,7 @@ print_clean(int pid, const dyn_clean_report_t *r)
 static int
 clean_main(int argc, char **argv)
 {
-    dyn_clean_report_t r;
+    qpt_clean_report_t r;
     char why[512];
     int pid;
 
@@ -1519,7 +1568,7 @@ clean_main(int argc, char **argv)
         return EXIT_USAGE;
     }
     catch_signals();
-    if (dyn_run_clean(pid, &r, why, sizeof(why)) < 0) {
+    if (qpt_clean(pid, &r, why, sizeof(why)) < 0) {
         fprintf(stderr, "%s: %s\n", prog_name, why);
         return EXIT_FAIL;
     }
@@ -1556,7 +1605,7 @@ main(int argc, char **argv)
         { NULL, 0, NULL, 0 },
     };
     double t_started
-        = dyn_run_now(); /* attach time counts from here (analysis included) */
+        = now_s(); /* attach time counts from here (analysis included) */
     tool_heap_setup();
     opts_t o = { 0 };
     const char *cmd;
@@ -1638,8 +1687,8 @@ main(int argc, char **argv)
         case 'a': o.all = 1; break;
         case 'Z': o.zeros = 1; break;
         case 'B':
-            if (cfg_set_debug_dirs(optarg) < 0) {
-                fprintf(stderr, "%s: %s\n", prog_name, qp_strerror(QP_ENOMEM));
+            if (qpt_set_debug_dirs(optarg) < 0) {
+                fprintf(stderr, "%s: %s\n", prog_name, qpt_strerror(QPT_ENOMEM));
                 return EXIT_FAIL;
             }
             break;
@@ -1673,12 +1722,12 @@ main(int argc, char **argv)
     size_t ntexts = 0;
     if (texts == NULL)
         return EXIT_FAIL;
-    if ((((o.npids > 1 || o.children) && !run) || o.commands) && o.ncalls == 0
-        && !o.no_atomic) {
-        for (size_t i = 0; i < o.ntime + o.ncount + (size_t)o.all; i++) {
-            char kind = i < o.ntime ? 'w' : i < o.ntime + o.ncount ? 'c' : 'a';
-            const char *pat = i < o.ntime ? o.time[i] : i < o.ntime + o.ncount
-                              ? o.count[i - o.ntime] : "*";
+    if ((((o.npids > 1 || o.children) && !run) || o.commands) && !o.no_atomic) {
+        size_t nt = o.ntime, nf = nt + o.ncalls, nc = nf + o.ncount;
+        for (size_t i = 0; i < nc + (size_t)o.all; i++) {
+            char kind = i < nt ? 'w' : i < nf ? 'f' : i < nc ? 'c' : 'a';
+            const char *pat = i < nt ? o.time[i] : i < nf ? o.calls[i - nt]
+                              : i < nc ? o.count[i - nf] : "*";
             char text[4200];
             option_metric(kind, pat, text, sizeof(text));
             if ((texts[ntexts] = strdup(text)) == NULL)
@@ -1686,7 +1735,7 @@ main(int argc, char **argv)
             o.margs[o.nm] = texts[ntexts++];
             o.morder[o.nm++] = 'e';
         }
-        o.ntime = o.ncount = 0;
+        o.ntime = o.ncount = o.ncalls = 0;
         o.all = 0;
     }
     if (o.max_overhead > 0 && o.nm == 0 && !o.commands) {
@@ -1766,10 +1815,8 @@ main(int argc, char **argv)
         ret = many_session(&o);
     else if (o.nm > 0 || o.commands)
         ret = metrics_session(&o, pid, run ? argv + optind : NULL);
-    else if (o.ncalls == 0)
-        ret = count_session(&o, pid, run ? argv + optind : NULL, t_started);
     else
-        ret = session(&o, pid, run ? argv + optind : NULL, t_started);
+        ret = count_session(&o, pid, run ? argv + optind : NULL, t_started);
     if (trace.f != NULL) {
         fprintf(trace.f, "\n]}\n");
         if (tool_out_close(&trace.out, prog_name, 1) < 0) {

@@ -84,6 +84,33 @@ int qpt_attach(int pid, qpt_space_t **out /*OUT*/, char *why, size_t whylen);
 /* Start ARGV[0] (found in PATH) with ARGV, stopped before any of its code ran. */
 int qpt_spawn(char *const argv[], qpt_space_t **out /*OUT*/, char *why, size_t whylen);
 
+/* The processes whose parent is PID (a launcher's: mpirun's ranks), from /proc, into
+ * *PIDS (malloc'ed: the caller frees it) and *N. QPT_ENOTFOUND when it has none,
+ * QPT_EIO, QPT_ENOMEM, QPT_EINVAL; QPT_EUNSUPP in a build without live processes. */
+int qpt_children(int pid, int **pids /*OUT*/, size_t *n /*OUT*/);
+
+/* What qpt_clean found in a process and took out. */
+typedef struct qpt_clean_report {
+    unsigned regions;  /* trampoline memories found */
+    unsigned jumps;    /* jumps into them put back to the file's bytes */
+    unsigned moved;    /* threads moved out of trampolines */
+    unsigned unmapped; /* mappings unmapped (trampolines and counters) */
+    unsigned kept;     /* trampoline memories left mapped (a thread may still return
+                        * there, or a library's code could not be compared) */
+    unsigned busy;     /* trampoline memories of a mutator still running: left alone */
+    unsigned breaks;   /* breakpoints on the loader's r_brk put back */
+    unsigned stub;     /* system-call stubs put back to the file's bytes */
+} qpt_clean_report_t;
+
+/*
+ * What a killed mutator (or dyn) left in process PID, taken out (`dyn clean PID`):
+ * attach, put every jump into its trampoline memory back to the file's bytes (the
+ * executable's and the libraries'), let the threads inside run out, unmap what no
+ * thread can return to, detach. 0 with *OUT filled, or a QPT_E* code with one line in
+ * WHY ("PID: what: reason").
+ */
+int qpt_clean(int pid, qpt_clean_report_t *out /*OUT*/, char *why, size_t whylen);
+
 /*
  * Close S. A process: every snippet is taken out first (restoring its code), then it is
  * let run, detached. A file: nothing is written. NULL is fine.
@@ -143,6 +170,12 @@ const char *qpt_proc_name(const qpt_space_t *s, uint32_t proc);
  * MODULE:NAME (MODULE a pattern for its source file, qpt_proc_module, by path or last
  * component)? */
 int qpt_proc_match(const qpt_space_t *s, uint32_t proc, const char *pattern);
+/* The ':' that separates MODULE from NAME in a pattern MODULE:NAME (one ':', C++'s '::'
+ * being part of a name), or NULL when PATTERN names no module. */
+const char *qpt_module_sep(const char *pattern);
+/* The demangled (C++, Rust, D) form of NAME with its parameters, malloc'ed (the caller
+ * frees it); NULL when NAME is not a mangled name (or out of memory). */
+char *qpt_demangle(const char *name);
 /* The module of PROC: the source file its code comes from (DWARF), or NULL when the
  * program has no line information for it. Owned by S. */
 const char *qpt_proc_module(const qpt_space_t *s, uint32_t proc);
@@ -670,6 +703,10 @@ int qpt_hist_create(size_t nseries, size_t nbuckets, double width, double t0,
 /* A sample at time T (the same clock as T0, increasing): TOTALS[s] is series s's running
  * total; what it added since the previous sample goes into T's bucket. */
 void qpt_hist_add(qpt_hist_t *h, double t, const uint64_t *totals);
+
+/* At least NSERIES series (a live session's new rows); the new ones start empty, and
+ * TOTALS of later samples must have that many. QPT_EINVAL, QPT_ENOMEM (H unchanged). */
+int qpt_hist_grow(qpt_hist_t *h, size_t nseries);
 
 /* What SERIES added in BUCKET (0 out of range); the buckets used so far; their width. */
 uint64_t qpt_hist_get(const qpt_hist_t *h, size_t series, size_t bucket);
