@@ -441,22 +441,10 @@ qpt_qp_name(qpt_qp_t *m, unsigned flags)
         qualify_duplicates(m);
 }
 
-const char *
-qpt_qp_module_sep(const char *func)
-{
-    return func != NULL ? cfg_module_sep(func) : NULL;
-}
-
 int
 qpt_qp_path_matches(const char *pattern, size_t n, const char *file)
 {
     return pattern != NULL && n <= strlen(pattern) && cfg_module_match(pattern, n, file);
-}
-
-char *
-qpt_demangle(const char *name)
-{
-    return name != NULL ? cfg_demangle(name) : NULL;
 }
 
 int

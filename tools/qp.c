@@ -551,7 +551,7 @@ select_module(const module_t *mods, int n, const char *func, int *k, const char 
     if (sel == NULL)
         return fail(func, qpt_strerror(QPT_ENOMEM));
     int nsel = 0;
-    const char *sep = qpt_qp_module_sep(func);
+    const char *sep = qpt_module_sep(func);
     for (int i = 0; i < n; i++) {
         sel[i] = sep != NULL && qpt_qp_path_matches(func, (size_t)(sep - func), mods[i].exe);
         nsel += sel[i];

@@ -23,6 +23,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* With qpt_demangle and qpt_module_sep of <qpt/qpt.h>. */
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -245,17 +247,9 @@ int qpt_qp_find_measured(const qpt_qp_t *m, const char *func, uint32_t *proc /*O
  * form, or to that form without the parameter list? 1 or 0. */
 int qpt_qp_name_matches(const char *stored, const char *name);
 
-/* FUNC as MODULE:NAME: the ':' that separates them (C++'s '::' belongs to the name), or
- * NULL when FUNC names no module. */
-const char *qpt_qp_module_sep(const char *func);
-
 /* Do the N first bytes of PATTERN (a shell pattern) name FILE, by its path or by its last
  * component? 1 or 0 (FILE NULL: 0). */
 int qpt_qp_path_matches(const char *pattern, size_t n, const char *file);
-
-/* NAME demangled (C++, Rust, D), malloc'd (the caller frees it), or NULL when it is not
- * a mangled name (or out of memory). */
-char *qpt_demangle(const char *name);
 
 typedef struct qpt_qp_block {
     uint64_t start;     /* original address */
