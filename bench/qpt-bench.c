@@ -22,7 +22,7 @@
 
 #include <qpt/qpt.h>
 
-#include "metrics/qm.h"
+#include "include/qpt/qpt_metrics.h"
 
 static double
 now(void)

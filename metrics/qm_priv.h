@@ -3,7 +3,7 @@
 #ifndef QP_QM_PRIV_H
 #define QP_QM_PRIV_H
 /* metrics/ inside: the parsed metrics (qm_parse.c), and where qm_insert put them. */
-#include "metrics/qm.h"
+#include "include/qpt/qpt_metrics.h"
 
 /* Return the status of E when it failed. */
 #define QM_CHECK(e)                                                                      \

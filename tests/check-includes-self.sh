@@ -34,7 +34,7 @@ tree() {
     put driver/drv_edge.c '#include "driver/driver.h"' '#include "editor/ed.h"'
     put report/qp_flow.c '#include "report/qp_flow.h"' '#include "cfg/cfg.h"'
     put libqpt/qpt_space.c '#include "libqpt/qpt_priv.h"' '#include "dynamic/dyn.h"' '#include "driver/driver.h"'
-    put metrics/qm_parse.c '#include "include/qpt/qpt.h"' '#include "metrics/qm.h"'
+    put metrics/qm_parse.c '#include "include/qpt/qpt.h"' '#include "include/qpt/qpt_metrics.h"'
     put tools/qp.c '#include "include/qpt/qpt.h"' '#include "tools/tool.h"' '#include <stdio.h>'
     put examples/coverage.c '#include <qpt/qpt.h>'
     : >"$tmp/debts"

@@ -119,7 +119,7 @@ out=$(
     done
     # The public headers: the C library's headers only.
     for f in include/qpt/*.h; do
-        [ -f "$f" ] && check "$f" "include/qpt/*" "$lowlevel"
+        [ -f "$f" ] && check "$f" "include/qpt/* qpt.h" "$lowlevel"
     done
     # libqpt/: the public face over every library folder's public header (never BFD,
     # libelf or ptrace itself).
@@ -127,15 +127,16 @@ out=$(
         [ -f "$f" ] && check "$f" "arch/arch.h arch/qp_err.h base/* cfg/cfg.h editor/ed.h editor/elfw.h driver/driver.h report/qp_profile.h report/qp_report.h report/qp_callgraph.h report/qp_trace.h report/qp_cachesim.h dynamic/dyn.h include/qpt/* libqpt/*" \
             "$lowlevel"
     done
-    # metrics/: the metric language, on libqpt's public header only (and base/'s clocks,
-    # which the timers' readers share with libqpt and dynamic/).
+    # metrics/: the metric language (part of libqpt, <qpt/qpt_metrics.h>), on libqpt's
+    # public headers only (and base/'s clocks, which the timers' readers share with libqpt
+    # and dynamic/).
     for f in metrics/*.[ch]; do
-        [ -f "$f" ] && check "$f" "include/qpt/qpt.h base/qp_clock.h metrics/*" "$lowlevel"
+        [ -f "$f" ] && check "$f" "include/qpt/qpt.h include/qpt/qpt_metrics.h base/qp_clock.h metrics/*" "$lowlevel"
     done
-    # tools/: option parsing and printing through the public headers (DESIGN section 8),
-    # the metric language's metrics/qm.h, and tools/'s own helpers.
+    # tools/: option parsing and printing through the public headers (DESIGN section 8)
+    # and tools/'s own helpers.
     for f in tools/*.[ch]; do
-        [ -f "$f" ] && check "$f" "include/qpt/* metrics/qm.h tools/*" "bfd.h libelf.h gelf.h sys/ptrace.h"
+        [ -f "$f" ] && check "$f" "include/qpt/* tools/*" "bfd.h libelf.h gelf.h sys/ptrace.h"
     done
     # examples/: mutators built against the installed library: <qpt/qpt.h>, nothing of
     # the tree.

@@ -18,7 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "metrics/qm.h"
+#include "include/qpt/qpt_metrics.h"
 
 #define PROG "tests/qpt/metric_prog"
 

@@ -5,7 +5,7 @@
 # libqpt as a user gets it: `make install` into a scratch DESTDIR, then the examples and
 # the qpt(3) man page's example built with `cc tool.c $(pkg-config --cflags --libs qpt)`
 # against the installed header and library (shared, then static), and run; the shared
-# library exports qpt_* only; one version everywhere; the man pages render without
+# library exports qpt_* (and <qpt/qpt_metrics.h>'s qm_*) only; one version everywhere; the man pages render without
 # warnings; `make uninstall` takes every file away again. Then `make install prefix=P`:
 # the examples built with plain pkg-config and run from P.
 set -u
@@ -39,11 +39,38 @@ flags=$(pkg-config --cflags --libs qpt) || { echo "FAIL pkg-config qpt"; exit 1;
 libdir=${so%/*}
 
 # Only the public names leave the shared library, each with the symbol version QPT_0
-# (the version node itself is the one other name).
-other=$(nm -D --defined-only "$so" | awk '$3 !~ /^qpt_[a-z0-9_]*@@QPT_0$/ && $3 != "QPT_0" { print $3 }' \
+# (the version node itself is the one other name): qpt_* calls, and the metric
+# language's qm_* calls that <qpt/qpt_metrics.h> declares.
+mhdr=$(dirname "$hdr")/qpt_metrics.h
+other=$(nm -D --defined-only "$so" | awk '$3 !~ /^q(pt|m)_[a-z0-9_]*@@QPT_0$/ && $3 != "QPT_0" { print $3 }' \
     | head -n 5)
-[ -z "$other" ] && ok "libqpt.so exports qpt_* only ($(nm -D --defined-only "$so" | wc -l) symbols)" \
+for m in $(nm -D --defined-only "$so" | awk '$3 ~ /^qm_/ { sub(/@.*/, "", $3); print $3 }'); do
+    grep -q "[ *]$m(" "$mhdr" 2>/dev/null || other="$other $m (not in qpt_metrics.h)"
+done
+[ -z "$other" ] && ok "libqpt.so exports qpt_* and qpt_metrics.h's qm_* only ($(nm -D --defined-only "$so" | wc -l) symbols)" \
     || bad "libqpt.so exports: $other"
+# The metric language through the installed header: parse a metric, free it.
+cat >"$D/mlang.c" <<'MEOF'
+#include <stdio.h>
+#include <qpt/qpt_metrics.h>
+int main(void)
+{
+    char why[256];
+    qm_set_t *set = NULL;
+    if (qm_parse("count calls(main) total", "-e", 1, &set, why, sizeof(why)) != 0)
+        return 1;
+    printf("%zu %s\n", qm_count(set), qm_name(set, 0));
+    qm_free(set);
+    return 0;
+}
+MEOF
+# shellcheck disable=SC2086
+if cc -std=gnu11 -Wall -Wextra -Werror "$D/mlang.c" $flags -o "$D/mlang" 2>"$D/mlang.err" &&
+    [ "$(LD_LIBRARY_PATH=$(dirname "$so") "$D/mlang")" = "1 count calls(main) total" ]; then
+    ok "<qpt/qpt_metrics.h>: a metric parsed through the installed library"
+else
+    bad "<qpt/qpt_metrics.h>: $(head -n 3 "$D/mlang.err")"
+fi
 
 # The man page's example (its EXAMPLE section's .EX block), as printed.
 awk '/^\.SH EXAMPLE/ { on = 1 } on && /^\.EE$/ { exit } on && ex { print } on && /^\.EX$/ { ex = 1 }' \

@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "metrics/qm.h"
+#include "include/qpt/qpt_metrics.h"
 #include "tools/dyn_search.h"
 #include "tools/tool.h"
 #include "tools/tool_metrics.h"

@@ -9,7 +9,7 @@
  */
 #include <stdio.h>
 
-#include "metrics/qm.h"
+#include "include/qpt/qpt_metrics.h"
 
 enum { TM_TEXT, TM_CSV, TM_JSON };
 

@@ -1,7 +1,7 @@
 /* Copyright 2026 the qpt authors
  * SPDX-License-Identifier: MIT */
-#ifndef QP_QM_H
-#define QP_QM_H
+#ifndef QPT_METRICS_H
+#define QPT_METRICS_H
 /*
  * PURPOSE: metrics in the spirit of Paradyn's MDL (qpt-metrics(5)): a counter or a timer
  * defined once over the procedures matching a pattern and constrained by predicates -
@@ -9,16 +9,20 @@
  * condition on the arguments and the program's variables) - with a focus (per
  * procedure, per thread, total). qm_parse reads the language, qm_insert compiles each
  * metric to snippets of libqpt's public API (include/qpt/qpt.h) in a file or a process
- * alike, the layout says where the values are (saved next to a rewritten program), and
+ * alike, the layout says where the values are (a note of a rewritten program), and
  * qm_results turns the words into a metric x focus table.
- * metrics/ is a library folder: it never prints, exits or reads the environment; it
- * uses libqpt's public header only.
+ * Part of libqpt (its code in metrics/, on <qpt/qpt.h> only; qpt(3), qpt-metrics(5)):
+ * it never prints, exits or reads the environment.
  */
 #include <stddef.h>
 #include <stdio.h>
 #include <stdint.h>
 
-#include "include/qpt/qpt.h"
+#include "qpt.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
 
 typedef struct qm_set qm_set_t;
 
@@ -519,5 +523,9 @@ int qm_search_run_many(const qm_search_opts_t *o, const int *pids, size_t n,
                        size_t whylen);
 const char *qm_search_hyp_name(int hyp);
 const char *qm_search_state_name(int state);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif
