@@ -750,16 +750,22 @@ proc_entered_at(const cfg_prog_t *prog, uint64_t addr)
 }
 
 /*
- * Does procedure I call or jump directly to the entries of two distinct procedures
- * vouched for in V (itself aside)? Bytes of data that decode as code hit a procedure's
- * exact entry with a call's 32-bit displacement now and then; twice, with two different
- * entries, is past chance.
+ * Does procedure I start like a function and call or jump directly to the entries of two
+ * distinct procedures vouched for in V (itself aside)? Bytes of data that decode as code
+ * hit a procedure's exact entry with a call's 32-bit displacement now and then; twice,
+ * with two different entries, is past chance. That proves code, not an entry: a piece of
+ * a function whose start is unknown, cut off where a jump lands (chromium's GPU process
+ * crashed when such pieces moved), is not one; an address held or unreached code on a
+ * 16-byte boundary, not a jump's target, is taken for one.
  */
 static int
 calls_vouched(const cfg_prog_t *prog, const uint8_t *v, uint32_t i)
 {
     const cfg_proc_t *p = &prog->procs[i];
     uint32_t first = CFG_NONE;
+    if ((p->sources & CFG_SRC_TAILCALL) || !(p->sources & (CFG_SRC_ADDR | CFG_SRC_GAP))
+        || p->entry % 16 != 0)
+        return 0;
     for (uint32_t b = p->block; b < p->block + p->nblocks; b++) {
         const cfg_block_t *bl = &prog->blocks[b];
         for (uint32_t e = 0; e <= bl->nsucc; e++) {
