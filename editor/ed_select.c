@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/qp_search.h"
 #include "editor/ed.h"
 
 #include "editor/ed_layout_priv.h"
@@ -719,11 +720,101 @@ edl_sort_leave(ed_plan_t *plan)
 }
 
 /*
+ * The code addresses held in relocated words of data sections, sorted: pointers the
+ * loader relocates (vtables, tables of callbacks), not addresses that code forms with a
+ * lea. *N gets their number; NULL when out of memory.
+ */
+static uint64_t *
+held_pointers(const cfg_image_t *img, size_t *n)
+{
+    uint64_t *v = malloc((img->nrelocs + 1) * sizeof(uint64_t));
+    *n = 0;
+    for (size_t i = 0; v != NULL && i < img->nrelocs; i++) {
+        const cfg_reloc_t *r = &img->relocs[i];
+        const cfg_section_t *s = cfg_image_section_at(img, r->where);
+        if ((r->kind == CFG_RELOC_RELATIVE || r->kind == CFG_RELOC_ABS64) && s != NULL
+            && !(s->flags & CFG_SEC_CODE) && cfg_image_is_code(img, r->value))
+            v[(*n)++] = r->value;
+    }
+    if (v != NULL)
+        qsort(v, *n, sizeof(uint64_t), cfg_u64_cmp);
+    return v;
+}
+
+/* The index of the procedure (not a fragment) whose entry is ADDR, or CFG_NONE. */
+static uint32_t
+proc_entered_at(const cfg_prog_t *prog, uint64_t addr)
+{
+    const cfg_proc_t *t = addr != 0 ? cfg_proc_at(prog, addr) : NULL;
+    return t != NULL && t->entry == addr ? (uint32_t)(t - prog->procs) : CFG_NONE;
+}
+
+/*
+ * Does procedure I start like a function and call or jump directly to the entries of two
+ * distinct procedures vouched for in V (itself aside)? Bytes of data that decode as code
+ * hit a procedure's exact entry with a call's 32-bit displacement now and then; twice,
+ * with two different entries, is past chance. That proves code, not an entry: a piece of
+ * a function whose start is unknown, cut off where a jump lands (chromium's GPU process
+ * crashed when such pieces moved), is not one; an address held or unreached code on a
+ * 16-byte boundary, not a jump's target, is taken for one.
+ */
+static int
+calls_vouched(const cfg_prog_t *prog, const uint8_t *v, uint32_t i)
+{
+    const cfg_proc_t *p = &prog->procs[i];
+    uint32_t first = CFG_NONE;
+    if ((p->sources & CFG_SRC_TAILCALL) || !(p->sources & (CFG_SRC_ADDR | CFG_SRC_GAP))
+        || p->entry % 16 != 0)
+        return 0;
+    for (uint32_t b = p->block; b < p->block + p->nblocks; b++) {
+        const cfg_block_t *bl = &prog->blocks[b];
+        for (uint32_t e = 0; e <= bl->nsucc; e++) {
+            uint64_t to = bl->call_target;
+            if (e < bl->nsucc) {
+                const cfg_edge_t *ed = cfg_block_succ(prog, bl, e);
+                if (ed->kind != CFG_EDGE_TAILCALL)
+                    continue;
+                to = ed->target;
+            }
+            uint32_t t = proc_entered_at(prog, to);
+            if (t == CFG_NONE || t == i || !v[t] || t == first)
+                continue;
+            if (first != CFG_NONE)
+                return 1;
+            first = t;
+        }
+    }
+    return 0;
+}
+
+/* Vouch for what the procedures in WORK[0..N) jump to (tail calls), and on (V). */
+static void
+vouch_tail_calls(const cfg_prog_t *prog, uint8_t *v, uint32_t *work, size_t n)
+{
+    while (n > 0) {
+        const cfg_proc_t *p = &prog->procs[work[--n]];
+        for (uint32_t b = p->block; b < p->block + p->nblocks; b++)
+            for (uint32_t e = 0; e < prog->blocks[b].nsucc; e++) {
+                const cfg_edge_t *ed = cfg_block_succ(prog, &prog->blocks[b], e);
+                uint32_t t = ed->kind == CFG_EDGE_TAILCALL ? proc_entered_at(prog, ed->target)
+                                                           : CFG_NONE;
+                if (t == CFG_NONE || v[t])
+                    continue;
+                v[t] = 1;
+                work[n++] = t;
+            }
+    }
+}
+
+/*
  * Bytes that decode but that nothing vouches for may be data in .text (a string behind
  * a lea, as in BoringSSL's FIPS module): the entry redirect would overwrite them. A
  * procedure is vouched for by a symbol, an FDE, a direct call, the ELF entry or
- * init/fini tables, or by a tail call from a procedure that is itself vouched for;
- * a taken address or unreached bytes that decode are not enough.
+ * init/fini tables, a pointer to its entry in a relocated word of data (a vtable's
+ * slot: data in .text is reached by lea), a tail call from a procedure vouched for, or
+ * direct calls and jumps of its own to two procedures vouched for (code that C++
+ * reaches through vtables and callbacks, in a stripped file with no unwind tables);
+ * a lea's address or unreached bytes that decode are not enough.
  */
 uint8_t *
 edl_vouched_procs(const cfg_prog_t *prog)
@@ -731,30 +822,33 @@ edl_vouched_procs(const cfg_prog_t *prog)
     const uint32_t weak = CFG_SRC_GAP | CFG_SRC_ADDR | CFG_SRC_TAILCALL;
     uint8_t *v = calloc(prog->nprocs + 1, 1);
     uint32_t *work = malloc((prog->nprocs + 1) * sizeof(uint32_t));
-    size_t n = 0;
-    if (v == NULL || work == NULL) {
+    size_t n = 0, nheld = 0;
+    uint64_t *held = held_pointers(prog->img, &nheld);
+    if (v == NULL || work == NULL || held == NULL) {
         free(v);
         free(work);
+        free(held);
         return NULL;
     }
-    for (uint32_t i = 0; i < prog->nprocs; i++)
-        if ((prog->procs[i].sources & ~weak) || (prog->procs[i].flags & CFG_PROC_FRAGMENT)) {
+    for (uint32_t i = 0; i < prog->nprocs; i++) {
+        const cfg_proc_t *p = &prog->procs[i];
+        size_t k = qp_lower_bound_u64(held, nheld, sizeof(uint64_t), 0, p->entry);
+        if ((p->sources & ~weak) || (p->flags & CFG_PROC_FRAGMENT)
+            || (k < nheld && held[k] == p->entry)) {
             v[i] = 1;
             work[n++] = i;
         }
+    }
+    free(held);
+    /* Callers of vouched code vouch for their own tail calls, and so on to a fixpoint. */
     while (n > 0) {
-        const cfg_proc_t *p = &prog->procs[work[--n]];
-        for (uint32_t b = p->block; b < p->block + p->nblocks; b++)
-            for (uint32_t e = 0; e < prog->blocks[b].nsucc; e++) {
-                const cfg_edge_t *ed = cfg_block_succ(prog, &prog->blocks[b], e);
-                if (ed->kind != CFG_EDGE_TAILCALL || ed->target == 0)
-                    continue;
-                const cfg_proc_t *t = cfg_proc_at(prog, ed->target);
-                if (t == NULL || t->entry != ed->target || v[t - prog->procs])
-                    continue;
-                v[t - prog->procs] = 1;
-                work[n++] = (uint32_t)(t - prog->procs);
-            }
+        vouch_tail_calls(prog, v, work, n);
+        n = 0;
+        for (uint32_t i = 0; i < prog->nprocs; i++)
+            if (!v[i] && calls_vouched(prog, v, i))
+                work[n++] = i;
+        for (size_t k = 0; k < n; k++)
+            v[work[k]] = 1;
     }
     free(work);
     return v;

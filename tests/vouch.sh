@@ -1,0 +1,64 @@
+#!/bin/sh
+# Copyright 2026 the qpt authors
+# SPDX-License-Identifier: MIT
+#
+# What vouches for code that a stripped file without unwind tables reaches only through
+# pointers (editor/ed_select.c, edl_vouched_procs; most of chromium's code). tests/vouch/
+# hidden.c, gcc -O2 PIE, stripped, no .eh_frame, rewritten with --driver=qp:
+#  - op_add and op_sub, whose entries only relocated words of data hold (a vtable's
+#    slots), are measured: 15 calls each;
+#  - mixer, whose address only a lea forms, is measured because it calls two procedures
+#    vouched for (scale, offset): 17 calls;
+#  - lone (a lea's address, no calls) stays in place: "may be data";
+#  - the output is the original's.
+# And data kept in .text behind a lea (tests/progs/data_in_text.c, stripped) stays
+# untouched: the rewritten program prints what the original prints.
+# Exit status: 0 pass, 1 fail, 77 skip, 99 hard error.
+set -u
+. "${top_srcdir:-.}/tests/lib.sh"
+QP=${QP:-$top_builddir/tools/qp}
+qp_have gcc || { echo "vouch.sh: SKIP: no gcc"; exit 77; }
+dir=$top_builddir/tests/vouch.d
+rm -rf "$dir"
+mkdir -p "$dir" || exit 99
+fails=0
+cflags="-O2 -fPIE -pie -fno-asynchronous-unwind-tables -fno-unwind-tables"
+
+exe=$dir/hidden
+# shellcheck disable=SC2086
+gcc $cflags -o "$exe.full" "$top_srcdir/tests/vouch/hidden.c" || exit 99
+strip -o "$exe" "$exe.full" || exit 99
+want=$("$exe")
+if ! "$QPT_REWRITE" -v --driver=qp "$exe" -o "$exe.qp" >"$exe.log" 2>&1; then
+    bad "hidden: rewrite: $(tail -n 1 "$exe.log")"
+    exit 1
+fi
+[ "$("$exe.qp")" = "$want" ] && ok "hidden: same output" || bad "hidden: output differs"
+"$QP" report --csv "$exe.qp.qp" >"$exe.csv" 2>&1
+# The stripped file names a procedure sub_<its address in hex>.
+for row in op_add:15 op_sub:15 mixer:17; do
+    name=${row%%:*} want_calls=${row##*:}
+    sub=sub_$(nm "$exe.full" | awk -v n="$name" '$3 == n { sub(/^0+/, "", $1); print $1 }')
+    got=$(awk -F, -v n="$sub" '$1 == n { print $2 }' "$exe.csv")
+    [ "$got" = "$want_calls" ] && ok "hidden: $name ($sub) measured, $got calls" ||
+        bad "hidden: $name ($sub): '$got' calls, expected $want_calls"
+done
+lone=$(nm "$exe.full" | awk '$3 == "lone" { sub(/^0+/, "", $1); print $1 }')
+grep -q "left in place: sub_$lone at 0x$lone: .*may be data" "$exe.log" &&
+    ok "hidden: lone (a lea's address, no calls) left in place" ||
+    bad "hidden: lone (sub_$lone) not left in place as may be data"
+
+exe=$dir/data_in_text
+# shellcheck disable=SC2086
+gcc $cflags -o "$exe" "$QP_PROGS_DIR/data_in_text.c" && strip "$exe" || exit 99
+want=$("$exe")
+for drv in none qp; do
+    if "$QPT_REWRITE" --driver=$drv "$exe" -o "$exe.$drv" >"$exe.$drv.log" 2>&1 &&
+        [ "$("$exe.$drv")" = "$want" ]; then
+        ok "data_in_text $drv: same output"
+    else
+        bad "data_in_text $drv: output differs or rewrite failed: $(tail -n 1 "$exe.$drv.log")"
+    fi
+done
+[ "$fails" = 0 ] || exit 1
+exit 0
