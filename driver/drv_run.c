@@ -926,6 +926,7 @@ drv_run_threads(const drv_ops_t *drv, const cfg_prog_t *prog, const ed_plan_t *p
     int rc = run_pass(drv, prog, plan, weights, res, on_progress, arg, 1, threads);
     if (rc == DRV_AGAIN)
         rc = run_pass(drv, prog, plan, weights, res, on_progress, arg, 0, threads);
+    res->workers = threads;
     return rc;
 }
 
@@ -1001,7 +1002,7 @@ drv_describe(drv_result_t *res, const ed_plan_t *plan, uint64_t counters, uint8_
     if (res->summarize != NULL && qp_desc_validate(&d, NULL, 0) == 0)
         rc = res->summarize(&d);
     if (rc == 0)
-        rc = qp_desc_serialize(&d, buf, len);
+        rc = qp_desc_serialize_threads(&d, res->workers, buf, len);
     free(d.zero);
     free(d.zero_entry);
     QP_CHECK(rc);
