@@ -451,12 +451,15 @@ code_part(void *arg, unsigned worker, size_t k)
             for (uint64_t a = aligned ? (prog->unreached[u].start + 3) & ~(uint64_t)3
                                       : prog->unreached[u].start;
                  a < prog->unreached[u].end; a += aligned ? 4 : 1) {
+                if (aligned) {
+                    if (a + 4 <= prog->unreached[u].end)
+                        isa_refs(plan, a, prog->unreached[u].end, r, n, CFG_NONE);
+                    continue;
+                }
                 size_t avail;
                 const uint8_t *p = cfg_image_ptr(img, a, &avail);
                 arch_insn_t in;
-                if (aligned && a + 4 <= prog->unreached[u].end)
-                    isa_refs(plan, a, prog->unreached[u].end, r, n, CFG_NONE);
-                else if (!aligned && p != NULL && arch_decode(p, avail, a, &in) == 0)
+                if (p != NULL && arch_decode(p, avail, a, &in) == 0)
                     insn_refs(img, pie, &in, r, n, CFG_NONE);
             }
         return 0;
