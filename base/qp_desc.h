@@ -199,6 +199,12 @@ int qp_desc_validate(const qp_desc_t *d, char *why, size_t whylen);
  */
 int qp_desc_serialize(const qp_desc_t *d, uint8_t **buf /*OUT*/, size_t *len /*OUT*/);
 
+/* qp_desc_serialize with the chunks (versions 6 and 7) compressed on up to THREADS
+ * threads (qp_pool.h; 0 or 1: on the caller's alone): the bytes are the same for any
+ * THREADS. */
+int qp_desc_serialize_threads(const qp_desc_t *d, unsigned threads, uint8_t **buf /*OUT*/,
+                              size_t *len /*OUT*/);
+
 /* qp_desc_serialize without the validation: any contents of D's arrays encode (tests
  * make invalid descriptions with a correct id this way, which parse must refuse). */
 int qp_desc_encode(const qp_desc_t *d, uint8_t **buf /*OUT*/, size_t *len /*OUT*/);
@@ -207,6 +213,10 @@ int qp_desc_encode(const qp_desc_t *d, uint8_t **buf /*OUT*/, size_t *len /*OUT*
  * QP_FORMAT_V5 that qp still reads (tests make them this way); QP_EINVAL for another. */
 int qp_desc_encode_version(const qp_desc_t *d, uint32_t version, uint8_t **buf /*OUT*/,
                            size_t *len /*OUT*/);
+
+/* qp_desc_encode_version on up to THREADS threads, as qp_desc_serialize_threads. */
+int qp_desc_encode_threads(const qp_desc_t *d, uint32_t version, unsigned threads,
+                           uint8_t **buf /*OUT*/, size_t *len /*OUT*/);
 
 /*
  * The id of a serialized description BUF (LEN bytes, at least the header; LEN ends the

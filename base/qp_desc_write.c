@@ -6,6 +6,7 @@
  * chunks, the encoder of every version and the LZMA2 packing.
  */
 #include "base/qp_desc_priv.h"
+#include "base/qp_pool.h"
 
 /*****************************************************************************
  * Key call sites
@@ -671,25 +672,64 @@ pack(const uint8_t *in, size_t n, uint32_t preset, wb_t *w, size_t *zlen)
     return 0;
 }
 
+/* The chunks to compress on the pool: chunk k's RAW[k] bytes at RAWS + OFF[k] become
+ * OUT[k] (malloc'd, ZLEN[k] bytes). Each chunk is a stream of its own, so the bytes do
+ * not depend on which thread packed it. */
+typedef struct pack_job {
+    const uint8_t *raws;         /* every chunk's records, one after the other */
+    const size_t *off, *raw;     /* where chunk k's begin, and how many bytes */
+    uint32_t preset;             /* the LZMA preset of every chunk */
+    uint8_t **out;               /* chunk k's stream (or NULL until packed) */
+    size_t *zlen;                /* ... and its bytes */
+} pack_job_t;
+
+/* qp_task_fn: pack chunk K of the pack_job_t ARG. */
+static int
+pack_one(void *arg, unsigned worker, size_t k)
+{
+    (void)worker;
+    pack_job_t *j = arg;
+    wb_t w = { 0 };
+    int rc = pack(j->raws + j->off[k], j->raw[k], j->preset, &w, &j->zlen[k]);
+    if (rc < 0) {
+        free(w.p);
+        return rc;
+    }
+    uint8_t *p = realloc(w.p, w.len + 1); /* give back pack's room for the worst case */
+    j->out[k] = p != NULL ? p : w.p;
+    return 0;
+}
+
 /* D's chunks: their records into RAWS (chunk k's RAW[k] bytes from the previous ones',
- * CB[k] of them call sites), then compressed into Z (ZLEN[k] bytes each). */
+ * CB[k] of them call sites), then compressed on THREADS threads into Z (ZLEN[k] bytes
+ * each, in chunk order whatever the threads). */
 static int
 pack_chunks(const qp_desc_t *d, const qp_desc_keys_t *keys, const chunk_plan_t *c,
-    uint32_t nc, size_t *raw, size_t *cb, size_t *zlen, wb_t *z)
+    uint32_t nc, unsigned threads, size_t *raw, size_t *cb, size_t *zlen, wb_t *z)
 {
     wb_t raws = { 0 };
+    size_t *off = malloc(((size_t)nc + 1) * sizeof(size_t));
+    uint8_t **out = calloc((size_t)nc + 1, sizeof(uint8_t *));
     for (uint32_t k = 0; k < nc; k++) {
         size_t before = raws.len;
         encode_chunk(d, &c[k], keys, &raws, &cb[k]);
         raw[k] = raws.len - before;
+        if (off != NULL)
+            off[k] = before;
     }
-    int rc = raws.err ? QP_ENOMEM : 0;
-    uint32_t preset = raws.len <= LZMA_SMALL ? 6 : 1;
-    size_t off = 0;
-    for (uint32_t k = 0; k < nc && rc == 0; k++) {
-        rc = pack(raws.p + off, raw[k], preset, z, &zlen[k]);
-        off += raw[k];
+    int rc = raws.err || off == NULL || out == NULL ? QP_ENOMEM : 0;
+    pack_job_t job = { raws.p, off, raw, raws.len <= LZMA_SMALL ? 6 : 1, out, zlen };
+    if (rc == 0)
+        rc = qp_parallel_for(threads, nc, 4, pack_one, &job, NULL);
+    for (uint32_t k = 0; k < nc && out != NULL; k++) {
+        if (rc == 0 && out[k] != NULL)
+            wb_put(z, out[k], zlen[k]);
+        free(out[k]);
     }
+    if (rc == 0 && z->err)
+        rc = QP_ENOMEM;
+    free(out);
+    free(off);
     free(raws.p);
     return rc;
 }
@@ -751,6 +791,13 @@ qp_desc_encode(const qp_desc_t *d, uint8_t **buf, size_t *len)
 int
 qp_desc_encode_version(const qp_desc_t *d, uint32_t version, uint8_t **buf, size_t *len)
 {
+    return qp_desc_encode_threads(d, version, 1, buf, len);
+}
+
+int
+qp_desc_encode_threads(const qp_desc_t *d, uint32_t version, unsigned threads, uint8_t **buf,
+                       size_t *len)
+{
     if (d == NULL || buf == NULL || len == NULL
         || (version != QP_FORMAT_V5 && version != QP_FORMAT_V6 && version != QP_FORMAT_VERSION))
         return QP_EINVAL;
@@ -779,7 +826,7 @@ qp_desc_encode_version(const qp_desc_t *d, uint32_t version, uint8_t **buf, size
     if (rc == 0 && version == QP_FORMAT_VERSION)
         rc = desc_keys_from_calls(d, &keys);
     if (rc == 0)
-        rc = pack_chunks(d, keys, c, nc, raw, cb, zlen, &chunks);
+        rc = pack_chunks(d, keys, c, nc, threads, raw, cb, zlen, &chunks);
     if (rc == 0)
         rc = encode_index(d, keys, c, nc, raw, zlen, cb, &index);
     desc_keys_free(keys);
@@ -820,9 +867,15 @@ qp_desc_encode_version(const qp_desc_t *d, uint32_t version, uint8_t **buf, size
 int
 qp_desc_serialize(const qp_desc_t *d, uint8_t **buf, size_t *len)
 {
+    return qp_desc_serialize_threads(d, 1, buf, len);
+}
+
+int
+qp_desc_serialize_threads(const qp_desc_t *d, unsigned threads, uint8_t **buf, size_t *len)
+{
     if (d == NULL || buf == NULL || len == NULL)
         return QP_EINVAL;
     if (qp_desc_validate(d, NULL, 0) < 0)
         return QP_EINVAL;
-    return qp_desc_encode(d, buf, len);
+    return qp_desc_encode_threads(d, QP_FORMAT_VERSION, threads, buf, len);
 }

@@ -662,24 +662,4 @@ cfg_block_call_never_returns(const cfg_prog_t *prog, const cfg_block_t *b)
     return leaves;
 }
 
-/*****************************************************************************
- * A parallel loop (cfg_pool.c, the only thread code), for per-procedure work of the
- * analysis, the drivers and the editor
- */
-
-/* The most threads cfg_parallel_for runs. */
-#define CFG_MAX_THREADS 16
-
-/* The work of item K, run by worker WORKER (0 .. nthreads-1; 0 is the caller's thread). */
-typedef int (*cfg_task_fn)(void *arg, unsigned worker, size_t k);
-
-/*
- * Call FN(ARG, worker, k) once for every k in [0, N), on up to NTHREADS threads (at
- * most CFG_MAX_THREADS; 0 or 1: on the caller's thread alone), GRAIN items at a time.
- * PROGRESS (or NULL) is called on the caller's thread with the items handed out so far.
- * After an error no more items are started. Returns 0, or an error FN returned.
- */
-int cfg_parallel_for(unsigned nthreads, size_t n, size_t grain, cfg_task_fn fn, void *arg,
-                     void (*progress)(void *arg, size_t done));
-
 #endif

@@ -508,7 +508,7 @@ cfg_build_round(cfg_builder_t *b, const uint32_t *todo, size_t n)
     unsigned nt = n >= 64 ? b->nscratch : 1;
     if (nt > 1)
         cfg_discover_freeze(b, 1);
-    int rc = cfg_parallel_for(nt, n, 16, round_task, &r, round_progress);
+    int rc = qp_parallel_for(nt, n, 16, round_task, &r, round_progress);
     if (nt > 1)
         cfg_discover_freeze(b, 0);
     for (size_t k = 0; k < n; k++)

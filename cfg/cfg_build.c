@@ -1389,7 +1389,7 @@ cfg_prog_build(const cfg_image_t *img, const cfg_opts_t *opts, cfg_prog_t **out)
     b.img = img;
     if (opts != NULL)
         b.opts = *opts;
-    b.nscratch = b.opts.threads > CFG_MAX_THREADS ? CFG_MAX_THREADS
+    b.nscratch = b.opts.threads > QP_MAX_THREADS ? QP_MAX_THREADS
                  : b.opts.threads > 1                ? b.opts.threads
                                                      : 1;
     b.scratch = calloc(b.nscratch, sizeof(cfg_scratch_t));
@@ -1441,7 +1441,7 @@ cfg_prog_build(const cfg_image_t *img, const cfg_opts_t *opts, cfg_prog_t **out)
     if (rc == 0)
         rc = check_noreturn_calls(prog);
     if (rc == 0)
-        rc = cfg_parallel_for(b.nscratch, prog->nprocs, 64, loops_task, prog, NULL);
+        rc = qp_parallel_for(b.nscratch, prog->nprocs, 64, loops_task, prog, NULL);
     dbg_phase(&b, "loops");
     if (rc == 0)
         rc = compute_stats(&b, prog);

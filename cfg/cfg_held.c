@@ -108,7 +108,7 @@ typedef struct held_spans {
     size_t n;
 } held_spans_t;
 
-/* cfg_task_fn: the addresses of code that the blocks of span K hold. */
+/* qp_task_fn: the addresses of code that the blocks of span K hold. */
 static int
 held_span(void *arg, unsigned worker, size_t k)
 {
@@ -200,7 +200,7 @@ held_scan(const cfg_prog_t *prog, cfg_held_t **out, size_t *n)
     }
     unsigned threads = cfg_prog_held_cache(prog) != NULL ? cfg_prog_held_cache(prog)->threads : 1;
     if (rc == 0)
-        rc = cfg_parallel_for(threads, sp.n, 1, held_span, &sp, NULL);
+        rc = qp_parallel_for(threads, sp.n, 1, held_span, &sp, NULL);
     for (size_t k = 0; k < sp.n && rc == 0; k++) {
         rc = cfg_vec_grow((void **)&h.v, &h.cap, h.n + sp.v[k].n + 1, sizeof(cfg_held_t));
         if (rc == 0 && sp.v[k].n > 0)

@@ -59,7 +59,7 @@ typedef struct dc_insn {
 #define DC_MAX_CHUNKS (((size_t)UINT32_MAX >> DC_CHUNK_BITS) + 1)
 
 /*
- * The cache is shared by the threads of cfg_parallel_for without a lock: an instruction
+ * The cache is shared by the threads of qp_parallel_for without a lock: an instruction
  * is written to a slot of its own (taken from an atomic counter) and then published by
  * storing its index in the section's per-byte table (release; readers acquire). Two
  * threads decoding the same bytes at once both decode; one publishes, the other's slot

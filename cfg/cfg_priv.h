@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/qp_pool.h"
 #include "cfg/cfg.h"
 
 /*****************************************************************************
@@ -34,13 +35,6 @@ typedef CFG_VEC(char *) cfg_str_vec_t;
 
 /* A copy of S owned by the caller, or NULL. */
 char *cfg_strdup(const char *s);
-
-/*****************************************************************************
- * A parallel loop (cfg_pool.c, the only thread code)
- */
-
-/* cfg_parallel_for, CFG_MAX_THREADS and cfg_task_fn: in cfg/cfg.h (the editor's and
- * the drivers' per-procedure work runs on the same pool). */
 
 /*****************************************************************************
  * Image internals (cfg_image.c)
@@ -332,7 +326,7 @@ cfg_blocks_changed(cfg_builder_t *b)
 }
 
 /*
- * What one worker of a round of builds (cfg_parallel_for) needs to itself: the traversal
+ * What one worker of a round of builds (qp_parallel_for) needs to itself: the traversal
  * scratch, and what it found that concerns other procedures, handed to the builder in
  * worker order once the round is over (scratch_flush). Nothing else is written during a
  * round but the procedure being built.

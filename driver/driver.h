@@ -210,6 +210,7 @@ typedef struct drv_result {
     int watcher;             /* a shared library that defines pthread_create (a libc): its
                               * entry got a thread hook (QPRT_F_WATCHER) */
     int pie;                 /* the program is position independent (QP_DESC_PIE) */
+    unsigned workers;        /* threads drv_describe may compress on (drv_run_threads') */
     /* The description, new addresses filled in by drv_result_finish. */
     qp_desc_proc_t *procs;
     uint32_t nprocs;

@@ -13,6 +13,7 @@
 
 #include "driver/driver.h"
 #include "base/qp_desc.h"
+#include "base/qp_pool.h"
 
 const drv_ops_t *
 drv_find(const char *name)
@@ -749,7 +750,7 @@ typedef struct prep {
     prep_item_t *items;  /* PREP_BATCH of them, or NULL (no threads: made when taken) */
 } prep_t;
 
-/* cfg_task_fn: the graph of procedure P->lo + K, when run_pass will want it. */
+/* qp_task_fn: the graph of procedure P->lo + K, when run_pass will want it. */
 static int
 prep_one(void *arg, unsigned worker, size_t k)
 {
@@ -791,7 +792,7 @@ prep_take(prep_t *p, uint32_t i, drv_graph_t *g)
         p->lo = i;
         p->hi = p->prog->nprocs - i > PREP_BATCH ? i + PREP_BATCH : p->prog->nprocs;
         memset(p->items, 0, PREP_BATCH * sizeof(prep_item_t));
-        QP_CHECK(cfg_parallel_for(p->threads, p->hi - p->lo, 8, prep_one, p, NULL));
+        QP_CHECK(qp_parallel_for(p->threads, p->hi - p->lo, 8, prep_one, p, NULL));
     }
     prep_item_t *it = &p->items[i - p->lo];
     if (!it->made) /* (not foreseen by prep_one: made here) */
@@ -936,6 +937,7 @@ drv_run_threads(const drv_ops_t *drv, const cfg_prog_t *prog, const ed_plan_t *p
     int rc = run_pass(drv, prog, plan, weights, res, on_progress, arg, 1, threads);
     if (rc == DRV_AGAIN)
         rc = run_pass(drv, prog, plan, weights, res, on_progress, arg, 0, threads);
+    res->workers = threads;
     return rc;
 }
 
@@ -1011,7 +1013,7 @@ drv_describe(drv_result_t *res, const ed_plan_t *plan, uint64_t counters, uint8_
     if (res->summarize != NULL && qp_desc_validate(&d, NULL, 0) == 0)
         rc = res->summarize(&d);
     if (rc == 0)
-        rc = qp_desc_serialize(&d, buf, len);
+        rc = qp_desc_serialize_threads(&d, res->workers, buf, len);
     free(d.zero);
     free(d.zero_entry);
     QP_CHECK(rc);

@@ -322,6 +322,8 @@ typedef struct ed_opts {
     const char *all_in_place; /* when set: every procedure stays in place, for this
                                * reason (a runtime that finds code by its addresses: Go,
                                * GHC); counting drivers then patch them in place */
+    unsigned threads;   /* threads the new code may be written on (qp_pool.h; 0 or 1:
+                         * the caller's alone); the bytes are the same for any number */
     int reuse_text;     /* put new code into the old bytes of moved code that nothing
                          * reaches any more (between the redirects), through a second
                          * mapping of the old text (qp_space_ops_t.alloc_over, when the

@@ -42,6 +42,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/qp_pool.h"
 #include "cfg/cfg.h"
 #include "editor/ed_layout_priv.h"
 
@@ -419,29 +420,59 @@ isa_refs(const ed_plan_t *plan, uint64_t a, uint64_t end, run_t *r, size_t n, ui
             r[k].bad = 1;
 }
 
-/* References from code: every block's instructions, and the code bytes in no block. */
+/*
+ * The code is read on the pool, CODE_GRAIN blocks a part (the code bytes in no block
+ * are the last part): each worker counts into its own copy of the runs, and the copies
+ * are summed (refs) and joined (bad) after, which gives the same runs in any order.
+ */
+#define CODE_GRAIN 1024
+
+typedef struct code_job {
+    const ed_plan_t *plan;
+    size_t n;                    /* runs */
+    run_t *copy;                 /* per worker: n runs, refs and bad its own */
+} code_job_t;
+
+/* qp_task_fn: the references from part K of the code (code_job_t ARG). */
 static int
-check_code(const ed_plan_t *plan, run_t *r, size_t n)
+code_part(void *arg, unsigned worker, size_t k)
 {
+    const code_job_t *j = arg;
+    const ed_plan_t *plan = j->plan;
     const cfg_prog_t *prog = plan->prog;
     const cfg_image_t *img = prog->img;
     int pie = (img->flags & CFG_IMG_PIE) != 0;
-    if (plan->isa->decode_ops == NULL) { /* AArch64: fixed-length, aligned words */
-        for (uint32_t b = 0; b < prog->nblocks; b++) {
-            const cfg_block_t *bl = &prog->blocks[b];
-            uint32_t owner = cfg_proc_owner(prog, bl->proc);
-            for (uint64_t a = bl->start; a + 4 <= bl->end; a += 4)
-                isa_refs(plan, a, bl->end, r, n, owner);
-        }
+    run_t *r = j->copy + (size_t)worker * j->n;
+    size_t n = j->n;
+    size_t lo = k * CODE_GRAIN;
+    if (lo >= prog->nblocks) { /* the last part: the code bytes in no block */
+        int aligned = plan->isa->decode_ops == NULL; /* AArch64: aligned words */
         for (uint32_t u = 0; u < prog->nunreached; u++)
-            for (uint64_t a = (prog->unreached[u].start + 3) & ~(uint64_t)3;
-                 a + 4 <= prog->unreached[u].end; a += 4)
-                isa_refs(plan, a, prog->unreached[u].end, r, n, CFG_NONE);
+            for (uint64_t a = aligned ? (prog->unreached[u].start + 3) & ~(uint64_t)3
+                                      : prog->unreached[u].start;
+                 a < prog->unreached[u].end; a += aligned ? 4 : 1) {
+                if (aligned) {
+                    if (a + 4 <= prog->unreached[u].end)
+                        isa_refs(plan, a, prog->unreached[u].end, r, n, CFG_NONE);
+                    continue;
+                }
+                size_t avail;
+                const uint8_t *p = cfg_image_ptr(img, a, &avail);
+                arch_insn_t in;
+                if (p != NULL && arch_decode(p, avail, a, &in) == 0)
+                    insn_refs(img, pie, &in, r, n, CFG_NONE);
+            }
         return 0;
     }
-    for (uint32_t b = 0; b < prog->nblocks; b++) {
+    size_t hi = lo + CODE_GRAIN < prog->nblocks ? lo + CODE_GRAIN : prog->nblocks;
+    for (size_t b = lo; b < hi; b++) {
         const cfg_block_t *bl = &prog->blocks[b];
         uint32_t owner = cfg_proc_owner(prog, bl->proc);
+        if (plan->isa->decode_ops == NULL) {
+            for (uint64_t a = bl->start; a + 4 <= bl->end; a += 4)
+                isa_refs(plan, a, bl->end, r, n, owner);
+            continue;
+        }
         for (uint64_t a = bl->start; a < bl->end;) {
             arch_insn_t in;
             if (cfg_image_decode(img, a, bl->end, &in) < 0)
@@ -450,15 +481,31 @@ check_code(const ed_plan_t *plan, run_t *r, size_t n)
             a += in.len;
         }
     }
-    for (uint32_t u = 0; u < prog->nunreached; u++)
-        for (uint64_t a = prog->unreached[u].start; a < prog->unreached[u].end; a++) {
-            size_t avail;
-            const uint8_t *p = cfg_image_ptr(img, a, &avail);
-            arch_insn_t in;
-            if (p != NULL && arch_decode(p, avail, a, &in) == 0)
-                insn_refs(img, pie, &in, r, n, CFG_NONE);
-        }
     return 0;
+}
+
+/* References from code: every block's instructions, and the code bytes in no block. */
+static int
+check_code(const ed_plan_t *plan, run_t *r, size_t n)
+{
+    const cfg_prog_t *prog = plan->prog;
+    unsigned threads = plan->opts.threads < 1 ? 1
+        : plan->opts.threads > QP_MAX_THREADS ? QP_MAX_THREADS : plan->opts.threads;
+    code_job_t job = { plan, n, malloc((size_t)threads * n * sizeof(run_t)) };
+    if (job.copy == NULL)
+        return QP_ENOMEM;
+    for (unsigned w = 0; w < threads; w++)
+        for (size_t k = 0; k < n; k++)
+            job.copy[(size_t)w * n + k] = (run_t) { r[k].lo, r[k].hi, r[k].owner, 0, 0 };
+    size_t nparts = (prog->nblocks + CODE_GRAIN - 1) / CODE_GRAIN + 1;
+    int rc = qp_parallel_for(threads, nparts, 1, code_part, &job, NULL);
+    for (unsigned w = 0; w < threads; w++)
+        for (size_t k = 0; k < n; k++) {
+            r[k].refs += job.copy[(size_t)w * n + k].refs;
+            r[k].bad |= job.copy[(size_t)w * n + k].bad;
+        }
+    free(job.copy);
+    return rc;
 }
 
 /* Does a jump table that retarget_tables may write share bytes with run R? */

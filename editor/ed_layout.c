@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/qp_pool.h"
 #include "editor/ed.h"
 
 #include "editor/ed_layout_priv.h"
@@ -254,31 +255,26 @@ cmp_probe(const void *a, const void *b)
     return x->counter < y->counter ? -1 : x->counter > y->counter;
 }
 
-/* Note the switchable increment at ADDR (SITES: the plan when writing, NULL when sizing). */
+/* Where the switchable increments (ARCH_INC_SWITCH) of a part of the new code went. */
+typedef struct lock_sites {
+    uint64_t *v;                 /* each increment's first byte, in layout order */
+    size_t n, cap;
+} lock_sites_t;
+
+/* Note the switchable increment at ADDR (SITES: when writing; NULL when sizing). */
 static int
-note_lock_site(ed_plan_t *sites, uint64_t addr)
+note_lock_site(lock_sites_t *sites, uint64_t addr)
 {
-    if (sites == NULL)
-        return 0;
-    if (sites->nlock_sites == sites->lock_cap) {
-        size_t nc = sites->lock_cap ? 2 * sites->lock_cap : 1024;
-        uint64_t *v = realloc(sites->lock_sites, nc * sizeof(uint64_t));
-        if (v == NULL)
-            return QP_ENOMEM;
-        sites->lock_sites = v;
-        sites->lock_cap = nc;
-    }
-    sites->lock_sites[sites->nlock_sites++] = addr;
-    return 0;
+    return sites != NULL ? edl_push_u64(&sites->v, &sites->n, &sites->cap, addr) : 0;
 }
 
 /*
- * The snippet of probe P at ADDR into OUT. Its size does not depend on ADDR. SITES (the
- * plan, or NULL when only sizing) collects where switchable increments go.
+ * The snippet of probe P at ADDR into OUT. Its size does not depend on ADDR. SITES (or
+ * NULL when only sizing) collects where switchable increments go.
  */
 static int
 emit_snippet(const ed_plan_t *plan, const ed_probe_t *p, uint64_t addr, uint8_t *out, size_t cap,
-             ed_plan_t *sites)
+             lock_sites_t *sites)
 {
     switch (p->what) {
     case ED_SNIP_COUNT: {
@@ -329,7 +325,7 @@ static size_t probes_from(const ed_plan_t *plan, uint64_t old);
  */
 static int
 emit_probes_part(const ed_plan_t *plan, uint64_t old, int at, int entry_only, uint64_t addr,
-                 uint8_t *out, size_t cap, ed_plan_t *sites)
+                 uint8_t *out, size_t cap, lock_sites_t *sites)
 {
     uint8_t scratch[SNIPPET_MAX];
     int total = 0;
@@ -374,7 +370,7 @@ probes_from(const ed_plan_t *plan, uint64_t old)
  */
 static int
 emit_probes(const ed_plan_t *plan, uint64_t old, int at, uint64_t addr, uint8_t *out, size_t cap,
-            ed_plan_t *sites)
+            lock_sites_t *sites)
 {
     return emit_probes_part(plan, old, at, 0, addr, out, cap, sites);
 }
@@ -1336,34 +1332,41 @@ emit_xlate(ed_plan_t *plan, uint8_t *buf)
     return 0;
 }
 
-/* The moved code in layout order, written through the space in one piece. */
+/*
+ * The moved code is written on the pool, EMIT_GRAIN slots at a time: each slot's bytes
+ * go to their own place in the buffer and depend on the plan alone, so the code is the
+ * same for any number of threads. What a slot takes from a sequence (the next of
+ * plan->fall, the lock sites) is counted per part ahead, or gathered per part and joined
+ * in layout order.
+ */
+#define EMIT_GRAIN 4096
+
+typedef struct emit_job {
+    const ed_plan_t *plan;
+    uint8_t *buf;                /* the new code (from plan->text) */
+    size_t *fall;                /* per part: the first of plan->fall its slots use */
+    lock_sites_t *sites;         /* per part: its switchable increments */
+} emit_job_t;
+
+/* qp_task_fn: the slots of part K of the emit_job_t ARG. */
 static int
-emit_code(ed_plan_t *plan, const qp_space_ops_t *ops, void *space)
+emit_part(void *arg, unsigned worker, size_t k)
 {
+    (void)worker;
+    const emit_job_t *j = arg;
+    const ed_plan_t *plan = j->plan;
     const cfg_prog_t *prog = plan->prog;
-    /* Zeroed: the bytes nothing is emitted to (alignment before the translation table)
-     * are then the same in every run, whatever the heap held. */
-    uint8_t *buf = calloc(plan->text_size + 1, 1);
-    if (buf == NULL)
-        return QP_ENOMEM;
-    /* Holes in the old text: what no code fills traps (int3), never old code. */
-    for (size_t h = 0; h < plan->nholes; h++)
-        if (plan->holes[3 * h + 2] > 0)
-            memset(buf + plan->holes[3 * h], 0xcc, plan->holes[3 * h + 1] - plan->holes[3 * h]);
-    int rc = 0;
+    uint8_t *buf = j->buf;
+    lock_sites_t *sites = &j->sites[k];
     int stretch = plan->opts.stretch ? 1 : 0;
-    size_t fall = 0; /* the next of plan->fall */
-    size_t step = plan->nslots / 100 + 1;
-    for (size_t i = 0; i < plan->nslots && rc == 0; i++) {
-        if (plan->opts.on_progress != NULL && i % step == 0)
-            plan->opts.on_progress(plan->opts.progress_arg, i, plan->nslots);
+    size_t fall = j->fall[k]; /* the next of plan->fall */
+    size_t end = (k + 1) * EMIT_GRAIN < plan->nslots ? (k + 1) * EMIT_GRAIN : plan->nslots;
+    for (size_t i = k * EMIT_GRAIN; i < end; i++) {
         const ed_slot_t *s = &plan->lay[i];
         const uint8_t *bytes = cfg_image_ptr(prog->img, s->old, NULL);
         arch_insn_t in;
-        if (bytes == NULL || cfg_image_decode(prog->img, s->old, 0, &in) < 0) {
-            rc = QP_EDECODE;
-            break;
-        }
+        if (bytes == NULL || cfg_image_decode(prog->img, s->old, 0, &in) < 0)
+            return QP_EDECODE;
         uint64_t insn = s->new_ + s->pre;
         uint64_t target = 0;
         if (in.kind == ARCH_KIND_JMP || in.kind == ARCH_KIND_JCC || in.kind == ARCH_KIND_CALL)
@@ -1382,57 +1385,102 @@ emit_code(ed_plan_t *plan, const qp_space_ops_t *ops, void *space)
             in.target = anchor->base;
         uint8_t *out = buf + (s->new_ - plan->text);
         if (s->pre > 0
-            && emit_probes(plan, s->old, ED_AT_BEFORE, s->new_, out, s->pre, plan) != s->pre) {
-            rc = QP_ERANGE;
-            break;
-        }
+            && emit_probes(plan, s->old, ED_AT_BEFORE, s->new_, out, s->pre, sites) != s->pre)
+            return QP_ERANGE;
         out += s->pre;
         int len = (s->flags & SLOT_XLATE)
             ? plan->isa->emit_jmp_xlate(bytes, &in, insn, plan->xlate,
                                         xlate_miss_rel(plan, s->old), out, ARCH_MAX_RELOC)
             : plan->isa->reloc_insn(bytes, &in, insn, target, (s->flags & SLOT_SHORT) != 0, out,
                                     ARCH_MAX_RELOC);
-        if (len < 0) {
-            rc = len;
-            break;
-        }
+        QP_CHECK(len);
         /* A form shorter than the layout's bound (AArch64: an adr or ldr literal whose
          * data the new address still reaches) is padded with nops. */
         if (len + stretch < s->len && !(s->flags & SLOT_XLATE)) {
-            int k = plan->isa->emit_nops((size_t)(s->len - stretch - len), out + len,
+            int n = plan->isa->emit_nops((size_t)(s->len - stretch - len), out + len,
                                          (size_t)(s->len - stretch - len));
-            if (k < 0) {
-                rc = k;
-                break;
-            }
-            len += k;
+            QP_CHECK(n);
+            len += n;
         }
-        if (len + stretch != s->len) {
-            rc = QP_ERANGE; /* the layout assumed another size: never silently wrong */
-            break;
-        }
+        if (len + stretch != s->len)
+            return QP_ERANGE; /* the layout assumed another size: never silently wrong */
         if (stretch)
             out[len] = 0x90;
         if (s->post > 0
             && emit_probes(plan, s->old, ED_AT_AFTER, insn + s->len, out + s->len, s->post,
-                           plan)
-                   != s->post) {
-            rc = QP_ERANGE;
-            break;
-        }
+                           sites)
+                   != s->post)
+            return QP_ERANGE;
         if (s->flags & SLOT_JMP_AFTER) {
-            if (fall >= plan->nfall) {
-                rc = QP_ERANGE;
-                break;
-            }
+            if (fall >= plan->nfall)
+                return QP_ERANGE;
             uint64_t at = insn + s->len + s->post;
-            int j = plan->isa->emit_jmp(at, map_branch(plan, s->old, plan->fall[fall++]),
-                                        buf + (at - plan->text), PAD_LEN(plan));
-            if (j < 0)
-                rc = j;
+            QP_CHECK(plan->isa->emit_jmp(at, map_branch(plan, s->old, plan->fall[fall++]),
+                                         buf + (at - plan->text), PAD_LEN(plan)));
         }
     }
+    return 0;
+}
+
+/* qp_parallel_for's progress: "relocating... 45%" by slots. */
+static void
+emit_progress(void *arg, size_t done)
+{
+    const emit_job_t *j = arg;
+    const ed_plan_t *plan = j->plan;
+    if (plan->opts.on_progress != NULL)
+        plan->opts.on_progress(plan->opts.progress_arg, done * EMIT_GRAIN, plan->nslots);
+}
+
+/* The moved slots into BUF on the pool (EMIT_GRAIN of them at a time), their lock sites
+ * into the plan in layout order. */
+static int
+emit_slots(ed_plan_t *plan, uint8_t *buf)
+{
+    size_t nparts = (plan->nslots + EMIT_GRAIN - 1) / EMIT_GRAIN;
+    size_t *fall = malloc((nparts + 1) * sizeof(size_t));
+    lock_sites_t *sites = calloc(nparts + 1, sizeof(lock_sites_t));
+    int rc = fall != NULL && sites != NULL ? 0 : QP_ENOMEM;
+    for (size_t k = 0, n = 0; rc == 0 && k < nparts; k++) {
+        fall[k] = n;
+        size_t end = (k + 1) * EMIT_GRAIN < plan->nslots ? (k + 1) * EMIT_GRAIN : plan->nslots;
+        for (size_t i = k * EMIT_GRAIN; i < end; i++)
+            n += (plan->lay[i].flags & SLOT_JMP_AFTER) != 0;
+    }
+    emit_job_t job = { plan, buf, fall, sites };
+    if (rc == 0)
+        rc = qp_parallel_for(plan->opts.threads, nparts, 1, emit_part, &job, emit_progress);
+    lock_sites_t all = { plan->lock_sites, plan->nlock_sites, plan->lock_cap };
+    for (size_t k = 0; sites != NULL && k < nparts; k++) {
+        for (size_t i = 0; rc == 0 && i < sites[k].n; i++)
+            rc = note_lock_site(&all, sites[k].v[i]);
+        free(sites[k].v);
+    }
+    plan->lock_sites = all.v;
+    plan->nlock_sites = all.n;
+    plan->lock_cap = all.cap;
+    free(sites);
+    free(fall);
+    return rc;
+}
+
+/* The moved code in layout order, written through the space in one piece. */
+static int
+emit_code(ed_plan_t *plan, const qp_space_ops_t *ops, void *space)
+{
+    const cfg_prog_t *prog = plan->prog;
+    /* Zeroed: the bytes nothing is emitted to (alignment before the translation table)
+     * are then the same in every run, whatever the heap held. */
+    uint8_t *buf = calloc(plan->text_size + 1, 1);
+    if (buf == NULL)
+        return QP_ENOMEM;
+    /* Holes in the old text: what no code fills traps (int3), never old code. */
+    for (size_t h = 0; h < plan->nholes; h++)
+        if (plan->holes[3 * h + 2] > 0)
+            memset(buf + plan->holes[3 * h], 0xcc, plan->holes[3 * h + 1] - plan->holes[3 * h]);
+    int rc = emit_slots(plan, buf);
     /* Taken-edge stubs: the snippets, then a jmp to where the branch used to go. */
+    lock_sites_t sites = { plan->lock_sites, plan->nlock_sites, plan->lock_cap };
     for (size_t i = 0; i < plan->nstubs && rc == 0; i++) {
         const ed_stub_t *st = &plan->stubs[i];
         arch_insn_t in;
@@ -1442,7 +1490,7 @@ emit_code(ed_plan_t *plan, const qp_space_ops_t *ops, void *space)
         }
         uint8_t *out = buf + (st->new_ - plan->text);
         uint32_t jmp = st->before == NO_STUB ? PAD_LEN(plan) : 0; /* else it falls in */
-        int n = emit_probes(plan, st->jcc, ED_AT_TAKEN, st->new_, out, st->len - jmp, plan);
+        int n = emit_probes(plan, st->jcc, ED_AT_TAKEN, st->new_, out, st->len - jmp, &sites);
         if (n != (int)(st->len - jmp)) {
             rc = n < 0 ? n : QP_ERANGE;
             break;
@@ -1454,6 +1502,9 @@ emit_code(ed_plan_t *plan, const qp_space_ops_t *ops, void *space)
         if (j < 0)
             rc = j;
     }
+    plan->lock_sites = sites.v;
+    plan->nlock_sites = sites.n;
+    plan->lock_cap = sites.cap;
     if (rc == 0 && plan->nxlate > 0)
         rc = emit_xlate(plan, buf);
     if (rc == 0)

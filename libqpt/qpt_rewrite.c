@@ -525,6 +525,7 @@ qpt_rw_rewrite(qpt_rewrite_t *r, const cfg_prog_t *prog, const char *input, cons
     eo.keep_tables = r->keep_tables;
     eo.on_progress = relocation_progress;
     eo.progress_arg = r;
+    eo.threads = r->threads;
     eo.leave = (const char *const *)r->leave;
     eo.nleave = r->nleave;
     measure_ctx_t c;

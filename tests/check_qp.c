@@ -475,6 +475,33 @@ START_TEST(test_qp_desc_formats_5_6_7)
 }
 END_TEST
 
+/* The chunks compressed on several threads (qp_desc_serialize_threads) give the bytes
+ * of one thread, which read back whole. */
+START_TEST(test_qp_desc_threads_same_bytes)
+{
+    qp_desc_t d;
+    many_desc(&d, 3000);
+    uint8_t *one;
+    size_t len1;
+    ck_assert_int_eq(qp_desc_serialize(&d, &one, &len1), 0);
+    for (unsigned t = 0; t <= 4; t++) {
+        uint8_t *buf;
+        size_t len;
+        ck_assert_int_eq(qp_desc_serialize_threads(&d, t, &buf, &len), 0);
+        ck_assert_uint_eq(len, len1);
+        ck_assert_msg(memcmp(buf, one, len) == 0, "%u threads: other bytes", t);
+        free(buf);
+    }
+    qp_desc_t back;
+    char why[256] = "";
+    ck_assert_msg(qp_desc_parse(one, len1, &back, why, sizeof(why)) == 0, "%s", why);
+    ck_assert_int_eq(memcmp(back.edges, d.edges, d.hdr.nedges * sizeof(*d.edges)), 0);
+    qp_desc_free(&back);
+    free(one);
+    qp_desc_free(&d);
+}
+END_TEST
+
 START_TEST(test_qp_desc_versions_and_sizes)
 {
     qp_desc_t d, back;
@@ -2147,6 +2174,7 @@ qp_suite(void)
     tcase_add_test(tc, test_qp_desc_random_rehashed_garbage);
     tcase_add_test(tc, test_qp_desc_versions_and_sizes);
     tcase_add_test(tc, test_qp_desc_formats_5_6_7);
+    tcase_add_test(tc, test_qp_desc_threads_same_bytes);
     tcase_add_test(tc, test_qp_desc_lazy);
     tcase_add_test(tc, test_qp_desc_entry_map);
     tcase_add_test(tc, test_qp_desc_extreme_values);

@@ -3,8 +3,9 @@
 # SPDX-License-Identifier: MIT
 #
 # The analysis and the drivers' per-procedure work split by procedure over threads
-# (cfg_pool.c, qpt-rewrite --threads N): the outputs do not depend on the number of
-# threads. On two test programs (a switch interpreter, computed gotos: built here), ls, bash,
+# (base/qp_pool.c, qpt-rewrite --threads N), and so the writing of the relocated code,
+# the references to tables of labels and the description's chunks: the outputs do not
+# depend on the number of threads. On two test programs (a switch interpreter, computed gotos: built here), ls, bash,
 # python3.11 and qpt-rewrite itself (cc1 too, when installed: the analysis only),
 # --dump-cfg=text and the null, qp and trace rewrites with --threads 1, 2 and 3 are
 # byte-identical; and a --threads that is not a number from 1 to 16 is a usage error

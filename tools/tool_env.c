@@ -47,12 +47,16 @@ tool_debug_phase(void *arg, const char *phase, size_t nprocs)
     double t = mono_now();
     if (debug_t0 < 0)
         debug_t0 = t;
-    /* The CPU time of every thread, beside the wall time: --threads shows in the two. */
-    struct timespec c;
+    /* The CPU time of every thread, beside the wall time: --threads shows in the two.
+     * And the main thread's: what is left on one core (the wall time of a quiet machine
+     * with a core for every thread, which a loaded machine's wall time does not tell). */
+    struct timespec c, m;
     double cpu = clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &c) == 0
         ? (double)c.tv_sec + (double)c.tv_nsec / 1e9 : 0;
-    fprintf(stderr, "qp-debug: %8.3f s %8.3f cpu %s (%zu procedures)\n", t - debug_t0, cpu,
-            phase, nprocs);
+    double main_cpu = clock_gettime(CLOCK_THREAD_CPUTIME_ID, &m) == 0
+        ? (double)m.tv_sec + (double)m.tv_nsec / 1e9 : 0;
+    fprintf(stderr, "qp-debug: %8.3f s %8.3f cpu %8.3f main %s (%zu procedures)\n",
+            t - debug_t0, cpu, main_cpu, phase, nprocs);
 }
 
 void

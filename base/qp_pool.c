@@ -11,11 +11,12 @@
 #include <pthread.h>
 #include <stdatomic.h>
 
-#include "cfg/cfg_priv.h"
+#include "arch/qp_err.h"
+#include "base/qp_pool.h"
 
 typedef struct pool_run {
     size_t n, grain;             /* items, and how many a worker takes at a time */
-    cfg_task_fn fn;              /* the work of one item */
+    qp_task_fn fn;              /* the work of one item */
     void *arg;                   /* FN's first argument */
     atomic_size_t next;          /* the first item not handed out */
     atomic_int rc;               /* the first error, or 0 */
@@ -53,20 +54,20 @@ pool_work(void *p)
 }
 
 int
-cfg_parallel_for(unsigned nthreads, size_t n, size_t grain, cfg_task_fn fn, void *arg,
+qp_parallel_for(unsigned nthreads, size_t n, size_t grain, qp_task_fn fn, void *arg,
                  void (*progress)(void *arg, size_t done))
 {
     if (fn == NULL)
         return QP_EINVAL;
-    if (nthreads > CFG_MAX_THREADS)
-        nthreads = CFG_MAX_THREADS;
+    if (nthreads > QP_MAX_THREADS)
+        nthreads = QP_MAX_THREADS;
     if (nthreads == 0)
         nthreads = 1;
     pool_run_t r = { .n = n, .grain = grain ? grain : 1, .fn = fn, .arg = arg,
                      .progress = progress };
     atomic_init(&r.next, 0);
     atomic_init(&r.rc, 0);
-    pool_worker_t w[CFG_MAX_THREADS];
+    pool_worker_t w[QP_MAX_THREADS];
     unsigned started = 1;
     /* More threads than grains would only wait. */
     for (unsigned i = 1; i < nthreads && (size_t)i * r.grain < n; i++) {
