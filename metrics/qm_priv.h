@@ -299,4 +299,71 @@ int qmc_check_metric(qmc_ctx_t *c, qm_metric_t *m);
 int qmc_matches_nothing(qmc_ctx_t *c, qm_metric_t *m, int *rc);
 int qmc_place_metric(qmc_ctx_t *c, qm_metric_t *m);
 
+
+/*****************************************************************************
+ * The live session: what qm_live.c, qm_live_follow.c and qm_live_steer.c share
+ * (qml_: theirs; each commented at its definition)
+ */
+
+/* One qm_live_run: the set, the process, its replies, samples and what it follows. */
+typedef struct qml_live {
+    qm_set_t *set;
+    const qm_live_opts_t *o;
+    qm_live_report_t *rep;
+    qpt_space_t *s;
+    double start, cpn;
+    qm_costs_t *costs;       /* what each metric costs */
+    qpt_hist_t **hist;       /* per metric: its total over time (with hist_buckets) */
+    size_t nhist;
+    qm_threads_t *threads;   /* the ids and names of the threads of per-thread rows */
+    char buf[8192];          /* a command line being read */
+    size_t nbuf;
+    int eof, quit;
+    qm_row_t *prev;          /* the rows of the last sample (timers never read lower) */
+    size_t nprev;
+    /* Following the process (qpt_watch): libraries loaded later, execs, forks. */
+    int watching;            /* its events are followed */
+    qm_row_t *carry;         /* rows of libraries unloaded (dlclose) in this image: added
+                              * to the same rows if they are loaded again */
+    size_t ncarry;
+    qm_row_t *apart;         /* rows of earlier images (before an exec), named PROG[N]: */
+    size_t napart;
+    size_t image;            /* execs so far */
+    size_t unloads;          /* libraries unloaded (dlclose) with metrics in, so far */
+    char prog[256];          /* the base name of the program the process runs */
+    uint8_t *placed;         /* per metric: placed at least once (a library was loaded) */
+    size_t nplaced;
+    unsigned forks_counted, forks_apart; /* children counted with it, and not */
+} qml_live_t;
+
+/* qm_live.c */
+int qml_append_rows(qm_row_t **v, size_t *nv, const qm_row_t *rows, size_t n);
+int qml_event(qml_live_t *l, qm_live_event_t *ev);
+int qml_merge_carry(qml_live_t *l, qm_row_t **rows, size_t *n);
+uint8_t *qml_on_now(qml_live_t *l);
+int qml_place(qml_live_t *l, size_t first, int stopped, int predict, double *stop_ms,
+              unsigned *refused, char *why, size_t whylen);
+void qml_placed_event(qml_live_t *l, int kind, const char *name, const uint8_t *was,
+                      size_t nm, double ms);
+int qml_read_words(void *arg, uint64_t addr, uint64_t *w, size_t n);
+void qml_reply(qml_live_t *l, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void qml_reply_lines(qml_live_t *l, const char *text);
+int qml_sample(qml_live_t *l, char *why, size_t whylen);
+void qml_say(qml_live_t *l, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+int qml_set_up_remove(qml_live_t *l, void *arg, char *why, size_t whylen);
+int qml_steer(qml_live_t *l,
+              int (*set_up)(qml_live_t *l, void *arg, char *why, size_t whylen),
+              void *arg, double *ms, char *why, size_t whylen);
+
+/* qm_live_follow.c */
+void qml_follow(qml_live_t *l, double secs);
+void qml_followed_notes(qml_live_t *l);
+void qml_instances_loaded(qml_live_t *l, size_t first, int wait);
+void qml_mark_placed(qml_live_t *l, size_t i);
+void qml_start_following(qml_live_t *l);
+void qml_wait_for_libraries(qml_live_t *l, size_t first);
+
+/* qm_live_steer.c */
+void qml_commands(qml_live_t *l, double secs);
+
 #endif
