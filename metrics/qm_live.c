@@ -11,10 +11,8 @@
  */
 #include "config.h"
 
-#include <ctype.h>
 #include <errno.h>
 #include <fnmatch.h>
-#include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
