@@ -22,7 +22,7 @@
 /* Bytes written at PT's first replaced byte: a jmp rel32, or a jmp rel8 to its pad (its
  * opcode alone for a pun), or a jmp rel32 after a kept first byte. */
 size_t
-patch_len(const point_t *pt)
+dynp_patch_len(const point_t *pt)
 {
     return pt->pun ? 1 : pt->keep_first ? JMP_LEN + 1 : pt->pad ? SHORT_LEN : JMP_LEN;
 }
@@ -30,13 +30,13 @@ patch_len(const point_t *pt)
 /* Would PT's jump cross a page boundary (install refuses it: it could not be written in
  * one piece)? Known at selection, so that another way is tried. */
 int
-crosses_page(const point_t *pt)
+dynp_crosses_page(const point_t *pt)
 {
-    return (pt->entry & 4095) > 4096 - patch_len(pt);
+    return (pt->entry & 4095) > 4096 - dynp_patch_len(pt);
 }
 
 int
-refuse_name(dyn_session_t *s, const char *name, const char *why)
+dynp_refuse_name(dyn_session_t *s, const char *name, const char *why)
 {
     if (s->nref == s->capref) {
         size_t cap = s->capref ? 2 * s->capref : 16;
@@ -54,7 +54,7 @@ refuse_name(dyn_session_t *s, const char *name, const char *why)
 
 /* A new row; its index in *ROW. */
 int
-add_row(dyn_session_t *s, const char *name, uint32_t proc, int timed, uint32_t *row)
+dynp_add_row(dyn_session_t *s, const char *name, uint32_t proc, int timed, uint32_t *row)
 {
     if (s->nrows == s->caprows) {
         size_t cap = s->caprows ? 2 * s->caprows : 64;
@@ -74,10 +74,10 @@ add_row(dyn_session_t *s, const char *name, uint32_t proc, int timed, uint32_t *
 }
 
 int
-add_cand(dyn_session_t *s, const point_t *pt)
+dynp_add_cand(dyn_session_t *s, const point_t *pt)
 {
     if (pt->spill)
-        QP_CHECK(pad_take(s, pt->entry - s->bias + pt->len - pt->spill));
+        QP_CHECK(dynp_pad_take(s, pt->entry - s->bias + pt->len - pt->spill));
     if (s->ncand == s->capcand) {
         size_t cap = s->capcand ? 2 * s->capcand : 64;
         point_t *n = realloc(s->cand, cap * sizeof(*n));
@@ -92,7 +92,8 @@ add_cand(dyn_session_t *s, const point_t *pt)
 
 /* "NAME+0xOFF->CALLEE" as a string owned by the session, or NULL. */
 const char *
-site_name(dyn_session_t *s, const char *name, char sign, uint64_t off, const char *callee)
+dynp_site_name(
+    dyn_session_t *s, const char *name, char sign, uint64_t off, const char *callee)
 {
     size_t need = strlen(name) + strlen(callee) + 24;
     char *c;
@@ -113,13 +114,13 @@ site_name(dyn_session_t *s, const char *name, char sign, uint64_t off, const cha
 
 /* Mark row R refused (once, with WHY). */
 int
-row_bad(dyn_session_t *s, uint32_t r, const char *why)
+dynp_row_bad(dyn_session_t *s, uint32_t r, const char *why)
 {
     if (s->rows[r].bad)
         return 0;
     s->rows[r].bad = 1;
     s->rows[r].why = why;
-    QP_CHECK(refuse_name(s, s->rows[r].name, why));
+    QP_CHECK(dynp_refuse_name(s, s->rows[r].name, why));
     s->ref[s->nref - 1].row = r;
     return 0;
 }
@@ -341,7 +342,7 @@ dyn_session_remove(dyn_session_t *s, int *leaked /*OUT*/)
     for (int round = 0; round < 2; round++) {
         for (size_t i = 0; i < s->npts; i++)
             if ((s->pts[i].kind == PT_EXIT) == (round == 1)
-                && unpatch(s->p, &s->pts[i], 1) < 0 && rc == 0)
+                && dynp_unpatch(s->p, &s->pts[i], 1) < 0 && rc == 0)
                 rc = QP_EIO;
         nt = 0;
         if (dyn_proc_threads(s->p, NULL, 0, &nt) < 0) {
@@ -488,7 +489,7 @@ dyn_session_unpatch_copy(const dyn_session_t *s, dyn_proc_t *child)
     if (!s->installed)
         return 0;
     for (size_t i = 0; i < s->npts; i++)
-        if (unpatch(child, &s->pts[i], 1) < 0 && rc == 0)
+        if (dynp_unpatch(child, &s->pts[i], 1) < 0 && rc == 0)
             rc = QP_EIO;
     return rc;
 }
@@ -520,7 +521,7 @@ dyn_session_destroy(dyn_session_t *s)
 {
     if (s == NULL)
         return;
-    counters_local_free(s);
+    dynp_counters_local_free(s);
     free(s->last);
     free(s->ticks);
     free(s->good);

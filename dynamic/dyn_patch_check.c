@@ -16,7 +16,7 @@
 
 /* Does a procedure start in [LO, HI) (link addresses)? */
 int
-proc_entry_in(const cfg_prog_t *prog, uint64_t lo, uint64_t hi)
+dynp_proc_entry_in(const cfg_prog_t *prog, uint64_t lo, uint64_t hi)
 {
     size_t a = 0, b = prog->nprocs;
     while (a < b) {
@@ -31,7 +31,7 @@ proc_entry_in(const cfg_prog_t *prog, uint64_t lo, uint64_t hi)
 
 /* Is [A, A + N) (link addresses) clear of the padding other points took (s->pads)? */
 int
-pad_free(const dyn_session_t *s, uint64_t a, size_t n)
+dynp_pad_free(const dyn_session_t *s, uint64_t a, size_t n)
 {
     for (size_t k = 0; k < s->npads; k++)
         if (a < s->pads[k] + JMP_LEN && s->pads[k] < a + n)
@@ -41,7 +41,7 @@ pad_free(const dyn_session_t *s, uint64_t a, size_t n)
 
 /* Take the 5 bytes of padding at link address A. */
 int
-pad_take(dyn_session_t *s, uint64_t a)
+dynp_pad_take(dyn_session_t *s, uint64_t a)
 {
     if (s->npads == s->cappads) {
         size_t cap = s->cappads ? 2 * s->cappads : 16;
@@ -61,7 +61,7 @@ pad_take(dyn_session_t *s, uint64_t a)
  * from END on, and not taken by another point. A jump may cover them.
  */
 int
-spill_ok(const dyn_session_t *s, uint64_t end, size_t n)
+dynp_spill_ok(const dyn_session_t *s, uint64_t end, size_t n)
 {
     const cfg_prog_t *prog = s->prog;
     const uint8_t *bytes;
@@ -70,7 +70,7 @@ spill_ok(const dyn_session_t *s, uint64_t end, size_t n)
     for (x = 0; x < n; x++)
         if (cfg_block_at(prog, end + x) != CFG_NONE)
             return 0;
-    if (proc_entry_in(prog, end, end + n) || !pad_free(s, end, n))
+    if (dynp_proc_entry_in(prog, end, end + n) || !dynp_pad_free(s, end, n))
         return 0;
     if ((bytes = cfg_image_ptr(prog->img, end, &avail)) == NULL || avail < n)
         return 0;
@@ -93,7 +93,7 @@ spill_ok(const dyn_session_t *s, uint64_t end, size_t n)
  * call emulated by push and jmp would not be on it, and its ret would fault.
  */
 int
-has_shadow_stack(const dyn_session_t *s)
+dynp_has_shadow_stack(const dyn_session_t *s)
 {
     char path[64], line[256];
     FILE *f;
@@ -115,7 +115,7 @@ has_shadow_stack(const dyn_session_t *s)
 
 /* At an ABI entry (called, or named as a function) the flags are dead. */
 uint8_t
-entry_save_flags(const cfg_proc_t *pr)
+dynp_entry_save_flags(const cfg_proc_t *pr)
 {
     int abi = (pr->sources
                   & (CFG_SRC_SYMBOL | CFG_SRC_EH_FRAME | CFG_SRC_CALL | CFG_SRC_ENTRY
@@ -138,7 +138,7 @@ entry_save_flags(const cfg_proc_t *pr)
  * instruction as well.
  */
 const char *
-entry_insns(
+dynp_entry_insns(
     const dyn_session_t *s, uint32_t i, size_t need, int flags, point_t *pt /*OUT*/)
 {
     int first_only = flags & ENTRY_FIRST_ONLY;
@@ -149,7 +149,7 @@ entry_insns(
     size_t avail, len = 0;
     int last = -1;
 
-    if (proc_entry_in(prog, pr->entry + 1, pr->entry + need))
+    if (dynp_proc_entry_in(prog, pr->entry + 1, pr->entry + need))
         return "another procedure starts within 5 bytes of its entry";
     bytes = cfg_image_ptr(prog->img, pr->entry, &avail);
     if (bytes == NULL)
@@ -167,7 +167,7 @@ entry_insns(
             if ((last != ARCH_KIND_RET && last != ARCH_KIND_JMP
                     && last != ARCH_KIND_JMP_IND)
                 || need > sizeof(pt->orig) || avail < need
-                || !spill_ok(s, pr->entry + len, need - len))
+                || !dynp_spill_ok(s, pr->entry + len, need - len))
                 return "its entry block is shorter than the 5-byte jump";
             pt->spill = (uint8_t)(need - len);
             len = need;
@@ -188,7 +188,7 @@ entry_insns(
         case ARCH_KIND_JMP_IND:
         case ARCH_KIND_RET: break;
         case ARCH_KIND_CALL:
-            if (has_shadow_stack(s))
+            if (dynp_has_shadow_stack(s))
                 return "a call in its first 5 bytes (the process has a shadow stack)";
             pt->call_ret = 1;
             break;
@@ -196,7 +196,7 @@ entry_insns(
             if (!(flags & ENTRY_COPY))
                 return "an indirect call in its first 5 bytes (the return address would "
                        "be in the trampoline)";
-            if (has_shadow_stack(s))
+            if (dynp_has_shadow_stack(s))
                 return "a call in its first 5 bytes (the process has a shadow stack)";
             pt->call_ret = 1;
             break;
@@ -216,24 +216,25 @@ entry_insns(
         return "its first instructions are too long";
     pt->len = (uint8_t)len;
     memcpy(pt->orig, bytes, len);
-    pt->save_flags = entry_save_flags(pr);
+    pt->save_flags = dynp_entry_save_flags(pr);
     return NULL;
 }
 
 /*
  * Why procedure I's entry cannot have a jump whatever its instructions, or NULL;
- * *FIRST_ONLY: only a jump within its first instruction is safe (see entry_insns).
+ * *FIRST_ONLY: only a jump within its first instruction is safe (see dynp_entry_insns).
  */
 const char *
-entry_ok(const dyn_session_t *s, uint32_t i, int *first_only /*OUT*/)
+dynp_entry_ok(const dyn_session_t *s, uint32_t i, int *first_only /*OUT*/)
 {
-    return entry_ok_loop(s, i, 0, first_only);
+    return dynp_entry_ok_loop(s, i, 0, first_only);
 }
 
-/* entry_ok, and with LOOP_OK a branch of the procedure back to its entry allowed (in a
- * copy it goes to the entry's copy, after the entry's snippet: a loop, not a call). */
+/* dynp_entry_ok, and with LOOP_OK a branch of the procedure back to its entry allowed (in
+ * a copy it goes to the entry's copy, after the entry's snippet: a loop, not a call). */
 const char *
-entry_ok_loop(const dyn_session_t *s, uint32_t i, int loop_ok, int *first_only /*OUT*/)
+dynp_entry_ok_loop(
+    const dyn_session_t *s, uint32_t i, int loop_ok, int *first_only /*OUT*/)
 {
     const cfg_prog_t *prog = s->prog;
     const cfg_proc_t *pr = &prog->procs[i];
@@ -256,11 +257,11 @@ entry_ok_loop(const dyn_session_t *s, uint32_t i, int loop_ok, int *first_only /
 
 /* Why procedure I cannot get an entry counter, or NULL; fills *PT. */
 const char *
-check_proc(const dyn_session_t *s, uint32_t i, point_t *pt /*OUT*/)
+dynp_check_proc(const dyn_session_t *s, uint32_t i, point_t *pt /*OUT*/)
 {
     int first_only;
-    const char *why = entry_ok(s, i, &first_only);
-    return why != NULL ? why : entry_insns(s, i, JMP_LEN, first_only, pt);
+    const char *why = dynp_entry_ok(s, i, &first_only);
+    return why != NULL ? why : dynp_entry_insns(s, i, JMP_LEN, first_only, pt);
 }
 
 /*
@@ -304,7 +305,7 @@ is_padding(const cfg_prog_t *prog, uint64_t a, uint64_t b0)
  * padding taken.
  */
 const char *
-find_pad(dyn_session_t *s, uint64_t e, point_t *pt)
+dynp_find_pad(dyn_session_t *s, uint64_t e, point_t *pt)
 {
     const cfg_prog_t *prog = s->prog;
     uint64_t from = e + SHORT_LEN - 128, to = e + SHORT_LEN + 127;
@@ -313,7 +314,7 @@ find_pad(dyn_session_t *s, uint64_t e, point_t *pt)
     if (((e + s->bias) & 4095) > 4096 - SHORT_LEN)
         return "its first 2 bytes cross a page boundary";
     if (s->nb_slot != 0) {
-        /* A slot in a neighbour's original code, taken already (with_neighbour). */
+        /* A slot in a neighbour's original code, taken already (dynp_with_neighbour). */
         uint64_t a = s->nb_slot;
         s->nb_slot = 0;
         if (a >= from && a <= to && !(a < e + pt->len && e < a + JMP_LEN)) {
@@ -329,10 +330,10 @@ find_pad(dyn_session_t *s, uint64_t e, point_t *pt)
         /* Not the point's own bytes (a spill is padding too). */
         if (a < e + pt->len && e < a + JMP_LEN)
             continue;
-        if (!pad_free(s, a, JMP_LEN) || !is_padding(prog, a, b0))
+        if (!dynp_pad_free(s, a, JMP_LEN) || !is_padding(prog, a, b0))
             continue;
         const uint8_t *bytes = cfg_image_ptr(prog->img, a, &k);
-        if (pad_take(s, a) < 0)
+        if (dynp_pad_take(s, a) < 0)
             return "out of memory";
         pt->pad = a + s->bias;
         memcpy(pt->pad_orig, bytes, JMP_LEN);
@@ -347,13 +348,13 @@ find_pad(dyn_session_t *s, uint64_t e, point_t *pt)
  * taken.
  */
 const char *
-check_short(dyn_session_t *s, uint32_t i, int first_only, point_t *pt /*OUT*/)
+dynp_check_short(dyn_session_t *s, uint32_t i, int first_only, point_t *pt /*OUT*/)
 {
     const char *why;
 
-    if ((why = entry_insns(s, i, SHORT_LEN, first_only, pt)) != NULL)
+    if ((why = dynp_entry_insns(s, i, SHORT_LEN, first_only, pt)) != NULL)
         return why;
-    return find_pad(s, s->prog->procs[i].entry, pt);
+    return dynp_find_pad(s, s->prog->procs[i].entry, pt);
 }
 
 /*
@@ -396,7 +397,7 @@ check_head(const dyn_session_t *s, const cfg_block_t *b, uint64_t addr, point_t 
                    "in the trampoline)";
         /* A direct call ends the block: the trampoline makes it with its original
          * return address (call_ret), so nothing returns into the trampoline. */
-        if (in.kind == ARCH_KIND_CALL && has_shadow_stack(s))
+        if (in.kind == ARCH_KIND_CALL && dynp_has_shadow_stack(s))
             return "a call in the bytes to patch (the process has a shadow stack)";
         if (in.kind == ARCH_KIND_SYSCALL)
             return "a system call in the bytes to patch";
@@ -419,7 +420,7 @@ check_head(const dyn_session_t *s, const cfg_block_t *b, uint64_t addr, point_t 
 /*
  * The entry of procedure I with its entry block moved whole (DYN_PT_WHOLE: it ends in
  * the procedure's ret, which the trampoline runs after the exit's snippet): why not, or
- * NULL with *PT filled (as timed_entry's whole entries: the padding after the block
+ * NULL with *PT filled (as dynp_timed_entry's whole entries: the padding after the block
  * covered by the jump, or a short jump to a jump in padding, which it takes).
  */
 static const char *
@@ -430,24 +431,24 @@ whole_entry(const dyn_session_t *s, uint32_t i, point_t *pt /*OUT*/)
     const char *why;
     int first_only, want_pad, both;
 
-    if ((why = entry_ok(s, i, &first_only)) != NULL)
+    if ((why = dynp_entry_ok(s, i, &first_only)) != NULL)
         return why;
-    both = is_cond_tail_block(s->prog, eb) == 3;
-    if (eb->last_kind != ARCH_KIND_RET && !is_tail_block(s->prog, eb) && !both)
+    both = dynp_is_cond_tail_block(s->prog, eb) == 3;
+    if (eb->last_kind != ARCH_KIND_RET && !dynp_is_tail_block(s->prog, eb) && !both)
         return "its entry block does not end in a ret or a tail call";
     if (eb->end - eb->start > sizeof(pt->orig))
         return "its entry block is too long to move whole";
-    if ((why = check_exit(s, eb, pr->entry, 1, pt, &want_pad)) != NULL)
+    if ((why = dynp_check_exit(s, eb, pr->entry, 1, pt, &want_pad)) != NULL)
         return why;
-    /* (entry_ok: only a first instruction may move when an indirect jump of unknown
+    /* (dynp_entry_ok: only a first instruction may move when an indirect jump of unknown
      * targets might land after it.) */
     if (first_only && pt->ninsns > 1)
         return "an indirect jump with unknown targets might land in its entry block";
-    if (want_pad && (why = find_pad((dyn_session_t *)s, pr->entry, pt)) != NULL)
+    if (want_pad && (why = dynp_find_pad((dyn_session_t *)s, pr->entry, pt)) != NULL)
         return why;
     if (pt->len < SHORT_LEN) {
         /* A lone ret: its jmp rel8's displacement is its neighbour's first byte, which
-         * must lead to the slot it lent (pun_site, slot_at). */
+         * must lead to the slot it lent (dynp_pun_site, slot_at). */
         size_t avail;
         const uint8_t *nx = cfg_image_ptr(s->prog->img, pr->entry + 1, &avail);
         if (!s->nb_pun || nx == NULL || avail < 1 || pt->pad == 0
@@ -459,15 +460,15 @@ whole_entry(const dyn_session_t *s, uint32_t i, point_t *pt /*OUT*/)
     pt->by_jump = eb->last_kind != ARCH_KIND_RET;
     pt->whole = 1;
     pt->tail = both ? 3 : 0;
-    pt->save_flags = entry_save_flags(pr);
+    pt->save_flags = dynp_entry_save_flags(pr);
     return NULL;
 }
 
 /* What the file says of the point of KIND at ADDR in PROC: 0 with *PT filled, or
  * QP_EUNSUPP with *WHY. */
 int
-check_point(const dyn_session_t *s, int kind, uint32_t proc, uint64_t addr, point_t *out,
-    const char **why)
+dynp_check_point(const dyn_session_t *s, int kind, uint32_t proc, uint64_t addr,
+    point_t *out, const char **why)
 {
     point_t pt;
     const cfg_prog_t *prog;
@@ -490,10 +491,10 @@ check_point(const dyn_session_t *s, int kind, uint32_t proc, uint64_t addr, poin
         *why = "not an instruction of the procedure";
     else if (kind == DYN_PT_ENTRY) {
         int first_only;
-        *why = check_proc(s, proc, &pt);
+        *why = dynp_check_proc(s, proc, &pt);
         /* Too short for the jump: a short one through padding, as --count does. */
-        if (*why != NULL && entry_ok(s, proc, &first_only) == NULL
-            && check_short((dyn_session_t *)s, proc, first_only, &pt) == NULL)
+        if (*why != NULL && dynp_entry_ok(s, proc, &first_only) == NULL
+            && dynp_check_short((dyn_session_t *)s, proc, first_only, &pt) == NULL)
             *why = NULL;
         if (*why == NULL && addr != pr->entry)
             *why = "not the procedure's entry";
@@ -525,17 +526,18 @@ check_point(const dyn_session_t *s, int kind, uint32_t proc, uint64_t addr, poin
         /* A ret, or a tail call (a jmp, or a jcc whose taken side leaves: its snippet
          * runs on the way out only, 3 when both sides leave). */
         const cfg_block_t *bl = &prog->blocks[b];
-        int ctail = is_cond_tail_block(prog, bl);
+        int ctail = dynp_is_cond_tail_block(prog, bl);
         if (cfg_block_call_never_returns(prog, bl))
-            *why = check_noret(s, bl, &pt); /* a call that never returns */
-        else if (bl->last_kind != ARCH_KIND_RET && !is_tail_block(prog, bl) && !ctail)
+            *why = dynp_check_noret(s, bl, &pt); /* a call that never returns */
+        else if (bl->last_kind != ARCH_KIND_RET && !dynp_is_tail_block(prog, bl)
+            && !ctail)
             *why = "not a block ending in ret or a tail call";
         else {
             int want_pad;
-            *why = check_exit(s, bl, pr->entry, 0, &pt, &want_pad);
+            *why = dynp_check_exit(s, bl, pr->entry, 0, &pt, &want_pad);
             /* Too short: a jmp rel8 to a jump in padding (as --time's exits). */
             if (*why == NULL && want_pad)
-                *why = find_pad((dyn_session_t *)s, bl->start, &pt);
+                *why = dynp_find_pad((dyn_session_t *)s, bl->start, &pt);
             if (*why == NULL && ctail == 3)
                 pt.tail = 3;
         }
@@ -559,7 +561,7 @@ check_point(const dyn_session_t *s, int kind, uint32_t proc, uint64_t addr, poin
         else {
             const cfg_proc_t *c = in.kind == ARCH_KIND_CALL ? cfg_proc_at(prog, in.target)
                                                             : NULL;
-            *why = check_call((dyn_session_t *)s, bl, &in, bytes,
+            *why = dynp_check_call((dyn_session_t *)s, bl, &in, bytes,
                 c != NULL && c->entry == in.target ? c->name : NULL, &pt);
         }
     }
@@ -580,7 +582,7 @@ check_point(const dyn_session_t *s, int kind, uint32_t proc, uint64_t addr, poin
  * known at selection instead, so that the copy is tried.
  */
 int
-cand_at(const dyn_session_t *s, uint32_t row, uint64_t at)
+dynp_cand_at(const dyn_session_t *s, uint32_t row, uint64_t at)
 {
     for (size_t c = s->ncand; c > 0 && s->cand[c - 1].row == row; c--)
         if (s->cand[c - 1].entry == at)
@@ -590,7 +592,7 @@ cand_at(const dyn_session_t *s, uint32_t row, uint64_t at)
 
 /*
  * The ret block of an exit of procedure PROC at link address ADDR when it is too short
- * for a jump and the blocks that lead to it may be patched instead (exits_before, as
+ * for a jump and the blocks that lead to it may be patched instead (dynp_exits_before, as
  * --time's exits); NULL otherwise.
  */
 static const cfg_block_t *
@@ -623,8 +625,8 @@ exit_via_preds(dyn_session_t *s, uint32_t proc, const cfg_block_t *r, uint32_t r
     size_t c0 = s->ncand, p0 = s->npads;
 
     memset(&none, 0, sizeof(none));
-    none.save_flags = entry_save_flags(&s->prog->procs[proc]);
-    const char *why = exits_before(s, proc, r, row, name, &none, &n, err);
+    none.save_flags = dynp_entry_save_flags(&s->prog->procs[proc]);
+    const char *why = dynp_exits_before(s, proc, r, row, name, &none, &n, err);
     if (why != NULL || *err < 0 || n == 0) {
         s->ncand = c0;
         s->npads = p0;
@@ -646,7 +648,7 @@ exit_via_preds(dyn_session_t *s, uint32_t proc, const cfg_block_t *r, uint32_t r
  * (with ROW, BEFORE, AFTER, NAME) or, ADD 0, only whether it would go in (the session as
  * it was; *LO, *HI: its entry's bytes). */
 int
-reloc_point(dyn_session_t *s, int add, uint32_t proc, uint64_t addr,
+dynp_reloc_point(dyn_session_t *s, int add, uint32_t proc, uint64_t addr,
     const dyn_snippet_t *before, const dyn_snippet_t *after, const char *name,
     uint32_t *row, uint64_t *lo, uint64_t *hi, const char **why)
 {
@@ -660,7 +662,7 @@ reloc_point(dyn_session_t *s, int add, uint32_t proc, uint64_t addr,
         *why = "not the procedure's entry";
         return QP_EUNSUPP;
     }
-    *why = check_reloc(s, proc, name, 0, 1, &r, &err);
+    *why = dynp_check_reloc(s, proc, name, 0, 1, &r, &err);
     QP_CHECK(err);
     if (*why != NULL)
         return QP_EUNSUPP;
@@ -697,11 +699,11 @@ dyn_session_check_point(const dyn_session_t *s, int kind, uint32_t proc, uint64_
     if (s == NULL)
         return QP_EINVAL;
     if (kind == DYN_PT_PROC)
-        return reloc_point((dyn_session_t *)s, 0, proc, addr, NULL, NULL, NULL, NULL, lo, hi,
-            why);
+        return dynp_reloc_point(
+            (dyn_session_t *)s, 0, proc, addr, NULL, NULL, NULL, NULL, lo, hi, why);
     /* A point through padding takes it: given back, nothing is added here. */
     size_t npads = s->npads;
-    int rc = check_point(s, kind, proc, addr, &pt, why);
+    int rc = dynp_check_point(s, kind, proc, addr, &pt, why);
     ((dyn_session_t *)s)->npads = npads;
     const cfg_block_t *r;
     if (rc == QP_EUNSUPP && kind == DYN_PT_EXIT && proc < s->prog->nprocs
@@ -755,8 +757,9 @@ dyn_session_add_point(dyn_session_t *s, int kind, uint32_t proc, uint64_t addr,
             && kind != DYN_PT_PROC))
         return QP_EINVAL;
     if (kind == DYN_PT_PROC)
-        return reloc_point(s, 1, proc, addr, before, after, name, row, NULL, NULL, why);
-    int rc = check_point(s, kind, proc, addr, &pt, why);
+        return dynp_reloc_point(
+            s, 1, proc, addr, before, after, name, row, NULL, NULL, why);
+    int rc = dynp_check_point(s, kind, proc, addr, &pt, why);
     const cfg_block_t *r;
     if (rc == QP_EUNSUPP && kind == DYN_PT_EXIT && before != NULL
         && proc < s->prog->nprocs && (r = short_ret_block(s, proc, addr)) != NULL) {
@@ -765,7 +768,7 @@ dyn_session_add_point(dyn_session_t *s, int kind, uint32_t proc, uint64_t addr,
         uint32_t nrow;
         uint64_t l, h;
         int err = 0;
-        QP_CHECK(add_row(s, name, proc, 0, &nrow));
+        QP_CHECK(dynp_add_row(s, name, proc, 0, &nrow));
         if (exit_via_preds(s, proc, r, nrow, name, before, &l, &h, &err) == NULL && err == 0) {
             *why = NULL;
             if (row != NULL)
@@ -787,8 +790,8 @@ dyn_session_add_point(dyn_session_t *s, int kind, uint32_t proc, uint64_t addr,
         pt.before = *before;
     if (after != NULL)
         pt.after = *after;
-    QP_CHECK(add_row(s, name, proc, 0, &pt.row));
-    QP_CHECK(add_cand(s, &pt));
+    QP_CHECK(dynp_add_row(s, name, proc, 0, &pt.row));
+    QP_CHECK(dynp_add_cand(s, &pt));
     if (row != NULL)
         *row = pt.row;
     return 0;
@@ -829,18 +832,18 @@ count_in_place(dyn_session_t *s, uint32_t i, const char *name, int *err)
 {
     point_t pt;
     int first_only;
-    const char *why = check_proc(s, i, &pt);
+    const char *why = dynp_check_proc(s, i, &pt);
     /* Too short for the jump: a short one through padding, if there is some. */
-    if (why != NULL && entry_ok(s, i, &first_only) == NULL
-        && check_short(s, i, first_only, &pt) == NULL)
+    if (why != NULL && dynp_entry_ok(s, i, &first_only) == NULL
+        && dynp_check_short(s, i, first_only, &pt) == NULL)
         why = NULL;
     *err = 0;
     if (why != NULL)
         return why;
     pt.name = name;
     pt.kind = PT_ENTRY;
-    if ((*err = add_row(s, name, i, 0, &pt.row)) == 0)
-        *err = add_cand(s, &pt);
+    if ((*err = dynp_add_row(s, name, i, 0, &pt.row)) == 0)
+        *err = dynp_add_cand(s, &pt);
     return NULL;
 }
 
@@ -851,7 +854,7 @@ count_in_place(dyn_session_t *s, uint32_t i, const char *name, int *err)
  * Their number.
  */
 size_t
-neighbours(const dyn_session_t *s, uint32_t i, uint64_t near, uint32_t *out,
+dynp_neighbours(const dyn_session_t *s, uint32_t i, uint64_t near, uint32_t *out,
     const char **names, size_t cap)
 {
     const cfg_prog_t *prog = s->prog;
@@ -889,7 +892,7 @@ lend_slot(dyn_session_t *s, uint32_t j, const char *name, uint64_t near, int tim
     s->nb_want = near;
     s->nb_slot = 0;
     s->nb_depth++; /* (the neighbour borrows from no other) */
-    const char *why = check_reloc(s, j, name, timed, timed, row, &err);
+    const char *why = dynp_check_reloc(s, j, name, timed, timed, row, &err);
     s->nb_depth--;
     s->nb_want = 0;
     if (err < 0)
@@ -911,7 +914,7 @@ lend_slot(dyn_session_t *s, uint32_t j, const char *name, uint64_t near, int tim
  * not.
  */
 const char *
-borrow_slot(dyn_session_t *s, uint32_t i, uint64_t near, int timed, point_t *pt,
+dynp_borrow_slot(dyn_session_t *s, uint32_t i, uint64_t near, int timed, point_t *pt,
     uint32_t *dep, uint32_t *lent, int *err)
 {
     (void)i, (void)timed, (void)pt, (void)dep, (void)lent;
@@ -926,22 +929,22 @@ borrow_slot(dyn_session_t *s, uint32_t i, uint64_t near, int timed, point_t *pt,
  * a short jump's reach and none of its own code to borrow (`xor %eax,%eax; ret` between
  * two procedures, as cold code is laid out): its jmp rel8 goes to a slot in the original
  * code of a neighbour relocated whole, as Dyninst and e9patch borrow a neighbour's bytes.
- * The neighbour is one the selection measures anyway, not chosen yet (neighbours); it
- * runs as its copy (measured there, TIMED as I is), its original idle and reached by
+ * The neighbour is one the selection measures anyway, not chosen yet (dynp_neighbours);
+ * it runs as its copy (measured there, TIMED as I is), its original idle and reached by
  * nothing but its entry's and return sites' jumps, so the slot's bytes never run; I goes
  * in only if it does (dep1). Why not (the session as it was), or NULL with both added.
  * *ERR: QP_ENOMEM.
  */
 const char *
-with_neighbour(dyn_session_t *s, uint32_t i, const char *name, int timed, int *err)
+dynp_with_neighbour(dyn_session_t *s, uint32_t i, const char *name, int timed, int *err)
 {
     uint32_t nb[8], row;
     const char *names[8];
 
     *err = 0;
-    if (has_shadow_stack(s) || s->nb_depth > 0)
+    if (dynp_has_shadow_stack(s) || s->nb_depth > 0)
         return "no neighbour to borrow bytes from";
-    size_t n = neighbours(s, i, s->prog->procs[i].entry, nb, names, 8);
+    size_t n = dynp_neighbours(s, i, s->prog->procs[i].entry, nb, names, 8);
     for (size_t k = 0; k < n; k++) {
         size_t c0 = s->ncand, r0 = s->nrows, p0 = s->npads;
         int rc = lend_slot(s, nb[k], names[k], s->prog->procs[i].entry, timed, &row);
@@ -951,9 +954,10 @@ with_neighbour(dyn_session_t *s, uint32_t i, const char *name, int timed, int *e
         }
         if (rc == 0)
             continue;
-        /* I as it would go in, its find_pad taking the slot. */
+        /* I as it would go in, its dynp_find_pad taking the slot. */
         size_t c1 = s->ncand;
-        const char *why = timed ? check_timed(s, i, name, err) : count_in_place(s, i, name, err);
+        const char *why
+            = timed ? dynp_check_timed(s, i, name, err) : count_in_place(s, i, name, err);
         if (*err < 0)
             return NULL;
         if (why == NULL && s->nb_slot == 0 && s->ncand > c1) {

@@ -66,7 +66,7 @@ counters_shared(dyn_session_t *s, size_t size)
 }
 
 void
-counters_local_free(dyn_session_t *s)
+dynp_counters_local_free(dyn_session_t *s)
 {
     if (s->local != NULL)
         munmap((void *)s->local, s->ctr_size);
@@ -122,7 +122,7 @@ counters_alloc(dyn_session_t *s, size_t n)
         s->cpu_ctr = s->ctr + rows;
         return 0;
     }
-    counters_local_free(s);
+    dynp_counters_local_free(s);
     rc = dyn_space_ops.alloc_near(
         s->p, s->code, s->code + s->code_size, size, ED_PROT_R | ED_PROT_W, &s->ctr);
     s->cpu_ctr = s->ctr + rows;
@@ -166,7 +166,7 @@ snip_ctx(const point_t *pt, int after)
 /* The counter (and timer start) of a row's entry as a snippet, at WORDS (per CPU: the
  * count at CPU 0's CPU_WORD). */
 void
-count_snip(const dyn_session_t *s, int timed, uint64_t words, uint64_t cpu_word,
+dynp_count_snip(const dyn_session_t *s, int timed, uint64_t words, uint64_t cpu_word,
     arch_snip_t v[COUNT_NODES], dyn_snippet_t *sn)
 {
     v[0] = (arch_snip_t) { .op = ARCH_SN_CONST, .imm = 1, .a = ARCH_SNIP_NONE,
@@ -205,18 +205,19 @@ emit_reloc(const dyn_session_t *s, point_t *pt, uint64_t at, const dyn_snippet_t
     const dyn_snippet_t *post, uint8_t *out, size_t cap)
 {
     uint32_t parts[64];
-    int nparts = parts_of((dyn_session_t *)s, pt->proc, parts, 64), n;
+    int nparts = dynp_parts_of((dyn_session_t *)s, pt->proc, parts, 64), n;
     pt_run_t *runs;
     uint8_t fl = pt->save_flags ? ARCH_FLAGS_STATUS : 0;
 
     QP_CHECK(nparts);
-    QP_CHECK(n = proc_runs(s, parts, nparts, &runs));
+    QP_CHECK(n = dynp_proc_runs(s, parts, nparts, &runs));
     pt_proc_t p = { runs, (size_t)n, s->prog->procs[pt->proc].entry + s->bias,
         tramp_snip(pt, pre, 0), { 0 }, { 0 }, NULL, 0, NULL, 0, NULL, 0, NULL, 0, NULL, 0 };
     uint64_t *exits = NULL, *noret = NULL, *inner = NULL, *unknown = NULL;
-    int nnr = block_ends(s, parts, nparts, cfg_block_call_never_returns, &noret);
-    int nin = nnr < 0 ? nnr : block_ends(s, parts, nparts, is_table_block, &inner);
-    int nun = nin < 0 ? nin : block_ends(s, parts, nparts, NULL, &unknown);
+    int nnr = dynp_block_ends(s, parts, nparts, cfg_block_call_never_returns, &noret);
+    int nin
+        = nnr < 0 ? nnr : dynp_block_ends(s, parts, nparts, dynp_is_table_block, &inner);
+    int nun = nin < 0 ? nin : dynp_block_ends(s, parts, nparts, NULL, &unknown);
     if (nnr < 0 || nin < 0 || nun < 0) {
         free(runs);
         free(noret);
@@ -331,7 +332,8 @@ emit_tramp(const dyn_session_t *s, point_t *pt, uint64_t at, uint64_t words, uin
         .ninsns = pt->ninsns, .spill = pt->spill };
 
     /* Every snippet goes through the snippet compiler, the counters' and timers' too. */
-    count_snip(s, s->rows[pt->row].timed, words, s->cpu_ctr + 8 * pt->row, cv, &count);
+    dynp_count_snip(
+        s, s->rows[pt->row].timed, words, s->cpu_ctr + 8 * pt->row, cv, &count);
     const dyn_snippet_t none = { NULL, 0, 0 };
     const dyn_snippet_t *pre = pt->before.nodes ? &pt->before : &count;
     /* A copy for its call sites only: nothing at its entry. */
@@ -489,7 +491,7 @@ emit_all(dyn_session_t *s, uint8_t *code, int *again)
         n = emit_tramp(s, pt, s->code + at, s->ctr + 8 * ROW_WORDS * pt->row, code + at,
             s->code_size - at);
         if (n < 0) {
-            QP_CHECK(row_bad(s, pt->row,
+            QP_CHECK(dynp_row_bad(s, pt->row,
                 pt->kind == PT_EXIT ? "the code before a ret cannot be relocated"
                                     : "its instructions cannot be relocated to the "
                                       "trampoline"));
@@ -524,7 +526,8 @@ emit_all(dyn_session_t *s, uint8_t *code, int *again)
             if (s->pts[lo].reloc && s->pts[lo].row == pt->row && s->pts[lo].map != NULL)
                 pt->tramp = pt_proc_at(s->pts[lo].map, s->pts[lo].nmap, pt->entry);
         if (pt->tramp == 0) {
-            QP_CHECK(row_bad(s, pt->row, "a call's return site has no place in the copy"));
+            QP_CHECK(dynp_row_bad(
+                s, pt->row, "a call's return site has no place in the copy"));
             *again = 1;
             return 0;
         }
@@ -537,10 +540,10 @@ emit_all(dyn_session_t *s, uint8_t *code, int *again)
  * still holds our patch; someone else may have changed it since). 0, or QP_EIO.
  */
 int
-unpatch(dyn_proc_t *p, const point_t *pt, int check)
+dynp_unpatch(dyn_proc_t *p, const point_t *pt, int check)
 {
-    uint8_t mem[JMP_LEN + 1]; /* (patch_len: at most a jump after a kept byte) */
-    size_t n = patch_len(pt);
+    uint8_t mem[JMP_LEN + 1]; /* (dynp_patch_len: at most a jump after a kept byte) */
+    size_t n = dynp_patch_len(pt);
     int rc = 0;
 
     if (!check || dyn_proc_read(p, pt->entry, mem, n) < 0 || memcmp(mem, pt->patch, n) == 0)
@@ -565,7 +568,7 @@ reloc_idle(dyn_session_t *s, const point_t *pt, const uint64_t *w, size_t nw)
 {
     const cfg_prog_t *prog = s->prog;
     uint32_t parts[64];
-    int nparts = parts_of(s, pt->proc, parts, 64);
+    int nparts = dynp_parts_of(s, pt->proc, parts, 64);
 
     if (nparts < 0)
         return 0;
@@ -626,7 +629,7 @@ deps_bad(dyn_session_t *s, const point_t *v, size_t n)
 {
     for (size_t i = 0; i < n; i++)
         if (v[i].dep1 != 0 && s->rows[v[i].dep1 - 1].bad && !s->rows[v[i].row].bad)
-            QP_CHECK(row_bad(s, v[i].row,
+            QP_CHECK(dynp_row_bad(s, v[i].row,
                 "the neighbour whose code its short jump goes through was refused"));
     return 0;
 }
@@ -659,7 +662,7 @@ dyn_session_install(dyn_session_t *s)
         const char *why = NULL;
         if (pt->entry < maxend)
             why = "its bytes overlap another point's";
-        else if ((pt->entry & 4095) > 4096 - patch_len(pt))
+        else if ((pt->entry & 4095) > 4096 - dynp_patch_len(pt))
             why = "its first 5 bytes cross a page boundary (the jump could not be "
                   "written "
                   "in one piece)";
@@ -683,7 +686,7 @@ dyn_session_install(dyn_session_t *s)
             why = "the padding its short jump goes through differs from the file";
         if (pt->entry + pt->len > maxend)
             maxend = pt->entry + pt->len;
-        if (why != NULL && (rc = row_bad(s, pt->row, why)) < 0) {
+        if (why != NULL && (rc = dynp_row_bad(s, pt->row, why)) < 0) {
             free(w);
             free(rd.buf);
             return rc;
@@ -791,7 +794,7 @@ dyn_session_install(dyn_session_t *s)
             pt->patch[0] = 0xeb;
             if (!pt->pun) /* (a pun's displacement is its neighbour's first byte) */
                 pt->patch[1] = (uint8_t)(int8_t)(int64_t)(pt->pad - (pt->entry + SHORT_LEN));
-            rc = dyn_proc_write(s->p, pt->entry, pt->patch, patch_len(pt));
+            rc = dyn_proc_write(s->p, pt->entry, pt->patch, dynp_patch_len(pt));
         } else if (pt->keep_first) {
             /* The first byte kept: it prefixes the jump (a REX prefix on jmp rel32). */
             pt->patch[0] = pt->orig[0];
@@ -817,14 +820,14 @@ dyn_session_install(dyn_session_t *s)
     return 0;
 undo:
     for (size_t i = 0; i < s->npts; i++)
-        unpatch(s->p, &s->pts[i], 0);
+        dynp_unpatch(s->p, &s->pts[i], 0);
 fail : {
     int saved = errno;
     free(code);
     if (s->ctr != 0)
         dyn_space_free(s->p, s->ctr, s->ctr_size);
     dyn_space_free(s->p, s->code, s->code_size);
-    counters_local_free(s);
+    dynp_counters_local_free(s);
     s->code = s->ctr = 0;
     s->npts = 0;
     s->ngood = 0;

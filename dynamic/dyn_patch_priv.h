@@ -127,8 +127,8 @@ typedef struct point {
                            * jump is written after it (the prefix then is the jump's), for
                            * the pun of a 1-byte procedure before it */
     uint32_t dep1;        /* its pad is a slot in the original code of a neighbour
-                           * relocated whole (with_neighbour): that one's row + 1, which
-                           * must go in for this one to; 0: none */
+                           * relocated whole (dynp_with_neighbour): that one's row + 1,
+                           * which must go in for this one to; 0: none */
 } point_t;
 
 /* One line of the report: a procedure (entry counter, maybe timed) or a call site. */
@@ -143,7 +143,7 @@ typedef struct row {
 typedef struct refusal {
     const char *name; /* procedure name (owned by the image) */
     const char *why;  /* static text */
-    uint32_t row;     /* the row refused at install (row_bad), or UINT32_MAX */
+    uint32_t row;     /* the row refused at install (dynp_row_bad), or UINT32_MAX */
 } refusal_t;
 
 struct dyn_session {
@@ -192,19 +192,20 @@ struct dyn_session {
                         * (link addresses, sorted; lazily) */
     size_t nforeign;
     int foreign_done;
-    uint64_t nb_want; /* check_reloc: find a slot for the jmp rel8 of another procedure's
-                       * entry at this link address too (with_neighbour); 0: none */
+    uint64_t
+        nb_want; /* dynp_check_reloc: find a slot for the jmp rel8 of another procedure's
+                  * entry at this link address too (dynp_with_neighbour); 0: none */
     uint64_t nb_slot; /* ... the slot it found (link address, taken), for the next
-                       * find_pad; 0: none */
+                       * dynp_find_pad; 0: none */
     uint8_t nb_orig[JMP_LEN]; /* ... its bytes */
-    int nb_depth;             /* with_neighbour is checking a lender (not twice deep) */
-    uint64_t nb_need;         /* borrow_slot: the link address whose short
+    int nb_depth; /* dynp_with_neighbour is checking a lender (not twice deep) */
+    uint64_t nb_need;         /* dynp_borrow_slot: the link address whose short
                                * jump wanted a slot first (dyn_session_check_borrow) */
-    int nb_pun;               /* nb_want is a 1-byte procedure's (pun_site): the lender is
-                               * the procedure right after it, its first byte kept */
+    int nb_pun; /* nb_want is a 1-byte procedure's (dynp_pun_site): the lender is
+                 * the procedure right after it, its first byte kept */
 };
 
-/* Every block B of procedure I and its fragments (PARTS, NPARTS from parts_of). */
+/* Every block B of procedure I and its fragments (PARTS, NPARTS from dynp_parts_of). */
 #define FOR_BLOCKS(prog, parts, nparts, k, b)                                            \
     for ((k) = 0; (k) < (nparts); (k)++)                                                 \
         for ((b) = (prog)->procs[(parts)[k]].block;                                      \
@@ -213,69 +214,70 @@ struct dyn_session {
 
 /* dyn_patch.c */
 size_t
-patch_len(const point_t *pt);
+dynp_patch_len(const point_t *pt);
 int
-crosses_page(const point_t *pt);
+dynp_crosses_page(const point_t *pt);
 int
-refuse_name(dyn_session_t *s, const char *name, const char *why);
+dynp_refuse_name(dyn_session_t *s, const char *name, const char *why);
 int
-add_row(dyn_session_t *s, const char *name, uint32_t proc, int timed, uint32_t *row);
+dynp_add_row(dyn_session_t *s, const char *name, uint32_t proc, int timed, uint32_t *row);
 int
-add_cand(dyn_session_t *s, const point_t *pt);
+dynp_add_cand(dyn_session_t *s, const point_t *pt);
 const char *
-site_name(
+dynp_site_name(
     dyn_session_t *s, const char *name, char sign, uint64_t off, const char *callee);
 int
-row_bad(dyn_session_t *s, uint32_t r, const char *why);
+dynp_row_bad(dyn_session_t *s, uint32_t r, const char *why);
 
 /* dyn_patch_check.c */
 int
-proc_entry_in(const cfg_prog_t *prog, uint64_t lo, uint64_t hi);
+dynp_proc_entry_in(const cfg_prog_t *prog, uint64_t lo, uint64_t hi);
 int
-pad_free(const dyn_session_t *s, uint64_t a, size_t n);
+dynp_pad_free(const dyn_session_t *s, uint64_t a, size_t n);
 int
-pad_take(dyn_session_t *s, uint64_t a);
+dynp_pad_take(dyn_session_t *s, uint64_t a);
 int
-spill_ok(const dyn_session_t *s, uint64_t end, size_t n);
+dynp_spill_ok(const dyn_session_t *s, uint64_t end, size_t n);
 int
-has_shadow_stack(const dyn_session_t *s);
+dynp_has_shadow_stack(const dyn_session_t *s);
 uint8_t
-entry_save_flags(const cfg_proc_t *pr);
-enum { ENTRY_FIRST_ONLY = 1, ENTRY_COPY = 2 }; /* entry_insns's FLAGS */
+dynp_entry_save_flags(const cfg_proc_t *pr);
+enum { ENTRY_FIRST_ONLY = 1, ENTRY_COPY = 2 }; /* dynp_entry_insns's FLAGS */
 const char *
-entry_insns(
+dynp_entry_insns(
     const dyn_session_t *s, uint32_t i, size_t need, int flags, point_t *pt /*OUT*/);
 const char *
-entry_ok(const dyn_session_t *s, uint32_t i, int *first_only /*OUT*/);
+dynp_entry_ok(const dyn_session_t *s, uint32_t i, int *first_only /*OUT*/);
 const char *
-entry_ok_loop(const dyn_session_t *s, uint32_t i, int loop_ok, int *first_only /*OUT*/);
+dynp_entry_ok_loop(
+    const dyn_session_t *s, uint32_t i, int loop_ok, int *first_only /*OUT*/);
 const char *
-check_proc(const dyn_session_t *s, uint32_t i, point_t *pt /*OUT*/);
+dynp_check_proc(const dyn_session_t *s, uint32_t i, point_t *pt /*OUT*/);
 const char *
-find_pad(dyn_session_t *s, uint64_t e, point_t *pt);
+dynp_find_pad(dyn_session_t *s, uint64_t e, point_t *pt);
 const char *
-check_short(dyn_session_t *s, uint32_t i, int first_only, point_t *pt /*OUT*/);
+dynp_check_short(dyn_session_t *s, uint32_t i, int first_only, point_t *pt /*OUT*/);
 int
-check_point(const dyn_session_t *s, int kind, uint32_t proc, uint64_t addr, point_t *out,
-    const char **why);
+dynp_check_point(const dyn_session_t *s, int kind, uint32_t proc, uint64_t addr,
+    point_t *out, const char **why);
 int
-cand_at(const dyn_session_t *s, uint32_t row, uint64_t at);
+dynp_cand_at(const dyn_session_t *s, uint32_t row, uint64_t at);
 int
-reloc_point(dyn_session_t *s, int add, uint32_t proc, uint64_t addr,
+dynp_reloc_point(dyn_session_t *s, int add, uint32_t proc, uint64_t addr,
     const dyn_snippet_t *before, const dyn_snippet_t *after, const char *name,
     uint32_t *row, uint64_t *lo, uint64_t *hi, const char **why);
 size_t
-neighbours(const dyn_session_t *s, uint32_t i, uint64_t near, uint32_t *out,
+dynp_neighbours(const dyn_session_t *s, uint32_t i, uint64_t near, uint32_t *out,
     const char **names, size_t cap);
 const char *
-borrow_slot(dyn_session_t *s, uint32_t i, uint64_t near, int timed, point_t *pt,
+dynp_borrow_slot(dyn_session_t *s, uint32_t i, uint64_t near, int timed, point_t *pt,
     uint32_t *dep, uint32_t *lent, int *err);
 const char *
-with_neighbour(dyn_session_t *s, uint32_t i, const char *name, int timed, int *err);
+dynp_with_neighbour(dyn_session_t *s, uint32_t i, const char *name, int timed, int *err);
 
 /* dyn_patch_select.c */
 int
-has_except_table(const cfg_image_t *img);
+dynp_has_except_table(const cfg_image_t *img);
 /*
  * The call IN (its bytes BYTES) that ends block BL, to the procedure named CALLEE (NULL:
  * through a pointer, or not a procedure's entry): why a counter cannot go before it in
@@ -283,61 +285,62 @@ has_except_table(const cfg_image_t *img);
  * through padding, pad taken, or moved with the instructions after it, call_len).
  */
 const char *
-check_call(dyn_session_t *s, const cfg_block_t *bl, const arch_insn_t *in,
+dynp_check_call(dyn_session_t *s, const cfg_block_t *bl, const arch_insn_t *in,
     const uint8_t *bytes, const char *callee, point_t *pt /*OUT*/);
 
 /* dyn_patch_timer.c */
 int
-parts_of(dyn_session_t *s, uint32_t i, uint32_t *out, size_t cap);
+dynp_parts_of(dyn_session_t *s, uint32_t i, uint32_t *out, size_t cap);
 const char *
-check_exit(const dyn_session_t *s, const cfg_block_t *b, uint64_t own, int whole,
+dynp_check_exit(const dyn_session_t *s, const cfg_block_t *b, uint64_t own, int whole,
     point_t *pt /*OUT*/, int *want_pad /*OUT*/);
 const char *
-check_tail(const dyn_session_t *s, const cfg_block_t *b, uint64_t own, int whole,
+dynp_check_tail(const dyn_session_t *s, const cfg_block_t *b, uint64_t own, int whole,
     int plain, point_t *pt /*OUT*/, int *want_pad /*OUT*/);
 int
-is_tail_block(const cfg_prog_t *prog, const cfg_block_t *b);
+dynp_is_tail_block(const cfg_prog_t *prog, const cfg_block_t *b);
 int
-is_cond_tail_block(const cfg_prog_t *prog, const cfg_block_t *b);
+dynp_is_cond_tail_block(const cfg_prog_t *prog, const cfg_block_t *b);
 int
-is_table_block(const cfg_prog_t *prog, const cfg_block_t *b);
+dynp_is_table_block(const cfg_prog_t *prog, const cfg_block_t *b);
 int
-xlate_block(
+dynp_xlate_block(
     const dyn_session_t *s, const uint32_t *parts, int nparts, const cfg_block_t *bl);
 int
-block_ends(const dyn_session_t *s, const uint32_t *parts, int nparts,
+dynp_block_ends(const dyn_session_t *s, const uint32_t *parts, int nparts,
     int (*which)(const cfg_prog_t *, const cfg_block_t *), uint64_t **out);
 const char *
-check_noret(const dyn_session_t *s, const cfg_block_t *b, point_t *pt /*OUT*/);
+dynp_check_noret(const dyn_session_t *s, const cfg_block_t *b, point_t *pt /*OUT*/);
 const char *
-timed_entry(dyn_session_t *s, uint32_t i, point_t *pt /*OUT*/);
+dynp_timed_entry(dyn_session_t *s, uint32_t i, point_t *pt /*OUT*/);
 const char *
-exits_before(dyn_session_t *s, uint32_t i, const cfg_block_t *r, uint32_t row,
+dynp_exits_before(dyn_session_t *s, uint32_t i, const cfg_block_t *r, uint32_t row,
     const char *name, const point_t *entry, unsigned *nexit, int *err);
 
 /* dyn_patch_reloc.c */
 int
-proc_runs(const dyn_session_t *s, const uint32_t *parts, int nparts, pt_run_t **out);
+dynp_proc_runs(const dyn_session_t *s, const uint32_t *parts, int nparts, pt_run_t **out);
 size_t
-part_block_index(const cfg_prog_t *prog, const uint32_t *parts, int nparts, uint32_t b);
+dynp_part_block_index(
+    const cfg_prog_t *prog, const uint32_t *parts, int nparts, uint32_t b);
 const char *
-catches(const dyn_session_t *s, const cfg_block_t *bl);
+dynp_catches(const dyn_session_t *s, const cfg_block_t *bl);
 int
-pun_site(const dyn_session_t *s, uint64_t a);
+dynp_pun_site(const dyn_session_t *s, uint64_t a);
 const char *
-check_reloc(dyn_session_t *s, uint32_t i, const char *name, int timed, int exits,
+dynp_check_reloc(dyn_session_t *s, uint32_t i, const char *name, int timed, int exits,
     uint32_t *rowp, int *err);
 const char *
-check_timed(dyn_session_t *s, uint32_t i, const char *name, int *err /*OUT*/);
+dynp_check_timed(dyn_session_t *s, uint32_t i, const char *name, int *err /*OUT*/);
 
 /* dyn_patch_install.c */
 void
-counters_local_free(dyn_session_t *s);
-#define COUNT_NODES 6 /* the nodes of count_snip */
+dynp_counters_local_free(dyn_session_t *s);
+#define COUNT_NODES 6 /* the nodes of dynp_count_snip */
 void
-count_snip(const dyn_session_t *s, int timed, uint64_t words, uint64_t cpu_word,
+dynp_count_snip(const dyn_session_t *s, int timed, uint64_t words, uint64_t cpu_word,
     arch_snip_t v[COUNT_NODES], dyn_snippet_t *sn);
 int
-unpatch(dyn_proc_t *p, const point_t *pt, int check);
+dynp_unpatch(dyn_proc_t *p, const point_t *pt, int check);
 
 #endif

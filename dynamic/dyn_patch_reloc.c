@@ -63,7 +63,7 @@ run_cmp(const void *a, const void *b)
  * QP_E*.
  */
 int
-proc_runs(const dyn_session_t *s, const uint32_t *parts, int nparts, pt_run_t **out)
+dynp_proc_runs(const dyn_session_t *s, const uint32_t *parts, int nparts, pt_run_t **out)
 {
     const cfg_prog_t *prog = s->prog;
     size_t n = 0, cap = 0;
@@ -104,7 +104,8 @@ proc_runs(const dyn_session_t *s, const uint32_t *parts, int nparts, pt_run_t **
 
 /* The blocks of PARTS as one index range per part, for a visited set. */
 size_t
-part_block_index(const cfg_prog_t *prog, const uint32_t *parts, int nparts, uint32_t b)
+dynp_part_block_index(
+    const cfg_prog_t *prog, const uint32_t *parts, int nparts, uint32_t b)
 {
     size_t base = 0;
     for (int k = 0; k < nparts; k++) {
@@ -133,7 +134,7 @@ rsite_ok(const dyn_session_t *s, uint32_t i, const uint32_t *parts, int nparts,
     *wide = 0;
     if (b == CFG_NONE || prog->blocks[b].start != x)
         return "a call's return site does not start a block";
-    if (proc_entry_in(prog, x + 1, x + JMP_LEN) || !pad_free(s, x, JMP_LEN))
+    if (dynp_proc_entry_in(prog, x + 1, x + JMP_LEN) || !dynp_pad_free(s, x, JMP_LEN))
         return "a call's return site shares its bytes with another procedure";
     if (((x + s->bias) & 4095) > 4096 - JMP_LEN)
         return "a call's return site crosses a page boundary";
@@ -144,7 +145,7 @@ rsite_ok(const dyn_session_t *s, uint32_t i, const uint32_t *parts, int nparts,
         uint32_t c = cfg_block_at(prog, a);
         *wide = 1;
         if (c == CFG_NONE) /* padding after a ret or a jmp, the rest of it */
-            return spill_ok(s, a, x + JMP_LEN - a)
+            return dynp_spill_ok(s, a, x + JMP_LEN - a)
                 ? NULL
                 : "a call's return site is too short for a jump into the copy";
         const cfg_block_t *cb = &prog->blocks[c];
@@ -168,16 +169,17 @@ reloc_trial(const dyn_session_t *s, const uint32_t *parts, int nparts, point_t *
     int *err)
 {
     pt_run_t *runs;
-    int n = proc_runs(s, parts, nparts, &runs);
+    int n = dynp_proc_runs(s, parts, nparts, &runs);
     if (n < 0) {
         *err = n == QP_ENOMEM ? n : 0;
         return "its blocks overlap (not one reading of its bytes)";
     }
     uint64_t e = s->prog->procs[pt->proc].entry + s->bias, *noret = NULL, *inner = NULL,
              *unknown = NULL;
-    int nnr = block_ends(s, parts, nparts, cfg_block_call_never_returns, &noret);
-    int nin = nnr < 0 ? nnr : block_ends(s, parts, nparts, is_table_block, &inner);
-    int nun = nin < 0 ? nin : block_ends(s, parts, nparts, NULL, &unknown);
+    int nnr = dynp_block_ends(s, parts, nparts, cfg_block_call_never_returns, &noret);
+    int nin
+        = nnr < 0 ? nnr : dynp_block_ends(s, parts, nparts, dynp_is_table_block, &inner);
+    int nun = nin < 0 ? nin : dynp_block_ends(s, parts, nparts, NULL, &unknown);
     if (nnr < 0 || nin < 0 || nun < 0) {
         free(runs);
         free(noret);
@@ -188,7 +190,7 @@ reloc_trial(const dyn_session_t *s, const uint32_t *parts, int nparts, point_t *
     arch_snip_t cv[COUNT_NODES], stop = { .op = ARCH_SN_TIMER_STOP, .a = ARCH_SNIP_NONE,
         .b = ARCH_SNIP_NONE, .c = ARCH_SNIP_NONE, .imm = (int64_t)e };
     dyn_snippet_t count;
-    count_snip(s, 1, e, e, cv, &count);
+    dynp_count_snip(s, 1, e, e, cv, &count);
     pt_proc_t p = { runs, (size_t)n, e,
         { count.nodes, count.n, count.root, pt_point_ctx(PT_POINT_ENTRY, ARCH_FLAGS_STATUS) },
         { &stop, 1, 0, pt_point_ctx(PT_POINT_EXIT, ARCH_FLAGS_STATUS) },
@@ -219,7 +221,7 @@ reloc_trial(const dyn_session_t *s, const uint32_t *parts, int nparts, point_t *
 /* Why the call that ends block BL makes its procedure catch exceptions (a C++ catch
  * clause calls __cxa_begin_catch), or NULL. */
 const char *
-catches(const dyn_session_t *s, const cfg_block_t *bl)
+dynp_catches(const dyn_session_t *s, const cfg_block_t *bl)
 {
     arch_insn_t in;
     uint64_t a = bl->start;
@@ -242,7 +244,7 @@ own_byte(const dyn_session_t *s, const uint32_t *parts, int nparts, const uint8_
     uint32_t b = cfg_block_at(s->prog, a);
     if (b == CFG_NONE)
         return 0;
-    size_t x = part_block_index(s->prog, parts, nparts, b);
+    size_t x = dynp_part_block_index(s->prog, parts, nparts, b);
     return x != SIZE_MAX && (seen == NULL || !seen[x]);
 }
 
@@ -264,8 +266,8 @@ short_rsite_ok(const dyn_session_t *s, const uint32_t *parts, int nparts, uint64
         return 0;
     if (j < nxs && xs[j] == x + 1)
         return 0;
-    return !proc_entry_in(prog, x + 1, x + SHORT_LEN) && pad_free(s, x, SHORT_LEN)
-        && ((x + s->bias) & 4095) <= 4096 - SHORT_LEN;
+    return !dynp_proc_entry_in(prog, x + 1, x + SHORT_LEN)
+        && dynp_pad_free(s, x, SHORT_LEN) && ((x + s->bias) & 4095) <= 4096 - SHORT_LEN;
 }
 
 /*
@@ -293,7 +295,7 @@ kept_slot(dyn_session_t *s, uint64_t near, point_t *pt)
  * byte kept as its entry jump's prefix (e9patch's punned jumps).
  */
 int
-pun_site(const dyn_session_t *s, uint64_t a)
+dynp_pun_site(const dyn_session_t *s, uint64_t a)
 {
     const cfg_prog_t *prog = s->prog;
     const cfg_proc_t *p = cfg_proc_at(prog, a), *q = cfg_proc_at(prog, a + 1);
@@ -320,8 +322,8 @@ pun_rsite_ok(const dyn_session_t *s, const uint32_t *parts, int nparts, uint64_t
     size_t j = cfg_u64_lower_bound(xs, nxs, x + 1);
     return ((x + s->bias) & 4095) == 4095 && b != CFG_NONE && prog->blocks[b].start == x
         && own_byte(s, parts, nparts, NULL, x) && own_byte(s, parts, nparts, NULL, x + 1)
-        && !(j < nxs && xs[j] == x + 1) && !proc_entry_in(prog, x + 1, x + SHORT_LEN)
-        && pad_free(s, x, SHORT_LEN);
+        && !(j < nxs && xs[j] == x + 1) && !dynp_proc_entry_in(prog, x + 1, x + SHORT_LEN)
+        && dynp_pad_free(s, x, SHORT_LEN);
 }
 
 /* A slot at exactly link address A (as find_slot, for a punned jump): why not, or NULL
@@ -330,14 +332,14 @@ static const char *
 slot_at(dyn_session_t *s, const uint32_t *parts, int nparts, const uint8_t *seen,
     const uint64_t *rng, size_t nrng, uint64_t a, point_t *pt)
 {
-    int ok = ((a + s->bias) & 4095) <= 4096 - JMP_LEN && pad_free(s, a, JMP_LEN);
+    int ok = ((a + s->bias) & 4095) <= 4096 - JMP_LEN && dynp_pad_free(s, a, JMP_LEN);
     for (uint64_t x = a; ok && x < a + JMP_LEN; x++)
         ok = own_byte(s, parts, nparts, seen, x);
     for (size_t r = 0; ok && r + 1 < nrng; r += 2)
         ok = a + JMP_LEN <= rng[r] || rng[r + 1] <= a;
     size_t avail;
     const uint8_t *bytes = ok ? cfg_image_ptr(s->prog->img, a, &avail) : NULL;
-    if (bytes == NULL || avail < JMP_LEN || pad_take(s, a) < 0)
+    if (bytes == NULL || avail < JMP_LEN || dynp_pad_take(s, a) < 0)
         return "no slot where a punned jump leads (the byte after it its displacement)";
     pt->pad = a + s->bias;
     memcpy(pt->pad_orig, bytes, JMP_LEN);
@@ -358,7 +360,7 @@ find_slot(dyn_session_t *s, const uint32_t *parts, int nparts, const uint8_t *se
 {
     uint64_t from = near + SHORT_LEN - 128, to = near + SHORT_LEN + 127;
     for (uint64_t a = from; a <= to; a++) {
-        int ok = ((a + s->bias) & 4095) <= 4096 - JMP_LEN && pad_free(s, a, JMP_LEN);
+        int ok = ((a + s->bias) & 4095) <= 4096 - JMP_LEN && dynp_pad_free(s, a, JMP_LEN);
         for (uint64_t x = a; ok && x < a + JMP_LEN; x++)
             ok = own_byte(s, parts, nparts, seen, x);
         for (size_t r = 0; ok && r + 1 < nrng; r += 2)
@@ -367,7 +369,7 @@ find_slot(dyn_session_t *s, const uint32_t *parts, int nparts, const uint8_t *se
             continue;
         size_t avail;
         const uint8_t *bytes = cfg_image_ptr(s->prog->img, a, &avail);
-        if (bytes == NULL || avail < JMP_LEN || pad_take(s, a) < 0)
+        if (bytes == NULL || avail < JMP_LEN || dynp_pad_take(s, a) < 0)
             continue;
         pt->pad = a + s->bias;
         memcpy(pt->pad_orig, bytes, JMP_LEN);
@@ -384,7 +386,7 @@ find_slot(dyn_session_t *s, const uint32_t *parts, int nparts, const uint8_t *se
  * first. *ERR: QP_ENOMEM.
  */
 const char *
-check_reloc(dyn_session_t *s, uint32_t i, const char *name, int timed, int exits,
+dynp_check_reloc(dyn_session_t *s, uint32_t i, const char *name, int timed, int exits,
     uint32_t *rowp, int *err)
 {
     const cfg_prog_t *prog = s->prog;
@@ -400,22 +402,22 @@ check_reloc(dyn_session_t *s, uint32_t i, const char *name, int timed, int exits
     int nlent = 0;
 
     *err = 0;
-    if ((nparts = parts_of(s, i, parts, 64)) < 0) {
+    if ((nparts = dynp_parts_of(s, i, parts, 64)) < 0) {
         *err = nparts == QP_ERANGE ? 0 : nparts;
         return "too many cold fragments";
     }
-    if ((why = entry_ok_loop(s, i, 1, &first_only)) != NULL)
+    if ((why = dynp_entry_ok_loop(s, i, 1, &first_only)) != NULL)
         return why;
-    if (has_shadow_stack(s))
+    if (dynp_has_shadow_stack(s))
         return "its calls would be made with their original return address (the process "
                "has a shadow stack)";
 
     int entry_slot = 0;
     /* Lending to a 1-byte procedure right before it: its first byte kept, as the
-     * prefix of its jump and that procedure's displacement (pun_site). */
+     * prefix of its jump and that procedure's displacement (dynp_pun_site). */
     int keep = s->nb_want != 0 && s->nb_pun;
     if (keep && (pr->entry != s->nb_want + 1 || ((pr->entry + s->bias) & 4095) > 4096 - JMP_LEN - 1
-                    || entry_insns(s, i, JMP_LEN + 1, ENTRY_COPY, &pt) != NULL))
+                    || dynp_entry_insns(s, i, JMP_LEN + 1, ENTRY_COPY, &pt) != NULL))
         return "its entry cannot keep its first byte before its jump";
     const char *cross = keep ? NULL
         : ((pr->entry + s->bias) & 4095) > 4096 - JMP_LEN
@@ -423,15 +425,16 @@ check_reloc(dyn_session_t *s, uint32_t i, const char *name, int timed, int exits
           "piece)"
         : NULL;
     if (!keep
-        && (cross != NULL || (why = entry_insns(s, i, JMP_LEN, ENTRY_COPY, &pt)) != NULL)) {
+        && (cross != NULL
+            || (why = dynp_entry_insns(s, i, JMP_LEN, ENTRY_COPY, &pt)) != NULL)) {
         /* Too short, or across a page: a jmp rel8 to a jump in padding, or else in its
          * own original code (a slot, found once the bytes its other jumps take are
          * known). */
-        if (entry_insns(s, i, SHORT_LEN, ENTRY_COPY, &pt) != NULL)
+        if (dynp_entry_insns(s, i, SHORT_LEN, ENTRY_COPY, &pt) != NULL)
             return why != NULL ? why : cross;
         if (((pr->entry + s->bias) & 4095) > 4096 - SHORT_LEN)
             return cross;
-        entry_slot = find_pad(s, pr->entry, &pt) != NULL;
+        entry_slot = dynp_find_pad(s, pr->entry, &pt) != NULL;
         why = NULL;
     }
     pt.kind = PT_ENTRY;
@@ -440,7 +443,7 @@ check_reloc(dyn_session_t *s, uint32_t i, const char *name, int timed, int exits
     pt.reloc = 1;
     pt.keep_first = (uint8_t)keep;
     pt.call_ret = 0;
-    pt.save_flags = entry_save_flags(pr);
+    pt.save_flags = dynp_entry_save_flags(pr);
     size_t nsucc = 0;
     for (k = 0; k < nparts; k++)
         nblk += prog->procs[parts[k]].nblocks;
@@ -463,7 +466,7 @@ check_reloc(dyn_session_t *s, uint32_t i, const char *name, int timed, int exits
         const cfg_block_t *bl = &prog->blocks[b];
         /* An indirect jump the copy translates at run time (pt_proc_emit): its targets,
          * known or not, are the copy's own code or leave it (the leave snippet first). */
-        int xlate = xlate_block(s, parts, nparts, bl);
+        int xlate = dynp_xlate_block(s, parts, nparts, bl);
         nxlate += xlate;
         for (uint32_t e = 0; e < bl->nsucc && why == NULL; e++) {
             const cfg_edge_t *ed = cfg_block_succ(prog, bl, e);
@@ -471,8 +474,9 @@ check_reloc(dyn_session_t *s, uint32_t i, const char *name, int timed, int exits
                 && (ed->kind == CFG_EDGE_TABLE || ed->kind == CFG_EDGE_INDIRECT
                     || ed->kind == CFG_EDGE_UNRESOLVED))
                 continue;
-            if (ed->kind == CFG_EDGE_TABLE && is_table_block(prog, bl) && ed->to != CFG_NONE
-                && part_block_index(prog, parts, nparts, ed->to) != SIZE_MAX)
+            if (ed->kind == CFG_EDGE_TABLE && dynp_is_table_block(prog, bl)
+                && ed->to != CFG_NONE
+                && dynp_part_block_index(prog, parts, nparts, ed->to) != SIZE_MAX)
                 /* A jump table of proven bounds into its own code: each target gets a
                  * jump into the copy, as a return site does (the copy's jump reads the
                  * table, which stays as it is, and lands there). */
@@ -494,11 +498,11 @@ check_reloc(dyn_session_t *s, uint32_t i, const char *name, int timed, int exits
          * the copy: a ret there would miss its exit's snippet. (A cleanup ends in
          * _Unwind_Resume: no ret runs there, in place or in a copy.) */
         if (why == NULL && exits && bl->last_kind == ARCH_KIND_CALL)
-            why = catches(s, bl);
+            why = dynp_catches(s, bl);
         if (why != NULL)
             goto out;
         if (b != pr->block && foreign_target(s, bl->start, err)) {
-            seen[part_block_index(prog, parts, nparts, b)] = 1;
+            seen[dynp_part_block_index(prog, parts, nparts, b)] = 1;
             todo[ntodo++] = b;
         }
         if (*err < 0)
@@ -521,7 +525,7 @@ check_reloc(dyn_session_t *s, uint32_t i, const char *name, int timed, int exits
             const cfg_edge_t *ed = cfg_block_succ(prog, bl, e);
             size_t x;
             if (ed->to == CFG_NONE
-                || (x = part_block_index(prog, parts, nparts, ed->to)) == SIZE_MAX
+                || (x = dynp_part_block_index(prog, parts, nparts, ed->to)) == SIZE_MAX
                 || seen[x])
                 continue;
             seen[x] = 1;
@@ -548,7 +552,7 @@ check_reloc(dyn_session_t *s, uint32_t i, const char *name, int timed, int exits
         /* A wide jump reaches past its block, maybe into padding: never into bytes
          * another point's jump took (each would break the other, and restoring one
          * would leave the other's bytes). */
-        if (why == NULL && wide && !pad_free(s, xs[j], JMP_LEN))
+        if (why == NULL && wide && !dynp_pad_free(s, xs[j], JMP_LEN))
             why = "a return site's jump would cover padding another jump takes";
         how[j] = why == NULL ? (uint8_t)(1 + wide) : 3;
         if (why != NULL && short_rsite_ok(s, parts, nparts, xs[j], xs, nxs))
@@ -565,7 +569,8 @@ check_reloc(dyn_session_t *s, uint32_t i, const char *name, int timed, int exits
         goto out;
     if (entry_slot) {
         if ((why = find_slot(s, parts, nparts, seen, rng, nrng, pr->entry, &pt)) != NULL
-            && (why = borrow_slot(s, i, pr->entry, timed, &pt, &pt.dep1, &lent[nlent], err))
+            && (why = dynp_borrow_slot(
+                    s, i, pr->entry, timed, &pt, &pt.dep1, &lent[nlent], err))
                 == NULL
             && *err == 0) {
             pt.dep1++;
@@ -576,7 +581,7 @@ check_reloc(dyn_session_t *s, uint32_t i, const char *name, int timed, int exits
         pt.wide = 1;
     }
     if (s->nb_want != 0) {
-        /* A slot for a neighbour's short entry too (with_neighbour). */
+        /* A slot for a neighbour's short entry too (dynp_with_neighbour). */
         point_t nb;
         memset(&nb, 0, sizeof(nb));
         if (keep) {
@@ -598,12 +603,12 @@ check_reloc(dyn_session_t *s, uint32_t i, const char *name, int timed, int exits
      * slot). */
     if (nxlate > 0 || pr->nind_unresolved > 0)
         pt.wide = 1;
-    if ((*err = add_row(s, name, i, timed, &row)) < 0)
+    if ((*err = dynp_add_row(s, name, i, timed, &row)) < 0)
         goto out;
     if (rowp != NULL)
         *rowp = row;
     pt.row = row;
-    if ((*err = add_cand(s, &pt)) < 0)
+    if ((*err = dynp_add_cand(s, &pt)) < 0)
         goto out;
     for (size_t j = 0; j < nxs && why == NULL; j++) {
         size_t avail;
@@ -637,16 +642,18 @@ check_reloc(dyn_session_t *s, uint32_t i, const char *name, int timed, int exits
         else if (how[j] == 3 && why != NULL) {
             /* None of its own: one in a neighbour's code (at most 8 neighbours). */
             if (nlent == 8
-                || (why = borrow_slot(s, i, xs[j], timed, &rs, &rs.dep1, &lent[nlent], err))
+                || (why = dynp_borrow_slot(
+                        s, i, xs[j], timed, &rs, &rs.dep1, &lent[nlent], err))
                     != NULL
                 || *err < 0)
                 break;
             rs.dep1++;
             nlent++;
         }
-        if (how[j] == 2 && (*err = pad_take(s, xs[j])) < 0) /* its 5 bytes: see above */
+        if (how[j] == 2
+            && (*err = dynp_pad_take(s, xs[j])) < 0) /* its 5 bytes: see above */
             goto out;
-        if ((*err = add_cand(s, &rs)) < 0)
+        if ((*err = dynp_add_cand(s, &rs)) < 0)
             goto out;
     }
     if (why == NULL)
@@ -682,28 +689,28 @@ check_timed_inplace(dyn_session_t *s, uint32_t i, const char *name, int *err /*O
     point_t pt, ex;
 
     *err = 0;
-    if ((nparts = parts_of(s, i, parts, 64)) < 0) {
+    if ((nparts = dynp_parts_of(s, i, parts, 64)) < 0) {
         *err = nparts == QP_ERANGE ? 0 : nparts;
         return "too many cold fragments";
     }
-    if ((why = timed_entry(s, i, &pt)) != NULL)
+    if ((why = dynp_timed_entry(s, i, &pt)) != NULL)
         return why;
-    if (crosses_page(&pt))
+    if (dynp_crosses_page(&pt))
         return "its first 5 bytes cross a page boundary (the jump could not be written in "
                "one piece)";
     if (pr->flags & CFG_PROC_MULTI_ENTRY)
         return "other procedures jump into its middle (its time would be wrong)";
     pt.name = name;
-    if ((*err = add_row(s, name, i, 1, &row)) < 0)
+    if ((*err = dynp_add_row(s, name, i, 1, &row)) < 0)
         return NULL;
     pt.row = row;
-    if ((*err = add_cand(s, &pt)) < 0)
+    if ((*err = dynp_add_cand(s, &pt)) < 0)
         return NULL;
     nexit += pt.whole;
     FOR_BLOCKS(prog, parts, nparts, k, b)
     {
         const cfg_block_t *bl = &prog->blocks[b];
-        int tail = is_tail_block(prog, bl) ? 1 : is_cond_tail_block(prog, bl);
+        int tail = dynp_is_tail_block(prog, bl) ? 1 : dynp_is_cond_tail_block(prog, bl);
         int noret = cfg_block_call_never_returns(prog, bl);
         for (uint32_t e = 0; e < bl->nsucc; e++) {
             const cfg_edge_t *ed = cfg_block_succ(prog, bl, e);
@@ -722,28 +729,28 @@ check_timed_inplace(dyn_session_t *s, uint32_t i, const char *name, int *err /*O
         }
         if (why == NULL && noret) {
             /* A call that never returns: the timer stops before it. */
-            if ((why = check_noret(s, bl, &ex)) == NULL) {
+            if ((why = dynp_check_noret(s, bl, &ex)) == NULL) {
                 ex.proc = i;
                 ex.row = row;
                 ex.name = name;
                 if (ex.entry < pt.entry + pt.len && pt.entry < ex.entry + ex.len)
                     why = "its entry and a call that never returns share the bytes to patch";
-                else if (cand_at(s, row, ex.entry))
+                else if (dynp_cand_at(s, row, ex.entry))
                     why = "a call that never returns and another exit share the bytes to "
                           "patch";
-                else if ((*err = add_cand(s, &ex)) < 0)
+                else if ((*err = dynp_add_cand(s, &ex)) < 0)
                     return NULL;
                 nexit++;
             }
         }
         if (why == NULL && (bl->last_kind == ARCH_KIND_RET || tail)
             && !(pt.whole && b == pr->block)) {
-            why = check_exit(s, bl, pr->entry, 0, &ex, &want_pad);
+            why = dynp_check_exit(s, bl, pr->entry, 0, &ex, &want_pad);
             if (why == NULL && want_pad)
-                why = find_pad(s, bl->start, &ex);
+                why = dynp_find_pad(s, bl->start, &ex);
             if (why != NULL && !tail && bl->end - bl->start < JMP_LEN) {
                 /* Too short, no padding: patch the blocks that lead to it instead. */
-                const char *w2 = exits_before(s, i, bl, row, name, &pt, &nexit, err);
+                const char *w2 = dynp_exits_before(s, i, bl, row, name, &pt, &nexit, err);
                 if (*err < 0)
                     return NULL;
                 if (w2 == NULL) {
@@ -761,11 +768,11 @@ check_timed_inplace(dyn_session_t *s, uint32_t i, const char *name, int *err /*O
                 ex.save_flags = pt.save_flags;
                 if (ex.entry < pt.entry + pt.len && pt.entry < ex.entry + ex.len)
                     why = "its entry and a ret share the bytes to patch (too short)";
-                else if (crosses_page(&ex))
+                else if (dynp_crosses_page(&ex))
                     why = "the jump before a ret would cross a page boundary";
-                else if (cand_at(s, row, ex.entry))
+                else if (dynp_cand_at(s, row, ex.entry))
                     why = "a ret and another exit share the bytes to patch";
-                else if ((*err = add_cand(s, &ex)) < 0)
+                else if ((*err = dynp_add_cand(s, &ex)) < 0)
                     return NULL;
                 nexit++;
             }
@@ -789,12 +796,12 @@ done:
  * unless that was its being jumped into, which the copy takes care of.
  */
 const char *
-check_timed(dyn_session_t *s, uint32_t i, const char *name, int *err /*OUT*/)
+dynp_check_timed(dyn_session_t *s, uint32_t i, const char *name, int *err /*OUT*/)
 {
     const char *why = check_timed_inplace(s, i, name, err), *w2;
     if (why == NULL || *err < 0)
         return why;
-    w2 = check_reloc(s, i, name, 1, 1, NULL, err);
+    w2 = dynp_check_reloc(s, i, name, 1, 1, NULL, err);
     if (w2 == NULL || *err < 0)
         return w2;
     return s->prog->procs[i].flags & CFG_PROC_MULTI_ENTRY ? w2 : why;

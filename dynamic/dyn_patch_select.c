@@ -3,7 +3,7 @@
 
 /*
  * Live patching, the points of callers that choose them one by one (libqpt; see
- * dyn_patch.c): neighbour slots, and what a call site takes (check_call).
+ * dyn_patch.c): neighbour slots, and what a call site takes (dynp_check_call).
  */
 #include "config.h"
 
@@ -32,7 +32,7 @@ dyn_session_check_borrow(const dyn_session_t *s, int kind, uint32_t proc, uint64
         return QP_EINVAL;
     uint64_t e = s->prog->procs[proc].entry;
     *why = "no neighbour to borrow bytes from";
-    if (addr != e || has_shadow_stack(w) || s->nb_depth > 0 || s->nb_want != 0)
+    if (addr != e || dynp_has_shadow_stack(w) || s->nb_depth > 0 || s->nb_want != 0)
         return QP_EUNSUPP;
     /* Relocated whole, the short jump that wants a slot may be a return site's: the
      * first one its copy could not find a slot for. */
@@ -40,7 +40,8 @@ dyn_session_check_borrow(const dyn_session_t *s, int kind, uint32_t proc, uint64
     if (kind == DYN_PT_PROC) {
         const char *w0;
         w->nb_need = 0;
-        int rc = reloc_point(w, 0, proc, addr, NULL, NULL, NULL, NULL, NULL, NULL, &w0);
+        int rc
+            = dynp_reloc_point(w, 0, proc, addr, NULL, NULL, NULL, NULL, NULL, NULL, &w0);
         if (rc == 0 || w->nb_need == 0) {
             w->nb_need = 0;
             return rc < 0 && rc != QP_EUNSUPP ? rc : QP_EUNSUPP;
@@ -48,8 +49,8 @@ dyn_session_check_borrow(const dyn_session_t *s, int kind, uint32_t proc, uint64
         at = w->nb_need;
         w->nb_need = 0;
     }
-    size_t n = neighbours(w, proc, at, nb, names, 8);
-    w->nb_pun = kind == DYN_PT_WHOLE && pun_site(s, at);
+    size_t n = dynp_neighbours(w, proc, at, nb, names, 8);
+    w->nb_pun = kind == DYN_PT_WHOLE && dynp_pun_site(s, at);
     for (size_t k = 0; k < n; k++) {
         if (!lend(arg, nb[k]))
             continue;
@@ -62,15 +63,16 @@ dyn_session_check_borrow(const dyn_session_t *s, int kind, uint32_t proc, uint64
         w->nb_want = at;
         w->nb_slot = 0;
         w->nb_depth++;
-        wy = check_reloc(w, nb[k], names[k], 0, 1, &row, &err);
+        wy = dynp_check_reloc(w, nb[k], names[k], 0, 1, &row, &err);
         w->nb_depth--;
         w->nb_want = 0;
         if (err == 0 && wy == NULL && w->nb_slot != 0) {
             point_t pt;
             uint64_t l = 0, h = 0;
             if (kind == DYN_PT_PROC)
-                rc = reloc_point(w, 0, proc, addr, NULL, NULL, NULL, NULL, &l, &h, &wy);
-            else if ((rc = check_point(w, kind, proc, addr, &pt, &wy)) == 0) {
+                rc = dynp_reloc_point(
+                    w, 0, proc, addr, NULL, NULL, NULL, NULL, &l, &h, &wy);
+            else if ((rc = dynp_check_point(w, kind, proc, addr, &pt, &wy)) == 0) {
                 l = pt.entry;
                 h = pt.entry + pt.len;
             }
@@ -111,7 +113,7 @@ dyn_session_want_slot(dyn_session_t *s, uint64_t near)
         return QP_EINVAL;
     s->nb_want = near;
     s->nb_slot = 0;
-    s->nb_pun = near != 0 && pun_site(s, near);
+    s->nb_pun = near != 0 && dynp_pun_site(s, near);
     return 0;
 }
 
@@ -137,7 +139,7 @@ dyn_session_add_lender(dyn_session_t *s, uint32_t proc, const char *name,
     *why = NULL;
     if (s == NULL || s->installed || proc >= s->prog->nprocs)
         return QP_EINVAL;
-    *why = check_reloc(s, proc, name, 0, 1, &r, &err);
+    *why = dynp_check_reloc(s, proc, name, 0, 1, &r, &err);
     QP_CHECK(err);
     if (*why != NULL)
         return QP_EUNSUPP;
@@ -153,7 +155,7 @@ dyn_session_add_lender(dyn_session_t *s, uint32_t proc, const char *name,
 /* The call sites of procedure I (chosen by NAME): rows and candidates, or refusals. */
 /* Does the program carry C++-style exception tables (.gcc_except_table)? */
 int
-has_except_table(const cfg_image_t *img)
+dynp_has_except_table(const cfg_image_t *img)
 {
     for (size_t i = 0; i < img->nsections; i++)
         if (strcmp(img->sections[i].name, ".gcc_except_table") == 0)
@@ -182,7 +184,7 @@ call_with_next(const dyn_session_t *s, const cfg_block_t *bl, point_t *pt)
         || rb->proc != bl->proc)
         return "the call is shorter than the 5-byte jump, with no padding within reach "
                "and its return site reached from elsewhere";
-    if (proc_entry_in(prog, bl->end, bl->end + JMP_LEN))
+    if (dynp_proc_entry_in(prog, bl->end, bl->end + JMP_LEN))
         return "another procedure starts after the call";
     if ((bytes = cfg_image_ptr(prog->img, bl->end, &avail)) == NULL)
         return "no bytes in the file";
@@ -216,12 +218,12 @@ keeps_return(const char *callee)
 }
 
 const char *
-check_call(dyn_session_t *s, const cfg_block_t *bl, const arch_insn_t *in,
+dynp_check_call(dyn_session_t *s, const cfg_block_t *bl, const arch_insn_t *in,
     const uint8_t *bytes, const char *callee, point_t *pt)
 {
     uint64_t a = in->addr;
 
-    if (has_except_table(s->prog->img))
+    if (dynp_has_except_table(s->prog->img))
         return "the program has exception tables: an exception thrown through the call "
                "would find no unwind information for its return address in the "
                "trampoline";
@@ -240,7 +242,7 @@ check_call(dyn_session_t *s, const cfg_block_t *bl, const arch_insn_t *in,
      * padding (the call is one instruction: nothing lands inside it), or else the jump
      * covers the first instructions of its return site too. */
     const char *why;
-    if (in->len < JMP_LEN && (why = find_pad(s, a, pt)) != NULL
+    if (in->len < JMP_LEN && (why = dynp_find_pad(s, a, pt)) != NULL
         && (why = call_with_next(s, bl, pt)) != NULL)
         return why;
     return NULL;

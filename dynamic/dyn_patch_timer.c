@@ -28,7 +28,7 @@ frag_cmp(const void *a, const void *b, void *prog)
  * Into OUT (CAP entries); their number, or QP_ENOMEM.
  */
 int
-parts_of(dyn_session_t *s, uint32_t i, uint32_t *out, size_t cap)
+dynp_parts_of(dyn_session_t *s, uint32_t i, uint32_t *out, size_t cap)
 {
     const cfg_prog_t *prog = s->prog;
     size_t n = 0, lo = 0, hi;
@@ -65,20 +65,20 @@ parts_of(dyn_session_t *s, uint32_t i, uint32_t *out, size_t cap)
  * ret or (a tail call) a jmp: the shortest tail of whole instructions of at least 5
  * bytes, or with WHOLE (the block is the procedure's entry block) all of them. A block
  * shorter than 5 bytes is completed with the padding after it (spill), or else is left
- * to a 2-byte jump through padding: *WANT_PAD (the caller finds it, find_pad). Why not,
- * or NULL with *PT filled.
+ * to a 2-byte jump through padding: *WANT_PAD (the caller finds it, dynp_find_pad). Why
+ * not, or NULL with *PT filled.
  */
 const char *
-check_exit(const dyn_session_t *s, const cfg_block_t *b, uint64_t own, int whole,
+dynp_check_exit(const dyn_session_t *s, const cfg_block_t *b, uint64_t own, int whole,
     point_t *pt /*OUT*/, int *want_pad /*OUT*/)
 {
-    return check_tail(s, b, own, whole, 0, pt, want_pad);
+    return dynp_check_tail(s, b, own, whole, 0, pt, want_pad);
 }
 
-/* check_exit, and with PLAIN a block that ends in a plain instruction (falling into a
- * return block). */
+/* dynp_check_exit, and with PLAIN a block that ends in a plain instruction (falling into
+ * a return block). */
 const char *
-check_tail(const dyn_session_t *s, const cfg_block_t *b, uint64_t own, int whole,
+dynp_check_tail(const dyn_session_t *s, const cfg_block_t *b, uint64_t own, int whole,
     int plain, point_t *pt /*OUT*/, int *want_pad /*OUT*/)
 {
     const cfg_prog_t *prog = s->prog;
@@ -133,12 +133,12 @@ check_tail(const dyn_session_t *s, const cfg_block_t *b, uint64_t own, int whole
         pt->ninsns++;
     }
     /* Another procedure's entry inside the tail (overlapping code). */
-    if (proc_entry_in(prog, from + 1, b->end)
-        || (from != own && proc_entry_in(prog, from, from + 1)))
+    if (dynp_proc_entry_in(prog, from + 1, b->end)
+        || (from != own && dynp_proc_entry_in(prog, from, from + 1)))
         return "another procedure starts inside the tail of a return block";
     if (len < JMP_LEN) {
         size_t more = JMP_LEN - len;
-        if (!plain && avail >= blen + more && spill_ok(s, b->end, more)) {
+        if (!plain && avail >= blen + more && dynp_spill_ok(s, b->end, more)) {
             memcpy(pt->orig + len, bytes + blen, more);
             pt->spill = (uint8_t)more;
         } else if (len >= SHORT_LEN || (whole && s->nb_pun && s->nb_slot != 0))
@@ -160,7 +160,7 @@ check_tail(const dyn_session_t *s, const cfg_block_t *b, uint64_t own, int whole
 /* Does block B end in a tail call that always leaves (a jmp whose edges are all tail
  * calls)? */
 int
-is_tail_block(const cfg_prog_t *prog, const cfg_block_t *b)
+dynp_is_tail_block(const cfg_prog_t *prog, const cfg_block_t *b)
 {
     if ((b->last_kind != ARCH_KIND_JMP && b->last_kind != ARCH_KIND_JMP_IND)
         || b->nsucc == 0)
@@ -175,7 +175,7 @@ is_tail_block(const cfg_prog_t *prog, const cfg_block_t *b)
  * another procedure and which falls through otherwise, 3 when both sides leave (the
  * next procedure's code follows); else 0? */
 int
-is_cond_tail_block(const cfg_prog_t *prog, const cfg_block_t *b)
+dynp_is_cond_tail_block(const cfg_prog_t *prog, const cfg_block_t *b)
 {
     unsigned tails = 0;
 
@@ -194,7 +194,7 @@ is_cond_tail_block(const cfg_prog_t *prog, const cfg_block_t *b)
 /* Does block B end in the indirect jump of a jump table of proven bounds (its every
  * edge one of the table's)? */
 int
-is_table_block(const cfg_prog_t *prog, const cfg_block_t *b)
+dynp_is_table_block(const cfg_prog_t *prog, const cfg_block_t *b)
 {
     if (b->last_kind != ARCH_KIND_JMP_IND || b->nsucc == 0)
         return 0;
@@ -208,10 +208,11 @@ is_table_block(const cfg_prog_t *prog, const cfg_block_t *b)
  * Does block BL of the procedure of PARTS end in an indirect jump that its copy
  * translates at run time (pt_proc_t's unknown): one of unknown targets, or of a table
  * not all of whose targets are the procedure's own code? (A table whose every target is
- * is relocated as it is, with jumps into the copy at its targets: is_table_block.)
+ * is relocated as it is, with jumps into the copy at its targets: dynp_is_table_block.)
  */
 int
-xlate_block(const dyn_session_t *s, const uint32_t *parts, int nparts, const cfg_block_t *bl)
+dynp_xlate_block(
+    const dyn_session_t *s, const uint32_t *parts, int nparts, const cfg_block_t *bl)
 {
     const cfg_prog_t *prog = s->prog;
     int table = 0, out = 0;
@@ -224,17 +225,17 @@ xlate_block(const dyn_session_t *s, const uint32_t *parts, int nparts, const cfg
         if (ed->kind == CFG_EDGE_TABLE) {
             table = 1;
             out |= ed->to == CFG_NONE
-                || part_block_index(prog, parts, nparts, ed->to) == SIZE_MAX;
+                || dynp_part_block_index(prog, parts, nparts, ed->to) == SIZE_MAX;
         }
     }
-    return table && (out || !is_table_block(prog, bl));
+    return table && (out || !dynp_is_table_block(prog, bl));
 }
 
 /* The last instructions of the blocks of the procedure of PARTS that WHICH says yes to
- * (NULL: xlate_block): their runtime addresses, sorted, into *OUT (malloc'd, NULL for
- * none); their number, or QP_ENOMEM. */
+ * (NULL: dynp_xlate_block): their runtime addresses, sorted, into *OUT (malloc'd, NULL
+ * for none); their number, or QP_ENOMEM. */
 int
-block_ends(const dyn_session_t *s, const uint32_t *parts, int nparts,
+dynp_block_ends(const dyn_session_t *s, const uint32_t *parts, int nparts,
     int (*which)(const cfg_prog_t *, const cfg_block_t *), uint64_t **out)
 {
     const cfg_prog_t *prog = s->prog;
@@ -249,7 +250,7 @@ block_ends(const dyn_session_t *s, const uint32_t *parts, int nparts,
         const cfg_block_t *bl = &prog->blocks[b];
         arch_insn_t in;
         uint64_t a = bl->start;
-        if (which != NULL ? !which(prog, bl) : !xlate_block(s, parts, nparts, bl))
+        if (which != NULL ? !which(prog, bl) : !dynp_xlate_block(s, parts, nparts, bl))
             continue;
         while (a < bl->end && cfg_image_decode(prog->img, a, 0, &in) >= 0
             && a + in.len < bl->end)
@@ -289,13 +290,13 @@ throws_to_itself(const dyn_session_t *s, const cfg_block_t *b, uint64_t target)
     if (c == NULL || c->entry != target || c->name == NULL
         || (strstr(c->name, "__cxa_throw") == NULL && strstr(c->name, "__cxa_rethrow") == NULL))
         return NULL;
-    nparts = parts_of((dyn_session_t *)s,
+    nparts = dynp_parts_of((dyn_session_t *)s,
         (own->flags & CFG_PROC_FRAGMENT) && own->parent != CFG_NONE ? own->parent : b->proc,
         parts, 64);
     if (nparts < 0)
         return "too many cold fragments";
     FOR_BLOCKS(prog, parts, nparts, k, bb)
-    if (catches(s, &prog->blocks[bb]) != NULL)
+    if (dynp_catches(s, &prog->blocks[bb]) != NULL)
         return "it throws an exception it may catch itself (a timer stopped at the throw "
                "would miss the handler)";
     return NULL;
@@ -308,7 +309,7 @@ throws_to_itself(const dyn_session_t *s, const cfg_block_t *b, uint64_t target)
  * code they would without dyn). Why not, or NULL with *PT filled (kind PT_EXIT).
  */
 const char *
-check_noret(const dyn_session_t *s, const cfg_block_t *b, point_t *pt /*OUT*/)
+dynp_check_noret(const dyn_session_t *s, const cfg_block_t *b, point_t *pt /*OUT*/)
 {
     const cfg_prog_t *prog = s->prog;
     const char *refused = "a call that never returns cannot take its exit's jump (an "
@@ -327,9 +328,9 @@ check_noret(const dyn_session_t *s, const cfg_block_t *b, point_t *pt /*OUT*/)
         return refused;
     /* (An indirect call would push a return address in the trampoline.) */
     if (in.kind != ARCH_KIND_CALL || in.len < JMP_LEN || in.len > sizeof(pt->orig)
-        || in.target == a + in.len || proc_entry_in(prog, a + 1, a + in.len))
+        || in.target == a + in.len || dynp_proc_entry_in(prog, a + 1, a + in.len))
         return refused;
-    if (has_shadow_stack(s))
+    if (dynp_has_shadow_stack(s))
         return "a call that never returns would be made with its original return address "
                "(the process has a shadow stack)";
     if ((why = throws_to_itself(s, b, in.target)) != NULL)
@@ -355,7 +356,7 @@ check_noret(const dyn_session_t *s, const cfg_block_t *b, point_t *pt /*OUT*/)
  * NULL with *PT filled (kind PT_ENTRY).
  */
 const char *
-timed_entry(dyn_session_t *s, uint32_t i, point_t *pt /*OUT*/)
+dynp_timed_entry(dyn_session_t *s, uint32_t i, point_t *pt /*OUT*/)
 {
     const cfg_prog_t *prog = s->prog;
     const cfg_proc_t *pr = &prog->procs[i];
@@ -363,21 +364,21 @@ timed_entry(dyn_session_t *s, uint32_t i, point_t *pt /*OUT*/)
     const char *why;
     int first_only, want_pad, both;
 
-    if ((why = entry_ok(s, i, &first_only)) != NULL)
+    if ((why = dynp_entry_ok(s, i, &first_only)) != NULL)
         return why;
     eb = &prog->blocks[pr->block];
-    both = is_cond_tail_block(prog, eb) == 3;
-    if ((eb->last_kind == ARCH_KIND_RET || is_tail_block(prog, eb) || both)
+    both = dynp_is_cond_tail_block(prog, eb) == 3;
+    if ((eb->last_kind == ARCH_KIND_RET || dynp_is_tail_block(prog, eb) || both)
         && eb->end - eb->start <= sizeof(pt->orig)) {
-        if ((why = check_exit(s, eb, pr->entry, 1, pt, &want_pad)) != NULL)
+        if ((why = dynp_check_exit(s, eb, pr->entry, 1, pt, &want_pad)) != NULL)
             return why;
-        if (want_pad && (why = find_pad(s, pr->entry, pt)) != NULL)
+        if (want_pad && (why = dynp_find_pad(s, pr->entry, pt)) != NULL)
             return why;
         pt->whole = 1;
         pt->tail = both ? 3 : 0;
-        pt->save_flags = entry_save_flags(pr);
-    } else if ((why = entry_insns(s, i, JMP_LEN, first_only, pt)) != NULL
-        && check_short(s, i, first_only, pt) != NULL)
+        pt->save_flags = dynp_entry_save_flags(pr);
+    } else if ((why = dynp_entry_insns(s, i, JMP_LEN, first_only, pt)) != NULL
+        && dynp_check_short(s, i, first_only, pt) != NULL)
         return why;
     pt->kind = PT_ENTRY;
     pt->proc = i;
@@ -393,7 +394,7 @@ timed_entry(dyn_session_t *s, uint32_t i, point_t *pt /*OUT*/)
  * and counted in *NEXIT. *ERR: QP_ENOMEM.
  */
 const char *
-exits_before(dyn_session_t *s, uint32_t i, const cfg_block_t *r, uint32_t row,
+dynp_exits_before(dyn_session_t *s, uint32_t i, const cfg_block_t *r, uint32_t row,
     const char *name, const point_t *entry, unsigned *nexit, int *err)
 {
     const cfg_prog_t *prog = s->prog;
@@ -433,12 +434,12 @@ exits_before(dyn_session_t *s, uint32_t i, const cfg_block_t *r, uint32_t row,
         else if (e->kind == CFG_EDGE_FALL && b->end != r->start)
             why = "a return block's fall-through predecessor does not end at it";
         else
-            why = check_tail(s, b, own, 0, e->kind == CFG_EDGE_FALL, &ex, &want_pad);
+            why = dynp_check_tail(s, b, own, 0, e->kind == CFG_EDGE_FALL, &ex, &want_pad);
         if (why == NULL && want_pad)
-            why = find_pad(s, b->start, &ex);
-        if (why == NULL && crosses_page(&ex))
+            why = dynp_find_pad(s, b->start, &ex);
+        if (why == NULL && dynp_crosses_page(&ex))
             why = "the jump before a short ret would cross a page boundary";
-        if (why == NULL && cand_at(s, row, ex.entry))
+        if (why == NULL && dynp_cand_at(s, row, ex.entry))
             why = "a block leads to two short return blocks (or one both ways)";
         if (why == NULL && ex.entry < entry->entry + entry->len
             && entry->entry < ex.entry + ex.len)
@@ -455,7 +456,7 @@ exits_before(dyn_session_t *s, uint32_t i, const cfg_block_t *r, uint32_t row,
         ex.rninsns = rninsns;
         ex.raddr = r->start + s->bias;
         memcpy(ex.rbytes, bytes, rlen);
-        if ((*err = add_cand(s, &ex)) < 0)
+        if ((*err = dynp_add_cand(s, &ex)) < 0)
             return NULL;
         (*nexit)++;
     }

@@ -225,4 +225,145 @@ int qm_error_at(const char *text, const char *origin, unsigned line, unsigned co
                 char *why, size_t whylen, const char *fmt, ...)
     __attribute__((format(printf, 7, 8)));
 
+
+/*****************************************************************************
+ * Compiling and placing metrics: what qm_compile.c, qm_place.c and qm_insert.c share
+ * (qmc_: theirs; each commented at its definition)
+ */
+
+#define QMC_MAX_PER_THREAD (32u << 20) /* bytes of per-thread memory for one metric */
+
+/* One qm_insert: the space, the notes, the insertions made, the timers' pending checks. */
+typedef struct qmc_ctx {
+    qpt_space_t *s;       /* the space of the metric placed (qm_space) */
+    qm_note_fn note;
+    void *arg;
+    char *why;
+    size_t whylen;
+    qpt_handle_t *done;   /* insertions made by this call (taken back on failure) */
+    qpt_space_t **dspace; /* ... and the space of each */
+    size_t ndone, capdone;
+    /* Timers: the returns of tail callees that end a row's pending call, by (row word,
+     * procedure), each placed once a metric; the tail calls not followed. */
+    struct tail_check {
+        uint64_t w;
+        uint32_t proc;
+    } *chk;
+    size_t nchk, capchk;
+    size_t tail_unfollowed;
+    /* Shared timers: the procedures with no exit, counted but not timed (the last one
+     * placed was: untimed_last), and how many in the metric, the first one's name. */
+    int untimed_last;
+    size_t untimed;
+    char untimed_first[128];
+    const qm_set_t *set;  /* the set placed (its front end's hooks) */
+    int *cpu_said;        /* the set's cpu_said (NULL: no note) */
+    qm_memo_t *memo;      /* the procedures matched by name, kept (or NULL) */
+    uint32_t *last_named; /* ... without one: the last names_procs array */
+} qmc_ctx_t;
+
+/* How qmc_matching() takes procedures that cannot take snippets: told in notes; taken all
+ * the same (the callees of a timer per call site, timed at their sites). */
+enum { QMC_MATCH_NOTE = 1, QMC_MATCH_ANY = 2 };
+
+/* qm_compile.c */
+int qmc_at_returns(const qm_metric_t *m);
+int qmc_check_expr(qmc_ctx_t *c, const qm_metric_t *m, const qm_expr_t *e);
+qpt_expr_t qmc_compile_expr(qmc_ctx_t *c, qpt_snippet_t *sn, const qm_expr_t *e);
+qpt_expr_t qmc_inside_cond(qpt_snippet_t *sn, const qm_metric_t *m);
+const char *qmc_lib_sep(const char *pattern);
+int qmc_list_in_one_space(const char *pattern);
+uint32_t *qmc_matching(qmc_ctx_t *c, const qm_metric_t *m, const char *pattern, size_t *n,
+                       size_t *nrefused, int flags);
+void qmc_notef(qmc_ctx_t *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+int qmc_per_cpu(qmc_ctx_t *c, qm_metric_t *m, uint64_t bytes);
+qpt_point_t *qmc_points_of(qmc_ctx_t *c, uint32_t p, uint32_t kind, size_t *n);
+const char *qmc_proc_pattern(const char *pattern);
+int qmc_put(qmc_ctx_t *c, const qpt_point_t *pt, qpt_snippet_t *sn, qpt_expr_t e,
+            int first);
+void qmc_refusal(qmc_ctx_t *c, const qm_metric_t *m, const char *what, const char *proc,
+                 const char *why);
+int qmc_resolve_metric_fields(qmc_ctx_t *c, uint32_t p, qm_metric_t *m, char *why,
+                              size_t whylen);
+void qmc_returns_only(qmc_ctx_t *c, qpt_point_t *v, size_t *n);
+uint64_t qmc_row_words(const qm_metric_t *m);
+qpt_space_t *qmc_space_of(const qm_set_t *set, const qm_metric_t *m, qpt_space_t *s);
+qpt_expr_t qmc_tally(qmc_ctx_t *c, qpt_snippet_t *sn, const qm_metric_t *m, uint64_t w);
+qpt_expr_t qmc_tload(qpt_snippet_t *sn, const qm_metric_t *m, uint64_t k);
+qpt_expr_t qmc_tword(qpt_snippet_t *sn, const qm_metric_t *m, uint64_t k);
+void qmc_undo_to(qmc_ctx_t *c, size_t mark);
+int qmc_uses(const qm_expr_t *e, int op, const qm_expr_t **at);
+
+/* qm_place.c */
+int qmc_check_metric(qmc_ctx_t *c, qm_metric_t *m);
+int qmc_matches_nothing(qmc_ctx_t *c, qm_metric_t *m, int *rc);
+int qmc_place_metric(qmc_ctx_t *c, qm_metric_t *m);
+
+
+/*****************************************************************************
+ * The live session: what qm_live.c, qm_live_follow.c and qm_live_steer.c share
+ * (qml_: theirs; each commented at its definition)
+ */
+
+/* One qm_live_run: the set, the process, its replies, samples and what it follows. */
+typedef struct qml_live {
+    qm_set_t *set;
+    const qm_live_opts_t *o;
+    qm_live_report_t *rep;
+    qpt_space_t *s;
+    double start, cpn;
+    qm_costs_t *costs;       /* what each metric costs */
+    qpt_hist_t **hist;       /* per metric: its total over time (with hist_buckets) */
+    size_t nhist;
+    qm_threads_t *threads;   /* the ids and names of the threads of per-thread rows */
+    char buf[8192];          /* a command line being read */
+    size_t nbuf;
+    int eof, quit;
+    qm_row_t *prev;          /* the rows of the last sample (timers never read lower) */
+    size_t nprev;
+    /* Following the process (qpt_watch): libraries loaded later, execs, forks. */
+    int watching;            /* its events are followed */
+    qm_row_t *carry;         /* rows of libraries unloaded (dlclose) in this image: added
+                              * to the same rows if they are loaded again */
+    size_t ncarry;
+    qm_row_t *apart;         /* rows of earlier images (before an exec), named PROG[N]: */
+    size_t napart;
+    size_t image;            /* execs so far */
+    size_t unloads;          /* libraries unloaded (dlclose) with metrics in, so far */
+    char prog[256];          /* the base name of the program the process runs */
+    uint8_t *placed;         /* per metric: placed at least once (a library was loaded) */
+    size_t nplaced;
+    unsigned forks_counted, forks_apart; /* children counted with it, and not */
+} qml_live_t;
+
+/* qm_live.c */
+int qml_append_rows(qm_row_t **v, size_t *nv, const qm_row_t *rows, size_t n);
+int qml_event(qml_live_t *l, qm_live_event_t *ev);
+int qml_merge_carry(qml_live_t *l, qm_row_t **rows, size_t *n);
+uint8_t *qml_on_now(qml_live_t *l);
+int qml_place(qml_live_t *l, size_t first, int stopped, int predict, double *stop_ms,
+              unsigned *refused, char *why, size_t whylen);
+void qml_placed_event(qml_live_t *l, int kind, const char *name, const uint8_t *was,
+                      size_t nm, double ms);
+int qml_read_words(void *arg, uint64_t addr, uint64_t *w, size_t n);
+void qml_reply(qml_live_t *l, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void qml_reply_lines(qml_live_t *l, const char *text);
+int qml_sample(qml_live_t *l, char *why, size_t whylen);
+void qml_say(qml_live_t *l, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+int qml_set_up_remove(qml_live_t *l, void *arg, char *why, size_t whylen);
+int qml_steer(qml_live_t *l,
+              int (*set_up)(qml_live_t *l, void *arg, char *why, size_t whylen),
+              void *arg, double *ms, char *why, size_t whylen);
+
+/* qm_live_follow.c */
+void qml_follow(qml_live_t *l, double secs);
+void qml_followed_notes(qml_live_t *l);
+void qml_instances_loaded(qml_live_t *l, size_t first, int wait);
+void qml_mark_placed(qml_live_t *l, size_t i);
+void qml_start_following(qml_live_t *l);
+void qml_wait_for_libraries(qml_live_t *l, size_t first);
+
+/* qm_live_steer.c */
+void qml_commands(qml_live_t *l, double secs);
+
 #endif
