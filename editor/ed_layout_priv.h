@@ -2,13 +2,15 @@
  * SPDX-License-Identifier: MIT */
 
 /*
- * The relocation plan's private state, shared by editor/ed_layout.c (which procedures
- * move, where each instruction goes, the new code's bytes) and editor/ed_reuse.c (new
- * code in the dead bytes of the old text). Nothing else includes it.
+ * The relocation plan's private state, shared by editor/ed_layout.c (where each moved
+ * instruction goes, the probes' snippets), editor/ed_plan.c (the public calls, the new
+ * code's bytes), editor/ed_reuse.c (new code in the dead bytes of the old text) and the
+ * other editor/ed_*.c parts of the plan. Nothing else includes it.
  */
 #ifndef QPT_EDITOR_ED_LAYOUT_PRIV_H
 #define QPT_EDITOR_ED_LAYOUT_PRIV_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "editor/ed.h"
@@ -271,5 +273,45 @@ int edl_table_sure(const ed_plan_t *plan, uint32_t t, uint32_t pi);
 int edl_sort_leave(ed_plan_t *plan);
 /* Append X to the growable array *V (*N used, *CAP allocated). 0 or QP_ENOMEM. */
 int edl_push_u64(uint64_t **v, size_t *n, size_t *cap, uint64_t x);
+
+/* ed_layout.c, for ed_plan.c: the layout and the probes' snippets */
+
+/* Where the switchable increments (ARCH_INC_SWITCH) of a part of the new code went. */
+typedef struct edl_lock_sites {
+    uint64_t *v;                 /* each increment's first byte, in layout order */
+    size_t n, cap;
+} edl_lock_sites_t;
+
+/* The position (in idx) of the first slot at OLD or above; nslots when there is none. */
+size_t edl_slot_lower(const ed_plan_t *plan, uint64_t old);
+/* Probes in order: by address, place, calls-only first, then snippet kind and counter
+ * (a qsort comparison of ed_probe_t). */
+int edl_cmp_probe(const void *a, const void *b);
+/* Note the switchable increment at ADDR (SITES: when writing; NULL when sizing). */
+int edl_note_lock_site(edl_lock_sites_t *sites, uint64_t addr);
+/* Emit the snippets of the probes at (OLD, AT) from ADDR into OUT (CAP bytes); returns
+ * their total size. With OUT == NULL only sizes them. */
+int edl_emit_probes(const ed_plan_t *plan, uint64_t old, int at, uint64_t addr, uint8_t *out,
+                    size_t cap, edl_lock_sites_t *sites);
+/* The miss counter of the jump translated at OLD, relative to the table, or 0. */
+int32_t edl_xlate_miss_rel(const ed_plan_t *plan, uint64_t old);
+/* The addresses the translation table's keys are relative to: the loaded sections'. */
+void edl_xlate_range(const cfg_prog_t *prog, uint64_t *lo, uint64_t *hi);
+/* Is procedure P's entry a key of the translation table? */
+int edl_xlate_key(const cfg_proc_t *p, uint64_t lo, uint64_t hi);
+/* Slots of the translation table (a power of two). */
+uint64_t edl_xlate_slots(const cfg_prog_t *prog);
+/* A branch target: the new address of a moved instruction, else the old address. */
+uint64_t edl_map_target(const ed_plan_t *plan, uint64_t target);
+/* The target of a branch at FROM: a jump inside a procedure to its own entry skips the
+ * snippets that run for calls only (ED_PROBE_ENTRY). */
+uint64_t edl_map_branch(const ed_plan_t *plan, uint64_t from, uint64_t target);
+/* plan->segs: the old extents of the moved procedures. 0 or QP_ENOMEM. */
+int edl_build_segments(ed_plan_t *plan);
+/* The new end of every segment: after its last instruction (and added jmp). */
+void edl_segment_ends(ed_plan_t *plan);
+/* Lay out the moving code (REUSE: in the old text's holes where it saves enough): every
+ * slot's size and address, the stubs, the lookup index. 0 or QP_E*. */
+int edl_layout(ed_plan_t *plan, int reuse);
 
 #endif /* QPT_EDITOR_ED_LAYOUT_PRIV_H */

@@ -1,0 +1,859 @@
+/* Copyright 2026 the qpt authors
+ * SPDX-License-Identifier: MIT */
+
+/*
+ * The relocation plan's public side: a plan created and freed, the drivers' probes,
+ * snippets and runtime addresses handed in, old addresses mapped to new ones, and the
+ * plan applied to a space - the new code written (in parallel parts), the redirects in
+ * the old text, jump tables retargeted. Which procedures move and where each instruction
+ * goes is ed_layout.c's (its header says how).
+ */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/qp_pool.h"
+#include "editor/ed.h"
+
+#include "editor/ed_layout_priv.h"
+
+/*****************************************************************************
+ * Public
+ */
+
+int
+ed_plan_create(const cfg_prog_t *prog, const ed_opts_t *opts, ed_plan_t **out)
+{
+    if (prog == NULL || out == NULL)
+        return QP_EINVAL;
+    ed_plan_t *plan = calloc(1, sizeof(*plan));
+    if (plan == NULL)
+        return QP_ENOMEM;
+    plan->prog = prog;
+    plan->isa = cfg_image_isa(prog->img);
+    if (opts)
+        plan->opts = *opts;
+    plan->reason = calloc(prog->nprocs + 1, sizeof(char *));
+    int rc = plan->reason ? edl_sort_leave(plan) : QP_ENOMEM;
+    if (rc == 0)
+        rc = edl_decide(plan);
+    plan->opts.stay = NULL; /* the caller's: read by decide only */
+    plan->opts.nstay = 0;
+    plan->opts.leave = NULL; /* the caller's too */
+    plan->opts.nleave = 0;
+    free(plan->leave);
+    plan->leave = NULL;
+    plan->nleave = 0;
+    if (rc == 0)
+        rc = edl_build_segments(plan);
+    if (rc == 0) {
+        uint8_t *vouched = edl_vouched_procs(prog);
+        rc = vouched != NULL ? edl_decide_unfit(plan, vouched) : QP_ENOMEM;
+        free(vouched);
+    }
+    if (rc < 0) {
+        ed_plan_destroy(plan);
+        return rc;
+    }
+    for (uint32_t i = 0; i < prog->nprocs; i++)
+        if (plan->reason[i] != NULL && !(prog->procs[i].flags & CFG_PROC_FRAGMENT))
+            plan->stats.nleft++;
+    *out = plan;
+    return 0;
+}
+
+void
+ed_plan_destroy(ed_plan_t *plan)
+{
+    if (plan == NULL)
+        return;
+    for (size_t i = 0; i < plan->nowned; i++)
+        free(plan->owned[i]);
+    free(plan->owned);
+    free(plan->reason);
+    free(plan->unfit);
+    free(plan->copied);
+    free(plan->ip_probes);
+    free(plan->dropped);
+    free(plan->dropped_owner);
+    free(plan->idx);
+    free(plan->bucket);
+    free(plan->lay);
+    free(plan->fall);
+    free(plan->xt);
+    free(plan->groups);
+    free(plan->segs);
+    free(plan->seg_new_end);
+    free(plan->probes);
+    free(plan->stubs);
+    free(plan->lock_sites);
+    free(plan->snips);
+    free(plan->xlate_sites);
+    free(plan->xlate_counters);
+    free(plan->chunk);
+    free(plan->chunk_at);
+    free(plan->stub_at);
+    free(plan->holes);
+    free(plan->anchors);
+    free(plan);
+}
+
+const char *
+ed_plan_left_reason(const ed_plan_t *plan, uint32_t proc)
+{
+    if (plan == NULL || proc >= plan->prog->nprocs)
+        return NULL;
+    return plan->reason[proc];
+}
+
+int
+ed_plan_set_probes(ed_plan_t *plan, const ed_probe_t *probes, size_t n)
+{
+    if (plan == NULL || (n > 0 && probes == NULL) || plan->laid_out)
+        return QP_EINVAL;
+    ed_probe_t *v = malloc((n + 1) * sizeof(ed_probe_t));
+    ed_probe_t *w = malloc((n + 1) * sizeof(ed_probe_t));
+    if (v == NULL || w == NULL) {
+        free(v);
+        free(w);
+        return QP_ENOMEM;
+    }
+    /* Probes of procedures left in place go to ed_inplace.c. */
+    size_t nv = 0, nw = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (probes[i].flags & ED_PROBE_INPLACE)
+            w[nw++] = probes[i];
+        else
+            v[nv++] = probes[i];
+    }
+    qsort(v, nv, sizeof(ed_probe_t), edl_cmp_probe);
+    qsort(w, nw, sizeof(ed_probe_t), edl_cmp_probe);
+    free(plan->probes);
+    free(plan->ip_probes);
+    plan->probes = v;
+    plan->nprobes = nv;
+    plan->ip_probes = w;
+    plan->nip_probes = nw;
+    return 0;
+}
+
+void
+ed_plan_set_runtime(ed_plan_t *plan, uint64_t counters, uint64_t exit_hook, uint64_t fork_hook,
+                    uint64_t thread_hook, uint64_t exec_hook)
+{
+    plan->counters = counters;
+    plan->exit_hook = exit_hook;
+    plan->fork_hook = fork_hook;
+    plan->thread_hook = thread_hook;
+    plan->exec_hook = exec_hook;
+}
+
+uint64_t
+ed_plan_exit_hook(const ed_plan_t *plan)
+{
+    return plan->exit_hook;
+}
+
+int
+ed_plan_set_snippets(ed_plan_t *plan, const ed_snippet_t *v, size_t n)
+{
+    if (plan == NULL || (n > 0 && v == NULL) || plan->laid_out)
+        return QP_EINVAL;
+    ed_snippet_t *c = malloc((n + 1) * sizeof(ed_snippet_t));
+    if (c == NULL)
+        return QP_ENOMEM;
+    for (size_t i = 0; i < n; i++) {
+        if (arch_snip_check(v[i].nodes, v[i].n, v[i].root, &v[i].ctx, NULL, 0) < 0) {
+            free(c);
+            return QP_EINVAL;
+        }
+        c[i] = v[i];
+    }
+    free(plan->snips);
+    plan->snips = c;
+    plan->nsnips = n;
+    return 0;
+}
+
+int
+ed_plan_set_xlate_miss(ed_plan_t *plan, const uint64_t *sites, const uint64_t *counters, size_t n)
+{
+    if (plan == NULL || plan->laid_out || (n > 0 && (sites == NULL || counters == NULL)))
+        return QP_EINVAL;
+    uint64_t *s = malloc((n + 1) * sizeof(uint64_t)), *c = malloc((n + 1) * sizeof(uint64_t));
+    if (s == NULL || c == NULL) {
+        free(s);
+        free(c);
+        return QP_ENOMEM;
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (i > 0 && sites[i] <= sites[i - 1]) {
+            free(s);
+            free(c);
+            return QP_EINVAL; /* ascending, once each */
+        }
+        s[i] = sites[i];
+        c[i] = counters[i];
+    }
+    free(plan->xlate_sites);
+    free(plan->xlate_counters);
+    plan->xlate_sites = s;
+    plan->xlate_counters = c;
+    plan->nxlate_sites = n;
+    return 0;
+}
+
+void
+ed_plan_set_inc_mode(ed_plan_t *plan, int mode)
+{
+    if (plan != NULL && !plan->laid_out)
+        plan->opts.atomic = mode;
+}
+
+const uint64_t *
+ed_plan_lock_sites(const ed_plan_t *plan, size_t *n)
+{
+    *n = plan != NULL ? plan->nlock_sites : 0;
+    return plan != NULL ? plan->lock_sites : NULL;
+}
+
+uint64_t
+ed_plan_insn_new(const ed_plan_t *plan, uint64_t old, uint64_t *after)
+{
+    const ed_slot_t *s = edl_slot_at(plan, old);
+    if (s == NULL)
+        return 0;
+    if (after)
+        *after = s->new_ + s->pre + s->len - (plan->opts.stretch ? 1 : 0);
+    return s->new_ + s->pre;
+}
+
+const ed_stats_t *
+ed_plan_stats(const ed_plan_t *plan)
+{
+    return &plan->stats;
+}
+
+uint64_t
+ed_plan_text(const ed_plan_t *plan, uint64_t *size)
+{
+    if (size)
+        *size = plan->text_size;
+    return plan->text;
+}
+
+uint64_t
+ed_plan_map(void *arg, uint64_t old)
+{
+    const ed_plan_t *plan = arg;
+    const ed_slot_t *s = edl_slot_at(plan, old);
+    if (s != NULL)
+        return s->new_;
+    size_t si;
+    const ed_seg_t *seg = edl_seg_at(plan, old, &si);
+    if (seg == NULL)
+        return 0;
+    /* Not an instruction start: the next moved instruction of the same extent, or the
+     * end of the extent's new code. */
+    size_t lo = edl_slot_lower(plan, old);
+    if (lo < plan->nslots && SLOT(plan, lo)->old < seg->end)
+        return SLOT(plan, lo)->new_;
+    return plan->seg_new_end[si];
+}
+
+uint64_t
+ed_plan_map_state(void *arg, uint64_t old)
+{
+    const ed_plan_t *plan = arg;
+    size_t lo = edl_slot_lower(plan, old), si;
+    if (lo < plan->nslots && SLOT(plan, lo)->old == old)
+        return SLOT(plan, lo)->new_ - SLOT(plan, lo)->lead;
+    const ed_seg_t *seg = edl_seg_at(plan, old, &si);
+    if (seg == NULL)
+        return 0;
+    /* As ed_plan_map: the next moved instruction of the extent (its stub first). */
+    if (lo < plan->nslots && SLOT(plan, lo)->old < seg->end)
+        return SLOT(plan, lo)->new_ - SLOT(plan, lo)->lead;
+    return plan->seg_new_end[si];
+}
+
+uint64_t
+ed_plan_map_insn(void *arg, uint64_t old)
+{
+    const ed_slot_t *s = edl_slot_at(arg, old);
+    return s ? s->new_ : 0;
+}
+
+uint64_t
+ed_plan_map_end(void *arg, uint64_t old)
+{
+    const ed_plan_t *plan = arg;
+    size_t lo = edl_slot_lower(plan, old);
+    if (lo == 0)
+        return 0;
+    const ed_slot_t *s = SLOT(plan, lo - 1);
+    if (s->old + s->olen != old)
+        return 0;
+    return s->new_ + slot_size(plan, s);
+}
+
+uint64_t
+ed_plan_map_return(void *arg, uint64_t old)
+{
+    const ed_plan_t *plan = arg;
+    size_t lo = 0, hi = plan->nslots;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (SLOT(plan, mid)->old < old)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (lo == 0)
+        return 0;
+    const ed_slot_t *s = SLOT(plan, lo - 1);
+    if (s->old + s->olen != old)
+        return 0;
+    return s->new_ + s->pre + s->len - (plan->opts.stretch ? 1 : 0);
+}
+
+int
+ed_plan_pieces(void *arg, uint64_t lo, uint64_t hi, ed_piece_fn fn, void *fnarg)
+{
+    const ed_plan_t *plan = arg;
+    if (plan == NULL || fn == NULL || hi < lo)
+        return QP_EINVAL;
+    uint64_t pos = lo;
+    while (pos < hi) {
+        /* The first segment that ends after POS. */
+        size_t a = 0, b = plan->nsegs;
+        while (a < b) {
+            size_t mid = (a + b) / 2;
+            if (plan->segs[mid].end <= pos)
+                a = mid + 1;
+            else
+                b = mid;
+        }
+        if (a == plan->nsegs || plan->segs[a].start > pos) {
+            /* Bytes outside every moved procedure stay where they are. */
+            uint64_t end = a < plan->nsegs && plan->segs[a].start < hi ? plan->segs[a].start : hi;
+            QP_CHECK(fn(fnarg, pos, end - pos, 0, end - pos));
+            pos = end;
+            continue;
+        }
+        uint64_t end = plan->segs[a].end < hi ? plan->segs[a].end : hi;
+        /* Moved instructions in [pos, end), by old address; runs whose new code is
+         * contiguous make one piece. */
+        size_t k = 0, n = plan->nslots;
+        while (k < n) {
+            size_t mid = (k + n) / 2;
+            if (SLOT(plan, mid)->old < pos)
+                k = mid + 1;
+            else
+                n = mid;
+        }
+        uint64_t run_old = 0, run_oend = 0, run_new = 0, run_end = 0;
+        int have = 0;
+        for (; k < plan->nslots && SLOT(plan, k)->old < end; k++) {
+            const ed_slot_t *s = SLOT(plan, k);
+            /* A stub falling into the slot is part of its piece. */
+            if (have && s->new_ - s->lead == run_end) {
+                run_end += s->lead + slot_size(plan, s);
+                run_oend = s->old + s->olen;
+                continue;
+            }
+            if (have)
+                QP_CHECK(fn(fnarg, run_old, run_oend - run_old, run_new, run_end - run_new));
+            have = 1;
+            run_old = s->old;
+            run_oend = s->old + s->olen;
+            run_new = s->new_ - s->lead;
+            run_end = s->new_ + slot_size(plan, s);
+        }
+        if (have)
+            QP_CHECK(fn(fnarg, run_old, run_oend - run_old, run_new, run_end - run_new));
+        pos = end;
+    }
+    return 0;
+}
+
+/* Rebase every new address by DELTA (layout was computed from 0). */
+/* The overflow (what found no hole) SKIP bytes further from the mirror: the layout is
+ * still relative to the mirror's first byte. Pieces are placed apart (long branches
+ * between them), so nothing inside one changes. */
+static void
+shift_overflow(ed_plan_t *plan, size_t skip)
+{
+    if (skip == 0)
+        return;
+    for (size_t i = 0; i < plan->nslots; i++)
+        if (plan->lay[i].new_ >= plan->overflow)
+            plan->lay[i].new_ += skip;
+    for (size_t i = 0; i < plan->nstubs; i++)
+        if (plan->stubs[i].before == NO_STUB && plan->stubs[i].new_ >= plan->overflow)
+            plan->stubs[i].new_ += skip;
+    edl_place_fall_stubs(plan);
+    if (plan->nxlate > 0 && plan->xlate >= plan->overflow)
+        plan->xlate += skip;
+    memset(plan->seg_new_end, 0, (plan->prog->nprocs + 1) * sizeof(uint64_t));
+    edl_segment_ends(plan);
+    plan->overflow += skip;
+    plan->text_size += skip;
+}
+
+static void
+rebase(ed_plan_t *plan, uint64_t delta)
+{
+    for (size_t i = 0; i < plan->nslots; i++)
+        plan->lay[i].new_ += delta;
+    for (size_t i = 0; i < plan->nstubs; i++)
+        plan->stubs[i].new_ += delta;
+    for (size_t i = 0; i < plan->nsegs; i++)
+        if (plan->seg_new_end[i])
+            plan->seg_new_end[i] += delta;
+    if (plan->nxlate > 0)
+        plan->xlate += delta;
+}
+
+/*
+ * The translation stub and its table (arch.h) into BUF (the new code, from plan->text):
+ * the entries of the file's procedures, each to its new code when it moved.
+ */
+static int
+emit_xlate(ed_plan_t *plan, uint8_t *buf)
+{
+    const cfg_prog_t *prog = plan->prog;
+    int rc = plan->isa->emit_xlate_stub(plan->xlate, edl_xlate_table_at(plan), buf + (plan->xlate - plan->text),
+                                  ARCH_XLATE_STUB_LEN);
+    if (rc < 0)
+        return rc;
+    uint64_t lo, hi;
+    edl_xlate_range(prog, &lo, &hi);
+    if (hi - lo >= UINT32_MAX)
+        return QP_ERANGE;
+    uint64_t at = edl_xlate_table_at(plan), nslots = edl_xlate_slots(prog), shift = 32;
+    for (uint64_t k = nslots; k > 1; k /= 2)
+        shift--;
+    uint8_t *t = buf + (at - plan->text);
+    uint8_t *slots = t + ARCH_XLATE_HDR;
+    memset(slots, 0, 8 * nslots);
+    for (uint32_t i = 0; i < prog->nprocs; i++) {
+        const cfg_proc_t *p = &prog->procs[i];
+        if (!edl_xlate_key(p, lo, hi))
+            continue;
+        uint32_t key = (uint32_t)(p->entry - lo);
+        const ed_slot_t *s = edl_slot_at(plan, p->entry);
+        int64_t d = (int64_t)((s != NULL ? s->new_ : p->entry) - lo);
+        if (d < INT32_MIN || d > INT32_MAX)
+            return QP_ERANGE;
+        uint64_t h = ((uint32_t)(key * 0x9e3779b1u) >> shift) & (nslots - 1);
+        uint32_t key1 = key + 1, cur;
+        for (;; h = (h + 1) & (nslots - 1)) {
+            memcpy(&cur, slots + 8 * h, 4);
+            if (cur == 0 || cur == key1)
+                break;
+        }
+        int32_t d32 = (int32_t)d;
+        memcpy(slots + 8 * h, &key1, 4);
+        memcpy(slots + 8 * h + 4, &d32, 4);
+    }
+    uint64_t hdr[6] = { at, nslots - 1, lo, hi - lo, 0, shift };
+    memcpy(t, hdr, sizeof(hdr));
+    return 0;
+}
+
+/*
+ * The moved code is written on the pool, EMIT_GRAIN slots at a time: each slot's bytes
+ * go to their own place in the buffer and depend on the plan alone, so the code is the
+ * same for any number of threads. What a slot takes from a sequence (the next of
+ * plan->fall, the lock sites) is counted per part ahead, or gathered per part and joined
+ * in layout order.
+ */
+#define EMIT_GRAIN 4096
+
+typedef struct emit_job {
+    const ed_plan_t *plan;
+    uint8_t *buf;                /* the new code (from plan->text) */
+    size_t *fall;                /* per part: the first of plan->fall its slots use */
+    edl_lock_sites_t *sites;         /* per part: its switchable increments */
+} emit_job_t;
+
+/* qp_task_fn: the slots of part K of the emit_job_t ARG. */
+static int
+emit_part(void *arg, unsigned worker, size_t k)
+{
+    (void)worker;
+    const emit_job_t *j = arg;
+    const ed_plan_t *plan = j->plan;
+    const cfg_prog_t *prog = plan->prog;
+    uint8_t *buf = j->buf;
+    edl_lock_sites_t *sites = &j->sites[k];
+    int stretch = plan->opts.stretch ? 1 : 0;
+    size_t fall = j->fall[k]; /* the next of plan->fall */
+    size_t end = (k + 1) * EMIT_GRAIN < plan->nslots ? (k + 1) * EMIT_GRAIN : plan->nslots;
+    for (size_t i = k * EMIT_GRAIN; i < end; i++) {
+        const ed_slot_t *s = &plan->lay[i];
+        const uint8_t *bytes = cfg_image_ptr(prog->img, s->old, NULL);
+        arch_insn_t in;
+        if (bytes == NULL || cfg_image_decode(prog->img, s->old, 0, &in) < 0)
+            return QP_EDECODE;
+        uint64_t insn = s->new_ + s->pre;
+        uint64_t target = 0;
+        if (in.kind == ARCH_KIND_JMP || in.kind == ARCH_KIND_JCC || in.kind == ARCH_KIND_CALL)
+            /* `call next` (reads its own return address) keeps going to the next
+             * relocated instruction; a jump to the next address goes where that code is
+             * (another procedure's, maybe not moved at all). */
+            target = in.kind == ARCH_KIND_CALL && in.target == s->old + in.len
+                ? insn + s->len - stretch
+                : in.kind == ARCH_KIND_CALL ? edl_map_target(plan, in.target)
+                                            : edl_map_branch(plan, s->old, in.target);
+        if (s->stub != NO_STUB)
+            target = plan->stubs[s->stub].new_;
+        /* An AArch64 switch table's adr forms its new base (ed_anchor.c). */
+        const ed_anchor_t *anchor = plan->nanchors > 0 ? edl_anchor_at(plan, s->old) : NULL;
+        if (anchor != NULL)
+            in.target = anchor->base;
+        uint8_t *out = buf + (s->new_ - plan->text);
+        if (s->pre > 0
+            && edl_emit_probes(plan, s->old, ED_AT_BEFORE, s->new_, out, s->pre, sites) != s->pre)
+            return QP_ERANGE;
+        out += s->pre;
+        int len = (s->flags & SLOT_XLATE)
+            ? plan->isa->emit_jmp_xlate(bytes, &in, insn, plan->xlate,
+                                        edl_xlate_miss_rel(plan, s->old), out, ARCH_MAX_RELOC)
+            : plan->isa->reloc_insn(bytes, &in, insn, target, (s->flags & SLOT_SHORT) != 0, out,
+                                    ARCH_MAX_RELOC);
+        QP_CHECK(len);
+        /* A form shorter than the layout's bound (AArch64: an adr or ldr literal whose
+         * data the new address still reaches) is padded with nops. */
+        if (len + stretch < s->len && !(s->flags & SLOT_XLATE)) {
+            int n = plan->isa->emit_nops((size_t)(s->len - stretch - len), out + len,
+                                         (size_t)(s->len - stretch - len));
+            QP_CHECK(n);
+            len += n;
+        }
+        if (len + stretch != s->len)
+            return QP_ERANGE; /* the layout assumed another size: never silently wrong */
+        if (stretch)
+            out[len] = 0x90;
+        if (s->post > 0
+            && edl_emit_probes(plan, s->old, ED_AT_AFTER, insn + s->len, out + s->len, s->post,
+                               sites)
+                   != s->post)
+            return QP_ERANGE;
+        if (s->flags & SLOT_JMP_AFTER) {
+            if (fall >= plan->nfall)
+                return QP_ERANGE;
+            uint64_t at = insn + s->len + s->post;
+            QP_CHECK(plan->isa->emit_jmp(at, edl_map_branch(plan, s->old, plan->fall[fall++]),
+                                         buf + (at - plan->text), PAD_LEN(plan)));
+        }
+    }
+    return 0;
+}
+
+/* qp_parallel_for's progress: "relocating... 45%" by slots. */
+static void
+emit_progress(void *arg, size_t done)
+{
+    const emit_job_t *j = arg;
+    const ed_plan_t *plan = j->plan;
+    if (plan->opts.on_progress != NULL)
+        plan->opts.on_progress(plan->opts.progress_arg, done * EMIT_GRAIN, plan->nslots);
+}
+
+/* The moved slots into BUF on the pool (EMIT_GRAIN of them at a time), their lock sites
+ * into the plan in layout order. */
+static int
+emit_slots(ed_plan_t *plan, uint8_t *buf)
+{
+    size_t nparts = (plan->nslots + EMIT_GRAIN - 1) / EMIT_GRAIN;
+    size_t *fall = malloc((nparts + 1) * sizeof(size_t));
+    edl_lock_sites_t *sites = calloc(nparts + 1, sizeof(edl_lock_sites_t));
+    int rc = fall != NULL && sites != NULL ? 0 : QP_ENOMEM;
+    for (size_t k = 0, n = 0; rc == 0 && k < nparts; k++) {
+        fall[k] = n;
+        size_t end = (k + 1) * EMIT_GRAIN < plan->nslots ? (k + 1) * EMIT_GRAIN : plan->nslots;
+        for (size_t i = k * EMIT_GRAIN; i < end; i++)
+            n += (plan->lay[i].flags & SLOT_JMP_AFTER) != 0;
+    }
+    emit_job_t job = { plan, buf, fall, sites };
+    if (rc == 0)
+        rc = qp_parallel_for(plan->opts.threads, nparts, 1, emit_part, &job, emit_progress);
+    edl_lock_sites_t all = { plan->lock_sites, plan->nlock_sites, plan->lock_cap };
+    for (size_t k = 0; sites != NULL && k < nparts; k++) {
+        for (size_t i = 0; rc == 0 && i < sites[k].n; i++)
+            rc = edl_note_lock_site(&all, sites[k].v[i]);
+        free(sites[k].v);
+    }
+    plan->lock_sites = all.v;
+    plan->nlock_sites = all.n;
+    plan->lock_cap = all.cap;
+    free(sites);
+    free(fall);
+    return rc;
+}
+
+/* The moved code in layout order, written through the space in one piece. */
+static int
+emit_code(ed_plan_t *plan, const qp_space_ops_t *ops, void *space)
+{
+    const cfg_prog_t *prog = plan->prog;
+    /* Zeroed: the bytes nothing is emitted to (alignment before the translation table)
+     * are then the same in every run, whatever the heap held. */
+    uint8_t *buf = calloc(plan->text_size + 1, 1);
+    if (buf == NULL)
+        return QP_ENOMEM;
+    /* Holes in the old text: what no code fills traps (int3), never old code. */
+    for (size_t h = 0; h < plan->nholes; h++)
+        if (plan->holes[3 * h + 2] > 0)
+            memset(buf + plan->holes[3 * h], 0xcc, plan->holes[3 * h + 1] - plan->holes[3 * h]);
+    int rc = emit_slots(plan, buf);
+    /* Taken-edge stubs: the snippets, then a jmp to where the branch used to go. */
+    edl_lock_sites_t sites = { plan->lock_sites, plan->nlock_sites, plan->lock_cap };
+    for (size_t i = 0; i < plan->nstubs && rc == 0; i++) {
+        const ed_stub_t *st = &plan->stubs[i];
+        arch_insn_t in;
+        if (cfg_image_decode(prog->img, st->jcc, 0, &in) < 0) {
+            rc = QP_EDECODE;
+            break;
+        }
+        uint8_t *out = buf + (st->new_ - plan->text);
+        uint32_t jmp = st->before == NO_STUB ? PAD_LEN(plan) : 0; /* else it falls in */
+        int n = edl_emit_probes(plan, st->jcc, ED_AT_TAKEN, st->new_, out, st->len - jmp, &sites);
+        if (n != (int)(st->len - jmp)) {
+            rc = n < 0 ? n : QP_ERANGE;
+            break;
+        }
+        if (jmp == 0)
+            continue;
+        int j = plan->isa->emit_jmp(st->new_ + (uint64_t)n,
+                                    edl_map_branch(plan, st->jcc, in.target), out + n,
+                                    PAD_LEN(plan));
+        if (j < 0)
+            rc = j;
+    }
+    plan->lock_sites = sites.v;
+    plan->nlock_sites = sites.n;
+    plan->lock_cap = sites.cap;
+    if (rc == 0 && plan->nxlate > 0)
+        rc = emit_xlate(plan, buf);
+    if (rc == 0)
+        edl_anchors_unpad(plan, buf);
+    if (rc == 0 && plan->mirror == 0)
+        rc = ops->write(space, plan->text, buf, plan->text_size);
+    for (size_t h = 0; h < plan->nholes && rc == 0 && plan->mirror != 0; h++) {
+        const uint64_t *hole = &plan->holes[3 * h];
+        if (hole[2] > 0)
+            rc = ops->write(space, plan->text + hole[0], buf + hole[0], hole[1] - hole[0]);
+    }
+    if (rc == 0 && plan->mirror != 0 && plan->text_size > plan->overflow)
+        rc = ops->write(space, plan->text + plan->overflow, buf + plan->overflow,
+                        plan->text_size - plan->overflow);
+    free(buf);
+    if (rc == 0 && plan->opts.on_progress != NULL)
+        plan->opts.on_progress(plan->opts.progress_arg, plan->nslots, plan->nslots);
+    return rc;
+}
+
+/* A jmp to the new code at every entry and indirect target in the old bytes. */
+static int
+emit_pads(ed_plan_t *plan, const qp_space_ops_t *ops, void *space)
+{
+    const cfg_prog_t *prog = plan->prog;
+    for (uint32_t pi = 0; pi < prog->nprocs; pi++) {
+        if (plan->reason[pi] != NULL || (prog->procs[pi].flags & CFG_PROC_FRAGMENT))
+            continue;
+        uint64_t *pads;
+        size_t npads;
+        uint32_t nind;
+        QP_CHECK(edl_collect_pads(plan, pi, &pads, &npads, &nind));
+        int rc = 0;
+        for (size_t k = 0; k < npads && rc == 0; k++) {
+            uint8_t jmp[ARCH_MAX_INSN];
+            if (edl_dropped_at(plan, pads[k]) != CFG_NONE)
+                continue; /* only direct branches of moved code reach it */
+            const ed_slot_t *s = edl_slot_at(plan, pads[k]);
+            if (s == NULL)
+                rc = QP_ENOTFOUND;
+            else if ((rc = plan->isa->emit_jmp(pads[k], s->new_, jmp, sizeof(jmp))) > 0)
+                rc = ops->write(space, pads[k], jmp, PAD_LEN(plan));
+        }
+        free(pads);
+        QP_CHECK(rc);
+        plan->stats.npads += (uint32_t)npads;
+        plan->stats.nind_pads += nind;
+    }
+    return 0;
+}
+
+/*
+ * Proven jump tables of moved procedures point straight at the new code: one jump per
+ * dispatch less than going through the redirect at the old case address (the
+ * interpreter loops of lua and sqlite dispatch millions of times). Only tables whose
+ * bound a guarding compare proves, whose every user is a moved procedure, and whose
+ * entries can be rewritten without a dynamic relocation: 4-byte entries relative to a
+ * base, or 8-byte absolute entries in a program that is not position independent (in a
+ * PIE those are relocated at load time from addends, which stay as they are here;
+ * edl_retarget_labels rewrites the addends of such tables, and of unbounded ones, that
+ * it proves only their procedure reads). The redirects stay too, for anything else that
+ * reaches the old addresses.
+ */
+static int
+retarget_tables(ed_plan_t *plan, const qp_space_ops_t *ops, void *space)
+{
+    const cfg_prog_t *prog = plan->prog;
+    int pie = (prog->img->flags & CFG_IMG_PIE) != 0;
+    for (uint32_t t = 0; t < prog->ntables; t++) {
+        const cfg_table_t *tb = &prog->tables[t];
+        if (!tb->bounded || tb->nentries == 0 || tb->shift != 0 || tb->zext
+            || !(tb->relative ? tb->entry_size == 4 : tb->entry_size == 8 && !pie))
+            continue; /* (edl_table_sure's tables) */
+        /* Every jump that uses these entries must be in moved code. */
+        int ok = 1;
+        for (uint32_t u = 0; u < prog->ntables && ok; u++) {
+            const cfg_table_t *o = &prog->tables[u];
+            uint64_t oend = o->addr + (uint64_t)o->nentries * o->entry_size;
+            uint64_t tend = tb->addr + (uint64_t)tb->nentries * tb->entry_size;
+            if (o->addr < tend && tb->addr < oend && (edl_slot_at(plan, o->jump) == NULL || u < t))
+                ok = 0; /* used by code that stays, or already seen (write bytes once) */
+        }
+        if (!ok)
+            continue;
+        /* Its cases got no redirects (edl_collect_pads): every entry must be rewritten. */
+        uint32_t owner = edl_owner_at(prog, tb->jump);
+        int sure = owner != CFG_NONE && plan->reason[owner] == NULL && edl_table_sure(plan, t, owner);
+        size_t avail;
+        const uint8_t *old = cfg_image_ptr(prog->img, tb->addr, &avail);
+        size_t len = (size_t)tb->nentries * tb->entry_size;
+        if (old == NULL || avail < len) {
+            if (sure)
+                return QP_EFORMAT;
+            continue;
+        }
+        uint8_t *buf = malloc(len);
+        if (buf == NULL)
+            return QP_ENOMEM;
+        memcpy(buf, old, len);
+        uint32_t changed = 0;
+        for (uint32_t i = 0; i < tb->nentries; i++) {
+            uint8_t *e = buf + (size_t)i * tb->entry_size;
+            uint64_t target;
+            if (tb->relative) {
+                int32_t rel;
+                memcpy(&rel, e, 4);
+                target = tb->base + (uint64_t)(int64_t)rel;
+            } else
+                memcpy(&target, e, 8);
+            const ed_slot_t *s = edl_slot_at(plan, target);
+            if (s == NULL && sure && edl_owner_at(prog, target) == owner) {
+                free(buf);
+                return QP_ERANGE; /* a case of moved code without its redirect */
+            }
+            if (s == NULL)
+                continue; /* not moved: the entry stays */
+            if (tb->relative) {
+                int64_t rel = (int64_t)(s->new_ - tb->base);
+                if (rel < INT32_MIN || rel > INT32_MAX) {
+                    if (sure) {
+                        free(buf);
+                        return QP_ERANGE;
+                    }
+                    continue;
+                }
+                int32_t r32 = (int32_t)rel;
+                memcpy(e, &r32, 4);
+            } else
+                memcpy(e, &s->new_, 8);
+            changed++;
+        }
+        int rc = changed ? ops->write(space, tb->addr, buf, len) : 0;
+        free(buf);
+        QP_CHECK(rc);
+        if (changed) {
+            plan->stats.ntables++;
+            plan->stats.ntable_entries += changed;
+        }
+    }
+    return 0;
+}
+
+/*
+ * The addresses the program holds inside a block of a moved procedure, not at its start
+ * (never a redirect: entered there, the old code runs, unmeasured), for the report
+ * (plan->stats.nheld_inside). Immediates and data words count only at block starts: a
+ * number that falls inside the text is no pointer.
+ */
+static int
+count_held_inside(ed_plan_t *plan)
+{
+    uint64_t *mid;
+    size_t n;
+    QP_CHECK(edl_held_mid_block(plan->prog, &mid, &n));
+    for (size_t i = 0; i < n; i++) {
+        uint32_t o = edl_owner_at(plan->prog, mid[i]);
+        if (o == CFG_NONE || plan->reason[o] != NULL)
+            continue;
+        if (plan->stats.nheld_inside++ == 0)
+            plan->stats.held_inside = mid[i];
+    }
+    free(mid);
+    return 0;
+}
+
+int
+ed_plan_apply(ed_plan_t *plan, const qp_space_ops_t *ops, void *space)
+{
+    if (plan == NULL || ops == NULL)
+        return QP_EINVAL;
+    if (!plan->laid_out)
+        QP_CHECK(edl_layout(plan, plan->opts.reuse_text && ops->alloc_over != NULL));
+    QP_CHECK(edl_inplace_apply(plan, ops, space));
+    if (plan->nslots == 0)
+        return 0;
+    /* The new code must reach the whole image (rip-relative data, calls to code that
+     * stays) with rel32. */
+    const cfg_image_t *img = plan->prog->img;
+    uint64_t lo = UINT64_MAX, hi = 0;
+    for (size_t i = 0; i < img->nsections; i++)
+        if (img->sections[i].flags & CFG_SEC_ALLOC) {
+            if (img->sections[i].vma < lo)
+                lo = img->sections[i].vma;
+            if (img->sections[i].vma + img->sections[i].size > hi)
+                hi = img->sections[i].vma + img->sections[i].size;
+        }
+    if (plan->mirror != 0) {
+        size_t skip = 0;
+        QP_CHECK(ops->alloc_over(space, lo, hi, plan->mirror, plan->mirror_len,
+                                 plan->text_size - plan->overflow, ED_PROT_R | ED_PROT_X,
+                                 &plan->text, &skip));
+        if (skip % 64 != 0)
+            return QP_ERANGE;
+        shift_overflow(plan, skip);
+    } else
+        QP_CHECK(ops->alloc_near(space, lo, hi, plan->text_size, ED_PROT_R | ED_PROT_X,
+                                 &plan->text));
+    rebase(plan, plan->text);
+    plan->stats.bytes_new = plan->mirror != 0
+        ? plan->stats.bytes_reused + plan->text_size - plan->overflow : plan->text_size;
+    plan->stats.nprobes = (uint32_t)plan->nprobes;
+    plan->stats.nstubs = (uint32_t)plan->nstubs;
+    plan->stats.nxlate = (uint32_t)plan->nxlate;
+    QP_CHECK(count_held_inside(plan));
+    for (size_t i = 0; i < plan->nprobes; i++)
+        plan->stats.nflag_saves += plan->probes[i].save_flags != 0;
+    for (size_t i = 0; i < plan->nslots; i++)
+        plan->stats.bytes_probes += plan->lay[i].pre + plan->lay[i].post;
+    for (size_t i = 0; i < plan->nstubs; i++)
+        plan->stats.bytes_probes += plan->stubs[i].len;
+    if (!plan->opts.keep_tables)
+        QP_CHECK(edl_anchors_plan(plan));
+    QP_CHECK(emit_code(plan, ops, space));
+    QP_CHECK(emit_pads(plan, ops, space));
+    QP_CHECK(edl_retarget_kept_calls(plan, ops, space));
+    if (plan->opts.keep_tables)
+        return 0;
+    QP_CHECK(edl_anchors_apply(plan, ops, space));
+    QP_CHECK(retarget_tables(plan, ops, space));
+    return edl_retarget_labels(plan, ops, space);
+}
