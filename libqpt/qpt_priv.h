@@ -125,6 +125,7 @@ extern const qpt_space_ops_t qpt_live_ops;
 /* The types of a process's state, defined by qpt_live.c and dynamic/. */
 struct dyn_proc;
 struct dyn_session;
+struct dyn_site;
 struct qpt_live_set;
 struct qpt_live_vars;
 
@@ -298,5 +299,40 @@ int qpt_live_watch(qpt_space_t *s, unsigned mask);
 int qpt_live_next_event(qpt_space_t *s, qpt_event_t *ev, int timeout_ms);
 int qpt_live_set_callback(qpt_space_t *s, uint32_t kind, qpt_event_fn fn, void *arg);
 int qpt_live_wait(qpt_space_t *s, int timeout_ms);
+
+/* qpt_live.c and qpt_live_commit.c (built with dynamic/ only): a process's state. */
+
+/* Variables: memory shared between the process and us (a memfd of ours it maps), so
+ * they are read without stopping it, and keep their last values after it ended. */
+typedef struct qpt_live_vars {
+    uint64_t remote;         /* address in the process */
+    size_t len;
+    void *local;             /* our mapping */
+    int fd;                  /* our memfd */
+    int gone;                /* its mapping in the process went with an execve: its last
+                              * values stay readable here, no new snippet may use it */
+} qpt_live_vars_t;
+
+/* What a committed set holds: one dyn point per distinct (kind, address). */
+typedef struct qpt_live_set {
+    struct dyn_session *sess; /* installed, or NULL */
+    arch_snip_t **joined;    /* the joined snippets it uses (freed with it) */
+    size_t njoined;
+    uint64_t **exits;        /* the exit lists of its procedures relocated whole (freed
+                              * with it) */
+    size_t nexits;
+    struct dyn_site **sites; /* the call sites of its procedures relocated whole (freed
+                              * with it) */
+    size_t nsites;
+    uint8_t *in;             /* per insertion: in this set */
+    size_t nin;
+    size_t *row_ins;         /* per dyn row: an insertion at its point (+1), 0: none */
+    size_t nrows;
+} qpt_live_set_t;
+
+/* Free L (a set and its dyn session), NULL or not. */
+void qpt_live_set_free(qpt_live_set_t *l);
+/* S must be stopped for this call: QPT_EEXITED when it cannot be, for it has ended. */
+int qpt_live_must_be_stopped(qpt_space_t *s);
 
 #endif
