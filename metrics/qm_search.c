@@ -75,6 +75,8 @@ typedef struct node_ext {
     int removed;
     uint64_t key;            /* QM_FOCUS_OBJECT: the object's address */
     char proc[160];          /* the procedure the node names (for refinement) */
+    int more_callees;        /* refine_callees stopped at MAX_CHILDREN: the next batch
+                              * once these are all refuted */
     int mod;                 /* ... in this module (0: the executable) */
     const struct hyp_proc *hp;
     double t_added;          /* absolute, when its metric went in */
@@ -597,9 +599,32 @@ seen(char names[][256], size_t n, const char *name)
  * Each test stops the process, and a procedure calls many library procedures that take
  * no time (exit, close, fork): those are tested only when its own module's callees
  * leave more than a threshold of its time unexplained (explain_others). */
+/* Has node I a child named FOCUS? */
+static int
+is_child(const search_t *S, long i, const char *focus)
+{
+    for (size_t j = 0; j < S->rep->n; j++)
+        if (S->rep->nodes[j].parent == i && strcmp(S->rep->nodes[j].focus, focus) == 0)
+            return 1;
+    return 0;
+}
+
+/* Were node I's children all tested, and none holds? */
+static int
+children_refuted(const search_t *S, long i)
+{
+    for (size_t j = 0; j < S->rep->n; j++)
+        if (S->rep->nodes[j].parent == i && (S->rep->nodes[j].state == QM_NODE_UNTESTED
+                                              || S->rep->nodes[j].state == QM_NODE_TESTING
+                                              || S->rep->nodes[j].state == QM_NODE_TRUE))
+            return 0;
+    return 1;
+}
+
 static void
 refine_callees(search_t *S, long i, int others)
 {
+    S->ext[i].more_callees = 0;
     const char *proc = S->ext[i].proc;
     size_t m = (size_t)S->ext[i].mod;
     qpt_space_t *sp = module_space(S, m);
@@ -612,7 +637,8 @@ refine_callees(search_t *S, long i, int others)
     size_t k = 0;
     /* Those on a thread's stack now first (a procedure active all along calls more than
      * MAX_CHILDREN others, and the one it spends its time in may come late). */
-    for (size_t j = 0, pass = 0; pass < 2 && k < MAX_CHILDREN; j = j + 1 < n ? j + 1 : (pass++, 0)) {
+    for (size_t j = 0, pass = 0; pass < 2 && !S->ext[i].more_callees;
+         j = j + 1 < n ? j + 1 : (pass++, 0)) {
         char name[160], focus[256];
         if (j >= n || callee_of(S, m, &v[j], name, sizeof(name), &to, others) < 0
             || strchr(name, '@') != NULL || (to == m && strcmp(name, proc) == 0))
@@ -627,8 +653,12 @@ refine_callees(search_t *S, long i, int others)
         if (to != 0 && strncmp(name, "sub_", 4) == 0)
             continue;
         qualified(S, to, name, focus, sizeof(focus));
-        if (seen(names, k, focus))
+        if (seen(names, k, focus) || is_child(S, i, focus))
             continue;
+        if (k == MAX_CHILDREN) { /* one more than fits: a next batch */
+            S->ext[i].more_callees = 1;
+            break;
+        }
         snprintf(names[k++], sizeof(names[0]), "%s", focus);
         char metric[320];
         snprintf(metric, sizeof(metric), "time cpu(%s)", focus);
@@ -873,6 +903,13 @@ on_sample(void *arg, const qm_set_t *set, const qm_row_t *rows, size_t n,
         }
         else if (S->ext[i].others_pending && nd->state == QM_NODE_TRUE)
             explain_others(S, (long)i);
+        else if (S->ext[i].more_callees && S->ext[i].refined && nd->state == QM_NODE_TRUE
+                 && children_refuted(S, (long)i)) {
+            /* The first MAX_CHILDREN callees are refuted: the next ones (the one that
+             * holds may come late when the threads' stacks missed it). */
+            refine_callees(S, (long)i, 0);
+            busy++;
+        }
         else if (!S->ext[i].refined
                  && (nd->state == QM_NODE_TRUE
                      /* A procedure not measured (active all along, or no room for a
