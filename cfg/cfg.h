@@ -566,6 +566,12 @@ typedef struct cfg_held {
  */
 int cfg_held_addrs(const cfg_prog_t *prog, cfg_held_t **out /*OUT*/, size_t *n /*OUT*/);
 
+/* The addresses of cfg_held_addrs that KEEP accepts, sorted and unique: *OUT (free it)
+ * gets *N of them. 0, or QP_ENOMEM / QP_EINVAL. */
+typedef int (*cfg_held_keep_fn)(const cfg_prog_t *prog, const cfg_held_t *h);
+int cfg_held_select(const cfg_prog_t *prog, cfg_held_keep_fn keep, uint64_t **out /*OUT*/,
+                    size_t *n /*OUT*/);
+
 /*
  * The addresses where code may enter a procedure other than through its entry's edges:
  * the targets of jumps from other procedures (tail-call edges, entries included), and

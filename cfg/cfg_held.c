@@ -99,6 +99,28 @@ cfg_held_addrs(const cfg_prog_t *prog, cfg_held_t **out, size_t *n)
     return 0;
 }
 
+int
+cfg_held_select(const cfg_prog_t *prog, cfg_held_keep_fn keep, uint64_t **out, size_t *n)
+{
+    cfg_held_t *h;
+    size_t nh, k = 0;
+    *out = NULL;
+    *n = 0;
+    QP_CHECK(cfg_held_addrs(prog, &h, &nh));
+    uint64_t *v = malloc((nh + 1) * sizeof(uint64_t));
+    if (v == NULL) {
+        free(h);
+        return QP_ENOMEM;
+    }
+    for (size_t i = 0; i < nh; i++)
+        if ((k == 0 || v[k - 1] != h[i].addr) && keep(prog, &h[i]))
+            v[k++] = h[i].addr; /* sorted: cfg_held_addrs sorts by address */
+    free(h);
+    *out = v;
+    *n = k;
+    return 0;
+}
+
 /* Blocks a span of held_scan's code scan holds. */
 #define HELD_SPAN 4096
 

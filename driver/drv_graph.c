@@ -483,24 +483,16 @@ drv_graph_free(drv_graph_t *g)
     memset(g, 0, sizeof(*g));
 }
 
+/* cfg_held_select: the entry of a procedure. */
+static int
+held_entry(const cfg_prog_t *prog, const cfg_held_t *h)
+{
+    const cfg_proc_t *p = cfg_proc_at(prog, h->addr);
+    return p != NULL && p->entry == h->addr;
+}
+
 int
 drv_addr_taken(const cfg_prog_t *prog, uint64_t **out, size_t *n)
 {
-    cfg_held_t *h;
-    size_t nh, k = 0;
-    QP_CHECK(cfg_held_addrs(prog, &h, &nh));
-    uint64_t *v = malloc((nh + 1) * sizeof(uint64_t));
-    if (v == NULL) {
-        free(h);
-        return QP_ENOMEM;
-    }
-    for (size_t i = 0; i < nh; i++) {
-        const cfg_proc_t *p = cfg_proc_at(prog, h[i].addr);
-        if (p != NULL && p->entry == h[i].addr && (k == 0 || v[k - 1] != h[i].addr))
-            v[k++] = h[i].addr; /* sorted: cfg_held_addrs is */
-    }
-    free(h);
-    *out = v;
-    *n = k;
-    return 0;
+    return cfg_held_select(prog, held_entry, out, n);
 }

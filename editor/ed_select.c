@@ -421,32 +421,20 @@ landing_under_pad(const ed_plan_t *plan, uint32_t pi, const uint64_t *pads, size
  * block, not at its start, sorted and unique into *OUT (*N): entered there, the old code
  * runs (ed_layout.c's count_held_inside reports them).
  */
+/* cfg_held_select: a relocated word or a rip-relative operand inside a block. */
+static int
+held_mid_block(const cfg_prog_t *prog, const cfg_held_t *h)
+{
+    if (h->src != CFG_HELD_RELOC && h->src != CFG_HELD_RIPREL)
+        return 0;
+    uint32_t bi = cfg_block_at(prog, h->addr);
+    return bi != CFG_NONE && prog->blocks[bi].start != h->addr;
+}
+
 int
 edl_held_mid_block(const cfg_prog_t *prog, uint64_t **out, size_t *n)
 {
-    cfg_held_t *h;
-    size_t nh, k = 0;
-    *out = NULL;
-    *n = 0;
-    QP_CHECK(cfg_held_addrs(prog, &h, &nh));
-    uint64_t *v = malloc((nh + 1) * sizeof(uint64_t));
-    if (v == NULL) {
-        free(h);
-        return QP_ENOMEM;
-    }
-    for (size_t i = 0; i < nh; i++) {
-        if (h[i].src != CFG_HELD_RELOC && h[i].src != CFG_HELD_RIPREL)
-            continue;
-        uint32_t bi = cfg_block_at(prog, h[i].addr);
-        if (bi == CFG_NONE || prog->blocks[bi].start == h[i].addr
-            || (k > 0 && v[k - 1] == h[i].addr))
-            continue;
-        v[k++] = h[i].addr; /* sorted: cfg_held_addrs sorts by address */
-    }
-    free(h);
-    *out = v;
-    *n = k;
-    return 0;
+    return cfg_held_select(prog, held_mid_block, out, n);
 }
 
 /* Set the reason of procedure PI unless it has one already. */
