@@ -111,8 +111,8 @@ index_buckets(ed_plan_t *plan)
     return 0;
 }
 
-const ed_seg_t *
-edl_seg_at(const ed_plan_t *plan, uint64_t old, size_t *idx)
+size_t
+edl_seg_after(const ed_plan_t *plan, uint64_t old)
 {
     size_t lo = 0, hi = plan->nsegs;
     while (lo < hi) {
@@ -122,6 +122,13 @@ edl_seg_at(const ed_plan_t *plan, uint64_t old, size_t *idx)
         else
             hi = mid;
     }
+    return lo;
+}
+
+const ed_seg_t *
+edl_seg_at(const ed_plan_t *plan, uint64_t old, size_t *idx)
+{
+    size_t lo = edl_seg_after(plan, old);
     if (lo < plan->nsegs && plan->segs[lo].start <= old) {
         if (idx)
             *idx = lo;

@@ -178,6 +178,8 @@ int edl_held_mid_block(const cfg_prog_t *prog, uint64_t **out, size_t *n);
 int edl_collect_pads(const ed_plan_t *plan, uint32_t pi, uint64_t **out, size_t *n,
                      uint32_t *nind);
 
+/* The index of the first moved extent that ends after OLD (nsegs: none). */
+size_t edl_seg_after(const ed_plan_t *plan, uint64_t old);
 /* The moved extent containing OLD (*IDX its index when IDX is not NULL), or NULL. */
 const ed_seg_t *edl_seg_at(const ed_plan_t *plan, uint64_t old, size_t *idx);
 

@@ -325,15 +325,7 @@ ed_plan_pieces(void *arg, uint64_t lo, uint64_t hi, ed_piece_fn fn, void *fnarg)
         return QP_EINVAL;
     uint64_t pos = lo;
     while (pos < hi) {
-        /* The first segment that ends after POS. */
-        size_t a = 0, b = plan->nsegs;
-        while (a < b) {
-            size_t mid = (a + b) / 2;
-            if (plan->segs[mid].end <= pos)
-                a = mid + 1;
-            else
-                b = mid;
-        }
+        size_t a = edl_seg_after(plan, pos);
         if (a == plan->nsegs || plan->segs[a].start > pos) {
             /* Bytes outside every moved procedure stay where they are. */
             uint64_t end = a < plan->nsegs && plan->segs[a].start < hi ? plan->segs[a].start : hi;
