@@ -162,6 +162,16 @@ uint64_t drv_cost_insns(const drv_cost_t *c);
 /* Add C to *SUM. */
 void drv_cost_add(drv_cost_t *sum, const drv_cost_t *c);
 
+/* qp --weights: a procedure whose counters, placed without --weights, would add more
+ * over the profiled run than those the weights place (where the static estimate misses). */
+typedef struct drv_gap {
+    uint32_t proc;           /* the procedure's index in the program */
+    uint64_t static_insns;   /* what the static estimate's counters add over the run */
+    uint64_t weighted_insns; /* what the weights' counters add */
+} drv_gap_t;
+
+#define DRV_GAPS 5 /* procedures kept in drv_result_t.gaps */
+
 typedef struct drv_result {
     ed_probe_t *probes;      /* for ed_plan_set_probes */
     size_t nprobes;
@@ -184,6 +194,10 @@ typedef struct drv_result {
     /* ... and what the counters placed without --weights (by the static estimate) would
      * add over that run, for comparison. */
     drv_cost_t weighted_static;
+    /* ... and the DRV_GAPS procedures where those two differ most, largest first (then
+     * the lowest index); NGAPS of them, only those where the static tree costs more. */
+    drv_gap_t gaps[DRV_GAPS];
+    uint32_t ngaps;
     uint32_t nfork_hooks;    /* fork hooks placed */
     uint32_t nfork_unseen;   /* fork sites in procedures not measured (no hook) */
     uint64_t *xlate_site;    /* jumps of unknown targets, translated at run time ... */

@@ -833,6 +833,25 @@ out:
     return rc;
 }
 
+/* Keep procedure PROC among RES's DRV_GAPS largest gaps between what its counters add
+ * over the profiled run placed without --weights (STATIC_INSNS) and with them. Called in
+ * procedure order: ties keep the earlier procedure first. */
+static void
+note_gap(drv_result_t *res, uint32_t proc, uint64_t static_insns, uint64_t weighted_insns)
+{
+    if (static_insns <= weighted_insns)
+        return;
+    uint64_t gap = static_insns - weighted_insns;
+    uint32_t k = res->ngaps;
+    while (k > 0 && res->gaps[k - 1].static_insns - res->gaps[k - 1].weighted_insns < gap)
+        k--;
+    if (k == DRV_GAPS)
+        return;
+    uint32_t last = res->ngaps < DRV_GAPS ? res->ngaps++ : DRV_GAPS - 1;
+    memmove(&res->gaps[k + 1], &res->gaps[k], (last - k) * sizeof(drv_gap_t));
+    res->gaps[k] = (drv_gap_t) { proc, static_insns, weighted_insns };
+}
+
 static int
 qp_place(drv_graph_t *g, drv_result_t *res, const char **why)
 {
@@ -860,6 +879,7 @@ qp_place(drv_graph_t *g, drv_result_t *res, const char **why)
     }
     if (!estimated && (rc = estimate_freq(g, freq)) < 0)
         goto out;
+    drv_cost_t static_cost = { 0 };
     if (runs != NULL) {
         measured_blocks(g, runs);
         /* First the tree without --weights, to say what it would cost over that run. */
@@ -867,7 +887,8 @@ qp_place(drv_graph_t *g, drv_result_t *res, const char **why)
         choose_falls(g, in_tree, freq, 0, best, fallin);
         if (!uses_block_counters(g, in_tree)) {
             uint32_t unknown = 0;
-            add_weighted_cost(g, in_tree, runs, fallin, &res->weighted_static, &unknown);
+            add_weighted_cost(g, in_tree, runs, fallin, &static_cost, &unknown);
+            drv_cost_add(&res->weighted_static, &static_cost);
             static_added = 1;
         }
         memset(in_tree, 0, all + 1);
@@ -892,8 +913,13 @@ qp_place(drv_graph_t *g, drv_result_t *res, const char **why)
         goto out;
     }
     choose_falls(g, in_tree, freq, runs != NULL, best, fallin);
-    if (g->weights != NULL)
-        add_weighted_cost(g, in_tree, runs, fallin, &res->weighted, &res->weighted_unknown);
+    if (g->weights != NULL) {
+        drv_cost_t cost = { 0 };
+        add_weighted_cost(g, in_tree, runs, fallin, &cost, &res->weighted_unknown);
+        drv_cost_add(&res->weighted, &cost);
+        if (static_added)
+            note_gap(res, g->proc, drv_cost_insns(&static_cost), drv_cost_insns(&cost));
+    }
     alloc_counters(g, in_tree, 0, res);
 out:
     free(w);

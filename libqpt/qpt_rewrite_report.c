@@ -106,6 +106,30 @@ say_cost_kinds(const qpt_rewrite_t *r, const char *output, const char *placed,
             (unsigned long long)c->back_jumps, (unsigned long long)c->over_jumps);
 }
 
+/* qp --weights -v: the procedures where the static estimate's counters cost most over
+ * the profiled run, against the weights' (where a better estimate would gain most). */
+static void
+say_gaps(const qpt_rewrite_t *r, const cfg_prog_t *prog, const char *output,
+         const drv_result_t *res)
+{
+    char line[1024];
+    size_t n = 0;
+    for (uint32_t k = 0; k < res->ngaps && n < sizeof(line); k++) {
+        const drv_gap_t *gp = &res->gaps[k];
+        int m = snprintf(line + n, sizeof(line) - n, "%s%s +%llu (%llu against %llu)",
+                         k ? ", " : "", prog->procs[gp->proc].name,
+                         (unsigned long long)(gp->static_insns - gp->weighted_insns),
+                         (unsigned long long)gp->static_insns,
+                         (unsigned long long)gp->weighted_insns);
+        if (m < 0)
+            return;
+        n += (size_t)m;
+    }
+    if (res->ngaps > 0)
+        qpt_rw_say(r, "%s: --weights: where a rewrite without --weights would add most "
+                "over this one: %s", output, line);
+}
+
 void
 qpt_rw_report(qpt_rewrite_t *r, const cfg_prog_t *prog, const char *input, const char *output,
               const qpt_engine_out_t *eout, const measure_ctx_t *c)
@@ -252,6 +276,7 @@ qpt_rw_report(qpt_rewrite_t *r, const cfg_prog_t *prog, const char *input, const
             if (r->weights != NULL && verbose) {
                 say_cost_kinds(r, output, "placed by the weights", &res.weighted);
                 say_cost_kinds(r, output, "placed without --weights", &res.weighted_static);
+                say_gaps(r, prog, output, &res);
             }
         }
         if (res.nfork_unseen > 0 && verbose)

@@ -312,6 +312,32 @@ elif "$QPT_REWRITE" "$c" -o "$c.q" 2>"$c.q.log" && rm -f "$c.q.qp" \
     else
         bad "--weights -v: instructions by kind: $kinds ($(grep -c 'by kind\|stub jumps back' "$c.w.log") lines)"
     fi
+    # -v: where the tree without --weights costs most over this one, per procedure: at
+    # most 5, largest first, each "+D (S against W)" with D = S - W and S within the
+    # total without --weights; there is one when that total is above this one's.
+    gaps=$(awk '
+        /over the profiled run the counters add/ {
+            match($0, /add [0-9]+ instructions/); split(substr($0, RSTART, RLENGTH), a, " "); w = a[2] + 0
+            match($0, /would add [0-9]+ instructions/); split(substr($0, RSTART, RLENGTH), a, " "); s = a[3] + 0
+        }
+        /where a rewrite without --weights would add most over this one: / {
+            line = substr($0, index($0, "over this one: ") + 15); nl++
+        }
+        END {
+            n = split(line, e, ", "); prev = -1
+            if (nl > 1 || n > 5 || (s > w && n == 0)) { print "bad count " n; exit }
+            for (i = 1; i <= n; i++) {
+                if (split(e[i], f, /[ +()]+/) < 5 || f[4] != "against") { print "bad " e[i]; exit }
+                d = f[2] + 0; st = f[3] + 0; wt = f[5] + 0
+                if (d != st - wt || d <= 0 || st > s || (prev >= 0 && d > prev)) { print "bad " e[i]; exit }
+                prev = d
+            }
+            print n
+        }' "$c.w.log")
+    case $gaps in
+    [1-5]) echo "ok --weights -v: $gaps procedures where the tree without --weights costs most" ;;
+    *) bad "--weights -v: per-procedure gaps: $gaps: $(grep 'would add most' "$c.w.log")" ;;
+    esac
 else
     bad "--weights estimate: $(tail -n 1 "$c.w.log" "$c.q.log" 2>/dev/null | head -n 3)"
 fi
