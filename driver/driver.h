@@ -163,7 +163,8 @@ uint64_t drv_cost_insns(const drv_cost_t *c);
 void drv_cost_add(drv_cost_t *sum, const drv_cost_t *c);
 
 /* qp --weights: a procedure whose counters, placed without --weights, would add more
- * over the profiled run than those the weights place (where the static estimate misses). */
+ * over the profiled run than those the weights place (where the static estimate
+ * misses). */
 typedef struct drv_gap {
     uint32_t proc;           /* the procedure's index in the program */
     uint64_t static_insns;   /* what the static estimate's counters add over the run */
