@@ -1035,7 +1035,8 @@ hit_path(const uint8_t *code, int n, uint64_t addr, int *pushes, int *indexed)
     *pushes = *indexed = 0;
     while (k >= 0 && k < n && count < 100) {
         arch_insn_t in;
-        ck_assert_int_eq(arch_decode(code + k, (size_t)(n - k), addr + (uint64_t)k, &in), 0);
+        ck_assert_int_eq(
+            arch_decode(code + k, (size_t)(n - k), addr + (uint64_t)k, &in), 0);
         const uint8_t *b = code + k;
         int p = 0, rex = 0;
         if (b[p] == 0xf0 || b[p] == 0x64)

@@ -180,7 +180,7 @@ add_cpu(gen_t *g, const arch_snip_t *s)
     snip_bind(g, desc);
     uint64_t at = g->addr + (uint64_t)g->label[start];
     uint64_t d[5] = { 0, at, (uint64_t)(g->label[commit] - g->label[start]),
-                      g->addr + (uint64_t)g->label[abort_], (uint64_t)s->imm };
+        g->addr + (uint64_t)g->label[abort_], (uint64_t)s->imm };
     snip_put(g, d, 32); /* (little-endian: version and flags are the first 0) */
     snip_bind(g, base);
     snip_put(g, &d[4], 8);
