@@ -11,6 +11,7 @@
 #    exactly as it says: main.deep's stack grows in its prologue (runtime.morestack
 #    resumes it at the return address, which jumps back to the entry: no new call), and
 #    main.worker calls runtime.Gosched (runtime.mcall, resumed likewise);
+#    the same with qp once stripped (names from .gopclntab);
 #  - Debian's gofmt rewritten with none and qp formats Go's own go/ sources exactly as
 #    the original does;
 #  - Debian's go rewritten with none and qp builds a small module into the same binary.
@@ -40,9 +41,13 @@ cp "$top_srcdir/tests/inplace/truth.go" "$dir/truth.go" || exit 99
     exit 77
 }
 "$dir/truth" >"$dir/truth.out" 2>&1 || bad "truth: the original fails"
-for drv in qp naive; do
+# Stripped as Debian ships Go programs: the names come from its .gopclntab.
+strip -o "$dir/truth.stripped" "$dir/truth" || exit 99
+for drv in qp naive qp.stripped; do
     inst=$dir/truth.$drv
-    "$QPT_REWRITE" --driver=$drv "$dir/truth" -o "$inst" 2>"$inst.log" || {
+    in=$dir/truth
+    [ "$drv" = qp.stripped ] && in=$dir/truth.stripped
+    "$QPT_REWRITE" --driver=${drv%.stripped} "$in" -o "$inst" 2>"$inst.log" || {
         bad "truth $drv: qpt-rewrite: $(head -n 1 "$inst.log")"
         continue
     }
