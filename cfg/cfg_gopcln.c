@@ -47,6 +47,8 @@ cfg_gopcln_funcs(const uint8_t *tab, size_t len, uint64_t text, cfg_gopcln_fn_t 
 {
     if (tab == NULL || fn == NULL)
         return QP_EINVAL;
+    if (len < 72)
+        return 0; /* shorter than any header */
     int ok = 1;
     uint32_t magic = (uint32_t)word(tab, len, 0, 4, &ok);
     int old = magic == GOPCLN_116;
@@ -60,7 +62,7 @@ cfg_gopcln_funcs(const uint8_t *tab, size_t len, uint64_t text, cfg_gopcln_fn_t 
     if (!ok || ftab > len || nfunc >= (len - ftab) / (2 * w) || names >= len)
         return 0;
     if (!old && start == 0)
-        start = text; /* a PIE's textStart is relocated at load time: the file has 0 */
+        start = text; /* (left to a relocation: .text is where it points) */
     /* Checked whole first: an inconsistent table gives no name at all. */
     for (int give = 0; give < 2; give++)
         for (uint64_t i = 0; i < nfunc; i++) {

@@ -373,7 +373,7 @@ int cfg_nr_noreturn_and_prune(cfg_builder_t *b, cfg_u64_vec_t *noret);
 /* True when NAME (possibly "foo@plt" or "foo@@GLIBC_2.2.5") never returns by convention. */
 int cfg_name_is_noreturn(const char *name);
 /* cfg_gopcln.c: each function of the Go function table TAB[0..LEN) (.gopclntab; TEXT:
- * the .text section's address, for a PIE's table), its entry, its end (the next one's
+ * the .text section's address, for a table whose own is 0), its entry, its end (the next one's
  * entry: padding included) and its name (in TAB), to FN in table order; FN's negative
  * return stops and is returned. A table of another layout, or inconsistent anywhere,
  * gives none: 0. */

@@ -31,7 +31,8 @@ bad() {
     echo "FAIL $*"
     fail=1
 }
-GOCACHE=$dir/gocache GOPATH=$dir/gopath GOFLAGS=-mod=mod GOTOOLCHAIN=local HOME=$dir
+# (No VCS stamp: a commit in the checkout between two builds would make them differ.)
+GOCACHE=$dir/gocache GOPATH=$dir/gopath GOFLAGS="-mod=mod -buildvcs=false" GOTOOLCHAIN=local HOME=$dir
 export GOCACHE GOPATH GOFLAGS GOTOOLCHAIN HOME
 
 # The truth program.
