@@ -7,6 +7,7 @@
  *    -dbg or -dbgsym package) or by the .gnu_debuglink section (next to the program, in
  *    its .debug/ folder, or under DIR), its CRC checked;
  *  - MiniDebugInfo: an xz-compressed ELF with a .symtab in the program's .gnu_debugdata;
+ *  - a Go program's .gopclntab, the runtime's table of its functions (cfg_gopcln.c);
  *  - from the code itself: `_start` is the entry, and the address it passes to
  *    __libc_start_main in %rdi is `main`.
  * cfg_bfd.c reads the symbols of the file found here (BFD stays in that one file).
@@ -170,6 +171,49 @@ by_debugdata(cfg_image_t *img)
     return rc;
 }
 
+static int add_code_name(cfg_image_t *img, uint64_t addr, const char *name);
+
+typedef struct go_names {
+    cfg_image_t *img;
+    const cfg_section_t *text; /* where the functions must be */
+} go_names_t;
+
+static int
+add_go_name(void *arg, uint64_t entry, uint64_t end, const char *name)
+{
+    go_names_t *g = arg;
+    const cfg_section_t *t = g->text;
+    if (entry - t->vma >= t->size || end - t->vma > t->size)
+        return 0; /* (not in .text: not named) */
+    /* Its size, padding to the next included (Go's symbol table leaves that out): the
+     * code at its end (a prologue's call to runtime.morestack) is then its own, not
+     * taken for another procedure. */
+    QP_CHECK(add_code_name(g->img, entry, name));
+    g->img->symbols[g->img->nsymbols - 1].size = end - entry;
+    return 0;
+}
+
+/* A Go program without function symbols: the names of its .gopclntab (cfg_gopcln.c). */
+static int
+by_gopclntab(cfg_image_t *img)
+{
+    const cfg_section_t *tab = NULL, *text = NULL;
+    for (size_t i = 0; i < img->nsections; i++) {
+        if (strcmp(img->sections[i].name, ".gopclntab") == 0
+            || strcmp(img->sections[i].name, ".data.rel.ro.gopclntab") == 0) /* a PIE's */
+            tab = &img->sections[i];
+        else if (strcmp(img->sections[i].name, ".text") == 0)
+            text = &img->sections[i];
+    }
+    for (size_t i = 0; i < img->nsymbols; i++)
+        if (img->symbols[i].kind == CFG_SYM_FUNC && img->symbols[i].addr != 0)
+            return 0; /* named already */
+    if (tab == NULL || tab->bytes == NULL || text == NULL || !(text->flags & CFG_SEC_CODE))
+        return 0;
+    go_names_t g = { img, text };
+    return cfg_gopcln_funcs(tab->bytes, tab->size, text->vma, add_go_name, &g);
+}
+
 int
 cfg_debug_find_symbols(cfg_image_t *img, const char *path)
 {
@@ -178,6 +222,8 @@ cfg_debug_find_symbols(cfg_image_t *img, const char *path)
         rc = by_debuglink(img, path);
     if (rc == 0)
         rc = by_debugdata(img);
+    if (rc == 0)
+        rc = by_gopclntab(img);
     return rc < 0 ? rc : 0;
 }
 

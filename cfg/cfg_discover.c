@@ -53,6 +53,34 @@ cfg_name_is_noreturn(const char *name)
     return 0;
 }
 
+/*
+ * Go's runtime procedures that a goroutine leaves through the scheduler and comes back
+ * from at their return address: they save it in the goroutine's g.sched, and gogo
+ * resumes there once the stack was grown (morestack, called by every prologue that
+ * finds the stack short or a preemption requested) or the goroutine runs again (mcall:
+ * Gosched, gopark, asynchronous preemption). No return is in their code, yet their
+ * calls return: taken for calls that never do, the code after them (the prologue's
+ * jump back to the entry) would be left out and flow would count that re-entry as a
+ * call. (Dots cannot be in a C name: no other language's procedure has these names.)
+ */
+static const char *const resumed_names[] = {
+    "runtime.mcall", "runtime.morestack", "runtime.morestack_noctxt",
+};
+
+int
+cfg_name_is_resumed(const char *name)
+{
+    if (name == NULL)
+        return 0;
+    size_t n = strlen(name);
+    if (n > 5 && strcmp(name + n - 5, ".abi0") == 0)
+        n -= 5; /* the assembly (ABI0) body's symbol */
+    for (size_t i = 0; i < sizeof(resumed_names) / sizeof(resumed_names[0]); i++)
+        if (strlen(resumed_names[i]) == n && strncmp(name, resumed_names[i], n) == 0)
+            return 1;
+    return 0;
+}
+
 /*****************************************************************************
  * Candidates
  */
@@ -234,6 +262,7 @@ init_proc(cfg_builder_t *b, uint64_t addr, uint64_t hint_end, uint32_t sources, 
         bp.p.flags |= CFG_PROC_NORETURN;
         bp.name_noreturn = 1;
     }
+    bp.resumed = (uint8_t)cfg_name_is_resumed(bp.p.name);
     *bp_out = bp;
     if (CFG_VEC_PUSH(b->unbuilt, addr) < 0) /* not built yet */
         b->unbuilt_lost = 1;

@@ -200,6 +200,8 @@ typedef struct cfg_bproc {
     uint8_t may_return;               /* noreturn analysis: proven to return */
     uint8_t built;                    /* blocks are current */
     uint8_t name_noreturn;            /* never returns by its name */
+    uint8_t resumed;                  /* returns by its name, whatever its code (Go's
+                                       * morestack, mcall: cfg_name_is_resumed) */
     uint8_t tied_nameless;            /* tied as a fragment by tie_nameless_fragments */
     uint8_t never_tie;                /* was tied, and its parent did not reach its start */
     uint8_t nr_dirty;                 /* built since the last noreturn analysis */
@@ -370,6 +372,18 @@ int cfg_nr_noreturn_and_prune(cfg_builder_t *b, cfg_u64_vec_t *noret);
 
 /* True when NAME (possibly "foo@plt" or "foo@@GLIBC_2.2.5") never returns by convention. */
 int cfg_name_is_noreturn(const char *name);
+/* cfg_gopcln.c: each function of the Go function table TAB[0..LEN) (.gopclntab; TEXT:
+ * the .text section's address, for a table whose own is 0), its entry, its end (the next one's
+ * entry: padding included) and its name (in TAB), to FN in table order; FN's negative
+ * return stops and is returned. A table of another layout, or inconsistent anywhere,
+ * gives none: 0. */
+typedef int (*cfg_gopcln_fn_t)(void *arg, uint64_t entry, uint64_t end, const char *name);
+int cfg_gopcln_funcs(const uint8_t *tab, size_t len, uint64_t text, cfg_gopcln_fn_t fn,
+                     void *arg);
+
+/* True when NAME is one of Go's runtime procedures whose calls return although their
+ * code does not (the scheduler resumes the caller at the return address). */
+int cfg_name_is_resumed(const char *name);
 
 /* cfg_held_addrs's answer, computed once per program (cfg_held.c; the first call is not
  * to race another on the same program). */

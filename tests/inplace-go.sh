@@ -7,7 +7,11 @@
 # into new code.
 #  - tests/inplace/truth.go (calls fixed by construction; goroutines on several threads,
 #    panics recovered, the GC running) rewritten with qp and naive: same output, and
-#    main.leaf, main.mayPanic, main.churn and main.main called exactly as it says;
+#    main.leaf, main.mayPanic, main.worker, main.deep, main.churn and main.main called
+#    exactly as it says: main.deep's stack grows in its prologue (runtime.morestack
+#    resumes it at the return address, which jumps back to the entry: no new call), and
+#    main.worker calls runtime.Gosched (runtime.mcall, resumed likewise);
+#    the same with qp once stripped (names from .gopclntab);
 #  - Debian's gofmt rewritten with none and qp formats Go's own go/ sources exactly as
 #    the original does;
 #  - Debian's go rewritten with none and qp builds a small module into the same binary.
@@ -27,7 +31,8 @@ bad() {
     echo "FAIL $*"
     fail=1
 }
-GOCACHE=$dir/gocache GOPATH=$dir/gopath GOFLAGS=-mod=mod GOTOOLCHAIN=local HOME=$dir
+# (No VCS stamp: a commit in the checkout between two builds would make them differ.)
+GOCACHE=$dir/gocache GOPATH=$dir/gopath GOFLAGS="-mod=mod -buildvcs=false" GOTOOLCHAIN=local HOME=$dir
 export GOCACHE GOPATH GOFLAGS GOTOOLCHAIN HOME
 
 # The truth program.
@@ -37,9 +42,13 @@ cp "$top_srcdir/tests/inplace/truth.go" "$dir/truth.go" || exit 99
     exit 77
 }
 "$dir/truth" >"$dir/truth.out" 2>&1 || bad "truth: the original fails"
-for drv in qp naive; do
+# Stripped as Debian ships Go programs: the names come from its .gopclntab.
+strip -o "$dir/truth.stripped" "$dir/truth" || exit 99
+for drv in qp naive qp.stripped; do
     inst=$dir/truth.$drv
-    "$QPT_REWRITE" --driver=$drv "$dir/truth" -o "$inst" 2>"$inst.log" || {
+    in=$dir/truth
+    [ "$drv" = qp.stripped ] && in=$dir/truth.stripped
+    "$QPT_REWRITE" --driver=${drv%.stripped} "$in" -o "$inst" 2>"$inst.log" || {
         bad "truth $drv: qpt-rewrite: $(head -n 1 "$inst.log")"
         continue
     }
@@ -54,13 +63,14 @@ for drv in qp naive; do
             continue
         }
         wrong=
-        for want in main.leaf,40600 main.mayPanic,700 main.churn,1 main.main,1; do
+        for want in main.leaf,40600 main.mayPanic,700 main.worker,8 main.deep,1000 \
+            main.churn,1 main.main,1; do
             name=${want%,*}
             got=$(awk -F, -v n="$name" '$1 == n { print $2 }' "$inst.csv")
             [ "$got" = "${want#*,}" ] || wrong="$wrong $name=$got (expected ${want#*,})"
         done
         if [ -z "$wrong" ]; then
-            echo "ok truth $drv run $run: calls exact (leaf 40600 from 8 goroutines, mayPanic 700 with 100 panics recovered)"
+            echo "ok truth $drv run $run: calls exact (leaf 40600 from 8 goroutines, mayPanic 700 with 100 panics recovered, deep 1000 with its stack grown)"
         else
             bad "truth $drv run $run: wrong calls:$wrong"
         fi

@@ -38,6 +38,20 @@ func worker(n int, wg *sync.WaitGroup, out *int64) {
 	atomic.AddInt64(out, int64(s))
 }
 
+// deep recurses n times below its first call on a new goroutine's small stack: the
+// stack grows several times, each time in deep's prologue (runtime.morestack), which
+// the runtime resumes at its return address, to jump back to deep's entry.
+//
+//go:noinline
+func deep(n int) int {
+	var pad [64]int
+	pad[n%64] = n
+	if n == 0 {
+		return pad[0]
+	}
+	return deep(n-1) + pad[n%64]
+}
+
 //go:noinline
 func churn(n int) int {
 	keep := make([][]byte, 0, 16)
@@ -56,15 +70,18 @@ func main() {
 	var total int64
 	for w := 0; w < 8; w++ {
 		wg.Add(1)
-		go worker(5000, &wg, &total) // leaf: 40000 calls
+		go worker(5000, &wg, &total) // leaf: 40000 calls; Gosched (mcall): 400
 	}
 	wg.Wait()
 	s := 0
 	for i := 0; i < 700; i++ {
 		s += mayPanic(i) // 700 calls; 100 panics; leaf: 600 more calls
 	}
+	d := make(chan int)
+	go func() { d <- deep(999) }() // deep: 1000 calls, the stack grown in its prologue
+	dd := <-d
 	k := churn(20000) // the GC runs
 	runtime.GC()
-	fmt.Println(total, s, k)
+	fmt.Println(total, s, dd, k)
 	os.Exit(0)
 }
