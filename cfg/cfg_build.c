@@ -1522,6 +1522,7 @@ cfg_prog_destroy(cfg_prog_t *prog)
         free(pp->by_addr);
         free(pp->bucket);
         free(pp->held.v);
+        free(pp->held.xt);
         free(pp);
     }
     free(prog->procs);

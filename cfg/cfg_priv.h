@@ -371,13 +371,16 @@ int cfg_nr_noreturn_and_prune(cfg_builder_t *b, cfg_u64_vec_t *noret);
 /* True when NAME (possibly "foo@plt" or "foo@@GLIBC_2.2.5") never returns by convention. */
 int cfg_name_is_noreturn(const char *name);
 
-/* cfg_held_addrs's answer, computed once per program (cfg_held.c; the first call is not
+/* cfg_held_addrs's and cfg_interior_entries' answers, computed once per program (cfg_held.c; the first call is not
  * to race another on the same program). */
 typedef struct cfg_held_cache {
     cfg_held_t *v;
     size_t n;
     int done;
     unsigned threads; /* the scan's threads: the analysis' (cfg_opts_t.threads) */
+    uint64_t *xt;     /* cfg_interior_entries' answer, once asked (xt_done) */
+    size_t nxt;       /* its entries */
+    int xt_done;      /* xt is computed */
 } cfg_held_cache_t;
 cfg_held_cache_t *cfg_prog_held_cache(const cfg_prog_t *prog);
 
