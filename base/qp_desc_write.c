@@ -672,16 +672,30 @@ pack(const uint8_t *in, size_t n, uint32_t preset, wb_t *w, size_t *zlen)
     return 0;
 }
 
-/* The chunks to compress on the pool: chunk k's RAW[k] bytes at RAWS + OFF[k] become
- * OUT[k] (malloc'd, ZLEN[k] bytes). Each chunk is a stream of its own, so the bytes do
- * not depend on which thread packed it. */
+/* The chunks to encode and compress on the pool: chunk k's records (RAW[k] bytes, CB[k]
+ * of them call sites, in RECS[k]) become OUT[k] (malloc'd, ZLEN[k] bytes). Each chunk is
+ * a stream of its own, so the bytes do not depend on which thread packed it. */
 typedef struct pack_job {
-    const uint8_t *raws;         /* every chunk's records, one after the other */
-    const size_t *off, *raw;     /* where chunk k's begin, and how many bytes */
+    const qp_desc_t *d;          /* the description */
+    const qp_desc_keys_t *keys;  /* its key call sites (version 7), or NULL */
+    const chunk_plan_t *c;       /* the chunks */
     uint32_t preset;             /* the LZMA preset of every chunk */
+    wb_t *recs;                  /* chunk k's records */
+    size_t *raw, *cb;            /* ... their bytes, and those of call sites */
     uint8_t **out;               /* chunk k's stream (or NULL until packed) */
     size_t *zlen;                /* ... and its bytes */
 } pack_job_t;
+
+/* qp_task_fn: encode the records of chunk K of the pack_job_t ARG. */
+static int
+encode_one(void *arg, unsigned worker, size_t k)
+{
+    (void)worker;
+    pack_job_t *j = arg;
+    encode_chunk(j->d, &j->c[k], j->keys, &j->recs[k], &j->cb[k]);
+    j->raw[k] = j->recs[k].len;
+    return j->recs[k].err ? QP_ENOMEM : 0;
+}
 
 /* qp_task_fn: pack chunk K of the pack_job_t ARG. */
 static int
@@ -690,7 +704,9 @@ pack_one(void *arg, unsigned worker, size_t k)
     (void)worker;
     pack_job_t *j = arg;
     wb_t w = { 0 };
-    int rc = pack(j->raws + j->off[k], j->raw[k], j->preset, &w, &j->zlen[k]);
+    int rc = pack(j->recs[k].p, j->recs[k].len, j->preset, &w, &j->zlen[k]);
+    free(j->recs[k].p);
+    j->recs[k].p = NULL;
     if (rc < 0) {
         free(w.p);
         return rc;
@@ -700,37 +716,36 @@ pack_one(void *arg, unsigned worker, size_t k)
     return 0;
 }
 
-/* D's chunks: their records into RAWS (chunk k's RAW[k] bytes from the previous ones',
- * CB[k] of them call sites), then compressed on THREADS threads into Z (ZLEN[k] bytes
- * each, in chunk order whatever the threads). */
+/* D's chunks: their records (chunk k's RAW[k] bytes, CB[k] of them call sites), encoded,
+ * then compressed, on THREADS threads into Z (ZLEN[k] bytes each, in chunk order
+ * whatever the threads; the preset depends on all chunks' records). */
 static int
 pack_chunks(const qp_desc_t *d, const qp_desc_keys_t *keys, const chunk_plan_t *c,
     uint32_t nc, unsigned threads, size_t *raw, size_t *cb, size_t *zlen, wb_t *z)
 {
-    wb_t raws = { 0 };
-    size_t *off = malloc(((size_t)nc + 1) * sizeof(size_t));
+    wb_t *recs = calloc((size_t)nc + 1, sizeof(wb_t));
     uint8_t **out = calloc((size_t)nc + 1, sizeof(uint8_t *));
-    for (uint32_t k = 0; k < nc; k++) {
-        size_t before = raws.len;
-        encode_chunk(d, &c[k], keys, &raws, &cb[k]);
-        raw[k] = raws.len - before;
-        if (off != NULL)
-            off[k] = before;
-    }
-    int rc = raws.err || off == NULL || out == NULL ? QP_ENOMEM : 0;
-    pack_job_t job = { raws.p, off, raw, raws.len <= LZMA_SMALL ? 6 : 1, out, zlen };
+    pack_job_t job = { d, keys, c, 0, recs, raw, cb, out, zlen };
+    int rc = recs == NULL || out == NULL ? QP_ENOMEM : 0;
+    if (rc == 0)
+        rc = qp_parallel_for(threads, nc, 4, encode_one, &job, NULL);
+    size_t total = 0;
+    for (uint32_t k = 0; k < nc && rc == 0; k++)
+        total += raw[k];
+    job.preset = total <= LZMA_SMALL ? 6 : 1;
     if (rc == 0)
         rc = qp_parallel_for(threads, nc, 4, pack_one, &job, NULL);
     for (uint32_t k = 0; k < nc && out != NULL; k++) {
         if (rc == 0 && out[k] != NULL)
             wb_put(z, out[k], zlen[k]);
         free(out[k]);
+        if (recs != NULL)
+            free(recs[k].p);
     }
     if (rc == 0 && z->err)
         rc = QP_ENOMEM;
     free(out);
-    free(off);
-    free(raws.p);
+    free(recs);
     return rc;
 }
 

@@ -385,13 +385,16 @@ int cfg_gopcln_funcs(const uint8_t *tab, size_t len, uint64_t text, cfg_gopcln_f
  * code does not (the scheduler resumes the caller at the return address). */
 int cfg_name_is_resumed(const char *name);
 
-/* cfg_held_addrs's answer, computed once per program (cfg_held.c; the first call is not
+/* cfg_held_addrs's and cfg_interior_entries' answers, computed once per program (cfg_held.c; the first call is not
  * to race another on the same program). */
 typedef struct cfg_held_cache {
     cfg_held_t *v;
     size_t n;
     int done;
     unsigned threads; /* the scan's threads: the analysis' (cfg_opts_t.threads) */
+    uint64_t *xt;     /* cfg_interior_entries' answer, once asked (xt_done) */
+    size_t nxt;       /* its entries */
+    int xt_done;      /* xt is computed */
 } cfg_held_cache_t;
 cfg_held_cache_t *cfg_prog_held_cache(const cfg_prog_t *prog);
 

@@ -238,6 +238,8 @@ typedef struct drv_result {
     uint32_t ncalls;
     uint32_t *callee_names;  /* per program procedure: its name's string offset once a
                               * call site named it, else 0 (while describing) */
+    uint8_t *callee_marks;   /* per program procedure: what a call to it does by its name
+                              * (QP_CALLF_*, setjmp; while describing) */
     size_t calls_site_cap;
     drv_ind_site_t *ind;     /* indirect call sites with a target table */
     size_t nind;

@@ -139,6 +139,25 @@ callee_flags(const char *name)
     return f;
 }
 
+/* A mark of callee_marks besides QP_CALLF_*: a setjmp-like function. */
+enum { CALLF_SETJMP = 1u << 7 };
+
+/*
+ * Per procedure of PROG, what a call to it does by its name: callee_flags and
+ * CALLF_SETJMP. The names are compared once per procedure instead of at every call site
+ * (cc1: 700,000 of them, a name compared with 25 others at each). A malloc'd byte per
+ * procedure, or NULL when out of memory.
+ */
+static uint8_t *
+callee_marks(const cfg_prog_t *prog)
+{
+    uint8_t *m = malloc((size_t)prog->nprocs + 1);
+    for (uint32_t i = 0; m != NULL && i < prog->nprocs; i++)
+        m[i] = callee_flags(prog->procs[i].name)
+            | (name_in(prog->procs[i].name, setjmp_names) ? CALLF_SETJMP : 0);
+    return m;
+}
+
 /* The procedure whose entry is ADDR, or NULL. */
 static const cfg_proc_t *
 proc_at_entry(const cfg_prog_t *prog, uint64_t addr)
@@ -161,7 +180,7 @@ enum { LEAVE_GUESS = 4 };
  * calls there). A malloc'd byte per procedure, or NULL when out of memory.
  */
 static uint8_t *
-leaving_procs(const cfg_prog_t *prog)
+leaving_procs(const cfg_prog_t *prog, const uint8_t *marks)
 {
     uint32_t n = prog->nprocs;
     uint8_t *leave = calloc(n + 1, 1);
@@ -218,7 +237,7 @@ leaving_procs(const cfg_prog_t *prog)
             if (pass == 0) {
                 first[callee + 1]++;
                 ncalls++;
-                uint8_t f = callee_flags(cp->name);
+                uint8_t f = marks[callee];
                 if (f & QP_CALLF_LONGJMP)
                     leave[caller] |= 1;
                 if (f & QP_CALLF_THROW)
@@ -381,7 +400,7 @@ add_call(drv_result_t *res, uint64_t target, uint32_t block, uint32_t edge, uint
     qp_desc_call_t c = { .target = target, .block = block, .edge = edge, .kind = kind };
     const cfg_proc_t *cp = target != 0 ? proc_at_entry(prog, target) : NULL;
     if (cp != NULL)
-        c.flags = callee_flags(cp->name);
+        c.flags = res->callee_marks[cp - prog->procs] & ~CALLF_SETJMP;
     if (target != 0)
         QP_CHECK(callee_name(res, prog, target, &c.name));
     res->calls[res->ncalls++] = c;
@@ -406,7 +425,8 @@ cmp_call(const void *a, const void *b)
  * the procedures counted by calls made there inherit the mark (LEAVE_GUESS) that says so.
  */
 static void
-solid_procs(const cfg_prog_t *prog, const ed_plan_t *plan, uint8_t *solid)
+solid_procs(const cfg_prog_t *prog, const ed_plan_t *plan, const uint8_t *marks,
+            uint8_t *solid)
 {
     for (uint32_t i = 0; i < prog->nprocs; i++) {
         const cfg_proc_t *p = &prog->procs[i];
@@ -426,8 +446,8 @@ solid_procs(const cfg_prog_t *prog, const ed_plan_t *plan, uint8_t *solid)
             const cfg_proc_t *cp = b->last_kind == ARCH_KIND_CALL && b->call_target
                 ? proc_at_entry(prog, b->call_target) : NULL;
             if (ok && cp != NULL)
-                ok = !name_in(cp->name, setjmp_names)
-                    && !(callee_flags(cp->name) & (QP_CALLF_LONGJMP | QP_CALLF_THROW));
+                ok = !(marks[cp - prog->procs]
+                       & (CALLF_SETJMP | QP_CALLF_LONGJMP | QP_CALLF_THROW));
         }
         solid[i] = (uint8_t)ok;
     }
@@ -505,8 +525,8 @@ describe_measured(drv_result_t *res, const drv_graph_t *g, const uint64_t *exits
         if (g->last_kind[i] == ARCH_KIND_CALL || g->last_kind[i] == ARCH_KIND_JMP)
             callee = g->last_target[i];
         const cfg_proc_t *cp = callee ? proc_at_entry(prog, callee) : NULL;
-        int exec = cp != NULL && g->last_kind[i] == ARCH_KIND_CALL
-            && (callee_flags(cp->name) & QP_CALLF_EXEC);
+        uint8_t cf = cp != NULL ? res->callee_marks[cp - prog->procs] : 0;
+        int exec = g->last_kind[i] == ARCH_KIND_CALL && (cf & QP_CALLF_EXEC);
         if (!inplace && ((callee != 0 && cfg_u64_contains(exits, nexits, callee)) || exec)) {
             QP_CHECK(add_probe(res, g->last[i], ED_AT_BEFORE, ED_SNIP_EXIT_HOOK, 0, 0));
             d->flags |= QP_PROC_EXIT_SITE;
@@ -514,8 +534,7 @@ describe_measured(drv_result_t *res, const drv_graph_t *g, const uint64_t *exits
         }
         if (exec && !inplace)
             QP_CHECK(add_probe(res, g->last[i], ED_AT_AFTER, ED_SNIP_EXEC_HOOK, 0, 0));
-        uint8_t cf = cp != NULL ? callee_flags(cp->name) : 0;
-        if (cp != NULL && (name_in(cp->name, setjmp_names) || (cf & QP_CALLF_LONGJMP)))
+        if (cf & (CALLF_SETJMP | QP_CALLF_LONGJMP))
             d->flags |= QP_PROC_APPROX_JMP;
         if (cf & QP_CALLF_THROW)
             d->flags |= QP_PROC_APPROX_EH;
@@ -712,7 +731,8 @@ drv_run(const drv_ops_t *drv, const cfg_prog_t *prog, const ed_plan_t *plan,
  * malloc'd *SOLID and *BY_CALLS. */
 static int
 plan_by_calls(const drv_ops_t *drv, const cfg_prog_t *prog, const ed_plan_t *plan,
-              int by_calls_ok, uint8_t *leave, uint8_t **solid, uint8_t **by_calls)
+              int by_calls_ok, const uint8_t *marks, uint8_t *leave, uint8_t **solid,
+              uint8_t **by_calls)
 {
     *solid = calloc(prog->nprocs + 1, 1);
     *by_calls = calloc(prog->nprocs + 1, 1);
@@ -720,7 +740,7 @@ plan_by_calls(const drv_ops_t *drv, const cfg_prog_t *prog, const ed_plan_t *pla
         return QP_ENOMEM;
     if (drv->kind != QP_DRIVER_QP || !by_calls_ok || !(prog->img->flags & CFG_IMG_PIE))
         return 0; /* (drv_by_calls: position-independent images only) */
-    solid_procs(prog, plan, *solid);
+    solid_procs(prog, plan, marks, *solid);
     return drv_by_calls(prog, *solid, leave, *by_calls);
 }
 
@@ -825,7 +845,8 @@ run_pass(const drv_ops_t *drv, const cfg_prog_t *prog, const ed_plan_t *plan,
     }
     QP_CHECK(add_string(res, "", &off));
     res->callee_names = calloc(prog->nprocs + 1, sizeof(uint32_t));
-    if (res->callee_names == NULL) {
+    res->callee_marks = callee_marks(prog);
+    if (res->callee_names == NULL || res->callee_marks == NULL) {
         drv_result_free(res);
         return QP_ENOMEM;
     }
@@ -842,11 +863,13 @@ run_pass(const drv_ops_t *drv, const cfg_prog_t *prog, const ed_plan_t *plan,
                              cfg_image_runtime(prog->img) != CFG_RUNTIME_C };
     if (rc == 0 && (exits = malloc((prog->nprocs + 1) * sizeof(uint64_t))) == NULL)
         rc = QP_ENOMEM;
-    uint8_t *leave = rc == 0 ? leaving_procs(prog) : NULL, *solid = NULL, *by_calls = NULL;
+    uint8_t *leave = rc == 0 ? leaving_procs(prog, res->callee_marks) : NULL;
+    uint8_t *solid = NULL, *by_calls = NULL;
     if (rc == 0 && leave == NULL)
         rc = QP_ENOMEM;
     if (rc == 0)
-        rc = plan_by_calls(drv, prog, plan, by_calls_ok, leave, &solid, &by_calls);
+        rc = plan_by_calls(drv, prog, plan, by_calls_ok, res->callee_marks, leave, &solid,
+                           &by_calls);
     /* Counting drivers measure procedures left in place where they are. */
     ed_inplace_t *ip = NULL;
     if (rc == 0 && (drv == &drv_qp_ops || drv == &drv_naive_ops)
@@ -976,6 +999,7 @@ drv_result_free(drv_result_t *res)
     free(res->edge_call);
     free(res->calls);
     free(res->callee_names);
+    free(res->callee_marks);
     free(res->ind);
     free(res->ind_nodes);
     free(res->ind_snips);

@@ -72,6 +72,40 @@ ed_inplace_destroy(ed_inplace_t *ip)
     free(ip);
 }
 
+/*
+ * The start of every block and the entry of every procedure into V (nblocks + nprocs),
+ * merged in address order from the blocks by address and the procedures (sorted by
+ * entry) - a sort of millions of addresses otherwise, twice a rewrite - and 1; or as
+ * they come, and 0, when the procedures are not in order.
+ */
+static int
+block_and_proc_starts(const cfg_prog_t *prog, uint64_t *v)
+{
+    size_t nb;
+    const uint32_t *by_addr = cfg_blocks_by_addr(prog, &nb);
+    int sorted = by_addr != NULL || nb == 0;
+    for (uint32_t i = 1; sorted && i < prog->nprocs; i++)
+        sorted = prog->procs[i - 1].entry <= prog->procs[i].entry;
+    if (!sorted) {
+        for (uint32_t i = 0; i < prog->nblocks; i++)
+            v[i] = prog->blocks[i].start;
+        for (uint32_t i = 0; i < prog->nprocs; i++)
+            v[prog->nblocks + i] = prog->procs[i].entry;
+        return 0;
+    }
+    size_t b = 0, p = 0, k = 0;
+    while (b < nb || p < prog->nprocs) {
+        uint64_t bs = b < nb ? prog->blocks[by_addr[b]].start : UINT64_MAX;
+        if (p < prog->nprocs && (b == nb || prog->procs[p].entry < bs))
+            v[k++] = prog->procs[p++].entry;
+        else {
+            v[k++] = bs;
+            b++;
+        }
+    }
+    return 1;
+}
+
 int
 ed_inplace_create(const cfg_prog_t *prog, const ed_plan_t *plan, ed_inplace_t **out)
 {
@@ -86,10 +120,8 @@ ed_inplace_create(const cfg_prog_t *prog, const ed_plan_t *plan, ed_inplace_t **
     ip->starts = malloc(((size_t)prog->nblocks + prog->nprocs + 1) * sizeof(uint64_t));
     if (ip->starts == NULL)
         rc = QP_ENOMEM;
-    for (uint32_t i = 0; rc == 0 && i < prog->nblocks; i++)
-        ip->starts[ip->nstarts++] = prog->blocks[i].start;
-    for (uint32_t i = 0; rc == 0 && i < prog->nprocs; i++)
-        ip->starts[ip->nstarts++] = prog->procs[i].entry;
+    int sorted = rc == 0 && block_and_proc_starts(prog, ip->starts);
+    ip->nstarts = rc == 0 ? (size_t)prog->nblocks + prog->nprocs : 0;
     cfg_held_t *held = NULL;
     size_t nheld = 0;
     if (rc == 0)
@@ -134,7 +166,7 @@ ed_inplace_create(const cfg_prog_t *prog, const ed_plan_t *plan, ed_inplace_t **
         ed_inplace_destroy(ip);
         return rc;
     }
-    if (ip->nstarts > 1)
+    if (ip->nstarts > 1 && !sorted)
         qsort(ip->starts, ip->nstarts, sizeof(uint64_t), cfg_u64_cmp);
     if (ip->nentries > 1)
         qsort(ip->entries, ip->nentries, sizeof(uint64_t), cfg_u64_cmp);

@@ -719,11 +719,38 @@ assign(ed_plan_t *plan, uint64_t base)
     return at - base;
 }
 
+/* Sort the slots IDX[0 .. N) by the low SHIFT bits of their old address less LO, stable:
+ * LSD radix, 8 bits a pass, through TMP (N entries); nothing to do when in order. */
+static void
+sort_bucket(const ed_plan_t *plan, uint32_t *idx, size_t n, uint64_t lo, unsigned shift,
+            uint32_t *tmp)
+{
+    size_t i = 1;
+    while (i < n && plan->lay[idx[i - 1]].old <= plan->lay[idx[i]].old)
+        i++;
+    if (i >= n)
+        return;
+    size_t count[257];
+    for (unsigned d = 0; d < shift; d += 8) {
+        memset(count, 0, sizeof(count));
+        for (i = 0; i < n; i++)
+            count[(((plan->lay[idx[i]].old - lo) >> d) & 0xff) + 1]++;
+        for (unsigned k = 1; k <= 256; k++)
+            count[k] += count[k - 1];
+        for (i = 0; i < n; i++)
+            tmp[count[((plan->lay[idx[i]].old - lo) >> d) & 0xff]++] = idx[i];
+        memcpy(idx, tmp, n * sizeof(uint32_t));
+    }
+}
+
 /*
  * plan->idx: the slots by old address. Old addresses never change, so this is built once
- * (slots are not copied: layout passes update plan->lay in place). An LSD radix sort on
- * the address (16 bits a pass): the layout order is almost address order, but not quite
- * (entry blocks first, cold fragments with their procedure).
+ * (slots are not copied: layout passes update plan->lay in place). A stable sort in two
+ * steps: slots go to buckets by the high part of their address (a pass in layout order),
+ * then each bucket is sorted by the low part, where it is not in order already: the
+ * layout order is almost address order, but not quite (entry blocks first, cold
+ * fragments with their procedure). A bucket's slots sit close together in plan->lay,
+ * where a radix sort of the whole address by passes over all slots read them scattered.
  */
 static int
 index_slots(ed_plan_t *plan)
@@ -731,36 +758,45 @@ index_slots(ed_plan_t *plan)
     if (plan->idx != NULL)
         return 0;
     size_t n = plan->nslots;
-    uint32_t *a = malloc((n + 1) * sizeof(uint32_t));
-    uint32_t *b = malloc((n + 1) * sizeof(uint32_t));
-    size_t *count = malloc(65537 * sizeof(size_t));
-    if (a == NULL || b == NULL || count == NULL) {
-        free(a);
-        free(b);
-        free(count);
+    uint64_t lo = UINT64_MAX, hi = 0;
+    for (size_t i = 0; i < n; i++) {
+        lo = plan->lay[i].old < lo ? plan->lay[i].old : lo;
+        hi = plan->lay[i].old > hi ? plan->lay[i].old : hi;
+    }
+    /* Buckets of 64 KiB of code, or larger ones: no more buckets than slots. */
+    unsigned shift = 16;
+    while (n > 0 && shift < 56 && ((hi - lo) >> shift) > n)
+        shift += 8;
+    size_t nb = n > 0 ? (size_t)((hi - lo) >> shift) + 1 : 0;
+    uint32_t *idx = malloc((n + 1) * sizeof(uint32_t));
+    size_t *end = calloc(nb + 1, sizeof(size_t));
+    if (idx == NULL || end == NULL) {
+        free(idx);
+        free(end);
         return QP_ENOMEM;
     }
-    uint64_t maxold = 0;
-    for (size_t i = 0; i < n; i++) {
-        a[i] = (uint32_t)i;
-        if (plan->lay[i].old > maxold)
-            maxold = plan->lay[i].old;
+    for (size_t i = 0; i < n; i++)
+        end[(plan->lay[i].old - lo) >> shift]++;
+    size_t at = 0, most = 0;
+    for (size_t k = 0; k < nb; k++) { /* end[k]: bucket k's start, until filled */
+        size_t c = end[k];
+        end[k] = at;
+        at += c;
+        most = c > most ? c : most;
     }
-    for (unsigned shift = 0; shift < 64 && (maxold >> shift) != 0; shift += 16) {
-        memset(count, 0, 65537 * sizeof(size_t));
-        for (size_t i = 0; i < n; i++)
-            count[((plan->lay[a[i]].old >> shift) & 0xffff) + 1]++;
-        for (size_t d = 1; d <= 65536; d++)
-            count[d] += count[d - 1];
-        for (size_t i = 0; i < n; i++)
-            b[count[(plan->lay[a[i]].old >> shift) & 0xffff]++] = a[i];
-        uint32_t *t = a;
-        a = b;
-        b = t;
+    for (size_t i = 0; i < n; i++)
+        idx[end[(plan->lay[i].old - lo) >> shift]++] = (uint32_t)i;
+    uint32_t *tmp = malloc((most + 1) * sizeof(uint32_t));
+    if (tmp == NULL) {
+        free(idx);
+        free(end);
+        return QP_ENOMEM;
     }
-    free(b);
-    free(count);
-    plan->idx = a;
+    for (size_t k = 0, from = 0; k < nb; from = end[k++])
+        sort_bucket(plan, idx + from, end[k] - from, lo, shift, tmp);
+    free(tmp);
+    free(end);
+    plan->idx = idx;
     return index_buckets(plan);
 }
 

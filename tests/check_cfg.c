@@ -66,6 +66,41 @@ START_TEST(test_cfg_loop_blocks)
 }
 END_TEST
 
+/* cfg_block_at by its buckets of 256 bytes (cfg_build.c index_blocks): every address of
+ * blocks that span several buckets, and around them, finds what a scan of the blocks
+ * finds. */
+START_TEST(test_cfg_block_at_buckets)
+{
+    /* xor eax,eax; L: mov eax,eax x 300; inc eax; cmp eax,10; jne L (rel32);
+     * mov eax,eax x 200; ret */
+    uint8_t code[2 + 600 + 2 + 3 + 6 + 400 + 1], *c = code;
+    *c++ = 0x31, *c++ = 0xc0;
+    for (int i = 0; i < 300; i++)
+        *c++ = 0x89, *c++ = 0xc0;
+    *c++ = 0xff, *c++ = 0xc0, *c++ = 0x83, *c++ = 0xf8, *c++ = 0x0a;
+    int32_t rel = 0x1002 - (int32_t)(0x1000 + (c - code) + 6);
+    *c++ = 0x0f, *c++ = 0x85;
+    memcpy(c, &rel, 4);
+    c += 4;
+    for (int i = 0; i < 200; i++)
+        *c++ = 0x89, *c++ = 0xc0;
+    *c++ = 0xc3;
+    ck_assert_uint_eq((size_t)(c - code), sizeof(code));
+    cfg_image_t *img;
+    cfg_prog_t *prog = build_bytes(code, sizeof(code), &img);
+    ck_assert_uint_eq(prog->nblocks, 3);
+    for (uint64_t a = 0xf00; a < 0x1000 + sizeof(code) + 0x300; a++) {
+        uint32_t want = CFG_NONE;
+        for (uint32_t k = 0; k < prog->nblocks; k++)
+            if (prog->blocks[k].start <= a && a < prog->blocks[k].end)
+                want = k;
+        ck_assert_uint_eq(cfg_block_at(prog, a), want);
+    }
+    cfg_prog_destroy(prog);
+    cfg_image_destroy(img);
+}
+END_TEST
+
 /* The loop nesting forest (cfg_loop_forest) of two nested loops: the outer one with two
  * back edges, the inner one a block that loops to itself. */
 START_TEST(test_cfg_loop_forest)
@@ -360,6 +395,7 @@ cfg_suite(void)
     Suite *s = suite_create("cfg");
     TCase *tc = tcase_create("bytes");
     tcase_add_test(tc, test_cfg_loop_blocks);
+    tcase_add_test(tc, test_cfg_block_at_buckets);
     tcase_add_test(tc, test_cfg_loop_forest);
     tcase_add_test(tc, test_cfg_overlap_is_unsafe);
     tcase_add_test(tc, test_cfg_invalid_is_unsafe);

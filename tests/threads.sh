@@ -4,7 +4,8 @@
 #
 # The analysis and the drivers' per-procedure work split by procedure over threads
 # (base/qp_pool.c, qpt-rewrite --threads N), and so the writing of the relocated code,
-# the references to tables of labels and the description's chunks: the outputs do not
+# the references to tables of labels and the description's chunks (their records
+# encoded, then compressed): the outputs do not
 # depend on the number of threads. On two test programs (a switch interpreter, computed gotos: built here), ls, bash,
 # python3.11 and qpt-rewrite itself (cc1 too, when installed: the analysis only),
 # --dump-cfg=text and the null, qp and trace rewrites with --threads 1, 2 and 3 are
