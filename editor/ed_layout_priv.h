@@ -139,9 +139,9 @@ struct ed_plan {
     uint64_t text;            /* address of the new code */
     uint64_t text_size;       /* its size */
     ed_stats_t stats;         /* figures */
-    uint8_t *copied;          /* per procedure: 1, the program may copy its code or find
-                               * it by offset (a code range it hands out, V8's builtins);
-                               * 2, its unwind tables cannot be read or disagree */
+    uint8_t *copied;          /* per procedure: 1, the program may copy its code (a code
+                               * range it hands out); 2, its unwind tables cannot be read
+                               * or disagree; 3, one of V8's builtins (V8 may copy them) */
     const char **unfit;       /* per procedure left in place: why it cannot be patched
                                * in place either, NULL when it can (ed_inplace.c) */
     ed_probe_t *ip_probes;    /* the probes of procedures left in place (ED_PROBE_INPLACE),

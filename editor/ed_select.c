@@ -893,7 +893,8 @@ leave_code_ranges(ed_plan_t *plan)
 
 /*
  * V8's embedded builtins (ed_v8_builtins): V8 finds them by offset from the start of
- * their block and recognises their pcs by its bounds; every procedure in it stays.
+ * their block and recognises their pcs by its bounds; every procedure in it stays, and
+ * stays unmeasured: V8 may run a copy of the block (plan->copied 3, see ed_v8.c).
  */
 static void
 leave_v8_builtins(ed_plan_t *plan)
@@ -906,7 +907,7 @@ leave_v8_builtins(ed_plan_t *plan)
     for (uint32_t i = 0; i < prog->nprocs; i++) {
         const cfg_proc_t *p = &prog->procs[i];
         if (p->entry >= lo && p->entry < hi)
-            plan->copied[i] = 1; /* V8 may remap them (short builtin calls) */
+            plan->copied[i] = 3; /* V8 may run a copy of them (short builtin calls) */
         if (p->entry < lo || p->entry >= hi || (p->flags & CFG_PROC_FRAGMENT)
             || plan->reason[i] != NULL)
             continue;
@@ -940,8 +941,10 @@ edl_decide_unfit(ed_plan_t *plan, const uint8_t *vouched)
         if (p->flags & CFG_PROC_FRAGMENT)
             *u = "a fragment: measured with its parent or not at all";
         else if (plan->copied[i] == 1)
-            *u = "the program may copy its code or find it by offset (a code range it "
-                 "hands out, V8's builtins)";
+            *u = "the program may copy its code (a code range it hands out)";
+        else if (plan->copied[i] == 3) /* (ed_v8.c: measured on node 20 and chromium) */
+            *u = "one of V8's embedded builtins: V8 may run a copy of them, remapped near "
+                 "its JIT code, where a jump to a trampoline would land elsewhere";
         else if (plan->copied[i] == 2)
             *u = "its unwind tables cannot be read or disagree (where the unwinder lands "
                  "is unknown)";

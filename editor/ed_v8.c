@@ -22,6 +22,16 @@
  * relocating all 1,366 procedures of the blob that make no call runs; node 20 rewritten
  * without this rule dies of SIGSEGV at its first script. So the whole blob stays.
  *
+ * It stays unmeasured too: V8 may run a copy of it. With short builtin calls (a 64-bit
+ * machine with enough memory) V8 wants its builtins within rel32 reach of its JIT code;
+ * when its code range lies out of reach of the file's blob it remaps the blob into that
+ * range (MaybeRemapEmbeddedBuiltinsIntoCodeRange), and a jump to a trampoline written
+ * into the blob then lands elsewhere. Measured: node 20 (not PIE: blob at 0x18c4000,
+ * code range near 0x7fffd0000000) maps the blob a second time near its code range, and
+ * with the builtins patched in place dies of SIGSEGV in its first script at the
+ * remapped copy's jump; a chromium 156 renderer (PIE) reserves its code range within
+ * reach and runs the file's bytes, but nothing in the file says which V8 will do.
+ *
  * Its bounds come from V8's own description of it, the embedded data blob (read-only
  * data; src/snapshot/embedded/embedded-data.h): three 8-byte hashes, then a layout
  * table with one record per builtin whose first two 32-bit fields are the offset and
