@@ -213,48 +213,26 @@ emit_reloc(const dyn_session_t *s, point_t *pt, uint64_t at, const dyn_snippet_t
     QP_CHECK(n = dynp_proc_runs(s, parts, nparts, &runs));
     pt_proc_t p = { runs, (size_t)n, s->prog->procs[pt->proc].entry + s->bias,
         tramp_snip(pt, pre, 0), { 0 }, { 0 }, NULL, 0, NULL, 0, NULL, 0, NULL, 0, NULL, 0 };
-    uint64_t *exits = NULL, *noret = NULL, *inner = NULL, *unknown = NULL;
-    int nnr = dynp_block_ends(s, parts, nparts, cfg_block_call_never_returns, &noret);
-    int nin
-        = nnr < 0 ? nnr : dynp_block_ends(s, parts, nparts, dynp_is_table_block, &inner);
-    int nun = nin < 0 ? nin : dynp_block_ends(s, parts, nparts, NULL, &unknown);
-    if (nnr < 0 || nin < 0 || nun < 0) {
+    uint64_t *exits = NULL;
+    pt_site_t *sites = NULL;
+    if ((n = dynp_proc_block_ends(s, parts, nparts, &p)) < 0) {
         free(runs);
-        free(noret);
-        free(inner);
-        return QP_ENOMEM;
+        return n;
     }
-    p.noret = noret;
-    p.nnoret = (size_t)nnr;
-    p.inner = inner;
-    p.ninner = (size_t)nin;
-    p.unknown = unknown;
-    p.nunknown = (size_t)nun;
+    n = QP_ENOMEM;
     if (pt->exits != NULL) {
         /* Only the exits the caller put its snippet at (link addresses, sorted). */
-        if ((exits = malloc((pt->nexits + 1) * sizeof(*exits))) == NULL) {
-            free(runs);
-            free(noret);
-            free(inner);
-            free(unknown);
-            return QP_ENOMEM;
-        }
+        if ((exits = malloc((pt->nexits + 1) * sizeof(*exits))) == NULL)
+            goto out;
         for (size_t k = 0; k < pt->nexits; k++)
             exits[k] = pt->exits[k] + s->bias;
         p.exits = exits;
         p.nexits = pt->nexits;
     }
-    pt_site_t *sites = NULL;
     if (pt->nsites > 0) {
         /* Before a call the flags are dead (the callee clobbers them), as in place. */
-        if ((sites = malloc(pt->nsites * sizeof(*sites))) == NULL) {
-            free(runs);
-            free(exits);
-            free(noret);
-            free(inner);
-            free(unknown);
-            return QP_ENOMEM;
-        }
+        if ((sites = malloc(pt->nsites * sizeof(*sites))) == NULL)
+            goto out;
         for (size_t k = 0; k < pt->nsites; k++) {
             const dyn_snippet_t *sn = &pt->sites[k].snip;
             sites[k] = (pt_site_t) { pt->sites[k].addr + s->bias,
@@ -273,23 +251,13 @@ emit_reloc(const dyn_session_t *s, point_t *pt, uint64_t at, const dyn_snippet_t
     free(pt->map);
     pt->nmap = 0;
     size_t mapcap = pt_proc_mapcap(&p);
-    pt->map = malloc((mapcap + 1) * sizeof(*pt->map));
-    if (pt->map == NULL) {
-        free(sites);
-        free(runs);
-        free(exits);
-        free(noret);
-        free(inner);
-        free(unknown);
-        return QP_ENOMEM;
-    }
-    n = pt_proc_emit(&p, at, out, cap, pt->map, mapcap, &pt->nmap);
+    if ((pt->map = malloc((mapcap + 1) * sizeof(*pt->map))) != NULL)
+        n = pt_proc_emit(&p, at, out, cap, pt->map, mapcap, &pt->nmap);
+out:
     free(sites);
     free(runs);
     free(exits);
-    free(noret);
-    free(inner);
-    free(unknown);
+    dynp_proc_block_ends_free(&p);
     return n;
 }
 

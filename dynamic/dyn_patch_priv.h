@@ -307,8 +307,10 @@ int
 dynp_xlate_block(
     const dyn_session_t *s, const uint32_t *parts, int nparts, const cfg_block_t *bl);
 int
-dynp_block_ends(const dyn_session_t *s, const uint32_t *parts, int nparts,
-    int (*which)(const cfg_prog_t *, const cfg_block_t *), uint64_t **out);
+dynp_proc_block_ends(const dyn_session_t *s, const uint32_t *parts, int nparts,
+    pt_proc_t *p /*OUT*/);
+void
+dynp_proc_block_ends_free(pt_proc_t *p);
 const char *
 dynp_check_noret(const dyn_session_t *s, const cfg_block_t *b, point_t *pt /*OUT*/);
 const char *
