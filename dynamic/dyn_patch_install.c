@@ -76,57 +76,18 @@ dynp_counters_local_free(dyn_session_t *s)
     s->memfd = -1;
 }
 
-/*
- * Per-CPU counts for N rows (the process is stopped): S->ncpu and the layout set, the
- * bytes they take after the rows returned; 0 (counts in the rows, locked) with plain
- * increments asked for, without rseq or beyond 1,024 CPUs or 64 MiB.
- */
-static size_t
-counters_per_cpu(dyn_session_t *s, size_t n)
-{
-    unsigned ncpu;
-    uint64_t stride = 64;
-    s->ncpu = 0;
-    s->cpu_why = NULL;
-    if (!s->atomic)
-        return 0;
-    if (dyn_proc_rseq(s->p, &s->rseq_off, &ncpu, &s->cpu_why) != 1) {
-        if (s->cpu_why == NULL)
-            s->cpu_why = "the threads' rseq areas could not be read";
-        return 0;
-    }
-    while (stride < 8 * n)
-        stride *= 2;
-    if (ncpu > 1024 || stride > ARCH_SNIP_CPU_STRIDE_MAX || stride * ncpu > (64u << 20)) {
-        s->cpu_why = "too many CPUs or rows for per-CPU words";
-        return 0;
-    }
-    s->ncpu = ncpu;
-    s->cpu_stride = stride;
-    return (size_t)(stride * ncpu);
-}
-
 static int
 counters_alloc(dyn_session_t *s, size_t n)
 {
     size_t rows = (n * 8 * ROW_WORDS + 63) & ~(size_t)63;
-    size_t size = (rows + counters_per_cpu(s, n) + 4095) & ~(size_t)4095;
-    int rc;
+    size_t size = (rows + 4095) & ~(size_t)4095;
 
     s->ctr_size = size;
-    s->last = calloc(n ? n : 1, sizeof(uint64_t));
-    s->ticks = calloc(n ? n : 1, sizeof(uint64_t));
-    if (s->last == NULL || s->ticks == NULL)
-        return QP_ENOMEM;
-    if (counters_shared(s, size) == 0) {
-        s->cpu_ctr = s->ctr + rows;
+    if (counters_shared(s, size) == 0)
         return 0;
-    }
     dynp_counters_local_free(s);
-    rc = dyn_space_ops.alloc_near(
+    return dyn_space_ops.alloc_near(
         s->p, s->code, s->code + s->code_size, size, ED_PROT_R | ED_PROT_W, &s->ctr);
-    s->cpu_ctr = s->ctr + rows;
-    return rc;
 }
 
 /*****************************************************************************
@@ -163,25 +124,14 @@ snip_ctx(const point_t *pt, int after)
     }
 }
 
-/* The counter (and timer start) of a row's entry as a snippet, at WORDS (per CPU: the
- * count at CPU 0's CPU_WORD). */
+/* The counter (a locked add) and timer start of a row's entry as a snippet, at WORDS. */
 void
-dynp_count_snip(const dyn_session_t *s, int timed, uint64_t words, uint64_t cpu_word,
-    arch_snip_t v[COUNT_NODES], dyn_snippet_t *sn)
+dynp_count_snip(int timed, uint64_t words, arch_snip_t v[COUNT_NODES], dyn_snippet_t *sn)
 {
     v[0] = (arch_snip_t) { .op = ARCH_SN_CONST, .imm = 1, .a = ARCH_SNIP_NONE,
         .b = ARCH_SNIP_NONE, .c = ARCH_SNIP_NONE };
-    v[4] = (arch_snip_t) { .op = ARCH_SN_CONST, .imm = s->rseq_off, .a = ARCH_SNIP_NONE,
-        .b = ARCH_SNIP_NONE, .c = ARCH_SNIP_NONE };
-    v[5] = (arch_snip_t) { .op = ARCH_SN_CONST, .imm = (int64_t)s->cpu_stride,
-        .a = ARCH_SNIP_NONE, .b = ARCH_SNIP_NONE, .c = ARCH_SNIP_NONE };
-    if (s->ncpu > 0)
-        v[1] = (arch_snip_t) { .op = ARCH_SN_ADD_CPU, .a = 0, .b = 4, .c = 5,
-            .imm = (int64_t)cpu_word };
-    else
-        v[1] = (arch_snip_t) { .op = ARCH_SN_ADD_TO, .a = 0, .b = ARCH_SNIP_NONE,
-            .c = ARCH_SNIP_NONE, .imm = (int64_t)words,
-            .flags = s->atomic ? ARCH_SNF_ATOMIC : 0 };
+    v[1] = (arch_snip_t) { .op = ARCH_SN_ADD_TO, .a = 0, .b = ARCH_SNIP_NONE,
+        .c = ARCH_SNIP_NONE, .imm = (int64_t)words, .flags = ARCH_SNF_ATOMIC };
     v[2] = (arch_snip_t) { .op = ARCH_SN_TIMER_START, .a = ARCH_SNIP_NONE,
         .b = ARCH_SNIP_NONE, .c = ARCH_SNIP_NONE, .imm = (int64_t)(words + 8) };
     v[3] = (arch_snip_t) { .op = ARCH_SN_SEQ, .a = 1, .b = 2, .c = ARCH_SNIP_NONE };
@@ -300,8 +250,7 @@ emit_tramp(const dyn_session_t *s, point_t *pt, uint64_t at, uint64_t words, uin
         .ninsns = pt->ninsns, .spill = pt->spill };
 
     /* Every snippet goes through the snippet compiler, the counters' and timers' too. */
-    dynp_count_snip(
-        s, s->rows[pt->row].timed, words, s->cpu_ctr + 8 * pt->row, cv, &count);
+    dynp_count_snip(s->rows[pt->row].timed, words, cv, &count);
     const dyn_snippet_t none = { NULL, 0, 0 };
     const dyn_snippet_t *pre = pt->before.nodes ? &pt->before : &count;
     /* A copy for its call sites only: nothing at its entry. */
@@ -617,8 +566,7 @@ dyn_session_install(dyn_session_t *s)
     step_threads_out(s);
     QP_CHECK(dyn_proc_words(s->p, STACK_SCAN, &w, &nw));
     s->pts = calloc(s->ncand ? s->ncand : 1, sizeof(*s->pts));
-    s->good = calloc(s->nrows ? s->nrows : 1, sizeof(*s->good));
-    if (s->pts == NULL || s->good == NULL) {
+    if (s->pts == NULL) {
         free(w);
         return QP_ENOMEM;
     }
@@ -729,14 +677,6 @@ dyn_session_install(dyn_session_t *s)
         if (!s->rows[s->pts[i].row].bad)
             s->pts[k++] = s->pts[i];
     s->npts = k;
-    s->ngood = 0;
-    for (size_t i = 0; i < s->npts; i++)
-        s->rows[s->pts[i].row].bad |= 2; /* has a point: reported */
-    for (size_t r = 0; r < s->nrows; r++)
-        if (s->rows[r].bad == 2) {
-            s->rows[r].bad = 0;
-            s->good[s->ngood++] = (uint32_t)r;
-        }
     for (size_t i = 0; i < s->npts; i++)
         s->has_calls |= s->pts[i].kind == PT_CALL;
     if ((rc = write_header(s, code)) < 0
@@ -782,8 +722,6 @@ dyn_session_install(dyn_session_t *s)
         }
     }
     free(code);
-    s->tsc0 = qp_cycles();
-    s->mono0 = qp_mono_ns();
     s->installed = 1;
     return 0;
 undo:
@@ -798,7 +736,6 @@ fail : {
     dynp_counters_local_free(s);
     s->code = s->ctr = 0;
     s->npts = 0;
-    s->ngood = 0;
     s->has_calls = 0;
     errno = saved;
 }

@@ -162,25 +162,12 @@ struct dyn_session {
     uint64_t ctr, ctr_size;   /* counter memory in the process */
     int memfd;                /* our end of shared counters, or -1 */
     volatile uint64_t *local; /* counters mapped here (shared), or NULL */
-    uint64_t *last;           /* last sampled values (not shared) */
     int installed;            /* patches are in */
-    int atomic;               /* lock prefix on increments */
-    uint32_t ncpu;            /* > 0: the counts are per CPU (ARCH_SN_ADD_CPU): NCPU
-                               * copies of a word a row at cpu_ctr, cpu_stride apart,
-                               * summed when read (the rows' first words unused) */
-    int32_t rseq_off;         /* ... the rseq area's offset from the thread pointer */
-    const char *cpu_why;      /* ncpu 0 with locked increments: why not per CPU */
-    uint64_t cpu_ctr, cpu_stride;
     row_t *rows;              /* rows selected; counters at ctr + 8 * ROW_WORDS * row */
     size_t nrows, caprows;
-    uint32_t *good; /* installed rows, in report order */
-    size_t ngood;
-    uint64_t *ticks; /* last sampled timer totals per good row */
-    char **strs;     /* names made here (call sites) */
+    char **strs; /* names made here (call sites) */
     size_t nstrs, capstrs;
     int has_calls; /* call-site trampolines are in */
-    uint64_t tsc0; /* cycle counter and CLOCK_MONOTONIC ns at install */
-    uint64_t mono0;
     uint32_t *frags; /* cold fragments, by parent (lazily) */
     size_t nfrags;
     uint64_t *pads; /* padding taken by short jumps and spills (link addresses; 5
@@ -338,10 +325,9 @@ dynp_check_timed(dyn_session_t *s, uint32_t i, const char *name, int *err /*OUT*
 /* dyn_patch_install.c */
 void
 dynp_counters_local_free(dyn_session_t *s);
-#define COUNT_NODES 6 /* the nodes of dynp_count_snip */
+#define COUNT_NODES 4 /* the nodes of dynp_count_snip */
 void
-dynp_count_snip(const dyn_session_t *s, int timed, uint64_t words, uint64_t cpu_word,
-    arch_snip_t v[COUNT_NODES], dyn_snippet_t *sn);
+dynp_count_snip(int timed, uint64_t words, arch_snip_t v[COUNT_NODES], dyn_snippet_t *sn);
 int
 dynp_unpatch(dyn_proc_t *p, const point_t *pt, int check);
 
