@@ -11,9 +11,8 @@
  * branch lands inside the replaced bytes and no thread is inside them (pcs, and return
  * addresses found near the top of each stack for signal frames). Removal writes back
  * every original byte; the trampoline memory is unmapped unless a thread may still be
- * in it. Counters live in a memfd mapped shared into the process and into ours when the
- * process can open it, so they are read without a system call and survive its exit;
- * otherwise in anonymous memory read with process_vm_readv.
+ * in it. A row's own counter and timer words (run where a point has no snippet of its
+ * own before it) are anonymous memory near the code.
  */
 #include "config.h"
 
@@ -144,7 +143,6 @@ dyn_session_create(
     s->p = p;
     s->prog = prog;
     s->bias = bias;
-    s->memfd = -1;
     s->shstk = -1;
     *out = s;
     return 0;
@@ -386,7 +384,6 @@ dyn_session_destroy(dyn_session_t *s)
 {
     if (s == NULL)
         return;
-    dynp_counters_local_free(s);
     free(s->rows);
     free(s->frags);
     free(s->pads);

@@ -26,56 +26,6 @@ any_in(const uint64_t *w, size_t n, uint64_t lo, uint64_t hi)
  * Counters
  */
 
-/* Shared counters: a memfd of ours that the process opens through /proc. */
-static int
-counters_shared(dyn_session_t *s, size_t size)
-{
-    char path[96];
-    uint64_t a[6] = { 0 };
-    int64_t rfd, r;
-    void *m;
-    int rc;
-
-    s->memfd = (int)syscall(SYS_memfd_create, "qpt-dyn-counters", 1u /* MFD_CLOEXEC */);
-    if (s->memfd < 0)
-        return QP_EIO;
-    if (ftruncate(s->memfd, (off_t)size) < 0)
-        return QP_EIO;
-    m = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, s->memfd, 0);
-    if (m == MAP_FAILED)
-        return QP_EIO;
-    s->local = m;
-    /* The path goes into the (not yet used) trampoline memory for the remote open (if
-       dyn dies before the close, the process keeps an open descriptor: harmless). */
-    snprintf(path, sizeof(path), "/proc/%d/fd/%d", (int)getpid(), s->memfd);
-    QP_CHECK(dyn_proc_write(s->p, s->code + HDR_LEN, path, strlen(path) + 1));
-    a[0] = (uint64_t)(int64_t)AT_FDCWD;
-    a[1] = s->code + HDR_LEN;
-    a[2] = O_RDWR | O_CLOEXEC;
-    QP_CHECK(dyn_proc_syscall(s->p, SYS_openat, a, &rfd));
-    if (rfd < 0) {
-        errno = (int)-rfd;
-        return QP_EIO;
-    }
-    rc = dyn_space_map_near(s->p, s->code, s->code + s->code_size, size,
-        ED_PROT_R | ED_PROT_W, (int)rfd, &s->ctr);
-    memset(a, 0, sizeof(a));
-    a[0] = (uint64_t)rfd;
-    dyn_proc_syscall(s->p, SYS_close, a, &r);
-    return rc;
-}
-
-void
-dynp_counters_local_free(dyn_session_t *s)
-{
-    if (s->local != NULL)
-        munmap((void *)s->local, s->ctr_size);
-    if (s->memfd >= 0)
-        close(s->memfd);
-    s->local = NULL;
-    s->memfd = -1;
-}
-
 static int
 counters_alloc(dyn_session_t *s, size_t n)
 {
@@ -83,9 +33,6 @@ counters_alloc(dyn_session_t *s, size_t n)
     size_t size = (rows + 4095) & ~(size_t)4095;
 
     s->ctr_size = size;
-    if (counters_shared(s, size) == 0)
-        return 0;
-    dynp_counters_local_free(s);
     return dyn_space_ops.alloc_near(
         s->p, s->code, s->code + s->code_size, size, ED_PROT_R | ED_PROT_W, &s->ctr);
 }
@@ -733,7 +680,6 @@ fail : {
     if (s->ctr != 0)
         dyn_space_free(s->p, s->ctr, s->ctr_size);
     dyn_space_free(s->p, s->code, s->code_size);
-    dynp_counters_local_free(s);
     s->code = s->ctr = 0;
     s->npts = 0;
     s->has_calls = 0;

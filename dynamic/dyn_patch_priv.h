@@ -15,16 +15,11 @@
 
 #include <errno.h>
 #include <stddef.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <sys/syscall.h>
-#include <time.h>
 #include <unistd.h>
 
-#include "base/qp_clock.h"
 #include "dynamic/dyn.h"
 #include "patch/patch.h"
 
@@ -160,8 +155,6 @@ struct dyn_session {
     uint64_t code, code_size; /* trampoline memory in the process */
     uint64_t code_used;       /* ... the bytes of it emit_all filled */
     uint64_t ctr, ctr_size;   /* counter memory in the process */
-    int memfd;                /* our end of shared counters, or -1 */
-    volatile uint64_t *local; /* counters mapped here (shared), or NULL */
     int installed;            /* patches are in */
     row_t *rows;              /* rows selected; counters at ctr + 8 * ROW_WORDS * row */
     size_t nrows, caprows;
@@ -323,8 +316,6 @@ const char *
 dynp_check_timed(dyn_session_t *s, uint32_t i, const char *name, int *err /*OUT*/);
 
 /* dyn_patch_install.c */
-void
-dynp_counters_local_free(dyn_session_t *s);
 #define COUNT_NODES 4 /* the nodes of dynp_count_snip */
 void
 dynp_count_snip(int timed, uint64_t words, arch_snip_t v[COUNT_NODES], dyn_snippet_t *sn);
