@@ -232,13 +232,8 @@ decode_index(rbuf_t *b, qp_desc_t *out, struct qp_desc_lazy *lz, char *why, size
     }
     lz->nchunks = nc;
     run_t r;
-    memset(&r, 0, sizeof(r));
-    r.d = out;
-    const char *part = NULL;
+    const char *part = desc_get_procs(b, &r, out);
     uint32_t i = 0;
-    for (i = 0; i < h->nprocs && !b->bad; i++)
-        desc_get_proc(b, &r, &out->procs[i]);
-    part = b->bad ? "procedure" : NULL;
     for (i = 0; part == NULL && i < h->nprocs && !b->bad; i++) {
         get_zero(b, &out->zero[i], out->procs[i].nedges);
         if (out->procs[i].flags & QP_PROC_BY_CALLS)

@@ -145,6 +145,10 @@ uint32_t
 desc_get_u32(rbuf_t *r);
 void
 desc_get_proc(rbuf_t *b, run_t *r, qp_desc_proc_t *p);
+/* Every procedure of OUT (its header's nprocs) read from B, with R cleared for OUT first
+ * (the run of their fields): NULL, or "procedure" when B went bad. */
+const char *
+desc_get_procs(rbuf_t *b, run_t *r, qp_desc_t *out);
 void
 desc_get_block(rbuf_t *b, run_t *r, qp_desc_block_t *k);
 void

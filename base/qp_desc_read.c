@@ -89,6 +89,16 @@ desc_get_u32(rbuf_t *r)
     return (uint32_t)desc_get_max(r, UINT32_MAX);
 }
 
+const char *
+desc_get_procs(rbuf_t *b, run_t *r, qp_desc_t *out)
+{
+    memset(r, 0, sizeof(*r));
+    r->d = out;
+    for (uint32_t i = 0; i < out->hdr.nprocs && !b->bad; i++)
+        desc_get_proc(b, r, &out->procs[i]);
+    return b->bad ? "procedure" : NULL;
+}
+
 void
 desc_get_proc(rbuf_t *b, run_t *r, qp_desc_proc_t *p)
 {
@@ -205,13 +215,8 @@ decode_body(rbuf_t *b, qp_desc_t *out, char *why, size_t whylen)
         return QP_ENOMEM;
     }
     run_t r;
-    memset(&r, 0, sizeof(r));
-    r.d = out;
-    const char *part = NULL;
+    const char *part = desc_get_procs(b, &r, out);
     uint32_t i = 0;
-    for (i = 0; i < h->nprocs && !b->bad; i++)
-        desc_get_proc(b, &r, &out->procs[i]);
-    part = b->bad ? "procedure" : NULL;
     if (part == NULL && desc_index_entries(&r) < 0) {
         qp_why(why, whylen, "%s", qp_strerror(QP_ENOMEM));
         return QP_ENOMEM;

@@ -338,14 +338,36 @@ vec_trim(void **v, size_t *cap, size_t n, size_t elem)
     }
 }
 
+/* The lists of a traversal T. */
+static void
+trav_free(trav_t *t)
+{
+    CFG_VEC_FREE(t->pending);
+    CFG_VEC_FREE(t->last);
+    CFG_VEC_FREE(t->labels);
+    CFG_VEC_FREE(t->ptr_jumps);
+    CFG_VEC_FREE(t->proofs);
+    CFG_VEC_FREE(t->slot_proofs);
+    CFG_VEC_FREE(t->gap_entries);
+    CFG_VEC_FREE(t->data_refs);
+    CFG_VEC_FREE(t->own_addrs);
+}
+
+/* BP without blocks, edges, tables or what a traversal found unsafe. */
+static void
+bproc_clear(cfg_bproc_t *bp)
+{
+    bp->blocks.n = bp->edges.n = bp->tables.n = 0;
+    bp->p.unsafe = NULL;
+    bp->p.nind_unresolved = 0;
+}
+
 /* (Re)build the CFG of procedure I with the scratch SC (see cfg_scratch_t). */
 int
 cfg_build_proc(cfg_builder_t *b, cfg_scratch_t *sc, uint32_t i)
 {
     cfg_bproc_t *bp = cfg_discover_proc(b, i);
-    bp->blocks.n = bp->edges.n = bp->tables.n = 0;
-    bp->p.unsafe = NULL;
-    bp->p.nind_unresolved = 0;
+    bproc_clear(bp);
     uint64_t total = 0;
     for (size_t r = 0; r < bp->ranges.n; r++)
         total += bp->ranges.v[r].end - bp->ranges.v[r].start;
@@ -378,23 +400,13 @@ cfg_build_proc(cfg_builder_t *b, cfg_scratch_t *sc, uint32_t i)
         if (rc != 1)
             break;
         /* A hoisted table base that does not hold: again without it, from scratch. */
-        CFG_VEC_FREE(t.pending);
-        CFG_VEC_FREE(t.last);
-        CFG_VEC_FREE(t.labels);
-        CFG_VEC_FREE(t.ptr_jumps);
-        CFG_VEC_FREE(t.proofs);
-        CFG_VEC_FREE(t.slot_proofs);
-        CFG_VEC_FREE(t.gap_entries);
-        CFG_VEC_FREE(t.data_refs);
-        CFG_VEC_FREE(t.own_addrs);
+        trav_free(&t);
         sc->new_entries.n = n_entries;
         sc->new_srcs.n = n_srcs;
         sc->known.n = n_known;
         while (sc->strings.n > n_strings)
             free(sc->strings.v[--sc->strings.n]);
-        bp->blocks.n = bp->edges.n = bp->tables.n = 0;
-        bp->p.unsafe = NULL;
-        bp->p.nind_unresolved = 0;
+        bproc_clear(bp);
     }
     CFG_VEC_FREE(no_far);
     if (rc == 0)
@@ -420,15 +432,7 @@ cfg_build_proc(cfg_builder_t *b, cfg_scratch_t *sc, uint32_t i)
      * kept at their size, not at the next power of two. */
     vec_trim((void **)&bp->blocks.v, &bp->blocks.cap, bp->blocks.n, sizeof(*bp->blocks.v));
     vec_trim((void **)&bp->edges.v, &bp->edges.cap, bp->edges.n, sizeof(*bp->edges.v));
-    CFG_VEC_FREE(t.pending);
-    CFG_VEC_FREE(t.last);
-    CFG_VEC_FREE(t.labels);
-    CFG_VEC_FREE(t.ptr_jumps);
-    CFG_VEC_FREE(t.proofs);
-    CFG_VEC_FREE(t.slot_proofs);
-    CFG_VEC_FREE(t.gap_entries);
-    CFG_VEC_FREE(t.data_refs);
-    CFG_VEC_FREE(t.own_addrs);
+    trav_free(&t);
     return rc == QP_EDECODE ? 0 : rc;
 }
 

@@ -376,6 +376,9 @@ int drv_by_calls(const cfg_prog_t *prog, const uint8_t *solid, uint8_t *leave,
  * pthread_create@plt"), written into BUF; NULL when nothing says it can.
  */
 int drv_forkers(const cfg_prog_t *prog, uint64_t **out /*OUT*/, size_t *n /*OUT*/);
+/* NAME, without a trailing "@plt" (not any version: exit@GLIBC_2.2.5 is no "exit"), is
+ * one of the NULL-terminated NAMES (drv_run's and drv_trace's lists). */
+int drv_name_in(const char *name, const char *const *names);
 int drv_is_fork_name(const char *name);
 int drv_syscall_may_fork(long nr);
 const char *drv_threads_reason(const cfg_prog_t *prog, char *buf, size_t len,

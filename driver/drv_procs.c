@@ -49,6 +49,18 @@ name_matches(const char *name, const char *const *names, const char *const *pref
     return 0;
 }
 
+int
+drv_name_in(const char *name, const char *const *names)
+{
+    size_t n = strlen(name);
+    if (n > 4 && strcmp(name + n - 4, "@plt") == 0)
+        n -= 4;
+    for (; *names; names++)
+        if (strlen(*names) == n && strncmp(name, *names, n) == 0)
+            return 1;
+    return 0;
+}
+
 /*
  * Functions after whose return the caller may be a new process: fork itself, the
  * wrappers of daemon() and forkpty(), and syscall() (SYS_fork). vfork, posix_spawn,

@@ -94,19 +94,6 @@ add_probe(drv_result_t *res, uint64_t at, int where, int what, int save, uint32_
     return 0;
 }
 
-/* NAME without a trailing "@plt" equals one of the NULL-terminated NAMES. */
-static int
-name_in(const char *name, const char *const *names)
-{
-    size_t n = strlen(name);
-    if (n > 4 && strcmp(name + n - 4, "@plt") == 0)
-        n -= 4;
-    for (; *names; names++)
-        if (strlen(*names) == n && strncmp(name, *names, n) == 0)
-            return 1;
-    return 0;
-}
-
 /* Functions that end the process: the frames below them never return. */
 static const char *const exit_names[] = { "exit", "_exit", "_Exit", "quick_exit", NULL };
 /* Functions that replace the program, unless they fail (and return): an exit dump before
@@ -129,12 +116,12 @@ static uint8_t
 callee_flags(const char *name)
 {
     uint8_t f = 0;
-    if (name_in(name, longjmp_names))
+    if (drv_name_in(name, longjmp_names))
         f |= QP_CALLF_LONGJMP;
     /* ... libstdc++'s std::__throw_* helpers throw too */
-    if (name_in(name, throw_names) || (strncmp(name, "_ZSt", 4) == 0 && strstr(name, "__throw_")))
+    if (drv_name_in(name, throw_names) || (strncmp(name, "_ZSt", 4) == 0 && strstr(name, "__throw_")))
         f |= QP_CALLF_THROW;
-    if (name_in(name, exec_names))
+    if (drv_name_in(name, exec_names))
         f |= QP_CALLF_EXEC;
     return f;
 }
@@ -154,7 +141,7 @@ callee_marks(const cfg_prog_t *prog)
     uint8_t *m = malloc((size_t)prog->nprocs + 1);
     for (uint32_t i = 0; m != NULL && i < prog->nprocs; i++)
         m[i] = callee_flags(prog->procs[i].name)
-            | (name_in(prog->procs[i].name, setjmp_names) ? CALLF_SETJMP : 0);
+            | (drv_name_in(prog->procs[i].name, setjmp_names) ? CALLF_SETJMP : 0);
     return m;
 }
 
@@ -432,7 +419,7 @@ solid_procs(const cfg_prog_t *prog, const ed_plan_t *plan, const uint8_t *marks,
         const cfg_proc_t *p = &prog->procs[i];
         int ok = !(p->flags & (CFG_PROC_FRAGMENT | CFG_PROC_PLT)) && p->nblocks > 0
             && ed_plan_left_reason(plan, i) == NULL
-            && !(name_in(p->name, exit_names) && has_syscall(prog, p));
+            && !(drv_name_in(p->name, exit_names) && has_syscall(prog, p));
         for (uint32_t k = 0; ok && k < p->nblocks; k++) {
             const cfg_block_t *b = &prog->blocks[p->block + k];
             if (k > 0 && b->npred == 0)
@@ -876,7 +863,7 @@ run_pass(const drv_ops_t *drv, const cfg_prog_t *prog, const ed_plan_t *plan,
         && ed_plan_stats(plan)->nleft > 0)
         rc = ed_inplace_create(prog, plan, &ip);
     for (uint32_t i = 0; rc == 0 && i < prog->nprocs; i++)
-        if (name_in(prog->procs[i].name, exit_names))
+        if (drv_name_in(prog->procs[i].name, exit_names))
             exits[nexits++] = prog->procs[i].entry; /* procs are sorted by entry */
     prep_t prep = { drv, prog, plan, &info, weights, by_calls, threads, 0, 0, NULL };
     if (rc == 0 && threads > 1 && (prep.items = calloc(PREP_BATCH, sizeof(prep_item_t))) == NULL)
@@ -904,7 +891,7 @@ run_pass(const drv_ops_t *drv, const cfg_prog_t *prog, const ed_plan_t *plan,
             rc = describe_unmeasured(res, prog, p, "left in place: ", left);
             continue;
         }
-        if (name_in(p->name, exit_names) && has_syscall(prog, p)) {
+        if (drv_name_in(p->name, exit_names) && has_syscall(prog, p)) {
             /* It ends the process from inside: its flow never leaves, so neither
              * counters on its edges nor flow conservation can account for it. */
             res->nunmeasured++;

@@ -107,19 +107,6 @@ add_jump_point(drv_trace_t *t, const cfg_prog_t *prog, qpt_trace_block_t *b, uin
 struct tproc;
 static int interior_targets(const struct tproc *p);
 
-/* NAME without "@plt" is one of NAMES. */
-static int
-name_is(const char *name, const char *const *names)
-{
-    size_t n = strlen(name);
-    if (n > 4 && strcmp(name + n - 4, "@plt") == 0)
-        n -= 4;
-    for (; *names; names++)
-        if (strlen(*names) == n && strncmp(name, *names, n) == 0)
-            return 1;
-    return 0;
-}
-
 static const char *const twice_names[] = { "setjmp", "_setjmp", "__sigsetjmp", "sigsetjmp",
                                            "vfork", "savectx", "getcontext", NULL };
 
@@ -356,7 +343,7 @@ static int
 leaf_plt(const cfg_prog_t *prog, uint64_t addr)
 {
     const cfg_proc_t *p = addr ? cfg_proc_at(prog, addr) : NULL;
-    return p != NULL && p->entry == addr && (p->flags & CFG_PROC_PLT) && name_is(p->name, leaf_names);
+    return p != NULL && p->entry == addr && (p->flags & CFG_PROC_PLT) && drv_name_in(p->name, leaf_names);
 }
 
 /* The target of graph edge ED when it is a tail call (direct or known), else 0. */
@@ -872,7 +859,7 @@ describe_proc(drv_trace_t *t, tproc_t *tp, uint32_t k, const uint32_t *of, const
         const cfg_proc_t *cp = g->last_target[i] ? cfg_proc_at(prog, g->last_target[i]) : NULL;
         if (g->last_kind[i] == ARCH_KIND_CALL && g->last_target[i] != 0) {
             uint32_t q = proc_entry_index(prog, of, g->last_target[i]);
-            int twice = cp != NULL && cp->entry == g->last_target[i] && name_is(cp->name, twice_names);
+            int twice = cp != NULL && cp->entry == g->last_target[i] && drv_name_in(cp->name, twice_names);
             if (twice)
                 b->flags |= QPT_TB_SETJMP;
             if (q == NONE && leaf_plt(prog, g->last_target[i])) {

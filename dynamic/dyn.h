@@ -8,8 +8,9 @@
  * the only ptrace user (dyn_ptrace.c); dyn_space_ops is the editor's qp_space_ops_t over
  * it; dyn_session_* places entry counters (and timers at entries and exits, and counters
  * at call sites) with trampolines built by arch/'s emitters and
- * instruction relocation (the same ones the static editor uses), samples them while the
- * process runs, and takes them out again (libqpt's live spaces run sessions on them);
+ * instruction relocation (the same ones the static editor uses), and takes them out
+ * again (libqpt's live spaces run sessions on them; what they count is in libqpt's own
+ * memory, the snippets' words);
  * dyn_clean takes out what a killed dyn left. dynamic/ never sees the ELF writer or
  * libelf, never prints, exits or installs signal handlers.
  * Errors: 0 or a negative QP_E* code; QP_EIO means a system call failed and errno is kept
@@ -564,25 +565,11 @@ int
 dyn_session_install(dyn_session_t *s);
 
 /*
- * The counters of every row, into COUNTS (one per row), without stopping the process
- * (dyn_session_remove and dyn_session_drop read the final values so). After the process
- * ended, the last values (exact when the counters were shared with the caller). QP_EIO.
- */
-int
-dyn_session_sample(dyn_session_t *s, uint64_t *counts /*OUT*/);
-
-/* After dyn_session_install: the CPUs S counts per CPU for (rseq), or 0: locked
- * increments (*WHY says why; NULL with plain ones, --no-atomic). */
-unsigned
-dyn_session_per_cpu(const dyn_session_t *s, const char **why /*OUT*/);
-
-/*
  * Take the instrumentation out of the stopped process: restore every original byte
  * (checking that each entry still holds our jump), step threads out of trampolines, then
  * unmap the trampoline and counter memory unless a thread may still return into it (a pc,
  * or an address on a stack: then the mapping is left, *LEAKED = 1; call-site trampoline
- * code always stays, *LEAKED = 2). The counters keep
- * their final values for dyn_session_sample. LEAKED may be NULL.
+ * code always stays, *LEAKED = 2). LEAKED may be NULL.
  */
 int
 dyn_session_remove(dyn_session_t *s, int *leaked /*OUT*/);
@@ -603,9 +590,7 @@ dyn_session_reroute_returns(dyn_session_t *s, const dyn_session_t *next);
  * Drop S without touching the code it patched, which is gone: GONE_ALL (after an exec)
  * when the whole address space is, and nothing of the process is touched; else (the
  * module was unmapped: dlclose) the trampoline and counter memory is unmapped from the
- * stopped process unless a thread's pc is in it. The counts are those of the last
- * moment (exact with shared counters: read at the drop otherwise) and stay readable
- * with dyn_session_sample.
+ * stopped process unless a thread's pc is in it.
  */
 int
 dyn_session_drop(dyn_session_t *s, int gone_all);

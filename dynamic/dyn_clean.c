@@ -62,8 +62,9 @@ add_region(regions_t *r, uint64_t lo, uint64_t hi, const dyn_tramp_hdr_t *h)
 }
 
 /*
- * Is [ADDR, ADDR + SIZE) one whole read-write mapping of dyn's counters (the memfd, or
- * anonymous memory)? Checked before unmapping: never unmap what is not ours.
+ * Is [ADDR, ADDR + SIZE) one whole read-write mapping of dyn's counters (anonymous
+ * memory, or the memfd "qpt-dyn-counters" of a dyn before 2026-12)? Checked before
+ * unmapping: never unmap what is not ours.
  */
 static int
 is_counters(dyn_proc_t *p, uint64_t addr, uint64_t size)

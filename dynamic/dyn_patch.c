@@ -11,9 +11,8 @@
  * branch lands inside the replaced bytes and no thread is inside them (pcs, and return
  * addresses found near the top of each stack for signal frames). Removal writes back
  * every original byte; the trampoline memory is unmapped unless a thread may still be
- * in it. Counters live in a memfd mapped shared into the process and into ours when the
- * process can open it, so they are read without a system call and survive its exit;
- * otherwise in anonymous memory read with process_vm_readv.
+ * in it. A row's own counter and timer words (run where a point has no snippet of its
+ * own before it) are anonymous memory near the code.
  */
 #include "config.h"
 
@@ -144,143 +143,9 @@ dyn_session_create(
     s->p = p;
     s->prog = prog;
     s->bias = bias;
-    s->memfd = -1;
-    s->atomic = 1;
     s->shstk = -1;
     *out = s;
     return 0;
-}
-
-/*****************************************************************************
- * Timers read while running (seed 001, section 3.3): a row's time so far is its total
- * plus, while some thread is inside (depth > 0), the cycles since its start. The words
- * are read without stopping the process; an active row is read again until two reads
- * agree (a thread was starting or stopping it meanwhile). The timer
- * code writes START before DEPTH leaves 0 (arch_emit_timer_start), so an agreed read
- * never has a stale start; between a stop's decrement and its add the value reads low,
- * never high, and the largest value read so far is kept.
- */
-
-#define READ_TRIES 4 /* reads of a changing row before its running part is left out */
-
-/* The words from the process's counter memory at OFF (bytes) into W (N words). */
-static int
-read_ctr(dyn_session_t *s, uint64_t off, uint64_t *w, size_t n)
-{
-    if (s->local != NULL) {
-        for (size_t i = 0; i < n; i++)
-            w[i] = __atomic_load_n(&s->local[off / 8 + i], __ATOMIC_RELAXED);
-        return 0;
-    }
-    return dyn_proc_read(s->p, s->ctr + off, w, n * 8);
-}
-
-/* The row words of every row, into ALL (nrows * ROW_WORDS); per-CPU counts summed
- * into the rows' first words. */
-static int
-read_rows(dyn_session_t *s, uint64_t *all)
-{
-    QP_CHECK(read_ctr(s, 0, all, s->nrows * ROW_WORDS));
-    if (s->ncpu == 0)
-        return 0;
-    size_t sw = s->cpu_stride / 8;
-    uint64_t *cpu = malloc(s->ncpu * s->cpu_stride);
-    int rc = cpu == NULL ? QP_ENOMEM
-                         : read_ctr(s, s->cpu_ctr - s->ctr, cpu, sw * s->ncpu);
-    for (size_t r = 0; rc == 0 && r < s->nrows; r++) {
-        all[r * ROW_WORDS] = 0;
-        for (size_t k = 0; k < s->ncpu; k++)
-            all[r * ROW_WORDS] += cpu[k * sw + r];
-    }
-    free(cpu);
-    return rc;
-}
-
-/* Do rows' timer words (depth, start, total) agree in A and B? */
-static int
-same_timer(const uint64_t *a, const uint64_t *b)
-{
-    return a[1] == b[1] && a[2] == b[2] && a[3] == b[3];
-}
-
-/* The cycles timed by row words W at NOW (STABLE: the words were read twice alike). */
-static uint64_t
-timer_so_far(const uint64_t *w, uint64_t now, int stable)
-{
-    int64_t depth = (int64_t)w[1];
-    uint64_t start = w[2], total = w[3];
-
-    if (!stable || depth <= 0 || start == 0 || now <= start)
-        return total;
-    return total + (now - start);
-}
-
-unsigned
-dyn_session_per_cpu(const dyn_session_t *s, const char **why)
-{
-    *why = s->cpu_why;
-    return s->ncpu;
-}
-
-int
-dyn_session_sample(dyn_session_t *s, uint64_t *counts /*OUT*/)
-{
-    int rc = 0;
-
-    if (s == NULL || (counts == NULL && s->ngood != 0))
-        return QP_EINVAL;
-    if (s->ngood == 0)
-        return 0;
-    if (s->local != NULL || (s->ctr != 0 && s->installed)) {
-        size_t nw = s->nrows * ROW_WORDS;
-        uint64_t *all = malloc(nw * 8), *again = malloc(nw * 8);
-        unsigned char *stable = calloc(s->ngood, 1);
-        if (all == NULL || again == NULL || stable == NULL)
-            rc = QP_ENOMEM;
-        if (rc == 0)
-            rc = read_rows(s, all);
-        /* Only an active timer needs a second read: one read at depth 0 can only miss
-         * a stop's add (low), never pair a start with the wrong total. */
-        size_t active = 0;
-        for (size_t i = 0; rc == 0 && i < s->ngood; i++) {
-            const uint64_t *w = all + (size_t)s->good[i] * ROW_WORDS;
-            if (s->rows[s->good[i]].timed && (int64_t)w[1] > 0)
-                active++;
-            else
-                stable[i] = 1; /* (its running part is 0 anyway) */
-        }
-        for (int k = 1; rc == 0 && active > 0 && k < READ_TRIES; k++) {
-            size_t left = 0;
-            if ((rc = read_rows(s, again)) < 0)
-                break;
-            for (size_t i = 0; i < s->ngood; i++) {
-                size_t w = (size_t)s->good[i] * ROW_WORDS;
-                if (stable[i])
-                    continue;
-                if (same_timer(all + w, again + w))
-                    stable[i] = 1;
-                else
-                    left++;
-                memcpy(all + w, again + w, 8 * ROW_WORDS);
-            }
-            if (left == 0)
-                break;
-        }
-        uint64_t now = qp_cycles(); /* after the reads: not before any start read */
-        for (size_t i = 0; rc == 0 && i < s->ngood; i++) {
-            const uint64_t *w = all + (size_t)s->good[i] * ROW_WORDS;
-            uint64_t t = timer_so_far(w, now, stable[i]);
-            s->last[i] = w[0];
-            if (t > s->ticks[i])
-                s->ticks[i] = t;
-        }
-        free(all);
-        free(again);
-        free(stable);
-    }
-    if (counts != s->last)
-        memcpy(counts, s->last, s->ngood * sizeof(*counts));
-    return rc;
 }
 
 /*****************************************************************************
@@ -394,7 +259,6 @@ dyn_session_remove(dyn_session_t *s, int *leaked /*OUT*/)
         keep = 1;
     }
     free(w);
-    dyn_session_sample(s, s->last);
     /*
      * Call-site trampolines: a callee still running (on any stack, also one not scanned:
      * a coroutine's, or an address saved in a jmp_buf) returns into its jmp back to the
@@ -456,7 +320,6 @@ dyn_session_drop(dyn_session_t *s, int gone_all)
         s->installed = 0;
         return 0;
     }
-    dyn_session_sample(s, s->last); /* (shared: read here; else the counters in it) */
     if (gone_all) {
         s->installed = 0;
         return 0;
@@ -521,10 +384,6 @@ dyn_session_destroy(dyn_session_t *s)
 {
     if (s == NULL)
         return;
-    dynp_counters_local_free(s);
-    free(s->last);
-    free(s->ticks);
-    free(s->good);
     free(s->rows);
     free(s->frags);
     free(s->pads);

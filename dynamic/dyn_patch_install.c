@@ -26,107 +26,15 @@ any_in(const uint64_t *w, size_t n, uint64_t lo, uint64_t hi)
  * Counters
  */
 
-/* Shared counters: a memfd of ours that the process opens through /proc. */
-static int
-counters_shared(dyn_session_t *s, size_t size)
-{
-    char path[96];
-    uint64_t a[6] = { 0 };
-    int64_t rfd, r;
-    void *m;
-    int rc;
-
-    s->memfd = (int)syscall(SYS_memfd_create, "qpt-dyn-counters", 1u /* MFD_CLOEXEC */);
-    if (s->memfd < 0)
-        return QP_EIO;
-    if (ftruncate(s->memfd, (off_t)size) < 0)
-        return QP_EIO;
-    m = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, s->memfd, 0);
-    if (m == MAP_FAILED)
-        return QP_EIO;
-    s->local = m;
-    /* The path goes into the (not yet used) trampoline memory for the remote open (if
-       dyn dies before the close, the process keeps an open descriptor: harmless). */
-    snprintf(path, sizeof(path), "/proc/%d/fd/%d", (int)getpid(), s->memfd);
-    QP_CHECK(dyn_proc_write(s->p, s->code + HDR_LEN, path, strlen(path) + 1));
-    a[0] = (uint64_t)(int64_t)AT_FDCWD;
-    a[1] = s->code + HDR_LEN;
-    a[2] = O_RDWR | O_CLOEXEC;
-    QP_CHECK(dyn_proc_syscall(s->p, SYS_openat, a, &rfd));
-    if (rfd < 0) {
-        errno = (int)-rfd;
-        return QP_EIO;
-    }
-    rc = dyn_space_map_near(s->p, s->code, s->code + s->code_size, size,
-        ED_PROT_R | ED_PROT_W, (int)rfd, &s->ctr);
-    memset(a, 0, sizeof(a));
-    a[0] = (uint64_t)rfd;
-    dyn_proc_syscall(s->p, SYS_close, a, &r);
-    return rc;
-}
-
-void
-dynp_counters_local_free(dyn_session_t *s)
-{
-    if (s->local != NULL)
-        munmap((void *)s->local, s->ctr_size);
-    if (s->memfd >= 0)
-        close(s->memfd);
-    s->local = NULL;
-    s->memfd = -1;
-}
-
-/*
- * Per-CPU counts for N rows (the process is stopped): S->ncpu and the layout set, the
- * bytes they take after the rows returned; 0 (counts in the rows, locked) with plain
- * increments asked for, without rseq or beyond 1,024 CPUs or 64 MiB.
- */
-static size_t
-counters_per_cpu(dyn_session_t *s, size_t n)
-{
-    unsigned ncpu;
-    uint64_t stride = 64;
-    s->ncpu = 0;
-    s->cpu_why = NULL;
-    if (!s->atomic)
-        return 0;
-    if (dyn_proc_rseq(s->p, &s->rseq_off, &ncpu, &s->cpu_why) != 1) {
-        if (s->cpu_why == NULL)
-            s->cpu_why = "the threads' rseq areas could not be read";
-        return 0;
-    }
-    while (stride < 8 * n)
-        stride *= 2;
-    if (ncpu > 1024 || stride > ARCH_SNIP_CPU_STRIDE_MAX || stride * ncpu > (64u << 20)) {
-        s->cpu_why = "too many CPUs or rows for per-CPU words";
-        return 0;
-    }
-    s->ncpu = ncpu;
-    s->cpu_stride = stride;
-    return (size_t)(stride * ncpu);
-}
-
 static int
 counters_alloc(dyn_session_t *s, size_t n)
 {
     size_t rows = (n * 8 * ROW_WORDS + 63) & ~(size_t)63;
-    size_t size = (rows + counters_per_cpu(s, n) + 4095) & ~(size_t)4095;
-    int rc;
+    size_t size = (rows + 4095) & ~(size_t)4095;
 
     s->ctr_size = size;
-    s->last = calloc(n ? n : 1, sizeof(uint64_t));
-    s->ticks = calloc(n ? n : 1, sizeof(uint64_t));
-    if (s->last == NULL || s->ticks == NULL)
-        return QP_ENOMEM;
-    if (counters_shared(s, size) == 0) {
-        s->cpu_ctr = s->ctr + rows;
-        return 0;
-    }
-    dynp_counters_local_free(s);
-    rc = dyn_space_ops.alloc_near(
+    return dyn_space_ops.alloc_near(
         s->p, s->code, s->code + s->code_size, size, ED_PROT_R | ED_PROT_W, &s->ctr);
-    s->cpu_ctr = s->ctr + rows;
-    return rc;
 }
 
 /*****************************************************************************
@@ -163,25 +71,14 @@ snip_ctx(const point_t *pt, int after)
     }
 }
 
-/* The counter (and timer start) of a row's entry as a snippet, at WORDS (per CPU: the
- * count at CPU 0's CPU_WORD). */
+/* The counter (a locked add) and timer start of a row's entry as a snippet, at WORDS. */
 void
-dynp_count_snip(const dyn_session_t *s, int timed, uint64_t words, uint64_t cpu_word,
-    arch_snip_t v[COUNT_NODES], dyn_snippet_t *sn)
+dynp_count_snip(int timed, uint64_t words, arch_snip_t v[COUNT_NODES], dyn_snippet_t *sn)
 {
     v[0] = (arch_snip_t) { .op = ARCH_SN_CONST, .imm = 1, .a = ARCH_SNIP_NONE,
         .b = ARCH_SNIP_NONE, .c = ARCH_SNIP_NONE };
-    v[4] = (arch_snip_t) { .op = ARCH_SN_CONST, .imm = s->rseq_off, .a = ARCH_SNIP_NONE,
-        .b = ARCH_SNIP_NONE, .c = ARCH_SNIP_NONE };
-    v[5] = (arch_snip_t) { .op = ARCH_SN_CONST, .imm = (int64_t)s->cpu_stride,
-        .a = ARCH_SNIP_NONE, .b = ARCH_SNIP_NONE, .c = ARCH_SNIP_NONE };
-    if (s->ncpu > 0)
-        v[1] = (arch_snip_t) { .op = ARCH_SN_ADD_CPU, .a = 0, .b = 4, .c = 5,
-            .imm = (int64_t)cpu_word };
-    else
-        v[1] = (arch_snip_t) { .op = ARCH_SN_ADD_TO, .a = 0, .b = ARCH_SNIP_NONE,
-            .c = ARCH_SNIP_NONE, .imm = (int64_t)words,
-            .flags = s->atomic ? ARCH_SNF_ATOMIC : 0 };
+    v[1] = (arch_snip_t) { .op = ARCH_SN_ADD_TO, .a = 0, .b = ARCH_SNIP_NONE,
+        .c = ARCH_SNIP_NONE, .imm = (int64_t)words, .flags = ARCH_SNF_ATOMIC };
     v[2] = (arch_snip_t) { .op = ARCH_SN_TIMER_START, .a = ARCH_SNIP_NONE,
         .b = ARCH_SNIP_NONE, .c = ARCH_SNIP_NONE, .imm = (int64_t)(words + 8) };
     v[3] = (arch_snip_t) { .op = ARCH_SN_SEQ, .a = 1, .b = 2, .c = ARCH_SNIP_NONE };
@@ -213,48 +110,26 @@ emit_reloc(const dyn_session_t *s, point_t *pt, uint64_t at, const dyn_snippet_t
     QP_CHECK(n = dynp_proc_runs(s, parts, nparts, &runs));
     pt_proc_t p = { runs, (size_t)n, s->prog->procs[pt->proc].entry + s->bias,
         tramp_snip(pt, pre, 0), { 0 }, { 0 }, NULL, 0, NULL, 0, NULL, 0, NULL, 0, NULL, 0 };
-    uint64_t *exits = NULL, *noret = NULL, *inner = NULL, *unknown = NULL;
-    int nnr = dynp_block_ends(s, parts, nparts, cfg_block_call_never_returns, &noret);
-    int nin
-        = nnr < 0 ? nnr : dynp_block_ends(s, parts, nparts, dynp_is_table_block, &inner);
-    int nun = nin < 0 ? nin : dynp_block_ends(s, parts, nparts, NULL, &unknown);
-    if (nnr < 0 || nin < 0 || nun < 0) {
+    uint64_t *exits = NULL;
+    pt_site_t *sites = NULL;
+    if ((n = dynp_proc_block_ends(s, parts, nparts, &p)) < 0) {
         free(runs);
-        free(noret);
-        free(inner);
-        return QP_ENOMEM;
+        return n;
     }
-    p.noret = noret;
-    p.nnoret = (size_t)nnr;
-    p.inner = inner;
-    p.ninner = (size_t)nin;
-    p.unknown = unknown;
-    p.nunknown = (size_t)nun;
+    n = QP_ENOMEM;
     if (pt->exits != NULL) {
         /* Only the exits the caller put its snippet at (link addresses, sorted). */
-        if ((exits = malloc((pt->nexits + 1) * sizeof(*exits))) == NULL) {
-            free(runs);
-            free(noret);
-            free(inner);
-            free(unknown);
-            return QP_ENOMEM;
-        }
+        if ((exits = malloc((pt->nexits + 1) * sizeof(*exits))) == NULL)
+            goto out;
         for (size_t k = 0; k < pt->nexits; k++)
             exits[k] = pt->exits[k] + s->bias;
         p.exits = exits;
         p.nexits = pt->nexits;
     }
-    pt_site_t *sites = NULL;
     if (pt->nsites > 0) {
         /* Before a call the flags are dead (the callee clobbers them), as in place. */
-        if ((sites = malloc(pt->nsites * sizeof(*sites))) == NULL) {
-            free(runs);
-            free(exits);
-            free(noret);
-            free(inner);
-            free(unknown);
-            return QP_ENOMEM;
-        }
+        if ((sites = malloc(pt->nsites * sizeof(*sites))) == NULL)
+            goto out;
         for (size_t k = 0; k < pt->nsites; k++) {
             const dyn_snippet_t *sn = &pt->sites[k].snip;
             sites[k] = (pt_site_t) { pt->sites[k].addr + s->bias,
@@ -273,23 +148,13 @@ emit_reloc(const dyn_session_t *s, point_t *pt, uint64_t at, const dyn_snippet_t
     free(pt->map);
     pt->nmap = 0;
     size_t mapcap = pt_proc_mapcap(&p);
-    pt->map = malloc((mapcap + 1) * sizeof(*pt->map));
-    if (pt->map == NULL) {
-        free(sites);
-        free(runs);
-        free(exits);
-        free(noret);
-        free(inner);
-        free(unknown);
-        return QP_ENOMEM;
-    }
-    n = pt_proc_emit(&p, at, out, cap, pt->map, mapcap, &pt->nmap);
+    if ((pt->map = malloc((mapcap + 1) * sizeof(*pt->map))) != NULL)
+        n = pt_proc_emit(&p, at, out, cap, pt->map, mapcap, &pt->nmap);
+out:
     free(sites);
     free(runs);
     free(exits);
-    free(noret);
-    free(inner);
-    free(unknown);
+    dynp_proc_block_ends_free(&p);
     return n;
 }
 
@@ -332,8 +197,7 @@ emit_tramp(const dyn_session_t *s, point_t *pt, uint64_t at, uint64_t words, uin
         .ninsns = pt->ninsns, .spill = pt->spill };
 
     /* Every snippet goes through the snippet compiler, the counters' and timers' too. */
-    dynp_count_snip(
-        s, s->rows[pt->row].timed, words, s->cpu_ctr + 8 * pt->row, cv, &count);
+    dynp_count_snip(s->rows[pt->row].timed, words, cv, &count);
     const dyn_snippet_t none = { NULL, 0, 0 };
     const dyn_snippet_t *pre = pt->before.nodes ? &pt->before : &count;
     /* A copy for its call sites only: nothing at its entry. */
@@ -649,8 +513,7 @@ dyn_session_install(dyn_session_t *s)
     step_threads_out(s);
     QP_CHECK(dyn_proc_words(s->p, STACK_SCAN, &w, &nw));
     s->pts = calloc(s->ncand ? s->ncand : 1, sizeof(*s->pts));
-    s->good = calloc(s->nrows ? s->nrows : 1, sizeof(*s->good));
-    if (s->pts == NULL || s->good == NULL) {
+    if (s->pts == NULL) {
         free(w);
         return QP_ENOMEM;
     }
@@ -761,14 +624,6 @@ dyn_session_install(dyn_session_t *s)
         if (!s->rows[s->pts[i].row].bad)
             s->pts[k++] = s->pts[i];
     s->npts = k;
-    s->ngood = 0;
-    for (size_t i = 0; i < s->npts; i++)
-        s->rows[s->pts[i].row].bad |= 2; /* has a point: reported */
-    for (size_t r = 0; r < s->nrows; r++)
-        if (s->rows[r].bad == 2) {
-            s->rows[r].bad = 0;
-            s->good[s->ngood++] = (uint32_t)r;
-        }
     for (size_t i = 0; i < s->npts; i++)
         s->has_calls |= s->pts[i].kind == PT_CALL;
     if ((rc = write_header(s, code)) < 0
@@ -814,8 +669,6 @@ dyn_session_install(dyn_session_t *s)
         }
     }
     free(code);
-    s->tsc0 = qp_cycles();
-    s->mono0 = qp_mono_ns();
     s->installed = 1;
     return 0;
 undo:
@@ -827,10 +680,8 @@ fail : {
     if (s->ctr != 0)
         dyn_space_free(s->p, s->ctr, s->ctr_size);
     dyn_space_free(s->p, s->code, s->code_size);
-    dynp_counters_local_free(s);
     s->code = s->ctr = 0;
     s->npts = 0;
-    s->ngood = 0;
     s->has_calls = 0;
     errno = saved;
 }

@@ -15,16 +15,11 @@
 
 #include <errno.h>
 #include <stddef.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <sys/syscall.h>
-#include <time.h>
 #include <unistd.h>
 
-#include "base/qp_clock.h"
 #include "dynamic/dyn.h"
 #include "patch/patch.h"
 
@@ -160,27 +155,12 @@ struct dyn_session {
     uint64_t code, code_size; /* trampoline memory in the process */
     uint64_t code_used;       /* ... the bytes of it emit_all filled */
     uint64_t ctr, ctr_size;   /* counter memory in the process */
-    int memfd;                /* our end of shared counters, or -1 */
-    volatile uint64_t *local; /* counters mapped here (shared), or NULL */
-    uint64_t *last;           /* last sampled values (not shared) */
     int installed;            /* patches are in */
-    int atomic;               /* lock prefix on increments */
-    uint32_t ncpu;            /* > 0: the counts are per CPU (ARCH_SN_ADD_CPU): NCPU
-                               * copies of a word a row at cpu_ctr, cpu_stride apart,
-                               * summed when read (the rows' first words unused) */
-    int32_t rseq_off;         /* ... the rseq area's offset from the thread pointer */
-    const char *cpu_why;      /* ncpu 0 with locked increments: why not per CPU */
-    uint64_t cpu_ctr, cpu_stride;
     row_t *rows;              /* rows selected; counters at ctr + 8 * ROW_WORDS * row */
     size_t nrows, caprows;
-    uint32_t *good; /* installed rows, in report order */
-    size_t ngood;
-    uint64_t *ticks; /* last sampled timer totals per good row */
-    char **strs;     /* names made here (call sites) */
+    char **strs; /* names made here (call sites) */
     size_t nstrs, capstrs;
     int has_calls; /* call-site trampolines are in */
-    uint64_t tsc0; /* cycle counter and CLOCK_MONOTONIC ns at install */
-    uint64_t mono0;
     uint32_t *frags; /* cold fragments, by parent (lazily) */
     size_t nfrags;
     uint64_t *pads; /* padding taken by short jumps and spills (link addresses; 5
@@ -307,8 +287,10 @@ int
 dynp_xlate_block(
     const dyn_session_t *s, const uint32_t *parts, int nparts, const cfg_block_t *bl);
 int
-dynp_block_ends(const dyn_session_t *s, const uint32_t *parts, int nparts,
-    int (*which)(const cfg_prog_t *, const cfg_block_t *), uint64_t **out);
+dynp_proc_block_ends(const dyn_session_t *s, const uint32_t *parts, int nparts,
+    pt_proc_t *p /*OUT*/);
+void
+dynp_proc_block_ends_free(pt_proc_t *p);
 const char *
 dynp_check_noret(const dyn_session_t *s, const cfg_block_t *b, point_t *pt /*OUT*/);
 const char *
@@ -334,12 +316,9 @@ const char *
 dynp_check_timed(dyn_session_t *s, uint32_t i, const char *name, int *err /*OUT*/);
 
 /* dyn_patch_install.c */
+#define COUNT_NODES 4 /* the nodes of dynp_count_snip */
 void
-dynp_counters_local_free(dyn_session_t *s);
-#define COUNT_NODES 6 /* the nodes of dynp_count_snip */
-void
-dynp_count_snip(const dyn_session_t *s, int timed, uint64_t words, uint64_t cpu_word,
-    arch_snip_t v[COUNT_NODES], dyn_snippet_t *sn);
+dynp_count_snip(int timed, uint64_t words, arch_snip_t v[COUNT_NODES], dyn_snippet_t *sn);
 int
 dynp_unpatch(dyn_proc_t *p, const point_t *pt, int check);
 

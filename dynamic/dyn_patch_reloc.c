@@ -174,28 +174,21 @@ reloc_trial(const dyn_session_t *s, const uint32_t *parts, int nparts, point_t *
         *err = n == QP_ENOMEM ? n : 0;
         return "its blocks overlap (not one reading of its bytes)";
     }
-    uint64_t e = s->prog->procs[pt->proc].entry + s->bias, *noret = NULL, *inner = NULL,
-             *unknown = NULL;
-    int nnr = dynp_block_ends(s, parts, nparts, cfg_block_call_never_returns, &noret);
-    int nin
-        = nnr < 0 ? nnr : dynp_block_ends(s, parts, nparts, dynp_is_table_block, &inner);
-    int nun = nin < 0 ? nin : dynp_block_ends(s, parts, nparts, NULL, &unknown);
-    if (nnr < 0 || nin < 0 || nun < 0) {
-        free(runs);
-        free(noret);
-        free(inner);
-        *err = QP_ENOMEM;
-        return "out of memory";
-    }
+    uint64_t e = s->prog->procs[pt->proc].entry + s->bias;
     arch_snip_t cv[COUNT_NODES], stop = { .op = ARCH_SN_TIMER_STOP, .a = ARCH_SNIP_NONE,
         .b = ARCH_SNIP_NONE, .c = ARCH_SNIP_NONE, .imm = (int64_t)e };
     dyn_snippet_t count;
-    dynp_count_snip(s, 1, e, e, cv, &count);
+    dynp_count_snip(1, e, cv, &count);
     pt_proc_t p = { runs, (size_t)n, e,
         { count.nodes, count.n, count.root, pt_point_ctx(PT_POINT_ENTRY, ARCH_FLAGS_STATUS) },
         { &stop, 1, 0, pt_point_ctx(PT_POINT_EXIT, ARCH_FLAGS_STATUS) },
-        { &stop, 1, 0, pt_point_ctx(PT_POINT_INSN, ARCH_FLAGS_STATUS) }, NULL, 0, noret,
-        (size_t)nnr, inner, (size_t)nin, unknown, (size_t)nun, NULL, 0 };
+        { &stop, 1, 0, pt_point_ctx(PT_POINT_INSN, ARCH_FLAGS_STATUS) }, NULL, 0, NULL, 0,
+        NULL, 0, NULL, 0, NULL, 0 };
+    if (dynp_proc_block_ends(s, parts, nparts, &p) < 0) {
+        free(runs);
+        *err = QP_ENOMEM;
+        return "out of memory";
+    }
     size_t cap = pt_proc_size(&p, 256), mapcap = pt_proc_mapcap(&p), nmap;
     uint8_t *out = malloc(cap + 1);
     pt_map_t *map = malloc((mapcap + 1) * sizeof(*map));
@@ -212,9 +205,7 @@ reloc_trial(const dyn_session_t *s, const uint32_t *parts, int nparts, point_t *
     free(out);
     free(map);
     free(runs);
-    free(noret);
-    free(inner);
-    free(unknown);
+    dynp_proc_block_ends_free(&p);
     return why;
 }
 

@@ -234,8 +234,8 @@ dynp_xlate_block(
 /* The last instructions of the blocks of the procedure of PARTS that WHICH says yes to
  * (NULL: dynp_xlate_block): their runtime addresses, sorted, into *OUT (malloc'd, NULL
  * for none); their number, or QP_ENOMEM. */
-int
-dynp_block_ends(const dyn_session_t *s, const uint32_t *parts, int nparts,
+static int
+block_ends(const dyn_session_t *s, const uint32_t *parts, int nparts,
     int (*which)(const cfg_prog_t *, const cfg_block_t *), uint64_t **out)
 {
     const cfg_prog_t *prog = s->prog;
@@ -272,6 +272,45 @@ dynp_block_ends(const dyn_session_t *s, const uint32_t *parts, int nparts,
         qsort(v, n, sizeof(*v), cfg_u64_cmp);
     *out = v;
     return (int)n;
+}
+
+/*
+ * The three lists of block ends of the procedure of PARTS that its copy treats apart
+ * (calls that never return, jumps of tables inside it, jumps translated at run time)
+ * into P's noret, inner and unknown: 0, or QP_ENOMEM (then none is set). Freed with
+ * dynp_proc_block_ends_free.
+ */
+int
+dynp_proc_block_ends(const dyn_session_t *s, const uint32_t *parts, int nparts,
+    pt_proc_t *p /*OUT*/)
+{
+    uint64_t *noret = NULL, *inner = NULL, *unknown = NULL;
+    int nnr = block_ends(s, parts, nparts, cfg_block_call_never_returns, &noret);
+    int nin = nnr < 0 ? nnr : block_ends(s, parts, nparts, dynp_is_table_block, &inner);
+    int nun = nin < 0 ? nin : block_ends(s, parts, nparts, NULL, &unknown);
+    if (nnr < 0 || nin < 0 || nun < 0) {
+        free(noret);
+        free(inner);
+        return QP_ENOMEM;
+    }
+    p->noret = noret;
+    p->nnoret = (size_t)nnr;
+    p->inner = inner;
+    p->ninner = (size_t)nin;
+    p->unknown = unknown;
+    p->nunknown = (size_t)nun;
+    return 0;
+}
+
+/* Frees the lists dynp_proc_block_ends set in P. */
+void
+dynp_proc_block_ends_free(pt_proc_t *p)
+{
+    free((void *)p->noret);
+    free((void *)p->inner);
+    free((void *)p->unknown);
+    p->noret = p->inner = p->unknown = NULL;
+    p->nnoret = p->ninner = p->nunknown = 0;
 }
 
 /*

@@ -165,7 +165,57 @@ struct qm_memo {
         size_t n;
     } *v;
     size_t n;
+    struct match_entry { /* qmc_matching's results without notes */
+        const qpt_space_t *s;
+        char *pattern;
+        int lenient, flags;
+        uint32_t *v;
+        size_t n, nref;
+        const char **refused; /* the names of the NREF refused (their notes), or NULL:
+                               * found again for the notes (a list) */
+        uint32_t *ref;        /* ... their procedures */
+    } *m;
+    size_t nm;
+    struct sites_entry { /* a per-call-site metric's sites (qm_place.c's call_sites) */
+        const qpt_space_t *s;
+        const qm_metric_t *metric;
+        struct site *v;
+        size_t n;
+    } *st;
+    size_t nst;
+    size_t scans; /* scans of the procedures' names made (qm_memo_scans) */
 };
+
+size_t
+qm_memo_scans(const qm_memo_t *memo)
+{
+    return memo != NULL ? memo->scans : 0;
+}
+
+struct site *
+qmc_memo_sites(qmc_ctx_t *c, const qm_metric_t *m, size_t *n)
+{
+    for (size_t k = 0; c->memo != NULL && k < c->memo->nst; k++)
+        if (c->memo->st[k].s == c->s && c->memo->st[k].metric == m) {
+            *n = c->memo->st[k].n;
+            return c->memo->st[k].v;
+        }
+    return NULL;
+}
+
+int
+qmc_memo_keep_sites(qmc_ctx_t *c, const qm_metric_t *m, struct site *v, size_t n)
+{
+    qm_memo_t *memo = c->memo;
+    struct sites_entry *w = realloc(memo->st, (memo->nst + 1) * sizeof(*w));
+    if (w == NULL) {
+        free(v);
+        return QPT_ENOMEM;
+    }
+    memo->st = w;
+    memo->st[memo->nst++] = (struct sites_entry) { c->s, m, v, n };
+    return 0;
+}
 
 static const uint32_t *
 named_procs(qmc_ctx_t *c, const char *pattern, size_t *n)
@@ -220,18 +270,85 @@ qm_memo_free(qm_memo_t *memo)
         free(memo->v[k].pattern);
         free(memo->v[k].v);
     }
-    if (memo != NULL)
+    for (size_t k = 0; memo != NULL && k < memo->nm; k++) {
+        free(memo->m[k].pattern);
+        free(memo->m[k].v);
+        free(memo->m[k].refused);
+        free(memo->m[k].ref);
+    }
+    for (size_t k = 0; memo != NULL && k < memo->nst; k++)
+        free(memo->st[k].v);
+    if (memo != NULL) {
         free(memo->v);
+        free(memo->m);
+        free(memo->st);
+    }
     free(memo);
 }
 
+static uint32_t *match_scan(qmc_ctx_t *c, const qm_metric_t *m, const char *pattern,
+    size_t *n, size_t *nrefused, int flags, uint32_t *ref, const char **refused);
+
 /* The procedures matching PATTERN that can take snippets (with QMC_MATCH_ANY: every one);
  * *N of them (malloc'ed). The ones refused are told in notes with QMC_MATCH_NOTE. A
- * list's patterns each. */
+ * list's patterns each. While a live placement lasts (C's memo), the result without
+ * notes is kept for the next look at the same pattern with the same flags (the checks,
+ * the call sites and the placement look three or four times; qm_memo_warm looks first,
+ * before the process stops); with notes it is the same when none was refused. */
 uint32_t *
 qmc_matching(qmc_ctx_t *c, const qm_metric_t *m, const char *pattern, size_t *n,
     size_t *nrefused, int flags)
 {
+    qm_memo_t *memo = c->memo;
+    if (memo == NULL)
+        return match_scan(c, m, pattern, n, nrefused, flags, NULL, NULL);
+    int lenient = c->set != NULL && c->set->hooks.lenient, quiet = flags & ~QMC_MATCH_NOTE;
+    const struct match_entry *e = NULL;
+    for (size_t k = 0; e == NULL && k < memo->nm; k++)
+        if (memo->m[k].s == c->s && memo->m[k].lenient == lenient
+            && memo->m[k].flags == quiet && strcmp(memo->m[k].pattern, pattern) == 0)
+            e = &memo->m[k];
+    if (e == NULL) {
+        struct match_entry *w = realloc(memo->m, (memo->nm + 1) * sizeof(*w));
+        if (w == NULL)
+            return NULL;
+        memo->m = w;
+        uint32_t np = qpt_nprocs(c->s);
+        struct match_entry ne = { c->s, strdup(pattern), lenient, quiet, NULL, 0, 0,
+            strchr(pattern, '\n') == NULL ? malloc((np + 1) * sizeof(char *)) : NULL,
+            malloc((np + 1) * sizeof(uint32_t)) };
+        if (ne.pattern == NULL || ne.ref == NULL
+            || (ne.v = match_scan(c, m, pattern, &ne.n, &ne.nref, quiet, ne.ref, ne.refused))
+                == NULL) {
+            free(ne.pattern);
+            free(ne.ref);
+            free(ne.refused);
+            return NULL;
+        }
+        memo->m[memo->nm] = ne;
+        e = &memo->m[memo->nm++];
+    }
+    if ((flags & QMC_MATCH_NOTE) && e->nref > 0 && e->refused == NULL)
+        return match_scan(c, m, pattern, n, nrefused, flags, NULL, NULL); /* (its notes) */
+    for (size_t k = 0; (flags & QMC_MATCH_NOTE) && k < e->nref; k++)
+        qmc_refusal(c, m, "left out", e->refused[k], qpt_proc_refusal(c->s, e->ref[k]));
+    uint32_t *v = malloc((e->n + 1) * sizeof(uint32_t));
+    if (v == NULL)
+        return NULL;
+    memcpy(v, e->v, e->n * sizeof(uint32_t));
+    *n = e->n;
+    *nrefused = e->nref;
+    return v;
+}
+
+/* qmc_matching, each time a scan; the refused (not a list's) and their names into REF
+ * and REFUSED (may be NULL; room for every procedure). */
+static uint32_t *
+match_scan(qmc_ctx_t *c, const qm_metric_t *m, const char *pattern, size_t *n,
+    size_t *nrefused, int flags, uint32_t *ref, const char **refused)
+{
+    if (c->memo != NULL)
+        c->memo->scans++;
     if (strchr(pattern, '\n') != NULL) {
         /* A list: the union of its patterns', in procedure order, without repeats. */
         uint32_t np = qpt_nprocs(c->s);
@@ -289,6 +406,10 @@ qmc_matching(qmc_ctx_t *c, const qm_metric_t *m, const char *pattern, size_t *n,
             && strpbrk(pattern, "*?[") != NULL && qpt_proc_cfg(c->s, i, &cfg) == QPT_EUNSUPP)
             continue;
         if (no != NULL) {
+            if (ref != NULL && refused != NULL) {
+                ref[*nrefused] = i;
+                refused[*nrefused] = name;
+            }
             (*nrefused)++;
             if (flags & QMC_MATCH_NOTE)
                 qmc_refusal(c, m, "left out", name, no);
@@ -307,6 +428,10 @@ qmc_matching(qmc_ctx_t *c, const qm_metric_t *m, const char *pattern, size_t *n,
                 const char *no
                     = (flags & QMC_MATCH_ANY) ? NULL : qpt_proc_refusal(c->s, i);
                 if (no != NULL) {
+                    if (ref != NULL && refused != NULL) {
+                        ref[*nrefused] = i;
+                        refused[*nrefused] = qpt_proc_name(c->s, i);
+                    }
                     (*nrefused)++;
                     if (flags & QMC_MATCH_NOTE)
                         qmc_refusal(c, m, "left out", qpt_proc_name(c->s, i), no);

@@ -131,6 +131,17 @@ qm_insert(qm_set_t *set, qpt_space_t *s, qm_note_fn note, void *arg, char *why, 
     return rc;
 }
 
+void
+qm_memo_warm(qm_set_t *set, size_t i, qpt_space_t *s)
+{
+    char lwhy[8];
+    if (set->memo == NULL || (s = qm_space(set, i, s, lwhy, sizeof(lwhy))) == NULL)
+        return;
+    qmc_ctx_t c = { .s = s, .set = set, .memo = set->memo };
+    qmc_memo_warm(&c, &set->v[i]);
+    free(c.last_named);
+}
+
 int
 qm_metric_procs(const qm_set_t *set, size_t i, qpt_space_t *s, uint32_t **procs, size_t *n)
 {

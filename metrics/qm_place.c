@@ -590,6 +590,53 @@ call_sites(
     return v;
 }
 
+/* call_sites of M (its procedures PROCS, N), kept in C's memo while a live placement
+ * lasts (qmc_memo_warm finds them before the process stops): a copy (malloc'ed). */
+static site_t *
+metric_sites(
+    qmc_ctx_t *c, const qm_metric_t *m, const uint32_t *procs, size_t n, size_t *ns)
+{
+    const site_t *kept = qmc_memo_sites(c, m, ns);
+    site_t *v;
+    if (kept != NULL) {
+        if ((v = malloc((*ns + 1) * sizeof(site_t))) != NULL)
+            memcpy(v, kept, *ns * sizeof(site_t));
+        return v;
+    }
+    if ((v = call_sites(c, m, procs, n, ns)) == NULL || c->memo == NULL)
+        return v;
+    site_t *copy = malloc((*ns + 1) * sizeof(site_t));
+    if (copy != NULL) {
+        memcpy(copy, v, *ns * sizeof(site_t));
+        qmc_memo_keep_sites(c, m, copy, *ns); /* (not kept: found again) */
+    }
+    return v;
+}
+
+/* The procedures M's patterns match, looked up as its checks and its placement look them
+ * up (qmc_matching's flags but the notes), so that C's memo has them: made before the
+ * process stops, the stop only finds them. */
+void
+qmc_memo_warm(qmc_ctx_t *c, const qm_metric_t *m)
+{
+    size_t n, nref;
+    int any = m->from != NULL || site_timer(m) ? QMC_MATCH_ANY : 0;
+    free(qmc_matching(c, m, m->pattern, &n, &nref, any));
+    if (any && m->from == NULL) /* (qmc_matches_nothing's look) */
+        free(qmc_matching(c, m, m->pattern, &n, &nref, 0));
+    if (m->from != NULL)
+        free(qmc_matching(c, m, m->from, &n, &nref, QMC_MATCH_ANY));
+    if (m->inside != NULL)
+        free(qmc_matching(c, m, m->inside, &n, &nref, 0));
+    if (m->focus == QM_PER_SITE) {
+        uint32_t *procs = qmc_matching(c, m, m->pattern, &n, &nref, any);
+        size_t ns;
+        if (procs != NULL)
+            free(metric_sites(c, m, procs, n, &ns));
+        free(procs);
+    }
+}
+
 /* The metric's count at call site S (row ROW); 0, or 1 when it cannot go there. */
 static int
 place_site(qmc_ctx_t *c, qm_metric_t *m, const site_t *s, uint64_t row)
@@ -656,7 +703,7 @@ qmc_place_metric(qmc_ctx_t *c, qm_metric_t *m)
     int rc = 0;
     if (m->focus == QM_PER_SITE) {
         /* foreach call site: the rows are the direct calls of the procedures. */
-        if ((sites = call_sites(c, m, procs, n, &nsites)) == NULL)
+        if ((sites = metric_sites(c, m, procs, n, &nsites)) == NULL)
             rc = QPT_ENOMEM;
         else if (timer && nsites == 0)
             rc = qm_error_at(m->src, m->origin, m->pat_line, m->pat_col, c->why, c->whylen,

@@ -155,6 +155,11 @@ struct qm_set {
 typedef struct qm_memo qm_memo_t;
 qm_memo_t *qm_memo_new(void);
 void qm_memo_free(qm_memo_t *memo);
+/* Metric I's matches (qmc_matching) and call sites looked up into SET's memo, for its
+ * placement in S. */
+void qm_memo_warm(qm_set_t *set, size_t i, qpt_space_t *s);
+/* How many times MEMO's placements scanned the procedures for a pattern. */
+size_t qm_memo_scans(const qm_memo_t *memo);
 
 void qm_expr_free(qm_expr_t *e);
 
@@ -267,6 +272,12 @@ typedef struct qmc_ctx {
 enum { QMC_MATCH_NOTE = 1, QMC_MATCH_ANY = 2 };
 
 /* qm_compile.c */
+/* The call sites of metric M in C's space kept in C's memo (*N; NULL: none kept), and
+ * V (N of them, malloc'ed: the memo's from then on) kept there: 0, or QPT_ENOMEM (V
+ * freed). */
+struct site;
+struct site *qmc_memo_sites(qmc_ctx_t *c, const qm_metric_t *m, size_t *n);
+int qmc_memo_keep_sites(qmc_ctx_t *c, const qm_metric_t *m, struct site *v, size_t n);
 int qmc_at_returns(const qm_metric_t *m);
 int qmc_check_expr(qmc_ctx_t *c, const qm_metric_t *m, const qm_expr_t *e);
 qpt_expr_t qmc_compile_expr(qmc_ctx_t *c, qpt_snippet_t *sn, const qm_expr_t *e);
@@ -296,6 +307,7 @@ int qmc_uses(const qm_expr_t *e, int op, const qm_expr_t **at);
 
 /* qm_place.c */
 int qmc_check_metric(qmc_ctx_t *c, qm_metric_t *m);
+void qmc_memo_warm(qmc_ctx_t *c, const qm_metric_t *m);
 int qmc_matches_nothing(qmc_ctx_t *c, qm_metric_t *m, int *rc);
 int qmc_place_metric(qmc_ctx_t *c, qm_metric_t *m);
 

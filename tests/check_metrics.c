@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "include/qpt/qpt_metrics.h"
+#include "metrics/qm_priv.h"
 
 #define PROG "tests/qpt/metric_prog"
 
@@ -369,6 +370,45 @@ START_TEST(test_metrics_file)
 }
 END_TEST
 
+/*
+ * A live placement looks each pattern up and finds the call sites before the process
+ * stops (qm_memo_warm, as dyn's does): the placement itself, made in the stop, scans no
+ * procedure's names again, a lenient set's (dyn --count, --calls-from) too (the names
+ * matched before the stop were once kept for a set that is not lenient, and the stop
+ * scanned them all again, "*" of calls(*) per call site three times).
+ */
+START_TEST(test_metrics_memo)
+{
+    static const char *text = "metric a = count calls(leaf);\n"
+                              "metric b = count calls(*) per call site;\n"
+                              "metric c = time wall(outer) inside(outer);\n";
+    char why[512];
+    for (int lenient = 0; lenient < 2; lenient++) {
+        qpt_space_t *s = NULL;
+        qm_set_t *set = NULL;
+        ck_assert_msg(qpt_open(PROG, &s, why, sizeof(why)) == 0, "%s", why);
+        ck_assert_int_eq(qm_parse(text, "m", 0, &set, why, sizeof(why)), 0);
+        qm_hooks_t h = { NULL, NULL, NULL, lenient, 0, NULL };
+        qm_set_hooks(set, &h);
+        qm_memo_t *memo = qm_memo_new();
+        ck_assert_ptr_nonnull(memo);
+        set->memo = memo;
+        for (size_t i = 0; i < qm_count(set); i++)
+            qm_memo_warm(set, i, s);
+        size_t before = qm_memo_scans(memo);
+        ck_assert_uint_gt(before, 0);
+        notes[0] = '\0';
+        ck_assert_msg(qm_insert(set, s, on_note, NULL, why, sizeof(why)) == 0, "%s", why);
+        ck_assert_msg(qm_memo_scans(memo) == before, "lenient %d: %zu scans in the placement",
+                      lenient, qm_memo_scans(memo) - before);
+        set->memo = NULL;
+        qm_memo_free(memo);
+        qm_free(set);
+        qpt_close(s);
+    }
+}
+END_TEST
+
 /* Metrics placed one batch at a time, a failed batch forgotten, one taken out: only the
  * metric in gives rows, exact (leaf: 51 calls). */
 START_TEST(test_metrics_batches)
@@ -703,6 +743,7 @@ metrics_suite(void)
     tcase_add_test(tc, test_metrics_names);
     tcase_add_test(tc, test_metrics_waiting);
     tcase_add_test(tc, test_metrics_file);
+    tcase_add_test(tc, test_metrics_memo);
     tcase_add_test(tc, test_metrics_running);
     tcase_add_test(tc, test_metrics_batches);
     tcase_add_test(tc, test_metrics_eight_threads);

@@ -103,12 +103,7 @@ grep -E -q "^count calls\(pe_fn\) +$N +pe_fn\$" "$dir/pe.out" ||
     bad "(e) -e: $(cat "$dir/pe.out" "$dir/pe.err")"
 
 # (c) attach for a window, detach: the code as it was.
-rm -f "$dir/stop"
-"$P" wait "$dir/stop" >"$dir/wait.out" &
-tpid=$!
-sleep 0.3
-before=$(text_of $tpid)
-maps=$(awk '{ print $1, $6 }' /proc/$tpid/maps)
+dyn_wait_start
 E3='count calls(one_*)' E4='time wall(pe_fn)'
 "$DYN" attach $tpid -e "$E1" -e "$E2" -e "$E3" -e "$E4" --duration 0.5 >"$dir/att.out" 2>"$dir/att.err" ||
     bad "(c) attach: $(cat "$dir/att.err")"
@@ -117,34 +112,19 @@ grep -E -q '^count calls\(nb_\*\) +[1-9][0-9]* +nb_tiny$' "$dir/att.out" &&
     grep -E -q '^count calls\(one_\*\) +[1-9][0-9]* +one_ret$' "$dir/att.out" &&
     grep -E -q '^time wall\(pe_fn\) +[0-9.]+ ms +pe_fn$' "$dir/att.out" ||
     bad "(c) counts: $(cat "$dir/att.out")"
-[ "$before" = "$(text_of $tpid)" ] || bad "(c) the code differs after the detach"
-[ "$maps" = "$(awk '{ print $1, $6 }' /proc/$tpid/maps)" ] ||
-    bad "(c) mappings left after the detach: $(cat "$dir/att.err")"
+dyn_detached_clean c "$dir/att.err"
 
 # (d) dyn killed while the snippets are in (the code differs), then dyn clean.
 "$DYN" attach $tpid -e "$E1" -e "$E2" -e "$E3" -e "$E4" >"$dir/kill.out" 2>"$dir/kill.err" &
 dpid=$!
 i=0
-while [ "$before" = "$(text_of $tpid)" ] && [ $i -lt 200 ]; do
+while [ "$_before" = "$(text_of $tpid)" ] && [ $i -lt 200 ]; do
     i=$((i + 1))
     sleep 0.05
 done
 [ $i -lt 200 ] || bad "(d) the snippets never went in: $(cat "$dir/kill.err")"
-sleep 0.2
-kill -9 $dpid
-wait $dpid 2>/dev/null
-dpid=
-sleep 0.3
-kill -0 $tpid 2>/dev/null || bad "(d) the program died with dyn"
-"$DYN" clean $tpid >"$dir/clean.out" 2>"$dir/clean.err" ||
-    bad "(d) dyn clean: $(cat "$dir/clean.err")"
-[ "$before" = "$(text_of $tpid)" ] || bad "(d) the code differs after dyn clean"
-touch "$dir/stop"
-wait $tpid
-trc=$?
-tpid=
-[ $trc -eq 0 ] || bad "program exit status $trc"
-[ "$(cat "$dir/wait.out")" = "ok same" ] || bad "program: $(cat "$dir/wait.out")"
+dyn_killed_clean d
+dyn_wait_end
 
 [ $fails -eq 0 ] || exit 1
 echo "PASS: dyn-borrow"

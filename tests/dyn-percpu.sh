@@ -73,43 +73,9 @@ grep -E -q '^ +4000000 +f$' "$dir/off.out" || bad "(c) count: $(cat "$dir/off.ou
     bad "(c) the fallback is not said once: $(cat "$dir/off.err")"
 
 # (d) attach: per CPU; detached, and killed with -9 then cleaned: no trace left.
-rm -f "$dir/stop"
-"$P" wait "$dir/stop" >"$dir/w.out" &
-tpid=$!
-sleep 0.3
-before=$(text_of $tpid)
-maps=$(awk '{ print $1, $6 }' /proc/$tpid/maps)
-"$DYN" attach $tpid -v --count f --duration 0.5 >"$dir/att.out" 2>"$dir/att.err" ||
-    bad "(d) attach: $(cat "$dir/att.err")"
+WHAT="-v --count f"
+dyn_leaves_no_trace d d 1 f
 grep -q 'counts per CPU (rseq)' "$dir/att.err" || bad "(d) not per CPU: $(cat "$dir/att.err")"
-grep -E -q '^ +[1-9][0-9]* +f$' "$dir/att.out" || bad "(d) count: $(cat "$dir/att.out")"
-[ "$before" = "$(text_of $tpid)" ] || bad "(d) the code differs after the detach"
-[ "$maps" = "$(awk '{ print $1, $6 }' /proc/$tpid/maps)" ] ||
-    bad "(d) mappings left after the detach: $(cat "$dir/att.err")"
-"$DYN" attach $tpid --count f >"$dir/kill.out" 2>"$dir/kill.err" &
-dpid=$!
-i=0
-until grep -q 'instrumented' "$dir/kill.err" 2>/dev/null; do
-    i=$((i + 1))
-    [ $i -gt 400 ] && break
-    sleep 0.05
-done
-grep -q '1 procedures instrumented' "$dir/kill.err" || bad "(d) attach: $(cat "$dir/kill.err")"
-sleep 0.2
-kill -9 $dpid
-wait $dpid 2>/dev/null
-dpid=
-sleep 0.2
-kill -0 $tpid 2>/dev/null || bad "(d) the program died with dyn"
-"$DYN" clean $tpid >"$dir/clean.out" 2>"$dir/clean.err" ||
-    bad "(d) dyn clean: $(cat "$dir/clean.err")"
-[ "$before" = "$(text_of $tpid)" ] || bad "(d) the code differs after dyn clean"
-touch "$dir/stop"
-wait $tpid
-trc=$?
-tpid=
-[ $trc -eq 0 ] || bad "(d) program exit status $trc"
-[ "$(cat "$dir/w.out")" = "ok same" ] || bad "(d) program: $(cat "$dir/w.out")"
 
 # (e) a static program: started by dyn run, where its rseq areas will be is not known
 # (locked, said); attached once running, per CPU.

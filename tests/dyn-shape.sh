@@ -70,11 +70,7 @@ awk -v n=$N '
           exit bad }' "$dir/run.out" || fails=$((fails + 1))
 
 # (b) attach for a window, detach: the code as it was, the results right.
-rm -f "$dir/stop"
-"$P" wait "$dir/stop" >"$dir/wait.out" &
-tpid=$!
-sleep 0.3
-before=$(text_of $tpid)
+dyn_wait_start
 # shellcheck disable=SC2086
 "$DYN" attach $tpid $SHAPES --duration 0.5 >"$dir/att.out" 2>"$dir/att.err" ||
     bad "(b) attach: $(cat "$dir/att.err")"
@@ -82,36 +78,22 @@ grep -q '15 points instrumented, 0 refused' "$dir/att.err" ||
     bad "(b) refused: $(cat "$dir/att.err")"
 grep -E -q '^ +[1-9][0-9]* +ret_only$' "$dir/att.out" || bad "(b) counts: $(cat "$dir/att.out")"
 after=$(text_of $tpid)
-[ "$before" = "$after" ] || bad "(b) the code differs after the detach"
+[ "$_before" = "$after" ] || bad "(b) the code differs after the detach"
 # ... and with every procedure of libc timed (tail calls, short ret blocks, calls first).
 "$DYN" attach $tpid --time 'libc.so.6:*' --duration 0.5 >"$dir/libc.out" 2>"$dir/libc.err" ||
     bad "(b) libc: $(cat "$dir/libc.err")"
 grep -E -q '[0-9]{4} procedures instrumented' "$dir/libc.err" ||
     bad "(b) libc: $(cat "$dir/libc.err")"
 after=$(text_of $tpid)
-[ "$before" = "$after" ] || bad "(b) the code differs after the detach from libc"
+[ "$_before" = "$after" ] || bad "(b) the code differs after the detach from libc"
 
 # (c) dyn killed while instrumented: the program goes on right; dyn clean.
 # shellcheck disable=SC2086
 "$DYN" attach $tpid $SHAPES >"$dir/kill.out" 2>"$dir/kill.err" &
 dpid=$!
-i=0
-until grep -q 'instrumented' "$dir/kill.err" 2>/dev/null; do
-    i=$((i + 1))
-    [ $i -gt 400 ] && break
-    sleep 0.05
-done
+dyn_wait_for "$dir/kill.err" instrumented
 grep -q '15 points instrumented' "$dir/kill.err" || bad "(c) attach: $(cat "$dir/kill.err")"
-sleep 0.2
-kill -9 $dpid
-wait $dpid 2>/dev/null
-dpid=
-sleep 0.5
-kill -0 $tpid 2>/dev/null || bad "(c) the program died with dyn"
-"$DYN" clean $tpid >"$dir/clean.out" 2>"$dir/clean.err" ||
-    bad "(c) dyn clean: $(cat "$dir/clean.err")"
-after=$(text_of $tpid)
-[ "$before" = "$after" ] || bad "(c) the code differs after dyn clean"
+dyn_killed_clean c
 # (d) SIGKILL at the N-th memory write or ptrace call.
 if command -v strace >/dev/null 2>&1; then
     for what in pwrite64:2:62 ptrace:6:76; do
@@ -128,7 +110,7 @@ if command -v strace >/dev/null 2>&1; then
             "$DYN" clean $tpid >"$dir/kclean.out" 2>&1 ||
                 bad "(d) kill at $sc #$n: dyn clean: $(cat "$dir/kclean.out")"
             after=$(text_of $tpid)
-            [ "$before" = "$after" ] || bad "(d) kill at $sc #$n: the code differs after dyn clean"
+            [ "$_before" = "$after" ] || bad "(d) kill at $sc #$n: the code differs after dyn clean"
             n=$((n + step))
         done
     done
@@ -136,12 +118,7 @@ else
     echo "note: no strace: (d) skipped"
 fi
 
-touch "$dir/stop"
-wait $tpid
-trc=$?
-tpid=
-[ $trc -eq 0 ] || bad "program exit status $trc"
-[ "$(cat "$dir/wait.out")" = "ok same" ] || bad "program: $(cat "$dir/wait.out")"
+dyn_wait_end
 
 # (e) -e takes the shapes --time takes (issue 29): a lone ret, tail calls (plain,
 # conditional, both sides leaving), a call first with short ret blocks, one block leaving

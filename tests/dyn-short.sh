@@ -43,12 +43,7 @@ tpid=$!
 sleep 0.2
 "$DYN" attach $tpid --count short_fn >"$dir/att.out" 2>"$dir/att.err" &
 dpid=$!
-i=0
-until grep -q 'instrumented' "$dir/att.err" 2>/dev/null; do
-    i=$((i + 1))
-    [ $i -gt 400 ] && break
-    sleep 0.05
-done
+dyn_wait_for "$dir/att.err" instrumented
 grep -q '1 procedures instrumented' "$dir/att.err" || bad "(b) attach: $(cat "$dir/att.err")"
 sleep 0.2
 kill -9 $dpid

@@ -254,19 +254,70 @@ print(h.hexdigest())
 PY
 }
 
-# dyn_leaves_no_trace A B NPROCS ROW: "$P wait $dir/stop" started; dyn attached with
-# $WHAT for 0.5 s (NPROCS procedures instrumented, none refused, ROW counted) and
-# detached: its code and mappings as they were (check A); attached again and killed
-# with -9: the program lives on and `dyn clean` puts its code back (check B); then the
-# program ends with "ok same" and status 0. Sets tpid and dpid while they run (for the
-# caller's trap).
-dyn_leaves_no_trace() {
+# dyn_wait_start: "$P wait $dir/stop" started (tpid), its code and mappings noted
+# (for dyn_detached_clean and dyn_killed_clean).
+dyn_wait_start() {
     rm -f "$dir/stop"
     "$P" wait "$dir/stop" >"$dir/wait.out" &
     tpid=$!
     sleep 0.3
     _before=$(text_of $tpid)
     _maps=$(awk '{ print $1, $6 }' /proc/$tpid/maps)
+}
+
+# dyn_detached_clean A ERR: after a dyn detached from $tpid, its code and mappings are
+# as dyn_wait_start found them (fails are counted as "(A)", with dyn's stderr ERR).
+dyn_detached_clean() {
+    [ "$_before" = "$(text_of $tpid)" ] || bad "($1) the code differs after the detach"
+    [ "$_maps" = "$(awk '{ print $1, $6 }' /proc/$tpid/maps)" ] ||
+        bad "($1) mappings left after the detach: $(cat "$2")"
+}
+
+# dyn_wait_for FILE WORD: until WORD is in FILE (a dyn's stderr, written as it goes), at
+# most 20 s.
+dyn_wait_for() {
+    _i=0
+    until grep -q "$2" "$1" 2>/dev/null; do
+        _i=$((_i + 1))
+        [ $_i -gt 400 ] && break
+        sleep 0.05
+    done
+}
+
+# dyn_killed_clean A: kill -9 the dyn $dpid (attached to $tpid, its points in): the
+# program lives on and `dyn clean` puts its code back as dyn_wait_start found it.
+dyn_killed_clean() {
+    sleep 0.2
+    kill -9 $dpid
+    wait $dpid 2>/dev/null
+    dpid=
+    sleep 0.5
+    kill -0 $tpid 2>/dev/null || bad "($1) the program died with dyn"
+    "$DYN" clean $tpid >"$dir/clean.out" 2>"$dir/clean.err" ||
+        bad "($1) dyn clean: $(cat "$dir/clean.err")"
+    [ "$_before" = "$(text_of $tpid)" ] || bad "($1) the code differs after dyn clean"
+}
+
+# dyn_wait_end: the program of dyn_wait_start told to stop; it ends with "ok same" and
+# status 0.
+dyn_wait_end() {
+    touch "$dir/stop"
+    wait $tpid
+    _trc=$?
+    tpid=
+    [ $_trc -eq 0 ] || bad "program exit status $_trc"
+    [ "$(cat "$dir/wait.out")" = "ok same" ] || bad "program: $(cat "$dir/wait.out")"
+}
+
+# dyn_leaves_no_trace A B NPROCS ROW: "$P wait $dir/stop" started; dyn attached with
+# $WHAT for 0.5 s (NPROCS procedures instrumented, none refused, ROW counted: its count
+# first, then its time with --time) and detached: its code and mappings as they were
+# (check A; dyn's output left in $dir/att.out and att.err); attached again and killed
+# with -9: the program lives on and `dyn clean` puts its code back (check B); then the
+# program ends with "ok same" and status 0. Sets tpid and dpid while they run (for the
+# caller's trap).
+dyn_leaves_no_trace() {
+    dyn_wait_start
     # A point refused because a thread was inside its bytes at every moment dyn tried
     # (a tight loop through them) says "try again": as a user would, up to 3 times.
     _t=0
@@ -280,21 +331,15 @@ dyn_leaves_no_trace() {
     done
     grep -q "$3 procedures instrumented, 0 refused" "$dir/att.err" ||
         bad "($1) refused: $(cat "$dir/att.err")"
-    grep -E -q "^ +[1-9][0-9]* +[0-9.]+ +$4\$" "$dir/att.out" || bad "($1) counts: $(cat "$dir/att.out")"
-    [ "$_before" = "$(text_of $tpid)" ] || bad "($1) the code differs after the detach"
-    [ "$_maps" = "$(awk '{ print $1, $6 }' /proc/$tpid/maps)" ] ||
-        bad "($1) mappings left after the detach: $(cat "$dir/att.err")"
+    grep -E -q "^ +[1-9][0-9]*( +[0-9.]+)? +$4\$" "$dir/att.out" ||
+        bad "($1) counts: $(cat "$dir/att.out")"
+    dyn_detached_clean "$1" "$dir/att.err"
     _t=0
     while :; do
         # shellcheck disable=SC2086
         "$DYN" attach $tpid $WHAT >"$dir/kill.out" 2>"$dir/kill.err" &
         dpid=$!
-        _i=0
-        until grep -q 'instrumented' "$dir/kill.err" 2>/dev/null; do
-            _i=$((_i + 1))
-            [ $_i -gt 400 ] && break
-            sleep 0.05
-        done
+        dyn_wait_for "$dir/kill.err" instrumented
         if ! grep -q "$3 procedures instrumented" "$dir/kill.err" && grep -q "try again" "$dir/kill.err" &&
             [ $_t -lt 3 ]; then
             kill -TERM $dpid # (dyn detaches: the code as it was)
@@ -305,21 +350,8 @@ dyn_leaves_no_trace() {
         break
     done
     grep -q "$3 procedures instrumented" "$dir/kill.err" || bad "($2) attach: $(cat "$dir/kill.err")"
-    sleep 0.2
-    kill -9 $dpid
-    wait $dpid 2>/dev/null
-    dpid=
-    sleep 0.3
-    kill -0 $tpid 2>/dev/null || bad "($2) the program died with dyn"
-    "$DYN" clean $tpid >"$dir/clean.out" 2>"$dir/clean.err" ||
-        bad "($2) dyn clean: $(cat "$dir/clean.err")"
-    [ "$_before" = "$(text_of $tpid)" ] || bad "($2) the code differs after dyn clean"
-    touch "$dir/stop"
-    wait $tpid
-    _trc=$?
-    tpid=
-    [ $_trc -eq 0 ] || bad "program exit status $_trc"
-    [ "$(cat "$dir/wait.out")" = "ok same" ] || bad "program: $(cat "$dir/wait.out")"
+    dyn_killed_clean "$2"
+    dyn_wait_end
 }
 
 # dyn_timed_exactly PROC N MS: "$P N MS" (N calls of PROC, one in five sleeping MS ms)
