@@ -30,6 +30,15 @@
 
 #define TAIL_MAX_PROCS 16 /* procedures a tail call may end in, at most, to be followed */
 
+/* Bytes for WORDS counter words; one word when a metric has no rows (a procedure that
+ * makes no calls, for a per-call-site count), so an empty table is a table, not a
+ * refused allocation. */
+static uint64_t
+words_bytes(uint64_t words)
+{
+    return 8 * (words ? words : 1);
+}
+
 /* Add procedure Q (entered at ENTRY) to the set OUT[*N]; 0, 1 when it cannot be. */
 static int
 tail_add(qmc_ctx_t *c, uint64_t entry, uint32_t *out, size_t *n)
@@ -782,9 +791,9 @@ qmc_place_metric(qmc_ctx_t *c, qm_metric_t *m)
                              n, m->pattern, (unsigned long long)m->stride);
         else if ((rc = qpt_alloc_per_thread(c->s, m->stride, &m->var)) < 0)
             snprintf(c->why, c->whylen, "%s: %s", m->name, qpt_error(c->s));
-    } else if (rc == 0 && qmc_per_cpu(c, m, 8 * rows * wpr)) {
+    } else if (rc == 0 && qmc_per_cpu(c, m, words_bytes(rows * wpr))) {
         m->var = m->cpu.addr;
-    } else if (rc == 0 && (rc = qpt_alloc(c->s, 8 * rows * wpr, &m->var)) < 0)
+    } else if (rc == 0 && (rc = qpt_alloc(c->s, words_bytes(rows * wpr), &m->var)) < 0)
         snprintf(c->why, c->whylen, "%s: %s", m->name, qpt_error(c->s));
     /* The inside state first: the metric's own snippets then go before it. */
     if (rc == 0 && m->inside != NULL) {

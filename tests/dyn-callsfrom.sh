@@ -20,6 +20,8 @@
 #      procedures outside loop (the engine put a counter at the entry of every
 #      procedure calls(*) named, in a row past the metric's own, and said which it
 #      could not take; -e's cost sampling still counts their calls for a moment).
+#  (f) --calls-from a procedure without calls runs and prints an empty table (the
+#      metric's zero rows were a zero-byte allocation, refused).
 # Skips (77) when ptrace is not allowed. Exit status: 0 pass, 1 fail, 99 error.
 set -u
 : "${top_srcdir:=.}"
@@ -95,6 +97,13 @@ expect_eq "(e) loop's site" "$(site "$d/e.csv" loop work)" 4
 "$DYN" run -e 'count calls(*) per call site from(loop)' -- "$d/cs" peek 4 >"$d/e2.out" 2>"$d/e2.err"
 grep -q 'not measured' "$d/e2.err" && bad "(e) -e: a note of a procedure not from(loop): $(cat "$d/e2.err")" ||
     ok "(e) -e: no note of other procedures"
+
+# (f) a procedure that makes no calls: an empty table, not a refused allocation.
+"$DYN" run --calls-from cs_leaf -o "$d/f.csv" -- "$d/cs" peek 4 >"$d/f.out" 2>"$d/f.err"
+rc=$?
+expect_eq "(f) exit status" "$rc" 3
+grep -q 'from(cs_leaf): ' "$d/f.err" &&
+    bad "(f) $(cat "$d/f.err")" || ok "(f) cs_leaf, no call sites: counted nothing, said no error"
 
 [ $fails -eq 0 ] || exit 1
 exit 0
