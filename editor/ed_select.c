@@ -708,25 +708,18 @@ edl_sort_leave(ed_plan_t *plan)
 }
 
 /*
- * The code addresses held in relocated words of data sections, sorted: pointers the
- * loader relocates (vtables, tables of callbacks), not addresses that code forms with a
- * lea. *N gets their number; NULL when out of memory.
+ * cfg_held_select: a pointer the loader relocates in a word of data (a vtable's slot, a
+ * table of callbacks), not an address that code forms with a lea.
  */
-static uint64_t *
-held_pointers(const cfg_image_t *img, size_t *n)
+static int
+held_in_data(const cfg_prog_t *prog, const cfg_held_t *h)
 {
-    uint64_t *v = malloc((img->nrelocs + 1) * sizeof(uint64_t));
-    *n = 0;
-    for (size_t i = 0; v != NULL && i < img->nrelocs; i++) {
-        const cfg_reloc_t *r = &img->relocs[i];
-        const cfg_section_t *s = cfg_image_section_at(img, r->where);
-        if ((r->kind == CFG_RELOC_RELATIVE || r->kind == CFG_RELOC_ABS64) && s != NULL
-            && !(s->flags & CFG_SEC_CODE) && cfg_image_is_code(img, r->value))
-            v[(*n)++] = r->value;
-    }
-    if (v != NULL)
-        qsort(v, *n, sizeof(uint64_t), cfg_u64_cmp);
-    return v;
+    if (h->src != CFG_HELD_RELOC)
+        return 0;
+    const cfg_reloc_t *r = cfg_image_reloc_at(prog->img, h->at);
+    const cfg_section_t *s = cfg_image_section_at(prog->img, h->at);
+    return r != NULL && (r->kind == CFG_RELOC_RELATIVE || r->kind == CFG_RELOC_ABS64)
+        && s != NULL && !(s->flags & CFG_SEC_CODE);
 }
 
 /* The index of the procedure (not a fragment) whose entry is ADDR, or CFG_NONE. */
@@ -811,8 +804,8 @@ edl_vouched_procs(const cfg_prog_t *prog)
     uint8_t *v = calloc(prog->nprocs + 1, 1);
     uint32_t *work = malloc((prog->nprocs + 1) * sizeof(uint32_t));
     size_t n = 0, nheld = 0;
-    uint64_t *held = held_pointers(prog->img, &nheld);
-    if (v == NULL || work == NULL || held == NULL) {
+    uint64_t *held = NULL;
+    if (v == NULL || work == NULL || cfg_held_select(prog, held_in_data, &held, &nheld) < 0) {
         free(v);
         free(work);
         free(held);
