@@ -768,6 +768,37 @@ calls_vouched(const cfg_prog_t *prog, const uint8_t *v, uint32_t i)
     return 0;
 }
 
+/*
+ * Does procedure P start as a compiled function starts? On a 16-byte boundary, after
+ * padding (int3, nops) that begins where other decoded code ends, setting up its frame
+ * (arch_frame_entry: `push %rbp; mov %rsp,%rbp`), and no jump's target: only a function's
+ * first block sets up the frame, and a linker pads between functions' sections, so this
+ * is a function's start and no piece of one (chromium builds with frame pointers: most
+ * of its code that nothing else vouches for starts so).
+ */
+static int
+starts_like_function(const cfg_prog_t *prog, const cfg_proc_t *p)
+{
+    const arch_isa_t *isa = cfg_image_isa(prog->img);
+    if (isa->frame_entry == NULL || (p->sources & CFG_SRC_TAILCALL) || p->entry % 16 != 0)
+        return 0;
+    size_t n, avail;
+    const uint32_t *by = cfg_blocks_by_addr(prog, &n);
+    size_t lo = 0, hi = n;
+    while (lo < hi) { /* the last block that starts below the entry */
+        size_t mid = lo + (hi - lo) / 2;
+        if (prog->blocks[by[mid]].start < p->entry)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    uint64_t end = lo > 0 ? prog->blocks[by[lo - 1]].end : p->entry;
+    const uint8_t *pad = end < p->entry ? cfg_image_ptr(prog->img, end, &avail) : NULL;
+    return pad != NULL && p->entry - end <= 64 && avail > p->entry - end
+        && isa->is_padding(pad, p->entry - end)
+        && isa->frame_entry(pad + (p->entry - end), avail - (p->entry - end));
+}
+
 /* Vouch for what the procedures in WORK[0..N) jump to (tail calls), and on (V). */
 static void
 vouch_tail_calls(const cfg_prog_t *prog, uint8_t *v, uint32_t *work, size_t n)
@@ -815,7 +846,7 @@ edl_vouched_procs(const cfg_prog_t *prog)
         const cfg_proc_t *p = &prog->procs[i];
         size_t k = qp_lower_bound_u64(held, nheld, sizeof(uint64_t), 0, p->entry);
         if ((p->sources & ~weak) || (p->flags & CFG_PROC_FRAGMENT)
-            || (k < nheld && held[k] == p->entry)) {
+            || (k < nheld && held[k] == p->entry) || starts_like_function(prog, p)) {
             v[i] = 1;
             work[n++] = i;
         }
