@@ -709,7 +709,10 @@ edl_sort_leave(ed_plan_t *plan)
 
 /*
  * cfg_held_select: a pointer the loader relocates in a word of data (a vtable's slot, a
- * table of callbacks), not an address that code forms with a lea.
+ * table of callbacks), not an address that code forms with a lea. A word of .got counts
+ * as well: the address of a function taken through the GOT (chromium 156: the 853
+ * procedures only .got words hold all start on a 16-byte boundary, 694 setting up a
+ * frame).
  */
 static int
 held_in_data(const cfg_prog_t *prog, const cfg_held_t *h)
