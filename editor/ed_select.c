@@ -773,17 +773,18 @@ calls_vouched(const cfg_prog_t *prog, const uint8_t *v, uint32_t i)
 
 /*
  * Does procedure P start as a compiled function starts? On a 16-byte boundary, after
- * padding (int3, nops) that begins where other decoded code ends, setting up its frame
- * (arch_frame_entry: `push %rbp; mov %rsp,%rbp`), and no jump's target: only a function's
- * first block sets up the frame, and a linker pads between functions' sections, so this
- * is a function's start and no piece of one (chromium builds with frame pointers: most
- * of its code that nothing else vouches for starts so).
+ * padding (int3, nops) that begins where other decoded code ends, or right after code
+ * that does not fall through, and setting up its frame (arch_frame_entry: `push %rbp;
+ * mov %rsp,%rbp`). Only a function's first block sets up its frame, and a linker pads
+ * between functions' sections: this is a function's start, no piece of one, even where
+ * a jump lands (a piece cut off there does not set up a frame). chromium builds with
+ * frame pointers: most of its code that nothing else vouches for starts so.
  */
 static int
 starts_like_function(const cfg_prog_t *prog, const cfg_proc_t *p)
 {
     const arch_isa_t *isa = cfg_image_isa(prog->img);
-    if (isa->frame_entry == NULL || (p->sources & CFG_SRC_TAILCALL) || p->entry % 16 != 0)
+    if (isa->frame_entry == NULL || p->entry % 16 != 0)
         return 0;
     size_t n, avail;
     const uint32_t *by = cfg_blocks_by_addr(prog, &n);
@@ -795,10 +796,17 @@ starts_like_function(const cfg_prog_t *prog, const cfg_proc_t *p)
         else
             hi = mid;
     }
-    uint64_t end = lo > 0 ? prog->blocks[by[lo - 1]].end : p->entry;
-    const uint8_t *pad = end < p->entry ? cfg_image_ptr(prog->img, end, &avail) : NULL;
-    return pad != NULL && p->entry - end <= 64 && avail > p->entry - end
-        && isa->is_padding(pad, p->entry - end)
+    if (lo == 0)
+        return 0;
+    const cfg_block_t *before = &prog->blocks[by[lo - 1]];
+    uint64_t end = before->end;
+    const uint8_t *pad = end <= p->entry ? cfg_image_ptr(prog->img, end, &avail) : NULL;
+    if (pad == NULL || p->entry - end > 64 || avail <= p->entry - end)
+        return 0;
+    if (end == p->entry && before->last_kind != ARCH_KIND_RET && before->last_kind != ARCH_KIND_JMP
+        && before->last_kind != ARCH_KIND_JMP_IND && before->last_kind != ARCH_KIND_HALT)
+        return 0; /* no padding, and the code before may run on into it */
+    return isa->is_padding(pad, p->entry - end)
         && isa->frame_entry(pad + (p->entry - end), avail - (p->entry - end));
 }
 

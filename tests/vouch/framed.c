@@ -3,7 +3,9 @@
  * compiled function starts (on a 16-byte boundary after padding, `push %rbp; mov
  * %rsp,%rbp`).
  *  - square, cube: a lea's address passed to apply(), no calls;
- *  - bare: the same, without a frame (omit-frame-pointer): it may be data.
+ *  - bare: the same, without a frame (omit-frame-pointer): it may be data;
+ *  - hop: as bare, with a tail call to leaf, which sets up its frame: leaf, a jump's
+ *    target, is measured, hop may be data.
  * main prints what they computed. */
 #include <stdio.h>
 
@@ -12,6 +14,8 @@
 HIDDEN int square(int x) { volatile int t = x; return t * t; }
 HIDDEN int cube(int x) { volatile int t = x; return t * t * t; }
 HIDDEN __attribute__((optimize("omit-frame-pointer"))) int bare(int x) { return x + 7; }
+HIDDEN int leaf(int x) { volatile int t = x; return t + 1; }
+HIDDEN __attribute__((optimize("omit-frame-pointer"))) int hop(int x) { return leaf(x + 2); }
 
 HIDDEN int
 apply(int (*f)(int), int n)
@@ -25,6 +29,7 @@ apply(int (*f)(int), int n)
 int
 main(void)
 {
-    printf("square %d cube %d bare %d\n", apply(square, 11), apply(cube, 7), apply(bare, 5));
+    printf("square %d cube %d bare %d hop %d\n", apply(square, 11), apply(cube, 7),
+           apply(bare, 5), apply(hop, 3));
     return 0;
 }
