@@ -176,6 +176,13 @@ int arch_decode_ops(const uint8_t *buf, size_t len, uint64_t addr, arch_ops_t *o
 int arch_is_padding(const uint8_t *buf, size_t len);
 
 /*
+ * True when the LEN bytes at BUF begin as a compiled function that keeps a frame pointer
+ * begins: `push %rbp; mov %rsp,%rbp`, after an `endbr64` or not. Only a function's first
+ * block sets up its frame; bytes of data seldom read so. Never fails.
+ */
+int arch_frame_entry(const uint8_t *buf, size_t len);
+
+/*
  * The data memory accesses of one instruction, in the order it makes them (address
  * tracing, driver/drv_trace.c). Instruction fetches, lea, nop and prefetches make none.
  */
@@ -663,6 +670,8 @@ typedef struct arch_isa {
     uint32_t jmp_reach_log2;/* emit_jmp reaches +-2^this bytes (31; 27) */
     int (*decode)(const uint8_t *buf, size_t len, uint64_t addr, arch_insn_t *out);
     int (*is_padding)(const uint8_t *buf, size_t len);
+    /* arch_frame_entry, or NULL when the ISA has none yet */
+    int (*frame_entry)(const uint8_t *buf, size_t len);
     int (*reloc_insn)(const uint8_t *buf, const arch_insn_t *in, uint64_t new_addr,
                       uint64_t new_target, int short_ok, uint8_t *out, size_t cap);
     int (*emit_jmp)(uint64_t addr, uint64_t target, uint8_t *out, size_t cap);

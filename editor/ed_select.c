@@ -708,25 +708,21 @@ edl_sort_leave(ed_plan_t *plan)
 }
 
 /*
- * The code addresses held in relocated words of data sections, sorted: pointers the
- * loader relocates (vtables, tables of callbacks), not addresses that code forms with a
- * lea. *N gets their number; NULL when out of memory.
+ * cfg_held_select: a pointer the loader relocates in a word of data (a vtable's slot, a
+ * table of callbacks), not an address that code forms with a lea. A word of .got counts
+ * as well: the address of a function taken through the GOT (chromium 156: the 853
+ * procedures only .got words hold all start on a 16-byte boundary, 694 setting up a
+ * frame).
  */
-static uint64_t *
-held_pointers(const cfg_image_t *img, size_t *n)
+static int
+held_in_data(const cfg_prog_t *prog, const cfg_held_t *h)
 {
-    uint64_t *v = malloc((img->nrelocs + 1) * sizeof(uint64_t));
-    *n = 0;
-    for (size_t i = 0; v != NULL && i < img->nrelocs; i++) {
-        const cfg_reloc_t *r = &img->relocs[i];
-        const cfg_section_t *s = cfg_image_section_at(img, r->where);
-        if ((r->kind == CFG_RELOC_RELATIVE || r->kind == CFG_RELOC_ABS64) && s != NULL
-            && !(s->flags & CFG_SEC_CODE) && cfg_image_is_code(img, r->value))
-            v[(*n)++] = r->value;
-    }
-    if (v != NULL)
-        qsort(v, *n, sizeof(uint64_t), cfg_u64_cmp);
-    return v;
+    if (h->src != CFG_HELD_RELOC)
+        return 0;
+    const cfg_reloc_t *r = cfg_image_reloc_at(prog->img, h->at);
+    const cfg_section_t *s = cfg_image_section_at(prog->img, h->at);
+    return r != NULL && (r->kind == CFG_RELOC_RELATIVE || r->kind == CFG_RELOC_ABS64)
+        && s != NULL && !(s->flags & CFG_SEC_CODE);
 }
 
 /* The index of the procedure (not a fragment) whose entry is ADDR, or CFG_NONE. */
@@ -775,6 +771,45 @@ calls_vouched(const cfg_prog_t *prog, const uint8_t *v, uint32_t i)
     return 0;
 }
 
+/*
+ * Does procedure P start as a compiled function starts? On a 16-byte boundary, after
+ * padding (int3, nops) that begins where other decoded code ends, or right after code
+ * that does not fall through, and setting up its frame (arch_frame_entry: `push %rbp;
+ * mov %rsp,%rbp`). Only a function's first block sets up its frame, and a linker pads
+ * between functions' sections: this is a function's start, no piece of one, even where
+ * a jump lands (a piece cut off there does not set up a frame). chromium builds with
+ * frame pointers: most of its code that nothing else vouches for starts so.
+ */
+static int
+starts_like_function(const cfg_prog_t *prog, const cfg_proc_t *p)
+{
+    const arch_isa_t *isa = cfg_image_isa(prog->img);
+    if (isa->frame_entry == NULL || p->entry % 16 != 0)
+        return 0;
+    size_t n, avail;
+    const uint32_t *by = cfg_blocks_by_addr(prog, &n);
+    size_t lo = 0, hi = n;
+    while (lo < hi) { /* the last block that starts below the entry */
+        size_t mid = lo + (hi - lo) / 2;
+        if (prog->blocks[by[mid]].start < p->entry)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (lo == 0)
+        return 0;
+    const cfg_block_t *before = &prog->blocks[by[lo - 1]];
+    uint64_t end = before->end;
+    const uint8_t *pad = end <= p->entry ? cfg_image_ptr(prog->img, end, &avail) : NULL;
+    if (pad == NULL || p->entry - end > 64 || avail <= p->entry - end)
+        return 0;
+    if (end == p->entry && before->last_kind != ARCH_KIND_RET && before->last_kind != ARCH_KIND_JMP
+        && before->last_kind != ARCH_KIND_JMP_IND && before->last_kind != ARCH_KIND_HALT)
+        return 0; /* no padding, and the code before may run on into it */
+    return isa->is_padding(pad, p->entry - end)
+        && isa->frame_entry(pad + (p->entry - end), avail - (p->entry - end));
+}
+
 /* Vouch for what the procedures in WORK[0..N) jump to (tail calls), and on (V). */
 static void
 vouch_tail_calls(const cfg_prog_t *prog, uint8_t *v, uint32_t *work, size_t n)
@@ -811,8 +846,8 @@ edl_vouched_procs(const cfg_prog_t *prog)
     uint8_t *v = calloc(prog->nprocs + 1, 1);
     uint32_t *work = malloc((prog->nprocs + 1) * sizeof(uint32_t));
     size_t n = 0, nheld = 0;
-    uint64_t *held = held_pointers(prog->img, &nheld);
-    if (v == NULL || work == NULL || held == NULL) {
+    uint64_t *held = NULL;
+    if (v == NULL || work == NULL || cfg_held_select(prog, held_in_data, &held, &nheld) < 0) {
         free(v);
         free(work);
         free(held);
@@ -822,7 +857,7 @@ edl_vouched_procs(const cfg_prog_t *prog)
         const cfg_proc_t *p = &prog->procs[i];
         size_t k = qp_lower_bound_u64(held, nheld, sizeof(uint64_t), 0, p->entry);
         if ((p->sources & ~weak) || (p->flags & CFG_PROC_FRAGMENT)
-            || (k < nheld && held[k] == p->entry)) {
+            || (k < nheld && held[k] == p->entry) || starts_like_function(prog, p)) {
             v[i] = 1;
             work[n++] = i;
         }

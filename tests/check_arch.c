@@ -1001,6 +1001,31 @@ START_TEST(test_arch_is_padding_null)
 }
 END_TEST
 
+/* arch_frame_entry: the start of a function that keeps a frame pointer. */
+static const pad_case_t frame_cases[] = {
+    { "push %rbp; mov %rsp,%rbp", B("\x55\x48\x89\xe5\x5d\xc3"), 1 },
+    { "the other mov encoding", B("\x55\x48\x8b\xec"), 1 },
+    { "after endbr64", B("\xf3\x0f\x1e\xfa\x55\x48\x89\xe5"), 1 },
+    { "cut short", B("\x55\x48\x89"), 0 },
+    { "push %rbp alone", B("\x55\x41\x57\x41\x56"), 0 },
+    { "mov %rsp,%rbp first", B("\x48\x89\xe5\x55"), 0 },
+    { "endbr64 then no frame", B("\xf3\x0f\x1e\xfa\x48\x89\xf8\xc3"), 0 },
+    { "int3 then a frame", B("\xcc\x55\x48\x89\xe5"), 0 },
+};
+
+static void
+frame_row(const pad_case_t* c)
+{
+    EXPECT(!!arch_frame_entry(c->bytes, c->n) == c->padding, "%s: frame entry is %d",
+        c->name, !c->padding);
+}
+
+START_TEST(test_arch_frame_entry_table) { CHECK_ROWS(frame_row, frame_cases); }
+END_TEST
+
+START_TEST(test_arch_frame_entry_null) { ck_assert(!arch_frame_entry(NULL, 8)); }
+END_TEST
+
 START_TEST(test_arch_reg_name)
 {
     ck_assert_str_eq(arch_reg_name(ARCH_REG_NONE), "none");
@@ -1130,6 +1155,8 @@ arch_suite(void)
     tc = tcase_create("padding");
     tcase_add_test(tc, test_arch_is_padding_table);
     tcase_add_test(tc, test_arch_is_padding_null);
+    tcase_add_test(tc, test_arch_frame_entry_table);
+    tcase_add_test(tc, test_arch_frame_entry_null);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("mem");

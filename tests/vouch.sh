@@ -11,6 +11,11 @@
 #    vouched for (scale, offset): 17 calls;
 #  - lone (a lea's address, no calls) stays in place: "may be data";
 #  - the output is the original's.
+# tests/vouch/framed.c, the same way but with frame pointers: square and cube (a lea's
+# address, no calls) start as compiled functions start (16-byte aligned after padding,
+# push %rbp; mov %rsp,%rbp) and are measured: 11 and 7 calls; so is leaf, which only a
+# jump of hop reaches: 3 calls; bare and hop (no frame, a lea's address) stay in place,
+# "may be data"; the output is the original's.
 # And data kept in .text behind a lea (tests/progs/data_in_text.c, stripped) stays
 # untouched: the rewritten program prints what the original prints.
 # Exit status: 0 pass, 1 fail, 77 skip, 99 hard error.
@@ -47,6 +52,34 @@ lone=$(nm "$exe.full" | awk '$3 == "lone" { sub(/^0+/, "", $1); print $1 }')
 grep -q "left in place: sub_$lone at 0x$lone: .*may be data" "$exe.log" &&
     ok "hidden: lone (a lea's address, no calls) left in place" ||
     bad "hidden: lone (sub_$lone) not left in place as may be data"
+
+exe=$dir/framed
+# shellcheck disable=SC2086
+gcc $cflags -fno-omit-frame-pointer -o "$exe.full" "$top_srcdir/tests/vouch/framed.c" || exit 99
+strip -o "$exe" "$exe.full" || exit 99
+want=$("$exe")
+if ! "$QPT_REWRITE" -v --driver=qp "$exe" -o "$exe.qp" >"$exe.log" 2>&1; then
+    bad "framed: rewrite: $(tail -n 1 "$exe.log")"
+    exit 1
+fi
+[ "$("$exe.qp")" = "$want" ] && ok "framed: same output" || bad "framed: output differs"
+"$QP" report --csv "$exe.qp.qp" >"$exe.csv" 2>&1
+for row in square:11 cube:7 leaf:3; do
+    name=${row%%:*} want_calls=${row##*:}
+    sub=sub_$(nm "$exe.full" | awk -v n="$name" '$3 == n { sub(/^0+/, "", $1); print $1 }')
+    got=$(awk -F, -v n="$sub" '$1 == n { print $2 }' "$exe.csv")
+    [ "$got" = "$want_calls" ] && ok "framed: $name ($sub) measured, $got calls" ||
+        bad "framed: $name ($sub): '$got' calls, expected $want_calls"
+done
+for name in bare hop; do
+    a=$(nm "$exe.full" | awk -v n="$name" '$3 == n { sub(/^0+/, "", $1); print $1 }')
+    grep -q "left in place: sub_$a at 0x$a: .*may be data" "$exe.log" &&
+        ok "framed: $name (no frame, a lea's address) left in place" ||
+        bad "framed: $name (sub_$a) not left in place as may be data"
+done
+n=$(grep -c "left in place: .*may be data" "$exe.log")
+[ "$n" = 2 ] && ok "framed: only bare and hop may be data" ||
+    bad "framed: $n procedures may be data, expected 2"
 
 exe=$dir/data_in_text
 # shellcheck disable=SC2086

@@ -436,7 +436,7 @@ arch_decode(const uint8_t* buf, size_t len, uint64_t addr, arch_insn_t* out /*OU
 }
 
 /*****************************************************************************
- * Padding
+ * Padding and function starts
  */
 
 int
@@ -460,6 +460,21 @@ arch_is_padding(const uint8_t* buf, size_t len)
         i += in.len;
     }
     return 1;
+}
+
+int
+arch_frame_entry(const uint8_t *buf, size_t len)
+{
+    static const uint8_t endbr64[] = { 0xf3, 0x0f, 0x1e, 0xfa };
+    /* push %rbp, then mov %rsp,%rbp in either encoding (89 /r or 8b /r) */
+    static const uint8_t frame[2][4] = { { 0x55, 0x48, 0x89, 0xe5 }, { 0x55, 0x48, 0x8b, 0xec } };
+    if (buf == NULL)
+        return 0;
+    if (len >= 8 && memcmp(buf, endbr64, 4) == 0) {
+        buf += 4;
+        len -= 4;
+    }
+    return len >= 4 && (memcmp(buf, frame[0], 4) == 0 || memcmp(buf, frame[1], 4) == 0);
 }
 
 /*****************************************************************************
