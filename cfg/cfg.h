@@ -543,6 +543,12 @@ int cfg_u64_contains(const uint64_t *v, size_t n, uint64_t x);
 int
 cfg_vec_grow(void **v, size_t *cap, size_t need, size_t elem);
 
+/* Give back what array *V (capacity *CAP) holds past its first N elements (N + 1 kept,
+ * so that it is never empty): the memory of an estimate made for the worst case goes
+ * to what is allocated next. Without the memory to move it, *V stays as it is. */
+void
+cfg_vec_trim(void **v, size_t *cap, size_t n, size_t elem);
+
 /* Where a program holds a code address (cfg_held_t.src). */
 enum {
     CFG_HELD_RELOC = 1, /* a dynamic relocation's value (at: the relocated word) */

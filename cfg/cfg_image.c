@@ -199,7 +199,7 @@ dc_target(const uint8_t *p, uint64_t addr, uint8_t len, uint8_t rel_off, uint8_t
 }
 
 /* The instruction C kept for ADDR (bytes P) into *OUT. */
-static void
+static inline void
 dc_get(const dc_insn_t *c, const uint8_t *p, uint64_t addr, arch_insn_t *out)
 {
     uint64_t target = dc_target(p, addr, c->len, c->rel_off, c->rel_size);
@@ -250,6 +250,18 @@ decode_other(const cfg_image_t *img, uint64_t addr, uint64_t limit, arch_insn_t 
     return cfg_image_isa(img)->decode(s->bytes + off, avail, addr, out);
 }
 
+/* The bits of W below BIT, counted in line (x86-64's baseline has no popcnt: the
+ * compiler's builtin would be a call). */
+static inline uint32_t
+bits_below(uint64_t w, uint64_t bit)
+{
+    uint64_t x = w & (bit - 1);
+    x -= (x >> 1) & 0x5555555555555555ull;
+    x = (x & 0x3333333333333333ull) + ((x >> 2) & 0x3333333333333333ull);
+    x = (x + (x >> 4)) & 0x0f0f0f0f0f0f0f0full;
+    return (uint32_t)((x * 0x0101010101010101ull) >> 56);
+}
+
 /* The frozen section F's instruction at byte OFF, or NULL when none is kept there. */
 static const dc_insn_t *
 frozen_at(const dc_frozen_t *f, uint64_t off)
@@ -259,7 +271,7 @@ frozen_at(const dc_frozen_t *f, uint64_t off)
     uint64_t w = f->starts[off >> 6], bit = (uint64_t)1 << (off & 63);
     if (!(w & bit))
         return NULL;
-    return &f->insns[f->rank[off >> 6] + (uint32_t)__builtin_popcountll(w & (bit - 1))];
+    return &f->insns[f->rank[off >> 6] + bits_below(w, bit)];
 }
 
 /* cfg_image_decode once frozen: the kept instruction, or decoded anew (not kept). */
@@ -324,12 +336,14 @@ static int
 freeze_section(const cfg_dcache_t *dc, const _Atomic uint32_t *at, uint64_t size,
                dc_frozen_t *f)
 {
-    size_t nwords = (size_t)(size >> 6) + 1, n = 0;
-    for (uint64_t off = 0; off < size; off++)
-        n += atomic_load_explicit(&at[off], memory_order_relaxed) != 0;
+    /* At most one instruction a byte, and no more than the cache took: sized once,
+     * the rest given back. */
+    size_t nwords = (size_t)(size >> 6) + 1, cap = atomic_load(&dc->n);
+    if (cap > size)
+        cap = (size_t)size;
     f->starts = calloc(nwords, sizeof(uint64_t));
     f->rank = malloc(nwords * sizeof(uint32_t));
-    f->insns = malloc((n + 1) * sizeof(dc_insn_t));
+    f->insns = malloc((cap + 1) * sizeof(dc_insn_t));
     if (f->starts == NULL || f->rank == NULL || f->insns == NULL)
         return QP_ENOMEM;
     uint32_t r = 0;
@@ -346,6 +360,8 @@ freeze_section(const cfg_dcache_t *dc, const _Atomic uint32_t *at, uint64_t size
     }
     if ((size & 63) == 0)
         f->rank[size >> 6] = r; /* (the word past the end: never tested) */
+    size_t n = r;
+    cfg_vec_trim((void **)&f->insns, &cap, n, sizeof(dc_insn_t));
     return 0;
 }
 

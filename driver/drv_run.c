@@ -936,6 +936,13 @@ drv_run_threads(const drv_ops_t *drv, const cfg_prog_t *prog, const ed_plan_t *p
     if (rc == DRV_AGAIN)
         rc = run_pass(drv, prog, plan, weights, res, on_progress, arg, 0, threads);
     res->workers = threads;
+    /* The arrays were reserved for the worst case (every edge a probe): what they did
+     * not take serves the plan's slots (chromium: hundreds of MB). */
+    cfg_vec_trim((void **)&res->probes, &res->probes_cap, res->nprobes, sizeof(ed_probe_t));
+    cfg_vec_trim((void **)&res->procs, &res->procs_cap, res->nprocs, sizeof(qp_desc_proc_t));
+    cfg_vec_trim((void **)&res->blocks, &res->blocks_cap, res->nblocks,
+                 sizeof(qp_desc_block_t));
+    cfg_vec_trim((void **)&res->edges, &res->edges_cap, res->nedges, sizeof(qp_desc_edge_t));
     return rc;
 }
 

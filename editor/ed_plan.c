@@ -128,6 +128,10 @@ ed_plan_set_probes(ed_plan_t *plan, const ed_probe_t *probes, size_t n)
         else
             v[nv++] = probes[i];
     }
+    /* Sized for all of them on either side: what a side did not take goes back. */
+    size_t capv = n + 1, capw = n + 1;
+    cfg_vec_trim((void **)&v, &capv, nv, sizeof(ed_probe_t));
+    cfg_vec_trim((void **)&w, &capw, nw, sizeof(ed_probe_t));
     qsort(v, nv, sizeof(ed_probe_t), edl_cmp_probe);
     qsort(w, nw, sizeof(ed_probe_t), edl_cmp_probe);
     free(plan->probes);

@@ -373,6 +373,34 @@ START_TEST(test_cfg_decode_frozen)
 }
 END_TEST
 
+START_TEST(test_cfg_vec_trim)
+{
+    /* An array reserved for the worst case gives back what it did not take, keeping its
+     * elements (and one spare); one already that small, or none, stays as it is. */
+    uint32_t *v = NULL;
+    size_t cap = 0;
+    ck_assert_int_eq(cfg_vec_grow((void **)&v, &cap, 1000, sizeof(uint32_t)), 0);
+    ck_assert_uint_ge(cap, 1000);
+    for (uint32_t i = 0; i < 10; i++)
+        v[i] = i * 7;
+    cfg_vec_trim((void **)&v, &cap, 10, sizeof(uint32_t));
+    ck_assert_uint_eq(cap, 11);
+    for (uint32_t i = 0; i < 10; i++)
+        ck_assert_uint_eq(v[i], i * 7);
+    cfg_vec_trim((void **)&v, &cap, 10, sizeof(uint32_t));
+    ck_assert_uint_eq(cap, 11);
+    ck_assert_int_eq(cfg_vec_grow((void **)&v, &cap, 12, sizeof(uint32_t)), 0);
+    ck_assert_uint_ge(cap, 12);
+    ck_assert_uint_eq(v[9], 63);
+    free(v);
+    uint32_t *none = NULL;
+    size_t nocap = 0;
+    cfg_vec_trim((void **)&none, &nocap, 0, sizeof(uint32_t));
+    ck_assert_ptr_null(none);
+    ck_assert_uint_eq(nocap, 0);
+}
+END_TEST
+
 /* What cfg_prog_build told its on_phase callback. */
 typedef struct phases {
     char seen[32][16]; /* the phases, in order */
@@ -422,6 +450,7 @@ cfg_suite(void)
     tcase_add_test(tc, test_cfg_invalid_is_unsafe);
     tcase_add_test(tc, test_cfg_padding_not_code);
     tcase_add_test(tc, test_cfg_phases_callback);
+    tcase_add_test(tc, test_cfg_vec_trim);
     suite_add_tcase(s, tc);
     tc = tcase_create("compiled");
     tcase_set_timeout(tc, 120);
