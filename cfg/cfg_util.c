@@ -34,6 +34,18 @@ cfg_vec_grow(void **v, size_t *cap, size_t need, size_t elem)
     return 0;
 }
 
+void
+cfg_vec_trim(void **v, size_t *cap, size_t n, size_t elem)
+{
+    if (*v == NULL || n + 1 >= *cap)
+        return;
+    void *nv = realloc(*v, (n + 1) * elem);
+    if (nv == NULL)
+        return;
+    *v = nv;
+    *cap = n + 1;
+}
+
 char *
 cfg_strdup(const char *s)
 {

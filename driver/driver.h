@@ -233,7 +233,6 @@ typedef struct drv_result {
     uint32_t nblocks;
     qp_desc_edge_t *edges;
     uint32_t nedges;
-    uint64_t *edge_call;     /* per desc edge: old address of the call (CALLRET), else 0 */
     qp_desc_call_t *calls;   /* the call sites, per procedure in block order */
     uint32_t ncalls;
     uint32_t *callee_names;  /* per program procedure: its name's string offset once a
@@ -251,7 +250,9 @@ typedef struct drv_result {
      * a few texts, each stored once (chromium: 300,000 reasons, 27 MB of strings). */
     uint32_t reasons[8];
     uint32_t nreasons;
-    size_t probes_cap, procs_cap, blocks_cap, edges_cap, calls_cap;
+    size_t probes_cap, procs_cap, blocks_cap, edges_cap;
+    int ret_mapped;          /* drv_result_finish ran: edges' ret_addr are new addresses
+                              * (before, a CALLRET edge's holds its call's old address) */
 } drv_result_t;
 
 /* A driver: places counters in one procedure's graph (its edges' `counter`s or
@@ -293,7 +294,7 @@ int drv_run_progress(const drv_ops_t *drv, const cfg_prog_t *prog, const ed_plan
                      void (*on_progress)(void *arg, size_t done, size_t total), void *arg);
 
 /* After ed_plan_apply: fill in the new addresses of the description (entries, blocks,
- * return sites of calls). */
+ * return sites of calls); the return sites once (later calls leave them). */
 void drv_result_finish(drv_result_t *res, const ed_plan_t *plan, uint64_t counters_vaddr);
 
 /* drv_run_progress with the procedures' graphs (and drv_ops_t.prepare) made ahead on

@@ -569,14 +569,13 @@ describe_measured(drv_result_t *res, const drv_graph_t *g, const uint64_t *exits
                                              * outside): a throw may leave flow unbalanced */
         QP_CHECK(cfg_vec_grow((void **)&res->edges, &res->edges_cap, res->nedges + 1,
             sizeof(qp_desc_edge_t)));
-        QP_CHECK(cfg_vec_grow((void **)&res->edge_call, &res->calls_cap, res->nedges + 1,
-            sizeof(uint64_t)));
+        /* ret_addr holds the call's old address until drv_result_finish maps it. */
         res->edges[res->nedges] = (qp_desc_edge_t) {
             .from = ed->from == X ? QP_VIRT : d->block + ed->from,
             .to = ed->to == X ? QP_VIRT : d->block + ed->to,
             .counter = ed->counter, .kind = ed->kind,
+            .ret_addr = ed->kind == CFG_EDGE_CALLRET ? g->last[ed->from] : 0,
         };
-        res->edge_call[res->nedges] = ed->kind == CFG_EDGE_CALLRET ? g->last[ed->from] : 0;
         res->nedges++;
     }
     /* The procedure's sites in block order (calls first: they come from the blocks). */
@@ -825,7 +824,6 @@ run_pass(const drv_ops_t *drv, const cfg_prog_t *prog, const ed_plan_t *plan,
         || reserve((void **)&res->blocks, &res->blocks_cap, prog->nblocks,
                    sizeof(qp_desc_block_t)) < 0
         || reserve((void **)&res->edges, &res->edges_cap, nedges, sizeof(qp_desc_edge_t)) < 0
-        || reserve((void **)&res->edge_call, &res->calls_cap, nedges, sizeof(uint64_t)) < 0
         || reserve((void **)&res->probes, &res->probes_cap, nedges, sizeof(ed_probe_t)) < 0) {
         drv_result_free(res);
         return QP_ENOMEM;
@@ -948,6 +946,13 @@ drv_run_threads(const drv_ops_t *drv, const cfg_prog_t *prog, const ed_plan_t *p
     if (rc == DRV_AGAIN)
         rc = run_pass(drv, prog, plan, weights, res, on_progress, arg, 0, threads);
     res->workers = threads;
+    /* The arrays were reserved for the worst case (every edge a probe): what they did
+     * not take serves the plan's slots (chromium: hundreds of MB). */
+    cfg_vec_trim((void **)&res->probes, &res->probes_cap, res->nprobes, sizeof(ed_probe_t));
+    cfg_vec_trim((void **)&res->procs, &res->procs_cap, res->nprocs, sizeof(qp_desc_proc_t));
+    cfg_vec_trim((void **)&res->blocks, &res->blocks_cap, res->nblocks,
+                 sizeof(qp_desc_block_t));
+    cfg_vec_trim((void **)&res->edges, &res->edges_cap, res->nedges, sizeof(qp_desc_edge_t));
     return rc;
 }
 
@@ -968,12 +973,15 @@ drv_result_finish(drv_result_t *res, const ed_plan_t *plan, uint64_t counters_va
             res->procs[i].new_entry = ed_plan_map((void *)plan, res->procs[i].entry);
     for (uint32_t i = 0; i < res->nblocks; i++)
         res->blocks[i].new_start = ed_plan_map((void *)plan, res->blocks[i].start);
-    for (uint32_t i = 0; i < res->nedges; i++)
-        if (res->edge_call[i] != 0) {
-            uint64_t after = 0;
-            if (ed_plan_insn_new(plan, res->edge_call[i], &after) != 0)
-                res->edges[i].ret_addr = after;
-        }
+    if (res->ret_mapped)
+        return;
+    res->ret_mapped = 1;
+    for (uint32_t i = 0; i < res->nedges; i++) {
+        uint64_t call = res->edges[i].ret_addr, after = 0; /* the old address so far */
+        res->edges[i].ret_addr = 0;
+        if (call != 0 && ed_plan_insn_new(plan, call, &after) != 0)
+            res->edges[i].ret_addr = after;
+    }
 }
 
 void
@@ -983,7 +991,6 @@ drv_result_free(drv_result_t *res)
     free(res->procs);
     free(res->blocks);
     free(res->edges);
-    free(res->edge_call);
     free(res->calls);
     free(res->callee_names);
     free(res->callee_marks);

@@ -11,6 +11,8 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "base/qp_pool.h"
 #include "editor/ed.h"
@@ -126,6 +128,10 @@ ed_plan_set_probes(ed_plan_t *plan, const ed_probe_t *probes, size_t n)
         else
             v[nv++] = probes[i];
     }
+    /* Sized for all of them on either side: what a side did not take goes back. */
+    size_t capv = n + 1, capw = n + 1;
+    cfg_vec_trim((void **)&v, &capv, nv, sizeof(ed_probe_t));
+    cfg_vec_trim((void **)&w, &capw, nw, sizeof(ed_probe_t));
     qsort(v, nv, sizeof(ed_probe_t), edl_cmp_probe);
     qsort(w, nw, sizeof(ed_probe_t), edl_cmp_probe);
     free(plan->probes);
@@ -586,6 +592,38 @@ emit_slots(ed_plan_t *plan, uint8_t *buf)
     return rc;
 }
 
+/*
+ * The buffer the new code is emitted to: mapped apart, so that the pages of each piece
+ * the space has copied can go back at once (chromium: the new code's few hundred MB are
+ * not held twice at the end of the relocation).
+ */
+typedef struct emit_buf {
+    uint8_t *p;    /* SIZE bytes, zero-filled */
+    size_t size;   /* bytes mapped */
+} emit_buf_t;
+
+static int
+emit_buf_map(emit_buf_t *b, size_t size)
+{
+    b->size = size;
+    b->p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    return b->p != MAP_FAILED ? 0 : (b->p = NULL, QP_ENOMEM);
+}
+
+/* Write [OFF, OFF + LEN) of B to AT in the space, then give back the pages it covers
+ * whole (no other piece has bytes there: the pieces do not overlap). */
+static int
+emit_buf_write(emit_buf_t *b, size_t off, size_t len, const qp_space_ops_t *ops,
+               void *space, uint64_t at)
+{
+    QP_CHECK(ops->write(space, at, b->p + off, len));
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    size_t lo = (off + page - 1) / page * page, hi = (off + len) / page * page;
+    if (hi > lo)
+        (void)madvise(b->p + lo, hi - lo, MADV_DONTNEED); /* (reads would see zeros) */
+    return 0;
+}
+
 /* The moved code in layout order, written through the space in one piece. */
 static int
 emit_code(ed_plan_t *plan, const qp_space_ops_t *ops, void *space)
@@ -593,9 +631,10 @@ emit_code(ed_plan_t *plan, const qp_space_ops_t *ops, void *space)
     const cfg_prog_t *prog = plan->prog;
     /* Zeroed: the bytes nothing is emitted to (alignment before the translation table)
      * are then the same in every run, whatever the heap held. */
-    uint8_t *buf = calloc(plan->text_size + 1, 1);
-    if (buf == NULL)
+    emit_buf_t eb;
+    if (emit_buf_map(&eb, plan->text_size + 1) < 0)
         return QP_ENOMEM;
+    uint8_t *buf = eb.p;
     /* Holes in the old text: what no code fills traps (int3), never old code. */
     for (size_t h = 0; h < plan->nholes; h++)
         if (plan->holes[3 * h + 2] > 0)
@@ -633,16 +672,17 @@ emit_code(ed_plan_t *plan, const qp_space_ops_t *ops, void *space)
     if (rc == 0)
         edl_anchors_unpad(plan, buf);
     if (rc == 0 && plan->mirror == 0)
-        rc = ops->write(space, plan->text, buf, plan->text_size);
+        rc = emit_buf_write(&eb, 0, plan->text_size, ops, space, plan->text);
     for (size_t h = 0; h < plan->nholes && rc == 0 && plan->mirror != 0; h++) {
         const uint64_t *hole = &plan->holes[3 * h];
         if (hole[2] > 0)
-            rc = ops->write(space, plan->text + hole[0], buf + hole[0], hole[1] - hole[0]);
+            rc = emit_buf_write(&eb, hole[0], hole[1] - hole[0], ops, space,
+                                plan->text + hole[0]);
     }
     if (rc == 0 && plan->mirror != 0 && plan->text_size > plan->overflow)
-        rc = ops->write(space, plan->text + plan->overflow, buf + plan->overflow,
-                        plan->text_size - plan->overflow);
-    free(buf);
+        rc = emit_buf_write(&eb, plan->overflow, plan->text_size - plan->overflow, ops,
+                            space, plan->text + plan->overflow);
+    munmap(eb.p, eb.size);
     if (rc == 0 && plan->opts.on_progress != NULL)
         plan->opts.on_progress(plan->opts.progress_arg, plan->nslots, plan->nslots);
     return rc;

@@ -610,8 +610,12 @@ elfw_rewrite(const cfg_prog_t *prog, ed_plan_t *plan, const elfw_instr_t *instr,
         fail_reach(err, errlen, rc, prog->img, "relocating code");
         goto out;
     }
-    /* The code is written: what follows reuses the memory of the decoded instructions. */
+    /* The code is written: what follows reuses the memory of the decoded instructions,
+     * and of the input's pages read so far (what is read again comes back from the page
+     * cache: unwind and debug sections; chromium: its 236 MB of code not held twice
+     * while the writer holds its copy of the file). */
     cfg_image_decode_done(prog->img);
+    cfg_image_release_pages(prog->img);
     phase(opts, "relocated (plan applied)");
     /* Unwind tables: their size does not depend on where they go; build once to size
      * them, then again at their address. All FDEs go into the new table, so that it can

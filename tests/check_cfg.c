@@ -351,6 +351,91 @@ START_TEST(test_cfg_lookups)
 }
 END_TEST
 
+/* The two decodings of ADDR (limit LIMIT) agree: rc and every field. */
+static void
+same_decode(const cfg_image_t *a, const cfg_image_t *b, uint64_t addr, uint64_t limit)
+{
+    arch_insn_t x, y;
+    memset(&x, 0, sizeof(x));
+    memset(&y, 0, sizeof(y));
+    int ra = cfg_image_decode(a, addr, limit, &x), rb = cfg_image_decode(b, addr, limit, &y);
+    ck_assert_msg(ra == rb, "0x%llx: rc %d, frozen %d", (unsigned long long)addr, ra, rb);
+    if (ra == 0)
+        ck_assert_msg(x.addr == y.addr && x.target == y.target && x.len == y.len
+                          && x.kind == y.kind && x.rel_off == y.rel_off
+                          && x.rel_size == y.rel_size && x.flags == y.flags
+                          && x.flags_read == y.flags_read && x.flags_written == y.flags_written,
+                      "0x%llx: decoded differently once frozen", (unsigned long long)addr);
+}
+
+START_TEST(test_cfg_decode_frozen)
+{
+    /* The analysis freezes the decode cache (less memory, read only): what it kept, and
+     * what it did not (every other byte offset), decodes as on an image never frozen,
+     * also when a limit cuts an instruction short. */
+    char *path = compile_known(1);
+    if (path == NULL)
+        return;
+    cfg_image_t *img = NULL, *fresh = NULL;
+    cfg_prog_t *prog = NULL;
+    ck_assert_int_eq(cfg_image_open_bfd(path, &img), 0);
+    ck_assert_int_eq(cfg_image_open_bfd(path, &fresh), 0);
+    ck_assert_int_eq(cfg_prog_build(img, NULL, &prog), 0);
+    cfg_image_decode_freeze(img); /* (again: nothing changes) */
+    size_t ninsns = 0;
+    for (uint32_t i = 0; i < prog->nblocks; i++) {
+        const cfg_block_t *b = &prog->blocks[i];
+        for (uint64_t a = b->start; a < b->end; ninsns++) {
+            arch_insn_t in;
+            ck_assert_int_eq(cfg_image_decode(img, a, 0, &in), 0);
+            same_decode(fresh, img, a, 0);
+            same_decode(fresh, img, a, a + in.len - 1);
+            a += in.len;
+        }
+    }
+    ck_assert_uint_gt(ninsns, 100);
+    const cfg_section_t *text = cfg_image_section_named(img, ".text");
+    ck_assert_ptr_nonnull(text);
+    for (uint64_t a = text->vma; a < text->vma + text->size; a++)
+        same_decode(fresh, img, a, 0);
+    cfg_image_decode_done(img);
+    same_decode(fresh, img, prog->procs[0].entry, 0);
+    cfg_prog_destroy(prog);
+    cfg_image_destroy(img);
+    cfg_image_destroy(fresh);
+    unlink(path);
+    free(path);
+}
+END_TEST
+
+START_TEST(test_cfg_vec_trim)
+{
+    /* An array reserved for the worst case gives back what it did not take, keeping its
+     * elements (and one spare); one already that small, or none, stays as it is. */
+    uint32_t *v = NULL;
+    size_t cap = 0;
+    ck_assert_int_eq(cfg_vec_grow((void **)&v, &cap, 1000, sizeof(uint32_t)), 0);
+    ck_assert_uint_ge(cap, 1000);
+    for (uint32_t i = 0; i < 10; i++)
+        v[i] = i * 7;
+    cfg_vec_trim((void **)&v, &cap, 10, sizeof(uint32_t));
+    ck_assert_uint_eq(cap, 11);
+    for (uint32_t i = 0; i < 10; i++)
+        ck_assert_uint_eq(v[i], i * 7);
+    cfg_vec_trim((void **)&v, &cap, 10, sizeof(uint32_t));
+    ck_assert_uint_eq(cap, 11);
+    ck_assert_int_eq(cfg_vec_grow((void **)&v, &cap, 12, sizeof(uint32_t)), 0);
+    ck_assert_uint_ge(cap, 12);
+    ck_assert_uint_eq(v[9], 63);
+    free(v);
+    uint32_t *none = NULL;
+    size_t nocap = 0;
+    cfg_vec_trim((void **)&none, &nocap, 0, sizeof(uint32_t));
+    ck_assert_ptr_null(none);
+    ck_assert_uint_eq(nocap, 0);
+}
+END_TEST
+
 /* What cfg_prog_build told its on_phase callback. */
 typedef struct phases {
     char seen[32][16]; /* the phases, in order */
@@ -401,11 +486,13 @@ cfg_suite(void)
     tcase_add_test(tc, test_cfg_invalid_is_unsafe);
     tcase_add_test(tc, test_cfg_padding_not_code);
     tcase_add_test(tc, test_cfg_phases_callback);
+    tcase_add_test(tc, test_cfg_vec_trim);
     suite_add_tcase(s, tc);
     tc = tcase_create("compiled");
     tcase_set_timeout(tc, 120);
     tcase_add_loop_test(tc, test_cfg_known_shapes, 0, (int)NVARIANTS);
     tcase_add_test(tc, test_cfg_lookups);
+    tcase_add_test(tc, test_cfg_decode_frozen);
     suite_add_tcase(s, tc);
     return s;
 }

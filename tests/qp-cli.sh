@@ -112,7 +112,7 @@ QPT_LEAVE=@$dir/leave.list "$QPT_REWRITE" -v "$dir/p" -o "$dir/p.leave" 2>"$dir/
 [ "$(grep -c 'named in QPT_LEAVE' "$dir/leave.err")" -eq 2 ] ||
     bad "QPT_LEAVE=@FILE: $(grep 'QPT_LEAVE' "$dir/leave.err")"
 QP_DEBUG=1 "$QPT_REWRITE" --dump-cfg "$dir/p" >/dev/null 2>"$dir/debug.err"
-grep -q '^qp-debug: *[0-9.]* s *[0-9.]* cpu *[0-9.]* main stats ([0-9]* procedures)$' "$dir/debug.err" ||
+grep -q '^qp-debug: *[0-9.]* s *[0-9.]* cpu *[0-9.]* main *[0-9]* rss *[0-9]* peak stats ([0-9]* procedures)$' "$dir/debug.err" ||
     bad "QP_DEBUG: $(head -n 2 "$dir/debug.err")"
 for v in qp naive; do
     "$dir/p.$v.inst" >/dev/null

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -33,6 +34,28 @@ mono_now(void)
 
 /* Seconds are counted from the first phase of the first analysis. */
 static double debug_t0 = -1;
+
+/* The resident set now, in MiB (/proc/self/statm's second field; 0 if unreadable). */
+static size_t
+rss_mib(void)
+{
+    unsigned long size = 0, resident = 0;
+    FILE *f = fopen("/proc/self/statm", "r");
+    if (f == NULL)
+        return 0;
+    if (fscanf(f, "%lu %lu", &size, &resident) != 2)
+        resident = 0;
+    fclose(f);
+    return (size_t)resident * (size_t)sysconf(_SC_PAGESIZE) >> 20;
+}
+
+/* The peak resident set so far, in MiB (getrusage's ru_maxrss is in KiB). */
+static size_t
+peak_rss_mib(void)
+{
+    struct rusage u;
+    return getrusage(RUSAGE_SELF, &u) == 0 ? (size_t)u.ru_maxrss >> 10 : 0;
+}
 
 int
 tool_debug_on(void)
@@ -55,8 +78,8 @@ tool_debug_phase(void *arg, const char *phase, size_t nprocs)
         ? (double)c.tv_sec + (double)c.tv_nsec / 1e9 : 0;
     double main_cpu = clock_gettime(CLOCK_THREAD_CPUTIME_ID, &m) == 0
         ? (double)m.tv_sec + (double)m.tv_nsec / 1e9 : 0;
-    fprintf(stderr, "qp-debug: %8.3f s %8.3f cpu %8.3f main %s (%zu procedures)\n",
-            t - debug_t0, cpu, main_cpu, phase, nprocs);
+    fprintf(stderr, "qp-debug: %8.3f s %8.3f cpu %8.3f main %6zu rss %6zu peak %s (%zu procedures)\n",
+            t - debug_t0, cpu, main_cpu, rss_mib(), peak_rss_mib(), phase, nprocs);
 }
 
 void
