@@ -309,22 +309,24 @@ qmc_matching(qmc_ctx_t *c, const qm_metric_t *m, const char *pattern, size_t *n,
             && memo->m[k].flags == quiet && strcmp(memo->m[k].pattern, pattern) == 0)
             e = &memo->m[k];
     if (e == NULL) {
-        struct match_entry *w = realloc(memo->m, (memo->nm + 1) * sizeof(*w));
-        if (w == NULL)
-            return NULL;
-        memo->m = w;
         uint32_t np = qpt_nprocs(c->s);
         struct match_entry ne = { c->s, strdup(pattern), lenient, quiet, NULL, 0, 0,
             strchr(pattern, '\n') == NULL ? malloc((np + 1) * sizeof(char *)) : NULL,
             malloc((np + 1) * sizeof(uint32_t)) };
+        struct match_entry *w = NULL;
+        /* The scan first: a list's scan adds its patterns' entries to the memo, so the
+         * memo grows for this entry only after it. */
         if (ne.pattern == NULL || ne.ref == NULL
             || (ne.v = match_scan(c, m, pattern, &ne.n, &ne.nref, quiet, ne.ref, ne.refused))
-                == NULL) {
+                == NULL
+            || (w = realloc(memo->m, (memo->nm + 1) * sizeof(*w))) == NULL) {
             free(ne.pattern);
             free(ne.ref);
             free(ne.refused);
+            free(ne.v);
             return NULL;
         }
+        memo->m = w;
         memo->m[memo->nm] = ne;
         e = &memo->m[memo->nm++];
     }
