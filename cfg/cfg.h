@@ -515,6 +515,9 @@ const cfg_proc_t *cfg_proc_by_name(const cfg_prog_t *prog, const char *name);
 /* The procedure whose blocks contain ADDR (cold fragments map to the parent), or NULL. */
 const cfg_proc_t *cfg_proc_at(const cfg_prog_t *prog, uint64_t addr);
 
+/* The procedure whose entry is ADDR (cfg_proc_at's, when ADDR is its entry), or NULL. */
+const cfg_proc_t *cfg_proc_entered_at(const cfg_prog_t *prog, uint64_t addr);
+
 /* The index of the block containing ADDR, or CFG_NONE. */
 uint32_t cfg_block_at(const cfg_prog_t *prog, uint64_t addr);
 
@@ -528,6 +531,10 @@ int cfg_block_dominates(const cfg_prog_t *prog, uint32_t a, uint32_t b);
  */
 const uint32_t *
 cfg_blocks_by_addr(const cfg_prog_t *prog, size_t *n /*OUT*/);
+
+/* The position in cfg_blocks_by_addr's order of the first block that starts at ADDR or
+ * above (prog->nblocks: none); the block before it, if any, starts below ADDR. */
+size_t cfg_blocks_from(const cfg_prog_t *prog, uint64_t addr);
 
 /* qsort's comparison of two uint64_t, ascending. */
 int cfg_u64_cmp(const void *a, const void *b);

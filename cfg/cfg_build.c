@@ -1602,6 +1602,29 @@ cfg_proc_at(const cfg_prog_t *prog, uint64_t addr)
 }
 
 const cfg_proc_t *
+cfg_proc_entered_at(const cfg_prog_t *prog, uint64_t addr)
+{
+    const cfg_proc_t *p = addr != 0 ? cfg_proc_at(prog, addr) : NULL;
+    return p != NULL && p->entry == addr ? p : NULL;
+}
+
+size_t
+cfg_blocks_from(const cfg_prog_t *prog, uint64_t addr)
+{
+    size_t n;
+    const uint32_t *by = cfg_blocks_by_addr(prog, &n);
+    size_t lo = 0, hi = n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (prog->blocks[by[mid]].start < addr)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+const cfg_proc_t *
 cfg_proc_by_name(const cfg_prog_t *prog, const char *name)
 {
     if (prog == NULL || name == NULL)

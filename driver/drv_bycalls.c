@@ -50,8 +50,8 @@ exported(const cfg_image_t *img, uint64_t addr)
 static uint32_t
 entry_proc(const cfg_prog_t *prog, uint64_t addr)
 {
-    const cfg_proc_t *p = addr != 0 ? cfg_proc_at(prog, addr) : NULL;
-    return p != NULL && p->entry == addr ? (uint32_t)(p - prog->procs) : CFG_NONE;
+    const cfg_proc_t *p = cfg_proc_entered_at(prog, addr);
+    return p != NULL ? (uint32_t)(p - prog->procs) : CFG_NONE;
 }
 
 /* May procedure I be counted by its calls, as far as it alone says? */

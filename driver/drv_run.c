@@ -145,14 +145,6 @@ callee_marks(const cfg_prog_t *prog)
     return m;
 }
 
-/* The procedure whose entry is ADDR, or NULL. */
-static const cfg_proc_t *
-proc_at_entry(const cfg_prog_t *prog, uint64_t addr)
-{
-    const cfg_proc_t *p = cfg_proc_at(prog, addr);
-    return p != NULL && p->entry == addr ? p : NULL;
-}
-
 /* Bit 4 of leaving_procs' marks: counts that rest on guessed computed-goto targets. */
 enum { LEAVE_GUESS = 4 };
 
@@ -215,7 +207,7 @@ leaving_procs(const cfg_prog_t *prog, const uint8_t *marks)
             const cfg_block_t *b = &prog->blocks[ed->from];
             uint64_t t = ed->kind == CFG_EDGE_CALLRET || ed->kind == CFG_EDGE_NORETURN
                 ? b->call_target : ed->kind == CFG_EDGE_TAILCALL ? ed->target : 0;
-            const cfg_proc_t *cp = t ? proc_at_entry(prog, t) : NULL;
+            const cfg_proc_t *cp = t ? cfg_proc_entered_at(prog, t) : NULL;
             if (cp == NULL)
                 continue;
             uint32_t callee = (uint32_t)(cp - prog->procs), caller = cfg_proc_owner(prog, b->proc);
@@ -374,7 +366,7 @@ static int
 callee_name(drv_result_t *res, const cfg_prog_t *prog, uint64_t target, uint32_t *off)
 {
     *off = 0;
-    const cfg_proc_t *cp = proc_at_entry(prog, target);
+    const cfg_proc_t *cp = cfg_proc_entered_at(prog, target);
     return cp != NULL ? proc_name(res, prog, cp, off) : 0;
 }
 
@@ -385,7 +377,7 @@ add_call(drv_result_t *res, uint64_t target, uint32_t block, uint32_t edge, uint
     QP_CHECK(cfg_vec_grow((void **)&res->calls, &res->calls_site_cap, res->ncalls + 1,
         sizeof(qp_desc_call_t)));
     qp_desc_call_t c = { .target = target, .block = block, .edge = edge, .kind = kind };
-    const cfg_proc_t *cp = target != 0 ? proc_at_entry(prog, target) : NULL;
+    const cfg_proc_t *cp = target != 0 ? cfg_proc_entered_at(prog, target) : NULL;
     if (cp != NULL)
         c.flags = res->callee_marks[cp - prog->procs] & ~CALLF_SETJMP;
     if (target != 0)
@@ -431,7 +423,7 @@ solid_procs(const cfg_prog_t *prog, const ed_plan_t *plan, const uint8_t *marks,
                         || (ed->to >= p->block && ed->to < p->block + p->nblocks));
             }
             const cfg_proc_t *cp = b->last_kind == ARCH_KIND_CALL && b->call_target
-                ? proc_at_entry(prog, b->call_target) : NULL;
+                ? cfg_proc_entered_at(prog, b->call_target) : NULL;
             if (ok && cp != NULL)
                 ok = !(marks[cp - prog->procs]
                        & (CALLF_SETJMP | QP_CALLF_LONGJMP | QP_CALLF_THROW));
@@ -511,7 +503,7 @@ describe_measured(drv_result_t *res, const drv_graph_t *g, const uint64_t *exits
         uint64_t callee = 0;
         if (g->last_kind[i] == ARCH_KIND_CALL || g->last_kind[i] == ARCH_KIND_JMP)
             callee = g->last_target[i];
-        const cfg_proc_t *cp = callee ? proc_at_entry(prog, callee) : NULL;
+        const cfg_proc_t *cp = callee ? cfg_proc_entered_at(prog, callee) : NULL;
         uint8_t cf = cp != NULL ? res->callee_marks[cp - prog->procs] : 0;
         int exec = g->last_kind[i] == ARCH_KIND_CALL && (cf & QP_CALLF_EXEC);
         if (!inplace && ((callee != 0 && cfg_u64_contains(exits, nexits, callee)) || exec)) {

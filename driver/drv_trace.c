@@ -342,8 +342,8 @@ static const char *const leaf_names[] = {
 static int
 leaf_plt(const cfg_prog_t *prog, uint64_t addr)
 {
-    const cfg_proc_t *p = addr ? cfg_proc_at(prog, addr) : NULL;
-    return p != NULL && p->entry == addr && (p->flags & CFG_PROC_PLT) && drv_name_in(p->name, leaf_names);
+    const cfg_proc_t *p = cfg_proc_entered_at(prog, addr);
+    return p != NULL && (p->flags & CFG_PROC_PLT) && drv_name_in(p->name, leaf_names);
 }
 
 /* The target of graph edge ED when it is a tail call (direct or known), else 0. */

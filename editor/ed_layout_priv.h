@@ -139,9 +139,8 @@ struct ed_plan {
     uint64_t text;            /* address of the new code */
     uint64_t text_size;       /* its size */
     ed_stats_t stats;         /* figures */
-    uint8_t *copied;          /* per procedure: 1, the program may copy its code (a code
-                               * range it hands out); 2, its unwind tables cannot be read
-                               * or disagree; 3, one of V8's builtins (V8 may copy them) */
+    uint8_t *copied;          /* per procedure: why its code must keep its bytes, even
+                               * in place (edl_copied_t), 0 when it need not */
     const char **unfit;       /* per procedure left in place: why it cannot be patched
                                * in place either, NULL when it can (ed_inplace.c) */
     ed_probe_t *ip_probes;    /* the probes of procedures left in place (ED_PROBE_INPLACE),
@@ -275,6 +274,13 @@ int edl_table_sure(const ed_plan_t *plan, uint32_t t, uint32_t pi);
 int edl_sort_leave(ed_plan_t *plan);
 /* Append X to the growable array *V (*N used, *CAP allocated). 0 or QP_ENOMEM. */
 int edl_push_u64(uint64_t **v, size_t *n, size_t *cap, uint64_t x);
+
+/* plan->copied: why a procedure's bytes must stay as they are, unpatched. */
+typedef enum edl_copied {
+    EDL_COPIED_RANGE = 1,  /* the program may copy its code (a code range it hands out) */
+    EDL_COPIED_UNWIND = 2, /* its unwind tables cannot be read or disagree */
+    EDL_COPIED_V8 = 3,     /* one of V8's builtins: V8 may run a copy of them */
+} edl_copied_t;
 
 /* ed_layout.c, for ed_plan.c: the layout and the probes' snippets */
 

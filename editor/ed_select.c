@@ -496,14 +496,7 @@ insn_boundary(const cfg_prog_t *prog, uint64_t x)
 {
     size_t n;
     const uint32_t *by = cfg_blocks_by_addr(prog, &n);
-    size_t lo = 0, hi = n;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (prog->blocks[by[mid]].start < x)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
+    size_t lo = cfg_blocks_from(prog, x);
     if (lo == 0 || prog->blocks[by[lo - 1]].end <= x)
         return 1;
     const cfg_block_t *bl = &prog->blocks[by[lo - 1]];
@@ -540,14 +533,7 @@ check_fde(void *arg, const ed_fde_info_t *fi)
     size_t n;
     const uint32_t *by = cfg_blocks_by_addr(prog, &n);
     /* The first block that starts at or above lo, then back over any that reach it. */
-    size_t lo = 0, hi = n;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (prog->blocks[by[mid]].start < fi->lo)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
+    size_t lo = cfg_blocks_from(prog, fi->lo);
     while (lo > 0 && prog->blocks[by[lo - 1]].end > fi->lo)
         lo--;
     /* Owners in address order: each once, in increasing index order, else no run. */
@@ -568,7 +554,7 @@ check_fde(void *arg, const ed_fde_info_t *fi)
      * pads) is unknown, so no jump may be patched in there either. */
     for (size_t k = k0; (fi->defect != NULL || fi->err < 0) && k < n
                         && prog->blocks[by[k]].start < fi->hi; k++)
-        plan->copied[prog->blocks[by[k]].proc] = 2;
+        plan->copied[prog->blocks[by[k]].proc] = EDL_COPIED_UNWIND;
     const char *why = NULL;
     unsigned long long flo = fi->lo, fhi = fi->hi;
     if (fi->defect != NULL)
@@ -729,8 +715,8 @@ held_in_data(const cfg_prog_t *prog, const cfg_held_t *h)
 static uint32_t
 proc_entered_at(const cfg_prog_t *prog, uint64_t addr)
 {
-    const cfg_proc_t *t = addr != 0 ? cfg_proc_at(prog, addr) : NULL;
-    return t != NULL && t->entry == addr ? (uint32_t)(t - prog->procs) : CFG_NONE;
+    const cfg_proc_t *t = cfg_proc_entered_at(prog, addr);
+    return t != NULL ? (uint32_t)(t - prog->procs) : CFG_NONE;
 }
 
 /*
@@ -788,14 +774,7 @@ starts_like_function(const cfg_prog_t *prog, const cfg_proc_t *p)
         return 0;
     size_t n, avail;
     const uint32_t *by = cfg_blocks_by_addr(prog, &n);
-    size_t lo = 0, hi = n;
-    while (lo < hi) { /* the last block that starts below the entry */
-        size_t mid = lo + (hi - lo) / 2;
-        if (prog->blocks[by[mid]].start < p->entry)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
+    size_t lo = cfg_blocks_from(prog, p->entry); /* after the last block below the entry */
     if (lo == 0)
         return 0;
     const cfg_block_t *before = &prog->blocks[by[lo - 1]];
@@ -916,7 +895,7 @@ leave_code_ranges(ed_plan_t *plan)
             }
         }
         for (uint32_t k = first; found && k < i; k++)
-            plan->copied[k] = 1;
+            plan->copied[k] = EDL_COPIED_RANGE;
         for (uint32_t k = first; found && k < i; k++)
             if (plan->reason[k] == NULL)
                 plan->reason[k] = owned_reason(plan, "in a range of code that ends at a taken "
@@ -929,7 +908,7 @@ leave_code_ranges(ed_plan_t *plan)
 /*
  * V8's embedded builtins (ed_v8_builtins): V8 finds them by offset from the start of
  * their block and recognises their pcs by its bounds; every procedure in it stays, and
- * stays unmeasured: V8 may run a copy of the block (plan->copied 3, see ed_v8.c).
+ * stays unmeasured: V8 may run a copy of the block (EDL_COPIED_V8, see ed_v8.c).
  */
 static void
 leave_v8_builtins(ed_plan_t *plan)
@@ -942,7 +921,7 @@ leave_v8_builtins(ed_plan_t *plan)
     for (uint32_t i = 0; i < prog->nprocs; i++) {
         const cfg_proc_t *p = &prog->procs[i];
         if (p->entry >= lo && p->entry < hi)
-            plan->copied[i] = 3; /* V8 may run a copy of them (short builtin calls) */
+            plan->copied[i] = EDL_COPIED_V8; /* (short builtin calls) */
         if (p->entry < lo || p->entry >= hi || (p->flags & CFG_PROC_FRAGMENT)
             || plan->reason[i] != NULL)
             continue;
@@ -975,12 +954,12 @@ edl_decide_unfit(ed_plan_t *plan, const uint8_t *vouched)
             continue;
         if (p->flags & CFG_PROC_FRAGMENT)
             *u = "a fragment: measured with its parent or not at all";
-        else if (plan->copied[i] == 1)
+        else if (plan->copied[i] == EDL_COPIED_RANGE)
             *u = "the program may copy its code (a code range it hands out)";
-        else if (plan->copied[i] == 3) /* (ed_v8.c: measured on node 20 and chromium) */
+        else if (plan->copied[i] == EDL_COPIED_V8) /* ed_v8.c: node 20 runs a copy */
             *u = "one of V8's embedded builtins: V8 may run a copy of them, remapped near "
                  "its JIT code, where a jump to a trampoline would land elsewhere";
-        else if (plan->copied[i] == 2)
+        else if (plan->copied[i] == EDL_COPIED_UNWIND)
             *u = "its unwind tables cannot be read or disagree (where the unwinder lands "
                  "is unknown)";
         else if (p->unsafe != NULL)
