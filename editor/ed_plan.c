@@ -307,14 +307,7 @@ uint64_t
 ed_plan_map_return(void *arg, uint64_t old)
 {
     const ed_plan_t *plan = arg;
-    size_t lo = 0, hi = plan->nslots;
-    while (lo < hi) {
-        size_t mid = (lo + hi) / 2;
-        if (SLOT(plan, mid)->old < old)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
+    size_t lo = edl_slot_lower(plan, old);
     if (lo == 0)
         return 0;
     const ed_slot_t *s = SLOT(plan, lo - 1);
@@ -342,14 +335,7 @@ ed_plan_pieces(void *arg, uint64_t lo, uint64_t hi, ed_piece_fn fn, void *fnarg)
         uint64_t end = plan->segs[a].end < hi ? plan->segs[a].end : hi;
         /* Moved instructions in [pos, end), by old address; runs whose new code is
          * contiguous make one piece. */
-        size_t k = 0, n = plan->nslots;
-        while (k < n) {
-            size_t mid = (k + n) / 2;
-            if (SLOT(plan, mid)->old < pos)
-                k = mid + 1;
-            else
-                n = mid;
-        }
+        size_t k = edl_slot_lower(plan, pos);
         uint64_t run_old = 0, run_oend = 0, run_new = 0, run_end = 0;
         int have = 0;
         for (; k < plan->nslots && SLOT(plan, k)->old < end; k++) {
