@@ -197,18 +197,14 @@ add_go_name(void *arg, uint64_t entry, uint64_t end, const char *name)
 static int
 by_gopclntab(cfg_image_t *img)
 {
-    const cfg_section_t *tab = NULL, *text = NULL;
-    for (size_t i = 0; i < img->nsections; i++) {
-        if (strcmp(img->sections[i].name, ".gopclntab") == 0
-            || strcmp(img->sections[i].name, ".data.rel.ro.gopclntab") == 0) /* a PIE's */
-            tab = &img->sections[i];
-        else if (strcmp(img->sections[i].name, ".text") == 0)
-            text = &img->sections[i];
-    }
+    const cfg_section_t *tab = cfg_image_section_named(img, ".gopclntab");
+    const cfg_section_t *text = cfg_image_section_named(img, ".text");
+    if (tab == NULL)
+        tab = cfg_image_section_named(img, ".data.rel.ro.gopclntab"); /* a PIE's */
     for (size_t i = 0; i < img->nsymbols; i++)
         if (img->symbols[i].kind == CFG_SYM_FUNC && img->symbols[i].addr != 0)
             return 0; /* named already */
-    if (tab == NULL || tab->bytes == NULL || text == NULL || !(text->flags & CFG_SEC_CODE))
+    if (tab == NULL || text == NULL || !(text->flags & CFG_SEC_CODE))
         return 0;
     go_names_t g = { img, text };
     return cfg_gopcln_funcs(tab->bytes, tab->size, text->vma, add_go_name, &g);
