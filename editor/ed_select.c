@@ -782,9 +782,27 @@ fill_or_traps(const arch_isa_t *isa, const uint8_t *buf, size_t len)
     return 1;
 }
 
+/* Does block B end in a call to a function that never returns (__stack_chk_fail, a
+ * CHECK's failure)? Not merely a call whose return site is another procedure's. */
+static int
+calls_noreturn(const cfg_prog_t *prog, const cfg_block_t *b)
+{
+    int noreturn = 0;
+    if (b->last_kind != ARCH_KIND_CALL && b->last_kind != ARCH_KIND_CALL_IND)
+        return 0;
+    for (uint32_t e = 0; e < b->nsucc; e++) {
+        uint8_t kind = cfg_block_succ(prog, b, e)->kind;
+        if (kind == CFG_EDGE_CALLRET || kind == CFG_EDGE_TAILCALL)
+            return 0;
+        noreturn |= kind == CFG_EDGE_NORETURN;
+    }
+    return noreturn;
+}
+
 /*
  * Is P's entry on a 16-byte boundary after padding (fill_or_traps, at most 64 bytes) that
- * begins where other decoded code ends, or right after code that does not fall through?
+ * begins where other decoded code ends, or right after code that does not fall through
+ * (a call that never returns included)?
  * Then *TRAP_FILL tells whether the padding ends in a one-byte trap (int3: the fill lld
  * puts between input sections in code, as between the functions of -ffunction-sections;
  * an assembler fills an alignment inside a section with nops), and *AT, *AVAIL give P's
@@ -809,7 +827,8 @@ padded_start(const cfg_prog_t *prog, const cfg_proc_t *p, int *trap_fill, const 
     if (pad == NULL || len > 64 || *avail <= len)
         return 0;
     if (len == 0 && before->last_kind != ARCH_KIND_RET && before->last_kind != ARCH_KIND_JMP
-        && before->last_kind != ARCH_KIND_JMP_IND && before->last_kind != ARCH_KIND_HALT)
+        && before->last_kind != ARCH_KIND_JMP_IND && before->last_kind != ARCH_KIND_HALT
+        && !calls_noreturn(prog, before))
         return 0; /* no padding, and the code before may run on into it */
     arch_insn_t last;
     *trap_fill = len > 0 && isa->decode(pad + len - 1, 1, 0, &last) == 0

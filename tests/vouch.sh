@@ -20,7 +20,9 @@
 # leaves, -ffunction-sections, linked by lld (int3 between sections), stripped, no
 # .eh_frame: twice and inc3 (leaves, no frame) and guard (its frame set up past an early
 # exit), a lea's address each, after lld's int3 fill, are measured: 11, 7 and 3 calls;
-# after_trap (a frame, after guard's `int3; ud2`) too: 5 calls; sections_table, data
+# after_trap (a frame, after guard's `int3; ud2`) too: 5 calls; so is
+# sections_after_call (a frame, right after a call to abort, no padding): 9 calls;
+# sections_table, data
 # after an alignment's nops in the assembler file's section that decodes as
 # `mov %rdi,%rax; ret`, stays in place, "may be data"; the output is the original's.
 # And data kept in .text behind a lea (tests/progs/data_in_text.c, stripped) stays
@@ -102,7 +104,7 @@ if qp_have clang && qp_have ld.lld; then
     fi
     [ "$("$exe.qp")" = "$want" ] && ok "sections: same output" || bad "sections: output differs"
     "$QP" report --csv "$exe.qp.qp" >"$exe.csv" 2>&1
-    for row in twice:11 inc3:7 guard:3 after_trap:5; do
+    for row in twice:11 inc3:7 guard:3 after_trap:5 sections_after_call:9; do
         name=${row%%:*} want_calls=${row##*:}
         sub=sub_$(nm "$exe.full" | awk -v n="$name" '$3 == n { sub(/^0+/, "", $1); print $1 }')
         got=$(awk -F, -v n="$sub" '$1 == n { print $2 }' "$exe.csv")

@@ -4,6 +4,8 @@
  *  - twice, inc3: leaves without a frame after lld's int3 fill;
  *  - after_trap: sets up its frame, after guard, whose last block is a CHECK's trap
  *    (`int3; ud2`, of which the analysis decodes the int3 only);
+ *  - sections_after_call (sections_data.S): sets up its frame right after a call to
+ *    abort that ends sections_check, with no padding;
  *  - table (sections_data.S): data in the text section of an assembler file, after an
  *    alignment's nops, that decodes as a function (`mov %rdi,%rax; ret`): it may be data.
  * main prints what they computed. */
@@ -12,6 +14,8 @@
 #define HIDDEN __attribute__((noinline)) static
 
 extern const unsigned char sections_table[16];
+int sections_check(int x);
+int sections_after_call(int x);
 
 HIDDEN int twice(int x) { return 2 * x; }
 HIDDEN int inc3(int x) { return x + 3; }
@@ -45,7 +49,8 @@ main(void)
     int sum = 0;
     for (int i = 0; i < 16; i++)
         sum += t[i];
-    printf("twice %d inc3 %d guard %d after_trap %d table %d\n", apply(twice, 11),
-           apply(inc3, 7), apply(guard, 3), apply(after_trap, 5), sum);
+    printf("twice %d inc3 %d guard %d after_trap %d check %d after_call %d table %d\n",
+           apply(twice, 11), apply(inc3, 7), apply(guard, 3), apply(after_trap, 5),
+           apply(sections_check, 2), apply(sections_after_call, 9), sum);
     return 0;
 }
