@@ -759,7 +759,7 @@ calls_vouched(const cfg_prog_t *prog, const uint8_t *v, uint32_t i)
 
 /*
  * Are BUF[0..LEN) padding between two functions: int3, zeros, nops, or the trap
- * instructions (ud2, ud1, int3) that end a function's last block? chromium's CHECKs end in
+ * instructions (ud2, ud1, int3, hlt: ARCH_KIND_HALT) that end a function's last block? chromium's CHECKs end in
  * `int3; ud2; ud1`, of which the analysis decodes the int3 only.
  */
 static int
@@ -783,7 +783,8 @@ fill_or_traps(const arch_isa_t *isa, const uint8_t *buf, size_t len)
 }
 
 /* Does block B end in a call to a function that never returns (__stack_chk_fail, a
- * CHECK's failure)? Not merely a call whose return site is another procedure's. */
+ * CHECK's failure)? Not merely a call whose return site is another procedure's, which
+ * cfg_block_call_never_returns counts as well: that procedure may be the one after B. */
 static int
 calls_noreturn(const cfg_prog_t *prog, const cfg_block_t *b)
 {
