@@ -225,6 +225,8 @@ typedef struct drv_result {
     int watcher;             /* a shared library that defines pthread_create (a libc): its
                               * entry got a thread hook (QPRT_F_WATCHER) */
     int pie;                 /* the program is position independent (QP_DESC_PIE) */
+    int resume_unnamed;      /* a Go program whose runtime.morestack and mcall have no
+                              * name: every measured procedure is QP_PROC_APPROX_RESUME */
     unsigned workers;        /* threads drv_describe may compress on (drv_run_threads') */
     /* The description, new addresses filled in by drv_result_finish. */
     qp_desc_proc_t *procs;
