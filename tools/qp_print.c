@@ -399,7 +399,7 @@ print_footnotes(FILE *f, const flat_view_t *v)
     if (n.napprox > n.napprox_resume)
         fprintf(f, "~  has exception landing pads, calls setjmp or vfork, may be left by a longjmp or an "
                    "exception (it calls, directly or through other procedures, one that "
-                   "longjmps or throws), or has indirect jumps whose targets are a guess: if "
+                   "longjmps or throws; in a Go program that panicked, any procedure), or has indirect jumps whose targets are a guess: if "
                    "control left it that way, its counts may be approximate\n");
     if (n.nlazy)
         fprintf(f, "~  on a PLT stub: its module binds symbols lazily (no BIND_NOW), so "
