@@ -146,9 +146,9 @@ typedef struct qpt_qp_info {
     uint64_t total_insns;      /* instructions of every row (saturated) */
     uint32_t nviolating;       /* measured procedures whose flow is inconsistent */
     uint32_t napprox;          /* ... whose counts may be approximate */
-    uint32_t napprox_resume;   /* ... of them for QPT_QP_APPROX_RESUME */
     uint32_t nunknown;         /* ... with counts not determined */
     uint32_t nsaturated;       /* ... with a counter at 2^64 - 1 */
+    uint32_t napprox_resume;   /* approximate ones for QPT_QP_APPROX_RESUME */
 } qpt_qp_info_t;
 
 /* What M's report says of the whole run (M loaded). 0 or QPT_EINVAL. */
