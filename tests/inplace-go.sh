@@ -14,6 +14,10 @@
 #    too (runtime.gopanic never returns), while main.middle, whose frame its panics
 #    abandon, and main.catcher, which recovers them further up (resumed at its
 #    deferreturn call, which no jump reaches), show their counts marked (~ or !);
+#    main.deref's nil dereferences panic too (and are recovered in main.catcher): the
+#    runtime finds the function by the faulting instruction's address, so no
+#    instruction that may fault is displaced into a trampoline (the output would
+#    differ: "fatal error: unknown caller pc");
 #    the same with qp once stripped (names from .gopclntab);
 #  - the stripped program with its .gopclntab section renamed (the runtime finds its
 #    table through its moduledata, not the section header: it still runs), so that no
@@ -96,7 +100,7 @@ for drv in qp naive qp.stripped qp.noname; do
         fi
         wrong=
         for want in main.leaf,40600 main.mayPanic,700 main.worker,8 main.deep,1000 \
-            main.churn,1 main.main,1 main.thrower,500; do
+            main.churn,1 main.main,1 main.thrower,500 main.twice,300; do
             name=${want%,*}
             got=$(awk -F, -v n="$name" '$1 == n { print $2 }' "$inst.csv")
             [ "$got" = "${want#*,}" ] || wrong="$wrong $name=$got (expected ${want#*,})"
@@ -106,7 +110,7 @@ for drv in qp naive qp.stripped qp.noname; do
                 "$inst.csv" || wrong="$wrong $name unmarked"
         done
         if [ -z "$wrong" ]; then
-            echo "ok truth $drv run $run: calls exact (leaf 40600 from 8 goroutines, mayPanic 700 with 100 panics recovered, deep 1000 with its stack grown, thrower 500 with 100 panics), middle and catcher marked"
+            echo "ok truth $drv run $run: calls exact (leaf 40600 from 8 goroutines, mayPanic 700 with 100 panics recovered, deep 1000 with its stack grown, thrower 500 with 100 panics, twice 300 beside 100 nil dereferences), middle and catcher marked"
         else
             bad "truth $drv run $run: wrong calls:$wrong"
         fi

@@ -37,13 +37,29 @@ func thrower(i int) int {
 	return i*2 + 1
 }
 
+// deref dereferences nil on one call in four: the runtime turns the fault into a panic
+// by the faulting instruction's address, which must still be in deref (not in a
+// trampoline that a counter's jump displaced it into).
+//
+//go:noinline
+func deref(i int) int {
+	if i%5 == 1 {
+		var p *int
+		return *p
+	}
+	return twice(i)
+}
+
+//go:noinline
+func twice(x int) int { return x * 2 }
+
 //go:noinline
 func middle(i int) int {
 	r := thrower(i)
 	if r%3 == 0 {
 		r += i
 	}
-	return r + 1
+	return r + deref(i) + 1 // 100 nil dereferences, recovered in catcher too
 }
 
 //go:noinline
@@ -110,7 +126,7 @@ func main() {
 	}
 	c := 0
 	for i := 0; i < 500; i++ {
-		c += catcher(i) // 500 calls, thrower 500, middle 500; 100 panics up two frames
+		c += catcher(i) // 500 calls, thrower 500, middle 500; 200 panics up two frames
 	}
 	d := make(chan int)
 	go func() { d <- deep(999) }() // deep: 1000 calls, the stack grown in its prologue
