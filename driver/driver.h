@@ -351,6 +351,13 @@ typedef struct drv_prog_info {
 int drv_graph_build(const cfg_prog_t *prog, uint32_t proc, const drv_prog_info_t *info,
                     drv_graph_t *g /*OUT*/);
 
+/*
+ * Must a counter put before the instruction at AT, inside block BI of G (not at its
+ * start: a point in place that the start cannot take), save the flags? From the block's
+ * live_out back to AT; 1 when its instructions cannot be decoded or are too many.
+ */
+int drv_graph_save_at(const drv_graph_t *g, uint32_t bi, uint64_t at);
+
 /* What instruction IN (PREV: the one before it in its block, or NULL) is: DRV_SITE_FORK
  * (a child may run after it), DRV_SITE_THREAD (a thread may start in it), both, or 0. */
 enum { DRV_SITE_FORK = 1, DRV_SITE_THREAD = 2 };

@@ -683,7 +683,7 @@ measure_in_place(drv_result_t *res, const cfg_prog_t *prog, const ed_plan_t *pla
             if (r <= 0) {
                 rc = r;
                 at = a;
-                save = 1;
+                save = r == 0 ? drv_graph_save_at(&g, k, a) : 1;
             }
         }
         if (rc > 0) {
