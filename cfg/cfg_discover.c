@@ -31,6 +31,8 @@ static const char *const noreturn_names[] = {
     "__ubsan_handle_missing_return", "_ZSt17rethrow_exceptionNSt15__exception_ptr13exception_ptrE",
     "__cxa_end_cleanup", "_exit_group", "exit_group", "__gnat_raise_exception",
     "__gnat_rcheck_CE_Explicit_Raise", "g_assertion_message_expr", "g_error",
+    "runtime.gopanic", /* Go: a recovered panic resumes the frame that deferred the
+                        * recovery, at its deferreturn call, not the caller */
 };
 
 int
@@ -262,7 +264,8 @@ init_proc(cfg_builder_t *b, uint64_t addr, uint64_t hint_end, uint32_t sources, 
         bp.p.flags |= CFG_PROC_NORETURN;
         bp.name_noreturn = 1;
     }
-    bp.resumed = (uint8_t)cfg_name_is_resumed(bp.p.name);
+    if (cfg_name_is_resumed(bp.p.name))
+        bp.p.flags |= CFG_PROC_RESUMED;
     *bp_out = bp;
     if (CFG_VEC_PUSH(b->unbuilt, addr) < 0) /* not built yet */
         b->unbuilt_lost = 1;

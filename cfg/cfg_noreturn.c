@@ -32,7 +32,7 @@ proc_may_return(const cfg_builder_t *b, const cfg_bproc_t *bp, nr_scratch_t *sc,
 {
     if (bp->blocks.n == 0 || bp->entry_block == CFG_NONE || bp->p.unsafe != NULL)
         return 1; /* not analysable: assume it returns */
-    if (bp->resumed)
+    if (bp->p.flags & CFG_PROC_RESUMED)
         return 1; /* its caller is resumed at the return address */
     if (bp->blocks.n > sc->cap) {
         free(sc->seen);

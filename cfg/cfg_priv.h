@@ -200,8 +200,6 @@ typedef struct cfg_bproc {
     uint8_t may_return;               /* noreturn analysis: proven to return */
     uint8_t built;                    /* blocks are current */
     uint8_t name_noreturn;            /* never returns by its name */
-    uint8_t resumed;                  /* returns by its name, whatever its code (Go's
-                                       * morestack, mcall: cfg_name_is_resumed) */
     uint8_t tied_nameless;            /* tied as a fragment by tie_nameless_fragments */
     uint8_t never_tie;                /* was tied, and its parent did not reach its start */
     uint8_t nr_dirty;                 /* built since the last noreturn analysis */
