@@ -31,83 +31,98 @@ cfg_local_block_at(const cfg_bproc_t *bp, uint64_t addr)
     return CFG_NONE;
 }
 
+/* The blocks of range RG of T's procedure, whose marks start at MAP. */
 static int
-form_blocks(trav_t *t)
+form_range_blocks(trav_t *t, const cfg_range_t *rg, const uint8_t *map)
 {
     cfg_builder_t *b = t->b;
     cfg_bproc_t *bp = t->bp;
-    const uint8_t *map = t->sc->map;
-    uint64_t base = 0;
-    for (size_t r = 0; r < bp->ranges.n; r++) {
-        const cfg_range_t *rg = &bp->ranges.v[r];
-        uint64_t len = rg->end - rg->start;
-        int open = 0;
-        for (uint64_t off = 0; off < len;) {
-            uint8_t m = map[base + off];
-            if (!(m & M_START)) {
-                open = 0;
-                off++;
-                continue;
-            }
-            uint64_t a = rg->start + off;
-            if (M_LEN(m) == 0) {
-                if (b->opts.on_note != NULL) {
-                    char line[160];
-                    snprintf(line, sizeof(line), "zero length at 0x%llx m=%x range %llx-%llx",
-                             (unsigned long long)a, m, (unsigned long long)rg->start,
-                             (unsigned long long)rg->end);
-                    b->opts.on_note(b->opts.cb_arg, line);
-                }
-                return QP_EDECODE;
-            }
-            if (!open || (m & M_LEADER)) {
-                cfg_block_t bl;
-                memset(&bl, 0, sizeof(bl));
-                bl.start = a;
-                bl.proc = t->self;
-                bl.idom = CFG_NONE;
-                bl.last_kind = ARCH_KIND_SEQ;
-                arch_insn_t none;
-                memset(&none, 0, sizeof(none));
-                QP_CHECK(CFG_VEC_PUSH(bp->blocks, bl));
-                QP_CHECK(CFG_VEC_PUSH(t->last, none));
-                open = 1;
-            }
-            cfg_block_t *cur = &bp->blocks.v[bp->blocks.n - 1];
-            cur->end = a + M_LEN(m);
-            cur->ninsns++;
-            if (m & M_END) {
-                /* Only a block's last instruction is decoded again: its edges. */
-                arch_insn_t *in = &t->last.v[bp->blocks.n - 1];
-                if (cfg_decode_at(b, a, rg->end, in) < 0)
-                    return QP_EDECODE; /* decoded fine during traversal: cannot happen */
-                if (in->kind == ARCH_KIND_SYSCALL) /* one that never returns */
-                    in->kind = ARCH_KIND_HALT;
-                cur->last_kind = in->kind;
-                open = 0;
-            }
-            off += M_LEN(m);
+    uint64_t len = rg->end - rg->start;
+    int open = 0;
+    for (uint64_t off = 0; off < len;) {
+        uint8_t m = map[off];
+        if (!(m & M_START)) {
+            open = 0;
+            off++;
+            continue;
         }
-        base += len;
-    }
-    /* Fragments may lie below the main part: keep blocks in address order. */
-    if (bp->ranges.n > 1 && bp->blocks.n > 1) {
-        size_t n = bp->blocks.n;
-        cfg_block_t *bl = bp->blocks.v;
-        arch_insn_t *ls = t->last.v;
-        for (size_t i = 1; i < n; i++) { /* insertion sort: ranges are few, runs sorted */
-            cfg_block_t kb = bl[i];
-            arch_insn_t ki = ls[i];
-            size_t k = i;
-            for (; k > 0 && bl[k - 1].start > kb.start; k--) {
-                bl[k] = bl[k - 1];
-                ls[k] = ls[k - 1];
+        uint64_t a = rg->start + off;
+        if (M_LEN(m) == 0) {
+            if (b->opts.on_note != NULL) {
+                char line[160];
+                snprintf(line, sizeof(line), "zero length at 0x%llx m=%x range %llx-%llx",
+                         (unsigned long long)a, m, (unsigned long long)rg->start,
+                         (unsigned long long)rg->end);
+                b->opts.on_note(b->opts.cb_arg, line);
             }
-            bl[k] = kb;
-            ls[k] = ki;
+            return QP_EDECODE;
         }
+        if (!open || (m & M_LEADER)) {
+            cfg_block_t bl;
+            memset(&bl, 0, sizeof(bl));
+            bl.start = a;
+            bl.proc = t->self;
+            bl.idom = CFG_NONE;
+            bl.last_kind = ARCH_KIND_SEQ;
+            arch_insn_t none;
+            memset(&none, 0, sizeof(none));
+            QP_CHECK(CFG_VEC_PUSH(bp->blocks, bl));
+            QP_CHECK(CFG_VEC_PUSH(t->last, none));
+            open = 1;
+        }
+        cfg_block_t *cur = &bp->blocks.v[bp->blocks.n - 1];
+        cur->end = a + M_LEN(m);
+        cur->ninsns++;
+        if (m & M_END) {
+            /* Only a block's last instruction is decoded again: its edges. */
+            arch_insn_t *in = &t->last.v[bp->blocks.n - 1];
+            if (cfg_decode_at(b, a, rg->end, in) < 0)
+                return QP_EDECODE; /* decoded fine during traversal: cannot happen */
+            if (in->kind == ARCH_KIND_SYSCALL) /* one that never returns */
+                in->kind = ARCH_KIND_HALT;
+            cur->last_kind = in->kind;
+            open = 0;
+        }
+        off += M_LEN(m);
     }
     return 0;
+}
+
+/* A range of a procedure and where its marks start in the traversal's map. */
+typedef struct range_at {
+    const cfg_range_t *rg;
+    uint64_t base;
+} range_at_t;
+
+/*
+ * The blocks of T's procedure in address order. Fragments may lie below the main part
+ * (ranges are main first), so the ranges are visited in address order: they do not
+ * overlap, and each one's blocks come out sorted (sorting the blocks afterwards moved
+ * every block of a large procedure with a fragment below it once per block above).
+ */
+static int
+form_blocks(trav_t *t)
+{
+    const cfg_bproc_t *bp = t->bp;
+    size_t n = bp->ranges.n;
+    range_at_t one[4], *at = n <= 4 ? one : malloc(n * sizeof(*at));
+    if (at == NULL)
+        return QP_ENOMEM;
+    uint64_t base = 0;
+    for (size_t r = 0; r < n; r++) { /* insertion by start: ranges are few */
+        range_at_t x = { &bp->ranges.v[r], base };
+        size_t k = r;
+        for (; k > 0 && at[k - 1].rg->start > x.rg->start; k--)
+            at[k] = at[k - 1];
+        at[k] = x;
+        base += x.rg->end - x.rg->start;
+    }
+    int rc = 0;
+    for (size_t r = 0; r < n && rc == 0; r++)
+        rc = form_range_blocks(t, at[r].rg, t->sc->map + at[r].base);
+    if (at != one)
+        free(at);
+    return rc;
 }
 
 static int
@@ -117,6 +132,58 @@ add_edge(cfg_bproc_t *bp, uint32_t from, uint32_t to, uint64_t target, uint8_t k
     QP_CHECK(CFG_VEC_PUSH(bp->edges, e));
     bp->blocks.v[from].nsucc++;
     return 0;
+}
+
+/* An entry of a jump table: its target and its index (table_edges). */
+typedef struct tab_target {
+    uint64_t target;
+    uint32_t k;
+} tab_target_t;
+
+static int
+cmp_target_then_k(const void *a, const void *b)
+{
+    const tab_target_t *x = a, *y = b;
+    if (x->target != y->target)
+        return x->target < y->target ? -1 : 1;
+    return x->k < y->k ? -1 : x->k > y->k;
+}
+
+static int
+cmp_k(const void *a, const void *b)
+{
+    const tab_target_t *x = a, *y = b;
+    return x->k < y->k ? -1 : x->k > y->k;
+}
+
+/*
+ * The edges of block I's jump through TAB: one per distinct target, in table order (at
+ * its first entry). Sorted rather than each entry compared with the edges so far: a
+ * large switch's table has hundreds of entries.
+ */
+static int
+table_edges(trav_t *t, uint32_t i, const cfg_table_t *tab)
+{
+    uint32_t n = tab->nentries;
+    if (n == 0)
+        return 0;
+    tab_target_t *v = malloc(n * sizeof(*v));
+    if (v == NULL)
+        return QP_ENOMEM;
+    for (uint32_t k = 0; k < n; k++)
+        v[k] = (tab_target_t) { cfg_jtab_entry(t->b->img, tab, k), k };
+    qsort(v, n, sizeof(*v), cmp_target_then_k);
+    size_t m = 0;
+    for (size_t j = 0; j < n; j++)
+        if (j == 0 || v[j].target != v[j - 1].target)
+            v[m++] = v[j];
+    qsort(v, m, sizeof(*v), cmp_k);
+    int rc = 0;
+    for (size_t j = 0; j < m && rc == 0; j++)
+        rc = add_edge(t->bp, i, cfg_local_block_at(t->bp, v[j].target), v[j].target,
+                      CFG_EDGE_TABLE);
+    free(v);
+    return rc;
 }
 
 /* Control continues at NEXT after block I (fall-through or return site). */
@@ -244,18 +311,7 @@ form_edges(trav_t *t)
         case ARCH_KIND_JMP_IND: {
             const cfg_table_t *tab = table_for(bp, in->addr);
             if (tab != NULL) {
-                /* One edge per distinct target, in table order. */
-                uint32_t first = (uint32_t)bp->edges.n;
-                for (uint32_t k = 0; k < tab->nentries; k++) {
-                    uint64_t tg = cfg_jtab_entry(b->img, tab, k);
-                    int dup = 0;
-                    for (uint32_t e = first; e < bp->edges.n && !dup; e++)
-                        dup = bp->edges.v[e].target == tg;
-                    if (dup)
-                        continue;
-                    uint32_t to = cfg_local_block_at(bp, tg);
-                    QP_CHECK(add_edge(bp, i, to, tg, CFG_EDGE_TABLE));
-                }
+                QP_CHECK(table_edges(t, i, tab));
                 break;
             }
             int ptr = 0;
