@@ -134,55 +134,35 @@ add_edge(cfg_bproc_t *bp, uint32_t from, uint32_t to, uint64_t target, uint8_t k
     return 0;
 }
 
-/* An entry of a jump table: its target and its index (table_edges). */
-typedef struct tab_target {
-    uint64_t target;
-    uint32_t k;
-} tab_target_t;
-
-static int
-cmp_target_then_k(const void *a, const void *b)
-{
-    const tab_target_t *x = a, *y = b;
-    if (x->target != y->target)
-        return x->target < y->target ? -1 : 1;
-    return x->k < y->k ? -1 : x->k > y->k;
-}
-
-static int
-cmp_k(const void *a, const void *b)
-{
-    const tab_target_t *x = a, *y = b;
-    return x->k < y->k ? -1 : x->k > y->k;
-}
-
 /*
  * The edges of block I's jump through TAB: one per distinct target, in table order (at
- * its first entry). Sorted rather than each entry compared with the edges so far: a
- * large switch's table has hundreds of entries.
+ * its first entry). A target that starts a block is marked there; only the others
+ * (none, in compiled code) are compared with the edges so far: comparing every entry
+ * cost a large switch's table hundreds of entries times its targets.
  */
 static int
 table_edges(trav_t *t, uint32_t i, const cfg_table_t *tab)
 {
-    uint32_t n = tab->nentries;
-    if (n == 0)
-        return 0;
-    tab_target_t *v = malloc(n * sizeof(*v));
-    if (v == NULL)
+    cfg_bproc_t *bp = t->bp;
+    uint8_t *seen = calloc(bp->blocks.n + 1, 1);
+    if (seen == NULL)
         return QP_ENOMEM;
-    for (uint32_t k = 0; k < n; k++)
-        v[k] = (tab_target_t) { cfg_jtab_entry(t->b->img, tab, k), k };
-    qsort(v, n, sizeof(*v), cmp_target_then_k);
-    size_t m = 0;
-    for (size_t j = 0; j < n; j++)
-        if (j == 0 || v[j].target != v[j - 1].target)
-            v[m++] = v[j];
-    qsort(v, m, sizeof(*v), cmp_k);
+    uint32_t first = (uint32_t)bp->edges.n;
     int rc = 0;
-    for (size_t j = 0; j < m && rc == 0; j++)
-        rc = add_edge(t->bp, i, cfg_local_block_at(t->bp, v[j].target), v[j].target,
-                      CFG_EDGE_TABLE);
-    free(v);
+    for (uint32_t k = 0; k < tab->nentries && rc == 0; k++) {
+        uint64_t tg = cfg_jtab_entry(t->b->img, tab, k);
+        uint32_t to = cfg_local_block_at(bp, tg);
+        int dup = 0;
+        if (to != CFG_NONE && bp->blocks.v[to].start == tg) {
+            dup = seen[to];
+            seen[to] = 1;
+        } else
+            for (uint32_t e = first; e < bp->edges.n && !dup; e++)
+                dup = bp->edges.v[e].target == tg;
+        if (!dup)
+            rc = add_edge(bp, i, to, tg, CFG_EDGE_TABLE);
+    }
+    free(seen);
     return rc;
 }
 
