@@ -17,8 +17,8 @@
 #include "patch/patch.h"
 
 typedef struct dec_entry {
-    arch_insn_t in;                  /* as arch_decode gave it; len 0: an empty slot */
-    uint8_t bytes[ARCH_MAX_INSN];    /* its bytes */
+    arch_insn_t in;               /* as arch_decode gave it; len 0: an empty slot */
+    uint8_t bytes[ARCH_MAX_INSN]; /* its bytes */
 } dec_entry_t;
 
 struct pt_decoded {
@@ -81,8 +81,8 @@ dec_grow(pt_decoded_t *d)
 }
 
 int
-pt_decode(pt_decoded_t *d, const uint8_t *buf, size_t len, uint64_t addr,
-    arch_insn_t *out)
+pt_decode(
+    pt_decoded_t *d, const uint8_t *buf, size_t len, uint64_t addr, arch_insn_t *out)
 {
     if (d == NULL || buf == NULL || out == NULL)
         return arch_decode(buf, len, addr, out);
