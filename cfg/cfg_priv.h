@@ -213,6 +213,10 @@ typedef struct cfg_bproc {
                                        * skipped by the passes that look for them */
     uint64_t blocks_ver;              /* a new value (b->blocks_ver) whenever `blocks`
                                        * change; 0: never had any */
+    uint64_t ret_direct;              /* 2 blocks_ver + 1 when a return is reached from
+                                       * its entry without a call (so it may return,
+                                       * whatever its callees do), 2 blocks_ver when not,
+                                       * as found for those blocks (cfg_noreturn.c) */
     CFG_VEC(cfg_range_t) covered;     /* gap sweep: runs of adjacent blocks, as last found */
     uint64_t covered_ver;             /* ... among the blocks of that version */
     uint64_t covered_lo, covered_hi;  /* ... starting in [lo, hi) */
