@@ -25,6 +25,8 @@ typedef struct desc_chunk {
     uint8_t zero;       /* ZERO_*: its counters in the profile last asked about */
     uint8_t *raw;       /* its records inflated (rawsize bytes), kept when procedures
                          * of it may be asked for later (classify_procs), or NULL */
+    uint32_t nlater;    /* its procedures RAW is kept for that were not released yet
+                         * (qp_desc_release): RAW goes with the last one */
 } desc_chunk_t;
 
 enum { CHUNK_PACKED, CHUNK_LOADED, CHUNK_BAD };
@@ -55,43 +57,16 @@ struct qp_desc_lazy {
     void (*release)(void *);     /* qp_desc_set_release's, or NULL */
     void *release_arg;
     uint64_t since_release;      /* compressed bytes inflated since it was last called */
-    /* Per procedure decoded on its own (load_proc), or NULL: where its blocks are, in
-     * the slabs, its edges right after them. Copies into the arrays touched a page of each for every
-     * procedure: chromium's 107,000 spread over 242 MB of them, 166 MB here. */
+    /* Per procedure decoded on its own (load_proc), or NULL: its blocks (malloc'd), its
+     * edges right after them, until qp_desc_release. Copies into the arrays touched a
+     * page of each for every procedure: chromium's 107,000 spread over 242 MB of them. */
     qp_desc_block_t **pblocks;
-    struct proc_slab *slabs;     /* newest first */
+    uint8_t *later;              /* per procedure: counted in its chunk's nlater */
     /* Per procedure, qp_desc_first_call (chromium's reports asked it 2 million times,
      * each a search through 3 million call sites). */
     uint32_t *first_call;
+    uint32_t nprocs;             /* the description's */
 };
-
-/* Storage of the procedures decoded on their own, a slab at a time. */
-struct proc_slab {
-    struct proc_slab *next;
-    size_t used, cap;            /* bytes of data */
-    uint64_t data[];
-};
-
-enum { SLAB_BYTES = 1u << 20 };
-
-/* N bytes (a multiple of 8) from LZ's slabs, or NULL. */
-static void *
-slab_alloc(struct qp_desc_lazy *lz, size_t n)
-{
-    struct proc_slab *s = lz->slabs;
-    if (s == NULL || s->cap - s->used < n) {
-        size_t cap = n > SLAB_BYTES ? n : SLAB_BYTES;
-        if ((s = malloc(sizeof(*s) + cap)) == NULL)
-            return NULL;
-        s->used = 0;
-        s->cap = cap;
-        s->next = lz->slabs;
-        lz->slabs = s;
-    }
-    void *p = (uint8_t *)s->data + s->used;
-    s->used += n;
-    return p;
-}
 
 void
 desc_lazy_free(struct qp_desc_lazy *lz)
@@ -106,12 +81,11 @@ desc_lazy_free(struct qp_desc_lazy *lz)
         free(lz->exec_tie);
         free(lz->sblocks);
         free(lz->sedges);
+        for (uint32_t i = 0; lz->pblocks != NULL && i < lz->nprocs; i++)
+            free(lz->pblocks[i]);
         free(lz->pblocks);
+        free(lz->later);
         free(lz->first_call);
-        for (struct proc_slab *s = lz->slabs, *next; s != NULL; s = next) {
-            next = s->next;
-            free(s);
-        }
     }
     free(lz);
 }
@@ -225,12 +199,14 @@ decode_index(rbuf_t *b, qp_desc_t *out, struct qp_desc_lazy *lz, char *why, size
         || desc_alloc_part((void **)&lz->proc_state, h->nprocs, 1) < 0
         || desc_alloc_part((void **)&lz->pblocks, h->nprocs, sizeof(qp_desc_block_t *))
             < 0
+        || desc_alloc_part((void **)&lz->later, h->nprocs, 1) < 0
         || desc_alloc_part((void **)&lz->exec_next, h->ncalls, sizeof(uint64_t)) < 0
         || desc_alloc_part((void **)&lz->exec_tie, h->ncalls, sizeof(uint32_t)) < 0) {
         qp_why(why, whylen, "%s", qp_strerror(QP_ENOMEM));
         return QP_ENOMEM;
     }
     lz->nchunks = nc;
+    lz->nprocs = h->nprocs;
     run_t r;
     const char *part = desc_get_procs(b, &r, out);
     uint32_t i = 0;
@@ -692,9 +668,10 @@ load_proc(const qp_desc_t *d, struct qp_desc_lazy *lz, desc_chunk_t *c, uint32_t
         if (qp_call_is_tail(&calls[i]) && calls[i].edge - p->edge >= p->nedges)
             return need_chunk(d, c);
     /* The index put its blocks and edges inside the chunk's (validate_chunks). Copied
-     * side by side into the slabs (not into the arrays: see pblocks). */
+     * side by side (not into the arrays: see pblocks). */
     size_t bbytes = p->nblocks * sizeof(qp_desc_block_t);
-    qp_desc_block_t *blocks = slab_alloc(lz, bbytes + p->nedges * sizeof(qp_desc_edge_t));
+    size_t nbytes = bbytes + p->nedges * sizeof(qp_desc_edge_t);
+    qp_desc_block_t *blocks = malloc(nbytes ? nbytes : 1);
     if (blocks == NULL) {
         qp_why(lz->why, sizeof(lz->why), "%s", qp_strerror(QP_ENOMEM));
         return QP_ENOMEM;
@@ -704,8 +681,12 @@ load_proc(const qp_desc_t *d, struct qp_desc_lazy *lz, desc_chunk_t *c, uint32_t
         memcpy(blocks, &lz->sblocks[p->block - c->block], bbytes);
     if (p->nedges)
         memcpy(edges, &lz->sedges[p->edge - c->edge], p->nedges * sizeof(qp_desc_edge_t));
-    QP_CHECK(validate_decoded(d, lz, c, p->nblocks ? p->block : 0, p->nblocks,
-                              p->nedges ? p->edge : 0, p->nedges, proc, 1, blocks, edges));
+    int rc = validate_decoded(d, lz, c, p->nblocks ? p->block : 0, p->nblocks,
+                              p->nedges ? p->edge : 0, p->nedges, proc, 1, blocks, edges);
+    if (rc < 0) {
+        free(blocks);
+        return rc;
+    }
     lz->pblocks[proc] = blocks;
     lz->proc_state[proc] = PROC_IN;
     return 0;
@@ -739,16 +720,22 @@ classify_procs(const qp_desc_t *d, struct qp_desc_lazy *lz, desc_chunk_t *c,
      * (they come in the order of their callers): the chunk's records are kept inflated
      * for them, a few KB, where copying them all held chromium's 53,000 (75 MB) of which
      * a tenth was called (and inflating the chunk again took 50 us each time). */
-    int later = 0;
+    uint32_t later = 0;
     for (uint32_t q = c->proc; q < c->proc + c->nprocs; q++) {
         if (lz->proc_state[q] == PROC_COUNTED)
             (void)load_proc(d, lz, c, q); /* a failure is said when it is needed */
-        else if (lz->proc_state[q] == PROC_ZERO && (d->procs[q].flags & QP_PROC_BY_CALLS))
-            later = 1;
+        else if (lz->proc_state[q] == PROC_ZERO && (d->procs[q].flags & QP_PROC_BY_CALLS)
+                 && (d->procs[q].flags & QP_PROC_MEASURED))
+            later++;
     }
     if (later && c->raw == NULL && lz->scratch == c && lz->sraw != NULL) {
         c->raw = lz->sraw; /* version 7: without its call sites (inflate_chunk) */
         lz->sraw = NULL;
+        c->nlater = later;
+        for (uint32_t q = c->proc; q < c->proc + c->nprocs; q++)
+            lz->later[q] = lz->proc_state[q] == PROC_ZERO
+                && (d->procs[q].flags & (QP_PROC_BY_CALLS | QP_PROC_MEASURED))
+                    == (QP_PROC_BY_CALLS | QP_PROC_MEASURED);
     }
 }
 
@@ -781,6 +768,39 @@ qp_desc_need(const qp_desc_t *d, uint32_t proc)
     if (c->state == CHUNK_BAD)
         return QP_EFORMAT;
     return load_proc(d, lz, c, proc);
+}
+
+void
+qp_desc_release(const qp_desc_t *d, uint32_t proc)
+{
+    if (d == NULL || d->lazy == NULL || proc >= d->hdr.nprocs)
+        return;
+    struct qp_desc_lazy *lz = d->lazy;
+    const qp_desc_block_t *blocks = lz->pblocks[proc];
+    if (blocks != NULL) {
+        /* What classify_procs would say of it again (decoded when asked for). */
+        const qp_desc_proc_t *p = &d->procs[proc];
+        const qp_desc_edge_t *edges = (const qp_desc_edge_t *)(blocks + p->nblocks);
+        const uint64_t *counters = lz->zero_for;
+        int counted = 0;
+        for (uint32_t i = 0; counters != NULL && i < p->nblocks && !counted; i++)
+            counted = blocks[i].counter != QP_NOCOUNTER && counters[blocks[i].counter] != 0;
+        for (uint32_t i = 0; counters != NULL && i < p->nedges && !counted; i++)
+            counted = edges[i].counter != QP_NOCOUNTER && counters[edges[i].counter] != 0;
+        lz->proc_state[proc] = counters == NULL ? PROC_UNKNOWN
+            : counted                          ? PROC_COUNTED
+                                               : PROC_ZERO;
+        free(lz->pblocks[proc]);
+        lz->pblocks[proc] = NULL;
+    }
+    if (lz->later[proc]) {
+        lz->later[proc] = 0;
+        desc_chunk_t *c = chunk_of_proc(lz, proc);
+        if (c != NULL && c->nlater > 0 && --c->nlater == 0) {
+            free(c->raw);
+            c->raw = NULL;
+        }
+    }
 }
 
 int

@@ -679,6 +679,15 @@ START_TEST(test_qp_desc_lazy)
     ck_assert_mem_eq(qp_desc_proc_edges(&lazy, 300), &full.edges[1500],
                      5 * sizeof(qp_desc_edge_t));
     ck_assert_ptr_eq(qp_desc_proc_blocks(&full, 300), &full.blocks[900]);
+    /* Released, its copy goes; asked for again, it is decoded again. */
+    qp_desc_release(&lazy, 300);
+    ck_assert(!qp_desc_loaded(&lazy, 300));
+    ck_assert(!qp_desc_chunk_zero(&lazy, 300, counters)); /* still known to have counted */
+    ck_assert_int_eq(qp_desc_need(&lazy, 300), 0);
+    ck_assert_mem_eq(qp_desc_proc_edges(&lazy, 300), &full.edges[1500],
+                     5 * sizeof(qp_desc_edge_t));
+    qp_desc_release(&full, 300); /* nothing: read whole */
+    ck_assert_ptr_eq(qp_desc_proc_blocks(&full, 300), &full.blocks[900]);
     /* An exit dump's return address decodes the chunk that may hold it, whole. */
     uint64_t ra = full.edges[5 * 451 + 1].ret_addr;
     ck_assert_int_eq(qp_desc_need_ret(&lazy, &ra, 1), 0);
@@ -696,6 +705,9 @@ START_TEST(test_qp_desc_lazy)
     ck_assert_uint_eq(rl.nprocs, rf.nprocs);
     ck_assert_mem_eq(rl.procs, rf.procs, rf.nprocs * sizeof(qp_proc_result_t));
     ck_assert(!qp_desc_loaded(&lazy, 10)); /* never decoded: it did not run */
+    /* Solved once, each procedure's copy is released (the report keeps its results and
+     * key sites' counts); the chunks decoded whole stay. */
+    ck_assert(!qp_desc_loaded(&lazy, 300) && qp_desc_loaded(&lazy, 451));
     qp_report_free(&rl);
     qp_report_free(&rf);
     /* Everything decoded: the arrays of the description read whole. */
