@@ -590,10 +590,13 @@ typedef struct entries_ctx {
     uint32_t nrefs;
     const qp_entry_map_t *map; /* every procedure by entry */
     const qp_desc_keys_t *keys; /* the call sites looked at */
-    uint32_t *pending; /* per procedure: sites in callers counted by their calls, unsolved */
+    uint32_t *pending; /* per procedure counted by its calls: its call sites not handed
+                        * down yet */
     uint8_t *bad;      /* per procedure: a site's count is unknown, or the sum overflowed */
-    uint32_t *queue;   /* those whose callers are done: a heap, lowest index first (the
-                        * order of the description's chunks, which a lazy one decodes) */
+    uint32_t walk;     /* the procedures below it were walked past (entries_run) */
+    uint32_t *queue;   /* those walked past whose callers are done since: a heap, lowest
+                        * index first (the order of the description's chunks, which a
+                        * lazy one decodes) */
     uint32_t nqueue;
     qp_flow_visit_fn visit; /* qp_flow_entries_visit's, or NULL */
     void *visit_arg;
@@ -667,10 +670,10 @@ site_callee(const entries_ctx_t *c, uint32_t k)
     return (kind & want) == want ? p : QP_VIRT;
 }
 
-/* What hand_down does with the counts of PROC's sites: adds them to their callees
- * (HAND_COUNT), and then queues the callees it was the last pending caller of
- * (HAND_PENDING), or leaves them (HAND_NONE: a caller in a cycle, solved last). */
-enum { HAND_NONE, HAND_COUNT, HAND_PENDING };
+/* What hand_down does with the counts of PROC's sites: adds them to their callees and
+ * counts them done there (HAND_PENDING), or leaves them (HAND_NONE: a caller in a
+ * cycle, solved last). */
+enum { HAND_NONE, HAND_PENDING };
 
 /*
  * Solve procedure PROC (measured; if counted by its calls, its count is final), hand it
@@ -717,22 +720,22 @@ hand_down(entries_ctx_t *c, uint32_t proc, int how)
         if ((st != QP_FLOW_MEASURED && st != QP_FLOW_SOLVED)
             || __builtin_add_overflow(c->out->count[callee], n, &c->out->count[callee]))
             c->bad[callee] = 1;
-        if (how == HAND_PENDING && --c->pending[callee] == 0)
+        /* The last one: walked past already, it waits in the queue. */
+        if (--c->pending[callee] == 0 && callee < c->walk)
             queue_push(c, callee);
     }
     qp_flow_free(&f);
     return 0;
 }
 
-/* Callers counted by their calls: how many sites each such callee waits for. */
+/* How many sites of measured callers each procedure counted by its calls waits for. */
 static void
 count_pending(entries_ctx_t *c)
 {
     const qp_desc_t *d = c->d;
     for (uint32_t pi = 0; pi < d->hdr.nprocs; pi++) {
         const qp_desc_proc_t *p = &d->procs[pi];
-        if ((p->flags & (QP_PROC_MEASURED | QP_PROC_BY_CALLS))
-            != (QP_PROC_MEASURED | QP_PROC_BY_CALLS))
+        if (!(p->flags & QP_PROC_MEASURED))
             continue;
         for (uint32_t k = c->keys->first[pi];
              k < c->keys->n && c->keys->calls[k].block - p->block < p->nblocks; k++) {
@@ -756,24 +759,31 @@ entries_run(entries_ctx_t *c)
         return 0;
     qsort(c->refs, c->nrefs, sizeof(qp_flow_entry_ref_t), qp_flow_entry_cmp);
     count_pending(c);
-    /* Every other measured procedure first: their counts need nobody's (with a
-     * visitor, each one; else those that call one counted by its calls). */
+    /* The procedures by index: each one whose counts need nobody's (with a visitor,
+     * each; else those that call one counted by its calls), and each one counted by
+     * its calls whose callers are done (its count final). Those whose callers come
+     * later wait for the last one, then in the queue, callers first: a lazy
+     * description's chunk is at hand for most procedures when they are solved. */
     for (uint32_t pi = 0; pi < n; pi++) {
         const qp_desc_proc_t *p = &d->procs[pi];
-        if (!(p->flags & QP_PROC_MEASURED) || (p->flags & QP_PROC_BY_CALLS))
+        c->walk = pi + 1;
+        if (!(p->flags & QP_PROC_MEASURED))
             continue;
+        if (p->flags & QP_PROC_BY_CALLS) {
+            if (c->pending[pi] == 0) {
+                c->out->known[pi] = !c->bad[pi];
+                QP_CHECK(hand_down(c, pi, HAND_PENDING));
+            }
+            continue;
+        }
         uint32_t k = c->keys->first[pi];
         int calls_one = c->visit != NULL;
         for (; k < c->keys->n && c->keys->calls[k].block - p->block < p->nblocks && !calls_one;
              k++)
             calls_one = site_callee(c, k) != QP_VIRT;
         if (calls_one)
-            QP_CHECK(hand_down(c, pi, HAND_COUNT));
+            QP_CHECK(hand_down(c, pi, HAND_PENDING));
     }
-    /* Then those counted by their calls, callers first. */
-    for (uint32_t r = 0; r < c->nrefs; r++)
-        if (c->pending[c->refs[r].proc] == 0)
-            queue_push(c, c->refs[r].proc);
     while (c->nqueue > 0) {
         uint32_t pi = queue_pop(c);
         c->out->known[pi] = !c->bad[pi];
@@ -802,8 +812,8 @@ qp_flow_entries_visit(const qp_desc_t *d, const uint64_t *counters, size_t ncoun
     if (d == NULL || out == NULL || ncounters != d->hdr.ncounters || (ncounters && counters == NULL))
         return QP_EINVAL;
     uint32_t n = d->hdr.nprocs;
-    entries_ctx_t c = { d, counters, ncounters, abandoned, out, NULL, 0, NULL, NULL, NULL,
-                        NULL, NULL, 0, visit, arg, NULL };
+    entries_ctx_t c = { .d = d, .counters = counters, .ncounters = ncounters,
+                        .abandoned = abandoned, .out = out, .visit = visit, .visit_arg = arg };
     qp_entry_map_t local;
     if ((c.keys = qp_desc_keys(d)) == NULL || qp_desc_entry_map(d, &local, &c.map) < 0)
         return QP_ENOMEM;

@@ -132,10 +132,10 @@ typedef int (*qp_flow_visit_fn)(void *arg, uint32_t proc, const qp_flow_t *f,
 
 /*
  * qp_flow_entries, solving each measured procedure of D once and handing it to VISIT
- * (ARG) then: the others first, by index, then those counted by their calls, callers
- * first (the lowest index of those ready first), then those whose callers form a cycle
- * (their calls stay unknown). A report that reads every procedure's counts this way
- * solves none twice, and a lazy description decodes each chunk about once.
+ * (ARG) then: by index, except that one counted by its calls waits until its callers
+ * were (then the lowest index of those ready first), and those whose callers form a
+ * cycle come last (their calls stay unknown). A report that reads every procedure's
+ * counts this way solves none twice, and a lazy description decodes most chunks once.
  */
 int
 qp_flow_entries_visit(const qp_desc_t *d, const uint64_t *counters, size_t ncounters,
