@@ -801,22 +801,23 @@ classify_procs(const qp_desc_t *d, struct qp_desc_lazy *lz, desc_chunk_t *c,
         }
         lz->proc_state[q] = counted ? PROC_COUNTED : PROC_ZERO;
     }
-    /* Those that counted are solved: copied now, while the chunk is at hand. Those
-     * counted by their calls are solved when they were called, which is known later
-     * (they come in the order of their callers): their records are kept as they are
-     * in the chunk, with where their decoding starts (later_proc_t), a few hundred
-     * bytes each, where copying them decoded held chromium's 53,000 (75 MB) of which a
-     * tenth was called, keeping their chunks' records 40 MB, and inflating the chunk
-     * again took 50 us each time. */
+    /* Those that counted are solved: copied now, while the chunk is at hand (the report
+     * solves them next, by index). Those counted by their calls are solved once their
+     * callers are, which may be much later: their records are kept as they are in the
+     * chunk, with where their decoding starts (later_proc_t), a few hundred bytes
+     * each, where copying them decoded held chromium's 53,000 that counted nothing
+     * (75 MB, of which a tenth was called) and keeping their chunks' records 40 MB,
+     * and inflating the chunk again took 50 us each time. */
     uint32_t later = 0;
     size_t bytes = 0;
     for (uint32_t q = c->proc; q < c->proc + c->nprocs; q++) {
         const qp_desc_proc_t *p = &d->procs[q];
-        if (lz->proc_state[q] == PROC_COUNTED)
+        int by_calls = (p->flags & (QP_PROC_BY_CALLS | QP_PROC_MEASURED))
+            == (QP_PROC_BY_CALLS | QP_PROC_MEASURED);
+        if (lz->proc_state[q] == PROC_COUNTED && !by_calls)
             (void)load_proc(d, lz, c, q); /* a failure is said when it is needed */
-        else if (lz->proc_state[q] == PROC_ZERO && lz->scratch == c && c->later == NULL
-                 && (p->flags & (QP_PROC_BY_CALLS | QP_PROC_MEASURED))
-                     == (QP_PROC_BY_CALLS | QP_PROC_MEASURED)) {
+        else if ((lz->proc_state[q] == PROC_ZERO || lz->proc_state[q] == PROC_COUNTED)
+                 && by_calls && c->later == NULL) {
             lz->later[q] = 1;
             later++;
             uint32_t b0 = p->block - c->block, e0 = p->nedges ? p->edge - c->edge : 0;
@@ -845,7 +846,11 @@ classify_procs(const qp_desc_t *d, struct qp_desc_lazy *lz, desc_chunk_t *c,
         c->nlater = later;
     } else if (later > 0)
         for (uint32_t q = c->proc; q < c->proc + c->nprocs; q++)
-            lz->later[q] = 0;
+            if (lz->later[q]) {
+                lz->later[q] = 0;
+                if (lz->proc_state[q] == PROC_COUNTED)
+                    (void)load_proc(d, lz, c, q);
+            }
 }
 
 /* Decode chunk C of D unless it was. */

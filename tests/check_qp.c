@@ -595,9 +595,10 @@ many_desc(qp_desc_t *d, uint32_t np)
 
 START_TEST(test_qp_desc_lazy_later)
 {
-    /* A procedure counted by its calls that did not count itself, called from later
-     * procedures: kept aside when its chunk is decoded (its records alone), solved once
-     * its callers are, decoded alone then: the report of the description read whole. */
+    /* A procedure counted by its calls, called from later procedures: kept aside when
+     * its chunk is decoded (its records alone), solved once its callers are, decoded
+     * alone then: the report of the description read whole. Whether it counted
+     * nothing itself or its taken edge counted. */
     qp_desc_t d, full, lazy;
     enum { NP = 600 };
     many_desc(&d, NP);
@@ -611,34 +612,40 @@ START_TEST(test_qp_desc_lazy_later)
     char why[256] = "";
     ck_assert_int_eq(qp_desc_serialize(&d, &buf, &len), 0);
     ck_assert_msg(qp_desc_parse(buf, len, &full, why, sizeof(why)) == 0, "%s", why);
-    ck_assert_msg(qp_desc_parse_lazy(buf, len, &lazy, why, sizeof(why)) == 0, "%s", why);
-    uint64_t counters[2 * NP] = { 0 };
-    counters[2 * 1] = 3;   /* procedure 1 (procedure 0's chunk) ran 3 times */
-    counters[2 * 300] = 5; /* procedure 300, 5 times: procedure 0 was called 8 times */
-    qp_profile_t prof;
-    memset(&prof, 0, sizeof(prof));
-    prof.hdr.ncounters = 2 * NP;
-    prof.counters = counters;
-    qp_report_t rl, rf;
-    ck_assert_int_eq(qp_report_build(&lazy, &prof, NULL, &rl), 0);
-    ck_assert_int_eq(qp_report_build(&full, &prof, NULL, &rf), 0);
-    ck_assert_uint_eq(rl.nprocs, rf.nprocs);
-    ck_assert_mem_eq(rl.procs, rf.procs, rf.nprocs * sizeof(qp_proc_result_t));
-    const qp_proc_result_t *r0 = NULL;
-    for (uint32_t k = 0; k < rl.nprocs; k++)
-        if (rl.procs[k].proc == 0)
-            r0 = &rl.procs[k];
-    ck_assert_ptr_nonnull(r0);
-    ck_assert(r0->calls_known);
-    ck_assert_uint_eq(r0->calls, 8);
-    ck_assert(!qp_desc_loaded(&lazy, 0)); /* released */
-    /* Asked for again: decoded with its chunk, the same records. */
-    ck_assert_int_eq(qp_desc_need(&lazy, 0), 0);
-    ck_assert_mem_eq(qp_desc_proc_blocks(&lazy, 0), full.blocks, 3 * sizeof(qp_desc_block_t));
-    ck_assert_mem_eq(qp_desc_proc_edges(&lazy, 0), full.edges, 5 * sizeof(qp_desc_edge_t));
-    qp_report_free(&rl);
-    qp_report_free(&rf);
-    qp_desc_free(&lazy);
+    for (int taken = 0; taken < 2; taken++) {
+        ck_assert_msg(qp_desc_parse_lazy(buf, len, &lazy, why, sizeof(why)) == 0, "%s",
+                      why);
+        uint64_t counters[2 * NP] = { 0 };
+        counters[1] = 2 * taken; /* procedure 0's taken edge */
+        counters[2 * 1] = 3;   /* procedure 1 (procedure 0's chunk) ran 3 times */
+        counters[2 * 300] = 5; /* procedure 300 5 times: procedure 0 was called 8 times */
+        qp_profile_t prof;
+        memset(&prof, 0, sizeof(prof));
+        prof.hdr.ncounters = 2 * NP;
+        prof.counters = counters;
+        qp_report_t rl, rf;
+        ck_assert_int_eq(qp_report_build(&lazy, &prof, NULL, &rl), 0);
+        ck_assert_int_eq(qp_report_build(&full, &prof, NULL, &rf), 0);
+        ck_assert_uint_eq(rl.nprocs, rf.nprocs);
+        ck_assert_mem_eq(rl.procs, rf.procs, rf.nprocs * sizeof(qp_proc_result_t));
+        const qp_proc_result_t *r0 = NULL;
+        for (uint32_t k = 0; k < rl.nprocs; k++)
+            if (rl.procs[k].proc == 0)
+                r0 = &rl.procs[k];
+        ck_assert_ptr_nonnull(r0);
+        ck_assert(r0->calls_known);
+        ck_assert_uint_eq(r0->calls, 8);
+        ck_assert(!qp_desc_loaded(&lazy, 0)); /* released */
+        /* Asked for again: decoded with its chunk, the same records. */
+        ck_assert_int_eq(qp_desc_need(&lazy, 0), 0);
+        ck_assert_mem_eq(qp_desc_proc_blocks(&lazy, 0), full.blocks,
+                         3 * sizeof(qp_desc_block_t));
+        ck_assert_mem_eq(qp_desc_proc_edges(&lazy, 0), full.edges,
+                         5 * sizeof(qp_desc_edge_t));
+        qp_report_free(&rl);
+        qp_report_free(&rf);
+        qp_desc_free(&lazy);
+    }
     qp_desc_free(&full);
     qp_desc_free(&d);
     free(buf);
