@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -171,6 +172,47 @@ sat_add(uint64_t a, uint64_t b, int *saturated)
     return s;
 }
 
+/* INTO[i] += FROM[i] for N counters, saturating at UINT64_MAX (without a branch: a
+ * slot of chromium's holds 4 million); 1 when one saturated. */
+static int
+add_counters(uint64_t *restrict into, const uint64_t *restrict from, uint64_t n)
+{
+    uint64_t over = 0;
+    for (uint64_t i = 0; i < n; i++) {
+        uint64_t sum = into[i] + from[i];
+        uint64_t o = sum < from[i];
+        over |= o;
+        into[i] = sum | (0 - o);
+    }
+    return over != 0;
+}
+
+/*
+ * The N bytes at OFF of FD, read-only: mapped (*MAP, unmapped by the caller with N
+ * bytes from *MAP_AT), or read into *BUF (malloc'd once, N bytes) when the file does not
+ * map. NULL with *RC set on failure.
+ */
+static const uint64_t *
+slot_counters(int fd, uint64_t n, uint64_t off, void **map, size_t *maplen, uint64_t **buf,
+              int *rc)
+{
+    long page = sysconf(_SC_PAGESIZE);
+    uint64_t at = off - off % (uint64_t)(page > 0 ? page : 4096);
+    *map = n > 0 ? mmap(NULL, n + (off - at), PROT_READ, MAP_PRIVATE, fd, (off_t)at)
+                 : MAP_FAILED;
+    if (*map != MAP_FAILED) {
+        *maplen = n + (off - at);
+        return (const uint64_t *)((const uint8_t *)*map + (off - at));
+    }
+    *map = NULL;
+    if (*buf == NULL && (*buf = malloc(n ? n : 1)) == NULL) {
+        *rc = QP_ENOMEM;
+        return NULL;
+    }
+    *rc = read_at(fd, *buf, n, off);
+    return *rc < 0 ? NULL : *buf;
+}
+
 /*
  * Add the counters of every slot in use to OUT->counters (the base counters). A slot
  * left half-folded by a killed process has its journal completed here, in memory, as
@@ -211,8 +253,8 @@ add_slots(int fd, uint64_t size, qp_profile_t *out, char *why, size_t whylen)
 {
     prof_layout_t l = layout_of(out->hdr.ncounters);
     qp_prof_slot_t *tab = malloc(QP_PROF_MAX_SLOTS * sizeof(qp_prof_slot_t));
-    uint64_t *c = malloc(l.cbytes ? l.cbytes : 1);
-    int rc = tab == NULL || c == NULL
+    uint64_t *buf = NULL; /* a slot's counters when the file does not map */
+    int rc = tab == NULL
         ? QP_ENOMEM
         : read_at(fd, tab, QP_PROF_MAX_SLOTS * sizeof(*tab), l.slots_off);
     /* A journal names a base counter (the runtime completes journals before any other
@@ -240,14 +282,23 @@ add_slots(int fd, uint64_t size, qp_profile_t *out, char *why, size_t whylen)
             qp_why(why, whylen, "malformed profile (slot %llu's journal)",
                 (unsigned long long)k);
             rc = QP_EFORMAT;
-        } else
-            rc = read_at(fd, c, l.cbytes, off);
+        }
         if (rc < 0)
             break;
-        if (s->state == QP_SLOT_FOLDING && s->jour_valid)
-            c[s->jour_index] = 0; /* already in the base counter */
-        for (uint64_t i = 0; i < out->hdr.ncounters; i++)
-            out->counters[i] = sat_add(out->counters[i], c[i], &out->saturated);
+        /* Mapped rather than read: chromium's slot is 33 MB that need not be copied. */
+        void *map = NULL;
+        size_t maplen = 0;
+        const uint64_t *c = slot_counters(fd, l.cbytes, off, &map, &maplen, &buf, &rc);
+        if (c == NULL)
+            break;
+        /* A journal's counter is already in the base counter. */
+        uint64_t j = s->state == QP_SLOT_FOLDING && s->jour_valid ? s->jour_index
+                                                                 : out->hdr.ncounters;
+        if (add_counters(out->counters, c, j) || (j < out->hdr.ncounters
+            && add_counters(out->counters + j + 1, c + j + 1, out->hdr.ncounters - j - 1)))
+            out->saturated = 1;
+        if (map != NULL)
+            munmap(map, maplen);
         out->nslots_used++;
         if (s->state == QP_SLOT_OWNED && owner_runs(s)) {
             out->nrunning++;
@@ -255,7 +306,7 @@ add_slots(int fd, uint64_t size, qp_profile_t *out, char *why, size_t whylen)
         }
     }
     free(tab);
-    free(c);
+    free(buf);
     return rc;
 }
 
