@@ -319,6 +319,12 @@ typedef struct ed_opts {
                                 * the new code is emitted (ed_plan_apply), DONE of TOTAL
                                 * instructions, about 100 times */
     void *progress_arg;         /* its ARG */
+    void (*on_phase)(void *arg, const char *phase); /* or NULL: the end of a part of
+                                * ed_plan_apply (the layout; then the points patched in
+                                * place and the new code's place, before it is emitted):
+                                * development timing, and where a tool gives its heap's
+                                * free pages back */
+    void *phase_arg;            /* its ARG */
     const char *all_in_place; /* when set: every procedure stays in place, for this
                                * reason (a runtime that finds code by its addresses: Go,
                                * GHC); counting drivers then patch them in place */

@@ -824,8 +824,11 @@ ed_plan_apply(ed_plan_t *plan, const qp_space_ops_t *ops, void *space)
 {
     if (plan == NULL || ops == NULL)
         return QP_EINVAL;
-    if (!plan->laid_out)
+    if (!plan->laid_out) {
         QP_CHECK(edl_layout(plan, plan->opts.reuse_text && ops->alloc_over != NULL));
+        if (plan->opts.on_phase != NULL)
+            plan->opts.on_phase(plan->opts.phase_arg, "laid out");
+    }
     QP_CHECK(edl_inplace_apply(plan, ops, space));
     if (plan->nslots == 0)
         return 0;
@@ -866,6 +869,8 @@ ed_plan_apply(ed_plan_t *plan, const qp_space_ops_t *ops, void *space)
         plan->stats.bytes_probes += plan->stubs[i].len;
     if (!plan->opts.keep_tables)
         QP_CHECK(edl_anchors_plan(plan));
+    if (plan->opts.on_phase != NULL)
+        plan->opts.on_phase(plan->opts.phase_arg, "patched in place, new code placed");
     QP_CHECK(emit_code(plan, ops, space));
     QP_CHECK(emit_pads(plan, ops, space));
     QP_CHECK(edl_retarget_kept_calls(plan, ops, space));
