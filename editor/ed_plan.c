@@ -230,8 +230,8 @@ ed_plan_insn_new(const ed_plan_t *plan, uint64_t old, uint64_t *after)
     if (s == NULL)
         return 0;
     if (after)
-        *after = s->new_ + s->pre + s->len - (plan->opts.stretch ? 1 : 0);
-    return s->new_ + s->pre;
+        *after = slot_new(plan, s) + s->pre + s->len - (plan->opts.stretch ? 1 : 0);
+    return slot_new(plan, s) + s->pre;
 }
 
 const ed_stats_t *
@@ -254,7 +254,7 @@ ed_plan_map(void *arg, uint64_t old)
     const ed_plan_t *plan = arg;
     const ed_slot_t *s = edl_slot_at(plan, old);
     if (s != NULL)
-        return s->new_;
+        return slot_new(plan, s);
     size_t si;
     const ed_seg_t *seg = edl_seg_at(plan, old, &si);
     if (seg == NULL)
@@ -262,8 +262,8 @@ ed_plan_map(void *arg, uint64_t old)
     /* Not an instruction start: the next moved instruction of the same extent, or the
      * end of the extent's new code. */
     size_t lo = edl_slot_lower(plan, old);
-    if (lo < plan->nslots && SLOT(plan, lo)->old < seg->end)
-        return SLOT(plan, lo)->new_;
+    if (lo < plan->nslots && slot_old(plan, SLOT(plan, lo)) < seg->end)
+        return slot_new(plan, SLOT(plan, lo));
     return plan->seg_new_end[si];
 }
 
@@ -272,14 +272,14 @@ ed_plan_map_state(void *arg, uint64_t old)
 {
     const ed_plan_t *plan = arg;
     size_t lo = edl_slot_lower(plan, old), si;
-    if (lo < plan->nslots && SLOT(plan, lo)->old == old)
-        return SLOT(plan, lo)->new_ - SLOT(plan, lo)->lead;
+    if (lo < plan->nslots && slot_old(plan, SLOT(plan, lo)) == old)
+        return slot_new(plan, SLOT(plan, lo)) - SLOT(plan, lo)->lead;
     const ed_seg_t *seg = edl_seg_at(plan, old, &si);
     if (seg == NULL)
         return 0;
     /* As ed_plan_map: the next moved instruction of the extent (its stub first). */
-    if (lo < plan->nslots && SLOT(plan, lo)->old < seg->end)
-        return SLOT(plan, lo)->new_ - SLOT(plan, lo)->lead;
+    if (lo < plan->nslots && slot_old(plan, SLOT(plan, lo)) < seg->end)
+        return slot_new(plan, SLOT(plan, lo)) - SLOT(plan, lo)->lead;
     return plan->seg_new_end[si];
 }
 
@@ -287,7 +287,7 @@ uint64_t
 ed_plan_map_insn(void *arg, uint64_t old)
 {
     const ed_slot_t *s = edl_slot_at(arg, old);
-    return s ? s->new_ : 0;
+    return s ? slot_new(arg, s) : 0;
 }
 
 uint64_t
@@ -298,9 +298,9 @@ ed_plan_map_end(void *arg, uint64_t old)
     if (lo == 0)
         return 0;
     const ed_slot_t *s = SLOT(plan, lo - 1);
-    if (s->old + s->olen != old)
+    if (slot_old(plan, s) + s->olen != old)
         return 0;
-    return s->new_ + slot_size(plan, s);
+    return slot_new(plan, s) + slot_size(plan, s);
 }
 
 uint64_t
@@ -311,9 +311,9 @@ ed_plan_map_return(void *arg, uint64_t old)
     if (lo == 0)
         return 0;
     const ed_slot_t *s = SLOT(plan, lo - 1);
-    if (s->old + s->olen != old)
+    if (slot_old(plan, s) + s->olen != old)
         return 0;
-    return s->new_ + s->pre + s->len - (plan->opts.stretch ? 1 : 0);
+    return slot_new(plan, s) + s->pre + s->len - (plan->opts.stretch ? 1 : 0);
 }
 
 int
@@ -338,21 +338,21 @@ ed_plan_pieces(void *arg, uint64_t lo, uint64_t hi, ed_piece_fn fn, void *fnarg)
         size_t k = edl_slot_lower(plan, pos);
         uint64_t run_old = 0, run_oend = 0, run_new = 0, run_end = 0;
         int have = 0;
-        for (; k < plan->nslots && SLOT(plan, k)->old < end; k++) {
+        for (; k < plan->nslots && slot_old(plan, SLOT(plan, k)) < end; k++) {
             const ed_slot_t *s = SLOT(plan, k);
             /* A stub falling into the slot is part of its piece. */
-            if (have && s->new_ - s->lead == run_end) {
+            if (have && slot_new(plan, s) - s->lead == run_end) {
                 run_end += s->lead + slot_size(plan, s);
-                run_oend = s->old + s->olen;
+                run_oend = slot_old(plan, s) + s->olen;
                 continue;
             }
             if (have)
                 QP_CHECK(fn(fnarg, run_old, run_oend - run_old, run_new, run_end - run_new));
             have = 1;
-            run_old = s->old;
-            run_oend = s->old + s->olen;
-            run_new = s->new_ - s->lead;
-            run_end = s->new_ + slot_size(plan, s);
+            run_old = slot_old(plan, s);
+            run_oend = slot_old(plan, s) + s->olen;
+            run_new = slot_new(plan, s) - s->lead;
+            run_end = slot_new(plan, s) + slot_size(plan, s);
         }
         if (have)
             QP_CHECK(fn(fnarg, run_old, run_oend - run_old, run_new, run_end - run_new));
@@ -361,7 +361,6 @@ ed_plan_pieces(void *arg, uint64_t lo, uint64_t hi, ed_piece_fn fn, void *fnarg)
     return 0;
 }
 
-/* Rebase every new address by DELTA (layout was computed from 0). */
 /* The overflow (what found no hole) SKIP bytes further from the mirror: the layout is
  * still relative to the mirror's first byte. Pieces are placed apart (long branches
  * between them), so nothing inside one changes. */
@@ -371,7 +370,7 @@ shift_overflow(ed_plan_t *plan, size_t skip)
     if (skip == 0)
         return;
     for (size_t i = 0; i < plan->nslots; i++)
-        if (plan->lay[i].new_ >= plan->overflow)
+        if (slot_new(plan, &plan->lay[i]) >= plan->overflow)
             plan->lay[i].new_ += skip;
     for (size_t i = 0; i < plan->nstubs; i++)
         if (plan->stubs[i].before == NO_STUB && plan->stubs[i].new_ >= plan->overflow)
@@ -385,11 +384,12 @@ shift_overflow(ed_plan_t *plan, size_t skip)
     plan->text_size += skip;
 }
 
+/* Rebase every new address by DELTA (layout was computed from 0); the slots' through
+ * plan->new_base. */
 static void
 rebase(ed_plan_t *plan, uint64_t delta)
 {
-    for (size_t i = 0; i < plan->nslots; i++)
-        plan->lay[i].new_ += delta;
+    plan->new_base += delta;
     for (size_t i = 0; i < plan->nstubs; i++)
         plan->stubs[i].new_ += delta;
     for (size_t i = 0; i < plan->nsegs; i++)
@@ -427,7 +427,7 @@ emit_xlate(ed_plan_t *plan, uint8_t *buf)
             continue;
         uint32_t key = (uint32_t)(p->entry - lo);
         const ed_slot_t *s = edl_slot_at(plan, p->entry);
-        int64_t d = (int64_t)((s != NULL ? s->new_ : p->entry) - lo);
+        int64_t d = (int64_t)((s != NULL ? slot_new(plan, s) : p->entry) - lo);
         if (d < INT32_MIN || d > INT32_MAX)
             return QP_ERANGE;
         uint64_t h = ((uint32_t)(key * 0x9e3779b1u) >> shift) & (nslots - 1);
@@ -477,34 +477,35 @@ emit_part(void *arg, unsigned worker, size_t k)
     size_t end = (k + 1) * EMIT_GRAIN < plan->nslots ? (k + 1) * EMIT_GRAIN : plan->nslots;
     for (size_t i = k * EMIT_GRAIN; i < end; i++) {
         const ed_slot_t *s = &plan->lay[i];
-        const uint8_t *bytes = cfg_image_ptr(prog->img, s->old, NULL);
+        const uint64_t old = slot_old(plan, s), at_new = slot_new(plan, s);
+        const uint8_t *bytes = cfg_image_ptr(prog->img, old, NULL);
         arch_insn_t in;
-        if (bytes == NULL || cfg_image_decode(prog->img, s->old, 0, &in) < 0)
+        if (bytes == NULL || cfg_image_decode(prog->img, old, 0, &in) < 0)
             return QP_EDECODE;
-        uint64_t insn = s->new_ + s->pre;
+        uint64_t insn = at_new + s->pre;
         uint64_t target = 0;
         if (in.kind == ARCH_KIND_JMP || in.kind == ARCH_KIND_JCC || in.kind == ARCH_KIND_CALL)
             /* `call next` (reads its own return address) keeps going to the next
              * relocated instruction; a jump to the next address goes where that code is
              * (another procedure's, maybe not moved at all). */
-            target = in.kind == ARCH_KIND_CALL && in.target == s->old + in.len
+            target = in.kind == ARCH_KIND_CALL && in.target == old + in.len
                 ? insn + s->len - stretch
                 : in.kind == ARCH_KIND_CALL ? edl_map_target(plan, in.target)
-                                            : edl_map_branch(plan, s->old, in.target);
+                                            : edl_map_branch(plan, old, in.target);
         if (s->stub != NO_STUB)
             target = plan->stubs[s->stub].new_;
         /* An AArch64 switch table's adr forms its new base (ed_anchor.c). */
-        const ed_anchor_t *anchor = plan->nanchors > 0 ? edl_anchor_at(plan, s->old) : NULL;
+        const ed_anchor_t *anchor = plan->nanchors > 0 ? edl_anchor_at(plan, old) : NULL;
         if (anchor != NULL)
             in.target = anchor->base;
-        uint8_t *out = buf + (s->new_ - plan->text);
+        uint8_t *out = buf + (at_new - plan->text);
         if (s->pre > 0
-            && edl_emit_probes(plan, s->old, ED_AT_BEFORE, s->new_, out, s->pre, sites) != s->pre)
+            && edl_emit_probes(plan, old, ED_AT_BEFORE, at_new, out, s->pre, sites) != s->pre)
             return QP_ERANGE;
         out += s->pre;
         int len = (s->flags & SLOT_XLATE)
             ? plan->isa->emit_jmp_xlate(bytes, &in, insn, plan->xlate,
-                                        edl_xlate_miss_rel(plan, s->old), out, ARCH_MAX_RELOC)
+                                        edl_xlate_miss_rel(plan, old), out, ARCH_MAX_RELOC)
             : plan->isa->reloc_insn(bytes, &in, insn, target, (s->flags & SLOT_SHORT) != 0, out,
                                     ARCH_MAX_RELOC);
         QP_CHECK(len);
@@ -521,15 +522,14 @@ emit_part(void *arg, unsigned worker, size_t k)
         if (stretch)
             out[len] = 0x90;
         if (s->post > 0
-            && edl_emit_probes(plan, s->old, ED_AT_AFTER, insn + s->len, out + s->len, s->post,
-                               sites)
+            && edl_emit_probes(plan, old, ED_AT_AFTER, insn + s->len, out + s->len, s->post, sites)
                    != s->post)
             return QP_ERANGE;
         if (s->flags & SLOT_JMP_AFTER) {
             if (fall >= plan->nfall)
                 return QP_ERANGE;
             uint64_t at = insn + s->len + s->post;
-            QP_CHECK(plan->isa->emit_jmp(at, edl_map_branch(plan, s->old, plan->fall[fall++]),
+            QP_CHECK(plan->isa->emit_jmp(at, edl_map_branch(plan, old, plan->fall[fall++]),
                                          buf + (at - plan->text), PAD_LEN(plan)));
         }
     }
@@ -694,7 +694,7 @@ emit_pads(ed_plan_t *plan, const qp_space_ops_t *ops, void *space)
             const ed_slot_t *s = edl_slot_at(plan, pads[k]);
             if (s == NULL)
                 rc = QP_ENOTFOUND;
-            else if ((rc = plan->isa->emit_jmp(pads[k], s->new_, jmp, sizeof(jmp))) > 0)
+            else if ((rc = plan->isa->emit_jmp(pads[k], slot_new(plan, s), jmp, sizeof(jmp))) > 0)
                 rc = ops->write(space, pads[k], jmp, PAD_LEN(plan));
         }
         free(pads);
@@ -771,7 +771,7 @@ retarget_tables(ed_plan_t *plan, const qp_space_ops_t *ops, void *space)
             if (s == NULL)
                 continue; /* not moved: the entry stays */
             if (tb->relative) {
-                int64_t rel = (int64_t)(s->new_ - tb->base);
+                int64_t rel = (int64_t)(slot_new(plan, s) - tb->base);
                 if (rel < INT32_MIN || rel > INT32_MAX) {
                     if (sure) {
                         free(buf);
@@ -781,8 +781,10 @@ retarget_tables(ed_plan_t *plan, const qp_space_ops_t *ops, void *space)
                 }
                 int32_t r32 = (int32_t)rel;
                 memcpy(e, &r32, 4);
-            } else
-                memcpy(e, &s->new_, 8);
+            } else {
+                uint64_t na = slot_new(plan, s);
+                memcpy(e, &na, 8);
+            }
             changed++;
         }
         int rc = changed ? ops->write(space, tb->addr, buf, len) : 0;
@@ -851,6 +853,8 @@ ed_plan_apply(ed_plan_t *plan, const qp_space_ops_t *ops, void *space)
         if (skip % 64 != 0)
             return QP_ERANGE;
         shift_overflow(plan, skip);
+        if (plan->text_size > UINT32_MAX)
+            return QP_ERANGE; /* slots hold 32-bit offsets */
     } else
         QP_CHECK(ops->alloc_near(space, lo, hi, plan->text_size, ED_PROT_R | ED_PROT_X,
                                  &plan->text));
