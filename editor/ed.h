@@ -43,6 +43,13 @@ typedef struct qp_space_ops {
     int (*alloc_over)(void *self, uint64_t lo, uint64_t hi, uint64_t old, size_t len,
                       size_t extra, uint32_t prot, uint64_t *out /*OUT*/,
                       size_t *skip /*OUT*/);
+    /*
+     * Optional (NULL: a live process). Where the space keeps the LEN bytes at ADDR, all
+     * of one piece of new memory from alloc_near or alloc_over's EXTRA, for writing them
+     * in place (the relocated code is emitted there, not copied in: chromium's few
+     * hundred MB are not held twice); NULL when it keeps them otherwise.
+     */
+    uint8_t *(*bytes)(void *self, uint64_t addr, size_t len);
 } qp_space_ops_t;
 
 enum {

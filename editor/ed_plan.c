@@ -400,15 +400,35 @@ rebase(ed_plan_t *plan, uint64_t delta)
 }
 
 /*
- * The translation stub and its table (arch.h) into BUF (the new code, from plan->text):
+ * Where the new code is emitted: below SPLIT (layout-relative) into a buffer mapped
+ * apart, written through the space afterwards (the pieces in the old text's holes), from
+ * SPLIT on straight into the space's own bytes when it shows them (qp_space_ops_t.bytes:
+ * the file's new region), else into the same buffer.
+ */
+typedef struct emit_dst {
+    uint8_t *low;   /* layout-relative [0, split) */
+    uint8_t *high;  /* [split, text_size): the space's bytes, or low + split */
+    uint64_t split; /* plan->overflow with text reused, else 0 */
+} emit_dst_t;
+
+/* The byte the new code's layout-relative offset OFF goes to. */
+static inline uint8_t *
+emit_ptr(const emit_dst_t *d, uint64_t off)
+{
+    return off < d->split ? d->low + off : d->high + (off - d->split);
+}
+
+/*
+ * The translation stub and its table (arch.h) into D (the new code, from plan->text):
  * the entries of the file's procedures, each to its new code when it moved.
  */
 static int
-emit_xlate(ed_plan_t *plan, uint8_t *buf)
+emit_xlate(ed_plan_t *plan, const emit_dst_t *d)
 {
     const cfg_prog_t *prog = plan->prog;
-    int rc = plan->isa->emit_xlate_stub(plan->xlate, edl_xlate_table_at(plan), buf + (plan->xlate - plan->text),
-                                  ARCH_XLATE_STUB_LEN);
+    int rc = plan->isa->emit_xlate_stub(plan->xlate, edl_xlate_table_at(plan),
+                                        emit_ptr(d, plan->xlate - plan->text),
+                                        ARCH_XLATE_STUB_LEN);
     if (rc < 0)
         return rc;
     uint64_t lo, hi;
@@ -418,7 +438,7 @@ emit_xlate(ed_plan_t *plan, uint8_t *buf)
     uint64_t at = edl_xlate_table_at(plan), nslots = edl_xlate_slots(prog), shift = 32;
     for (uint64_t k = nslots; k > 1; k /= 2)
         shift--;
-    uint8_t *t = buf + (at - plan->text);
+    uint8_t *t = emit_ptr(d, at - plan->text); /* (the stub's piece: after it) */
     uint8_t *slots = t + ARCH_XLATE_HDR;
     memset(slots, 0, 8 * nslots);
     for (uint32_t i = 0; i < prog->nprocs; i++) {
@@ -457,7 +477,7 @@ emit_xlate(ed_plan_t *plan, uint8_t *buf)
 
 typedef struct emit_job {
     const ed_plan_t *plan;
-    uint8_t *buf;                /* the new code (from plan->text) */
+    const emit_dst_t *dst;       /* where the new code goes */
     size_t *fall;                /* per part: the first of plan->fall its slots use */
     edl_lock_sites_t *sites;         /* per part: its switchable increments */
 } emit_job_t;
@@ -470,7 +490,7 @@ emit_part(void *arg, unsigned worker, size_t k)
     const emit_job_t *j = arg;
     const ed_plan_t *plan = j->plan;
     const cfg_prog_t *prog = plan->prog;
-    uint8_t *buf = j->buf;
+    const emit_dst_t *dst = j->dst;
     edl_lock_sites_t *sites = &j->sites[k];
     int stretch = plan->opts.stretch ? 1 : 0;
     size_t fall = j->fall[k]; /* the next of plan->fall */
@@ -498,7 +518,7 @@ emit_part(void *arg, unsigned worker, size_t k)
         const ed_anchor_t *anchor = plan->nanchors > 0 ? edl_anchor_at(plan, old) : NULL;
         if (anchor != NULL)
             in.target = anchor->base;
-        uint8_t *out = buf + (at_new - plan->text);
+        uint8_t *out = emit_ptr(dst, at_new - plan->text);
         if (s->pre > 0
             && edl_emit_probes(plan, old, ED_AT_BEFORE, at_new, out, s->pre, sites) != s->pre)
             return QP_ERANGE;
@@ -530,7 +550,7 @@ emit_part(void *arg, unsigned worker, size_t k)
                 return QP_ERANGE;
             uint64_t at = insn + s->len + s->post;
             QP_CHECK(plan->isa->emit_jmp(at, edl_map_branch(plan, old, plan->fall[fall++]),
-                                         buf + (at - plan->text), PAD_LEN(plan)));
+                                         emit_ptr(dst, at - plan->text), PAD_LEN(plan)));
         }
     }
     return 0;
@@ -546,10 +566,10 @@ emit_progress(void *arg, size_t done)
         plan->opts.on_progress(plan->opts.progress_arg, done * EMIT_GRAIN, plan->nslots);
 }
 
-/* The moved slots into BUF on the pool (EMIT_GRAIN of them at a time), their lock sites
+/* The moved slots into DST on the pool (EMIT_GRAIN of them at a time), their lock sites
  * into the plan in layout order. */
 static int
-emit_slots(ed_plan_t *plan, uint8_t *buf)
+emit_slots(ed_plan_t *plan, const emit_dst_t *dst)
 {
     size_t nparts = (plan->nslots + EMIT_GRAIN - 1) / EMIT_GRAIN;
     size_t *fall = malloc((nparts + 1) * sizeof(size_t));
@@ -561,7 +581,7 @@ emit_slots(ed_plan_t *plan, uint8_t *buf)
         for (size_t i = k * EMIT_GRAIN; i < end; i++)
             n += (plan->lay[i].flags & SLOT_JMP_AFTER) != 0;
     }
-    emit_job_t job = { plan, buf, fall, sites };
+    emit_job_t job = { plan, dst, fall, sites };
     if (rc == 0)
         rc = qp_parallel_for(plan->opts.threads, nparts, 1, emit_part, &job, emit_progress);
     edl_lock_sites_t all = { plan->lock_sites, plan->nlock_sites, plan->lock_cap };
@@ -596,36 +616,52 @@ emit_buf_map(emit_buf_t *b, size_t size)
     return b->p != MAP_FAILED ? 0 : (b->p = NULL, QP_ENOMEM);
 }
 
+/* A piece of the new code larger than this is written through the space this much at a
+ * time, its pages given back after each: the copy does not hold it twice (chromium: the
+ * overflow of the reused text, most of the new code, is one piece). */
+#define EMIT_WRITE_STEP ((size_t)4 << 20)
+
 /* Write [OFF, OFF + LEN) of B to AT in the space, then give back the pages it covers
  * whole (no other piece has bytes there: the pieces do not overlap). */
 static int
 emit_buf_write(emit_buf_t *b, size_t off, size_t len, const qp_space_ops_t *ops,
                void *space, uint64_t at)
 {
-    QP_CHECK(ops->write(space, at, b->p + off, len));
     size_t page = (size_t)sysconf(_SC_PAGESIZE);
-    size_t lo = (off + page - 1) / page * page, hi = (off + len) / page * page;
-    if (hi > lo)
-        (void)madvise(b->p + lo, hi - lo, MADV_DONTNEED); /* (reads would see zeros) */
+    size_t lo = (off + page - 1) / page * page; /* the first page not given back */
+    for (size_t done = 0; done < len;) {
+        size_t n = len - done > EMIT_WRITE_STEP ? EMIT_WRITE_STEP : len - done;
+        QP_CHECK(ops->write(space, at + done, b->p + off + done, n));
+        done += n;
+        size_t hi = (off + done) / page * page; /* (a last page shared with the rest) */
+        if (hi > lo)
+            (void)madvise(b->p + lo, hi - lo, MADV_DONTNEED); /* (reads would see zeros) */
+        lo = hi > lo ? hi : lo;
+    }
     return 0;
 }
 
-/* The moved code in layout order, written through the space in one piece. */
+/* The moved code in layout order, emitted into the space's bytes or written through it
+ * (emit_dst_t). */
 static int
 emit_code(ed_plan_t *plan, const qp_space_ops_t *ops, void *space)
 {
     const cfg_prog_t *prog = plan->prog;
-    /* Zeroed: the bytes nothing is emitted to (alignment before the translation table)
-     * are then the same in every run, whatever the heap held. */
+    /* Zeroed, the buffer and the space's new memory: the bytes nothing is emitted to
+     * (alignment before the translation table) are then the same in every run, whatever
+     * the heap held. */
+    uint64_t split = plan->mirror != 0 ? plan->overflow : 0;
+    uint8_t *direct = ops->bytes != NULL && plan->text_size > split
+        ? ops->bytes(space, plan->text + split, plan->text_size - split) : NULL;
     emit_buf_t eb;
-    if (emit_buf_map(&eb, plan->text_size + 1) < 0)
+    if (emit_buf_map(&eb, (direct != NULL ? split : plan->text_size) + 1) < 0)
         return QP_ENOMEM;
-    uint8_t *buf = eb.p;
+    emit_dst_t dst = { eb.p, direct != NULL ? direct : eb.p + split, split };
     /* Holes in the old text: what no code fills traps (int3), never old code. */
     for (size_t h = 0; h < plan->nholes; h++)
         if (plan->holes[3 * h + 2] > 0)
-            memset(buf + plan->holes[3 * h], 0xcc, plan->holes[3 * h + 1] - plan->holes[3 * h]);
-    int rc = emit_slots(plan, buf);
+            memset(eb.p + plan->holes[3 * h], 0xcc, plan->holes[3 * h + 1] - plan->holes[3 * h]);
+    int rc = emit_slots(plan, &dst);
     /* Taken-edge stubs: the snippets, then a jmp to where the branch used to go. */
     edl_lock_sites_t sites = { plan->lock_sites, plan->nlock_sites, plan->lock_cap };
     for (size_t i = 0; i < plan->nstubs && rc == 0; i++) {
@@ -635,7 +671,7 @@ emit_code(ed_plan_t *plan, const qp_space_ops_t *ops, void *space)
             rc = QP_EDECODE;
             break;
         }
-        uint8_t *out = buf + (st->new_ - plan->text);
+        uint8_t *out = emit_ptr(&dst, st->new_ - plan->text);
         uint32_t jmp = st->before == NO_STUB ? PAD_LEN(plan) : 0; /* else it falls in */
         int n = edl_emit_probes(plan, st->jcc, ED_AT_TAKEN, st->new_, out, st->len - jmp, &sites);
         if (n != (int)(st->len - jmp)) {
@@ -654,10 +690,12 @@ emit_code(ed_plan_t *plan, const qp_space_ops_t *ops, void *space)
     plan->nlock_sites = sites.n;
     plan->lock_cap = sites.cap;
     if (rc == 0 && plan->nxlate > 0)
-        rc = emit_xlate(plan, buf);
+        rc = emit_xlate(plan, &dst);
+    if (rc == 0 && plan->nanchors > 0 && split != 0)
+        rc = QP_EBUG; /* AArch64 reuses no old text (TODO(#34)): the new code is one piece */
     if (rc == 0)
-        edl_anchors_unpad(plan, buf);
-    if (rc == 0 && plan->mirror == 0)
+        edl_anchors_unpad(plan, emit_ptr(&dst, 0));
+    if (rc == 0 && plan->mirror == 0 && direct == NULL)
         rc = emit_buf_write(&eb, 0, plan->text_size, ops, space, plan->text);
     for (size_t h = 0; h < plan->nholes && rc == 0 && plan->mirror != 0; h++) {
         const uint64_t *hole = &plan->holes[3 * h];
@@ -665,7 +703,7 @@ emit_code(ed_plan_t *plan, const qp_space_ops_t *ops, void *space)
             rc = emit_buf_write(&eb, hole[0], hole[1] - hole[0], ops, space,
                                 plan->text + hole[0]);
     }
-    if (rc == 0 && plan->mirror != 0 && plan->text_size > plan->overflow)
+    if (rc == 0 && plan->mirror != 0 && plan->text_size > plan->overflow && direct == NULL)
         rc = emit_buf_write(&eb, plan->overflow, plan->text_size - plan->overflow, ops,
                             space, plan->text + plan->overflow);
     munmap(eb.p, eb.size);
