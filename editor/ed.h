@@ -327,8 +327,8 @@ typedef struct ed_opts {
                                 * instructions, about 100 times */
     void *progress_arg;         /* its ARG */
     void (*on_phase)(void *arg, const char *phase); /* or NULL: the end of a part of
-                                * ed_plan_apply (the layout; then the points patched in
-                                * place and the new code's place, before it is emitted):
+                                * ed_plan_apply (the points patched in place, the layout,
+                                * the new code's place before it is emitted):
                                 * development timing, and where a tool gives its heap's
                                 * free pages back */
     void *phase_arg;            /* its ARG */

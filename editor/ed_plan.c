@@ -864,12 +864,16 @@ ed_plan_apply(ed_plan_t *plan, const qp_space_ops_t *ops, void *space)
 {
     if (plan == NULL || ops == NULL)
         return QP_EINVAL;
+    /* The points in place first: what their patching allocates for a while (the
+     * program's block starts, held addresses) is freed before the slots are. */
+    QP_CHECK(edl_inplace_apply(plan, ops, space));
+    if (plan->opts.on_phase != NULL)
+        plan->opts.on_phase(plan->opts.phase_arg, "patched in place");
     if (!plan->laid_out) {
         QP_CHECK(edl_layout(plan, plan->opts.reuse_text && ops->alloc_over != NULL));
         if (plan->opts.on_phase != NULL)
             plan->opts.on_phase(plan->opts.phase_arg, "laid out");
     }
-    QP_CHECK(edl_inplace_apply(plan, ops, space));
     if (plan->nslots == 0)
         return 0;
     /* The new code must reach the whole image (rip-relative data, calls to code that
@@ -912,7 +916,7 @@ ed_plan_apply(ed_plan_t *plan, const qp_space_ops_t *ops, void *space)
     if (!plan->opts.keep_tables)
         QP_CHECK(edl_anchors_plan(plan));
     if (plan->opts.on_phase != NULL)
-        plan->opts.on_phase(plan->opts.phase_arg, "patched in place, new code placed");
+        plan->opts.on_phase(plan->opts.phase_arg, "new code placed");
     QP_CHECK(emit_code(plan, ops, space));
     QP_CHECK(emit_pads(plan, ops, space));
     QP_CHECK(edl_retarget_kept_calls(plan, ops, space));
