@@ -14,7 +14,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -187,30 +186,26 @@ add_counters(uint64_t *restrict into, const uint64_t *restrict from, uint64_t n)
     return over != 0;
 }
 
-/*
- * The N bytes at OFF of FD, read-only: mapped (*MAP, unmapped by the caller with N
- * bytes from *MAP_AT), or read into *BUF (malloc'd once, N bytes) when the file does not
- * map. NULL with *RC set on failure.
- */
-static const uint64_t *
-slot_counters(int fd, uint64_t n, uint64_t off, void **map, size_t *maplen, uint64_t **buf,
-              int *rc)
+/* Counters read at a time (1 MiB): a slot of chromium's holds 4 million, read through
+ * one small buffer rather than copied or mapped (a mapped file truncated meanwhile would
+ * raise SIGBUS; a read says "truncated"). */
+#define SLOT_CHUNK ((uint64_t)1 << 17)
+
+/* INTO[i] += the I-th of the N counters at OFF of FD, all but the one at SKIP (a
+ * journal's, already in its base counter; N or more: none), through BUF (SLOT_CHUNK
+ * counters). 1 when one saturated, 0, or a QP_E* error. */
+static int
+add_slot(int fd, uint64_t off, uint64_t *into, uint64_t n, uint64_t skip, uint64_t *buf)
 {
-    long page = sysconf(_SC_PAGESIZE);
-    uint64_t at = off - off % (uint64_t)(page > 0 ? page : 4096);
-    *map = n > 0 ? mmap(NULL, n + (off - at), PROT_READ, MAP_PRIVATE, fd, (off_t)at)
-                 : MAP_FAILED;
-    if (*map != MAP_FAILED) {
-        *maplen = n + (off - at);
-        return (const uint64_t *)((const uint8_t *)*map + (off - at));
+    int over = 0;
+    for (uint64_t i = 0; i < n; i += SLOT_CHUNK) {
+        uint64_t k = n - i < SLOT_CHUNK ? n - i : SLOT_CHUNK;
+        QP_CHECK(read_at(fd, buf, k * sizeof(uint64_t), off + i * sizeof(uint64_t)));
+        if (skip >= i && skip < i + k)
+            buf[skip - i] = 0;
+        over |= add_counters(into + i, buf, k);
     }
-    *map = NULL;
-    if (*buf == NULL && (*buf = malloc(n ? n : 1)) == NULL) {
-        *rc = QP_ENOMEM;
-        return NULL;
-    }
-    *rc = read_at(fd, *buf, n, off);
-    return *rc < 0 ? NULL : *buf;
+    return over;
 }
 
 /*
@@ -253,8 +248,8 @@ add_slots(int fd, uint64_t size, qp_profile_t *out, char *why, size_t whylen)
 {
     prof_layout_t l = layout_of(out->hdr.ncounters);
     qp_prof_slot_t *tab = malloc(QP_PROF_MAX_SLOTS * sizeof(qp_prof_slot_t));
-    uint64_t *buf = NULL; /* a slot's counters when the file does not map */
-    int rc = tab == NULL
+    uint64_t *buf = malloc(SLOT_CHUNK * sizeof(uint64_t));
+    int rc = tab == NULL || buf == NULL
         ? QP_ENOMEM
         : read_at(fd, tab, QP_PROF_MAX_SLOTS * sizeof(*tab), l.slots_off);
     /* A journal names a base counter (the runtime completes journals before any other
@@ -285,20 +280,18 @@ add_slots(int fd, uint64_t size, qp_profile_t *out, char *why, size_t whylen)
         }
         if (rc < 0)
             break;
-        /* Mapped rather than read: chromium's slot is 33 MB that need not be copied. */
-        void *map = NULL;
-        size_t maplen = 0;
-        const uint64_t *c = slot_counters(fd, l.cbytes, off, &map, &maplen, &buf, &rc);
-        if (c == NULL)
-            break;
         /* A journal's counter is already in the base counter. */
         uint64_t j = s->state == QP_SLOT_FOLDING && s->jour_valid ? s->jour_index
                                                                  : out->hdr.ncounters;
-        if (add_counters(out->counters, c, j) || (j < out->hdr.ncounters
-            && add_counters(out->counters + j + 1, c + j + 1, out->hdr.ncounters - j - 1)))
-            out->saturated = 1;
-        if (map != NULL)
-            munmap(map, maplen);
+        int over = add_slot(fd, off, out->counters, out->hdr.ncounters, j, buf);
+        if (over < 0) {
+            rc = over;
+            if (rc == QP_EFORMAT)
+                qp_why(why, whylen, "profile truncated (the counters of slot %llu)",
+                (unsigned long long)k);
+            break;
+        }
+        out->saturated |= over;
         out->nslots_used++;
         if (s->state == QP_SLOT_OWNED && owner_runs(s)) {
             out->nrunning++;
