@@ -651,21 +651,24 @@ decode_aside(const qp_desc_t *d, struct qp_desc_lazy *lz, desc_chunk_t *c)
     if (lz->scratch == c)
         return 0;
     lz->scratch = NULL;
-    if (c->nblocks > lz->sbcap) {
+    /* The marks have one more record than the chunk (its end), so they exist even for
+     * a chunk without blocks or edges: classify_procs reads them. */
+    if (lz->bmarks == NULL || c->nblocks > lz->sbcap) {
         free(lz->sblocks);
         free(lz->bmarks);
-        lz->sblocks = malloc(c->nblocks * sizeof(qp_desc_block_t));
+        lz->sblocks = malloc((c->nblocks + 1) * sizeof(qp_desc_block_t));
         lz->bmarks = malloc((c->nblocks + 1) * sizeof(rec_mark_t));
         lz->sbcap = lz->sblocks != NULL && lz->bmarks != NULL ? c->nblocks : 0;
     }
-    if (c->nedges > lz->secap) {
+    if (lz->emarks == NULL || c->nedges > lz->secap) {
         free(lz->sedges);
         free(lz->emarks);
-        lz->sedges = malloc(c->nedges * sizeof(qp_desc_edge_t));
+        lz->sedges = malloc((c->nedges + 1) * sizeof(qp_desc_edge_t));
         lz->emarks = malloc((c->nedges + 1) * sizeof(rec_mark_t));
         lz->secap = lz->sedges != NULL && lz->emarks != NULL ? c->nedges : 0;
     }
-    if (c->nblocks > lz->sbcap || c->nedges > lz->secap) {
+    if (lz->bmarks == NULL || lz->emarks == NULL || c->nblocks > lz->sbcap
+        || c->nedges > lz->secap) {
         qp_why(lz->why, sizeof(lz->why), "%s", qp_strerror(QP_ENOMEM));
         return QP_ENOMEM;
     }
