@@ -894,9 +894,9 @@ ed_plan_apply(ed_plan_t *plan, const qp_space_ops_t *ops, void *space)
                                  &plan->text, &skip));
         if (skip % 64 != 0)
             return QP_ERANGE;
-        shift_overflow(plan, skip);
-        if (plan->text_size > UINT32_MAX)
+        if (plan->text_size + skip > UINT32_MAX)
             return QP_ERANGE; /* slots hold 32-bit offsets */
+        shift_overflow(plan, skip);
     } else
         QP_CHECK(ops->alloc_near(space, lo, hi, plan->text_size, ED_PROT_R | ED_PROT_X,
                                  &plan->text));

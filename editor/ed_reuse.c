@@ -671,7 +671,7 @@ chunk_end(const ed_plan_t *plan, size_t c)
     if (c + 1 < plan->nchunks)
         return slot_new(plan, &plan->lay[plan->chunk[c + 1]]);
     const ed_slot_t *last = &plan->lay[plan->nslots - 1];
-    return last->new_ + slot_size(plan, last);
+    return slot_new(plan, last) + slot_size(plan, last);
 }
 
 /*
