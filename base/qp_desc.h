@@ -119,10 +119,10 @@ typedef struct qp_desc {
     qp_desc_keys_t *keys;
 } qp_desc_t;
 
-/* Fill D->zero and D->zero_entry (D is valid); 0 or QP_ENOMEM. A writer that can solve
- * flow (report/qp_flow.h) passes one to the driver so that the description carries the
- * summaries. */
-typedef int (*qp_desc_summarize_fn)(qp_desc_t *d);
+/* Fill D->zero and D->zero_entry (D is valid) on up to THREADS threads; 0 or
+ * QP_ENOMEM. A writer that can solve flow (report/qp_flow.h) passes one to the driver
+ * so that the description carries the summaries. */
+typedef int (*qp_desc_summarize_fn)(qp_desc_t *d, unsigned threads);
 
 /*
  * Append the NUL-terminated string S to D's string table (creating the table, with ""

@@ -1052,7 +1052,7 @@ drv_describe(drv_result_t *res, const ed_plan_t *plan, uint64_t counters, uint8_
     /* What each procedure gives when it did not run, so that qp need not decode it. */
     int rc = 0;
     if (res->summarize != NULL && qp_desc_validate(&d, NULL, 0) == 0)
-        rc = res->summarize(&d);
+        rc = res->summarize(&d, res->workers);
     if (rc == 0)
         rc = qp_desc_serialize_threads(&d, res->workers, buf, len);
     free(d.zero);

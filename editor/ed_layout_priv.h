@@ -108,6 +108,8 @@ struct ed_plan {
     uint64_t *seg_new_end;    /* per segment: new address after its last instruction */
     uint64_t *xt;             /* interior entries (cfg_interior_entries), sorted */
     size_t nxt;
+    uint32_t *table_by_jump;  /* the program's jump tables by jump address (then index) */
+    uint8_t *table_alone;     /* per jump table: no other table shares its bytes */
     ed_probe_t *probes;       /* the drivers' snippets, sorted by address then place */
     size_t nprobes;
     size_t nprobes_placed;    /* probes that found their instruction during layout */
@@ -291,6 +293,8 @@ int edl_block_unresolved(const cfg_prog_t *prog, const cfg_block_t *b);
 uint32_t edl_dropped_at(const ed_plan_t *plan, uint64_t addr);
 /* Will jump table T be retargeted to the new code whenever procedure PI moves? */
 int edl_table_sure(const ed_plan_t *plan, uint32_t t, uint32_t pi);
+/* plan->table_by_jump and plan->table_alone, from the program's tables. */
+int edl_index_tables(ed_plan_t *plan);
 /* Sort the names of opts.leave. */
 int edl_sort_leave(ed_plan_t *plan);
 /* Append X to the growable array *V (*N used, *CAP allocated). 0 or QP_ENOMEM. */

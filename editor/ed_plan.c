@@ -38,6 +38,8 @@ ed_plan_create(const cfg_prog_t *prog, const ed_opts_t *opts, ed_plan_t **out)
     plan->reason = calloc(prog->nprocs + 1, sizeof(char *));
     int rc = plan->reason ? edl_sort_leave(plan) : QP_ENOMEM;
     if (rc == 0)
+        rc = edl_index_tables(plan);
+    if (rc == 0)
         rc = edl_decide(plan);
     plan->opts.stay = NULL; /* the caller's: read by decide only */
     plan->opts.nstay = 0;
@@ -83,6 +85,8 @@ ed_plan_destroy(ed_plan_t *plan)
     free(plan->lay);
     free(plan->fall);
     free(plan->xt);
+    free(plan->table_by_jump);
+    free(plan->table_alone);
     free(plan->groups);
     free(plan->segs);
     free(plan->seg_new_end);

@@ -47,6 +47,26 @@ cmp_span(const void *a, const void *b)
     return (x->end > y->end) - (x->end < y->end);
 }
 
+/* Sort the spans V[0 .. N) of a procedure's blocks, which come entry block first, the
+ * rest in address order (cfg_build): the first moves into place (a qsort of each of
+ * cc1's 39k procedures cost 0.57 G instructions); any other order is sorted. */
+static void
+sort_block_spans(cfg_span_t *v, size_t n)
+{
+    size_t i = 1;
+    while (i + 1 < n && cmp_span(&v[i], &v[i + 1]) <= 0)
+        i++;
+    if (i + 1 < n) {
+        qsort(v, n, sizeof(cfg_span_t), cmp_span);
+        return;
+    }
+    cfg_span_t first = v[0];
+    size_t k = 0;
+    for (; k + 1 < n && cmp_span(&v[k + 1], &first) < 0; k++)
+        v[k] = v[k + 1];
+    v[k] = first;
+}
+
 /* Append [START, END) to *V, extending the last span when they touch. */
 static int
 push_span(cfg_span_t **v, size_t *n, size_t *cap, uint64_t start, uint64_t end)
@@ -206,7 +226,7 @@ given_spans(const ed_plan_t *plan, const uint8_t *keep, uint64_t lo, uint64_t hi
         }
         for (uint32_t k = 0; k < p->nblocks; k++)
             bl[k] = (cfg_span_t) { prog->blocks[p->block + k].start, prog->blocks[p->block + k].end };
-        qsort(bl, p->nblocks, sizeof(cfg_span_t), cmp_span);
+        sort_block_spans(bl, p->nblocks);
         uint64_t at = p->start < bl[0].start ? p->start : bl[0].start;
         for (uint32_t k = 0; k <= p->nblocks && rc == 0; k++) {
             uint64_t gap_end = k < p->nblocks ? bl[k].start : p->end;

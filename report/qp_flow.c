@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/qp_pool.h"
 #include "report/qp_flow.h"
 
 typedef unsigned __int128 u128;
@@ -462,8 +463,32 @@ summarize_one(qp_desc_t *d, uint32_t proc, const uint64_t *zeros,
     return 0;
 }
 
+/* The state qp_flow_zero_summaries' items share (read only but for their own
+ * procedure's summaries). */
+typedef struct summaries_job {
+    qp_desc_t *d;
+    const uint64_t *zeros;            /* the counters, all 0 */
+    const qp_flow_entries_t *entries; /* every entry count known to be 0 */
+} summaries_job_t;
+
+/* qp_task_fn: procedure K's summaries (a procedure's solution reads the description
+ * alone, and writes its own entries of d->zero and d->zero_entry). */
+static int
+summarize_task(void *arg, unsigned worker, size_t k)
+{
+    (void)worker;
+    const summaries_job_t *j = arg;
+    uint32_t i = (uint32_t)k, flags = j->d->procs[i].flags;
+    if (!(flags & QP_PROC_MEASURED))
+        return 0;
+    int rc = summarize_one(j->d, i, j->zeros, NULL, &j->d->zero[i]);
+    if (rc == 0 && (flags & QP_PROC_BY_CALLS))
+        rc = summarize_one(j->d, i, j->zeros, j->entries, &j->d->zero_entry[i]);
+    return rc;
+}
+
 int
-qp_flow_zero_summaries(qp_desc_t *d)
+qp_flow_zero_summaries(qp_desc_t *d, unsigned threads)
 {
     uint32_t n = d->hdr.nprocs;
     free(d->zero);
@@ -478,14 +503,9 @@ qp_flow_zero_summaries(qp_desc_t *d)
     if (known != NULL)
         memset(known, 1, n + 1);
     qp_flow_entries_t entries = { n, count, known, NULL, NULL, NULL };
-    for (uint32_t i = 0; i < n && rc == 0; i++) {
-        uint32_t flags = d->procs[i].flags;
-        if (!(flags & QP_PROC_MEASURED))
-            continue;
-        rc = summarize_one(d, i, zeros, NULL, &d->zero[i]);
-        if (rc == 0 && (flags & QP_PROC_BY_CALLS))
-            rc = summarize_one(d, i, zeros, &entries, &d->zero_entry[i]);
-    }
+    summaries_job_t job = { d, zeros, &entries };
+    if (rc == 0)
+        rc = qp_parallel_for(threads, n, 64, summarize_task, &job, NULL);
     free(zeros);
     free(count);
     free(known);

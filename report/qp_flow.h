@@ -180,10 +180,11 @@ qp_flow_entry_cmp(const void *a, const void *b);
  * D's zero-input summaries (D->zero, D->zero_entry, allocated here; qp_desc_summarize_fn
  * for the writer): each measured procedure solved with zero inputs, as a report solves
  * one that did not run; one counted by its calls twice, its entry count unknown and
- * known to be 0. D must be valid. Returns 0 or QP_ENOMEM.
+ * known to be 0, on up to THREADS threads (the same result for any number). D must be
+ * valid. Returns 0 or QP_ENOMEM.
  */
 int
-qp_flow_zero_summaries(qp_desc_t *d);
+qp_flow_zero_summaries(qp_desc_t *d, unsigned threads);
 
 /* Free F's arrays and zero it. NULL is fine. */
 void

@@ -590,7 +590,7 @@ many_desc(qp_desc_t *d, uint32_t np)
                                          .name = name, .kind = QP_CALL_DIRECT };
     }
     ck_assert_int_eq(qp_desc_validate(d, NULL, 0), 0);
-    ck_assert_int_eq(qp_flow_zero_summaries(d), 0);
+    ck_assert_int_eq(qp_flow_zero_summaries(d, 1), 0);
 }
 
 START_TEST(test_qp_desc_lazy_later)
@@ -606,7 +606,7 @@ START_TEST(test_qp_desc_lazy_later)
     d.edges[0].counter = QP_NOCOUNTER; /* its entry: counted by its calls */
     d.calls[0].target = 0x10100;       /* procedure 0 calls 1; every other one calls 0 */
     ck_assert_int_eq(qp_desc_validate(&d, NULL, 0), 0);
-    ck_assert_int_eq(qp_flow_zero_summaries(&d), 0);
+    ck_assert_int_eq(qp_flow_zero_summaries(&d, 1), 0);
     uint8_t *buf;
     size_t len;
     char why[256] = "";
