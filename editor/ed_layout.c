@@ -25,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/qp_pool.h"
 #include "editor/ed.h"
 
 #include "editor/ed_layout_priv.h"
@@ -391,11 +392,45 @@ probes_from_hint(const ed_plan_t *plan, uint64_t old, size_t *hint)
     return *hint = probes_from(plan, old);
 }
 
-/* Size the probes of the instruction IN at A into slot S (and a stub for TAKEN ones);
- * HINT: probes_from_hint's. */
+/*
+ * The slots of a part of the procedures (collect_slots): filled on the pool, each part
+ * into its own range of plan->lay reserved from its blocks' instruction counts; what
+ * follows a sequence over all slots (the stubs' numbers, plan->fall, the chunks, the
+ * statistics) is gathered per part and joined in procedure order, so that the plan is
+ * the same for any number of threads.
+ */
+#define COLLECT_GRAIN 8192 /* instructions a part reserves, about */
+
+typedef struct collect_part {
+    uint32_t lo, hi;           /* its procedures [lo, hi) */
+    size_t base, cap;          /* the slots reserved for it: plan->lay[base, base + cap) */
+    size_t n;                  /* slots filled */
+    ed_stub_t *stubs;          /* its taken-edge stubs; a slot's stub is numbered in here */
+    size_t nstubs, stubcap;
+    uint64_t *fall;            /* its part of plan->fall */
+    size_t nfall, fallcap;
+    uint64_t *chunk;           /* the slots (from base) where its chunks start ... */
+    size_t nchunk, chunkcap;
+    size_t first;              /* ... and its first moved procedure's first slot, when that
+                                * is in a group (it starts a chunk if it is the first of
+                                * all), or SIZE_MAX */
+    uint32_t nmoved;           /* plan->stats.nmoved's part ... */
+    uint64_t bytes_old;        /* ... and plan->stats.bytes_old's */
+    size_t nxlate, nplaced;    /* plan->nxlate's and plan->nprobes_placed's part */
+} collect_part_t;
+
+typedef struct collect_job {
+    const ed_plan_t *plan;
+    ed_slot_t *lay;            /* every part's slots */
+    const uint8_t *in_group;   /* per procedure: not the first of a group sharing an FDE */
+    collect_part_t *parts;
+} collect_job_t;
+
+/* Size the probes of the instruction IN at A into slot S (and a stub for TAKEN ones,
+ * numbered in part C); HINT: probes_from_hint's. */
 static int
-size_probes(ed_plan_t *plan, const arch_insn_t *in, ed_slot_t *s, ed_stub_t **stubs,
-            size_t *cap, size_t *hint)
+size_probes(const ed_plan_t *plan, const arch_insn_t *in, ed_slot_t *s, collect_part_t *c,
+            size_t *hint)
 {
     uint64_t a = slot_old(plan, s);
     size_t k0 = probes_from_hint(plan, a, hint), k = k0;
@@ -403,7 +438,7 @@ size_probes(ed_plan_t *plan, const arch_insn_t *in, ed_slot_t *s, ed_stub_t **st
         k++;
     if (k == k0)
         return 0;
-    plan->nprobes_placed += k - k0;
+    c->nplaced += k - k0;
     int pre = edl_emit_probes(plan, a, ED_AT_BEFORE, 0, NULL, 0, NULL);
     int entry_pre = emit_probes_part(plan, a, ED_AT_BEFORE, 1, 0, NULL, 0, NULL);
     int post = edl_emit_probes(plan, a, ED_AT_AFTER, 0, NULL, 0, NULL);
@@ -418,22 +453,114 @@ size_probes(ed_plan_t *plan, const arch_insn_t *in, ed_slot_t *s, ed_stub_t **st
     if (taken > 0) {
         if (in->kind != ARCH_KIND_JCC)
             return QP_EINVAL; /* only a conditional branch has a taken edge to split */
-        if (plan->nstubs == *cap) {
-            size_t ncap = *cap ? *cap * 2 : 256;
-            ed_stub_t *v = realloc(*stubs, ncap * sizeof(ed_stub_t));
-            if (v == NULL)
-                return QP_ENOMEM;
-            *stubs = v;
-            *cap = ncap;
-        }
+        QP_CHECK(cfg_vec_grow((void **)&c->stubs, &c->stubcap, c->nstubs + 1, sizeof(ed_stub_t)));
         int want = 0;
         for (size_t j = k0; j < k; j++)
             want |= plan->probes[j].at == ED_AT_TAKEN && (plan->probes[j].flags & ED_PROBE_FALL_IN);
-        s->stub = (uint32_t)plan->nstubs;
-        (*stubs)[plan->nstubs++] = (ed_stub_t) { a, 0, in->target, (uint32_t)taken + PAD_LEN(plan),
-                                                 NO_STUB, (uint8_t)want };
+        s->stub = (uint32_t)c->nstubs;
+        c->stubs[c->nstubs++] = (ed_stub_t) { a, 0, in->target, (uint32_t)taken + PAD_LEN(plan),
+                                              NO_STUB, (uint8_t)want };
     }
     return 0;
+}
+
+/* Does procedure PI move as a procedure of its own (not a fragment: those are laid out
+ * with their parent's blocks)? */
+static int
+lays_out(const ed_plan_t *plan, uint32_t pi)
+{
+    return plan->reason[pi] == NULL && !(plan->prog->procs[pi].flags & CFG_PROC_FRAGMENT);
+}
+
+/* Procedure PI's slots into C's range of J->lay, sizes long. ORDER: room for its
+ * blocks. */
+static int
+collect_proc(const collect_job_t *j, collect_part_t *c, uint32_t pi, uint32_t *order,
+             size_t *probe_hint)
+{
+    const ed_plan_t *plan = j->plan;
+    const cfg_prog_t *prog = plan->prog;
+    const cfg_proc_t *p = &prog->procs[pi];
+    ed_slot_t *v = j->lay + c->base;
+    uint8_t scratch[ARCH_MAX_RELOC];
+    /* Blocks in address order: cfg/ puts the entry block first, the rest sorted. */
+    uint32_t k0;
+    layout_rank(prog, p, &k0);
+    uint32_t o = 0;
+    for (uint32_t k = 1; k <= k0; k++)
+        order[o++] = p->block + k;
+    order[o++] = p->block;
+    for (uint32_t k = k0 + 1; k < p->nblocks; k++)
+        order[o++] = p->block + k;
+    c->nmoved++;
+    if (!j->in_group[pi])
+        QP_CHECK(edl_push_u64(&c->chunk, &c->nchunk, &c->chunkcap, c->n));
+    else if (c->first == SIZE_MAX && c->nmoved == 1)
+        c->first = c->n; /* else the chunk of the group's first procedure goes on */
+    for (uint32_t k = 0; k < p->nblocks; k++) {
+        const cfg_block_t *b = &prog->blocks[order[k]];
+        c->bytes_old += b->end - b->start;
+        for (uint64_t a = b->start; a < b->end;) {
+            const uint8_t *bytes = cfg_image_ptr(prog->img, a, NULL);
+            arch_insn_t in;
+            if (bytes == NULL || cfg_image_decode(prog->img, a, 0, &in) < 0)
+                return QP_EDECODE;
+            /* The long form: an upper bound of the size (an ISA without the translation
+             * has its procedures stay, ed_select.c). */
+            int xlate = in.kind == ARCH_KIND_JMP_IND && a + in.len == b->end
+                && edl_block_unresolved(prog, b);
+            int len = !xlate ? plan->isa->reloc_max_len(bytes, &in)
+                : plan->isa->emit_jmp_xlate != NULL
+                ? plan->isa->emit_jmp_xlate(bytes, &in, a, a + 0x1000, 0, scratch,
+                                            sizeof(scratch))
+                : QP_EBUG;
+            QP_CHECK(len);
+            if (c->n == c->cap)
+                return QP_EBUG; /* more instructions than the blocks counted */
+            v[c->n] = (ed_slot_t) { .old = (uint32_t)(a - plan->old_base), .stub = NO_STUB,
+                                    .len = (uint8_t)(len + (plan->opts.stretch ? 1 : 0)),
+                                    .olen = in.len,
+                                    .flags = (in.kind == ARCH_KIND_JMP || in.kind == ARCH_KIND_JCC)
+                                        ? SLOT_BRANCH : xlate ? SLOT_XLATE : 0 };
+            c->nxlate += xlate != 0;
+            if (plan->nprobes > 0)
+                QP_CHECK(size_probes(plan, &in, &v[c->n], c, probe_hint));
+            c->n++;
+            a += in.len;
+        }
+        /* A fall-through to anything but the next block in layout needs a jmp. */
+        uint64_t to;
+        if (c->n > 0 && falls_through(prog, b, &to)
+            && !(k + 1 < p->nblocks && prog->blocks[order[k + 1]].start == to)) {
+            v[c->n - 1].flags |= SLOT_JMP_AFTER;
+            QP_CHECK(edl_push_u64(&c->fall, &c->nfall, &c->fallcap, to));
+        }
+    }
+    return 0;
+}
+
+/* qp_task_fn: the slots of part K of the collect_job_t ARG. */
+static int
+collect_part(void *arg, unsigned worker, size_t k)
+{
+    (void)worker;
+    const collect_job_t *j = arg;
+    collect_part_t *c = &j->parts[k];
+    const cfg_prog_t *prog = j->plan->prog;
+    uint32_t most = 0;
+    for (uint32_t pi = c->lo; pi < c->hi; pi++)
+        most = prog->procs[pi].nblocks > most ? prog->procs[pi].nblocks : most;
+    uint32_t *order = malloc((most + 1) * sizeof(uint32_t));
+    if (order == NULL)
+        return QP_ENOMEM;
+    size_t probe_hint = 0;
+    c->first = SIZE_MAX;
+    int rc = 0;
+    for (uint32_t pi = c->lo; pi < c->hi && rc == 0; pi++)
+        if (lays_out(j->plan, pi))
+            rc = collect_proc(j, c, pi, order, &probe_hint);
+    free(order);
+    return rc;
 }
 
 /* A chunk starts at slot N: a procedure, or procedures sharing an FDE (one entry is
@@ -447,130 +574,99 @@ push_chunk(ed_plan_t *plan, size_t n)
     return 0;
 }
 
+/* Join part C's slots, stubs, fall targets, chunks and figures to the plan's (the slots
+ * so far: *N). */
+static int
+join_part(ed_plan_t *plan, collect_part_t *c, size_t *n, size_t *stubcap, size_t *fallcap)
+{
+    if (c->base != *n)
+        memmove(&plan->lay[*n], &plan->lay[c->base], c->n * sizeof(ed_slot_t));
+    for (size_t i = 0; c->nstubs > 0 && i < c->n; i++)
+        if (plan->lay[*n + i].stub != NO_STUB)
+            plan->lay[*n + i].stub += (uint32_t)plan->nstubs;
+    QP_CHECK(cfg_vec_grow((void **)&plan->stubs, stubcap, plan->nstubs + c->nstubs,
+                          sizeof(ed_stub_t)));
+    if (c->nstubs > 0)
+        memcpy(&plan->stubs[plan->nstubs], c->stubs, c->nstubs * sizeof(ed_stub_t));
+    plan->nstubs += c->nstubs;
+    for (size_t i = 0; i < c->nfall; i++)
+        QP_CHECK(edl_push_u64(&plan->fall, &plan->nfall, fallcap, c->fall[i]));
+    if (c->first != SIZE_MAX && plan->nchunks == 0)
+        QP_CHECK(push_chunk(plan, *n + c->first));
+    for (size_t i = 0; i < c->nchunk; i++)
+        QP_CHECK(push_chunk(plan, *n + (size_t)c->chunk[i]));
+    plan->stats.nmoved += c->nmoved;
+    plan->stats.bytes_old += c->bytes_old;
+    plan->nxlate += c->nxlate;
+    plan->nprobes_placed += c->nplaced;
+    *n += c->n;
+    return 0;
+}
+
 /* Fill plan->lay with every moved instruction in layout order, sizes long. */
 static int
 collect_slots(ed_plan_t *plan)
 {
     const cfg_prog_t *prog = plan->prog;
     /* Sized once from the blocks' instruction counts: doubling a vector of millions of
-     * slots copies it and leaves the old copies' memory behind. */
-    size_t cap = 1024, n = 0;
+     * slots copies it and leaves the old copies' memory behind. Parts of about
+     * COLLECT_GRAIN instructions, in procedure order. */
+    size_t cap = 0, nparts = 0, partcap = 0;
     uint64_t lo = UINT64_MAX, hi = 0; /* the old addresses: offsets from lo in a slot */
-    for (uint32_t pi = 0; pi < prog->nprocs; pi++) {
-        const cfg_proc_t *p = &prog->procs[pi];
-        if (plan->reason[pi] != NULL || (p->flags & CFG_PROC_FRAGMENT))
+    collect_part_t *parts = NULL;
+    int rc = 0;
+    for (uint32_t pi = 0; pi < prog->nprocs && rc == 0; pi++) {
+        if (nparts == 0 || parts[nparts - 1].cap >= COLLECT_GRAIN) {
+            if ((rc = cfg_vec_grow((void **)&parts, &partcap, nparts + 1, sizeof(*parts))) < 0)
+                break;
+            parts[nparts++] = (collect_part_t) { .lo = pi, .base = cap };
+        }
+        parts[nparts - 1].hi = pi + 1;
+        if (!lays_out(plan, pi))
             continue;
+        const cfg_proc_t *p = &prog->procs[pi];
         for (uint32_t k = 0; k < p->nblocks; k++) {
             const cfg_block_t *b = &prog->blocks[p->block + k];
+            parts[nparts - 1].cap += b->ninsns;
             cap += b->ninsns;
             lo = b->start < lo ? b->start : lo;
             hi = b->end > hi ? b->end : hi;
         }
     }
-    if (hi > lo && hi - lo > UINT32_MAX)
-        return QP_ERANGE;
+    if (rc == 0 && hi > lo && hi - lo > UINT32_MAX)
+        rc = QP_ERANGE;
     plan->old_base = hi > lo ? lo : 0;
-    ed_slot_t *v = malloc(cap * sizeof(ed_slot_t));
+    ed_slot_t *v = rc == 0 ? malloc((cap + 1) * sizeof(ed_slot_t)) : NULL;
     /* Procedures that share an FDE are one chunk: the FDE describes one range. */
-    uint8_t *in_group = calloc(prog->nprocs + 1, 1);
+    uint8_t *in_group = rc == 0 ? calloc(prog->nprocs + 1, 1) : NULL;
+    if (rc == 0 && (v == NULL || in_group == NULL))
+        rc = QP_ENOMEM;
     for (size_t g = 0; in_group != NULL && g + 1 < plan->ngroups; g += 2)
         for (uint64_t pi = plan->groups[g] + 1; pi <= plan->groups[g + 1] && pi < prog->nprocs; pi++)
             in_group[pi] = 1;
-    uint32_t *order = NULL;
-    size_t ordercap = 0, stubcap = 0, fallcap = 0, probe_hint = 0;
-    int rc = 0;
-    uint8_t scratch[ARCH_MAX_RELOC];
-    if (v == NULL || in_group == NULL) {
-        free(v);
-        free(in_group);
-        return QP_ENOMEM;
+    collect_job_t job = { plan, v, in_group, parts };
+    if (rc == 0)
+        rc = qp_parallel_for(plan->opts.threads, nparts, 1, collect_part, &job, NULL);
+    plan->lay = v;
+    size_t n = 0, stubcap = 0, fallcap = 0;
+    for (size_t k = 0; k < nparts; k++) {
+        if (rc == 0)
+            rc = join_part(plan, &parts[k], &n, &stubcap, &fallcap);
+        free(parts[k].stubs);
+        free(parts[k].fall);
+        free(parts[k].chunk);
     }
-    for (uint32_t pi = 0; pi < prog->nprocs && rc == 0; pi++) {
-        const cfg_proc_t *p = &prog->procs[pi];
-        if (plan->reason[pi] != NULL || (p->flags & CFG_PROC_FRAGMENT))
-            continue;
-        if (p->nblocks > ordercap) {
-            free(order);
-            ordercap = p->nblocks;
-            if ((order = malloc(ordercap * sizeof(uint32_t))) == NULL) {
-                rc = QP_ENOMEM;
-                break;
-            }
-        }
-        /* Blocks in address order: cfg/ puts the entry block first, the rest sorted. */
-        uint32_t k0;
-        layout_rank(prog, p, &k0);
-        uint32_t o = 0;
-        for (uint32_t k = 1; k <= k0; k++)
-            order[o++] = p->block + k;
-        order[o++] = p->block;
-        for (uint32_t k = k0 + 1; k < p->nblocks; k++)
-            order[o++] = p->block + k;
-        plan->stats.nmoved++;
-        if ((!in_group[pi] || plan->nchunks == 0) && (rc = push_chunk(plan, n)) < 0)
-            break; /* else the chunk of the group's first procedure goes on */
-        for (uint32_t k = 0; k < p->nblocks && rc == 0; k++) {
-            const cfg_block_t *b = &prog->blocks[order[k]];
-            plan->stats.bytes_old += b->end - b->start;
-            for (uint64_t a = b->start; a < b->end;) {
-                const uint8_t *bytes = cfg_image_ptr(prog->img, a, NULL);
-                arch_insn_t in;
-                if (bytes == NULL || cfg_image_decode(prog->img, a, 0, &in) < 0) {
-                    rc = QP_EDECODE;
-                    break;
-                }
-                /* The long form: an upper bound of the size (an ISA without the
-                 * translation has its procedures stay, ed_select.c). */
-                int xlate = in.kind == ARCH_KIND_JMP_IND && a + in.len == b->end
-                    && edl_block_unresolved(prog, b);
-                int len = !xlate ? plan->isa->reloc_max_len(bytes, &in)
-                    : plan->isa->emit_jmp_xlate != NULL
-                    ? plan->isa->emit_jmp_xlate(bytes, &in, a, a + 0x1000, 0, scratch,
-                                                sizeof(scratch))
-                    : QP_EBUG;
-                if (len < 0) {
-                    rc = len;
-                    break;
-                }
-                if (n == cap) {
-                    ed_slot_t *nv = realloc(v, (cap *= 2) * sizeof(ed_slot_t));
-                    if (nv == NULL) {
-                        rc = QP_ENOMEM;
-                        break;
-                    }
-                    v = nv;
-                }
-                v[n] = (ed_slot_t) { .old = (uint32_t)(a - plan->old_base), .stub = NO_STUB,
-                                     .len = (uint8_t)(len + (plan->opts.stretch ? 1 : 0)),
-                                     .olen = in.len,
-                                     .flags = (in.kind == ARCH_KIND_JMP || in.kind == ARCH_KIND_JCC)
-                                         ? SLOT_BRANCH : xlate ? SLOT_XLATE : 0 };
-                plan->nxlate += xlate != 0;
-                if (plan->nprobes > 0
-                    && (rc = size_probes(plan, &in, &v[n], &plan->stubs, &stubcap,
-                                         &probe_hint)) < 0)
-                    break;
-                n++;
-                a += in.len;
-            }
-            /* A fall-through to anything but the next block in layout needs a jmp. */
-            uint64_t to;
-            if (rc == 0 && n > 0 && falls_through(prog, b, &to)
-                && !(k + 1 < p->nblocks && prog->blocks[order[k + 1]].start == to)) {
-                v[n - 1].flags |= SLOT_JMP_AFTER;
-                rc = edl_push_u64(&plan->fall, &plan->nfall, &fallcap, to);
-            }
-        }
-    }
-    free(order);
+    free(parts);
     free(in_group);
     if (rc < 0) {
         free(v);
+        plan->lay = NULL;
         return rc;
     }
-    /* The stubs grew by doubling: what they did not take serves the index. */
+    /* What the instruction counts reserved and the slots did not take serves the
+     * index; the stubs too. */
+    cfg_vec_trim((void **)&plan->lay, &cap, n, sizeof(ed_slot_t));
     cfg_vec_trim((void **)&plan->stubs, &stubcap, plan->nstubs, sizeof(ed_stub_t));
-    plan->lay = v;
     plan->nslots = n;
     if (plan->chunk != NULL)
         plan->chunk[plan->nchunks] = (uint32_t)n; /* room kept above */
