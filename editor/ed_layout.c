@@ -984,23 +984,22 @@ edl_segment_ends(ed_plan_t *plan)
     }
 }
 
-int
-edl_layout(ed_plan_t *plan, int reuse)
+/*
+ * Layout pass 2 on the pool, SHORT_GRAIN slots at a time: a slot's short form depends on
+ * the long layout's addresses alone, which this pass does not change, and the pass
+ * writes that slot only.
+ */
+#define SHORT_GRAIN 16384
+
+/* qp_task_fn: the direct branches of slots [K, K + 1) * SHORT_GRAIN of plan ARG in their
+ * rel8 form where the target is in reach. */
+static int
+shorten_part(void *arg, unsigned worker, size_t k)
 {
-    plan->laid_out = 1;
-    QP_CHECK(collect_slots(plan));
-    if (plan->nprobes_placed != plan->nprobes)
-        return QP_EINVAL; /* a probe on code that does not move: never dropped silently */
-    QP_CHECK(index_slots(plan));
-    QP_CHECK(fall_stubs(plan));
-    /* Pass 1: long forms (an upper bound of the size: slots hold 32-bit offsets). */
-    if (assign(plan, 0) > UINT32_MAX)
-        return QP_ERANGE;
-    if (reuse)
-        QP_CHECK(edl_plan_reuse(plan));
-    /* Pass 2: rel8 where the target is in reach in the long layout (in the same
-     * chunk when chunks go into holes: chunks are placed apart). */
-    for (size_t i = 0; i < plan->nslots && !plan->opts.long_branches; i++) {
+    (void)worker;
+    ed_plan_t *plan = arg;
+    size_t end = (k + 1) * SHORT_GRAIN < plan->nslots ? (k + 1) * SHORT_GRAIN : plan->nslots;
+    for (size_t i = k * SHORT_GRAIN; i < end; i++) {
         ed_slot_t *s = &plan->lay[i];
         if (!(s->flags & SLOT_BRANCH) || s->stub != NO_STUB)
             continue; /* only direct branches have a short form; decode nothing else */
@@ -1026,6 +1025,28 @@ edl_layout(ed_plan_t *plan, int reuse)
             s->flags |= SLOT_SHORT;
         }
     }
+    return 0;
+}
+
+int
+edl_layout(ed_plan_t *plan, int reuse)
+{
+    plan->laid_out = 1;
+    QP_CHECK(collect_slots(plan));
+    if (plan->nprobes_placed != plan->nprobes)
+        return QP_EINVAL; /* a probe on code that does not move: never dropped silently */
+    QP_CHECK(index_slots(plan));
+    QP_CHECK(fall_stubs(plan));
+    /* Pass 1: long forms (an upper bound of the size: slots hold 32-bit offsets). */
+    if (assign(plan, 0) > UINT32_MAX)
+        return QP_ERANGE;
+    if (reuse)
+        QP_CHECK(edl_plan_reuse(plan));
+    /* Pass 2: rel8 where the target is in reach in the long layout (in the same
+     * chunk when chunks go into holes: chunks are placed apart). */
+    if (!plan->opts.long_branches)
+        QP_CHECK(qp_parallel_for(plan->opts.threads, (plan->nslots + SHORT_GRAIN - 1) / SHORT_GRAIN,
+                                 1, shorten_part, plan, NULL));
     plan->text_size = plan->mirror != 0 ? edl_assign_reuse(plan) : assign(plan, 0);
     if (plan->text_size > UINT32_MAX)
         return QP_ERANGE;
