@@ -987,24 +987,53 @@ drv_run_progress(const drv_ops_t *drv, const cfg_prog_t *prog, const ed_plan_t *
     return drv_run_threads(drv, prog, plan, weights, res, on_progress, arg, 1);
 }
 
+/* The new addresses of drv_result_finish, on the pool: each element's from the plan
+ * alone, into that element. */
+typedef struct finish_job {
+    drv_result_t *res;
+    const ed_plan_t *plan;
+} finish_job_t;
+
+#define FINISH_GRAIN 4096
+
+/* qp_task_fn: elements [K, K + 1) * FINISH_GRAIN of the procedures, then the blocks,
+ * then (not mapped yet) the edges' return addresses, counted as one sequence. */
+static int
+finish_part(void *arg, unsigned worker, size_t k)
+{
+    (void)worker;
+    const finish_job_t *j = arg;
+    drv_result_t *res = j->res;
+    void *plan = (void *)j->plan;
+    size_t np = res->nprocs, nb = res->nblocks, ne = res->ret_mapped ? 0 : res->nedges;
+    size_t lo = k * FINISH_GRAIN, hi = lo + FINISH_GRAIN;
+    hi = hi < np + nb + ne ? hi : np + nb + ne;
+    for (size_t i = lo; i < hi; i++) {
+        if (i < np) {
+            if (res->procs[i].flags & QP_PROC_MEASURED)
+                res->procs[i].new_entry = ed_plan_map(plan, res->procs[i].entry);
+        } else if (i < np + nb)
+            res->blocks[i - np].new_start = ed_plan_map(plan, res->blocks[i - np].start);
+        else {
+            qp_desc_edge_t *e = &res->edges[i - np - nb];
+            uint64_t call = e->ret_addr, after = 0; /* the old address so far */
+            e->ret_addr = 0;
+            if (call != 0 && ed_plan_insn_new(plan, call, &after) != 0)
+                e->ret_addr = after;
+        }
+    }
+    return 0;
+}
+
 void
 drv_result_finish(drv_result_t *res, const ed_plan_t *plan, uint64_t counters_vaddr)
 {
     (void)counters_vaddr;
-    for (uint32_t i = 0; i < res->nprocs; i++)
-        if (res->procs[i].flags & QP_PROC_MEASURED)
-            res->procs[i].new_entry = ed_plan_map((void *)plan, res->procs[i].entry);
-    for (uint32_t i = 0; i < res->nblocks; i++)
-        res->blocks[i].new_start = ed_plan_map((void *)plan, res->blocks[i].start);
-    if (res->ret_mapped)
-        return;
+    size_t n = (size_t)res->nprocs + res->nblocks + (res->ret_mapped ? 0 : res->nedges);
+    finish_job_t job = { res, plan };
+    qp_parallel_for(res->workers, (n + FINISH_GRAIN - 1) / FINISH_GRAIN, 1, finish_part, &job,
+                    NULL); /* (finish_part fails never) */
     res->ret_mapped = 1;
-    for (uint32_t i = 0; i < res->nedges; i++) {
-        uint64_t call = res->edges[i].ret_addr, after = 0; /* the old address so far */
-        res->edges[i].ret_addr = 0;
-        if (call != 0 && ed_plan_insn_new(plan, call, &after) != 0)
-            res->edges[i].ret_addr = after;
-    }
 }
 
 void
@@ -1049,12 +1078,13 @@ drv_describe(drv_result_t *res, const ed_plan_t *plan, uint64_t counters, uint8_
     d.blocks = res->blocks;
     d.edges = res->edges;
     d.strtab = res->strtab;
-    /* What each procedure gives when it did not run, so that qp need not decode it. */
-    int rc = 0;
-    if (res->summarize != NULL && qp_desc_validate(&d, NULL, 0) == 0)
+    /* What each procedure gives when it did not run, so that qp need not decode it
+     * (qp_desc_serialize_threads, validated once: the summaries are not validated). */
+    int rc = qp_desc_validate(&d, NULL, 0) < 0 ? QP_EINVAL : 0;
+    if (rc == 0 && res->summarize != NULL)
         rc = res->summarize(&d, res->workers);
     if (rc == 0)
-        rc = qp_desc_serialize_threads(&d, res->workers, buf, len);
+        rc = qp_desc_encode_threads(&d, QP_FORMAT_VERSION, res->workers, buf, len);
     free(d.zero);
     free(d.zero_entry);
     QP_CHECK(rc);
