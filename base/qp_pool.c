@@ -53,9 +53,12 @@ pool_work(void *p)
     return NULL;
 }
 
-int
-qp_parallel_for(unsigned nthreads, size_t n, size_t grain, qp_task_fn fn, void *arg,
-                 void (*progress)(void *arg, size_t done))
+/* qp_parallel_for and qp_parallel_for_beside: BESIDE (or NULL) first on the caller's
+ * thread. */
+static int
+parallel_for(unsigned nthreads, size_t n, size_t grain, qp_task_fn fn, void *arg,
+             void (*progress)(void *arg, size_t done), void (*beside)(void *beside_arg),
+             void *beside_arg)
 {
     if (fn == NULL)
         return QP_EINVAL;
@@ -77,8 +80,24 @@ qp_parallel_for(unsigned nthreads, size_t n, size_t grain, qp_task_fn fn, void *
         started++;
     }
     w[0] = (pool_worker_t) { &r, 0, 0 };
+    if (beside != NULL)
+        beside(beside_arg);
     pool_work(&w[0]);
     for (unsigned i = 1; i < started; i++)
         pthread_join(w[i].tid, NULL);
     return atomic_load(&r.rc);
+}
+
+int
+qp_parallel_for(unsigned nthreads, size_t n, size_t grain, qp_task_fn fn, void *arg,
+                void (*progress)(void *arg, size_t done))
+{
+    return parallel_for(nthreads, n, grain, fn, arg, progress, NULL, NULL);
+}
+
+int
+qp_parallel_for_beside(unsigned nthreads, size_t n, size_t grain, qp_task_fn fn, void *arg,
+                       void (*beside)(void *beside_arg), void *beside_arg)
+{
+    return parallel_for(nthreads, n, grain, fn, arg, NULL, beside, beside_arg);
 }

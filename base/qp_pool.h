@@ -25,4 +25,14 @@ typedef int (*qp_task_fn)(void *arg, unsigned worker, size_t k);
 int qp_parallel_for(unsigned nthreads, size_t n, size_t grain, qp_task_fn fn, void *arg,
                     void (*progress)(void *arg, size_t done));
 
+/*
+ * As qp_parallel_for, with BESIDE(BESIDE_ARG) run on the caller's thread first, while
+ * the other threads start on the items; the caller then joins them. For a serial step
+ * over work made ahead (BESIDE takes batch k while the items make batch k + 1): the
+ * outcome does not depend on how the two overlap. With one thread, BESIDE runs, then
+ * the items.
+ */
+int qp_parallel_for_beside(unsigned nthreads, size_t n, size_t grain, qp_task_fn fn, void *arg,
+                           void (*beside)(void *beside_arg), void *beside_arg);
+
 #endif

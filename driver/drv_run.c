@@ -809,25 +809,151 @@ prep_drop(prep_t *p)
     }
 }
 
-/* Procedure I's graph into *G (as drv_graph_build, whose answer it returns). */
+/* Procedure I's graph into *G (as drv_graph_build, whose answer it returns): made ahead
+ * in P's batch, or here. */
 static int
 prep_take(prep_t *p, uint32_t i, drv_graph_t *g)
 {
-    if (p->items == NULL)
-        return drv_graph_build(p->prog, i, p->info, g);
-    if (i < p->lo || i >= p->hi) {
-        prep_drop(p);
-        p->lo = i;
-        p->hi = p->prog->nprocs - i > PREP_BATCH ? i + PREP_BATCH : p->prog->nprocs;
-        memset(p->items, 0, PREP_BATCH * sizeof(prep_item_t));
-        QP_CHECK(qp_parallel_for(p->threads, p->hi - p->lo, 8, prep_one, p, NULL));
-    }
-    prep_item_t *it = &p->items[i - p->lo];
-    if (!it->made) /* (not foreseen by prep_one: made here) */
+    prep_item_t *it = p->items != NULL && i >= p->lo && i < p->hi ? &p->items[i - p->lo] : NULL;
+    if (it == NULL || !it->made) /* (not foreseen by prep_one: made here) */
         return drv_graph_build(p->prog, i, p->info, g);
     *g = it->g;
     it->made = 0;
     return it->rc;
+}
+
+/* P's batch: procedures [LO, min(LO + PREP_BATCH, nprocs)), its graphs not made yet. */
+static void
+prep_reset(prep_t *p, uint32_t lo)
+{
+    prep_drop(p);
+    p->lo = lo;
+    p->hi = p->prog->nprocs - lo > PREP_BATCH ? lo + PREP_BATCH : p->prog->nprocs;
+    memset(p->items, 0, PREP_BATCH * sizeof(prep_item_t));
+}
+
+/* What run_pass's steps over the procedures share. */
+typedef struct pass {
+    const drv_ops_t *drv;
+    const cfg_prog_t *prog;
+    const ed_plan_t *plan;
+    const drv_weights_t *weights;
+    drv_result_t *res;
+    void (*on_progress)(void *arg, size_t done, size_t total);
+    void *arg;
+    ed_inplace_t *ip;            /* procedures left in place, measured there; or NULL */
+    const drv_prog_info_t *info;
+    const uint64_t *exits;       /* the entries of exit and its kin, sorted */
+    size_t nexits;
+    const uint8_t *leave, *solid, *by_calls; /* per procedure (run_pass) */
+    prep_t *prep;                /* the batch of graphs made ahead, taken from */
+    uint32_t lo, hi;             /* the procedures of the next step_range */
+    int rc;                      /* step_range's answer: 0, DRV_AGAIN or QP_E* */
+} pass_t;
+
+/* Procedure I measured and described into C->res: 0, DRV_AGAIN or QP_E*. */
+static int
+pass_proc(pass_t *c, uint32_t i)
+{
+    const cfg_prog_t *prog = c->prog;
+    drv_result_t *res = c->res;
+    const cfg_proc_t *p = &prog->procs[i];
+    if (c->on_progress != NULL && (i & 1023) == 0)
+        c->on_progress(c->arg, i, prog->nprocs);
+    if (p->flags & (CFG_PROC_FRAGMENT | CFG_PROC_PLT))
+        return 0;
+    const char *left = ed_plan_left_reason(c->plan, i);
+    if (left != NULL && c->ip != NULL) {
+        int rc = measure_in_place(res, prog, c->plan, c->ip, i, c->info, c->exits, c->nexits,
+                                  c->leave);
+        if (rc == 0) {
+            res->nmeasured++;
+            count_unseen_sites(res, prog, p, c->info); /* (in place: no hooks) */
+            return 0;
+        }
+        if (rc < 0)
+            return rc;
+    }
+    if (left != NULL) {
+        count_unseen_sites(res, prog, p, c->info);
+        return describe_unmeasured(res, prog, p, "left in place: ", left);
+    }
+    if (drv_name_in(p->name, exit_names) && has_syscall(prog, p)) {
+        /* It ends the process from inside: its flow never leaves, so neither
+         * counters on its edges nor flow conservation can account for it. */
+        res->nunmeasured++;
+        return describe_unmeasured(res, prog, p, "not measured: ", "ends the process from inside");
+    }
+    drv_graph_t g;
+    int rc = prep_take(c->prep, i, &g);
+    const char *why = g.why;
+    g.weights = c->weights;
+    g.entry_by_calls = c->by_calls[i];
+    if (rc == 0) {
+        uint32_t c0 = res->ncounters;
+        rc = c->drv->place(&g, res, &why);
+        if (rc == DRV_NOT_MEASURED)
+            res->ncounters = c0; /* nothing of it is used */
+        else if (rc == 0)
+            rc = describe_measured(res, &g, c->exits, c->nexits, c->leave, 0);
+        drv_graph_free(&g);
+    }
+    if (rc == DRV_NOT_MEASURED && c->solid[i])
+        return DRV_AGAIN; /* its callees may count on its counts */
+    if (rc == DRV_NOT_MEASURED) {
+        res->nunmeasured++;
+        count_unseen_sites(res, prog, p, c->info);
+        return describe_unmeasured(res, prog, p, "not measured: ", why ? why : "?");
+    }
+    if (rc == 0)
+        res->nmeasured++;
+    return rc;
+}
+
+/* The procedures [C->lo, C->hi) in order into C->rc (qp_parallel_for_beside's serial
+ * step). */
+static void
+step_range(void *arg)
+{
+    pass_t *c = arg;
+    for (uint32_t i = c->lo; c->rc == 0 && i < c->hi; i++)
+        c->rc = pass_proc(c, i);
+}
+
+/*
+ * Every procedure in order, with THREADS threads: while the caller's thread takes a
+ * batch of graphs (PREP[k % 2]), the others make the next (PREP[(k + 1) % 2]). Without
+ * threads, each graph is made when taken.
+ */
+static int
+pass_all(pass_t *c, prep_t *prep, unsigned threads)
+{
+    uint32_t n = c->prog->nprocs;
+    if (threads <= 1 || prep[0].items == NULL) {
+        c->prep = &prep[0];
+        c->lo = 0;
+        c->hi = n;
+        step_range(c);
+        return c->rc;
+    }
+    prep_reset(&prep[0], 0);
+    QP_CHECK(qp_parallel_for(threads, prep[0].hi - prep[0].lo, 8, prep_one, &prep[0], NULL));
+    for (uint32_t k = 0; c->rc == 0 && prep[k % 2].lo < n; k++) {
+        prep_t *cur = &prep[k % 2], *next = &prep[(k + 1) % 2];
+        c->prep = cur;
+        c->lo = cur->lo;
+        c->hi = cur->hi;
+        if (cur->hi < n) {
+            prep_reset(next, cur->hi);
+            QP_CHECK(qp_parallel_for_beside(threads, next->hi - next->lo, 8, prep_one, next,
+                                            step_range, c));
+        } else {
+            step_range(c);
+            prep_drop(next);
+            next->lo = next->hi = n; /* the last batch */
+        }
+    }
+    return c->rc;
 }
 
 static int
@@ -886,66 +1012,21 @@ run_pass(const drv_ops_t *drv, const cfg_prog_t *prog, const ed_plan_t *plan,
     for (uint32_t i = 0; rc == 0 && i < prog->nprocs; i++)
         if (drv_name_in(prog->procs[i].name, exit_names))
             exits[nexits++] = prog->procs[i].entry; /* procs are sorted by entry */
-    prep_t prep = { drv, prog, plan, &info, weights, by_calls, threads, 0, 0, NULL };
-    if (rc == 0 && threads > 1 && (prep.items = calloc(PREP_BATCH, sizeof(prep_item_t))) == NULL)
-        rc = QP_ENOMEM;
-    for (uint32_t i = 0; rc == 0 && i < prog->nprocs; i++) {
-        const cfg_proc_t *p = &prog->procs[i];
-        if (on_progress != NULL && (i & 1023) == 0)
-            on_progress(arg, i, prog->nprocs);
-        if (p->flags & (CFG_PROC_FRAGMENT | CFG_PROC_PLT))
-            continue;
-        const char *left = ed_plan_left_reason(plan, i);
-        if (left != NULL && ip != NULL) {
-            rc = measure_in_place(res, prog, plan, ip, i, &info, exits, nexits, leave);
-            if (rc == 0) {
-                res->nmeasured++;
-                count_unseen_sites(res, prog, p, &info); /* (in place: no hooks) */
-                continue;
-            }
-            if (rc < 0)
-                break;
-            rc = 0;
-        }
-        if (left != NULL) {
-            count_unseen_sites(res, prog, p, &info);
-            rc = describe_unmeasured(res, prog, p, "left in place: ", left);
-            continue;
-        }
-        if (drv_name_in(p->name, exit_names) && has_syscall(prog, p)) {
-            /* It ends the process from inside: its flow never leaves, so neither
-             * counters on its edges nor flow conservation can account for it. */
-            res->nunmeasured++;
-            rc = describe_unmeasured(res, prog, p, "not measured: ", "ends the process from inside");
-            continue;
-        }
-        drv_graph_t g;
-        rc = prep_take(&prep, i, &g);
-        const char *why = g.why;
-        g.weights = weights;
-        g.entry_by_calls = by_calls[i];
-        if (rc == 0) {
-            uint32_t c0 = res->ncounters;
-            rc = drv->place(&g, res, &why);
-            if (rc == DRV_NOT_MEASURED)
-                res->ncounters = c0; /* nothing of it is used */
-            else if (rc == 0)
-                rc = describe_measured(res, &g, exits, nexits, leave, 0);
-            drv_graph_free(&g);
-        }
-        if (rc == DRV_NOT_MEASURED && solid[i]) {
-            rc = DRV_AGAIN; /* its callees may count on its counts */
-            break;
-        }
-        if (rc == DRV_NOT_MEASURED) {
-            res->nunmeasured++;
-            count_unseen_sites(res, prog, p, &info);
-            rc = describe_unmeasured(res, prog, p, "not measured: ", why ? why : "?");
-        } else if (rc == 0)
-            res->nmeasured++;
+    prep_t prep[2];
+    for (int b = 0; b < 2; b++) {
+        prep[b] = (prep_t) { drv, prog, plan, &info, weights, by_calls, threads, 0, 0, NULL };
+        if (rc == 0 && threads > 1
+            && (prep[b].items = calloc(PREP_BATCH, sizeof(prep_item_t))) == NULL)
+            rc = QP_ENOMEM;
     }
-    prep_drop(&prep);
-    free(prep.items);
+    pass_t pass = { drv, prog, plan, weights, res, on_progress, arg, ip, &info, exits, nexits,
+                    leave, solid, by_calls, NULL, 0, 0, 0 };
+    if (rc == 0)
+        rc = pass_all(&pass, prep, threads);
+    for (int b = 0; b < 2; b++) {
+        prep_drop(&prep[b]);
+        free(prep[b].items);
+    }
     ed_inplace_destroy(ip);
     free(xt);
     free(exits);
