@@ -593,6 +593,29 @@ many_desc(qp_desc_t *d, uint32_t np)
     ck_assert_int_eq(qp_flow_zero_summaries(d, 1), 0);
 }
 
+START_TEST(test_qp_zero_summaries_threads)
+{
+    /* The summaries solved on 3 threads are those of 1 (procedures counted by their
+     * calls among them: two summaries each). */
+    qp_desc_t d;
+    enum { NP = 600 };
+    many_desc(&d, NP);
+    for (uint32_t p = 0; p < NP; p += 7)
+        d.procs[p].flags |= QP_PROC_BY_CALLS;
+    ck_assert_int_eq(qp_flow_zero_summaries(&d, 1), 0);
+    qp_desc_zero_t *z1 = d.zero, *e1 = d.zero_entry;
+    d.zero = d.zero_entry = NULL;
+    ck_assert_int_eq(qp_flow_zero_summaries(&d, 3), 0);
+    ck_assert_mem_eq(z1, d.zero, NP * sizeof(qp_desc_zero_t));
+    ck_assert_mem_eq(e1, d.zero_entry, NP * sizeof(qp_desc_zero_t));
+    for (uint32_t p = 0; p < NP; p++)
+        ck_assert(d.zero[p].given);
+    free(z1);
+    free(e1);
+    qp_desc_free(&d);
+}
+END_TEST
+
 START_TEST(test_qp_desc_lazy_later)
 {
     /* A procedure counted by its calls, called from later procedures: kept aside when
@@ -2247,6 +2270,7 @@ qp_suite(void)
     tcase_add_test(tc, test_qp_desc_formats_5_6_7);
     tcase_add_test(tc, test_qp_desc_threads_same_bytes);
     tcase_add_test(tc, test_qp_desc_lazy);
+    tcase_add_test(tc, test_qp_zero_summaries_threads);
     tcase_add_test(tc, test_qp_desc_lazy_later);
     tcase_add_test(tc, test_qp_desc_entry_map);
     tcase_add_test(tc, test_qp_desc_extreme_values);
