@@ -841,7 +841,8 @@ typedef struct pass {
     drv_result_t *res;
     void (*on_progress)(void *arg, size_t done, size_t total);
     void *arg;
-    ed_inplace_t *ip;            /* procedures left in place, measured there; or NULL */
+    int want_ip;                 /* the procedures left in place are measured there ... */
+    ed_inplace_t *ip;            /* ... through this (made by make_inplace); or NULL */
     const drv_prog_info_t *info;
     const uint64_t *exits;       /* the entries of exit and its kin, sorted */
     size_t nexits;
@@ -920,6 +921,16 @@ step_range(void *arg)
         c->rc = pass_proc(c, i);
 }
 
+/* C->ip when C->want_ip, its answer in C->rc (beside the first batch's graphs: they
+ * need it not). */
+static void
+make_inplace(void *arg)
+{
+    pass_t *c = arg;
+    if (c->want_ip)
+        c->rc = ed_inplace_create(c->prog, c->plan, &c->ip);
+}
+
 /*
  * Every procedure in order, with THREADS threads: while the caller's thread takes a
  * batch of graphs (PREP[k % 2]), the others make the next (PREP[(k + 1) % 2]). Without
@@ -930,6 +941,9 @@ pass_all(pass_t *c, prep_t *prep, unsigned threads)
 {
     uint32_t n = c->prog->nprocs;
     if (threads <= 1 || prep[0].items == NULL) {
+        make_inplace(c);
+        if (c->rc != 0)
+            return c->rc;
         c->prep = &prep[0];
         c->lo = 0;
         c->hi = n;
@@ -937,7 +951,8 @@ pass_all(pass_t *c, prep_t *prep, unsigned threads)
         return c->rc;
     }
     prep_reset(&prep[0], 0);
-    QP_CHECK(qp_parallel_for(threads, prep[0].hi - prep[0].lo, 8, prep_one, &prep[0], NULL));
+    QP_CHECK(qp_parallel_for_beside(threads, prep[0].hi - prep[0].lo, 8, prep_one, &prep[0],
+                                    make_inplace, c));
     for (uint32_t k = 0; c->rc == 0 && prep[k % 2].lo < n; k++) {
         prep_t *cur = &prep[k % 2], *next = &prep[(k + 1) % 2];
         c->prep = cur;
@@ -1005,10 +1020,8 @@ run_pass(const drv_ops_t *drv, const cfg_prog_t *prog, const ed_plan_t *plan,
         rc = plan_by_calls(drv, prog, plan, by_calls_ok, res->callee_marks, leave, &solid,
                            &by_calls);
     /* Counting drivers measure procedures left in place where they are. */
-    ed_inplace_t *ip = NULL;
-    if (rc == 0 && (drv == &drv_qp_ops || drv == &drv_naive_ops)
-        && ed_plan_stats(plan)->nleft > 0)
-        rc = ed_inplace_create(prog, plan, &ip);
+    int want_ip = (drv == &drv_qp_ops || drv == &drv_naive_ops)
+        && ed_plan_stats(plan)->nleft > 0;
     for (uint32_t i = 0; rc == 0 && i < prog->nprocs; i++)
         if (drv_name_in(prog->procs[i].name, exit_names))
             exits[nexits++] = prog->procs[i].entry; /* procs are sorted by entry */
@@ -1019,15 +1032,15 @@ run_pass(const drv_ops_t *drv, const cfg_prog_t *prog, const ed_plan_t *plan,
             && (prep[b].items = calloc(PREP_BATCH, sizeof(prep_item_t))) == NULL)
             rc = QP_ENOMEM;
     }
-    pass_t pass = { drv, prog, plan, weights, res, on_progress, arg, ip, &info, exits, nexits,
-                    leave, solid, by_calls, NULL, 0, 0, 0 };
+    pass_t pass = { drv, prog, plan, weights, res, on_progress, arg, want_ip, NULL, &info,
+                    exits, nexits, leave, solid, by_calls, NULL, 0, 0, 0 };
     if (rc == 0)
         rc = pass_all(&pass, prep, threads);
     for (int b = 0; b < 2; b++) {
         prep_drop(&prep[b]);
         free(prep[b].items);
     }
-    ed_inplace_destroy(ip);
+    ed_inplace_destroy(pass.ip);
     free(xt);
     free(exits);
     free(leave);
