@@ -381,7 +381,8 @@ cfg_build_proc(cfg_builder_t *b, cfg_scratch_t *sc, uint32_t i)
         sc->mapcap = total;
     }
     trav_t t;
-    cfg_u64_vec_t no_far = { 0 };
+    cfg_u64_vec_t no_far = { 0 }, stops = { 0 };
+    unsigned pass = 0;
     size_t n_entries = sc->new_entries.n, n_srcs = sc->new_srcs.n, n_known = sc->known.n,
            n_strings = sc->strings.n;
     int rc;
@@ -393,13 +394,17 @@ cfg_build_proc(cfg_builder_t *b, cfg_scratch_t *sc, uint32_t i)
         t.bp = bp;
         t.self = i;
         t.no_far = &no_far;
+        t.stops = &stops;
         sc->work.n = 0;
         rc = cfg_traverse(&t);
         if (rc == 0)
             rc = cfg_verify_hoisted(&t, &no_far);
+        if (rc == 0)
+            rc = cfg_scan_stops(&t, &stops, pass++);
         if (rc != 1)
             break;
-        /* A hoisted table base that does not hold: again without it, from scratch. */
+        /* A hoisted table base that does not hold, or a scanned table that runs into
+         * other data: again without it, from scratch. */
         trav_free(&t);
         sc->new_entries.n = n_entries;
         sc->new_srcs.n = n_srcs;
@@ -409,6 +414,7 @@ cfg_build_proc(cfg_builder_t *b, cfg_scratch_t *sc, uint32_t i)
         bproc_clear(bp);
     }
     CFG_VEC_FREE(no_far);
+    CFG_VEC_FREE(stops);
     if (rc == 0)
         rc = form_blocks(&t);
     for (size_t k = 0; rc == 0 && k < t.gap_entries.n; k++) {
