@@ -381,7 +381,7 @@ cfg_build_proc(cfg_builder_t *b, cfg_scratch_t *sc, uint32_t i)
         sc->mapcap = total;
     }
     trav_t t;
-    cfg_u64_vec_t no_far = { 0 }, stops = { 0 };
+    cfg_u64_vec_t no_far = { 0 }, stops = { 0 }, rejected = { 0 };
     unsigned pass = 0;
     size_t n_entries = sc->new_entries.n, n_srcs = sc->new_srcs.n, n_known = sc->known.n,
            n_strings = sc->strings.n;
@@ -400,7 +400,7 @@ cfg_build_proc(cfg_builder_t *b, cfg_scratch_t *sc, uint32_t i)
         if (rc == 0)
             rc = cfg_verify_hoisted(&t, &no_far);
         if (rc == 0)
-            rc = cfg_scan_stops(&t, &stops, pass++);
+            rc = cfg_scan_stops(&t, &stops, &rejected, pass++);
         if (rc != 1)
             break;
         /* A hoisted table base that does not hold, or a scanned table that runs into
@@ -415,6 +415,7 @@ cfg_build_proc(cfg_builder_t *b, cfg_scratch_t *sc, uint32_t i)
     }
     CFG_VEC_FREE(no_far);
     CFG_VEC_FREE(stops);
+    CFG_VEC_FREE(rejected);
     if (rc == 0)
         rc = form_blocks(&t);
     for (size_t k = 0; rc == 0 && k < t.gap_entries.n; k++) {

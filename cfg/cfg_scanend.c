@@ -13,10 +13,12 @@
  * Here a scanned table stops before the start of other data its procedure knows of:
  * the base of another of its tables, or read-only data that a `lea` of its code forms
  * and indexes (`lea T2(%rip),%rdx; movslq (%rdx,%rcx,4),%rcx`). Objects do not overlap,
- * so the table ends there. The traversal cuts a table at what it knows when it meets the
- * jump; what it learns later (the next switch is reached through the cases of this one)
- * has the procedure traversed again from scratch, with those starts known from the first
- * step (cfg_build_proc). Bounded tables are left as they are.
+ * so the table ends there. The next switch is mostly reached through the cases of this
+ * one, after its jump was met: the starts are gathered once the procedure is traversed,
+ * and it is traversed again from scratch, its scanned tables cut at them (cfg_build_proc),
+ * until no scanned table runs past a start. A start that the next traversal no longer
+ * sees was found in code reached only through the entries it cut (or through another
+ * table's entries cut since): it is dropped for good, and that table read as before.
  *
  * What stays a guess: the scan itself. A table cut to fewer than 2 entries is dropped
  * (its jump keeps unknown targets: translated at run time, as any other). A `lea` into
@@ -25,7 +27,8 @@
  */
 #include "cfg/cfg_trav_priv.h"
 
-/* Passes after the first that may add starts, at most (each adds one at least). */
+/* Traversals that may change the starts, at most; then one more without any when the
+ * last used one it did not see (each change adds or drops one start at least). */
 #define SCAN_MAX_PASSES 8
 
 /* The end of the entries of TAB. */
@@ -46,24 +49,17 @@ first_inside(const uint64_t *v, size_t n, uint64_t lo, uint64_t hi)
 int
 cfg_scan_cut(const trav_t *t, cfg_table_t *tab)
 {
-    if (tab->bounded)
+    if (tab->bounded || t->stops == NULL)
         return 1;
-    uint64_t end = table_end(tab), stop = end;
-    const cfg_bproc_t *bp = t->bp;
-    for (size_t k = 0; k < bp->tables.n; k++) {
-        uint64_t a = bp->tables.v[k].addr;
-        if (a > tab->addr && a < stop)
-            stop = a;
-    }
-    if (t->stops != NULL)
-        stop = first_inside(t->stops->v, t->stops->n, tab->addr, stop);
+    uint64_t end = table_end(tab);
+    uint64_t stop = first_inside(t->stops->v, t->stops->n, tab->addr, end);
     if (stop < end)
         tab->nentries = (uint32_t)((stop - tab->addr) / tab->entry_size);
     return tab->nentries >= 2;
 }
 
-/* The read-only data that `lea`s of T's decoded code form and index soon after, sorted
- * into *OUT. 0 or QP_ENOMEM. */
+/* The read-only data that `lea`s of T's decoded code form and index soon after, onto
+ * *OUT. 0 or QP_ENOMEM. */
 static int
 indexed_leas(trav_t *t, cfg_u64_vec_t *out)
 {
@@ -81,8 +77,6 @@ indexed_leas(trav_t *t, cfg_u64_vec_t *out)
         }
         base += rg->end - rg->start;
     }
-    if (out->n > 1)
-        qsort(out->v, out->n, sizeof(uint64_t), cfg_u64_cmp);
     return 0;
 }
 
@@ -100,31 +94,75 @@ insert_sorted(cfg_u64_vec_t *v, uint64_t x)
     return 1;
 }
 
+/* The starts of other data T's traversal knows of: its tables' bases and what its `lea`s
+ * form and index, sorted into *OUT. 0 or QP_ENOMEM. */
+static int
+known_starts(trav_t *t, cfg_u64_vec_t *out)
+{
+    const cfg_bproc_t *bp = t->bp;
+    QP_CHECK(indexed_leas(t, out));
+    for (size_t k = 0; k < bp->tables.n; k++)
+        QP_CHECK(CFG_VEC_PUSH(*out, bp->tables.v[k].addr));
+    if (out->n > 1)
+        qsort(out->v, out->n, sizeof(uint64_t), cfg_u64_cmp);
+    return 0;
+}
+
+/* The first of STARTS (sorted) in (LO, HI) that REJECTED (sorted) does not hold, or HI. */
+static uint64_t
+first_start(const cfg_u64_vec_t *starts, const cfg_u64_vec_t *rejected, uint64_t lo,
+            uint64_t hi)
+{
+    for (size_t k = cfg_u64_lower_bound(starts->v, starts->n, lo + 1);
+         k < starts->n && starts->v[k] < hi; k++)
+        if (!cfg_u64_contains(rejected->v, rejected->n, starts->v[k]))
+            return starts->v[k];
+    return hi;
+}
+
 int
-cfg_scan_stops(trav_t *t, cfg_u64_vec_t *stops, unsigned pass)
+cfg_scan_stops(trav_t *t, cfg_u64_vec_t *stops, cfg_u64_vec_t *rejected, unsigned pass)
 {
     const cfg_bproc_t *bp = t->bp;
     int scanned = 0;
     for (size_t k = 0; k < bp->tables.n && !scanned; k++)
         scanned = !bp->tables.v[k].bounded;
-    if (!scanned || pass >= SCAN_MAX_PASSES)
+    if ((!scanned && stops->n == 0) || pass > SCAN_MAX_PASSES)
         return 0;
     cfg_u64_vec_t starts = { 0 };
-    int rc = indexed_leas(t, &starts), added = 0;
-    for (size_t k = 0; rc == 0 && k < bp->tables.n; k++)
-        rc = CFG_VEC_PUSH(starts, bp->tables.v[k].addr);
-    if (rc == 0 && starts.n > 1)
-        qsort(starts.v, starts.n, sizeof(uint64_t), cfg_u64_cmp);
+    int rc = known_starts(t, &starts), changed = 0;
+    /* A start that this traversal no longer sees came from code reached only through
+     * the entries it cut (or from what another table's cut entries reached): drop it,
+     * and never take it again. */
+    for (size_t k = 0; rc == 0 && k < stops->n;) {
+        if (cfg_u64_contains(starts.v, starts.n, stops->v[k])) {
+            k++;
+            continue;
+        }
+        rc = insert_sorted(rejected, stops->v[k]);
+        rc = rc < 0 ? rc : 0;
+        memmove(stops->v + k, stops->v + k + 1, (stops->n - k - 1) * sizeof(uint64_t));
+        stops->n--;
+        changed = 1;
+    }
+    if (rc == 0 && pass == SCAN_MAX_PASSES) {
+        /* No fixpoint in time: a last traversal as if nothing were known, unless this
+         * one used only starts it saw. */
+        if (changed)
+            stops->n = 0;
+        CFG_VEC_FREE(starts);
+        return changed;
+    }
     for (size_t k = 0; rc == 0 && k < bp->tables.n; k++) {
         const cfg_table_t *tab = &bp->tables.v[k];
         uint64_t end = table_end(tab);
-        uint64_t stop = first_inside(starts.v, starts.n, tab->addr, end);
+        uint64_t stop = first_start(&starts, rejected, tab->addr, end);
         if (tab->bounded || stop == end)
             continue;
         rc = insert_sorted(stops, stop);
-        added |= rc == 1;
+        changed |= rc == 1;
         rc = rc < 0 ? rc : 0;
     }
     CFG_VEC_FREE(starts);
-    return rc < 0 ? rc : added;
+    return rc < 0 ? rc : changed;
 }

@@ -98,15 +98,15 @@ int
 cfg_reg_addresses_soon(trav_t *t, uint64_t a, uint8_t r, int indexed);
 
 /* Where scanned tables end (cfg_scanend.c). cfg_scan_cut: cut the table TAB that T's
- * traversal just matched, when scanned, before the base of another table of the
- * procedure or an address of T->stops: 1 when it keeps 2 entries or more, else 0 (not a
- * table). cfg_scan_stops, after traversal PASS (0 the first): add to the sorted STOPS the
- * starts of other data the procedure's scanned tables run past (another table's base,
- * read-only data a `lea` forms and indexes): 1 when one was added (traverse again with
- * them), 0, or QP_ENOMEM. */
+ * traversal just matched, when scanned, before the first address of T->stops past its
+ * base: 1 when it keeps 2 entries or more, else 0 (not a table). cfg_scan_stops, after
+ * traversal PASS (0 the first): update the sorted STOPS - drop (into the sorted REJECTED,
+ * never taken again) those this traversal did not see, add the first start of other data
+ * (another table's base, read-only data a `lea` forms and indexes) that each scanned
+ * table runs past: 1 when STOPS changed (traverse again with them), 0, or QP_ENOMEM. */
 int
 cfg_scan_cut(const trav_t *t, cfg_table_t *tab);
 int
-cfg_scan_stops(trav_t *t, cfg_u64_vec_t *stops, unsigned pass);
+cfg_scan_stops(trav_t *t, cfg_u64_vec_t *stops, cfg_u64_vec_t *rejected, unsigned pass);
 
 #endif
