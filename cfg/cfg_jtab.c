@@ -16,8 +16,9 @@
  * path falls through) or jbe/jb (the path takes the branch); every entry must then land
  * on code inside the procedure or nothing is accepted. Without a compare, an index that
  * is a zero-extended byte or halfword bounds the table when all its entries land; else
- * the entries are scanned while they land (bounded = 0: a guess, which may stop short or
- * run into the next table).
+ * the entries are scanned while they land, a table of relative entries up to a word that
+ * a dynamic relocation writes (bounded = 0: a guess; cfg_scanend.c stops it where the
+ * procedure's next table starts).
  */
 #include <stddef.h>
 
