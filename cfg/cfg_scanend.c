@@ -58,10 +58,9 @@ cfg_scan_cut(const trav_t *t, cfg_table_t *tab)
     return tab->nentries >= 2;
 }
 
-/* The read-only data that `lea`s of T's decoded code form and index soon after, onto
- * *OUT. 0 or QP_ENOMEM. */
+/* The read-only data that `lea`s of T's decoded code form, onto *OUT. 0 or QP_ENOMEM. */
 static int
-indexed_leas(trav_t *t, cfg_u64_vec_t *out)
+rodata_leas(trav_t *t, cfg_u64_vec_t *out)
 {
     const cfg_bproc_t *bp = t->bp;
     uint64_t base = 0;
@@ -71,8 +70,7 @@ indexed_leas(trav_t *t, cfg_u64_vec_t *out)
             arch_insn_t in;
             uint8_t reg;
             if ((t->sc->map[base + (a - rg->start)] & M_START)
-                && cfg_rodata_lea(t, a, rg->end, &in, &reg)
-                && cfg_reg_addresses_soon(t, a + in.len, reg, 1))
+                && cfg_rodata_lea(t, a, rg->end, &in, &reg))
                 QP_CHECK(CFG_VEC_PUSH(*out, in.target));
         }
         base += rg->end - rg->start;
@@ -100,7 +98,7 @@ static int
 known_starts(trav_t *t, cfg_u64_vec_t *out)
 {
     const cfg_bproc_t *bp = t->bp;
-    QP_CHECK(indexed_leas(t, out));
+    QP_CHECK(rodata_leas(t, out));
     for (size_t k = 0; k < bp->tables.n; k++)
         QP_CHECK(CFG_VEC_PUSH(*out, bp->tables.v[k].addr));
     if (out->n > 1)
