@@ -12,8 +12,9 @@
  *
  * Here a scanned table stops before the start of other data its procedure knows of:
  * the base of another of its tables, or read-only data that a `lea` of its code forms
- * and indexes (`lea T2(%rip),%rdx; movslq (%rdx,%rcx,4),%rcx`). Objects do not overlap,
- * so the table ends there. The next switch is mostly reached through the cases of this
+ * (`lea T2(%rip),%rdx; movslq (%rdx,%rcx,4),%rcx`, or a base hoisted far from its use).
+ * Objects do not overlap, and code forms no address inside a jump table: the table ends
+ * there. The next switch is mostly reached through the cases of this
  * one, after its jump was met: the starts are gathered once the procedure is traversed,
  * and it is traversed again from scratch, its scanned tables cut at them (cfg_build_proc),
  * until no scanned table runs past a start. A start that the next traversal no longer
@@ -92,8 +93,8 @@ insert_sorted(cfg_u64_vec_t *v, uint64_t x)
     return 1;
 }
 
-/* The starts of other data T's traversal knows of: its tables' bases and what its `lea`s
- * form and index, sorted into *OUT. 0 or QP_ENOMEM. */
+/* The starts of other data T's traversal knows of: its tables' bases and the read-only
+ * data its `lea`s form, sorted into *OUT. 0 or QP_ENOMEM. */
 static int
 known_starts(trav_t *t, cfg_u64_vec_t *out)
 {

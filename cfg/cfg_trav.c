@@ -194,11 +194,10 @@ mem_through(const arch_opnd_t *op, uint8_t r)
 
 /*
  * Is the register R, just written by the instruction ending at A, used to address
- * memory (with an index register, when INDEXED) within the next few instructions of its
- * block? 1 or 0.
+ * memory within the next few instructions of its block? 1 or 0.
  */
-int
-cfg_reg_addresses_soon(trav_t *t, uint64_t a, uint8_t r, int indexed)
+static int
+reg_addresses_soon(trav_t *t, uint64_t a, uint8_t r)
 {
     for (int k = 0; k < 6; k++) {
         size_t avail;
@@ -208,10 +207,8 @@ cfg_reg_addresses_soon(trav_t *t, uint64_t a, uint8_t r, int indexed)
         if (p == NULL || cfg_decode_at(t->b, a, a + avail, &next) < 0
             || arch_decode_ops(p, avail, a, &o) < 0)
             return 0;
-        const arch_opnd_t *m[2] = { &o.src, &o.dst };
-        for (int i = 0; i < 2; i++)
-            if (mem_through(m[i], r) && (!indexed || m[i]->index != ARCH_REG_NONE))
-                return 1;
+        if (mem_through(&o.src, r) || mem_through(&o.dst, r))
+            return 1;
         if ((o.dst.kind == ARCH_OPND_REG && o.dst.reg == r) || next.kind != ARCH_KIND_SEQ)
             return 0; /* overwritten, or the block ends */
         a += next.len;
@@ -233,7 +230,7 @@ note_data_ref(trav_t *t, const arch_insn_t *in)
     arch_ops_t ops;
     if (p == NULL || arch_decode_ops(p, avail, in->addr, &ops) < 0 || ops.op != ARCH_OP_LEA
         || ops.dst.kind != ARCH_OPND_REG
-        || cfg_reg_addresses_soon(t, in->addr + in->len, ops.dst.reg, 0))
+        || reg_addresses_soon(t, in->addr + in->len, ops.dst.reg))
         return CFG_VEC_PUSH(t->data_refs, in->target);
     return 0;
 }

@@ -92,17 +92,12 @@ cfg_ways_pass(trav_t *t, cfg_u64_vec_t *q, uint8_t *seen, uint64_t def, uint64_t
 int
 cfg_rodata_lea(trav_t *t, uint64_t a, uint64_t end, arch_insn_t *in /*OUT*/, uint8_t *reg /*OUT*/);
 
-/* Does register R, written by the instruction ending at A, address memory (through an
- * index too, when INDEXED) within the next few instructions of its block? (cfg_trav.c) */
-int
-cfg_reg_addresses_soon(trav_t *t, uint64_t a, uint8_t r, int indexed);
-
 /* Where scanned tables end (cfg_scanend.c). cfg_scan_cut: cut the table TAB that T's
  * traversal just matched, when scanned, before the first address of T->stops past its
  * base: 1 when it keeps 2 entries or more, else 0 (not a table). cfg_scan_stops, after
  * traversal PASS (0 the first): update the sorted STOPS - drop (into the sorted REJECTED,
  * never taken again) those this traversal did not see, add the first start of other data
- * (another table's base, read-only data a `lea` forms and indexes) that each scanned
+ * (another table's base, read-only data a `lea` forms) that each scanned
  * table runs past: 1 when STOPS changed (traverse again with them), 0, or QP_ENOMEM. */
 int
 cfg_scan_cut(const trav_t *t, cfg_table_t *tab);
