@@ -187,6 +187,12 @@ enum {
                                    * name its entry in other measured procedures, each
                                    * solved first; the rewriter guarantees they are its
                                    * only ways in and that the dependencies are acyclic) */
+    QP_PROC_APPROX_RESUME = 1u << 9, /* in a Go program whose function names could not be
+                                   * read (runtime.morestack unknown): a stack growth in a
+                                   * prologue, which the runtime resumes at the return
+                                   * address to jump back to the entry, may count as one
+                                   * more call, and so may a goroutine resumed after
+                                   * runtime.mcall (Gosched, parking) */
 };
 
 typedef struct qp_desc_proc {

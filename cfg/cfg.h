@@ -420,6 +420,9 @@ enum {
     CFG_PROC_MULTI_ENTRY = 1u << 2,/* other procedures jump into its interior */
     CFG_PROC_FRAGMENT = 1u << 3,   /* a cold fragment: its blocks belong to `parent` */
     CFG_PROC_IRREDUCIBLE = 1u << 4,/* has a retreating edge that is not a back edge */
+    CFG_PROC_RESUMED = 1u << 5,    /* its calls return, whatever its code: Go's runtime
+                                    * resumes the caller at the return address (morestack,
+                                    * mcall; known by name only) */
 };
 
 typedef struct cfg_proc {

@@ -31,83 +31,98 @@ cfg_local_block_at(const cfg_bproc_t *bp, uint64_t addr)
     return CFG_NONE;
 }
 
+/* The blocks of range RG of T's procedure, whose marks start at MAP. */
 static int
-form_blocks(trav_t *t)
+form_range_blocks(trav_t *t, const cfg_range_t *rg, const uint8_t *map)
 {
     cfg_builder_t *b = t->b;
     cfg_bproc_t *bp = t->bp;
-    const uint8_t *map = t->sc->map;
-    uint64_t base = 0;
-    for (size_t r = 0; r < bp->ranges.n; r++) {
-        const cfg_range_t *rg = &bp->ranges.v[r];
-        uint64_t len = rg->end - rg->start;
-        int open = 0;
-        for (uint64_t off = 0; off < len;) {
-            uint8_t m = map[base + off];
-            if (!(m & M_START)) {
-                open = 0;
-                off++;
-                continue;
-            }
-            uint64_t a = rg->start + off;
-            if (M_LEN(m) == 0) {
-                if (b->opts.on_note != NULL) {
-                    char line[160];
-                    snprintf(line, sizeof(line), "zero length at 0x%llx m=%x range %llx-%llx",
-                             (unsigned long long)a, m, (unsigned long long)rg->start,
-                             (unsigned long long)rg->end);
-                    b->opts.on_note(b->opts.cb_arg, line);
-                }
-                return QP_EDECODE;
-            }
-            if (!open || (m & M_LEADER)) {
-                cfg_block_t bl;
-                memset(&bl, 0, sizeof(bl));
-                bl.start = a;
-                bl.proc = t->self;
-                bl.idom = CFG_NONE;
-                bl.last_kind = ARCH_KIND_SEQ;
-                arch_insn_t none;
-                memset(&none, 0, sizeof(none));
-                QP_CHECK(CFG_VEC_PUSH(bp->blocks, bl));
-                QP_CHECK(CFG_VEC_PUSH(t->last, none));
-                open = 1;
-            }
-            cfg_block_t *cur = &bp->blocks.v[bp->blocks.n - 1];
-            cur->end = a + M_LEN(m);
-            cur->ninsns++;
-            if (m & M_END) {
-                /* Only a block's last instruction is decoded again: its edges. */
-                arch_insn_t *in = &t->last.v[bp->blocks.n - 1];
-                if (cfg_decode_at(b, a, rg->end, in) < 0)
-                    return QP_EDECODE; /* decoded fine during traversal: cannot happen */
-                if (in->kind == ARCH_KIND_SYSCALL) /* one that never returns */
-                    in->kind = ARCH_KIND_HALT;
-                cur->last_kind = in->kind;
-                open = 0;
-            }
-            off += M_LEN(m);
+    uint64_t len = rg->end - rg->start;
+    int open = 0;
+    for (uint64_t off = 0; off < len;) {
+        uint8_t m = map[off];
+        if (!(m & M_START)) {
+            open = 0;
+            off++;
+            continue;
         }
-        base += len;
-    }
-    /* Fragments may lie below the main part: keep blocks in address order. */
-    if (bp->ranges.n > 1 && bp->blocks.n > 1) {
-        size_t n = bp->blocks.n;
-        cfg_block_t *bl = bp->blocks.v;
-        arch_insn_t *ls = t->last.v;
-        for (size_t i = 1; i < n; i++) { /* insertion sort: ranges are few, runs sorted */
-            cfg_block_t kb = bl[i];
-            arch_insn_t ki = ls[i];
-            size_t k = i;
-            for (; k > 0 && bl[k - 1].start > kb.start; k--) {
-                bl[k] = bl[k - 1];
-                ls[k] = ls[k - 1];
+        uint64_t a = rg->start + off;
+        if (M_LEN(m) == 0) {
+            if (b->opts.on_note != NULL) {
+                char line[160];
+                snprintf(line, sizeof(line), "zero length at 0x%llx m=%x range %llx-%llx",
+                         (unsigned long long)a, m, (unsigned long long)rg->start,
+                         (unsigned long long)rg->end);
+                b->opts.on_note(b->opts.cb_arg, line);
             }
-            bl[k] = kb;
-            ls[k] = ki;
+            return QP_EDECODE;
         }
+        if (!open || (m & M_LEADER)) {
+            cfg_block_t bl;
+            memset(&bl, 0, sizeof(bl));
+            bl.start = a;
+            bl.proc = t->self;
+            bl.idom = CFG_NONE;
+            bl.last_kind = ARCH_KIND_SEQ;
+            arch_insn_t none;
+            memset(&none, 0, sizeof(none));
+            QP_CHECK(CFG_VEC_PUSH(bp->blocks, bl));
+            QP_CHECK(CFG_VEC_PUSH(t->last, none));
+            open = 1;
+        }
+        cfg_block_t *cur = &bp->blocks.v[bp->blocks.n - 1];
+        cur->end = a + M_LEN(m);
+        cur->ninsns++;
+        if (m & M_END) {
+            /* Only a block's last instruction is decoded again: its edges. */
+            arch_insn_t *in = &t->last.v[bp->blocks.n - 1];
+            if (cfg_decode_at(b, a, rg->end, in) < 0)
+                return QP_EDECODE; /* decoded fine during traversal: cannot happen */
+            if (in->kind == ARCH_KIND_SYSCALL) /* one that never returns */
+                in->kind = ARCH_KIND_HALT;
+            cur->last_kind = in->kind;
+            open = 0;
+        }
+        off += M_LEN(m);
     }
     return 0;
+}
+
+/* A range of a procedure and where its marks start in the traversal's map. */
+typedef struct range_at {
+    const cfg_range_t *rg;
+    uint64_t base;
+} range_at_t;
+
+/*
+ * The blocks of T's procedure in address order. Fragments may lie below the main part
+ * (ranges are main first), so the ranges are visited in address order: they do not
+ * overlap, and each one's blocks come out sorted (sorting the blocks afterwards moved
+ * every block of a large procedure with a fragment below it once per block above).
+ */
+static int
+form_blocks(trav_t *t)
+{
+    const cfg_bproc_t *bp = t->bp;
+    size_t n = bp->ranges.n;
+    range_at_t one[4], *at = n <= 4 ? one : malloc(n * sizeof(*at));
+    if (at == NULL)
+        return QP_ENOMEM;
+    uint64_t base = 0;
+    for (size_t r = 0; r < n; r++) { /* insertion by start: ranges are few */
+        range_at_t x = { &bp->ranges.v[r], base };
+        size_t k = r;
+        for (; k > 0 && at[k - 1].rg->start > x.rg->start; k--)
+            at[k] = at[k - 1];
+        at[k] = x;
+        base += x.rg->end - x.rg->start;
+    }
+    int rc = 0;
+    for (size_t r = 0; r < n && rc == 0; r++)
+        rc = form_range_blocks(t, at[r].rg, t->sc->map + at[r].base);
+    if (at != one)
+        free(at);
+    return rc;
 }
 
 static int
@@ -117,6 +132,38 @@ add_edge(cfg_bproc_t *bp, uint32_t from, uint32_t to, uint64_t target, uint8_t k
     QP_CHECK(CFG_VEC_PUSH(bp->edges, e));
     bp->blocks.v[from].nsucc++;
     return 0;
+}
+
+/*
+ * The edges of block I's jump through TAB: one per distinct target, in table order (at
+ * its first entry). A target that starts a block is marked there; only the others
+ * (none, in compiled code) are compared with the edges so far: comparing every entry
+ * cost a large switch's table hundreds of entries times its targets.
+ */
+static int
+table_edges(trav_t *t, uint32_t i, const cfg_table_t *tab)
+{
+    cfg_bproc_t *bp = t->bp;
+    uint8_t *seen = calloc(bp->blocks.n + 1, 1);
+    if (seen == NULL)
+        return QP_ENOMEM;
+    uint32_t first = (uint32_t)bp->edges.n;
+    int rc = 0;
+    for (uint32_t k = 0; k < tab->nentries && rc == 0; k++) {
+        uint64_t tg = cfg_jtab_entry(t->b->img, tab, k);
+        uint32_t to = cfg_local_block_at(bp, tg);
+        int dup = 0;
+        if (to != CFG_NONE && bp->blocks.v[to].start == tg) {
+            dup = seen[to];
+            seen[to] = 1;
+        } else
+            for (uint32_t e = first; e < bp->edges.n && !dup; e++)
+                dup = bp->edges.v[e].target == tg;
+        if (!dup)
+            rc = add_edge(bp, i, to, tg, CFG_EDGE_TABLE);
+    }
+    free(seen);
+    return rc;
 }
 
 /* Control continues at NEXT after block I (fall-through or return site). */
@@ -244,18 +291,7 @@ form_edges(trav_t *t)
         case ARCH_KIND_JMP_IND: {
             const cfg_table_t *tab = table_for(bp, in->addr);
             if (tab != NULL) {
-                /* One edge per distinct target, in table order. */
-                uint32_t first = (uint32_t)bp->edges.n;
-                for (uint32_t k = 0; k < tab->nentries; k++) {
-                    uint64_t tg = cfg_jtab_entry(b->img, tab, k);
-                    int dup = 0;
-                    for (uint32_t e = first; e < bp->edges.n && !dup; e++)
-                        dup = bp->edges.v[e].target == tg;
-                    if (dup)
-                        continue;
-                    uint32_t to = cfg_local_block_at(bp, tg);
-                    QP_CHECK(add_edge(bp, i, to, tg, CFG_EDGE_TABLE));
-                }
+                QP_CHECK(table_edges(t, i, tab));
                 break;
             }
             int ptr = 0;
@@ -516,10 +552,14 @@ cfg_build_round(cfg_builder_t *b, const uint32_t *todo, size_t n)
     round_ctx_t r = { b, todo, n, n / 128 + 1, 0 };
     if (b->opts.on_progress != NULL)
         b->opts.on_progress(b->opts.cb_arg, 0, n);
-    unsigned nt = n >= 64 ? b->nscratch : 1;
+    /* A small round is a few large procedures (the callers of a callee found to
+     * return after all: python3.11's 6 take 7 ms of CPU), so it is split too, a
+     * procedure at a time. */
+    unsigned nt = n >= 2 ? b->nscratch : 1;
+    size_t grain = n >= 256 ? 16 : 1;
     if (nt > 1)
         cfg_discover_freeze(b, 1);
-    int rc = qp_parallel_for(nt, n, 16, round_task, &r, round_progress);
+    int rc = qp_parallel_for(nt, n, grain, round_task, &r, round_progress);
     if (nt > 1)
         cfg_discover_freeze(b, 0);
     for (size_t k = 0; k < n; k++)

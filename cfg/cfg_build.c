@@ -1504,6 +1504,7 @@ cfg_prog_build(const cfg_image_t *img, const cfg_opts_t *opts, cfg_prog_t **out)
     b.strings.n = b.strings.cap = 0;
     builder_free(&b);
     free(find.v);
+    free(find.bucket);
     if (rc < 0) {
         cfg_prog_destroy(prog);
         return rc;

@@ -22,17 +22,46 @@ typedef struct nr_scratch {
     size_t cap;
 } nr_scratch_t;
 
+/* Does a return of BP's (or a jump of unknown targets) follow its entry with no call or
+ * tail call on the way (SC: proc_may_return's scratch, large enough)? 1 or 0. */
+static int
+returns_directly(const cfg_bproc_t *bp, nr_scratch_t *sc)
+{
+    uint8_t *seen = sc->seen;
+    uint32_t *stack = sc->stack;
+    memset(seen, 0, bp->blocks.n);
+    size_t sp = 0;
+    stack[sp++] = bp->entry_block;
+    seen[bp->entry_block] = 1;
+    while (sp > 0) {
+        const cfg_block_t *bl = &bp->blocks.v[stack[--sp]];
+        for (uint32_t k = 0; k < bl->nsucc; k++) {
+            const cfg_edge_t *e = &bp->edges.v[bl->succ + k];
+            if (e->kind == CFG_EDGE_RETURN || e->kind == CFG_EDGE_UNRESOLVED)
+                return 1;
+            if (e->kind == CFG_EDGE_NORETURN || e->kind == CFG_EDGE_TAILCALL
+                || e->kind == CFG_EDGE_CALLRET)
+                continue;
+            if (e->to != CFG_NONE && !seen[e->to]) {
+                seen[e->to] = 1;
+                stack[sp++] = e->to;
+            }
+        }
+    }
+    return 0;
+}
+
 /*
  * May BP return, by the current "may return" of the procedures it calls and jumps to?
  * ALONE: whatever those are (every procedure it calls or jumps to taken as never
  * returning); then BP returns in every fixpoint.
  */
 static int
-proc_may_return(const cfg_builder_t *b, const cfg_bproc_t *bp, nr_scratch_t *sc, int alone)
+proc_may_return(const cfg_builder_t *b, cfg_bproc_t *bp, nr_scratch_t *sc, int alone)
 {
     if (bp->blocks.n == 0 || bp->entry_block == CFG_NONE || bp->p.unsafe != NULL)
         return 1; /* not analysable: assume it returns */
-    if (bp->resumed)
+    if (bp->p.flags & CFG_PROC_RESUMED)
         return 1; /* its caller is resumed at the return address */
     if (bp->blocks.n > sc->cap) {
         free(sc->seen);
@@ -43,6 +72,14 @@ proc_may_return(const cfg_builder_t *b, const cfg_bproc_t *bp, nr_scratch_t *sc,
         if (sc->cap == 0)
             return QP_ENOMEM;
     }
+    /* The walk below follows every edge but a call's, a tail call's and a
+     * never-returning one always: a return reached through those others alone is found
+     * whatever the callees do, and stays so while the blocks do (the fixpoint asks
+     * again and again). */
+    if (bp->ret_direct >> 1 != bp->blocks_ver || bp->blocks_ver == 0)
+        bp->ret_direct = 2 * bp->blocks_ver + (uint64_t)returns_directly(bp, sc);
+    if (bp->ret_direct & 1)
+        return 1;
     uint8_t *seen = sc->seen;
     uint32_t *stack = sc->stack;
     memset(seen, 0, bp->blocks.n);

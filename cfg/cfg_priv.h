@@ -200,8 +200,6 @@ typedef struct cfg_bproc {
     uint8_t may_return;               /* noreturn analysis: proven to return */
     uint8_t built;                    /* blocks are current */
     uint8_t name_noreturn;            /* never returns by its name */
-    uint8_t resumed;                  /* returns by its name, whatever its code (Go's
-                                       * morestack, mcall: cfg_name_is_resumed) */
     uint8_t tied_nameless;            /* tied as a fragment by tie_nameless_fragments */
     uint8_t never_tie;                /* was tied, and its parent did not reach its start */
     uint8_t nr_dirty;                 /* built since the last noreturn analysis */
@@ -213,6 +211,10 @@ typedef struct cfg_bproc {
                                        * skipped by the passes that look for them */
     uint64_t blocks_ver;              /* a new value (b->blocks_ver) whenever `blocks`
                                        * change; 0: never had any */
+    uint64_t ret_direct;              /* 2 blocks_ver + 1 when a return is reached from
+                                       * its entry without a call (so it may return,
+                                       * whatever its callees do), 2 blocks_ver when not,
+                                       * as found for those blocks (cfg_noreturn.c) */
     CFG_VEC(cfg_range_t) covered;     /* gap sweep: runs of adjacent blocks, as last found */
     uint64_t covered_ver;             /* ... among the blocks of that version */
     uint64_t covered_lo, covered_hi;  /* ... starting in [lo, hi) */
@@ -222,6 +224,10 @@ typedef struct cfg_bproc {
 typedef struct cfg_find_index {
     uint64_t *v;                      /* entries, as b->procs was when last copied */
     size_t n, cap;                    /* how many; allocated */
+    uint32_t *bucket;                 /* bucket[k]: the first of v at or above base +
+                                       * k * 4 KiB (nbucket + 1 of them), or NULL */
+    size_t nbucket, bucketcap;        /* buckets; allocated */
+    uint64_t base;                    /* v[0] when copied */
     size_t misses;                    /* lookups it could not answer since */
     int frozen;                       /* not to be changed (cfg_discover_freeze) */
 } cfg_find_index_t;

@@ -225,6 +225,8 @@ typedef struct drv_result {
     int watcher;             /* a shared library that defines pthread_create (a libc): its
                               * entry got a thread hook (QPRT_F_WATCHER) */
     int pie;                 /* the program is position independent (QP_DESC_PIE) */
+    int resume_unnamed;      /* a Go program whose runtime.morestack and mcall have no
+                              * name: every measured procedure is QP_PROC_APPROX_RESUME */
     unsigned workers;        /* threads drv_describe may compress on (drv_run_threads') */
     /* The description, new addresses filled in by drv_result_finish. */
     qp_desc_proc_t *procs;
@@ -348,6 +350,13 @@ typedef struct drv_prog_info {
  */
 int drv_graph_build(const cfg_prog_t *prog, uint32_t proc, const drv_prog_info_t *info,
                     drv_graph_t *g /*OUT*/);
+
+/*
+ * Must a counter put before the instruction at AT, inside block BI of G (not at its
+ * start: a point in place that the start cannot take), save the flags? From the block's
+ * live_out back to AT; 1 when its instructions cannot be decoded or are too many.
+ */
+int drv_graph_save_at(const drv_graph_t *g, uint32_t bi, uint64_t at);
 
 /* What instruction IN (PREV: the one before it in its block, or NULL) is: DRV_SITE_FORK
  * (a child may run after it), DRV_SITE_THREAD (a thread may start in it), both, or 0. */

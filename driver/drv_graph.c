@@ -105,6 +105,21 @@ leave_live(const drv_graph_t *g, const cfg_prog_t *prog, const cfg_edge_t *ed)
     return ARCH_FLAGS_STATUS;
 }
 
+int
+drv_graph_save_at(const drv_graph_t *g, uint32_t bi, uint64_t at)
+{
+    const cfg_block_t *b = &g->prog->blocks[g->first + bi];
+    arch_insn_t v[64];
+    size_t n = 0;
+    for (uint64_t a = at; a < b->end; a += v[n++].len)
+        if (n == sizeof(v) / sizeof(v[0]) || cfg_image_decode(g->prog->img, a, b->end, &v[n]) < 0)
+            return 1;
+    uint8_t live = g->live_out[bi];
+    while (n-- > 0)
+        live = live_before(g, &v[n], live);
+    return pt_flags_must_save(live, g->clobbers);
+}
+
 /* Flags live after block B's last instruction, from its successors' live_in. */
 static uint8_t
 block_live_out(const drv_graph_t *g, uint32_t bi)

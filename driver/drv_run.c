@@ -107,9 +107,12 @@ static const char *const setjmp_names[] = { "setjmp", "_setjmp", "__sigsetjmp", 
 /* Functions that leave frames behind without returning through them. */
 static const char *const longjmp_names[] = { "longjmp", "_longjmp", "siglongjmp",
                                              "__longjmp_chk", NULL };
+/* ... by unwinding: C++ exceptions, Go's panics (recovered in a frame further up, which
+ * resumes at its deferreturn call; the frames between are abandoned). */
 static const char *const throw_names[] = { "__cxa_throw", "__cxa_rethrow", "_Unwind_Resume",
                                            "_Unwind_RaiseException",
-                                           "_Unwind_Resume_or_Rethrow", NULL };
+                                           "_Unwind_Resume_or_Rethrow", "runtime.gopanic",
+                                           NULL };
 
 /* What a call to NAME does that the report must know (QP_CALLF_*). */
 static uint8_t
@@ -143,6 +146,25 @@ callee_marks(const cfg_prog_t *prog)
         m[i] = callee_flags(prog->procs[i].name)
             | (drv_name_in(prog->procs[i].name, setjmp_names) ? CALLF_SETJMP : 0);
     return m;
+}
+
+/*
+ * A Go program none of whose procedures is known to be resumed at its return address
+ * (CFG_PROC_RESUMED: runtime.morestack, runtime.mcall, known by name only): its names
+ * could not be read (no symbol table, and a .gopclntab older than Go 1.16, missing or
+ * damaged). A prologue's call of morestack then looks like a call that never returns,
+ * and the goroutine resumed after it, jumping back to the entry, like one more call:
+ * no count of it is sure (QP_PROC_APPROX_RESUME).
+ */
+static int
+go_resume_unnamed(const cfg_prog_t *prog)
+{
+    if (cfg_image_runtime(prog->img) != CFG_RUNTIME_GO)
+        return 0;
+    for (uint32_t i = 0; i < prog->nprocs; i++)
+        if (prog->procs[i].flags & CFG_PROC_RESUMED)
+            return 0;
+    return 1;
 }
 
 /* Bit 4 of leaving_procs' marks: counts that rest on guessed computed-goto targets. */
@@ -189,6 +211,12 @@ leaving_procs(const cfg_prog_t *prog, const uint8_t *marks)
         for (uint32_t c = 0; c < n; c++)
             if (indirect[c])
                 leave[c] |= 3;
+    /* In Go any instruction may panic without a call (a nil dereference, a division by
+     * zero: the signal handler makes the goroutine call runtime.sigpanic there): a
+     * panic recovered further up abandons whichever frame it happened in. */
+    if (cfg_image_runtime(prog->img) == CFG_RUNTIME_GO)
+        for (uint32_t c = 0; c < n; c++)
+            leave[c] |= 2;
     /* Callers by callee (CSR): count, then fill. */
     for (int pass = 0; pass < 2; pass++) {
         uint32_t *fill = NULL;
@@ -454,6 +482,8 @@ describe_measured(drv_result_t *res, const drv_graph_t *g, const uint64_t *exits
         d->flags |= QP_PROC_LEAVE_EH;
     if (leave[g->proc] & LEAVE_GUESS)
         d->flags |= QP_PROC_APPROX_IND; /* its own guess, or its callers' (by calls) */
+    if (res->resume_unnamed)
+        d->flags |= QP_PROC_APPROX_RESUME;
     d->entry = p->entry;
     d->block = res->nblocks;
     d->nblocks = g->nblocks;
@@ -653,7 +683,7 @@ measure_in_place(drv_result_t *res, const cfg_prog_t *prog, const ed_plan_t *pla
             if (r <= 0) {
                 rc = r;
                 at = a;
-                save = 1;
+                save = r == 0 ? drv_graph_save_at(&g, k, a) : 1;
             }
         }
         if (rc > 0) {
@@ -808,6 +838,7 @@ run_pass(const drv_ops_t *drv, const cfg_prog_t *prog, const ed_plan_t *plan,
 {
     memset(res, 0, sizeof(*res));
     res->driver = drv->kind;
+    res->resume_unnamed = go_resume_unnamed(prog);
     uint32_t off;
     /* Blocks at most the program's; edges and probes: its edges plus a virtual edge or a
      * block counter per block. */

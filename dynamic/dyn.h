@@ -464,6 +464,23 @@ int
 dyn_session_create(
     dyn_proc_t *p, const cfg_prog_t *prog, uint64_t bias, dyn_session_t **out /*OUT*/);
 
+struct pt_decoded;
+
+/*
+ * The instructions of S's procedures relocated whole are decoded into D (patch/'s
+ * pt_decoded_t; the caller's, outliving S, shared by its sessions): each is decoded
+ * once, not at every check and emit of its copy. NULL (the default): each time.
+ */
+void
+dyn_session_keep_decoded(dyn_session_t *s, struct pt_decoded *d);
+
+/* A set for dyn_session_keep_decoded (NULL: no memory), and its end. */
+struct pt_decoded *
+dyn_decoded_new(void);
+
+void
+dyn_decoded_free(struct pt_decoded *d);
+
 /*
  * Ask for snippet BEFORE (and, at a DYN_PT_CALL or DYN_PT_WHOLE, AFTER; either may be
  * NULL, not both but at a DYN_PT_PROC: then its copy runs its row's counter, or nothing

@@ -148,6 +148,25 @@ dyn_session_create(
     return 0;
 }
 
+void
+dyn_session_keep_decoded(dyn_session_t *s, pt_decoded_t *d)
+{
+    if (s != NULL)
+        s->decoded = d;
+}
+
+pt_decoded_t *
+dyn_decoded_new(void)
+{
+    return pt_decoded_new();
+}
+
+void
+dyn_decoded_free(pt_decoded_t *d)
+{
+    pt_decoded_free(d);
+}
+
 /*****************************************************************************
  * Removing
  */

@@ -144,6 +144,8 @@ typedef struct refusal {
 struct dyn_session {
     dyn_proc_t *p;          /* the process */
     const cfg_prog_t *prog; /* its executable's CFGs */
+    pt_decoded_t *decoded;  /* where relocated procedures are decoded, or NULL (the
+                             * caller's: dyn_session_keep_decoded) */
     uint64_t bias;          /* load bias (runtime - link address) */
     uint8_t *chosen;        /* per procedure: already selected or refused */
     point_t *cand;          /* selected, not yet installed */

@@ -183,7 +183,7 @@ reloc_trial(const dyn_session_t *s, const uint32_t *parts, int nparts, point_t *
         { count.nodes, count.n, count.root, pt_point_ctx(PT_POINT_ENTRY, ARCH_FLAGS_STATUS) },
         { &stop, 1, 0, pt_point_ctx(PT_POINT_EXIT, ARCH_FLAGS_STATUS) },
         { &stop, 1, 0, pt_point_ctx(PT_POINT_INSN, ARCH_FLAGS_STATUS) }, NULL, 0, NULL, 0,
-        NULL, 0, NULL, 0, NULL, 0 };
+        NULL, 0, NULL, 0, NULL, 0, s->decoded };
     if (dynp_proc_block_ends(s, parts, nparts, &p) < 0) {
         free(runs);
         *err = QP_ENOMEM;

@@ -585,6 +585,8 @@ enum {
     ED_IP_TARGET,  /* another entry lies in the bytes a jump would cover: a block start,
                     * a landing pad, an address the program holds, a recovery point */
     ED_IP_INSN,    /* an instruction there cannot be moved (a call through %rsp) */
+    ED_IP_FAULT,   /* a Go program's instruction there may fault (a nil pointer): the
+                    * runtime turns the fault into a panic by its address */
     ED_IP_NREASONS
 };
 

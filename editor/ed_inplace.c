@@ -26,6 +26,7 @@
 
 struct ed_inplace {
     const cfg_prog_t *prog;
+    int go;             /* a Go program: no instruction that may fault is displaced */
     const ed_plan_t *plan; /* or NULL */
     uint64_t *starts;   /* every block start and procedure entry, sorted */
     size_t nstarts;
@@ -43,6 +44,7 @@ ed_inplace_why(int code)
     case ED_IP_TARGET: return "an entry (block start, landing pad, held address) inside "
                               "the bytes of the jump";
     case ED_IP_INSN: return "an instruction that cannot be moved";
+    case ED_IP_FAULT: return "a Go instruction that may fault (its panic needs its address)";
     default: return "?";
     }
 }
@@ -140,7 +142,7 @@ ed_inplace_create(const cfg_prog_t *prog, const ed_plan_t *plan, ed_inplace_t **
      * there for that: every goroutine returns to runtime.goexit + 1 (past its nop:
      * PCQuantum), and recover() resumes a function at its deferreturn call (after a
      * nop, so that it is not the return address of the call to gopanic). */
-    int go = cfg_image_runtime(prog->img) == CFG_RUNTIME_GO;
+    int go = ip->go = cfg_image_runtime(prog->img) == CFG_RUNTIME_GO;
     for (uint32_t i = 0; rc == 0 && go && i < prog->nblocks; i++) {
         arch_insn_t in;
         for (uint64_t a = prog->blocks[i].start; rc == 0 && a < prog->blocks[i].end;
@@ -174,6 +176,37 @@ ed_inplace_create(const cfg_prog_t *prog, const ed_plan_t *plan, ed_inplace_t **
     return 0;
 }
 
+/* Go's ABIInternal keeps the running goroutine in r14 (x86-64 numbering of arch.h):
+ * every prologue compares %rsp with its stack bound, 0x10(%r14), which never faults. */
+#define GO_REG_G 15
+
+static int
+go_operand_may_fault(const arch_opnd_t *o)
+{
+    return o->kind == ARCH_OPND_MEM && o->seg == 0 && o->base != ARCH_REG_SP
+        && o->base != ARCH_REG_PC && o->base != GO_REG_G;
+}
+
+/*
+ * May IN (its bytes at P) fault on a bad address in a Go program: does it access
+ * memory other than on the stack, pc-relative, thread-local or in the goroutine (a nil
+ * pointer)? Go turns such a fault into a panic by the faulting pc, which must be the
+ * instruction's own: moved into a trampoline, the runtime finds no function there
+ * and stops ("unknown caller pc") instead of panicking. Looks at the two operands
+ * arch_decode_ops gives (those of what Go's compiler emits); one it cannot decode may.
+ */
+static int
+go_may_fault(const uint8_t *p, const arch_insn_t *in)
+{
+    arch_ops_t ops;
+    if (in->kind == ARCH_KIND_NOP || in->kind == ARCH_KIND_ENDBR)
+        return 0;
+    if (arch_decode_ops(p, in->len, in->addr, &ops) < 0)
+        return 1;
+    return ops.op != ARCH_OP_LEA
+        && (go_operand_may_fault(&ops.dst) || go_operand_may_fault(&ops.src));
+}
+
 /* Is any address of the sorted V[0..N) in (LO, HI)? */
 static int
 any_inside(const uint64_t *v, size_t n, uint64_t lo, uint64_t hi)
@@ -197,6 +230,8 @@ ed_inplace_fit(const ed_inplace_t *ip, uint32_t block, uint64_t at, uint32_t *le
     while (a - at < 5 && a < b->end) {
         if (cfg_image_decode(img, a, b->end, &in) < 0)
             return ED_IP_INSN;
+        if (ip->go && go_may_fault(cfg_image_ptr(img, a, NULL), &in))
+            return ED_IP_FAULT;
         a += in.len;
         if (in.kind != ARCH_KIND_SEQ && in.kind != ARCH_KIND_NOP && in.kind != ARCH_KIND_ENDBR
             && in.kind != ARCH_KIND_SYSCALL)

@@ -426,6 +426,14 @@ unlink_library(qpt_space_t *l)
         }
 }
 
+struct pt_decoded *
+qpt_live_decoded(qpt_space_t *s)
+{
+    if (s->decoded == NULL)
+        s->decoded = dyn_decoded_new(); /* (NULL: its sessions decode each time) */
+    return s->decoded;
+}
+
 void
 qpt_live_close(qpt_space_t *s)
 {
@@ -448,6 +456,8 @@ qpt_live_close(qpt_space_t *s)
     s->sess = NULL;
     dyn_session_destroy(s->check);
     s->check = NULL;
+    dyn_decoded_free(s->decoded); /* (after the sessions that used it) */
+    s->decoded = NULL;
     qpt_live_index_free(s);
     free(s->lent);
     s->lent = NULL;

@@ -133,6 +133,7 @@ qpt_live_point_ok(qpt_space_t *s, qpt_ins_t *ins, const char **why)
         dyn_session_t *c = NULL;
         QP_CHECK(dyn_session_create(s->proc, s->prog, s->bias, &c));
         s->check = c;
+        dyn_session_keep_decoded(c, qpt_live_decoded(s));
     }
     ins->whole = 0;
     ins->reloc = 0;
@@ -635,6 +636,8 @@ build(qpt_space_t *s, qpt_live_set_t **out)
         }
     if (rc == 0)
         rc = dyn_session_create(s->proc, s->prog, s->bias, &l->sess);
+    if (rc == 0)
+        dyn_session_keep_decoded(l->sess, qpt_live_decoded(s));
     /* The insertions by dyn point, in the order they were made at each. */
     size_t *order = rc == 0 ? malloc((s->nins + 1) * sizeof(size_t)) : NULL;
     if (rc == 0 && order == NULL)

@@ -153,6 +153,8 @@ struct qpt_space {
     struct dyn_proc *proc;   /* the process */
     struct qpt_live_set *sess; /* the committed set of snippets, or NULL */
     struct dyn_session *check; /* a session never installed, to check points */
+    struct pt_decoded *decoded; /* what its sessions decoded of procedures relocated
+                                 * whole (dyn_session_keep_decoded), or NULL */
     struct qpt_live_index *index; /* the insertions by procedure and page (qpt_live_index.c) */
     uint8_t *lent;           /* live: per procedure of the check session's, 1 once a
                               * point borrowed a slot of its code (qpt_live_borrow.c: a
@@ -242,6 +244,9 @@ void qpt_cfg_free(qpt_space_t *s);
 int qpt_live_attach(qpt_space_t *s, int pid, char *why, size_t whylen);
 int qpt_live_spawn(qpt_space_t *s, char *const argv[], char *why, size_t whylen);
 void qpt_live_close(qpt_space_t *s);
+/* S's set of decoded instructions for its sessions (made on first use; NULL without
+ * memory: they decode each time), freed with S. */
+struct pt_decoded *qpt_live_decoded(qpt_space_t *s);
 int qpt_live_alloc(qpt_space_t *s, size_t bytes, uint64_t *addr);
 int qpt_live_read(qpt_space_t *s, uint64_t addr, void *buf, size_t len);
 int qpt_live_write(qpt_space_t *s, uint64_t addr, const void *buf, size_t len);

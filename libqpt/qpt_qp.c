@@ -506,6 +506,7 @@ qpt_qp_info(const qpt_qp_t *m, qpt_qp_info_t *out)
         .total_insns = qp_report_insns(r),
         .nviolating = r->nviolating,
         .napprox = r->napprox,
+        .napprox_resume = r->napprox_resume,
         .nunknown = r->nunknown,
         .nsaturated = r->nsaturated,
     };
@@ -540,7 +541,8 @@ row_flags(uint32_t f)
         | ((f & QP_RES_UNKNOWN) ? QPT_QP_UNKNOWN : 0)
         | ((f & QP_RES_SATURATED) ? QPT_QP_SATURATED : 0)
         | ((f & QP_RES_APPROX_LAZY) ? QPT_QP_APPROX_LAZY : 0)
-        | ((f & QP_RES_APPROX_CALLER) ? QPT_QP_APPROX_CALLER : 0);
+        | ((f & QP_RES_APPROX_CALLER) ? QPT_QP_APPROX_CALLER : 0)
+        | ((f & QP_RES_APPROX_RESUME) ? QPT_QP_APPROX_RESUME : 0);
 }
 
 void

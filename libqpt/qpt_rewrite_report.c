@@ -235,6 +235,12 @@ qpt_rw_report(qpt_rewrite_t *r, const cfg_prog_t *prog, const char *input, const
                 d->nrnglists_added, d->ncu_moved, d->ncu_stale, d->naranges_moved,
                 d->nunits_skipped, d->nunits_partial, d->ncompressed);
     }
+    if (drv != NULL && res.resume_unnamed)
+        qpt_rw_say(r,
+                "%s: note: a Go program whose function names could not be read (no symbol "
+                "table, and a .gopclntab older than Go 1.16, missing or damaged): "
+                "runtime.morestack is not known, so a stack growth in a prologue may count "
+                "as a call; every procedure's counts are marked approximate (~)", output);
     if (drv != NULL) {
         qpt_rw_say(r,
                 "%s: driver %s: %u procedures measured (%u per block, %u counted by their "

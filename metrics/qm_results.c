@@ -545,20 +545,28 @@ make_row(const qm_metric_t *m, size_t i, tally_t t, double cpn, int measured)
     return r;
 }
 
-/* The groups of M's rows: per module, a module's procedures (a group's first row's index
- * into FIRST[row], and GROUP[row] its group's first row); else a row each. */
+/*
+ * The groups of M's rows: per module, a module's procedures; else a row each. GROUP
+ * holds 3 * (NR + 1) words: GROUP[row] is its group's first row, and GROUP[NR + 1 +
+ * row] the next row of its group (NR after the last), so that a group's rows are
+ * visited without a look at every row (FOR_GROUP).
+ */
 static size_t
 row_groups(const qm_metric_t *m, size_t nr, size_t *group)
 {
-    size_t ng = 0;
+    size_t ng = 0, *next = group + nr + 1, *last = next + nr + 1;
     for (size_t a = 0; a < nr; a++) {
         group[a] = a;
+        next[a] = nr;
+        last[a] = a;
         if (m->focus != QM_PER_MODULE)
             continue;
         const char *ma = m->procs[a].module ? m->procs[a].module : "?";
         for (size_t b = 0; b < a; b++)
             if (group[b] == b && strcmp(m->procs[b].module ? m->procs[b].module : "?", ma) == 0) {
                 group[a] = b;
+                next[last[b]] = a;
+                last[b] = a;
                 break;
             }
     }
@@ -566,6 +574,9 @@ row_groups(const qm_metric_t *m, size_t nr, size_t *group)
         ng += group[a] == a;
     return ng;
 }
+
+/* Each row A of the group whose first row is G (GROUP and NR: row_groups'). */
+#define FOR_GROUP(a, g, group, nr) for (size_t a = (g); a < (nr); a = (group)[(nr) + 1 + a])
 
 /* The focus of group G (its first row) of M. */
 static void
@@ -585,8 +596,8 @@ group_measured(const qm_metric_t *m, const size_t *group, size_t nr, size_t g)
 {
     if (m->focus == QM_TOTAL)
         return 1;
-    for (size_t a = 0; a < nr; a++)
-        if (group[a] == g && m->procs[a].measured)
+    FOR_GROUP(a, g, group, nr)
+        if (m->procs[a].measured)
             return 1;
     return 0;
 }
@@ -620,9 +631,8 @@ pair_rows(const qm_metric_t *m, size_t i, const uint64_t *w, size_t nr, const si
                 continue;
             const uint64_t *b = blocks + k * sw;
             tally_t t = { 0, 0 };
-            for (size_t a = g; a < nr; a++)
-                if (group[a] == g)
-                    merge(m->kind, &t, block_tally(m, b, m->base + a * wpr));
+            FOR_GROUP(a, g, group, nr)
+                merge(m->kind, &t, block_tally(m, b, m->base + a * wpr));
             if (t.n == 0 && t.acc == 0)
                 continue; /* the thread did not count here */
             qm_row_t r = make_row(m, i, t, cpn, 1);
@@ -896,7 +906,7 @@ qm_results_running(const qm_set_t *set, qm_read_fn read, void *arg, double cpn, 
                       || m->focus == QM_PER_SITE;
         size_t nr = by_proc ? m->nprocs : 1;
         tally_t *sum = calloc(nr + 1, sizeof(tally_t));
-        size_t *group = calloc(nr + 1, sizeof(size_t));
+        size_t *group = calloc(3 * (nr + 1), sizeof(size_t)); /* row_groups */
         uint64_t *w = NULL;
         size_t nw;
         if (sum == NULL || group == NULL) {
@@ -981,9 +991,8 @@ qm_results_running(const qm_set_t *set, qm_read_fn read, void *arg, double cpn, 
                 if (group[g] != g)
                     continue;
                 tally_t t = { 0, 0 };
-                for (size_t a = g; a < nr; a++)
-                    if (group[a] == g)
-                        merge(m->kind, &t, sum[a]);
+                FOR_GROUP(a, g, group, nr)
+                    merge(m->kind, &t, sum[a]);
                 qm_row_t r = make_row(m, i, t, cpn, group_measured(m, group, nr, g));
                 group_name(m, g, r.focus, sizeof(r.focus));
                 rc = push_row(&rows, &nrows, &cap, &r);

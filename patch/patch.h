@@ -210,6 +210,30 @@ pt_inplace_patch(const pt_inplace_t *t, uint64_t tramp, uint32_t span,
     uint8_t *out /*OUT*/, size_t cap);
 
 /*****************************************************************************
+ * Instructions decoded once (pt_decoded.c), for callers that size and emit the same
+ * code many times
+ */
+
+typedef struct pt_decoded pt_decoded_t;
+
+/* An empty set of decoded instructions (NULL: no memory). Not for several threads at
+ * once. */
+pt_decoded_t *
+pt_decoded_new(void);
+
+void
+pt_decoded_free(pt_decoded_t *d);
+
+/*
+ * arch_decode(BUF, LEN, ADDR, OUT), kept in D: an instruction decoded before at ADDR
+ * from the same bytes is not decoded again (BUF may be any memory: the bytes are
+ * compared). D NULL: arch_decode.
+ */
+int
+pt_decode(pt_decoded_t *d, const uint8_t *buf, size_t len, uint64_t addr,
+    arch_insn_t *out /*OUT*/);
+
+/*****************************************************************************
  * Procedures relocated whole (pt_reloc.c): a live procedure whose points do not fit
  * in place runs as a copy, entered by the jump at its entry (Dyninst's technique)
  */
@@ -259,6 +283,8 @@ typedef struct pt_proc {
     const pt_site_t *sites; /* calls (direct or not) with a snippet before them, sorted
                              * by address, each a call of the runs; NULL: none */
     size_t nsites;
+    pt_decoded_t *decoded; /* where its instructions are decoded once (NULL: each
+                            * time); pt_proc_size and pt_proc_emit fill it */
 } pt_proc_t;
 
 /* Where an instruction of the procedure runs in its copy. */

@@ -359,7 +359,8 @@ pass(gen_t *g)
         int last = ARCH_KIND_JMP;
         for (uint32_t off = 0; off < run->len;) {
             arch_insn_t in;
-            QP_CHECK(arch_decode(run->bytes + off, run->len - off, run->addr + off, &in));
+            QP_CHECK(pt_decode(p->decoded, run->bytes + off, run->len - off, run->addr + off,
+                               &in));
             if (g->pass == 1) {
                 if (m == g->mapcap)
                     return QP_ERANGE;
@@ -507,7 +508,8 @@ pt_proc_size(const pt_proc_t *p, size_t snip_max)
         n += s5;
         for (uint32_t off = 0; off < run->len;) {
             arch_insn_t in;
-            if (arch_decode(run->bytes + off, run->len - off, run->addr + off, &in) < 0) {
+            if (pt_decode(p->decoded, run->bytes + off, run->len - off, run->addr + off, &in)
+                < 0) {
                 n += (size_t)(run->len - off) * ARCH_MAX_RELOC;
                 ninsns += run->len - off;
                 break;

@@ -279,9 +279,7 @@ add_calls(qp_report_t *r, const uint64_t *ue, const qp_entry_map_t *map,
             s->calls_known = 0;
         if (s->calls == UINT64_MAX || (res->flags & QP_RES_SATURATED))
             s->flags |= QP_RES_SATURATED;
-        if (res->flags
-            & (QP_RES_APPROX_EH | QP_RES_APPROX_JMP | QP_RES_APPROX_IND
-                | QP_RES_VIOLATION))
+        if (res->flags & (QP_RES_APPROX_PROC | QP_RES_VIOLATION))
             s->flags |= QP_RES_APPROX_CALLER;
     }
     qp_flow_free(&f);

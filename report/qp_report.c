@@ -224,6 +224,8 @@ result_of(const qp_report_t *r, uint32_t proc, qp_proc_result_t *res, int *ran)
         res->flags |= QP_RES_APPROX_JMP;
     if ((pflags & QP_PROC_APPROX_IND) || xlate_missed(r->desc, r->prof, proc))
         res->flags |= QP_RES_APPROX_IND;
+    if (pflags & QP_PROC_APPROX_RESUME)
+        res->flags |= QP_RES_APPROX_RESUME;
     if (f.nviolations)
         res->flags |= QP_RES_VIOLATION;
     if (!f.calls_known || !f.insns_exact)
@@ -324,7 +326,7 @@ void
 qp_report_mark_leaving(qp_report_t *r, int ran)
 {
     const qp_desc_t *d = r->desc;
-    r->nviolating = r->napprox = r->nunknown = r->nsaturated = 0;
+    r->nviolating = r->napprox = r->napprox_resume = r->nunknown = r->nsaturated = 0;
     for (uint32_t k = 0; k < r->nprocs; k++) {
         qp_proc_result_t *res = &r->procs[k];
         uint32_t pflags = d->procs[res->proc].flags;
@@ -333,9 +335,8 @@ qp_report_mark_leaving(qp_report_t *r, int ran)
         if ((pflags & QP_PROC_LEAVE_EH) && (ran & 2))
             res->flags |= QP_RES_APPROX_EH;
         r->nviolating += (res->flags & QP_RES_VIOLATION) != 0;
-        r->napprox
-            += (res->flags & (QP_RES_APPROX_EH | QP_RES_APPROX_JMP | QP_RES_APPROX_IND))
-            != 0;
+        r->napprox += (res->flags & QP_RES_APPROX_PROC) != 0;
+        r->napprox_resume += (res->flags & QP_RES_APPROX_RESUME) != 0;
         r->nunknown += (res->flags & QP_RES_UNKNOWN) != 0;
         r->nsaturated += (res->flags & QP_RES_SATURATED) != 0;
     }

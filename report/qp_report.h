@@ -44,12 +44,17 @@ enum {
                                      * symbol's first call runs more than is counted */
     QP_RES_APPROX_CALLER = 1u << 8, /* a PLT stub called from a procedure whose counts
                                      * may be approximate or are inconsistent */
+    QP_RES_APPROX_RESUME = 1u << 9, /* QP_PROC_APPROX_RESUME: a Go program's stack growth
+                                     * may count as a call (its names unread) */
 };
 
 /* The flags that make a count approximate ('~'). */
 #define QP_RES_APPROX_ANY                                                                \
-    (QP_RES_APPROX_EH | QP_RES_APPROX_JMP | QP_RES_APPROX_IND | QP_RES_APPROX_LAZY       \
-        | QP_RES_APPROX_CALLER)
+    (QP_RES_APPROX_PROC | QP_RES_APPROX_LAZY | QP_RES_APPROX_CALLER)
+
+/* ... those of a procedure's own (a PLT stub's are LAZY and CALLER). */
+#define QP_RES_APPROX_PROC                                                               \
+    (QP_RES_APPROX_EH | QP_RES_APPROX_JMP | QP_RES_APPROX_IND | QP_RES_APPROX_RESUME)
 
 /*
  * The counts of a measured procedure, or of a PLT stub (QP_RES_PLT: proc is QP_VIRT, the
@@ -93,6 +98,7 @@ typedef struct qp_report {
     uint64_t total_insns;     /* sum of procs[].insns (saturated) */
     uint32_t nviolating;      /* procedures with QP_RES_VIOLATION */
     uint32_t napprox;         /* procedures with QP_RES_APPROX_* */
+    uint32_t napprox_resume;  /* ... of them QP_RES_APPROX_RESUME */
     uint32_t nunknown;        /* procedures with QP_RES_UNKNOWN */
     uint32_t nsaturated;      /* procedures with QP_RES_SATURATED */
     qp_proc_result_t *plt;    /* PLT stubs that measured code calls, by entry

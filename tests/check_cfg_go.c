@@ -3,7 +3,8 @@
 /*
  * Unit tests of what cfg/ knows of Go programs: the function table of .gopclntab
  * (cfg_gopcln.c) in its two layouts, hand-made, and refused when inconsistent; the
- * runtime procedures whose calls return though their code does not (cfg_discover.c).
+ * runtime procedures whose calls return though their code does not, and the one that
+ * never returns though its code may seem to (cfg_discover.c).
  */
 #include <check.h>
 #include <stdint.h>
@@ -159,6 +160,17 @@ START_TEST(test_cfg_go_resumed_names)
 }
 END_TEST
 
+/* A panic never returns to its caller: recovered, it resumes the frame that deferred
+ * the recovery, at its deferreturn call. */
+START_TEST(test_cfg_go_gopanic_noreturn)
+{
+    ck_assert(cfg_name_is_noreturn("runtime.gopanic"));
+    ck_assert(!cfg_name_is_noreturn("runtime.gopanicx"));
+    ck_assert(!cfg_name_is_noreturn("runtime.gorecover"));
+    ck_assert(!cfg_name_is_noreturn("runtime.deferreturn"));
+}
+END_TEST
+
 static Suite *
 cfg_go_suite(void)
 {
@@ -170,6 +182,7 @@ cfg_go_suite(void)
     suite_add_tcase(s, tc);
     tc = tcase_create("resumed");
     tcase_add_test(tc, test_cfg_go_resumed_names);
+    tcase_add_test(tc, test_cfg_go_gopanic_noreturn);
     suite_add_tcase(s, tc);
     return s;
 }

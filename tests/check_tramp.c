@@ -14,7 +14,7 @@
  * through padding); the one flags rule; the refusals (too few bytes, out of reach, no
  * room); the bytes of a system call looked for in code (pt_syscall_pattern); and a
  * shared library's start that points its own PLT at the moved code (pt_got_fix_emit),
- * run on words of this process.
+ * run on words of this process; instructions decoded once (pt_decode).
  */
 #include "config.h"
 
@@ -472,7 +472,7 @@ START_TEST(test_reloc_whole)
         add_to(ve, 10, NODE(.op = ARCH_SN_CONST, .imm = 1), ARCH_SNX_ENTRY, 0),
         add_to(vr, 11, NODE(.op = ARCH_SN_CONST, .imm = 1), ARCH_SNX_RETURN, 0),
         add_to(vl, 12, NODE(.op = ARCH_SN_CONST, .imm = 1), 0, ARCH_FLAGS_STATUS), NULL, 0,
-        NULL, 0, NULL, 0, NULL, 0, NULL, 0 };
+        NULL, 0, NULL, 0, NULL, 0, NULL, 0, NULL };
     pt_map_t m[64];
     size_t nm = 0;
     ck_assert_uint_ge(sizeof(m) / sizeof(m[0]), pt_proc_mapcap(&p) / 4);
@@ -520,7 +520,7 @@ START_TEST(test_reloc_sites)
     pt_site_t site = { at(P_RET_SITE - 5), count };
     pt_proc_t p = { &run, 1, at(OFF_P),
         add_to(ve, 10, NODE(.op = ARCH_SN_CONST, .imm = 1), ARCH_SNX_ENTRY, 0), { 0 }, { 0 },
-        NULL, 0, NULL, 0, NULL, 0, NULL, 0, &site, 1 };
+        NULL, 0, NULL, 0, NULL, 0, NULL, 0, &site, 1, NULL };
     pt_map_t m[64];
     size_t nm = 0;
     uint8_t *tr = TRAMP;
@@ -560,7 +560,7 @@ START_TEST(test_reloc_noret)
     pt_proc_t p = { &run, 1, at(OFF_H), { 0 },
         add_to(vr, 8, NODE(.op = ARCH_SN_CONST, .imm = 1), ARCH_SNX_RETURN, 0),
         add_to(vl, 9, NODE(.op = ARCH_SN_CONST, .imm = 1), 0, ARCH_FLAGS_STATUS), NULL, 0,
-        NULL, 0, NULL, 0, NULL, 0, NULL, 0 };
+        NULL, 0, NULL, 0, NULL, 0, NULL, 0, NULL };
     pt_map_t m[16];
     size_t nm = 0;
     uint8_t *tr = TRAMP;
@@ -606,7 +606,7 @@ START_TEST(test_reloc_table_jump)
     pt_run_t run = { at(0x140), CODE + 0x140, 13 };
     pt_proc_t p = { &run, 1, at(0x140), { 0 }, { 0 },
         add_to(vl, 9, NODE(.op = ARCH_SN_CONST, .imm = 1), 0, ARCH_FLAGS_STATUS), NULL, 0,
-        NULL, 0, NULL, 0, NULL, 0, NULL, 0 };
+        NULL, 0, NULL, 0, NULL, 0, NULL, 0, NULL };
     pt_map_t m[16];
     size_t nm = 0;
     uint8_t *tr = TRAMP;
@@ -665,7 +665,7 @@ START_TEST(test_reloc_unknown_jump)
         add_to(ve, 10, NODE(.op = ARCH_SN_CONST, .imm = 1), ARCH_SNX_ENTRY, 0),
         add_to(vr, 11, NODE(.op = ARCH_SN_CONST, .imm = 1), ARCH_SNX_RETURN, 0),
         add_to(vl, 12, NODE(.op = ARCH_SN_CONST, .imm = 1), 0, ARCH_FLAGS_STATUS), NULL, 0,
-        NULL, 0, NULL, 0, unknown, 1, NULL, 0 };
+        NULL, 0, NULL, 0, unknown, 1, NULL, 0, NULL };
     pt_map_t m[32];
     size_t nm = 0;
     uint8_t *tr = TRAMP;
@@ -704,10 +704,90 @@ START_TEST(test_reloc_unknown_jump)
     /* The flags through the translation: s relocated, its jump translated. */
     pt_run_t rs = { at(OFF_S), CODE + OFF_S, 12 };
     const uint64_t sj[] = { at(OFF_S + 3) };
-    pt_proc_t ps = { &rs, 1, at(OFF_S), { 0 }, { 0 }, { 0 }, NULL, 0, NULL, 0, NULL, 0, sj, 1, NULL, 0 };
+    pt_proc_t ps = { &rs, 1, at(OFF_S), { 0 }, { 0 }, { 0 }, NULL, 0, NULL, 0, NULL, 0, sj, 1, NULL, 0, NULL };
     ck_assert_int_gt(pt_proc_emit(&ps, (uint64_t)(uintptr_t)tr, tr, PAGE, m, 32, &nm), 0);
     for (uint64_t i = 0; i < 6; i++)
         ck_assert_uint_eq(q(3, i, at(OFF_S + 5)), i < 3);
+}
+END_TEST
+
+/* IN and arch_decode's OUT are the same instruction. */
+static void
+same_insn(const arch_insn_t *in, const arch_insn_t *out)
+{
+    ck_assert_uint_eq(in->addr, out->addr);
+    ck_assert_uint_eq(in->target, out->target);
+    ck_assert_uint_eq(in->len, out->len);
+    ck_assert_uint_eq(in->kind, out->kind);
+    ck_assert_uint_eq(in->rel_off, out->rel_off);
+    ck_assert_uint_eq(in->rel_size, out->rel_size);
+    ck_assert_uint_eq(in->flags, out->flags);
+    ck_assert_uint_eq(in->flags_read, out->flags_read);
+    ck_assert_uint_eq(in->flags_written, out->flags_written);
+}
+
+/*
+ * Instructions decoded once (pt_decoded_t): what arch_decode gives, for the same bytes
+ * at the same address only - other bytes at an address kept before (a buffer reused),
+ * the same bytes elsewhere, too few bytes are decoded anew; and a copy emitted with
+ * them is the one emitted without.
+ */
+START_TEST(test_decoded_once)
+{
+    pt_decoded_t *d = pt_decoded_new();
+    ck_assert_ptr_nonnull(d);
+    uint8_t buf[16] = { 0x48, 0x8b, 0x05, 0x10, 0, 0, 0 }; /* mov 0x10(%rip),%rax */
+    arch_insn_t in, out;
+    for (int k = 0; k < 2; k++) { /* decoded, then kept */
+        ck_assert_int_eq(pt_decode(d, buf, sizeof(buf), 0x400000, &in), 0);
+        ck_assert_int_eq(arch_decode(buf, sizeof(buf), 0x400000, &out), 0);
+        same_insn(&in, &out);
+        ck_assert_uint_eq(in.target, 0x400017);
+    }
+    ck_assert_int_eq(pt_decode(d, buf, sizeof(buf), 0x500000, &in), 0);
+    ck_assert_uint_eq(in.target, 0x500017);
+    ck_assert_int_eq(pt_decode(d, buf, 3, 0x400000, &in), QP_EDECODE);
+    /* Other bytes in the same buffer at the same address: call .+0x20 */
+    const uint8_t call[] = { 0xe8, 0x20, 0, 0, 0 };
+    memcpy(buf, call, sizeof(call));
+    ck_assert_int_eq(pt_decode(d, buf, sizeof(buf), 0x400000, &in), 0);
+    ck_assert_int_eq(arch_decode(buf, sizeof(buf), 0x400000, &out), 0);
+    same_insn(&in, &out);
+    ck_assert_uint_eq(in.kind, ARCH_KIND_CALL);
+    ck_assert_uint_eq(in.target, 0x400025);
+    /* Many addresses (the set grows), each as arch_decode says. */
+    for (uint64_t a = 0x600000; a < 0x600000 + 5000; a++)
+        ck_assert_int_eq(pt_decode(d, buf, sizeof(buf), a, &in), 0);
+    for (uint64_t a = 0x600000; a < 0x600000 + 5000; a += 7) {
+        ck_assert_int_eq(pt_decode(d, buf, sizeof(buf), a, &in), 0);
+        ck_assert_int_eq(arch_decode(buf, sizeof(buf), a, &out), 0);
+        same_insn(&in, &out);
+    }
+    /* A copy emitted with the set (twice: decoded, then kept) and without. */
+    assemble_p();
+    arch_snip_t ve[2];
+    pt_run_t run = { at(OFF_P), CODE + OFF_P, P_END - OFF_P };
+    pt_proc_t p = { &run, 1, at(OFF_P),
+        add_to(ve, 10, NODE(.op = ARCH_SN_CONST, .imm = 1), ARCH_SNX_ENTRY, 0), { 0 }, { 0 },
+        NULL, 0, NULL, 0, NULL, 0, NULL, 0, NULL, 0, NULL };
+    uint8_t plain[PAGE / 2], kept[PAGE / 2];
+    pt_map_t m1[64], m2[64];
+    size_t n1, n2;
+    size_t cap = pt_proc_size(&p, 64);
+    uint64_t at_tr = (uint64_t)(uintptr_t)TRAMP;
+    int len = pt_proc_emit(&p, at_tr, plain, sizeof(plain), m1, 64, &n1);
+    ck_assert_int_gt(len, 0);
+    p.decoded = d;
+    for (int k = 0; k < 2; k++) {
+        ck_assert_uint_eq(pt_proc_size(&p, 64), cap);
+        memset(kept, 0, sizeof(kept));
+        ck_assert_int_eq(pt_proc_emit(&p, at_tr, kept, sizeof(kept), m2, 64, &n2), len);
+        ck_assert_mem_eq(kept, plain, (size_t)len);
+        ck_assert_uint_eq(n2, n1);
+        ck_assert_mem_eq(m2, m1, n1 * sizeof(m1[0]));
+    }
+    pt_decoded_free(d);
+    pt_decoded_free(NULL);
 }
 END_TEST
 
@@ -720,7 +800,7 @@ START_TEST(test_reloc_refusals)
     /* call 1f; 1: pop %rax; ret - reads its own return address */
     const uint8_t self[] = { 0xe8, 0, 0, 0, 0, 0x58, 0xc3 };
     pt_run_t r1 = { 0x400000, self, sizeof(self) };
-    pt_proc_t p = { &r1, 1, 0x400000, { 0 }, { 0 }, { 0 }, NULL, 0, NULL, 0, NULL, 0, NULL, 0, NULL, 0 };
+    pt_proc_t p = { &r1, 1, 0x400000, { 0 }, { 0 }, { 0 }, NULL, 0, NULL, 0, NULL, 0, NULL, 0, NULL, 0, NULL };
     ck_assert_int_eq(pt_proc_emit(&p, 0x500000, out, sizeof(out), m, 16, &nm), QP_EUNSUPP);
     /* jmp into the middle of its own instruction */
     const uint8_t mid[] = { 0x48, 0x89, 0xf8, 0xeb, 0xfc, 0xc3 };
@@ -878,6 +958,7 @@ tramp_suite(void)
     tcase_add_test(tc, test_tramp_padded);
     tcase_add_test(tc, test_flags_rule);
     tcase_add_test(tc, test_reloc_whole);
+    tcase_add_test(tc, test_decoded_once);
     tcase_add_test(tc, test_reloc_sites);
     tcase_add_test(tc, test_reloc_refusals);
     tcase_add_test(tc, test_reloc_unknown_jump);

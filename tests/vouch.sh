@@ -16,6 +16,15 @@
 # push %rbp; mov %rsp,%rbp) and are measured: 11 and 7 calls; so is leaf, which only a
 # jump of hop reaches: 3 calls; bare and hop (no frame, a lea's address) stay in place,
 # "may be data"; the output is the original's.
+# tests/vouch/sections.c with sections_data.S, clang -O2 with frame pointers but in
+# leaves, -ffunction-sections, linked by lld (int3 between sections), stripped, no
+# .eh_frame: twice and inc3 (leaves, no frame) and guard (its frame set up past an early
+# exit), a lea's address each, after lld's int3 fill, are measured: 11, 7 and 3 calls;
+# after_trap (a frame, after guard's `int3; ud2`) too: 5 calls; so is
+# sections_after_call (a frame, right after a call to abort, no padding): 9 calls;
+# sections_table, data
+# after an alignment's nops in the assembler file's section that decodes as
+# `mov %rdi,%rax; ret`, stays in place, "may be data"; the output is the original's.
 # And data kept in .text behind a lea (tests/progs/data_in_text.c, stripped) stays
 # untouched: the rewritten program prints what the original prints.
 # Exit status: 0 pass, 1 fail, 77 skip, 99 hard error.
@@ -80,6 +89,35 @@ done
 n=$(grep -c "left in place: .*may be data" "$exe.log")
 [ "$n" = 2 ] && ok "framed: only bare and hop may be data" ||
     bad "framed: $n procedures may be data, expected 2"
+
+exe=$dir/sections
+if qp_have clang && qp_have ld.lld; then
+    # shellcheck disable=SC2086
+    clang $cflags -fno-omit-frame-pointer -momit-leaf-frame-pointer -ffunction-sections \
+        -fuse-ld=lld -o "$exe.full" "$top_srcdir/tests/vouch/sections.c" \
+        "$top_srcdir/tests/vouch/sections_data.S" || exit 99
+    strip -o "$exe" "$exe.full" || exit 99
+    want=$("$exe")
+    if ! "$QPT_REWRITE" -v --driver=qp "$exe" -o "$exe.qp" >"$exe.log" 2>&1; then
+        bad "sections: rewrite: $(tail -n 1 "$exe.log")"
+        exit 1
+    fi
+    [ "$("$exe.qp")" = "$want" ] && ok "sections: same output" || bad "sections: output differs"
+    "$QP" report --csv "$exe.qp.qp" >"$exe.csv" 2>&1
+    for row in twice:11 inc3:7 guard:3 after_trap:5 sections_after_call:9; do
+        name=${row%%:*} want_calls=${row##*:}
+        sub=sub_$(nm "$exe.full" | awk -v n="$name" '$3 == n { sub(/^0+/, "", $1); print $1 }')
+        got=$(awk -F, -v n="$sub" '$1 == n { print $2 }' "$exe.csv")
+        [ "$got" = "$want_calls" ] && ok "sections: $name ($sub) measured, $got calls" ||
+            bad "sections: $name ($sub): '$got' calls, expected $want_calls"
+    done
+    a=$(nm "$exe.full" | awk '$3 == "sections_table" { sub(/^0+/, "", $1); print $1 }')
+    grep -q "left in place: sub_$a at 0x$a: .*may be data" "$exe.log" &&
+        ok "sections: the table after nops (decodes as code) left in place" ||
+        bad "sections: sections_table (sub_$a) not left in place as may be data"
+else
+    echo "vouch.sh: sections: SKIP: no clang or ld.lld"
+fi
 
 exe=$dir/data_in_text
 # shellcheck disable=SC2086

@@ -149,6 +149,10 @@ print_header(FILE *f, const qp_inputs_t *in)
     char abuf[256];
     if (run_approx(in, abuf, sizeof(abuf)) != NULL)
         fprintf(f, "warning: %s\n", abuf);
+    if (r.napprox_resume > 0)
+        fprintf(f, "warning: a Go program whose function names could not be read: a stack "
+                   "growth may count as a call, every count is marked approximate (~, "
+                   "below)\n");
     fprintf(f, "total: %" PRIu64 " instructions executed in %" PRIu32
                " measured procedures", r.total_insns, r.nmeasured);
     if (r.nplt > 0)
@@ -323,6 +327,8 @@ print_by_calls(FILE *f, const flat_view_t *v)
 typedef struct flat_notes {
     uint32_t nviolating, napprox, nunknown, nsaturated; /* procedures (qpt_qp_info_t), and
                                                          * PLT stubs for the last two */
+    uint32_t napprox_resume;                            /* ... approximate in a Go program
+                                                         * whose names were not read */
     uint64_t ndropped, incomplete;                      /* exits (profile, back-traces) */
     uint64_t forks;                                     /* forked children (the most of
                                                          * any module's profile) */
@@ -341,6 +347,7 @@ sum_notes(const flat_view_t *v, flat_notes_t *n)
         qpt_qp_info_t r = info_of(&v->mods[k]);
         n->nviolating += r.nviolating;
         n->napprox += r.napprox;
+        n->napprox_resume += r.napprox_resume;
         n->nunknown += r.nunknown;
         n->nsaturated += r.nsaturated;
         n->ndropped += r.ndropped;
@@ -380,10 +387,19 @@ print_footnotes(FILE *f, const flat_view_t *v)
         fprintf(f, "!  flow conservation (Kirchhoff) fails in %" PRIu32 " procedure(s): their "
                    "counts are inconsistent (qp report --edges=NAME shows where)\n",
                 n.nviolating);
-    if (n.napprox)
+    if (n.napprox_resume)
+        fprintf(f, "~  in a Go program whose function names could not be read (no symbol "
+                   "table, and a .gopclntab older than Go 1.16, missing or damaged): "
+                   "runtime.morestack is not known, so a stack growth in a procedure's "
+                   "prologue (the goroutine resumed there jumps back to the entry) may "
+                   "count as one more call of it, and a goroutine resumed after "
+                   "runtime.mcall (Gosched, parking) likewise: every count of its %" PRIu32
+                   " procedure(s) may be approximate\n",
+                n.napprox_resume);
+    if (n.napprox > n.napprox_resume)
         fprintf(f, "~  has exception landing pads, calls setjmp or vfork, may be left by a longjmp or an "
                    "exception (it calls, directly or through other procedures, one that "
-                   "longjmps or throws), or has indirect jumps whose targets are a guess: if "
+                   "longjmps or throws; in a Go program that panicked, any procedure), or has indirect jumps whose targets are a guess: if "
                    "control left it that way, its counts may be approximate\n");
     if (n.nlazy)
         fprintf(f, "~  on a PLT stub: its module binds symbols lazily (no BIND_NOW), so "

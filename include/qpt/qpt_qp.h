@@ -148,6 +148,7 @@ typedef struct qpt_qp_info {
     uint32_t napprox;          /* ... whose counts may be approximate */
     uint32_t nunknown;         /* ... with counts not determined */
     uint32_t nsaturated;       /* ... with a counter at 2^64 - 1 */
+    uint32_t napprox_resume;   /* approximate ones for QPT_QP_APPROX_RESUME */
 } qpt_qp_info_t;
 
 /* What M's report says of the whole run (M loaded). 0 or QPT_EINVAL. */
@@ -176,6 +177,8 @@ enum {
     QPT_QP_APPROX_LAZY = 1u << 5,   /* a stub bound lazily: each symbol's first call ran
                                      * more than is counted */
     QPT_QP_APPROX_CALLER = 1u << 6, /* a stub called from approximate code */
+    QPT_QP_APPROX_RESUME = 1u << 7, /* in a Go program whose function names could not be
+                                     * read: a stack growth may count as a call */
 };
 
 /* Which rows (qpt_qp_row's KIND). */

@@ -25,6 +25,53 @@ func mayPanic(i int) (r int) {
 	return leaf(i)
 }
 
+// thrower panics on every 5th call; middle's frame is abandoned then, and catcher,
+// further up, recovers: the runtime resumes it at its deferreturn call, which no jump
+// reaches.
+//
+//go:noinline
+func thrower(i int) int {
+	if i%5 == 0 {
+		panic(i)
+	}
+	return i*2 + 1
+}
+
+// deref dereferences nil on one call in four: the runtime turns the fault into a panic
+// by the faulting instruction's address, which must still be in deref (not in a
+// trampoline that a counter's jump displaced it into).
+//
+//go:noinline
+func deref(i int) int {
+	if i%5 == 1 {
+		var p *int
+		return *p
+	}
+	return twice(i)
+}
+
+//go:noinline
+func twice(x int) int { return x * 2 }
+
+//go:noinline
+func middle(i int) int {
+	r := thrower(i)
+	if r%3 == 0 {
+		r += i
+	}
+	return r + deref(i) + 1 // 100 nil dereferences, recovered in catcher too
+}
+
+//go:noinline
+func catcher(i int) (r int) {
+	defer func() {
+		if e := recover(); e != nil {
+			r = -1
+		}
+	}()
+	return middle(i)
+}
+
 //go:noinline
 func worker(n int, wg *sync.WaitGroup, out *int64) {
 	defer wg.Done()
@@ -77,11 +124,15 @@ func main() {
 	for i := 0; i < 700; i++ {
 		s += mayPanic(i) // 700 calls; 100 panics; leaf: 600 more calls
 	}
+	c := 0
+	for i := 0; i < 500; i++ {
+		c += catcher(i) // 500 calls, thrower 500, middle 500; 200 panics up two frames
+	}
 	d := make(chan int)
 	go func() { d <- deep(999) }() // deep: 1000 calls, the stack grown in its prologue
 	dd := <-d
 	k := churn(20000) // the GC runs
 	runtime.GC()
-	fmt.Println(total, s, dd, k)
+	fmt.Println(total, s, c, dd, k)
 	os.Exit(0)
 }
