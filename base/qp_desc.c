@@ -413,38 +413,6 @@ qp_desc_id(const uint8_t *buf, size_t len, uint64_t *id)
 }
 
 /*****************************************************************************
- * The compact body (since version 3, qp_format.h): LEB128 varints, zigzag deltas, raw
- * LZMA2 (version 5; zlib before)
- */
-
-/* Zigzag: a difference taken as signed, small magnitudes to small numbers. */
-uint64_t
-desc_zz64(uint64_t x, uint64_t prev)
-{
-    uint64_t u = x - prev;
-    return (u << 1) ^ (0 - (u >> 63));
-}
-
-uint64_t
-desc_zz32(uint32_t x, uint32_t prev)
-{
-    uint32_t u = x - prev;
-    return (uint32_t)((u << 1) ^ (0u - (u >> 31)));
-}
-
-uint64_t
-desc_unzz64(uint64_t z, uint64_t prev)
-{
-    return prev + ((z >> 1) ^ (0 - (z & 1)));
-}
-
-uint32_t
-desc_unzz32(uint64_t z, uint32_t prev)
-{
-    return prev + (uint32_t)((z >> 1) ^ (0 - (z & 1)));
-}
-
-/*****************************************************************************
  * Procedures by entry
  */
 

@@ -291,6 +291,16 @@ int qp_desc_decoded(const qp_desc_t *d, uint32_t k, uint32_t *block /*OUT*/,
 /* Every chunk of D decoded (qp_desc_need on all): then D is as qp_desc_parse gives it. */
 int qp_desc_need_all(qp_desc_t *d, char *why, size_t whylen);
 
+/*
+ * A reader done with procedure PROC of lazy description D: the copy of its blocks and
+ * edges that qp_desc_need made is freed (pointers from qp_desc_proc_blocks and
+ * qp_desc_proc_edges become invalid; asked for again, it is decoded again), and so is
+ * its chunk's inflated records once every procedure they were kept for was released.
+ * Nothing for a procedure whose chunk was decoded into the arrays, or D not lazy.
+ * chromium's flat profile held 100 MB of copies without it.
+ */
+void qp_desc_release(const qp_desc_t *d, uint32_t proc);
+
 /* Are PROC's blocks and edges present (qp_desc_proc_blocks)? */
 int qp_desc_loaded(const qp_desc_t *d, uint32_t proc);
 

@@ -11,6 +11,23 @@
  * Version 6: the index, and the chunks decoded when asked for
  */
 
+/* Where a record of a chunk starts in its inflated records (OFF), and the running
+ * values its decoding starts from (run_t's): one procedure's records decode alone from
+ * its first block's and its first edge's. */
+typedef struct rec_mark {
+    uint32_t off, counter, from;
+    uint64_t start, new_start, ret_addr;
+} rec_mark_t;
+
+/* A procedure of a chunk that may be asked for later (classify_procs): its records'
+ * bytes (its blocks', then its edges') at AT in its chunk's later bytes, and where
+ * their decoding starts. */
+typedef struct later_proc {
+    uint32_t proc;
+    uint32_t at, nbbytes, nebytes;
+    rec_mark_t b, e;
+} later_proc_t;
+
 /* A chunk as the index gives it, where its stream is, and whether it was decoded. */
 typedef struct desc_chunk {
     uint32_t proc, nprocs, block, nblocks, edge, nedges, clo, cn;
@@ -23,8 +40,11 @@ typedef struct desc_chunk {
     uint32_t zsize, rawsize;
     uint8_t state;      /* CHUNK_* */
     uint8_t zero;       /* ZERO_*: its counters in the profile last asked about */
-    uint8_t *raw;       /* its records inflated (rawsize bytes), kept when procedures
-                         * of it may be asked for later (classify_procs), or NULL */
+    later_proc_t *later; /* its procedures that may be asked for later (classify_procs),
+                          * their bytes after them (one block), or NULL */
+    uint32_t nlaterp;    /* how many */
+    uint32_t nlater;     /* of them, not released yet (qp_desc_release): LATER goes with
+                          * the last one */
 } desc_chunk_t;
 
 enum { CHUNK_PACKED, CHUNK_LOADED, CHUNK_BAD };
@@ -49,69 +69,43 @@ struct qp_desc_lazy {
     qp_desc_block_t *sblocks;
     qp_desc_edge_t *sedges;
     uint32_t sbcap, secap;
-    uint8_t *sraw;               /* the scratch chunk's records inflated (srawcap) */
-    uint32_t srawcap;
+    uint8_t *sraw;               /* the scratch chunk's records inflated */
+    rec_mark_t *bmarks, *emarks; /* per record of the scratch arrays, and one past */
     char why[512];               /* why the last chunk refused */
     void (*release)(void *);     /* qp_desc_set_release's, or NULL */
     void *release_arg;
     uint64_t since_release;      /* compressed bytes inflated since it was last called */
-    /* Per procedure decoded on its own (load_proc), or NULL: where its blocks are, in
-     * the slabs, its edges right after them. Copies into the arrays touched a page of each for every
-     * procedure: chromium's 107,000 spread over 242 MB of them, 166 MB here. */
+    /* Per procedure decoded on its own (load_proc), or NULL: its blocks (malloc'd), its
+     * edges right after them, until qp_desc_release. Copies into the arrays touched a
+     * page of each for every procedure: chromium's 107,000 spread over 242 MB of them. */
     qp_desc_block_t **pblocks;
-    struct proc_slab *slabs;     /* newest first */
+    uint8_t *later;              /* per procedure: one of its chunk's later */
     /* Per procedure, qp_desc_first_call (chromium's reports asked it 2 million times,
      * each a search through 3 million call sites). */
     uint32_t *first_call;
+    uint32_t nprocs;             /* the description's */
 };
-
-/* Storage of the procedures decoded on their own, a slab at a time. */
-struct proc_slab {
-    struct proc_slab *next;
-    size_t used, cap;            /* bytes of data */
-    uint64_t data[];
-};
-
-enum { SLAB_BYTES = 1u << 20 };
-
-/* N bytes (a multiple of 8) from LZ's slabs, or NULL. */
-static void *
-slab_alloc(struct qp_desc_lazy *lz, size_t n)
-{
-    struct proc_slab *s = lz->slabs;
-    if (s == NULL || s->cap - s->used < n) {
-        size_t cap = n > SLAB_BYTES ? n : SLAB_BYTES;
-        if ((s = malloc(sizeof(*s) + cap)) == NULL)
-            return NULL;
-        s->used = 0;
-        s->cap = cap;
-        s->next = lz->slabs;
-        lz->slabs = s;
-    }
-    void *p = (uint8_t *)s->data + s->used;
-    s->used += n;
-    return p;
-}
 
 void
 desc_lazy_free(struct qp_desc_lazy *lz)
 {
     if (lz != NULL) {
         for (uint32_t k = 0; lz->chunks != NULL && k < lz->nchunks; k++)
-            free(lz->chunks[k].raw);
+            free(lz->chunks[k].later);
         free(lz->sraw);
+        free(lz->bmarks);
+        free(lz->emarks);
         free(lz->chunks);
         free(lz->proc_state);
         free(lz->exec_next);
         free(lz->exec_tie);
         free(lz->sblocks);
         free(lz->sedges);
+        for (uint32_t i = 0; lz->pblocks != NULL && i < lz->nprocs; i++)
+            free(lz->pblocks[i]);
         free(lz->pblocks);
+        free(lz->later);
         free(lz->first_call);
-        for (struct proc_slab *s = lz->slabs, *next; s != NULL; s = next) {
-            next = s->next;
-            free(s);
-        }
     }
     free(lz);
 }
@@ -225,12 +219,14 @@ decode_index(rbuf_t *b, qp_desc_t *out, struct qp_desc_lazy *lz, char *why, size
         || desc_alloc_part((void **)&lz->proc_state, h->nprocs, 1) < 0
         || desc_alloc_part((void **)&lz->pblocks, h->nprocs, sizeof(qp_desc_block_t *))
             < 0
+        || desc_alloc_part((void **)&lz->later, h->nprocs, 1) < 0
         || desc_alloc_part((void **)&lz->exec_next, h->ncalls, sizeof(uint64_t)) < 0
         || desc_alloc_part((void **)&lz->exec_tie, h->ncalls, sizeof(uint32_t)) < 0) {
         qp_why(why, whylen, "%s", qp_strerror(QP_ENOMEM));
         return QP_ENOMEM;
     }
     lz->nchunks = nc;
+    lz->nprocs = h->nprocs;
     run_t r;
     const char *part = desc_get_procs(b, &r, out);
     uint32_t i = 0;
@@ -433,7 +429,8 @@ static int inflate_chunk(struct qp_desc_lazy *lz, const desc_chunk_t *c, int cal
                          uint8_t **out);
 static int
 parse_chunk(const qp_desc_t *d, struct qp_desc_lazy *lz, const desc_chunk_t *c,
-    const uint8_t *raw, qp_desc_block_t *blocks, qp_desc_edge_t *edges);
+    const uint8_t *raw, qp_desc_block_t *blocks, qp_desc_edge_t *edges, rec_mark_t *bmarks,
+    rec_mark_t *emarks);
 
 /* Chunk C's records decoded into BLOCKS and EDGES (its nblocks and nedges, the first at
  * index 0); LZ->why says why not. */
@@ -444,7 +441,7 @@ decode_chunk(const qp_desc_t *d, struct qp_desc_lazy *lz, const desc_chunk_t *c,
     uint8_t *raw = NULL;
     int rc = inflate_chunk(lz, c, 0, &raw);
     if (rc == 0)
-        rc = parse_chunk(d, lz, c, raw, blocks, edges);
+        rc = parse_chunk(d, lz, c, raw, blocks, edges, NULL, NULL);
     free(raw);
     return rc;
 }
@@ -518,10 +515,12 @@ inflate_chunk(struct qp_desc_lazy *lz, const desc_chunk_t *c, int calls, uint8_t
 }
 
 /* Chunk C's records RAW (inflated) decoded into BLOCKS and EDGES (its nblocks and
- * nedges, the first at index 0); LZ->why says why not. */
+ * nedges, the first at index 0), with where each starts into BMARKS and EMARKS (one
+ * more each; may be NULL); LZ->why says why not. */
 static int
 parse_chunk(const qp_desc_t *d, struct qp_desc_lazy *lz, const desc_chunk_t *c,
-            const uint8_t *raw, qp_desc_block_t *blocks, qp_desc_edge_t *edges)
+            const uint8_t *raw, qp_desc_block_t *blocks, qp_desc_edge_t *edges,
+            rec_mark_t *bmarks, rec_mark_t *emarks)
 {
     char *why = lz->why;
     size_t whylen = sizeof(lz->why);
@@ -536,10 +535,18 @@ parse_chunk(const qp_desc_t *d, struct qp_desc_lazy *lz, const desc_chunk_t *c,
     r.win = blocks;
     r.win0 = c->block;
     r.nwin = c->nblocks;
-    for (uint32_t i = 0; i < c->nblocks && !b.bad; i++)
-        desc_get_block(&b, &r, &blocks[i]);
-    for (uint32_t i = 0; i < c->nedges && !b.bad; i++)
-        desc_get_edge(&b, &r, &edges[i]);
+    for (uint32_t i = 0; i <= c->nblocks && !b.bad; i++) {
+        if (bmarks != NULL)
+            bmarks[i] = (rec_mark_t) { (uint32_t)b.off, r.counter, 0, r.start, r.new_start, 0 };
+        if (i < c->nblocks)
+            desc_get_block(&b, &r, &blocks[i]);
+    }
+    for (uint32_t i = 0; i <= c->nedges && !b.bad; i++) {
+        if (emarks != NULL)
+            emarks[i] = (rec_mark_t) { (uint32_t)b.off, r.counter, r.from, 0, 0, r.ret_addr };
+        if (i < c->nedges)
+            desc_get_edge(&b, &r, &edges[i]);
+    }
     if (b.bad || b.off != b.n) {
         qp_why(why, whylen, "description chunk %u: %s", k,
                b.bad ? "a record truncated or a value out of range" : "bytes after its records");
@@ -644,43 +651,96 @@ decode_aside(const qp_desc_t *d, struct qp_desc_lazy *lz, desc_chunk_t *c)
     if (lz->scratch == c)
         return 0;
     lz->scratch = NULL;
-    if (c->nblocks > lz->sbcap) {
+    /* The marks have one more record than the chunk (its end), so they exist even for
+     * a chunk without blocks or edges: classify_procs reads them. */
+    if (lz->bmarks == NULL || c->nblocks > lz->sbcap) {
         free(lz->sblocks);
-        lz->sblocks = malloc(c->nblocks * sizeof(qp_desc_block_t));
-        lz->sbcap = lz->sblocks != NULL ? c->nblocks : 0;
+        free(lz->bmarks);
+        lz->sblocks = malloc((c->nblocks + 1) * sizeof(qp_desc_block_t));
+        lz->bmarks = malloc((c->nblocks + 1) * sizeof(rec_mark_t));
+        lz->sbcap = lz->sblocks != NULL && lz->bmarks != NULL ? c->nblocks : 0;
     }
-    if (c->nedges > lz->secap) {
+    if (lz->emarks == NULL || c->nedges > lz->secap) {
         free(lz->sedges);
-        lz->sedges = malloc(c->nedges * sizeof(qp_desc_edge_t));
-        lz->secap = lz->sedges != NULL ? c->nedges : 0;
+        free(lz->emarks);
+        lz->sedges = malloc((c->nedges + 1) * sizeof(qp_desc_edge_t));
+        lz->emarks = malloc((c->nedges + 1) * sizeof(rec_mark_t));
+        lz->secap = lz->sedges != NULL && lz->emarks != NULL ? c->nedges : 0;
     }
-    if (c->nblocks > lz->sbcap || c->nedges > lz->secap) {
+    if (lz->bmarks == NULL || lz->emarks == NULL || c->nblocks > lz->sbcap
+        || c->nedges > lz->secap) {
         qp_why(lz->why, sizeof(lz->why), "%s", qp_strerror(QP_ENOMEM));
         return QP_ENOMEM;
     }
     /* The decoder leaves absent fields (new_start, ret_addr, padding) as they are. */
     memset(lz->sblocks, 0, c->nblocks * sizeof(qp_desc_block_t));
     memset(lz->sedges, 0, c->nedges * sizeof(qp_desc_edge_t));
-    /* Its records inflated: kept from an earlier look, else now (and kept aside until
-     * the next chunk, in case classify_procs keeps them). */
-    if (c->raw == NULL) {
-        free(lz->sraw);
-        lz->sraw = NULL;
-        QP_CHECK(inflate_chunk(lz, c, 0, &lz->sraw));
-    }
-    QP_CHECK(parse_chunk(d, lz, c, c->raw != NULL ? c->raw : lz->sraw, lz->sblocks,
-                         lz->sedges));
+    /* Its records inflated (kept until the next chunk: classify_procs copies some). */
+    free(lz->sraw);
+    lz->sraw = NULL;
+    QP_CHECK(inflate_chunk(lz, c, 0, &lz->sraw));
+    QP_CHECK(parse_chunk(d, lz, c, lz->sraw, lz->sblocks, lz->sedges, lz->bmarks,
+                         lz->emarks));
     lz->scratch = c;
     return 0;
 }
 
 static int need_chunk(const qp_desc_t *d, desc_chunk_t *c);
 
-/* Procedure PROC of chunk C copied from the scratch arrays into D's, and checked. */
+/* PROC's entry in C's later procedures, or NULL. */
+static const later_proc_t *
+later_of(const desc_chunk_t *c, uint32_t proc)
+{
+    for (uint32_t i = 0; c->later != NULL && i < c->nlaterp; i++)
+        if (c->later[i].proc == proc)
+            return &c->later[i];
+    return NULL;
+}
+
+/* Later procedure LP of chunk C decoded alone into BLOCKS and EDGES (zeroed, its
+ * nblocks and nedges), as parse_chunk decodes them with the chunk's (its edges name
+ * its own blocks: a description whose edges do not is refused either way). */
+static int
+decode_later(const qp_desc_t *d, struct qp_desc_lazy *lz, const desc_chunk_t *c,
+             const later_proc_t *lp, qp_desc_block_t *blocks, qp_desc_edge_t *edges)
+{
+    const qp_desc_proc_t *p = &d->procs[lp->proc];
+    const uint8_t *bytes = (const uint8_t *)(c->later + c->nlaterp) + lp->at;
+    rbuf_t b = { bytes, lp->nbbytes, 0, 0, NULL, NULL, 0, 0, LZMA_OK };
+    rbuf_t e = { bytes + lp->nbbytes, lp->nebytes, 0, 0, NULL, NULL, 0, 0, LZMA_OK };
+    run_t r;
+    memset(&r, 0, sizeof(r));
+    r.d = d;
+    r.windowed = 1;
+    r.win = blocks;
+    r.win0 = p->block;
+    r.nwin = p->nblocks;
+    r.counter = lp->b.counter;
+    r.start = lp->b.start;
+    r.new_start = lp->b.new_start;
+    for (uint32_t i = 0; i < p->nblocks && !b.bad; i++)
+        desc_get_block(&b, &r, &blocks[i]);
+    r.counter = lp->e.counter;
+    r.from = lp->e.from;
+    r.ret_addr = lp->e.ret_addr;
+    for (uint32_t i = 0; i < p->nedges && !e.bad; i++)
+        desc_get_edge(&e, &r, &edges[i]);
+    if (b.bad || b.off != b.n || e.bad || e.off != e.n) {
+        qp_why(lz->why, sizeof(lz->why), "description chunk %u: %s",
+               (uint32_t)(c - lz->chunks), "a record truncated or a value out of range");
+        return QP_EFORMAT;
+    }
+    return 0;
+}
+
+/* Procedure PROC of chunk C copied from the scratch arrays into D's (or decoded alone,
+ * one of C's later procedures), and checked. */
 static int
 load_proc(const qp_desc_t *d, struct qp_desc_lazy *lz, desc_chunk_t *c, uint32_t proc)
 {
-    QP_CHECK(decode_aside(d, lz, c));
+    const later_proc_t *lp = later_of(c, proc);
+    if (lp == NULL)
+        QP_CHECK(decode_aside(d, lz, c));
     const qp_desc_proc_t *p = &d->procs[proc];
     /* A tail call of its blocks whose edge another procedure of the chunk lists (not a
      * valid description, but checked as qp_desc_validate does): the whole chunk. */
@@ -692,20 +752,30 @@ load_proc(const qp_desc_t *d, struct qp_desc_lazy *lz, desc_chunk_t *c, uint32_t
         if (qp_call_is_tail(&calls[i]) && calls[i].edge - p->edge >= p->nedges)
             return need_chunk(d, c);
     /* The index put its blocks and edges inside the chunk's (validate_chunks). Copied
-     * side by side into the slabs (not into the arrays: see pblocks). */
+     * side by side (not into the arrays: see pblocks). */
     size_t bbytes = p->nblocks * sizeof(qp_desc_block_t);
-    qp_desc_block_t *blocks = slab_alloc(lz, bbytes + p->nedges * sizeof(qp_desc_edge_t));
+    size_t nbytes = bbytes + p->nedges * sizeof(qp_desc_edge_t);
+    qp_desc_block_t *blocks = lp != NULL ? calloc(1, nbytes ? nbytes : 1)
+                                         : malloc(nbytes ? nbytes : 1);
     if (blocks == NULL) {
         qp_why(lz->why, sizeof(lz->why), "%s", qp_strerror(QP_ENOMEM));
         return QP_ENOMEM;
     }
     qp_desc_edge_t *edges = (qp_desc_edge_t *)((uint8_t *)blocks + bbytes);
-    if (p->nblocks)
+    int rc = 0;
+    if (lp != NULL)
+        rc = decode_later(d, lz, c, lp, blocks, edges);
+    if (lp == NULL && p->nblocks)
         memcpy(blocks, &lz->sblocks[p->block - c->block], bbytes);
-    if (p->nedges)
+    if (lp == NULL && p->nedges)
         memcpy(edges, &lz->sedges[p->edge - c->edge], p->nedges * sizeof(qp_desc_edge_t));
-    QP_CHECK(validate_decoded(d, lz, c, p->nblocks ? p->block : 0, p->nblocks,
-                              p->nedges ? p->edge : 0, p->nedges, proc, 1, blocks, edges));
+    if (rc == 0)
+        rc = validate_decoded(d, lz, c, p->nblocks ? p->block : 0, p->nblocks,
+                              p->nedges ? p->edge : 0, p->nedges, proc, 1, blocks, edges);
+    if (rc < 0) {
+        free(blocks);
+        return rc;
+    }
     lz->pblocks[proc] = blocks;
     lz->proc_state[proc] = PROC_IN;
     return 0;
@@ -734,22 +804,56 @@ classify_procs(const qp_desc_t *d, struct qp_desc_lazy *lz, desc_chunk_t *c,
         }
         lz->proc_state[q] = counted ? PROC_COUNTED : PROC_ZERO;
     }
-    /* Those that counted are solved: copied now, while the chunk is at hand. Those
-     * counted by their calls are solved when they were called, which is known later
-     * (they come in the order of their callers): the chunk's records are kept inflated
-     * for them, a few KB, where copying them all held chromium's 53,000 (75 MB) of which
-     * a tenth was called (and inflating the chunk again took 50 us each time). */
-    int later = 0;
+    /* Those that counted are solved: copied now, while the chunk is at hand (the report
+     * solves them next, by index). Those counted by their calls are solved once their
+     * callers are, which may be much later: their records are kept as they are in the
+     * chunk, with where their decoding starts (later_proc_t), a few hundred bytes
+     * each, where copying them decoded held chromium's 53,000 that counted nothing
+     * (75 MB, of which a tenth was called) and keeping their chunks' records 40 MB,
+     * and inflating the chunk again took 50 us each time. */
+    uint32_t later = 0;
+    size_t bytes = 0;
     for (uint32_t q = c->proc; q < c->proc + c->nprocs; q++) {
-        if (lz->proc_state[q] == PROC_COUNTED)
+        const qp_desc_proc_t *p = &d->procs[q];
+        int by_calls = (p->flags & (QP_PROC_BY_CALLS | QP_PROC_MEASURED))
+            == (QP_PROC_BY_CALLS | QP_PROC_MEASURED);
+        if (lz->proc_state[q] == PROC_COUNTED && !by_calls)
             (void)load_proc(d, lz, c, q); /* a failure is said when it is needed */
-        else if (lz->proc_state[q] == PROC_ZERO && (d->procs[q].flags & QP_PROC_BY_CALLS))
-            later = 1;
+        else if ((lz->proc_state[q] == PROC_ZERO || lz->proc_state[q] == PROC_COUNTED)
+                 && by_calls && c->later == NULL) {
+            lz->later[q] = 1;
+            later++;
+            uint32_t b0 = p->block - c->block, e0 = p->nedges ? p->edge - c->edge : 0;
+            bytes += lz->bmarks[b0 + p->nblocks].off - lz->bmarks[b0].off
+                + lz->emarks[e0 + p->nedges].off - lz->emarks[e0].off;
+        }
     }
-    if (later && c->raw == NULL && lz->scratch == c && lz->sraw != NULL) {
-        c->raw = lz->sraw; /* version 7: without its call sites (inflate_chunk) */
-        lz->sraw = NULL;
-    }
+    /* Out of memory: they decode with their chunk when asked for. */
+    if (later > 0
+        && (c->later = malloc(later * sizeof(later_proc_t) + bytes + 1)) != NULL) {
+        uint8_t *at = (uint8_t *)(c->later + later);
+        size_t off = 0;
+        for (uint32_t q = c->proc; q < c->proc + c->nprocs; q++) {
+            if (!lz->later[q])
+                continue;
+            const qp_desc_proc_t *p = &d->procs[q];
+            uint32_t b0 = p->block - c->block, e0 = p->nedges ? p->edge - c->edge : 0;
+            const rec_mark_t *bm = &lz->bmarks[b0], *em = &lz->emarks[e0];
+            later_proc_t *lp = &c->later[c->nlaterp++];
+            *lp = (later_proc_t) { q, (uint32_t)off, bm[p->nblocks].off - bm->off,
+                                   em[p->nedges].off - em->off, *bm, *em };
+            memcpy(at + off, lz->sraw + bm->off, lp->nbbytes);
+            memcpy(at + off + lp->nbbytes, lz->sraw + em->off, lp->nebytes);
+            off += lp->nbbytes + lp->nebytes;
+        }
+        c->nlater = later;
+    } else if (later > 0)
+        for (uint32_t q = c->proc; q < c->proc + c->nprocs; q++)
+            if (lz->later[q]) {
+                lz->later[q] = 0;
+                if (lz->proc_state[q] == PROC_COUNTED)
+                    (void)load_proc(d, lz, c, q);
+            }
 }
 
 /* Decode chunk C of D unless it was. */
@@ -781,6 +885,40 @@ qp_desc_need(const qp_desc_t *d, uint32_t proc)
     if (c->state == CHUNK_BAD)
         return QP_EFORMAT;
     return load_proc(d, lz, c, proc);
+}
+
+void
+qp_desc_release(const qp_desc_t *d, uint32_t proc)
+{
+    if (d == NULL || d->lazy == NULL || proc >= d->hdr.nprocs)
+        return;
+    struct qp_desc_lazy *lz = d->lazy;
+    const qp_desc_block_t *blocks = lz->pblocks[proc];
+    if (blocks != NULL) {
+        /* What classify_procs would say of it again (decoded when asked for). */
+        const qp_desc_proc_t *p = &d->procs[proc];
+        const qp_desc_edge_t *edges = (const qp_desc_edge_t *)(blocks + p->nblocks);
+        const uint64_t *counters = lz->zero_for;
+        int counted = 0;
+        for (uint32_t i = 0; counters != NULL && i < p->nblocks && !counted; i++)
+            counted = blocks[i].counter != QP_NOCOUNTER && counters[blocks[i].counter] != 0;
+        for (uint32_t i = 0; counters != NULL && i < p->nedges && !counted; i++)
+            counted = edges[i].counter != QP_NOCOUNTER && counters[edges[i].counter] != 0;
+        lz->proc_state[proc] = counters == NULL ? PROC_UNKNOWN
+            : counted                          ? PROC_COUNTED
+                                               : PROC_ZERO;
+        free(lz->pblocks[proc]);
+        lz->pblocks[proc] = NULL;
+    }
+    if (lz->later[proc]) {
+        lz->later[proc] = 0;
+        desc_chunk_t *c = chunk_of_proc(lz, proc);
+        if (c != NULL && c->nlater > 0 && --c->nlater == 0) {
+            free(c->later);
+            c->later = NULL;
+            c->nlaterp = 0;
+        }
+    }
 }
 
 int

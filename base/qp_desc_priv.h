@@ -77,6 +77,79 @@ enum { WINDOW = 1u << 20 };
 /* The most bytes a record can take (qp_format.h): a procedure, a block, an edge, a call. */
 enum { MAX_PROC = 64, MAX_BLOCK = 40, MAX_EDGE = 32, MAX_CALL = 32 };
 
+/*
+ * The compact body (since version 3, qp_format.h): LEB128 varints, zigzag deltas (a
+ * difference taken as signed, small magnitudes to small numbers): X as a delta from
+ * PREV, and back. Inline: a chunk's records decode millions of them.
+ */
+static inline uint64_t
+desc_zz64(uint64_t x, uint64_t prev)
+{
+    uint64_t u = x - prev;
+    return (u << 1) ^ (0 - (u >> 63));
+}
+
+static inline uint64_t
+desc_zz32(uint32_t x, uint32_t prev)
+{
+    uint32_t u = x - prev;
+    return (uint32_t)((u << 1) ^ (0u - (u >> 31)));
+}
+
+static inline uint64_t
+desc_unzz64(uint64_t z, uint64_t prev)
+{
+    return prev + ((z >> 1) ^ (0 - (z & 1)));
+}
+
+static inline uint32_t
+desc_unzz32(uint64_t z, uint32_t prev)
+{
+    return prev + (uint32_t)((z >> 1) ^ (0 - (z & 1)));
+}
+
+/*
+ * The next varint of R (desc_get_u), one of at most MAX (desc_get_max: larger is bad),
+ * or of 32 bits: inline for the one- and two-byte numbers that most fields are, the
+ * rest (longer ones, a window's end, the stream's) in desc_get_u_slow.
+ */
+uint64_t
+desc_get_u_slow(rbuf_t *r);
+
+static inline uint64_t
+desc_get_u(rbuf_t *r)
+{
+    if (r->n - r->off >= 2) {
+        const uint8_t *p = r->p + r->off;
+        if (p[0] < 0x80) {
+            r->off++;
+            return p[0];
+        }
+        if (p[1] < 0x80) {
+            r->off += 2;
+            return (uint64_t)(p[0] & 0x7f) | (uint64_t)p[1] << 7;
+        }
+    }
+    return desc_get_u_slow(r);
+}
+
+static inline uint64_t
+desc_get_max(rbuf_t *r, uint64_t max)
+{
+    uint64_t v = desc_get_u(r);
+    if (v > max) {
+        r->bad = 1;
+        return 0;
+    }
+    return v;
+}
+
+static inline uint32_t
+desc_get_u32(rbuf_t *r)
+{
+    return (uint32_t)desc_get_max(r, UINT32_MAX);
+}
+
 /* qp_desc.c */
 void
 desc_keys_free(qp_desc_keys_t *k);
@@ -102,14 +175,6 @@ desc_validate_sites(const qp_desc_t *d, const qp_desc_call_t *calls,
     const uint32_t *index, uint32_t n, int edges, char *why, size_t whylen);
 int
 desc_validate_calls(const qp_desc_t *d, int edges, char *why, size_t whylen);
-uint64_t
-desc_zz64(uint64_t x, uint64_t prev);
-uint64_t
-desc_zz32(uint32_t x, uint32_t prev);
-uint64_t
-desc_unzz64(uint64_t z, uint64_t prev);
-uint32_t
-desc_unzz32(uint64_t z, uint32_t prev);
 
 /* qp_desc_write.c */
 int
@@ -132,17 +197,11 @@ int
 desc_lzma_options(uint32_t preset, lzma_options_lzma *o);
 
 /* qp_desc_read.c */
-uint64_t
-desc_get_u(rbuf_t *r);
 int
 desc_get_bytes(rbuf_t *r, uint8_t *out, size_t n);
 int
 desc_get_strtab(rbuf_t *b, const qp_desc_hdr_t *h, qp_desc_t *out, const char *what,
                 char *why, size_t whylen);
-uint64_t
-desc_get_max(rbuf_t *r, uint64_t max);
-uint32_t
-desc_get_u32(rbuf_t *r);
 void
 desc_get_proc(rbuf_t *b, run_t *r, qp_desc_proc_t *p);
 /* Every procedure of OUT (its header's nprocs) read from B, with R cleared for OUT first

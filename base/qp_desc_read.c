@@ -38,7 +38,7 @@ refill(rbuf_t *r)
 }
 
 uint64_t
-desc_get_u(rbuf_t *r)
+desc_get_u_slow(rbuf_t *r)
 {
     uint64_t v = 0;
     unsigned shift = 0;
@@ -69,24 +69,6 @@ desc_get_bytes(rbuf_t *r, uint8_t *out, size_t n)
         n -= k;
     }
     return 0;
-}
-
-/* A varint of at most MAX. */
-uint64_t
-desc_get_max(rbuf_t *r, uint64_t max)
-{
-    uint64_t v = desc_get_u(r);
-    if (v > max) {
-        r->bad = 1;
-        return 0;
-    }
-    return v;
-}
-
-uint32_t
-desc_get_u32(rbuf_t *r)
-{
-    return (uint32_t)desc_get_max(r, UINT32_MAX);
 }
 
 const char *

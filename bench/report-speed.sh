@@ -10,16 +10,22 @@
 # For each: the wall time (median of ROUNDS runs), the CPU time and the peak RSS of
 # `qp report PROFILE`; with a second qp (BASE, e.g. main's), the same for it, side by
 # side, and whether both print the same bytes (the flat profile, --csv, --call-graph).
+# Chromium's line says whether QP meets the target (MAX_CPU seconds of CPU, MAX_MB of
+# peak): the script fails when it does not.
 #
 # Usage: bench/report-speed.sh QPT_REWRITE QP [BASE_QP]
 # Environment: ROUNDS (3), KEEP=DIR keeps the work folder (the rewritten chromium takes
-# 400 MB and its rewrite 1.5 to 5 minutes).
+# 400 MB and its rewrite 1.5 to 5 minutes); CHR_PROFILE=FILE measures that profile of a
+# rewritten chromium (its executable where the profile says) instead of making one;
+# MAX_CPU (3), MAX_MB (300).
 set -u
 export LC_ALL=C
 QPT=${1:?usage: report-speed.sh QPT_REWRITE QP [BASE_QP]}
 QP=${2:?usage: report-speed.sh QPT_REWRITE QP [BASE_QP]}
 BASE=${3:-}
 ROUNDS=${ROUNDS:-3}
+MAX_CPU=${MAX_CPU:-3}
+MAX_MB=${MAX_MB:-300}
 work=${KEEP:-$(mktemp -d /tmp/qpt-report-speed.XXXXXX)}
 mkdir -p "$work"
 [ -n "${KEEP:-}" ] || trap 'rm -rf "$work"' EXIT
@@ -35,14 +41,24 @@ measure() {
     done | sort -n | awk -v n="$ROUNDS" 'NR == int((n + 1) / 2)'
 }
 
-# Print the line of program NAME with profile PROF.
+# Print the line of program NAME with profile PROF; TARGET set: with whether QP meets
+# MAX_CPU and MAX_MB.
 report() {
-    local name=$1 prof=$2 new base o same=yes
+    local name=$1 prof=$2 target=${3:-} new base o same=yes
     new=$(measure "$QP" "$prof")
     set -- $new
     local line
     line=$(printf 'report-speed %s: qp report %s s wall (%s s CPU), peak %.0f MB' "$name" \
         "$1" "$2" "$(echo "$3" | awk '{ print $1 / 1024 }')")
+    if [ -n "$target" ]; then
+        if awk -v c="$2" -v kb="$3" -v mc="$MAX_CPU" -v mm="$MAX_MB" \
+            'BEGIN { exit !(c <= mc && kb / 1024 <= mm) }'; then
+            line="$line (target $MAX_CPU s, $MAX_MB MB: met)"
+        else
+            line="$line (target $MAX_CPU s, $MAX_MB MB: MISSED)"
+            st=1
+        fi
+    fi
     if [ -n "$BASE" ]; then
         base=$(measure "$BASE" "$prof")
         set -- $base
@@ -74,6 +90,10 @@ else
 fi
 
 # Chromium: the rewritten file runs beside the original's resources (bench/chromium.sh).
+if [ -n "${CHR_PROFILE:-}" ]; then
+    report chromium "$CHR_PROFILE" target
+    exit $st
+fi
 CHR=/usr/lib/chromium/chromium
 if [ ! -x "$CHR" ]; then
     echo "report-speed chromium: SKIPPED ($CHR missing: apt-get install chromium)"
@@ -101,5 +121,5 @@ if ! (cd "$work" && HOME=$work/home timeout 300 "$work/chr/chromium" --headless 
     echo "report-speed chromium: the rewritten chromium FAILED"
     exit 1
 fi
-report chromium "$work/chr/chromium.qp"
+report chromium "$work/chr/chromium.qp" target
 exit $st

@@ -361,19 +361,6 @@ cfg_note_built(cfg_builder_t *b, uint32_t i)
         b->nr_dirty_lost = 1;
 }
 
-/* Give back the room past the N elements (of ELEM bytes) of a list, when there is some. */
-static void
-vec_trim(void **v, size_t *cap, size_t n, size_t elem)
-{
-    if (n == 0 || n == *cap)
-        return;
-    void *nv = realloc(*v, n * elem);
-    if (nv != NULL) {
-        *v = nv;
-        *cap = n;
-    }
-}
-
 /* The lists of a traversal T. */
 static void
 trav_free(trav_t *t)
@@ -473,8 +460,8 @@ cfg_build_proc(cfg_builder_t *b, cfg_scratch_t *sc, uint32_t i)
         rc = QP_ENOMEM;
     /* Blocks and edges are the analysis's largest lists, and most procedures small:
      * kept at their size, not at the next power of two. */
-    vec_trim((void **)&bp->blocks.v, &bp->blocks.cap, bp->blocks.n, sizeof(*bp->blocks.v));
-    vec_trim((void **)&bp->edges.v, &bp->edges.cap, bp->edges.n, sizeof(*bp->edges.v));
+    cfg_vec_trim((void **)&bp->blocks.v, &bp->blocks.cap, bp->blocks.n, sizeof(*bp->blocks.v));
+    cfg_vec_trim((void **)&bp->edges.v, &bp->edges.cap, bp->edges.n, sizeof(*bp->edges.v));
     trav_free(&t);
     return rc == QP_EDECODE ? 0 : rc;
 }

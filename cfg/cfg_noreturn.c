@@ -22,17 +22,34 @@ typedef struct nr_scratch {
     size_t cap;
 } nr_scratch_t;
 
+/* Start a walk of BP's blocks from its entry on SC: the first block pushed and seen. */
+static size_t
+walk_start(const cfg_bproc_t *bp, nr_scratch_t *sc)
+{
+    memset(sc->seen, 0, bp->blocks.n);
+    sc->stack[0] = bp->entry_block;
+    sc->seen[bp->entry_block] = 1;
+    return 1;
+}
+
+/* Push E's block on the walk's stack (of SP blocks) unless it was seen: the new SP. */
+static size_t
+walk_push(nr_scratch_t *sc, size_t sp, const cfg_edge_t *e)
+{
+    if (e->to != CFG_NONE && !sc->seen[e->to]) {
+        sc->seen[e->to] = 1;
+        sc->stack[sp++] = e->to;
+    }
+    return sp;
+}
+
 /* Does a return of BP's (or a jump of unknown targets) follow its entry with no call or
  * tail call on the way (SC: proc_may_return's scratch, large enough)? 1 or 0. */
 static int
 returns_directly(const cfg_bproc_t *bp, nr_scratch_t *sc)
 {
-    uint8_t *seen = sc->seen;
     uint32_t *stack = sc->stack;
-    memset(seen, 0, bp->blocks.n);
-    size_t sp = 0;
-    stack[sp++] = bp->entry_block;
-    seen[bp->entry_block] = 1;
+    size_t sp = walk_start(bp, sc);
     while (sp > 0) {
         const cfg_block_t *bl = &bp->blocks.v[stack[--sp]];
         for (uint32_t k = 0; k < bl->nsucc; k++) {
@@ -42,10 +59,7 @@ returns_directly(const cfg_bproc_t *bp, nr_scratch_t *sc)
             if (e->kind == CFG_EDGE_NORETURN || e->kind == CFG_EDGE_TAILCALL
                 || e->kind == CFG_EDGE_CALLRET)
                 continue;
-            if (e->to != CFG_NONE && !seen[e->to]) {
-                seen[e->to] = 1;
-                stack[sp++] = e->to;
-            }
+            sp = walk_push(sc, sp, e);
         }
     }
     return 0;
@@ -80,12 +94,8 @@ proc_may_return(const cfg_builder_t *b, cfg_bproc_t *bp, nr_scratch_t *sc, int a
         bp->ret_direct = 2 * bp->blocks_ver + (uint64_t)returns_directly(bp, sc);
     if (bp->ret_direct & 1)
         return 1;
-    uint8_t *seen = sc->seen;
     uint32_t *stack = sc->stack;
-    memset(seen, 0, bp->blocks.n);
-    size_t sp = 0;
-    stack[sp++] = bp->entry_block;
-    seen[bp->entry_block] = 1;
+    size_t sp = walk_start(bp, sc);
     while (sp > 0) {
         const cfg_block_t *bl = &bp->blocks.v[stack[--sp]];
         for (uint32_t k = 0; k < bl->nsucc; k++) {
@@ -109,10 +119,7 @@ proc_may_return(const cfg_builder_t *b, cfg_bproc_t *bp, nr_scratch_t *sc, int a
                 break;
             default: break;
             }
-            if (e->to != CFG_NONE && !seen[e->to]) {
-                seen[e->to] = 1;
-                stack[sp++] = e->to;
-            }
+            sp = walk_push(sc, sp, e);
         }
     }
     return 0;

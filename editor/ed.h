@@ -43,6 +43,13 @@ typedef struct qp_space_ops {
     int (*alloc_over)(void *self, uint64_t lo, uint64_t hi, uint64_t old, size_t len,
                       size_t extra, uint32_t prot, uint64_t *out /*OUT*/,
                       size_t *skip /*OUT*/);
+    /*
+     * Optional (NULL: a live process). Where the space keeps the LEN bytes at ADDR, all
+     * of one piece of new memory from alloc_near or alloc_over's EXTRA, for writing them
+     * in place (the relocated code is emitted there, not copied in: chromium's few
+     * hundred MB are not held twice); NULL when it keeps them otherwise.
+     */
+    uint8_t *(*bytes)(void *self, uint64_t addr, size_t len);
 } qp_space_ops_t;
 
 enum {
@@ -319,6 +326,12 @@ typedef struct ed_opts {
                                 * the new code is emitted (ed_plan_apply), DONE of TOTAL
                                 * instructions, about 100 times */
     void *progress_arg;         /* its ARG */
+    void (*on_phase)(void *arg, const char *phase); /* or NULL: the end of a part of
+                                * ed_plan_apply (the points patched in place, the layout,
+                                * the new code's place before it is emitted):
+                                * development timing, and where a tool gives its heap's
+                                * free pages back */
+    void *phase_arg;            /* its ARG */
     const char *all_in_place; /* when set: every procedure stays in place, for this
                                * reason (a runtime that finds code by its addresses: Go,
                                * GHC); counting drivers then patch them in place */

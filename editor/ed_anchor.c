@@ -250,7 +250,7 @@ edl_anchors_unpad(const ed_plan_t *plan, uint8_t *buf)
             || (s->flags & (SLOT_JMP_AFTER | SLOT_XLATE)) || blk == CFG_NONE
             || blk != cfg_block_at(prog, tb->jump) || tb->jump <= a->adr)
             continue;
-        uint64_t insn = s->new_ + s->pre, end = insn + s->len;
+        uint64_t insn = slot_new(plan, s) + s->pre, end = insn + s->len;
         uint8_t *p = buf + (insn - plan->text);
         if (memcmp(p + 4, nop, sizeof nop) != 0)
             continue; /* the long form */
@@ -258,7 +258,7 @@ edl_anchors_unpad(const ed_plan_t *plan, uint8_t *buf)
         for (uint64_t o = a->adr + 4; ok && o <= tb->jump; o += 4, end += 4) {
             const ed_slot_t *t = edl_slot_at(plan, o);
             arch_insn_t in;
-            ok = t != NULL && t->new_ == end && t->pre == 0 && t->post == 0
+            ok = t != NULL && slot_new(plan, t) == end && t->pre == 0 && t->post == 0
                 && t->lead == 0 && t->len == 4 && t->olen == 4 && t->stub == NO_STUB
                 && !(t->flags & (SLOT_JMP_AFTER | SLOT_XLATE))
                 && cfg_image_decode(prog->img, o, 0, &in) == 0

@@ -239,11 +239,19 @@ ed_image_alloc_bytes(ed_image_t *im, uint64_t lo, uint64_t hi, uint8_t *bytes, s
     return region_add(im, lo, hi, len, prot, bytes, 0, 16, out);
 }
 
+static uint8_t *
+image_bytes(void *self, uint64_t addr, size_t len)
+{
+    ed_region_t *r = region_at(self, addr, len);
+    return r != NULL && r->mirror == 0 ? r->bytes + (addr - r->vaddr) : NULL;
+}
+
 const qp_space_ops_t ed_image_ops = {
     .read = image_read,
     .write = image_write,
     .alloc_near = image_alloc_near,
     .alloc_over = image_alloc_over,
+    .bytes = image_bytes,
 };
 
 const ed_region_t *

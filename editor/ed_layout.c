@@ -39,7 +39,7 @@ edl_slot_lower(const ed_plan_t *plan, uint64_t old)
 {
     size_t lo = 0, hi = plan->nslots;
     if (plan->bucket != NULL && hi > 0) {
-        uint64_t first = SLOT(plan, 0)->old;
+        uint64_t first = slot_old(plan, SLOT(plan, 0));
         if (old <= first)
             return 0;
         size_t b = (size_t)((old - first) >> BUCKET_SHIFT);
@@ -51,7 +51,7 @@ edl_slot_lower(const ed_plan_t *plan, uint64_t old)
     }
     while (lo < hi) {
         size_t mid = (lo + hi) / 2;
-        if (SLOT(plan, mid)->old < old)
+        if (slot_old(plan, SLOT(plan, mid)) < old)
             lo = mid + 1;
         else
             hi = mid;
@@ -64,21 +64,21 @@ static ed_slot_t *
 slot_at(const ed_plan_t *plan, uint64_t old)
 {
     size_t lo = edl_slot_lower(plan, old);
-    return lo < plan->nslots && SLOT(plan, lo)->old == old ? SLOT(plan, lo) : NULL;
+    return lo < plan->nslots && slot_old(plan, SLOT(plan, lo)) == old ? SLOT(plan, lo) : NULL;
 }
 
 uint64_t
 edl_slot_new(const ed_plan_t *plan, uint64_t old)
 {
     const ed_slot_t *s = slot_at(plan, old);
-    return s != NULL ? s->new_ : 0;
+    return s != NULL ? slot_new(plan, s) : 0;
 }
 
 uint64_t
 edl_slot_insn(const ed_plan_t *plan, uint64_t old)
 {
     const ed_slot_t *s = slot_at(plan, old);
-    return s != NULL ? s->new_ + s->pre : 0;
+    return s != NULL ? slot_new(plan, s) + s->pre : 0;
 }
 
 const ed_slot_t *
@@ -94,7 +94,7 @@ index_buckets(ed_plan_t *plan)
     size_t n = plan->nslots;
     if (n == 0)
         return 0;
-    uint64_t first = SLOT(plan, 0)->old, last = SLOT(plan, n - 1)->old;
+    uint64_t first = slot_old(plan, SLOT(plan, 0)), last = slot_old(plan, SLOT(plan, n - 1));
     size_t nb = (size_t)((last - first) >> BUCKET_SHIFT) + 1;
     uint32_t *v = malloc((nb + 1) * sizeof(uint32_t));
     if (v == NULL)
@@ -102,7 +102,7 @@ index_buckets(ed_plan_t *plan)
     size_t k = 0;
     for (size_t b = 0; b <= nb; b++) {
         uint64_t lo = first + ((uint64_t)b << BUCKET_SHIFT);
-        while (k < n && SLOT(plan, k)->old < lo)
+        while (k < n && slot_old(plan, SLOT(plan, k)) < lo)
             k++;
         v[b] = (uint32_t)k;
     }
@@ -397,7 +397,7 @@ static int
 size_probes(ed_plan_t *plan, const arch_insn_t *in, ed_slot_t *s, ed_stub_t **stubs,
             size_t *cap, size_t *hint)
 {
-    uint64_t a = s->old;
+    uint64_t a = slot_old(plan, s);
     size_t k0 = probes_from_hint(plan, a, hint), k = k0;
     while (k < plan->nprobes && plan->probes[k].addr == a)
         k++;
@@ -455,13 +455,21 @@ collect_slots(ed_plan_t *plan)
     /* Sized once from the blocks' instruction counts: doubling a vector of millions of
      * slots copies it and leaves the old copies' memory behind. */
     size_t cap = 1024, n = 0;
+    uint64_t lo = UINT64_MAX, hi = 0; /* the old addresses: offsets from lo in a slot */
     for (uint32_t pi = 0; pi < prog->nprocs; pi++) {
         const cfg_proc_t *p = &prog->procs[pi];
         if (plan->reason[pi] != NULL || (p->flags & CFG_PROC_FRAGMENT))
             continue;
-        for (uint32_t k = 0; k < p->nblocks; k++)
-            cap += prog->blocks[p->block + k].ninsns;
+        for (uint32_t k = 0; k < p->nblocks; k++) {
+            const cfg_block_t *b = &prog->blocks[p->block + k];
+            cap += b->ninsns;
+            lo = b->start < lo ? b->start : lo;
+            hi = b->end > hi ? b->end : hi;
+        }
     }
+    if (hi > lo && hi - lo > UINT32_MAX)
+        return QP_ERANGE;
+    plan->old_base = hi > lo ? lo : 0;
     ed_slot_t *v = malloc(cap * sizeof(ed_slot_t));
     /* Procedures that share an FDE are one chunk: the FDE describes one range. */
     uint8_t *in_group = calloc(prog->nprocs + 1, 1);
@@ -532,7 +540,7 @@ collect_slots(ed_plan_t *plan)
                     }
                     v = nv;
                 }
-                v[n] = (ed_slot_t) { .old = a, .stub = NO_STUB,
+                v[n] = (ed_slot_t) { .old = (uint32_t)(a - plan->old_base), .stub = NO_STUB,
                                      .len = (uint8_t)(len + (plan->opts.stretch ? 1 : 0)),
                                      .olen = in.len,
                                      .flags = (in.kind == ARCH_KIND_JMP || in.kind == ARCH_KIND_JCC)
@@ -560,6 +568,8 @@ collect_slots(ed_plan_t *plan)
         free(v);
         return rc;
     }
+    /* The stubs grew by doubling: what they did not take serves the index. */
+    cfg_vec_trim((void **)&plan->stubs, &stubcap, plan->nstubs, sizeof(ed_stub_t));
     plan->lay = v;
     plan->nslots = n;
     if (plan->chunk != NULL)
@@ -633,7 +643,8 @@ edl_place_fall_stubs(ed_plan_t *plan)
 {
     for (size_t i = 0; i < plan->nstubs; i++)
         if (plan->stubs[i].before != NO_STUB)
-            plan->stubs[i].new_ = plan->lay[plan->stubs[i].before].new_ - plan->stubs[i].len;
+            plan->stubs[i].new_
+                = slot_new(plan, &plan->lay[plan->stubs[i].before]) - plan->stubs[i].len;
 }
 
 /*
@@ -682,7 +693,8 @@ fall_stubs(ed_plan_t *plan)
     for (size_t i = 0; i < plan->nslots; i++) {
         if (!(plan->lay[i].flags & SLOT_JMP_AFTER))
             continue;
-        uint64_t to = (plan->lay[i].flags & SLOT_JMP_ADDED) ? plan->lay[i + 1].old : plan->fall[k++];
+        uint64_t to = (plan->lay[i].flags & SLOT_JMP_ADDED) ? slot_old(plan, &plan->lay[i + 1])
+                                                             : plan->fall[k++];
         if (edl_push_u64(&v, &n, &cap, to) < 0) {
             free(v);
             return QP_ENOMEM;
@@ -702,7 +714,7 @@ assign(ed_plan_t *plan, uint64_t base)
     for (size_t i = 0; i < plan->nslots; i++) {
         ed_slot_t *s = &plan->lay[i];
         at += s->lead;
-        s->new_ = at;
+        s->new_ = (uint32_t)at; /* (edl_layout refuses a size past 32 bits) */
         at += slot_size(plan, s);
     }
     for (size_t i = 0; i < plan->nstubs; i++) {
@@ -726,7 +738,7 @@ sort_bucket(const ed_plan_t *plan, uint32_t *idx, size_t n, uint64_t lo, unsigne
             uint32_t *tmp)
 {
     size_t i = 1;
-    while (i < n && plan->lay[idx[i - 1]].old <= plan->lay[idx[i]].old)
+    while (i < n && slot_old(plan, &plan->lay[idx[i - 1]]) <= slot_old(plan, &plan->lay[idx[i]]))
         i++;
     if (i >= n)
         return;
@@ -734,11 +746,11 @@ sort_bucket(const ed_plan_t *plan, uint32_t *idx, size_t n, uint64_t lo, unsigne
     for (unsigned d = 0; d < shift; d += 8) {
         memset(count, 0, sizeof(count));
         for (i = 0; i < n; i++)
-            count[(((plan->lay[idx[i]].old - lo) >> d) & 0xff) + 1]++;
+            count[(((slot_old(plan, &plan->lay[idx[i]]) - lo) >> d) & 0xff) + 1]++;
         for (unsigned k = 1; k <= 256; k++)
             count[k] += count[k - 1];
         for (i = 0; i < n; i++)
-            tmp[count[((plan->lay[idx[i]].old - lo) >> d) & 0xff]++] = idx[i];
+            tmp[count[((slot_old(plan, &plan->lay[idx[i]]) - lo) >> d) & 0xff]++] = idx[i];
         memcpy(idx, tmp, n * sizeof(uint32_t));
     }
 }
@@ -760,8 +772,8 @@ index_slots(ed_plan_t *plan)
     size_t n = plan->nslots;
     uint64_t lo = UINT64_MAX, hi = 0;
     for (size_t i = 0; i < n; i++) {
-        lo = plan->lay[i].old < lo ? plan->lay[i].old : lo;
-        hi = plan->lay[i].old > hi ? plan->lay[i].old : hi;
+        lo = slot_old(plan, &plan->lay[i]) < lo ? slot_old(plan, &plan->lay[i]) : lo;
+        hi = slot_old(plan, &plan->lay[i]) > hi ? slot_old(plan, &plan->lay[i]) : hi;
     }
     /* Buckets of 64 KiB of code, or larger ones: no more buckets than slots. */
     unsigned shift = 16;
@@ -776,7 +788,7 @@ index_slots(ed_plan_t *plan)
         return QP_ENOMEM;
     }
     for (size_t i = 0; i < n; i++)
-        end[(plan->lay[i].old - lo) >> shift]++;
+        end[(slot_old(plan, &plan->lay[i]) - lo) >> shift]++;
     size_t at = 0, most = 0;
     for (size_t k = 0; k < nb; k++) { /* end[k]: bucket k's start, until filled */
         size_t c = end[k];
@@ -785,7 +797,7 @@ index_slots(ed_plan_t *plan)
         most = c > most ? c : most;
     }
     for (size_t i = 0; i < n; i++)
-        idx[end[(plan->lay[i].old - lo) >> shift]++] = (uint32_t)i;
+        idx[end[(slot_old(plan, &plan->lay[i]) - lo) >> shift]++] = (uint32_t)i;
     uint32_t *tmp = malloc((most + 1) * sizeof(uint32_t));
     if (tmp == NULL) {
         free(idx);
@@ -821,7 +833,7 @@ uint64_t
 edl_map_target(const ed_plan_t *plan, uint64_t target)
 {
     const ed_slot_t *s = target_slot(plan, target);
-    return s ? s->new_ : target;
+    return s ? slot_new(plan, s) : target;
 }
 
 
@@ -836,9 +848,9 @@ edl_map_branch(const ed_plan_t *plan, uint64_t from, uint64_t target)
     if (s->entry_pre > 0) {
         const ed_seg_t *a = edl_seg_at(plan, from, NULL), *b = edl_seg_at(plan, target, NULL);
         if (a != NULL && b != NULL && a->owner == b->owner)
-            return s->new_ + s->entry_pre;
+            return slot_new(plan, s) + s->entry_pre;
     }
-    return s->new_;
+    return slot_new(plan, s);
 }
 
 int
@@ -866,11 +878,11 @@ edl_segment_ends(ed_plan_t *plan)
     size_t k = 0;
     for (size_t i = 0; i < plan->nslots; i++) {
         const ed_slot_t *s = SLOT(plan, i);
-        while (k < plan->nsegs && plan->segs[k].end <= s->old)
+        while (k < plan->nsegs && plan->segs[k].end <= slot_old(plan, s))
             k++;
-        if (k == plan->nsegs || plan->segs[k].start > s->old)
+        if (k == plan->nsegs || plan->segs[k].start > slot_old(plan, s))
             continue;
-        uint64_t end = s->new_ + slot_size(plan, s);
+        uint64_t end = slot_new(plan, s) + slot_size(plan, s);
         if (end > plan->seg_new_end[k])
             plan->seg_new_end[k] = end;
     }
@@ -885,8 +897,9 @@ edl_layout(ed_plan_t *plan, int reuse)
         return QP_EINVAL; /* a probe on code that does not move: never dropped silently */
     QP_CHECK(index_slots(plan));
     QP_CHECK(fall_stubs(plan));
-    /* Pass 1: long forms. */
-    assign(plan, 0);
+    /* Pass 1: long forms (an upper bound of the size: slots hold 32-bit offsets). */
+    if (assign(plan, 0) > UINT32_MAX)
+        return QP_ERANGE;
     if (reuse)
         QP_CHECK(edl_plan_reuse(plan));
     /* Pass 2: rel8 where the target is in reach in the long layout (in the same
@@ -895,9 +908,9 @@ edl_layout(ed_plan_t *plan, int reuse)
         ed_slot_t *s = &plan->lay[i];
         if (!(s->flags & SLOT_BRANCH) || s->stub != NO_STUB)
             continue; /* only direct branches have a short form; decode nothing else */
-        const uint8_t *bytes = cfg_image_ptr(plan->prog->img, s->old, NULL);
+        const uint8_t *bytes = cfg_image_ptr(plan->prog->img, slot_old(plan, s), NULL);
         arch_insn_t in;
-        if (bytes == NULL || cfg_image_decode(plan->prog->img, s->old, 0, &in) < 0)
+        if (bytes == NULL || cfg_image_decode(plan->prog->img, slot_old(plan, s), 0, &in) < 0)
             return QP_EDECODE;
         if ((in.kind != ARCH_KIND_JMP && in.kind != ARCH_KIND_JCC) || s->stub != NO_STUB)
             continue;
@@ -908,7 +921,8 @@ edl_layout(ed_plan_t *plan, int reuse)
         /* The short form where the ISA's reloc_insn finds the target in its reach
          * (x86-64: rel8; AArch64: b.cond, cbz and tbz without the inverted branch). */
         uint8_t scratch[ARCH_MAX_RELOC];
-        int len = plan->isa->reloc_insn(bytes, &in, s->new_ + s->pre, t->new_, 1, scratch,
+        int len = plan->isa->reloc_insn(bytes, &in, slot_new(plan, s) + s->pre,
+                                        slot_new(plan, t), 1, scratch,
                                         sizeof(scratch));
         int stretch = plan->opts.stretch ? 1 : 0;
         if (len > 0 && len + stretch < s->len) {
@@ -917,6 +931,8 @@ edl_layout(ed_plan_t *plan, int reuse)
         }
     }
     plan->text_size = plan->mirror != 0 ? edl_assign_reuse(plan) : assign(plan, 0);
+    if (plan->text_size > UINT32_MAX)
+        return QP_ERANGE;
     if (plan->mirror == 0)
         QP_CHECK(edl_check_kept_exits(plan, NULL)); /* (with reuse: checked in there) */
     QP_CHECK(index_slots(plan));

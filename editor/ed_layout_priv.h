@@ -19,10 +19,13 @@
  * the program's ISA's emit_jmp. */
 #define PAD_LEN(plan) ((plan)->isa->jmp_len)
 
+/* A moved instruction. Slots are millions (chromium: about fifty), so both addresses are
+ * 32-bit offsets, 24 bytes a slot instead of 32: read them with slot_old and slot_new. */
 typedef struct ed_slot {
-    uint64_t old;      /* old address of the instruction */
-    uint64_t new_;     /* new address of the slot: its BEFORE snippets, then the instruction
-                        * (layout-relative until applied) */
+    uint32_t old;      /* old address of the instruction, from plan->old_base */
+    uint32_t new_;     /* new address of the slot: its BEFORE snippets, then the instruction
+                        * (layout-relative; from plan->new_base, the new code's address
+                        * once applied) */
     uint32_t stub;     /* its taken-edge stub in plan->stubs, or NO_STUB */
     uint16_t pre;      /* bytes of snippets before the instruction */
     uint16_t entry_pre;/* ... of which the first ones run for calls only (ED_PROBE_ENTRY) */
@@ -33,6 +36,8 @@ typedef struct ed_slot {
     uint8_t olen;      /* old length */
     uint8_t flags;     /* SLOT_* */
 } ed_slot_t;
+
+_Static_assert(sizeof(ed_slot_t) == 24, "a slot is 24 bytes");
 
 #define NO_STUB UINT32_MAX
 #define NO_HOLE UINT64_MAX
@@ -87,6 +92,9 @@ struct ed_plan {
                                * procedures that move together or not at all */
     size_t ngroups, capgroups;
     ed_slot_t *lay;           /* every moved instruction, in layout (new address) order */
+    uint64_t old_base;        /* the old addresses of slots are offsets from this ... */
+    uint64_t new_base;        /* ... and their new ones from this: 0 until applied, then
+                               * plan->text */
     uint64_t *fall;           /* per SLOT_JMP_AFTER slot, in layout order: the old address
                                * its added jmp goes to (kept apart: slots are millions) */
     size_t nfall;
@@ -152,6 +160,19 @@ struct ed_plan {
 
 /* The K-th slot by old address. */
 #define SLOT(plan, k) (&(plan)->lay[(plan)->idx[k]])
+
+/* The old address of slot S; its new address (layout-relative until applied). */
+static inline uint64_t
+slot_old(const ed_plan_t *plan, const ed_slot_t *s)
+{
+    return plan->old_base + s->old;
+}
+
+static inline uint64_t
+slot_new(const ed_plan_t *plan, const ed_slot_t *s)
+{
+    return plan->new_base + s->new_;
+}
 
 /* Old addresses per bucket of the lookup index: a lookup searches a few slots, not all. */
 #define BUCKET_SHIFT 6

@@ -230,8 +230,8 @@ ed_plan_insn_new(const ed_plan_t *plan, uint64_t old, uint64_t *after)
     if (s == NULL)
         return 0;
     if (after)
-        *after = s->new_ + s->pre + s->len - (plan->opts.stretch ? 1 : 0);
-    return s->new_ + s->pre;
+        *after = slot_new(plan, s) + s->pre + s->len - (plan->opts.stretch ? 1 : 0);
+    return slot_new(plan, s) + s->pre;
 }
 
 const ed_stats_t *
@@ -254,7 +254,7 @@ ed_plan_map(void *arg, uint64_t old)
     const ed_plan_t *plan = arg;
     const ed_slot_t *s = edl_slot_at(plan, old);
     if (s != NULL)
-        return s->new_;
+        return slot_new(plan, s);
     size_t si;
     const ed_seg_t *seg = edl_seg_at(plan, old, &si);
     if (seg == NULL)
@@ -262,8 +262,8 @@ ed_plan_map(void *arg, uint64_t old)
     /* Not an instruction start: the next moved instruction of the same extent, or the
      * end of the extent's new code. */
     size_t lo = edl_slot_lower(plan, old);
-    if (lo < plan->nslots && SLOT(plan, lo)->old < seg->end)
-        return SLOT(plan, lo)->new_;
+    if (lo < plan->nslots && slot_old(plan, SLOT(plan, lo)) < seg->end)
+        return slot_new(plan, SLOT(plan, lo));
     return plan->seg_new_end[si];
 }
 
@@ -272,14 +272,14 @@ ed_plan_map_state(void *arg, uint64_t old)
 {
     const ed_plan_t *plan = arg;
     size_t lo = edl_slot_lower(plan, old), si;
-    if (lo < plan->nslots && SLOT(plan, lo)->old == old)
-        return SLOT(plan, lo)->new_ - SLOT(plan, lo)->lead;
+    if (lo < plan->nslots && slot_old(plan, SLOT(plan, lo)) == old)
+        return slot_new(plan, SLOT(plan, lo)) - SLOT(plan, lo)->lead;
     const ed_seg_t *seg = edl_seg_at(plan, old, &si);
     if (seg == NULL)
         return 0;
     /* As ed_plan_map: the next moved instruction of the extent (its stub first). */
-    if (lo < plan->nslots && SLOT(plan, lo)->old < seg->end)
-        return SLOT(plan, lo)->new_ - SLOT(plan, lo)->lead;
+    if (lo < plan->nslots && slot_old(plan, SLOT(plan, lo)) < seg->end)
+        return slot_new(plan, SLOT(plan, lo)) - SLOT(plan, lo)->lead;
     return plan->seg_new_end[si];
 }
 
@@ -287,7 +287,7 @@ uint64_t
 ed_plan_map_insn(void *arg, uint64_t old)
 {
     const ed_slot_t *s = edl_slot_at(arg, old);
-    return s ? s->new_ : 0;
+    return s ? slot_new(arg, s) : 0;
 }
 
 uint64_t
@@ -298,9 +298,9 @@ ed_plan_map_end(void *arg, uint64_t old)
     if (lo == 0)
         return 0;
     const ed_slot_t *s = SLOT(plan, lo - 1);
-    if (s->old + s->olen != old)
+    if (slot_old(plan, s) + s->olen != old)
         return 0;
-    return s->new_ + slot_size(plan, s);
+    return slot_new(plan, s) + slot_size(plan, s);
 }
 
 uint64_t
@@ -311,9 +311,9 @@ ed_plan_map_return(void *arg, uint64_t old)
     if (lo == 0)
         return 0;
     const ed_slot_t *s = SLOT(plan, lo - 1);
-    if (s->old + s->olen != old)
+    if (slot_old(plan, s) + s->olen != old)
         return 0;
-    return s->new_ + s->pre + s->len - (plan->opts.stretch ? 1 : 0);
+    return slot_new(plan, s) + s->pre + s->len - (plan->opts.stretch ? 1 : 0);
 }
 
 int
@@ -338,21 +338,21 @@ ed_plan_pieces(void *arg, uint64_t lo, uint64_t hi, ed_piece_fn fn, void *fnarg)
         size_t k = edl_slot_lower(plan, pos);
         uint64_t run_old = 0, run_oend = 0, run_new = 0, run_end = 0;
         int have = 0;
-        for (; k < plan->nslots && SLOT(plan, k)->old < end; k++) {
+        for (; k < plan->nslots && slot_old(plan, SLOT(plan, k)) < end; k++) {
             const ed_slot_t *s = SLOT(plan, k);
             /* A stub falling into the slot is part of its piece. */
-            if (have && s->new_ - s->lead == run_end) {
+            if (have && slot_new(plan, s) - s->lead == run_end) {
                 run_end += s->lead + slot_size(plan, s);
-                run_oend = s->old + s->olen;
+                run_oend = slot_old(plan, s) + s->olen;
                 continue;
             }
             if (have)
                 QP_CHECK(fn(fnarg, run_old, run_oend - run_old, run_new, run_end - run_new));
             have = 1;
-            run_old = s->old;
-            run_oend = s->old + s->olen;
-            run_new = s->new_ - s->lead;
-            run_end = s->new_ + slot_size(plan, s);
+            run_old = slot_old(plan, s);
+            run_oend = slot_old(plan, s) + s->olen;
+            run_new = slot_new(plan, s) - s->lead;
+            run_end = slot_new(plan, s) + slot_size(plan, s);
         }
         if (have)
             QP_CHECK(fn(fnarg, run_old, run_oend - run_old, run_new, run_end - run_new));
@@ -361,7 +361,6 @@ ed_plan_pieces(void *arg, uint64_t lo, uint64_t hi, ed_piece_fn fn, void *fnarg)
     return 0;
 }
 
-/* Rebase every new address by DELTA (layout was computed from 0). */
 /* The overflow (what found no hole) SKIP bytes further from the mirror: the layout is
  * still relative to the mirror's first byte. Pieces are placed apart (long branches
  * between them), so nothing inside one changes. */
@@ -371,7 +370,7 @@ shift_overflow(ed_plan_t *plan, size_t skip)
     if (skip == 0)
         return;
     for (size_t i = 0; i < plan->nslots; i++)
-        if (plan->lay[i].new_ >= plan->overflow)
+        if (slot_new(plan, &plan->lay[i]) >= plan->overflow)
             plan->lay[i].new_ += skip;
     for (size_t i = 0; i < plan->nstubs; i++)
         if (plan->stubs[i].before == NO_STUB && plan->stubs[i].new_ >= plan->overflow)
@@ -385,11 +384,12 @@ shift_overflow(ed_plan_t *plan, size_t skip)
     plan->text_size += skip;
 }
 
+/* Rebase every new address by DELTA (layout was computed from 0); the slots' through
+ * plan->new_base. */
 static void
 rebase(ed_plan_t *plan, uint64_t delta)
 {
-    for (size_t i = 0; i < plan->nslots; i++)
-        plan->lay[i].new_ += delta;
+    plan->new_base += delta;
     for (size_t i = 0; i < plan->nstubs; i++)
         plan->stubs[i].new_ += delta;
     for (size_t i = 0; i < plan->nsegs; i++)
@@ -400,15 +400,35 @@ rebase(ed_plan_t *plan, uint64_t delta)
 }
 
 /*
- * The translation stub and its table (arch.h) into BUF (the new code, from plan->text):
+ * Where the new code is emitted: below SPLIT (layout-relative) into a buffer mapped
+ * apart, written through the space afterwards (the pieces in the old text's holes), from
+ * SPLIT on straight into the space's own bytes when it shows them (qp_space_ops_t.bytes:
+ * the file's new region), else into the same buffer.
+ */
+typedef struct emit_dst {
+    uint8_t *low;   /* layout-relative [0, split) */
+    uint8_t *high;  /* [split, text_size): the space's bytes, or low + split */
+    uint64_t split; /* plan->overflow with text reused, else 0 */
+} emit_dst_t;
+
+/* The byte the new code's layout-relative offset OFF goes to. */
+static inline uint8_t *
+emit_ptr(const emit_dst_t *d, uint64_t off)
+{
+    return off < d->split ? d->low + off : d->high + (off - d->split);
+}
+
+/*
+ * The translation stub and its table (arch.h) into D (the new code, from plan->text):
  * the entries of the file's procedures, each to its new code when it moved.
  */
 static int
-emit_xlate(ed_plan_t *plan, uint8_t *buf)
+emit_xlate(ed_plan_t *plan, const emit_dst_t *d)
 {
     const cfg_prog_t *prog = plan->prog;
-    int rc = plan->isa->emit_xlate_stub(plan->xlate, edl_xlate_table_at(plan), buf + (plan->xlate - plan->text),
-                                  ARCH_XLATE_STUB_LEN);
+    int rc = plan->isa->emit_xlate_stub(plan->xlate, edl_xlate_table_at(plan),
+                                        emit_ptr(d, plan->xlate - plan->text),
+                                        ARCH_XLATE_STUB_LEN);
     if (rc < 0)
         return rc;
     uint64_t lo, hi;
@@ -418,7 +438,7 @@ emit_xlate(ed_plan_t *plan, uint8_t *buf)
     uint64_t at = edl_xlate_table_at(plan), nslots = edl_xlate_slots(prog), shift = 32;
     for (uint64_t k = nslots; k > 1; k /= 2)
         shift--;
-    uint8_t *t = buf + (at - plan->text);
+    uint8_t *t = emit_ptr(d, at - plan->text); /* (the stub's piece: after it) */
     uint8_t *slots = t + ARCH_XLATE_HDR;
     memset(slots, 0, 8 * nslots);
     for (uint32_t i = 0; i < prog->nprocs; i++) {
@@ -427,7 +447,7 @@ emit_xlate(ed_plan_t *plan, uint8_t *buf)
             continue;
         uint32_t key = (uint32_t)(p->entry - lo);
         const ed_slot_t *s = edl_slot_at(plan, p->entry);
-        int64_t d = (int64_t)((s != NULL ? s->new_ : p->entry) - lo);
+        int64_t d = (int64_t)((s != NULL ? slot_new(plan, s) : p->entry) - lo);
         if (d < INT32_MIN || d > INT32_MAX)
             return QP_ERANGE;
         uint64_t h = ((uint32_t)(key * 0x9e3779b1u) >> shift) & (nslots - 1);
@@ -457,7 +477,7 @@ emit_xlate(ed_plan_t *plan, uint8_t *buf)
 
 typedef struct emit_job {
     const ed_plan_t *plan;
-    uint8_t *buf;                /* the new code (from plan->text) */
+    const emit_dst_t *dst;       /* where the new code goes */
     size_t *fall;                /* per part: the first of plan->fall its slots use */
     edl_lock_sites_t *sites;         /* per part: its switchable increments */
 } emit_job_t;
@@ -470,41 +490,42 @@ emit_part(void *arg, unsigned worker, size_t k)
     const emit_job_t *j = arg;
     const ed_plan_t *plan = j->plan;
     const cfg_prog_t *prog = plan->prog;
-    uint8_t *buf = j->buf;
+    const emit_dst_t *dst = j->dst;
     edl_lock_sites_t *sites = &j->sites[k];
     int stretch = plan->opts.stretch ? 1 : 0;
     size_t fall = j->fall[k]; /* the next of plan->fall */
     size_t end = (k + 1) * EMIT_GRAIN < plan->nslots ? (k + 1) * EMIT_GRAIN : plan->nslots;
     for (size_t i = k * EMIT_GRAIN; i < end; i++) {
         const ed_slot_t *s = &plan->lay[i];
-        const uint8_t *bytes = cfg_image_ptr(prog->img, s->old, NULL);
+        const uint64_t old = slot_old(plan, s), at_new = slot_new(plan, s);
+        const uint8_t *bytes = cfg_image_ptr(prog->img, old, NULL);
         arch_insn_t in;
-        if (bytes == NULL || cfg_image_decode(prog->img, s->old, 0, &in) < 0)
+        if (bytes == NULL || cfg_image_decode(prog->img, old, 0, &in) < 0)
             return QP_EDECODE;
-        uint64_t insn = s->new_ + s->pre;
+        uint64_t insn = at_new + s->pre;
         uint64_t target = 0;
         if (in.kind == ARCH_KIND_JMP || in.kind == ARCH_KIND_JCC || in.kind == ARCH_KIND_CALL)
             /* `call next` (reads its own return address) keeps going to the next
              * relocated instruction; a jump to the next address goes where that code is
              * (another procedure's, maybe not moved at all). */
-            target = in.kind == ARCH_KIND_CALL && in.target == s->old + in.len
+            target = in.kind == ARCH_KIND_CALL && in.target == old + in.len
                 ? insn + s->len - stretch
                 : in.kind == ARCH_KIND_CALL ? edl_map_target(plan, in.target)
-                                            : edl_map_branch(plan, s->old, in.target);
+                                            : edl_map_branch(plan, old, in.target);
         if (s->stub != NO_STUB)
             target = plan->stubs[s->stub].new_;
         /* An AArch64 switch table's adr forms its new base (ed_anchor.c). */
-        const ed_anchor_t *anchor = plan->nanchors > 0 ? edl_anchor_at(plan, s->old) : NULL;
+        const ed_anchor_t *anchor = plan->nanchors > 0 ? edl_anchor_at(plan, old) : NULL;
         if (anchor != NULL)
             in.target = anchor->base;
-        uint8_t *out = buf + (s->new_ - plan->text);
+        uint8_t *out = emit_ptr(dst, at_new - plan->text);
         if (s->pre > 0
-            && edl_emit_probes(plan, s->old, ED_AT_BEFORE, s->new_, out, s->pre, sites) != s->pre)
+            && edl_emit_probes(plan, old, ED_AT_BEFORE, at_new, out, s->pre, sites) != s->pre)
             return QP_ERANGE;
         out += s->pre;
         int len = (s->flags & SLOT_XLATE)
             ? plan->isa->emit_jmp_xlate(bytes, &in, insn, plan->xlate,
-                                        edl_xlate_miss_rel(plan, s->old), out, ARCH_MAX_RELOC)
+                                        edl_xlate_miss_rel(plan, old), out, ARCH_MAX_RELOC)
             : plan->isa->reloc_insn(bytes, &in, insn, target, (s->flags & SLOT_SHORT) != 0, out,
                                     ARCH_MAX_RELOC);
         QP_CHECK(len);
@@ -521,16 +542,15 @@ emit_part(void *arg, unsigned worker, size_t k)
         if (stretch)
             out[len] = 0x90;
         if (s->post > 0
-            && edl_emit_probes(plan, s->old, ED_AT_AFTER, insn + s->len, out + s->len, s->post,
-                               sites)
+            && edl_emit_probes(plan, old, ED_AT_AFTER, insn + s->len, out + s->len, s->post, sites)
                    != s->post)
             return QP_ERANGE;
         if (s->flags & SLOT_JMP_AFTER) {
             if (fall >= plan->nfall)
                 return QP_ERANGE;
             uint64_t at = insn + s->len + s->post;
-            QP_CHECK(plan->isa->emit_jmp(at, edl_map_branch(plan, s->old, plan->fall[fall++]),
-                                         buf + (at - plan->text), PAD_LEN(plan)));
+            QP_CHECK(plan->isa->emit_jmp(at, edl_map_branch(plan, old, plan->fall[fall++]),
+                                         emit_ptr(dst, at - plan->text), PAD_LEN(plan)));
         }
     }
     return 0;
@@ -546,10 +566,10 @@ emit_progress(void *arg, size_t done)
         plan->opts.on_progress(plan->opts.progress_arg, done * EMIT_GRAIN, plan->nslots);
 }
 
-/* The moved slots into BUF on the pool (EMIT_GRAIN of them at a time), their lock sites
+/* The moved slots into DST on the pool (EMIT_GRAIN of them at a time), their lock sites
  * into the plan in layout order. */
 static int
-emit_slots(ed_plan_t *plan, uint8_t *buf)
+emit_slots(ed_plan_t *plan, const emit_dst_t *dst)
 {
     size_t nparts = (plan->nslots + EMIT_GRAIN - 1) / EMIT_GRAIN;
     size_t *fall = malloc((nparts + 1) * sizeof(size_t));
@@ -561,7 +581,7 @@ emit_slots(ed_plan_t *plan, uint8_t *buf)
         for (size_t i = k * EMIT_GRAIN; i < end; i++)
             n += (plan->lay[i].flags & SLOT_JMP_AFTER) != 0;
     }
-    emit_job_t job = { plan, buf, fall, sites };
+    emit_job_t job = { plan, dst, fall, sites };
     if (rc == 0)
         rc = qp_parallel_for(plan->opts.threads, nparts, 1, emit_part, &job, emit_progress);
     edl_lock_sites_t all = { plan->lock_sites, plan->nlock_sites, plan->lock_cap };
@@ -596,36 +616,52 @@ emit_buf_map(emit_buf_t *b, size_t size)
     return b->p != MAP_FAILED ? 0 : (b->p = NULL, QP_ENOMEM);
 }
 
+/* A piece of the new code larger than this is written through the space this much at a
+ * time, its pages given back after each: the copy does not hold it twice (chromium: the
+ * overflow of the reused text, most of the new code, is one piece). */
+#define EMIT_WRITE_STEP ((size_t)4 << 20)
+
 /* Write [OFF, OFF + LEN) of B to AT in the space, then give back the pages it covers
  * whole (no other piece has bytes there: the pieces do not overlap). */
 static int
 emit_buf_write(emit_buf_t *b, size_t off, size_t len, const qp_space_ops_t *ops,
                void *space, uint64_t at)
 {
-    QP_CHECK(ops->write(space, at, b->p + off, len));
     size_t page = (size_t)sysconf(_SC_PAGESIZE);
-    size_t lo = (off + page - 1) / page * page, hi = (off + len) / page * page;
-    if (hi > lo)
-        (void)madvise(b->p + lo, hi - lo, MADV_DONTNEED); /* (reads would see zeros) */
+    size_t lo = (off + page - 1) / page * page; /* the first page not given back */
+    for (size_t done = 0; done < len;) {
+        size_t n = len - done > EMIT_WRITE_STEP ? EMIT_WRITE_STEP : len - done;
+        QP_CHECK(ops->write(space, at + done, b->p + off + done, n));
+        done += n;
+        size_t hi = (off + done) / page * page; /* (a last page shared with the rest) */
+        if (hi > lo)
+            (void)madvise(b->p + lo, hi - lo, MADV_DONTNEED); /* (reads would see zeros) */
+        lo = hi > lo ? hi : lo;
+    }
     return 0;
 }
 
-/* The moved code in layout order, written through the space in one piece. */
+/* The moved code in layout order, emitted into the space's bytes or written through it
+ * (emit_dst_t). */
 static int
 emit_code(ed_plan_t *plan, const qp_space_ops_t *ops, void *space)
 {
     const cfg_prog_t *prog = plan->prog;
-    /* Zeroed: the bytes nothing is emitted to (alignment before the translation table)
-     * are then the same in every run, whatever the heap held. */
+    /* Zeroed, the buffer and the space's new memory: the bytes nothing is emitted to
+     * (alignment before the translation table) are then the same in every run, whatever
+     * the heap held. */
+    uint64_t split = plan->mirror != 0 ? plan->overflow : 0;
+    uint8_t *direct = ops->bytes != NULL && plan->text_size > split
+        ? ops->bytes(space, plan->text + split, plan->text_size - split) : NULL;
     emit_buf_t eb;
-    if (emit_buf_map(&eb, plan->text_size + 1) < 0)
+    if (emit_buf_map(&eb, (direct != NULL ? split : plan->text_size) + 1) < 0)
         return QP_ENOMEM;
-    uint8_t *buf = eb.p;
+    emit_dst_t dst = { eb.p, direct != NULL ? direct : eb.p + split, split };
     /* Holes in the old text: what no code fills traps (int3), never old code. */
     for (size_t h = 0; h < plan->nholes; h++)
         if (plan->holes[3 * h + 2] > 0)
-            memset(buf + plan->holes[3 * h], 0xcc, plan->holes[3 * h + 1] - plan->holes[3 * h]);
-    int rc = emit_slots(plan, buf);
+            memset(eb.p + plan->holes[3 * h], 0xcc, plan->holes[3 * h + 1] - plan->holes[3 * h]);
+    int rc = emit_slots(plan, &dst);
     /* Taken-edge stubs: the snippets, then a jmp to where the branch used to go. */
     edl_lock_sites_t sites = { plan->lock_sites, plan->nlock_sites, plan->lock_cap };
     for (size_t i = 0; i < plan->nstubs && rc == 0; i++) {
@@ -635,7 +671,7 @@ emit_code(ed_plan_t *plan, const qp_space_ops_t *ops, void *space)
             rc = QP_EDECODE;
             break;
         }
-        uint8_t *out = buf + (st->new_ - plan->text);
+        uint8_t *out = emit_ptr(&dst, st->new_ - plan->text);
         uint32_t jmp = st->before == NO_STUB ? PAD_LEN(plan) : 0; /* else it falls in */
         int n = edl_emit_probes(plan, st->jcc, ED_AT_TAKEN, st->new_, out, st->len - jmp, &sites);
         if (n != (int)(st->len - jmp)) {
@@ -654,10 +690,12 @@ emit_code(ed_plan_t *plan, const qp_space_ops_t *ops, void *space)
     plan->nlock_sites = sites.n;
     plan->lock_cap = sites.cap;
     if (rc == 0 && plan->nxlate > 0)
-        rc = emit_xlate(plan, buf);
+        rc = emit_xlate(plan, &dst);
+    if (rc == 0 && plan->nanchors > 0 && split != 0)
+        rc = QP_EBUG; /* AArch64 reuses no old text (TODO(#34)): the new code is one piece */
     if (rc == 0)
-        edl_anchors_unpad(plan, buf);
-    if (rc == 0 && plan->mirror == 0)
+        edl_anchors_unpad(plan, emit_ptr(&dst, 0));
+    if (rc == 0 && plan->mirror == 0 && direct == NULL)
         rc = emit_buf_write(&eb, 0, plan->text_size, ops, space, plan->text);
     for (size_t h = 0; h < plan->nholes && rc == 0 && plan->mirror != 0; h++) {
         const uint64_t *hole = &plan->holes[3 * h];
@@ -665,7 +703,7 @@ emit_code(ed_plan_t *plan, const qp_space_ops_t *ops, void *space)
             rc = emit_buf_write(&eb, hole[0], hole[1] - hole[0], ops, space,
                                 plan->text + hole[0]);
     }
-    if (rc == 0 && plan->mirror != 0 && plan->text_size > plan->overflow)
+    if (rc == 0 && plan->mirror != 0 && plan->text_size > plan->overflow && direct == NULL)
         rc = emit_buf_write(&eb, plan->overflow, plan->text_size - plan->overflow, ops,
                             space, plan->text + plan->overflow);
     munmap(eb.p, eb.size);
@@ -694,7 +732,7 @@ emit_pads(ed_plan_t *plan, const qp_space_ops_t *ops, void *space)
             const ed_slot_t *s = edl_slot_at(plan, pads[k]);
             if (s == NULL)
                 rc = QP_ENOTFOUND;
-            else if ((rc = plan->isa->emit_jmp(pads[k], s->new_, jmp, sizeof(jmp))) > 0)
+            else if ((rc = plan->isa->emit_jmp(pads[k], slot_new(plan, s), jmp, sizeof(jmp))) > 0)
                 rc = ops->write(space, pads[k], jmp, PAD_LEN(plan));
         }
         free(pads);
@@ -771,7 +809,7 @@ retarget_tables(ed_plan_t *plan, const qp_space_ops_t *ops, void *space)
             if (s == NULL)
                 continue; /* not moved: the entry stays */
             if (tb->relative) {
-                int64_t rel = (int64_t)(s->new_ - tb->base);
+                int64_t rel = (int64_t)(slot_new(plan, s) - tb->base);
                 if (rel < INT32_MIN || rel > INT32_MAX) {
                     if (sure) {
                         free(buf);
@@ -781,8 +819,10 @@ retarget_tables(ed_plan_t *plan, const qp_space_ops_t *ops, void *space)
                 }
                 int32_t r32 = (int32_t)rel;
                 memcpy(e, &r32, 4);
-            } else
-                memcpy(e, &s->new_, 8);
+            } else {
+                uint64_t na = slot_new(plan, s);
+                memcpy(e, &na, 8);
+            }
             changed++;
         }
         int rc = changed ? ops->write(space, tb->addr, buf, len) : 0;
@@ -824,9 +864,16 @@ ed_plan_apply(ed_plan_t *plan, const qp_space_ops_t *ops, void *space)
 {
     if (plan == NULL || ops == NULL)
         return QP_EINVAL;
-    if (!plan->laid_out)
-        QP_CHECK(edl_layout(plan, plan->opts.reuse_text && ops->alloc_over != NULL));
+    /* The points in place first: what their patching allocates for a while (the
+     * program's block starts, held addresses) is freed before the slots are. */
     QP_CHECK(edl_inplace_apply(plan, ops, space));
+    if (plan->opts.on_phase != NULL)
+        plan->opts.on_phase(plan->opts.phase_arg, "patched in place");
+    if (!plan->laid_out) {
+        QP_CHECK(edl_layout(plan, plan->opts.reuse_text && ops->alloc_over != NULL));
+        if (plan->opts.on_phase != NULL)
+            plan->opts.on_phase(plan->opts.phase_arg, "laid out");
+    }
     if (plan->nslots == 0)
         return 0;
     /* The new code must reach the whole image (rip-relative data, calls to code that
@@ -847,6 +894,8 @@ ed_plan_apply(ed_plan_t *plan, const qp_space_ops_t *ops, void *space)
                                  &plan->text, &skip));
         if (skip % 64 != 0)
             return QP_ERANGE;
+        if (plan->text_size + skip > UINT32_MAX)
+            return QP_ERANGE; /* slots hold 32-bit offsets */
         shift_overflow(plan, skip);
     } else
         QP_CHECK(ops->alloc_near(space, lo, hi, plan->text_size, ED_PROT_R | ED_PROT_X,
@@ -866,6 +915,8 @@ ed_plan_apply(ed_plan_t *plan, const qp_space_ops_t *ops, void *space)
         plan->stats.bytes_probes += plan->stubs[i].len;
     if (!plan->opts.keep_tables)
         QP_CHECK(edl_anchors_plan(plan));
+    if (plan->opts.on_phase != NULL)
+        plan->opts.on_phase(plan->opts.phase_arg, "new code placed");
     QP_CHECK(emit_code(plan, ops, space));
     QP_CHECK(emit_pads(plan, ops, space));
     QP_CHECK(edl_retarget_kept_calls(plan, ops, space));

@@ -105,7 +105,7 @@ reuse_segment(const ed_plan_t *plan)
             continue;
         uint64_t n = 0;
         for (size_t c = 0; c < plan->nchunks; c++) {
-            uint64_t a = plan->lay[plan->chunk[c]].old;
+            uint64_t a = slot_old(plan, &plan->lay[plan->chunk[c]]);
             n += plan->chunk[c + 1] > plan->chunk[c] && a >= sg->vaddr
                 && a < sg->vaddr + sg->filesz;
         }
@@ -571,7 +571,7 @@ find_holes(ed_plan_t *plan, const cfg_segment_t *sg, uint8_t *keep)
     int rc = 0;
     for (size_t i = 0; i < plan->nslots && rc == 0; i++)
         if (plan->lay[i].flags & SLOT_XLATE) {
-            const ed_seg_t *g = edl_seg_at(plan, plan->lay[i].old, NULL);
+            const ed_seg_t *g = edl_seg_at(plan, slot_old(plan, &plan->lay[i]), NULL);
             if (g != NULL)
                 keep[g->owner] = 1;
         }
@@ -669,9 +669,9 @@ static uint64_t
 chunk_end(const ed_plan_t *plan, size_t c)
 {
     if (c + 1 < plan->nchunks)
-        return plan->lay[plan->chunk[c + 1]].new_;
+        return slot_new(plan, &plan->lay[plan->chunk[c + 1]]);
     const ed_slot_t *last = &plan->lay[plan->nslots - 1];
-    return last->new_ + slot_size(plan, last);
+    return slot_new(plan, last) + slot_size(plan, last);
 }
 
 /*
@@ -751,7 +751,8 @@ pack_pieces(ed_plan_t *plan)
     memset(r.head, 0xff, r.width * sizeof(uint32_t));
     for (size_t c = 0; c < plan->nchunks; c++) {
         plan->chunk_at[c] = NO_HOLE;
-        pc[c] = (piece_t) { chunk_end(plan, c) - plan->lay[plan->chunk[c]].new_, (uint32_t)c };
+        uint64_t start = slot_new(plan, &plan->lay[plan->chunk[c]]);
+        pc[c] = (piece_t) { chunk_end(plan, c) - start, (uint32_t)c };
     }
     for (size_t k = 0; k < plan->nstubs; k++) {
         plan->stub_at[k] = NO_HOLE;
@@ -842,7 +843,7 @@ edl_assign_reuse(ed_plan_t *plan)
         uint64_t a = plan->chunk_at[c] != NO_HOLE ? plan->chunk_at[c] : at;
         for (size_t i = plan->chunk[c]; i < plan->chunk[c + 1]; i++) {
             a += plan->lay[i].lead;
-            plan->lay[i].new_ = a;
+            plan->lay[i].new_ = (uint32_t)a; /* (edl_layout refuses past 32 bits) */
             a += slot_size(plan, &plan->lay[i]);
         }
         if (plan->chunk_at[c] == NO_HOLE)

@@ -506,7 +506,8 @@ load_weights(const char *path, drv_weights_t *w, char *why, size_t whylen)
     return rc;
 }
 
-/* elfw_rewrite_opts_t.on_phase: the writer's phases, to R's debug hook. */
+/* elfw_rewrite_opts_t.on_phase and ed_opts_t.on_phase: the writer's and the plan's
+ * phases, to R's debug hook. */
 static void
 write_phase(void *arg, const char *phase)
 {
@@ -525,6 +526,8 @@ qpt_rw_rewrite(qpt_rewrite_t *r, const cfg_prog_t *prog, const char *input, cons
     eo.keep_tables = r->keep_tables;
     eo.on_progress = relocation_progress;
     eo.progress_arg = r;
+    eo.on_phase = r->debug_phase != NULL ? write_phase : NULL;
+    eo.phase_arg = r;
     eo.threads = r->threads;
     eo.leave = (const char *const *)r->leave;
     eo.nleave = r->nleave;

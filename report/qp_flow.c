@@ -590,11 +590,50 @@ typedef struct entries_ctx {
     uint32_t nrefs;
     const qp_entry_map_t *map; /* every procedure by entry */
     const qp_desc_keys_t *keys; /* the call sites looked at */
-    uint32_t *pending; /* per procedure: sites in callers counted by their calls, unsolved */
+    uint32_t *pending; /* per procedure counted by its calls: its call sites not handed
+                        * down yet */
     uint8_t *bad;      /* per procedure: a site's count is unknown, or the sum overflowed */
-    uint32_t *queue;
+    uint32_t walk;     /* the procedures below it were walked past (entries_run) */
+    uint32_t *queue;   /* those walked past whose callers are done since: a heap, lowest
+                        * index first (the order of the description's chunks, which a
+                        * lazy one decodes) */
     uint32_t nqueue;
+    qp_flow_visit_fn visit; /* qp_flow_entries_visit's, or NULL */
+    void *visit_arg;
+    uint8_t *visited;  /* with VISIT: per procedure, handed to it */
 } entries_ctx_t;
+
+/* The queue's heap: PROC added, and the lowest procedure taken. */
+static void
+queue_push(entries_ctx_t *c, uint32_t proc)
+{
+    uint32_t i = c->nqueue++;
+    while (i > 0 && c->queue[(i - 1) / 2] > proc) {
+        c->queue[i] = c->queue[(i - 1) / 2];
+        i = (i - 1) / 2;
+    }
+    c->queue[i] = proc;
+}
+
+static uint32_t
+queue_pop(entries_ctx_t *c)
+{
+    uint32_t top = c->queue[0], last = c->queue[--c->nqueue], i = 0;
+    for (;;) {
+        uint32_t k = 2 * i + 1;
+        if (k >= c->nqueue)
+            break;
+        if (k + 1 < c->nqueue && c->queue[k + 1] < c->queue[k])
+            k++;
+        if (c->queue[k] >= last)
+            break;
+        c->queue[i] = c->queue[k];
+        i = k;
+    }
+    if (c->nqueue > 0)
+        c->queue[i] = last;
+    return top;
+}
 
 /* The procedure counted by its calls whose entry is ADDR, or QP_VIRT. */
 static uint32_t
@@ -631,29 +670,41 @@ site_callee(const entries_ctx_t *c, uint32_t k)
     return (kind & want) == want ? p : QP_VIRT;
 }
 
+/* What hand_down does with the counts of PROC's sites: adds them to their callees and
+ * counts them done there (HAND_PENDING), or leaves them (HAND_NONE: a caller in a
+ * cycle, solved last). */
+enum { HAND_NONE, HAND_PENDING };
+
 /*
- * Solve procedure PROC (measured; if counted by its calls, its count is final) and add
- * the counts of its sites to their callees; queue each callee counted by its calls
- * whose last pending caller this was (PENDING_TOO: PROC counts in their pending).
+ * Solve procedure PROC (measured; if counted by its calls, its count is final), hand it
+ * to the visitor, and add the counts of its sites to their callees as HOW says.
  */
 static int
-hand_down(entries_ctx_t *c, uint32_t proc, int pending_too)
+hand_down(entries_ctx_t *c, uint32_t proc, int how)
 {
     const qp_desc_t *d = c->d;
     const qp_desc_proc_t *p = &d->procs[proc];
     qp_flow_t f;
     qp_flow_zero_t z;
     /* Known to count 0 everywhere: nothing to add, nothing unknown. */
-    int zero = qp_flow_zero_known(d, proc, c->counters, c->abandoned, c->out, &z)
-        && z.all_known;
+    int zero_known = qp_flow_zero_known(d, proc, c->counters, c->abandoned, c->out, &z);
+    int zero = zero_known && z.all_known;
     if (zero)
         memset(&f, 0, sizeof(f));
     else
         QP_CHECK(qp_flow_solve_in(
             d, proc, c->counters, c->ncounters, c->abandoned, c->out, &f));
+    if (c->visit != NULL) {
+        c->visited[proc] = 1;
+        int rc = c->visit(c->visit_arg, proc, zero ? NULL : &f, zero_known ? &z : NULL);
+        if (rc < 0) {
+            qp_flow_free(&f);
+            return rc;
+        }
+    }
     const qp_desc_keys_t *keys = c->keys;
-    for (uint32_t k = keys->first[proc];
-         k < keys->n && keys->calls[k].block - p->block < p->nblocks; k++) {
+    for (uint32_t k = keys->first[proc]; how != HAND_NONE && k < keys->n
+         && keys->calls[k].block - p->block < p->nblocks; k++) {
         uint32_t callee = site_callee(c, k);
         if (callee == QP_VIRT)
             continue;
@@ -669,22 +720,22 @@ hand_down(entries_ctx_t *c, uint32_t proc, int pending_too)
         if ((st != QP_FLOW_MEASURED && st != QP_FLOW_SOLVED)
             || __builtin_add_overflow(c->out->count[callee], n, &c->out->count[callee]))
             c->bad[callee] = 1;
-        if (pending_too && --c->pending[callee] == 0)
-            c->queue[c->nqueue++] = callee;
+        /* The last one: walked past already, it waits in the queue. */
+        if (--c->pending[callee] == 0 && callee < c->walk)
+            queue_push(c, callee);
     }
     qp_flow_free(&f);
     return 0;
 }
 
-/* Callers counted by their calls: how many sites each such callee waits for. */
+/* How many sites of measured callers each procedure counted by its calls waits for. */
 static void
 count_pending(entries_ctx_t *c)
 {
     const qp_desc_t *d = c->d;
     for (uint32_t pi = 0; pi < d->hdr.nprocs; pi++) {
         const qp_desc_proc_t *p = &d->procs[pi];
-        if ((p->flags & (QP_PROC_MEASURED | QP_PROC_BY_CALLS))
-            != (QP_PROC_MEASURED | QP_PROC_BY_CALLS))
+        if (!(p->flags & QP_PROC_MEASURED))
             continue;
         for (uint32_t k = c->keys->first[pi];
              k < c->keys->n && c->keys->calls[k].block - p->block < p->nblocks; k++) {
@@ -704,32 +755,44 @@ entries_run(entries_ctx_t *c)
         if ((d->procs[pi].flags & (QP_PROC_MEASURED | QP_PROC_BY_CALLS))
             == (QP_PROC_MEASURED | QP_PROC_BY_CALLS))
             c->refs[c->nrefs++] = (qp_flow_entry_ref_t) { d->procs[pi].entry, pi };
-    if (c->nrefs == 0)
+    if (c->nrefs == 0 && c->visit == NULL)
         return 0;
     qsort(c->refs, c->nrefs, sizeof(qp_flow_entry_ref_t), qp_flow_entry_cmp);
     count_pending(c);
-    /* Every other measured procedure first: their counts need nobody's. */
+    /* The procedures by index: each one whose counts need nobody's (with a visitor,
+     * each; else those that call one counted by its calls), and each one counted by
+     * its calls whose callers are done (its count final). Those whose callers come
+     * later wait for the last one, then in the queue, callers first: a lazy
+     * description's chunk is at hand for most procedures when they are solved. */
     for (uint32_t pi = 0; pi < n; pi++) {
         const qp_desc_proc_t *p = &d->procs[pi];
-        if (!(p->flags & QP_PROC_MEASURED) || (p->flags & QP_PROC_BY_CALLS))
+        c->walk = pi + 1;
+        if (!(p->flags & QP_PROC_MEASURED))
             continue;
+        if (p->flags & QP_PROC_BY_CALLS) {
+            if (c->pending[pi] == 0) {
+                c->out->known[pi] = !c->bad[pi];
+                QP_CHECK(hand_down(c, pi, HAND_PENDING));
+            }
+            continue;
+        }
         uint32_t k = c->keys->first[pi];
-        int calls_one = 0;
+        int calls_one = c->visit != NULL;
         for (; k < c->keys->n && c->keys->calls[k].block - p->block < p->nblocks && !calls_one;
              k++)
             calls_one = site_callee(c, k) != QP_VIRT;
         if (calls_one)
-            QP_CHECK(hand_down(c, pi, 0));
+            QP_CHECK(hand_down(c, pi, HAND_PENDING));
     }
-    /* Then those counted by their calls, callers first. */
-    for (uint32_t r = 0; r < c->nrefs; r++)
-        if (c->pending[c->refs[r].proc] == 0)
-            c->queue[c->nqueue++] = c->refs[r].proc;
-    for (uint32_t qh = 0; qh < c->nqueue; qh++) {
-        uint32_t pi = c->queue[qh];
+    while (c->nqueue > 0) {
+        uint32_t pi = queue_pop(c);
         c->out->known[pi] = !c->bad[pi];
-        QP_CHECK(hand_down(c, pi, 1));
+        QP_CHECK(hand_down(c, pi, HAND_PENDING));
     }
+    /* Those whose callers form a cycle (a bad description) stay unknown. */
+    for (uint32_t pi = 0; c->visit != NULL && pi < n; pi++)
+        if ((d->procs[pi].flags & QP_PROC_MEASURED) && !c->visited[pi])
+            QP_CHECK(hand_down(c, pi, HAND_NONE));
     return 0;
 }
 
@@ -737,12 +800,20 @@ int
 qp_flow_entries(const qp_desc_t *d, const uint64_t *counters, size_t ncounters,
     const uint64_t *abandoned, qp_flow_entries_t *out)
 {
+    return qp_flow_entries_visit(d, counters, ncounters, abandoned, NULL, NULL, out);
+}
+
+int
+qp_flow_entries_visit(const qp_desc_t *d, const uint64_t *counters, size_t ncounters,
+    const uint64_t *abandoned, qp_flow_visit_fn visit, void *arg, qp_flow_entries_t *out)
+{
     if (out != NULL)
         memset(out, 0, sizeof(*out));
     if (d == NULL || out == NULL || ncounters != d->hdr.ncounters || (ncounters && counters == NULL))
         return QP_EINVAL;
     uint32_t n = d->hdr.nprocs;
-    entries_ctx_t c = { d, counters, ncounters, abandoned, out, NULL, 0, NULL, NULL, NULL, NULL, NULL, 0 };
+    entries_ctx_t c = { .d = d, .counters = counters, .ncounters = ncounters,
+                        .abandoned = abandoned, .out = out, .visit = visit, .visit_arg = arg };
     qp_entry_map_t local;
     if ((c.keys = qp_desc_keys(d)) == NULL || qp_desc_entry_map(d, &local, &c.map) < 0)
         return QP_ENOMEM;
@@ -764,10 +835,12 @@ qp_flow_entries(const qp_desc_t *d, const uint64_t *counters, size_t ncounters,
     c.pending = calloc(n + 1, sizeof(uint32_t));
     c.bad = calloc(n + 1, 1);
     c.queue = malloc((n + 1) * sizeof(uint32_t));
+    c.visited = visit != NULL ? calloc(n + 1, 1) : NULL;
     int rc = !out->count || !out->known || !out->zero || !c.refs || !c.pending || !c.bad
-            || !c.queue
+            || !c.queue || (visit != NULL && !c.visited)
         ? QP_ENOMEM
         : entries_run(&c);
+    free(c.visited);
     free(c.refs);
     free(c.pending);
     free(c.bad);

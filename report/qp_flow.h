@@ -120,6 +120,29 @@ void
 qp_flow_entries_free(qp_flow_entries_t *e);
 
 /*
+ * What qp_flow_entries_visit hands over of measured procedure PROC, once its inputs are
+ * final (for one counted by its calls, its entry count in the entries): Z, when its
+ * inputs are all zero (qp_flow_zero_known), else NULL; F, its solved flow, or NULL when
+ * Z says every count is known (each one 0). F and Z are the callee's until it returns;
+ * the procedure's blocks and edges are still decoded then. A negative return stops
+ * the walk and is returned.
+ */
+typedef int (*qp_flow_visit_fn)(void *arg, uint32_t proc, const qp_flow_t *f,
+    const qp_flow_zero_t *z);
+
+/*
+ * qp_flow_entries, solving each measured procedure of D once and handing it to VISIT
+ * (ARG) then: by index, except that one counted by its calls waits until its callers
+ * were (then the lowest index of those ready first), and those whose callers form a
+ * cycle come last (their calls stay unknown). A report that reads every procedure's
+ * counts this way solves none twice, and a lazy description decodes most chunks once.
+ */
+int
+qp_flow_entries_visit(const qp_desc_t *d, const uint64_t *counters, size_t ncounters,
+    const uint64_t *abandoned, qp_flow_visit_fn visit, void *arg,
+    qp_flow_entries_t *out /*OUT*/);
+
+/*
  * qp_flow_solve with the calls of the procedures counted by their calls (ENTRIES, from
  * qp_flow_entries with the same counters): without them (NULL, or not known), such a
  * procedure's entry edge and what follows from it stay unknown.

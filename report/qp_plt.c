@@ -234,23 +234,13 @@ find_stubs(qp_report_t *r, const uint64_t *ue, const qp_entry_map_t *map,
 }
 
 /* Add the calls measured procedure RES made to the stubs, and to procedures not
- * measured. */
+ * measured: the counts of its key sites (qp_report_build kept them). */
 static int
 add_calls(qp_report_t *r, const uint64_t *ue, const qp_entry_map_t *map,
           const qp_proc_result_t *res)
 {
     const qp_desc_t *d = r->desc;
     const qp_desc_proc_t *p = &d->procs[res->proc];
-    qp_flow_t f;
-    qp_flow_zero_t z;
-    /* Known to count 0 everywhere: every site adds 0 and is known. */
-    int zero = qp_flow_zero_known(
-                   d, res->proc, r->prof->counters, r->abandoned, &r->entries, &z)
-        && z.all_known;
-    if (zero)
-        memset(&f, 0, sizeof(f));
-    else
-        QP_CHECK(qp_report_flow(r, res->proc, &f));
     const qp_desc_keys_t *keys = qp_desc_keys(d);
     if (keys == NULL)
         return QP_ENOMEM;
@@ -260,9 +250,7 @@ add_calls(qp_report_t *r, const uint64_t *ue, const qp_entry_map_t *map,
         qp_proc_result_t *s;
         int kind = is_direct(c) ? target_kind(map, keys, i) : TARGET_NONE;
         uint64_t *um = kind == TARGET_UNMEASURED ? unmeasured_at(r, ue, c->target) : NULL;
-        int tail = qp_call_is_tail(c);
-        uint32_t at = tail ? c->edge - p->edge : c->block - p->block;
-        uint64_t n = zero ? 0 : tail ? f.edge_count[at] : f.block_count[at];
+        uint64_t n = r->site_count[i];
         if (um != NULL) {
             *um = sat_add(*um, n);
             r->calls_unmeasured = sat_add(r->calls_unmeasured, n);
@@ -271,18 +259,14 @@ add_calls(qp_report_t *r, const uint64_t *ue, const qp_entry_map_t *map,
         if (!is_direct(c) || kind != TARGET_NONE
             || (s = (qp_proc_result_t *)qp_report_plt_at(r, c->target)) == NULL)
             continue;
-        uint8_t state = zero ? QP_FLOW_SOLVED
-            : tail           ? f.edge_state[at]
-                             : f.block_state[at];
         s->calls = sat_add(s->calls, n);
-        if (state == QP_FLOW_UNKNOWN)
+        if (r->site_state[i] == QP_FLOW_UNKNOWN)
             s->calls_known = 0;
         if (s->calls == UINT64_MAX || (res->flags & QP_RES_SATURATED))
             s->flags |= QP_RES_SATURATED;
         if (res->flags & (QP_RES_APPROX_PROC | QP_RES_VIOLATION))
             s->flags |= QP_RES_APPROX_CALLER;
     }
-    qp_flow_free(&f);
     return 0;
 }
 

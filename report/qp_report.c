@@ -3,7 +3,8 @@
 
 /*
  * The report model: back-traces, then flow reconstruction of every measured procedure,
- * then the flat-profile order. Only the per-procedure summary is kept; per-block and
+ * then the flat-profile order. Only the per-procedure summary is kept, with the counts
+ * of the key call sites (the passes over the whole program read those); per-block and
  * per-edge counts are solved again on demand (qp_report_flow), which is cheap.
  */
 #include <stdlib.h>
@@ -25,6 +26,8 @@ qp_report_free(qp_report_t *r)
     free(r->plt);
     free(r->flat);
     free(r->plt_names);
+    free(r->site_count);
+    free(r->site_state);
     memset(r, 0, sizeof(*r));
 }
 
@@ -195,20 +198,24 @@ zero_flow(uint32_t proc, const qp_flow_zero_t *z, qp_flow_t *f)
     f->nunknown_edges = z->nunknown_edges;
 }
 
-static int
-result_of(const qp_report_t *r, uint32_t proc, qp_proc_result_t *res, int *ran)
+/*
+ * The result of measured procedure PROC into *RES from its flow SOLVED, or from Z when
+ * its inputs are all zero (qp_flow_visit_fn's); the kinds of leaving it saw into *RAN.
+ */
+static void
+result_of(const qp_report_t *r, uint32_t proc, const qp_flow_t *solved,
+          const qp_flow_zero_t *z, qp_proc_result_t *res, int *ran)
 {
-    qp_flow_t f;
-    qp_flow_zero_t z;
+    qp_flow_t zf;
+    const qp_flow_t *fp = solved;
     /* A procedure known to count 0 everywhere did not run: no leaving, no violation,
      * no saturated counter (saturated() reads no count of F then). */
-    if (qp_flow_zero_known(
-            r->desc, proc, r->prof->counters, r->abandoned, &r->entries, &z))
-        zero_flow(proc, &z, &f);
-    else {
-        QP_CHECK(qp_report_flow(r, proc, &f));
-        *ran |= leaving_ran(r->desc, proc, &f);
-    }
+    if (z != NULL) {
+        zero_flow(proc, z, &zf);
+        fp = &zf;
+    } else
+        *ran |= leaving_ran(r->desc, proc, solved);
+    const qp_flow_t f = *fp;
     uint32_t pflags = r->desc->procs[proc].flags;
     memset(res, 0, sizeof(*res));
     res->proc = proc;
@@ -232,8 +239,27 @@ result_of(const qp_report_t *r, uint32_t proc, qp_proc_result_t *res, int *ran)
         res->flags |= QP_RES_UNKNOWN;
     if (saturated(r, proc, &f))
         res->flags |= QP_RES_SATURATED;
-    qp_flow_free(&f);
-    return 0;
+}
+
+/* The counts of PROC's key call sites into R's site_count and site_state, from its flow
+ * F (NULL: every count 0 and known). */
+static void
+keep_sites(qp_report_t *r, uint32_t proc, const qp_flow_t *f)
+{
+    const qp_desc_proc_t *p = &r->desc->procs[proc];
+    const qp_desc_keys_t *keys = qp_desc_keys(r->desc);
+    for (uint32_t k = keys->first[proc];
+         k < keys->n && keys->calls[k].block - p->block < p->nblocks; k++) {
+        const qp_desc_call_t *c = &keys->calls[k];
+        int tail = qp_call_is_tail(c);
+        uint32_t i = tail ? c->edge - p->edge : c->block - p->block;
+        int inside = i < (tail ? p->nedges : p->nblocks); /* else a bad description */
+        r->site_count[k] = f == NULL || !inside ? 0 : tail ? f->edge_count[i] : f->block_count[i];
+        r->site_state[k] = !inside ? QP_FLOW_UNKNOWN
+            : f == NULL            ? QP_FLOW_SOLVED
+            : tail                 ? f->edge_state[i]
+                                   : f->block_state[i];
+    }
 }
 
 /* The flat-profile order: instructions, then calls, descending, then name, then index.
@@ -363,31 +389,60 @@ qp_report_unseen_leaving(const qp_report_t *r)
     return n;
 }
 
+/* The walk over the measured procedures (qp_flow_entries_visit): each one's row of
+ * R->procs (by index) and key sites, then its blocks and edges are not needed again. */
+typedef struct walk {
+    qp_report_t *r;
+    uint32_t *row; /* per procedure: its row in R->procs */
+    int ran;       /* leaving kinds seen in this run */
+} walk_t;
+
+static int
+visit_proc(void *arg, uint32_t proc, const qp_flow_t *f, const qp_flow_zero_t *z)
+{
+    walk_t *w = arg;
+    result_of(w->r, proc, f, z, &w->r->procs[w->row[proc]], &w->ran);
+    keep_sites(w->r, proc, f);
+    qp_desc_release(w->r->desc, proc);
+    return 0;
+}
+
+/* Every measured procedure solved once (and the entries of those counted by their
+ * calls), then the flat-profile order and the procedures not measured by address. */
 static int
 collect_results(qp_report_t *r)
 {
     const qp_desc_t *d = r->desc;
+    const qp_prof_hdr_t *h = &r->prof->hdr;
     uint32_t n = d->hdr.nprocs;
-    int ran = 0; /* leaving kinds seen in this run (see below) */
+    const qp_desc_keys_t *keys = qp_desc_keys(d);
+    walk_t w = { r, calloc(n + 1, sizeof(uint32_t)), 0 };
     r->procs = calloc(n ? n : 1, sizeof(qp_proc_result_t));
     r->unmeasured = calloc(n ? n : 1, sizeof(uint32_t));
-    if (r->procs == NULL || r->unmeasured == NULL)
-        return QP_ENOMEM;
-    for (uint32_t i = 0; i < n; i++) {
-        if (!(d->procs[i].flags & QP_PROC_MEASURED)) {
+    r->site_count = calloc(keys->n + 1, sizeof(uint64_t));
+    r->site_state = calloc(keys->n + 1, 1);
+    int rc = w.row && r->procs && r->unmeasured && r->site_count && r->site_state
+        ? 0 : QP_ENOMEM;
+    for (uint32_t i = 0; rc == 0 && i < n; i++) {
+        if (!(d->procs[i].flags & QP_PROC_MEASURED))
             r->unmeasured[r->nunmeasured++] = i;
-            continue;
-        }
-        qp_proc_result_t *res = &r->procs[r->nprocs++];
-        QP_CHECK(result_of(r, i, res, &ran));
-        uint64_t t;
-        r->total_insns
-            = __builtin_add_overflow(r->total_insns, res->insns, &t) ? UINT64_MAX : t;
+        else
+            w.row[i] = r->nprocs++;
     }
-    r->leaving_ran = (uint8_t)ran;
-    qp_report_mark_leaving(r, ran);
+    if (rc == 0)
+        rc = qp_flow_entries_visit(d, r->prof->counters, h->ncounters, r->abandoned,
+                                   visit_proc, &w, &r->entries);
+    free(w.row);
+    QP_CHECK(rc);
+    for (uint32_t k = 0; k < r->nprocs; k++) {
+        uint64_t t;
+        r->total_insns = __builtin_add_overflow(r->total_insns, r->procs[k].insns, &t)
+            ? UINT64_MAX : t;
+    }
+    r->leaving_ran = (uint8_t)w.ran;
+    qp_report_mark_leaving(r, w.ran);
     order_desc = d;
-    int rc = sort_flat(r);
+    rc = sort_flat(r);
     qsort(r->unmeasured, r->nunmeasured, sizeof(uint32_t), cmp_unmeasured);
     order_desc = NULL;
     return rc;
@@ -410,8 +465,6 @@ qp_report_build(
         rc = qp_backtrace_abandoned(u, d, p, out->abandoned, &out->bt);
     else if (p->ndumps > 0)
         out->bt.incomplete = p->ndumps; /* no unwinder: every dump is unused */
-    if (rc == 0)
-        rc = qp_flow_entries(d, p->counters, p->hdr.ncounters, out->abandoned, &out->entries);
     if (rc == 0)
         rc = collect_results(out);
     if (rc < 0)

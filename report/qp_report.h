@@ -112,6 +112,10 @@ typedef struct qp_report {
     char *plt_names;          /* storage of the stubs' made-up names */
     uint8_t leaving_ran;      /* kinds of leaving seen in this run (1: a longjmp, 2: a
                                * throw): qp_report_mark_leaving */
+    uint64_t *site_count;     /* per key call site of the description (qp_desc_keys):
+                               * its count (a call's block's, a tail call's edge's), 0 in
+                               * procedures not measured */
+    uint8_t *site_state;      /* ... and how it is known (QP_FLOW_*) */
 } qp_report_t;
 
 /*

@@ -1252,6 +1252,42 @@ START_TEST(test_elfw_fall_stub)
 }
 END_TEST
 
+/*
+ * The space's own bytes of new memory (qp_space_ops_t.bytes: ed_plan_apply emits the
+ * relocated code there instead of copying it in): a region from alloc_near shows zeros
+ * and what writes put there; a range past its end, and the input's own bytes (written
+ * as patches), have none.
+ */
+START_TEST(test_elfw_image_bytes)
+{
+    size_t v = 0;
+    while (v < NGENERIC && !variants[v].ok)
+        v++;
+    if (v == NGENERIC)
+        return; /* nothing built */
+    char in[512];
+    path_of(in, sizeof(in), variants[v].name);
+    cfg_image_t *img = NULL;
+    ed_image_t *im = NULL;
+    ck_assert_int_eq(cfg_image_open_bfd(in, &img), 0);
+    ck_assert_int_eq(ed_image_create(img, &im), 0);
+    uint64_t at = 0;
+    ck_assert_int_eq(ed_image_ops.alloc_near(im, img->entry, img->entry + 1, 64,
+                                             ED_PROT_R | ED_PROT_X, &at), 0);
+    uint8_t *p = ed_image_ops.bytes(im, at, 64);
+    ck_assert_ptr_nonnull(p);
+    static const uint8_t zero[64], b[3] = { 1, 2, 3 };
+    ck_assert_mem_eq(p, zero, sizeof(zero));
+    ck_assert_int_eq(ed_image_ops.write(im, at + 8, b, sizeof(b)), 0);
+    ck_assert_ptr_eq(ed_image_ops.bytes(im, at + 8, sizeof(b)), p + 8);
+    ck_assert_mem_eq(p + 8, b, sizeof(b));
+    ck_assert_ptr_null(ed_image_ops.bytes(im, at + 60, 8));
+    ck_assert_ptr_null(ed_image_ops.bytes(im, img->entry, 1));
+    ed_image_destroy(im);
+    cfg_image_destroy(img);
+}
+END_TEST
+
 START_TEST(test_elfw_errors)
 {
     static const uint8_t ret[] = { 0xc3 };
@@ -1440,6 +1476,7 @@ elfw_suite(void)
     tcase_add_test(tc, test_elfw_errors);
     tcase_add_test(tc, test_elfw_rewrite_names_failed_fde);
     tcase_add_test(tc, test_elfw_fall_stub);
+    tcase_add_test(tc, test_elfw_image_bytes);
     tcase_set_timeout(tc, 60);
     suite_add_tcase(s, tc);
     return s;

@@ -593,6 +593,65 @@ many_desc(qp_desc_t *d, uint32_t np)
     ck_assert_int_eq(qp_flow_zero_summaries(d), 0);
 }
 
+START_TEST(test_qp_desc_lazy_later)
+{
+    /* A procedure counted by its calls, called from later procedures: kept aside when
+     * its chunk is decoded (its records alone), solved once its callers are, decoded
+     * alone then: the report of the description read whole. Whether it counted
+     * nothing itself or its taken edge counted. */
+    qp_desc_t d, full, lazy;
+    enum { NP = 600 };
+    many_desc(&d, NP);
+    d.procs[0].flags |= QP_PROC_BY_CALLS;
+    d.edges[0].counter = QP_NOCOUNTER; /* its entry: counted by its calls */
+    d.calls[0].target = 0x10100;       /* procedure 0 calls 1; every other one calls 0 */
+    ck_assert_int_eq(qp_desc_validate(&d, NULL, 0), 0);
+    ck_assert_int_eq(qp_flow_zero_summaries(&d), 0);
+    uint8_t *buf;
+    size_t len;
+    char why[256] = "";
+    ck_assert_int_eq(qp_desc_serialize(&d, &buf, &len), 0);
+    ck_assert_msg(qp_desc_parse(buf, len, &full, why, sizeof(why)) == 0, "%s", why);
+    for (int taken = 0; taken < 2; taken++) {
+        ck_assert_msg(qp_desc_parse_lazy(buf, len, &lazy, why, sizeof(why)) == 0, "%s",
+                      why);
+        uint64_t counters[2 * NP] = { 0 };
+        counters[1] = 2 * taken; /* procedure 0's taken edge */
+        counters[2 * 1] = 3;   /* procedure 1 (procedure 0's chunk) ran 3 times */
+        counters[2 * 300] = 5; /* procedure 300 5 times: procedure 0 was called 8 times */
+        qp_profile_t prof;
+        memset(&prof, 0, sizeof(prof));
+        prof.hdr.ncounters = 2 * NP;
+        prof.counters = counters;
+        qp_report_t rl, rf;
+        ck_assert_int_eq(qp_report_build(&lazy, &prof, NULL, &rl), 0);
+        ck_assert_int_eq(qp_report_build(&full, &prof, NULL, &rf), 0);
+        ck_assert_uint_eq(rl.nprocs, rf.nprocs);
+        ck_assert_mem_eq(rl.procs, rf.procs, rf.nprocs * sizeof(qp_proc_result_t));
+        const qp_proc_result_t *r0 = NULL;
+        for (uint32_t k = 0; k < rl.nprocs; k++)
+            if (rl.procs[k].proc == 0)
+                r0 = &rl.procs[k];
+        ck_assert_ptr_nonnull(r0);
+        ck_assert(r0->calls_known);
+        ck_assert_uint_eq(r0->calls, 8);
+        ck_assert(!qp_desc_loaded(&lazy, 0)); /* released */
+        /* Asked for again: decoded with its chunk, the same records. */
+        ck_assert_int_eq(qp_desc_need(&lazy, 0), 0);
+        ck_assert_mem_eq(qp_desc_proc_blocks(&lazy, 0), full.blocks,
+                         3 * sizeof(qp_desc_block_t));
+        ck_assert_mem_eq(qp_desc_proc_edges(&lazy, 0), full.edges,
+                         5 * sizeof(qp_desc_edge_t));
+        qp_report_free(&rl);
+        qp_report_free(&rf);
+        qp_desc_free(&lazy);
+    }
+    qp_desc_free(&full);
+    qp_desc_free(&d);
+    free(buf);
+}
+END_TEST
+
 START_TEST(test_qp_desc_entry_map)
 {
     /* Procedures by entry: the lowest index at an entry, shared entries said; each call
@@ -679,6 +738,15 @@ START_TEST(test_qp_desc_lazy)
     ck_assert_mem_eq(qp_desc_proc_edges(&lazy, 300), &full.edges[1500],
                      5 * sizeof(qp_desc_edge_t));
     ck_assert_ptr_eq(qp_desc_proc_blocks(&full, 300), &full.blocks[900]);
+    /* Released, its copy goes; asked for again, it is decoded again. */
+    qp_desc_release(&lazy, 300);
+    ck_assert(!qp_desc_loaded(&lazy, 300));
+    ck_assert(!qp_desc_chunk_zero(&lazy, 300, counters)); /* still known to have counted */
+    ck_assert_int_eq(qp_desc_need(&lazy, 300), 0);
+    ck_assert_mem_eq(qp_desc_proc_edges(&lazy, 300), &full.edges[1500],
+                     5 * sizeof(qp_desc_edge_t));
+    qp_desc_release(&full, 300); /* nothing: read whole */
+    ck_assert_ptr_eq(qp_desc_proc_blocks(&full, 300), &full.blocks[900]);
     /* An exit dump's return address decodes the chunk that may hold it, whole. */
     uint64_t ra = full.edges[5 * 451 + 1].ret_addr;
     ck_assert_int_eq(qp_desc_need_ret(&lazy, &ra, 1), 0);
@@ -696,6 +764,9 @@ START_TEST(test_qp_desc_lazy)
     ck_assert_uint_eq(rl.nprocs, rf.nprocs);
     ck_assert_mem_eq(rl.procs, rf.procs, rf.nprocs * sizeof(qp_proc_result_t));
     ck_assert(!qp_desc_loaded(&lazy, 10)); /* never decoded: it did not run */
+    /* Solved once, each procedure's copy is released (the report keeps its results and
+     * key sites' counts); the chunks decoded whole stay. */
+    ck_assert(!qp_desc_loaded(&lazy, 300) && qp_desc_loaded(&lazy, 451));
     qp_report_free(&rl);
     qp_report_free(&rf);
     /* Everything decoded: the arrays of the description read whole. */
@@ -2176,6 +2247,7 @@ qp_suite(void)
     tcase_add_test(tc, test_qp_desc_formats_5_6_7);
     tcase_add_test(tc, test_qp_desc_threads_same_bytes);
     tcase_add_test(tc, test_qp_desc_lazy);
+    tcase_add_test(tc, test_qp_desc_lazy_later);
     tcase_add_test(tc, test_qp_desc_entry_map);
     tcase_add_test(tc, test_qp_desc_extreme_values);
     tcase_add_test(tc, test_qp_desc_callee_names);

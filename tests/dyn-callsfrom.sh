@@ -104,6 +104,8 @@ rc=$?
 expect_eq "(f) exit status" "$rc" 3
 grep -q 'from(cs_leaf): ' "$d/f.err" &&
     bad "(f) $(cat "$d/f.err")" || ok "(f) cs_leaf, no call sites: counted nothing, said no error"
+[ "$(head -n 1 "$d/f.csv" 2>/dev/null)" = "name,calls,wall_ns" ] && [ "$(wc -l < "$d/f.csv")" = 1 ] &&
+    ok "(f) an empty table (its header only)" || bad "(f) table: $(cat "$d/f.csv" 2>&1)"
 
 [ $fails -eq 0 ] || exit 1
 exit 0

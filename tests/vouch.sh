@@ -42,7 +42,7 @@ exe=$dir/hidden
 # shellcheck disable=SC2086
 gcc $cflags -o "$exe.full" "$top_srcdir/tests/vouch/hidden.c" || exit 99
 strip -o "$exe" "$exe.full" || exit 99
-want=$("$exe")
+want=$("$exe") && [ -n "$want" ] || exit 99 # the original runs and prints
 if ! "$QPT_REWRITE" -v --driver=qp "$exe" -o "$exe.qp" >"$exe.log" 2>&1; then
     bad "hidden: rewrite: $(tail -n 1 "$exe.log")"
     exit 1
@@ -66,7 +66,7 @@ exe=$dir/framed
 # shellcheck disable=SC2086
 gcc $cflags -fno-omit-frame-pointer -o "$exe.full" "$top_srcdir/tests/vouch/framed.c" || exit 99
 strip -o "$exe" "$exe.full" || exit 99
-want=$("$exe")
+want=$("$exe") && [ -n "$want" ] || exit 99 # the original runs and prints
 if ! "$QPT_REWRITE" -v --driver=qp "$exe" -o "$exe.qp" >"$exe.log" 2>&1; then
     bad "framed: rewrite: $(tail -n 1 "$exe.log")"
     exit 1
@@ -97,7 +97,7 @@ if qp_have clang && qp_have ld.lld; then
         -fuse-ld=lld -o "$exe.full" "$top_srcdir/tests/vouch/sections.c" \
         "$top_srcdir/tests/vouch/sections_data.S" || exit 99
     strip -o "$exe" "$exe.full" || exit 99
-    want=$("$exe")
+    want=$("$exe") && [ -n "$want" ] || exit 99 # the original runs and prints
     if ! "$QPT_REWRITE" -v --driver=qp "$exe" -o "$exe.qp" >"$exe.log" 2>&1; then
         bad "sections: rewrite: $(tail -n 1 "$exe.log")"
         exit 1
@@ -122,7 +122,7 @@ fi
 exe=$dir/data_in_text
 # shellcheck disable=SC2086
 gcc $cflags -o "$exe" "$QP_PROGS_DIR/data_in_text.c" && strip "$exe" || exit 99
-want=$("$exe")
+want=$("$exe") && [ -n "$want" ] || exit 99 # the original runs and prints
 for drv in none qp; do
     if "$QPT_REWRITE" --driver=$drv "$exe" -o "$exe.$drv" >"$exe.$drv.log" 2>&1 &&
         [ "$("$exe.$drv")" = "$want" ]; then

@@ -230,6 +230,8 @@ make_rewrite(const char *driver, int atomic, const char *weights, int verbose)
     qpt_rewrite_on_temp_file(r, on_tmp, NULL);
     if (tool_debug_on()) /* QP_DEBUG: development aid, see qpt-rewrite(1) */
         qpt_rewrite_on_debug(r, tool_debug_phase, tool_debug_note, NULL);
+    else /* the heap's free pages go back at the end of each phase */
+        qpt_rewrite_on_debug(r, tool_phase_end, NULL, NULL);
     return r;
 }
 

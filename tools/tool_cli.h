@@ -16,6 +16,9 @@
  * first thing in main; only speed changes.
  */
 void tool_heap_setup(void);
+/* Give the whole free pages of the heap back to the system (the end of a phase that
+ * freed much). Only memory changes. */
+void tool_heap_release(void);
 
 /*
  * The one-line message of a bad command line, after getopt_long (called with opterr 0
@@ -52,9 +55,12 @@ void tool_names_free(tool_names_t *names);
 /*
  * QP_DEBUG (development aid): tool_debug_on says whether it is set; tool_debug_phase and
  * tool_debug_note print the analysis' phases with their times and its notes on stderr
- * (`qp-debug: 0.123 s discovered (42 procedures)`).
+ * (`qp-debug: 0.123 s discovered (42 procedures)`). tool_phase_end is the phase hook
+ * without QP_DEBUG: the heap's free pages go back (tool_heap_release); tool_debug_phase
+ * does that too, before it prints.
  */
 int tool_debug_on(void);
+void tool_phase_end(void *arg, const char *phase, size_t nprocs);
 void tool_debug_phase(void *arg, const char *phase, size_t nprocs);
 void tool_debug_note(void *arg, const char *line);
 

@@ -64,9 +64,18 @@ tool_debug_on(void)
 }
 
 void
-tool_debug_phase(void *arg, const char *phase, size_t nprocs)
+tool_phase_end(void *arg, const char *phase, size_t nprocs)
 {
     (void)arg;
+    (void)phase;
+    (void)nprocs;
+    tool_heap_release();
+}
+
+void
+tool_debug_phase(void *arg, const char *phase, size_t nprocs)
+{
+    tool_phase_end(arg, phase, nprocs);
     double t = mono_now();
     if (debug_t0 < 0)
         debug_t0 = t;

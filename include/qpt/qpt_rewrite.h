@@ -102,7 +102,10 @@ void qpt_rewrite_on_message(qpt_rewrite_t *r, qpt_rewrite_message_fn fn, void *a
 typedef void (*qpt_rewrite_temp_fn)(void *arg, const char *path);
 void qpt_rewrite_on_temp_file(qpt_rewrite_t *r, qpt_rewrite_temp_fn fn, void *arg);
 
-/* Development aid: the analysis' phases (PHASE, NPROCS procedures known) and its notes. */
+/* The end of each phase of the analysis and of the rewrite (PHASE, NPROCS procedures
+ * known; a development aid, and where qpt-rewrite gives its heap's free pages back) and
+ * the analysis' notes (NOTE may be NULL). Called on the caller's thread, between the
+ * phases' parallel parts. */
 typedef void (*qpt_rewrite_phase_fn)(void *arg, const char *phase, size_t nprocs);
 void qpt_rewrite_on_debug(qpt_rewrite_t *r, qpt_rewrite_phase_fn phase,
                           qpt_rewrite_message_fn note, void *arg);
