@@ -410,6 +410,8 @@ typedef struct cfg_table {
     uint8_t bounded;      /* bound proven by a guarding compare (else found by scanning) */
     uint8_t shift;        /* relative tables: base + (entry << shift) (AArch64: 2) */
     uint8_t zext;         /* relative tables: entries are unsigned (AArch64's ldrb + uxtb) */
+    uint8_t cut;          /* scanned, and stopped where other data starts (cfg_scanend.c):
+                           * an index past the end would reach the old code */
     uint64_t anchor;      /* AArch64: the `adr` forming base, when the editor may move
                            * base and rewrite the entries (arch_jtab_t.anchor); else 0 */
 } cfg_table_t;

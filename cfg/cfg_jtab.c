@@ -1047,7 +1047,7 @@ jt_count(const cfg_image_t *img, uint64_t nbound, uint64_t nrange, uint64_t lo,
         return 1;
     }
     r->bounded = 0;
-    if (CFG_SCAN_CUT && r->relative)
+    if (r->relative)
         max = jt_before_reloc(img, r->addr, r->entry_size, max);
     uint32_t i = 0;
     while (i < max && i < JT_MAX_SCAN

@@ -13,11 +13,6 @@
 
 #include "base/qp_pool.h"
 
-/* Scanned jump tables cut where other data starts (cfg_scanend.c, cfg_jtab.c's stop at a
- * relocated word). TODO(#29): off: chromium 156 rewritten with --driver=none and it on
- * hangs in 4 to 7 of 30-40 `--headless --dump-dom` runs (main's rewrite: 0 of 60), even
- * with only other tables' bases as stops; the cause is not found yet. */
-#define CFG_SCAN_CUT 0
 #include "cfg/cfg.h"
 
 /*****************************************************************************

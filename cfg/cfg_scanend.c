@@ -50,12 +50,14 @@ first_inside(const uint64_t *v, size_t n, uint64_t lo, uint64_t hi)
 int
 cfg_scan_cut(const trav_t *t, cfg_table_t *tab)
 {
-    if (!CFG_SCAN_CUT || tab->bounded || t->stops == NULL)
+    if (tab->bounded || t->stops == NULL)
         return 1;
     uint64_t end = table_end(tab);
     uint64_t stop = first_inside(t->stops->v, t->stops->n, tab->addr, end);
-    if (stop < end)
+    if (stop < end) {
         tab->nentries = (uint32_t)((stop - tab->addr) / tab->entry_size);
+        tab->cut = 1;
+    }
     return tab->nentries >= 2;
 }
 
@@ -126,7 +128,7 @@ cfg_scan_stops(trav_t *t, cfg_u64_vec_t *stops, cfg_u64_vec_t *rejected, unsigne
     int scanned = 0;
     for (size_t k = 0; k < bp->tables.n && !scanned; k++)
         scanned = !bp->tables.v[k].bounded;
-    if (!CFG_SCAN_CUT || (!scanned && stops->n == 0) || pass > SCAN_MAX_PASSES)
+    if ((!scanned && stops->n == 0) || pass > SCAN_MAX_PASSES)
         return 0;
     cfg_u64_vec_t starts = { 0 };
     int rc = known_starts(t, &starts), changed = 0;

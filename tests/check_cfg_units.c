@@ -1545,8 +1545,7 @@ cfg_units_suite(void)
     tcase_add_test(tc, test_cfg_jtab_pic_clang_o0_sub_bound);
     tcase_add_test(tc, test_cfg_jtab_pic_clang_o2);
     tcase_add_test(tc, test_cfg_jtab_scan_without_bound);
-    if (CFG_SCAN_CUT) /* TODO(#29): cfg_priv.h */
-        tcase_add_test(tc, test_cfg_jtab_scan_stops_at_reloc);
+    tcase_add_test(tc, test_cfg_jtab_scan_stops_at_reloc);
     tcase_add_test(tc, test_cfg_jtab_byte_compare);
     tcase_add_test(tc, test_cfg_jtab_hoisted_base_needs_window);
     tcase_add_test(tc, test_cfg_jtab_rejects_entry_out_of_range);

@@ -12,8 +12,6 @@
 # tests/scantab/hoisted.c: a table followed by a word that a `lea` of the procedure forms
 # far from its use (no table of its own), whose value leads into an instruction: `pick`
 # moves, same output, exact counts.
-# Not in TESTS while CFG_SCAN_CUT (cfg/cfg_priv.h) is 0 (TODO(#29)): it fails then, as on
-# main.
 # Exit status: 0 pass, 1 fail, 77 skip, 99 hard error.
 set -u
 . "${top_srcdir:-.}/tests/lib.sh"
