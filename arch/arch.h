@@ -218,6 +218,16 @@ typedef struct arch_mref {
 int arch_decode_mem(const uint8_t *buf, size_t len, uint64_t addr, arch_mref_t *out /*OUT*/,
                     int *n /*OUT*/);
 
+/*
+ * May the instruction at BUF (code at ADDR) fault on a bad address (a nil pointer) in a
+ * program of Go's runtime, which turns such a fault into a panic by the faulting pc: does
+ * any of its operands, explicit or hidden, access memory other than through the stack
+ * pointer, pc-relative, through a segment (thread-local) or through the register Go keeps
+ * the running goroutine in (x86-64: r14)? 1 or 0; 1 when it does not decode.
+ * (arch_isa_t.go_may_fault; patch/pt_go.c holds the rule that uses it.)
+ */
+int arch_go_may_fault(const uint8_t *buf, size_t len, uint64_t addr);
+
 /* A short printable name for a register number ("rax"), for messages and tests. */
 const char *arch_reg_name(int reg);
 
@@ -745,6 +755,12 @@ typedef struct arch_isa {
     /* arch_emit_got_fix: the start of a shared library that points its own PLT at
      * the moved code. */
     int (*emit_got_fix)(uint8_t *out, size_t cap);
+
+    /* --- code patched in place in a Go program (patch/pt_go.c) --- */
+    /* arch_go_may_fault: may the instruction fault on a bad address in Go (a memory
+     * access other than on the stack, pc-relative, thread-local or through the
+     * goroutine's register)? NULL: the ISA has no such test, every instruction may. */
+    int (*go_may_fault)(const uint8_t *buf, size_t len, uint64_t addr);
 } arch_isa_t;
 
 /* arch_isa_t.code_ref's answers. */

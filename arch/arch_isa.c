@@ -71,6 +71,7 @@ static const arch_isa_t isa_x86_64 = {
     .emit_jmp_xlate = arch_emit_jmp_xlate,
     .emit_xlate_stub = arch_emit_xlate_stub,
     .emit_got_fix = arch_emit_got_fix,
+    .go_may_fault = arch_go_may_fault,
 };
 
 static const arch_isa_t isa_aarch64 = {

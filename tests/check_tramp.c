@@ -820,6 +820,29 @@ START_TEST(test_reloc_refusals)
 }
 END_TEST
 
+
+/* Go's rule (pt_go.c): main.deref's bytes from tests/inplace/truth.go (Go 1.19). */
+START_TEST(test_go_faults_in)
+{
+    static const uint8_t prologue[] = { 0x49, 0x3b, 0x66, 0x10, 0x76, 0x61 }; /* cmp
+                                       * 0x10(%r14),%rsp; jbe */
+    static const uint8_t nil[] = { 0x31, 0xc9, 0x48, 0x8b, 0x01 }; /* xor %ecx,%ecx;
+                                                                   * mov (%rcx),%rax */
+    static const uint8_t epilogue[] = { 0x48, 0x8b, 0x6c, 0x24, 0x08, 0x48, 0x83, 0xc4,
+                                        0x10, 0xc3 }; /* mov 0x8(%rsp),%rbp; add; ret */
+    const arch_isa_t *x86 = arch_isa_host();
+    ck_assert_int_eq(pt_go_faults_in(x86, prologue, sizeof(prologue), 0x483160), 0);
+    ck_assert_int_eq(pt_go_faults_in(x86, epilogue, sizeof(epilogue), 0x4831ab), 0);
+    ck_assert_int_eq(pt_go_faults_in(x86, nil, sizeof(nil), 0x4831a6), 1);
+    ck_assert_int_eq(pt_go_may_fault(x86, nil, sizeof(nil), 0x4831a6), 0); /* the xor */
+    ck_assert_int_eq(pt_go_may_fault(x86, nil + 2, 3, 0x4831a8), 1);
+    /* An ISA without the test: every instruction may fault. */
+    ck_assert_int_eq(pt_go_faults_in(arch_isa_for_machine(ARCH_EM_AARCH64), prologue, 4, 0), 1);
+    ck_assert_int_eq(pt_go_faults_in(NULL, prologue, sizeof(prologue), 0), 1);
+    ck_assert(strstr(pt_go_fault_why, "Go") != NULL);
+}
+END_TEST
+
 /* The bytes of a system call looked for in code no CFG reaches: clone3 (435) is
  * `mov $435,%eax; syscall`; a number out of range or too little room is refused. */
 START_TEST(test_syscall_pattern)
@@ -963,6 +986,7 @@ tramp_suite(void)
     tcase_add_test(tc, test_reloc_refusals);
     tcase_add_test(tc, test_reloc_unknown_jump);
     tcase_add_test(tc, test_syscall_pattern);
+    tcase_add_test(tc, test_go_faults_in);
     tcase_add_test(tc, test_got_fix);
     suite_add_tcase(s, tc);
     return s;
