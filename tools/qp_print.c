@@ -150,9 +150,8 @@ print_header(FILE *f, const qp_inputs_t *in)
     if (run_approx(in, abuf, sizeof(abuf)) != NULL)
         fprintf(f, "warning: %s\n", abuf);
     if (r.napprox_resume > 0)
-        fprintf(f, "warning: a Go program whose function names could not be read: a stack "
-                   "growth may count as a call, every count is marked approximate (~, "
-                   "below)\n");
+        fprintf(f, "warning: " QPT_GO_NAMES_UNREAD ": a stack growth may count as a call, "
+                   "every count is marked approximate (~, below)\n");
     fprintf(f, "total: %" PRIu64 " instructions executed in %" PRIu32
                " measured procedures", r.total_insns, r.nmeasured);
     if (r.nplt > 0)
@@ -388,9 +387,7 @@ print_footnotes(FILE *f, const flat_view_t *v)
                    "counts are inconsistent (qp report --edges=NAME shows where)\n",
                 n.nviolating);
     if (n.napprox_resume)
-        fprintf(f, "~  in a Go program whose function names could not be read (no symbol "
-                   "table, and a .gopclntab older than Go 1.16, missing or damaged): "
-                   "runtime.morestack is not known, so a stack growth in a procedure's "
+        fprintf(f, "~  in " QPT_GO_NAMES_UNREAD ": runtime.morestack is not known, so a stack growth in a procedure's "
                    "prologue (the goroutine resumed there jumps back to the entry) may "
                    "count as one more call of it, and a goroutine resumed after "
                    "runtime.mcall (Gosched, parking) likewise: every count of its %" PRIu32

@@ -181,6 +181,12 @@ enum {
                                      * read: a stack growth may count as a call */
 };
 
+/* Why a Go program's counts are all marked approximate (QPT_QP_APPROX_RESUME): the one
+ * phrase qpt-rewrite's note and qp report's warning and footnote say it with. */
+#define QPT_GO_NAMES_UNREAD                                                             \
+    "a Go program whose function names could not be read (no symbol table, and a "     \
+    ".gopclntab older than Go 1.16, missing or damaged)"
+
 /* Which rows (qpt_qp_row's KIND). */
 enum {
     QPT_QP_FLAT = 0,  /* procedures and stubs in flat-profile order: instructions, then
