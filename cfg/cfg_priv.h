@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "base/qp_pool.h"
+#include "base/qp_search.h"
 #include "cfg/cfg.h"
 
 /*****************************************************************************
@@ -224,10 +225,7 @@ typedef struct cfg_bproc {
 typedef struct cfg_find_index {
     uint64_t *v;                      /* entries, as b->procs was when last copied */
     size_t n, cap;                    /* how many; allocated */
-    uint32_t *bucket;                 /* bucket[k]: the first of v at or above base +
-                                       * k * 4 KiB (nbucket + 1 of them), or NULL */
-    size_t nbucket, bucketcap;        /* buckets; allocated */
-    uint64_t base;                    /* v[0] when copied */
+    qp_buckets_t buckets;             /* over v, from v[0], 4 KiB a bucket */
     size_t misses;                    /* lookups it could not answer since */
     int frozen;                       /* not to be changed (cfg_discover_freeze) */
 } cfg_find_index_t;
