@@ -600,9 +600,13 @@ int cfg_held_select(const cfg_prog_t *prog, cfg_held_keep_fn keep, uint64_t **ou
  * the targets of jumps from other procedures (tail-call edges, entries included), and
  * the blocks whose address the program holds (cfg_held_addrs but for CFG_HELD_TEXTWORD;
  * not an entry and not the target of an indirect jump of its own procedure: a label
- * stored with a `lea` and called later through a pointer). Sorted, unique; *OUT is to be freed. 0, or QP_ENOMEM.
+ * stored with a `lea` and called later through a pointer). Sorted, unique: *OUT points
+ * into PROG's cache, valid until cfg_prog_destroy, not to be freed (computed at the
+ * first call, which is not to race another on the same program). 0, QP_ENOMEM, or
+ * QP_EINVAL (also for a program cfg_prog_build did not make).
  */
-int cfg_interior_entries(const cfg_prog_t *prog, uint64_t **out /*OUT*/, size_t *n /*OUT*/);
+int cfg_interior_entries(const cfg_prog_t *prog, const uint64_t **out /*OUT*/,
+                         size_t *n /*OUT*/);
 
 /* Is block BI the target of a jump-table or address-taken edge (its procedure's own)? */
 int cfg_block_indirect_target(const cfg_prog_t *prog, uint32_t bi);

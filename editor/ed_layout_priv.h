@@ -106,7 +106,7 @@ struct ed_plan {
     ed_seg_t *segs;           /* old extents of moved procedures, sorted */
     size_t nsegs;
     uint64_t *seg_new_end;    /* per segment: new address after its last instruction */
-    uint64_t *xt;             /* interior entries (cfg_interior_entries), sorted */
+    const uint64_t *xt;       /* interior entries (cfg_interior_entries: the program's) */
     size_t nxt;
     ed_probe_t *probes;       /* the drivers' snippets, sorted by address then place */
     size_t nprobes;

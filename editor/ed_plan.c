@@ -82,7 +82,6 @@ ed_plan_destroy(ed_plan_t *plan)
     free(plan->buckets.at);
     free(plan->lay);
     free(plan->fall);
-    free(plan->xt);
     free(plan->groups);
     free(plan->segs);
     free(plan->seg_new_end);
