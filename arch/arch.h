@@ -183,6 +183,14 @@ int arch_is_padding(const uint8_t *buf, size_t len);
 int arch_frame_entry(const uint8_t *buf, size_t len);
 
 /*
+ * True when the LEN bytes at BUF begin as data more likely than as code: fewer than two
+ * bytes, or two zero bytes (`add %al,(%rax)`, which no compiler emits first). Bytes
+ * that decode as code without a branch reaching them are taken for a function only when
+ * this is false (cfg_proc_starts_like_function). Never fails.
+ */
+int arch_looks_like_data(const uint8_t *buf, size_t len);
+
+/*
  * The data memory accesses of one instruction, in the order it makes them (address
  * tracing, driver/drv_trace.c). Instruction fetches, lea, nop and prefetches make none.
  */
@@ -682,6 +690,9 @@ typedef struct arch_isa {
     int (*is_padding)(const uint8_t *buf, size_t len);
     /* arch_frame_entry, or NULL when the ISA has none yet */
     int (*frame_entry)(const uint8_t *buf, size_t len);
+    /* arch_looks_like_data, or NULL when the ISA has none yet (with frame_entry: what
+     * cfg_proc_starts_like_function asks) */
+    int (*looks_like_data)(const uint8_t *buf, size_t len);
     int (*reloc_insn)(const uint8_t *buf, const arch_insn_t *in, uint64_t new_addr,
                       uint64_t new_target, int short_ok, uint8_t *out, size_t cap);
     int (*emit_jmp)(uint64_t addr, uint64_t target, uint8_t *out, size_t cap);

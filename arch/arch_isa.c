@@ -55,6 +55,7 @@ static const arch_isa_t isa_x86_64 = {
     .decode = arch_decode,
     .is_padding = arch_is_padding,
     .frame_entry = arch_frame_entry,
+    .looks_like_data = arch_looks_like_data,
     .reloc_insn = arch_reloc_insn,
     .emit_jmp = arch_emit_jmp,
     .emit_call = arch_emit_call,

@@ -131,13 +131,12 @@ ed_inplace_create(const cfg_prog_t *prog, const ed_plan_t *plan, ed_inplace_t **
     for (size_t i = 0; rc == 0 && i < nheld; i++)
         rc = push_entry(ip, held[i].addr);
     free(held);
-    uint64_t *xt = NULL;
+    const uint64_t *xt = NULL;
     size_t nxt = 0;
     if (rc == 0)
         rc = cfg_interior_entries(prog, &xt, &nxt);
     for (size_t i = 0; rc == 0 && i < nxt; i++)
         rc = push_entry(ip, xt[i]);
-    free(xt);
     /* Go enters code right after a 1-byte nop that its compiler and assembler put
      * there for that: every goroutine returns to runtime.goexit + 1 (past its nop:
      * PCQuantum), and recover() resumes a function at its deferreturn call (after a

@@ -256,6 +256,11 @@ int
 pt_decode(pt_decoded_t *d, const uint8_t *buf, size_t len, uint64_t addr,
     arch_insn_t *out /*OUT*/);
 
+/* How many of D's pt_decode calls were answered from what it kept, not decoded (what
+ * it saves; 0 for NULL). */
+size_t
+pt_decoded_hits(const pt_decoded_t *d);
+
 /*****************************************************************************
  * Procedures relocated whole (pt_reloc.c): a live procedure whose points do not fit
  * in place runs as a copy, entered by the jump at its entry (Dyninst's technique)

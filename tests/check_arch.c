@@ -1026,6 +1026,32 @@ END_TEST
 START_TEST(test_arch_frame_entry_null) { ck_assert(!arch_frame_entry(NULL, 8)); }
 END_TEST
 
+/* arch_looks_like_data: bytes that begin as data rather than a function's code. */
+static const pad_case_t data_cases[] = {
+    { "two zero bytes (add %al,(%rax))", B("\x00\x00\x48\x89\xe5"), 1 },
+    { "one byte", B("\xc3"), 1 },
+    { "nothing", B(""), 1 },
+    { "ret", B("\xc3\xcc"), 0 },
+    { "zero then code", B("\x00\xc3"), 0 },
+    { "code then zeros", B("\x31\xc0\x00\x00"), 0 },
+    { "a frame", B("\x55\x48\x89\xe5"), 0 },
+};
+
+static void
+data_row(const pad_case_t* c)
+{
+    EXPECT(!!arch_looks_like_data(c->bytes, c->n) == c->padding, "%s: data is %d",
+        c->name, !c->padding);
+}
+
+START_TEST(test_arch_looks_like_data_table)
+{
+    CHECK_ROWS(data_row, data_cases);
+    ck_assert(arch_looks_like_data(NULL, 8));
+    ck_assert(arch_isa_host()->looks_like_data == arch_looks_like_data);
+}
+END_TEST
+
 START_TEST(test_arch_reg_name)
 {
     ck_assert_str_eq(arch_reg_name(ARCH_REG_NONE), "none");
@@ -1212,6 +1238,7 @@ arch_suite(void)
     tcase_add_test(tc, test_arch_is_padding_null);
     tcase_add_test(tc, test_arch_frame_entry_table);
     tcase_add_test(tc, test_arch_frame_entry_null);
+    tcase_add_test(tc, test_arch_looks_like_data_table);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("mem");

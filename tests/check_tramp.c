@@ -727,10 +727,11 @@ same_insn(const arch_insn_t *in, const arch_insn_t *out)
 }
 
 /*
- * Instructions decoded once (pt_decoded_t): what arch_decode gives, for the same bytes
- * at the same address only - other bytes at an address kept before (a buffer reused),
- * the same bytes elsewhere, too few bytes are decoded anew; and a copy emitted with
- * them is the one emitted without.
+ * Instructions decoded once (pt_decoded_t): what arch_decode gives, kept and given again
+ * (pt_decoded_hits) for the same bytes at the same address only - other bytes at an
+ * address kept before (a buffer reused), the same bytes elsewhere, too few bytes are
+ * decoded anew; and a copy emitted with them is the one emitted without, the second
+ * time every instruction of it from what was kept.
  */
 START_TEST(test_decoded_once)
 {
@@ -738,15 +739,19 @@ START_TEST(test_decoded_once)
     ck_assert_ptr_nonnull(d);
     uint8_t buf[16] = { 0x48, 0x8b, 0x05, 0x10, 0, 0, 0 }; /* mov 0x10(%rip),%rax */
     arch_insn_t in, out;
+    ck_assert_uint_eq(pt_decoded_hits(NULL), 0);
     for (int k = 0; k < 2; k++) { /* decoded, then kept */
         ck_assert_int_eq(pt_decode(d, buf, sizeof(buf), 0x400000, &in), 0);
         ck_assert_int_eq(arch_decode(buf, sizeof(buf), 0x400000, &out), 0);
         same_insn(&in, &out);
         ck_assert_uint_eq(in.target, 0x400017);
+        ck_assert_uint_eq(pt_decoded_hits(d), (size_t)k);
     }
     ck_assert_int_eq(pt_decode(d, buf, sizeof(buf), 0x500000, &in), 0);
     ck_assert_uint_eq(in.target, 0x500017);
+    ck_assert_uint_eq(pt_decoded_hits(d), 1); /* another address: decoded */
     ck_assert_int_eq(pt_decode(d, buf, 3, 0x400000, &in), QP_EDECODE);
+    ck_assert_uint_eq(pt_decoded_hits(d), 1); /* too few bytes: decoded (and refused) */
     /* Other bytes in the same buffer at the same address: call .+0x20 */
     const uint8_t call[] = { 0xe8, 0x20, 0, 0, 0 };
     memcpy(buf, call, sizeof(call));
@@ -755,14 +760,20 @@ START_TEST(test_decoded_once)
     same_insn(&in, &out);
     ck_assert_uint_eq(in.kind, ARCH_KIND_CALL);
     ck_assert_uint_eq(in.target, 0x400025);
-    /* Many addresses (the set grows), each as arch_decode says. */
+    ck_assert_uint_eq(pt_decoded_hits(d), 1);
+    ck_assert_int_eq(pt_decode(d, buf, sizeof(buf), 0x400000, &in), 0); /* now kept */
+    ck_assert_uint_eq(in.kind, ARCH_KIND_CALL);
+    ck_assert_uint_eq(pt_decoded_hits(d), 2);
+    /* Many addresses (the set grows), each as arch_decode says, each kept. */
     for (uint64_t a = 0x600000; a < 0x600000 + 5000; a++)
         ck_assert_int_eq(pt_decode(d, buf, sizeof(buf), a, &in), 0);
+    ck_assert_uint_eq(pt_decoded_hits(d), 2);
     for (uint64_t a = 0x600000; a < 0x600000 + 5000; a += 7) {
         ck_assert_int_eq(pt_decode(d, buf, sizeof(buf), a, &in), 0);
         ck_assert_int_eq(arch_decode(buf, sizeof(buf), a, &out), 0);
         same_insn(&in, &out);
     }
+    ck_assert_uint_eq(pt_decoded_hits(d), 2 + (5000 + 6) / 7);
     /* A copy emitted with the set (twice: decoded, then kept) and without. */
     assemble_p();
     arch_snip_t ve[2];
@@ -778,13 +789,21 @@ START_TEST(test_decoded_once)
     int len = pt_proc_emit(&p, at_tr, plain, sizeof(plain), m1, 64, &n1);
     ck_assert_int_gt(len, 0);
     p.decoded = d;
+    size_t ninsns = 0; /* P's instructions */
+    for (uint64_t a = 0; a < run.len; a += out.len, ninsns++)
+        ck_assert_int_eq(arch_decode(run.bytes + a, run.len - a, run.addr + a, &out), 0);
     for (int k = 0; k < 2; k++) {
+        size_t before = pt_decoded_hits(d);
         ck_assert_uint_eq(pt_proc_size(&p, 64), cap);
         memset(kept, 0, sizeof(kept));
         ck_assert_int_eq(pt_proc_emit(&p, at_tr, kept, sizeof(kept), m2, 64, &n2), len);
         ck_assert_mem_eq(kept, plain, (size_t)len);
         ck_assert_uint_eq(n2, n1);
         ck_assert_mem_eq(m2, m1, n1 * sizeof(m1[0]));
+        /* The second time, sizing and emitting each take every instruction of P from
+         * what was kept. */
+        if (k == 1)
+            ck_assert_uint_ge(pt_decoded_hits(d) - before, 2 * ninsns);
     }
     pt_decoded_free(d);
     pt_decoded_free(NULL);

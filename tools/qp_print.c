@@ -328,6 +328,8 @@ typedef struct flat_notes {
                                                          * PLT stubs for the last two */
     uint32_t napprox_resume;                            /* ... approximate in a Go program
                                                          * whose names were not read */
+    uint32_t napprox_other;                             /* ... approximate for another
+                                                         * reason (the general note) */
     uint64_t ndropped, incomplete;                      /* exits (profile, back-traces) */
     uint64_t forks;                                     /* forked children (the most of
                                                          * any module's profile) */
@@ -347,6 +349,7 @@ sum_notes(const flat_view_t *v, flat_notes_t *n)
         n->nviolating += r.nviolating;
         n->napprox += r.napprox;
         n->napprox_resume += r.napprox_resume;
+        n->napprox_other += r.napprox_other;
         n->nunknown += r.nunknown;
         n->nsaturated += r.nsaturated;
         n->ndropped += r.ndropped;
@@ -393,7 +396,7 @@ print_footnotes(FILE *f, const flat_view_t *v)
                    "runtime.mcall (Gosched, parking) likewise: every count of its %" PRIu32
                    " procedure(s) may be approximate\n",
                 n.napprox_resume);
-    if (n.napprox > n.napprox_resume)
+    if (n.napprox_other)
         fprintf(f, "~  has exception landing pads, calls setjmp or vfork, may be left by a longjmp or an "
                    "exception (it calls, directly or through other procedures, one that "
                    "longjmps or throws; in a Go program that panicked, any procedure), or has indirect jumps whose targets are a guess: if "

@@ -477,6 +477,12 @@ arch_frame_entry(const uint8_t *buf, size_t len)
     return len >= 4 && (memcmp(buf, frame[0], 4) == 0 || memcmp(buf, frame[1], 4) == 0);
 }
 
+int
+arch_looks_like_data(const uint8_t *buf, size_t len)
+{
+    return buf == NULL || len < 2 || (buf[0] == 0 && buf[1] == 0);
+}
+
 /*****************************************************************************
  * Operand semantics
  */

@@ -149,6 +149,8 @@ typedef struct qpt_qp_info {
     uint32_t nunknown;         /* ... with counts not determined */
     uint32_t nsaturated;       /* ... with a counter at 2^64 - 1 */
     uint32_t napprox_resume;   /* approximate ones for QPT_QP_APPROX_RESUME */
+    uint32_t napprox_other;    /* approximate ones for another reason (exceptions,
+                                * longjmp, guessed jump targets), RESUME or not */
 } qpt_qp_info_t;
 
 /* What M's report says of the whole run (M loaded). 0 or QPT_EINVAL. */
