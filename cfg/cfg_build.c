@@ -822,6 +822,27 @@ check_extra_entries(cfg_builder_t *b)
     return 0;
 }
 
+/*
+ * Code whose entry lies inside an instruction that the code before it runs (that code's
+ * range ends there, cutting the instruction: cfg_trav.c) is unsafe too. Moved, its
+ * entry's redirect would overwrite the bytes of an instruction of code that stays, which
+ * runs on through them. One of the two is no code at all, and the analysis cannot say which
+ * (chromium 156: a procedure at 0x5b85964, noted by a call decoded inside a `movq`).
+ */
+static int
+check_entries_inside_insns(cfg_builder_t *b)
+{
+    for (size_t i = 0; i < b->procs.n; i++) {
+        const cfg_bproc_t *bp = &b->procs.v[i];
+        uint32_t q = bp->runs_into != 0 ? cfg_proc_by_entry(b, bp->runs_into) : CFG_NONE;
+        if (q != CFG_NONE)
+            QP_CHECK(cfg_set_unsafe(&b->strings, cfg_discover_proc(b, q),
+                "its entry lies inside an instruction of the code at 0x%llx before it",
+                (unsigned long long)bp->p.entry));
+    }
+    return 0;
+}
+
 static int
 compute_stats(cfg_builder_t *b, cfg_prog_t *prog)
 {
@@ -1469,6 +1490,8 @@ cfg_prog_build(const cfg_image_t *img, const cfg_opts_t *opts, cfg_prog_t **out)
     }
     if (rc == 0) {
         rc = check_extra_entries(&b);
+        if (rc == 0)
+            rc = check_entries_inside_insns(&b);
         dbg_phase(&b, "converged");
         /* What the noreturn analysis kept is no longer needed: its memory serves the
          * program's arrays. */

@@ -197,6 +197,8 @@ typedef struct cfg_bproc {
     uint32_t entry_block;             /* local index of the entry block */
     uint64_t hint_end;                /* end from symbol size or FDE, 0 if unknown */
     uint64_t limit_end;               /* gap procedures: end of the gap they were found in */
+    uint64_t runs_into;               /* an instruction of its code runs past its range's
+                                       * end into this address (unsafe), else 0 */
     uint64_t parent_entry;            /* fragments: entry of the owning procedure */
     uint8_t may_return;               /* noreturn analysis: proven to return */
     uint8_t built;                    /* blocks are current */
