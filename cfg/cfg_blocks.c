@@ -383,6 +383,7 @@ bproc_clear(cfg_bproc_t *bp)
     bp->blocks.n = bp->edges.n = bp->tables.n = 0;
     bp->p.unsafe = NULL;
     bp->p.nind_unresolved = 0;
+    bp->runs_into = 0;
 }
 
 /* (Re)build the CFG of procedure I with the scratch SC (see cfg_scratch_t). */

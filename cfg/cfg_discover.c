@@ -563,38 +563,11 @@ cfg_discover_sweep_end(cfg_builder_t *b)
 
 #define FIND_BUCKET_SHIFT 12
 
-/*
- * Buckets over FX's entries, so that a lookup searches the few entries of one 4 KiB
- * bucket rather than all of them (a search of them all missed the cache a step:
- * python3.11's attach spent 7% of its time in cfg_discover_find). None when the entries
- * lie far apart (more buckets than they save) or there is no memory: the plain search.
- */
-static void
-find_index_buckets(cfg_find_index_t *fx)
+/* The entry at position I of the index (qp_bucket_key_fn). */
+static uint64_t
+find_index_key(const void *ctx, size_t i)
 {
-    fx->nbucket = 0;
-    if (fx->n == 0)
-        return;
-    fx->base = fx->v[0];
-    uint64_t span = fx->v[fx->n - 1] - fx->base;
-    size_t nb = (size_t)(span >> FIND_BUCKET_SHIFT) + 1;
-    if (nb > 4 * fx->n + 1024 || fx->n >= UINT32_MAX)
-        return;
-    if (nb + 1 > fx->bucketcap) {
-        uint32_t *v = realloc(fx->bucket, (nb + 1) * sizeof(uint32_t));
-        if (v == NULL)
-            return;
-        fx->bucket = v;
-        fx->bucketcap = nb + 1;
-    }
-    size_t i = 0;
-    for (size_t k = 0; k <= nb; k++) {
-        uint64_t lo = fx->base + ((uint64_t)k << FIND_BUCKET_SHIFT);
-        while (i < fx->n && fx->v[i] < lo)
-            i++;
-        fx->bucket[k] = (uint32_t)i;
-    }
-    fx->nbucket = nb;
+    return ((const cfg_find_index_t *)ctx)->v[i];
 }
 
 /* Copy the entries of B's procedures into the lookup index. */
@@ -603,7 +576,7 @@ find_index_copy(const cfg_builder_t *b, cfg_find_index_t *fx)
 {
     fx->misses = 0;
     fx->n = 0;
-    fx->nbucket = 0;
+    fx->buckets.n = 0;
     if (b->procs.n > fx->cap) {
         uint64_t *v = realloc(fx->v, b->procs.n * sizeof(uint64_t));
         if (v == NULL)
@@ -614,7 +587,12 @@ find_index_copy(const cfg_builder_t *b, cfg_find_index_t *fx)
     for (size_t i = 0; i < b->procs.n; i++)
         fx->v[i] = b->procs.v[i].p.entry;
     fx->n = b->procs.n;
-    find_index_buckets(fx);
+    /* Buckets: a lookup searches the few entries of one 4 KiB bucket rather than all of
+     * them (a search of them all missed the cache a step: python3.11's attach spent 7%
+     * of its time in cfg_discover_find). Without memory for them, the plain search. */
+    if (fx->n > 0)
+        (void)qp_buckets_build(&fx->buckets, fx->v[0], FIND_BUCKET_SHIFT, fx->n,
+                               find_index_key, fx);
 }
 
 /*
@@ -631,19 +609,9 @@ find_indexed(const cfg_builder_t *b, uint64_t addr)
     size_t n = b->procs.n;
     if (!fx->frozen && (fx->n == 0 || fx->misses > n / 32 + 16))
         find_index_copy(b, fx);
-    size_t lo = 0, hi = fx->n;
-    if (fx->nbucket > 0) {
-        /* The entries at or below ADDR: those of the buckets below its, and some of its. */
-        uint64_t k = addr < fx->base ? 0 : (addr - fx->base) >> FIND_BUCKET_SHIFT;
-        if (addr < fx->base)
-            hi = 0;
-        else if (k >= fx->nbucket)
-            lo = fx->n;
-        else {
-            lo = fx->bucket[k];
-            hi = fx->bucket[k + 1];
-        }
-    }
+    /* The entries at or below ADDR: those of the buckets below its, and some of its. */
+    size_t lo, hi;
+    qp_buckets_range(&fx->buckets, fx->n, addr, &lo, &hi);
     while (lo < hi) {
         size_t mid = (lo + hi) / 2;
         if (fx->v[mid] <= addr)

@@ -288,8 +288,19 @@ trace_from(trav_t *t, uint64_t addr)
         }
         uint64_t lim = cfg_range_end(bp, addr);
         arch_insn_t in;
-        if (cfg_decode_at(b, addr, lim, &in) < 0)
+        if (cfg_decode_at(b, addr, lim, &in) < 0) {
+            /* Cut by the end of its range, where other code starts: that code's entry
+             * lies inside an instruction this code runs (cfg_build.c's
+             * check_entries_inside_insns keeps it where it is). */
+            arch_insn_t whole;
+            if (cfg_decode_at(b, addr, 0, &whole) == 0 && addr + whole.len > lim) {
+                bp->runs_into = lim;
+                return cfg_set_unsafe(&t->sc->strings, bp,
+                    "an instruction at 0x%llx runs past its code's end into 0x%llx",
+                    (unsigned long long)addr, (unsigned long long)lim);
+            }
             return cfg_set_unsafe(&t->sc->strings, bp, "invalid instruction at 0x%llx", (unsigned long long)addr);
+        }
         for (uint8_t k = 1; k < in.len; k++)
             if (map[s + k] & (M_START | M_INSIDE)) {
                 const uint8_t *pb = cfg_image_ptr(b->img, addr, NULL);

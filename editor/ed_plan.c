@@ -79,10 +79,9 @@ ed_plan_destroy(ed_plan_t *plan)
     free(plan->dropped);
     free(plan->dropped_owner);
     free(plan->idx);
-    free(plan->bucket);
+    free(plan->buckets.at);
     free(plan->lay);
     free(plan->fall);
-    free(plan->xt);
     free(plan->groups);
     free(plan->segs);
     free(plan->seg_new_end);

@@ -1026,6 +1026,32 @@ END_TEST
 START_TEST(test_arch_frame_entry_null) { ck_assert(!arch_frame_entry(NULL, 8)); }
 END_TEST
 
+/* arch_looks_like_data: bytes that begin as data rather than a function's code. */
+static const pad_case_t data_cases[] = {
+    { "two zero bytes (add %al,(%rax))", B("\x00\x00\x48\x89\xe5"), 1 },
+    { "one byte", B("\xc3"), 1 },
+    { "nothing", B(""), 1 },
+    { "ret", B("\xc3\xcc"), 0 },
+    { "zero then code", B("\x00\xc3"), 0 },
+    { "code then zeros", B("\x31\xc0\x00\x00"), 0 },
+    { "a frame", B("\x55\x48\x89\xe5"), 0 },
+};
+
+static void
+data_row(const pad_case_t* c)
+{
+    EXPECT(!!arch_looks_like_data(c->bytes, c->n) == c->padding, "%s: data is %d",
+        c->name, !c->padding);
+}
+
+START_TEST(test_arch_looks_like_data_table)
+{
+    CHECK_ROWS(data_row, data_cases);
+    ck_assert(arch_looks_like_data(NULL, 8));
+    ck_assert(arch_isa_host()->looks_like_data == arch_looks_like_data);
+}
+END_TEST
+
 START_TEST(test_arch_reg_name)
 {
     ck_assert_str_eq(arch_reg_name(ARCH_REG_NONE), "none");
@@ -1038,6 +1064,61 @@ START_TEST(test_arch_reg_name)
     ck_assert_ptr_nonnull(arch_reg_name(-1));
     ck_assert_ptr_nonnull(arch_reg_name(ARCH_NREGS));
     ck_assert_ptr_nonnull(arch_reg_name(1000));
+}
+END_TEST
+
+/*
+ * arch_go_may_fault (patch/pt_go.c's rule for Go): every operand, explicit or hidden, in
+ * any place. The first five "may fault" cases are ones the two operands of
+ * arch_decode_ops did not show: a memory source in third place (3-operand AVX, as in
+ * Go's assembly), an instruction decode_ops gives no source for, a hidden operand.
+ */
+typedef struct go_case {
+    const char* name;
+    uint8_t b[16];
+    size_t n;
+    int faults;
+} go_case_t;
+
+START_TEST(test_arch_go_may_fault)
+{
+    static const go_case_t cases[] = {
+        { "vpcmpeqb (%rsi),%ymm1,%ymm2", { 0xc5, 0xf5, 0x74, 0x16 }, 4, 1 },
+        { "vpaddd 0x20(%rax),%xmm1,%xmm0", { 0xc5, 0xf1, 0xfe, 0x40, 0x20 }, 5, 1 },
+        { "movups (%rax),%xmm0", { 0x0f, 0x10, 0x00 }, 3, 1 },
+        { "push (%rax)", { 0xff, 0x30 }, 2, 1 },
+        { "rep movsq", { 0xf3, 0x48, 0xa5 }, 3, 1 },
+        { "mov (%rcx),%rax", { 0x48, 0x8b, 0x01 }, 3, 1 },
+        { "mov %rax,0x8(%rdx)", { 0x48, 0x89, 0x42, 0x08 }, 4, 1 },
+        { "call *0x8(%rax)", { 0xff, 0x50, 0x08 }, 3, 1 },
+        { "mov 0x0,%eax (absolute)", { 0x8b, 0x04, 0x25, 0, 0, 0, 0 }, 7, 1 },
+        { "(not an instruction)", { 0x06 }, 1, 1 },
+        { "cmp 0x10(%r14),%rsp (the goroutine)", { 0x49, 0x3b, 0x66, 0x10 }, 4, 0 },
+        { "mov %rbp,0x8(%rsp)", { 0x48, 0x89, 0x6c, 0x24, 0x08 }, 5, 0 },
+        { "mov 0x10(%rip),%rax", { 0x48, 0x8b, 0x05, 0x10, 0, 0, 0 }, 7, 0 },
+        { "mov %fs:0xfffffffffffffff8,%r14", { 0x64, 0x4c, 0x8b, 0x34, 0x25, 0xf8, 0xff, 0xff, 0xff }, 9, 0 },
+        { "vmovdqu %ymm0,0x20(%rsp)", { 0xc5, 0xfe, 0x7f, 0x44, 0x24, 0x20 }, 6, 0 },
+        { "push %rbp", { 0x55 }, 1, 0 },
+        { "call rel32", { 0xe8, 0, 0, 0, 0 }, 5, 0 },
+        { "ret", { 0xc3 }, 1, 0 },
+        { "lea 0x8(%rax),%rbx", { 0x48, 0x8d, 0x58, 0x08 }, 4, 0 },
+        { "nopw 0(%rax,%rax)", { 0x66, 0x0f, 0x1f, 0x44, 0, 0 }, 6, 0 },
+        { "prefetcht0 (%rax)", { 0x0f, 0x18, 0x08 }, 3, 0 },
+        { "xor %ecx,%ecx", { 0x31, 0xc9 }, 2, 0 },
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        const go_case_t* c = &cases[i];
+        ck_assert_msg(arch_go_may_fault(c->b, c->n, ADDR) == c->faults, "%s: %d, want %d",
+            c->name, arch_go_may_fault(c->b, c->n, ADDR), c->faults);
+        ck_assert_msg(arch_isa_host()->go_may_fault(c->b, c->n, ADDR) == c->faults,
+            "%s: the ISA table's answer differs", c->name);
+    }
+    /* The first: arch_decode_ops shows no memory operand (the old rule's view). */
+    arch_ops_t ops;
+    ck_assert_int_eq(arch_decode_ops(cases[0].b, cases[0].n, ADDR, &ops), 0);
+    ck_assert(ops.dst.kind != ARCH_OPND_MEM && ops.src.kind != ARCH_OPND_MEM);
+    /* AArch64 has no test yet: patch/ takes every instruction as one that may fault. */
+    ck_assert_ptr_null(arch_isa_for_machine(ARCH_EM_AARCH64)->go_may_fault);
 }
 END_TEST
 
@@ -1157,10 +1238,12 @@ arch_suite(void)
     tcase_add_test(tc, test_arch_is_padding_null);
     tcase_add_test(tc, test_arch_frame_entry_table);
     tcase_add_test(tc, test_arch_frame_entry_null);
+    tcase_add_test(tc, test_arch_looks_like_data_table);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("mem");
     tcase_add_test(tc, test_arch_decode_mem_table);
+    tcase_add_test(tc, test_arch_go_may_fault);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("names");

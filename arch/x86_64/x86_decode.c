@@ -477,6 +477,12 @@ arch_frame_entry(const uint8_t *buf, size_t len)
     return len >= 4 && (memcmp(buf, frame[0], 4) == 0 || memcmp(buf, frame[1], 4) == 0);
 }
 
+int
+arch_looks_like_data(const uint8_t *buf, size_t len)
+{
+    return buf == NULL || len < 2 || (buf[0] == 0 && buf[1] == 0);
+}
+
 /*****************************************************************************
  * Operand semantics
  */
@@ -901,5 +907,47 @@ arch_decode_mem(const uint8_t* buf, size_t len, uint64_t addr, arch_mref_t* out 
         return 0;
     }
     x86_mref_add(out, n, x86_mref_opnd(&zi, mem, addr));
+    return 0;
+}
+
+/*****************************************************************************
+ * Faults that Go's runtime turns into panics (arch_isa_t.go_may_fault)
+ */
+
+/* Go's ABIInternal keeps the running goroutine in r14 (arch numbering: 15); every
+ * prologue compares %rsp with its stack bound, 0x10(%r14), which never faults. */
+#define X86_GO_REG_G 15
+
+/* May the operand ZO, if it accesses memory, fault on a bad address in a Go program? */
+static int
+x86_go_opnd_may_fault(const ZydisDecodedOperand* zo)
+{
+    if (zo->type != ZYDIS_OPERAND_TYPE_MEMORY || zo->mem.type == ZYDIS_MEMOP_TYPE_AGEN)
+        return 0;
+    if (zo->mem.segment == ZYDIS_REGISTER_FS || zo->mem.segment == ZYDIS_REGISTER_GS)
+        return 0; /* thread-local */
+    if (zo->mem.type != ZYDIS_MEMOP_TYPE_MEM)
+        return 1; /* a vector index (gathers, scatters), MPX's bound tables */
+    uint8_t b = x86_reg_map(zo->mem.base);
+    return b != ARCH_REG_SP && b != ARCH_REG_PC && b != X86_GO_REG_G;
+}
+
+int
+arch_go_may_fault(const uint8_t* buf, size_t len, uint64_t addr)
+{
+    ZydisDecodedInstruction zi;
+    ZydisDecodedOperand ops[ZYDIS_MAX_OPERAND_COUNT];
+
+    (void)addr;
+    if (buf == NULL || ZYAN_FAILED(ZydisDecoderDecodeFull(x86_decoder_get(), buf, len, &zi, ops))
+        || x86_is_knc(&zi))
+        return 1;
+    if (x86_no_access(zi.mnemonic))
+        return 0; /* lea, nop and prefetches touch no memory */
+    /* Every operand, the hidden ones too (a string instruction's rsi and rdi, push's
+     * and call's stack) and any place (a 3-operand AVX instruction's memory source). */
+    for (int i = 0; i < zi.operand_count; i++)
+        if (x86_go_opnd_may_fault(&ops[i]))
+            return 1;
     return 0;
 }
