@@ -907,6 +907,7 @@ builder_free(cfg_builder_t *b)
     CFG_VEC_FREE(b->frags);
     CFG_VEC_FREE(b->parents);
     CFG_VEC_FREE(b->nr_dirty);
+    CFG_VEC_FREE(b->plt_held);
     cfg_nr_deps_free(b->nr);
     b->nr = NULL;
     for (size_t i = 0; i < b->strings.n; i++)

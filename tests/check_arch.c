@@ -325,6 +325,63 @@ truncated_row(const decode_case_t* c)
 START_TEST(test_arch_decode_truncated_table) { CHECK_ROWS(truncated_row, decode_cases); }
 END_TEST
 
+/*
+ * The padding nops arch_decode reads without Zydis (x86_decode.c, x86_padding_nop_len):
+ * 0-13 0x66 prefixes, a cs prefix or not, each ModRM form with nonzero displacement
+ * bytes; each decodes as Zydis decodes it (a nop of its length, nothing else set), and
+ * one byte short it does not decode. What Zydis gave for every such form, checked when
+ * the fast path was written, is what this holds.
+ */
+START_TEST(test_decode_padding_nops)
+{
+    static const struct {
+        uint8_t modrm;
+        size_t tail; /* bytes after the ModRM byte */
+    } forms[] = { { 0x00, 0 }, { 0x40, 1 }, { 0x80, 4 }, { 0x44, 2 }, { 0x84, 5 } };
+    for (size_t np = 0; np <= 13; np++) {
+        for (int cs = 0; cs <= 1; cs++) {
+            for (size_t f = 0; f < sizeof(forms) / sizeof(forms[0]); f++) {
+                uint8_t b[32];
+                size_t k = 0;
+                for (size_t i = 0; i < np; i++)
+                    b[k++] = 0x66;
+                if (cs)
+                    b[k++] = 0x2e;
+                b[k++] = 0x0f;
+                b[k++] = 0x1f;
+                b[k++] = forms[f].modrm;
+                for (size_t i = 0; i < forms[f].tail; i++)
+                    b[k++] = (forms[f].modrm & 7) == 4 && i == 0 ? 0x00 : (uint8_t)(0x11 * (i + 1));
+                arch_insn_t in;
+                if (k > ARCH_MAX_INSN) {
+                    ck_assert_int_eq(arch_decode(b, k, ADDR, &in), QP_EDECODE);
+                    continue;
+                }
+                ck_assert_int_eq(arch_decode(b, k, ADDR, &in), 0);
+                ck_assert_uint_eq(in.addr, ADDR);
+                ck_assert_uint_eq(in.len, k);
+                ck_assert_uint_eq(in.kind, ARCH_KIND_NOP);
+                ck_assert_uint_eq(in.target, 0);
+                ck_assert_uint_eq(in.rel_off, 0);
+                ck_assert_uint_eq(in.rel_size, 0);
+                ck_assert_uint_eq(in.flags, 0);
+                ck_assert_uint_eq(in.flags_read, 0);
+                ck_assert_uint_eq(in.flags_written, 0);
+                ck_assert_int_eq(arch_decode(b, k - 1, ADDR, &in), QP_EDECODE);
+            }
+        }
+    }
+    /* 90 and 66 90 (xchg %ax,%ax); a SIB other than (%rax,%rax,1) is Zydis' to decode. */
+    arch_insn_t in;
+    ck_assert_int_eq(arch_decode((const uint8_t *)"\x66\x90", 2, ADDR, &in), 0);
+    ck_assert_uint_eq(in.len, 2);
+    ck_assert_uint_eq(in.kind, ARCH_KIND_NOP);
+    ck_assert_int_eq(arch_decode((const uint8_t *)"\x0f\x1f\x44\x24\x08", 5, ADDR, &in), 0);
+    ck_assert_uint_eq(in.len, 5);
+    ck_assert_uint_eq(in.kind, ARCH_KIND_NOP);
+}
+END_TEST
+
 /*****************************************************************************
  * Status flags
  */
@@ -1123,6 +1180,7 @@ arch_suite(void)
     tcase_add_test(tc, test_arch_decode_table);
     tcase_add_test(tc, test_arch_decode_rejects);
     tcase_add_test(tc, test_arch_decode_truncated_table);
+    tcase_add_test(tc, test_decode_padding_nops);
     tcase_add_test(tc, test_arch_decode_null_args);
     tcase_add_test(tc, test_arch_decode_random_bytes);
     tcase_set_timeout(tc, 60);
