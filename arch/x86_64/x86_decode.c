@@ -424,30 +424,32 @@ x86_fast_branch(const uint8_t* buf, size_t len, size_t rel_size, uint64_t addr, 
 }
 
 /*
- * A 64-bit mov or lea between a register and a register or memory (REX.W 89, 8b, 8d) at
- * BUF into *OUT: 1, or 0 when Zydis is to decode (too few bytes, lea of a register).
- * It names %rsp when a register field is 4 with its REX bit clear (reg, rm of a register,
- * a SIB base; a SIB index of 4 is none), as x86_names_sp finds from Zydis' operands.
+ * A mov or lea between a register and a register or memory (89, 8b, 8d; 64-bit after a
+ * REX.W prefix REX, 32-bit without one, REX 0) whose opcode is at BUF[AT] into *OUT: 1,
+ * or 0 when Zydis is to decode (too few bytes, lea of a register). It names %rsp when a
+ * register field is 4 with its REX bit clear (reg, rm of a register, a SIB base; a SIB
+ * index of 4 is none), as x86_names_sp finds from Zydis' operands (%esp is of its family).
  */
 static int
-x86_fast_mov(const uint8_t* buf, size_t len, uint64_t addr, arch_insn_t* out)
+x86_fast_mov(const uint8_t* buf, size_t len, uint64_t addr, uint8_t rex, size_t at,
+             arch_insn_t* out)
 {
-    uint8_t rex = buf[0], modrm = buf[2];
+    uint8_t modrm = buf[at + 1];
     uint8_t mod = modrm >> 6, reg = (modrm >> 3) & 7, rm = modrm & 7;
-    size_t n = 3;
+    size_t n = at + 2;
     int sp = reg == 4 && !(rex & 4);
     if (mod == 3) {
-        if (buf[1] == 0x8d)
+        if (buf[at] == 0x8d)
             return 0;
         sp |= rm == 4 && !(rex & 1);
     } else {
         uint8_t base = rm;
         if (rm == 4) {
-            if (len < 4)
+            if (len <= n)
                 return 0;
-            base = buf[3] & 7;
+            base = buf[n] & 7;
             sp |= base == 4 && !(rex & 1);
-            n = 4;
+            n++;
         }
         if (mod == 1)
             n += 1;
@@ -459,22 +461,38 @@ x86_fast_mov(const uint8_t* buf, size_t len, uint64_t addr, arch_insn_t* out)
     out->len = (uint8_t)n;
     out->kind = ARCH_KIND_SEQ;
     if (mod == 0 && rm == 5) {
-        int32_t d = (int32_t)((uint32_t)buf[3] | (uint32_t)buf[4] << 8
-                              | (uint32_t)buf[5] << 16 | (uint32_t)buf[6] << 24);
+        const uint8_t* d = buf + at + 2;
+        int32_t v = (int32_t)((uint32_t)d[0] | (uint32_t)d[1] << 8 | (uint32_t)d[2] << 16
+                              | (uint32_t)d[3] << 24);
         out->flags = ARCH_F_RIPREL;
-        out->rel_off = 3;
+        out->rel_off = (uint8_t)(at + 2);
         out->rel_size = 4;
-        out->target = addr + n + (uint64_t)(int64_t)d;
+        out->target = addr + n + (uint64_t)(int64_t)v;
     }
     if (sp)
         out->flags |= ARCH_F_READS_SP;
     return 1;
 }
 
+/* mov $imm32 to a 32-bit register (b8+r, after REX.B 41 or not; AT: the opcode's index)
+ * into *OUT: 1, or 0 when too few bytes. %esp names %rsp's family. */
+static int
+x86_fast_mov_imm(const uint8_t* buf, size_t len, size_t at, arch_insn_t* out)
+{
+    if (len < at + 5)
+        return 0;
+    out->len = (uint8_t)(at + 5);
+    out->kind = ARCH_KIND_SEQ;
+    if (at == 0 && (buf[0] & 7) == 4)
+        out->flags = ARCH_F_READS_SP;
+    return 1;
+}
+
 /*
  * arch_decode without Zydis for the most common instructions with no prefix but REX:
  * call rel32, jmp rel8/rel32, jcc rel8/rel32, ret, push and pop of a register, 64-bit
- * mov and lea (nearly three fifths of a compiled program's instructions). 1 when *OUT (addr set, the
+ * and 32-bit mov and lea, mov $imm32 to a 32-bit register (two thirds of a compiled
+ * program's instructions). 1 when *OUT (addr set, the
  * rest zero) was filled, 0 when Zydis is to decode. Every field is what Zydis' decoding
  * gives (each of these encodings, at every offset of five programs' code too, compared
  * field by field when written); the padding nops are x86_padding_nop_len's.
@@ -522,13 +540,21 @@ x86_decode_fast(const uint8_t* buf, size_t len, uint64_t addr, arch_insn_t* out)
             out->flags = ARCH_F_READS_SP;
             return 1;
         }
+        if (len >= 2 && (buf[1] & 0xf8) == 0xb8)
+            return x86_fast_mov_imm(buf, len, 1, out);
         return 0;
+    case 0x89:
+    case 0x8b:
+    case 0x8d:
+        return len >= 2 ? x86_fast_mov(buf, len, addr, 0, 0, out) : 0;
     default:
         if ((c & 0xf8) == 0x48) {
             if (len >= 3 && (buf[1] == 0x89 || buf[1] == 0x8b || buf[1] == 0x8d))
-                return x86_fast_mov(buf, len, addr, out);
+                return x86_fast_mov(buf, len, addr, c, 1, out);
             return 0;
         }
+        if ((c & 0xf8) == 0xb8)
+            return x86_fast_mov_imm(buf, len, 0, out);
         if ((c & 0xf0) == 0x70) {
             if (len < 2)
                 return 0;
