@@ -349,6 +349,85 @@ END_TEST
  * one byte short it does not decode. What Zydis gave for every such form, checked when
  * the fast path was written, is what this holds.
  */
+/*
+ * What arch_decode reads without Zydis (x86_decode_fast) against Zydis' own reading:
+ * each form once as it is (the fast path) and once after a ds prefix (3e), which 64-bit
+ * code ignores and the fast path never takes, so that Zydis decodes it: the same
+ * instruction one byte longer, its pc-relative field one byte later, the same target
+ * (the next address moves with the prefix, and so does its field).
+ */
+static int
+same_as_zydis(const uint8_t* b, size_t n)
+{
+    uint8_t p[32];
+    arch_insn_t f, z;
+    p[0] = 0x3e;
+    memcpy(p + 1, b, n);
+    int rf = arch_decode(b, n, ADDR + 1, &f), rz = arch_decode(p, n + 1, ADDR, &z);
+    if (rf != 0 || rz != 0)
+        return rf == rz;
+    return z.len == f.len + 1 && z.kind == f.kind && z.flags == f.flags
+        && z.flags_read == f.flags_read && z.flags_written == f.flags_written
+        && z.rel_size == f.rel_size && z.rel_off == (f.rel_size ? f.rel_off + 1 : 0)
+        && z.target == f.target;
+}
+
+START_TEST(test_decode_fast_as_zydis)
+{
+    uint8_t b[16];
+    int bad = 0;
+    /* Branches, ret, push and pop, mov $imm32: every opcode, a few offsets. */
+    static const uint8_t ones[] = { 0xe8, 0xe9, 0xeb, 0xc3 };
+    for (int v = 0; v < 4; v++) {
+        uint8_t x = (uint8_t)(v * 0x55 + 3);
+        for (size_t i = 0; i < sizeof(ones); i++) {
+            b[0] = ones[i];
+            memset(b + 1, x, 6);
+            bad += !same_as_zydis(b, 7);
+        }
+        for (int c = 0; c < 16; c++) {
+            b[0] = (uint8_t)(0x70 + c);
+            b[1] = x;
+            bad += !same_as_zydis(b, 2);
+            b[0] = 0x0f;
+            b[1] = (uint8_t)(0x80 + c);
+            memset(b + 2, x, 4);
+            bad += !same_as_zydis(b, 6);
+            b[0] = (uint8_t)(0x50 + c);
+            bad += !same_as_zydis(b, 1);
+            b[0] = 0x41;
+            b[1] = (uint8_t)(0x50 + c);
+            bad += !same_as_zydis(b, 2);
+            b[0] = (uint8_t)(0xb0 + c);
+            memset(b + 1, x, 4);
+            bad += !same_as_zydis(b, 5);
+            b[0] = 0x41;
+            b[1] = (uint8_t)(0xb0 + c);
+            memset(b + 2, x, 4);
+            bad += !same_as_zydis(b, 6);
+        }
+    }
+    /* mov and lea: every REX.W or none, opcode, ModRM and SIB byte. */
+    static const uint8_t ops[] = { 0x89, 0x8b, 0x8d };
+    for (int rex = 0x47; rex <= 0x4f; rex++)
+        for (size_t o = 0; o < sizeof(ops); o++)
+            for (int modrm = 0; modrm < 256; modrm++)
+                for (int sib = 0; sib < 256; sib++) {
+                    size_t k = 0;
+                    if (rex != 0x47)
+                        b[k++] = (uint8_t)rex;
+                    b[k++] = ops[o];
+                    b[k++] = (uint8_t)modrm;
+                    b[k++] = (uint8_t)sib;
+                    memset(b + k, 0x81, 4);
+                    bad += !same_as_zydis(b, k + 4);
+                    if ((modrm & 7) != 4 || (modrm >> 6) == 3)
+                        break; /* no SIB byte: one is enough */
+                }
+    ck_assert_int_eq(bad, 0);
+}
+END_TEST
+
 START_TEST(test_decode_padding_nops)
 {
     static const struct {
@@ -1198,6 +1277,7 @@ arch_suite(void)
     tcase_add_test(tc, test_arch_decode_rejects);
     tcase_add_test(tc, test_arch_decode_truncated_table);
     tcase_add_test(tc, test_decode_padding_nops);
+    tcase_add_test(tc, test_decode_fast_as_zydis);
     tcase_add_test(tc, test_arch_decode_null_args);
     tcase_add_test(tc, test_arch_decode_random_bytes);
     tcase_set_timeout(tc, 60);
