@@ -350,7 +350,8 @@ END_TEST
  * the fast path was written, is what this holds.
  */
 /*
- * What arch_decode reads without Zydis (x86_decode_fast) against Zydis' own reading:
+ * What arch_decode reads without Zydis (x86_decode_fast) against Zydis' own reading
+ * (0x3f below: no REX prefix):
  * each form once as it is (the fast path) and once after a ds prefix (3e), which 64-bit
  * code ignores and the fast path never takes, so that Zydis decodes it: the same
  * instruction one byte longer, its pc-relative field one byte later, the same target
@@ -407,14 +408,16 @@ START_TEST(test_decode_fast_as_zydis)
             bad += !same_as_zydis(b, 6);
         }
     }
-    /* mov and lea: every REX.W or none, opcode, ModRM and SIB byte. */
-    static const uint8_t ops[] = { 0x89, 0x8b, 0x8d };
-    for (int rex = 0x47; rex <= 0x4f; rex++)
+    /* mov, lea and the ALU forms: every REX or none, opcode, ModRM and SIB byte (adc,
+     * sbb, op $imm32 and xchg too: the fast path leaves them to Zydis). */
+    static const uint8_t ops[] = { 0x89, 0x8b, 0x8d, 0x01, 0x03, 0x29, 0x2b, 0x39, 0x3b, 0x09,
+        0x0b, 0x21, 0x23, 0x31, 0x33, 0x85, 0x83, 0x11, 0x19, 0x81, 0x87 };
+    for (int rex = 0x3f; rex <= 0x4f; rex++)
         for (size_t o = 0; o < sizeof(ops); o++)
             for (int modrm = 0; modrm < 256; modrm++)
                 for (int sib = 0; sib < 256; sib++) {
                     size_t k = 0;
-                    if (rex != 0x47)
+                    if (rex != 0x3f)
                         b[k++] = (uint8_t)rex;
                     b[k++] = ops[o];
                     b[k++] = (uint8_t)modrm;
