@@ -232,6 +232,12 @@ typedef struct cfg_find_index {
     int frozen;                       /* not to be changed (cfg_discover_freeze) */
 } cfg_find_index_t;
 
+/* A PLT stub's GOT slot holds HELD: the stub is symbol SYM of the image. */
+typedef struct cfg_plt_held {
+    uint64_t held;                    /* the slot's word */
+    uint32_t sym;                     /* index in the image's symbols */
+} cfg_plt_held_t;
+
 typedef struct cfg_builder {
     const cfg_image_t *img;           /* the image */
     cfg_opts_t opts;                  /* options (copied) */
@@ -264,6 +270,9 @@ typedef struct cfg_builder {
     int ranges_done;                  /* assign_ranges ran, when b->gen was ranges_gen */
     uint64_t ranges_gen;              /* ... and b->procs.n ranges_n */
     size_t ranges_n;
+    CFG_VEC(struct cfg_plt_held) plt_held; /* what PLT stubs' GOT slots hold, sorted
+                                            * (cfg_discover.c's plt_name) */
+    int plt_held_done;                /* plt_held was made */
 } cfg_builder_t;
 
 /*
