@@ -183,6 +183,14 @@ int arch_is_padding(const uint8_t *buf, size_t len);
 int arch_frame_entry(const uint8_t *buf, size_t len);
 
 /*
+ * True when the LEN bytes at BUF begin as data more likely than as code: fewer than two
+ * bytes, or two zero bytes (`add %al,(%rax)`, which no compiler emits first). Bytes
+ * that decode as code without a branch reaching them are taken for a function only when
+ * this is false (cfg_proc_starts_like_function). Never fails.
+ */
+int arch_looks_like_data(const uint8_t *buf, size_t len);
+
+/*
  * The data memory accesses of one instruction, in the order it makes them (address
  * tracing, driver/drv_trace.c). Instruction fetches, lea, nop and prefetches make none.
  */
@@ -217,6 +225,16 @@ typedef struct arch_mref {
  * QP_EINVAL. */
 int arch_decode_mem(const uint8_t *buf, size_t len, uint64_t addr, arch_mref_t *out /*OUT*/,
                     int *n /*OUT*/);
+
+/*
+ * May the instruction at BUF (code at ADDR) fault on a bad address (a nil pointer) in a
+ * program of Go's runtime, which turns such a fault into a panic by the faulting pc: does
+ * any of its operands, explicit or hidden, access memory other than through the stack
+ * pointer, pc-relative, through a segment (thread-local) or through the register Go keeps
+ * the running goroutine in (x86-64: r14)? 1 or 0; 1 when it does not decode.
+ * (arch_isa_t.go_may_fault; patch/pt_go.c holds the rule that uses it.)
+ */
+int arch_go_may_fault(const uint8_t *buf, size_t len, uint64_t addr);
 
 /* A short printable name for a register number ("rax"), for messages and tests. */
 const char *arch_reg_name(int reg);
@@ -672,6 +690,9 @@ typedef struct arch_isa {
     int (*is_padding)(const uint8_t *buf, size_t len);
     /* arch_frame_entry, or NULL when the ISA has none yet */
     int (*frame_entry)(const uint8_t *buf, size_t len);
+    /* arch_looks_like_data, or NULL when the ISA has none yet (with frame_entry: what
+     * cfg_proc_starts_like_function asks) */
+    int (*looks_like_data)(const uint8_t *buf, size_t len);
     int (*reloc_insn)(const uint8_t *buf, const arch_insn_t *in, uint64_t new_addr,
                       uint64_t new_target, int short_ok, uint8_t *out, size_t cap);
     int (*emit_jmp)(uint64_t addr, uint64_t target, uint8_t *out, size_t cap);
@@ -745,6 +766,12 @@ typedef struct arch_isa {
     /* arch_emit_got_fix: the start of a shared library that points its own PLT at
      * the moved code. */
     int (*emit_got_fix)(uint8_t *out, size_t cap);
+
+    /* --- code patched in place in a Go program (patch/pt_go.c) --- */
+    /* arch_go_may_fault: may the instruction fault on a bad address in Go (a memory
+     * access other than on the stack, pc-relative, thread-local or through the
+     * goroutine's register)? NULL: the ISA has no such test, every instruction may. */
+    int (*go_may_fault)(const uint8_t *buf, size_t len, uint64_t addr);
 } arch_isa_t;
 
 /* arch_isa_t.code_ref's answers. */

@@ -55,6 +55,7 @@ static const arch_isa_t isa_x86_64 = {
     .decode = arch_decode,
     .is_padding = arch_is_padding,
     .frame_entry = arch_frame_entry,
+    .looks_like_data = arch_looks_like_data,
     .reloc_insn = arch_reloc_insn,
     .emit_jmp = arch_emit_jmp,
     .emit_call = arch_emit_call,
@@ -71,6 +72,7 @@ static const arch_isa_t isa_x86_64 = {
     .emit_jmp_xlate = arch_emit_jmp_xlate,
     .emit_xlate_stub = arch_emit_xlate_stub,
     .emit_got_fix = arch_emit_got_fix,
+    .go_may_fault = arch_go_may_fault,
 };
 
 static const arch_isa_t isa_aarch64 = {

@@ -410,6 +410,8 @@ typedef struct cfg_table {
     uint8_t bounded;      /* bound proven by a guarding compare (else found by scanning) */
     uint8_t shift;        /* relative tables: base + (entry << shift) (AArch64: 2) */
     uint8_t zext;         /* relative tables: entries are unsigned (AArch64's ldrb + uxtb) */
+    uint8_t cut;          /* scanned, and stopped where other data starts (cfg_scanend.c):
+                           * an index past the end would reach the old code */
     uint64_t anchor;      /* AArch64: the `adr` forming base, when the editor may move
                            * base and rewrite the entries (arch_jtab_t.anchor); else 0 */
 } cfg_table_t;
@@ -600,9 +602,13 @@ int cfg_held_select(const cfg_prog_t *prog, cfg_held_keep_fn keep, uint64_t **ou
  * the targets of jumps from other procedures (tail-call edges, entries included), and
  * the blocks whose address the program holds (cfg_held_addrs but for CFG_HELD_TEXTWORD;
  * not an entry and not the target of an indirect jump of its own procedure: a label
- * stored with a `lea` and called later through a pointer). Sorted, unique; *OUT is to be freed. 0, or QP_ENOMEM.
+ * stored with a `lea` and called later through a pointer). Sorted, unique: *OUT points
+ * into PROG's cache, valid until cfg_prog_destroy, not to be freed (computed at the
+ * first call, which is not to race another on the same program). 0, QP_ENOMEM, or
+ * QP_EINVAL (also for a program cfg_prog_build did not make).
  */
-int cfg_interior_entries(const cfg_prog_t *prog, uint64_t **out /*OUT*/, size_t *n /*OUT*/);
+int cfg_interior_entries(const cfg_prog_t *prog, const uint64_t **out /*OUT*/,
+                         size_t *n /*OUT*/);
 
 /* Is block BI the target of a jump-table or address-taken edge (its procedure's own)? */
 int cfg_block_indirect_target(const cfg_prog_t *prog, uint32_t bi);
@@ -673,22 +679,37 @@ cfg_block_succ(const cfg_prog_t *prog, const cfg_block_t *b, uint32_t i)
     return &prog->edges[b->succ + i];
 }
 
+/* The kinds of block B's outgoing edges as bits (1u << CFG_EDGE_*), or 0 when B does
+ * not end in a call. */
+static inline unsigned
+cfg_block_call_edge_kinds(const cfg_prog_t *prog, const cfg_block_t *b)
+{
+    unsigned kinds = 0;
+    if (b->last_kind != ARCH_KIND_CALL && b->last_kind != ARCH_KIND_CALL_IND)
+        return 0;
+    for (uint32_t e = 0; e < b->nsucc; e++)
+        kinds |= 1u << cfg_block_succ(prog, b, e)->kind;
+    return kinds;
+}
+
 /* Does block B end in a call that never returns: no return site, and the call leaves
  * the procedure (the callee never returns, or the code after the call is another
  * procedure's)? A live timer stops before such a call (it is an exit). */
 static inline int
 cfg_block_call_never_returns(const cfg_prog_t *prog, const cfg_block_t *b)
 {
-    int leaves = 0;
-    if (b->last_kind != ARCH_KIND_CALL && b->last_kind != ARCH_KIND_CALL_IND)
-        return 0;
-    for (uint32_t e = 0; e < b->nsucc; e++) {
-        uint8_t kind = cfg_block_succ(prog, b, e)->kind;
-        if (kind == CFG_EDGE_CALLRET)
-            return 0;
-        leaves |= kind == CFG_EDGE_TAILCALL || kind == CFG_EDGE_NORETURN;
-    }
-    return leaves;
+    unsigned kinds = cfg_block_call_edge_kinds(prog, b);
+    return !(kinds & (1u << CFG_EDGE_CALLRET))
+        && (kinds & (1u << CFG_EDGE_TAILCALL | 1u << CFG_EDGE_NORETURN));
 }
+
+/*
+ * Does procedure P start as a compiled function starts (cfg/cfg_fnstart.c): on a 16-byte
+ * boundary after padding that follows code which does not fall through, setting up a
+ * frame, or after a linker's trap fill decoding as a function's code that no jump
+ * enters? Bytes that nothing else vouches for (no symbol, FDE or call) are taken for a
+ * function when this is true. 0 when the ISA cannot tell (no frame_entry yet).
+ */
+int cfg_proc_starts_like_function(const cfg_prog_t *prog, const cfg_proc_t *p);
 
 #endif

@@ -383,6 +383,7 @@ bproc_clear(cfg_bproc_t *bp)
     bp->blocks.n = bp->edges.n = bp->tables.n = 0;
     bp->p.unsafe = NULL;
     bp->p.nind_unresolved = 0;
+    bp->runs_into = 0;
 }
 
 /* (Re)build the CFG of procedure I with the scratch SC (see cfg_scratch_t). */
@@ -404,7 +405,8 @@ cfg_build_proc(cfg_builder_t *b, cfg_scratch_t *sc, uint32_t i)
         sc->mapcap = total;
     }
     trav_t t;
-    cfg_u64_vec_t no_far = { 0 };
+    cfg_u64_vec_t no_far = { 0 }, stops = { 0 }, rejected = { 0 };
+    unsigned pass = 0;
     size_t n_entries = sc->new_entries.n, n_srcs = sc->new_srcs.n, n_known = sc->known.n,
            n_strings = sc->strings.n;
     int rc;
@@ -416,13 +418,17 @@ cfg_build_proc(cfg_builder_t *b, cfg_scratch_t *sc, uint32_t i)
         t.bp = bp;
         t.self = i;
         t.no_far = &no_far;
+        t.stops = &stops;
         sc->work.n = 0;
         rc = cfg_traverse(&t);
         if (rc == 0)
             rc = cfg_verify_hoisted(&t, &no_far);
+        if (rc == 0)
+            rc = cfg_scan_stops(&t, &stops, &rejected, pass++);
         if (rc != 1)
             break;
-        /* A hoisted table base that does not hold: again without it, from scratch. */
+        /* A hoisted table base that does not hold, or a scanned table that runs into
+         * other data: again without it, from scratch. */
         trav_free(&t);
         sc->new_entries.n = n_entries;
         sc->new_srcs.n = n_srcs;
@@ -432,6 +438,8 @@ cfg_build_proc(cfg_builder_t *b, cfg_scratch_t *sc, uint32_t i)
         bproc_clear(bp);
     }
     CFG_VEC_FREE(no_far);
+    CFG_VEC_FREE(stops);
+    CFG_VEC_FREE(rejected);
     if (rc == 0)
         rc = form_blocks(&t);
     for (size_t k = 0; rc == 0 && k < t.gap_entries.n; k++) {

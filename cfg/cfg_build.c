@@ -51,12 +51,48 @@ cmp_u32(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
+/*
+ * Sort the N indices at V, a byte at a time from the lowest (a radix sort: qsort's call
+ * of cmp_u32 per comparison made these sorts 28 M instructions of a session on
+ * python3.11); a byte that is the same in all is skipped. Without the memory, qsort.
+ */
+static void
+idx_sort(uint32_t *v, size_t n)
+{
+    uint32_t *tmp = malloc(n * sizeof(uint32_t));
+    if (tmp == NULL) {
+        qsort(v, n, sizeof(uint32_t), cmp_u32);
+        return;
+    }
+    uint32_t *from = v, *to = tmp;
+    for (unsigned shift = 0; shift < 32; shift += 8) {
+        size_t count[257] = { 0 };
+        for (size_t i = 0; i < n; i++)
+            count[((from[i] >> shift) & 0xff) + 1]++;
+        if (count[((from[0] >> shift) & 0xff) + 1] == n)
+            continue; /* all alike there */
+        for (unsigned d = 1; d < 257; d++)
+            count[d] += count[d - 1];
+        for (size_t i = 0; i < n; i++)
+            to[count[(from[i] >> shift) & 0xff]++] = from[i];
+        uint32_t *t = from;
+        from = to;
+        to = t;
+    }
+    if (from != v)
+        memcpy(v, from, n * sizeof(uint32_t));
+    free(tmp);
+}
+
 /* Sort V and drop repeats. */
 static void
 idx_sort_unique(idx_vec_t *v)
 {
-    if (v->n > 1)
-        qsort(v->v, v->n, sizeof(uint32_t), cmp_u32);
+    int sorted = 1;
+    for (size_t i = 1; i < v->n && sorted; i++)
+        sorted = v->v[i - 1] <= v->v[i];
+    if (!sorted)
+        idx_sort(v->v, v->n);
     size_t k = 0;
     for (size_t i = 0; i < v->n; i++)
         if (k == 0 || v->v[k - 1] != v->v[i])
@@ -556,9 +592,7 @@ reject_bad_gap_procs(cfg_builder_t *b, cfg_u64_vec_t *rejected)
 typedef struct prog_priv {
     CFG_VEC(char *) strings; /* names and reasons made up by the builder */
     uint32_t *by_addr;       /* block indices sorted by start address */
-    uint32_t *bucket;        /* index_blocks': per BLOCK_BUCKET bytes, or NULL */
-    size_t nbuckets;         /* buckets (bucket has one more entry: the end) */
-    uint64_t bucket_base;    /* the address of bucket 0: the first block's start */
+    qp_buckets_t buckets;    /* index_blocks': over by_addr, from the first block's start */
     cfg_held_cache_t held;   /* cfg_held_addrs, once asked */
 } prog_priv_t;
 
@@ -631,15 +665,24 @@ fallback:
 }
 
 /*
- * Buckets for cfg_block_at: bucket[k] is the first position in by_addr whose block ends
- * above bucket_base + k * BLOCK_BUCKET, so a lookup searches a few blocks instead of
- * all of them (the whole search reads two scattered cache lines a step: chromium's
- * millions of blocks made it a visible part of every phase that maps addresses).
- * Built only when the blocks do not overlap, which is what makes a bucket's range
- * certain to hold the answer (then the unique one, found by either search); overlapping
- * blocks keep the plain search.
+ * Buckets for cfg_block_at over the blocks' last bytes: at[k] is the first position in
+ * by_addr whose block ends above bucket k's start, so a lookup searches a few blocks
+ * instead of all of them (the whole search reads two scattered cache lines a step:
+ * chromium's millions of blocks made it a visible part of every phase that maps
+ * addresses). Built only when the blocks do not overlap, which is what makes a bucket's
+ * range certain to hold the answer (then the unique one, found by either search);
+ * overlapping blocks keep the plain search.
  */
 #define BLOCK_BUCKET_SHIFT 8
+
+/* The last byte of the block at position I of by_addr (qp_bucket_key_fn). */
+static uint64_t
+block_last_byte(const void *ctx, size_t i)
+{
+    const cfg_prog_t *prog = ctx;
+    const prog_priv_t *pp = prog->priv;
+    return prog->blocks[pp->by_addr[i]].end - 1;
+}
 
 static int
 index_blocks(cfg_prog_t *prog)
@@ -650,28 +693,14 @@ index_blocks(cfg_prog_t *prog)
         return 0;
     for (size_t i = 0; i < n; i++) {
         const cfg_block_t *bl = &prog->blocks[pp->by_addr[i]];
-        if (bl->end < bl->start || (i > 0 && prog->blocks[pp->by_addr[i - 1]].end > bl->start))
+        if (bl->end < bl->start || bl->end == 0 /* no last byte */
+            || (i > 0 && prog->blocks[pp->by_addr[i - 1]].end > bl->start))
             return 0;
     }
-    uint64_t base = prog->blocks[pp->by_addr[0]].start;
-    uint64_t span = prog->blocks[pp->by_addr[n - 1]].end - base;
-    size_t nb = (size_t)(span >> BLOCK_BUCKET_SHIFT) + 1;
-    if (nb > 4 * n + 1024)
-        return 0; /* code far apart: buckets would cost more memory than they save */
-    uint32_t *v = malloc((nb + 1) * sizeof(uint32_t));
-    if (v == NULL)
-        return QP_ENOMEM;
-    size_t i = 0;
-    for (size_t k = 0; k <= nb; k++) {
-        uint64_t lo = base + ((uint64_t)k << BLOCK_BUCKET_SHIFT);
-        while (i < n && prog->blocks[pp->by_addr[i]].end <= lo)
-            i++;
-        v[k] = (uint32_t)i;
-    }
-    pp->bucket = v;
-    pp->nbuckets = nb;
-    pp->bucket_base = base;
-    return 0;
+    return qp_buckets_build(&pp->buckets, prog->blocks[pp->by_addr[0]].start,
+                            BLOCK_BUCKET_SHIFT, n, block_last_byte, prog) < 0
+        ? QP_ENOMEM
+        : 0;
 }
 
 static int
@@ -829,6 +858,27 @@ check_extra_entries(cfg_builder_t *b)
     return 0;
 }
 
+/*
+ * Code whose entry lies inside an instruction that the code before it runs (that code's
+ * range ends there, cutting the instruction: cfg_trav.c) is unsafe too. Moved, its
+ * entry's redirect would overwrite the bytes of an instruction of code that stays, which
+ * runs on through them. One of the two is no code at all, and the analysis cannot say which
+ * (chromium 156: a procedure at 0x5b85964, noted by a call decoded inside a `movq`).
+ */
+static int
+check_entries_inside_insns(cfg_builder_t *b)
+{
+    for (size_t i = 0; i < b->procs.n; i++) {
+        const cfg_bproc_t *bp = &b->procs.v[i];
+        uint32_t q = bp->runs_into != 0 ? cfg_proc_by_entry(b, bp->runs_into) : CFG_NONE;
+        if (q != CFG_NONE)
+            QP_CHECK(cfg_set_unsafe(&b->strings, cfg_discover_proc(b, q),
+                "its entry lies inside an instruction of the code at 0x%llx before it",
+                (unsigned long long)bp->p.entry));
+    }
+    return 0;
+}
+
 static int
 compute_stats(cfg_builder_t *b, cfg_prog_t *prog)
 {
@@ -907,6 +957,7 @@ builder_free(cfg_builder_t *b)
     CFG_VEC_FREE(b->frags);
     CFG_VEC_FREE(b->parents);
     CFG_VEC_FREE(b->nr_dirty);
+    CFG_VEC_FREE(b->plt_held);
     cfg_nr_deps_free(b->nr);
     b->nr = NULL;
     for (size_t i = 0; i < b->strings.n; i++)
@@ -1476,6 +1527,8 @@ cfg_prog_build(const cfg_image_t *img, const cfg_opts_t *opts, cfg_prog_t **out)
     }
     if (rc == 0) {
         rc = check_extra_entries(&b);
+        if (rc == 0)
+            rc = check_entries_inside_insns(&b);
         dbg_phase(&b, "converged");
         /* What the noreturn analysis kept is no longer needed: its memory serves the
          * program's arrays. */
@@ -1504,7 +1557,7 @@ cfg_prog_build(const cfg_image_t *img, const cfg_opts_t *opts, cfg_prog_t **out)
     b.strings.n = b.strings.cap = 0;
     builder_free(&b);
     free(find.v);
-    free(find.bucket);
+    free(find.buckets.at);
     if (rc < 0) {
         cfg_prog_destroy(prog);
         return rc;
@@ -1524,7 +1577,7 @@ cfg_prog_destroy(cfg_prog_t *prog)
             free(pp->strings.v[i]);
         CFG_VEC_FREE(pp->strings);
         free(pp->by_addr);
-        free(pp->bucket);
+        free(pp->buckets.at);
         free(pp->held.v);
         free(pp->held.xt);
         free(pp);
@@ -1549,16 +1602,11 @@ cfg_block_at(const cfg_prog_t *prog, uint64_t addr)
         return CFG_NONE;
     const prog_priv_t *pp = prog->priv;
     size_t lo = 0, hi = prog->nblocks;
-    if (pp != NULL && pp->bucket != NULL) {
-        if (addr < pp->bucket_base)
-            return CFG_NONE;
-        size_t k = (size_t)((addr - pp->bucket_base) >> BLOCK_BUCKET_SHIFT);
-        if (k >= pp->nbuckets)
-            return CFG_NONE;
-        /* The block that holds ADDR ends above bucket k's start, and the one after the
-         * first block that ends above bucket k + 1's start starts above ADDR. */
-        lo = pp->bucket[k];
-        hi = pp->bucket[k + 1] < hi ? pp->bucket[k + 1] + 1 : hi;
+    if (pp != NULL && pp->buckets.n > 0) {
+        /* The block that holds ADDR ends above its bucket's start, and the one after the
+         * first block that ends above the next bucket's start starts above ADDR. */
+        qp_buckets_range(&pp->buckets, prog->nblocks, addr, &lo, &hi);
+        hi = hi < prog->nblocks ? hi + 1 : hi;
     }
     while (lo < hi) {
         size_t mid = (lo + hi) / 2;

@@ -176,6 +176,7 @@ static int add_code_name(cfg_image_t *img, uint64_t addr, const char *name);
 typedef struct go_names {
     cfg_image_t *img;
     const cfg_section_t *text; /* where the functions must be */
+    size_t n;                  /* names added */
 } go_names_t;
 
 static int
@@ -190,10 +191,22 @@ add_go_name(void *arg, uint64_t entry, uint64_t end, const char *name)
      * taken for another procedure. */
     QP_CHECK(add_code_name(g->img, entry, name));
     g->img->symbols[g->img->nsymbols - 1].size = end - entry;
+    g->n++;
     return 0;
 }
 
-/* A Go program without function symbols: the names of its .gopclntab (cfg_gopcln.c). */
+/* The names of the function table at OFF in section S (cfg_gopcln.c), if it is one. */
+static int
+go_names_at(go_names_t *g, const cfg_section_t *s, size_t off)
+{
+    return cfg_gopcln_funcs(s->bytes + off, s->size - off,
+                            cfg_gopcln_text_loaded(g->img, s->vma + off), add_go_name, g);
+}
+
+/*
+ * A Go program without function symbols: the names of its .gopclntab (cfg_gopcln.c), or
+ * of the first table found inside .data.rel.ro (a PIE linked externally, with cgo).
+ */
 static int
 by_gopclntab(cfg_image_t *img)
 {
@@ -201,13 +214,23 @@ by_gopclntab(cfg_image_t *img)
     const cfg_section_t *text = cfg_image_section_named(img, ".text");
     if (tab == NULL)
         tab = cfg_image_section_named(img, ".data.rel.ro.gopclntab"); /* a PIE's */
+    /* Named already? (Not by .dynsym and the PLT: a cgo program exports C functions.) */
     for (size_t i = 0; i < img->nsymbols; i++)
-        if (img->symbols[i].kind == CFG_SYM_FUNC && img->symbols[i].addr != 0)
-            return 0; /* named already */
-    if (tab == NULL || text == NULL || !(text->flags & CFG_SEC_CODE))
+        if (img->symbols[i].kind == CFG_SYM_FUNC && img->symbols[i].addr != 0
+            && img->symbols[i].src != CFG_SYMSRC_DYNSYM && img->symbols[i].src != CFG_SYMSRC_PLT)
+            return 0;
+    if (text == NULL || !(text->flags & CFG_SEC_CODE))
         return 0;
-    go_names_t g = { img, text };
-    return cfg_gopcln_funcs(tab->bytes, tab->size, text->vma, add_go_name, &g);
+    go_names_t g = { img, text, 0 };
+    if (tab != NULL)
+        return tab->bytes != NULL ? go_names_at(&g, tab, 0) : 0;
+    const cfg_section_t *ro = cfg_image_section_named(img, ".data.rel.ro");
+    if (ro == NULL || ro->bytes == NULL || cfg_image_runtime(img) != CFG_RUNTIME_GO)
+        return 0;
+    for (size_t off = cfg_gopcln_find(ro->bytes, ro->size, 0); off < ro->size && g.n == 0;
+         off = cfg_gopcln_find(ro->bytes, ro->size, off + 8))
+        QP_CHECK(go_names_at(&g, ro, off));
+    return 0;
 }
 
 int

@@ -49,8 +49,9 @@ cfg_name_is_noreturn(const char *name)
     /* libstdc++'s std::__throw_* helpers: _ZSt<len>__throw_... */
     if (strncmp(buf, "_ZSt", 4) == 0 && strstr(buf, "__throw_") != NULL)
         return 1;
+    /* (The first byte first: each new procedure's name is looked up.) */
     for (size_t i = 0; i < sizeof(noreturn_names) / sizeof(noreturn_names[0]); i++)
-        if (strcmp(buf, noreturn_names[i]) == 0)
+        if (noreturn_names[i][0] == buf[0] && strcmp(buf, noreturn_names[i]) == 0)
             return 1;
     return 0;
 }
@@ -190,20 +191,20 @@ plt_slot(const cfg_image_t *img, uint64_t p)
     return p + i + 6 + (uint64_t)(int64_t)disp;
 }
 
-/*
- * A name for code in a .plt section without a symbol: the lazy-binding half of a PLT
- * entry (push N; jmp PLT0 - where the entry's GOT slot points until the symbol is bound)
- * is "NAME@plt.lazy" after the stub whose slot holds its address; the first entry,
- * which calls the dynamic linker's resolver, is ".plt". NULL when neither.
- */
-static const char *
-plt_name(const cfg_builder_t *b, uint64_t addr, char *buf, size_t cap)
+static int
+cmp_plt_held(const void *a, const void *b)
 {
-    const cfg_section_t *sec = cfg_image_section_at(b->img, addr);
-    if (sec == NULL || strcmp(sec->name, ".plt") != 0)
-        return NULL;
-    if (addr == sec->vma)
-        return ".plt";
+    const cfg_plt_held_t *x = a, *y = b;
+    if (x->held != y->held)
+        return x->held < y->held ? -1 : 1;
+    return x->sym < y->sym ? -1 : x->sym > y->sym;
+}
+
+/* B->plt_held: the word each PLT symbol's GOT slot holds, by word, then symbol. */
+static int
+collect_plt_held(cfg_builder_t *b)
+{
+    b->plt_held_done = 1;
     for (size_t i = 0; i < b->img->nsymbols; i++) {
         const cfg_symbol_t *s = &b->img->symbols[i];
         uint64_t slot;
@@ -215,12 +216,53 @@ plt_name(const cfg_builder_t *b, uint64_t addr, char *buf, size_t cap)
         uint64_t held = 0;
         for (int k = 7; k >= 0; k--)
             held = held << 8 | w[k];
-        if (held == addr) {
-            snprintf(buf, cap, "%s.lazy", s->name);
-            return buf;
+        QP_CHECK(CFG_VEC_PUSH(b->plt_held, ((cfg_plt_held_t) { held, (uint32_t)i })));
+    }
+    if (b->plt_held.n > 1)
+        qsort(b->plt_held.v, b->plt_held.n, sizeof(cfg_plt_held_t), cmp_plt_held);
+    return 0;
+}
+
+/*
+ * A name for code in a .plt section without a symbol: the lazy-binding half of a PLT
+ * entry (push N; jmp PLT0 - where the entry's GOT slot points until the symbol is bound)
+ * is "NAME@plt.lazy" after the first stub (in symbol order) whose slot holds its address;
+ * the first entry, which calls the dynamic linker's resolver, is ".plt". *NAME is NULL
+ * when neither. Returns 0 or QP_ENOMEM. The slots' words are read once (B->plt_held):
+ * hundreds of lazy halves each looked through every symbol.
+ */
+static int
+plt_name(cfg_builder_t *b, uint64_t addr, char *buf, size_t cap, const char **name /*OUT*/)
+{
+    *name = NULL;
+    const cfg_section_t *sec = cfg_image_section_at(b->img, addr);
+    if (sec == NULL || strcmp(sec->name, ".plt") != 0)
+        return 0;
+    if (addr == sec->vma) {
+        *name = ".plt";
+        return 0;
+    }
+    if (!b->plt_held_done) {
+        int rc = collect_plt_held(b);
+        if (rc < 0) {
+            b->plt_held_done = 0;
+            CFG_VEC_FREE(b->plt_held);
+            return rc;
         }
     }
-    return NULL;
+    size_t lo = 0, hi = b->plt_held.n;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (b->plt_held.v[mid].held < addr)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (lo < b->plt_held.n && b->plt_held.v[lo].held == addr) {
+        snprintf(buf, cap, "%s.lazy", b->img->symbols[b->plt_held.v[lo].sym].name);
+        *name = buf;
+    }
+    return 0;
 }
 
 static const char *
@@ -230,7 +272,9 @@ make_name(cfg_builder_t *b, uint64_t addr)
     if (s != NULL)
         return s->name;
     char buf[256];
-    const char *name = plt_name(b, addr, buf, sizeof(buf));
+    const char *name;
+    if (plt_name(b, addr, buf, sizeof(buf), &name) < 0)
+        return NULL;
     if (name == NULL) {
         snprintf(buf, sizeof(buf), "sub_%llx", (unsigned long long)addr);
         name = buf;
@@ -563,38 +607,11 @@ cfg_discover_sweep_end(cfg_builder_t *b)
 
 #define FIND_BUCKET_SHIFT 12
 
-/*
- * Buckets over FX's entries, so that a lookup searches the few entries of one 4 KiB
- * bucket rather than all of them (a search of them all missed the cache a step:
- * python3.11's attach spent 7% of its time in cfg_discover_find). None when the entries
- * lie far apart (more buckets than they save) or there is no memory: the plain search.
- */
-static void
-find_index_buckets(cfg_find_index_t *fx)
+/* The entry at position I of the index (qp_bucket_key_fn). */
+static uint64_t
+find_index_key(const void *ctx, size_t i)
 {
-    fx->nbucket = 0;
-    if (fx->n == 0)
-        return;
-    fx->base = fx->v[0];
-    uint64_t span = fx->v[fx->n - 1] - fx->base;
-    size_t nb = (size_t)(span >> FIND_BUCKET_SHIFT) + 1;
-    if (nb > 4 * fx->n + 1024 || fx->n >= UINT32_MAX)
-        return;
-    if (nb + 1 > fx->bucketcap) {
-        uint32_t *v = realloc(fx->bucket, (nb + 1) * sizeof(uint32_t));
-        if (v == NULL)
-            return;
-        fx->bucket = v;
-        fx->bucketcap = nb + 1;
-    }
-    size_t i = 0;
-    for (size_t k = 0; k <= nb; k++) {
-        uint64_t lo = fx->base + ((uint64_t)k << FIND_BUCKET_SHIFT);
-        while (i < fx->n && fx->v[i] < lo)
-            i++;
-        fx->bucket[k] = (uint32_t)i;
-    }
-    fx->nbucket = nb;
+    return ((const cfg_find_index_t *)ctx)->v[i];
 }
 
 /* Copy the entries of B's procedures into the lookup index. */
@@ -603,7 +620,7 @@ find_index_copy(const cfg_builder_t *b, cfg_find_index_t *fx)
 {
     fx->misses = 0;
     fx->n = 0;
-    fx->nbucket = 0;
+    fx->buckets.n = 0;
     if (b->procs.n > fx->cap) {
         uint64_t *v = realloc(fx->v, b->procs.n * sizeof(uint64_t));
         if (v == NULL)
@@ -614,7 +631,12 @@ find_index_copy(const cfg_builder_t *b, cfg_find_index_t *fx)
     for (size_t i = 0; i < b->procs.n; i++)
         fx->v[i] = b->procs.v[i].p.entry;
     fx->n = b->procs.n;
-    find_index_buckets(fx);
+    /* Buckets: a lookup searches the few entries of one 4 KiB bucket rather than all of
+     * them (a search of them all missed the cache a step: python3.11's attach spent 7%
+     * of its time in cfg_discover_find). Without memory for them, the plain search. */
+    if (fx->n > 0)
+        (void)qp_buckets_build(&fx->buckets, fx->v[0], FIND_BUCKET_SHIFT, fx->n,
+                               find_index_key, fx);
 }
 
 /*
@@ -631,19 +653,9 @@ find_indexed(const cfg_builder_t *b, uint64_t addr)
     size_t n = b->procs.n;
     if (!fx->frozen && (fx->n == 0 || fx->misses > n / 32 + 16))
         find_index_copy(b, fx);
-    size_t lo = 0, hi = fx->n;
-    if (fx->nbucket > 0) {
-        /* The entries at or below ADDR: those of the buckets below its, and some of its. */
-        uint64_t k = addr < fx->base ? 0 : (addr - fx->base) >> FIND_BUCKET_SHIFT;
-        if (addr < fx->base)
-            hi = 0;
-        else if (k >= fx->nbucket)
-            lo = fx->n;
-        else {
-            lo = fx->bucket[k];
-            hi = fx->bucket[k + 1];
-        }
-    }
+    /* The entries at or below ADDR: those of the buckets below its, and some of its. */
+    size_t lo, hi;
+    qp_buckets_range(&fx->buckets, fx->n, addr, &lo, &hi);
     while (lo < hi) {
         size_t mid = (lo + hi) / 2;
         if (fx->v[mid] <= addr)
@@ -870,6 +882,18 @@ collect_addr_taken(cfg_builder_t *b)
             QP_CHECK(CFG_VEC_PUSH(b->addr_taken, r->value));
     }
     if (!(img->flags & CFG_IMG_PIE)) {
+        /* The code's bounds first: most words are no address in it (python3.11: 318k
+         * words, each a search of the sections). */
+        uint64_t code_lo = UINT64_MAX, code_hi = 0;
+        for (size_t i = 0; i < img->nsections; i++) {
+            const cfg_section_t *s = &img->sections[i];
+            if (!(s->flags & CFG_SEC_CODE))
+                continue;
+            if (s->vma < code_lo)
+                code_lo = s->vma;
+            if (s->vma + s->size > code_hi)
+                code_hi = s->vma + s->size;
+        }
         for (size_t i = 0; i < img->nsections; i++) {
             const cfg_section_t *s = &img->sections[i];
             if ((s->flags & CFG_SEC_CODE) || s->bytes == NULL || !(s->flags & CFG_SEC_ALLOC)
@@ -879,7 +903,8 @@ collect_addr_taken(cfg_builder_t *b)
             for (uint64_t a = first; a + 8 <= s->vma + s->size; a += 8) {
                 uint64_t w;
                 memcpy(&w, s->bytes + (a - s->vma), 8);
-                if (w >= 0x1000 && cfg_image_is_code(img, w) && w % align == 0)
+                if (w >= 0x1000 && w >= code_lo && w < code_hi && cfg_image_is_code(img, w)
+                    && w % align == 0)
                     QP_CHECK(CFG_VEC_PUSH(b->addr_taken, w));
             }
         }

@@ -18,6 +18,13 @@
  * no textStart (nfunc at 8, funcnameOffset at 24, pclnOffset at 56), and the table's
  * pairs and a _func's entry are 8-byte words holding the address itself. Older tables
  * and anything inconsistent give no function.
+ *
+ * Where the table is: Go's own linker gives it a section (.gopclntab, or a PIE's
+ * .data.rel.ro.gopclntab); linked externally (cgo), a PIE's is runtime.pclntab inside
+ * .data.rel.ro (cfg_gopcln_find). A PIE's textStart word has an R_X86_64_RELATIVE
+ * relocation whose addend is runtime.text, not always .text's start (C code comes
+ * first when linked externally); GNU ld and Go's linker also write the address in
+ * the word, lld leaves it 0 (cfg_gopcln_text_loaded).
  */
 #include <string.h>
 
@@ -41,19 +48,27 @@ word(const uint8_t *tab, size_t len, uint64_t off, unsigned w, int *ok)
     return v;
 }
 
+/* Does TAB[0..LEN) start with a header of a layout read here (Go 1.16 on, 8-byte words)? */
+static int
+is_header(const uint8_t *tab, size_t len)
+{
+    int ok = 1;
+    uint32_t magic = (uint32_t)word(tab, len, 0, 4, &ok);
+    return ok && len >= 72 /* shorter than any header */
+        && (magic == GOPCLN_118 || magic == GOPCLN_120 || magic == GOPCLN_116) && tab[4] == 0
+        && tab[5] == 0 && tab[7] == 8;
+}
+
 int
 cfg_gopcln_funcs(const uint8_t *tab, size_t len, uint64_t text, cfg_gopcln_fn_t fn,
                  void *arg)
 {
     if (tab == NULL || fn == NULL)
         return QP_EINVAL;
-    if (len < 72)
-        return 0; /* shorter than any header */
-    int ok = 1;
-    uint32_t magic = (uint32_t)word(tab, len, 0, 4, &ok);
-    int old = magic == GOPCLN_116;
-    if (!ok || (magic != GOPCLN_118 && magic != GOPCLN_120 && !old) || tab[7] != 8)
+    if (!is_header(tab, len))
         return 0; /* not a table we read: no names */
+    int ok = 1;
+    int old = word(tab, len, 0, 4, &ok) == GOPCLN_116;
     uint64_t nfunc = word(tab, len, 8, 8, &ok);
     uint64_t start = old ? 0 : word(tab, len, 24, 8, &ok);
     uint64_t names = word(tab, len, old ? 24 : 32, 8, &ok);
@@ -62,7 +77,9 @@ cfg_gopcln_funcs(const uint8_t *tab, size_t len, uint64_t text, cfg_gopcln_fn_t 
     if (!ok || ftab > len || nfunc >= (len - ftab) / (2 * w) || names >= len)
         return 0;
     if (!old && start == 0)
-        start = text; /* (left to a relocation: .text is where it points) */
+        start = text; /* (left to a relocation) */
+    if (!old && start == 0)
+        return 0; /* where the entries count from is unknown: no name rather than wrong ones */
     /* Checked whole first: an inconsistent table gives no name at all. */
     for (int give = 0; give < 2; give++)
         for (uint64_t i = 0; i < nfunc; i++) {
@@ -81,5 +98,27 @@ cfg_gopcln_funcs(const uint8_t *tab, size_t len, uint64_t text, cfg_gopcln_fn_t 
                 QP_CHECK(fn(arg, old ? entry : start + entry, old ? end : start + end,
                             (const char *)tab + names + nameoff));
         }
+    return 0;
+}
+
+size_t
+cfg_gopcln_find(const uint8_t *buf, size_t len, size_t from)
+{
+    if (buf == NULL)
+        return len;
+    for (size_t off = (from + 7) & ~(size_t)7; off < len; off += 8)
+        if (is_header(buf + off, len - off))
+            return off;
+    return len;
+}
+
+uint64_t
+cfg_gopcln_text_loaded(const cfg_image_t *img, uint64_t vma)
+{
+    /* (A linear search: the relocations are sorted by cfg_image_finish, after the
+     * names are read.) */
+    for (size_t i = 0; img != NULL && i < img->nrelocs; i++)
+        if (img->relocs[i].where == vma + 24 && img->relocs[i].kind == CFG_RELOC_RELATIVE)
+            return img->relocs[i].value;
     return 0;
 }

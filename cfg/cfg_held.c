@@ -258,23 +258,17 @@ cfg_block_indirect_target(const cfg_prog_t *prog, uint32_t bi)
 static int interior_scan(const cfg_prog_t *prog, uint64_t **out, size_t *n);
 
 int
-cfg_interior_entries(const cfg_prog_t *prog, uint64_t **out, size_t *n)
+cfg_interior_entries(const cfg_prog_t *prog, const uint64_t **out, size_t *n)
 {
-    if (prog == NULL || out == NULL || n == NULL)
-        return QP_EINVAL;
     /* Computed once: the plan, the in-place editor and the driver each ask. */
-    cfg_held_cache_t *c = cfg_prog_held_cache(prog);
-    if (c == NULL)
-        return interior_scan(prog, out, n);
+    cfg_held_cache_t *c = prog != NULL ? cfg_prog_held_cache(prog) : NULL;
+    if (c == NULL || out == NULL || n == NULL)
+        return QP_EINVAL;
     if (!c->xt_done) {
         QP_CHECK(interior_scan(prog, &c->xt, &c->nxt));
         c->xt_done = 1;
     }
-    *out = malloc((c->nxt + 1) * sizeof(uint64_t));
-    if (*out == NULL)
-        return QP_ENOMEM;
-    if (c->nxt > 0)
-        memcpy(*out, c->xt, c->nxt * sizeof(uint64_t));
+    *out = c->xt;
     *n = c->nxt;
     return 0;
 }

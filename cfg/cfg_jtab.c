@@ -16,9 +16,13 @@
  * path falls through) or jbe/jb (the path takes the branch); every entry must then land
  * on code inside the procedure or nothing is accepted. Without a compare, an index that
  * is a zero-extended byte or halfword bounds the table when all its entries land; else
- * the entries are scanned while they land (bounded = 0: a guess, which may stop short or
- * run into the next table).
+ * the entries are scanned while they land, a table of relative entries up to a word that
+ * a dynamic relocation writes (bounded = 0: a guess; cfg_scanend.c stops it where the
+ * procedure's next table starts).
  */
+#include <stddef.h>
+
+#include "base/qp_search.h"
 #include "cfg/cfg_priv.h"
 
 /* x86-64 numbering of the registers the stack-slot tracking needs (arch/arch.h). */
@@ -1000,6 +1004,21 @@ jt_all_good(
 }
 
 /*
+ * At most MAX entries of SIZE bytes from ADDR, fewer when a dynamic relocation writes a
+ * word among them: that word is a pointer (an address taken, another table of 8-byte
+ * entries), no offset of a table of relative entries, which end before it.
+ */
+static uint64_t
+jt_before_reloc(const cfg_image_t *img, uint64_t addr, uint8_t size, uint64_t max)
+{
+    size_t k = qp_lower_bound_u64(img->relocs, img->nrelocs, sizeof(*img->relocs),
+                                  offsetof(cfg_reloc_t, where), addr);
+    if (k < img->nrelocs && img->relocs[k].where - addr < max * size)
+        return (img->relocs[k].where - addr) / size;
+    return max;
+}
+
+/*
  * Count the entries of R (addr, base, entry_size, relative set): NBOUND when a compare
  * proved it (every entry must land on code in [LO, HI), or the table is rejected), else
  * NRANGE when the index's width limits it and every entry lands, else by scanning.
@@ -1028,6 +1047,8 @@ jt_count(const cfg_image_t *img, uint64_t nbound, uint64_t nrange, uint64_t lo,
         return 1;
     }
     r->bounded = 0;
+    if (r->relative)
+        max = jt_before_reloc(img, r->addr, r->entry_size, max);
     uint32_t i = 0;
     while (i < max && i < JT_MAX_SCAN
         && jt_good_target(img, cfg_jtab_entry(img, r, i), lo, hi))

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "base/qp_pool.h"
+#include "base/qp_search.h"
 #include "cfg/cfg.h"
 
 /*****************************************************************************
@@ -196,6 +197,8 @@ typedef struct cfg_bproc {
     uint32_t entry_block;             /* local index of the entry block */
     uint64_t hint_end;                /* end from symbol size or FDE, 0 if unknown */
     uint64_t limit_end;               /* gap procedures: end of the gap they were found in */
+    uint64_t runs_into;               /* an instruction of its code runs past its range's
+                                       * end into this address (unsafe), else 0 */
     uint64_t parent_entry;            /* fragments: entry of the owning procedure */
     uint8_t may_return;               /* noreturn analysis: proven to return */
     uint8_t built;                    /* blocks are current */
@@ -224,13 +227,16 @@ typedef struct cfg_bproc {
 typedef struct cfg_find_index {
     uint64_t *v;                      /* entries, as b->procs was when last copied */
     size_t n, cap;                    /* how many; allocated */
-    uint32_t *bucket;                 /* bucket[k]: the first of v at or above base +
-                                       * k * 4 KiB (nbucket + 1 of them), or NULL */
-    size_t nbucket, bucketcap;        /* buckets; allocated */
-    uint64_t base;                    /* v[0] when copied */
+    qp_buckets_t buckets;             /* over v, from v[0], 4 KiB a bucket */
     size_t misses;                    /* lookups it could not answer since */
     int frozen;                       /* not to be changed (cfg_discover_freeze) */
 } cfg_find_index_t;
+
+/* A PLT stub's GOT slot holds HELD: the stub is symbol SYM of the image. */
+typedef struct cfg_plt_held {
+    uint64_t held;                    /* the slot's word */
+    uint32_t sym;                     /* index in the image's symbols */
+} cfg_plt_held_t;
 
 typedef struct cfg_builder {
     const cfg_image_t *img;           /* the image */
@@ -264,6 +270,9 @@ typedef struct cfg_builder {
     int ranges_done;                  /* assign_ranges ran, when b->gen was ranges_gen */
     uint64_t ranges_gen;              /* ... and b->procs.n ranges_n */
     size_t ranges_n;
+    CFG_VEC(struct cfg_plt_held) plt_held; /* what PLT stubs' GOT slots hold, sorted
+                                            * (cfg_discover.c's plt_name) */
+    int plt_held_done;                /* plt_held was made */
 } cfg_builder_t;
 
 /*
@@ -379,13 +388,21 @@ int cfg_nr_noreturn_and_prune(cfg_builder_t *b, cfg_u64_vec_t *noret);
 /* True when NAME (possibly "foo@plt" or "foo@@GLIBC_2.2.5") never returns by convention. */
 int cfg_name_is_noreturn(const char *name);
 /* cfg_gopcln.c: each function of the Go function table TAB[0..LEN) (.gopclntab; TEXT:
- * the .text section's address, for a table whose own is 0), its entry, its end (the next one's
- * entry: padding included) and its name (in TAB), to FN in table order; FN's negative
- * return stops and is returned. A table of another layout, or inconsistent anywhere,
- * gives none: 0. */
+ * the address its textStart word holds once loaded where the file holds 0,
+ * cfg_gopcln_text_loaded; 0 when unknown: then no function), its entry, its end (the
+ * next one's entry: padding included) and its name (in TAB), to FN in table order;
+ * FN's negative return stops and is returned. A table of another layout, or
+ * inconsistent anywhere, gives none: 0. */
 typedef int (*cfg_gopcln_fn_t)(void *arg, uint64_t entry, uint64_t end, const char *name);
 int cfg_gopcln_funcs(const uint8_t *tab, size_t len, uint64_t text, cfg_gopcln_fn_t fn,
                      void *arg);
+/* The offset of the first header of a function table in BUF[0..LEN) at FROM or after
+ * (8-byte aligned; the table of a program linked externally lies inside .data.rel.ro),
+ * or LEN. Only cfg_gopcln_funcs can tell whether a table follows. */
+size_t cfg_gopcln_find(const uint8_t *buf, size_t len, size_t from);
+/* The addend of IMG's R_X86_64_RELATIVE relocation of the textStart word of the table
+ * header at VMA (a PIE's: the address of runtime.text once loaded), or 0. */
+uint64_t cfg_gopcln_text_loaded(const cfg_image_t *img, uint64_t vma);
 
 /* True when NAME is one of Go's runtime procedures whose calls return although their
  * code does not (the scheduler resumes the caller at the return address). */

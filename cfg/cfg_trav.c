@@ -193,6 +193,30 @@ mem_through(const arch_opnd_t *op, uint8_t r)
 }
 
 /*
+ * Is the register R, just written by the instruction ending at A, used to address
+ * memory within the next few instructions of its block? 1 or 0.
+ */
+static int
+reg_addresses_soon(trav_t *t, uint64_t a, uint8_t r)
+{
+    for (int k = 0; k < 6; k++) {
+        size_t avail;
+        const uint8_t *p = cfg_image_ptr(t->b->img, a, &avail);
+        arch_insn_t next;
+        arch_ops_t o;
+        if (p == NULL || cfg_decode_at(t->b, a, a + avail, &next) < 0
+            || arch_decode_ops(p, avail, a, &o) < 0)
+            return 0;
+        if (mem_through(&o.src, r) || mem_through(&o.dst, r))
+            return 1;
+        if ((o.dst.kind == ARCH_OPND_REG && o.dst.reg == r) || next.kind != ARCH_KIND_SEQ)
+            return 0; /* overwritten, or the block ends */
+        a += next.len;
+    }
+    return 0;
+}
+
+/*
  * IN (rip-relative, into the procedure's own bytes) reads or writes them - or is a lea
  * whose register addresses memory within the next few instructions (`lea tab(%rip),%rax;
  * movslq (%rax,%rdi,4),%rdx`): those bytes are data; note where, for sweep_own_gaps. A
@@ -205,23 +229,9 @@ note_data_ref(trav_t *t, const arch_insn_t *in)
     const uint8_t *p = cfg_image_ptr(t->b->img, in->addr, &avail);
     arch_ops_t ops;
     if (p == NULL || arch_decode_ops(p, avail, in->addr, &ops) < 0 || ops.op != ARCH_OP_LEA
-        || ops.dst.kind != ARCH_OPND_REG)
+        || ops.dst.kind != ARCH_OPND_REG
+        || reg_addresses_soon(t, in->addr + in->len, ops.dst.reg))
         return CFG_VEC_PUSH(t->data_refs, in->target);
-    uint8_t r = ops.dst.reg;
-    uint64_t a = in->addr + in->len;
-    for (int k = 0; k < 6; k++) {
-        arch_insn_t next;
-        arch_ops_t o;
-        if ((p = cfg_image_ptr(t->b->img, a, &avail)) == NULL
-            || cfg_decode_at(t->b, a, a + avail, &next) < 0
-            || arch_decode_ops(p, avail, a, &o) < 0)
-            return 0;
-        if (mem_through(&o.src, r) || mem_through(&o.dst, r))
-            return CFG_VEC_PUSH(t->data_refs, in->target);
-        if ((o.dst.kind == ARCH_OPND_REG && o.dst.reg == r) || next.kind != ARCH_KIND_SEQ)
-            return 0; /* overwritten, or the block ends */
-        a += next.len;
-    }
     return 0;
 }
 
@@ -278,8 +288,19 @@ trace_from(trav_t *t, uint64_t addr)
         }
         uint64_t lim = cfg_range_end(bp, addr);
         arch_insn_t in;
-        if (cfg_decode_at(b, addr, lim, &in) < 0)
+        if (cfg_decode_at(b, addr, lim, &in) < 0) {
+            /* Cut by the end of its range, where other code starts: that code's entry
+             * lies inside an instruction this code runs (cfg_build.c's
+             * check_entries_inside_insns keeps it where it is). */
+            arch_insn_t whole;
+            if (cfg_decode_at(b, addr, 0, &whole) == 0 && addr + whole.len > lim) {
+                bp->runs_into = lim;
+                return cfg_set_unsafe(&t->sc->strings, bp,
+                    "an instruction at 0x%llx runs past its code's end into 0x%llx",
+                    (unsigned long long)addr, (unsigned long long)lim);
+            }
             return cfg_set_unsafe(&t->sc->strings, bp, "invalid instruction at 0x%llx", (unsigned long long)addr);
+        }
         for (uint8_t k = 1; k < in.len; k++)
             if (map[s + k] & (M_START | M_INSIDE)) {
                 const uint8_t *pb = cfg_image_ptr(b->img, addr, NULL);
@@ -486,39 +507,41 @@ jumps_through_pointer(const cfg_image_t *img, const arch_insn_t *w, size_t n)
     return 0;
 }
 
-/*
- * A table whose base register was loaded far from the jump (clang hoists
- * `lea T(%rip),%rbx` out of an interpreter loop): try each rip-relative `lea` of the
- * procedure into a register, pointing at read-only data, in front of the window. Only a
- * table bounded by a compare, with every entry on code of the procedure, is accepted.
- */
+int
+cfg_rodata_lea(trav_t *t, uint64_t a, uint64_t end, arch_insn_t *in /*OUT*/, uint8_t *reg /*OUT*/)
+{
+    cfg_builder_t *b = t->b;
+    if (cfg_decode_at(b, a, end, in) < 0 || !(in->flags & ARCH_F_RIPREL)
+        || in->kind != ARCH_KIND_SEQ)
+        return 0;
+    const cfg_section_t *sec = cfg_image_section_at(b->img, in->target);
+    if (sec == NULL || (sec->flags & (CFG_SEC_CODE | CFG_SEC_WRITE)))
+        return 0;
+    size_t avail;
+    const uint8_t *p = cfg_image_ptr(b->img, a, &avail);
+    arch_ops_t ops;
+    if (p == NULL || arch_decode_ops(p, avail, a, &ops) < 0 || ops.op != ARCH_OP_LEA
+        || ops.dst.kind != ARCH_OPND_REG)
+        return 0;
+    *reg = ops.dst.reg;
+    return 1;
+}
+
 /* Collect up to CAP distinct rip-relative `lea`s of read-only data in the procedure's
  * decoded code (the candidates for a hoisted table base). */
 static size_t
 collect_leas(trav_t *t, arch_insn_t *out, size_t cap)
 {
-    cfg_builder_t *b = t->b;
     const cfg_bproc_t *bp = t->bp;
     size_t n = 0;
     uint64_t base = 0;
     for (size_t r = 0; r < bp->ranges.n && n < cap; r++) {
         const cfg_range_t *rg = &bp->ranges.v[r];
         for (uint64_t a = rg->start; a < rg->end && n < cap; a++) {
-            uint8_t m = t->sc->map[base + (a - rg->start)];
-            if (!(m & M_START))
-                continue;
             arch_insn_t in;
-            if (cfg_decode_at(b, a, rg->end, &in) < 0 || !(in.flags & ARCH_F_RIPREL)
-                || in.kind != ARCH_KIND_SEQ)
-                continue;
-            const cfg_section_t *sec = cfg_image_section_at(b->img, in.target);
-            if (sec == NULL || (sec->flags & (CFG_SEC_CODE | CFG_SEC_WRITE)))
-                continue;
-            size_t avail;
-            const uint8_t *p = cfg_image_ptr(b->img, a, &avail);
-            arch_ops_t ops;
-            if (p == NULL || arch_decode_ops(p, avail, a, &ops) < 0 || ops.op != ARCH_OP_LEA
-                || ops.dst.kind != ARCH_OPND_REG)
+            uint8_t reg;
+            if (!(t->sc->map[base + (a - rg->start)] & M_START)
+                || !cfg_rodata_lea(t, a, rg->end, &in, &reg))
                 continue;
             int seen = 0;
             for (size_t k = 0; k < n && !seen; k++)
@@ -733,6 +756,8 @@ resolve_pending(trav_t *t)
             if (!found && nfar > 0)
                 QP_CHECK(found = match_proven(t, j, far, far_regs, (size_t)nfar, wp, np, lo, hi, &tab));
         }
+        if (found)
+            found = cfg_scan_cut(t, &tab);
         if (found) {
             QP_CHECK(CFG_VEC_PUSH(bp->tables, tab));
             for (uint32_t i = 0; i < tab.nentries; i++)

@@ -32,6 +32,8 @@ typedef struct trav {
     CFG_VEC(struct hoist_proof) proofs; /* tables whose hoisted base is to be proven */
     CFG_VEC(struct slot_proof) slot_proofs; /* tables whose address a stack slot holds */
     const cfg_u64_vec_t *no_far; /* jumps whose far `lea`s did not hold: not tried again */
+    const cfg_u64_vec_t *stops; /* sorted starts of other data that scanned tables stop
+                                 * before (cfg_scan_stops of the passes before) */
     unsigned unresolved;      /* indirect jumps whose targets stay unknown */
     cfg_u64_vec_t data_refs;  /* its own bytes read by its rip-relative operands */
     cfg_u64_vec_t gap_entries;/* code of its own bytes swept because of them */
@@ -83,5 +85,23 @@ cfg_slot_holds(trav_t *t, const slot_proof_t *pf);
  * QP_ENOMEM. */
 int
 cfg_ways_pass(trav_t *t, cfg_u64_vec_t *q, uint8_t *seen, uint64_t def, uint64_t use);
+
+/* Is the instruction at A (in T's decoded code) a rip-relative `lea` of read-only data
+ * into a register? 1 with *IN decoded and *REG its destination, else 0. END bounds the
+ * decoding (cfg_trav.c). */
+int
+cfg_rodata_lea(trav_t *t, uint64_t a, uint64_t end, arch_insn_t *in /*OUT*/, uint8_t *reg /*OUT*/);
+
+/* Where scanned tables end (cfg_scanend.c). cfg_scan_cut: cut the table TAB that T's
+ * traversal just matched, when scanned, before the first address of T->stops past its
+ * base: 1 when it keeps 2 entries or more, else 0 (not a table). cfg_scan_stops, after
+ * traversal PASS (0 the first): update the sorted STOPS - drop (into the sorted REJECTED,
+ * never taken again) those this traversal did not see, add the first start of other data
+ * (another table's base, read-only data a `lea` forms) that each scanned
+ * table runs past: 1 when STOPS changed (traverse again with them), 0, or QP_ENOMEM. */
+int
+cfg_scan_cut(const trav_t *t, cfg_table_t *tab);
+int
+cfg_scan_stops(trav_t *t, cfg_u64_vec_t *stops, cfg_u64_vec_t *rejected, unsigned pass);
 
 #endif

@@ -999,7 +999,8 @@ run_pass(const drv_ops_t *drv, const cfg_prog_t *prog, const ed_plan_t *plan,
         drv_result_free(res);
         return QP_ENOMEM;
     }
-    uint64_t *xt = NULL, *exits = NULL, *forkers = NULL, *starters = NULL;
+    const uint64_t *xt = NULL;
+    uint64_t *exits = NULL, *forkers = NULL, *starters = NULL;
     size_t nxt = 0, nexits = 0, nforkers = 0, nstarters = 0;
     int taken = 0;
     int rc = cfg_interior_entries(prog, &xt, &nxt);
@@ -1041,7 +1042,6 @@ run_pass(const drv_ops_t *drv, const cfg_prog_t *prog, const ed_plan_t *plan,
         free(prep[b].items);
     }
     ed_inplace_destroy(pass.ip);
-    free(xt);
     free(exits);
     free(leave);
     free(solid);

@@ -1180,10 +1180,8 @@ drv_trace_plan(const cfg_prog_t *prog, const drv_result_t *res, int naive,
     /* A record compares its cursor with the limit: CF changes too (a counter's
      * increment keeps it), so a record before a lone `jae` saves the flags. */
     drv_prog_info_t info = { .clobbers = ARCH_FLAGS_STATUS };
-    uint64_t *xt = NULL;
     if (rc == 0)
-        rc = cfg_interior_entries(prog, &xt, &info.nxt);
-    info.xt = xt;
+        rc = cfg_interior_entries(prog, &info.xt, &info.nxt);
     uint64_t *taken = NULL;
     size_t ntaken = 0;
     pads_t pv = { NULL, 0, 0 };
@@ -1270,7 +1268,6 @@ drv_trace_plan(const cfg_prog_t *prog, const drv_result_t *res, int naive,
     }
     free(tps);
     free(of);
-    free(xt);
     free(taken);
     free(pv.v);
     if (rc == 0)

@@ -144,6 +144,7 @@ dyn_session_create(
     s->prog = prog;
     s->bias = bias;
     s->shstk = -1;
+    s->go = cfg_image_runtime(prog->img) == CFG_RUNTIME_GO;
     *out = s;
     return 0;
 }

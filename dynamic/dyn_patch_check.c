@@ -255,6 +255,45 @@ dynp_entry_ok_loop(
     return NULL;
 }
 
+/*
+ * In a Go program, why point PT cannot go in (patch/pt_go.c: an instruction that may
+ * fault among those it moves - its replaced bytes but the spill, a short return block
+ * run in its trampoline), or NULL.
+ */
+const char *
+dynp_go_refusal(const dyn_session_t *s, const point_t *pt)
+{
+    const arch_isa_t *isa = cfg_image_isa(s->prog->img);
+    if (!s->go)
+        return NULL;
+    if (pt_go_faults_in(isa, pt->orig, (size_t)(pt->len - pt->spill), pt->entry)
+        || (pt->rlen > 0 && pt_go_faults_in(isa, pt->rbytes, pt->rlen, pt->raddr)))
+        return pt_go_fault_why;
+    return NULL;
+}
+
+/* In a Go program, why the procedure of PARTS (NPARTS, from dynp_parts_of) cannot run as
+ * a copy (an instruction of its blocks that may fault would fault in the copy), or NULL. */
+const char *
+dynp_go_proc_refusal(const dyn_session_t *s, const uint32_t *parts, int nparts)
+{
+    const cfg_prog_t *prog = s->prog;
+    int k;
+    uint32_t b;
+    if (!s->go)
+        return NULL;
+    FOR_BLOCKS(prog, parts, nparts, k, b) {
+        const cfg_block_t *bl = &prog->blocks[b];
+        size_t avail;
+        const uint8_t *bytes = cfg_image_ptr(prog->img, bl->start, &avail);
+        if (bytes == NULL || avail < bl->end - bl->start
+            || pt_go_faults_in(cfg_image_isa(prog->img), bytes, bl->end - bl->start,
+                bl->start))
+            return pt_go_fault_why;
+    }
+    return NULL;
+}
+
 /* Why procedure I cannot get an entry counter, or NULL; fills *PT. */
 const char *
 dynp_check_proc(const dyn_session_t *s, uint32_t i, point_t *pt /*OUT*/)
@@ -568,6 +607,8 @@ dynp_check_point(const dyn_session_t *s, int kind, uint32_t proc, uint64_t addr,
     if (*why == NULL && (pt.entry & 4095) > 4096 - JMP_LEN)
         *why = "its first 5 bytes cross a page boundary (the jump could not be written in "
                "one piece)";
+    if (*why == NULL)
+        *why = dynp_go_refusal(s, &pt);
     if (*why != NULL)
         return QP_EUNSUPP;
     pt.kind = (uint8_t)(kind == DYN_PT_WHOLE ? PT_ENTRY : kind);
@@ -837,6 +878,8 @@ count_in_place(dyn_session_t *s, uint32_t i, const char *name, int *err)
     if (why != NULL && dynp_entry_ok(s, i, &first_only) == NULL
         && dynp_check_short(s, i, first_only, &pt) == NULL)
         why = NULL;
+    if (why == NULL)
+        why = dynp_go_refusal(s, &pt);
     *err = 0;
     if (why != NULL)
         return why;

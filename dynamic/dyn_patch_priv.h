@@ -170,6 +170,7 @@ struct dyn_session {
     size_t npads, cappads;
     uint8_t all_or_nothing; /* dyn_session_set_all_or_nothing */
     int shstk; /* the process has a shadow stack (-1: not known yet) */
+    int go;    /* a Go program: no instruction that may fault moves (dynp_go_refusal) */
     uint64_t *foreign; /* targets of branches from one procedure into another's middle
                         * (link addresses, sorted; lazily) */
     size_t nforeign;
@@ -235,6 +236,10 @@ dynp_entry_ok_loop(
     const dyn_session_t *s, uint32_t i, int loop_ok, int *first_only /*OUT*/);
 const char *
 dynp_check_proc(const dyn_session_t *s, uint32_t i, point_t *pt /*OUT*/);
+const char *
+dynp_go_refusal(const dyn_session_t *s, const point_t *pt);
+const char *
+dynp_go_proc_refusal(const dyn_session_t *s, const uint32_t *parts, int nparts);
 const char *
 dynp_find_pad(dyn_session_t *s, uint64_t e, point_t *pt);
 const char *

@@ -402,6 +402,8 @@ dynp_check_reloc(dyn_session_t *s, uint32_t i, const char *name, int timed, int 
     if (dynp_has_shadow_stack(s))
         return "its calls would be made with their original return address (the process "
                "has a shadow stack)";
+    if ((why = dynp_go_proc_refusal(s, parts, nparts)) != NULL)
+        return why;
 
     int entry_slot = 0;
     /* Lending to a 1-byte procedure right before it: its first byte kept, as the

@@ -483,6 +483,12 @@ dynp_exits_before(dyn_session_t *s, uint32_t i, const cfg_block_t *r, uint32_t r
         if (why == NULL && ex.entry < entry->entry + entry->len
             && entry->entry < ex.entry + ex.len)
             why = "its entry and a block before a short ret share the bytes to patch";
+        if (why == NULL) {
+            ex.rlen = (uint8_t)rlen;
+            memcpy(ex.rbytes, bytes, rlen);
+            ex.raddr = r->start + s->bias;
+            why = dynp_go_refusal(s, &ex);
+        }
         if (why != NULL) {
             s->ncand = ncand0;
             return why;

@@ -44,7 +44,7 @@ ed_inplace_why(int code)
     case ED_IP_TARGET: return "an entry (block start, landing pad, held address) inside "
                               "the bytes of the jump";
     case ED_IP_INSN: return "an instruction that cannot be moved";
-    case ED_IP_FAULT: return "a Go instruction that may fault (its panic needs its address)";
+    case ED_IP_FAULT: return pt_go_fault_why;
     default: return "?";
     }
 }
@@ -131,13 +131,12 @@ ed_inplace_create(const cfg_prog_t *prog, const ed_plan_t *plan, ed_inplace_t **
     for (size_t i = 0; rc == 0 && i < nheld; i++)
         rc = push_entry(ip, held[i].addr);
     free(held);
-    uint64_t *xt = NULL;
+    const uint64_t *xt = NULL;
     size_t nxt = 0;
     if (rc == 0)
         rc = cfg_interior_entries(prog, &xt, &nxt);
     for (size_t i = 0; rc == 0 && i < nxt; i++)
         rc = push_entry(ip, xt[i]);
-    free(xt);
     /* Go enters code right after a 1-byte nop that its compiler and assembler put
      * there for that: every goroutine returns to runtime.goexit + 1 (past its nop:
      * PCQuantum), and recover() resumes a function at its deferreturn call (after a
@@ -176,37 +175,6 @@ ed_inplace_create(const cfg_prog_t *prog, const ed_plan_t *plan, ed_inplace_t **
     return 0;
 }
 
-/* Go's ABIInternal keeps the running goroutine in r14 (x86-64 numbering of arch.h):
- * every prologue compares %rsp with its stack bound, 0x10(%r14), which never faults. */
-#define GO_REG_G 15
-
-static int
-go_operand_may_fault(const arch_opnd_t *o)
-{
-    return o->kind == ARCH_OPND_MEM && o->seg == 0 && o->base != ARCH_REG_SP
-        && o->base != ARCH_REG_PC && o->base != GO_REG_G;
-}
-
-/*
- * May IN (its bytes at P) fault on a bad address in a Go program: does it access
- * memory other than on the stack, pc-relative, thread-local or in the goroutine (a nil
- * pointer)? Go turns such a fault into a panic by the faulting pc, which must be the
- * instruction's own: moved into a trampoline, the runtime finds no function there
- * and stops ("unknown caller pc") instead of panicking. Looks at the two operands
- * arch_decode_ops gives (those of what Go's compiler emits); one it cannot decode may.
- */
-static int
-go_may_fault(const uint8_t *p, const arch_insn_t *in)
-{
-    arch_ops_t ops;
-    if (in->kind == ARCH_KIND_NOP || in->kind == ARCH_KIND_ENDBR)
-        return 0;
-    if (arch_decode_ops(p, in->len, in->addr, &ops) < 0)
-        return 1;
-    return ops.op != ARCH_OP_LEA
-        && (go_operand_may_fault(&ops.dst) || go_operand_may_fault(&ops.src));
-}
-
 /* Is any address of the sorted V[0..N) in (LO, HI)? */
 static int
 any_inside(const uint64_t *v, size_t n, uint64_t lo, uint64_t hi)
@@ -230,7 +198,8 @@ ed_inplace_fit(const ed_inplace_t *ip, uint32_t block, uint64_t at, uint32_t *le
     while (a - at < 5 && a < b->end) {
         if (cfg_image_decode(img, a, b->end, &in) < 0)
             return ED_IP_INSN;
-        if (ip->go && go_may_fault(cfg_image_ptr(img, a, NULL), &in))
+        /* Go: no instruction that may fault is displaced (patch/pt_go.c). */
+        if (ip->go && pt_go_may_fault(cfg_image_isa(img), cfg_image_ptr(img, a, NULL), in.len, a))
             return ED_IP_FAULT;
         a += in.len;
         if (in.kind != ARCH_KIND_SEQ && in.kind != ARCH_KIND_NOP && in.kind != ARCH_KIND_ENDBR

@@ -38,18 +38,8 @@
 size_t
 edl_slot_lower(const ed_plan_t *plan, uint64_t old)
 {
-    size_t lo = 0, hi = plan->nslots;
-    if (plan->bucket != NULL && hi > 0) {
-        uint64_t first = slot_old(plan, SLOT(plan, 0));
-        if (old <= first)
-            return 0;
-        size_t b = (size_t)((old - first) >> BUCKET_SHIFT);
-        if (b >= plan->nbuckets)
-            return plan->nslots;
-        /* Every slot below bucket[b] is below OLD, every one from bucket[b + 1] above. */
-        lo = plan->bucket[b];
-        hi = plan->bucket[b + 1];
-    }
+    size_t lo, hi;
+    qp_buckets_range(&plan->buckets, plan->nslots, old, &lo, &hi);
     while (lo < hi) {
         size_t mid = (lo + hi) / 2;
         if (slot_old(plan, SLOT(plan, mid)) < old)
@@ -88,28 +78,24 @@ edl_slot_at(const ed_plan_t *plan, uint64_t old)
     return slot_at(plan, old);
 }
 
-/* Build plan->bucket from plan->idx. */
+/* The old address of the slot at position I of idx (qp_bucket_key_fn). */
+static uint64_t
+slot_key(const void *ctx, size_t i)
+{
+    const ed_plan_t *plan = ctx;
+    return slot_old(plan, SLOT(plan, i));
+}
+
+/* Build plan->buckets from plan->idx. */
 static int
 index_buckets(ed_plan_t *plan)
 {
-    size_t n = plan->nslots;
-    if (n == 0)
+    if (plan->nslots == 0)
         return 0;
-    uint64_t first = slot_old(plan, SLOT(plan, 0)), last = slot_old(plan, SLOT(plan, n - 1));
-    size_t nb = (size_t)((last - first) >> BUCKET_SHIFT) + 1;
-    uint32_t *v = malloc((nb + 1) * sizeof(uint32_t));
-    if (v == NULL)
-        return QP_ENOMEM;
-    size_t k = 0;
-    for (size_t b = 0; b <= nb; b++) {
-        uint64_t lo = first + ((uint64_t)b << BUCKET_SHIFT);
-        while (k < n && slot_old(plan, SLOT(plan, k)) < lo)
-            k++;
-        v[b] = (uint32_t)k;
-    }
-    plan->bucket = v;
-    plan->nbuckets = nb;
-    return 0;
+    return qp_buckets_build(&plan->buckets, slot_old(plan, SLOT(plan, 0)), BUCKET_SHIFT,
+                            plan->nslots, slot_key, plan) < 0
+        ? QP_ENOMEM
+        : 0;
 }
 
 size_t

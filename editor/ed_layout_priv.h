@@ -13,6 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "base/qp_search.h"
 #include "editor/ed.h"
 
 /* The length of a redirect in the old text (x86-64: `jmp rel32`, 5; AArch64: `b`, 4):
@@ -100,13 +101,12 @@ struct ed_plan {
     size_t nfall;
     uint32_t *idx;            /* indices into lay, sorted by old address (lookups) */
     size_t nslots;
-    uint32_t *bucket;         /* per BUCKET_BYTES of old addresses from the lowest slot's:
-                               * the first position in idx at or above (nbuckets + 1) */
-    size_t nbuckets;
+    qp_buckets_t buckets;     /* over idx's old addresses, from the lowest slot's,
+                               * 1 << BUCKET_SHIFT bytes a bucket */
     ed_seg_t *segs;           /* old extents of moved procedures, sorted */
     size_t nsegs;
     uint64_t *seg_new_end;    /* per segment: new address after its last instruction */
-    uint64_t *xt;             /* interior entries (cfg_interior_entries), sorted */
+    const uint64_t *xt;       /* interior entries (cfg_interior_entries: the program's) */
     size_t nxt;
     uint32_t *table_by_jump;  /* the program's jump tables by jump address (then index) */
     uint8_t *table_alone;     /* per jump table: no other table shares its bytes */

@@ -81,10 +81,9 @@ ed_plan_destroy(ed_plan_t *plan)
     free(plan->dropped);
     free(plan->dropped_owner);
     free(plan->idx);
-    free(plan->bucket);
+    free(plan->buckets.at);
     free(plan->lay);
     free(plan->fall);
-    free(plan->xt);
     free(plan->table_by_jump);
     free(plan->table_alone);
     free(plan->groups);

@@ -595,6 +595,14 @@ find_holes(ed_plan_t *plan, const cfg_segment_t *sg, uint8_t *keep)
             if (g != NULL)
                 keep[g->owner] = 1;
         }
+    /* A scanned table cut where other data starts may be wrong: an index past the cut
+     * reads an entry that is no redirect, and must run the old code (cfg_scanend.c). */
+    for (uint32_t t = 0; t < prog->ntables; t++)
+        if (prog->tables[t].cut) {
+            uint32_t o = edl_owner_at(prog, prog->tables[t].jump);
+            if (o != CFG_NONE)
+                keep[o] = 1;
+        }
     if (rc == 0)
         rc = keep_referenced(plan, keep);
     if (rc == 0)

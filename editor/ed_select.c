@@ -834,134 +834,6 @@ calls_vouched(const cfg_prog_t *prog, const uint8_t *v, uint32_t i)
     return 0;
 }
 
-/*
- * Are BUF[0..LEN) padding between two functions: int3, zeros, nops, or the trap
- * instructions (ud2, ud1, int3, hlt: ARCH_KIND_HALT) that end a function's last block? chromium's CHECKs end in
- * `int3; ud2; ud1`, of which the analysis decodes the int3 only.
- */
-static int
-fill_or_traps(const arch_isa_t *isa, const uint8_t *buf, size_t len)
-{
-    arch_insn_t in;
-    for (size_t i = 0; i < len;) {
-        size_t run = 0;
-        while (i + run < len && isa->is_padding(buf + i + run, 1))
-            run++;
-        if (run > 0) {
-            i += run;
-            continue;
-        }
-        if (isa->decode(buf + i, len - i, 0, &in) < 0
-            || (in.kind != ARCH_KIND_NOP && in.kind != ARCH_KIND_HALT))
-            return 0;
-        i += in.len;
-    }
-    return 1;
-}
-
-/* Does block B end in a call to a function that never returns (__stack_chk_fail, a
- * CHECK's failure)? Not merely a call whose return site is another procedure's, which
- * cfg_block_call_never_returns counts as well: that procedure may be the one after B. */
-static int
-calls_noreturn(const cfg_prog_t *prog, const cfg_block_t *b)
-{
-    int noreturn = 0;
-    if (b->last_kind != ARCH_KIND_CALL && b->last_kind != ARCH_KIND_CALL_IND)
-        return 0;
-    for (uint32_t e = 0; e < b->nsucc; e++) {
-        uint8_t kind = cfg_block_succ(prog, b, e)->kind;
-        if (kind == CFG_EDGE_CALLRET || kind == CFG_EDGE_TAILCALL)
-            return 0;
-        noreturn |= kind == CFG_EDGE_NORETURN;
-    }
-    return noreturn;
-}
-
-/*
- * Is P's entry on a 16-byte boundary after padding (fill_or_traps, at most 64 bytes) that
- * begins where other decoded code ends, or right after code that does not fall through
- * (a call that never returns included)?
- * Then *TRAP_FILL tells whether the padding ends in a one-byte trap (int3: the fill lld
- * puts between input sections in code, as between the functions of -ffunction-sections;
- * an assembler fills an alignment inside a section with nops), and *AT, *AVAIL give P's
- * bytes.
- */
-static int
-padded_start(const cfg_prog_t *prog, const cfg_proc_t *p, int *trap_fill, const uint8_t **at,
-             size_t *avail)
-{
-    const arch_isa_t *isa = cfg_image_isa(prog->img);
-    if (p->entry % 16 != 0)
-        return 0;
-    size_t n;
-    const uint32_t *by = cfg_blocks_by_addr(prog, &n);
-    size_t lo = cfg_blocks_from(prog, p->entry); /* after the last block below the entry */
-    if (lo == 0)
-        return 0;
-    const cfg_block_t *before = &prog->blocks[by[lo - 1]];
-    uint64_t end = before->end;
-    const uint8_t *pad = end <= p->entry ? cfg_image_ptr(prog->img, end, avail) : NULL;
-    size_t len = (size_t)(p->entry - end);
-    if (pad == NULL || len > 64 || *avail <= len)
-        return 0;
-    if (len == 0 && before->last_kind != ARCH_KIND_RET && before->last_kind != ARCH_KIND_JMP
-        && before->last_kind != ARCH_KIND_JMP_IND && before->last_kind != ARCH_KIND_HALT
-        && !calls_noreturn(prog, before))
-        return 0; /* no padding, and the code before may run on into it */
-    arch_insn_t last;
-    *trap_fill = len > 0 && isa->decode(pad + len - 1, 1, 0, &last) == 0
-        && last.kind == ARCH_KIND_HALT;
-    *at = pad + len;
-    *avail -= len;
-    return fill_or_traps(isa, pad, len);
-}
-
-/* Does P decode as a function's code, entered by no jump (a piece of a function split
- * into a section of its own, as clang's -fsplit-machine-functions does, is): no
- * instruction that data would decode to first (`add %al,(%rax)`, two zero bytes), and a
- * return or a jump that leaves it? */
-static int
-ends_as_code(const cfg_prog_t *prog, const cfg_proc_t *p, const uint8_t *at, size_t avail)
-{
-    if (avail < 2 || (at[0] == 0 && at[1] == 0) || p->unsafe != NULL
-        || (p->sources & CFG_SRC_TAILCALL))
-        return 0;
-    for (uint32_t b = p->block; b < p->block + p->nblocks; b++) {
-        uint8_t k = prog->blocks[b].last_kind;
-        if (k == ARCH_KIND_RET || k == ARCH_KIND_JMP || k == ARCH_KIND_JMP_IND)
-            return 1;
-    }
-    return 0;
-}
-
-/*
- * Does procedure P start as a compiled function starts? After padded_start's padding,
- * either
- *  - setting up its frame (arch_frame_entry: `push %rbp; mov %rsp,%rbp`): only a
- *    function's first block sets up its frame, and a linker pads between functions'
- *    sections: this is a function's start, no piece of one, even where a jump lands (a
- *    piece cut off there does not set up a frame); chromium builds with frame pointers;
- *  - or, without a frame (a leaf, or a frame shrink-wrapped past an early exit), after
- *    lld's int3 fill between input sections, decoding as a function's code, no jump's
- *    target (ends_as_code): a section's start, and with -ffunction-sections a section of
- *    compiled code holds one function. Data kept in code comes from assembler files,
- *    inside their own sections, after an alignment's nops or right after code (chromium
- *    156: BoringSSL's strings follow a ret; no section of it starts with data). The limit:
- *    an assembler file whose section starts with a table that decodes as such code
- *    would be taken for a function.
- */
-static int
-starts_like_function(const cfg_prog_t *prog, const cfg_proc_t *p)
-{
-    const arch_isa_t *isa = cfg_image_isa(prog->img);
-    const uint8_t *at;
-    size_t avail;
-    int trap_fill;
-    if (isa->frame_entry == NULL || !padded_start(prog, p, &trap_fill, &at, &avail))
-        return 0;
-    return isa->frame_entry(at, avail) || (trap_fill && ends_as_code(prog, p, at, avail));
-}
-
 /* Vouch for what the procedures in WORK[0..N) jump to (tail calls), and on (V). */
 static void
 vouch_tail_calls(const cfg_prog_t *prog, uint8_t *v, uint32_t *work, size_t n)
@@ -988,8 +860,9 @@ vouch_tail_calls(const cfg_prog_t *prog, uint8_t *v, uint32_t *work, size_t n)
  * init/fini tables, a pointer to its entry in a relocated word of data (a vtable's
  * slot: data in .text is reached by lea), a tail call from a procedure vouched for, or
  * direct calls and jumps of its own to two procedures vouched for (code that C++
- * reaches through vtables and callbacks, in a stripped file with no unwind tables);
- * a lea's address or unreached bytes that decode are not enough.
+ * reaches through vtables and callbacks, in a stripped file with no unwind tables),
+ * or a start as a compiled function's (cfg_proc_starts_like_function); a lea's address
+ * or unreached bytes that decode are not enough.
  */
 uint8_t *
 edl_vouched_procs(const cfg_prog_t *prog)
@@ -1009,7 +882,7 @@ edl_vouched_procs(const cfg_prog_t *prog)
         const cfg_proc_t *p = &prog->procs[i];
         size_t k = qp_lower_bound_u64(held, nheld, sizeof(uint64_t), 0, p->entry);
         if ((p->sources & ~weak) || (p->flags & CFG_PROC_FRAGMENT)
-            || (k < nheld && held[k] == p->entry) || starts_like_function(prog, p)) {
+            || (k < nheld && held[k] == p->entry) || cfg_proc_starts_like_function(prog, p)) {
             v[i] = 1;
             work[n++] = i;
         }

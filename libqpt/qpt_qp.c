@@ -507,6 +507,7 @@ qpt_qp_info(const qpt_qp_t *m, qpt_qp_info_t *out)
         .nviolating = r->nviolating,
         .napprox = r->napprox,
         .napprox_resume = r->napprox_resume,
+        .napprox_other = r->napprox_other,
         .nunknown = r->nunknown,
         .nsaturated = r->nsaturated,
     };

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "include/qpt/qpt_qp.h"
 #include "libqpt/qpt_rewrite_priv.h"
 
 /* One line about code that runs its old copy, unmeasured: WHAT (a format taking a count
@@ -237,9 +238,7 @@ qpt_rw_report(qpt_rewrite_t *r, const cfg_prog_t *prog, const char *input, const
     }
     if (drv != NULL && res.resume_unnamed)
         qpt_rw_say(r,
-                "%s: note: a Go program whose function names could not be read (no symbol "
-                "table, and a .gopclntab older than Go 1.16, missing or damaged): "
-                "runtime.morestack is not known, so a stack growth in a prologue may count "
+                "%s: note: " QPT_GO_NAMES_UNREAD ": runtime.morestack is not known, so a stack growth in a prologue may count "
                 "as a call; every procedure's counts are marked approximate (~)", output);
     if (drv != NULL) {
         qpt_rw_say(r,

@@ -210,6 +210,29 @@ pt_inplace_patch(const pt_inplace_t *t, uint64_t tramp, uint32_t span,
     uint8_t *out /*OUT*/, size_t cap);
 
 /*****************************************************************************
+ * Code patched in place in a Go program (pt_go.c): no instruction that may fault is
+ * displaced (the runtime turns a fault into a panic by the faulting pc, which must be
+ * in its .gopclntab: in a trampoline or a procedure's copy, the panic's walk of the
+ * stack stops the program with "fatal error: unknown caller pc")
+ */
+
+/* Why such a point is refused, the one phrase both modes print. */
+extern const char pt_go_fault_why[];
+
+/*
+ * May the instruction at BUF (LEN bytes readable, code at ADDR) fault on a bad address
+ * in a Go program (ISA->go_may_fault)? 1 or 0; 1 when the ISA has no such test or the
+ * bytes do not decode.
+ */
+int
+pt_go_may_fault(const arch_isa_t *isa, const uint8_t *buf, size_t len, uint64_t addr);
+
+/* Does any of the whole instructions BUF[0..LEN) (code at ADDR) - the bytes a point
+ * displaces, or a procedure's copy - fault as pt_go_may_fault says? 1 or 0. */
+int
+pt_go_faults_in(const arch_isa_t *isa, const uint8_t *buf, size_t len, uint64_t addr);
+
+/*****************************************************************************
  * Instructions decoded once (pt_decoded.c), for callers that size and emit the same
  * code many times
  */
@@ -232,6 +255,11 @@ pt_decoded_free(pt_decoded_t *d);
 int
 pt_decode(pt_decoded_t *d, const uint8_t *buf, size_t len, uint64_t addr,
     arch_insn_t *out /*OUT*/);
+
+/* How many of D's pt_decode calls were answered from what it kept, not decoded (what
+ * it saves; 0 for NULL). */
+size_t
+pt_decoded_hits(const pt_decoded_t *d);
 
 /*****************************************************************************
  * Procedures relocated whole (pt_reloc.c): a live procedure whose points do not fit

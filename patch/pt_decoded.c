@@ -25,6 +25,7 @@ struct pt_decoded {
     dec_entry_t *slots; /* open addressing by address */
     size_t cap;         /* slots: a power of two, or 0 */
     size_t n;           /* slots used */
+    size_t hits;        /* decodes answered from a slot */
 };
 
 /* More slots than this are not taken (64 MiB): past it, decoded each time. */
@@ -90,6 +91,7 @@ pt_decode(
     if (e != NULL && e->in.len != 0 && e->in.len <= len
         && memcmp(e->bytes, buf, e->in.len) == 0) {
         *out = e->in;
+        d->hits++;
         return 0;
     }
     int rc = arch_decode(buf, len, addr, out);
@@ -108,4 +110,10 @@ pt_decode(
     memcpy(e->bytes, buf, out->len);
     d->n++;
     return 0;
+}
+
+size_t
+pt_decoded_hits(const pt_decoded_t *d)
+{
+    return d != NULL ? d->hits : 0;
 }

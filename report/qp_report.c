@@ -352,7 +352,8 @@ void
 qp_report_mark_leaving(qp_report_t *r, int ran)
 {
     const qp_desc_t *d = r->desc;
-    r->nviolating = r->napprox = r->napprox_resume = r->nunknown = r->nsaturated = 0;
+    r->nviolating = r->napprox = r->napprox_resume = r->napprox_other = 0;
+    r->nunknown = r->nsaturated = 0;
     for (uint32_t k = 0; k < r->nprocs; k++) {
         qp_proc_result_t *res = &r->procs[k];
         uint32_t pflags = d->procs[res->proc].flags;
@@ -363,6 +364,7 @@ qp_report_mark_leaving(qp_report_t *r, int ran)
         r->nviolating += (res->flags & QP_RES_VIOLATION) != 0;
         r->napprox += (res->flags & QP_RES_APPROX_PROC) != 0;
         r->napprox_resume += (res->flags & QP_RES_APPROX_RESUME) != 0;
+        r->napprox_other += (res->flags & QP_RES_APPROX_PROC & ~QP_RES_APPROX_RESUME) != 0;
         r->nunknown += (res->flags & QP_RES_UNKNOWN) != 0;
         r->nsaturated += (res->flags & QP_RES_SATURATED) != 0;
     }

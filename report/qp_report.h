@@ -99,6 +99,7 @@ typedef struct qp_report {
     uint32_t nviolating;      /* procedures with QP_RES_VIOLATION */
     uint32_t napprox;         /* procedures with QP_RES_APPROX_* */
     uint32_t napprox_resume;  /* ... of them QP_RES_APPROX_RESUME */
+    uint32_t napprox_other;   /* ... of them for another reason (EH, JMP, IND) */
     uint32_t nunknown;        /* procedures with QP_RES_UNKNOWN */
     uint32_t nsaturated;      /* procedures with QP_RES_SATURATED */
     qp_proc_result_t *plt;    /* PLT stubs that measured code calls, by entry

@@ -178,6 +178,22 @@ static const decode_case_t decode_cases[] = {
     { "mov %rax,%r12", B("\x49\x89\xc4"), ADDR, 3, ARCH_KIND_SEQ, 0, 0, 0, 0 },
     { "mov %r12,%rax", B("\x4c\x89\xe0"), ADDR, 3, ARCH_KIND_SEQ, 0, 0, 0, 0 },
     { "mov (%r12),%rax", B("\x49\x8b\x04\x24"), ADDR, 4, ARCH_KIND_SEQ, 0, 0, 0, 0 },
+    /* 64-bit mov and lea, which arch_decode reads without Zydis: %rsp named by reg, by
+     * a register rm, by a SIB base (never by an index of 4, none; r12 with REX). */
+    { "lea (%rsp),%rdi", B("\x48\x8d\x3c\x24"), ADDR, 4, ARCH_KIND_SEQ, 0, 0, 0, SP },
+    { "lea 8(%r12),%rsp", B("\x49\x8d\x64\x24\x08"), ADDR, 5, ARCH_KIND_SEQ, 0, 0, 0, SP },
+    { "mov %r12,(%rsp)", B("\x4c\x89\x24\x24"), ADDR, 4, ARCH_KIND_SEQ, 0, 0, 0, SP },
+    { "mov %rax,%rsp", B("\x48\x89\xc4"), ADDR, 3, ARCH_KIND_SEQ, 0, 0, 0, SP },
+    { "mov 8(,%r12,1),%rax", B("\x4a\x8b\x04\x25\x08\x00\x00\x00"), ADDR, 8,
+        ARCH_KIND_SEQ, 0, 0, 0, 0 },
+    { "mov 8(%rax,%rbx,4),%rcx", B("\x48\x8b\x4c\x98\x08"), ADDR, 5, ARCH_KIND_SEQ, 0, 0,
+        0, 0 },
+    { "mov %esp,%eax", B("\x89\xe0"), ADDR, 2, ARCH_KIND_SEQ, 0, 0, 0, SP },
+    { "mov 0x10(%rip),%eax", B("\x8b\x05\x10\x00\x00\x00"), ADDR, 6, ARCH_KIND_SEQ,
+        ADDR + 0x16, 2, 4, RIP },
+    { "lea 4(%rdi),%ecx", B("\x8d\x4f\x04"), ADDR, 3, ARCH_KIND_SEQ, 0, 0, 0, 0 },
+    { "mov $1,%esp", B("\xbc\x01\x00\x00\x00"), ADDR, 5, ARCH_KIND_SEQ, 0, 0, 0, SP },
+    { "mov $1,%r12d", B("\x41\xbc\x01\x00\x00\x00"), ADDR, 6, ARCH_KIND_SEQ, 0, 0, 0, 0 },
     { "movaps %xmm0,%xmm4", B("\x0f\x28\xe0"), ADDR, 3, ARCH_KIND_SEQ, 0, 0, 0, 0 },
     { "lock cmpxchg", B("\xf0\x48\x0f\xb1\x0a"), ADDR, 5, ARCH_KIND_SEQ, 0, 0, 0, LOCK },
     { "movabs $imm64,%rax", B("\x48\xb8\x88\x77\x66\x55\x44\x33\x22\x11"), ADDR, 10,
@@ -263,6 +279,7 @@ static const bad_case_t bad_cases[] = {
     { "truncated EVEX", B("\x62\xf1\x7c\x48\x10\x05\x10\x00") },
     { "push %es (invalid in 64-bit mode)", B("\x06") },
     { "pusha (invalid in 64-bit mode)", B("\x60") },
+    { "lea of a register", B("\x48\x8d\xc0") },
     { "into (invalid in 64-bit mode)", B("\xce") },
     { "far jmp ptr16:32 (invalid in 64-bit mode)", B("\xea\x00\x00\x00\x00\x00\x00") },
     { "lock nop", B("\xf0\x90") },
@@ -323,6 +340,145 @@ truncated_row(const decode_case_t* c)
 }
 
 START_TEST(test_arch_decode_truncated_table) { CHECK_ROWS(truncated_row, decode_cases); }
+END_TEST
+
+/*
+ * The padding nops arch_decode reads without Zydis (x86_decode.c, x86_padding_nop_len):
+ * 0-13 0x66 prefixes, a cs prefix or not, each ModRM form with nonzero displacement
+ * bytes; each decodes as Zydis decodes it (a nop of its length, nothing else set), and
+ * one byte short it does not decode. What Zydis gave for every such form, checked when
+ * the fast path was written, is what this holds.
+ */
+/*
+ * What arch_decode reads without Zydis (x86_decode_fast) against Zydis' own reading
+ * (0x3f below: no REX prefix):
+ * each form once as it is (the fast path) and once after a ds prefix (3e), which 64-bit
+ * code ignores and the fast path never takes, so that Zydis decodes it: the same
+ * instruction one byte longer, its pc-relative field one byte later, the same target
+ * (the next address moves with the prefix, and so does its field).
+ */
+static int
+same_as_zydis(const uint8_t* b, size_t n)
+{
+    uint8_t p[32];
+    arch_insn_t f, z;
+    p[0] = 0x3e;
+    memcpy(p + 1, b, n);
+    int rf = arch_decode(b, n, ADDR + 1, &f), rz = arch_decode(p, n + 1, ADDR, &z);
+    if (rf != 0 || rz != 0)
+        return rf == rz;
+    return z.len == f.len + 1 && z.kind == f.kind && z.flags == f.flags
+        && z.flags_read == f.flags_read && z.flags_written == f.flags_written
+        && z.rel_size == f.rel_size && z.rel_off == (f.rel_size ? f.rel_off + 1 : 0)
+        && z.target == f.target;
+}
+
+START_TEST(test_decode_fast_as_zydis)
+{
+    uint8_t b[16];
+    int bad = 0;
+    /* Branches, ret, push and pop, mov $imm32: every opcode, a few offsets. */
+    static const uint8_t ones[] = { 0xe8, 0xe9, 0xeb, 0xc3 };
+    for (int v = 0; v < 4; v++) {
+        uint8_t x = (uint8_t)(v * 0x55 + 3);
+        for (size_t i = 0; i < sizeof(ones); i++) {
+            b[0] = ones[i];
+            memset(b + 1, x, 6);
+            bad += !same_as_zydis(b, 7);
+        }
+        for (int c = 0; c < 16; c++) {
+            b[0] = (uint8_t)(0x70 + c);
+            b[1] = x;
+            bad += !same_as_zydis(b, 2);
+            b[0] = 0x0f;
+            b[1] = (uint8_t)(0x80 + c);
+            memset(b + 2, x, 4);
+            bad += !same_as_zydis(b, 6);
+            b[0] = (uint8_t)(0x50 + c);
+            bad += !same_as_zydis(b, 1);
+            b[0] = 0x41;
+            b[1] = (uint8_t)(0x50 + c);
+            bad += !same_as_zydis(b, 2);
+            b[0] = (uint8_t)(0xb0 + c);
+            memset(b + 1, x, 4);
+            bad += !same_as_zydis(b, 5);
+            b[0] = 0x41;
+            b[1] = (uint8_t)(0xb0 + c);
+            memset(b + 2, x, 4);
+            bad += !same_as_zydis(b, 6);
+        }
+    }
+    /* mov, lea and the ALU forms: every REX or none, opcode, ModRM and SIB byte (adc,
+     * sbb, op $imm32 and xchg too: the fast path leaves them to Zydis). */
+    static const uint8_t ops[] = { 0x89, 0x8b, 0x8d, 0x01, 0x03, 0x29, 0x2b, 0x39, 0x3b, 0x09,
+        0x0b, 0x21, 0x23, 0x31, 0x33, 0x85, 0x83, 0x11, 0x19, 0x81, 0x87 };
+    for (int rex = 0x3f; rex <= 0x4f; rex++)
+        for (size_t o = 0; o < sizeof(ops); o++)
+            for (int modrm = 0; modrm < 256; modrm++)
+                for (int sib = 0; sib < 256; sib++) {
+                    size_t k = 0;
+                    if (rex != 0x3f)
+                        b[k++] = (uint8_t)rex;
+                    b[k++] = ops[o];
+                    b[k++] = (uint8_t)modrm;
+                    b[k++] = (uint8_t)sib;
+                    memset(b + k, 0x81, 4);
+                    bad += !same_as_zydis(b, k + 4);
+                    if ((modrm & 7) != 4 || (modrm >> 6) == 3)
+                        break; /* no SIB byte: one is enough */
+                }
+    ck_assert_int_eq(bad, 0);
+}
+END_TEST
+
+START_TEST(test_decode_padding_nops)
+{
+    static const struct {
+        uint8_t modrm;
+        size_t tail; /* bytes after the ModRM byte */
+    } forms[] = { { 0x00, 0 }, { 0x40, 1 }, { 0x80, 4 }, { 0x44, 2 }, { 0x84, 5 } };
+    for (size_t np = 0; np <= 13; np++) {
+        for (int cs = 0; cs <= 1; cs++) {
+            for (size_t f = 0; f < sizeof(forms) / sizeof(forms[0]); f++) {
+                uint8_t b[32];
+                size_t k = 0;
+                for (size_t i = 0; i < np; i++)
+                    b[k++] = 0x66;
+                if (cs)
+                    b[k++] = 0x2e;
+                b[k++] = 0x0f;
+                b[k++] = 0x1f;
+                b[k++] = forms[f].modrm;
+                for (size_t i = 0; i < forms[f].tail; i++)
+                    b[k++] = (forms[f].modrm & 7) == 4 && i == 0 ? 0x00 : (uint8_t)(0x11 * (i + 1));
+                arch_insn_t in;
+                if (k > ARCH_MAX_INSN) {
+                    ck_assert_int_eq(arch_decode(b, k, ADDR, &in), QP_EDECODE);
+                    continue;
+                }
+                ck_assert_int_eq(arch_decode(b, k, ADDR, &in), 0);
+                ck_assert_uint_eq(in.addr, ADDR);
+                ck_assert_uint_eq(in.len, k);
+                ck_assert_uint_eq(in.kind, ARCH_KIND_NOP);
+                ck_assert_uint_eq(in.target, 0);
+                ck_assert_uint_eq(in.rel_off, 0);
+                ck_assert_uint_eq(in.rel_size, 0);
+                ck_assert_uint_eq(in.flags, 0);
+                ck_assert_uint_eq(in.flags_read, 0);
+                ck_assert_uint_eq(in.flags_written, 0);
+                ck_assert_int_eq(arch_decode(b, k - 1, ADDR, &in), QP_EDECODE);
+            }
+        }
+    }
+    /* 90 and 66 90 (xchg %ax,%ax); a SIB other than (%rax,%rax,1) is Zydis' to decode. */
+    arch_insn_t in;
+    ck_assert_int_eq(arch_decode((const uint8_t *)"\x66\x90", 2, ADDR, &in), 0);
+    ck_assert_uint_eq(in.len, 2);
+    ck_assert_uint_eq(in.kind, ARCH_KIND_NOP);
+    ck_assert_int_eq(arch_decode((const uint8_t *)"\x0f\x1f\x44\x24\x08", 5, ADDR, &in), 0);
+    ck_assert_uint_eq(in.len, 5);
+    ck_assert_uint_eq(in.kind, ARCH_KIND_NOP);
+}
 END_TEST
 
 /*****************************************************************************
@@ -1026,6 +1182,32 @@ END_TEST
 START_TEST(test_arch_frame_entry_null) { ck_assert(!arch_frame_entry(NULL, 8)); }
 END_TEST
 
+/* arch_looks_like_data: bytes that begin as data rather than a function's code. */
+static const pad_case_t data_cases[] = {
+    { "two zero bytes (add %al,(%rax))", B("\x00\x00\x48\x89\xe5"), 1 },
+    { "one byte", B("\xc3"), 1 },
+    { "nothing", B(""), 1 },
+    { "ret", B("\xc3\xcc"), 0 },
+    { "zero then code", B("\x00\xc3"), 0 },
+    { "code then zeros", B("\x31\xc0\x00\x00"), 0 },
+    { "a frame", B("\x55\x48\x89\xe5"), 0 },
+};
+
+static void
+data_row(const pad_case_t* c)
+{
+    EXPECT(!!arch_looks_like_data(c->bytes, c->n) == c->padding, "%s: data is %d",
+        c->name, !c->padding);
+}
+
+START_TEST(test_arch_looks_like_data_table)
+{
+    CHECK_ROWS(data_row, data_cases);
+    ck_assert(arch_looks_like_data(NULL, 8));
+    ck_assert(arch_isa_host()->looks_like_data == arch_looks_like_data);
+}
+END_TEST
+
 START_TEST(test_arch_reg_name)
 {
     ck_assert_str_eq(arch_reg_name(ARCH_REG_NONE), "none");
@@ -1038,6 +1220,61 @@ START_TEST(test_arch_reg_name)
     ck_assert_ptr_nonnull(arch_reg_name(-1));
     ck_assert_ptr_nonnull(arch_reg_name(ARCH_NREGS));
     ck_assert_ptr_nonnull(arch_reg_name(1000));
+}
+END_TEST
+
+/*
+ * arch_go_may_fault (patch/pt_go.c's rule for Go): every operand, explicit or hidden, in
+ * any place. The first five "may fault" cases are ones the two operands of
+ * arch_decode_ops did not show: a memory source in third place (3-operand AVX, as in
+ * Go's assembly), an instruction decode_ops gives no source for, a hidden operand.
+ */
+typedef struct go_case {
+    const char* name;
+    uint8_t b[16];
+    size_t n;
+    int faults;
+} go_case_t;
+
+START_TEST(test_arch_go_may_fault)
+{
+    static const go_case_t cases[] = {
+        { "vpcmpeqb (%rsi),%ymm1,%ymm2", { 0xc5, 0xf5, 0x74, 0x16 }, 4, 1 },
+        { "vpaddd 0x20(%rax),%xmm1,%xmm0", { 0xc5, 0xf1, 0xfe, 0x40, 0x20 }, 5, 1 },
+        { "movups (%rax),%xmm0", { 0x0f, 0x10, 0x00 }, 3, 1 },
+        { "push (%rax)", { 0xff, 0x30 }, 2, 1 },
+        { "rep movsq", { 0xf3, 0x48, 0xa5 }, 3, 1 },
+        { "mov (%rcx),%rax", { 0x48, 0x8b, 0x01 }, 3, 1 },
+        { "mov %rax,0x8(%rdx)", { 0x48, 0x89, 0x42, 0x08 }, 4, 1 },
+        { "call *0x8(%rax)", { 0xff, 0x50, 0x08 }, 3, 1 },
+        { "mov 0x0,%eax (absolute)", { 0x8b, 0x04, 0x25, 0, 0, 0, 0 }, 7, 1 },
+        { "(not an instruction)", { 0x06 }, 1, 1 },
+        { "cmp 0x10(%r14),%rsp (the goroutine)", { 0x49, 0x3b, 0x66, 0x10 }, 4, 0 },
+        { "mov %rbp,0x8(%rsp)", { 0x48, 0x89, 0x6c, 0x24, 0x08 }, 5, 0 },
+        { "mov 0x10(%rip),%rax", { 0x48, 0x8b, 0x05, 0x10, 0, 0, 0 }, 7, 0 },
+        { "mov %fs:0xfffffffffffffff8,%r14", { 0x64, 0x4c, 0x8b, 0x34, 0x25, 0xf8, 0xff, 0xff, 0xff }, 9, 0 },
+        { "vmovdqu %ymm0,0x20(%rsp)", { 0xc5, 0xfe, 0x7f, 0x44, 0x24, 0x20 }, 6, 0 },
+        { "push %rbp", { 0x55 }, 1, 0 },
+        { "call rel32", { 0xe8, 0, 0, 0, 0 }, 5, 0 },
+        { "ret", { 0xc3 }, 1, 0 },
+        { "lea 0x8(%rax),%rbx", { 0x48, 0x8d, 0x58, 0x08 }, 4, 0 },
+        { "nopw 0(%rax,%rax)", { 0x66, 0x0f, 0x1f, 0x44, 0, 0 }, 6, 0 },
+        { "prefetcht0 (%rax)", { 0x0f, 0x18, 0x08 }, 3, 0 },
+        { "xor %ecx,%ecx", { 0x31, 0xc9 }, 2, 0 },
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        const go_case_t* c = &cases[i];
+        ck_assert_msg(arch_go_may_fault(c->b, c->n, ADDR) == c->faults, "%s: %d, want %d",
+            c->name, arch_go_may_fault(c->b, c->n, ADDR), c->faults);
+        ck_assert_msg(arch_isa_host()->go_may_fault(c->b, c->n, ADDR) == c->faults,
+            "%s: the ISA table's answer differs", c->name);
+    }
+    /* The first: arch_decode_ops shows no memory operand (the old rule's view). */
+    arch_ops_t ops;
+    ck_assert_int_eq(arch_decode_ops(cases[0].b, cases[0].n, ADDR, &ops), 0);
+    ck_assert(ops.dst.kind != ARCH_OPND_MEM && ops.src.kind != ARCH_OPND_MEM);
+    /* AArch64 has no test yet: patch/ takes every instruction as one that may fault. */
+    ck_assert_ptr_null(arch_isa_for_machine(ARCH_EM_AARCH64)->go_may_fault);
 }
 END_TEST
 
@@ -1123,6 +1360,8 @@ arch_suite(void)
     tcase_add_test(tc, test_arch_decode_table);
     tcase_add_test(tc, test_arch_decode_rejects);
     tcase_add_test(tc, test_arch_decode_truncated_table);
+    tcase_add_test(tc, test_decode_padding_nops);
+    tcase_add_test(tc, test_decode_fast_as_zydis);
     tcase_add_test(tc, test_arch_decode_null_args);
     tcase_add_test(tc, test_arch_decode_random_bytes);
     tcase_set_timeout(tc, 60);
@@ -1157,10 +1396,12 @@ arch_suite(void)
     tcase_add_test(tc, test_arch_is_padding_null);
     tcase_add_test(tc, test_arch_frame_entry_table);
     tcase_add_test(tc, test_arch_frame_entry_null);
+    tcase_add_test(tc, test_arch_looks_like_data_table);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("mem");
     tcase_add_test(tc, test_arch_decode_mem_table);
+    tcase_add_test(tc, test_arch_go_may_fault);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("names");

@@ -3,7 +3,9 @@
 /*
  * Unit tests of base/'s LEB128 (base/qp_leb.h) and the bounded reader and writer over it
  * (base/qp_bytes.h): the one pair every reader of the project uses (DWARF, .eh_frame,
- * the description's stream, the runtime's lock sites, pprof's varints).
+ * the description's stream, the runtime's lock sites, pprof's varints); the buckets
+ * that narrow a search of sorted addresses (base/qp_search.h: cfg_block_at,
+ * cfg_discover_find and the editor's slots share them).
  */
 #include "config.h"
 
@@ -13,6 +15,7 @@
 
 #include "base/qp_bytes.h"
 #include "base/qp_leb.h"
+#include "base/qp_search.h"
 
 /* The DWARF 5 standard's examples (7.6, figures 22 and 23) and the edges of 64 bits. */
 static const struct {
@@ -123,6 +126,63 @@ START_TEST(test_base_leb_fits)
 }
 END_TEST
 
+/*****************************************************************************
+ * Buckets over sorted keys
+ */
+
+static uint64_t
+key_of(const void *ctx, size_t i)
+{
+    return ((const uint64_t *)ctx)[i];
+}
+
+/* Over keys with runs, gaps and repeats, every address's lower bound searched in its
+ * bucket's range is the lower bound over all the keys. */
+START_TEST(test_base_buckets_range)
+{
+    enum { N = 2000 };
+    static uint64_t k[N];
+    uint64_t a = 0x401000;
+    srand(7);
+    for (size_t i = 0; i < N; i++) {
+        k[i] = a;
+        a += i % 97 == 0 ? 3000 + (uint64_t)(rand() % 5000) : (uint64_t)(rand() % 9);
+    }
+    qp_buckets_t b = { 0 };
+    for (unsigned shift = 4; shift <= 12; shift += 4) {
+        ck_assert_int_eq(qp_buckets_build(&b, k[0], shift, N, key_of, k), 0);
+        ck_assert_uint_gt(b.n, 0);
+        ck_assert_uint_eq(b.at[b.n], N);
+        for (uint64_t x = k[0] - 70; x < k[N - 1] + 70; x += 3) {
+            size_t lo, hi;
+            qp_buckets_range(&b, N, x, &lo, &hi);
+            size_t want = qp_lower_bound_u64(k, N, sizeof(k[0]), 0, x);
+            size_t got = lo + qp_lower_bound_u64(k + lo, hi - lo, sizeof(k[0]), 0, x);
+            ck_assert_msg(lo <= hi && got == want, "shift %u at %#llx: %zu, not %zu", shift,
+                          (unsigned long long)x, got, want);
+        }
+    }
+    free(b.at);
+}
+END_TEST
+
+/* Keys far apart get no buckets: the plain search over them all. */
+START_TEST(test_base_buckets_sparse)
+{
+    static const uint64_t k[] = { 0x1000, 0x1000000000 };
+    qp_buckets_t b = { 0 };
+    size_t lo, hi;
+    ck_assert_int_eq(qp_buckets_build(&b, k[0], 8, 2, key_of, k), 0);
+    ck_assert_uint_eq(b.n, 0);
+    qp_buckets_range(&b, 2, 0x5000, &lo, &hi);
+    ck_assert_uint_eq(lo, 0);
+    ck_assert_uint_eq(hi, 2);
+    ck_assert_int_eq(qp_buckets_build(&b, 0, 8, 0, key_of, k), 0);
+    ck_assert_uint_eq(b.n, 0);
+    free(b.at);
+}
+END_TEST
+
 static Suite *
 base_suite(void)
 {
@@ -133,6 +193,10 @@ base_suite(void)
     tcase_add_test(tc, test_base_uleb_padded);
     tcase_add_test(tc, test_base_leb_truncated);
     tcase_add_test(tc, test_base_leb_fits);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("buckets");
+    tcase_add_test(tc, test_base_buckets_range);
+    tcase_add_test(tc, test_base_buckets_sparse);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -341,6 +341,17 @@ START_TEST(test_cfg_lookups)
     ck_assert_uint_eq(b, p->block);
     ck_assert_ptr_null(cfg_proc_by_name(prog, "no_such_function"));
     ck_assert_uint_eq(cfg_block_at(prog, 0), CFG_NONE);
+    /* cfg_interior_entries: one sorted answer per program, lent, not copied. */
+    const uint64_t *xt, *xt2;
+    size_t nxt, nxt2;
+    ck_assert_int_eq(cfg_interior_entries(prog, &xt, &nxt), 0);
+    ck_assert_int_eq(cfg_interior_entries(prog, &xt2, &nxt2), 0);
+    ck_assert_ptr_eq(xt, xt2);
+    ck_assert_uint_eq(nxt, nxt2);
+    for (size_t i = 1; i < nxt; i++)
+        ck_assert_uint_lt(xt[i - 1], xt[i]);
+    ck_assert_int_eq(cfg_interior_entries(NULL, &xt, &nxt), QP_EINVAL);
+    ck_assert_int_eq(cfg_interior_entries(prog, NULL, &nxt), QP_EINVAL);
     ck_assert(img->flags & CFG_IMG_PIE);
     ck_assert(img->flags & CFG_IMG_SYMTAB);
     ck_assert_uint_gt(img->build_id_len, 0);

@@ -2,7 +2,8 @@
  * SPDX-License-Identifier: MIT */
 /*
  * Unit tests of what cfg/ knows of Go programs: the function table of .gopclntab
- * (cfg_gopcln.c) in its two layouts, hand-made, and refused when inconsistent; the
+ * (cfg_gopcln.c) in its two layouts, hand-made, and refused when inconsistent, found
+ * inside other data, its textStart from a relocation; the
  * runtime procedures whose calls return though their code does not, and the one that
  * never returns though its code may seem to (cfg_discover.c).
  */
@@ -103,11 +104,53 @@ START_TEST(test_cfg_gopcln_118)
     size_t n = table_118(t, 0xfffffff0, 0x401000);
     ck_assert_int_eq(cfg_gopcln_funcs(t, n, 0x555000, collect, &g), 0);
     check_two(&g);
-    /* Go 1.20's magic; a PIE's textStart is 0 in the file: .text's address serves. */
+    /* Go 1.20's magic; a PIE's textStart is 0 in the file (lld): its relocation's. */
     memset(&g, 0, sizeof(g));
     n = table_118(t, 0xfffffff1, 0);
     ck_assert_int_eq(cfg_gopcln_funcs(t, n, 0x401000, collect, &g), 0);
     check_two(&g);
+    /* ... and without one, no name (not names counted from a guess). */
+    memset(&g, 0, sizeof(g));
+    ck_assert_int_eq(cfg_gopcln_funcs(t, n, 0, collect, &g), 0);
+    ck_assert_int_eq(g.n, 0);
+}
+END_TEST
+
+/* A table inside .data.rel.ro (a cgo PIE's runtime.pclntab), after other data. */
+START_TEST(test_cfg_gopcln_find)
+{
+    uint8_t buf[512];
+    memset(buf, 0, sizeof(buf));
+    put(buf, 8, 0xfffffff0, 4);  /* a magic alone, no header: passed over */
+    put(buf, 40, 0xfffffff1, 4); /* a header, as far as the scan can tell */
+    buf[47] = 8;
+    size_t n = table_118(buf + 160, 0xfffffff1, 0);
+    ck_assert_uint_eq(cfg_gopcln_find(buf, sizeof(buf), 0), 40);
+    ck_assert_uint_eq(cfg_gopcln_find(buf, sizeof(buf), 41), 160);
+    ck_assert_uint_eq(cfg_gopcln_find(buf, 160 + 71, 41), 160 + 71); /* cut short */
+    ck_assert_uint_eq(cfg_gopcln_find(NULL, 16, 0), 16);
+    got_t g = { 0 };
+    ck_assert_int_eq(cfg_gopcln_funcs(buf + 160, n, 0x401000, collect, &g), 0);
+    check_two(&g);
+}
+END_TEST
+
+/* The textStart word's relocation: its addend (R_X86_64_RELATIVE), in any order. */
+START_TEST(test_cfg_gopcln_text_loaded)
+{
+    cfg_reloc_t r[3] = {
+        { .where = 0x5000, .value = 0x1234, .kind = CFG_RELOC_RELATIVE },
+        { .where = 0x4018, .value = 0x3f920, .kind = CFG_RELOC_RELATIVE },
+        { .where = 0x6018, .value = 0x777, .kind = CFG_RELOC_ABS64, .sym = "runtime.text" },
+    };
+    cfg_image_t img;
+    memset(&img, 0, sizeof(img));
+    img.relocs = r;
+    img.nrelocs = 3;
+    ck_assert_uint_eq(cfg_gopcln_text_loaded(&img, 0x4000), 0x3f920);
+    ck_assert_uint_eq(cfg_gopcln_text_loaded(&img, 0x5000), 0); /* not the word's */
+    ck_assert_uint_eq(cfg_gopcln_text_loaded(&img, 0x6000), 0); /* not RELATIVE */
+    ck_assert_uint_eq(cfg_gopcln_text_loaded(NULL, 0x4000), 0);
 }
 END_TEST
 
@@ -179,6 +222,8 @@ cfg_go_suite(void)
     tcase_add_test(tc, test_cfg_gopcln_118);
     tcase_add_test(tc, test_cfg_gopcln_116);
     tcase_add_test(tc, test_cfg_gopcln_refused);
+    tcase_add_test(tc, test_cfg_gopcln_find);
+    tcase_add_test(tc, test_cfg_gopcln_text_loaded);
     suite_add_tcase(s, tc);
     tc = tcase_create("resumed");
     tcase_add_test(tc, test_cfg_go_resumed_names);

@@ -649,6 +649,26 @@ START_TEST(test_cfg_jtab_scan_without_bound)
 }
 END_TEST
 
+/* A relocated word among the scanned entries is a pointer, no offset: the relative
+ * table ends before it (the next object of read-only data). */
+START_TEST(test_cfg_jtab_scan_stops_at_reloc)
+{
+    static const uint64_t want[] = { 0x1010, 0x1016 };
+    jt_fixture_t f;
+    cfg_table_t t;
+
+    JT_SETUP(f, scan, 0x100e);
+    f.img->relocs = calloc(1, sizeof(cfg_reloc_t));
+    ck_assert_ptr_nonnull(f.img->relocs);
+    f.img->relocs[0]
+        = (cfg_reloc_t) { .where = 0x102c, .value = 0x1010, .kind = CFG_RELOC_RELATIVE };
+    f.img->nrelocs = 1;
+    ck_assert_int_eq(jt_match(&f, 0x1024, &t), 1);
+    jt_check(&f, &t, 0x100e, 0x1024, 0x1024, 4, 1, 0, want, NELEM(want));
+    cfg_image_destroy(f.img);
+}
+END_TEST
+
 START_TEST(test_cfg_jtab_byte_compare)
 {
     static const uint64_t want[] = { 0x101d, 0x1023, 0x1029, 0x1023 };
@@ -1525,6 +1545,7 @@ cfg_units_suite(void)
     tcase_add_test(tc, test_cfg_jtab_pic_clang_o0_sub_bound);
     tcase_add_test(tc, test_cfg_jtab_pic_clang_o2);
     tcase_add_test(tc, test_cfg_jtab_scan_without_bound);
+    tcase_add_test(tc, test_cfg_jtab_scan_stops_at_reloc);
     tcase_add_test(tc, test_cfg_jtab_byte_compare);
     tcase_add_test(tc, test_cfg_jtab_hoisted_base_needs_window);
     tcase_add_test(tc, test_cfg_jtab_rejects_entry_out_of_range);

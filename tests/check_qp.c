@@ -668,6 +668,30 @@ START_TEST(test_qp_desc_lazy_later)
         qp_report_free(&rl);
         qp_report_free(&rf);
         qp_desc_free(&lazy);
+        /* Kept aside, step by step: procedure 0 classified with its chunk but not
+         * decoded; asked for once another chunk was decoded since (the scratch moved)
+         * and the description's bytes are gone, it decodes from the records kept for it
+         * alone, as the description read whole has them; released, they go with it. */
+        uint8_t *copy = malloc(len);
+        ck_assert_ptr_nonnull(copy);
+        memcpy(copy, buf, len);
+        ck_assert_msg(qp_desc_parse_lazy(copy, len, &lazy, why, sizeof(why)) == 0, "%s",
+                      why);
+        ck_assert_int_eq(qp_desc_chunk_zero(&lazy, 0, counters), !taken);
+        ck_assert(!qp_desc_loaded(&lazy, 0));
+        ck_assert_int_eq(qp_desc_chunk_zero(&lazy, 300, counters), 0);
+        memset(copy, 0xa5, len);
+        ck_assert_msg(qp_desc_need(&lazy, 0) == 0, "%s", qp_desc_error(&lazy));
+        ck_assert(qp_desc_loaded(&lazy, 0));
+        ck_assert_mem_eq(qp_desc_proc_blocks(&lazy, 0), full.blocks,
+                         3 * sizeof(qp_desc_block_t));
+        ck_assert_mem_eq(qp_desc_proc_edges(&lazy, 0), full.edges,
+                         5 * sizeof(qp_desc_edge_t));
+        qp_desc_release(&lazy, 0);
+        ck_assert(!qp_desc_loaded(&lazy, 0));
+        ck_assert_int_eq(qp_desc_need(&lazy, 0), QP_EFORMAT); /* its chunk, bytes gone */
+        qp_desc_free(&lazy);
+        free(copy);
     }
     qp_desc_free(&full);
     qp_desc_free(&d);

@@ -727,10 +727,11 @@ same_insn(const arch_insn_t *in, const arch_insn_t *out)
 }
 
 /*
- * Instructions decoded once (pt_decoded_t): what arch_decode gives, for the same bytes
- * at the same address only - other bytes at an address kept before (a buffer reused),
- * the same bytes elsewhere, too few bytes are decoded anew; and a copy emitted with
- * them is the one emitted without.
+ * Instructions decoded once (pt_decoded_t): what arch_decode gives, kept and given again
+ * (pt_decoded_hits) for the same bytes at the same address only - other bytes at an
+ * address kept before (a buffer reused), the same bytes elsewhere, too few bytes are
+ * decoded anew; and a copy emitted with them is the one emitted without, the second
+ * time every instruction of it from what was kept.
  */
 START_TEST(test_decoded_once)
 {
@@ -738,15 +739,19 @@ START_TEST(test_decoded_once)
     ck_assert_ptr_nonnull(d);
     uint8_t buf[16] = { 0x48, 0x8b, 0x05, 0x10, 0, 0, 0 }; /* mov 0x10(%rip),%rax */
     arch_insn_t in, out;
+    ck_assert_uint_eq(pt_decoded_hits(NULL), 0);
     for (int k = 0; k < 2; k++) { /* decoded, then kept */
         ck_assert_int_eq(pt_decode(d, buf, sizeof(buf), 0x400000, &in), 0);
         ck_assert_int_eq(arch_decode(buf, sizeof(buf), 0x400000, &out), 0);
         same_insn(&in, &out);
         ck_assert_uint_eq(in.target, 0x400017);
+        ck_assert_uint_eq(pt_decoded_hits(d), (size_t)k);
     }
     ck_assert_int_eq(pt_decode(d, buf, sizeof(buf), 0x500000, &in), 0);
     ck_assert_uint_eq(in.target, 0x500017);
+    ck_assert_uint_eq(pt_decoded_hits(d), 1); /* another address: decoded */
     ck_assert_int_eq(pt_decode(d, buf, 3, 0x400000, &in), QP_EDECODE);
+    ck_assert_uint_eq(pt_decoded_hits(d), 1); /* too few bytes: decoded (and refused) */
     /* Other bytes in the same buffer at the same address: call .+0x20 */
     const uint8_t call[] = { 0xe8, 0x20, 0, 0, 0 };
     memcpy(buf, call, sizeof(call));
@@ -755,14 +760,20 @@ START_TEST(test_decoded_once)
     same_insn(&in, &out);
     ck_assert_uint_eq(in.kind, ARCH_KIND_CALL);
     ck_assert_uint_eq(in.target, 0x400025);
-    /* Many addresses (the set grows), each as arch_decode says. */
+    ck_assert_uint_eq(pt_decoded_hits(d), 1);
+    ck_assert_int_eq(pt_decode(d, buf, sizeof(buf), 0x400000, &in), 0); /* now kept */
+    ck_assert_uint_eq(in.kind, ARCH_KIND_CALL);
+    ck_assert_uint_eq(pt_decoded_hits(d), 2);
+    /* Many addresses (the set grows), each as arch_decode says, each kept. */
     for (uint64_t a = 0x600000; a < 0x600000 + 5000; a++)
         ck_assert_int_eq(pt_decode(d, buf, sizeof(buf), a, &in), 0);
+    ck_assert_uint_eq(pt_decoded_hits(d), 2);
     for (uint64_t a = 0x600000; a < 0x600000 + 5000; a += 7) {
         ck_assert_int_eq(pt_decode(d, buf, sizeof(buf), a, &in), 0);
         ck_assert_int_eq(arch_decode(buf, sizeof(buf), a, &out), 0);
         same_insn(&in, &out);
     }
+    ck_assert_uint_eq(pt_decoded_hits(d), 2 + (5000 + 6) / 7);
     /* A copy emitted with the set (twice: decoded, then kept) and without. */
     assemble_p();
     arch_snip_t ve[2];
@@ -778,13 +789,21 @@ START_TEST(test_decoded_once)
     int len = pt_proc_emit(&p, at_tr, plain, sizeof(plain), m1, 64, &n1);
     ck_assert_int_gt(len, 0);
     p.decoded = d;
+    size_t ninsns = 0; /* P's instructions */
+    for (uint64_t a = 0; a < run.len; a += out.len, ninsns++)
+        ck_assert_int_eq(arch_decode(run.bytes + a, run.len - a, run.addr + a, &out), 0);
     for (int k = 0; k < 2; k++) {
+        size_t before = pt_decoded_hits(d);
         ck_assert_uint_eq(pt_proc_size(&p, 64), cap);
         memset(kept, 0, sizeof(kept));
         ck_assert_int_eq(pt_proc_emit(&p, at_tr, kept, sizeof(kept), m2, 64, &n2), len);
         ck_assert_mem_eq(kept, plain, (size_t)len);
         ck_assert_uint_eq(n2, n1);
         ck_assert_mem_eq(m2, m1, n1 * sizeof(m1[0]));
+        /* The second time, sizing and emitting each take every instruction of P from
+         * what was kept. */
+        if (k == 1)
+            ck_assert_uint_ge(pt_decoded_hits(d) - before, 2 * ninsns);
     }
     pt_decoded_free(d);
     pt_decoded_free(NULL);
@@ -817,6 +836,29 @@ START_TEST(test_reloc_refusals)
     ck_assert_int_gt(pt_proc_emit(&p, 0x500000, out, sizeof(out), m, 16, &nm), 0);
     ck_assert_int_lt(pt_proc_emit(&p, 0x500000, out, 3, m, 16, &nm), 0);
     ck_assert_int_eq(pt_proc_emit(&p, 0x500000, out, sizeof(out), m, 1, &nm), QP_ERANGE);
+}
+END_TEST
+
+
+/* Go's rule (pt_go.c): main.deref's bytes from tests/inplace/truth.go (Go 1.19). */
+START_TEST(test_go_faults_in)
+{
+    static const uint8_t prologue[] = { 0x49, 0x3b, 0x66, 0x10, 0x76, 0x61 }; /* cmp
+                                       * 0x10(%r14),%rsp; jbe */
+    static const uint8_t nil[] = { 0x31, 0xc9, 0x48, 0x8b, 0x01 }; /* xor %ecx,%ecx;
+                                                                   * mov (%rcx),%rax */
+    static const uint8_t epilogue[] = { 0x48, 0x8b, 0x6c, 0x24, 0x08, 0x48, 0x83, 0xc4,
+                                        0x10, 0xc3 }; /* mov 0x8(%rsp),%rbp; add; ret */
+    const arch_isa_t *x86 = arch_isa_host();
+    ck_assert_int_eq(pt_go_faults_in(x86, prologue, sizeof(prologue), 0x483160), 0);
+    ck_assert_int_eq(pt_go_faults_in(x86, epilogue, sizeof(epilogue), 0x4831ab), 0);
+    ck_assert_int_eq(pt_go_faults_in(x86, nil, sizeof(nil), 0x4831a6), 1);
+    ck_assert_int_eq(pt_go_may_fault(x86, nil, sizeof(nil), 0x4831a6), 0); /* the xor */
+    ck_assert_int_eq(pt_go_may_fault(x86, nil + 2, 3, 0x4831a8), 1);
+    /* An ISA without the test: every instruction may fault. */
+    ck_assert_int_eq(pt_go_faults_in(arch_isa_for_machine(ARCH_EM_AARCH64), prologue, 4, 0), 1);
+    ck_assert_int_eq(pt_go_faults_in(NULL, prologue, sizeof(prologue), 0), 1);
+    ck_assert(strstr(pt_go_fault_why, "Go") != NULL);
 }
 END_TEST
 
@@ -963,6 +1005,7 @@ tramp_suite(void)
     tcase_add_test(tc, test_reloc_refusals);
     tcase_add_test(tc, test_reloc_unknown_jump);
     tcase_add_test(tc, test_syscall_pattern);
+    tcase_add_test(tc, test_go_faults_in);
     tcase_add_test(tc, test_got_fix);
     suite_add_tcase(s, tc);
     return s;

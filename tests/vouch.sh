@@ -24,7 +24,9 @@
 # sections_after_call (a frame, right after a call to abort, no padding): 9 calls;
 # sections_table, data
 # after an alignment's nops in the assembler file's section that decodes as
-# `mov %rdi,%rax; ret`, stays in place, "may be data"; the output is the original's.
+# `mov %rdi,%rax; ret`, stays in place, "may be data", and so do exactly the two
+# pieces of it that decode as code and sections_check (a leaf right after it, no int3
+# fill): nothing else; the output is the original's.
 # And data kept in .text behind a lea (tests/progs/data_in_text.c, stripped) stays
 # untouched: the rewritten program prints what the original prints.
 # Exit status: 0 pass, 1 fail, 77 skip, 99 hard error.
@@ -61,6 +63,9 @@ lone=$(nm "$exe.full" | awk '$3 == "lone" { sub(/^0+/, "", $1); print $1 }')
 grep -q "left in place: sub_$lone at 0x$lone: .*may be data" "$exe.log" &&
     ok "hidden: lone (a lea's address, no calls) left in place" ||
     bad "hidden: lone (sub_$lone) not left in place as may be data"
+n=$(grep -c "left in place: .*may be data" "$exe.log")
+[ "$n" = 1 ] && ok "hidden: only lone may be data" ||
+    bad "hidden: $n procedures may be data, expected 1"
 
 exe=$dir/framed
 # shellcheck disable=SC2086
@@ -111,10 +116,20 @@ if qp_have clang && qp_have ld.lld; then
         [ "$got" = "$want_calls" ] && ok "sections: $name ($sub) measured, $got calls" ||
             bad "sections: $name ($sub): '$got' calls, expected $want_calls"
     done
-    a=$(nm "$exe.full" | awk '$3 == "sections_table" { sub(/^0+/, "", $1); print $1 }')
-    grep -q "left in place: sub_$a at 0x$a: .*may be data" "$exe.log" &&
-        ok "sections: the table after nops (decodes as code) left in place" ||
-        bad "sections: sections_table (sub_$a) not left in place as may be data"
+    # Exactly these may be data: the table and the two pieces of it that decode as
+    # code on their own (lea 1(%rdi),%rax; ret at +4, xor %rax,%rax; ret at +12), and
+    # sections_check, a leaf right after the table's ret with no int3 fill before it
+    # (a leaf needs lld's fill to start like a function).
+    a=$(nm "$exe.full" | awk '$3 == "sections_table" { print $1 }')
+    c=$(nm "$exe.full" | awk '$3 == "sections_check" { print $1 }')
+    want_data=$(printf '%x\n' $((0x$a)) $((0x$a + 4)) $((0x$a + 12)) $((0x$c)) | sort)
+    got_data=$(sed -n 's/.*left in place: sub_\([0-9a-f]*\) at 0x[0-9a-f]*: .*may be data$/\1/p' \
+        "$exe.log" | sort)
+    if [ "$got_data" = "$want_data" ] && [ -n "$a" ] && [ -n "$c" ]; then
+        ok "sections: exactly the table after nops (decodes as code), its 2 pieces and sections_check left in place as may be data"
+    else
+        bad "sections: may be data: $(echo $got_data), expected $(echo $want_data)"
+    fi
 else
     echo "vouch.sh: sections: SKIP: no clang or ld.lld"
 fi

@@ -150,9 +150,8 @@ print_header(FILE *f, const qp_inputs_t *in)
     if (run_approx(in, abuf, sizeof(abuf)) != NULL)
         fprintf(f, "warning: %s\n", abuf);
     if (r.napprox_resume > 0)
-        fprintf(f, "warning: a Go program whose function names could not be read: a stack "
-                   "growth may count as a call, every count is marked approximate (~, "
-                   "below)\n");
+        fprintf(f, "warning: " QPT_GO_NAMES_UNREAD ": a stack growth may count as a call, "
+                   "every count is marked approximate (~, below)\n");
     fprintf(f, "total: %" PRIu64 " instructions executed in %" PRIu32
                " measured procedures", r.total_insns, r.nmeasured);
     if (r.nplt > 0)
@@ -329,6 +328,8 @@ typedef struct flat_notes {
                                                          * PLT stubs for the last two */
     uint32_t napprox_resume;                            /* ... approximate in a Go program
                                                          * whose names were not read */
+    uint32_t napprox_other;                             /* ... approximate for another
+                                                         * reason (the general note) */
     uint64_t ndropped, incomplete;                      /* exits (profile, back-traces) */
     uint64_t forks;                                     /* forked children (the most of
                                                          * any module's profile) */
@@ -348,6 +349,7 @@ sum_notes(const flat_view_t *v, flat_notes_t *n)
         n->nviolating += r.nviolating;
         n->napprox += r.napprox;
         n->napprox_resume += r.napprox_resume;
+        n->napprox_other += r.napprox_other;
         n->nunknown += r.nunknown;
         n->nsaturated += r.nsaturated;
         n->ndropped += r.ndropped;
@@ -388,15 +390,13 @@ print_footnotes(FILE *f, const flat_view_t *v)
                    "counts are inconsistent (qp report --edges=NAME shows where)\n",
                 n.nviolating);
     if (n.napprox_resume)
-        fprintf(f, "~  in a Go program whose function names could not be read (no symbol "
-                   "table, and a .gopclntab older than Go 1.16, missing or damaged): "
-                   "runtime.morestack is not known, so a stack growth in a procedure's "
+        fprintf(f, "~  in " QPT_GO_NAMES_UNREAD ": runtime.morestack is not known, so a stack growth in a procedure's "
                    "prologue (the goroutine resumed there jumps back to the entry) may "
                    "count as one more call of it, and a goroutine resumed after "
                    "runtime.mcall (Gosched, parking) likewise: every count of its %" PRIu32
                    " procedure(s) may be approximate\n",
                 n.napprox_resume);
-    if (n.napprox > n.napprox_resume)
+    if (n.napprox_other)
         fprintf(f, "~  has exception landing pads, calls setjmp or vfork, may be left by a longjmp or an "
                    "exception (it calls, directly or through other procedures, one that "
                    "longjmps or throws; in a Go program that panicked, any procedure), or has indirect jumps whose targets are a guess: if "

@@ -149,6 +149,8 @@ typedef struct qpt_qp_info {
     uint32_t nunknown;         /* ... with counts not determined */
     uint32_t nsaturated;       /* ... with a counter at 2^64 - 1 */
     uint32_t napprox_resume;   /* approximate ones for QPT_QP_APPROX_RESUME */
+    uint32_t napprox_other;    /* approximate ones for another reason (exceptions,
+                                * longjmp, guessed jump targets), RESUME or not */
 } qpt_qp_info_t;
 
 /* What M's report says of the whole run (M loaded). 0 or QPT_EINVAL. */
@@ -180,6 +182,12 @@ enum {
     QPT_QP_APPROX_RESUME = 1u << 7, /* in a Go program whose function names could not be
                                      * read: a stack growth may count as a call */
 };
+
+/* Why a Go program's counts are all marked approximate (QPT_QP_APPROX_RESUME): the one
+ * phrase qpt-rewrite's note and qp report's warning and footnote say it with. */
+#define QPT_GO_NAMES_UNREAD                                                             \
+    "a Go program whose function names could not be read (no symbol table, and a "     \
+    ".gopclntab older than Go 1.16, missing or damaged)"
 
 /* Which rows (qpt_qp_row's KIND). */
 enum {

@@ -1,0 +1,3 @@
+module example.com/avx
+
+go 1.19
