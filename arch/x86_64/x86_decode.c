@@ -11,6 +11,7 @@
  * operands. arch_decode_ops() always decodes operands; analyses call it on few
  * instructions.
  */
+#include <stdatomic.h>
 #include <Zydis/Zydis.h>
 #include <string.h>
 
@@ -25,17 +26,18 @@
  * constants, so running it twice (even from two threads) leaves the same state. The
  * defaults are kept: Intel branch semantics (a 0x66 prefix does not shorten a near
  * branch in 64-bit mode, as on Intel CPUs and in what compilers emit), MPX and CET
- * opcodes enabled (so `bnd jmp`, `endbr64` decode as such), KNC off.
+ * opcodes enabled (so `bnd jmp`, `endbr64` decode as such), KNC off. x86_decode_fast
+ * reads the forms it knows as these settings do: change them there too.
  */
 static ZydisDecoder x86_decoder;
-static int x86_decoder_ready;
+static atomic_int x86_decoder_ready;
 
 static const ZydisDecoder*
 x86_decoder_get(void)
 {
-    if (!x86_decoder_ready) {
+    if (!atomic_load_explicit(&x86_decoder_ready, memory_order_acquire)) {
         ZydisDecoderInit(&x86_decoder, ZYDIS_MACHINE_MODE_LONG_64, ZYDIS_STACK_WIDTH_64);
-        x86_decoder_ready = 1;
+        atomic_store_explicit(&x86_decoder_ready, 1, memory_order_release);
     }
     return &x86_decoder;
 }
@@ -717,7 +719,7 @@ arch_decode(const uint8_t *buf, size_t len, uint64_t addr, arch_insn_t *out /*OU
     out->addr = addr;
     if (x86_decode_fast(buf, len, addr, out))
         return 0;
-    out->addr = 0;
+    memset(out, 0, sizeof(*out)); /* nothing a form given up on may have set */
     return x86_decode_zydis(buf, len, addr, out);
 }
 
