@@ -1003,6 +1003,9 @@ run_pass(const drv_ops_t *drv, const cfg_prog_t *prog, const ed_plan_t *plan,
     uint64_t *exits = NULL, *forkers = NULL, *starters = NULL;
     size_t nxt = 0, nexits = 0, nforkers = 0, nstarters = 0;
     int taken = 0;
+    /* Also fills the program's caches of held addresses and interior entries, which
+     * ed_inplace_create reads beside the pool's workers later (filled lazily, they
+     * must not be filled there). */
     int rc = cfg_interior_entries(prog, &xt, &nxt);
     if (rc == 0)
         rc = drv_forkers(prog, &forkers, &nforkers);
