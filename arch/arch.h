@@ -86,6 +86,10 @@ typedef struct arch_insn {
  * Fast path: no operand details are computed (see arch_decode_ops).
  */
 int arch_decode(const uint8_t *buf, size_t len, uint64_t addr, arch_insn_t *out /*OUT*/);
+/* arch_decode by the full decoder alone (x86-64: Zydis), without the table-driven reading
+ * of the commonest forms that arch_decode tries first: what that reading must agree with
+ * (tests/check_arch.c). */
+int arch_decode_full(const uint8_t *buf, size_t len, uint64_t addr, arch_insn_t *out /*OUT*/);
 
 /*
  * Operand-level semantics for the few data-flow shapes that jump-table and address-taken

@@ -723,6 +723,15 @@ arch_decode(const uint8_t *buf, size_t len, uint64_t addr, arch_insn_t *out /*OU
     return x86_decode_zydis(buf, len, addr, out);
 }
 
+int
+arch_decode_full(const uint8_t *buf, size_t len, uint64_t addr, arch_insn_t *out /*OUT*/)
+{
+    if (buf == NULL || out == NULL)
+        return QP_EINVAL;
+    memset(out, 0, sizeof(*out));
+    return x86_decode_zydis(buf, len, addr, out);
+}
+
 /*****************************************************************************
  * Padding and function starts
  */
