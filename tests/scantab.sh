@@ -29,6 +29,25 @@ count() {
     awk -v p="$2" '$0 ~ p { print $1; exit }' "$1"
 }
 
+# rewrite_moves LABEL EXE PROC ARG WANT: EXE rewritten with none and qp moves PROC, and
+# each copy run with ARG prints WANT and exits 0.
+rewrite_moves() {
+    for drv in none qp; do
+        out=$2.$drv
+        if ! "$QPT_REWRITE" -v --driver=$drv "$2" -o "$out" >"$out.log" 2>&1; then
+            bad "$1 $drv: rewrite: $(tail -n 1 "$out.log")"
+            continue
+        fi
+        if grep -q "left in place: $3 " "$out.log"; then
+            bad "$1 $drv: $(grep "left in place: $3 " "$out.log")"
+        else
+            ok "$1 $drv: $3 relocated"
+        fi
+        got=$("$out" "$4") && [ "$got" = "$5" ] && ok "$1 $drv: same output" ||
+            bad "$1 $drv: output or exit status differs"
+    done
+}
+
 for v in "clang -O2 -fPIE -pie" "gcc -O2 -fPIE -pie" "clang -O2 -fno-pie -no-pie"; do
     cc=${v%% *}
     qp_have "$cc" || continue
@@ -38,19 +57,7 @@ for v in "clang -O2 -fPIE -pie" "gcc -O2 -fPIE -pie" "clang -O2 -fno-pie -no-pie
     $v -o "$exe" "$src" || exit 99
     built=1
     want=$("$exe" $n)
-    for drv in none qp; do
-        out=$exe.$drv
-        if ! "$QPT_REWRITE" -v --driver=$drv "$exe" -o "$out" >"$out.log" 2>&1; then
-            bad "$v $drv: rewrite: $(tail -n 1 "$out.log")"
-            continue
-        fi
-        if grep -q "left in place: step " "$out.log"; then
-            bad "$v $drv: $(grep "left in place: step " "$out.log")"
-        else
-            ok "$v $drv: step relocated"
-        fi
-        [ "$("$out" $n)" = "$want" ] && ok "$v $drv: same output" || bad "$v $drv: output differs"
-    done
+    rewrite_moves "$v" "$exe" step "$n" "$want"
     "$QP" report --csv "$exe.qp.qp" >"$exe.csv" 2>&1
     got=$(awk -F, '$1 == "step" { print $2 "," $4 }' "$exe.csv")
     [ "$got" = "$n," ] && ok "$v: step called $n times, exact" || bad "$v: step: '$got', expected '$n,'"
@@ -66,20 +73,7 @@ for cc in gcc clang; do
     exe=$dir/hoisted.$cc
     $cc -O2 -fPIE -pie -o "$exe" "$src" || exit 99
     want=$("$exe" 400)
-    for drv in none qp; do
-        out=$exe.$drv
-        if ! "$QPT_REWRITE" -v --driver=$drv "$exe" -o "$out" >"$out.log" 2>&1; then
-            bad "hoisted $cc $drv: rewrite: $(tail -n 1 "$out.log")"
-            continue
-        fi
-        if grep -q "left in place: pick " "$out.log"; then
-            bad "hoisted $cc $drv: $(grep "left in place: pick " "$out.log")"
-        else
-            ok "hoisted $cc $drv: pick relocated"
-        fi
-        [ "$("$out" 400)" = "$want" ] && ok "hoisted $cc $drv: same output" ||
-            bad "hoisted $cc $drv: output differs"
-    done
+    rewrite_moves "hoisted $cc" "$exe" pick 400 "$want"
     "$QP" report --annotate pick "$exe.qp.qp" >"$exe.ann" 2>&1
     got=$(count "$exe.ann" 'mov +\$0x14,')
     [ "$got" = 100 ] && ok "hoisted $cc: case 1 ran 100 times" || bad "hoisted $cc: case 1 ran '${got}' times, expected 100"
