@@ -7,6 +7,7 @@
  * the entry point, init/fini arrays, IFUNC resolvers, code addresses held in relocated
  * data. Call targets and gap code are added later by cfg_build.c (seed 3.6).
  */
+#include <stddef.h>
 #include <stdio.h>
 
 #include "cfg/cfg_priv.h"
@@ -250,14 +251,8 @@ plt_name(cfg_builder_t *b, uint64_t addr, char *buf, size_t cap, const char **na
             return rc;
         }
     }
-    size_t lo = 0, hi = b->plt_held.n;
-    while (lo < hi) {
-        size_t mid = (lo + hi) / 2;
-        if (b->plt_held.v[mid].held < addr)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
+    size_t lo = qp_lower_bound_u64(b->plt_held.v, b->plt_held.n, sizeof(*b->plt_held.v),
+                                   offsetof(cfg_plt_held_t, held), addr);
     if (lo < b->plt_held.n && b->plt_held.v[lo].held == addr) {
         snprintf(buf, cap, "%s.lazy", b->img->symbols[b->plt_held.v[lo].sym].name);
         *name = buf;
