@@ -226,6 +226,9 @@ typedef struct elfw_rewrite_opts {
     /* The end of each phase of the writing (development timing, QP_DEBUG), or NULL. */
     void (*on_phase)(void *arg, const char *phase);
     void *phase_arg;
+    unsigned threads;  /* 2 or more: the measurement description (elfw_instr_t.describe)
+                        * is made on another thread while this one builds the unwind
+                        * tables (0, 1: one after the other); the output is the same */
 } elfw_rewrite_opts_t;
 
 /*

@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 
 #include "base/qp_bytes.h"
+#include "base/qp_pool.h"
 #include "editor/ed.h"
 #include "editor/elfw.h"
 #include "runtime/qprt.h"
@@ -31,7 +32,15 @@ typedef struct rt_regions {
     uint64_t unwind; /* new unwind tables (R) */
     uint64_t dynstr; /* a copy of .dynstr with $ORIGIN in the search path (R), or 0 */
     uint64_t got_fix; /* a library's start that points its PLT at new code (RX), or 0 */
+    uint64_t desc_id; /* the description's id (the runtime's parameters name it) */
 } rt_regions_t;
+
+/* Where the counters of the runtime reserved in R start (after its state page). */
+static uint64_t
+runtime_counters(const rt_regions_t *r)
+{
+    return r->state + QPRT_STATE_SIZE;
+}
 
 /* Write LEN bytes of DATA at ADDR of the image, then zeros up to SPAN bytes. */
 static int
@@ -259,18 +268,16 @@ write_lock_sites(
  * on to the original one.
  */
 /*
- * After the code is placed: the description and the runtime's parameters. The runtime
- * needs only the description's id (in its parameters): the description itself becomes
- * a non-alloc section that qp reads from the file (R->desc, owned by the caller).
+ * After the code is placed and described (R->desc, R->desc_id: describe_item): the
+ * runtime's parameters. The runtime needs only the description's id (in its
+ * parameters): the description itself becomes a non-alloc section that qp reads from
+ * the file (R->desc, owned by the caller).
  */
 static int
 write_runtime(ed_image_t *im, const cfg_image_t *img, ed_plan_t *plan,
     const elfw_instr_t *instr, rt_regions_t *r, uint64_t *desc_size)
 {
-    uint64_t counters = r->state + QPRT_STATE_SIZE;
-    uint64_t id = 0;
-    r->desc_len = 0;
-    QP_CHECK(instr->describe(instr->arg, plan, counters, &r->desc, &r->desc_len, &id));
+    uint64_t counters = runtime_counters(r);
     if (r->desc == NULL)
         return QP_EINVAL; /* a description is what qp reads */
     *desc_size = r->desc_len;
@@ -317,7 +324,7 @@ write_runtime(ed_image_t *im, const cfg_image_t *img, ed_plan_t *plan,
     par.counters = counters;
     par.counters_size = ((uint64_t)instr->ncounters * 8 + PAGE - 1) / PAGE * PAGE;
     par.ncounters = instr->ncounters;
-    par.id = id;
+    par.id = r->desc_id;
     memcpy(blob, &par, sizeof(par));
     rc = ed_image_ops.write(im, r->rt, blob, blob_size);
     free(blob);
@@ -566,6 +573,107 @@ phase(const elfw_rewrite_opts_t *opts, const char *what)
         opts->on_phase(opts->phase_arg, what);
 }
 
+/* The unwind tables of the moved code, built and written into the image. */
+typedef struct unwind_job {
+    const cfg_image_t *img;  /* the input */
+    ed_plan_t *plan;         /* the applied plan */
+    ed_image_t *im;          /* the output's image: the tables are written there */
+    ed_unwind_out_t *out;    /* the tables */
+    ed_fde_fail_t *fail;     /* which FDE failed them, when one did */
+    char *err;               /* the message of a failure (ERRLEN bytes) */
+    size_t errlen;
+    int rc;                  /* 0, or the QP_E* code of a failure */
+    uint64_t at;             /* where the new tables went (0: over the input's) */
+    uint64_t in_place;       /* the bytes of .eh_frame written over the input's */
+} unwind_job_t;
+
+/* Build the unwind_job_t ARG's tables (qp_parallel_for_beside's serial step). */
+static void
+unwind_beside(void *arg)
+{
+    unwind_job_t *j = arg;
+    ed_unwind_out_t *u = j->out;
+    /* Unwind tables: their size does not depend on where they go; build once to size
+     * them, then again at their address. All FDEs go into the new table, so that it can
+     * be the .eh_frame that gdb reads; moved code without its FDE fails the rewrite. */
+    /* A stub falling into a block (ED_PROBE_FALL_IN) runs in that block's state. */
+    ed_unwind_map_t um
+        = { ed_plan_map_state, ed_plan_map_end, ed_plan_map_insn, ed_plan_pieces, j->plan };
+    const uint32_t uflags = ED_UNWIND_ALL | ED_UNWIND_STRICT;
+    int rc = ed_unwind_build_ex(j->img, &um, 0, uflags, u);
+    if (rc < 0) {
+        unwind_fail(j->err, j->errlen, rc, u, j->fail);
+        j->rc = rc;
+        return;
+    }
+    const cfg_section_t *old_eh = NULL, *old_hdr = NULL;
+    /* Not when the new search table still points into the old .eh_frame (FDEs of code
+     * that stays whose tables could not be copied, or disagree with .eh_frame_hdr). */
+    if (u->size > 0 && u->nold_refs == 0
+        && unwind_fits_over(j->img, u, &old_eh, &old_hdr)) {
+        /* Over the input's tables: .eh_frame stays where crtbeginT's frame registry of a
+         * static program reads it, and the file grows by nothing. */
+        size_t size = u->size, hdr_off = u->hdr_off;
+        free(u->data);
+        memset(u, 0, sizeof(*u));
+        rc = ed_unwind_build_at(j->img, &um, old_eh->vma, old_hdr->vma, uflags, u);
+        if (rc == 0 && (u->size != size || u->hdr_off != hdr_off))
+            rc = QP_EFORMAT; /* the size must not depend on the address */
+        if (rc == 0)
+            rc = write_padded(j->im, old_eh->vma, u->data, u->hdr_off, old_eh->size);
+        if (rc == 0)
+            rc = write_padded(j->im, old_hdr->vma, u->data + u->hdr_off, u->hdr_size,
+                              old_hdr->size);
+        if (rc < 0) {
+            unwind_fail(j->err, j->errlen, rc, u, j->fail);
+            j->rc = rc;
+            return;
+        }
+        j->in_place = u->eh_frame_size;
+    } else if (u->size > 0) {
+        size_t size = u->size;
+        free(u->data);
+        memset(u, 0, sizeof(*u));
+        uint64_t lo, hi;
+        image_extent(j->img, &lo, &hi);
+        rc = ed_image_ops.alloc_near(j->im, lo, hi, size, ED_PROT_R, &j->at);
+        if (rc == 0)
+            rc = ed_unwind_build_ex(j->img, &um, j->at, uflags, u);
+        if (rc == 0 && u->size != size)
+            rc = QP_EFORMAT; /* the size must not depend on the address */
+        if (rc == 0)
+            rc = ed_image_ops.write(j->im, j->at, u->data, u->size);
+        if (rc < 0) {
+            unwind_fail(j->err, j->errlen, rc, u, j->fail);
+            j->rc = rc;
+            return;
+        }
+    }
+    j->rc = 0;
+}
+
+/* The measurement description of a rewrite (elfw_instr_t.describe). */
+typedef struct describe_job {
+    const elfw_instr_t *instr; /* its describe */
+    ed_plan_t *plan;           /* the applied plan */
+    uint64_t counters;         /* where the counters are */
+    uint8_t *desc;             /* the description (malloc'd), or NULL */
+    size_t len;                /* its bytes */
+    uint64_t id;               /* its id */
+    int rc;                    /* 0, or the QP_E* code of a failure */
+} describe_job_t;
+
+/* qp_task_fn: make the description of the describe_job_t ARG (its one item). */
+static int
+describe_item(void *arg, unsigned worker, size_t k)
+{
+    (void)worker;
+    (void)k;
+    describe_job_t *j = arg;
+    j->rc = j->instr->describe(j->instr->arg, j->plan, j->counters, &j->desc, &j->len, &j->id);
+    return j->rc;
+}
+
 int
 elfw_rewrite(const cfg_prog_t *prog, ed_plan_t *plan, const elfw_instr_t *instr,
     const char *input, const char *output, const elfw_rewrite_opts_t *opts,
@@ -617,62 +725,28 @@ elfw_rewrite(const cfg_prog_t *prog, ed_plan_t *plan, const elfw_instr_t *instr,
     cfg_image_decode_done(prog->img);
     cfg_image_release_pages(prog->img);
     phase(opts, "relocated (plan applied)");
-    /* Unwind tables: their size does not depend on where they go; build once to size
-     * them, then again at their address. All FDEs go into the new table, so that it can
-     * be the .eh_frame that gdb reads; moved code without its FDE fails the rewrite. */
-    /* A stub falling into a block (ED_PROBE_FALL_IN) runs in that block's state. */
-    ed_unwind_map_t um
-        = { ed_plan_map_state, ed_plan_map_end, ed_plan_map_insn, ed_plan_pieces, plan };
-    const uint32_t uflags = ED_UNWIND_ALL | ED_UNWIND_STRICT;
-    rc = ed_unwind_build_ex(prog->img, &um, 0, uflags, &unw);
-    if (rc < 0) {
-        unwind_fail(err, errlen, rc, &unw, &stats->unwind_fail);
+    /* The description (on another thread when there are two) beside the unwind
+     * tables: each reads the plan and the input, neither writes what the other reads,
+     * and the unwind tables alone write into the image. */
+    unwind_job_t uj = { prog->img, plan, im, &unw, &stats->unwind_fail, err, errlen, 0, 0, 0 };
+    describe_job_t dj = { instr, plan, runtime_counters(&rr), NULL, 0, 0, 0 };
+    if (instr != NULL)
+        qp_parallel_for_beside(opts->threads > 1 ? 2 : 1, 1, 1, describe_item, &dj,
+                               unwind_beside, &uj); /* (describe_item's error is in dj) */
+    else
+        unwind_beside(&uj);
+    rr.desc = dj.desc;
+    rr.desc_len = dj.len;
+    rr.desc_id = dj.id;
+    if ((rc = uj.rc) < 0)
+        goto out;
+    if ((rc = dj.rc) < 0) {
+        fail(err, errlen, rc, "measurement description");
         goto out;
     }
-    uint64_t unw_at = 0, in_place = 0;
-    const cfg_section_t *old_eh = NULL, *old_hdr = NULL;
-    /* Not when the new search table still points into the old .eh_frame (FDEs of code
-     * that stays whose tables could not be copied, or disagree with .eh_frame_hdr). */
-    if (unw.size > 0 && unw.nold_refs == 0
-        && unwind_fits_over(prog->img, &unw, &old_eh, &old_hdr)) {
-        /* Over the input's tables: .eh_frame stays where crtbeginT's frame registry of a
-         * static program reads it, and the file grows by nothing. */
-        size_t size = unw.size, hdr_off = unw.hdr_off;
-        free(unw.data);
-        memset(&unw, 0, sizeof(unw));
-        rc = ed_unwind_build_at(prog->img, &um, old_eh->vma, old_hdr->vma, uflags, &unw);
-        if (rc == 0 && (unw.size != size || unw.hdr_off != hdr_off))
-            rc = QP_EFORMAT; /* the size must not depend on the address */
-        if (rc == 0)
-            rc = write_padded(im, old_eh->vma, unw.data, unw.hdr_off, old_eh->size);
-        if (rc == 0)
-            rc = write_padded(im, old_hdr->vma, unw.data + unw.hdr_off, unw.hdr_size,
-                              old_hdr->size);
-        if (rc < 0) {
-            unwind_fail(err, errlen, rc, &unw, &stats->unwind_fail);
-            goto out;
-        }
-        in_place = unw.eh_frame_size;
-    } else if (unw.size > 0) {
-        size_t size = unw.size;
-        free(unw.data);
-        memset(&unw, 0, sizeof(unw));
-        uint64_t lo, hi;
-        image_extent(prog->img, &lo, &hi);
-        rc = ed_image_ops.alloc_near(im, lo, hi, size, ED_PROT_R, &unw_at);
-        if (rc == 0)
-            rc = ed_unwind_build_ex(prog->img, &um, unw_at, uflags, &unw);
-        if (rc == 0 && unw.size != size)
-            rc = QP_EFORMAT; /* the size must not depend on the address */
-        if (rc == 0)
-            rc = ed_image_ops.write(im, unw_at, unw.data, unw.size);
-        if (rc < 0) {
-            unwind_fail(err, errlen, rc, &unw, &stats->unwind_fail);
-            goto out;
-        }
-    }
+    const uint64_t unw_at = uj.at, in_place = uj.in_place;
     rr.unwind = unw_at;
-    phase(opts, "unwind tables");
+    phase(opts, "unwind tables, description");
     if (instr != NULL
         && (rc = write_runtime(im, prog->img, plan, instr, &rr, &stats->desc_size)) < 0) {
         fail(err, errlen, rc, "measurement description");
@@ -701,7 +775,7 @@ elfw_rewrite(const cfg_prog_t *prog, ed_plan_t *plan, const elfw_instr_t *instr,
         fail(err, errlen, rc, "build-id");
         goto out;
     }
-    phase(opts, "runtime, description, build-id");
+    phase(opts, "runtime, build-id");
     size_t nreg, npat;
     const ed_region_t *r = ed_image_regions(im, &nreg);
     const ed_patch_t *p = ed_image_patches(im, &npat);

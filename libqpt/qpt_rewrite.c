@@ -561,7 +561,8 @@ qpt_rw_rewrite(qpt_rewrite_t *r, const cfg_prog_t *prog, const char *input, cons
     const qpt_measure_t m = { measure_plan, measure_undo, &c };
     const elfw_tmp_hook_t hook = { r->temp, r->temp_arg };
     const elfw_rewrite_opts_t wo = { r->temp != NULL ? &hook : NULL, r->local_libs,
-                                     r->debug_phase != NULL ? write_phase : NULL, r };
+                                     r->debug_phase != NULL ? write_phase : NULL, r,
+                                     r->threads };
     const qpt_engine_io_t io = { input, output, &wo, r->progress, r->progress_arg };
     qpt_engine_out_t *eout = malloc(sizeof(*eout));
     if (eout == NULL) {
