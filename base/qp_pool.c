@@ -72,8 +72,10 @@ parallel_for(unsigned nthreads, size_t n, size_t grain, qp_task_fn fn, void *arg
     atomic_init(&r.rc, 0);
     pool_worker_t w[QP_MAX_THREADS];
     unsigned started = 1;
-    /* More threads than grains would only wait. */
-    for (unsigned i = 1; i < nthreads && (size_t)i * r.grain < n; i++) {
+    /* More threads than grains would only wait; the caller takes the first grain, or
+     * none while it runs BESIDE (one item beside a serial step gets its own thread). */
+    const unsigned busy = beside != NULL;
+    for (unsigned i = 1; i < nthreads && (size_t)(i - busy) * r.grain < n; i++) {
         w[i] = (pool_worker_t) { &r, i, 0 };
         if (pthread_create(&w[i].tid, NULL, pool_work, &w[i]) != 0)
             break; /* fewer threads: the same result, later */

@@ -30,7 +30,7 @@ int qp_parallel_for(unsigned nthreads, size_t n, size_t grain, qp_task_fn fn, vo
  * the other threads start on the items; the caller then joins them. For a serial step
  * over work made ahead (BESIDE takes batch k while the items make batch k + 1): the
  * outcome does not depend on how the two overlap. With one thread, BESIDE runs, then
- * the items.
+ * the items; with more, even a single item runs on a thread of its own beside it.
  */
 int qp_parallel_for_beside(unsigned nthreads, size_t n, size_t grain, qp_task_fn fn, void *arg,
                            void (*beside)(void *beside_arg), void *beside_arg);

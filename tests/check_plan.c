@@ -5,7 +5,7 @@
  * and whether another table shares a table's bytes (edl_index_tables), against the
  * definition (a scan of every pair) on tables that start together, nest, touch, are
  * empty or stand apart; and the pool's serial step beside its items
- * (qp_parallel_for_beside).
+ * (qp_parallel_for_beside), a single item on a thread of its own.
  */
 #include "config.h"
 
@@ -15,6 +15,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "base/qp_pool.h"
 #include "editor/ed.h"
@@ -108,6 +109,50 @@ START_TEST(test_plan_pool_beside)
 }
 END_TEST
 
+/* The state of test_plan_pool_beside_one: the thread of the step and of the item. */
+typedef struct beside_one {
+    pthread_t step, item;
+    atomic_int item_done;
+    int wait;       /* the step waits for the item (a thread of its own runs it) */
+} beside_one_t;
+
+static int
+one_item(void *arg, unsigned worker, size_t k)
+{
+    (void)worker;
+    (void)k;
+    beside_one_t *b = arg;
+    b->item = pthread_self();
+    atomic_store(&b->item_done, 1);
+    return 0;
+}
+
+static void
+one_step(void *arg)
+{
+    beside_one_t *b = arg;
+    b->step = pthread_self();
+    /* Until the item is done elsewhere: otherwise the caller could take it after the
+     * step. Not forever when no thread runs it (10 s: the test then fails). */
+    for (int i = 0; b->wait && !atomic_load(&b->item_done) && i < 10000; i++)
+        nanosleep(&(struct timespec) { 0, 1000000 }, NULL);
+}
+
+/* One item beside the step (the writer's description beside its unwind tables): with
+ * two threads, on the other one; with one, after the step on the caller's. */
+START_TEST(test_plan_pool_beside_one)
+{
+    for (unsigned threads = 1; threads <= 2; threads++) {
+        beside_one_t b;
+        memset(&b, 0, sizeof(b));
+        b.wait = threads > 1;
+        ck_assert_int_eq(qp_parallel_for_beside(threads, 1, 1, one_item, &b, one_step, &b), 0);
+        ck_assert(pthread_equal(b.step, pthread_self()));
+        ck_assert_int_eq(pthread_equal(b.item, pthread_self()) != 0, threads == 1);
+    }
+}
+END_TEST
+
 static Suite *
 plan_suite(void)
 {
@@ -115,6 +160,7 @@ plan_suite(void)
     TCase *tc = tcase_create("index");
     tcase_add_test(tc, test_plan_tables_alone);
     tcase_add_test(tc, test_plan_pool_beside);
+    tcase_add_test(tc, test_plan_pool_beside_one);
     suite_add_tcase(s, tc);
     return s;
 }
