@@ -16,8 +16,8 @@
  * first thing in main; only speed changes.
  */
 void tool_heap_setup(void);
-/* Give the whole free pages of the heap back to the system (the end of a phase), when
- * it holds at least 128 MiB free. Only memory changes. */
+/* Give the whole free pages of the heap back to the system (the end of a phase that
+ * freed much). Only memory changes. */
 void tool_heap_release(void);
 
 /*

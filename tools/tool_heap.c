@@ -38,18 +38,9 @@ tool_heap_setup(void)
  * them. Called at the end of each phase: the whole pages of free blocks go back to the
  * system (malloc_trim), and what reuses them later faults them in again (cc1's qp
  * rewrite: peak 780 -> 640 MB; doc/measurements.md).
- *
- * Not while the heap holds less than HEAP_RELEASE_MIN free (given back already or not):
- * the next phase reuses so little so soon (the analysis' rounds), and each page given
- * back costs a fault when it is reused. What stays resident is less than that, so a
- * later peak can rise by no more; a large program's holes (chromium's: gigabytes) still
- * go back at every phase.
  */
-#define HEAP_RELEASE_MIN ((size_t)128 << 20)
-
 void
 tool_heap_release(void)
 {
-    if (mallinfo2().fordblks >= HEAP_RELEASE_MIN)
-        malloc_trim(0);
+    malloc_trim(0);
 }
