@@ -325,6 +325,56 @@ START_TEST(test_cfg_known_shapes)
 }
 END_TEST
 
+/* The init and fini arrays' functions are read through their relocations, found by a
+ * binary search: right only once the relocations are sorted, which the linkers below do
+ * not do (ld -z nocombreloc writes .rela.data.rel.ro before .rela.init_array; lld
+ * writes .data's relocation first and leaves the arrays' words 0 in the file). */
+static const char *const ctor_links[] = {
+    "gcc -O2 -fPIE -pie -Wl,-z,nocombreloc",
+    "clang -O2 -fPIE -pie -fuse-ld=lld",
+    "clang -O2 -fPIE -pie -fuse-ld=lld -Wl,-z,nocombreloc",
+};
+
+static int
+has_init_func(const cfg_image_t *img, const char *name)
+{
+    uint64_t addr = 0;
+    for (size_t i = 0; i < img->nsymbols; i++)
+        if (strcmp(img->symbols[i].name, name) == 0)
+            addr = img->symbols[i].addr;
+    ck_assert_msg(addr != 0, "no symbol %s", name);
+    for (size_t i = 0; i < img->ninit_funcs; i++)
+        if (img->init_funcs[i] == addr)
+            return 1;
+    return 0;
+}
+
+START_TEST(test_cfg_init_funcs_unsorted_relocs)
+{
+    const char *srcdir = getenv("top_srcdir");
+    char cmd[1024], out[64];
+    snprintf(cmd, sizeof(cmd), "command -v %.*s >/dev/null 2>&1 && %s -x c /dev/null -c -o /dev/null",
+             (int)strcspn(ctor_links[_i], " "), ctor_links[_i], ctor_links[_i]);
+    if (system(cmd) != 0)
+        return; /* compiler or linker not installed */
+    snprintf(out, sizeof(out), "/tmp/qpt-ctor-%d-%d", (int)getpid(), _i);
+    snprintf(cmd, sizeof(cmd), "%s -o %s %s/tests/known/ctor.c 2>/dev/null", ctor_links[_i], out,
+             srcdir ? srcdir : ".");
+    if (system(cmd) != 0)
+        return; /* this linker cannot link it (lld not installed) */
+    cfg_image_t *img = NULL;
+    ck_assert_int_eq(cfg_image_open_bfd(out, &img), 0);
+    ck_assert_msg(has_init_func(img, "known_ctor"), "%s: the constructor is not an init function",
+                  ctor_links[_i]);
+    ck_assert_msg(has_init_func(img, "known_dtor"), "%s: the destructor is not an init function",
+                  ctor_links[_i]);
+    for (size_t i = 1; i < img->ninit_funcs; i++)
+        ck_assert(img->init_funcs[i - 1] <= img->init_funcs[i]);
+    cfg_image_destroy(img);
+    unlink(out);
+}
+END_TEST
+
 START_TEST(test_cfg_lookups)
 {
     char *path = compile_known(1);
@@ -503,6 +553,8 @@ cfg_suite(void)
     tcase_set_timeout(tc, 120);
     tcase_add_loop_test(tc, test_cfg_known_shapes, 0, (int)NVARIANTS);
     tcase_add_test(tc, test_cfg_lookups);
+    tcase_add_loop_test(tc, test_cfg_init_funcs_unsorted_relocs, 0,
+                        (int)(sizeof(ctor_links) / sizeof(ctor_links[0])));
     tcase_add_test(tc, test_cfg_decode_frozen);
     suite_add_tcase(s, tc);
     return s;
