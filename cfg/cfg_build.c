@@ -703,16 +703,126 @@ index_blocks(cfg_prog_t *prog)
         : 0;
 }
 
+/*
+ * The flattening: each procedure's blocks, edges and tables copied into the program's
+ * arrays at its own offsets (prefix sums of the counts), on the pool, and then its
+ * predecessors. A procedure's edges go to its own blocks only, so all of it is the
+ * procedure's own range of each array, and the result does not depend on the threads.
+ */
+typedef struct flat_base {
+    uint32_t block;          /* the procedure's first block in prog->blocks */
+    uint32_t edge;           /* its first edge in prog->edges */
+    uint32_t table;          /* its first table in prog->tables */
+    uint32_t pred;           /* its predecessors' count (first pass), then its first
+                              * entry in prog->preds (second pass) */
+} flat_base_t;
+
+typedef struct flat_ctx {
+    cfg_builder_t *b;
+    cfg_prog_t *prog;
+    flat_base_t *base;       /* per procedure, and one past the last */
+    uint32_t *local_to_global; /* a procedure's local block K: at its base.block + K */
+} flat_ctx_t;
+
+/* Copy procedure I into the program (entry block first, the rest in address order;
+ * edges follow their block), counting its blocks' predecessors; the builder's copy is
+ * freed. */
+static int
+flat_copy_task(void *arg, unsigned worker, size_t i)
+{
+    flat_ctx_t *f = arg;
+    cfg_prog_t *prog = f->prog;
+    prog_priv_t *pp = prog->priv;
+    cfg_bproc_t *bp = &f->b->procs.v[i];
+    flat_base_t *fb = &f->base[i];
+    uint32_t *l2g = f->local_to_global + fb->block;
+    (void)worker;
+    cfg_proc_t *p = &prog->procs[i];
+    *p = bp->p;
+    p->block = fb->block;
+    p->nblocks = (uint32_t)bp->blocks.n;
+    p->ntables = (uint32_t)bp->tables.n;
+    if (p->flags & CFG_PROC_FRAGMENT)
+        p->parent = cfg_proc_by_entry(f->b, bp->parent_entry);
+    uint32_t g = fb->block;
+    if (bp->entry_block >= bp->blocks.n)
+        bp->entry_block = CFG_NONE;
+    if (bp->entry_block != CFG_NONE)
+        l2g[bp->entry_block] = g++;
+    for (uint32_t k = 0; k < bp->blocks.n; k++)
+        if (k != bp->entry_block)
+            l2g[k] = g++;
+    uint32_t ne = fb->edge;
+    for (uint32_t n = 0; n < bp->blocks.n; n++) {
+        uint32_t k = n;
+        if (bp->entry_block != CFG_NONE)
+            k = n == 0 ? bp->entry_block : (n <= bp->entry_block ? n - 1 : n);
+        cfg_block_t bl = bp->blocks.v[k];
+        bl.proc = (uint32_t)i;
+        uint32_t first = ne;
+        for (uint32_t e = 0; e < bl.nsucc; e++) {
+            cfg_edge_t ed = bp->edges.v[bl.succ + e];
+            ed.from = l2g[k];
+            ed.to = ed.to == CFG_NONE ? CFG_NONE : l2g[ed.to];
+            prog->edges[ne++] = ed;
+        }
+        bl.succ = first;
+        prog->blocks[l2g[k]] = bl;
+    }
+    for (uint32_t k = 0; k < bp->blocks.n; k++) /* local blocks are in address order */
+        pp->by_addr[fb->block + k] = l2g[k];
+    if (bp->tables.n > 0)
+        memcpy(&prog->tables[fb->table], bp->tables.v, bp->tables.n * sizeof(cfg_table_t));
+    /* Predecessors counted (the sum makes the next pass's offsets). */
+    for (uint32_t e = fb->edge; e < ne; e++)
+        if (prog->edges[e].to != CFG_NONE)
+            prog->blocks[prog->edges[e].to].npred++;
+    fb->pred = 0;
+    for (uint32_t k = fb->block; k < g; k++)
+        fb->pred += prog->blocks[k].npred;
+    CFG_VEC_FREE(bp->blocks);
+    CFG_VEC_FREE(bp->edges);
+    return 0;
+}
+
+/* Predecessors of procedure I's blocks: a counting sort of its edges by destination,
+ * from its offset in prog->preds. */
+static int
+flat_preds_task(void *arg, unsigned worker, size_t i)
+{
+    flat_ctx_t *f = arg;
+    cfg_prog_t *prog = f->prog;
+    const flat_base_t *fb = &f->base[i], *next = &f->base[i + 1];
+    (void)worker;
+    uint32_t acc = fb->pred;
+    for (uint32_t k = fb->block; k < next->block; k++) {
+        prog->blocks[k].pred = acc;
+        acc += prog->blocks[k].npred;
+        prog->blocks[k].npred = 0;
+    }
+    for (uint32_t e = fb->edge; e < next->edge; e++) {
+        uint32_t to = prog->edges[e].to;
+        if (to != CFG_NONE)
+            prog->preds[prog->blocks[to].pred + prog->blocks[to].npred++] = e;
+    }
+    return 0;
+}
+
 static int
 flatten(cfg_builder_t *b, cfg_prog_t *prog)
 {
-    size_t nb = 0, ne = 0, nt = 0;
-    for (size_t i = 0; i < b->procs.n; i++) {
+    size_t np = b->procs.n, nb = 0, ne = 0, nt = 0;
+    flat_base_t *base = malloc((np + 1) * sizeof(flat_base_t));
+    if (base == NULL)
+        return QP_ENOMEM;
+    for (size_t i = 0; i < np; i++) {
+        base[i] = (flat_base_t) { (uint32_t)nb, (uint32_t)ne, (uint32_t)nt, 0 };
         nb += b->procs.v[i].blocks.n;
         ne += b->procs.v[i].edges.n;
         nt += b->procs.v[i].tables.n;
     }
-    prog->procs = calloc(b->procs.n + 1, sizeof(cfg_proc_t));
+    base[np] = (flat_base_t) { (uint32_t)nb, (uint32_t)ne, (uint32_t)nt, 0 };
+    prog->procs = calloc(np + 1, sizeof(cfg_proc_t));
     /* Every block and edge is written below: only the spare last ones need zeroing
      * (calloc would clear hundreds of megabytes of chromium's for nothing). */
     prog->blocks = malloc((nb + 1) * sizeof(cfg_block_t));
@@ -723,73 +833,34 @@ flatten(cfg_builder_t *b, cfg_prog_t *prog)
         memset(&prog->edges[ne], 0, sizeof(cfg_edge_t));
     prog->preds = calloc(ne + 1, sizeof(uint32_t));
     prog->tables = calloc(nt + 1, sizeof(cfg_table_t));
-    if (!prog->procs || !prog->blocks || !prog->edges || !prog->preds || !prog->tables)
-        return QP_ENOMEM;
     uint32_t *local_to_global = malloc((nb + 1) * sizeof(uint32_t));
     prog_priv_t *pp = prog->priv;
     pp->by_addr = malloc((nb + 1) * sizeof(uint32_t));
-    if (local_to_global == NULL || pp->by_addr == NULL) {
+    if (!prog->procs || !prog->blocks || !prog->edges || !prog->preds || !prog->tables
+        || local_to_global == NULL || pp->by_addr == NULL) {
+        free(base);
         free(local_to_global);
         return QP_ENOMEM;
     }
-    size_t nsorted = 0;
-    for (size_t i = 0; i < b->procs.n; i++) {
-        cfg_bproc_t *bp = &b->procs.v[i];
-        cfg_proc_t *p = &prog->procs[prog->nprocs++];
-        *p = bp->p;
-        p->block = prog->nblocks;
-        p->nblocks = (uint32_t)bp->blocks.n;
-        p->ntables = (uint32_t)bp->tables.n;
-        if (p->flags & CFG_PROC_FRAGMENT)
-            p->parent = cfg_proc_by_entry(b, bp->parent_entry);
-        /* Entry block first, the rest in address order; edges follow their block. */
-        uint32_t g = prog->nblocks;
-        if (bp->entry_block >= bp->blocks.n)
-            bp->entry_block = CFG_NONE;
-        if (bp->entry_block != CFG_NONE)
-            local_to_global[bp->entry_block] = g++;
-        for (uint32_t k = 0; k < bp->blocks.n; k++)
-            if (k != bp->entry_block)
-                local_to_global[k] = g++;
-        for (uint32_t n = 0; n < bp->blocks.n; n++) {
-            uint32_t k = n;
-            if (bp->entry_block != CFG_NONE)
-                k = n == 0 ? bp->entry_block : (n <= bp->entry_block ? n - 1 : n);
-            cfg_block_t bl = bp->blocks.v[k];
-            bl.proc = (uint32_t)i;
-            uint32_t first = prog->nedges;
-            for (uint32_t e = 0; e < bl.nsucc; e++) {
-                cfg_edge_t ed = bp->edges.v[bl.succ + e];
-                ed.from = local_to_global[k];
-                ed.to = ed.to == CFG_NONE ? CFG_NONE : local_to_global[ed.to];
-                prog->edges[prog->nedges++] = ed;
-            }
-            bl.succ = first;
-            prog->blocks[local_to_global[k]] = bl;
+    flat_ctx_t f = { b, prog, base, local_to_global };
+    int rc = qp_parallel_for(b->nscratch, np, 64, flat_copy_task, &f, NULL);
+    prog->nprocs = (uint32_t)np;
+    prog->nblocks = (uint32_t)nb;
+    prog->nedges = (uint32_t)ne;
+    prog->ntables = (uint32_t)nt;
+    if (rc == 0) {
+        uint32_t acc = 0;
+        for (size_t i = 0; i <= np; i++) {
+            uint32_t n = i < np ? base[i].pred : 0;
+            base[i].pred = acc;
+            acc += n;
         }
-        prog->nblocks = g;
-        for (uint32_t k = 0; k < bp->blocks.n; k++) /* local blocks are in address order */
-            pp->by_addr[nsorted++] = local_to_global[k];
-        for (size_t k = 0; k < bp->tables.n; k++)
-            prog->tables[prog->ntables++] = bp->tables.v[k];
-        /* The builder's copy is no longer needed. */
-        CFG_VEC_FREE(bp->blocks);
-        CFG_VEC_FREE(bp->edges);
+        rc = qp_parallel_for(b->nscratch, np, 64, flat_preds_task, &f, NULL);
     }
-    /* Predecessors: counting sort of edge indices by destination. */
-    for (uint32_t e = 0; e < prog->nedges; e++)
-        if (prog->edges[e].to != CFG_NONE)
-            prog->blocks[prog->edges[e].to].npred++;
-    uint32_t acc = 0;
-    for (uint32_t k = 0; k < prog->nblocks; k++) {
-        prog->blocks[k].pred = acc;
-        acc += prog->blocks[k].npred;
-        prog->blocks[k].npred = 0;
-    }
-    for (uint32_t e = 0; e < prog->nedges; e++) {
-        uint32_t to = prog->edges[e].to;
-        if (to != CFG_NONE)
-            prog->preds[prog->blocks[to].pred + prog->blocks[to].npred++] = e;
+    free(base);
+    if (rc < 0) {
+        free(local_to_global);
+        return rc;
     }
     /* Block lookup by address (local_to_global is scratch enough). */
     sort_block_runs(prog, pp->by_addr, local_to_global, prog->nblocks);
