@@ -291,9 +291,10 @@ void cfg_image_decode_done(const cfg_image_t *img);
 /*
  * Keep what cfg_image_decode decoded so far in less memory (a chromium: 1.4 -> 0.5 GiB),
  * read only: instructions decoded later are decoded each time. For the end of the
- * analysis, when no other thread decodes; without the memory it keeps the cache as is.
+ * analysis, when no other thread decodes; the work is split over NTHREADS threads (0 or
+ * 1: the caller's alone). Without the memory it keeps the cache as is.
  */
-void cfg_image_decode_freeze(const cfg_image_t *img);
+void cfg_image_decode_freeze(const cfg_image_t *img, unsigned nthreads);
 
 /* True when ADDR lies in an executable section. */
 int cfg_image_is_code(const cfg_image_t *img, uint64_t addr);

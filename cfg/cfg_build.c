@@ -1607,7 +1607,7 @@ cfg_prog_build(const cfg_image_t *img, const cfg_opts_t *opts, cfg_prog_t **out)
         b.nr = NULL;
         /* Every instruction the rewrite decodes again was decoded by now: the cache
          * need not take more, and takes much less memory read only. */
-        cfg_image_decode_freeze(img);
+        cfg_image_decode_freeze(img, b.nscratch);
         if (rc == 0)
             rc = flatten(&b, prog);
     }

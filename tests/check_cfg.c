@@ -392,7 +392,7 @@ START_TEST(test_cfg_decode_frozen)
     ck_assert_int_eq(cfg_image_open_bfd(path, &img), 0);
     ck_assert_int_eq(cfg_image_open_bfd(path, &fresh), 0);
     ck_assert_int_eq(cfg_prog_build(img, NULL, &prog), 0);
-    cfg_image_decode_freeze(img); /* (again: nothing changes) */
+    cfg_image_decode_freeze(img, 2); /* (again: nothing changes) */
     size_t ninsns = 0;
     for (uint32_t i = 0; i < prog->nblocks; i++) {
         const cfg_block_t *b = &prog->blocks[i];
@@ -416,6 +416,36 @@ START_TEST(test_cfg_decode_frozen)
     cfg_image_destroy(fresh);
     unlink(path);
     free(path);
+}
+END_TEST
+
+START_TEST(test_cfg_decode_frozen_pieces)
+{
+    /* Frozen on several threads, a section of several pieces (bash's .text: 256 KiB
+     * each) keeps every instruction the cache took, and decodes at every byte as an
+     * image never frozen. */
+    const char *path = "/usr/bin/bash";
+    cfg_image_t *img = NULL, *fresh = NULL;
+    if (access(path, R_OK) != 0 || cfg_image_open_bfd(path, &img) != 0)
+        return;
+    ck_assert_int_eq(cfg_image_open_bfd(path, &fresh), 0);
+    const cfg_section_t *text = cfg_image_section_named(img, ".text");
+    ck_assert_ptr_nonnull(text);
+    ck_assert_uint_gt(text->size, 2 << 18); /* three pieces or more */
+    /* Every instruction of a linear sweep in the cache, and one at every 7th byte. */
+    for (uint64_t a = text->vma; a < text->vma + text->size;) {
+        arch_insn_t in;
+        a += cfg_image_decode(img, a, 0, &in) == 0 ? in.len : 1;
+    }
+    for (uint64_t a = text->vma; a < text->vma + text->size; a += 7) {
+        arch_insn_t in;
+        (void)cfg_image_decode(img, a, 0, &in);
+    }
+    cfg_image_decode_freeze(img, 3);
+    for (uint64_t a = text->vma; a < text->vma + text->size; a++)
+        same_decode(fresh, img, a, 0);
+    cfg_image_destroy(img);
+    cfg_image_destroy(fresh);
 }
 END_TEST
 
@@ -504,6 +534,7 @@ cfg_suite(void)
     tcase_add_loop_test(tc, test_cfg_known_shapes, 0, (int)NVARIANTS);
     tcase_add_test(tc, test_cfg_lookups);
     tcase_add_test(tc, test_cfg_decode_frozen);
+    tcase_add_test(tc, test_cfg_decode_frozen_pieces);
     suite_add_tcase(s, tc);
     return s;
 }
