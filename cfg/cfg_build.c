@@ -611,13 +611,46 @@ block_before(const cfg_prog_t *prog, uint32_t x, uint32_t y)
     return sx < sy || (sx == sy && x < y);
 }
 
+/* One pass of sort_block_runs' merges: pair K of runs merged from FROM into TO. */
+typedef struct merge_pass {
+    const cfg_prog_t *prog;
+    const size_t *runs;       /* run starts, then n */
+    size_t nruns;             /* runs (entries of RUNS less one) */
+    const uint32_t *from;
+    uint32_t *to;
+} merge_pass_t;
+
+static int
+merge_pair_task(void *arg, unsigned worker, size_t k)
+{
+    const merge_pass_t *m = arg;
+    const uint32_t *from = m->from;
+    uint32_t *to = m->to;
+    (void)worker;
+    size_t r = 2 * k, a = m->runs[r], am = m->runs[r + 1], o = a;
+    if (r + 1 == m->nruns) { /* an odd run out: copied as it is */
+        memcpy(to + a, from + a, (am - a) * sizeof(*to));
+        return 0;
+    }
+    size_t c = am, bm = m->runs[r + 2];
+    while (a < am && c < bm)
+        to[o++] = block_before(m->prog, from[c], from[a]) ? from[c++] : from[a++];
+    while (a < am)
+        to[o++] = from[a++];
+    while (c < bm)
+        to[o++] = from[c++];
+    return 0;
+}
+
 /*
  * Sort the N block indices V by address. They come as runs in address order, one per
  * procedure, nearly all in order one after the other (a procedure's cold fragments
- * break the order): runs are merged, pairwise, until one is left. TMP holds N.
+ * break the order): runs are merged, pairwise, until one is left, the pairs of a pass
+ * on NTHREADS threads. TMP holds N.
  */
 static void
-sort_block_runs(const cfg_prog_t *prog, uint32_t *v, uint32_t *tmp, size_t n)
+sort_block_runs(const cfg_prog_t *prog, uint32_t *v, uint32_t *tmp, size_t n,
+                unsigned nthreads)
 {
     CFG_VEC(size_t) runs = { 0 }; /* run starts, then n */
     for (size_t i = 0; i < n; i++)
@@ -627,21 +660,13 @@ sort_block_runs(const cfg_prog_t *prog, uint32_t *v, uint32_t *tmp, size_t n)
         goto fallback;
     uint32_t *from = v, *to = tmp;
     while (runs.n > 2) {
-        size_t r = 0, k = 0;
-        for (; r + 2 < runs.n; r += 2) {
-            size_t a = runs.v[r], am = runs.v[r + 1], bm = runs.v[r + 2], o = a, c = am;
-            while (a < am && c < bm)
-                to[o++] = block_before(prog, from[c], from[a]) ? from[c++] : from[a++];
-            while (a < am)
-                to[o++] = from[a++];
-            while (c < bm)
-                to[o++] = from[c++];
+        merge_pass_t m = { prog, runs.v, runs.n - 1, from, to };
+        size_t npairs = runs.n / 2; /* (runs.n - 1 runs, rounded up) */
+        /* (The tasks cannot fail.) */
+        (void)qp_parallel_for(nthreads, npairs, npairs > 64 ? 8 : 1, merge_pair_task, &m, NULL);
+        size_t k = 0;
+        for (size_t r = 0; r + 1 < runs.n; r += 2)
             runs.v[k++] = runs.v[r];
-        }
-        if (r + 1 < runs.n) { /* an odd run out: copied as it is */
-            memcpy(to + runs.v[r], from + runs.v[r], (runs.v[r + 1] - runs.v[r]) * sizeof(*v));
-            runs.v[k++] = runs.v[r];
-        }
         runs.v[k++] = n;
         runs.n = k;
         uint32_t *t = from;
@@ -863,7 +888,7 @@ flatten(cfg_builder_t *b, cfg_prog_t *prog)
         return rc;
     }
     /* Block lookup by address (local_to_global is scratch enough). */
-    sort_block_runs(prog, pp->by_addr, local_to_global, prog->nblocks);
+    sort_block_runs(prog, pp->by_addr, local_to_global, prog->nblocks, b->nscratch);
     free(local_to_global);
     return index_blocks(prog);
 }
