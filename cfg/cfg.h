@@ -592,6 +592,12 @@ typedef struct cfg_held {
  */
 int cfg_held_addrs(const cfg_prog_t *prog, cfg_held_t **out /*OUT*/, size_t *n /*OUT*/);
 
+/* As cfg_held_addrs without the copy: *OUT points into PROG's own (computed on the
+ * first call, which must not race another), valid until cfg_prog_destroy; not freed
+ * by the caller. QP_EINVAL for a program cfg_prog_build did not make. */
+int cfg_held_addrs_view(const cfg_prog_t *prog, const cfg_held_t **out /*OUT*/,
+                        size_t *n /*OUT*/);
+
 /* The addresses of cfg_held_addrs that KEEP accepts, sorted and unique: *OUT (free it)
  * gets *N of them. 0, or QP_ENOMEM / QP_EINVAL. */
 typedef int (*cfg_held_keep_fn)(const cfg_prog_t *prog, const cfg_held_t *h);
