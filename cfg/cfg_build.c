@@ -733,20 +733,15 @@ index_blocks(cfg_prog_t *prog)
  * arrays at its own offsets (prefix sums of the counts), on the pool, and then its
  * predecessors. A procedure's edges go to its own blocks only, so all of it is the
  * procedure's own range of each array, and the result does not depend on the threads.
+ * Until its copy, a procedure of the program holds its offsets: block in `block`, edge
+ * in `nblocks`, table in `ntables` (no array for them at the analysis' peak of memory).
  */
-typedef struct flat_base {
-    uint32_t block;          /* the procedure's first block in prog->blocks */
-    uint32_t edge;           /* its first edge in prog->edges */
-    uint32_t table;          /* its first table in prog->tables */
-    uint32_t pred;           /* its predecessors' count (first pass), then its first
-                              * entry in prog->preds (second pass) */
-} flat_base_t;
-
 typedef struct flat_ctx {
     cfg_builder_t *b;
     cfg_prog_t *prog;
-    flat_base_t *base;       /* per procedure, and one past the last */
-    uint32_t *local_to_global; /* a procedure's local block K: at its base.block + K */
+    uint32_t *npred;           /* per procedure: its predecessors (first pass), then its
+                                * first entry in prog->preds (second pass) */
+    uint32_t *local_to_global; /* a procedure's local block K: at its first block + K */
 } flat_ctx_t;
 
 /* Copy procedure I into the program (entry block first, the rest in address order;
@@ -759,17 +754,17 @@ flat_copy_task(void *arg, unsigned worker, size_t i)
     cfg_prog_t *prog = f->prog;
     prog_priv_t *pp = prog->priv;
     cfg_bproc_t *bp = &f->b->procs.v[i];
-    flat_base_t *fb = &f->base[i];
-    uint32_t *l2g = f->local_to_global + fb->block;
-    (void)worker;
     cfg_proc_t *p = &prog->procs[i];
+    uint32_t block = p->block, ne = p->nblocks, table = p->ntables; /* (the offsets) */
+    uint32_t *l2g = f->local_to_global + block;
+    (void)worker;
     *p = bp->p;
-    p->block = fb->block;
+    p->block = block;
     p->nblocks = (uint32_t)bp->blocks.n;
     p->ntables = (uint32_t)bp->tables.n;
     if (p->flags & CFG_PROC_FRAGMENT)
         p->parent = cfg_proc_by_entry(f->b, bp->parent_entry);
-    uint32_t g = fb->block;
+    uint32_t g = block;
     if (bp->entry_block >= bp->blocks.n)
         bp->entry_block = CFG_NONE;
     if (bp->entry_block != CFG_NONE)
@@ -777,7 +772,7 @@ flat_copy_task(void *arg, unsigned worker, size_t i)
     for (uint32_t k = 0; k < bp->blocks.n; k++)
         if (k != bp->entry_block)
             l2g[k] = g++;
-    uint32_t ne = fb->edge;
+    uint32_t first_edge = ne;
     for (uint32_t n = 0; n < bp->blocks.n; n++) {
         uint32_t k = n;
         if (bp->entry_block != CFG_NONE)
@@ -795,40 +790,44 @@ flat_copy_task(void *arg, unsigned worker, size_t i)
         prog->blocks[l2g[k]] = bl;
     }
     for (uint32_t k = 0; k < bp->blocks.n; k++) /* local blocks are in address order */
-        pp->by_addr[fb->block + k] = l2g[k];
+        pp->by_addr[block + k] = l2g[k];
     if (bp->tables.n > 0)
-        memcpy(&prog->tables[fb->table], bp->tables.v, bp->tables.n * sizeof(cfg_table_t));
-    /* Predecessors counted (the sum makes the next pass's offsets). */
-    for (uint32_t e = fb->edge; e < ne; e++)
+        memcpy(&prog->tables[table], bp->tables.v, bp->tables.n * sizeof(cfg_table_t));
+    /* Predecessors counted (the sums make the next pass's offsets). */
+    for (uint32_t e = first_edge; e < ne; e++)
         if (prog->edges[e].to != CFG_NONE)
             prog->blocks[prog->edges[e].to].npred++;
-    fb->pred = 0;
-    for (uint32_t k = fb->block; k < g; k++)
-        fb->pred += prog->blocks[k].npred;
+    uint32_t npred = 0;
+    for (uint32_t k = block; k < g; k++)
+        npred += prog->blocks[k].npred;
+    f->npred[i] = npred;
     CFG_VEC_FREE(bp->blocks);
     CFG_VEC_FREE(bp->edges);
     return 0;
 }
 
-/* Predecessors of procedure I's blocks: a counting sort of its edges by destination,
- * from its offset in prog->preds. */
+/* Predecessors of procedure I's blocks: a counting sort of its edges (those of its
+ * blocks, in order) by destination, from its offset in prog->preds. */
 static int
 flat_preds_task(void *arg, unsigned worker, size_t i)
 {
     flat_ctx_t *f = arg;
     cfg_prog_t *prog = f->prog;
-    const flat_base_t *fb = &f->base[i], *next = &f->base[i + 1];
+    const cfg_proc_t *p = &prog->procs[i];
     (void)worker;
-    uint32_t acc = fb->pred;
-    for (uint32_t k = fb->block; k < next->block; k++) {
+    uint32_t acc = f->npred[i];
+    for (uint32_t k = p->block; k < p->block + p->nblocks; k++) {
         prog->blocks[k].pred = acc;
         acc += prog->blocks[k].npred;
         prog->blocks[k].npred = 0;
     }
-    for (uint32_t e = fb->edge; e < next->edge; e++) {
-        uint32_t to = prog->edges[e].to;
-        if (to != CFG_NONE)
-            prog->preds[prog->blocks[to].pred + prog->blocks[to].npred++] = e;
+    for (uint32_t k = p->block; k < p->block + p->nblocks; k++) {
+        const cfg_block_t *bl = &prog->blocks[k];
+        for (uint32_t e = bl->succ; e < bl->succ + bl->nsucc; e++) {
+            uint32_t to = prog->edges[e].to;
+            if (to != CFG_NONE)
+                prog->preds[prog->blocks[to].pred + prog->blocks[to].npred++] = e;
+        }
     }
     return 0;
 }
@@ -837,17 +836,17 @@ static int
 flatten(cfg_builder_t *b, cfg_prog_t *prog)
 {
     size_t np = b->procs.n, nb = 0, ne = 0, nt = 0;
-    flat_base_t *base = malloc((np + 1) * sizeof(flat_base_t));
-    if (base == NULL)
+    prog->procs = calloc(np + 1, sizeof(cfg_proc_t));
+    if (prog->procs == NULL)
         return QP_ENOMEM;
     for (size_t i = 0; i < np; i++) {
-        base[i] = (flat_base_t) { (uint32_t)nb, (uint32_t)ne, (uint32_t)nt, 0 };
+        prog->procs[i].block = (uint32_t)nb;
+        prog->procs[i].nblocks = (uint32_t)ne;
+        prog->procs[i].ntables = (uint32_t)nt;
         nb += b->procs.v[i].blocks.n;
         ne += b->procs.v[i].edges.n;
         nt += b->procs.v[i].tables.n;
     }
-    base[np] = (flat_base_t) { (uint32_t)nb, (uint32_t)ne, (uint32_t)nt, 0 };
-    prog->procs = calloc(np + 1, sizeof(cfg_proc_t));
     /* Every block and edge is written below: only the spare last ones need zeroing
      * (calloc would clear hundreds of megabytes of chromium's for nothing). */
     prog->blocks = malloc((nb + 1) * sizeof(cfg_block_t));
@@ -859,15 +858,16 @@ flatten(cfg_builder_t *b, cfg_prog_t *prog)
     prog->preds = calloc(ne + 1, sizeof(uint32_t));
     prog->tables = calloc(nt + 1, sizeof(cfg_table_t));
     uint32_t *local_to_global = malloc((nb + 1) * sizeof(uint32_t));
+    uint32_t *npred = malloc((np + 1) * sizeof(uint32_t));
     prog_priv_t *pp = prog->priv;
     pp->by_addr = malloc((nb + 1) * sizeof(uint32_t));
-    if (!prog->procs || !prog->blocks || !prog->edges || !prog->preds || !prog->tables
-        || local_to_global == NULL || pp->by_addr == NULL) {
-        free(base);
+    if (!prog->blocks || !prog->edges || !prog->preds || !prog->tables
+        || local_to_global == NULL || npred == NULL || pp->by_addr == NULL) {
+        free(npred);
         free(local_to_global);
         return QP_ENOMEM;
     }
-    flat_ctx_t f = { b, prog, base, local_to_global };
+    flat_ctx_t f = { b, prog, npred, local_to_global };
     int rc = qp_parallel_for(b->nscratch, np, 64, flat_copy_task, &f, NULL);
     prog->nprocs = (uint32_t)np;
     prog->nblocks = (uint32_t)nb;
@@ -875,14 +875,14 @@ flatten(cfg_builder_t *b, cfg_prog_t *prog)
     prog->ntables = (uint32_t)nt;
     if (rc == 0) {
         uint32_t acc = 0;
-        for (size_t i = 0; i <= np; i++) {
-            uint32_t n = i < np ? base[i].pred : 0;
-            base[i].pred = acc;
+        for (size_t i = 0; i < np; i++) {
+            uint32_t n = npred[i];
+            npred[i] = acc;
             acc += n;
         }
         rc = qp_parallel_for(b->nscratch, np, 64, flat_preds_task, &f, NULL);
     }
-    free(base);
+    free(npred);
     if (rc < 0) {
         free(local_to_global);
         return rc;
