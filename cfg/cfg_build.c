@@ -611,48 +611,75 @@ block_before(const cfg_prog_t *prog, uint32_t x, uint32_t y)
     return sx < sy || (sx == sy && x < y);
 }
 
-/* One pass of sort_block_runs' merges: pair K of runs merged from FROM into TO. */
+/*
+ * One pass of sort_block_runs' merges, in pieces: piece K is the output positions
+ * [lo, hi) of one pair of runs (or of an odd run out), so that one long merge is split
+ * over the threads too. Blocks are distinct under block_before (a total order): the
+ * first K blocks a merge puts out are the K least of both runs, found by a search.
+ */
+#define MERGE_PIECE ((size_t)1 << 15)
+
+typedef struct merge_piece {
+    size_t a, am, bm;         /* the pair: runs [a, am) and [am, bm) (am == bm: one run) */
+    size_t lo, hi;            /* the output positions of the piece, from a */
+} merge_piece_t;
+
 typedef struct merge_pass {
     const cfg_prog_t *prog;
-    const size_t *runs;       /* run starts, then n */
-    size_t nruns;             /* runs (entries of RUNS less one) */
+    const merge_piece_t *pieces;
     const uint32_t *from;
     uint32_t *to;
 } merge_pass_t;
 
+/* How many of the K first blocks of the merge of A (NA) and B (NB) come from A. */
+static size_t
+merge_split(const cfg_prog_t *prog, const uint32_t *a, size_t na, const uint32_t *b, size_t nb,
+            size_t k)
+{
+    size_t lo = k > nb ? k - nb : 0, hi = k < na ? k : na;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (block_before(prog, a[mid], b[k - mid - 1]))
+            lo = mid + 1; /* a[mid] is among the K first */
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
 static int
-merge_pair_task(void *arg, unsigned worker, size_t k)
+merge_piece_task(void *arg, unsigned worker, size_t k)
 {
     const merge_pass_t *m = arg;
-    const uint32_t *from = m->from;
-    uint32_t *to = m->to;
+    const merge_piece_t *pc = &m->pieces[k];
+    const uint32_t *from = m->from, *x = from + pc->a, *y = from + pc->am;
+    size_t nx = pc->am - pc->a, ny = pc->bm - pc->am;
+    uint32_t *to = m->to + pc->a;
     (void)worker;
-    size_t r = 2 * k, a = m->runs[r], am = m->runs[r + 1], o = a;
-    if (r + 1 == m->nruns) { /* an odd run out: copied as it is */
-        memcpy(to + a, from + a, (am - a) * sizeof(*to));
-        return 0;
-    }
-    size_t c = am, bm = m->runs[r + 2];
-    while (a < am && c < bm)
-        to[o++] = block_before(m->prog, from[c], from[a]) ? from[c++] : from[a++];
-    while (a < am)
-        to[o++] = from[a++];
-    while (c < bm)
-        to[o++] = from[c++];
+    size_t i = merge_split(m->prog, x, nx, y, ny, pc->lo), j = pc->lo - i;
+    size_t ie = merge_split(m->prog, x, nx, y, ny, pc->hi), je = pc->hi - ie;
+    size_t o = pc->lo;
+    while (i < ie && j < je)
+        to[o++] = block_before(m->prog, y[j], x[i]) ? y[j++] : x[i++];
+    while (i < ie)
+        to[o++] = x[i++];
+    while (j < je)
+        to[o++] = y[j++];
     return 0;
 }
 
 /*
  * Sort the N block indices V by address. They come as runs in address order, one per
  * procedure, nearly all in order one after the other (a procedure's cold fragments
- * break the order): runs are merged, pairwise, until one is left, the pairs of a pass
- * on NTHREADS threads. TMP holds N.
+ * break the order): runs are merged, pairwise, until one is left, each pass in pieces on
+ * NTHREADS threads. TMP holds N.
  */
 static void
 sort_block_runs(const cfg_prog_t *prog, uint32_t *v, uint32_t *tmp, size_t n,
                 unsigned nthreads)
 {
-    CFG_VEC(size_t) runs = { 0 }; /* run starts, then n */
+    CFG_VEC(size_t) runs = { 0 };        /* run starts, then n */
+    CFG_VEC(merge_piece_t) pieces = { 0 };
     for (size_t i = 0; i < n; i++)
         if ((i == 0 || !block_before(prog, v[i - 1], v[i])) && CFG_VEC_PUSH(runs, i) < 0)
             goto fallback;
@@ -660,13 +687,21 @@ sort_block_runs(const cfg_prog_t *prog, uint32_t *v, uint32_t *tmp, size_t n,
         goto fallback;
     uint32_t *from = v, *to = tmp;
     while (runs.n > 2) {
-        merge_pass_t m = { prog, runs.v, runs.n - 1, from, to };
-        size_t npairs = runs.n / 2; /* (runs.n - 1 runs, rounded up) */
-        /* (The tasks cannot fail.) */
-        (void)qp_parallel_for(nthreads, npairs, npairs > 64 ? 8 : 1, merge_pair_task, &m, NULL);
+        pieces.n = 0;
         size_t k = 0;
-        for (size_t r = 0; r + 1 < runs.n; r += 2)
-            runs.v[k++] = runs.v[r];
+        for (size_t r = 0; r + 1 < runs.n; r += 2) {
+            size_t a = runs.v[r], am = runs.v[r + 1], bm = r + 2 < runs.n ? runs.v[r + 2] : am;
+            for (size_t lo = 0; lo < bm - a; lo += MERGE_PIECE) {
+                size_t hi = bm - a - lo > MERGE_PIECE ? lo + MERGE_PIECE : bm - a;
+                if (CFG_VEC_PUSH(pieces, ((merge_piece_t) { a, am, bm, lo, hi })) < 0)
+                    goto fallback; /* (V holds every block: as this pass or the last left them) */
+            }
+            runs.v[k++] = a;
+        }
+        merge_pass_t m = { prog, pieces.v, from, to };
+        /* (The pieces cannot fail.) */
+        (void)qp_parallel_for(nthreads, pieces.n, pieces.n > 64 ? 8 : 1, merge_piece_task, &m,
+                              NULL);
         runs.v[k++] = n;
         runs.n = k;
         uint32_t *t = from;
@@ -676,10 +711,12 @@ sort_block_runs(const cfg_prog_t *prog, uint32_t *v, uint32_t *tmp, size_t n,
     if (from != v)
         memcpy(v, from, n * sizeof(*v));
     CFG_VEC_FREE(runs);
+    CFG_VEC_FREE(pieces);
     return;
 fallback:
     /* Without memory for the runs: one element at a time (insertion). */
     CFG_VEC_FREE(runs);
+    CFG_VEC_FREE(pieces);
     for (size_t i = 1; i < n; i++) {
         uint32_t x = v[i];
         size_t k = i;
