@@ -629,9 +629,10 @@ collect_slots(ed_plan_t *plan)
     size_t cap = 0, nparts = 0, partcap = 0;
     uint64_t lo = UINT64_MAX, hi = 0; /* the old addresses: offsets from lo in a slot */
     collect_part_t *parts = NULL;
+    size_t grain = plan->collect_grain != 0 ? plan->collect_grain : COLLECT_GRAIN;
     int rc = 0;
     for (uint32_t pi = 0; pi < prog->nprocs && rc == 0; pi++) {
-        if (nparts == 0 || parts[nparts - 1].cap >= COLLECT_GRAIN) {
+        if (nparts == 0 || parts[nparts - 1].cap >= grain) {
             if ((rc = cfg_vec_grow((void **)&parts, &partcap, nparts + 1, sizeof(*parts))) < 0)
                 break;
             parts[nparts++] = (collect_part_t) { .lo = pi, .base = cap };

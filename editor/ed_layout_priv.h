@@ -146,6 +146,9 @@ struct ed_plan {
     uint64_t *holes;          /* (start, end, fill) triples, layout-relative */
     size_t nholes;
     int laid_out;             /* layout() has run */
+    size_t collect_grain;     /* testing: the instructions a part of the slots' collection
+                               * reserves, about (0: ed_layout.c's COLLECT_GRAIN); the
+                               * plan is the same for any */
     uint64_t text;            /* address of the new code */
     uint64_t text_size;       /* its size */
     ed_stats_t stats;         /* figures */
