@@ -296,6 +296,9 @@ int edl_block_unresolved(const cfg_prog_t *prog, const cfg_block_t *b);
 uint32_t edl_dropped_at(const ed_plan_t *plan, uint64_t addr);
 /* Will jump table T be retargeted to the new code whenever procedure PI moves? */
 int edl_table_sure(const ed_plan_t *plan, uint32_t t, uint32_t pi);
+/* The first entry of plan->table_by_jump whose table's jump is at ADDR or above
+ * (ntables: none). */
+size_t edl_tables_from(const ed_plan_t *plan, uint64_t addr);
 /* plan->table_by_jump and plan->table_alone, from the program's tables. */
 int edl_index_tables(ed_plan_t *plan);
 /* Sort the names of opts.leave. */

@@ -365,22 +365,30 @@ edl_table_sure(const ed_plan_t *plan, uint32_t t, uint32_t pi)
     return plan->table_alone[t] && edl_owner_at(prog, tb->jump) == pi;
 }
 
+size_t
+edl_tables_from(const ed_plan_t *plan, uint64_t addr)
+{
+    const cfg_prog_t *prog = plan->prog;
+    const uint32_t *by = plan->table_by_jump;
+    size_t lo = 0, hi = prog->ntables;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (prog->tables[by[mid]].jump < addr)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
 /* Does the table jump ending block BL of procedure PI use only sure tables? */
 static int
 cases_retargeted(const ed_plan_t *plan, const cfg_block_t *bl, uint32_t pi)
 {
     const cfg_prog_t *prog = plan->prog;
     const uint32_t *by = plan->table_by_jump;
-    size_t lo = 0, hi = prog->ntables; /* the first table whose jump is at bl->start or above */
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (prog->tables[by[mid]].jump < bl->start)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
     int found = 0;
-    for (size_t i = lo; i < prog->ntables && prog->tables[by[i]].jump < bl->end; i++) {
+    for (size_t i = edl_tables_from(plan, bl->start); i < prog->ntables && prog->tables[by[i]].jump < bl->end; i++) {
         if (!edl_table_sure(plan, by[i], pi))
             return 0;
         found = 1;
