@@ -996,21 +996,44 @@ edl_build_segments(ed_plan_t *plan)
     return 0;
 }
 
-/* The new end of every segment: after its last instruction (and added jmp). */
-void
-edl_segment_ends(ed_plan_t *plan)
+/*
+ * The new ends of the segments on the pool, SEG_GRAIN segments a part: a part reads the
+ * slots of its own segments (by old address, from its first segment's start) and
+ * writes their ends alone, so the ends are the same for any number of threads.
+ */
+#define SEG_GRAIN 2048
+
+/* qp_task_fn: the new ends of segments [K, K + 1) * SEG_GRAIN of plan ARG. */
+static int
+ends_part(void *arg, unsigned worker, size_t part)
 {
-    size_t k = 0;
-    for (size_t i = 0; i < plan->nslots; i++) {
+    (void)worker;
+    ed_plan_t *plan = arg;
+    size_t k = part * SEG_GRAIN;
+    size_t hi = k + SEG_GRAIN < plan->nsegs ? k + SEG_GRAIN : plan->nsegs;
+    for (size_t i = edl_slot_lower(plan, plan->segs[k].start); i < plan->nslots; i++) {
         const ed_slot_t *s = SLOT(plan, i);
-        while (k < plan->nsegs && plan->segs[k].end <= slot_old(plan, s))
+        while (k < hi && plan->segs[k].end <= slot_old(plan, s))
             k++;
-        if (k == plan->nsegs || plan->segs[k].start > slot_old(plan, s))
+        if (k == hi)
+            break;
+        if (plan->segs[k].start > slot_old(plan, s))
             continue;
         uint64_t end = slot_new(plan, s) + slot_size(plan, s);
         if (end > plan->seg_new_end[k])
             plan->seg_new_end[k] = end;
     }
+    return 0;
+}
+
+/* The new end of every segment: after its last instruction (and added jmp). */
+int
+edl_segment_ends(ed_plan_t *plan)
+{
+    if (plan->nsegs == 0 || plan->nslots == 0)
+        return 0;
+    return qp_parallel_for(plan->opts.threads, (plan->nsegs + SEG_GRAIN - 1) / SEG_GRAIN, 1,
+                           ends_part, plan, NULL);
 }
 
 /*
@@ -1082,6 +1105,5 @@ edl_layout(ed_plan_t *plan, int reuse)
     if (plan->mirror == 0)
         QP_CHECK(edl_check_kept_exits(plan, NULL)); /* (with reuse: checked in there) */
     QP_CHECK(index_slots(plan));
-    edl_segment_ends(plan);
-    return 0;
+    return edl_segment_ends(plan);
 }

@@ -347,8 +347,9 @@ uint64_t edl_map_target(const ed_plan_t *plan, uint64_t target);
 uint64_t edl_map_branch(const ed_plan_t *plan, uint64_t from, uint64_t target);
 /* plan->segs: the old extents of the moved procedures. 0 or QP_ENOMEM. */
 int edl_build_segments(ed_plan_t *plan);
-/* The new end of every segment: after its last instruction (and added jmp). */
-void edl_segment_ends(ed_plan_t *plan);
+/* The new end of every segment: after its last instruction (and added jmp); on the
+ * pool. 0 or QP_E*. */
+int edl_segment_ends(ed_plan_t *plan);
 /* Lay out the moving code (REUSE: in the old text's holes where it saves enough): every
  * slot's size and address, the stubs, the lookup index. 0 or QP_E*. */
 int edl_layout(ed_plan_t *plan, int reuse);

@@ -427,11 +427,11 @@ ed_plan_pieces(void *arg, uint64_t lo, uint64_t hi, ed_piece_fn fn, void *fnarg)
 /* The overflow (what found no hole) SKIP bytes further from the mirror: the layout is
  * still relative to the mirror's first byte. Pieces are placed apart (long branches
  * between them), so nothing inside one changes. */
-static void
+static int
 shift_overflow(ed_plan_t *plan, size_t skip)
 {
     if (skip == 0)
-        return;
+        return 0;
     for (size_t i = 0; i < plan->nslots; i++)
         if (slot_new(plan, &plan->lay[i]) >= plan->overflow)
             plan->lay[i].new_ += skip;
@@ -442,9 +442,9 @@ shift_overflow(ed_plan_t *plan, size_t skip)
     if (plan->nxlate > 0 && plan->xlate >= plan->overflow)
         plan->xlate += skip;
     memset(plan->seg_new_end, 0, (plan->prog->nprocs + 1) * sizeof(uint64_t));
-    edl_segment_ends(plan);
     plan->overflow += skip;
     plan->text_size += skip;
+    return edl_segment_ends(plan);
 }
 
 /* Rebase every new address by DELTA (layout was computed from 0); the slots' through
@@ -959,7 +959,7 @@ ed_plan_apply(ed_plan_t *plan, const qp_space_ops_t *ops, void *space)
             return QP_ERANGE;
         if (plan->text_size + skip > UINT32_MAX)
             return QP_ERANGE; /* slots hold 32-bit offsets */
-        shift_overflow(plan, skip);
+        QP_CHECK(shift_overflow(plan, skip));
     } else
         QP_CHECK(ops->alloc_near(space, lo, hi, plan->text_size, ED_PROT_R | ED_PROT_X,
                                  &plan->text));
