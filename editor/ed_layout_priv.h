@@ -203,6 +203,17 @@ int edl_held_mid_block(const cfg_prog_t *prog, uint64_t **out, size_t *n);
 int edl_collect_pads(const ed_plan_t *plan, uint32_t pi, uint64_t **out, size_t *n,
                      uint32_t *nind);
 
+/* Every procedure's redirects (edl_collect_pads), made on the pool: procedure PI's are
+ * v[off[PI] .. off[PI + 1]), nind[PI] of them not its entry; none for a fragment. */
+typedef struct edl_pads {
+    uint64_t *v;
+    size_t *off;            /* nprocs + 1 */
+    uint32_t *nind;         /* nprocs */
+} edl_pads_t;
+/* *OUT for every procedure of PLAN (edl_pads_free frees it). 0 or QP_ENOMEM. */
+int edl_pads_all(const ed_plan_t *plan, edl_pads_t *out);
+void edl_pads_free(edl_pads_t *p);
+
 /* The index of the first moved extent that ends after OLD (nsegs: none). */
 size_t edl_seg_after(const ed_plan_t *plan, uint64_t old);
 /* The moved extent containing OLD (*IDX its index when IDX is not NULL), or NULL. */

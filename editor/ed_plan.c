@@ -780,14 +780,14 @@ static int
 emit_pads(ed_plan_t *plan, const qp_space_ops_t *ops, void *space)
 {
     const cfg_prog_t *prog = plan->prog;
-    for (uint32_t pi = 0; pi < prog->nprocs; pi++) {
+    edl_pads_t all;
+    QP_CHECK(edl_pads_all(plan, &all));
+    int rc = 0;
+    for (uint32_t pi = 0; pi < prog->nprocs && rc == 0; pi++) {
         if (plan->reason[pi] != NULL || (prog->procs[pi].flags & CFG_PROC_FRAGMENT))
             continue;
-        uint64_t *pads;
-        size_t npads;
-        uint32_t nind;
-        QP_CHECK(edl_collect_pads(plan, pi, &pads, &npads, &nind));
-        int rc = 0;
+        const uint64_t *pads = all.v + all.off[pi];
+        size_t npads = all.off[pi + 1] - all.off[pi];
         for (size_t k = 0; k < npads && rc == 0; k++) {
             uint8_t jmp[ARCH_MAX_INSN];
             if (edl_dropped_at(plan, pads[k]) != CFG_NONE)
@@ -798,12 +798,11 @@ emit_pads(ed_plan_t *plan, const qp_space_ops_t *ops, void *space)
             else if ((rc = plan->isa->emit_jmp(pads[k], slot_new(plan, s), jmp, sizeof(jmp))) > 0)
                 rc = ops->write(space, pads[k], jmp, PAD_LEN(plan));
         }
-        free(pads);
-        QP_CHECK(rc);
         plan->stats.npads += (uint32_t)npads;
-        plan->stats.nind_pads += nind;
+        plan->stats.nind_pads += all.nind[pi];
     }
-    return 0;
+    edl_pads_free(&all);
+    return rc;
 }
 
 /*

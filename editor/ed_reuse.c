@@ -145,7 +145,8 @@ taken_spans(const ed_plan_t *plan, const uint8_t *keep, cfg_span_t **v, size_t *
 {
     const cfg_prog_t *prog = plan->prog;
     size_t cap = 0;
-    int rc = 0;
+    edl_pads_t all;
+    int rc = edl_pads_all(plan, &all);
     /* Pads are where held addresses may point; so is the rest of a procedure that
      * keeps its bytes. */
     for (uint32_t pi = 0; pi < prog->nprocs && rc == 0; pi++) {
@@ -154,14 +155,8 @@ taken_spans(const ed_plan_t *plan, const uint8_t *keep, cfg_span_t **v, size_t *
         if (proc_moves(plan, pi) && owner != CFG_NONE && !keep[owner]) {
             if (p->flags & CFG_PROC_FRAGMENT)
                 continue;
-            uint64_t *pads;
-            size_t npads;
-            uint32_t nind;
-            if ((rc = edl_collect_pads(plan, pi, &pads, &npads, &nind)) < 0)
-                break;
-            for (size_t k = 0; k < npads && rc == 0; k++)
-                rc = push_span(v, n, &cap, pads[k], pads[k] + PAD_LEN(plan));
-            free(pads);
+            for (size_t k = all.off[pi]; k < all.off[pi + 1] && rc == 0; k++)
+                rc = push_span(v, n, &cap, all.v[k], all.v[k] + PAD_LEN(plan));
             continue;
         }
         rc = push_span(v, n, &cap, p->start, p->end);
@@ -177,6 +172,7 @@ taken_spans(const ed_plan_t *plan, const uint8_t *keep, cfg_span_t **v, size_t *
     /* Bytes in no block that are neither padding nor dead code: maybe data. */
     for (uint32_t k = 0; k < prog->nunreached && rc == 0; k++)
         rc = push_span(v, n, &cap, prog->unreached[k].start, prog->unreached[k].end);
+    edl_pads_free(&all);
     return rc;
 }
 
