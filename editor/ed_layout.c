@@ -309,16 +309,16 @@ static size_t probes_from(const ed_plan_t *plan, uint64_t old);
 /*
  * Emit (or size, with OUT NULL) the snippets of the probes at (OLD, AT) from ADDR into OUT
  * (CAP bytes); with ENTRY_ONLY only those of ED_PROBE_ENTRY probes (they come first).
- * Returns their total size.
+ * K0: the first probe at OLD or above (probes_from's; a caller that has it saves the
+ * search: sizing asks four times per instruction). Returns their total size.
  */
 static int
-emit_probes_part(const ed_plan_t *plan, uint64_t old, int at, int entry_only, uint64_t addr,
-                 uint8_t *out, size_t cap, edl_lock_sites_t *sites)
+emit_probes_part(const ed_plan_t *plan, size_t k0, uint64_t old, int at, int entry_only,
+                 uint64_t addr, uint8_t *out, size_t cap, edl_lock_sites_t *sites)
 {
     uint8_t scratch[SNIPPET_MAX];
     int total = 0;
-    for (size_t k = probes_from(plan, old); k < plan->nprobes && plan->probes[k].addr == old;
-         k++) {
+    for (size_t k = k0; k < plan->nprobes && plan->probes[k].addr == old; k++) {
         const ed_probe_t *p = &plan->probes[k];
         if (p->at != at || (entry_only && !(p->flags & ED_PROBE_ENTRY)))
             continue;
@@ -360,7 +360,7 @@ int
 edl_emit_probes(const ed_plan_t *plan, uint64_t old, int at, uint64_t addr, uint8_t *out,
                 size_t cap, edl_lock_sites_t *sites)
 {
-    return emit_probes_part(plan, old, at, 0, addr, out, cap, sites);
+    return emit_probes_part(plan, probes_from(plan, old), old, at, 0, addr, out, cap, sites);
 }
 
 /*
@@ -428,10 +428,10 @@ size_probes(const ed_plan_t *plan, const arch_insn_t *in, ed_slot_t *s, collect_
     if (k == k0)
         return 0;
     c->nplaced += k - k0;
-    int pre = edl_emit_probes(plan, a, ED_AT_BEFORE, 0, NULL, 0, NULL);
-    int entry_pre = emit_probes_part(plan, a, ED_AT_BEFORE, 1, 0, NULL, 0, NULL);
-    int post = edl_emit_probes(plan, a, ED_AT_AFTER, 0, NULL, 0, NULL);
-    int taken = edl_emit_probes(plan, a, ED_AT_TAKEN, 0, NULL, 0, NULL);
+    int pre = emit_probes_part(plan, k0, a, ED_AT_BEFORE, 0, 0, NULL, 0, NULL);
+    int entry_pre = emit_probes_part(plan, k0, a, ED_AT_BEFORE, 1, 0, NULL, 0, NULL);
+    int post = emit_probes_part(plan, k0, a, ED_AT_AFTER, 0, 0, NULL, 0, NULL);
+    int taken = emit_probes_part(plan, k0, a, ED_AT_TAKEN, 0, 0, NULL, 0, NULL);
     if (pre < 0 || post < 0 || taken < 0 || entry_pre < 0)
         return pre < 0 ? pre : post < 0 ? post : taken < 0 ? taken : entry_pre;
     if (pre > UINT16_MAX || post > UINT16_MAX)
