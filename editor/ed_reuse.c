@@ -25,6 +25,7 @@
  * reused bytes, or the plan fails (QP_EBUG) rather than write a program that would run
  * into new code.
  */
+#include <assert.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -684,6 +685,7 @@ find_holes(ed_plan_t *plan, const cfg_segment_t *sg, uint8_t *keep)
 static uint64_t
 piece_key(uint64_t size, size_t i)
 {
+    assert(size <= UINT32_MAX && i < UINT32_MAX);
     return (uint64_t)(UINT32_MAX - (uint32_t)size) << 32 | (uint32_t)i;
 }
 
