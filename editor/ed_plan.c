@@ -276,13 +276,13 @@ ed_plan_map_state(void *arg, uint64_t old)
     const ed_plan_t *plan = arg;
     size_t lo = edl_slot_lower(plan, old), si;
     if (lo < plan->nslots && slot_old(plan, SLOT(plan, lo)) == old)
-        return slot_new(plan, SLOT(plan, lo)) - SLOT(plan, lo)->lead;
+        return slot_new(plan, SLOT(plan, lo)) - slot_lead(SLOT(plan, lo));
     const ed_seg_t *seg = edl_seg_at(plan, old, &si);
     if (seg == NULL)
         return 0;
     /* As ed_plan_map: the next moved instruction of the extent (its stub first). */
     if (lo < plan->nslots && slot_old(plan, SLOT(plan, lo)) < seg->end)
-        return slot_new(plan, SLOT(plan, lo)) - SLOT(plan, lo)->lead;
+        return slot_new(plan, SLOT(plan, lo)) - slot_lead(SLOT(plan, lo));
     return plan->seg_new_end[si];
 }
 
@@ -344,8 +344,8 @@ ed_plan_pieces(void *arg, uint64_t lo, uint64_t hi, ed_piece_fn fn, void *fnarg)
         for (; k < plan->nslots && slot_old(plan, SLOT(plan, k)) < end; k++) {
             const ed_slot_t *s = SLOT(plan, k);
             /* A stub falling into the slot is part of its piece. */
-            if (have && slot_new(plan, s) - s->lead == run_end) {
-                run_end += s->lead + slot_size(plan, s);
+            if (have && slot_new(plan, s) - slot_lead(s) == run_end) {
+                run_end += slot_lead(s) + slot_size(plan, s);
                 run_oend = slot_old(plan, s) + s->olen;
                 continue;
             }
@@ -354,7 +354,7 @@ ed_plan_pieces(void *arg, uint64_t lo, uint64_t hi, ed_piece_fn fn, void *fnarg)
             have = 1;
             run_old = slot_old(plan, s);
             run_oend = slot_old(plan, s) + s->olen;
-            run_new = slot_new(plan, s) - s->lead;
+            run_new = slot_new(plan, s) - slot_lead(s);
             run_end = slot_new(plan, s) + slot_size(plan, s);
         }
         if (have)
@@ -478,9 +478,15 @@ emit_xlate(ed_plan_t *plan, const emit_dst_t *d)
  */
 #define EMIT_GRAIN 4096
 
+/* Parts emitted between two releases of the input's pages (cfg_image_release_pages): the
+ * old code they read comes back from the page cache when read again, and the input is
+ * not resident beside the new code (chromium: its 236 MB of text, 1M slots a batch). */
+#define EMIT_BATCH 256
+
 typedef struct emit_job {
     const ed_plan_t *plan;
     const emit_dst_t *dst;       /* where the new code goes */
+    size_t first;                /* the batch's first part */
     size_t *fall;                /* per part: the first of plan->fall its slots use */
     edl_lock_sites_t *sites;         /* per part: its switchable increments */
 } emit_job_t;
@@ -491,6 +497,7 @@ emit_part(void *arg, unsigned worker, size_t k)
 {
     (void)worker;
     const emit_job_t *j = arg;
+    k += j->first;
     const ed_plan_t *plan = j->plan;
     const cfg_prog_t *prog = plan->prog;
     const emit_dst_t *dst = j->dst;
@@ -566,7 +573,8 @@ emit_progress(void *arg, size_t done)
     const emit_job_t *j = arg;
     const ed_plan_t *plan = j->plan;
     if (plan->opts.on_progress != NULL)
-        plan->opts.on_progress(plan->opts.progress_arg, done * EMIT_GRAIN, plan->nslots);
+        plan->opts.on_progress(plan->opts.progress_arg, (j->first + done) * EMIT_GRAIN,
+                               plan->nslots);
 }
 
 /* The moved slots into DST on the pool (EMIT_GRAIN of them at a time), their lock sites
@@ -584,9 +592,13 @@ emit_slots(ed_plan_t *plan, const emit_dst_t *dst)
         for (size_t i = k * EMIT_GRAIN; i < end; i++)
             n += (plan->lay[i].flags & SLOT_JMP_AFTER) != 0;
     }
-    emit_job_t job = { plan, dst, fall, sites };
-    if (rc == 0)
-        rc = qp_parallel_for(plan->opts.threads, nparts, 1, emit_part, &job, emit_progress);
+    emit_job_t job = { plan, dst, 0, fall, sites };
+    for (; rc == 0 && job.first < nparts; job.first += EMIT_BATCH) {
+        cfg_image_release_pages(plan->prog->img);
+        size_t n = nparts - job.first < EMIT_BATCH ? nparts - job.first : EMIT_BATCH;
+        rc = qp_parallel_for(plan->opts.threads, n, 1, emit_part, &job, emit_progress);
+    }
+    cfg_image_release_pages(plan->prog->img);
     edl_lock_sites_t all = { plan->lock_sites, plan->nlock_sites, plan->lock_cap };
     for (size_t k = 0; sites != NULL && k < nparts; k++) {
         for (size_t i = 0; rc == 0 && i < sites[k].n; i++)
@@ -665,15 +677,14 @@ emit_code(ed_plan_t *plan, const qp_space_ops_t *ops, void *space)
         if (plan->holes[3 * h + 2] > 0)
             memset(eb.p + plan->holes[3 * h], 0xcc, plan->holes[3 * h + 1] - plan->holes[3 * h]);
     int rc = emit_slots(plan, &dst);
-    /* Taken-edge stubs: the snippets, then a jmp to where the branch used to go. */
+    /* The last reader of the decoded instructions: they go before the rest of the new
+     * code is written (chromium: 0.5 GiB). What decodes later decodes anew. */
+    cfg_image_decode_done(prog->img);
+    /* Taken-edge stubs: the snippets, then a jmp to where the branch used to go (its
+     * target as the layout decoded it: the old code is not read again). */
     edl_lock_sites_t sites = { plan->lock_sites, plan->nlock_sites, plan->lock_cap };
     for (size_t i = 0; i < plan->nstubs && rc == 0; i++) {
         const ed_stub_t *st = &plan->stubs[i];
-        arch_insn_t in;
-        if (cfg_image_decode(prog->img, st->jcc, 0, &in) < 0) {
-            rc = QP_EDECODE;
-            break;
-        }
         uint8_t *out = emit_ptr(&dst, st->new_ - plan->text);
         uint32_t jmp = st->before == NO_STUB ? PAD_LEN(plan) : 0; /* else it falls in */
         int n = edl_emit_probes(plan, st->jcc, ED_AT_TAKEN, st->new_, out, st->len - jmp, &sites);
@@ -684,7 +695,7 @@ emit_code(ed_plan_t *plan, const qp_space_ops_t *ops, void *space)
         if (jmp == 0)
             continue;
         int j = plan->isa->emit_jmp(st->new_ + (uint64_t)n,
-                                    edl_map_branch(plan, st->jcc, in.target), out + n,
+                                    edl_map_branch(plan, st->jcc, st->target), out + n,
                                     PAD_LEN(plan));
         if (j < 0)
             rc = j;
@@ -870,6 +881,9 @@ ed_plan_apply(ed_plan_t *plan, const qp_space_ops_t *ops, void *space)
     /* The points in place first: what their patching allocates for a while (the
      * program's block starts, held addresses) is freed before the slots are. */
     QP_CHECK(edl_inplace_apply(plan, ops, space));
+    /* The input's pages the analysis and the drivers read (its data, its relocations)
+     * are not resident beside the slots; the layout reads the moved code's again. */
+    cfg_image_release_pages(plan->prog->img);
     if (plan->opts.on_phase != NULL)
         plan->opts.on_phase(plan->opts.phase_arg, "patched in place");
     if (!plan->laid_out) {
@@ -920,12 +934,16 @@ ed_plan_apply(ed_plan_t *plan, const qp_space_ops_t *ops, void *space)
         QP_CHECK(edl_anchors_plan(plan));
     if (plan->opts.on_phase != NULL)
         plan->opts.on_phase(plan->opts.phase_arg, "new code placed");
+    /* The tables of labels before the new code: their check decodes every block of the
+     * program, through the decoded instructions that emit_code lets go (the tables need
+     * the new addresses only). */
+    if (!plan->opts.keep_tables)
+        QP_CHECK(edl_retarget_labels(plan, ops, space));
     QP_CHECK(emit_code(plan, ops, space));
     QP_CHECK(emit_pads(plan, ops, space));
     QP_CHECK(edl_retarget_kept_calls(plan, ops, space));
     if (plan->opts.keep_tables)
         return 0;
     QP_CHECK(edl_anchors_apply(plan, ops, space));
-    QP_CHECK(retarget_tables(plan, ops, space));
-    return edl_retarget_labels(plan, ops, space);
+    return retarget_tables(plan, ops, space);
 }
