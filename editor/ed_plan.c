@@ -577,8 +577,24 @@ emit_progress(void *arg, size_t done)
                                plan->nslots);
 }
 
+/* The lock sites of parts [FROM, TO) appended to ALL in layout order, their vectors
+ * freed. 0 or QP_ENOMEM. */
+static int
+join_sites(edl_lock_sites_t *all, edl_lock_sites_t *sites, size_t from, size_t to)
+{
+    int rc = 0;
+    for (size_t k = from; k < to; k++) {
+        for (size_t i = 0; rc == 0 && i < sites[k].n; i++)
+            rc = edl_note_lock_site(all, sites[k].v[i]);
+        free(sites[k].v);
+        sites[k] = (edl_lock_sites_t) { NULL, 0, 0 };
+    }
+    return rc;
+}
+
 /* The moved slots into DST on the pool (EMIT_GRAIN of them at a time), their lock sites
- * into the plan in layout order. */
+ * into the plan in layout order (joined after each batch: the parts' vectors are not
+ * all held beside the plan's). */
 static int
 emit_slots(ed_plan_t *plan, const emit_dst_t *dst)
 {
@@ -593,18 +609,17 @@ emit_slots(ed_plan_t *plan, const emit_dst_t *dst)
             n += (plan->lay[i].flags & SLOT_JMP_AFTER) != 0;
     }
     emit_job_t job = { plan, dst, 0, fall, sites };
+    edl_lock_sites_t all = { plan->lock_sites, plan->nlock_sites, plan->lock_cap };
     for (; rc == 0 && job.first < nparts; job.first += EMIT_BATCH) {
         cfg_image_release_pages(plan->prog->img);
         size_t n = nparts - job.first < EMIT_BATCH ? nparts - job.first : EMIT_BATCH;
         rc = qp_parallel_for(plan->opts.threads, n, 1, emit_part, &job, emit_progress);
+        int jrc = join_sites(&all, sites, job.first, job.first + n);
+        rc = rc < 0 ? rc : jrc;
     }
     cfg_image_release_pages(plan->prog->img);
-    edl_lock_sites_t all = { plan->lock_sites, plan->nlock_sites, plan->lock_cap };
-    for (size_t k = 0; sites != NULL && k < nparts; k++) {
-        for (size_t i = 0; rc == 0 && i < sites[k].n; i++)
-            rc = edl_note_lock_site(&all, sites[k].v[i]);
-        free(sites[k].v);
-    }
+    for (size_t k = 0; sites != NULL && k < nparts; k++)
+        free(sites[k].v); /* (parts not joined after an error) */
     plan->lock_sites = all.v;
     plan->nlock_sites = all.n;
     plan->lock_cap = all.cap;
