@@ -636,12 +636,14 @@ emit_slots(ed_plan_t *plan, const emit_dst_t *dst)
 typedef struct emit_buf {
     uint8_t *p;    /* SIZE bytes, zero-filled */
     size_t size;   /* bytes mapped */
+    size_t gone;   /* the pages below this offset are given back */
 } emit_buf_t;
 
 static int
 emit_buf_map(emit_buf_t *b, size_t size)
 {
     b->size = size;
+    b->gone = 0;
     b->p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     return b->p != MAP_FAILED ? 0 : (b->p = NULL, QP_ENOMEM);
 }
@@ -651,14 +653,18 @@ emit_buf_map(emit_buf_t *b, size_t size)
  * overflow of the reused text, most of the new code, is one piece). */
 #define EMIT_WRITE_STEP ((size_t)4 << 20)
 
-/* Write [OFF, OFF + LEN) of B to AT in the space, then give back the pages it covers
- * whole (no other piece has bytes there: the pieces do not overlap). */
+/* Write [OFF, OFF + LEN) of B to AT in the space, then give back the pages below its
+ * end: the pieces are written in address order and do not overlap, and the bytes between
+ * them are no code (chromium's holes in the old text are small: given back piece by
+ * piece, the pages they share stayed, the reused code held twice). */
 static int
 emit_buf_write(emit_buf_t *b, size_t off, size_t len, const qp_space_ops_t *ops,
                void *space, uint64_t at)
 {
     size_t page = (size_t)sysconf(_SC_PAGESIZE);
-    size_t lo = (off + page - 1) / page * page; /* the first page not given back */
+    if (off < b->gone)
+        return QP_EBUG; /* a piece below one written: its bytes may be gone */
+    size_t lo = b->gone; /* the first page not given back */
     for (size_t done = 0; done < len;) {
         size_t n = len - done > EMIT_WRITE_STEP ? EMIT_WRITE_STEP : len - done;
         QP_CHECK(ops->write(space, at + done, b->p + off + done, n));
@@ -668,6 +674,7 @@ emit_buf_write(emit_buf_t *b, size_t off, size_t len, const qp_space_ops_t *ops,
             (void)madvise(b->p + lo, hi - lo, MADV_DONTNEED); /* (reads would see zeros) */
         lo = hi > lo ? hi : lo;
     }
+    b->gone = lo;
     return 0;
 }
 
@@ -687,6 +694,9 @@ emit_code(ed_plan_t *plan, const qp_space_ops_t *ops, void *space)
     if (emit_buf_map(&eb, (direct != NULL ? split : plan->text_size) + 1) < 0)
         return QP_ENOMEM;
     emit_dst_t dst = { eb.p, direct != NULL ? direct : eb.p + split, split };
+    /* The input's pages go before the new code's come (emit_slots reads the old code a
+     * batch at a time). */
+    cfg_image_release_pages(prog->img);
     /* Holes in the old text: what no code fills traps (int3), never old code. */
     for (size_t h = 0; h < plan->nholes; h++)
         if (plan->holes[3 * h + 2] > 0)
@@ -952,9 +962,14 @@ ed_plan_apply(ed_plan_t *plan, const qp_space_ops_t *ops, void *space)
     /* The tables of labels before the new code: their check decodes every block of the
      * program, through the decoded instructions that emit_code lets go (the tables need
      * the new addresses only). */
-    if (!plan->opts.keep_tables)
+    if (!plan->opts.keep_tables) {
         QP_CHECK(edl_retarget_labels(plan, ops, space));
+        if (plan->opts.on_phase != NULL) /* (what the check allocated goes back) */
+            plan->opts.on_phase(plan->opts.phase_arg, "tables of labels retargeted");
+    }
     QP_CHECK(emit_code(plan, ops, space));
+    if (plan->opts.on_phase != NULL) /* (the decoded instructions' memory goes back) */
+        plan->opts.on_phase(plan->opts.phase_arg, "new code emitted");
     QP_CHECK(emit_pads(plan, ops, space));
     QP_CHECK(edl_retarget_kept_calls(plan, ops, space));
     if (plan->opts.keep_tables)
